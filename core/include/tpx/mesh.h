@@ -1,0 +1,76 @@
+/* tpx/mesh.h — a named device mesh, as torch's DeviceMesh.
+ *
+ * A mesh is an n-D grid of ranks with one name and size per dim, e.g.
+ * ("dp_replicate", "dp_shard", "tp") = (1, 2, 4). Ranks map to coordinates in
+ * row-major order (the last dim varies fastest), as torch.arange(world)
+ * .view(sizes) does. Flattened views (e.g. "dp_shard_cp" = dp_shard x cp)
+ * can be added and then used wherever a dim name is accepted for groups.
+ *
+ * Not a communicator: a mesh is pure arithmetic, see tpx/comm.h for that. */
+#ifndef TPX_MESH_H
+#define TPX_MESH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/error.h"
+#include "tpx/export.h"
+
+TPX_BEGIN_DECLS
+
+#define TPX_MESH_MAX_DIMS 8
+#define TPX_MESH_NAME_MAX 32 /* longest dim name, including the NUL */
+
+typedef struct tpx_mesh tpx_mesh;
+
+/* Create a mesh with `ndim` dims (1..TPX_MESH_MAX_DIMS). Names must be
+ * non-empty, unique, shorter than TPX_MESH_NAME_MAX; sizes >= 1; the world
+ * size must fit in int64. On success *out is a new mesh the caller destroys.
+ */
+TPX_API tpx_status tpx_mesh_create(const char *const *names,
+                                   const int64_t *sizes, int ndim,
+                                   tpx_mesh **out, tpx_error *err);
+/* NULL is a no-op. */
+TPX_API void tpx_mesh_destroy(tpx_mesh *mesh);
+
+TPX_API int tpx_mesh_ndim(const tpx_mesh *mesh);
+/* Product of all dim sizes. */
+TPX_API int64_t tpx_mesh_world_size(const tpx_mesh *mesh);
+/* Borrowed; valid while the mesh lives. NULL if i is out of range. */
+TPX_API const char *tpx_mesh_dim_name(const tpx_mesh *mesh, int i);
+/* Size of dim i; 0 if out of range. */
+TPX_API int64_t tpx_mesh_dim_size(const tpx_mesh *mesh, int i);
+/* Index of a real (not flattened) dim, or -1. */
+TPX_API int tpx_mesh_dim_index(const tpx_mesh *mesh, const char *name);
+
+/* Size of a dim or of a flattened view by name; TPX_NOT_FOUND names the
+ * unknown dim. */
+TPX_API tpx_status tpx_mesh_size_of(const tpx_mesh *mesh, const char *name,
+                                    int64_t *out, tpx_error *err);
+
+/* rank -> coords[ndim] (row-major). */
+TPX_API tpx_status tpx_mesh_coords(const tpx_mesh *mesh, int64_t rank,
+                                   int64_t *coords, tpx_error *err);
+/* coords[ndim] -> rank. */
+TPX_API tpx_status tpx_mesh_rank(const tpx_mesh *mesh, const int64_t *coords,
+                                 int64_t *out, tpx_error *err);
+
+/* Add a flattened view named `name` over existing real dims (in the given
+ * order, which must be increasing mesh order, as torch's _flatten requires).
+ * Its size is the product; its local rank is the row-major index of the
+ * rank's coordinates in those dims. */
+TPX_API tpx_status tpx_mesh_flatten(tpx_mesh *mesh, const char *name,
+                                    const char *const *dims, int ndims,
+                                    tpx_error *err);
+
+/* The ranks in `rank`'s group along dim (or flattened view) `name`, ordered by
+ * their index in that group. `out` must hold the group size (see
+ * tpx_mesh_size_of); *index_out (may be NULL) receives `rank`'s own index in
+ * the group. */
+TPX_API tpx_status tpx_mesh_group_ranks(const tpx_mesh *mesh, const char *name,
+                                        int64_t rank, int64_t *out,
+                                        int64_t *index_out, tpx_error *err);
+
+TPX_END_DECLS
+
+#endif /* TPX_MESH_H */

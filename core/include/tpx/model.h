@@ -1,0 +1,163 @@
+/* tpx/model.h — a model description: module tree, parameters, config.
+ *
+ * A model is a tree of modules addressed by FQN ("model.layers.0.mlp.up_proj",
+ * the root is ""), each with a kind and its own parameters (name, shape,
+ * dtype), plus tied parameters (one tensor under two names, e.g. lm_head.weight
+ * tied to model.embed_tokens.weight), the model's config JSON and its
+ * architecture names. Children keep insertion order (torch's named_children
+ * order), which plan matching relies on.
+ *
+ * Three ways in: the builder calls below (trainers), an HF config.json
+ * (tpx_model_load_config; the modules come from the family plugin's skeleton,
+ * see tpx/registry.h), and safetensors headers (tpx_model_add_safetensors).
+ *
+ * Not thread-safe for writes; concurrent reads are fine. */
+#ifndef TPX_MODEL_H
+#define TPX_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/dtype.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/layout.h"
+
+TPX_BEGIN_DECLS
+
+typedef struct tpx_model tpx_model;
+
+typedef enum tpx_module_kind {
+  TPX_MODULE_CONTAINER = 0, /* holds children only (incl. ModuleList) */
+  TPX_MODULE_LINEAR = 1,
+  TPX_MODULE_EMBEDDING = 2,
+  TPX_MODULE_NORM = 3,
+  TPX_MODULE_ROTARY = 4,
+  TPX_MODULE_OTHER = 5,
+} tpx_module_kind;
+
+/* "linear", "embedding", ...; static. */
+TPX_API const char *tpx_module_kind_name(tpx_module_kind kind);
+TPX_API tpx_status tpx_module_kind_parse(const char *text, tpx_module_kind *out,
+                                         tpx_error *err);
+
+/* Borrowed view of one parameter; pointers valid while the model lives and
+ * is not modified. */
+typedef struct tpx_param_info {
+  const char *fqn;     /* "model.layers.0.mlp.up_proj.weight" */
+  const char *name;    /* "weight" */
+  int64_t module;      /* index of the owning module */
+  int ndim;
+  int64_t shape[TPX_MAX_TENSOR_DIMS];
+  tpx_dtype dtype;
+  int64_t tied_to; /* index of the parameter this one aliases, or -1 */
+} tpx_param_info;
+
+/* ---- building ---- */
+
+/* A new, empty model holding only the root module "" (a container). */
+TPX_API tpx_status tpx_model_create(tpx_model **out, tpx_error *err);
+/* NULL is a no-op. */
+TPX_API void tpx_model_destroy(tpx_model *model);
+
+/* Add the module at `fqn` (atoms non-empty). Missing parents are created as
+ * containers. Adding an existing module sets its kind (a container may become
+ * a leaf kind); returns its index in *index_out (may be NULL). */
+TPX_API tpx_status tpx_model_add_module(tpx_model *model, const char *fqn,
+                                        tpx_module_kind kind,
+                                        int64_t *index_out, tpx_error *err);
+
+/* Add parameter `name` to the module at `module_fqn` (created as OTHER if
+ * missing). Dims >= 0, ndim 0..TPX_MAX_TENSOR_DIMS. A duplicate FQN is
+ * TPX_ALREADY_EXISTS. */
+TPX_API tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
+                                       const char *name, const int64_t *shape,
+                                       int ndim, tpx_dtype dtype,
+                                       int64_t *index_out, tpx_error *err);
+
+/* Parameter `param_fqn` is the tensor `target_fqn` (tied weights). If
+ * param_fqn does not exist yet it is created with the target's shape and
+ * dtype. Shapes must agree. */
+TPX_API tpx_status tpx_model_tie(tpx_model *model, const char *param_fqn,
+                                 const char *target_fqn, tpx_error *err);
+
+/* Replace the config with the JSON object in `json_text` (Python-style
+ * Infinity, -Infinity and NaN accepted). `source` names it in errors. Sets
+ * the architectures from its "architectures" list. */
+TPX_API tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
+                                        size_t len, const char *source,
+                                        tpx_error *err);
+
+/* Add an architecture name ("LlamaForCausalLM"); the first is the primary. */
+TPX_API tpx_status tpx_model_add_architecture(tpx_model *model,
+                                              const char *arch,
+                                              tpx_error *err);
+
+/* ---- loading ---- */
+
+/* A model with the config of an HF config.json at `path` (no modules yet).
+ * Handles Infinity/NaN and VLM configs (text_config / vision_config). */
+TPX_API tpx_status tpx_model_load_config(const char *path, tpx_model **out,
+                                         tpx_error *err);
+
+/* Add every tensor listed in safetensors headers: `path` is one
+ * model.safetensors, a model.safetensors.index.json (its shards are read from
+ * the same directory), or a directory holding either. Only headers are read.
+ * Module kinds are inferred from names and shapes. Tensors already present
+ * must agree in shape and dtype. */
+TPX_API tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
+                                             tpx_error *err);
+
+/* ---- queries ---- */
+
+TPX_API size_t tpx_model_num_modules(const tpx_model *model);
+/* Module 0 is the root "". Borrowed string; NULL when out of range. */
+TPX_API const char *tpx_model_module_fqn(const tpx_model *model, int64_t index);
+TPX_API tpx_module_kind tpx_model_module_kind(const tpx_model *model,
+                                              int64_t index);
+/* Parent index; -1 for the root or out of range. */
+TPX_API int64_t tpx_model_module_parent(const tpx_model *model, int64_t index);
+TPX_API size_t tpx_model_module_num_children(const tpx_model *model,
+                                             int64_t index);
+/* The i-th child in insertion order, or -1. */
+TPX_API int64_t tpx_model_module_child(const tpx_model *model, int64_t index,
+                                       size_t i);
+/* Index of the module at fqn, or -1. */
+TPX_API int64_t tpx_model_find_module(const tpx_model *model, const char *fqn);
+
+TPX_API size_t tpx_model_num_params(const tpx_model *model);
+TPX_API tpx_status tpx_model_param(const tpx_model *model, int64_t index,
+                                   tpx_param_info *out, tpx_error *err);
+/* Index of the parameter at fqn, or -1. */
+TPX_API int64_t tpx_model_find_param(const tpx_model *model, const char *fqn);
+
+/* Architecture names; borrowed; NULL when out of range. */
+TPX_API size_t tpx_model_num_architectures(const tpx_model *model);
+TPX_API const char *tpx_model_architecture(const tpx_model *model, size_t i);
+/* Where the model came from (config path); borrowed, may be NULL. */
+TPX_API const char *tpx_model_source(const tpx_model *model);
+
+/* Config reads by path: dotted keys with [i] for array items,
+ * e.g. "text_config.num_attention_heads", "block_configs[2].attention.no_op".
+ * TPX_NOT_FOUND when absent or null, TPX_INVALID_ARGUMENT on a type
+ * mismatch. Strings are borrowed while the model lives. */
+TPX_API tpx_status tpx_model_config_int(const tpx_model *model,
+                                        const char *path, int64_t *out,
+                                        tpx_error *err);
+TPX_API tpx_status tpx_model_config_float(const tpx_model *model,
+                                          const char *path, double *out,
+                                          tpx_error *err);
+TPX_API tpx_status tpx_model_config_bool(const tpx_model *model,
+                                         const char *path, int *out,
+                                         tpx_error *err);
+TPX_API tpx_status tpx_model_config_string(const tpx_model *model,
+                                           const char *path, const char **out,
+                                           tpx_error *err);
+
+/* Totals counting a tied parameter once. */
+TPX_API int64_t tpx_model_total_params(const tpx_model *model);
+TPX_API int64_t tpx_model_total_bytes(const tpx_model *model);
+
+TPX_END_DECLS
+
+#endif /* TPX_MODEL_H */

@@ -1,0 +1,137 @@
+/* tpx/plan.h — parallel styles and TP plans.
+ *
+ * A plan is an ordered list of (module pattern, style) entries, as a Python
+ * dict of FQN pattern -> ParallelStyle: adding an existing key replaces it in
+ * place, new keys are appended. Styles carry torch's defaults
+ * (spec/torch-semantics.md §1) and the upstream variants. Text form:
+ * tpx-plan/1 JSON (spec/plan-format.md). Hugging Face style strings
+ * ("colwise", "rowwise_rep", ...) translate as spec/plans.md §4.2/4.4.
+ *
+ * Not a matcher: see tpx/match.h for resolving keys against a model. */
+#ifndef TPX_PLAN_H
+#define TPX_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/placement.h"
+
+TPX_BEGIN_DECLS
+
+#define TPX_STYLE_LIST(X)                                                      \
+  X(COLWISE, "colwise")                                                        \
+  X(ROWWISE, "rowwise")                                                        \
+  X(SEQUENCE_PARALLEL, "sequence_parallel")                                    \
+  X(PREPARE_MODULE_INPUT, "prepare_module_input")                              \
+  X(PREPARE_MODULE_OUTPUT, "prepare_module_output")                            \
+  X(ROTARY_EMBED_PARALLEL, "rotary_embed_parallel")                            \
+  X(QK_NORM_SEQUENCE_PARALLEL, "qk_norm_sequence_parallel")                    \
+  X(VOCAB_PARALLEL_EMBEDDING, "vocab_parallel_embedding")                      \
+  X(SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION,                                    \
+    "sequence_parallel_allgather_activation")                                  \
+  X(GEMMA4_VOCAB_PARALLEL_EMBEDDING, "gemma4_vocab_parallel_embedding")        \
+  X(GEMMA4_ROWWISE_PARALLEL, "gemma4_rowwise_parallel")
+
+typedef enum tpx_style_kind {
+#define TPX__STYLE_ENUM(name, str) TPX_STYLE_##name,
+  TPX_STYLE_LIST(TPX__STYLE_ENUM)
+#undef TPX__STYLE_ENUM
+  TPX_STYLE_COUNT
+} tpx_style_kind;
+
+#define TPX_STYLE_MAX_LAYOUTS 8
+
+/* A list of layouts; an item may be None (pass-through) in the
+ * prepare_module_* styles. count == -1 means "not given" (torch None). */
+typedef struct tpx_layout_list {
+  int32_t count;
+  tpx_placement items[TPX_STYLE_MAX_LAYOUTS];
+  uint8_t is_none[TPX_STYLE_MAX_LAYOUTS];
+} tpx_layout_list;
+
+/* A parallel style with every field resolved to its value (defaults filled).
+ * Which fields are meaningful depends on kind (spec/plan-format.md). */
+typedef struct tpx_style {
+  tpx_style_kind kind;
+  tpx_layout_list input_layouts;
+  tpx_layout_list output_layouts;
+  tpx_layout_list desired_input_layouts;  /* prepare_module_input */
+  tpx_layout_list desired_output_layouts; /* prepare_module_output */
+  int use_local_output;                   /* 0 or 1 */
+  int32_t sequence_dim;                   /* sequence-parallel family */
+} tpx_style;
+
+/* "colwise", ...; static; NULL for out-of-range kinds. */
+TPX_API const char *tpx_style_kind_name(tpx_style_kind kind);
+TPX_API tpx_status tpx_style_kind_parse(const char *text, tpx_style_kind *out,
+                                        tpx_error *err);
+/* A style of `kind` with torch's defaults for every field. */
+TPX_API tpx_style tpx_style_default(tpx_style_kind kind);
+/* True if the two styles are equal in every meaningful field. */
+TPX_API int tpx_style_equal(const tpx_style *a, const tpx_style *b);
+
+typedef struct tpx_plan tpx_plan;
+
+/* Borrowed view of one entry; valid until the plan is modified. */
+typedef struct tpx_plan_entry {
+  const char *module; /* FQN pattern */
+  tpx_style style;
+  int optional; /* matching nothing is info, not an error */
+} tpx_plan_entry;
+
+TPX_API tpx_status tpx_plan_create(tpx_plan **out, tpx_error *err);
+/* NULL is a no-op. */
+TPX_API void tpx_plan_destroy(tpx_plan *plan);
+/* A deep copy. */
+TPX_API tpx_status tpx_plan_clone(const tpx_plan *plan, tpx_plan **out,
+                                  tpx_error *err);
+
+/* Dict-update semantics: an existing key is replaced in place, a new one is
+ * appended. The pattern is validated (no empty atom, no "..", not empty
+ * unless it is "" meaning the root module). The style is validated (layout
+ * arity for its kind). Strings are copied. */
+TPX_API tpx_status tpx_plan_set(tpx_plan *plan, const char *module,
+                                const tpx_style *style, int optional,
+                                tpx_error *err);
+/* TPX_NOT_FOUND if absent. */
+TPX_API tpx_status tpx_plan_remove(tpx_plan *plan, const char *module,
+                                   tpx_error *err);
+/* Apply every entry of `overrides` in order with tpx_plan_set. */
+TPX_API tpx_status tpx_plan_update(tpx_plan *plan, const tpx_plan *overrides,
+                                   tpx_error *err);
+
+TPX_API size_t tpx_plan_size(const tpx_plan *plan);
+TPX_API tpx_status tpx_plan_get(const tpx_plan *plan, size_t index,
+                                tpx_plan_entry *out, tpx_error *err);
+/* Index of the entry with exactly this key, or -1. */
+TPX_API int64_t tpx_plan_find(const tpx_plan *plan, const char *module);
+
+/* Parse tpx-plan/1 JSON. `source` (a file name, may be NULL) prefixes
+ * errors, which name the entry index, key and offending value. Duplicate keys
+ * in a document are an error. */
+TPX_API tpx_status tpx_plan_from_json(const char *text, size_t len,
+                                      const char *source, tpx_plan **out,
+                                      tpx_error *err);
+TPX_API tpx_status tpx_plan_load(const char *path, tpx_plan **out,
+                                 tpx_error *err);
+/* Normalized tpx-plan/1 JSON (every field written; "optional" only when
+ * true). *out is malloc'd; the caller frees it with free(). `indent` as
+ * jansson's JSON_INDENT (0 = compact). */
+TPX_API tpx_status tpx_plan_to_json(const tpx_plan *plan, int indent,
+                                    char **out, tpx_error *err);
+
+/* Translate one Hugging Face style string for key `key` (plans.md §4.4).
+ * *skip is set to 1 when the key is to be dropped (skipped strings such as
+ * "local_colwise", "gather", "ep_*", or "replicated_with_grad_allreduce"),
+ * else *out holds the style. Unknown / unsupported strings are TPX_UNSUPPORTED
+ * naming key and string. */
+TPX_API tpx_status tpx_plan_translate_hf_style(const char *key,
+                                               const char *hf_style,
+                                               tpx_style *out, int *skip,
+                                               tpx_error *err);
+
+TPX_END_DECLS
+
+#endif /* TPX_PLAN_H */

@@ -1,0 +1,23 @@
+/* tpx/tpx.h — the whole public API of libtpx in one include.
+ *
+ * Trainers include this; plugin authors include tpx/plugin.h only. */
+#ifndef TPX_TPX_H
+#define TPX_TPX_H
+
+#include "tpx/dtype.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/layout.h"
+#include "tpx/mesh.h"
+#include "tpx/model.h"
+#include "tpx/placement.h"
+#include "tpx/plan.h"
+
+TPX_BEGIN_DECLS
+
+/* "0.1.0"; static. */
+TPX_API const char *tpx_version(void);
+
+TPX_END_DECLS
+
+#endif /* TPX_TPX_H */

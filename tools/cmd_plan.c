@@ -1,0 +1,16 @@
+/* cmd_plan.c — `tpx plan` (filled by a later issue). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int tpx_cmd_plan(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("usage: tpx plan [options]\n\n(not implemented yet)\n");
+      return 0;
+    }
+  }
+  fprintf(stderr, "tpx plan: not implemented yet\n");
+  return 2;
+}

@@ -1,0 +1,50 @@
+/* tpx.c — the `tpx` command line: global options and subcommand dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "tpx/tpx.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: tpx [--version] [--help] <command> [<args>]\n"
+          "\n"
+          "Decide and check tensor-parallel and FSDP sharding for transformer "
+          "models.\n"
+          "\n"
+          "commands:\n"
+          "  plan          choose a TP plan for a model, apply it on a mesh, "
+          "report\n"
+          "                placements, per-rank memory and diagnostics\n"
+          "  plugins       list the model-family plugins found, and those "
+          "refused\n"
+          "  check-plugin  run the conformance harness on a plugin .so\n"
+          "\n"
+          "Run 'tpx <command> --help' for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+      strcmp(cmd, "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
+    printf("tpx %s\n", tpx_version());
+    return 0;
+  }
+  if (strcmp(cmd, "plan") == 0)
+    return tpx_cmd_plan(argc - 1, argv + 1);
+  if (strcmp(cmd, "plugins") == 0)
+    return tpx_cmd_plugins(argc - 1, argv + 1);
+  if (strcmp(cmd, "check-plugin") == 0)
+    return tpx_cmd_check_plugin(argc - 1, argv + 1);
+  fprintf(stderr, "tpx: unknown command '%s'\n\n", cmd);
+  usage(stderr);
+  return 2;
+}
