@@ -8,6 +8,7 @@
 #include "tpx/error.h"
 #include "tpx/export.h"
 #include "tpx/layout.h"
+#include "tpx/log.h"
 #include "tpx/mesh.h"
 #include "tpx/model.h"
 #include "tpx/placement.h"
