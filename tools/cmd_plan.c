@@ -1,16 +1,282 @@
-/* cmd_plan.c — `tpx plan` (filled by a later issue). */
+/* cmd_plan.c — `tpx plan`: choose a TP plan for a model, apply it on a
+ * (dp_replicate, dp_shard, tp) mesh with FSDP, and print the report.
+ *
+ * Flow: config -> registry (default plugin path) -> module tree (safetensors
+ * headers with --weights, else the family plugin's skeleton) -> custom plan
+ * (--plan FILE, or a named plugin plan) -> selection (+ validation) ->
+ * sharding (match, apply, FSDP, bytes) -> report (text or tpx-report/1 JSON).
+ *
+ * Exit status: 0 when the report has no error-level diagnostic, 1 when it
+ * has one or planning failed, 2 on bad arguments. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+#include "tpx/fsdp.h"
+#include "tpx/registry.h"
+#include "tpx/report.h"
+#include "tpx/sharding.h"
+#include "tpx/tpx.h"
 
-int tpx_cmd_plan(int argc, char **argv) {
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: tpx plan --config PATH [options]\n"
+          "\n"
+          "Choose the tensor-parallel plan for a model, apply it with FSDP2 "
+          "on a\n"
+          "(dp_replicate, dp_shard, tp) mesh, and report placements, per-rank "
+          "memory\nand diagnostics.\n"
+          "\n"
+          "options:\n"
+          "  --config PATH        the model's Hugging Face config.json "
+          "(required)\n"
+          "  --weights PATH       read tensor names/shapes from safetensors "
+          "headers\n"
+          "                       (model.safetensors, its index.json, or "
+          "their dir);\n"
+          "                       default: the family plugin's module "
+          "skeleton\n"
+          "  --tp N               tensor-parallel size (default 1)\n"
+          "  --dp-shard N         FSDP shard size (default 1)\n"
+          "  --dp-replicate N     HSDP replicate size (default 1)\n"
+          "  --sp                 sequence parallelism\n"
+          "  --plan PATH|NAME     a custom tpx-plan/1 file, or the name of a "
+          "plugin's\n"
+          "                       named plan (e.g. "
+          "llama_nemotron_super_tp_plan)\n"
+          "  --no-fsdp            TP only: no FSDP units or dp sharding\n"
+          "  --format text|json   output format (default text; json is "
+          "tpx-report/1)\n"
+          "  -h, --help           this help\n"
+          "\n"
+          "Exit status: 0 without error diagnostics, 1 with errors, 2 on bad "
+          "arguments.\n");
+}
+
+static int parse_size(const char *opt, const char *text, int64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = text ? strtoll(text, &end, 10) : 0;
+  if (!text || !*text || *end || errno || v < 1 || v > (1LL << 20)) {
+    fprintf(stderr, "tpx plan: %s expects a positive integer, got '%s'\n", opt,
+            text ? text : "");
+    return -1;
+  }
+  *out = (int64_t)v;
+  return 0;
+}
+
+typedef struct {
+  const char *config, *weights, *plan, *format;
+  int64_t tp, dp_shard, dp_replicate;
+  int sp, fsdp;
+} args_t;
+
+/* 0 ok, 1 help printed, -1 bad arguments (message printed). */
+static int parse_args(int argc, char **argv, args_t *a) {
+  memset(a, 0, sizeof *a);
+  a->tp = a->dp_shard = a->dp_replicate = 1;
+  a->format = "text";
+  a->fsdp = 1;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: tpx plan [options]\n\n(not implemented yet)\n");
-      return 0;
+    const char *arg = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+      usage(stdout);
+      return 1;
+    } else if (!strcmp(arg, "--sp")) {
+      a->sp = 1;
+    } else if (!strcmp(arg, "--no-fsdp")) {
+      a->fsdp = 0;
+    } else if (!strcmp(arg, "--config") || !strcmp(arg, "--weights") ||
+               !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
+               !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
+               !strcmp(arg, "--dp-replicate")) {
+      if (!val) {
+        fprintf(stderr, "tpx plan: %s needs a value\n", arg);
+        return -1;
+      }
+      i++;
+      if (!strcmp(arg, "--config")) a->config = val;
+      else if (!strcmp(arg, "--weights")) a->weights = val;
+      else if (!strcmp(arg, "--plan")) a->plan = val;
+      else if (!strcmp(arg, "--format")) a->format = val;
+      else if (!strcmp(arg, "--tp")) {
+        if (parse_size(arg, val, &a->tp)) return -1;
+      } else if (!strcmp(arg, "--dp-shard")) {
+        if (parse_size(arg, val, &a->dp_shard)) return -1;
+      } else if (parse_size(arg, val, &a->dp_replicate)) {
+        return -1;
+      }
+    } else {
+      fprintf(stderr, "tpx plan: unknown argument '%s' (see tpx plan --help)\n",
+              arg);
+      return -1;
     }
   }
-  fprintf(stderr, "tpx plan: not implemented yet\n");
-  return 2;
+  if (!a->config) {
+    fprintf(stderr, "tpx plan: --config PATH is required (see tpx plan "
+                    "--help)\n");
+    return -1;
+  }
+  if (strcmp(a->format, "text") != 0 && strcmp(a->format, "json") != 0) {
+    fprintf(stderr, "tpx plan: --format must be 'text' or 'json', got '%s'\n",
+            a->format);
+    return -1;
+  }
+  if (a->tp * a->dp_shard * a->dp_replicate > (1LL << 20)) {
+    fprintf(stderr, "tpx plan: the mesh (%lld x %lld x %lld) is too large\n",
+            (long long)a->dp_replicate, (long long)a->dp_shard,
+            (long long)a->tp);
+    return -1;
+  }
+  return 0;
+}
+
+static int is_file(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int fail(const char *what, const tpx_error *err) {
+  fprintf(stderr, "tpx plan: %s: %s\n", what, err->message);
+  return 1;
+}
+
+int tpx_cmd_plan(int argc, char **argv) {
+  args_t a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc == 1) return 0;
+  if (rc < 0) return 2;
+
+  tpx_error err;
+  tpx_error_clear(&err);
+  tpx_model *model = NULL;
+  tpx_registry *reg = NULL;
+  tpx_plan *custom = NULL;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  tpx_mesh *mesh = NULL;
+  tpx_sharding *sh = NULL;
+  char *text = NULL;
+  const char **units = NULL;
+  int *reshard = NULL;
+  const char **trace = NULL;
+  int code = 1;
+
+  if (tpx_model_load_config(a.config, &model, &err) != TPX_OK) {
+    code = fail("reading the config", &err);
+    goto out;
+  }
+  if (tpx_registry_create(&reg, &err) != TPX_OK ||
+      tpx_registry_load_default(reg, &err) != TPX_OK) {
+    code = fail("loading plugins", &err);
+    goto out;
+  }
+  if (a.weights) {
+    if (tpx_model_add_safetensors(model, a.weights, &err) != TPX_OK) {
+      code = fail("reading safetensors headers", &err);
+      goto out;
+    }
+  } else if (tpx_registry_build_skeleton(reg, model, &err) != TPX_OK) {
+    fprintf(stderr,
+            "tpx plan: building the module tree from the config: %s\n"
+            "  (pass --weights PATH to read the tensors from safetensors "
+            "headers instead)\n",
+            err.message);
+    goto out;
+  }
+  if (a.plan && is_file(a.plan)) {
+    if (tpx_plan_load(a.plan, &custom, &err) != TPX_OK) {
+      code = fail("reading the plan", &err);
+      goto out;
+    }
+  }
+  if (tpx_diag_list_create(&diags, &err) != TPX_OK) {
+    code = fail("planning", &err);
+    goto out;
+  }
+  tpx_select_options so = TPX_SELECT_OPTIONS_INIT;
+  so.tp_size = a.tp;
+  so.sequence_parallel = a.sp;
+  so.custom = custom;
+  so.plan_name = (a.plan && !custom) ? a.plan : NULL;
+  if (tpx_select_plan(reg, model, &so, &sel, diags, &err) != TPX_OK) {
+    code = fail("selecting a plan", &err);
+    goto out;
+  }
+
+  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
+  int64_t sizes[3] = {a.dp_replicate, a.dp_shard, a.tp};
+  if (tpx_mesh_create(names, sizes, 3, &mesh, &err) != TPX_OK) {
+    code = fail("building the mesh", &err);
+    goto out;
+  }
+  tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
+  opts.fsdp = a.fsdp;
+  size_t nu = tpx_selection_num_fsdp_units(sel);
+  if (nu) {
+    units = calloc(nu, sizeof *units);
+    reshard = calloc(nu, sizeof *reshard);
+    if (!units || !reshard) {
+      fprintf(stderr, "tpx plan: out of memory\n");
+      goto out;
+    }
+    for (size_t i = 0; i < nu; i++)
+      units[i] = tpx_selection_fsdp_unit(sel, i, &reshard[i]);
+    opts.num_fsdp_units = nu;
+    opts.fsdp_units = units;
+    opts.fsdp_unit_reshard = reshard;
+  }
+  if (tpx_sharding_create(model, tpx_selection_plan(sel), mesh, &opts, &sh,
+                          &err) != TPX_OK) {
+    code = fail("applying the plan", &err);
+    goto out;
+  }
+
+  tpx_report_options ro = TPX_REPORT_OPTIONS_INIT;
+  ro.plan_source = tpx_plan_source_name(tpx_selection_source(sel));
+  ro.plugin_name = tpx_selection_plugin_name(sel);
+  ro.plugin_path = tpx_selection_plugin_path(sel);
+  ro.function = tpx_selection_function(sel);
+  ro.sequence_parallel = a.sp;
+  ro.num_trace = tpx_selection_trace_size(sel);
+  if (ro.num_trace) {
+    trace = calloc(ro.num_trace, sizeof *trace);
+    if (!trace) {
+      fprintf(stderr, "tpx plan: out of memory\n");
+      goto out;
+    }
+    for (size_t i = 0; i < ro.num_trace; i++)
+      trace[i] = tpx_selection_trace(sel, i);
+    ro.trace = trace;
+  }
+  ro.selection_diags = diags;
+  tpx_status st = strcmp(a.format, "json") == 0
+                      ? tpx_report_json(sh, &ro, &text, &err)
+                      : tpx_report_text(sh, &ro, &text, &err);
+  if (st != TPX_OK) {
+    code = fail("writing the report", &err);
+    goto out;
+  }
+  fputs(text, stdout);
+  if (strcmp(a.format, "json") == 0) fputc('\n', stdout);
+  code = tpx_report_ok(sh, &ro) ? 0 : 1;
+
+out:
+  free(text);
+  free(trace);
+  free(units);
+  free(reshard);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_selection_destroy(sel);
+  tpx_diag_list_destroy(diags);
+  tpx_plan_destroy(custom);
+  tpx_registry_destroy(reg);
+  tpx_model_destroy(model);
+  return code;
 }

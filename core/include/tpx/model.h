@@ -77,7 +77,8 @@ TPX_API tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
 
 /* Parameter `param_fqn` is the tensor `target_fqn` (tied weights). If
  * param_fqn does not exist yet it is created with the target's shape and
- * dtype. Shapes must agree. */
+ * dtype. Shapes and dtypes must agree. tied_to always names the parameter
+ * holding the storage (tying to a tied parameter follows it there). */
 TPX_API tpx_status tpx_model_tie(tpx_model *model, const char *param_fqn,
                                  const char *target_fqn, tpx_error *err);
 
@@ -102,9 +103,17 @@ TPX_API tpx_status tpx_model_load_config(const char *path, tpx_model **out,
 
 /* Add every tensor listed in safetensors headers: `path` is one
  * model.safetensors, a model.safetensors.index.json (its shards are read from
- * the same directory), or a directory holding either. Only headers are read.
- * Module kinds are inferred from names and shapes. Tensors already present
- * must agree in shape and dtype. */
+ * the same directory), or a directory holding either. Only headers are read,
+ * and checked against the file size (TPX_PARSE naming the file and tensor).
+ * New tensors are added in natural name order ("layers.2" before
+ * "layers.10"). Module kinds of new modules are inferred from names and
+ * shapes (2-D "weight": embedding if the module name holds "embed" or is
+ * wte/wpe, else linear; only 1-D tensors and a norm/ln name: norm; else
+ * other). Tensors already present must agree in shape and dtype
+ * (TPX_VALIDATION naming the tensor and both shapes); on any error nothing
+ * is added. When the config's tie_word_embeddings (or
+ * text_config.tie_word_embeddings) is true — absent counts as false — and
+ * lm_head.weight is missing, it is tied to the input embedding. */
 TPX_API tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
                                              tpx_error *err);
 
@@ -140,7 +149,9 @@ TPX_API const char *tpx_model_source(const tpx_model *model);
 /* Config reads by path: dotted keys with [i] for array items,
  * e.g. "text_config.num_attention_heads", "block_configs[2].attention.no_op".
  * TPX_NOT_FOUND when absent or null, TPX_INVALID_ARGUMENT on a type
- * mismatch. Strings are borrowed while the model lives. */
+ * mismatch. _int accepts integral reals (2.0); _float accepts integers and
+ * Python-style Infinity/-Infinity/NaN. Strings are borrowed while the model
+ * lives (and its config is not replaced). */
 TPX_API tpx_status tpx_model_config_int(const tpx_model *model,
                                         const char *path, int64_t *out,
                                         tpx_error *err);

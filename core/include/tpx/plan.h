@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tpx/diag.h"
 #include "tpx/error.h"
 #include "tpx/export.h"
 #include "tpx/placement.h"
@@ -51,8 +52,37 @@ typedef struct tpx_layout_list {
   uint8_t is_none[TPX_STYLE_MAX_LAYOUTS];
 } tpx_layout_list;
 
+#define TPX_STYLE_MAX_KWARGS 4
+#define TPX_STYLE_KWARG_NAME_SIZE 64
+
+/* One keyword-argument layout of prepare_module_input ({name: layout}); the
+ * layout may be None (is_none = 1: the kwarg passes through). */
+typedef struct tpx_kwarg_layout {
+  char name[TPX_STYLE_KWARG_NAME_SIZE]; /* NUL-terminated, non-empty */
+  tpx_placement layout;
+  uint8_t is_none;
+  uint8_t reserved[3]; /* zero; keeps the struct free of padding */
+} tpx_kwarg_layout;
+
+/* A {kwarg name: layout} dict in insertion order; count 0 is {} (torch's
+ * default). Names are unique within one list. */
+typedef struct tpx_kwarg_layout_list {
+  int32_t count; /* 0..TPX_STYLE_MAX_KWARGS */
+  tpx_kwarg_layout items[TPX_STYLE_MAX_KWARGS];
+} tpx_kwarg_layout_list;
+
 /* A parallel style with every field resolved to its value (defaults filled).
- * Which fields are meaningful depends on kind (spec/plan-format.md). */
+ * Which fields are meaningful depends on kind (spec/plan-format.md):
+ *  - colwise, rowwise, vocab_parallel_embedding, gemma4_*: input_layouts and
+ *    output_layouts (exactly one layout each, never None), use_local_output;
+ *  - sequence_parallel and its variants: sequence_dim, use_local_output;
+ *  - prepare_module_input: input_layouts / desired_input_layouts (count -1 =
+ *    None; when input_layouts is given desired_input_layouts must be given
+ *    with the same length), input_kwarg_layouts /
+ *    desired_input_kwarg_layouts (same length), use_local_output;
+ *  - prepare_module_output: output_layouts and desired_output_layouts (both
+ *    required, same length), use_local_output.
+ * Layout items are replicate, shard(d) or partial(op); never strided_shard. */
 typedef struct tpx_style {
   tpx_style_kind kind;
   tpx_layout_list input_layouts;
@@ -61,6 +91,9 @@ typedef struct tpx_style {
   tpx_layout_list desired_output_layouts; /* prepare_module_output */
   int use_local_output;                   /* 0 or 1 */
   int32_t sequence_dim;                   /* sequence-parallel family */
+  /* prepare_module_input keyword layouts ({} unless given). */
+  tpx_kwarg_layout_list input_kwarg_layouts;
+  tpx_kwarg_layout_list desired_input_kwarg_layouts;
 } tpx_style;
 
 /* "colwise", ...; static; NULL for out-of-range kinds. */
@@ -71,6 +104,9 @@ TPX_API tpx_status tpx_style_kind_parse(const char *text, tpx_style_kind *out,
 TPX_API tpx_style tpx_style_default(tpx_style_kind kind);
 /* True if the two styles are equal in every meaningful field. */
 TPX_API int tpx_style_equal(const tpx_style *a, const tpx_style *b);
+/* Check a style's arity and values for its kind (the rules above).
+ * TPX_INVALID_ARGUMENT naming the field at fault. */
+TPX_API tpx_status tpx_style_validate(const tpx_style *style, tpx_error *err);
 
 typedef struct tpx_plan tpx_plan;
 
@@ -89,9 +125,11 @@ TPX_API tpx_status tpx_plan_clone(const tpx_plan *plan, tpx_plan **out,
                                   tpx_error *err);
 
 /* Dict-update semantics: an existing key is replaced in place, a new one is
- * appended. The pattern is validated (no empty atom, no "..", not empty
- * unless it is "" meaning the root module). The style is validated (layout
- * arity for its kind). Strings are copied. */
+ * appended. The pattern is validated (no empty atom, no "..", no leading or
+ * trailing dot, not empty unless it is "" meaning the root module). The
+ * style is validated (tpx_style_validate) and stored canonical: colwise /
+ * rowwise layouts with count -1 take their defaults, fields the kind does
+ * not use are dropped. Strings are copied. On error the plan is unchanged. */
 TPX_API tpx_status tpx_plan_set(tpx_plan *plan, const char *module,
                                 const tpx_style *style, int optional,
                                 tpx_error *err);
@@ -116,9 +154,11 @@ TPX_API tpx_status tpx_plan_from_json(const char *text, size_t len,
                                       tpx_error *err);
 TPX_API tpx_status tpx_plan_load(const char *path, tpx_plan **out,
                                  tpx_error *err);
-/* Normalized tpx-plan/1 JSON (every field written; "optional" only when
- * true). *out is malloc'd; the caller frees it with free(). `indent` as
- * jansson's JSON_INDENT (0 = compact). */
+/* Normalized tpx-plan/1 JSON (every field written, in the order of
+ * spec/plan-format.md's table; "not given" layout lists as null;
+ * "optional" only when true). *out is malloc'd; the caller frees it with
+ * free(). `indent` 1..31 as jansson's JSON_INDENT, with a trailing newline;
+ * 0 = compact, one line, no newline. */
 TPX_API tpx_status tpx_plan_to_json(const tpx_plan *plan, int indent,
                                     char **out, tpx_error *err);
 
@@ -126,11 +166,37 @@ TPX_API tpx_status tpx_plan_to_json(const tpx_plan *plan, int indent,
  * *skip is set to 1 when the key is to be dropped (skipped strings such as
  * "local_colwise", "gather", "ep_*", or "replicated_with_grad_allreduce"),
  * else *out holds the style. Unknown / unsupported strings are TPX_UNSUPPORTED
- * naming key and string. */
+ * naming key and string. `key` is only used in the message: the lm_head
+ * special case of §4.2 belongs to tpx_plan_from_hf / tpx_plan_from_hf2. */
 TPX_API tpx_status tpx_plan_translate_hf_style(const char *key,
                                                const char *hf_style,
                                                tpx_style *out, int *skip,
                                                tpx_error *err);
+
+/* Build a plan from a Hugging Face model's tp plan (plans.md §4.2), given as
+ * a JSON object {key: style string} of the *inner* model (its
+ * base_model_tp_plan). Every key is prefixed with `prefix` + "." (prefix
+ * NULL or "" = keys used as they are), `<prefix>.embed_tokens: rowwise_rep`
+ * is added when missing, then each value is translated in insertion order
+ * with tpx_plan_translate_hf_style (skipped keys are dropped and reported as
+ * info "hf-style-skipped" in `diags`, which may be NULL). A rejected string
+ * fails the whole call with TPX_UNSUPPORTED naming key and string (callers
+ * report it as "hf-style-unsupported"); an empty plan is TPX_NOT_FOUND; bad
+ * JSON / non-string values are TPX_PARSE / TPX_INVALID_ARGUMENT. *out is a
+ * new plan owned by the caller. */
+TPX_API tpx_status tpx_plan_from_hf(const char *hf_json, size_t len,
+                                    const char *prefix, tpx_plan **out,
+                                    tpx_diag_list *diags, tpx_error *err);
+/* As tpx_plan_from_hf, with the class-level plan too: `top_json` is the
+ * model class's _tp_plan (keys used unprefixed, e.g. {"lm_head":
+ * "colwise_rep"}), `inner_json` the inner model's plan (prefixed); either may
+ * be NULL. Later sources override earlier ones (dict update: top, then
+ * inner). A key exactly "lm_head" or "language_model.lm_head" with
+ * "colwise_rep" becomes colwise(output shard(-1), use_local_output false). */
+TPX_API tpx_status tpx_plan_from_hf2(const char *top_json, size_t top_len,
+                                     const char *inner_json, size_t inner_len,
+                                     const char *prefix, tpx_plan **out,
+                                     tpx_diag_list *diags, tpx_error *err);
 
 TPX_END_DECLS
 

@@ -279,6 +279,31 @@ typedef int (*tpx_plugin_fp32_params_fn)(const tpx_plugin_host *host,
 #define TPX_PLUGIN_EXPORT
 #endif
 
+/* Opt-in prototypes of the entry points (ABI 1.0, additive): define
+ * TPX_PLUGIN_DECLARE_ENTRY_POINTS before including this header and the
+ * entry points are declared with default visibility, so a plugin built with
+ * -fvisibility=hidden and -Wmissing-prototypes needs nothing else. Declaring
+ * an optional entry point the plugin does not define is harmless. */
+#ifdef TPX_PLUGIN_DECLARE_ENTRY_POINTS
+TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
+                                                 tpx_plugin_info *info);
+TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host,
+                               tpx_plugin_ctx *ctx,
+                               const tpx_plugin_plan_request *req);
+TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
+                                              tpx_plugin_ctx *ctx,
+                                              const char *architecture);
+TPX_PLUGIN_EXPORT int tpx_plugin_validate(const tpx_plugin_host *host,
+                                          tpx_plugin_ctx *ctx,
+                                          const tpx_plugin_plan_request *req);
+TPX_PLUGIN_EXPORT int tpx_plugin_fsdp_units(const tpx_plugin_host *host,
+                                            tpx_plugin_ctx *ctx,
+                                            const char *architecture);
+TPX_PLUGIN_EXPORT int tpx_plugin_fp32_params(const tpx_plugin_host *host,
+                                             tpx_plugin_ctx *ctx,
+                                             const char *architecture);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,190 @@
+/* tpx/comm.h — communicators and collectives over a group of ranks.
+ *
+ * A tpx_comm is one rank's handle on a group (a world, or the sub-group along
+ * one mesh dim). The collectives follow NCCL's conventions: `count` is the
+ * element count of one rank's piece, buffers are contiguous, in place means
+ * aliasing as NCCL defines it (see each call). Every call on a group is
+ * collective: all ranks of the group call it in the same order with the same
+ * count, dtype, op and root. Reductions of f16 / bf16 accumulate in f32 and
+ * round once; integer sums wrap (two's complement); avg on integers truncates.
+ *
+ * Three backends sit behind the same handle:
+ *  - local: ranks are threads of one process (tpx_local_run); shared memory,
+ *    no copies beyond what each collective needs. The embedded default.
+ *  - mpi:   one rank per process under mpirun (Open MPI).
+ *  - nccl:  CUDA device buffers through NCCL; bootstrapped through MPI or a
+ *    caller-provided unique id. Fails with TPX_NO_DEVICE when no GPU exists.
+ *
+ * Uneven shards (torch.chunk sizes, see tpx/layout.h) are handled by the
+ * *_chunked calls, which pad to the full chunk the way DTensor and FSDP2 do.
+ *
+ * Not here: which slice a rank owns (tpx/layout.h) and moving a tensor between
+ * placements (tpx/redistribute.h).
+ *
+ * Thread safety: a tpx_comm is used by one thread at a time (its rank). */
+#ifndef TPX_COMM_H
+#define TPX_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/dtype.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/mesh.h"
+#include "tpx/placement.h"
+
+TPX_BEGIN_DECLS
+
+typedef struct tpx_comm tpx_comm;
+typedef struct tpx_mesh_comm tpx_mesh_comm;
+
+/* ---- handles ----------------------------------------------------------- */
+
+/* NULL is a no-op. Destroying a communicator is local (not collective) for
+ * the local and mpi backends; the nccl backend destroys its NCCL comm. */
+TPX_API void tpx_comm_destroy(tpx_comm *comm);
+
+/* This rank's index in the group, and the group size. -1 for NULL. */
+TPX_API int tpx_comm_rank(const tpx_comm *comm);
+TPX_API int tpx_comm_size(const tpx_comm *comm);
+/* "local", "mpi" or "nccl"; a static string ("(null)" for NULL). */
+TPX_API const char *tpx_comm_backend(const tpx_comm *comm);
+
+/* Collective over `world`, whose size must equal the mesh's world size (the
+ * rank in `world` is the mesh rank): a new communicator over this rank's group
+ * along mesh dim (or flattened view) `dim`, ranked by index in that group
+ * (tpx_mesh_group_ranks). The caller destroys *out. */
+TPX_API tpx_status tpx_comm_split_mesh_dim(tpx_comm *world,
+                                           const tpx_mesh *mesh,
+                                           const char *dim, tpx_comm **out,
+                                           tpx_error *err);
+
+/* ---- collectives (all block until this rank's part is complete) -------- */
+
+/* recv[size * count] = concatenation of every rank's send[count] in rank
+ * order. In place when send == recv + rank * count. */
+TPX_API tpx_status tpx_comm_all_gather(tpx_comm *comm, const void *send,
+                                       void *recv, size_t count,
+                                       tpx_dtype dtype, tpx_error *err);
+
+/* recv[count] = op over ranks of block `rank` of send[size * count]. In place
+ * when recv == send + rank * count. */
+TPX_API tpx_status tpx_comm_reduce_scatter(tpx_comm *comm, const void *send,
+                                           void *recv, size_t count,
+                                           tpx_dtype dtype, tpx_reduce_op op,
+                                           tpx_error *err);
+
+/* recv[count] = op over ranks of send[count]. In place when send == recv. */
+TPX_API tpx_status tpx_comm_all_reduce(tpx_comm *comm, const void *send,
+                                       void *recv, size_t count,
+                                       tpx_dtype dtype, tpx_reduce_op op,
+                                       tpx_error *err);
+
+/* recv[count] = root's send[count] on every rank. `send` is read on the root
+ * only (may be NULL elsewhere). In place when send == recv. */
+TPX_API tpx_status tpx_comm_broadcast(tpx_comm *comm, const void *send,
+                                      void *recv, size_t count,
+                                      tpx_dtype dtype, int root,
+                                      tpx_error *err);
+
+/* Block j of recv[size * count] = block `rank` of rank j's send[size*count].
+ * In place when send == recv (uses a temporary copy). */
+TPX_API tpx_status tpx_comm_all_to_all(tpx_comm *comm, const void *send,
+                                       void *recv, size_t count,
+                                       tpx_dtype dtype, tpx_error *err);
+
+TPX_API tpx_status tpx_comm_barrier(tpx_comm *comm, tpx_error *err);
+
+/* ---- uneven (torch.chunk) variants --------------------------------------
+ * A flat extent of `total` elements is split over the group as torch.chunk
+ * does (chunk = ceil(total/size), trailing ranks short or empty; the same
+ * arithmetic as tpx_layout_chunk). Rank r's piece has the length
+ * tpx_layout_chunk gives it. These pad every piece to the full chunk for the
+ * collective and unpad afterwards, as DTensor and FSDP2 do; when `total`
+ * divides evenly they run the plain collective with no extra copy. */
+
+/* send = this rank's piece; recv[total] = all pieces in order. */
+TPX_API tpx_status tpx_comm_all_gather_chunked(tpx_comm *comm,
+                                               const void *send, void *recv,
+                                               size_t total, tpx_dtype dtype,
+                                               tpx_error *err);
+/* send[total] on every rank; recv = this rank's piece of the reduction. */
+TPX_API tpx_status tpx_comm_reduce_scatter_chunked(tpx_comm *comm,
+                                                   const void *send,
+                                                   void *recv, size_t total,
+                                                   tpx_dtype dtype,
+                                                   tpx_reduce_op op,
+                                                   tpx_error *err);
+
+/* ---- backends ----------------------------------------------------------- */
+
+/* A rank's body for tpx_local_run: `world` is this rank's communicator over
+ * all nranks threads (borrowed; valid until the function returns), `err` is
+ * this rank's own zeroed error struct. Return TPX_OK or an error status. */
+typedef tpx_status (*tpx_local_fn)(tpx_comm *world, void *arg,
+                                   tpx_error *err);
+
+/* Run fn on `nranks` threads (1..TPX_LOCAL_MAX_RANKS), one per rank of a
+ * `local` world, and wait for all of them. Returns TPX_OK when every rank
+ * returned TPX_OK, else the status of the lowest failing rank (err gets its
+ * message prefixed with "local rank R: ").
+ * A rank that fails must still take part in the collectives the others run
+ * before returning, as with any backend. */
+#define TPX_LOCAL_MAX_RANKS 256
+TPX_API tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
+                                 tpx_error *err);
+
+/* True when libtpx was built with the backend ("local", "mpi", "nccl"). */
+TPX_API int tpx_comm_backend_compiled(const char *name);
+
+/* mpi: a world communicator over a duplicate of `mpi_comm` (a pointer to an
+ * MPI_Comm; NULL means MPI_COMM_WORLD). Initialises MPI (thread level
+ * FUNNELED) when the program has not; then the last tpx_comm_destroy of an
+ * mpi world finalizes it. TPX_UNSUPPORTED when built without MPI. */
+TPX_API tpx_status tpx_comm_create_mpi(const void *mpi_comm, tpx_comm **out,
+                                       tpx_error *err);
+
+#define TPX_NCCL_UNIQUE_ID_BYTES 128
+typedef struct tpx_nccl_options {
+  size_t struct_size;
+  /* Bootstrap: when has_unique_id, every rank passes the same id (from
+   * tpx_nccl_unique_id on one rank) with its rank and nranks. Otherwise the
+   * id is made on rank 0 and broadcast over MPI (mpi_comm: pointer to an
+   * MPI_Comm, NULL = MPI_COMM_WORLD), and rank / nranks come from MPI. */
+  int has_unique_id;
+  unsigned char unique_id[TPX_NCCL_UNIQUE_ID_BYTES];
+  int rank;
+  int nranks;
+  const void *mpi_comm;
+  int device; /* CUDA device; -1 = rank % device count */
+} tpx_nccl_options;
+#define TPX_NCCL_OPTIONS_INIT                                                  \
+  { sizeof(tpx_nccl_options), 0, {0}, 0, 1, NULL, -1 }
+
+/* nccl: a world communicator over CUDA device buffers (all collectives then
+ * take device pointers and block until done on the comm's stream).
+ * TPX_NO_DEVICE with the CUDA error when no GPU is usable; TPX_UNSUPPORTED
+ * when built without NCCL. */
+TPX_API tpx_status tpx_comm_create_nccl(const tpx_nccl_options *opts,
+                                        tpx_comm **out, tpx_error *err);
+/* A new NCCL unique id for has_unique_id bootstrap. */
+TPX_API tpx_status tpx_nccl_unique_id(
+    unsigned char id[TPX_NCCL_UNIQUE_ID_BYTES], tpx_error *err);
+
+/* ---- mesh communicators ------------------------------------------------- */
+
+/* Collective over `world` (size = mesh world size): the world plus one
+ * communicator per real mesh dim. `world` and `mesh` are borrowed and must
+ * outlive *out; the caller destroys *out (not collective). */
+TPX_API tpx_status tpx_mesh_comm_create(tpx_comm *world, const tpx_mesh *mesh,
+                                        tpx_mesh_comm **out, tpx_error *err);
+TPX_API void tpx_mesh_comm_destroy(tpx_mesh_comm *mc);
+/* Borrowed pointers, valid while mc lives. dim out of range -> NULL. */
+TPX_API tpx_comm *tpx_mesh_comm_world(const tpx_mesh_comm *mc);
+TPX_API tpx_comm *tpx_mesh_comm_dim(const tpx_mesh_comm *mc, int dim);
+TPX_API const tpx_mesh *tpx_mesh_comm_mesh(const tpx_mesh_comm *mc);
+
+TPX_END_DECLS
+
+#endif /* TPX_COMM_H */

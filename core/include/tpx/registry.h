@@ -1,0 +1,157 @@
+/* tpx/registry.h — the plugin registry: finds, loads and calls model-family
+ * plugins (sdk/include/tpx/plugin.h), and selects the plan for a model.
+ *
+ * A registry is an object the caller owns (the only "global" of tpx). It
+ * searches TPX_PLUGIN_PATH (colon-separated; the first plugin serving an
+ * architecture wins, like PATH), then the build tree, then the installed
+ * plugin directory. A plugin that fails to load is recorded as refused with
+ * its path and reason and never takes the host down. Lookups and plugin calls
+ * are thread-safe once loading is done.
+ *
+ * Selection (plans.md §4): custom plan > named plan > plugin plan > HF plan
+ * (config's own tp plan, else the bundled per-model_type table) > default
+ * base plan. */
+#ifndef TPX_REGISTRY_H
+#define TPX_REGISTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/diag.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/model.h"
+#include "tpx/plan.h"
+
+TPX_BEGIN_DECLS
+
+typedef struct tpx_registry tpx_registry;
+
+/* Borrowed view of one loaded plugin. */
+typedef struct tpx_plugin_desc {
+  const char *path;
+  const char *name;
+  const char *version;
+  const char *description;
+  uint32_t abi_version;
+  size_t num_architectures;
+  const char *const *architectures;
+  size_t num_plan_names;
+  const char *const *plan_names;
+  int has_skeleton, has_validate, has_fsdp_units, has_fp32_params;
+} tpx_plugin_desc;
+
+/* Borrowed view of one refused plugin. */
+typedef struct tpx_plugin_refusal {
+  const char *path;
+  const char *reason;
+} tpx_plugin_refusal;
+
+/* An empty registry (no plugins loaded). */
+TPX_API tpx_status tpx_registry_create(tpx_registry **out, tpx_error *err);
+/* Unloads every plugin. NULL is a no-op. */
+TPX_API void tpx_registry_destroy(tpx_registry *reg);
+
+/* Load every *.so on the default search path: $TPX_PLUGIN_PATH, then the
+ * build tree's plugins/ (and its subdirectories), then the installed plugin
+ * dir. Failures are recorded as refusals, not returned as errors. */
+TPX_API tpx_status tpx_registry_load_default(tpx_registry *reg,
+                                             tpx_error *err);
+/* Load every *.so in one directory (and its direct subdirectories). */
+TPX_API tpx_status tpx_registry_load_dir(tpx_registry *reg, const char *dir,
+                                         tpx_error *err);
+/* Load one plugin file. A refused plugin returns TPX_PLUGIN (or
+ * TPX_ABI_MISMATCH) with the reason, and is also recorded as refused. */
+TPX_API tpx_status tpx_registry_load_file(tpx_registry *reg, const char *path,
+                                          tpx_error *err);
+
+TPX_API size_t tpx_registry_num_plugins(const tpx_registry *reg);
+TPX_API tpx_status tpx_registry_plugin(const tpx_registry *reg, size_t index,
+                                       tpx_plugin_desc *out, tpx_error *err);
+TPX_API size_t tpx_registry_num_refused(const tpx_registry *reg);
+TPX_API tpx_status tpx_registry_refused(const tpx_registry *reg, size_t index,
+                                        tpx_plugin_refusal *out,
+                                        tpx_error *err);
+/* Warnings collected while loading (e.g. duplicate architecture, naming both
+ * files). Borrowed. */
+TPX_API const tpx_diag_list *tpx_registry_diagnostics(const tpx_registry *reg);
+
+/* Index of the plugin serving `architecture` (first loaded wins), or -1. */
+TPX_API int64_t tpx_registry_find(const tpx_registry *reg,
+                                  const char *architecture);
+
+/* Fill `model` with the skeleton the plugin serving its primary architecture
+ * builds from the model's config. TPX_NOT_FOUND if no plugin serves it or
+ * the plugin has no skeleton capability. */
+TPX_API tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
+                                               tpx_model *model,
+                                               tpx_error *err);
+
+/* Ask plugin `index` for its plan directly (no fallback). A refusal is
+ * TPX_PLUGIN with the plugin's message. *out is a new plan. */
+TPX_API tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,
+                                         const tpx_model *model,
+                                         const char *architecture,
+                                         const char *plan_name,
+                                         int sequence_parallel,
+                                         int64_t tp_size, tpx_plan **out,
+                                         tpx_error *err);
+
+/* ---- selection ---- */
+
+typedef enum tpx_plan_source {
+  TPX_PLAN_SOURCE_CUSTOM = 0,
+  TPX_PLAN_SOURCE_PLUGIN = 1,
+  TPX_PLAN_SOURCE_HF = 2,
+  TPX_PLAN_SOURCE_DEFAULT = 3,
+} tpx_plan_source;
+
+/* "custom", "plugin", "hf", "default"; static. */
+TPX_API const char *tpx_plan_source_name(tpx_plan_source source);
+
+typedef struct tpx_select_options {
+  size_t struct_size;
+  int64_t tp_size;          /* >= 1 */
+  int sequence_parallel;    /* 0 or 1 */
+  const tpx_plan *custom;   /* a custom plan, or NULL (borrowed) */
+  const char *plan_name;    /* a named plugin plan, or NULL */
+} tpx_select_options;
+
+#define TPX_SELECT_OPTIONS_INIT                                                \
+  { sizeof(tpx_select_options), 1, 0, NULL, NULL }
+
+typedef struct tpx_selection tpx_selection;
+
+/* Choose the plan for `model` (plans.md §4.1) and run the selection-time
+ * validation (validate_tp_mesh, Nemotron-NAS, plugin validate). Problems are
+ * added to `diags` (e.g. remote-code-no-plan, heads-not-divisible); the
+ * return is an error only when no plan at all can be produced or on bad
+ * arguments. */
+TPX_API tpx_status tpx_select_plan(const tpx_registry *reg,
+                                   const tpx_model *model,
+                                   const tpx_select_options *opts,
+                                   tpx_selection **out, tpx_diag_list *diags,
+                                   tpx_error *err);
+TPX_API void tpx_selection_destroy(tpx_selection *sel);
+/* Borrowed; valid while the selection lives. */
+TPX_API const tpx_plan *tpx_selection_plan(const tpx_selection *sel);
+TPX_API tpx_plan_source tpx_selection_source(const tpx_selection *sel);
+/* Plugin name / path / function; NULL when not from a plugin. */
+TPX_API const char *tpx_selection_plugin_name(const tpx_selection *sel);
+TPX_API const char *tpx_selection_plugin_path(const tpx_selection *sel);
+TPX_API const char *tpx_selection_function(const tpx_selection *sel);
+/* The trace: what was tried and why each step was taken or skipped. */
+TPX_API size_t tpx_selection_trace_size(const tpx_selection *sel);
+TPX_API const char *tpx_selection_trace(const tpx_selection *sel, size_t i);
+/* Parameter patterns the plugin keeps in fp32 (may be 0). */
+TPX_API size_t tpx_selection_num_fp32(const tpx_selection *sel);
+TPX_API const char *tpx_selection_fp32(const tpx_selection *sel, size_t i);
+/* FSDP units the plugin chose, bottom-up (0 = use tpx's rule). */
+TPX_API size_t tpx_selection_num_fsdp_units(const tpx_selection *sel);
+TPX_API const char *tpx_selection_fsdp_unit(const tpx_selection *sel,
+                                            size_t i,
+                                            int *reshard_after_forward);
+
+TPX_END_DECLS
+
+#endif /* TPX_REGISTRY_H */

@@ -1,0 +1,57 @@
+/* tpx/report.h — the planning report: tpx-report/1 JSON
+ * (spec/report-format.md) and the text form for a person.
+ *
+ * Built from a tpx_sharding plus what selection knew (the source of the plan,
+ * the plugin, the trace, and selection-time diagnostics such as
+ * heads-not-divisible). The report always carries the applied plan, also
+ * when validation failed and at tp == 1.
+ *
+ * Not a printer: the functions return malloc'd strings; the CLI prints. */
+#ifndef TPX_REPORT_H
+#define TPX_REPORT_H
+
+#include <stddef.h>
+
+#include "tpx/diag.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/sharding.h"
+
+TPX_BEGIN_DECLS
+
+typedef struct tpx_report_options {
+  size_t struct_size;
+  const char *plan_source;   /* "custom" | "plugin" | "hf" | "default"; NULL
+                                = "custom" */
+  const char *plugin_name;   /* may be NULL */
+  const char *plugin_path;   /* may be NULL */
+  const char *function;      /* may be NULL */
+  int sequence_parallel;
+  size_t num_trace;
+  const char *const *trace;  /* selection trace lines */
+  const tpx_diag_list *selection_diags; /* listed before the sharding's; may
+                                           be NULL */
+  int indent;                /* JSON indent (0 = compact) */
+} tpx_report_options;
+
+#define TPX_REPORT_OPTIONS_INIT                                                \
+  { sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2 }
+
+/* tpx-report/1 JSON. *out is malloc'd; free() it. `opts` may be NULL. */
+TPX_API tpx_status tpx_report_json(const tpx_sharding *sh,
+                                   const tpx_report_options *opts, char **out,
+                                   tpx_error *err);
+/* The text report. *out is malloc'd; free() it. */
+TPX_API tpx_status tpx_report_text(const tpx_sharding *sh,
+                                   const tpx_report_options *opts, char **out,
+                                   tpx_error *err);
+/* 1 when neither the selection diagnostics nor the sharding hold an error. */
+TPX_API int tpx_report_ok(const tpx_sharding *sh,
+                          const tpx_report_options *opts);
+
+/* "1.50 GiB", "12.0 MiB", "512 B" into buf; returns buf. */
+TPX_API const char *tpx_format_bytes(int64_t bytes, char *buf, size_t size);
+
+TPX_END_DECLS
+
+#endif /* TPX_REPORT_H */

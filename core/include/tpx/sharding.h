@@ -1,0 +1,159 @@
+/* tpx/sharding.h — the result of applying a TP plan (and FSDP) to a model on
+ * a named mesh: one object a trainer queries.
+ *
+ * tpx_sharding_create matches the plan's keys against the model
+ * (tpx/match.h), applies every matched style exactly as torch's
+ * parallelize_module does (spec/torch-semantics.md §2), adds the FSDP2
+ * placements over the data-parallel dims (§6, spec/plans.md §4.7-4.8), and
+ * computes per-rank bytes. Problems are diagnostics held by the result
+ * (tied-embeddings, uneven-shard, replicated-by-omission, unmatched-key, ...);
+ * the call fails only on bad arguments or out of memory.
+ *
+ * Placements per parameter are one per mesh dim in mesh order. Params that no
+ * distribute_module style covers stay plain tensors: "replicate" on tp. At
+ * tp == 1 (or when the mesh has no TP dim) Automodel skips parallelize_module,
+ * so nothing is TP-sharded; matching still runs for its diagnostics.
+ *
+ * Which global slice a rank holds is answered by tpx_layout_local_slice
+ * (tpx/layout.h); this object only supplies the placements.
+ *
+ * Lifetime: the model and the mesh are borrowed and must outlive the
+ * sharding; the plan is copied. Not a runtime: see tpx/comm.h. */
+#ifndef TPX_SHARDING_H
+#define TPX_SHARDING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/diag.h"
+#include "tpx/dtype.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/layout.h"
+#include "tpx/mesh.h"
+#include "tpx/model.h"
+#include "tpx/placement.h"
+#include "tpx/plan.h"
+
+TPX_BEGIN_DECLS
+
+typedef struct tpx_sharding_options {
+  size_t struct_size;
+  const char *tp_dim;           /* "tp"; absent from the mesh = tp size 1 */
+  const char *dp_shard_dim;     /* "dp_shard" (FSDP Shard(0)) */
+  const char *dp_replicate_dim; /* "dp_replicate" (HSDP Replicate) */
+  int fsdp;                     /* 1: FSDP2 over the dp dims (default) */
+  int fwd_prefetch_depth;       /* 1 */
+  int bwd_prefetch_depth;       /* 2 */
+  int reshard_after_forward;    /* -1: Automodel's rule; 0/1: override */
+  tpx_dtype param_dtype;  /* FSDP mp param dtype, bf16; INVALID = none */
+  tpx_dtype reduce_dtype; /* f32; INVALID = none */
+  tpx_dtype output_dtype; /* f32; INVALID = none */
+  /* Units chosen by a plugin (tpx_selection_fsdp_unit), bottom-up, root
+   * excluded; 0 units = tpx's rule (spec/plans.md §4.8). Borrowed during
+   * tpx_sharding_create only. reshard may be NULL (then 1 each). */
+  size_t num_fsdp_units;
+  const char *const *fsdp_units;
+  const int *fsdp_unit_reshard;
+} tpx_sharding_options;
+
+#define TPX_SHARDING_OPTIONS_INIT                                              \
+  {                                                                            \
+    sizeof(tpx_sharding_options), "tp", "dp_shard", "dp_replicate", 1, 1, 2,   \
+        -1, TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32, 0, NULL, NULL        \
+  }
+
+typedef struct tpx_sharding tpx_sharding;
+
+/* Match, apply, FSDP, bytes. `plan` may be NULL (an empty plan); `opts` may
+ * be NULL (defaults). *out is a new object the caller destroys. */
+TPX_API tpx_status tpx_sharding_create(const tpx_model *model,
+                                       const tpx_plan *plan,
+                                       const tpx_mesh *mesh,
+                                       const tpx_sharding_options *opts,
+                                       tpx_sharding **out, tpx_error *err);
+/* NULL is a no-op. */
+TPX_API void tpx_sharding_destroy(tpx_sharding *sh);
+
+/* Borrowed back-references. */
+TPX_API const tpx_model *tpx_sharding_model(const tpx_sharding *sh);
+TPX_API const tpx_mesh *tpx_sharding_mesh(const tpx_sharding *sh);
+/* The (copied) plan that was applied; never NULL. */
+TPX_API const tpx_plan *tpx_sharding_plan(const tpx_sharding *sh);
+/* Size of the TP dim (1 when the mesh has none). */
+TPX_API int64_t tpx_sharding_tp_size(const tpx_sharding *sh);
+
+/* Diagnostics from matching, application and FSDP. Borrowed. */
+TPX_API const tpx_diag_list *tpx_sharding_diagnostics(const tpx_sharding *sh);
+/* 1 when no error-level diagnostic is present. */
+TPX_API int tpx_sharding_ok(const tpx_sharding *sh);
+
+/* ---- per parameter (indices as tpx_model_param) ---- */
+
+/* Borrowed view of one parameter's sharding. */
+typedef struct tpx_param_sharding {
+  int64_t param;                   /* parameter index */
+  const tpx_placement *placements; /* [mesh ndim], mesh order */
+  int64_t plan_entry;   /* index in the plan of the key covering it, or -1 */
+  const char *plan_key; /* that key, or NULL */
+  int64_t styled_module; /* module the style was applied to, or -1 */
+  int64_t fsdp_unit;     /* FSDP unit index, or -1 when FSDP is off */
+  tpx_dtype param_dtype;  /* FSDP unsharded (compute) dtype after clearing */
+  tpx_dtype reduce_dtype; /* gradient reduce dtype after clearing */
+} tpx_param_sharding;
+
+TPX_API tpx_status tpx_sharding_param(const tpx_sharding *sh, int64_t param,
+                                      tpx_param_sharding *out, tpx_error *err);
+
+/* The global slice `rank` holds of parameter `param` (delegates to
+ * tpx_layout_local_slice with the parameter's placements). */
+TPX_API tpx_status tpx_sharding_local_slice(const tpx_sharding *sh,
+                                            int64_t param, int64_t rank,
+                                            tpx_slice *out, tpx_error *err);
+
+/* ---- per rank ---- */
+
+/* Bytes of the slices `rank` holds, summed over all parameters (a tied
+ * parameter once), after TP and FSDP, without padding. -1 if out of range. */
+TPX_API int64_t tpx_sharding_rank_param_bytes(const tpx_sharding *sh,
+                                              int64_t rank);
+/* Estimated peak parameter bytes on `rank` while FSDP units are gathered:
+ * the sharded state + the root unit gathered (it is not resharded) + the
+ * largest (unit + its prefetched units) gathered, TP-local, in the param
+ * dtype. Equals tpx_sharding_rank_param_bytes when FSDP is off. */
+TPX_API int64_t tpx_sharding_rank_peak_bytes(const tpx_sharding *sh,
+                                             int64_t rank);
+
+/* ---- per module: layouts and collectives (torch-semantics §2) ---- */
+
+typedef enum tpx_transition_side {
+  TPX_TRANSITION_INPUT = 0,
+  TPX_TRANSITION_OUTPUT = 1,
+} tpx_transition_side;
+
+/* One input or output of a styled module: the layout it arrives in, the
+ * layout the style wants, and the collective that implies. */
+typedef struct tpx_transition {
+  tpx_transition_side side;
+  int index;            /* positional input / output index */
+  tpx_placement from;   /* annotated / produced layout */
+  tpx_placement to;     /* desired layout */
+  int from_is_none;     /* prepare_module_*: pass-through item */
+  const char *forward;  /* "none", "all-gather(dim=-1)", "all-reduce", ... */
+  const char *backward; /* the dual in backward */
+} tpx_transition;
+
+/* The transitions of module `module` (empty when no style applies to it
+ * directly). *out is borrowed, valid while the sharding lives. */
+TPX_API tpx_status tpx_sharding_module_transitions(const tpx_sharding *sh,
+                                                   int64_t module,
+                                                   const tpx_transition **out,
+                                                   size_t *count,
+                                                   tpx_error *err);
+/* Plan entry applied to module `module` itself, or -1. */
+TPX_API int64_t tpx_sharding_module_entry(const tpx_sharding *sh,
+                                          int64_t module);
+
+TPX_END_DECLS
+
+#endif /* TPX_SHARDING_H */

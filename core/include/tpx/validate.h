@@ -1,0 +1,68 @@
+/* tpx/validate.h — config-level validation of a TP degree against a model
+ * (spec/plans.md §4.5) and the head-sharding rule with the local head counts
+ * after TP (§4.6).
+ *
+ * validate_tp_mesh: at tp == 1 nothing is checked. Otherwise the KV-head count
+ * and then the attention-head count (read from text_config for VLMs; a missing
+ * count is 0 and passes) must be divisible by tp; a failure adds the error
+ * diagnostic "heads-not-divisible" naming the counts and the tp sizes that
+ * would work. Nemotron-NAS ("DeciLMForCausalLM" + model_type "nemotron-nas")
+ * is validated per block config instead.
+ *
+ * Not plan selection (tpx/registry.h) and not application (tpx/sharding.h). */
+#ifndef TPX_VALIDATE_H
+#define TPX_VALIDATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/diag.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/model.h"
+#include "tpx/plan.h"
+
+TPX_BEGIN_DECLS
+
+/* Validate `tp` against the model's config. Problems are added to `diags`
+ * (error "heads-not-divisible", or "nemotron-nas-invalid" for a malformed
+ * Nemotron-NAS block config); the return is an error only on bad arguments
+ * (NULL model / diags, tp < 1) or out of memory. */
+TPX_API tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
+                                        tpx_diag_list *diags, tpx_error *err);
+
+/* 1 when attention is head-sharded by `plan` (§4.6): some key ends with
+ * "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj" or
+ * "self_attn.qkv_proj" and its style is colwise-family (colwise) whose output
+ * layouts are not given or contain a Shard. Only the plan is inspected. */
+TPX_API int tpx_plan_is_head_sharded(const tpx_plan *plan);
+
+/* Head counts after TP (§4.6). `heads`/`kv_heads` are the config values
+ * (-1 when absent), `local_*` the per-rank values (-1 when unknown), and
+ * `head_dim` the config head_dim or hidden_size // num_attention_heads
+ * (-1 when neither is known). `rewritten` is 1 when torch would rewrite the
+ * module head counts (tp > 1 and a non-empty head-sharded plan and the config
+ * has num_attention_heads). */
+typedef struct tpx_head_counts {
+  size_t struct_size;
+  int64_t heads;
+  int64_t kv_heads;
+  int64_t head_dim;
+  int64_t local_heads;
+  int64_t local_kv_heads;
+  int rewritten;
+} tpx_head_counts;
+
+#define TPX_HEAD_COUNTS_INIT                                                   \
+  { sizeof(tpx_head_counts), -1, -1, -1, -1, -1, 0 }
+
+/* Fill *out (struct_size set by the caller via TPX_HEAD_COUNTS_INIT). `plan`
+ * may be NULL (then never rewritten). Reads text_config for VLMs. */
+TPX_API tpx_status tpx_head_counts_after_tp(const tpx_model *model,
+                                            const tpx_plan *plan, int64_t tp,
+                                            tpx_head_counts *out,
+                                            tpx_error *err);
+
+TPX_END_DECLS
+
+#endif /* TPX_VALIDATE_H */

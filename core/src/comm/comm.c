@@ -1,0 +1,289 @@
+/* comm.c — the public collective wrappers over the backend interface.
+ *
+ * Checks every argument before a backend sees it, supplies the defaults for
+ * what a backend leaves out (avg as sum + divide, reduce-scatter through
+ * all-reduce, in-place all-to-all through a copy, barrier through a tiny
+ * all-reduce), and implements the uneven torch.chunk variants by padding.
+ * Backends live in local.c, mpi.c, nccl.c. Mesh communicators are in
+ * mesh_comm.c. */
+#include "comm/comm_impl.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/reduce.h"
+#include "tpx_config.h"
+#include "tpx/layout.h"
+
+tpx_comm *tpx__comm_new(const tpx_comm_iface *iface, void *ctx, int rank,
+                        int size) {
+  tpx_comm *c = calloc(1, sizeof *c);
+  if (!c)
+    return NULL;
+  c->iface = iface;
+  c->ctx = ctx;
+  c->rank = rank;
+  c->size = size;
+  return c;
+}
+
+void tpx_comm_destroy(tpx_comm *comm) {
+  if (!comm)
+    return;
+  if (comm->iface && comm->iface->destroy)
+    comm->iface->destroy(comm->ctx);
+  free(comm);
+}
+
+int tpx_comm_rank(const tpx_comm *comm) { return comm ? comm->rank : -1; }
+int tpx_comm_size(const tpx_comm *comm) { return comm ? comm->size : -1; }
+const char *tpx_comm_backend(const tpx_comm *comm) {
+  return comm ? comm->iface->name : "(null)";
+}
+
+int tpx_comm_backend_compiled(const char *name) {
+  if (!name)
+    return 0;
+  if (strcmp(name, "local") == 0)
+    return 1;
+  if (strcmp(name, "mpi") == 0)
+    return TPX_HAVE_MPI;
+  if (strcmp(name, "nccl") == 0)
+    return TPX_HAVE_NCCL;
+  return 0;
+}
+
+/* ---- argument checks ---------------------------------------------------- */
+
+/* Common checks; *bytes_out = count * dtype size. `blocks` is how many
+ * count-sized pieces the largest buffer holds (size for gathers). */
+static tpx_status check_common(const char *what, const tpx_comm *comm,
+                               size_t count, tpx_dtype dtype, size_t blocks,
+                               size_t *bytes_out, tpx_error *err) {
+  if (!comm)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: comm is NULL", what);
+  size_t es = tpx_dtype_size(dtype);
+  if (es == 0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: unknown dtype %d (use a tpx_dtype value such "
+                         "as TPX_DTYPE_F32)",
+                         what, (int)dtype);
+  if (count > SIZE_MAX / es / (blocks ? blocks : 1) ||
+      count > (size_t)INT64_MAX / es / (blocks ? blocks : 1))
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "%s: count %zu of %s times %zu ranks overflows the "
+                         "address space",
+                         what, count, tpx_dtype_short_name(dtype), blocks);
+  *bytes_out = count * es;
+  return TPX_OK;
+}
+
+static tpx_status check_buf(const char *what, const char *name,
+                            const void *p, size_t count, tpx_error *err) {
+  if (!p && count > 0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: %s buffer is NULL (count %zu)", what, name,
+                         count);
+  return TPX_OK;
+}
+
+#define TRY(x)                                                                 \
+  do {                                                                         \
+    tpx_status st_ = (x);                                                      \
+    if (st_ != TPX_OK)                                                         \
+      return st_;                                                              \
+  } while (0)
+
+/* ---- collectives -------------------------------------------------------- */
+
+tpx_status tpx_comm_all_gather(tpx_comm *comm, const void *send, void *recv,
+                               size_t count, tpx_dtype dtype, tpx_error *err) {
+  const char *w = "all_gather";
+  size_t bytes;
+  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1,
+                   &bytes, err));
+  TRY(check_buf(w, "send", send, count, err));
+  TRY(check_buf(w, "recv", recv, count, err));
+  return comm->iface->all_gather(comm->ctx, send, recv, count, dtype, err);
+}
+
+/* all_reduce with the avg default applied. */
+static tpx_status do_all_reduce(tpx_comm *comm, const void *send, void *recv,
+                                size_t count, tpx_dtype dtype,
+                                tpx_reduce_op op, tpx_error *err) {
+  const tpx_comm_iface *f = comm->iface;
+  if (op != TPX_REDUCE_AVG || f->has_avg)
+    return f->all_reduce(comm->ctx, send, recv, count, dtype, op, err);
+  TRY(f->all_reduce(comm->ctx, send, recv, count, dtype, TPX_REDUCE_SUM, err));
+  tpx__divide(recv, count, dtype, comm->size);
+  return TPX_OK;
+}
+
+tpx_status tpx_comm_all_reduce(tpx_comm *comm, const void *send, void *recv,
+                               size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                               tpx_error *err) {
+  const char *w = "all_reduce";
+  size_t bytes;
+  TRY(check_common(w, comm, count, dtype, 1, &bytes, err));
+  TRY(check_buf(w, "send", send, count, err));
+  TRY(check_buf(w, "recv", recv, count, err));
+  TRY(tpx__reduce_check(w, dtype, op, err));
+  return do_all_reduce(comm, send, recv, count, dtype, op, err);
+}
+
+tpx_status tpx_comm_reduce_scatter(tpx_comm *comm, const void *send,
+                                   void *recv, size_t count, tpx_dtype dtype,
+                                   tpx_reduce_op op, tpx_error *err) {
+  const char *w = "reduce_scatter";
+  size_t bytes;
+  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1,
+                   &bytes, err));
+  TRY(check_buf(w, "send", send, count, err));
+  TRY(check_buf(w, "recv", recv, count, err));
+  TRY(tpx__reduce_check(w, dtype, op, err));
+  const tpx_comm_iface *f = comm->iface;
+  if (f->reduce_scatter) {
+    if (op != TPX_REDUCE_AVG || f->has_avg)
+      return f->reduce_scatter(comm->ctx, send, recv, count, dtype, op, err);
+    TRY(f->reduce_scatter(comm->ctx, send, recv, count, dtype,
+                          TPX_REDUCE_SUM, err));
+    tpx__divide(recv, count, dtype, comm->size);
+    return TPX_OK;
+  }
+  if (f->device_memory)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "%s: backend %s has no reduce_scatter", w, f->name);
+  /* Default: all-reduce the whole buffer, keep this rank's block. */
+  size_t total = count * (size_t)comm->size;
+  void *tmp = malloc(total ? total * tpx_dtype_size(dtype) : 1);
+  if (!tmp)
+    return tpx_error_set(err, TPX_NO_MEMORY, "%s: temporary of %zu bytes",
+                         w, total * tpx_dtype_size(dtype));
+  tpx_status st = do_all_reduce(comm, send, tmp, total, dtype, op, err);
+  if (st == TPX_OK)
+    memmove(recv, (unsigned char *)tmp + (size_t)comm->rank * bytes, bytes);
+  free(tmp);
+  return st;
+}
+
+tpx_status tpx_comm_broadcast(tpx_comm *comm, const void *send, void *recv,
+                              size_t count, tpx_dtype dtype, int root,
+                              tpx_error *err) {
+  const char *w = "broadcast";
+  size_t bytes;
+  TRY(check_common(w, comm, count, dtype, 1, &bytes, err));
+  if (root < 0 || root >= comm->size)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "%s: root %d out of range for a group of %d ranks",
+                         w, root, comm->size);
+  if (comm->rank == root)
+    TRY(check_buf(w, "send (on the root)", send, count, err));
+  TRY(check_buf(w, "recv", recv, count, err));
+  return comm->iface->broadcast(comm->ctx, send, recv, count, dtype, root,
+                                err);
+}
+
+tpx_status tpx_comm_all_to_all(tpx_comm *comm, const void *send, void *recv,
+                               size_t count, tpx_dtype dtype, tpx_error *err) {
+  const char *w = "all_to_all";
+  size_t bytes;
+  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1,
+                   &bytes, err));
+  TRY(check_buf(w, "send", send, count, err));
+  TRY(check_buf(w, "recv", recv, count, err));
+  if (send != recv || count == 0 || comm->iface->device_memory)
+    return comm->iface->all_to_all(comm->ctx, send, recv, count, dtype, err);
+  size_t total = bytes * (size_t)comm->size;
+  void *tmp = malloc(total);
+  if (!tmp)
+    return tpx_error_set(err, TPX_NO_MEMORY, "%s: temporary of %zu bytes",
+                         w, total);
+  memcpy(tmp, send, total);
+  tpx_status st =
+      comm->iface->all_to_all(comm->ctx, tmp, recv, count, dtype, err);
+  free(tmp);
+  return st;
+}
+
+tpx_status tpx_comm_barrier(tpx_comm *comm, tpx_error *err) {
+  if (!comm)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "barrier: comm is NULL");
+  if (comm->iface->barrier)
+    return comm->iface->barrier(comm->ctx, err);
+  int32_t one = 1, out = 0;
+  return comm->iface->all_reduce(comm->ctx, &one, &out, 1, TPX_DTYPE_I32,
+                                 TPX_REDUCE_SUM, err);
+}
+
+/* ---- uneven (torch.chunk) variants -------------------------------------- */
+
+tpx_status tpx_comm_all_gather_chunked(tpx_comm *comm, const void *send,
+                                       void *recv, size_t total,
+                                       tpx_dtype dtype, tpx_error *err) {
+  const char *w = "all_gather_chunked";
+  size_t bytes;
+  TRY(check_common(w, comm, total, dtype, 1, &bytes, err));
+  int64_t n = comm->size, off = 0, len = 0;
+  TRY(tpx_layout_chunk((int64_t)total, n, comm->rank, &off, &len, err));
+  size_t chunk = (size_t)((int64_t)total + n - 1) / (size_t)n;
+  size_t es = tpx_dtype_size(dtype);
+  TRY(check_buf(w, "send", send, (size_t)len, err));
+  TRY(check_buf(w, "recv", recv, total, err));
+  if (chunk * (size_t)n == total)
+    return tpx_comm_all_gather(comm, send, recv, chunk, dtype, err);
+  if (comm->iface->device_memory)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "%s: uneven sizes on device memory (backend %s)", w,
+                         comm->iface->name);
+  /* Pad to chunk * n: pieces land at r * chunk, which is where torch.chunk
+   * puts them, so the first `total` elements are the result. */
+  unsigned char *tmp = calloc(chunk * (size_t)n + chunk, es);
+  if (!tmp)
+    return tpx_error_set(err, TPX_NO_MEMORY, "%s: temporary of %zu bytes",
+                         w, (chunk * (size_t)n + chunk) * es);
+  unsigned char *padded_send = tmp + chunk * (size_t)n * es;
+  if (len > 0)
+    memcpy(padded_send, send, (size_t)len * es);
+  tpx_status st =
+      tpx_comm_all_gather(comm, padded_send, tmp, chunk, dtype, err);
+  if (st == TPX_OK && total > 0)
+    memcpy(recv, tmp, total * es);
+  free(tmp);
+  return st;
+}
+
+tpx_status tpx_comm_reduce_scatter_chunked(tpx_comm *comm, const void *send,
+                                           void *recv, size_t total,
+                                           tpx_dtype dtype, tpx_reduce_op op,
+                                           tpx_error *err) {
+  const char *w = "reduce_scatter_chunked";
+  size_t bytes;
+  TRY(check_common(w, comm, total, dtype, 1, &bytes, err));
+  int64_t n = comm->size, off = 0, len = 0;
+  TRY(tpx_layout_chunk((int64_t)total, n, comm->rank, &off, &len, err));
+  size_t chunk = (size_t)((int64_t)total + n - 1) / (size_t)n;
+  size_t es = tpx_dtype_size(dtype);
+  TRY(check_buf(w, "send", send, total, err));
+  TRY(check_buf(w, "recv", recv, (size_t)len, err));
+  TRY(tpx__reduce_check(w, dtype, op, err));
+  if (chunk * (size_t)n == total)
+    return tpx_comm_reduce_scatter(comm, send, recv, chunk, dtype, op, err);
+  if (comm->iface->device_memory)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "%s: uneven sizes on device memory (backend %s)", w,
+                         comm->iface->name);
+  unsigned char *tmp = calloc(chunk * (size_t)n, es);
+  if (!tmp)
+    return tpx_error_set(err, TPX_NO_MEMORY, "%s: temporary of %zu bytes",
+                         w, chunk * (size_t)n * es);
+  if (total > 0)
+    memcpy(tmp, send, total * es);
+  unsigned char *mine = tmp + (size_t)comm->rank * chunk * es;
+  tpx_status st =
+      tpx_comm_reduce_scatter(comm, tmp, mine, chunk, dtype, op, err);
+  if (st == TPX_OK && len > 0)
+    memcpy(recv, mine, (size_t)len * es);
+  free(tmp);
+  return st;
+}

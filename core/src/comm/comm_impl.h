@@ -1,0 +1,63 @@
+/* comm/comm_impl.h — the backend interface behind tpx_comm (private).
+ *
+ * ggml-backend's shape: a struct of function pointers plus a context pointer.
+ * The public wrappers in comm.c have already checked every argument (non-NULL
+ * buffers, known dtype, op valid for the dtype, root in range, sizes that do
+ * not overflow) and handled count == 0, so a backend only moves data. A member
+ * left NULL gets the wrapper's default (noted per member). Buffers are host
+ * memory except for nccl (device memory).
+ *
+ * Not public: trainers use tpx/comm.h only. */
+#ifndef TPX_COMM_IMPL_H
+#define TPX_COMM_IMPL_H
+
+#include <stddef.h>
+
+#include "tpx/comm.h"
+
+typedef struct tpx_comm_iface {
+  const char *name; /* "local", "mpi", "nccl" */
+  /* blocks (collective): new comm over this rank's group; group ranks are
+   * world ranks ordered by index, `index` is this rank's position. */
+  tpx_status (*split)(tpx_comm *world, const int64_t *group, int gsize,
+                      int index, tpx_comm **out, tpx_error *err);
+  /* non-blocking, local: release the context. */
+  void (*destroy)(void *ctx);
+  /* blocks until recv is complete on this rank. */
+  tpx_status (*all_gather)(void *ctx, const void *send, void *recv,
+                           size_t count, tpx_dtype dtype, tpx_error *err);
+  /* blocks; NULL -> all_reduce into a temporary + copy of this rank's block. */
+  tpx_status (*reduce_scatter)(void *ctx, const void *send, void *recv,
+                               size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                               tpx_error *err);
+  /* blocks; op AVG reaches it only when has_avg is set (else SUM + divide). */
+  tpx_status (*all_reduce)(void *ctx, const void *send, void *recv,
+                           size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                           tpx_error *err);
+  /* blocks; required. */
+  tpx_status (*broadcast)(void *ctx, const void *send, void *recv,
+                          size_t count, tpx_dtype dtype, int root,
+                          tpx_error *err);
+  /* blocks; never sees send == recv (the wrapper copies first). */
+  tpx_status (*all_to_all)(void *ctx, const void *send, void *recv,
+                           size_t count, tpx_dtype dtype, tpx_error *err);
+  /* blocks until every rank of the group entered it; NULL -> a one-element
+   * all_reduce. */
+  tpx_status (*barrier)(void *ctx, tpx_error *err);
+  int has_avg;          /* all_reduce / reduce_scatter handle AVG themselves */
+  int device_memory;    /* buffers are device pointers (no host fallbacks) */
+} tpx_comm_iface;
+
+struct tpx_comm {
+  const tpx_comm_iface *iface;
+  void *ctx;
+  int rank;
+  int size;
+};
+
+/* Wrap a backend context into a new handle (NULL on out of memory; the
+ * context is then NOT destroyed). */
+tpx_comm *tpx__comm_new(const tpx_comm_iface *iface, void *ctx, int rank,
+                        int size);
+
+#endif /* TPX_COMM_IMPL_H */

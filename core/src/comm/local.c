@@ -1,0 +1,496 @@
+/* local.c — the `local` backend: ranks are threads of one process.
+ *
+ * Every collective publishes this rank's buffers in a per-group slot, meets
+ * the others at a barrier, then works directly on the other ranks' buffers
+ * (shared memory, no staging copies), and meets them again before returning
+ * so no buffer is read or written after its owner left the call. The work
+ * is cut into chunks that ranks take from a shared counter, so when ranks
+ * outnumber cores (4 ranks on 2 cores in CI) the threads that are running
+ * do the work instead of waiting for a descheduled one:
+ *  - all_reduce: a chunk of the element range is reduced from all n send
+ *    buffers and written straight into all n recv buffers (a fused
+ *    reduce-scatter + all-gather over shared pointers: each element is read
+ *    once per rank and written once per rank, nothing else);
+ *  - reduce_scatter: a chunk of block q is reduced from all sends into q's
+ *    recv;
+ *  - all_gather / broadcast: a chunk of one source is read once and written
+ *    into every recv;
+ *  - all_to_all: each rank pulls its blocks.
+ * Because all slots are visible, ranks that disagree on the collective,
+ * count, dtype, op or root all get the same TPX_INVALID_ARGUMENT instead of
+ * corrupting memory.
+ *
+ * Also here: tpx_local_run, the launcher. Not here: argument checks and
+ * defaults (comm.c), the reduction kernels (reduce.c). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/barrier.h"
+#include "comm/comm_impl.h"
+#include "comm/reduce.h"
+
+/* Outputs at least this large are written with non-temporal stores. */
+#define STREAM_BYTES ((size_t)1 << 20)
+
+enum { C_ALL_GATHER = 1, C_REDUCE_SCATTER, C_ALL_REDUCE, C_BROADCAST,
+       C_ALL_TO_ALL, C_BARRIER };
+static const char *coll_name(int c) {
+  static const char *names[] = {"?", "all_gather", "reduce_scatter",
+                                "all_reduce", "broadcast", "all_to_all",
+                                "barrier"};
+  return c >= 1 && c <= 6 ? names[c] : "?";
+}
+
+typedef struct lslot {
+  _Alignas(64) int coll; /* one cache line per rank: no false sharing */
+  int op;
+  int root;
+  tpx_dtype dtype;
+  size_t count;
+  const void *send;
+  void *recv;
+} lslot;
+
+typedef struct lgroup {
+  tpx__barrier bar;
+  _Alignas(64) atomic_size_t next_item; /* work counter of the current call */
+  int size;
+  int refs;            /* live handles; guarded by the universe mutex */
+  uint64_t id;         /* unique in the universe */
+  uint64_t parent_id;  /* split key: (parent_id, seq, leader) */
+  uint64_t seq;
+  int64_t leader;
+  struct lgroup *next;
+  lslot *slots;        /* [size] */
+} lgroup;
+
+typedef struct luniverse {
+  pthread_mutex_t mu;
+  lgroup *groups;
+  uint64_t next_id;
+} luniverse;
+
+typedef struct lctx {
+  luniverse *u;
+  lgroup *g;
+  int rank;
+  uint64_t splits; /* how many splits this handle made (same on all ranks) */
+} lctx;
+
+static const tpx_comm_iface local_iface;
+
+/* ---- groups ------------------------------------------------------------- */
+
+static lgroup *group_new(luniverse *u, int size) {
+  lgroup *g = aligned_alloc(64, (sizeof(lgroup) + 63) / 64 * 64);
+  if (!g)
+    return NULL;
+  memset(g, 0, sizeof *g);
+  g->slots = aligned_alloc(64, sizeof(lslot) * (size_t)size);
+  if (!g->slots) {
+    free(g);
+    return NULL;
+  }
+  memset(g->slots, 0, sizeof(lslot) * (size_t)size);
+  tpx__barrier_init(&g->bar, (unsigned)size);
+  g->size = size;
+  g->id = ++u->next_id;
+  return g;
+}
+
+static void group_free(lgroup *g) {
+  if (g) {
+    free(g->slots);
+    free(g);
+  }
+}
+
+/* Drop one reference (under the mutex); frees the group at zero. */
+static void group_release(luniverse *u, lgroup *g) {
+  pthread_mutex_lock(&u->mu);
+  if (--g->refs == 0) {
+    for (lgroup **p = &u->groups; *p; p = &(*p)->next) {
+      if (*p == g) {
+        *p = g->next;
+        break;
+      }
+    }
+    group_free(g);
+  }
+  pthread_mutex_unlock(&u->mu);
+}
+
+static void local_destroy(void *ctx) {
+  lctx *c = ctx;
+  if (!c)
+    return;
+  group_release(c->u, c->g);
+  free(c);
+}
+
+static tpx_status local_split(tpx_comm *world, const int64_t *group,
+                              int gsize, int index, tpx_comm **out,
+                              tpx_error *err) {
+  lctx *w = world->ctx;
+  uint64_t seq = ++w->splits;
+  lctx *c = calloc(1, sizeof *c);
+  if (!c)
+    return tpx_error_set(err, TPX_NO_MEMORY, "local split");
+  pthread_mutex_lock(&w->u->mu);
+  lgroup *g = w->u->groups;
+  while (g && !(g->parent_id == w->g->id && g->seq == seq &&
+                g->leader == group[0]))
+    g = g->next;
+  if (!g) {
+    g = group_new(w->u, gsize);
+    if (g) {
+      g->parent_id = w->g->id;
+      g->seq = seq;
+      g->leader = group[0];
+      g->next = w->u->groups;
+      w->u->groups = g;
+    }
+  }
+  if (g)
+    g->refs++;
+  pthread_mutex_unlock(&w->u->mu);
+  if (!g) {
+    free(c);
+    return tpx_error_set(err, TPX_NO_MEMORY, "local split: group of %d",
+                         gsize);
+  }
+  c->u = w->u;
+  c->g = g;
+  c->rank = index;
+  *out = tpx__comm_new(&local_iface, c, index, gsize);
+  if (!*out) {
+    local_destroy(c);
+    return tpx_error_set(err, TPX_NO_MEMORY, "local split");
+  }
+  return TPX_OK;
+}
+
+/* ---- the collective protocol -------------------------------------------- */
+
+/* Publish this rank's call, wait for everyone, check they all agree. Every
+ * rank reaches the same verdict, so on mismatch all return the error (after
+ * leave()). */
+static tpx_status enter(lctx *c, int coll, const void *send, void *recv,
+                        size_t count, tpx_dtype dtype, int op, int root,
+                        tpx_error *err) {
+  lgroup *g = c->g;
+  lslot *s = &g->slots[c->rank];
+  /* Nobody takes work before the barrier below, and everyone finished the
+   * previous call's work before its leave(): rank 0 may reset. */
+  if (c->rank == 0)
+    atomic_store_explicit(&g->next_item, 0, memory_order_relaxed);
+  s->coll = coll;
+  s->send = send;
+  s->recv = recv;
+  s->count = count;
+  s->dtype = dtype;
+  s->op = op;
+  s->root = root;
+  tpx__barrier_wait(&g->bar);
+  const lslot *a = &g->slots[0];
+  for (int j = 1; j < g->size; j++) {
+    const lslot *b = &g->slots[j];
+    if (b->coll != a->coll || b->count != a->count || b->dtype != a->dtype ||
+        b->op != a->op || b->root != a->root)
+      return tpx_error_set(
+          err, TPX_INVALID_ARGUMENT,
+          "local %s: ranks disagree: rank 0 called %s(count=%zu, dtype=%s, "
+          "op=%d, root=%d) but rank %d called %s(count=%zu, dtype=%s, op=%d, "
+          "root=%d); every rank must make the same call",
+          coll_name(coll), coll_name(a->coll), a->count,
+          tpx_dtype_short_name(a->dtype), a->op, a->root, j,
+          coll_name(b->coll), b->count, tpx_dtype_short_name(b->dtype),
+          b->op, b->root);
+  }
+  return TPX_OK;
+}
+
+static void leave(lctx *c) { tpx__barrier_wait(&c->g->bar); }
+
+/* Chunk length in elements for `count` elements: about a quarter of a
+ * rank's share, between 16 KiB and 256 KiB, whole cache lines. */
+static size_t chunk_len(size_t count, size_t es, int n) {
+  size_t bytes = count * es / (4 * (size_t)n);
+  if (bytes < ((size_t)16 << 10))
+    bytes = (size_t)16 << 10;
+  if (bytes > ((size_t)256 << 10))
+    bytes = (size_t)256 << 10;
+  size_t len = bytes / es;
+  size_t align = 64 / es ? 64 / es : 1;
+  len = len / align * align;
+  return len ? len : 1;
+}
+
+static size_t take(lgroup *g) {
+  return atomic_fetch_add_explicit(&g->next_item, 1, memory_order_relaxed);
+}
+
+#define MAXR TPX_LOCAL_MAX_RANKS
+
+static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
+                                   size_t count, tpx_dtype dtype,
+                                   tpx_reduce_op op, tpx_error *err) {
+  lctx *c = ctx;
+  lgroup *g = c->g;
+  tpx_status st = enter(c, C_ALL_REDUCE, send, recv, count, dtype, op, 0, err);
+  if (st == TPX_OK) {
+    size_t es = tpx_dtype_size(dtype), len = chunk_len(count, es, g->size);
+    size_t nchunks = (count + len - 1) / len;
+    int stream = count * es >= STREAM_BYTES;
+    const void *srcs[MAXR];
+    void *dsts[MAXR];
+    for (size_t it; (it = take(g)) < nchunks;) {
+      size_t lo = it * len, n = count - lo < len ? count - lo : len;
+      for (int j = 0; j < g->size; j++) {
+        srcs[j] = (const unsigned char *)g->slots[j].send + lo * es;
+        dsts[j] = (unsigned char *)g->slots[j].recv + lo * es;
+      }
+      tpx__reduce_into(dsts, g->size, srcs, g->size, n, dtype, op, g->size,
+                       stream);
+    }
+  }
+  leave(c);
+  return st;
+}
+
+static tpx_status local_reduce_scatter(void *ctx, const void *send,
+                                       void *recv, size_t count,
+                                       tpx_dtype dtype, tpx_reduce_op op,
+                                       tpx_error *err) {
+  lctx *c = ctx;
+  lgroup *g = c->g;
+  tpx_status st =
+      enter(c, C_REDUCE_SCATTER, send, recv, count, dtype, op, 0, err);
+  if (st == TPX_OK && count > 0) {
+    size_t es = tpx_dtype_size(dtype), len = chunk_len(count, es, 1);
+    size_t per = (count + len - 1) / len; /* chunks per block */
+    int stream = count * es >= STREAM_BYTES;
+    const void *srcs[MAXR];
+    for (size_t it; (it = take(g)) < per * (size_t)g->size;) {
+      size_t q = it / per, lo = (it % per) * len;
+      size_t n = count - lo < len ? count - lo : len;
+      void *dst = (unsigned char *)g->slots[q].recv + lo * es;
+      for (int j = 0; j < g->size; j++)
+        srcs[j] = (const unsigned char *)g->slots[j].send +
+                  (q * count + lo) * es;
+      tpx__reduce_into(&dst, 1, srcs, g->size, n, dtype, op, g->size,
+                       stream);
+    }
+  }
+  leave(c);
+  return st;
+}
+
+static tpx_status local_all_gather(void *ctx, const void *send, void *recv,
+                                   size_t count, tpx_dtype dtype,
+                                   tpx_error *err) {
+  lctx *c = ctx;
+  lgroup *g = c->g;
+  tpx_status st = enter(c, C_ALL_GATHER, send, recv, count, dtype, 0, 0, err);
+  if (st == TPX_OK && count > 0) {
+    size_t bytes = count * tpx_dtype_size(dtype);
+    size_t len = chunk_len(bytes, 1, 1), per = (bytes + len - 1) / len;
+    int stream = bytes >= STREAM_BYTES;
+    void *dsts[MAXR];
+    for (size_t it; (it = take(g)) < per * (size_t)g->size;) {
+      size_t q = it / per, lo = (it % per) * len;
+      size_t n = bytes - lo < len ? bytes - lo : len;
+      for (int j = 0; j < g->size; j++)
+        dsts[j] = (unsigned char *)g->slots[j].recv + q * bytes + lo;
+      tpx__copy_into(dsts, g->size,
+                     (const unsigned char *)g->slots[q].send + lo, n, stream);
+    }
+  }
+  leave(c);
+  return st;
+}
+
+static tpx_status local_broadcast(void *ctx, const void *send, void *recv,
+                                  size_t count, tpx_dtype dtype, int root,
+                                  tpx_error *err) {
+  lctx *c = ctx;
+  tpx_status st =
+      enter(c, C_BROADCAST, send, recv, count, dtype, 0, root, err);
+  if (st == TPX_OK && count > 0) {
+    lgroup *g = c->g;
+    size_t bytes = count * tpx_dtype_size(dtype);
+    size_t len = chunk_len(bytes, 1, 1), per = (bytes + len - 1) / len;
+    int stream = bytes >= STREAM_BYTES;
+    const unsigned char *src = g->slots[root].send;
+    void *dsts[MAXR];
+    for (size_t it; (it = take(g)) < per;) {
+      size_t lo = it * len, n = bytes - lo < len ? bytes - lo : len;
+      for (int j = 0; j < g->size; j++)
+        dsts[j] = (unsigned char *)g->slots[j].recv + lo;
+      tpx__copy_into(dsts, g->size, src + lo, n, stream);
+    }
+  }
+  leave(c);
+  return st;
+}
+
+static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
+                                   size_t count, tpx_dtype dtype,
+                                   tpx_error *err) {
+  lctx *c = ctx;
+  lgroup *g = c->g;
+  tpx_status st = enter(c, C_ALL_TO_ALL, send, recv, count, dtype, 0, 0, err);
+  if (st == TPX_OK && count > 0) {
+    size_t bytes = count * tpx_dtype_size(dtype);
+    for (int j = 0; j < g->size; j++)
+      memcpy((unsigned char *)recv + (size_t)j * bytes,
+             (const unsigned char *)g->slots[j].send +
+                 (size_t)c->rank * bytes,
+             bytes);
+  }
+  leave(c);
+  return st;
+}
+
+static tpx_status local_barrier(void *ctx, tpx_error *err) {
+  lctx *c = ctx;
+  tpx_status st = enter(c, C_BARRIER, NULL, NULL, 0, TPX_DTYPE_U8, 0, 0, err);
+  leave(c);
+  return st;
+}
+
+static const tpx_comm_iface local_iface = {
+    .name = "local",
+    .split = local_split,
+    .destroy = local_destroy,
+    .all_gather = local_all_gather,
+    .reduce_scatter = local_reduce_scatter,
+    .all_reduce = local_all_reduce,
+    .broadcast = local_broadcast,
+    .all_to_all = local_all_to_all,
+    .barrier = local_barrier,
+    .has_avg = 1,
+    .device_memory = 0,
+};
+
+/* ---- launcher ----------------------------------------------------------- */
+
+typedef struct lgate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int state; /* 0 wait, 1 go, -1 abort (not every thread could start) */
+} lgate;
+
+typedef struct lthread {
+  pthread_t tid;
+  lgate *gate;
+  tpx_comm *comm;
+  tpx_local_fn fn;
+  void *arg;
+  tpx_status st;
+  tpx_error err;
+} lthread;
+
+static void *rank_main(void *p) {
+  lthread *t = p;
+  pthread_mutex_lock(&t->gate->mu);
+  while (t->gate->state == 0)
+    pthread_cond_wait(&t->gate->cv, &t->gate->mu);
+  int go = t->gate->state > 0;
+  pthread_mutex_unlock(&t->gate->mu);
+  if (go)
+    t->st = t->fn(t->comm, t->arg, &t->err);
+  return NULL;
+}
+
+tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
+                         tpx_error *err) {
+  if (!fn)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "local_run: fn is NULL");
+  if (nranks < 1 || nranks > TPX_LOCAL_MAX_RANKS)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "local_run: nranks %d out of range 1..%d", nranks,
+                         TPX_LOCAL_MAX_RANKS);
+  luniverse u;
+  memset(&u, 0, sizeof u);
+  pthread_mutex_init(&u.mu, NULL);
+  lgate gate;
+  pthread_mutex_init(&gate.mu, NULL);
+  pthread_cond_init(&gate.cv, NULL);
+  gate.state = 0;
+  tpx_status st = TPX_OK;
+  lthread *th = calloc((size_t)nranks, sizeof *th);
+  lgroup *world = group_new(&u, nranks);
+  if (!th || !world) {
+    st = tpx_error_set(err, TPX_NO_MEMORY, "local_run: %d ranks", nranks);
+    goto out_early;
+  }
+  world->refs = nranks;
+  world->next = NULL;
+  u.groups = world;
+  int made = 0;
+  /* Every handle exists before any thread runs, so no rank can fail to
+   * join a collective for lack of memory. */
+  for (; made < nranks; made++) {
+    lctx *c = calloc(1, sizeof *c);
+    tpx_comm *comm = c ? tpx__comm_new(&local_iface, c, made, nranks) : NULL;
+    if (!comm) {
+      free(c);
+      break;
+    }
+    c->u = &u;
+    c->g = world;
+    c->rank = made;
+    th[made].comm = comm;
+    th[made].gate = &gate;
+    th[made].fn = fn;
+    th[made].arg = arg;
+  }
+  int started = 0;
+  if (made == nranks) {
+    for (; started < nranks; started++)
+      if (pthread_create(&th[started].tid, NULL, rank_main, &th[started]))
+        break;
+  }
+  pthread_mutex_lock(&gate.mu);
+  gate.state = started == nranks ? 1 : -1;
+  pthread_cond_broadcast(&gate.cv);
+  pthread_mutex_unlock(&gate.mu);
+  for (int i = 0; i < started; i++)
+    pthread_join(th[i].tid, NULL);
+  if (made < nranks || started < nranks) {
+    st = tpx_error_set(err, made < nranks ? TPX_NO_MEMORY : TPX_INTERNAL,
+                       "local_run: could not %s rank %d of %d",
+                       made < nranks ? "allocate" : "start a thread for",
+                       made < nranks ? made : started, nranks);
+  } else {
+    for (int i = 0; i < nranks; i++) {
+      if (th[i].st != TPX_OK) {
+        st = tpx_error_set(err, th[i].st, "local rank %d: %s", i,
+                           th[i].err.message[0] ? th[i].err.message
+                                                : tpx_status_str(th[i].st));
+        break;
+      }
+    }
+  }
+  /* Handles release the world (and free it with the last one). */
+  for (int i = 0; i < made; i++)
+    tpx_comm_destroy(th[i].comm);
+  /* Sub-groups whose handles the ranks leaked. */
+  while (u.groups) {
+    lgroup *g = u.groups;
+    u.groups = g->next;
+    group_free(g);
+  }
+  world = NULL;
+out_early:
+  group_free(world);
+  free(th);
+  pthread_cond_destroy(&gate.cv);
+  pthread_mutex_destroy(&gate.mu);
+  pthread_mutex_destroy(&u.mu);
+  return st;
+}

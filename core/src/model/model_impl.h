@@ -1,0 +1,94 @@
+/* model/model_impl.h — the inside of tpx_model, shared by the files of the
+ * model area (model.c: tree + builder + queries; config.c: config JSON;
+ * safetensors.c: header import). Not for other areas: they use tpx/model.h
+ * and, for raw config JSON, model/config.h. */
+#ifndef TPX_MODEL_MODEL_IMPL_H
+#define TPX_MODEL_MODEL_IMPL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/strmap.h"
+#include "tpx/model.h"
+
+/* Bump allocator for strings that live as long as the model. Strings never
+ * move, which is what lets the FQN maps borrow them. */
+typedef struct tpx__arena_chunk tpx__arena_chunk;
+typedef struct tpx__arena {
+  tpx__arena_chunk *head;
+} tpx__arena;
+
+void tpx__arena_free(tpx__arena *arena);
+/* `len` bytes (not NUL-terminated), 1-byte aligned; NULL when out of memory. */
+char *tpx__arena_alloc(tpx__arena *arena, size_t len);
+/* A NUL-terminated copy of s[0..len). */
+char *tpx__arena_strndup(tpx__arena *arena, const char *s, size_t len);
+
+typedef struct tpx__module { /* 40 bytes: big models have ~1M modules */
+  const char *fqn;   /* arena; "" for the root */
+  int64_t parent;    /* -1 for the root */
+  int64_t *children; /* insertion order; malloc'd */
+  uint32_t fqn_len;  /* FQNs are checked to be < 2 GiB */
+  uint32_t num_children, cap_children;
+  uint8_t kind;      /* tpx_module_kind */
+} tpx__module;
+
+typedef struct tpx__param {
+  const char *fqn; /* arena; "<module fqn>.<name>" */
+  int64_t module;
+  int64_t dims;    /* offset of the shape in tpx_model.dims */
+  int64_t tied_to; /* -1, or the parameter holding the storage (never tied) */
+  uint32_t name_off; /* name = fqn + name_off */
+  uint8_t ndim;
+  uint8_t dtype;
+  uint8_t is_tie_target; /* some parameter has tied_to == this one */
+} tpx__param;
+
+struct tpx_model {
+  tpx__module *modules;
+  size_t num_modules, cap_modules;
+  tpx__param *params;
+  size_t num_params, cap_params;
+  int64_t *dims; /* shape pool; each parameter owns ndim entries */
+  size_t num_dims, cap_dims;
+  tpx__strmap module_map; /* fqn -> module index */
+  tpx__strmap param_map;  /* fqn -> parameter index */
+  tpx__arena arena;
+  /* Builders add in tree order: the last module used and its parent are
+   * usually the next call's module or parent, which saves hash probes. */
+  int64_t last_module, last_parent;
+  json_t *config;       /* owned; NULL until a config is set */
+  char **architectures; /* malloc'd strings */
+  size_t num_architectures;
+  char *source; /* malloc'd; may be NULL */
+};
+
+/* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is
+ * its strlen (no NUL inside). `what` names it in the error ("module",
+ * "tensor"). */
+tpx_status tpx__model_check_fqn(const char *fqn, size_t len, const char *what,
+                                tpx_error *err);
+
+/* Element count of a shape, or -1 when a dim is negative or the count (times
+ * 8 bytes, the widest dtype) does not fit in int64_t. */
+int64_t tpx__shape_numel(const int64_t *shape, int ndim);
+
+/* "[2560, 10240]" into buf (always NUL-terminated, truncated with "..."). */
+const char *tpx__format_shape(char *buf, size_t size, const int64_t *shape,
+                              int ndim);
+
+/* Element size, safetensors name ("BF16", "INVALID") and strict parse of a
+ * safetensors dtype name (TPX_DTYPE_INVALID when unknown). */
+size_t tpx__model_dtype_size(tpx_dtype dtype);
+const char *tpx__model_dtype_st_name(tpx_dtype dtype);
+tpx_dtype tpx__model_dtype_from_st(const char *text);
+
+/* Replace the architecture list (strings copied). */
+tpx_status tpx__model_set_architectures(tpx_model *model,
+                                        const char *const *names, size_t n,
+                                        tpx_error *err);
+tpx_status tpx__model_set_source(tpx_model *model, const char *source,
+                                 tpx_error *err);
+
+#endif /* TPX_MODEL_MODEL_IMPL_H */

@@ -1,0 +1,746 @@
+/* safetensors.c — import tensor names, shapes and dtypes from safetensors
+ * headers (one model.safetensors, or a model.safetensors.index.json and its
+ * shards) into a tpx_model. Reads only the 8-byte length and the JSON header
+ * of each file, never tensor data, and validates the header against the file
+ * size. Not a safetensors reader/writer: no data access at all.
+ *
+ * Order: tensors are added in natural name order ("layers.2" before
+ * "layers.10"), because files list them alphabetically and torch's module
+ * order is not recorded; layer containers then come out in index order. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/config.h"
+#include "model/model_impl.h"
+#include "model/strmap.h"
+
+#define HEADER_MAX ((uint64_t)100 * 1024 * 1024)
+#define INDEX_MAX ((size_t)100 * 1024 * 1024)
+
+typedef struct st_tensor {
+  const char *name; /* in the load arena */
+  size_t name_len;
+  int file; /* index into st_load.files */
+  int ndim;
+  int64_t shape[TPX_MAX_TENSOR_DIMS];
+  tpx_dtype dtype;
+  int64_t begin, end; /* data_offsets, relative to the data section */
+} st_tensor;
+
+typedef struct st_load {
+  st_tensor *t;
+  size_t n, cap;
+  const char **files; /* paths, in the arena */
+  size_t num_files;
+  tpx__arena arena;
+  tpx__strmap names; /* tensor name -> index in t */
+} st_load;
+
+static void load_free(st_load *l) {
+  free(l->t);
+  free(l->files);
+  tpx__arena_free(&l->arena);
+  tpx__strmap_free(&l->names);
+}
+
+static tpx_status oom(tpx_error *err) {
+  return tpx_error_set(err, TPX_NO_MEMORY,
+                       "out of memory reading safetensors headers");
+}
+
+/* ---- one file's header ---- */
+
+static uint64_t le64(const unsigned char *b) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--)
+    v = (v << 8) | b[i];
+  return v;
+}
+
+/* Reads and parses the header of `path`: a new reference to the header
+ * object and the size of the data section that follows it. */
+static tpx_status read_header(const char *path, json_t **out,
+                              int64_t *data_len, tpx_error *err) {
+  *out = NULL;
+  int fd = open(path, O_RDONLY);
+  if (fd < 0)
+    return tpx_error_set(err, errno == ENOENT ? TPX_NOT_FOUND : TPX_IO,
+                         "%s: cannot open: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return tpx_error_set(err, TPX_IO, "%s: not a regular file", path);
+  }
+  uint64_t size = (uint64_t)sb.st_size;
+  unsigned char lenbuf[8];
+  if (size < 8 || pread(fd, lenbuf, 8, 0) != 8) {
+    close(fd);
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: file of %llu bytes is too short for a "
+                         "safetensors header (8-byte length + JSON)",
+                         path, (unsigned long long)size);
+  }
+  uint64_t n = le64(lenbuf);
+  if (n > HEADER_MAX) {
+    close(fd);
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: header length %llu exceeds the 100 MB limit "
+                         "(not a safetensors file?)",
+                         path, (unsigned long long)n);
+  }
+  if (n > size - 8) {
+    close(fd);
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: header length %llu is beyond the end of the "
+                         "file (%llu bytes)",
+                         path, (unsigned long long)n,
+                         (unsigned long long)size);
+  }
+  char *buf = malloc(n ? (size_t)n : 1);
+  if (buf == NULL) {
+    close(fd);
+    return oom(err);
+  }
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = pread(fd, buf + got, (size_t)n - got, (off_t)(8 + got));
+    if (r <= 0) {
+      free(buf);
+      close(fd);
+      return tpx_error_set(err, TPX_IO, "%s: cannot read the header", path);
+    }
+    got += (size_t)r;
+  }
+  close(fd);
+  json_error_t jerr;
+  /* A repeated tensor name would otherwise silently keep the last entry. */
+  json_t *root = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+  free(buf);
+  if (root == NULL)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: header is not valid JSON (byte %d: %s)", path,
+                         jerr.position, jerr.text);
+  if (!json_is_object(root)) {
+    json_decref(root);
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: header must be a JSON object", path);
+  }
+  *out = root;
+  *data_len = (int64_t)(size - 8 - n);
+  return TPX_OK;
+}
+
+static int json_nonneg_int(const json_t *v, int64_t *out) {
+  if (!json_is_integer(v))
+    return 0;
+  *out = (int64_t)json_integer_value(v);
+  return 1;
+}
+
+/* Validates one tensor entry of `path`'s header into *t. */
+static tpx_status parse_entry(const char *path, const char *name, json_t *v,
+                              int64_t data_len, st_tensor *t, tpx_error *err) {
+  char sbuf[200];
+  if (!json_is_object(v))
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': entry must be an object with "
+                         "dtype, shape and data_offsets",
+                         path, name);
+  json_t *dtype = json_object_get(v, "dtype");
+  json_t *shape = json_object_get(v, "shape");
+  json_t *offs = json_object_get(v, "data_offsets");
+  if (!json_is_string(dtype))
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': \"dtype\" must be a string", path,
+                         name);
+  t->dtype = tpx__model_dtype_from_st(json_string_value(dtype));
+  if (t->dtype == TPX_DTYPE_INVALID)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': unknown dtype '%s'", path, name,
+                         json_string_value(dtype));
+  if (!json_is_array(shape))
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': \"shape\" must be a list of "
+                         "integers",
+                         path, name);
+  size_t ndim = json_array_size(shape);
+  if (ndim > TPX_MAX_TENSOR_DIMS)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': \"shape\" has %zu dims (at most %d "
+                         "supported)",
+                         path, name, ndim, TPX_MAX_TENSOR_DIMS);
+  t->ndim = (int)ndim;
+  for (size_t i = 0; i < ndim; i++) {
+    if (!json_nonneg_int(json_array_get(shape, i), &t->shape[i]))
+      return tpx_error_set(err, TPX_PARSE,
+                           "%s: tensor '%s': \"shape\"[%zu] must be an "
+                           "integer",
+                           path, name, i);
+    if (t->shape[i] < 0)
+      return tpx_error_set(err, TPX_PARSE,
+                           "%s: tensor '%s': \"shape\"[%zu] is negative "
+                           "(%lld)",
+                           path, name, i, (long long)t->shape[i]);
+  }
+  int64_t numel = tpx__shape_numel(t->shape, t->ndim);
+  if (numel < 0)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': shape %s is too large", path, name,
+                         tpx__format_shape(sbuf, sizeof sbuf, t->shape,
+                                           t->ndim));
+  if (!json_is_array(offs) || json_array_size(offs) != 2 ||
+      !json_nonneg_int(json_array_get(offs, 0), &t->begin) ||
+      !json_nonneg_int(json_array_get(offs, 1), &t->end))
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': \"data_offsets\" must be [begin, "
+                         "end] integers",
+                         path, name);
+  if (t->begin < 0 || t->begin > t->end)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': \"data_offsets\" [%lld, %lld] "
+                         "need 0 <= begin <= end",
+                         path, name, (long long)t->begin, (long long)t->end);
+  if (t->end > data_len)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': \"data_offsets\" [%lld, %lld] are "
+                         "beyond the end of the file (data section holds "
+                         "%lld bytes)",
+                         path, name, (long long)t->begin, (long long)t->end,
+                         (long long)data_len);
+  int64_t bytes = numel * (int64_t)tpx__model_dtype_size(t->dtype);
+  if (t->end - t->begin != bytes)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': \"data_offsets\" [%lld, %lld] span "
+                         "%lld bytes but shape %s of %s needs %lld",
+                         path, name, (long long)t->begin, (long long)t->end,
+                         (long long)(t->end - t->begin),
+                         tpx__format_shape(sbuf, sizeof sbuf, t->shape,
+                                           t->ndim),
+                         tpx__model_dtype_st_name(t->dtype), (long long)bytes);
+  return TPX_OK;
+}
+
+/* qsort has no context argument, and a global would make two imports on two
+ * threads race, so the sort keys travel with the elements. */
+typedef struct span {
+  int64_t begin, end;
+  size_t tensor;
+} span;
+
+static int by_begin(const void *a, const void *b) {
+  const span *x = a, *y = b;
+  if (x->begin != y->begin)
+    return x->begin < y->begin ? -1 : 1;
+  return (x->end > y->end) - (x->end < y->end);
+}
+
+/* Non-empty tensors t[first..l->n) of one file must not share bytes. */
+static tpx_status check_overlaps(st_load *l, size_t first, const char *path,
+                                 tpx_error *err) {
+  size_t count = l->n - first, k = 0;
+  if (count < 2)
+    return TPX_OK;
+  span *sp = malloc(count * sizeof *sp);
+  if (sp == NULL)
+    return oom(err);
+  for (size_t i = first; i < l->n; i++)
+    if (l->t[i].end > l->t[i].begin)
+      sp[k++] = (span){l->t[i].begin, l->t[i].end, i};
+  qsort(sp, k, sizeof *sp, by_begin);
+  tpx_status st = TPX_OK;
+  for (size_t i = 1; i < k && st == TPX_OK; i++) {
+    const st_tensor *a = &l->t[sp[i - 1].tensor], *b = &l->t[sp[i].tensor];
+    if (b->begin < a->end)
+      st = tpx_error_set(err, TPX_PARSE,
+                         "%s: tensors '%s' [%lld, %lld] and '%s' [%lld, %lld] "
+                         "have overlapping data_offsets",
+                         path, a->name, (long long)a->begin,
+                         (long long)a->end, b->name, (long long)b->begin,
+                         (long long)b->end);
+  }
+  free(sp);
+  return st;
+}
+
+/* Reads one safetensors file and appends its tensors to the load. */
+static tpx_status load_file(st_load *l, const char *path, tpx_error *err) {
+  json_t *hdr;
+  int64_t data_len;
+  tpx_status st = read_header(path, &hdr, &data_len, err);
+  if (st != TPX_OK)
+    return st;
+  const char **files =
+      realloc(l->files, (l->num_files + 1) * sizeof *l->files);
+  char *pcopy = tpx__arena_strndup(&l->arena, path, strlen(path));
+  if (files == NULL || pcopy == NULL) {
+    if (files != NULL)
+      l->files = files;
+    json_decref(hdr);
+    return oom(err);
+  }
+  l->files = files;
+  int file = (int)l->num_files;
+  files[l->num_files++] = pcopy;
+  size_t first = l->n;
+  const char *key;
+  json_t *v;
+  json_object_foreach(hdr, key, v) {
+    if (strcmp(key, "__metadata__") == 0) {
+      if (!json_is_object(v)) {
+        st = tpx_error_set(err, TPX_PARSE,
+                           "%s: \"__metadata__\" must be an object", path);
+        break;
+      }
+      continue;
+    }
+    size_t klen = strlen(key);
+    if (klen == 0 || tpx__model_check_fqn(key, klen, "tensor", NULL) != TPX_OK) {
+      st = tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': invalid name (empty, or an empty "
+                         "component between dots)",
+                         path, key);
+      break;
+    }
+    if (l->n == l->cap) {
+      size_t cap = l->cap ? l->cap * 2 : 256;
+      st_tensor *t = realloc(l->t, cap * sizeof *t);
+      if (t == NULL) {
+        st = oom(err);
+        break;
+      }
+      l->t = t;
+      l->cap = cap;
+    }
+    st_tensor *t = &l->t[l->n];
+    memset(t, 0, sizeof *t);
+    st = parse_entry(path, key, v, data_len, t, err);
+    if (st != TPX_OK)
+      break;
+    t->name = tpx__arena_strndup(&l->arena, key, klen);
+    t->name_len = klen;
+    t->file = file;
+    int64_t other;
+    int r = t->name ? tpx__strmap_put(&l->names, t->name, klen,
+                                      (int64_t)l->n, &other)
+                    : -1;
+    if (r < 0) {
+      st = oom(err);
+      break;
+    }
+    if (r == 1) {
+      st = tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s' also appears in %s", path, key,
+                         l->files[l->t[other].file]);
+      break;
+    }
+    l->n++;
+  }
+  json_decref(hdr);
+  if (st == TPX_OK)
+    st = check_overlaps(l, first, path, err);
+  return st;
+}
+
+/* ---- index ---- */
+
+static char *join_path(const char *dir, size_t dlen, const char *name) {
+  size_t nlen = strlen(name);
+  char *p = malloc(dlen + 1 + nlen + 1);
+  if (p == NULL)
+    return NULL;
+  memcpy(p, dir, dlen);
+  p[dlen] = '/';
+  memcpy(p + dlen + 1, name, nlen + 1);
+  return p;
+}
+
+static tpx_status load_index(st_load *l, const char *path, tpx_error *err) {
+  char *text;
+  size_t len;
+  tpx_status st = tpx__model_read_file(path, INDEX_MAX, &text, &len, err);
+  if (st != TPX_OK)
+    return st;
+  json_error_t jerr;
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+  free(text);
+  if (root == NULL)
+    return tpx_error_set(err, TPX_PARSE, "%s: invalid JSON at line %d: %s",
+                         path, jerr.line, jerr.text);
+  json_t *map = json_object_get(root, "weight_map");
+  if (!json_is_object(root) || !json_is_object(map)) {
+    json_decref(root);
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: an index must be a JSON object with a "
+                         "\"weight_map\" object",
+                         path);
+  }
+  const char *slash = strrchr(path, '/');
+  const char *dir = slash ? path : ".";
+  size_t dlen = slash ? (size_t)(slash - path) : 1;
+  if (slash == path)
+    dlen = 0; /* "/model.safetensors.index.json": files live in "/" */
+  tpx__strmap shards = TPX__STRMAP_INIT;
+  const char *key;
+  json_t *v;
+  /* Pass 1: check entries and read each distinct shard once. */
+  json_object_foreach(map, key, v) {
+    if (!json_is_string(v)) {
+      st = tpx_error_set(err, TPX_PARSE,
+                         "%s: weight_map[\"%s\"] must be a file name string",
+                         path, key);
+      break;
+    }
+    const char *shard = json_string_value(v);
+    if (shard[0] == '\0' || strchr(shard, '/') != NULL ||
+        strcmp(shard, ".") == 0 || strcmp(shard, "..") == 0) {
+      st = tpx_error_set(err, TPX_PARSE,
+                         "%s: weight_map[\"%s\"] = \"%s\" must be a file name "
+                         "in the index's directory",
+                         path, key, shard);
+      break;
+    }
+    int r = tpx__strmap_put(&shards, shard, strlen(shard),
+                            (int64_t)l->num_files, NULL);
+    if (r < 0) {
+      st = oom(err);
+      break;
+    }
+    if (r == 1)
+      continue;
+    char *file = join_path(dir, dlen, shard);
+    if (file == NULL) {
+      st = oom(err);
+      break;
+    }
+    struct stat sb;
+    if (stat(file, &sb) != 0) {
+      st = tpx_error_set(err, TPX_NOT_FOUND,
+                         "%s: weight_map[\"%s\"] points to missing file %s",
+                         path, key, file);
+      free(file);
+      break;
+    }
+    st = load_file(l, file, err);
+    free(file);
+    if (st != TPX_OK)
+      break;
+  }
+  /* Pass 2: every listed tensor is where the index says. */
+  if (st == TPX_OK) {
+    json_object_foreach(map, key, v) {
+      const char *shard = json_string_value(v);
+      int64_t file = -1, t = -1;
+      tpx__strmap_find(&shards, shard, strlen(shard), &file);
+      if (!tpx__strmap_find(&l->names, key, strlen(key), &t) ||
+          l->t[t].file != file) {
+        st = tpx_error_set(err, TPX_PARSE,
+                           "%s: weight_map lists tensor '%s' in %s, but that "
+                           "file's header does not hold it",
+                           path, key, shard);
+        break;
+      }
+    }
+  }
+  tpx__strmap_free(&shards);
+  json_decref(root);
+  return st;
+}
+
+/* ---- into the model ---- */
+
+/* Natural order: digit runs compare as numbers ("2" < "10"). */
+static int natural_cmp(const char *a, const char *b) {
+  const char *a0 = a, *b0 = b;
+  while (*a && *b) {
+    if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+      while (*a == '0')
+        a++;
+      while (*b == '0')
+        b++;
+      size_t la = 0, lb = 0;
+      while (isdigit((unsigned char)a[la]))
+        la++;
+      while (isdigit((unsigned char)b[lb]))
+        lb++;
+      if (la != lb)
+        return la < lb ? -1 : 1;
+      int c = memcmp(a, b, la);
+      if (c != 0)
+        return c;
+      a += la;
+      b += lb;
+      continue;
+    }
+    if (*a != *b)
+      return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+    a++;
+    b++;
+  }
+  if (*a || *b)
+    return *a ? 1 : -1;
+  return strcmp(a0, b0);
+}
+
+static int by_name(const void *a, const void *b) {
+  return natural_cmp((*(const st_tensor *const *)a)->name,
+                     (*(const st_tensor *const *)b)->name);
+}
+
+static int contains_ci(const char *s, size_t len, const char *needle) {
+  size_t n = strlen(needle);
+  for (size_t i = 0; i + n <= len; i++) {
+    size_t k = 0;
+    while (k < n && tolower((unsigned char)s[i + k]) == needle[k])
+      k++;
+    if (k == n)
+      return 1;
+  }
+  return 0;
+}
+
+static int atom_is_embedding(const char *a, size_t n) {
+  return contains_ci(a, n, "embed") || (n == 3 && (memcmp(a, "wte", 3) == 0 ||
+                                                    memcmp(a, "wpe", 3) == 0));
+}
+
+static int atom_is_norm(const char *a, size_t n) {
+  if (contains_ci(a, n, "norm"))
+    return 1;
+  /* ln, ln_f, ln_1, ln1 — but not "linear" or "lnx" */
+  return n >= 2 && tolower((unsigned char)a[0]) == 'l' &&
+         tolower((unsigned char)a[1]) == 'n' &&
+         (n == 2 || a[2] == '_' || isdigit((unsigned char)a[2]));
+}
+
+enum { HAS_2D_WEIGHT = 1, NOT_ALL_1D = 2 };
+
+static tpx_module_kind infer_kind(const char *fqn, size_t len, int flags) {
+  size_t start = len;
+  while (start > 0 && fqn[start - 1] != '.')
+    start--;
+  const char *atom = fqn + start;
+  size_t n = len - start;
+  if (flags & HAS_2D_WEIGHT)
+    return atom_is_embedding(atom, n) ? TPX_MODULE_EMBEDDING
+                                      : TPX_MODULE_LINEAR;
+  if (!(flags & NOT_ALL_1D) && atom_is_norm(atom, n))
+    return TPX_MODULE_NORM;
+  return TPX_MODULE_OTHER;
+}
+
+static size_t module_len(const st_tensor *t) {
+  size_t m = t->name_len;
+  while (m > 0 && t->name[m - 1] != '.')
+    m--;
+  return m ? m - 1 : 0;
+}
+
+/* The config says the output embedding is tied (text_config for VLMs);
+ * absent counts as false — a plugin skeleton that knows better ties itself. */
+static int config_ties_embeddings(const tpx_model *model) {
+  json_t *cfg = tpx__model_config(model);
+  json_t *v = tpx__config_lookup(cfg, "tie_word_embeddings");
+  if (v == NULL || json_is_null(v))
+    v = tpx__config_lookup(cfg, "text_config.tie_word_embeddings");
+  return json_is_true(v);
+}
+
+static tpx_status tie_lm_head(tpx_model *model, tpx_error *err) {
+  static const char *const known[] = {
+      "model.embed_tokens.weight",
+      "model.language_model.embed_tokens.weight",
+      "language_model.model.embed_tokens.weight",
+      "transformer.wte.weight",
+      "transformer.word_embeddings.weight",
+      "transformer.embedding.word_embeddings.weight",
+      "model.embed_in.weight",
+      "gpt_neox.embed_in.weight",
+  };
+  const char *emb = NULL;
+  for (size_t i = 0; i < sizeof known / sizeof *known && emb == NULL; i++)
+    if (tpx_model_find_param(model, known[i]) >= 0)
+      emb = known[i];
+  for (size_t i = 0; i < model->num_params && emb == NULL; i++) {
+    const tpx__param *p = &model->params[i];
+    const tpx__module *m = &model->modules[p->module];
+    if (m->kind == TPX_MODULE_EMBEDDING && p->ndim == 2 &&
+        strcmp(p->fqn + p->name_off, "weight") == 0 &&
+        !contains_ci(m->fqn, m->fqn_len, "pos") &&
+        !(m->fqn_len >= 3 && memcmp(m->fqn + m->fqn_len - 3, "wpe", 3) == 0))
+      emb = p->fqn;
+  }
+  if (emb == NULL)
+    return TPX_OK;
+  const char *lm = strncmp(emb, "language_model.", 15) == 0
+                       ? "language_model.lm_head.weight"
+                       : "lm_head.weight";
+  if (tpx_model_find_param(model, lm) >= 0)
+    return TPX_OK;
+  const char *mod = strncmp(lm, "language_model.", 15) == 0
+                        ? "language_model.lm_head"
+                        : "lm_head";
+  int64_t mi = tpx_model_find_module(model, mod);
+  tpx_status st = TPX_OK;
+  if (mi < 0 || model->modules[mi].kind == TPX_MODULE_CONTAINER)
+    st = tpx_model_add_module(model, mod, TPX_MODULE_LINEAR, NULL, err);
+  if (st == TPX_OK)
+    st = tpx_model_tie(model, lm, emb, err);
+  return st;
+}
+
+static tpx_status apply(tpx_model *model, st_load *l, tpx_error *err) {
+  const st_tensor **order = malloc((l->n ? l->n : 1) * sizeof *order);
+  int *flags = calloc(l->n ? l->n : 1, sizeof *flags);
+  char *scratch = NULL;
+  size_t scratch_cap = 0;
+  tpx__strmap mods = TPX__STRMAP_INIT; /* module fqn -> slot in flags */
+  tpx_status st = TPX_OK;
+  if (order == NULL || flags == NULL) {
+    st = oom(err);
+    goto done;
+  }
+  for (size_t i = 0; i < l->n; i++)
+    order[i] = &l->t[i];
+  qsort(order, l->n, sizeof *order, by_name);
+
+  /* Pass 1: agree with what the model already holds; gather kind hints. */
+  size_t num_mods = 0;
+  for (size_t k = 0; k < l->n && st == TPX_OK; k++) {
+    const st_tensor *t = order[k];
+    int64_t pi = tpx_model_find_param(model, t->name);
+    if (pi >= 0) {
+      const tpx__param *p = &model->params[pi];
+      if (p->ndim != t->ndim || p->dtype != t->dtype ||
+          (t->ndim && memcmp(model->dims + p->dims, t->shape,
+                             (size_t)t->ndim * sizeof *t->shape) != 0)) {
+        char a[200], b[200];
+        st = tpx_error_set(
+            err, TPX_VALIDATION,
+            "%s: tensor '%s' has shape %s %s, but the model already has "
+            "shape %s %s",
+            l->files[t->file], t->name,
+            tpx__format_shape(a, sizeof a, t->shape, t->ndim),
+            tpx__model_dtype_st_name(t->dtype),
+            tpx__format_shape(b, sizeof b, model->dims + p->dims, p->ndim),
+            tpx__model_dtype_st_name((tpx_dtype)p->dtype));
+      }
+      continue;
+    }
+    size_t mlen = module_len(t);
+    int64_t slot;
+    int r = tpx__strmap_put(&mods, t->name, mlen, (int64_t)num_mods, &slot);
+    if (r < 0) {
+      st = oom(err);
+      break;
+    }
+    if (r == 0)
+      slot = (int64_t)num_mods++;
+    int is_weight = strcmp(t->name + (mlen ? mlen + 1 : 0), "weight") == 0;
+    if (is_weight && t->ndim == 2)
+      flags[slot] |= HAS_2D_WEIGHT;
+    if (t->ndim != 1)
+      flags[slot] |= NOT_ALL_1D;
+  }
+
+  /* Pass 2: add the new tensors. */
+  for (size_t k = 0; k < l->n && st == TPX_OK; k++) {
+    const st_tensor *t = order[k];
+    if (tpx_model_find_param(model, t->name) >= 0)
+      continue;
+    size_t mlen = module_len(t);
+    if (t->name_len + 1 > scratch_cap) {
+      free(scratch);
+      scratch_cap = t->name_len + 64;
+      scratch = malloc(scratch_cap);
+      if (scratch == NULL) {
+        st = oom(err);
+        break;
+      }
+    }
+    memcpy(scratch, t->name, t->name_len + 1);
+    if (mlen > 0)
+      scratch[mlen] = '\0'; /* "a.b.weight" -> "a.b" and "weight" */
+    const char *pname = mlen ? scratch + mlen + 1 : scratch;
+    const char *mname = mlen ? scratch : "";
+    if (mlen > 0) {
+      int64_t mi = tpx_model_find_module(model, mname);
+      if (mi < 0 || model->modules[mi].kind == TPX_MODULE_CONTAINER) {
+        int64_t slot = 0;
+        tpx__strmap_find(&mods, t->name, mlen, &slot);
+        st = tpx_model_add_module(model, mname,
+                                  infer_kind(t->name, mlen, flags[slot]), NULL,
+                                  err);
+      }
+    }
+    if (st == TPX_OK)
+      st = tpx_model_add_param(model, mname, pname, t->shape, t->ndim,
+                               t->dtype, NULL, err);
+  }
+  if (st == TPX_OK && config_ties_embeddings(model))
+    st = tie_lm_head(model, err);
+done:
+  tpx__strmap_free(&mods);
+  free(scratch);
+  free(flags);
+  free(order);
+  return st;
+}
+
+static int is_regular(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
+                                     tpx_error *err) {
+  if (model == NULL || path == NULL)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_model_add_safetensors: NULL argument");
+  st_load l;
+  memset(&l, 0, sizeof l);
+  tpx__strmap_init(&l.names);
+  tpx_status st;
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    return tpx_error_set(err, TPX_NOT_FOUND, "%s: cannot open: %s", path,
+                         strerror(errno));
+  } else if (S_ISDIR(sb.st_mode)) {
+    size_t dlen = strlen(path);
+    while (dlen > 1 && path[dlen - 1] == '/')
+      dlen--;
+    char *index = join_path(path, dlen, "model.safetensors.index.json");
+    char *single = join_path(path, dlen, "model.safetensors");
+    if (index == NULL || single == NULL)
+      st = oom(err);
+    else if (is_regular(index))
+      st = load_index(&l, index, err);
+    else if (is_regular(single))
+      st = load_file(&l, single, err);
+    else
+      st = tpx_error_set(err, TPX_NOT_FOUND,
+                         "%s: directory holds neither "
+                         "model.safetensors.index.json nor model.safetensors",
+                         path);
+    free(index);
+    free(single);
+  } else if (ends_with(path, ".json")) {
+    st = load_index(&l, path, err);
+  } else {
+    st = load_file(&l, path, err);
+  }
+  if (st == TPX_OK)
+    st = apply(model, &l, err);
+  load_free(&l);
+  return st;
+}

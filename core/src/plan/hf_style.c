@@ -1,0 +1,213 @@
+/* hf_style.c — Hugging Face tp-plan strings to tpx styles, as NeMo
+ * Automodel does it (spec/plans.md §4.2 get_hf_tp_shard_plan and §4.4
+ * translate_to_torch_parallel_style).
+ *
+ * Accepted: colwise, rowwise, colwise_rep, rowwise_rep, sequence_parallel.
+ * Dropped: replicated_with_grad_allreduce (translator returns None), and the
+ * strings get_hf_tp_shard_plan skips before translating (ep_*, local_colwise,
+ * local_rowwise, gather). Everything else is rejected, as Automodel raises.
+ *
+ * Not the choice of prefix per model class (the caller knows the class). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "plan/plan_internal.h"
+#include "plan/style_internal.h"
+#include "tpx/plan.h"
+
+/* Strings get_hf_tp_shard_plan drops before translation (HF MoE styles that
+ * leave the experts replicated). */
+static int hf_skipped_early(const char *s) {
+  return strncmp(s, "ep_", 3) == 0 || strcmp(s, "local_colwise") == 0 ||
+         strcmp(s, "local_rowwise") == 0 || strcmp(s, "gather") == 0;
+}
+
+tpx_status tpx_plan_translate_hf_style(const char *key, const char *hf_style,
+                                       tpx_style *out, int *skip,
+                                       tpx_error *err) {
+  if (!hf_style || !out || !skip)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_plan_translate_hf_style: NULL argument");
+  if (!key) key = "?";
+  *skip = 0;
+  if (hf_skipped_early(hf_style) ||
+      strcmp(hf_style, "replicated_with_grad_allreduce") == 0) {
+    *skip = 1;
+    return TPX_OK;
+  }
+  if (strcmp(hf_style, "colwise") == 0) {
+    *out = tpx_style_default(TPX_STYLE_COLWISE);
+  } else if (strcmp(hf_style, "rowwise") == 0) {
+    *out = tpx_style_default(TPX_STYLE_ROWWISE);
+  } else if (strcmp(hf_style, "colwise_rep") == 0) {
+    *out = tpx_style_default(TPX_STYLE_COLWISE);
+    out->output_layouts.items[0] = tpx_placement_replicate();
+  } else if (strcmp(hf_style, "rowwise_rep") == 0) {
+    *out = tpx_style_default(TPX_STYLE_ROWWISE);
+    out->input_layouts.items[0] = tpx_placement_replicate();
+  } else if (strcmp(hf_style, "sequence_parallel") == 0) {
+    *out = tpx_style_default(TPX_STYLE_SEQUENCE_PARALLEL);
+  } else {
+    return tpx_error_set(
+        err, TPX_UNSUPPORTED,
+        "plan key '%s': Hugging Face style '%s' has no faithful translation "
+        "(Automodel accepts colwise, rowwise, colwise_rep, rowwise_rep, "
+        "sequence_parallel; skips replicated_with_grad_allreduce, ep_*, "
+        "local_colwise, local_rowwise, gather); provide a custom plan",
+        key, hf_style);
+  }
+  return TPX_OK;
+}
+
+static tpx_status load_object(const char *text, size_t len, const char *what,
+                              json_t **out, tpx_error *err) {
+  json_error_t je;
+  *out = NULL;
+  json_t *v = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  if (!v)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s tp plan: invalid JSON at line %d column %d: %s",
+                         what, je.line, je.column, je.text);
+  if (!json_is_object(v)) {
+    json_decref(v);
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s tp plan: expected a JSON object {key: style}",
+                         what);
+  }
+  *out = v;
+  return TPX_OK;
+}
+
+/* Keys "lm_head" / "language_model.lm_head" with colwise_rep keep a
+ * vocab-sharded DTensor output (Automodel: "for speed"). */
+static int is_lm_head_key(const char *k) {
+  return strcmp(k, "lm_head") == 0 || strcmp(k, "language_model.lm_head") == 0;
+}
+
+static char *join_key(const char *prefix, const char *key) {
+  size_t lp = prefix ? strlen(prefix) : 0, lk = strlen(key);
+  char *s = malloc(lp + lk + 2);
+  if (!s) return NULL;
+  if (lp) {
+    memcpy(s, prefix, lp);
+    s[lp] = '.';
+    memcpy(s + lp + 1, key, lk + 1);
+  } else {
+    memcpy(s, key, lk + 1);
+  }
+  return s;
+}
+
+static tpx_status translate_all(json_t *combined, tpx_plan *plan,
+                                tpx_diag_list *diags,
+                                tpx_error *err) {
+  const char *k;
+  json_t *v;
+  json_object_foreach(combined, k, v) {
+    if (!json_is_string(v))
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "plan key '%s': Hugging Face style must be a "
+                           "string",
+                           k);
+    const char *hs = json_string_value(v);
+    tpx_style style;
+    int skip = 0;
+    if (is_lm_head_key(k) && strcmp(hs, "colwise_rep") == 0) {
+      style = tpx_style_default(TPX_STYLE_COLWISE);
+      style.use_local_output = 0;
+    } else {
+      tpx_status st = tpx_plan_translate_hf_style(k, hs, &style, &skip, err);
+      if (st != TPX_OK) return st;
+    }
+    if (skip) {
+      if (diags)
+        tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-skipped", k,
+                     NULL,
+                     "plan key '%s': Hugging Face style '%s' is dropped "
+                     "(the module stays replicated), as Automodel does",
+                     k, hs);
+      continue;
+    }
+    tpx_status st = tpx_plan_set(plan, k, &style, 0, err);
+    if (st != TPX_OK) return st;
+  }
+  return TPX_OK;
+}
+
+tpx_status tpx_plan_from_hf2(const char *top_json, size_t top_len,
+                             const char *inner_json, size_t inner_len,
+                             const char *prefix, tpx_plan **out,
+                             tpx_diag_list *diags, tpx_error *err) {
+  if (!out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_plan_from_hf: NULL out");
+  *out = NULL;
+  if (prefix && !prefix[0]) prefix = NULL;
+  json_t *top = NULL, *inner = NULL, *combined = json_object();
+  tpx_plan *plan = NULL;
+  char *pk = NULL;
+  tpx_status st = TPX_OK;
+  if (!combined) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  if (top_json && (st = load_object(top_json, top_len, "model-class", &top,
+                                    err)) != TPX_OK)
+    goto done;
+  if (inner_json && (st = load_object(inner_json, inner_len, "inner-model",
+                                      &inner, err)) != TPX_OK)
+    goto done;
+  /* Later sources override earlier ones; jansson keeps an existing key's
+   * position when its value is replaced, as a dict update does. */
+  const char *k;
+  json_t *v;
+  if (top) json_object_foreach(top, k, v) json_object_set(combined, k, v);
+  if (inner) {
+    json_object_foreach(inner, k, v) {
+      pk = join_key(prefix, k);
+      if (!pk) {
+        st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+        goto done;
+      }
+      json_object_set(combined, pk, v);
+      free(pk);
+      pk = NULL;
+    }
+  }
+  if (json_object_size(combined) == 0) {
+    st = tpx_error_set(err, TPX_NOT_FOUND,
+                       "the Hugging Face tp plan is empty: set "
+                       "tensor_parallel_size to 1 or provide a custom plan");
+    goto done;
+  }
+  pk = join_key(prefix, "embed_tokens");
+  if (!pk) {
+    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    goto done;
+  }
+  if (!json_object_get(combined, pk))
+    json_object_set_new(combined, pk, json_string("rowwise_rep"));
+  st = tpx_plan_create(&plan, err);
+  if (st == TPX_OK) st = translate_all(combined, plan, diags, err);
+done:
+  free(pk);
+  json_decref(top);
+  json_decref(inner);
+  json_decref(combined);
+  if (st != TPX_OK) {
+    tpx_plan_destroy(plan);
+    return st;
+  }
+  *out = plan;
+  return TPX_OK;
+}
+
+tpx_status tpx_plan_from_hf(const char *hf_json, size_t len, const char *prefix,
+                            tpx_plan **out, tpx_diag_list *diags,
+                            tpx_error *err) {
+  if (!hf_json) {
+    if (out) *out = NULL;
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_plan_from_hf: NULL JSON");
+  }
+  return tpx_plan_from_hf2(NULL, 0, hf_json, len, prefix, out, diags, err);
+}

@@ -1,0 +1,802 @@
+/* match.c — resolve plan keys against a model's module tree with torch >= 2.9
+ * parallelize_module semantics (spec/torch-semantics.md §3): atom-by-atom
+ * fnmatch over named_children in insertion order, "" = the root. Reports
+ * unmatched and doubly-matched keys as diagnostics.
+ *
+ * Not style application. The atom matcher is our own (not fnmatch(3)) so it
+ * follows Python's fnmatch exactly — backslash is literal, "[^a]" is a set
+ * holding '^' and 'a', an unclosed '[' is literal, '?' takes one UTF-8 code
+ * point — and so literal atoms, the common case, cost one strcmp. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan_internal.h"
+#include "tpx/match.h"
+
+struct tpx_match {
+  size_t nentries;
+  size_t *off;  /* [nentries + 1]: entry e's modules are mods[off[e]..off[e+1]) */
+  int64_t *mods;
+  size_t nmods, capmods;
+  int64_t nmodules;
+  int64_t *module_entry; /* [nmodules]: first entry applied, or -1 */
+};
+
+/* ---- atom matching (Python fnmatch semantics) ---- */
+
+/* Decode one UTF-8 code point at s (never past the NUL); *n = bytes used.
+ * Invalid bytes count as one code point each. */
+static uint32_t utf8_next(const unsigned char *s, int *n) {
+  uint32_t c = s[0];
+  int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
+                         : (c >> 3) == 30 ? 4 : 1;
+  if (len == 1) {
+    *n = 1;
+    return c;
+  }
+  uint32_t cp = c & (0x7Fu >> len);
+  for (int i = 1; i < len; i++) {
+    if ((s[i] & 0xC0) != 0x80) {
+      *n = 1;
+      return c;
+    }
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  *n = len;
+  return cp;
+}
+
+/* If p (at '[') starts a valid class, return the index of its closing ']',
+ * else 0 (the '[' is then a literal, as in Python). */
+static size_t class_end(const char *p) {
+  size_t j = 1;
+  if (p[j] == '!') j++;
+  if (p[j] == ']') j++;
+  while (p[j] && p[j] != ']') j++;
+  return p[j] ? j : 0;
+}
+
+/* Does code point c match the class p[1..end)? */
+static int class_match(const char *p, size_t end, uint32_t c) {
+  size_t t = 1;
+  int neg = 0;
+  if (p[t] == '!') {
+    neg = 1;
+    t++;
+  }
+  int hit = 0;
+  while (t < end) {
+    int n1;
+    uint32_t lo = utf8_next((const unsigned char *)p + t, &n1);
+    if (t + (size_t)n1 + 1 < end && p[t + n1] == '-') {
+      int n2;
+      uint32_t hi = utf8_next((const unsigned char *)p + t + n1 + 1, &n2);
+      if (lo <= c && c <= hi) hit = 1; /* a reversed range is empty */
+      t += (size_t)n1 + 1 + (size_t)n2;
+    } else {
+      if (c == lo) hit = 1;
+      t += (size_t)n1;
+    }
+  }
+  return hit != neg;
+}
+
+static int glob_match(const char *p, const char *s) {
+  const char *star_p = NULL, *star_s = NULL;
+  for (;;) {
+    if (*p == '*') {
+      while (*p == '*') p++;
+      if (!*p) return 1;
+      star_p = p;
+      star_s = s;
+      continue;
+    }
+    if (*s) {
+      int ok = 0, pn = 1, sn = 1;
+      if (*p == '?') {
+        utf8_next((const unsigned char *)s, &sn);
+        ok = 1;
+      } else if (*p == '[' && class_end(p)) {
+        size_t e = class_end(p);
+        uint32_t c = utf8_next((const unsigned char *)s, &sn);
+        ok = class_match(p, e, c);
+        pn = (int)e + 1;
+      } else if (*p) {
+        ok = *p == *s;
+      }
+      if (ok) {
+        p += pn;
+        s += sn;
+        continue;
+      }
+    } else if (!*p) {
+      return 1;
+    }
+    if (!star_p) return 0;
+    /* Backtrack: the last '*' takes one more code point. */
+    int n;
+    utf8_next((const unsigned char *)star_s, &n);
+    if (!*star_s) return 0;
+    star_s += n;
+    p = star_p;
+    s = star_s;
+  }
+}
+
+static int atom_has_magic(const char *a) {
+  return strpbrk(a, "*?[") != NULL;
+}
+
+int tpx_match_atom(const char *pattern, const char *name) {
+  if (!pattern || !name) return 0;
+  if (!atom_has_magic(pattern)) return strcmp(pattern, name) == 0;
+  return glob_match(pattern, name);
+}
+
+/* ---- the walk ---- */
+
+typedef struct walk_frame {
+  int64_t module;
+  size_t next, nc; /* next child to try, number of children */
+  int any;         /* some child matched this frame's atom */
+} walk_frame;
+
+typedef struct walk_ctx {
+  const tpx_model *model;
+  walk_frame *frames; /* [natoms] */
+  tpx_match *m;
+  const char **names; /* lazily filled child names, [nmodules] */
+  char **atoms;
+  int *magic;
+  size_t natoms;
+  /* deepest failure: atom index and the module whose children all failed */
+  size_t fail_depth;
+  int64_t fail_module;
+  int oom;
+} walk_ctx;
+
+static const char *module_name(walk_ctx *w, int64_t idx) {
+  if (!w->names[idx]) {
+    const char *fqn = tpx_model_module_fqn(w->model, idx);
+    if (!fqn) fqn = "";
+    const char *dot = strrchr(fqn, '.');
+    w->names[idx] = dot ? dot + 1 : fqn;
+  }
+  return w->names[idx];
+}
+
+static void record(walk_ctx *w, int64_t module) {
+  tpx_match *m = w->m;
+  if (m->nmods == m->capmods) {
+    size_t cap = m->capmods ? m->capmods * 2 : 64;
+    int64_t *nm = realloc(m->mods, cap * sizeof *nm);
+    if (!nm) {
+      w->oom = 1;
+      return;
+    }
+    m->mods = nm;
+    m->capmods = cap;
+  }
+  m->mods[m->nmods++] = module;
+}
+
+/* Depth-first over the children matching each atom, in insertion order —
+ * torch's recursion, made iterative so a deep model cannot exhaust the C
+ * stack. frames[d] is the module whose children are matched against
+ * atoms[d]. */
+static void walk(walk_ctx *w, int64_t root) {
+  walk_frame *fr = w->frames;
+  size_t top = 1;
+  fr[0].module = root;
+  fr[0].next = 0;
+  fr[0].nc = tpx_model_module_num_children(w->model, root);
+  fr[0].any = 0;
+  while (top && !w->oom) {
+    walk_frame *f = &fr[top - 1];
+    size_t depth = top - 1;
+    if (f->next == f->nc) {
+      if (!f->any && (w->fail_module < 0 || depth > w->fail_depth)) {
+        w->fail_depth = depth;
+        w->fail_module = f->module;
+      }
+      top--;
+      continue;
+    }
+    int64_t c = tpx_model_module_child(w->model, f->module, f->next++);
+    if (c < 0 || c >= w->m->nmodules) continue;
+    const char *name = module_name(w, c);
+    const char *atom = w->atoms[depth];
+    if (w->magic[depth] ? !glob_match(atom, name) : strcmp(atom, name) != 0)
+      continue;
+    f->any = 1;
+    if (depth + 1 == w->natoms) {
+      record(w, c);
+    } else {
+      walk_frame *g = &fr[top++];
+      g->module = c;
+      g->next = 0;
+      g->nc = tpx_model_module_num_children(w->model, c);
+      g->any = 0;
+    }
+  }
+}
+
+/* ---- diagnostics ---- */
+
+static size_t edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 128 || lb > 128) return la > lb ? la : lb;
+  size_t row[129];
+  for (size_t j = 0; j <= lb; j++) row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t prev = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t cur = row[j];
+      size_t best = prev + (a[i - 1] != b[j - 1]);
+      if (row[j] + 1 < best) best = row[j] + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      prev = cur;
+    }
+  }
+  return row[lb];
+}
+
+/* Append to buf (bounded; truncation is fine for a message). */
+static void appendf(char *buf, size_t size, size_t *len, const char *fmt,
+                    const char *s) {
+  if (*len >= size) return;
+  int n = snprintf(buf + *len, size - *len, fmt, s);
+  if (n > 0) *len += (size_t)n;
+  if (*len >= size) *len = size - 1;
+}
+
+/* The key with atom `depth` replaced by `name`. */
+static void suggestion(walk_ctx *w, size_t depth, const char *name, char *buf,
+                       size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < w->natoms; i++) {
+    if (i) appendf(buf, size, &len, "%s", ".");
+    appendf(buf, size, &len, "%s", i == depth ? name : w->atoms[i]);
+  }
+}
+
+static void report_unmatched(walk_ctx *w, tpx_diag_list *diags,
+                             const char *key, int optional) {
+  tpx_diag_level level = optional ? TPX_DIAG_INFO : TPX_DIAG_ERROR;
+  const char *atom = w->atoms[w->fail_depth];
+  const char *where = tpx_model_module_fqn(w->model, w->fail_module);
+  int root = !where || !where[0];
+  char fix[1024];
+  size_t flen = 0;
+  fix[0] = '\0';
+  size_t nc = tpx_model_module_num_children(w->model, w->fail_module);
+  /* Up to three closest child names, by edit distance then order. */
+  int64_t best[3] = {-1, -1, -1};
+  size_t bestd[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
+  for (size_t i = 0; i < nc; i++) {
+    int64_t c = tpx_model_module_child(w->model, w->fail_module, i);
+    if (c < 0 || c >= w->m->nmodules) continue;
+    size_t d = edit_distance(atom, module_name(w, c));
+    for (int k = 0; k < 3; k++) {
+      if (d < bestd[k]) {
+        for (int j = 2; j > k; j--) {
+          best[j] = best[j - 1];
+          bestd[j] = bestd[j - 1];
+        }
+        best[k] = c;
+        bestd[k] = d;
+        break;
+      }
+    }
+  }
+  if (best[0] >= 0) {
+    appendf(fix, sizeof fix, &flen, "%s", "closest existing: ");
+    for (int k = 0; k < 3 && best[k] >= 0; k++) {
+      char sug[512];
+      suggestion(w, w->fail_depth, module_name(w, best[k]), sug, sizeof sug);
+      appendf(fix, sizeof fix, &flen, k ? ", '%s'" : "'%s'", sug);
+    }
+    appendf(fix, sizeof fix, &flen, "%s", "; ");
+  } else {
+    appendf(fix, sizeof fix, &flen, "'%s' has no submodules; ",
+            root ? "(root)" : where);
+  }
+  appendf(fix, sizeof fix, &flen, "%s",
+          optional ? "the entry is optional, so it is ignored"
+                   : "fix the key, or mark the entry optional if the module "
+                     "exists only in some variants");
+  tpx_diag_add(diags, level, "unmatched-key", key, fix,
+               "plan key '%s' matches no module: no child of %s%s%s matches "
+               "atom '%s' (atom %zu of %zu)",
+               key, root ? "the root module" : "'", root ? "" : where,
+               root ? "" : "'", atom, w->fail_depth + 1, w->natoms);
+}
+
+typedef struct conflict {
+  int64_t other;
+  int64_t first_module;
+  size_t count;
+} conflict;
+
+static void report_duplicates(const tpx_plan *plan, const tpx_model *model,
+                              size_t e, const conflict *cs, size_t ncs,
+                              tpx_diag_list *diags) {
+  for (size_t i = 0; i < ncs; i++) {
+    const char *k1 = tpx__plan_key(plan, (size_t)cs[i].other);
+    const char *k2 = tpx__plan_key(plan, e);
+    const char *mod = tpx_model_module_fqn(model, cs[i].first_module);
+    char more[64] = "";
+    if (cs[i].count > 1)
+      snprintf(more, sizeof more, " (and %zu more modules)",
+               cs[i].count - 1);
+    tpx_diag_add(diags, TPX_DIAG_ERROR, "duplicate-match", k2,
+                 "remove one of the two keys or narrow its pattern so each "
+                 "module gets one style",
+                 "plan keys '%s' (entry %lld) and '%s' (entry %zu) both "
+                 "resolve to module '%s'%s; torch would apply both styles to "
+                 "it",
+                 k1, (long long)cs[i].other, k2, e, mod && mod[0] ? mod : "",
+                 more);
+  }
+}
+
+/* ---- replicated-by-omission ----
+ *
+ * A parameter whose module no key covers, while a sibling module (same
+ * parent) is sharded by a colwise/rowwise-family key and holds a parameter
+ * of the same name and shape: most likely a key forgotten from the plan
+ * (e.g. v_proj next to sharded q_proj / k_proj). Reported once per
+ * generalized name (numeric atoms as '*', so one line per layer stack). */
+
+typedef struct omission {
+  char *general;         /* "model.layers.*.self_attn.v_proj.weight" */
+  int64_t param;         /* first parameter seen */
+  int64_t sibling_param; /* its same-shaped sharded sibling */
+  size_t entry;          /* the key sharding the sibling */
+  size_t count;
+} omission;
+
+typedef struct omission_set {
+  omission *items;
+  size_t count, cap;
+  int64_t *slots;
+  size_t nslots;
+  int oom;
+} omission_set;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+/* The FQN with every all-digit atom replaced by '*'. */
+static char *generalize(const char *fqn) {
+  size_t n = strlen(fqn);
+  char *g = malloc(n + 1);
+  if (!g) return NULL;
+  size_t o = 0;
+  const char *a = fqn;
+  for (;;) {
+    const char *dot = strchr(a, '.');
+    size_t len = dot ? (size_t)(dot - a) : strlen(a);
+    int digits = len > 0;
+    for (size_t i = 0; i < len; i++)
+      if (a[i] < '0' || a[i] > '9') digits = 0;
+    if (digits) {
+      g[o++] = '*';
+    } else {
+      memcpy(g + o, a, len);
+      o += len;
+    }
+    if (!dot) break;
+    g[o++] = '.';
+    a = dot + 1;
+  }
+  g[o] = '\0';
+  return g;
+}
+
+static void omission_add(omission_set *os, const char *fqn, int64_t param,
+                         int64_t sibling_param, size_t entry) {
+  if (os->oom) return;
+  char *g = generalize(fqn);
+  if (!g) {
+    os->oom = 1;
+    return;
+  }
+  uint64_t h = hash_str(g);
+  if (os->nslots) {
+    size_t mask = os->nslots - 1;
+    for (size_t i = (size_t)h & mask; os->slots[i] >= 0; i = (i + 1) & mask) {
+      omission *o = &os->items[os->slots[i]];
+      if (strcmp(o->general, g) == 0) {
+        o->count++;
+        free(g);
+        return;
+      }
+    }
+  }
+  if (os->count == os->cap) {
+    size_t cap = os->cap ? os->cap * 2 : 16;
+    omission *it = realloc(os->items, cap * sizeof *it);
+    if (!it) {
+      free(g);
+      os->oom = 1;
+      return;
+    }
+    os->items = it;
+    os->cap = cap;
+  }
+  if ((os->count + 1) * 2 > os->nslots) {
+    size_t n = os->nslots ? os->nslots * 2 : 32;
+    int64_t *sl = malloc(n * sizeof *sl);
+    if (!sl) {
+      free(g);
+      os->oom = 1;
+      return;
+    }
+    for (size_t i = 0; i < n; i++) sl[i] = -1;
+    for (size_t k = 0; k < os->count; k++) {
+      size_t i = (size_t)hash_str(os->items[k].general) & (n - 1);
+      while (sl[i] >= 0) i = (i + 1) & (n - 1);
+      sl[i] = (int64_t)k;
+    }
+    free(os->slots);
+    os->slots = sl;
+    os->nslots = n;
+  }
+  omission *o = &os->items[os->count];
+  o->general = g;
+  o->param = param;
+  o->sibling_param = sibling_param;
+  o->entry = entry;
+  o->count = 1;
+  size_t i = (size_t)h & (os->nslots - 1);
+  while (os->slots[i] >= 0) i = (i + 1) & (os->nslots - 1);
+  os->slots[i] = (int64_t)os->count++;
+}
+
+static int shards_params(const tpx_style *s) {
+  switch (s->kind) {
+  case TPX_STYLE_COLWISE:
+  case TPX_STYLE_ROWWISE:
+  case TPX_STYLE_VOCAB_PARALLEL_EMBEDDING:
+  case TPX_STYLE_GEMMA4_VOCAB_PARALLEL_EMBEDDING:
+  case TPX_STYLE_GEMMA4_ROWWISE_PARALLEL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static int same_shape(const tpx_param_info *a, const tpx_param_info *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return 0;
+  return 1;
+}
+
+static void format_shape(const tpx_param_info *p, char *buf, size_t size) {
+  size_t len = 0;
+  buf[0] = '\0';
+  len += (size_t)snprintf(buf, size, "[");
+  for (int i = 0; i < p->ndim && len < size; i++)
+    len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "",
+                            (long long)p->shape[i]);
+  if (len < size) snprintf(buf + len, size - len, "]");
+}
+
+/* Modules that a colwise/rowwise-family key covers; "some child of this
+ * parent is sharded" is the cheap filter before looking at parameters. */
+static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
+                                  const tpx_model *model,
+                                  tpx_diag_list *diags) {
+  size_t np = tpx_model_num_params(model);
+  int64_t nmod = m->nmodules;
+  if (np == 0 || nmod <= 0) return TPX_OK;
+  /* Parents with at least one sharded child. */
+  uint8_t *hot = calloc((size_t)nmod, 1);
+  size_t *start = NULL;
+  int64_t *plist = NULL, *pmod = NULL;
+  omission_set os;
+  memset(&os, 0, sizeof os);
+  tpx_status st = TPX_OK;
+  if (!hot) return TPX_NO_MEMORY;
+  int any = 0;
+  for (int64_t mod = 0; mod < nmod; mod++) {
+    int64_t e = m->module_entry[mod];
+    if (e < 0 || !shards_params(tpx__plan_style(plan, (size_t)e))) continue;
+    int64_t parent = tpx_model_module_parent(model, mod);
+    if (parent >= 0 && parent < nmod) {
+      hot[parent] = 1;
+      any = 1;
+    }
+  }
+  if (!any) goto done;
+  /* Parameters grouped by module (CSR), keeping only the 8-byte module
+   * index per parameter; infos are fetched again when needed. */
+  start = calloc((size_t)nmod + 1, sizeof *start);
+  plist = malloc(np * sizeof *plist);
+  pmod = malloc(np * sizeof *pmod);
+  if (!start || !plist || !pmod) {
+    st = TPX_NO_MEMORY;
+    goto done;
+  }
+  int candidates = 0;
+  for (size_t i = 0; i < np; i++) {
+    tpx_param_info pi;
+    pmod[i] = -1;
+    if (tpx_model_param(model, (int64_t)i, &pi, NULL) != TPX_OK ||
+        pi.module < 0 || pi.module >= nmod)
+      continue;
+    pmod[i] = pi.module;
+    start[pi.module + 1]++;
+    if (!candidates && m->module_entry[pi.module] < 0 && pi.tied_to < 0) {
+      int64_t parent = tpx_model_module_parent(model, pi.module);
+      candidates = parent >= 0 && parent < nmod && hot[parent];
+    }
+  }
+  if (!candidates) goto done;
+  for (int64_t k = 0; k < nmod; k++) start[k + 1] += start[k];
+  {
+    size_t *fill = calloc((size_t)nmod, sizeof *fill);
+    if (!fill) {
+      st = TPX_NO_MEMORY;
+      goto done;
+    }
+    for (size_t i = 0; i < np; i++)
+      if (pmod[i] >= 0) plist[start[pmod[i]] + fill[pmod[i]]++] = (int64_t)i;
+    free(fill);
+  }
+  for (int64_t mod = 0; mod < nmod && !os.oom; mod++) {
+    if (m->module_entry[mod] >= 0 || start[mod] == start[mod + 1]) continue;
+    int64_t parent = tpx_model_module_parent(model, mod);
+    if (parent < 0 || parent >= nmod || !hot[parent]) continue;
+    size_t nc = tpx_model_module_num_children(model, parent);
+    for (size_t pi = start[mod]; pi < start[mod + 1]; pi++) {
+      tpx_param_info p;
+      if (tpx_model_param(model, plist[pi], &p, NULL) != TPX_OK) continue;
+      if (p.tied_to >= 0) continue; /* follows the tensor it aliases */
+      int found = 0;
+      for (size_t c = 0; c < nc && !found; c++) {
+        int64_t sib = tpx_model_module_child(model, parent, c);
+        if (sib < 0 || sib >= nmod || sib == mod) continue;
+        int64_t e = m->module_entry[sib];
+        if (e < 0 || !shards_params(tpx__plan_style(plan, (size_t)e)))
+          continue;
+        for (size_t si = start[sib]; si < start[sib + 1]; si++) {
+          tpx_param_info q;
+          if (tpx_model_param(model, plist[si], &q, NULL) != TPX_OK) continue;
+          if (strcmp(q.name, p.name) == 0 && same_shape(&p, &q)) {
+            omission_add(&os, p.fqn, plist[pi], plist[si], (size_t)e);
+            found = 1;
+            break;
+          }
+        }
+      }
+    }
+  }
+  if (os.oom) {
+    st = TPX_NO_MEMORY;
+    goto done;
+  }
+  for (size_t k = 0; k < os.count && diags; k++) {
+    const omission *o = &os.items[k];
+    tpx_param_info p, q;
+    if (tpx_model_param(model, o->param, &p, NULL) != TPX_OK ||
+        tpx_model_param(model, o->sibling_param, &q, NULL) != TPX_OK)
+      continue;
+    const char *mod = tpx_model_module_fqn(model, p.module);
+    char shape[160], more[64] = "", fix[768];
+    format_shape(&p, shape, sizeof shape);
+    if (o->count > 1)
+      snprintf(more, sizeof more, " (and %zu more like it)", o->count - 1);
+    char *gmod = generalize(mod ? mod : "");
+    snprintf(fix, sizeof fix,
+             "add a plan key for '%s' (as for its sibling), or ignore this "
+             "if it is meant to stay replicated",
+             gmod ? gmod : (mod ? mod : ""));
+    free(gmod);
+    tpx_diag_add(diags, TPX_DIAG_WARNING, "replicated-by-omission",
+                 o->general, fix,
+                 "parameter '%s' %s stays replicated: no plan key covers "
+                 "module '%s', while its sibling '%s' of the same shape is "
+                 "sharded by '%s' (%s)%s",
+                 p.fqn, shape, mod ? mod : "", q.fqn,
+                 tpx__plan_key(plan, o->entry),
+                 tpx_style_kind_name(tpx__plan_style(plan, o->entry)->kind),
+                 more);
+  }
+done:
+  for (size_t k = 0; k < os.count; k++) free(os.items[k].general);
+  free(os.items);
+  free(os.slots);
+  free(hot);
+  free(start);
+  free(plist);
+  free(pmod);
+  return st;
+}
+
+/* ---- public ---- */
+
+static tpx_status split_key(const char *key, walk_ctx *w, char **buf,
+                            size_t *cap_atoms, tpx_error *err) {
+  size_t n = strlen(key);
+  char *copy = malloc(n + 1);
+  if (!copy) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  memcpy(copy, key, n + 1);
+  size_t na = 1;
+  for (size_t i = 0; i < n; i++) na += key[i] == '.';
+  if (na > *cap_atoms) {
+    char **a = realloc(w->atoms, na * sizeof *a);
+    if (a) w->atoms = a;
+    int *mg = a ? realloc(w->magic, na * sizeof *mg) : NULL;
+    if (mg) w->magic = mg;
+    walk_frame *fr = mg ? realloc(w->frames, na * sizeof *fr) : NULL;
+    if (fr) w->frames = fr;
+    if (!a || !mg || !fr) {
+      free(copy);
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+    }
+    *cap_atoms = na;
+  }
+  w->natoms = 0;
+  char *s = copy;
+  for (;;) {
+    char *dot = strchr(s, '.');
+    if (dot) *dot = '\0';
+    w->atoms[w->natoms] = s;
+    w->magic[w->natoms] = atom_has_magic(s);
+    w->natoms++;
+    if (!dot) break;
+    s = dot + 1;
+  }
+  free(*buf);
+  *buf = copy;
+  return TPX_OK;
+}
+
+tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
+                          tpx_match **out, tpx_diag_list *diags,
+                          tpx_error *err) {
+  if (!out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_match_plan: NULL out");
+  *out = NULL;
+  if (!plan || !model)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_match_plan: NULL plan or model");
+  size_t ne = tpx_plan_size(plan);
+  int64_t nmod = (int64_t)tpx_model_num_modules(model);
+  tpx_match *m = calloc(1, sizeof *m);
+  walk_ctx w;
+  memset(&w, 0, sizeof w);
+  conflict *cs = NULL;
+  int64_t *slot = NULL;
+  char *keybuf = NULL;
+  size_t cap_atoms = 0, ncs = 0, capcs = 0;
+  tpx_status st = TPX_OK;
+  if (!m) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  m->nentries = ne;
+  m->nmodules = nmod;
+  m->off = calloc(ne + 1, sizeof *m->off);
+  m->module_entry = malloc((size_t)(nmod > 0 ? nmod : 1) * sizeof(int64_t));
+  w.names = calloc((size_t)(nmod > 0 ? nmod : 1), sizeof *w.names);
+  slot = malloc((ne ? ne : 1) * sizeof *slot);
+  if (!m->off || !m->module_entry || !w.names || !slot) goto oom;
+  for (int64_t i = 0; i < nmod; i++) m->module_entry[i] = -1;
+  for (size_t i = 0; i < ne; i++) slot[i] = -1;
+  w.model = model;
+  w.m = m;
+
+  for (size_t e = 0; e < ne; e++) {
+    const char *key = tpx__plan_key(plan, e);
+    size_t start = m->nmods;
+    m->off[e] = start;
+    w.fail_module = -1;
+    w.fail_depth = 0;
+    if (key[0] == '\0') {
+      if (nmod > 0) record(&w, 0);
+    } else {
+      st = split_key(key, &w, &keybuf, &cap_atoms, err);
+      if (st != TPX_OK) goto fail;
+      if (nmod > 0) walk(&w, 0);
+    }
+    if (w.oom) goto oom;
+    size_t cnt = m->nmods - start;
+    if (cnt == 0 && diags) {
+      if (key[0] == '\0' || nmod <= 0 || w.fail_module < 0) {
+        tpx_diag_add(diags,
+                     tpx__plan_optional(plan, e) ? TPX_DIAG_INFO
+                                                 : TPX_DIAG_ERROR,
+                     "unmatched-key", key, "the model has no modules",
+                     "plan key '%s' matches no module", key);
+      } else {
+        report_unmatched(&w, diags, key, tpx__plan_optional(plan, e));
+      }
+    }
+    ncs = 0;
+    for (size_t i = start; i < m->nmods; i++) {
+      int64_t mod = m->mods[i];
+      int64_t prev = m->module_entry[mod];
+      if (prev < 0) {
+        m->module_entry[mod] = (int64_t)e;
+        continue;
+      }
+      if (slot[prev] < 0) {
+        if (ncs == capcs) {
+          size_t cap = capcs ? capcs * 2 : 8;
+          conflict *nc = realloc(cs, cap * sizeof *nc);
+          if (!nc) goto oom;
+          cs = nc;
+          capcs = cap;
+        }
+        cs[ncs].other = prev;
+        cs[ncs].first_module = mod;
+        cs[ncs].count = 0;
+        slot[prev] = (int64_t)ncs++;
+      }
+      cs[slot[prev]].count++;
+    }
+    if (ncs && diags) report_duplicates(plan, model, e, cs, ncs, diags);
+    for (size_t i = 0; i < ncs; i++) slot[cs[i].other] = -1;
+  }
+  m->off[ne] = m->nmods;
+  if (diags && check_omissions(m, plan, model, diags) != TPX_OK) goto oom;
+  free(keybuf);
+  free(w.atoms);
+  free(w.magic);
+  free(w.frames);
+  free(w.names);
+  free(cs);
+  free(slot);
+  *out = m;
+  return TPX_OK;
+oom:
+  st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+fail:
+  free(keybuf);
+  free(w.atoms);
+  free(w.magic);
+  free(w.frames);
+  free(w.names);
+  free(cs);
+  free(slot);
+  tpx_match_destroy(m);
+  return st;
+}
+
+void tpx_match_destroy(tpx_match *m) {
+  if (!m) return;
+  free(m->off);
+  free(m->mods);
+  free(m->module_entry);
+  free(m);
+}
+
+size_t tpx_match_entry_total(const tpx_match *m) {
+  return m ? m->nentries : 0;
+}
+
+size_t tpx_match_entry_count(const tpx_match *m, size_t entry) {
+  if (!m || entry >= m->nentries) return 0;
+  return m->off[entry + 1] - m->off[entry];
+}
+
+int64_t tpx_match_entry_module(const tpx_match *m, size_t entry, size_t i) {
+  if (!m || entry >= m->nentries) return -1;
+  if (i >= m->off[entry + 1] - m->off[entry]) return -1;
+  return m->mods[m->off[entry] + i];
+}
+
+int64_t tpx_match_module_entry(const tpx_match *m, int64_t module) {
+  if (!m || module < 0 || module >= m->nmodules) return -1;
+  return m->module_entry[module];
+}

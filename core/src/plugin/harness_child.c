@@ -1,0 +1,622 @@
+/* plugin/harness_child.c — the checks that run plugin code, executed in a
+ * forked child by harness.c and reported line by line over a pipe (see
+ * harness_internal.h). Before each call into the plugin the child announces
+ * the step, so a crash or hang can be attributed to it.
+ *
+ * Everything allocated here is freed before returning: the child exits with
+ * _exit, and under valgrind its leak report must stay clean. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plan/style_internal.h"
+#include "plugin/harness_internal.h"
+#include "tpx/match.h"
+#include "tpx/validate.h"
+
+/* ---- the line protocol ---------------------------------------------------- */
+
+static void write_all(int fd, const char *s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w <= 0)
+      return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+/* Tabs and newlines would break the protocol. */
+static void clean(char *s) {
+  for (; *s; s++)
+    if (*s == '\t' || *s == '\n' || *s == '\r')
+      *s = ' ';
+}
+
+void tpx__h_result(int fd, int passed, const char *name, const char *fmt,
+                   ...) {
+  char detail[2048], nm[256], line[2400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  snprintf(nm, sizeof nm, "%s", name);
+  clean(detail);
+  clean(nm);
+  int n = snprintf(line, sizeof line, "R\t%d\t%s\t%s\n", passed ? 1 : 0, nm,
+                   detail);
+  if (n >= (int)sizeof line) {
+    n = (int)sizeof line - 1;
+    line[n - 1] = '\n';
+  }
+  write_all(fd, line, (size_t)n);
+}
+
+void tpx__h_info(int fd, const char *key, const char *value) {
+  char line[1200], v[1024];
+  snprintf(v, sizeof v, "%s", value);
+  clean(v);
+  int n = snprintf(line, sizeof line, "I\t%s\t%s\n", key, v);
+  write_all(fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+}
+
+void tpx__h_step(int fd, const char *fmt, ...) {
+  char text[512], line[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  clean(text);
+  int n = snprintf(line, sizeof line, "S\t%s\n", text);
+  write_all(fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+}
+
+/* Which check a load failure belongs to, from the loader's reason. */
+static const char *load_check_name(const char *reason) {
+  if (strncmp(reason, "registration:", 13) == 0)
+    return "registration";
+  if (strncmp(reason, "ABI refused", 11) == 0)
+    return "negotiation";
+  return "load";
+}
+
+static void version_text(uint32_t v, char *buf, size_t size) {
+  snprintf(buf, size, "%u.%u", (unsigned)TPX_PLUGIN_ABI_VERSION_MAJOR(v),
+           (unsigned)TPX_PLUGIN_ABI_VERSION_MINOR(v));
+}
+
+/* ---- load and registration ------------------------------------------------ */
+
+void tpx__h_child_load(int fd, const tpx__h_job *job) {
+  tpx__plugin *p = NULL;
+  char reason[TPX_ERROR_MESSAGE_SIZE];
+  tpx__h_step(fd, "dlopen and register_parallel_strategy");
+  tpx_status s = tpx__plugin_open(job->path, tpx__plugin_host_table(), &p,
+                                  reason, sizeof reason);
+  if (s != TPX_OK) {
+    tpx__h_result(fd, 0, load_check_name(reason), "%s", reason);
+    if (strcmp(load_check_name(reason), "load") != 0)
+      tpx__h_info(fd, "dlopen", "ok");
+    return;
+  }
+  tpx__h_info(fd, "dlopen", "ok");
+  char abi[32];
+  version_text(p->abi_version, abi, sizeof abi);
+  tpx__h_result(fd, 1, "load", "plugin '%s' version %s, ABI %s", p->name,
+                p->version, abi);
+  char list[1024] = "", names[512] = "";
+  for (size_t i = 0; i < p->num_archs; i++) {
+    size_t n = strlen(list);
+    snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", p->archs[i]);
+    tpx__h_info(fd, "arch", p->archs[i]);
+  }
+  for (size_t i = 0; i < p->num_plan_names; i++) {
+    size_t n = strlen(names);
+    snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
+             p->plan_names[i]);
+    tpx__h_info(fd, "plan_name", p->plan_names[i]);
+  }
+  tpx__h_result(fd, 1, "registration",
+                "name '%s', version '%s', %zu architecture(s): %s; named "
+                "plans: %s; capabilities:%s%s%s%s",
+                p->name, p->version, p->num_archs, list,
+                p->num_plan_names ? names : "none",
+                p->skeleton_fn ? " skeleton" : "",
+                p->validate_fn ? " validate" : "",
+                p->fsdp_fn ? " fsdp_units" : "",
+                p->fp32_fn ? " fp32_params" : "");
+  tpx__plugin_free(p);
+}
+
+void tpx__h_child_negotiation(int fd, const tpx__h_job *job) {
+  const int newer = job->negotiation > 0;
+  const char *name = newer ? "negotiation (host too new)"
+                           : "negotiation (host too old)";
+  uint32_t lo, hi;
+  if (newer) {
+    lo = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR + 1, 0);
+    hi = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR + 1, 0xffff);
+  } else {
+    lo = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR - 1, 0);
+    hi = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR - 1, 0xffff);
+  }
+  tpx_plugin_host host;
+  tpx__plugin_host_table_with_range(lo, hi, &host);
+  char l[32], h[32];
+  version_text(lo, l, sizeof l);
+  version_text(hi, h, sizeof h);
+  tpx__h_step(fd, "register_parallel_strategy with a host speaking %s..%s", l,
+              h);
+  tpx__plugin *p = NULL;
+  char reason[TPX_ERROR_MESSAGE_SIZE];
+  tpx_status s = tpx__plugin_open(job->path, &host, &p, reason, sizeof reason);
+  if (s == TPX_ABI_MISMATCH) {
+    tpx__h_result(fd, 1, name, "refused cleanly: %s", reason);
+  } else if (s == TPX_OK) {
+    char a[32];
+    version_text(p->abi_version, a, sizeof a);
+    tpx__h_result(fd, 0, name,
+                  "the plugin accepted a host speaking only %s..%s and "
+                  "answered ABI %s; it must return TPX_PLUGIN_ABI_UNSUPPORTED "
+                  "for versions it does not implement",
+                  l, h, a);
+    tpx__plugin_free(p);
+  } else {
+    tpx__h_result(fd, 0, name,
+                  "expected TPX_PLUGIN_ABI_UNSUPPORTED for a host speaking "
+                  "%s..%s, got: %s",
+                  l, h, reason);
+  }
+}
+
+/* ---- per-architecture checks ------------------------------------------------ */
+
+static const int64_t tps[4] = {1, 2, 4, 8};
+
+/* A small Llama-shaped config whose head counts divide every tp checked. */
+static char *synthetic_config(const char *arch) {
+  static const char fmt[] =
+      "{\"architectures\": [\"%s\"], \"hidden_size\": 256, "
+      "\"intermediate_size\": 512, \"num_hidden_layers\": 2, "
+      "\"num_attention_heads\": 8, \"num_key_value_heads\": 8, "
+      "\"head_dim\": 32, \"vocab_size\": 1024, "
+      "\"max_position_embeddings\": 2048, \"rms_norm_eps\": 1e-06, "
+      "\"rope_theta\": 10000.0, \"torch_dtype\": \"bfloat16\", "
+      "\"tie_word_embeddings\": false}";
+  size_t n = sizeof fmt + strlen(arch);
+  char *s = malloc(n);
+  if (s)
+    snprintf(s, n, fmt, arch);
+  return s;
+}
+
+/* The placement a style gives a module's `weight` / `bias` (tpx's rule,
+ * coarse: enough to see two names of one tensor disagree). */
+static tpx_placement param_placement(const tpx_style *st,
+                                     tpx_module_kind kind, const char *pname) {
+  tpx__style_family fam = tpx__style_family_of(st->kind);
+  int embedding = kind == TPX_MODULE_EMBEDDING;
+  int weight = strcmp(pname, "weight") == 0;
+  int bias = strcmp(pname, "bias") == 0;
+  if (fam == TPX__FAMILY_COLWISE) {
+    if (weight)
+      return tpx_placement_shard(embedding ? 1 : 0);
+    if (bias)
+      return tpx_placement_shard(0);
+  } else if (fam == TPX__FAMILY_ROWWISE) {
+    if (weight)
+      return tpx_placement_shard(embedding ? 0 : 1);
+  }
+  return tpx_placement_replicate();
+}
+
+typedef struct plan_run {
+  tpx_status status;
+  int refused;
+  char message[TPX_ERROR_MESSAGE_SIZE];
+  char *json; /* normalized plan, when OK */
+  char *function;
+  tpx_plan *plan;
+} plan_run;
+
+static void run_get_plan(const tpx__plugin *p, const tpx_model *m,
+                         const char *arch, int sp, int64_t tp, plan_run *r) {
+  memset(r, 0, sizeof *r);
+  tpx_error e = {0};
+  r->status = tpx__plugin_get_plan(p, m, arch, NULL, sp, tp, &r->plan,
+                                   &r->function, &r->refused, &e);
+  snprintf(r->message, sizeof r->message, "%s", e.message);
+  if (r->status == TPX_OK) {
+    tpx_error je = {0};
+    if (tpx_plan_to_json(r->plan, 0, &r->json, &je) != TPX_OK)
+      r->json = NULL;
+  }
+}
+
+static void free_run(plan_run *r) {
+  tpx_plan_destroy(r->plan);
+  free(r->json);
+  free(r->function);
+  memset(r, 0, sizeof *r);
+}
+
+static void appendf(char *buf, size_t size, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void appendf(char *buf, size_t size, const char *fmt, ...) {
+  size_t n = strlen(buf);
+  if (n + 1 >= size)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + n, size - n, fmt, ap);
+  va_end(ap);
+}
+
+/* Every check on one successful plan; problems appended to `bad`, facts to
+ * `ok`. */
+static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
+                       char *ok, size_t ok_size, char *bad, size_t bad_size) {
+  size_t n = tpx_plan_size(plan);
+  appendf(ok, ok_size, "%zu entries", n);
+  /* duplicate keys */
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++) {
+      tpx_plan_entry a, b;
+      if (tpx_plan_get(plan, i, &a, NULL) == TPX_OK &&
+          tpx_plan_get(plan, j, &b, NULL) == TPX_OK &&
+          strcmp(a.module, b.module) == 0)
+        appendf(bad, bad_size, "; duplicate key '%s'", a.module);
+    }
+  appendf(ok, ok_size, ", styles and layouts valid, keys unique");
+  /* keys against the module tree */
+  if (tpx_model_num_modules(m) > 1) {
+    tpx_match *match = NULL;
+    tpx_error e = {0};
+    if (tpx_match_plan(plan, m, &match, NULL, &e) != TPX_OK) {
+      appendf(bad, bad_size, "; matching failed: %s", e.message);
+    } else {
+      size_t unmatched = 0;
+      for (size_t i = 0; i < n; i++) {
+        tpx_plan_entry en;
+        if (tpx_plan_get(plan, i, &en, NULL) != TPX_OK || en.optional)
+          continue;
+        if (tpx_match_entry_count(match, i) == 0) {
+          if (unmatched++ < 4)
+            appendf(bad, bad_size,
+                    "; required key '%s' matches no module of the skeleton "
+                    "(fix the pattern or mark it optional)",
+                    en.module);
+        }
+      }
+      if (unmatched > 4)
+        appendf(bad, bad_size, "; %zu more unmatched keys", unmatched - 4);
+      if (!unmatched)
+        appendf(ok, ok_size, ", every required key matches one of %zu "
+                "modules", tpx_model_num_modules(m));
+      /* tied parameters: one tensor must get one placement */
+      size_t np = tpx_model_num_params(m), tied = 0, tied_bad = 0;
+      for (size_t i = 0; i < np; i++) {
+        tpx_param_info pi, ti;
+        if (tpx_model_param(m, (int64_t)i, &pi, NULL) != TPX_OK ||
+            pi.tied_to < 0 ||
+            tpx_model_param(m, pi.tied_to, &ti, NULL) != TPX_OK)
+          continue;
+        tied++;
+        tpx_placement pp = tpx_placement_replicate(),
+                      tp_ = tpx_placement_replicate();
+        int64_t ea = tpx_match_module_entry(match, pi.module);
+        int64_t eb = tpx_match_module_entry(match, ti.module);
+        tpx_plan_entry en;
+        if (ea >= 0 && tpx_plan_get(plan, (size_t)ea, &en, NULL) == TPX_OK)
+          pp = param_placement(&en.style, tpx_model_module_kind(m, pi.module),
+                               pi.name);
+        if (eb >= 0 && tpx_plan_get(plan, (size_t)eb, &en, NULL) == TPX_OK)
+          tp_ = param_placement(&en.style, tpx_model_module_kind(m, ti.module),
+                                ti.name);
+        if (!tpx_placement_equal(pp, tp_)) {
+          char a[32], b[32];
+          tpx_placement_format(pp, a, sizeof a);
+          tpx_placement_format(tp_, b, sizeof b);
+          tied_bad++;
+          appendf(bad, bad_size,
+                  "; tied parameters '%s' and '%s' (one tensor) would be laid "
+                  "out %s and %s",
+                  pi.fqn, ti.fqn, a, b);
+        }
+      }
+      if (tied && !tied_bad)
+        appendf(ok, ok_size, ", %zu tied parameter(s) agree", tied);
+      tpx_match_destroy(match);
+    }
+  }
+  else
+    appendf(ok, ok_size, ", keys not checked (no skeleton)");
+  /* heads: a plan for an indivisible tp must not shard heads */
+  if (tp > 1) {
+    tpx_diag_list *dl = NULL;
+    if (tpx_diag_list_create(&dl, NULL) == TPX_OK) {
+      if (tpx_validate_tp_mesh(m, tp, dl, NULL) == TPX_OK &&
+          tpx_diag_count_at_least(dl, TPX_DIAG_ERROR) > 0 &&
+          tpx_plan_is_head_sharded(plan)) {
+        tpx_diag d;
+        tpx_diag_get(dl, 0, &d, NULL);
+        appendf(bad, bad_size,
+                "; the plan shards attention heads although %s; refuse "
+                "(TPX_PLUGIN_REFUSED with a message) instead",
+                d.message);
+      }
+      tpx_diag_list_destroy(dl);
+    }
+  }
+}
+
+typedef struct conc_arg {
+  const tpx__plugin *p;
+  const tpx_model *m;
+  const char *arch;
+  int64_t tp;
+  const char *want;
+  int iterations;
+  int mismatches, failures;
+} conc_arg;
+
+static void *conc_worker(void *v) {
+  conc_arg *a = v;
+  for (int i = 0; i < a->iterations; i++) {
+    plan_run r;
+    run_get_plan(a->p, a->m, a->arch, 0, a->tp, &r);
+    if (r.status != TPX_OK || !r.json)
+      a->failures++;
+    else if (strcmp(r.json, a->want) != 0)
+      a->mismatches++;
+    free_run(&r);
+  }
+  return NULL;
+}
+
+void tpx__h_child_arch(int fd, const tpx__h_job *job) {
+  const char *base = job->config ? strrchr(job->config, '/') : NULL;
+  char label[512];
+  if (job->config)
+    snprintf(label, sizeof label, "%s [%s]", job->arch ? job->arch : "?",
+             job->config);
+  else
+    snprintf(label, sizeof label, "%s [synthetic config]", job->arch);
+  (void)base;
+  char name[700];
+
+  tpx__plugin *p = NULL;
+  char reason[TPX_ERROR_MESSAGE_SIZE];
+  tpx__h_step(fd, "loading the plugin for %s", label);
+  if (tpx__plugin_open(job->path, tpx__plugin_host_table(), &p, reason,
+                       sizeof reason) != TPX_OK)
+    return; /* reported by the load check */
+
+  /* The model. */
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  const char *arch = job->arch;
+  if (job->config) {
+    snprintf(name, sizeof name, "config %s", job->config);
+    if (tpx_model_load_config(job->config, &m, &e) != TPX_OK) {
+      tpx__h_result(fd, 0, name, "cannot read the config: %s", e.message);
+      tpx__plugin_free(p);
+      return;
+    }
+    const char *carch = tpx_model_architecture(m, 0);
+    arch = NULL;
+    /* The plugin's own string that serves the config's class. */
+    for (size_t i = 0; carch && i < p->num_archs && !arch; i++)
+      if (strcmp(p->archs[i], carch) == 0)
+        arch = p->archs[i];
+    for (size_t i = 0; carch && i < p->num_archs && !arch; i++) {
+      const char *dot = strrchr(p->archs[i], '.');
+      if (strcmp(dot ? dot + 1 : p->archs[i], carch) == 0)
+        arch = p->archs[i];
+    }
+    if (!arch) {
+      tpx__h_result(fd, 0, name,
+                    "architecture '%s' of the config is not served by the "
+                    "plugin",
+                    carch ? carch : "(none)");
+      tpx_model_destroy(m);
+      tpx__plugin_free(p);
+      return;
+    }
+    snprintf(label, sizeof label, "%s [%s]", arch, job->config);
+  } else {
+    char *cfg = synthetic_config(arch);
+    if (!cfg || tpx_model_create(&m, &e) != TPX_OK ||
+        tpx_model_set_config(m, cfg, strlen(cfg), "synthetic config", &e) !=
+            TPX_OK) {
+      tpx__h_result(fd, 0, "harness", "cannot build the synthetic model: %s",
+                    e.message);
+      free(cfg);
+      tpx_model_destroy(m);
+      tpx__plugin_free(p);
+      return;
+    }
+    free(cfg);
+  }
+
+  /* Skeleton. */
+  snprintf(name, sizeof name, "skeleton %s", label);
+  if (p->skeleton_fn) {
+    tpx__h_step(fd, "%s for %s", TPX_PLUGIN_SKELETON_SYMBOL, label);
+    tpx_error se = {0};
+    tpx_status s = tpx__plugin_skeleton(p, m, arch, &se);
+    if (s == TPX_OK) {
+      size_t tied = 0, np = tpx_model_num_params(m);
+      for (size_t i = 0; i < np; i++) {
+        tpx_param_info pi;
+        if (tpx_model_param(m, (int64_t)i, &pi, NULL) == TPX_OK &&
+            pi.tied_to >= 0)
+          tied++;
+      }
+      tpx__h_result(fd, np > 0, name, "%zu modules, %zu parameters, %zu tied%s",
+                    tpx_model_num_modules(m), np, tied,
+                    np ? "" : " (a skeleton without parameters is useless)");
+    } else if (!job->config && !strstr(se.message, "gave no message") &&
+               !strstr(se.message, "invalid value") &&
+               !strstr(se.message, "does not fit")) {
+      /* A synthetic config may lack what a real one has: a refusal or an
+       * error with a message is fine here; --config checks for real. */
+      tpx__h_result(fd, 1, name,
+                    "not built from the synthetic config (pass --config with "
+                    "a real config.json to check the skeleton): %s",
+                    se.message);
+    } else {
+      tpx__h_result(fd, 0, name, "%s", se.message);
+    }
+  } else {
+    tpx__h_result(fd, 1, name,
+                  "no skeleton capability; plan keys are not checked against "
+                  "a module tree");
+  }
+
+  /* Plans: sp x tp, each twice. */
+  char *ref_json = NULL;
+  int64_t ref_tp = 0;
+  for (int sp = 0; sp <= 1; sp++) {
+    for (int t = 0; t < 4; t++) {
+      int64_t tp = tps[t];
+      snprintf(name, sizeof name, "plan %s sp=%d tp=%lld", label, sp,
+               (long long)tp);
+      tpx__h_step(fd, "get_plan for %s sp=%d tp=%lld", label, sp,
+                  (long long)tp);
+      plan_run a, b;
+      run_get_plan(p, m, arch, sp, tp, &a);
+      tpx__h_step(fd, "get_plan (again) for %s sp=%d tp=%lld", label, sp,
+                  (long long)tp);
+      run_get_plan(p, m, arch, sp, tp, &b);
+      char ok[1024] = "", bad[2048] = "";
+      int deterministic =
+          a.status == b.status && a.refused == b.refused &&
+          strcmp(a.message, b.message) == 0 &&
+          ((!a.json && !b.json) || (a.json && b.json &&
+                                    strcmp(a.json, b.json) == 0)) &&
+          ((!a.function && !b.function) ||
+           (a.function && b.function && strcmp(a.function, b.function) == 0));
+      if (a.status == TPX_OK) {
+        check_plan(m, a.plan, tp, ok, sizeof ok, bad, sizeof bad);
+        if (!ref_json && sp == 0 && a.json) {
+          ref_json = strdup(a.json);
+          ref_tp = tp;
+        }
+        if (ref_json && sp == 0 && tp == 2 && a.json && ref_tp != 2) {
+          free(ref_json);
+          ref_json = strdup(a.json);
+          ref_tp = 2;
+        }
+      } else if (a.refused && !strstr(a.message, "gave no message")) {
+        appendf(ok, sizeof ok, "refused cleanly: %s", a.message);
+      } else if (a.refused) {
+        appendf(bad, sizeof bad,
+                "; refused without a message (call host->set_error)");
+      } else {
+        appendf(bad, sizeof bad, "; %s", a.message);
+      }
+      if (!deterministic)
+        appendf(bad, sizeof bad,
+                "; not deterministic: two calls gave different results");
+      else
+        appendf(ok, sizeof ok, ", deterministic");
+      if (bad[0])
+        tpx__h_result(fd, 0, name, "%s", bad + 2);
+      else
+        tpx__h_result(fd, 1, name, "%s", ok);
+      free_run(&a);
+      free_run(&b);
+    }
+  }
+
+  /* Concurrency. */
+  snprintf(name, sizeof name, "concurrent %s", label);
+  if (!ref_json) {
+    tpx__h_result(fd, 1, name,
+                  "not run: get_plan refused every tp without sequence "
+                  "parallelism");
+  } else {
+    int nt = job->opts->threads > 0 ? job->opts->threads : 4;
+    if (nt > 64)
+      nt = 64;
+    pthread_t th[64];
+    conc_arg args[64];
+    tpx__h_step(fd, "get_plan from %d threads at once for %s", nt, label);
+    int started = 0;
+    for (int i = 0; i < nt; i++) {
+      args[i] = (conc_arg){p, m, arch, ref_tp, ref_json, 8, 0, 0};
+      if (pthread_create(&th[i], NULL, conc_worker, &args[i]) != 0)
+        break;
+      started++;
+    }
+    int mism = 0, fails = 0;
+    for (int i = 0; i < started; i++) {
+      pthread_join(th[i], NULL);
+      mism += args[i].mismatches;
+      fails += args[i].failures;
+    }
+    if (started < nt)
+      tpx__h_result(fd, 0, name, "could not start %d threads", nt);
+    else if (mism || fails)
+      tpx__h_result(fd, 0, name,
+                    "%d threads x 8 calls (sp=0 tp=%lld): %d different "
+                    "plan(s), %d failed call(s); the plugin keeps mutable "
+                    "global state",
+                    nt, (long long)ref_tp, mism, fails);
+    else
+      tpx__h_result(fd, 1, name,
+                    "%d threads x 8 calls (sp=0 tp=%lld) gave identical plans",
+                    nt, (long long)ref_tp);
+  }
+  free(ref_json);
+
+  /* Optional capabilities. */
+  snprintf(name, sizeof name, "capabilities %s", label);
+  char ok[1024] = "", bad[1024] = "";
+  if (p->validate_fn) {
+    tpx_diag_list *dl = NULL;
+    tpx_error ve = {0};
+    tpx__h_step(fd, "%s for %s", TPX_PLUGIN_VALIDATE_SYMBOL, label);
+    if (tpx_diag_list_create(&dl, &ve) == TPX_OK &&
+        tpx__plugin_validate(p, m, arch, NULL, 0, 2, dl, &ve) == TPX_OK)
+      appendf(ok, sizeof ok, "validate: %zu diagnostic(s); ",
+              tpx_diag_count(dl));
+    else
+      appendf(bad, sizeof bad, "; validate: %s", ve.message);
+    tpx_diag_list_destroy(dl);
+  }
+  const tpx__plugin_op ops[2] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32};
+  const int has[2] = {p->fsdp_fn != NULL, p->fp32_fn != NULL};
+  const char *what[2] = {"fsdp units", "fp32 params"};
+  for (int k = 0; k < 2; k++) {
+    if (!has[k])
+      continue;
+    tpx__strvec v;
+    tpx_error ce = {0};
+    tpx__h_step(fd, "%s for %s", what[k], label);
+    if (tpx__plugin_strings(p, ops[k], m, arch, &v, &ce) == TPX_OK) {
+      appendf(ok, sizeof ok, "%s: %zu; ", what[k], v.count);
+      tpx__strvec_free(&v);
+    } else {
+      appendf(bad, sizeof bad, "; %s: %s", what[k], ce.message);
+    }
+  }
+  if (bad[0])
+    tpx__h_result(fd, 0, name, "%s", bad + 2);
+  else if (ok[0]) {
+    ok[strlen(ok) - 2] = '\0'; /* the trailing "; " */
+    tpx__h_result(fd, 1, name, "%s", ok);
+  }
+  else
+    tpx__h_result(fd, 1, name, "no optional capabilities");
+
+  tpx_model_destroy(m);
+  tpx__plugin_free(p);
+}

@@ -1,0 +1,265 @@
+/* plugin/loader.c — opening one plugin file: dlopen, the two required
+ * symbols and the optional ones, ABI negotiation, and the checked copy of
+ * what register_parallel_strategy answered.
+ *
+ * Every failure becomes a reason string naming what was wrong; the registry
+ * (registry.c) records it with the path. A plugin that crashes inside
+ * register_parallel_strategy takes the process down — nothing in-process
+ * can prevent that; the conformance harness runs plugins in a child. */
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin/plugin_internal.h"
+
+void tpx__plugin_capture_registration_log(char *buf, size_t size);
+
+void tpx__plugin_free(tpx__plugin *p) {
+  if (!p)
+    return;
+  for (size_t i = 0; i < p->num_archs; i++)
+    free(p->archs[i]);
+  free(p->archs);
+  for (size_t i = 0; i < p->num_plan_names; i++)
+    free(p->plan_names[i]);
+  free(p->plan_names);
+  free(p->name);
+  free(p->version);
+  free(p->description);
+  free(p->path);
+  free(p->real_path);
+  if (p->handle)
+    dlclose(p->handle);
+  free(p);
+}
+
+static tpx_status fail(char *reason, size_t size, tpx_status s,
+                       const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static tpx_status fail(char *reason, size_t size, tpx_status s,
+                       const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, size, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+/* A registration string: non-NULL, NUL-terminated within `max`, printable
+ * (no control characters), and optionally without spaces. */
+static const char *check_string(const char *s, size_t max, int allow_empty,
+                                int allow_space) {
+  if (!s)
+    return "is NULL";
+  const char *end = memchr(s, '\0', max + 1);
+  if (!end)
+    return "is too long or not NUL-terminated";
+  if (!allow_empty && end == s)
+    return "is empty";
+  for (const char *c = s; c < end; c++) {
+    unsigned char u = (unsigned char)*c;
+    if (u < 0x20 || u == 0x7f)
+      return "holds a control character";
+    if (!allow_space && u == ' ')
+      return "holds a space";
+  }
+  return NULL;
+}
+
+/* Copy a NULL-terminated list of identifiers. Returns a reason or NULL. */
+static const char *copy_list(const char *const *list, char ***out,
+                             size_t *count, int required, const char *what,
+                             char *reason, size_t size) {
+  *out = NULL;
+  *count = 0;
+  if (!list) {
+    if (!required)
+      return NULL;
+    snprintf(reason, size, "registration: %s is NULL", what);
+    return reason;
+  }
+  size_t n = 0;
+  while (n <= TPX__PLUGIN_MAX_LIST && list[n])
+    n++;
+  if (n > TPX__PLUGIN_MAX_LIST) {
+    snprintf(reason, size,
+             "registration: %s has more than %d items (missing NULL "
+             "terminator?)",
+             what, TPX__PLUGIN_MAX_LIST);
+    return reason;
+  }
+  if (n == 0) {
+    if (!required)
+      return NULL;
+    snprintf(reason, size, "registration: %s is empty (the plugin serves "
+             "nothing)", what);
+    return reason;
+  }
+  char **v = calloc(n, sizeof *v);
+  if (!v) {
+    snprintf(reason, size, "out of memory");
+    return reason;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *why = check_string(list[i], 512, 0, 0);
+    if (why) {
+      snprintf(reason, size, "registration: %s[%zu] %s", what, i, why);
+      goto bad;
+    }
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(v[j], list[i]) == 0) {
+        snprintf(reason, size, "registration: %s lists '%s' twice", what,
+                 list[i]);
+        goto bad;
+      }
+    v[i] = strdup(list[i]);
+    if (!v[i]) {
+      snprintf(reason, size, "out of memory");
+      goto bad;
+    }
+  }
+  *out = v;
+  *count = n;
+  return NULL;
+bad:
+  for (size_t i = 0; i < n; i++)
+    free(v[i]);
+  free(v);
+  return reason;
+}
+
+static void version_text(uint32_t v, char *buf, size_t size) {
+  snprintf(buf, size, "%u.%u", (unsigned)TPX_PLUGIN_ABI_VERSION_MAJOR(v),
+           (unsigned)TPX_PLUGIN_ABI_VERSION_MINOR(v));
+}
+
+tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
+                            tpx__plugin **out, char *reason,
+                            size_t reason_size) {
+  *out = NULL;
+  reason[0] = '\0';
+  tpx__plugin *p = calloc(1, sizeof *p);
+  if (!p)
+    return fail(reason, reason_size, TPX_NO_MEMORY, "out of memory");
+  p->path = strdup(path);
+  char rp[PATH_MAX];
+  p->real_path = strdup(realpath(path, rp) ? rp : path);
+  if (!p->path || !p->real_path) {
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_NO_MEMORY, "out of memory");
+  }
+
+  dlerror();
+  p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!p->handle) {
+    const char *e = dlerror();
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_PLUGIN, "dlopen failed: %s",
+                e ? e : "unknown error");
+  }
+  /* Function pointers from dlsym: POSIX guarantees the conversion; the
+   * memcpy keeps -Wpedantic quiet about object-to-function casts. */
+  void *sym = dlsym(p->handle, TPX_PLUGIN_REGISTER_SYMBOL);
+  memcpy(&p->reg_fn, &sym, sizeof sym);
+  sym = dlsym(p->handle, TPX_PLUGIN_GET_PLAN_SYMBOL);
+  memcpy(&p->get_plan_fn, &sym, sizeof sym);
+  if (!p->reg_fn || !p->get_plan_fn) {
+    const char *missing =
+        !p->reg_fn && !p->get_plan_fn
+            ? "'" TPX_PLUGIN_REGISTER_SYMBOL "' and '" TPX_PLUGIN_GET_PLAN_SYMBOL
+              "'"
+            : !p->reg_fn ? "'" TPX_PLUGIN_REGISTER_SYMBOL "'"
+                         : "'" TPX_PLUGIN_GET_PLAN_SYMBOL "'";
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_PLUGIN,
+                "missing required symbol %s (not a tpx plugin?)", missing);
+  }
+  sym = dlsym(p->handle, TPX_PLUGIN_SKELETON_SYMBOL);
+  memcpy(&p->skeleton_fn, &sym, sizeof sym);
+  sym = dlsym(p->handle, TPX_PLUGIN_VALIDATE_SYMBOL);
+  memcpy(&p->validate_fn, &sym, sizeof sym);
+  sym = dlsym(p->handle, TPX_PLUGIN_FSDP_UNITS_SYMBOL);
+  memcpy(&p->fsdp_fn, &sym, sizeof sym);
+  sym = dlsym(p->handle, TPX_PLUGIN_FP32_PARAMS_SYMBOL);
+  memcpy(&p->fp32_fn, &sym, sizeof sym);
+
+  /* Negotiate and register. */
+  tpx_plugin_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  char logged[256];
+  tpx__plugin_capture_registration_log(logged, sizeof logged);
+  int rc = p->reg_fn(host, &info);
+  tpx__plugin_capture_registration_log(NULL, 0);
+
+  char hmin[32], hmax[32], pv[32];
+  version_text(host->abi_min, hmin, sizeof hmin);
+  version_text(host->abi_max, hmax, sizeof hmax);
+  version_text(info.abi_version, pv, sizeof pv);
+  if (rc == TPX_PLUGIN_ABI_UNSUPPORTED) {
+    tpx__plugin_free(p);
+    if (info.abi_version)
+      return fail(reason, reason_size, TPX_ABI_MISMATCH,
+                  "ABI refused: the host speaks %s..%s, the plugin speaks %s",
+                  hmin, hmax, pv);
+    return fail(reason, reason_size, TPX_ABI_MISMATCH,
+                "ABI refused: the host speaks %s..%s, the plugin speaks none "
+                "of them%s%s",
+                hmin, hmax, logged[0] ? ": " : "", logged);
+  }
+  if (rc != TPX_PLUGIN_OK) {
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_PLUGIN,
+                "registration failed: %s returned %s (%d)%s%s",
+                TPX_PLUGIN_REGISTER_SYMBOL, tpx__plugin_status_name(rc), rc,
+                logged[0] ? ": " : "", logged);
+  }
+  if (info.abi_version < host->abi_min || info.abi_version > host->abi_max) {
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_ABI_MISMATCH,
+                "ABI refused: the plugin answered ABI %s, outside the host's "
+                "range %s..%s",
+                pv, hmin, hmax);
+  }
+  p->abi_version = info.abi_version;
+
+  const char *why;
+  if ((why = check_string(info.name, 128, 0, 0))) {
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_PLUGIN, "registration: name %s",
+                why);
+  }
+  if ((why = check_string(info.version, 128, 0, 0))) {
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_PLUGIN,
+                "registration: version %s (plugin '%s')", why, info.name);
+  }
+  if (info.description &&
+      (why = check_string(info.description, 1024, 1, 1))) {
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_PLUGIN,
+                "registration: description %s (plugin '%s')", why, info.name);
+  }
+  p->name = strdup(info.name);
+  p->version = strdup(info.version);
+  p->description = strdup(info.description ? info.description : "");
+  if (!p->name || !p->version || !p->description) {
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_NO_MEMORY, "out of memory");
+  }
+  if (copy_list(info.architectures, &p->archs, &p->num_archs, 1,
+                "architectures", reason, reason_size) ||
+      copy_list(info.plan_names, &p->plan_names, &p->num_plan_names, 0,
+                "plan_names", reason, reason_size)) {
+    tpx__plugin_free(p);
+    return TPX_PLUGIN;
+  }
+  *out = p;
+  return TPX_OK;
+}

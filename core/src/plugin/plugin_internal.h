@@ -1,0 +1,185 @@
+/* plugin/plugin_internal.h — private types shared by the plugin area: one
+ * loaded plugin, the registry object, and the per-call context handed to
+ * plugin entry points (tpx_plugin_ctx).
+ *
+ * Not the public API (tpx/registry.h) and not the ABI (tpx/plugin.h). */
+#ifndef TPX_PLUGIN_INTERNAL_H
+#define TPX_PLUGIN_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/diag.h"
+#include "tpx/error.h"
+#include "tpx/model.h"
+#include "tpx/plan.h"
+#include "tpx/plugin.h"
+#include "tpx/registry.h"
+
+/* Caps on what a plugin may hand over; beyond them the value is refused, so
+ * a missing NUL terminator or list terminator cannot make the host walk off
+ * into unrelated memory for long. */
+#define TPX__PLUGIN_MAX_STRING 4096
+#define TPX__PLUGIN_MAX_LIST 1024
+
+/* One plugin that registered successfully. Every string is a host copy. */
+typedef struct tpx__plugin {
+  char *path;      /* as found on the search path */
+  char *real_path; /* realpath(), to load each file once */
+  void *handle;    /* dlopen handle */
+  char *name, *version, *description;
+  uint32_t abi_version;
+  char **archs;
+  size_t num_archs;
+  char **plan_names;
+  size_t num_plan_names;
+  tpx_plugin_register_fn reg_fn;
+  tpx_plugin_get_plan_fn get_plan_fn;
+  tpx_plugin_skeleton_fn skeleton_fn;
+  tpx_plugin_validate_fn validate_fn;
+  tpx_plugin_fsdp_units_fn fsdp_fn;
+  tpx_plugin_fp32_params_fn fp32_fn;
+} tpx__plugin;
+
+typedef struct tpx__refusal {
+  char *path;
+  char *reason;
+} tpx__refusal;
+
+struct tpx_registry {
+  pthread_rwlock_t lock; /* writers: loading; readers: lookups and calls */
+  tpx__plugin **plugins;
+  size_t num_plugins, cap_plugins;
+  tpx__refusal *refused;
+  size_t num_refused, cap_refused;
+  tpx_diag_list *diags;
+};
+
+/* What a call into the plugin is allowed to do. */
+typedef enum tpx__plugin_op {
+  TPX__OP_GET_PLAN = 1,
+  TPX__OP_SKELETON = 2,
+  TPX__OP_VALIDATE = 3,
+  TPX__OP_FSDP_UNITS = 4,
+  TPX__OP_FP32 = 5,
+} tpx__plugin_op;
+
+/* A growable list of owned strings (+ one int each, for FSDP units). */
+typedef struct tpx__strvec {
+  char **items;
+  int *ints;
+  size_t count, cap;
+} tpx__strvec;
+
+int tpx__strvec_push(tpx__strvec *v, const char *s, int value);
+void tpx__strvec_free(tpx__strvec *v);
+
+#define TPX__CTX_MAGIC 0x74707863u /* "tpxc" */
+
+struct tpx_plugin_ctx {
+  uint32_t magic;
+  tpx__plugin_op op;
+  const tpx__plugin *plugin;
+  const tpx_model *model; /* config and module tree read by the plugin */
+  tpx_plan *plan;         /* GET_PLAN: filled */
+  tpx_model *skeleton;    /* SKELETON: filled */
+  tpx_diag_list *diags;   /* VALIDATE (and any op): plugin diagnostics */
+  tpx__strvec strings;    /* FSDP_UNITS / FP32: results */
+  char *function;         /* plan_set_function */
+  char message[TPX_ERROR_MESSAGE_SIZE]; /* set_error; first wins */
+  int has_message;
+  /* The first value the host refused during the call (bad style, bad
+   * layout, ...). A call with an invalid value fails even when the plugin
+   * ignored the status and returned TPX_PLUGIN_OK: its result would be
+   * incomplete. */
+  char invalid[TPX_ERROR_MESSAGE_SIZE];
+  int has_invalid;
+};
+
+/* The host table handed to every plugin (constant, one per process). */
+const tpx_plugin_host *tpx__plugin_host_table(void);
+/* The same table with another ABI range; the harness uses it to test
+ * negotiation. *out is filled, nothing allocated. */
+void tpx__plugin_host_table_with_range(uint32_t abi_min, uint32_t abi_max,
+                                       tpx_plugin_host *out);
+
+void tpx__ctx_init(tpx_plugin_ctx *ctx, tpx__plugin_op op,
+                   const tpx__plugin *plugin, const tpx_model *model);
+void tpx__ctx_release(tpx_plugin_ctx *ctx);
+
+/* Text of a plugin status code ("TPX_PLUGIN_REFUSED"); static. */
+const char *tpx__plugin_status_name(int status);
+
+/* Open `path`, resolve symbols, negotiate with the host range, validate the
+ * registration. On success *out is a new plugin; on failure the reason (path
+ * not included) is written to `reason` and the status returned. */
+tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
+                            tpx__plugin **out, char *reason,
+                            size_t reason_size);
+void tpx__plugin_free(tpx__plugin *p);
+
+/* Ask `p` for a plan. *refused is 1 when the plugin declined (REFUSED),
+ * 0 when it failed any other way. Error names the plugin and its message. */
+tpx_status tpx__plugin_get_plan(const tpx__plugin *p, const tpx_model *model,
+                                const char *architecture,
+                                const char *plan_name, int sequence_parallel,
+                                int64_t tp_size, tpx_plan **out,
+                                char **function_out, int *refused,
+                                tpx_error *err);
+/* The optional capabilities; TPX_NOT_FOUND when the plugin lacks one. */
+tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
+                                const char *architecture, tpx_error *err);
+tpx_status tpx__plugin_validate(const tpx__plugin *p, const tpx_model *model,
+                                const char *architecture,
+                                const char *plan_name, int sequence_parallel,
+                                int64_t tp_size, tpx_diag_list *diags,
+                                tpx_error *err);
+tpx_status tpx__plugin_strings(const tpx__plugin *p, tpx__plugin_op op,
+                               const tpx_model *model,
+                               const char *architecture, tpx__strvec *out,
+                               tpx_error *err);
+
+/* Registry internals used by selection and the harness. Index of the plugin
+ * serving `arch` (exact match with any registered string first, then
+ * matching the last component of qualified names), and the registered
+ * string that matched (borrowed). -1 if none. */
+int64_t tpx__registry_find_arch(const tpx_registry *reg, const char *arch,
+                                const char **matched);
+/* Index of the first plugin listing `plan_name` in its plan_names, or -1. */
+int64_t tpx__registry_find_plan_name(const tpx_registry *reg,
+                                     const char *plan_name);
+const tpx__plugin *tpx__registry_at(const tpx_registry *reg, size_t index);
+
+/* The bundled Hugging Face base_model_tp_plan tables: the JSON text of
+ * core/src/plugin/hf_tp_plans/<ConfigClass>.json, embedded at build time
+ * (hf_tables.c is generated by embed_hf_plans.py). */
+typedef struct tpx__hf_table {
+  const char *config_class; /* "LlamaConfig" */
+  const char *json;         /* {"layers.*.self_attn.q_proj": "colwise", ...} */
+} tpx__hf_table;
+extern const tpx__hf_table tpx__hf_tables[];
+extern const size_t tpx__num_hf_tables;
+
+/* The bundled table for a config class, or NULL. */
+const tpx__hf_table *tpx__hf_table_find(const char *config_class);
+
+/* The default base plan (plans.md §3.15), with the sequence-parallel
+ * overrides when sp is set. */
+tpx_status tpx__default_base_plan(int sequence_parallel, tpx_plan **out,
+                                  tpx_error *err);
+
+/* The Hugging Face plan of `model` (plans.md §4.2): the config's own
+ * base_model_tp_plan / tp_plan, else the bundled table for its model_type,
+ * prefixed for the class `arch`. TPX_NOT_FOUND when there is no source (the
+ * message says why), TPX_UNSUPPORTED when a style string cannot translate.
+ * *what (static or NULL) describes the source used, for the trace. */
+tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
+                                  tpx_plan **out, char *what, size_t what_size,
+                                  tpx_diag_list *diags, tpx_error *err);
+
+/* The inner-model prefix get_hf_tp_shard_plan uses for class `arch`
+ * ("model" or "model.language_model", ...); static. */
+const char *tpx__hf_prefix_for_arch(const char *arch);
+
+#endif /* TPX_PLUGIN_INTERNAL_H */

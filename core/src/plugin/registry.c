@@ -1,0 +1,493 @@
+/* plugin/registry.c — the plugin registry: the search path, loading every
+ * plugin found (recording refusals and duplicate-architecture warnings),
+ * architecture lookup, and the public calls into a plugin.
+ *
+ * Locking: loading takes the write lock, lookups and calls the read lock,
+ * so plugins can be asked from many threads while nobody loads. Plugins are
+ * unloaded only by tpx_registry_destroy.
+ *
+ * Not selection (select.c) and not the host table (host.c). */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/log_internal.h"
+#include "plugin/plugin_internal.h"
+#include "tpx_config.h"
+
+tpx_status tpx_registry_create(tpx_registry **out, tpx_error *err) {
+  if (!out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_create: out is NULL");
+  *out = NULL;
+  tpx_registry *r = calloc(1, sizeof *r);
+  if (!r)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  if (pthread_rwlock_init(&r->lock, NULL) != 0) {
+    free(r);
+    return tpx_error_set(err, TPX_INTERNAL, "cannot create the registry lock");
+  }
+  tpx_status s = tpx_diag_list_create(&r->diags, err);
+  if (s != TPX_OK) {
+    pthread_rwlock_destroy(&r->lock);
+    free(r);
+    return s;
+  }
+  *out = r;
+  return TPX_OK;
+}
+
+void tpx_registry_destroy(tpx_registry *reg) {
+  if (!reg)
+    return;
+  /* Unload in reverse order of loading. */
+  for (size_t i = reg->num_plugins; i-- > 0;)
+    tpx__plugin_free(reg->plugins[i]);
+  free(reg->plugins);
+  for (size_t i = 0; i < reg->num_refused; i++) {
+    free(reg->refused[i].path);
+    free(reg->refused[i].reason);
+  }
+  free(reg->refused);
+  tpx_diag_list_destroy(reg->diags);
+  pthread_rwlock_destroy(&reg->lock);
+  free(reg);
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
+static tpx_status add_refusal(tpx_registry *reg, const char *path,
+                              const char *reason) {
+  if (reg->num_refused == reg->cap_refused) {
+    size_t cap = reg->cap_refused ? reg->cap_refused * 2 : 8;
+    tpx__refusal *v = realloc(reg->refused, cap * sizeof *v);
+    if (!v)
+      return TPX_NO_MEMORY;
+    reg->refused = v;
+    reg->cap_refused = cap;
+  }
+  tpx__refusal *r = &reg->refused[reg->num_refused];
+  r->path = strdup(path);
+  r->reason = strdup(reason);
+  if (!r->path || !r->reason) {
+    free(r->path);
+    free(r->reason);
+    return TPX_NO_MEMORY;
+  }
+  reg->num_refused++;
+  return TPX_OK;
+}
+
+static int already_seen(const tpx_registry *reg, const char *real_path) {
+  for (size_t i = 0; i < reg->num_plugins; i++)
+    if (strcmp(reg->plugins[i]->real_path, real_path) == 0)
+      return 1;
+  return 0;
+}
+
+/* The last dotted component of an architecture string. */
+static const char *bare_name(const char *arch) {
+  const char *dot = strrchr(arch, '.');
+  return dot ? dot + 1 : arch;
+}
+
+/* Lookup without locking (callers hold a lock). */
+static int64_t find_arch_unlocked(const tpx_registry *reg, const char *arch,
+                                  const char **matched) {
+  if (matched)
+    *matched = NULL;
+  if (!arch || !arch[0])
+    return -1;
+  /* Exact string match first (bare or qualified), in load order. */
+  for (size_t i = 0; i < reg->num_plugins; i++)
+    for (size_t j = 0; j < reg->plugins[i]->num_archs; j++)
+      if (strcmp(reg->plugins[i]->archs[j], arch) == 0) {
+        if (matched)
+          *matched = reg->plugins[i]->archs[j];
+        return (int64_t)i;
+      }
+  /* Then the class name against the last component of qualified names (a
+   * config only knows "LlamaForCausalLM"). */
+  const char *want = bare_name(arch);
+  for (size_t i = 0; i < reg->num_plugins; i++)
+    for (size_t j = 0; j < reg->plugins[i]->num_archs; j++)
+      if (strcmp(bare_name(reg->plugins[i]->archs[j]), want) == 0) {
+        if (matched)
+          *matched = reg->plugins[i]->archs[j];
+        return (int64_t)i;
+      }
+  return -1;
+}
+
+static tpx_status load_file_locked(tpx_registry *reg, const char *path,
+                                   tpx_error *err) {
+  char rp[PATH_MAX];
+  if (realpath(path, rp) && already_seen(reg, rp))
+    return TPX_OK; /* the same file reached twice on the search path */
+  tpx__plugin *p = NULL;
+  char reason[TPX_ERROR_MESSAGE_SIZE];
+  tpx_status s =
+      tpx__plugin_open(path, tpx__plugin_host_table(), &p, reason, sizeof reason);
+  if (s != TPX_OK) {
+    tpx__log(TPX_LOG_WARN, "plugin %s refused: %s", path, reason);
+    if (add_refusal(reg, path, reason) != TPX_OK)
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    return tpx_error_set(err, s, "plugin %s refused: %s", path, reason);
+  }
+  /* Duplicate architectures: the first loaded keeps serving them. */
+  for (size_t j = 0; j < p->num_archs; j++) {
+    for (size_t i = 0; i < reg->num_plugins; i++) {
+      const tpx__plugin *q = reg->plugins[i];
+      for (size_t k = 0; k < q->num_archs; k++)
+        if (strcmp(q->archs[k], p->archs[j]) == 0) {
+          tpx_diag_add(reg->diags, TPX_DIAG_WARNING, "duplicate-architecture",
+                       p->archs[j],
+                       "remove one of the files or reorder TPX_PLUGIN_PATH",
+                       "architecture '%s' is served by both %s (plugin '%s', "
+                       "used) and %s (plugin '%s', ignored for it)",
+                       p->archs[j], q->path, q->name, p->path, p->name);
+          tpx__log(TPX_LOG_WARN,
+                   "architecture '%s' served by both %s and %s; using %s",
+                   p->archs[j], q->path, p->path, q->path);
+        }
+    }
+  }
+  if (reg->num_plugins == reg->cap_plugins) {
+    size_t cap = reg->cap_plugins ? reg->cap_plugins * 2 : 8;
+    tpx__plugin **v = realloc(reg->plugins, cap * sizeof *v);
+    if (!v) {
+      tpx__plugin_free(p);
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    }
+    reg->plugins = v;
+    reg->cap_plugins = cap;
+  }
+  reg->plugins[reg->num_plugins++] = p;
+  tpx__log(TPX_LOG_INFO, "loaded plugin '%s' %s from %s", p->name, p->version,
+           p->path);
+  return TPX_OK;
+}
+
+tpx_status tpx_registry_load_file(tpx_registry *reg, const char *path,
+                                  tpx_error *err) {
+  if (!reg || !path)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_load_file: registry or path is NULL");
+  pthread_rwlock_wrlock(&reg->lock);
+  tpx_status s = load_file_locked(reg, path, err);
+  pthread_rwlock_unlock(&reg->lock);
+  return s;
+}
+
+static int has_so_suffix(const char *name) {
+  size_t n = strlen(name);
+  return n > 3 && strcmp(name + n - 3, ".so") == 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.so in `dir`, sorted by name so the load order is reproducible;
+ * with `recurse`, also those in its direct subdirectories (after the files
+ * of `dir` itself). */
+static tpx_status scan_dir(tpx_registry *reg, const char *dir, int recurse,
+                           tpx_error *err) {
+  DIR *d = opendir(dir);
+  if (!d)
+    return TPX_OK; /* a missing directory on the search path is normal */
+  char **files = NULL, **subdirs = NULL;
+  size_t nf = 0, ns = 0, cf = 0, cs = 0;
+  tpx_status s = TPX_OK;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    size_t len = strlen(dir) + strlen(e->d_name) + 2;
+    char *full = malloc(len);
+    if (!full) {
+      s = TPX_NO_MEMORY;
+      break;
+    }
+    snprintf(full, len, "%s/%s", dir, e->d_name);
+    struct stat st;
+    int is_dir = stat(full, &st) == 0 && S_ISDIR(st.st_mode);
+    char ***vec = NULL;
+    size_t *n = NULL, *c = NULL;
+    if (is_dir && recurse) {
+      vec = &subdirs, n = &ns, c = &cs;
+    } else if (!is_dir && has_so_suffix(e->d_name)) {
+      vec = &files, n = &nf, c = &cf;
+    }
+    if (!vec) {
+      free(full);
+      continue;
+    }
+    if (*n == *c) {
+      size_t cap = *c ? *c * 2 : 16;
+      char **v = realloc(*vec, cap * sizeof *v);
+      if (!v) {
+        free(full);
+        s = TPX_NO_MEMORY;
+        break;
+      }
+      *vec = v;
+      *c = cap;
+    }
+    (*vec)[(*n)++] = full;
+  }
+  closedir(d);
+  if (s == TPX_OK) {
+    if (nf)
+      qsort(files, nf, sizeof *files, cmp_str);
+    if (ns)
+      qsort(subdirs, ns, sizeof *subdirs, cmp_str);
+    for (size_t i = 0; i < nf && s != TPX_NO_MEMORY; i++) {
+      tpx_error ignored = {0};
+      s = load_file_locked(reg, files[i], &ignored);
+      if (s != TPX_NO_MEMORY)
+        s = TPX_OK; /* refusals are recorded, not returned */
+    }
+    for (size_t i = 0; i < ns && s == TPX_OK; i++)
+      s = scan_dir(reg, subdirs[i], 0, err);
+  }
+  for (size_t i = 0; i < nf; i++)
+    free(files[i]);
+  for (size_t i = 0; i < ns; i++)
+    free(subdirs[i]);
+  free(files);
+  free(subdirs);
+  if (s == TPX_NO_MEMORY)
+    return tpx_error_set(err, s, "out of memory while scanning %s", dir);
+  return s;
+}
+
+tpx_status tpx_registry_load_dir(tpx_registry *reg, const char *dir,
+                                 tpx_error *err) {
+  if (!reg || !dir)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_load_dir: registry or dir is NULL");
+  pthread_rwlock_wrlock(&reg->lock);
+  tpx_status s = scan_dir(reg, dir, 1, err);
+  pthread_rwlock_unlock(&reg->lock);
+  return s;
+}
+
+tpx_status tpx_registry_load_default(tpx_registry *reg, tpx_error *err) {
+  if (!reg)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_load_default: registry is NULL");
+  const char *env = getenv("TPX_PLUGIN_PATH");
+  if (env && env[0]) {
+    char *copy = strdup(env);
+    if (!copy)
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    char *save = NULL;
+    for (char *dir = strtok_r(copy, ":", &save); dir;
+         dir = strtok_r(NULL, ":", &save)) {
+      tpx_status s = tpx_registry_load_dir(reg, dir, err);
+      if (s != TPX_OK) {
+        free(copy);
+        return s;
+      }
+    }
+    free(copy);
+  }
+  tpx_status s = tpx_registry_load_dir(reg, TPX_BUILD_PLUGIN_DIR, err);
+  if (s != TPX_OK)
+    return s;
+  return tpx_registry_load_dir(reg, TPX_INSTALL_PLUGIN_DIR, err);
+}
+
+/* ---- queries ------------------------------------------------------------- */
+
+size_t tpx_registry_num_plugins(const tpx_registry *reg) {
+  if (!reg)
+    return 0;
+  tpx_registry *r = (tpx_registry *)reg;
+  pthread_rwlock_rdlock(&r->lock);
+  size_t n = r->num_plugins;
+  pthread_rwlock_unlock(&r->lock);
+  return n;
+}
+
+size_t tpx_registry_num_refused(const tpx_registry *reg) {
+  if (!reg)
+    return 0;
+  tpx_registry *r = (tpx_registry *)reg;
+  pthread_rwlock_rdlock(&r->lock);
+  size_t n = r->num_refused;
+  pthread_rwlock_unlock(&r->lock);
+  return n;
+}
+
+tpx_status tpx_registry_plugin(const tpx_registry *reg, size_t index,
+                               tpx_plugin_desc *out, tpx_error *err) {
+  if (!reg || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_plugin: registry or out is NULL");
+  tpx_registry *r = (tpx_registry *)reg;
+  pthread_rwlock_rdlock(&r->lock);
+  tpx_status s = TPX_OK;
+  if (index >= r->num_plugins) {
+    s = tpx_error_set(err, TPX_OUT_OF_RANGE,
+                      "plugin index %zu is out of range (%zu loaded)", index,
+                      r->num_plugins);
+  } else {
+    const tpx__plugin *p = r->plugins[index];
+    memset(out, 0, sizeof *out);
+    out->path = p->path;
+    out->name = p->name;
+    out->version = p->version;
+    out->description = p->description;
+    out->abi_version = p->abi_version;
+    out->num_architectures = p->num_archs;
+    out->architectures = (const char *const *)p->archs;
+    out->num_plan_names = p->num_plan_names;
+    out->plan_names = (const char *const *)p->plan_names;
+    out->has_skeleton = p->skeleton_fn != NULL;
+    out->has_validate = p->validate_fn != NULL;
+    out->has_fsdp_units = p->fsdp_fn != NULL;
+    out->has_fp32_params = p->fp32_fn != NULL;
+  }
+  pthread_rwlock_unlock(&r->lock);
+  return s;
+}
+
+tpx_status tpx_registry_refused(const tpx_registry *reg, size_t index,
+                                tpx_plugin_refusal *out, tpx_error *err) {
+  if (!reg || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_refused: registry or out is NULL");
+  tpx_registry *r = (tpx_registry *)reg;
+  pthread_rwlock_rdlock(&r->lock);
+  tpx_status s = TPX_OK;
+  if (index >= r->num_refused) {
+    s = tpx_error_set(err, TPX_OUT_OF_RANGE,
+                      "refusal index %zu is out of range (%zu refused)", index,
+                      r->num_refused);
+  } else {
+    out->path = r->refused[index].path;
+    out->reason = r->refused[index].reason;
+  }
+  pthread_rwlock_unlock(&r->lock);
+  return s;
+}
+
+const tpx_diag_list *tpx_registry_diagnostics(const tpx_registry *reg) {
+  return reg ? reg->diags : NULL;
+}
+
+int64_t tpx__registry_find_arch(const tpx_registry *reg, const char *arch,
+                                const char **matched) {
+  if (!reg)
+    return -1;
+  tpx_registry *r = (tpx_registry *)reg;
+  pthread_rwlock_rdlock(&r->lock);
+  int64_t i = find_arch_unlocked(r, arch, matched);
+  pthread_rwlock_unlock(&r->lock);
+  return i;
+}
+
+int64_t tpx_registry_find(const tpx_registry *reg, const char *architecture) {
+  return tpx__registry_find_arch(reg, architecture, NULL);
+}
+
+int64_t tpx__registry_find_plan_name(const tpx_registry *reg,
+                                     const char *plan_name) {
+  if (!reg || !plan_name)
+    return -1;
+  tpx_registry *r = (tpx_registry *)reg;
+  int64_t found = -1;
+  pthread_rwlock_rdlock(&r->lock);
+  for (size_t i = 0; i < r->num_plugins && found < 0; i++)
+    for (size_t j = 0; j < r->plugins[i]->num_plan_names; j++)
+      if (strcmp(r->plugins[i]->plan_names[j], plan_name) == 0) {
+        found = (int64_t)i;
+        break;
+      }
+  pthread_rwlock_unlock(&r->lock);
+  return found;
+}
+
+const tpx__plugin *tpx__registry_at(const tpx_registry *reg, size_t index) {
+  if (!reg)
+    return NULL;
+  tpx_registry *r = (tpx_registry *)reg;
+  pthread_rwlock_rdlock(&r->lock);
+  const tpx__plugin *p = index < r->num_plugins ? r->plugins[index] : NULL;
+  pthread_rwlock_unlock(&r->lock);
+  return p;
+}
+
+/* ---- calls ----------------------------------------------------------------- */
+
+tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
+                                       tpx_model *model, tpx_error *err) {
+  if (!reg || !model)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_build_skeleton: registry or model is "
+                         "NULL");
+  const char *arch = tpx_model_architecture(model, 0);
+  if (!arch)
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "the model has no architecture (config.json has no "
+                         "\"architectures\"), so no plugin can build its "
+                         "skeleton");
+  const char *matched = NULL;
+  int64_t i = tpx__registry_find_arch(reg, arch, &matched);
+  if (i < 0)
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "no plugin serves architecture '%s' (see `tpx "
+                         "plugins`); load the model's tensors from its "
+                         "safetensors files instead",
+                         arch);
+  return tpx__plugin_skeleton(tpx__registry_at(reg, (size_t)i), model, matched,
+                              err);
+}
+
+tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,
+                                 const tpx_model *model,
+                                 const char *architecture,
+                                 const char *plan_name, int sequence_parallel,
+                                 int64_t tp_size, tpx_plan **out,
+                                 tpx_error *err) {
+  if (out)
+    *out = NULL;
+  if (!reg || !model || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_get_plan: registry, model or out is "
+                         "NULL");
+  const tpx__plugin *p = tpx__registry_at(reg, index);
+  if (!p)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "plugin index %zu is out of range", index);
+  if (tp_size < 1)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tp_size=%lld; it must be >= 1",
+                         (long long)tp_size);
+  if (sequence_parallel != 0 && sequence_parallel != 1)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "sequence_parallel=%d; it must be 0 or 1",
+                         sequence_parallel);
+  if (plan_name) {
+    int known = 0;
+    for (size_t j = 0; j < p->num_plan_names; j++)
+      known |= strcmp(p->plan_names[j], plan_name) == 0;
+    if (!known)
+      return tpx_error_set(err, TPX_NOT_FOUND,
+                           "plugin '%s' (%s) has no named plan '%s'", p->name,
+                           p->path, plan_name);
+  }
+  if (!architecture)
+    architecture = tpx_model_architecture(model, 0);
+  if (!architecture)
+    architecture = p->archs[0];
+  return tpx__plugin_get_plan(p, model, architecture, plan_name,
+                              sequence_parallel, tp_size, out, NULL, NULL,
+                              err);
+}

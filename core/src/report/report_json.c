@@ -1,0 +1,336 @@
+/* report_json.c — tpx-report/1 JSON (spec/report-format.md) from a sharding
+ * and what selection knew. Fields beyond the spec's (per-rank peak bytes,
+ * fsdp units, module transitions, head counts, diagnostic subject/fix) are
+ * additions; the spec's fields keep their meaning. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report_util.h"
+#include "tpx/fsdp.h"
+#include "tpx/validate.h"
+
+static json_t *jstr_or_null(const char *s) {
+  return s ? json_string(s) : json_null();
+}
+
+static json_t *placement_json(tpx_placement p) {
+  char buf[64];
+  tpx_placement_format(p, buf, sizeof buf);
+  return json_string(buf);
+}
+
+static json_t *model_json(const tpx_model *model) {
+  json_t *o = json_object();
+  const char *arch = tpx_model_num_architectures(model)
+                         ? tpx_model_architecture(model, 0)
+                         : NULL;
+  tpx_dtype d = tpx__report_model_dtype(model);
+  json_object_set_new(o, "architecture", jstr_or_null(arch));
+  json_object_set_new(o, "source", jstr_or_null(tpx_model_source(model)));
+  json_object_set_new(o, "dtype",
+                      d ? json_string(tpx_dtype_short_name(d)) : json_null());
+  json_object_set_new(o, "total_params",
+                      json_integer(tpx_model_total_params(model)));
+  json_object_set_new(o, "total_bytes",
+                      json_integer(tpx_model_total_bytes(model)));
+  return o;
+}
+
+static json_t *mesh_json(const tpx_mesh *mesh) {
+  json_t *o = json_object(), *dims = json_array(), *sizes = json_array();
+  for (int i = 0; i < tpx_mesh_ndim(mesh); i++) {
+    json_array_append_new(dims, json_string(tpx_mesh_dim_name(mesh, i)));
+    json_array_append_new(sizes, json_integer(tpx_mesh_dim_size(mesh, i)));
+  }
+  json_object_set_new(o, "dims", dims);
+  json_object_set_new(o, "sizes", sizes);
+  return o;
+}
+
+static json_t *selection_json(const tpx_report_options *o) {
+  json_t *s = json_object(), *trace = json_array();
+  const char *src = o->plan_source ? o->plan_source : "custom";
+  json_object_set_new(s, "source", json_string(src));
+  if (o->plugin_name) json_object_set_new(s, "plugin", json_string(o->plugin_name));
+  if (o->plugin_path) json_object_set_new(s, "path", json_string(o->plugin_path));
+  if (o->function) json_object_set_new(s, "function", json_string(o->function));
+  json_object_set_new(s, "sequence_parallel",
+                      json_boolean(o->sequence_parallel != 0));
+  for (size_t i = 0; i < o->num_trace; i++)
+    if (o->trace && o->trace[i])
+      json_array_append_new(trace, json_string(o->trace[i]));
+  json_object_set_new(s, "trace", trace);
+  return s;
+}
+
+static json_t *diag_json(const tpx_diag *d) {
+  json_t *o = json_object();
+  json_object_set_new(o, "level", json_string(tpx_diag_level_name(d->level)));
+  json_object_set_new(o, "code", json_string(d->code ? d->code : ""));
+  json_object_set_new(o, "message", json_string(d->message ? d->message : ""));
+  if (d->subject && *d->subject)
+    json_object_set_new(o, "subject", json_string(d->subject));
+  if (d->fix && *d->fix) json_object_set_new(o, "fix", json_string(d->fix));
+  return o;
+}
+
+static void add_diags(json_t *arr, const tpx_diag_list *list) {
+  if (!list) return;
+  size_t n = tpx_diag_count(list);
+  for (size_t i = 0; i < n; i++) {
+    tpx_diag d;
+    if (tpx_diag_get(list, i, &d, NULL) == TPX_OK)
+      json_array_append_new(arr, diag_json(&d));
+  }
+}
+
+static json_t *params_json(const tpx_sharding *sh) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  json_t *arr = json_array();
+  size_t n = tpx_model_num_params(model);
+  int nd = tpx_mesh_ndim(mesh);
+  int fsdp = tpx_sharding_num_fsdp_units(sh) > 0;
+  for (size_t p = 0; p < n; p++) {
+    tpx_param_info pi;
+    tpx_param_sharding ps;
+    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK ||
+        tpx_sharding_param(sh, (int64_t)p, &ps, NULL) != TPX_OK)
+      continue;
+    json_t *o = json_object(), *shape = json_array(), *pl = json_object();
+    json_object_set_new(o, "name", json_string(pi.fqn));
+    for (int d = 0; d < pi.ndim; d++)
+      json_array_append_new(shape, json_integer(pi.shape[d]));
+    json_object_set_new(o, "shape", shape);
+    json_object_set_new(o, "dtype", json_string(tpx_dtype_short_name(pi.dtype)));
+    json_object_set_new(o, "module",
+                        json_string(tpx_model_module_fqn(model, pi.module)));
+    json_object_set_new(o, "plan_key", jstr_or_null(ps.plan_key));
+    for (int d = 0; d < nd; d++)
+      json_object_set_new(pl, tpx_mesh_dim_name(mesh, d),
+                          placement_json(ps.placements[d]));
+    json_object_set_new(o, "placements", pl);
+    if (fsdp && ps.fsdp_unit >= 0) {
+      tpx_fsdp_unit u;
+      if (tpx_sharding_fsdp_unit(sh, (size_t)ps.fsdp_unit, &u, NULL) == TPX_OK)
+        json_object_set_new(o, "fsdp_unit", json_string(u.fqn));
+    } else {
+      json_object_set_new(o, "fsdp_unit", json_null());
+    }
+    if (pi.tied_to >= 0) {
+      tpx_param_info ti;
+      if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK)
+        json_object_set_new(o, "tied_to", json_string(ti.fqn));
+    }
+    json_array_append_new(arr, o);
+  }
+  return arr;
+}
+
+static json_t *per_rank_json(const tpx_sharding *sh) {
+  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  json_t *arr = json_array();
+  int nd = tpx_mesh_ndim(mesh);
+  int64_t world = tpx_mesh_world_size(mesh);
+  int64_t coords[TPX_MESH_MAX_DIMS];
+  for (int64_t r = 0; r < world; r++) {
+    if (tpx_mesh_coords(mesh, r, coords, NULL) != TPX_OK) continue;
+    json_t *o = json_object(), *c = json_object();
+    json_object_set_new(o, "rank", json_integer(r));
+    for (int d = 0; d < nd; d++)
+      json_object_set_new(c, tpx_mesh_dim_name(mesh, d),
+                          json_integer(coords[d]));
+    json_object_set_new(o, "coords", c);
+    json_object_set_new(o, "param_bytes",
+                        json_integer(tpx_sharding_rank_param_bytes(sh, r)));
+    json_object_set_new(o, "peak_bytes",
+                        json_integer(tpx_sharding_rank_peak_bytes(sh, r)));
+    json_array_append_new(arr, o);
+  }
+  return arr;
+}
+
+static json_t *dtype_or_null(tpx_dtype d) {
+  return d ? json_string(tpx_dtype_short_name(d)) : json_null();
+}
+
+static json_t *fsdp_json(const tpx_sharding *sh) {
+  size_t n = tpx_sharding_num_fsdp_units(sh);
+  json_t *o = json_object(), *units = json_array();
+  tpx_mp_policy mp = tpx_sharding_mp_policy(sh);
+  json_t *m = json_object();
+  json_object_set_new(o, "enabled", json_boolean(n > 0));
+  json_object_set_new(m, "param_dtype", dtype_or_null(mp.param_dtype));
+  json_object_set_new(m, "reduce_dtype", dtype_or_null(mp.reduce_dtype));
+  json_object_set_new(m, "output_dtype", dtype_or_null(mp.output_dtype));
+  json_object_set_new(o, "mixed_precision", m);
+  for (size_t i = 0; i < n; i++) {
+    tpx_fsdp_unit u;
+    if (tpx_sharding_fsdp_unit(sh, i, &u, NULL) != TPX_OK) continue;
+    json_t *x = json_object(), *f = json_array(), *b = json_array();
+    json_object_set_new(x, "module", json_string(u.fqn));
+    json_object_set_new(x, "root", json_boolean(u.is_root));
+    json_object_set_new(x, "reshard_after_forward",
+                        json_boolean(u.reshard_after_forward));
+    json_object_set_new(x, "params", json_integer((json_int_t)u.num_params));
+    for (size_t j = 0; j < u.num_fwd_prefetch; j++) {
+      tpx_fsdp_unit t;
+      if (tpx_sharding_fsdp_unit(sh, (size_t)u.fwd_prefetch[j], &t, NULL) ==
+          TPX_OK)
+        json_array_append_new(f, json_string(t.fqn));
+    }
+    for (size_t j = 0; j < u.num_bwd_prefetch; j++) {
+      tpx_fsdp_unit t;
+      if (tpx_sharding_fsdp_unit(sh, (size_t)u.bwd_prefetch[j], &t, NULL) ==
+          TPX_OK)
+        json_array_append_new(b, json_string(t.fqn));
+    }
+    json_object_set_new(x, "forward_prefetch", f);
+    json_object_set_new(x, "backward_prefetch", b);
+    json_array_append_new(units, x);
+  }
+  json_object_set_new(o, "units", units);
+  /* plans.md §4.7 layer groups, for reference next to the units */
+  const tpx_model *model = tpx_sharding_model(sh);
+  size_t nl = 0;
+  json_t *groups = json_object();
+  if (tpx_model_layer_groups(model, NULL, NULL, 0, &nl, NULL) == TPX_OK &&
+      nl > 0) {
+    int64_t *mods = malloc(nl * sizeof *mods);
+    tpx_layer_group *gs = malloc(nl * sizeof *gs);
+    if (mods && gs &&
+        tpx_model_layer_groups(model, mods, gs, nl, &nl, NULL) == TPX_OK) {
+      for (size_t i = 0; i < nl; i++) {
+        const char *g = tpx_layer_group_name(gs[i]);
+        json_t *arr = json_object_get(groups, g);
+        if (!arr) {
+          arr = json_array();
+          json_object_set_new(groups, g, arr);
+        }
+        json_array_append_new(arr,
+                              json_string(tpx_model_module_fqn(model, mods[i])));
+      }
+    }
+    free(mods);
+    free(gs);
+  }
+  json_object_set_new(o, "layer_groups", groups);
+  return o;
+}
+
+static json_t *modules_json(const tpx_sharding *sh) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  const tpx_plan *plan = tpx_sharding_plan(sh);
+  json_t *arr = json_array();
+  size_t nm = tpx_model_num_modules(model);
+  for (size_t m = 0; m < nm; m++) {
+    int64_t e = tpx_sharding_module_entry(sh, (int64_t)m);
+    if (e < 0) continue;
+    tpx_plan_entry pe;
+    if (tpx_plan_get(plan, (size_t)e, &pe, NULL) != TPX_OK) continue;
+    const tpx_transition *tr = NULL;
+    size_t nt = 0;
+    tpx_sharding_module_transitions(sh, (int64_t)m, &tr, &nt, NULL);
+    json_t *o = json_object(), *ts = json_array();
+    json_object_set_new(o, "module",
+                        json_string(tpx_model_module_fqn(model, (int64_t)m)));
+    json_object_set_new(o, "plan_key", json_string(pe.module));
+    json_object_set_new(o, "style",
+                        json_string(tpx_style_kind_name(pe.style.kind)));
+    for (size_t i = 0; i < nt; i++) {
+      json_t *t = json_object();
+      json_object_set_new(t, "side", json_string(tr[i].side ==
+                                                         TPX_TRANSITION_INPUT
+                                                     ? "input"
+                                                     : "output"));
+      json_object_set_new(t, "index", json_integer(tr[i].index));
+      json_object_set_new(t, "from", tr[i].from_is_none
+                                         ? json_null()
+                                         : placement_json(tr[i].from));
+      json_object_set_new(t, "to", tr[i].from_is_none
+                                       ? json_null()
+                                       : placement_json(tr[i].to));
+      json_object_set_new(t, "forward", json_string(tr[i].forward));
+      json_object_set_new(t, "backward", json_string(tr[i].backward));
+      json_array_append_new(ts, t);
+    }
+    json_object_set_new(o, "transitions", ts);
+    json_array_append_new(arr, o);
+  }
+  return arr;
+}
+
+static json_t *heads_json(const tpx_sharding *sh) {
+  tpx_head_counts hc = TPX_HEAD_COUNTS_INIT;
+  if (tpx_head_counts_after_tp(tpx_sharding_model(sh), tpx_sharding_plan(sh),
+                               tpx_sharding_tp_size(sh), &hc, NULL) != TPX_OK)
+    return json_null();
+  json_t *o = json_object();
+  json_object_set_new(o, "num_attention_heads",
+                      hc.heads >= 0 ? json_integer(hc.heads) : json_null());
+  json_object_set_new(o, "num_key_value_heads",
+                      hc.kv_heads >= 0 ? json_integer(hc.kv_heads)
+                                       : json_null());
+  json_object_set_new(o, "head_dim",
+                      hc.head_dim >= 0 ? json_integer(hc.head_dim)
+                                       : json_null());
+  json_object_set_new(o, "head_sharded", json_boolean(hc.rewritten));
+  json_object_set_new(o, "local_attention_heads",
+                      hc.local_heads >= 0 ? json_integer(hc.local_heads)
+                                          : json_null());
+  json_object_set_new(o, "local_key_value_heads",
+                      hc.local_kv_heads >= 0 ? json_integer(hc.local_kv_heads)
+                                             : json_null());
+  return o;
+}
+
+tpx_status tpx_report_json(const tpx_sharding *sh,
+                           const tpx_report_options *opts, char **out,
+                           tpx_error *err) {
+  tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
+  if (!sh || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_report_json: NULL sharding or out");
+  *out = NULL;
+  if (opts && opts->struct_size < sizeof(tpx_report_options))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_report_json: options struct_size %zu too small "
+                         "(use TPX_REPORT_OPTIONS_INIT)",
+                         opts->struct_size);
+  if (!opts) opts = &def;
+  char *plan_text = NULL;
+  tpx_status st = tpx_plan_to_json(tpx_sharding_plan(sh), 0, &plan_text, err);
+  if (st != TPX_OK) return st;
+  json_error_t jerr;
+  json_t *plan = json_loads(plan_text, 0, &jerr);
+  free(plan_text);
+  if (!plan)
+    return tpx_error_set(err, TPX_INTERNAL,
+                         "tpx_report_json: the plan's JSON does not parse: %s",
+                         jerr.text);
+  json_t *root = json_object();
+  json_t *diags = json_array();
+  json_object_set_new(root, "format", json_string("tpx-report/1"));
+  json_object_set_new(root, "model", model_json(tpx_sharding_model(sh)));
+  json_object_set_new(root, "mesh", mesh_json(tpx_sharding_mesh(sh)));
+  json_object_set_new(root, "selection", selection_json(opts));
+  json_object_set_new(root, "plan", plan);
+  json_object_set_new(root, "parameters", params_json(sh));
+  json_object_set_new(root, "per_rank", per_rank_json(sh));
+  add_diags(diags, opts->selection_diags);
+  add_diags(diags, tpx_sharding_diagnostics(sh));
+  json_object_set_new(root, "diagnostics", diags);
+  json_object_set_new(root, "ok", json_boolean(tpx_report_ok(sh, opts)));
+  json_object_set_new(root, "fsdp", fsdp_json(sh));
+  json_object_set_new(root, "modules", modules_json(sh));
+  json_object_set_new(root, "heads", heads_json(sh));
+  size_t flags = JSON_PRESERVE_ORDER;
+  if (opts->indent > 0) flags |= JSON_INDENT(opts->indent > 31 ? 31 : opts->indent);
+  else flags |= JSON_COMPACT;
+  char *text = json_dumps(root, flags);
+  json_decref(root);
+  if (!text) return tpx_error_set(err, TPX_NO_MEMORY, "tpx_report_json: out of memory");
+  *out = text;
+  return TPX_OK;
+}

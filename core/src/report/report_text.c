@@ -1,0 +1,544 @@
+/* report_text.c — the planning report for a person: which plan and why, a
+ * module -> style -> placements table with repeated layers collapsed
+ * ("model.layers.{0..15}.self_attn.q_proj"), FSDP units, per-rank memory and
+ * the diagnostics with their codes and fixes.
+ *
+ * Same facts as the JSON (report_json.c), shaped for reading. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/strmap.h"
+#include "report/report_util.h"
+#include "tpx/fsdp.h"
+#include "tpx/validate.h"
+
+#define MAX_NUM_ATOMS 8
+
+/* One collapsed table row: every parameter whose FQN differs only in its
+ * numeric atoms and which has the same name, shape, style and placements. */
+typedef struct {
+  char *key;      /* template + attributes; owned, the map borrows it */
+  char *tmpl;     /* module FQN with "\x01" where a numeric atom stood */
+  int64_t first;  /* first parameter (its text is shown) */
+  int64_t count;
+  int nnum;
+  int64_t *vals[MAX_NUM_ATOMS]; /* numbers seen per position */
+  size_t nvals, capvals;
+} row_t;
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Split numbers out of fqn; tmpl gets \x01 placeholders. */
+static int templ(const char *fqn, char *tmpl, size_t size, int64_t *nums) {
+  int n = 0;
+  size_t o = 0;
+  const char *p = fqn;
+  while (*p && o + 2 < size) {
+    const char *q = p;
+    int digits = 1;
+    while (*q && *q != '.') {
+      if (*q < '0' || *q > '9') digits = 0;
+      q++;
+    }
+    if (q == p) digits = 0;
+    if (digits && n < MAX_NUM_ATOMS && q - p < 18) {
+      nums[n++] = strtoll(p, NULL, 10);
+      tmpl[o++] = '\x01';
+    } else {
+      size_t len = (size_t)(q - p);
+      if (o + len + 2 >= size) len = size - o - 2;
+      memcpy(tmpl + o, p, len);
+      o += len;
+    }
+    if (*q == '.' && o + 1 < size) tmpl[o++] = '.';
+    p = *q ? q + 1 : q;
+  }
+  tmpl[o] = '\0';
+  return n;
+}
+
+static void render_set(tpx__sbuf *b, int64_t *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_i64);
+  size_t u = 0;
+  for (size_t i = 0; i < n; i++)
+    if (u == 0 || v[u - 1] != v[i]) v[u++] = v[i];
+  if (u == 1) {
+    tpx__sbuf_printf(b, "%lld", (long long)v[0]);
+  } else if (v[u - 1] - v[0] + 1 == (int64_t)u) {
+    tpx__sbuf_printf(b, "{%lld..%lld}", (long long)v[0], (long long)v[u - 1]);
+  } else {
+    tpx__sbuf_printf(b, "{");
+    for (size_t i = 0; i < u && i < 8; i++)
+      tpx__sbuf_printf(b, "%s%lld", i ? "," : "", (long long)v[i]);
+    if (u > 8) tpx__sbuf_printf(b, ",...+%zu", u - 8);
+    tpx__sbuf_printf(b, "}");
+  }
+}
+
+static void render_module(tpx__sbuf *b, row_t *r) {
+  int k = 0;
+  for (const char *p = r->tmpl; *p; p++) {
+    if (*p == '\x01' && k < r->nnum) {
+      render_set(b, r->vals[k], r->nvals);
+      k++;
+    } else {
+      tpx__sbuf_printf(b, "%c", *p);
+    }
+  }
+}
+
+static void placements_text(const tpx_sharding *sh, const tpx_placement *pl,
+                            char *out, size_t size) {
+  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  size_t o = 0;
+  int all_one = tpx_mesh_world_size(mesh) == 1;
+  out[0] = '\0';
+  for (int d = 0; d < tpx_mesh_ndim(mesh) && o < size; d++) {
+    char buf[48];
+    if (!all_one && tpx_mesh_dim_size(mesh, d) == 1) continue; /* noise */
+    tpx_placement_format(pl[d], buf, sizeof buf);
+    int w = snprintf(out + o, size - o, "%s%s=%s", o ? " " : "",
+                     tpx_mesh_dim_name(mesh, d), buf);
+    if (w < 0) break;
+    o += (size_t)w;
+  }
+}
+
+static void shape_text(const tpx_param_info *pi, char *out, size_t size) {
+  size_t o = 0;
+  int w = snprintf(out, size, "[");
+  o = w > 0 ? (size_t)w : 0;
+  for (int d = 0; d < pi->ndim && o < size; d++) {
+    w = snprintf(out + o, size - o, "%s%lld", d ? ", " : "",
+                 (long long)pi->shape[d]);
+    if (w < 0) break;
+    o += (size_t)w;
+  }
+  if (o < size) snprintf(out + o, size - o, "]");
+}
+
+static void table(tpx__sbuf *b, const tpx_sharding *sh) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  size_t np = tpx_model_num_params(model);
+  row_t *rows = NULL;
+  size_t nrows = 0, caprows = 0;
+  tpx__strmap map = TPX__STRMAP_INIT;
+  char tmpl[1024], key[2048], pls[256], shp[128];
+  int64_t nums[MAX_NUM_ATOMS];
+  for (size_t p = 0; p < np && !b->failed; p++) {
+    tpx_param_info pi;
+    tpx_param_sharding ps;
+    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK ||
+        tpx_sharding_param(sh, (int64_t)p, &ps, NULL) != TPX_OK)
+      continue;
+    const char *mfqn = tpx_model_module_fqn(model, pi.module);
+    int n = templ(mfqn, tmpl, sizeof tmpl, nums);
+    placements_text(sh, ps.placements, pls, sizeof pls);
+    shape_text(&pi, shp, sizeof shp);
+    int kl = snprintf(key, sizeof key, "%s|%s|%s|%s|%lld|%s", tmpl, pi.name,
+                      shp, tpx_dtype_short_name(pi.dtype),
+                      (long long)ps.plan_entry, pls);
+    if (kl < 0) continue;
+    size_t klen = (size_t)kl < sizeof key ? (size_t)kl : sizeof key - 1;
+    int64_t idx = -1;
+    row_t *r;
+    if (tpx__strmap_find(&map, key, klen, &idx)) {
+      r = &rows[idx];
+    } else {
+      if (nrows == caprows) {
+        size_t cap = caprows ? caprows * 2 : 64;
+        row_t *nr = realloc(rows, cap * sizeof *nr);
+        if (!nr) {
+          b->failed = 1;
+          break;
+        }
+        rows = nr;
+        caprows = cap;
+      }
+      r = &rows[nrows];
+      memset(r, 0, sizeof *r);
+      r->key = malloc(klen + 1);
+      r->tmpl = malloc(strlen(tmpl) + 1);
+      if (!r->key || !r->tmpl) {
+        free(r->key);
+        free(r->tmpl);
+        b->failed = 1;
+        break;
+      }
+      memcpy(r->key, key, klen);
+      r->key[klen] = '\0';
+      strcpy(r->tmpl, tmpl);
+      r->first = (int64_t)p;
+      r->nnum = n;
+      if (tpx__strmap_set(&map, r->key, klen, (int64_t)nrows) != 0) {
+        free(r->key);
+        free(r->tmpl);
+        b->failed = 1;
+        break;
+      }
+      nrows++;
+    }
+    r->count++;
+    if (r->nnum > 0) {
+      if (r->nvals == r->capvals) {
+        size_t cap = r->capvals ? r->capvals * 2 : 8;
+        for (int k = 0; k < r->nnum; k++) {
+          int64_t *v = realloc(r->vals[k], cap * sizeof *v);
+          if (!v) {
+            b->failed = 1;
+            break;
+          }
+          r->vals[k] = v;
+        }
+        if (b->failed) break;
+        r->capvals = cap;
+      }
+      for (int k = 0; k < r->nnum; k++) r->vals[k][r->nvals] = nums[k];
+      r->nvals++;
+    }
+  }
+  /* Render the collapsed names first to size the columns. */
+  char **names = calloc(nrows ? nrows : 1, sizeof *names);
+  size_t w_name = 18, w_shape = 11, w_style = 5;
+  if (!names) b->failed = 1;
+  for (size_t i = 0; i < nrows && !b->failed; i++) {
+    tpx__sbuf nb = {NULL, 0, 0, 0};
+    tpx_param_info pi;
+    if (tpx_model_param(model, rows[i].first, &pi, NULL) != TPX_OK) continue;
+    render_module(&nb, &rows[i]);
+    tpx__sbuf_printf(&nb, "%s%s", *rows[i].tmpl ? "." : "", pi.name);
+    if (nb.failed) {
+      b->failed = 1;
+      tpx__sbuf_free(&nb);
+      break;
+    }
+    names[i] = nb.data;
+    if (nb.len > w_name) w_name = nb.len;
+    shape_text(&pi, shp, sizeof shp);
+    size_t sl = strlen(shp) + 1 + strlen(tpx_dtype_short_name(pi.dtype));
+    if (sl > w_shape) w_shape = sl;
+    tpx_param_sharding ps;
+    tpx_plan_entry pe;
+    if (tpx_sharding_param(sh, rows[i].first, &ps, NULL) == TPX_OK &&
+        ps.plan_entry >= 0 &&
+        tpx_plan_get(tpx_sharding_plan(sh), (size_t)ps.plan_entry, &pe,
+                     NULL) == TPX_OK &&
+        strlen(tpx_style_kind_name(pe.style.kind)) > w_style)
+      w_style = strlen(tpx_style_kind_name(pe.style.kind));
+  }
+  if (w_name > 90) w_name = 90;
+  tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s\n", (int)w_name,
+                   "module.parameter", (int)w_shape, "shape dtype",
+                   (int)w_style, "style", "placements");
+  for (size_t i = 0; i < nrows && !b->failed; i++) {
+    row_t *r = &rows[i];
+    tpx_param_info pi;
+    tpx_param_sharding ps;
+    if (!names[i] || tpx_model_param(model, r->first, &pi, NULL) != TPX_OK ||
+        tpx_sharding_param(sh, r->first, &ps, NULL) != TPX_OK)
+      continue;
+    char sd[160];
+    shape_text(&pi, shp, sizeof shp);
+    snprintf(sd, sizeof sd, "%s %s", shp, tpx_dtype_short_name(pi.dtype));
+    const char *style = "-";
+    if (ps.plan_key) {
+      tpx_plan_entry pe;
+      if (tpx_plan_get(tpx_sharding_plan(sh), (size_t)ps.plan_entry, &pe,
+                       NULL) == TPX_OK)
+        style = tpx_style_kind_name(pe.style.kind);
+    }
+    placements_text(sh, ps.placements, pls, sizeof pls);
+    tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s", (int)w_name, names[i],
+                     (int)w_shape, sd, (int)w_style, style, pls);
+    if (r->count > 1) tpx__sbuf_printf(b, "  x%lld", (long long)r->count);
+    if (pi.tied_to >= 0) {
+      tpx_param_info ti;
+      if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK)
+        tpx__sbuf_printf(b, "  (tied to %s)", ti.fqn);
+    }
+    tpx__sbuf_printf(b, "\n");
+  }
+  if (names)
+    for (size_t i = 0; i < nrows; i++) free(names[i]);
+  free(names);
+  for (size_t i = 0; i < nrows; i++) {
+    free(rows[i].key);
+    free(rows[i].tmpl);
+    for (int k = 0; k < MAX_NUM_ATOMS; k++) free(rows[i].vals[k]);
+  }
+  free(rows);
+  tpx__strmap_free(&map);
+}
+
+/* Styled modules with their collectives, one line per (key, module class). */
+static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  const tpx_plan *plan = tpx_sharding_plan(sh);
+  size_t ne = tpx_plan_size(plan), nm = tpx_model_num_modules(model);
+  int64_t *first = malloc((ne ? ne : 1) * sizeof *first);
+  int64_t *count = calloc(ne ? ne : 1, sizeof *count);
+  if (!first || !count) {
+    free(first);
+    free(count);
+    b->failed = 1;
+    return;
+  }
+  for (size_t e = 0; e < ne; e++) first[e] = -1;
+  for (size_t m = 0; m < nm; m++) {
+    int64_t e = tpx_sharding_module_entry(sh, (int64_t)m);
+    if (e < 0 || (size_t)e >= ne) continue;
+    if (first[e] < 0) first[e] = (int64_t)m;
+    count[e]++;
+  }
+  int any = 0;
+  for (size_t e = 0; e < ne; e++) {
+    if (first[e] < 0) continue;
+    const tpx_transition *tr = NULL;
+    size_t nt = 0;
+    tpx_sharding_module_transitions(sh, first[e], &tr, &nt, NULL);
+    if (!nt) continue;
+    tpx_plan_entry pe;
+    if (tpx_plan_get(plan, e, &pe, NULL) != TPX_OK) continue;
+    if (!any) tpx__sbuf_printf(b, "\nCollectives per styled module (forward / backward):\n");
+    any = 1;
+    tpx__sbuf_printf(b, "  %s  [%s, %lld module%s]\n", pe.module,
+                     tpx_style_kind_name(pe.style.kind), (long long)count[e],
+                     count[e] == 1 ? "" : "s");
+    for (size_t i = 0; i < nt; i++) {
+      char f[48], t[48];
+      if (tr[i].from_is_none) {
+        tpx__sbuf_printf(b, "    %s %d: pass-through\n",
+                         tr[i].side == TPX_TRANSITION_INPUT ? "input" : "output",
+                         tr[i].index);
+        continue;
+      }
+      tpx_placement_format(tr[i].from, f, sizeof f);
+      tpx_placement_format(tr[i].to, t, sizeof t);
+      tpx__sbuf_printf(b, "    %-6s %d: %s -> %s: %s / %s\n",
+                       tr[i].side == TPX_TRANSITION_INPUT ? "input" : "output",
+                       tr[i].index, f, t, tr[i].forward, tr[i].backward);
+    }
+  }
+  free(first);
+  free(count);
+}
+
+static void fsdp_section(tpx__sbuf *b, const tpx_sharding *sh) {
+  size_t n = tpx_sharding_num_fsdp_units(sh);
+  if (!n) {
+    tpx__sbuf_printf(b, "\nFSDP: off\n");
+    return;
+  }
+  tpx__sbuf_printf(b, "\nFSDP2: %zu units (bottom-up, root last)\n", n);
+  /* Collapse consecutive units that differ only in numbers. */
+  size_t i = 0;
+  while (i < n) {
+    tpx_fsdp_unit u;
+    if (tpx_sharding_fsdp_unit(sh, i, &u, NULL) != TPX_OK) break;
+    char t1[512];
+    int64_t nums[MAX_NUM_ATOMS];
+    templ(u.fqn, t1, sizeof t1, nums);
+    size_t j = i + 1;
+    size_t resharded = (size_t)u.reshard_after_forward;
+    const char *last_no = u.reshard_after_forward ? NULL : u.fqn;
+    while (j < n && !u.is_root) {
+      tpx_fsdp_unit v;
+      char t2[512];
+      int64_t n2[MAX_NUM_ATOMS];
+      if (tpx_sharding_fsdp_unit(sh, j, &v, NULL) != TPX_OK || v.is_root ||
+          v.group != u.group)
+        break;
+      templ(v.fqn, t2, sizeof t2, n2);
+      if (strcmp(t1, t2) != 0) break;
+      resharded += (size_t)v.reshard_after_forward;
+      if (!v.reshard_after_forward) last_no = v.fqn;
+      j++;
+    }
+    if (u.is_root) {
+      tpx__sbuf_printf(b, "  (root)  %zu params, reshard_after_forward=%s\n",
+                       u.num_params, u.reshard_after_forward ? "true" : "false");
+    } else if (j - i == 1) {
+      tpx__sbuf_printf(b, "  %s  %zu params, reshard_after_forward=%s\n", u.fqn,
+                       u.num_params, u.reshard_after_forward ? "true" : "false");
+    } else {
+      tpx_fsdp_unit l;
+      tpx_sharding_fsdp_unit(sh, j - 1, &l, NULL);
+      tpx__sbuf_printf(b, "  %s .. %s  (%zu units), reshard_after_forward=true "
+                          "for %zu",
+                       u.fqn, l.fqn, j - i, resharded);
+      if (last_no) tpx__sbuf_printf(b, ", false for %s", last_no);
+      tpx__sbuf_printf(b, "; prefetch fwd %zu / bwd up to %zu\n",
+                       u.num_fwd_prefetch, l.num_bwd_prefetch);
+    }
+    i = j;
+  }
+}
+
+static void memory_section(tpx__sbuf *b, const tpx_sharding *sh) {
+  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  int64_t world = tpx_mesh_world_size(mesh);
+  char a[32], c[32];
+  tpx__sbuf_printf(b, "\nPer-rank parameter memory (sharded state; peak while "
+                      "FSDP units are gathered):\n");
+  int64_t r = 0;
+  size_t groups = 0;
+  /* Group ranks with identical figures; list each distinct figure once. */
+  uint8_t *done = calloc((size_t)world, 1);
+  if (!done) {
+    b->failed = 1;
+    return;
+  }
+  for (r = 0; r < world && groups < 16; r++) {
+    if (done[r]) continue;
+    int64_t pb = tpx_sharding_rank_param_bytes(sh, r);
+    int64_t pk = tpx_sharding_rank_peak_bytes(sh, r);
+    int64_t cnt = 0, lo = r, hi = r, contiguous = 1;
+    for (int64_t q = r; q < world; q++) {
+      if (done[q] || tpx_sharding_rank_param_bytes(sh, q) != pb ||
+          tpx_sharding_rank_peak_bytes(sh, q) != pk)
+        continue;
+      done[q] = 1;
+      if (q != hi + 1 && q != r) contiguous = 0;
+      hi = q;
+      cnt++;
+    }
+    tpx__sbuf_printf(b, "  rank%s ", cnt > 1 ? "s" : "");
+    if (cnt == 1)
+      tpx__sbuf_printf(b, "%lld", (long long)lo);
+    else if (contiguous)
+      tpx__sbuf_printf(b, "%lld-%lld", (long long)lo, (long long)hi);
+    else
+      tpx__sbuf_printf(b, "%lld,... (%lld ranks)", (long long)lo, (long long)cnt);
+    tpx__sbuf_pad(b, 24);
+    tpx__sbuf_printf(b, "%s (%lld bytes), peak %s\n",
+                     tpx_format_bytes(pb, a, sizeof a), (long long)pb,
+                     tpx_format_bytes(pk, c, sizeof c));
+    groups++;
+  }
+  if (r < world) tpx__sbuf_printf(b, "  ... (more ranks in the JSON report)\n");
+  free(done);
+}
+
+static void diag_lines(tpx__sbuf *b, const tpx_diag_list *list) {
+  if (!list) return;
+  size_t n = tpx_diag_count(list);
+  for (size_t i = 0; i < n; i++) {
+    tpx_diag d;
+    if (tpx_diag_get(list, i, &d, NULL) != TPX_OK) continue;
+    tpx__sbuf_printf(b, "  %s [%s] %s\n", tpx_diag_level_name(d.level),
+                     d.code, d.message);
+    if (d.fix && *d.fix) tpx__sbuf_printf(b, "      fix: %s\n", d.fix);
+  }
+}
+
+tpx_status tpx_report_text(const tpx_sharding *sh,
+                           const tpx_report_options *opts, char **out,
+                           tpx_error *err) {
+  tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
+  if (!sh || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_report_text: NULL sharding or out");
+  *out = NULL;
+  if (opts && opts->struct_size < sizeof(tpx_report_options))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_report_text: options struct_size %zu too small "
+                         "(use TPX_REPORT_OPTIONS_INIT)",
+                         opts->struct_size);
+  if (!opts) opts = &def;
+  const tpx_model *model = tpx_sharding_model(sh);
+  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  const tpx_plan *plan = tpx_sharding_plan(sh);
+  tpx__sbuf b = {NULL, 0, 0, 0};
+  char x[32], y[32];
+
+  const char *arch = tpx_model_num_architectures(model)
+                         ? tpx_model_architecture(model, 0)
+                         : "(no architecture)";
+  tpx_dtype dt = tpx__report_model_dtype(model);
+  tpx__sbuf_printf(&b, "Model: %s", arch);
+  if (tpx_model_source(model))
+    tpx__sbuf_printf(&b, " (%s)", tpx_model_source(model));
+  tpx__sbuf_printf(&b, "\n  %lld parameters, %s%s%s\n",
+                   (long long)tpx_model_total_params(model),
+                   tpx_format_bytes(tpx_model_total_bytes(model), x, sizeof x),
+                   dt ? ", " : "", dt ? tpx_dtype_short_name(dt) : "");
+  tpx__sbuf_printf(&b, "Mesh:");
+  for (int d = 0; d < tpx_mesh_ndim(mesh); d++)
+    tpx__sbuf_printf(&b, " %s=%lld", tpx_mesh_dim_name(mesh, d),
+                     (long long)tpx_mesh_dim_size(mesh, d));
+  tpx__sbuf_printf(&b, " (world %lld)\n", (long long)tpx_mesh_world_size(mesh));
+
+  tpx__sbuf_printf(&b, "\nPlan: %s", opts->plan_source ? opts->plan_source
+                                                       : "custom");
+  if (opts->plugin_name)
+    tpx__sbuf_printf(&b, " (plugin '%s'", opts->plugin_name);
+  if (opts->function)
+    tpx__sbuf_printf(&b, "%sfunction %s", opts->plugin_name ? ", " : " (",
+                     opts->function);
+  if (opts->plugin_name || opts->function) tpx__sbuf_printf(&b, ")");
+  if (opts->plugin_path) tpx__sbuf_printf(&b, " from %s", opts->plugin_path);
+  tpx__sbuf_printf(&b, "; sequence parallel %s; %zu entries\n",
+                   opts->sequence_parallel ? "on" : "off", tpx_plan_size(plan));
+  if (opts->num_trace) {
+    tpx__sbuf_printf(&b, "Why:\n");
+    for (size_t i = 0; i < opts->num_trace; i++)
+      if (opts->trace && opts->trace[i])
+        tpx__sbuf_printf(&b, "  - %s\n", opts->trace[i]);
+  }
+  for (size_t i = 0; i < tpx_plan_size(plan); i++) {
+    tpx_plan_entry pe;
+    if (tpx_plan_get(plan, i, &pe, NULL) != TPX_OK) continue;
+    tpx__sbuf_printf(&b, "  %-50s %s%s\n", pe.module[0] ? pe.module : "\"\"",
+                     tpx_style_kind_name(pe.style.kind),
+                     pe.optional ? " (optional)" : "");
+  }
+  if (tpx_sharding_tp_size(sh) <= 1)
+    tpx__sbuf_printf(&b, "  (tp = 1: the plan is matched but not applied, as "
+                         "Automodel skips tensor parallelism at tp 1)\n");
+
+  tpx_head_counts hc = TPX_HEAD_COUNTS_INIT;
+  if (tpx_head_counts_after_tp(model, plan, tpx_sharding_tp_size(sh), &hc,
+                               NULL) == TPX_OK &&
+      hc.heads >= 0) {
+    tpx__sbuf_printf(&b, "Attention: %lld heads, %lld kv heads, head_dim %lld",
+                     (long long)hc.heads, (long long)hc.kv_heads,
+                     (long long)hc.head_dim);
+    if (hc.rewritten)
+      tpx__sbuf_printf(&b, "; per rank after TP: %lld heads, %lld kv heads\n",
+                       (long long)hc.local_heads, (long long)hc.local_kv_heads);
+    else
+      tpx__sbuf_printf(&b, "; not head-sharded\n");
+  }
+
+  tpx__sbuf_printf(&b, "\nParameters (identical layers collapsed):\n");
+  table(&b, sh);
+  collectives(&b, sh);
+  fsdp_section(&b, sh);
+  memory_section(&b, sh);
+
+  const tpx_diag_list *sd = opts->selection_diags;
+  const tpx_diag_list *ad = tpx_sharding_diagnostics(sh);
+  size_t nd = (sd ? tpx_diag_count(sd) : 0) + tpx_diag_count(ad);
+  tpx__sbuf_printf(&b, "\nDiagnostics (%zu):\n", nd);
+  if (!nd) tpx__sbuf_printf(&b, "  none\n");
+  diag_lines(&b, sd);
+  diag_lines(&b, ad);
+  size_t nerr = (sd ? tpx_diag_count_at_least(sd, TPX_DIAG_ERROR) : 0) +
+                tpx_diag_count_at_least(ad, TPX_DIAG_ERROR);
+  (void)y;
+  if (nerr)
+    tpx__sbuf_printf(&b, "\nResult: NOT OK (%zu error%s)\n", nerr,
+                     nerr == 1 ? "" : "s");
+  else
+    tpx__sbuf_printf(&b, "\nResult: OK\n");
+  if (b.failed) {
+    tpx__sbuf_free(&b);
+    return tpx_error_set(err, TPX_NO_MEMORY, "tpx_report_text: out of memory");
+  }
+  *out = b.data;
+  return TPX_OK;
+}

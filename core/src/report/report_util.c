@@ -1,0 +1,100 @@
+/* report_util.c — helpers shared by the JSON and text reports (see
+ * report/report_util.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report_util.h"
+
+tpx_dtype tpx__report_model_dtype(const tpx_model *model) {
+  static const char *const keys[] = {"torch_dtype", "dtype",
+                                     "text_config.torch_dtype",
+                                     "text_config.dtype"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const char *s = NULL;
+    tpx_dtype d;
+    if (tpx_model_config_string(model, keys[i], &s, NULL) == TPX_OK && s &&
+        tpx_dtype_parse(s, &d, NULL) == TPX_OK)
+      return d;
+  }
+  int64_t per[TPX_DTYPE_COUNT];
+  memset(per, 0, sizeof per);
+  size_t n = tpx_model_num_params(model);
+  for (size_t p = 0; p < n; p++) {
+    tpx_param_info pi;
+    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK) continue;
+    if ((int)pi.dtype <= 0 || pi.dtype >= TPX_DTYPE_COUNT) continue;
+    int64_t e = 1;
+    for (int d = 0; d < pi.ndim; d++) e *= pi.shape[d];
+    per[pi.dtype] += e;
+  }
+  tpx_dtype best = TPX_DTYPE_INVALID;
+  for (int d = 1; d < TPX_DTYPE_COUNT; d++)
+    if (per[d] > (best ? per[best] : 0)) best = (tpx_dtype)d;
+  return best;
+}
+
+int tpx_report_ok(const tpx_sharding *sh, const tpx_report_options *opts) {
+  if (opts && opts->selection_diags &&
+      tpx_diag_count_at_least(opts->selection_diags, TPX_DIAG_ERROR) > 0)
+    return 0;
+  return sh ? tpx_sharding_ok(sh) : 0;
+}
+
+const char *tpx_format_bytes(int64_t bytes, char *buf, size_t size) {
+  double b = (double)bytes;
+  if (!buf || size == 0) return buf;
+  if (bytes >= ((int64_t)1 << 30))
+    snprintf(buf, size, "%.2f GiB", b / (double)((int64_t)1 << 30));
+  else if (bytes >= ((int64_t)1 << 20))
+    snprintf(buf, size, "%.1f MiB", b / (double)((int64_t)1 << 20));
+  else if (bytes >= 1024)
+    snprintf(buf, size, "%.1f KiB", b / 1024.0);
+  else
+    snprintf(buf, size, "%lld B", (long long)bytes);
+  return buf;
+}
+
+void tpx__sbuf_printf(tpx__sbuf *b, const char *fmt, ...) {
+  if (b->failed) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = b->cap - b->len;
+    int n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? room : 0,
+                      fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+      b->failed = 1;
+      return;
+    }
+    if (b->data && (size_t)n < room) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) {
+      b->failed = 1;
+      return;
+    }
+    b->data = d;
+    b->cap = cap;
+  }
+}
+
+void tpx__sbuf_pad(tpx__sbuf *b, size_t col) {
+  /* pad the current line to `col` characters */
+  size_t start = b->len;
+  while (start > 0 && b->data[start - 1] != '\n') start--;
+  size_t have = b->len - start;
+  if (have < col) tpx__sbuf_printf(b, "%*s", (int)(col - have), "");
+  else tpx__sbuf_printf(b, " ");
+}
+
+void tpx__sbuf_free(tpx__sbuf *b) {
+  free(b->data);
+  b->data = NULL;
+  b->len = b->cap = 0;
+}

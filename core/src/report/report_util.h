@@ -1,0 +1,31 @@
+/* report/report_util.h — helpers shared by the JSON and text reports: the
+ * model's headline dtype, the ok flag over both diagnostic lists, and a
+ * growable string buffer for the text form. Private to the report area. */
+#ifndef TPX_REPORT_REPORT_UTIL_H
+#define TPX_REPORT_REPORT_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include "tpx/dtype.h"
+#include "tpx/report.h"
+
+/* The model's dtype: config torch_dtype / dtype (text_config too), else the
+ * dtype holding most parameter elements; TPX_DTYPE_INVALID without params. */
+tpx_dtype tpx__report_model_dtype(const tpx_model *model);
+
+typedef struct tpx__sbuf {
+  char *data;
+  size_t len, cap;
+  int failed; /* out of memory at some point */
+} tpx__sbuf;
+
+void tpx__sbuf_printf(tpx__sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void tpx__sbuf_pad(tpx__sbuf *b, size_t col);
+void tpx__sbuf_free(tpx__sbuf *b);
+
+#endif /* TPX_REPORT_REPORT_UTIL_H */

@@ -1,0 +1,612 @@
+/* apply.c — what torch's parallelize_module does to parameters
+ * (spec/torch-semantics.md §2): the TP placement of every parameter, plus the
+ * diagnostics of application: unsupported module kinds, tied parameters that
+ * end with two placements, uneven shards, and parameters replicated by
+ * omission.
+ *
+ * Placements only; the module transitions are transitions.c, the FSDP dims
+ * fsdp.c. At tp == 1 Automodel skips parallelize_module, so nothing here
+ * shards (the TP column stays Replicate) but matching still reports. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard/sharding_impl.h"
+#include "tpx/match.h"
+
+typedef enum {
+  FAM_NONE = 0,
+  FAM_COLWISE,
+  FAM_ROWWISE,
+  FAM_SEQUENCE,
+  FAM_PREPARE,
+} family_t;
+
+static family_t family_of(tpx_style_kind k) {
+  switch (k) {
+  case TPX_STYLE_COLWISE:
+    return FAM_COLWISE;
+  case TPX_STYLE_ROWWISE:
+  case TPX_STYLE_VOCAB_PARALLEL_EMBEDDING:
+  case TPX_STYLE_GEMMA4_VOCAB_PARALLEL_EMBEDDING:
+  case TPX_STYLE_GEMMA4_ROWWISE_PARALLEL:
+    return FAM_ROWWISE;
+  case TPX_STYLE_SEQUENCE_PARALLEL:
+  case TPX_STYLE_ROTARY_EMBED_PARALLEL:
+  case TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL:
+  case TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION:
+    return FAM_SEQUENCE;
+  case TPX_STYLE_PREPARE_MODULE_INPUT:
+  case TPX_STYLE_PREPARE_MODULE_OUTPUT:
+    return FAM_PREPARE;
+  default:
+    return FAM_NONE;
+  }
+}
+
+/* Per-entry key and style come from sh->entry_keys / entry_styles, read
+ * from the plan once (tpx_plan_get copies a whole style: too slow per
+ * parameter for a million of them). */
+static const char *entry_key(const tpx_sharding *sh, int64_t e) {
+  if (e < 0 || (size_t)e >= sh->num_entries) return NULL;
+  return sh->entry_keys[e];
+}
+
+static const tpx_style *entry_style(const tpx_sharding *sh, int64_t e,
+                                    tpx_style *unused) {
+  (void)unused;
+  if (e < 0 || (size_t)e >= sh->num_entries) return NULL;
+  return &sh->entry_styles[e];
+}
+
+static tpx_status diag_oom(tpx_status st, tpx_error *err) {
+  if (st == TPX_OK) return TPX_OK;
+  return tpx_error_set(err, st, "out of memory adding a diagnostic");
+}
+
+tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim) {
+  if (sh->tp_dim < 0) return tpx_placement_replicate();
+  tpx_placement pl = sh->placements[p * sh->ndim + sh->tp_dim];
+  tpx_placement norm;
+  if (tpx_placement_normalize(pl, ndim, &norm, NULL) == TPX_OK) return norm;
+  return pl;
+}
+
+/* Depth-first: module_cover[m] = nearest ancestor-or-self with a
+ * distribute_module style (colwise / rowwise / sequence families). Nested
+ * styled modules are reported: torch distributes the inner one twice. */
+static tpx_status compute_cover(tpx_sharding *sh, tpx_error *err) {
+  const tpx_model *model = sh->model;
+  size_t n = sh->num_modules;
+  int64_t *stack = malloc((n ? n : 1) * sizeof *stack);
+  if (!stack) return tpx__shard_oom(err, "module stack");
+  size_t top = 0;
+  int nested_reported = 0;
+  tpx_status st = TPX_OK;
+  stack[top++] = 0;
+  sh->module_cover[0] = -1;
+  while (top) {
+    int64_t m = stack[--top];
+    int64_t parent = tpx_model_module_parent(model, m);
+    int64_t inherited = parent >= 0 ? sh->module_cover[parent] : -1;
+    int64_t own = -1;
+    if (sh->module_entry[m] >= 0) {
+      tpx_style sbuf;
+      const tpx_style *s = entry_style(sh, sh->module_entry[m], &sbuf);
+      family_t f = s ? family_of(s->kind) : FAM_NONE;
+      if (f == FAM_COLWISE || f == FAM_ROWWISE || f == FAM_SEQUENCE) own = m;
+    }
+    if (own >= 0 && inherited >= 0 && sh->tp_applied && !nested_reported) {
+      nested_reported = 1;
+      st = diag_oom(
+          tpx_diag_add(sh->diags, TPX_DIAG_ERROR, "nested-styles",
+                       tpx_model_module_fqn(model, m),
+                       "style either the parent or its submodules, not both",
+                       "module '%s' (key '%s') lies inside module '%s' (key "
+                       "'%s'), which is already styled; torch's "
+                       "distribute_module would redistribute its parameters "
+                       "a second time",
+                       tpx_model_module_fqn(model, m),
+                       entry_key(sh, sh->module_entry[m]),
+                       tpx_model_module_fqn(model, inherited),
+                       entry_key(sh, sh->module_entry[inherited])),
+          err);
+      if (st != TPX_OK) break;
+    }
+    sh->module_cover[m] = own >= 0 ? own : inherited;
+    size_t nc = tpx_model_module_num_children(model, m);
+    for (size_t i = nc; i-- > 0;) {
+      int64_t c = tpx_model_module_child(model, m, i);
+      if (c >= 0 && (size_t)c < n && top < n) stack[top++] = c;
+    }
+  }
+  free(stack);
+  return st;
+}
+
+/* Error for a colwise/rowwise style on a module that is neither Linear nor
+ * Embedding, once per entry. */
+static tpx_status check_kinds(tpx_sharding *sh, tpx_error *err) {
+  uint8_t *seen = calloc(sh->num_entries ? sh->num_entries : 1, 1);
+  if (!seen) return tpx__shard_oom(err, "entry flags");
+  tpx_status st = TPX_OK;
+  for (size_t m = 0; m < sh->num_modules && st == TPX_OK; m++) {
+    int64_t e = sh->module_entry[m];
+    if (e < 0 || seen[e]) continue;
+    tpx_style sbuf;
+    const tpx_style *s = entry_style(sh, e, &sbuf);
+    family_t f = s ? family_of(s->kind) : FAM_NONE;
+    if (f != FAM_COLWISE && f != FAM_ROWWISE) continue;
+    tpx_module_kind k = tpx_model_module_kind(sh->model, (int64_t)m);
+    if (k == TPX_MODULE_LINEAR || k == TPX_MODULE_EMBEDDING) continue;
+    seen[e] = 1;
+    st = diag_oom(
+        tpx_diag_add(sh->diags, TPX_DIAG_ERROR, "style-unsupported-module",
+                     entry_key(sh, e),
+                     "narrow the key to the Linear/Embedding submodules, or "
+                     "use a sequence_parallel / prepare_module_* style",
+                     "plan key '%s' applies %s to module '%s' of kind %s; "
+                     "torch's ColwiseParallel/RowwiseParallel support only "
+                     "nn.Linear and nn.Embedding (NotImplementedError)",
+                     entry_key(sh, e), tpx_style_kind_name(s->kind),
+                     tpx_model_module_fqn(sh->model, (int64_t)m),
+                     tpx_module_kind_name(k)),
+        err);
+  }
+  free(seen);
+  return st;
+}
+
+/* Records, per entry, the first parameter held below a styled module whose
+ * partition function cannot take it (torch registers dotted names / reads a
+ * missing .weight). One diagnostic per entry. */
+typedef struct {
+  uint8_t *flag;
+} once_t;
+
+static tpx_status report_child_param(tpx_sharding *sh, once_t *once,
+                                     int64_t e, const tpx_param_info *pi,
+                                     int64_t styled, const char *why) {
+  if (once->flag[e]) return TPX_OK;
+  once->flag[e] = 1;
+  return tpx_diag_add(
+      sh->diags, TPX_DIAG_ERROR, "style-unsupported-module", pi->fqn,
+      "apply the style to the leaf Linear/Embedding/norm modules instead",
+      "parameter '%s' lies in a submodule of '%s' (key '%s'); %s", pi->fqn,
+      tpx_model_module_fqn(sh->model, styled), entry_key(sh, e), why);
+}
+
+/* The TP placement torch gives parameter `pi` under style `s` applied to
+ * module `styled` of kind `k`. */
+static tpx_placement tp_placement_for(const tpx_style *s, tpx_module_kind k,
+                                      const tpx_param_info *pi, int own,
+                                      int *child_problem) {
+  family_t f = family_of(s->kind);
+  *child_problem = 0;
+  if (f == FAM_COLWISE || (f == FAM_ROWWISE && k == TPX_MODULE_EMBEDDING)) {
+    /* named_parameters() of the styled module is recursive, so a child's
+     * parameter would be registered under a dotted name (KeyError). */
+    if (!own) *child_problem = 1;
+    if (f == FAM_COLWISE)
+      return tpx_placement_shard(k == TPX_MODULE_EMBEDDING ? 1 : 0);
+    return tpx_placement_shard(0);
+  }
+  if (f == FAM_ROWWISE) {
+    /* Linear: the partition fn runs on every submodule and reads .weight. */
+    if (strcmp(pi->name, "weight") == 0) return tpx_placement_shard(1);
+    return tpx_placement_replicate();
+  }
+  if (f == FAM_SEQUENCE && !own) *child_problem = 1;
+  return tpx_placement_replicate();
+}
+
+/* ---- uneven shards, aggregated per (entry, name, dim, size) ---- */
+typedef struct {
+  int64_t entry;
+  int64_t param;
+  int dim;
+  int64_t size;
+  int64_t count;
+  char name[64];
+} uneven_t;
+
+#define UNEVEN_MAX 256
+
+static tpx_status emit_uneven(tpx_sharding *sh, const uneven_t *u,
+                              size_t nu, tpx_error *err) {
+  for (size_t i = 0; i < nu; i++) {
+    tpx_param_info pi;
+    if (tpx_model_param(sh->model, u[i].param, &pi, NULL) != TPX_OK) continue;
+    int64_t c = (u[i].size + sh->tp - 1) / sh->tp;
+    char sizes[160];
+    size_t o = 0;
+    sizes[0] = '\0';
+    for (int64_t r = 0; r < sh->tp && o < sizeof sizes - 8; r++) {
+      int64_t off = r * c < u[i].size ? r * c : u[i].size;
+      int64_t len = u[i].size - off < c ? u[i].size - off : c;
+      if (r == 8 && sh->tp > 9) {
+        o += (size_t)snprintf(sizes + o, sizeof sizes - o, ", ...");
+        break;
+      }
+      o += (size_t)snprintf(sizes + o, sizeof sizes - o, "%s%lld",
+                            r ? "," : "", (long long)len);
+    }
+    char more[64] = "";
+    if (u[i].count > 1)
+      snprintf(more, sizeof more, " (and %lld more like it)",
+               (long long)(u[i].count - 1));
+    tpx_status st = tpx_diag_add(
+        sh->diags, TPX_DIAG_WARNING, "uneven-shard", pi.fqn,
+        "choose a tp size that divides the dim, or pad the tensor",
+        "parameter '%s'%s: dim %d of size %lld is not divisible by tp=%lld; "
+        "torch.chunk gives the ranks %s rows (the last ones short or empty), "
+        "all-gathers pad to %lld, and from_local without a shape assumes even "
+        "shards",
+        pi.fqn, more, u[i].dim, (long long)u[i].size, (long long)sh->tp, sizes,
+        (long long)c);
+    if (st != TPX_OK) return diag_oom(st, err);
+  }
+  return TPX_OK;
+}
+
+/* ---- replicated by omission ---- */
+
+/* FQN with every all-digit atom replaced by '*'. */
+static size_t generalize(const char *fqn, char *out, size_t size) {
+  size_t o = 0;
+  const char *p = fqn;
+  while (*p && o + 2 < size) {
+    const char *q = p;
+    int digits = 1;
+    while (*q && *q != '.') {
+      if (*q < '0' || *q > '9') digits = 0;
+      q++;
+    }
+    if (q == p) digits = 0;
+    if (digits) {
+      out[o++] = '*';
+    } else {
+      size_t len = (size_t)(q - p);
+      if (o + len + 1 >= size) len = size - o - 2;
+      memcpy(out + o, p, len);
+      o += len;
+    }
+    if (*q == '.') out[o++] = '.';
+    p = *q ? q + 1 : q;
+  }
+  out[o] = '\0';
+  return o;
+}
+
+/* Hash of (local name, ndim, shape): the prefilter for "same name and
+ * shape"; equal hashes are confirmed field by field. */
+static uint64_t shape_hash(const tpx_param_info *pi) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const char *c = pi->name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+  h = (h ^ (uint64_t)pi->ndim) * 1099511628211ULL;
+  for (int d = 0; d < pi->ndim; d++)
+    h = (h ^ (uint64_t)pi->shape[d]) * 1099511628211ULL;
+  return h ? h : 1;
+}
+
+static int same_name_shape(const tpx_param_info *a, const tpx_param_info *b) {
+  if (a->ndim != b->ndim || strcmp(a->name, b->name) != 0) return 0;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
+static int sharded_on_tp(const tpx_sharding *sh, int64_t p) {
+  tpx_placement pl = sh->placements[p * sh->ndim + sh->tp_dim];
+  return pl.kind == TPX_SHARD || pl.kind == TPX_STRIDED_SHARD;
+}
+
+/* Matching (tpx/match.h) already warns about unplanned siblings of planned
+ * modules; one warning per parameter is enough. */
+static int already_reported(const tpx_diag_list *diags, const char *fqn,
+                            const char *general) {
+  char quoted[600];
+  snprintf(quoted, sizeof quoted, "'%s'", fqn);
+  for (size_t i = 0; i < tpx_diag_count(diags); i++) {
+    tpx_diag d;
+    if (tpx_diag_get(diags, i, &d, NULL) != TPX_OK ||
+        strcmp(d.code, "replicated-by-omission") != 0)
+      continue;
+    if ((d.subject && (strcmp(d.subject, general) == 0 ||
+                       strcmp(d.subject, fqn) == 0)) ||
+        (d.message && strstr(d.message, quoted)))
+      return 1;
+  }
+  return 0;
+}
+
+/* A parameter no key covers, while a same-named, same-shaped parameter at
+ * the same place in another layer, or in a sibling module of the same
+ * parent, is TP-sharded: likely a missing plan key. `phash` holds
+ * shape_hash per parameter (0 for aliases). */
+static tpx_status omission(tpx_sharding *sh, const uint64_t *phash,
+                           tpx_error *err) {
+  const tpx_model *model = sh->model;
+  size_t np = sh->num_params;
+  tpx_status st = TPX_OK;
+  int64_t *cand = NULL, *next = NULL, *example = NULL, *slots = NULL;
+  size_t nc = 0, nslots = 0;
+  char gen_a[512], gen_b[512];
+  for (size_t p = 0; p < np; p++)
+    if (sh->param_styled[p] < 0 && phash[p]) nc++;
+  if (nc == 0) return TPX_OK;
+  nslots = 16;
+  while (nslots < nc * 2) nslots *= 2;
+  cand = malloc(nc * sizeof *cand);
+  next = malloc(nc * sizeof *next);
+  example = malloc(nc * sizeof *example);
+  slots = malloc(nslots * sizeof *slots);
+  if (!cand || !next || !example || !slots) {
+    st = tpx__shard_oom(err, "omission candidates");
+    goto done;
+  }
+  for (size_t i = 0; i < nslots; i++) slots[i] = -1;
+  nc = 0;
+  /* Candidates chained per hash slot (slots hold the chain head). */
+  for (size_t p = 0; p < np; p++) {
+    if (sh->param_styled[p] >= 0 || !phash[p]) continue;
+    size_t s = (size_t)phash[p] & (nslots - 1);
+    cand[nc] = (int64_t)p;
+    example[nc] = -1;
+    next[nc] = slots[s];
+    slots[s] = (int64_t)nc;
+    nc++;
+  }
+  for (size_t p = 0; p < np; p++) {
+    if (sh->param_styled[p] < 0 || !phash[p] || !sharded_on_tp(sh, (int64_t)p))
+      continue;
+    int64_t c = slots[(size_t)phash[p] & (nslots - 1)];
+    if (c < 0) continue;
+    tpx_param_info pi;
+    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK) continue;
+    int64_t sparent = tpx_model_module_parent(model, pi.module);
+    int have_gen = 0;
+    for (; c >= 0; c = next[c]) {
+      if (example[c] >= 0 || phash[cand[c]] != phash[p]) continue;
+      tpx_param_info ci;
+      if (tpx_model_param(model, cand[c], &ci, NULL) != TPX_OK ||
+          !same_name_shape(&pi, &ci))
+        continue;
+      int hit = ci.module != pi.module &&
+                tpx_model_module_parent(model, ci.module) == sparent;
+      if (!hit) {
+        if (!have_gen) {
+          generalize(pi.fqn, gen_a, sizeof gen_a);
+          have_gen = 1;
+        }
+        generalize(ci.fqn, gen_b, sizeof gen_b);
+        hit = strcmp(gen_a, gen_b) == 0; /* same place in another layer */
+      }
+      if (hit) example[c] = (int64_t)p;
+    }
+  }
+  /* One warning per generalized name, with the count of its parameters. */
+  for (size_t c = 0; c < nc && st == TPX_OK; c++) {
+    if (example[c] < 0) continue;
+    tpx_param_info ci, si;
+    if (tpx_model_param(model, cand[c], &ci, NULL) != TPX_OK ||
+        tpx_model_param(model, example[c], &si, NULL) != TPX_OK)
+      continue;
+    generalize(ci.fqn, gen_b, sizeof gen_b);
+    int64_t count = 1;
+    for (size_t k = c + 1; k < nc; k++) {
+      if (example[k] < 0) continue;
+      tpx_param_info ki;
+      if (tpx_model_param(model, cand[k], &ki, NULL) != TPX_OK) continue;
+      generalize(ki.fqn, gen_a, sizeof gen_a);
+      if (strcmp(gen_a, gen_b) == 0) {
+        count++;
+        example[k] = -1; /* reported with this one */
+      }
+    }
+    if (already_reported(sh->diags, ci.fqn, gen_b)) continue;
+    char pl[48];
+    tpx_placement_format(sh->placements[example[c] * sh->ndim + sh->tp_dim],
+                         pl, sizeof pl);
+    char more[64] = "";
+    if (count > 1)
+      snprintf(more, sizeof more, " (%lld parameters like it)",
+               (long long)count);
+    st = diag_oom(
+        tpx_diag_add(sh->diags, TPX_DIAG_WARNING, "replicated-by-omission",
+                     ci.fqn,
+                     "add a plan key for its module if it should be sharded "
+                     "like its siblings (or mark it intentionally replicated)",
+                     "parameter '%s'%s is replicated because no plan key "
+                     "covers it, while '%s' of the same name and shape is "
+                     "sharded (%s on tp, key '%s')",
+                     ci.fqn, more, si.fqn, pl,
+                     entry_key(sh, sh->param_entry[example[c]])),
+        err);
+  }
+done:
+  free(cand);
+  free(next);
+  free(example);
+  free(slots);
+  return st;
+}
+
+/* ---- tied parameters ---- */
+static tpx_status check_tied(tpx_sharding *sh, tpx_error *err) {
+  if (sh->tp_dim < 0) return TPX_OK;
+  for (size_t t = 0; t < sh->num_tied; t++) {
+    size_t p = (size_t)sh->tied_params[t];
+    tpx_param_info pi, ti;
+    if (tpx_model_param(sh->model, (int64_t)p, &pi, NULL) != TPX_OK) continue;
+    if (pi.tied_to < 0) continue;
+    if (tpx_model_param(sh->model, pi.tied_to, &ti, NULL) != TPX_OK) continue;
+    tpx_placement a = tpx__tp_placement(sh, (int64_t)p, pi.ndim);
+    tpx_placement b = tpx__tp_placement(sh, pi.tied_to, ti.ndim);
+    if (!tpx_placement_equal(a, b)) {
+      char sa[48], sb[48];
+      tpx_placement_format(a, sa, sizeof sa);
+      tpx_placement_format(b, sb, sizeof sb);
+      const char *ka = entry_key(sh, sh->param_entry[p]);
+      const char *kb = entry_key(sh, sh->param_entry[pi.tied_to]);
+      tpx_status st = tpx_diag_add(
+          sh->diags, TPX_DIAG_ERROR, "tied-embeddings", pi.fqn,
+          "give both modules styles that shard the shared weight the same "
+          "way (e.g. a rowwise / vocab_parallel_embedding embedding, Shard(0), "
+          "with a colwise lm_head, Shard(0)), or untie the weights "
+          "(tie_word_embeddings: false)",
+          "tied parameters '%s' (%s on tp, key %s%s%s) and '%s' (%s on tp, "
+          "key %s%s%s) are one tensor but get different placements; torch "
+          "re-ties them after parallelize_module, leaving one module with a "
+          "weight in the wrong layout",
+          pi.fqn, sa, ka ? "'" : "", ka ? ka : "none", ka ? "'" : "", ti.fqn,
+          sb, kb ? "'" : "", kb ? kb : "none", kb ? "'" : "");
+      if (st != TPX_OK) return diag_oom(st, err);
+    }
+    /* ensure_tied_lm_head: the alias ends up holding the target's tensor. */
+    sh->placements[p * sh->ndim + sh->tp_dim] =
+        sh->placements[pi.tied_to * sh->ndim + sh->tp_dim];
+  }
+  return TPX_OK;
+}
+
+tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
+  const tpx_model *model = sh->model;
+  tpx_match *match = NULL;
+  tpx_status st = tpx_match_plan(sh->plan, model, &match, sh->diags, err);
+  if (st != TPX_OK) return st;
+  for (size_t m = 0; m < sh->num_modules; m++)
+    sh->module_entry[m] = tpx_match_module_entry(match, (int64_t)m);
+  tpx_match_destroy(match);
+
+  if (!sh->tp_applied) {
+    /* parallelize_module does not run: keep the match for the report but
+     * leave every parameter a plain tensor. */
+    for (size_t p = 0; p < sh->num_params; p++) {
+      sh->param_entry[p] = -1;
+      sh->param_styled[p] = -1;
+    }
+    for (size_t m = 0; m < sh->num_modules; m++) sh->module_cover[m] = -1;
+    return TPX_OK;
+  }
+
+  st = compute_cover(sh, err);
+  if (st == TPX_OK) st = check_kinds(sh, err);
+  if (st != TPX_OK) return st;
+
+  once_t once = {calloc(sh->num_entries ? sh->num_entries : 1, 1)};
+  if (!once.flag) return tpx__shard_oom(err, "entry flags");
+  uint64_t *phash = malloc((sh->num_params ? sh->num_params : 1) *
+                           sizeof *phash);
+  if (!phash) {
+    free(once.flag);
+    return tpx__shard_oom(err, "parameter hashes");
+  }
+  uneven_t *uneven = malloc(UNEVEN_MAX * sizeof *uneven);
+  size_t nu = 0;
+  if (!uneven) {
+    free(once.flag);
+    free(phash);
+    return tpx__shard_oom(err, "uneven list");
+  }
+  size_t cap_tied = 0;
+  for (size_t p = 0; p < sh->num_params && st == TPX_OK; p++) {
+    tpx_param_info pi;
+    st = tpx_model_param(model, (int64_t)p, &pi, err);
+    if (st != TPX_OK) break;
+    int64_t styled = sh->module_cover[pi.module];
+    sh->param_styled[p] = styled;
+    sh->param_entry[p] = styled >= 0 ? sh->module_entry[styled] : -1;
+    phash[p] = (pi.tied_to >= 0 || pi.ndim < 1) ? 0 : shape_hash(&pi);
+    if (pi.tied_to >= 0) {
+      if (sh->num_tied == cap_tied) {
+        size_t cap = cap_tied ? cap_tied * 2 : 8;
+        int64_t *t = realloc(sh->tied_params, cap * sizeof *t);
+        if (!t) {
+          st = tpx__shard_oom(err, "tied list");
+          break;
+        }
+        sh->tied_params = t;
+        cap_tied = cap;
+      }
+      sh->tied_params[sh->num_tied++] = (int64_t)p;
+    }
+    if (styled < 0) continue;
+    int64_t e = sh->param_entry[p];
+    tpx_style sbuf;
+    const tpx_style *s = entry_style(sh, e, &sbuf);
+    if (!s) continue;
+    tpx_module_kind k = tpx_model_module_kind(model, styled);
+    int child_problem = 0;
+    tpx_placement pl =
+        tp_placement_for(s, k, &pi, pi.module == styled, &child_problem);
+    if (child_problem) {
+      st = diag_oom(
+          report_child_param(
+              sh, &once, e, &pi, styled,
+              "its partition function iterates the module's parameters "
+              "recursively and cannot register a dotted name (torch raises "
+              "KeyError)"),
+          err);
+      if (st != TPX_OK) break;
+    } else if (family_of(s->kind) == FAM_ROWWISE &&
+               k != TPX_MODULE_EMBEDDING && pi.module != styled) {
+      /* rowwise on a Linear runs on every submodule and reads .weight. */
+      int64_t w = -1;
+      char fq[1024];
+      snprintf(fq, sizeof fq, "%s%sweight",
+               tpx_model_module_fqn(model, pi.module),
+               *tpx_model_module_fqn(model, pi.module) ? "." : "");
+      w = tpx_model_find_param(model, fq);
+      if (w < 0) {
+        st = diag_oom(report_child_param(
+                          sh, &once, e, &pi, styled,
+                          "its submodule has no 'weight', which rowwise's "
+                          "partition function reads (torch raises "
+                          "AttributeError)"),
+                      err);
+        if (st != TPX_OK) break;
+      }
+    }
+    if (pl.kind == TPX_SHARD) {
+      tpx_placement norm;
+      if (tpx_placement_normalize(pl, pi.ndim, &norm, NULL) != TPX_OK) {
+        st = diag_oom(
+            tpx_diag_add(sh->diags, TPX_DIAG_ERROR, "shard-dim-out-of-range",
+                         pi.fqn, "use a style that fits the tensor's rank",
+                         "parameter '%s' has %d dims but key '%s' (%s) shards "
+                         "its dim %d; torch's distribute_tensor rejects it",
+                         pi.fqn, pi.ndim, entry_key(sh, e),
+                         tpx_style_kind_name(s->kind), (int)pl.dim),
+            err);
+        pl = tpx_placement_replicate();
+      } else if (pi.tied_to < 0 && pi.shape[norm.dim] % sh->tp != 0) {
+        size_t i;
+        for (i = 0; i < nu; i++)
+          if (uneven[i].entry == e && uneven[i].dim == norm.dim &&
+              uneven[i].size == pi.shape[norm.dim] &&
+              strncmp(uneven[i].name, pi.name, sizeof uneven[i].name) == 0)
+            break;
+        if (i < nu) {
+          uneven[i].count++;
+        } else if (nu < UNEVEN_MAX) {
+          uneven_t *u = &uneven[nu++];
+          u->entry = e;
+          u->param = (int64_t)p;
+          u->dim = norm.dim;
+          u->size = pi.shape[norm.dim];
+          u->count = 1;
+          snprintf(u->name, sizeof u->name, "%s", pi.name);
+        }
+      }
+    }
+    sh->placements[p * (size_t)sh->ndim + (size_t)sh->tp_dim] = pl;
+  }
+  free(once.flag);
+  if (st == TPX_OK) st = check_tied(sh, err);
+  if (st == TPX_OK) st = emit_uneven(sh, uneven, nu, err);
+  free(uneven);
+  if (st == TPX_OK) st = omission(sh, phash, err);
+  free(phash);
+  return st;
+}

@@ -1,0 +1,243 @@
+/* bytes.c — per-rank parameter bytes of a sharding: the sharded state each
+ * rank holds (after TP and FSDP, without padding), each FSDP unit's gathered
+ * (TP-local, param-dtype) bytes, and the estimated peak.
+ *
+ * Every slice comes from tpx_layout_local_slice. Parameters are grouped by
+ * signature (shape, dtype, compute dtype, placements): a million expert
+ * weights usually have a handful of signatures, so the layout is asked
+ * signatures x ranks times, not parameters x ranks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard/sharding_impl.h"
+
+typedef struct {
+  int ndim;
+  int64_t shape[TPX_MAX_TENSOR_DIMS];
+  tpx_dtype dtype;
+  tpx_dtype compute;
+  tpx_placement pl[TPX_MESH_MAX_DIMS];
+} sig_key;
+
+typedef struct {
+  sig_key *keys;
+  uint64_t *hashes;
+  size_t n, cap;
+  int64_t *slots; /* open addressing: sig index or -1 */
+  size_t nslots;
+} sig_table;
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h;
+}
+
+static uint64_t sig_hash(const sig_key *k, int mesh_ndim) {
+  uint64_t h = (uint64_t)k->ndim * 0x100000001b3ULL;
+  for (int i = 0; i < k->ndim; i++) h = mix(h, (uint64_t)k->shape[i]);
+  h = mix(h, ((uint64_t)k->dtype << 8) | (uint64_t)k->compute);
+  for (int i = 0; i < mesh_ndim; i++)
+    h = mix(h, ((uint64_t)k->pl[i].kind << 48) ^
+                   ((uint64_t)(uint32_t)k->pl[i].dim << 16) ^
+                   ((uint64_t)(uint32_t)k->pl[i].split_factor << 8) ^
+                   (uint64_t)k->pl[i].op);
+  return h;
+}
+
+static int sig_equal(const sig_key *a, const sig_key *b, int mesh_ndim) {
+  if (a->ndim != b->ndim || a->dtype != b->dtype || a->compute != b->compute)
+    return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return 0;
+  for (int i = 0; i < mesh_ndim; i++)
+    if (a->pl[i].kind != b->pl[i].kind || a->pl[i].dim != b->pl[i].dim ||
+        a->pl[i].split_factor != b->pl[i].split_factor ||
+        a->pl[i].op != b->pl[i].op)
+      return 0;
+  return 1;
+}
+
+static int sig_grow(sig_table *t) {
+  size_t ns = t->nslots ? t->nslots * 2 : 64;
+  int64_t *slots = malloc(ns * sizeof *slots);
+  if (!slots) return -1;
+  for (size_t i = 0; i < ns; i++) slots[i] = -1;
+  for (size_t i = 0; i < t->n; i++) {
+    size_t s = (size_t)t->hashes[i] & (ns - 1);
+    while (slots[s] >= 0) s = (s + 1) & (ns - 1);
+    slots[s] = (int64_t)i;
+  }
+  free(t->slots);
+  t->slots = slots;
+  t->nslots = ns;
+  return 0;
+}
+
+/* Index of key in the table, inserting it; -1 when out of memory. */
+static int64_t sig_intern(sig_table *t, const sig_key *k, int mesh_ndim) {
+  uint64_t h = sig_hash(k, mesh_ndim);
+  if ((t->n + 1) * 2 > t->nslots && sig_grow(t) != 0) return -1;
+  size_t s = (size_t)h & (t->nslots - 1);
+  while (t->slots[s] >= 0) {
+    int64_t i = t->slots[s];
+    if (t->hashes[i] == h && sig_equal(&t->keys[i], k, mesh_ndim)) return i;
+    s = (s + 1) & (t->nslots - 1);
+  }
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 32;
+    sig_key *keys = realloc(t->keys, cap * sizeof *keys);
+    if (!keys) return -1;
+    t->keys = keys;
+    uint64_t *hs = realloc(t->hashes, cap * sizeof *hs);
+    if (!hs) return -1;
+    t->hashes = hs;
+    t->cap = cap;
+  }
+  t->keys[t->n] = *k;
+  t->hashes[t->n] = h;
+  t->slots[s] = (int64_t)t->n;
+  return (int64_t)t->n++;
+}
+
+static void sig_free(sig_table *t) {
+  free(t->keys);
+  free(t->hashes);
+  free(t->slots);
+}
+
+tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
+  const tpx_model *model = sh->model;
+  size_t np = sh->num_params, nw = (size_t)sh->world;
+  int mnd = sh->ndim;
+  sig_table t;
+  memset(&t, 0, sizeof t);
+  int64_t *psig = malloc((np ? np : 1) * sizeof *psig);
+  int64_t *count = NULL, *sharded = NULL, *gathered = NULL, *ucount = NULL;
+  tpx_status st = TPX_OK;
+  if (!psig) return tpx__shard_oom(err, "signatures");
+
+  for (size_t p = 0; p < np; p++) {
+    tpx_param_info pi;
+    st = tpx_model_param(model, (int64_t)p, &pi, err);
+    if (st != TPX_OK) goto done;
+    if (pi.tied_to >= 0) { /* one tensor: counted at its target */
+      psig[p] = -1;
+      continue;
+    }
+    sig_key k;
+    memset(&k, 0, sizeof k);
+    k.ndim = pi.ndim;
+    memcpy(k.shape, pi.shape, (size_t)pi.ndim * sizeof k.shape[0]);
+    k.dtype = pi.dtype;
+    k.compute = (tpx_dtype)sh->param_dtype[p];
+    memcpy(k.pl, &sh->placements[p * (size_t)mnd], (size_t)mnd * sizeof k.pl[0]);
+    psig[p] = sig_intern(&t, &k, mnd);
+    if (psig[p] < 0) {
+      st = tpx__shard_oom(err, "signatures");
+      goto done;
+    }
+  }
+
+  size_t ns = t.n;
+  count = calloc(ns ? ns : 1, sizeof *count);
+  sharded = calloc((ns ? ns : 1) * nw, sizeof *sharded);
+  gathered = calloc((ns ? ns : 1) * nw, sizeof *gathered);
+  if (!count || !sharded || !gathered) {
+    st = tpx__shard_oom(err, "per-rank bytes");
+    goto done;
+  }
+  for (size_t p = 0; p < np; p++)
+    if (psig[p] >= 0) count[psig[p]]++;
+
+  /* Per signature and rank: held bytes, and the TP-local (dp dims treated as
+   * Replicate) bytes in the compute dtype, which is what an FSDP all-gather
+   * materialises. */
+  for (size_t s = 0; s < ns; s++) {
+    const sig_key *k = &t.keys[s];
+    tpx_placement tponly[TPX_MESH_MAX_DIMS];
+    memcpy(tponly, k->pl, (size_t)mnd * sizeof tponly[0]);
+    if (sh->dps_dim >= 0) tponly[sh->dps_dim] = tpx_placement_replicate();
+    if (sh->dpr_dim >= 0) tponly[sh->dpr_dim] = tpx_placement_replicate();
+    for (size_t r = 0; r < nw; r++) {
+      tpx_slice sl;
+      st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh, k->pl,
+                                  (int64_t)r, &sl, err);
+      if (st != TPX_OK) goto done;
+      sharded[s * nw + r] = tpx_slice_nbytes(&sl, k->dtype);
+      st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh, tponly,
+                                  (int64_t)r, &sl, err);
+      if (st != TPX_OK) goto done;
+      gathered[s * nw + r] = tpx_slice_nbytes(&sl, k->compute);
+    }
+  }
+  for (size_t r = 0; r < nw; r++) sh->rank_bytes[r] = 0;
+  for (size_t s = 0; s < ns; s++)
+    for (size_t r = 0; r < nw; r++)
+      sh->rank_bytes[r] += count[s] * sharded[s * nw + r];
+
+  if (sh->num_units == 0) {
+    for (size_t r = 0; r < nw; r++) sh->rank_peak[r] = sh->rank_bytes[r];
+    goto done;
+  }
+
+  /* Per unit gathered bytes: units x signatures counts when small, else a
+   * direct per-parameter sum. */
+  size_t nu = sh->num_units;
+  for (size_t u = 0; u < nu; u++) {
+    sh->units[u].gathered = calloc(nw, sizeof(int64_t));
+    if (!sh->units[u].gathered) {
+      st = tpx__shard_oom(err, "unit bytes");
+      goto done;
+    }
+  }
+  if (ns && nu <= ((size_t)1 << 26) / ns) {
+    ucount = calloc(nu * ns, sizeof *ucount);
+    if (!ucount) {
+      st = tpx__shard_oom(err, "unit counts");
+      goto done;
+    }
+    for (size_t p = 0; p < np; p++)
+      if (psig[p] >= 0 && sh->param_unit[p] >= 0)
+        ucount[(size_t)sh->param_unit[p] * ns + (size_t)psig[p]]++;
+    for (size_t u = 0; u < nu; u++)
+      for (size_t s = 0; s < ns; s++) {
+        int64_t c = ucount[u * ns + s];
+        if (!c) continue;
+        for (size_t r = 0; r < nw; r++)
+          sh->units[u].gathered[r] += c * gathered[s * nw + r];
+      }
+  } else {
+    for (size_t p = 0; p < np; p++) {
+      if (psig[p] < 0 || sh->param_unit[p] < 0) continue;
+      int64_t *g = sh->units[sh->param_unit[p]].gathered;
+      for (size_t r = 0; r < nw; r++) g[r] += gathered[psig[p] * nw + r];
+    }
+  }
+
+  /* Peak: sharded state + the root (never resharded) + the worst window of
+   * a unit with its forward or backward prefetch targets. */
+  for (size_t r = 0; r < nw; r++) {
+    int64_t worst = 0;
+    for (size_t u = 0; u + 1 < nu; u++) {
+      const tpx__fsdp_unit_rec *x = &sh->units[u];
+      int64_t f = x->gathered[r], b = x->gathered[r];
+      for (size_t j = 0; j < x->num_fwd; j++)
+        f += sh->units[x->fwd[j]].gathered[r];
+      for (size_t j = 0; j < x->num_bwd; j++)
+        b += sh->units[x->bwd[j]].gathered[r];
+      if (f > worst) worst = f;
+      if (b > worst) worst = b;
+    }
+    sh->rank_peak[r] =
+        sh->rank_bytes[r] + sh->units[nu - 1].gathered[r] + worst;
+  }
+
+done:
+  free(psig);
+  free(count);
+  free(sharded);
+  free(gathered);
+  free(ucount);
+  sig_free(&t);
+  return st;
+}

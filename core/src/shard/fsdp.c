@@ -1,0 +1,325 @@
+/* fsdp.c — the FSDP2 side of a sharding (spec/plans.md §4.8,
+ * spec/torch-semantics.md §6): which modules become units, their
+ * reshard-after-forward flags and prefetch lists, the dp placements of every
+ * parameter, and the per-parameter mixed-precision dtypes.
+ *
+ * Units follow Automodel's apply_fsdp2_sharding_recursively: from the root,
+ * non-container modules are descended into; a module list (a container whose
+ * children are all named by digits) contributes each non-list child as a
+ * unit, after recursing into its nested lists first; units are not descended
+ * into. The root is the last unit. Bytes are computed in bytes.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard/sharding_impl.h"
+
+static int is_digits(const char *s) {
+  if (!*s) return 0;
+  for (; *s; s++)
+    if (*s < '0' || *s > '9') return 0;
+  return 1;
+}
+
+/* Last atom of an FQN. */
+static const char *last_atom(const char *fqn) {
+  const char *dot = strrchr(fqn, '.');
+  return dot ? dot + 1 : fqn;
+}
+
+/* A ModuleList in our tree: a container whose children are all named by
+ * digits (at least one child). */
+static int is_module_list(const tpx_model *model, int64_t m) {
+  if (m <= 0 || tpx_model_module_kind(model, m) != TPX_MODULE_CONTAINER)
+    return 0;
+  size_t n = tpx_model_module_num_children(model, m);
+  if (n == 0) return 0;
+  for (size_t i = 0; i < n; i++) {
+    int64_t c = tpx_model_module_child(model, m, i);
+    if (c < 0 || !is_digits(last_atom(tpx_model_module_fqn(model, c))))
+      return 0;
+  }
+  return 1;
+}
+
+typedef struct {
+  tpx__fsdp_unit_rec *units;
+  size_t n, cap;
+  int64_t groups;
+} unit_vec;
+
+static int push_unit(unit_vec *v, int64_t module, int64_t group,
+                     int reshard) {
+  if (v->n == v->cap) {
+    size_t cap = v->cap ? v->cap * 2 : 16;
+    tpx__fsdp_unit_rec *u = realloc(v->units, cap * sizeof *u);
+    if (!u) return -1;
+    v->units = u;
+    v->cap = cap;
+  }
+  tpx__fsdp_unit_rec *r = &v->units[v->n++];
+  memset(r, 0, sizeof *r);
+  r->module = module;
+  r->group = group;
+  r->reshard = reshard;
+  return 0;
+}
+
+static int set_prefetch(tpx__fsdp_unit_rec *u, size_t first, size_t n,
+                        int fwd_depth, int bwd_depth) {
+  for (size_t i = 0; i < n; i++) {
+    tpx__fsdp_unit_rec *r = &u[first + i];
+    if (fwd_depth > 0 && i + 1 < n) {
+      size_t k = n - 1 - i < (size_t)fwd_depth ? n - 1 - i : (size_t)fwd_depth;
+      r->fwd = malloc(k * sizeof *r->fwd);
+      if (!r->fwd) return -1;
+      for (size_t j = 0; j < k; j++) r->fwd[j] = (int64_t)(first + i + 1 + j);
+      r->num_fwd = k;
+    }
+    if (bwd_depth > 0 && i >= 1) {
+      size_t k = i < (size_t)bwd_depth ? i : (size_t)bwd_depth;
+      r->bwd = malloc(k * sizeof *r->bwd);
+      if (!r->bwd) return -1;
+      for (size_t j = 0; j < k; j++) r->bwd[j] = (int64_t)(first + i - 1 - j);
+      r->num_bwd = k;
+    }
+  }
+  return 0;
+}
+
+static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth);
+
+static int visit_list(const tpx_sharding *sh, unit_vec *v, int64_t list,
+                      int depth) {
+  const tpx_model *model = sh->model;
+  size_t nc = tpx_model_module_num_children(model, list);
+  if (depth > 256) return 0;
+  /* Nested lists first, as Automodel recurses before wrapping. */
+  for (size_t i = 0; i < nc; i++) {
+    int64_t c = tpx_model_module_child(model, list, i);
+    if (is_module_list(model, c) && visit_list(sh, v, c, depth + 1) != 0)
+      return -1;
+  }
+  size_t first = v->n, count = 0;
+  int64_t group = v->groups++;
+  for (size_t i = 0; i < nc; i++) {
+    int64_t c = tpx_model_module_child(model, list, i);
+    if (is_module_list(model, c)) continue;
+    count++;
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < nc; i++) {
+    int64_t c = tpx_model_module_child(model, list, i);
+    if (is_module_list(model, c)) continue;
+    int r = sh->opts.reshard_after_forward >= 0
+                ? (sh->opts.reshard_after_forward != 0)
+                : (k + 1 < count);
+    if (push_unit(v, c, group, r) != 0) return -1;
+    k++;
+  }
+  if (sh->opts.reshard_after_forward != 0 && count > 0 &&
+      set_prefetch(v->units, first, count, sh->opts.fwd_prefetch_depth,
+                   sh->opts.bwd_prefetch_depth) != 0)
+    return -1;
+  return 0;
+}
+
+static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth) {
+  const tpx_model *model = sh->model;
+  size_t nc = tpx_model_module_num_children(model, m);
+  if (depth > 256) return 0;
+  for (size_t i = 0; i < nc; i++) {
+    int64_t c = tpx_model_module_child(model, m, i);
+    if (c < 0) continue;
+    int rc = is_module_list(model, c) ? visit_list(sh, v, c, depth + 1)
+                                      : visit(sh, v, c, depth + 1);
+    if (rc != 0) return -1;
+  }
+  return 0;
+}
+
+void tpx__fsdp_free(tpx_sharding *sh) {
+  for (size_t i = 0; i < sh->num_units; i++) {
+    free(sh->units[i].fwd);
+    free(sh->units[i].bwd);
+    free(sh->units[i].gathered);
+  }
+  free(sh->units);
+  sh->units = NULL;
+  sh->num_units = 0;
+}
+
+void tpx_fsdp_param_dtypes(const tpx_mp_policy *policy, tpx_dtype orig,
+                           tpx_dtype *param_out, tpx_dtype *reduce_out) {
+  tpx_dtype param = policy ? policy->param_dtype : TPX_DTYPE_INVALID;
+  tpx_dtype reduce = policy ? policy->reduce_dtype : TPX_DTYPE_INVALID;
+  if (!tpx_dtype_is_float(orig)) {
+    if (param_out) *param_out = orig;
+    if (reduce_out) *reduce_out = orig;
+    return;
+  }
+  if (reduce == TPX_DTYPE_INVALID) reduce = param; /* falls back to param */
+  if (reduce == param) reduce = TPX_DTYPE_INVALID; /* cleared */
+  if (param == orig) param = TPX_DTYPE_INVALID;    /* cleared */
+  tpx_dtype compute = param != TPX_DTYPE_INVALID ? param : orig;
+  if (param_out) *param_out = compute;
+  if (reduce_out) *reduce_out = reduce != TPX_DTYPE_INVALID ? reduce : compute;
+}
+
+static tpx_status units_from_options(tpx_sharding *sh, unit_vec *v,
+                                     tpx_error *err) {
+  for (size_t i = 0; i < sh->opts.num_fsdp_units; i++) {
+    const char *fqn = sh->opts.fsdp_units[i];
+    int64_t m = fqn ? tpx_model_find_module(sh->model, fqn) : -1;
+    if (m <= 0)
+      return tpx_error_set(err, TPX_NOT_FOUND,
+                           "FSDP unit %zu '%s' is not a (non-root) module of "
+                           "the model",
+                           i, fqn ? fqn : "(null)");
+    int r = sh->opts.fsdp_unit_reshard ? sh->opts.fsdp_unit_reshard[i] != 0 : 1;
+    if (sh->opts.reshard_after_forward >= 0)
+      r = sh->opts.reshard_after_forward != 0;
+    if (push_unit(v, m, 0, r) != 0)
+      return tpx__shard_oom(err, "FSDP units");
+  }
+  return TPX_OK;
+}
+
+tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
+  const tpx_model *model = sh->model;
+  tpx_mp_policy mp = {sh->opts.param_dtype, sh->opts.reduce_dtype,
+                      sh->opts.output_dtype};
+  if (!sh->opts.fsdp) { /* no FSDP: compute in the stored dtype */
+    for (size_t p = 0; p < sh->num_params; p++) {
+      tpx_param_info pi;
+      tpx_status st = tpx_model_param(model, (int64_t)p, &pi, err);
+      if (st != TPX_OK) return st;
+      sh->param_dtype[p] = sh->reduce_dtype[p] = (uint8_t)pi.dtype;
+    }
+    return TPX_OK;
+  }
+
+  unit_vec v = {NULL, 0, 0, 0};
+  tpx_status st = TPX_OK;
+  if (sh->opts.num_fsdp_units > 0) {
+    st = units_from_options(sh, &v, err);
+  } else if (visit(sh, &v, 0, 0) != 0) {
+    st = tpx__shard_oom(err, "FSDP units");
+  }
+  if (st == TPX_OK && push_unit(&v, 0, -1, 0) != 0)
+    st = tpx__shard_oom(err, "FSDP units");
+  sh->units = v.units;
+  sh->num_units = v.n;
+  if (st != TPX_OK) return st;
+
+  /* Unit of every module: the nearest unit ancestor-or-self; the root
+   * otherwise. Units are never nested below the root (except plugin-given
+   * ones, where the innermost wins, as fully_shard skips owned params). */
+  size_t nm = sh->num_modules;
+  int64_t *unit_of = malloc((nm ? nm : 1) * sizeof *unit_of);
+  int64_t *stack = malloc((nm ? nm : 1) * sizeof *stack);
+  if (!unit_of || !stack) {
+    free(unit_of);
+    free(stack);
+    return tpx__shard_oom(err, "FSDP unit map");
+  }
+  for (size_t m = 0; m < nm; m++) unit_of[m] = -1;
+  for (size_t u = 0; u + 1 < sh->num_units; u++)
+    unit_of[sh->units[u].module] = (int64_t)u;
+  int64_t root_unit = (int64_t)sh->num_units - 1;
+  size_t top = 0;
+  stack[top++] = 0;
+  unit_of[0] = root_unit;
+  while (top) {
+    int64_t m = stack[--top];
+    size_t nc = tpx_model_module_num_children(model, m);
+    for (size_t i = 0; i < nc; i++) {
+      int64_t c = tpx_model_module_child(model, m, i);
+      if (c < 0 || (size_t)c >= nm || top >= nm) continue;
+      if (unit_of[c] < 0) unit_of[c] = unit_of[m];
+      stack[top++] = c;
+    }
+  }
+  free(stack);
+
+  for (size_t p = 0; p < sh->num_params; p++) {
+    tpx_param_info pi;
+    st = tpx_model_param(model, (int64_t)p, &pi, err);
+    if (st != TPX_OK) break;
+    tpx_dtype pd, rd;
+    tpx_fsdp_param_dtypes(&mp, pi.dtype, &pd, &rd);
+    sh->param_dtype[p] = (uint8_t)pd;
+    sh->reduce_dtype[p] = (uint8_t)rd;
+    int64_t u = unit_of[pi.module] >= 0 ? unit_of[pi.module] : root_unit;
+    if (pi.tied_to >= 0) {
+      /* An alias belongs where its storage is owned: fully_shard groups a
+       * Parameter object once, by the first unit that reaches it. */
+      tpx_param_info ti;
+      if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK) {
+        int64_t tu = unit_of[ti.module] >= 0 ? unit_of[ti.module] : root_unit;
+        /* bottom-up: the lower unit index wraps first */
+        if (tu < u) u = tu;
+      }
+    } else {
+      sh->units[u].num_params++;
+    }
+    sh->param_unit[p] = u;
+    tpx_placement *pl = &sh->placements[p * (size_t)sh->ndim];
+    if (sh->dpr_dim >= 0) pl[sh->dpr_dim] = tpx_placement_replicate();
+    if (sh->dps_dim >= 0) {
+      tpx_placement tpp = tpx__tp_placement(sh, (int64_t)p, pi.ndim);
+      if (pi.ndim == 0)
+        pl[sh->dps_dim] = tpx_placement_replicate(); /* nothing to split */
+      else if (sh->tp_applied && tpp.kind == TPX_SHARD && tpp.dim == 0)
+        pl[sh->dps_dim] = tpx_placement_strided_shard(0, (int32_t)sh->tp);
+      else
+        pl[sh->dps_dim] = tpx_placement_shard(0);
+    }
+  }
+  free(unit_of);
+  return st;
+}
+
+size_t tpx_sharding_num_fsdp_units(const tpx_sharding *sh) {
+  return sh ? sh->num_units : 0;
+}
+
+tpx_status tpx_sharding_fsdp_unit(const tpx_sharding *sh, size_t index,
+                                  tpx_fsdp_unit *out, tpx_error *err) {
+  if (!sh || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_sharding_fsdp_unit: NULL argument");
+  if (index >= sh->num_units)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "tpx_sharding_fsdp_unit: unit %zu outside 0..%zu",
+                         index, sh->num_units);
+  const tpx__fsdp_unit_rec *r = &sh->units[index];
+  memset(out, 0, sizeof *out);
+  out->module = r->module;
+  out->fqn = tpx_model_module_fqn(sh->model, r->module);
+  out->is_root = r->module == 0;
+  out->group = r->group;
+  out->reshard_after_forward = r->reshard;
+  out->num_params = r->num_params;
+  out->num_fwd_prefetch = r->num_fwd;
+  out->fwd_prefetch = r->fwd;
+  out->num_bwd_prefetch = r->num_bwd;
+  out->bwd_prefetch = r->bwd;
+  return TPX_OK;
+}
+
+int64_t tpx_sharding_fsdp_unit_gathered_bytes(const tpx_sharding *sh,
+                                              size_t index, int64_t rank) {
+  if (!sh || index >= sh->num_units || rank < 0 || rank >= sh->world ||
+      !sh->units[index].gathered)
+    return -1;
+  return sh->units[index].gathered[rank];
+}
+
+tpx_mp_policy tpx_sharding_mp_policy(const tpx_sharding *sh) {
+  tpx_mp_policy mp = {TPX_DTYPE_INVALID, TPX_DTYPE_INVALID, TPX_DTYPE_INVALID};
+  if (!sh || !sh->opts.fsdp) return mp;
+  mp.param_dtype = sh->opts.param_dtype;
+  mp.reduce_dtype = sh->opts.reduce_dtype;
+  mp.output_dtype = sh->opts.output_dtype;
+  return mp;
+}

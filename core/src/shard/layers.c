@@ -1,0 +1,216 @@
+/* layers.c — layer extraction (spec/plans.md §4.7): which modules are the
+ * language and vision layers of a model, by the spec table for known
+ * architectures, then model.layers / layers, then the largest module list.
+ *
+ * Reads the module tree only. Not the FSDP unit rule (fsdp.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tpx/fsdp.h"
+
+#define GEMMA3_LANG "model.language_model.layers", "language_model.model.layers"
+#define GEMMA3_VIS                                                             \
+  "model.vision_tower.vision_model.encoder.layers",                            \
+      "model.vision_tower.encoder.layers",                                     \
+      "vision_tower.vision_model.encoder.layers"
+
+typedef struct {
+  const char *const arch[4];
+  const char *const language[3];
+  const char *const vision[3];
+} arch_row;
+
+static const arch_row table[] = {
+    {{"Gemma3ForConditionalGeneration", "LlavaForConditionalGeneration",
+      "LlavaNextForConditionalGeneration",
+      "LlavaNextVideoForConditionalGeneration"},
+     {GEMMA3_LANG},
+     {GEMMA3_VIS}},
+    {{"LlavaOnevisionForConditionalGeneration"}, {GEMMA3_LANG}, {GEMMA3_VIS}},
+    {{"Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration"},
+     {"model.language_model.layers", "model.layers"},
+     {"model.visual.blocks", "visual.blocks"}},
+    {{"SmolVLMForConditionalGeneration"},
+     {"model.text_model.layers"},
+     {"model.vision_model.encoder.layers"}},
+    {{"Mistral3ForConditionalGeneration",
+      "Mistral3FP8VLMForConditionalGeneration"},
+     {"model.language_model.layers"},
+     {"model.vision_tower.encoder.layers",
+      "model.vision_tower.vision_model.encoder.layers",
+      "model.vision_tower.transformer.layers"}},
+    {{"Ministral3BidirectionalModel"}, {"layers"}, {NULL}},
+    {{"LlamaNemotronVLModel"},
+     {"language_model.layers"},
+     {"vision_model.vision_model.encoder.layers", "vision_model.encoder.layers"}},
+    {{"Llama4ForConditionalGeneration"},
+     {"language_model.model.layers"},
+     {"vision_model.model.layers"}},
+    {{"Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+      "Qwen3VLMoeForConditionalGeneration"},
+     {"model.language_model.layers"},
+     {"model.visual.blocks"}},
+    {{"Gemma4ForConditionalGeneration"}, {"model.language_model.layers"}, {NULL}},
+    {{"KimiVLForConditionalGeneration", "KimiK25VLForConditionalGeneration"},
+     {"model.language_model.layers"},
+     {"model.vision_tower.encoder.blocks"}},
+    {{"MiniMaxM3SparseForConditionalGeneration"},
+     {"model.layers"},
+     {"vision_tower.vision_model.encoder.layers"}},
+    {{"Step3p7ForConditionalGeneration"},
+     {"model.language_model.layers"},
+     {"model.vision_model.transformer.resblocks"}},
+    {{"BagelForUnifiedMultimodal"},
+     {"model.language_model.model.layers"},
+     {"model.vit_model.vision_model.encoder.layers"}},
+    {{"NemotronHForCausalLM"}, {"backbone.layers", "model.layers"}, {NULL}},
+    {{"GPT2LMHeadModel"}, {"transformer.h"}, {NULL}},
+};
+
+const char *tpx_layer_group_name(tpx_layer_group group) {
+  switch (group) {
+  case TPX_LAYERS_LANGUAGE:
+    return "language";
+  case TPX_LAYERS_VISION:
+    return "vision";
+  case TPX_LAYERS_UNKNOWN:
+    return "unknown";
+  default:
+    return "invalid";
+  }
+}
+
+static int is_digits(const char *s) {
+  if (!*s) return 0;
+  for (; *s; s++)
+    if (*s < '0' || *s > '9') return 0;
+  return 1;
+}
+
+static const char *last_atom(const char *fqn) {
+  const char *dot = strrchr(fqn, '.');
+  return dot ? dot + 1 : fqn;
+}
+
+/* A ModuleList (or digit-keyed ModuleDict): a container whose children are
+ * all named by digits. */
+static int is_list(const tpx_model *m, int64_t mod) {
+  if (mod < 0 || tpx_model_module_kind(m, mod) != TPX_MODULE_CONTAINER)
+    return 0;
+  size_t n = tpx_model_module_num_children(m, mod);
+  if (!n) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!is_digits(last_atom(
+            tpx_model_module_fqn(m, tpx_model_module_child(m, mod, i)))))
+      return 0;
+  return 1;
+}
+
+typedef struct {
+  int64_t *modules;
+  tpx_layer_group *groups;
+  size_t cap, count;
+} out_t;
+
+static void emit(out_t *o, int64_t mod, tpx_layer_group g) {
+  if (o->count < o->cap) {
+    if (o->modules) o->modules[o->count] = mod;
+    if (o->groups) o->groups[o->count] = g;
+  }
+  o->count++;
+}
+
+/* Expand one resolved FQN: a list gives its children, any module itself. */
+static void expand(const tpx_model *m, int64_t mod, tpx_layer_group g,
+                   out_t *o) {
+  if (is_list(m, mod)) {
+    size_t n = tpx_model_module_num_children(m, mod);
+    for (size_t i = 0; i < n; i++) emit(o, tpx_model_module_child(m, mod, i), g);
+  } else {
+    emit(o, mod, g);
+  }
+}
+
+static int first_resolving(const tpx_model *m, const char *prefix,
+                           const char *const *cands, size_t n,
+                           tpx_layer_group g, out_t *o) {
+  char fqn[512];
+  for (size_t i = 0; i < n && cands[i]; i++) {
+    snprintf(fqn, sizeof fqn, "%s%s", prefix, cands[i]);
+    int64_t mod = tpx_model_find_module(m, fqn);
+    if (mod > 0) {
+      expand(m, mod, g, o);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Depth-first, children in order; the first list with the strictly
+ * largest number of children wins; lists are searched inside too. */
+static void largest(const tpx_model *m, int64_t mod, int64_t *best,
+                    size_t *best_n, int depth) {
+  if (depth > 256) return;
+  if (is_list(m, mod)) {
+    size_t n = tpx_model_module_num_children(m, mod);
+    if (n > *best_n) {
+      *best = mod;
+      *best_n = n;
+    }
+  }
+  size_t nc = tpx_model_module_num_children(m, mod);
+  for (size_t i = 0; i < nc; i++)
+    largest(m, tpx_model_module_child(m, mod, i), best, best_n, depth + 1);
+}
+
+tpx_status tpx_model_layer_groups(const tpx_model *model, int64_t *modules,
+                                  tpx_layer_group *groups, size_t cap,
+                                  size_t *count, tpx_error *err) {
+  if (!model || !count || (cap && !modules && !groups))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_model_layer_groups: NULL argument");
+  out_t o = {modules, groups, cap, 0};
+  const char *arch = tpx_model_num_architectures(model)
+                         ? tpx_model_architecture(model, 0)
+                         : NULL;
+  const char *prefix = "";
+  *count = 0;
+  /* Bi/cross-encoder wrappers hold the real model at .model. */
+  if (arch && (!strcmp(arch, "BiEncoderModel") ||
+               !strcmp(arch, "CrossEncoderModel") ||
+               !strcmp(arch, "FSDPBiEncoderModel")) &&
+      tpx_model_find_module(model, "model") > 0) {
+    prefix = "model.";
+    arch = NULL;
+  }
+  for (size_t r = 0; arch && r < sizeof table / sizeof table[0]; r++) {
+    int hit = 0;
+    for (size_t a = 0; a < 4 && table[r].arch[a]; a++)
+      if (!strcmp(arch, table[r].arch[a])) hit = 1;
+    if (!hit) continue;
+    first_resolving(model, prefix, table[r].language, 3, TPX_LAYERS_LANGUAGE,
+                    &o);
+    first_resolving(model, prefix, table[r].vision, 3, TPX_LAYERS_VISION, &o);
+    *count = o.count; /* Automodel warns and returns nothing when 0 */
+    return TPX_OK;
+  }
+  static const char *const std_lists[2] = {"model.layers", "layers"};
+  for (size_t i = 0; i < 2; i++)
+    if (first_resolving(model, prefix, &std_lists[i], 1, TPX_LAYERS_LANGUAGE,
+                        &o)) {
+      *count = o.count;
+      return TPX_OK;
+    }
+  int64_t root = *prefix ? tpx_model_find_module(model, "model") : 0;
+  int64_t best = -1;
+  size_t best_n = 0;
+  largest(model, root, &best, &best_n, 0);
+  if (best < 0)
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "unknown model type %s and no module list found in "
+                         "the model structure",
+                         arch ? arch : "(no architecture)");
+  expand(model, best, TPX_LAYERS_UNKNOWN, &o);
+  *count = o.count;
+  return TPX_OK;
+}

@@ -1,0 +1,289 @@
+/* sharding.c — tpx_sharding: creation (match -> apply -> FSDP -> bytes),
+ * destruction and the per-parameter / per-module queries.
+ *
+ * The steps themselves live in apply.c, transitions.c, fsdp.c and bytes.c;
+ * this file wires them and answers questions. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard/sharding_impl.h"
+
+tpx_status tpx__shard_oom(tpx_error *err, const char *what) {
+  return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (%s)", what);
+}
+
+static int dim_of(const tpx_mesh *mesh, const char *name) {
+  if (!name || !*name) return -1;
+  return tpx_mesh_dim_index(mesh, name);
+}
+
+void tpx_sharding_destroy(tpx_sharding *sh) {
+  if (!sh) return;
+  tpx__fsdp_free(sh);
+  tpx_plan_destroy(sh->plan);
+  free(sh->placements);
+  free(sh->param_entry);
+  free(sh->param_styled);
+  free(sh->param_unit);
+  free(sh->param_dtype);
+  free(sh->reduce_dtype);
+  free(sh->module_entry);
+  free(sh->module_cover);
+  free(sh->entry_keys);
+  free(sh->entry_styles);
+  free(sh->tied_params);
+  free(sh->tsets);
+  free(sh->tset_valid);
+  free(sh->rank_bytes);
+  free(sh->rank_peak);
+  tpx_diag_list_destroy(sh->diags);
+  free(sh);
+}
+
+static tpx_status alloc_arrays(tpx_sharding *sh, tpx_error *err) {
+  size_t np = sh->num_params ? sh->num_params : 1;
+  size_t nm = sh->num_modules ? sh->num_modules : 1;
+  size_t ne = sh->num_entries ? sh->num_entries : 1;
+  size_t nw = (size_t)sh->world;
+  sh->placements = calloc(np * (size_t)sh->ndim, sizeof *sh->placements);
+  sh->param_entry = malloc(np * sizeof *sh->param_entry);
+  sh->param_styled = malloc(np * sizeof *sh->param_styled);
+  sh->param_unit = malloc(np * sizeof *sh->param_unit);
+  sh->param_dtype = calloc(np, 1);
+  sh->reduce_dtype = calloc(np, 1);
+  sh->module_entry = malloc(nm * sizeof *sh->module_entry);
+  sh->module_cover = malloc(nm * sizeof *sh->module_cover);
+  sh->tsets = calloc(ne * 2, sizeof *sh->tsets);
+  sh->tset_valid = calloc(ne * 2, sizeof *sh->tset_valid);
+  sh->rank_bytes = calloc(nw, sizeof *sh->rank_bytes);
+  sh->entry_keys = calloc(ne, sizeof *sh->entry_keys);
+  sh->entry_styles = calloc(ne, sizeof *sh->entry_styles);
+  sh->rank_peak = calloc(nw, sizeof *sh->rank_peak);
+  if (!sh->placements || !sh->param_entry || !sh->param_styled ||
+      !sh->param_unit || !sh->param_dtype || !sh->reduce_dtype ||
+      !sh->module_entry || !sh->module_cover || !sh->tsets ||
+      !sh->tset_valid || !sh->rank_bytes || !sh->rank_peak ||
+      !sh->entry_keys || !sh->entry_styles)
+    return tpx__shard_oom(err, "sharding arrays");
+  for (size_t e = 0; e < sh->num_entries; e++) {
+    tpx_plan_entry pe;
+    tpx_status st = tpx_plan_get(sh->plan, e, &pe, err);
+    if (st != TPX_OK) return st;
+    sh->entry_keys[e] = pe.module;
+    sh->entry_styles[e] = pe.style;
+  }
+  for (size_t p = 0; p < sh->num_params; p++) {
+    sh->param_entry[p] = -1;
+    sh->param_styled[p] = -1;
+    sh->param_unit[p] = -1;
+  }
+  for (size_t m = 0; m < sh->num_modules; m++) {
+    sh->module_entry[m] = -1;
+    sh->module_cover[m] = -1;
+  }
+  return TPX_OK;
+}
+
+/* Transition sets for every (entry, module class) some module uses. */
+static void compute_transitions(tpx_sharding *sh) {
+  if (!sh->tp_applied) return; /* no hooks are registered at tp == 1 */
+  for (size_t m = 0; m < sh->num_modules; m++) {
+    int64_t e = sh->module_entry[m];
+    if (e < 0) continue;
+    tpx_module_kind k = tpx_model_module_kind(sh->model, (int64_t)m);
+    size_t slot = (size_t)e * 2 + (k == TPX_MODULE_EMBEDDING ? 1 : 0);
+    if (sh->tset_valid[slot]) continue;
+    tpx_plan_entry pe;
+    if (tpx_plan_get(sh->plan, (size_t)e, &pe, NULL) != TPX_OK) continue;
+    tpx__transitions_compute(&pe.style, k, &sh->tsets[slot]);
+    sh->tset_valid[slot] = 1;
+  }
+}
+
+tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
+                               const tpx_mesh *mesh,
+                               const tpx_sharding_options *opts,
+                               tpx_sharding **out, tpx_error *err) {
+  if (!out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_sharding_create: NULL out");
+  *out = NULL;
+  if (!model || !mesh)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_sharding_create: NULL model or mesh");
+  tpx_sharding_options def = TPX_SHARDING_OPTIONS_INIT;
+  if (opts && opts->struct_size < sizeof(tpx_sharding_options))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_sharding_create: options struct_size %zu is "
+                         "smaller than %zu (use TPX_SHARDING_OPTIONS_INIT)",
+                         opts->struct_size, sizeof(tpx_sharding_options));
+  if (!opts) opts = &def;
+  if (opts->fwd_prefetch_depth < 0 || opts->bwd_prefetch_depth < 0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_sharding_create: prefetch depths must be >= 0 "
+                         "(got fwd %d, bwd %d)",
+                         opts->fwd_prefetch_depth, opts->bwd_prefetch_depth);
+  if (opts->num_fsdp_units && !opts->fsdp_units)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_sharding_create: num_fsdp_units %zu with NULL "
+                         "fsdp_units",
+                         opts->num_fsdp_units);
+
+  tpx_sharding *sh = calloc(1, sizeof *sh);
+  if (!sh) return tpx__shard_oom(err, "sharding");
+  sh->model = model;
+  sh->mesh = mesh;
+  sh->opts = *opts;
+  tpx_status st;
+  if (plan)
+    st = tpx_plan_clone(plan, &sh->plan, err);
+  else
+    st = tpx_plan_create(&sh->plan, err);
+  if (st == TPX_OK) st = tpx_diag_list_create(&sh->diags, err);
+  if (st != TPX_OK) {
+    tpx_sharding_destroy(sh);
+    return st;
+  }
+  sh->ndim = tpx_mesh_ndim(mesh);
+  sh->world = tpx_mesh_world_size(mesh);
+  sh->tp_dim = dim_of(mesh, opts->tp_dim);
+  sh->dps_dim = dim_of(mesh, opts->dp_shard_dim);
+  sh->dpr_dim = dim_of(mesh, opts->dp_replicate_dim);
+  sh->tp = sh->tp_dim >= 0 ? tpx_mesh_dim_size(mesh, sh->tp_dim) : 1;
+  sh->dps = sh->dps_dim >= 0 ? tpx_mesh_dim_size(mesh, sh->dps_dim) : 1;
+  sh->dpr = sh->dpr_dim >= 0 ? tpx_mesh_dim_size(mesh, sh->dpr_dim) : 1;
+  sh->tp_applied = sh->tp > 1;
+  sh->num_params = tpx_model_num_params(model);
+  sh->num_modules = tpx_model_num_modules(model);
+  sh->num_entries = tpx_plan_size(sh->plan);
+  if (sh->world < 1 || sh->world > ((int64_t)1 << 24)) {
+    st = tpx_error_set(err, TPX_OUT_OF_RANGE,
+                       "tpx_sharding_create: mesh world size %lld is outside "
+                       "1..%lld",
+                       (long long)sh->world, (long long)1 << 24);
+    tpx_sharding_destroy(sh);
+    return st;
+  }
+  if (sh->tp_dim >= 0 && (sh->tp_dim == sh->dps_dim ||
+                          sh->tp_dim == sh->dpr_dim ||
+                          (sh->dps_dim >= 0 && sh->dps_dim == sh->dpr_dim))) {
+    st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                       "tpx_sharding_create: the tp, dp_shard and "
+                       "dp_replicate dim names must name different mesh dims");
+    tpx_sharding_destroy(sh);
+    return st;
+  }
+  st = alloc_arrays(sh, err);
+  if (st == TPX_OK) st = tpx__apply_tp(sh, err);
+  if (st == TPX_OK) {
+    compute_transitions(sh);
+    st = tpx__fsdp_build(sh, err);
+  }
+  if (st == TPX_OK) st = tpx__bytes_compute(sh, err);
+  if (st != TPX_OK) {
+    tpx_sharding_destroy(sh);
+    return st;
+  }
+  sh->opts.tp_dim = sh->opts.dp_shard_dim = sh->opts.dp_replicate_dim = NULL;
+  sh->opts.fsdp_units = NULL;
+  sh->opts.fsdp_unit_reshard = NULL;
+  *out = sh;
+  return TPX_OK;
+}
+
+const tpx_model *tpx_sharding_model(const tpx_sharding *sh) {
+  return sh ? sh->model : NULL;
+}
+const tpx_mesh *tpx_sharding_mesh(const tpx_sharding *sh) {
+  return sh ? sh->mesh : NULL;
+}
+const tpx_plan *tpx_sharding_plan(const tpx_sharding *sh) {
+  return sh ? sh->plan : NULL;
+}
+int64_t tpx_sharding_tp_size(const tpx_sharding *sh) { return sh ? sh->tp : 0; }
+const tpx_diag_list *tpx_sharding_diagnostics(const tpx_sharding *sh) {
+  return sh ? sh->diags : NULL;
+}
+int tpx_sharding_ok(const tpx_sharding *sh) {
+  return sh && tpx_diag_count_at_least(sh->diags, TPX_DIAG_ERROR) == 0;
+}
+
+tpx_status tpx_sharding_param(const tpx_sharding *sh, int64_t param,
+                              tpx_param_sharding *out, tpx_error *err) {
+  if (!sh || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_sharding_param: NULL argument");
+  if (param < 0 || (size_t)param >= sh->num_params)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "tpx_sharding_param: parameter index %lld outside "
+                         "0..%zu",
+                         (long long)param, sh->num_params);
+  memset(out, 0, sizeof *out);
+  out->param = param;
+  out->placements = &sh->placements[(size_t)param * (size_t)sh->ndim];
+  out->plan_entry = sh->param_entry[param];
+  out->plan_key = NULL;
+  if (out->plan_entry >= 0) {
+    tpx_plan_entry pe;
+    if (tpx_plan_get(sh->plan, (size_t)out->plan_entry, &pe, NULL) == TPX_OK)
+      out->plan_key = pe.module;
+  }
+  out->styled_module = sh->param_styled[param];
+  out->fsdp_unit = sh->param_unit[param];
+  out->param_dtype = (tpx_dtype)sh->param_dtype[param];
+  out->reduce_dtype = (tpx_dtype)sh->reduce_dtype[param];
+  return TPX_OK;
+}
+
+tpx_status tpx_sharding_local_slice(const tpx_sharding *sh, int64_t param,
+                                    int64_t rank, tpx_slice *out,
+                                    tpx_error *err) {
+  if (!sh || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_sharding_local_slice: NULL argument");
+  tpx_param_info pi;
+  tpx_status st = tpx_model_param(sh->model, param, &pi, err);
+  if (st != TPX_OK) return st;
+  return tpx_layout_local_slice(
+      pi.shape, pi.ndim, sh->mesh,
+      &sh->placements[(size_t)param * (size_t)sh->ndim], rank, out, err);
+}
+
+int64_t tpx_sharding_rank_param_bytes(const tpx_sharding *sh, int64_t rank) {
+  if (!sh || rank < 0 || rank >= sh->world) return -1;
+  return sh->rank_bytes[rank];
+}
+
+int64_t tpx_sharding_rank_peak_bytes(const tpx_sharding *sh, int64_t rank) {
+  if (!sh || rank < 0 || rank >= sh->world) return -1;
+  return sh->rank_peak[rank];
+}
+
+tpx_status tpx_sharding_module_transitions(const tpx_sharding *sh,
+                                           int64_t module,
+                                           const tpx_transition **out,
+                                           size_t *count, tpx_error *err) {
+  if (!sh || !out || !count)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_sharding_module_transitions: NULL argument");
+  if (module < 0 || (size_t)module >= sh->num_modules)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "tpx_sharding_module_transitions: module index %lld "
+                         "outside 0..%zu",
+                         (long long)module, sh->num_modules);
+  *out = NULL;
+  *count = 0;
+  int64_t e = sh->module_entry[module];
+  if (e < 0) return TPX_OK;
+  tpx_module_kind k = tpx_model_module_kind(sh->model, module);
+  size_t slot = (size_t)e * 2 + (k == TPX_MODULE_EMBEDDING ? 1 : 0);
+  if (!sh->tset_valid[slot]) return TPX_OK;
+  *out = sh->tsets[slot].views;
+  *count = sh->tsets[slot].count;
+  return TPX_OK;
+}
+
+int64_t tpx_sharding_module_entry(const tpx_sharding *sh, int64_t module) {
+  if (!sh || module < 0 || (size_t)module >= sh->num_modules) return -1;
+  return sh->module_entry[module];
+}

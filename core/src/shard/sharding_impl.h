@@ -1,0 +1,105 @@
+/* shard/sharding_impl.h — the inside of tpx_sharding, shared by the files of
+ * the shard area: sharding.c (create, queries), apply.c (TP placements and
+ * their diagnostics), transitions.c (module layouts and collectives), fsdp.c
+ * (units, dp placements, mixed precision) and bytes.c (per-rank bytes).
+ * Not for other areas: they use tpx/sharding.h and tpx/fsdp.h. */
+#ifndef TPX_SHARD_SHARDING_IMPL_H
+#define TPX_SHARD_SHARDING_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/diag.h"
+#include "tpx/fsdp.h"
+#include "tpx/sharding.h"
+
+/* One styled module's transitions with their collective names stored inline;
+ * the public tpx_transition views point into these. */
+typedef struct tpx__transition_rec {
+  tpx_transition view;
+  char fwd[64];
+  char bwd[64];
+} tpx__transition_rec;
+
+/* Transitions of one plan entry applied to one module class (linear-like or
+ * embedding): computed once, shared by every module the entry styles. */
+typedef struct tpx__transition_set {
+  size_t count;
+  tpx__transition_rec recs[2 * TPX_STYLE_MAX_LAYOUTS + 2];
+  tpx_transition views[2 * TPX_STYLE_MAX_LAYOUTS + 2];
+} tpx__transition_set;
+
+typedef struct tpx__fsdp_unit_rec {
+  int64_t module;
+  int64_t group;
+  int reshard;
+  size_t num_params;
+  int64_t *fwd; /* malloc'd */
+  size_t num_fwd;
+  int64_t *bwd; /* malloc'd */
+  size_t num_bwd;
+  int64_t *gathered; /* [world] bytes gathered on each rank; malloc'd */
+} tpx__fsdp_unit_rec;
+
+struct tpx_sharding {
+  const tpx_model *model; /* borrowed */
+  const tpx_mesh *mesh;   /* borrowed */
+  tpx_plan *plan;         /* owned copy */
+  tpx_sharding_options opts; /* string pointers not kept past create */
+
+  int ndim;                            /* mesh dims */
+  int tp_dim, dps_dim, dpr_dim;        /* mesh dim index or -1 */
+  int64_t tp, dps, dpr, world;
+  int tp_applied;                      /* tp > 1: parallelize_module ran */
+
+  size_t num_params, num_modules, num_entries;
+  const char **entry_keys;  /* [num_entries], borrowed from plan */
+  tpx_style *entry_styles;  /* [num_entries] */
+  int64_t *tied_params;     /* parameters with tied_to >= 0 */
+  size_t num_tied;
+  tpx_placement *placements; /* [num_params * ndim] */
+  int64_t *param_entry;      /* covering plan entry or -1 */
+  int64_t *param_styled;     /* module the covering style applies to, or -1 */
+  int64_t *param_unit;       /* FSDP unit or -1 */
+  uint8_t *param_dtype;      /* effective compute dtype (tpx_dtype) */
+  uint8_t *reduce_dtype;     /* effective reduce dtype (tpx_dtype) */
+  int64_t *module_entry;     /* entry applied to the module itself, or -1 */
+  int64_t *module_cover;     /* nearest styled ancestor-or-self, or -1 */
+
+  tpx__transition_set *tsets; /* [num_entries * 2], computed at create */
+  int *tset_valid;            /* [num_entries * 2] */
+
+  tpx__fsdp_unit_rec *units;
+  size_t num_units;
+
+  int64_t *rank_bytes; /* [world] */
+  int64_t *rank_peak;  /* [world] */
+
+  tpx_diag_list *diags;
+};
+
+/* ---- apply.c ---- */
+/* Fill module_entry (from matching), module_cover, param_entry, param_styled
+ * and the TP column of placements; tied, uneven and omission diagnostics. */
+tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err);
+/* Normalised tp placement of param p (Replicate when tp is absent). */
+tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim);
+
+/* ---- transitions.c ---- */
+/* Transitions of entry `entry` on a module of `kind`. */
+void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,
+                              tpx__transition_set *out);
+
+/* ---- fsdp.c ---- */
+/* Units, reshard/prefetch, dp placements and mixed-precision dtypes. */
+tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err);
+void tpx__fsdp_free(tpx_sharding *sh);
+
+/* ---- bytes.c ---- */
+/* rank_bytes, unit gathered bytes and rank_peak. */
+tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err);
+
+/* Out-of-memory helper: records the error and returns TPX_NO_MEMORY. */
+tpx_status tpx__shard_oom(tpx_error *err, const char *what);
+
+#endif /* TPX_SHARD_SHARDING_IMPL_H */

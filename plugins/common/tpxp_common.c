@@ -1,0 +1,214 @@
+/* tpxp_common.c — registration, messages, config reads and plan entries for
+ * the bundled family plugins (see tpxp_common.h). Skeleton builders live in
+ * tpxp_skeleton.c. No state: every function works on its arguments only. */
+#include "tpxp_common.h"
+#include "tpxp_heads.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int tpxp_negotiate(const tpx_plugin_host *host, tpx_plugin_info *info) {
+  uint32_t lo, hi, mine = TPX_PLUGIN_ABI_VERSION_MAJOR(TPX_PLUGIN_ABI_CURRENT);
+  if (host == NULL || info == NULL)
+    return TPX_PLUGIN_INVALID;
+  lo = TPX_PLUGIN_ABI_VERSION_MAJOR(host->abi_min);
+  hi = TPX_PLUGIN_ABI_VERSION_MAJOR(host->abi_max);
+  if (mine < lo || mine > hi)
+    return TPX_PLUGIN_ABI_UNSUPPORTED;
+  info->abi_version = TPX_PLUGIN_ABI_CURRENT;
+  return TPX_PLUGIN_OK;
+}
+
+int tpxp_arch_is(const char *arch, const char *bare) {
+  size_t la, lb;
+  if (arch == NULL || bare == NULL)
+    return 0;
+  if (strcmp(arch, bare) == 0)
+    return 1;
+  la = strlen(arch);
+  lb = strlen(bare);
+  return la > lb && arch[la - lb - 1] == '.' &&
+         strcmp(arch + la - lb, bare) == 0;
+}
+
+int tpxp_request_ok(const tpx_plugin_plan_request *req) {
+  return req != NULL &&
+         req->struct_size >=
+             offsetof(tpx_plugin_plan_request, tp_size) + sizeof(req->tp_size);
+}
+
+int tpxp_fail(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int status,
+              const char *fmt, ...) {
+  char msg[TPXP_MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (host != NULL && host->set_error != NULL)
+    host->set_error(ctx, msg);
+  return status;
+}
+
+void tpxp_log(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int level,
+              const char *fmt, ...) {
+  char msg[TPXP_MSG_MAX];
+  va_list ap;
+  if (host == NULL || host->log == NULL)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  host->log(ctx, level, msg);
+}
+
+/* ---- config reads ---- */
+
+static int cfg_result(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *path, int st, const char *type) {
+  if (st == TPX_PLUGIN_TYPE_MISMATCH)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "config key '%s' is not a%s %s", path,
+                     type[0] == 'i' ? "n" : "", type);
+  if (st != TPX_PLUGIN_OK && st != TPX_PLUGIN_NOT_FOUND)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "reading config key '%s' failed (status %d)", path, st);
+  return st;
+}
+
+int tpxp_cfg_int_req(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *path, int64_t *out) {
+  int st = cfg_result(host, ctx, path, host->config_get_int(ctx, path, out),
+                      "integer");
+  if (st == TPX_PLUGIN_NOT_FOUND)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR, "config key '%s' is missing",
+                     path);
+  return st;
+}
+
+int tpxp_cfg_int_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *path, int64_t dflt, int64_t *out) {
+  int st = cfg_result(host, ctx, path, host->config_get_int(ctx, path, out),
+                      "integer");
+  if (st == TPX_PLUGIN_NOT_FOUND) {
+    *out = dflt;
+    return TPX_PLUGIN_OK;
+  }
+  return st;
+}
+
+int tpxp_cfg_float_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       const char *path, double dflt, double *out) {
+  int st = cfg_result(host, ctx, path, host->config_get_float(ctx, path, out),
+                      "number");
+  if (st == TPX_PLUGIN_NOT_FOUND) {
+    *out = dflt;
+    return TPX_PLUGIN_OK;
+  }
+  return st;
+}
+
+int tpxp_cfg_bool_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *path, int dflt, int *out) {
+  int st = cfg_result(host, ctx, path, host->config_get_bool(ctx, path, out),
+                      "boolean");
+  if (st == TPX_PLUGIN_NOT_FOUND) {
+    *out = dflt;
+    return TPX_PLUGIN_OK;
+  }
+  return st;
+}
+
+int tpxp_cfg_str_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *path, const char *dflt, const char **out) {
+  int st = cfg_result(host, ctx, path, host->config_get_string(ctx, path, out),
+                      "string");
+  if (st == TPX_PLUGIN_NOT_FOUND) {
+    *out = dflt;
+    return TPX_PLUGIN_OK;
+  }
+  return st;
+}
+
+int tpxp_fmt(char *buf, size_t size, const char *fmt, ...) {
+  va_list ap;
+  int n;
+  va_start(ap, fmt);
+  n = vsnprintf(buf, size, fmt, ap);
+  va_end(ap);
+  return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+const char *tpxp_path(char *buf, size_t size, const char *section,
+                      const char *key) {
+  if (section == NULL || section[0] == '\0')
+    snprintf(buf, size, "%s", key);
+  else
+    snprintf(buf, size, "%s.%s", section, key);
+  return buf;
+}
+
+int tpxp_check_tp_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *section, int64_t tp) {
+  char p[TPXP_FQN_MAX];
+  int64_t heads = 0, kv = 0;
+  int st;
+  if (tp <= 1)
+    return TPX_PLUGIN_OK;
+  st = tpxp_cfg_int_opt(host, ctx,
+                        tpxp_path(p, sizeof p, section, "num_attention_heads"),
+                        0, &heads);
+  if (st == TPX_PLUGIN_OK)
+    st = tpxp_cfg_int_opt(
+        host, ctx, tpxp_path(p, sizeof p, section, "num_key_value_heads"), 0,
+        &kv);
+  if (st != TPX_PLUGIN_OK)
+    return st;
+  return tpxp_refuse_heads(host, ctx, heads, kv, tp);
+}
+
+/* ---- plan entries ---- */
+
+int tpxp_add(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+             const char *module, const char *style, const char *in,
+             const char *out, int32_t local, int32_t optional) {
+  const char *in_list[1], *out_list[1];
+  tpx_plugin_entry e;
+  memset(&e, 0, sizeof e);
+  e.struct_size = sizeof e;
+  e.module = module;
+  e.style = style;
+  if (in != NULL) {
+    in_list[0] = in;
+    e.input_layouts = in_list;
+    e.n_input_layouts = 1;
+  }
+  if (out != NULL) {
+    out_list[0] = out;
+    e.output_layouts = out_list;
+    e.n_output_layouts = 1;
+  }
+  e.use_local_output = local;
+  e.sequence_dim = TPX_PLUGIN_DEFAULT;
+  e.optional = optional;
+  return host->plan_add(ctx, &e);
+}
+
+int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *prefix, const tpxp_rule *rules, size_t n) {
+  char fqn[TPXP_FQN_MAX];
+  size_t i;
+  for (i = 0; i < n; i++) {
+    const tpxp_rule *r = &rules[i];
+    int st;
+    if (r->rooted || prefix == NULL || prefix[0] == '\0')
+      snprintf(fqn, sizeof fqn, "%s", r->suffix);
+    else
+      snprintf(fqn, sizeof fqn, "%s.%s", prefix, r->suffix);
+    st = tpxp_add(host, ctx, fqn, r->style, r->in, r->out, r->local,
+                  r->optional);
+    if (st != TPX_PLUGIN_OK)
+      return st;
+  }
+  return TPX_PLUGIN_OK;
+}

@@ -1,0 +1,185 @@
+/* tpxp_common.h — helpers shared by the bundled model-family plugins.
+ *
+ * A static, position-independent helper library linked into each family
+ * plugin (plugins/<family>/). It wraps the host function table of
+ * tpx/plugin.h: ABI negotiation, error messages, config reads with
+ * defaults, table-driven plan entries, and skeleton builders for the common
+ * decoder layouts. It is NOT part of the ABI and not visible outside a
+ * plugin (hidden symbols); it keeps no state, so every helper is safe to call
+ * from several threads with different ctx. Includes only tpx/plugin.h and
+ * standard C headers. Prefix: tpxp_ (TPX Plugin). */
+#ifndef TPXP_COMMON_H
+#define TPXP_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Layout strings of tpx-plan/1. */
+#define TPXP_R "replicate"
+#define TPXP_S1 "shard(1)"
+#define TPXP_SM1 "shard(-1)"
+/* "use the style's default" for use_local_output. */
+#define TPXP_DEF TPX_PLUGIN_DEFAULT
+
+/* Longest FQN / message the helpers build. */
+#define TPXP_FQN_MAX 256
+#define TPXP_MSG_MAX 512
+
+#if defined(__GNUC__)
+#define TPXP_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define TPXP_PRINTF(f, a)
+#endif
+
+/* ---- registration ---- */
+
+/* Accept iff TPX_PLUGIN_ABI_CURRENT's major lies within the majors of
+ * [host->abi_min, host->abi_max]; then info->abi_version is set to
+ * TPX_PLUGIN_ABI_CURRENT and TPX_PLUGIN_OK returned, else
+ * TPX_PLUGIN_ABI_UNSUPPORTED. */
+int tpxp_negotiate(const tpx_plugin_host *host, tpx_plugin_info *info);
+
+/* 1 if `arch` is `bare` or a qualified name ending in "." + bare. */
+int tpxp_arch_is(const char *arch, const char *bare);
+
+/* 1 if the plan request is usable (non-NULL, struct_size large enough). */
+int tpxp_request_ok(const tpx_plugin_plan_request *req);
+
+/* Format a message, hand it to host->set_error and return `status`. */
+int tpxp_fail(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int status,
+              const char *fmt, ...) TPXP_PRINTF(4, 5);
+
+/* Log a formatted message through host->log. */
+void tpxp_log(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int level,
+              const char *fmt, ...) TPXP_PRINTF(4, 5);
+
+/* ---- config reads ----
+ * The _req variants set an error naming the key when it is absent or of the
+ * wrong type. The _opt variants store `dflt` when the key is absent or null
+ * and fail (with a message) only on a type mismatch. All return a
+ * tpx_plugin_status. */
+int tpxp_cfg_int_req(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *path, int64_t *out);
+int tpxp_cfg_int_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *path, int64_t dflt, int64_t *out);
+int tpxp_cfg_float_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       const char *path, double dflt, double *out);
+int tpxp_cfg_bool_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *path, int dflt, int *out);
+int tpxp_cfg_str_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *path, const char *dflt, const char **out);
+
+/* vsnprintf into buf; returns 0, or -1 when the text did not fit (it is
+ * truncated then). Used for FQNs and config paths. */
+int tpxp_fmt(char *buf, size_t size, const char *fmt, ...) TPXP_PRINTF(3, 4);
+
+/* Join `section` and `key` into buf ("text_config.hidden_size"; an empty or
+ * NULL section gives the key alone). Returns buf. */
+const char *tpxp_path(char *buf, size_t size, const char *section,
+                      const char *key);
+
+/* validate_tp_mesh (spec/plans.md §4.5) for the plain case: reads
+ * num_attention_heads and num_key_value_heads from `section` of the config
+ * (each 0 when absent, as upstream's getattr default) and returns
+ * TPX_PLUGIN_REFUSED, with upstream's assertion text, when tp > 1 does not
+ * divide them (kv first). Upstream asserts this before any plan is chosen,
+ * so a plugin's get_plan refuses such a tp. */
+int tpxp_check_tp_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *section, int64_t tp);
+
+/* ---- plan entries ---- */
+
+/* One plan entry relative to a prefix. Layout fields hold one layout string
+ * or NULL (the style's default). */
+typedef struct tpxp_rule {
+  const char *suffix; /* appended to "<prefix>." unless `rooted` */
+  const char *style;  /* tpx-plan/1 style name */
+  const char *in;     /* input_layouts[0] or NULL */
+  const char *out;    /* output_layouts[0] or NULL */
+  int32_t local;      /* use_local_output: 0, 1 or TPXP_DEF */
+  int32_t optional;   /* 1: variant-only key */
+  int32_t rooted;     /* 1: `suffix` is the whole module FQN */
+} tpxp_rule;
+
+/* Add (or replace in place) one entry. */
+int tpxp_add(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+             const char *module, const char *style, const char *in,
+             const char *out, int32_t local, int32_t optional);
+/* Add every rule of `rules` in order under `prefix`. */
+int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *prefix, const tpxp_rule *rules, size_t n);
+
+/* ---- skeleton ----
+ * dtype NULL means the config's torch_dtype. */
+int tpxp_sk_module(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *fqn, const char *kind);
+/* nn.Linear(in, out): weight [out, in], bias [out] when `bias`. */
+int tpxp_sk_linear(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *fqn, int64_t in, int64_t out, int bias,
+                   const char *dtype);
+/* A norm: weight [dim], bias [dim] when `bias` (LayerNorm). */
+int tpxp_sk_norm(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const char *fqn, int64_t dim, int bias, const char *dtype);
+/* nn.Embedding(vocab, dim): weight [vocab, dim]. */
+int tpxp_sk_embedding(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *fqn, int64_t vocab, int64_t dim,
+                      const char *dtype);
+/* A parameter with a 1- or 2-D shape on an existing module (dim1 < 0: 1-D). */
+int tpxp_sk_param(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *module, const char *name, int64_t dim0,
+                  int64_t dim1, const char *dtype);
+
+/* A Llama-style decoder stack (Llama, Mistral, Qwen2/3, Ministral3): */
+typedef struct tpxp_decoder {
+  const char *prefix;   /* "model" or "model.language_model" */
+  const char *section;  /* config section: "" or "text_config" */
+  int64_t layers;       /* num_hidden_layers */
+  int64_t hidden;       /* hidden_size */
+  int64_t heads;        /* num_attention_heads */
+  int64_t kv_heads;     /* num_key_value_heads (default heads) */
+  int64_t head_dim;     /* head_dim (default hidden / heads) */
+  int64_t intermediate; /* intermediate_size */
+  int64_t vocab;        /* vocab_size */
+  int tie;              /* tie_word_embeddings */
+  int qkv_bias;         /* q/k/v biases (Qwen2, attention_bias) */
+  int o_bias;           /* o_proj bias (attention_bias) */
+  int mlp_bias;         /* mlp biases (mlp_bias) */
+  int qk_norm;          /* q_norm / k_norm of size head_dim (Qwen3) */
+  int rotary;           /* add <prefix>.rotary_emb (no params) */
+  const char *dtype;    /* NULL: config torch_dtype */
+} tpxp_decoder;
+
+/* Read the common decoder keys from `d->section` of the config into d
+ * (layers, hidden, heads, kv_heads, head_dim, intermediate, vocab;
+ * attention_bias -> qkv_bias and o_bias; mlp_bias; tie_word_embeddings with
+ * `tie_default`). prefix, qk_norm, rotary and dtype are left to the caller.
+ * Errors name the missing key. */
+int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *section, int tie_default, tpxp_decoder *d);
+
+/* One decoder layer at `<prefix>.layers.<i>` with the given sizes (kv_heads
+ * and intermediate per layer so heterogeneous stacks can reuse it). */
+int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const tpxp_decoder *d, int64_t i, int64_t kv_heads,
+                          int64_t intermediate);
+/* The whole stack in HF module order: embed_tokens, layers.*, norm,
+ * rotary_emb (if d->rotary). Not the lm_head. */
+int tpxp_sk_decoder(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const tpxp_decoder *d);
+/* `fqn` = nn.Linear(hidden, vocab, bias) head; when `tie`, its weight is
+ * tied to `embed_weight_fqn`. */
+int tpxp_sk_lm_head(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *fqn, int64_t hidden, int64_t vocab, int bias,
+                    int tie, const char *embed_weight_fqn, const char *dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TPXP_COMMON_H */

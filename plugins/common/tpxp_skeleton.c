@@ -1,0 +1,186 @@
+/* tpxp_skeleton.c — skeleton builders for the bundled family plugins: single
+ * modules (linear, norm, embedding) and the Llama-style decoder stack that
+ * Llama, Mistral, Qwen2/3 and Ministral3 share. Names and shapes follow the
+ * Hugging Face checkpoints (nn.Linear weight is [out, in]). */
+#include "tpxp_common.h"
+
+#include <stdio.h>
+
+int tpxp_sk_module(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *fqn, const char *kind) {
+  return host->skeleton_add_module(ctx, fqn, kind);
+}
+
+int tpxp_sk_param(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *module, const char *name, int64_t dim0,
+                  int64_t dim1, const char *dtype) {
+  int64_t shape[2];
+  shape[0] = dim0;
+  shape[1] = dim1;
+  return host->skeleton_add_param(ctx, module, name, shape, dim1 < 0 ? 1 : 2,
+                                  dtype);
+}
+
+int tpxp_sk_linear(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *fqn, int64_t in, int64_t out, int bias,
+                   const char *dtype) {
+  int st = tpxp_sk_module(host, ctx, fqn, "linear");
+  if (st == TPX_PLUGIN_OK)
+    st = tpxp_sk_param(host, ctx, fqn, "weight", out, in, dtype);
+  if (st == TPX_PLUGIN_OK && bias)
+    st = tpxp_sk_param(host, ctx, fqn, "bias", out, -1, dtype);
+  return st;
+}
+
+int tpxp_sk_norm(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const char *fqn, int64_t dim, int bias, const char *dtype) {
+  int st = tpxp_sk_module(host, ctx, fqn, "norm");
+  if (st == TPX_PLUGIN_OK)
+    st = tpxp_sk_param(host, ctx, fqn, "weight", dim, -1, dtype);
+  if (st == TPX_PLUGIN_OK && bias)
+    st = tpxp_sk_param(host, ctx, fqn, "bias", dim, -1, dtype);
+  return st;
+}
+
+int tpxp_sk_embedding(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *fqn, int64_t vocab, int64_t dim,
+                      const char *dtype) {
+  int st = tpxp_sk_module(host, ctx, fqn, "embedding");
+  if (st == TPX_PLUGIN_OK)
+    st = tpxp_sk_param(host, ctx, fqn, "weight", vocab, dim, dtype);
+  return st;
+}
+
+int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *section, int tie_default, tpxp_decoder *d) {
+  char p[TPXP_FQN_MAX];
+  int st, attn_bias = 0;
+  d->section = section;
+#define REQ(field, key)                                                        \
+  st = tpxp_cfg_int_req(host, ctx, tpxp_path(p, sizeof p, section, key),       \
+                        &d->field);                                            \
+  if (st != TPX_PLUGIN_OK)                                                     \
+    return st;
+  REQ(layers, "num_hidden_layers")
+  REQ(hidden, "hidden_size")
+  REQ(heads, "num_attention_heads")
+  REQ(intermediate, "intermediate_size")
+  REQ(vocab, "vocab_size")
+#undef REQ
+  if (d->heads <= 0 || d->hidden <= 0 || d->layers < 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "config: num_attention_heads (%lld), hidden_size (%lld) "
+                     "and num_hidden_layers (%lld) must be positive",
+                     (long long)d->heads, (long long)d->hidden,
+                     (long long)d->layers);
+  st = tpxp_cfg_int_opt(host, ctx,
+                        tpxp_path(p, sizeof p, section, "num_key_value_heads"),
+                        d->heads, &d->kv_heads);
+  if (st == TPX_PLUGIN_OK)
+    st =
+        tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, section, "head_dim"),
+                         d->hidden / d->heads, &d->head_dim);
+  if (st == TPX_PLUGIN_OK)
+    st = tpxp_cfg_bool_opt(host, ctx,
+                           tpxp_path(p, sizeof p, section, "attention_bias"), 0,
+                           &attn_bias);
+  if (st == TPX_PLUGIN_OK)
+    st = tpxp_cfg_bool_opt(host, ctx,
+                           tpxp_path(p, sizeof p, section, "mlp_bias"), 0,
+                           &d->mlp_bias);
+  if (st == TPX_PLUGIN_OK)
+    st = tpxp_cfg_bool_opt(
+        host, ctx, tpxp_path(p, sizeof p, section, "tie_word_embeddings"),
+        tie_default, &d->tie);
+  d->qkv_bias = attn_bias;
+  d->o_bias = attn_bias;
+  return st;
+}
+
+int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const tpxp_decoder *d, int64_t i, int64_t kv_heads,
+                          int64_t intermediate) {
+  char f[TPXP_FQN_MAX];
+  const char *P = d->prefix;
+  long long L = (long long)i;
+  int64_t q = d->heads * d->head_dim, kv = kv_heads * d->head_dim;
+  int st;
+#define CHK(call)                                                              \
+  if ((st = (call)) != TPX_PLUGIN_OK)                                          \
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.q_proj", P, L);
+  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, q, d->qkv_bias, d->dtype))
+  tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.k_proj", P, L);
+  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, d->dtype))
+  tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.v_proj", P, L);
+  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, d->dtype))
+  tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.o_proj", P, L);
+  CHK(tpxp_sk_linear(host, ctx, f, q, d->hidden, d->o_bias, d->dtype))
+  if (d->qk_norm) {
+    tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.q_norm", P, L);
+    CHK(tpxp_sk_norm(host, ctx, f, d->head_dim, 0, d->dtype))
+    tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.k_norm", P, L);
+    CHK(tpxp_sk_norm(host, ctx, f, d->head_dim, 0, d->dtype))
+  }
+  tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.gate_proj", P, L);
+  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, intermediate, d->mlp_bias,
+                     d->dtype))
+  tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.up_proj", P, L);
+  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, intermediate, d->mlp_bias,
+                     d->dtype))
+  tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.down_proj", P, L);
+  CHK(tpxp_sk_linear(host, ctx, f, intermediate, d->hidden, d->mlp_bias,
+                     d->dtype))
+  tpxp_fmt(f, sizeof f, "%s.layers.%lld.input_layernorm", P, L);
+  CHK(tpxp_sk_norm(host, ctx, f, d->hidden, 0, d->dtype))
+  tpxp_fmt(f, sizeof f, "%s.layers.%lld.post_attention_layernorm", P, L);
+  CHK(tpxp_sk_norm(host, ctx, f, d->hidden, 0, d->dtype))
+#undef CHK
+  return TPX_PLUGIN_OK;
+}
+
+int tpxp_sk_decoder(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const tpxp_decoder *d) {
+  char f[TPXP_FQN_MAX];
+  int64_t i;
+  int st;
+  tpxp_fmt(f, sizeof f, "%s.embed_tokens", d->prefix);
+  st = tpxp_sk_embedding(host, ctx, f, d->vocab, d->hidden, d->dtype);
+  if (st != TPX_PLUGIN_OK)
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.layers", d->prefix);
+  if ((st = tpxp_sk_module(host, ctx, f, "container")) != TPX_PLUGIN_OK)
+    return st;
+  for (i = 0; i < d->layers; i++) {
+    st = tpxp_sk_decoder_layer(host, ctx, d, i, d->kv_heads, d->intermediate);
+    if (st != TPX_PLUGIN_OK)
+      return st;
+  }
+  tpxp_fmt(f, sizeof f, "%s.norm", d->prefix);
+  if ((st = tpxp_sk_norm(host, ctx, f, d->hidden, 0, d->dtype)) !=
+      TPX_PLUGIN_OK)
+    return st;
+  if (d->rotary) {
+    tpxp_fmt(f, sizeof f, "%s.rotary_emb", d->prefix);
+    st = tpxp_sk_module(host, ctx, f, "rotary");
+  }
+  return st;
+}
+
+int tpxp_sk_lm_head(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *fqn, int64_t hidden, int64_t vocab, int bias,
+                    int tie, const char *embed_weight_fqn, const char *dtype) {
+  char w[TPXP_FQN_MAX];
+  int st;
+  if (!tie)
+    return tpxp_sk_linear(host, ctx, fqn, hidden, vocab, bias, dtype);
+  /* Tied: the module exists, its weight is the embedding's tensor (not
+   * stored in the checkpoint, counted once). */
+  if ((st = tpxp_sk_module(host, ctx, fqn, "linear")) != TPX_PLUGIN_OK)
+    return st;
+  tpxp_fmt(w, sizeof w, "%s.weight", fqn);
+  st = host->skeleton_tie(ctx, w, embed_weight_fqn);
+  if (st == TPX_PLUGIN_OK && bias)
+    st = tpxp_sk_param(host, ctx, fqn, "bias", vocab, -1, dtype);
+  return st;
+}

@@ -1,0 +1,110 @@
+/* falcon_h1_plugin.c — the falcon_h1 family plugin: registration and the
+ * `_parallelize_falcon_h1` plan (plans.md §3.12).
+ *
+ * Only attention and the MLP are sharded. The Mamba2 branch (`mamba`) stays
+ * replicated: its SSM scan and causal conv1d have no TP-sharded stock
+ * kernels. The MLP is named `feed_forward`, which the generic fallback plan
+ * would miss. lm_head gathers its output to Replicate (HF's own
+ * `colwise_gather_output` is not a style Automodel translates). Sequence
+ * parallelism is ignored: the parallel Mamba branch's activations are not
+ * sequence-sharded. At tp > 1 the Default strategy's validate_tp_mesh runs
+ * first (plans.md §4.5): a tp that does not divide the head counts is
+ * refused. The skeleton lives in falcon_h1_skeleton.c. */
+#include "falcon_h1.h"
+
+#include "tpxp_common.h"
+#include "tpxp_heads.h"
+
+#define COL "colwise"
+#define ROW "rowwise"
+#define VOCAB "vocab_parallel_embedding"
+
+static const char *const falcon_h1_architectures[] = {
+    "transformers.models.falcon_h1.modeling_falcon_h1.FalconH1ForCausalLM",
+    "FalconH1ForCausalLM", NULL};
+
+static const tpxp_rule falcon_h1_rules[] = {
+    {"model.embed_tokens", VOCAB, TPXP_R, NULL, TPXP_DEF, 0, 1},
+    {"model.layers.*.self_attn.q_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
+    {"model.layers.*.self_attn.k_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
+    {"model.layers.*.self_attn.v_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
+    {"model.layers.*.self_attn.o_proj", ROW, NULL, NULL, TPXP_DEF, 0, 1},
+    {"model.layers.*.feed_forward.gate_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
+    {"model.layers.*.feed_forward.up_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
+    {"model.layers.*.feed_forward.down_proj", ROW, NULL, NULL, TPXP_DEF, 0, 1},
+    {"lm_head", COL, NULL, TPXP_R, TPXP_DEF, 0, 1},
+};
+
+TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
+                                                 tpx_plugin_info *info);
+TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                               const tpx_plugin_plan_request *req);
+TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
+                                              tpx_plugin_ctx *ctx,
+                                              const char *architecture);
+
+TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
+                                                 tpx_plugin_info *info) {
+  int st = tpxp_negotiate(host, info);
+  if (st != TPX_PLUGIN_OK)
+    return st;
+  info->name = "falcon_h1";
+  info->version = "1.0.0";
+  info->description = "Falcon-H1 hybrid attention+Mamba2 (_parallelize_falcon_h1"
+                      "; Mamba2 mixer replicated, sequence parallel ignored)";
+  info->architectures = falcon_h1_architectures;
+  info->plan_names = NULL;
+  return TPX_PLUGIN_OK;
+}
+
+TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                               const tpx_plugin_plan_request *req) {
+  int st;
+  if (host == NULL)
+    return TPX_PLUGIN_INVALID;
+  if (!tpxp_request_ok(req))
+    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
+                     "falcon_h1: malformed plan request");
+  if (req->plan_name != NULL)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "falcon_h1: no named plan '%s' (this plugin has none)",
+                     req->plan_name);
+  if (!tpxp_arch_is(req->architecture, "FalconH1ForCausalLM"))
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "falcon_h1: architecture '%s' is not served by this "
+                     "plugin",
+                     req->architecture != NULL ? req->architecture : "(null)");
+  if (req->tp_size > 1) {
+    /* FalconH1Config defaults: 32 heads, 8 kv heads (null: = heads) */
+    int64_t heads = 32, kv = 8;
+    st = tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 32, &heads);
+    if (st == TPX_PLUGIN_OK && host->config_has(ctx, "num_key_value_heads"))
+      st = tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", heads, &kv);
+    if (st == TPX_PLUGIN_OK)
+      st = tpxp_refuse_heads(host, ctx, heads, kv, req->tp_size);
+    if (st != TPX_PLUGIN_OK)
+      return st;
+  }
+  if (req->sequence_parallel)
+    tpxp_log(host, ctx, TPX_PLUGIN_LOG_INFO,
+             "falcon_h1: sequence parallelism is ignored (the parallel Mamba "
+             "branch emits activations that are not sequence-sharded)");
+  if (host->plan_set_function != NULL &&
+      (st = host->plan_set_function(ctx, "falcon_h1")) != TPX_PLUGIN_OK)
+    return st;
+  return tpxp_add_rules(host, ctx, "", falcon_h1_rules,
+                        sizeof falcon_h1_rules / sizeof falcon_h1_rules[0]);
+}
+
+TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
+                                              tpx_plugin_ctx *ctx,
+                                              const char *architecture) {
+  if (host == NULL)
+    return TPX_PLUGIN_INVALID;
+  if (!tpxp_arch_is(architecture, "FalconH1ForCausalLM"))
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "falcon_h1: architecture '%s' is not served by this "
+                     "plugin",
+                     architecture != NULL ? architecture : "(null)");
+  return falcon_h1_skeleton(host, ctx);
+}

@@ -1,0 +1,201 @@
+/* falcon_h1_skeleton.c — the FalconH1ForCausalLM skeleton from a config,
+ * with the names, shapes and module order of the Hugging Face checkpoint
+ * (transformers' modeling_falcon_h1).
+ *
+ * Per decoder layer (model.layers.N), in module order:
+ *   feed_forward.{gate,up,down}_proj   gated MLP, bias mlp_bias
+ *   mamba.conv1d        weight [conv_dim, 1, d_conv] (+ bias, mamba_conv_bias)
+ *   mamba.in_proj       [d_ssm + conv_dim + n_heads, hidden] (+ mamba_proj_bias)
+ *   mamba.{dt_bias, A_log, D}          [n_heads] each (direct parameters)
+ *   mamba.norm          [d_ssm], only with mamba_rms_norm
+ *   mamba.out_proj      [hidden, d_ssm] (+ bias, projectors_bias)
+ *   self_attn.{q,k,v,o}_proj           bias attention_bias
+ *   input_layernorm, pre_ff_layernorm  [hidden]
+ * where conv_dim = d_ssm + 2 * mamba_n_groups * mamba_d_state. Then
+ * model.final_layernorm, model.rotary_emb (no parameters) and lm_head (tied
+ * only with tie_word_embeddings, default false).
+ *
+ * d_ssm is mamba_d_ssm; null means mamba_expand * hidden_size. An ABSENT
+ * mamba_d_ssm takes transformers' default 1024 only when that agrees with
+ * mamba_n_heads * mamba_d_head (transformers refuses any other combination);
+ * otherwise the only loadable value, n_heads * d_head, is used and a warning
+ * logged (trimmed configs such as Megatron-Bridge's Falcon-H1-0.5B fixture
+ * omit the key). */
+#include "falcon_h1.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tpxp_common.h"
+
+#define CHK(call)                                                              \
+  do {                                                                         \
+    int st_ = (call);                                                          \
+    if (st_ != TPX_PLUGIN_OK)                                                  \
+      return st_;                                                              \
+  } while (0)
+
+typedef struct falcon_h1_cfg {
+  int64_t vocab, hidden, inter, layers, heads, kv, head_dim;
+  int64_t m_heads, m_head_dim, m_groups, m_state, m_conv, m_expand, d_ssm;
+  int attn_bias, mlp_bias, proj_bias, in_bias, conv_bias, rms_norm, tie;
+} falcon_h1_cfg;
+
+/* mamba_d_head: an integer, or "auto" / absent (= d_ssm / n_heads). Sets
+ * *is_auto when not given as a number. */
+static int read_d_head(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       int64_t *out, int *is_auto) {
+  const char *s = NULL;
+  int st = host->config_get_int(ctx, "mamba_d_head", out);
+  *is_auto = 0;
+  if (st == TPX_PLUGIN_OK)
+    return st;
+  if (st == TPX_PLUGIN_NOT_FOUND) {
+    *is_auto = 1;
+    return TPX_PLUGIN_OK;
+  }
+  if (host->config_get_string(ctx, "mamba_d_head", &s) == TPX_PLUGIN_OK &&
+      s != NULL && strcmp(s, "auto") == 0) {
+    *is_auto = 1;
+    return TPX_PLUGIN_OK;
+  }
+  return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                   "falcon_h1: config key 'mamba_d_head' must be an integer "
+                   "or \"auto\"");
+}
+
+static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    falcon_h1_cfg *c) {
+  int d_head_auto = 0, st;
+  CHK(tpxp_cfg_int_opt(host, ctx, "vocab_size", 128000, &c->vocab));
+  CHK(tpxp_cfg_int_opt(host, ctx, "hidden_size", 4096, &c->hidden));
+  CHK(tpxp_cfg_int_opt(host, ctx, "intermediate_size", 14336, &c->inter));
+  CHK(tpxp_cfg_int_opt(host, ctx, "num_hidden_layers", 32, &c->layers));
+  CHK(tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 32, &c->heads));
+  if (c->heads <= 0 || c->hidden <= 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "falcon_h1: hidden_size (%lld) and num_attention_heads "
+                     "(%lld) must be positive",
+                     (long long)c->hidden, (long long)c->heads);
+  /* num_key_value_heads: default 8; null means num_attention_heads */
+  if (host->config_has(ctx, "num_key_value_heads"))
+    CHK(tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
+  else
+    c->kv = 8;
+  CHK(tpxp_cfg_int_opt(host, ctx, "head_dim", c->hidden / c->heads,
+                       &c->head_dim));
+  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_n_heads", 128, &c->m_heads));
+  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_n_groups", 1, &c->m_groups));
+  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_state", 256, &c->m_state));
+  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_conv", 4, &c->m_conv));
+  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_expand", 2, &c->m_expand));
+  CHK(read_d_head(host, ctx, &c->m_head_dim, &d_head_auto));
+  if (c->m_heads <= 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "falcon_h1: mamba_n_heads (%lld) must be positive",
+                     (long long)c->m_heads);
+  st = host->config_get_int(ctx, "mamba_d_ssm", &c->d_ssm);
+  if (st == TPX_PLUGIN_NOT_FOUND && host->config_has(ctx, "mamba_d_ssm") == 0) {
+    /* absent (not null): transformers' default is 1024 */
+    c->d_ssm = 1024;
+    if (!d_head_auto && c->m_heads * c->m_head_dim != c->d_ssm) {
+      tpxp_log(host, ctx, TPX_PLUGIN_LOG_WARN,
+               "falcon_h1: config has no mamba_d_ssm; using mamba_n_heads * "
+               "mamba_d_head = %lld * %lld = %lld (the default 1024 would "
+               "not load)",
+               (long long)c->m_heads, (long long)c->m_head_dim,
+               (long long)(c->m_heads * c->m_head_dim));
+      c->d_ssm = c->m_heads * c->m_head_dim;
+    }
+  } else if (st == TPX_PLUGIN_NOT_FOUND) {
+    c->d_ssm = c->m_expand * c->hidden; /* explicit null */
+  } else if (st != TPX_PLUGIN_OK) {
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "falcon_h1: config key 'mamba_d_ssm' is not an integer");
+  }
+  if (d_head_auto)
+    c->m_head_dim = c->d_ssm / c->m_heads;
+  if (c->d_ssm <= 0 || c->d_ssm % c->m_heads != 0 ||
+      c->m_head_dim * c->m_heads != c->d_ssm)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "falcon_h1: the Mamba sizes do not agree: mamba_d_ssm "
+                     "%lld must equal mamba_n_heads (%lld) * mamba_d_head "
+                     "(%lld)",
+                     (long long)c->d_ssm, (long long)c->m_heads,
+                     (long long)c->m_head_dim);
+  CHK(tpxp_cfg_bool_opt(host, ctx, "attention_bias", 0, &c->attn_bias));
+  CHK(tpxp_cfg_bool_opt(host, ctx, "mlp_bias", 0, &c->mlp_bias));
+  CHK(tpxp_cfg_bool_opt(host, ctx, "projectors_bias", 0, &c->proj_bias));
+  CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_proj_bias", 0, &c->in_bias));
+  CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_conv_bias", 1, &c->conv_bias));
+  CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_rms_norm", 0, &c->rms_norm));
+  CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &c->tie));
+  return TPX_PLUGIN_OK;
+}
+
+static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const falcon_h1_cfg *c, int64_t i) {
+  char f[TPXP_FQN_MAX], m[TPXP_FQN_MAX];
+  long long L = (long long)i;
+  int64_t conv_dim = c->d_ssm + 2 * c->m_groups * c->m_state;
+  int64_t proj = c->d_ssm + conv_dim + c->m_heads;
+  int64_t q = c->heads * c->head_dim, kv = c->kv * c->head_dim, cw[3];
+#define AT(suffix) snprintf(f, sizeof f, "model.layers.%lld.%s", L, suffix)
+  AT("feed_forward.gate_proj");
+  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->inter, c->mlp_bias, NULL));
+  AT("feed_forward.up_proj");
+  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->inter, c->mlp_bias, NULL));
+  AT("feed_forward.down_proj");
+  CHK(tpxp_sk_linear(host, ctx, f, c->inter, c->hidden, c->mlp_bias, NULL));
+  snprintf(m, sizeof m, "model.layers.%lld.mamba", L);
+  CHK(tpxp_sk_module(host, ctx, m, "other"));
+  AT("mamba.conv1d");
+  CHK(tpxp_sk_module(host, ctx, f, "other"));
+  cw[0] = conv_dim;
+  cw[1] = 1;
+  cw[2] = c->m_conv;
+  CHK(host->skeleton_add_param(ctx, f, "weight", cw, 3, NULL));
+  if (c->conv_bias)
+    CHK(tpxp_sk_param(host, ctx, f, "bias", conv_dim, -1, NULL));
+  AT("mamba.in_proj");
+  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, proj, c->in_bias, NULL));
+  CHK(tpxp_sk_param(host, ctx, m, "dt_bias", c->m_heads, -1, NULL));
+  CHK(tpxp_sk_param(host, ctx, m, "A_log", c->m_heads, -1, NULL));
+  if (c->rms_norm) {
+    AT("mamba.norm");
+    CHK(tpxp_sk_norm(host, ctx, f, c->d_ssm, 0, NULL));
+  }
+  CHK(tpxp_sk_param(host, ctx, m, "D", c->m_heads, -1, NULL));
+  AT("mamba.out_proj");
+  CHK(tpxp_sk_linear(host, ctx, f, c->d_ssm, c->hidden, c->proj_bias, NULL));
+  AT("self_attn.q_proj");
+  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, q, c->attn_bias, NULL));
+  AT("self_attn.k_proj");
+  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
+  AT("self_attn.v_proj");
+  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
+  AT("self_attn.o_proj");
+  CHK(tpxp_sk_linear(host, ctx, f, q, c->hidden, c->attn_bias, NULL));
+  AT("input_layernorm");
+  CHK(tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL));
+  AT("pre_ff_layernorm");
+  CHK(tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL));
+#undef AT
+  return TPX_PLUGIN_OK;
+}
+
+int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+  falcon_h1_cfg c;
+  int64_t i;
+  memset(&c, 0, sizeof c);
+  CHK(read_cfg(host, ctx, &c));
+  CHK(tpxp_sk_embedding(host, ctx, "model.embed_tokens", c.vocab, c.hidden,
+                        NULL));
+  CHK(tpxp_sk_module(host, ctx, "model.layers", "container"));
+  for (i = 0; i < c.layers; i++)
+    CHK(layer(host, ctx, &c, i));
+  CHK(tpxp_sk_norm(host, ctx, "model.final_layernorm", c.hidden, 0, NULL));
+  CHK(tpxp_sk_module(host, ctx, "model.rotary_emb", "rotary"));
+  return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
+                         "model.embed_tokens.weight", NULL);
+}

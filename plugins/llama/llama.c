@@ -1,0 +1,525 @@
+/* llama.c — the tpx_llama family plugin: NeMo Automodel's Llama plan
+ * (_parallelize_llama, also get_llama_nemotron_super_tp_plan), the
+ * DeciLM / Nemotron-NAS plan (get_decilm_nemotron_tp_plan) and the named plan
+ * "llama_nemotron_super_tp_plan" (spec/plans.md §3.1, §3.2, §4.1), the
+ * Nemotron-Flash lm_head rule, skeletons for Llama and for DeciLM's
+ * heterogeneous block_configs, and the Nemotron-NAS TP validation (§4.5).
+ * Not: Nemotron-Flash skeletons (hybrid blocks; no published layout here). */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tpxp_common.h"
+#include "tpxp_exports.h"
+
+#define SUPER_PLAN "llama_nemotron_super_tp_plan"
+
+static const char *const k_archs[] = {
+    "transformers.models.llama.modeling_llama.LlamaForCausalLM",
+    "nemo_automodel.components.models.llama.model.LlamaForCausalLM",
+    "LlamaForCausalLM",
+    "NemotronFlashForCausalLM",
+    "DeciLMForCausalLM",
+    NULL};
+static const char *const k_plans[] = {SUPER_PLAN, NULL};
+
+int register_parallel_strategy(const tpx_plugin_host *host,
+                               tpx_plugin_info *info) {
+  int st = tpxp_negotiate(host, info);
+  if (st != TPX_PLUGIN_OK)
+    return st;
+  info->name = "llama";
+  info->version = "1.0.0";
+  info->description =
+      "Llama family: LlamaForCausalLM (HF and NeMo), NemotronFlashForCausalLM, "
+      "DeciLMForCausalLM (Nemotron-NAS, heterogeneous block_configs) and the "
+      "named plan llama_nemotron_super_tp_plan, as NeMo Automodel plans them";
+  info->architectures = k_archs;
+  info->plan_names = k_plans;
+  return TPX_PLUGIN_OK;
+}
+
+/* ---- plans ---- */
+
+/* _parallelize_llama, sp off. The fused qkv_proj / gate_up_proj keys cover
+ * Nemotron-Super style fused projections and are absent in plain Llama. */
+static const tpxp_rule k_llama_sp0[] = {
+    {"model.embed_tokens", "rowwise", TPXP_R, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.self_attn.qkv_proj", "colwise", NULL, NULL, TPXP_DEF, 1,
+     0},
+    {"model.layers.*.mlp.gate_up_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 0},
+    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
+    /* Vocab-sharded DTensor logits for the vocab-parallel loss. */
+    {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 0},
+};
+/* sp on: a dict update of the above. */
+static const tpxp_rule k_llama_sp1[] = {
+    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0,
+     0},
+    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
+    {"model.layers.*.mlp.down_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
+    {"lm_head", "colwise", TPXP_S1, TPXP_SM1, 0, 0, 0},
+    {"model.norm", "sequence_parallel", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.input_layernorm", "sequence_parallel_allgather_activation",
+     NULL, NULL, 0, 0, 0},
+    {"model.layers.*.post_attention_layernorm",
+     "sequence_parallel_allgather_activation", NULL, NULL, 0, 0, 0},
+};
+
+/* get_decilm_nemotron_tp_plan: a base-style plan (plain sp, replicated
+ * lm_head output) because the remote-code forward handles rotary at model
+ * level and dispatches per-layer block configs. */
+static const tpxp_rule k_decilm_sp0[] = {
+    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, NULL, TPXP_DEF,
+     0, 0},
+    {"model.layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
+    {"lm_head", "colwise", NULL, TPXP_R, TPXP_DEF, 0, 0},
+};
+static const tpxp_rule k_decilm_sp1[] = {
+    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0,
+     0},
+    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
+    {"model.layers.*.mlp.down_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
+    {"lm_head", "colwise", TPXP_S1, TPXP_R, TPXP_DEF, 0, 0},
+    {"model.norm", "sequence_parallel", NULL, NULL, TPXP_DEF, 0, 0},
+    {"model.layers.*.input_layernorm", "sequence_parallel", NULL, NULL,
+     TPXP_DEF, 0, 0},
+    {"model.layers.*.post_attention_layernorm", "sequence_parallel", NULL, NULL,
+     TPXP_DEF, 0, 0},
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static int str_eq(const char *a, const char *b) {
+  return a != NULL && b != NULL && strcmp(a, b) == 0;
+}
+
+/* Case-insensitive substring test (name_or_path.lower()). */
+static int contains_ci(const char *hay, const char *needle) {
+  size_t n = strlen(needle), i, j;
+  if (hay == NULL)
+    return 0;
+  for (i = 0; hay[i] != '\0'; i++) {
+    for (j = 0; j < n && hay[i + j] != '\0'; j++)
+      if (tolower((unsigned char)hay[i + j]) != needle[j])
+        break;
+    if (j == n)
+      return 1;
+  }
+  return 0;
+}
+
+/* config.architectures[0], guarded: absent or empty gives NULL. */
+static const char *first_arch(const tpx_plugin_host *host,
+                              tpx_plugin_ctx *ctx) {
+  const char *a = NULL;
+  if (host->config_get_string(ctx, "architectures[0]", &a) != TPX_PLUGIN_OK)
+    return NULL;
+  return a;
+}
+
+static const char *model_type(const tpx_plugin_host *host,
+                              tpx_plugin_ctx *ctx) {
+  const char *t = NULL;
+  if (host->config_get_string(ctx, "model_type", &t) != TPX_PLUGIN_OK)
+    return NULL;
+  return t;
+}
+
+/* _is_nemotron_flash_config: model_type "nemotron_flash", or
+ * NemotronFlashForCausalLM among the architectures, or "nemotron-flash" in
+ * the lower-cased _name_or_path. */
+static int is_nemotron_flash(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+  const char *s = NULL;
+  int64_t n = 0, i;
+  char p[64];
+  if (str_eq(model_type(host, ctx), "nemotron_flash"))
+    return 1;
+  if (host->config_get_length(ctx, "architectures", &n) == TPX_PLUGIN_OK) {
+    for (i = 0; i < n; i++) {
+      tpxp_fmt(p, sizeof p, "architectures[%lld]", (long long)i);
+      if (host->config_get_string(ctx, p, &s) == TPX_PLUGIN_OK &&
+          str_eq(s, "NemotronFlashForCausalLM"))
+        return 1;
+    }
+  }
+  return host->config_get_string(ctx, "_name_or_path", &s) == TPX_PLUGIN_OK &&
+         contains_ci(s, "nemotron-flash");
+}
+
+static int is_nemotron_nas(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+static int nas_check(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     int64_t tp, const char **code, char *msg, size_t size);
+
+static int add_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const tpxp_rule *sp0, size_t n0, const tpxp_rule *sp1,
+                    size_t n1, int sp) {
+  int st = tpxp_add_rules(host, ctx, "", sp0, n0);
+  if (st == TPX_PLUGIN_OK && sp)
+    st = tpxp_add_rules(host, ctx, "", sp1, n1);
+  return st;
+}
+
+int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+             const tpx_plugin_plan_request *req) {
+  const char *arch, *mtype;
+  int decilm, st, lm_head_sharded;
+  if (!tpxp_request_ok(req))
+    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
+                     "llama plugin: bad plan request");
+  arch = req->architecture;
+  mtype = model_type(host, ctx);
+  if (req->plan_name != NULL) {
+    const char *a0;
+    if (strcmp(req->plan_name, SUPER_PLAN) != 0)
+      return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                       "llama plugin: unknown named plan '%s' (known: %s)",
+                       req->plan_name, SUPER_PLAN);
+    /* DeciLM remote code with a Nemotron-NAS config gets the DeciLM plan;
+     * anything else the Llama plan. */
+    a0 = first_arch(host, ctx);
+    decilm = str_eq(a0, "DeciLMForCausalLM") && str_eq(mtype, "nemotron-nas");
+  } else if (tpxp_arch_is(arch, "DeciLMForCausalLM")) {
+    if (!str_eq(mtype, "nemotron-nas"))
+      return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                       "DeciLMForCausalLM: the DeciLM plan is only for "
+                       "Nemotron-NAS models (config model_type must be "
+                       "\"nemotron-nas\", got \"%s\")",
+                       mtype != NULL ? mtype : "(none)");
+    decilm = 1;
+  } else if (tpxp_arch_is(arch, "LlamaForCausalLM") ||
+             tpxp_arch_is(arch, "NemotronFlashForCausalLM")) {
+    decilm = 0;
+  } else {
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "llama plugin: architecture '%s' is not served",
+                     arch != NULL ? arch : "(null)");
+  }
+  /* validate_tp_mesh runs before any plan is chosen upstream: a failed
+   * assertion there means no plan at all. */
+  if (is_nemotron_nas(host, ctx)) {
+    char msg[TPXP_MSG_MAX];
+    const char *code = NULL;
+    st = nas_check(host, ctx, req->tp_size, &code, msg, sizeof msg);
+    if (st == TPX_PLUGIN_REFUSED)
+      return tpxp_fail(host, ctx, st, "%s (%s)", msg, code);
+  } else {
+    st = tpxp_check_tp_heads(host, ctx, "", req->tp_size);
+  }
+  if (st != TPX_PLUGIN_OK)
+    return st;
+  if (decilm) {
+    st = add_plan(host, ctx, k_decilm_sp0, N_OF(k_decilm_sp0), k_decilm_sp1,
+                  N_OF(k_decilm_sp1), req->sequence_parallel);
+    lm_head_sharded = 0; /* lm_head output Replicate in both sp cases */
+  } else {
+    st = add_plan(host, ctx, k_llama_sp0, N_OF(k_llama_sp0), k_llama_sp1,
+                  N_OF(k_llama_sp1), req->sequence_parallel);
+    lm_head_sharded = 1; /* Shard(-1) in both sp cases */
+  }
+  if (st != TPX_PLUGIN_OK)
+    return st;
+  if (host->plan_set_function != NULL)
+    host->plan_set_function(ctx, decilm ? "decilm_nemotron" : "llama");
+  /* Nemotron-Flash post-processing: lm_head / language_model.lm_head are
+   * kept only when their output layouts hold a Shard. */
+  if (is_nemotron_flash(host, ctx) && !lm_head_sharded) {
+    host->plan_remove(ctx, "lm_head"); /* NOT_FOUND is fine */
+    host->plan_remove(ctx, "language_model.lm_head");
+  }
+  return TPX_PLUGIN_OK;
+}
+
+/* ---- skeletons ---- */
+
+/* DeciLM's _ffn_mult_to_intermediate_size: int(2 * ffn_mult * hidden / 3)
+ * rounded up to a multiple of 256. */
+static int64_t ffn_mult_to_intermediate(double ffn_mult, int64_t hidden) {
+  int64_t n = (int64_t)(2.0 * ffn_mult * (double)hidden / 3.0);
+  if (n % 256 != 0)
+    n += 256 - n % 256;
+  return n;
+}
+
+typedef struct block_cfg {
+  int attn_no_op, attn_linear, ffn_no_op, ffn_linear;
+  int64_t n_heads_in_group; /* 0 when null */
+  double ffn_mult;          /* < 0 when null */
+} block_cfg;
+
+static int read_block(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      int64_t i, block_cfg *b) {
+  char p[128];
+  int st;
+  long long L = (long long)i;
+  tpxp_fmt(p, sizeof p, "block_configs[%lld].attention.no_op", L);
+  if ((st = tpxp_cfg_bool_opt(host, ctx, p, 0, &b->attn_no_op)) != 0)
+    return st;
+  tpxp_fmt(p, sizeof p, "block_configs[%lld].attention.replace_with_linear", L);
+  if ((st = tpxp_cfg_bool_opt(host, ctx, p, 0, &b->attn_linear)) != 0)
+    return st;
+  tpxp_fmt(p, sizeof p, "block_configs[%lld].attention.n_heads_in_group", L);
+  if ((st = tpxp_cfg_int_opt(host, ctx, p, 0, &b->n_heads_in_group)) != 0)
+    return st;
+  tpxp_fmt(p, sizeof p, "block_configs[%lld].ffn.no_op", L);
+  if ((st = tpxp_cfg_bool_opt(host, ctx, p, 0, &b->ffn_no_op)) != 0)
+    return st;
+  tpxp_fmt(p, sizeof p, "block_configs[%lld].ffn.replace_with_linear", L);
+  if ((st = tpxp_cfg_bool_opt(host, ctx, p, 0, &b->ffn_linear)) != 0)
+    return st;
+  tpxp_fmt(p, sizeof p, "block_configs[%lld].ffn.ffn_mult", L);
+  return tpxp_cfg_float_opt(host, ctx, p, -1.0, &b->ffn_mult);
+}
+
+/* One DeciLM decoder layer in the remote code's module order:
+ * input_layernorm, self_attn, post_attention_layernorm, mlp. An attention
+ * no_op block has neither input_layernorm nor self_attn; replace_with_linear
+ * makes self_attn one square linear_attn. The same for the FFN side
+ * (mlp.linear_mlp). */
+static int decilm_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const tpxp_decoder *d, int64_t i, const block_cfg *b) {
+  char f[TPXP_FQN_MAX];
+  long long L = (long long)i;
+  int st = TPX_PLUGIN_OK;
+  if (!b->attn_no_op) {
+    tpxp_fmt(f, sizeof f, "model.layers.%lld.input_layernorm", L);
+    if ((st = tpxp_sk_norm(host, ctx, f, d->hidden, 0, NULL)) != 0)
+      return st;
+    if (b->attn_linear) {
+      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.linear_attn", L);
+      st = tpxp_sk_linear(host, ctx, f, d->hidden, d->hidden, 0, NULL);
+    } else {
+      int64_t kv, q = d->heads * d->head_dim;
+      if (b->n_heads_in_group <= 0)
+        return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                         "config block_configs[%lld].attention: "
+                         "n_heads_in_group is missing for an attention block",
+                         L);
+      kv = (d->heads / b->n_heads_in_group) * d->head_dim;
+      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.q_proj", L);
+      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, q, d->qkv_bias, NULL)))
+        return st;
+      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.k_proj", L);
+      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, NULL)))
+        return st;
+      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.v_proj", L);
+      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, NULL)))
+        return st;
+      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.o_proj", L);
+      st = tpxp_sk_linear(host, ctx, f, q, d->hidden, d->o_bias, NULL);
+    }
+    if (st != TPX_PLUGIN_OK)
+      return st;
+  }
+  if (!b->ffn_no_op) {
+    tpxp_fmt(f, sizeof f, "model.layers.%lld.post_attention_layernorm", L);
+    if ((st = tpxp_sk_norm(host, ctx, f, d->hidden, 0, NULL)) != 0)
+      return st;
+    if (b->ffn_linear) {
+      tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.linear_mlp", L);
+      st = tpxp_sk_linear(host, ctx, f, d->hidden, d->hidden, 0, NULL);
+    } else {
+      int64_t inter;
+      if (b->ffn_mult <= 0.0)
+        return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                         "config block_configs[%lld].ffn: ffn_mult is missing "
+                         "for an FFN block",
+                         L);
+      inter = ffn_mult_to_intermediate(b->ffn_mult, d->hidden);
+      tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.gate_proj", L);
+      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, inter, d->mlp_bias,
+                               NULL)))
+        return st;
+      tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.up_proj", L);
+      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, inter, d->mlp_bias,
+                               NULL)))
+        return st;
+      tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.down_proj", L);
+      st = tpxp_sk_linear(host, ctx, f, inter, d->hidden, d->mlp_bias, NULL);
+    }
+  }
+  return st;
+}
+
+static int decilm_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+  tpxp_decoder d;
+  int64_t nblocks = 0, i;
+  int st;
+  memset(&d, 0, sizeof d);
+  d.prefix = "model";
+  /* DeciLM configs carry no top-level intermediate_size (it is per block),
+   * so the common decoder reader does not fit; read the rest here. */
+  {
+    int attn_bias = 0;
+    if ((st = tpxp_cfg_int_req(host, ctx, "num_hidden_layers", &d.layers)) ||
+        (st = tpxp_cfg_int_req(host, ctx, "hidden_size", &d.hidden)) ||
+        (st = tpxp_cfg_int_req(host, ctx, "num_attention_heads", &d.heads)) ||
+        (st = tpxp_cfg_int_req(host, ctx, "vocab_size", &d.vocab)))
+      return st;
+    if (d.heads <= 0 || d.hidden <= 0)
+      return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                       "config: num_attention_heads and hidden_size must be "
+                       "positive");
+    if ((st = tpxp_cfg_int_opt(host, ctx, "head_dim", d.hidden / d.heads,
+                               &d.head_dim)) ||
+        (st = tpxp_cfg_bool_opt(host, ctx, "attention_bias", 0, &attn_bias)) ||
+        (st = tpxp_cfg_bool_opt(host, ctx, "mlp_bias", 0, &d.mlp_bias)) ||
+        (st = tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &d.tie)))
+      return st;
+    d.qkv_bias = d.o_bias = attn_bias;
+  }
+  if (host->config_get_length(ctx, "block_configs", &nblocks) != TPX_PLUGIN_OK)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "DeciLMForCausalLM: config key 'block_configs' (a list) "
+                     "is missing");
+  if (nblocks < d.layers)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "DeciLMForCausalLM: num_hidden_layers (%lld) exceeds the "
+                     "number of block_configs (%lld)",
+                     (long long)d.layers, (long long)nblocks);
+  if ((st = tpxp_sk_embedding(host, ctx, "model.embed_tokens", d.vocab,
+                              d.hidden, NULL)))
+    return st;
+  if ((st = tpxp_sk_module(host, ctx, "model.layers", "container")))
+    return st;
+  for (i = 0; i < d.layers; i++) {
+    block_cfg b;
+    if ((st = read_block(host, ctx, i, &b)) ||
+        (st = decilm_layer(host, ctx, &d, i, &b)))
+      return st;
+  }
+  if ((st = tpxp_sk_norm(host, ctx, "model.norm", d.hidden, 0, NULL)) ||
+      (st = tpxp_sk_module(host, ctx, "model.rotary_emb", "rotary")))
+    return st;
+  return tpxp_sk_lm_head(host, ctx, "lm_head", d.hidden, d.vocab, 0, d.tie,
+                         "model.embed_tokens.weight", NULL);
+}
+
+int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const char *architecture) {
+  tpxp_decoder d;
+  int st;
+  if (tpxp_arch_is(architecture, "DeciLMForCausalLM"))
+    return decilm_skeleton(host, ctx);
+  if (!tpxp_arch_is(architecture, "LlamaForCausalLM"))
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "llama plugin: no skeleton for '%s' (only "
+                     "LlamaForCausalLM and DeciLMForCausalLM)",
+                     architecture != NULL ? architecture : "(null)");
+  memset(&d, 0, sizeof d);
+  /* HF LlamaConfig defaults tie_word_embeddings to False. */
+  if ((st = tpxp_decoder_read(host, ctx, "", 0, &d)) != TPX_PLUGIN_OK)
+    return st;
+  d.prefix = "model";
+  d.rotary = 1;
+  if ((st = tpxp_sk_decoder(host, ctx, &d)) != TPX_PLUGIN_OK)
+    return st;
+  return tpxp_sk_lm_head(host, ctx, "lm_head", d.hidden, d.vocab, 0, d.tie,
+                         "model.embed_tokens.weight", NULL);
+}
+
+/* ---- validation: validate_tp_mesh_for_nemotron_nas (§4.5) ---- */
+
+/* 1 when the config is DeciLM remote code with a Nemotron-NAS config (the
+ * case validate_tp_mesh delegates to the Nemotron-NAS check). */
+static int is_nemotron_nas(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+  return str_eq(first_arch(host, ctx), "DeciLMForCausalLM") &&
+         str_eq(model_type(host, ctx), "nemotron-nas");
+}
+
+/* The checks in upstream's order; the first failure stops them. Returns
+ * TPX_PLUGIN_OK, or TPX_PLUGIN_REFUSED with *code and msg describing the
+ * failed assertion, or another status when the config cannot be read.
+ * Absent counts read as 0 (they pass), like the plain check. */
+static int nas_check(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     int64_t tp, const char **code, char *msg, size_t size) {
+  int64_t heads = 0, layers = 0, nblocks = 0, i;
+  int st;
+  *code = NULL;
+  msg[0] = '\0';
+  if (tp <= 1)
+    return TPX_PLUGIN_OK;
+  if ((st = tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 0, &heads)) ||
+      (st = tpxp_cfg_int_opt(host, ctx, "num_hidden_layers", 0, &layers)))
+    return st;
+  if (heads % tp != 0) {
+    *code = "heads-not-divisible";
+    tpxp_fmt(msg, size,
+             "num_attention_heads (%lld) is not divisible by tp=%lld "
+             "(Nemotron-NAS: num_attention_heads in config does not match "
+             "the TP size)",
+             (long long)heads, (long long)tp);
+    return TPX_PLUGIN_REFUSED;
+  }
+  if (host->config_get_length(ctx, "block_configs", &nblocks) != 0)
+    nblocks = 0;
+  if (nblocks < layers) {
+    *code = "block-configs-mismatch";
+    tpxp_fmt(msg, size,
+             "num_hidden_layers (%lld) does not match the number of "
+             "block_configs (%lld)",
+             (long long)layers, (long long)nblocks);
+    return TPX_PLUGIN_REFUSED;
+  }
+  for (i = 0; i < layers; i++) {
+    block_cfg b;
+    if ((st = read_block(host, ctx, i, &b)) != TPX_PLUGIN_OK)
+      return st;
+    if (b.attn_linear) {
+      /* upstream prints a bypass message and checks nothing */
+      tpxp_log(host, ctx, TPX_PLUGIN_LOG_INFO,
+               "layer %lld: attention replaced with linear, TP check bypassed",
+               (long long)i);
+    } else if (b.n_heads_in_group > 0) {
+      int64_t kv = heads / b.n_heads_in_group;
+      if (kv % tp != 0) {
+        *code = "heads-not-divisible";
+        tpxp_fmt(msg, size,
+                 "layer %lld: num_key_value_heads (%lld = %lld / "
+                 "n_heads_in_group %lld) is not divisible by tp=%lld",
+                 (long long)i, (long long)kv, (long long)heads,
+                 (long long)b.n_heads_in_group, (long long)tp);
+        return TPX_PLUGIN_REFUSED;
+      }
+    } else if (!b.attn_no_op) {
+      *code = "invalid-block-config";
+      tpxp_fmt(msg, size,
+               "layer %lld: attention has neither n_heads_in_group nor no_op",
+               (long long)i);
+      return TPX_PLUGIN_REFUSED;
+    }
+  }
+  return TPX_PLUGIN_OK;
+}
+
+int tpx_plugin_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const tpx_plugin_plan_request *req) {
+  char msg[TPXP_MSG_MAX];
+  const char *code = NULL;
+  int st;
+  if (!tpxp_request_ok(req))
+    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
+                     "llama plugin: bad validate request");
+  /* Only DeciLM with a Nemotron-NAS config is validated here; the generic
+   * head checks of validate_tp_mesh are the host's. */
+  if (!is_nemotron_nas(host, ctx))
+    return TPX_PLUGIN_OK;
+  st = nas_check(host, ctx, req->tp_size, &code, msg, sizeof msg);
+  if (st == TPX_PLUGIN_REFUSED) {
+    host->diagnose(ctx, TPX_PLUGIN_DIAG_ERROR, code, msg);
+    return TPX_PLUGIN_OK;
+  }
+  return st;
+}

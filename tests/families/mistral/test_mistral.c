@@ -1,0 +1,198 @@
+/* test_mistral.c — the tpx_mistral plugin through the registry: Ministral3
+ * plans sp off/on (spec/plans.md §3.4), the Mistral3 VLM plan under all its
+ * names with sp ignored (§3.5), skeletons (decoder; VLM with the Pixtral
+ * vision tower and projector, which the plan leaves replicated) and per-rank
+ * bytes. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fam_util.h"
+#include "tpx/registry.h"
+
+#define FAM "mistral"
+
+START_TEST(test_abi) { fam_check_abi(FAM); }
+END_TEST
+
+START_TEST(test_ministral3_plans) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "ministral3-small.config.json", 1);
+  const char *q =
+      "nemo_automodel.components.models.mistral3.model.Ministral3ForCausalLM";
+  fam_check_plan(reg, m, "Ministral3ForCausalLM", NULL, 0, FAM,
+                 "plan_ministral3_sp0.json");
+  fam_check_plan(reg, m, "Ministral3ForCausalLM", NULL, 1, FAM,
+                 "plan_ministral3_sp1.json");
+  fam_check_plan(reg, m, q, NULL, 0, FAM, "plan_ministral3_sp0.json");
+  fam_check_plan(reg, m, q, NULL, 1, FAM, "plan_ministral3_sp1.json");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+static const char *const k_vlm[] = {
+    "Mistral3ForConditionalGeneration",
+    "transformers.models.mistral3.modeling_mistral3."
+    "Mistral3ForConditionalGeneration",
+    "nemo_automodel.components.models.mistral3_vlm.model."
+    "Mistral3FP8VLMForConditionalGeneration",
+    "Mistral3FP8VLMForConditionalGeneration"};
+
+START_TEST(test_vlm_plans) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "Mistral-Small-3.1-24B.config.json", 1);
+  fam_check_plan(reg, m, k_vlm[_i], NULL, 0, FAM, "plan_mistral3_vlm.json");
+  fam_check_plan(reg, m, k_vlm[_i], NULL, 1, FAM, "plan_mistral3_vlm.json");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_refusals) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "ministral3-small.config.json", 0);
+  tpx_model *bad = fam_model_json(
+      "{\"architectures\": [\"Mistral3ForConditionalGeneration\"], "
+      "\"text_config\": {\"hidden_size\": 64}}");
+  tpx_error err = {0};
+  tpx_model *vlm = fam_model(reg, FAM, "Mistral-Small-3.1-24B.config.json", 0);
+  tpx_plan *plan = NULL;
+  char msg[256];
+  fam_check_refused(reg, m, "Ministral3ForCausalLM", "x_plan", 0, "x_plan");
+  /* validate_tp_mesh: Ministral3 top level (4 kv heads), the VLM's
+   * language model config (text_config: 32 heads, 8 kv heads) */
+  fam_check_refused_tp(reg, m, "Ministral3ForCausalLM", NULL, 1, 8,
+                       "num_key_value_heads (4)");
+  fam_check_refused_tp(reg, vlm, "Mistral3ForConditionalGeneration", NULL, 0,
+                       16, "num_key_value_heads (8)");
+  fam_check_refused_tp(reg, vlm, "Mistral3ForConditionalGeneration", NULL, 0, 3,
+                       "valid tp sizes: 1, 2, 4, 8");
+  ck_assert_int_eq(fam_plan(reg, vlm, "Mistral3ForConditionalGeneration", NULL,
+                            0, 8, &plan, msg, sizeof msg),
+                   TPX_OK);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(vlm);
+  ck_assert_int_ne(tpx_registry_build_skeleton(reg, bad, &err), TPX_OK);
+  ck_assert_ptr_nonnull(strstr(err.message, "text_config.num_hidden_layers"));
+  tpx_model_destroy(m);
+  tpx_model_destroy(bad);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_ministral3_skeleton) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "ministral3-small.config.json", 1);
+  /* 131072*1024 (tied) + 4 * (q 2048x1024 + k,v 512x1024 + o 1024x2048 +
+   * mlp 3*3072*1024 + 2 norms) + norm */
+  int64_t layer =
+      2048LL * 1024 * 2 + 512LL * 1024 * 2 + 3LL * 3072 * 1024 + 2 * 1024;
+  ck_assert_int_eq(tpx_model_total_params(m),
+                   131072LL * 1024 + 4 * layer + 1024);
+  fam_assert_param(m, "model.layers.3.self_attn.q_proj.weight", 2048, 1024);
+  fam_assert_param(m, "model.layers.3.self_attn.k_proj.weight", 512, 1024);
+  fam_assert_tied(m, "lm_head.weight", "model.embed_tokens.weight");
+  fam_assert_module(m, "model.rotary_emb", TPX_MODULE_ROTARY);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_vlm_skeleton) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "Mistral-Small-3.1-24B.config.json", 1);
+  tpx_param_info p;
+  tpx_error err = {0};
+  /* language model 23,572,403,200 + Pixtral 403,305,472 + projector
+   * 35,652,608 = 24,011,361,280, the published parameter count of
+   * Mistral-Small-3.1-24B. */
+  ck_assert_int_eq(tpx_model_total_params(m), 24011361280LL);
+  fam_assert_param(m, "model.language_model.embed_tokens.weight", 131072, 5120);
+  fam_assert_param(m, "model.language_model.layers.39.self_attn.q_proj.weight",
+                   4096, 5120);
+  fam_assert_param(m, "model.language_model.layers.0.self_attn.k_proj.weight",
+                   1024, 5120);
+  fam_assert_param(m, "model.language_model.layers.0.mlp.down_proj.weight",
+                   5120, 32768);
+  fam_assert_param(m, "lm_head.weight", 131072, 5120);
+  fam_assert_param(m,
+                   "model.vision_tower.transformer.layers.23.attention.q_proj."
+                   "weight",
+                   1024, 1024);
+  fam_assert_param(m,
+                   "model.vision_tower.transformer.layers.0.feed_forward."
+                   "gate_proj.weight",
+                   4096, 1024);
+  fam_assert_param(m, "model.vision_tower.ln_pre.weight", 1024, -1);
+  fam_assert_param(m, "model.multi_modal_projector.norm.weight", 1024, -1);
+  fam_assert_param(m,
+                   "model.multi_modal_projector.patch_merger.merging_layer."
+                   "weight",
+                   1024, 4096);
+  fam_assert_param(m, "model.multi_modal_projector.linear_1.weight", 5120,
+                   1024);
+  fam_assert_param(m, "model.multi_modal_projector.linear_2.weight", 5120,
+                   5120);
+  fam_assert_no_param(m, "model.multi_modal_projector.linear_1.bias");
+  ck_assert_int_eq(
+      tpx_model_param(
+          m, tpx_model_find_param(m, "model.vision_tower.patch_conv.weight"),
+          &p, &err),
+      TPX_OK);
+  ck_assert_int_eq(p.ndim, 4);
+  ck_assert_int_eq(p.shape[0], 1024);
+  ck_assert_int_eq(p.shape[1], 3);
+  ck_assert_int_eq(p.shape[2], 14);
+  ck_assert_int_eq(p.shape[3], 14);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_rank_bytes) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "Mistral-Small-3.1-24B.config.json", 1);
+  tpx_model *s = fam_model(reg, FAM, "ministral3-small.config.json", 1);
+  tpx_plan *plan = NULL;
+  char msg[256];
+  ck_assert_int_eq(fam_plan(reg, m, "Mistral3ForConditionalGeneration", NULL, 0,
+                            2, &plan, msg, sizeof msg),
+                   TPX_OK);
+  fam_check_rank_bytes(m, plan);
+  tpx_plan_destroy(plan);
+  ck_assert_int_eq(fam_plan(reg, s, "Ministral3ForCausalLM", NULL, 1, 2, &plan,
+                            msg, sizeof msg),
+                   TPX_OK);
+  fam_check_rank_bytes(s, plan);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_model_destroy(s);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+static Suite *mistral_suite(void) {
+  Suite *s = suite_create("families-mistral");
+  TCase *tc = tcase_create("mistral");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_abi);
+  tcase_add_test(tc, test_ministral3_plans);
+  tcase_add_loop_test(tc, test_vlm_plans, 0,
+                      (int)(sizeof k_vlm / sizeof k_vlm[0]));
+  tcase_add_test(tc, test_refusals);
+  tcase_add_test(tc, test_ministral3_skeleton);
+  tcase_add_test(tc, test_vlm_skeleton);
+  tcase_add_test(tc, test_rank_bytes);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(mistral_suite());
+  int failed;
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

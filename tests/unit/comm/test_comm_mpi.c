@@ -1,0 +1,95 @@
+/* test_comm_mpi.c — the comm cases on the `mpi` backend, one rank per
+ * process. Run under `mpirun -np 4` by .ci/mpi-tests.sh; meson also runs it
+ * as a one-process MPI singleton.
+ *
+ * Check runs without fork here (forking after MPI_Init is not allowed), and
+ * every test agrees on its verdict over the world before asserting, so all
+ * ranks run the same collectives in the same order even when one fails.
+ * Rank 0 prints Check's summary; a failing rank prints its own message to
+ * stderr. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_cases.h"
+#include "tpx/comm.h"
+
+static tpx_comm *world;
+
+static void run(tpx_local_fn fn, void *arg, const char *name) {
+  tpx_error e = {0};
+  tpx_status st = fn(world, arg, &e);
+  int32_t bad = st != TPX_OK, nbad = 0;
+  if (bad)
+    fprintf(stderr, "mpi rank %d: %s: %s\n", tpx_comm_rank(world), name,
+            e.message);
+  tpx_error e2 = {0};
+  tpx_status st2 = tpx_comm_all_reduce(world, &bad, &nbad, 1, TPX_DTYPE_I32,
+                                       TPX_REDUCE_SUM, &e2);
+  ck_assert_msg(st2 == TPX_OK, "agreeing on the verdict: %s", e2.message);
+  ck_assert_msg(nbad == 0, "%s failed on %d of %d ranks (messages on stderr)",
+                name, nbad, tpx_comm_size(world));
+}
+
+#define CASE(fn)                                                               \
+  START_TEST(t_##fn) { run(fn, NULL, #fn); }                                   \
+  END_TEST
+CASE(case_all_reduce)
+CASE(case_reduce_scatter)
+CASE(case_all_gather)
+CASE(case_broadcast)
+CASE(case_all_to_all)
+CASE(case_chunked)
+CASE(case_barrier)
+CASE(case_split)
+
+/* Meshes for the world size n: (n), (2, n/2) when n is even, (1, n), (n, 1). */
+START_TEST(t_redistribute) {
+  int n = tpx_comm_size(world);
+  int64_t shapes[4][2] = {{n, 0}, {2, n / 2}, {1, n}, {n, 1}};
+  const char *names[] = {"dp", "tp"};
+  for (int i = 0; i < 4; i++) {
+    int nd = i == 0 ? 1 : 2;
+    if (i == 1 && n % 2)
+      continue;
+    tpx_mesh *mesh = NULL;
+    ck_assert_int_eq(
+        tpx_mesh_create(nd == 1 ? names + 1 : names, shapes[i], nd, &mesh,
+                        NULL),
+        TPX_OK);
+    redist_arg a = {mesh, nd == 1};
+    char label[64];
+    snprintf(label, sizeof label, "case_redistribute mesh %d", i);
+    run(case_redistribute, &a, label);
+    tpx_mesh_destroy(mesh);
+  }
+}
+END_TEST
+
+int main(void) {
+  tpx_error e = {0};
+  if (tpx_comm_create_mpi(NULL, &world, &e) != TPX_OK) {
+    fprintf(stderr, "test_comm_mpi: %s\n", e.message);
+    return EXIT_FAILURE;
+  }
+  Suite *s = suite_create("comm-mpi");
+  TCase *tc = tcase_create("mpi");
+  tcase_add_test(tc, t_case_all_reduce);
+  tcase_add_test(tc, t_case_reduce_scatter);
+  tcase_add_test(tc, t_case_all_gather);
+  tcase_add_test(tc, t_case_broadcast);
+  tcase_add_test(tc, t_case_all_to_all);
+  tcase_add_test(tc, t_case_chunked);
+  tcase_add_test(tc, t_case_barrier);
+  tcase_add_test(tc, t_case_split);
+  tcase_add_test(tc, t_redistribute);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, tpx_comm_rank(world) == 0 ? CK_NORMAL : CK_SILENT);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  tpx_comm_destroy(world); /* finalizes MPI: tpx initialised it */
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,599 @@
+/* test_model_safetensors.c — importing safetensors headers (safetensors.c):
+ * synthetic files written by the test (sparse: a header plus a data section
+ * of the right size that is never written), phi-2's real index with
+ * generated shards, kind inference, tied lm_head, agreement with existing
+ * tensors, and the data-driven bad inputs under tests/data/model/bad/. */
+#include <check.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tpx/model.h"
+
+/* ---- helpers ---- */
+
+static char *data_path(const char *rel) {
+  const char *root = getenv("TPX_SOURCE_DIR");
+  ck_assert_msg(root != NULL, "TPX_SOURCE_DIR is not set");
+  size_t n = strlen(root) + strlen(rel) + 32;
+  char *p = malloc(n);
+  snprintf(p, n, "%s/tests/data/model/%s", root, rel);
+  return p;
+}
+
+static char tmpdir[512];
+
+static void make_tmpdir(void) {
+  const char *base = getenv("TMPDIR");
+  snprintf(tmpdir, sizeof tmpdir, "%s/tpx-st-XXXXXX", base ? base : "/tmp");
+  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void remove_tmpdir(void) {
+  DIR *d = opendir(tmpdir);
+  if (d == NULL)
+    return;
+  struct dirent *e;
+  char p[1024];
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+      continue;
+    snprintf(p, sizeof p, "%s/%s", tmpdir, e->d_name);
+    unlink(p);
+  }
+  closedir(d);
+  rmdir(tmpdir);
+}
+
+static const char *tmp(const char *name) {
+  static char buf[4][1024];
+  static int k;
+  k = (k + 1) % 4;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+  return buf[k];
+}
+
+typedef struct gen_tensor {
+  const char *name;
+  const char *dtype; /* safetensors name */
+  int ndim;
+  int64_t shape[4];
+} gen_tensor;
+
+static int64_t st_size(const char *dtype) {
+  if (strcmp(dtype, "F64") == 0 || strcmp(dtype, "I64") == 0)
+    return 8;
+  if (strcmp(dtype, "F32") == 0 || strcmp(dtype, "I32") == 0)
+    return 4;
+  if (strcmp(dtype, "F16") == 0 || strcmp(dtype, "BF16") == 0)
+    return 2;
+  return 1;
+}
+
+/* Writes a valid safetensors file: offsets packed in order, the data section
+ * sized by ftruncate (a sparse hole: nothing is ever written there). */
+static void write_st(const char *path, const gen_tensor *t, size_t n,
+                     int with_metadata) {
+  json_t *hdr = json_object();
+  if (with_metadata)
+    json_object_set_new(hdr, "__metadata__",
+                        json_pack("{s:s}", "format", "pt"));
+  int64_t off = 0;
+  for (size_t i = 0; i < n; i++) {
+    int64_t numel = 1;
+    json_t *shape = json_array();
+    for (int d = 0; d < t[i].ndim; d++) {
+      numel *= t[i].shape[d];
+      json_array_append_new(shape, json_integer(t[i].shape[d]));
+    }
+    int64_t bytes = numel * st_size(t[i].dtype);
+    json_object_set_new(
+        hdr, t[i].name,
+        json_pack("{s:s,s:o,s:[I,I]}", "dtype", t[i].dtype, "shape", shape,
+                  "data_offsets", (json_int_t)off, (json_int_t)(off + bytes)));
+    off += bytes;
+  }
+  char *text = json_dumps(hdr, JSON_COMPACT);
+  json_decref(hdr);
+  size_t len = strlen(text);
+  /* Writers pad the header with spaces to 8 bytes; do the same. */
+  size_t padded = (len + 7) / 8 * 8;
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  unsigned char lb[8];
+  for (int i = 0; i < 8; i++)
+    lb[i] = (unsigned char)(((uint64_t)padded >> (8 * i)) & 0xff);
+  ck_assert_int_eq(fwrite(lb, 1, 8, f), 8);
+  ck_assert_int_eq(fwrite(text, 1, len, f), len);
+  for (size_t i = len; i < padded; i++)
+    fputc(' ', f);
+  fclose(f);
+  free(text);
+  ck_assert_int_eq(truncate(path, (off_t)(8 + padded + (size_t)off)), 0);
+}
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static tpx_model *model_with_config(const char *json) {
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &err), TPX_OK);
+  if (json != NULL)
+    ck_assert_int_eq(tpx_model_set_config(m, json, strlen(json), "cfg", &err),
+                     TPX_OK);
+  return m;
+}
+
+static tpx_module_kind kind_of(const tpx_model *m, const char *fqn) {
+  int64_t i = tpx_model_find_module(m, fqn);
+  ck_assert_msg(i >= 0, "no module %s", fqn);
+  return tpx_model_module_kind(m, i);
+}
+
+/* ---- a small llama-like single file ---- */
+
+static const gen_tensor tiny[] = {
+    {"model.embed_tokens.weight", "BF16", 2, {128, 16}},
+    {"model.layers.0.input_layernorm.weight", "BF16", 1, {16}},
+    {"model.layers.0.self_attn.q_proj.weight", "BF16", 2, {16, 16}},
+    {"model.layers.0.self_attn.k_proj.weight", "BF16", 2, {8, 16}},
+    {"model.layers.0.self_attn.q_norm.weight", "BF16", 1, {4}},
+    {"model.layers.0.mlp.gate_proj.weight", "BF16", 2, {32, 16}},
+    {"model.layers.0.mlp.experts.gate_up_proj", "BF16", 3, {4, 16, 64}},
+    {"model.layers.10.input_layernorm.weight", "BF16", 1, {16}},
+    {"model.layers.2.input_layernorm.weight", "BF16", 1, {16}},
+    {"model.layers.2.mlp.router.bias", "F32", 1, {4}},
+    {"model.norm.weight", "BF16", 1, {16}},
+    {"model.rotary_emb.inv_freq", "F32", 1, {8}},
+    {"transformer.ln_f.weight", "F32", 1, {16}},
+    {"transformer.ln_f.bias", "F32", 1, {16}},
+    {"transformer.wpe.weight", "F32", 2, {64, 16}},
+    {"scale", "F32", 0, {0}},
+};
+enum { NTINY = sizeof tiny / sizeof *tiny };
+
+START_TEST(test_single_file_kinds_and_order) {
+  make_tmpdir();
+  write_st(tmp("model.safetensors"), tiny, NTINY, 1);
+  tpx_model *m = model_with_config(NULL);
+  tpx_error err = {0};
+  /* Both the file and its directory are accepted. */
+  tpx_status st = _i == 0
+                      ? tpx_model_add_safetensors(m, tmp("model.safetensors"),
+                                                  &err)
+                      : tpx_model_add_safetensors(m, tmpdir, &err);
+  ck_assert_msg(st == TPX_OK, "%s", err.message);
+  ck_assert_uint_eq(tpx_model_num_params(m), NTINY);
+  for (size_t i = 0; i < NTINY; i++) {
+    int64_t p = tpx_model_find_param(m, tiny[i].name);
+    ck_assert_msg(p >= 0, "%s missing", tiny[i].name);
+    tpx_param_info info;
+    ck_assert_int_eq(tpx_model_param(m, p, &info, &err), TPX_OK);
+    ck_assert_int_eq(info.ndim, tiny[i].ndim);
+    for (int d = 0; d < tiny[i].ndim; d++)
+      ck_assert_int_eq(info.shape[d], tiny[i].shape[d]);
+    ck_assert_int_eq(info.dtype, strcmp(tiny[i].dtype, "F32") == 0
+                                     ? TPX_DTYPE_F32
+                                     : TPX_DTYPE_BF16);
+    ck_assert_int_eq(info.tied_to, -1);
+  }
+  static const struct {
+    const char *fqn;
+    tpx_module_kind kind;
+  } kinds[] = {
+      {"model", TPX_MODULE_CONTAINER},
+      {"model.embed_tokens", TPX_MODULE_EMBEDDING},
+      {"model.layers", TPX_MODULE_CONTAINER},
+      {"model.layers.0", TPX_MODULE_CONTAINER},
+      {"model.layers.0.input_layernorm", TPX_MODULE_NORM},
+      {"model.layers.0.self_attn", TPX_MODULE_CONTAINER},
+      {"model.layers.0.self_attn.q_proj", TPX_MODULE_LINEAR},
+      {"model.layers.0.self_attn.q_norm", TPX_MODULE_NORM},
+      {"model.layers.0.mlp.gate_proj", TPX_MODULE_LINEAR},
+      {"model.layers.0.mlp.experts", TPX_MODULE_OTHER},
+      {"model.layers.2.mlp.router", TPX_MODULE_OTHER},
+      {"model.norm", TPX_MODULE_NORM},
+      {"model.rotary_emb", TPX_MODULE_OTHER},
+      {"transformer.ln_f", TPX_MODULE_NORM},
+      {"transformer.wpe", TPX_MODULE_EMBEDDING},
+      {"", TPX_MODULE_CONTAINER},
+  };
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+    ck_assert_msg(kind_of(m, kinds[i].fqn) == kinds[i].kind, "%s: %s",
+                  kinds[i].fqn,
+                  tpx_module_kind_name(kind_of(m, kinds[i].fqn)));
+  /* Layers come out in numeric order. */
+  int64_t layers = tpx_model_find_module(m, "model.layers");
+  ck_assert_uint_eq(tpx_model_module_num_children(m, layers), 3);
+  ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 0)),
+                   "model.layers.0");
+  ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 1)),
+                   "model.layers.2");
+  ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 2)),
+                   "model.layers.10");
+  /* No config: no tie, no lm_head. */
+  ck_assert_int_eq(tpx_model_find_param(m, "lm_head.weight"), -1);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < NTINY; i++) {
+    int64_t n = st_size(tiny[i].dtype);
+    for (int d = 0; d < tiny[i].ndim; d++)
+      n *= tiny[i].shape[d];
+    bytes += n;
+  }
+  ck_assert_int_eq(tpx_model_total_bytes(m), bytes);
+  /* Reading the same file again agrees with what is there: no change. */
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_params(m), NTINY);
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
+/* ---- tied lm_head ---- */
+
+static const gen_tensor tied_file[] = {
+    {"model.embed_tokens.weight", "BF16", 2, {1000, 64}},
+    {"model.norm.weight", "BF16", 1, {64}},
+    {"model.layers.0.mlp.down_proj.weight", "BF16", 2, {64, 256}},
+};
+
+START_TEST(test_tied_lm_head) {
+  static const struct {
+    const char *config;
+    int tied;
+  } cases[] = {
+      {"{\"tie_word_embeddings\": true}", 1},
+      {"{\"tie_word_embeddings\": false}", 0},
+      {"{}", 0}, /* absent counts as false */
+      {"{\"text_config\": {\"tie_word_embeddings\": true}}", 1},
+      {"{\"tie_word_embeddings\": null, \"text_config\": "
+       "{\"tie_word_embeddings\": true}}",
+       1},
+  };
+  make_tmpdir();
+  write_st(tmp("model.safetensors"), tied_file, 3, 0);
+  tpx_model *m = model_with_config(cases[_i].config);
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_OK);
+  int64_t head = tpx_model_find_param(m, "lm_head.weight");
+  int64_t emb = tpx_model_find_param(m, "model.embed_tokens.weight");
+  int64_t base = 1000 * 64 + 64 + 64 * 256;
+  ck_assert_int_eq(tpx_model_total_params(m), base);
+  ck_assert_int_eq(tpx_model_total_bytes(m), base * 2);
+  if (!cases[_i].tied) {
+    ck_assert_int_eq(head, -1);
+  } else {
+    ck_assert_int_ge(head, 0);
+    tpx_param_info info;
+    ck_assert_int_eq(tpx_model_param(m, head, &info, &err), TPX_OK);
+    ck_assert_int_eq(info.tied_to, emb);
+    ck_assert_int_eq(info.shape[0], 1000);
+    ck_assert_int_eq(info.shape[1], 64);
+    ck_assert_int_eq(kind_of(m, "lm_head"), TPX_MODULE_LINEAR);
+    ck_assert_uint_eq(tpx_model_num_params(m), 4);
+  }
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_existing_tensors_must_agree) {
+  make_tmpdir();
+  write_st(tmp("model.safetensors"), tied_file, 3, 0);
+  /* A skeleton that agrees: tensors are matched, kinds kept. */
+  tpx_model *m = model_with_config("{\"tie_word_embeddings\": true}");
+  tpx_error err = {0};
+  int64_t s1[2] = {1000, 64};
+  ck_assert_int_eq(tpx_model_add_module(m, "model.embed_tokens",
+                                        TPX_MODULE_OTHER, NULL, &err),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_param(m, "model.embed_tokens", "weight", s1,
+                                       2, TPX_DTYPE_BF16, NULL, &err),
+                   TPX_OK);
+  /* The skeleton already tied lm_head: the file lacks it, that is fine. */
+  ck_assert_int_eq(
+      tpx_model_tie(m, "lm_head.weight", "model.embed_tokens.weight", &err),
+      TPX_OK);
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_params(m), 4);
+  ck_assert_int_eq(kind_of(m, "model.embed_tokens"), TPX_MODULE_OTHER);
+  tpx_model_destroy(m);
+
+  /* Shape and dtype disagreements name the tensor and both shapes. */
+  static const struct {
+    int64_t shape[2];
+    int ndim;
+    tpx_dtype dtype;
+    const char *msg1, *msg2;
+  } bad[] = {
+      {{1000, 32}, 2, TPX_DTYPE_BF16, "[1000, 64] BF16", "[1000, 32] BF16"},
+      {{1000, 64}, 2, TPX_DTYPE_F32, "[1000, 64] BF16", "[1000, 64] F32"},
+      {{64000}, 1, TPX_DTYPE_BF16, "[1000, 64]", "[64000]"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+    m = model_with_config(NULL);
+    ck_assert_int_eq(tpx_model_add_param(m, "model.embed_tokens", "weight",
+                                         bad[k].shape, bad[k].ndim,
+                                         bad[k].dtype, NULL, &err),
+                     TPX_OK);
+    tpx_error e = {0};
+    ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &e),
+                     TPX_VALIDATION);
+    ck_assert_msg(strstr(e.message, "model.embed_tokens.weight") &&
+                      strstr(e.message, "model.safetensors") &&
+                      strstr(e.message, bad[k].msg1) &&
+                      strstr(e.message, bad[k].msg2),
+                  "%s", e.message);
+    /* Nothing was added. */
+    ck_assert_uint_eq(tpx_model_num_params(m), 1);
+    ck_assert_int_eq(tpx_model_find_module(m, "model.norm"), -1);
+    tpx_model_destroy(m);
+  }
+  remove_tmpdir();
+}
+END_TEST
+
+/* ---- phi-2: the real index, generated shards ---- */
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* phi-2's shapes (hidden 2560, intermediate 10240, vocab 51200), by name. */
+static void phi2_shape(const char *name, gen_tensor *t) {
+  const int64_t h = 2560, ff = 10240, vocab = 51200;
+  t->name = name;
+  t->dtype = "F16";
+  int bias = ends_with(name, ".bias");
+  if (strstr(name, "embed_tokens")) {
+    t->ndim = 2, t->shape[0] = vocab, t->shape[1] = h;
+  } else if (strncmp(name, "lm_head", 7) == 0) {
+    t->ndim = bias ? 1 : 2, t->shape[0] = vocab, t->shape[1] = h;
+  } else if (strstr(name, "mlp.fc1")) {
+    t->ndim = bias ? 1 : 2, t->shape[0] = ff, t->shape[1] = h;
+  } else if (strstr(name, "mlp.fc2")) {
+    t->ndim = bias ? 1 : 2, t->shape[0] = h, t->shape[1] = ff;
+  } else if (strstr(name, "layernorm")) {
+    t->ndim = 1, t->shape[0] = h;
+  } else {
+    ck_assert_msg(strstr(name, "self_attn") != NULL, "unexpected %s", name);
+    t->ndim = bias ? 1 : 2, t->shape[0] = h, t->shape[1] = h;
+  }
+}
+
+START_TEST(test_phi2_index) {
+  char *index_path = data_path("phi-2/model.safetensors.index.json");
+  json_error_t jerr;
+  json_t *index = json_load_file(index_path, 0, &jerr);
+  ck_assert_msg(index != NULL, "%s", jerr.text);
+  json_t *map = json_object_get(index, "weight_map");
+  size_t n = json_object_size(map);
+  ck_assert_uint_eq(n, 453);
+  gen_tensor *shard[2];
+  size_t count[2] = {0, 0};
+  shard[0] = calloc(n, sizeof **shard);
+  shard[1] = calloc(n, sizeof **shard);
+  const char *key;
+  json_t *v;
+  json_object_foreach(map, key, v) {
+    int s = strcmp(json_string_value(v), "model-00001-of-00002.safetensors")
+                ? 1
+                : 0;
+    phi2_shape(key, &shard[s][count[s]++]);
+  }
+  make_tmpdir();
+  write_st(tmp("model-00001-of-00002.safetensors"), shard[0], count[0], 1);
+  write_st(tmp("model-00002-of-00002.safetensors"), shard[1], count[1], 1);
+  char *text = json_dumps(index, 0);
+  write_text(tmp("model.safetensors.index.json"), text);
+  free(text);
+
+  char *config = data_path("phi-2/config.json");
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_load_config(config, &m, &err), TPX_OK);
+  /* Index path form (the directory form is covered by the tiny model). */
+  tpx_status st = tpx_model_add_safetensors(
+      m, _i == 0 ? tmp("model.safetensors.index.json") : tmpdir, &err);
+  ck_assert_msg(st == TPX_OK, "%s", err.message);
+  ck_assert_uint_eq(tpx_model_num_params(m), 453);
+  /* metadata.total_size is the byte count of the real checkpoint. */
+  ck_assert_int_eq(tpx_model_total_bytes(m),
+                   json_integer_value(json_object_get(
+                       json_object_get(index, "metadata"), "total_size")));
+  ck_assert_int_eq(tpx_model_total_params(m), 2779683840LL);
+  /* tie_word_embeddings is false and lm_head is in the file, untied. */
+  tpx_param_info info;
+  ck_assert_int_eq(
+      tpx_model_param(m, tpx_model_find_param(m, "lm_head.weight"), &info,
+                      &err),
+      TPX_OK);
+  ck_assert_int_eq(info.tied_to, -1);
+  ck_assert_int_eq(info.dtype, TPX_DTYPE_F16);
+  ck_assert_int_eq(kind_of(m, "lm_head"), TPX_MODULE_LINEAR);
+  ck_assert_int_eq(kind_of(m, "model.embed_tokens"), TPX_MODULE_EMBEDDING);
+  ck_assert_int_eq(kind_of(m, "model.final_layernorm"), TPX_MODULE_NORM);
+  ck_assert_int_eq(kind_of(m, "model.layers.31.input_layernorm"),
+                   TPX_MODULE_NORM);
+  ck_assert_int_eq(kind_of(m, "model.layers.7.mlp.fc1"), TPX_MODULE_LINEAR);
+  ck_assert_int_eq(kind_of(m, "model.layers.7.self_attn.dense"),
+                   TPX_MODULE_LINEAR);
+  ck_assert_int_eq(kind_of(m, "model.layers.7.self_attn"),
+                   TPX_MODULE_CONTAINER);
+  int64_t layers = tpx_model_find_module(m, "model.layers");
+  ck_assert_uint_eq(tpx_model_module_num_children(m, layers), 32);
+  for (size_t i = 0; i < 32; i++) {
+    char want[64];
+    snprintf(want, sizeof want, "model.layers.%zu", i);
+    ck_assert_str_eq(
+        tpx_model_module_fqn(m, tpx_model_module_child(m, layers, i)), want);
+  }
+  ck_assert_str_eq(tpx_model_architecture(m, 0), "PhiForCausalLM");
+  tpx_model_destroy(m);
+  json_decref(index);
+  free(shard[0]);
+  free(shard[1]);
+  free(config);
+  free(index_path);
+  remove_tmpdir();
+}
+END_TEST
+
+/* ---- bad inputs, one folder each ---- */
+
+static char **list_cases(const char *dir, size_t *n) {
+  DIR *d = opendir(dir);
+  ck_assert_msg(d != NULL, "cannot open %s", dir);
+  char **names = NULL;
+  *n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    names = realloc(names, (*n + 1) * sizeof *names);
+    names[(*n)++] = strdup(e->d_name);
+  }
+  closedir(d);
+  return names;
+}
+
+START_TEST(test_bad_inputs) {
+  char *bad = data_path("bad");
+  size_t n = 0;
+  char **cases = list_cases(bad, &n);
+  ck_assert_uint_ge(n, 30);
+  size_t checked = 0;
+  for (size_t i = 0; i < n; i++) {
+    char dir[1024], path[1100];
+    snprintf(dir, sizeof dir, "%s/%s", bad, cases[i]);
+    snprintf(path, sizeof path, "%s/expected", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s has no expected file", dir);
+    char expected[16][256];
+    size_t nexp = 0;
+    while (nexp < 16 && fgets(expected[nexp], sizeof expected[nexp], f)) {
+      expected[nexp][strcspn(expected[nexp], "\n")] = '\0';
+      if (expected[nexp][0])
+        nexp++;
+    }
+    fclose(f);
+    ck_assert_msg(nexp > 0, "%s: empty expected file", dir);
+
+    tpx_error err = {0};
+    tpx_status st;
+    tpx_model *m = NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (access(path, F_OK) == 0) {
+      m = (tpx_model *)1;
+      st = tpx_model_load_config(path, &m, &err);
+      ck_assert_msg(m == NULL, "%s: model returned on error", cases[i]);
+    } else {
+      m = model_with_config(NULL);
+      st = tpx_model_add_safetensors(m, dir, &err);
+      /* A failed import leaves the model as it was. */
+      ck_assert_msg(tpx_model_num_params(m) == 0, "%s: params added",
+                    cases[i]);
+      ck_assert_msg(tpx_model_num_modules(m) == 1, "%s: modules added",
+                    cases[i]);
+      tpx_model_destroy(m);
+    }
+    ck_assert_msg(st != TPX_OK, "%s: accepted", cases[i]);
+    ck_assert_msg(err.status == st, "%s: status mismatch", cases[i]);
+    for (size_t k = 0; k < nexp; k++)
+      ck_assert_msg(strstr(err.message, expected[k]) != NULL,
+                    "%s: message '%s' lacks '%s'", cases[i], err.message,
+                    expected[k]);
+    checked++;
+    free(cases[i]);
+  }
+  ck_assert_uint_eq(checked, n);
+  free(cases);
+  free(bad);
+}
+END_TEST
+
+START_TEST(test_missing_paths) {
+  tpx_model *m = model_with_config(NULL);
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, "/nonexistent/x.safetensors",
+                                             &err),
+                   TPX_NOT_FOUND);
+  ck_assert_msg(strstr(err.message, "/nonexistent/x.safetensors"), "%s",
+                err.message);
+  tpx_error e2 = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, NULL, &e2),
+                   TPX_INVALID_ARGUMENT);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* Many tensors in one header, in reverse order: natural order and speed
+ * (no timing asserted; this just must not be quadratic enough to time out). */
+START_TEST(test_many_tensors) {
+  enum { L = 200, X = 64 };
+  static char names[L * X][64];
+  static gen_tensor t[L * X];
+  size_t n = 0;
+  for (int l = L - 1; l >= 0; l--)
+    for (int x = 0; x < X; x++) {
+      snprintf(names[n], sizeof names[n], "model.layers.%d.experts.%d.w.weight",
+               l, x);
+      t[n].name = names[n];
+      t[n].dtype = "BF16";
+      t[n].ndim = 2;
+      t[n].shape[0] = 8;
+      t[n].shape[1] = 4;
+      n++;
+    }
+  make_tmpdir();
+  write_st(tmp("model.safetensors"), t, n, 0);
+  tpx_model *m = model_with_config(NULL);
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_params(m), n);
+  int64_t layers = tpx_model_find_module(m, "model.layers");
+  ck_assert_uint_eq(tpx_model_module_num_children(m, layers), L);
+  ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, layers,
+                                                                  199)),
+                   "model.layers.199");
+  int64_t ex = tpx_model_find_module(m, "model.layers.5.experts");
+  ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, ex, 10)),
+                   "model.layers.5.experts.10");
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
+static Suite *st_suite(void) {
+  Suite *s = suite_create("model_safetensors");
+  TCase *tc = tcase_create("safetensors");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, test_single_file_kinds_and_order, 0, 2);
+  tcase_add_loop_test(tc, test_tied_lm_head, 0, 5);
+  tcase_add_test(tc, test_existing_tensors_must_agree);
+  tcase_add_loop_test(tc, test_phi2_index, 0, 2);
+  tcase_add_test(tc, test_bad_inputs);
+  tcase_add_test(tc, test_missing_paths);
+  tcase_add_test(tc, test_many_tensors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(st_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,469 @@
+/* test_select.c — plan selection (plans.md §4.1, §4.2, §4.5): the priority
+ * custom > named > plugin > HF > default, fallbacks and their diagnostics
+ * (plugin-refused, plugin-failed, hf-style-unsupported, sp-with-hf-plan,
+ * remote-code-no-plan, default-plan-fallback), the bundled HF tables and
+ * their prefixes, Nemotron-Flash post-processing, the plugin's capabilities
+ * and the trace. Only the suite's own plugins are loaded. */
+#include <stdint.h>
+
+#include "plugin_test.h"
+#include "tpx/plan.h"
+
+typedef struct fixture {
+  tpx_registry *reg;
+  tpx_model *model;
+  tpx_diag_list *diags;
+  tpx_selection *sel;
+} fixture;
+
+static void setup_reg(fixture *f, const char *plugin) {
+  memset(f, 0, sizeof *f);
+  CHECK_OK(tpx_registry_create(&f->reg, &e_));
+  if (plugin)
+    CHECK_OK(tpx_registry_load_file(f->reg, plugin, &e_));
+  CHECK_OK(tpx_diag_list_create(&f->diags, &e_));
+}
+
+static void teardown(fixture *f) {
+  tpx_selection_destroy(f->sel);
+  tpx_diag_list_destroy(f->diags);
+  tpx_model_destroy(f->model);
+  tpx_registry_destroy(f->reg);
+}
+
+static void select_ok(fixture *f, int64_t tp, int sp, const tpx_plan *custom,
+                      const char *plan_name) {
+  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+  o.tp_size = tp;
+  o.sequence_parallel = sp;
+  o.custom = custom;
+  o.plan_name = plan_name;
+  CHECK_OK(tpx_select_plan(f->reg, f->model, &o, &f->sel, f->diags, &e_));
+  ck_assert_ptr_nonnull(tpx_selection_plan(f->sel));
+}
+
+static int has_diag(const fixture *f, const char *code, tpx_diag_level level,
+                    const char *needle) {
+  for (size_t i = 0; i < tpx_diag_count(f->diags); i++) {
+    tpx_diag d;
+    if (tpx_diag_get(f->diags, i, &d, NULL) == TPX_OK &&
+        strcmp(d.code, code) == 0 && d.level == level &&
+        (!needle || strstr(d.message, needle) || strstr(d.fix, needle)))
+      return 1;
+  }
+  return 0;
+}
+
+static int has_trace(const fixture *f, const char *needle) {
+  for (size_t i = 0; i < tpx_selection_trace_size(f->sel); i++)
+    if (strstr(tpx_selection_trace(f->sel, i), needle))
+      return 1;
+  return 0;
+}
+
+static tpx_plan_entry entry(const fixture *f, const char *key) {
+  const tpx_plan *p = tpx_selection_plan(f->sel);
+  int64_t i = tpx_plan_find(p, key);
+  ck_assert_msg(i >= 0, "plan lacks key '%s'", key);
+  tpx_plan_entry e;
+  CHECK_OK(tpx_plan_get(p, (size_t)i, &e, &e_));
+  return e;
+}
+
+static tpx_model *load_data(const char *name) {
+  tpx_model *m = NULL;
+  CHECK_OK(tpx_model_load_config(DATA(name), &m, &e_));
+  return m;
+}
+
+START_TEST(plugin_plan_with_capabilities) {
+  fixture f;
+  setup_reg(&f, GOOD("libtpxtest_good.so"));
+  f.model = model_from_json(TEST_CONFIG(""));
+  CHECK_OK(tpx_registry_build_skeleton(f.reg, f.model, &e_));
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_PLUGIN);
+  ck_assert_str_eq(tpx_plan_source_name(TPX_PLAN_SOURCE_PLUGIN), "plugin");
+  ck_assert_str_eq(tpx_selection_plugin_name(f.sel), "tpxtest");
+  ASSERT_CONTAINS(tpx_selection_plugin_path(f.sel), "libtpxtest_good.so");
+  ck_assert_str_eq(tpx_selection_function(f.sel), "tpxtest_plan");
+  ck_assert_uint_eq(tpx_plan_size(tpx_selection_plan(f.sel)), 9);
+  ck_assert(has_trace(&f, "plugin: used 'tpxtest'"));
+  ck_assert(has_trace(&f, "validate_tp_mesh: head counts fit tp=2"));
+  /* capabilities */
+  ck_assert(has_diag(&f, "tpxtest-validated", TPX_DIAG_INFO, "validated"));
+  ck_assert_uint_eq(tpx_selection_num_fp32(f.sel), 1);
+  ck_assert_str_eq(tpx_selection_fp32(f.sel, 0), "model.norm.weight");
+  ck_assert_ptr_null(tpx_selection_fp32(f.sel, 1));
+  ck_assert_uint_eq(tpx_selection_num_fsdp_units(f.sel), 2);
+  int reshard = 7;
+  ck_assert_str_eq(tpx_selection_fsdp_unit(f.sel, 0, &reshard),
+                   "model.layers.0");
+  ck_assert_int_eq(reshard, -1);
+  ck_assert_str_eq(tpx_selection_fsdp_unit(f.sel, 1, &reshard),
+                   "model.layers.1");
+  ck_assert_int_eq(reshard, 0);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(custom_plan_wins) {
+  fixture f;
+  setup_reg(&f, GOOD("libtpxtest_good.so"));
+  f.model = model_from_json(TEST_CONFIG(""));
+  static const char doc[] =
+      "{\"format\": \"tpx-plan/1\", \"entries\": [{\"module\": \"lm_head\", "
+      "\"style\": \"colwise\"}]}";
+  tpx_plan *custom = NULL;
+  CHECK_OK(tpx_plan_from_json(doc, strlen(doc), "custom", &custom, &e_));
+  select_ok(&f, 2, 0, custom, "tpxtest_named_plan");
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_CUSTOM);
+  ck_assert_uint_eq(tpx_plan_size(tpx_selection_plan(f.sel)), 1);
+  ck_assert(has_trace(&f, "custom: used the given plan"));
+  ck_assert(has_trace(&f, "named plan 'tpxtest_named_plan': skipped"));
+  /* A copy: the caller's plan can go away. */
+  tpx_plan_destroy(custom);
+  ck_assert_uint_eq(tpx_plan_size(tpx_selection_plan(f.sel)), 1);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(named_plan) {
+  fixture f;
+  setup_reg(&f, GOOD("libtpxtest_good.so"));
+  /* Another architecture: a named plan does not depend on it. */
+  f.model = model_from_json(
+      "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", "
+      "\"num_attention_heads\": 8, \"num_key_value_heads\": 8}");
+  select_ok(&f, 2, 0, NULL, "tpxtest_named_plan");
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_CUSTOM);
+  ck_assert_str_eq(tpx_selection_plugin_name(f.sel), "tpxtest");
+  ck_assert_str_eq(tpx_selection_function(f.sel), "tpxtest_named_plan");
+  tpx_plan_entry e = entry(&f, "lm_head");
+  ck_assert_int_eq(e.style.output_layouts.items[0].kind, TPX_REPLICATE);
+  ck_assert(has_trace(&f, "named plan 'tpxtest_named_plan': used"));
+  /* An unknown name is an error. */
+  tpx_selection *sel = NULL;
+  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+  o.plan_name = "no_such_plan";
+  tpx_error e2 = {0};
+  ck_assert_int_eq(tpx_select_plan(f.reg, f.model, &o, &sel, f.diags, &e2),
+                   TPX_NOT_FOUND);
+  ck_assert_ptr_null(sel);
+  ASSERT_CONTAINS(e2.message, "named plan 'no_such_plan'");
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(qualified_name_matches) {
+  fixture f;
+  setup_reg(&f, GOOD("libtpxtest_good.so"));
+  f.model = model_from_json(
+      "{\"architectures\": [\"QualOnlyForCausalLM\"], "
+      "\"num_attention_heads\": 8}");
+  select_ok(&f, 1, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_PLUGIN);
+  ck_assert(has_trace(&f, "tests.models.qual.QualOnlyForCausalLM"));
+  ck_assert(has_trace(&f, "validate_tp_mesh: skipped (tp=1)"));
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(plugin_refuses_falls_back_to_hf) {
+  fixture f;
+  setup_reg(&f, GOOD("libtpxtest_good.so"));
+  f.model = model_from_json(
+      "{\"architectures\": [\"TestForCausalLM\"], \"model_type\": \"llama\", "
+      "\"num_attention_heads\": 6, \"num_key_value_heads\": 6}");
+  select_ok(&f, 4, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  ck_assert(has_diag(&f, "plugin-refused", TPX_DIAG_WARNING,
+                     "not divisible by tp=4"));
+  ck_assert(has_diag(&f, "heads-not-divisible", TPX_DIAG_ERROR, NULL));
+  ck_assert(has_trace(&f, "falling back to the HF plan"));
+  ck_assert(has_trace(&f, "LlamaConfig"));
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(plugin_fails_falls_back) {
+  fixture f;
+  setup_reg(&f, BROKEN("unknown_style.so"));
+  f.model = model_from_json(
+      "{\"architectures\": [\"BrokenForCausalLM\"], \"model_type\": "
+      "\"qwen2\"}");
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  ck_assert(has_diag(&f, "plugin-failed", TPX_DIAG_WARNING,
+                     "unknown style 'diagonalwise'"));
+  teardown(&f);
+}
+END_TEST
+
+/* The bundled HF tables: file, architecture, expected keys. */
+static const struct {
+  const char *config;
+  size_t entries;
+  const char *key;
+  tpx_style_kind kind;
+  const char *trace;
+} hf_cases[] = {
+    /* lm_head + 7 base keys + embed_tokens */
+    {"Llama-3.2-1B.json", 9, "model.layers.*.mlp.down_proj",
+     TPX_STYLE_ROWWISE, "LlamaConfig"},
+    /* q_norm / k_norm replicated_with_grad_allreduce are dropped */
+    {"Qwen3-0.6B.json", 9, "model.layers.*.self_attn.k_proj",
+     TPX_STYLE_COLWISE, "Qwen3Config"},
+    {"Qwen2.5-0.5B.json", 9, "lm_head", TPX_STYLE_COLWISE, "Qwen2Config"},
+    {"gemma-3-1b-it.json", 9, "model.embed_tokens", TPX_STYLE_ROWWISE,
+     "Gemma3TextConfig"},
+    {"phi-2.json", 8, "model.layers.*.self_attn.dense", TPX_STYLE_ROWWISE,
+     "PhiConfig"},
+};
+
+START_TEST(hf_bundled_tables) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = load_data(hf_cases[_i].config);
+  select_ok(&f, 1, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  ck_assert_uint_eq(tpx_plan_size(tpx_selection_plan(f.sel)),
+                    hf_cases[_i].entries);
+  ck_assert_int_eq(entry(&f, hf_cases[_i].key).style.kind, hf_cases[_i].kind);
+  ck_assert(has_trace(&f, hf_cases[_i].trace));
+  /* lm_head colwise_rep -> vocab-sharded DTensor output */
+  tpx_plan_entry head = entry(&f, "lm_head");
+  ck_assert_int_eq(head.style.output_layouts.items[0].kind, TPX_SHARD);
+  ck_assert_int_eq(head.style.use_local_output, 0);
+  /* embed_tokens added as rowwise_rep (plain rowwise, replicated input) */
+  tpx_plan_entry emb = entry(&f, "model.embed_tokens");
+  ck_assert_int_eq(emb.style.kind, TPX_STYLE_ROWWISE);
+  ck_assert_int_eq(emb.style.input_layouts.items[0].kind, TPX_REPLICATE);
+  /* the class plan comes first */
+  tpx_plan_entry first;
+  CHECK_OK(tpx_plan_get(tpx_selection_plan(f.sel), 0, &first, &e_));
+  ck_assert_str_eq(first.module, "lm_head");
+  ck_assert_str_eq(tpx_selection_function(f.sel), "get_hf_tp_shard_plan");
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(hf_vlm_prefix) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(
+      "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
+      "\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": "
+      "\"gemma3_text\", \"num_attention_heads\": 8, \"num_key_value_heads\": "
+      "4}}");
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  entry(&f, "model.language_model.layers.*.self_attn.q_proj");
+  entry(&f, "model.language_model.embed_tokens");
+  ck_assert(has_trace(&f, "prefix 'model.language_model'"));
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(hf_config_own_plan) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(
+      "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": \"foo\", "
+      "\"base_model_tp_plan\": {\"blocks.*.attn.qkv\": \"colwise\", "
+      "\"blocks.*.attn.out\": \"rowwise\"}}");
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  entry(&f, "model.blocks.*.attn.qkv");
+  ck_assert_int_eq(entry(&f, "model.blocks.*.attn.out").style.kind,
+                   TPX_STYLE_ROWWISE);
+  ck_assert(has_trace(&f, "the config's own base_model_tp_plan"));
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(hf_with_sp_is_an_error) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = load_data("Llama-3.2-1B.json");
+  select_ok(&f, 2, 1, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  ck_assert(has_diag(&f, "sp-with-hf-plan", TPX_DIAG_ERROR, NULL));
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(hf_style_unsupported_falls_to_default) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(
+      "{\"architectures\": [\"Phi3ForCausalLM\"], \"model_type\": \"phi3\", "
+      "\"num_attention_heads\": 32, \"num_key_value_heads\": 32}");
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
+  ck_assert(has_diag(&f, "hf-style-unsupported", TPX_DIAG_WARNING,
+                     "colwise_gather_output"));
+  ck_assert(has_diag(&f, "default-plan-fallback", TPX_DIAG_WARNING, NULL));
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(remote_code_without_plan) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(
+      "{\"architectures\": [\"CustomForCausalLM\"], \"model_type\": "
+      "\"custom\", \"auto_map\": {\"AutoModelForCausalLM\": "
+      "\"modeling_custom.CustomForCausalLM\"}}");
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
+  ck_assert(has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR,
+                     "CustomForCausalLM"));
+  /* the three remedies */
+  ck_assert(has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR, "plugin"));
+  ck_assert(has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR,
+                     "base_model_tp_plan"));
+  ck_assert(has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR,
+                     "custom plan"));
+  teardown(&f);
+  /* At tp=1 it is fine. */
+  setup_reg(&f, NULL);
+  f.model = model_from_json(
+      "{\"architectures\": [\"CustomForCausalLM\"], \"auto_map\": {}}");
+  select_ok(&f, 1, 0, NULL, NULL);
+  ck_assert_uint_eq(tpx_diag_count_at_least(f.diags, TPX_DIAG_WARNING), 0);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(default_base_plan) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json("{\"architectures\": [\"UnknownLM\"]}");
+  select_ok(&f, 1, _i, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
+  const tpx_plan *p = tpx_selection_plan(f.sel);
+  ck_assert_uint_eq(tpx_plan_size(p), _i ? 14 : 11);
+  tpx_plan_entry e;
+  CHECK_OK(tpx_plan_get(p, 0, &e, &e_));
+  ck_assert_str_eq(e.module, "model.embed_tokens");
+  ck_assert_int_eq(e.style.kind, TPX_STYLE_VOCAB_PARALLEL_EMBEDDING);
+  CHECK_OK(tpx_plan_get(p, 10, &e, &e_));
+  ck_assert_str_eq(e.module, "lm_head");
+  ck_assert_int_eq(e.style.output_layouts.items[0].kind, TPX_REPLICATE);
+  if (_i) {
+    ck_assert_int_eq(e.style.input_layouts.items[0].kind, TPX_SHARD);
+    ck_assert_int_eq(e.style.input_layouts.items[0].dim, 1);
+    CHECK_OK(tpx_plan_get(p, 13, &e, &e_));
+    ck_assert_str_eq(e.module, "model.layers.*.post_attention_layernorm");
+    ck_assert_int_eq(e.style.kind, TPX_STYLE_SEQUENCE_PARALLEL);
+    tpx_plan_entry o = entry(&f, "model.layers.*.self_attn.o_proj");
+    ck_assert_int_eq(o.style.output_layouts.items[0].dim, 1);
+    ck_assert_int_eq(o.style.use_local_output, 0);
+  }
+  ck_assert(has_trace(&f, "default: used the default base plan"));
+  teardown(&f);
+}
+END_TEST
+
+/* Nemotron-Flash: lm_head kept only with a sharded output. */
+START_TEST(nemotron_flash_lm_head) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(
+      "{\"architectures\": [\"SomethingLM\"], \"model_type\": "
+      "\"nemotron_flash\"}");
+  static const char *const docs[2] = {
+      "{\"format\": \"tpx-plan/1\", \"entries\": [{\"module\": \"lm_head\", "
+      "\"style\": \"colwise\"}, {\"module\": \"language_model.lm_head\", "
+      "\"style\": \"colwise\", \"output_layouts\": [\"replicate\"]}]}",
+      "{\"format\": \"tpx-plan/1\", \"entries\": [{\"module\": \"lm_head\", "
+      "\"style\": \"colwise\", \"output_layouts\": [\"replicate\"]}]}"};
+  tpx_plan *custom = NULL;
+  CHECK_OK(tpx_plan_from_json(docs[_i], strlen(docs[_i]), "c", &custom, &e_));
+  select_ok(&f, 1, 0, custom, NULL);
+  const tpx_plan *p = tpx_selection_plan(f.sel);
+  if (_i == 0) {
+    ck_assert_int_ge(tpx_plan_find(p, "lm_head"), 0);
+    ck_assert_int_lt(tpx_plan_find(p, "language_model.lm_head"), 0);
+  } else {
+    ck_assert_uint_eq(tpx_plan_size(p), 0);
+  }
+  ck_assert(has_trace(&f, "nemotron-flash"));
+  tpx_plan_destroy(custom);
+  teardown(&f);
+  /* Detected by _name_or_path too; default plan's lm_head (replicated
+   * output) goes. */
+  setup_reg(&f, NULL);
+  f.model = model_from_json("{\"architectures\": [\"X\"], \"_name_or_path\": "
+                            "\"nvidia/Nemotron-Flash-1B\"}");
+  select_ok(&f, 1, 0, NULL, NULL);
+  ck_assert_int_lt(tpx_plan_find(tpx_selection_plan(f.sel), "lm_head"), 0);
+  teardown(&f);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json("{}");
+  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_select_plan(f.reg, NULL, &o, &f.sel, f.diags, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_select_plan(f.reg, f.model, &o, &f.sel, NULL, NULL),
+                   TPX_INVALID_ARGUMENT);
+  o.tp_size = 0;
+  tpx_error e2 = {0};
+  ck_assert_int_eq(tpx_select_plan(f.reg, f.model, &o, &f.sel, f.diags, &e2),
+                   TPX_INVALID_ARGUMENT);
+  ASSERT_CONTAINS(e2.message, "tp_size=0");
+  o.tp_size = 1;
+  o.sequence_parallel = 2;
+  ck_assert_int_eq(tpx_select_plan(f.reg, f.model, &o, &f.sel, f.diags, NULL),
+                   TPX_INVALID_ARGUMENT);
+  o.sequence_parallel = 0;
+  o.struct_size = 4;
+  ck_assert_int_eq(tpx_select_plan(f.reg, f.model, &o, &f.sel, f.diags, NULL),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_null(f.sel);
+  /* No registry at all: HF / default still work; no architecture. */
+  o.struct_size = sizeof o;
+  CHECK_OK(tpx_select_plan(NULL, f.model, &o, &f.sel, f.diags, &e_));
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
+  ck_assert(has_trace(&f, "plugin: skipped (the config has no architectures)"));
+  /* NULL accessors */
+  ck_assert_ptr_null(tpx_selection_plan(NULL));
+  ck_assert_uint_eq(tpx_selection_trace_size(NULL), 0);
+  ck_assert_ptr_null(tpx_selection_trace(f.sel, 9999));
+  ck_assert_ptr_null(tpx_selection_fsdp_unit(f.sel, 0, NULL));
+  tpx_selection_destroy(NULL);
+  teardown(&f);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("plugin-select");
+  TCase *tc = tcase_create("select");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, plugin_plan_with_capabilities);
+  tcase_add_test(tc, custom_plan_wins);
+  tcase_add_test(tc, named_plan);
+  tcase_add_test(tc, qualified_name_matches);
+  tcase_add_test(tc, plugin_refuses_falls_back_to_hf);
+  tcase_add_test(tc, plugin_fails_falls_back);
+  tcase_add_loop_test(tc, hf_bundled_tables, 0,
+                      sizeof hf_cases / sizeof hf_cases[0]);
+  tcase_add_test(tc, hf_vlm_prefix);
+  tcase_add_test(tc, hf_config_own_plan);
+  tcase_add_test(tc, hf_with_sp_is_an_error);
+  tcase_add_test(tc, hf_style_unsupported_falls_to_default);
+  tcase_add_test(tc, remote_code_without_plan);
+  tcase_add_loop_test(tc, default_base_plan, 0, 2);
+  tcase_add_loop_test(tc, nemotron_flash_lm_head, 0, 2);
+  tcase_add_test(tc, bad_arguments);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return run_suite(suite()); }

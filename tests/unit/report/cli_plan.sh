@@ -1,0 +1,94 @@
+#!/bin/sh
+# cli_plan.sh — `tpx plan` end to end on bundled real configs: exit codes
+# (0 ok, 1 error diagnostics, 2 bad arguments), the JSON report's key
+# fields, and the text report. Usage: cli_plan.sh TPX_BINARY SOURCE_DIR
+set -u
+tpx=$1
+src=$2
+cfg="$src/tests/data/configs"
+out=$(mktemp "${TMPDIR:-/tmp}/tpx-cli.XXXXXX")
+trap 'rm -f "$out"' EXIT INT TERM
+fails=0
+n=0
+
+# expect CODE DESCRIPTION -- ARGS...: run tpx plan ARGS, check the exit code
+expect() {
+  want=$1
+  what=$2
+  shift 3
+  n=$((n + 1))
+  "$tpx" plan "$@" >"$out" 2>&1
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL: $what: exit $got, want $want"
+    sed 's/^/    /' "$out" | head -20
+    fails=$((fails + 1))
+  else
+    echo "ok: $what"
+  fi
+}
+
+# has TEXT DESCRIPTION: the last output contains TEXT
+has() {
+  n=$((n + 1))
+  if grep -qF -- "$1" "$out"; then
+    echo "ok: $2"
+  else
+    echo "FAIL: $2: output lacks '$1'"
+    fails=$((fails + 1))
+  fi
+}
+
+expect 2 "no arguments" --
+has "--config PATH is required" "names the missing option"
+expect 2 "bad tp" -- --config "$cfg/Llama-3.2-1B/config.json" --tp abc
+has "--tp expects a positive integer" "names the bad value"
+expect 2 "zero dp-shard" -- --config x --dp-shard 0
+expect 2 "bad format" -- --config x --format xml
+expect 2 "unknown option" -- --config x --frobnicate
+expect 2 "missing value" -- --config
+expect 0 "help" -- --help
+has "--dp-replicate N" "help lists the options"
+expect 1 "missing config file" -- --config "$cfg/nope/config.json"
+
+expect 0 "llama tp2 dp2 json" -- --config "$cfg/Llama-3.2-1B/config.json" \
+  --tp 2 --dp-shard 2 --format json
+has '"format": "tpx-report/1"' "report format"
+has '"architecture": "LlamaForCausalLM"' "architecture"
+has '"source": "plugin"' "selected by the plugin"
+has '"format": "tpx-plan/1"' "the plan is embedded"
+has '"dims": [' "mesh dims"
+has '"name": "model.layers.15.mlp.down_proj.weight"' "every parameter"
+has '"dp_shard": "strided_shard(0,2)"' "FSDP over TP strided placement"
+has '"ok": true' "ok"
+
+expect 0 "llama text" -- --config "$cfg/Llama-3.2-1B/config.json" --tp 2 \
+  --dp-shard 2
+has "model.layers.{0..15}.self_attn.q_proj.weight" "layers collapsed"
+has "Per-rank parameter memory" "memory section"
+has "Result: OK" "verdict"
+
+expect 0 "llama tp1 still shows the plan" -- \
+  --config "$cfg/Llama-3.2-1B/config.json" --dp-shard 4 --format json
+has '"module": "model.layers.*.self_attn.q_proj"' "plan entries at tp 1"
+
+expect 0 "HSDP" -- --config "$cfg/Qwen3-0.6B/config.json" --tp 2 \
+  --dp-shard 2 --dp-replicate 2 --format json
+has '"sizes": [' "mesh sizes"
+has '"dp_replicate": "replicate"' "replicate over dp_replicate"
+
+expect 1 "gemma tp2: kv heads not divisible" -- \
+  --config "$cfg/gemma-3-1b-it/config.json" --tp 2 --format json
+has '"code": "heads-not-divisible"' "heads diagnostic"
+has '"ok": false' "not ok"
+has '"format": "tpx-plan/1"' "plan present when validation fails"
+
+expect 1 "custom plan with a tied conflict" -- \
+  --config "$cfg/Llama-3.2-1B/config.json" --tp 2 \
+  --plan "$src/tests/data/report/tied_conflict_plan.json"
+has "[tied-embeddings]" "tied diagnostic with its code"
+has "fix:" "with a fix"
+has "Plan: custom" "custom plan chosen"
+
+echo "cli_plan: $((n - fails))/$n passed"
+[ "$fails" -eq 0 ]

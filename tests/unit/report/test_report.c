@@ -1,0 +1,306 @@
+/* test_report.c — tpx-report/1 JSON (checked against a golden file, subset
+ * semantics: every field in the golden must be present and equal; arrays
+ * must have the same length) and the text report (layers collapsed,
+ * memory, diagnostics with codes and fixes). */
+#include <jansson.h>
+
+#include "../shard/shard_fixture.h"
+#include "tpx/report.h"
+
+/* 1 when every field of `want` is in `got` with an equal value. */
+static int subset(const json_t *want, const json_t *got, char *path,
+                  size_t size) {
+  if (json_is_object(want)) {
+    if (!json_is_object(got)) return 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)want, k, v) {
+      size_t n = strlen(path);
+      snprintf(path + n, size - n, ".%s", k);
+      if (!subset(v, json_object_get(got, k), path, size)) return 0;
+      path[n] = '\0';
+    }
+    return 1;
+  }
+  if (json_is_array(want)) {
+    if (!json_is_array(got) || json_array_size(got) != json_array_size(want))
+      return 0;
+    for (size_t i = 0; i < json_array_size(want); i++) {
+      size_t n = strlen(path);
+      snprintf(path + n, size - n, "[%zu]", i);
+      if (!subset(json_array_get(want, i), json_array_get(got, i), path, size))
+        return 0;
+      path[n] = '\0';
+    }
+    return 1;
+  }
+  return got && json_equal((json_t *)want, (json_t *)got);
+}
+
+static const char *trace[2] = {"custom plan: none given",
+                               "plugin llama: LlamaForCausalLM -> plan"};
+
+static tpx_report_options plugin_opts(void) {
+  tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+  o.plan_source = "plugin";
+  o.plugin_name = "llama";
+  o.plugin_path = "/abs/libtpx_llama.so";
+  o.function = "llama";
+  o.num_trace = 2;
+  o.trace = trace;
+  return o;
+}
+
+static json_t *report_json(const tpx_sharding *sh,
+                           const tpx_report_options *o) {
+  char *text = NULL;
+  tpx_error e = {0};
+  ck_assert_msg(tpx_report_json(sh, o, &text, &e) == TPX_OK, "%s", e.message);
+  json_error_t je;
+  json_t *j = json_loads(text, 0, &je);
+  ck_assert_msg(j != NULL, "report JSON does not parse: %s", je.text);
+  free(text);
+  return j;
+}
+
+START_TEST(json_matches_golden) {
+  tpx_model *m = fx_llama();
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(1, 2, 2);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  tpx_report_options o = plugin_opts();
+  json_t *got = report_json(sh, &o);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tests/data/report/llama_tp2_dp2.json",
+           getenv("TPX_SOURCE_DIR") ? getenv("TPX_SOURCE_DIR") : ".");
+  json_error_t je;
+  json_t *want = json_load_file(path, 0, &je);
+  ck_assert_msg(want != NULL, "%s: %s", path, je.text);
+  char where[512] = "";
+  ck_assert_msg(subset(want, got, where, sizeof where), "differs at %s",
+                where);
+  json_decref(want);
+  json_decref(got);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+START_TEST(json_fields) {
+  tpx_model *m = fx_llama();
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(2, 2, 4);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  tpx_report_options o = plugin_opts();
+  json_t *j = report_json(sh, &o);
+  ck_assert_str_eq(json_string_value(json_object_get(j, "format")),
+                   "tpx-report/1");
+  json_t *model = json_object_get(j, "model");
+  ck_assert_int_eq(json_integer_value(json_object_get(model, "total_params")),
+                   115008);
+  ck_assert_int_eq(json_integer_value(json_object_get(model, "total_bytes")),
+                   230016);
+  ck_assert_str_eq(json_string_value(json_object_get(model, "dtype")), "bf16");
+  /* parameters: one per parameter, placements one per mesh dim */
+  json_t *params = json_object_get(j, "parameters");
+  ck_assert_uint_eq(json_array_size(params), tpx_model_num_params(m));
+  size_t i;
+  json_t *v;
+  int saw_q = 0, saw_norm = 0;
+  json_array_foreach(params, i, v) {
+    json_t *pl = json_object_get(v, "placements");
+    ck_assert_uint_eq(json_object_size(pl), 3);
+    const char *name = json_string_value(json_object_get(v, "name"));
+    if (strcmp(name, "model.layers.1.self_attn.q_proj.weight") == 0) {
+      saw_q = 1;
+      ck_assert_str_eq(json_string_value(json_object_get(pl, "tp")),
+                       "shard(0)");
+      ck_assert_str_eq(json_string_value(json_object_get(pl, "dp_shard")),
+                       "strided_shard(0,4)");
+      ck_assert_str_eq(json_string_value(json_object_get(pl, "dp_replicate")),
+                       "replicate");
+      ck_assert_str_eq(json_string_value(json_object_get(v, "fsdp_unit")),
+                       "model.layers.1");
+      ck_assert_str_eq(json_string_value(json_object_get(v, "plan_key")),
+                       "model.layers.*.self_attn.q_proj");
+    }
+    if (strcmp(name, "model.norm.weight") == 0) {
+      saw_norm = 1;
+      ck_assert(json_is_null(json_object_get(v, "plan_key")));
+      ck_assert_str_eq(json_string_value(json_object_get(v, "fsdp_unit")), "");
+    }
+  }
+  ck_assert(saw_q && saw_norm);
+  /* per rank: world entries, bytes as hand-computed (S/(tp*dps) + R/dps) */
+  json_t *ranks = json_object_get(j, "per_rank");
+  ck_assert_uint_eq(json_array_size(ranks), 16);
+  json_array_foreach(ranks, i, v) {
+    ck_assert_int_eq(json_integer_value(json_object_get(v, "rank")), (int)i);
+    ck_assert_int_eq(json_integer_value(json_object_get(v, "param_bytes")),
+                     2 * (114688 / 8 + 320 / 2));
+    json_t *c = json_object_get(v, "coords");
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "tp")), (int)(i % 4));
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "dp_replicate")),
+                     (int)(i / 8));
+  }
+  ck_assert(json_is_true(json_object_get(j, "ok")));
+  json_t *plan = json_object_get(j, "plan");
+  ck_assert_str_eq(json_string_value(json_object_get(plan, "format")),
+                   "tpx-plan/1");
+  ck_assert_uint_eq(json_array_size(json_object_get(plan, "entries")),
+                    tpx_plan_size(p));
+  json_decref(j);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* Errors make ok false, from the sharding (tied conflict) or from
+ * selection-time diagnostics (heads); the plan is still in the report, also
+ * at tp == 1. */
+START_TEST(json_errors_and_tp1) {
+  fx_opts fo = {0, 1, 0, 0, NULL};
+  tpx_model *m = fx_model(&fo);
+  tpx_plan *p = fx_llama_plan();
+  fx_set(p, "model.embed_tokens", TPX_STYLE_COLWISE, 0);
+  tpx_mesh *mesh = fx_mesh(1, 1, 2);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  json_t *j = report_json(sh, NULL);
+  ck_assert(json_is_false(json_object_get(j, "ok")));
+  json_t *d = json_object_get(j, "diagnostics");
+  size_t i;
+  json_t *v;
+  int saw = 0;
+  json_array_foreach(d, i, v) {
+    if (strcmp(json_string_value(json_object_get(v, "code")),
+               "tied-embeddings") == 0) {
+      saw = 1;
+      ck_assert_str_eq(json_string_value(json_object_get(v, "level")),
+                       "error");
+      ck_assert(json_string_value(json_object_get(v, "fix")) != NULL);
+    }
+  }
+  ck_assert(saw);
+  ck_assert_str_eq(json_string_value(json_object_get(
+                       json_object_get(j, "selection"), "source")),
+                   "custom");
+  json_decref(j);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+
+  /* tp 1 with a selection-time error */
+  tpx_diag_list *sd = NULL;
+  ck_assert_int_eq(tpx_diag_list_create(&sd, NULL), TPX_OK);
+  ck_assert_int_eq(tpx_diag_add(sd, TPX_DIAG_ERROR, "heads-not-divisible",
+                                "num_key_value_heads", "use tp 1, 2, 4, 8",
+                                "num_key_value_heads (8) must be divisible"),
+                   TPX_OK);
+  mesh = fx_mesh(1, 2, 1);
+  sh = fx_shard(m, p, mesh, NULL);
+  tpx_report_options o = plugin_opts();
+  o.selection_diags = sd;
+  ck_assert(!tpx_report_ok(sh, &o));
+  j = report_json(sh, &o);
+  ck_assert(json_is_false(json_object_get(j, "ok")));
+  ck_assert_uint_eq(
+      json_array_size(json_object_get(json_object_get(j, "plan"), "entries")),
+      tpx_plan_size(p));
+  json_t *first = json_array_get(json_object_get(j, "diagnostics"), 0);
+  ck_assert_str_eq(json_string_value(json_object_get(first, "code")),
+                   "heads-not-divisible");
+  json_decref(j);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_diag_list_destroy(sd);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+START_TEST(text_report) {
+  fx_opts fo = {0, 1, 0, 0, NULL};
+  tpx_model *m = fx_model(&fo);
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(1, 2, 2);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  tpx_report_options o = plugin_opts();
+  char *text = NULL;
+  ck_assert_int_eq(tpx_report_text(sh, &o, &text, NULL), TPX_OK);
+  static const char *const needles[] = {
+      "Model: LlamaForCausalLM",
+      "Mesh: dp_replicate=1 dp_shard=2 tp=2 (world 4)",
+      "Plan: plugin (plugin 'llama', function llama) from /abs/libtpx_llama.so",
+      "  - plugin llama: LlamaForCausalLM -> plan",
+      "model.layers.{0..1}.self_attn.q_proj.weight",
+      "dp_shard=strided_shard(0,2) tp=shard(0)  x2",
+      "model.layers.{0..1}.self_attn.o_proj.weight",
+      "(tied to model.embed_tokens.weight)",
+      "FSDP2: 3 units",
+      "ranks 0-3",
+      "per rank after TP: 4 heads, 4 kv heads",
+      "Result: OK",
+  };
+  for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
+    ck_assert_msg(strstr(text, needles[i]) != NULL, "missing '%s' in:\n%s",
+                  needles[i], text);
+  /* collapsed: layer 0 never appears on its own row */
+  ck_assert_ptr_null(strstr(text, "model.layers.0.self_attn.q_proj.weight"));
+  free(text);
+  tpx_sharding_destroy(sh);
+
+  /* diagnostics with codes and fixes */
+  fx_set(p, "model.embed_tokens", TPX_STYLE_COLWISE, 0);
+  sh = fx_shard(m, p, mesh, NULL);
+  ck_assert_int_eq(tpx_report_text(sh, NULL, &text, NULL), TPX_OK);
+  ck_assert_ptr_nonnull(strstr(text, "error [tied-embeddings]"));
+  ck_assert_ptr_nonnull(strstr(text, "      fix: "));
+  ck_assert_ptr_nonnull(strstr(text, "Result: NOT OK (1 error)"));
+  free(text);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+START_TEST(format_bytes_and_bad_args) {
+  char buf[32];
+  ck_assert_str_eq(tpx_format_bytes(512, buf, sizeof buf), "512 B");
+  ck_assert_str_eq(tpx_format_bytes(1536, buf, sizeof buf), "1.5 KiB");
+  ck_assert_str_eq(tpx_format_bytes(12 << 20, buf, sizeof buf), "12.0 MiB");
+  ck_assert_str_eq(tpx_format_bytes(3LL << 29, buf, sizeof buf), "1.50 GiB");
+  char *out = (char *)1;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_report_json(NULL, NULL, &out, &e), TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_report_text(NULL, NULL, &out, NULL),
+                   TPX_INVALID_ARGUMENT);
+  tpx_model *m = fx_llama();
+  tpx_mesh *mesh = fx_mesh(1, 1, 1);
+  tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+  tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+  o.struct_size = 3;
+  ck_assert_int_eq(tpx_report_json(sh, &o, &out, NULL), TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_null(out);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+static Suite *report_suite(void) {
+  Suite *s = suite_create("report");
+  TCase *tc = tcase_create("report");
+  tcase_add_test(tc, json_matches_golden);
+  tcase_add_test(tc, json_fields);
+  tcase_add_test(tc, json_errors_and_tp1);
+  tcase_add_test(tc, text_report);
+  tcase_add_test(tc, format_bytes_and_bad_args);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+FX_MAIN(report_suite)
