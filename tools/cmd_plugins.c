@@ -33,6 +33,9 @@ static void usage(FILE *out) {
           "                of the search path; may be repeated\n"
           "  -h, --help    show this help\n"
           "\n"
+          "Each file is first loaded in a child process, so a plugin that "
+          "crashes or\nhangs while loading is listed as refused.\n"
+          "\n"
           "Exit status: 0 when every plugin found loaded, 1 when some were "
           "refused,\n2 on bad usage.\n",
           TPX_BUILD_PLUGIN_DIR, TPX_INSTALL_PLUGIN_DIR);
@@ -200,6 +203,9 @@ int tpx_cmd_plugins(int argc, char **argv) {
   tpx_registry *reg = NULL;
   tpx_error err = {0};
   tpx_status s = tpx_registry_create(&reg, &err);
+  /* A listing tool must survive a plugin that crashes while loading. */
+  if (s == TPX_OK)
+    s = tpx_registry_set_probe(reg, 1, &err);
   if (s == TPX_OK) {
     if (ndirs)
       for (size_t i = 0; i < ndirs && s == TPX_OK; i++)

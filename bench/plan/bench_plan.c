@@ -59,6 +59,25 @@ static int add_norm(tpx_model *m, const char *fqn, int64_t h) {
   return 0;
 }
 
+/* Appends decimal v at p; returns the new end. (snprintf per FQN would
+ * cost as much as the matching being measured.) */
+static char *put_int(char *p, int64_t v) {
+  char tmp[24];
+  int n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (n) *p++ = tmp[--n];
+  return p;
+}
+
+static char *put_str(char *p, const char *s) {
+  size_t n = strlen(s);
+  memcpy(p, s, n);
+  return p + n;
+}
+
 static int build(const shape_t *s, tpx_model **out) {
   tpx_error e = {0};
   tpx_model *m = NULL;
@@ -81,10 +100,15 @@ static int build(const shape_t *s, tpx_model **out) {
     }
     snprintf(p, sizeof p, "model.layers.%lld.mlp.gate", (long long)l);
     if (add_linear(m, p, s->experts, s->hidden)) return 1;
+    char *base = put_str(p, "model.layers.");
+    base = put_int(base, l);
+    base = put_str(base, ".mlp.experts.");
     for (int64_t x = 0; x < s->experts; x++)
       for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "model.layers.%lld.mlp.experts.%lld.%s",
-                 (long long)l, (long long)x, exp3[i]);
+        char *q = put_int(base, x);
+        *q++ = '.';
+        q = put_str(q, exp3[i]);
+        *q = '\0';
         int64_t rows = i == 2 ? s->hidden : s->inter;
         int64_t in = i == 2 ? s->inter : s->hidden;
         if (add_linear(m, p, rows, in)) return 1;

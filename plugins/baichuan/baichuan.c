@@ -56,10 +56,10 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "baichuan plugin: architecture '%s' is not served",
                      req->architecture != NULL ? req->architecture : "(null)");
-  /* validate_tp_mesh still asserts on the head counts, although no
-   * attention key is planned. */
-  if ((st = tpxp_check_tp_heads(host, ctx, "", req->tp_size)) != 0)
-    return st;
+  /* No head-count refusal: validate_tp_mesh (spec/plans.md §4.5) still
+   * asserts on the head counts although no attention key is planned, but
+   * that diagnostic is the host's; this plan shards no heads, so it is valid
+   * at any tp (tpxp_check_tp_heads is only for head-sharded plans). */
   /* sequence_parallel is ignored upstream. */
   st = tpxp_add_rules(host, ctx, "", k_baichuan, N_OF(k_baichuan));
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)

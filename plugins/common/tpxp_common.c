@@ -9,14 +9,23 @@
 #include <string.h>
 
 int tpxp_negotiate(const tpx_plugin_host *host, tpx_plugin_info *info) {
-  uint32_t lo, hi, mine = TPX_PLUGIN_ABI_VERSION_MAJOR(TPX_PLUGIN_ABI_CURRENT);
+  uint32_t v = TPX_PLUGIN_ABI_CURRENT;
   if (host == NULL || info == NULL)
     return TPX_PLUGIN_INVALID;
-  lo = TPX_PLUGIN_ABI_VERSION_MAJOR(host->abi_min);
-  hi = TPX_PLUGIN_ABI_VERSION_MAJOR(host->abi_max);
-  if (mine < lo || mine > hi)
+  /* A newer minor of our major can step down to the host's newest: minors
+   * only add members, and the helpers check struct_size before using any. */
+  if (v > host->abi_max) {
+    if (TPX_PLUGIN_ABI_VERSION_MAJOR(host->abi_max) !=
+        TPX_PLUGIN_ABI_VERSION_MAJOR(v))
+      return TPX_PLUGIN_ABI_UNSUPPORTED;
+    v = host->abi_max;
+  }
+  /* The answer must lie in the host's range: a host whose oldest version is
+   * newer than ours (a later major, or a later minor it insists on) gets no
+   * version we implement. */
+  if (v < host->abi_min)
     return TPX_PLUGIN_ABI_UNSUPPORTED;
-  info->abi_version = TPX_PLUGIN_ABI_CURRENT;
+  info->abi_version = v;
   return TPX_PLUGIN_OK;
 }
 

@@ -78,8 +78,8 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     /* FalconH1Config defaults: 32 heads, 8 kv heads (null: = heads) */
     int64_t heads = 32, kv = 8;
     st = tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 32, &heads);
-    if (st == TPX_PLUGIN_OK && host->config_has(ctx, "num_key_value_heads"))
-      st = tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", heads, &kv);
+    if (st == TPX_PLUGIN_OK)
+      st = falcon_h1_kv_heads(host, ctx, heads, &kv);
     if (st == TPX_PLUGIN_OK)
       st = tpxp_refuse_heads(host, ctx, heads, kv, req->tp_size);
     if (st != TPX_PLUGIN_OK)

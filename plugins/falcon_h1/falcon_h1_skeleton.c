@@ -2,11 +2,13 @@
  * with the names, shapes and module order of the Hugging Face checkpoint
  * (transformers' modeling_falcon_h1).
  *
- * Per decoder layer (model.layers.N), in module order:
+ * Per decoder layer (model.layers.N), in module order, parameters in
+ * torch's named_parameters() order (a module's own parameters before its
+ * children's):
  *   feed_forward.{gate,up,down}_proj   gated MLP, bias mlp_bias
+ *   mamba.{dt_bias, A_log, D}          [n_heads] each (direct parameters)
  *   mamba.conv1d        weight [conv_dim, 1, d_conv] (+ bias, mamba_conv_bias)
  *   mamba.in_proj       [d_ssm + conv_dim + n_heads, hidden] (+ mamba_proj_bias)
- *   mamba.{dt_bias, A_log, D}          [n_heads] each (direct parameters)
  *   mamba.norm          [d_ssm], only with mamba_rms_norm
  *   mamba.out_proj      [hidden, d_ssm] (+ bias, projectors_bias)
  *   self_attn.{q,k,v,o}_proj           bias attention_bias
@@ -64,6 +66,29 @@ static int read_d_head(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    "or \"auto\"");
 }
 
+int falcon_h1_key_present(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const char *key) {
+  int64_t n = 0, i;
+  if (host->config_get_length(ctx, "", &n) != TPX_PLUGIN_OK)
+    return 0;
+  for (i = 0; i < n; i++) {
+    const char *k = NULL;
+    if (host->config_get_key(ctx, "", i, &k) == TPX_PLUGIN_OK && k != NULL &&
+        strcmp(k, key) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+int falcon_h1_kv_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       int64_t heads, int64_t *kv) {
+  if (!falcon_h1_key_present(host, ctx, "num_key_value_heads")) {
+    *kv = 8;
+    return TPX_PLUGIN_OK;
+  }
+  return tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", heads, kv);
+}
+
 static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     falcon_h1_cfg *c) {
   int d_head_auto = 0, st;
@@ -78,10 +103,7 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      "(%lld) must be positive",
                      (long long)c->hidden, (long long)c->heads);
   /* num_key_value_heads: default 8; null means num_attention_heads */
-  if (host->config_has(ctx, "num_key_value_heads"))
-    CHK(tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
-  else
-    c->kv = 8;
+  CHK(falcon_h1_kv_heads(host, ctx, c->heads, &c->kv));
   CHK(tpxp_cfg_int_opt(host, ctx, "head_dim", c->hidden / c->heads,
                        &c->head_dim));
   CHK(tpxp_cfg_int_opt(host, ctx, "mamba_n_heads", 128, &c->m_heads));
@@ -95,7 +117,8 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      "falcon_h1: mamba_n_heads (%lld) must be positive",
                      (long long)c->m_heads);
   st = host->config_get_int(ctx, "mamba_d_ssm", &c->d_ssm);
-  if (st == TPX_PLUGIN_NOT_FOUND && host->config_has(ctx, "mamba_d_ssm") == 0) {
+  if (st == TPX_PLUGIN_NOT_FOUND &&
+      !falcon_h1_key_present(host, ctx, "mamba_d_ssm")) {
     /* absent (not null): transformers' default is 1024 */
     c->d_ssm = 1024;
     if (!d_head_auto && c->m_heads * c->m_head_dim != c->d_ssm) {
@@ -149,6 +172,11 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   CHK(tpxp_sk_linear(host, ctx, f, c->inter, c->hidden, c->mlp_bias, NULL));
   snprintf(m, sizeof m, "model.layers.%lld.mamba", L);
   CHK(tpxp_sk_module(host, ctx, m, "other"));
+  /* FalconH1Mixer's own parameters come before its submodules' in
+   * named_parameters(), whatever the attribute order in __init__. */
+  CHK(tpxp_sk_param(host, ctx, m, "dt_bias", c->m_heads, -1, NULL));
+  CHK(tpxp_sk_param(host, ctx, m, "A_log", c->m_heads, -1, NULL));
+  CHK(tpxp_sk_param(host, ctx, m, "D", c->m_heads, -1, NULL));
   AT("mamba.conv1d");
   CHK(tpxp_sk_module(host, ctx, f, "other"));
   cw[0] = conv_dim;
@@ -159,13 +187,10 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     CHK(tpxp_sk_param(host, ctx, f, "bias", conv_dim, -1, NULL));
   AT("mamba.in_proj");
   CHK(tpxp_sk_linear(host, ctx, f, c->hidden, proj, c->in_bias, NULL));
-  CHK(tpxp_sk_param(host, ctx, m, "dt_bias", c->m_heads, -1, NULL));
-  CHK(tpxp_sk_param(host, ctx, m, "A_log", c->m_heads, -1, NULL));
   if (c->rms_norm) {
     AT("mamba.norm");
     CHK(tpxp_sk_norm(host, ctx, f, c->d_ssm, 0, NULL));
   }
-  CHK(tpxp_sk_param(host, ctx, m, "D", c->m_heads, -1, NULL));
   AT("mamba.out_proj");
   CHK(tpxp_sk_linear(host, ctx, f, c->d_ssm, c->hidden, c->proj_bias, NULL));
   AT("self_attn.q_proj");

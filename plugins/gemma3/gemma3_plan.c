@@ -48,7 +48,11 @@ static const tpxp_rule gemma3_sp1[] = {
     {"layers.*.mlp.down_proj", ROW, NULL, TPXP_S1, 0, 0, 0},
     {"lm_head", COL, TPXP_S1, TPXP_SM1, 0, 0, 1},
     {"rotary_emb", ROT, NULL, NULL, 1, 0, 0},
-    {"rotary_emb_local", ROT, NULL, NULL, 1, 0, 0},
+    /* Upstream keys it unconditionally, but only transformers < 5 has the
+     * module; the v5 tree (HEAD pins 5.12.1) has one rotary_emb for both
+     * layer types, so there the key matches nothing -- harmless upstream,
+     * hence optional here. */
+    {"rotary_emb_local", ROT, NULL, NULL, 1, 1, 0},
     {"layers.*.input_layernorm", SP, NULL, NULL, TPXP_DEF, 0, 0},
     {"layers.*.post_attention_layernorm", SP, NULL, NULL, TPXP_DEF, 0, 0},
     {"layers.*.pre_feedforward_layernorm", SP, NULL, NULL, TPXP_DEF, 0, 0},

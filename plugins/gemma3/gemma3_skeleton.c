@@ -2,16 +2,17 @@
  * parameter names, shapes and module order of the Hugging Face checkpoints
  * (transformers v5 module tree).
  *
- * Gemma3ForCausalLM: model.{embed_tokens, layers.N, norm, rotary_emb,
- * rotary_emb_local} + lm_head (tied to the embedding unless
- * tie_word_embeddings is false). Each layer has q/k/v/o projections, q_norm
+ * Gemma3ForCausalLM: model.{embed_tokens, layers.N, norm, rotary_emb} +
+ * lm_head (tied to the embedding unless tie_word_embeddings is false). Each layer has q/k/v/o projections, q_norm
  * and k_norm of head_dim, a gated MLP and four norms (input,
  * post_attention, pre_feedforward, post_feedforward).
  * Gemma3ForConditionalGeneration: model.vision_tower (SigLIP),
  * model.multi_modal_projector, model.language_model (the text stack above)
  * and lm_head. Missing keys take the transformers config defaults. The
- * rotary modules carry no parameters; they are listed because the sp plan
- * keys them. */
+ * rotary module carries no parameters; it is listed because the sp plan
+ * keys it. There is no rotary_emb_local: transformers v5 computes both
+ * layer types' RoPE in the one rotary_emb (the sp plan's rotary_emb_local
+ * key is optional for that reason). */
 #include "gemma3.h"
 
 #include <stdio.h>
@@ -110,8 +111,6 @@ static int text_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   snprintf(f, sizeof f, "%s.norm", P);
   CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
   snprintf(f, sizeof f, "%s.rotary_emb", P);
-  CHK(tpxp_sk_module(host, ctx, f, "rotary"));
-  snprintf(f, sizeof f, "%s.rotary_emb_local", P);
   CHK(tpxp_sk_module(host, ctx, f, "rotary"));
   return TPX_PLUGIN_OK;
 }

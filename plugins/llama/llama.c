@@ -1,11 +1,14 @@
 /* llama.c — the tpx_llama family plugin: NeMo Automodel's Llama plan
  * (_parallelize_llama, also get_llama_nemotron_super_tp_plan), the
- * DeciLM / Nemotron-NAS plan (get_decilm_nemotron_tp_plan) and the named plan
- * "llama_nemotron_super_tp_plan" (spec/plans.md §3.1, §3.2, §4.1), the
- * Nemotron-Flash lm_head rule, skeletons for Llama and for DeciLM's
- * heterogeneous block_configs, and the Nemotron-NAS TP validation (§4.5).
- * Not: Nemotron-Flash skeletons (hybrid blocks; no published layout here). */
-#include <ctype.h>
+ * DeciLM / Nemotron-NAS plan (get_decilm_nemotron_tp_plan, with
+ * _parallelize_decilm_nemotron's model_type refusal) and the named plan
+ * "llama_nemotron_super_tp_plan" (spec/plans.md §3.1, §3.2, §4.1), and
+ * skeletons for Llama and for DeciLM's heterogeneous block_configs.
+ * Not: the validate_tp_mesh / Nemotron-NAS diagnostics (§4.5) and the
+ * Nemotron-Flash lm_head post-processing (§4.1): the host runs both for every
+ * plan source (get_plan only refuses a head-sharded plan at a tp the heads
+ * do not allow, tpx's get_plan contract). Not: Nemotron-Flash skeletons (hybrid blocks; no published
+ * layout here). */
 #include <stdio.h>
 #include <string.h>
 
@@ -106,21 +109,6 @@ static int str_eq(const char *a, const char *b) {
   return a != NULL && b != NULL && strcmp(a, b) == 0;
 }
 
-/* Case-insensitive substring test (name_or_path.lower()). */
-static int contains_ci(const char *hay, const char *needle) {
-  size_t n = strlen(needle), i, j;
-  if (hay == NULL)
-    return 0;
-  for (i = 0; hay[i] != '\0'; i++) {
-    for (j = 0; j < n && hay[i + j] != '\0'; j++)
-      if (tolower((unsigned char)hay[i + j]) != needle[j])
-        break;
-    if (j == n)
-      return 1;
-  }
-  return 0;
-}
-
 /* config.architectures[0], guarded: absent or empty gives NULL. */
 static const char *first_arch(const tpx_plugin_host *host,
                               tpx_plugin_ctx *ctx) {
@@ -138,30 +126,24 @@ static const char *model_type(const tpx_plugin_host *host,
   return t;
 }
 
-/* _is_nemotron_flash_config: model_type "nemotron_flash", or
- * NemotronFlashForCausalLM among the architectures, or "nemotron-flash" in
- * the lower-cased _name_or_path. */
-static int is_nemotron_flash(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
-  const char *s = NULL;
-  int64_t n = 0, i;
-  char p[64];
-  if (str_eq(model_type(host, ctx), "nemotron_flash"))
-    return 1;
-  if (host->config_get_length(ctx, "architectures", &n) == TPX_PLUGIN_OK) {
-    for (i = 0; i < n; i++) {
-      tpxp_fmt(p, sizeof p, "architectures[%lld]", (long long)i);
-      if (host->config_get_string(ctx, p, &s) == TPX_PLUGIN_OK &&
-          str_eq(s, "NemotronFlashForCausalLM"))
-        return 1;
-    }
-  }
-  return host->config_get_string(ctx, "_name_or_path", &s) == TPX_PLUGIN_OK &&
-         contains_ci(s, "nemotron-flash");
-}
+/* What this get_plan is, and is not (spec/plans.md §4.1): the plan function
+ * (_parallelize_llama, _parallelize_decilm_nemotron, or the named plan's
+ * branch). validate_tp_mesh / validate_tp_mesh_for_nemotron_nas (§4.5) are
+ * the host's diagnostics (tpx_validate_tp_mesh, before selection, for every
+ * plan source), and the Nemotron-Flash lm_head post-processing is the host's
+ * too (after selection, for every source); the plugin reports neither. It
+ * only keeps tpx's get_plan contract of not handing out a head-sharded plan
+ * at a tp the head counts do not allow (see tpxp_check_tp_heads): every plan
+ * here shards heads, so it refuses then, on the same conditions. */
+static int nas_refuse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      int64_t tp);
 
-static int is_nemotron_nas(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-static int nas_check(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                     int64_t tp, const char **code, char *msg, size_t size);
+/* 1 when the config is DeciLM remote code with a Nemotron-NAS config (the
+ * case validate_tp_mesh delegates to the Nemotron-NAS check). */
+static int is_nemotron_nas(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+  return str_eq(first_arch(host, ctx), "DeciLMForCausalLM") &&
+         str_eq(model_type(host, ctx), "nemotron-nas");
+}
 
 static int add_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const tpxp_rule *sp0, size_t n0, const tpxp_rule *sp1,
@@ -175,7 +157,7 @@ static int add_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
              const tpx_plugin_plan_request *req) {
   const char *arch, *mtype;
-  int decilm, st, lm_head_sharded;
+  int decilm, st;
   if (!tpxp_request_ok(req))
     return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
                      "llama plugin: bad plan request");
@@ -192,6 +174,9 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     a0 = first_arch(host, ctx);
     decilm = str_eq(a0, "DeciLMForCausalLM") && str_eq(mtype, "nemotron-nas");
   } else if (tpxp_arch_is(arch, "DeciLMForCausalLM")) {
+    /* _parallelize_decilm_nemotron's own contract: it raises unless
+     * model_type is "nemotron-nas" (the host then falls back to the HF plan,
+     * as upstream does when a plan function raises). */
     if (!str_eq(mtype, "nemotron-nas"))
       return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                        "DeciLMForCausalLM: the DeciLM plan is only for "
@@ -207,38 +192,22 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      "llama plugin: architecture '%s' is not served",
                      arch != NULL ? arch : "(null)");
   }
-  /* validate_tp_mesh runs before any plan is chosen upstream: a failed
-   * assertion there means no plan at all. */
-  if (is_nemotron_nas(host, ctx)) {
-    char msg[TPXP_MSG_MAX];
-    const char *code = NULL;
-    st = nas_check(host, ctx, req->tp_size, &code, msg, sizeof msg);
-    if (st == TPX_PLUGIN_REFUSED)
-      return tpxp_fail(host, ctx, st, "%s (%s)", msg, code);
-  } else {
-    st = tpxp_check_tp_heads(host, ctx, "", req->tp_size);
-  }
+  st = is_nemotron_nas(host, ctx)
+           ? nas_refuse(host, ctx, req->tp_size)
+           : tpxp_check_tp_heads(host, ctx, "", req->tp_size);
   if (st != TPX_PLUGIN_OK)
     return st;
   if (decilm) {
     st = add_plan(host, ctx, k_decilm_sp0, N_OF(k_decilm_sp0), k_decilm_sp1,
                   N_OF(k_decilm_sp1), req->sequence_parallel);
-    lm_head_sharded = 0; /* lm_head output Replicate in both sp cases */
   } else {
     st = add_plan(host, ctx, k_llama_sp0, N_OF(k_llama_sp0), k_llama_sp1,
                   N_OF(k_llama_sp1), req->sequence_parallel);
-    lm_head_sharded = 1; /* Shard(-1) in both sp cases */
   }
   if (st != TPX_PLUGIN_OK)
     return st;
   if (host->plan_set_function != NULL)
     host->plan_set_function(ctx, decilm ? "decilm_nemotron" : "llama");
-  /* Nemotron-Flash post-processing: lm_head / language_model.lm_head are
-   * kept only when their output layouts hold a Shard. */
-  if (is_nemotron_flash(host, ctx) && !lm_head_sharded) {
-    host->plan_remove(ctx, "lm_head"); /* NOT_FOUND is fine */
-    host->plan_remove(ctx, "language_model.lm_head");
-  }
   return TPX_PLUGIN_OK;
 }
 
@@ -430,96 +399,55 @@ int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                          "model.embed_tokens.weight", NULL);
 }
 
-/* ---- validation: validate_tp_mesh_for_nemotron_nas (§4.5) ---- */
+/* ---- the head check behind the refusal ---- */
 
-/* 1 when the config is DeciLM remote code with a Nemotron-NAS config (the
- * case validate_tp_mesh delegates to the Nemotron-NAS check). */
-static int is_nemotron_nas(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
-  return str_eq(first_arch(host, ctx), "DeciLMForCausalLM") &&
-         str_eq(model_type(host, ctx), "nemotron-nas");
-}
-
-/* The checks in upstream's order; the first failure stops them. Returns
- * TPX_PLUGIN_OK, or TPX_PLUGIN_REFUSED with *code and msg describing the
- * failed assertion, or another status when the config cannot be read.
- * Absent counts read as 0 (they pass), like the plain check. */
-static int nas_check(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                     int64_t tp, const char **code, char *msg, size_t size) {
+/* validate_tp_mesh_for_nemotron_nas's assertions in upstream's order, as a
+ * refusal (the first failure stops them): TPX_PLUGIN_OK, TPX_PLUGIN_REFUSED
+ * with a message, or another status when the config cannot be read. Absent
+ * counts read as 0 (they pass). The replace_with_linear bypass is silent
+ * here: the host already notes it. */
+static int nas_refuse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      int64_t tp) {
   int64_t heads = 0, layers = 0, nblocks = 0, i;
   int st;
-  *code = NULL;
-  msg[0] = '\0';
   if (tp <= 1)
     return TPX_PLUGIN_OK;
   if ((st = tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 0, &heads)) ||
       (st = tpxp_cfg_int_opt(host, ctx, "num_hidden_layers", 0, &layers)))
     return st;
-  if (heads % tp != 0) {
-    *code = "heads-not-divisible";
-    tpxp_fmt(msg, size,
-             "num_attention_heads (%lld) is not divisible by tp=%lld "
-             "(Nemotron-NAS: num_attention_heads in config does not match "
-             "the TP size)",
-             (long long)heads, (long long)tp);
-    return TPX_PLUGIN_REFUSED;
-  }
+  if (heads % tp != 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "num_attention_heads (%lld) is not divisible by tp=%lld "
+                     "(Nemotron-NAS: num_attention_heads in config does not "
+                     "match the TP size)",
+                     (long long)heads, (long long)tp);
   if (host->config_get_length(ctx, "block_configs", &nblocks) != 0)
     nblocks = 0;
-  if (nblocks < layers) {
-    *code = "block-configs-mismatch";
-    tpxp_fmt(msg, size,
-             "num_hidden_layers (%lld) does not match the number of "
-             "block_configs (%lld)",
-             (long long)layers, (long long)nblocks);
-    return TPX_PLUGIN_REFUSED;
-  }
+  if (nblocks < layers)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "num_hidden_layers (%lld) does not match the number of "
+                     "block_configs (%lld)",
+                     (long long)layers, (long long)nblocks);
   for (i = 0; i < layers; i++) {
     block_cfg b;
     if ((st = read_block(host, ctx, i, &b)) != TPX_PLUGIN_OK)
       return st;
-    if (b.attn_linear) {
-      /* upstream prints a bypass message and checks nothing */
-      tpxp_log(host, ctx, TPX_PLUGIN_LOG_INFO,
-               "layer %lld: attention replaced with linear, TP check bypassed",
-               (long long)i);
-    } else if (b.n_heads_in_group > 0) {
+    if (b.attn_linear)
+      continue; /* upstream prints a bypass message and checks nothing */
+    if (b.n_heads_in_group > 0) {
       int64_t kv = heads / b.n_heads_in_group;
-      if (kv % tp != 0) {
-        *code = "heads-not-divisible";
-        tpxp_fmt(msg, size,
-                 "layer %lld: num_key_value_heads (%lld = %lld / "
-                 "n_heads_in_group %lld) is not divisible by tp=%lld",
-                 (long long)i, (long long)kv, (long long)heads,
-                 (long long)b.n_heads_in_group, (long long)tp);
-        return TPX_PLUGIN_REFUSED;
-      }
+      if (kv % tp != 0)
+        return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                         "layer %lld: num_key_value_heads (%lld = %lld / "
+                         "n_heads_in_group %lld) is not divisible by tp=%lld",
+                         (long long)i, (long long)kv, (long long)heads,
+                         (long long)b.n_heads_in_group, (long long)tp);
     } else if (!b.attn_no_op) {
-      *code = "invalid-block-config";
-      tpxp_fmt(msg, size,
-               "layer %lld: attention has neither n_heads_in_group nor no_op",
-               (long long)i);
-      return TPX_PLUGIN_REFUSED;
+      return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                       "layer %lld: attention has neither n_heads_in_group "
+                       "nor no_op",
+                       (long long)i);
     }
   }
   return TPX_PLUGIN_OK;
-}
-
-int tpx_plugin_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                        const tpx_plugin_plan_request *req) {
-  char msg[TPXP_MSG_MAX];
-  const char *code = NULL;
-  int st;
-  if (!tpxp_request_ok(req))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
-                     "llama plugin: bad validate request");
-  /* Only DeciLM with a Nemotron-NAS config is validated here; the generic
-   * head checks of validate_tp_mesh are the host's. */
-  if (!is_nemotron_nas(host, ctx))
-    return TPX_PLUGIN_OK;
-  st = nas_check(host, ctx, req->tp_size, &code, msg, sizeof msg);
-  if (st == TPX_PLUGIN_REFUSED) {
-    host->diagnose(ctx, TPX_PLUGIN_DIAG_ERROR, code, msg);
-    return TPX_PLUGIN_OK;
-  }
-  return st;
 }

@@ -78,7 +78,9 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (req->plan_name != NULL)
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "mistral plugin: no named plan '%s'", req->plan_name);
-  /* validate_tp_mesh: the Mistral3 VLM's counts come from its language
+  /* Both plans shard heads, so tpx's get_plan contract refuses a tp the
+   * head counts do not allow (tpxp_check_tp_heads; the diagnostic itself is
+   * the host's validate_tp_mesh): the VLM's counts come from its language
    * model config (text_config), Ministral3's from the top level. */
   st = tpxp_check_tp_heads(
       host, ctx, is_vlm(req->architecture) ? "text_config" : "", req->tp_size);

@@ -145,9 +145,12 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (req->plan_name != NULL)
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "qwen plugin: no named plan '%s'", req->plan_name);
-  /* validate_tp_mesh reads the top-level config for every Qwen class (for
-   * the Qwen3.5 VLM the counts live in text_config, so upstream's check
-   * sees 0 and passes). */
+  /* Every plan here shards heads (colwise q/k/v), so tpx's get_plan
+   * contract refuses a tp the head counts do not allow (tpxp_check_tp_heads;
+   * the diagnostic itself is the host's validate_tp_mesh). It reads the
+   * top-level config for every Qwen class, as validate_tp_mesh does: for the
+   * Qwen3.5 VLM the counts live in text_config, so the check sees 0 and
+   * passes. */
   if ((st = tpxp_check_tp_heads(host, ctx, "", req->tp_size)) != 0)
     return st;
   if (is_qwen35(arch)) {

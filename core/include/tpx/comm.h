@@ -21,6 +21,22 @@
  * Not here: which slice a rank owns (tpx/layout.h) and moving a tensor between
  * placements (tpx/redistribute.h).
  *
+ * Example (4 thread ranks, a 2x2 mesh, an all-reduce over "tp"):
+ *
+ *   static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
+ *     tpx_mesh_comm *mc;
+ *     tpx_status st = tpx_mesh_comm_create(world, arg, &mc, err);
+ *     if (st != TPX_OK) return st;
+ *     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+ *     st = tpx_comm_all_reduce(tpx_mesh_comm_dim(mc, 1), x, x, 8,
+ *                              TPX_DTYPE_F32, TPX_REDUCE_SUM, err);
+ *     tpx_mesh_comm_destroy(mc);
+ *     return st;
+ *   }
+ *   ... tpx_local_run(4, body, mesh, &err);   (mesh: ("dp","tp") = (2,2))
+ *
+ * Under mpirun, the same body runs on the world from tpx_comm_create_mpi. 
+ *
  * Thread safety: a tpx_comm is used by one thread at a time (its rank). */
 #ifndef TPX_COMM_H
 #define TPX_COMM_H

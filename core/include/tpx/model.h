@@ -110,10 +110,12 @@ TPX_API tpx_status tpx_model_load_config(const char *path, tpx_model **out,
  * shapes (2-D "weight": embedding if the module name holds "embed" or is
  * wte/wpe, else linear; only 1-D tensors and a norm/ln name: norm; else
  * other). Tensors already present must agree in shape and dtype
- * (TPX_VALIDATION naming the tensor and both shapes); on any error nothing
- * is added. When the config's tie_word_embeddings (or
- * text_config.tie_word_embeddings) is true — absent counts as false — and
- * lm_head.weight is missing, it is tied to the input embedding. */
+ * (TPX_VALIDATION naming the tensor and both shapes); after a header or
+ * agreement error nothing has been added. When the config's
+ * tie_word_embeddings (or text_config.tie_word_embeddings) is true — absent
+ * counts as false — and the files lack lm_head.weight, it is tied to the
+ * input embedding (created if missing, or tied if a skeleton declared it
+ * untied; shapes must agree). */
 TPX_API tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
                                              tpx_error *err);
 

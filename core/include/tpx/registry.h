@@ -52,6 +52,15 @@ TPX_API tpx_status tpx_registry_create(tpx_registry **out, tpx_error *err);
 /* Unloads every plugin. NULL is a no-op. */
 TPX_API void tpx_registry_destroy(tpx_registry *reg);
 
+/* Probe mode (off by default), for tools such as `tpx plugins`: before a
+ * file is loaded in-process it is loaded once in a forked child, and a file
+ * whose dlopen / registration crashes, exits or hangs (10 s) there is
+ * recorded as refused ("crashed with SIGSEGV while loading ...") instead of
+ * taking the process down. Costs one fork per file; not for multi-threaded
+ * programs at load time. */
+TPX_API tpx_status tpx_registry_set_probe(tpx_registry *reg, int on,
+                                          tpx_error *err);
+
 /* Load every *.so on the default search path: $TPX_PLUGIN_PATH, then the
  * build tree's plugins/ (and its subdirectories), then the installed plugin
  * dir. Failures are recorded as refusals, not returned as errors. */
@@ -76,7 +85,9 @@ TPX_API tpx_status tpx_registry_refused(const tpx_registry *reg, size_t index,
  * files). Borrowed. */
 TPX_API const tpx_diag_list *tpx_registry_diagnostics(const tpx_registry *reg);
 
-/* Index of the plugin serving `architecture` (first loaded wins), or -1. */
+/* Index of the plugin serving `architecture` (first loaded wins), or -1.
+ * Matched as strings: exactly against every registered name first, then a
+ * bare class name against the last dotted component of qualified names. */
 TPX_API int64_t tpx_registry_find(const tpx_registry *reg,
                                   const char *architecture);
 
@@ -136,7 +147,10 @@ TPX_API void tpx_selection_destroy(tpx_selection *sel);
 /* Borrowed; valid while the selection lives. */
 TPX_API const tpx_plan *tpx_selection_plan(const tpx_selection *sel);
 TPX_API tpx_plan_source tpx_selection_source(const tpx_selection *sel);
-/* Plugin name / path / function; NULL when not from a plugin. */
+/* Plugin name / path; NULL when the plan is not from a plugin (a named plan
+ * is source CUSTOM with its plugin's name and path). The function names the
+ * plan: the plugin's plan_set_function text (else its name or the plan
+ * name), "custom", "get_hf_tp_shard_plan" or "default_base_plan". */
 TPX_API const char *tpx_selection_plugin_name(const tpx_selection *sel);
 TPX_API const char *tpx_selection_plugin_path(const tpx_selection *sel);
 TPX_API const char *tpx_selection_function(const tpx_selection *sel);
@@ -146,7 +160,8 @@ TPX_API const char *tpx_selection_trace(const tpx_selection *sel, size_t i);
 /* Parameter patterns the plugin keeps in fp32 (may be 0). */
 TPX_API size_t tpx_selection_num_fp32(const tpx_selection *sel);
 TPX_API const char *tpx_selection_fp32(const tpx_selection *sel, size_t i);
-/* FSDP units the plugin chose, bottom-up (0 = use tpx's rule). */
+/* FSDP units the plugin chose, bottom-up (none = use tpx's rule).
+ * *reshard_after_forward (may be NULL) is 0 or 1, or -1 for tpx's rule. */
 TPX_API size_t tpx_selection_num_fsdp_units(const tpx_selection *sel);
 TPX_API const char *tpx_selection_fsdp_unit(const tpx_selection *sel,
                                             size_t i,

@@ -192,8 +192,13 @@ tpx_status tpx_comm_all_to_all(tpx_comm *comm, const void *send, void *recv,
                    &bytes, err));
   TRY(check_buf(w, "send", send, count, err));
   TRY(check_buf(w, "recv", recv, count, err));
-  if (send != recv || count == 0 || comm->iface->device_memory)
+  if (send != recv || count == 0)
     return comm->iface->all_to_all(comm->ctx, send, recv, count, dtype, err);
+  if (comm->iface->device_memory)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "%s: in place (send == recv) on device memory "
+                         "(backend %s); pass a separate recv buffer",
+                         w, comm->iface->name);
   size_t total = bytes * (size_t)comm->size;
   void *tmp = malloc(total);
   if (!tmp)

@@ -3,7 +3,9 @@
  * ggml-backend's shape: a struct of function pointers plus a context pointer.
  * The public wrappers in comm.c have already checked every argument (non-NULL
  * buffers, known dtype, op valid for the dtype, root in range, sizes that do
- * not overflow) and handled count == 0, so a backend only moves data. A member
+ * not overflow), so a backend only moves data. count == 0 still reaches the
+ * backend: every rank must take part (the local backend checks that all
+ * ranks agree on the call). A member
  * left NULL gets the wrapper's default (noted per member). Buffers are host
  * memory except for nccl (device memory).
  *
@@ -38,7 +40,8 @@ typedef struct tpx_comm_iface {
   tpx_status (*broadcast)(void *ctx, const void *send, void *recv,
                           size_t count, tpx_dtype dtype, int root,
                           tpx_error *err);
-  /* blocks; never sees send == recv (the wrapper copies first). */
+  /* blocks; never sees send == recv (the wrapper copies host buffers first
+   * and refuses in-place on device memory). */
   tpx_status (*all_to_all)(void *ctx, const void *send, void *recv,
                            size_t count, tpx_dtype dtype, tpx_error *err);
   /* blocks until every rank of the group entered it; NULL -> a one-element

@@ -418,7 +418,7 @@ static tpx_status mismatch(const tpx_model *model, const char *path,
 
 tpx_status tpx_model_config_int(const tpx_model *model, const char *path,
                                 int64_t *out, tpx_error *err) {
-  json_t *v;
+  json_t *v = NULL;
   tpx_status st = config_get(model, path, &v, err);
   if (st != TPX_OK)
     return st;
@@ -429,7 +429,7 @@ tpx_status tpx_model_config_int(const tpx_model *model, const char *path,
 
 tpx_status tpx_model_config_float(const tpx_model *model, const char *path,
                                   double *out, tpx_error *err) {
-  json_t *v;
+  json_t *v = NULL;
   tpx_status st = config_get(model, path, &v, err);
   if (st != TPX_OK)
     return st;
@@ -440,7 +440,7 @@ tpx_status tpx_model_config_float(const tpx_model *model, const char *path,
 
 tpx_status tpx_model_config_bool(const tpx_model *model, const char *path,
                                  int *out, tpx_error *err) {
-  json_t *v;
+  json_t *v = NULL;
   tpx_status st = config_get(model, path, &v, err);
   if (st != TPX_OK)
     return st;
@@ -453,7 +453,7 @@ tpx_status tpx_model_config_bool(const tpx_model *model, const char *path,
 
 tpx_status tpx_model_config_string(const tpx_model *model, const char *path,
                                    const char **out, tpx_error *err) {
-  json_t *v;
+  json_t *v = NULL;
   tpx_status st = config_get(model, path, &v, err);
   if (st != TPX_OK)
     return st;

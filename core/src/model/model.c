@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "model/model_impl.h"
 #include "model/strmap.h"
@@ -16,33 +17,70 @@
 struct tpx__arena_chunk {
   tpx__arena_chunk *next;
   size_t used, cap;
+  int mapped; /* 1: mmap'd (munmap), 0: malloc'd */
   char data[];
 };
 
-enum { ARENA_CHUNK = 256 * 1024 };
+/* Small models get 64 KiB malloc'd chunks. Past 1 MiB of strings, chunks
+ * are 2 MiB from mmap with a huge-page hint: a million FQNs fill ~100 MB,
+ * and with 4 KiB pages the page faults were a fifth of the build time.
+ * Strings too big for a quarter chunk get a malloc'd chunk of their own. */
+enum { SMALL_CHUNK = 64 * 1024, BIG_CHUNK = 2 * 1024 * 1024 };
+
+static void chunk_free(tpx__arena_chunk *c) {
+  if (c->mapped)
+    munmap(c, BIG_CHUNK);
+  else
+    free(c);
+}
 
 void tpx__arena_free(tpx__arena *arena) {
   tpx__arena_chunk *c = arena->head;
   while (c != NULL) {
     tpx__arena_chunk *next = c->next;
-    free(c);
+    chunk_free(c);
     c = next;
   }
   arena->head = NULL;
+  arena->total = 0;
+}
+
+static tpx__arena_chunk *chunk_new(size_t len, size_t total) {
+  tpx__arena_chunk *n;
+  size_t size = total < BIG_CHUNK / 2 ? SMALL_CHUNK : BIG_CHUNK;
+  if (len > (size - sizeof *n) / 4 || size == SMALL_CHUNK) {
+    size_t cap = len > (size - sizeof *n) / 4 ? len : size - sizeof *n;
+    n = malloc(sizeof *n + cap);
+    if (n == NULL)
+      return NULL;
+    n->cap = cap;
+    n->mapped = 0;
+  } else {
+    void *p = mmap(NULL, BIG_CHUNK, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, BIG_CHUNK, MADV_HUGEPAGE);
+#endif
+    n = p;
+    n->cap = BIG_CHUNK - sizeof *n;
+    n->mapped = 1;
+  }
+  n->used = 0;
+  n->next = NULL;
+  return n;
 }
 
 char *tpx__arena_alloc(tpx__arena *arena, size_t len) {
   tpx__arena_chunk *c = arena->head;
   if (c == NULL || c->cap - c->used < len) {
-    size_t cap = len > ARENA_CHUNK / 4 ? len : ARENA_CHUNK;
-    tpx__arena_chunk *n = malloc(sizeof *n + cap);
+    tpx__arena_chunk *n = chunk_new(len, arena->total);
     if (n == NULL)
       return NULL;
-    n->used = 0;
-    n->cap = cap;
-    if (cap == len && c != NULL) {
-      /* A big string gets its own chunk behind the head, so the head's
-       * free space stays usable for the small strings that follow. */
+    if (n->cap == len && c != NULL) {
+      /* A big string's own chunk goes behind the head, so the head's free
+       * space stays usable for the small strings that follow. */
       n->next = c->next;
       c->next = n;
     } else {
@@ -53,6 +91,7 @@ char *tpx__arena_alloc(tpx__arena *arena, size_t len) {
   }
   char *p = c->data + c->used;
   c->used += len;
+  arena->total += len;
   return p;
 }
 
@@ -199,6 +238,34 @@ static tpx_status no_memory(tpx_error *err) {
   return tpx_error_set(err, TPX_NO_MEMORY, "out of memory building the model");
 }
 
+/* The module, parameter and shape arrays reach tens of MB for big models:
+ * past BIG_CHUNK they live in mmap'd memory with the huge-page hint (see
+ * the arena), below it in malloc'd memory. */
+static void array_free(void *p, size_t bytes) {
+  if (p == NULL)
+    return;
+  if (bytes >= BIG_CHUNK)
+    munmap(p, bytes);
+  else
+    free(p);
+}
+
+static void *array_resize(void *p, size_t old_bytes, size_t new_bytes) {
+  if (new_bytes < BIG_CHUNK)
+    return realloc(p, new_bytes);
+  void *q = mmap(NULL, new_bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (q == MAP_FAILED)
+    return NULL;
+#ifdef MADV_HUGEPAGE
+  madvise(q, new_bytes, MADV_HUGEPAGE);
+#endif
+  if (old_bytes > 0)
+    memcpy(q, p, old_bytes);
+  array_free(p, old_bytes);
+  return q;
+}
+
 /* Grow *array (element size `elem`) to hold `need` elements. */
 static int grow(void **array, size_t *cap, size_t need, size_t elem) {
   if (need <= *cap)
@@ -209,7 +276,7 @@ static int grow(void **array, size_t *cap, size_t need, size_t elem) {
       return -1;
     n *= 2;
   }
-  void *p = realloc(*array, n * elem);
+  void *p = array_resize(*array, *cap * elem, n * elem);
   if (p == NULL)
     return -1;
   *array = p;
@@ -237,18 +304,20 @@ static int64_t new_module(tpx_model *model, const char *fqn, size_t len,
       p->cap_children = cap;
     }
   }
-  if (tpx__strmap_put_h(&model->module_map, fqn, len, hash, index, NULL) != 0)
-    return -1;
-  if (parent >= 0) {
-    tpx__module *p = &model->modules[parent];
-    p->children[p->num_children++] = index;
-  }
+  /* The map reads keys back from the array: fill the slot first. */
   tpx__module *m = &model->modules[index];
   memset(m, 0, sizeof *m);
   m->fqn = fqn;
   m->fqn_len = (uint32_t)len;
   m->parent = parent;
   m->kind = (uint8_t)kind;
+  if (tpx__idxmap_put_h(&model->module_map, fqn, len, hash, (uint32_t)index,
+                        NULL) != 0)
+    return -1;
+  if (parent >= 0) {
+    tpx__module *p = &model->modules[parent];
+    p->children[p->num_children++] = index;
+  }
   model->num_modules++;
   return index;
 }
@@ -266,12 +335,12 @@ static size_t after_last_dot(const char *fqn, size_t len) {
 static int64_t get_or_create_module(tpx_model *model, const char *fqn,
                                     size_t len, uint64_t hash,
                                     tpx_module_kind kind, int *created) {
-  int64_t found;
+  uint32_t found;
   *created = 0;
   const tpx__module *last = &model->modules[model->last_module];
   if (last->fqn_len == len && memcmp(last->fqn, fqn, len) == 0)
     return model->last_module;
-  if (tpx__strmap_find_h(&model->module_map, fqn, len, hash, &found)) {
+  if (tpx__idxmap_find_h(&model->module_map, fqn, len, hash, &found)) {
     model->last_module = found;
     model->last_parent = model->modules[found].parent;
     return found;
@@ -286,11 +355,12 @@ static int64_t get_or_create_module(tpx_model *model, const char *fqn,
       memcmp(lp->fqn, fqn, cut - 1) == 0) {
     parent = model->last_parent;
   } else {
+    uint32_t up = 0;
     while (cut > 0 &&
-           !tpx__strmap_find(&model->module_map, fqn, cut - 1, &parent))
+           !tpx__idxmap_find_h(&model->module_map, fqn, cut - 1,
+                               tpx__strmap_hash(fqn, cut - 1), &up))
       cut = after_last_dot(fqn, cut - 1);
-    if (cut == 0)
-      parent = 0;
+    parent = cut == 0 ? 0 : (int64_t)up;
   }
   /* fqn[0..cut) is the existing ancestor's FQN plus a dot (or empty). */
   for (;;) {
@@ -318,6 +388,19 @@ static int64_t get_or_create_module(tpx_model *model, const char *fqn,
 
 /* ---- lifecycle ---- */
 
+/* Key callbacks of the two index maps. */
+static const char *module_key(const void *ctx, uint32_t index, size_t *len) {
+  const tpx__module *m = &((const tpx_model *)ctx)->modules[index];
+  *len = m->fqn_len;
+  return m->fqn;
+}
+
+static const char *param_key(const void *ctx, uint32_t index, size_t *len) {
+  const tpx__param *p = &((const tpx_model *)ctx)->params[index];
+  *len = p->fqn_len;
+  return p->fqn;
+}
+
 tpx_status tpx_model_create(tpx_model **out, tpx_error *err) {
   if (out == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -326,8 +409,8 @@ tpx_status tpx_model_create(tpx_model **out, tpx_error *err) {
   tpx_model *model = calloc(1, sizeof *model);
   if (model == NULL)
     return no_memory(err);
-  tpx__strmap_init(&model->module_map);
-  tpx__strmap_init(&model->param_map);
+  tpx__idxmap_init(&model->module_map, module_key, model);
+  tpx__idxmap_init(&model->param_map, param_key, model);
   char *root = tpx__arena_strndup(&model->arena, "", 0);
   if (root == NULL ||
       new_module(model, root, 0, tpx__strmap_hash(root, 0), -1,
@@ -346,11 +429,11 @@ void tpx_model_destroy(tpx_model *model) {
     return;
   for (size_t i = 0; i < model->num_modules; i++)
     free(model->modules[i].children);
-  free(model->modules);
-  free(model->params);
-  free(model->dims);
-  tpx__strmap_free(&model->module_map);
-  tpx__strmap_free(&model->param_map);
+  array_free(model->modules, model->cap_modules * sizeof *model->modules);
+  array_free(model->params, model->cap_params * sizeof *model->params);
+  array_free(model->dims, model->cap_dims * sizeof *model->dims);
+  tpx__idxmap_free(&model->module_map);
+  tpx__idxmap_free(&model->param_map);
   tpx__arena_free(&model->arena);
   if (model->config != NULL)
     json_decref(model->config);
@@ -428,12 +511,12 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   /* Both map probes miss the cache in big models: start them now, and let
    * the checks below run while the slots load. */
   uint64_t phash = tpx__strmap_hash(fqn, flen);
-  tpx__strmap_prefetch(&model->param_map, phash);
+  tpx__idxmap_prefetch(&model->param_map, phash);
   const tpx__module *last = &model->modules[model->last_module];
   uint64_t mhash = 0; /* unused when the module is the last one used */
   if (!(last->fqn_len == mlen && memcmp(last->fqn, module_fqn, mlen) == 0)) {
     mhash = tpx__strmap_hash(module_fqn, mlen);
-    tpx__strmap_prefetch(&model->module_map, mhash);
+    tpx__idxmap_prefetch(&model->module_map, mhash);
   }
   /* Everything is checked before the first change, so a failed call leaves
    * the model as it was (bar some unused arena bytes). */
@@ -451,7 +534,7 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   st = check_dtype(dtype, fqn, err);
   if (st != TPX_OK)
     return st;
-  if (tpx__strmap_find_h(&model->param_map, fqn, flen, phash, NULL))
+  if (tpx__idxmap_find_h(&model->param_map, fqn, flen, phash, NULL))
     return tpx_error_set(err, TPX_ALREADY_EXISTS,
                          "parameter '%s' already exists", fqn);
 
@@ -466,10 +549,9 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   if (module < 0)
     return no_memory(err);
   int64_t index = (int64_t)model->num_params;
-  if (tpx__strmap_put_h(&model->param_map, fqn, flen, phash, index, NULL) != 0)
-    return no_memory(err);
   tpx__param *p = &model->params[index];
   p->fqn = fqn;
+  p->fqn_len = (uint32_t)flen;
   p->name_off = (uint32_t)(flen - nlen);
   p->module = module;
   p->dims = (int64_t)model->num_dims;
@@ -477,6 +559,10 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   p->dtype = (uint8_t)dtype;
   p->tied_to = -1;
   p->is_tie_target = 0;
+  /* The map reads keys back from params[]: filled above, then inserted. */
+  if (tpx__idxmap_put_h(&model->param_map, fqn, flen, phash, (uint32_t)index,
+                        NULL) != 0)
+    return no_memory(err);
   if (ndim > 0)
     memcpy(model->dims + model->num_dims, shape, (size_t)ndim * sizeof *shape);
   model->num_dims += (size_t)ndim;
@@ -656,7 +742,12 @@ int64_t tpx_model_module_child(const tpx_model *model, int64_t index,
 int64_t tpx_model_find_module(const tpx_model *model, const char *fqn) {
   if (model == NULL || fqn == NULL)
     return -1;
-  return tpx__strmap_get(&model->module_map, fqn, -1);
+  size_t len = strlen(fqn);
+  uint32_t i;
+  return tpx__idxmap_find_h(&model->module_map, fqn, len,
+                            tpx__strmap_hash(fqn, len), &i)
+             ? (int64_t)i
+             : -1;
 }
 
 size_t tpx_model_num_params(const tpx_model *model) {
@@ -688,7 +779,12 @@ tpx_status tpx_model_param(const tpx_model *model, int64_t index,
 int64_t tpx_model_find_param(const tpx_model *model, const char *fqn) {
   if (model == NULL || fqn == NULL)
     return -1;
-  return tpx__strmap_get(&model->param_map, fqn, -1);
+  size_t len = strlen(fqn);
+  uint32_t i;
+  return tpx__idxmap_find_h(&model->param_map, fqn, len,
+                            tpx__strmap_hash(fqn, len), &i)
+             ? (int64_t)i
+             : -1;
 }
 
 size_t tpx_model_num_architectures(const tpx_model *model) {

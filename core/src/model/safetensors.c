@@ -551,7 +551,11 @@ static int config_ties_embeddings(const tpx_model *model) {
   return json_is_true(v);
 }
 
-static tpx_status tie_lm_head(tpx_model *model, tpx_error *err) {
+/* Ties the output projection to the input embedding when the config says
+ * so and the files did not hold the projection: it is missing, or a plugin
+ * skeleton declared it untied. */
+static tpx_status tie_lm_head(tpx_model *model, const st_load *l,
+                              tpx_error *err) {
   static const char *const known[] = {
       "model.embed_tokens.weight",
       "model.language_model.embed_tokens.weight",
@@ -580,8 +584,12 @@ static tpx_status tie_lm_head(tpx_model *model, tpx_error *err) {
   const char *lm = strncmp(emb, "language_model.", 15) == 0
                        ? "language_model.lm_head.weight"
                        : "lm_head.weight";
-  if (tpx_model_find_param(model, lm) >= 0)
-    return TPX_OK;
+  int64_t have = tpx_model_find_param(model, lm);
+  if (have >= 0 &&
+      (model->params[have].tied_to >= 0 ||
+       model->params[tpx_model_find_param(model, emb)].tied_to == have ||
+       tpx__strmap_find(&l->names, lm, strlen(lm), NULL)))
+    return TPX_OK; /* already tied, or the checkpoint has its own lm_head */
   const char *mod = strncmp(lm, "language_model.", 15) == 0
                         ? "language_model.lm_head"
                         : "lm_head";
@@ -683,7 +691,7 @@ static tpx_status apply(tpx_model *model, st_load *l, tpx_error *err) {
                                t->dtype, NULL, err);
   }
   if (st == TPX_OK && config_ties_embeddings(model))
-    st = tie_lm_head(model, err);
+    st = tie_lm_head(model, l, err);
 done:
   tpx__strmap_free(&mods);
   free(scratch);

@@ -98,9 +98,13 @@ static tpx_status merge_model(tpx_model *dst, const tpx_model *src,
                               tpx_error *err) {
   size_t nm = tpx_model_num_modules(src);
   for (size_t i = 1; i < nm; i++) {
-    tpx_status s = tpx_model_add_module(dst, tpx_model_module_fqn(src, (int64_t)i),
-                                        tpx_model_module_kind(src, (int64_t)i),
-                                        NULL, err);
+    const char *fqn = tpx_model_module_fqn(src, (int64_t)i);
+    tpx_module_kind kind = tpx_model_module_kind(src, (int64_t)i);
+    /* A parent the skeleton created implicitly must not turn a module the
+     * model already knows (e.g. from safetensors) into a container. */
+    if (kind == TPX_MODULE_CONTAINER && tpx_model_find_module(dst, fqn) >= 0)
+      continue;
+    tpx_status s = tpx_model_add_module(dst, fqn, kind, NULL, err);
     if (s != TPX_OK)
       return s;
   }

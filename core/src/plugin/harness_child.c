@@ -121,9 +121,12 @@ void tpx__h_child_load(int fd, const tpx__h_job *job) {
   }
   tpx__h_result(fd, 1, "registration",
                 "name '%s', version '%s', %zu architecture(s): %s; named "
-                "plans: %s; capabilities:%s%s%s%s",
+                "plans: %s; optional capabilities:%s%s%s%s%s",
                 p->name, p->version, p->num_archs, list,
                 p->num_plan_names ? names : "none",
+                p->skeleton_fn || p->validate_fn || p->fsdp_fn || p->fp32_fn
+                    ? ""
+                    : " none",
                 p->skeleton_fn ? " skeleton" : "",
                 p->validate_fn ? " validate" : "",
                 p->fsdp_fn ? " fsdp_units" : "",
@@ -344,8 +347,15 @@ static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
       if (tpx_validate_tp_mesh(m, tp, dl, NULL) == TPX_OK &&
           tpx_diag_count_at_least(dl, TPX_DIAG_ERROR) > 0 &&
           tpx_plan_is_head_sharded(plan)) {
-        tpx_diag d;
-        tpx_diag_get(dl, 0, &d, NULL);
+        tpx_diag d = {TPX_DIAG_ERROR, "", "", "heads not divisible", ""};
+        for (size_t i = 0; i < tpx_diag_count(dl); i++) {
+          tpx_diag x;
+          if (tpx_diag_get(dl, i, &x, NULL) == TPX_OK &&
+              x.level == TPX_DIAG_ERROR) {
+            d = x;
+            break;
+          }
+        }
         appendf(bad, bad_size,
                 "; the plan shards attention heads although %s; refuse "
                 "(TPX_PLUGIN_REFUSED with a message) instead",
@@ -381,14 +391,12 @@ static void *conc_worker(void *v) {
 }
 
 void tpx__h_child_arch(int fd, const tpx__h_job *job) {
-  const char *base = job->config ? strrchr(job->config, '/') : NULL;
   char label[512];
   if (job->config)
     snprintf(label, sizeof label, "%s [%s]", job->arch ? job->arch : "?",
              job->config);
   else
     snprintf(label, sizeof label, "%s [synthetic config]", job->arch);
-  (void)base;
   char name[700];
 
   tpx__plugin *p = NULL;

@@ -155,8 +155,15 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
     return fail(reason, reason_size, TPX_NO_MEMORY, "out of memory");
   }
 
+  /* dlopen searches the library path for a name without a slash; a plugin
+   * path is a file path, so "foo.so" means ./foo.so. */
+  char local[PATH_MAX];
+  const char *open_path = path;
+  if (!strchr(path, '/') && (size_t)snprintf(local, sizeof local, "./%s",
+                                             path) < sizeof local)
+    open_path = local;
   dlerror();
-  p->handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  p->handle = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
   if (!p->handle) {
     const char *e = dlerror();
     tpx__plugin_free(p);
@@ -240,8 +247,10 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
     return fail(reason, reason_size, TPX_PLUGIN,
                 "registration: version %s (plugin '%s')", why, info.name);
   }
-  if (info.description &&
-      (why = check_string(info.description, 1024, 1, 1))) {
+  /* The description is free text: only its length is checked; control
+   * characters (a newline) are turned into spaces below. */
+  if (info.description && !memchr(info.description, '\0', 1025)) {
+    why = "is too long or not NUL-terminated";
     tpx__plugin_free(p);
     return fail(reason, reason_size, TPX_PLUGIN,
                 "registration: description %s (plugin '%s')", why, info.name);
@@ -253,6 +262,9 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
     tpx__plugin_free(p);
     return fail(reason, reason_size, TPX_NO_MEMORY, "out of memory");
   }
+  for (char *c = p->description; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f)
+      *c = ' ';
   if (copy_list(info.architectures, &p->archs, &p->num_archs, 1,
                 "architectures", reason, reason_size) ||
       copy_list(info.plan_names, &p->plan_names, &p->num_plan_names, 0,

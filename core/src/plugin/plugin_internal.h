@@ -54,6 +54,7 @@ struct tpx_registry {
   tpx__refusal *refused;
   size_t num_refused, cap_refused;
   tpx_diag_list *diags;
+  int probe; /* tpx_registry_set_probe: load each file in a child first */
 };
 
 /* What a call into the plugin is allowed to do. */

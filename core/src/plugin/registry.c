@@ -13,7 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/log_internal.h"
 #include "plugin/plugin_internal.h"
@@ -123,11 +127,87 @@ static int64_t find_arch_unlocked(const tpx_registry *reg, const char *arch,
   return -1;
 }
 
+tpx_status tpx_registry_set_probe(tpx_registry *reg, int on, tpx_error *err) {
+  if (!reg)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_set_probe: registry is NULL");
+  pthread_rwlock_wrlock(&reg->lock);
+  reg->probe = on ? 1 : 0;
+  pthread_rwlock_unlock(&reg->lock);
+  return TPX_OK;
+}
+
+/* Load `path` once in a forked child. 0 when the child got through (the
+ * in-process load will then report any ordinary refusal itself), -1 with
+ * `reason` when loading crashed, exited or hung there. */
+static int probe_file(const char *path, char *reason, size_t size) {
+  pid_t pid = fork();
+  if (pid < 0)
+    return 0; /* cannot probe: load as usual */
+  if (pid == 0) {
+    tpx__plugin *p = NULL;
+    char why[TPX_ERROR_MESSAGE_SIZE];
+    if (tpx__plugin_open(path, tpx__plugin_host_table(), &p, why,
+                         sizeof why) == TPX_OK)
+      tpx__plugin_free(p);
+    _exit(0);
+  }
+  int status = 0;
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid)
+      break;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (w < 0 || now.tv_sec - start.tv_sec >= 10) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      snprintf(reason, size,
+               "hung for 10 s while loading (dlopen or "
+               "register_parallel_strategy); not loaded");
+      return -1;
+    }
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    snprintf(reason, size,
+             "crashed with %s (signal %d) while loading (dlopen or "
+             "register_parallel_strategy); not loaded",
+             sig == SIGSEGV ? "SIGSEGV" : sig == SIGABRT ? "SIGABRT"
+                                      : sig == SIGBUS  ? "SIGBUS"
+                                                       : "a signal",
+             sig);
+    return -1;
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    snprintf(reason, size,
+             "the process exited with status %d while loading (exit() in a "
+             "constructor or register_parallel_strategy?); not loaded",
+             WEXITSTATUS(status));
+    return -1;
+  }
+  return 0;
+}
+
 static tpx_status load_file_locked(tpx_registry *reg, const char *path,
                                    tpx_error *err) {
   char rp[PATH_MAX];
   if (realpath(path, rp) && already_seen(reg, rp))
     return TPX_OK; /* the same file reached twice on the search path */
+  if (reg->probe) {
+    char why[TPX_ERROR_MESSAGE_SIZE];
+    if (probe_file(path, why, sizeof why) != 0) {
+      tpx__log(TPX_LOG_WARN, "plugin %s refused: %s", path, why);
+      if (add_refusal(reg, path, why) != TPX_OK)
+        return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+      return tpx_error_set(err, TPX_PLUGIN, "plugin %s refused: %s", path,
+                           why);
+    }
+  }
   tpx__plugin *p = NULL;
   char reason[TPX_ERROR_MESSAGE_SIZE];
   tpx_status s =
@@ -138,23 +218,27 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
     return tpx_error_set(err, s, "plugin %s refused: %s", path, reason);
   }
-  /* Duplicate architectures: the first loaded keeps serving them. */
+  /* Duplicate architectures: the first loaded keeps serving them; one
+   * warning per architecture, naming the file that serves it. */
   for (size_t j = 0; j < p->num_archs; j++) {
-    for (size_t i = 0; i < reg->num_plugins; i++) {
-      const tpx__plugin *q = reg->plugins[i];
-      for (size_t k = 0; k < q->num_archs; k++)
-        if (strcmp(q->archs[k], p->archs[j]) == 0) {
-          tpx_diag_add(reg->diags, TPX_DIAG_WARNING, "duplicate-architecture",
-                       p->archs[j],
-                       "remove one of the files or reorder TPX_PLUGIN_PATH",
-                       "architecture '%s' is served by both %s (plugin '%s', "
-                       "used) and %s (plugin '%s', ignored for it)",
-                       p->archs[j], q->path, q->name, p->path, p->name);
-          tpx__log(TPX_LOG_WARN,
-                   "architecture '%s' served by both %s and %s; using %s",
-                   p->archs[j], q->path, p->path, q->path);
+    const tpx__plugin *q = NULL;
+    for (size_t i = 0; i < reg->num_plugins && !q; i++)
+      for (size_t k = 0; k < reg->plugins[i]->num_archs; k++)
+        if (strcmp(reg->plugins[i]->archs[k], p->archs[j]) == 0) {
+          q = reg->plugins[i];
+          break;
         }
-    }
+    if (!q)
+      continue;
+    tpx_diag_add(reg->diags, TPX_DIAG_WARNING, "duplicate-architecture",
+                 p->archs[j],
+                 "remove one of the files or reorder TPX_PLUGIN_PATH",
+                 "architecture '%s' is served by both %s (plugin '%s', used) "
+                 "and %s (plugin '%s', ignored for it)",
+                 p->archs[j], q->path, q->name, p->path, p->name);
+    tpx__log(TPX_LOG_WARN,
+             "architecture '%s' served by both %s and %s; using %s",
+             p->archs[j], q->path, p->path, q->path);
   }
   if (reg->num_plugins == reg->cap_plugins) {
     size_t cap = reg->cap_plugins ? reg->cap_plugins * 2 : 8;

@@ -137,7 +137,7 @@ static tpx_status nemotron_flash_fixup(tpx_selection *sel, tpx_error *err) {
   return TPX_OK;
 }
 
-/* Ask plugin `pi` for a plan; fills sel on success. *refused tells why not. */
+/* Ask plugin `p` for a plan; fills sel on success. *refused tells why not. */
 static tpx_status try_plugin(tpx_selection *sel, const tpx__plugin *p,
                              const tpx_model *model, const char *arch,
                              const char *plan_name, int sp, int64_t tp,
@@ -163,12 +163,9 @@ static tpx_status try_plugin(tpx_selection *sel, const tpx__plugin *p,
   return TPX_OK;
 }
 
-static tpx_status add_diag_checked(tpx_diag_list *diags, tpx_status s,
-                                   tpx_error *err) {
-  if (s != TPX_OK)
-    return tpx_error_set(err, s, "out of memory adding a diagnostic");
-  (void)diags;
-  return TPX_OK;
+/* A diagnostic that could not be added (out of memory) fails selection. */
+static tpx_status diag_failed(tpx_status s, tpx_error *err) {
+  return tpx_error_set(err, s, "out of memory adding a diagnostic");
 }
 
 /* The HF step; TPX_OK with sel->plan set, or TPX_NOT_FOUND / TPX_UNSUPPORTED
@@ -192,7 +189,7 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
           "the Hugging Face plan (%s) cannot be used: %s", what,
           herr.message);
       if (d != TPX_OK)
-        return add_diag_checked(diags, d, err);
+        return diag_failed(d, err);
     }
     trace(sel, "hf: not used: %s", herr.message);
     return s == TPX_UNSUPPORTED ? TPX_UNSUPPORTED : TPX_NOT_FOUND;
@@ -217,7 +214,7 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
         "sequence parallelism is not supported with a Hugging Face tp plan "
         "(%s); the plan is shown without sequence-parallel styles", what);
     if (d != TPX_OK)
-      return add_diag_checked(diags, d, err);
+      return diag_failed(d, err);
     trace(sel, "hf: sequence parallelism requested, which the HF plan does "
           "not support (error sp-with-hf-plan)");
   }
@@ -386,7 +383,10 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
 
   /* 3. the plugin for the architecture */
   int plugin_failed = 0;
-  if (!have_plan) {
+  if (have_plan) {
+    trace(sel, "plugin: not asked for the architecture's plan (the %s plan "
+          "was chosen)", o.custom ? "custom" : "named");
+  } else {
     if (!arch) {
       trace(sel, "plugin: skipped (the config has no architectures)");
     } else if (!arch_plugin) {
@@ -429,7 +429,10 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
 
   /* 4. the Hugging Face plan */
   char hf_why[TPX_ERROR_MESSAGE_SIZE] = "";
-  if (!have_plan) {
+  if (have_plan) {
+    trace(sel, "hf: not needed (the %s plan was chosen)",
+          tpx_plan_source_name(sel->source));
+  } else {
     s = try_hf(sel, model, arch, sp, diags, hf_why, sizeof hf_why, err);
     if (s == TPX_OK)
       have_plan = 1;
@@ -439,7 +442,9 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   }
 
   /* 5. the default base plan */
-  if (!have_plan) {
+  if (have_plan) {
+    trace(sel, "default: not needed");
+  } else {
     if (tp > 1 && is_remote_code(root)) {
       s = tpx_diag_add(
           diags, TPX_DIAG_ERROR, "remote-code-no-plan", arch ? arch : "",

@@ -10,14 +10,60 @@
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
 
-static json_t *jstr_or_null(const char *s) {
-  return s ? json_string(s) : json_null();
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when invalid. */
+static size_t utf8_seq(const unsigned char *s) {
+  unsigned c = s[0];
+  size_t n;
+  unsigned min;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000;
+  else return 0;
+  unsigned cp = c & (0x7Fu >> n);
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (s[i] & 0x3Fu);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
 }
+
+/* A JSON string for any C string: jansson rejects invalid UTF-8 (a file
+ * name or FQN in a legacy encoding) by returning NULL, which would silently
+ * drop the field; such bytes become U+FFFD instead. NULL stays JSON null. */
+static json_t *jstr(const char *s) {
+  if (!s) return json_null();
+  json_t *j = json_string(s);
+  if (j) return j;
+  size_t n = strlen(s);
+  char *buf = malloc(3 * n + 1);
+  if (!buf) return NULL;
+  size_t o = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    size_t k = utf8_seq(p);
+    if (k) {
+      memcpy(buf + o, p, k);
+      o += k;
+      p += k;
+    } else {
+      memcpy(buf + o, "\xEF\xBF\xBD", 3);
+      o += 3;
+      p++;
+    }
+  }
+  buf[o] = '\0';
+  j = json_string(buf);
+  free(buf);
+  return j;
+}
+
+static json_t *jstr_or_null(const char *s) { return jstr(s); }
 
 static json_t *placement_json(tpx_placement p) {
   char buf[64];
   tpx_placement_format(p, buf, sizeof buf);
-  return json_string(buf);
+  return jstr(buf);
 }
 
 static json_t *model_json(const tpx_model *model) {
@@ -29,7 +75,7 @@ static json_t *model_json(const tpx_model *model) {
   json_object_set_new(o, "architecture", jstr_or_null(arch));
   json_object_set_new(o, "source", jstr_or_null(tpx_model_source(model)));
   json_object_set_new(o, "dtype",
-                      d ? json_string(tpx_dtype_short_name(d)) : json_null());
+                      d ? jstr(tpx_dtype_short_name(d)) : json_null());
   json_object_set_new(o, "total_params",
                       json_integer(tpx_model_total_params(model)));
   json_object_set_new(o, "total_bytes",
@@ -40,7 +86,7 @@ static json_t *model_json(const tpx_model *model) {
 static json_t *mesh_json(const tpx_mesh *mesh) {
   json_t *o = json_object(), *dims = json_array(), *sizes = json_array();
   for (int i = 0; i < tpx_mesh_ndim(mesh); i++) {
-    json_array_append_new(dims, json_string(tpx_mesh_dim_name(mesh, i)));
+    json_array_append_new(dims, jstr(tpx_mesh_dim_name(mesh, i)));
     json_array_append_new(sizes, json_integer(tpx_mesh_dim_size(mesh, i)));
   }
   json_object_set_new(o, "dims", dims);
@@ -51,27 +97,27 @@ static json_t *mesh_json(const tpx_mesh *mesh) {
 static json_t *selection_json(const tpx_report_options *o) {
   json_t *s = json_object(), *trace = json_array();
   const char *src = o->plan_source ? o->plan_source : "custom";
-  json_object_set_new(s, "source", json_string(src));
-  if (o->plugin_name) json_object_set_new(s, "plugin", json_string(o->plugin_name));
-  if (o->plugin_path) json_object_set_new(s, "path", json_string(o->plugin_path));
-  if (o->function) json_object_set_new(s, "function", json_string(o->function));
+  json_object_set_new(s, "source", jstr(src));
+  if (o->plugin_name) json_object_set_new(s, "plugin", jstr(o->plugin_name));
+  if (o->plugin_path) json_object_set_new(s, "path", jstr(o->plugin_path));
+  if (o->function) json_object_set_new(s, "function", jstr(o->function));
   json_object_set_new(s, "sequence_parallel",
                       json_boolean(o->sequence_parallel != 0));
   for (size_t i = 0; i < o->num_trace; i++)
     if (o->trace && o->trace[i])
-      json_array_append_new(trace, json_string(o->trace[i]));
+      json_array_append_new(trace, jstr(o->trace[i]));
   json_object_set_new(s, "trace", trace);
   return s;
 }
 
 static json_t *diag_json(const tpx_diag *d) {
   json_t *o = json_object();
-  json_object_set_new(o, "level", json_string(tpx_diag_level_name(d->level)));
-  json_object_set_new(o, "code", json_string(d->code ? d->code : ""));
-  json_object_set_new(o, "message", json_string(d->message ? d->message : ""));
+  json_object_set_new(o, "level", jstr(tpx_diag_level_name(d->level)));
+  json_object_set_new(o, "code", jstr(d->code ? d->code : ""));
+  json_object_set_new(o, "message", jstr(d->message ? d->message : ""));
   if (d->subject && *d->subject)
-    json_object_set_new(o, "subject", json_string(d->subject));
-  if (d->fix && *d->fix) json_object_set_new(o, "fix", json_string(d->fix));
+    json_object_set_new(o, "subject", jstr(d->subject));
+  if (d->fix && *d->fix) json_object_set_new(o, "fix", jstr(d->fix));
   return o;
 }
 
@@ -99,29 +145,30 @@ static json_t *params_json(const tpx_sharding *sh) {
         tpx_sharding_param(sh, (int64_t)p, &ps, NULL) != TPX_OK)
       continue;
     json_t *o = json_object(), *shape = json_array(), *pl = json_object();
-    json_object_set_new(o, "name", json_string(pi.fqn));
+    json_object_set_new(o, "name", jstr(pi.fqn));
     for (int d = 0; d < pi.ndim; d++)
       json_array_append_new(shape, json_integer(pi.shape[d]));
     json_object_set_new(o, "shape", shape);
-    json_object_set_new(o, "dtype", json_string(tpx_dtype_short_name(pi.dtype)));
+    json_object_set_new(o, "dtype", jstr(tpx_dtype_short_name(pi.dtype)));
     json_object_set_new(o, "module",
-                        json_string(tpx_model_module_fqn(model, pi.module)));
+                        jstr(tpx_model_module_fqn(model, pi.module)));
     json_object_set_new(o, "plan_key", jstr_or_null(ps.plan_key));
     for (int d = 0; d < nd; d++)
       json_object_set_new(pl, tpx_mesh_dim_name(mesh, d),
                           placement_json(ps.placements[d]));
     json_object_set_new(o, "placements", pl);
-    if (fsdp && ps.fsdp_unit >= 0) {
-      tpx_fsdp_unit u;
-      if (tpx_sharding_fsdp_unit(sh, (size_t)ps.fsdp_unit, &u, NULL) == TPX_OK)
-        json_object_set_new(o, "fsdp_unit", json_string(u.fqn));
-    } else {
-      json_object_set_new(o, "fsdp_unit", json_null());
-    }
+    tpx_fsdp_unit u;
+    json_object_set_new(
+        o, "fsdp_unit",
+        fsdp && ps.fsdp_unit >= 0 &&
+                tpx_sharding_fsdp_unit(sh, (size_t)ps.fsdp_unit, &u, NULL) ==
+                    TPX_OK
+            ? jstr(u.fqn)
+            : json_null());
     if (pi.tied_to >= 0) {
       tpx_param_info ti;
       if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK)
-        json_object_set_new(o, "tied_to", json_string(ti.fqn));
+        json_object_set_new(o, "tied_to", jstr(ti.fqn));
     }
     json_array_append_new(arr, o);
   }
@@ -152,7 +199,7 @@ static json_t *per_rank_json(const tpx_sharding *sh) {
 }
 
 static json_t *dtype_or_null(tpx_dtype d) {
-  return d ? json_string(tpx_dtype_short_name(d)) : json_null();
+  return d ? jstr(tpx_dtype_short_name(d)) : json_null();
 }
 
 static json_t *fsdp_json(const tpx_sharding *sh) {
@@ -169,7 +216,7 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
     tpx_fsdp_unit u;
     if (tpx_sharding_fsdp_unit(sh, i, &u, NULL) != TPX_OK) continue;
     json_t *x = json_object(), *f = json_array(), *b = json_array();
-    json_object_set_new(x, "module", json_string(u.fqn));
+    json_object_set_new(x, "module", jstr(u.fqn));
     json_object_set_new(x, "root", json_boolean(u.is_root));
     json_object_set_new(x, "reshard_after_forward",
                         json_boolean(u.reshard_after_forward));
@@ -178,13 +225,13 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
       tpx_fsdp_unit t;
       if (tpx_sharding_fsdp_unit(sh, (size_t)u.fwd_prefetch[j], &t, NULL) ==
           TPX_OK)
-        json_array_append_new(f, json_string(t.fqn));
+        json_array_append_new(f, jstr(t.fqn));
     }
     for (size_t j = 0; j < u.num_bwd_prefetch; j++) {
       tpx_fsdp_unit t;
       if (tpx_sharding_fsdp_unit(sh, (size_t)u.bwd_prefetch[j], &t, NULL) ==
           TPX_OK)
-        json_array_append_new(b, json_string(t.fqn));
+        json_array_append_new(b, jstr(t.fqn));
     }
     json_object_set_new(x, "forward_prefetch", f);
     json_object_set_new(x, "backward_prefetch", b);
@@ -209,7 +256,7 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
           json_object_set_new(groups, g, arr);
         }
         json_array_append_new(arr,
-                              json_string(tpx_model_module_fqn(model, mods[i])));
+                              jstr(tpx_model_module_fqn(model, mods[i])));
       }
     }
     free(mods);
@@ -234,13 +281,17 @@ static json_t *modules_json(const tpx_sharding *sh) {
     tpx_sharding_module_transitions(sh, (int64_t)m, &tr, &nt, NULL);
     json_t *o = json_object(), *ts = json_array();
     json_object_set_new(o, "module",
-                        json_string(tpx_model_module_fqn(model, (int64_t)m)));
-    json_object_set_new(o, "plan_key", json_string(pe.module));
+                        jstr(tpx_model_module_fqn(model, (int64_t)m)));
+    json_object_set_new(o, "plan_key", jstr(pe.module));
+    json_object_set_new(
+        o, "kind",
+        jstr(tpx_module_kind_name(
+            tpx_model_module_kind(model, (int64_t)m))));
     json_object_set_new(o, "style",
-                        json_string(tpx_style_kind_name(pe.style.kind)));
+                        jstr(tpx_style_kind_name(pe.style.kind)));
     for (size_t i = 0; i < nt; i++) {
       json_t *t = json_object();
-      json_object_set_new(t, "side", json_string(tr[i].side ==
+      json_object_set_new(t, "side", jstr(tr[i].side ==
                                                          TPX_TRANSITION_INPUT
                                                      ? "input"
                                                      : "output"));
@@ -251,8 +302,8 @@ static json_t *modules_json(const tpx_sharding *sh) {
       json_object_set_new(t, "to", tr[i].from_is_none
                                        ? json_null()
                                        : placement_json(tr[i].to));
-      json_object_set_new(t, "forward", json_string(tr[i].forward));
-      json_object_set_new(t, "backward", json_string(tr[i].backward));
+      json_object_set_new(t, "forward", jstr(tr[i].forward));
+      json_object_set_new(t, "backward", jstr(tr[i].backward));
       json_array_append_new(ts, t);
     }
     json_object_set_new(o, "transitions", ts);
@@ -311,7 +362,7 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
                          jerr.text);
   json_t *root = json_object();
   json_t *diags = json_array();
-  json_object_set_new(root, "format", json_string("tpx-report/1"));
+  json_object_set_new(root, "format", jstr("tpx-report/1"));
   json_object_set_new(root, "model", model_json(tpx_sharding_model(sh)));
   json_object_set_new(root, "mesh", mesh_json(tpx_sharding_mesh(sh)));
   json_object_set_new(root, "selection", selection_json(opts));

@@ -52,9 +52,7 @@ static const char *entry_key(const tpx_sharding *sh, int64_t e) {
   return sh->entry_keys[e];
 }
 
-static const tpx_style *entry_style(const tpx_sharding *sh, int64_t e,
-                                    tpx_style *unused) {
-  (void)unused;
+static const tpx_style *entry_style(const tpx_sharding *sh, int64_t e) {
   if (e < 0 || (size_t)e >= sh->num_entries) return NULL;
   return &sh->entry_styles[e];
 }
@@ -75,45 +73,52 @@ tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim) {
 /* Depth-first: module_cover[m] = nearest ancestor-or-self with a
  * distribute_module style (colwise / rowwise / sequence families). Nested
  * styled modules are reported: torch distributes the inner one twice. */
+static tpx_status cover_one(tpx_sharding *sh, int64_t m, int *nested_reported,
+                            tpx_error *err) {
+  const tpx_model *model = sh->model;
+  int64_t parent = tpx_model_module_parent(model, m);
+  int64_t inherited = parent >= 0 ? sh->module_cover[parent] : -1;
+  int64_t own = -1;
+  if (sh->module_entry[m] >= 0) {
+    const tpx_style *s = entry_style(sh, sh->module_entry[m]);
+    family_t f = s ? family_of(s->kind) : FAM_NONE;
+    if (f == FAM_COLWISE || f == FAM_ROWWISE || f == FAM_SEQUENCE) own = m;
+  }
+  sh->module_cover[m] = own >= 0 ? own : inherited;
+  if (own < 0 || inherited < 0 || !sh->tp_applied || *nested_reported)
+    return TPX_OK;
+  *nested_reported = 1;
+  return diag_oom(
+      tpx_diag_add(sh->diags, TPX_DIAG_ERROR, "nested-styles",
+                   tpx_model_module_fqn(model, m),
+                   "style either the parent or its submodules, not both",
+                   "module '%s' (key '%s') lies inside module '%s' (key "
+                   "'%s'), which is already styled; torch's distribute_module "
+                   "would redistribute its parameters a second time",
+                   tpx_model_module_fqn(model, m),
+                   entry_key(sh, sh->module_entry[m]),
+                   tpx_model_module_fqn(model, inherited),
+                   entry_key(sh, sh->module_entry[inherited])),
+      err);
+}
+
 static tpx_status compute_cover(tpx_sharding *sh, tpx_error *err) {
   const tpx_model *model = sh->model;
   size_t n = sh->num_modules;
+  int nested_reported = 0;
+  tpx_status st = TPX_OK;
+  if (sh->topo_modules) { /* parents first: one sequential pass */
+    for (size_t m = 0; m < n && st == TPX_OK; m++)
+      st = cover_one(sh, (int64_t)m, &nested_reported, err);
+    return st;
+  }
   int64_t *stack = malloc((n ? n : 1) * sizeof *stack);
   if (!stack) return tpx__shard_oom(err, "module stack");
   size_t top = 0;
-  int nested_reported = 0;
-  tpx_status st = TPX_OK;
   stack[top++] = 0;
-  sh->module_cover[0] = -1;
-  while (top) {
+  while (top && st == TPX_OK) {
     int64_t m = stack[--top];
-    int64_t parent = tpx_model_module_parent(model, m);
-    int64_t inherited = parent >= 0 ? sh->module_cover[parent] : -1;
-    int64_t own = -1;
-    if (sh->module_entry[m] >= 0) {
-      tpx_style sbuf;
-      const tpx_style *s = entry_style(sh, sh->module_entry[m], &sbuf);
-      family_t f = s ? family_of(s->kind) : FAM_NONE;
-      if (f == FAM_COLWISE || f == FAM_ROWWISE || f == FAM_SEQUENCE) own = m;
-    }
-    if (own >= 0 && inherited >= 0 && sh->tp_applied && !nested_reported) {
-      nested_reported = 1;
-      st = diag_oom(
-          tpx_diag_add(sh->diags, TPX_DIAG_ERROR, "nested-styles",
-                       tpx_model_module_fqn(model, m),
-                       "style either the parent or its submodules, not both",
-                       "module '%s' (key '%s') lies inside module '%s' (key "
-                       "'%s'), which is already styled; torch's "
-                       "distribute_module would redistribute its parameters "
-                       "a second time",
-                       tpx_model_module_fqn(model, m),
-                       entry_key(sh, sh->module_entry[m]),
-                       tpx_model_module_fqn(model, inherited),
-                       entry_key(sh, sh->module_entry[inherited])),
-          err);
-      if (st != TPX_OK) break;
-    }
-    sh->module_cover[m] = own >= 0 ? own : inherited;
+    st = cover_one(sh, m, &nested_reported, err);
     size_t nc = tpx_model_module_num_children(model, m);
     for (size_t i = nc; i-- > 0;) {
       int64_t c = tpx_model_module_child(model, m, i);
@@ -133,8 +138,7 @@ static tpx_status check_kinds(tpx_sharding *sh, tpx_error *err) {
   for (size_t m = 0; m < sh->num_modules && st == TPX_OK; m++) {
     int64_t e = sh->module_entry[m];
     if (e < 0 || seen[e]) continue;
-    tpx_style sbuf;
-    const tpx_style *s = entry_style(sh, e, &sbuf);
+    const tpx_style *s = entry_style(sh, e);
     family_t f = s ? family_of(s->kind) : FAM_NONE;
     if (f != FAM_COLWISE && f != FAM_ROWWISE) continue;
     tpx_module_kind k = tpx_model_module_kind(sh->model, (int64_t)m);
@@ -533,10 +537,13 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
     }
     if (styled < 0) continue;
     int64_t e = sh->param_entry[p];
-    tpx_style sbuf;
-    const tpx_style *s = entry_style(sh, e, &sbuf);
+    const tpx_style *s = entry_style(sh, e);
     if (!s) continue;
     tpx_module_kind k = tpx_model_module_kind(model, styled);
+    family_t fam = family_of(s->kind);
+    if ((fam == FAM_COLWISE || fam == FAM_ROWWISE) &&
+        k != TPX_MODULE_LINEAR && k != TPX_MODULE_EMBEDDING)
+      continue; /* torch raises (reported by check_kinds): nothing applied */
     int child_problem = 0;
     tpx_placement pl =
         tp_placement_for(s, k, &pi, pi.module == styled, &child_problem);

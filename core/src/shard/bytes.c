@@ -139,6 +139,13 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
   }
 
   size_t ns = t.n;
+  if (ns && nw > ((size_t)1 << 28) / ns) {
+    st = tpx_error_set(err, TPX_OUT_OF_RANGE,
+                       "per-rank bytes: %zu distinct parameter layouts x %zu "
+                       "ranks is too large to tabulate",
+                       ns, nw);
+    goto done;
+  }
   count = calloc(ns ? ns : 1, sizeof *count);
   sharded = calloc((ns ? ns : 1) * nw, sizeof *sharded);
   gathered = calloc((ns ? ns : 1) * nw, sizeof *gathered);

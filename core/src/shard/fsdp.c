@@ -226,17 +226,23 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
   for (size_t u = 0; u + 1 < sh->num_units; u++)
     unit_of[sh->units[u].module] = (int64_t)u;
   int64_t root_unit = (int64_t)sh->num_units - 1;
-  size_t top = 0;
-  stack[top++] = 0;
   unit_of[0] = root_unit;
-  while (top) {
-    int64_t m = stack[--top];
-    size_t nc = tpx_model_module_num_children(model, m);
-    for (size_t i = 0; i < nc; i++) {
-      int64_t c = tpx_model_module_child(model, m, i);
-      if (c < 0 || (size_t)c >= nm || top >= nm) continue;
-      if (unit_of[c] < 0) unit_of[c] = unit_of[m];
-      stack[top++] = c;
+  if (sh->topo_modules) { /* parents first: one sequential pass */
+    for (size_t m = 1; m < nm; m++)
+      if (unit_of[m] < 0)
+        unit_of[m] = unit_of[tpx_model_module_parent(model, (int64_t)m)];
+  } else {
+    size_t top = 0;
+    stack[top++] = 0;
+    while (top) {
+      int64_t m = stack[--top];
+      size_t nc = tpx_model_module_num_children(model, m);
+      for (size_t i = 0; i < nc; i++) {
+        int64_t c = tpx_model_module_child(model, m, i);
+        if (c < 0 || (size_t)c >= nm || top >= nm) continue;
+        if (unit_of[c] < 0) unit_of[c] = unit_of[m];
+        stack[top++] = c;
+      }
     }
   }
   free(stack);

@@ -77,9 +77,12 @@ static tpx_status alloc_arrays(tpx_sharding *sh, tpx_error *err) {
     sh->param_styled[p] = -1;
     sh->param_unit[p] = -1;
   }
+  sh->topo_modules = 1;
   for (size_t m = 0; m < sh->num_modules; m++) {
     sh->module_entry[m] = -1;
     sh->module_cover[m] = -1;
+    if (m > 0 && tpx_model_module_parent(sh->model, (int64_t)m) >= (int64_t)m)
+      sh->topo_modules = 0;
   }
   return TPX_OK;
 }

@@ -53,6 +53,7 @@ struct tpx_sharding {
   int tp_applied;                      /* tp > 1: parallelize_module ran */
 
   size_t num_params, num_modules, num_entries;
+  int topo_modules; /* every module's parent has a smaller index */
   const char **entry_keys;  /* [num_entries], borrowed from plan */
   tpx_style *entry_styles;  /* [num_entries] */
   int64_t *tied_params;     /* parameters with tied_to >= 0 */

@@ -40,10 +40,17 @@ START_TEST(test_plans) {
   fam_check_plan(reg, m, q, NULL, 1, FAM, "plan_baichuan.json");
   fam_check_refused(reg, m, q, "some_plan", 0, "some_plan");
   /* no attention key is planned, yet validate_tp_mesh still asserts on the
-   * 32 heads (Baichuan's config has no num_key_value_heads: 0 passes) */
-  fam_check_refused_tp(reg, m, "BaichuanForCausalLM", NULL, 0, 3,
-                       "num_attention_heads (32) must be divisible by TP size "
-                       "(3)");
+   * 32 heads (Baichuan's config has no num_key_value_heads: 0 passes). That
+   * diagnostic is the host's, reported once; the plan shards no heads, so
+   * it stays selected (it used to be refused, which sent the host to the
+   * default base plan). */
+  fam_check_selected(reg, m, NULL, 0, 3, 0, FAM, "plan_baichuan.json",
+                     "heads-not-divisible",
+                     "num_attention_heads (32) must be divisible by TP size "
+                     "(3)",
+                     1);
+  fam_check_selected(reg, m, NULL, 1, 8, 0, FAM, "plan_baichuan.json",
+                     "heads-not-divisible", NULL, 0);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }

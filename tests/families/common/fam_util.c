@@ -313,6 +313,60 @@ int fam_diags_have(const tpx_diag_list *diags, const char *code,
   return 0;
 }
 
+size_t fam_diags_count(const tpx_diag_list *diags, const char *code,
+                       const char *needle) {
+  size_t i, n = tpx_diag_count(diags), hits = 0;
+  for (i = 0; i < n; i++) {
+    tpx_diag d;
+    tpx_error err = {0};
+    if (tpx_diag_get(diags, i, &d, &err) != TPX_OK)
+      continue;
+    if (strcmp(d.code, code) == 0 &&
+        (needle == NULL || strstr(d.message, needle) != NULL))
+      hits++;
+  }
+  return hits;
+}
+
+void fam_check_selected(tpx_registry *reg, const tpx_model *model,
+                        const char *plan_name, int sp, int64_t tp, int refused,
+                        const char *family, const char *golden,
+                        const char *code, const char *needle, size_t n_code) {
+  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  tpx_error err = {0};
+  o.tp_size = tp;
+  o.sequence_parallel = sp;
+  o.plan_name = plan_name;
+  ck_assert_int_eq(tpx_diag_list_create(&diags, &err), TPX_OK);
+  ck_assert_msg(tpx_select_plan(reg, model, &o, &sel, diags, &err) == TPX_OK,
+                "select at tp=%lld: %s", (long long)tp, err.message);
+  ck_assert_msg(!fam_diags_have(diags, "plugin-failed", NULL),
+                "tp=%lld: the plugin failed", (long long)tp);
+  if (refused) {
+    ck_assert_msg(fam_diags_count(diags, "plugin-refused", NULL) == 1,
+                  "tp=%lld: want one plugin-refused diagnostic",
+                  (long long)tp);
+    ck_assert_int_ne(tpx_selection_source(sel), TPX_PLAN_SOURCE_PLUGIN);
+  } else {
+    ck_assert_msg(!fam_diags_have(diags, "plugin-refused", NULL),
+                  "tp=%lld: the plugin refused", (long long)tp);
+    ck_assert_int_eq(tpx_selection_source(sel), plan_name != NULL
+                                                    ? TPX_PLAN_SOURCE_CUSTOM
+                                                    : TPX_PLAN_SOURCE_PLUGIN);
+  }
+  if (golden != NULL)
+    fam_assert_plan_golden(tpx_selection_plan(sel), family, golden);
+  if (code != NULL)
+    ck_assert_msg(fam_diags_count(diags, code, needle) == n_code,
+                  "tp=%lld: %zu diagnostics '%s' with '%s', want %zu",
+                  (long long)tp, fam_diags_count(diags, code, needle), code,
+                  needle != NULL ? needle : "", n_code);
+  tpx_selection_destroy(sel);
+  tpx_diag_list_destroy(diags);
+}
+
 #include <dlfcn.h>
 
 #include "tpx/plugin.h"
@@ -324,7 +378,12 @@ void fam_check_abi(const char *family) {
   } cases[] = {
       {TPX_PLUGIN_ABI_VERSION(1, 0), TPX_PLUGIN_ABI_VERSION(1, 7), 1},
       {TPX_PLUGIN_ABI_VERSION(0, 0), TPX_PLUGIN_ABI_VERSION(1, 0), 1},
-      {TPX_PLUGIN_ABI_VERSION(1, 3), TPX_PLUGIN_ABI_VERSION(2, 0), 1},
+      {TPX_PLUGIN_ABI_VERSION(1, 0), TPX_PLUGIN_ABI_VERSION(2, 0), 1},
+      {TPX_PLUGIN_ABI_VERSION(1, 0), TPX_PLUGIN_ABI_VERSION(1, 0), 1},
+      /* a host insisting on minor 1.3+: no version a 1.0 plugin implements
+       * (answering 1.0 would be outside the host's range) */
+      {TPX_PLUGIN_ABI_VERSION(1, 3), TPX_PLUGIN_ABI_VERSION(2, 0), 0},
+      {TPX_PLUGIN_ABI_VERSION(1, 1), TPX_PLUGIN_ABI_VERSION(1, 7), 0},
       {TPX_PLUGIN_ABI_VERSION(2, 0), TPX_PLUGIN_ABI_VERSION(3, 0), 0},
       {TPX_PLUGIN_ABI_VERSION(0, 0), TPX_PLUGIN_ABI_VERSION(0, 9), 0},
   };

@@ -81,6 +81,22 @@ void fam_check_rank_bytes(const tpx_model *model, const tpx_plan *plan);
  * `needle` (may be NULL). */
 int fam_diags_have(const tpx_diag_list *diags, const char *code,
                    const char *needle);
+/* How many diagnostics have this code and a message containing `needle`
+ * (may be NULL). */
+size_t fam_diags_count(const tpx_diag_list *diags, const char *code,
+                       const char *needle);
+
+/* Plan selection (tpx_select_plan) for the model's own architecture at `tp`,
+ * optionally with a named plan. With `refused` 0: fails unless the plugin's
+ * plan is selected (no plugin-refused / plugin-failed diagnostic) and equals
+ * `golden` (when not NULL; host post-processing included). With `refused` 1:
+ * fails unless exactly one plugin-refused diagnostic is there and another
+ * source's plan was selected. Either way, fails unless exactly `n_code`
+ * diagnostics have `code` (when not NULL) with `needle` in their message. */
+void fam_check_selected(tpx_registry *reg, const tpx_model *model,
+                        const char *plan_name, int sp, int64_t tp, int refused,
+                        const char *family, const char *golden,
+                        const char *code, const char *needle, size_t n_code);
 
 /* dlopen the built plugin and call register_parallel_strategy directly with
  * host ABI ranges: [1.0, 1.7] and [0.0, 1.0] must be accepted with

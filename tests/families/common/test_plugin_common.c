@@ -144,7 +144,11 @@ static const struct {
   int st;
 } k_abi[] = {
     {TPX_PLUGIN_ABI_VERSION(1, 0), TPX_PLUGIN_ABI_VERSION(1, 0), 0},
-    {TPX_PLUGIN_ABI_VERSION(1, 9), TPX_PLUGIN_ABI_VERSION(1, 9), 0},
+    {TPX_PLUGIN_ABI_VERSION(1, 0), TPX_PLUGIN_ABI_VERSION(1, 7), 0},
+    /* the answer must be inside the host's range: a host speaking only 1.9
+     * (or 1.1 and up) has no version a 1.0 plugin implements */
+    {TPX_PLUGIN_ABI_VERSION(1, 9), TPX_PLUGIN_ABI_VERSION(1, 9), 5},
+    {TPX_PLUGIN_ABI_VERSION(1, 1), TPX_PLUGIN_ABI_VERSION(2, 0), 5},
     {TPX_PLUGIN_ABI_VERSION(0, 1), TPX_PLUGIN_ABI_VERSION(5, 0), 0},
     {TPX_PLUGIN_ABI_VERSION(2, 0), TPX_PLUGIN_ABI_VERSION(2, 5), 5},
     {TPX_PLUGIN_ABI_VERSION(0, 0), TPX_PLUGIN_ABI_VERSION(0, 65535), 5},

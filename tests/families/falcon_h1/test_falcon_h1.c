@@ -148,6 +148,21 @@ START_TEST(test_skeleton) {
       ck_assert_str_eq(
           tpx_model_module_fqn(m, tpx_model_module_child(m, l0, i)), order[i]);
   }
+  /* parameter order as torch's named_parameters(): FalconH1Mixer's own
+   * dt_bias / A_log / D come before its conv1d, in_proj and out_proj */
+  {
+    static const char *const params[] = {
+        "feed_forward.gate_proj.weight", "feed_forward.up_proj.weight",
+        "feed_forward.down_proj.weight", "mamba.dt_bias",
+        "mamba.A_log",                   "mamba.D",
+        "mamba.conv1d.weight",           "mamba.conv1d.bias",
+        "mamba.in_proj.weight",          "mamba.out_proj.weight",
+        "self_attn.q_proj.weight",       "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight",       "self_attn.o_proj.weight",
+        "input_layernorm.weight",        "pre_ff_layernorm.weight"};
+    ft_assert_param_order(m, "model.layers.0.", params,
+                          sizeof params / sizeof params[0]);
+  }
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -213,6 +228,70 @@ START_TEST(test_bad_config) {
 }
 END_TEST
 
+/* null is not absent: FalconH1Config resolves num_key_value_heads: null
+ * to num_attention_heads (absent: 8) and mamba_d_ssm: null to
+ * mamba_expand * hidden_size (absent: 1024). The host's config_has reports
+ * null as absent, so the plugin must look at the keys themselves. */
+typedef struct null_case {
+  const char *json;
+  const char *param;
+  int64_t rows, cols;
+  int64_t tp_ok; /* a tp the head counts allow (0: not checked) */
+} null_case;
+
+#define NULL_BASE                                                              \
+  "\"architectures\": [\"FalconH1ForCausalLM\"], \"torch_dtype\": "           \
+  "\"bfloat16\", \"vocab_size\": 256, \"hidden_size\": 64, "                 \
+  "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"head_dim\": 16, " \
+  "\"mamba_n_heads\": 4, \"mamba_d_state\": 8, \"mamba_n_groups\": 1, "      \
+  "\"mamba_expand\": 2, "
+
+static const null_case null_cases[] = {
+    /* kv null -> 16 heads: k_proj 16 * 16 rows; tp 16 divides both */
+    {"{" NULL_BASE "\"num_attention_heads\": 16, \"num_key_value_heads\": "
+     "null, \"mamba_d_ssm\": 64}",
+     "model.layers.1.self_attn.k_proj.weight", 256, 64, 16},
+    /* kv absent -> 8 */
+    {"{" NULL_BASE "\"num_attention_heads\": 16, \"mamba_d_ssm\": 64}",
+     "model.layers.1.self_attn.k_proj.weight", 128, 64, 8},
+    /* d_ssm null -> 2 * 64 = 128 (d_head auto 32): out_proj [64, 128] */
+    {"{" NULL_BASE "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+     "\"mamba_d_ssm\": null, \"mamba_d_head\": \"auto\"}",
+     "model.layers.0.mamba.out_proj.weight", 64, 128, 0},
+    /* in_proj: d_ssm 128 + conv_dim (128 + 2 * 8) + 4 heads = 276 rows */
+    {"{" NULL_BASE "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+     "\"mamba_d_ssm\": null}",
+     "model.layers.0.mamba.in_proj.weight", 276, 64, 0},
+};
+
+START_TEST(test_null_config_values) {
+  const null_case *c = &null_cases[_i];
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_create(&m, NULL), TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_set_config(m, c->json, strlen(c->json), "null.json", NULL),
+      TPX_OK);
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  ft_assert_param(m, c->param, c->rows, c->cols, -1);
+  if (c->tp_ok > 0) {
+    /* the head check reads the same kv count: tp_ok passes, 2 * tp_ok
+     * does not divide the kv heads */
+    char msg[1024];
+    tpx_status st = TPX_OK;
+    tpx_plan *plan = ft_plan_ok(reg, m, "FalconH1ForCausalLM", 0, c->tp_ok);
+    tpx_plan_destroy(plan);
+    ck_assert_ptr_null(ft_plan(reg, m, "FalconH1ForCausalLM", 0,
+                               2 * c->tp_ok, &st, msg, sizeof msg));
+    ck_assert_msg(strstr(msg, "num_key_value_heads") != NULL, "%s", msg);
+  }
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 /* `tpx check-plugin` passes: the conformance harness on the synthetic
  * configs and on the real ones (skeleton, plan keys against it, heads,
  * ties, determinism, concurrency, capabilities). */
@@ -234,6 +313,7 @@ static Suite *falcon_h1_suite(void) {
   tcase_add_loop_test(tc, test_skeleton, 0, N(skel_configs));
   tcase_add_loop_test(tc, test_rank_bytes, 0, N(bytes_cases));
   tcase_add_loop_test(tc, test_bad_config, 0, N(bad_cases));
+  tcase_add_loop_test(tc, test_null_config_values, 0, N(null_cases));
   tcase_add_test(tc, test_check_plugin);
   suite_add_tcase(s, tc);
   return s;

@@ -157,6 +157,24 @@ size_t ft_count_suffix(const tpx_model *m, const char *suffix) {
   return n;
 }
 
+void ft_assert_param_order(const tpx_model *m, const char *prefix,
+                           const char *const *names, size_t n) {
+  size_t i, k = 0, lp = strlen(prefix);
+  for (i = 0; i < tpx_model_num_params(m); i++) {
+    tpx_param_info pi;
+    ck_assert_int_eq(tpx_model_param(m, (int64_t)i, &pi, NULL), TPX_OK);
+    if (strncmp(pi.fqn, prefix, lp) != 0)
+      continue;
+    ck_assert_msg(k < n, "unexpected parameter '%s' (after %zu of %zu)",
+                  pi.fqn, k, n);
+    ck_assert_msg(strcmp(pi.fqn + lp, names[k]) == 0,
+                  "parameter %zu under '%s' is '%s', want '%s%s'", k, prefix,
+                  pi.fqn, prefix, names[k]);
+    k++;
+  }
+  ck_assert_msg(k == n, "%zu parameters under '%s', want %zu", k, prefix, n);
+}
+
 tpx_module_kind ft_kind(const tpx_model *m, const char *fqn) {
   int64_t idx = tpx_model_find_module(m, fqn);
   ck_assert_msg(idx >= 0, "no module '%s'", fqn);

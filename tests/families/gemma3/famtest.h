@@ -47,6 +47,12 @@ void ft_assert_param(const tpx_model *m, const char *fqn, int64_t d0,
 void ft_assert_tied(const tpx_model *m, const char *fqn, const char *target);
 /* Number of parameters whose FQN ends with `suffix` (tied ones included). */
 size_t ft_count_suffix(const tpx_model *m, const char *suffix);
+/* The parameters whose FQN starts with `prefix` are exactly `names` (each
+ * relative to `prefix`), in model order, which is torch's
+ * named_parameters() order: a module's own parameters before those of its
+ * children, children in registration order. */
+void ft_assert_param_order(const tpx_model *m, const char *prefix,
+                           const char *const *names, size_t n);
 /* Module kind of `fqn` (asserts it exists). */
 tpx_module_kind ft_kind(const tpx_model *m, const char *fqn);
 

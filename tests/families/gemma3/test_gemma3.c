@@ -13,6 +13,8 @@
 #include <check.h>
 
 #include "famtest.h"
+#include "tpx/diag.h"
+#include "tpx/match.h"
 #include "tpx/plugin.h"
 
 #define FAM "gemma3"
@@ -122,6 +124,12 @@ START_TEST(test_gemma3_sp1_is_sp0_updated) {
   for (i = 0; i < 7; i++) {
     ck_assert_int_eq(tpx_plan_get(p1, 9 + i, &e, NULL), TPX_OK);
     ck_assert_str_eq(e.module, appended[i]);
+    /* only rotary_emb_local may match nothing (absent in transformers v5) */
+    ck_assert_int_eq(e.optional, i == 1);
+  }
+  for (i = 0; i < 9; i++) {
+    ck_assert_int_eq(tpx_plan_get(p1, i, &e, NULL), TPX_OK);
+    ck_assert_int_eq(e.optional, 0);
   }
   /* lm_head stays vocab-sharded and a DTensor in both */
   ck_assert_int_eq(tpx_plan_get(p0, 8, &e, NULL), TPX_OK);
@@ -342,7 +350,8 @@ START_TEST(test_skeleton_gemma3_1b) {
                    -1);
   ck_assert_uint_eq(ft_count_suffix(m, "_layernorm.weight"), 26 * 4);
   ck_assert_int_eq(ft_kind(m, "model.rotary_emb"), TPX_MODULE_ROTARY);
-  ck_assert_int_eq(ft_kind(m, "model.rotary_emb_local"), TPX_MODULE_ROTARY);
+  /* transformers v5: one rotary_emb serves both layer types */
+  ck_assert_int_eq(tpx_model_find_module(m, "model.rotary_emb_local"), -1);
   ck_assert_int_eq(ft_kind(m, "model.embed_tokens"), TPX_MODULE_EMBEDDING);
   ck_assert_int_eq(ft_kind(m, "model.layers.0.self_attn.q_norm"),
                    TPX_MODULE_NORM);
@@ -356,6 +365,25 @@ START_TEST(test_skeleton_gemma3_1b) {
   ck_assert_int_eq(tpx_model_param(m, 0, &pi, NULL), TPX_OK);
   ck_assert_str_eq(pi.fqn, "model.embed_tokens.weight");
   ck_assert_int_eq(pi.dtype, TPX_DTYPE_BF16);
+  /* one layer, exactly the checkpoint's 13 tensors in torch's
+   * named_parameters() order; the stack ends with norm, then lm_head */
+  {
+    static const char *const layer[] = {
+        "self_attn.q_proj.weight",          "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight",          "self_attn.o_proj.weight",
+        "self_attn.q_norm.weight",          "self_attn.k_norm.weight",
+        "mlp.gate_proj.weight",             "mlp.up_proj.weight",
+        "mlp.down_proj.weight",             "input_layernorm.weight",
+        "post_attention_layernorm.weight",  "pre_feedforward_layernorm.weight",
+        "post_feedforward_layernorm.weight"};
+    int64_t last = (int64_t)tpx_model_num_params(m) - 1;
+    ft_assert_param_order(m, "model.layers.25.", layer,
+                          sizeof layer / sizeof layer[0]);
+    ck_assert_int_eq(tpx_model_param(m, last - 1, &pi, NULL), TPX_OK);
+    ck_assert_str_eq(pi.fqn, "model.norm.weight");
+    ck_assert_int_eq(tpx_model_param(m, last, &pi, NULL), TPX_OK);
+    ck_assert_str_eq(pi.fqn, "lm_head.weight");
+  }
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -406,8 +434,10 @@ START_TEST(test_skeleton_gemma3_4b_vlm) {
   ft_assert_param(m, "model.multi_modal_projector.mm_soft_emb_norm.weight",
                   1152, -1, -1);
   ck_assert_uint_eq(ft_count_suffix(m, "layer_norm1.weight"), 27);
-  ck_assert_int_eq(ft_kind(m, "model.language_model.rotary_emb_local"),
+  ck_assert_int_eq(ft_kind(m, "model.language_model.rotary_emb"),
                    TPX_MODULE_ROTARY);
+  ck_assert_int_eq(
+      tpx_model_find_module(m, "model.language_model.rotary_emb_local"), -1);
   /* module order: vision tower, projector, language model, head */
   {
     int64_t root = tpx_model_find_module(m, "model");
@@ -418,6 +448,55 @@ START_TEST(test_skeleton_gemma3_4b_vlm) {
     ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, root, 2)),
                      "model.language_model");
   }
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Every required sp1 key resolves against the v5 module tree; the only
+ * key left unmatched is the optional rotary_emb_local (an info, not an
+ * error), and rotary_emb resolves to the one rotary module. */
+typedef struct match_case {
+  const char *config, *arch, *prefix;
+} match_case;
+
+static const match_case match_cases[] = {
+    {"gemma-3-1b-it.json", "Gemma3ForCausalLM", "model"},
+    {"gemma-3-4b-it.json", "Gemma3ForConditionalGeneration",
+     "model.language_model"},
+};
+
+START_TEST(test_gemma3_sp1_matches_skeleton) {
+  const match_case *c = &match_cases[_i];
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_skeleton(reg, FAM, c->config);
+  tpx_plan *plan = ft_plan_ok(reg, m, c->arch, 1, 1);
+  tpx_diag_list *diags = NULL;
+  tpx_match *mt = NULL;
+  char key[128];
+  size_t i, infos = 0;
+  int64_t e;
+  ck_assert_int_eq(tpx_diag_list_create(&diags, NULL), TPX_OK);
+  ck_assert_int_eq(tpx_match_plan(plan, m, &mt, diags, NULL), TPX_OK);
+  for (i = 0; i < tpx_diag_count(diags); i++) {
+    tpx_diag d;
+    ck_assert_int_eq(tpx_diag_get(diags, i, &d, NULL), TPX_OK);
+    ck_assert_msg(d.level != TPX_DIAG_ERROR, "%s: %s", d.code, d.message);
+    if (strcmp(d.code, "unmatched-key") == 0) {
+      snprintf(key, sizeof key, "%s.rotary_emb_local", c->prefix);
+      ck_assert_int_eq(d.level, TPX_DIAG_INFO);
+      ck_assert_str_eq(d.subject, key);
+      infos++;
+    }
+  }
+  ck_assert_uint_eq(infos, 1);
+  snprintf(key, sizeof key, "%s.rotary_emb", c->prefix);
+  e = tpx_plan_find(plan, key);
+  ck_assert_int_ge(e, 0);
+  ck_assert_uint_eq(tpx_match_entry_count(mt, (size_t)e), 1);
+  tpx_match_destroy(mt);
+  tpx_diag_list_destroy(diags);
+  tpx_plan_destroy(plan);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -547,6 +626,8 @@ static Suite *gemma3_suite(void) {
   tcase_add_test(tc, test_registration);
   tcase_add_loop_test(tc, test_gemma3_plans, 0, N(gemma3_cases));
   tcase_add_test(tc, test_gemma3_sp1_is_sp0_updated);
+  tcase_add_loop_test(tc, test_gemma3_sp1_matches_skeleton, 0,
+                      N(match_cases));
   tcase_add_loop_test(tc, test_gemma3_heads_refused, 0, N(gemma3_heads));
   tcase_add_loop_test(tc, test_gemma4_plans, 0, N(gemma4_ok));
   tcase_add_loop_test(tc, test_gemma4_refusals, 0, N(gemma4_refusals));

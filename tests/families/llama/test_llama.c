@@ -31,7 +31,11 @@ START_TEST(test_descriptor) {
   ck_assert_str_eq(d.name, "llama");
   ck_assert_uint_eq(d.num_plan_names, 1);
   ck_assert_str_eq(d.plan_names[0], SUPER);
-  ck_assert(d.has_skeleton && d.has_validate);
+  ck_assert(d.has_skeleton);
+  /* No validate export: validate_tp_mesh_for_nemotron_nas is the host's
+   * (tpx_validate_tp_mesh), so the plugin reporting it too would say the
+   * same thing twice. */
+  ck_assert_int_eq(d.has_validate, 0);
   ck_assert_int_eq(d.has_fsdp_units, 0);
   for (i = 0; i < sizeof archs / sizeof archs[0]; i++)
     ck_assert_int_eq(tpx_registry_find(reg, archs[i]), 0);
@@ -144,9 +148,11 @@ START_TEST(test_decilm_refusal) {
 }
 END_TEST
 
-/* Nemotron-Flash post-processing: lm_head stays when its output is Shard
- * (the Llama plan), is dropped when Replicate (the DeciLM plan reached by a
- * Nemotron-Flash-named config). */
+/* Nemotron-Flash post-processing (§4.1, in _get_parallel_plan after the plan
+ * function, for every source): lm_head stays when its output is Shard (the
+ * Llama plan), is dropped when Replicate (the DeciLM plan reached by a
+ * Nemotron-Flash-named config). The host applies it; the plugin's get_plan
+ * is the bare plan function and keeps lm_head. */
 START_TEST(test_nemotron_flash_rule) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *flash =
@@ -163,13 +169,23 @@ START_TEST(test_nemotron_flash_rule) {
   fam_check_plan(reg, flash, "NemotronFlashForCausalLM", NULL, 1, FAM,
                  "plan_llama_sp1.json");
   fam_check_plan(reg, named, "DeciLMForCausalLM", NULL, 0, FAM,
-                 "plan_decilm_sp0_flash.json");
+                 "plan_decilm_sp0.json");
   fam_check_plan(reg, named, "DeciLMForCausalLM", SUPER, 0, FAM,
-                 "plan_decilm_sp0_flash.json");
+                 "plan_decilm_sp0.json");
+  /* Through selection: the host's post-processing drops the Replicate head,
+   * keeps the Shard one. */
+  fam_check_selected(reg, flash, NULL, 0, 1, 0, FAM, "plan_llama_sp0.json", NULL,
+                     NULL, 0);
+  fam_check_selected(reg, flash, NULL, 1, 1, 0, FAM, "plan_llama_sp1.json", NULL,
+                     NULL, 0);
+  fam_check_selected(reg, named, NULL, 0, 1, 0, FAM, "plan_decilm_sp0_flash.json",
+                     NULL, NULL, 0);
+  fam_check_selected(reg, named, SUPER, 0, 1, 0, FAM,
+                     "plan_decilm_sp0_flash.json", NULL, NULL, 0);
   /* "nemotron-flashy" still contains "nemotron-flash": upstream's substring
    * test, reproduced as is. */
-  fam_check_plan(reg, plain, "DeciLMForCausalLM", NULL, 0, FAM,
-                 "plan_decilm_sp0_flash.json");
+  fam_check_selected(reg, plain, NULL, 0, 1, 0, FAM, "plan_decilm_sp0_flash.json",
+                     NULL, NULL, 0);
   tpx_model_destroy(flash);
   tpx_model_destroy(named);
   tpx_model_destroy(plain);
@@ -282,46 +298,40 @@ START_TEST(test_skeleton_refusals) {
 }
 END_TEST
 
-/* validate_tp_mesh_for_nemotron_nas through plan selection. */
-static tpx_diag_list *select_diags(tpx_registry *reg, tpx_model *m,
-                                   int64_t tp) {
-  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
-  tpx_selection *sel = NULL;
-  tpx_diag_list *diags = NULL;
-  tpx_error err = {0};
-  o.tp_size = tp;
-  ck_assert_int_eq(tpx_diag_list_create(&diags, &err), TPX_OK);
-  ck_assert_msg(tpx_select_plan(reg, m, &o, &sel, diags, &err) == TPX_OK,
-                "select: %s", err.message);
-  tpx_selection_destroy(sel);
-  return diags;
-}
-
+/* validate_tp_mesh_for_nemotron_nas through plan selection: the host
+ * reports each failed assertion exactly once (the plugin used to report it a
+ * second time from its own validate export); the plugin only refuses its
+ * head-sharded plan at such a tp (one plugin-refused), and its DeciLM plan is
+ * selected whenever the heads fit. */
 START_TEST(test_decilm_validation) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *bad = fam_model(reg, FAM, "decilm-nas-small.config.json", 1);
   tpx_model *ok = fam_model(reg, FAM, "decilm-nas-small-tp2ok.config.json", 1);
-  tpx_diag_list *d;
+  const char *hnd = "heads-not-divisible";
   /* tp=2: block 4 has 16 / 16 = 1 kv head */
-  d = select_diags(reg, bad, 2);
-  ck_assert(fam_diags_have(d, "heads-not-divisible", "layer 4"));
-  tpx_diag_list_destroy(d);
+  fam_check_selected(reg, bad, NULL, 0, 2, 1, FAM, NULL, hnd, NULL, 1);
+  fam_check_selected(reg, bad, NULL, 0, 2, 1, FAM, NULL, hnd, "layer 4", 1);
+  fam_check_selected(reg, bad, NULL, 1, 2, 1, FAM, NULL, hnd, NULL, 1);
   /* tp=3: 16 attention heads are not divisible at all */
-  d = select_diags(reg, bad, 3);
-  ck_assert(fam_diags_have(d, "heads-not-divisible", "num_attention_heads"));
-  tpx_diag_list_destroy(d);
+  fam_check_selected(reg, bad, NULL, 0, 3, 1, FAM, NULL, hnd,
+                     "num_attention_heads", 1);
+  fam_check_selected(reg, bad, NULL, 0, 3, 1, FAM, NULL, hnd, NULL, 1);
   /* tp=1: nothing is checked */
-  d = select_diags(reg, bad, 1);
-  ck_assert(!fam_diags_have(d, "heads-not-divisible", NULL));
-  tpx_diag_list_destroy(d);
+  fam_check_selected(reg, bad, NULL, 0, 1, 0, FAM, "plan_decilm_sp0.json", hnd,
+                     NULL, 0);
   /* every kv count divisible by 2; the replaced / no_op blocks bypass */
-  d = select_diags(reg, ok, 2);
-  ck_assert(!fam_diags_have(d, "heads-not-divisible", "layer"));
-  tpx_diag_list_destroy(d);
+  fam_check_selected(reg, ok, NULL, 0, 2, 0, FAM, "plan_decilm_sp0.json", hnd,
+                     NULL, 0);
+  fam_check_selected(reg, ok, NULL, 1, 2, 0, FAM, "plan_decilm_sp1.json", hnd,
+                     NULL, 0);
+  fam_check_selected(reg, ok, SUPER, 1, 2, 0, FAM, "plan_decilm_sp1.json", hnd,
+                     NULL, 0);
+  /* the linear-attention bypass note, once */
+  fam_check_selected(reg, ok, NULL, 0, 2, 0, FAM, NULL,
+                     "nemotron-nas-linear-attention", NULL, 1);
   /* tp=4: block 0 has 2 kv heads */
-  d = select_diags(reg, ok, 4);
-  ck_assert(fam_diags_have(d, "heads-not-divisible", "layer 0"));
-  tpx_diag_list_destroy(d);
+  fam_check_selected(reg, ok, NULL, 0, 4, 1, FAM, NULL, hnd, NULL, 1);
+  fam_check_selected(reg, ok, NULL, 0, 4, 1, FAM, NULL, hnd, "layer 0", 1);
   tpx_model_destroy(bad);
   tpx_model_destroy(ok);
   tpx_registry_destroy(reg);
@@ -354,16 +364,19 @@ START_TEST(test_rank_bytes) {
 }
 END_TEST
 
-/* validate_tp_mesh asserts before any plan is chosen: get_plan refuses a tp
- * the head counts do not allow (per layer for Nemotron-NAS), on both the
- * bare-architecture and the named-plan paths. */
+/* tpx's get_plan contract: a head-sharded plan is refused at a tp the head
+ * counts do not allow (per layer for Nemotron-NAS), on both the
+ * bare-architecture and the named-plan path; at every other tp the plan is
+ * the same (upstream's plan functions never look at tp). */
 START_TEST(test_tp_refusals) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *nas = fam_model(reg, FAM, "decilm-nas-small.config.json", 1);
   tpx_model *ok = fam_model(reg, FAM, "decilm-nas-small-tp2ok.config.json", 1);
   tpx_model *llama = fam_model(reg, FAM, "Llama-3.2-1B.config.json", 1);
+  static const int64_t good[] = {1, 2, 4, 8};
   tpx_plan *plan = NULL;
   char msg[256];
+  size_t i;
   fam_check_refused_tp(reg, nas, "DeciLMForCausalLM", NULL, 0, 2, "layer 4");
   fam_check_refused_tp(reg, nas, "DeciLMForCausalLM", SUPER, 1, 2, "layer 4");
   fam_check_refused_tp(reg, nas, "DeciLMForCausalLM", NULL, 0, 3,
@@ -375,14 +388,28 @@ START_TEST(test_tp_refusals) {
                        "(16)");
   fam_check_refused_tp(reg, llama, "LlamaForCausalLM", SUPER, 0, 3,
                        "num_key_value_heads (8)");
-  ck_assert_int_eq(fam_plan(reg, llama, "LlamaForCausalLM", NULL, 0, 8, &plan,
-                            msg, sizeof msg),
-                   TPX_OK);
-  tpx_plan_destroy(plan);
+  for (i = 0; i < sizeof good / sizeof good[0]; i++) {
+    ck_assert_int_eq(fam_plan(reg, llama, "LlamaForCausalLM", NULL, 1, good[i],
+                              &plan, msg, sizeof msg),
+                     TPX_OK);
+    fam_assert_plan_golden(plan, FAM, "plan_llama_sp1.json");
+    tpx_plan_destroy(plan);
+  }
   ck_assert_int_eq(fam_plan(reg, nas, "DeciLMForCausalLM", NULL, 1, 1, &plan,
                             msg, sizeof msg),
                    TPX_OK);
+  fam_assert_plan_golden(plan, FAM, "plan_decilm_sp1.json");
   tpx_plan_destroy(plan);
+  /* Selection: the host's one diagnostic, the plugin's one refusal. */
+  fam_check_selected(reg, llama, NULL, 0, 16, 1, FAM, NULL,
+                     "heads-not-divisible",
+                     "num_key_value_heads (8) must be divisible by TP size "
+                     "(16)",
+                     1);
+  fam_check_selected(reg, llama, NULL, 0, 16, 1, FAM, NULL,
+                     "heads-not-divisible", NULL, 1);
+  fam_check_selected(reg, llama, NULL, 1, 8, 0, FAM, "plan_llama_sp1.json",
+                     "heads-not-divisible", NULL, 0);
   tpx_model_destroy(nas);
   tpx_model_destroy(ok);
   tpx_model_destroy(llama);

@@ -61,7 +61,9 @@ START_TEST(test_refusals) {
   char msg[256];
   fam_check_refused(reg, m, "Ministral3ForCausalLM", "x_plan", 0, "x_plan");
   /* validate_tp_mesh: Ministral3 top level (4 kv heads), the VLM's
-   * language model config (text_config: 32 heads, 8 kv heads) */
+   * language model config (text_config: 32 heads, 8 kv heads). Both plans
+   * shard heads, so the plugin refuses (tpx's get_plan contract); the
+   * diagnostic is the host's, once. */
   fam_check_refused_tp(reg, m, "Ministral3ForCausalLM", NULL, 1, 8,
                        "num_key_value_heads (4)");
   fam_check_refused_tp(reg, vlm, "Mistral3ForConditionalGeneration", NULL, 0,
@@ -71,7 +73,16 @@ START_TEST(test_refusals) {
   ck_assert_int_eq(fam_plan(reg, vlm, "Mistral3ForConditionalGeneration", NULL,
                             0, 8, &plan, msg, sizeof msg),
                    TPX_OK);
+  fam_assert_plan_golden(plan, FAM, "plan_mistral3_vlm.json");
   tpx_plan_destroy(plan);
+  fam_check_selected(reg, m, NULL, 1, 8, 1, FAM, NULL, "heads-not-divisible",
+                     "num_key_value_heads (4)", 1);
+  fam_check_selected(reg, m, NULL, 1, 4, 0, FAM, "plan_ministral3_sp1.json",
+                     "heads-not-divisible", NULL, 0);
+  fam_check_selected(reg, vlm, NULL, 0, 16, 1, FAM, NULL,
+                     "heads-not-divisible", "num_key_value_heads (8)", 1);
+  fam_check_selected(reg, vlm, NULL, 1, 8, 0, FAM, "plan_mistral3_vlm.json",
+                     "heads-not-divisible", NULL, 0);
   tpx_model_destroy(vlm);
   ck_assert_int_ne(tpx_registry_build_skeleton(reg, bad, &err), TPX_OK);
   ck_assert_ptr_nonnull(strstr(err.message, "text_config.num_hidden_layers"));

@@ -23,6 +23,14 @@ START_TEST(test_phi_plans) {
   fam_check_plan(reg, m, "PhiForCausalLM", NULL, 1, FAM, "plan_phi_sp1.json");
   fam_check_plan(reg, m, q, NULL, 0, FAM, "plan_phi_sp0.json");
   fam_check_plan(reg, m, q, NULL, 1, FAM, "plan_phi_sp1.json");
+  /* 32 heads at tp=3: the host's one diagnostic; Phi-2's plan shards heads,
+   * so the plugin refuses it (once) */
+  fam_check_refused_tp(reg, m, "PhiForCausalLM", NULL, 1, 3,
+                       "num_key_value_heads (32)");
+  fam_check_selected(reg, m, NULL, 1, 3, 1, FAM, NULL, "heads-not-divisible",
+                     "num_key_value_heads (32)", 1);
+  fam_check_selected(reg, m, NULL, 0, 8, 0, FAM, "plan_phi_sp0.json",
+                     "heads-not-divisible", NULL, 0);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -36,10 +44,16 @@ START_TEST(test_phi3_plans) {
   fam_check_plan(reg, m, "Phi3ForCausalLM", NULL, 1, FAM, "plan_phi3.json");
   fam_check_plan(reg, m, q, NULL, 1, FAM, "plan_phi3.json");
   fam_check_refused(reg, m, q, "named", 0, "named");
-  /* validate_tp_mesh asserts even though Phi-3 does not shard heads */
-  fam_check_refused_tp(reg, m, q, NULL, 0, 64, "num_key_value_heads (32)");
-  fam_check_refused_tp(reg, m, "PhiForCausalLM", NULL, 1, 3,
-                       "num_key_value_heads (32)");
+  /* validate_tp_mesh asserts even though Phi-3 does not shard heads; that
+   * diagnostic is the host's, reported once. The plan shards no heads, so
+   * it is valid at any tp and stays selected (it used to be refused, which
+   * made the host fall back to the HF Phi-3 plan). */
+  fam_check_selected(reg, m, NULL, 0, 64, 0, FAM, "plan_phi3.json",
+                     "heads-not-divisible", "num_key_value_heads (32)", 1);
+  fam_check_selected(reg, m, NULL, 1, 3, 0, FAM, "plan_phi3.json",
+                     "heads-not-divisible", NULL, 1);
+  fam_check_selected(reg, m, NULL, 1, 8, 0, FAM, "plan_phi3.json",
+                     "heads-not-divisible", NULL, 0);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }

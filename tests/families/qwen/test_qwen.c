@@ -118,7 +118,9 @@ START_TEST(test_refusals) {
   char msg[256];
   fam_check_refused(reg, m, "Qwen3ForCausalLM", "llama_nemotron_super_tp_plan",
                     0, "llama_nemotron_super_tp_plan");
-  /* validate_tp_mesh: Qwen2.5-0.5B has 14 heads and 2 kv heads */
+  /* validate_tp_mesh: Qwen2.5-0.5B has 14 heads and 2 kv heads. The
+   * plugin refuses its head-sharded plan (tpx's get_plan contract); the
+   * diagnostic is the host's, once. */
   fam_check_refused_tp(reg, q2, "Qwen2ForCausalLM", NULL, 0, 4,
                        "num_key_value_heads (2) must be divisible by TP size "
                        "(4)");
@@ -126,12 +128,27 @@ START_TEST(test_refusals) {
                        "num_key_value_heads (8)");
   fam_check_refused_tp(reg, c35, "Qwen3_5ForCausalLM", NULL, 0, 4,
                        "num_key_value_heads (2)");
+  fam_check_selected(reg, q2, NULL, 0, 4, 1, FAM, NULL, "heads-not-divisible",
+                     "num_key_value_heads (2) must be divisible by TP size "
+                     "(4)",
+                     1);
+  fam_check_selected(reg, q2, NULL, 1, 4, 1, FAM, NULL, "heads-not-divisible",
+                     NULL, 1);
+  fam_check_selected(reg, q2, NULL, 1, 2, 0, FAM, "plan_qwen_sp1.json",
+                     "heads-not-divisible", NULL, 0);
+  fam_check_selected(reg, c35, NULL, 0, 4, 1, FAM, NULL, "heads-not-divisible",
+                     NULL, 1);
+  fam_check_selected(reg, c35, NULL, 0, 2, 0, FAM, "plan_qwen3_5_causal.json",
+                     "heads-not-divisible", NULL, 0);
   /* The Qwen3.5 VLM keeps its counts in text_config: upstream's check reads
-   * the top-level config, sees none and passes. */
+   * the top-level config (the class is not in its VLM list), sees none and
+   * passes; so does the plugin's. */
   ck_assert_int_eq(fam_plan(reg, v35, "Qwen3_5ForConditionalGeneration", NULL,
                             0, 4, &plan, msg, sizeof msg),
                    TPX_OK);
   tpx_plan_destroy(plan);
+  fam_check_selected(reg, v35, NULL, 0, 4, 0, FAM, "plan_qwen3_5_vlm.json",
+                     "heads-not-divisible", NULL, 0);
   tpx_model_destroy(q2);
   tpx_model_destroy(c35);
   tpx_model_destroy(v35);

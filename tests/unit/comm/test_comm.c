@@ -273,6 +273,14 @@ START_TEST(t_nccl_no_gpu) {
     printf("SKIP nccl tests: %s\n", e.message);
     return;
   }
+  tpx_nccl_options bad = o;
+  bad.struct_size = 3;
+  tpx_comm *c2 = NULL;
+  tpx_error e2 = {0};
+  ck_assert_int_eq(tpx_comm_create_nccl(&bad, &c2, &e2), TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e2.message, "struct_size 3"));
+  tpx_error_clear(&e2);
+  ck_assert_int_eq(tpx_comm_create_nccl(&o, NULL, &e2), TPX_INVALID_ARGUMENT);
   if (st == TPX_NO_DEVICE) {
     ck_assert_ptr_null(c);
     ck_assert_ptr_nonnull(strstr(e.message, "nccl backend"));

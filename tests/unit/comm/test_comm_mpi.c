@@ -67,6 +67,26 @@ START_TEST(t_redistribute) {
 }
 END_TEST
 
+/* nccl bootstrapped over this MPI world: without a GPU every rank gets
+ * TPX_NO_DEVICE (and the test skips); with one, a barrier must work. */
+START_TEST(t_nccl_over_mpi) {
+  tpx_nccl_options o = TPX_NCCL_OPTIONS_INIT;
+  tpx_comm *c = NULL;
+  tpx_error e = {0};
+  tpx_status st = tpx_comm_create_nccl(&o, &c, &e);
+  if (st == TPX_NO_DEVICE || st == TPX_UNSUPPORTED) {
+    ck_assert_ptr_null(c);
+    if (tpx_comm_rank(world) == 0)
+      printf("SKIP nccl over mpi: %s\n", e.message);
+    return;
+  }
+  ck_assert_msg(st == TPX_OK, "%s", e.message);
+  ck_assert_int_eq(tpx_comm_size(c), tpx_comm_size(world));
+  ck_assert_int_eq(tpx_comm_barrier(c, &e), TPX_OK);
+  tpx_comm_destroy(c);
+}
+END_TEST
+
 int main(void) {
   tpx_error e = {0};
   if (tpx_comm_create_mpi(NULL, &world, &e) != TPX_OK) {
@@ -84,6 +104,7 @@ int main(void) {
   tcase_add_test(tc, t_case_barrier);
   tcase_add_test(tc, t_case_split);
   tcase_add_test(tc, t_redistribute);
+  tcase_add_test(tc, t_nccl_over_mpi);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);

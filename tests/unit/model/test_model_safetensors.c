@@ -343,6 +343,99 @@ START_TEST(test_existing_tensors_must_agree) {
 }
 END_TEST
 
+START_TEST(test_skeleton_untied_lm_head) {
+  /* A skeleton declared lm_head.weight untied; the config ties and the file
+   * lacks it: the import ties it (or says why it cannot). */
+  static const struct {
+    int64_t shape[2];
+    tpx_status want;
+  } cases[] = {
+      {{1000, 64}, TPX_OK},
+      {{1000, 32}, TPX_INVALID_ARGUMENT},
+  };
+  make_tmpdir();
+  write_st(tmp("model.safetensors"), tied_file, 3, 0);
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    tpx_model *m = model_with_config("{\"tie_word_embeddings\": true}");
+    tpx_error err = {0};
+    ck_assert_int_eq(tpx_model_add_module(m, "lm_head", TPX_MODULE_LINEAR,
+                                          NULL, &err),
+                     TPX_OK);
+    ck_assert_int_eq(tpx_model_add_param(m, "lm_head", "weight",
+                                         cases[k].shape, 2, TPX_DTYPE_BF16,
+                                         NULL, &err),
+                     TPX_OK);
+    tpx_status st = tpx_model_add_safetensors(m, tmpdir, &err);
+    ck_assert_msg(st == cases[k].want, "%zu: %s", k, err.message);
+    tpx_param_info info;
+    ck_assert_int_eq(tpx_model_param(m, tpx_model_find_param(m,
+                                                             "lm_head.weight"),
+                                     &info, NULL),
+                     TPX_OK);
+    if (st == TPX_OK) {
+      ck_assert_int_eq(info.tied_to,
+                       tpx_model_find_param(m, "model.embed_tokens.weight"));
+      ck_assert_int_eq(tpx_model_total_params(m), 1000 * 64 + 64 + 64 * 256);
+    } else {
+      ck_assert_msg(strstr(err.message, "lm_head.weight") &&
+                        strstr(err.message, "[1000, 32]"),
+                    "%s", err.message);
+      ck_assert_int_eq(info.tied_to, -1);
+    }
+    tpx_model_destroy(m);
+  }
+  /* The checkpoint holds its own lm_head: no tie even if the config says so
+   * (the validator reports that, not the importer). */
+  gen_tensor with_head[4];
+  memcpy(with_head, tied_file, sizeof tied_file);
+  with_head[3] = (gen_tensor){"lm_head.weight", "BF16", 2, {1000, 64}};
+  write_st(tmp("model.safetensors"), with_head, 4, 0);
+  tpx_model *m = model_with_config("{\"tie_word_embeddings\": true}");
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_OK);
+  tpx_param_info info;
+  tpx_model_param(m, tpx_model_find_param(m, "lm_head.weight"), &info, NULL);
+  ck_assert_int_eq(info.tied_to, -1);
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
+START_TEST(test_tied_lm_head_names) {
+  /* Where the output projection goes for the common embedding names. */
+  static const struct {
+    const char *embedding, *head;
+  } cases[] = {
+      {"model.embed_tokens.weight", "lm_head.weight"},
+      {"model.language_model.embed_tokens.weight", "lm_head.weight"},
+      {"language_model.model.embed_tokens.weight",
+       "language_model.lm_head.weight"},
+      {"transformer.wte.weight", "lm_head.weight"},
+      {"backbone.embeddings.weight", "lm_head.weight"},
+  };
+  gen_tensor t[3] = {
+      {cases[_i].embedding, "BF16", 2, {320, 16}},
+      {"transformer.wpe.weight", "BF16", 2, {64, 16}},
+      {"vision_tower.patch_embed.proj.bias", "BF16", 1, {16}},
+  };
+  make_tmpdir();
+  write_st(tmp("model.safetensors"), t, 3, 0);
+  tpx_model *m = model_with_config(
+      "{\"text_config\": {\"tie_word_embeddings\": true}}");
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_OK);
+  int64_t head = tpx_model_find_param(m, cases[_i].head);
+  ck_assert_msg(head >= 0, "%s missing", cases[_i].head);
+  tpx_param_info info;
+  ck_assert_int_eq(tpx_model_param(m, head, &info, NULL), TPX_OK);
+  ck_assert_int_eq(info.tied_to, tpx_model_find_param(m, cases[_i].embedding));
+  ck_assert_int_eq(info.shape[0], 320);
+  ck_assert_uint_eq(tpx_model_num_params(m), 4);
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
 /* ---- phi-2: the real index, generated shards ---- */
 
 static int ends_with(const char *s, const char *suffix) {
@@ -399,7 +492,7 @@ START_TEST(test_phi2_index) {
   write_text(tmp("model.safetensors.index.json"), text);
   free(text);
 
-  char *config = data_path("phi-2/config.json");
+  char *config = data_path("configs/phi-2/config.json");
   tpx_model *m = NULL;
   tpx_error err = {0};
   ck_assert_int_eq(tpx_model_load_config(config, &m, &err), TPX_OK);
@@ -582,6 +675,8 @@ static Suite *st_suite(void) {
   tcase_add_loop_test(tc, test_single_file_kinds_and_order, 0, 2);
   tcase_add_loop_test(tc, test_tied_lm_head, 0, 5);
   tcase_add_test(tc, test_existing_tensors_must_agree);
+  tcase_add_test(tc, test_skeleton_untied_lm_head);
+  tcase_add_loop_test(tc, test_tied_lm_head_names, 0, 5);
   tcase_add_loop_test(tc, test_phi2_index, 0, 2);
   tcase_add_test(tc, test_bad_inputs);
   tcase_add_test(tc, test_missing_paths);

@@ -361,6 +361,43 @@ START_TEST(concurrent_calls) {
 }
 END_TEST
 
+/* Probe mode: a crashing registration is a refusal, not a dead process. */
+START_TEST(probe_survives_crash) {
+  tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_set_probe(r, 1, &e_));
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_registry_load_file(r, BROKEN("register_crashes.so"), &e),
+                   TPX_PLUGIN);
+  ASSERT_CONTAINS(e.message, "crashed with SIGSEGV (signal 11) while loading");
+  ck_assert_uint_eq(tpx_registry_num_refused(r), 1);
+  /* Ordinary files still load, ordinary refusals keep their reason. */
+  CHECK_OK(tpx_registry_load_file(r, GOOD("libtpxtest_good.so"), &e_));
+  tpx_error e2 = {0};
+  ck_assert_int_eq(tpx_registry_load_file(r, BROKEN("abi_too_new.so"), &e2),
+                   TPX_ABI_MISMATCH);
+  ASSERT_CONTAINS(e2.message, "the plugin speaks 2.0");
+  ck_assert_uint_eq(tpx_registry_num_plugins(r), 1);
+  ck_assert_uint_eq(tpx_registry_num_refused(r), 2);
+  ck_assert_int_eq(tpx_registry_set_probe(NULL, 1, NULL), TPX_INVALID_ARGUMENT);
+  tpx_registry_destroy(r);
+}
+END_TEST
+
+/* The whole broken directory in probe mode: each fixture loads or is
+ * refused; none takes the process down. One warning per duplicate. */
+START_TEST(probe_broken_dir) {
+  tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_set_probe(r, 1, &e_));
+  CHECK_OK(tpx_registry_load_dir(r, getenv("TPX_TEST_BROKEN_DIR"), &e_));
+  /* loaded: extra_symbols, get_plan_crashes, get_plan_hangs, malformed_key,
+   * unknown_style; refused: the other 9 */
+  ck_assert_uint_eq(tpx_registry_num_plugins(r), 5);
+  ck_assert_uint_eq(tpx_registry_num_refused(r), 9);
+  ck_assert_uint_eq(tpx_diag_count(tpx_registry_diagnostics(r)), 4);
+  tpx_registry_destroy(r);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("plugin-loader");
   TCase *tc = tcase_create("loader");
@@ -380,6 +417,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, get_plan_refusal_names_plugin);
   tcase_add_test(tc, concurrent_calls);
+  tcase_add_test(tc, probe_survives_crash);
+  tcase_add_test(tc, probe_broken_dir);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -163,6 +163,9 @@ START_TEST(colwise_on_norm_is_error) {
                     2);
   ck_assert_ptr_nonnull(strstr(fx_msg(d, "style-unsupported-module"),
                                "nn.Linear and nn.Embedding"));
+  char buf[64]; /* torch raises: nothing is applied */
+  ck_assert_str_eq(fx_pl(sh, "model.norm.weight", TP, buf, sizeof buf),
+                   "replicate");
   ck_assert(!tpx_sharding_ok(sh));
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
@@ -408,6 +411,46 @@ START_TEST(bad_arguments) {
 }
 END_TEST
 
+/* Custom mesh dim names; a mesh without the TP dim means tp 1. */
+START_TEST(custom_dim_names) {
+  tpx_model *m = fx_llama();
+  tpx_plan *p = fx_llama_plan();
+  const char *names[2] = {"dp", "model"};
+  int64_t sizes[2] = {2, 4};
+  tpx_mesh *mesh = NULL;
+  ck_assert_int_eq(tpx_mesh_create(names, sizes, 2, &mesh, NULL), TPX_OK);
+  tpx_sharding_options o = TPX_SHARDING_OPTIONS_INIT;
+  o.tp_dim = "model";
+  o.dp_shard_dim = "dp";
+  o.dp_replicate_dim = NULL;
+  tpx_sharding *sh = fx_shard(m, p, mesh, &o);
+  char buf[64];
+  ck_assert_int_eq(tpx_sharding_tp_size(sh), 4);
+  ck_assert_str_eq(
+      fx_pl(sh, "model.layers.0.self_attn.q_proj.weight", 1, buf, sizeof buf),
+      "shard(0)");
+  ck_assert_str_eq(
+      fx_pl(sh, "model.layers.0.self_attn.q_proj.weight", 0, buf, sizeof buf),
+      "strided_shard(0,4)");
+  ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, 0),
+                   2 * (114688 / 8 + 320 / 2));
+  tpx_sharding_destroy(sh);
+  /* default names: no "tp" in this mesh -> nothing TP-sharded */
+  sh = fx_shard(m, p, mesh, NULL);
+  ck_assert_int_eq(tpx_sharding_tp_size(sh), 1);
+  ck_assert_str_eq(
+      fx_pl(sh, "model.layers.0.self_attn.q_proj.weight", 1, buf, sizeof buf),
+      "replicate");
+  ck_assert_str_eq(
+      fx_pl(sh, "model.layers.0.self_attn.q_proj.weight", 0, buf, sizeof buf),
+      "replicate");
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *apply_suite(void) {
   Suite *s = suite_create("apply");
   TCase *tc = tcase_create("apply");
@@ -422,6 +465,7 @@ static Suite *apply_suite(void) {
   tcase_add_test(tc, tp_one_applies_nothing);
   tcase_add_test(tc, collectives_per_style);
   tcase_add_test(tc, bad_arguments);
+  tcase_add_test(tc, custom_dim_names);
   suite_add_tcase(s, tc);
   return s;
 }

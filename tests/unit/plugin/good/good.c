@@ -76,8 +76,8 @@ static void note(char *buf, size_t size, const char *name, int code) {
   snprintf(buf + n, size - n, "%s=%d;", name, code);
 }
 
-/* Two halves (tp=1: reads and queries, tp=2: building), so each report fits
- * in one error message. */
+/* Four parts (tp=1 and 4: reads and queries, tp=2 and 3: building), so each
+ * report fits in one error message whatever the path of the plugin. */
 static int probe(const tpx_plugin_host *h, tpx_plugin_ctx *ctx, int64_t part) {
   char r[2048] = "";
   int64_t i64 = 0;
@@ -86,6 +86,10 @@ static int probe(const tpx_plugin_host *h, tpx_plugin_ctx *ctx, int64_t part) {
   const char *s = NULL;
   if (part == 2)
     goto building;
+  if (part == 3)
+    goto more_building;
+  if (part == 4)
+    goto more_reads;
   note(r, sizeof r, "int", h->config_get_int(ctx, "num_attention_heads", &i64));
   note(r, sizeof r, "int_value", (int)i64);
   note(r, sizeof r, "int_from_float", h->config_get_int(ctx, "two_float", &i64));
@@ -104,6 +108,9 @@ static int probe(const tpx_plugin_host *h, tpx_plugin_ctx *ctx, int64_t part) {
   note(r, sizeof r, "nested_value", (int)i64);
   note(r, sizeof r, "array_item", h->config_get_int(ctx, "block_configs[1].n_heads", &i64));
   note(r, sizeof r, "array_item_value", (int)i64);
+  h->set_error(ctx, r);
+  return TPX_PLUGIN_REFUSED;
+more_reads:
   note(r, sizeof r, "length_array", h->config_get_length(ctx, "block_configs", &i64));
   note(r, sizeof r, "length_array_value", (int)i64);
   note(r, sizeof r, "length_object", h->config_get_length(ctx, "text_config", &i64));
@@ -126,7 +133,30 @@ building:
   note(r, sizeof r, "bad_key", add(h, ctx, "a..b", "colwise", NULL, NULL, TPX_PLUGIN_DEFAULT, 0));
   note(r, sizeof r, "bad_local", add(h, ctx, "a.b", "colwise", NULL, NULL, 7, 0));
   note(r, sizeof r, "sp_with_layouts", add(h, ctx, "a.b", "sequence_parallel", "replicate", NULL, TPX_PLUGIN_DEFAULT, 0));
+  {
+    const char *in[2] = {"shard(1)", NULL}, *des[2] = {"replicate", NULL};
+    tpx_plugin_entry e;
+    memset(&e, 0, sizeof e);
+    e.struct_size = sizeof e;
+    e.module = "p.q";
+    e.style = "prepare_module_input";
+    e.input_layouts = in;
+    e.n_input_layouts = 2;
+    e.desired_layouts = des;
+    e.n_desired_layouts = 2;
+    e.use_local_output = TPX_PLUGIN_DEFAULT;
+    e.sequence_dim = TPX_PLUGIN_DEFAULT;
+    note(r, sizeof r, "prep_in", h->plan_add(ctx, &e));
+    e.style = "colwise";
+    e.n_input_layouts = 2;
+    e.desired_layouts = NULL;
+    e.n_desired_layouts = 0;
+    note(r, sizeof r, "none_in_colwise", h->plan_add(ctx, &e));
+  }
   note(r, sizeof r, "good_add", add(h, ctx, "a.b", "colwise", "replicate", "shard(-1)", 0, 0));
+  h->set_error(ctx, r);
+  return TPX_PLUGIN_REFUSED;
+more_building:
   note(r, sizeof r, "json_add", h->plan_add_json(ctx, "{\"module\":\"c.d\",\"style\":\"rowwise\"}"));
   note(r, sizeof r, "json_bad", h->plan_add_json(ctx, "{\"module\":\"c.d\",\"style\":\"bogus\"}"));
   note(r, sizeof r, "remove", h->plan_remove(ctx, "c.d"));

@@ -1,0 +1,502 @@
+/* test_nemotron.c — the nemotron family plugin through the real host:
+ * the NemotronHForCausalLM strategy plan (plans.md §3.16, §4.9: root
+ * lm_head plus mixer.up_proj / down_proj of every MLP block of the hybrid
+ * pattern, blocks under backbone. or model., sequence parallel refused),
+ * its FSDP units (one per block) and fp32 parameters (MoE router bias), the
+ * NemotronLabsDiffusionModel plan (§3.4, prefix encoder, head
+ * diffusion_head; sp off and on); skeletons of Nemotron-H-8B-Base-8K
+ * (8,100,852,736 parameters), a MoE and a transformers-v5-style config and
+ * Nemotron-Labs-Diffusion-3B (3,831,659,520); per-rank bytes for tp = 2, 4,
+ * 8; bad patterns. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "famtest.h"
+#include "tpx/diag.h"
+#include "tpx/plugin.h"
+
+#define FAM "nemotron"
+#define NH "NemotronHForCausalLM"
+#define ND "NemotronLabsDiffusionModel"
+#define NH8B "Nemotron-H-8B-Base-8K.json"
+
+START_TEST(test_registration) {
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_plugin_desc d;
+  ck_assert_int_eq(tpx_registry_plugin(reg, 0, &d, NULL), TPX_OK);
+  ck_assert_str_eq(d.name, "nemotron");
+  ck_assert_uint_eq(d.abi_version, TPX_PLUGIN_ABI_CURRENT);
+  ck_assert_uint_eq(d.num_architectures, 2);
+  ck_assert_str_eq(d.architectures[0], NH);
+  ck_assert_str_eq(d.architectures[1], ND);
+  ck_assert_int_eq(d.has_skeleton, 1);
+  ck_assert_int_eq(d.has_fsdp_units, 1);
+  ck_assert_int_eq(d.has_fp32_params, 1);
+  ck_assert_int_eq(d.has_validate, 1);
+  ck_assert_int_eq(tpx_registry_find(reg, NH), 0);
+  ck_assert_int_eq(tpx_registry_find(reg, ND), 0);
+  ck_assert_int_eq(tpx_registry_find(reg, "NemotronForCausalLM"), -1);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+typedef struct plan_case {
+  const char *config, *arch;
+  int sp, skeleton;
+  int64_t tp;
+  const char *golden;
+} plan_case;
+
+static const plan_case plan_cases[] = {
+    /* config only (empty tree): the published "backbone." layout */
+    {NH8B, NH, 0, 0, 1, "plan-nemotron-h-8b.json"},
+    {NH8B, NH, 0, 0, 2, "plan-nemotron-h-8b.json"},
+    /* with the skeleton the tree has backbone.layers */
+    {NH8B, NH, 0, 1, 8, "plan-nemotron-h-8b.json"},
+    /* MoE and attention blocks stay replicated */
+    {"nemotron-h-moe-tiny.json", NH, 0, 1, 4, "plan-nemotron-h-moe-tiny.json"},
+    /* transformers v5 layers_block_type names */
+    {"nemotron-h-v5-list.json", NH, 0, 0, 2, "plan-nemotron-h-v5-list.json"},
+    {"Nemotron-Labs-Diffusion-3B.json", ND, 0, 0, 2, "plan-diffusion-sp0.json"},
+    {"Nemotron-Labs-Diffusion-3B.json", ND, 1, 0, 4, "plan-diffusion-sp1.json"},
+    {"Nemotron-Labs-Diffusion-3B.json", ND, 1, 1, 1, "plan-diffusion-sp1.json"},
+};
+
+START_TEST(test_plans) {
+  const plan_case *c = &plan_cases[_i];
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = c->skeleton ? ft_skeleton(reg, FAM, c->config)
+                             : ft_config(FAM, c->config);
+  tpx_plan *plan = ft_plan_ok(reg, m, c->arch, c->sp, c->tp);
+  ft_assert_golden(plan, FAM, c->golden);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* NemotronH skips validate_tp_mesh (any tp gets its plan); the diffusion
+ * model runs under the Default strategy and refuses 8 kv heads at tp 16. */
+START_TEST(test_heads_at_tp16) {
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *h = ft_config(FAM, NH8B);
+  tpx_model *d = ft_config(FAM, "Nemotron-Labs-Diffusion-3B.json");
+  tpx_plan *plan = ft_plan_ok(reg, h, NH, 0, 16);
+  char msg[1024];
+  tpx_status st = TPX_OK;
+  ft_assert_golden(plan, FAM, "plan-nemotron-h-8b.json");
+  tpx_plan_destroy(plan);
+  ck_assert_ptr_null(ft_plan(reg, d, ND, 0, 16, &st, msg, sizeof msg));
+  ck_assert_int_eq(st, TPX_PLUGIN);
+  ck_assert_msg(strstr(msg, "num_key_value_heads (8) must be divisible by TP "
+                            "size (16)") != NULL,
+                "%s", msg);
+  ck_assert_msg(strstr(msg, "valid tp sizes: 1, 2, 4, 8") != NULL, "%s", msg);
+  tpx_model_destroy(d);
+  tpx_model_destroy(h);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* A model whose blocks live under model.layers (native Nemotron-V3 /
+ * transformers v5 tree) gets model.-prefixed keys. */
+START_TEST(test_plan_model_prefix) {
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_config(FAM, NH8B);
+  tpx_plan *plan;
+  tpx_plan_entry e;
+  ck_assert_int_eq(tpx_model_add_module(m, "model.layers.0.mixer",
+                                        TPX_MODULE_CONTAINER, NULL, NULL),
+                   TPX_OK);
+  plan = ft_plan_ok(reg, m, NH, 0, 2);
+  ck_assert_uint_eq(tpx_plan_size(plan), 1 + 2 * 24);
+  ck_assert_int_eq(tpx_plan_get(plan, 1, &e, NULL), TPX_OK);
+  ck_assert_str_eq(e.module, "model.layers.1.mixer.up_proj");
+  ck_assert_int_eq(e.style.kind, TPX_STYLE_COLWISE);
+  ck_assert_int_eq(tpx_plan_get(plan, 48, &e, NULL), TPX_OK);
+  ck_assert_str_eq(e.module, "model.layers.51.mixer.down_proj");
+  ck_assert_int_eq(e.style.kind, TPX_STYLE_ROWWISE);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_sequence_parallel_refused) {
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_config(FAM, _i == 0 ? NH8B : "nemotron-h-moe-tiny.json");
+  char msg[1024];
+  tpx_status st = TPX_OK;
+  tpx_plan *plan = ft_plan(reg, m, NH, 1, 2, &st, msg, sizeof msg);
+  ck_assert_ptr_null(plan);
+  ck_assert_int_eq(st, TPX_PLUGIN);
+  ck_assert_msg(strstr(msg, "refused") != NULL, "%s", msg);
+  ck_assert_msg(strstr(msg, "Sequence parallelism is not supported for "
+                            "NemotronHForCausalLM") != NULL,
+                "%s", msg);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* The refusal also arrives as an error diagnostic through
+ * tpx_plugin_validate, and a tied head gets a warning. */
+START_TEST(test_validate_diagnostics) {
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_skeleton(reg, FAM, NH8B);
+  tpx_model *t = NULL;
+  static const char tied[] =
+      "{\"architectures\": [\"NemotronHForCausalLM\"], "
+      "\"hybrid_override_pattern\": \"M-\", \"tie_word_embeddings\": true}";
+  ck_assert_int_eq(ft_select_diag(reg, m, 1, 2, "sequence-parallel-unsupported"),
+                   TPX_DIAG_ERROR);
+  ck_assert_int_eq(ft_select_diag(reg, m, 0, 2, "sequence-parallel-unsupported"),
+                   -1);
+  ck_assert_int_eq(ft_select_diag(reg, m, 0, 2, "tied-lm-head-not-retied"), -1);
+  ck_assert_int_eq(tpx_model_create(&t, NULL), TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_set_config(t, tied, sizeof tied - 1, "tied.json", NULL), TPX_OK);
+  ck_assert_int_eq(ft_select_diag(reg, t, 0, 2, "tied-lm-head-not-retied"),
+                   TPX_DIAG_WARNING);
+  ck_assert_int_eq(ft_select_diag(reg, t, 0, 1, "tied-lm-head-not-retied"), -1);
+  tpx_model_destroy(t);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+typedef struct bad_case {
+  const char *json, *needle;
+} bad_case;
+
+static const bad_case bad_cases[] = {
+    {"{\"architectures\": [\"NemotronHForCausalLM\"], "
+     "\"hybrid_override_pattern\": \"M-X*\"}",
+     "hybrid_override_pattern[2] is 'X'"},
+    {"{\"architectures\": [\"NemotronHForCausalLM\"], \"layers_block_type\": "
+     "[\"mamba\", \"conv\"]}",
+     "layers_block_type[1]"},
+};
+
+/* A bad pattern fails the plan and the skeleton alike, naming the key. */
+START_TEST(test_bad_pattern) {
+  const bad_case *c = &bad_cases[_i];
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  char msg[1024];
+  tpx_status st = TPX_OK;
+  ck_assert_int_eq(tpx_model_create(&m, NULL), TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_set_config(m, c->json, strlen(c->json), "bad.json", NULL),
+      TPX_OK);
+  ck_assert_ptr_null(ft_plan(reg, m, NH, 0, 2, &st, msg, sizeof msg));
+  ck_assert_int_eq(st, TPX_PLUGIN);
+  ck_assert_msg(strstr(msg, c->needle) != NULL, "'%s' lacks '%s'", msg,
+                c->needle);
+  ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_msg(strstr(err.message, c->needle) != NULL, "'%s' lacks '%s'",
+                err.message, c->needle);
+  ck_assert_uint_eq(tpx_model_num_params(m), 0);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_skeleton_8b) {
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_skeleton(reg, FAM, NH8B);
+  int64_t li;
+  tpx_param_info pi;
+  ck_assert_int_eq(tpx_model_total_params(m), 8100852736LL);
+  ck_assert_int_eq(tpx_model_total_bytes(m), 2 * 8100852736LL);
+  ft_assert_param(m, "backbone.embeddings.weight", 131072, 4096, -1);
+  ft_assert_param(m, "backbone.layers.0.norm.weight", 4096, -1, -1);
+  /* Mamba2: in_proj 2*8192 + 2*8*128 + 128 = 18560 rows */
+  ft_assert_param(m, "backbone.layers.0.mixer.in_proj.weight", 18560, 4096,
+                  -1);
+  ft_assert_param(m, "backbone.layers.0.mixer.conv1d.weight", 10240, 1, 4);
+  ft_assert_param(m, "backbone.layers.0.mixer.conv1d.bias", 10240, -1, -1);
+  ft_assert_param(m, "backbone.layers.0.mixer.A_log", 128, -1, -1);
+  ft_assert_param(m, "backbone.layers.0.mixer.D", 128, -1, -1);
+  ft_assert_param(m, "backbone.layers.0.mixer.dt_bias", 128, -1, -1);
+  ft_assert_param(m, "backbone.layers.0.mixer.norm.weight", 8192, -1, -1);
+  ft_assert_param(m, "backbone.layers.0.mixer.out_proj.weight", 4096, 8192,
+                  -1);
+  ft_assert_param(m, "backbone.layers.1.mixer.up_proj.weight", 21504, 4096,
+                  -1);
+  ft_assert_param(m, "backbone.layers.1.mixer.down_proj.weight", 4096, 21504,
+                  -1);
+  ft_assert_param(m, "backbone.layers.7.mixer.q_proj.weight", 4096, 4096, -1);
+  ft_assert_param(m, "backbone.layers.7.mixer.k_proj.weight", 1024, 4096, -1);
+  ft_assert_param(m, "backbone.layers.40.mixer.o_proj.weight", 4096, 4096, -1);
+  ft_assert_param(m, "backbone.norm_f.weight", 4096, -1, -1);
+  ft_assert_param(m, "lm_head.weight", 131072, 4096, -1);
+  li = tpx_model_find_param(m, "lm_head.weight");
+  ck_assert_int_eq(tpx_model_param(m, li, &pi, NULL), TPX_OK);
+  ck_assert_int_eq(pi.tied_to, -1);
+  ck_assert_uint_eq(ft_count_suffix(m, "mixer.A_log"), 24);
+  ck_assert_uint_eq(ft_count_suffix(m, "mixer.up_proj.weight"), 24);
+  ck_assert_uint_eq(ft_count_suffix(m, "mixer.q_proj.weight"), 4);
+  ck_assert_uint_eq(ft_count_suffix(m, ".norm.weight"), 52 + 24);
+  ck_assert_int_eq(ft_kind(m, "backbone.layers.0.mixer"), TPX_MODULE_OTHER);
+  ck_assert_int_eq(ft_kind(m, "backbone.layers.0.mixer.norm"), TPX_MODULE_NORM);
+  ck_assert_int_eq(ft_kind(m, "backbone.embeddings"), TPX_MODULE_EMBEDDING);
+  /* parameter order as torch's named_parameters(): the Mamba2 mixer's own
+   * dt_bias / A_log / D before its submodules; MLP and attention blocks */
+  {
+    static const char *const mamba_block[] = {
+        "norm.weight",         "mixer.dt_bias",        "mixer.A_log",
+        "mixer.D",             "mixer.conv1d.weight",  "mixer.conv1d.bias",
+        "mixer.in_proj.weight", "mixer.norm.weight",   "mixer.out_proj.weight"};
+    static const char *const mlp_block[] = {
+        "norm.weight", "mixer.up_proj.weight", "mixer.down_proj.weight"};
+    static const char *const attn_block[] = {
+        "norm.weight", "mixer.q_proj.weight", "mixer.k_proj.weight",
+        "mixer.v_proj.weight", "mixer.o_proj.weight"};
+    ft_assert_param_order(m, "backbone.layers.0.", mamba_block,
+                          sizeof mamba_block / sizeof mamba_block[0]);
+    ft_assert_param_order(m, "backbone.layers.1.", mlp_block,
+                          sizeof mlp_block / sizeof mlp_block[0]);
+    ft_assert_param_order(m, "backbone.layers.7.", attn_block,
+                          sizeof attn_block / sizeof attn_block[0]);
+  }
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_skeleton_moe_and_v5) {
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_skeleton(reg, FAM, "nemotron-h-moe-tiny.json");
+  tpx_model *v5;
+  int64_t bi;
+  tpx_param_info pi;
+  /* see SOURCE.txt: 2 Mamba, 2 MoE (4 experts + shared), 1 attention,
+   * 1 MLP block */
+  ck_assert_int_eq(tpx_model_total_params(m), 2570680);
+  ft_assert_param(m, "backbone.layers.1.mixer.experts.3.up_proj.weight", 128,
+                  256, -1);
+  ft_assert_param(m, "backbone.layers.4.mixer.experts.0.down_proj.weight", 256,
+                  128, -1);
+  ft_assert_param(m, "backbone.layers.1.mixer.gate.weight", 4, 256, -1);
+  ft_assert_param(m, "backbone.layers.1.mixer.shared_experts.up_proj.weight",
+                  256, 256, -1);
+  bi = tpx_model_find_param(m, "backbone.layers.4.mixer.gate."
+                               "e_score_correction_bias");
+  ck_assert_int_ge(bi, 0);
+  ck_assert_int_eq(tpx_model_param(m, bi, &pi, NULL), TPX_OK);
+  ck_assert_int_eq(pi.dtype, TPX_DTYPE_F32);
+  ck_assert_int_eq(tpx_model_total_bytes(m), 2 * (2570680 - 8) + 4 * 8);
+  ck_assert_uint_eq(ft_count_suffix(m, ".up_proj.weight"), 2 * 5 + 1);
+  v5 = ft_skeleton(reg, FAM, "nemotron-h-v5-list.json");
+  /* 355,928 + the untied 512 x 128 head */
+  ck_assert_int_eq(tpx_model_total_params(v5), 421464);
+  ft_assert_param(v5, "lm_head.weight", 512, 128, -1);
+  ft_assert_param(v5, "backbone.layers.2.mixer.v_proj.weight", 64, 128, -1);
+  ft_assert_param(v5, "backbone.layers.4.mixer.in_proj.weight", 292, 128, -1);
+  tpx_model_destroy(v5);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_skeleton_diffusion) {
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_skeleton(reg, FAM, "Nemotron-Labs-Diffusion-3B.json");
+  ck_assert_int_eq(tpx_model_total_params(m), 3831659520LL);
+  ft_assert_param(m, "encoder.embed_tokens.weight", 131072, 3072, -1);
+  ft_assert_param(m, "encoder.layers.25.self_attn.q_proj.weight", 4096, 3072,
+                  -1);
+  ft_assert_param(m, "encoder.layers.25.self_attn.k_proj.weight", 1024, 3072,
+                  -1);
+  ft_assert_param(m, "encoder.layers.0.mlp.gate_proj.weight", 9216, 3072, -1);
+  ft_assert_param(m, "encoder.norm.weight", 3072, -1, -1);
+  ft_assert_param(m, "diffusion_head.weight", 131072, 3072, -1);
+  ck_assert_int_eq(ft_kind(m, "encoder.rotary_emb"), TPX_MODULE_ROTARY);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+typedef struct bytes_case {
+  const char *config, *arch;
+  int64_t tp, bytes;
+} bytes_case;
+
+/* bf16, 2 * (S / tp + R). Nemotron-H-8B: S = 4,764,729,344 (lm_head + 24
+ * MLP blocks), R = 3,336,123,392 (embedding, Mamba and attention blocks,
+ * norms). Diffusion-3B: S = 3,831,496,704, R = 162,816 (norms). */
+static const bytes_case bytes_cases[] = {
+    {NH8B, NH, 2, 11436976128LL},
+    {NH8B, NH, 4, 9054611456LL},
+    {NH8B, NH, 8, 7863429120LL},
+    {"Nemotron-Labs-Diffusion-3B.json", ND, 2, 3831822336LL},
+    {"Nemotron-Labs-Diffusion-3B.json", ND, 4, 1916073984LL},
+    {"Nemotron-Labs-Diffusion-3B.json", ND, 8, 958199808LL},
+};
+
+START_TEST(test_rank_bytes) {
+  const bytes_case *c = &bytes_cases[_i];
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_skeleton(reg, FAM, c->config);
+  tpx_plan *plan = ft_plan_ok(reg, m, c->arch, 0, c->tp);
+  ck_assert_int_eq(ft_rank_bytes(m, plan, c->tp, 0), c->bytes);
+  ck_assert_int_eq(ft_rank_bytes(m, plan, c->tp, c->tp - 1), c->bytes);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Neither hybrid_override_pattern nor layers_block_type: transformers'
+ * default block types (mamba, moe, attention, mlp), so block 3 is the one
+ * MLP block. */
+START_TEST(test_default_pattern) {
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = NULL;
+  tpx_plan *plan;
+  tpx_plan_entry e;
+  static const char cfg[] =
+      "{\"architectures\": [\"NemotronHForCausalLM\"], \"hidden_size\": 64}";
+  ck_assert_int_eq(tpx_model_create(&m, NULL), TPX_OK);
+  ck_assert_int_eq(tpx_model_set_config(m, cfg, sizeof cfg - 1, "d.json", NULL),
+                   TPX_OK);
+  plan = ft_plan_ok(reg, m, NH, 0, 2);
+  ck_assert_uint_eq(tpx_plan_size(plan), 3);
+  ck_assert_int_eq(tpx_plan_get(plan, 1, &e, NULL), TPX_OK);
+  ck_assert_str_eq(e.module, "backbone.layers.3.mixer.up_proj");
+  ck_assert_int_eq(tpx_plan_get(plan, 2, &e, NULL), TPX_OK);
+  ck_assert_str_eq(e.module, "backbone.layers.3.mixer.down_proj");
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Selection carries the strategy's FSDP units (every block, reshard on)
+ * and, with MoE blocks, the fp32 router bias. */
+START_TEST(test_fsdp_units_and_fp32) {
+  tpx_registry *reg = ft_registry(FAM);
+  const char *cfg = _i == 0 ? NH8B : "nemotron-h-moe-tiny.json";
+  size_t blocks = _i == 0 ? 52 : 6;
+  tpx_model *m = ft_skeleton(reg, FAM, cfg);
+  tpx_select_options opts = TPX_SELECT_OPTIONS_INIT;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  tpx_error err = {0};
+  size_t i;
+  opts.tp_size = 2;
+  ck_assert_int_eq(tpx_diag_list_create(&diags, NULL), TPX_OK);
+  if (tpx_select_plan(reg, m, &opts, &sel, diags, &err) != TPX_OK)
+    ck_abort_msg("select: %s", err.message);
+  ck_assert_int_eq(tpx_selection_source(sel), TPX_PLAN_SOURCE_PLUGIN);
+  ck_assert_str_eq(tpx_selection_function(sel), "nemotron_h");
+  ck_assert_uint_eq(tpx_selection_num_fsdp_units(sel), blocks);
+  for (i = 0; i < blocks; i++) {
+    char want[64];
+    int reshard = -1;
+    snprintf(want, sizeof want, "backbone.layers.%zu", i);
+    ck_assert_str_eq(tpx_selection_fsdp_unit(sel, i, &reshard), want);
+    ck_assert_int_eq(reshard, 1);
+  }
+  if (_i == 0) {
+    ck_assert_uint_eq(tpx_selection_num_fp32(sel), 0);
+  } else {
+    ck_assert_uint_eq(tpx_selection_num_fp32(sel), 1);
+    ck_assert_str_eq(tpx_selection_fp32(sel, 0),
+                     "backbone.layers.*.mixer.gate.e_score_correction_bias");
+  }
+  tpx_selection_destroy(sel);
+  tpx_diag_list_destroy(diags);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* NemotronHConfig: num_key_value_heads null means num_attention_heads,
+ * absent means 8 (the host's config_has reports null as absent, so the
+ * plugin looks at the keys themselves). */
+typedef struct kv_case {
+  const char *json;
+  int64_t k_rows;
+} kv_case;
+
+#define NH_BASE                                                                \
+  "\"architectures\": [\"NemotronHForCausalLM\"], \"torch_dtype\": "          \
+  "\"bfloat16\", \"vocab_size\": 64, \"hidden_size\": 64, "                  \
+  "\"intermediate_size\": 128, \"hybrid_override_pattern\": \"M*-\", "       \
+  "\"num_attention_heads\": 4, \"head_dim\": 16, \"mamba_num_heads\": 4, "   \
+  "\"mamba_head_dim\": 16, \"n_groups\": 1, \"ssm_state_size\": 8"
+
+static const kv_case kv_cases[] = {
+    {"{" NH_BASE ", \"num_key_value_heads\": null}", 4 * 16},
+    {"{" NH_BASE "}", 8 * 16},
+    {"{" NH_BASE ", \"num_key_value_heads\": 2}", 2 * 16},
+};
+
+START_TEST(test_kv_heads_null) {
+  const kv_case *c = &kv_cases[_i];
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_create(&m, NULL), TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_set_config(m, c->json, strlen(c->json), "kv.json", NULL),
+      TPX_OK);
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  ft_assert_param(m, "backbone.layers.1.mixer.k_proj.weight", c->k_rows, 64,
+                  -1);
+  ft_assert_param(m, "backbone.layers.1.mixer.v_proj.weight", c->k_rows, 64,
+                  -1);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* `tpx check-plugin` passes: the conformance harness on the synthetic
+ * configs and on the real ones (skeleton, plan keys against it, heads,
+ * ties, determinism, concurrency, capabilities). */
+START_TEST(test_check_plugin) {
+  static const char *const files[] = {"Nemotron-H-8B-Base-8K.json", "nemotron-h-moe-tiny.json", "nemotron-h-v5-list.json", "Nemotron-Labs-Diffusion-3B.json"};
+  ft_assert_harness(FAM, files, sizeof files / sizeof files[0]);
+}
+END_TEST
+
+#define N(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static Suite *nemotron_suite(void) {
+  Suite *s = suite_create("nemotron");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_registration);
+  tcase_add_loop_test(tc, test_plans, 0, N(plan_cases));
+  tcase_add_test(tc, test_plan_model_prefix);
+  tcase_add_test(tc, test_heads_at_tp16);
+  tcase_add_loop_test(tc, test_sequence_parallel_refused, 0, 2);
+  tcase_add_test(tc, test_validate_diagnostics);
+  tcase_add_loop_test(tc, test_bad_pattern, 0, N(bad_cases));
+  tcase_add_test(tc, test_default_pattern);
+  tcase_add_test(tc, test_skeleton_8b);
+  tcase_add_loop_test(tc, test_kv_heads_null, 0, N(kv_cases));
+  tcase_add_test(tc, test_skeleton_moe_and_v5);
+  tcase_add_test(tc, test_skeleton_diffusion);
+  tcase_add_loop_test(tc, test_rank_bytes, 0, N(bytes_cases));
+  tcase_add_loop_test(tc, test_fsdp_units_and_fp32, 0, 2);
+  tcase_add_test(tc, test_check_plugin);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(nemotron_suite());
+  int failed;
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""check_report.py — an independent checker of `tpx plan --format json`
+(tpx-report/1, spec/report-format.md).
+
+It re-derives from the JSON alone, without tpx's code:
+  * every field the format names, with the right types;
+  * placements: one entry per mesh dim name; the TP placement each style gives
+    a parameter (torch-semantics §2), Replicate for uncovered parameters and
+    for everything at tp == 1; the FSDP2 dp placements (§6): Replicate on
+    dp_replicate, Shard(0) on dp_shard, or strided_shard(0, tp) when TP
+    already shards dim 0;
+  * per_rank: one entry per rank, row-major coords per dim name;
+  * param_bytes of every rank, recomputed with torch.chunk semantics from the
+    shapes and placements (strided_shard: TP splits first, then dp splits the
+    TP-local piece), tied aliases once, no padding;
+  * total_params / total_bytes with a tied weight once;
+  * ok == (no error diagnostic).
+
+Usable as a module (check(report, expect) -> list of problems) or from the
+command line: check_report.py REPORT.json [--tp N --dp-shard N
+--dp-replicate N --sp] (exit 1 with the problems listed)."""
+import json
+import re
+import sys
+
+DTYPE_SIZE = {
+    "f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8_e4m3": 1, "f8_e5m2": 1,
+    "f8_e8m0": 1, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u64": 8, "u32": 4,
+    "u16": 2, "u8": 1, "bool": 1,
+}
+ROWWISE = {"rowwise", "vocab_parallel_embedding",
+           "gemma4_vocab_parallel_embedding", "gemma4_rowwise_parallel"}
+SEQUENCE = {"sequence_parallel", "rotary_embed_parallel",
+            "qk_norm_sequence_parallel",
+            "sequence_parallel_allgather_activation"}
+PREPARE = {"prepare_module_input", "prepare_module_output"}
+DISTRIBUTE = {"colwise"} | ROWWISE | SEQUENCE
+SOURCES = {"custom", "plugin", "hf", "default"}
+LEVELS = {"error", "warning", "info"}
+KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+PL_RE = re.compile(r"^(replicate|shard\((-?\d+)\)|strided_shard\((-?\d+),(\d+)\)"
+                   r"|partial(\(\w+\))?)$")
+
+
+def parse_pl(s):
+    """('R',) | ('S', dim) | ('SS', dim, k) | ('P',); None if unknown."""
+    m = PL_RE.match(s) if isinstance(s, str) else None
+    if not m:
+        return None
+    if s == "replicate":
+        return ("R",)
+    if s.startswith("shard("):
+        return ("S", int(m.group(2)))
+    if s.startswith("strided_shard("):
+        return ("SS", int(m.group(3)), int(m.group(4)))
+    return ("P",)
+
+
+def chunk(n, w, i):
+    """torch.chunk: (offset, length) of piece i of n over w."""
+    c = -(-n // w) if n else 0
+    off = min(n, i * c)
+    return off, max(0, min(n, off + c) - off)
+
+
+def local_lengths(shape, dims, sizes, pls, coords):
+    """Lengths of the slice a rank holds: plain shards in mesh order, then
+    strided shards (they split the piece left by the later mesh dims)."""
+    off = [0] * len(shape)
+    ln = list(shape)
+    order = [i for i, p in enumerate(pls) if p[0] == "S"] + \
+            [i for i, p in enumerate(pls) if p[0] == "SS"]
+    for i in order:
+        d = pls[i][1]
+        if d < 0:
+            d += len(shape)
+        if not 0 <= d < len(shape):
+            raise ValueError("shard dim out of range")
+        o, l = chunk(ln[d], sizes[i], coords[i])
+        off[d] += o
+        ln[d] = l
+    return ln
+
+
+def numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def expected_tp(style, kind, pname, own, ndim):
+    """TP placement (text) torch gives a parameter; None = unsupported."""
+    if style == "colwise":
+        return "shard(1)" if kind == "embedding" else "shard(0)"
+    if style in ROWWISE:
+        if kind == "embedding":
+            return "shard(0)"
+        return "shard(1)" if pname == "weight" else "replicate"
+    return "replicate"
+
+
+class Problems(list):
+    def add(self, msg):
+        if len(self) < 50:
+            self.append(msg)
+
+
+def check(rep, expect=None):
+    """Problems (strings) found in report `rep`. `expect`: dict with tp,
+    dp_shard, dp_replicate, sp, fsdp (all optional) from the command line."""
+    expect = expect or {}
+    P = Problems()
+    if not isinstance(rep, dict):
+        return ["report is not an object"]
+    for k in ("format", "model", "mesh", "selection", "plan", "parameters",
+              "per_rank", "diagnostics", "ok"):
+        if k not in rep:
+            P.add("missing top-level field '%s'" % k)
+    if P:
+        return P
+    if rep["format"] != "tpx-report/1":
+        P.add("format is %r" % rep["format"])
+    model = rep["model"]
+    for k, t in (("architecture", (str, type(None))), ("source", (str, type(None))),
+                 ("dtype", (str, type(None))), ("total_params", int),
+                 ("total_bytes", int)):
+        if k not in model or not isinstance(model[k], t) or isinstance(model[k], bool) and t is int:
+            P.add("model.%s missing or of the wrong type: %r" % (k, model.get(k)))
+    mesh = rep["mesh"]
+    dims, sizes = mesh.get("dims"), mesh.get("sizes")
+    if not (isinstance(dims, list) and isinstance(sizes, list) and
+            len(dims) == len(sizes) and all(isinstance(d, str) for d in dims)
+            and all(isinstance(s, int) and s >= 1 for s in sizes)):
+        P.add("mesh dims/sizes malformed: %r" % mesh)
+        return P
+    if len(set(dims)) != len(dims):
+        P.add("mesh dim names repeat: %r" % dims)
+    size_of = dict(zip(dims, sizes))
+    for k, dim in (("tp", "tp"), ("dp_shard", "dp_shard"),
+                   ("dp_replicate", "dp_replicate")):
+        if k in expect and size_of.get(dim) != expect[k]:
+            P.add("mesh %s is %r, asked for %r" % (dim, size_of.get(dim), expect[k]))
+    tp = size_of.get("tp", 1)
+    world = numel(sizes)
+
+    sel = rep["selection"]
+    if not isinstance(sel, dict):
+        P.add("selection is not an object")
+        sel = {}
+    if sel.get("source") not in SOURCES:
+        P.add("selection.source %r not one of %s" % (sel.get("source"), sorted(SOURCES)))
+    if sel.get("source") == "plugin" and not isinstance(sel.get("plugin"), str):
+        P.add("selection.plugin missing while source is plugin")
+    if not isinstance(sel.get("sequence_parallel"), bool):
+        P.add("selection.sequence_parallel not a bool")
+    elif "sp" in expect and sel["sequence_parallel"] != bool(expect["sp"]):
+        P.add("selection.sequence_parallel %r, asked %r" % (sel["sequence_parallel"], expect["sp"]))
+    if not isinstance(sel.get("trace"), list) or not all(isinstance(t, str) for t in sel.get("trace", [])):
+        P.add("selection.trace not a list of strings")
+
+    plan = rep["plan"]
+    if not isinstance(plan, dict) or plan.get("format") != "tpx-plan/1" or \
+            not isinstance(plan.get("entries"), list):
+        P.add("plan is not a tpx-plan/1 object with entries")
+        return P
+
+    # diagnostics and ok
+    diags = rep["diagnostics"]
+    if not isinstance(diags, list):
+        P.add("diagnostics not a list")
+        diags = []
+    has_error = False
+    for i, d in enumerate(diags):
+        if not isinstance(d, dict) or d.get("level") not in LEVELS or \
+                not isinstance(d.get("code"), str) or not KEBAB.match(d["code"]) \
+                or not isinstance(d.get("message"), str) or not d["message"]:
+            P.add("diagnostic %d malformed: %r" % (i, d))
+            continue
+        has_error |= d["level"] == "error"
+    if not isinstance(rep["ok"], bool):
+        P.add("ok is not a bool")
+    elif rep["ok"] == has_error:
+        P.add("ok=%r but %s error diagnostic" % (rep["ok"], "an" if has_error else "no"))
+
+    # modules: key -> style and kind of each styled module
+    mods = {}
+    for m in rep.get("modules", []) or []:
+        if isinstance(m, dict) and isinstance(m.get("module"), str):
+            mods[m["module"]] = m
+
+    params = rep["parameters"]
+    if not isinstance(params, list):
+        P.add("parameters not a list")
+        return P
+    by_name = {}
+    for i, p in enumerate(params):
+        if not isinstance(p, dict):
+            P.add("parameter %d not an object" % i)
+            continue
+        for k in ("name", "shape", "dtype", "module", "plan_key", "placements",
+                  "fsdp_unit"):
+            if k not in p:
+                P.add("parameter %r lacks '%s'" % (p.get("name", i), k))
+        if not isinstance(p.get("name"), str):
+            continue
+        if p["name"] in by_name:
+            P.add("parameter %r listed twice" % p["name"])
+        by_name[p["name"]] = p
+    if P:
+        return P
+
+    fsdp_on = expect.get("fsdp", True)
+    total_params = total_bytes = 0
+    sig = {}  # (shape, dtype, placements) -> count
+    for p in params:
+        name = p["name"]
+        shape = p["shape"]
+        if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+            P.add("%s: bad shape %r" % (name, shape))
+            continue
+        if p["dtype"] not in DTYPE_SIZE:
+            P.add("%s: unknown dtype %r" % (name, p["dtype"]))
+            continue
+        pl = p["placements"]
+        if not isinstance(pl, dict) or sorted(pl) != sorted(dims):
+            P.add("%s: placements %r do not name exactly the mesh dims %r" % (name, pl, dims))
+            continue
+        parsed = [parse_pl(pl[d]) for d in dims]
+        if None in parsed:
+            P.add("%s: unparsable placement in %r" % (name, pl))
+            continue
+        tied = p.get("tied_to")
+        if tied is not None and tied not in by_name:
+            P.add("%s: tied_to %r is not a parameter" % (name, tied))
+            tied = None
+        # TP placement by style (torch-semantics §2)
+        key = p["plan_key"]
+        if key is not None and not isinstance(key, str):
+            P.add("%s: plan_key %r" % (name, key))
+        if tied is not None:
+            tgt = by_name[tied]["placements"]
+            if "tp" in pl and pl["tp"] != tgt.get("tp"):
+                P.add("%s: tied alias tp placement %s != its target's %s"
+                      % (name, pl["tp"], tgt.get("tp")))
+        elif "tp" in pl:
+            want = "replicate"
+            if tp > 1 and key is not None:
+                # the styled module: nearest ancestor-or-self with a
+                # distribute_module style (reported in "modules")
+                mod = p["module"]
+                styled = None
+                while True:
+                    m = mods.get(mod)
+                    if m and m.get("style") in DISTRIBUTE:
+                        styled = m
+                        break
+                    if not mod:
+                        break
+                    mod = mod.rsplit(".", 1)[0] if "." in mod else ""
+                if styled is None:
+                    P.add("%s: plan_key %r but no styled module above it" % (name, key))
+                else:
+                    if styled.get("plan_key") != key:
+                        P.add("%s: plan_key %r but styled module %r has key %r"
+                              % (name, key, styled["module"], styled.get("plan_key")))
+                    kind = styled.get("kind")
+                    own = styled["module"] == p["module"]
+                    pname = name.rsplit(".", 1)[-1]
+                    if styled["style"] in SEQUENCE:
+                        want = "replicate"
+                    elif kind in ("linear", "embedding"):
+                        want = expected_tp(styled["style"], kind, pname, own,
+                                           len(shape))
+                    elif kind is None:
+                        P.add("modules entry %r lacks 'kind'" % styled["module"])
+                        want = None
+                    else:
+                        want = "replicate"  # torch raises: nothing applied
+            elif tp > 1 and key is None:
+                want = "replicate"
+            if tp == 1:
+                want = "replicate"
+            if want is not None and pl["tp"] != want:
+                P.add("%s: tp placement %s, torch gives %s (key %r)" % (name, pl["tp"], want, key))
+        # dp placements (FSDP2)
+        tpp = parse_pl(pl["tp"]) if "tp" in pl else ("R",)
+        if tpp[0] == "S" and tpp[1] < 0:
+            tpp = ("S", tpp[1] + len(shape))
+        if "dp_replicate" in pl and pl["dp_replicate"] != "replicate":
+            P.add("%s: dp_replicate placement %s, HSDP gives replicate" % (name, pl["dp_replicate"]))
+        if "dp_shard" in pl:
+            if not fsdp_on or len(shape) == 0:
+                want = "replicate"
+            elif tp > 1 and tpp == ("S", 0):
+                want = "strided_shard(0,%d)" % tp
+            else:
+                want = "shard(0)"
+            if pl["dp_shard"] != want:
+                P.add("%s: dp_shard placement %s, FSDP2 gives %s" % (name, pl["dp_shard"], want))
+        if tied is None:
+            total_params += numel(shape)
+            total_bytes += numel(shape) * DTYPE_SIZE[p["dtype"]]
+            k = (tuple(shape), p["dtype"], tuple(parsed))
+            sig[k] = sig.get(k, 0) + 1
+    if model["total_params"] != total_params:
+        P.add("model.total_params %d != %d (sum over parameters, tied once)"
+              % (model["total_params"], total_params))
+    if model["total_bytes"] != total_bytes:
+        P.add("model.total_bytes %d != %d" % (model["total_bytes"], total_bytes))
+
+    # per_rank
+    pr = rep["per_rank"]
+    if not isinstance(pr, list) or len(pr) != world:
+        P.add("per_rank has %s entries, world is %d" % (len(pr) if isinstance(pr, list) else pr, world))
+        return P
+    for r, e in enumerate(pr):
+        if not isinstance(e, dict) or e.get("rank") != r:
+            P.add("per_rank[%d] malformed or out of order: %r" % (r, e))
+            continue
+        c = e.get("coords")
+        want_c, rem = [], r
+        for s in reversed(sizes):
+            want_c.append(rem % s)
+            rem //= s
+        want_c.reverse()
+        if not isinstance(c, dict) or sorted(c) != sorted(dims) or \
+                [c[d] for d in dims] != want_c:
+            P.add("per_rank[%d].coords %r, want %r" % (r, c, dict(zip(dims, want_c))))
+            continue
+        got = e.get("param_bytes")
+        want = 0
+        try:
+            for (shape, dt, pls), n in sig.items():
+                ln = local_lengths(list(shape), dims, sizes, pls, want_c)
+                want += n * numel(ln) * DTYPE_SIZE[dt]
+        except ValueError as ex:
+            P.add("per_rank[%d]: %s" % (r, ex))
+            continue
+        if got != want:
+            P.add("per_rank[%d].param_bytes %r, recomputed %d" % (r, got, want))
+    return P
+
+
+def main(argv):
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("report")
+    ap.add_argument("--tp", type=int)
+    ap.add_argument("--dp-shard", type=int)
+    ap.add_argument("--dp-replicate", type=int)
+    ap.add_argument("--sp", action="store_true")
+    a = ap.parse_args(argv)
+    with open(a.report) as f:
+        rep = json.load(f)
+    ex = {"sp": a.sp}
+    if a.tp:
+        ex["tp"] = a.tp
+    if a.dp_shard:
+        ex["dp_shard"] = a.dp_shard
+    if a.dp_replicate:
+        ex["dp_replicate"] = a.dp_replicate
+    probs = check(rep, ex)
+    for p in probs:
+        print(p)
+    return 1 if probs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

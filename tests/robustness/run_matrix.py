@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""run_matrix.py — robustness driver for `tpx plan`.
+
+Runs the CLI over bundled configs x mesh shapes x sp x format and checks each
+run: no crash and no sanitizer report, exit 0 iff the report has no error
+diagnostic (1 otherwise), valid JSON that check_report.py accepts, and the
+text form exiting like the JSON form. Then runs the bad-input cases
+(bad_cli.json): each must exit with the given code and name the offending
+argument / file on stderr, never crash.
+
+usage: run_matrix.py TPX SOURCE_DIR [--full] [-j N] [--only SUBSTR]
+  default: a representative subset (well under a minute in a normal build);
+  --full: every config x tp {1,2,3,4,8,16} x dp_shard {1,2,3} x
+          dp_replicate {1,2} x sp {off,on} x format {text,json}."""
+import argparse
+import concurrent.futures as cf
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import check_report  # noqa: E402
+
+SAN_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
+               "UndefinedBehaviorSanitizer", "Segmentation fault",
+               "Assertion", "stack-overflow")
+
+
+def find_configs(src):
+    out = sorted(glob.glob(os.path.join(src, "tests/data/configs/*/config.json")))
+    for p in sorted(glob.glob(os.path.join(src, "tests/data/families/*/*.json"))):
+        if p.endswith(".index.json"):
+            continue
+        try:
+            with open(p) as f:
+                j = json.loads(f.read().replace("-Infinity", "null")
+                               .replace("Infinity", "null").replace("NaN", "null"))
+        except (ValueError, OSError):
+            continue
+        if isinstance(j, dict) and ("architectures" in j or "model_type" in j) \
+                and "entries" not in j:
+            out.append(p)
+    return out
+
+
+def env():
+    e = dict(os.environ)
+    # a sanitizer finding must not look like exit status 1 ("has errors")
+    e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + \
+        ":exitcode=86:detect_leaks=1:abort_on_error=0"
+    e["UBSAN_OPTIONS"] = e.get("UBSAN_OPTIONS", "") + \
+        ":print_stacktrace=1:halt_on_error=1:exitcode=87"
+    e["LSAN_OPTIONS"] = e.get("LSAN_OPTIONS", "") + ":exitcode=88"
+    return e
+
+
+ENV = env()
+
+
+def run(tpx, args, timeout=120):
+    p = subprocess.run([tpx, "plan"] + args, capture_output=True, env=ENV,
+                       timeout=timeout)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), \
+        p.stderr.decode("utf-8", "replace")
+
+
+def sanitizer_trouble(rc, err):
+    if rc < 0 or rc >= 86:
+        return "killed by signal %d" % -rc if rc < 0 else "sanitizer exit %d" % rc
+    for m in SAN_MARKERS:
+        if m in err:
+            return "stderr mentions %r" % m
+    return None
+
+
+def one_case(tpx, src, cfg, tp, dps, dpr, sp):
+    """Problems for one mesh shape: the JSON run and the text run."""
+    rel = os.path.relpath(cfg, src)
+    args = ["--config", cfg, "--tp", str(tp), "--dp-shard", str(dps),
+            "--dp-replicate", str(dpr)] + (["--sp"] if sp else [])
+    tag = "%s tp=%d dps=%d dpr=%d sp=%d" % (rel, tp, dps, dpr, sp)
+    probs = []
+    rc, out, err = run(tpx, args + ["--format", "json"])
+    t = sanitizer_trouble(rc, err)
+    if t:
+        return ["%s json: %s\n%s" % (tag, t, err[-3000:])]
+    if rc not in (0, 1):
+        return ["%s json: exit %d\n%s" % (tag, rc, err[-2000:])]
+    if not out.strip():
+        # planning failed before a report: allowed only with a message
+        if rc != 1 or "tpx plan:" not in err:
+            probs.append("%s json: no report, exit %d, stderr %r" % (tag, rc, err[-500:]))
+        jrep = None
+    else:
+        try:
+            jrep = json.loads(out)
+        except ValueError as e:
+            return ["%s json: invalid JSON: %s" % (tag, e)]
+        ps = check_report.check(jrep, {"tp": tp, "dp_shard": dps,
+                                       "dp_replicate": dpr, "sp": sp})
+        probs += ["%s json: %s" % (tag, p) for p in ps]
+        if isinstance(jrep.get("ok"), bool) and (rc == 0) != jrep["ok"]:
+            probs.append("%s json: exit %d but ok=%r" % (tag, rc, jrep["ok"]))
+    rc2, out2, err2 = run(tpx, args + ["--format", "text"])
+    t = sanitizer_trouble(rc2, err2)
+    if t:
+        return probs + ["%s text: %s\n%s" % (tag, t, err2[-3000:])]
+    if rc2 != rc:
+        probs.append("%s text: exit %d, json run exited %d" % (tag, rc2, rc))
+    if jrep is not None and not out2.strip():
+        probs.append("%s text: empty report" % tag)
+    return probs
+
+
+def matrix(full):
+    if full:
+        return [(tp, dps, dpr, sp) for tp in (1, 2, 3, 4, 8, 16)
+                for dps in (1, 2, 3) for dpr in (1, 2) for sp in (0, 1)]
+    # representative: tp=1, even, odd (uneven/head-indivisible), large;
+    # FSDP, odd FSDP, HSDP; sp on and off.
+    return [(1, 1, 1, 0), (2, 2, 1, 1), (3, 1, 2, 0), (4, 3, 2, 1),
+            (8, 2, 2, 0), (16, 1, 1, 1)]
+
+
+def bad_cli(tpx, src):
+    with open(os.path.join(HERE, "bad_cli.json")) as f:
+        cases = json.load(f)
+    probs = []
+    tmp = tempfile.mkdtemp(prefix="tpx-robust-")
+    subst = {"@SRC@": src, "@TMP@": tmp}
+    for name, body in (("garbage.safetensors", b"\xff" * 64),
+                       ("short.safetensors", b"\x10\x00"),
+                       ("huge_len.safetensors",
+                        (10 ** 12).to_bytes(8, "little") + b"{}"),
+                       ("bad_plan.json", b'{"format": "tpx-plan/1", "entries": [{'),
+                       ("plan_not_obj.json", b"[1,2,3]"),
+                       ("plan_bad_style.json",
+                        b'{"format":"tpx-plan/1","entries":[{"module":"a..b",'
+                        b'"style":"colwise"}]}'),
+                       ("config_trunc.json", b'{"architectures": ["Llama'),
+                       ("config_array.json", b"[]"),
+                       ("empty.json", b"")):
+        with open(os.path.join(tmp, name), "wb") as f:
+            f.write(body)
+    os.mkdir(os.path.join(tmp, "adir"))
+    try:
+        for c in cases:
+            args = []
+            for a in c["args"]:
+                for k, v in subst.items():
+                    a = a.replace(k, v)
+                args.append(a)
+            rc, out, err = run(tpx, args)
+            t = sanitizer_trouble(rc, err)
+            if t:
+                probs.append("bad-cli %s: %s\n%s" % (c["name"], t, err[-3000:]))
+                continue
+            if rc != c["exit"]:
+                probs.append("bad-cli %s: exit %d, want %d; stderr %r"
+                             % (c["name"], rc, c["exit"], err[-400:]))
+            for s in c.get("stderr", []):
+                for k, v in subst.items():
+                    s = s.replace(k, v)
+                if s not in err:
+                    probs.append("bad-cli %s: stderr lacks %r; got %r"
+                                 % (c["name"], s, err[-400:]))
+            if c["exit"] != 0 and out.strip() and not c.get("report"):
+                probs.append("bad-cli %s: printed a report on stdout" % c["name"])
+    finally:
+        for f in os.listdir(tmp):
+            p = os.path.join(tmp, f)
+            if os.path.isdir(p):
+                os.rmdir(p)
+            else:
+                os.unlink(p)
+        os.rmdir(tmp)
+    return probs, len(cases)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tpx")
+    ap.add_argument("src")
+    ap.add_argument("--full", action="store_true")
+    ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-bad-cli", action="store_true")
+    a = ap.parse_args()
+    t0 = time.time()
+    cfgs = [c for c in find_configs(a.src) if a.only in c]
+    if not a.full:
+        # a representative subset of configs: one per family plus the
+        # bundled real configs
+        seen, sub = set(), []
+        for c in cfgs:
+            fam = os.path.basename(os.path.dirname(c))
+            if "/configs/" in c or fam not in seen:
+                sub.append(c)
+                seen.add(fam)
+        cfgs = sub
+    jobs = [(c,) + m for c in cfgs for m in matrix(a.full)]
+    probs = []
+    with cf.ThreadPoolExecutor(max_workers=a.j) as ex:
+        futs = [ex.submit(one_case, a.tpx, a.src, *j) for j in jobs]
+        for f in futs:
+            probs += f.result()
+    nbad = 0
+    if not a.no_bad_cli:
+        bp, nbad = bad_cli(a.tpx, a.src)
+        probs += bp
+    for p in probs:
+        print("FAIL:", p)
+    print("%d configs x %d meshes (json+text) = %d runs, %d bad-input cases, "
+          "%d problems, %.1f s" % (len(cfgs), len(matrix(a.full)),
+                                   2 * len(jobs), nbad, len(probs),
+                                   time.time() - t0))
+    return 1 if probs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

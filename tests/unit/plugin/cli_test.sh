@@ -1,0 +1,70 @@
+#!/bin/sh
+# cli_test.sh TPX GOOD_DIR BROKEN_DIR — `tpx plugins` and `tpx check-plugin`
+# end to end: exit codes, the text and JSON outputs, refusals with reasons.
+set -u
+TPX=$1 GOOD=$2 BROKEN=$3
+fails=0
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tpx-cli-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT INT TERM
+
+# expect NAME WANT_RC NEEDLE CMD... : run CMD, check its exit code and that
+# its stdout+stderr holds NEEDLE.
+expect() {
+  name=$1 want=$2 needle=$3
+  shift 3
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "FAIL $name: exit $rc, expected $want"; echo "$out" | head -20
+    fails=$((fails + 1))
+  elif ! printf '%s\n' "$out" | grep -qF -- "$needle"; then
+    echo "FAIL $name: output lacks '$needle'"; echo "$out" | head -20
+    fails=$((fails + 1))
+  else
+    echo "PASS $name"
+  fi
+}
+
+# A directory of plugins that fail to load without crashing the loader.
+mkdir -p "$WORK/mixed/sub"
+for f in no_symbols missing_get_plan abi_too_new not_elf; do
+  ln -s "$BROKEN/$f.so" "$WORK/mixed/$f.so"
+done
+ln -s "$GOOD/libtpxtest_good.so" "$WORK/mixed/sub/libtpxtest_good.so"
+
+expect "plugins --help" 0 "TPX_PLUGIN_PATH" "$TPX" plugins --help
+expect "plugins bad option" 2 "unknown argument" "$TPX" plugins --frobnicate
+expect "plugins bad format" 2 "unknown format" "$TPX" plugins --format xml
+expect "plugins good dir" 0 "tpxtest 1.2.3 (ABI 1.0)" "$TPX" plugins --dir "$GOOD"
+expect "plugins duplicate warning" 0 "duplicate-architecture" "$TPX" plugins --dir "$GOOD"
+expect "plugins capabilities" 0 "capabilities: get_plan skeleton validate fsdp_units fp32_params" "$TPX" plugins --dir "$GOOD"
+expect "plugins named plans" 0 "named plans: tpxtest_named_plan" "$TPX" plugins --dir "$GOOD"
+expect "plugins refused" 1 "4 plugin(s) refused" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
+expect "plugins refused reason" 1 "missing required symbol 'get_plan'" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
+expect "plugins abi reason" 1 "the host speaks 1.0..1.0, the plugin speaks 2.0" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
+expect "plugins subdirectory" 1 "$WORK/mixed/sub/libtpxtest_good.so" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
+expect "plugins survives a crashing plugin" 1 "crashed with SIGSEGV (signal 11) while loading" "$TPX" plugins --dir "$BROKEN"
+expect "plugins json" 1 '"reason": "dlopen failed: ' "$TPX" plugins --dir "$WORK/mixed" --format json
+out=$("$TPX" plugins --dir "$WORK/mixed" --format json 2>/dev/null)
+if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["format"]=="tpx-plugins/1"; assert len(d["plugins"])==1 and len(d["refused"])==4; assert d["plugins"][0]["architectures"][0]=="TestForCausalLM"'; then
+  echo "PASS plugins json parses"
+else
+  echo "FAIL plugins json parses"; fails=$((fails + 1))
+fi
+
+expect "check-plugin --help" 0 "usage: tpx check-plugin" "$TPX" check-plugin --help
+expect "check-plugin no plugin" 2 "no plugin given" "$TPX" check-plugin
+expect "check-plugin bad timeout" 2 "--timeout" "$TPX" check-plugin x.so --timeout -3
+expect "check-plugin good" 0 "38 passed, 0 failed" "$TPX" check-plugin "$GOOD/libtpxtest_good.so"
+expect "check-plugin hang" 1 "timed out after 1.0 s (killed)" "$TPX" check-plugin "$BROKEN/get_plan_hangs.so" --timeout 1
+expect "check-plugin crash" 1 "crashed with SIGSEGV" "$TPX" check-plugin "$BROKEN/register_crashes.so"
+expect "check-plugin text .so" 1 "FAIL exports: cannot read exports: not an ELF file" "$TPX" check-plugin "$BROKEN/not_elf.so"
+out=$("$TPX" check-plugin "$BROKEN/unknown_style.so" --format json 2>/dev/null)
+if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["failed"]==8 and d["passed"]==8, d; assert any("diagonalwise" in c["detail"] for c in d["checks"])'; then
+  echo "PASS check-plugin json"
+else
+  echo "FAIL check-plugin json"; echo "$out" | head; fails=$((fails + 1))
+fi
+
+echo "$fails failure(s)"
+[ "$fails" -eq 0 ]
