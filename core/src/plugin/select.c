@@ -272,6 +272,20 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
   return TPX_OK;
 }
 
+/* Upstream strategies (PARALLELIZATION_STRATEGIES, keyed by the bare class
+ * name) whose flow does not call validate_tp_mesh. */
+static int strategy_skips_validate(const char *arch) {
+  static const char *const skip[] = {"NemotronHForCausalLM"};
+  if (!arch)
+    return 0;
+  const char *dot = strrchr(arch, '.');
+  const char *bare = dot ? dot + 1 : arch;
+  for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
+    if (strcmp(bare, skip[i]) == 0)
+      return 1;
+  return 0;
+}
+
 tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
                            const tpx_select_options *opts, tpx_selection **out,
                            tpx_diag_list *diags, tpx_error *err) {
@@ -308,8 +322,13 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   trace(sel, "request: architecture %s, tp=%lld, sequence_parallel=%s",
         arch ? arch : "(none)", (long long)tp, sp ? "on" : "off");
 
-  /* validate_tp_mesh runs before selection, whatever the source. */
-  if (tp > 1) {
+  /* validate_tp_mesh runs before selection, whatever the source, in the
+   * Default strategy and its subclasses; strategies with their own flow skip
+   * it (plans.md §4.9). */
+  if (tp > 1 && strategy_skips_validate(arch)) {
+    trace(sel, "validate_tp_mesh: skipped (the %s strategy does not run it)",
+          arch);
+  } else if (tp > 1) {
     size_t before = tpx_diag_count(diags);
     s = tpx_validate_tp_mesh(model, tp, diags, err);
     if (s != TPX_OK)

@@ -366,6 +366,28 @@ START_TEST(default_base_plan) {
 }
 END_TEST
 
+/* The NemotronH strategy skips validate_tp_mesh (plans.md §4.9); the Default
+ * strategy runs it for the same head counts. */
+START_TEST(nemotron_h_skips_validate_tp_mesh) {
+  static const char *const archs[] = {"NemotronHForCausalLM", "LlamaForCausalLM"};
+  for (int i = 0; i < 2; i++) {
+    fixture f;
+    char json[256];
+    setup_reg(&f, NULL);
+    snprintf(json, sizeof json,
+             "{\"architectures\": [\"%s\"], \"num_attention_heads\": 8, "
+             "\"num_key_value_heads\": 2}", archs[i]);
+    f.model = model_from_json(json);
+    select_ok(&f, 4, 0, NULL, NULL);
+    ck_assert_int_eq(has_diag(&f, "heads-not-divisible", TPX_DIAG_ERROR, NULL),
+                     i == 1);
+    ck_assert_int_eq(has_trace(&f, "validate_tp_mesh: skipped (the "
+                                   "NemotronHForCausalLM strategy"), i == 0);
+    teardown(&f);
+  }
+}
+END_TEST
+
 /* Nemotron-Flash: lm_head kept only with a sharded output. */
 START_TEST(nemotron_flash_lm_head) {
   fixture f;
@@ -462,6 +484,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, default_base_plan, 0, 2);
   tcase_add_loop_test(tc, nemotron_flash_lm_head, 0, 2);
   tcase_add_test(tc, bad_arguments);
+  tcase_add_test(tc, nemotron_h_skips_validate_tp_mesh);
   suite_add_tcase(s, tc);
   return s;
 }
