@@ -59,8 +59,10 @@ static void usage(FILE *out) {
 static int parse_size(const char *opt, const char *text, int64_t *out) {
   char *end = NULL;
   errno = 0;
-  long long v = text ? strtoll(text, &end, 10) : 0;
-  if (!text || !*text || *end || errno || v < 1 || v > (1LL << 20)) {
+  /* digits only: strtoll alone would also take " 2", "+2" and "-0" */
+  int digits = text && *text >= '0' && *text <= '9';
+  long long v = digits ? strtoll(text, &end, 10) : 0;
+  if (!digits || *end || errno || v < 1 || v > (1LL << 20)) {
     fprintf(stderr, "tpx plan: %s expects a positive integer, got '%s'\n", opt,
             text ? text : "");
     return -1;
@@ -141,6 +143,16 @@ static int is_file(const char *path) {
   return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A --plan value that is meant as a file rather than a plugin's plan
+ * name: plan names are identifiers, so a '/' or a ".json" suffix, or an
+ * existing non-regular path (a directory), means a path. */
+static int looks_like_path(const char *s) {
+  size_t n = strlen(s);
+  struct stat st;
+  return strchr(s, '/') != NULL ||
+         (n >= 5 && strcmp(s + n - 5, ".json") == 0) || stat(s, &st) == 0;
+}
+
 static int fail(const char *what, const tpx_error *err) {
   fprintf(stderr, "tpx plan: %s: %s\n", what, err->message);
   return 1;
@@ -194,6 +206,14 @@ int tpx_cmd_plan(int argc, char **argv) {
       code = fail("reading the plan", &err);
       goto out;
     }
+  } else if (a.plan && looks_like_path(a.plan)) {
+    struct stat pst;
+    int e = stat(a.plan, &pst) == 0 ? 0 : errno;
+    fprintf(stderr,
+            "tpx plan: --plan '%s': %s (give a tpx-plan/1 file, or the name "
+            "of a plugin's named plan; see `tpx plugins`)\n",
+            a.plan, e ? strerror(e) : "not a regular file");
+    goto out;
   }
   if (tpx_diag_list_create(&diags, &err) != TPX_OK) {
     code = fail("planning", &err);
@@ -264,6 +284,14 @@ int tpx_cmd_plan(int argc, char **argv) {
   }
   fputs(text, stdout);
   if (strcmp(a.format, "json") == 0) fputc('\n', stdout);
+  /* A report that did not reach its reader (disk full, closed pipe) must not
+   * exit 0: scripts take 0 as "planned, and the report is there". */
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "tpx plan: writing the report to standard output: %s\n",
+            strerror(errno));
+    code = 1;
+    goto out;
+  }
   code = tpx_report_ok(sh, &ro) ? 0 : 1;
 
 out:

@@ -56,10 +56,10 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "baichuan plugin: architecture '%s' is not served",
                      req->architecture != NULL ? req->architecture : "(null)");
-  /* No head-count refusal: validate_tp_mesh (spec/plans.md §4.5) still
-   * asserts on the head counts although no attention key is planned, but
-   * that diagnostic is the host's; this plan shards no heads, so it is valid
-   * at any tp (tpxp_check_tp_heads is only for head-sharded plans). */
+  /* Like upstream's plan function, get_plan never looks at tp or the head
+   * counts: validate_tp_mesh (spec/plans.md §4.5) still asserts on them
+   * although no attention key is planned, and the host runs it before
+   * selection for every plan source (heads-not-divisible). */
   /* sequence_parallel is ignored upstream. */
   st = tpxp_add_rules(host, ctx, "", k_baichuan, N_OF(k_baichuan));
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)

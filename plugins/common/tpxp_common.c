@@ -2,7 +2,6 @@
  * the bundled family plugins (see tpxp_common.h). Skeleton builders live in
  * tpxp_skeleton.c. No state: every function works on its arguments only. */
 #include "tpxp_common.h"
-#include "tpxp_heads.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -155,25 +154,6 @@ const char *tpxp_path(char *buf, size_t size, const char *section,
   else
     snprintf(buf, size, "%s.%s", section, key);
   return buf;
-}
-
-int tpxp_check_tp_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                        const char *section, int64_t tp) {
-  char p[TPXP_FQN_MAX];
-  int64_t heads = 0, kv = 0;
-  int st;
-  if (tp <= 1)
-    return TPX_PLUGIN_OK;
-  st = tpxp_cfg_int_opt(host, ctx,
-                        tpxp_path(p, sizeof p, section, "num_attention_heads"),
-                        0, &heads);
-  if (st == TPX_PLUGIN_OK)
-    st = tpxp_cfg_int_opt(
-        host, ctx, tpxp_path(p, sizeof p, section, "num_key_value_heads"), 0,
-        &kv);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  return tpxp_refuse_heads(host, ctx, heads, kv, tp);
 }
 
 /* ---- plan entries ---- */

@@ -85,24 +85,6 @@ int tpxp_fmt(char *buf, size_t size, const char *fmt, ...) TPXP_PRINTF(3, 4);
 const char *tpxp_path(char *buf, size_t size, const char *section,
                       const char *key);
 
-/* validate_tp_mesh's plain head check (spec/plans.md §4.5): reads
- * num_attention_heads and num_key_value_heads from `section` of the config
- * (each 0 when absent, as upstream's getattr default) and returns
- * TPX_PLUGIN_REFUSED, with upstream's assertion text, when tp > 1 does not
- * divide them (kv first).
- *
- * Who calls it, and why: the diagnostic itself is the host's
- * (tpx_validate_tp_mesh runs before selection for every plan source and
- * reports it once), and upstream's plan functions never look at tp. But
- * tpx's get_plan contract (tpx/plugin.h; enforced by `tpx check-plugin`) is
- * that a plugin must not hand out a plan that shards attention heads at a tp
- * the head counts do not allow: it refuses instead. So a family plugin calls
- * this from get_plan only for a plan that shards heads (a colwise
- * q/k/v/qkv_proj with sharded output), never for the others (Baichuan,
- * Phi-3), and never reports it as a diagnostic of its own. */
-int tpxp_check_tp_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                        const char *section, int64_t tp);
-
 /* ---- plan entries ---- */
 
 /* One plan entry relative to a prefix. Layout fields hold one layout string

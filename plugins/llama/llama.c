@@ -6,9 +6,9 @@
  * skeletons for Llama and for DeciLM's heterogeneous block_configs.
  * Not: the validate_tp_mesh / Nemotron-NAS diagnostics (§4.5) and the
  * Nemotron-Flash lm_head post-processing (§4.1): the host runs both for every
- * plan source (get_plan only refuses a head-sharded plan at a tp the heads
- * do not allow, tpx's get_plan contract). Not: Nemotron-Flash skeletons (hybrid blocks; no published
- * layout here). */
+ * plan source, and get_plan, like upstream's plan functions, never looks at
+ * tp or the head counts. Not: Nemotron-Flash skeletons (hybrid blocks; no
+ * published layout here). */
 #include <stdio.h>
 #include <string.h>
 
@@ -126,25 +126,6 @@ static const char *model_type(const tpx_plugin_host *host,
   return t;
 }
 
-/* What this get_plan is, and is not (spec/plans.md §4.1): the plan function
- * (_parallelize_llama, _parallelize_decilm_nemotron, or the named plan's
- * branch). validate_tp_mesh / validate_tp_mesh_for_nemotron_nas (§4.5) are
- * the host's diagnostics (tpx_validate_tp_mesh, before selection, for every
- * plan source), and the Nemotron-Flash lm_head post-processing is the host's
- * too (after selection, for every source); the plugin reports neither. It
- * only keeps tpx's get_plan contract of not handing out a head-sharded plan
- * at a tp the head counts do not allow (see tpxp_check_tp_heads): every plan
- * here shards heads, so it refuses then, on the same conditions. */
-static int nas_refuse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                      int64_t tp);
-
-/* 1 when the config is DeciLM remote code with a Nemotron-NAS config (the
- * case validate_tp_mesh delegates to the Nemotron-NAS check). */
-static int is_nemotron_nas(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
-  return str_eq(first_arch(host, ctx), "DeciLMForCausalLM") &&
-         str_eq(model_type(host, ctx), "nemotron-nas");
-}
-
 static int add_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const tpxp_rule *sp0, size_t n0, const tpxp_rule *sp1,
                     size_t n1, int sp) {
@@ -154,6 +135,15 @@ static int add_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
+/* What this get_plan is, and is not (spec/plans.md §4.1): the plan function
+ * (_parallelize_llama, _parallelize_decilm_nemotron, or the named plan's
+ * branch), which never looks at tp or the head counts.
+ * validate_tp_mesh / validate_tp_mesh_for_nemotron_nas (§4.5) are the host's
+ * diagnostics (tpx_validate_tp_mesh, before selection, for every plan
+ * source), and the Nemotron-Flash lm_head post-processing is the host's too
+ * (after selection, for every source); the plugin does neither. Its only
+ * refusal besides unknown requests is _parallelize_decilm_nemotron's
+ * model_type check. */
 int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
              const tpx_plugin_plan_request *req) {
   const char *arch, *mtype;
@@ -192,11 +182,6 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      "llama plugin: architecture '%s' is not served",
                      arch != NULL ? arch : "(null)");
   }
-  st = is_nemotron_nas(host, ctx)
-           ? nas_refuse(host, ctx, req->tp_size)
-           : tpxp_check_tp_heads(host, ctx, "", req->tp_size);
-  if (st != TPX_PLUGIN_OK)
-    return st;
   if (decilm) {
     st = add_plan(host, ctx, k_decilm_sp0, N_OF(k_decilm_sp0), k_decilm_sp1,
                   N_OF(k_decilm_sp1), req->sequence_parallel);
@@ -397,57 +382,4 @@ int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return st;
   return tpxp_sk_lm_head(host, ctx, "lm_head", d.hidden, d.vocab, 0, d.tie,
                          "model.embed_tokens.weight", NULL);
-}
-
-/* ---- the head check behind the refusal ---- */
-
-/* validate_tp_mesh_for_nemotron_nas's assertions in upstream's order, as a
- * refusal (the first failure stops them): TPX_PLUGIN_OK, TPX_PLUGIN_REFUSED
- * with a message, or another status when the config cannot be read. Absent
- * counts read as 0 (they pass). The replace_with_linear bypass is silent
- * here: the host already notes it. */
-static int nas_refuse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                      int64_t tp) {
-  int64_t heads = 0, layers = 0, nblocks = 0, i;
-  int st;
-  if (tp <= 1)
-    return TPX_PLUGIN_OK;
-  if ((st = tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 0, &heads)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "num_hidden_layers", 0, &layers)))
-    return st;
-  if (heads % tp != 0)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "num_attention_heads (%lld) is not divisible by tp=%lld "
-                     "(Nemotron-NAS: num_attention_heads in config does not "
-                     "match the TP size)",
-                     (long long)heads, (long long)tp);
-  if (host->config_get_length(ctx, "block_configs", &nblocks) != 0)
-    nblocks = 0;
-  if (nblocks < layers)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "num_hidden_layers (%lld) does not match the number of "
-                     "block_configs (%lld)",
-                     (long long)layers, (long long)nblocks);
-  for (i = 0; i < layers; i++) {
-    block_cfg b;
-    if ((st = read_block(host, ctx, i, &b)) != TPX_PLUGIN_OK)
-      return st;
-    if (b.attn_linear)
-      continue; /* upstream prints a bypass message and checks nothing */
-    if (b.n_heads_in_group > 0) {
-      int64_t kv = heads / b.n_heads_in_group;
-      if (kv % tp != 0)
-        return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                         "layer %lld: num_key_value_heads (%lld = %lld / "
-                         "n_heads_in_group %lld) is not divisible by tp=%lld",
-                         (long long)i, (long long)kv, (long long)heads,
-                         (long long)b.n_heads_in_group, (long long)tp);
-    } else if (!b.attn_no_op) {
-      return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                       "layer %lld: attention has neither n_heads_in_group "
-                       "nor no_op",
-                       (long long)i);
-    }
-  }
-  return TPX_PLUGIN_OK;
 }

@@ -78,14 +78,10 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (req->plan_name != NULL)
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "mistral plugin: no named plan '%s'", req->plan_name);
-  /* Both plans shard heads, so tpx's get_plan contract refuses a tp the
-   * head counts do not allow (tpxp_check_tp_heads; the diagnostic itself is
-   * the host's validate_tp_mesh): the VLM's counts come from its language
-   * model config (text_config), Ministral3's from the top level. */
-  st = tpxp_check_tp_heads(
-      host, ctx, is_vlm(req->architecture) ? "text_config" : "", req->tp_size);
-  if (st != TPX_PLUGIN_OK)
-    return st;
+  /* Like upstream's plan functions, get_plan never looks at tp or the head
+   * counts: the head check is validate_tp_mesh, which the host runs before
+   * selection for every plan source (heads-not-divisible; for the VLM from
+   * text_config). */
   if (is_vlm(req->architecture)) {
     /* The Ministral3 sp0 set under model.language_model; sp is silently
      * ignored; vision_tower / multi_modal_projector get no key. */

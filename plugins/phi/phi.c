@@ -82,11 +82,10 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (req->plan_name != NULL)
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "phi plugin: no named plan '%s'", req->plan_name);
-  /* validate_tp_mesh (spec/plans.md §4.5) asserts on the head counts for
-   * both classes; that diagnostic is the host's. Phi-3's plan does not shard
-   * heads (qkv_proj rowwise), so it is valid at any tp and is not refused;
-   * Phi-2's does, so it is refused below (tpx's get_plan contract,
-   * tpxp_check_tp_heads). */
+  /* Like upstream's plan functions, get_plan never looks at tp or the head
+   * counts: validate_tp_mesh (spec/plans.md §4.5) asserts on them for both
+   * classes, and the host runs it before selection for every plan source
+   * (heads-not-divisible). */
   if (tpxp_arch_is(req->architecture, "Phi3ForCausalLM")) {
     st = tpxp_add_rules(host, ctx, "", k_phi3, N_OF(k_phi3));
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
@@ -97,8 +96,6 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "phi plugin: architecture '%s' is not served",
                      req->architecture != NULL ? req->architecture : "(null)");
-  if ((st = tpxp_check_tp_heads(host, ctx, "", req->tp_size)) != 0)
-    return st;
   st = tpxp_add_rules(host, ctx, "", k_phi_sp0, N_OF(k_phi_sp0));
   if (st == TPX_PLUGIN_OK && req->sequence_parallel)
     st = tpxp_add_rules(host, ctx, "", k_phi_sp1, N_OF(k_phi_sp1));

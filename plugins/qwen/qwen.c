@@ -145,14 +145,9 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (req->plan_name != NULL)
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "qwen plugin: no named plan '%s'", req->plan_name);
-  /* Every plan here shards heads (colwise q/k/v), so tpx's get_plan
-   * contract refuses a tp the head counts do not allow (tpxp_check_tp_heads;
-   * the diagnostic itself is the host's validate_tp_mesh). It reads the
-   * top-level config for every Qwen class, as validate_tp_mesh does: for the
-   * Qwen3.5 VLM the counts live in text_config, so the check sees 0 and
-   * passes. */
-  if ((st = tpxp_check_tp_heads(host, ctx, "", req->tp_size)) != 0)
-    return st;
+  /* Like upstream's plan functions, get_plan never looks at tp or the head
+   * counts: the head check is validate_tp_mesh, which the host runs before
+   * selection for every plan source (heads-not-divisible). */
   if (is_qwen35(arch)) {
     /* sequence_parallel is not an input of get_hf_tp_shard_plan. */
     st = TPX_PLUGIN_OK;

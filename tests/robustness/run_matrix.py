@@ -17,6 +17,7 @@ import concurrent.futures as cf
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,12 +79,13 @@ def sanitizer_trouble(rc, err):
     return None
 
 
-def one_case(tpx, src, cfg, tp, dps, dpr, sp):
+def one_case(tpx, src, cfg, tp, dps, dpr, sp, extra=()):
     """Problems for one mesh shape: the JSON run and the text run."""
     rel = os.path.relpath(cfg, src)
     args = ["--config", cfg, "--tp", str(tp), "--dp-shard", str(dps),
-            "--dp-replicate", str(dpr)] + (["--sp"] if sp else [])
-    tag = "%s tp=%d dps=%d dpr=%d sp=%d" % (rel, tp, dps, dpr, sp)
+            "--dp-replicate", str(dpr)] + (["--sp"] if sp else []) + list(extra)
+    tag = "%s tp=%d dps=%d dpr=%d sp=%d %s" % (rel, tp, dps, dpr, sp,
+                                               " ".join(os.path.basename(e) for e in extra))
     probs = []
     rc, out, err = run(tpx, args + ["--format", "json"])
     t = sanitizer_trouble(rc, err)
@@ -102,7 +104,8 @@ def one_case(tpx, src, cfg, tp, dps, dpr, sp):
         except ValueError as e:
             return ["%s json: invalid JSON: %s" % (tag, e)]
         ps = check_report.check(jrep, {"tp": tp, "dp_shard": dps,
-                                       "dp_replicate": dpr, "sp": sp})
+                                       "dp_replicate": dpr, "sp": sp,
+                                       "fsdp": "--no-fsdp" not in extra})
         probs += ["%s json: %s" % (tag, p) for p in ps]
         if isinstance(jrep.get("ok"), bool) and (rc == 0) != jrep["ok"]:
             probs.append("%s json: exit %d but ok=%r" % (tag, rc, jrep["ok"]))
@@ -127,12 +130,116 @@ def matrix(full):
             (8, 2, 2, 0), (16, 1, 1, 1)]
 
 
+def safetensors(path, tensors):
+    """A header-only safetensors file: {name: (DTYPE, shape, nbytes)}."""
+    import struct
+    off, h = 0, {}
+    for n, (dt, shape, nbytes) in tensors.items():
+        h[n] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + nbytes]}
+        off += nbytes
+    b = json.dumps(h).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(b)) + b + b"\0" * off)
+
+
+def write_inputs(tmp):
+    """Inputs shared by the bad-input and the custom cases."""
+    os.mkdir(os.path.join(tmp, "adir"))
+    safetensors(os.path.join(tmp, "overflow.safetensors"),
+                {"model.embed_tokens.weight": ("BF16", [1 << 31, 1 << 31], 0)})
+    # zero-size, 0-d and odd-sized tensors, a tied lm_head absent
+    safetensors(os.path.join(tmp, "odd.safetensors"), {
+        "model.embed_tokens.weight": ("BF16", [0, 64], 0),
+        "model.norm.weight": ("BF16", [], 2),
+        "model.layers.0.self_attn.q_proj.weight": ("F32", [5, 3], 60),
+        "model.layers.0.self_attn.o_proj.weight": ("F32", [3, 5], 60),
+        "model.layers.0.mlp.up_proj.weight": ("BF16", [7, 1, 2], 28),
+        "model.layers.1.self_attn.q_proj.weight": ("I8", [1, 1], 1),
+    })
+    # a small Mixtral-shaped model (the Mixtral config has no skeleton
+    # plugin): 2 layers x 4 experts, odd sizes
+    moe = {"model.embed_tokens.weight": ("BF16", [1001, 96], 1001 * 96 * 2),
+           "model.norm.weight": ("BF16", [96], 192),
+           "lm_head.weight": ("BF16", [1001, 96], 1001 * 96 * 2)}
+    for l in range(2):
+        pre = "model.layers.%d." % l
+        for n, shp in (("self_attn.q_proj", [96, 96]), ("self_attn.k_proj", [24, 96]),
+                       ("self_attn.v_proj", [24, 96]), ("self_attn.o_proj", [96, 96]),
+                       ("block_sparse_moe.gate", [4, 96])):
+            moe[pre + n + ".weight"] = ("BF16", shp, shp[0] * shp[1] * 2)
+        for n in ("input_layernorm", "post_attention_layernorm"):
+            moe[pre + n + ".weight"] = ("BF16", [96], 192)
+        for e in range(4):
+            for w, shp in (("w1", [200, 96]), ("w2", [96, 200]), ("w3", [200, 96])):
+                moe[pre + "block_sparse_moe.experts.%d.%s.weight" % (e, w)] = \
+                    ("BF16", shp, shp[0] * shp[1] * 2)
+    safetensors(os.path.join(tmp, "moe.safetensors"), moe)
+    plans = {
+        # colwise embedding (Shard(1)), a container styled colwise (torch
+        # raises: error), SP norms, nested styles, prepare_module_input
+        "plan_colemb.json": [
+            {"module": "model.embed_tokens", "style": "colwise"},
+            {"module": "model.layers.*.self_attn.q_proj", "style": "colwise"},
+            {"module": "model.layers.*.self_attn.o_proj", "style": "rowwise"},
+            {"module": "model.layers.*.mlp", "style": "colwise"},
+            {"module": "model.norm", "style": "sequence_parallel"},
+            {"module": "lm_head", "style": "colwise"}],
+        "plan_nested.json": [
+            {"module": "model.layers.*", "style": "sequence_parallel"},
+            {"module": "model.layers.*.self_attn.q_proj", "style": "colwise"},
+            {"module": "model.layers.*.input_layernorm",
+             "style": "prepare_module_input", "input_layouts": ["shard(1)"],
+             "desired_input_layouts": ["replicate"]}],
+        "plan_rowwise_all.json": [
+            {"module": "model.embed_tokens", "style": "rowwise"},
+            {"module": "model.layers.*.*.*", "style": "rowwise"},
+            {"module": "lm_head", "style": "rowwise"}],
+        "plan_empty.json": [],
+    }
+    for name, entries in plans.items():
+        with open(os.path.join(tmp, name), "w") as f:
+            json.dump({"format": "tpx-plan/1", "entries": entries}, f)
+
+
+def custom_cases(tpx, src, full):
+    """Custom plans and odd safetensors through the full check."""
+    probs = []
+    tmp = tempfile.mkdtemp(prefix="tpx-robust-")
+    try:
+        write_inputs(tmp)
+        llama = os.path.join(src, "tests/data/configs/Llama-3.2-1B/config.json")
+        qwen = os.path.join(src, "tests/data/configs/Qwen2.5-0.5B/config.json")
+        runs = []
+        meshes = matrix(full)
+        for plan in ("plan_colemb.json", "plan_nested.json",
+                     "plan_rowwise_all.json", "plan_empty.json"):
+            for cfg in (llama, qwen):
+                runs += [(cfg, ["--plan", os.path.join(tmp, plan)]) + m
+                         for m in meshes]
+        runs += [(llama, ["--weights", os.path.join(tmp, "odd.safetensors")]) + m
+                 for m in meshes]
+        runs += [(llama, ["--no-fsdp"]) + m for m in meshes]
+        mixtral = os.path.join(src, "tests/data/configs/Mixtral-8x7B-v0.1/config.json")
+        runs += [(mixtral, ["--weights", os.path.join(tmp, "moe.safetensors")]) + m
+                 for m in meshes]
+        with cf.ThreadPoolExecutor(max_workers=2) as ex:
+            futs = [ex.submit(one_case, tpx, src, cfg, *m, extra=extra)
+                    for cfg, extra, *m in runs]
+            for f in futs:
+                probs += f.result()
+    finally:
+        shutil.rmtree(tmp)
+    return probs, len(runs)
+
+
 def bad_cli(tpx, src):
     with open(os.path.join(HERE, "bad_cli.json")) as f:
         cases = json.load(f)
     probs = []
     tmp = tempfile.mkdtemp(prefix="tpx-robust-")
-    subst = {"@SRC@": src, "@TMP@": tmp}
+    subst = {"@SRC@": src, "@TMP@": tmp, "@CFG@": os.path.join(
+        src, "tests/data/configs/Llama-3.2-1B/config.json")}
+    write_inputs(tmp)
     for name, body in (("garbage.safetensors", b"\xff" * 64),
                        ("short.safetensors", b"\x10\x00"),
                        ("huge_len.safetensors",
@@ -147,7 +254,6 @@ def bad_cli(tpx, src):
                        ("empty.json", b"")):
         with open(os.path.join(tmp, name), "wb") as f:
             f.write(body)
-    os.mkdir(os.path.join(tmp, "adir"))
     try:
         for c in cases:
             args = []
@@ -171,15 +277,21 @@ def bad_cli(tpx, src):
                                  % (c["name"], s, err[-400:]))
             if c["exit"] != 0 and out.strip() and not c.get("report"):
                 probs.append("bad-cli %s: printed a report on stdout" % c["name"])
+        # a report that cannot be written (disk full) is not a success
+        if os.path.exists("/dev/full"):
+            with open("/dev/full", "w") as full:
+                for fmt in ("text", "json"):
+                    p = subprocess.run([tpx, "plan", "--config", subst["@CFG@"],
+                                        "--format", fmt], stdout=full,
+                                       stderr=subprocess.PIPE, env=ENV,
+                                       timeout=120)
+                    err = p.stderr.decode("utf-8", "replace")
+                    if p.returncode != 1 or "standard output" not in err:
+                        probs.append("bad-cli stdout on /dev/full (%s): exit %d, "
+                                     "stderr %r" % (fmt, p.returncode, err[-300:]))
     finally:
-        for f in os.listdir(tmp):
-            p = os.path.join(tmp, f)
-            if os.path.isdir(p):
-                os.rmdir(p)
-            else:
-                os.unlink(p)
-        os.rmdir(tmp)
-    return probs, len(cases)
+        shutil.rmtree(tmp)
+    return probs, len(cases) + 2
 
 
 def main():
@@ -209,16 +321,20 @@ def main():
         futs = [ex.submit(one_case, a.tpx, a.src, *j) for j in jobs]
         for f in futs:
             probs += f.result()
+    ncustom = 0
+    if not a.only:
+        cp, ncustom = custom_cases(a.tpx, a.src, a.full)
+        probs += cp
     nbad = 0
     if not a.no_bad_cli:
         bp, nbad = bad_cli(a.tpx, a.src)
         probs += bp
     for p in probs:
         print("FAIL:", p)
-    print("%d configs x %d meshes (json+text) = %d runs, %d bad-input cases, "
-          "%d problems, %.1f s" % (len(cfgs), len(matrix(a.full)),
-                                   2 * len(jobs), nbad, len(probs),
-                                   time.time() - t0))
+    print("%d configs x %d meshes (json+text) = %d runs, %d custom-plan/"
+          "weights runs, %d bad-input cases, %d problems, %.1f s"
+          % (len(cfgs), len(matrix(a.full)), 2 * len(jobs), 2 * ncustom, nbad,
+             len(probs), time.time() - t0))
     return 1 if probs else 0
 
 

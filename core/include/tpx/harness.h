@@ -16,8 +16,10 @@
  *                 refuses with a message; is deterministic; only valid styles
  *                 and layouts; no duplicate keys; every required key matches
  *                 a module of the skeleton; tied parameters get the same
- *                 placement; heads not divisible by tp => refusal (or a plan
- *                 that does not shard heads);
+ *                 placement. Heads not divisible by tp are the host's
+ *                 validate_tp_mesh error (heads-not-divisible), not the
+ *                 plugin's: a plan or a refusal with a message both pass,
+ *                 with a note;
  *   concurrent    get_plan from several threads at once gives identical plans;
  *   capabilities  validate / FSDP units / fp32 params run cleanly.
  *

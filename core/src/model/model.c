@@ -304,20 +304,18 @@ static int64_t new_module(tpx_model *model, const char *fqn, size_t len,
       p->cap_children = cap;
     }
   }
-  /* The map reads keys back from the array: fill the slot first. */
+  if (tpx__strmap_put_h(&model->module_map, fqn, len, hash, index, NULL) != 0)
+    return -1;
+  if (parent >= 0) {
+    tpx__module *p = &model->modules[parent];
+    p->children[p->num_children++] = index;
+  }
   tpx__module *m = &model->modules[index];
   memset(m, 0, sizeof *m);
   m->fqn = fqn;
   m->fqn_len = (uint32_t)len;
   m->parent = parent;
   m->kind = (uint8_t)kind;
-  if (tpx__idxmap_put_h(&model->module_map, fqn, len, hash, (uint32_t)index,
-                        NULL) != 0)
-    return -1;
-  if (parent >= 0) {
-    tpx__module *p = &model->modules[parent];
-    p->children[p->num_children++] = index;
-  }
   model->num_modules++;
   return index;
 }
@@ -335,12 +333,12 @@ static size_t after_last_dot(const char *fqn, size_t len) {
 static int64_t get_or_create_module(tpx_model *model, const char *fqn,
                                     size_t len, uint64_t hash,
                                     tpx_module_kind kind, int *created) {
-  uint32_t found;
+  int64_t found;
   *created = 0;
   const tpx__module *last = &model->modules[model->last_module];
   if (last->fqn_len == len && memcmp(last->fqn, fqn, len) == 0)
     return model->last_module;
-  if (tpx__idxmap_find_h(&model->module_map, fqn, len, hash, &found)) {
+  if (tpx__strmap_find_h(&model->module_map, fqn, len, hash, &found)) {
     model->last_module = found;
     model->last_parent = model->modules[found].parent;
     return found;
@@ -355,12 +353,11 @@ static int64_t get_or_create_module(tpx_model *model, const char *fqn,
       memcmp(lp->fqn, fqn, cut - 1) == 0) {
     parent = model->last_parent;
   } else {
-    uint32_t up = 0;
     while (cut > 0 &&
-           !tpx__idxmap_find_h(&model->module_map, fqn, cut - 1,
-                               tpx__strmap_hash(fqn, cut - 1), &up))
+           !tpx__strmap_find(&model->module_map, fqn, cut - 1, &parent))
       cut = after_last_dot(fqn, cut - 1);
-    parent = cut == 0 ? 0 : (int64_t)up;
+    if (cut == 0)
+      parent = 0;
   }
   /* fqn[0..cut) is the existing ancestor's FQN plus a dot (or empty). */
   for (;;) {
@@ -388,19 +385,6 @@ static int64_t get_or_create_module(tpx_model *model, const char *fqn,
 
 /* ---- lifecycle ---- */
 
-/* Key callbacks of the two index maps. */
-static const char *module_key(const void *ctx, uint32_t index, size_t *len) {
-  const tpx__module *m = &((const tpx_model *)ctx)->modules[index];
-  *len = m->fqn_len;
-  return m->fqn;
-}
-
-static const char *param_key(const void *ctx, uint32_t index, size_t *len) {
-  const tpx__param *p = &((const tpx_model *)ctx)->params[index];
-  *len = p->fqn_len;
-  return p->fqn;
-}
-
 tpx_status tpx_model_create(tpx_model **out, tpx_error *err) {
   if (out == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -409,8 +393,8 @@ tpx_status tpx_model_create(tpx_model **out, tpx_error *err) {
   tpx_model *model = calloc(1, sizeof *model);
   if (model == NULL)
     return no_memory(err);
-  tpx__idxmap_init(&model->module_map, module_key, model);
-  tpx__idxmap_init(&model->param_map, param_key, model);
+  tpx__strmap_init(&model->module_map);
+  tpx__strmap_init(&model->param_map);
   char *root = tpx__arena_strndup(&model->arena, "", 0);
   if (root == NULL ||
       new_module(model, root, 0, tpx__strmap_hash(root, 0), -1,
@@ -432,8 +416,8 @@ void tpx_model_destroy(tpx_model *model) {
   array_free(model->modules, model->cap_modules * sizeof *model->modules);
   array_free(model->params, model->cap_params * sizeof *model->params);
   array_free(model->dims, model->cap_dims * sizeof *model->dims);
-  tpx__idxmap_free(&model->module_map);
-  tpx__idxmap_free(&model->param_map);
+  tpx__strmap_free(&model->module_map);
+  tpx__strmap_free(&model->param_map);
   tpx__arena_free(&model->arena);
   if (model->config != NULL)
     json_decref(model->config);
@@ -511,12 +495,12 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   /* Both map probes miss the cache in big models: start them now, and let
    * the checks below run while the slots load. */
   uint64_t phash = tpx__strmap_hash(fqn, flen);
-  tpx__idxmap_prefetch(&model->param_map, phash);
+  tpx__strmap_prefetch(&model->param_map, phash);
   const tpx__module *last = &model->modules[model->last_module];
   uint64_t mhash = 0; /* unused when the module is the last one used */
   if (!(last->fqn_len == mlen && memcmp(last->fqn, module_fqn, mlen) == 0)) {
     mhash = tpx__strmap_hash(module_fqn, mlen);
-    tpx__idxmap_prefetch(&model->module_map, mhash);
+    tpx__strmap_prefetch(&model->module_map, mhash);
   }
   /* Everything is checked before the first change, so a failed call leaves
    * the model as it was (bar some unused arena bytes). */
@@ -534,7 +518,7 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   st = check_dtype(dtype, fqn, err);
   if (st != TPX_OK)
     return st;
-  if (tpx__idxmap_find_h(&model->param_map, fqn, flen, phash, NULL))
+  if (tpx__strmap_find_h(&model->param_map, fqn, flen, phash, NULL))
     return tpx_error_set(err, TPX_ALREADY_EXISTS,
                          "parameter '%s' already exists", fqn);
 
@@ -549,9 +533,10 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   if (module < 0)
     return no_memory(err);
   int64_t index = (int64_t)model->num_params;
+  if (tpx__strmap_put_h(&model->param_map, fqn, flen, phash, index, NULL) != 0)
+    return no_memory(err);
   tpx__param *p = &model->params[index];
   p->fqn = fqn;
-  p->fqn_len = (uint32_t)flen;
   p->name_off = (uint32_t)(flen - nlen);
   p->module = module;
   p->dims = (int64_t)model->num_dims;
@@ -559,10 +544,6 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   p->dtype = (uint8_t)dtype;
   p->tied_to = -1;
   p->is_tie_target = 0;
-  /* The map reads keys back from params[]: filled above, then inserted. */
-  if (tpx__idxmap_put_h(&model->param_map, fqn, flen, phash, (uint32_t)index,
-                        NULL) != 0)
-    return no_memory(err);
   if (ndim > 0)
     memcpy(model->dims + model->num_dims, shape, (size_t)ndim * sizeof *shape);
   model->num_dims += (size_t)ndim;
@@ -742,12 +723,7 @@ int64_t tpx_model_module_child(const tpx_model *model, int64_t index,
 int64_t tpx_model_find_module(const tpx_model *model, const char *fqn) {
   if (model == NULL || fqn == NULL)
     return -1;
-  size_t len = strlen(fqn);
-  uint32_t i;
-  return tpx__idxmap_find_h(&model->module_map, fqn, len,
-                            tpx__strmap_hash(fqn, len), &i)
-             ? (int64_t)i
-             : -1;
+  return tpx__strmap_get(&model->module_map, fqn, -1);
 }
 
 size_t tpx_model_num_params(const tpx_model *model) {
@@ -779,12 +755,7 @@ tpx_status tpx_model_param(const tpx_model *model, int64_t index,
 int64_t tpx_model_find_param(const tpx_model *model, const char *fqn) {
   if (model == NULL || fqn == NULL)
     return -1;
-  size_t len = strlen(fqn);
-  uint32_t i;
-  return tpx__idxmap_find_h(&model->param_map, fqn, len,
-                            tpx__strmap_hash(fqn, len), &i)
-             ? (int64_t)i
-             : -1;
+  return tpx__strmap_get(&model->param_map, fqn, -1);
 }
 
 size_t tpx_model_num_architectures(const tpx_model *model) {

@@ -40,7 +40,6 @@ typedef struct tpx__param {
   int64_t module;
   int64_t dims;    /* offset of the shape in tpx_model.dims */
   int64_t tied_to; /* -1, or the parameter holding the storage (never tied) */
-  uint32_t fqn_len;
   uint32_t name_off; /* name = fqn + name_off */
   uint8_t ndim;
   uint8_t dtype;
@@ -54,8 +53,8 @@ struct tpx_model {
   size_t num_params, cap_params;
   int64_t *dims; /* shape pool; each parameter owns ndim entries */
   size_t num_dims, cap_dims;
-  tpx__idxmap module_map; /* fqn -> module index (keys: modules[i].fqn) */
-  tpx__idxmap param_map;  /* fqn -> parameter index (keys: params[i].fqn) */
+  tpx__strmap module_map; /* fqn -> module index */
+  tpx__strmap param_map;  /* fqn -> parameter index */
   tpx__arena arena;
   /* Builders add in tree order: the last module used and its parent are
    * usually the next call's module or parent, which saves hash probes. */

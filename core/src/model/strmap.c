@@ -1,6 +1,5 @@
-/* strmap.c — open-addressing string -> int64 hash map, and its compact
- * index-slot variant tpx__idxmap (see strmap.h). Not a general container
- * library: no deletion, borrowed keys. */
+/* strmap.c — open-addressing string -> int64 hash map (see strmap.h).
+ * Not a general container library: no deletion, borrowed keys. */
 #include "model/strmap.h"
 
 #include <stdlib.h>
@@ -13,9 +12,10 @@
  * also miss the TLB. Below the threshold, calloc. */
 enum { BIG_SLOTS = 2 * 1024 * 1024 };
 
-static void *slots_alloc_bytes(size_t bytes) {
+static tpx__strmap_slot *slots_alloc(size_t cap) {
+  size_t bytes = cap * sizeof(tpx__strmap_slot);
   if (bytes < BIG_SLOTS)
-    return calloc(1, bytes);
+    return calloc(cap, sizeof(tpx__strmap_slot));
   void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
@@ -26,9 +26,10 @@ static void *slots_alloc_bytes(size_t bytes) {
   return p; /* anonymous mappings are zero-filled */
 }
 
-static void slots_free_bytes(void *slots, size_t bytes) {
+static void slots_free(tpx__strmap_slot *slots, size_t cap) {
   if (slots == NULL)
     return;
+  size_t bytes = cap * sizeof(tpx__strmap_slot);
   if (bytes < BIG_SLOTS)
     free(slots);
   else
@@ -69,7 +70,7 @@ void tpx__strmap_init(tpx__strmap *map) {
 void tpx__strmap_free(tpx__strmap *map) {
   if (map == NULL)
     return;
-  slots_free_bytes(map->slots, map->cap * sizeof *map->slots);
+  slots_free(map->slots, map->cap);
   tpx__strmap_init(map);
 }
 
@@ -88,7 +89,7 @@ static tpx__strmap_slot *probe(const tpx__strmap *map, const char *key,
 }
 
 static int rehash(tpx__strmap *map, size_t new_cap) {
-  tpx__strmap_slot *slots = slots_alloc_bytes(new_cap * sizeof *slots);
+  tpx__strmap_slot *slots = slots_alloc(new_cap);
   if (slots == NULL)
     return -1;
   tpx__strmap old = *map;
@@ -104,7 +105,7 @@ static int rehash(tpx__strmap *map, size_t new_cap) {
       j = (j + 1) & mask;
     slots[j] = old.slots[i];
   }
-  slots_free_bytes(old.slots, old.cap * sizeof *old.slots);
+  slots_free(old.slots, old.cap);
   return 0;
 }
 
@@ -190,107 +191,4 @@ int64_t tpx__strmap_get(const tpx__strmap *map, const char *key,
                         int64_t missing) {
   int64_t v;
   return tpx__strmap_find(map, key, strlen(key), &v) ? v : missing;
-}
-
-/* ---- tpx__idxmap ---- */
-
-void tpx__idxmap_init(tpx__idxmap *map, tpx__idxmap_key_fn key,
-                      const void *ctx) {
-  map->slots = NULL;
-  map->cap = 0;
-  map->count = 0;
-  map->key = key;
-  map->ctx = ctx;
-}
-
-void tpx__idxmap_free(tpx__idxmap *map) {
-  if (map == NULL)
-    return;
-  slots_free_bytes(map->slots, map->cap * sizeof *map->slots);
-  tpx__idxmap_init(map, map->key, map->ctx);
-}
-
-void tpx__idxmap_prefetch(const tpx__idxmap *map, uint64_t hash) {
-#if defined(__GNUC__)
-  if (map->cap != 0)
-    __builtin_prefetch(&map->slots[(size_t)(uint32_t)hash & (map->cap - 1)]);
-#else
-  (void)map;
-  (void)hash;
-#endif
-}
-
-/* The slot holding key, or the empty slot where it would go. */
-static uint64_t *idx_probe(const tpx__idxmap *map, const char *key,
-                           size_t len, uint32_t hash) {
-  size_t mask = map->cap - 1;
-  size_t i = (size_t)hash & mask;
-  for (;;) {
-    uint64_t *s = &map->slots[i];
-    if (*s == 0)
-      return s;
-    if ((uint32_t)(*s >> 32) == hash) {
-      size_t klen;
-      const char *k = map->key(map->ctx, (uint32_t)(*s & 0xffffffffu) - 1,
-                               &klen);
-      if (klen == len && memcmp(k, key, len) == 0)
-        return s;
-    }
-    i = (i + 1) & mask;
-  }
-}
-
-static int idx_reserve(tpx__idxmap *map, size_t n) {
-  size_t cap = map->cap ? map->cap : 16;
-  while (cap - cap / 4 < n) {
-    if (cap >= ((size_t)1 << 31))
-      return -1;
-    cap *= 2;
-  }
-  if (cap == map->cap)
-    return 0;
-  uint64_t *slots = slots_alloc_bytes(cap * sizeof *slots);
-  if (slots == NULL)
-    return -1;
-  size_t mask = cap - 1;
-  for (size_t i = 0; i < map->cap; i++) {
-    uint64_t v = map->slots[i];
-    if (v == 0)
-      continue;
-    size_t j = (size_t)(uint32_t)(v >> 32) & mask;
-    while (slots[j] != 0)
-      j = (j + 1) & mask;
-    slots[j] = v;
-  }
-  slots_free_bytes(map->slots, map->cap * sizeof *map->slots);
-  map->slots = slots;
-  map->cap = cap;
-  return 0;
-}
-
-int tpx__idxmap_find_h(const tpx__idxmap *map, const char *key, size_t len,
-                       uint64_t hash, uint32_t *index) {
-  if (map->cap == 0)
-    return 0;
-  const uint64_t *s = idx_probe(map, key, len, (uint32_t)hash);
-  if (*s == 0)
-    return 0;
-  if (index != NULL)
-    *index = (uint32_t)(*s & 0xffffffffu) - 1;
-  return 1;
-}
-
-int tpx__idxmap_put_h(tpx__idxmap *map, const char *key, size_t len,
-                      uint64_t hash, uint32_t index, uint32_t *existing) {
-  if (index >= UINT32_MAX || idx_reserve(map, map->count + 1) != 0)
-    return -1;
-  uint64_t *s = idx_probe(map, key, len, (uint32_t)hash);
-  if (*s != 0) {
-    if (existing != NULL)
-      *existing = (uint32_t)(*s & 0xffffffffu) - 1;
-    return 1;
-  }
-  *s = (uint64_t)(uint32_t)hash << 32 | ((uint64_t)index + 1);
-  map->count++;
-  return 0;
 }

@@ -76,34 +76,4 @@ int tpx__strmap_put_h(tpx__strmap *map, const char *key, size_t len,
 int tpx__strmap_find_h(const tpx__strmap *map, const char *key, size_t len,
                        uint64_t hash, int64_t *value);
 
-/* ---- tpx__idxmap: the same map for keys that live in the caller's arrays.
- *
- * Each 8-byte slot holds a 32-bit hash and a 32-bit index; the key of an
- * index comes from a callback into the caller's own storage (the model's
- * module and parameter arrays). A third of tpx__strmap's memory for the same
- * count, which is what keeps million-entry maps cache- and page-friendly.
- * Indexes must be below UINT32_MAX. Hashes are tpx__strmap_hash(). */
-typedef const char *(*tpx__idxmap_key_fn)(const void *ctx, uint32_t index,
-                                          size_t *len);
-
-typedef struct tpx__idxmap {
-  uint64_t *slots; /* 0: empty, else hash32 << 32 | (index + 1) */
-  size_t cap, count;
-  tpx__idxmap_key_fn key;
-  const void *ctx;
-} tpx__idxmap;
-
-void tpx__idxmap_init(tpx__idxmap *map, tpx__idxmap_key_fn key,
-                      const void *ctx);
-void tpx__idxmap_free(tpx__idxmap *map);
-void tpx__idxmap_prefetch(const tpx__idxmap *map, uint64_t hash);
-/* 1 and *index set when found, else 0. */
-int tpx__idxmap_find_h(const tpx__idxmap *map, const char *key, size_t len,
-                       uint64_t hash, uint32_t *index);
-/* 0 inserted, 1 already present (*existing set if non-NULL), -1 no memory
- * or index too large. The key of `index` must already be readable through
- * the callback (it is compared on later probes). */
-int tpx__idxmap_put_h(tpx__idxmap *map, const char *key, size_t len,
-                      uint64_t hash, uint32_t index, uint32_t *existing);
-
 #endif /* TPX_MODEL_STRMAP_H */

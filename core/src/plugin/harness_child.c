@@ -263,8 +263,8 @@ static void appendf(char *buf, size_t size, const char *fmt, ...) {
 
 /* Every check on one successful plan; problems appended to `bad`, facts to
  * `ok`. */
-static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
-                       char *ok, size_t ok_size, char *bad, size_t bad_size) {
+static void check_plan(const tpx_model *m, const tpx_plan *plan, char *ok,
+                       size_t ok_size, char *bad, size_t bad_size) {
   size_t n = tpx_plan_size(plan);
   appendf(ok, ok_size, "%zu entries", n);
   /* duplicate keys */
@@ -340,30 +340,45 @@ static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
   }
   else
     appendf(ok, ok_size, ", keys not checked (no skeleton)");
-  /* heads: a plan for an indivisible tp must not shard heads */
-  if (tp > 1) {
-    tpx_diag_list *dl = NULL;
-    if (tpx_diag_list_create(&dl, NULL) == TPX_OK) {
-      if (tpx_validate_tp_mesh(m, tp, dl, NULL) == TPX_OK &&
-          tpx_diag_count_at_least(dl, TPX_DIAG_ERROR) > 0 &&
-          tpx_plan_is_head_sharded(plan)) {
-        tpx_diag d = {TPX_DIAG_ERROR, "", "", "heads not divisible", ""};
-        for (size_t i = 0; i < tpx_diag_count(dl); i++) {
-          tpx_diag x;
-          if (tpx_diag_get(dl, i, &x, NULL) == TPX_OK &&
-              x.level == TPX_DIAG_ERROR) {
-            d = x;
-            break;
-          }
-        }
-        appendf(bad, bad_size,
-                "; the plan shards attention heads although %s; refuse "
-                "(TPX_PLUGIN_REFUSED with a message) instead",
-                d.message);
-      }
-      tpx_diag_list_destroy(dl);
+}
+
+/* What the host's own validate_tp_mesh (tpx_validate_tp_mesh, run before
+ * selection for every plan source) says about `tp` on this model. Upstream's
+ * plan functions never look at tp or the head counts, so a plugin may hand
+ * out its plan at a tp the heads do not allow, or refuse with a message:
+ * either way the host reports the problem once, as an error, and the plan is
+ * not used. Writes that note into `note` and returns 1 when validation
+ * reports an error; returns 0 (note empty) when it reports none. */
+static int host_validation_note(const tpx_model *m, int64_t tp, char *note,
+                                size_t size) {
+  note[0] = '\0';
+  if (tp <= 1)
+    return 0;
+  tpx_diag_list *dl = NULL;
+  if (tpx_diag_list_create(&dl, NULL) != TPX_OK)
+    return 0;
+  int found = 0;
+  if (tpx_validate_tp_mesh(m, tp, dl, NULL) == TPX_OK) {
+    for (size_t i = 0; i < tpx_diag_count(dl) && !found; i++) {
+      tpx_diag d;
+      if (tpx_diag_get(dl, i, &d, NULL) != TPX_OK ||
+          d.level != TPX_DIAG_ERROR)
+        continue;
+      found = 1;
+      if (strcmp(d.code, "heads-not-divisible") == 0)
+        snprintf(note, size,
+                 "heads not divisible by tp=%lld: the host's validate_tp_mesh "
+                 "reports heads-not-divisible (error); plan not used",
+                 (long long)tp);
+      else
+        snprintf(note, size,
+                 "tp=%lld: the host's validate_tp_mesh reports %s (error); "
+                 "plan not used",
+                 (long long)tp, d.code);
     }
   }
+  tpx_diag_list_destroy(dl);
+  return found;
 }
 
 typedef struct conc_arg {
@@ -503,7 +518,7 @@ void tpx__h_child_arch(int fd, const tpx__h_job *job) {
       tpx__h_step(fd, "get_plan (again) for %s sp=%d tp=%lld", label, sp,
                   (long long)tp);
       run_get_plan(p, m, arch, sp, tp, &b);
-      char ok[1024] = "", bad[2048] = "";
+      char ok[2048] = "", bad[2048] = "";
       int deterministic =
           a.status == b.status && a.refused == b.refused &&
           strcmp(a.message, b.message) == 0 &&
@@ -511,8 +526,10 @@ void tpx__h_child_arch(int fd, const tpx__h_job *job) {
                                     strcmp(a.json, b.json) == 0)) &&
           ((!a.function && !b.function) ||
            (a.function && b.function && strcmp(a.function, b.function) == 0));
+      char note[256];
+      int invalid = host_validation_note(m, tp, note, sizeof note);
       if (a.status == TPX_OK) {
-        check_plan(m, a.plan, tp, ok, sizeof ok, bad, sizeof bad);
+        check_plan(m, a.plan, ok, sizeof ok, bad, sizeof bad);
         if (!ref_json && sp == 0 && a.json) {
           ref_json = strdup(a.json);
           ref_tp = tp;
@@ -535,6 +552,8 @@ void tpx__h_child_arch(int fd, const tpx__h_job *job) {
                 "; not deterministic: two calls gave different results");
       else
         appendf(ok, sizeof ok, ", deterministic");
+      if (invalid)
+        appendf(ok, sizeof ok, "; %s", note);
       if (bad[0])
         tpx__h_result(fd, 0, name, "%s", bad + 2);
       else

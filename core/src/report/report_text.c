@@ -419,6 +419,9 @@ static void memory_section(tpx__sbuf *b, const tpx_sharding *sh) {
                      tpx_format_bytes(pk, c, sizeof c));
     groups++;
   }
+  /* The loop stops after 16 groups; ranks already listed in those groups
+   * may lie beyond r, so only an unlisted rank means more. */
+  while (r < world && done[r]) r++;
   if (r < world) tpx__sbuf_printf(b, "  ... (more ranks in the JSON report)\n");
   free(done);
 }

@@ -41,9 +41,15 @@ START_TEST(test_plans) {
   fam_check_refused(reg, m, q, "some_plan", 0, "some_plan");
   /* no attention key is planned, yet validate_tp_mesh still asserts on the
    * 32 heads (Baichuan's config has no num_key_value_heads: 0 passes). That
-   * diagnostic is the host's, reported once; the plan shards no heads, so
-   * it stays selected (it used to be refused, which sent the host to the
-   * default base plan). */
+   * diagnostic is the host's, reported once, as an error; the plan function
+   * never looks at tp, so the plan is the same at every tp and stays
+   * selected (it used to be refused, which sent the host to the default
+   * base plan). */
+  fam_check_plan_any_tp(reg, m, "BaichuanForCausalLM", NULL, 0, 3, FAM,
+                        "plan_baichuan.json");
+  fam_check_plan_any_tp(reg, m, q, NULL, 1, 64, FAM, "plan_baichuan.json");
+  fam_check_selected(reg, m, NULL, 0, 3, 0, FAM, NULL, "plugin-refused", NULL,
+                     0);
   fam_check_selected(reg, m, NULL, 0, 3, 0, FAM, "plan_baichuan.json",
                      "heads-not-divisible",
                      "num_attention_heads (32) must be divisible by TP size "

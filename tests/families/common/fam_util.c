@@ -130,6 +130,39 @@ void fam_check_refused_tp(tpx_registry *reg, const tpx_model *model,
                 msg, needle);
 }
 
+void fam_check_plan_any_tp(tpx_registry *reg, const tpx_model *model,
+                           const char *arch, const char *plan_name, int sp,
+                           int64_t tp, const char *family,
+                           const char *golden) {
+  static const int64_t refs[] = {1, 2};
+  char msg[512];
+  tpx_plan *plan = NULL;
+  int st =
+      fam_plan(reg, model, arch, plan_name, sp, tp, &plan, msg, sizeof msg);
+  ck_assert_msg(st == TPX_OK, "plan for %s (named %s, sp=%d) at tp=%lld: %s",
+                arch, plan_name != NULL ? plan_name : "-", sp, (long long)tp,
+                msg);
+  char *got = fam_plan_json(plan);
+  if (golden != NULL)
+    fam_assert_plan_golden(plan, family, golden);
+  tpx_plan_destroy(plan);
+  for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+    tpx_plan *ref = NULL;
+    st = fam_plan(reg, model, arch, plan_name, sp, refs[i], &ref, msg,
+                  sizeof msg);
+    ck_assert_msg(st == TPX_OK, "plan for %s at tp=%lld: %s", arch,
+                  (long long)refs[i], msg);
+    char *want = fam_plan_json(ref);
+    ck_assert_msg(strcmp(got, want) == 0,
+                  "plan for %s (sp=%d) at tp=%lld differs from tp=%lld:\n%s\n"
+                  "vs\n%s",
+                  arch, sp, (long long)tp, (long long)refs[i], got, want);
+    free(want);
+    tpx_plan_destroy(ref);
+  }
+  free(got);
+}
+
 void fam_assert_param(const tpx_model *model, const char *fqn, int64_t d0,
                       int64_t d1) {
   tpx_param_info info;
@@ -363,6 +396,14 @@ void fam_check_selected(tpx_registry *reg, const tpx_model *model,
                   "tp=%lld: %zu diagnostics '%s' with '%s', want %zu",
                   (long long)tp, fam_diags_count(diags, code, needle), code,
                   needle != NULL ? needle : "", n_code);
+  for (size_t i = 0; i < tpx_diag_count(diags); i++) {
+    tpx_diag d;
+    if (tpx_diag_get(diags, i, &d, &err) == TPX_OK &&
+        strcmp(d.code, "heads-not-divisible") == 0)
+      ck_assert_msg(d.level == TPX_DIAG_ERROR,
+                    "tp=%lld: heads-not-divisible is not an error: %s",
+                    (long long)tp, d.message);
+  }
   tpx_selection_destroy(sel);
   tpx_diag_list_destroy(diags);
 }

@@ -52,6 +52,13 @@ void fam_check_refused_tp(tpx_registry *reg, const tpx_model *model,
 void fam_check_refused(tpx_registry *reg, const tpx_model *model,
                        const char *arch, const char *plan_name, int sp,
                        const char *needle);
+/* Fail unless get_plan succeeds at `tp` (typically one the head counts do
+ * not divide) and gives the same plan as at tp = 1 and tp = 2: upstream's
+ * plan functions never look at tp or the heads (validate_tp_mesh is the
+ * host's). With `golden`, the plan must also equal that file. */
+void fam_check_plan_any_tp(tpx_registry *reg, const tpx_model *model,
+                           const char *arch, const char *plan_name, int sp,
+                           int64_t tp, const char *family, const char *golden);
 
 /* Fail unless parameter fqn exists with this shape (d1 < 0: 1-D). */
 void fam_assert_param(const tpx_model *model, const char *fqn, int64_t d0,
@@ -92,7 +99,8 @@ size_t fam_diags_count(const tpx_diag_list *diags, const char *code,
  * `golden` (when not NULL; host post-processing included). With `refused` 1:
  * fails unless exactly one plugin-refused diagnostic is there and another
  * source's plan was selected. Either way, fails unless exactly `n_code`
- * diagnostics have `code` (when not NULL) with `needle` in their message. */
+ * diagnostics have `code` (when not NULL) with `needle` in their message;
+ * "heads-not-divisible" diagnostics must be errors. */
 void fam_check_selected(tpx_registry *reg, const tpx_model *model,
                         const char *plan_name, int sp, int64_t tp, int refused,
                         const char *family, const char *golden,

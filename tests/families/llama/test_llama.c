@@ -3,7 +3,9 @@
  * llama_nemotron_super_tp_plan on both branches, DeciLM) against the
  * spec/plans.md §3.1/§3.2 goldens, the DeciLM refusal, the Nemotron-Flash
  * lm_head rule (§4.1), skeletons (Llama-3.2-1B published total; DeciLM's
- * heterogeneous blocks), Nemotron-NAS validation (§4.5) and per-rank bytes. */
+ * heterogeneous blocks), Nemotron-NAS validation (§4.5), the same plan at a
+ * tp the heads do not divide (the host's heads-not-divisible error, no
+ * refusal) and per-rank bytes. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,39 +301,37 @@ START_TEST(test_skeleton_refusals) {
 END_TEST
 
 /* validate_tp_mesh_for_nemotron_nas through plan selection: the host
- * reports each failed assertion exactly once (the plugin used to report it a
- * second time from its own validate export); the plugin only refuses its
- * head-sharded plan at such a tp (one plugin-refused), and its DeciLM plan is
- * selected whenever the heads fit. */
+ * reports each failed assertion exactly once, as an error (the plugin used
+ * to report it a second time from its own validate export, then refused its
+ * plan); the DeciLM plan is selected at every tp, as upstream chooses it
+ * before validation fails. */
 START_TEST(test_decilm_validation) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *bad = fam_model(reg, FAM, "decilm-nas-small.config.json", 1);
   tpx_model *ok = fam_model(reg, FAM, "decilm-nas-small-tp2ok.config.json", 1);
   const char *hnd = "heads-not-divisible";
+  const char *sp0 = "plan_decilm_sp0.json", *sp1 = "plan_decilm_sp1.json";
   /* tp=2: block 4 has 16 / 16 = 1 kv head */
-  fam_check_selected(reg, bad, NULL, 0, 2, 1, FAM, NULL, hnd, NULL, 1);
-  fam_check_selected(reg, bad, NULL, 0, 2, 1, FAM, NULL, hnd, "layer 4", 1);
-  fam_check_selected(reg, bad, NULL, 1, 2, 1, FAM, NULL, hnd, NULL, 1);
+  fam_check_selected(reg, bad, NULL, 0, 2, 0, FAM, sp0, hnd, NULL, 1);
+  fam_check_selected(reg, bad, NULL, 0, 2, 0, FAM, sp0, hnd, "layer 4", 1);
+  fam_check_selected(reg, bad, NULL, 1, 2, 0, FAM, sp1, hnd, NULL, 1);
+  fam_check_selected(reg, bad, SUPER, 1, 2, 0, FAM, sp1, hnd, "layer 4", 1);
   /* tp=3: 16 attention heads are not divisible at all */
-  fam_check_selected(reg, bad, NULL, 0, 3, 1, FAM, NULL, hnd,
+  fam_check_selected(reg, bad, NULL, 0, 3, 0, FAM, sp0, hnd,
                      "num_attention_heads", 1);
-  fam_check_selected(reg, bad, NULL, 0, 3, 1, FAM, NULL, hnd, NULL, 1);
+  fam_check_selected(reg, bad, NULL, 0, 3, 0, FAM, sp0, hnd, NULL, 1);
   /* tp=1: nothing is checked */
-  fam_check_selected(reg, bad, NULL, 0, 1, 0, FAM, "plan_decilm_sp0.json", hnd,
-                     NULL, 0);
+  fam_check_selected(reg, bad, NULL, 0, 1, 0, FAM, sp0, hnd, NULL, 0);
   /* every kv count divisible by 2; the replaced / no_op blocks bypass */
-  fam_check_selected(reg, ok, NULL, 0, 2, 0, FAM, "plan_decilm_sp0.json", hnd,
-                     NULL, 0);
-  fam_check_selected(reg, ok, NULL, 1, 2, 0, FAM, "plan_decilm_sp1.json", hnd,
-                     NULL, 0);
-  fam_check_selected(reg, ok, SUPER, 1, 2, 0, FAM, "plan_decilm_sp1.json", hnd,
-                     NULL, 0);
+  fam_check_selected(reg, ok, NULL, 0, 2, 0, FAM, sp0, hnd, NULL, 0);
+  fam_check_selected(reg, ok, NULL, 1, 2, 0, FAM, sp1, hnd, NULL, 0);
+  fam_check_selected(reg, ok, SUPER, 1, 2, 0, FAM, sp1, hnd, NULL, 0);
   /* the linear-attention bypass note, once */
   fam_check_selected(reg, ok, NULL, 0, 2, 0, FAM, NULL,
                      "nemotron-nas-linear-attention", NULL, 1);
   /* tp=4: block 0 has 2 kv heads */
-  fam_check_selected(reg, ok, NULL, 0, 4, 1, FAM, NULL, hnd, NULL, 1);
-  fam_check_selected(reg, ok, NULL, 0, 4, 1, FAM, NULL, hnd, "layer 0", 1);
+  fam_check_selected(reg, ok, NULL, 0, 4, 0, FAM, sp0, hnd, NULL, 1);
+  fam_check_selected(reg, ok, NULL, 0, 4, 0, FAM, sp0, hnd, "layer 0", 1);
   tpx_model_destroy(bad);
   tpx_model_destroy(ok);
   tpx_registry_destroy(reg);
@@ -364,54 +364,73 @@ START_TEST(test_rank_bytes) {
 }
 END_TEST
 
-/* tpx's get_plan contract: a head-sharded plan is refused at a tp the head
- * counts do not allow (per layer for Nemotron-NAS), on both the
- * bare-architecture and the named-plan path; at every other tp the plan is
- * the same (upstream's plan functions never look at tp). */
-START_TEST(test_tp_refusals) {
+/* Upstream's plan functions never look at tp or the head counts: at a tp
+ * the heads do not allow (per layer for Nemotron-NAS) get_plan returns the
+ * same plan as at tp = 1 and 2, on the bare-architecture and the named-plan
+ * path; selection then picks it, and the host's validate_tp_mesh reports
+ * the heads once, as an error (no plugin-refused fallback to the HF plan). */
+static const struct {
+  const char *config, *arch, *plan_name;
+  int sp;
+  int64_t tp;
+  const char *golden, *needle;
+} k_indivisible[] = {
+    /* Llama-3.2-1B: 32 heads, 8 kv heads */
+    {"Llama-3.2-1B.config.json", "LlamaForCausalLM", NULL, 0, 3,
+     "plan_llama_sp0.json",
+     "num_key_value_heads (8) must be divisible by TP size (3)"},
+    {"Llama-3.2-1B.config.json", "LlamaForCausalLM", NULL, 1, 3,
+     "plan_llama_sp1.json", "num_key_value_heads (8)"},
+    {"Llama-3.2-1B.config.json", "LlamaForCausalLM", NULL, 0, 16,
+     "plan_llama_sp0.json",
+     "num_key_value_heads (8) must be divisible by TP size (16)"},
+    {"Llama-3.2-1B.config.json", "LlamaForCausalLM", SUPER, 0, 3,
+     "plan_llama_sp0.json", "num_key_value_heads (8)"},
+    {"Llama-3.2-1B.config.json", "LlamaForCausalLM", SUPER, 1, 16,
+     "plan_llama_sp1.json", "num_key_value_heads (8)"},
+    /* Nemotron-NAS: block 4 has 1 kv head; 16 heads */
+    {"decilm-nas-small.config.json", "DeciLMForCausalLM", NULL, 0, 2,
+     "plan_decilm_sp0.json", "layer 4"},
+    {"decilm-nas-small.config.json", "DeciLMForCausalLM", SUPER, 1, 2,
+     "plan_decilm_sp1.json", "layer 4"},
+    {"decilm-nas-small.config.json", "DeciLMForCausalLM", NULL, 0, 3,
+     "plan_decilm_sp0.json", "num_attention_heads in config (16)"},
+    {"decilm-nas-small-tp2ok.config.json", "DeciLMForCausalLM", NULL, 1, 4,
+     "plan_decilm_sp1.json", "layer 0"},
+};
+
+START_TEST(test_indivisible_heads) {
   tpx_registry *reg = fam_registry(FAM);
-  tpx_model *nas = fam_model(reg, FAM, "decilm-nas-small.config.json", 1);
-  tpx_model *ok = fam_model(reg, FAM, "decilm-nas-small-tp2ok.config.json", 1);
+  tpx_model *m = fam_model(reg, FAM, k_indivisible[_i].config, 1);
+  fam_check_plan_any_tp(reg, m, k_indivisible[_i].arch,
+                        k_indivisible[_i].plan_name, k_indivisible[_i].sp,
+                        k_indivisible[_i].tp, FAM, k_indivisible[_i].golden);
+  fam_check_selected(reg, m, k_indivisible[_i].plan_name, k_indivisible[_i].sp,
+                     k_indivisible[_i].tp, 0, FAM, k_indivisible[_i].golden,
+                     "heads-not-divisible", k_indivisible[_i].needle, 1);
+  fam_check_selected(reg, m, k_indivisible[_i].plan_name, k_indivisible[_i].sp,
+                     k_indivisible[_i].tp, 0, FAM, NULL, "heads-not-divisible",
+                     NULL, 1);
+  fam_check_selected(reg, m, k_indivisible[_i].plan_name, k_indivisible[_i].sp,
+                     k_indivisible[_i].tp, 0, FAM, NULL, "plugin-refused", NULL,
+                     0);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* At the tps the heads allow, the same plans and no head diagnostic. */
+START_TEST(test_divisible_tps) {
+  tpx_registry *reg = fam_registry(FAM);
   tpx_model *llama = fam_model(reg, FAM, "Llama-3.2-1B.config.json", 1);
   static const int64_t good[] = {1, 2, 4, 8};
-  tpx_plan *plan = NULL;
-  char msg[256];
   size_t i;
-  fam_check_refused_tp(reg, nas, "DeciLMForCausalLM", NULL, 0, 2, "layer 4");
-  fam_check_refused_tp(reg, nas, "DeciLMForCausalLM", SUPER, 1, 2, "layer 4");
-  fam_check_refused_tp(reg, nas, "DeciLMForCausalLM", NULL, 0, 3,
-                       "num_attention_heads (16)");
-  fam_check_refused_tp(reg, ok, "DeciLMForCausalLM", NULL, 0, 4, "layer 0");
-  /* Llama-3.2-1B: 32 heads, 8 kv heads */
-  fam_check_refused_tp(reg, llama, "LlamaForCausalLM", NULL, 0, 16,
-                       "num_key_value_heads (8) must be divisible by TP size "
-                       "(16)");
-  fam_check_refused_tp(reg, llama, "LlamaForCausalLM", SUPER, 0, 3,
-                       "num_key_value_heads (8)");
   for (i = 0; i < sizeof good / sizeof good[0]; i++) {
-    ck_assert_int_eq(fam_plan(reg, llama, "LlamaForCausalLM", NULL, 1, good[i],
-                              &plan, msg, sizeof msg),
-                     TPX_OK);
-    fam_assert_plan_golden(plan, FAM, "plan_llama_sp1.json");
-    tpx_plan_destroy(plan);
+    fam_check_plan_any_tp(reg, llama, "LlamaForCausalLM", NULL, 1, good[i],
+                          FAM, "plan_llama_sp1.json");
+    fam_check_selected(reg, llama, NULL, 1, good[i], 0, FAM,
+                       "plan_llama_sp1.json", "heads-not-divisible", NULL, 0);
   }
-  ck_assert_int_eq(fam_plan(reg, nas, "DeciLMForCausalLM", NULL, 1, 1, &plan,
-                            msg, sizeof msg),
-                   TPX_OK);
-  fam_assert_plan_golden(plan, FAM, "plan_decilm_sp1.json");
-  tpx_plan_destroy(plan);
-  /* Selection: the host's one diagnostic, the plugin's one refusal. */
-  fam_check_selected(reg, llama, NULL, 0, 16, 1, FAM, NULL,
-                     "heads-not-divisible",
-                     "num_key_value_heads (8) must be divisible by TP size "
-                     "(16)",
-                     1);
-  fam_check_selected(reg, llama, NULL, 0, 16, 1, FAM, NULL,
-                     "heads-not-divisible", NULL, 1);
-  fam_check_selected(reg, llama, NULL, 1, 8, 0, FAM, "plan_llama_sp1.json",
-                     "heads-not-divisible", NULL, 0);
-  tpx_model_destroy(nas);
-  tpx_model_destroy(ok);
   tpx_model_destroy(llama);
   tpx_registry_destroy(reg);
 }
@@ -436,7 +455,9 @@ static Suite *llama_suite(void) {
   tcase_add_test(tc, test_decilm_skeleton);
   tcase_add_test(tc, test_skeleton_refusals);
   tcase_add_test(tc, test_decilm_validation);
-  tcase_add_test(tc, test_tp_refusals);
+  tcase_add_loop_test(tc, test_indivisible_heads, 0,
+                      (int)(sizeof k_indivisible / sizeof k_indivisible[0]));
+  tcase_add_test(tc, test_divisible_tps);
   tcase_add_test(tc, test_rank_bytes);
   suite_add_tcase(s, tc);
   return s;

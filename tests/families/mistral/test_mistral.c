@@ -1,8 +1,9 @@
 /* test_mistral.c — the tpx_mistral plugin through the registry: Ministral3
  * plans sp off/on (spec/plans.md §3.4), the Mistral3 VLM plan under all its
  * names with sp ignored (§3.5), skeletons (decoder; VLM with the Pixtral
- * vision tower and projector, which the plan leaves replicated) and per-rank
- * bytes. */
+ * vision tower and projector, which the plan leaves replicated), the same
+ * plans at a tp the heads do not divide (the host's heads-not-divisible
+ * error, no refusal) and per-rank bytes. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,26 +62,36 @@ START_TEST(test_refusals) {
   char msg[256];
   fam_check_refused(reg, m, "Ministral3ForCausalLM", "x_plan", 0, "x_plan");
   /* validate_tp_mesh: Ministral3 top level (4 kv heads), the VLM's
-   * language model config (text_config: 32 heads, 8 kv heads). Both plans
-   * shard heads, so the plugin refuses (tpx's get_plan contract); the
-   * diagnostic is the host's, once. */
-  fam_check_refused_tp(reg, m, "Ministral3ForCausalLM", NULL, 1, 8,
-                       "num_key_value_heads (4)");
-  fam_check_refused_tp(reg, vlm, "Mistral3ForConditionalGeneration", NULL, 0,
-                       16, "num_key_value_heads (8)");
-  fam_check_refused_tp(reg, vlm, "Mistral3ForConditionalGeneration", NULL, 0, 3,
-                       "valid tp sizes: 1, 2, 4, 8");
+   * language model config (text_config: 32 heads, 8 kv heads). Upstream's
+   * plan functions never look at tp, so at a tp the heads do not divide the
+   * plan is the same as at tp = 1 and 2 and is selected; the host reports
+   * the heads once, as an error (no refusal, no fallback to the HF plan). */
+  fam_check_plan_any_tp(reg, m, "Ministral3ForCausalLM", NULL, 1, 8, FAM,
+                        "plan_ministral3_sp1.json");
+  fam_check_plan_any_tp(reg, m, "Ministral3ForCausalLM", NULL, 0, 3, FAM,
+                        "plan_ministral3_sp0.json");
+  fam_check_plan_any_tp(reg, vlm, "Mistral3ForConditionalGeneration", NULL, 0,
+                        16, FAM, "plan_mistral3_vlm.json");
+  fam_check_plan_any_tp(reg, vlm, "Mistral3ForConditionalGeneration", NULL, 1,
+                        3, FAM, "plan_mistral3_vlm.json");
   ck_assert_int_eq(fam_plan(reg, vlm, "Mistral3ForConditionalGeneration", NULL,
                             0, 8, &plan, msg, sizeof msg),
                    TPX_OK);
   fam_assert_plan_golden(plan, FAM, "plan_mistral3_vlm.json");
   tpx_plan_destroy(plan);
-  fam_check_selected(reg, m, NULL, 1, 8, 1, FAM, NULL, "heads-not-divisible",
-                     "num_key_value_heads (4)", 1);
+  fam_check_selected(reg, m, NULL, 1, 8, 0, FAM, "plan_ministral3_sp1.json",
+                     "heads-not-divisible", "num_key_value_heads (4)", 1);
+  fam_check_selected(reg, m, NULL, 0, 3, 0, FAM, "plan_ministral3_sp0.json",
+                     "heads-not-divisible", NULL, 1);
+  fam_check_selected(reg, m, NULL, 1, 8, 0, FAM, NULL, "plugin-refused", NULL,
+                     0);
   fam_check_selected(reg, m, NULL, 1, 4, 0, FAM, "plan_ministral3_sp1.json",
                      "heads-not-divisible", NULL, 0);
-  fam_check_selected(reg, vlm, NULL, 0, 16, 1, FAM, NULL,
+  fam_check_selected(reg, vlm, NULL, 0, 16, 0, FAM, "plan_mistral3_vlm.json",
                      "heads-not-divisible", "num_key_value_heads (8)", 1);
+  fam_check_selected(reg, vlm, NULL, 0, 3, 0, FAM, "plan_mistral3_vlm.json",
+                     "heads-not-divisible", "tp sizes that would work: 1, 2, "
+                     "4, 8", 1);
   fam_check_selected(reg, vlm, NULL, 1, 8, 0, FAM, "plan_mistral3_vlm.json",
                      "heads-not-divisible", NULL, 0);
   tpx_model_destroy(vlm);

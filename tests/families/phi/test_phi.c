@@ -1,7 +1,9 @@
 /* test_phi.c — the tpx_phi plugin through the registry: Phi-2 plans sp
  * off/on (spec/plans.md §3.9), the Phi-3 plan with sp ignored (§3.10), the
  * phi-2 skeleton against its published total and every tensor name of its
- * model.safetensors.index.json, the Phi-3-mini skeleton, per-rank bytes. */
+ * model.safetensors.index.json, the Phi-3-mini skeleton, per-rank bytes; at
+ * a tp the heads do not divide, the same plans (the host's
+ * heads-not-divisible error, no refusal). */
 #include <check.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -23,12 +25,19 @@ START_TEST(test_phi_plans) {
   fam_check_plan(reg, m, "PhiForCausalLM", NULL, 1, FAM, "plan_phi_sp1.json");
   fam_check_plan(reg, m, q, NULL, 0, FAM, "plan_phi_sp0.json");
   fam_check_plan(reg, m, q, NULL, 1, FAM, "plan_phi_sp1.json");
-  /* 32 heads at tp=3: the host's one diagnostic; Phi-2's plan shards heads,
-   * so the plugin refuses it (once) */
-  fam_check_refused_tp(reg, m, "PhiForCausalLM", NULL, 1, 3,
-                       "num_key_value_heads (32)");
-  fam_check_selected(reg, m, NULL, 1, 3, 1, FAM, NULL, "heads-not-divisible",
-                     "num_key_value_heads (32)", 1);
+  /* 32 heads at tp=3 or 64: upstream's plan function never looks at tp,
+   * so the plan is the same as at tp = 1 and 2 and is selected; the host's
+   * validate_tp_mesh reports the heads once, as an error (no refusal, no
+   * fallback to the HF plan). */
+  fam_check_plan_any_tp(reg, m, "PhiForCausalLM", NULL, 1, 3, FAM,
+                        "plan_phi_sp1.json");
+  fam_check_plan_any_tp(reg, m, q, NULL, 0, 64, FAM, "plan_phi_sp0.json");
+  fam_check_selected(reg, m, NULL, 1, 3, 0, FAM, "plan_phi_sp1.json",
+                     "heads-not-divisible", "num_key_value_heads (32)", 1);
+  fam_check_selected(reg, m, NULL, 0, 64, 0, FAM, "plan_phi_sp0.json",
+                     "heads-not-divisible", NULL, 1);
+  fam_check_selected(reg, m, NULL, 1, 3, 0, FAM, NULL, "plugin-refused", NULL,
+                     0);
   fam_check_selected(reg, m, NULL, 0, 8, 0, FAM, "plan_phi_sp0.json",
                      "heads-not-divisible", NULL, 0);
   tpx_model_destroy(m);
@@ -45,9 +54,13 @@ START_TEST(test_phi3_plans) {
   fam_check_plan(reg, m, q, NULL, 1, FAM, "plan_phi3.json");
   fam_check_refused(reg, m, q, "named", 0, "named");
   /* validate_tp_mesh asserts even though Phi-3 does not shard heads; that
-   * diagnostic is the host's, reported once. The plan shards no heads, so
-   * it is valid at any tp and stays selected (it used to be refused, which
-   * made the host fall back to the HF Phi-3 plan). */
+   * diagnostic is the host's, reported once, as an error. The plan function
+   * never looks at tp, so the plan is the same at every tp and is selected
+   * (it used to be refused, which made the host fall back to the HF Phi-3
+   * plan). */
+  fam_check_plan_any_tp(reg, m, "Phi3ForCausalLM", NULL, 0, 64, FAM,
+                        "plan_phi3.json");
+  fam_check_plan_any_tp(reg, m, q, NULL, 1, 3, FAM, "plan_phi3.json");
   fam_check_selected(reg, m, NULL, 0, 64, 0, FAM, "plan_phi3.json",
                      "heads-not-divisible", "num_key_value_heads (32)", 1);
   fam_check_selected(reg, m, NULL, 1, 3, 0, FAM, "plan_phi3.json",

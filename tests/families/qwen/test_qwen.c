@@ -2,7 +2,9 @@
  * plans under every name (spec/plans.md §3.7), the sequence-classification
  * plan and its two asserts (§3.8), the Qwen3.5 HF-derived plans (§3.13,
  * §4.2), skeletons (Qwen3-0.6B and Qwen2.5-0.5B published totals, Qwen3.5
- * hybrid layers), fp32 parameters and per-rank bytes. */
+ * hybrid layers), fp32 parameters, the same plan at a tp the heads do not
+ * divide (the host's heads-not-divisible error, no refusal) and per-rank
+ * bytes. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,48 +113,83 @@ END_TEST
 START_TEST(test_refusals) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *m = fam_model(reg, FAM, "Qwen3-0.6B.config.json", 0);
+  fam_check_refused(reg, m, "Qwen3ForCausalLM", "llama_nemotron_super_tp_plan",
+                    0, "llama_nemotron_super_tp_plan");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* validate_tp_mesh is the host's: upstream's plan functions never look at
+ * tp or the head counts, so at a tp the heads do not divide get_plan gives
+ * the same plan as at tp = 1 and 2, selection picks it, and the host reports
+ * heads-not-divisible once, as an error (no plugin-refused fallback). */
+static const struct {
+  const char *config, *arch;
+  int sp;
+  int64_t tp;
+  const char *golden, *needle;
+} k_indivisible[] = {
+    /* Qwen2.5-0.5B: 14 heads, 2 kv heads */
+    {"Qwen2.5-0.5B.config.json", "Qwen2ForCausalLM", 0, 4,
+     "plan_qwen_sp0.json",
+     "num_key_value_heads (2) must be divisible by TP size (4)"},
+    {"Qwen2.5-0.5B.config.json", "Qwen2ForCausalLM", 1, 4,
+     "plan_qwen_sp1.json", "num_key_value_heads (2)"},
+    /* tp=7 divides the 14 heads but not the 2 kv heads */
+    {"Qwen2.5-0.5B.config.json", "Qwen2ForCausalLM", 0, 7,
+     "plan_qwen_sp0.json", "num_key_value_heads (2)"},
+    /* Qwen3-0.6B: 16 heads, 8 kv heads */
+    {"Qwen3-0.6B.config.json", "Qwen3ForCausalLM", 1, 16,
+     "plan_qwen_sp1.json", "num_key_value_heads (8)"},
+    {"Qwen3-0.6B-seqcls.config.json", "Qwen3ForSequenceClassification", 1,
+     16, "plan_qwen_cls_sp1.json", "num_key_value_heads (8)"},
+    {"Qwen3-0.6B-seqcls.config.json", "Qwen3ForSequenceClassification", 0, 3,
+     "plan_qwen_cls_sp0.json", "num_key_value_heads (8)"},
+    /* Qwen3.5 causal: 8 heads, 2 kv heads; sp has no effect */
+    {"qwen3_5-tiny-causal.config.json", "Qwen3_5ForCausalLM", 0, 4,
+     "plan_qwen3_5_causal.json", "num_key_value_heads (2)"},
+    {"qwen3_5-tiny-causal.config.json", "Qwen3_5ForCausalLM", 1, 3,
+     "plan_qwen3_5_causal.json", "num_key_value_heads (2)"},
+};
+
+START_TEST(test_indivisible_heads) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, k_indivisible[_i].config, 1);
+  fam_check_plan_any_tp(reg, m, k_indivisible[_i].arch, NULL,
+                        k_indivisible[_i].sp, k_indivisible[_i].tp, FAM,
+                        k_indivisible[_i].golden);
+  fam_check_selected(reg, m, NULL, k_indivisible[_i].sp, k_indivisible[_i].tp,
+                     0, FAM, k_indivisible[_i].golden, "heads-not-divisible",
+                     k_indivisible[_i].needle, 1);
+  fam_check_selected(reg, m, NULL, k_indivisible[_i].sp, k_indivisible[_i].tp,
+                     0, FAM, NULL, "heads-not-divisible", NULL, 1);
+  fam_check_selected(reg, m, NULL, k_indivisible[_i].sp, k_indivisible[_i].tp,
+                     0, FAM, NULL, "plugin-refused", NULL, 0);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* The tps the heads allow: the same plans, no head diagnostic. The Qwen3.5
+ * VLM keeps its counts in text_config: upstream's check reads the top-level
+ * config (the class is not in its VLM list), sees none and passes. */
+START_TEST(test_divisible_tps) {
+  tpx_registry *reg = fam_registry(FAM);
   tpx_model *q2 = fam_model(reg, FAM, "Qwen2.5-0.5B.config.json", 1);
   tpx_model *c35 = fam_model(reg, FAM, "qwen3_5-tiny-causal.config.json", 1);
   tpx_model *v35 = fam_model(reg, FAM, "qwen3_5-tiny-vlm.config.json", 1);
-  tpx_plan *plan = NULL;
-  char msg[256];
-  fam_check_refused(reg, m, "Qwen3ForCausalLM", "llama_nemotron_super_tp_plan",
-                    0, "llama_nemotron_super_tp_plan");
-  /* validate_tp_mesh: Qwen2.5-0.5B has 14 heads and 2 kv heads. The
-   * plugin refuses its head-sharded plan (tpx's get_plan contract); the
-   * diagnostic is the host's, once. */
-  fam_check_refused_tp(reg, q2, "Qwen2ForCausalLM", NULL, 0, 4,
-                       "num_key_value_heads (2) must be divisible by TP size "
-                       "(4)");
-  fam_check_refused_tp(reg, m, "Qwen3ForSequenceClassification", NULL, 1, 16,
-                       "num_key_value_heads (8)");
-  fam_check_refused_tp(reg, c35, "Qwen3_5ForCausalLM", NULL, 0, 4,
-                       "num_key_value_heads (2)");
-  fam_check_selected(reg, q2, NULL, 0, 4, 1, FAM, NULL, "heads-not-divisible",
-                     "num_key_value_heads (2) must be divisible by TP size "
-                     "(4)",
-                     1);
-  fam_check_selected(reg, q2, NULL, 1, 4, 1, FAM, NULL, "heads-not-divisible",
-                     NULL, 1);
   fam_check_selected(reg, q2, NULL, 1, 2, 0, FAM, "plan_qwen_sp1.json",
                      "heads-not-divisible", NULL, 0);
-  fam_check_selected(reg, c35, NULL, 0, 4, 1, FAM, NULL, "heads-not-divisible",
-                     NULL, 1);
   fam_check_selected(reg, c35, NULL, 0, 2, 0, FAM, "plan_qwen3_5_causal.json",
                      "heads-not-divisible", NULL, 0);
-  /* The Qwen3.5 VLM keeps its counts in text_config: upstream's check reads
-   * the top-level config (the class is not in its VLM list), sees none and
-   * passes; so does the plugin's. */
-  ck_assert_int_eq(fam_plan(reg, v35, "Qwen3_5ForConditionalGeneration", NULL,
-                            0, 4, &plan, msg, sizeof msg),
-                   TPX_OK);
-  tpx_plan_destroy(plan);
+  fam_check_plan_any_tp(reg, v35, "Qwen3_5ForConditionalGeneration", NULL, 0,
+                        4, FAM, "plan_qwen3_5_vlm.json");
   fam_check_selected(reg, v35, NULL, 0, 4, 0, FAM, "plan_qwen3_5_vlm.json",
                      "heads-not-divisible", NULL, 0);
   tpx_model_destroy(q2);
   tpx_model_destroy(c35);
   tpx_model_destroy(v35);
-  tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
 END_TEST
@@ -322,6 +359,9 @@ static Suite *qwen_suite(void) {
   tcase_add_test(tc, test_classification_asserts);
   tcase_add_test(tc, test_qwen3_5_plans);
   tcase_add_test(tc, test_refusals);
+  tcase_add_loop_test(tc, test_indivisible_heads, 0,
+                      (int)(sizeof k_indivisible / sizeof k_indivisible[0]));
+  tcase_add_test(tc, test_divisible_tps);
   tcase_add_test(tc, test_qwen3_skeleton);
   tcase_add_test(tc, test_qwen2_skeleton);
   tcase_add_test(tc, test_classification_skeleton);

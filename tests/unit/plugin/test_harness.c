@@ -2,8 +2,10 @@
  * every check; each broken fixture fails exactly the check it breaks, with
  * a precise detail; crashes and hangs in the plugin are reported while the
  * harness returns normally; --config models catch unmatched keys, tied
- * weights laid out twice, head-sharded plans for indivisible heads and
- * non-determinism; the text and JSON reports. */
+ * weights laid out twice and non-determinism; at a tp the heads do not
+ * divide, a plan or a refusal with a message passes (the host's
+ * validate_tp_mesh reports heads-not-divisible) and a refusal without one
+ * fails; the text and JSON reports. */
 #include <jansson.h>
 #include <stdint.h>
 
@@ -175,17 +177,81 @@ START_TEST(misbehaving_plans_caught) {
                             "required key 'model.layers.*.mlp.gate_proj' "
                             "matches no module"),
                 "%s", text);
-  ck_assert_msg(failed_with(r, "plan TestForCausalLM", "shards attention "
-                                                       "heads although"),
-                "%s", text);
   ck_assert_msg(failed_with(r, "plan TestForCausalLM", "not deterministic"),
                 "%s", text);
   ck_assert_msg(failed_with(r, "concurrent TestForCausalLM",
                             "different plan(s)"),
                 "%s", text);
-  /* tp=2 divides 6 heads: no head complaint there. */
-  tpx_harness_check c;
-  ck_assert(find(r, "plan TestForCausalLM", &c));
+  /* Indivisible heads are the host's diagnostic, never the harness's. */
+  ck_assert_msg(!failed_with(r, "plan TestForCausalLM", "heads"), "%s", text);
+  free(text);
+  tpx_harness_result_destroy(r);
+}
+END_TEST
+
+/* 6 heads: tp=4 and tp=8 do not divide them; tp=1 and tp=2 do. Config ->
+ * what the plugin does at tp=4/8, whether every check passes, and words of
+ * the tp=4/8 plan checks' detail. */
+static const struct {
+  const char *config;
+  const char *behaviour;
+  int all_pass;
+  const char *detail;
+} indivisible[] = {
+    /* Upstream's plan functions never look at tp: the plan is handed out,
+     * and the host's validation catches the heads. */
+    {"tpxtest-indivisible.json", "returns its plan", 1,
+     "heads not divisible by tp=%d: the host's validate_tp_mesh reports "
+     "heads-not-divisible (error); plan not used"},
+    /* A clean refusal (with a message) is fine too. */
+    {"tpxtest-indivisible-refused.json", "refuses with a message", 1,
+     "refused get_plan: num_attention_heads (6) / num_key_value_heads (6) "
+     "are not divisible by tp=%d, deterministic; heads not divisible by "
+     "tp=%d: the host's validate_tp_mesh reports heads-not-divisible (error)"},
+    /* A refusal must say why. */
+    {"tpxtest-silent-refusal.json", "refuses without a message", 0,
+     "refused without a message (call host->set_error)"},
+};
+
+START_TEST(indivisible_heads) {
+  const char *cfg[1] = {DATA(indivisible[_i].config)};
+  tpx_harness_result *r = run(GOOD("libtpxtest_good.so"), cfg, 1, 20);
+  char *text = NULL;
+  CHECK_OK(tpx_harness_to_text(r, &text, &e_));
+  const char *label = "plan TestForCausalLM [";
+  size_t plans = 0, failed = 0;
+  for (size_t i = 0; i < tpx_harness_num_checks(r); i++) {
+    tpx_harness_check c;
+    CHECK_OK(tpx_harness_check_get(r, i, &c, &e_));
+    if (!c.passed)
+      failed++;
+    if (strncmp(c.name, label, strlen(label)) != 0 ||
+        !strstr(c.name, indivisible[_i].config))
+      continue;
+    plans++;
+    const char *t = strstr(c.name, " tp=");
+    ck_assert_ptr_nonnull(t);
+    int tp = atoi(t + 4);
+    char want[256];
+    /* Extra arguments to snprintf are ignored: one or two %d. */
+    snprintf(want, sizeof want, indivisible[_i].detail, tp, tp);
+    if (tp == 4 || tp == 8) {
+      ck_assert_msg(c.passed == indivisible[_i].all_pass,
+                    "%s (plugin %s): %s", c.name, indivisible[_i].behaviour,
+                    c.detail);
+      ck_assert_msg(strstr(c.detail, want) != NULL, "%s: want \"%s\" in %s",
+                    c.name, want, c.detail);
+    } else {
+      /* tp=1 and 2 divide 6: a plan, and no note about heads. */
+      ck_assert_msg(c.passed, "%s: %s", c.name, c.detail);
+      ASSERT_CONTAINS(c.detail, "entries");
+      ck_assert_msg(!strstr(c.detail, "heads"), "%s: %s", c.name, c.detail);
+    }
+  }
+  ck_assert_uint_eq(plans, 8);
+  /* sp off/on x tp 4, 8 for the silent refusal; nothing else fails. */
+  ck_assert_msg(failed == (indivisible[_i].all_pass ? 0 : 4), "%s", text);
+  ck_assert_uint_eq(tpx_harness_num_failed(r), failed);
   free(text);
   tpx_harness_result_destroy(r);
 }
@@ -245,6 +311,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, extra_symbols_listed);
   tcase_add_test(tc, config_models);
   tcase_add_test(tc, misbehaving_plans_caught);
+  tcase_add_loop_test(tc, indivisible_heads, 0,
+                      sizeof indivisible / sizeof indivisible[0]);
   tcase_add_test(tc, json_report);
   tcase_add_test(tc, bad_arguments);
   suite_add_tcase(s, tc);

@@ -291,6 +291,139 @@ START_TEST(format_bytes_and_bad_args) {
 }
 END_TEST
 
+/* Regression: jansson rejects invalid UTF-8 (json_string returns NULL), so
+ * a config path or a plugin path in a legacy encoding silently dropped
+ * "model.source" / "selection.path" and trace lines. They are now kept with
+ * U+FFFD in place of the bad bytes. */
+START_TEST(json_non_utf8_strings) {
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
+  ck_assert_int_eq(tpx_model_set_config(m, fx_llama_config,
+                                        strlen(fx_llama_config),
+                                        "dir/cf\xffg.json", &e),
+                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_module(m, "l\xe9", TPX_MODULE_LINEAR, NULL, &e), TPX_OK);
+  int64_t w[2] = {4, 4};
+  ck_assert_int_eq(tpx_model_add_param(m, "l\xe9", "weight", w, 2,
+                                       TPX_DTYPE_BF16, NULL, &e),
+                   TPX_OK);
+  tpx_mesh *mesh = fx_mesh(1, 2, 1);
+  tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+  static const char *const tr[2] = {"ok line", "bad \xc3( line"};
+  tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+  o.plan_source = "plugin";
+  o.plugin_name = "x";
+  o.plugin_path = "/lib/\xfe/libx.so";
+  o.num_trace = 2;
+  o.trace = tr;
+  json_t *j = report_json(sh, &o);
+  ck_assert_str_eq(json_string_value(json_object_get(
+                       json_object_get(j, "model"), "source")),
+                   "dir/cf\xef\xbf\xbdg.json");
+  json_t *sel = json_object_get(j, "selection");
+  ck_assert_str_eq(json_string_value(json_object_get(sel, "path")),
+                   "/lib/\xef\xbf\xbd/libx.so");
+  ck_assert_int_eq(json_array_size(json_object_get(sel, "trace")), 2);
+  ck_assert_str_eq(json_string_value(json_array_get(
+                       json_object_get(sel, "trace"), 1)),
+                   "bad \xef\xbf\xbd( line");
+  json_t *p0 = json_array_get(json_object_get(j, "parameters"), 0);
+  ck_assert_str_eq(json_string_value(json_object_get(p0, "name")),
+                   "l\xef\xbf\xbd.weight");
+  ck_assert_str_eq(json_string_value(json_object_get(p0, "module")),
+                   "l\xef\xbf\xbd");
+  ck_assert(json_is_string(json_object_get(p0, "fsdp_unit")));
+  json_decref(j);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* n top-level norms "n1".."n{n}", norm j has a [j] weight: over dp_shard
+ * = n+1 with torch.chunk, rank r holds 1 element of each norm j > r, so
+ * every rank has a different figure (n+1 groups). */
+static tpx_model *staircase_model(int n) {
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
+  for (int j = 1; j <= n; j++) {
+    char fqn[16];
+    snprintf(fqn, sizeof fqn, "n%d", j);
+    int64_t w[1] = {j};
+    ck_assert_int_eq(tpx_model_add_module(m, fqn, TPX_MODULE_NORM, NULL, &e),
+                     TPX_OK);
+    ck_assert_int_eq(tpx_model_add_param(m, fqn, "weight", w, 1,
+                                         TPX_DTYPE_F32, NULL, &e),
+                     TPX_OK);
+  }
+  return m;
+}
+
+/* Regression: the memory section lists up to 16 groups of ranks and then
+ * said "... (more ranks in the JSON report)" whenever it stopped early, even
+ * when the 16 groups already covered every rank. */
+START_TEST(text_memory_more_ranks) {
+  static const struct {
+    int norms;
+    int64_t dps;
+    int more;
+  } cases[] = {{15, 16, 0}, {16, 17, 1}, {3, 4, 0}, {20, 21, 1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tpx_model *m = staircase_model(cases[i].norms);
+    tpx_mesh *mesh = fx_mesh(1, cases[i].dps, 1);
+    tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+    ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, 0),
+                     4 * cases[i].norms);
+    ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, cases[i].dps - 1), 0);
+    char *text = NULL;
+    ck_assert_int_eq(tpx_report_text(sh, NULL, &text, NULL), TPX_OK);
+    ck_assert_msg((strstr(text, "more ranks") != NULL) == cases[i].more,
+                  "case %zu: 'more ranks' %s expected in:\n%s", i,
+                  cases[i].more ? "is" : "is not", text);
+    free(text);
+    tpx_sharding_destroy(sh);
+    tpx_mesh_destroy(mesh);
+    tpx_model_destroy(m);
+  }
+}
+END_TEST
+
+/* The modules array names each styled module's kind (what the style's
+ * placements depend on: colwise Linear Shard(0), colwise Embedding Shard(1)). */
+START_TEST(json_module_kind) {
+  tpx_model *m = fx_llama();
+  tpx_plan *p = fx_llama_plan();
+  fx_set(p, "model.embed_tokens", TPX_STYLE_COLWISE, 0);
+  tpx_mesh *mesh = fx_mesh(1, 1, 2);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  json_t *j = report_json(sh, NULL);
+  json_t *mods = json_object_get(j, "modules");
+  int seen_emb = 0, seen_lin = 0;
+  for (size_t i = 0; i < json_array_size(mods); i++) {
+    json_t *x = json_array_get(mods, i);
+    const char *name = json_string_value(json_object_get(x, "module"));
+    const char *kind = json_string_value(json_object_get(x, "kind"));
+    ck_assert_ptr_nonnull(kind);
+    if (strcmp(name, "model.embed_tokens") == 0) {
+      ck_assert_str_eq(kind, "embedding");
+      seen_emb = 1;
+    } else if (strstr(name, "q_proj")) {
+      ck_assert_str_eq(kind, "linear");
+      seen_lin = 1;
+    }
+  }
+  ck_assert(seen_emb && seen_lin);
+  json_decref(j);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *report_suite(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -299,6 +432,9 @@ static Suite *report_suite(void) {
   tcase_add_test(tc, json_errors_and_tp1);
   tcase_add_test(tc, text_report);
   tcase_add_test(tc, format_bytes_and_bad_args);
+  tcase_add_test(tc, json_non_utf8_strings);
+  tcase_add_test(tc, text_memory_more_ranks);
+  tcase_add_test(tc, json_module_kind);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -176,11 +176,12 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
     return probe(h, ctx, req->tp_size);
 #endif
   /* Misbehaviours on request, for the harness tests (config flags). */
-  int untie = 0, unmatched = 0, ignore_heads = 0, flaky = 0;
+  int untie = 0, unmatched = 0, ignore_heads = 0, flaky = 0, silent = 0;
   h->config_get_bool(ctx, "tpxtest_untie_plan", &untie);
   h->config_get_bool(ctx, "tpxtest_unmatched_key", &unmatched);
   h->config_get_bool(ctx, "tpxtest_ignore_heads", &ignore_heads);
   h->config_get_bool(ctx, "tpxtest_nondeterministic", &flaky);
+  h->config_get_bool(ctx, "tpxtest_refuse_silently", &silent);
   int64_t heads = 0, kv = 0;
   if (h->config_get_int(ctx, "num_attention_heads", &heads) != TPX_PLUGIN_OK)
     heads = 0;
@@ -188,6 +189,8 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
     kv = heads;
   if (!ignore_heads &&
       ((heads && heads % req->tp_size) || (kv && kv % req->tp_size))) {
+    if (silent)
+      return TPX_PLUGIN_REFUSED; /* no set_error: what the harness rejects */
     char msg[160];
     snprintf(msg, sizeof msg,
              "num_attention_heads (%lld) / num_key_value_heads (%lld) are not "
