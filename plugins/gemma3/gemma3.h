@@ -37,5 +37,9 @@ int gemma4_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 /* Skeletons: Gemma3 text stack (+ SigLIP tower and projector for the VLM). */
 int gemma3_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     gemma3_kind kind);
+/* Gemma4ForConditionalGeneration: text stack (dense, E-series, MoE,
+ * kv-shared layers), vision and audio towers and their embedders
+ * (gemma4_skeleton.c). */
+int gemma4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
 
 #endif /* TPX_GEMMA3_PRIVATE_H */

@@ -1,6 +1,7 @@
 /* gemma3_plugin.c — registration and entry points of the gemma3 family
  * plugin (register_parallel_strategy, get_plan, tpx_plugin_get_skeleton).
- * The plans live in gemma3_plan.c, the skeletons in gemma3_skeleton.c. */
+ * The plans live in gemma3_plan.c, the skeletons in gemma3_skeleton.c
+ * (Gemma3) and gemma4_skeleton.c (Gemma4). */
 #include "gemma3.h"
 
 #include <string.h>
@@ -98,11 +99,7 @@ TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
   if (kind == GEMMA3_CAUSAL_LM || kind == GEMMA3_COND_GEN)
     return gemma3_skeleton(host, ctx, kind);
   if (kind == GEMMA4_COND_GEN)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "gemma3: no config-only skeleton for '%s' (its per-layer "
-                     "embeddings, audio and vision towers are not modelled); "
-                     "load the checkpoint's safetensors headers instead",
-                     architecture);
+    return gemma4_skeleton(host, ctx);
   return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                    "gemma3: architecture '%s' is not served by this plugin",
                    architecture != NULL ? architecture : "(null)");

@@ -7,11 +7,12 @@
  * Not: the validate_tp_mesh / Nemotron-NAS diagnostics (§4.5) and the
  * Nemotron-Flash lm_head post-processing (§4.1): the host runs both for every
  * plan source, and get_plan, like upstream's plan functions, never looks at
- * tp or the head counts. Not: Nemotron-Flash skeletons (hybrid blocks; no
- * published layout here). */
+ * tp or the head counts. The Nemotron-Flash skeleton (hybrid blocks) is in
+ * nemotron_flash_skeleton.c. */
 #include <stdio.h>
 #include <string.h>
 
+#include "nemotron_flash.h"
 #include "tpxp_common.h"
 #include "tpxp_exports.h"
 
@@ -367,10 +368,13 @@ int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int st;
   if (tpxp_arch_is(architecture, "DeciLMForCausalLM"))
     return decilm_skeleton(host, ctx);
+  if (tpxp_arch_is(architecture, "NemotronFlashForCausalLM"))
+    return nemotron_flash_skeleton(host, ctx);
   if (!tpxp_arch_is(architecture, "LlamaForCausalLM"))
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "llama plugin: no skeleton for '%s' (only "
-                     "LlamaForCausalLM and DeciLMForCausalLM)",
+                     "LlamaForCausalLM, DeciLMForCausalLM and "
+                     "NemotronFlashForCausalLM)",
                      architecture != NULL ? architecture : "(null)");
   memset(&d, 0, sizeof d);
   /* HF LlamaConfig defaults tie_word_embeddings to False. */

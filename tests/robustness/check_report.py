@@ -303,6 +303,36 @@ def check(rep, expect=None):
             total_bytes += numel(shape) * DTYPE_SIZE[p["dtype"]]
             k = (tuple(shape), p["dtype"], tuple(parsed))
             sig[k] = sig.get(k, 0) + 1
+    # FSDP units: a parameter belongs to its nearest enclosing unit, else the
+    # root (""); each unit's "params" counts them (tied aliases excluded).
+    fsdp = rep.get("fsdp")
+    if fsdp_on and isinstance(fsdp, dict) and fsdp.get("enabled"):
+        units = [u.get("module") for u in fsdp.get("units", [])]
+        if not units or units[-1] != "" or units.count("") != 1:
+            P.add("fsdp units %r: the root must be last, once" % units[-3:])
+        else:
+            uset = set(units)
+            counts = dict.fromkeys(units, 0)
+            for p in params:
+                if p.get("tied_to") is not None:
+                    continue
+                mod = p["module"]
+                while mod and mod not in uset:
+                    mod = mod.rsplit(".", 1)[0] if "." in mod else ""
+                if p["fsdp_unit"] != mod:
+                    P.add("%s: fsdp_unit %r, nearest unit is %r"
+                          % (p["name"], p["fsdp_unit"], mod))
+                counts[mod] = counts.get(mod, 0) + 1
+            for u in fsdp.get("units", []):
+                if u.get("params") != counts.get(u.get("module")):
+                    P.add("fsdp unit %r: params %r, counted %r"
+                          % (u.get("module"), u.get("params"),
+                             counts.get(u.get("module"))))
+    elif fsdp_on is False:
+        for p in params:
+            if p["fsdp_unit"] is not None:
+                P.add("%s: fsdp_unit %r with FSDP off" % (p["name"], p["fsdp_unit"]))
+                break
     if model["total_params"] != total_params:
         P.add("model.total_params %d != %d (sum over parameters, tied once)"
               % (model["total_params"], total_params))

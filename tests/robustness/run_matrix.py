@@ -79,6 +79,26 @@ def sanitizer_trouble(rc, err):
     return None
 
 
+def tied_check(cfg, rep):
+    """A config saying tie_word_embeddings: true must give a tied lm_head
+    (counted once in total_params)."""
+    try:
+        with open(cfg) as f:
+            c = json.loads(f.read().replace("-Infinity", "null")
+                           .replace("Infinity", "null").replace("NaN", "null"))
+    except (OSError, ValueError):
+        return []
+    tied = c.get("tie_word_embeddings")
+    if tied is None and isinstance(c.get("text_config"), dict):
+        tied = c["text_config"].get("tie_word_embeddings")
+    if tied is not True:
+        return []
+    heads = [p for p in rep.get("parameters", [])
+             if p.get("name", "").endswith("lm_head.weight")]
+    return ["%s: tie_word_embeddings is true but it is not tied" % p["name"]
+            for p in heads if p.get("tied_to") is None]
+
+
 def one_case(tpx, src, cfg, tp, dps, dpr, sp, extra=()):
     """Problems for one mesh shape: the JSON run and the text run."""
     rel = os.path.relpath(cfg, src)
@@ -107,6 +127,8 @@ def one_case(tpx, src, cfg, tp, dps, dpr, sp, extra=()):
                                        "dp_replicate": dpr, "sp": sp,
                                        "fsdp": "--no-fsdp" not in extra})
         probs += ["%s json: %s" % (tag, p) for p in ps]
+        probs += ["%s json: %s" % (tag, p) for p in tied_check(cfg, jrep)
+                  if "--weights" not in extra]
         if isinstance(jrep.get("ok"), bool) and (rc == 0) != jrep["ok"]:
             probs.append("%s json: exit %d but ok=%r" % (tag, rc, jrep["ok"]))
     rc2, out2, err2 = run(tpx, args + ["--format", "text"])

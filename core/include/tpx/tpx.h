@@ -4,15 +4,25 @@
 #ifndef TPX_TPX_H
 #define TPX_TPX_H
 
+#include "tpx/comm.h"
+#include "tpx/diag.h"
 #include "tpx/dtype.h"
 #include "tpx/error.h"
 #include "tpx/export.h"
+#include "tpx/fsdp.h"
+#include "tpx/harness.h"
 #include "tpx/layout.h"
 #include "tpx/log.h"
+#include "tpx/match.h"
 #include "tpx/mesh.h"
 #include "tpx/model.h"
 #include "tpx/placement.h"
 #include "tpx/plan.h"
+#include "tpx/redistribute.h"
+#include "tpx/registry.h"
+#include "tpx/report.h"
+#include "tpx/sharding.h"
+#include "tpx/validate.h"
 
 TPX_BEGIN_DECLS
 

@@ -127,7 +127,10 @@ static void table(tpx__sbuf *b, const tpx_sharding *sh) {
   row_t *rows = NULL;
   size_t nrows = 0, caprows = 0;
   tpx__strmap map = TPX__STRMAP_INIT;
-  char tmpl[1024], key[2048], pls[256], shp[128];
+  /* tmpl and key grow with the FQN: fixed buffers truncated long names,
+   * and two modules whose FQNs differed only past the cut shared a row. */
+  char *tmpl = NULL, *key = NULL, pls[256], shp[128];
+  size_t tcap = 0, kcap = 0;
   int64_t nums[MAX_NUM_ATOMS];
   for (size_t p = 0; p < np && !b->failed; p++) {
     tpx_param_info pi;
@@ -136,14 +139,35 @@ static void table(tpx__sbuf *b, const tpx_sharding *sh) {
         tpx_sharding_param(sh, (int64_t)p, &ps, NULL) != TPX_OK)
       continue;
     const char *mfqn = tpx_model_module_fqn(model, pi.module);
-    int n = templ(mfqn, tmpl, sizeof tmpl, nums);
+    size_t need = strlen(mfqn) + 3;
+    if (need > tcap) {
+      char *t = realloc(tmpl, need);
+      if (!t) {
+        b->failed = 1;
+        break;
+      }
+      tmpl = t;
+      tcap = need;
+    }
+    int n = templ(mfqn, tmpl, tcap, nums);
     placements_text(sh, ps.placements, pls, sizeof pls);
     shape_text(&pi, shp, sizeof shp);
-    int kl = snprintf(key, sizeof key, "%s|%s|%s|%s|%lld|%s", tmpl, pi.name,
-                      shp, tpx_dtype_short_name(pi.dtype),
-                      (long long)ps.plan_entry, pls);
+    const char *dts = tpx_dtype_short_name(pi.dtype);
+    need = strlen(tmpl) + strlen(pi.name) + strlen(shp) + strlen(dts) +
+           strlen(pls) + 32;
+    if (need > kcap) {
+      char *k = realloc(key, need);
+      if (!k) {
+        b->failed = 1;
+        break;
+      }
+      key = k;
+      kcap = need;
+    }
+    int kl = snprintf(key, kcap, "%s|%s|%s|%s|%lld|%s", tmpl, pi.name, shp,
+                      dts, (long long)ps.plan_entry, pls);
     if (kl < 0) continue;
-    size_t klen = (size_t)kl < sizeof key ? (size_t)kl : sizeof key - 1;
+    size_t klen = (size_t)kl < kcap ? (size_t)kl : kcap - 1;
     int64_t idx = -1;
     row_t *r;
     if (tpx__strmap_find(&map, key, klen, &idx)) {
@@ -271,6 +295,8 @@ static void table(tpx__sbuf *b, const tpx_sharding *sh) {
     for (int k = 0; k < MAX_NUM_ATOMS; k++) free(rows[i].vals[k]);
   }
   free(rows);
+  free(tmpl);
+  free(key);
   tpx__strmap_free(&map);
 }
 

@@ -6,6 +6,7 @@
  * signature (shape, dtype, compute dtype, placements): a million expert
  * weights usually have a handful of signatures, so the layout is asked
  * signatures x ranks times, not parameters x ranks. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,16 @@ static int sig_equal(const sig_key *a, const sig_key *b, int mesh_ndim) {
         a->pl[i].op != b->pl[i].op)
       return 0;
   return 1;
+}
+
+/* Byte counts are non-negative and saturate at INT64_MAX rather than wrap
+ * (as tpx_slice_nbytes does): a config can describe a model whose per-rank
+ * sums exceed int64 (signed overflow is UB). */
+static int64_t sat_add(int64_t a, int64_t b) {
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+static int64_t sat_mul(int64_t a, int64_t b) {
+  return a != 0 && b > INT64_MAX / a ? INT64_MAX : a * b;
 }
 
 static int sig_grow(sig_table *t) {
@@ -180,7 +191,8 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
   for (size_t r = 0; r < nw; r++) sh->rank_bytes[r] = 0;
   for (size_t s = 0; s < ns; s++)
     for (size_t r = 0; r < nw; r++)
-      sh->rank_bytes[r] += count[s] * sharded[s * nw + r];
+      sh->rank_bytes[r] = sat_add(sh->rank_bytes[r],
+                                  sat_mul(count[s], sharded[s * nw + r]));
 
   if (sh->num_units == 0) {
     for (size_t r = 0; r < nw; r++) sh->rank_peak[r] = sh->rank_bytes[r];
@@ -211,13 +223,15 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
         int64_t c = ucount[u * ns + s];
         if (!c) continue;
         for (size_t r = 0; r < nw; r++)
-          sh->units[u].gathered[r] += c * gathered[s * nw + r];
+          sh->units[u].gathered[r] = sat_add(
+              sh->units[u].gathered[r], sat_mul(c, gathered[s * nw + r]));
       }
   } else {
     for (size_t p = 0; p < np; p++) {
       if (psig[p] < 0 || sh->param_unit[p] < 0) continue;
       int64_t *g = sh->units[sh->param_unit[p]].gathered;
-      for (size_t r = 0; r < nw; r++) g[r] += gathered[psig[p] * nw + r];
+      for (size_t r = 0; r < nw; r++)
+        g[r] = sat_add(g[r], gathered[psig[p] * nw + r]);
     }
   }
 
@@ -229,14 +243,14 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
       const tpx__fsdp_unit_rec *x = &sh->units[u];
       int64_t f = x->gathered[r], b = x->gathered[r];
       for (size_t j = 0; j < x->num_fwd; j++)
-        f += sh->units[x->fwd[j]].gathered[r];
+        f = sat_add(f, sh->units[x->fwd[j]].gathered[r]);
       for (size_t j = 0; j < x->num_bwd; j++)
-        b += sh->units[x->bwd[j]].gathered[r];
+        b = sat_add(b, sh->units[x->bwd[j]].gathered[r]);
       if (f > worst) worst = f;
       if (b > worst) worst = b;
     }
-    sh->rank_peak[r] =
-        sh->rank_bytes[r] + sh->units[nu - 1].gathered[r] + worst;
+    sh->rank_peak[r] = sat_add(
+        sat_add(sh->rank_bytes[r], sh->units[nu - 1].gathered[r]), worst);
   }
 
 done:

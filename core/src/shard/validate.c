@@ -3,6 +3,7 @@
  *
  * Reads only the model's config and architecture names, never its modules.
  * Not plan selection and not application. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,27 +57,44 @@ static int64_t head_cfg(const tpx_model *model, const char *key,
   return cfg_int(model, key, missing);
 }
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  if (a < 0) a = -a;
-  if (b < 0) b = -b;
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
+/* gcd of |a| and |b|, in unsigned arithmetic: -INT64_MIN is not an int64_t
+ * (a config may hold any integer). */
+static uint64_t gcd64(int64_t a, int64_t b) {
+  uint64_t x = a < 0 ? 0 - (uint64_t)a : (uint64_t)a;
+  uint64_t y = b < 0 ? 0 - (uint64_t)b : (uint64_t)b;
+  while (y) {
+    uint64_t t = x % y;
+    x = y;
+    y = t;
   }
-  return a;
+  return x;
 }
 
-/* "1, 2, 4, 8": the divisors of g (g > 0), into buf. */
-static void divisors_text(int64_t g, char *buf, size_t size) {
+/* Divisors are listed up to this size: no mesh has more ranks on one dim
+ * (tpx_sharding_create caps the world at 2^24), and walking every candidate
+ * up to a huge head count (a config may say 999999999989) would hang. */
+#define DIVISOR_LIMIT ((uint64_t)1 << 24)
+
+/* "1, 2, 4, 8": the divisors of g up to DIVISOR_LIMIT, into buf; "any"
+ * for 0 (every size divides 0). */
+static void divisors_text(uint64_t g, char *buf, size_t size) {
   size_t n = 0;
   buf[0] = '\0';
-  for (int64_t d = 1; d <= g && n < size; d++) {
+  if (g == 0) {
+    snprintf(buf, size, "any");
+    return;
+  }
+  uint64_t top = g < DIVISOR_LIMIT ? g : DIVISOR_LIMIT;
+  for (uint64_t d = 1; d <= top && n < size; d++) {
     if (g % d) continue;
-    int w = snprintf(buf + n, size - n, "%s%lld", n ? ", " : "", (long long)d);
+    int w = snprintf(buf + n, size - n, "%s%llu", n ? ", " : "",
+                     (unsigned long long)d);
     if (w < 0) break;
     n += (size_t)w;
   }
+  if (g > DIVISOR_LIMIT && n < size)
+    snprintf(buf + n, size - n, " (none larger than %llu listed)",
+             (unsigned long long)DIVISOR_LIMIT);
 }
 
 static int is_nemotron_nas(const tpx_model *model) {
@@ -95,13 +113,13 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
   char valid[256], path[128];
   tpx_status st;
   if (heads % tp != 0) {
-    divisors_text(heads, valid, sizeof valid);
+    divisors_text(gcd64(heads, 0), valid, sizeof valid);
     st = tpx_diag_add(
         diags, TPX_DIAG_ERROR, "heads-not-divisible", "num_attention_heads",
         "choose a tp size that divides the head count",
         "num_attention_heads in config (%lld) does not match the TP size "
         "(%lld) (Nemotron-NAS); tp sizes that would work: %s",
-        (long long)heads, (long long)tp, heads ? valid : "any");
+        (long long)heads, (long long)tp, valid);
     return st == TPX_OK ? TPX_OK : tpx_error_set(err, st, "out of memory");
   }
   /* Count block_configs by probing items (the model API reads by path). */
@@ -146,7 +164,10 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
     snprintf(path, sizeof path, "block_configs[%lld].attention.n_heads_in_group",
              (long long)i);
     if (tpx_model_config_int(model, path, &group, NULL) == TPX_OK) {
-      int64_t kv = group ? heads / group : 0;
+      /* INT64_MIN / -1 overflows: no real config has it; treat as 0 */
+      int64_t kv = group == 0 || (group == -1 && heads == INT64_MIN)
+                       ? 0
+                       : heads / group;
       if (kv % tp != 0) {
         divisors_text(gcd64(kv, heads), valid, sizeof valid);
         st = tpx_diag_add(
@@ -156,7 +177,7 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
             "n_heads_in_group %lld) does not match the TP size (%lld); tp "
             "sizes that would work for this layer: %s",
             (long long)i, (long long)kv, (long long)heads, (long long)group,
-            (long long)tp, kv ? valid : "any");
+            (long long)tp, valid);
         if (st != TPX_OK) return tpx_error_set(err, st, "out of memory");
         return TPX_OK; /* torch's assert stops at the first failing layer */
       }

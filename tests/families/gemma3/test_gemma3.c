@@ -306,17 +306,7 @@ START_TEST(test_gemma4_validate) {
 }
 END_TEST
 
-START_TEST(test_gemma4_no_skeleton) {
-  tpx_registry *reg = ft_registry(FAM);
-  tpx_model *m = ft_config(FAM, "gemma4-dense.json");
-  tpx_error err = {0};
-  ck_assert_int_eq(tpx_registry_build_skeleton(reg, m, &err), TPX_PLUGIN);
-  ck_assert_msg(strstr(err.message, "safetensors") != NULL, "%s", err.message);
-  ck_assert_uint_eq(tpx_model_num_params(m), 0);
-  tpx_model_destroy(m);
-  tpx_registry_destroy(reg);
-}
-END_TEST
+/* The Gemma4 skeleton is tested in test_gemma4_skeleton.c. */
 
 /* ---- skeletons ---- */
 
@@ -632,7 +622,6 @@ static Suite *gemma3_suite(void) {
   tcase_add_loop_test(tc, test_gemma4_plans, 0, N(gemma4_ok));
   tcase_add_loop_test(tc, test_gemma4_refusals, 0, N(gemma4_refusals));
   tcase_add_loop_test(tc, test_gemma4_validate, 0, N(gemma4_diags));
-  tcase_add_test(tc, test_gemma4_no_skeleton);
   tcase_add_test(tc, test_skeleton_gemma3_1b);
   tcase_add_test(tc, test_skeleton_gemma3_4b_vlm);
   tcase_add_loop_test(tc, test_rank_bytes, 0, N(bytes_cases));

@@ -90,5 +90,35 @@ has "[tied-embeddings]" "tied diagnostic with its code"
 has "fix:" "with a fix"
 has "Plan: custom" "custom plan chosen"
 
+# Regressions. A --plan value that is a path but not a file used to be taken
+# as a plugin plan name ("named plan '/x/y.json' is not served by any loaded
+# plugin"); it now names the file and the OS error.
+expect 1 "--plan: nonexistent file" -- --config "$cfg/Llama-3.2-1B/config.json" \
+  --plan "$src/tests/data/report/no_such_plan.json"
+has "--plan '$src/tests/data/report/no_such_plan.json': No such file" \
+  "names the missing plan file"
+expect 1 "--plan: a directory" -- --config "$cfg/Llama-3.2-1B/config.json" \
+  --plan "$src/tests/data/report"
+has "not a regular file" "a directory is not a plan"
+expect 1 "--plan: unknown plan name" -- \
+  --config "$cfg/Llama-3.2-1B/config.json" --plan no_such_named_plan
+has "named plan 'no_such_named_plan'" "an identifier is still a plan name"
+# Sizes were read with strtoll, which also took " 2" and "+2".
+expect 2 "--tp with a plus sign" -- --config x --tp +2
+expect 2 "--tp with a leading blank" -- --config x --tp " 2"
+expect 2 "--dp-shard -0" -- --config x --dp-shard -0
+# A report that could not be written (disk full) exited 0.
+if [ -w /dev/full ]; then
+  n=$((n + 1))
+  if "$tpx" plan --config "$cfg/Llama-3.2-1B/config.json" >/dev/full \
+    2>"$out"; then
+    echo "FAIL: stdout on /dev/full: exit 0"
+    fails=$((fails + 1))
+  else
+    echo "ok: stdout on /dev/full fails"
+  fi
+  has "writing the report to standard output" "names the failed write"
+fi
+
 echo "cli_plan: $((n - fails))/$n passed"
 [ "$fails" -eq 0 ]

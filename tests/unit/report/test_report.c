@@ -424,6 +424,95 @@ START_TEST(json_module_kind) {
 }
 END_TEST
 
+/* per_rank is spliced into the dumped JSON as text (a jansson tree cost
+ * ~1 KB per rank: 1.9 GB at a million ranks). The result must parse and
+ * hold every rank, for compact and indented output, with escaped names. */
+START_TEST(json_per_rank_text) {
+  tpx_model *m = fx_llama();
+  tpx_plan *p = fx_llama_plan();
+  const char *names[3] = {"dp\"r", "dp_shard", "tp"};
+  int64_t sizes[3] = {2, 64, 2};
+  tpx_mesh *mesh = NULL;
+  ck_assert_int_eq(tpx_mesh_create(names, sizes, 3, &mesh, NULL), TPX_OK);
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  so.dp_replicate_dim = "dp\"r";
+  tpx_sharding *sh = fx_shard(m, p, mesh, &so);
+  static const int indents[] = {0, 2, 40};
+  for (size_t k = 0; k < 3; k++) {
+    tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+    o.indent = indents[k];
+    json_t *j = report_json(sh, &o);
+    json_t *pr = json_object_get(j, "per_rank");
+    ck_assert_uint_eq(json_array_size(pr), 256);
+    for (size_t r = 0; r < 256; r++) {
+      json_t *e = json_array_get(pr, r);
+      ck_assert_int_eq(json_integer_value(json_object_get(e, "rank")),
+                       (json_int_t)r);
+      json_t *c = json_object_get(e, "coords");
+      ck_assert_int_eq(json_integer_value(json_object_get(c, "dp\"r")),
+                       (json_int_t)(r / 128));
+      ck_assert_int_eq(json_integer_value(json_object_get(c, "dp_shard")),
+                       (json_int_t)(r / 2 % 64));
+      ck_assert_int_eq(json_integer_value(json_object_get(c, "tp")),
+                       (json_int_t)(r % 2));
+      ck_assert_int_eq(json_integer_value(json_object_get(e, "param_bytes")),
+                       tpx_sharding_rank_param_bytes(sh, (int64_t)r));
+      ck_assert_int_eq(json_integer_value(json_object_get(e, "peak_bytes")),
+                       tpx_sharding_rank_peak_bytes(sh, (int64_t)r));
+    }
+    /* the fields after per_rank survive the splice */
+    ck_assert(json_is_array(json_object_get(j, "diagnostics")));
+    ck_assert(json_is_boolean(json_object_get(j, "ok")));
+    json_decref(j);
+  }
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* Regression: the text table keyed rows by a 1024-byte template of the
+ * module FQN, so two modules whose FQNs differed only after ~1020 bytes
+ * shared one row ("x2") under a truncated name. */
+START_TEST(text_long_names) {
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
+  char a[1400], b[1400];
+  memset(a, 'x', sizeof a);
+  memcpy(a, "model.", 6);
+  snprintf(a + 1300, sizeof a - 1300, ".first");
+  memcpy(b, a, sizeof b);
+  snprintf(b + 1300, sizeof b - 1300, ".other");
+  int64_t w[2] = {4, 4};
+  ck_assert_int_eq(tpx_model_add_module(m, a, TPX_MODULE_LINEAR, NULL, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_param(m, a, "weight", w, 2, TPX_DTYPE_BF16,
+                                       NULL, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_module(m, b, TPX_MODULE_LINEAR, NULL, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_param(m, b, "weight", w, 2, TPX_DTYPE_BF16,
+                                       NULL, &e),
+                   TPX_OK);
+  tpx_mesh *mesh = fx_mesh(1, 2, 1);
+  tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+  char *text = NULL;
+  ck_assert_int_eq(tpx_report_text(sh, NULL, &text, NULL), TPX_OK);
+  char wa[1500], wb[1500];
+  snprintf(wa, sizeof wa, "%s.weight", a);
+  snprintf(wb, sizeof wb, "%s.weight", b);
+  ck_assert_msg(strstr(text, wa) != NULL, "first row missing");
+  ck_assert_msg(strstr(text, wb) != NULL, "second row missing");
+  ck_assert_ptr_null(strstr(text, "  x2"));
+  free(text);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *report_suite(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -435,6 +524,8 @@ static Suite *report_suite(void) {
   tcase_add_test(tc, json_non_utf8_strings);
   tcase_add_test(tc, text_memory_more_ranks);
   tcase_add_test(tc, json_module_kind);
+  tcase_add_test(tc, json_per_rank_text);
+  tcase_add_test(tc, text_long_names);
   suite_add_tcase(s, tc);
   return s;
 }

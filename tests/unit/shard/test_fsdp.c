@@ -456,6 +456,42 @@ START_TEST(layer_groups) {
 }
 END_TEST
 
+/* Regression: per-rank sums wrapped (signed overflow, UB) when a config
+ * describes a model larger than int64 bytes (tpx plan on a config with
+ * num_attention_heads 999999999989). They now saturate at INT64_MAX, as
+ * tpx_slice_nbytes does for one slice. */
+START_TEST(per_rank_bytes_saturate) {
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
+  static const char *const mods[] = {"layers.0", "layers.1", "head"};
+  for (size_t i = 0; i < 3; i++) {
+    /* the model's limit is 2^60 elements; 2^62 bytes each in f64 */
+    int64_t shape[1] = {(int64_t)1 << 59};
+    ck_assert_msg(tpx_model_add_module(m, mods[i], TPX_MODULE_LINEAR, NULL,
+                                       &e) == TPX_OK,
+                  "%s", e.message);
+    ck_assert_msg(tpx_model_add_param(m, mods[i], "weight", shape, 1,
+                                      TPX_DTYPE_F64, NULL, &e) == TPX_OK,
+                  "%s", e.message);
+  }
+  static const int64_t meshes[][3] = {{1, 1, 1}, {1, 1, 2}, {2, 1, 1}};
+  for (size_t k = 0; k < 3; k++) {
+    tpx_mesh *mesh = fx_mesh(meshes[k][0], meshes[k][1], meshes[k][2]);
+    tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+    for (int64_t r = 0; r < tpx_mesh_world_size(mesh); r++) {
+      ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, r), INT64_MAX);
+      ck_assert_int_eq(tpx_sharding_rank_peak_bytes(sh, r), INT64_MAX);
+    }
+    for (size_t u = 0; u < tpx_sharding_num_fsdp_units(sh); u++)
+      ck_assert_int_ge(tpx_sharding_fsdp_unit_gathered_bytes(sh, u, 0), 0);
+    tpx_sharding_destroy(sh);
+    tpx_mesh_destroy(mesh);
+  }
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *fsdp_suite(void) {
   Suite *s = suite_create("fsdp");
   TCase *tc = tcase_create("fsdp");
@@ -468,6 +504,7 @@ static Suite *fsdp_suite(void) {
   tcase_add_test(tc, per_rank_bytes_table);
   tcase_add_test(tc, per_rank_bytes_uneven_and_tied);
   tcase_add_test(tc, bad_prefetch_depth);
+  tcase_add_test(tc, per_rank_bytes_saturate);
   tcase_add_loop_test(tc, layer_groups, 0,
                       (int)(sizeof lg_cases / sizeof lg_cases[0]));
   suite_add_tcase(s, tc);

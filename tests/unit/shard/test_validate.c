@@ -48,6 +48,18 @@ static const heads_case heads_cases[] = {
     {"{\"architectures\":[\"Gemma3ForConditionalGeneration\"],"
      "\"text_config\":{\"num_attention_heads\":8,\"num_key_value_heads\":4}}",
      4, 1, NULL, NULL},
+    /* Regressions: any integer a config holds. gcd of INT64_MIN negated an
+     * int64_t (UB); a huge prime head count made the "tp sizes that would
+     * work" list walk every integer up to it (a hang). */
+    {"{\"num_attention_heads\":3,"
+     "\"num_key_value_heads\":-9223372036854775808}",
+     2, 0, "num_attention_heads", ": 1"},
+    {"{\"num_attention_heads\":999999999989}", 2, 0, "num_attention_heads",
+     "1 (none larger than 16777216 listed)"},
+    {"{\"num_attention_heads\":-6,\"num_key_value_heads\":4}", 4, 0,
+     "num_attention_heads", "1, 2"},
+    {"{\"num_attention_heads\":9223372036854775807}", 2, 0,
+     "num_attention_heads", "1, 7, 49, 73, 127, 337, 511, 889, 2359"},
     /* not a VLM class: text_config is not read (torch reads the top level) */
     {"{\"architectures\":[\"FooForCausalLM\"],"
      "\"text_config\":{\"num_attention_heads\":7}}",
@@ -110,6 +122,8 @@ static const nas_case nas_cases[] = {
     /* heads not divisible */
     {"[{\"attention\":{\"n_heads_in_group\":8}}]", 1, 3,
      "heads-not-divisible", "num_attention_heads"},
+    /* a negative group size is arithmetic, not a crash */
+    {"[{\"attention\":{\"n_heads_in_group\":-1}}]", 1, 2, NULL, NULL},
 };
 
 START_TEST(nemotron_nas) {
@@ -210,6 +224,24 @@ START_TEST(head_counts) {
 }
 END_TEST
 
+/* Regression: Nemotron-NAS with num_attention_heads INT64_MIN (divisible
+ * by every power of two) and n_heads_in_group -1 computed INT64_MIN / -1
+ * (UB, SIGFPE on x86); the layer now reads as 0 KV heads. */
+START_TEST(nemotron_nas_overflow) {
+  tpx_model *m = cfg_model(
+      "{\"architectures\":[\"DeciLMForCausalLM\"],\"model_type\":"
+      "\"nemotron-nas\",\"num_attention_heads\":-9223372036854775808,"
+      "\"num_hidden_layers\":1,"
+      "\"block_configs\":[{\"attention\":{\"n_heads_in_group\":-1}}]}");
+  tpx_diag_list *d = NULL;
+  ck_assert_int_eq(tpx_diag_list_create(&d, NULL), TPX_OK);
+  ck_assert_int_eq(tpx_validate_tp_mesh(m, 4, d, NULL), TPX_OK);
+  ck_assert_uint_eq(tpx_diag_count_at_least(d, TPX_DIAG_ERROR), 0);
+  tpx_diag_list_destroy(d);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 START_TEST(validate_bad_args) {
   tpx_model *m = cfg_model("{}");
   tpx_diag_list *d = NULL;
@@ -238,6 +270,7 @@ static Suite *validate_suite(void) {
                       (int)(sizeof hs_cases / sizeof hs_cases[0]));
   tcase_add_test(tc, head_counts);
   tcase_add_test(tc, validate_bad_args);
+  tcase_add_test(tc, nemotron_nas_overflow);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,0 +1,283 @@
+/* nemotron_flash_skeleton.c — the NemotronFlashForCausalLM skeleton from a
+ * config, as NeMo Automodel's copy of the remote code builds it
+ * (nemo_automodel/components/models/nemotron_flash: modeling_nemotron_flash,
+ * delta_net, mamba2; configuration_nemotron_flash for the defaults).
+ *
+ * Tree: model.memory_tokens [num_memory_tokens, hidden] (when > 0; the
+ * model's own parameter, so first), model.embed_tokens, model.layers.N,
+ * model.final_layernorm, lm_head (tied to the embedding only when
+ * tie_word_embeddings, default false). layer_types (required) picks each
+ * layer:
+ *  - "deltanet": gla (DeltaNet, expand 1: q/k/v_proj [hidden, hidden],
+ *    b_proj [heads, hidden], depthwise q/k/v_conv1d [dim, 1, 4] without
+ *    bias, o_norm [hidden / heads], o_proj);
+ *  - "m" / "m2": mamba (Mamba2, one group: dt_bias, A_log, D [nheads],
+ *    in_proj, conv1d with bias, gated norm [d_inner], out_proj);
+ *  - "a": self_attn (q/k/v/o_proj, k_norm and q_norm when kq_norm is "rms");
+ *  each followed, when intermediate_size > 0, by ffn (gate_proj for silu,
+ *  down_proj, up_proj) and pre_ffn_layernorm, then input_layernorm;
+ *  - "f": ffn and pre_ffn_layernorm only.
+ * Not here: the plan (llama.c, the Llama plan upstream maps this class to). */
+#include "nemotron_flash.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tpxp_common.h"
+
+#define CHK(call)                                                              \
+  do {                                                                         \
+    int st_ = (call);                                                          \
+    if (st_ != TPX_PLUGIN_OK)                                                  \
+      return st_;                                                              \
+  } while (0)
+
+typedef struct nf_config {
+  int64_t vocab, hidden, inter, layers, heads, kv, d_state, d_conv, expand,
+      m_headdim, mem, attn_hidden, kq_hd, v_hd, ffn_dim;
+  int tie, gate, kq_rms;
+} nf_config;
+
+static int bad(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+               const char *what) {
+  return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR, "nemotron-flash: config %s",
+                   what);
+}
+
+static int read_config(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       nf_config *c) {
+  const char *act = NULL;
+  double ratio = 0.0;
+  CHK(tpxp_cfg_int_opt(host, ctx, "vocab_size", 65536, &c->vocab));
+  CHK(tpxp_cfg_int_opt(host, ctx, "hidden_size", 4096, &c->hidden));
+  CHK(tpxp_cfg_int_opt(host, ctx, "intermediate_size", 14336, &c->inter));
+  CHK(tpxp_cfg_int_opt(host, ctx, "num_hidden_layers", 32, &c->layers));
+  CHK(tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 32, &c->heads));
+  CHK(tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
+  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_state", 16, &c->d_state));
+  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_conv", 4, &c->d_conv));
+  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_expand", 2, &c->expand));
+  CHK(tpxp_cfg_int_opt(host, ctx, "mamba2_headdim", 64, &c->m_headdim));
+  CHK(tpxp_cfg_int_opt(host, ctx, "num_memory_tokens", 0, &c->mem));
+  CHK(tpxp_cfg_int_opt(host, ctx, "attn_hidden_size", -1, &c->attn_hidden));
+  CHK(tpxp_cfg_int_opt(host, ctx, "kq_head_dim", -1, &c->kq_hd));
+  CHK(tpxp_cfg_int_opt(host, ctx, "v_head_dim", -1, &c->v_hd));
+  CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &c->tie));
+  CHK(tpxp_cfg_str_opt(host, ctx, "mlp_hidden_act", "silu", &act));
+  c->gate = strcmp(act, "silu") == 0;
+  if (!c->gate && strcmp(act, "relu2") != 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "nemotron-flash: mlp_hidden_act '%s' is not supported "
+                     "(the model knows silu and relu2)",
+                     act);
+  if (c->vocab <= 0 || c->hidden <= 0 || c->layers < 0 || c->heads <= 0 ||
+      c->kv <= 0 || c->mem < 0 || c->d_state <= 0 || c->d_conv <= 0 ||
+      c->expand <= 0 || c->m_headdim <= 0)
+    return bad(host, ctx,
+               "has a non-positive size (vocab_size, hidden_size, "
+               "num_hidden_layers, num_attention_heads, num_key_value_heads, "
+               "num_memory_tokens or a mamba_* size)");
+  /* ffn width: ffn_expand_ratio * hidden rounded down to 128, else
+   * intermediate_size */
+  c->ffn_dim = c->inter;
+  if (host->config_has(ctx, "ffn_expand_ratio")) {
+    CHK(tpxp_cfg_float_opt(host, ctx, "ffn_expand_ratio", 0.0, &ratio));
+    c->ffn_dim = (int64_t)(ratio * (double)c->hidden) / 128 * 128;
+  }
+  return TPX_PLUGIN_OK;
+}
+
+/* NemotronFlashMLP at `F`. */
+static int ffn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+               const char *F, const nf_config *c) {
+  char f[TPXP_FQN_MAX];
+  if (c->ffn_dim <= 0)
+    return bad(host, ctx,
+               "gives an FFN layer a non-positive width (intermediate_size or "
+               "ffn_expand_ratio)");
+  if (c->gate) {
+    tpxp_fmt(f, sizeof f, "%s.gate_proj", F);
+    CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->ffn_dim, 0, NULL));
+  }
+  tpxp_fmt(f, sizeof f, "%s.down_proj", F);
+  CHK(tpxp_sk_linear(host, ctx, f, c->ffn_dim, c->hidden, 0, NULL));
+  tpxp_fmt(f, sizeof f, "%s.up_proj", F);
+  return tpxp_sk_linear(host, ctx, f, c->hidden, c->ffn_dim, 0, NULL);
+}
+
+/* A depthwise Conv1d [dim, 1, kernel] at `fqn` (+ bias [dim]). */
+static int conv1d(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *fqn, int64_t dim, int64_t kernel, int bias) {
+  int64_t shape[3];
+  shape[0] = dim;
+  shape[1] = 1;
+  shape[2] = kernel;
+  CHK(tpxp_sk_module(host, ctx, fqn, "other"));
+  CHK(host->skeleton_add_param(ctx, fqn, "weight", shape, 3, NULL));
+  return bias ? tpxp_sk_param(host, ctx, fqn, "bias", dim, -1, NULL)
+              : TPX_PLUGIN_OK;
+}
+
+/* DeltaNet at `G` (fla layer; the model passes only hidden size and heads,
+ * so expand_k = expand_v = 1, beta on, no output gate, conv size 4). */
+static int deltanet(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *G, const nf_config *c) {
+  char f[TPXP_FQN_MAX];
+  int64_t H = c->hidden;
+  static const char *const proj[] = {"q_proj", "k_proj", "v_proj"};
+  static const char *const conv[] = {"q_conv1d", "k_conv1d", "v_conv1d"};
+  size_t k;
+  if (H % c->heads != 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "nemotron-flash: hidden_size %lld is not divisible by "
+                     "num_attention_heads %lld (DeltaNet layers)",
+                     (long long)H, (long long)c->heads);
+  for (k = 0; k < 3; k++) {
+    tpxp_fmt(f, sizeof f, "%s.%s", G, proj[k]);
+    CHK(tpxp_sk_linear(host, ctx, f, H, H, 0, NULL));
+  }
+  tpxp_fmt(f, sizeof f, "%s.b_proj", G);
+  CHK(tpxp_sk_linear(host, ctx, f, H, c->heads, 0, NULL));
+  for (k = 0; k < 3; k++) {
+    tpxp_fmt(f, sizeof f, "%s.%s", G, conv[k]);
+    CHK(conv1d(host, ctx, f, H, 4, 0));
+  }
+  tpxp_fmt(f, sizeof f, "%s.o_norm", G);
+  CHK(tpxp_sk_norm(host, ctx, f, H / c->heads, 0, NULL));
+  tpxp_fmt(f, sizeof f, "%s.o_proj", G);
+  return tpxp_sk_linear(host, ctx, f, H, H, 0, NULL);
+}
+
+/* Mamba2 at `M` (ngroups 1, no projection bias, conv bias). */
+static int mamba2(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *M, const nf_config *c) {
+  char f[TPXP_FQN_MAX];
+  int64_t d_inner = c->expand * c->hidden, nheads;
+  if (d_inner % c->m_headdim != 0 || (d_inner / c->m_headdim) % 8 != 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "nemotron-flash: mamba_expand * hidden_size (%lld) must "
+                     "be a multiple of 8 * mamba2_headdim (%lld)",
+                     (long long)d_inner, (long long)c->m_headdim);
+  nheads = d_inner / c->m_headdim;
+  CHK(tpxp_sk_module(host, ctx, M, "other"));
+  CHK(tpxp_sk_param(host, ctx, M, "dt_bias", nheads, -1, NULL));
+  CHK(tpxp_sk_param(host, ctx, M, "A_log", nheads, -1, NULL));
+  CHK(tpxp_sk_param(host, ctx, M, "D", nheads, -1, NULL));
+  tpxp_fmt(f, sizeof f, "%s.in_proj", M);
+  CHK(tpxp_sk_linear(host, ctx, f, c->hidden,
+                     2 * d_inner + 2 * c->d_state + nheads, 0, NULL));
+  tpxp_fmt(f, sizeof f, "%s.conv1d", M);
+  CHK(conv1d(host, ctx, f, d_inner + 2 * c->d_state, c->d_conv, 1));
+  tpxp_fmt(f, sizeof f, "%s.norm", M);
+  CHK(tpxp_sk_norm(host, ctx, f, d_inner, 0, NULL));
+  tpxp_fmt(f, sizeof f, "%s.out_proj", M);
+  return tpxp_sk_linear(host, ctx, f, d_inner, c->hidden, 0, NULL);
+}
+
+/* Attention at `A`. */
+static int attention(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *A, const nf_config *c) {
+  char f[TPXP_FQN_MAX];
+  int64_t in = c->attn_hidden > 0 ? c->attn_hidden : c->hidden;
+  int64_t hd = in / c->heads;
+  int64_t kq = c->kq_hd > 0 ? c->kq_hd : hd, v = c->v_hd > 0 ? c->v_hd : hd;
+  if (hd * c->heads != in && kq == hd)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "nemotron-flash: attention width %lld is not divisible "
+                     "by num_attention_heads %lld",
+                     (long long)in, (long long)c->heads);
+  if (kq <= 0 || v <= 0)
+    return bad(host, ctx, "gives attention a non-positive head size");
+  tpxp_fmt(f, sizeof f, "%s.q_proj", A);
+  CHK(tpxp_sk_linear(host, ctx, f, in, c->heads * kq, 0, NULL));
+  tpxp_fmt(f, sizeof f, "%s.k_proj", A);
+  CHK(tpxp_sk_linear(host, ctx, f, in, c->kv * kq, 0, NULL));
+  tpxp_fmt(f, sizeof f, "%s.v_proj", A);
+  CHK(tpxp_sk_linear(host, ctx, f, in, c->kv * v, 0, NULL));
+  tpxp_fmt(f, sizeof f, "%s.o_proj", A);
+  CHK(tpxp_sk_linear(host, ctx, f, c->heads * v, in, 0, NULL));
+  if (c->kq_rms) {
+    tpxp_fmt(f, sizeof f, "%s.k_norm", A);
+    CHK(tpxp_sk_norm(host, ctx, f, kq, 0, NULL));
+    tpxp_fmt(f, sizeof f, "%s.q_norm", A);
+    CHK(tpxp_sk_norm(host, ctx, f, kq, 0, NULL));
+  }
+  return TPX_PLUGIN_OK;
+}
+
+static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 nf_config *c, int64_t i) {
+  char L[TPXP_FQN_MAX], f[TPXP_FQN_MAX], path[48];
+  const char *t = NULL;
+  snprintf(path, sizeof path, "layer_types[%lld]", (long long)i);
+  if (host->config_get_string(ctx, path, &t) != TPX_PLUGIN_OK || t == NULL)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "nemotron-flash: %s is missing or not a string "
+                     "(layer_types needs one entry per layer)",
+                     path);
+  tpxp_fmt(L, sizeof L, "model.layers.%lld", (long long)i);
+  CHK(tpxp_sk_module(host, ctx, L, "container"));
+  if (strcmp(t, "f") == 0) {
+    tpxp_fmt(f, sizeof f, "%s.ffn", L);
+    CHK(ffn(host, ctx, f, c));
+    tpxp_fmt(f, sizeof f, "%s.pre_ffn_layernorm", L);
+    return tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL);
+  }
+  if (strcmp(t, "deltanet") == 0) {
+    tpxp_fmt(f, sizeof f, "%s.gla", L);
+    CHK(deltanet(host, ctx, f, c));
+  } else if (strcmp(t, "m") == 0 || strcmp(t, "m2") == 0) {
+    tpxp_fmt(f, sizeof f, "%s.mamba", L);
+    CHK(mamba2(host, ctx, f, c));
+  } else if (strcmp(t, "a") == 0) {
+    const char *kq = NULL;
+    CHK(tpxp_cfg_str_opt(host, ctx, "kq_norm", "", &kq));
+    if (strcmp(kq, "rms") != 0 && strcmp(kq, "none") != 0)
+      return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                       "nemotron-flash: attention layer %lld needs kq_norm "
+                       "\"rms\" or \"none\" (got '%s')",
+                       (long long)i, kq[0] ? kq : "(absent)");
+    c->kq_rms = strcmp(kq, "rms") == 0;
+    tpxp_fmt(f, sizeof f, "%s.self_attn", L);
+    CHK(attention(host, ctx, f, c));
+  } else {
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "nemotron-flash: %s is '%s' (the model knows deltanet, "
+                     "m, m2, a and f)",
+                     path, t);
+  }
+  /* the mixer layers carry an FFN only when intermediate_size > 0 */
+  if (c->inter > 0) {
+    tpxp_fmt(f, sizeof f, "%s.ffn", L);
+    CHK(ffn(host, ctx, f, c));
+    tpxp_fmt(f, sizeof f, "%s.pre_ffn_layernorm", L);
+    CHK(tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL));
+  }
+  tpxp_fmt(f, sizeof f, "%s.input_layernorm", L);
+  return tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL);
+}
+
+int nemotron_flash_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+  nf_config c;
+  int64_t n = 0, i;
+  memset(&c, 0, sizeof c);
+  CHK(read_config(host, ctx, &c));
+  if (host->config_get_length(ctx, "layer_types", &n) != TPX_PLUGIN_OK ||
+      n != c.layers)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "nemotron-flash: layer_types must list one type per "
+                     "layer (num_hidden_layers %lld)",
+                     (long long)c.layers);
+  CHK(tpxp_sk_module(host, ctx, "model", "container"));
+  if (c.mem > 0)
+    CHK(tpxp_sk_param(host, ctx, "model", "memory_tokens", c.mem, c.hidden,
+                      NULL));
+  CHK(tpxp_sk_embedding(host, ctx, "model.embed_tokens", c.vocab, c.hidden,
+                        NULL));
+  CHK(tpxp_sk_module(host, ctx, "model.layers", "container"));
+  for (i = 0; i < c.layers; i++)
+    CHK(layer(host, ctx, &c, i));
+  CHK(tpxp_sk_norm(host, ctx, "model.final_layernorm", c.hidden, 0, NULL));
+  return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
+                         "model.embed_tokens.weight", NULL);
+}
