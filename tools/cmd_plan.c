@@ -1,8 +1,9 @@
 /* cmd_plan.c — `tpx plan`: choose a TP plan for a model, apply it on a
  * (dp_replicate, dp_shard, tp) mesh with FSDP, and print the report.
  *
- * Flow: config -> registry (default plugin path) -> module tree (safetensors
- * headers with --weights, else the family plugin's skeleton) -> custom plan
+ * Flow: config -> registry (default plugin path) -> module tree (the family
+ * plugin's skeleton; with --weights checked against / completed by the
+ * safetensors headers, or the headers alone without a skeleton) -> custom plan
  * (--plan FILE, or a named plugin plan) -> selection (+ validation) ->
  * sharding (match, apply, FSDP, bytes) -> report (text or tpx-report/1 JSON).
  *
@@ -36,9 +37,10 @@ static void usage(FILE *out) {
           "  --weights PATH       read tensor names/shapes from safetensors "
           "headers\n"
           "                       (model.safetensors, its index.json, or "
-          "their dir);\n"
-          "                       default: the family plugin's module "
-          "skeleton\n"
+          "their dir),\n"
+          "                       checked against the family plugin's "
+          "skeleton if any;\n"
+          "                       default: the skeleton alone\n"
           "  --tp N               tensor-parallel size (default 1)\n"
           "  --dp-shard N         FSDP shard size (default 1)\n"
           "  --dp-replicate N     HSDP replicate size (default 1)\n"
@@ -153,6 +155,87 @@ static int looks_like_path(const char *s) {
          (n >= 5 && strcmp(s + n - 5, ".json") == 0) || stat(s, &st) == 0;
 }
 
+/* Trace lines of `tpx plan` itself (how the module tree was built), shown
+ * before the selection trace. Static storage: one command per process. */
+static char g_model_trace[1024];
+
+/* --weights: the module tree from the plugin's skeleton when a plugin
+ * serving the architecture has one (modules without parameters, such as
+ * rotary embeddings, and the real module kinds), then the safetensors
+ * headers, which must agree with it tensor for tensor and add what it
+ * lacks. A skeleton that fails or disagrees with the headers is dropped:
+ * the tree then comes from the headers alone (a warning says so). *model
+ * may be replaced by a fresh one. */
+static tpx_status model_with_weights(const tpx_registry *reg,
+                                     tpx_model **model, const args_t *a,
+                                     tpx_diag_list *diags, tpx_error *err) {
+  tpx_error serr;
+  tpx_error_clear(&serr);
+  const char *arch = tpx_model_num_architectures(*model)
+                         ? tpx_model_architecture(*model, 0)
+                         : NULL;
+  int64_t pi = arch ? tpx_registry_find(reg, arch) : -1;
+  tpx_plugin_desc info;
+  int has_skeleton = pi >= 0 &&
+                     tpx_registry_plugin(reg, (size_t)pi, &info, NULL) ==
+                         TPX_OK &&
+                     info.has_skeleton;
+  if (!has_skeleton) {
+    snprintf(g_model_trace, sizeof g_model_trace,
+             "model: tensors from the safetensors headers (%s)",
+             pi >= 0 ? "the serving plugin has no skeleton"
+                     : "no plugin serves the architecture");
+    return tpx_model_add_safetensors(*model, a->weights, err);
+  }
+  const char *stage = "building the plugin's skeleton";
+  int checking = 0;
+  tpx_status st = tpx_registry_build_skeleton(reg, *model, &serr);
+  if (st == TPX_OK) {
+    stage = "checking the skeleton against the safetensors headers";
+    checking = 1;
+    st = tpx_model_add_safetensors(*model, a->weights, &serr);
+  }
+  if (st == TPX_OK) {
+    snprintf(g_model_trace, sizeof g_model_trace,
+             "model: plugin '%s' skeleton, checked against the safetensors "
+             "headers (tensors it lacks added from them)",
+             info.name ? info.name : "?");
+    return TPX_OK;
+  }
+  /* Only a skeleton that fails or disagrees with the headers (a
+   * validation error) is dropped; an unreadable file is an error either
+   * way, reported as it is. */
+  if (st == TPX_NO_MEMORY || (checking && st != TPX_VALIDATION)) {
+    *err = serr;
+    return st;
+  }
+  /* Start over from the config: the failed attempt may have left part of
+   * a tree behind. */
+  tpx_model *fresh = NULL;
+  st = tpx_model_load_config(a->config, &fresh, err);
+  if (st != TPX_OK) return st;
+  tpx_model_destroy(*model);
+  *model = fresh;
+  arch = tpx_model_num_architectures(fresh) ? tpx_model_architecture(fresh, 0)
+                                            : NULL;
+  snprintf(g_model_trace, sizeof g_model_trace,
+           "model: tensors from the safetensors headers only (%s failed: %s)",
+           stage, serr.message);
+  st = tpx_diag_add(diags, TPX_DIAG_WARNING, "skeleton-fallback",
+                    arch ? arch : "",
+                    "fix the plugin's skeleton for this config, or ignore "
+                    "this if the checkpoint is a variant the plugin does not "
+                    "know",
+                    "plugin '%s': %s failed, so the module tree comes from "
+                    "the safetensors headers alone (modules without "
+                    "parameters are missing and module kinds are guessed "
+                    "from names): %s",
+                    info.name ? info.name : "?", stage, serr.message);
+  if (st != TPX_OK)
+    return tpx_error_set(err, st, "out of memory adding a diagnostic");
+  return tpx_model_add_safetensors(*model, a->weights, err);
+}
+
 static int fail(const char *what, const tpx_error *err) {
   fprintf(stderr, "tpx plan: %s: %s\n", what, err->message);
   return 1;
@@ -176,6 +259,7 @@ int tpx_cmd_plan(int argc, char **argv) {
   char *text = NULL;
   const char **units = NULL;
   int *reshard = NULL;
+  const char **fp32 = NULL;
   const char **trace = NULL;
   int code = 1;
 
@@ -188,16 +272,25 @@ int tpx_cmd_plan(int argc, char **argv) {
     code = fail("loading plugins", &err);
     goto out;
   }
+  if (tpx_diag_list_create(&diags, &err) != TPX_OK) {
+    code = fail("planning", &err);
+    goto out;
+  }
   if (a.weights) {
-    if (tpx_model_add_safetensors(model, a.weights, &err) != TPX_OK) {
+    if (model_with_weights(reg, &model, &a, diags, &err) != TPX_OK) {
       code = fail("reading safetensors headers", &err);
       goto out;
     }
   } else if (tpx_registry_build_skeleton(reg, model, &err) != TPX_OK) {
+    const char *arch = tpx_model_num_architectures(model)
+                           ? tpx_model_architecture(model, 0)
+                           : NULL;
     fprintf(stderr,
-            "tpx plan: building the module tree from the config: %s\n"
-            "  (pass --weights PATH to read the tensors from safetensors "
-            "headers instead)\n",
+            "tpx plan: no module skeleton is available for %s%s%s: %s\n"
+            "  pass --weights PATH (model.safetensors, "
+            "model.safetensors.index.json, or their directory) to read the "
+            "module tree from the safetensors headers\n",
+            arch ? "'" : "", arch ? arch : "this config", arch ? "'" : "",
             err.message);
     goto out;
   }
@@ -213,10 +306,6 @@ int tpx_cmd_plan(int argc, char **argv) {
             "tpx plan: --plan '%s': %s (give a tpx-plan/1 file, or the name "
             "of a plugin's named plan; see `tpx plugins`)\n",
             a.plan, e ? strerror(e) : "not a regular file");
-    goto out;
-  }
-  if (tpx_diag_list_create(&diags, &err) != TPX_OK) {
-    code = fail("planning", &err);
     goto out;
   }
   tpx_select_options so = TPX_SELECT_OPTIONS_INIT;
@@ -251,6 +340,17 @@ int tpx_cmd_plan(int argc, char **argv) {
     opts.fsdp_units = units;
     opts.fsdp_unit_reshard = reshard;
   }
+  size_t nf = tpx_selection_num_fp32(sel);
+  if (nf) {
+    fp32 = calloc(nf, sizeof *fp32);
+    if (!fp32) {
+      fprintf(stderr, "tpx plan: out of memory\n");
+      goto out;
+    }
+    for (size_t i = 0; i < nf; i++) fp32[i] = tpx_selection_fp32(sel, i);
+    opts.num_fp32_params = nf;
+    opts.fp32_params = fp32;
+  }
   if (tpx_sharding_create(model, tpx_selection_plan(sel), mesh, &opts, &sh,
                           &err) != TPX_OK) {
     code = fail("applying the plan", &err);
@@ -263,15 +363,17 @@ int tpx_cmd_plan(int argc, char **argv) {
   ro.plugin_path = tpx_selection_plugin_path(sel);
   ro.function = tpx_selection_function(sel);
   ro.sequence_parallel = a.sp;
-  ro.num_trace = tpx_selection_trace_size(sel);
+  size_t own = g_model_trace[0] ? 1 : 0;
+  ro.num_trace = own + tpx_selection_trace_size(sel);
   if (ro.num_trace) {
     trace = calloc(ro.num_trace, sizeof *trace);
     if (!trace) {
       fprintf(stderr, "tpx plan: out of memory\n");
       goto out;
     }
-    for (size_t i = 0; i < ro.num_trace; i++)
-      trace[i] = tpx_selection_trace(sel, i);
+    if (own) trace[0] = g_model_trace;
+    for (size_t i = own; i < ro.num_trace; i++)
+      trace[i] = tpx_selection_trace(sel, i - own);
     ro.trace = trace;
   }
   ro.selection_diags = diags;
@@ -299,6 +401,7 @@ out:
   free(trace);
   free(units);
   free(reshard);
+  free(fp32);
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_selection_destroy(sel);

@@ -28,6 +28,7 @@ DTYPE_SIZE = {
     "f8_e8m0": 1, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u64": 8, "u32": 4,
     "u16": 2, "u8": 1, "bool": 1,
 }
+FLOAT_DTYPES = {"f64", "f32", "f16", "bf16", "f8_e4m3", "f8_e5m2", "f8_e8m0"}
 ROWWISE = {"rowwise", "vocab_parallel_embedding",
            "gemma4_vocab_parallel_embedding", "gemma4_rowwise_parallel"}
 SEQUENCE = {"sequence_parallel", "rotary_embed_parallel",
@@ -301,7 +302,12 @@ def check(rep, expect=None):
         if tied is None:
             total_params += numel(shape)
             total_bytes += numel(shape) * DTYPE_SIZE[p["dtype"]]
-            k = (tuple(shape), p["dtype"], tuple(parsed))
+            # a parameter kept in fp32 (keep_fp32) is held in f32 whatever
+            # its checkpoint dtype, if it is a floating-point one
+            held = p["dtype"]
+            if p.get("keep_fp32") is True and held in FLOAT_DTYPES:
+                held = "f32"
+            k = (tuple(shape), held, tuple(parsed))
             sig[k] = sig.get(k, 0) + 1
     # FSDP units: a parameter belongs to its nearest enclosing unit, else the
     # root (""); each unit's "params" counts them (tied aliases excluded).

@@ -254,6 +254,112 @@ def custom_cases(tpx, src, full):
     return probs, len(runs)
 
 
+def gemma3_1b_headers(path, q_rows=1024):
+    """Safetensors headers laid out as the real gemma-3-1b-it checkpoint
+    (Gemma3ForCausalLM, bf16, tied lm_head absent), written from the
+    config's sizes, not from tpx. q_rows != 1024 makes it disagree with
+    any correct skeleton."""
+    H, I, V, L, D, NH, NKV = 1152, 6912, 262144, 26, 256, 4, 1
+    t = {"model.embed_tokens.weight": ("BF16", [V, H], 0),
+         "model.norm.weight": ("BF16", [H], 0)}
+    for l in range(L):
+        pre = "model.layers.%d." % l
+        for n, shp in (("self_attn.q_proj", [q_rows, H]),
+                       ("self_attn.k_proj", [NKV * D, H]),
+                       ("self_attn.v_proj", [NKV * D, H]),
+                       ("self_attn.o_proj", [H, NH * D]),
+                       ("self_attn.q_norm", [D]), ("self_attn.k_norm", [D]),
+                       ("mlp.gate_proj", [I, H]), ("mlp.up_proj", [I, H]),
+                       ("mlp.down_proj", [H, I]),
+                       ("input_layernorm", [H]),
+                       ("post_attention_layernorm", [H]),
+                       ("pre_feedforward_layernorm", [H]),
+                       ("post_feedforward_layernorm", [H])):
+            t[pre + n + ".weight"] = ("BF16", shp, 0)
+    # real data offsets (2 bytes per element); the data region is a hole
+    # (truncate), so the ~2 GB file costs no disk
+    import struct
+    off, h = 0, {}
+    for n, (dt, shp, _) in t.items():
+        nbytes = 2
+        for d in shp:
+            nbytes *= d
+        h[n] = {"dtype": dt, "shape": shp, "data_offsets": [off, off + nbytes]}
+        off += nbytes
+    b = json.dumps(h).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(b)) + b)
+        f.truncate(8 + len(b) + off)
+
+
+def weights_with_skeleton(tpx, src):
+    """--weights with a plugin skeleton: the skeleton gives the modules
+    without parameters (gemma3's model.rotary_emb, planned under sp) and the
+    headers are checked against it; a header that disagrees drops the
+    skeleton with a skeleton-fallback warning."""
+    probs = []
+    tmp = tempfile.mkdtemp(prefix="tpx-robust-")
+    cfg = os.path.join(src, "tests/data/configs/gemma-3-1b-it/config.json")
+    try:
+        good = os.path.join(tmp, "gemma.safetensors")
+        bad = os.path.join(tmp, "gemma_bad.safetensors")
+        gemma3_1b_headers(good)
+        gemma3_1b_headers(bad, q_rows=1000)
+        for path, want_fallback in ((good, False), (bad, True)):
+            tag = "weights+skeleton %s" % os.path.basename(path)
+            rc, out, err = run(tpx, ["--config", cfg, "--weights", path,
+                                     "--sp", "--dp-shard", "2",
+                                     "--format", "json"])
+            t = sanitizer_trouble(rc, err)
+            if t:
+                probs.append("%s: %s\n%s" % (tag, t, err[-3000:]))
+                continue
+            try:
+                rep = json.loads(out)
+            except ValueError as e:
+                probs.append("%s: exit %d, no JSON report (%s): %r"
+                             % (tag, rc, e, err[-500:]))
+                continue
+            probs += ["%s: %s" % (tag, p) for p in check_report.check(
+                rep, {"tp": 1, "dp_shard": 2, "dp_replicate": 1, "sp": 1,
+                      "fsdp": True})]
+            diags = rep.get("diagnostics", [])
+            codes = [(d.get("level"), d.get("code")) for d in diags]
+            trace = " | ".join(rep.get("selection", {}).get("trace", []))
+            rotary = [d for d in diags if d.get("code") == "unmatched-key"
+                      and "'model.rotary_emb'" in d.get("message", "")]
+            if want_fallback:
+                if ("warning", "skeleton-fallback") not in codes:
+                    probs.append("%s: no skeleton-fallback warning: %r"
+                                 % (tag, codes))
+                if "headers only" not in trace:
+                    probs.append("%s: trace lacks the fallback: %r"
+                                 % (tag, trace))
+                if not any("1000" in d.get("message", "") for d in diags
+                           if d.get("code") == "skeleton-fallback"):
+                    probs.append("%s: fallback does not name the mismatch"
+                                 % tag)
+                continue
+            if rc != 0 or rep.get("ok") is not True:
+                probs.append("%s: exit %d ok=%r diagnostics %r"
+                             % (tag, rc, rep.get("ok"), codes))
+            if rotary:
+                probs.append("%s: rotary_emb unmatched: %s"
+                             % (tag, rotary[0].get("message")))
+            if ("warning", "skeleton-fallback") in codes:
+                probs.append("%s: unexpected skeleton fallback" % tag)
+            if "skeleton, checked against the safetensors headers" not in trace:
+                probs.append("%s: trace does not say the skeleton was used: %r"
+                             % (tag, trace))
+            names = {p["name"] for p in rep.get("parameters", [])}
+            if len(names) != 26 * 13 + 3 or "lm_head.weight" not in names:
+                probs.append("%s: %d parameters, want %d with a tied lm_head"
+                             % (tag, len(names), 26 * 13 + 3))
+    finally:
+        shutil.rmtree(tmp)
+    return probs, 2
+
+
 def bad_cli(tpx, src):
     with open(os.path.join(HERE, "bad_cli.json")) as f:
         cases = json.load(f)
@@ -347,6 +453,10 @@ def main():
     if not a.only:
         cp, ncustom = custom_cases(a.tpx, a.src, a.full)
         probs += cp
+    nweights = 0
+    if not a.only:
+        wp, nweights = weights_with_skeleton(a.tpx, a.src)
+        probs += wp
     nbad = 0
     if not a.no_bad_cli:
         bp, nbad = bad_cli(a.tpx, a.src)
@@ -354,9 +464,10 @@ def main():
     for p in probs:
         print("FAIL:", p)
     print("%d configs x %d meshes (json+text) = %d runs, %d custom-plan/"
-          "weights runs, %d bad-input cases, %d problems, %.1f s"
-          % (len(cfgs), len(matrix(a.full)), 2 * len(jobs), 2 * ncustom, nbad,
-             len(probs), time.time() - t0))
+          "weights runs, %d skeleton+weights runs, %d bad-input cases, "
+          "%d problems, %.1f s"
+          % (len(cfgs), len(matrix(a.full)), 2 * len(jobs), 2 * ncustom,
+             nweights, nbad, len(probs), time.time() - t0))
     return 1 if probs else 0
 
 

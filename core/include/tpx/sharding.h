@@ -55,12 +55,22 @@ typedef struct tpx_sharding_options {
   size_t num_fsdp_units;
   const char *const *fsdp_units;
   const int *fsdp_unit_reshard;
+  /* Parameters kept in fp32 (tpx_selection_fp32 patterns from a plugin:
+   * Qwen3.5 A_log / dt_bias, NemotronH router bias): FQN patterns matched
+   * per atom with fnmatch (tpx_match_atom), same number of atoms. A
+   * floating-point match is held in f32 and keeps f32 as its FSDP param
+   * dtype (no param_dtype cast, like Automodel's fully_shard_by_dtype
+   * fp32 group); bytes and peaks count it so. Copied at create (added
+   * after fsdp_unit_reshard: an older, shorter struct_size means none). */
+  size_t num_fp32_params;
+  const char *const *fp32_params;
 } tpx_sharding_options;
 
 #define TPX_SHARDING_OPTIONS_INIT                                              \
   {                                                                            \
     sizeof(tpx_sharding_options), "tp", "dp_shard", "dp_replicate", 1, 1, 2,   \
-        -1, TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32, 0, NULL, NULL        \
+        -1, TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32, 0, NULL, NULL, 0,    \
+        NULL                                                                   \
   }
 
 typedef struct tpx_sharding tpx_sharding;
@@ -104,6 +114,16 @@ typedef struct tpx_param_sharding {
 
 TPX_API tpx_status tpx_sharding_param(const tpx_sharding *sh, int64_t param,
                                       tpx_param_sharding *out, tpx_error *err);
+
+/* 1 when parameter `param` matches one of the options' fp32 patterns (a
+ * tied alias follows its target), else 0 (also out of range). */
+TPX_API int tpx_sharding_param_keeps_fp32(const tpx_sharding *sh,
+                                          int64_t param);
+/* The fp32 patterns the sharding was made with (copies; borrowed, valid
+ * while the sharding lives), and how many parameters each matched. */
+TPX_API size_t tpx_sharding_num_fp32_patterns(const tpx_sharding *sh);
+TPX_API const char *tpx_sharding_fp32_pattern(const tpx_sharding *sh,
+                                              size_t i, size_t *num_matched);
 
 /* The global slice `rank` holds of parameter `param` (delegates to
  * tpx_layout_local_slice with the parameter's placements). */

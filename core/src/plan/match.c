@@ -347,8 +347,8 @@ static void report_duplicates(const tpx_plan *plan, const tpx_model *model,
 
 /* ---- replicated-by-omission ----
  *
- * A parameter whose module no key covers, while a sibling module (same
- * parent) is sharded by a colwise/rowwise-family key and holds a parameter
+ * A parameter whose module no key covers (no key matches the module or any
+ * of its ancestors), while a sibling module (same parent) is sharded by a colwise/rowwise-family key and holds a parameter
  * of the same name and shape: most likely a key forgotten from the plan
  * (e.g. v_proj next to sharded q_proj / k_proj). Reported once per
  * generalized name (numeric atoms as '*', so one line per layer stack). */
@@ -492,6 +492,36 @@ static void format_shape(const tpx_param_info *p, char *buf, size_t size) {
   if (len < size) snprintf(buf + len, size - len, "]");
 }
 
+/* covered[mod] = 1 when `mod` or one of its ancestors is matched by a key.
+ * torch's distribute_module runs its partition function for every submodule
+ * of a styled module, so a parameter below a styled ancestor is placed by
+ * that key (the report's plan_key says so) and is not "omitted". Memoized
+ * walk up the parents; no recursion. */
+static uint8_t *covered_modules(const tpx_match *m, const tpx_model *model) {
+  int64_t nmod = m->nmodules;
+  uint8_t *cov = malloc((size_t)nmod); /* 0 no, 1 yes, 2 unknown */
+  int64_t *chain = malloc((size_t)nmod * sizeof *chain);
+  if (!cov || !chain) {
+    free(cov);
+    free(chain);
+    return NULL;
+  }
+  for (int64_t i = 0; i < nmod; i++) cov[i] = m->module_entry[i] >= 0 ? 1 : 2;
+  for (int64_t i = 0; i < nmod; i++) {
+    size_t n = 0;
+    int64_t x = i;
+    uint8_t v = 0;
+    while (x >= 0 && x < nmod && cov[x] == 2 && n < (size_t)nmod) {
+      chain[n++] = x;
+      x = tpx_model_module_parent(model, x);
+    }
+    if (x >= 0 && x < nmod && cov[x] != 2) v = cov[x];
+    while (n) cov[chain[--n]] = v;
+  }
+  free(chain);
+  return cov;
+}
+
 /* Modules that a colwise/rowwise-family key covers; "some child of this
  * parent is sharded" is the cheap filter before looking at parameters. */
 static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
@@ -502,6 +532,7 @@ static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
   if (np == 0 || nmod <= 0) return TPX_OK;
   /* Parents with at least one sharded child. */
   uint8_t *hot = calloc((size_t)nmod, 1);
+  uint8_t *covered = NULL;
   size_t *start = NULL;
   int64_t *plist = NULL, *pmod = NULL;
   omission_set os;
@@ -519,6 +550,11 @@ static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
     }
   }
   if (!any) goto done;
+  covered = covered_modules(m, model);
+  if (!covered) {
+    st = TPX_NO_MEMORY;
+    goto done;
+  }
   /* Parameters grouped by module (CSR), keeping only the 8-byte module
    * index per parameter; infos are fetched again when needed. */
   start = calloc((size_t)nmod + 1, sizeof *start);
@@ -537,7 +573,7 @@ static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
       continue;
     pmod[i] = pi.module;
     start[pi.module + 1]++;
-    if (!candidates && m->module_entry[pi.module] < 0 && pi.tied_to < 0) {
+    if (!candidates && !covered[pi.module] && pi.tied_to < 0) {
       int64_t parent = tpx_model_module_parent(model, pi.module);
       candidates = parent >= 0 && parent < nmod && hot[parent];
     }
@@ -555,7 +591,7 @@ static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
     free(fill);
   }
   for (int64_t mod = 0; mod < nmod && !os.oom; mod++) {
-    if (m->module_entry[mod] >= 0 || start[mod] == start[mod + 1]) continue;
+    if (covered[mod] || start[mod] == start[mod + 1]) continue;
     int64_t parent = tpx_model_module_parent(model, mod);
     if (parent < 0 || parent >= nmod || !hot[parent]) continue;
     size_t nc = tpx_model_module_num_children(model, parent);
@@ -618,6 +654,7 @@ done:
   free(os.items);
   free(os.slots);
   free(hot);
+  free(covered);
   free(start);
   free(plist);
   free(pmod);

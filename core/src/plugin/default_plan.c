@@ -35,24 +35,29 @@ tpx_status tpx__default_base_plan(int sequence_parallel, tpx_plan **out,
   head.output_layouts = one(R);
 
   /* sp0, in upstream insertion order. */
+  /* The fused qkv_proj / gate_up_proj keys exist only in some variants
+   * (Phi-3-style checkpoints), so they are optional: a model with separate
+   * projections does not get an unmatched-key error from the last resort
+   * (torch itself only warns that such a key could not be resolved). */
   struct {
     const char *key;
     tpx_style style;
+    int optional;
   } base[] = {
-      {"model.embed_tokens", embed},
-      {"model.layers.*.self_attn.q_proj", col()},
-      {"model.layers.*.self_attn.k_proj", col()},
-      {"model.layers.*.self_attn.v_proj", col()},
-      {"model.layers.*.self_attn.qkv_proj", col()},
-      {"model.layers.*.self_attn.o_proj", row()},
-      {"model.layers.*.mlp.gate_up_proj", col()},
-      {"model.layers.*.mlp.up_proj", col()},
-      {"model.layers.*.mlp.gate_proj", col()},
-      {"model.layers.*.mlp.down_proj", row()},
-      {"lm_head", head},
+      {"model.embed_tokens", embed, 0},
+      {"model.layers.*.self_attn.q_proj", col(), 0},
+      {"model.layers.*.self_attn.k_proj", col(), 0},
+      {"model.layers.*.self_attn.v_proj", col(), 0},
+      {"model.layers.*.self_attn.qkv_proj", col(), 1},
+      {"model.layers.*.self_attn.o_proj", row(), 0},
+      {"model.layers.*.mlp.gate_up_proj", col(), 1},
+      {"model.layers.*.mlp.up_proj", col(), 0},
+      {"model.layers.*.mlp.gate_proj", col(), 0},
+      {"model.layers.*.mlp.down_proj", row(), 0},
+      {"lm_head", head, 0},
   };
   for (size_t i = 0; i < sizeof base / sizeof base[0] && s == TPX_OK; i++)
-    s = tpx_plan_set(plan, base[i].key, &base[i].style, 0, err);
+    s = tpx_plan_set(plan, base[i].key, &base[i].style, base[i].optional, err);
 
   if (s == TPX_OK && sequence_parallel) {
     tpx_style sp_embed = embed;

@@ -170,6 +170,14 @@ static json_t *params_json(const tpx_sharding *sh) {
       if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK)
         json_object_set_new(o, "tied_to", jstr(ti.fqn));
     }
+    /* The dtype FSDP all-gathers and computes it in (after the mixed
+     * precision clearing rules); null without FSDP. */
+    json_object_set_new(o, "fsdp_param_dtype",
+                        fsdp && ps.param_dtype
+                            ? jstr(tpx_dtype_short_name(ps.param_dtype))
+                            : json_null());
+    if (tpx_sharding_param_keeps_fp32(sh, (int64_t)p))
+      json_object_set_new(o, "keep_fp32", json_true());
     json_array_append_new(arr, o);
   }
   return arr;
@@ -248,6 +256,18 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
   json_object_set_new(m, "param_dtype", dtype_or_null(mp.param_dtype));
   json_object_set_new(m, "reduce_dtype", dtype_or_null(mp.reduce_dtype));
   json_object_set_new(m, "output_dtype", dtype_or_null(mp.output_dtype));
+  /* Patterns of parameters kept in fp32 (held and gathered in f32), with
+   * the number of parameters each matched. */
+  json_t *f32 = json_array();
+  for (size_t i = 0; i < tpx_sharding_num_fp32_patterns(sh); i++) {
+    size_t matched = 0;
+    const char *pat = tpx_sharding_fp32_pattern(sh, i, &matched);
+    json_t *x = json_object();
+    json_object_set_new(x, "pattern", jstr(pat));
+    json_object_set_new(x, "params", json_integer((json_int_t)matched));
+    json_array_append_new(f32, x);
+  }
+  json_object_set_new(m, "fp32_params", f32);
   json_object_set_new(o, "mixed_precision", m);
   for (size_t i = 0; i < n; i++) {
     tpx_fsdp_unit u;

@@ -164,8 +164,9 @@ static void table(tpx__sbuf *b, const tpx_sharding *sh) {
       key = k;
       kcap = need;
     }
-    int kl = snprintf(key, kcap, "%s|%s|%s|%s|%lld|%s", tmpl, pi.name, shp,
-                      dts, (long long)ps.plan_entry, pls);
+    int kl = snprintf(key, kcap, "%s|%s|%s|%s|%lld|%s|%d", tmpl, pi.name,
+                      shp, dts, (long long)ps.plan_entry, pls,
+                      tpx_sharding_param_keeps_fp32(sh, (int64_t)p));
     if (kl < 0) continue;
     size_t klen = (size_t)kl < kcap ? (size_t)kl : kcap - 1;
     int64_t idx = -1;
@@ -279,6 +280,8 @@ static void table(tpx__sbuf *b, const tpx_sharding *sh) {
     tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s", (int)w_name, names[i],
                      (int)w_shape, sd, (int)w_style, style, pls);
     if (r->count > 1) tpx__sbuf_printf(b, "  x%lld", (long long)r->count);
+    if (tpx_sharding_param_keeps_fp32(sh, r->first))
+      tpx__sbuf_printf(b, "  (kept in fp32)");
     if (pi.tied_to >= 0) {
       tpx_param_info ti;
       if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK)
@@ -353,13 +356,37 @@ static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
   free(count);
 }
 
+/* Parameters kept in fp32: one line per pattern with its match count. */
+static void fp32_lines(tpx__sbuf *b, const tpx_sharding *sh) {
+  size_t n = tpx_sharding_num_fp32_patterns(sh);
+  if (!n) return;
+  tpx__sbuf_printf(b, "  kept in fp32 (held and all-gathered in f32, no "
+                      "param-dtype cast):\n");
+  for (size_t i = 0; i < n; i++) {
+    size_t matched = 0;
+    const char *pat = tpx_sharding_fp32_pattern(sh, i, &matched);
+    tpx__sbuf_printf(b, "    %s: %zu parameter%s\n", pat, matched,
+                     matched == 1 ? "" : "s");
+  }
+}
+
 static void fsdp_section(tpx__sbuf *b, const tpx_sharding *sh) {
   size_t n = tpx_sharding_num_fsdp_units(sh);
   if (!n) {
     tpx__sbuf_printf(b, "\nFSDP: off\n");
+    fp32_lines(b, sh);
     return;
   }
   tpx__sbuf_printf(b, "\nFSDP2: %zu units (bottom-up, root last)\n", n);
+  tpx_mp_policy mp = tpx_sharding_mp_policy(sh);
+  tpx__sbuf_printf(b, "  mixed precision: param %s, reduce %s, output %s\n",
+                   mp.param_dtype ? tpx_dtype_short_name(mp.param_dtype)
+                                  : "none",
+                   mp.reduce_dtype ? tpx_dtype_short_name(mp.reduce_dtype)
+                                   : "none",
+                   mp.output_dtype ? tpx_dtype_short_name(mp.output_dtype)
+                                   : "none");
+  fp32_lines(b, sh);
   /* Collapse consecutive units that differ only in numbers. */
   size_t i = 0;
   while (i < n) {

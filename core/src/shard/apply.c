@@ -129,6 +129,34 @@ static tpx_status compute_cover(tpx_sharding *sh, tpx_error *err) {
   return st;
 }
 
+/* keyed[m] = 1 when module m or an ancestor is matched by any plan key
+ * (prepare_module_* included): such parameters are not "omitted" by the
+ * plan, as in matching (tpx/match.h). Memoized walk up the parents. */
+static uint8_t *keyed_modules(const tpx_sharding *sh) {
+  size_t n = sh->num_modules;
+  uint8_t *k = malloc(n ? n : 1); /* 0 no, 1 yes, 2 unknown */
+  int64_t *chain = malloc((n ? n : 1) * sizeof *chain);
+  if (!k || !chain) {
+    free(k);
+    free(chain);
+    return NULL;
+  }
+  for (size_t m = 0; m < n; m++) k[m] = sh->module_entry[m] >= 0 ? 1 : 2;
+  for (size_t m = 0; m < n; m++) {
+    size_t c = 0;
+    int64_t x = (int64_t)m;
+    uint8_t v = 0;
+    while (x >= 0 && (size_t)x < n && k[x] == 2 && c < n) {
+      chain[c++] = x;
+      x = tpx_model_module_parent(sh->model, x);
+    }
+    if (x >= 0 && (size_t)x < n && k[x] != 2) v = k[x];
+    while (c) k[chain[--c]] = v;
+  }
+  free(chain);
+  return k;
+}
+
 /* Error for a colwise/rowwise style on a module that is neither Linear nor
  * Embedding, once per entry. */
 static tpx_status check_kinds(tpx_sharding *sh, tpx_error *err) {
@@ -436,7 +464,63 @@ done:
   return st;
 }
 
-/* ---- tied parameters ---- */
+/* ---- tied parameters ----
+ *
+ * After parallelize_module, Automodel's ensure_tied_lm_head re-ties the
+ * alias (lm_head.weight) to the target's (the embedding's) tensor, so the
+ * alias always ends with the target's placement. Two styles that give the
+ * shared weight different placements are an error: one module is left with
+ * a weight in the wrong layout. When only one side is styled the re-tie is
+ * what the model gets, which works only if that module's forward copes with
+ * a DTensor / plain-tensor mix (Gemma4 E-series computes its vocab-sharded
+ * logits itself): a warning. */
+static tpx_status tied_one_styled(tpx_sharding *sh, size_t p,
+                                  const tpx_param_info *pi,
+                                  const tpx_param_info *ti, tpx_placement a,
+                                  tpx_placement b) {
+  int alias_styled = sh->param_styled[p] >= 0;
+  char sa[48], sb[48];
+  tpx_placement_format(a, sa, sizeof sa);
+  tpx_placement_format(b, sb, sizeof sb);
+  const tpx_model *model = sh->model;
+  if (!alias_styled) {
+    /* The target is styled: the unstyled alias inherits its DTensor. */
+    const char *kb = entry_key(sh, sh->param_entry[pi->tied_to]);
+    const char *mod = tpx_model_module_fqn(model, pi->module);
+    return tpx_diag_add(
+        sh->diags, TPX_DIAG_WARNING, "tied-embeddings", pi->fqn,
+        "if the model's forward does not handle the sharded weight itself, "
+        "give the tied module a TP style that shards it the same way (e.g. a "
+        "colwise lm_head for a Shard(0) embedding), or untie the weights",
+        "tied parameters '%s' (no TP style) and '%s' (%s on tp, key '%s') "
+        "are one tensor: torch re-ties '%s' to the styled DTensor after "
+        "parallelize_module, so it inherits %s; module '%s' has no TP style, "
+        "so its forward gets a sharded DTensor weight with plain-tensor "
+        "inputs, and torch raises on the mixed Tensor/DTensor in F.linear "
+        "unless the model's forward handles it (as Gemma4 E-series does, "
+        "computing vocab-sharded logits itself)",
+        pi->fqn, ti->fqn, sb, kb ? kb : "none", pi->fqn, sb,
+        mod ? mod : "");
+  }
+  /* The alias is styled, the target is not: the re-tie hands the alias the
+   * target's plain tensor and undoes the alias's sharding. */
+  const char *ka = entry_key(sh, sh->param_entry[p]);
+  const char *mod = tpx_model_module_fqn(model, pi->module);
+  return tpx_diag_add(
+      sh->diags, TPX_DIAG_WARNING, "tied-embeddings", pi->fqn,
+      "give the embedding a style that shards the shared weight like the "
+      "tied module's (e.g. vocab_parallel_embedding, Shard(0), with a "
+      "colwise lm_head), or untie the weights (tie_word_embeddings: false)",
+      "tied parameters '%s' (%s on tp, key '%s') and '%s' (no TP style, %s) "
+      "are one tensor: torch re-ties '%s' to the unstyled '%s' after "
+      "parallelize_module, so it ends %s and the sharding of key '%s' is "
+      "undone; module '%s' keeps its TP hooks, so its forward gets DTensor "
+      "inputs with a plain-tensor weight, and torch raises on the mixed "
+      "Tensor/DTensor in F.linear unless the model's forward handles it",
+      pi->fqn, sa, ka ? ka : "none", ti->fqn, sb, pi->fqn, ti->fqn, sb,
+      ka ? ka : "none", mod ? mod : "");
+}
+
 static tpx_status check_tied(tpx_sharding *sh, tpx_error *err) {
   if (sh->tp_dim < 0) return TPX_OK;
   for (size_t t = 0; t < sh->num_tied; t++) {
@@ -447,7 +531,12 @@ static tpx_status check_tied(tpx_sharding *sh, tpx_error *err) {
     if (tpx_model_param(sh->model, pi.tied_to, &ti, NULL) != TPX_OK) continue;
     tpx_placement a = tpx__tp_placement(sh, (int64_t)p, pi.ndim);
     tpx_placement b = tpx__tp_placement(sh, pi.tied_to, ti.ndim);
-    if (!tpx_placement_equal(a, b)) {
+    int alias_styled = sh->param_styled[p] >= 0;
+    int target_styled = sh->param_styled[pi.tied_to] >= 0;
+    if (!tpx_placement_equal(a, b) && alias_styled != target_styled) {
+      tpx_status st = tied_one_styled(sh, p, &pi, &ti, a, b);
+      if (st != TPX_OK) return diag_oom(st, err);
+    } else if (!tpx_placement_equal(a, b)) {
       char sa[48], sb[48];
       tpx_placement_format(a, sa, sizeof sa);
       tpx_placement_format(b, sb, sizeof sb);
@@ -507,10 +596,13 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
     return tpx__shard_oom(err, "parameter hashes");
   }
   uneven_t *uneven = malloc(UNEVEN_MAX * sizeof *uneven);
+  uint8_t *keyed = keyed_modules(sh);
   size_t nu = 0;
-  if (!uneven) {
+  if (!uneven || !keyed) {
     free(once.flag);
     free(phash);
+    free(uneven);
+    free(keyed);
     return tpx__shard_oom(err, "uneven list");
   }
   size_t cap_tied = 0;
@@ -521,7 +613,12 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
     int64_t styled = sh->module_cover[pi.module];
     sh->param_styled[p] = styled;
     sh->param_entry[p] = styled >= 0 ? sh->module_entry[styled] : -1;
-    phash[p] = (pi.tied_to >= 0 || pi.ndim < 1) ? 0 : shape_hash(&pi);
+    /* 0 = not compared: aliases, scalars, and unstyled parameters that a
+     * key still covers (prepare_module_* on the module or an ancestor). */
+    phash[p] = (pi.tied_to >= 0 || pi.ndim < 1 ||
+                (styled < 0 && keyed[pi.module]))
+                   ? 0
+                   : shape_hash(&pi);
     if (pi.tied_to >= 0) {
       if (sh->num_tied == cap_tied) {
         size_t cap = cap_tied ? cap_tied * 2 : 8;
@@ -610,6 +707,7 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
     sh->placements[p * (size_t)sh->ndim + (size_t)sh->tp_dim] = pl;
   }
   free(once.flag);
+  free(keyed);
   if (st == TPX_OK) st = check_tied(sh, err);
   if (st == TPX_OK) st = emit_uneven(sh, uneven, nu, err);
   free(uneven);

@@ -139,7 +139,7 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
     memset(&k, 0, sizeof k);
     k.ndim = pi.ndim;
     memcpy(k.shape, pi.shape, (size_t)pi.ndim * sizeof k.shape[0]);
-    k.dtype = pi.dtype;
+    k.dtype = tpx__held_dtype(sh, (int64_t)p, pi.dtype);
     k.compute = (tpx_dtype)sh->param_dtype[p];
     memcpy(k.pl, &sh->placements[p * (size_t)mnd], (size_t)mnd * sizeof k.pl[0]);
     psig[p] = sig_intern(&t, &k, mnd);

@@ -137,6 +137,12 @@ static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth) {
   return 0;
 }
 
+tpx_dtype tpx__held_dtype(const tpx_sharding *sh, int64_t p, tpx_dtype orig) {
+  if (sh->param_fp32 && sh->param_fp32[p] && tpx_dtype_is_float(orig))
+    return TPX_DTYPE_F32;
+  return orig;
+}
+
 void tpx__fsdp_free(tpx_sharding *sh) {
   for (size_t i = 0; i < sh->num_units; i++) {
     free(sh->units[i].fwd);
@@ -188,12 +194,13 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
   const tpx_model *model = sh->model;
   tpx_mp_policy mp = {sh->opts.param_dtype, sh->opts.reduce_dtype,
                       sh->opts.output_dtype};
-  if (!sh->opts.fsdp) { /* no FSDP: compute in the stored dtype */
+  if (!sh->opts.fsdp) { /* no FSDP: compute in the held dtype */
     for (size_t p = 0; p < sh->num_params; p++) {
       tpx_param_info pi;
       tpx_status st = tpx_model_param(model, (int64_t)p, &pi, err);
       if (st != TPX_OK) return st;
-      sh->param_dtype[p] = sh->reduce_dtype[p] = (uint8_t)pi.dtype;
+      sh->param_dtype[p] = sh->reduce_dtype[p] =
+          (uint8_t)tpx__held_dtype(sh, (int64_t)p, pi.dtype);
     }
     return TPX_OK;
   }
@@ -252,7 +259,13 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
     st = tpx_model_param(model, (int64_t)p, &pi, err);
     if (st != TPX_OK) break;
     tpx_dtype pd, rd;
-    tpx_fsdp_param_dtypes(&mp, pi.dtype, &pd, &rd);
+    if (sh->param_fp32[p] && tpx_dtype_is_float(pi.dtype)) {
+      /* fully_shard_by_dtype's fp32 group: held and gathered in f32. */
+      tpx_mp_policy f32 = {TPX_DTYPE_F32, mp.reduce_dtype, mp.output_dtype};
+      tpx_fsdp_param_dtypes(&f32, TPX_DTYPE_F32, &pd, &rd);
+    } else {
+      tpx_fsdp_param_dtypes(&mp, pi.dtype, &pd, &rd);
+    }
     sh->param_dtype[p] = (uint8_t)pd;
     sh->reduce_dtype[p] = (uint8_t)rd;
     int64_t u = unit_of[pi.module] >= 0 ? unit_of[pi.module] : root_unit;

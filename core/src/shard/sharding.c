@@ -3,6 +3,7 @@
  *
  * The steps themselves live in apply.c, transitions.c, fsdp.c and bytes.c;
  * this file wires them and answers questions. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,10 @@ void tpx_sharding_destroy(tpx_sharding *sh) {
   free(sh->param_unit);
   free(sh->param_dtype);
   free(sh->reduce_dtype);
+  free(sh->param_fp32);
+  for (size_t i = 0; i < sh->num_fp32; i++) free(sh->fp32_patterns[i]);
+  free(sh->fp32_patterns);
+  free(sh->fp32_matched);
   free(sh->module_entry);
   free(sh->module_cover);
   free(sh->entry_keys);
@@ -115,11 +120,20 @@ tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_sharding_create: NULL model or mesh");
   tpx_sharding_options def = TPX_SHARDING_OPTIONS_INIT;
-  if (opts && opts->struct_size < sizeof(tpx_sharding_options))
+  /* Fields were appended over time: a caller built against an older header
+   * passes a shorter struct (at least up to fsdp_unit_reshard); the fields
+   * it lacks keep their defaults. */
+  const size_t min_size = offsetof(tpx_sharding_options, num_fp32_params);
+  if (opts && opts->struct_size < min_size)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_sharding_create: options struct_size %zu is "
                          "smaller than %zu (use TPX_SHARDING_OPTIONS_INIT)",
-                         opts->struct_size, sizeof(tpx_sharding_options));
+                         opts->struct_size, min_size);
+  if (opts && opts->struct_size < sizeof def) {
+    memcpy(&def, opts, opts->struct_size);
+    def.struct_size = sizeof def;
+    opts = &def;
+  }
   if (!opts) opts = &def;
   if (opts->fwd_prefetch_depth < 0 || opts->bwd_prefetch_depth < 0)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -177,6 +191,7 @@ tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
     return st;
   }
   st = alloc_arrays(sh, err);
+  if (st == TPX_OK) st = tpx__fp32_mark(sh, err);
   if (st == TPX_OK) st = tpx__apply_tp(sh, err);
   if (st == TPX_OK) {
     compute_transitions(sh);
@@ -190,6 +205,7 @@ tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
   sh->opts.tp_dim = sh->opts.dp_shard_dim = sh->opts.dp_replicate_dim = NULL;
   sh->opts.fsdp_units = NULL;
   sh->opts.fsdp_unit_reshard = NULL;
+  sh->opts.fp32_params = NULL; /* copied into fp32_patterns */
   *out = sh;
   return TPX_OK;
 }

@@ -64,6 +64,10 @@ struct tpx_sharding {
   int64_t *param_unit;       /* FSDP unit or -1 */
   uint8_t *param_dtype;      /* effective compute dtype (tpx_dtype) */
   uint8_t *reduce_dtype;     /* effective reduce dtype (tpx_dtype) */
+  uint8_t *param_fp32;       /* matches an fp32 pattern (alias: its target) */
+  char **fp32_patterns;      /* [num_fp32] copies of opts.fp32_params */
+  size_t *fp32_matched;      /* [num_fp32] parameters each matched */
+  size_t num_fp32;
   int64_t *module_entry;     /* entry applied to the module itself, or -1 */
   int64_t *module_cover;     /* nearest styled ancestor-or-self, or -1 */
 
@@ -92,9 +96,19 @@ void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,
                               tpx__transition_set *out);
 
 /* ---- fsdp.c ---- */
-/* Units, reshard/prefetch, dp placements and mixed-precision dtypes. */
+/* Units, reshard/prefetch, dp placements and mixed-precision dtypes
+ * (fp32-kept parameters: f32). */
 tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err);
+/* The dtype parameter p is held in: f32 for a floating-point parameter that
+ * matches an fp32 pattern (HF keeps such modules in fp32 whatever the
+ * checkpoint dtype), else `orig`. */
+tpx_dtype tpx__held_dtype(const tpx_sharding *sh, int64_t p, tpx_dtype orig);
 void tpx__fsdp_free(tpx_sharding *sh);
+
+/* ---- fp32.c ---- */
+/* Match every parameter against the fp32 patterns (param_fp32,
+ * fp32_matched); before the FSDP dtypes are set. */
+tpx_status tpx__fp32_mark(tpx_sharding *sh, tpx_error *err);
 
 /* ---- bytes.c ---- */
 /* rank_bytes, unit gathered bytes and rank_peak. */

@@ -460,6 +460,31 @@ START_TEST(test_replicated_by_omission) {
   tpx_match_destroy(mt);
   tpx_diag_list_destroy(dl);
   tpx_plan_destroy(q);
+
+  /* A key on an ancestor covers its submodules: with model.layers.*
+   * sequence_parallel, o_proj (no key of its own, sibling q_proj colwise)
+   * is placed by the layer key, so it is not replicated by omission. The
+   * same plan without the layer key warns. */
+  for (int with_layer_key = 0; with_layer_key < 2; with_layer_key++) {
+    CHECK_OK(tpx_plan_create(&q, &e_));
+    if (with_layer_key)
+      CHECK_OK(tpx_plan_set(q, "model.layers.*", &sp, 0, &e_));
+    CHECK_OK(tpx_plan_set(q, "model.layers.*.self_attn.[qkv]_proj", &col, 0,
+                          &e_));
+    CHECK_OK(tpx_diag_list_create(&dl, &e_));
+    CHECK_OK(tpx_match_plan(q, m, &mt, dl, &e_));
+    size_t omitted = 0;
+    for (size_t i = 0; i < tpx_diag_count(dl); i++)
+      if (strcmp(get_diag(dl, i).code, "replicated-by-omission") == 0)
+        omitted++;
+    ck_assert_uint_eq(omitted, with_layer_key ? 0 : 1);
+    if (!with_layer_key)
+      ck_assert_str_eq(get_diag(dl, 0).subject,
+                       "model.layers.*.self_attn.o_proj.weight");
+    tpx_match_destroy(mt);
+    tpx_diag_list_destroy(dl);
+    tpx_plan_destroy(q);
+  }
   tpx_model_destroy(m);
 }
 END_TEST

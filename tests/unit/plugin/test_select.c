@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "plugin_test.h"
+#include "tpx/match.h"
 #include "tpx/plan.h"
 
 typedef struct fixture {
@@ -348,6 +349,17 @@ START_TEST(default_base_plan) {
   CHECK_OK(tpx_plan_get(p, 0, &e, &e_));
   ck_assert_str_eq(e.module, "model.embed_tokens");
   ck_assert_int_eq(e.style.kind, TPX_STYLE_VOCAB_PARALLEL_EMBEDDING);
+  ck_assert_int_eq(e.optional, 0);
+  /* Only the fused, variant-only keys are optional (plans.md §3.15 order:
+   * embed, q, k, v, qkv, o, gate_up, up, gate, down, lm_head). */
+  for (size_t i = 0; i < tpx_plan_size(p); i++) {
+    CHECK_OK(tpx_plan_get(p, i, &e, &e_));
+    int fused = strcmp(e.module, "model.layers.*.self_attn.qkv_proj") == 0 ||
+                strcmp(e.module, "model.layers.*.mlp.gate_up_proj") == 0;
+    ck_assert_msg(e.optional == fused, "entry %zu '%s': optional=%d", i,
+                  e.module, e.optional);
+    if (fused) ck_assert(i == 4 || i == 6);
+  }
   CHECK_OK(tpx_plan_get(p, 10, &e, &e_));
   ck_assert_str_eq(e.module, "lm_head");
   ck_assert_int_eq(e.style.output_layouts.items[0].kind, TPX_REPLICATE);
@@ -362,6 +374,42 @@ START_TEST(default_base_plan) {
     ck_assert_int_eq(o.style.use_local_output, 0);
   }
   ck_assert(has_trace(&f, "default: used the default base plan"));
+
+  /* A model with separate projections (no qkv_proj / gate_up_proj): the
+   * last-resort plan gives no unmatched-key error, only infos for the two
+   * optional fused keys. */
+  static const char *const mods[] = {
+      "model.embed_tokens",          "model.layers.0.self_attn.q_proj",
+      "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj",
+      "model.layers.0.self_attn.o_proj", "model.layers.0.mlp.gate_proj",
+      "model.layers.0.mlp.up_proj",  "model.layers.0.mlp.down_proj",
+      "model.layers.0.input_layernorm",
+      "model.layers.0.post_attention_layernorm", "model.norm", "lm_head"};
+  for (size_t i = 0; i < sizeof mods / sizeof mods[0]; i++) {
+    int64_t w[2] = {16, 16};
+    tpx_module_kind k = strstr(mods[i], "norm") ? TPX_MODULE_NORM
+                        : strstr(mods[i], "embed") ? TPX_MODULE_EMBEDDING
+                                                   : TPX_MODULE_LINEAR;
+    CHECK_OK(tpx_model_add_module(f.model, mods[i], k, NULL, &e_));
+    CHECK_OK(tpx_model_add_param(f.model, mods[i], "weight", w,
+                                 k == TPX_MODULE_NORM ? 1 : 2, TPX_DTYPE_BF16,
+                                 NULL, &e_));
+  }
+  tpx_diag_list *md = NULL;
+  tpx_match *mt = NULL;
+  CHECK_OK(tpx_diag_list_create(&md, &e_));
+  CHECK_OK(tpx_match_plan(p, f.model, &mt, md, &e_));
+  ck_assert_uint_eq(tpx_diag_count_at_least(md, TPX_DIAG_ERROR), 0);
+  size_t infos = 0;
+  for (size_t i = 0; i < tpx_diag_count(md); i++) {
+    tpx_diag d;
+    CHECK_OK(tpx_diag_get(md, i, &d, &e_));
+    if (d.level == TPX_DIAG_INFO && strcmp(d.code, "unmatched-key") == 0)
+      infos++;
+  }
+  ck_assert_uint_eq(infos, 2);
+  tpx_match_destroy(mt);
+  tpx_diag_list_destroy(md);
   teardown(&f);
 }
 END_TEST

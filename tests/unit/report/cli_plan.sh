@@ -90,6 +90,37 @@ has "[tied-embeddings]" "tied diagnostic with its code"
 has "fix:" "with a fix"
 has "Plan: custom" "custom plan chosen"
 
+# Tied weights with only the embedding styled (Gemma4 E-series: lm_head is
+# left out because the model computes vocab-sharded logits itself): the
+# re-tie decides the placement, a warning, not an error.
+fam="$src/tests/data/families"
+expect 0 "gemma4 E-series tp2: one-sided tie is a warning" -- \
+  --config "$fam/gemma3/gemma4-e-series.json" --tp 2
+has "warning [tied-embeddings]" "tied warning with its code"
+has "inherits shard(0)" "names the inherited placement"
+
+# Configs with no plugin (so no skeleton): a clear message pointing at
+# --weights, exit 1, no report.
+for arch in Mixtral-8x7B-v0.1:MixtralForCausalLM \
+  Qwen3-30B-A3B:Qwen3MoeForCausalLM; do
+  expect 1 "${arch%%:*}: no skeleton" -- \
+    --config "$cfg/${arch%%:*}/config.json" --tp 2
+  has "no module skeleton is available for '${arch#*:}'" "says no skeleton"
+  has "pass --weights PATH" "points at --weights"
+done
+
+# fp32 parameters from the plugin (Qwen3.5 A_log / dt_bias) reach the
+# sharding: held and gathered in f32.
+expect 0 "qwen3.5 fp32 params" -- \
+  --config "$fam/qwen/qwen3_5-tiny-causal.config.json" --tp 2 --dp-shard 2
+has "model.layers.*.linear_attn.A_log: 6 parameters" "fp32 pattern listed"
+has "(kept in fp32)" "fp32 rows marked"
+expect 0 "qwen3.5 fp32 params json" -- \
+  --config "$fam/qwen/qwen3_5-tiny-causal.config.json" --tp 2 --dp-shard 2 \
+  --format json
+has '"keep_fp32": true' "keep_fp32 in the JSON"
+has '"fsdp_param_dtype": "f32"' "f32 FSDP param dtype"
+
 # Regressions. A --plan value that is a path but not a file used to be taken
 # as a plugin plan name ("named plan '/x/y.json' is not served by any loaded
 # plugin"); it now names the file and the OS error.

@@ -513,6 +513,78 @@ START_TEST(text_long_names) {
 }
 END_TEST
 
+/* fp32-kept parameters: per parameter fsdp_param_dtype (and keep_fp32 on
+ * the matches), the patterns with their counts under fsdp.mixed_precision,
+ * and a text line per pattern. */
+START_TEST(fp32_params_in_report) {
+  tpx_model *m = fx_llama();
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(1, 2, 2);
+  static const char *const pats[] = {"model.layers.*.input_layernorm.weight",
+                                     "model.no_such.weight"};
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  so.num_fp32_params = 2;
+  so.fp32_params = pats;
+  tpx_sharding *sh = fx_shard(m, p, mesh, &so);
+  json_t *j = report_json(sh, NULL);
+  size_t i;
+  json_t *v;
+  int kept = 0;
+  json_array_foreach(json_object_get(j, "parameters"), i, v) {
+    const char *name = json_string_value(json_object_get(v, "name"));
+    const char *dt =
+        json_string_value(json_object_get(v, "fsdp_param_dtype"));
+    int norm = strstr(name, "input_layernorm") != NULL;
+    ck_assert_msg(dt && strcmp(dt, norm ? "f32" : "bf16") == 0, "%s: %s",
+                  name, dt ? dt : "null");
+    ck_assert_int_eq(json_is_true(json_object_get(v, "keep_fp32")), norm);
+    kept += norm;
+  }
+  ck_assert_int_eq(kept, 2);
+  json_t *f32 = json_object_get(
+      json_object_get(json_object_get(j, "fsdp"), "mixed_precision"),
+      "fp32_params");
+  ck_assert_uint_eq(json_array_size(f32), 2);
+  ck_assert_str_eq(
+      json_string_value(json_object_get(json_array_get(f32, 0), "pattern")),
+      pats[0]);
+  ck_assert_int_eq(
+      json_integer_value(json_object_get(json_array_get(f32, 0), "params")),
+      2);
+  ck_assert_int_eq(
+      json_integer_value(json_object_get(json_array_get(f32, 1), "params")),
+      0);
+  json_decref(j);
+  char *text = NULL;
+  ck_assert_int_eq(tpx_report_text(sh, NULL, &text, NULL), TPX_OK);
+  ck_assert_ptr_nonnull(strstr(text, "mixed precision: param bf16, reduce "
+                                     "f32, output f32"));
+  ck_assert_ptr_nonnull(strstr(text, "kept in fp32"));
+  ck_assert_ptr_nonnull(
+      strstr(text, "model.layers.*.input_layernorm.weight: 2 parameters"));
+  ck_assert_ptr_nonnull(strstr(text, "model.no_such.weight: 0 parameters"));
+  ck_assert_ptr_nonnull(strstr(text, "x2  (kept in fp32)"));
+  free(text);
+  tpx_sharding_destroy(sh);
+
+  /* FSDP off: fsdp_param_dtype is null, the patterns are still listed */
+  so.fsdp = 0;
+  sh = fx_shard(m, p, mesh, &so);
+  j = report_json(sh, NULL);
+  ck_assert(json_is_null(json_object_get(
+      json_array_get(json_object_get(j, "parameters"), 0),
+      "fsdp_param_dtype")));
+  json_decref(j);
+  ck_assert_int_eq(tpx_report_text(sh, NULL, &text, NULL), TPX_OK);
+  ck_assert_ptr_nonnull(strstr(text, "FSDP: off\n  kept in fp32"));
+  free(text);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *report_suite(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -526,6 +598,7 @@ static Suite *report_suite(void) {
   tcase_add_test(tc, json_module_kind);
   tcase_add_test(tc, json_per_rank_text);
   tcase_add_test(tc, text_long_names);
+  tcase_add_test(tc, fp32_params_in_report);
   suite_add_tcase(s, tc);
   return s;
 }

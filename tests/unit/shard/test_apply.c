@@ -175,8 +175,8 @@ START_TEST(colwise_on_norm_is_error) {
 END_TEST
 
 /* Tied lm_head: the Llama plan gives both Shard(0) (fine); a colwise
- * embedding (Shard(1)) with a colwise lm_head (Shard(0)) conflicts; no key on
- * lm_head (replicate) conflicts too. */
+ * embedding (Shard(1)) with a colwise lm_head (Shard(0)) conflicts (error);
+ * only one side styled is a warning (the re-tie decides the placement). */
 START_TEST(tied_ok_and_conflicts) {
   fx_opts o = {0, 1, 0, 0, NULL};
   tpx_model *m = fx_model(&o);
@@ -209,12 +209,58 @@ START_TEST(tied_ok_and_conflicts) {
   ck_assert(!tpx_sharding_ok(sh));
   tpx_sharding_destroy(sh);
 
+  /* Only the embedding styled (Gemma4 E-series): the re-tie hands lm_head
+   * the embedding's Shard(0) DTensor; a warning, not an error. */
   ck_assert_int_eq(tpx_plan_remove(p, "lm_head", NULL), TPX_OK);
   fx_set(p, "model.embed_tokens", TPX_STYLE_VOCAB_PARALLEL_EMBEDDING, 0);
   sh = fx_shard(m, p, mesh, NULL);
-  ck_assert_uint_eq(fx_count(tpx_sharding_diagnostics(sh), TPX_DIAG_ERROR,
-                             "tied-embeddings"),
-                    1);
+  d = tpx_sharding_diagnostics(sh);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_ERROR, "tied-embeddings"), 0);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "tied-embeddings"), 1);
+  msg = fx_msg(d, "tied-embeddings");
+  ck_assert_ptr_nonnull(strstr(msg, "'lm_head.weight' (no TP style)"));
+  ck_assert_ptr_nonnull(strstr(msg, "model.embed_tokens.weight"));
+  ck_assert_ptr_nonnull(strstr(msg, "inherits shard(0)"));
+  ck_assert_ptr_nonnull(strstr(msg, "module 'lm_head' has no TP style"));
+  ck_assert_ptr_nonnull(strstr(msg, "F.linear"));
+  ck_assert_ptr_nonnull(strstr(msg, "Gemma4 E-series"));
+  ck_assert_str_eq(fx_pl(sh, "lm_head.weight", TP, buf, sizeof buf),
+                   "shard(0)");
+  ck_assert(tpx_sharding_ok(sh));
+  tpx_sharding_destroy(sh);
+
+  /* Only lm_head styled: the re-tie gives it the plain embedding tensor
+   * (replicate), undoing its colwise sharding; a warning naming both. */
+  ck_assert_int_eq(tpx_plan_remove(p, "model.embed_tokens", NULL), TPX_OK);
+  fx_set(p, "lm_head", TPX_STYLE_COLWISE, 0);
+  sh = fx_shard(m, p, mesh, NULL);
+  d = tpx_sharding_diagnostics(sh);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_ERROR, "tied-embeddings"), 0);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "tied-embeddings"), 1);
+  msg = fx_msg(d, "tied-embeddings");
+  ck_assert_ptr_nonnull(strstr(msg, "'lm_head.weight' (shard(0) on tp, key "
+                                    "'lm_head')"));
+  ck_assert_ptr_nonnull(
+      strstr(msg, "'model.embed_tokens.weight' (no TP style, replicate)"));
+  ck_assert_ptr_nonnull(strstr(msg, "ends replicate"));
+  ck_assert_str_eq(fx_pl(sh, "lm_head.weight", TP, buf, sizeof buf),
+                   "replicate");
+  ck_assert(tpx_sharding_ok(sh));
+  tpx_sharding_destroy(sh);
+
+  /* Both styled alike: nothing to say. Neither styled: nothing either. */
+  fx_set(p, "model.embed_tokens", TPX_STYLE_VOCAB_PARALLEL_EMBEDDING, 0);
+  sh = fx_shard(m, p, mesh, NULL);
+  ck_assert_uint_eq(fx_count(tpx_sharding_diagnostics(sh), TPX_DIAG_WARNING,
+                             "tied-embeddings") +
+                        fx_count(tpx_sharding_diagnostics(sh), TPX_DIAG_ERROR,
+                                 "tied-embeddings"),
+                    0);
+  tpx_sharding_destroy(sh);
+  tpx_plan_destroy(p);
+  ck_assert_int_eq(tpx_plan_create(&p, NULL), TPX_OK);
+  sh = fx_shard(m, p, mesh, NULL);
+  ck_assert_uint_eq(tpx_diag_count(tpx_sharding_diagnostics(sh)), 0);
   tpx_sharding_destroy(sh);
   tpx_plan_destroy(p);
   tpx_mesh_destroy(mesh);
@@ -290,6 +336,51 @@ START_TEST(replicated_by_omission) {
   ck_assert(saw_down && saw_extra);
   /* norms are replicated in every layer: no warning for them */
   ck_assert(strstr(fx_msg(d, "replicated-by-omission"), "layernorm") == NULL);
+  tpx_sharding_destroy(sh);
+  tpx_plan_destroy(p);
+
+  /* A sequence_parallel key on model.layers.* covers every submodule (the
+   * partition runs for each): o_proj (no key of its own, siblings q/k/v
+   * colwise) reports plan_key model.layers.* and no omission warning, in
+   * matching or in application. The nesting itself is an error. */
+  ck_assert_int_eq(tpx_plan_create(&p, NULL), TPX_OK);
+  fx_set(p, "model.layers.*", TPX_STYLE_SEQUENCE_PARALLEL, 0);
+  fx_set(p, "model.layers.*.self_attn.[qkv]_proj", TPX_STYLE_COLWISE, 0);
+  sh = fx_shard(m, p, mesh, NULL);
+  d = tpx_sharding_diagnostics(sh);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "replicated-by-omission"),
+                    0);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_ERROR, "nested-styles"), 1);
+  tpx_param_sharding ps;
+  ck_assert_int_eq(
+      tpx_sharding_param(sh,
+                         tpx_model_find_param(
+                             m, "model.layers.0.self_attn.o_proj.weight"),
+                         &ps, NULL),
+      TPX_OK);
+  ck_assert_str_eq(ps.plan_key, "model.layers.*");
+  tpx_sharding_destroy(sh);
+  tpx_plan_destroy(p);
+
+  /* prepare_module_input on the attention block: its parameters are keyed
+   * (not omitted), though no style places them. */
+  ck_assert_int_eq(tpx_plan_create(&p, NULL), TPX_OK);
+  fx_set(p, "model.layers.*.self_attn", TPX_STYLE_PREPARE_MODULE_INPUT, 0);
+  fx_set(p, "model.layers.*.mlp.up_proj", TPX_STYLE_COLWISE, 0);
+  sh = fx_shard(m, p, mesh, NULL);
+  d = tpx_sharding_diagnostics(sh);
+  for (size_t i = 0; i < tpx_diag_count(d); i++) {
+    tpx_diag g;
+    tpx_diag_get(d, i, &g, NULL);
+    ck_assert_msg(strcmp(g.code, "replicated-by-omission") != 0 ||
+                      strstr(g.message, "self_attn") == NULL,
+                  "%s", g.message);
+  }
+  /* gate_proj, same shape as the sharded up_proj, is still omitted */
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "replicated-by-omission"),
+                    1);
+  ck_assert_ptr_nonnull(strstr(fx_msg(d, "replicated-by-omission"),
+                               "gate_proj"));
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_plan_destroy(p);

@@ -1,6 +1,8 @@
 /* test_fsdp.c — FSDP2 units, reshard flags, prefetch lists, HSDP and strided
  * placements, mixed-precision clearing, and per-rank / peak bytes checked
  * against hand computation (core/src/shard/fsdp.c, bytes.c). */
+#include <stddef.h>
+
 #include "shard_fixture.h"
 
 typedef struct {
@@ -492,6 +494,132 @@ START_TEST(per_rank_bytes_saturate) {
 }
 END_TEST
 
+/* fp32 parameter patterns (a plugin's tpx_selection_fp32): per-atom
+ * fnmatch on the parameter FQN; matches are held and all-gathered in f32
+ * (no bf16 cast), and the bytes count them so. */
+START_TEST(fp32_params) {
+  tpx_model *m = fx_llama();
+  tpx_mesh *mesh = fx_mesh(1, 2, 1);
+  tpx_sharding *base = fx_shard(m, NULL, mesh, NULL);
+  static const char *const pats[] = {
+      "model.layers.*.input_layernorm.weight", /* 2 params, [64] */
+      "model.layers.1.mlp.gate_proj.w*",       /* 1 param, [128, 64] */
+      "model.layers.*",                        /* fewer atoms: none */
+  };
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  so.num_fp32_params = 3;
+  so.fp32_params = pats;
+  tpx_sharding *sh = fx_shard(m, NULL, mesh, &so);
+  ck_assert_uint_eq(tpx_sharding_num_fp32_patterns(sh), 3);
+  static const size_t want_matched[] = {2, 1, 0};
+  for (size_t i = 0; i < 3; i++) {
+    size_t n = 99;
+    ck_assert_str_eq(tpx_sharding_fp32_pattern(sh, i, &n), pats[i]);
+    ck_assert_uint_eq(n, want_matched[i]);
+  }
+  ck_assert_ptr_null(tpx_sharding_fp32_pattern(sh, 3, NULL));
+  static const struct {
+    const char *fqn;
+    int fp32;
+  } cases[] = {
+      {"model.layers.0.input_layernorm.weight", 1},
+      {"model.layers.1.input_layernorm.weight", 1},
+      {"model.layers.1.mlp.gate_proj.weight", 1},
+      {"model.layers.0.mlp.gate_proj.weight", 0},
+      {"model.layers.0.post_attention_layernorm.weight", 0},
+      {"model.norm.weight", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t p = tpx_model_find_param(m, cases[i].fqn);
+    tpx_param_sharding ps;
+    ck_assert_int_eq(tpx_sharding_param(sh, p, &ps, NULL), TPX_OK);
+    ck_assert_msg(tpx_sharding_param_keeps_fp32(sh, p) == cases[i].fp32, "%s",
+                  cases[i].fqn);
+    ck_assert_int_eq(ps.param_dtype,
+                     cases[i].fp32 ? TPX_DTYPE_F32 : TPX_DTYPE_BF16);
+    ck_assert_int_eq(ps.reduce_dtype, TPX_DTYPE_F32);
+  }
+  ck_assert(!tpx_sharding_param_keeps_fp32(sh, -1));
+  ck_assert(!tpx_sharding_param_keeps_fp32(NULL, 0));
+  /* held bytes per rank: +2 bytes per element of each rank's slice
+   * (dp_shard 2: 32 + 32 norm elements, 64 x 64 gate_proj elements) */
+  for (int64_t r = 0; r < 2; r++)
+    ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, r) -
+                         tpx_sharding_rank_param_bytes(base, r),
+                     2 * (32 + 32 + 64 * 64));
+  /* gathered: layer 0 +64 norm elements, layer 1 +64 +128 x 64 */
+  ck_assert_int_eq(tpx_sharding_fsdp_unit_gathered_bytes(sh, 0, 0) -
+                       tpx_sharding_fsdp_unit_gathered_bytes(base, 0, 0),
+                   2 * 64);
+  ck_assert_int_eq(tpx_sharding_fsdp_unit_gathered_bytes(sh, 1, 0) -
+                       tpx_sharding_fsdp_unit_gathered_bytes(base, 1, 0),
+                   2 * (64 + 128 * 64));
+  ck_assert_int_gt(tpx_sharding_rank_peak_bytes(sh, 0),
+                   tpx_sharding_rank_peak_bytes(base, 0));
+  tpx_sharding_destroy(sh);
+
+  /* without FSDP the held (and compute) dtype is still f32 */
+  so.fsdp = 0;
+  sh = fx_shard(m, NULL, mesh, &so);
+  tpx_param_sharding ps;
+  ck_assert_int_eq(
+      tpx_sharding_param(
+          sh, tpx_model_find_param(m, "model.layers.1.mlp.gate_proj.weight"),
+          &ps, NULL),
+      TPX_OK);
+  ck_assert_int_eq(ps.param_dtype, TPX_DTYPE_F32);
+  tpx_sharding_destroy(sh);
+  tpx_sharding_destroy(base);
+
+  /* bad patterns */
+  tpx_error e = {0};
+  so = (tpx_sharding_options)TPX_SHARDING_OPTIONS_INIT;
+  so.num_fp32_params = 1;
+  ck_assert_int_eq(tpx_sharding_create(m, NULL, mesh, &so, &sh, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "fp32_params"));
+  static const char *const empty[] = {""};
+  so.fp32_params = empty;
+  tpx_error_clear(&e);
+  ck_assert_int_eq(tpx_sharding_create(m, NULL, mesh, &so, &sh, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "empty"));
+  ck_assert_ptr_null(sh);
+
+  /* a caller built before the fp32 fields: a shorter struct is accepted
+   * (no fp32 patterns); shorter than that is refused */
+  so = (tpx_sharding_options)TPX_SHARDING_OPTIONS_INIT;
+  so.num_fp32_params = 1; /* past the old size: must be ignored */
+  so.struct_size = offsetof(tpx_sharding_options, num_fp32_params);
+  sh = fx_shard(m, NULL, mesh, &so);
+  ck_assert_uint_eq(tpx_sharding_num_fp32_patterns(sh), 0);
+  tpx_sharding_destroy(sh);
+  so.struct_size = offsetof(tpx_sharding_options, fsdp_unit_reshard);
+  ck_assert_int_eq(tpx_sharding_create(m, NULL, mesh, &so, &sh, &e),
+                   TPX_INVALID_ARGUMENT);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+
+  /* a tied alias follows its target and is not counted itself */
+  fx_opts o = {0, 1, 0, 0, NULL};
+  m = fx_model(&o);
+  mesh = fx_mesh(1, 2, 1);
+  static const char *const emb[] = {"model.embed_tokens.weight"};
+  so = (tpx_sharding_options)TPX_SHARDING_OPTIONS_INIT;
+  so.num_fp32_params = 1;
+  so.fp32_params = emb;
+  sh = fx_shard(m, NULL, mesh, &so);
+  ck_assert(tpx_sharding_param_keeps_fp32(
+      sh, tpx_model_find_param(m, "lm_head.weight")));
+  size_t n = 0;
+  tpx_sharding_fp32_pattern(sh, 0, &n);
+  ck_assert_uint_eq(n, 1);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *fsdp_suite(void) {
   Suite *s = suite_create("fsdp");
   TCase *tc = tcase_create("fsdp");
@@ -505,6 +633,7 @@ static Suite *fsdp_suite(void) {
   tcase_add_test(tc, per_rank_bytes_uneven_and_tied);
   tcase_add_test(tc, bad_prefetch_depth);
   tcase_add_test(tc, per_rank_bytes_saturate);
+  tcase_add_test(tc, fp32_params);
   tcase_add_loop_test(tc, layer_groups, 0,
                       (int)(sizeof lg_cases / sizeof lg_cases[0]));
   suite_add_tcase(s, tc);
