@@ -136,6 +136,14 @@ static int add_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
+/* The rule `suffix` ends with after the plan's dict update. */
+static const tpxp_rule *effective_rule(const tpxp_rule *r0, int sp) {
+  for (size_t i = 0; sp && i < N_OF(k_llama_sp1); i++)
+    if (strcmp(k_llama_sp1[i].suffix, r0->suffix) == 0)
+      return &k_llama_sp1[i];
+  return r0;
+}
+
 /* What this get_plan is, and is not (spec/plans.md §4.1): the plan function
  * (_parallelize_llama, _parallelize_decilm_nemotron, or the named plan's
  * branch), which never looks at tp or the head counts.
@@ -192,8 +200,50 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   }
   if (st != TPX_PLUGIN_OK)
     return st;
+  /* Nemotron-Flash runs the Llama plan upstream, but its layers have an
+   * `ffn`, not an `mlp`: the three MLP keys match nothing there (upstream
+   * skips them silently). They stay in the plan, exactly as upstream, marked
+   * variant-only; tpx_plugin_validate says loudly what that leaves
+   * replicated. */
+  if (!decilm && tpxp_arch_is(arch, "NemotronFlashForCausalLM"))
+    for (size_t i = 0; i < N_OF(k_llama_sp0) && st == TPX_PLUGIN_OK; i++)
+      if (strstr(k_llama_sp0[i].suffix, ".mlp.") != NULL) {
+        tpxp_rule r = *effective_rule(&k_llama_sp0[i], req->sequence_parallel);
+        r.optional = 1;
+        st = tpxp_add_rules(host, ctx, "", &r, 1);
+      }
+  if (st != TPX_PLUGIN_OK)
+    return st;
   if (host->plan_set_function != NULL)
     host->plan_set_function(ctx, decilm ? "decilm_nemotron" : "llama");
+  return TPX_PLUGIN_OK;
+}
+
+/* Nemotron-Flash: the Llama plan leaves every layer's `ffn` replicated on
+ * all tp ranks (a memory cost a user should see before the GPU fills). */
+int tpx_plugin_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const tpx_plugin_plan_request *req) {
+  if (!tpxp_request_ok(req) || req->tp_size <= 1 || req->plan_name != NULL ||
+      !tpxp_arch_is(req->architecture, "NemotronFlashForCausalLM") ||
+      host->model_has_module(ctx, "model.layers.0") != 1)
+    return TPX_PLUGIN_OK;
+  int64_t n = host->model_count_children(ctx, "model.layers"), with_ffn = 0;
+  for (int64_t i = 0; i < n; i++) {
+    char fqn[64];
+    snprintf(fqn, sizeof fqn, "model.layers.%lld.ffn", (long long)i);
+    with_ffn += host->model_has_module(ctx, fqn) == 1;
+  }
+  if (with_ffn > 0) {
+    char msg[TPXP_MSG_MAX];
+    snprintf(msg, sizeof msg,
+             "NemotronFlashForCausalLM uses the Llama plan (as upstream), whose "
+             "model.layers.*.mlp.* keys match nothing in this model: the `ffn` "
+             "of %lld of %lld layers stays replicated on every one of the %lld "
+             "tp ranks; pass a custom plan (--plan) that shards "
+             "model.layers.*.ffn to split it",
+             (long long)with_ffn, (long long)n, (long long)req->tp_size);
+    host->diagnose(ctx, TPX_PLUGIN_DIAG_WARNING, "replicated-by-omission", msg);
+  }
   return TPX_PLUGIN_OK;
 }
 

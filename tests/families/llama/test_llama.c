@@ -34,10 +34,10 @@ START_TEST(test_descriptor) {
   ck_assert_uint_eq(d.num_plan_names, 1);
   ck_assert_str_eq(d.plan_names[0], SUPER);
   ck_assert(d.has_skeleton);
-  /* No validate export: validate_tp_mesh_for_nemotron_nas is the host's
-   * (tpx_validate_tp_mesh), so the plugin reporting it too would say the
-   * same thing twice. */
-  ck_assert_int_eq(d.has_validate, 0);
+  /* validate only warns about Nemotron-Flash's replicated ffn;
+   * validate_tp_mesh_for_nemotron_nas is the host's (tpx_validate_tp_mesh),
+   * so the plugin does not report it a second time. */
+  ck_assert_int_eq(d.has_validate, 1);
   ck_assert_int_eq(d.has_fsdp_units, 0);
   for (i = 0; i < sizeof archs / sizeof archs[0]; i++)
     ck_assert_int_eq(tpx_registry_find(reg, archs[i]), 0);
@@ -57,8 +57,12 @@ START_TEST(test_llama_plans) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *m = fam_model(reg, FAM, "Llama-3.2-1B.config.json", 1);
   const char *arch = k_llama_archs[_i];
-  fam_check_plan(reg, m, arch, NULL, 0, FAM, "plan_llama_sp0.json");
-  fam_check_plan(reg, m, arch, NULL, 1, FAM, "plan_llama_sp1.json");
+  /* Nemotron-Flash: the same plan, its mlp.* keys marked variant-only. */
+  int flash = strcmp(arch, "NemotronFlashForCausalLM") == 0;
+  fam_check_plan(reg, m, arch, NULL, 0, FAM,
+                 flash ? "plan_nemotron_flash_sp0.json" : "plan_llama_sp0.json");
+  fam_check_plan(reg, m, arch, NULL, 1, FAM,
+                 flash ? "plan_nemotron_flash_sp1.json" : "plan_llama_sp1.json");
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -167,19 +171,19 @@ START_TEST(test_nemotron_flash_rule) {
       "{\"architectures\": [\"DeciLMForCausalLM\"], \"model_type\": "
       "\"nemotron-nas\", \"_name_or_path\": \"nvidia/nemotron-flashy\"}");
   fam_check_plan(reg, flash, "NemotronFlashForCausalLM", NULL, 0, FAM,
-                 "plan_llama_sp0.json");
+                 "plan_nemotron_flash_sp0.json");
   fam_check_plan(reg, flash, "NemotronFlashForCausalLM", NULL, 1, FAM,
-                 "plan_llama_sp1.json");
+                 "plan_nemotron_flash_sp1.json");
   fam_check_plan(reg, named, "DeciLMForCausalLM", NULL, 0, FAM,
                  "plan_decilm_sp0.json");
   fam_check_plan(reg, named, "DeciLMForCausalLM", SUPER, 0, FAM,
                  "plan_decilm_sp0.json");
   /* Through selection: the host's post-processing drops the Replicate head,
    * keeps the Shard one. */
-  fam_check_selected(reg, flash, NULL, 0, 1, 0, FAM, "plan_llama_sp0.json", NULL,
-                     NULL, 0);
-  fam_check_selected(reg, flash, NULL, 1, 1, 0, FAM, "plan_llama_sp1.json", NULL,
-                     NULL, 0);
+  fam_check_selected(reg, flash, NULL, 0, 1, 0, FAM,
+                     "plan_nemotron_flash_sp0.json", NULL, NULL, 0);
+  fam_check_selected(reg, flash, NULL, 1, 1, 0, FAM,
+                     "plan_nemotron_flash_sp1.json", NULL, NULL, 0);
   fam_check_selected(reg, named, NULL, 0, 1, 0, FAM, "plan_decilm_sp0_flash.json",
                      NULL, NULL, 0);
   fam_check_selected(reg, named, SUPER, 0, 1, 0, FAM,
