@@ -11,13 +11,17 @@
 
 #include "tpxp_common.h"
 
+/* gcd of |a| and |b| in unsigned arithmetic (no overflow on INT64_MIN),
+ * clamped to INT64_MAX. */
 static inline int64_t tpxp_gcd(int64_t a, int64_t b) {
-  while (b != 0) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
+  uint64_t x = a < 0 ? 0u - (uint64_t)a : (uint64_t)a;
+  uint64_t y = b < 0 ? 0u - (uint64_t)b : (uint64_t)b;
+  while (y != 0) {
+    uint64_t t = x % y;
+    x = y;
+    y = t;
   }
-  return a < 0 ? -a : a;
+  return x > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)x;
 }
 
 /* Write the tp sizes dividing both counts ("1, 2, 4") into buf. A count of
@@ -26,7 +30,8 @@ static inline const char *tpxp_valid_tp_sizes(char *buf, size_t size,
                                               int64_t heads, int64_t kv) {
   int64_t g = tpxp_gcd(heads, kv), d;
   buf[0] = '\0';
-  for (d = 1; g > 0 && d <= g; d++)
+  /* Bounded like the host's list: no tp beyond 2^24 ranks is listed. */
+  for (d = 1; g > 0 && d <= g && d <= ((int64_t)1 << 24); d++)
     if (g % d == 0) {
       size_t len = strlen(buf);
       snprintf(buf + len, size > len ? size - len : 0, "%s%lld",

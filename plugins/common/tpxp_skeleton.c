@@ -4,6 +4,9 @@
  * Hugging Face checkpoints (nn.Linear weight is [out, in]). */
 #include "tpxp_common.h"
 
+/* Largest config size accepted for a dim of a skeleton tensor. */
+#define TPXP_DIM_MAX ((int64_t)1 << 31)
+
 #include <stdio.h>
 
 int tpxp_sk_module(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
@@ -94,6 +97,22 @@ int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
         tie_default, &d->tie);
   d->qkv_bias = attn_bias;
   d->o_bias = attn_bias;
+  /* Every shape below is a product of these; bound them so it cannot
+   * overflow (no real model comes near 2^31 per dim). */
+  if (st == TPX_PLUGIN_OK &&
+      (d->kv_heads <= 0 || d->head_dim <= 0 || d->intermediate < 0 ||
+       d->vocab <= 0 || d->heads > TPXP_DIM_MAX || d->kv_heads > TPXP_DIM_MAX ||
+       d->head_dim > TPXP_DIM_MAX || d->hidden > TPXP_DIM_MAX ||
+       d->intermediate > TPXP_DIM_MAX || d->vocab > TPXP_DIM_MAX ||
+       d->layers > TPXP_DIM_MAX))
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "config: num_key_value_heads (%lld), head_dim (%lld), "
+                     "intermediate_size (%lld), vocab_size (%lld) must be "
+                     "positive (intermediate_size may be 0), and every size "
+                     "at most %lld",
+                     (long long)d->kv_heads, (long long)d->head_dim,
+                     (long long)d->intermediate, (long long)d->vocab,
+                     (long long)TPXP_DIM_MAX);
   return st;
 }
 
