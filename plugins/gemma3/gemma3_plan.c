@@ -156,8 +156,8 @@ static const char *g4_key(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 /* Every distinct (num_attention_heads, num_key_value_heads) pair the layers
  * use, ascending (upstream: sorted() of a set over per_layer_config).
  * Sliding layers use num_key_value_heads; full-attention layers use
- * num_global_key_value_heads when the text config has one (Gemma4's
- * heterogeneous per-layer config). Without layer_types every layer is taken
+ * num_global_key_value_heads when the text config has one and sets
+ * attention_k_eq_v (Gemma4's heterogeneous per-layer config). Without layer_types every layer is taken
  * as sliding, plus a full-attention kind when a global count is given. */
 static int gemma4_head_pairs(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                              int64_t pairs[2][2], int *n) {
@@ -175,7 +175,16 @@ static int gemma4_head_pairs(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         heads, &kv);
   if (st != TPX_PLUGIN_OK)
     return st;
+  /* Full-attention layers use num_global_key_value_heads only with
+   * attention_k_eq_v (transformers' Gemma4 attention); otherwise they use
+   * num_key_value_heads like every other layer. */
+  int k_eq_v = 0;
+  st = cfg_truthy(host, ctx,
+                  g4_key(host, ctx, p, sizeof p, "attention_k_eq_v"), &k_eq_v);
+  if (st != TPX_PLUGIN_OK)
+    return st;
   has_global =
+      k_eq_v &&
       host->config_get_int(
           ctx, g4_key(host, ctx, p, sizeof p, "num_global_key_value_heads"),
           &gkv) == TPX_PLUGIN_OK;

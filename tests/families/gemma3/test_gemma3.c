@@ -237,14 +237,20 @@ static const refusal_case gemma4_refusals[] = {
      {"Gemma4 MoE does not support tensor parallelism",
       "use expert parallelism instead", "enable_moe_block"}},
     {"gemma4-moe.json", 8, {"Gemma4 MoE", "tp=8", NULL}},
-    {"gemma4-dense.json",
+    /* attention_k_eq_v: full layers use num_global_key_value_heads (4). */
+    {"gemma4-dense-keqv.json",
      8,
      {"incompatible_head_counts=[(16, 4)]", "tp_size=8",
       "valid tp sizes: 1, 2, 4"}},
-    {"gemma4-dense.json",
+    {"gemma4-dense-keqv.json",
      3,
      {"incompatible_head_counts=[(16, 4), (16, 8)]", "tp_size=3",
       "valid tp sizes: 1, 2, 4"}},
+    /* Without it every layer uses num_key_value_heads (8). */
+    {"gemma4-dense.json",
+     3,
+     {"incompatible_head_counts=[(16, 8)]", "tp_size=3",
+      "valid tp sizes: 1, 2, 4, 8"}},
     {"gemma4-e-series.json",
      4,
      {"incompatible_head_counts=[(8, 2)]", "tp_size=4",
@@ -282,7 +288,8 @@ typedef struct diag_case {
 
 static const diag_case gemma4_diags[] = {
     {"gemma4-moe.json", 2, "moe-tp-unsupported"},
-    {"gemma4-dense.json", 8, "heads-not-divisible"},
+    {"gemma4-dense-keqv.json", 8, "heads-not-divisible"},
+    {"gemma4-dense.json", 8, NULL},
     {"gemma4-e-series.json", 4, "heads-not-divisible"},
     {"gemma4-dense.json", 4, NULL},
     {"gemma4-moe.json", 1, NULL},
