@@ -1,7 +1,8 @@
 /* model/model_impl.h — the inside of tpx_model, shared by the files of the
  * model area (model.c: tree + builder + queries; config.c: config JSON;
- * safetensors.c: header import). Not for other areas: they use tpx/model.h
- * and, for raw config JSON, model/config.h. */
+ * safetensors.c: header import). Not for other areas: they use tpx/model.h,
+ * for raw config JSON model/config.h, and for read-only per-module and
+ * per-parameter loops model/model_view.h. */
 #ifndef TPX_MODEL_MODEL_IMPL_H
 #define TPX_MODEL_MODEL_IMPL_H
 
@@ -26,14 +27,20 @@ char *tpx__arena_alloc(tpx__arena *arena, size_t len);
 /* A NUL-terminated copy of s[0..len). */
 char *tpx__arena_strndup(tpx__arena *arena, const char *s, size_t len);
 
-typedef struct tpx__module { /* 40 bytes: big models have ~1M modules */
-  const char *fqn;   /* arena; "" for the root */
-  int64_t parent;    /* -1 for the root */
-  int64_t *children; /* insertion order; malloc'd */
-  uint32_t fqn_len;  /* FQNs are checked to be < 2 GiB */
+typedef struct tpx__module { /* 48 bytes: big models have ~1M modules */
+  const char *fqn;     /* arena; "" for the root */
+  int64_t *children;   /* insertion order; the first few in the arena (cap
+                          <= 4), bigger arrays malloc'd */
+  int64_t first_param; /* newest parameter of this module, or -1 */
+  uint32_t fqn_len;    /* FQNs are checked to be < 2 GiB */
   uint32_t num_children, cap_children;
-  uint8_t kind;      /* tpx_module_kind */
-} tpx__module;
+  uint32_t kid_map;    /* 1 + index in tpx_model.kid_maps, or 0 */
+  uint8_t kind;        /* tpx_module_kind (also in tpx_model.kinds) */
+} tpx__module; /* the parent is in tpx_model.parents */
+
+/* A module with more children than this gets a map from child name to
+ * child index (tpx_model.kid_maps); a smaller family is scanned. */
+#define TPX__MODEL_FANOUT 8
 
 typedef struct tpx__param {
   const char *fqn; /* arena; "<module fqn>.<name>" */
@@ -44,21 +51,38 @@ typedef struct tpx__param {
   uint8_t ndim;
   uint8_t dtype;
   uint8_t is_tie_target; /* some parameter has tied_to == this one */
+  int64_t next_param; /* the module's previous parameter, or -1 */
 } tpx__param;
 
 struct tpx_model {
   tpx__module *modules;
   size_t num_modules, cap_modules;
+  /* Copies of modules[].parent and .kind, [cap_modules] each: the passes
+   * of matching and sharding that only follow parents or read kinds then
+   * stream 8 or 1 bytes per module instead of a 48-byte record (a big
+   * model's records do not fit in the cache). */
+  int64_t *parents;
+  uint8_t *kinds;
+  size_t cap_parents, cap_kinds;
   tpx__param *params;
   size_t num_params, cap_params;
   int64_t *dims; /* shape pool; each parameter owns ndim entries */
   size_t num_dims, cap_dims;
-  tpx__strmap module_map; /* fqn -> module index */
-  tpx__strmap param_map;  /* fqn -> parameter index */
+  /* Per module with more than TPX__MODEL_FANOUT children (layers,
+   * experts): child name -> child index, the names borrowed from the
+   * children's FQNs. Other modules are found by scanning their parent's few
+   * children, and parameters through their module's list. A builder adding
+   * one family at a time then probes one small, cached map, where a global
+   * FQN map of a million-tensor model missed the cache on every probe. */
+  tpx__strmap *kid_maps;
+  size_t num_kid_maps, cap_kid_maps;
   tpx__arena arena;
-  /* Builders add in tree order: the last module used and its parent are
-   * usually the next call's module or parent, which saves hash probes. */
-  int64_t last_module, last_parent;
+  /* Builders add in tree order: the path from the root to the last module
+   * used (chain[0] = root, chain[chain_len - 1] = last_module) is where the
+   * next call's module usually branches off, so lookups start there. */
+  int64_t last_module;
+  int64_t *chain;
+  size_t chain_len, chain_cap;
   json_t *config;       /* owned; NULL until a config is set */
   char **architectures; /* malloc'd strings */
   size_t num_architectures;

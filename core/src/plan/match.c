@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_view.h"
 #include "plan/plan_internal.h"
 #include "tpx/match.h"
 
@@ -140,6 +141,7 @@ int tpx_match_atom(const char *pattern, const char *name) {
 typedef struct walk_frame {
   int64_t module;
   size_t next, nc; /* next child to try, number of children */
+  size_t cut;      /* offset of a child's name in its FQN */
   int any;         /* some child matched this frame's atom */
 } walk_frame;
 
@@ -147,9 +149,9 @@ typedef struct walk_ctx {
   const tpx_model *model;
   walk_frame *frames; /* [natoms] */
   tpx_match *m;
-  const char **names; /* lazily filled child names, [nmodules] */
   char **atoms;
-  int *magic;
+  size_t *alen; /* strlen of each atom */
+  int *magic;   /* 0 literal, 1 pattern, 2 only '*' (matches any name) */
   size_t natoms;
   /* deepest failure: atom index and the module whose children all failed */
   size_t fail_depth;
@@ -157,14 +159,18 @@ typedef struct walk_ctx {
   int oom;
 } walk_ctx;
 
+/* The module's own name: the tail of its FQN. */
 static const char *module_name(walk_ctx *w, int64_t idx) {
-  if (!w->names[idx]) {
-    const char *fqn = tpx_model_module_fqn(w->model, idx);
-    if (!fqn) fqn = "";
-    const char *dot = strrchr(fqn, '.');
-    w->names[idx] = dot ? dot + 1 : fqn;
-  }
-  return w->names[idx];
+  return tpx__mv_module(w->model, idx)->fqn + tpx__mv_name_off(w->model, idx);
+}
+
+static void frame_enter(walk_ctx *w, walk_frame *f, int64_t module) {
+  const tpx__module *m = tpx__mv_module(w->model, module);
+  f->module = module;
+  f->next = 0;
+  f->nc = m->num_children;
+  f->cut = module > 0 ? (size_t)m->fqn_len + 1 : 0;
+  f->any = 0;
 }
 
 static void record(walk_ctx *w, int64_t module) {
@@ -189,10 +195,7 @@ static void record(walk_ctx *w, int64_t module) {
 static void walk(walk_ctx *w, int64_t root) {
   walk_frame *fr = w->frames;
   size_t top = 1;
-  fr[0].module = root;
-  fr[0].next = 0;
-  fr[0].nc = tpx_model_module_num_children(w->model, root);
-  fr[0].any = 0;
+  frame_enter(w, &fr[0], root);
   while (top && !w->oom) {
     walk_frame *f = &fr[top - 1];
     size_t depth = top - 1;
@@ -204,22 +207,96 @@ static void walk(walk_ctx *w, int64_t root) {
       top--;
       continue;
     }
-    int64_t c = tpx_model_module_child(w->model, f->module, f->next++);
+    int64_t c = tpx__mv_module(w->model, f->module)->children[f->next++];
     if (c < 0 || c >= w->m->nmodules) continue;
-    const char *name = module_name(w, c);
-    const char *atom = w->atoms[depth];
-    if (w->magic[depth] ? !glob_match(atom, name) : strcmp(atom, name) != 0)
-      continue;
+    /* Names are FQN tails: a literal atom is a length check, then bytes;
+     * a bare '*' takes every name without reading it. */
+    int mg = w->magic[depth];
+    if (mg != 2) {
+      const tpx__module *cm = tpx__mv_module(w->model, c);
+      const char *name = cm->fqn + f->cut;
+      if (mg ? !glob_match(w->atoms[depth], name)
+             : (size_t)cm->fqn_len - f->cut != w->alen[depth] ||
+                   memcmp(w->atoms[depth], name, w->alen[depth]) != 0)
+        continue;
+    }
     f->any = 1;
     if (depth + 1 == w->natoms) {
       record(w, c);
     } else {
-      walk_frame *g = &fr[top++];
-      g->module = c;
-      g->next = 0;
-      g->nc = tpx_model_module_num_children(w->model, c);
-      g->any = 0;
+      frame_enter(w, &fr[top++], c);
     }
+  }
+}
+
+/* ---- grouped walk ----
+ * Keys that differ only in their last atom (q/k/v/o_proj of one layer
+ * stack, gate/up/down_proj of the experts) walk the same modules down to
+ * the last level. They are walked once, together: each module at the last
+ * level is tested against every key of the group and lands in that key's
+ * list. Per key, the list is the module order its own walk would give (the
+ * walk is the same up to the last atom, and the last level is visited in
+ * order), so matching stays torch's order; a big MoE model is then read
+ * once instead of once per expert linear. */
+
+typedef struct group_key {
+  const char *atom; /* last atom */
+  size_t len;
+  int magic; /* as walk_ctx.magic */
+  int64_t *mods;
+  size_t n, cap;
+} group_key;
+
+static void group_push(walk_ctx *w, group_key *g, int64_t module) {
+  if (g->n == g->cap) {
+    size_t cap = g->cap ? g->cap * 2 : 16;
+    int64_t *nm = realloc(g->mods, cap * sizeof *nm);
+    if (!nm) {
+      w->oom = 1;
+      return;
+    }
+    g->mods = nm;
+    g->cap = cap;
+  }
+  g->mods[g->n++] = module;
+}
+
+/* w's atoms are the group's shared prefix plus the leader's last atom;
+ * members[] index keys[]. */
+static void walk_group(walk_ctx *w, group_key *keys, const size_t *members,
+                       size_t nmem) {
+  walk_frame *fr = w->frames;
+  size_t top = 1;
+  frame_enter(w, &fr[0], 0);
+  while (top && !w->oom) {
+    walk_frame *f = &fr[top - 1];
+    size_t depth = top - 1;
+    if (f->next == f->nc) {
+      top--;
+      continue;
+    }
+    int64_t c = tpx__mv_module(w->model, f->module)->children[f->next++];
+    if (c < 0 || c >= w->m->nmodules) continue;
+    const tpx__module *cm = tpx__mv_module(w->model, c);
+    const char *name = cm->fqn + f->cut;
+    size_t nlen = (size_t)cm->fqn_len - f->cut;
+    if (depth + 1 == w->natoms) {
+      for (size_t k = 0; k < nmem; k++) {
+        group_key *g = &keys[members[k]];
+        if (g->magic == 2 ||
+            (g->magic ? glob_match(g->atom, name)
+                      : nlen == g->len && memcmp(g->atom, name, nlen) == 0))
+          group_push(w, g, c);
+      }
+      continue;
+    }
+    int mg = w->magic[depth];
+    if (mg != 2 &&
+        (mg ? !glob_match(w->atoms[depth], name)
+            : nlen != w->alen[depth] ||
+                  memcmp(w->atoms[depth], name, nlen) != 0))
+      continue;
+    frame_enter(w, &fr[top++], c);
   }
 }
 
@@ -475,13 +552,6 @@ static int shards_params(const tpx_style *s) {
   }
 }
 
-static int same_shape(const tpx_param_info *a, const tpx_param_info *b) {
-  if (a->ndim != b->ndim) return 0;
-  for (int i = 0; i < a->ndim; i++)
-    if (a->shape[i] != b->shape[i]) return 0;
-  return 1;
-}
-
 static void format_shape(const tpx_param_info *p, char *buf, size_t size) {
   size_t len = 0;
   buf[0] = '\0';
@@ -513,7 +583,7 @@ static uint8_t *covered_modules(const tpx_match *m, const tpx_model *model) {
     uint8_t v = 0;
     while (x >= 0 && x < nmod && cov[x] == 2 && n < (size_t)nmod) {
       chain[n++] = x;
-      x = tpx_model_module_parent(model, x);
+      x = tpx__mv_parent(model, x);
     }
     if (x >= 0 && x < nmod && cov[x] != 2) v = cov[x];
     while (n) cov[chain[--n]] = v;
@@ -522,8 +592,39 @@ static uint8_t *covered_modules(const tpx_match *m, const tpx_model *model) {
   return cov;
 }
 
+/* Parameters of module `mod` in index order (the model keeps them newest
+ * first) into *buf, grown as needed; their count, or SIZE_MAX when out of
+ * memory. */
+static size_t module_params(const tpx_model *model, int64_t mod,
+                            int64_t **buf, size_t *cap) {
+  size_t n = 0;
+  for (int64_t q = tpx__mv_module(model, mod)->first_param; q >= 0;
+       q = tpx__mv_param(model, q)->next_param)
+    n++;
+  if (n > *cap) {
+    int64_t *b = realloc(*buf, n * sizeof *b);
+    if (!b) return SIZE_MAX;
+    *buf = b;
+    *cap = n;
+  }
+  size_t i = n;
+  for (int64_t q = tpx__mv_module(model, mod)->first_param; q >= 0;
+       q = tpx__mv_param(model, q)->next_param)
+    (*buf)[--i] = q;
+  return n;
+}
+
+static int same_param_shape(const tpx_model *model, const tpx__param *a,
+                            const tpx__param *b) {
+  return a->ndim == b->ndim &&
+         (a->ndim == 0 ||
+          memcmp(tpx__mv_shape(model, a), tpx__mv_shape(model, b),
+                 a->ndim * sizeof(int64_t)) == 0);
+}
+
 /* Modules that a colwise/rowwise-family key covers; "some child of this
- * parent is sharded" is the cheap filter before looking at parameters. */
+ * parent is sharded" is the cheap filter before looking at parameters,
+ * which are read per module from the model's lists. */
 static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
                                   const tpx_model *model,
                                   tpx_diag_list *diags) {
@@ -533,8 +634,8 @@ static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
   /* Parents with at least one sharded child. */
   uint8_t *hot = calloc((size_t)nmod, 1);
   uint8_t *covered = NULL;
-  size_t *start = NULL;
-  int64_t *plist = NULL, *pmod = NULL;
+  int64_t *mine = NULL, *theirs = NULL;
+  size_t cap_mine = 0, cap_theirs = 0;
   omission_set os;
   memset(&os, 0, sizeof os);
   tpx_status st = TPX_OK;
@@ -543,7 +644,7 @@ static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
   for (int64_t mod = 0; mod < nmod; mod++) {
     int64_t e = m->module_entry[mod];
     if (e < 0 || !shards_params(tpx__plan_style(plan, (size_t)e))) continue;
-    int64_t parent = tpx_model_module_parent(model, mod);
+    int64_t parent = tpx__mv_parent(model, mod);
     if (parent >= 0 && parent < nmod) {
       hot[parent] = 1;
       any = 1;
@@ -555,62 +656,38 @@ static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
     st = TPX_NO_MEMORY;
     goto done;
   }
-  /* Parameters grouped by module (CSR), keeping only the 8-byte module
-   * index per parameter; infos are fetched again when needed. */
-  start = calloc((size_t)nmod + 1, sizeof *start);
-  plist = malloc(np * sizeof *plist);
-  pmod = malloc(np * sizeof *pmod);
-  if (!start || !plist || !pmod) {
-    st = TPX_NO_MEMORY;
-    goto done;
-  }
-  int candidates = 0;
-  for (size_t i = 0; i < np; i++) {
-    tpx_param_info pi;
-    pmod[i] = -1;
-    if (tpx_model_param(model, (int64_t)i, &pi, NULL) != TPX_OK ||
-        pi.module < 0 || pi.module >= nmod)
-      continue;
-    pmod[i] = pi.module;
-    start[pi.module + 1]++;
-    if (!candidates && !covered[pi.module] && pi.tied_to < 0) {
-      int64_t parent = tpx_model_module_parent(model, pi.module);
-      candidates = parent >= 0 && parent < nmod && hot[parent];
-    }
-  }
-  if (!candidates) goto done;
-  for (int64_t k = 0; k < nmod; k++) start[k + 1] += start[k];
-  {
-    size_t *fill = calloc((size_t)nmod, sizeof *fill);
-    if (!fill) {
-      st = TPX_NO_MEMORY;
-      goto done;
-    }
-    for (size_t i = 0; i < np; i++)
-      if (pmod[i] >= 0) plist[start[pmod[i]] + fill[pmod[i]]++] = (int64_t)i;
-    free(fill);
-  }
   for (int64_t mod = 0; mod < nmod && !os.oom; mod++) {
-    if (covered[mod] || start[mod] == start[mod + 1]) continue;
-    int64_t parent = tpx_model_module_parent(model, mod);
-    if (parent < 0 || parent >= nmod || !hot[parent]) continue;
-    size_t nc = tpx_model_module_num_children(model, parent);
-    for (size_t pi = start[mod]; pi < start[mod + 1]; pi++) {
-      tpx_param_info p;
-      if (tpx_model_param(model, plist[pi], &p, NULL) != TPX_OK) continue;
-      if (p.tied_to >= 0) continue; /* follows the tensor it aliases */
+    if (covered[mod]) continue;
+    int64_t parent = tpx__mv_parent(model, mod);
+    if (parent < 0 || parent >= nmod || !hot[parent] ||
+        tpx__mv_module(model, mod)->first_param < 0)
+      continue;
+    const tpx__module *pm = tpx__mv_module(model, parent);
+    size_t nmine = module_params(model, mod, &mine, &cap_mine);
+    if (nmine == SIZE_MAX) {
+      os.oom = 1;
+      break;
+    }
+    for (size_t pi = 0; pi < nmine && !os.oom; pi++) {
+      const tpx__param *p = tpx__mv_param(model, mine[pi]);
+      if (p->tied_to >= 0) continue; /* follows the tensor it aliases */
       int found = 0;
-      for (size_t c = 0; c < nc && !found; c++) {
-        int64_t sib = tpx_model_module_child(model, parent, c);
+      for (size_t c = 0; c < pm->num_children && !found && !os.oom; c++) {
+        int64_t sib = pm->children[c];
         if (sib < 0 || sib >= nmod || sib == mod) continue;
         int64_t e = m->module_entry[sib];
         if (e < 0 || !shards_params(tpx__plan_style(plan, (size_t)e)))
           continue;
-        for (size_t si = start[sib]; si < start[sib + 1]; si++) {
-          tpx_param_info q;
-          if (tpx_model_param(model, plist[si], &q, NULL) != TPX_OK) continue;
-          if (strcmp(q.name, p.name) == 0 && same_shape(&p, &q)) {
-            omission_add(&os, p.fqn, plist[pi], plist[si], (size_t)e);
+        size_t ntheirs = module_params(model, sib, &theirs, &cap_theirs);
+        if (ntheirs == SIZE_MAX) {
+          os.oom = 1;
+          break;
+        }
+        for (size_t si = 0; si < ntheirs; si++) {
+          const tpx__param *q = tpx__mv_param(model, theirs[si]);
+          if (strcmp(tpx__mv_param_name(q), tpx__mv_param_name(p)) == 0 &&
+              same_param_shape(model, p, q)) {
+            omission_add(&os, p->fqn, mine[pi], theirs[si], (size_t)e);
             found = 1;
             break;
           }
@@ -655,9 +732,8 @@ done:
   free(os.slots);
   free(hot);
   free(covered);
-  free(start);
-  free(plist);
-  free(pmod);
+  free(mine);
+  free(theirs);
   return st;
 }
 
@@ -676,9 +752,11 @@ static tpx_status split_key(const char *key, walk_ctx *w, char **buf,
     if (a) w->atoms = a;
     int *mg = a ? realloc(w->magic, na * sizeof *mg) : NULL;
     if (mg) w->magic = mg;
-    walk_frame *fr = mg ? realloc(w->frames, na * sizeof *fr) : NULL;
+    size_t *al = mg ? realloc(w->alen, na * sizeof *al) : NULL;
+    if (al) w->alen = al;
+    walk_frame *fr = al ? realloc(w->frames, na * sizeof *fr) : NULL;
     if (fr) w->frames = fr;
-    if (!a || !mg || !fr) {
+    if (!a || !mg || !al || !fr) {
       free(copy);
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
     }
@@ -690,7 +768,9 @@ static tpx_status split_key(const char *key, walk_ctx *w, char **buf,
     char *dot = strchr(s, '.');
     if (dot) *dot = '\0';
     w->atoms[w->natoms] = s;
-    w->magic[w->natoms] = atom_has_magic(s);
+    w->alen[w->natoms] = strlen(s);
+    w->magic[w->natoms] =
+        !atom_has_magic(s) ? 0 : s[strspn(s, "*")] == '\0' ? 2 : 1;
     w->natoms++;
     if (!dot) break;
     s = dot + 1;
@@ -718,6 +798,9 @@ tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
   conflict *cs = NULL;
   int64_t *slot = NULL;
   char *keybuf = NULL;
+  group_key *gkeys = NULL;
+  size_t *members = NULL;
+  uint8_t *grouped = NULL;
   size_t cap_atoms = 0, ncs = 0, capcs = 0;
   tpx_status st = TPX_OK;
   if (!m) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
@@ -725,13 +808,43 @@ tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
   m->nmodules = nmod;
   m->off = calloc(ne + 1, sizeof *m->off);
   m->module_entry = malloc((size_t)(nmod > 0 ? nmod : 1) * sizeof(int64_t));
-  w.names = calloc((size_t)(nmod > 0 ? nmod : 1), sizeof *w.names);
   slot = malloc((ne ? ne : 1) * sizeof *slot);
-  if (!m->off || !m->module_entry || !w.names || !slot) goto oom;
+  if (!m->off || !m->module_entry || !slot) goto oom;
   for (int64_t i = 0; i < nmod; i++) m->module_entry[i] = -1;
   for (size_t i = 0; i < ne; i++) slot[i] = -1;
   w.model = model;
   w.m = m;
+
+  gkeys = calloc(ne ? ne : 1, sizeof *gkeys);
+  members = malloc((ne ? ne : 1) * sizeof *members);
+  grouped = calloc(ne ? ne : 1, 1);
+  if (!gkeys || !members || !grouped) goto oom;
+  /* Every non-empty key's modules, walked by groups (see walk_group). */
+  for (size_t e = 0; e < ne && nmod > 0; e++) {
+    const char *key = tpx__plan_key(plan, e);
+    if (key[0] == '\0' || grouped[e]) continue;
+    st = split_key(key, &w, &keybuf, &cap_atoms, err);
+    if (st != TPX_OK) goto fail;
+    const char *ld = strrchr(key, '.');
+    size_t plen = ld ? (size_t)(ld - key) : 0, nmem = 0;
+    for (size_t e2 = e; e2 < ne; e2++) {
+      const char *k2 = tpx__plan_key(plan, e2);
+      const char *d2 = strrchr(k2, '.');
+      if (k2[0] == '\0' || grouped[e2] || (ld == NULL) != (d2 == NULL) ||
+          (ld && ((size_t)(d2 - k2) != plen || memcmp(k2, key, plen) != 0)))
+        continue;
+      group_key *g = &gkeys[e2];
+      g->atom = d2 ? d2 + 1 : k2;
+      g->len = strlen(g->atom);
+      g->magic = !atom_has_magic(g->atom)              ? 0
+                 : g->atom[strspn(g->atom, "*")] == '\0' ? 2
+                                                         : 1;
+      grouped[e2] = 1;
+      members[nmem++] = e2;
+    }
+    walk_group(&w, gkeys, members, nmem);
+    if (w.oom) goto oom;
+  }
 
   for (size_t e = 0; e < ne; e++) {
     const char *key = tpx__plan_key(plan, e);
@@ -741,13 +854,30 @@ tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
     w.fail_depth = 0;
     if (key[0] == '\0') {
       if (nmod > 0) record(&w, 0);
-    } else {
-      st = split_key(key, &w, &keybuf, &cap_atoms, err);
-      if (st != TPX_OK) goto fail;
-      if (nmod > 0) walk(&w, 0);
+    } else if (gkeys[e].n) {
+      group_key *g = &gkeys[e];
+      if (m->capmods - m->nmods < g->n) {
+        size_t cap = m->capmods ? m->capmods : 64;
+        while (cap - m->nmods < g->n) cap *= 2;
+        int64_t *nm = realloc(m->mods, cap * sizeof *nm);
+        if (!nm) goto oom;
+        m->mods = nm;
+        m->capmods = cap;
+      }
+      memcpy(m->mods + m->nmods, g->mods, g->n * sizeof *g->mods);
+      m->nmods += g->n;
+      free(g->mods);
+      g->mods = NULL;
     }
     if (w.oom) goto oom;
     size_t cnt = m->nmods - start;
+    if (cnt == 0 && diags && key[0] != '\0' && nmod > 0) {
+      /* Where the key's own walk stops, for the message (matches none). */
+      st = split_key(key, &w, &keybuf, &cap_atoms, err);
+      if (st != TPX_OK) goto fail;
+      walk(&w, 0);
+      if (w.oom) goto oom;
+    }
     if (cnt == 0 && diags) {
       if (key[0] == '\0' || nmod <= 0 || w.fail_module < 0) {
         tpx_diag_add(diags,
@@ -790,10 +920,14 @@ tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
   free(keybuf);
   free(w.atoms);
   free(w.magic);
+  free(w.alen);
   free(w.frames);
-  free(w.names);
   free(cs);
   free(slot);
+  for (size_t e = 0; gkeys && e < ne; e++) free(gkeys[e].mods);
+  free(gkeys);
+  free(members);
+  free(grouped);
   *out = m;
   return TPX_OK;
 oom:
@@ -802,10 +936,14 @@ fail:
   free(keybuf);
   free(w.atoms);
   free(w.magic);
+  free(w.alen);
   free(w.frames);
-  free(w.names);
   free(cs);
   free(slot);
+  for (size_t e = 0; gkeys && e < ne; e++) free(gkeys[e].mods);
+  free(gkeys);
+  free(members);
+  free(grouped);
   tpx_match_destroy(m);
   return st;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_view.h"
 #include "shard/sharding_impl.h"
 #include "tpx/match.h"
 
@@ -72,12 +73,17 @@ tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim) {
 
 /* Depth-first: module_cover[m] = nearest ancestor-or-self with a
  * distribute_module style (colwise / rowwise / sequence families). Nested
- * styled modules are reported: torch distributes the inner one twice. */
-static tpx_status cover_one(tpx_sharding *sh, int64_t m, int *nested_reported,
-                            tpx_error *err) {
+ * styled modules are reported: torch distributes the inner one twice.
+ * keyed[m] = 1 when module m or an ancestor is matched by any plan key
+ * (prepare_module_* included): such parameters are not "omitted" by the
+ * plan, as in matching (tpx/match.h). */
+static tpx_status cover_one(tpx_sharding *sh, int64_t m, uint8_t *keyed,
+                            int *nested_reported, tpx_error *err) {
   const tpx_model *model = sh->model;
-  int64_t parent = tpx_model_module_parent(model, m);
+  int64_t parent = tpx__mv_parent(model, m);
   int64_t inherited = parent >= 0 ? sh->module_cover[parent] : -1;
+  /* keyed, in the same pass (parents come first either way). */
+  keyed[m] = sh->module_entry[m] >= 0 || (parent >= 0 && keyed[parent]);
   int64_t own = -1;
   if (sh->module_entry[m] >= 0) {
     const tpx_style *s = entry_style(sh, sh->module_entry[m]);
@@ -102,14 +108,15 @@ static tpx_status cover_one(tpx_sharding *sh, int64_t m, int *nested_reported,
       err);
 }
 
-static tpx_status compute_cover(tpx_sharding *sh, tpx_error *err) {
+static tpx_status compute_cover(tpx_sharding *sh, uint8_t *keyed,
+                                tpx_error *err) {
   const tpx_model *model = sh->model;
   size_t n = sh->num_modules;
   int nested_reported = 0;
   tpx_status st = TPX_OK;
   if (sh->topo_modules) { /* parents first: one sequential pass */
     for (size_t m = 0; m < n && st == TPX_OK; m++)
-      st = cover_one(sh, (int64_t)m, &nested_reported, err);
+      st = cover_one(sh, (int64_t)m, keyed, &nested_reported, err);
     return st;
   }
   int64_t *stack = malloc((n ? n : 1) * sizeof *stack);
@@ -118,7 +125,7 @@ static tpx_status compute_cover(tpx_sharding *sh, tpx_error *err) {
   stack[top++] = 0;
   while (top && st == TPX_OK) {
     int64_t m = stack[--top];
-    st = cover_one(sh, m, &nested_reported, err);
+    st = cover_one(sh, m, keyed, &nested_reported, err);
     size_t nc = tpx_model_module_num_children(model, m);
     for (size_t i = nc; i-- > 0;) {
       int64_t c = tpx_model_module_child(model, m, i);
@@ -129,47 +136,23 @@ static tpx_status compute_cover(tpx_sharding *sh, tpx_error *err) {
   return st;
 }
 
-/* keyed[m] = 1 when module m or an ancestor is matched by any plan key
- * (prepare_module_* included): such parameters are not "omitted" by the
- * plan, as in matching (tpx/match.h). Memoized walk up the parents. */
-static uint8_t *keyed_modules(const tpx_sharding *sh) {
-  size_t n = sh->num_modules;
-  uint8_t *k = malloc(n ? n : 1); /* 0 no, 1 yes, 2 unknown */
-  int64_t *chain = malloc((n ? n : 1) * sizeof *chain);
-  if (!k || !chain) {
-    free(k);
-    free(chain);
-    return NULL;
-  }
-  for (size_t m = 0; m < n; m++) k[m] = sh->module_entry[m] >= 0 ? 1 : 2;
-  for (size_t m = 0; m < n; m++) {
-    size_t c = 0;
-    int64_t x = (int64_t)m;
-    uint8_t v = 0;
-    while (x >= 0 && (size_t)x < n && k[x] == 2 && c < n) {
-      chain[c++] = x;
-      x = tpx_model_module_parent(sh->model, x);
-    }
-    if (x >= 0 && (size_t)x < n && k[x] != 2) v = k[x];
-    while (c) k[chain[--c]] = v;
-  }
-  free(chain);
-  return k;
-}
-
 /* Error for a colwise/rowwise style on a module that is neither Linear nor
- * Embedding, once per entry. */
+ * Embedding, once per entry; and entry_kinds. */
 static tpx_status check_kinds(tpx_sharding *sh, tpx_error *err) {
   uint8_t *seen = calloc(sh->num_entries ? sh->num_entries : 1, 1);
   if (!seen) return tpx__shard_oom(err, "entry flags");
   tpx_status st = TPX_OK;
   for (size_t m = 0; m < sh->num_modules && st == TPX_OK; m++) {
     int64_t e = sh->module_entry[m];
-    if (e < 0 || seen[e]) continue;
+    if (e < 0) continue;
+    tpx_module_kind k =
+        tpx__mv_kind(sh->model, (int64_t)m);
+    /* Which module classes carry the entry, for its transitions. */
+    sh->entry_kinds[e] |= k == TPX_MODULE_EMBEDDING ? 2 : 1;
+    if (seen[e]) continue;
     const tpx_style *s = entry_style(sh, e);
     family_t f = s ? family_of(s->kind) : FAM_NONE;
     if (f != FAM_COLWISE && f != FAM_ROWWISE) continue;
-    tpx_module_kind k = tpx_model_module_kind(sh->model, (int64_t)m);
     if (k == TPX_MODULE_LINEAR || k == TPX_MODULE_EMBEDDING) continue;
     seen[e] = 1;
     st = diag_oom(
@@ -197,21 +180,21 @@ typedef struct {
 } once_t;
 
 static tpx_status report_child_param(tpx_sharding *sh, once_t *once,
-                                     int64_t e, const tpx_param_info *pi,
+                                     int64_t e, const char *fqn,
                                      int64_t styled, const char *why) {
   if (once->flag[e]) return TPX_OK;
   once->flag[e] = 1;
   return tpx_diag_add(
-      sh->diags, TPX_DIAG_ERROR, "style-unsupported-module", pi->fqn,
+      sh->diags, TPX_DIAG_ERROR, "style-unsupported-module", fqn,
       "apply the style to the leaf Linear/Embedding/norm modules instead",
-      "parameter '%s' lies in a submodule of '%s' (key '%s'); %s", pi->fqn,
+      "parameter '%s' lies in a submodule of '%s' (key '%s'); %s", fqn,
       tpx_model_module_fqn(sh->model, styled), entry_key(sh, e), why);
 }
 
 /* The TP placement torch gives parameter `pi` under style `s` applied to
  * module `styled` of kind `k`. */
 static tpx_placement tp_placement_for(const tpx_style *s, tpx_module_kind k,
-                                      const tpx_param_info *pi, int own,
+                                      const char *name, int own,
                                       int *child_problem) {
   family_t f = family_of(s->kind);
   *child_problem = 0;
@@ -225,7 +208,7 @@ static tpx_placement tp_placement_for(const tpx_style *s, tpx_module_kind k,
   }
   if (f == FAM_ROWWISE) {
     /* Linear: the partition fn runs on every submodule and reads .weight. */
-    if (strcmp(pi->name, "weight") == 0) return tpx_placement_shard(1);
+    if (strcmp(name, "weight") == 0) return tpx_placement_shard(1);
     return tpx_placement_replicate();
   }
   if (f == FAM_SEQUENCE && !own) *child_problem = 1;
@@ -312,12 +295,12 @@ static size_t generalize(const char *fqn, char *out, size_t size) {
 
 /* Hash of (local name, ndim, shape): the prefilter for "same name and
  * shape"; equal hashes are confirmed field by field. */
-static uint64_t shape_hash(const tpx_param_info *pi) {
+static uint64_t shape_hash(const char *name, int ndim, const int64_t *shape) {
   uint64_t h = 1469598103934665603ULL;
-  for (const char *c = pi->name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
-  h = (h ^ (uint64_t)pi->ndim) * 1099511628211ULL;
-  for (int d = 0; d < pi->ndim; d++)
-    h = (h ^ (uint64_t)pi->shape[d]) * 1099511628211ULL;
+  for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+  h = (h ^ (uint64_t)ndim) * 1099511628211ULL;
+  for (int d = 0; d < ndim; d++)
+    h = (h ^ (uint64_t)shape[d]) * 1099511628211ULL;
   return h ? h : 1;
 }
 
@@ -354,9 +337,24 @@ static int already_reported(const tpx_diag_list *diags, const char *fqn,
 
 /* A parameter no key covers, while a same-named, same-shaped parameter at
  * the same place in another layer, or in a sibling module of the same
- * parent, is TP-sharded: likely a missing plan key. `phash` holds
- * shape_hash per parameter (0 for aliases). */
-static tpx_status omission(tpx_sharding *sh, const uint64_t *phash,
+ * parent, is TP-sharded: likely a missing plan key. `phash` is nonzero for
+ * the parameters compared (0 for aliases, scalars and key-covered ones);
+ * this fills in shape_hash for the candidates. Sharded parameters are
+ * hashed only when some candidate has their rank and first dim (`shapes`,
+ * a one-word filter): a million sharded experts next to a few replicated
+ * norms then cost a compare each. */
+static int shape_bit(int ndim, const int64_t *shape) {
+  uint64_t h = (uint64_t)ndim * 0x9e3779b97f4a7c15ULL ^
+               (uint64_t)shape[0] * 0xc2b2ae3d27d4eb4fULL;
+  return (int)(h >> 58);
+}
+
+static uint64_t param_hash(const tpx_model *model, int64_t p) {
+  const tpx__param *r = tpx__mv_param(model, p);
+  return shape_hash(tpx__mv_param_name(r), r->ndim, tpx__mv_shape(model, r));
+}
+
+static tpx_status omission(tpx_sharding *sh, uint64_t *phash,
                            tpx_error *err) {
   const tpx_model *model = sh->model;
   size_t np = sh->num_params;
@@ -380,8 +378,12 @@ static tpx_status omission(tpx_sharding *sh, const uint64_t *phash,
   for (size_t i = 0; i < nslots; i++) slots[i] = -1;
   nc = 0;
   /* Candidates chained per hash slot (slots hold the chain head). */
+  uint64_t shapes = 0;
   for (size_t p = 0; p < np; p++) {
     if (sh->param_styled[p] >= 0 || !phash[p]) continue;
+    const tpx__param *r = tpx__mv_param(model, (int64_t)p);
+    shapes |= (uint64_t)1 << shape_bit(r->ndim, tpx__mv_shape(model, r));
+    phash[p] = param_hash(model, (int64_t)p);
     size_t s = (size_t)phash[p] & (nslots - 1);
     cand[nc] = (int64_t)p;
     example[nc] = -1;
@@ -392,14 +394,18 @@ static tpx_status omission(tpx_sharding *sh, const uint64_t *phash,
   for (size_t p = 0; p < np; p++) {
     if (sh->param_styled[p] < 0 || !phash[p] || !sharded_on_tp(sh, (int64_t)p))
       continue;
-    int64_t c = slots[(size_t)phash[p] & (nslots - 1)];
+    const tpx__param *r = tpx__mv_param(model, (int64_t)p);
+    if (!((shapes >> shape_bit(r->ndim, tpx__mv_shape(model, r))) & 1))
+      continue;
+    uint64_t h = param_hash(model, (int64_t)p);
+    int64_t c = slots[(size_t)h & (nslots - 1)];
     if (c < 0) continue;
     tpx_param_info pi;
     if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK) continue;
     int64_t sparent = tpx_model_module_parent(model, pi.module);
     int have_gen = 0;
     for (; c >= 0; c = next[c]) {
-      if (example[c] >= 0 || phash[cand[c]] != phash[p]) continue;
+      if (example[c] >= 0 || phash[cand[c]] != h) continue;
       tpx_param_info ci;
       if (tpx_model_param(model, cand[c], &ci, NULL) != TPX_OK ||
           !same_name_shape(&pi, &ci))
@@ -583,20 +589,28 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
     return TPX_OK;
   }
 
-  st = compute_cover(sh, err);
+  uint8_t *keyed = malloc(sh->num_modules ? sh->num_modules : 1);
+  if (!keyed) return tpx__shard_oom(err, "module flags");
+  st = compute_cover(sh, keyed, err);
   if (st == TPX_OK) st = check_kinds(sh, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK) {
+    free(keyed);
+    return st;
+  }
 
   once_t once = {calloc(sh->num_entries ? sh->num_entries : 1, 1)};
-  if (!once.flag) return tpx__shard_oom(err, "entry flags");
+  if (!once.flag) {
+    free(keyed);
+    return tpx__shard_oom(err, "entry flags");
+  }
   uint64_t *phash = malloc((sh->num_params ? sh->num_params : 1) *
                            sizeof *phash);
   if (!phash) {
     free(once.flag);
+    free(keyed);
     return tpx__shard_oom(err, "parameter hashes");
   }
   uneven_t *uneven = malloc(UNEVEN_MAX * sizeof *uneven);
-  uint8_t *keyed = keyed_modules(sh);
   size_t nu = 0;
   if (!uneven || !keyed) {
     free(once.flag);
@@ -607,19 +621,22 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
   }
   size_t cap_tied = 0;
   for (size_t p = 0; p < sh->num_params && st == TPX_OK; p++) {
-    tpx_param_info pi;
-    st = tpx_model_param(model, (int64_t)p, &pi, err);
-    if (st != TPX_OK) break;
-    int64_t styled = sh->module_cover[pi.module];
+    /* The record in place (no tpx_param_info copy per parameter). */
+    const tpx__param *pi = tpx__mv_param(model, (int64_t)p);
+    const int64_t *pshape = tpx__mv_shape(model, pi);
+    const char *pname = tpx__mv_param_name(pi);
+    int pndim = pi->ndim;
+    int64_t styled = sh->module_cover[pi->module];
     sh->param_styled[p] = styled;
     sh->param_entry[p] = styled >= 0 ? sh->module_entry[styled] : -1;
     /* 0 = not compared: aliases, scalars, and unstyled parameters that a
-     * key still covers (prepare_module_* on the module or an ancestor). */
-    phash[p] = (pi.tied_to >= 0 || pi.ndim < 1 ||
-                (styled < 0 && keyed[pi.module]))
+     * key still covers (prepare_module_* on the module or an ancestor).
+     * omission() hashes the rest, when needed. */
+    phash[p] = (pi->tied_to >= 0 || pndim < 1 ||
+                (styled < 0 && keyed[pi->module]))
                    ? 0
-                   : shape_hash(&pi);
-    if (pi.tied_to >= 0) {
+                   : 1;
+    if (pi->tied_to >= 0) {
       if (sh->num_tied == cap_tied) {
         size_t cap = cap_tied ? cap_tied * 2 : 8;
         int64_t *t = realloc(sh->tied_params, cap * sizeof *t);
@@ -636,35 +653,35 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
     int64_t e = sh->param_entry[p];
     const tpx_style *s = entry_style(sh, e);
     if (!s) continue;
-    tpx_module_kind k = tpx_model_module_kind(model, styled);
+    tpx_module_kind k = tpx__mv_kind(model, styled);
     family_t fam = family_of(s->kind);
     if ((fam == FAM_COLWISE || fam == FAM_ROWWISE) &&
         k != TPX_MODULE_LINEAR && k != TPX_MODULE_EMBEDDING)
       continue; /* torch raises (reported by check_kinds): nothing applied */
     int child_problem = 0;
     tpx_placement pl =
-        tp_placement_for(s, k, &pi, pi.module == styled, &child_problem);
+        tp_placement_for(s, k, pname, pi->module == styled, &child_problem);
     if (child_problem) {
       st = diag_oom(
           report_child_param(
-              sh, &once, e, &pi, styled,
+              sh, &once, e, pi->fqn, styled,
               "its partition function iterates the module's parameters "
               "recursively and cannot register a dotted name (torch raises "
               "KeyError)"),
           err);
       if (st != TPX_OK) break;
     } else if (family_of(s->kind) == FAM_ROWWISE &&
-               k != TPX_MODULE_EMBEDDING && pi.module != styled) {
+               k != TPX_MODULE_EMBEDDING && pi->module != styled) {
       /* rowwise on a Linear runs on every submodule and reads .weight. */
       int64_t w = -1;
       char fq[1024];
       snprintf(fq, sizeof fq, "%s%sweight",
-               tpx_model_module_fqn(model, pi.module),
-               *tpx_model_module_fqn(model, pi.module) ? "." : "");
+               tpx_model_module_fqn(model, pi->module),
+               *tpx_model_module_fqn(model, pi->module) ? "." : "");
       w = tpx_model_find_param(model, fq);
       if (w < 0) {
         st = diag_oom(report_child_param(
-                          sh, &once, e, &pi, styled,
+                          sh, &once, e, pi->fqn, styled,
                           "its submodule has no 'weight', which rowwise's "
                           "partition function reads (torch raises "
                           "AttributeError)"),
@@ -674,22 +691,22 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
     }
     if (pl.kind == TPX_SHARD) {
       tpx_placement norm;
-      if (tpx_placement_normalize(pl, pi.ndim, &norm, NULL) != TPX_OK) {
+      if (tpx_placement_normalize(pl, pndim, &norm, NULL) != TPX_OK) {
         st = diag_oom(
             tpx_diag_add(sh->diags, TPX_DIAG_ERROR, "shard-dim-out-of-range",
-                         pi.fqn, "use a style that fits the tensor's rank",
+                         pi->fqn, "use a style that fits the tensor's rank",
                          "parameter '%s' has %d dims but key '%s' (%s) shards "
                          "its dim %d; torch's distribute_tensor rejects it",
-                         pi.fqn, pi.ndim, entry_key(sh, e),
+                         pi->fqn, pndim, entry_key(sh, e),
                          tpx_style_kind_name(s->kind), (int)pl.dim),
             err);
         pl = tpx_placement_replicate();
-      } else if (pi.tied_to < 0 && pi.shape[norm.dim] % sh->tp != 0) {
+      } else if (pi->tied_to < 0 && pshape[norm.dim] % sh->tp != 0) {
         size_t i;
         for (i = 0; i < nu; i++)
           if (uneven[i].entry == e && uneven[i].dim == norm.dim &&
-              uneven[i].size == pi.shape[norm.dim] &&
-              strncmp(uneven[i].name, pi.name, sizeof uneven[i].name) == 0)
+              uneven[i].size == pshape[norm.dim] &&
+              strncmp(uneven[i].name, pname, sizeof uneven[i].name) == 0)
             break;
         if (i < nu) {
           uneven[i].count++;
@@ -698,9 +715,9 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
           u->entry = e;
           u->param = (int64_t)p;
           u->dim = norm.dim;
-          u->size = pi.shape[norm.dim];
+          u->size = pshape[norm.dim];
           u->count = 1;
-          snprintf(u->name, sizeof u->name, "%s", pi.name);
+          snprintf(u->name, sizeof u->name, "%s", pname);
         }
       }
     }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_view.h"
 #include "shard/sharding_impl.h"
 
 typedef struct {
@@ -54,6 +55,20 @@ static int sig_equal(const sig_key *a, const sig_key *b, int mesh_ndim) {
     if (a->pl[i].kind != b->pl[i].kind || a->pl[i].dim != b->pl[i].dim ||
         a->pl[i].split_factor != b->pl[i].split_factor ||
         a->pl[i].op != b->pl[i].op)
+      return 0;
+  return 1;
+}
+
+/* sig_equal against a parameter's fields, without building its key. */
+static int sig_is(const sig_key *a, int ndim, const int64_t *shape,
+                  tpx_dtype dtype, tpx_dtype compute, const tpx_placement *pl,
+                  int mesh_ndim) {
+  if (a->ndim != ndim || a->dtype != dtype || a->compute != compute) return 0;
+  for (int i = 0; i < ndim; i++)
+    if (a->shape[i] != shape[i]) return 0;
+  for (int i = 0; i < mesh_ndim; i++)
+    if (a->pl[i].kind != pl[i].kind || a->pl[i].dim != pl[i].dim ||
+        a->pl[i].split_factor != pl[i].split_factor || a->pl[i].op != pl[i].op)
       return 0;
   return 1;
 }
@@ -126,27 +141,46 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
   int64_t *count = NULL, *sharded = NULL, *gathered = NULL, *ucount = NULL;
   tpx_status st = TPX_OK;
   if (!psig) return tpx__shard_oom(err, "signatures");
+  enum { RECENT = 4 };
+  int64_t recent[RECENT] = {-1, -1, -1, -1};
+  int next_recent = 0;
 
   for (size_t p = 0; p < np; p++) {
-    tpx_param_info pi;
-    st = tpx_model_param(model, (int64_t)p, &pi, err);
-    if (st != TPX_OK) goto done;
-    if (pi.tied_to >= 0) { /* one tensor: counted at its target */
+    const tpx__param *r = tpx__mv_param(model, (int64_t)p);
+    if (r->tied_to >= 0) { /* one tensor: counted at its target */
       psig[p] = -1;
       continue;
     }
-    sig_key k;
-    memset(&k, 0, sizeof k);
-    k.ndim = pi.ndim;
-    memcpy(k.shape, pi.shape, (size_t)pi.ndim * sizeof k.shape[0]);
-    k.dtype = tpx__held_dtype(sh, (int64_t)p, pi.dtype);
-    k.compute = (tpx_dtype)sh->param_dtype[p];
-    memcpy(k.pl, &sh->placements[p * (size_t)mnd], (size_t)mnd * sizeof k.pl[0]);
-    psig[p] = sig_intern(&t, &k, mnd);
-    if (psig[p] < 0) {
-      st = tpx__shard_oom(err, "signatures");
-      goto done;
+    const int64_t *shape = tpx__mv_shape(model, r);
+    tpx_dtype held = tpx__held_dtype(sh, (int64_t)p, (tpx_dtype)r->dtype);
+    tpx_dtype compute = (tpx_dtype)sh->param_dtype[p];
+    const tpx_placement *pl = &sh->placements[p * (size_t)mnd];
+    /* Models repeat a few signatures in a short cycle (gate, up, down of
+     * each expert): the last few are compared in place before a key is
+     * built and hashed. */
+    int64_t hit = -1;
+    for (int i = 0; i < RECENT && hit < 0; i++)
+      if (recent[i] >= 0 &&
+          sig_is(&t.keys[recent[i]], r->ndim, shape, held, compute, pl, mnd))
+        hit = recent[i];
+    if (hit < 0) {
+      sig_key k;
+      memset(&k, 0, sizeof k);
+      k.ndim = r->ndim;
+      if (r->ndim)
+        memcpy(k.shape, shape, (size_t)r->ndim * sizeof k.shape[0]);
+      k.dtype = held;
+      k.compute = compute;
+      memcpy(k.pl, pl, (size_t)mnd * sizeof k.pl[0]);
+      hit = sig_intern(&t, &k, mnd);
+      if (hit < 0) {
+        st = tpx__shard_oom(err, "signatures");
+        goto done;
+      }
+      recent[next_recent] = hit;
+      next_recent = (next_recent + 1) % RECENT;
     }
+    psig[p] = hit;
   }
 
   size_t ns = t.n;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_view.h"
 #include "shard/sharding_impl.h"
 #include "tpx/match.h"
 
@@ -84,8 +85,7 @@ tpx_status tpx__fp32_mark(tpx_sharding *sh, tpx_error *err) {
   size_t fcap = 0;
   for (size_t p = 0; p < np && st == TPX_OK; p++) {
     tpx_param_info pi;
-    st = tpx_model_param(sh->model, (int64_t)p, &pi, err);
-    if (st != TPX_OK) break;
+    tpx__mv_param_info(sh->model, (int64_t)p, &pi);
     if (pi.tied_to >= 0) continue; /* follows its target, below */
     size_t len = strlen(pi.fqn), d = count_dots(pi.fqn);
     if (len + 1 > fcap) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_view.h"
 #include "shard/sharding_impl.h"
 
 static int is_digits(const char *s) {
@@ -196,11 +197,8 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
                       sh->opts.output_dtype};
   if (!sh->opts.fsdp) { /* no FSDP: compute in the held dtype */
     for (size_t p = 0; p < sh->num_params; p++) {
-      tpx_param_info pi;
-      tpx_status st = tpx_model_param(model, (int64_t)p, &pi, err);
-      if (st != TPX_OK) return st;
-      sh->param_dtype[p] = sh->reduce_dtype[p] =
-          (uint8_t)tpx__held_dtype(sh, (int64_t)p, pi.dtype);
+      sh->param_dtype[p] = sh->reduce_dtype[p] = (uint8_t)tpx__held_dtype(
+          sh, (int64_t)p, (tpx_dtype)tpx__mv_param(model, (int64_t)p)->dtype);
     }
     return TPX_OK;
   }
@@ -237,7 +235,7 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
   if (sh->topo_modules) { /* parents first: one sequential pass */
     for (size_t m = 1; m < nm; m++)
       if (unit_of[m] < 0)
-        unit_of[m] = unit_of[tpx_model_module_parent(model, (int64_t)m)];
+        unit_of[m] = unit_of[tpx__mv_parent(model, (int64_t)m)];
   } else {
     size_t top = 0;
     stack[top++] = 0;
@@ -255,29 +253,28 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
   free(stack);
 
   for (size_t p = 0; p < sh->num_params; p++) {
-    tpx_param_info pi;
-    st = tpx_model_param(model, (int64_t)p, &pi, err);
-    if (st != TPX_OK) break;
+    /* The record in place: a copied tpx_param_info per parameter was a
+     * third of this loop. */
+    const tpx__param *pi = tpx__mv_param(model, (int64_t)p);
+    tpx_dtype pdt = (tpx_dtype)pi->dtype;
     tpx_dtype pd, rd;
-    if (sh->param_fp32[p] && tpx_dtype_is_float(pi.dtype)) {
+    if (sh->param_fp32[p] && tpx_dtype_is_float(pdt)) {
       /* fully_shard_by_dtype's fp32 group: held and gathered in f32. */
       tpx_mp_policy f32 = {TPX_DTYPE_F32, mp.reduce_dtype, mp.output_dtype};
       tpx_fsdp_param_dtypes(&f32, TPX_DTYPE_F32, &pd, &rd);
     } else {
-      tpx_fsdp_param_dtypes(&mp, pi.dtype, &pd, &rd);
+      tpx_fsdp_param_dtypes(&mp, pdt, &pd, &rd);
     }
     sh->param_dtype[p] = (uint8_t)pd;
     sh->reduce_dtype[p] = (uint8_t)rd;
-    int64_t u = unit_of[pi.module] >= 0 ? unit_of[pi.module] : root_unit;
-    if (pi.tied_to >= 0) {
+    int64_t u = unit_of[pi->module] >= 0 ? unit_of[pi->module] : root_unit;
+    if (pi->tied_to >= 0) {
       /* An alias belongs where its storage is owned: fully_shard groups a
        * Parameter object once, by the first unit that reaches it. */
-      tpx_param_info ti;
-      if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK) {
-        int64_t tu = unit_of[ti.module] >= 0 ? unit_of[ti.module] : root_unit;
-        /* bottom-up: the lower unit index wraps first */
-        if (tu < u) u = tu;
-      }
+      int64_t tm = tpx__mv_param(model, pi->tied_to)->module;
+      int64_t tu = unit_of[tm] >= 0 ? unit_of[tm] : root_unit;
+      /* bottom-up: the lower unit index wraps first */
+      if (tu < u) u = tu;
     } else {
       sh->units[u].num_params++;
     }
@@ -285,8 +282,8 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
     tpx_placement *pl = &sh->placements[p * (size_t)sh->ndim];
     if (sh->dpr_dim >= 0) pl[sh->dpr_dim] = tpx_placement_replicate();
     if (sh->dps_dim >= 0) {
-      tpx_placement tpp = tpx__tp_placement(sh, (int64_t)p, pi.ndim);
-      if (pi.ndim == 0)
+      tpx_placement tpp = tpx__tp_placement(sh, (int64_t)p, (int)pi->ndim);
+      if ((int)pi->ndim == 0)
         pl[sh->dps_dim] = tpx_placement_replicate(); /* nothing to split */
       else if (sh->tp_applied && tpp.kind == TPX_SHARD && tpp.dim == 0)
         pl[sh->dps_dim] = tpx_placement_strided_shard(0, (int32_t)sh->tp);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model_view.h"
 #include "shard/sharding_impl.h"
 
 tpx_status tpx__shard_oom(tpx_error *err, const char *what) {
@@ -36,6 +37,7 @@ void tpx_sharding_destroy(tpx_sharding *sh) {
   free(sh->module_cover);
   free(sh->entry_keys);
   free(sh->entry_styles);
+  free(sh->entry_kinds);
   free(sh->tied_params);
   free(sh->tsets);
   free(sh->tset_valid);
@@ -63,12 +65,13 @@ static tpx_status alloc_arrays(tpx_sharding *sh, tpx_error *err) {
   sh->rank_bytes = calloc(nw, sizeof *sh->rank_bytes);
   sh->entry_keys = calloc(ne, sizeof *sh->entry_keys);
   sh->entry_styles = calloc(ne, sizeof *sh->entry_styles);
+  sh->entry_kinds = calloc(ne, 1);
   sh->rank_peak = calloc(nw, sizeof *sh->rank_peak);
   if (!sh->placements || !sh->param_entry || !sh->param_styled ||
       !sh->param_unit || !sh->param_dtype || !sh->reduce_dtype ||
       !sh->module_entry || !sh->module_cover || !sh->tsets ||
       !sh->tset_valid || !sh->rank_bytes || !sh->rank_peak ||
-      !sh->entry_keys || !sh->entry_styles)
+      !sh->entry_keys || !sh->entry_styles || !sh->entry_kinds)
     return tpx__shard_oom(err, "sharding arrays");
   for (size_t e = 0; e < sh->num_entries; e++) {
     tpx_plan_entry pe;
@@ -86,25 +89,28 @@ static tpx_status alloc_arrays(tpx_sharding *sh, tpx_error *err) {
   for (size_t m = 0; m < sh->num_modules; m++) {
     sh->module_entry[m] = -1;
     sh->module_cover[m] = -1;
-    if (m > 0 && tpx_model_module_parent(sh->model, (int64_t)m) >= (int64_t)m)
+    if (m > 0 && tpx__mv_parent(sh->model, (int64_t)m) >= (int64_t)m)
       sh->topo_modules = 0;
   }
   return TPX_OK;
 }
 
-/* Transition sets for every (entry, module class) some module uses. */
+/* Transition sets for every (entry, module class) some module uses; the
+ * classes come from apply.c (entry_kinds). Transitions tell only embedding
+ * from the rest, so a Linear stands for every non-embedding kind. */
 static void compute_transitions(tpx_sharding *sh) {
   if (!sh->tp_applied) return; /* no hooks are registered at tp == 1 */
-  for (size_t m = 0; m < sh->num_modules; m++) {
-    int64_t e = sh->module_entry[m];
-    if (e < 0) continue;
-    tpx_module_kind k = tpx_model_module_kind(sh->model, (int64_t)m);
-    size_t slot = (size_t)e * 2 + (k == TPX_MODULE_EMBEDDING ? 1 : 0);
-    if (sh->tset_valid[slot]) continue;
-    tpx_plan_entry pe;
-    if (tpx_plan_get(sh->plan, (size_t)e, &pe, NULL) != TPX_OK) continue;
-    tpx__transitions_compute(&pe.style, k, &sh->tsets[slot]);
-    sh->tset_valid[slot] = 1;
+  for (size_t e = 0; e < sh->num_entries; e++) {
+    for (int emb = 0; emb < 2; emb++) {
+      if (!(sh->entry_kinds[e] & (1u << emb))) continue;
+      size_t slot = e * 2 + (size_t)emb;
+      tpx_plan_entry pe;
+      if (tpx_plan_get(sh->plan, e, &pe, NULL) != TPX_OK) continue;
+      tpx__transitions_compute(
+          &pe.style, emb ? TPX_MODULE_EMBEDDING : TPX_MODULE_LINEAR,
+          &sh->tsets[slot]);
+      sh->tset_valid[slot] = 1;
+    }
   }
 }
 

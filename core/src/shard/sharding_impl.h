@@ -56,6 +56,9 @@ struct tpx_sharding {
   int topo_modules; /* every module's parent has a smaller index */
   const char **entry_keys;  /* [num_entries], borrowed from plan */
   tpx_style *entry_styles;  /* [num_entries] */
+  uint8_t *entry_kinds;     /* [num_entries] bit 0: a non-embedding module
+                               carries the entry, bit 1: an embedding does
+                               (filled by apply.c when tp is applied) */
   int64_t *tied_params;     /* parameters with tied_to >= 0 */
   size_t num_tied;
   tpx_placement *placements; /* [num_params * ndim] */
