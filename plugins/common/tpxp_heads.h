@@ -1,8 +1,10 @@
-/* tpxp_heads.h — validate_tp_mesh for plugins (spec/plans.md §4.5), header
- * only (no change to the helper library's build): refuse a tp that does not
- * divide the attention head counts, as Automodel's Default strategy asserts
- * before any plan is chosen. Added by the gemma3 / falcon_h1 / nemotron
- * plugins; any family plugin may use it. Includes only tpxp_common.h. */
+/* tpxp_heads.h — head-count refusal helpers, header only (no change to the
+ * helper library's build). Used only where a refusal IS upstream: the
+ * Gemma4 strategy, which rejects head counts tp does not divide before the
+ * Default flow (plans.md §3.14). Plan functions must not use it: upstream's
+ * never look at tp, and validate_tp_mesh (§4.5) is the host's diagnostic
+ * (heads-not-divisible, for every plan source). Includes only
+ * tpxp_common.h. */
 #ifndef TPXP_HEADS_H
 #define TPXP_HEADS_H
 

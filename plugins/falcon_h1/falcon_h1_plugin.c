@@ -7,13 +7,12 @@
  * would miss. lm_head gathers its output to Replicate (HF's own
  * `colwise_gather_output` is not a style Automodel translates). Sequence
  * parallelism is ignored: the parallel Mamba branch's activations are not
- * sequence-sharded. At tp > 1 the Default strategy's validate_tp_mesh runs
- * first (plans.md §4.5): a tp that does not divide the head counts is
- * refused. The skeleton lives in falcon_h1_skeleton.c. */
+ * sequence-sharded. The plan is the same at every tp: the Default
+ * strategy's validate_tp_mesh (plans.md §4.5) is the host's diagnostic
+ * (heads-not-divisible). The skeleton lives in falcon_h1_skeleton.c. */
 #include "falcon_h1.h"
 
 #include "tpxp_common.h"
-#include "tpxp_heads.h"
 
 #define COL "colwise"
 #define ROW "rowwise"
@@ -74,17 +73,8 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      "falcon_h1: architecture '%s' is not served by this "
                      "plugin",
                      req->architecture != NULL ? req->architecture : "(null)");
-  if (req->tp_size > 1) {
-    /* FalconH1Config defaults: 32 heads, 8 kv heads (null: = heads) */
-    int64_t heads = 32, kv = 8;
-    st = tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 32, &heads);
-    if (st == TPX_PLUGIN_OK)
-      st = falcon_h1_kv_heads(host, ctx, heads, &kv);
-    if (st == TPX_PLUGIN_OK)
-      st = tpxp_refuse_heads(host, ctx, heads, kv, req->tp_size);
-    if (st != TPX_PLUGIN_OK)
-      return st;
-  }
+  /* Like upstream's _parallelize_falcon_h1, never looks at tp or the head
+   * counts: validate_tp_mesh is the host's (heads-not-divisible). */
   if (req->sequence_parallel)
     tpxp_log(host, ctx, TPX_PLUGIN_LOG_INFO,
              "falcon_h1: sequence parallelism is ignored (the parallel Mamba "

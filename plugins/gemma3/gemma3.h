@@ -20,8 +20,8 @@ typedef enum gemma3_kind {
 
 gemma3_kind gemma3_kind_of(const char *architecture);
 
-/* _parallelize_gemma3 (plans.md §3.11); at tp > 1 first the Default
- * strategy's validate_tp_mesh (§4.5): heads tp does not divide refuse. */
+/* _parallelize_gemma3 (plans.md §3.11): the same plan at every tp (the
+ * Default strategy's validate_tp_mesh, §4.5, is the host's). */
 int gemma3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                 gemma3_kind kind, int sequence_parallel, int64_t tp_size);
 /* The Gemma4 strategy: refusals at tp > 1, then _gemma4_tp_plan (§3.14). */

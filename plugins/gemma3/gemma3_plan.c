@@ -3,8 +3,9 @@
  * Gemma3 (plans.md §3.11, `_parallelize_gemma3`): one dict for sp off; sp on
  * is that dict updated in place (embedding, o_proj, down_proj and lm_head
  * get sequence-sharded layouts) plus appended rotary and norm entries. The
- * plan itself ignores tp, but the Default strategy asserts validate_tp_mesh
- * first, so at tp > 1 head counts tp does not divide are refused.
+ * plan ignores tp and the head counts, as upstream's does: validate_tp_mesh,
+ * which the Default strategy asserts first, is the host's diagnostic
+ * (heads-not-divisible, for every plan source).
  *
  * Gemma4 (§3.14, the model-registered strategy at HEAD): at tp > 1 the
  * strategy refuses MoE text configs and head counts tp does not divide, then
@@ -62,37 +63,15 @@ static const tpxp_rule gemma3_sp1[] = {
 
 #define NRULES(a) (sizeof(a) / sizeof((a)[0]))
 
-/* validate_tp_mesh (plans.md §4.5), which the Default strategy asserts
- * before choosing a plan: the VLM's counts come from text_config; absent
- * keys take Gemma3TextConfig's defaults (8 heads, 4 kv heads). */
-static int gemma3_check_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                              gemma3_kind kind, int64_t tp) {
-  const char *sec = kind == GEMMA3_COND_GEN ? "text_config" : "";
-  char p[TPXP_FQN_MAX];
-  int64_t heads, kv;
-  int st;
-  if (tp <= 1)
-    return TPX_PLUGIN_OK;
-  st = tpxp_cfg_int_opt(host, ctx,
-                        tpxp_path(p, sizeof p, sec, "num_attention_heads"), 8,
-                        &heads);
-  if (st == TPX_PLUGIN_OK)
-    st = tpxp_cfg_int_opt(host, ctx,
-                          tpxp_path(p, sizeof p, sec, "num_key_value_heads"), 4,
-                          &kv);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  return tpxp_refuse_heads(host, ctx, heads, kv, tp);
-}
-
 int gemma3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                 gemma3_kind kind, int sequence_parallel, int64_t tp_size) {
   /* isinstance(model, Gemma3ForConditionalGeneration) picks the prefix. */
   const char *prefix =
       kind == GEMMA3_COND_GEN ? "model.language_model" : "model";
-  int st = gemma3_check_heads(host, ctx, kind, tp_size);
-  if (st != TPX_PLUGIN_OK)
-    return st;
+  int st;
+  /* Like upstream's _parallelize_gemma3, never looks at tp or the head
+   * counts: validate_tp_mesh is the host's (heads-not-divisible). */
+  (void)tp_size;
   if (host->plan_set_function != NULL &&
       (st = host->plan_set_function(ctx, "gemma3")) != TPX_PLUGIN_OK)
     return st;

@@ -3,12 +3,11 @@
  * Ministral3 plan shape with prefix `encoder` and head `diffusion_head`
  * (plans.md §3.4), and its skeleton: a Ministral3 (Llama-style) encoder
  * stack plus an untied nn.Linear diffusion head. It runs under the Default
- * strategy, so at tp > 1 validate_tp_mesh (§4.5) first refuses head counts
- * tp does not divide. */
+ * strategy, whose validate_tp_mesh (§4.5) is the host's diagnostic
+ * (heads-not-divisible); the plan is the same at every tp. */
 #include "nemotron.h"
 
 #include "tpxp_common.h"
-#include "tpxp_heads.h"
 
 #define COL "colwise"
 #define ROW "rowwise"
@@ -40,14 +39,10 @@ static const tpxp_rule diffusion_sp1[] = {
 
 int nemotron_diffusion_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                             int sequence_parallel, int64_t tp_size) {
-  int64_t heads = 0, kv = 0;
-  int st = tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 0, &heads);
-  if (st == TPX_PLUGIN_OK)
-    st = tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", heads, &kv);
-  if (st == TPX_PLUGIN_OK)
-    st = tpxp_refuse_heads(host, ctx, heads, kv, tp_size);
-  if (st != TPX_PLUGIN_OK)
-    return st;
+  int st;
+  /* Like upstream's plan function, never looks at tp or the head counts:
+   * validate_tp_mesh is the host's (heads-not-divisible). */
+  (void)tp_size;
   if (host->plan_set_function != NULL &&
       (st = host->plan_set_function(ctx, "nemotron_labs_diffusion")) !=
           TPX_PLUGIN_OK)

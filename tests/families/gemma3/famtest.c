@@ -267,3 +267,67 @@ int ft_select_diag(const tpx_registry *reg, const tpx_model *m, int sp,
   tpx_diag_list_destroy(diags);
   return level;
 }
+
+void ft_assert_plan_any_tp(const tpx_registry *reg, const tpx_model *m,
+                           const char *arch, int sp, int64_t tp) {
+  static const int64_t refs[] = {1, 2};
+  tpx_plan *plan = ft_plan_ok(reg, m, arch, sp, tp);
+  char *got = NULL;
+  size_t i;
+  ck_assert_int_eq(tpx_plan_to_json(plan, 0, &got, NULL), TPX_OK);
+  for (i = 0; i < sizeof refs / sizeof refs[0]; i++) {
+    tpx_plan *ref = ft_plan_ok(reg, m, arch, sp, refs[i]);
+    char *want = NULL;
+    ck_assert_int_eq(tpx_plan_to_json(ref, 0, &want, NULL), TPX_OK);
+    ck_assert_msg(strcmp(got, want) == 0,
+                  "%s sp=%d: the plan at tp=%lld differs from tp=%lld", arch,
+                  sp, (long long)tp, (long long)refs[i]);
+    free(want);
+    tpx_plan_destroy(ref);
+  }
+  free(got);
+  tpx_plan_destroy(plan);
+}
+
+void ft_assert_selected_plugin(const tpx_registry *reg, const tpx_model *m,
+                               int sp, int64_t tp, const char *family,
+                               const char *golden, size_t n_heads,
+                               const char *needle) {
+  tpx_select_options opts = TPX_SELECT_OPTIONS_INIT;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  tpx_error err = {0};
+  size_t i, heads = 0;
+  int first = 1;
+  opts.tp_size = tp;
+  opts.sequence_parallel = sp;
+  ck_assert_int_eq(tpx_diag_list_create(&diags, NULL), TPX_OK);
+  if (tpx_select_plan(reg, m, &opts, &sel, diags, &err) != TPX_OK)
+    ck_abort_msg("select sp=%d tp=%lld: %s", sp, (long long)tp, err.message);
+  ck_assert_msg(tpx_selection_source(sel) == TPX_PLAN_SOURCE_PLUGIN,
+                "sp=%d tp=%lld: the plugin's plan was not selected", sp,
+                (long long)tp);
+  for (i = 0; i < tpx_diag_count(diags); i++) {
+    tpx_diag d;
+    ck_assert_int_eq(tpx_diag_get(diags, i, &d, NULL), TPX_OK);
+    ck_assert_msg(strcmp(d.code, "plugin-refused") != 0 &&
+                      strcmp(d.code, "plugin-failed") != 0,
+                  "sp=%d tp=%lld: %s: %s", sp, (long long)tp, d.code,
+                  d.message);
+    if (strcmp(d.code, "heads-not-divisible") != 0)
+      continue;
+    heads++;
+    ck_assert_int_eq(d.level, TPX_DIAG_ERROR);
+    if (first && needle != NULL)
+      ck_assert_msg(strstr(d.message, needle) != NULL, "'%s' lacks '%s'",
+                    d.message, needle);
+    first = 0;
+  }
+  ck_assert_msg(heads == n_heads,
+                "sp=%d tp=%lld: %zu heads-not-divisible diagnostics, want %zu",
+                sp, (long long)tp, heads, n_heads);
+  if (golden != NULL)
+    ft_assert_golden(tpx_selection_plan(sel), family, golden);
+  tpx_selection_destroy(sel);
+  tpx_diag_list_destroy(diags);
+}

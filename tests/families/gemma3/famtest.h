@@ -66,6 +66,19 @@ int64_t ft_rank_bytes(const tpx_model *m, const tpx_plan *plan, int64_t tp,
 int ft_select_diag(const tpx_registry *reg, const tpx_model *m, int sp,
                    int64_t tp, const char *code);
 
+/* get_plan for `arch` at `tp` succeeds and equals the plans at tp = 1 and
+ * tp = 2 (upstream's plan functions never look at tp or the head counts). */
+void ft_assert_plan_any_tp(const tpx_registry *reg, const tpx_model *m,
+                           const char *arch, int sp, int64_t tp);
+/* tpx_select_plan (sp, tp) selects the plugin's plan (no plugin-refused
+ * diagnostic), equal to `golden` when not NULL, with exactly `n_heads`
+ * heads-not-divisible diagnostics, all errors, the first holding `needle`
+ * (may be NULL). */
+void ft_assert_selected_plugin(const tpx_registry *reg, const tpx_model *m,
+                               int sp, int64_t tp, const char *family,
+                               const char *golden, size_t n_heads,
+                               const char *needle);
+
 /* Run the conformance harness (tpx/harness.h, behind `tpx check-plugin`)
  * on the family's plugin: once with its synthetic configs, once with the
  * given data files of tests/data/families/<family>/; assert no check
