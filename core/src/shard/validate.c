@@ -9,6 +9,10 @@
 
 #include "tpx/validate.h"
 
+#include <jansson.h>
+
+#include "model/config.h"
+
 /* VLM classes whose head counts come from the language model's config
  * (text_config in config.json; a flat config falls back to the top level). */
 static const char *const vlm_arches[] = {
@@ -55,6 +59,63 @@ static int64_t head_cfg(const tpx_model *model, const char *key,
     if (v != INT64_MIN) return v;
   }
   return cfg_int(model, key, missing);
+}
+
+/* Upstream reads head counts from the instantiated config object, not from
+ * config.json: an absent count takes the config class's default, and the
+ * classes' __init__ turn num_key_value_heads=None into num_attention_heads.
+ * Only defaults checked against transformers are listed; anything else
+ * absent counts as 0 (passes), as getattr(config, ..., 0) would. */
+typedef struct head_defaults {
+  const char *model_type;
+  int64_t heads;   /* num_attention_heads default, 0 = not listed */
+  int64_t kv;      /* num_key_value_heads default, 0 = not listed */
+  int kv_is_heads; /* default None: becomes num_attention_heads */
+} head_defaults;
+
+static const head_defaults k_head_defaults[] = {
+    {"gemma3_text", 8, 4, 0}, /* Gemma3TextConfig (text_config of VLMs) */
+    {"llama", 32, 0, 1},
+    {"phi", 32, 0, 1},
+    {"phi3", 32, 0, 1},
+};
+
+static const head_defaults *class_defaults(const tpx_model *model) {
+  const char *mt = NULL;
+  char path[64];
+  snprintf(path, sizeof path, "%smodel_type",
+           is_vlm(primary_arch(model)) ? "text_config." : "");
+  if (tpx_model_config_string(model, path, &mt, NULL) != TPX_OK &&
+      tpx_model_config_string(model, "model_type", &mt, NULL) != TPX_OK)
+    return NULL;
+  for (size_t i = 0; i < sizeof k_head_defaults / sizeof k_head_defaults[0];
+       i++)
+    if (strcmp(mt, k_head_defaults[i].model_type) == 0)
+      return &k_head_defaults[i];
+  return NULL;
+}
+
+/* 1 if the head key is present in the section read, with JSON null. */
+static int head_is_null(const tpx_model *model, const char *key) {
+  char path[96];
+  snprintf(path, sizeof path, "%s%s",
+           is_vlm(primary_arch(model)) ? "text_config." : "", key);
+  json_t *root = tpx__model_config(model);
+  json_t *v = root ? tpx__config_lookup(root, path) : NULL;
+  return v != NULL && json_is_null(v);
+}
+
+/* The head counts upstream's config object holds (see head_defaults). */
+static void effective_heads(const tpx_model *model, int64_t *heads,
+                            int64_t *kv) {
+  const head_defaults *d = class_defaults(model);
+  *heads = head_cfg(model, "num_attention_heads", d ? d->heads : 0);
+  *kv = head_cfg(model, "num_key_value_heads", INT64_MIN);
+  if (*kv != INT64_MIN) return;
+  if (head_is_null(model, "num_key_value_heads") || (d && d->kv_is_heads))
+    *kv = *heads;
+  else
+    *kv = d ? d->kv : 0;
 }
 
 /* gcd of |a| and |b|, in unsigned arithmetic: -INT64_MIN is not an int64_t
@@ -211,8 +272,8 @@ tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
   if (tp == 1) return TPX_OK;
   if (is_nemotron_nas(model)) return nas_validate(model, tp, diags, err);
 
-  int64_t heads = head_cfg(model, "num_attention_heads", 0);
-  int64_t kv = head_cfg(model, "num_key_value_heads", 0);
+  int64_t heads, kv;
+  effective_heads(model, &heads, &kv);
   const char *bad = NULL;
   int64_t bad_n = 0;
   if (kv % tp != 0) {

@@ -60,6 +60,20 @@ static const heads_case heads_cases[] = {
      "num_attention_heads", "1, 2"},
     {"{\"num_attention_heads\":9223372036854775807}", 2, 0,
      "num_attention_heads", "1, 7, 49, 73, 127, 337, 511, 889, 2359"},
+    /* upstream reads the config object: Gemma3TextConfig's defaults (8
+     * heads, 4 kv heads) when text_config omits them */
+    {"{\"architectures\":[\"Gemma3ForConditionalGeneration\"],"
+     "\"text_config\":{\"model_type\":\"gemma3_text\"}}",
+     8, 0, "num_key_value_heads", "1, 2, 4"},
+    {"{\"architectures\":[\"Gemma3ForConditionalGeneration\"],"
+     "\"text_config\":{\"model_type\":\"gemma3_text\"}}",
+     4, 1, NULL, NULL},
+    /* num_key_value_heads: null becomes num_attention_heads (__init__) */
+    {"{\"num_attention_heads\":6,\"num_key_value_heads\":null}", 4, 0,
+     "num_key_value_heads", "1, 2, 3, 6"},
+    /* LlamaConfig's default kv is None, so absent means num_attention_heads */
+    {"{\"model_type\":\"llama\",\"num_attention_heads\":6}", 4, 0,
+     "num_key_value_heads", "1, 2, 3, 6"},
     /* not a VLM class: text_config is not read (torch reads the top level) */
     {"{\"architectures\":[\"FooForCausalLM\"],"
      "\"text_config\":{\"num_attention_heads\":7}}",
