@@ -15,6 +15,7 @@
 #include "plan/style_internal.h"
 #include "plugin/harness_internal.h"
 #include "tpx/match.h"
+#include "tpx/sharding.h"
 #include "tpx/validate.h"
 
 /* ---- the line protocol ---------------------------------------------------- */
@@ -198,24 +199,6 @@ static char *synthetic_config(const char *arch) {
 
 /* The placement a style gives a module's `weight` / `bias` (tpx's rule,
  * coarse: enough to see two names of one tensor disagree). */
-static tpx_placement param_placement(const tpx_style *st,
-                                     tpx_module_kind kind, const char *pname) {
-  tpx__style_family fam = tpx__style_family_of(st->kind);
-  int embedding = kind == TPX_MODULE_EMBEDDING;
-  int weight = strcmp(pname, "weight") == 0;
-  int bias = strcmp(pname, "bias") == 0;
-  if (fam == TPX__FAMILY_COLWISE) {
-    if (weight)
-      return tpx_placement_shard(embedding ? 1 : 0);
-    if (bias)
-      return tpx_placement_shard(0);
-  } else if (fam == TPX__FAMILY_ROWWISE) {
-    if (weight)
-      return tpx_placement_shard(embedding ? 0 : 1);
-  }
-  return tpx_placement_replicate();
-}
-
 typedef struct plan_run {
   tpx_status status;
   int refused;
@@ -263,7 +246,8 @@ static void appendf(char *buf, size_t size, const char *fmt, ...) {
 
 /* Every check on one successful plan; problems appended to `bad`, facts to
  * `ok`. */
-static void check_plan(const tpx_model *m, const tpx_plan *plan, char *ok,
+static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
+                       char *ok,
                        size_t ok_size, char *bad, size_t bad_size) {
   size_t n = tpx_plan_size(plan);
   appendf(ok, ok_size, "%zu entries", n);
@@ -302,37 +286,34 @@ static void check_plan(const tpx_model *m, const tpx_plan *plan, char *ok,
       if (!unmatched)
         appendf(ok, ok_size, ", every required key matches one of %zu "
                 "modules", tpx_model_num_modules(m));
-      /* tied parameters: one tensor must get one placement */
+      /* tied parameters: apply the plan as tpx plan would (TP only) and
+       * fail on the error-level tied-embeddings diagnostic: two styles
+       * laying one tensor out two ways */
       size_t np = tpx_model_num_params(m), tied = 0, tied_bad = 0;
       for (size_t i = 0; i < np; i++) {
-        tpx_param_info pi, ti;
-        if (tpx_model_param(m, (int64_t)i, &pi, NULL) != TPX_OK ||
-            pi.tied_to < 0 ||
-            tpx_model_param(m, pi.tied_to, &ti, NULL) != TPX_OK)
-          continue;
-        tied++;
-        tpx_placement pp = tpx_placement_replicate(),
-                      tp_ = tpx_placement_replicate();
-        int64_t ea = tpx_match_module_entry(match, pi.module);
-        int64_t eb = tpx_match_module_entry(match, ti.module);
-        tpx_plan_entry en;
-        if (ea >= 0 && tpx_plan_get(plan, (size_t)ea, &en, NULL) == TPX_OK)
-          pp = param_placement(&en.style, tpx_model_module_kind(m, pi.module),
-                               pi.name);
-        if (eb >= 0 && tpx_plan_get(plan, (size_t)eb, &en, NULL) == TPX_OK)
-          tp_ = param_placement(&en.style, tpx_model_module_kind(m, ti.module),
-                                ti.name);
-        if (!tpx_placement_equal(pp, tp_)) {
-          char a[32], b[32];
-          tpx_placement_format(pp, a, sizeof a);
-          tpx_placement_format(tp_, b, sizeof b);
-          tied_bad++;
-          appendf(bad, bad_size,
-                  "; tied parameters '%s' and '%s' (one tensor) would be laid "
-                  "out %s and %s",
-                  pi.fqn, ti.fqn, a, b);
+        tpx_param_info pi;
+        if (tpx_model_param(m, (int64_t)i, &pi, NULL) == TPX_OK &&
+            pi.tied_to >= 0)
+          tied++;
+      }
+      tpx_mesh *mesh = NULL;
+      tpx_sharding *sh = NULL;
+      const char *tp_name[] = {"tp"};
+      tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+      so.fsdp = 0;
+      if (tied && tpx_mesh_create(tp_name, &tp, 1, &mesh, NULL) == TPX_OK &&
+          tpx_sharding_create(m, plan, mesh, &so, &sh, NULL) == TPX_OK) {
+        const tpx_diag_list *dl = tpx_sharding_diagnostics(sh);
+        for (size_t i = 0; i < tpx_diag_count(dl); i++) {
+          tpx_diag d;
+          if (tpx_diag_get(dl, i, &d, NULL) == TPX_OK &&
+              d.level == TPX_DIAG_ERROR &&
+              strcmp(d.code, "tied-embeddings") == 0 && tied_bad++ < 2)
+            appendf(bad, bad_size, "; %s", d.message);
         }
       }
+      tpx_sharding_destroy(sh);
+      tpx_mesh_destroy(mesh);
       if (tied && !tied_bad)
         appendf(ok, ok_size, ", %zu tied parameter(s) agree", tied);
       tpx_match_destroy(match);
@@ -529,7 +510,7 @@ void tpx__h_child_arch(int fd, const tpx__h_job *job) {
       char note[256];
       int invalid = host_validation_note(m, tp, note, sizeof note);
       if (a.status == TPX_OK) {
-        check_plan(m, a.plan, ok, sizeof ok, bad, sizeof bad);
+        check_plan(m, a.plan, tp, ok, sizeof ok, bad, sizeof bad);
         if (!ref_json && sp == 0 && a.json) {
           ref_json = strdup(a.json);
           ref_tp = tp;

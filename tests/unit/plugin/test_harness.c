@@ -170,8 +170,10 @@ START_TEST(misbehaving_plans_caught) {
   char *text = NULL;
   CHECK_OK(tpx_harness_to_text(r, &text, &e_));
   ck_assert_msg(failed_with(r, "plan TestForCausalLM", "tied parameters "
-                            "'lm_head.weight' and "
-                            "'model.embed_tokens.weight'"),
+                            "'lm_head.weight' (shard(0) on tp"),
+                "%s", text);
+  ck_assert_msg(failed_with(r, "plan TestForCausalLM",
+                            "and 'model.embed_tokens.weight' (shard(1) on tp"),
                 "%s", text);
   ck_assert_msg(failed_with(r, "plan TestForCausalLM",
                             "required key 'model.layers.*.mlp.gate_proj' "

@@ -202,7 +202,10 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
   const int sp = req->sequence_parallel;
   const int named = req->plan_name != NULL;
   int rc = 0;
-  if (!untie)
+  if (untie) /* colwise embedding: Shard(1), against lm_head's Shard(0) */
+    rc |= add(h, ctx, "model.embed_tokens", "colwise", NULL, NULL,
+              TPX_PLUGIN_DEFAULT, 0);
+  else
     rc |= add(h, ctx, "model.embed_tokens", "vocab_parallel_embedding",
               "replicate", sp ? "shard(1)" : NULL,
               sp ? 0 : TPX_PLUGIN_DEFAULT, 0);
