@@ -62,23 +62,10 @@ static int add(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
 int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
              const tpx_plugin_plan_request *req) {
   const int D = TPX_PLUGIN_DEFAULT;
-  int64_t heads = 0, kv = 0;
-  if (h->config_get_int(ctx, "num_attention_heads", &heads) != TPX_PLUGIN_OK) {
-    h->set_error(ctx, "config.json has no num_attention_heads");
-    return TPX_PLUGIN_REFUSED;
-  }
-  if (h->config_get_int(ctx, "num_key_value_heads", &kv) != TPX_PLUGIN_OK)
-    kv = heads;
-  /* Colwise q/k/v shard the heads: refuse what tp does not divide. */
-  if (heads % req->tp_size || kv % req->tp_size) {
-    char msg[160];
-    snprintf(msg, sizeof msg,
-             "num_attention_heads=%lld / num_key_value_heads=%lld are not "
-             "divisible by tp=%lld",
-             (long long)heads, (long long)kv, (long long)req->tp_size);
-    h->set_error(ctx, msg);
-    return TPX_PLUGIN_REFUSED;
-  }
+  /* No head-count check here: tpx runs validate_tp_mesh itself (on
+   * num_attention_heads / num_key_value_heads) before any plan is chosen and
+   * reports heads-not-divisible. Refuse only what your plan function itself
+   * cannot serve. */
   const int sp = req->sequence_parallel;
   int rc = 0;
   /* Embedding: vocab-parallel; with sp its output is sequence-sharded. */

@@ -245,8 +245,9 @@ typedef int (*tpx_plugin_register_fn)(const tpx_plugin_host *host,
                                       tpx_plugin_info *info);
 /* Required. Fill the plan for req through host->plan_add. Return
  * TPX_PLUGIN_OK, or TPX_PLUGIN_REFUSED / TPX_PLUGIN_ERROR after
- * host->set_error with a message naming the reason (e.g. "num_attention_heads
- * (14) is not divisible by tp=4"). */
+ * host->set_error with a message naming the reason (e.g. "DeciLM plan needs
+ * model_type nemotron-nas"). Head counts against tp are checked by the host
+ * (validate_tp_mesh), not here. */
 typedef int (*tpx_plugin_get_plan_fn)(const tpx_plugin_host *host,
                                       tpx_plugin_ctx *ctx,
                                       const tpx_plugin_plan_request *req);
