@@ -22,19 +22,18 @@ static const char *const k_archs[] = {
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
-  int st = tpxp_negotiate(host, info);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  info->name = "baichuan";
-  info->version = "1.0.0";
-  info->description =
-      "Baichuan: BaichuanForCausalLM, MLP only. Attention stays replicated "
-      "because W_pack's output is [Q|K|V] concatenated (a Shard(0) slice "
-      "would mix Q/K/V rows); lm_head stays replicated because NormHead is "
-      "not an nn.Linear. Sequence parallel is ignored";
-  info->architectures = k_archs;
-  info->plan_names = NULL;
-  return TPX_PLUGIN_OK;
+  static const tpxp_plugin_desc desc = {
+      .name = "baichuan",
+      .version = "1.0.0",
+      .description =
+          "Baichuan: BaichuanForCausalLM, MLP only. Attention stays "
+          "replicated because W_pack's output is [Q|K|V] concatenated (a "
+          "Shard(0) slice would mix Q/K/V rows); lm_head stays replicated "
+          "because NormHead is not an nn.Linear. Sequence parallel is ignored",
+      .architectures = k_archs,
+      .plans = NULL,
+  };
+  return tpxp_register(host, info, &desc);
 }
 
 static const tpxp_rule k_baichuan[] = {

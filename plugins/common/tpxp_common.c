@@ -28,6 +28,19 @@ int tpxp_negotiate(const tpx_plugin_host *host, tpx_plugin_info *info) {
   return TPX_PLUGIN_OK;
 }
 
+int tpxp_register(const tpx_plugin_host *host, tpx_plugin_info *info,
+                  const tpxp_plugin_desc *desc) {
+  int st = tpxp_negotiate(host, info);
+  if (st != TPX_PLUGIN_OK)
+    return st;
+  info->name = desc->name;
+  info->version = desc->version;
+  info->description = desc->description;
+  info->architectures = desc->architectures;
+  info->plan_names = desc->plans;
+  return TPX_PLUGIN_OK;
+}
+
 int tpxp_arch_is(const char *arch, const char *bare) {
   size_t la, lb;
   if (arch == NULL || bare == NULL)
@@ -56,6 +69,28 @@ int tpxp_fail(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int status,
   if (host != NULL && host->set_error != NULL)
     host->set_error(ctx, msg);
   return status;
+}
+
+int tpxp_plain_plan_request(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const tpx_plugin_plan_request *req,
+                            const char *family) {
+  if (host == NULL)
+    return TPX_PLUGIN_INVALID;
+  if (!tpxp_request_ok(req))
+    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
+                     "%s: malformed plan request", family);
+  if (req->plan_name != NULL)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "%s: no named plan '%s' (this plugin has none)", family,
+                     req->plan_name);
+  return TPX_PLUGIN_OK;
+}
+
+int tpxp_not_served(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *family, const char *arch) {
+  return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                   "%s: architecture '%s' is not served by this plugin",
+                   family, arch != NULL ? arch : "(null)");
 }
 
 void tpxp_log(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int level,

@@ -46,6 +46,24 @@ extern "C" {
  * TPX_PLUGIN_ABI_UNSUPPORTED. */
 int tpxp_negotiate(const tpx_plugin_host *host, tpx_plugin_info *info);
 
+/* What a family plugin says about itself in register_parallel_strategy.
+ * All strings and arrays must outlive the plugin (string literals and
+ * static tables); plans may be NULL (no named plans). */
+typedef struct tpxp_plugin_desc {
+  const char *name;
+  const char *version;
+  const char *description;
+  const char *const *architectures; /* NULL-terminated */
+  const char *const *plans;         /* NULL-terminated, or NULL */
+} tpxp_plugin_desc;
+
+/* The whole of a family's register_parallel_strategy: tpxp_negotiate, then,
+ * only if that succeeded, copy `desc` into `info`. Returns what
+ * tpxp_negotiate returned; on failure `info` is left as negotiation left
+ * it. */
+int tpxp_register(const tpx_plugin_host *host, tpx_plugin_info *info,
+                  const tpxp_plugin_desc *desc);
+
 /* 1 if `arch` is `bare` or a qualified name ending in "." + bare. */
 int tpxp_arch_is(const char *arch, const char *bare);
 
@@ -55,6 +73,20 @@ int tpxp_request_ok(const tpx_plugin_plan_request *req);
 /* Format a message, hand it to host->set_error and return `status`. */
 int tpxp_fail(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int status,
               const char *fmt, ...) TPXP_PRINTF(4, 5);
+
+/* The opening checks of get_plan for a family with no named plans:
+ * TPX_PLUGIN_INVALID for a NULL host; "<family>: malformed plan request"
+ * (TPX_PLUGIN_INVALID) when tpxp_request_ok fails; "<family>: no named plan
+ * '<plan_name>' (this plugin has none)" (TPX_PLUGIN_REFUSED) for a named
+ * plan. TPX_PLUGIN_OK when get_plan may go on. */
+int tpxp_plain_plan_request(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const tpx_plugin_plan_request *req,
+                            const char *family);
+
+/* Refuse `arch` (may be NULL) with "<family>: architecture '<arch>' is not
+ * served by this plugin"; returns TPX_PLUGIN_REFUSED. */
+int tpxp_not_served(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *family, const char *arch);
 
 /* Log a formatted message through host->log. */
 void tpxp_log(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int level,

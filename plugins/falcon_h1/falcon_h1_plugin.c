@@ -13,6 +13,7 @@
 #include "falcon_h1.h"
 
 #include "tpxp_common.h"
+#include "tpxp_exports.h"
 
 #define COL "colwise"
 #define ROW "rowwise"
@@ -35,44 +36,26 @@ static const tpxp_rule falcon_h1_rules[] = {
 };
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
-                                                 tpx_plugin_info *info);
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                               const tpx_plugin_plan_request *req);
-TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
-                                              tpx_plugin_ctx *ctx,
-                                              const char *architecture);
-
-TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
-  int st = tpxp_negotiate(host, info);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  info->name = "falcon_h1";
-  info->version = "1.0.0";
-  info->description = "Falcon-H1 hybrid attention+Mamba2 (_parallelize_falcon_h1"
-                      "; Mamba2 mixer replicated, sequence parallel ignored)";
-  info->architectures = falcon_h1_architectures;
-  info->plan_names = NULL;
-  return TPX_PLUGIN_OK;
+  static const tpxp_plugin_desc desc = {
+      .name = "falcon_h1",
+      .version = "1.0.0",
+      .description =
+          "Falcon-H1 hybrid attention+Mamba2 (_parallelize_falcon_h1; Mamba2 "
+          "mixer replicated, sequence parallel ignored)",
+      .architectures = falcon_h1_architectures,
+      .plans = NULL,
+  };
+  return tpxp_register(host, info, &desc);
 }
 
 TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                                const tpx_plugin_plan_request *req) {
-  int st;
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (!tpxp_request_ok(req))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
-                     "falcon_h1: malformed plan request");
-  if (req->plan_name != NULL)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "falcon_h1: no named plan '%s' (this plugin has none)",
-                     req->plan_name);
+  int st = tpxp_plain_plan_request(host, ctx, req, "falcon_h1");
+  if (st != TPX_PLUGIN_OK)
+    return st;
   if (!tpxp_arch_is(req->architecture, "FalconH1ForCausalLM"))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "falcon_h1: architecture '%s' is not served by this "
-                     "plugin",
-                     req->architecture != NULL ? req->architecture : "(null)");
+    return tpxp_not_served(host, ctx, "falcon_h1", req->architecture);
   /* Like upstream's _parallelize_falcon_h1, never looks at tp or the head
    * counts: validate_tp_mesh is the host's (heads-not-divisible). */
   if (req->sequence_parallel)
@@ -92,9 +75,6 @@ TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
   if (host == NULL)
     return TPX_PLUGIN_INVALID;
   if (!tpxp_arch_is(architecture, "FalconH1ForCausalLM"))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "falcon_h1: architecture '%s' is not served by this "
-                     "plugin",
-                     architecture != NULL ? architecture : "(null)");
+    return tpxp_not_served(host, ctx, "falcon_h1", architecture);
   return falcon_h1_skeleton(host, ctx);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "tpxp_common.h"
+#include "tpxp_exports.h"
 
 /* Every name a model class reaches Automodel under (plans.md §2, §4.9):
  * qualified HF names as PARALLELIZE_FUNCTIONS keys them, the bare names a
@@ -35,44 +36,26 @@ gemma3_kind gemma3_kind_of(const char *architecture) {
 }
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
-                                                 tpx_plugin_info *info);
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                               const tpx_plugin_plan_request *req);
-TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
-                                              tpx_plugin_ctx *ctx,
-                                              const char *architecture);
-TPX_PLUGIN_EXPORT int tpx_plugin_validate(const tpx_plugin_host *host,
-                                          tpx_plugin_ctx *ctx,
-                                          const tpx_plugin_plan_request *req);
-
-TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
-  int st = tpxp_negotiate(host, info);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  info->name = "gemma3";
-  info->version = "1.0.0";
-  info->description =
-      "Gemma3 causal LM and VLM (_parallelize_gemma3) and the Gemma4 "
-      "strategy plan (gemma4 custom styles; MoE and indivisible heads "
-      "refused)";
-  info->architectures = gemma3_architectures;
-  info->plan_names = NULL;
-  return TPX_PLUGIN_OK;
+  static const tpxp_plugin_desc desc = {
+      .name = "gemma3",
+      .version = "1.0.0",
+      .description =
+          "Gemma3 causal LM and VLM (_parallelize_gemma3) and the Gemma4 "
+          "strategy plan (gemma4 custom styles; MoE and indivisible heads "
+          "refused)",
+      .architectures = gemma3_architectures,
+      .plans = NULL,
+  };
+  return tpxp_register(host, info, &desc);
 }
 
 TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                                const tpx_plugin_plan_request *req) {
   gemma3_kind kind;
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (!tpxp_request_ok(req))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
-                     "gemma3: malformed plan request");
-  if (req->plan_name != NULL)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "gemma3: no named plan '%s' (this plugin has none)",
-                     req->plan_name);
+  int st = tpxp_plain_plan_request(host, ctx, req, "gemma3");
+  if (st != TPX_PLUGIN_OK)
+    return st;
   kind = gemma3_kind_of(req->architecture);
   switch (kind) {
   case GEMMA3_CAUSAL_LM:
@@ -84,9 +67,7 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   default:
     break;
   }
-  return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                   "gemma3: architecture '%s' is not served by this plugin",
-                   req->architecture != NULL ? req->architecture : "(null)");
+  return tpxp_not_served(host, ctx, "gemma3", req->architecture);
 }
 
 TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
@@ -100,9 +81,7 @@ TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
     return gemma3_skeleton(host, ctx, kind);
   if (kind == GEMMA4_COND_GEN)
     return gemma4_skeleton(host, ctx);
-  return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                   "gemma3: architecture '%s' is not served by this plugin",
-                   architecture != NULL ? architecture : "(null)");
+  return tpxp_not_served(host, ctx, "gemma3", architecture);
 }
 
 /* Upstream, the Gemma4 strategy raises before any plan exists; a host that

@@ -29,18 +29,18 @@ static const char *const k_plans[] = {SUPER_PLAN, NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
-  int st = tpxp_negotiate(host, info);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  info->name = "llama";
-  info->version = "1.0.0";
-  info->description =
-      "Llama family: LlamaForCausalLM (HF and NeMo), NemotronFlashForCausalLM, "
-      "DeciLMForCausalLM (Nemotron-NAS, heterogeneous block_configs) and the "
-      "named plan llama_nemotron_super_tp_plan, as NeMo Automodel plans them";
-  info->architectures = k_archs;
-  info->plan_names = k_plans;
-  return TPX_PLUGIN_OK;
+  static const tpxp_plugin_desc desc = {
+      .name = "llama",
+      .version = "1.0.0",
+      .description =
+          "Llama family: LlamaForCausalLM (HF and NeMo), "
+          "NemotronFlashForCausalLM, DeciLMForCausalLM (Nemotron-NAS, "
+          "heterogeneous block_configs) and the named plan "
+          "llama_nemotron_super_tp_plan, as NeMo Automodel plans them",
+      .architectures = k_archs,
+      .plans = k_plans,
+  };
+  return tpxp_register(host, info, &desc);
 }
 
 /* ---- plans ---- */

@@ -24,19 +24,19 @@ static const char *const k_archs[] = {
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
-  int st = tpxp_negotiate(host, info);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  info->name = "mistral";
-  info->version = "1.0.0";
-  info->description =
-      "Mistral family: Ministral3ForCausalLM, Mistral3ForConditionalGeneration "
-      "and Mistral3FP8VLMForConditionalGeneration (language model under "
-      "model.language_model; vision tower and multi_modal_projector "
-      "replicated; sequence parallel ignored for the VLM)";
-  info->architectures = k_archs;
-  info->plan_names = NULL;
-  return TPX_PLUGIN_OK;
+  static const tpxp_plugin_desc desc = {
+      .name = "mistral",
+      .version = "1.0.0",
+      .description =
+          "Mistral family: Ministral3ForCausalLM, "
+          "Mistral3ForConditionalGeneration and "
+          "Mistral3FP8VLMForConditionalGeneration (language model under "
+          "model.language_model; vision tower and multi_modal_projector "
+          "replicated; sequence parallel ignored for the VLM)",
+      .architectures = k_archs,
+      .plans = NULL,
+  };
+  return tpxp_register(host, info, &desc);
 }
 
 /* _parallelize_ministral3, sp off, relative to the prefix; lm_head rooted. */

@@ -6,6 +6,7 @@
 #include "nemotron.h"
 
 #include "tpxp_common.h"
+#include "tpxp_exports.h"
 
 static const char *const nemotron_architectures[] = {
     "NemotronHForCausalLM", "NemotronLabsDiffusionModel", NULL};
@@ -22,54 +23,28 @@ static int kind_of(const char *arch) {
 
 static int not_served(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const char *arch) {
-  return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                   "nemotron: architecture '%s' is not served by this plugin",
-                   arch != NULL ? arch : "(null)");
+  return tpxp_not_served(host, ctx, "nemotron", arch);
 }
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
-                                                 tpx_plugin_info *info);
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                               const tpx_plugin_plan_request *req);
-TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
-                                              tpx_plugin_ctx *ctx,
-                                              const char *architecture);
-TPX_PLUGIN_EXPORT int tpx_plugin_validate(const tpx_plugin_host *host,
-                                          tpx_plugin_ctx *ctx,
-                                          const tpx_plugin_plan_request *req);
-TPX_PLUGIN_EXPORT int tpx_plugin_fsdp_units(const tpx_plugin_host *host,
-                                            tpx_plugin_ctx *ctx,
-                                            const char *architecture);
-TPX_PLUGIN_EXPORT int tpx_plugin_fp32_params(const tpx_plugin_host *host,
-                                             tpx_plugin_ctx *ctx,
-                                             const char *architecture);
-
-TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
-  int st = tpxp_negotiate(host, info);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  info->name = "nemotron";
-  info->version = "1.0.0";
-  info->description =
-      "NemotronH hybrid Mamba2/attention/MLP strategy (lm_head + MLP blocks; "
-      "sequence parallel refused) and Nemotron-Labs-Diffusion";
-  info->architectures = nemotron_architectures;
-  info->plan_names = NULL;
-  return TPX_PLUGIN_OK;
+  static const tpxp_plugin_desc desc = {
+      .name = "nemotron",
+      .version = "1.0.0",
+      .description =
+          "NemotronH hybrid Mamba2/attention/MLP strategy (lm_head + MLP "
+          "blocks; sequence parallel refused) and Nemotron-Labs-Diffusion",
+      .architectures = nemotron_architectures,
+      .plans = NULL,
+  };
+  return tpxp_register(host, info, &desc);
 }
 
 TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                                const tpx_plugin_plan_request *req) {
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (!tpxp_request_ok(req))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
-                     "nemotron: malformed plan request");
-  if (req->plan_name != NULL)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "nemotron: no named plan '%s' (this plugin has none)",
-                     req->plan_name);
+  int st = tpxp_plain_plan_request(host, ctx, req, "nemotron");
+  if (st != TPX_PLUGIN_OK)
+    return st;
   switch (kind_of(req->architecture)) {
   case NEM_H:
     return nemotron_h_plan(host, ctx, req);

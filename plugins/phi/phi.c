@@ -16,18 +16,18 @@ static const char *const k_archs[] = {
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
-  int st = tpxp_negotiate(host, info);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  info->name = "phi";
-  info->version = "1.0.0";
-  info->description =
-      "Phi family: PhiForCausalLM (Phi-2: dense/fc1/fc2, shared "
-      "input_layernorm) and Phi3ForCausalLM (fused qkv_proj kept numerically "
-      "replicated, only the MLP sharded; sequence parallel ignored)";
-  info->architectures = k_archs;
-  info->plan_names = NULL;
-  return TPX_PLUGIN_OK;
+  static const tpxp_plugin_desc desc = {
+      .name = "phi",
+      .version = "1.0.0",
+      .description =
+          "Phi family: PhiForCausalLM (Phi-2: dense/fc1/fc2, shared "
+          "input_layernorm) and Phi3ForCausalLM (fused qkv_proj kept "
+          "numerically replicated, only the MLP sharded; sequence parallel "
+          "ignored)",
+      .architectures = k_archs,
+      .plans = NULL,
+  };
+  return tpxp_register(host, info, &desc);
 }
 
 /* _parallelize_phi, sp off. */

@@ -32,19 +32,18 @@ static const char *const k_archs[] = {
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
-  int st = tpxp_negotiate(host, info);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  info->name = "qwen";
-  info->version = "1.0.0";
-  info->description =
-      "Qwen family: Qwen2/Qwen3 CausalLM (HF and NeMo), "
-      "Qwen3ForSequenceClassification (score head), Qwen3.5 (HF-derived plan; "
-      "GatedDeltaNet linear attention replicated, A_log/dt_bias fp32; the "
-      "VLM's lm_head replicated)";
-  info->architectures = k_archs;
-  info->plan_names = NULL;
-  return TPX_PLUGIN_OK;
+  static const tpxp_plugin_desc desc = {
+      .name = "qwen",
+      .version = "1.0.0",
+      .description =
+          "Qwen family: Qwen2/Qwen3 CausalLM (HF and NeMo), "
+          "Qwen3ForSequenceClassification (score head), Qwen3.5 (HF-derived "
+          "plan; GatedDeltaNet linear attention replicated, A_log/dt_bias "
+          "fp32; the VLM's lm_head replicated)",
+      .architectures = k_archs,
+      .plans = NULL,
+  };
+  return tpxp_register(host, info, &desc);
 }
 
 /* ---- plans ---- */

@@ -1,6 +1,7 @@
 /* test_plugin_common.c — plugins/common (tpxp_*) against a mock host that
- * records every call: ABI negotiation, architecture matching, formatting,
- * config reads with defaults and errors, plan rules, skeleton builders. */
+ * records every call: ABI negotiation and registration, architecture
+ * matching, get_plan request checks, formatting, config reads with defaults
+ * and errors, plan rules, skeleton builders. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +176,74 @@ START_TEST(test_negotiate_null) {
 }
 END_TEST
 
+/* tpxp_register fills info from the descriptor only when negotiation
+ * succeeds; on failure info keeps what it had. */
+START_TEST(test_register) {
+  static const char *const archs[] = {"AForCausalLM", NULL};
+  static const char *const plans[] = {"p", NULL};
+  static const tpxp_plugin_desc d = {"fam", "9.9.9", "a family", archs,
+                                     plans};
+  tpx_plugin_host h = mock_host();
+  tpx_plugin_info info;
+  memset(&info, 0, sizeof info);
+  ck_assert_int_eq(tpxp_register(&h, &info, &d), TPX_PLUGIN_OK);
+  ck_assert_uint_eq(info.abi_version, TPX_PLUGIN_ABI_CURRENT);
+  ck_assert_str_eq(info.name, "fam");
+  ck_assert_str_eq(info.version, "9.9.9");
+  ck_assert_str_eq(info.description, "a family");
+  ck_assert_ptr_eq(info.architectures, archs);
+  ck_assert_ptr_eq(info.plan_names, plans);
+  memset(&info, 0, sizeof info);
+  h.abi_min = h.abi_max = TPX_PLUGIN_ABI_VERSION(2, 0);
+  ck_assert_int_eq(tpxp_register(&h, &info, &d), TPX_PLUGIN_ABI_UNSUPPORTED);
+  ck_assert_uint_eq(info.abi_version, 0);
+  ck_assert_ptr_null(info.name);
+  ck_assert_ptr_null(info.architectures);
+  ck_assert_ptr_null(info.plan_names);
+  ck_assert_int_eq(tpxp_register(NULL, &info, &d), TPX_PLUGIN_INVALID);
+  ck_assert_int_eq(tpxp_register(&h, NULL, &d), TPX_PLUGIN_INVALID);
+}
+END_TEST
+
+/* The get_plan opening checks and the not-served refusal, with their exact
+ * messages. */
+START_TEST(test_plain_request) {
+  tpx_plugin_host h = mock_host();
+  tpx_plugin_ctx *c = new_ctx();
+  tpx_plugin_plan_request r;
+  memset(&r, 0, sizeof r);
+  ck_assert_int_eq(tpxp_plain_plan_request(NULL, c, &r, "fam"),
+                   TPX_PLUGIN_INVALID);
+  ck_assert_str_eq(c->error, "");
+  ck_assert_int_eq(tpxp_plain_plan_request(&h, c, NULL, "fam"),
+                   TPX_PLUGIN_INVALID);
+  ck_assert_str_eq(c->error, "fam: malformed plan request");
+  c->error[0] = '\0';
+  ck_assert_int_eq(tpxp_plain_plan_request(&h, c, &r, "fam"),
+                   TPX_PLUGIN_INVALID);
+  ck_assert_str_eq(c->error, "fam: malformed plan request");
+  c->error[0] = '\0';
+  r.struct_size = sizeof r;
+  ck_assert_int_eq(tpxp_plain_plan_request(&h, c, &r, "fam"), TPX_PLUGIN_OK);
+  ck_assert_str_eq(c->error, "");
+  r.plan_name = "x";
+  ck_assert_int_eq(tpxp_plain_plan_request(&h, c, &r, "fam"),
+                   TPX_PLUGIN_REFUSED);
+  ck_assert_str_eq(c->error, "fam: no named plan 'x' (this plugin has none)");
+  c->error[0] = '\0';
+  ck_assert_int_eq(tpxp_not_served(&h, c, "fam", "BForCausalLM"),
+                   TPX_PLUGIN_REFUSED);
+  ck_assert_str_eq(c->error,
+                   "fam: architecture 'BForCausalLM' is not served by this "
+                   "plugin");
+  c->error[0] = '\0';
+  ck_assert_int_eq(tpxp_not_served(&h, c, "fam", NULL), TPX_PLUGIN_REFUSED);
+  ck_assert_str_eq(c->error,
+                   "fam: architecture '(null)' is not served by this plugin");
+  free(c);
+}
+END_TEST
+
 START_TEST(test_arch_is) {
   ck_assert(tpxp_arch_is("LlamaForCausalLM", "LlamaForCausalLM"));
   ck_assert(tpxp_arch_is("a.b.LlamaForCausalLM", "LlamaForCausalLM"));
@@ -327,6 +396,8 @@ static Suite *common_suite(void) {
   tcase_add_loop_test(tc, test_negotiate, 0,
                       (int)(sizeof k_abi / sizeof k_abi[0]));
   tcase_add_test(tc, test_negotiate_null);
+  tcase_add_test(tc, test_register);
+  tcase_add_test(tc, test_plain_request);
   tcase_add_test(tc, test_arch_is);
   tcase_add_test(tc, test_fmt_and_path);
   tcase_add_test(tc, test_fail_and_request);
