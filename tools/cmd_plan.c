@@ -1,7 +1,8 @@
 /* cmd_plan.c — `tpx plan`: choose a TP plan for a model, apply it on a
  * (dp_replicate, dp_shard, tp) mesh with FSDP, and print the report.
  *
- * Flow: config -> registry (default plugin path) -> module tree (the family
+ * Flow: config -> registry (default plugin path; every plugin call in a
+ * child process with a timeout unless --no-isolation) -> module tree (the family
  * plugin's skeleton; with --weights checked against / completed by the
  * safetensors headers, or the headers alone without a skeleton) -> custom plan
  * (--plan FILE, or a named plugin plan) -> selection (+ validation) ->
@@ -21,6 +22,9 @@
 #include "tpx/report.h"
 #include "tpx/sharding.h"
 #include "tpx/tpx.h"
+
+/* Seconds a plugin call may take before its child is killed. */
+#define PLUGIN_TIMEOUT_S 30
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -50,12 +54,21 @@ static void usage(FILE *out) {
           "                       named plan (e.g. "
           "llama_nemotron_super_tp_plan)\n"
           "  --no-fsdp            TP only: no FSDP units or dp sharding\n"
+          "  --no-isolation       call plugins in this process (faster; a "
+          "plugin that\n"
+          "                       crashes or hangs then takes tpx down). "
+          "By default each\n"
+          "                       plugin call runs in a child process with "
+          "a %d s timeout,\n"
+          "                       and a failing plugin is a plugin-failed "
+          "diagnostic\n"
           "  --format text|json   output format (default text; json is "
           "tpx-report/1)\n"
           "  -h, --help           this help\n"
           "\n"
           "Exit status: 0 without error diagnostics, 1 with errors, 2 on bad "
-          "arguments.\n");
+          "arguments.\n",
+          PLUGIN_TIMEOUT_S);
 }
 
 static int parse_size(const char *opt, const char *text, int64_t *out) {
@@ -76,7 +89,7 @@ static int parse_size(const char *opt, const char *text, int64_t *out) {
 typedef struct {
   const char *config, *weights, *plan, *format;
   int64_t tp, dp_shard, dp_replicate;
-  int sp, fsdp;
+  int sp, fsdp, isolate;
 } args_t;
 
 /* 0 ok, 1 help printed, -1 bad arguments (message printed). */
@@ -85,6 +98,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
   a->tp = a->dp_shard = a->dp_replicate = 1;
   a->format = "text";
   a->fsdp = 1;
+  a->isolate = 1;
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -95,6 +109,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
       a->sp = 1;
     } else if (!strcmp(arg, "--no-fsdp")) {
       a->fsdp = 0;
+    } else if (!strcmp(arg, "--no-isolation")) {
+      a->isolate = 0;
     } else if (!strcmp(arg, "--config") || !strcmp(arg, "--weights") ||
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
@@ -268,6 +284,8 @@ int tpx_cmd_plan(int argc, char **argv) {
     goto out;
   }
   if (tpx_registry_create(&reg, &err) != TPX_OK ||
+      tpx_registry_set_isolation(reg, a.isolate, PLUGIN_TIMEOUT_S, &err) !=
+          TPX_OK ||
       tpx_registry_load_default(reg, &err) != TPX_OK) {
     code = fail("loading plugins", &err);
     goto out;

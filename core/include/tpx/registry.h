@@ -61,6 +61,23 @@ TPX_API void tpx_registry_destroy(tpx_registry *reg);
 TPX_API tpx_status tpx_registry_set_probe(tpx_registry *reg, int on,
                                           tpx_error *err);
 
+/* Isolation mode (off by default), for in-process hosts such as `tpx plan`:
+ * every plugin call made through the registry (tpx_registry_get_plan,
+ * tpx_registry_build_skeleton, and get_plan / validate / FSDP units / fp32
+ * parameters in tpx_select_plan) runs in a forked child, which sends its
+ * result back over a pipe; the parent rebuilds it. A call that crashes,
+ * aborts, exits or runs longer than `timeout_seconds` (the child is then
+ * killed) fails with TPX_PLUGIN and a message naming the plugin, its path
+ * and what happened ("crashed with SIGSEGV in get_plan"); selection turns
+ * that into its usual plugin-failed diagnostic and fallback. Costs one
+ * fork plus a JSON round trip per call (about a millisecond); a
+ * multi-threaded caller should not hold locks a plugin needs while calling.
+ * `timeout_seconds` must be in (0, 86400] when enabled; ignored when not.
+ * Applies to plugins loaded before and after the call. */
+TPX_API tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
+                                              double timeout_seconds,
+                                              tpx_error *err);
+
 /* Load every *.so on the default search path: $TPX_PLUGIN_PATH, then the
  * build tree's plugins/ (and its subdirectories), then the installed plugin
  * dir. Failures are recorded as refusals, not returned as errors. */

@@ -3,7 +3,11 @@
  * the plugin, its path and its words; results copied out of the ctx.
  *
  * Calls are reentrant: nothing here is shared between two calls, so several
- * threads may ask the same plugin at once (the ABI's threading promise). */
+ * threads may ask the same plugin at once (the ABI's threading promise).
+ *
+ * With isolation on (tpx_registry_set_isolation) each entry point hands the
+ * call to isolate.c, whose child comes back here through the _direct
+ * functions. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +70,27 @@ tpx_status tpx__plugin_get_plan(const tpx__plugin *p, const tpx_model *model,
                                 int64_t tp_size, tpx_plan **out,
                                 char **function_out, int *refused,
                                 tpx_error *err) {
+  if (!p->isolate)
+    return tpx__plugin_get_plan_direct(p, model, architecture, plan_name,
+                                       sequence_parallel, tp_size, out,
+                                       function_out, refused, err);
+  *out = NULL;
+  if (function_out)
+    *function_out = NULL;
+  if (refused)
+    *refused = 0;
+  return tpx__isolate_get_plan(p, model, architecture, plan_name,
+                               sequence_parallel, tp_size, out, function_out,
+                               refused, err);
+}
+
+tpx_status tpx__plugin_get_plan_direct(const tpx__plugin *p,
+                                       const tpx_model *model,
+                                       const char *architecture,
+                                       const char *plan_name,
+                                       int sequence_parallel, int64_t tp_size,
+                                       tpx_plan **out, char **function_out,
+                                       int *refused, tpx_error *err) {
   *out = NULL;
   if (function_out)
     *function_out = NULL;
@@ -134,6 +159,27 @@ static tpx_status merge_model(tpx_model *dst, const tpx_model *src,
   return TPX_OK;
 }
 
+tpx_status tpx__plugin_skeleton_build(const tpx__plugin *p,
+                                      const tpx_model *model,
+                                      const char *architecture,
+                                      tpx_model **out, tpx_error *err) {
+  *out = NULL;
+  tpx_plugin_ctx ctx;
+  tpx__ctx_init(&ctx, TPX__OP_SKELETON, p, model);
+  tpx_status s = tpx_model_create(&ctx.skeleton, err);
+  if (s != TPX_OK)
+    return s;
+  int rc = p->skeleton_fn(tpx__plugin_host_table(), &ctx, architecture);
+  s = call_result(p, TPX_PLUGIN_SKELETON_SYMBOL, rc, &ctx, NULL, err);
+  if (s == TPX_OK) {
+    *out = ctx.skeleton;
+    ctx.skeleton = NULL;
+  }
+  tpx_model_destroy(ctx.skeleton);
+  tpx__ctx_release(&ctx);
+  return s;
+}
+
 tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
                                 const char *architecture, tpx_error *err) {
   if (!p->skeleton_fn)
@@ -143,22 +189,19 @@ tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
                          p->name, p->path, TPX_PLUGIN_SKELETON_SYMBOL);
   /* Build into a scratch model so a plugin failing halfway leaves the
    * caller's model untouched; merge only a complete skeleton. */
-  tpx_plugin_ctx ctx;
-  tpx__ctx_init(&ctx, TPX__OP_SKELETON, p, model);
-  tpx_status s = tpx_model_create(&ctx.skeleton, err);
-  if (s != TPX_OK)
-    return s;
-  int rc = p->skeleton_fn(tpx__plugin_host_table(), &ctx, architecture);
-  s = call_result(p, TPX_PLUGIN_SKELETON_SYMBOL, rc, &ctx, NULL, err);
+  tpx_model *skeleton = NULL;
+  tpx_status s =
+      p->isolate
+          ? tpx__isolate_skeleton(p, model, architecture, &skeleton, err)
+          : tpx__plugin_skeleton_build(p, model, architecture, &skeleton, err);
   if (s == TPX_OK) {
     tpx_error merr = {0};
-    s = merge_model(model, ctx.skeleton, &merr);
+    s = merge_model(model, skeleton, &merr);
     if (s != TPX_OK)
       tpx_error_set(err, s, "plugin '%s' (%s): skeleton does not fit the "
                     "model: %s", p->name, p->path, merr.message);
   }
-  tpx_model_destroy(ctx.skeleton);
-  tpx__ctx_release(&ctx);
+  tpx_model_destroy(skeleton);
   return s;
 }
 
@@ -170,6 +213,19 @@ tpx_status tpx__plugin_validate(const tpx__plugin *p, const tpx_model *model,
   if (!p->validate_fn)
     return tpx_error_set(err, TPX_NOT_FOUND, "plugin '%s' has no validate",
                          p->name);
+  if (p->isolate)
+    return tpx__isolate_validate(p, model, architecture, plan_name,
+                                 sequence_parallel, tp_size, diags, err);
+  return tpx__plugin_validate_direct(p, model, architecture, plan_name,
+                                     sequence_parallel, tp_size, diags, err);
+}
+
+tpx_status tpx__plugin_validate_direct(const tpx__plugin *p,
+                                       const tpx_model *model,
+                                       const char *architecture,
+                                       const char *plan_name,
+                                       int sequence_parallel, int64_t tp_size,
+                                       tpx_diag_list *diags, tpx_error *err) {
   tpx_plugin_ctx ctx;
   tpx__ctx_init(&ctx, TPX__OP_VALIDATE, p, model);
   /* Collect into a private list first: a failed validation adds nothing. */
@@ -198,6 +254,19 @@ tpx_status tpx__plugin_strings(const tpx__plugin *p, tpx__plugin_op op,
                                const tpx_model *model,
                                const char *architecture, tpx__strvec *out,
                                tpx_error *err) {
+  memset(out, 0, sizeof *out);
+  const int has = op == TPX__OP_FSDP_UNITS ? p->fsdp_fn != NULL
+                  : op == TPX__OP_FP32     ? p->fp32_fn != NULL
+                                           : 0;
+  if (p->isolate && has)
+    return tpx__isolate_strings(p, op, model, architecture, out, err);
+  return tpx__plugin_strings_direct(p, op, model, architecture, out, err);
+}
+
+tpx_status tpx__plugin_strings_direct(const tpx__plugin *p, tpx__plugin_op op,
+                                      const tpx_model *model,
+                                      const char *architecture,
+                                      tpx__strvec *out, tpx_error *err) {
   memset(out, 0, sizeof *out);
   int (*fn)(const tpx_plugin_host *, tpx_plugin_ctx *, const char *) =
       op == TPX__OP_FSDP_UNITS ? p->fsdp_fn : op == TPX__OP_FP32 ? p->fp32_fn

@@ -40,6 +40,10 @@ typedef struct tpx__plugin {
   tpx_plugin_validate_fn validate_fn;
   tpx_plugin_fsdp_units_fn fsdp_fn;
   tpx_plugin_fp32_params_fn fp32_fn;
+  /* tpx_registry_set_isolation, copied here by the registry so the calls
+   * below need no registry: run each call in a forked child. */
+  int isolate;
+  double isolate_timeout; /* seconds */
 } tpx__plugin;
 
 typedef struct tpx__refusal {
@@ -55,6 +59,8 @@ struct tpx_registry {
   size_t num_refused, cap_refused;
   tpx_diag_list *diags;
   int probe; /* tpx_registry_set_probe: load each file in a child first */
+  int isolate;            /* tpx_registry_set_isolation */
+  double isolate_timeout; /* seconds */
 };
 
 /* What a call into the plugin is allowed to do. */
@@ -140,6 +146,53 @@ tpx_status tpx__plugin_strings(const tpx__plugin *p, tpx__plugin_op op,
                                const tpx_model *model,
                                const char *architecture, tpx__strvec *out,
                                tpx_error *err);
+
+/* The same calls, always in-process (what the entry points above do when
+ * isolation is off, and what an isolated child runs). */
+tpx_status tpx__plugin_get_plan_direct(const tpx__plugin *p,
+                                       const tpx_model *model,
+                                       const char *architecture,
+                                       const char *plan_name,
+                                       int sequence_parallel, int64_t tp_size,
+                                       tpx_plan **out, char **function_out,
+                                       int *refused, tpx_error *err);
+/* The plugin's skeleton as a new scratch model (*out), not merged. */
+tpx_status tpx__plugin_skeleton_build(const tpx__plugin *p,
+                                      const tpx_model *model,
+                                      const char *architecture,
+                                      tpx_model **out, tpx_error *err);
+tpx_status tpx__plugin_validate_direct(const tpx__plugin *p,
+                                       const tpx_model *model,
+                                       const char *architecture,
+                                       const char *plan_name,
+                                       int sequence_parallel, int64_t tp_size,
+                                       tpx_diag_list *diags, tpx_error *err);
+tpx_status tpx__plugin_strings_direct(const tpx__plugin *p, tpx__plugin_op op,
+                                      const tpx_model *model,
+                                      const char *architecture,
+                                      tpx__strvec *out, tpx_error *err);
+
+/* isolate.c: the same calls in a forked child with p->isolate_timeout; a
+ * crash, exit or timeout there is TPX_PLUGIN naming the plugin and what
+ * happened. The capability must exist (checked by the caller). */
+tpx_status tpx__isolate_get_plan(const tpx__plugin *p, const tpx_model *model,
+                                 const char *architecture,
+                                 const char *plan_name, int sequence_parallel,
+                                 int64_t tp_size, tpx_plan **out,
+                                 char **function_out, int *refused,
+                                 tpx_error *err);
+tpx_status tpx__isolate_skeleton(const tpx__plugin *p, const tpx_model *model,
+                                 const char *architecture, tpx_model **out,
+                                 tpx_error *err);
+tpx_status tpx__isolate_validate(const tpx__plugin *p, const tpx_model *model,
+                                 const char *architecture,
+                                 const char *plan_name, int sequence_parallel,
+                                 int64_t tp_size, tpx_diag_list *diags,
+                                 tpx_error *err);
+tpx_status tpx__isolate_strings(const tpx__plugin *p, tpx__plugin_op op,
+                                const tpx_model *model,
+                                const char *architecture, tpx__strvec *out,
+                                tpx_error *err);
 
 /* Registry internals used by selection and the harness. Index of the plugin
  * serving `arch` (exact match with any registered string first, then

@@ -137,6 +137,27 @@ tpx_status tpx_registry_set_probe(tpx_registry *reg, int on, tpx_error *err) {
   return TPX_OK;
 }
 
+tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
+                                      double timeout_seconds, tpx_error *err) {
+  if (!reg)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_set_isolation: registry is NULL");
+  if (enabled && !(timeout_seconds > 0 && timeout_seconds <= 86400))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_set_isolation: timeout_seconds=%g; it "
+                         "must be > 0 and <= 86400",
+                         timeout_seconds);
+  pthread_rwlock_wrlock(&reg->lock);
+  reg->isolate = enabled ? 1 : 0;
+  reg->isolate_timeout = enabled ? timeout_seconds : 0;
+  for (size_t i = 0; i < reg->num_plugins; i++) {
+    reg->plugins[i]->isolate = reg->isolate;
+    reg->plugins[i]->isolate_timeout = reg->isolate_timeout;
+  }
+  pthread_rwlock_unlock(&reg->lock);
+  return TPX_OK;
+}
+
 /* Load `path` once in a forked child. 0 when the child got through (the
  * in-process load will then report any ordinary refusal itself), -1 with
  * `reason` when loading crashed, exited or hung there. */
@@ -250,6 +271,8 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
     reg->plugins = v;
     reg->cap_plugins = cap;
   }
+  p->isolate = reg->isolate;
+  p->isolate_timeout = reg->isolate_timeout;
   reg->plugins[reg->num_plugins++] = p;
   tpx__log(TPX_LOG_INFO, "loaded plugin '%s' %s from %s", p->name, p->version,
            p->path);

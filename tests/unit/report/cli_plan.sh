@@ -151,5 +151,63 @@ if [ -w /dev/full ]; then
   has "writing the report to standard output" "names the failed write"
 fi
 
+# A plugin that crashes inside get_plan: plugin calls run in a child by
+# default, so tpx reports a plugin-failed diagnostic and falls back to the
+# Hugging Face plan instead of dying. The broken fixture registers
+# BrokenForCausalLM and has no skeleton, so the tensors come from a small
+# safetensors file written here (header + zero-filled data).
+broken="${TPX_BUILD_DIR:-}/tests/unit/plugin/broken/get_plan_crashes.so"
+if [ -n "${TPX_BUILD_DIR:-}" ] && [ -f "$broken" ]; then
+  iso=$(mktemp -d "${TMPDIR:-/tmp}/tpx-iso.XXXXXX")
+  trap 'rm -f "$out"; rm -rf "$iso"' EXIT INT TERM
+  mkdir "$iso/plugins"
+  cp "$broken" "$iso/plugins/"
+  cat >"$iso/config.json" <<'JSON'
+{"architectures": ["BrokenForCausalLM"], "model_type": "qwen2",
+ "hidden_size": 64, "num_hidden_layers": 1, "vocab_size": 128,
+ "intermediate_size": 96, "num_attention_heads": 8,
+ "num_key_value_heads": 8, "torch_dtype": "bfloat16",
+ "tie_word_embeddings": false}
+JSON
+  hdr='{"model.embed_tokens.weight":{"dtype":"BF16","shape":[128,64],"data_offsets":[0,16384]},"model.layers.0.self_attn.q_proj.weight":{"dtype":"BF16","shape":[64,64],"data_offsets":[16384,24576]},"lm_head.weight":{"dtype":"BF16","shape":[128,64],"data_offsets":[24576,40960]}}'
+  len=${#hdr}
+  # the header length as a little-endian u64
+  printf "\\$(printf %o $((len % 256)))\\$(printf %o $((len / 256)))\\0\\0\\0\\0\\0\\0" \
+    >"$iso/model.safetensors"
+  printf '%s' "$hdr" >>"$iso/model.safetensors"
+  dd if=/dev/zero bs=40960 count=1 2>/dev/null >>"$iso/model.safetensors"
+  for fmt in text json; do
+    n=$((n + 1))
+    TPX_PLUGIN_PATH="$iso/plugins" "$tpx" plan --config "$iso/config.json" \
+      --weights "$iso/model.safetensors" --tp 2 --format $fmt >"$out" 2>&1
+    got=$?
+    if [ "$got" -eq 0 ] || [ "$got" -eq 1 ]; then
+      echo "ok: crashing plugin ($fmt): exit $got"
+    else
+      echo "FAIL: crashing plugin ($fmt): exit $got, want 0 or 1"
+      sed 's/^/    /' "$out" | head -20
+      fails=$((fails + 1))
+    fi
+    has "plugin-failed" "crashing plugin ($fmt): plugin-failed diagnostic"
+    has "crashed with SIGSEGV in get_plan" \
+      "crashing plugin ($fmt): says what happened"
+    has "get_plan_crashes.so" "crashing plugin ($fmt): names the file"
+  done
+  has '"source": "hf"' "crashing plugin: falls back to the HF plan"
+  # --no-isolation calls the plugin in-process, as before: it dies with it.
+  n=$((n + 1))
+  TPX_PLUGIN_PATH="$iso/plugins" "$tpx" plan --config "$iso/config.json" \
+    --weights "$iso/model.safetensors" --tp 2 --no-isolation >"$out" 2>&1
+  got=$?
+  if [ "$got" -gt 128 ]; then
+    echo "ok: --no-isolation: the crash is in-process (exit $got)"
+  else
+    echo "FAIL: --no-isolation: exit $got, want death by a signal"
+    fails=$((fails + 1))
+  fi
+else
+  echo "skip: crashing-plugin cases (no TPX_BUILD_DIR or no broken fixture)"
+fi
+
 echo "cli_plan: $((n - fails))/$n passed"
 [ "$fails" -eq 0 ]
