@@ -13,7 +13,6 @@
 #include "falcon_h1.h"
 
 #include "tpxp_common.h"
-#include "tpxp_exports.h"
 
 #define COL "colwise"
 #define ROW "rowwise"

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "tpxp_common.h"
-#include "tpxp_exports.h"
 
 /* Every name a model class reaches Automodel under (plans.md §2, §4.9):
  * qualified HF names as PARALLELIZE_FUNCTIONS keys them, the bare names a

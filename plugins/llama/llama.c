@@ -14,7 +14,6 @@
 
 #include "nemotron_flash.h"
 #include "tpxp_common.h"
-#include "tpxp_exports.h"
 
 #define SUPER_PLAN "llama_nemotron_super_tp_plan"
 

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "tpxp_common.h"
-#include "tpxp_exports.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -6,7 +6,6 @@
 #include "nemotron.h"
 
 #include "tpxp_common.h"
-#include "tpxp_exports.h"
 
 static const char *const nemotron_architectures[] = {
     "NemotronHForCausalLM", "NemotronLabsDiffusionModel", NULL};
