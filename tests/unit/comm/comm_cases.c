@@ -175,6 +175,26 @@ static void *xmalloc(size_t n) { return malloc(n ? n : 1); }
 
 /* ---- collective cases --------------------------------------------------- */
 
+/* Compare `out[0..cnt)` with the serial reduction of elements
+ * first..first+cnt of every rank's input; the first mismatch fails. */
+static void check_reduced(tpx_error *err, const char *what, tpx_dtype t,
+                          tpx_reduce_op op, size_t cnt, int inplace, int n,
+                          int me, const unsigned char *out, size_t first,
+                          int salt) {
+  for (size_t i = 0; i < cnt; i++) {
+    double want = reference(t, op, n, first + i, salt);
+    double got = get(t, out, i);
+    if (!close_enough(t, got, want)) {
+      failed(err,
+             "%s %s %s count=%zu %s ranks=%d rank %d: element %zu is %g, "
+             "want %g",
+             what, tpx_dtype_short_name(t), tpx_reduce_op_name(op), cnt,
+             inplace ? "in-place" : "out-of-place", n, me, i, got, want);
+      return;
+    }
+  }
+}
+
 tpx_status case_all_reduce(tpx_comm *world, void *arg, tpx_error *err) {
   (void)arg;
   int n = tpx_comm_size(world), me = tpx_comm_rank(world);
@@ -196,20 +216,9 @@ tpx_status case_all_reduce(tpx_comm *world, void *arg, tpx_error *err) {
           if (st != TPX_OK)
             failed(err, "all_reduce %s %s n=%zu: %s", tpx_dtype_short_name(t),
                    tpx_reduce_op_name((tpx_reduce_op)op), cnt, e.message);
-          for (size_t i = 0; st == TPX_OK && i < cnt; i++) {
-            double want = reference(t, (tpx_reduce_op)op, n, i, salt);
-            double got = get(t, out, i);
-            if (!close_enough(t, got, want)) {
-              failed(err,
-                     "all_reduce %s %s count=%zu %s ranks=%d rank %d: "
-                     "element %zu is %g, want %g",
-                     tpx_dtype_short_name(t),
-                     tpx_reduce_op_name((tpx_reduce_op)op), cnt,
-                     inplace ? "in-place" : "out-of-place", n, me, i, got,
-                     want);
-              break;
-            }
-          }
+          if (st == TPX_OK)
+            check_reduced(err, "all_reduce", t, (tpx_reduce_op)op, cnt,
+                          inplace, n, me, out, 0, salt);
           free(send);
           free(recv);
         }
@@ -238,21 +247,9 @@ tpx_status case_reduce_scatter(tpx_comm *world, void *arg, tpx_error *err) {
           if (st != TPX_OK)
             failed(err, "reduce_scatter %s: %s", tpx_dtype_short_name(t),
                    e.message);
-          for (size_t i = 0; st == TPX_OK && i < cnt; i++) {
-            double want = reference(t, (tpx_reduce_op)op, n,
-                                    (size_t)me * cnt + i, salt);
-            double got = get(t, out, i);
-            if (!close_enough(t, got, want)) {
-              failed(err,
-                     "reduce_scatter %s %s count=%zu %s ranks=%d rank %d: "
-                     "element %zu is %g, want %g",
-                     tpx_dtype_short_name(t),
-                     tpx_reduce_op_name((tpx_reduce_op)op), cnt,
-                     inplace ? "in-place" : "out-of-place", n, me, i, got,
-                     want);
-              break;
-            }
-          }
+          if (st == TPX_OK)
+            check_reduced(err, "reduce_scatter", t, (tpx_reduce_op)op, cnt,
+                          inplace, n, me, out, (size_t)me * cnt, salt);
           free(send);
           free(recv);
         }
