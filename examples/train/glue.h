@@ -1,0 +1,23 @@
+/* glue.h — creating and feeding one rank's glue (glue.c); the per-step
+ * calls the model makes are declared in train.h. */
+#ifndef TPX_TRAIN_GLUE_H
+#define TPX_TRAIN_GLUE_H
+#include "train.h"
+
+typedef struct tr_rank_setup {
+  const tpx_model *model;
+  const tpx_sharding *sharding;
+  tpx_comm *world_comm; /* NULL at world 1 without a backend */
+  int64_t world;
+  int64_t rank;
+} tr_rank_setup;
+
+tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err);
+void tr_rank_destroy(tr_rank *r);
+/* Take this rank's part of parameter p from the full tensor. */
+tpx_status tr_rank_load(tr_rank *r, int64_t p, const float *full, tpx_error *err);
+/* The full (gathered) parameter p; collective: every rank calls it, `full`
+ * is filled on every rank. */
+tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err);
+int tr_rank_is_root(const tr_rank *r);
+#endif

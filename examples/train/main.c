@@ -1,0 +1,376 @@
+/* main.c — tpx-train: the reference trainer's command line. Loads an HF
+ * checkpoint, lets tpx choose the TP plan through its plugins (as `tpx plan`
+ * does), applies it with FSDP2 on a (dp_replicate, dp_shard, tp) mesh, and
+ * trains K AdamW steps on one token batch, ranks as threads (local) or
+ * processes (mpi). Prints per-step loss and pre-clip grad norm. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "glue.h"
+#include "tpx_config.h"
+
+#if TPX_HAVE_MPI
+#include <mpi.h>
+#endif
+
+typedef struct args {
+  const char *model, *tokens, *backend, *format, *dump;
+  int64_t batch, seq, steps, tp, dp_shard, dp_replicate;
+  double lr, clip, wd;
+  int sp;
+} args;
+
+typedef struct job {
+  const args *a;
+  const tpx_model *model;
+  const tpx_sharding *sh;
+  const int32_t *tokens;
+  double *loss, *gnorm; /* [steps], filled by rank 0 */
+  tpx_error rank_err;
+} job;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tpx-train --model DIR --tokens FILE --batch B --seq T --steps K --lr LR\n"
+          "                 [--clip C] [--weight-decay W] [--tp N] [--dp-shard M]\n"
+          "                 [--dp-replicate R] [--sp] [--backend local|mpi]\n"
+          "                 [--format text|json] [--dump-params FILE]\n\n"
+          "Train K AdamW steps (betas 0.9/0.999, eps 1e-8) of an HF LlamaForCausalLM,\n"
+          "Qwen2ForCausalLM or Qwen3ForCausalLM checkpoint (config.json +\n"
+          "model.safetensors) in f32 on CPU, on the mesh dp_replicate x dp_shard x tp with\n"
+          "the TP plan tpx selects. FILE holds little-endian int32 [B, T+1]: inputs\n"
+          "[:, :T], targets [:, 1:], the same batch every step, split over the data-parallel\n"
+          "ranks. --dump-params writes the parameters after the last step (gathered, f32,\n"
+          "model order, tied once) for comparisons.\n"
+          "Exit status: 0 ok, 1 bad input or a failed run, 2 bad arguments.\n");
+}
+
+static int parse_i64(const char *s, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_f64(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || *end) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_args(int argc, char **argv, args *a) {
+  memset(a, 0, sizeof *a);
+  a->tp = a->dp_shard = a->dp_replicate = 1;
+  a->backend = "local";
+  a->format = "text";
+  a->clip = -1;
+  int have_lr = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i];
+    if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage(stdout); exit(0); }
+    if (!strcmp(o, "--sp")) { a->sp = 1; continue; }
+    if (i + 1 >= argc) { fprintf(stderr, "tpx-train: %s needs a value\n", o); return -1; }
+    const char *v = argv[++i];
+    int bad = 0;
+    if (!strcmp(o, "--model")) a->model = v;
+    else if (!strcmp(o, "--tokens")) a->tokens = v;
+    else if (!strcmp(o, "--backend")) a->backend = v;
+    else if (!strcmp(o, "--format")) a->format = v;
+    else if (!strcmp(o, "--dump-params")) a->dump = v;
+    else if (!strcmp(o, "--batch")) bad = parse_i64(v, &a->batch) || a->batch <= 0;
+    else if (!strcmp(o, "--seq")) bad = parse_i64(v, &a->seq) || a->seq <= 0;
+    else if (!strcmp(o, "--steps")) bad = parse_i64(v, &a->steps) || a->steps < 0;
+    else if (!strcmp(o, "--tp")) bad = parse_i64(v, &a->tp) || a->tp <= 0;
+    else if (!strcmp(o, "--dp-shard")) bad = parse_i64(v, &a->dp_shard) || a->dp_shard <= 0;
+    else if (!strcmp(o, "--dp-replicate")) bad = parse_i64(v, &a->dp_replicate) || a->dp_replicate <= 0;
+    else if (!strcmp(o, "--lr")) { bad = parse_f64(v, &a->lr) || a->lr < 0; have_lr = 1; }
+    else if (!strcmp(o, "--clip")) bad = parse_f64(v, &a->clip) || a->clip <= 0;
+    else if (!strcmp(o, "--weight-decay")) bad = parse_f64(v, &a->wd) || a->wd < 0;
+    else { fprintf(stderr, "tpx-train: unknown option %s\n", o); return -1; }
+    if (bad) { fprintf(stderr, "tpx-train: bad value for %s: '%s'\n", o, v); return -1; }
+  }
+  const char *miss = !a->model ? "--model" : !a->tokens ? "--tokens" : !a->batch ? "--batch"
+                     : !a->seq ? "--seq" : !have_lr ? "--lr" : NULL;
+  if (miss) { fprintf(stderr, "tpx-train: %s is required\n", miss); return -1; }
+  if (strcmp(a->backend, "local") && strcmp(a->backend, "mpi")) {
+    fprintf(stderr, "tpx-train: --backend must be local or mpi, not '%s'\n", a->backend);
+    return -1;
+  }
+  if (strcmp(a->format, "text") && strcmp(a->format, "json")) {
+    fprintf(stderr, "tpx-train: --format must be text or json, not '%s'\n", a->format);
+    return -1;
+  }
+  if (a->tp * a->dp_shard * a->dp_replicate > TPX_LOCAL_MAX_RANKS) {
+    fprintf(stderr, "tpx-train: world larger than %d ranks\n", TPX_LOCAL_MAX_RANKS);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- inputs ---- */
+
+static int32_t *read_tokens(const args *a, int64_t vocab, tpx_error *err) {
+  FILE *f = fopen(a->tokens, "rb");
+  if (!f) { tpx_error_set(err, TPX_IO, "%s: cannot open: %s", a->tokens, strerror(errno)); return NULL; }
+  struct stat sb;
+  int64_t want = a->batch * (a->seq + 1);
+  if (fstat(fileno(f), &sb) || (int64_t)sb.st_size != want * 4) {
+    fclose(f);
+    tpx_error_set(err, TPX_VALIDATION,
+                  "%s: %lld bytes, but --batch %lld --seq %lld needs int32 [%lld, %lld] = %lld bytes",
+                  a->tokens, (long long)sb.st_size, (long long)a->batch, (long long)a->seq,
+                  (long long)a->batch, (long long)(a->seq + 1), (long long)(want * 4));
+    return NULL;
+  }
+  unsigned char *raw = malloc((size_t)want * 4);
+  int32_t *t = malloc((size_t)want * sizeof(int32_t));
+  if (!raw || !t || fread(raw, 4, (size_t)want, f) != (size_t)want) {
+    fclose(f); free(raw); free(t);
+    tpx_error_set(err, TPX_IO, "%s: short read", a->tokens);
+    return NULL;
+  }
+  fclose(f);
+  for (int64_t i = 0; i < want; i++) {
+    uint32_t u = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
+                 (uint32_t)raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24;
+    t[i] = (int32_t)u;
+    if (t[i] < 0 || t[i] >= vocab) {
+      tpx_error_set(err, TPX_VALIDATION, "%s: token %lld (row %lld, col %lld) is %d, outside [0, %lld)",
+                    a->tokens, (long long)i, (long long)(i / (a->seq + 1)),
+                    (long long)(i % (a->seq + 1)), t[i], (long long)vocab);
+      free(raw); free(t);
+      return NULL;
+    }
+  }
+  free(raw);
+  return t;
+}
+
+/* The model tree: the family plugin's skeleton checked against the
+ * safetensors headers (as `tpx plan --weights` does), else the headers. */
+static tpx_status load_model(const args *a, tpx_registry *reg, tpx_model **model, tpx_error *err) {
+  char cfg[4096];
+  snprintf(cfg, sizeof cfg, "%s/config.json", a->model);
+  tpx_status st = tpx_model_load_config(cfg, model, err);
+  if (st) return st;
+  tpx_error serr = {0};
+  if (tpx_registry_build_skeleton(reg, *model, &serr) == TPX_OK &&
+      tpx_model_add_safetensors(*model, a->model, &serr) == TPX_OK)
+    return TPX_OK;
+  tpx_model_destroy(*model);
+  *model = NULL;
+  if ((st = tpx_model_load_config(cfg, model, err))) return st;
+  return tpx_model_add_safetensors(*model, a->model, err);
+}
+
+/* ---- one rank ---- */
+
+static tpx_status load_weights(const args *a, const tpx_model *model, tr_rank *r, tpx_error *err) {
+  tr_st *st = NULL;
+  tpx_status s = tr_st_open(a->model, &st, err);
+  float *buf = NULL;
+  for (size_t p = 0; !s && p < tpx_model_num_params(model); p++) {
+    tpx_param_info pi;
+    tpx_model_param(model, (int64_t)p, &pi, NULL);
+    if (pi.tied_to >= 0) continue;
+    int64_t n = 1;
+    for (int d = 0; d < pi.ndim; d++) n *= pi.shape[d];
+    float *nb = realloc(buf, sizeof(float) * (size_t)(n ? n : 1));
+    if (!nb) { s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); break; }
+    buf = nb;
+    if (!(s = tr_st_read(st, pi.fqn, buf, n, err))) s = tr_rank_load(r, (int64_t)p, buf, err);
+  }
+  free(buf);
+  tr_st_close(st);
+  return s;
+}
+
+static tpx_status dump_params(const args *a, const tpx_model *model, tr_rank *r, tpx_error *err) {
+  FILE *f = NULL;
+  tpx_status s = TPX_OK;
+  if (tr_rank_is_root(r) && !(f = fopen(a->dump, "wb")))
+    s = tpx_error_set(err, TPX_IO, "%s: cannot write", a->dump);
+  float *buf = NULL;
+  for (size_t p = 0; p < tpx_model_num_params(model); p++) {
+    tpx_param_info pi;
+    tpx_model_param(model, (int64_t)p, &pi, NULL);
+    if (pi.tied_to >= 0) continue;
+    int64_t n = 1;
+    for (int d = 0; d < pi.ndim; d++) n *= pi.shape[d];
+    float *nb = realloc(buf, sizeof(float) * (size_t)(n ? n : 1));
+    if (!nb) { s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); break; }
+    buf = nb;
+    tpx_status g = tr_rank_gather(r, (int64_t)p, buf, err); /* collective: all ranks */
+    if (g && !s) s = g;
+    if (f && !s && fwrite(buf, sizeof(float), (size_t)n, f) != (size_t)n)
+      s = tpx_error_set(err, TPX_IO, "%s: write failed", a->dump);
+  }
+  free(buf);
+  if (f && fclose(f) && !s) s = tpx_error_set(err, TPX_IO, "%s: write failed", a->dump);
+  return s;
+}
+
+static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
+  job *j = arg;
+  const args *a = j->a;
+  tr_net net;
+  tr_rank *r = NULL;
+  tpx_status s = tr_net_init(&net, j->model, err);
+  int64_t world_size = tpx_mesh_world_size(tpx_sharding_mesh(j->sh));
+  int64_t rank = world ? tpx_comm_rank(world) : 0;
+  tr_rank_setup su = {j->model, j->sh, world, world_size, rank};
+  if (!s) s = tr_rank_create(&su, &r, err);
+  if (!s) s = load_weights(a, j->model, r, err);
+  /* this rank's rows of the batch: its data-parallel coordinate */
+  int64_t coords[3] = {0, 0, 0};
+  if (!s) s = tpx_mesh_coords(tpx_sharding_mesh(j->sh), rank, coords, err);
+  int64_t ndp = a->dp_replicate * a->dp_shard, dp = coords[0] * a->dp_shard + coords[1];
+  int64_t bl = a->batch / ndp;
+  const int32_t *mine = j->tokens + dp * bl * (a->seq + 1);
+  for (int64_t step = 0; !s && step < a->steps; step++) {
+    double loss = 0, gn = 0;
+    s = tr_net_step(&net, r, mine, bl, a->seq, &loss, err);
+    if (!s) s = tr_dp_mean(r, &loss, err);
+    if (!s) s = tr_optimizer_step(r, a->clip, a->lr, a->wd, step + 1, &gn, err);
+    if (!s && rank == 0) { j->loss[step] = loss; j->gnorm[step] = gn; }
+  }
+  if (!s && a->dump) s = dump_params(a, j->model, r, err);
+  tr_rank_destroy(r);
+  tr_net_free(&net);
+  return s;
+}
+
+/* ---- main ---- */
+
+static int first_error(const tpx_diag_list *dl, const char *what, tpx_error *err) {
+  for (size_t i = 0; i < tpx_diag_count(dl); i++) {
+    tpx_diag d;
+    if (!tpx_diag_get(dl, i, &d, NULL) && d.level == TPX_DIAG_ERROR) {
+      tpx_error_set(err, TPX_VALIDATION, "%s: %s: %s", what, d.code, d.message);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int build_sharding(const args *a, tpx_registry *reg, const tpx_model *model,
+                          tpx_mesh **mesh, tpx_selection **sel, tpx_diag_list *diags,
+                          tpx_sharding **sh, tpx_error *err) {
+  tpx_select_options so = TPX_SELECT_OPTIONS_INIT;
+  so.tp_size = a->tp;
+  so.sequence_parallel = a->sp;
+  if (tpx_select_plan(reg, model, &so, sel, diags, err)) return 1;
+  if (first_error(diags, "plan", err)) return 1;
+  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
+  int64_t sizes[3] = {a->dp_replicate, a->dp_shard, a->tp};
+  if (tpx_mesh_create(names, sizes, 3, mesh, err)) return 1;
+  tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
+  opts.param_dtype = TPX_DTYPE_F32; /* f32 training: no mixed precision */
+  size_t nu = tpx_selection_num_fsdp_units(*sel);
+  const char **units = nu ? calloc(nu, sizeof *units) : NULL;
+  int *reshard = nu ? calloc(nu, sizeof *reshard) : NULL;
+  if (nu && (!units || !reshard)) { free(units); free(reshard); tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); return 1; }
+  for (size_t i = 0; i < nu; i++) units[i] = tpx_selection_fsdp_unit(*sel, i, &reshard[i]);
+  opts.num_fsdp_units = nu;
+  opts.fsdp_units = units;
+  opts.fsdp_unit_reshard = reshard;
+  tpx_status st = tpx_sharding_create(model, tpx_selection_plan(*sel), *mesh, &opts, sh, err);
+  free(units); free(reshard);
+  if (st) return 1;
+  return first_error(tpx_sharding_diagnostics(*sh), "sharding", err);
+}
+
+int main(int argc, char **argv) {
+  args a;
+  if (parse_args(argc, argv, &a)) { usage(stderr); return 2; }
+  int mpi = !strcmp(a.backend, "mpi");
+  int64_t world = a.tp * a.dp_shard * a.dp_replicate;
+  tpx_comm *mpi_world = NULL;
+  int code = 1, root = 1;
+  tpx_error err = {0};
+  tpx_registry *reg = NULL;
+  tpx_model *model = NULL;
+  tpx_mesh *mesh = NULL;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  tpx_sharding *sh = NULL;
+  int32_t *tokens = NULL;
+  double *loss = calloc((size_t)(a.steps + 1), sizeof(double));
+  double *gnorm = calloc((size_t)(a.steps + 1), sizeof(double));
+  if (mpi) {
+#if TPX_HAVE_MPI
+    MPI_Init(&argc, &argv);
+    int ws = 0, wr = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &ws);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    root = wr == 0;
+    if (ws != world) {
+      if (root)
+        fprintf(stderr, "tpx-train: mpirun started %d ranks, the mesh needs %lld\n", ws,
+                (long long)world);
+      MPI_Finalize();
+      return 2;
+    }
+    MPI_Comm c = MPI_COMM_WORLD;
+    if (tpx_comm_create_mpi(&c, &mpi_world, &err)) goto out;
+#else
+    fprintf(stderr, "tpx-train: built without MPI (--backend mpi unavailable)\n");
+    return 2;
+#endif
+  }
+  if (!loss || !gnorm) { tpx_error_set(&err, TPX_NO_MEMORY, "out of memory"); goto out; }
+  if (a.batch % (a.dp_replicate * a.dp_shard)) {
+    tpx_error_set(&err, TPX_INVALID_ARGUMENT,
+                  "--batch %lld is not divisible by dp_replicate x dp_shard = %lld",
+                  (long long)a.batch, (long long)(a.dp_replicate * a.dp_shard));
+    code = 2;
+    goto out;
+  }
+  if (tpx_registry_create(&reg, &err) || tpx_registry_set_isolation(reg, 0, 30, &err) ||
+      tpx_registry_load_default(reg, &err) || tpx_diag_list_create(&diags, &err) ||
+      load_model(&a, reg, &model, &err))
+    goto out;
+  tr_net probe;
+  if (tr_net_init(&probe, model, &err)) { tr_net_free(&probe); goto out; }
+  int64_t vocab = probe.cfg.vocab;
+  tr_net_free(&probe);
+  if (!(tokens = read_tokens(&a, vocab, &err))) goto out;
+  if (build_sharding(&a, reg, model, &mesh, &sel, diags, &sh, &err)) goto out;
+  job j = {&a, model, sh, tokens, loss, gnorm, {0}};
+  tpx_status s = mpi ? rank_main(mpi_world, &j, &err) : tpx_local_run((int)world, rank_main, &j, &err);
+  if (s) goto out;
+  code = 0;
+  if (root) {
+    if (!strcmp(a.format, "json")) {
+      printf("{\"steps\":[");
+      for (int64_t i = 0; i < a.steps; i++)
+        printf("%s{\"step\":%lld,\"loss\":%.17g,\"grad_norm\":%.17g}", i ? "," : "",
+               (long long)i, loss[i], gnorm[i]);
+      printf("]}\n");
+    } else {
+      printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld tp=%lld%s, %s backend\n",
+             tpx_model_architecture(model, 0), (long long)a.dp_replicate,
+             (long long)a.dp_shard, (long long)a.tp, a.sp ? " sp" : "", a.backend);
+      for (int64_t i = 0; i < a.steps; i++)
+        printf("step %lld  loss %.6f  grad_norm %.6f\n", (long long)i, loss[i], gnorm[i]);
+    }
+  }
+out:
+  if (code && root) fprintf(stderr, "tpx-train: %s\n", err.message[0] ? err.message : "failed");
+  tpx_sharding_destroy(sh); tpx_selection_destroy(sel); tpx_diag_list_destroy(diags);
+  tpx_mesh_destroy(mesh); tpx_model_destroy(model); tpx_registry_destroy(reg);
+  tpx_comm_destroy(mpi_world);
+  free(tokens); free(loss); free(gnorm);
+#if TPX_HAVE_MPI
+  if (mpi) MPI_Finalize();
+#endif
+  return code;
+}
