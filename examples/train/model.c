@@ -85,6 +85,7 @@ void tr_net_free(tr_net *net) {
 
 static tpx_status act_copy(tr_act *dst, const tr_act *src, tpx_error *err) {
   tpx_status st = tr_act_alloc(dst, src->b, src->s, src->f, err);
+  dst->S = src->S; dst->F = src->F;
   if (!st) memcpy(dst->d, src->d, sizeof(float) * (size_t)tr_act_numel(src));
   return st;
 }
@@ -108,6 +109,8 @@ static tpx_status lin_fwd(tr_rank *r, int64_t module, int64_t pw, int64_t pb, co
     goto done;
   }
   CK(tr_act_alloc(y, saved->b, saved->s, out, err));
+  y->S = saved->S;
+  y->F = tr_param_full_dim(r, pw, 0);
   tr_linear_fwd(saved->d, tr_param_w(r, pw), pb >= 0 ? tr_param_w(r, pb) : NULL, y->d,
                 saved->b * saved->s, in, out);
   CK(tr_transition(r, module, 1, 0, y, err));
@@ -124,6 +127,7 @@ static tpx_status lin_bwd(tr_rank *r, int64_t module, int64_t pw, int64_t pb, co
   CK(tr_transition(r, module, 1, 1, dy, err));
   int64_t out = tr_param_dim(r, pw, 0), in = tr_param_dim(r, pw, 1);
   CK(tr_act_alloc(&dxi, saved->b, saved->s, in, err));
+  dxi.S = saved->S; dxi.F = saved->F;
   tr_linear_bwd(saved->d, tr_param_w(r, pw), dy->d, dxi.d, tr_param_g(r, pw),
                 pb >= 0 ? tr_param_g(r, pb) : NULL, saved->b * saved->s, in, out, 0);
   CK(tr_transition(r, module, 0, 1, &dxi, err));
@@ -145,6 +149,7 @@ static tpx_status norm_fwd(tr_rank *r, int64_t module, int64_t pw, double eps, c
   *rstd = malloc(sizeof(float) * (size_t)(n ? n : 1));
   if (!*rstd) { st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); goto done; }
   CK(tr_act_alloc(y, saved->b, saved->s, saved->f, err));
+  y->S = saved->S; y->F = saved->F;
   tr_rmsnorm_fwd(saved->d, tr_param_w(r, pw), y->d, *rstd, n, saved->f, eps);
   CK(tr_transition(r, module, 1, 0, y, err));
 done:
@@ -157,6 +162,7 @@ static tpx_status norm_bwd(tr_rank *r, int64_t module, int64_t pw, const tr_act 
   memset(dx, 0, sizeof *dx);
   CK(tr_transition(r, module, 1, 1, dy, err));
   CK(tr_act_alloc(dx, saved->b, saved->s, saved->f, err));
+  dx->S = saved->S; dx->F = saved->F;
   tr_rmsnorm_bwd(saved->d, tr_param_w(r, pw), rstd, dy->d, dx->d, tr_param_g(r, pw),
                  saved->b * saved->s, saved->f);
   CK(tr_transition(r, module, 0, 1, dx, err));
@@ -217,6 +223,7 @@ static tpx_status layer_fwd(tr_net *net, tr_rank *r, int64_t l, const rope_tab *
   c->p = malloc(sizeof(float) * (size_t)(b * c->ash.nh * t * t + 1));
   if (!c->p) { st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (attention)"); goto done; }
   CK(tr_act_alloc(&o, b, t, c->q.f, err));
+  o.S = c->q.S; o.F = c->q.F;
   tr_attn_fwd(&c->ash, c->q.d, c->k.d, c->v.d, c->p, o.d);
   CK(lin_fwd(r, L->m_o, L->o, -1, &o, &c->o_in, &o_out, err));
   act_add(h, &o_out);
@@ -225,6 +232,7 @@ static tpx_status layer_fwd(tr_net *net, tr_rank *r, int64_t l, const rope_tab *
   CK(lin_fwd(r, L->m_gate, L->gate, -1, &a, &c->a_g, &c->g, err));
   CK(lin_fwd(r, L->m_up, L->up, -1, &a, &c->a_u, &c->u, err));
   CK(tr_act_alloc(&m, c->g.b, c->g.s, c->g.f, err));
+  m.S = c->g.S; m.F = c->g.F;
   tr_swiglu_fwd(c->g.d, c->u.d, m.d, tr_act_numel(&m));
   CK(lin_fwd(r, L->m_down, L->down, -1, &m, &c->m_in, &d, err));
   act_add(h, &d);
@@ -248,6 +256,7 @@ static tpx_status layer_bwd(tr_net *net, tr_rank *r, int64_t l, const rope_tab *
   CK(lin_bwd(r, L->m_down, L->down, -1, &c->m_in, &dy, &dm, err));
   CK(tr_act_alloc(&dg, dm.b, dm.s, dm.f, err));
   CK(tr_act_alloc(&du, dm.b, dm.s, dm.f, err));
+  dg.S = du.S = dm.S; dg.F = du.F = dm.F;
   tr_swiglu_bwd(c->g.d, c->u.d, dm.d, dg.d, du.d, tr_act_numel(&dm));
   CK(lin_bwd(r, L->m_gate, L->gate, -1, &c->a_g, &dg, &da, err));
   CK(lin_bwd(r, L->m_up, L->up, -1, &c->a_u, &du, &da, err));
@@ -260,6 +269,7 @@ static tpx_status layer_bwd(tr_net *net, tr_rank *r, int64_t l, const rope_tab *
   CK(tr_act_alloc(&dq, c->q.b, c->q.s, c->q.f, err));
   CK(tr_act_alloc(&dk, c->k.b, c->k.s, c->k.f, err));
   CK(tr_act_alloc(&dv, c->v.b, c->v.s, c->v.f, err));
+  dq.S = c->q.S; dq.F = c->q.F; dk.S = c->k.S; dk.F = c->k.F; dv.S = c->v.S; dv.F = c->v.F;
   tr_attn_bwd(&c->ash, c->q.d, c->k.d, c->v.d, c->p, dm.d, dq.d, dk.d, dv.d);
   int64_t b = c->ash.b, t = c->ash.t;
   tr_rope(dq.d, b, t, c->ash.nh, hd, rt->cosv, rt->sinv, 1);
@@ -267,6 +277,7 @@ static tpx_status layer_bwd(tr_net *net, tr_rank *r, int64_t l, const rope_tab *
   if (cfg->qk_norm) {
     CK(tr_act_alloc(&dqn, dq.b, dq.s, dq.f, err));
     CK(tr_act_alloc(&dkn, dk.b, dk.s, dk.f, err));
+    dqn.S = dq.S; dqn.F = dq.F; dkn.S = dk.S; dkn.F = dk.F;
     tr_rmsnorm_bwd(c->q_pre.d, tr_param_w(r, L->qn), c->rq, dq.d, dqn.d, tr_param_g(r, L->qn),
                    b * t * c->ash.nh, hd);
     tr_rmsnorm_bwd(c->k_pre.d, tr_param_w(r, L->kn), c->rk, dk.d, dkn.d, tr_param_g(r, L->kn),
@@ -312,28 +323,31 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens, int64_t b
     }
   tr_rope_tables(rt.cosv, rt.sinv, t, cfg->head_dim, cfg->theta);
   CK(tr_zero_grads(r, err));
-  CK(tr_unit_unshard(r, -1, err));
+  CK(tr_unit_unshard(r, -1, 0, err));
   CK(tr_embed_fwd(r, ids, b, t, &h, err));
   for (int64_t l = 0; l < nl; l++) {
-    CK(tr_unit_unshard(r, l, err));
+    CK(tr_unit_unshard(r, l, 0, err));
     CK(layer_fwd(net, r, l, &rt, &h, &cache[l], err));
-    CK(tr_unit_reshard(r, l, err));
+    CK(tr_unit_reshard(r, l, 0, err));
   }
   CK(norm_fwd(r, net->m_norm, net->norm, cfg->eps, &h, &fin_in, &rstd, &fin, err));
   CK(lin_fwd(r, net->m_lm_head, net->lm_head, -1, &fin, &lm_in, &logits, err));
   CK(tr_act_alloc(&dlogits, logits.b, logits.s, logits.f, err));
+  dlogits.S = logits.S; dlogits.F = logits.F;
   CK(tr_cross_entropy(r, &logits, tgt, loss, &dlogits, err));
+  CK(tr_unit_unshard(r, -1, 1, err));
   CK(lin_bwd(r, net->m_lm_head, net->lm_head, -1, &lm_in, &dlogits, &dfin, err));
   CK(norm_bwd(r, net->m_norm, net->norm, &fin_in, rstd, &dfin, &dh, err));
   for (int64_t l = nl - 1; l >= 0; l--) {
-    CK(tr_unit_unshard(r, l, err));
+    CK(tr_unit_unshard(r, l, 1, err));
     CK(layer_bwd(net, r, l, &rt, &dh, &cache[l], err));
     CK(tr_unit_reduce_grads(r, l, err));
-    CK(tr_unit_reshard(r, l, err));
+    CK(tr_unit_reshard(r, l, 1, err));
     cache_free(&cache[l]);
   }
   CK(tr_embed_bwd(r, ids, b, t, &dh, err));
   CK(tr_unit_reduce_grads(r, -1, err));
+  CK(tr_unit_reshard(r, -1, 1, err));
 done:
   if (cache)
     for (int64_t l = 0; l < nl; l++) cache_free(&cache[l]);

@@ -33,10 +33,13 @@ tpx_status tr_st_read(tr_st *st, const char *name, float *dst, int64_t numel,
                       tpx_error *err);
 int tr_st_has(tr_st *st, const char *name);
 
-/* ---- activations: [b, s, f] row-major f32 ---- */
+/* ---- activations: local [b, s, f] row-major f32, plus the logical
+ * (tp-wide) extents S and F of the dims tp may shard (sequence under SP,
+ * features of colwise outputs); tr_act_alloc sets S = s, F = f. ---- */
 typedef struct tr_act {
   float *d;
   int64_t b, s, f;
+  int64_t S, F;
 } tr_act;
 int64_t tr_act_numel(const tr_act *a);
 tpx_status tr_act_alloc(tr_act *a, int64_t b, int64_t s, int64_t f,
@@ -85,8 +88,9 @@ typedef struct tr_net tr_net;
  * unsharded); NULL for an absent parameter (p < 0). */
 float *tr_param_w(tr_rank *r, int64_t p);
 float *tr_param_g(tr_rank *r, int64_t p);
-/* TP-local dim d of parameter p. */
+/* TP-local dim d of parameter p, and its global dim. */
 int64_t tr_param_dim(tr_rank *r, int64_t p, int d);
+int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d);
 /* Run the styled module's transition on x (replaced by the result). */
 tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward,
                          tr_act *x, tpx_error *err);
@@ -102,9 +106,12 @@ tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t,
 tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits,
                             const int32_t *targets, double *loss,
                             tr_act *dlogits, tpx_error *err);
-/* FSDP: the unit holding decoder layer `layer` (-1: the root's params). */
-tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, tpx_error *err);
-tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, tpx_error *err);
+/* FSDP: the unit holding decoder layer `layer` (-1: the root's params),
+ * for the forward (backward 0) or backward (1) pass. */
+tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward,
+                           tpx_error *err);
+tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward,
+                           tpx_error *err);
 tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err);
 tpx_status tr_zero_grads(tr_rank *r, tpx_error *err);
 /* After backward: total pre-clip grad norm, clip, AdamW step (1-based). */

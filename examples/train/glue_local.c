@@ -1,4 +1,4 @@
-/* glue.c — where the decoder meets tpx, one object per rank. This version
+/* glue_local.c — where the decoder meets tpx, one object per rank. This version
  * runs world 1 only, on storage it owns (full tensors, no collectives): the
  * numerical reference the runtime-backed meshes are compared with. */
 #include <math.h>
@@ -76,6 +76,7 @@ int tr_rank_is_root(const tr_rank *r) { return 1; }
 float *tr_param_w(tr_rank *r, int64_t p) { return p < 0 ? NULL : r->w[r->owner[p]]; }
 float *tr_param_g(tr_rank *r, int64_t p) { return p < 0 ? NULL : r->g[r->owner[p]]; }
 int64_t tr_param_dim(tr_rank *r, int64_t p, int d) { return r->shape[p][d]; }
+int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) { return r->shape[p][d]; }
 
 tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, tr_act *x,
                          tpx_error *err) {
@@ -127,8 +128,12 @@ tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits, const int32_t *tar
   return TPX_OK;
 }
 
-tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, tpx_error *err) { return TPX_OK; }
-tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, tpx_error *err) { return TPX_OK; }
+tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
+  return TPX_OK;
+}
+tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
+  return TPX_OK;
+}
 tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) { return TPX_OK; }
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) { return TPX_OK; }
 
