@@ -43,8 +43,8 @@ static void usage(FILE *f) {
           "model.safetensors) in f32 on CPU, on the mesh dp_replicate x dp_shard x tp with\n"
           "the TP plan tpx selects. FILE holds little-endian int32 [B, T+1]: inputs\n"
           "[:, :T], targets [:, 1:], the same batch every step, split over the data-parallel\n"
-          "ranks. --dump-params writes the parameters after the last step (gathered, f32,\n"
-          "model order, tied once) for comparisons.\n"
+          "ranks. --dump-params writes the parameters after the last step (gathered) as an\n"
+          "f32 safetensors file, for comparisons.\n"
           "Exit status: 0 ok, 1 bad input or a failed run, 2 bad arguments.\n");
 }
 
@@ -193,11 +193,57 @@ static tpx_status load_weights(const args *a, const tpx_model *model, tr_rank *r
   return s;
 }
 
+/* Header of a safetensors file holding every non-tied parameter in f32. */
+static char *dump_header(const tpx_model *model, size_t *len) {
+  size_t cap = 4096, n = 0;
+  char *h = malloc(cap);
+  int64_t off = 0;
+  if (!h) return NULL;
+  n += (size_t)snprintf(h, cap, "{");
+  for (size_t p = 0; p < tpx_model_num_params(model); p++) {
+    tpx_param_info pi;
+    tpx_model_param(model, (int64_t)p, &pi, NULL);
+    if (pi.tied_to >= 0) continue;
+    char dims[256] = "";
+    int64_t numel = 1;
+    for (int d = 0; d < pi.ndim; d++) {
+      size_t dl = strlen(dims);
+      snprintf(dims + dl, sizeof dims - dl, "%s%lld", d ? "," : "", (long long)pi.shape[d]);
+      numel *= pi.shape[d];
+    }
+    char item[1024];
+    int il = snprintf(item, sizeof item, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%lld,%lld]}",
+                      n > 1 ? "," : "", pi.fqn, dims, (long long)off, (long long)(off + 4 * numel));
+    off += 4 * numel;
+    if (n + (size_t)il + 16 > cap) {
+      char *nh = realloc(h, cap = 2 * cap + (size_t)il);
+      if (!nh) { free(h); return NULL; }
+      h = nh;
+    }
+    memcpy(h + n, item, (size_t)il);
+    n += (size_t)il;
+  }
+  h[n++] = '}';
+  while (n % 8) h[n++] = ' ';
+  *len = n;
+  return h;
+}
+
+/* --dump-params: the gathered parameters after the last step, as an f32
+ * safetensors file (rank 0 writes; every rank joins each gather). */
 static tpx_status dump_params(const args *a, const tpx_model *model, tr_rank *r, tpx_error *err) {
   FILE *f = NULL;
   tpx_status s = TPX_OK;
-  if (tr_rank_is_root(r) && !(f = fopen(a->dump, "wb")))
-    s = tpx_error_set(err, TPX_IO, "%s: cannot write", a->dump);
+  if (tr_rank_is_root(r)) {
+    size_t hl = 0;
+    char *h = dump_header(model, &hl);
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    if (!h) s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    else if (!(f = fopen(a->dump, "wb")) || fwrite(len8, 1, 8, f) != 8 || fwrite(h, 1, hl, f) != hl)
+      s = tpx_error_set(err, TPX_IO, "%s: cannot write", a->dump);
+    free(h);
+  }
   float *buf = NULL;
   for (size_t p = 0; p < tpx_model_num_params(model); p++) {
     tpx_param_info pi;

@@ -1,0 +1,189 @@
+/* check.c — tpx-train-check: compares tpx-train results, for the tests (not
+ * installed). Exit 0 when within tolerance, 1 when not (printing the worst
+ * difference), 2 on bad arguments or unreadable files.
+ *
+ *   steps  RESULT EXPECTED [CASE] TOL   per-step loss and grad_norm, relative;
+ *          RESULT is tpx-train --format json output (its last line),
+ *          EXPECTED the same or the fixtures' expected.json with CASE
+ *   params A.safetensors B.safetensors TOL
+ *          every tensor elementwise: |a-b| <= TOL * max(|b|, 1e-2)
+ *   torch  A.safetensors EXPECTED CASE TOL
+ *          per-tensor L2 norm and sum vs torch's params_after (relative to
+ *          the L2 norm) */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train.h"
+
+static json_t *load_last_json(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL, *last = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  while ((n = getline(&buf, &cap, f)) > 0)
+    if (buf[0] == '{') { free(last); last = strdup(buf); }
+  free(buf);
+  fclose(f);
+  json_t *j = last ? json_loads(last, 0, NULL) : NULL;
+  free(last);
+  if (!j) j = json_load_file(path, 0, NULL);
+  return j;
+}
+
+static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-12); }
+
+static int cmd_steps(int argc, char **argv) {
+  if (argc != 5 && argc != 6) return 2;
+  double tol = atof(argv[argc - 1]);
+  json_t *r = load_last_json(argv[2]), *e = load_last_json(argv[3]);
+  if (!r || !e) { fprintf(stderr, "cannot read %s or %s\n", argv[2], argv[3]); return 2; }
+  json_t *es = argc == 6 ? json_object_get(json_object_get(json_object_get(e, "cases"), argv[4]), "steps")
+                         : json_object_get(e, "steps");
+  json_t *rs = json_object_get(r, "steps");
+  if (!json_is_array(es) || !json_is_array(rs) || json_array_size(es) != json_array_size(rs) ||
+      !json_array_size(rs)) {
+    fprintf(stderr, "steps: missing or of different counts\n");
+    return 1;
+  }
+  double worst = 0;
+  for (size_t i = 0; i < json_array_size(rs); i++) {
+    json_t *a = json_array_get(rs, i), *b = json_array_get(es, i);
+    double dl = rel(json_real_value(json_object_get(a, "loss")), json_real_value(json_object_get(b, "loss")));
+    double dg = rel(json_real_value(json_object_get(a, "grad_norm")), json_real_value(json_object_get(b, "grad_norm")));
+    printf("step %zu: loss rel diff %.3g, grad_norm rel diff %.3g\n", i, dl, dg);
+    worst = fmax(worst, fmax(dl, dg));
+  }
+  json_decref(r); json_decref(e);
+  printf("worst %.3g (tolerance %.3g)\n", worst, tol);
+  return worst <= tol ? 0 : 1;
+}
+
+/* the tensors of a safetensors file: its header object */
+static json_t *st_header(const char *path) {
+  FILE *f = fopen(path, "rb");
+  unsigned char b[8];
+  if (!f || fread(b, 1, 8, f) != 8) { if (f) fclose(f); return NULL; }
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = (n << 8) | b[i];
+  char *h = n < (1u << 30) ? malloc(n) : NULL;
+  json_t *j = h && fread(h, 1, n, f) == n ? json_loadb(h, n, 0, NULL) : NULL;
+  free(h);
+  fclose(f);
+  return j;
+}
+
+static float *read_tensor(tr_st *st, json_t *t, const char *name, int64_t *numel) {
+  json_t *shape = json_object_get(t, "shape");
+  int64_t n = 1;
+  for (size_t i = 0; i < json_array_size(shape); i++) n *= json_integer_value(json_array_get(shape, i));
+  float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  tpx_error e = {0};
+  if (d && tr_st_read(st, name, d, n, &e)) { fprintf(stderr, "%s\n", e.message); free(d); d = NULL; }
+  *numel = n;
+  return d;
+}
+
+static char *dir_of(const char *path) {
+  char *d = strdup(path), *s = strrchr(d, '/');
+  if (s) *s = 0; else strcpy(d, ".");
+  return d;
+}
+
+/* tr_st opens a directory's model.safetensors: open A's header by path */
+static tr_st *open_st(const char *path) {
+  tr_st *st = NULL;
+  tpx_error e = {0};
+  char *d = dir_of(path);
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  if (strcmp(base, "model.safetensors")) {
+    fprintf(stderr, "%s: name the file model.safetensors (in its own directory)\n", path);
+    free(d);
+    return NULL;
+  }
+  if (tr_st_open(d, &st, &e)) fprintf(stderr, "%s\n", e.message);
+  free(d);
+  return st;
+}
+
+static int cmd_params(int argc, char **argv) {
+  if (argc != 5) return 2;
+  double tol = atof(argv[4]);
+  json_t *ha = st_header(argv[2]), *hb = st_header(argv[3]);
+  tr_st *sa = open_st(argv[2]), *sb = open_st(argv[3]);
+  if (!ha || !hb || !sa || !sb) { fprintf(stderr, "cannot read the dumps\n"); return 2; }
+  double worst = 0;
+  const char *wname = "", *k;
+  json_t *t;
+  int missing = 0;
+  size_t count = 0;
+  json_object_foreach(hb, k, t) {
+    if (!strcmp(k, "__metadata__")) continue;
+    json_t *ta = json_object_get(ha, k);
+    if (!ta) { fprintf(stderr, "%s: missing in %s\n", k, argv[2]); missing = 1; continue; }
+    int64_t na, nb;
+    float *a = read_tensor(sa, ta, k, &na), *b = read_tensor(sb, t, k, &nb);
+    if (!a || !b || na != nb) { fprintf(stderr, "%s: unreadable or sizes differ\n", k); missing = 1; }
+    else
+      for (int64_t i = 0; i < na; i++) {
+        double d = fabs((double)a[i] - b[i]) / fmax(fabs((double)b[i]), 1e-2);
+        if (d > worst) { worst = d; wname = k; }
+      }
+    free(a); free(b);
+    count++;
+  }
+  printf("%zu tensors, worst elementwise diff %.3g in %s (tolerance %.3g)\n", count, worst, wname, tol);
+  tr_st_close(sa); tr_st_close(sb);
+  int rc = !missing && count && worst <= tol ? 0 : 1;
+  json_decref(ha); json_decref(hb);
+  return rc;
+}
+
+static int cmd_torch(int argc, char **argv) {
+  if (argc != 6) return 2;
+  double tol = atof(argv[5]);
+  json_t *ha = st_header(argv[2]), *e = json_load_file(argv[3], 0, NULL);
+  tr_st *sa = open_st(argv[2]);
+  json_t *pa = json_object_get(json_object_get(json_object_get(e, "cases"), argv[4]), "params_after");
+  if (!ha || !sa || !json_is_object(pa)) { fprintf(stderr, "cannot read the dump or the case\n"); return 2; }
+  double worst = 0;
+  const char *wname = "", *k;
+  json_t *t;
+  int missing = 0;
+  json_object_foreach(pa, k, t) {
+    json_t *ta = json_object_get(ha, k);
+    if (!ta) {
+      /* a tied alias torch lists under its own name */
+      if (strcmp(k, "lm_head.weight")) { fprintf(stderr, "%s: missing\n", k); missing = 1; }
+      continue;
+    }
+    int64_t n;
+    float *a = read_tensor(sa, ta, k, &n);
+    if (!a) { missing = 1; continue; }
+    double l2 = 0, sum = 0;
+    for (int64_t i = 0; i < n; i++) { l2 += (double)a[i] * a[i]; sum += a[i]; }
+    l2 = sqrt(l2);
+    double el2 = json_real_value(json_object_get(t, "l2")), esum = json_real_value(json_object_get(t, "sum"));
+    double d = fmax(rel(l2, el2), fabs(sum - esum) / fmax(el2, 1e-12));
+    json_t *first = json_object_get(t, "first");
+    for (size_t i = 0; i < json_array_size(first) && (int64_t)i < n; i++)
+      d = fmax(d, fabs(a[i] - json_real_value(json_array_get(first, i))) / fmax(el2, 1e-12));
+    if (d > worst) { worst = d; wname = k; }
+    free(a);
+  }
+  printf("worst per-tensor diff vs torch %.3g in %s (tolerance %.3g)\n", worst, wname, tol);
+  tr_st_close(sa); json_decref(ha); json_decref(e);
+  return !missing && worst <= tol ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  int rc = 2;
+  if (argc > 1 && !strcmp(argv[1], "steps")) rc = cmd_steps(argc, argv);
+  else if (argc > 1 && !strcmp(argv[1], "params")) rc = cmd_params(argc, argv);
+  else if (argc > 1 && !strcmp(argv[1], "torch")) rc = cmd_torch(argc, argv);
+  if (rc == 2) fprintf(stderr, "usage: see the top of examples/train/check.c\n");
+  return rc;
+}

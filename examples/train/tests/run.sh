@@ -1,0 +1,65 @@
+#!/bin/sh
+# run.sh — one tpx-train test (meson runs it; no Python needed).
+# usage: run.sh MODE TRAIN REF CHECK FIXTURES CASE [tpx-train mesh args...]
+#   torch  TRAIN at world 1 vs the torch numbers in expected.json (1e-5 rel)
+#          and its parameters after 3 steps vs torch's per-tensor L2 norm,
+#          sum and first values (1e-4: torch ran in f64, tpx in f32)
+#   mesh   TRAIN on the mesh given by the args vs REF (tpx-train-ref, world 1,
+#          no runtime): per-step loss / grad norm within 1e-5 relative and
+#          every parameter after 3 steps within 1e-5
+#   mpi    as mesh, TRAIN under `mpirun -np WORLD ... --backend mpi`
+#   bad    the args must fail cleanly: exit 1 or 2 with a message, no crash
+#          (CASE is the expected stderr fragment)
+set -u
+mode=$1 train=$2 ref=$3 check=$4 fix=$5 case=$6
+shift 6
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+tokens=$fix/tokens.bin
+batch=4
+for a in "$@"; do [ "$a" = "--b6" ] && tokens=$fix/tokens_b6.bin && batch=6; done
+args=""
+for a in "$@"; do [ "$a" = "--b6" ] || args="$args $a"; done
+common="--tokens $tokens --batch $batch --seq 16 --steps 3 --lr 1e-3 --clip 1.0 --weight-decay 0.01 --format json"
+mkdir -p "$tmp/a" "$tmp/b"
+case $mode in
+torch)
+  "$train" --model "$fix/$case" $common --dump-params "$tmp/a/model.safetensors" > "$tmp/out.json" || exit 1
+  "$check" steps "$tmp/out.json" "$fix/expected.json" "$case" 1e-5 || exit 1
+  "$check" torch "$tmp/a/model.safetensors" "$fix/expected.json" "$case" 1e-4 || exit 1
+  ;;
+mesh|mpi)
+  "$ref" --model "$fix/$case" $common --dump-params "$tmp/b/model.safetensors" > "$tmp/ref.json" || exit 1
+  if [ "$mode" = mpi ]; then
+    world=1
+    set -- $args
+    while [ $# -gt 0 ]; do
+      case $1 in --tp|--dp-shard|--dp-replicate) world=$((world * $2)); shift ;; esac
+      shift
+    done
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    mpirun -np $world "$train" --model "$fix/$case" $common $args --backend mpi \
+      --dump-params "$tmp/a/model.safetensors" > "$tmp/out.json" || exit 1
+  else
+    "$train" --model "$fix/$case" $common $args --dump-params "$tmp/a/model.safetensors" > "$tmp/out.json" || exit 1
+  fi
+  "$check" steps "$tmp/out.json" "$tmp/ref.json" 1e-5 || exit 1
+  "$check" params "$tmp/a/model.safetensors" "$tmp/b/model.safetensors" 1e-5 || exit 1
+  ;;
+bad)
+  # fixtures the bad cases need, made here
+  mkdir -p "$tmp/arch"
+  sed 's/LlamaForCausalLM/GPT2LMHeadModel/' "$fix/llama/config.json" > "$tmp/arch/config.json"
+  cp "$fix/llama/model.safetensors" "$tmp/arch/"
+  i=0; : > "$tmp/big.bin"
+  while [ $i -lt 68 ]; do printf '\210\023\000\000' >> "$tmp/big.bin"; i=$((i + 1)); done
+  set -- $(echo "$args" | sed "s#@TMP@#$tmp#g; s#@FIX@#$fix#g")
+  "$train" "$@" > "$tmp/out" 2> "$tmp/err"
+  rc=$?
+  cat "$tmp/err"
+  if [ $rc -ne 1 ] && [ $rc -ne 2 ]; then echo "exit status $rc, want 1 or 2"; exit 1; fi
+  grep -qF -- "$case" "$tmp/err" || { echo "stderr lacks '$case'"; exit 1; }
+  ;;
+*) echo "unknown mode $mode"; exit 2 ;;
+esac
+exit 0
