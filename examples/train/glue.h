@@ -20,4 +20,8 @@ tpx_status tr_rank_load(tr_rank *r, int64_t p, const float *full, tpx_error *err
  * is filled on every rank. */
 tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err);
 int tr_rank_is_root(const tr_rank *r);
+/* Wall seconds this rank spent so far in collectives (TP transitions, FSDP
+ * unshard / gradient reduction, grad norm); 0 without a runtime. */
+double tr_rank_comm_seconds(const tr_rank *r);
+double tr_now(void);
 #endif

@@ -22,7 +22,19 @@ struct tr_rank {
   int64_t nlayers;
   size_t nunits;
   unsigned char *unsharded_fwd, *unsharded_bwd, *reduced;
+  double comm_s;
 };
+
+double tr_rank_comm_seconds(const tr_rank *r) { return r->comm_s; }
+
+/* time a collective call into r->comm_s */
+#define TIMED(r, call)                                                         \
+  do {                                                                         \
+    double t0_ = tr_now();                                                     \
+    tpx_status s_ = (call);                                                    \
+    (r)->comm_s += tr_now() - t0_;                                             \
+    return s_;                                                                 \
+  } while (0)
 
 static int fsdp_on(const tr_rank *r) { return tpx_runtime_fsdp_enabled(r->rt); }
 
@@ -126,7 +138,9 @@ tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, t
   if ((st = tr_act_alloc(&y, out_l[0], out_l[1], out_l[2], err))) return st;
   y.S = x->S; y.F = x->F;
   tpx_tensor in = t3(x->d, x->b, x->s, x->f), o = t3(y.d, y.b, y.s, y.f);
+  double t0 = tr_now();
   st = tpx_tp_transition_run(r->sh, r->mc, module, side, 0, backward, shape, &in, &o, err);
+  r->comm_s += tr_now() - t0;
   if (st) { tr_act_free(&y); return st; }
   tr_act_free(x);
   *x = y;
@@ -192,7 +206,8 @@ tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward, tpx_error *e
   unsigned char *done = backward ? r->unsharded_bwd : r->unsharded_fwd;
   if (done[u]) return TPX_OK;
   done[u] = 1;
-  return tpx_runtime_unshard(r->rt, (size_t)u, backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err);
+  TIMED(r, tpx_runtime_unshard(r->rt, (size_t)u,
+                               backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err));
 }
 
 tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
@@ -208,7 +223,7 @@ tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) {
   if (layer >= 0 && (!fsdp_on(r) || u == unit_of(r, -1))) return TPX_OK; /* with the root */
   if (r->reduced[u]) return TPX_OK;
   r->reduced[u] = 1;
-  return tpx_runtime_reduce_grads(r->rt, (size_t)u, err);
+  TIMED(r, tpx_runtime_reduce_grads(r->rt, (size_t)u, err));
 }
 
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) {
@@ -230,8 +245,10 @@ tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) {
 
 tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd, int64_t step,
                              double *grad_norm, tpx_error *err) {
+  double t0 = tr_now();
   tpx_status st = clip > 0 ? tpx_runtime_clip_grad_norm(r->rt, clip, 2.0, grad_norm, err)
                            : tpx_runtime_grad_norm(r->rt, 2.0, grad_norm, err);
+  r->comm_s += tr_now() - t0;
   if (st) return st;
   tpx_adamw_options ao = TPX_ADAMW_OPTIONS_INIT;
   ao.lr = lr;

@@ -29,6 +29,7 @@ typedef struct job {
   const tpx_sharding *sh;
   const int32_t *tokens;
   double *loss, *gnorm; /* [steps], filled by rank 0 */
+  double *step_s, *comm_s; /* [steps], wall seconds on rank 0 */
   tpx_error rank_err;
 } job;
 
@@ -282,11 +283,15 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t bl = a->batch / ndp;
   const int32_t *mine = j->tokens + dp * bl * (a->seq + 1);
   for (int64_t step = 0; !s && step < a->steps; step++) {
-    double loss = 0, gn = 0;
+    double loss = 0, gn = 0, t0 = tr_now(), c0 = tr_rank_comm_seconds(r);
     s = tr_net_step(&net, r, mine, bl, a->seq, &loss, err);
-    if (!s) s = tr_dp_mean(r, &loss, err);
     if (!s) s = tr_optimizer_step(r, a->clip, a->lr, a->wd, step + 1, &gn, err);
-    if (!s && rank == 0) { j->loss[step] = loss; j->gnorm[step] = gn; }
+    double t1 = tr_now(), c1 = tr_rank_comm_seconds(r);
+    if (!s) s = tr_dp_mean(r, &loss, err); /* reporting only: not timed */
+    if (!s && rank == 0) {
+      j->loss[step] = loss; j->gnorm[step] = gn;
+      j->step_s[step] = t1 - t0; j->comm_s[step] = c1 - c0;
+    }
   }
   if (!s && a->dump) s = dump_params(a, j->model, r, err);
   tr_rank_destroy(r);
@@ -351,6 +356,8 @@ int main(int argc, char **argv) {
   int32_t *tokens = NULL;
   double *loss = calloc((size_t)(a.steps + 1), sizeof(double));
   double *gnorm = calloc((size_t)(a.steps + 1), sizeof(double));
+  double *step_s = calloc((size_t)(a.steps + 1), sizeof(double));
+  double *comm_s = calloc((size_t)(a.steps + 1), sizeof(double));
   if (mpi) {
 #if TPX_HAVE_MPI
     MPI_Init(&argc, &argv);
@@ -372,7 +379,7 @@ int main(int argc, char **argv) {
     return 2;
 #endif
   }
-  if (!loss || !gnorm) { tpx_error_set(&err, TPX_NO_MEMORY, "out of memory"); goto out; }
+  if (!loss || !gnorm || !step_s || !comm_s) { tpx_error_set(&err, TPX_NO_MEMORY, "out of memory"); goto out; }
   if (a.batch % (a.dp_replicate * a.dp_shard)) {
     tpx_error_set(&err, TPX_INVALID_ARGUMENT,
                   "--batch %lld is not divisible by dp_replicate x dp_shard = %lld",
@@ -390,7 +397,7 @@ int main(int argc, char **argv) {
   tr_net_free(&probe);
   if (!(tokens = read_tokens(&a, vocab, &err))) goto out;
   if (build_sharding(&a, reg, model, &mesh, &sel, diags, &sh, &err)) goto out;
-  job j = {&a, model, sh, tokens, loss, gnorm, {0}};
+  job j = {&a, model, sh, tokens, loss, gnorm, step_s, comm_s, {0}};
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err) : tpx_local_run((int)world, rank_main, &j, &err);
   if (s) goto out;
   code = 0;
@@ -406,7 +413,15 @@ int main(int argc, char **argv) {
              tpx_model_architecture(model, 0), (long long)a.dp_replicate,
              (long long)a.dp_shard, (long long)a.tp, a.sp ? " sp" : "", a.backend);
       for (int64_t i = 0; i < a.steps; i++)
-        printf("step %lld  loss %.6f  grad_norm %.6f\n", (long long)i, loss[i], gnorm[i]);
+        printf("step %lld  loss %.6f  grad_norm %.6f  time %.3f s  collectives %.3f s\n",
+               (long long)i, loss[i], gnorm[i], step_s[i], comm_s[i]);
+      /* steady state: the steps after the first (warm-up) */
+      double ts = 0, cs = 0;
+      int64_t n = 0;
+      for (int64_t i = a.steps > 1 ? 1 : 0; i < a.steps; i++, n++) { ts += step_s[i]; cs += comm_s[i]; }
+      if (n && ts > 0)
+        printf("throughput %.1f tokens/s  step %.4f s  collectives %.1f%% of the step (rank 0)\n",
+               (double)(a.batch * a.seq) * (double)n / ts, ts / (double)n, 100.0 * cs / ts);
     }
   }
 out:
@@ -414,7 +429,7 @@ out:
   tpx_sharding_destroy(sh); tpx_selection_destroy(sel); tpx_diag_list_destroy(diags);
   tpx_mesh_destroy(mesh); tpx_model_destroy(model); tpx_registry_destroy(reg);
   tpx_comm_destroy(mpi_world);
-  free(tokens); free(loss); free(gnorm);
+  free(tokens); free(loss); free(gnorm); free(step_s); free(comm_s);
 #if TPX_HAVE_MPI
   if (mpi) MPI_Finalize();
 #endif

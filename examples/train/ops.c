@@ -5,8 +5,15 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "train.h"
+#include "glue.h"
+
+double tr_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 int64_t tr_act_numel(const tr_act *a) { return a->b * a->s * a->f; }
 
