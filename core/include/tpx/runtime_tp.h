@@ -134,6 +134,51 @@ TPX_API tpx_status tpx_tp_transition_run(const tpx_sharding *sh,
                                          const tpx_tensor *in, tpx_tensor *out,
                                          tpx_error *err);
 
+/* ---- inputs that arrive as DTensors ------------------------------------
+ * torch's input hooks wrap a *plain* tensor with from_local(input_layouts);
+ * the calls above model that (the static description). When the producing
+ * styled module kept its output a DTensor (use_local_output = 0, see
+ * tpx_tp_output_keeps_dtensor), the hook instead redistributes the DTensor's
+ * actual layout `arrived` to the desired one, and in backward DTensor
+ * redistributes the gradient the module produces back to `arrived` (a
+ * Partial gradient stays Partial when arrived == desired: no node). Example,
+ * Llama with sequence parallelism: input_layernorm (spag) outputs a
+ * Replicate DTensor; q_proj (colwise, input Replicate) then runs nothing
+ * forward and, backward, passes its Partial input grad on unreduced
+ * (tpx_tp_transition_run would all-reduce it: right for a plain input, a
+ * tp-fold error here); the spag output's backward reduce-scatters it. And a
+ * colwise input arriving as a Shard(1) DTensor (an SP norm before it) is
+ * all-gathered forward, reduce-scattered backward.
+ * These take `arrived` (NULL: a plain tensor, exactly the calls above) and
+ * apply to INPUT transitions only (TPX_INVALID_ARGUMENT for outputs with a
+ * non-NULL arrived). Backward: the gradient enters in the layout the static
+ * backward reads (Partial for a colwise matmul input, the desired layout
+ * otherwise) and leaves in `arrived` (Partial when arrived == desired and
+ * the gradient is Partial). `ndim` (layouts_dt) is the activation's ndim,
+ * to compare shard dims given as negative and non-negative. */
+TPX_API tpx_status tpx_tp_transition_layouts_dt(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
+    int index, int backward, const tpx_placement *arrived, int ndim,
+    tpx_placement *in_layout, tpx_placement *out_layout, int *is_copy,
+    tpx_error *err);
+TPX_API tpx_status tpx_tp_transition_shape_dt(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
+    int index, int backward, const tpx_placement *arrived, int64_t rank,
+    const int64_t *shape, int ndim, int64_t *in_local, int64_t *out_local,
+    tpx_error *err);
+TPX_API tpx_status tpx_tp_transition_run_dt(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
+    tpx_transition_side side, int index, int backward,
+    const tpx_placement *arrived, const int64_t *shape, const tpx_tensor *in,
+    tpx_tensor *out, tpx_error *err);
+
+/* 1 when output `index` of styled module `module` leaves as a DTensor
+ * (the style's use_local_output is 0 and tp > 1), so the next styled
+ * module's input hook sees it in its `to` layout (pass that as `arrived`);
+ * 0 when it leaves as a plain local tensor, or on bad arguments. */
+TPX_API int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh,
+                                        int64_t module, int index);
+
 /* ---- embeddings (vocab-parallel and others) ----------------------------- */
 
 /* Forward of embedding module `module` (its parameter "weight", global

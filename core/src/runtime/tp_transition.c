@@ -310,17 +310,79 @@ static tpx_status resolve(const tpx_sharding *sh, int64_t module,
   return TPX_OK;
 }
 
+/* resolve() for an input arriving as a DTensor in `arrived` (NULL: a plain
+ * tensor, resolve() itself). Shard dims are compared normalised to ndim. */
+static tpx_status resolve_dt(const tpx_sharding *sh, int64_t module,
+                             tpx_transition_side side, int index,
+                             int backward, const tpx_placement *arrived,
+                             int ndim, tpx_placement *in, tpx_placement *out,
+                             int *copy, tpx_error *err) {
+  if (!arrived)
+    return resolve(sh, module, side, index, backward, in, out, copy, err);
+  if (side != TPX_TRANSITION_INPUT)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tp transition: module '%s' output %d: an arrival "
+                         "layout applies to inputs only",
+                         sh && module >= 0 &&
+                                 (size_t)module < sh->num_modules
+                             ? tpx__tp_module_name(sh, module)
+                             : "?",
+                         index);
+  const tpx_transition *tr;
+  TPX__TRY(tpx_tp_transition_get(sh, module, side, index, &tr, err));
+  tpx_placement a;
+  TPX__TRY(tpx_placement_normalize(*arrived, ndim, &a, err));
+  *copy = 1;
+  if (!tr) { /* tp == 1 */
+    *in = *out = tpx_placement_replicate();
+    return TPX_OK;
+  }
+  if (tr->from_is_none) { /* prepare_module_input None: untouched */
+    *in = *out = backward ? grad_of(a) : a;
+    return TPX_OK;
+  }
+  tpx_placement want;
+  TPX__TRY(tpx_placement_normalize(tr->to, ndim, &want, err));
+  int same = tpx_placement_equal(a, want);
+  if (!backward) {
+    *in = a;
+    *out = same ? a : want;
+    *copy = same;
+    return TPX_OK;
+  }
+  /* The gradient the module hands back: what the static backward reads. */
+  tpx_placement g, unused;
+  int c;
+  TPX__TRY(resolve(sh, module, side, index, 1, &g, &unused, &c, err));
+  TPX__TRY(tpx_placement_normalize(g, ndim, &g, err));
+  *in = g;
+  *out = same ? g : a;
+  if (!same && g.kind == TPX_REPLICATE && a.kind == TPX_PARTIAL)
+    *out = g; /* DTensor keeps a replicated grad of a Partial source */
+  *copy = tpx_placement_equal(*in, *out);
+  return TPX_OK;
+}
+
 tpx_status tpx_tp_transition_layouts(const tpx_sharding *sh, int64_t module,
                                      tpx_transition_side side, int index,
                                      int backward, tpx_placement *in_layout,
                                      tpx_placement *out_layout, int *is_copy,
                                      tpx_error *err) {
+  return tpx_tp_transition_layouts_dt(sh, module, side, index, backward, NULL,
+                                      0, in_layout, out_layout, is_copy, err);
+}
+
+tpx_status tpx_tp_transition_layouts_dt(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
+    int index, int backward, const tpx_placement *arrived, int ndim,
+    tpx_placement *in_layout, tpx_placement *out_layout, int *is_copy,
+    tpx_error *err) {
   if (!in_layout || !out_layout)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_transition_layouts: NULL argument");
   int copy;
-  TPX__TRY(resolve(sh, module, side, index, backward, in_layout, out_layout,
-                   &copy, err));
+  TPX__TRY(resolve_dt(sh, module, side, index, backward, arrived, ndim,
+                      in_layout, out_layout, &copy, err));
   if (is_copy) *is_copy = copy;
   return TPX_OK;
 }
@@ -331,6 +393,16 @@ tpx_status tpx_tp_transition_shape(const tpx_sharding *sh, int64_t module,
                                    const int64_t *shape, int ndim,
                                    int64_t *in_local, int64_t *out_local,
                                    tpx_error *err) {
+  return tpx_tp_transition_shape_dt(sh, module, side, index, backward, NULL,
+                                    rank, shape, ndim, in_local, out_local,
+                                    err);
+}
+
+tpx_status tpx_tp_transition_shape_dt(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
+    int index, int backward, const tpx_placement *arrived, int64_t rank,
+    const int64_t *shape, int ndim, int64_t *in_local, int64_t *out_local,
+    tpx_error *err) {
   if (!sh || !out_local || (!shape && ndim > 0))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_transition_shape: NULL argument");
@@ -344,7 +416,8 @@ tpx_status tpx_tp_transition_shape(const tpx_sharding *sh, int64_t module,
                          (long long)rank, (long long)sh->world - 1);
   tpx_placement in, out;
   int copy;
-  TPX__TRY(resolve(sh, module, side, index, backward, &in, &out, &copy, err));
+  TPX__TRY(resolve_dt(sh, module, side, index, backward, arrived, ndim, &in,
+                      &out, &copy, err));
   if (in_local) TPX__TRY(local_shape(sh, rank, in, shape, ndim, in_local, err));
   return local_shape(sh, rank, out, shape, ndim, out_local, err);
 }
@@ -354,17 +427,39 @@ tpx_status tpx_tp_transition_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                  int index, int backward, const int64_t *shape,
                                  const tpx_tensor *in, tpx_tensor *out,
                                  tpx_error *err) {
+  return tpx_tp_transition_run_dt(sh, mc, module, side, index, backward, NULL,
+                                  shape, in, out, err);
+}
+
+tpx_status tpx_tp_transition_run_dt(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
+    tpx_transition_side side, int index, int backward,
+    const tpx_placement *arrived, const int64_t *shape, const tpx_tensor *in,
+    tpx_tensor *out, tpx_error *err) {
   TPX__TRY(tpx__tp_check_comm(sh, mc, "tpx_tp_transition_run", err));
   if (!in || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_transition_run: %s is NULL",
                          !in ? "input" : "output");
+  TPX__TRY(tpx_tensor_check(in, "input", err));
   tpx_placement from, to;
   int copy;
-  TPX__TRY(resolve(sh, module, side, index, backward, &from, &to, &copy, err));
+  TPX__TRY(resolve_dt(sh, module, side, index, backward, arrived, in->ndim,
+                      &from, &to, &copy, err));
   char ctx[256];
   snprintf(ctx, sizeof ctx, "tp transition of module '%s' %s %d (%s)",
            tpx__tp_module_name(sh, module), side_name(side), index,
            backward ? "backward" : "forward");
   return move(sh, mc, shape, from, to, copy, in, out, ctx, err);
+}
+
+int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh, int64_t module,
+                                int index) {
+  const tpx_transition *tr;
+  if (tpx_tp_transition_get(sh, module, TPX_TRANSITION_OUTPUT, index, &tr,
+                            NULL) != TPX_OK ||
+      !tr)
+    return 0;
+  int64_t e = sh->module_entry[module];
+  return e >= 0 && !sh->entry_styles[e].use_local_output;
 }
