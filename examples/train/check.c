@@ -6,7 +6,15 @@
  *          RESULT is tpx-train --format json output (its last line),
  *          EXPECTED the same or the fixtures' expected.json with CASE
  *   params A.safetensors B.safetensors TOL
- *          every tensor elementwise: |a-b| <= TOL * max(|b|, 1e-2)
+ *          every tensor: ||a-b|| / ||b|| <= TOL (L2 over the tensor; the
+ *          worst single element is printed too: an element whose gradient
+ *          is rounding noise gets an Adam step of up to lr either way, so
+ *          elementwise bounds do not hold across summation orders)
+ *   params A B TOL NOISY BOUND
+ *          as above, but tensors whose name contains NOISY are only held to
+ *          |a-b| <= BOUND elementwise: k_proj.bias, whose true gradient is
+ *          0 (softmax ignores a per-row constant), so its Adam steps are
+ *          rounding noise of size lr in every run
  *   torch  A.safetensors EXPECTED CASE TOL
  *          per-tensor L2 norm and sum vs torch's params_after (relative to
  *          the L2 norm) */
@@ -110,12 +118,14 @@ static tr_st *open_st(const char *path) {
 }
 
 static int cmd_params(int argc, char **argv) {
-  if (argc != 5) return 2;
+  if (argc != 5 && argc != 7) return 2;
   double tol = atof(argv[4]);
+  const char *noisy = argc == 7 ? argv[5] : NULL;
+  double bound = argc == 7 ? atof(argv[6]) : 0, wnoisy = 0;
   json_t *ha = st_header(argv[2]), *hb = st_header(argv[3]);
   tr_st *sa = open_st(argv[2]), *sb = open_st(argv[3]);
   if (!ha || !hb || !sa || !sb) { fprintf(stderr, "cannot read the dumps\n"); return 2; }
-  double worst = 0;
+  double worst = 0, welem = 0;
   const char *wname = "", *k;
   json_t *t;
   int missing = 0;
@@ -127,17 +137,27 @@ static int cmd_params(int argc, char **argv) {
     int64_t na, nb;
     float *a = read_tensor(sa, ta, k, &na), *b = read_tensor(sb, t, k, &nb);
     if (!a || !b || na != nb) { fprintf(stderr, "%s: unreadable or sizes differ\n", k); missing = 1; }
-    else
+    else if (noisy && strstr(k, noisy)) {
+      for (int64_t i = 0; i < na; i++) wnoisy = fmax(wnoisy, fabs((double)a[i] - b[i]));
+    } else {
+      double dd = 0, bb = 0;
       for (int64_t i = 0; i < na; i++) {
-        double d = fabs((double)a[i] - b[i]) / fmax(fabs((double)b[i]), 1e-2);
-        if (d > worst) { worst = d; wname = k; }
+        double d = (double)a[i] - b[i];
+        dd += d * d;
+        bb += (double)b[i] * b[i];
+        if (fabs(d) > welem) welem = fabs(d);
       }
+      double d = sqrt(dd) / fmax(sqrt(bb), 1e-12);
+      if (d > worst) { worst = d; wname = k; }
+    }
     free(a); free(b);
     count++;
   }
-  printf("%zu tensors, worst elementwise diff %.3g in %s (tolerance %.3g)\n", count, worst, wname, tol);
+  printf("%zu tensors, worst relative L2 diff %.3g in %s (tolerance %.3g); worst element %.3g\n",
+         count, worst, wname, tol, welem);
+  if (noisy) printf("tensors named *%s*: worst element %.3g (bound %.3g)\n", noisy, wnoisy, bound);
   tr_st_close(sa); tr_st_close(sb);
-  int rc = !missing && count && worst <= tol ? 0 : 1;
+  int rc = !missing && count && worst <= tol && wnoisy <= bound ? 0 : 1;
   json_decref(ha); json_decref(hb);
   return rc;
 }

@@ -1,43 +1,62 @@
-/* glue_local.c — where the decoder meets tpx, one object per rank. This version
- * runs world 1 only, on storage it owns (full tensors, no collectives): the
- * numerical reference the runtime-backed meshes are compared with. */
+/* glue_local.c — the trainer's parameters on storage it owns, without the
+ * FSDP runtime: each rank holds the TP-local slice of every parameter
+ * (tpx_sharding_local_slice), accumulates its gradients there, and does the
+ * grad norm, clip and AdamW itself. Runs world 1 and tp-only meshes (no
+ * data-parallel dims); the TP half is glue_tp.c. This is tpx-train-ref, the
+ * reference the runtime-backed tpx-train is compared with. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "glue.h"
+#include "glue_impl.h"
 
 struct tr_rank {
-  const tpx_model *model;
+  tr_tp tp; /* first: the shared TP half (glue_tp.c) */
   size_t np;
   float **w, **g, **m, **v; /* per param (tied: the target's) */
-  int64_t (*shape)[2];
-  int64_t *owner; /* storage owner (tied_to or self) */
+  tpx_slice *sl;            /* this rank's slice of each param */
+  int *tp_sharded;          /* the param is split over tp */
+  int64_t *owner;           /* storage owner (tied_to or self) */
+  int64_t steps;
 };
+
+static int64_t nelem(const tpx_slice *s) { return tpx_slice_numel(s); }
 
 tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err) {
   *out = NULL;
-  if (su->world != 1)
-    return tpx_error_set(err, TPX_UNSUPPORTED, "tpx-train: this build runs world 1 only");
+  const tpx_mesh *mesh = tpx_sharding_mesh(su->sharding);
+  if (su->world != tpx_sharding_tp_size(su->sharding))
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "tpx-train-ref runs world 1 and tp-only meshes (data-parallel dims need "
+                         "tpx-train and the runtime)");
   tr_rank *r = calloc(1, sizeof *r);
   if (!r) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  r->model = su->model;
+  tpx_status st = tr_tp_init(&r->tp, su, err);
+  if (st) { tr_rank_destroy(r); return st; }
+  int tpd = tpx_mesh_dim_index(mesh, "tp");
   r->np = tpx_model_num_params(su->model);
   r->w = calloc(r->np, sizeof *r->w); r->g = calloc(r->np, sizeof *r->g);
   r->m = calloc(r->np, sizeof *r->m); r->v = calloc(r->np, sizeof *r->v);
-  r->shape = calloc(r->np, sizeof *r->shape); r->owner = calloc(r->np, sizeof *r->owner);
-  if (!r->w || !r->g || !r->m || !r->v || !r->shape || !r->owner) {
+  r->sl = calloc(r->np, sizeof *r->sl); r->owner = calloc(r->np, sizeof *r->owner);
+  r->tp_sharded = calloc(r->np, sizeof *r->tp_sharded);
+  if (!r->w || !r->g || !r->m || !r->v || !r->sl || !r->owner || !r->tp_sharded) {
     tr_rank_destroy(r);
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
   for (size_t p = 0; p < r->np; p++) {
     tpx_param_info pi;
-    tpx_model_param(su->model, (int64_t)p, &pi, NULL);
+    tpx_param_sharding ps;
+    if ((st = tpx_model_param(su->model, (int64_t)p, &pi, err)) ||
+        (st = tpx_sharding_local_slice(su->sharding, (int64_t)p, su->rank, &r->sl[p], err)) ||
+        (st = tpx_sharding_param(su->sharding, (int64_t)p, &ps, err))) {
+      tr_rank_destroy(r);
+      return st;
+    }
     r->owner[p] = pi.tied_to >= 0 ? pi.tied_to : (int64_t)p;
-    r->shape[p][0] = pi.ndim > 0 ? pi.shape[0] : 1;
-    r->shape[p][1] = pi.ndim > 1 ? pi.shape[1] : 1;
+    r->tp_sharded[p] = tpd >= 0 && ps.placements[tpd].kind != TPX_REPLICATE;
     if (pi.tied_to >= 0) continue;
-    size_t n = (size_t)(r->shape[p][0] * r->shape[p][1]);
+    size_t n = (size_t)nelem(&r->sl[p]);
+    n = n ? n : 1;
     r->w[p] = calloc(n, sizeof(float)); r->g[p] = calloc(n, sizeof(float));
     r->m[p] = calloc(n, sizeof(float)); r->v[p] = calloc(n, sizeof(float));
     if (!r->w[p] || !r->g[p] || !r->m[p] || !r->v[p]) {
@@ -55,78 +74,77 @@ void tr_rank_destroy(tr_rank *r) {
     if (r->w && r->owner && r->owner[p] == (int64_t)p) {
       free(r->w[p]); free(r->g[p]); free(r->m[p]); free(r->v[p]);
     }
-  free(r->w); free(r->g); free(r->m); free(r->v); free(r->shape); free(r->owner);
+  free(r->w); free(r->g); free(r->m); free(r->v); free(r->sl); free(r->owner);
+  free(r->tp_sharded);
+  tr_tp_fini(&r->tp);
   free(r);
+}
+
+/* copy the 1-D / 2-D box `s` between a full row-major tensor and a packed
+ * buffer (to_full: packed -> full) */
+static void box_copy(const tpx_slice *s, int64_t full_cols, float *full, float *packed,
+                     int to_full) {
+  int64_t rows = s->length[0], cols = s->ndim > 1 ? s->length[1] : 1;
+  int64_t r0 = s->offset[0], c0 = s->ndim > 1 ? s->offset[1] : 0;
+  for (int64_t i = 0; i < rows; i++) {
+    float *f = full + (r0 + i) * full_cols + c0, *p = packed + i * cols;
+    if (to_full) memcpy(f, p, sizeof(float) * (size_t)cols);
+    else memcpy(p, f, sizeof(float) * (size_t)cols);
+  }
+}
+
+static int64_t full_cols(tr_rank *r, int64_t p) {
+  tpx_param_info pi;
+  tpx_model_param(r->tp.model, p, &pi, NULL);
+  return pi.ndim > 1 ? pi.shape[1] : 1;
 }
 
 tpx_status tr_rank_load(tr_rank *r, int64_t p, const float *full, tpx_error *err) {
   if (r->owner[p] != p) return TPX_OK;
-  memcpy(r->w[p], full, sizeof(float) * (size_t)(r->shape[p][0] * r->shape[p][1]));
+  if (r->sl[p].ndim > 2)
+    return tpx_error_set(err, TPX_UNSUPPORTED, "parameter %lld has more than 2 dims", (long long)p);
+  box_copy(&r->sl[p], full_cols(r, p), (float *)full, r->w[p], 0);
   return TPX_OK;
 }
 
+/* all-gather the tp group's slices (padded to the largest) and place each */
 tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
   int64_t o = r->owner[p];
-  memcpy(full, r->w[o], sizeof(float) * (size_t)(r->shape[p][0] * r->shape[p][1]));
-  return TPX_OK;
+  const tpx_mesh *mesh = tpx_sharding_mesh(r->tp.sh);
+  int tpd = tpx_mesh_dim_index(mesh, "tp");
+  int64_t ntp = tpx_sharding_tp_size(r->tp.sh);
+  int64_t ranks[TPX_LOCAL_MAX_RANKS], idx = 0, maxn = 0;
+  if (ntp <= 1 || tpd < 0) {
+    box_copy(&r->sl[o], full_cols(r, o), full, r->w[o], 1);
+    return TPX_OK;
+  }
+  tpx_status st = tpx_mesh_group_ranks(mesh, "tp", r->tp.rank, ranks, &idx, err);
+  tpx_slice sl[TPX_LOCAL_MAX_RANKS];
+  for (int64_t i = 0; !st && i < ntp; i++) {
+    st = tpx_sharding_local_slice(r->tp.sh, o, ranks[i], &sl[i], err);
+    if (nelem(&sl[i]) > maxn) maxn = nelem(&sl[i]);
+  }
+  if (st) return st;
+  float *send = calloc((size_t)(maxn ? maxn : 1), sizeof(float));
+  float *recv = calloc((size_t)(maxn ? maxn : 1) * (size_t)ntp, sizeof(float));
+  if (!send || !recv) { free(send); free(recv); return tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); }
+  memcpy(send, r->w[o], sizeof(float) * (size_t)nelem(&r->sl[o]));
+  st = tpx_comm_all_gather(tpx_mesh_comm_dim(r->tp.mc, tpd), send, recv, (size_t)maxn, TPX_DTYPE_F32, err);
+  for (int64_t i = 0; !st && i < ntp; i++) box_copy(&sl[i], full_cols(r, o), full, recv + i * maxn, 1);
+  free(send); free(recv);
+  return st;
 }
-
-int tr_rank_is_root(const tr_rank *r) { return 1; }
-double tr_rank_comm_seconds(const tr_rank *r) { return 0; }
 
 float *tr_param_w(tr_rank *r, int64_t p) { return p < 0 ? NULL : r->w[r->owner[p]]; }
 float *tr_param_g(tr_rank *r, int64_t p) { return p < 0 ? NULL : r->g[r->owner[p]]; }
-int64_t tr_param_dim(tr_rank *r, int64_t p, int d) { return r->shape[p][d]; }
-int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) { return r->shape[p][d]; }
-
-tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, tr_act *x,
-                         tpx_error *err) {
-  return TPX_OK;
+int64_t tr_param_dim(tr_rank *r, int64_t p, int d) {
+  const tpx_slice *s = &r->sl[r->owner[p]];
+  return d < s->ndim ? s->length[d] : 1;
 }
-
-tpx_status tr_embed_fwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, tr_act *out,
-                        tpx_error *err) {
-  int64_t p = tpx_model_find_param(r->model, "model.embed_tokens.weight");
-  int64_t v = r->shape[p][0], h = r->shape[p][1];
-  tpx_status st = tr_act_alloc(out, b, t, h, err);
-  if (st) return st;
-  for (int64_t i = 0; i < b * t; i++) {
-    if (ids[i] < 0 || ids[i] >= v)
-      return tpx_error_set(err, TPX_VALIDATION, "token id %d outside the vocabulary", ids[i]);
-    memcpy(out->d + i * h, r->w[p] + (int64_t)ids[i] * h, sizeof(float) * (size_t)h);
-  }
-  return TPX_OK;
-}
-
-tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, tr_act *dout,
-                        tpx_error *err) {
-  int64_t p = tpx_model_find_param(r->model, "model.embed_tokens.weight");
-  int64_t h = r->shape[p][1];
-  for (int64_t i = 0; i < b * t; i++) {
-    float *gr = r->g[p] + (int64_t)ids[i] * h;
-    for (int64_t j = 0; j < h; j++) gr[j] += dout->d[i * h + j];
-  }
-  return TPX_OK;
-}
-
-tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits, const int32_t *targets,
-                            double *loss, tr_act *dlogits, tpx_error *err) {
-  int64_t n = logits->b * logits->s, v = logits->f;
-  double total = 0;
-  for (int64_t i = 0; i < n; i++) {
-    const float *x = logits->d + i * v;
-    float *dx = dlogits->d + i * v;
-    float mx = x[0];
-    for (int64_t j = 1; j < v; j++) mx = x[j] > mx ? x[j] : mx;
-    double s = 0;
-    for (int64_t j = 0; j < v; j++) s += exp((double)(x[j] - mx));
-    double lse = (double)mx + log(s);
-    total += lse - (double)x[targets[i]];
-    for (int64_t j = 0; j < v; j++) dx[j] = (float)(exp((double)x[j] - lse) / (double)n);
-    dx[targets[i]] -= 1.0f / (float)n;
-  }
-  *loss = total / (double)n;
-  return TPX_OK;
+int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) {
+  tpx_param_info pi;
+  if (tpx_model_param(r->tp.model, p, &pi, NULL) || d >= pi.ndim) return 1;
+  return pi.shape[d];
 }
 
 tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
@@ -135,25 +153,49 @@ tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward, tpx_error *e
 tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
   return TPX_OK;
 }
-tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) { return TPX_OK; }
-tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) { return TPX_OK; }
+
+/* after the whole backward (layer -1 is last): the tp all-reduce of the
+ * gradients of params replicated over tp but fed by sequence-sharded
+ * activations (norms under SP), as DTensor does */
+tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) {
+  if (layer >= 0) return TPX_OK;
+  for (size_t p = 0; p < r->np; p++) {
+    if (r->owner[p] != (int64_t)p) continue;
+    int64_t n = nelem(&r->sl[p]);
+    tpx_tensor g = tpx_tensor_make(r->g[p], TPX_DTYPE_F32, 1, &n);
+    double t0 = tr_now();
+    tpx_status st = tpx_tp_param_grad_allreduce(r->tp.sh, r->tp.mc, (int64_t)p, &g, err);
+    r->tp.comm_s += tr_now() - t0;
+    if (st) return st;
+  }
+  return TPX_OK;
+}
 
 tpx_status tr_zero_grads(tr_rank *r, tpx_error *err) {
   for (size_t p = 0; p < r->np; p++)
-    if (r->owner[p] == (int64_t)p)
-      memset(r->g[p], 0, sizeof(float) * (size_t)(r->shape[p][0] * r->shape[p][1]));
+    if (r->owner[p] == (int64_t)p) memset(r->g[p], 0, sizeof(float) * (size_t)nelem(&r->sl[p]));
   return TPX_OK;
 }
 
 tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd, int64_t step,
                              double *grad_norm, tpx_error *err) {
-  double ss = 0;
+  /* each element once: squares of tp-sharded params summed over tp,
+   * replicated ones counted on this rank only */
+  double sq[2] = {0, 0};
   for (size_t p = 0; p < r->np; p++) {
     if (r->owner[p] != (int64_t)p) continue;
-    int64_t n = r->shape[p][0] * r->shape[p][1];
-    for (int64_t i = 0; i < n; i++) ss += (double)r->g[p][i] * r->g[p][i];
+    int64_t n = nelem(&r->sl[p]);
+    for (int64_t i = 0; i < n; i++) sq[r->tp_sharded[p]] += (double)r->g[p][i] * r->g[p][i];
   }
-  double norm = sqrt(ss);
+  int tpd = tpx_mesh_dim_index(tpx_sharding_mesh(r->tp.sh), "tp");
+  if (tpd >= 0 && tpx_sharding_tp_size(r->tp.sh) > 1) {
+    double x = sq[1], t0 = tr_now();
+    tpx_status st = tpx_comm_all_reduce(tpx_mesh_comm_dim(r->tp.mc, tpd), &x, &sq[1], 1,
+                                        TPX_DTYPE_F64, TPX_REDUCE_SUM, err);
+    r->tp.comm_s += tr_now() - t0;
+    if (st) return st;
+  }
+  double norm = sqrt(sq[0] + sq[1]);
   *grad_norm = norm;
   float scale = 1.0f;
   if (clip > 0) {
@@ -165,7 +207,7 @@ tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd, int6
   float step_size = (float)lr / bc1, bc2s = sqrtf(bc2);
   for (size_t p = 0; p < r->np; p++) {
     if (r->owner[p] != (int64_t)p) continue;
-    int64_t n = r->shape[p][0] * r->shape[p][1];
+    int64_t n = nelem(&r->sl[p]);
     float *w = r->w[p], *g = r->g[p], *m = r->m[p], *v = r->v[p];
     for (int64_t i = 0; i < n; i++) {
       float gi = g[i] * scale;
@@ -175,5 +217,6 @@ tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd, int6
       w[i] -= step_size * m[i] / (sqrtf(v[i]) / bc2s + eps);
     }
   }
+  r->steps = step;
   return TPX_OK;
 }

@@ -85,7 +85,9 @@ void tr_net_free(tr_net *net) {
 
 static tpx_status act_copy(tr_act *dst, const tr_act *src, tpx_error *err) {
   tpx_status st = tr_act_alloc(dst, src->b, src->s, src->f, err);
-  dst->S = src->S; dst->F = src->F;
+  float *d = dst->d;
+  *dst = *src; /* shapes and DTensor metadata */
+  dst->d = d;
   if (!st) memcpy(dst->d, src->d, sizeof(float) * (size_t)tr_act_numel(src));
   return st;
 }
@@ -128,6 +130,7 @@ static tpx_status lin_bwd(tr_rank *r, int64_t module, int64_t pw, int64_t pb, co
   int64_t out = tr_param_dim(r, pw, 0), in = tr_param_dim(r, pw, 1);
   CK(tr_act_alloc(&dxi, saved->b, saved->s, in, err));
   dxi.S = saved->S; dxi.F = saved->F;
+  dxi.in_arr = saved->in_arr; dxi.in_arrl = saved->in_arrl;
   tr_linear_bwd(saved->d, tr_param_w(r, pw), dy->d, dxi.d, tr_param_g(r, pw),
                 pb >= 0 ? tr_param_g(r, pb) : NULL, saved->b * saved->s, in, out, 0);
   CK(tr_transition(r, module, 0, 1, &dxi, err));
@@ -163,6 +166,7 @@ static tpx_status norm_bwd(tr_rank *r, int64_t module, int64_t pw, const tr_act 
   CK(tr_transition(r, module, 1, 1, dy, err));
   CK(tr_act_alloc(dx, saved->b, saved->s, saved->f, err));
   dx->S = saved->S; dx->F = saved->F;
+  dx->in_arr = saved->in_arr; dx->in_arrl = saved->in_arrl;
   tr_rmsnorm_bwd(saved->d, tr_param_w(r, pw), rstd, dy->d, dx->d, tr_param_g(r, pw),
                  saved->b * saved->s, saved->f);
   CK(tr_transition(r, module, 0, 1, dx, err));
@@ -282,6 +286,9 @@ static tpx_status layer_bwd(tr_net *net, tr_rank *r, int64_t l, const rope_tab *
                    b * t * c->ash.nh, hd);
     tr_rmsnorm_bwd(c->k_pre.d, tr_param_w(r, L->kn), c->rk, dk.d, dkn.d, tr_param_g(r, L->kn),
                    b * t * c->ash.nkv, hd);
+    /* this rank saw only its heads: the norm weights' grads are partial */
+    CK(tr_param_grad_tp_sum(r, L->qn, err));
+    CK(tr_param_grad_tp_sum(r, L->kn, err));
     tr_act tmp = dq; dq = dqn; dqn = tmp;
     tmp = dk; dk = dkn; dkn = tmp;
   }

@@ -19,6 +19,7 @@ int64_t tr_act_numel(const tr_act *a) { return a->b * a->s * a->f; }
 
 tpx_status tr_act_alloc(tr_act *a, int64_t b, int64_t s, int64_t f,
                         tpx_error *err) {
+  memset(a, 0, sizeof *a);
   a->b = b; a->s = s; a->f = f; a->S = s; a->F = f;
   size_t n = (size_t)(b * s * f);
   a->d = calloc(n ? n : 1, sizeof(float));

@@ -40,6 +40,13 @@ typedef struct tr_act {
   float *d;
   int64_t b, s, f;
   int64_t S, F;
+  /* arr: this activation is a DTensor in layout arrl (the styled module
+   * that produced it kept its output a DTensor), so the next styled
+   * module's input hook redistributes it (runtime_tp.h "_dt" calls).
+   * in_arr / in_arrl: on a module's transitioned input, how its source
+   * arrived; the input-grad transition in backward needs it. */
+  int arr, in_arr;
+  tpx_placement arrl, in_arrl;
 } tr_act;
 int64_t tr_act_numel(const tr_act *a);
 tpx_status tr_act_alloc(tr_act *a, int64_t b, int64_t s, int64_t f,
@@ -117,6 +124,10 @@ tpx_status tr_zero_grads(tr_rank *r, tpx_error *err);
 /* After backward: total pre-clip grad norm, clip, AdamW step (1-based). */
 tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd,
                              int64_t step, double *grad_norm, tpx_error *err);
+/* Sum parameter p's gradient over tp (in place) when tp > 1 and tpx does
+ * not already (tpx_tp_param_grad_needs_allreduce): for params replicated
+ * over tp that act on this rank's heads only (Qwen3 q_norm / k_norm). */
+tpx_status tr_param_grad_tp_sum(tr_rank *r, int64_t p, tpx_error *err);
 /* Mean of v over the data-parallel ranks (the step's loss). */
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err);
 

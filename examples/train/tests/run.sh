@@ -5,8 +5,10 @@
 #          and its parameters after 3 steps vs torch's per-tensor L2 norm,
 #          sum and first values (1e-4: torch ran in f64, tpx in f32)
 #   mesh   TRAIN on the mesh given by the args vs REF (tpx-train-ref, world 1,
-#          no runtime): per-step loss / grad norm within 1e-5 relative and
-#          every parameter after 3 steps within 1e-5
+#          without the FSDP runtime): per-step loss / grad norm within 1e-5 relative and
+#          every parameter after 3 steps within 5e-5 (relative L2 per tensor:
+#          Adam turns f32 rounding in near-zero gradients into steps of up
+#          to lr, see check.c; 1e-5 holds for Llama, Qwen2 reaches 2.2e-5)
 #   mpi    as mesh, TRAIN under `mpirun -np WORLD ... --backend mpi`
 #   bad    the args must fail cleanly: exit 1 or 2 with a message, no crash
 #          (CASE is the expected stderr fragment)
@@ -44,7 +46,8 @@ mesh|mpi)
     "$train" --model "$fix/$case" $common $args --dump-params "$tmp/a/model.safetensors" > "$tmp/out.json" || exit 1
   fi
   "$check" steps "$tmp/out.json" "$tmp/ref.json" 1e-5 || exit 1
-  "$check" params "$tmp/a/model.safetensors" "$tmp/b/model.safetensors" 1e-5 || exit 1
+  # k_proj.bias has a zero true gradient (see check.c): bounded by 2 x lr x steps
+  "$check" params "$tmp/a/model.safetensors" "$tmp/b/model.safetensors" 5e-5 k_proj.bias 6e-3 || exit 1
   ;;
 bad)
   # fixtures the bad cases need, made here

@@ -1,0 +1,20 @@
+/* glue_impl.h — the part of a rank's glue both implementations share (the
+ * TP side: sharding, mesh comm, rank, time in collectives). Each glue's
+ * struct tr_rank starts with a tr_tp, so glue_tp.c can serve both. */
+#ifndef TPX_TRAIN_GLUE_IMPL_H
+#define TPX_TRAIN_GLUE_IMPL_H
+#include "glue.h"
+
+typedef struct tr_tp {
+  const tpx_model *model;
+  const tpx_sharding *sh;
+  tpx_mesh_comm *mc;
+  int64_t rank;
+  int64_t embed, m_embed;
+  double comm_s;
+} tr_tp;
+
+/* Fill the shared part (creates the mesh comm). */
+tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err);
+void tr_tp_fini(tr_tp *tp);
+#endif
