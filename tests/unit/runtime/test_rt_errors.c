@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_fixture.h"
+#include "rt_fsdp_fixture.h"
 
 /* A world-1 fixture: model with one f32 param "lin.weight" [2] (and the
  * optional extra param of `extra_dtype`), FSDP on a (1,1,1) mesh. */

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "../shard/shard_fixture.h"
-#include "rt_fixture.h"
+#include "rt_fsdp_fixture.h"
 
 typedef enum rmodel {
   M_TINY = 0,   /* hand-built tiny model, its plan */

@@ -1,4 +1,4 @@
-/* rt_fixture.h — models, meshes and reference data shared by the runtime
+/* rt_fsdp_fixture.h — models, meshes and reference data shared by the runtime
  * (rt_*) test suites (header-only; static functions).
  *
  * The hand-built tiny model (f32), odd sizes so every split is uneven:
@@ -9,8 +9,8 @@
  * plan: emb rowwise (input Replicate), layers.*.lin colwise, head colwise
  * (use_local_output 0); optionally layers.*.norm sequence_parallel.
  * FSDP units: layers.0, layers.1, root. */
-#ifndef TPX_TESTS_RT_FIXTURE_H
-#define TPX_TESTS_RT_FIXTURE_H
+#ifndef TPX_TESTS_RT_FSDP_FIXTURE_H
+#define TPX_TESTS_RT_FSDP_FIXTURE_H
 
 #include <check.h>
 #include <math.h>
@@ -114,4 +114,4 @@ static inline int64_t rt_global_index(const tpx_slice *box,
   return g;
 }
 
-#endif /* TPX_TESTS_RT_FIXTURE_H */
+#endif /* TPX_TESTS_RT_FSDP_FIXTURE_H */
