@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """torch_step.py - the torch side of bench/train: the same checkpoint, token
-batch and optimizer as tpx-train, eager f32 attention on CPU, world 1.
-Prints one line: RESULT step_s=<mean of steps after the first> tokens_s=...
-usage: torch_step.py MODEL_DIR TOKENS B T STEPS THREADS"""
+batch and optimizer as tpx-train, eager f32 attention on CPU. World 1 is
+plain eager; tp x dp_shard > 1 runs one process per rank over gloo with
+DTensor TP (the Llama plan tpx selects: colwise q/k/v/gate/up, rowwise
+o/down, vocab-parallel embedding, lm_head colwise with loss_parallel) and
+FSDP2 (fully_shard per layer, then the root) on a (dp_shard, tp) mesh.
+Prints RESULT step_s=<mean of the steps after the first> tokens_s=...
+usage: torch_step.py MODEL_DIR TOKENS B T STEPS THREADS [TP DP_SHARD]"""
+import os
 import sys
 import time
 
@@ -11,14 +16,28 @@ import torch
 import transformers
 
 
-def main():
-    model_dir, tokens, b, t, steps, threads = sys.argv[1:7]
-    b, t, steps, threads = int(b), int(t), int(steps), int(threads)
-    torch.set_num_threads(threads)
-    model = transformers.AutoModelForCausalLM.from_pretrained(
+def load(model_dir):
+    return transformers.AutoModelForCausalLM.from_pretrained(
         model_dir, attn_implementation="eager", dtype=torch.float32)
+
+
+def batch(tokens, b, t):
     data = np.fromfile(tokens, dtype="<i4").reshape(b, t + 1).astype(np.int64)
-    inp, tgt = torch.from_numpy(data[:, :t]), torch.from_numpy(data[:, 1:])
+    return torch.from_numpy(data[:, :t]), torch.from_numpy(data[:, 1:])
+
+
+def report(times, b, t, rank=0):
+    if rank:
+        return
+    steady = times[1:] if len(times) > 1 else times
+    s = sum(steady) / len(steady)
+    print(f"RESULT step_s={s:.4f} tokens_s={b * t / s:.1f}", flush=True)
+
+
+def world1(model_dir, tokens, b, t, steps, threads):
+    torch.set_num_threads(threads)
+    model = load(model_dir)
+    inp, tgt = batch(tokens, b, t)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
     times = []
@@ -34,9 +53,102 @@ def main():
         times.append(time.perf_counter() - t0)
         print(f"torch step {step} loss {loss.item():.6f} grad_norm {gn.item():.6f} "
               f"time {times[-1]:.3f} s", flush=True)
-    steady = times[1:] if len(times) > 1 else times
-    s = sum(steady) / len(steady)
-    print(f"RESULT step_s={s:.4f} tokens_s={b * t / s:.1f}")
+    report(times, b, t)
+
+
+def clip_mixed(params, max_norm):
+    """clip_grad_norm_ for a mix of DTensor and plain grads (norms stay plain
+    tensors under TP without FSDP, which torch's clip_grad_norm_ refuses)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    sq = torch.zeros((), dtype=torch.float64)
+    for g in grads:
+        n = g.norm(2.0)
+        if hasattr(n, "full_tensor"):
+            n = n.full_tensor()
+        sq += n.double() ** 2
+    total = sq.sqrt()
+    coef = max_norm / (total.item() + 1e-6)
+    if coef < 1.0:
+        for g in grads:
+            g.mul_(coef)
+    return total
+
+
+def mesh_rank(rank, args):
+    model_dir, tokens, b, t, steps, threads, tp, dp = args
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   loss_parallel, parallelize_module)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    dist.init_process_group("gloo", rank=rank, world_size=tp * dp)
+    torch.set_num_threads(threads)
+    mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp_shard", "tp"))
+    model = load(model_dir)
+    if tp > 1:
+        plan = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
+                "lm_head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)}
+        for i in range(len(model.model.layers)):
+            p = f"model.layers.{i}."
+            for n in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                      "mlp.gate_proj", "mlp.up_proj"):
+                plan[p + n] = ColwiseParallel()
+            for n in ("self_attn.o_proj", "mlp.down_proj"):
+                plan[p + n] = RowwiseParallel()
+        parallelize_module(model, mesh["tp"], plan)
+    if dp > 1:
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh["dp_shard"])
+        fully_shard(model, mesh=mesh["dp_shard"])
+    inp, tgt = batch(tokens, b, t)
+    bl = b // dp
+    di = mesh.get_local_rank("dp_shard")
+    inp, tgt = inp[di * bl:(di + 1) * bl], tgt[di * bl:(di + 1) * bl]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.0)
+    times = []
+    for step in range(steps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        logits = model(input_ids=inp).logits
+        if tp > 1:
+            with loss_parallel():
+                loss = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+                loss.backward()
+        else:
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                     tgt.reshape(-1))
+            loss.backward()
+        gn = clip_mixed(model.parameters(), 1.0)
+        opt.step()
+        dist.barrier()
+        times.append(time.perf_counter() - t0)
+        if rank == 0:
+            lv = loss.full_tensor() if hasattr(loss, "full_tensor") else loss
+            print(f"torch step {step} loss {lv.item():.6f} grad_norm {gn.item():.6f} "
+                  f"time {times[-1]:.3f} s", flush=True)
+    report(times, b, t, rank)
+    dist.destroy_process_group()
+
+
+def main():
+    model_dir, tokens, b, t, steps, threads = sys.argv[1:7]
+    b, t, steps, threads = int(b), int(t), int(steps), int(threads)
+    tp, dp = (int(sys.argv[7]), int(sys.argv[8])) if len(sys.argv) > 8 else (1, 1)
+    if tp * dp == 1:
+        world1(model_dir, tokens, b, t, steps, threads)
+        return
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    torch.multiprocessing.spawn(mesh_rank, args=((model_dir, tokens, b, t, steps,
+                                                  max(1, threads // (tp * dp)), tp, dp),),
+                                nprocs=tp * dp, join=True)
 
 
 if __name__ == "__main__":
