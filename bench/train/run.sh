@@ -4,7 +4,8 @@
 # 32000; 53.7M parameters with the untied embeddings), seq 256, batch 4, at
 # (tp, dp_shard) = (1,1) (2,1) (2,2) (4,1) on the local backend (threads),
 # tpx-train-ref (world 1 without the runtime) and, when torch + transformers
-# import, torch eager f32 on CPU at world 1 on the same checkpoint and batch.
+# import, torch eager f32 on CPU on the same checkpoint, batch and meshes
+# (torch_step.py: DTensor TP + FSDP2 over gloo, one process per rank).
 # Prints tokens/s, the share of the step in collectives and the ratios.
 # usage: bench/train/run.sh [BUILD_DIR] [STEPS]   (default build, 2 steps;
 # the first step is warm-up and not counted). Never fails on timing.
@@ -47,17 +48,28 @@ run "tp1-dp1" 1 "$train"
 run "tp2-dp1" 2 "$train" --tp 2
 run "tp2-dp2" 4 "$train" --tp 2 --dp-shard 2
 run "tp4-dp1" 4 "$train" --tp 4
-torch_tok=""
-if python3 -c "import torch, transformers" 2>/dev/null; then
-  echo "## torch eager f32, world 1 ($cores threads)"
-  tout=$(python3 "$here/torch_step.py" "$dir" "$dir/tokens.bin" 4 256 "$steps" "$cores" 2>&1 | grep -v '^Loading' || true)
-  echo "$tout"
-  torch_tok=$(echo "$tout" | sed -n 's/^RESULT .*tokens_s=\([0-9.]*\).*/\1/p')
-else
-  echo "## torch: not importable, no baseline"
-fi
-echo "## summary (tokens/s; collectives = share of rank 0's step; ratio = tokens/s over torch world 1)"
-printf '%s' "$results" | awk -v t="$torch_tok" '
-{ r = (t != "" && $2 != "failed") ? sprintf("%.2fx", $2 / t) : "-";
-  printf "  %-10s %10s tokens/s  collectives %5s%%  vs torch %s\n", $1, $2, $3, r }
-END { if (t != "") printf "  %-10s %10s tokens/s  (torch eager f32 CPU, world 1)\n", "torch", t }'
+have_torch=0
+python3 -c "import torch, transformers" 2>/dev/null && have_torch=1
+tresults=""
+trun() { # name tp dp
+  if [ "$have_torch" = 1 ]; then
+    echo "## torch $1 (eager f32, gloo, $cores threads in all)"
+    tout=$(python3 "$here/torch_step.py" "$dir" "$dir/tokens.bin" 4 256 "$steps" "$cores" "$2" "$3" 2>&1 \
+           | grep -E '^(torch step|RESULT|Traceback|[A-Za-z]*Error)' || true)
+    echo "$tout"
+    tok=$(echo "$tout" | sed -n 's/^RESULT .*tokens_s=\([0-9.]*\).*/\1/p')
+    tresults="$tresults$1 ${tok:-failed}
+"
+  fi
+}
+[ "$have_torch" = 1 ] || echo "## torch: not importable, no baseline"
+trun tp1-dp1 1 1
+trun tp2-dp1 2 1
+trun tp2-dp2 2 2
+trun tp4-dp1 4 1
+echo "## summary (tokens/s; collectives = share of rank 0's step; vs torch = tpx tokens/s over torch's, same mesh)"
+printf '%s' "$results" | awk -v tr="$tresults" '
+BEGIN { n = split(tr, L, "\n"); for (i = 1; i <= n; i++) { split(L[i], f, " "); if (f[1] != "") T[f[1]] = f[2] } }
+{ t = ($1 in T) ? T[$1] : (($1 == "ref-world1") ? T["tp1-dp1"] : "");
+  r = (t != "" && t != "failed" && $2 != "failed") ? sprintf("%.2fx", $2 / t) : "-";
+  printf "  %-10s tpx %9s tokens/s  collectives %5s%%  torch %9s tokens/s  tpx/torch %s\n", $1, $2, $3, (t == "" ? "-" : t), r }'

@@ -26,12 +26,16 @@ def batch(tokens, b, t):
     return torch.from_numpy(data[:, :t]), torch.from_numpy(data[:, 1:])
 
 
-def report(times, b, t, rank=0):
+def report(times, b, t, rank=0, cpu=None):
     if rank:
         return
     steady = times[1:] if len(times) > 1 else times
     s = sum(steady) / len(steady)
-    print(f"RESULT step_s={s:.4f} tokens_s={b * t / s:.1f}", flush=True)
+    extra = ""
+    if cpu:
+        c = cpu[1:] if len(cpu) > 1 else cpu
+        extra = f" cpu_s={sum(c) / len(c):.4f}"
+    print(f"RESULT step_s={s:.4f} tokens_s={b * t / s:.1f}{extra}", flush=True)
 
 
 def world1(model_dir, tokens, b, t, steps, threads):
@@ -40,9 +44,9 @@ def world1(model_dir, tokens, b, t, steps, threads):
     inp, tgt = batch(tokens, b, t)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.0)
-    times = []
+    times, cpu = [], []
     for step in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad()
         logits = model(input_ids=inp).logits
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
@@ -51,9 +55,10 @@ def world1(model_dir, tokens, b, t, steps, threads):
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         print(f"torch step {step} loss {loss.item():.6f} grad_norm {gn.item():.6f} "
-              f"time {times[-1]:.3f} s", flush=True)
-    report(times, b, t)
+              f"time {times[-1]:.3f} s cpu {cpu[-1]:.3f} s", flush=True)
+    report(times, b, t, cpu=cpu)
 
 
 def clip_mixed(params, max_norm):

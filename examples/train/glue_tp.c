@@ -48,6 +48,19 @@ tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, t
   if (!output && !backward && x->arr) arrived = &x->arrl;
   if (!output && backward && x->in_arr) arrived = &x->in_arrl;
   int64_t shape[3] = {x->b, x->S, x->F}, in_l[3], out_l[3];
+  tpx_placement lin, lout;
+  int copy = 0;
+  st = tpx_tp_transition_layouts_dt(tp->sh, module, side, 0, backward, arrived, 3, &lin, &lout,
+                                    &copy, err);
+  if (st) return st;
+  if (copy) { /* no collective: keep the buffer, update what it is */
+    if (!output && !backward) { x->in_arr = x->arr; x->in_arrl = x->arrl; x->arr = 0; }
+    if (output && !backward && tpx_tp_output_keeps_dtensor(tp->sh, module, 0)) {
+      x->arr = 1;
+      x->arrl = lout;
+    }
+    return TPX_OK;
+  }
   st = tpx_tp_transition_shape_dt(tp->sh, module, side, 0, backward, arrived, tp->rank, shape, 3,
                                   in_l, out_l, err);
   if (st) return st;
@@ -63,13 +76,8 @@ tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, t
   y.S = x->S; y.F = x->F;
   if (!output && !backward) { y.in_arr = x->arr; y.in_arrl = x->arrl; }
   if (output && !backward && tpx_tp_output_keeps_dtensor(tp->sh, module, 0)) {
-    tpx_placement in_l_p;
-    int copy;
-    if ((st = tpx_tp_transition_layouts(tp->sh, module, side, 0, 0, &in_l_p, &y.arrl, &copy, err))) {
-      tr_act_free(&y);
-      return st;
-    }
     y.arr = 1;
+    y.arrl = lout;
   }
   tpx_tensor in = t3(x->d, x->b, x->s, x->f), o = t3(y.d, y.b, y.s, y.f);
   double t0 = tr_now();

@@ -4,10 +4,14 @@
  * trains K AdamW steps on one token batch, ranks as threads (local) or
  * processes (mpi). Prints per-step loss and pre-clip grad norm. */
 #include <errno.h>
+#if defined(__GLIBC__) || defined(__linux__)
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "glue.h"
 #include "tpx_config.h"
@@ -30,6 +34,7 @@ typedef struct job {
   const int32_t *tokens;
   double *loss, *gnorm; /* [steps], filled by rank 0 */
   double *step_s, *comm_s; /* [steps], wall seconds on rank 0 */
+  double *cpu_s;           /* [steps], CPU seconds of the whole process */
   tpx_error rank_err;
 } job;
 
@@ -265,6 +270,13 @@ static tpx_status dump_params(const args *a, const tpx_model *model, tr_rank *r,
   return s;
 }
 
+/* CPU seconds of the process (every rank thread with the local backend) */
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   job *j = arg;
   const args *a = j->a;
@@ -283,14 +295,14 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t bl = a->batch / ndp;
   const int32_t *mine = j->tokens + dp * bl * (a->seq + 1);
   for (int64_t step = 0; !s && step < a->steps; step++) {
-    double loss = 0, gn = 0, t0 = tr_now(), c0 = tr_rank_comm_seconds(r);
+    double loss = 0, gn = 0, t0 = tr_now(), c0 = tr_rank_comm_seconds(r), p0 = cpu_now();
     s = tr_net_step(&net, r, mine, bl, a->seq, &loss, err);
     if (!s) s = tr_optimizer_step(r, a->clip, a->lr, a->wd, step + 1, &gn, err);
     double t1 = tr_now(), c1 = tr_rank_comm_seconds(r);
     if (!s) s = tr_dp_mean(r, &loss, err); /* reporting only: not timed */
     if (!s && rank == 0) {
       j->loss[step] = loss; j->gnorm[step] = gn;
-      j->step_s[step] = t1 - t0; j->comm_s[step] = c1 - c0;
+      j->step_s[step] = t1 - t0; j->comm_s[step] = c1 - c0; j->cpu_s[step] = cpu_now() - p0;
     }
   }
   if (!s && a->dump) s = dump_params(a, j->model, r, err);
@@ -341,6 +353,12 @@ static int build_sharding(const args *a, tpx_registry *reg, const tpx_model *mod
 
 int main(int argc, char **argv) {
   args a;
+#if defined(M_MMAP_THRESHOLD)
+  /* activations are large and short-lived: keep freed blocks in the heap
+   * instead of a fresh mmap (page faults) for every one */
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   if (parse_args(argc, argv, &a)) { usage(stderr); return 2; }
   int mpi = !strcmp(a.backend, "mpi");
   int64_t world = a.tp * a.dp_shard * a.dp_replicate;
@@ -358,6 +376,7 @@ int main(int argc, char **argv) {
   double *gnorm = calloc((size_t)(a.steps + 1), sizeof(double));
   double *step_s = calloc((size_t)(a.steps + 1), sizeof(double));
   double *comm_s = calloc((size_t)(a.steps + 1), sizeof(double));
+  double *cpu_s = calloc((size_t)(a.steps + 1), sizeof(double));
   if (mpi) {
 #if TPX_HAVE_MPI
     MPI_Init(&argc, &argv);
@@ -379,7 +398,7 @@ int main(int argc, char **argv) {
     return 2;
 #endif
   }
-  if (!loss || !gnorm || !step_s || !comm_s) { tpx_error_set(&err, TPX_NO_MEMORY, "out of memory"); goto out; }
+  if (!loss || !gnorm || !step_s || !comm_s || !cpu_s) { tpx_error_set(&err, TPX_NO_MEMORY, "out of memory"); goto out; }
   if (a.batch % (a.dp_replicate * a.dp_shard)) {
     tpx_error_set(&err, TPX_INVALID_ARGUMENT,
                   "--batch %lld is not divisible by dp_replicate x dp_shard = %lld",
@@ -397,7 +416,7 @@ int main(int argc, char **argv) {
   tr_net_free(&probe);
   if (!(tokens = read_tokens(&a, vocab, &err))) goto out;
   if (build_sharding(&a, reg, model, &mesh, &sel, diags, &sh, &err)) goto out;
-  job j = {&a, model, sh, tokens, loss, gnorm, step_s, comm_s, {0}};
+  job j = {&a, model, sh, tokens, loss, gnorm, step_s, comm_s, cpu_s, {0}};
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err) : tpx_local_run((int)world, rank_main, &j, &err);
   if (s) goto out;
   code = 0;
@@ -413,15 +432,19 @@ int main(int argc, char **argv) {
              tpx_model_architecture(model, 0), (long long)a.dp_replicate,
              (long long)a.dp_shard, (long long)a.tp, a.sp ? " sp" : "", a.backend);
       for (int64_t i = 0; i < a.steps; i++)
-        printf("step %lld  loss %.6f  grad_norm %.6f  time %.3f s  collectives %.3f s\n",
-               (long long)i, loss[i], gnorm[i], step_s[i], comm_s[i]);
+        printf("step %lld  loss %.6f  grad_norm %.6f  time %.3f s  collectives %.3f s  cpu %.3f s\n",
+               (long long)i, loss[i], gnorm[i], step_s[i], comm_s[i], cpu_s[i]);
       /* steady state: the steps after the first (warm-up) */
-      double ts = 0, cs = 0;
+      double ts = 0, cs = 0, ps = 0;
       int64_t n = 0;
-      for (int64_t i = a.steps > 1 ? 1 : 0; i < a.steps; i++, n++) { ts += step_s[i]; cs += comm_s[i]; }
+      for (int64_t i = a.steps > 1 ? 1 : 0; i < a.steps; i++, n++) {
+        ts += step_s[i]; cs += comm_s[i]; ps += cpu_s[i];
+      }
       if (n && ts > 0)
-        printf("throughput %.1f tokens/s  step %.4f s  collectives %.1f%% of the step (rank 0)\n",
-               (double)(a.batch * a.seq) * (double)n / ts, ts / (double)n, 100.0 * cs / ts);
+        printf("throughput %.1f tokens/s  step %.4f s  collectives %.1f%% of the step (rank 0)"
+               "  cpu %.4f s/step%s\n",
+               (double)(a.batch * a.seq) * (double)n / ts, ts / (double)n, 100.0 * cs / ts,
+               ps / (double)n, mpi ? " (this process)" : " (all ranks)");
     }
   }
 out:
@@ -429,7 +452,7 @@ out:
   tpx_sharding_destroy(sh); tpx_selection_destroy(sel); tpx_diag_list_destroy(diags);
   tpx_mesh_destroy(mesh); tpx_model_destroy(model); tpx_registry_destroy(reg);
   tpx_comm_destroy(mpi_world);
-  free(tokens); free(loss); free(gnorm); free(step_s); free(comm_s);
+  free(tokens); free(loss); free(gnorm); free(step_s); free(comm_s); free(cpu_s);
 #if TPX_HAVE_MPI
   if (mpi) MPI_Finalize();
 #endif
