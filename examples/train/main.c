@@ -337,6 +337,9 @@ static int build_sharding(const args *a, tpx_registry *reg, const tpx_model *mod
   if (tpx_mesh_create(names, sizes, 3, mesh, err)) return 1;
   tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
   opts.param_dtype = TPX_DTYPE_F32; /* f32 training: no mixed precision */
+  /* no data-parallel rank: nothing to shard, the runtime keeps the TP-local
+   * tensors themselves (no gather copies) */
+  opts.fsdp = a->dp_shard * a->dp_replicate > 1;
   size_t nu = tpx_selection_num_fsdp_units(*sel);
   const char **units = nu ? calloc(nu, sizeof *units) : NULL;
   int *reshard = nu ? calloc(nu, sizeof *reshard) : NULL;
