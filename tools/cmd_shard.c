@@ -318,6 +318,18 @@ int tpx_cmd_shard(int argc, char **argv) {
   int code = 1;
   if (tpx_cli_plan_build("shard", &a.p, &pl) != 0)
     goto out;
+  /* `tpx plan` falls back to the headers alone when the config's skeleton
+   * disagrees with them; a shard of such a checkpoint would not fit the
+   * model the config describes, so here it is an error. */
+  for (size_t i = 0; i < tpx_diag_count(pl.diags); i++) {
+    tpx_diag d;
+    if (tpx_diag_get(pl.diags, i, &d, NULL) == TPX_OK &&
+        strcmp(d.code, "skeleton-fallback") == 0) {
+      fprintf(stderr, "tpx shard: %s: the checkpoint does not match %s: %s\n",
+              a.p.weights, a.p.config, d.message);
+      goto out;
+    }
+  }
   if (tpx_checkpoint_reader_create(a.p.weights, NULL, &rd, &err) != TPX_OK ||
       tpx_checkpoint_check_model(rd, pl.model, &err) != TPX_OK) {
     fprintf(stderr, "tpx shard: %s\n", err.message);
