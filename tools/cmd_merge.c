@@ -254,6 +254,48 @@ static int collect(rank_file *f, size_t nf, tpx_checkpoint_entry **entries_out,
   return 0;
 }
 
+static int grow(void **buf, size_t *cap, size_t n) {
+  if (n <= *cap)
+    return 0;
+  void *nb = realloc(*buf, n);
+  if (nb == NULL)
+    return -1;
+  *buf = nb;
+  *cap = n;
+  return 0;
+}
+
+/* Copies the dense piece `src` (the box `box` of tensor `e`) into its place
+ * in the dense whole tensor `full`: one contiguous run per index of the
+ * leading dims. The box comes from the rank file's metadata, checked to lie
+ * inside the tensor. */
+static void place_box(void *full, const tpx_checkpoint_entry *e,
+                      const tpx_slice *box, const void *src) {
+  size_t esz = tpx_dtype_size(e->dtype);
+  int nd = e->ndim;
+  if (tpx_slice_numel(box) == 0)
+    return;
+  if (nd == 0) {
+    memcpy(full, src, esz);
+    return;
+  }
+  size_t run = (size_t)box->length[nd - 1] * esz;
+  int64_t idx[TPX_MAX_TENSOR_DIMS] = {0};
+  const char *in = src;
+  for (;;) {
+    int64_t off = 0;
+    for (int d = 0; d < nd; d++)
+      off = off * e->shape[d] + box->offset[d] + (d < nd - 1 ? idx[d] : 0);
+    memcpy((char *)full + (size_t)off * esz, in, run);
+    in += run;
+    int d = nd - 2;
+    while (d >= 0 && ++idx[d] == box->length[d])
+      idx[d--] = 0;
+    if (d < 0)
+      break;
+  }
+}
+
 int tpx_cmd_merge(int argc, char **argv) {
   const char *in = NULL, *outdir = NULL;
   int64_t max_shard = 0;
@@ -288,7 +330,7 @@ int tpx_cmd_merge(int argc, char **argv) {
   tpx_checkpoint_entry *entries = NULL;
   piece *pieces = NULL;
   tpx_checkpoint_writer *w = NULL;
-  void *buf = NULL;
+  void *buf = NULL, *pbuf = NULL;
   int64_t *covered = NULL;
   tpx_error err;
   tpx_error_clear(&err);
@@ -344,35 +386,60 @@ int tpx_cmd_merge(int argc, char **argv) {
   }
   tpx_cli_progress prog;
   tpx_cli_progress_start(&prog, "tpx merge", (int64_t)distinct, total_bytes);
-  size_t cap = 0;
-  for (size_t k = 0; k < np; k++) {
-    const piece *pc = &pieces[k];
-    if (pc->entry == (size_t)-1)
+  /* One tensor at a time: its pieces are placed in a whole-tensor buffer
+   * and written with one sequential write. Writing each piece in place
+   * instead (one write per row of a dim-1 piece) measured 2.9x slower than
+   * cp in bench/ckpt (scattered small writes); this is ~cp speed. */
+  size_t cap = 0, pcap = 0;
+  for (size_t k = 0; k < np;) {
+    size_t ent = pieces[k].entry, k1 = k + 1;
+    if (ent == (size_t)-1) {
+      k++;
       continue;
-    const tpx_checkpoint_entry *e = &entries[pc->entry];
-    size_t nb = (size_t)tpx_slice_nbytes(&pc->box, e->dtype);
-    if (nb > cap) {
-      void *nbuf = realloc(buf, nb);
-      if (nbuf == NULL) {
+    }
+    while (k1 < np && (pieces[k1].entry == ent ||
+                       pieces[k1].entry == (size_t)-1))
+      k1++;
+    const tpx_checkpoint_entry *e = &entries[ent];
+    tpx_slice whole;
+    memset(&whole, 0, sizeof whole);
+    whole.ndim = e->ndim;
+    memcpy(whole.length, e->shape, sizeof whole.length);
+    size_t nb = (size_t)tpx_slice_nbytes(&whole, e->dtype);
+    if (grow(&buf, &cap, nb) != 0) {
+      fprintf(stderr, "tpx merge: out of memory for '%s'\n", e->name);
+      goto out;
+    }
+    for (; k < k1; k++) {
+      const piece *pc = &pieces[k];
+      if (pc->entry == (size_t)-1)
+        continue;
+      size_t pb = (size_t)tpx_slice_nbytes(&pc->box, e->dtype);
+      tpx_slice local = pc->box;
+      memset(local.offset, 0, sizeof local.offset);
+      if (grow(&pbuf, &pcap, pb) != 0) {
         fprintf(stderr, "tpx merge: out of memory for '%s'\n", e->name);
         goto out;
       }
-      buf = nbuf;
-      cap = nb;
+      if (tpx_checkpoint_read_slice(f[pc->file].rd, (int64_t)pc->tensor,
+                                    &local, e->dtype, pbuf, pb, &err) !=
+          TPX_OK) {
+        fprintf(stderr, "tpx merge: %s\n", err.message);
+        goto out;
+      }
+      place_box(buf, e, &pc->box, pbuf);
+      items++;
+      bytes += (int64_t)pb;
+      tpx_cli_progress_update(&prog, items, bytes, 0);
     }
-    tpx_slice local = pc->box;
-    memset(local.offset, 0, sizeof local.offset);
-    if (tpx_checkpoint_read_slice(f[pc->file].rd, (int64_t)pc->tensor, &local,
-                                  e->dtype, buf, nb, &err) != TPX_OK ||
-        tpx_checkpoint_write_slice(w, e->name, &pc->box, e->dtype, buf,
-                                   &err) != TPX_OK) {
+    if (tpx_checkpoint_write_slice(w, e->name, &whole, e->dtype, buf, &err) !=
+        TPX_OK) {
       fprintf(stderr, "tpx merge: %s\n", err.message);
       goto out;
     }
-    items++;
-    bytes += (int64_t)nb;
-    tpx_cli_progress_update(&prog, items, bytes, 0);
   }
+  free(pbuf);
+  pbuf = NULL;
   if (tpx_checkpoint_writer_finish(w, NULL, &err) != TPX_OK) {
     fprintf(stderr, "tpx merge: %s\n", err.message);
     goto out;
@@ -381,6 +448,7 @@ int tpx_cmd_merge(int argc, char **argv) {
   code = 0;
 out:
   tpx_checkpoint_writer_destroy(w);
+  free(pbuf);
   free(buf);
   free(covered);
   free(entries);
