@@ -3,8 +3,8 @@
  * empty) and the bytes each reads, dtype conversion, bad headers (each a
  * case naming file and tensor), the model check, per-rank reads of a
  * sharding with uneven shards, the writer (pieces, several writers, shards
- * + index, unwritable directory, file-size limit: nothing under a final
- * name). */
+ * + index, several processes at once, unwritable directory, file-size
+ * limit: nothing under a final name). */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tpx/tpx.h"
@@ -507,15 +508,94 @@ static void fill(float *buf, const char *name, int64_t n) {
     buf[i] = model_value(name, i);
 }
 
-/* Every rank of a dp x tp mesh writes its pieces with write_rank, through
- * `writers` writers (processes, one after the other here); the result
- * reads back whole, and no final name exists before the last finish. */
+static const char *const wnames[3] = {"col.weight", "col.bias",
+                                      "row.weight"};
+
+/* Rank r of `world` writes its pieces (cut from the full tensors) with
+ * write_rank and finishes; *done tells whether it published. */
+static tpx_status write_one_rank(const tpx_model *m, const tpx_sharding *sh,
+                                 const tpx_checkpoint_entry *entries,
+                                 size_t ne, int64_t world, int64_t r,
+                                 int64_t max, int *done, tpx_error *err) {
+  float full[3][35], local[3][35];
+  for (int p = 0; p < 3; p++)
+    fill(full[p], wnames[p], 35);
+  tpx_checkpoint_writer_options o = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
+  o.max_shard_size = max;
+  o.num_writers = world;
+  o.writer_rank = r;
+  tpx_checkpoint_writer *w = NULL;
+  tpx_status st = tpx_checkpoint_writer_create(tmpdir, entries, ne, &o, &w,
+                                               err);
+  if (st != TPX_OK)
+    return st;
+  tpx_checkpoint_dest src[3];
+  for (int p = 0; p < 3 && st == TPX_OK; p++) {
+    tpx_slice s;
+    st = tpx_sharding_local_slice(sh, p, r, &s, err);
+    tpx_param_info info;
+    tpx_model_param(m, p, &info, NULL);
+    int64_t cols = info.ndim == 2 ? info.shape[1] : 1, k = 0;
+    int64_t l1 = s.ndim == 2 ? s.length[1] : 1;
+    int64_t o1 = s.ndim == 2 ? s.offset[1] : 0;
+    for (int64_t i = 0; i < s.length[0]; i++)
+      for (int64_t j = 0; j < l1; j++)
+        local[p][k++] = full[p][(s.offset[0] + i) * cols + o1 + j];
+    src[p] = (tpx_checkpoint_dest){local[p], sizeof local[p], TPX_DTYPE_F32};
+  }
+  if (st == TPX_OK)
+    st = tpx_checkpoint_write_rank(w, sh, r, src, err);
+  if (st == TPX_OK)
+    st = tpx_checkpoint_writer_finish(w, done, err);
+  tpx_checkpoint_writer_destroy(w);
+  return st;
+}
+
+/* Only final files are left, `files` of them, holding the full tensors. */
+static void verify_written(size_t files) {
+  DIR *d = opendir(tmpdir);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL)
+    ck_assert_msg(strcmp(de->d_name, ".") == 0 ||
+                      strcmp(de->d_name, "..") == 0 || de->d_name[0] != '.',
+                  "left behind: %s", de->d_name);
+  closedir(d);
+  tpx_checkpoint_reader *rd = NULL;
+  tpx_error err = {0};
+  ck_assert_msg(tpx_checkpoint_reader_create(tmpdir, NULL, &rd, &err) ==
+                    TPX_OK,
+                "%s", err.message);
+  ck_assert_uint_eq(tpx_checkpoint_num_files(rd), files);
+  for (int p = 0; p < 3; p++) {
+    float full[35], back[35];
+    fill(full, wnames[p], 35);
+    int64_t t = tpx_checkpoint_find(rd, wnames[p]);
+    tpx_checkpoint_tensor info;
+    ck_assert_int_eq(tpx_checkpoint_tensor_info(rd, (size_t)t, &info, &err),
+                     TPX_OK);
+    tpx_slice s;
+    memset(&s, 0, sizeof s);
+    s.ndim = info.ndim;
+    memcpy(s.length, info.shape, sizeof s.length);
+    ck_assert_int_eq(tpx_checkpoint_read_slice(rd, t, &s, TPX_DTYPE_F32, back,
+                                               sizeof back, &err),
+                     TPX_OK);
+    ck_assert_mem_eq(back, full, (size_t)info.nbytes);
+  }
+  tpx_checkpoint_reader_destroy(rd);
+}
+
+/* dp, tp, max_shard_size, files (data bytes: col.bias 28, col.weight 140,
+ * row.weight 140, in name order) */
+static const int64_t write_cases[][4] = {
+    {3, 3, 0, 1}, {2, 3, 150, 3}, {1, 3, 0, 1}, {3, 1, 200, 2}};
+
+/* Every rank of a dp x tp mesh writes its pieces through its own writer
+ * (one after the other here); no final name exists before the last
+ * finish, and the result reads back whole. */
 START_TEST(test_write_ranks) {
-  /* dp, tp, max_shard_size, files (data bytes: col.bias 28, col.weight
-   * 140, row.weight 140, in name order) */
-  static const int64_t cases[][4] = {
-      {3, 3, 0, 1}, {2, 3, 150, 3}, {1, 3, 0, 1}, {3, 1, 200, 2}};
-  int64_t dp = cases[_i][0], tp = cases[_i][1], max = cases[_i][2];
+  int64_t dp = write_cases[_i][0], tp = write_cases[_i][1];
+  int64_t max = write_cases[_i][2], world = dp * tp;
   make_tmpdir();
   tpx_model *m = small_model(TPX_DTYPE_F32, 7);
   tpx_mesh *mesh = NULL;
@@ -526,76 +606,57 @@ START_TEST(test_write_ranks) {
   ck_assert_int_eq(tpx_checkpoint_model_entries(m, &entries, &ne, &err),
                    TPX_OK);
   ck_assert_uint_eq(ne, 3);
-  int64_t world = dp * tp;
-  float full[3][35];
-  const char *names[3] = {"col.weight", "col.bias", "row.weight"};
-  for (int p = 0; p < 3; p++)
-    fill(full[p], names[p], 35);
   const char *final = max ? "model.safetensors.index.json"
                           : "model.safetensors";
   for (int64_t r = 0; r < world; r++) {
-    tpx_checkpoint_writer_options o = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
-    o.max_shard_size = max;
-    o.num_writers = world;
-    o.writer_rank = r;
-    tpx_checkpoint_writer *w = NULL;
-    ck_assert_msg(tpx_checkpoint_writer_create(tmpdir, entries, ne, &o, &w,
-                                               &err) == TPX_OK,
-                  "%s", err.message);
-    float local[3][35];
-    tpx_checkpoint_dest src[3];
-    for (int p = 0; p < 3; p++) {
-      tpx_slice s;
-      ck_assert_int_eq(tpx_sharding_local_slice(sh, p, r, &s, &err), TPX_OK);
-      tpx_param_info info;
-      tpx_model_param(m, p, &info, NULL);
-      int64_t cols = info.ndim == 2 ? info.shape[1] : 1, k = 0;
-      int64_t l1 = s.ndim == 2 ? s.length[1] : 1;
-      int64_t o1 = s.ndim == 2 ? s.offset[1] : 0;
-      for (int64_t i = 0; i < s.length[0]; i++)
-        for (int64_t j = 0; j < l1; j++)
-          local[p][k++] = full[p][(s.offset[0] + i) * cols + o1 + j];
-      src[p] = (tpx_checkpoint_dest){local[p], sizeof local[p],
-                                     TPX_DTYPE_F32};
-    }
-    ck_assert_msg(tpx_checkpoint_write_rank(w, sh, r, src, &err) == TPX_OK,
-                  "%s", err.message);
     int done = -1;
-    ck_assert_msg(tpx_checkpoint_writer_finish(w, &done, &err) == TPX_OK,
+    ck_assert_msg(write_one_rank(m, sh, entries, ne, world, r, max, &done,
+                                 &err) == TPX_OK,
                   "%s", err.message);
     ck_assert_int_eq(done, r == world - 1);
     ck_assert_int_eq(exists(tmp(final)), r == world - 1);
-    tpx_checkpoint_writer_destroy(w);
   }
-  /* only final files remain: markers and temporaries are gone */
-  DIR *d = opendir(tmpdir);
-  struct dirent *de;
-  while ((de = readdir(d)) != NULL)
-    ck_assert_msg(strcmp(de->d_name, ".") == 0 ||
-                      strcmp(de->d_name, "..") == 0 || de->d_name[0] != '.',
-                  "left behind: %s", de->d_name);
-  closedir(d);
-  tpx_checkpoint_reader *rd = NULL;
-  ck_assert_msg(tpx_checkpoint_reader_create(tmpdir, NULL, &rd, &err) ==
-                    TPX_OK,
-                "%s", err.message);
-  ck_assert_uint_eq(tpx_checkpoint_num_files(rd), (size_t)cases[_i][3]);
-  for (int p = 0; p < 3; p++) {
-    int64_t t = tpx_checkpoint_find(rd, names[p]);
-    tpx_checkpoint_tensor info;
-    ck_assert_int_eq(tpx_checkpoint_tensor_info(rd, (size_t)t, &info, &err),
-                     TPX_OK);
-    tpx_slice s;
-    memset(&s, 0, sizeof s);
-    s.ndim = info.ndim;
-    memcpy(s.length, info.shape, sizeof s.length);
-    float back[35];
-    ck_assert_int_eq(tpx_checkpoint_read_slice(rd, t, &s, TPX_DTYPE_F32, back,
-                                               sizeof back, &err),
-                     TPX_OK);
-    ck_assert_mem_eq(back, full[p], (size_t)info.nbytes);
+  verify_written((size_t)write_cases[_i][3]);
+  free(entries);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
+/* The same with every rank in its own process, all at once. */
+START_TEST(test_write_concurrent) {
+  int64_t dp = write_cases[_i][0], tp = write_cases[_i][1];
+  int64_t max = write_cases[_i][2], world = dp * tp;
+  make_tmpdir();
+  tpx_model *m = small_model(TPX_DTYPE_F32, 7);
+  tpx_mesh *mesh = NULL;
+  tpx_sharding *sh = small_sharding(m, &mesh, dp, tp);
+  tpx_checkpoint_entry *entries = NULL;
+  size_t ne = 0;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_checkpoint_model_entries(m, &entries, &ne, &err),
+                   TPX_OK);
+  pid_t kids[16];
+  for (int64_t r = 0; r < world; r++) {
+    kids[r] = fork();
+    ck_assert_int_ge(kids[r], 0);
+    if (kids[r] == 0) {
+      int done = 0;
+      tpx_error e = {0};
+      _exit(write_one_rank(m, sh, entries, ne, world, r, max, &done, &e) ==
+                    TPX_OK
+                ? 0
+                : 1);
+    }
   }
-  tpx_checkpoint_reader_destroy(rd);
+  for (int64_t r = 0; r < world; r++) {
+    int status = 0;
+    ck_assert_int_eq(waitpid(kids[r], &status, 0), kids[r]);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  verify_written((size_t)write_cases[_i][3]);
   free(entries);
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
@@ -727,6 +788,7 @@ static Suite *ckpt_suite(void) {
   tcase_add_test(tc, test_check_model);
   tcase_add_loop_test(tc, test_read_rank, 0, 4);
   tcase_add_loop_test(tc, test_write_ranks, 0, 4);
+  tcase_add_loop_test(tc, test_write_concurrent, 0, 4);
   tcase_add_test(tc, test_write_abandoned);
   tcase_add_test(tc, test_write_unwritable);
   tcase_add_test(tc, test_write_file_size_limit);
