@@ -64,6 +64,8 @@ static void usage(FILE *out) {
           "diagnostic\n"
           "  --format text|json   output format (default text; json is "
           "tpx-report/1)\n"
+          "  --html FILE          also write the report as one self-contained "
+          "HTML page\n"
           "  -h, --help           this help\n"
           "\n"
           "Exit status: 0 without error diagnostics, 1 with errors, 2 on bad "
@@ -88,6 +90,7 @@ static int parse_size(const char *opt, const char *text, int64_t *out) {
 
 typedef struct {
   const char *config, *weights, *plan, *format;
+  const char *html; /* --html FILE, or NULL */
   int64_t tp, dp_shard, dp_replicate;
   int sp, fsdp, isolate;
 } args_t;
@@ -114,7 +117,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     } else if (!strcmp(arg, "--config") || !strcmp(arg, "--weights") ||
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
-               !strcmp(arg, "--dp-replicate")) {
+               !strcmp(arg, "--dp-replicate") || !strcmp(arg, "--html")) {
       if (!val) {
         fprintf(stderr, "tpx plan: %s needs a value\n", arg);
         return -1;
@@ -124,6 +127,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
       else if (!strcmp(arg, "--weights")) a->weights = val;
       else if (!strcmp(arg, "--plan")) a->plan = val;
       else if (!strcmp(arg, "--format")) a->format = val;
+      else if (!strcmp(arg, "--html")) a->html = val;
       else if (!strcmp(arg, "--tp")) {
         if (parse_size(arg, val, &a->tp)) return -1;
       } else if (!strcmp(arg, "--dp-shard")) {
@@ -255,6 +259,26 @@ static tpx_status model_with_weights(const tpx_registry *reg,
 static int fail(const char *what, const tpx_error *err) {
   fprintf(stderr, "tpx plan: %s: %s\n", what, err->message);
   return 1;
+}
+
+/* --html FILE: the page, written whole or not at all (message printed). */
+static int write_html(const char *path, const tpx_sharding *sh,
+                      const tpx_report_options *ro) {
+  tpx_error err = {0};
+  char *page = NULL;
+  if (tpx_report_html(sh, ro, &page, &err) != TPX_OK) {
+    fprintf(stderr, "tpx plan: --html: %s\n", err.message);
+    return -1;
+  }
+  FILE *f = fopen(path, "w");
+  int bad = !f || fputs(page, f) < 0;
+  if (f && fclose(f) != 0) bad = 1;
+  if (bad) {
+    fprintf(stderr, "tpx plan: --html %s: %s\n", path, strerror(errno));
+    if (f) remove(path);
+  }
+  free(page);
+  return bad ? -1 : 0;
 }
 
 int tpx_cmd_plan(int argc, char **argv) {
@@ -413,6 +437,7 @@ int tpx_cmd_plan(int argc, char **argv) {
     goto out;
   }
   code = tpx_report_ok(sh, &ro) ? 0 : 1;
+  if (a.html && write_html(a.html, sh, &ro) != 0) code = 1;
 
 out:
   free(text);

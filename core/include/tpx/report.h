@@ -45,6 +45,14 @@ TPX_API tpx_status tpx_report_json(const tpx_sharding *sh,
 TPX_API tpx_status tpx_report_text(const tpx_sharding *sh,
                                    const tpx_report_options *opts, char **out,
                                    tpx_error *err);
+/* The report as one self-contained HTML page (inline CSS and SVG, no
+ * script or network): verdict, diagnostics, per-rank memory as stacked bars,
+ * the module tree with styles, every parameter's block map by rank (hover
+ * for offsets and bytes), collectives per styled module. *out is malloc'd;
+ * free() it. */
+TPX_API tpx_status tpx_report_html(const tpx_sharding *sh,
+                                   const tpx_report_options *opts, char **out,
+                                   tpx_error *err);
 /* 1 when neither the selection diagnostics nor the sharding hold an error. */
 TPX_API int tpx_report_ok(const tpx_sharding *sh,
                           const tpx_report_options *opts);
