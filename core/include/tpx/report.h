@@ -32,10 +32,25 @@ typedef struct tpx_report_options {
   const tpx_diag_list *selection_diags; /* listed before the sharding's; may
                                            be NULL */
   int indent;                /* JSON indent (0 = compact) */
+  /* Added after `indent` (a caller whose struct_size ends at `indent` gets
+   * none): the upstream strategy's properties as "key=value" lines, from
+   * tpx_selection_strategy (name, tensor_parallel, activation_checkpointing,
+   * mp_param_dtype, mp_reduce_dtype, mp_output_dtype, ...). */
+  size_t num_strategy;
+  const char *const *strategy;
 } tpx_report_options;
 
 #define TPX_REPORT_OPTIONS_INIT                                                \
-  { sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2 }
+  {                                                                            \
+    sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2,   \
+        0, NULL                                                                \
+  }
+
+/* Which upstream release's behaviour the selection, FSDP units and reports
+ * reproduce (validate_tp_mesh only for plans that shard attention heads;
+ * untied input and output embeddings as FSDP units of their own). Plans
+ * themselves follow spec/plans.md. */
+#define TPX_UPSTREAM_VERSION "NeMo Automodel 0.7.0"
 
 /* tpx-report/1 JSON. *out is malloc'd; free() it. `opts` may be NULL. */
 TPX_API tpx_status tpx_report_json(const tpx_sharding *sh,

@@ -107,6 +107,21 @@ static json_t *selection_json(const tpx_report_options *o) {
     if (o->trace && o->trace[i])
       json_array_append_new(trace, jstr(o->trace[i]));
   json_object_set_new(s, "trace", trace);
+  json_object_set_new(s, "upstream", jstr(TPX_UPSTREAM_VERSION));
+  if (o->num_strategy) {
+    json_t *st = json_object();
+    for (size_t i = 0; o->strategy && i < o->num_strategy; i++) {
+      const char *kv = o->strategy[i], *eq = kv ? strchr(kv, '=') : NULL;
+      if (!eq) continue;
+      char key[64];
+      size_t n = (size_t)(eq - kv) < sizeof key - 1 ? (size_t)(eq - kv)
+                                                    : sizeof key - 1;
+      memcpy(key, kv, n);
+      key[n] = '\0';
+      json_object_set_new(st, key, jstr(eq + 1));
+    }
+    json_object_set_new(s, "strategy", st);
+  }
   return s;
 }
 
@@ -396,17 +411,14 @@ static json_t *heads_json(const tpx_sharding *sh) {
 tpx_status tpx_report_json(const tpx_sharding *sh,
                            const tpx_report_options *opts, char **out,
                            tpx_error *err) {
-  tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
+  tpx_report_options def;
   if (!sh || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_json: NULL sharding or out");
   *out = NULL;
-  if (opts && opts->struct_size < sizeof(tpx_report_options))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_report_json: options struct_size %zu too small "
-                         "(use TPX_REPORT_OPTIONS_INIT)",
-                         opts->struct_size);
-  if (!opts) opts = &def;
+  tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_json", err);
+  if (ost != TPX_OK) return ost;
+  opts = &def;
   char *plan_text = NULL;
   tpx_status st = tpx_plan_to_json(tpx_sharding_plan(sh), 0, &plan_text, err);
   if (st != TPX_OK) return st;

@@ -494,17 +494,14 @@ static void diag_lines(tpx__sbuf *b, const tpx_diag_list *list) {
 tpx_status tpx_report_text(const tpx_sharding *sh,
                            const tpx_report_options *opts, char **out,
                            tpx_error *err) {
-  tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
+  tpx_report_options def;
   if (!sh || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_text: NULL sharding or out");
   *out = NULL;
-  if (opts && opts->struct_size < sizeof(tpx_report_options))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_report_text: options struct_size %zu too small "
-                         "(use TPX_REPORT_OPTIONS_INIT)",
-                         opts->struct_size);
-  if (!opts) opts = &def;
+  tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_text", err);
+  if (ost != TPX_OK) return ost;
+  opts = &def;
   const tpx_model *model = tpx_sharding_model(sh);
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   const tpx_plan *plan = tpx_sharding_plan(sh);
@@ -539,6 +536,19 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   if (opts->plugin_path) tpx__sbuf_printf(&b, " from %s", opts->plugin_path);
   tpx__sbuf_printf(&b, "; sequence parallel %s; %zu entries\n",
                    opts->sequence_parallel ? "on" : "off", tpx_plan_size(plan));
+  tpx__sbuf_printf(&b, "Upstream: %s behaviour (validate_tp_mesh only for "
+                       "plans that shard attention heads; untied input and "
+                       "output embeddings as FSDP units)\n",
+                   TPX_UPSTREAM_VERSION);
+  if (opts->num_strategy) {
+    const char *name = tpx__report_strategy(opts, "name");
+    tpx__sbuf_printf(&b, "Strategy: %s\n", name ? name : "(unnamed)");
+    for (size_t i = 0; opts->strategy && i < opts->num_strategy; i++) {
+      const char *kv = opts->strategy[i], *eq = kv ? strchr(kv, '=') : NULL;
+      if (!eq || strncmp(kv, "name=", 5) == 0) continue;
+      tpx__sbuf_printf(&b, "  %.*s: %s\n", (int)(eq - kv), kv, eq + 1);
+    }
+  }
   if (opts->num_trace) {
     tpx__sbuf_printf(&b, "Why:\n");
     for (size_t i = 0; i < opts->num_trace; i++)
