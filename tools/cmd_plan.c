@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "plan_extra.h"
 #include "tpx/fsdp.h"
 #include "tpx/registry.h"
 #include "tpx/report.h"
@@ -64,11 +66,11 @@ static void usage(FILE *out) {
           "diagnostic\n"
           "  --format text|json   output format (default text; json is "
           "tpx-report/1)\n"
-          "  -h, --help           this help\n"
-          "\n"
-          "Exit status: 0 without error diagnostics, 1 with errors, 2 on bad "
-          "arguments.\n",
+          "  -h, --help           this help\n",
           PLUGIN_TIMEOUT_S);
+  plan_extra_usage(out);
+  fprintf(out, "\nExit status: 0 without error diagnostics, 1 with errors, "
+               "2 on bad arguments.\n");
 }
 
 static int parse_size(const char *opt, const char *text, int64_t *out) {
@@ -90,6 +92,7 @@ typedef struct {
   const char *config, *weights, *plan, *format;
   int64_t tp, dp_shard, dp_replicate;
   int sp, fsdp, isolate;
+  plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
 } args_t;
 
 /* 0 ok, 1 help printed, -1 bad arguments (message printed). */
@@ -99,10 +102,15 @@ static int parse_args(int argc, char **argv, args_t *a) {
   a->format = "text";
   a->fsdp = 1;
   a->isolate = 1;
+  plan_extra_init(&a->x);
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+    int took = plan_extra_arg(&a->x, arg, val);
+    if (took < 0) return -1;
+    if (took) {
+      i += took - 1;
+    } else if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
       usage(stdout);
       return 1;
     } else if (!strcmp(arg, "--sp")) {
@@ -153,7 +161,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
             (long long)a->tp);
     return -1;
   }
-  return 0;
+  return plan_extra_check(&a->x, a->tp, a->dp_shard, a->dp_replicate,
+                          a->format);
 }
 
 static int is_file(const char *path) {
@@ -273,9 +282,6 @@ int tpx_cmd_plan(int argc, char **argv) {
   tpx_mesh *mesh = NULL;
   tpx_sharding *sh = NULL;
   char *text = NULL;
-  const char **units = NULL;
-  int *reshard = NULL;
-  const char **fp32 = NULL;
   const char **trace = NULL;
   int code = 1;
 
@@ -331,47 +337,37 @@ int tpx_cmd_plan(int argc, char **argv) {
   so.sequence_parallel = a.sp;
   so.custom = custom;
   so.plan_name = (a.plan && !custom) ? a.plan : NULL;
+  if (a.x.gpus) { /* the mesh advisor instead of one report */
+    code = plan_advise(reg, model, &so, a.fsdp, &a.x,
+                       strcmp(a.format, "json") == 0);
+    goto out;
+  }
   if (tpx_select_plan(reg, model, &so, &sel, diags, &err) != TPX_OK) {
     code = fail("selecting a plan", &err);
     goto out;
   }
 
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {a.dp_replicate, a.dp_shard, a.tp};
-  if (tpx_mesh_create(names, sizes, 3, &mesh, &err) != TPX_OK) {
+  if (plan_mesh(a.dp_replicate, a.dp_shard, a.tp, &mesh, &err) != TPX_OK) {
     code = fail("building the mesh", &err);
     goto out;
   }
-  tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
-  opts.fsdp = a.fsdp;
-  size_t nu = tpx_selection_num_fsdp_units(sel);
-  if (nu) {
-    units = calloc(nu, sizeof *units);
-    reshard = calloc(nu, sizeof *reshard);
-    if (!units || !reshard) {
-      fprintf(stderr, "tpx plan: out of memory\n");
-      goto out;
-    }
-    for (size_t i = 0; i < nu; i++)
-      units[i] = tpx_selection_fsdp_unit(sel, i, &reshard[i]);
-    opts.num_fsdp_units = nu;
-    opts.fsdp_units = units;
-    opts.fsdp_unit_reshard = reshard;
-  }
-  size_t nf = tpx_selection_num_fp32(sel);
-  if (nf) {
-    fp32 = calloc(nf, sizeof *fp32);
-    if (!fp32) {
-      fprintf(stderr, "tpx plan: out of memory\n");
-      goto out;
-    }
-    for (size_t i = 0; i < nf; i++) fp32[i] = tpx_selection_fp32(sel, i);
-    opts.num_fp32_params = nf;
-    opts.fp32_params = fp32;
-  }
-  if (tpx_sharding_create(model, tpx_selection_plan(sel), mesh, &opts, &sh,
-                          &err) != TPX_OK) {
+  if (plan_shard(model, sel, mesh, a.fsdp, &sh, &err) != TPX_OK) {
     code = fail("applying the plan", &err);
+    goto out;
+  }
+  if (a.x.show) { /* the picture instead of the report */
+    if (plan_show(stdout, sh, a.x.show, isatty(STDOUT_FILENO)) == 0) {
+      fprintf(stderr, "tpx plan: --show '%s' matches no parameter or module "
+                      "(patterns are dotted FQNs, '*' within one atom)\n",
+              a.x.show);
+      code = 2;
+      goto out;
+    }
+    code = fflush(stdout) == 0 && tpx_report_ok(sh, NULL) &&
+                   (!diags ||
+                    tpx_diag_count_at_least(diags, TPX_DIAG_ERROR) == 0)
+               ? 0
+               : 1;
     goto out;
   }
 
@@ -395,6 +391,8 @@ int tpx_cmd_plan(int argc, char **argv) {
     ro.trace = trace;
   }
   ro.selection_diags = diags;
+  ro.memory = &a.x.mem;
+  ro.slices_rank = a.x.rank;
   tpx_status st = strcmp(a.format, "json") == 0
                       ? tpx_report_json(sh, &ro, &text, &err)
                       : tpx_report_text(sh, &ro, &text, &err);
@@ -417,9 +415,6 @@ int tpx_cmd_plan(int argc, char **argv) {
 out:
   free(text);
   free(trace);
-  free(units);
-  free(reshard);
-  free(fp32);
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_selection_destroy(sel);

@@ -15,6 +15,7 @@
 #include "tpx/diag.h"
 #include "tpx/error.h"
 #include "tpx/export.h"
+#include "tpx/memory.h"
 #include "tpx/sharding.h"
 
 TPX_BEGIN_DECLS
@@ -32,10 +33,17 @@ typedef struct tpx_report_options {
   const tpx_diag_list *selection_diags; /* listed before the sharding's; may
                                            be NULL */
   int indent;                /* JSON indent (0 = compact) */
+  /* Training memory per rank (tpx/memory.h): every per_rank item gets
+   * `memory`; NULL = the defaults (adamw, no activations). */
+  const tpx_memory_options *memory;
+  /* >= 0: every parameter gets local_shape, global_offset and local_bytes
+   * of this rank's slice (JSON); -1 = none. */
+  int64_t slices_rank;
 } tpx_report_options;
 
 #define TPX_REPORT_OPTIONS_INIT                                                \
-  { sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2 }
+  { sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2,  \
+    NULL, -1 }
 
 /* tpx-report/1 JSON. *out is malloc'd; free() it. `opts` may be NULL. */
 TPX_API tpx_status tpx_report_json(const tpx_sharding *sh,

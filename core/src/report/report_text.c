@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/strmap.h"
+#include "report/report_memory.h"
 #include "report/report_util.h"
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
@@ -499,12 +500,17 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_text: NULL sharding or out");
   *out = NULL;
-  if (opts && opts->struct_size < sizeof(tpx_report_options))
+  if (opts && opts->struct_size < offsetof(tpx_report_options, memory))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_text: options struct_size %zu too small "
                          "(use TPX_REPORT_OPTIONS_INIT)",
                          opts->struct_size);
-  if (!opts) opts = &def;
+  if (opts) /* an older, shorter struct: the later fields keep defaults */
+    memcpy(&def, opts, opts->struct_size < sizeof def ? opts->struct_size
+                                                      : sizeof def);
+  opts = &def;
+  tpx_status mst = tpx__report_memory_check(sh, opts->memory, err);
+  if (mst != TPX_OK) return mst;
   const tpx_model *model = tpx_sharding_model(sh);
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   const tpx_plan *plan = tpx_sharding_plan(sh);
@@ -575,6 +581,7 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   collectives(&b, sh);
   fsdp_section(&b, sh);
   memory_section(&b, sh);
+  tpx__report_memory_text(&b, sh, opts->memory);
 
   const tpx_diag_list *sd = opts->selection_diags;
   const tpx_diag_list *ad = tpx_sharding_diagnostics(sh);
