@@ -62,6 +62,10 @@ typedef struct tpx_memory {
                           prefetch window), compute dtype */
   int64_t activations; /* saved for backward at the peak */
   int64_t peak;        /* the sum of the five */
+  /* Part of `optimizer`: the f32 master copy of parameters held below 4
+   * bytes (0 with TPX_OPTIMIZER_NONE). A runtime that counts masters with
+   * the parameters compares params + master and optimizer - master. */
+  int64_t master;
 } tpx_memory;
 
 /* The memory of ranks [first, first + count) into out[0..count). `opts` may

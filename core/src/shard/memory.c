@@ -82,11 +82,9 @@ tpx_status tpx_memory_ranks(const tpx_sharding *sh,
     tpx_memory *m = &out[i];
     m->params = rs[TPX__STATE_PARAM_BYTES];
     m->grads = rs[TPX__STATE_GRAD_BYTES];
-    m->optimizer =
-        states ? tpx__sat_add(
-                     tpx__sat_mul(4 * states, rs[TPX__STATE_FLOAT_NUMEL]),
-                     tpx__sat_mul(4, rs[TPX__STATE_LOWP_NUMEL]))
-               : 0;
+    m->master = states ? tpx__sat_mul(4, rs[TPX__STATE_LOWP_NUMEL]) : 0;
+    m->optimizer = tpx__sat_add(
+        tpx__sat_mul(4 * states, rs[TPX__STATE_FLOAT_NUMEL]), m->master);
     m->gather_peak =
         sh->num_units ? sh->rank_peak[r] - sh->rank_bytes[r] : 0;
     m->activations = act;

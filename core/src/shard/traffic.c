@@ -13,11 +13,10 @@
  * them, moving a tensor of `x` bytes (global size) over `w` ranks. */
 static int64_t coll_bytes(const char *name, int64_t x, int64_t w) {
   if (w <= 1 || !name) return 0;
-  if (strncmp(name, "all-reduce", 10) == 0)
-    return tpx__sat_mul(x, 2 * (w - 1)) / w;
-  if (strncmp(name, "all-gather", 10) == 0 ||
-      strncmp(name, "reduce-scatter", 14) == 0 ||
-      strncmp(name, "all-to-all", 10) == 0)
+  /* names may carry local steps first ("mask + all-reduce") */
+  if (strstr(name, "all-reduce")) return tpx__sat_mul(x, 2 * (w - 1)) / w;
+  if (strstr(name, "all-gather") || strstr(name, "reduce-scatter") ||
+      strstr(name, "all-to-all"))
     return tpx__sat_mul(x, w - 1) / w;
   return 0; /* none, chunk, partition: local */
 }
