@@ -446,7 +446,11 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
   json_object_set_new(root, "selection", selection_json(opts));
   json_object_set_new(root, "plan", plan);
   json_object_set_new(root, "parameters", params_json(sh, opts->slices_rank));
+  if (opts->slices_rank >= 0)
+    json_object_set_new(root, "slices_rank", json_integer(opts->slices_rank));
   json_object_set_new(root, "per_rank", json_string(PER_RANK_PLACEHOLDER));
+  json_object_set_new(root, "memory_options",
+                      tpx__report_memory_options_json(opts->memory));
   add_diags(diags, opts->selection_diags);
   add_diags(diags, tpx_sharding_diagnostics(sh));
   json_object_set_new(root, "diagnostics", diags);

@@ -165,3 +165,17 @@ void tpx__report_slice_json(json_t *o, const tpx_sharding *sh, int64_t p,
   json_object_set_new(o, "local_bytes",
                       json_integer(tpx_slice_nbytes(&sl, held)));
 }
+
+json_t *tpx__report_memory_options_json(const tpx_memory_options *mo) {
+  tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
+  if (mo) memcpy(&o, mo, mo->struct_size < sizeof o ? mo->struct_size
+                                                      : sizeof o);
+  const char *name = tpx_optimizer_name(o.optimizer);
+  json_t *j = json_object();
+  json_object_set_new(j, "optimizer", name ? json_string(name) : json_null());
+  json_object_set_new(j, "batch", json_integer(o.batch));
+  json_object_set_new(j, "seq", json_integer(o.seq));
+  json_object_set_new(j, "activation_checkpointing",
+                      json_boolean(o.activation_checkpointing));
+  return j;
+}
