@@ -15,14 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "plan_extra.h"
 #include "plan_setup.h"
 #include "tpx/fsdp.h"
 #include "tpx/registry.h"
 #include "tpx/report.h"
 #include "tpx/sharding.h"
 #include "tpx/tpx.h"
+
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -64,11 +67,11 @@ static void usage(FILE *out) {
           "tpx-report/1)\n"
           "  --html FILE          also write the report as one self-contained "
           "HTML page\n"
-          "  -h, --help           this help\n"
-          "\n"
-          "Exit status: 0 without error diagnostics, 1 with errors, 2 on bad "
-          "arguments.\n",
+          "  -h, --help           this help\n",
           PLUGIN_TIMEOUT_S);
+  plan_extra_usage(out);
+  fprintf(out, "\nExit status: 0 without error diagnostics, 1 with errors, "
+               "2 on bad arguments.\n");
 }
 
 static int parse_size(const char *opt, const char *text, int64_t *out) {
@@ -91,6 +94,7 @@ typedef struct {
   const char *html; /* --html FILE, or NULL */
   int64_t tp, dp_shard, dp_replicate;
   int sp, fsdp, isolate;
+  plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
 } args_t;
 
 /* 0 ok, 1 help printed, -1 bad arguments (message printed). */
@@ -100,10 +104,15 @@ static int parse_args(int argc, char **argv, args_t *a) {
   a->format = "text";
   a->fsdp = 1;
   a->isolate = 1;
+  plan_extra_init(&a->x);
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+    int took = plan_extra_arg(&a->x, arg, val);
+    if (took < 0) return -1;
+    if (took) {
+      i += took - 1;
+    } else if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
       usage(stdout);
       return 1;
     } else if (!strcmp(arg, "--sp")) {
@@ -155,7 +164,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
             (long long)a->tp);
     return -1;
   }
-  return 0;
+  return plan_extra_check(&a->x, a->tp, a->dp_shard, a->dp_replicate,
+                          a->format);
 }
 
 static int fail(const char *what, const tpx_error *err) {
@@ -200,10 +210,33 @@ int tpx_cmd_plan(int argc, char **argv) {
   tpx_cli_plan_args pa = {a.config,   a.weights, a.plan, a.tp,
                           a.dp_shard, a.dp_replicate, a.sp, a.fsdp,
                           a.isolate};
-  if (tpx_cli_plan_build("plan", &pa, &pl) != 0)
+  if (tpx_cli_plan_prepare("plan", &pa, &pl) != 0)
+    goto out;
+  if (a.x.gpus) { /* the mesh advisor instead of one report */
+    code = plan_advise(pl.reg, pl.model, &pl.so, a.fsdp, &a.x,
+                       strcmp(a.format, "json") == 0);
+    goto out;
+  }
+  if (tpx_cli_plan_finish("plan", &pa, &pl) != 0)
     goto out;
   tpx_selection *sel = pl.sel;
   tpx_sharding *sh = pl.sh;
+  tpx_diag_list *diags = pl.diags;
+  if (a.x.show) { /* the picture instead of the report */
+    if (plan_show(stdout, sh, a.x.show, isatty(STDOUT_FILENO)) == 0) {
+      fprintf(stderr, "tpx plan: --show '%s' matches no parameter or module "
+                      "(patterns are dotted FQNs, '*' within one atom)\n",
+              a.x.show);
+      code = 2;
+      goto out;
+    }
+    code = fflush(stdout) == 0 && tpx_report_ok(sh, NULL) &&
+                   (!diags ||
+                    tpx_diag_count_at_least(diags, TPX_DIAG_ERROR) == 0)
+               ? 0
+               : 1;
+    goto out;
+  }
 
   tpx_report_options ro = TPX_REPORT_OPTIONS_INIT;
   ro.plan_source = tpx_plan_source_name(tpx_selection_source(sel));
@@ -224,7 +257,9 @@ int tpx_cmd_plan(int argc, char **argv) {
       trace[i] = tpx_selection_trace(sel, i - own);
     ro.trace = trace;
   }
-  ro.selection_diags = pl.diags;
+  ro.selection_diags = diags;
+  ro.memory = &a.x.mem;
+  ro.slices_rank = a.x.rank;
   tpx_status st = strcmp(a.format, "json") == 0
                       ? tpx_report_json(sh, &ro, &text, &err)
                       : tpx_report_text(sh, &ro, &text, &err);

@@ -15,6 +15,7 @@
 #include "tpx/diag.h"
 #include "tpx/error.h"
 #include "tpx/export.h"
+#include "tpx/memory.h"
 #include "tpx/sharding.h"
 
 TPX_BEGIN_DECLS
@@ -38,12 +39,18 @@ typedef struct tpx_report_options {
    * mp_param_dtype, mp_reduce_dtype, mp_output_dtype, ...). */
   size_t num_strategy;
   const char *const *strategy;
+  /* Training memory per rank (tpx/memory.h): every per_rank item gets
+   * `memory`; NULL = the defaults (adamw, no activations). */
+  const tpx_memory_options *memory;
+  /* >= 0: every parameter gets local_shape, global_offset and local_bytes
+   * of this rank's slice (JSON); -1 = none. */
+  int64_t slices_rank;
 } tpx_report_options;
 
 #define TPX_REPORT_OPTIONS_INIT                                                \
   {                                                                            \
     sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2,   \
-        0, NULL                                                                \
+        0, NULL, NULL, -1                                                      \
   }
 
 /* Which upstream release's behaviour the selection, FSDP units and reports

@@ -17,6 +17,7 @@
 #include "model/strmap.h"
 #include "report/report_util.h"
 #include "tpx/fsdp.h"
+#include "tpx/memory.h"
 #include "tpx/tpx.h"
 
 /* Ranks drawn per block map; larger worlds draw their first ranks. */
@@ -224,20 +225,28 @@ static void header(tpx__sbuf *b, const tpx_sharding *sh,
 
 /* ---- per-rank memory ----------------------------------------------------- */
 
-#define MEM_TERMS 2
+#define MEM_TERMS 5
 static const char *const mem_term_names[MEM_TERMS] = {
-    "parameters (sharded)", "FSDP all-gather (peak extra)"};
-static const char *const mem_term_colors[MEM_TERMS] = {"#4e79a7", "#f28e2b"};
+    "parameters", "gradients", "optimizer state", "FSDP all-gather peak",
+    "activations"};
+static const char *const mem_term_colors[MEM_TERMS] = {
+    "#4e79a7", "#59a14f", "#b07aa1", "#f28e2b", "#e15759"};
 
-static void mem_terms(const tpx_sharding *sh, int64_t rank,
-                      int64_t out[MEM_TERMS]) {
-  int64_t params = tpx_sharding_rank_param_bytes(sh, rank);
-  int64_t peak = tpx_sharding_rank_peak_bytes(sh, rank);
-  out[0] = params;
-  out[1] = peak > params ? peak - params : 0;
+/* The training-memory terms of tpx/memory.h (options from the report). */
+static int mem_terms(const tpx_sharding *sh, const tpx_memory_options *mo,
+                     int64_t rank, int64_t out[MEM_TERMS]) {
+  tpx_memory m;
+  if (tpx_memory_rank(sh, mo, rank, &m, NULL) != TPX_OK) return -1;
+  out[0] = m.params;
+  out[1] = m.grads;
+  out[2] = m.optimizer;
+  out[3] = m.gather_peak;
+  out[4] = m.activations;
+  return 0;
 }
 
-static void memory(tpx__sbuf *b, const tpx_sharding *sh) {
+static void memory(tpx__sbuf *b, const tpx_sharding *sh,
+                   const tpx_memory_options *mo) {
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
   int64_t drawn = world < HTML_MAX_RANKS ? world : HTML_MAX_RANKS;
   /* Group ranks with identical terms, in rank order of first appearance. */
@@ -251,7 +260,10 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh) {
   }
   int64_t ngroups = 0, max_total = 1;
   for (int64_t r = 0; r < drawn; r++) {
-    mem_terms(sh, r, terms[r]);
+    if (mem_terms(sh, mo, r, terms[r]) != 0) {
+      tpx__sbuf_printf(b, "<h2>Per-rank memory</h2>\n<p>unavailable</p>\n");
+      goto out;
+    }
     int64_t g = 0;
     while (g < ngroups &&
            memcmp(terms[first[g]], terms[r], sizeof terms[r]) != 0)
@@ -263,7 +275,12 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh) {
     for (int t = 0; t < MEM_TERMS; t++) total += terms[r][t];
     if (total > max_total) max_total = total;
   }
-  tpx__sbuf_printf(b, "<h2>Per-rank memory</h2>\n<p class=\"legend\">");
+  tpx__sbuf_printf(b, "<h2>Per-rank training memory</h2>\n<p>Optimizer %s; "
+                      "activations for batch %lld × seq %lld%s (formulas: "
+                      "docs/MEMORY.md).</p>\n<p class=\"legend\">",
+                   tpx_optimizer_name(mo->optimizer), (long long)mo->batch,
+                   (long long)mo->seq,
+                   mo->activation_checkpointing ? ", checkpointed" : "");
   for (int t = 0; t < MEM_TERMS; t++)
     tpx__sbuf_printf(b, "<span><i style=\"background:%s\"></i>%s</span>",
                      mem_term_colors[t], mem_term_names[t]);
@@ -714,20 +731,18 @@ static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
 tpx_status tpx_report_html(const tpx_sharding *sh,
                            const tpx_report_options *opts, char **out,
                            tpx_error *err) {
-  tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
+  tpx_report_options def;
   if (!sh || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_html: NULL sharding or out");
   *out = NULL;
-  if (opts && opts->struct_size < sizeof(tpx_report_options))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_report_html: options struct_size %zu too small "
-                         "(use TPX_REPORT_OPTIONS_INIT)",
-                         opts->struct_size);
-  if (!opts) opts = &def;
+  tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_html", err);
+  if (ost != TPX_OK) return ost;
+  opts = &def;
   tpx__sbuf b = {NULL, 0, 0, 0};
   header(&b, sh, opts);
-  memory(&b, sh);
+  tpx_memory_options mo = TPX_MEMORY_OPTIONS_INIT;
+  memory(&b, sh, opts->memory ? opts->memory : &mo);
   module_tree(&b, sh);
   block_maps(&b, sh);
   collectives(&b, sh);

@@ -3,9 +3,11 @@
  * fsdp units, module transitions, head counts, diagnostic subject/fix) are
  * additions; the spec's fields keep their meaning. */
 #include <jansson.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/report_memory.h"
 #include "report/report_util.h"
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
@@ -146,7 +148,7 @@ static void add_diags(json_t *arr, const tpx_diag_list *list) {
   }
 }
 
-static json_t *params_json(const tpx_sharding *sh) {
+static json_t *params_json(const tpx_sharding *sh, int64_t slices_rank) {
   const tpx_model *model = tpx_sharding_model(sh);
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   json_t *arr = json_array();
@@ -193,6 +195,7 @@ static json_t *params_json(const tpx_sharding *sh) {
                             : json_null());
     if (tpx_sharding_param_keeps_fp32(sh, (int64_t)p))
       json_object_set_new(o, "keep_fp32", json_true());
+    if (slices_rank >= 0) tpx__report_slice_json(o, sh, (int64_t)p, slices_rank);
     json_array_append_new(arr, o);
   }
   return arr;
@@ -204,7 +207,11 @@ static json_t *params_json(const tpx_sharding *sh) {
  * array after json_dumps. `indent` 0 = compact. */
 #define PER_RANK_PLACEHOLDER "\001tpx per_rank\001"
 
-static int per_rank_text(const tpx_sharding *sh, int indent, tpx__sbuf *b) {
+static int per_rank_text(const tpx_sharding *sh, const tpx_memory_options *mo,
+                         int indent, tpx__sbuf *b) {
+  tpx__mem_window *mw = malloc(sizeof *mw);
+  if (!mw) return 0;
+  mw->n = 0;
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   int nd = tpx_mesh_ndim(mesh);
   int64_t world = tpx_mesh_world_size(mesh);
@@ -229,11 +236,14 @@ static int per_rank_text(const tpx_sharding *sh, int indent, tpx__sbuf *b) {
     for (int d = 0; d < nd; d++)
       tpx__sbuf_printf(b, "%s%s%s%lld", d ? comma : "", names[d], sep,
                        (long long)coords[d]);
-    tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld}",
+    tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld",
                      comma, sep,
                      (long long)tpx_sharding_rank_param_bytes(sh, r), comma,
                      sep, (long long)tpx_sharding_rank_peak_bytes(sh, r));
+    if (!tpx__report_memory_json(sh, mo, mw, r, sep, comma, b)) ok = 0;
+    tpx__sbuf_printf(b, "}");
   }
+  free(mw);
   if (indent > 0 && world > 0) tpx__sbuf_printf(b, "\n%*s", indent, "");
   tpx__sbuf_printf(b, "]");
   for (int d = 0; d < nd; d++) free(names[d]);
@@ -419,6 +429,14 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
   tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_json", err);
   if (ost != TPX_OK) return ost;
   opts = &def;
+  if (opts->slices_rank >= tpx_mesh_world_size(tpx_sharding_mesh(sh)))
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "tpx_report_json: rank %lld is outside the mesh of "
+                         "%lld ranks",
+                         (long long)opts->slices_rank,
+                         (long long)tpx_mesh_world_size(tpx_sharding_mesh(sh)));
+  tpx_status mst = tpx__report_memory_check(sh, opts->memory, err);
+  if (mst != TPX_OK) return mst;
   char *plan_text = NULL;
   tpx_status st = tpx_plan_to_json(tpx_sharding_plan(sh), 0, &plan_text, err);
   if (st != TPX_OK) return st;
@@ -436,8 +454,12 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
   json_object_set_new(root, "mesh", mesh_json(tpx_sharding_mesh(sh)));
   json_object_set_new(root, "selection", selection_json(opts));
   json_object_set_new(root, "plan", plan);
-  json_object_set_new(root, "parameters", params_json(sh));
+  json_object_set_new(root, "parameters", params_json(sh, opts->slices_rank));
+  if (opts->slices_rank >= 0)
+    json_object_set_new(root, "slices_rank", json_integer(opts->slices_rank));
   json_object_set_new(root, "per_rank", json_string(PER_RANK_PLACEHOLDER));
+  json_object_set_new(root, "memory_options",
+                      tpx__report_memory_options_json(opts->memory));
   add_diags(diags, opts->selection_diags);
   add_diags(diags, tpx_sharding_diagnostics(sh));
   json_object_set_new(root, "diagnostics", diags);
@@ -453,7 +475,7 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
   json_decref(root);
   tpx__sbuf arr = {NULL, 0, 0, 0};
   char *text = NULL;
-  if (body && per_rank_text(sh, indent, &arr)) text = splice_per_rank(body, &arr);
+  if (body && per_rank_text(sh, opts->memory, indent, &arr)) text = splice_per_rank(body, &arr);
   free(body);
   tpx__sbuf_free(&arr);
   if (!text) return tpx_error_set(err, TPX_NO_MEMORY, "tpx_report_json: out of memory");

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/strmap.h"
+#include "report/report_memory.h"
 #include "report/report_util.h"
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
@@ -502,6 +503,8 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_text", err);
   if (ost != TPX_OK) return ost;
   opts = &def;
+  tpx_status mst = tpx__report_memory_check(sh, opts->memory, err);
+  if (mst != TPX_OK) return mst;
   const tpx_model *model = tpx_sharding_model(sh);
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   const tpx_plan *plan = tpx_sharding_plan(sh);
@@ -585,6 +588,7 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   collectives(&b, sh);
   fsdp_section(&b, sh);
   memory_section(&b, sh);
+  tpx__report_memory_text(&b, sh, opts->memory);
 
   const tpx_diag_list *sd = opts->selection_diags;
   const tpx_diag_list *ad = tpx_sharding_diagnostics(sh);
