@@ -290,6 +290,7 @@ int tpx_cmd_plan(int argc, char **argv) {
     code = fail("loading plugins", &err);
     goto out;
   }
+  cli_report_unusable_dirs(reg, "tpx plan");
   if (tpx_diag_list_create(&diags, &err) != TPX_OK) {
     code = fail("planning", &err);
     goto out;

@@ -52,6 +52,17 @@ else
   echo "FAIL plugins json parses"; fails=$((fails + 1))
 fi
 
+# Directories that cannot be searched are named, never passed over silently.
+: > "$WORK/afile"
+expect "plugins --dir missing" 2 "plugin directory '$WORK/nope' cannot be searched: No such file or directory" "$TPX" plugins --dir "$WORK/nope"
+expect "plugins --dir not a dir" 2 "'$WORK/afile' cannot be searched: Not a directory" "$TPX" plugins --dir "$WORK/afile"
+expect "plugins --dir none usable" 2 "none of the directories given with --dir could be searched" "$TPX" plugins --dir "$WORK/nope"
+expect "plugins --dir one of two missing" 1 "'$WORK/nope' cannot be searched" "$TPX" plugins --dir "$WORK/nope" --dir "$GOOD"
+expect "plugins --dir missing json" 2 '"code": "plugin-dir-unusable"' "$TPX" plugins --dir "$WORK/nope" --format json
+expect "TPX_PLUGIN_PATH entry missing" 1 "tpx plugins: warning: plugin directory '$WORK/gone' cannot be searched" env TPX_PLUGIN_PATH="$WORK/gone" "$TPX" plugins
+expect "TPX_PLUGIN_PATH entry missing (plan)" 0 "tpx plan: warning: plugin directory '$WORK/gone' cannot be searched" env TPX_PLUGIN_PATH="$WORK/gone" "$TPX" plan --config "$TPX_SOURCE_DIR/tests/data/configs/Llama-3.2-1B/config.json"
+expect "plugins --help names the default dir" 0 "the build tree (this tpx runs from it): $TPX_BUILD_DIR/plugins" "$TPX" plugins --help
+
 expect "check-plugin --help" 0 "usage: tpx check-plugin" "$TPX" check-plugin --help
 expect "check-plugin no plugin" 2 "no plugin given" "$TPX" check-plugin
 expect "check-plugin bad timeout" 2 "--timeout" "$TPX" check-plugin x.so --timeout -3
