@@ -66,6 +66,30 @@ expect "plugins --help names the default dir" 0 "the build tree (this tpx runs f
 expect "check-plugin --help" 0 "usage: tpx check-plugin" "$TPX" check-plugin --help
 expect "check-plugin no plugin" 2 "no plugin given" "$TPX" check-plugin
 expect "check-plugin bad timeout" 2 "--timeout" "$TPX" check-plugin x.so --timeout -3
+expect "check-plugin missing file" 2 "tpx check-plugin: $WORK/nope.so: No such file or directory" "$TPX" check-plugin "$WORK/nope.so"
+expect "check-plugin directory" 2 "tpx check-plugin: $WORK: Is a directory" "$TPX" check-plugin "$WORK"
+expect "check-plugin one of two missing" 2 "$WORK/nope.so: No such file or directory" "$TPX" check-plugin "$GOOD/libtpxtest_good.so" "$WORK/nope.so"
+first=$("$TPX" check-plugin "$GOOD/libtpxtest_good.so" 2>/dev/null | head -n 1)
+if [ "$first" = "plugin: $GOOD/libtpxtest_good.so" ]; then
+  echo "PASS check-plugin first line names the plugin"
+else
+  echo "FAIL check-plugin first line: '$first'"; fails=$((fails + 1))
+fi
+out=$("$TPX" check-plugin "$GOOD/libtpxtest_good.so" "$BROKEN/not_elf.so" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c '^plugin: ')" -eq 2 ] &&
+   printf '%s\n' "$out" | grep -qx "plugin: $BROKEN/not_elf.so" &&
+   printf '%s\n' "$out" | grep -q "38 passed, 0 failed"; then
+  echo "PASS check-plugin several plugins"
+else
+  echo "FAIL check-plugin several plugins: exit $rc"; printf '%s\n' "$out" | head; fails=$((fails + 1))
+fi
+out=$("$TPX" check-plugin "$GOOD/libtpxtest_good.so" "$GOOD/libtpxtest_good.so" --format json 2>/dev/null)
+if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert isinstance(d, list) and len(d)==2 and d[0]["failed"]==0'; then
+  echo "PASS check-plugin several plugins json"
+else
+  echo "FAIL check-plugin several plugins json"; fails=$((fails + 1))
+fi
 expect "check-plugin good" 0 "38 passed, 0 failed" "$TPX" check-plugin "$GOOD/libtpxtest_good.so"
 expect "check-plugin hang" 1 "timed out after 1.0 s (killed)" "$TPX" check-plugin "$BROKEN/get_plan_hangs.so" --timeout 1
 expect "check-plugin crash" 1 "crashed with SIGSEGV" "$TPX" check-plugin "$BROKEN/register_crashes.so"
