@@ -78,8 +78,10 @@ static int parse_size(const char *opt, const char *text, int64_t *out) {
   int digits = text && *text >= '0' && *text <= '9';
   long long v = digits ? strtoll(text, &end, 10) : 0;
   if (!digits || *end || errno || v < 1 || v > (1LL << 20)) {
-    fprintf(stderr, "tpx plan: %s expects a positive integer, got '%s'\n", opt,
-            text ? text : "");
+    fprintf(stderr,
+            "tpx plan: %s expects a positive integer of at most %lld, got "
+            "'%s'\n",
+            opt, 1LL << 20, text ? text : "");
     return -1;
   }
   *out = (int64_t)v;
@@ -148,11 +150,19 @@ static int parse_args(int argc, char **argv, args_t *a) {
     return -1;
   }
   if (a->tp * a->dp_shard * a->dp_replicate > (1LL << 20)) {
-    fprintf(stderr, "tpx plan: the mesh (%lld x %lld x %lld) is too large\n",
+    fprintf(stderr,
+            "tpx plan: the mesh (%lld x %lld x %lld) is too large: at most "
+            "%lld ranks\n",
             (long long)a->dp_replicate, (long long)a->dp_shard,
-            (long long)a->tp);
+            (long long)a->tp, 1LL << 20);
     return -1;
   }
+  if (!a->fsdp && a->dp_shard > 1)
+    fprintf(stderr,
+            "tpx plan: warning: --no-fsdp with --dp-shard %lld: nothing is "
+            "sharded over dp_shard, so its %lld ranks hold replicas (use "
+            "--dp-replicate for plain data parallelism)\n",
+            (long long)a->dp_shard, (long long)a->dp_shard);
   return 0;
 }
 
@@ -225,6 +235,12 @@ static tpx_status model_with_weights(const tpx_registry *reg,
     *err = serr;
     return st;
   }
+  /* Shapes that disagree: the config and the weights are different models. */
+  char conflict[1536];
+  if (checking &&
+      cli_weights_shape_conflict(*model, a->weights, conflict,
+                                 sizeof conflict) > 0)
+    return tpx_error_set(err, TPX_VALIDATION, "%s", conflict);
   /* Start over from the config: the failed attempt may have left part of
    * a tree behind. */
   tpx_model *fresh = NULL;
