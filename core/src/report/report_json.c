@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "report/report_util.h"
+#include "report/rank_groups.h"
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
 
@@ -201,6 +202,11 @@ static int per_rank_text(const tpx_sharding *sh, int indent, tpx__sbuf *b) {
     names[d] = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
     json_decref(j);
     if (!names[d]) ok = 0;
+  }
+  if (ok && world > TPX__PER_RANK_MAX) { /* grouped: see rank_groups.h */
+    ok = tpx__rank_groups_json(sh, names, indent, b) == 0;
+    for (int d = 0; d < nd; d++) free(names[d]);
+    return ok && !b->failed;
   }
   const char *sep = indent > 0 ? ": " : ":";
   const char *comma = indent > 0 ? ", " : ",";

@@ -54,5 +54,25 @@ has err "describe different models: tensor 'model.embed_tokens.weight' is [256, 
 run 0 "config and weights of one model" plan --config "$SRC/examples/ckpt/config.json" --weights "$SRC/examples/ckpt/" --tp 8
 lacks out "skeleton-fallback" "no fallback when they agree"
 
+# A million ranks: per_rank groups identical ranks, as the text does.
+run 1 "--tp 1000000 json" plan --config "$L" --tp 1000000 --format json
+size=$(wc -c < "$WORK/out")
+[ "$size" -lt 1000000 ] && echo "PASS json of a million ranks is $size bytes" ||
+  { echo "FAIL json of a million ranks is $size bytes"; fails=$((fails + 1)); }
+if python3 -c '
+import json, sys
+pr = json.load(open(sys.argv[1]))["per_rank"]
+assert len(pr) == 5, len(pr)
+assert sum(e["num_ranks"] for e in pr) == 1000000
+assert pr[0]["ranks"] == [[0, 511]] and pr[-1]["ranks"] == [[128256, 999999]], pr
+' "$WORK/out"; then echo "PASS per_rank grouped like the text"; else
+  echo "FAIL per_rank grouped like the text"; fails=$((fails + 1)); fi
+run 1 "--tp 1000000 text" plan --config "$L" --tp 1000000
+has out "ranks 128256-999999" "the text groups the same ranks"
+run 0 "grouped per_rank checked independently" plan --config "$CFG/Qwen3-0.6B/config.json" --tp 8 --dp-shard 600 --format json
+if python3 "$SRC/tests/robustness/check_report.py" "$WORK/out" --tp 8 --dp-shard 600 >"$WORK/chk" 2>&1; then
+  echo "PASS check_report.py accepts the grouped form"; else
+  echo "FAIL check_report.py:"; head "$WORK/chk"; fails=$((fails + 1)); fi
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
