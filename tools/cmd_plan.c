@@ -64,6 +64,10 @@ static void usage(FILE *out) {
           "diagnostic\n"
           "  --format text|json   output format (default text; json is "
           "tpx-report/1)\n"
+          "  --summary            text: print only the verdict screen (plan "
+          "source,\n"
+          "                       per-rank memory, errors) that opens the "
+          "report\n"
           "  -h, --help           this help\n"
           "\n"
           "Exit status: 0 without error diagnostics, 1 with errors, 2 on bad "
@@ -91,7 +95,7 @@ static int parse_size(const char *opt, const char *text, int64_t *out) {
 typedef struct {
   const char *config, *weights, *plan, *format;
   int64_t tp, dp_shard, dp_replicate;
-  int sp, fsdp, isolate;
+  int sp, fsdp, isolate, summary;
 } args_t;
 
 /* 0 ok, 1 help printed, -1 bad arguments (message printed). */
@@ -113,6 +117,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
       a->fsdp = 0;
     } else if (!strcmp(arg, "--no-isolation")) {
       a->isolate = 0;
+    } else if (!strcmp(arg, "--summary")) {
+      a->summary = 1;
     } else if (!strcmp(arg, "--config") || !strcmp(arg, "--weights") ||
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
@@ -155,6 +161,11 @@ static int parse_args(int argc, char **argv, args_t *a) {
             "%lld ranks\n",
             (long long)a->dp_replicate, (long long)a->dp_shard,
             (long long)a->tp, 1LL << 20);
+    return -1;
+  }
+  if (a->summary && strcmp(a->format, "text") != 0) {
+    fprintf(stderr, "tpx plan: --summary is a text view; it cannot be "
+                    "combined with --format %s\n", a->format);
     return -1;
   }
   if (!a->fsdp && a->dp_shard > 1)
@@ -414,7 +425,8 @@ int tpx_cmd_plan(int argc, char **argv) {
   ro.selection_diags = diags;
   tpx_status st = strcmp(a.format, "json") == 0
                       ? tpx_report_json(sh, &ro, &text, &err)
-                      : tpx_report_text(sh, &ro, &text, &err);
+                  : a.summary ? tpx_report_summary(sh, &ro, &text, &err)
+                              : tpx_report_text(sh, &ro, &text, &err);
   if (st != TPX_OK) {
     code = fail("writing the report", &err);
     goto out;

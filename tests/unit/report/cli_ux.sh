@@ -54,6 +54,27 @@ has err "describe different models: tensor 'model.embed_tokens.weight' is [256, 
 run 0 "config and weights of one model" plan --config "$SRC/examples/ckpt/config.json" --weights "$SRC/examples/ckpt/" --tp 8
 lacks out "skeleton-fallback" "no fallback when they agree"
 
+# The error that matters is on the first screen; --summary is that screen.
+run 1 "verdict first" plan --config "$L" --tp 3
+if head -n 8 "$WORK/out" | grep -q "error \[heads-not-divisible\]" &&
+   head -n 1 "$WORK/out" | grep -qx "Verdict: NOT OK (1 error)"; then
+  echo "PASS the head error is on the first screen"; else
+  echo "FAIL the head error is not on the first screen"; head -10 "$WORK/out"; fails=$((fails + 1)); fi
+has out "uneven-shard warnings follow from it" "the uneven shards fold under it"
+if grep -q "^  warning \[uneven-shard\]" "$WORK/out"; then
+  echo "FAIL an uneven-shard warning stands alone"; fails=$((fails + 1)); else
+  echo "PASS no uneven-shard warning stands alone"; fi
+run 1 "--summary" plan --config "$L" --tp 3 --summary
+lines=$(wc -l < "$WORK/out")
+[ "$lines" -le 24 ] && echo "PASS --summary is $lines lines" ||
+  { echo "FAIL --summary is $lines lines"; fails=$((fails + 1)); }
+lacks out "Parameters (identical layers collapsed)" "--summary prints only the verdict"
+has out "per rank  parameters" "--summary shows per-rank memory"
+run 0 "--summary ok" plan --config "$CFG/Qwen3-0.6B/config.json" --tp 4 --summary
+has out "Verdict: OK" "--summary of a good plan"
+run 2 "--summary with json" plan --config "$L" --summary --format json
+has err "--summary is a text view" "--summary refuses json"
+
 # A million ranks: per_rank groups identical ranks, as the text does.
 run 1 "--tp 1000000 json" plan --config "$L" --tp 1000000 --format json
 size=$(wc -c < "$WORK/out")
