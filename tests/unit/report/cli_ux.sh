@@ -75,6 +75,39 @@ has out "Verdict: OK" "--summary of a good plan"
 run 2 "--summary with json" plan --config "$L" --summary --format json
 has err "--summary is a text view" "--summary refuses json"
 
+# Mixtral with --weights: "closest existing" names only modules that exist.
+python3 - "$CFG/Mixtral-8x7B-v0.1/config.json" "$WORK/mixtral" <<'PY'
+import json, os, struct, sys
+c = json.load(open(sys.argv[1]))
+c.update(hidden_size=64, intermediate_size=96, num_hidden_layers=2, vocab_size=128)
+os.makedirs(sys.argv[2])
+json.dump(c, open(os.path.join(sys.argv[2], "config.json"), "w"))
+H, I, V, E = 64, 96, 128, c["num_local_experts"]
+D = H // c["num_attention_heads"]
+t = {"model.embed_tokens.weight": [V, H], "model.norm.weight": [H], "lm_head.weight": [V, H]}
+for l in range(2):
+    p = "model.layers.%d." % l
+    t.update({p + "self_attn.q_proj.weight": [H, H], p + "self_attn.k_proj.weight": [c["num_key_value_heads"] * D, H],
+              p + "self_attn.v_proj.weight": [c["num_key_value_heads"] * D, H], p + "self_attn.o_proj.weight": [H, H],
+              p + "input_layernorm.weight": [H], p + "post_attention_layernorm.weight": [H],
+              p + "block_sparse_moe.gate.weight": [E, H]})
+    for e in range(E):
+        q = p + "block_sparse_moe.experts.%d." % e
+        t.update({q + "w1.weight": [I, H], q + "w2.weight": [H, I], q + "w3.weight": [I, H]})
+off, h = 0, {}
+for n, shp in t.items():
+    h[n] = {"dtype": "BF16", "shape": shp, "data_offsets": [off, off + 2 * shp[0] * (shp[1] if len(shp) > 1 else 1)]}
+    off = h[n]["data_offsets"][1]
+b = json.dumps(h).encode()
+with open(os.path.join(sys.argv[2], "model.safetensors"), "wb") as f:
+    f.write(struct.pack("<Q", len(b)) + b)
+    f.truncate(8 + len(b) + off)
+PY
+run 1 "mixtral --weights" plan --config "$WORK/mixtral/config.json" --weights "$WORK/mixtral" --tp 8
+has out "closest existing: 'model.layers.*.self_attn', 'model.layers.*.block_sparse_moe'" "hints name existing modules"
+lacks out "block_sparse_moe.up_proj" "no hint names a module that does not exist"
+lacks out "self_attn.up_proj" "no hint names a module that does not exist (2)"
+
 # A million ranks: per_rank groups identical ranks, as the text does.
 run 1 "--tp 1000000 json" plan --config "$L" --tp 1000000 --format json
 size=$(wc -c < "$WORK/out")
