@@ -67,6 +67,10 @@ static void usage(FILE *out) {
           "tpx-report/1)\n"
           "  --html FILE          also write the report as one self-contained "
           "HTML page\n"
+          "  --summary            text: print only the verdict screen (plan "
+          "source,\n"
+          "                       per-rank memory, errors) that opens the "
+          "report\n"
           "  -h, --help           this help\n",
           PLUGIN_TIMEOUT_S);
   plan_extra_usage(out);
@@ -81,8 +85,10 @@ static int parse_size(const char *opt, const char *text, int64_t *out) {
   int digits = text && *text >= '0' && *text <= '9';
   long long v = digits ? strtoll(text, &end, 10) : 0;
   if (!digits || *end || errno || v < 1 || v > (1LL << 20)) {
-    fprintf(stderr, "tpx plan: %s expects a positive integer, got '%s'\n", opt,
-            text ? text : "");
+    fprintf(stderr,
+            "tpx plan: %s expects a positive integer of at most %lld, got "
+            "'%s'\n",
+            opt, 1LL << 20, text ? text : "");
     return -1;
   }
   *out = (int64_t)v;
@@ -93,7 +99,7 @@ typedef struct {
   const char *config, *weights, *plan, *format;
   const char *html; /* --html FILE, or NULL */
   int64_t tp, dp_shard, dp_replicate;
-  int sp, fsdp, isolate;
+  int sp, fsdp, isolate, summary;
   plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
 } args_t;
 
@@ -121,6 +127,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
       a->fsdp = 0;
     } else if (!strcmp(arg, "--no-isolation")) {
       a->isolate = 0;
+    } else if (!strcmp(arg, "--summary")) {
+      a->summary = 1;
     } else if (!strcmp(arg, "--config") || !strcmp(arg, "--weights") ||
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
@@ -159,11 +167,24 @@ static int parse_args(int argc, char **argv, args_t *a) {
     return -1;
   }
   if (a->tp * a->dp_shard * a->dp_replicate > (1LL << 20)) {
-    fprintf(stderr, "tpx plan: the mesh (%lld x %lld x %lld) is too large\n",
+    fprintf(stderr,
+            "tpx plan: the mesh (%lld x %lld x %lld) is too large: at most "
+            "%lld ranks\n",
             (long long)a->dp_replicate, (long long)a->dp_shard,
-            (long long)a->tp);
+            (long long)a->tp, 1LL << 20);
     return -1;
   }
+  if (a->summary && strcmp(a->format, "text") != 0) {
+    fprintf(stderr, "tpx plan: --summary is a text view; it cannot be "
+                    "combined with --format %s\n", a->format);
+    return -1;
+  }
+  if (!a->fsdp && a->dp_shard > 1)
+    fprintf(stderr,
+            "tpx plan: warning: --no-fsdp with --dp-shard %lld: nothing is "
+            "sharded over dp_shard, so its %lld ranks hold replicas (use "
+            "--dp-replicate for plain data parallelism)\n",
+            (long long)a->dp_shard, (long long)a->dp_shard);
   return plan_extra_check(&a->x, a->tp, a->dp_shard, a->dp_replicate,
                           a->format);
 }
@@ -262,7 +283,8 @@ int tpx_cmd_plan(int argc, char **argv) {
   ro.slices_rank = a.x.rank;
   tpx_status st = strcmp(a.format, "json") == 0
                       ? tpx_report_json(sh, &ro, &text, &err)
-                      : tpx_report_text(sh, &ro, &text, &err);
+                  : a.summary ? tpx_report_summary(sh, &ro, &text, &err)
+                              : tpx_report_text(sh, &ro, &text, &err);
   if (st != TPX_OK) {
     code = fail("writing the report", &err);
     goto out;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli.h"
 #include "plan_extra.h"
 #include "plan_setup.h"
 #include "tpx/fsdp.h"
@@ -81,6 +82,12 @@ static tpx_status model_with_weights(const tpx_registry *reg,
     *err = serr;
     return st;
   }
+  /* Shapes that disagree: the config and the weights are different models. */
+  char conflict[1536];
+  if (checking &&
+      cli_weights_shape_conflict(*model, a->weights, conflict,
+                                 sizeof conflict) > 0)
+    return tpx_error_set(err, TPX_VALIDATION, "%s", conflict);
   /* Start over from the config: the failed attempt may have left part of
    * a tree behind. */
   tpx_model *fresh = NULL;
@@ -141,6 +148,9 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
           TPX_OK ||
       tpx_registry_load_default(p->reg, &err) != TPX_OK)
     return fail(cmd, "loading plugins", &err);
+  char who[32];
+  snprintf(who, sizeof who, "tpx %s", cmd);
+  cli_report_unusable_dirs(p->reg, who);
   if (tpx_diag_list_create(&p->diags, &err) != TPX_OK)
     return fail(cmd, "planning", &err);
   if (a->weights) {

@@ -75,6 +75,12 @@ TPX_API tpx_status tpx_report_text(const tpx_sharding *sh,
 TPX_API tpx_status tpx_report_html(const tpx_sharding *sh,
                                    const tpx_report_options *opts, char **out,
                                    tpx_error *err);
+/* The first screen of the text report alone: verdict, model, mesh, plan
+ * source, per-rank memory, the errors (with the warnings that follow from
+ * them folded) and the count of other warnings. *out is malloc'd. */
+TPX_API tpx_status tpx_report_summary(const tpx_sharding *sh,
+                                      const tpx_report_options *opts,
+                                      char **out, tpx_error *err);
 /* 1 when neither the selection diagnostics nor the sharding hold an error. */
 TPX_API int tpx_report_ok(const tpx_sharding *sh,
                           const tpx_report_options *opts);

@@ -9,6 +9,7 @@
 
 #include "report/report_memory.h"
 #include "report/report_util.h"
+#include "report/rank_groups.h"
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
 
@@ -223,6 +224,11 @@ static int per_rank_text(const tpx_sharding *sh, const tpx_memory_options *mo,
     names[d] = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
     json_decref(j);
     if (!names[d]) ok = 0;
+  }
+  if (ok && world > TPX__PER_RANK_MAX) { /* grouped: see rank_groups.h */
+    ok = tpx__rank_groups_json(sh, mo, names, indent, b) == 0;
+    for (int d = 0; d < nd; d++) free(names[d]);
+    return ok && !b->failed;
   }
   const char *sep = indent > 0 ? ": " : ":";
   const char *comma = indent > 0 ? ", " : ",";

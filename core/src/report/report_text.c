@@ -11,6 +11,7 @@
 #include "model/strmap.h"
 #include "report/report_memory.h"
 #include "report/report_util.h"
+#include "report/report_verdict.h"
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
 
@@ -480,18 +481,6 @@ static void memory_section(tpx__sbuf *b, const tpx_sharding *sh) {
   free(done);
 }
 
-static void diag_lines(tpx__sbuf *b, const tpx_diag_list *list) {
-  if (!list) return;
-  size_t n = tpx_diag_count(list);
-  for (size_t i = 0; i < n; i++) {
-    tpx_diag d;
-    if (tpx_diag_get(list, i, &d, NULL) != TPX_OK) continue;
-    tpx__sbuf_printf(b, "  %s [%s] %s\n", tpx_diag_level_name(d.level),
-                     d.code, d.message);
-    if (d.fix && *d.fix) tpx__sbuf_printf(b, "      fix: %s\n", d.fix);
-  }
-}
-
 tpx_status tpx_report_text(const tpx_sharding *sh,
                            const tpx_report_options *opts, char **out,
                            tpx_error *err) {
@@ -510,6 +499,8 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   const tpx_plan *plan = tpx_sharding_plan(sh);
   tpx__sbuf b = {NULL, 0, 0, 0};
   char x[32], y[32];
+  tpx__report_verdict(&b, sh, opts);
+  tpx__sbuf_printf(&b, "\n");
 
   const char *arch = tpx_model_num_architectures(model)
                          ? tpx_model_architecture(model, 0)
@@ -592,11 +583,7 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
 
   const tpx_diag_list *sd = opts->selection_diags;
   const tpx_diag_list *ad = tpx_sharding_diagnostics(sh);
-  size_t nd = (sd ? tpx_diag_count(sd) : 0) + tpx_diag_count(ad);
-  tpx__sbuf_printf(&b, "\nDiagnostics (%zu):\n", nd);
-  if (!nd) tpx__sbuf_printf(&b, "  none\n");
-  diag_lines(&b, sd);
-  diag_lines(&b, ad);
+  tpx__report_diagnostics(&b, sh, opts);
   size_t nerr = (sd ? tpx_diag_count_at_least(sd, TPX_DIAG_ERROR) : 0) +
                 tpx_diag_count_at_least(ad, TPX_DIAG_ERROR);
   (void)y;
