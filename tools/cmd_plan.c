@@ -15,14 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "plan_extra.h"
 #include "plan_setup.h"
 #include "tpx/fsdp.h"
 #include "tpx/registry.h"
 #include "tpx/report.h"
 #include "tpx/sharding.h"
 #include "tpx/tpx.h"
+
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -62,11 +65,17 @@ static void usage(FILE *out) {
           "diagnostic\n"
           "  --format text|json   output format (default text; json is "
           "tpx-report/1)\n"
-          "  -h, --help           this help\n"
-          "\n"
-          "Exit status: 0 without error diagnostics, 1 with errors, 2 on bad "
-          "arguments.\n",
+          "  --html FILE          also write the report as one self-contained "
+          "HTML page\n"
+          "  --summary            text: print only the verdict screen (plan "
+          "source,\n"
+          "                       per-rank memory, errors) that opens the "
+          "report\n"
+          "  -h, --help           this help\n",
           PLUGIN_TIMEOUT_S);
+  plan_extra_usage(out);
+  fprintf(out, "\nExit status: 0 without error diagnostics, 1 with errors, "
+               "2 on bad arguments.\n");
 }
 
 static int parse_size(const char *opt, const char *text, int64_t *out) {
@@ -76,8 +85,10 @@ static int parse_size(const char *opt, const char *text, int64_t *out) {
   int digits = text && *text >= '0' && *text <= '9';
   long long v = digits ? strtoll(text, &end, 10) : 0;
   if (!digits || *end || errno || v < 1 || v > (1LL << 20)) {
-    fprintf(stderr, "tpx plan: %s expects a positive integer, got '%s'\n", opt,
-            text ? text : "");
+    fprintf(stderr,
+            "tpx plan: %s expects a positive integer of at most %lld, got "
+            "'%s'\n",
+            opt, 1LL << 20, text ? text : "");
     return -1;
   }
   *out = (int64_t)v;
@@ -86,8 +97,10 @@ static int parse_size(const char *opt, const char *text, int64_t *out) {
 
 typedef struct {
   const char *config, *weights, *plan, *format;
+  const char *html; /* --html FILE, or NULL */
   int64_t tp, dp_shard, dp_replicate;
-  int sp, fsdp, isolate;
+  int sp, fsdp, isolate, summary;
+  plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
 } args_t;
 
 /* 0 ok, 1 help printed, -1 bad arguments (message printed). */
@@ -97,10 +110,15 @@ static int parse_args(int argc, char **argv, args_t *a) {
   a->format = "text";
   a->fsdp = 1;
   a->isolate = 1;
+  plan_extra_init(&a->x);
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+    int took = plan_extra_arg(&a->x, arg, val);
+    if (took < 0) return -1;
+    if (took) {
+      i += took - 1;
+    } else if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
       usage(stdout);
       return 1;
     } else if (!strcmp(arg, "--sp")) {
@@ -109,10 +127,12 @@ static int parse_args(int argc, char **argv, args_t *a) {
       a->fsdp = 0;
     } else if (!strcmp(arg, "--no-isolation")) {
       a->isolate = 0;
+    } else if (!strcmp(arg, "--summary")) {
+      a->summary = 1;
     } else if (!strcmp(arg, "--config") || !strcmp(arg, "--weights") ||
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
-               !strcmp(arg, "--dp-replicate")) {
+               !strcmp(arg, "--dp-replicate") || !strcmp(arg, "--html")) {
       if (!val) {
         fprintf(stderr, "tpx plan: %s needs a value\n", arg);
         return -1;
@@ -122,6 +142,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
       else if (!strcmp(arg, "--weights")) a->weights = val;
       else if (!strcmp(arg, "--plan")) a->plan = val;
       else if (!strcmp(arg, "--format")) a->format = val;
+      else if (!strcmp(arg, "--html")) a->html = val;
       else if (!strcmp(arg, "--tp")) {
         if (parse_size(arg, val, &a->tp)) return -1;
       } else if (!strcmp(arg, "--dp-shard")) {
@@ -146,17 +167,51 @@ static int parse_args(int argc, char **argv, args_t *a) {
     return -1;
   }
   if (a->tp * a->dp_shard * a->dp_replicate > (1LL << 20)) {
-    fprintf(stderr, "tpx plan: the mesh (%lld x %lld x %lld) is too large\n",
+    fprintf(stderr,
+            "tpx plan: the mesh (%lld x %lld x %lld) is too large: at most "
+            "%lld ranks\n",
             (long long)a->dp_replicate, (long long)a->dp_shard,
-            (long long)a->tp);
+            (long long)a->tp, 1LL << 20);
     return -1;
   }
-  return 0;
+  if (a->summary && strcmp(a->format, "text") != 0) {
+    fprintf(stderr, "tpx plan: --summary is a text view; it cannot be "
+                    "combined with --format %s\n", a->format);
+    return -1;
+  }
+  if (!a->fsdp && a->dp_shard > 1)
+    fprintf(stderr,
+            "tpx plan: warning: --no-fsdp with --dp-shard %lld: nothing is "
+            "sharded over dp_shard, so its %lld ranks hold replicas (use "
+            "--dp-replicate for plain data parallelism)\n",
+            (long long)a->dp_shard, (long long)a->dp_shard);
+  return plan_extra_check(&a->x, a->tp, a->dp_shard, a->dp_replicate,
+                          a->format);
 }
 
 static int fail(const char *what, const tpx_error *err) {
   fprintf(stderr, "tpx plan: %s: %s\n", what, err->message);
   return 1;
+}
+
+/* --html FILE: the page, written whole or not at all (message printed). */
+static int write_html(const char *path, const tpx_sharding *sh,
+                      const tpx_report_options *ro) {
+  tpx_error err = {0};
+  char *page = NULL;
+  if (tpx_report_html(sh, ro, &page, &err) != TPX_OK) {
+    fprintf(stderr, "tpx plan: --html: %s\n", err.message);
+    return -1;
+  }
+  FILE *f = fopen(path, "w");
+  int bad = !f || fputs(page, f) < 0;
+  if (f && fclose(f) != 0) bad = 1;
+  if (bad) {
+    fprintf(stderr, "tpx plan: --html %s: %s\n", path, strerror(errno));
+    if (f) remove(path);
+  }
+  free(page);
+  return bad ? -1 : 0;
 }
 
 int tpx_cmd_plan(int argc, char **argv) {
@@ -176,10 +231,33 @@ int tpx_cmd_plan(int argc, char **argv) {
   tpx_cli_plan_args pa = {a.config,   a.weights, a.plan, a.tp,
                           a.dp_shard, a.dp_replicate, a.sp, a.fsdp,
                           a.isolate};
-  if (tpx_cli_plan_build("plan", &pa, &pl) != 0)
+  if (tpx_cli_plan_prepare("plan", &pa, &pl) != 0)
+    goto out;
+  if (a.x.gpus) { /* the mesh advisor instead of one report */
+    code = plan_advise(pl.reg, pl.model, &pl.so, a.fsdp, &a.x,
+                       strcmp(a.format, "json") == 0);
+    goto out;
+  }
+  if (tpx_cli_plan_finish("plan", &pa, &pl) != 0)
     goto out;
   tpx_selection *sel = pl.sel;
   tpx_sharding *sh = pl.sh;
+  tpx_diag_list *diags = pl.diags;
+  if (a.x.show) { /* the picture instead of the report */
+    if (plan_show(stdout, sh, a.x.show, isatty(STDOUT_FILENO)) == 0) {
+      fprintf(stderr, "tpx plan: --show '%s' matches no parameter or module "
+                      "(patterns are dotted FQNs, '*' within one atom)\n",
+              a.x.show);
+      code = 2;
+      goto out;
+    }
+    code = fflush(stdout) == 0 && tpx_report_ok(sh, NULL) &&
+                   (!diags ||
+                    tpx_diag_count_at_least(diags, TPX_DIAG_ERROR) == 0)
+               ? 0
+               : 1;
+    goto out;
+  }
 
   tpx_report_options ro = TPX_REPORT_OPTIONS_INIT;
   ro.plan_source = tpx_plan_source_name(tpx_selection_source(sel));
@@ -200,10 +278,13 @@ int tpx_cmd_plan(int argc, char **argv) {
       trace[i] = tpx_selection_trace(sel, i - own);
     ro.trace = trace;
   }
-  ro.selection_diags = pl.diags;
+  ro.selection_diags = diags;
+  ro.memory = &a.x.mem;
+  ro.slices_rank = a.x.rank;
   tpx_status st = strcmp(a.format, "json") == 0
                       ? tpx_report_json(sh, &ro, &text, &err)
-                      : tpx_report_text(sh, &ro, &text, &err);
+                  : a.summary ? tpx_report_summary(sh, &ro, &text, &err)
+                              : tpx_report_text(sh, &ro, &text, &err);
   if (st != TPX_OK) {
     code = fail("writing the report", &err);
     goto out;
@@ -219,6 +300,7 @@ int tpx_cmd_plan(int argc, char **argv) {
     goto out;
   }
   code = tpx_report_ok(sh, &ro) ? 0 : 1;
+  if (a.html && write_html(a.html, sh, &ro) != 0) code = 1;
 
 out:
   free(text);

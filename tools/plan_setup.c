@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli.h"
+#include "plan_extra.h"
 #include "plan_setup.h"
 #include "tpx/fsdp.h"
 #include "tpx/registry.h"
@@ -80,6 +82,12 @@ static tpx_status model_with_weights(const tpx_registry *reg,
     *err = serr;
     return st;
   }
+  /* Shapes that disagree: the config and the weights are different models. */
+  char conflict[1536];
+  if (checking &&
+      cli_weights_shape_conflict(*model, a->weights, conflict,
+                                 sizeof conflict) > 0)
+    return tpx_error_set(err, TPX_VALIDATION, "%s", conflict);
   /* Start over from the config: the failed attempt may have left part of
    * a tree behind. */
   tpx_model *fresh = NULL;
@@ -112,15 +120,7 @@ static int fail(const char *cmd, const char *what, const tpx_error *err) {
   return 1;
 }
 
-static int oom(const char *cmd) {
-  fprintf(stderr, "tpx %s: out of memory\n", cmd);
-  return 1;
-}
-
 void tpx_cli_planned_free(tpx_cli_planned *p) {
-  free(p->units);
-  free(p->reshard);
-  free(p->fp32);
   tpx_sharding_destroy(p->sh);
   tpx_mesh_destroy(p->mesh);
   tpx_selection_destroy(p->sel);
@@ -133,6 +133,11 @@ void tpx_cli_planned_free(tpx_cli_planned *p) {
 
 int tpx_cli_plan_build(const char *cmd, const tpx_cli_plan_args *a,
                        tpx_cli_planned *p) {
+  return tpx_cli_plan_prepare(cmd, a, p) || tpx_cli_plan_finish(cmd, a, p);
+}
+
+int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
+                         tpx_cli_planned *p) {
   memset(p, 0, sizeof *p);
   tpx_error err;
   tpx_error_clear(&err);
@@ -143,6 +148,9 @@ int tpx_cli_plan_build(const char *cmd, const tpx_cli_plan_args *a,
           TPX_OK ||
       tpx_registry_load_default(p->reg, &err) != TPX_OK)
     return fail(cmd, "loading plugins", &err);
+  char who[32];
+  snprintf(who, sizeof who, "tpx %s", cmd);
+  cli_report_unusable_dirs(p->reg, who);
   if (tpx_diag_list_create(&p->diags, &err) != TPX_OK)
     return fail(cmd, "planning", &err);
   if (a->weights) {
@@ -179,40 +187,21 @@ int tpx_cli_plan_build(const char *cmd, const tpx_cli_plan_args *a,
   so.sequence_parallel = a->sp;
   so.custom = p->custom;
   so.plan_name = (a->plan && !p->custom) ? a->plan : NULL;
-  if (tpx_select_plan(p->reg, p->model, &so, &p->sel, p->diags, &err) !=
+  p->so = so;
+  return 0;
+}
+
+int tpx_cli_plan_finish(const char *cmd, const tpx_cli_plan_args *a,
+                        tpx_cli_planned *p) {
+  tpx_error err;
+  tpx_error_clear(&err);
+  if (tpx_select_plan(p->reg, p->model, &p->so, &p->sel, p->diags, &err) !=
       TPX_OK)
     return fail(cmd, "selecting a plan", &err);
-
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {a->dp_replicate, a->dp_shard, a->tp};
-  if (tpx_mesh_create(names, sizes, 3, &p->mesh, &err) != TPX_OK)
+  if (plan_mesh(a->dp_replicate, a->dp_shard, a->tp, &p->mesh, &err) !=
+      TPX_OK)
     return fail(cmd, "building the mesh", &err);
-  tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
-  opts.fsdp = a->fsdp;
-  size_t nu = tpx_selection_num_fsdp_units(p->sel);
-  if (nu) {
-    p->units = calloc(nu, sizeof *p->units);
-    p->reshard = calloc(nu, sizeof *p->reshard);
-    if (!p->units || !p->reshard)
-      return oom(cmd);
-    for (size_t i = 0; i < nu; i++)
-      p->units[i] = tpx_selection_fsdp_unit(p->sel, i, &p->reshard[i]);
-    opts.num_fsdp_units = nu;
-    opts.fsdp_units = p->units;
-    opts.fsdp_unit_reshard = p->reshard;
-  }
-  size_t nf = tpx_selection_num_fp32(p->sel);
-  if (nf) {
-    p->fp32 = calloc(nf, sizeof *p->fp32);
-    if (!p->fp32)
-      return oom(cmd);
-    for (size_t i = 0; i < nf; i++)
-      p->fp32[i] = tpx_selection_fp32(p->sel, i);
-    opts.num_fp32_params = nf;
-    opts.fp32_params = p->fp32;
-  }
-  if (tpx_sharding_create(p->model, tpx_selection_plan(p->sel), p->mesh,
-                          &opts, &p->sh, &err) != TPX_OK)
+  if (plan_shard(p->model, p->sel, p->mesh, a->fsdp, &p->sh, &err) != TPX_OK)
     return fail(cmd, "applying the plan", &err);
   return 0;
 }

@@ -23,13 +23,11 @@ typedef struct tpx_cli_planned {
   tpx_model *model;
   tpx_registry *reg;
   tpx_plan *custom;
+  tpx_select_options so; /* tp, sp, custom or named plan (after prepare) */
   tpx_selection *sel;
   tpx_diag_list *diags;
   tpx_mesh *mesh;
   tpx_sharding *sh;
-  const char **units;
-  int *reshard;
-  const char **fp32;
   /* How the module tree was built (a trace line), or "". */
   char model_trace[1024];
 } tpx_cli_planned;
@@ -39,6 +37,13 @@ typedef struct tpx_cli_planned {
  * tpx_cli_planned_free in both cases. */
 int tpx_cli_plan_build(const char *cmd, const tpx_cli_plan_args *a,
                        tpx_cli_planned *out);
+/* The same in two stages, for callers that stop in between (the mesh
+ * advisor): prepare = config, registry, module tree, custom plan and the
+ * selection options; finish = selection, mesh and sharding. */
+int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
+                         tpx_cli_planned *out);
+int tpx_cli_plan_finish(const char *cmd, const tpx_cli_plan_args *a,
+                        tpx_cli_planned *p);
 void tpx_cli_planned_free(tpx_cli_planned *p);
 
 #endif

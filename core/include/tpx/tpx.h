@@ -15,6 +15,7 @@
 #include "tpx/layout.h"
 #include "tpx/log.h"
 #include "tpx/match.h"
+#include "tpx/memory.h"
 #include "tpx/mesh.h"
 #include "tpx/model.h"
 #include "tpx/placement.h"
