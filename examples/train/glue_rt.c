@@ -18,6 +18,11 @@ struct tr_rank {
   int64_t nlayers;
   size_t nunits;
   unsigned char *unsharded_fwd, *unsharded_bwd, *reduced;
+  /* units holding parameters outside the decoder layers (embedding, final
+   * norm, lm_head: the root and, for untied embeddings, their own units),
+   * in forward order; "layer -1" stands for all of them */
+  int64_t root_units[8];
+  int nroot;
 };
 
 /* time a collective call into r->comm_s */
@@ -57,6 +62,13 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err
     char b[128];
     snprintf(b, sizeof b, "model.layers.%lld.self_attn.q_proj.weight", (long long)l);
     r->layer_param[l] = tpx_model_find_param(r->model, b);
+  }
+  const char *outside[] = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"};
+  for (size_t i = 0; i < sizeof outside / sizeof *outside; i++) {
+    int64_t u = tpx_runtime_param_unit(r->rt, tpx_model_find_param(r->model, outside[i]));
+    int seen = u < 0;
+    for (int k = 0; k < r->nroot; k++) seen |= r->root_units[k] == u;
+    if (!seen) r->root_units[r->nroot++] = u;
   }
   *out = r;
   return TPX_OK;
@@ -99,8 +111,13 @@ int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) {
 }
 
 static int64_t unit_of(tr_rank *r, int64_t layer) {
-  int64_t p = layer < 0 ? r->embed : r->layer_param[layer];
-  return tpx_runtime_param_unit(r->rt, p);
+  return tpx_runtime_param_unit(r->rt, r->layer_param[layer]);
+}
+
+static int is_root_unit(const tr_rank *r, int64_t u) {
+  for (int k = 0; k < r->nroot; k++)
+    if (r->root_units[k] == u) return 1;
+  return 0;
 }
 
 tpx_status tr_zero_grads(tr_rank *r, tpx_error *err) {
@@ -110,13 +127,12 @@ tpx_status tr_zero_grads(tr_rank *r, tpx_error *err) {
   return tpx_runtime_zero_grads(r->rt, err);
 }
 
-/* Each unit is unsharded once per pass, reduced once per step, whichever
- * layer asks first (a layer may share the root's unit; FSDP off is one
- * pseudo-unit). */
-tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
-  int64_t u = unit_of(r, layer);
+/* Each unit is unsharded once per pass and reduced once per step, whoever
+ * asks first (a layer may share a root unit; FSDP off is one pseudo-unit).
+ * Root units (layer -1) are gathered first and released last. */
+static tpx_status unshard_one(tr_rank *r, int64_t u, int backward, tpx_error *err) {
   if (u < 0 || (size_t)u >= r->nunits)
-    return tpx_error_set(err, TPX_INTERNAL, "no runtime unit for layer %lld", (long long)layer);
+    return tpx_error_set(err, TPX_INTERNAL, "no runtime unit %lld", (long long)u);
   unsigned char *done = backward ? r->unsharded_bwd : r->unsharded_fwd;
   if (done[u]) return TPX_OK;
   done[u] = 1;
@@ -124,20 +140,48 @@ tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward, tpx_error *e
                                backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err));
 }
 
-tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
-  int64_t u = unit_of(r, layer);
-  if (!fsdp_on(r)) return TPX_OK;
-  if (u == unit_of(r, -1) && layer >= 0) return TPX_OK; /* the root's: at the end */
-  if (backward && !r->reduced[u]) return TPX_OK;
-  return tpx_runtime_reshard(r->rt, (size_t)u, backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err);
+tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
+  if (layer >= 0) return unshard_one(r, unit_of(r, layer), backward, err);
+  for (int k = 0; k < r->nroot; k++) {
+    tpx_status st = unshard_one(r, r->root_units[k], backward, err);
+    if (st) return st;
+  }
+  return TPX_OK;
 }
 
-tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) {
-  int64_t u = unit_of(r, layer);
-  if (layer >= 0 && (!fsdp_on(r) || u == unit_of(r, -1))) return TPX_OK; /* with the root */
+static tpx_status reduce_one(tr_rank *r, int64_t u, tpx_error *err) {
   if (r->reduced[u]) return TPX_OK;
   r->reduced[u] = 1;
   TIMED(r, tpx_runtime_reduce_grads(r->rt, (size_t)u, err));
+}
+
+tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) {
+  if (layer >= 0) {
+    int64_t u = unit_of(r, layer);
+    if (!fsdp_on(r) || is_root_unit(r, u)) return TPX_OK; /* with the root, at the end */
+    return reduce_one(r, u, err);
+  }
+  for (int k = 0; k < r->nroot; k++) {
+    tpx_status st = reduce_one(r, r->root_units[k], err);
+    if (st) return st;
+  }
+  return TPX_OK;
+}
+
+tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
+  if (!fsdp_on(r)) return TPX_OK;
+  if (layer >= 0) {
+    int64_t u = unit_of(r, layer);
+    if (is_root_unit(r, u) || (backward && !r->reduced[u])) return TPX_OK;
+    return tpx_runtime_reshard(r->rt, (size_t)u,
+                               backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err);
+  }
+  for (int k = 0; k < r->nroot; k++) {
+    tpx_status st = tpx_runtime_reshard(r->rt, (size_t)r->root_units[k],
+                                        backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err);
+    if (st) return st;
+  }
+  return TPX_OK;
 }
 
 tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd, int64_t step,

@@ -9,10 +9,17 @@ It re-derives from the JSON alone, without tpx's code:
     for everything at tp == 1; the FSDP2 dp placements (§6): Replicate on
     dp_replicate, Shard(0) on dp_shard, or strided_shard(0, tp) when TP
     already shards dim 0;
-  * per_rank: one entry per rank, row-major coords per dim name;
+  * per_rank: one entry per rank (above 4096 ranks one per group of
+    ranks with equal figures), row-major coords per dim name;
   * param_bytes of every rank, recomputed with torch.chunk semantics from the
     shapes and placements (strided_shard: TP splits first, then dp splits the
     TP-local piece), tied aliases once, no padding;
+  * per_rank memory (docs/MEMORY.md): the five terms and their sum as peak;
+    params, grads and optimizer recomputed in FSDP2's padded layout (the
+    TP-local piece, ceil(dim0 / dp_shard) rows) for the report's
+    memory_options.optimizer;
+  * with slices_rank R (--rank R): every parameter's local_shape,
+    global_offset and local_bytes for rank R, recomputed;
   * total_params / total_bytes with a tied weight once;
   * ok == (no error diagnostic).
 
@@ -65,8 +72,14 @@ def chunk(n, w, i):
 
 
 def local_lengths(shape, dims, sizes, pls, coords):
-    """Lengths of the slice a rank holds: plain shards in mesh order, then
-    strided shards (they split the piece left by the later mesh dims)."""
+    """Lengths of the slice a rank holds (see local_box)."""
+    return local_box(shape, dims, sizes, pls, coords)[1]
+
+
+def local_box(shape, dims, sizes, pls, coords):
+    """(offsets, lengths) of the slice a rank holds: plain shards in mesh
+    order, then strided shards (they split the piece left by the later mesh
+    dims)."""
     off = [0] * len(shape)
     ln = list(shape)
     order = [i for i, p in enumerate(pls) if p[0] == "S"] + \
@@ -80,7 +93,7 @@ def local_lengths(shape, dims, sizes, pls, coords):
         o, l = chunk(ln[d], sizes[i], coords[i])
         off[d] += o
         ln[d] = l
-    return ln
+    return off, ln
 
 
 def numel(shape):
@@ -214,6 +227,9 @@ def check(rep, expect=None):
     fsdp_on = expect.get("fsdp", True)
     total_params = total_bytes = 0
     sig = {}  # (shape, dtype, placements) -> count
+    msig = {}  # (shape, held dtype, reduce dtype, placements) -> count
+    mp = (rep.get("fsdp") or {}).get("mixed_precision") or {}
+    fsdp_enabled = bool((rep.get("fsdp") or {}).get("enabled"))
     for p in params:
         name = p["name"]
         shape = p["shape"]
@@ -309,6 +325,13 @@ def check(rep, expect=None):
                 held = "f32"
             k = (tuple(shape), held, tuple(parsed))
             sig[k] = sig.get(k, 0) + 1
+            # gradient dtype: the FSDP reduce dtype (the compute dtype when
+            # unset), the held dtype without FSDP
+            red = held
+            if fsdp_enabled:
+                red = mp.get("reduce_dtype") or p.get("fsdp_param_dtype") or held
+            mk = (tuple(shape), held, red, tuple(parsed))
+            msig[mk] = msig.get(mk, 0) + 1
     # FSDP units: a parameter belongs to its nearest enclosing unit, else the
     # root (""); each unit's "params" counts them (tied aliases excluded).
     fsdp = rep.get("fsdp")
@@ -347,10 +370,28 @@ def check(rep, expect=None):
 
     # per_rank
     pr = rep["per_rank"]
-    if not isinstance(pr, list) or len(pr) != world:
+    if world > 4096 and isinstance(pr, list):
+        # grouped form (docs/REPORT_FORMAT.md): one entry per group of ranks
+        # with equal figures; check the partition, then each group's first
+        # rank like any other entry.
+        seen, firsts = set(), []
+        for e in pr:
+            members = [r for lo, hi in e.get("ranks", []) for r in range(lo, hi + 1)]
+            if len(members) != e.get("num_ranks") or not members or \
+                    members[0] != e.get("rank") or seen & set(members):
+                P.add("per_rank group malformed: %r" % {k: e.get(k) for k in ("rank", "num_ranks")})
+            seen |= set(members)
+            firsts.append(e.get("rank"))
+        if seen != set(range(world)) or firsts != sorted(firsts):
+            P.add("per_rank groups do not partition the %d ranks in order" % world)
+            return P
+        entries = [(e["rank"], e) for e in pr]
+    elif not isinstance(pr, list) or len(pr) != world:
         P.add("per_rank has %s entries, world is %d" % (len(pr) if isinstance(pr, list) else pr, world))
         return P
-    for r, e in enumerate(pr):
+    else:
+        entries = list(enumerate(pr))
+    for r, e in entries:
         if not isinstance(e, dict) or e.get("rank") != r:
             P.add("per_rank[%d] malformed or out of order: %r" % (r, e))
             continue
@@ -375,7 +416,90 @@ def check(rep, expect=None):
             continue
         if got != want:
             P.add("per_rank[%d].param_bytes %r, recomputed %d" % (r, got, want))
+        check_memory(P, r, e, rep, msig, dims, sizes, want_c, fsdp_enabled)
+    check_slices(P, rep, dims, sizes)
     return P
+
+
+MEM_KEYS = ("params", "grads", "optimizer", "gather_peak", "activations", "peak")
+OPT_STATES = {"adamw": 2, "sgd": 1, "none": 0}
+
+
+def check_memory(P, r, e, rep, msig, dims, sizes, coords, fsdp_enabled):
+    """per_rank[r].memory: types, the sum, and the padded state terms."""
+    mem = e.get("memory")
+    if not isinstance(mem, dict) or any(
+            not isinstance(mem.get(k), int) or isinstance(mem.get(k), bool)
+            or mem.get(k) < 0 for k in MEM_KEYS):
+        P.add("per_rank[%d].memory %r lacks a non-negative integer %s"
+              % (r, mem, "/".join(MEM_KEYS)))
+        return
+    if mem["peak"] != sum(mem[k] for k in MEM_KEYS[:-1]):
+        P.add("per_rank[%d].memory.peak %d != the sum of the other terms"
+              % (r, mem["peak"]))
+    opt = (rep.get("memory_options") or {}).get("optimizer", "adamw")
+    if opt not in OPT_STATES:
+        P.add("memory_options.optimizer %r unknown" % opt)
+        return
+    dps = sizes[dims.index("dp_shard")] if fsdp_enabled and "dp_shard" in dims else 1
+    params = grads = fl = lowp = 0
+    for (shape, held, red, pls), n in msig.items():
+        tponly = [("R",) if dims[i] in ("dp_shard", "dp_replicate") else pl
+                  for i, pl in enumerate(pls)]
+        try:
+            ln = local_lengths(list(shape), dims, sizes, tponly, coords)
+        except ValueError:
+            return
+        padded = numel(ln[1:]) * (-(-ln[0] // dps)) if ln else 1
+        params += n * padded * DTYPE_SIZE[held]
+        if held in FLOAT_DTYPES:
+            grads += n * padded * DTYPE_SIZE[red]
+            fl += n * padded
+            if DTYPE_SIZE[held] < 4:
+                lowp += n * padded
+    states = OPT_STATES[opt]
+    optimizer = 4 * states * fl + (4 * lowp if states else 0)
+    for k, want in (("params", params), ("grads", grads),
+                    ("optimizer", optimizer)):
+        if mem[k] != want:
+            P.add("per_rank[%d].memory.%s %d, recomputed %d (padded, %s)"
+                  % (r, k, mem[k], want, opt))
+    if not fsdp_enabled and mem["gather_peak"] != 0:
+        P.add("per_rank[%d].memory.gather_peak %d without FSDP"
+              % (r, mem["gather_peak"]))
+
+
+def check_slices(P, rep, dims, sizes):
+    """--rank R: local_shape / global_offset / local_bytes of rank R."""
+    r = rep.get("slices_rank")
+    if r is None:
+        for p in rep["parameters"]:
+            if "local_shape" in p:
+                P.add("%s: local_shape without slices_rank" % p["name"])
+                return
+        return
+    world = numel(sizes)
+    if not isinstance(r, int) or not 0 <= r < world:
+        P.add("slices_rank %r outside the mesh" % r)
+        return
+    coords, rem = [], r
+    for s in reversed(sizes):
+        coords.append(rem % s)
+        rem //= s
+    coords.reverse()
+    for p in rep["parameters"]:
+        parsed = [parse_pl(p["placements"][d]) for d in dims]
+        try:
+            off, ln = local_box(list(p["shape"]), dims, sizes, parsed, coords)
+        except (ValueError, TypeError):
+            continue
+        held = "f32" if p.get("keep_fp32") is True and p["dtype"] in FLOAT_DTYPES \
+            else p["dtype"]
+        if p.get("local_shape") != ln or p.get("global_offset") != off or \
+                p.get("local_bytes") != numel(ln) * DTYPE_SIZE[held]:
+            P.add("%s: rank %d slice %r @ %r (%r bytes), recomputed %r @ %r"
+                  % (p["name"], r, p.get("local_shape"), p.get("global_offset"),
+                     p.get("local_bytes"), ln, off))
 
 
 def main(argv):

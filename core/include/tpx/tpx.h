@@ -4,6 +4,7 @@
 #ifndef TPX_TPX_H
 #define TPX_TPX_H
 
+#include "tpx/checkpoint.h"
 #include "tpx/comm.h"
 #include "tpx/diag.h"
 #include "tpx/dtype.h"
@@ -14,6 +15,7 @@
 #include "tpx/layout.h"
 #include "tpx/log.h"
 #include "tpx/match.h"
+#include "tpx/memory.h"
 #include "tpx/mesh.h"
 #include "tpx/model.h"
 #include "tpx/placement.h"

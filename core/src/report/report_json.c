@@ -3,10 +3,13 @@
  * fsdp units, module transitions, head counts, diagnostic subject/fix) are
  * additions; the spec's fields keep their meaning. */
 #include <jansson.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/report_memory.h"
 #include "report/report_util.h"
+#include "report/rank_groups.h"
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
 
@@ -107,6 +110,21 @@ static json_t *selection_json(const tpx_report_options *o) {
     if (o->trace && o->trace[i])
       json_array_append_new(trace, jstr(o->trace[i]));
   json_object_set_new(s, "trace", trace);
+  json_object_set_new(s, "upstream", jstr(TPX_UPSTREAM_VERSION));
+  if (o->num_strategy) {
+    json_t *st = json_object();
+    for (size_t i = 0; o->strategy && i < o->num_strategy; i++) {
+      const char *kv = o->strategy[i], *eq = kv ? strchr(kv, '=') : NULL;
+      if (!eq) continue;
+      char key[64];
+      size_t n = (size_t)(eq - kv) < sizeof key - 1 ? (size_t)(eq - kv)
+                                                    : sizeof key - 1;
+      memcpy(key, kv, n);
+      key[n] = '\0';
+      json_object_set_new(st, key, jstr(eq + 1));
+    }
+    json_object_set_new(s, "strategy", st);
+  }
   return s;
 }
 
@@ -131,7 +149,7 @@ static void add_diags(json_t *arr, const tpx_diag_list *list) {
   }
 }
 
-static json_t *params_json(const tpx_sharding *sh) {
+static json_t *params_json(const tpx_sharding *sh, int64_t slices_rank) {
   const tpx_model *model = tpx_sharding_model(sh);
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   json_t *arr = json_array();
@@ -178,6 +196,7 @@ static json_t *params_json(const tpx_sharding *sh) {
                             : json_null());
     if (tpx_sharding_param_keeps_fp32(sh, (int64_t)p))
       json_object_set_new(o, "keep_fp32", json_true());
+    if (slices_rank >= 0) tpx__report_slice_json(o, sh, (int64_t)p, slices_rank);
     json_array_append_new(arr, o);
   }
   return arr;
@@ -189,7 +208,11 @@ static json_t *params_json(const tpx_sharding *sh) {
  * array after json_dumps. `indent` 0 = compact. */
 #define PER_RANK_PLACEHOLDER "\001tpx per_rank\001"
 
-static int per_rank_text(const tpx_sharding *sh, int indent, tpx__sbuf *b) {
+static int per_rank_text(const tpx_sharding *sh, const tpx_memory_options *mo,
+                         int indent, tpx__sbuf *b) {
+  tpx__mem_window *mw = malloc(sizeof *mw);
+  if (!mw) return 0;
+  mw->n = 0;
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   int nd = tpx_mesh_ndim(mesh);
   int64_t world = tpx_mesh_world_size(mesh);
@@ -201,6 +224,11 @@ static int per_rank_text(const tpx_sharding *sh, int indent, tpx__sbuf *b) {
     names[d] = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
     json_decref(j);
     if (!names[d]) ok = 0;
+  }
+  if (ok && world > TPX__PER_RANK_MAX) { /* grouped: see rank_groups.h */
+    ok = tpx__rank_groups_json(sh, mo, names, indent, b) == 0;
+    for (int d = 0; d < nd; d++) free(names[d]);
+    return ok && !b->failed;
   }
   const char *sep = indent > 0 ? ": " : ":";
   const char *comma = indent > 0 ? ", " : ",";
@@ -214,11 +242,14 @@ static int per_rank_text(const tpx_sharding *sh, int indent, tpx__sbuf *b) {
     for (int d = 0; d < nd; d++)
       tpx__sbuf_printf(b, "%s%s%s%lld", d ? comma : "", names[d], sep,
                        (long long)coords[d]);
-    tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld}",
+    tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld",
                      comma, sep,
                      (long long)tpx_sharding_rank_param_bytes(sh, r), comma,
                      sep, (long long)tpx_sharding_rank_peak_bytes(sh, r));
+    if (!tpx__report_memory_json(sh, mo, mw, r, sep, comma, b)) ok = 0;
+    tpx__sbuf_printf(b, "}");
   }
+  free(mw);
   if (indent > 0 && world > 0) tpx__sbuf_printf(b, "\n%*s", indent, "");
   tpx__sbuf_printf(b, "]");
   for (int d = 0; d < nd; d++) free(names[d]);
@@ -396,17 +427,22 @@ static json_t *heads_json(const tpx_sharding *sh) {
 tpx_status tpx_report_json(const tpx_sharding *sh,
                            const tpx_report_options *opts, char **out,
                            tpx_error *err) {
-  tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
+  tpx_report_options def;
   if (!sh || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_json: NULL sharding or out");
   *out = NULL;
-  if (opts && opts->struct_size < sizeof(tpx_report_options))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_report_json: options struct_size %zu too small "
-                         "(use TPX_REPORT_OPTIONS_INIT)",
-                         opts->struct_size);
-  if (!opts) opts = &def;
+  tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_json", err);
+  if (ost != TPX_OK) return ost;
+  opts = &def;
+  if (opts->slices_rank >= tpx_mesh_world_size(tpx_sharding_mesh(sh)))
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "tpx_report_json: rank %lld is outside the mesh of "
+                         "%lld ranks",
+                         (long long)opts->slices_rank,
+                         (long long)tpx_mesh_world_size(tpx_sharding_mesh(sh)));
+  tpx_status mst = tpx__report_memory_check(sh, opts->memory, err);
+  if (mst != TPX_OK) return mst;
   char *plan_text = NULL;
   tpx_status st = tpx_plan_to_json(tpx_sharding_plan(sh), 0, &plan_text, err);
   if (st != TPX_OK) return st;
@@ -424,8 +460,12 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
   json_object_set_new(root, "mesh", mesh_json(tpx_sharding_mesh(sh)));
   json_object_set_new(root, "selection", selection_json(opts));
   json_object_set_new(root, "plan", plan);
-  json_object_set_new(root, "parameters", params_json(sh));
+  json_object_set_new(root, "parameters", params_json(sh, opts->slices_rank));
+  if (opts->slices_rank >= 0)
+    json_object_set_new(root, "slices_rank", json_integer(opts->slices_rank));
   json_object_set_new(root, "per_rank", json_string(PER_RANK_PLACEHOLDER));
+  json_object_set_new(root, "memory_options",
+                      tpx__report_memory_options_json(opts->memory));
   add_diags(diags, opts->selection_diags);
   add_diags(diags, tpx_sharding_diagnostics(sh));
   json_object_set_new(root, "diagnostics", diags);
@@ -441,7 +481,7 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
   json_decref(root);
   tpx__sbuf arr = {NULL, 0, 0, 0};
   char *text = NULL;
-  if (body && per_rank_text(sh, indent, &arr)) text = splice_per_rank(body, &arr);
+  if (body && per_rank_text(sh, opts->memory, indent, &arr)) text = splice_per_rank(body, &arr);
   free(body);
   tpx__sbuf_free(&arr);
   if (!text) return tpx_error_set(err, TPX_NO_MEMORY, "tpx_report_json: out of memory");

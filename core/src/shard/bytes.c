@@ -1,6 +1,7 @@
 /* bytes.c — per-rank parameter bytes of a sharding: the sharded state each
  * rank holds (after TP and FSDP, without padding), each FSDP unit's gathered
- * (TP-local, param-dtype) bytes, and the estimated peak.
+ * (TP-local, param-dtype) bytes, the estimated peak, and the FSDP2-padded
+ * state terms the training-memory estimate (memory.c) is built from.
  *
  * Every slice comes from tpx_layout_local_slice. Parameters are grouped by
  * signature (shape, dtype, compute dtype, placements): a million expert
@@ -18,6 +19,7 @@ typedef struct {
   int64_t shape[TPX_MAX_TENSOR_DIMS];
   tpx_dtype dtype;
   tpx_dtype compute;
+  tpx_dtype reduce;
   tpx_placement pl[TPX_MESH_MAX_DIMS];
 } sig_key;
 
@@ -37,7 +39,8 @@ static uint64_t mix(uint64_t h, uint64_t v) {
 static uint64_t sig_hash(const sig_key *k, int mesh_ndim) {
   uint64_t h = (uint64_t)k->ndim * 0x100000001b3ULL;
   for (int i = 0; i < k->ndim; i++) h = mix(h, (uint64_t)k->shape[i]);
-  h = mix(h, ((uint64_t)k->dtype << 8) | (uint64_t)k->compute);
+  h = mix(h, ((uint64_t)k->reduce << 16) | ((uint64_t)k->dtype << 8) |
+                 (uint64_t)k->compute);
   for (int i = 0; i < mesh_ndim; i++)
     h = mix(h, ((uint64_t)k->pl[i].kind << 48) ^
                    ((uint64_t)(uint32_t)k->pl[i].dim << 16) ^
@@ -47,7 +50,8 @@ static uint64_t sig_hash(const sig_key *k, int mesh_ndim) {
 }
 
 static int sig_equal(const sig_key *a, const sig_key *b, int mesh_ndim) {
-  if (a->ndim != b->ndim || a->dtype != b->dtype || a->compute != b->compute)
+  if (a->ndim != b->ndim || a->dtype != b->dtype || a->compute != b->compute ||
+      a->reduce != b->reduce)
     return 0;
   for (int i = 0; i < a->ndim; i++)
     if (a->shape[i] != b->shape[i]) return 0;
@@ -61,9 +65,11 @@ static int sig_equal(const sig_key *a, const sig_key *b, int mesh_ndim) {
 
 /* sig_equal against a parameter's fields, without building its key. */
 static int sig_is(const sig_key *a, int ndim, const int64_t *shape,
-                  tpx_dtype dtype, tpx_dtype compute, const tpx_placement *pl,
-                  int mesh_ndim) {
-  if (a->ndim != ndim || a->dtype != dtype || a->compute != compute) return 0;
+                  tpx_dtype dtype, tpx_dtype compute, tpx_dtype reduce,
+                  const tpx_placement *pl, int mesh_ndim) {
+  if (a->ndim != ndim || a->dtype != dtype || a->compute != compute ||
+      a->reduce != reduce)
+    return 0;
   for (int i = 0; i < ndim; i++)
     if (a->shape[i] != shape[i]) return 0;
   for (int i = 0; i < mesh_ndim; i++)
@@ -73,15 +79,8 @@ static int sig_is(const sig_key *a, int ndim, const int64_t *shape,
   return 1;
 }
 
-/* Byte counts are non-negative and saturate at INT64_MAX rather than wrap
- * (as tpx_slice_nbytes does): a config can describe a model whose per-rank
- * sums exceed int64 (signed overflow is UB). */
-static int64_t sat_add(int64_t a, int64_t b) {
-  return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-static int64_t sat_mul(int64_t a, int64_t b) {
-  return a != 0 && b > INT64_MAX / a ? INT64_MAX : a * b;
-}
+#define sat_add tpx__sat_add
+#define sat_mul tpx__sat_mul
 
 static int sig_grow(sig_table *t) {
   size_t ns = t->nslots ? t->nslots * 2 : 64;
@@ -154,6 +153,7 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
     const int64_t *shape = tpx__mv_shape(model, r);
     tpx_dtype held = tpx__held_dtype(sh, (int64_t)p, (tpx_dtype)r->dtype);
     tpx_dtype compute = (tpx_dtype)sh->param_dtype[p];
+    tpx_dtype reduce = (tpx_dtype)sh->reduce_dtype[p];
     const tpx_placement *pl = &sh->placements[p * (size_t)mnd];
     /* Models repeat a few signatures in a short cycle (gate, up, down of
      * each expert): the last few are compared in place before a key is
@@ -161,7 +161,8 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
     int64_t hit = -1;
     for (int i = 0; i < RECENT && hit < 0; i++)
       if (recent[i] >= 0 &&
-          sig_is(&t.keys[recent[i]], r->ndim, shape, held, compute, pl, mnd))
+          sig_is(&t.keys[recent[i]], r->ndim, shape, held, compute, reduce,
+                 pl, mnd))
         hit = recent[i];
     if (hit < 0) {
       sig_key k;
@@ -171,6 +172,7 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
         memcpy(k.shape, shape, (size_t)r->ndim * sizeof k.shape[0]);
       k.dtype = held;
       k.compute = compute;
+      k.reduce = reduce;
       memcpy(k.pl, pl, (size_t)mnd * sizeof k.pl[0]);
       hit = sig_intern(&t, &k, mnd);
       if (hit < 0) {
@@ -200,6 +202,15 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
   }
   for (size_t p = 0; p < np; p++)
     if (psig[p] >= 0) count[psig[p]]++;
+  free(sh->rank_state);
+  sh->rank_state = calloc(nw * TPX__STATE_TERMS, sizeof *sh->rank_state);
+  if (!sh->rank_state) {
+    st = tpx__shard_oom(err, "per-rank state bytes");
+    goto done;
+  }
+  /* FSDP2 pads each rank's dim-0 chunk over dp_shard; without FSDP a rank
+   * holds the TP-local tensor itself. */
+  int64_t pad_dp = sh->num_units > 0 && sh->dps_dim >= 0 ? sh->dps : 1;
 
   /* Per signature and rank: held bytes, and the TP-local (dp dims treated as
    * Replicate) bytes in the compute dtype, which is what an FSDP all-gather
@@ -220,6 +231,22 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
                                   (int64_t)r, &sl, err);
       if (st != TPX_OK) goto done;
       gathered[s * nw + r] = tpx_slice_nbytes(&sl, k->compute);
+      int64_t padded = 0;
+      st = tpx_layout_fsdp_padded_numel(sl.length, sl.ndim, pad_dp, &padded,
+                                        err);
+      if (st != TPX_OK) goto done;
+      int64_t *rs = &sh->rank_state[r * TPX__STATE_TERMS];
+      int64_t n = sat_mul(count[s], padded);
+      rs[TPX__STATE_PARAM_BYTES] = sat_add(
+          rs[TPX__STATE_PARAM_BYTES], sat_mul(n, (int64_t)tpx_dtype_size(k->dtype)));
+      if (tpx_dtype_is_float(k->dtype)) {
+        rs[TPX__STATE_GRAD_BYTES] =
+            sat_add(rs[TPX__STATE_GRAD_BYTES],
+                    sat_mul(n, (int64_t)tpx_dtype_size(k->reduce)));
+        rs[TPX__STATE_FLOAT_NUMEL] = sat_add(rs[TPX__STATE_FLOAT_NUMEL], n);
+        if (tpx_dtype_size(k->dtype) < 4)
+          rs[TPX__STATE_LOWP_NUMEL] = sat_add(rs[TPX__STATE_LOWP_NUMEL], n);
+      }
     }
   }
   for (size_t r = 0; r < nw; r++) sh->rank_bytes[r] = 0;
@@ -269,12 +296,18 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
     }
   }
 
-  /* Peak: sharded state + the root (never resharded) + the worst window of
-   * a unit with its forward or backward prefetch targets. */
+  /* Peak: sharded state + the root (never resharded) + the units outside
+   * any module list that never reshard either (lm_head as its own unit) +
+   * the worst window of a unit with its forward or backward prefetch
+   * targets. */
   for (size_t r = 0; r < nw; r++) {
-    int64_t worst = 0;
+    int64_t worst = 0, kept = 0;
     for (size_t u = 0; u + 1 < nu; u++) {
       const tpx__fsdp_unit_rec *x = &sh->units[u];
+      if (x->group < 0 && !x->reshard) {
+        kept = sat_add(kept, x->gathered[r]);
+        continue;
+      }
       int64_t f = x->gathered[r], b = x->gathered[r];
       for (size_t j = 0; j < x->num_fwd; j++)
         f = sat_add(f, sh->units[x->fwd[j]].gathered[r]);
@@ -284,7 +317,9 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
       if (b > worst) worst = b;
     }
     sh->rank_peak[r] = sat_add(
-        sat_add(sh->rank_bytes[r], sh->units[nu - 1].gathered[r]), worst);
+        sat_add(sat_add(sh->rank_bytes[r], sh->units[nu - 1].gathered[r]),
+                kept),
+        worst);
   }
 
 done:

@@ -43,6 +43,7 @@ void tpx_sharding_destroy(tpx_sharding *sh) {
   free(sh->tset_valid);
   free(sh->rank_bytes);
   free(sh->rank_peak);
+  free(sh->rank_state);
   tpx_diag_list_destroy(sh->diags);
   free(sh);
 }

@@ -82,6 +82,12 @@ struct tpx_sharding {
 
   int64_t *rank_bytes; /* [world] */
   int64_t *rank_peak;  /* [world] */
+  /* [world * TPX__STATE_TERMS]: per rank, over parameters (a tied one once)
+   * in FSDP2's padded per-rank layout (tpx_layout_fsdp_padded_numel over
+   * dp_shard of the TP-local piece; the TP-local piece itself without
+   * FSDP): bytes in the held dtype, floating-point grad bytes in the reduce
+   * dtype, floating-point elements, and those held below 4 bytes. */
+  int64_t *rank_state;
 
   tpx_diag_list *diags;
 };
@@ -113,9 +119,27 @@ void tpx__fsdp_free(tpx_sharding *sh);
  * fp32_matched); before the FSDP dtypes are set. */
 tpx_status tpx__fp32_mark(tpx_sharding *sh, tpx_error *err);
 
+enum {
+  TPX__STATE_PARAM_BYTES = 0,
+  TPX__STATE_GRAD_BYTES = 1,
+  TPX__STATE_FLOAT_NUMEL = 2,
+  TPX__STATE_LOWP_NUMEL = 3,
+  TPX__STATE_TERMS = 4
+};
+
 /* ---- bytes.c ---- */
-/* rank_bytes, unit gathered bytes and rank_peak. */
+/* rank_bytes, unit gathered bytes, rank_peak and rank_state. */
 tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err);
+
+/* Byte counts are non-negative and saturate at INT64_MAX rather than wrap
+ * (as tpx_slice_nbytes does): a config can describe a model whose per-rank
+ * sums exceed int64 (signed overflow is UB). Arguments >= 0. */
+static inline int64_t tpx__sat_add(int64_t a, int64_t b) {
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+static inline int64_t tpx__sat_mul(int64_t a, int64_t b) {
+  return a != 0 && b > INT64_MAX / a ? INT64_MAX : a * b;
+}
 
 /* Out-of-memory helper: records the error and returns TPX_NO_MEMORY. */
 tpx_status tpx__shard_oom(tpx_error *err, const char *what);

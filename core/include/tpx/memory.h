@@ -1,0 +1,101 @@
+/* tpx/memory.h — what training costs each rank, estimated from a sharding:
+ * memory (parameters, gradients, optimizer state, FSDP all-gather peak,
+ * activations) and the bytes a rank sends per training step in TP and FSDP
+ * collectives.
+ *
+ * Every term is a formula written out in docs/MEMORY.md with its
+ * assumptions. Parameters, gradients and optimizer state follow FSDP2's
+ * padded per-rank layout (each parameter's TP-local piece split on dim 0
+ * over dp_shard, every rank padded to the full chunk:
+ * tpx_layout_fsdp_padded_numel), which is what a runtime allocates; the
+ * gather peak and the traffic use unpadded gathered sizes. Activations are
+ * an estimate for a Llama-style decoder (docs/MEMORY.md lists what is and
+ * is not counted).
+ *
+ * Not an allocator and not a profiler: nothing here touches a device. */
+#ifndef TPX_MEMORY_H
+#define TPX_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/dtype.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/sharding.h"
+
+TPX_BEGIN_DECLS
+
+typedef enum tpx_optimizer {
+  TPX_OPTIMIZER_ADAMW = 0, /* exp_avg + exp_avg_sq, f32 */
+  TPX_OPTIMIZER_SGD = 1,   /* momentum buffer, f32 */
+  TPX_OPTIMIZER_NONE = 2,  /* no optimizer state, no master copy */
+} tpx_optimizer;
+
+/* "adamw", "sgd", "none"; NULL when out of range. */
+TPX_API const char *tpx_optimizer_name(tpx_optimizer opt);
+/* Parse one of the names above; TPX_INVALID_ARGUMENT naming the text. */
+TPX_API tpx_status tpx_optimizer_parse(const char *text, tpx_optimizer *out,
+                                       tpx_error *err);
+
+typedef struct tpx_memory_options {
+  size_t struct_size;
+  tpx_optimizer optimizer;      /* adamw */
+  int64_t batch;                /* sequences per micro-batch per rank, 1 */
+  int64_t seq;                  /* tokens per sequence; 0 = no activations,
+                                   no TP traffic */
+  int activation_checkpointing; /* 1: every layer is checkpointed */
+  tpx_dtype activation_dtype;   /* INVALID: the FSDP param dtype, else the
+                                   model's dtype */
+} tpx_memory_options;
+
+#define TPX_MEMORY_OPTIONS_INIT                                                \
+  { sizeof(tpx_memory_options), TPX_OPTIMIZER_ADAMW, 1, 0, 0,                  \
+    TPX_DTYPE_INVALID }
+
+/* Bytes one rank holds at its training peak, by term. */
+typedef struct tpx_memory {
+  int64_t params;      /* sharded parameters, held dtype, padded */
+  int64_t grads;       /* sharded gradients, reduce dtype, padded */
+  int64_t optimizer;   /* optimizer states (+ f32 master copy), padded */
+  int64_t gather_peak; /* FSDP units gathered at once (root + worst
+                          prefetch window), compute dtype */
+  int64_t activations; /* saved for backward at the peak */
+  int64_t peak;        /* the sum of the five */
+  /* Part of `optimizer`: the f32 master copy of parameters held below 4
+   * bytes (0 with TPX_OPTIMIZER_NONE). A runtime that counts masters with
+   * the parameters compares params + master and optimizer - master. */
+  int64_t master;
+} tpx_memory;
+
+/* The memory of ranks [first, first + count) into out[0..count). `opts` may
+ * be NULL (defaults). Activations are the same on every rank (the largest
+ * rank's when TP splits heads unevenly). TPX_NOT_FOUND naming the config key
+ * when opts->seq > 0 and the config lacks a size the activation formula
+ * needs; TPX_OUT_OF_RANGE for ranks outside the mesh. */
+TPX_API tpx_status tpx_memory_ranks(const tpx_sharding *sh,
+                                    const tpx_memory_options *opts,
+                                    int64_t first, size_t count,
+                                    tpx_memory *out, tpx_error *err);
+/* One rank: tpx_memory_ranks with count 1. */
+TPX_API tpx_status tpx_memory_rank(const tpx_sharding *sh,
+                                   const tpx_memory_options *opts,
+                                   int64_t rank, tpx_memory *out,
+                                   tpx_error *err);
+
+/* Bytes one rank sends in one training step (forward + backward of one
+ * micro-batch and the gradient reduction), ring collectives. */
+typedef struct tpx_traffic {
+  int64_t tp;   /* TP activation collectives (needs opts->seq > 0) */
+  int64_t fsdp; /* FSDP all-gathers, reduce-scatters, HSDP all-reduce */
+  int64_t total;
+} tpx_traffic;
+
+TPX_API tpx_status tpx_traffic_rank(const tpx_sharding *sh,
+                                    const tpx_memory_options *opts,
+                                    int64_t rank, tpx_traffic *out,
+                                    tpx_error *err);
+
+TPX_END_DECLS
+
+#endif /* TPX_MEMORY_H */

@@ -1,0 +1,191 @@
+/* activations.c — the activation term of the training-memory estimate: the
+ * bytes a Llama-style decoder saves for backward per layer, and at the head
+ * (final norm, lm_head input, logits), for batch x seq tokens, with TP
+ * dividing heads / MLP width / vocab and sequence parallel dividing what
+ * is sequence-sharded (norm inputs, layer boundaries). docs/MEMORY.md has
+ * the formulas and what they leave out.
+ *
+ * Reads the config and the sharding; not a profiler. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard/memory_impl.h"
+#include "shard/sharding_impl.h"
+#include "tpx/validate.h"
+
+/* key, then text_config.key (VLMs). */
+static int cfg_int(const tpx_model *m, const char *key, int64_t *out) {
+  char buf[128];
+  if (tpx_model_config_int(m, key, out, NULL) == TPX_OK) return 1;
+  snprintf(buf, sizeof buf, "text_config.%s", key);
+  return tpx_model_config_int(m, buf, out, NULL) == TPX_OK;
+}
+
+static tpx_status missing(const tpx_model *m, const char *key,
+                          tpx_error *err) {
+  const char *src = tpx_model_source(m);
+  return tpx_error_set(err, TPX_NOT_FOUND,
+                       "activation estimate: the config%s%s has no positive "
+                       "'%s' (give the model's config.json, or leave out "
+                       "--seq to skip activations)",
+                       src ? " " : "", src ? src : "", key);
+}
+
+static tpx_status need(const tpx_model *m, const char *key, int64_t *out,
+                       tpx_error *err) {
+  if (cfg_int(m, key, out) && *out > 0) return TPX_OK;
+  return missing(m, key, err);
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
+static int sequence_parallel(const tpx_sharding *sh) {
+  if (!sh->tp_applied) return 0;
+  for (size_t e = 0; e < sh->num_entries; e++) {
+    tpx_style_kind k = sh->entry_styles[e].kind;
+    if (k == TPX_STYLE_SEQUENCE_PARALLEL ||
+        k == TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL ||
+        k == TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION)
+      return 1;
+  }
+  return 0;
+}
+
+/* The output projection's weight: lm_head.weight, else the first embedding
+ * weight (tied or sole vocabulary matrix); -1 if none. */
+static int64_t output_weight(const tpx_model *m) {
+  int64_t p = tpx_model_find_param(m, "lm_head.weight");
+  if (p >= 0) return p;
+  size_t np = tpx_model_num_params(m);
+  for (size_t i = 0; i < np; i++) {
+    tpx_param_info pi;
+    if (tpx_model_param(m, (int64_t)i, &pi, NULL) != TPX_OK) continue;
+    if (pi.ndim == 2 &&
+        tpx_model_module_kind(m, pi.module) == TPX_MODULE_EMBEDDING)
+      return (int64_t)i;
+  }
+  return -1;
+}
+
+tpx_memory_options tpx__memory_options(const tpx_memory_options *opts) {
+  tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
+  if (opts) {
+    size_t n = opts->struct_size < sizeof o ? opts->struct_size : sizeof o;
+    memcpy(&o, opts, n);
+    o.struct_size = sizeof o;
+  }
+  return o;
+}
+
+tpx_status tpx__act_dims_read(const tpx_sharding *sh,
+                              const tpx_memory_options *opts,
+                              tpx__act_dims *d, tpx_error *err) {
+  const tpx_model *m = sh->model;
+  memset(d, 0, sizeof *d);
+  int64_t t = sh->tp_applied ? sh->tp : 1;
+  d->tokens = tpx__sat_mul(opts->batch, opts->seq);
+  tpx_status st = need(m, "hidden_size", &d->hidden, err);
+  if (st != TPX_OK) return st;
+  tpx_head_counts hc = TPX_HEAD_COUNTS_INIT;
+  st = tpx_head_counts_after_tp(m, sh->plan, t, &hc, err);
+  if (st != TPX_OK) return st;
+  if (hc.heads <= 0) return missing(m, "num_attention_heads", err);
+  if (hc.head_dim <= 0) return missing(m, "head_dim", err);
+  int64_t kv = hc.kv_heads > 0 ? hc.kv_heads : hc.heads;
+  /* Heads and MLP width are split together by every shipped plan; the
+   * head rewrite is what tells that attention is head-sharded. */
+  int64_t split = hc.rewritten ? t : 1;
+  d->heads = ceil_div(hc.heads, split);
+  d->kv_heads = ceil_div(kv, split);
+  d->head_dim = hc.head_dim;
+  int64_t topk = 0, inter = 0, moe = 0, shared = 0;
+  if (cfg_int(m, "num_experts_per_tok", &topk) && topk > 0) {
+    if (!cfg_int(m, "moe_intermediate_size", &moe) || moe <= 0) {
+      st = need(m, "intermediate_size", &moe, err);
+      if (st != TPX_OK) return st;
+    }
+    if (!cfg_int(m, "shared_expert_intermediate_size", &shared) || shared < 0)
+      shared = 0;
+    inter = tpx__sat_add(tpx__sat_mul(topk, moe), shared);
+  } else {
+    st = need(m, "intermediate_size", &inter, err);
+    if (st != TPX_OK) return st;
+  }
+  d->inter = ceil_div(inter, split);
+  int64_t ow = output_weight(m);
+  tpx_param_info pi;
+  if (!cfg_int(m, "vocab_size", &d->vocab) || d->vocab <= 0) {
+    if (ow < 0 || tpx_model_param(m, ow, &pi, NULL) != TPX_OK)
+      return need(m, "vocab_size", &d->vocab, err);
+    d->vocab = pi.shape[0];
+  }
+  d->vocab_local = d->vocab;
+  if (ow >= 0 && sh->tp_dim >= 0 && sh->tp_applied) {
+    tpx_placement p = sh->placements[(size_t)ow * (size_t)sh->ndim +
+                                     (size_t)sh->tp_dim];
+    if (tpx_model_param(m, ow, &pi, NULL) == TPX_OK &&
+        p.kind == TPX_SHARD &&
+        (p.dim == 0 || p.dim == -pi.ndim))
+      d->vocab_local = ceil_div(d->vocab, t);
+  }
+  size_t nl = 0;
+  int64_t layers = 0;
+  if (tpx_model_layer_groups(m, NULL, NULL, 0, &nl, NULL) == TPX_OK && nl) {
+    int64_t *all = malloc(nl * sizeof *all);
+    tpx_layer_group *gs = malloc(nl * sizeof *gs);
+    if (all && gs &&
+        tpx_model_layer_groups(m, all, gs, nl, &nl, NULL) == TPX_OK)
+      for (size_t i = 0; i < nl; i++)
+        if (gs[i] != TPX_LAYERS_VISION) layers++;
+    free(all);
+    free(gs);
+  }
+  if (layers == 0) {
+    st = need(m, "num_hidden_layers", &layers, err);
+    if (st != TPX_OK) return st;
+  }
+  d->layers = layers;
+  d->sp_div = sequence_parallel(sh) ? t : 1;
+  tpx_dtype e = opts->activation_dtype;
+  if (!e && sh->num_units > 0) e = sh->opts.param_dtype;
+  if (!e && sh->num_params > 0 && tpx_model_param(m, 0, &pi, NULL) == TPX_OK &&
+      tpx_dtype_is_float(pi.dtype))
+    e = pi.dtype;
+  if (!e) e = TPX_DTYPE_BF16;
+  d->elem = (int64_t)tpx_dtype_size(e);
+  return TPX_OK;
+}
+
+int64_t tpx__act_layer_bytes(const tpx__act_dims *d) {
+  /* per token, in elements: two norm inputs (sequence-sharded under SP),
+   * two full linear inputs (q/k/v and gate/up), q, k, v and the attention
+   * output, four MLP intermediates (gate, up, act(gate), act*up) */
+  int64_t el = tpx__sat_add(
+      tpx__sat_add(2 * ceil_div(d->hidden, d->sp_div), 2 * d->hidden),
+      tpx__sat_add(
+          tpx__sat_mul(d->head_dim, 2 * d->heads + 2 * d->kv_heads),
+          tpx__sat_mul(4, d->inter)));
+  int64_t bytes = tpx__sat_mul(tpx__sat_mul(d->tokens, el), d->elem);
+  /* attention log-sum-exp, f32 per token and head */
+  return tpx__sat_add(bytes, tpx__sat_mul(tpx__sat_mul(4, d->tokens), d->heads));
+}
+
+int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing) {
+  int64_t layer = tpx__act_layer_bytes(d);
+  /* final norm input (sequence-sharded under SP), lm_head input (full),
+   * logits in the activation dtype and their f32 copy for the loss */
+  int64_t head = tpx__sat_add(
+      tpx__sat_mul(tpx__sat_mul(d->tokens,
+                                ceil_div(d->hidden, d->sp_div) + d->hidden),
+                   d->elem),
+      tpx__sat_mul(tpx__sat_mul(d->tokens, d->vocab_local), d->elem + 4));
+  if (!checkpointing)
+    return tpx__sat_add(tpx__sat_mul(d->layers, layer), head);
+  /* each layer keeps its input; one layer is recomputed at a time */
+  int64_t kept = tpx__sat_mul(
+      tpx__sat_mul(tpx__sat_mul(d->tokens, ceil_div(d->hidden, d->sp_div)),
+                   d->elem),
+      d->layers);
+  return tpx__sat_add(tpx__sat_add(kept, layer), head);
+}

@@ -1,0 +1,38 @@
+/* shard/memory_impl.h — what memory.c, activations.c and traffic.c share:
+ * the model sizes the activation and traffic formulas read from the config
+ * and the sharding (docs/MEMORY.md). Private to the shard area. */
+#ifndef TPX_SHARD_MEMORY_IMPL_H
+#define TPX_SHARD_MEMORY_IMPL_H
+
+#include <stdint.h>
+
+#include "tpx/memory.h"
+
+typedef struct tpx__act_dims {
+  int64_t tokens;     /* S = batch * seq */
+  int64_t hidden;     /* h */
+  int64_t heads;      /* a_l: attention heads per rank (ceil(a/t) if split) */
+  int64_t kv_heads;   /* k_l: kv heads per rank */
+  int64_t head_dim;   /* d */
+  int64_t inter;      /* i_l: MLP width per rank (top-k experts' for MoE) */
+  int64_t vocab;      /* V */
+  int64_t vocab_local; /* V_l: V / t when the output projection is split */
+  int64_t layers;     /* L: language layers */
+  int64_t sp_div;     /* t under sequence parallel, else 1 */
+  int64_t elem;       /* e: bytes of the activation dtype */
+} tpx__act_dims;
+
+/* Read the sizes (opts->seq must be > 0). TPX_NOT_FOUND naming the config
+ * key the formula needs and the config lacks. */
+tpx_status tpx__act_dims_read(const tpx_sharding *sh,
+                              const tpx_memory_options *opts,
+                              tpx__act_dims *out, tpx_error *err);
+/* Activation bytes at the peak (docs/MEMORY.md "activations"). */
+int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing);
+/* Bytes of one layer's saved activations, without checkpointing. */
+int64_t tpx__act_layer_bytes(const tpx__act_dims *d);
+
+/* Options with the defaults filled in for a NULL or shorter struct. */
+tpx_memory_options tpx__memory_options(const tpx_memory_options *opts);
+
+#endif /* TPX_SHARD_MEMORY_IMPL_H */

@@ -1,0 +1,180 @@
+#!/bin/sh
+# cli_memory.sh — `tpx plan` training memory, the mesh advisor (--gpus), the
+# block picture (--show) and per-rank slices (--rank) end to end on bundled
+# configs: exit codes, key output, and figures that must hold (the JSON
+# advice sorted fitting-first, rejected meshes with their reason, per_rank
+# memory summing to peak). Usage: cli_memory.sh TPX_BINARY SOURCE_DIR
+set -u
+tpx=$1
+src=$2
+cfg="$src/tests/data/configs"
+l1="$cfg/Llama-3.2-1B/config.json"
+l70="$cfg/Llama-3.1-70B/config.json"
+out=$(mktemp "${TMPDIR:-/tmp}/tpx-mem.XXXXXX")
+trap 'rm -f "$out"' EXIT INT TERM
+fails=0
+n=0
+
+expect() {
+  want=$1
+  what=$2
+  shift 3
+  n=$((n + 1))
+  "$tpx" plan "$@" >"$out" 2>&1
+  got=$?
+  if [ "$got" -ne "$want" ]; then
+    echo "FAIL: $what: exit $got, want $want"
+    sed 's/^/    /' "$out" | head -20
+    fails=$((fails + 1))
+  else
+    echo "ok: $what"
+  fi
+}
+
+has() {
+  n=$((n + 1))
+  if grep -qF -- "$1" "$out"; then
+    echo "ok: $2"
+  else
+    echo "FAIL: $2: output lacks '$1'"
+    fails=$((fails + 1))
+  fi
+}
+
+lacks() {
+  n=$((n + 1))
+  if grep -qF -- "$1" "$out"; then
+    echo "FAIL: $2: output has '$1'"
+    fails=$((fails + 1))
+  else
+    echo "ok: $2"
+  fi
+}
+
+# py DESCRIPTION CODE: run python3 CODE with the last output as JSON in `r`
+py() {
+  n=$((n + 1))
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "skip: $1 (no python3)"
+    return
+  fi
+  if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); $2" "$out"; then
+    echo "ok: $1"
+  else
+    echo "FAIL: $1"
+    fails=$((fails + 1))
+  fi
+}
+
+# ---- bad usage ----
+expect 2 "bad optimizer" -- --config "$l1" --optimizer adam
+has "unknown optimizer 'adam'" "names the optimizer"
+expect 2 "seq zero" -- --config "$l1" --seq 0
+has "--seq expects an integer from 1" "says the range"
+expect 2 "bad gpu-mem" -- --config "$l1" --gpus 8 --gpu-mem 80XB
+has "--gpu-mem expects a size" "names --gpu-mem"
+expect 2 "gpus with tp" -- --config "$l1" --gpus 8 --tp 2
+has "--gpus chooses the mesh" "explains the conflict"
+expect 2 "rank without json" -- --config "$l1" --tp 2 --rank 0
+has "add --format json" "says what to add"
+expect 2 "rank outside the mesh" -- --config "$l1" --tp 2 --rank 2 --format json
+has "--rank 2 is outside the mesh of 2 ranks" "names the rank and world"
+expect 2 "show with json" -- --config "$l1" --show lm_head --format json
+expect 2 "show matching nothing" -- --config "$l1" --tp 2 --show 'model.nope'
+has "--show 'model.nope' matches no parameter" "names the pattern"
+expect 0 "help lists the options" -- --help
+has "--gpus N" "help: --gpus"
+has "--activation-checkpointing" "help: checkpointing"
+
+# ---- training memory ----
+expect 0 "memory text" -- --config "$l1" --tp 2 --dp-shard 4 --seq 2048
+has "Training memory per rank (optimizer adamw; activations for batch 1 x seq 2048" "memory section header"
+has "ranks               params       grads   optimizer      gather activations        peak" "memory columns"
+expect 0 "memory without --seq" -- --config "$l1" --tp 2
+has "activations not counted: give --seq T" "says how to add activations"
+expect 0 "memory json" -- --config "$l1" --tp 2 --dp-shard 4 --seq 512 \
+  --batch 2 --optimizer sgd --activation-checkpointing --format json
+py "per_rank memory: every term, peak is their sum" '
+m = [e["memory"] for e in r["per_rank"]]
+assert len(m) == 8
+assert all(x["peak"] == x["params"] + x["grads"] + x["optimizer"] + x["gather_peak"] + x["activations"] for x in m)
+assert all(x["activations"] > 0 and x["gather_peak"] > 0 for x in m)'
+py "memory_options echo the flags" '
+assert r["memory_options"] == {"optimizer": "sgd", "batch": 2, "seq": 512, "activation_checkpointing": True}'
+# 1B in bf16 on 8 ranks: params 2*N/8 bytes (padded: every dim 0 here
+# divides evenly), sgd: one f32 state + the f32 master = 8 bytes a param
+py "sgd optimizer = 4x params bytes (state + master, f32 vs bf16)" '
+m = r["per_rank"][0]["memory"]
+assert m["optimizer"] == 4 * m["params"], m'
+expect 0 "checkpointing lowers activations" -- --config "$l1" --tp 2 --seq 1024 --format json
+cp "$out" "$out.full"
+"$tpx" plan --config "$l1" --tp 2 --seq 1024 --activation-checkpointing --format json >"$out" 2>&1
+n=$((n + 1))
+if command -v python3 >/dev/null 2>&1 && python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["per_rank"][0]["memory"]["activations"]
+b = json.load(open(sys.argv[2]))["per_rank"][0]["memory"]["activations"]
+assert 0 < b < a, (a, b)' "$out.full" "$out"; then
+  echo "ok: checkpointed activations are smaller"
+else
+  echo "FAIL: checkpointed activations are smaller"
+  fails=$((fails + 1))
+fi
+rm -f "$out.full"
+
+# ---- mesh advisor ----
+# 70B with AdamW needs ~18 bytes a parameter before activations: 8 GPUs
+# of 80 GiB cannot hold it (exit 1), 64 can
+expect 1 "advisor 70B on 8 GPUs: nothing fits" -- --config "$l70" --gpus 8
+has "Mesh advice: LlamaForCausalLM on 8 GPUs of 80.00 GiB" "advisor header"
+has "No mesh fits in 80.00 GiB per GPU; the smallest peak is" "names the smallest peak"
+expect 0 "advisor 70B on 64 GPUs" -- --config "$l70" --gpus 64
+has "Best: tpx plan --dp-replicate 1 --dp-shard 8 --tp 8" "names the best mesh"
+expect 0 "advisor 70B on 64 GPUs json" -- --config "$l70" --gpus 64 --format json
+py "64 GPUs: 28 meshes, products 64, fitting first, tp 16/32/64 rejected for kv heads" '
+a = r["advice"]
+assert len(a) == 28, len(a)
+assert all(x["dp_replicate"] * x["dp_shard"] * x["tp"] == 64 for x in a)
+fit = [x["fits"] for x in a]
+assert fit == sorted(fit, reverse=True)
+assert a[0]["fits"] and a[0]["rejected_because"] is None
+ok = [x for x in a if x["rejected_because"] is None]
+fitting = [x for x in ok if x["fits"]]
+assert [x["comm_bytes_per_step"] for x in fitting] == sorted(x["comm_bytes_per_step"] for x in fitting)
+assert all(x["peak_bytes"] <= r["gpu_mem"] for x in fitting)
+assert all(x["peak_bytes"] > r["gpu_mem"] for x in ok if not x["fits"])
+rej = [x for x in a if x["rejected_because"] is not None]
+assert sorted(x["tp"] for x in rej) == [16, 16, 16, 32, 32, 64], rej
+assert all("num_key_value_heads" in x["rejected_because"] for x in rej)
+assert all(x["peak_bytes"] is None and x["fits"] is False for x in rej)'
+expect 1 "nothing fits in 1GiB" -- --config "$l70" --gpus 8 --gpu-mem 1GiB
+has "No mesh fits in 1.00 GiB per GPU" "says nothing fits"
+expect 0 "advisor 1B, tp 3 rejected on 6 GPUs" -- --config "$l1" --gpus 6 --seq 128
+has "Rejected (" "lists rejected meshes"
+has "dp_replicate=2 dp_shard=1 tp=3: num_key_value_heads (8) must be divisible by TP size (3)" "states why tp 3 is rejected"
+
+# ---- --show ----
+expect 0 "show q_proj" -- --config "$l1" --tp 2 --dp-shard 2 --show 'model.layers.*.self_attn.q_proj'
+has "model.layers.{0..15}.self_attn.q_proj.weight  [2048, 2048] bf16 (16 identical)" "identical layers collapsed"
+has "placements: dp_replicate=replicate dp_shard=strided_shard(0,2) tp=shard(0)" "placements line"
+has "          0:512 0" "first block held by rank 0"
+has "       512:1024 2" "TP first, then FSDP: rank 2 holds rows 512:1024"
+lacks "$(printf '\033')" "no color when not a tty"
+lacks "Training memory" "the picture replaces the report"
+expect 0 "show down_proj uneven" -- --config "$l1" --tp 4 --dp-shard 3 --show 'model.layers.0.mlp.down_proj.weight'
+has "0:2048    2048:4096 4096:6144 6144:8192" "column blocks of a rowwise weight"
+has "1366:2048 8" "uneven last dp block"
+
+# ---- --rank ----
+expect 0 "rank slices" -- --config "$l1" --tp 2 --dp-shard 2 --rank 3 --format json
+py "rank 3 slices: local_shape, global_offset, local_bytes" '
+p = {x["name"]: x for x in r["parameters"]}
+q = p["model.layers.0.self_attn.q_proj.weight"]
+assert q["local_shape"] == [512, 2048] and q["global_offset"] == [1536, 0], q
+assert q["local_bytes"] == 512 * 2048 * 2
+d = p["model.layers.0.mlp.down_proj.weight"]
+assert d["local_shape"] == [1024, 4096] and d["global_offset"] == [1024, 4096], d
+assert r["slices_rank"] == 3'
+
+echo "cli_memory: $((n - fails))/$n passed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,54 @@
+/* plan_extra.h — the parts of `tpx plan` beyond the report, each in its own
+ * file: training-memory options and the per-rank slices (plan_extra.c), the
+ * sharding built from a selection (plan_shard.c), the mesh advisor
+ * (cmd_plan_advise.c) and the block picture (show.c). cmd_plan.c calls in. */
+#ifndef TPX_TOOLS_PLAN_EXTRA_H
+#define TPX_TOOLS_PLAN_EXTRA_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tpx/tpx.h"
+
+typedef struct plan_extra {
+  tpx_memory_options mem; /* --optimizer --batch --seq
+                             --activation-checkpointing */
+  int seq_given;
+  int64_t gpus;    /* --gpus N: the mesh advisor; 0 = off */
+  int64_t gpu_mem; /* --gpu-mem SIZE in bytes (default 80 GiB) */
+  const char *show; /* --show PATTERN */
+  int64_t rank;     /* --rank R; -1 = off */
+} plan_extra;
+
+void plan_extra_init(plan_extra *x);
+/* One argument of argv: 0 not ours, 1 a flag, 2 an option and its value
+ * (consumed), -1 bad (message printed). */
+int plan_extra_arg(plan_extra *x, const char *arg, const char *val);
+/* The help lines of these options. */
+void plan_extra_usage(FILE *out);
+/* Checks across options once all are parsed; -1 bad (printed). */
+int plan_extra_check(const plan_extra *x, int64_t tp, int64_t dp_shard,
+                     int64_t dp_replicate, const char *format);
+
+/* The sharding of `model` on `mesh` with the selection's plan, FSDP units
+ * and fp32 parameters (fsdp: 0 = TP only). */
+tpx_status plan_shard(const tpx_model *model, const tpx_selection *sel,
+                      const tpx_mesh *mesh, int fsdp, tpx_sharding **out,
+                      tpx_error *err);
+/* A (dp_replicate, dp_shard, tp) mesh. */
+tpx_status plan_mesh(int64_t dpr, int64_t dps, int64_t tp, tpx_mesh **out,
+                     tpx_error *err);
+
+/* --gpus: every mesh of x->gpus ranks, ranked; prints the advice (text or
+ * JSON) and returns the exit code (0 when some mesh fits). */
+int plan_advise(const tpx_registry *reg, const tpx_model *model,
+                const tpx_select_options *base, int fsdp,
+                const plan_extra *x, int json);
+
+/* --show: every parameter matching x->show drawn as a grid of its blocks
+ * labelled with the ranks holding them, to `out`; color when `color`.
+ * Returns the number of parameters drawn (0: none matched). */
+size_t plan_show(FILE *out, const tpx_sharding *sh, const char *pattern,
+                 int color);
+
+#endif /* TPX_TOOLS_PLAN_EXTRA_H */
