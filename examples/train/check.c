@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train.h"
+#include <tpx/tpx.h>
 
 static json_t *load_last_json(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -70,51 +70,31 @@ static int cmd_steps(int argc, char **argv) {
   return worst <= tol ? 0 : 1;
 }
 
-/* the tensors of a safetensors file: its header object */
-static json_t *st_header(const char *path) {
-  FILE *f = fopen(path, "rb");
-  unsigned char b[8];
-  if (!f || fread(b, 1, 8, f) != 8) { if (f) fclose(f); return NULL; }
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = (n << 8) | b[i];
-  char *h = n < (1u << 30) ? malloc(n) : NULL;
-  json_t *j = h && fread(h, 1, n, f) == n ? json_loadb(h, n, 0, NULL) : NULL;
-  free(h);
-  fclose(f);
-  return j;
-}
-
-static float *read_tensor(tr_st *st, json_t *t, const char *name, int64_t *numel) {
-  json_t *shape = json_object_get(t, "shape");
-  int64_t n = 1;
-  for (size_t i = 0; i < json_array_size(shape); i++) n *= json_integer_value(json_array_get(shape, i));
-  float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
+/* A whole stored tensor as f32 (NULL with a message when unreadable);
+ * *numel its element count. */
+static float *read_all(const tpx_checkpoint_reader *rd, size_t i, int64_t *numel) {
+  tpx_checkpoint_tensor t;
   tpx_error e = {0};
-  if (d && tr_st_read(st, name, d, n, &e)) { fprintf(stderr, "%s\n", e.message); free(d); d = NULL; }
+  if (tpx_checkpoint_tensor_info(rd, i, &t, &e)) { fprintf(stderr, "%s\n", e.message); return NULL; }
+  tpx_slice sl = {t.ndim, {0}, {0}};
+  int64_t n = 1;
+  for (int d = 0; d < t.ndim; d++) { sl.length[d] = t.shape[d]; n *= t.shape[d]; }
+  float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
+  if (d && tpx_checkpoint_read_slice(rd, (int64_t)i, &sl, TPX_DTYPE_F32, d,
+                                     sizeof(float) * (size_t)(n ? n : 1), &e)) {
+    fprintf(stderr, "%s\n", e.message);
+    free(d);
+    d = NULL;
+  }
   *numel = n;
   return d;
 }
 
-static char *dir_of(const char *path) {
-  char *d = strdup(path), *s = strrchr(d, '/');
-  if (s) *s = 0; else strcpy(d, ".");
-  return d;
-}
-
-/* tr_st opens a directory's model.safetensors: open A's header by path */
-static tr_st *open_st(const char *path) {
-  tr_st *st = NULL;
+static tpx_checkpoint_reader *open_ckpt(const char *path) {
+  tpx_checkpoint_reader *rd = NULL;
   tpx_error e = {0};
-  char *d = dir_of(path);
-  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-  if (strcmp(base, "model.safetensors")) {
-    fprintf(stderr, "%s: name the file model.safetensors (in its own directory)\n", path);
-    free(d);
-    return NULL;
-  }
-  if (tr_st_open(d, &st, &e)) fprintf(stderr, "%s\n", e.message);
-  free(d);
-  return st;
+  if (tpx_checkpoint_reader_create(path, NULL, &rd, &e)) fprintf(stderr, "%s\n", e.message);
+  return rd;
 }
 
 static int cmd_params(int argc, char **argv) {
@@ -122,33 +102,32 @@ static int cmd_params(int argc, char **argv) {
   double tol = atof(argv[4]);
   const char *noisy = argc == 7 ? argv[5] : NULL;
   double bound = argc == 7 ? atof(argv[6]) : 0, wnoisy = 0;
-  json_t *ha = st_header(argv[2]), *hb = st_header(argv[3]);
-  tr_st *sa = open_st(argv[2]), *sb = open_st(argv[3]);
-  if (!ha || !hb || !sa || !sb) { fprintf(stderr, "cannot read the dumps\n"); return 2; }
+  tpx_checkpoint_reader *ra = open_ckpt(argv[2]), *rb = open_ckpt(argv[3]);
+  if (!ra || !rb) { fprintf(stderr, "cannot read the dumps\n"); return 2; }
   double worst = 0, welem = 0;
-  const char *wname = "", *k;
-  json_t *t;
+  const char *wname = "";
   int missing = 0;
   size_t count = 0;
-  json_object_foreach(hb, k, t) {
-    if (!strcmp(k, "__metadata__")) continue;
-    json_t *ta = json_object_get(ha, k);
-    if (!ta) { fprintf(stderr, "%s: missing in %s\n", k, argv[2]); missing = 1; continue; }
+  for (size_t i = 0; i < tpx_checkpoint_num_tensors(rb); i++) {
+    tpx_checkpoint_tensor tb;
+    tpx_checkpoint_tensor_info(rb, i, &tb, NULL);
+    int64_t ia = tpx_checkpoint_find(ra, tb.name);
+    if (ia < 0) { fprintf(stderr, "%s: missing in %s\n", tb.name, argv[2]); missing = 1; continue; }
     int64_t na, nb;
-    float *a = read_tensor(sa, ta, k, &na), *b = read_tensor(sb, t, k, &nb);
-    if (!a || !b || na != nb) { fprintf(stderr, "%s: unreadable or sizes differ\n", k); missing = 1; }
-    else if (noisy && strstr(k, noisy)) {
-      for (int64_t i = 0; i < na; i++) wnoisy = fmax(wnoisy, fabs((double)a[i] - b[i]));
+    float *a = read_all(ra, (size_t)ia, &na), *b = read_all(rb, i, &nb);
+    if (!a || !b || na != nb) { fprintf(stderr, "%s: unreadable or sizes differ\n", tb.name); missing = 1; }
+    else if (noisy && strstr(tb.name, noisy)) {
+      for (int64_t k = 0; k < na; k++) wnoisy = fmax(wnoisy, fabs((double)a[k] - b[k]));
     } else {
       double dd = 0, bb = 0;
-      for (int64_t i = 0; i < na; i++) {
-        double d = (double)a[i] - b[i];
+      for (int64_t k = 0; k < na; k++) {
+        double d = (double)a[k] - b[k];
         dd += d * d;
-        bb += (double)b[i] * b[i];
+        bb += (double)b[k] * b[k];
         if (fabs(d) > welem) welem = fabs(d);
       }
       double d = sqrt(dd) / fmax(sqrt(bb), 1e-12);
-      if (d > worst) { worst = d; wname = k; }
+      if (d > worst) { worst = d; wname = tb.name; }
     }
     free(a); free(b);
     count++;
@@ -156,32 +135,31 @@ static int cmd_params(int argc, char **argv) {
   printf("%zu tensors, worst relative L2 diff %.3g in %s (tolerance %.3g); worst element %.3g\n",
          count, worst, wname, tol, welem);
   if (noisy) printf("tensors named *%s*: worst element %.3g (bound %.3g)\n", noisy, wnoisy, bound);
-  tr_st_close(sa); tr_st_close(sb);
   int rc = !missing && count && worst <= tol && wnoisy <= bound ? 0 : 1;
-  json_decref(ha); json_decref(hb);
+  tpx_checkpoint_reader_destroy(ra); tpx_checkpoint_reader_destroy(rb);
   return rc;
 }
 
 static int cmd_torch(int argc, char **argv) {
   if (argc != 6) return 2;
   double tol = atof(argv[5]);
-  json_t *ha = st_header(argv[2]), *e = json_load_file(argv[3], 0, NULL);
-  tr_st *sa = open_st(argv[2]);
+  tpx_checkpoint_reader *ra = open_ckpt(argv[2]);
+  json_t *e = json_load_file(argv[3], 0, NULL);
   json_t *pa = json_object_get(json_object_get(json_object_get(e, "cases"), argv[4]), "params_after");
-  if (!ha || !sa || !json_is_object(pa)) { fprintf(stderr, "cannot read the dump or the case\n"); return 2; }
+  if (!ra || !json_is_object(pa)) { fprintf(stderr, "cannot read the dump or the case\n"); return 2; }
   double worst = 0;
   const char *wname = "", *k;
   json_t *t;
   int missing = 0;
   json_object_foreach(pa, k, t) {
-    json_t *ta = json_object_get(ha, k);
-    if (!ta) {
+    int64_t ia = tpx_checkpoint_find(ra, k);
+    if (ia < 0) {
       /* a tied alias torch lists under its own name */
       if (strcmp(k, "lm_head.weight")) { fprintf(stderr, "%s: missing\n", k); missing = 1; }
       continue;
     }
     int64_t n;
-    float *a = read_tensor(sa, ta, k, &n);
+    float *a = read_all(ra, (size_t)ia, &n);
     if (!a) { missing = 1; continue; }
     double l2 = 0, sum = 0;
     for (int64_t i = 0; i < n; i++) { l2 += (double)a[i] * a[i]; sum += a[i]; }
@@ -195,10 +173,9 @@ static int cmd_torch(int argc, char **argv) {
     free(a);
   }
   printf("worst per-tensor diff vs torch %.3g in %s (tolerance %.3g)\n", worst, wname, tol);
-  tr_st_close(sa); json_decref(ha); json_decref(e);
+  tpx_checkpoint_reader_destroy(ra); json_decref(e);
   return !missing && worst <= tol ? 0 : 1;
 }
-
 int main(int argc, char **argv) {
   int rc = 2;
   if (argc > 1 && !strcmp(argv[1], "steps")) rc = cmd_steps(argc, argv);

@@ -14,8 +14,9 @@ typedef struct tr_rank_setup {
 
 tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err);
 void tr_rank_destroy(tr_rank *r);
-/* Take this rank's part of parameter p from the full tensor. */
-tpx_status tr_rank_load(tr_rank *r, int64_t p, const float *full, tpx_error *err);
+/* Where this rank's slice (tpx_sharding_local_slice) of parameter p lives,
+ * f32, for tpx_checkpoint_read_rank; data NULL for a tied alias. */
+tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p);
 /* The full (gathered) parameter p; collective: every rank calls it, `full`
  * is filled on every rank. */
 tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err);

@@ -99,12 +99,12 @@ static int64_t full_cols(tr_rank *r, int64_t p) {
   return pi.ndim > 1 ? pi.shape[1] : 1;
 }
 
-tpx_status tr_rank_load(tr_rank *r, int64_t p, const float *full, tpx_error *err) {
-  if (r->owner[p] != p) return TPX_OK;
-  if (r->sl[p].ndim > 2)
-    return tpx_error_set(err, TPX_UNSUPPORTED, "parameter %lld has more than 2 dims", (long long)p);
-  box_copy(&r->sl[p], full_cols(r, p), (float *)full, r->w[p], 0);
-  return TPX_OK;
+tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p) {
+  tpx_checkpoint_dest d = {NULL, 0, TPX_DTYPE_F32};
+  if (r->owner[p] != p) return d;
+  d.data = r->w[p];
+  d.bytes = sizeof(float) * (size_t)nelem(&r->sl[p]);
+  return d;
 }
 
 /* all-gather the tp group's slices (padded to the largest) and place each */

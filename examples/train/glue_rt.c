@@ -82,8 +82,18 @@ void tr_rank_destroy(tr_rank *r) {
   free(r);
 }
 
-tpx_status tr_rank_load(tr_rank *r, int64_t p, const float *full, tpx_error *err) {
-  return tpx_runtime_load_param(r->rt, p, full, TPX_DTYPE_F32, err);
+/* the shard itself: an f32 view into the unit's flat buffer (master ==
+ * sharded for f32 storage), whose global box is this rank's local slice */
+tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p) {
+  tpx_checkpoint_dest d = {NULL, 0, TPX_DTYPE_F32};
+  tpx_param_info mi;
+  tpx_runtime_param_info pi;
+  if (tpx_model_param(r->model, p, &mi, NULL) || mi.tied_to >= 0 ||
+      tpx_runtime_param(r->rt, p, &pi, NULL))
+    return d;
+  d.data = pi.master;
+  d.bytes = sizeof(float) * (size_t)pi.sharded_numel;
+  return d;
 }
 
 tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {

@@ -32,6 +32,7 @@ typedef struct job {
   const tpx_model *model;
   const tpx_sharding *sh;
   const int32_t *tokens;
+  const tpx_checkpoint_reader *reader;
   double *loss, *gnorm; /* [steps], filled by rank 0 */
   double *step_s, *comm_s; /* [steps], wall seconds on rank 0 */
   double *cpu_s;           /* [steps], CPU seconds of the whole process */
@@ -179,23 +180,17 @@ static tpx_status load_model(const args *a, tpx_registry *reg, tpx_model **model
 
 /* ---- one rank ---- */
 
-static tpx_status load_weights(const args *a, const tpx_model *model, tr_rank *r, tpx_error *err) {
-  tr_st *st = NULL;
-  tpx_status s = tr_st_open(a->model, &st, err);
-  float *buf = NULL;
-  for (size_t p = 0; !s && p < tpx_model_num_params(model); p++) {
-    tpx_param_info pi;
-    tpx_model_param(model, (int64_t)p, &pi, NULL);
-    if (pi.tied_to >= 0) continue;
-    int64_t n = 1;
-    for (int d = 0; d < pi.ndim; d++) n *= pi.shape[d];
-    float *nb = realloc(buf, sizeof(float) * (size_t)(n ? n : 1));
-    if (!nb) { s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); break; }
-    buf = nb;
-    if (!(s = tr_st_read(st, pi.fqn, buf, n, err))) s = tr_rank_load(r, (int64_t)p, buf, err);
-  }
-  free(buf);
-  tr_st_close(st);
+/* Each rank reads only its own bytes: its slice of every parameter, straight
+ * into the storage the glue names (the runtime's shard buffers). */
+static tpx_status load_weights(const tpx_checkpoint_reader *rd, const tpx_model *model,
+                               const tpx_sharding *sh, int64_t rank, tr_rank *r,
+                               tpx_error *err) {
+  size_t np = tpx_model_num_params(model);
+  tpx_checkpoint_dest *d = calloc(np ? np : 1, sizeof *d);
+  if (!d) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  for (size_t p = 0; p < np; p++) d[p] = tr_rank_dest(r, (int64_t)p);
+  tpx_status s = tpx_checkpoint_read_rank(rd, sh, rank, d, err);
+  free(d);
   return s;
 }
 
@@ -287,7 +282,7 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t rank = world ? tpx_comm_rank(world) : 0;
   tr_rank_setup su = {j->model, j->sh, world, world_size, rank};
   if (!s) s = tr_rank_create(&su, &r, err);
-  if (!s) s = load_weights(a, j->model, r, err);
+  if (!s) s = load_weights(j->reader, j->model, j->sh, rank, r, err);
   /* this rank's rows of the batch: its data-parallel coordinate */
   int64_t coords[3] = {0, 0, 0};
   if (!s) s = tpx_mesh_coords(tpx_sharding_mesh(j->sh), rank, coords, err);
@@ -374,6 +369,7 @@ int main(int argc, char **argv) {
   tpx_selection *sel = NULL;
   tpx_diag_list *diags = NULL;
   tpx_sharding *sh = NULL;
+  tpx_checkpoint_reader *reader = NULL;
   int32_t *tokens = NULL;
   double *loss = calloc((size_t)(a.steps + 1), sizeof(double));
   double *gnorm = calloc((size_t)(a.steps + 1), sizeof(double));
@@ -419,7 +415,12 @@ int main(int argc, char **argv) {
   tr_net_free(&probe);
   if (!(tokens = read_tokens(&a, vocab, &err))) goto out;
   if (build_sharding(&a, reg, model, &mesh, &sel, diags, &sh, &err)) goto out;
-  job j = {&a, model, sh, tokens, loss, gnorm, step_s, comm_s, cpu_s, {0}};
+  tpx_checkpoint_reader_options ro = TPX_CHECKPOINT_READER_OPTIONS_INIT;
+  ro.num_threads = 2;
+  if (tpx_checkpoint_reader_create(a.model, &ro, &reader, &err) ||
+      tpx_checkpoint_check_model(reader, model, &err))
+    goto out;
+  job j = {&a, model, sh, tokens, reader, loss, gnorm, step_s, comm_s, cpu_s, {0}};
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err) : tpx_local_run((int)world, rank_main, &j, &err);
   if (s) goto out;
   code = 0;
@@ -452,6 +453,7 @@ int main(int argc, char **argv) {
   }
 out:
   if (code && root) fprintf(stderr, "tpx-train: %s\n", err.message[0] ? err.message : "failed");
+  tpx_checkpoint_reader_destroy(reader);
   tpx_sharding_destroy(sh); tpx_selection_destroy(sel); tpx_diag_list_destroy(diags);
   tpx_mesh_destroy(mesh); tpx_model_destroy(model); tpx_registry_destroy(reg);
   tpx_comm_destroy(mpi_world);

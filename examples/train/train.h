@@ -24,15 +24,6 @@ typedef struct tr_config {
 tpx_status tr_config_read(const tpx_model *model, tr_config *out,
                           tpx_error *err);
 
-/* ---- st_read.c: full-tensor reads from HF safetensors (f32/bf16/f16) ---- */
-typedef struct tr_st tr_st;
-tpx_status tr_st_open(const char *dir, tr_st **out, tpx_error *err);
-void tr_st_close(tr_st *st);
-/* Reads tensor `name` as f32 into dst (numel elements, shape checked). */
-tpx_status tr_st_read(tr_st *st, const char *name, float *dst, int64_t numel,
-                      tpx_error *err);
-int tr_st_has(tr_st *st, const char *name);
-
 /* ---- activations: local [b, s, f] row-major f32, plus the logical
  * (tp-wide) extents S and F of the dims tp may shard (sequence under SP,
  * features of colwise outputs); tr_act_alloc sets S = s, F = f. ---- */
