@@ -90,17 +90,31 @@ tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, t
   return TPX_OK;
 }
 
+/* The embedding call's tensors: ids [b, t] and the TP-local weight (or its
+ * gradient); ol = the local output shape. */
+static tpx_status embed_args(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, int grad,
+                             int64_t ish[2], int64_t ol[3], tpx_tensor *ti, tpx_tensor *tw,
+                             tpx_error *err) {
+  tr_tp *tp = (tr_tp *)r;
+  int64_t wl[2];
+  ish[0] = b; ish[1] = t;
+  tpx_status st = tpx_tp_embedding_shape(tp->sh, tp->m_embed, tp->rank, ish, 2, ol, wl, err);
+  if (st) return st;
+  *ti = tpx_tensor_make((void *)ids, TPX_DTYPE_I32, 2, ish);
+  *tw = tpx_tensor_make(grad ? tr_param_g(r, tp->embed) : tr_param_w(r, tp->embed),
+                        TPX_DTYPE_F32, 2, wl);
+  return TPX_OK;
+}
+
 tpx_status tr_embed_fwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, tr_act *out,
                         tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
-  int64_t ish[2] = {b, t}, ol[3], wl[2];
-  tpx_status st = tpx_tp_embedding_shape(tp->sh, tp->m_embed, tp->rank, ish, 2, ol, wl, err);
-  if (st) return st;
-  if ((st = tr_act_alloc(out, ol[0], ol[1], ol[2], err))) return st;
+  int64_t ish[2], ol[3];
+  tpx_tensor ti, tw;
+  tpx_status st = embed_args(r, ids, b, t, 0, ish, ol, &ti, &tw, err);
+  if (st || (st = tr_act_alloc(out, ol[0], ol[1], ol[2], err))) return st;
   out->S = t;
   out->F = tr_param_full_dim(r, tp->embed, 1);
-  tpx_tensor ti = tpx_tensor_make((void *)ids, TPX_DTYPE_I32, 2, ish);
-  tpx_tensor tw = tpx_tensor_make(tr_param_w(r, tp->embed), TPX_DTYPE_F32, 2, wl);
   tpx_tensor to = t3(out->d, ol[0], ol[1], ol[2]);
   double t0 = tr_now();
   st = tpx_tp_embedding_forward(tp->sh, tp->mc, tp->m_embed, &ti, &tw, &to, err);
@@ -111,12 +125,11 @@ tpx_status tr_embed_fwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, tr
 tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, tr_act *dout,
                         tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
-  int64_t ish[2] = {b, t}, ol[3], wl[2];
-  tpx_status st = tpx_tp_embedding_shape(tp->sh, tp->m_embed, tp->rank, ish, 2, ol, wl, err);
+  int64_t ish[2], ol[3];
+  tpx_tensor ti, tw;
+  tpx_status st = embed_args(r, ids, b, t, 1, ish, ol, &ti, &tw, err);
   if (st) return st;
-  tpx_tensor ti = tpx_tensor_make((void *)ids, TPX_DTYPE_I32, 2, ish);
   tpx_tensor tg = t3(dout->d, dout->b, dout->s, dout->f);
-  tpx_tensor tw = tpx_tensor_make(tr_param_g(r, tp->embed), TPX_DTYPE_F32, 2, wl);
   double t0 = tr_now();
   st = tpx_tp_embedding_backward(tp->sh, tp->mc, tp->m_embed, &ti, &tg, &tw, err);
   tp->comm_s += tr_now() - t0;
