@@ -54,7 +54,7 @@ no_final() {
 
 sums() { cat "$1"/* | cksum; }
 
-# Families with a module skeleton (Mixtral and Qwen3-MoE have none).
+# Families with a module skeleton (Mixtral and Qwen3-MoE, below, have none).
 for fam in Llama-3.2-1B Qwen2.5-0.5B Qwen3-0.6B gemma-3-1b-it phi-2 \
            Falcon-H1-0.5B; do
   s="$work/src-$fam"
@@ -77,6 +77,61 @@ for fam in Llama-3.2-1B Qwen2.5-0.5B Qwen3-0.6B gemma-3-1b-it phi-2 \
   done
   [ "$(sums "$s")" = "$before" ] && ok "$fam: source unchanged" ||
     bad "$fam: source unchanged"
+done
+
+# MoE families without a skeleton: the tensors as their HF files name them
+# (H 48, 6 heads of 8, 3 kv heads, 4 experts, vocab 101, 2 layers); the
+# module tree then comes from the headers alone.
+moe_list() { # FAMILY -> the tensor list on stdout
+  echo "model.embed_tokens.weight BF16 101 48"
+  echo "model.norm.weight BF16 48"
+  echo "lm_head.weight BF16 101 48"
+  for l in 0 1; do
+    p="model.layers.$l"
+    echo "$p.input_layernorm.weight BF16 48"
+    echo "$p.post_attention_layernorm.weight BF16 48"
+    echo "$p.self_attn.q_proj.weight BF16 48 48"
+    echo "$p.self_attn.k_proj.weight BF16 24 48"
+    echo "$p.self_attn.v_proj.weight BF16 24 48"
+    echo "$p.self_attn.o_proj.weight BF16 48 48"
+    if [ "$1" = Mixtral-8x7B-v0.1 ]; then
+      echo "$p.block_sparse_moe.gate.weight BF16 4 48"
+      for e in 0 1 2 3; do
+        echo "$p.block_sparse_moe.experts.$e.w1.weight BF16 100 48"
+        echo "$p.block_sparse_moe.experts.$e.w2.weight BF16 48 100"
+        echo "$p.block_sparse_moe.experts.$e.w3.weight BF16 100 48"
+      done
+    else
+      echo "$p.self_attn.q_norm.weight BF16 8"
+      echo "$p.self_attn.k_norm.weight BF16 8"
+      echo "$p.mlp.gate.weight BF16 4 48"
+      for e in 0 1 2 3; do
+        echo "$p.mlp.experts.$e.gate_proj.weight BF16 20 48"
+        echo "$p.mlp.experts.$e.up_proj.weight BF16 20 48"
+        echo "$p.mlp.experts.$e.down_proj.weight BF16 48 20"
+      done
+    fi
+  done
+}
+for fam in Mixtral-8x7B-v0.1 Qwen3-30B-A3B; do
+  s="$work/src-$fam"
+  mkdir -p "$s"
+  moe_list "$fam" >"$work/list-$fam"
+  run "$fam: generate" "$tool" gen-list "$data/$fam/config.json" \
+    "$work/list-$fam" "$s"
+  before=$(sums "$s")
+  r="$work/ranks-$fam"
+  m="$work/merged-$fam"
+  run "$fam tp=3 dp_shard=3: shard" "$tpx" shard --weights "$s" --tp 3 \
+    --dp-shard 3 --out "$r"
+  run "$fam tp=3 dp_shard=3: rank files hold their slices" "$tool" \
+    check-ranks "$s" "$r" 3 3 1
+  run "$fam tp=3 dp_shard=3: merge" "$tpx" merge --in "$r" --out "$m"
+  run "$fam tp=3 dp_shard=3: merged file byte-identical" cmp \
+    "$s/model.safetensors" "$m/model.safetensors"
+  [ "$(sums "$s")" = "$before" ] && ok "$fam: source unchanged" ||
+    bad "$fam: source unchanged"
+  rm -rf "$r" "$m"
 done
 
 # Sharded source with an index; sequence parallel; merge re-shards the same.
