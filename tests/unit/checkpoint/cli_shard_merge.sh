@@ -171,6 +171,21 @@ fails_with "merge: a truncated rank file" "rank-00002-of-00006" \
   "$tpx" merge --in "$work/r-trunc" --out "$work/out2"
 no_final "$work/out2" "merge with a truncated rank"
 
+# rank files of two different meshes of the same size
+run "shard tp=2 dp_shard=3" "$tpx" shard --weights "$s" --tp 2 --dp-shard 3 \
+  --out "$work/r23"
+cp -r "$work/r" "$work/r-mixed"
+cp "$work/r23/rank-00001-of-00006.safetensors" "$work/r-mixed/"
+fails_with "merge: rank files of different meshes" "mesh differs" \
+  "$tpx" merge --in "$work/r-mixed" --out "$work/out7"
+no_final "$work/out7" "merge of mixed meshes"
+
+# a plain checkpoint file posing as a rank file
+mkdir -p "$work/r-plain"
+cp "$work/m1/model.safetensors" "$work/r-plain/rank-00000-of-00001.safetensors"
+fails_with "merge: not a tpx-shard/1 file" "tpx-shard/1" \
+  "$tpx" merge --in "$work/r-plain" --out "$work/out8"
+
 # a checkpoint whose tensors disagree with the config
 mkdir -p "$work/wrong"
 cp "$s"/model* "$work/wrong/"
