@@ -116,9 +116,8 @@ int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
-int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          const tpxp_decoder *d, int64_t i, int64_t kv_heads,
-                          int64_t intermediate) {
+int tpxp_sk_self_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const tpxp_decoder *d, int64_t i, int64_t kv_heads) {
   char f[TPXP_FQN_MAX];
   const char *P = d->prefix;
   long long L = (long long)i;
@@ -141,6 +140,21 @@ int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.k_norm", P, L);
     CHK(tpxp_sk_norm(host, ctx, f, d->head_dim, 0, d->dtype))
   }
+#undef CHK
+  return TPX_PLUGIN_OK;
+}
+
+int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const tpxp_decoder *d, int64_t i, int64_t kv_heads,
+                          int64_t intermediate) {
+  char f[TPXP_FQN_MAX];
+  const char *P = d->prefix;
+  long long L = (long long)i;
+  int st;
+#define CHK(call)                                                              \
+  if ((st = (call)) != TPX_PLUGIN_OK)                                          \
+    return st;
+  CHK(tpxp_sk_self_attn(host, ctx, d, i, kv_heads))
   tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.gate_proj", P, L);
   CHK(tpxp_sk_linear(host, ctx, f, d->hidden, intermediate, d->mlp_bias,
                      d->dtype))
