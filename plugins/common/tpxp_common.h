@@ -187,6 +187,12 @@ typedef struct tpxp_decoder {
 int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const char *section, int tie_default, tpxp_decoder *d);
 
+/* The same for an MoE stack, whose configs may lack the dense
+ * intermediate_size (then 0). */
+int tpxp_decoder_read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const char *section, int tie_default,
+                          tpxp_decoder *d);
+
 /* One decoder layer at `<prefix>.layers.<i>` with the given sizes (kv_heads
  * and intermediate per layer so heterogeneous stacks can reuse it). */
 int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

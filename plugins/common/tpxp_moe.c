@@ -45,10 +45,10 @@ int tpxp_refuse_to_hf_flow(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                            const char *what) {
   return tpxp_fail(
       host, ctx, TPX_PLUGIN_REFUSED,
-      "%s: upstream has no plan function for '%s' (not in "
-      "PARALLELIZE_FUNCTIONS); Automodel takes get_hf_tp_shard_plan, whose "
-      "transformers-5 plan it cannot translate (%s: ValueError 'Unknown "
-      "parallel style'), and falls back to the default base plan; this "
-      "plugin serves the skeleton only",
+      "%s: '%s' has no plan function upstream (not in "
+      "PARALLELIZE_FUNCTIONS), so Automodel uses the default base plan: "
+      "get_hf_tp_shard_plan cannot translate its transformers-5 styles (%s; "
+      "ValueError 'Unknown parallel style'); this plugin gives the skeleton "
+      "only",
       family, arch != NULL ? arch : "(null)", what);
 }

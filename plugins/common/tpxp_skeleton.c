@@ -54,8 +54,9 @@ int tpxp_sk_embedding(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
-int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                      const char *section, int tie_default, tpxp_decoder *d) {
+static int decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *section, int tie_default, int need_inter,
+                        tpxp_decoder *d) {
   char p[TPXP_FQN_MAX];
   int st, attn_bias = 0;
   d->section = section;
@@ -67,7 +68,13 @@ int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   REQ(layers, "num_hidden_layers")
   REQ(hidden, "hidden_size")
   REQ(heads, "num_attention_heads")
-  REQ(intermediate, "intermediate_size")
+  if (need_inter) {
+    REQ(intermediate, "intermediate_size")
+  } else if ((st = tpxp_cfg_int_opt(
+                  host, ctx, tpxp_path(p, sizeof p, section, "intermediate_size"),
+                  0, &d->intermediate)) != TPX_PLUGIN_OK) {
+    return st;
+  }
   REQ(vocab, "vocab_size")
 #undef REQ
   if (d->heads <= 0 || d->hidden <= 0 || d->layers < 0)
@@ -114,6 +121,17 @@ int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      (long long)d->intermediate, (long long)d->vocab,
                      (long long)TPXP_DIM_MAX);
   return st;
+}
+
+int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *section, int tie_default, tpxp_decoder *d) {
+  return decoder_read(host, ctx, section, tie_default, 1, d);
+}
+
+int tpxp_decoder_read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const char *section, int tie_default,
+                          tpxp_decoder *d) {
+  return decoder_read(host, ctx, section, tie_default, 0, d);
 }
 
 int tpxp_sk_self_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
