@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""meta_totals.py -- print the parameter total transformers gives each
-config in this directory (model built on the meta device, nothing
-downloaded). Run once by hand to get the numbers test_moe.c asserts; the
-tests never run it. Needs torch and transformers (5.24 was used)."""
+"""meta_totals.py [DIR...] -- print the parameter total transformers gives
+each *.config.json in DIR (default: this directory), the model built on the
+meta device, nothing downloaded. Run once by hand to get the totals the
+family tests assert (moe, deepseek, qwen's Qwen3.5-MoE, mistral's
+MuseGlimmer); the tests never run it. Needs torch and transformers (5.24
+was used)."""
 import glob
 import os
 import sys
@@ -11,7 +13,9 @@ import torch
 import transformers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-for path in sorted(glob.glob(os.path.join(HERE, "*.config.json"))):
+DIRS = sys.argv[1:] or [HERE]
+for path in sorted(p for d in DIRS
+                   for p in glob.glob(os.path.join(d, "*.config.json"))):
     cfg = transformers.AutoConfig.from_pretrained(path)
     cls = getattr(transformers, cfg.architectures[0])
     with torch.device("meta"):
