@@ -110,6 +110,10 @@ for arch in Mixtral-8x7B-v0.1:46702792704 Qwen3-30B-A3B:30532122624; do
   has "Fused experts: experts are fused 3-D parameters" "fused-expert note"
   has "warning [plugin-refused]" "upstream's HF-plan path"
   has "Plan: default (function default_base_plan)" "default base plan"
+  expect 1 "${arch%%:*}: json" -- \
+    --config "$cfg/${arch%%:*}/config.json" --tp 2 --format json
+  has '"fused_experts": "experts are fused 3-D parameters' \
+    "fused-expert note in the JSON model"
 done
 
 # A config no plugin serves (so no skeleton): a clear message pointing at
