@@ -262,7 +262,8 @@ int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                          NULL);
 }
 
-/* The MuseGlimmer strategy's tp limit; nothing for the other classes. */
+/* The MuseGlimmer strategy's tp limit and sp warning; nothing for the
+ * other classes. */
 int tpx_plugin_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         const tpx_plugin_plan_request *req) {
   if (host == NULL)
@@ -271,6 +272,7 @@ int tpx_plugin_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
                      "mistral: malformed validate request");
   if (muse_glimmer_is(req->architecture))
-    return muse_glimmer_validate(host, ctx, req->tp_size);
+    return muse_glimmer_validate(host, ctx, req->sequence_parallel,
+                                 req->tp_size);
   return TPX_PLUGIN_OK;
 }

@@ -208,10 +208,18 @@ int muse_glimmer_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
 }
 
 int muse_glimmer_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          int64_t tp_size) {
+                          int sequence_parallel, int64_t tp_size) {
   char p[TPXP_FQN_MAX], msg[TPXP_MSG_MAX];
   int64_t kv;
   int st;
+  if (sequence_parallel && host->diagnose != NULL &&
+      (st = host->diagnose(ctx, TPX_PLUGIN_DIAG_WARNING,
+                           "sequence-parallel-ignored",
+                           "sequence_parallel=True is not yet supported for "
+                           "MuseGlimmer and will be ignored (upstream's "
+                           "warning); the plan has no sequence-parallel "
+                           "styles")) != TPX_PLUGIN_OK)
+    return st;
   if (tp_size <= 1)
     return TPX_PLUGIN_OK;
   st = tpxp_cfg_int_opt(host, ctx,

@@ -14,8 +14,9 @@ int muse_glimmer_is(const char *arch);
 /* The native (Automodel) module tree with transformers' shapes. */
 int muse_glimmer_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
 /* The strategy's limit: tp must divide the KV-head count (error
- * diagnostic otherwise). */
+ * diagnostic otherwise); with sequence parallelism, upstream's warning that
+ * it is ignored (a sequence-parallel-ignored warning). */
 int muse_glimmer_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          int64_t tp_size);
+                          int sequence_parallel, int64_t tp_size);
 
 #endif /* TPX_MISTRAL_MUSE_GLIMMER_H */

@@ -266,6 +266,11 @@ START_TEST(test_muse_glimmer_strategy) {
                      "heads-not-divisible", "tp_size=3", 1);
   fam_check_selected(reg, m, NULL, 0, 8, 0, FAM, NULL, "plugin-refused", NULL,
                      0);
+  /* sp: upstream's warning, once; none without sp. */
+  fam_check_selected(reg, m, NULL, 1, 2, 0, FAM, "plan_muse_glimmer.json",
+                     "sequence-parallel-ignored", "will be ignored", 1);
+  fam_check_selected(reg, m, NULL, 0, 2, 0, FAM, NULL,
+                     "sequence-parallel-ignored", NULL, 0);
   ck_assert_int_eq(fam_plan(reg, m, k_mg[0], NULL, 0, 2, &plan, msg,
                             sizeof msg),
                    TPX_OK);
