@@ -174,6 +174,8 @@ START_TEST(test_plan_path) {
                      "num_key_value_heads (1)", 1);
   fam_check_selected(reg, m, NULL, 0, 8, 1, FAM, NULL, "default-plan-fallback",
                      NULL, 1);
+  fam_check_selected(reg, m, NULL, 0, 8, 1, FAM, NULL, "hf-style-unsupported",
+                     "packed_colwise", 1);
   fam_check_selected(reg, m, NULL, 0, 1, 1, FAM, NULL, "heads-not-divisible",
                      NULL, 0);
   tpx_model_destroy(m);

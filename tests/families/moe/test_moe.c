@@ -3,8 +3,8 @@
  * published parameter totals (Mixtral-8x7B-v0.1: 46,702,792,704;
  * Qwen3-30B-A3B: 30,532,122,624; both also what transformers 5.24 builds,
  * tests/data/families/moe/meta_totals.py) and the tiny configs; get_plan's
- * refusal and the host's fallback to upstream's path (HF plan, then the
- * default base plan); the fused experts replicated over tp and sharded on
+ * refusal and the host's fallback to upstream's path (the bundled
+ * transformers-5 HF plan, unusable, then the default base plan); the fused experts replicated over tp and sharded on
  * dim 0 by FSDP; and a checkpoint storing experts one by one giving the same
  * module tree and per-rank bytes as the skeleton (folded onto the fused
  * tensors), with malformed checkpoints refused. */
@@ -112,8 +112,8 @@ START_TEST(test_refuses_to_hf_flow) {
 END_TEST
 
 /* Selection on the real configs: the plugin refuses, the host goes to the
- * HF plan (Mixtral's bundled plan has 'packed_colwise': unusable; Qwen3-MoE
- * has none) and ends at the default base plan, as upstream does. */
+ * HF plan (both bundled plans hold 'packed_colwise': unusable) and ends at
+ * the default base plan, as upstream does. */
 START_TEST(test_selection) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *mx = fam_model(reg, FAM, "Mixtral-8x7B-v0.1.config.json", 1);
@@ -124,6 +124,8 @@ START_TEST(test_selection) {
                      "default-plan-fallback", NULL, 1);
   fam_check_selected(reg, qw, NULL, 0, 4, 1, FAM, NULL,
                      "default-plan-fallback", NULL, 1);
+  fam_check_selected(reg, qw, NULL, 0, 4, 1, FAM, NULL, "hf-style-unsupported",
+                     "Qwen3MoeConfig", 1);
   /* 4 kv heads: tp 8 is the host's error, as validate_tp_mesh upstream. */
   fam_check_selected(reg, qw, NULL, 0, 8, 1, FAM, NULL, "heads-not-divisible",
                      "num_key_value_heads (4)", 1);

@@ -382,6 +382,8 @@ START_TEST(test_qwen3_5_moe_plan_path) {
                     NULL, 1, "default base plan");
   fam_check_selected(reg, m, NULL, 0, 2, 1, FAM, NULL, "default-plan-fallback",
                      NULL, 1);
+  fam_check_selected(reg, m, NULL, 0, 2, 1, FAM, NULL, "hf-style-unsupported",
+                     "Qwen3_5MoeTextConfig", 1);
   /* Default strategy: no fp32 group (the Qwen3_5 strategy is keyed by the
    * dense class names only). */
   o.tp_size = 2;
