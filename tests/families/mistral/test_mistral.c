@@ -247,6 +247,27 @@ START_TEST(test_muse_glimmer_skeleton) {
   fam_assert_module(m, "model.rotary_emb", TPX_MODULE_ROTARY);
   tpx_model_destroy(m);
   tpx_model_destroy(t);
+  {
+    /* Broken configs are refused with the section at fault. */
+    static const char *const bad[][2] = {
+        {"{\"architectures\": [\"MuseGlimmerForConditionalGeneration\"], "
+         "\"text_config\": {\"num_key_value_heads\": 0}}",
+         "MuseGlimmer config text_config"},
+        {"{\"architectures\": [\"MuseGlimmerForConditionalGeneration\"], "
+         "\"vision_config\": {\"patch_size\": -1}}",
+         "vision_config"},
+        {"{\"architectures\": [\"MuseGlimmerForConditionalGeneration\"], "
+         "\"projector_hidden_size\": 0}",
+         "projector_hidden_size"}};
+    size_t k;
+    for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+      tpx_model *b = fam_model_json(bad[k][0]);
+      tpx_error err = {0};
+      ck_assert_int_ne(tpx_registry_build_skeleton(reg, b, &err), TPX_OK);
+      ck_assert_msg(strstr(err.message, bad[k][1]) != NULL, "%s", err.message);
+      tpx_model_destroy(b);
+    }
+  }
   tpx_registry_destroy(reg);
 }
 END_TEST

@@ -85,6 +85,29 @@ START_TEST(test_fused_experts) {
   assert_3d(tq, "model.layers.3.mlp.experts.down_proj", 6, 64, 32);
   fam_assert_param(tq, "model.layers.3.mlp.gate.weight", 6, 64);
   fam_assert_tied(tq, "lm_head.weight", "model.embed_tokens.weight");
+  {
+    static const char *const bad[][2] = {
+        {"{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"hidden_size\": 8, "
+         "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+         "\"intermediate_size\": 8, \"vocab_size\": 10, "
+         "\"mlp_only_layers\": \"0\"}",
+         "mlp_only_layers"},
+        {"{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 8, "
+         "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+         "\"intermediate_size\": 8, \"vocab_size\": 10, "
+         "\"num_local_experts\": 0}",
+         "experts (0)"},
+        {"{\"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 8}",
+         "num_hidden_layers"}};
+    size_t k;
+    for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+      tpx_model *b = fam_model_json(bad[k][0]);
+      tpx_error err = {0};
+      ck_assert_int_ne(tpx_registry_build_skeleton(reg, b, &err), TPX_OK);
+      ck_assert_msg(strstr(err.message, bad[k][1]) != NULL, "%s", err.message);
+      tpx_model_destroy(b);
+    }
+  }
   tpx_model_destroy(mx);
   tpx_model_destroy(qw);
   tpx_model_destroy(tq);
