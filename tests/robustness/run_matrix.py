@@ -178,8 +178,9 @@ def write_inputs(tmp):
         "model.layers.0.mlp.up_proj.weight": ("BF16", [7, 1, 2], 28),
         "model.layers.1.self_attn.q_proj.weight": ("I8", [1, 1], 1),
     })
-    # a small Mixtral-shaped model (the Mixtral config has no skeleton
-    # plugin): 2 layers x 4 experts, odd sizes
+    # a small Mixtral-shaped model (smaller than the Mixtral config, so the
+    # moe plugin's skeleton disagrees and the tree comes from the headers):
+    # 2 layers x 4 experts, odd sizes
     moe = {"model.embed_tokens.weight": ("BF16", [1001, 96], 1001 * 96 * 2),
            "model.norm.weight": ("BF16", [96], 192),
            "lm_head.weight": ("BF16", [1001, 96], 1001 * 96 * 2)}

@@ -55,7 +55,10 @@ static const struct {
     {"qwen3", "Qwen3Config"},       {"gemma3_text", "Gemma3TextConfig"},
     {"gemma3", "Gemma3TextConfig"}, {"phi", "PhiConfig"},
     {"phi3", "Phi3Config"},         {"mistral", "MistralConfig"},
-    {"mixtral", "MixtralConfig"},
+    {"mixtral", "MixtralConfig"},   {"qwen3_moe", "Qwen3MoeConfig"},
+    {"qwen3_5_moe", "Qwen3_5MoeTextConfig"},
+    {"qwen3_5_moe_text", "Qwen3_5MoeTextConfig"},
+    {"deepseek_v4", "DeepseekV4Config"},
 };
 
 static const char *bundled_class(const char *model_type) {
@@ -124,7 +127,8 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
                            "the config has no base_model_tp_plan or tp_plan "
                            "and model_type '%s' has no bundled Hugging Face "
                            "plan (bundled: llama, qwen2, qwen3, gemma3, "
-                           "gemma3_text, phi, phi3, mistral, mixtral)",
+                           "gemma3_text, phi, phi3, mistral, mixtral, "
+                           "qwen3_moe, qwen3_5_moe, deepseek_v4)",
                            mt ? mt : "(none)");
     inner_json = t->json;
     snprintf(what, what_size, "the bundled %s.base_model_tp_plan (model_type "

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "model/config.h"
+#include "model/expert_fold.h"
 #include "plugin/plugin_internal.h"
 #include "tpx/validate.h"
 
@@ -136,6 +137,44 @@ static tpx_status nemotron_flash_fixup(tpx_selection *sel, tpx_error *err) {
           "sharded; the model's own head computes the logits)", keys[k]);
   }
   return TPX_OK;
+}
+
+/* The default base plan on a model with fused MoE experts (Mixtral,
+ * Qwen3-MoE, ...): its dense-MLP keys resolve to nothing in an MoE layer,
+ * which torch's parallelize_module only warns about, so they are made
+ * optional (info, not an error) and one warning says what that leaves:
+ * experts and router replicated over tp, FSDP sharding the expert dim. */
+static tpx_status moe_default_fixup(tpx_selection *sel, const tpx_model *model,
+                                    const char *arch, tpx_diag_list *diags,
+                                    tpx_error *err) {
+  static const char *const keys[] = {"model.layers.*.mlp.up_proj",
+                                     "model.layers.*.mlp.gate_proj",
+                                     "model.layers.*.mlp.down_proj"};
+  if (tpx__expert_fold_note(model) == NULL)
+    return TPX_OK;
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+    int64_t i = tpx_plan_find(sel->plan, keys[k]);
+    if (i < 0)
+      continue;
+    tpx_plan_entry e;
+    tpx_status s = tpx_plan_get(sel->plan, (size_t)i, &e, err);
+    if (s == TPX_OK)
+      s = tpx_plan_set(sel->plan, keys[k], &e.style, 1, err);
+    if (s != TPX_OK)
+      return s;
+  }
+  trace(sel, "moe: the default plan's MLP keys are optional on fused "
+        "experts (torch warns that they cannot be resolved)");
+  tpx_status s = tpx_diag_add(
+      diags, TPX_DIAG_WARNING, "moe-experts-replicated", arch ? arch : "",
+      "expected with the default plan: upstream has no expert-parallel plan "
+      "for this class; budget the replicated experts (see the memory "
+      "section) or use a plan with expert parallelism",
+      "the default base plan's MLP keys match no module in the MoE layers "
+      "(torch's parallelize_module warns and skips them): the fused experts "
+      "and the router stay replicated over tp, FSDP shards the experts on "
+      "dim 0 (the expert dim)");
+  return s == TPX_OK ? TPX_OK : tpx_error_set(err, s, "out of memory");
 }
 
 /* Ask plugin `p` for a plan; fills sel on success. *refused tells why not. */
@@ -489,6 +528,9 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
     trace(sel, "default: used the default base plan%s (%zu entries)",
           sp ? " with sequence-parallel overrides" : "",
           tpx_plan_size(sel->plan));
+    s = moe_default_fixup(sel, model, arch, diags, err);
+    if (s != TPX_OK)
+      goto fail;
   }
 
   /* Post-processing, for every source. */

@@ -99,15 +99,35 @@ expect 0 "gemma4 E-series tp2: one-sided tie is a warning" -- \
 has "warning [tied-embeddings]" "tied warning with its code"
 has "inherits shard(0)" "names the inherited placement"
 
-# Configs with no plugin (so no skeleton): a clear message pointing at
-# --weights, exit 1, no report.
-for arch in Mixtral-8x7B-v0.1:MixtralForCausalLM \
-  Qwen3-30B-A3B:Qwen3MoeForCausalLM; do
-  expect 1 "${arch%%:*}: no skeleton" -- \
-    --config "$cfg/${arch%%:*}/config.json" --tp 2
-  has "no module skeleton is available for '${arch#*:}'" "says no skeleton"
-  has "pass --weights PATH" "points at --weights"
+# The HF MoE classes (the moe plugin): a config-only skeleton with the
+# published total, the fused experts and how checkpoints map onto them;
+# upstream's path (plugin refuses, HF plan unusable, default base plan), whose
+# dense-MLP keys match nothing in an MoE tree: torch warns and skips them, so
+# they are optional here, with one warning naming the replicated experts.
+for arch in Mixtral-8x7B-v0.1:46702792704 Qwen3-30B-A3B:30532122624; do
+  expect 0 "${arch%%:*}: config-only skeleton" -- \
+    --config "$cfg/${arch%%:*}/config.json" --tp 2 --dp-shard 2
+  has "${arch#*:} parameters" "published parameter total"
+  has "Fused experts: experts are fused 3-D parameters" "fused-expert note"
+  has "warning [plugin-refused]" "upstream's HF-plan path"
+  has "Plan: default (function default_base_plan)" "default base plan"
+  has "warning [moe-experts-replicated]" "the replicated experts are named"
+  expect 0 "${arch%%:*}: json" -- \
+    --config "$cfg/${arch%%:*}/config.json" --tp 2 --format json
+  has '"fused_experts": "experts are fused 3-D parameters' \
+    "fused-expert note in the JSON model"
 done
+
+# A config no plugin serves (so no skeleton): a clear message pointing at
+# --weights, exit 1, no report.
+noplug=$(mktemp "${TMPDIR:-/tmp}/tpx-noplug.XXXXXX")
+printf '{"architectures": ["NoSuchForCausalLM"], "hidden_size": 8}\n' \
+  >"$noplug"
+expect 1 "NoSuchForCausalLM: no skeleton" -- --config "$noplug" --tp 2
+has "no module skeleton is available for 'NoSuchForCausalLM'" \
+  "says no skeleton"
+has "pass --weights PATH" "points at --weights"
+rm -f "$noplug"
 
 # fp32 parameters from the plugin (Qwen3.5 A_log / dt_bias) reach the
 # sharding: held and gathered in f32.
