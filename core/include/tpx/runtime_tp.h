@@ -47,10 +47,12 @@
  *
  * Collective: a call that communicates is collective over the tp group of
  * the calling rank: every rank of the group calls it with the same module,
- * side, index, direction and logical shape. Argument errors that depend only
- * on those (shapes, module, dtype) are detected identically on every rank
- * before any communication; ids / targets are replicated over tp, so their
- * range errors are too.
+ * side, index, direction and logical shape. Every check runs before any
+ * communication. Errors in what the group shares (module, logical shape,
+ * dtype, ids / targets, which are replicated over tp) are found identically
+ * on every rank; a rank whose own buffer has the wrong local shape fails
+ * alone, and the other ranks then wait in the collective, as with any
+ * collective misuse (no extra collective is spent agreeing on errors).
  *
  * Not here: parameters, FSDP, grad norm (tpx/runtime.h, branch rt-fsdp). */
 #ifndef TPX_RUNTIME_TP_H
