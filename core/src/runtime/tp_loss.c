@@ -187,18 +187,19 @@ static tpx_status stats(const loss_ctx *c, const tpx_tp_loss_options *opts,
   return TPX_OK;
 }
 
-static tpx_status alloc_stats(const loss_ctx *c, float **mx, double **se,
-                              tpx_error *err) {
+/* Allocate and fill the row statistics (stats()); the caller frees *mx and
+ * *se whatever the result. */
+static tpx_status row_stats(const loss_ctx *c, const tpx_tp_loss_options *opts,
+                            const tpx_tensor *logits,
+                            const tpx_tensor *targets, int want_tgt, float **mx,
+                            double **se, tpx_error *err) {
   size_t r = (size_t)(c->rows ? c->rows : 1);
-  *mx = malloc(r * sizeof **mx);
-  *se = malloc(2 * r * sizeof **se);
-  if (!*mx || !*se) {
-    free(*mx);
-    free(*se);
+  *mx = calloc(r, sizeof **mx);
+  *se = calloc(2 * r, sizeof **se);
+  if (!*mx || !*se)
     return tpx_error_set(err, TPX_NO_MEMORY, "%s: row statistics for %zu "
                          "positions", c->what, r);
-  }
-  return TPX_OK;
+  return stats(c, opts, logits, targets, *mx, *se, want_tgt, err);
 }
 
 /* grad[i, j] = g_i * (p_ij - onehot_ij) for counted rows (sign = +1:
@@ -239,10 +240,9 @@ tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          c.what);
   TPX__TRY(setup(sh, mc, opts, logits, targets, NULL, NULL, logprobs,
                  "logprobs", 1, &c, err));
-  float *mx;
-  double *se;
-  TPX__TRY(alloc_stats(&c, &mx, &se, err));
-  tpx_status st = stats(&c, opts, logits, targets, mx, se, 1, err);
+  float *mx = NULL;
+  double *se = NULL;
+  tpx_status st = row_stats(&c, opts, logits, targets, 1, &mx, &se, err);
   for (int64_t i = 0; st == TPX_OK && i < c.rows; i++) {
     int ignored = tpx__tp_read_index(targets, i) == opts->ignore_index;
     ((float *)logprobs->data)[i] =
@@ -265,10 +265,9 @@ tpx_status tpx_tp_logprobs_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          !grad_logprobs ? "grad_logprobs" : "grad_logits");
   TPX__TRY(setup(sh, mc, opts, logits, targets, grad_logits, "grad_logits",
                  grad_logprobs, "grad_logprobs", 1, &c, err));
-  float *mx;
-  double *se;
-  TPX__TRY(alloc_stats(&c, &mx, &se, err));
-  tpx_status st = stats(&c, opts, logits, targets, mx, se, 0, err);
+  float *mx = NULL;
+  double *se = NULL;
+  tpx_status st = row_stats(&c, opts, logits, targets, 0, &mx, &se, err);
   if (st == TPX_OK)
     write_grad(&c, opts, logits, targets, mx, se, grad_logprobs->data, 1.0,
                -1.0, grad_logits);
@@ -286,10 +285,9 @@ tpx_status tpx_tp_cross_entropy(const tpx_sharding *sh, tpx_mesh_comm *mc,
   loss_ctx c = {.what = "tpx_tp_cross_entropy"};
   TPX__TRY(setup(sh, mc, opts, logits, targets, grad_logits, "grad_logits",
                  NULL, NULL, 0, &c, err));
-  float *mx;
-  double *se;
-  TPX__TRY(alloc_stats(&c, &mx, &se, err));
-  tpx_status st = stats(&c, opts, logits, targets, mx, se, 1, err);
+  float *mx = NULL;
+  double *se = NULL;
+  tpx_status st = row_stats(&c, opts, logits, targets, 1, &mx, &se, err);
   double sum = 0;
   int64_t n = 0;
   for (int64_t i = 0; st == TPX_OK && i < c.rows; i++) {

@@ -383,6 +383,36 @@ static int64_t param_box(blk *b, const char *fqn, tpx_slice *s,
   return p;
 }
 
+/* y[t, o] = sum_i x[t, i] W[o, i] (W row-major [O, In], f32 values held
+ * in double), accumulated in double. */
+static void lin_fwd(const float *x, const double *W, int64_t rows, int64_t O,
+                    int64_t In, float *y) {
+  for (int64_t t = 0; t < rows; t++)
+    for (int64_t o = 0; o < O; o++) {
+      double s = 0;
+      for (int64_t i = 0; i < In; i++)
+        s += (double)x[t * In + i] * (double)(float)W[o * In + i];
+      y[t * O + o] = (float)s;
+    }
+}
+
+/* dx[t, i] = sum_o dy[t, o] W[o, i]; dW[o, i] += sum_t dy[t, o] x[t, i]. */
+static void lin_bwd(const float *dy, const float *x, const double *W,
+                    int64_t rows, int64_t O, int64_t In, float *dx,
+                    float *dW) {
+  for (int64_t t = 0; t < rows; t++) {
+    for (int64_t i = 0; i < In; i++) {
+      double s = 0;
+      for (int64_t o = 0; o < O; o++)
+        s += (double)dy[t * O + o] * (double)(float)W[o * In + i];
+      dx[t * In + i] = (float)s;
+    }
+    for (int64_t o = 0; o < O; o++)
+      for (int64_t i = 0; i < In; i++)
+        dW[o * In + i] += dy[t * O + o] * x[t * In + i];
+  }
+}
+
 tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   rt_arg *a = arg;
   blk b = {a->sh, NULL, tpx_comm_rank(world), err, 1};
@@ -509,17 +539,10 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t ul_shape[3] = {B, T, Il};
   tpx_tensor ul = talloc(TPX_DTYPE_F32, 3, ul_shape);
   const float *fn = upin.data;
-  if (tpx_tensor_numel(&upin) != BT * H) {
+  if (tpx_tensor_numel(&upin) != BT * H)
     failed(err, "block: up_proj input is not the full activation");
-  } else {
-    for (int64_t t = 0; t < BT; t++)
-      for (int64_t i = 0; i < Il; i++) {
-        double s = 0;
-        for (int64_t h = 0; h < H; h++)
-          s += (double)fn[t * H + h] * (double)(float)w1l[i * H + h];
-        ((float *)ul.data)[t * Il + i] = (float)s;
-      }
-  }
+  else
+    lin_fwd(fn, w1l, BT, Il, H, ul.data);
   xrun(&b, m_up, TPX_TRANSITION_OUTPUT, 0, NULL, shapeI, &ul, &uout);
   /* down_proj */
   tpx_placement up_to;
@@ -532,14 +555,7 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
        &uout, &din);
   pl = talloc(TPX_DTYPE_F32, 3, shapeH);
   if (tpx_tensor_numel(&din) == BT * Il)
-    for (int64_t t = 0; t < BT; t++)
-      for (int64_t h = 0; h < H; h++) {
-        double s = 0;
-        for (int64_t i = 0; i < Il; i++)
-          s += (double)((float *)din.data)[t * Il + i] *
-               (double)(float)w2l[h * Il + i];
-        ((float *)pl.data)[t * H + h] = (float)s;
-      }
+    lin_fwd(din.data, w2l, BT, H, Il, pl.data);
   xrun(&b, m_down, TPX_TRANSITION_OUTPUT, 0, NULL, shapeH, &pl, &yo);
   /* residual: y = x + out, both in Lx */
   double *yref = malloc((size_t)nx * sizeof *yref);
@@ -563,18 +579,7 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   du1 = talloc(TPX_DTYPE_F32, 3, ul_shape);
   float *dw2 = calloc((size_t)(nl2 ? nl2 : 1), sizeof *dw2);
   if (tpx_tensor_numel(&dp) == BT * H)
-    for (int64_t t = 0; t < BT; t++) {
-      const float *dpt = (const float *)dp.data + t * H;
-      for (int64_t i = 0; i < Il; i++) {
-        double s = 0;
-        for (int64_t h = 0; h < H; h++)
-          s += (double)dpt[h] * (double)(float)w2l[h * Il + i];
-        ((float *)du1.data)[t * Il + i] = (float)s;
-      }
-      for (int64_t h = 0; h < H; h++)
-        for (int64_t i = 0; i < Il; i++)
-          dw2[h * Il + i] += dpt[h] * ((float *)din.data)[t * Il + i];
-    }
+    lin_bwd(dp.data, din.data, w2l, BT, H, Il, du1.data, dw2);
   else
     failed(err, "block: down_proj output grad is not the full activation");
   xrun(&b, m_down, TPX_TRANSITION_INPUT, 1, u_dt ? &up_to : NULL, shapeI,
@@ -583,18 +588,7 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor dnp = talloc(TPX_DTYPE_F32, 3, shapeH);
   float *dw1 = calloc((size_t)(nl1 ? nl1 : 1), sizeof *dw1);
   if (tpx_tensor_numel(&du3) == BT * Il)
-    for (int64_t t = 0; t < BT; t++) {
-      const float *d3 = (const float *)du3.data + t * Il;
-      for (int64_t h = 0; h < H; h++) {
-        double s = 0;
-        for (int64_t i = 0; i < Il; i++)
-          s += (double)d3[i] * (double)(float)w1l[i * H + h];
-        ((float *)dnp.data)[t * H + h] = (float)s;
-      }
-      for (int64_t i = 0; i < Il; i++)
-        for (int64_t h = 0; h < H; h++)
-          dw1[i * H + h] += d3[i] * fn[t * H + h];
-    }
+    lin_bwd(du3.data, fn, w1l, BT, Il, H, dnp.data, dw1);
   tpx_tensor dn1, dnl, dxn2;
   xrun(&b, m_up, TPX_TRANSITION_INPUT, 1, up_arr, shapeH, &dnp, &dn1);
   if (norm_styled)
@@ -766,6 +760,24 @@ static void cmpd(tpx_error *err, const char *what, double got, double want,
     failed(err, "loss: %s = %.12g, want %.12g", what, got, want);
 }
 
+/* grad[i, j] (this rank's columns [off, off + len)) against
+ * scale * g_i * (softmax - onehot), g_i = gi[i] or 1; 0 on ignored rows. */
+static void check_grad(tpx_error *err, const char *what, const tpx_tensor *g,
+                       const double *Z, const double *lse, const int64_t *tg,
+                       const float *gi, double scale, int64_t N, int64_t V,
+                       int64_t off, int64_t len) {
+  double tol = g->dtype == TPX_DTYPE_BF16 ? 1e-2 : 1e-5;
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t j = 0; j < len; j++) {
+      int64_t gj = off + j;
+      double p = exp(Z[i * V + gj] - lse[i]);
+      double want = tg[i] < 0 ? 0.0
+                              : scale * (gi ? (double)gi[i] : 1.0) *
+                                    (p - (tg[i] == gj ? 1.0 : 0.0));
+      cmpd(err, what, get(g->data, g->dtype, i * len + j), want, tol);
+    }
+}
+
 tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
   rt_arg *a = arg;
   const tpx_sharding *sh = a->sh;
@@ -827,16 +839,8 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
       TPX_OK)
     lib_failed(err, "logprobs backward", &e);
   else
-    for (int64_t i = 0; i < N; i++)
-      for (int64_t j = 0; j < len; j++) {
-        int64_t gj = off + j;
-        double p = exp(Z[i * V + gj] - lse[i]);
-        double want = tg[i] < 0 ? 0.0
-                                : (double)((float *)tgl.data)[i] *
-                                      ((tg[i] == gj ? 1.0 : 0.0) - p);
-        cmpd(err, "d logprob / d logit", get(tgz.data, dt, i * len + j),
-             want, dt == TPX_DTYPE_BF16 ? 1e-2 : 1e-5);
-      }
+    check_grad(err, "d logprob / d logit", &tgz, Z, lse, tg, tgl.data, -1.0,
+               N, V, off, len);
   /* cross-entropy: sums, then the mean and its gradient */
   double ls = 0, mean = 0;
   int64_t c = 0;
@@ -855,15 +859,8 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
     lib_failed(err, "cross entropy mean", &e);
   } else {
     cmpd(err, "mean loss", mean, sum / (double)cnt, tol);
-    for (int64_t i = 0; i < N; i++)
-      for (int64_t j = 0; j < len; j++) {
-        int64_t gj = off + j;
-        double p = exp(Z[i * V + gj] - lse[i]);
-        double want =
-            tg[i] < 0 ? 0.0 : (p - (tg[i] == gj ? 1.0 : 0.0)) / (double)cnt;
-        cmpd(err, "d mean loss / d logit", get(tgz.data, dt, i * len + j),
-             want, dt == TPX_DTYPE_BF16 ? 1e-2 : 1e-5);
-      }
+    check_grad(err, "d mean loss / d logit", &tgz, Z, lse, tg, NULL,
+               1.0 / (double)cnt, N, V, off, len);
   }
   /* finite differences of the mean loss, on small vocabularies (f32) */
   if (V <= 16 && dt == TPX_DTYPE_F32) {

@@ -118,16 +118,58 @@ static const char rt_sp_norm_plan[] =
     " \"output_layouts\": [\"shard(1)\"], \"use_local_output\": false}"
     "]}";
 
-/* Sharding on mesh (dp_replicate, dp_shard, tp) with FSDP off. */
-static inline tpx_sharding *rt_shard(const tpx_model *m, const tpx_plan *p,
-                                     tpx_mesh **mesh_out, int64_t dp,
-                                     int64_t tp) {
-  tpx_mesh *mesh = fx_mesh(1, dp, tp);
+/* A model, a plan and their sharding on mesh (dp_replicate 1, dp_shard dp,
+ * tp), FSDP off; owns all four. */
+typedef struct rt_world {
+  tpx_model *m;
+  tpx_plan *p;
+  tpx_mesh *mesh;
+  tpx_sharding *sh;
+} rt_world;
+
+/* Takes ownership of m and p. */
+static inline rt_world rt_world_of(tpx_model *m, tpx_plan *p, int64_t dp,
+                                   int64_t tp) {
+  rt_world w = {m, p, fx_mesh(1, dp, tp), NULL};
   tpx_sharding_options o = TPX_SHARDING_OPTIONS_INIT;
   o.fsdp = 0;
-  tpx_sharding *sh = fx_shard(m, p, mesh, &o);
-  *mesh_out = mesh;
-  return sh;
+  w.sh = fx_shard(m, p, w.mesh, &o);
+  return w;
+}
+
+static inline void rt_world_free(rt_world *w) {
+  tpx_sharding_destroy(w->sh);
+  tpx_mesh_destroy(w->mesh);
+  tpx_plan_destroy(w->p);
+  tpx_model_destroy(w->m);
+}
+
+/* In a rank body: fail (TPX_VALIDATION into err) unless `call`, which
+ * writes into the local tpx_error e_, returns `want_st` with `needle` in
+ * its message. */
+#define RT_EXPECT(call, want_st, needle)                                       \
+  do {                                                                         \
+    tpx_error e_ = {0};                                                        \
+    tpx_status got_ = (call);                                                  \
+    if (got_ != (want_st) || !strstr(e_.message, (needle)))                    \
+      return tpx_error_set(err, TPX_VALIDATION,                                \
+                           "line %d: got %s '%s', want %s with '%s'",          \
+                           __LINE__, tpx_status_name(got_), e_.message,        \
+                           tpx_status_name(want_st), (needle));                \
+  } while (0)
+
+/* A rank body's argument: the sharding. */
+typedef struct rt_sh_arg {
+  const tpx_sharding *sh;
+} rt_sh_arg;
+
+/* Run a rank body on local threads over the sharding's whole mesh. */
+static inline void rt_run_body(tpx_local_fn fn, const tpx_sharding *sh) {
+  rt_sh_arg a = {sh};
+  tpx_error e = {0};
+  int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
+  ck_assert_msg(tpx_local_run((int)world, fn, &a, &e) == TPX_OK, "%s",
+                e.message);
 }
 
 /* Run a case on local threads over the sharding's whole mesh. */

@@ -57,14 +57,11 @@ START_TEST(test_embedding) {
   const emb_case *c = &cases[_i];
   tpx_model *m = rt_model(c->vocab);
   tpx_plan *p = plan_of(m, c->plan, c->tp);
-  tpx_mesh *mesh;
-  tpx_sharding *sh = rt_shard(m, p, &mesh, 1, c->tp);
+  rt_world w = rt_world_of(m, p, 1, c->tp);
+  tpx_sharding *sh = w.sh;
   rt_arg a = {sh, c->T, 0, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_embedding, &a, "embedding");
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+  rt_world_free(&w);
 }
 END_TEST
 
@@ -72,22 +69,15 @@ END_TEST
 START_TEST(test_embedding_dp) {
   tpx_model *m = rt_model(1000);
   tpx_plan *p = rt_llama_plan(m, 1, 2);
-  tpx_mesh *mesh;
-  tpx_sharding *sh = rt_shard(m, p, &mesh, 2, 2);
+  rt_world w = rt_world_of(m, p, 2, 2);
+  tpx_sharding *sh = w.sh;
   rt_arg a = {sh, 5, 0, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_embedding, &a, "embedding dp=2");
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+  rt_world_free(&w);
 }
 END_TEST
 
 /* bf16 weights: lookup and a bf16 grad accumulation. */
-typedef struct bf_arg {
-  const tpx_sharding *sh;
-} bf_arg;
-
 static uint16_t bf(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -101,7 +91,7 @@ static float unbf(uint16_t h) {
 }
 
 static tpx_status bf16_body(tpx_comm *world, void *arg, tpx_error *err) {
-  bf_arg *b = arg;
+  rt_sh_arg *b = arg;
   tpx_mesh_comm *mc;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(b->sh), &mc,
                                        err);
@@ -148,34 +138,18 @@ static tpx_status bf16_body(tpx_comm *world, void *arg, tpx_error *err) {
 START_TEST(test_embedding_bf16) {
   tpx_model *m = rt_model(10);
   tpx_plan *p = rt_llama_plan(m, 0, 2);
-  tpx_mesh *mesh;
-  tpx_sharding *sh = rt_shard(m, p, &mesh, 1, 2);
-  bf_arg b = {sh};
-  tpx_error e = {0};
-  ck_assert_msg(tpx_local_run(2, bf16_body, &b, &e) == TPX_OK, "%s",
-                e.message);
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+  rt_world w = rt_world_of(m, p, 1, 2);
+  tpx_sharding *sh = w.sh;
+  rt_run_body(bf16_body, sh);
+  rt_world_free(&w);
 }
 END_TEST
 
 /* ---- bad input ---------------------------------------------------------- */
 
-#define EXPECT(call, want_st, needle)                                          \
-  do {                                                                         \
-    tpx_error e_ = {0};                                                        \
-    tpx_status got_ = (call);                                                  \
-    if (got_ != (want_st) || !strstr(e_.message, (needle)))                    \
-      return tpx_error_set(err, TPX_VALIDATION,                                \
-                           "line %d: got %s '%s', want %s with '%s'",          \
-                           __LINE__, tpx_status_name(got_), e_.message,        \
-                           tpx_status_name(want_st), (needle));                \
-  } while (0)
 
 static tpx_status bad_body(tpx_comm *world, void *arg, tpx_error *err) {
-  bf_arg *b = arg;
+  rt_sh_arg *b = arg;
   const tpx_sharding *sh = b->sh;
   tpx_mesh_comm *mc;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &mc, err);
@@ -197,31 +171,31 @@ static tpx_status bad_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor to = tpx_tensor_make(o, TPX_DTYPE_F32, 3, os);
   tpx_tensor tob = tpx_tensor_make(o, TPX_DTYPE_F32, 3, obad);
   tpx_tensor to16 = tpx_tensor_make(o, TPX_DTYPE_BF16, 3, os);
-  EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &ti, &tw, &to, &e_),
+  RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &ti, &tw, &to, &e_),
          TPX_OUT_OF_RANGE,
          "of module 'model.embed_tokens': ids[1] = 10 is outside the "
          "vocabulary [0, 10)");
-  EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tf, &tw, &to, &e_),
+  RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tf, &tw, &to, &e_),
          TPX_INVALID_ARGUMENT, "ids must be int32 or int64, not f32");
-  EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &twb, &to, &e_),
+  RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &twb, &to, &e_),
          TPX_INVALID_ARGUMENT,
          "weight has local shape [4, 64], expected [5, 64]");
-  EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &twi, &to, &e_),
+  RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &twi, &to, &e_),
          TPX_INVALID_ARGUMENT, "weight must be f32 or bf16, not i32");
-  EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &tw, &tob, &e_),
+  RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &tw, &tob, &e_),
          TPX_INVALID_ARGUMENT,
          "output has local shape [1, 2, 64], expected [1, 3, 64]");
-  EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &tw, &to16, &e_),
+  RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &tw, &to16, &e_),
          TPX_INVALID_ARGUMENT, "output dtype bf16 differs from the weight's");
-  EXPECT(tpx_tp_embedding_forward(sh, mc, lin, &tok, &tw, &to, &e_),
+  RT_EXPECT(tpx_tp_embedding_forward(sh, mc, lin, &tok, &tw, &to, &e_),
          TPX_INVALID_ARGUMENT, "the module is a linear, not an embedding");
-  EXPECT(tpx_tp_embedding_backward(sh, mc, mod, &ti, &to, &tw, &e_),
+  RT_EXPECT(tpx_tp_embedding_backward(sh, mc, mod, &ti, &to, &tw, &e_),
          TPX_OUT_OF_RANGE, "ids[1] = 10");
-  EXPECT(tpx_tp_embedding_backward(sh, mc, mod, &tok, &tob, &tw, &e_),
+  RT_EXPECT(tpx_tp_embedding_backward(sh, mc, mod, &tok, &tob, &tw, &e_),
          TPX_INVALID_ARGUMENT, "grad_out has local shape [1, 2, 64]");
-  EXPECT(tpx_tp_embedding_backward(sh, mc, mod, &tok, &to, &twb, &e_),
+  RT_EXPECT(tpx_tp_embedding_backward(sh, mc, mod, &tok, &to, &twb, &e_),
          TPX_INVALID_ARGUMENT, "weight_grad has local shape [4, 64]");
-  EXPECT(tpx_tp_embedding_forward(sh, mc, mod, NULL, &tw, &to, &e_),
+  RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, NULL, &tw, &to, &e_),
          TPX_INVALID_ARGUMENT, "ids: NULL tensor");
   tpx_mesh_comm_destroy(mc);
   return TPX_OK;
@@ -230,26 +204,20 @@ static tpx_status bad_body(tpx_comm *world, void *arg, tpx_error *err) {
 START_TEST(test_bad_input) {
   tpx_model *m = rt_model(10);
   tpx_plan *p = rt_llama_plan(m, 0, 2);
-  tpx_mesh *mesh;
-  tpx_sharding *sh = rt_shard(m, p, &mesh, 1, 2);
-  bf_arg b = {sh};
-  tpx_error e = {0};
-  ck_assert_msg(tpx_local_run(2, bad_body, &b, &e) == TPX_OK, "%s",
-                e.message);
+  rt_world w = rt_world_of(m, p, 1, 2);
+  tpx_sharding *sh = w.sh;
+  rt_run_body(bad_body, sh);
   int64_t mod = tpx_model_find_module(m, "model.embed_tokens");
-  int64_t is[1] = {4}, out[2], w[2];
-  e = (tpx_error){0};
-  ck_assert_int_eq(tpx_tp_embedding_shape(sh, mod, 1, is, 1, out, w, &e),
+  int64_t is[1] = {4}, out[2], wl[2];
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_tp_embedding_shape(sh, mod, 1, is, 1, out, wl, &e),
                    TPX_OK);
-  ck_assert_int_eq(w[0], 5);
+  ck_assert_int_eq(wl[0], 5);
   ck_assert_int_eq(out[0], 4); /* rowwise: all-reduced, replicated */
   ck_assert_int_eq(out[1], 64);
-  ck_assert_int_eq(tpx_tp_embedding_shape(sh, mod, 1, is, 0, out, w, &e),
+  ck_assert_int_eq(tpx_tp_embedding_shape(sh, mod, 1, is, 0, out, wl, &e),
                    TPX_INVALID_ARGUMENT);
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+  rt_world_free(&w);
 }
 END_TEST
 

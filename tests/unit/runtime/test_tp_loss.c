@@ -24,38 +24,25 @@ static const loss_case cases[] = {
     {1000, 9, 3, 1, TPX_DTYPE_BF16},
 };
 
-static tpx_sharding *mk(int64_t dp, int64_t tp, tpx_model **m, tpx_plan **p,
-                        tpx_mesh **mesh) {
-  *m = rt_model(256);
-  *p = rt_llama_plan(*m, 0, tp);
-  return rt_shard(*m, *p, mesh, dp, tp);
-}
-
-static void done(tpx_sharding *sh, tpx_model *m, tpx_plan *p, tpx_mesh *mesh) {
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+static rt_world mk(int64_t dp, int64_t tp) {
+  tpx_model *m = rt_model(256);
+  return rt_world_of(m, rt_llama_plan(m, 0, tp), dp, tp);
 }
 
 START_TEST(test_loss) {
   const loss_case *c = &cases[_i];
-  tpx_model *m;
-  tpx_plan *p;
-  tpx_mesh *mesh;
-  tpx_sharding *sh = mk(c->dp, c->tp, &m, &p, &mesh);
+  rt_world w = mk(c->dp, c->tp);
+  tpx_sharding *sh = w.sh;
   rt_arg a = {sh, 0, 0, c->dtype, c->vocab, c->rows, 0};
   rt_run(case_loss, &a, "loss");
-  done(sh, m, p, mesh);
+  rt_world_free(&w);
 }
 END_TEST
 
 /* The vocab ranges tile [0, V) in tp order (torch.chunk). */
 START_TEST(test_vocab_range) {
-  tpx_model *m;
-  tpx_plan *p;
-  tpx_mesh *mesh;
-  tpx_sharding *sh = mk(1, 4, &m, &p, &mesh);
+  rt_world w = mk(1, 4);
+  tpx_sharding *sh = w.sh;
   tpx_tp_loss_options o = TPX_TP_LOSS_OPTIONS_INIT;
   o.vocab = 10;
   int64_t want_off[4] = {0, 3, 6, 9}, want_len[4] = {3, 3, 3, 1};
@@ -77,29 +64,15 @@ START_TEST(test_vocab_range) {
   tpx_error e = {0};
   ck_assert_int_eq(tpx_tp_vocab_range(sh, 4, &o, &off, &len, &e),
                    TPX_OUT_OF_RANGE);
-  done(sh, m, p, mesh);
+  rt_world_free(&w);
 }
 END_TEST
 
 /* ---- not vocab-parallel, positions split over dp, bad input ------------- */
 
-#define EXPECT(call, want_st, needle)                                          \
-  do {                                                                         \
-    tpx_error e_ = {0};                                                        \
-    tpx_status got_ = (call);                                                  \
-    if (got_ != (want_st) || !strstr(e_.message, (needle)))                    \
-      return tpx_error_set(err, TPX_VALIDATION,                                \
-                           "line %d: got %s '%s', want %s with '%s'",          \
-                           __LINE__, tpx_status_name(got_), e_.message,        \
-                           tpx_status_name(want_st), (needle));                \
-  } while (0)
-
-typedef struct body_arg {
-  const tpx_sharding *sh;
-} body_arg;
 
 static tpx_status misc_body(tpx_comm *world, void *arg, tpx_error *err) {
-  body_arg *b = arg;
+  rt_sh_arg *b = arg;
   const tpx_sharding *sh = b->sh; /* tp = 2: vocab 6 -> 3 + 3 */
   tpx_mesh_comm *mc;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &mc, err);
@@ -162,34 +135,34 @@ static tpx_status misc_body(tpx_comm *world, void *arg, tpx_error *err) {
   float lp[2];
   tpx_tensor tlp = tpx_tensor_make(lp, TPX_DTYPE_F32, 1, ts);
   tpx_tensor tlp16 = tpx_tensor_make(lp, TPX_DTYPE_BF16, 1, ts);
-  EXPECT(tpx_tp_cross_entropy_mean(sh, mc, &o, &tz, &toob, NULL, &mean, &e_),
+  RT_EXPECT(tpx_tp_cross_entropy_mean(sh, mc, &o, &tz, &toob, NULL, &mean, &e_),
          TPX_OUT_OF_RANGE,
          "targets[0] = 6 is outside the vocabulary [0, 6) and is not "
          "ignore_index (-100)");
-  EXPECT(tpx_tp_logprobs(sh, mc, &o, &tzb, &tt, &tlp, &e_),
+  RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tzb, &tt, &tlp, &e_),
          TPX_INVALID_ARGUMENT,
          "logits' last dim is 4 but this rank holds 3 of the 6 vocab entries");
-  EXPECT(tpx_tp_logprobs(sh, mc, &o, &tzi, &tt, &tlp, &e_),
+  RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tzi, &tt, &tlp, &e_),
          TPX_INVALID_ARGUMENT, "logits must be f32 or bf16, not i32");
-  EXPECT(tpx_tp_logprobs(sh, mc, &o, &tz, &ttf, &tlp, &e_),
+  RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tz, &ttf, &tlp, &e_),
          TPX_INVALID_ARGUMENT, "targets must be int32 or int64, not f32");
-  EXPECT(tpx_tp_logprobs(sh, mc, &o, &tz, &tt3, &tlp, &e_),
+  RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tz, &tt3, &tlp, &e_),
          TPX_INVALID_ARGUMENT, "targets has local shape [3], expected [2]");
-  EXPECT(tpx_tp_logprobs(sh, mc, &o, &tz, &tt, &tlp16, &e_),
+  RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tz, &tt, &tlp16, &e_),
          TPX_INVALID_ARGUMENT, "logprobs must be f32, not bf16");
-  EXPECT(tpx_tp_logprobs_backward(sh, mc, &o, &tz, &tt, &tlp, &tzb, &e_),
+  RT_EXPECT(tpx_tp_logprobs_backward(sh, mc, &o, &tz, &tt, &tlp, &tzb, &e_),
          TPX_INVALID_ARGUMENT, "grad_logits has local shape [2, 4]");
-  EXPECT(tpx_tp_cross_entropy(sh, mc, NULL, &tz, &tt, 1, NULL, NULL, NULL,
+  RT_EXPECT(tpx_tp_cross_entropy(sh, mc, NULL, &tz, &tt, 1, NULL, NULL, NULL,
                               &e_),
          TPX_INVALID_ARGUMENT, "options are NULL");
   tpx_tp_loss_options o2 = o;
   o2.vocab = 0;
-  EXPECT(tpx_tp_cross_entropy(sh, mc, &o2, &tz, &tt, 1, NULL, NULL, NULL,
+  RT_EXPECT(tpx_tp_cross_entropy(sh, mc, &o2, &tz, &tt, 1, NULL, NULL, NULL,
                               &e_),
          TPX_INVALID_ARGUMENT, "options.vocab must be > 0");
   o2 = o;
   o2.struct_size = 8;
-  EXPECT(tpx_tp_cross_entropy(sh, mc, &o2, &tz, &tt, 1, NULL, NULL, NULL,
+  RT_EXPECT(tpx_tp_cross_entropy(sh, mc, &o2, &tz, &tt, 1, NULL, NULL, NULL,
                               &e_),
          TPX_INVALID_ARGUMENT, "struct_size 8");
   tpx_mesh_comm_destroy(mc);
@@ -197,15 +170,10 @@ static tpx_status misc_body(tpx_comm *world, void *arg, tpx_error *err) {
 }
 
 START_TEST(test_misc) {
-  tpx_model *m;
-  tpx_plan *p;
-  tpx_mesh *mesh;
-  tpx_sharding *sh = mk(1, 2, &m, &p, &mesh);
-  body_arg b = {sh};
-  tpx_error e = {0};
-  ck_assert_msg(tpx_local_run(2, misc_body, &b, &e) == TPX_OK, "%s",
-                e.message);
-  done(sh, m, p, mesh);
+  rt_world w = mk(1, 2);
+  tpx_sharding *sh = w.sh;
+  rt_run_body(misc_body, sh);
+  rt_world_free(&w);
 }
 END_TEST
 
@@ -261,15 +229,13 @@ static tpx_status dp_body(tpx_comm *world, void *arg, tpx_error *err) {
 }
 
 START_TEST(test_dp_split) {
-  tpx_model *m;
-  tpx_plan *p;
-  tpx_mesh *mesh;
-  tpx_sharding *sh = mk(2, 2, &m, &p, &mesh);
+  rt_world w = mk(2, 2);
+  tpx_sharding *sh = w.sh;
   dp_arg b = {sh, 0};
   tpx_error e = {0};
   ck_assert_msg(tpx_local_run(4, dp_body, &b, &e) == TPX_OK, "%s", e.message);
   ck_assert(b.mean > 0);
-  done(sh, m, p, mesh);
+  rt_world_free(&w);
 }
 END_TEST
 

@@ -40,14 +40,11 @@ static void with_sharding(int plan, int64_t dp, int64_t vocab,
   tpx_plan *p = plan == 0   ? rt_plan_json(rt_zoo_plan)
                 : plan == 3 ? rt_plan_json(rt_sp_norm_plan)
                             : rt_llama_plan(m, plan == 2, tp);
-  tpx_mesh *mesh;
-  tpx_sharding *sh = rt_shard(m, p, &mesh, dp, tp);
+  rt_world w = rt_world_of(m, p, dp, tp);
+  tpx_sharding *sh = w.sh;
   rt_arg a = {sh, 7, 10, TPX_DTYPE_F32, vocab, 9, 0};
   body(&a, label);
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+  rt_world_free(&w);
 }
 
 static void all_cases(rt_arg *a, const char *label) {

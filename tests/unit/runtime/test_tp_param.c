@@ -33,8 +33,8 @@ static char *needing(const tpx_sharding *sh) {
 START_TEST(test_llama_sp1) {
   tpx_model *m = rt_model(256);
   tpx_plan *p = rt_llama_plan(m, 1, 2);
-  tpx_mesh *mesh;
-  tpx_sharding *sh = rt_shard(m, p, &mesh, 1, 2);
+  rt_world w = rt_world_of(m, p, 1, 2);
+  tpx_sharding *sh = w.sh;
   char *s = needing(sh);
   ck_assert_str_eq(s, "model.layers.0.input_layernorm.weight;"
                       "model.layers.0.post_attention_layernorm.weight;"
@@ -45,10 +45,7 @@ START_TEST(test_llama_sp1) {
   ck_assert_int_eq(tpx_tp_param_grad_needs_allreduce(sh, -1), 0);
   ck_assert_int_eq(tpx_tp_param_grad_needs_allreduce(sh, 1 << 30), 0);
   ck_assert_int_eq(tpx_tp_param_grad_needs_allreduce(NULL, 0), 0);
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+  rt_world_free(&w);
 }
 END_TEST
 
@@ -56,15 +53,12 @@ START_TEST(test_none_without_sp) {
   for (int tp = 1; tp <= 4; tp++) {
     tpx_model *m = rt_model(256);
     tpx_plan *p = rt_llama_plan(m, tp == 1, tp); /* sp1 at tp 1: no TP */
-    tpx_mesh *mesh;
-    tpx_sharding *sh = rt_shard(m, p, &mesh, 1, tp);
+    rt_world w = rt_world_of(m, p, 1, tp);
+    tpx_sharding *sh = w.sh;
     char *s = needing(sh);
     ck_assert_msg(s[0] == '\0', "tp %d: %s", tp, s);
     free(s);
-    tpx_sharding_destroy(sh);
-    tpx_mesh_destroy(mesh);
-    tpx_plan_destroy(p);
-    tpx_model_destroy(m);
+    rt_world_free(&w);
   }
 }
 END_TEST
@@ -72,8 +66,8 @@ END_TEST
 START_TEST(test_zoo) {
   tpx_model *m = rt_model(256);
   tpx_plan *p = rt_plan_json(rt_zoo_plan);
-  tpx_mesh *mesh;
-  tpx_sharding *sh = rt_shard(m, p, &mesh, 1, 4);
+  rt_world w = rt_world_of(m, p, 1, 4);
+  tpx_sharding *sh = w.sh;
   ck_assert(tpx_tp_param_grad_needs_allreduce(
       sh, pidx(m, "model.layers.1.self_attn.q_norm.weight")));
   ck_assert(tpx_tp_param_grad_needs_allreduce(
@@ -89,10 +83,7 @@ START_TEST(test_zoo) {
       sh, pidx(m, "model.layers.0.self_attn.v_proj.weight")));
   ck_assert(!tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "model.norm.weight")));
   ck_assert(!tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "lm_head.weight")));
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+  rt_world_free(&w);
 }
 END_TEST
 
@@ -101,23 +92,16 @@ START_TEST(test_tied) {
   fx_opts o = {256, 1, 0, 0, NULL};
   tpx_model *m = fx_model(&o);
   tpx_plan *p = rt_llama_plan(m, 1, 2);
-  tpx_mesh *mesh;
-  tpx_sharding *sh = rt_shard(m, p, &mesh, 1, 2);
+  rt_world w = rt_world_of(m, p, 1, 2);
+  tpx_sharding *sh = w.sh;
   ck_assert(!tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "lm_head.weight")));
   ck_assert(tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "model.norm.weight")));
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+  rt_world_free(&w);
 }
 END_TEST
 
-typedef struct ar_arg {
-  const tpx_sharding *sh;
-} ar_arg;
-
 static tpx_status ar_body(tpx_comm *world, void *arg, tpx_error *err) {
-  ar_arg *a = arg;
+  rt_sh_arg *a = arg;
   const tpx_model *m = tpx_sharding_model(a->sh);
   tpx_mesh_comm *mc;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(a->sh), &mc,
@@ -154,15 +138,10 @@ static tpx_status ar_body(tpx_comm *world, void *arg, tpx_error *err) {
 START_TEST(test_allreduce) {
   tpx_model *m = rt_model(256);
   tpx_plan *p = rt_llama_plan(m, 1, 3);
-  tpx_mesh *mesh;
-  tpx_sharding *sh = rt_shard(m, p, &mesh, 2, 3);
-  ar_arg a = {sh};
-  tpx_error e = {0};
-  ck_assert_msg(tpx_local_run(6, ar_body, &a, &e) == TPX_OK, "%s", e.message);
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_plan_destroy(p);
-  tpx_model_destroy(m);
+  rt_world w = rt_world_of(m, p, 2, 3);
+  tpx_sharding *sh = w.sh;
+  rt_run_body(ar_body, sh);
+  rt_world_free(&w);
 }
 END_TEST
 
