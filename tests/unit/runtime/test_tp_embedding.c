@@ -221,6 +221,30 @@ START_TEST(test_bad_input) {
 }
 END_TEST
 
+/* With FSDP on, the weight the calls take is still the TP-local one (the
+ * unsharded FSDP parameter), not the FSDP shard. */
+START_TEST(test_fsdp_weight_is_tp_local) {
+  tpx_model *m = rt_model(1000);
+  tpx_plan *p = rt_llama_plan(m, 1, 2);
+  tpx_mesh *mesh = fx_mesh(1, 2, 2);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL); /* FSDP on by default */
+  int64_t mod = tpx_model_find_module(m, "model.embed_tokens");
+  int64_t ids[2] = {2, 5}, out[3], wl[2];
+  tpx_error e = {0};
+  for (int64_t r = 0; r < 4; r++) {
+    ck_assert_int_eq(tpx_tp_embedding_shape(sh, mod, r, ids, 2, out, wl, &e),
+                     TPX_OK);
+    ck_assert_int_eq(wl[0], 500);
+    ck_assert_int_eq(wl[1], 64);
+    ck_assert_int_eq(out[1], r % 2 == 0 ? 3 : 2); /* Shard(1) of 5 */
+  }
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_tp_embedding");
   TCase *tc = tcase_create("embedding");
@@ -230,6 +254,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_embedding_dp);
   tcase_add_test(tc, test_embedding_bf16);
   tcase_add_test(tc, test_bad_input);
+  tcase_add_test(tc, test_fsdp_weight_is_tp_local);
   suite_add_tcase(s, tc);
   return s;
 }
