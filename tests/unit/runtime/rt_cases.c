@@ -319,12 +319,18 @@ typedef struct blk {
 } blk;
 
 /* Run a transition into a freshly allocated output (shape from the
- * library). On failure out->data is a zeroed buffer of in's size so the
- * rank can continue. */
+ * library); an unstyled module (the plan leaves it plain) copies. On
+ * failure out->data is a zeroed buffer of in's size so the rank can
+ * continue. */
 static void xrun(blk *b, int64_t mod, tpx_transition_side side, int bwd,
                  const tpx_placement *arrived, const int64_t *shape,
                  const tpx_tensor *in, tpx_tensor *out) {
   tpx_error e = {0};
+  if (tpx_sharding_module_entry(b->sh, mod) < 0) {
+    *out = talloc(TPX_DTYPE_F32, in->ndim, in->shape);
+    memcpy(out->data, in->data, (size_t)tpx_tensor_nbytes(in));
+    return;
+  }
   int64_t lo[TPX_MAX_TENSOR_DIMS];
   const char *name = tpx_model_module_fqn(tpx_sharding_model(b->sh), mod);
   char what[200];
@@ -898,5 +904,200 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
   free(Z), free(tg), free(lse), free(lp), free(tz.data), free(tlp.data);
   free(tgl.data), free(tgz.data);
   tpx_mesh_comm_destroy(mc);
+  return err->status;
+}
+
+/* ---- the head chain: embedding -> final norm -> lm_head -> loss --------- */
+
+tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
+  rt_arg *a = arg;
+  blk b = {a->sh, NULL, tpx_comm_rank(world), err, 1};
+  tpx_status st =
+      tpx_mesh_comm_create(world, tpx_sharding_mesh(a->sh), &b.mc, err);
+  if (st != TPX_OK) return st;
+  const tpx_sharding *sh = a->sh;
+  int64_t m_emb = find_module(sh, "model.embed_tokens");
+  int64_t m_norm = find_module(sh, "model.norm");
+  int64_t m_lm = find_module(sh, "lm_head");
+  tpx_slice s_e, s_w, s_g;
+  int64_t g_e[2], g_w[2], g_g[1];
+  param_box(&b, "model.embed_tokens.weight", &s_e, g_e);
+  param_box(&b, "lm_head.weight", &s_w, g_w);
+  int64_t p_g = param_box(&b, "model.norm.weight", &s_g, g_g);
+  if (!b.ok) {
+    tpx_mesh_comm_destroy(b.mc);
+    return err->status;
+  }
+  const int64_t B = 2, T = a->T, H = g_e[1], V = g_e[0], BT = B * T;
+  tpx_tp_loss_options o = TPX_TP_LOSS_OPTIONS_INIT;
+  o.vocab = V;
+  o.vocab_parallel = tpx_sharding_module_entry(sh, m_lm) >= 0;
+  int64_t voff, vlen;
+  tpx_error e = {0};
+  tpx_tp_vocab_range(sh, b.me, &o, &voff, &vlen, &e);
+  if (s_w.offset[0] != voff || s_w.length[0] != vlen)
+    failed(err, "head: lm_head rows [%lld, +%lld) vs vocab range [%lld, +%lld)",
+           (long long)s_w.offset[0], (long long)s_w.length[0],
+           (long long)voff, (long long)vlen);
+  /* ---- reference ---- */
+  int64_t *ids = malloc((size_t)BT * sizeof *ids);
+  int64_t *tg = malloc((size_t)BT * sizeof *tg);
+  for (int64_t i = 0; i < BT; i++) {
+    ids[i] = (i * 389 + 3) % V;
+    tg[i] = i == 4 ? -100 : (i * 613 + 11) % V;
+  }
+  double *E = malloc((size_t)(V * H) * sizeof *E);
+  double *W = malloc((size_t)(V * H) * sizeof *W);
+  double *g = malloc((size_t)H * sizeof *g);
+  for (int64_t i = 0; i < V * H; i++)
+    E[i] = (double)(float)rval(i, 31), W[i] = (double)(float)rval(i, 32);
+  for (int64_t i = 0; i < H; i++) g[i] = (double)(float)(1.0 + rval(i, 33));
+  double *dE = calloc((size_t)(V * H), sizeof *dE);
+  double *dW = calloc((size_t)(V * H), sizeof *dW);
+  double *dg = calloc((size_t)H, sizeof *dg);
+  double *z = malloc((size_t)V * sizeof *z), loss = 0;
+  int64_t cnt = 0;
+  for (int64_t t = 0; t < BT; t++) cnt += tg[t] >= 0;
+  for (int64_t t = 0; t < BT; t++) {
+    const double *h = E + ids[t] * H;
+    double mx = -INFINITY, s = 0;
+    for (int64_t v = 0; v < V; v++) {
+      double acc = 0;
+      for (int64_t k = 0; k < H; k++) acc += h[k] * g[k] * W[v * H + k];
+      z[v] = (double)(float)acc;
+      mx = fmax(mx, z[v]);
+    }
+    for (int64_t v = 0; v < V; v++) s += exp(z[v] - mx);
+    if (tg[t] < 0) continue;
+    loss += (mx + log(s) - z[tg[t]]) / (double)cnt;
+    for (int64_t v = 0; v < V; v++) {
+      double dz = (exp(z[v] - mx) / s - (v == tg[t])) / (double)cnt;
+      for (int64_t k = 0; k < H; k++) {
+        dW[v * H + k] += dz * h[k] * g[k];
+        double dn = dz * W[v * H + k];
+        dg[k] += dn * h[k];
+        dE[ids[t] * H + k] += dn * g[k];
+      }
+    }
+  }
+  /* ---- TP ---- */
+  int64_t is[2] = {B, T}, shapeH[3] = {B, T, H}, shapeV[3] = {B, T, V};
+  tpx_tensor tids = tpx_tensor_make(ids, TPX_DTYPE_I64, 2, is);
+  tpx_tensor ttg = tpx_tensor_make(tg, TPX_DTYPE_I64, 2, is);
+  int64_t ne = tpx_slice_numel(&s_e), nw = tpx_slice_numel(&s_w);
+  double *el = malloc((size_t)(ne + 1) * sizeof *el);
+  double *wl = malloc((size_t)(nw + 1) * sizeof *wl);
+  box_get(E, g_e, 2, &s_e, el);
+  box_get(W, g_w, 2, &s_w, wl);
+  tpx_tensor te = talloc(TPX_DTYPE_F32, 2, s_e.length);
+  for (int64_t i = 0; i < ne; i++) ((float *)te.data)[i] = (float)el[i];
+  int64_t hloc[3];
+  if (tpx_tp_embedding_shape(sh, m_emb, b.me, is, 2, hloc, NULL, &e) != TPX_OK)
+    lib_failed(err, "head: embedding shape", &e);
+  tpx_tensor th = talloc(TPX_DTYPE_F32, 3, hloc);
+  e = (tpx_error){0};
+  if (tpx_tp_embedding_forward(sh, b.mc, m_emb, &tids, &te, &th, &e) != TPX_OK)
+    lib_failed(err, "head: embedding forward", &e);
+  /* h's layout and whether it is a DTensor */
+  const tpx_transition *etr = NULL, *ntr = NULL;
+  tpx_placement Lh = tpx_placement_replicate(), n_to = Lh;
+  if (tpx_sharding_module_entry(sh, m_emb) >= 0 &&
+      tpx_tp_transition_get(sh, m_emb, TPX_TRANSITION_OUTPUT, 0, &etr, &e) ==
+          TPX_OK &&
+      etr)
+    Lh = etr->to;
+  int h_dt = tpx_tp_output_keeps_dtensor(sh, m_emb, 0);
+  int norm_styled = tpx_sharding_module_entry(sh, m_norm) >= 0 &&
+                    tpx_tp_transition_get(sh, m_norm, TPX_TRANSITION_OUTPUT,
+                                          0, &ntr, &e) == TPX_OK &&
+                    ntr;
+  tpx_tensor nin = th, nout, lin, lout;
+  if (norm_styled)
+    xrun(&b, m_norm, TPX_TRANSITION_INPUT, 0, h_dt ? &Lh : NULL, shapeH, &th,
+         &nin);
+  tpx_tensor nloc = talloc(TPX_DTYPE_F32, 3, nin.shape);
+  int64_t nn = tpx_tensor_numel(&nloc);
+  for (int64_t i = 0; i < nn; i++)
+    ((float *)nloc.data)[i] = ((float *)nin.data)[i] * (float)g[i % H];
+  int n_dt = 0;
+  if (norm_styled) {
+    xrun(&b, m_norm, TPX_TRANSITION_OUTPUT, 0, NULL, shapeH, &nloc, &nout);
+    n_to = ntr->to;
+    n_dt = tpx_tp_output_keeps_dtensor(sh, m_norm, 0);
+  } else {
+    nout = nloc;
+    n_to = Lh;
+    n_dt = h_dt;
+  }
+  const tpx_placement *lm_arr = n_dt ? &n_to : NULL;
+  xrun(&b, m_lm, TPX_TRANSITION_INPUT, 0, lm_arr, shapeH, &nout, &lin);
+  int64_t zl_shape[3] = {B, T, vlen};
+  tpx_tensor zl = talloc(TPX_DTYPE_F32, 3, zl_shape);
+  if (tpx_tensor_numel(&lin) == BT * H)
+    lin_fwd(lin.data, wl, BT, vlen, H, zl.data);
+  else
+    failed(err, "head: lm_head input is not the full activation");
+  xrun(&b, m_lm, TPX_TRANSITION_OUTPUT, 0, NULL, shapeV, &zl, &lout);
+  tpx_tensor dz = talloc(TPX_DTYPE_F32, 3, zl_shape);
+  double got_loss = 0;
+  e = (tpx_error){0};
+  if (tpx_tp_cross_entropy_mean(sh, b.mc, &o, &lout, &ttg, &dz, &got_loss,
+                                &e) != TPX_OK)
+    lib_failed(err, "head: cross entropy", &e);
+  if (!(fabs(got_loss - loss) <= 1e-5 * fabs(loss)))
+    failed(err, "head: loss %.9g, want %.9g", got_loss, loss);
+  /* backward */
+  tpx_tensor dz2, dnp, dn1, dnl, dh, dh2;
+  xrun(&b, m_lm, TPX_TRANSITION_OUTPUT, 1, NULL, shapeV, &dz, &dz2);
+  dnp = talloc(TPX_DTYPE_F32, 3, shapeH);
+  float *dwl = calloc((size_t)(nw + 1), sizeof *dwl);
+  if (tpx_tensor_numel(&lin) == BT * H)
+    lin_bwd(dz2.data, lin.data, wl, BT, vlen, H, dnp.data, dwl);
+  xrun(&b, m_lm, TPX_TRANSITION_INPUT, 1, lm_arr, shapeH, &dnp, &dn1);
+  if (norm_styled)
+    xrun(&b, m_norm, TPX_TRANSITION_OUTPUT, 1, NULL, shapeH, &dn1, &dnl);
+  else
+    dnl = dn1;
+  int64_t H1[1] = {H};
+  tpx_tensor tdg = talloc(TPX_DTYPE_F32, 1, H1);
+  dh = talloc(TPX_DTYPE_F32, 3, dnl.shape);
+  if (tpx_tensor_numel(&dnl) == nn)
+    for (int64_t i = 0; i < nn; i++) {
+      float d = ((float *)dnl.data)[i];
+      ((float *)tdg.data)[i % H] += d * ((float *)nin.data)[i];
+      ((float *)dh.data)[i] = d * (float)g[i % H];
+    }
+  else
+    failed(err, "head: norm grad has %lld elements, want %lld",
+           (long long)tpx_tensor_numel(&dnl), (long long)nn);
+  if (norm_styled)
+    xrun(&b, m_norm, TPX_TRANSITION_INPUT, 1, h_dt ? &Lh : NULL, shapeH, &dh,
+         &dh2);
+  else
+    dh2 = dh;
+  e = (tpx_error){0};
+  if (tpx_tp_param_grad_allreduce(sh, b.mc, p_g, &tdg, &e) != TPX_OK)
+    lib_failed(err, "head: norm grad all-reduce", &e);
+  tpx_tensor tde = talloc(TPX_DTYPE_F32, 2, s_e.length);
+  e = (tpx_error){0};
+  if (tpx_tp_embedding_backward(sh, b.mc, m_emb, &tids, &dh2, &tde, &e) !=
+      TPX_OK)
+    lib_failed(err, "head: embedding backward", &e);
+  /* compare */
+  double *ref = malloc((size_t)(V * H + 1) * sizeof *ref);
+  box_get(dE, g_e, 2, &s_e, ref);
+  cmp(&b, "d embed_tokens.weight", tde.data, ref, ne);
+  box_get(dW, g_w, 2, &s_w, ref);
+  cmp(&b, "d lm_head.weight", dwl, ref, nw);
+  cmp(&b, "d model.norm.weight", tdg.data, dg, H);
+  /* free */
+  if (norm_styled)
+    free(nin.data), free(nout.data), free(dnl.data), free(dh2.data);
+  free(nloc.data), free(lin.data), free(lout.data), free(zl.data);
+  free(dz.data), free(dz2.data), free(dnp.data), free(dn1.data);
+  free(tdg.data), free(dh.data), free(tde.data), free(te.data), free(th.data);
+  free(ids), free(tg), free(E), free(W), free(g), free(dE), free(dW), free(dg);
+  free(z), free(el), free(wl), free(dwl), free(ref);
+  tpx_mesh_comm_destroy(b.mc);
   return err->status;
 }

@@ -256,6 +256,28 @@ START_TEST(test_dp_split) {
 }
 END_TEST
 
+/* The head chain (embedding, final norm, lm_head, loss) under the llama
+ * plugin's sp0 and sp1 plans, vocab 1000 over tp 2, 3 (uneven) and 4. */
+typedef struct head_case {
+  int sp;
+  int64_t tp, T;
+} head_case;
+
+static const head_case head_cases[] = {
+    {0, 2, 7}, {0, 3, 7}, {0, 4, 7}, {1, 2, 7}, {1, 3, 7}, {1, 4, 7},
+    {1, 3, 2}, {0, 1, 7},
+};
+
+START_TEST(test_head_chain) {
+  const head_case *c = &head_cases[_i];
+  tpx_model *m = rt_model(1000);
+  rt_world w = rt_world_of(m, rt_llama_plan(m, c->sp, c->tp), 1, c->tp);
+  rt_arg a = {w.sh, c->T, 0, TPX_DTYPE_F32, 0, 0, 0};
+  rt_run(case_head_chain, &a, "head chain");
+  rt_world_free(&w);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_tp_loss");
   TCase *tc = tcase_create("loss");
@@ -264,6 +286,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_vocab_range);
   tcase_add_test(tc, test_misc);
   tcase_add_test(tc, test_dp_split);
+  tcase_add_loop_test(tc, test_head_chain, 0,
+                      (int)(sizeof head_cases / sizeof head_cases[0]));
   suite_add_tcase(s, tc);
   return s;
 }

@@ -58,7 +58,11 @@ static void all_cases(rt_arg *a, const char *label) {
 }
 
 static void block_case(rt_arg *a, const char *label) {
-  run(case_mlp_block, a, label);
+  char l[128];
+  snprintf(l, sizeof l, "%s: mlp block", label);
+  run(case_mlp_block, a, l);
+  snprintf(l, sizeof l, "%s: head chain", label);
+  run(case_head_chain, a, l);
 }
 
 START_TEST(t_zoo) {
@@ -76,8 +80,8 @@ END_TEST
 
 START_TEST(t_block) {
   for (int plan = 1; plan <= 3; plan++) {
-    with_sharding(plan, 1, 256, block_case, "mlp block");
-    with_sharding(plan, 2, 256, block_case, "mlp block dp 2");
+    with_sharding(plan, 1, 1000, block_case, "plan");
+    with_sharding(plan, 2, 1000, block_case, "plan, dp 2");
   }
 }
 END_TEST
