@@ -40,23 +40,31 @@ static inline tpx_model *rt_model(int64_t vocab) {
   return m;
 }
 
-/* The llama plugin's plan for LlamaForCausalLM (sp on / off) at tp. */
-static inline tpx_plan *rt_llama_plan(const tpx_model *m, int sp, int64_t tp) {
+/* Plugin `family`'s plan for architecture `arch` (sp on / off) at tp. */
+static inline tpx_plan *rt_plugin_plan(const char *family, const char *arch,
+                                       const tpx_model *m, int sp,
+                                       int64_t tp) {
   const char *build = getenv("TPX_BUILD_DIR");
   ck_assert_msg(build != NULL, "TPX_BUILD_DIR is not set");
   char path[1024];
-  snprintf(path, sizeof path, "%s/plugins/llama/libtpx_llama.so", build);
+  snprintf(path, sizeof path, "%s/plugins/%s/libtpx_%s.so", build, family,
+           family);
   tpx_registry *reg = NULL;
   tpx_error e = {0};
   ck_assert_int_eq(tpx_registry_create(&reg, &e), TPX_OK);
   ck_assert_msg(tpx_registry_load_file(reg, path, &e) == TPX_OK, "%s: %s",
                 path, e.message);
   tpx_plan *p = NULL;
-  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, "LlamaForCausalLM", NULL, sp,
-                                      tp, &p, &e) == TPX_OK,
-                "llama plan: %s", e.message);
+  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, arch, NULL, sp, tp, &p,
+                                      &e) == TPX_OK,
+                "%s plan: %s", arch, e.message);
   tpx_registry_destroy(reg);
   return p;
+}
+
+/* The llama plugin's plan for LlamaForCausalLM (sp on / off) at tp. */
+static inline tpx_plan *rt_llama_plan(const tpx_model *m, int sp, int64_t tp) {
+  return rt_plugin_plan("llama", "LlamaForCausalLM", m, sp, tp);
 }
 
 static inline tpx_plan *rt_plan_json(const char *json) {

@@ -15,7 +15,8 @@
 /* ---- every transition --------------------------------------------------- */
 
 typedef struct zoo_case {
-  int plan; /* 0 zoo, 1 llama sp0, 2 llama sp1 */
+  int plan; /* 0 zoo, 1 llama sp0, 2 llama sp1, 3 SP norm, 4 / 5 qwen3
+               sp0 / sp1 */
   int64_t dp, tp;
   tpx_dtype dtype;
 } zoo_case;
@@ -27,11 +28,14 @@ static const zoo_case zoo_cases[] = {
     {1, 1, 3, TPX_DTYPE_F32}, {1, 1, 4, TPX_DTYPE_F32},
     {2, 1, 2, TPX_DTYPE_F32}, {2, 1, 3, TPX_DTYPE_F32},
     {2, 1, 4, TPX_DTYPE_F32}, {2, 2, 2, TPX_DTYPE_BF16},
+    {4, 1, 3, TPX_DTYPE_F32}, {5, 1, 3, TPX_DTYPE_F32},
 };
 
 static tpx_plan *plan_for(const tpx_model *m, int which, int64_t tp) {
   if (which == 0) return rt_plan_json(rt_zoo_plan);
   if (which == 3) return rt_plan_json(rt_sp_norm_plan);
+  if (which >= 4)
+    return rt_plugin_plan("qwen", "Qwen3ForCausalLM", m, which == 5, tp);
   return rt_llama_plan(m, which == 2, tp);
 }
 
@@ -91,12 +95,13 @@ END_TEST
 /* ---- the MLP block: forward and backward against a reference ----------- */
 
 typedef struct blk_case {
-  int plan; /* 1 sp0, 2 sp1, 3 SP norm into colwise */
+  int plan; /* 1 sp0, 2 sp1, 3 SP norm into colwise, 4 / 5 qwen3 sp0 / 1 */
   int64_t tp;
 } blk_case;
 
 static const blk_case blk_cases[] = {
     {1, 2}, {1, 3}, {1, 4}, {2, 2}, {2, 3}, {2, 4}, {3, 2}, {3, 3}, {3, 4},
+    {4, 3}, {5, 3}, {5, 4},
 };
 
 START_TEST(test_mlp_block) {
