@@ -257,7 +257,10 @@ TPX_API tpx_status tpx_tp_vocab_range(const tpx_sharding *sh, int64_t rank,
  * logits: local [.., V_local] (V_local = the tpx_tp_vocab_range length), f32
  * or bf16. targets: [..] (logits' shape without the last dim), int32 or
  * int64, replicated over tp, each in [0, V) or ignore_index. logprobs: [..]
- * f32, the same on every tp rank. Collective over tp (3 all-reduces). */
+ * f32, the same on every tp rank. Collective over tp (2 all-reduces).
+ * Targets are explicit per position: seed 004 takes the unshifted input ids,
+ * rolls them by -1 and drops the last position, i.e. it equals this call
+ * on logits[:, :-1] with targets input_ids[:, 1:]. */
 TPX_API tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                    const tpx_tp_loss_options *opts,
                                    const tpx_tensor *logits,
@@ -275,7 +278,7 @@ TPX_API tpx_status tpx_tp_logprobs_backward(
     const tpx_tensor *grad_logprobs, tpx_tensor *grad_logits, tpx_error *err);
 
 /* Cross-entropy as sums, for callers that average over more than this
- * rank's positions (e.g. positions split over data-parallel ranks: all-reduce
+ * rank's positions (one pass, 2 all-reduces over tp) (e.g. positions split over data-parallel ranks: all-reduce
  * loss_sum and count over dp, divide): *loss_sum = sum over the positions
  * whose target is not ignore_index of -logprob (f64), *count = their number
  * (identical on every tp rank). When grad_logits is not NULL it receives
