@@ -278,13 +278,15 @@ TPX_API tpx_status tpx_tp_logprobs_backward(
     const tpx_tensor *grad_logprobs, tpx_tensor *grad_logits, tpx_error *err);
 
 /* Cross-entropy as sums, for callers that average over more than this
- * rank's positions (one pass, 2 all-reduces over tp) (e.g. positions split over data-parallel ranks: all-reduce
- * loss_sum and count over dp, divide): *loss_sum = sum over the positions
- * whose target is not ignore_index of -logprob (f64), *count = their number
- * (identical on every tp rank). When grad_logits is not NULL it receives
- * grad_scale * d(loss_sum)/d(logits) = grad_scale * (softmax - onehot) on
- * counted rows, 0 on ignored rows (overwritten; shape and dtype rules of
- * tpx_tp_logprobs_backward). loss_sum / count may be NULL. */
+ * rank's positions (e.g. positions split over data-parallel ranks:
+ * all-reduce loss_sum and count over dp, divide): *loss_sum = sum over the
+ * positions whose target is not ignore_index of -logprob (f64), *count =
+ * their number (identical on every tp rank). When grad_logits is not NULL
+ * it receives grad_scale * d(loss_sum)/d(logits) = grad_scale * (softmax -
+ * onehot) on counted rows, 0 on ignored rows (overwritten; shape and dtype
+ * rules of tpx_tp_logprobs_backward). loss_sum / count may be NULL. One
+ * pass over the logits for the statistics, one for the gradient; 2
+ * all-reduces over tp. */
 TPX_API tpx_status tpx_tp_cross_entropy(const tpx_sharding *sh,
                                         tpx_mesh_comm *mc,
                                         const tpx_tp_loss_options *opts,
