@@ -257,6 +257,33 @@ static int fail(const char *what, const tpx_error *err) {
   return 1;
 }
 
+/* The strategy's default MixedPrecisionPolicy (plugin strategy keys
+ * mp_param_dtype / mp_reduce_dtype / mp_output_dtype; "none" = None) in
+ * place of the Default strategy's bf16/f32/f32. 0, or -1 after printing. */
+static int strategy_mp(const tpx_selection *sel, tpx_sharding_options *o) {
+  static const char *const keys[3] = {"mp_param_dtype", "mp_reduce_dtype",
+                                      "mp_output_dtype"};
+  tpx_dtype *dst[3] = {&o->param_dtype, &o->reduce_dtype, &o->output_dtype};
+  for (int k = 0; k < 3; k++) {
+    const char *v = tpx_selection_strategy_value(sel, keys[k]);
+    if (!v) continue;
+    if (strcmp(v, "none") == 0) {
+      *dst[k] = TPX_DTYPE_INVALID;
+      continue;
+    }
+    tpx_error e;
+    tpx_error_clear(&e);
+    if (tpx_dtype_parse(v, dst[k], &e) != TPX_OK) {
+      fprintf(stderr, "tpx plan: plugin '%s' gives strategy %s=%s: %s\n",
+              tpx_selection_plugin_name(sel) ? tpx_selection_plugin_name(sel)
+                                             : "?",
+              keys[k], v, e.message);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int tpx_cmd_plan(int argc, char **argv) {
   args_t a;
   int rc = parse_args(argc, argv, &a);
@@ -277,6 +304,7 @@ int tpx_cmd_plan(int argc, char **argv) {
   int *reshard = NULL;
   const char **fp32 = NULL;
   const char **trace = NULL;
+  const char **strategy = NULL;
   int code = 1;
 
   if (tpx_model_load_config(a.config, &model, &err) != TPX_OK) {
@@ -344,6 +372,7 @@ int tpx_cmd_plan(int argc, char **argv) {
   }
   tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
   opts.fsdp = a.fsdp;
+  if (strategy_mp(sel, &opts) != 0) goto out;
   size_t nu = tpx_selection_num_fsdp_units(sel);
   if (nu) {
     units = calloc(nu, sizeof *units);
@@ -395,6 +424,18 @@ int tpx_cmd_plan(int argc, char **argv) {
     ro.trace = trace;
   }
   ro.selection_diags = diags;
+  size_t nst = tpx_selection_num_strategy(sel);
+  if (nst) {
+    strategy = calloc(nst, sizeof *strategy);
+    if (!strategy) {
+      fprintf(stderr, "tpx plan: out of memory\n");
+      goto out;
+    }
+    for (size_t i = 0; i < nst; i++)
+      strategy[i] = tpx_selection_strategy(sel, i);
+    ro.num_strategy = nst;
+    ro.strategy = strategy;
+  }
   tpx_status st = strcmp(a.format, "json") == 0
                       ? tpx_report_json(sh, &ro, &text, &err)
                       : tpx_report_text(sh, &ro, &text, &err);
@@ -417,6 +458,7 @@ int tpx_cmd_plan(int argc, char **argv) {
 out:
   free(text);
   free(trace);
+  free(strategy);
   free(units);
   free(reshard);
   free(fp32);

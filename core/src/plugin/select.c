@@ -29,6 +29,7 @@ struct tpx_selection {
   tpx__strvec trace;
   tpx__strvec fp32;
   tpx__strvec units; /* ints: reshard_after_forward, -1 = tpx's rule */
+  tpx__strvec strategy; /* "key=value" */
 };
 
 const char *tpx_plan_source_name(tpx_plan_source source) {
@@ -51,6 +52,7 @@ void tpx_selection_destroy(tpx_selection *sel) {
   tpx__strvec_free(&sel->trace);
   tpx__strvec_free(&sel->fp32);
   tpx__strvec_free(&sel->units);
+  tpx__strvec_free(&sel->strategy);
   free(sel);
 }
 
@@ -246,11 +248,14 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
             tpx_diag_count(diags) - before);
     }
   }
-  const tpx__plugin_op ops[2] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32};
-  const int has[2] = {p->fsdp_fn != NULL, p->fp32_fn != NULL};
-  tpx__strvec *dst[2] = {&sel->units, &sel->fp32};
-  const char *what[2] = {"FSDP units", "fp32 parameters"};
-  for (int k = 0; k < 2; k++) {
+  const tpx__plugin_op ops[3] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32,
+                                 TPX__OP_STRATEGY};
+  const int has[3] = {p->fsdp_fn != NULL, p->fp32_fn != NULL,
+                      p->strategy_fn != NULL};
+  tpx__strvec *dst[3] = {&sel->units, &sel->fp32, &sel->strategy};
+  const char *what[3] = {"FSDP units", "fp32 parameters",
+                         "strategy properties"};
+  for (int k = 0; k < 3; k++) {
     if (!has[k])
       continue;
     tpx__strvec v;
@@ -569,6 +574,21 @@ size_t tpx_selection_num_fp32(const tpx_selection *sel) {
 }
 const char *tpx_selection_fp32(const tpx_selection *sel, size_t i) {
   return sel && i < sel->fp32.count ? sel->fp32.items[i] : NULL;
+}
+size_t tpx_selection_num_strategy(const tpx_selection *sel) {
+  return sel ? sel->strategy.count : 0;
+}
+const char *tpx_selection_strategy(const tpx_selection *sel, size_t i) {
+  return sel && i < sel->strategy.count ? sel->strategy.items[i] : NULL;
+}
+const char *tpx_selection_strategy_value(const tpx_selection *sel,
+                                         const char *key) {
+  size_t n = key ? strlen(key) : 0;
+  for (size_t i = 0; sel && n && i < sel->strategy.count; i++)
+    if (strncmp(sel->strategy.items[i], key, n) == 0 &&
+        sel->strategy.items[i][n] == '=')
+      return sel->strategy.items[i] + n + 1;
+  return NULL;
 }
 size_t tpx_selection_num_fsdp_units(const tpx_selection *sel) {
   return sel ? sel->units.count : 0;
