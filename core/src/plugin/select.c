@@ -281,7 +281,9 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
 /* Upstream strategies (PARALLELIZATION_STRATEGIES, keyed by the bare class
  * name) whose flow does not call validate_tp_mesh. */
 static int strategy_skips_validate(const char *arch) {
-  static const char *const skip[] = {"NemotronHForCausalLM"};
+  static const char *const skip[] = {
+      "NemotronHForCausalLM", "WanTransformer3DModel",
+      "HunyuanVideo15Transformer3DModel", "LTX2VideoTransformer3DModel"};
   if (!arch)
     return 0;
   const char *dot = strrchr(arch, '.');
