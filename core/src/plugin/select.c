@@ -279,8 +279,9 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
 }
 
 /* Upstream strategies (PARALLELIZATION_STRATEGIES, keyed by the bare class
- * name) whose flow does not call validate_tp_mesh. */
-static int strategy_skips_validate(const char *arch) {
+ * name) with their own flow: they never call validate_tp_mesh and ignore
+ * tp_shard_plan (a custom or named plan). */
+static int own_flow_strategy(const char *arch) {
   static const char *const skip[] = {
       "NemotronHForCausalLM", "WanTransformer3DModel",
       "HunyuanVideo15Transformer3DModel", "LTX2VideoTransformer3DModel"};
@@ -337,6 +338,24 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   const tpx__plugin *cap_plugin = arch_plugin;
   const char *cap_arch = matched;
   int have_plan = 0;
+
+  /* An own-flow strategy ignores tp_shard_plan: the plugin's plan stands. */
+  if ((o.custom || o.plan_name) && own_flow_strategy(arch)) {
+    s = tpx_diag_add(diags, TPX_DIAG_WARNING, "custom-plan-ignored", arch,
+                     "drop the custom / named plan; this strategy always "
+                     "applies its own",
+                     "the %s strategy ignores tp_shard_plan: the %s plan "
+                     "given is not applied",
+                     arch, o.custom ? "custom" : "named");
+    if (s != TPX_OK) {
+      tpx_error_set(err, s, "out of memory");
+      goto fail;
+    }
+    trace(sel, "custom/named plan: ignored (the %s strategy ignores "
+          "tp_shard_plan)", arch);
+    o.custom = NULL;
+    o.plan_name = NULL;
+  }
 
   /* 1. custom plan */
   if (o.custom) {
@@ -514,7 +533,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
    * (plans.md §4.9). Earlier releases ran it before selection, always. */
   if (tp <= 1) {
     trace(sel, "validate_tp_mesh: skipped (tp=1)");
-  } else if (strategy_skips_validate(arch)) {
+  } else if (own_flow_strategy(arch)) {
     trace(sel, "validate_tp_mesh: skipped (the %s strategy does not run it)",
           arch);
   } else if (!tpx_plan_is_head_sharded(sel->plan)) {

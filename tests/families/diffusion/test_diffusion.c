@@ -19,6 +19,7 @@
 #include "fam_util.h"
 #include "tpx/fsdp.h"
 #include "tpx/mesh.h"
+#include "tpx/plan.h"
 #include "tpx/registry.h"
 #include "tpx/sharding.h"
 #include "tpx/validate.h"
@@ -433,6 +434,43 @@ START_TEST(test_fsdp_units) {
 }
 END_TEST
 
+/* Own-flow strategies ignore tp_shard_plan (custom or named); the Default
+ * subclass (QwenImage) applies a custom plan. */
+START_TEST(test_custom_plan) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_plan *custom = NULL;
+  tpx_error err = {0};
+  tpx_style col = tpx_style_default(TPX_STYLE_COLWISE);
+  ck_assert_int_eq(tpx_plan_create(&custom, &err), TPX_OK);
+  ck_assert_int_eq(tpx_plan_set(custom, "proj_out", &col, 0, &err), TPX_OK);
+  for (size_t i = 0; i < NMODELS; i++) {
+    int own = strcmp(models[i].arch, QI) != 0;
+    for (int named = 0; named <= own; named++) {
+      tpx_model *m = fam_model(reg, FAM, models[i].file, 1);
+      tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+      tpx_selection *sel = NULL;
+      tpx_diag_list *diags = NULL;
+      o.tp_size = 2;
+      o.custom = named ? NULL : custom;
+      o.plan_name = named ? "llama_nemotron_super_tp_plan" : NULL;
+      ck_assert_int_eq(tpx_diag_list_create(&diags, &err), TPX_OK);
+      ck_assert_msg(tpx_select_plan(reg, m, &o, &sel, diags, &err) == TPX_OK,
+                    "%s: %s", models[i].arch, err.message);
+      ck_assert_uint_eq(fam_diags_count(diags, "custom-plan-ignored", NULL),
+                        own ? 1 : 0);
+      ck_assert_int_eq(tpx_selection_source(sel), own
+                                                      ? TPX_PLAN_SOURCE_PLUGIN
+                                                      : TPX_PLAN_SOURCE_CUSTOM);
+      tpx_selection_destroy(sel);
+      tpx_diag_list_destroy(diags);
+      tpx_model_destroy(m);
+    }
+  }
+  tpx_plan_destroy(custom);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 /* Bad configs: a message naming the key, never a crash. */
 START_TEST(test_bad_configs) {
   static const char *const bad[] = {
@@ -485,6 +523,7 @@ static Suite *diffusion_suite(void) {
   tcase_add_loop_test(tc, test_strategy, 0, (int)NMODELS);
   tcase_add_loop_test(tc, test_rank_bytes, 0, (int)NMODELS);
   tcase_add_test(tc, test_fsdp_units);
+  tcase_add_test(tc, test_custom_plan);
   tcase_add_test(tc, test_bad_configs);
   suite_add_tcase(s, tc);
   return s;
