@@ -257,33 +257,6 @@ static int fail(const char *what, const tpx_error *err) {
   return 1;
 }
 
-/* The strategy's default MixedPrecisionPolicy (plugin strategy keys
- * mp_param_dtype / mp_reduce_dtype / mp_output_dtype; "none" = None) in
- * place of the Default strategy's bf16/f32/f32. 0, or -1 after printing. */
-static int strategy_mp(const tpx_selection *sel, tpx_sharding_options *o) {
-  static const char *const keys[3] = {"mp_param_dtype", "mp_reduce_dtype",
-                                      "mp_output_dtype"};
-  tpx_dtype *dst[3] = {&o->param_dtype, &o->reduce_dtype, &o->output_dtype};
-  for (int k = 0; k < 3; k++) {
-    const char *v = tpx_selection_strategy_value(sel, keys[k]);
-    if (!v) continue;
-    if (strcmp(v, "none") == 0) {
-      *dst[k] = TPX_DTYPE_INVALID;
-      continue;
-    }
-    tpx_error e;
-    tpx_error_clear(&e);
-    if (tpx_dtype_parse(v, dst[k], &e) != TPX_OK) {
-      fprintf(stderr, "tpx plan: plugin '%s' gives strategy %s=%s: %s\n",
-              tpx_selection_plugin_name(sel) ? tpx_selection_plugin_name(sel)
-                                             : "?",
-              keys[k], v, e.message);
-      return -1;
-    }
-  }
-  return 0;
-}
-
 int tpx_cmd_plan(int argc, char **argv) {
   args_t a;
   int rc = parse_args(argc, argv, &a);
@@ -372,7 +345,14 @@ int tpx_cmd_plan(int argc, char **argv) {
   }
   tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
   opts.fsdp = a.fsdp;
-  if (strategy_mp(sel, &opts) != 0) goto out;
+  tpx_mp_policy mp = {opts.param_dtype, opts.reduce_dtype, opts.output_dtype};
+  if (tpx_selection_strategy_mp(sel, &mp, &err) != TPX_OK) {
+    code = fail("applying the strategy's mixed precision", &err);
+    goto out;
+  }
+  opts.param_dtype = mp.param_dtype;
+  opts.reduce_dtype = mp.reduce_dtype;
+  opts.output_dtype = mp.output_dtype;
   size_t nu = tpx_selection_num_fsdp_units(sel);
   if (nu) {
     units = calloc(nu, sizeof *units);

@@ -20,6 +20,7 @@
 #include "tpx/diag.h"
 #include "tpx/error.h"
 #include "tpx/export.h"
+#include "tpx/fsdp.h"
 #include "tpx/model.h"
 #include "tpx/plan.h"
 
@@ -191,6 +192,15 @@ TPX_API const char *tpx_selection_strategy(const tpx_selection *sel,
                                            size_t i);
 TPX_API const char *tpx_selection_strategy_value(const tpx_selection *sel,
                                                  const char *key);
+/* The strategy's mixed-precision default (keys mp_param_dtype,
+ * mp_reduce_dtype, mp_output_dtype; "none" = None) written over *mp, field
+ * by field, where the strategy gives one; the others are left as they are
+ * (the Default strategy's bf16 / f32 / f32 is the caller's starting point).
+ * TPX_INVALID_ARGUMENT naming the key and the plugin for a value tpx cannot
+ * parse (*mp unchanged then). */
+TPX_API tpx_status tpx_selection_strategy_mp(const tpx_selection *sel,
+                                             tpx_mp_policy *mp,
+                                             tpx_error *err);
 /* FSDP units the plugin chose, bottom-up (none = use tpx's rule).
  * *reshard_after_forward (may be NULL) is 0 or 1, or -1 for tpx's rule. */
 TPX_API size_t tpx_selection_num_fsdp_units(const tpx_selection *sel);

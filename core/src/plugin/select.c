@@ -611,6 +611,35 @@ const char *tpx_selection_strategy_value(const tpx_selection *sel,
       return sel->strategy.items[i] + n + 1;
   return NULL;
 }
+tpx_status tpx_selection_strategy_mp(const tpx_selection *sel,
+                                     tpx_mp_policy *mp, tpx_error *err) {
+  static const char *const keys[3] = {"mp_param_dtype", "mp_reduce_dtype",
+                                      "mp_output_dtype"};
+  if (!mp)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_selection_strategy_mp: mp is NULL");
+  tpx_dtype got[3] = {mp->param_dtype, mp->reduce_dtype, mp->output_dtype};
+  for (int k = 0; k < 3; k++) {
+    const char *v = tpx_selection_strategy_value(sel, keys[k]);
+    if (!v)
+      continue;
+    if (strcmp(v, "none") == 0) {
+      got[k] = TPX_DTYPE_INVALID;
+      continue;
+    }
+    tpx_error e = {0};
+    if (tpx_dtype_parse(v, &got[k], &e) != TPX_OK)
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "plugin '%s' gives strategy %s=%s: %s",
+                           sel->plugin_name ? sel->plugin_name : "?", keys[k],
+                           v, e.message);
+  }
+  mp->param_dtype = got[0];
+  mp->reduce_dtype = got[1];
+  mp->output_dtype = got[2];
+  return TPX_OK;
+}
+
 size_t tpx_selection_num_fsdp_units(const tpx_selection *sel) {
   return sel ? sel->units.count : 0;
 }

@@ -93,6 +93,27 @@ START_TEST(strategy_bad_key) {
 }
 END_TEST
 
+/* A strategy dtype tpx cannot parse: an error naming the key and plugin,
+ * the policy untouched. */
+START_TEST(strategy_bad_mp) {
+  fixture f;
+  setup_reg(&f, GOOD("libtpxtest_good.so"));
+  f.model = model_from_json(TEST_CONFIG(", \"tpxtest_bad_mp\": true"));
+  CHECK_OK(tpx_registry_build_skeleton(f.reg, f.model, &e_));
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_str_eq(tpx_selection_strategy_value(f.sel, "mp_param_dtype"),
+                   "float7");
+  tpx_mp_policy mp = {TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32};
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_selection_strategy_mp(f.sel, &mp, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "mp_param_dtype=float7"));
+  ck_assert_ptr_nonnull(strstr(e.message, "tpxtest"));
+  ck_assert_int_eq(mp.param_dtype, TPX_DTYPE_BF16);
+  teardown(&f);
+}
+END_TEST
+
 START_TEST(plugin_plan_with_capabilities) {
   fixture f;
   setup_reg(&f, GOOD("libtpxtest_good.so"));
@@ -123,6 +144,15 @@ START_TEST(plugin_plan_with_capabilities) {
   ck_assert_ptr_null(tpx_selection_strategy_value(f.sel, ""));
   ck_assert_ptr_null(tpx_selection_strategy_value(NULL, "name"));
   ck_assert(has_trace(&f, "3 strategy properties"));
+  /* the mixed-precision default: only the field the strategy gives */
+  tpx_mp_policy mp = {TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32};
+  CHECK_OK(tpx_selection_strategy_mp(f.sel, &mp, &e_));
+  ck_assert_int_eq(mp.param_dtype, TPX_DTYPE_BF16);
+  ck_assert_int_eq(mp.reduce_dtype, TPX_DTYPE_F32);
+  ck_assert_int_eq(mp.output_dtype, TPX_DTYPE_BF16);
+  CHECK_OK(tpx_selection_strategy_mp(NULL, &mp, &e_));
+  ck_assert_int_eq(tpx_selection_strategy_mp(f.sel, NULL, NULL),
+                   TPX_INVALID_ARGUMENT);
   ck_assert_uint_eq(tpx_selection_num_fsdp_units(f.sel), 2);
   int reshard = 7;
   ck_assert_str_eq(tpx_selection_fsdp_unit(f.sel, 0, &reshard),
@@ -545,6 +575,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, plugin_plan_with_capabilities);
   tcase_add_test(tc, strategy_bad_key);
+  tcase_add_test(tc, strategy_bad_mp);
   tcase_add_test(tc, custom_plan_wins);
   tcase_add_test(tc, named_plan);
   tcase_add_test(tc, qualified_name_matches);

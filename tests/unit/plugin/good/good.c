@@ -347,12 +347,14 @@ TPX_PLUGIN_EXPORT int tpx_plugin_fsdp_units(const tpx_plugin_host *h,
 TPX_PLUGIN_EXPORT int tpx_plugin_strategy(const tpx_plugin_host *h,
                                           tpx_plugin_ctx *ctx,
                                           const char *architecture) {
-  int bad = 0, st;
+  int bad = 0, bad_mp = 0, st;
   (void)architecture;
   if (h->struct_size <= offsetof(tpx_plugin_host, strategy_set))
     return TPX_PLUGIN_OK;
   h->config_get_bool(ctx, "tpxtest_bad_strategy_key", &bad);
   if (bad) return h->strategy_set(ctx, "Bad Key", "x");
+  h->config_get_bool(ctx, "tpxtest_bad_mp", &bad_mp);
+  if (bad_mp) return h->strategy_set(ctx, "mp_param_dtype", "float7");
   if ((st = h->strategy_set(ctx, "name", "first")) != TPX_PLUGIN_OK ||
       (st = h->strategy_set(ctx, "mp_output_dtype", "bf16")) !=
           TPX_PLUGIN_OK ||
