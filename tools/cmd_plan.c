@@ -277,7 +277,6 @@ int tpx_cmd_plan(int argc, char **argv) {
   int *reshard = NULL;
   const char **fp32 = NULL;
   const char **trace = NULL;
-  const char **strategy = NULL;
   int code = 1;
 
   if (tpx_model_load_config(a.config, &model, &err) != TPX_OK) {
@@ -404,18 +403,8 @@ int tpx_cmd_plan(int argc, char **argv) {
     ro.trace = trace;
   }
   ro.selection_diags = diags;
-  size_t nst = tpx_selection_num_strategy(sel);
-  if (nst) {
-    strategy = calloc(nst, sizeof *strategy);
-    if (!strategy) {
-      fprintf(stderr, "tpx plan: out of memory\n");
-      goto out;
-    }
-    for (size_t i = 0; i < nst; i++)
-      strategy[i] = tpx_selection_strategy(sel, i);
-    ro.num_strategy = nst;
-    ro.strategy = strategy;
-  }
+  ro.num_strategy = tpx_selection_num_strategy(sel);
+  ro.strategy = tpx_selection_strategy_lines(sel);
   tpx_status st = strcmp(a.format, "json") == 0
                       ? tpx_report_json(sh, &ro, &text, &err)
                       : tpx_report_text(sh, &ro, &text, &err);
@@ -438,7 +427,6 @@ int tpx_cmd_plan(int argc, char **argv) {
 out:
   free(text);
   free(trace);
-  free(strategy);
   free(units);
   free(reshard);
   free(fp32);

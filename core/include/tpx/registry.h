@@ -192,6 +192,10 @@ TPX_API const char *tpx_selection_strategy(const tpx_selection *sel,
                                            size_t i);
 TPX_API const char *tpx_selection_strategy_value(const tpx_selection *sel,
                                                  const char *key);
+/* All of them as one borrowed array of tpx_selection_num_strategy lines
+ * (NULL when there are none), ready for tpx_report_options.strategy. */
+TPX_API const char *const *tpx_selection_strategy_lines(
+    const tpx_selection *sel);
 /* The strategy's mixed-precision default (keys mp_param_dtype,
  * mp_reduce_dtype, mp_output_dtype; "none" = None) written over *mp, field
  * by field, where the strategy gives one; the others are left as they are

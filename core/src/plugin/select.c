@@ -602,6 +602,11 @@ size_t tpx_selection_num_strategy(const tpx_selection *sel) {
 const char *tpx_selection_strategy(const tpx_selection *sel, size_t i) {
   return sel && i < sel->strategy.count ? sel->strategy.items[i] : NULL;
 }
+const char *const *tpx_selection_strategy_lines(const tpx_selection *sel) {
+  return sel && sel->strategy.count
+             ? (const char *const *)sel->strategy.items
+             : NULL;
+}
 const char *tpx_selection_strategy_value(const tpx_selection *sel,
                                          const char *key) {
   size_t n = key ? strlen(key) : 0;

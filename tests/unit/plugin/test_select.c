@@ -87,6 +87,7 @@ START_TEST(strategy_bad_key) {
   select_ok(&f, 2, 0, NULL, NULL);
   ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_PLUGIN);
   ck_assert_uint_eq(tpx_selection_num_strategy(f.sel), 0);
+  ck_assert_ptr_null(tpx_selection_strategy_lines(f.sel));
   ck_assert(has_diag(&f, "plugin-failed", TPX_DIAG_WARNING, "Bad Key"));
   ck_assert(has_trace(&f, "strategy properties failed"));
   teardown(&f);
@@ -138,6 +139,9 @@ START_TEST(plugin_plan_with_capabilities) {
   ck_assert_str_eq(tpx_selection_strategy(f.sel, 0), "name=TpxTest");
   ck_assert_str_eq(tpx_selection_strategy(f.sel, 1), "mp_output_dtype=bf16");
   ck_assert_ptr_null(tpx_selection_strategy(f.sel, 3));
+  ck_assert_str_eq(tpx_selection_strategy_lines(f.sel)[2],
+                   tpx_selection_strategy(f.sel, 2));
+  ck_assert_ptr_null(tpx_selection_strategy_lines(NULL));
   ck_assert_str_eq(tpx_selection_strategy_value(f.sel, "mp_output_dtype"),
                    "bf16");
   ck_assert_ptr_null(tpx_selection_strategy_value(f.sel, "mp_output"));
