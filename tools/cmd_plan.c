@@ -279,6 +279,8 @@ int tpx_cmd_plan(int argc, char **argv) {
     ro.trace = trace;
   }
   ro.selection_diags = diags;
+  ro.num_strategy = tpx_selection_num_strategy(sel);
+  ro.strategy = tpx_selection_strategy_lines(sel);
   ro.memory = &a.x.mem;
   ro.slices_rank = a.x.rank;
   tpx_status st = strcmp(a.format, "json") == 0

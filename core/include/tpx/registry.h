@@ -20,6 +20,7 @@
 #include "tpx/diag.h"
 #include "tpx/error.h"
 #include "tpx/export.h"
+#include "tpx/fsdp.h"
 #include "tpx/model.h"
 #include "tpx/plan.h"
 
@@ -40,6 +41,11 @@ typedef struct tpx_plugin_desc {
   const char *const *plan_names;
   int has_skeleton, has_validate, has_fsdp_units, has_fp32_params;
 } tpx_plugin_desc;
+
+/* 1 when plugin `index` exports tpx_plugin_strategy (kept out of
+ * tpx_plugin_desc, whose size is fixed), else 0. */
+TPX_API int tpx_registry_plugin_has_strategy(const tpx_registry *reg,
+                                             size_t index);
 
 /* Borrowed view of one refused plugin. */
 typedef struct tpx_plugin_refusal {
@@ -189,6 +195,28 @@ TPX_API const char *tpx_selection_trace(const tpx_selection *sel, size_t i);
 /* Parameter patterns the plugin keeps in fp32 (may be 0). */
 TPX_API size_t tpx_selection_num_fp32(const tpx_selection *sel);
 TPX_API const char *tpx_selection_fp32(const tpx_selection *sel, size_t i);
+/* The upstream strategy's properties the plugin described
+ * (tpx_plugin_strategy), as "key=value" lines in the order first set (may be
+ * 0); tpx_selection_strategy_value gives the value of one key or NULL. Keys:
+ * sdk/include/tpx/plugin.h (strategy_set). */
+TPX_API size_t tpx_selection_num_strategy(const tpx_selection *sel);
+TPX_API const char *tpx_selection_strategy(const tpx_selection *sel,
+                                           size_t i);
+TPX_API const char *tpx_selection_strategy_value(const tpx_selection *sel,
+                                                 const char *key);
+/* All of them as one borrowed array of tpx_selection_num_strategy lines
+ * (NULL when there are none), ready for tpx_report_options.strategy. */
+TPX_API const char *const *tpx_selection_strategy_lines(
+    const tpx_selection *sel);
+/* The strategy's mixed-precision default (keys mp_param_dtype,
+ * mp_reduce_dtype, mp_output_dtype; "none" = None) written over *mp, field
+ * by field, where the strategy gives one; the others are left as they are
+ * (the Default strategy's bf16 / f32 / f32 is the caller's starting point).
+ * TPX_INVALID_ARGUMENT naming the key and the plugin for a value tpx cannot
+ * parse (*mp unchanged then). */
+TPX_API tpx_status tpx_selection_strategy_mp(const tpx_selection *sel,
+                                             tpx_mp_policy *mp,
+                                             tpx_error *err);
 /* FSDP units the plugin chose, bottom-up (none = use tpx's rule).
  * *reshard_after_forward (may be NULL) is 0 or 1, or -1 for tpx's rule. */
 TPX_API size_t tpx_selection_num_fsdp_units(const tpx_selection *sel);

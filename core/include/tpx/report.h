@@ -6,6 +6,11 @@
  * heads-not-divisible). The report always carries the applied plan, also
  * when validation failed and at tp == 1.
  *
+ * Additions to spec/report-format.md: "selection.upstream" (always,
+ * TPX_UPSTREAM_VERSION) and "selection.strategy" (an object of the strategy
+ * lines, when given); the text form prints them as "Upstream:" and
+ * "Strategy:" lines under the plan source.
+ *
  * Not a printer: the functions return malloc'd strings; the CLI prints. */
 #ifndef TPX_REPORT_H
 #define TPX_REPORT_H

@@ -37,7 +37,7 @@ expect "plugins bad option" 2 "unknown argument" "$TPX" plugins --frobnicate
 expect "plugins bad format" 2 "unknown format" "$TPX" plugins --format xml
 expect "plugins good dir" 0 "tpxtest 1.2.3 (ABI 1.0)" "$TPX" plugins --dir "$GOOD"
 expect "plugins duplicate warning" 0 "duplicate-architecture" "$TPX" plugins --dir "$GOOD"
-expect "plugins capabilities" 0 "capabilities: get_plan skeleton validate fsdp_units fp32_params" "$TPX" plugins --dir "$GOOD"
+expect "plugins capabilities" 0 "capabilities: get_plan skeleton validate fsdp_units fp32_params strategy" "$TPX" plugins --dir "$GOOD"
 expect "plugins named plans" 0 "named plans: tpxtest_named_plan" "$TPX" plugins --dir "$GOOD"
 expect "plugins refused" 1 "4 plugin(s) refused" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
 expect "plugins refused reason" 1 "missing required symbol 'get_plan'" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins

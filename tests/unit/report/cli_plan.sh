@@ -229,5 +229,33 @@ else
   echo "skip: crashing-plugin cases (no TPX_BUILD_DIR or no broken fixture)"
 fi
 
+# Diffusers configs: the class comes from _class_name; the strategy's
+# mixed-precision default replaces bf16/f32/f32 (Hunyuan outputs bf16); the
+# per-rank bytes over dp add up to the checkpoint (Qwen-Image: 40.86 GB).
+dcfg="$src/tests/data/families/diffusion"
+expect 0 "hunyuan tp2 text" -- --config "$dcfg/HunyuanVideo-1.5-480p_t2v.config.json" \
+  --tp 2 --dp-shard 2
+has "Model: HunyuanVideo15Transformer3DModel" "architecture from _class_name"
+has "mixed precision: param bf16, reduce f32, output bf16" "Hunyuan mp default"
+has "Strategy: Hunyuan" "strategy named"
+has "warning [no-tensor-parallel]" "no TP said"
+has "Upstream: NeMo Automodel 0.7.0" "upstream release"
+expect 0 "wan tp4 json" -- --config "$dcfg/Wan2.1-T2V-1.3B.config.json" \
+  --tp 4 --dp-shard 2 --format json
+has '"output_dtype": "f32"' "Wan mp default"
+has '"activation_checkpointing": "whole block: each blocks[i]' "Wan AC"
+has '"module": "blocks.*.ffn.net.0.proj"' "Wan plan"
+expect 0 "qwen-image dp8" -- --config "$dcfg/Qwen-Image.config.json" \
+  --dp-shard 8 --format json
+n=$((n + 1))
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if sum(r["param_bytes"] for r in d["per_rank"]) == 40860802176 else 1)' "$out" 2>/dev/null; then
+  echo "ok: qwen-image: per-rank bytes add up to the checkpoint"
+elif ! command -v python3 >/dev/null 2>&1; then
+  echo "ok: qwen-image: (no python3, sum not checked)"
+else
+  echo "FAIL: qwen-image: per-rank bytes do not add up to 40860802176"
+  fails=$((fails + 1))
+fi
+
 echo "cli_plan: $((n - fails))/$n passed"
 [ "$fails" -eq 0 ]
