@@ -49,10 +49,13 @@ static void usage(FILE *out) {
           "  --dp-shard N         FSDP shard size (default 1)\n"
           "  --dp-replicate N     HSDP replicate size (default 1)\n"
           "  --sp                 sequence parallelism\n"
-          "  --plan PATH|NAME     a custom tpx-plan/1 file, or the name of a "
-          "plugin's\n"
-          "                       named plan (e.g. "
-          "llama_nemotron_super_tp_plan)\n"
+          "  --plan PATH|NAME     a custom plan: a tpx-plan/1 file, a "
+          "Hugging Face\n"
+          "                       tp_plan file ({pattern: \"colwise\", "
+          "...}, translated),\n"
+          "                       or the name of a plugin's named plan "
+          "(e.g.\n"
+          "                       llama_nemotron_super_tp_plan)\n"
           "  --no-fsdp            TP only: no FSDP units or dp sharding\n"
           "  --no-isolation       call plugins in this process (faster; a "
           "plugin that\n"
@@ -195,6 +198,8 @@ static int looks_like_path(const char *s) {
 /* Trace lines of `tpx plan` itself (how the module tree was built), shown
  * before the selection trace. Static storage: one command per process. */
 static char g_model_trace[1024];
+/* How a --plan file was read when it is not tpx-plan/1. */
+static char g_plan_trace[1024];
 
 /* --weights: the module tree from the plugin's skeleton when a plugin
  * serving the architecture has one (modules without parameters, such as
@@ -340,7 +345,16 @@ int tpx_cmd_plan(int argc, char **argv) {
             err.message);
     goto out;
   }
-  if (a.plan && is_file(a.plan)) {
+  if (a.plan && is_file(a.plan) && tpx_plan_file_is_hf(a.plan)) {
+    char how[768];
+    if (tpx_plan_load_hf(a.plan, model, &custom, diags, how, sizeof how,
+                         &err) != TPX_OK) {
+      code = fail("reading the plan", &err);
+      goto out;
+    }
+    snprintf(g_plan_trace, sizeof g_plan_trace, "plan file: %s is %s",
+             a.plan, how);
+  } else if (a.plan && is_file(a.plan)) {
     if (tpx_plan_load(a.plan, &custom, &err) != TPX_OK) {
       code = fail("reading the plan", &err);
       goto out;
@@ -409,7 +423,7 @@ int tpx_cmd_plan(int argc, char **argv) {
   ro.plugin_path = tpx_selection_plugin_path(sel);
   ro.function = tpx_selection_function(sel);
   ro.sequence_parallel = a.sp;
-  size_t own = g_model_trace[0] ? 1 : 0;
+  size_t own = (g_model_trace[0] ? 1 : 0) + (g_plan_trace[0] ? 1 : 0);
   ro.num_trace = own + tpx_selection_trace_size(sel);
   if (ro.num_trace) {
     trace = calloc(ro.num_trace, sizeof *trace);
@@ -417,7 +431,9 @@ int tpx_cmd_plan(int argc, char **argv) {
       fprintf(stderr, "tpx plan: out of memory\n");
       goto out;
     }
-    if (own) trace[0] = g_model_trace;
+    size_t t = 0;
+    if (g_model_trace[0]) trace[t++] = g_model_trace;
+    if (g_plan_trace[0]) trace[t++] = g_plan_trace;
     for (size_t i = own; i < ro.num_trace; i++)
       trace[i] = tpx_selection_trace(sel, i - own);
     ro.trace = trace;
