@@ -4,7 +4,7 @@
  * dict of FQN pattern -> ParallelStyle: adding an existing key replaces it in
  * place, new keys are appended. Styles carry torch's defaults
  * (spec/torch-semantics.md §1) and the upstream variants. Text form:
- * tpx-plan/1 JSON (spec/plan-format.md). Hugging Face style strings
+ * tpx-plan/1 JSON (docs/PLAN_FORMAT.md). Hugging Face style strings
  * ("colwise", "rowwise_rep", ...) translate as spec/plans.md §4.2/4.4.
  *
  * Not a matcher: see tpx/match.h for resolving keys against a model. */
@@ -72,7 +72,7 @@ typedef struct tpx_kwarg_layout_list {
 } tpx_kwarg_layout_list;
 
 /* A parallel style with every field resolved to its value (defaults filled).
- * Which fields are meaningful depends on kind (spec/plan-format.md):
+ * Which fields are meaningful depends on kind (docs/PLAN_FORMAT.md):
  *  - colwise, rowwise, vocab_parallel_embedding, gemma4_*: input_layouts and
  *    output_layouts (exactly one layout each, never None), use_local_output;
  *  - sequence_parallel and its variants: sequence_dim, use_local_output;
@@ -155,7 +155,7 @@ TPX_API tpx_status tpx_plan_from_json(const char *text, size_t len,
 TPX_API tpx_status tpx_plan_load(const char *path, tpx_plan **out,
                                  tpx_error *err);
 /* Normalized tpx-plan/1 JSON (every field written, in the order of
- * spec/plan-format.md's table; "not given" layout lists as null;
+ * docs/PLAN_FORMAT.md's table; "not given" layout lists as null;
  * "optional" only when true). *out is malloc'd; the caller frees it with
  * free(). `indent` 1..31 as jansson's JSON_INDENT, with a trailing newline;
  * 0 = compact, one line, no newline. */
