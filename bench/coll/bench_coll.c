@@ -368,6 +368,18 @@ int main(int argc, char **argv) {
                       "configure time; see -Dgpu_root, -Dnccl)\n");
       return EXIT_SKIP;
     }
+#if TPX_BENCH_CUDA
+    /* No GPU: say so before starting MPI for nothing. */
+    int ndev = 0;
+    cudaError_t ce = cudaGetDeviceCount(&ndev);
+    if (ce != cudaSuccess || ndev < 1) {
+      fprintf(stderr, "tpx-bench-coll: skipped: the nccl backend needs a "
+                      "CUDA device and none is usable here (%s); use "
+                      "--backend local or mpi on this machine\n",
+              ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+      return EXIT_SKIP;
+    }
+#endif
     tpx_comm *world = NULL, *gpu = NULL;
     st = tpx_comm_create_mpi(NULL, &world, &e);
     if (st == TPX_OK)
