@@ -85,10 +85,11 @@ TPX_API tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
  * recorded as refusals, not returned as errors. */
 TPX_API tpx_status tpx_registry_load_default(tpx_registry *reg,
                                              tpx_error *err);
-/* 1 when the file at `path` holds a Hugging Face tp_plan: a non-empty JSON
- * object without a "format" field whose values are all strings (as a
- * config's base_model_tp_plan / tp_plan or a class's _tp_plan); 0 otherwise,
- * also when it cannot be read. */
+/* 1 when the file at `path` is meant as a Hugging Face tp_plan (as a
+ * config's base_model_tp_plan / tp_plan or a class's _tp_plan): a non-empty
+ * JSON object with neither of tpx-plan/1's "format" and "entries" fields
+ * (tpx_plan_load_hf then checks that every value is a style string); 0
+ * otherwise, also when it cannot be read. */
 TPX_API int tpx_plan_file_is_hf(const char *path);
 /* Read a Hugging Face tp_plan file and translate it for `model`: keys whose
  * first atom is a child of the model's root ("lm_head", "model...") are

@@ -19,12 +19,11 @@ int tpx_plan_file_is_hf(const char *path) {
   if (!path)
     return 0;
   json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+  /* Not tpx-plan/1 (which has "format" and "entries"): whether its values
+   * are all style strings is for tpx_plan_load_hf to say, naming the key. */
   int yes = json_is_object(root) && json_object_size(root) > 0 &&
-            !json_object_get(root, "format");
-  const char *k;
-  json_t *v;
-  if (yes)
-    json_object_foreach(root, k, v) if (!json_is_string(v)) yes = 0;
+            !json_object_get(root, "format") &&
+            !json_object_get(root, "entries");
   json_decref(root);
   return yes;
 }
@@ -77,7 +76,9 @@ tpx_status tpx_plan_load_hf(const char *path, const tpx_model *model,
     if (!json_is_string(v)) {
       st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: key '%s': a Hugging Face tp_plan maps module "
-                         "patterns to style strings (colwise, rowwise, ...)",
+                         "patterns to style strings (colwise, rowwise, ...); "
+                         "a tpx-plan/1 file has \"format\": \"tpx-plan/1\" "
+                         "and \"entries\" (docs/PLAN_FORMAT.md)",
                          path, k);
       goto done;
     }

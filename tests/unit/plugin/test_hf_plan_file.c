@@ -29,7 +29,8 @@ static const struct {
 } kinds[] = {
     {"{\"layers.*.mlp.up_proj\": \"colwise\", \"lm_head\": \"colwise_rep\"}", 1},
     {"{\"format\": \"tpx-plan/1\", \"entries\": []}", 0},
-    {"{\"layers.*.mlp.up_proj\": {\"style\": \"colwise\"}}", 0},
+    {"{\"layers.*.mlp.up_proj\": {\"style\": \"colwise\"}}", 1},
+    {"{\"entries\": []}", 0},
     {"[\"colwise\"]", 0},
     {"{}", 0},
     {"{\"a\": \"colwise\"", 0},
