@@ -51,6 +51,7 @@ typedef struct shared {
   const opts *o;
   double time_s;      /* per iteration, measured by rank 0 */
   long long wrong;    /* over all ranks */
+  int bad_ranks;      /* --ranks is not the MPI world size */
 } shared;
 
 static double now(void) {
@@ -346,13 +347,31 @@ static double memcpy_gbps(size_t bytes, int iters) {
   return t > 0 ? (double)bytes / t / 1e9 : 0;
 }
 
+/* mpi and nccl: the MPI world must have --ranks ranks; rank 0 measures the
+ * memcpy reference, then every rank runs its part. */
+static tpx_status run_world(tpx_comm *c, tpx_comm *ctl, int device,
+                            shared *sh, int n, double *ref, int *me,
+                            tpx_error *e) {
+  *me = tpx_comm_rank(c);
+  if (tpx_comm_size(c) != n) {
+    if (*me == 0)
+      fprintf(stderr, "tpx-bench-coll: --ranks %d but the MPI world has %d "
+                      "ranks\n", n, tpx_comm_size(c));
+    sh->bad_ranks = 1;
+    return tpx_error_set(e, TPX_INVALID_ARGUMENT, "--ranks %d", n);
+  }
+  if (*me == 0)
+    *ref = memcpy_gbps(sh->o->bytes, sh->o->iters);
+  return rank_body_on(c, ctl, device, sh, e);
+}
+
 int main(int argc, char **argv) {
   opts o;
   if (parse(argc, argv, &o)) {
     usage(stderr);
     return 2;
   }
-  shared sh = {&o, 0, 0};
+  shared sh = {&o, 0, 0, 0};
   tpx_error e = {0};
   tpx_status st;
   int n = o.ranks, me = 0;
@@ -389,40 +408,19 @@ int main(int argc, char **argv) {
       tpx_comm_destroy(world);
       return EXIT_SKIP;
     }
-    if (st == TPX_OK) {
-      me = tpx_comm_rank(gpu);
-      if (tpx_comm_size(gpu) != n) {
-        if (me == 0)
-          fprintf(stderr, "tpx-bench-coll: --ranks %d but the MPI world has "
-                          "%d ranks\n", n, tpx_comm_size(gpu));
-        tpx_comm_destroy(gpu);
-        tpx_comm_destroy(world);
-        return 2;
-      }
-      if (me == 0)
-        ref = memcpy_gbps(o.bytes, o.iters);
-      st = rank_body_on(gpu, world, 1, &sh, &e);
-    }
+    if (st == TPX_OK)
+      st = run_world(gpu, world, 1, &sh, n, &ref, &me, &e);
     tpx_comm_destroy(gpu);
     tpx_comm_destroy(world);
   } else {
     tpx_comm *world = NULL;
     st = tpx_comm_create_mpi(NULL, &world, &e);
-    if (st == TPX_OK) {
-      me = tpx_comm_rank(world);
-      if (tpx_comm_size(world) != n) {
-        if (me == 0)
-          fprintf(stderr, "tpx-bench-coll: --ranks %d but the MPI world has "
-                          "%d ranks\n", n, tpx_comm_size(world));
-        tpx_comm_destroy(world);
-        return 2;
-      }
-      if (me == 0)
-        ref = memcpy_gbps(o.bytes, o.iters);
-      st = rank_body(world, &sh, &e);
-      tpx_comm_destroy(world);
-    }
+    if (st == TPX_OK)
+      st = run_world(world, world, 0, &sh, n, &ref, &me, &e);
+    tpx_comm_destroy(world);
   }
+  if (sh.bad_ranks)
+    return 2; /* said on rank 0 */
   if (st != TPX_OK) {
     fprintf(stderr, "tpx-bench-coll: %s: %s\n", tpx_status_name(st),
             e.message);
