@@ -345,17 +345,9 @@ int tpx_cmd_plan(int argc, char **argv) {
             err.message);
     goto out;
   }
-  if (a.plan && is_file(a.plan) && tpx_plan_file_is_hf(a.plan)) {
-    char how[768];
-    if (tpx_plan_load_hf(a.plan, model, &custom, diags, how, sizeof how,
-                         &err) != TPX_OK) {
-      code = fail("reading the plan", &err);
-      goto out;
-    }
-    snprintf(g_plan_trace, sizeof g_plan_trace, "plan file: %s is %s",
-             a.plan, how);
-  } else if (a.plan && is_file(a.plan)) {
-    if (tpx_plan_load(a.plan, &custom, &err) != TPX_OK) {
+  if (a.plan && is_file(a.plan)) {
+    if (cli_load_plan_file(a.plan, model, diags, &custom, g_plan_trace,
+                           sizeof g_plan_trace, &err) != TPX_OK) {
       code = fail("reading the plan", &err);
       goto out;
     }

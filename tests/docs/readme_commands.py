@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """readme_commands.py — every command README.md shows runs as written.
 
-Commands are the lines of the README's ```sh blocks and the inline code
+Commands run in a scratch directory that links every top-level entry of
+the source tree (a fresh clone's view), so files a command writes (an
+--html page, say) land there and are removed. Commands are the lines of the README's ```sh blocks and the inline code
 spans that start with a path in this repository (`build/...`, `bench/...`,
 `tools/...`, `examples/...`) followed by arguments. Each runs from the source root, with the leading `build/` of
 every word mapped to the build directory under test (so the ASan build
@@ -15,8 +17,10 @@ usage: readme_commands.py SOURCE_DIR BUILD_DIR"""
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 
 NOT_RUN = {
     "tools/install-deps.sh": "installs Debian packages (root, network)",
@@ -79,6 +83,18 @@ def main():
     SRC, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     with open(os.path.join(SRC, "README.md")) as f:
         cmds = commands(f.read())
+    scratch = tempfile.mkdtemp(prefix="tpx-readme-")
+    for name in os.listdir(SRC):
+        if name != ".git" and not os.path.samefile(os.path.join(SRC, name), build) \
+                and not name.startswith("build"):
+            os.symlink(os.path.join(SRC, name), os.path.join(scratch, name))
+    try:
+        return run_all(cmds, build, scratch)
+    finally:
+        shutil.rmtree(scratch)
+
+
+def run_all(cmds, build, scratch):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env.pop("TPX_PLUGIN_PATH", None)
@@ -103,7 +119,7 @@ def main():
             argv = [build + w[5:] if w.startswith("build/") else w for w in words]
             expect = want if k == len(parts) - 1 else 0
             try:
-                r = subprocess.run(argv, cwd=SRC, env=env, stdout=subprocess.PIPE,
+                r = subprocess.run(argv, cwd=scratch, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, timeout=300)
                 rc, err = r.returncode, r.stderr.decode(errors="replace")
             except (OSError, subprocess.TimeoutExpired) as e:
