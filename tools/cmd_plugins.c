@@ -122,6 +122,12 @@ static int print_json(const tpx_registry *reg) {
     return -1;
   }
   json_object_set_new(root, "format", json_string("tpx-plugins/1"));
+  char dir[4096];
+  int build_tree = 0;
+  if (tpx_registry_default_dir(dir, sizeof dir, &build_tree, NULL) == TPX_OK)
+    json_object_set_new(root, "default_dir",
+                        json_pack("{s:s, s:b}", "path", dir, "build_tree",
+                                  build_tree));
   for (size_t i = 0; i < tpx_registry_num_plugins(reg); i++) {
     tpx_plugin_desc d;
     if (tpx_registry_plugin(reg, i, &d, NULL) != TPX_OK)

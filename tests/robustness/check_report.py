@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_report.py — an independent checker of `tpx plan --format json`
-(tpx-report/1, spec/report-format.md).
+(tpx-report/1, docs/REPORT_FORMAT.md).
 
 It re-derives from the JSON alone, without tpx's code:
   * every field the format names, with the right types;

@@ -91,6 +91,26 @@ TPX_API tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
  * recorded as refusals, not returned as errors. */
 TPX_API tpx_status tpx_registry_load_default(tpx_registry *reg,
                                              tpx_error *err);
+/* 1 when the file at `path` is meant as a Hugging Face tp_plan (as a
+ * config's base_model_tp_plan / tp_plan or a class's _tp_plan): a non-empty
+ * JSON object with neither of tpx-plan/1's "format" and "entries" fields
+ * (tpx_plan_load_hf then checks that every value is a style string); 0
+ * otherwise, also when it cannot be read. */
+TPX_API int tpx_plan_file_is_hf(const char *path);
+/* Read a Hugging Face tp_plan file and translate it for `model`: keys whose
+ * first atom is a child of the model's root ("lm_head", "model...") are
+ * used as they are (class level), the others are relative to the base
+ * model and get the prefix transformers uses for the model's architecture
+ * ("model" for *ForCausalLM, "model.language_model" for most VLMs); then
+ * tpx_plan_from_hf_class_and_base (embed_tokens added as rowwise_rep when
+ * missing; skipped strings are hf-style-skipped infos in `diags`; a string
+ * with no faithful translation fails, naming the file, key and string).
+ * `summary` (may be NULL) receives one line saying how it was read. */
+TPX_API tpx_status tpx_plan_load_hf(const char *path, const tpx_model *model,
+                                    tpx_plan **out, tpx_diag_list *diags,
+                                    char *summary, size_t summary_size,
+                                    tpx_error *err);
+
 /* The plugin directory searched after $TPX_PLUGIN_PATH, decided at run time
  * from where libtpx was loaded: the build tree's plugins/ when libtpx is
  * loaded from its build tree, else <libdir>/tpx/plugins next to the loaded

@@ -1,5 +1,5 @@
 /* tpx/report.h — the planning report: tpx-report/1 JSON
- * (spec/report-format.md) and the text form for a person.
+ * (docs/REPORT_FORMAT.md) and the text form for a person.
  *
  * Built from a tpx_sharding plus what selection knew (the source of the plan,
  * the plugin, the trace, and selection-time diagnostics such as

@@ -6,7 +6,8 @@
  * _tp_plan of *ForCausalLM / *ForConditionalGeneration ({"lm_head":
  * "colwise_rep"}) is added, as transformers defines it.
  *
- * The translation of style strings is tpx_plan_from_hf2 (plan area). */
+ * The translation of style strings is tpx_plan_from_hf_class_and_base
+ * (plan area). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,10 +140,9 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
   static const char head_plan[] = "{\"lm_head\":\"colwise_rep\"}";
   const char *top_json = top_text ? top_text : has_head ? head_plan : NULL;
   const int added_head = !top_text && has_head;
-  tpx_status s = tpx_plan_from_hf2(top_json, top_json ? strlen(top_json) : 0,
-                                   inner_json,
-                                   inner_json ? strlen(inner_json) : 0, prefix,
-                                   out, diags, err);
+  tpx_status s = tpx_plan_from_hf_class_and_base(
+      top_json, top_json ? strlen(top_json) : 0, inner_json,
+      inner_json ? strlen(inner_json) : 0, prefix, out, diags, err);
   free(inner_text);
   free(top_text);
   if (s == TPX_OK) {

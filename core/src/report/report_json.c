@@ -1,4 +1,4 @@
-/* report_json.c — tpx-report/1 JSON (spec/report-format.md) from a sharding
+/* report_json.c — tpx-report/1 JSON (docs/REPORT_FORMAT.md) from a sharding
  * and what selection knew. Fields beyond the spec's (per-rank peak bytes,
  * fsdp units, module transitions, head counts, diagnostic subject/fix) are
  * additions; the spec's fields keep their meaning. */

@@ -46,7 +46,7 @@ expect "plugins subdirectory" 1 "$WORK/mixed/sub/libtpxtest_good.so" env TPX_PLU
 expect "plugins survives a crashing plugin" 1 "crashed with SIGSEGV (signal 11) while loading" "$TPX" plugins --dir "$BROKEN"
 expect "plugins json" 1 '"reason": "dlopen failed: ' "$TPX" plugins --dir "$WORK/mixed" --format json
 out=$("$TPX" plugins --dir "$WORK/mixed" --format json 2>/dev/null)
-if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["format"]=="tpx-plugins/1"; assert len(d["plugins"])==1 and len(d["refused"])==4; assert d["plugins"][0]["architectures"][0]=="TestForCausalLM"'; then
+if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["format"]=="tpx-plugins/1"; assert len(d["plugins"])==1 and len(d["refused"])==4; assert d["plugins"][0]["architectures"][0]=="TestForCausalLM"; assert d["default_dir"]["build_tree"] is True and d["default_dir"]["path"].endswith("/plugins")'; then
   echo "PASS plugins json parses"
 else
   echo "FAIL plugins json parses"; fails=$((fails + 1))
