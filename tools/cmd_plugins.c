@@ -12,9 +12,12 @@
 #include "tpx/diag.h"
 #include "tpx/plugin.h"
 #include "tpx/registry.h"
-#include "tpx_config.h"
 
 static void usage(FILE *out) {
+  char dir[4096];
+  int build_tree = 0;
+  if (tpx_registry_default_dir(dir, sizeof dir, &build_tree, NULL) != TPX_OK)
+    snprintf(dir, sizeof dir, "?");
   fprintf(out,
           "usage: tpx plugins [--format text|json] [--dir DIR]... [--help]\n"
           "\n"
@@ -23,22 +26,28 @@ static void usage(FILE *out) {
           "\n"
           "Search order (the first plugin serving an architecture wins):\n"
           "  1. $TPX_PLUGIN_PATH (colon-separated directories)\n"
-          "  2. the build tree: %s (and its subdirectories)\n"
-          "  3. the installed plugin directory: %s\n"
+          "  2. %s: %s\n"
+          "     (and its subdirectories)\n"
           "\n"
           "options:\n"
-          "  --format FMT  text (default) or json\n"
+          "  --format FMT  text (default) or json (tpx-plugins/1)\n"
           "  --dir DIR     look only in DIR (and its direct subdirectories) "
           "instead\n"
           "                of the search path; may be repeated\n"
           "  -h, --help    show this help\n"
           "\n"
           "Each file is first loaded in a child process, so a plugin that "
-          "crashes or\nhangs while loading is listed as refused.\n"
+          "crashes or\nhangs while loading is listed as refused. A directory "
+          "that is missing, not\na directory or unreadable (a --dir or a "
+          "TPX_PLUGIN_PATH entry) is a\nplugin-dir-unusable warning naming "
+          "it, also printed on stderr.\n"
           "\n"
           "Exit status: 0 when every plugin found loaded, 1 when some were "
-          "refused,\n2 on bad usage.\n",
-          TPX_BUILD_PLUGIN_DIR, TPX_INSTALL_PLUGIN_DIR);
+          "refused or\na directory could not be searched, 2 on bad usage or "
+          "when no --dir could\nbe searched at all.\n",
+          build_tree ? "the build tree (this tpx runs from it)"
+                     : "the installed plugin directory",
+          dir);
 }
 
 static void abi_text(uint32_t v, char *buf, size_t size) {
@@ -220,6 +229,14 @@ int tpx_cmd_plugins(int argc, char **argv) {
     return 2;
   }
   int rc = tpx_registry_num_refused(reg) ? 1 : 0;
+  size_t unusable = cli_report_unusable_dirs(reg, "tpx plugins");
+  if (unusable)
+    rc = 1;
+  if (ndirs && unusable >= ndirs) {
+    fprintf(stderr, "tpx plugins: none of the directories given with --dir "
+            "could be searched\n");
+    rc = 2;
+  }
   if (json) {
     if (print_json(reg) != 0) {
       fprintf(stderr, "tpx plugins: out of memory\n");

@@ -9,7 +9,8 @@ It re-derives from the JSON alone, without tpx's code:
     for everything at tp == 1; the FSDP2 dp placements (§6): Replicate on
     dp_replicate, Shard(0) on dp_shard, or strided_shard(0, tp) when TP
     already shards dim 0;
-  * per_rank: one entry per rank, row-major coords per dim name;
+  * per_rank: one entry per rank (above 4096 ranks one per group of
+    ranks with equal figures), row-major coords per dim name;
   * param_bytes of every rank, recomputed with torch.chunk semantics from the
     shapes and placements (strided_shard: TP splits first, then dp splits the
     TP-local piece), tied aliases once, no padding;
@@ -369,10 +370,28 @@ def check(rep, expect=None):
 
     # per_rank
     pr = rep["per_rank"]
-    if not isinstance(pr, list) or len(pr) != world:
+    if world > 4096 and isinstance(pr, list):
+        # grouped form (docs/REPORT_FORMAT.md): one entry per group of ranks
+        # with equal figures; check the partition, then each group's first
+        # rank like any other entry.
+        seen, firsts = set(), []
+        for e in pr:
+            members = [r for lo, hi in e.get("ranks", []) for r in range(lo, hi + 1)]
+            if len(members) != e.get("num_ranks") or not members or \
+                    members[0] != e.get("rank") or seen & set(members):
+                P.add("per_rank group malformed: %r" % {k: e.get(k) for k in ("rank", "num_ranks")})
+            seen |= set(members)
+            firsts.append(e.get("rank"))
+        if seen != set(range(world)) or firsts != sorted(firsts):
+            P.add("per_rank groups do not partition the %d ranks in order" % world)
+            return P
+        entries = [(e["rank"], e) for e in pr]
+    elif not isinstance(pr, list) or len(pr) != world:
         P.add("per_rank has %s entries, world is %d" % (len(pr) if isinstance(pr, list) else pr, world))
         return P
-    for r, e in enumerate(pr):
+    else:
+        entries = list(enumerate(pr))
+    for r, e in entries:
         if not isinstance(e, dict) or e.get("rank") != r:
             P.add("per_rank[%d] malformed or out of order: %r" % (r, e))
             continue

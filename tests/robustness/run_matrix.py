@@ -264,14 +264,15 @@ def custom_cases(tpx, src, full):
     return probs, len(runs)
 
 
-def gemma3_1b_headers(path, q_rows=1024):
+def gemma3_1b_headers(path, q_rows=1024, dtype="BF16"):
     """Safetensors headers laid out as the real gemma-3-1b-it checkpoint
     (Gemma3ForCausalLM, bf16, tied lm_head absent), written from the
     config's sizes, not from tpx. q_rows != 1024 makes it disagree with
-    any correct skeleton."""
+    any correct skeleton (a checkpoint of another model); dtype="F32" makes
+    only the dtypes disagree (an f32 export of the same model)."""
     H, I, V, L, D, NH, NKV = 1152, 6912, 262144, 26, 256, 4, 1
-    t = {"model.embed_tokens.weight": ("BF16", [V, H], 0),
-         "model.norm.weight": ("BF16", [H], 0)}
+    t = {"model.embed_tokens.weight": (dtype, [V, H], 0),
+         "model.norm.weight": (dtype, [H], 0)}
     for l in range(L):
         pre = "model.layers.%d." % l
         for n, shp in (("self_attn.q_proj", [q_rows, H]),
@@ -285,13 +286,13 @@ def gemma3_1b_headers(path, q_rows=1024):
                        ("post_attention_layernorm", [H]),
                        ("pre_feedforward_layernorm", [H]),
                        ("post_feedforward_layernorm", [H])):
-            t[pre + n + ".weight"] = ("BF16", shp, 0)
+            t[pre + n + ".weight"] = (dtype, shp, 0)
     # real data offsets (2 bytes per element); the data region is a hole
     # (truncate), so the ~2 GB file costs no disk
     import struct
     off, h = 0, {}
     for n, (dt, shp, _) in t.items():
-        nbytes = 2
+        nbytes = 4 if dt == "F32" else 2
         for d in shp:
             nbytes *= d
         h[n] = {"dtype": dt, "shape": shp, "data_offsets": [off, off + nbytes]}
@@ -305,17 +306,21 @@ def gemma3_1b_headers(path, q_rows=1024):
 def weights_with_skeleton(tpx, src):
     """--weights with a plugin skeleton: the skeleton gives the modules
     without parameters (gemma3's model.rotary_emb, planned under sp) and the
-    headers are checked against it; a header that disagrees drops the
-    skeleton with a skeleton-fallback warning."""
+    headers are checked against it; a header whose dtype disagrees drops
+    the skeleton with a skeleton-fallback warning; a header whose shape
+    disagrees means the config and the weights are different models: an
+    error (exit 1) naming the tensor."""
     probs = []
     tmp = tempfile.mkdtemp(prefix="tpx-robust-")
     cfg = os.path.join(src, "tests/data/configs/gemma-3-1b-it/config.json")
     try:
         good = os.path.join(tmp, "gemma.safetensors")
         bad = os.path.join(tmp, "gemma_bad.safetensors")
+        other = os.path.join(tmp, "gemma_other_model.safetensors")
         gemma3_1b_headers(good)
-        gemma3_1b_headers(bad, q_rows=1000)
-        for path, want_fallback in ((good, False), (bad, True)):
+        gemma3_1b_headers(bad, dtype="F32")
+        gemma3_1b_headers(other, q_rows=1000)
+        for path, want_fallback in ((good, False), (bad, True), (other, None)):
             tag = "weights+skeleton %s" % os.path.basename(path)
             rc, out, err = run(tpx, ["--config", cfg, "--weights", path,
                                      "--sp", "--dp-shard", "2",
@@ -323,6 +328,14 @@ def weights_with_skeleton(tpx, src):
             t = sanitizer_trouble(rc, err)
             if t:
                 probs.append("%s: %s\n%s" % (tag, t, err[-3000:]))
+                continue
+            if want_fallback is None:
+                if rc != 1 or out.strip() or "different models" not in err \
+                        or "model.layers.0.self_attn.q_proj.weight" not in err \
+                        or "[1000, 1152]" not in err:
+                    probs.append("%s: want exit 1 naming the tensor whose "
+                                 "shape disagrees, got exit %d: %r"
+                                 % (tag, rc, err[-500:]))
                 continue
             try:
                 rep = json.loads(out)
@@ -345,7 +358,7 @@ def weights_with_skeleton(tpx, src):
                 if "headers only" not in trace:
                     probs.append("%s: trace lacks the fallback: %r"
                                  % (tag, trace))
-                if not any("1000" in d.get("message", "") for d in diags
+                if not any("F32" in d.get("message", "") for d in diags
                            if d.get("code") == "skeleton-fallback"):
                     probs.append("%s: fallback does not name the mismatch"
                                  % tag)
@@ -367,7 +380,7 @@ def weights_with_skeleton(tpx, src):
                              % (tag, len(names), 26 * 13 + 3))
     finally:
         shutil.rmtree(tmp)
-    return probs, 2
+    return probs, 3
 
 
 def bad_cli(tpx, src):

@@ -6,9 +6,14 @@
  * non-container element of every module list reachable through non-container
  * modules (a module list is a container whose children are all named by
  * digits), in tree order, then the root. A plugin may supply its own units
- * (tpx_sharding_options.fsdp_units). Each parameter belongs to the unit that
- * contains it, else to the root. reshard_after_forward: true except for the
- * last element of each list, false for the root, unless overridden.
+ * (tpx_sharding_options.fsdp_units). Then, as NeMo Automodel 0.7.0 does
+ * (not with plugin units), an untied input embedding (the first
+ * embed_tokens outside a multimodal tower) and output embedding (lm_head)
+ * become units of their own, before the root; tied ones stay in the root.
+ * Each parameter belongs to the unit that contains it, else to the root.
+ * reshard_after_forward: true except for the last element of each list,
+ * false for the root and for lm_head's unit, unless overridden (the
+ * override never applies to lm_head).
  *
  * Placements over dp: Shard(0) on dp_shard, or StridedShard(0, k) when TP
  * already splits dim 0 into k pieces; Replicate on dp_replicate (HSDP).
@@ -32,7 +37,8 @@ typedef struct tpx_fsdp_unit {
   int64_t module;    /* module index; 0 for the root */
   const char *fqn;   /* "model.layers.3"; "" for the root */
   int is_root;
-  int64_t group;     /* index of the module list it came from; -1 root */
+  int64_t group;     /* index of the module list it came from; -1 for the
+                        root and the embedding units */
   int reshard_after_forward;
   size_t num_params; /* parameters it owns (tied aliases excluded) */
   size_t num_fwd_prefetch;

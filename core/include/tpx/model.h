@@ -84,7 +84,8 @@ TPX_API tpx_status tpx_model_tie(tpx_model *model, const char *param_fqn,
 
 /* Replace the config with the JSON object in `json_text` (Python-style
  * Infinity, -Infinity and NaN accepted). `source` names it in errors. Sets
- * the architectures from its "architectures" list. */
+ * the architectures from its "architectures" list, or, when the config has
+ * none (a Diffusers component config), from its "_class_name" string. */
 TPX_API tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
                                         size_t len, const char *source,
                                         tpx_error *err);

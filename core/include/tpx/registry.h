@@ -78,12 +78,24 @@ TPX_API tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
                                               double timeout_seconds,
                                               tpx_error *err);
 
-/* Load every *.so on the default search path: $TPX_PLUGIN_PATH, then the
- * build tree's plugins/ (and its subdirectories), then the installed plugin
- * dir. Failures are recorded as refusals, not returned as errors. */
+/* Load every *.so on the default search path: each $TPX_PLUGIN_PATH entry
+ * (colon-separated; an entry that cannot be searched is a
+ * `plugin-dir-unusable` warning naming it), then the directory
+ * tpx_registry_default_dir names (and its subdirectories). Failures are
+ * recorded as refusals, not returned as errors. */
 TPX_API tpx_status tpx_registry_load_default(tpx_registry *reg,
                                              tpx_error *err);
-/* Load every *.so in one directory (and its direct subdirectories). */
+/* The plugin directory searched after $TPX_PLUGIN_PATH, decided at run time
+ * from where libtpx was loaded: the build tree's plugins/ when libtpx is
+ * loaded from its build tree, else <libdir>/tpx/plugins next to the loaded
+ * libtpx.so (the configured one if that cannot be told). Written to `buf`;
+ * `*build_tree` (may be NULL) is set to 1 for the build tree. */
+TPX_API tpx_status tpx_registry_default_dir(char *buf, size_t size,
+                                            int *build_tree, tpx_error *err);
+/* Load every *.so in one directory (and its direct subdirectories). A
+ * directory that is missing, not a directory or unreadable is not an error:
+ * it is recorded as a `plugin-dir-unusable` warning (subject: the path) in
+ * tpx_registry_diagnostics. */
 TPX_API tpx_status tpx_registry_load_dir(tpx_registry *reg, const char *dir,
                                          tpx_error *err);
 /* Load one plugin file. A refused plugin returns TPX_PLUGIN (or

@@ -33,6 +33,12 @@ typedef struct tpx_report_options {
   const tpx_diag_list *selection_diags; /* listed before the sharding's; may
                                            be NULL */
   int indent;                /* JSON indent (0 = compact) */
+  /* Added after `indent` (a caller whose struct_size ends at `indent` gets
+   * none): the upstream strategy's properties as "key=value" lines, from
+   * tpx_selection_strategy (name, tensor_parallel, activation_checkpointing,
+   * mp_param_dtype, mp_reduce_dtype, mp_output_dtype, ...). */
+  size_t num_strategy;
+  const char *const *strategy;
   /* Training memory per rank (tpx/memory.h): every per_rank item gets
    * `memory`; NULL = the defaults (adamw, no activations). */
   const tpx_memory_options *memory;
@@ -42,8 +48,16 @@ typedef struct tpx_report_options {
 } tpx_report_options;
 
 #define TPX_REPORT_OPTIONS_INIT                                                \
-  { sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2,  \
-    NULL, -1 }
+  {                                                                            \
+    sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2,   \
+        0, NULL, NULL, -1                                                      \
+  }
+
+/* Which upstream release's behaviour the selection, FSDP units and reports
+ * reproduce (validate_tp_mesh only for plans that shard attention heads;
+ * untied input and output embeddings as FSDP units of their own). Plans
+ * themselves follow spec/plans.md. */
+#define TPX_UPSTREAM_VERSION "NeMo Automodel 0.7.0"
 
 /* tpx-report/1 JSON. *out is malloc'd; free() it. `opts` may be NULL. */
 TPX_API tpx_status tpx_report_json(const tpx_sharding *sh,
@@ -53,6 +67,20 @@ TPX_API tpx_status tpx_report_json(const tpx_sharding *sh,
 TPX_API tpx_status tpx_report_text(const tpx_sharding *sh,
                                    const tpx_report_options *opts, char **out,
                                    tpx_error *err);
+/* The report as one self-contained HTML page (inline CSS and SVG, no
+ * script or network): verdict, diagnostics, per-rank memory as stacked bars,
+ * the module tree with styles, every parameter's block map by rank (hover
+ * for offsets and bytes), collectives per styled module. *out is malloc'd;
+ * free() it. */
+TPX_API tpx_status tpx_report_html(const tpx_sharding *sh,
+                                   const tpx_report_options *opts, char **out,
+                                   tpx_error *err);
+/* The first screen of the text report alone: verdict, model, mesh, plan
+ * source, per-rank memory, the errors (with the warnings that follow from
+ * them folded) and the count of other warnings. *out is malloc'd. */
+TPX_API tpx_status tpx_report_summary(const tpx_sharding *sh,
+                                      const tpx_report_options *opts,
+                                      char **out, tpx_error *err);
 /* 1 when neither the selection diagnostics nor the sharding hold an error. */
 TPX_API int tpx_report_ok(const tpx_sharding *sh,
                           const tpx_report_options *opts);

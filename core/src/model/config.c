@@ -1,5 +1,6 @@
 /* config.c — a model's HF config.json: parsing (with Python-style Infinity /
- * NaN, see model/config.h for the sentinel scheme), architectures, and path
+ * NaN, see model/config.h for the sentinel scheme), architectures (or a
+ * Diffusers config's "_class_name" when it has none), and path
  * lookups for the typed public reads. Not a JSON parser: jansson parses; the
  * pre-pass here only rewrites three bare tokens. */
 #include <errno.h>
@@ -143,8 +144,25 @@ static tpx_status read_architectures(json_t *root, const char *src,
   json_t *arch = json_object_get(root, "architectures");
   *names = NULL;
   *n = 0;
-  if (arch == NULL || json_is_null(arch))
+  if (arch == NULL || json_is_null(arch)) {
+    /* A Diffusers component config names its one class in "_class_name"
+     * instead (WanTransformer3DModel, ...): that is its architecture. */
+    json_t *cls = json_object_get(root, "_class_name");
+    if (cls == NULL || json_is_null(cls))
+      return TPX_OK;
+    if (!json_is_string(cls) || json_string_length(cls) == 0 ||
+        strlen(json_string_value(cls)) != json_string_length(cls))
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "%s: \"_class_name\" must be a non-empty string",
+                           src);
+    const char **one = calloc(1, sizeof *one);
+    if (one == NULL)
+      return tpx_error_set(err, TPX_NO_MEMORY, "%s: out of memory", src);
+    one[0] = json_string_value(cls);
+    *names = one;
+    *n = 1;
     return TPX_OK;
+  }
   if (!json_is_array(arch))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: \"architectures\" must be a list of strings",

@@ -331,12 +331,30 @@ static void appendf(char *buf, size_t size, size_t *len, const char *fmt,
   if (*len >= size) *len = size - 1;
 }
 
-/* The key with atom `depth` replaced by `name`. */
-static void suggestion(walk_ctx *w, size_t depth, const char *name, char *buf,
-                       size_t size) {
+/* Some descendant of `module` matches atoms[depth..] (the rest of the key
+ * after the atom a suggestion replaces): only then is the suggested key a
+ * path that exists. Depth-first, stops at the first hit; recursion is at
+ * most natoms deep. */
+static int rest_resolves(walk_ctx *w, int64_t module, size_t depth) {
+  if (depth >= w->natoms) return 1;
+  size_t nc = tpx_model_module_num_children(w->model, module);
+  for (size_t i = 0; i < nc; i++) {
+    int64_t c = tpx_model_module_child(w->model, module, i);
+    if (c < 0 || c >= w->m->nmodules) continue;
+    if (w->magic[depth] != 2 &&
+        !tpx_match_atom(w->atoms[depth], module_name(w, c)))
+      continue;
+    if (rest_resolves(w, c, depth + 1)) return 1;
+  }
+  return 0;
+}
+
+/* The key's first `natoms` atoms with atom `depth` replaced by `name`. */
+static void suggestion_prefix(walk_ctx *w, size_t depth, const char *name,
+                              size_t natoms, char *buf, size_t size) {
   size_t len = 0;
   buf[0] = '\0';
-  for (size_t i = 0; i < w->natoms; i++) {
+  for (size_t i = 0; i < natoms; i++) {
     if (i) appendf(buf, size, &len, "%s", ".");
     appendf(buf, size, &len, "%s", i == depth ? name : w->atoms[i]);
   }
@@ -352,21 +370,29 @@ static void report_unmatched(walk_ctx *w, tpx_diag_list *diags,
   size_t flen = 0;
   fix[0] = '\0';
   size_t nc = tpx_model_module_num_children(w->model, w->fail_module);
-  /* Up to three closest child names, by edit distance then order. */
+  /* Up to three closest child names, by edit distance then order; a child
+   * under which the rest of the key exists comes before one under which it
+   * does not (that one is suggested as the module alone, which exists). */
   int64_t best[3] = {-1, -1, -1};
   size_t bestd[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
+  int full[3] = {0, 0, 0};
   for (size_t i = 0; i < nc; i++) {
     int64_t c = tpx_model_module_child(w->model, w->fail_module, i);
     if (c < 0 || c >= w->m->nmodules) continue;
-    size_t d = edit_distance(atom, module_name(w, c));
+    int resolves = rest_resolves(w, c, w->fail_depth + 1);
+    /* resolving children rank ahead of all others */
+    size_t d = edit_distance(atom, module_name(w, c)) +
+               (resolves ? 0 : (size_t)1 << 20);
     for (int k = 0; k < 3; k++) {
       if (d < bestd[k]) {
         for (int j = 2; j > k; j--) {
           best[j] = best[j - 1];
           bestd[j] = bestd[j - 1];
         }
+        for (int j = 2; j > k; j--) full[j] = full[j - 1];
         best[k] = c;
         bestd[k] = d;
+        full[k] = resolves;
         break;
       }
     }
@@ -375,7 +401,9 @@ static void report_unmatched(walk_ctx *w, tpx_diag_list *diags,
     appendf(fix, sizeof fix, &flen, "%s", "closest existing: ");
     for (int k = 0; k < 3 && best[k] >= 0; k++) {
       char sug[512];
-      suggestion(w, w->fail_depth, module_name(w, best[k]), sug, sizeof sug);
+      suggestion_prefix(w, w->fail_depth, module_name(w, best[k]),
+                        full[k] ? w->natoms : w->fail_depth + 1, sug,
+                        sizeof sug);
       appendf(fix, sizeof fix, &flen, k ? ", '%s'" : "'%s'", sug);
     }
     appendf(fix, sizeof fix, &flen, "%s", "; ");

@@ -323,8 +323,8 @@ static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
     appendf(ok, ok_size, ", keys not checked (no skeleton)");
 }
 
-/* What the host's own validate_tp_mesh (tpx_validate_tp_mesh, run before
- * selection for every plan source) says about `tp` on this model. Upstream's
+/* What the host's own validate_tp_mesh (tpx_validate_tp_mesh, run after
+ * selection on every plan that shards attention heads) says about `tp` on this model. Upstream's
  * plan functions never look at tp or the head counts, so a plugin may hand
  * out its plan at a tp the heads do not allow, or refuse with a message:
  * either way the host reports the problem once, as an error, and the plan is
@@ -508,7 +508,11 @@ void tpx__h_child_arch(int fd, const tpx__h_job *job) {
           ((!a.function && !b.function) ||
            (a.function && b.function && strcmp(a.function, b.function) == 0));
       char note[256];
-      int invalid = host_validation_note(m, tp, note, sizeof note);
+      /* Automodel 0.7.0 validates only a plan that shards attention heads
+       * (a refusal falls back to plans that may). */
+      int invalid = a.status == TPX_OK && !tpx_plan_is_head_sharded(a.plan)
+                        ? (note[0] = '\0', 0)
+                        : host_validation_note(m, tp, note, sizeof note);
       if (a.status == TPX_OK) {
         check_plan(m, a.plan, tp, ok, sizeof ok, bad, sizeof bad);
         if (!ref_json && sp == 0 && a.json) {

@@ -303,10 +303,23 @@ static int cmp_str(const void *a, const void *b) {
  * with `recurse`, also those in its direct subdirectories (after the files
  * of `dir` itself). */
 static tpx_status scan_dir(tpx_registry *reg, const char *dir, int recurse,
-                           tpx_error *err) {
+                           int warn, tpx_error *err) {
   DIR *d = opendir(dir);
-  if (!d)
-    return TPX_OK; /* a missing directory on the search path is normal */
+  if (!d) {
+    /* The default directory may well be missing; a directory somebody
+     * named (TPX_PLUGIN_PATH, tpx_registry_load_dir) is worth a warning. */
+    int e = errno;
+    if (!warn)
+      return TPX_OK;
+    tpx__log(TPX_LOG_WARN, "plugin directory '%s' cannot be searched: %s",
+             dir, strerror(e));
+    if (tpx_diag_add(reg->diags, TPX_DIAG_WARNING, "plugin-dir-unusable", dir,
+                     "check the path given in TPX_PLUGIN_PATH or --dir",
+                     "plugin directory '%s' cannot be searched: %s", dir,
+                     strerror(e)) != TPX_OK)
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    return TPX_OK;
+  }
   char **files = NULL, **subdirs = NULL;
   size_t nf = 0, ns = 0, cf = 0, cs = 0;
   tpx_status s = TPX_OK;
@@ -360,7 +373,7 @@ static tpx_status scan_dir(tpx_registry *reg, const char *dir, int recurse,
         s = TPX_OK; /* refusals are recorded, not returned */
     }
     for (size_t i = 0; i < ns && s == TPX_OK; i++)
-      s = scan_dir(reg, subdirs[i], 0, err);
+      s = scan_dir(reg, subdirs[i], 0, 1, err);
   }
   for (size_t i = 0; i < nf; i++)
     free(files[i]);
@@ -379,7 +392,7 @@ tpx_status tpx_registry_load_dir(tpx_registry *reg, const char *dir,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_registry_load_dir: registry or dir is NULL");
   pthread_rwlock_wrlock(&reg->lock);
-  tpx_status s = scan_dir(reg, dir, 1, err);
+  tpx_status s = scan_dir(reg, dir, 1, 1, err);
   pthread_rwlock_unlock(&reg->lock);
   return s;
 }
@@ -404,10 +417,14 @@ tpx_status tpx_registry_load_default(tpx_registry *reg, tpx_error *err) {
     }
     free(copy);
   }
-  tpx_status s = tpx_registry_load_dir(reg, TPX_BUILD_PLUGIN_DIR, err);
+  char dir[PATH_MAX];
+  tpx_status s = tpx_registry_default_dir(dir, sizeof dir, NULL, err);
   if (s != TPX_OK)
     return s;
-  return tpx_registry_load_dir(reg, TPX_INSTALL_PLUGIN_DIR, err);
+  pthread_rwlock_wrlock(&reg->lock);
+  s = scan_dir(reg, dir, 1, 0, err);
+  pthread_rwlock_unlock(&reg->lock);
+  return s;
 }
 
 /* ---- queries ------------------------------------------------------------- */

@@ -1,8 +1,9 @@
 /* plugin/select.c — plan selection (spec/plans.md §4.1, §4.2, §4.5): custom
  * plan > named plugin plan > the plugin's plan for the architecture > the
- * Hugging Face plan > the default base plan, with validate_tp_mesh before
- * selection, the Nemotron-Flash lm_head post-processing after it, and the
- * plugin's validate / FSDP-unit / fp32 capabilities.
+ * Hugging Face plan > the default base plan, then the Nemotron-Flash lm_head
+ * post-processing, validate_tp_mesh when the plan shards attention heads
+ * (NeMo Automodel 0.7.0), and the plugin's validate / FSDP-unit / fp32
+ * capabilities.
  *
  * Every step taken or skipped is written to the selection's trace, so
  * `tpx plan` can say why a plan was chosen. Problems go to the caller's
@@ -322,27 +323,6 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   trace(sel, "request: architecture %s, tp=%lld, sequence_parallel=%s",
         arch ? arch : "(none)", (long long)tp, sp ? "on" : "off");
 
-  /* validate_tp_mesh runs before selection, whatever the source, in the
-   * Default strategy and its subclasses; strategies with their own flow skip
-   * it (plans.md §4.9). */
-  if (tp > 1 && strategy_skips_validate(arch)) {
-    trace(sel, "validate_tp_mesh: skipped (the %s strategy does not run it)",
-          arch);
-  } else if (tp > 1) {
-    size_t before = tpx_diag_count(diags);
-    s = tpx_validate_tp_mesh(model, tp, diags, err);
-    if (s != TPX_OK)
-      goto fail;
-    size_t n = tpx_diag_count(diags) - before;
-    if (n)
-      trace(sel, "validate_tp_mesh: %zu problem(s) for tp=%lld (see "
-            "diagnostics)", n, (long long)tp);
-    else
-      trace(sel, "validate_tp_mesh: head counts fit tp=%lld", (long long)tp);
-  } else {
-    trace(sel, "validate_tp_mesh: skipped (tp=1)");
-  }
-
   const char *matched = NULL;
   int64_t ai = reg ? tpx__registry_find_arch(reg, arch, &matched) : -1;
   const tpx__plugin *arch_plugin =
@@ -519,6 +499,32 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   }
   trace(sel, "moe guard: not applicable (no Automodel MoE modules in a "
         "Hugging Face model tree)");
+
+  /* validate_tp_mesh: NeMo Automodel 0.7.0 runs it after plan selection and
+   * only when the plan shards attention heads (plans.md §4.6's test), so a
+   * plan that shards MLPs alone or keeps attention replicated places no
+   * head-count constraint; strategies with their own flow never run it
+   * (plans.md §4.9). Earlier releases ran it before selection, always. */
+  if (tp <= 1) {
+    trace(sel, "validate_tp_mesh: skipped (tp=1)");
+  } else if (strategy_skips_validate(arch)) {
+    trace(sel, "validate_tp_mesh: skipped (the %s strategy does not run it)",
+          arch);
+  } else if (!tpx_plan_is_head_sharded(sel->plan)) {
+    trace(sel, "validate_tp_mesh: skipped (the plan does not shard attention "
+          "heads; Automodel 0.7.0 validates only plans that do)");
+  } else {
+    size_t before = tpx_diag_count(diags);
+    s = tpx_validate_tp_mesh(model, tp, diags, err);
+    if (s != TPX_OK)
+      goto fail;
+    size_t n = tpx_diag_count(diags) - before;
+    if (n)
+      trace(sel, "validate_tp_mesh: %zu problem(s) for tp=%lld (see "
+            "diagnostics)", n, (long long)tp);
+    else
+      trace(sel, "validate_tp_mesh: head counts fit tp=%lld", (long long)tp);
+  }
 
   if (cap_plugin) {
     s = plugin_capabilities(sel, cap_plugin, model, cap_arch, &o, diags, err);

@@ -9,6 +9,7 @@
 
 #include "report/report_memory.h"
 #include "report/report_util.h"
+#include "report/rank_groups.h"
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
 
@@ -109,6 +110,21 @@ static json_t *selection_json(const tpx_report_options *o) {
     if (o->trace && o->trace[i])
       json_array_append_new(trace, jstr(o->trace[i]));
   json_object_set_new(s, "trace", trace);
+  json_object_set_new(s, "upstream", jstr(TPX_UPSTREAM_VERSION));
+  if (o->num_strategy) {
+    json_t *st = json_object();
+    for (size_t i = 0; o->strategy && i < o->num_strategy; i++) {
+      const char *kv = o->strategy[i], *eq = kv ? strchr(kv, '=') : NULL;
+      if (!eq) continue;
+      char key[64];
+      size_t n = (size_t)(eq - kv) < sizeof key - 1 ? (size_t)(eq - kv)
+                                                    : sizeof key - 1;
+      memcpy(key, kv, n);
+      key[n] = '\0';
+      json_object_set_new(st, key, jstr(eq + 1));
+    }
+    json_object_set_new(s, "strategy", st);
+  }
   return s;
 }
 
@@ -208,6 +224,11 @@ static int per_rank_text(const tpx_sharding *sh, const tpx_memory_options *mo,
     names[d] = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
     json_decref(j);
     if (!names[d]) ok = 0;
+  }
+  if (ok && world > TPX__PER_RANK_MAX) { /* grouped: see rank_groups.h */
+    ok = tpx__rank_groups_json(sh, mo, names, indent, b) == 0;
+    for (int d = 0; d < nd; d++) free(names[d]);
+    return ok && !b->failed;
   }
   const char *sep = indent > 0 ? ": " : ":";
   const char *comma = indent > 0 ? ", " : ",";
@@ -406,19 +427,13 @@ static json_t *heads_json(const tpx_sharding *sh) {
 tpx_status tpx_report_json(const tpx_sharding *sh,
                            const tpx_report_options *opts, char **out,
                            tpx_error *err) {
-  tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
+  tpx_report_options def;
   if (!sh || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_json: NULL sharding or out");
   *out = NULL;
-  if (opts && opts->struct_size < offsetof(tpx_report_options, memory))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_report_json: options struct_size %zu too small "
-                         "(use TPX_REPORT_OPTIONS_INIT)",
-                         opts->struct_size);
-  if (opts) /* an older, shorter struct: the later fields keep defaults */
-    memcpy(&def, opts, opts->struct_size < sizeof def ? opts->struct_size
-                                                      : sizeof def);
+  tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_json", err);
+  if (ost != TPX_OK) return ost;
   opts = &def;
   if (opts->slices_rank >= tpx_mesh_world_size(tpx_sharding_mesh(sh)))
     return tpx_error_set(err, TPX_OUT_OF_RANGE,

@@ -21,12 +21,8 @@ static int fill(const tpx_sharding *sh, const tpx_memory_options *mo,
   return 1;
 }
 
-int tpx__report_memory_json(const tpx_sharding *sh,
-                            const tpx_memory_options *mo, tpx__mem_window *w,
-                            int64_t r, const char *sep, const char *comma,
-                            tpx__sbuf *b) {
-  if (!fill(sh, mo, w, r)) return 0;
-  const tpx_memory *m = &w->m[r - w->first];
+void tpx__report_memory_write(tpx__sbuf *b, const tpx_memory *m,
+                              const char *sep, const char *comma) {
   tpx__sbuf_printf(b,
                    "%s\"memory\"%s{\"params\"%s%lld%s\"grads\"%s%lld%s"
                    "\"optimizer\"%s%lld%s\"gather_peak\"%s%lld%s"
@@ -35,6 +31,14 @@ int tpx__report_memory_json(const tpx_sharding *sh,
                    (long long)m->grads, comma, sep, (long long)m->optimizer,
                    comma, sep, (long long)m->gather_peak, comma, sep,
                    (long long)m->activations, comma, sep, (long long)m->peak);
+}
+
+int tpx__report_memory_json(const tpx_sharding *sh,
+                            const tpx_memory_options *mo, tpx__mem_window *w,
+                            int64_t r, const char *sep, const char *comma,
+                            tpx__sbuf *b) {
+  if (!fill(sh, mo, w, r)) return 0;
+  tpx__report_memory_write(b, &w->m[r - w->first], sep, comma);
   return 1;
 }
 

@@ -19,6 +19,9 @@ typedef struct tpx__mem_window {
 
 /* Appends `,"memory":{...}` for rank r (ranks asked in increasing order).
  * 0 on failure (the options were checked by tpx__report_memory_check). */
+/* Appends `,"memory":{...}` with the figures of *m. */
+void tpx__report_memory_write(tpx__sbuf *b, const tpx_memory *m,
+                              const char *sep, const char *comma);
 int tpx__report_memory_json(const tpx_sharding *sh,
                             const tpx_memory_options *mo, tpx__mem_window *w,
                             int64_t r, const char *sep, const char *comma,

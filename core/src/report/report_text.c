@@ -11,6 +11,7 @@
 #include "model/strmap.h"
 #include "report/report_memory.h"
 #include "report/report_util.h"
+#include "report/report_verdict.h"
 #include "tpx/fsdp.h"
 #include "tpx/validate.h"
 
@@ -480,34 +481,16 @@ static void memory_section(tpx__sbuf *b, const tpx_sharding *sh) {
   free(done);
 }
 
-static void diag_lines(tpx__sbuf *b, const tpx_diag_list *list) {
-  if (!list) return;
-  size_t n = tpx_diag_count(list);
-  for (size_t i = 0; i < n; i++) {
-    tpx_diag d;
-    if (tpx_diag_get(list, i, &d, NULL) != TPX_OK) continue;
-    tpx__sbuf_printf(b, "  %s [%s] %s\n", tpx_diag_level_name(d.level),
-                     d.code, d.message);
-    if (d.fix && *d.fix) tpx__sbuf_printf(b, "      fix: %s\n", d.fix);
-  }
-}
-
 tpx_status tpx_report_text(const tpx_sharding *sh,
                            const tpx_report_options *opts, char **out,
                            tpx_error *err) {
-  tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
+  tpx_report_options def;
   if (!sh || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_text: NULL sharding or out");
   *out = NULL;
-  if (opts && opts->struct_size < offsetof(tpx_report_options, memory))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_report_text: options struct_size %zu too small "
-                         "(use TPX_REPORT_OPTIONS_INIT)",
-                         opts->struct_size);
-  if (opts) /* an older, shorter struct: the later fields keep defaults */
-    memcpy(&def, opts, opts->struct_size < sizeof def ? opts->struct_size
-                                                      : sizeof def);
+  tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_text", err);
+  if (ost != TPX_OK) return ost;
   opts = &def;
   tpx_status mst = tpx__report_memory_check(sh, opts->memory, err);
   if (mst != TPX_OK) return mst;
@@ -516,6 +499,8 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   const tpx_plan *plan = tpx_sharding_plan(sh);
   tpx__sbuf b = {NULL, 0, 0, 0};
   char x[32], y[32];
+  tpx__report_verdict(&b, sh, opts);
+  tpx__sbuf_printf(&b, "\n");
 
   const char *arch = tpx_model_num_architectures(model)
                          ? tpx_model_architecture(model, 0)
@@ -545,6 +530,19 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   if (opts->plugin_path) tpx__sbuf_printf(&b, " from %s", opts->plugin_path);
   tpx__sbuf_printf(&b, "; sequence parallel %s; %zu entries\n",
                    opts->sequence_parallel ? "on" : "off", tpx_plan_size(plan));
+  tpx__sbuf_printf(&b, "Upstream: %s behaviour (validate_tp_mesh only for "
+                       "plans that shard attention heads; untied input and "
+                       "output embeddings as FSDP units)\n",
+                   TPX_UPSTREAM_VERSION);
+  if (opts->num_strategy) {
+    const char *name = tpx__report_strategy(opts, "name");
+    tpx__sbuf_printf(&b, "Strategy: %s\n", name ? name : "(unnamed)");
+    for (size_t i = 0; opts->strategy && i < opts->num_strategy; i++) {
+      const char *kv = opts->strategy[i], *eq = kv ? strchr(kv, '=') : NULL;
+      if (!eq || strncmp(kv, "name=", 5) == 0) continue;
+      tpx__sbuf_printf(&b, "  %.*s: %s\n", (int)(eq - kv), kv, eq + 1);
+    }
+  }
   if (opts->num_trace) {
     tpx__sbuf_printf(&b, "Why:\n");
     for (size_t i = 0; i < opts->num_trace; i++)
@@ -585,11 +583,7 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
 
   const tpx_diag_list *sd = opts->selection_diags;
   const tpx_diag_list *ad = tpx_sharding_diagnostics(sh);
-  size_t nd = (sd ? tpx_diag_count(sd) : 0) + tpx_diag_count(ad);
-  tpx__sbuf_printf(&b, "\nDiagnostics (%zu):\n", nd);
-  if (!nd) tpx__sbuf_printf(&b, "  none\n");
-  diag_lines(&b, sd);
-  diag_lines(&b, ad);
+  tpx__report_diagnostics(&b, sh, opts);
   size_t nerr = (sd ? tpx_diag_count_at_least(sd, TPX_DIAG_ERROR) : 0) +
                 tpx_diag_count_at_least(ad, TPX_DIAG_ERROR);
   (void)y;

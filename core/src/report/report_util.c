@@ -1,5 +1,6 @@
 /* report_util.c — helpers shared by the JSON and text reports (see
  * report/report_util.h). */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,4 +98,32 @@ void tpx__sbuf_free(tpx__sbuf *b) {
   free(b->data);
   b->data = NULL;
   b->len = b->cap = 0;
+}
+
+tpx_status tpx__report_opts(const tpx_report_options *in,
+                            tpx_report_options *out, const char *fn,
+                            tpx_error *err) {
+  const tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
+  const size_t min = offsetof(tpx_report_options, indent) + sizeof(int);
+  *out = def;
+  if (!in) return TPX_OK;
+  if (in->struct_size < min)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: options struct_size %zu too small "
+                         "(use TPX_REPORT_OPTIONS_INIT)",
+                         fn, in->struct_size);
+  memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size
+                                                : sizeof *out);
+  out->struct_size = sizeof *out;
+  return TPX_OK;
+}
+
+const char *tpx__report_strategy(const tpx_report_options *o,
+                                 const char *key) {
+  size_t n = strlen(key);
+  for (size_t i = 0; o->strategy && i < o->num_strategy; i++) {
+    const char *s = o->strategy[i];
+    if (s && strncmp(s, key, n) == 0 && s[n] == '=') return s + n + 1;
+  }
+  return NULL;
 }

@@ -20,6 +20,17 @@ typedef struct tpx__sbuf {
   int failed; /* out of memory at some point */
 } tpx__sbuf;
 
+/* The caller's options (NULL: defaults) copied into *out up to their
+ * struct_size; fields past it keep their defaults. TPX_INVALID_ARGUMENT
+ * naming `fn` when struct_size ends before `indent`. */
+tpx_status tpx__report_opts(const tpx_report_options *in,
+                            tpx_report_options *out, const char *fn,
+                            tpx_error *err);
+
+/* The text after '=' of a "key=value" strategy line for `key`, or NULL. */
+const char *tpx__report_strategy(const tpx_report_options *o,
+                                 const char *key);
+
 void tpx__sbuf_printf(tpx__sbuf *b, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

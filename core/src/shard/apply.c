@@ -250,15 +250,20 @@ static tpx_status emit_uneven(tpx_sharding *sh, const uneven_t *u,
     if (u[i].count > 1)
       snprintf(more, sizeof more, " (and %lld more like it)",
                (long long)(u[i].count - 1));
+    /* What one unit along the split dim is, in words. */
+    const char *unit = pi.ndim == 1      ? "elements"
+                       : u[i].dim == 0   ? "rows"
+                       : u[i].dim == 1   ? "columns"
+                                         : "slices";
     tpx_status st = tpx_diag_add(
         sh->diags, TPX_DIAG_WARNING, "uneven-shard", pi.fqn,
         "choose a tp size that divides the dim, or pad the tensor",
         "parameter '%s'%s: dim %d of size %lld is not divisible by tp=%lld; "
-        "torch.chunk gives the ranks %s rows (the last ones short or empty), "
+        "torch.chunk gives the ranks %s %s (the last ones short or empty), "
         "all-gathers pad to %lld, and from_local without a shape assumes even "
         "shards",
         pi.fqn, more, u[i].dim, (long long)u[i].size, (long long)sh->tp, sizes,
-        (long long)c);
+        unit, (long long)c);
     if (st != TPX_OK) return diag_oom(st, err);
   }
   return TPX_OK;

@@ -298,12 +298,18 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
     }
   }
 
-  /* Peak: sharded state + the root (never resharded) + the worst window of
-   * a unit with its forward or backward prefetch targets. */
+  /* Peak: sharded state + the root (never resharded) + the units outside
+   * any module list that never reshard either (lm_head as its own unit) +
+   * the worst window of a unit with its forward or backward prefetch
+   * targets. */
   for (size_t r = 0; r < nw; r++) {
-    int64_t worst = 0;
+    int64_t worst = 0, kept = 0;
     for (size_t u = 0; u + 1 < nu; u++) {
       const tpx__fsdp_unit_rec *x = &sh->units[u];
+      if (x->group < 0 && !x->reshard) {
+        kept = sat_add(kept, x->gathered[r]);
+        continue;
+      }
       int64_t f = x->gathered[r], b = x->gathered[r];
       for (size_t j = 0; j < x->num_fwd; j++)
         f = sat_add(f, sh->units[x->fwd[j]].gathered[r]);
@@ -313,7 +319,9 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
       if (b > worst) worst = b;
     }
     sh->rank_peak[r] = sat_add(
-        sat_add(sh->rank_bytes[r], sh->units[nu - 1].gathered[r]), worst);
+        sat_add(sat_add(sh->rank_bytes[r], sh->units[nu - 1].gathered[r]),
+                kept),
+        worst);
   }
 
 done:

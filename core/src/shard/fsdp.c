@@ -7,7 +7,9 @@
  * non-container modules are descended into; a module list (a container whose
  * children are all named by digits) contributes each non-list child as a
  * unit, after recursing into its nested lists first; units are not descended
- * into. The root is the last unit. Bytes are computed in bytes.c. */
+ * into. Then, as NeMo Automodel 0.7.0 does, untied input and output
+ * embeddings become units of their own (embedding_units). The root is the
+ * last unit. Bytes are computed in bytes.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,6 +140,87 @@ static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth) {
   return 0;
 }
 
+/* Multimodal tower names (plans.md §4.8): an embed_tokens under one of
+ * these is not the language model's input embedding. */
+static int in_tower(const char *fqn) {
+  static const char *const towers[] = {
+      "visual", "vision_tower", "vision_model", "vit_model", "image_encoder",
+      "vision_encoder", "audio_tower", "audio_encoder", "audio_model"};
+  const char *a = fqn;
+  while (*a) {
+    const char *dot = strchr(a, '.');
+    size_t n = dot ? (size_t)(dot - a) : strlen(a);
+    for (size_t k = 0; k < sizeof towers / sizeof towers[0]; k++)
+      if (strlen(towers[k]) == n && memcmp(a, towers[k], n) == 0) return 1;
+    if (!dot) break;
+    a = dot + 1;
+  }
+  return 0;
+}
+
+/* 1 when module m or an ancestor is already a unit. */
+static int under_unit(const tpx_model *model, const unit_vec *v, int64_t m) {
+  for (; m > 0; m = tpx__mv_parent(model, m))
+    for (size_t u = 0; u < v->n; u++)
+      if (v->units[u].module == m) return 1;
+  return 0;
+}
+
+/* 1 when `p` is module m's parameter or a parameter below it. */
+static int param_under(const tpx_model *model, int64_t pm, int64_t m) {
+  for (; pm >= 0; pm = tpx__mv_parent(model, pm))
+    if (pm == m) return 1;
+  return 0;
+}
+
+/* NeMo Automodel 0.7.0's _fully_shard_untied_input_output_embeddings, run
+ * after the layer units and before the root: the input embedding (the
+ * first embed_tokens outside a multimodal tower, as get_input_embeddings
+ * finds it) and the output embedding (lm_head, else language_model.lm_head)
+ * become units of their own, the input one resharding after forward by the
+ * usual rule (the override, else True; pipeline parallelism is not
+ * modelled), lm_head never. Tied tables (a tie between the two, either way)
+ * stay in the root, as does a module that holds no parameter. Releases
+ * before 0.7 kept both in the root. */
+static int embedding_units(const tpx_sharding *sh, unit_vec *v) {
+  const tpx_model *model = sh->model;
+  size_t nm = tpx_model_num_modules(model), np = tpx_model_num_params(model);
+  int64_t in = -1, out = -1;
+  for (size_t m = 1; m < nm && in < 0; m++) {
+    const char *fqn = tpx_model_module_fqn(model, (int64_t)m);
+    if (fqn && strcmp(last_atom(fqn), "embed_tokens") == 0 && !in_tower(fqn))
+      in = (int64_t)m;
+  }
+  out = tpx_model_find_module(model, "lm_head");
+  if (out <= 0) out = tpx_model_find_module(model, "language_model.lm_head");
+  if (out <= 0) out = -1;
+  if (in < 0 && out < 0) return 0;
+  int has_in = 0, has_out = 0;
+  for (size_t p = 0; p < np; p++) {
+    const tpx__param *pi = tpx__mv_param(model, (int64_t)p);
+    int pin = in >= 0 && param_under(model, pi->module, in);
+    int pout = out >= 0 && param_under(model, pi->module, out);
+    has_in |= pin;
+    has_out |= pout;
+    if (pi->tied_to >= 0 && (pin || pout)) {
+      int64_t tm = tpx__mv_param(model, pi->tied_to)->module;
+      if ((pin && out >= 0 && param_under(model, tm, out)) ||
+          (pout && in >= 0 && param_under(model, tm, in)))
+        return 0; /* tied: both stay in the root */
+    }
+  }
+  if (in >= 0 && has_in && !under_unit(model, v, in)) {
+    int r = sh->opts.reshard_after_forward >= 0
+                ? sh->opts.reshard_after_forward != 0
+                : 1;
+    if (push_unit(v, in, -1, r) != 0) return -1;
+  }
+  if (out >= 0 && out != in && has_out && !under_unit(model, v, out) &&
+      push_unit(v, out, -1, 0) != 0)
+    return -1;
+  return 0;
+}
+
 tpx_dtype tpx__held_dtype(const tpx_sharding *sh, int64_t p, tpx_dtype orig) {
   if (sh->param_fp32 && sh->param_fp32[p] && tpx_dtype_is_float(orig))
     return TPX_DTYPE_F32;
@@ -207,7 +290,7 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
   tpx_status st = TPX_OK;
   if (sh->opts.num_fsdp_units > 0) {
     st = units_from_options(sh, &v, err);
-  } else if (visit(sh, &v, 0, 0) != 0) {
+  } else if (visit(sh, &v, 0, 0) != 0 || embedding_units(sh, &v) != 0) {
     st = tpx__shard_oom(err, "FSDP units");
   }
   if (st == TPX_OK && push_unit(&v, 0, -1, 0) != 0)

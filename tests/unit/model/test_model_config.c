@@ -287,6 +287,45 @@ START_TEST(test_set_config_replaces) {
 }
 END_TEST
 
+/* A Diffusers component config has "_class_name" instead of "architectures";
+ * "architectures" wins when both are there; a malformed one is an error. */
+START_TEST(test_diffusers_class_name) {
+  static const struct {
+    const char *json;
+    tpx_status st;
+    const char *arch; /* NULL: no architecture */
+  } cases[] = {
+      {"{\"_class_name\":\"WanTransformer3DModel\",\"num_layers\":30}", TPX_OK,
+       "WanTransformer3DModel"},
+      {"{\"architectures\":[\"A\"],\"_class_name\":\"B\"}", TPX_OK, "A"},
+      {"{\"architectures\":null,\"_class_name\":\"B\"}", TPX_OK, "B"},
+      {"{\"_class_name\":null}", TPX_OK, NULL},
+      {"{\"_class_name\":\"\"}", TPX_INVALID_ARGUMENT, NULL},
+      {"{\"_class_name\":[\"B\"]}", TPX_INVALID_ARGUMENT, NULL},
+      {"{\"_class_name\":\"A\\u0000B\"}", TPX_INVALID_ARGUMENT, NULL},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    tpx_model *m = NULL;
+    tpx_error err = {0};
+    ck_assert_int_eq(tpx_model_create(&m, &err), TPX_OK);
+    tpx_status st = tpx_model_set_config(m, cases[k].json,
+                                         strlen(cases[k].json), "t.json", &err);
+    ck_assert_msg(st == cases[k].st, "case %zu: %d (%s)", k, st, err.message);
+    if (st != TPX_OK) {
+      ck_assert_msg(strstr(err.message, "_class_name") &&
+                        strstr(err.message, "t.json"),
+                    "case %zu: %s", k, err.message);
+    } else if (cases[k].arch) {
+      ck_assert_uint_eq(tpx_model_num_architectures(m), 1);
+      ck_assert_str_eq(tpx_model_architecture(m, 0), cases[k].arch);
+    } else {
+      ck_assert_uint_eq(tpx_model_num_architectures(m), 0);
+    }
+    tpx_model_destroy(m);
+  }
+}
+END_TEST
+
 START_TEST(test_lookup_paths) {
   tpx_model *m = load("odd/nonfinite/config.json");
   json_t *root = tpx__model_config(m);
@@ -454,6 +493,7 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_nonfinite);
   tcase_add_test(tc, test_set_config_text);
   tcase_add_test(tc, test_set_config_replaces);
+  tcase_add_test(tc, test_diffusers_class_name);
   tcase_add_test(tc, test_lookup_paths);
   tcase_add_test(tc, test_typed_reads);
   tcase_add_test(tc, test_integral_floats);

@@ -284,6 +284,65 @@ START_TEST(test_unmatched_deepest_atom) {
 }
 END_TEST
 
+/* "closest existing" names only modules that exist: a sibling under
+ * which the rest of the key exists is suggested with that rest; one under
+ * which it does not, as the module alone (Mixtral's block_sparse_moe has no
+ * up_proj: 'model.layers.*.block_sparse_moe.up_proj' must not be offered). */
+static const struct {
+  const char *key;
+  const char *want; /* a suggestion that must be offered */
+  const char *never;
+} hint_cases[] = {
+    {"model.layers.*.moe.up_proj", "'model.layers.*.mlp.up_proj'",
+     "self_attn.up_proj"},
+    {"model.layers.*.feed_forward.w3", "'model.layers.*.mlp'", ".w3'"},
+    {"model.layers.*.mlp.experts.*.w2", "'model.layers.*.mlp.experts.*.w1'",
+     NULL},
+    {"model.layers.*.self_attn.qkv_proj", "'model.layers.*.self_attn.q_proj'",
+     NULL},
+    {"model.layer.*.mlp", "'model.layers.*.mlp'", NULL},
+};
+
+START_TEST(test_unmatched_hints_exist) {
+  tpx_model *m = build_model();
+  entry_spec es = {hint_cases[_i].key, 0};
+  tpx_plan *p = make_plan(&es, 1);
+  tpx_diag_list *dl = NULL;
+  CHECK_OK(tpx_diag_list_create(&dl, &e_));
+  tpx_match *mt = NULL;
+  CHECK_OK(tpx_match_plan(p, m, &mt, dl, &e_));
+  ck_assert_uint_eq(tpx_diag_count(dl), 1);
+  tpx_diag d = get_diag(dl, 0);
+  ck_assert_msg(strstr(d.fix, hint_cases[_i].want) != NULL, "%s: fix '%s'",
+                hint_cases[_i].key, d.fix);
+  if (hint_cases[_i].never)
+    ck_assert_msg(strstr(d.fix, hint_cases[_i].never) == NULL, "%s: fix '%s'",
+                  hint_cases[_i].key, d.fix);
+  /* every quoted suggestion matches at least one module */
+  const char *q = strstr(d.fix, "closest existing: ");
+  ck_assert_ptr_nonnull(q);
+  const char *end = strchr(q, ';');
+  int n = 0;
+  for (const char *a = strchr(q, '\''); a && a < end; a = strchr(a, '\'')) {
+    const char *b = strchr(a + 1, '\'');
+    ck_assert_ptr_nonnull(b);
+    char sug[256];
+    snprintf(sug, sizeof sug, "%.*s", (int)(b - a - 1), a + 1);
+    size_t count = 0;
+    free(match_one(m, sug, &count));
+    ck_assert_msg(count > 0, "%s: suggestion '%s' matches nothing",
+                  hint_cases[_i].key, sug);
+    n++;
+    a = b + 1;
+  }
+  ck_assert_int_gt(n, 0);
+  tpx_match_destroy(mt);
+  tpx_diag_list_destroy(dl);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 START_TEST(test_duplicate_match) {
   tpx_model *m = build_model();
   entry_spec es[] = {
@@ -527,6 +586,8 @@ static Suite *match_suite(void) {
   tcase_add_loop_test(tc, test_atom_table, 0, (int)NATOMS);
   tcase_add_test(tc, test_unmatched_required_and_optional);
   tcase_add_test(tc, test_unmatched_deepest_atom);
+  tcase_add_loop_test(tc, test_unmatched_hints_exist, 0,
+                      (int)(sizeof hint_cases / sizeof hint_cases[0]));
   tcase_add_test(tc, test_duplicate_match);
   tcase_add_test(tc, test_args_and_bounds);
   tcase_add_test(tc, test_json_plan_on_model);

@@ -52,9 +52,44 @@ else
   echo "FAIL plugins json parses"; fails=$((fails + 1))
 fi
 
+# Directories that cannot be searched are named, never passed over silently.
+: > "$WORK/afile"
+expect "plugins --dir missing" 2 "plugin directory '$WORK/nope' cannot be searched: No such file or directory" "$TPX" plugins --dir "$WORK/nope"
+expect "plugins --dir not a dir" 2 "'$WORK/afile' cannot be searched: Not a directory" "$TPX" plugins --dir "$WORK/afile"
+expect "plugins --dir none usable" 2 "none of the directories given with --dir could be searched" "$TPX" plugins --dir "$WORK/nope"
+expect "plugins --dir one of two missing" 1 "'$WORK/nope' cannot be searched" "$TPX" plugins --dir "$WORK/nope" --dir "$GOOD"
+expect "plugins --dir missing json" 2 '"code": "plugin-dir-unusable"' "$TPX" plugins --dir "$WORK/nope" --format json
+expect "TPX_PLUGIN_PATH entry missing" 1 "tpx plugins: warning: plugin directory '$WORK/gone' cannot be searched" env TPX_PLUGIN_PATH="$WORK/gone" "$TPX" plugins
+expect "TPX_PLUGIN_PATH entry missing (plan)" 0 "tpx plan: warning: plugin directory '$WORK/gone' cannot be searched" env TPX_PLUGIN_PATH="$WORK/gone" "$TPX" plan --config "$TPX_SOURCE_DIR/tests/data/configs/Llama-3.2-1B/config.json"
+expect "plugins --help names the default dir" 0 "the build tree (this tpx runs from it): $TPX_BUILD_DIR/plugins" "$TPX" plugins --help
+
 expect "check-plugin --help" 0 "usage: tpx check-plugin" "$TPX" check-plugin --help
 expect "check-plugin no plugin" 2 "no plugin given" "$TPX" check-plugin
 expect "check-plugin bad timeout" 2 "--timeout" "$TPX" check-plugin x.so --timeout -3
+expect "check-plugin missing file" 2 "tpx check-plugin: $WORK/nope.so: No such file or directory" "$TPX" check-plugin "$WORK/nope.so"
+expect "check-plugin directory" 2 "tpx check-plugin: $WORK: Is a directory" "$TPX" check-plugin "$WORK"
+expect "check-plugin one of two missing" 2 "$WORK/nope.so: No such file or directory" "$TPX" check-plugin "$GOOD/libtpxtest_good.so" "$WORK/nope.so"
+first=$("$TPX" check-plugin "$GOOD/libtpxtest_good.so" 2>/dev/null | head -n 1)
+if [ "$first" = "plugin: $GOOD/libtpxtest_good.so" ]; then
+  echo "PASS check-plugin first line names the plugin"
+else
+  echo "FAIL check-plugin first line: '$first'"; fails=$((fails + 1))
+fi
+out=$("$TPX" check-plugin "$GOOD/libtpxtest_good.so" "$BROKEN/not_elf.so" 2>&1)
+rc=$?
+if [ $rc -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c '^plugin: ')" -eq 2 ] &&
+   printf '%s\n' "$out" | grep -qx "plugin: $BROKEN/not_elf.so" &&
+   printf '%s\n' "$out" | grep -q "38 passed, 0 failed"; then
+  echo "PASS check-plugin several plugins"
+else
+  echo "FAIL check-plugin several plugins: exit $rc"; printf '%s\n' "$out" | head; fails=$((fails + 1))
+fi
+out=$("$TPX" check-plugin "$GOOD/libtpxtest_good.so" "$GOOD/libtpxtest_good.so" --format json 2>/dev/null)
+if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert isinstance(d, list) and len(d)==2 and d[0]["failed"]==0'; then
+  echo "PASS check-plugin several plugins json"
+else
+  echo "FAIL check-plugin several plugins json"; fails=$((fails + 1))
+fi
 expect "check-plugin good" 0 "38 passed, 0 failed" "$TPX" check-plugin "$GOOD/libtpxtest_good.so"
 expect "check-plugin hang" 1 "timed out after 1.0 s (killed)" "$TPX" check-plugin "$BROKEN/get_plan_hangs.so" --timeout 1
 expect "check-plugin crash" 1 "crashed with SIGSEGV" "$TPX" check-plugin "$BROKEN/register_crashes.so"

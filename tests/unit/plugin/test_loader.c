@@ -398,6 +398,71 @@ START_TEST(probe_broken_dir) {
 }
 END_TEST
 
+/* A directory somebody named that cannot be searched is a warning naming
+ * it (missing, a regular file); the call itself still succeeds. */
+START_TEST(unusable_dir_warns) {
+  static const struct {
+    const char *dir;
+    const char *why;
+  } cases[] = {
+      {"/nonexistent/tpx-plugins", "No such file or directory"},
+      {"/proc/self/status", "Not a directory"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tpx_registry *r = new_registry();
+    CHECK_OK(tpx_registry_load_dir(r, cases[i].dir, &e_));
+    const tpx_diag_list *dl = tpx_registry_diagnostics(r);
+    ck_assert_uint_eq(tpx_diag_count(dl), 1);
+    tpx_diag d;
+    CHECK_OK(tpx_diag_get(dl, 0, &d, &e_));
+    ck_assert_str_eq(d.code, "plugin-dir-unusable");
+    ck_assert_int_eq(d.level, TPX_DIAG_WARNING);
+    ck_assert_str_eq(d.subject, cases[i].dir);
+    ck_assert_ptr_nonnull(strstr(d.message, cases[i].dir));
+    ck_assert_ptr_nonnull(strstr(d.message, cases[i].why));
+    ck_assert_uint_eq(tpx_registry_num_plugins(r), 0);
+    tpx_registry_destroy(r);
+  }
+}
+END_TEST
+
+/* From the build tree, the default directory is the build tree's plugins/;
+ * a TPX_PLUGIN_PATH entry that does not exist is a warning naming it. */
+START_TEST(default_dir_from_build_tree) {
+  char dir[4096];
+  int build_tree = -1;
+  CHECK_OK(tpx_registry_default_dir(dir, sizeof dir, &build_tree, &e_));
+  ck_assert_int_eq(build_tree, 1);
+  char want[4096];
+  snprintf(want, sizeof want, "%s/plugins", getenv("TPX_BUILD_DIR"));
+  ck_assert_str_eq(dir, want);
+  char tiny[4];
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_registry_default_dir(tiny, sizeof tiny, NULL, &e),
+                   TPX_OUT_OF_RANGE);
+  ck_assert_int_eq(tpx_registry_default_dir(NULL, 0, NULL, NULL),
+                   TPX_INVALID_ARGUMENT);
+  setenv("TPX_PLUGIN_PATH", "/nonexistent/a::/nonexistent/b", 1);
+  tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_load_default(r, &e_));
+  const tpx_diag_list *dl = tpx_registry_diagnostics(r);
+  size_t unusable = 0;
+  for (size_t i = 0; i < tpx_diag_count(dl); i++) {
+    tpx_diag d;
+    CHECK_OK(tpx_diag_get(dl, i, &d, &e_));
+    if (strcmp(d.code, "plugin-dir-unusable") == 0) {
+      ck_assert_msg(strcmp(d.subject, "/nonexistent/a") == 0 ||
+                        strcmp(d.subject, "/nonexistent/b") == 0,
+                    "subject %s", d.subject);
+      unusable++;
+    }
+  }
+  ck_assert_uint_eq(unusable, 2);
+  ck_assert_uint_gt(tpx_registry_num_plugins(r), 0);
+  tpx_registry_destroy(r);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("plugin-loader");
   TCase *tc = tcase_create("loader");
@@ -415,6 +480,8 @@ static Suite *suite(void) {
   tcase_add_test_raise_signal(tc, register_crash_is_fatal_in_process, SIGSEGV);
   tcase_add_test(tc, plugin_path_order);
   tcase_add_test(tc, bad_arguments);
+  tcase_add_test(tc, unusable_dir_warns);
+  tcase_add_test(tc, default_dir_from_build_tree);
   tcase_add_test(tc, get_plan_refusal_names_plugin);
   tcase_add_test(tc, concurrent_calls);
   tcase_add_test(tc, probe_survives_crash);

@@ -42,15 +42,22 @@ START_TEST(units_default) {
   static const unit_case want[] = {
       {"model.layers.0", 1, 1, {1, 0}, 0, {0, 0}},
       {"model.layers.1", 0, 0, {0, 0}, 1, {0, 0}},
+      /* NeMo Automodel 0.7.0: untied embeddings are units of their own,
+       * the input one resharding, lm_head never */
+      {"model.embed_tokens", 1, 0, {0, 0}, 0, {0, 0}},
+      {"lm_head", 0, 0, {0, 0}, 0, {0, 0}},
       {"", 0, 0, {0, 0}, 0, {0, 0}},
   };
-  check_units(sh, want, 3);
+  check_units(sh, want, 5);
   tpx_fsdp_unit u;
   ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 0, &u, NULL), TPX_OK);
   ck_assert_uint_eq(u.num_params, 9); /* 7 linears + 2 norms */
   ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 2, &u, NULL), TPX_OK);
-  ck_assert_uint_eq(u.num_params, 3); /* embed, norm, lm_head */
-  ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 3, &u, NULL), TPX_OUT_OF_RANGE);
+  ck_assert_uint_eq(u.num_params, 1);
+  ck_assert_int_eq(u.group, -1);
+  ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 4, &u, NULL), TPX_OK);
+  ck_assert_uint_eq(u.num_params, 1); /* the final norm */
+  ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 5, &u, NULL), TPX_OUT_OF_RANGE);
   /* parameter -> unit */
   tpx_param_sharding ps;
   int64_t q = tpx_model_find_param(m, "model.layers.1.self_attn.q_proj.weight");
@@ -59,6 +66,24 @@ START_TEST(units_default) {
   int64_t e = tpx_model_find_param(m, "model.embed_tokens.weight");
   ck_assert_int_eq(tpx_sharding_param(sh, e, &ps, NULL), TPX_OK);
   ck_assert_int_eq(ps.fsdp_unit, 2);
+  int64_t h = tpx_model_find_param(m, "lm_head.weight");
+  ck_assert_int_eq(tpx_sharding_param(sh, h, &ps, NULL), TPX_OK);
+  ck_assert_int_eq(ps.fsdp_unit, 3);
+  tpx_sharding_destroy(sh);
+  tpx_model_destroy(m);
+
+  /* Tied embeddings stay in the root, both of them. */
+  fx_opts o = {0, 1, 0, 0, NULL};
+  m = fx_model(&o);
+  sh = fx_shard(m, p, mesh, NULL);
+  static const unit_case tied[] = {
+      {"model.layers.0", 1, 1, {1, 0}, 0, {0, 0}},
+      {"model.layers.1", 0, 0, {0, 0}, 1, {0, 0}},
+      {"", 0, 0, {0, 0}, 0, {0, 0}},
+  };
+  check_units(sh, tied, 3);
+  ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 2, &u, NULL), TPX_OK);
+  ck_assert_uint_eq(u.num_params, 2); /* embed, norm (lm_head: alias) */
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_plan_destroy(p);
@@ -79,9 +104,11 @@ START_TEST(units_depths_and_override) {
       {"model.layers.1", 1, 2, {2, 3}, 1, {0, 0}},
       {"model.layers.2", 1, 1, {3, 0}, 2, {1, 0}},
       {"model.layers.3", 0, 0, {0, 0}, 2, {2, 1}},
+      {"model.embed_tokens", 1, 0, {0, 0}, 0, {0, 0}},
+      {"lm_head", 0, 0, {0, 0}, 0, {0, 0}},
       {"", 0, 0, {0, 0}, 0, {0, 0}},
   };
-  check_units(sh, want, 5);
+  check_units(sh, want, 7);
   tpx_sharding_destroy(sh);
 
   /* fwd depth 0: no forward prefetch; bwd depth 1 */
@@ -93,9 +120,11 @@ START_TEST(units_depths_and_override) {
       {"model.layers.1", 1, 0, {0, 0}, 1, {0, 0}},
       {"model.layers.2", 1, 0, {0, 0}, 1, {1, 0}},
       {"model.layers.3", 0, 0, {0, 0}, 1, {2, 0}},
+      {"model.embed_tokens", 1, 0, {0, 0}, 0, {0, 0}},
+      {"lm_head", 0, 0, {0, 0}, 0, {0, 0}},
       {"", 0, 0, {0, 0}, 0, {0, 0}},
   };
-  check_units(sh, want0, 5);
+  check_units(sh, want0, 7);
   tpx_sharding_destroy(sh);
 
   /* an explicit False: every layer keeps its params, and no prefetch */
@@ -108,9 +137,11 @@ START_TEST(units_depths_and_override) {
       {"model.layers.1", 0, 0, {0, 0}, 0, {0, 0}},
       {"model.layers.2", 0, 0, {0, 0}, 0, {0, 0}},
       {"model.layers.3", 0, 0, {0, 0}, 0, {0, 0}},
+      {"model.embed_tokens", 0, 0, {0, 0}, 0, {0, 0}},
+      {"lm_head", 0, 0, {0, 0}, 0, {0, 0}},
       {"", 0, 0, {0, 0}, 0, {0, 0}},
   };
-  check_units(sh, wantf, 5);
+  check_units(sh, wantf, 7);
   tpx_sharding_destroy(sh);
 
   /* an explicit True: the last layer too; the root stays False */
@@ -121,6 +152,12 @@ START_TEST(units_depths_and_override) {
   ck_assert_int_eq(u.reshard_after_forward, 1);
   ck_assert_uint_eq(u.num_bwd_prefetch, 2);
   ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 4, &u, NULL), TPX_OK);
+  ck_assert_str_eq(u.fqn, "model.embed_tokens");
+  ck_assert_int_eq(u.reshard_after_forward, 1);
+  ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 5, &u, NULL), TPX_OK);
+  ck_assert_str_eq(u.fqn, "lm_head"); /* the override never reaches it */
+  ck_assert_int_eq(u.reshard_after_forward, 0);
+  ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 6, &u, NULL), TPX_OK);
   ck_assert_int_eq(u.reshard_after_forward, 0);
   tpx_sharding_destroy(sh);
 
@@ -171,12 +208,14 @@ START_TEST(units_vlm_and_nested) {
       {"blocks.0.0", 1, 1, {5, 0}, 0, {0, 0}},
       {"blocks.0.1", 0, 0, {0, 0}, 1, {4, 0}},
       {"blocks.1", 0, 0, {0, 0}, 0, {0, 0}},
+      {"model.embed_tokens", 1, 0, {0, 0}, 0, {0, 0}},
+      {"lm_head", 0, 0, {0, 0}, 0, {0, 0}},
       {"", 0, 0, {0, 0}, 0, {0, 0}},
   };
-  check_units(sh, want, 8);
+  check_units(sh, want, 10);
   tpx_sharding_destroy(sh);
 
-  /* plugin-chosen units */
+  /* plugin-chosen units: the plugin's flow, no embedding units */
   const char *units[2] = {"model.layers.0.mlp", "model.layers.1"};
   int resh[2] = {1, 0};
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
@@ -295,7 +334,7 @@ START_TEST(per_rank_bytes_table) {
   tpx_model *m = fx_llama();
   tpx_plan *p = fx_llama_plan();
   static const int64_t tps[3] = {2, 4, 8}, dps[2] = {1, 2};
-  const int64_t S = 114688, R = 320, root = 2 * 16384, layer = 40960;
+  const int64_t S = 114688, R = 320, table = 16384, layer = 40960;
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 2; j++)
       for (int64_t dpr = 1; dpr <= 2; dpr++) {
@@ -303,11 +342,14 @@ START_TEST(per_rank_bytes_table) {
         tpx_mesh *mesh = fx_mesh(dpr, dp, tp);
         tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
         int64_t want = 2 * (S / (tp * dp) + R / dp);
-        /* peak: + root gathered (embed, lm_head, norm) + a layer and its
-         * prefetched neighbour, TP-local, bf16 */
-        int64_t gathered_root = 2 * (root / tp + 64);
+        /* peak: + root gathered (the final norm) + lm_head's unit (never
+         * resharded) + a layer and its prefetched neighbour, TP-local, bf16;
+         * the embedding's unit reshards and is smaller than that window */
+        int64_t gathered_root = 2 * 64;
+        int64_t gathered_table = 2 * (table / tp);
         int64_t gathered_layer = 2 * (layer / tp + 128);
-        int64_t peak = want + gathered_root + 2 * gathered_layer;
+        int64_t peak = want + gathered_root + gathered_table +
+                       2 * gathered_layer;
         for (int64_t r = 0; r < tpx_mesh_world_size(mesh); r++) {
           ck_assert_msg(tpx_sharding_rank_param_bytes(sh, r) == want,
                         "tp=%lld dp=%lld dpr=%lld rank %lld: %lld != %lld",
@@ -317,8 +359,12 @@ START_TEST(per_rank_bytes_table) {
                         (long long)want);
           ck_assert_int_eq(tpx_sharding_rank_peak_bytes(sh, r), peak);
         }
-        ck_assert_int_eq(tpx_sharding_fsdp_unit_gathered_bytes(sh, 2, 0),
+        ck_assert_int_eq(tpx_sharding_fsdp_unit_gathered_bytes(sh, 4, 0),
                          gathered_root);
+        ck_assert_int_eq(tpx_sharding_fsdp_unit_gathered_bytes(sh, 2, 0),
+                         gathered_table);
+        ck_assert_int_eq(tpx_sharding_fsdp_unit_gathered_bytes(sh, 3, 0),
+                         gathered_table);
         ck_assert_int_eq(tpx_sharding_fsdp_unit_gathered_bytes(sh, 0, 0),
                          gathered_layer);
         ck_assert_int_eq(tpx_sharding_fsdp_unit_gathered_bytes(sh, 9, 0), -1);

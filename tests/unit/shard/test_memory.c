@@ -44,9 +44,10 @@ START_TEST(state_unsharded) {
     ck_assert_int_eq(x.grads, 115008 * 4);   /* f32 reduce dtype */
     ck_assert_int_eq(x.optimizer, cases[i].optimizer);
     ck_assert_int_eq(x.master, cases[i].master);
-    /* root gathered (32832 * 2) + a layer with its prefetched neighbour
-     * (2 * 41088 * 2) */
-    ck_assert_int_eq(x.gather_peak, 65664 + 164352);
+    /* Untied embeddings are units of their own (NeMo Automodel 0.7.0):
+     * root (model.norm, 64 * 2) + lm_head, which never reshards
+     * (16384 * 2) + a layer with its prefetched neighbour (2 * 41088 * 2) */
+    ck_assert_int_eq(x.gather_peak, 128 + 32768 + 164352);
     ck_assert_int_eq(x.activations, 0);
   }
   tpx_sharding_destroy(sh);
@@ -241,14 +242,16 @@ START_TEST(bad_input) {
 }
 END_TEST
 
-/* FSDP traffic on dp_shard 2: units layer0 (resharded: gathered twice),
- * layer1 (kept: once), root (once); a rank sends half of each gather
- * (layer 41088*2 bytes, root 32832*2), and its whole padded grad shard
- * once in the reduce-scatter (57504 elements * 4). HSDP adds an all-reduce
- * of the grad shard over dp_replicate 2 (2 * 1/2). */
+/* FSDP traffic on dp_shard 2: units model.embed_tokens and layer0
+ * (resharded: gathered twice), layer1 and lm_head (kept: once), root
+ * (model.norm, once); a rank sends half of each gather (embedding and
+ * lm_head 16384*2 bytes, layer 41088*2, root 64*2), and its whole padded
+ * grad shard once in the reduce-scatter (57504 elements * 4). HSDP adds an
+ * all-reduce of the grad shard over dp_replicate 2 (2 * 1/2). */
 START_TEST(traffic_fsdp) {
   tpx_model *m = fx_llama();
-  const int64_t ag = 82176 + 41088 + 32832, rs = 57504 * 4;
+  const int64_t ag = 2 * 16384 + 82176 + 41088 + 16384 + 64,
+                rs = 57504 * 4;
   tpx_mesh *mesh = fx_mesh(1, 2, 1);
   tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
   tpx_traffic t;

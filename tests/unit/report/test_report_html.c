@@ -1,0 +1,133 @@
+/* test_report_html.c — `tpx plan --html`'s page (tpx_report_html): one
+ * self-contained document (no script, nothing fetched), the verdict, the
+ * diagnostics, stacked memory bars, the module tree with repeated layers
+ * collapsed, each parameter's block map with the slice every rank holds in
+ * its hover text, the collectives table; names are escaped. */
+#include "../shard/shard_fixture.h"
+#include "tpx/report.h"
+
+static char *page(const tpx_sharding *sh, const tpx_report_options *o) {
+  char *html = NULL;
+  tpx_error e = {0};
+  ck_assert_msg(tpx_report_html(sh, o, &html, &e) == TPX_OK, "%s", e.message);
+  ck_assert_ptr_nonnull(html);
+  return html;
+}
+
+static size_t count(const char *hay, const char *needle) {
+  size_t n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+START_TEST(self_contained_page) {
+  tpx_model *m = fx_llama();
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(1, 2, 2);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+  o.plan_source = "plugin";
+  o.plugin_name = "llama";
+  char *html = page(sh, &o);
+  ck_assert_int_eq(strncmp(html, "<!DOCTYPE html>", 15), 0);
+  ck_assert_ptr_nonnull(strstr(html, "</body></html>\n"));
+  ck_assert_ptr_null(strstr(html, "<script"));
+  ck_assert_ptr_null(strstr(html, "<link"));
+  ck_assert_ptr_null(strstr(html, "@import"));
+  ck_assert_ptr_null(strstr(html, "src="));
+  /* The only URL is the SVG namespace (an identifier, never fetched). */
+  ck_assert_uint_eq(count(html, "http"), count(html, "xmlns=\"http://www.w3.org/2000/svg\""));
+  ck_assert_ptr_nonnull(strstr(html, "id=\"verdict\">OK<"));
+  ck_assert_ptr_nonnull(strstr(html, "id=\"memory\""));
+  ck_assert_ptr_nonnull(strstr(html, "id=\"collectives\""));
+  /* Two identical layers render once in the tree... */
+  ck_assert_ptr_nonnull(strstr(html, "0 … 1 (2 identical)"));
+  /* ...and each parameter template has one block map, marked ×2. */
+  ck_assert_uint_eq(count(html, ">model.layers.*.self_attn.q_proj.weight <span class=\"rep\">×2</span>"), 1);
+  /* q_proj [64, 64] colwise on tp=2 then FSDP over dp_shard=2 (strided
+   * after TP): rank 1 (dp 0, tp 1) holds rows [32, 48), bf16 16x64x2 B. */
+  ck_assert_msg(strstr(html, "rank 1\ndim 0: [32, 48), dim 1: [0, 64)\n2.0 KiB (2048 bytes)") != NULL,
+                "rank 1's q_proj block is missing");
+  /* Every drawn rect of q_proj has a title: 4 distinct blocks. */
+  const char *q = strstr(html, "model.layers.*.self_attn.q_proj.weight <span");
+  const char *next = strstr(q + 1, "<div class=\"bm\">");
+  size_t blocks = 0;
+  for (const char *r = strstr(q, "<rect"); r && (!next || r < next);
+       r = strstr(r + 1, "<rect"))
+    blocks++;
+  ck_assert_uint_eq(blocks, 4);
+  free(html);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+START_TEST(errors_uneven_and_escaping) {
+  /* vocab 250 over tp=4: torch.chunk gives 63, 63, 63, 61 rows. */
+  fx_opts fo = {250, 0, 0, 0, NULL};
+  tpx_model *m = fx_model(&fo);
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_add_module(m, "model.x<y>&\"z\"", TPX_MODULE_NORM,
+                                        NULL, &e),
+                   TPX_OK);
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(1, 1, 4);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  tpx_diag_list *sel = NULL;
+  ck_assert_int_eq(tpx_diag_list_create(&sel, &e), TPX_OK);
+  ck_assert_int_eq(tpx_diag_add(sel, TPX_DIAG_ERROR, "heads-not-divisible",
+                                "num_attention_heads", "use tp 2", "%s",
+                                "heads <8> fail"),
+                   TPX_OK);
+  tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+  o.selection_diags = sel;
+  char *html = page(sh, &o);
+  ck_assert_ptr_nonnull(strstr(html, "id=\"verdict\">NOT OK: 1 error<"));
+  ck_assert_ptr_nonnull(strstr(html, "heads &lt;8&gt; fail"));
+  ck_assert_ptr_nonnull(strstr(html, "x&lt;y&gt;&amp;&quot;z&quot;"));
+  ck_assert_ptr_null(strstr(html, "x<y>"));
+  ck_assert_ptr_nonnull(strstr(html, "rank 3\ndim 0: [189, 250), dim 1: [0, 64)"));
+  free(html);
+  tpx_diag_list_destroy(sel);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+  char *html = (char *)1;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_report_html(NULL, NULL, &html, &e), TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "tpx_report_html"));
+  tpx_model *m = fx_llama();
+  tpx_mesh *mesh = fx_mesh(1, 1, 1);
+  tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+  tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+  o.struct_size = 4;
+  memset(&e, 0, sizeof e);
+  ck_assert_int_eq(tpx_report_html(sh, &o, &html, &e), TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_null(html);
+  html = page(sh, NULL); /* defaults; tp 1: no collectives */
+  ck_assert_ptr_nonnull(strstr(html, "none (no style applies at this tp)"));
+  free(html);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+static Suite *html_suite(void) {
+  Suite *s = suite_create("report-html");
+  TCase *tc = tcase_create("report-html");
+  tcase_add_test(tc, self_contained_page);
+  tcase_add_test(tc, errors_uneven_and_escaping);
+  tcase_add_test(tc, bad_arguments);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+FX_MAIN(html_suite)
