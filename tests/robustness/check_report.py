@@ -326,8 +326,8 @@ def check(rep, expect=None):
             k = (tuple(shape), held, tuple(parsed))
             sig[k] = sig.get(k, 0) + 1
             # gradient dtype: the FSDP reduce dtype (the compute dtype when
-            # unset), the held dtype without FSDP
-            red = held
+            # unset), f32 without FSDP
+            red = "f32"
             if fsdp_enabled:
                 red = mp.get("reduce_dtype") or p.get("fsdp_param_dtype") or held
             mk = (tuple(shape), held, red, tuple(parsed))

@@ -23,6 +23,7 @@
 #include "tpx/redistribute.h"
 #include "tpx/registry.h"
 #include "tpx/report.h"
+#include "tpx/runtime.h"
 #include "tpx/runtime_tp.h"
 #include "tpx/sharding.h"
 #include "tpx/tensor.h"
