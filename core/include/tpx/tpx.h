@@ -23,7 +23,10 @@
 #include "tpx/redistribute.h"
 #include "tpx/registry.h"
 #include "tpx/report.h"
+#include "tpx/runtime.h"
+#include "tpx/runtime_tp.h"
 #include "tpx/sharding.h"
+#include "tpx/tensor.h"
 #include "tpx/validate.h"
 
 TPX_BEGIN_DECLS

@@ -1,0 +1,294 @@
+/* tpx/runtime.h — the runtime object: one rank's parameters, gradients and
+ * optimizer state under a sharding, and the FSDP2 collectives that move them
+ * (unshard / reshard / prefetch / gradient reduction), the global gradient
+ * norm and clip, and AdamW on the sharded buffers.
+ *
+ * A tpx_runtime is bound to one tpx_sharding (model + plan + mesh), one
+ * tpx_mesh_comm (its backend) and one rank (the rank of the mesh comm's
+ * world). It is used by one thread at a time (the rank's thread).
+ *
+ * Storage. For every FSDP unit (tpx/fsdp.h) this rank holds ONE flat buffer
+ * of its parameters' shards, in unit order: each parameter is first cut to
+ * its TP-local piece, then that piece is split on dim 0 over dp_shard
+ * (torch.chunk rule) and padded to the full chunk as FSDP2 pads
+ * (tpx_layout_fsdp_padded_numel), so a unit's all-gather is one collective
+ * over dp_shard (for TP-then-FSDP params this is the strided layout FSDP2
+ * calls _StridedShard). Gradients have the same layout (always f32). The
+ * global slice of every shard comes from tpx_sharding_local_slice. A tied
+ * parameter (tpx_param_info.tied_to) is the same storage as its target.
+ *
+ * Dtypes. Storage dtype = tpx_runtime_options.storage_dtype, or the model's
+ * dtype of each parameter when INVALID (f32, bf16 and f16 are supported).
+ * Compute (unsharded) dtype and gradient reduce dtype are the parameter's
+ * tpx_param_sharding.param_dtype / reduce_dtype (FSDP2 mixed precision after
+ * its clearing rules). When storage is not f32 the runtime keeps an f32
+ * master copy of the shards; the optimizer updates the master and rounds it
+ * into storage. Sharded gradients are f32.
+ *
+ * FSDP off (tpx_sharding_num_fsdp_units == 0, e.g. a tp-only mesh): one
+ * pseudo-unit (index 0) holds every parameter; unshard / reshard are no-ops
+ * and the unsharded pointers are the TP-local tensors themselves (storage
+ * dtype). If the mesh nevertheless has data-parallel ranks, reduce_grads
+ * averages the gradients over them with an all-reduce (DDP).
+ *
+ * Threads and overlap. With the `local` backend a comm thread owned by the
+ * runtime runs every data-parallel collective (dp_shard, dp_replicate) in
+ * issue order, so prefetched all-gathers overlap compute; tensor-parallel
+ * collectives stay on the calling thread. With `mpi` and `nccl` every
+ * collective runs synchronously on the calling thread (tpx_comm_create_mpi
+ * asks MPI_THREAD_FUNNELED only) and a "prefetch" is an eager synchronous
+ * all-gather: results are identical, there is just no overlap.
+ * tpx_runtime_is_async says which applies.
+ *
+ * A trainer's step (every rank runs the same calls in the same order):
+ *
+ *   tpx_runtime_zero_grads(rt, err);
+ *   for each unit u in forward order (root first, then layers):
+ *     tpx_runtime_unshard(rt, u, TPX_RUNTIME_FORWARD, err);  // + prefetch
+ *     ... forward of the unit's modules on tpx_runtime_param().unsharded ...
+ *     tpx_runtime_reshard(rt, u, TPX_RUNTIME_FORWARD, err);  // if flagged
+ *   for each unit u in backward order:
+ *     tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, err); // grads zeroed
+ *     ... backward, accumulating into .unsharded_grad ...
+ *     tpx_runtime_reduce_grads(rt, u, err);   // reduce-scatter + HSDP + SP
+ *     tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, err);
+ *   tpx_runtime_grad_norm(rt, 2.0, &norm, err);
+ *   tpx_runtime_clip_grads(rt, max_norm, norm, err);
+ *   tpx_runtime_adamw_step(rt, &adamw, err);
+ *
+ * Buffers may one day be device memory: the comm path never reads a buffer
+ * to decide what to do (sizes come from shapes and layouts).
+ *
+ * Not here: TP activation transitions and vocab-parallel math
+ * (tpx/runtime_tp.h), the checkpoint reader (tpx/checkpoint.h). */
+#ifndef TPX_RUNTIME_H
+#define TPX_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/comm.h"
+#include "tpx/dtype.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/fsdp.h"
+#include "tpx/layout.h"
+#include "tpx/runtime_tp.h"
+#include "tpx/sharding.h"
+#include "tpx/tensor.h"
+
+TPX_BEGIN_DECLS
+
+typedef struct tpx_runtime tpx_runtime;
+
+typedef struct tpx_runtime_options {
+  size_t struct_size;
+  /* 1 (default): issue the unit's prefetch list (tpx_fsdp_unit fwd/bwd
+   * lists) on every unshard; 0: gather each unit only when it is unsharded. */
+  int prefetch;
+  /* 1 (default): run data-parallel collectives on a comm thread when the
+   * backend allows (see the top comment); 0: always on the calling thread. */
+  int async;
+  /* Dtype of the sharded parameters; INVALID (default) = the model's. */
+  tpx_dtype storage_dtype;
+  /* Gradients are divided by this after the data-parallel reduction; 0
+   * (default) = dp_shard x dp_replicate, as FSDP2 does. */
+  double grad_divide_factor;
+} tpx_runtime_options;
+
+#define TPX_RUNTIME_OPTIONS_INIT                                               \
+  { sizeof(tpx_runtime_options), 1, 1, TPX_DTYPE_INVALID, 0.0 }
+
+/* Which pass an unshard / reshard belongs to. */
+typedef enum tpx_runtime_phase {
+  TPX_RUNTIME_FORWARD = 0,
+  TPX_RUNTIME_BACKWARD = 1,
+} tpx_runtime_phase;
+
+/* Memory kinds for tpx_runtime_allocated_bytes / tpx_runtime_peak_bytes. */
+typedef enum tpx_runtime_mem_kind {
+  TPX_RUNTIME_MEM_PARAMS = 0,    /* sharded flat param buffers (padded) +
+                                    f32 masters when storage is not f32 */
+  TPX_RUNTIME_MEM_GRADS = 1,     /* sharded flat grad buffers (padded, f32) */
+  TPX_RUNTIME_MEM_OPTIMIZER = 2, /* AdamW exp_avg + exp_avg_sq (f32, padded) */
+  TPX_RUNTIME_MEM_GATHER = 3,    /* unsharded params + all-gather staging of
+                                    units unsharded or in flight */
+  TPX_RUNTIME_MEM_UNSHARDED_GRADS = 4, /* unsharded grads + reduce staging */
+  TPX_RUNTIME_MEM_TOTAL = 5,           /* the sum of the above */
+} tpx_runtime_mem_kind;
+
+/* What this rank holds of one parameter. Pointers are borrowed from the
+ * runtime. A tied alias reports its target (param = the target index). */
+typedef struct tpx_runtime_param_info {
+  int64_t param;          /* parameter index (a tied alias -> its target) */
+  int64_t unit;           /* runtime unit (FSDP unit; 0 when FSDP is off) */
+  tpx_dtype storage_dtype; /* dtype of `sharded` */
+  tpx_dtype compute_dtype; /* dtype of `unsharded` and `unsharded_grad` */
+  tpx_dtype reduce_dtype;  /* dtype of the data-parallel reduction */
+  int ndim;
+  /* This rank's shard: an unpadded view into the unit's flat buffer, shape
+   * sharded_shape (row-major). Never NULL, even when empty (numel 0). */
+  void *sharded;
+  float *master;       /* f32 master of the shard (== sharded when f32) */
+  float *sharded_grad; /* f32 gradient of the shard, same shape */
+  int64_t sharded_shape[TPX_MAX_TENSOR_DIMS];
+  int64_t sharded_numel;
+  tpx_slice global;    /* tpx_sharding_local_slice of this rank */
+  /* The TP-local (unsharded over dp) tensor. */
+  int64_t local_shape[TPX_MAX_TENSOR_DIMS];
+  int64_t local_numel;
+  tpx_slice tp_local;  /* the global slice the TP-local tensor covers */
+  void *unsharded;      /* compute dtype; NULL while the unit is sharded */
+  void *unsharded_grad; /* compute dtype; NULL unless unsharded for backward */
+  int grad_tp_allreduce; /* 1: reduce_grads all-reduces it over tp (SP) */
+} tpx_runtime_param_info;
+
+/* A new runtime for this rank (the rank of tpx_mesh_comm_world(mc)). The
+ * sharding and mc are borrowed and must outlive the runtime; their meshes
+ * must have the same dims and sizes. Not collective. Parameters and
+ * gradients are allocated zeroed. opts may be NULL (defaults). Errors:
+ * TPX_INVALID_ARGUMENT (NULL, mesh mismatch), TPX_UNSUPPORTED naming a
+ * parameter whose dtype is not f32 / bf16 / f16, TPX_NO_MEMORY. */
+TPX_API tpx_status tpx_runtime_create(const tpx_sharding *sh,
+                                      tpx_mesh_comm *mc,
+                                      const tpx_runtime_options *opts,
+                                      tpx_runtime **out, tpx_error *err);
+/* Waits for the comm thread and frees everything. NULL is a no-op. */
+TPX_API void tpx_runtime_destroy(tpx_runtime *rt);
+
+TPX_API const tpx_sharding *tpx_runtime_sharding(const tpx_runtime *rt);
+TPX_API tpx_mesh_comm *tpx_runtime_mesh_comm(const tpx_runtime *rt);
+/* Mesh rank of this runtime; -1 for NULL. */
+TPX_API int64_t tpx_runtime_rank(const tpx_runtime *rt);
+/* 1 when FSDP units exist (the sharding has FSDP on). */
+TPX_API int tpx_runtime_fsdp_enabled(const tpx_runtime *rt);
+/* 1 when data-parallel collectives run on the comm thread. */
+TPX_API int tpx_runtime_is_async(const tpx_runtime *rt);
+/* Number of runtime units: the FSDP units, or 1 when FSDP is off. */
+TPX_API size_t tpx_runtime_num_units(const tpx_runtime *rt);
+/* Unit of a parameter (tied alias -> its target's); -1 when out of range. */
+TPX_API int64_t tpx_runtime_param_unit(const tpx_runtime *rt, int64_t param);
+/* 1 while unit is unsharded (gathered, or always when FSDP is off). */
+TPX_API int tpx_runtime_unit_is_unsharded(const tpx_runtime *rt, size_t unit);
+
+/* Fill *out for parameter `param` (TPX_OUT_OF_RANGE naming the index). */
+TPX_API tpx_status tpx_runtime_param(const tpx_runtime *rt, int64_t param,
+                                     tpx_runtime_param_info *out, tpx_error *err);
+
+/* ---- loading and gathering --------------------------------------------- */
+
+/* Copy this rank's shard of parameter `param` out of `full` (the whole
+ * tensor, global shape, row-major, in `dtype`: f32, bf16 or f16), converted
+ * to the storage dtype (and the master). Not collective. The parameter's
+ * unit must be sharded (FSDP on): TPX_INVALID_ARGUMENT otherwise. */
+TPX_API tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
+                                          const void *full, tpx_dtype dtype,
+                                          tpx_error *err);
+/* Collective over the whole mesh: every rank gets the full parameter (from
+ * the f32 masters) / full sharded gradient in `full` (global shape, dtype
+ * f32, bf16 or f16). For tests and checkpoints; not a hot path. */
+TPX_API tpx_status tpx_runtime_gather_param(tpx_runtime *rt, int64_t param,
+                                            void *full, tpx_dtype dtype,
+                                            tpx_error *err);
+TPX_API tpx_status tpx_runtime_gather_grad(tpx_runtime *rt, int64_t param,
+                                           void *full, tpx_dtype dtype,
+                                           tpx_error *err);
+
+/* ---- FSDP2 -------------------------------------------------------------- */
+
+/* Collective over dp_shard (all ranks call it in the same order). Make unit
+ * `unit` unsharded: wait for its prefetch if one is in flight, else
+ * all-gather its flat buffer over dp_shard (one collective, compute dtype)
+ * and copy it out into per-parameter TP-local tensors. Then issue the
+ * prefetch of the unit's forward (phase FORWARD, depth 1) or backward
+ * (BACKWARD, depth 2) list. In phase BACKWARD the unit's unsharded
+ * gradients are allocated zeroed (if not already). No-op gather when the
+ * unit is already unsharded (reshard_after_forward false). */
+TPX_API tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
+                                       tpx_runtime_phase phase,
+                                       tpx_error *err);
+/* Free the unit's unsharded parameters: in phase FORWARD only when the
+ * unit's reshard_after_forward is set, in BACKWARD always (after
+ * reduce_grads; unreduced unsharded gradients are an error). Not collective.
+ * Waits for a prefetch of the unit in flight. No-op with FSDP off. */
+TPX_API tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
+                                       tpx_runtime_phase phase,
+                                       tpx_error *err);
+/* Reduce the unit's unsharded gradients: cast to the reduce dtype,
+ * reduce-scatter (sum) over dp_shard, all-reduce (sum) over dp_replicate
+ * (HSDP), divide by the divide factor (dp_shard x dp_replicate), all-reduce
+ * (sum) over tp the parameters replicated over tp whose gradient is
+ * partial under sequence parallelism (grad_tp_allreduce), and ADD the result
+ * into the sharded f32 gradients (accumulation across micro-batches). Frees
+ * the unsharded gradients. Collective over dp and tp. With FSDP off: the
+ * DDP all-reduce over the dp dims (if any) and the tp all-reduce, in place on
+ * the gradients (call it once per step). TPX_INVALID_ARGUMENT when the unit
+ * has no unsharded gradients (not unsharded in phase BACKWARD). */
+TPX_API tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
+                                            tpx_error *err);
+/* Wait for every data-parallel collective in flight. */
+TPX_API tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err);
+/* Zero the sharded gradients (and any live unsharded gradients). Local. */
+TPX_API tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err);
+
+/* ---- gradient norm and clip (torch clip_grad_norm_) --------------------- */
+
+/* Total norm of all sharded gradients over the whole mesh, each global
+ * element once: local sums of squares (max of |g| for inf) in f64, reduced
+ * over exactly the mesh dims each parameter is sharded on. norm_type 2.0 or
+ * INFINITY (anything else: TPX_INVALID_ARGUMENT). Collective over the mesh.
+ * Call it after reduce_grads of every unit. */
+TPX_API tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
+                                         double *out, tpx_error *err);
+/* Multiply every sharded gradient by max_norm / (total_norm + 1e-6) when
+ * that is < 1 (as torch, in f32). Local; every rank passes the same
+ * total_norm. max_norm must be > 0 and finite. */
+TPX_API tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
+                                          double total_norm, tpx_error *err);
+/* grad_norm then clip_grads; *total_out (may be NULL) = the pre-clip norm. */
+TPX_API tpx_status tpx_runtime_clip_grad_norm(tpx_runtime *rt,
+                                              double max_norm,
+                                              double norm_type,
+                                              double *total_out,
+                                              tpx_error *err);
+
+/* ---- AdamW (torch.optim.AdamW, single-tensor, f32) ---------------------- */
+
+typedef struct tpx_adamw_options {
+  size_t struct_size;
+  double lr;           /* 1e-3 */
+  double beta1;        /* 0.9 */
+  double beta2;        /* 0.999 */
+  double eps;          /* 1e-8 */
+  double weight_decay; /* 0.01 (torch's default; pass 0 for none) */
+} tpx_adamw_options;
+
+#define TPX_ADAMW_OPTIONS_INIT                                                 \
+  { sizeof(tpx_adamw_options), 1e-3, 0.9, 0.999, 1e-8, 0.01 }
+
+/* One step on every sharded parameter (its f32 master) with its sharded
+ * gradient, step t = previous steps + 1:
+ *   p *= 1 - lr*wd; m = lerp(m, g, 1-b1); v = b2*v + (1-b2)*g*g;
+ *   p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps).
+ * State (m, v) is allocated zeroed at the first step. Local. Must not run
+ * while a unit is unsharded (its unsharded copy would be stale):
+ * TPX_INVALID_ARGUMENT. */
+TPX_API tpx_status tpx_runtime_adamw_step(tpx_runtime *rt,
+                                          const tpx_adamw_options *opts,
+                                          tpx_error *err);
+/* Optimizer steps taken so far. */
+TPX_API int64_t tpx_runtime_optimizer_steps(const tpx_runtime *rt);
+
+/* ---- memory accounting -------------------------------------------------- */
+
+/* Bytes currently allocated by the runtime of one kind; -1 for NULL / a bad
+ * kind. Exact sums of the buffers it holds (padding included). */
+TPX_API int64_t tpx_runtime_allocated_bytes(const tpx_runtime *rt,
+                                            tpx_runtime_mem_kind kind);
+/* High-water mark of the same since create. */
+TPX_API int64_t tpx_runtime_peak_bytes(const tpx_runtime *rt,
+                                       tpx_runtime_mem_kind kind);
+
+TPX_END_DECLS
+
+#endif /* TPX_RUNTIME_H */

@@ -1,0 +1,335 @@
+/* tpx/runtime_tp.h — tensor-parallel runtime: the collectives torch's
+ * parallel styles run around every styled module, executed on caller
+ * activation buffers, plus vocab-parallel embedding, log-probs and
+ * cross-entropy (spec/torch-semantics.md §2, §5, §7; seed 004).
+ *
+ * Stateless: every call takes the tpx_sharding (what the plan decided) and a
+ * tpx_mesh_comm over the same mesh (which ranks talk). No runtime object.
+ *
+ * Activations. An activation's layout is one placement over the TP mesh dim
+ * only; every other mesh dim is local (each data-parallel rank has its own
+ * batch). Calls describe an activation by its *logical shape*: the shape
+ * torch's DTensor would report over the tp group, i.e. the full extent of the
+ * dims the tp placement shards (global sequence length, all out-features,
+ * the whole vocab) and this data-parallel rank's extent of the others (local
+ * batch). A rank's local piece of it is the box tpx_layout_local_slice gives
+ * (torch.chunk: uneven sequence shards and empty trailing shards are fine).
+ * Shard dims may be negative (normalised against ndim).
+ *
+ * Transitions. tpx_sharding_module_transitions lists, per styled module, each
+ * input / output as (from layout, to layout, forward collective, backward
+ * collective). tpx_tp_transition_run executes one of them:
+ *  - forward: the activation arrives in `from` and leaves in `to`
+ *    (all-gather, all-reduce, reduce-scatter, local chunk, all-to-all, or a
+ *    copy when the collective is "none");
+ *  - backward: the gradient w.r.t. the transition's output arrives and the
+ *    gradient w.r.t. its input leaves, through the backward collective:
+ *      none                 same layout, copied
+ *      all-reduce           Partial   -> Replicate (colwise input grad: "f")
+ *      reduce-scatter(dim=d) Partial  -> Shard(d)  (dual of an input gather)
+ *      chunk(dim=d)         Replicate -> Shard(d)  (dual of an output gather)
+ *      all-gather(dim=d)    Shard(d)  -> Replicate (dual of a reduce-scatter
+ *                                                   or of a chunk)
+ *      all-to-all(dim=a->b) Shard(a)  -> Shard(b)
+ *    A "Partial" gradient is what a rank's local matmul backward produces
+ *    when each rank holds part of the sum (e.g. dX of a colwise linear).
+ *  - use_local_output has no effect here: buffers are always local pieces.
+ *  - "mask + ..." (vocab-parallel embedding output): the transition runs the
+ *    reduction only; the masked rows must already be zero, which
+ *    tpx_tp_embedding_forward does.
+ * At tp == 1 (no tp mesh dim, or size 1) torch registers no hooks: running a
+ * styled module's transition copies.
+ *
+ * Buffers: `in` and `out` may be the same tensor (then a temporary is used
+ * when the layouts differ); otherwise they must not overlap. Every data
+ * type the collectives support works for transitions (f32, bf16, ...); the
+ * loss functions take f32 or bf16 logits and compute in f32 / f64.
+ *
+ * Collective: a call that communicates is collective over the tp group of
+ * the calling rank: every rank of the group calls it with the same module,
+ * side, index, direction and logical shape. Every check runs before any
+ * communication. Errors in what the group shares (module, logical shape,
+ * dtype, ids / targets, which are replicated over tp) are found identically
+ * on every rank; a rank whose own buffer has the wrong local shape fails
+ * alone, and the other ranks then wait in the collective, as with any
+ * collective misuse (no extra collective is spent agreeing on errors).
+ *
+ * Not here: parameters, FSDP, grad norm (tpx/runtime.h, branch rt-fsdp). */
+#ifndef TPX_RUNTIME_TP_H
+#define TPX_RUNTIME_TP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/comm.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/placement.h"
+#include "tpx/sharding.h"
+#include "tpx/tensor.h"
+
+TPX_BEGIN_DECLS
+
+/* ---- activations on the tp mesh dim ------------------------------------ */
+
+/* Index of the sharding's TP mesh dim, or -1 when the mesh has none. */
+TPX_API int tpx_tp_mesh_dim(const tpx_sharding *sh);
+
+/* local[ndim] = the local shape mesh rank `rank` holds of an activation of
+ * logical `shape[ndim]` laid out as `layout` over the tp dim (Partial and
+ * Replicate: the full shape). */
+TPX_API tpx_status tpx_tp_local_shape(const tpx_sharding *sh, int64_t rank,
+                                      tpx_placement layout,
+                                      const int64_t *shape, int ndim,
+                                      int64_t *local, tpx_error *err);
+
+/* Move an activation of logical `shape[in->ndim]` from layout `from` to
+ * `to` over the tp dim (tpx_redistribute with every other mesh dim local).
+ * in / out shapes must be the local shapes of the two layouts; same dtype. */
+TPX_API tpx_status tpx_tp_redistribute(const tpx_sharding *sh,
+                                       tpx_mesh_comm *mc, const int64_t *shape,
+                                       tpx_placement from, tpx_placement to,
+                                       const tpx_tensor *in, tpx_tensor *out,
+                                       tpx_error *err);
+
+/* ---- module transitions ------------------------------------------------ */
+
+/* The transition of input / output `index` of styled module `module`
+ * (borrowed, valid while sh lives). TPX_NOT_FOUND naming the module when
+ * no style applies to it, or when its style has no such input / output
+ * (listing what it has). At tp == 1 a styled module has no transitions:
+ * *out = NULL and TPX_OK. */
+TPX_API tpx_status tpx_tp_transition_get(const tpx_sharding *sh,
+                                         int64_t module,
+                                         tpx_transition_side side, int index,
+                                         const tpx_transition **out,
+                                         tpx_error *err);
+
+/* The layouts of the buffers a transition reads (*in_layout) and writes
+ * (*out_layout) in the given direction (see the table above), and whether
+ * it is a plain copy (*is_copy; may be NULL). */
+TPX_API tpx_status tpx_tp_transition_layouts(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
+    int index, int backward, tpx_placement *in_layout,
+    tpx_placement *out_layout, int *is_copy, tpx_error *err);
+
+/* Local shapes of the input buffer (in_local, may be NULL) and output
+ * buffer (out_local) mesh rank `rank` passes to tpx_tp_transition_run for
+ * an activation of logical `shape[ndim]`, so the caller can allocate. */
+TPX_API tpx_status tpx_tp_transition_shape(const tpx_sharding *sh,
+                                           int64_t module,
+                                           tpx_transition_side side,
+                                           int index, int backward,
+                                           int64_t rank, const int64_t *shape,
+                                           int ndim, int64_t *in_local,
+                                           int64_t *out_local, tpx_error *err);
+
+/* Run the transition (forward: activation; backward: its gradient) on this
+ * rank's buffers. `shape[in->ndim]` is the logical shape; in->shape and
+ * out->shape must be the local shapes tpx_tp_transition_shape gives for
+ * this rank (else TPX_INVALID_ARGUMENT naming the module and both shapes);
+ * out->dtype must equal in->dtype. */
+TPX_API tpx_status tpx_tp_transition_run(const tpx_sharding *sh,
+                                         tpx_mesh_comm *mc, int64_t module,
+                                         tpx_transition_side side, int index,
+                                         int backward, const int64_t *shape,
+                                         const tpx_tensor *in, tpx_tensor *out,
+                                         tpx_error *err);
+
+/* ---- inputs that arrive as DTensors ------------------------------------
+ * torch's input hooks wrap a *plain* tensor with from_local(input_layouts);
+ * the calls above model that (the static description). When the producing
+ * styled module kept its output a DTensor (use_local_output = 0, see
+ * tpx_tp_output_keeps_dtensor), the hook instead redistributes the DTensor's
+ * actual layout `arrived` to the desired one, and in backward DTensor
+ * redistributes the gradient the module produces back to `arrived` (a
+ * Partial gradient stays Partial when arrived == desired: no node). Example,
+ * Llama with sequence parallelism: input_layernorm (spag) outputs a
+ * Replicate DTensor; q_proj (colwise, input Replicate) then runs nothing
+ * forward and, backward, passes its Partial input grad on unreduced
+ * (tpx_tp_transition_run would all-reduce it: right for a plain input, a
+ * tp-fold error here); the spag output's backward reduce-scatters it. And a
+ * colwise input arriving as a Shard(1) DTensor (an SP norm before it) is
+ * all-gathered forward, reduce-scattered backward.
+ * These take `arrived` (NULL: a plain tensor, exactly the calls above) and
+ * apply to INPUT transitions only (TPX_INVALID_ARGUMENT for outputs with a
+ * non-NULL arrived). Backward: the gradient enters in the layout the static
+ * backward reads (Partial for a colwise matmul input, the desired layout
+ * otherwise) and leaves in `arrived` (Partial when arrived == desired and
+ * the gradient is Partial). `ndim` (layouts_dt) is the activation's ndim,
+ * to compare shard dims given as negative and non-negative. */
+TPX_API tpx_status tpx_tp_transition_layouts_dt(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
+    int index, int backward, const tpx_placement *arrived, int ndim,
+    tpx_placement *in_layout, tpx_placement *out_layout, int *is_copy,
+    tpx_error *err);
+TPX_API tpx_status tpx_tp_transition_shape_dt(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
+    int index, int backward, const tpx_placement *arrived, int64_t rank,
+    const int64_t *shape, int ndim, int64_t *in_local, int64_t *out_local,
+    tpx_error *err);
+TPX_API tpx_status tpx_tp_transition_run_dt(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
+    tpx_transition_side side, int index, int backward,
+    const tpx_placement *arrived, const int64_t *shape, const tpx_tensor *in,
+    tpx_tensor *out, tpx_error *err);
+
+/* 1 when output `index` of styled module `module` leaves as a DTensor
+ * (the style's use_local_output is 0 and tp > 1), so the next styled
+ * module's input hook sees it in its `to` layout (pass that as `arrived`);
+ * 0 when it leaves as a plain local tensor, or on bad arguments. */
+TPX_API int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh,
+                                        int64_t module, int index);
+
+/* ---- embeddings (vocab-parallel and others) ----------------------------- */
+
+/* Forward of embedding module `module` (its parameter "weight", global
+ * [V, H]) with the style the sharding applied, output transition included:
+ *  - weight Shard(0) over tp (rowwise / vocab_parallel_embedding / gemma4):
+ *    ids outside this rank's row range (torch.chunk of V, from the layout)
+ *    are masked, the rest looked up at id - offset, masked rows zeroed
+ *    (a Partial sum), then the output transition: all-reduce to Replicate,
+ *    or reduce-scatter to Shard(1) under sequence parallelism;
+ *  - weight Shard(1) (colwise): local lookup (Shard(-1)), then its output
+ *    transition;
+ *  - weight replicated (tp == 1, or a prepare_module_output style): plain
+ *    lookup, then the output transition if the module has one.
+ * ids: Replicate over tp, int32 or int64, logical = local shape [..] (e.g.
+ * [B, T]); every id in [0, V) else TPX_OUT_OF_RANGE naming the position.
+ * weight: this rank's TP-local weight (unsharded over data-parallel dims),
+ * the shape tpx_sharding_local_slice gives on the tp dim; f32 or bf16.
+ * out: logical shape [.., H] in the output transition's `to` layout (local
+ * shape from tpx_tp_embedding_shape), dtype of weight. */
+TPX_API tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh,
+                                            tpx_mesh_comm *mc, int64_t module,
+                                            const tpx_tensor *ids,
+                                            const tpx_tensor *weight,
+                                            tpx_tensor *out, tpx_error *err);
+
+/* Local shape (ids->ndim + 1 dims) of tpx_tp_embedding_forward's output and
+ * of tpx_tp_embedding_backward's grad_out on mesh rank `rank`, and the
+ * TP-local weight shape (weight_local[2], may be NULL). */
+TPX_API tpx_status tpx_tp_embedding_shape(const tpx_sharding *sh,
+                                          int64_t module, int64_t rank,
+                                          const int64_t *ids_shape,
+                                          int ids_ndim, int64_t *out_local,
+                                          int64_t *weight_local,
+                                          tpx_error *err);
+
+/* Backward: grad_out (same layout and shape as forward's out) goes through
+ * the dual of the output transition (e.g. all-gather on the sequence under
+ * SP), then is scatter-added into weight_grad (TP-local weight shape, f32 or
+ * bf16; ACCUMULATES: weight_grad += ...) at the rows of this rank's ids;
+ * masked ids add nothing. Collective like forward. */
+TPX_API tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh,
+                                             tpx_mesh_comm *mc, int64_t module,
+                                             const tpx_tensor *ids,
+                                             const tpx_tensor *grad_out,
+                                             tpx_tensor *weight_grad,
+                                             tpx_error *err);
+
+/* ---- vocab-parallel log-probs and cross-entropy ------------------------- */
+
+typedef struct tpx_tp_loss_options {
+  size_t struct_size;
+  int64_t vocab;        /* global vocab size V (required, > 0) */
+  int vocab_parallel;   /* 1: logits are Shard(-1) over tp (colwise lm_head,
+                           output_layouts shard(-1)); 0: every tp rank holds
+                           all V logits and no collective runs */
+  int64_t ignore_index; /* targets equal to it are skipped: log-prob 0,
+                           no loss, no count, zero grad (torch: -100) */
+} tpx_tp_loss_options;
+
+#define TPX_TP_LOSS_OPTIONS_INIT                                               \
+  { sizeof(tpx_tp_loss_options), 0, 1, -100 }
+
+/* This rank's vocab range [*offset, *offset + *len) of V over the tp dim
+ * (torch.chunk, from the layout; all of V when not vocab-parallel). */
+TPX_API tpx_status tpx_tp_vocab_range(const tpx_sharding *sh, int64_t rank,
+                                      const tpx_tp_loss_options *opts,
+                                      int64_t *offset, int64_t *len,
+                                      tpx_error *err);
+
+/* logprobs[i] = log softmax(logits[i, :])[targets[i]] over the whole vocab
+ * (seed 004 get_logprobs_from_vocab_parallel_logits): row max all-reduced
+ * (max) over tp, sum of exp(logit - max) all-reduced (sum), the target's
+ * logit taken on the rank whose range holds it (others 0) and all-reduced.
+ * logits: local [.., V_local] (V_local = the tpx_tp_vocab_range length), f32
+ * or bf16. targets: [..] (logits' shape without the last dim), int32 or
+ * int64, replicated over tp, each in [0, V) or ignore_index. logprobs: [..]
+ * f32, the same on every tp rank. Collective over tp (2 all-reduces).
+ * Targets are explicit per position: seed 004 takes the unshifted input ids,
+ * rolls them by -1 and drops the last position, i.e. it equals this call
+ * on logits[:, :-1] with targets input_ids[:, 1:]. */
+TPX_API tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                   const tpx_tp_loss_options *opts,
+                                   const tpx_tensor *logits,
+                                   const tpx_tensor *targets,
+                                   tpx_tensor *logprobs, tpx_error *err);
+
+/* Backward of tpx_tp_logprobs: grad_logits[i, j] = grad_logprobs[i] *
+ * (onehot(targets[i])[j] - softmax(logits[i])[j]) on this rank's vocab
+ * range (j local). grad_logprobs: [..] f32; grad_logits: logits' shape, f32
+ * or bf16 (overwritten, not accumulated). Recomputes max and sum-exp
+ * (2 all-reduces over tp). */
+TPX_API tpx_status tpx_tp_logprobs_backward(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_loss_options *opts,
+    const tpx_tensor *logits, const tpx_tensor *targets,
+    const tpx_tensor *grad_logprobs, tpx_tensor *grad_logits, tpx_error *err);
+
+/* Cross-entropy as sums, for callers that average over more than this
+ * rank's positions (e.g. positions split over data-parallel ranks:
+ * all-reduce loss_sum and count over dp, divide): *loss_sum = sum over the
+ * positions whose target is not ignore_index of -logprob (f64), *count =
+ * their number (identical on every tp rank). When grad_logits is not NULL
+ * it receives grad_scale * d(loss_sum)/d(logits) = grad_scale * (softmax -
+ * onehot) on counted rows, 0 on ignored rows (overwritten; shape and dtype
+ * rules of tpx_tp_logprobs_backward). loss_sum / count may be NULL. One
+ * pass over the logits for the statistics, one for the gradient; 2
+ * all-reduces over tp. */
+TPX_API tpx_status tpx_tp_cross_entropy(const tpx_sharding *sh,
+                                        tpx_mesh_comm *mc,
+                                        const tpx_tp_loss_options *opts,
+                                        const tpx_tensor *logits,
+                                        const tpx_tensor *targets,
+                                        double grad_scale,
+                                        tpx_tensor *grad_logits,
+                                        double *loss_sum, int64_t *count,
+                                        tpx_error *err);
+
+/* Mean cross-entropy over this rank's counted positions (torch
+ * F.cross_entropy(reduction="mean") on the gathered logits) and, when
+ * grad_logits is not NULL, d loss / d logits. No counted position: loss 0,
+ * zero grad. */
+TPX_API tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh,
+                                             tpx_mesh_comm *mc,
+                                             const tpx_tp_loss_options *opts,
+                                             const tpx_tensor *logits,
+                                             const tpx_tensor *targets,
+                                             tpx_tensor *grad_logits,
+                                             double *loss, tpx_error *err);
+
+/* ---- parameters replicated over tp ------------------------------------- */
+
+/* 1 when parameter `param` is Replicate over a tp dim of size > 1 but its
+ * gradient is computed from sequence-sharded activations, so each tp rank
+ * holds a partial gradient that DTensor all-reduces (sum) over tp: params
+ * of modules styled sequence_parallel (norms under SP),
+ * sequence_parallel_allgather_activation and qk_norm_sequence_parallel
+ * (q/k norms). 0 otherwise (also for bad arguments). A tied alias follows
+ * its target. */
+TPX_API int tpx_tp_param_grad_needs_allreduce(const tpx_sharding *sh,
+                                              int64_t param);
+
+/* When tpx_tp_param_grad_needs_allreduce(sh, param): all-reduce (sum) the
+ * TP-local gradient in place over the tp group (collective over tp).
+ * Otherwise TPX_OK without communicating. grad: any shape, a reducible
+ * dtype. */
+TPX_API tpx_status tpx_tp_param_grad_allreduce(const tpx_sharding *sh,
+                                               tpx_mesh_comm *mc,
+                                               int64_t param, tpx_tensor *grad,
+                                               tpx_error *err);
+
+TPX_END_DECLS
+
+#endif /* TPX_RUNTIME_TP_H */

@@ -1,0 +1,89 @@
+/* runtime/rt_adamw.c — torch.optim.AdamW (single-tensor path, f32) on the
+ * sharded flat buffers: the f32 masters with the sharded f32 gradients;
+ * low-precision storage is refreshed from the masters afterwards. Padding
+ * stays zero (zero gradient, zero state, zero parameter). */
+#include <math.h>
+#include <string.h>
+
+#include "runtime/rt_internal.h"
+
+static void adamw(float *p, const float *g, float *m, float *v, int64_t n,
+                  float decay, float w1, float b2, float w2, float bc2s,
+                  float eps, float step) {
+  for (int64_t i = 0; i < n; i++) {
+    float gi = g[i];
+    float pi = p[i];
+    if (decay != 1.0f) pi *= decay;
+    m[i] = m[i] + w1 * (gi - m[i]); /* lerp_(g, 1-b1), weight < 0.5 */
+    v[i] = v[i] * b2 + w2 * gi * gi;
+    float denom = sqrtf(v[i]) / bc2s + eps;
+    p[i] = pi + step * m[i] / denom;
+  }
+}
+
+tpx_status tpx_runtime_adamw_step(tpx_runtime *rt,
+                                  const tpx_adamw_options *opts,
+                                  tpx_error *err) {
+  if (!rt || !opts)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_adamw_step: %s is NULL",
+                         !rt ? "runtime" : "options");
+  tpx_adamw_options o = TPX_ADAMW_OPTIONS_INIT;
+  if (opts->struct_size < sizeof(size_t) || opts->struct_size > sizeof o)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_adamw_step: options struct_size %zu "
+                         "is not a tpx_adamw_options size",
+                         opts->struct_size);
+  memcpy(&o, opts, opts->struct_size);
+  if (!(o.lr >= 0) || !(o.eps >= 0) || !(o.weight_decay >= 0) ||
+      !(o.beta1 >= 0 && o.beta1 < 1) || !(o.beta2 >= 0 && o.beta2 < 1))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_adamw_step: invalid hyper-parameters "
+                         "(lr %g, betas %g %g, eps %g, weight_decay %g; "
+                         "need lr, eps, weight_decay >= 0 and betas in "
+                         "[0, 1))",
+                         o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
+  tpx_status st = tpx_runtime_wait(rt, err);
+  if (st != TPX_OK) return st;
+  for (size_t u = 0; rt->fsdp && u < rt->num_units; u++)
+    if (rt->units[u].state != TPX__RT_SHARDED)
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "tpx_runtime_adamw_step: unit %zu is unsharded; "
+                           "reshard every unit before the optimizer step",
+                           u);
+  /* State first, so a failure leaves parameters untouched. */
+  for (size_t u = 0; u < rt->num_units; u++) {
+    tpx__rt_unit *un = &rt->units[u];
+    size_t bytes = (size_t)un->grad_numel * sizeof(float);
+    if (!un->exp_avg)
+      un->exp_avg = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_OPTIMIZER, bytes);
+    if (!un->exp_avg_sq)
+      un->exp_avg_sq = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_OPTIMIZER, bytes);
+    if (!un->exp_avg || !un->exp_avg_sq)
+      return tpx_error_set(err, TPX_NO_MEMORY,
+                           "tpx_runtime_adamw_step: out of memory for the "
+                           "optimizer state of unit %zu",
+                           u);
+  }
+  rt->steps++;
+  double t = (double)rt->steps;
+  double bc1 = 1.0 - pow(o.beta1, t);
+  double bc2 = 1.0 - pow(o.beta2, t);
+  float decay = o.weight_decay != 0 ? (float)(1.0 - o.lr * o.weight_decay)
+                                    : 1.0f;
+  float step = (float)(-(o.lr / bc1));
+  float bc2s = (float)sqrt(bc2);
+  for (size_t i = 0; i < rt->num_rt_params; i++) {
+    const tpx__rt_param *p = &rt->params[i];
+    tpx__rt_unit *un = &rt->units[p->unit];
+    float *master = tpx__rt_master(rt, p);
+    adamw(master, un->grad + p->grad_off, un->exp_avg + p->grad_off,
+          un->exp_avg_sq + p->grad_off, p->padded, decay,
+          (float)(1.0 - o.beta1), (float)o.beta2, (float)(1.0 - o.beta2),
+          bc2s, (float)o.eps, step);
+    if (p->master_off >= 0)
+      tpx__rt_convert((unsigned char *)un->flat + p->flat_off, p->storage,
+                      master, TPX_DTYPE_F32, (size_t)p->padded);
+  }
+  return TPX_OK;
+}

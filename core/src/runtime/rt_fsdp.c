@@ -1,0 +1,347 @@
+/* runtime/rt_fsdp.c — FSDP2 on the runtime's unit buffers: unshard (one
+ * all-gather of the unit's flat buffer over dp_shard, then copy-out into
+ * TP-local tensors), prefetch, reshard, and gradient reduction
+ * (reduce-scatter over dp_shard, all-reduce over dp_replicate, divide, tp
+ * all-reduce of sequence-parallel partial gradients).
+ * Which rows of the TP-local piece dp rank b holds: tpx_layout_chunk, the
+ * same split tpx_sharding_local_slice applies (rt_runtime.c checks this
+ * rank's shard against it). */
+#include <string.h>
+
+#include "runtime/rt_internal.h"
+
+static const char *phase_name(tpx_runtime_phase ph) {
+  return ph == TPX_RUNTIME_BACKWARD ? "backward" : "forward";
+}
+
+/* Rows [*off, *off + *len) of p's TP-local piece held by dp_shard index b
+ * (every rank holds all of a parameter not split over dp). */
+static void block_rows(const tpx_runtime *rt, const tpx__rt_param *p,
+                       int64_t b, int64_t *off, int64_t *len) {
+  if (!p->dp_split) {
+    *off = 0;
+    *len = p->rows;
+    return;
+  }
+  tpx_layout_chunk(p->rows, rt->dps, b, off, len, NULL);
+}
+
+static tpx_status check_unit(const tpx_runtime *rt, size_t unit,
+                             const char *what, tpx_error *err) {
+  if (!rt)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: runtime is NULL",
+                         what);
+  if (unit >= rt->num_units)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "%s: unit %zu is outside 0..%zu", what, unit,
+                         rt->num_units - 1);
+  return TPX_OK;
+}
+
+/* ---- all-gather ---- */
+
+static tpx_status gather_job(void *arg, tpx_error *err) {
+  tpx__rt_unit *u = arg;
+  tpx_runtime *rt = u->rt;
+  const unsigned char *send = u->flat;
+  if (u->cast_send) {
+    for (size_t i = 0; i < u->count; i++) {
+      const tpx__rt_param *p = &rt->params[u->first + i];
+      tpx__rt_convert((unsigned char *)u->send + p->cflat_off, p->compute,
+                      (const unsigned char *)u->flat + p->flat_off,
+                      p->storage, (size_t)p->padded);
+    }
+    send = u->send;
+  }
+  tpx_comm *c = tpx__rt_dim_comm(rt, rt->dps_dim);
+  if (c && rt->dps > 1) {
+    tpx_status st = tpx_comm_all_gather(c, send, u->stage, u->cflat_bytes,
+                                        TPX_DTYPE_U8, err);
+    if (st != TPX_OK) return st;
+  } else if (u->cflat_bytes) {
+    memcpy(u->stage, send, u->cflat_bytes);
+  }
+  /* Copy-out: block b holds dp rank b's padded shards. */
+  for (int64_t b = 0; b < rt->dps; b++) {
+    const unsigned char *blk = (const unsigned char *)u->stage +
+                               (size_t)b * u->cflat_bytes;
+    for (size_t i = 0; i < u->count; i++) {
+      const tpx__rt_param *p = &rt->params[u->first + i];
+      if (!p->dp_split && b > 0) continue;
+      int64_t off, len;
+      block_rows(rt, p, b, &off, &len);
+      size_t row = (size_t)p->row_numel * tpx_dtype_size(p->compute);
+      if (len > 0)
+        memcpy((unsigned char *)u->unsh + p->unsh_off + (size_t)off * row,
+               blk + p->cflat_off, (size_t)len * row);
+    }
+  }
+  return TPX_OK;
+}
+
+void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u) {
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->send, u->cflat_bytes);
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->stage,
+               u->cflat_bytes * (size_t)rt->dps);
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->unsh, u->unsh_bytes);
+  u->send = u->stage = u->unsh = NULL;
+  u->state = TPX__RT_SHARDED;
+}
+
+/* Allocate the gather buffers and submit the unit's all-gather. */
+static tpx_status start_gather(tpx_runtime *rt, size_t unit,
+                               tpx_error *err) {
+  tpx__rt_unit *u = &rt->units[unit];
+  u->unsh = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GATHER, u->unsh_bytes);
+  u->stage = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GATHER,
+                           u->cflat_bytes * (size_t)rt->dps);
+  if (u->cast_send)
+    u->send = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GATHER, u->cflat_bytes);
+  if (!u->unsh || !u->stage || (u->cast_send && !u->send)) {
+    tpx__rt_free_unsharded(rt, u);
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "tpx_runtime_unshard: out of memory gathering unit "
+                         "%zu (%zu bytes)",
+                         unit, u->unsh_bytes);
+  }
+  memset(&u->job, 0, sizeof u->job);
+  u->job.fn = gather_job;
+  u->job.arg = u;
+  u->state = TPX__RT_INFLIGHT;
+  tpx__rt_queue_submit(&rt->queue, &u->job);
+  return TPX_OK;
+}
+
+/* Wait for the unit's gather in flight and release its staging. */
+static tpx_status finish_gather(tpx_runtime *rt, size_t unit,
+                                tpx_error *err) {
+  tpx__rt_unit *u = &rt->units[unit];
+  if (u->state != TPX__RT_INFLIGHT) return TPX_OK;
+  tpx_status st = tpx__rt_queue_wait(&rt->queue, &u->job, err);
+  if (st != TPX_OK) {
+    tpx__rt_free_unsharded(rt, u);
+    return st;
+  }
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->send, u->cflat_bytes);
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->stage,
+               u->cflat_bytes * (size_t)rt->dps);
+  u->send = u->stage = NULL;
+  u->state = TPX__RT_UNSHARDED;
+  return TPX_OK;
+}
+
+static tpx_status gather_unit(tpx_runtime *rt, size_t unit, tpx_error *err) {
+  tpx__rt_unit *u = &rt->units[unit];
+  if (u->state != TPX__RT_SHARDED) return TPX_OK;
+  return start_gather(rt, unit, err);
+}
+
+tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
+                               tpx_runtime_phase phase, tpx_error *err) {
+  tpx_status st = check_unit(rt, unit, "tpx_runtime_unshard", err);
+  if (st != TPX_OK) return st;
+  if (phase != TPX_RUNTIME_FORWARD && phase != TPX_RUNTIME_BACKWARD)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_unshard: phase %d is neither forward "
+                         "nor backward",
+                         (int)phase);
+  if (!rt->fsdp) return TPX_OK;
+  tpx__rt_unit *u = &rt->units[unit];
+  st = gather_unit(rt, unit, err);
+  if (st == TPX_OK) st = finish_gather(rt, unit, err);
+  if (st != TPX_OK) return st;
+  if (phase == TPX_RUNTIME_BACKWARD && !u->unsh_grad) {
+    u->unsh_grad =
+        tpx__rt_alloc(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->unsh_bytes);
+    if (!u->unsh_grad)
+      return tpx_error_set(err, TPX_NO_MEMORY,
+                           "tpx_runtime_unshard: out of memory for the "
+                           "unsharded gradients of unit %zu (%zu bytes)",
+                           unit, u->unsh_bytes);
+  }
+  if (!rt->opts.prefetch) return TPX_OK;
+  const int64_t *list = phase == TPX_RUNTIME_FORWARD ? u->fwd : u->bwd;
+  size_t n = phase == TPX_RUNTIME_FORWARD ? u->num_fwd : u->num_bwd;
+  for (size_t i = 0; i < n; i++) {
+    if (list[i] < 0 || (size_t)list[i] >= rt->num_units) continue;
+    st = gather_unit(rt, (size_t)list[i], err);
+    if (st != TPX_OK) return st;
+  }
+  return TPX_OK;
+}
+
+tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
+                               tpx_runtime_phase phase, tpx_error *err) {
+  tpx_status st = check_unit(rt, unit, "tpx_runtime_reshard", err);
+  if (st != TPX_OK) return st;
+  if (phase != TPX_RUNTIME_FORWARD && phase != TPX_RUNTIME_BACKWARD)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_reshard: phase %d is neither forward "
+                         "nor backward",
+                         (int)phase);
+  if (!rt->fsdp) return TPX_OK;
+  tpx__rt_unit *u = &rt->units[unit];
+  st = finish_gather(rt, unit, err);
+  if (st != TPX_OK) return st;
+  if (phase == TPX_RUNTIME_FORWARD && !u->reshard_after_forward)
+    return TPX_OK;
+  if (u->unsh_grad)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_reshard: unit %zu still holds "
+                         "unreduced unsharded gradients (call "
+                         "tpx_runtime_reduce_grads before the %s reshard)",
+                         unit, phase_name(phase));
+  tpx__rt_free_unsharded(rt, u);
+  return TPX_OK;
+}
+
+tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err) {
+  if (!rt)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_wait: runtime is NULL");
+  tpx_status first = TPX_OK;
+  for (size_t u = 0; u < rt->num_units; u++) {
+    tpx_status st = finish_gather(rt, u, err);
+    if (first == TPX_OK) first = st;
+  }
+  return first;
+}
+
+/* ---- gradient reduction ---- */
+
+typedef struct reduce_ctx {
+  tpx_runtime *rt;
+  tpx__rt_unit *u;
+  void *stage; /* dps blocks of rflat_bytes */
+  void *out;   /* rflat_bytes */
+} reduce_ctx;
+
+static tpx_status reduce_job(void *arg, tpx_error *err) {
+  reduce_ctx *c = arg;
+  tpx_runtime *rt = c->rt;
+  tpx__rt_unit *u = c->u;
+  size_t rsz = tpx_dtype_size(u->reduce);
+  for (int64_t b = 0; b < rt->dps; b++) {
+    unsigned char *blk = (unsigned char *)c->stage + (size_t)b * u->rflat_bytes;
+    for (size_t i = 0; i < u->count; i++) {
+      const tpx__rt_param *p = &rt->params[u->first + i];
+      int64_t off, len;
+      block_rows(rt, p, b, &off, &len);
+      size_t crow = (size_t)p->row_numel * tpx_dtype_size(p->compute);
+      if (len > 0)
+        tpx__rt_convert(blk + p->rflat_off, u->reduce,
+                        (const unsigned char *)u->unsh_grad + p->unsh_off +
+                            (size_t)off * crow,
+                        p->compute, (size_t)(len * p->row_numel));
+    }
+  }
+  size_t count = u->rflat_bytes / rsz;
+  tpx_comm *cs = tpx__rt_dim_comm(rt, rt->dps_dim);
+  tpx_status st = TPX_OK;
+  if (cs && rt->dps > 1)
+    st = tpx_comm_reduce_scatter(cs, c->stage, c->out, count, u->reduce,
+                                 TPX_REDUCE_SUM, err);
+  else if (u->rflat_bytes)
+    memcpy(c->out, c->stage, u->rflat_bytes);
+  tpx_comm *cr = tpx__rt_dim_comm(rt, rt->dpr_dim);
+  if (st == TPX_OK && cr && rt->dpr > 1)
+    st = tpx_comm_all_reduce(cr, c->out, c->out, count, u->reduce,
+                             TPX_REDUCE_SUM, err);
+  return st;
+}
+
+/* tp all-reduce (sum) of the SP-partial parameters' reduced shards, in
+ * place in `buf` (dtype dt, element offsets off_of(p)). */
+static tpx_status tp_allreduce(tpx_runtime *rt, tpx__rt_unit *u, void *buf,
+                               tpx_dtype dt, int use_grad_off,
+                               tpx_error *err) {
+  tpx_comm *ct = tpx__rt_dim_comm(rt, rt->tp_dim);
+  if (!ct || rt->tp <= 1) return TPX_OK;
+  for (size_t i = 0; i < u->count; i++) {
+    const tpx__rt_param *p = &rt->params[u->first + i];
+    if (!p->grad_tp_allreduce) continue;
+    size_t n = (size_t)(p->shard_rows * p->row_numel);
+    unsigned char *at = use_grad_off
+                            ? (unsigned char *)buf +
+                                  (size_t)p->grad_off * sizeof(float)
+                            : (unsigned char *)buf + p->rflat_off;
+    tpx_status st =
+        tpx_comm_all_reduce(ct, at, at, n, dt, TPX_REDUCE_SUM, err);
+    if (st != TPX_OK) return st;
+  }
+  return TPX_OK;
+}
+
+/* FSDP off: DDP all-reduce over the dp dims, divide, tp all-reduce. */
+static tpx_status reduce_plain(tpx_runtime *rt, tpx__rt_unit *u,
+                               tpx_error *err) {
+  size_t n = (size_t)u->grad_numel;
+  tpx_status st = tpx__rt_all_reduce_dim(rt, rt->dps_dim, u->grad, n,
+                                         TPX_DTYPE_F32, TPX_REDUCE_SUM, err);
+  if (st == TPX_OK)
+    st = tpx__rt_all_reduce_dim(rt, rt->dpr_dim, u->grad, n, TPX_DTYPE_F32,
+                                TPX_REDUCE_SUM, err);
+  if (st != TPX_OK) return st;
+  if (rt->divide != 1.0) {
+    float d = (float)rt->divide;
+    for (size_t i = 0; i < n; i++) u->grad[i] /= d;
+  }
+  return tp_allreduce(rt, u, u->grad, TPX_DTYPE_F32, 1, err);
+}
+
+tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
+                                    tpx_error *err) {
+  tpx_status st = check_unit(rt, unit, "tpx_runtime_reduce_grads", err);
+  if (st != TPX_OK) return st;
+  tpx__rt_unit *u = &rt->units[unit];
+  if (!rt->fsdp) return reduce_plain(rt, u, err);
+  if (!u->unsh_grad)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_reduce_grads: unit %zu has no "
+                         "unsharded gradients (unshard it with "
+                         "TPX_RUNTIME_BACKWARD first)",
+                         unit);
+  reduce_ctx c = {rt, u, NULL, NULL};
+  c.stage = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
+                          u->rflat_bytes * (size_t)rt->dps);
+  c.out = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rflat_bytes);
+  if (!c.stage || !c.out)
+    st = tpx_error_set(err, TPX_NO_MEMORY,
+                       "tpx_runtime_reduce_grads: out of memory for unit "
+                       "%zu's reduce buffers",
+                       unit);
+  if (st == TPX_OK) st = tpx__rt_queue_run(&rt->queue, reduce_job, &c, err);
+  if (st == TPX_OK) st = tp_allreduce(rt, u, c.out, u->reduce, 0, err);
+  if (st == TPX_OK) {
+    float d = (float)rt->divide;
+    for (size_t i = 0; i < u->count; i++) {
+      const tpx__rt_param *p = &rt->params[u->first + i];
+      tpx__rt_add_f32(u->grad + p->grad_off,
+                      (const unsigned char *)c.out + p->rflat_off, u->reduce,
+                      (size_t)(p->shard_rows * p->row_numel), d);
+    }
+  }
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, c.stage,
+               u->rflat_bytes * (size_t)rt->dps);
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, c.out, u->rflat_bytes);
+  if (st == TPX_OK) {
+    tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->unsh_grad,
+                 u->unsh_bytes);
+    u->unsh_grad = NULL;
+  }
+  return st;
+}
+
+tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
+  if (!rt)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_zero_grads: runtime is NULL");
+  for (size_t i = 0; i < rt->num_units; i++) {
+    tpx__rt_unit *u = &rt->units[i];
+    if (u->grad_numel)
+      memset(u->grad, 0, (size_t)u->grad_numel * sizeof(float));
+    if (rt->fsdp && u->unsh_grad && u->unsh_bytes)
+      memset(u->unsh_grad, 0, u->unsh_bytes);
+  }
+  return TPX_OK;
+}

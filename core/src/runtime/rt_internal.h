@@ -1,0 +1,168 @@
+/* runtime/rt_internal.h — the inside of tpx_runtime, shared by the rt_*.c
+ * files: rt_runtime.c (create, queries, byte accounting), rt_queue.c (the
+ * comm thread), rt_cast.c (dtype conversions), rt_fsdp.c (unshard, reshard,
+ * prefetch, gradient reduction), rt_load.c (load / gather full tensors),
+ * rt_norm.c (grad norm and clip), rt_adamw.c (AdamW).
+ * Not for other areas: they use tpx/runtime.h. */
+#ifndef TPX_RUNTIME_RT_INTERNAL_H
+#define TPX_RUNTIME_RT_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/runtime.h"
+
+/* ---- the comm thread (rt_queue.c) ---- */
+
+/* One piece of data-parallel work. Filled by the submitter, run once. */
+typedef struct tpx__rt_job {
+  tpx_status (*fn)(void *arg, tpx_error *err);
+  void *arg;
+  int done;      /* guarded by the queue mutex */
+  tpx_status st; /* valid once done */
+  tpx_error err; /* valid once done */
+  struct tpx__rt_job *next;
+} tpx__rt_job;
+
+typedef struct tpx__rt_queue {
+  int threaded; /* 0: jobs run inline at submit */
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  tpx__rt_job *head, *tail;
+  int stop;
+} tpx__rt_queue;
+
+tpx_status tpx__rt_queue_start(tpx__rt_queue *q, int threaded,
+                               tpx_error *err);
+/* Drain, stop and join (no-op when never started). */
+void tpx__rt_queue_stop(tpx__rt_queue *q);
+/* Queue `job` (runs inline when not threaded). The job must stay alive
+ * until tpx__rt_queue_wait returns for it. */
+void tpx__rt_queue_submit(tpx__rt_queue *q, tpx__rt_job *job);
+/* Wait for `job`; returns its status and copies its error into err. */
+tpx_status tpx__rt_queue_wait(tpx__rt_queue *q, tpx__rt_job *job,
+                              tpx_error *err);
+/* submit + wait. */
+tpx_status tpx__rt_queue_run(tpx__rt_queue *q,
+                             tpx_status (*fn)(void *, tpx_error *),
+                             void *arg, tpx_error *err);
+
+/* ---- dtype conversions (rt_cast.c) ---- */
+
+/* 1 for the float dtypes the runtime stores and computes in (f32, bf16,
+ * f16). */
+int tpx__rt_dtype_ok(tpx_dtype dt);
+/* dst[i] = src[i] converted (round to nearest even). Same dtype = memcpy. */
+void tpx__rt_convert(void *dst, tpx_dtype dd, const void *src, tpx_dtype sd,
+                     size_t n);
+/* dst[i] += src[i] / div, in f32 (div 1 skips the division). */
+void tpx__rt_add_f32(float *dst, const void *src, tpx_dtype sd, size_t n,
+                     float div);
+
+/* ---- the runtime ---- */
+
+typedef enum tpx__rt_state {
+  TPX__RT_SHARDED = 0,
+  TPX__RT_INFLIGHT = 1, /* gather submitted, not waited */
+  TPX__RT_UNSHARDED = 2,
+} tpx__rt_state;
+
+/* One (non-alias) parameter. Offsets are into its unit's buffers. */
+typedef struct tpx__rt_param {
+  int64_t index; /* model parameter index */
+  size_t unit;
+  tpx_dtype storage, compute, reduce;
+  int ndim;
+  int64_t local_shape[TPX_MAX_TENSOR_DIMS];
+  int64_t local_numel;
+  int64_t rows;      /* local_shape[0]; 1 for ndim 0 */
+  int64_t row_numel; /* prod(local_shape[1:]); 1 for ndim 0 */
+  tpx_slice global;   /* this rank's shard (tpx_sharding_local_slice) */
+  tpx_slice tp_local; /* the TP-local piece (dp dims replicated) */
+  int64_t shard_rows; /* rows of this rank's shard */
+  int dp_split;       /* 1: split on dim 0 over dp_shard; 0: replicated */
+  int64_t padded;     /* per-rank padded numel (tpx_layout_fsdp_padded_numel) */
+  size_t flat_off;    /* bytes into the storage flat buffer */
+  size_t cflat_off;   /* bytes into one rank's compute-dtype gather block */
+  size_t rflat_off;   /* bytes into one rank's reduce-dtype block */
+  int64_t grad_off;   /* f32 elements into grad / optimizer state */
+  int64_t master_off; /* f32 elements into the master buffer, -1: storage */
+  size_t unsh_off;    /* bytes into the unsharded buffers */
+  unsigned shard_mask; /* bit d: sharded over mesh dim d */
+  int grad_tp_allreduce;
+} tpx__rt_param;
+
+typedef struct tpx__rt_unit {
+  struct tpx_runtime *rt; /* back-pointer for the unit's jobs */
+  size_t first, count;    /* range in rt->params */
+  int reshard_after_forward;
+  const int64_t *fwd, *bwd; /* borrowed from the sharding */
+  size_t num_fwd, num_bwd;
+  size_t flat_bytes;      /* storage flat buffer, per rank */
+  size_t cflat_bytes;     /* one rank's compute-dtype gather block */
+  size_t rflat_bytes;     /* one rank's reduce-dtype block */
+  tpx_dtype reduce;       /* the unit's reduce dtype */
+  int64_t grad_numel;     /* f32 flat grad / optimizer state */
+  int64_t master_numel;   /* f32 master elements (0: all storage f32) */
+  size_t unsh_bytes;      /* unsharded params (compute dtype) */
+  int cast_send;          /* the gather block differs from storage */
+  void *flat;
+  float *master;
+  float *grad;
+  float *exp_avg, *exp_avg_sq;
+  /* Unsharded state. */
+  tpx__rt_state state;
+  void *unsh;
+  void *unsh_grad;
+  void *send;  /* compute-dtype copy of the shard (cast_send) */
+  void *stage; /* all-gather output, dps blocks */
+  tpx__rt_job job;
+} tpx__rt_unit;
+
+struct tpx_runtime {
+  const tpx_sharding *sh;
+  tpx_mesh_comm *mc;
+  tpx_runtime_options opts;
+  int64_t rank;
+  int ndim; /* mesh dims */
+  int tp_dim, dps_dim, dpr_dim;
+  int64_t tp, dps, dpr;
+  int64_t dps_index; /* this rank's index along dp_shard */
+  int fsdp;
+  double divide;
+  size_t num_params;   /* model parameters (aliases included) */
+  int64_t *param_slot; /* [num_params] index in params (aliases: target's) */
+  tpx__rt_param *params;
+  size_t num_rt_params;
+  tpx__rt_unit *units;
+  size_t num_units;
+  int64_t steps;
+  tpx__rt_queue queue;
+  int64_t cur[TPX_RUNTIME_MEM_TOTAL + 1];
+  int64_t peak[TPX_RUNTIME_MEM_TOTAL + 1];
+};
+
+/* calloc / free with byte accounting (compute thread only). NULL on OOM. */
+void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind, size_t bytes);
+void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
+                  size_t bytes);
+/* The communicator of mesh dim `dim` (NULL when the mesh has none). */
+tpx_comm *tpx__rt_dim_comm(const tpx_runtime *rt, int dim);
+/* 1 when `dim` is a data-parallel dim (its collectives go to the queue). */
+int tpx__rt_dim_is_dp(const tpx_runtime *rt, int dim);
+/* All-reduce `count` elements of buf in place over mesh dim `dim`, on the
+ * comm thread for dp dims, inline for others. */
+tpx_status tpx__rt_all_reduce_dim(tpx_runtime *rt, int dim, void *buf,
+                                  size_t count, tpx_dtype dt,
+                                  tpx_reduce_op op, tpx_error *err);
+/* Look up parameter `param` (alias -> target); NULL + error when bad. */
+tpx__rt_param *tpx__rt_lookup(const tpx_runtime *rt, int64_t param,
+                              const char *what, tpx_error *err);
+/* Pointer to the f32 master of p. */
+float *tpx__rt_master(const tpx_runtime *rt, const tpx__rt_param *p);
+/* Free the unit's gather buffers and unsharded params (not grads). */
+void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u);
+
+#endif /* TPX_RUNTIME_RT_INTERNAL_H */

@@ -1,0 +1,98 @@
+/* runtime/rt_norm.c — the total gradient norm over the whole mesh (each
+ * global element once) and clipping by it, as torch's clip_grad_norm_ and
+ * seed 004's get_grad_norm / clip_grad_by_total_norm_ do.
+ * Per parameter, the local sum of squares (or max |g|) goes into the slot
+ * of the set of mesh dims it is sharded on; slot s is then reduced over
+ * exactly the dims in s, so replicated copies are never counted twice. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/rt_internal.h"
+
+tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
+                                 double *out, tpx_error *err) {
+  if (!rt || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_grad_norm: %s is NULL",
+                         !rt ? "runtime" : "out");
+  int inf = isinf(norm_type) && norm_type > 0;
+  if (!inf && norm_type != 2.0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_grad_norm: norm_type %g is not "
+                         "supported (2 or INFINITY)",
+                         norm_type);
+  size_t nslots = (size_t)1 << rt->ndim;
+  double *acc = calloc(nslots * 2, sizeof *acc);
+  if (!acc)
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "tpx_runtime_grad_norm: out of memory");
+  double *pack = acc + nslots;
+  for (size_t i = 0; i < rt->num_rt_params; i++) {
+    const tpx__rt_param *p = &rt->params[i];
+    const float *g = rt->units[p->unit].grad + p->grad_off;
+    size_t n = (size_t)(p->shard_rows * p->row_numel);
+    double a = acc[p->shard_mask];
+    if (inf) {
+      for (size_t k = 0; k < n; k++) {
+        double v = fabs((double)g[k]);
+        if (v > a || isnan(v)) a = v;
+      }
+    } else {
+      for (size_t k = 0; k < n; k++) a += (double)g[k] * (double)g[k];
+    }
+    acc[p->shard_mask] = a;
+  }
+  tpx_status st = TPX_OK;
+  for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
+    size_t m = 0;
+    for (size_t s = 0; s < nslots; s++)
+      if (s & (1u << d)) pack[m++] = acc[s];
+    if (m == 0) continue;
+    st = tpx__rt_all_reduce_dim(rt, d, pack, m, TPX_DTYPE_F64,
+                                inf ? TPX_REDUCE_MAX : TPX_REDUCE_SUM, err);
+    m = 0;
+    for (size_t s = 0; s < nslots; s++)
+      if (s & (1u << d)) acc[s] = pack[m++];
+  }
+  double total = 0.0;
+  for (size_t s = 0; s < nslots; s++)
+    total = inf ? (acc[s] > total || isnan(acc[s]) ? acc[s] : total)
+                : total + acc[s];
+  free(acc);
+  if (st != TPX_OK) return st;
+  *out = inf ? total : sqrt(total);
+  return TPX_OK;
+}
+
+tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
+                                  double total_norm, tpx_error *err) {
+  if (!rt)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_clip_grads: runtime is NULL");
+  if (!(max_norm > 0.0) || isinf(max_norm))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_clip_grads: max_norm %g must be a "
+                         "positive finite number",
+                         max_norm);
+  /* torch: clip_coef = max_norm / (total_norm + 1e-6) on an f32 tensor
+   * (a Python float over a tensor is reciprocal() * other), clamped to 1. */
+  float denom = (float)total_norm + 1e-6f;
+  float coef = (1.0f / denom) * (float)max_norm;
+  if (!(coef < 1.0f)) return TPX_OK; /* also NaN: torch multiplies by NaN */
+  for (size_t u = 0; u < rt->num_units; u++) {
+    float *g = rt->units[u].grad;
+    for (int64_t k = 0; k < rt->units[u].grad_numel; k++) g[k] *= coef;
+  }
+  return TPX_OK;
+}
+
+tpx_status tpx_runtime_clip_grad_norm(tpx_runtime *rt, double max_norm,
+                                      double norm_type, double *total_out,
+                                      tpx_error *err) {
+  double total = 0.0;
+  tpx_status st = tpx_runtime_grad_norm(rt, norm_type, &total, err);
+  if (st != TPX_OK) return st;
+  if (total_out) *total_out = total;
+  return tpx_runtime_clip_grads(rt, max_norm, total, err);
+}

@@ -1,0 +1,47 @@
+/* tp_param.c — parameters replicated over tp whose gradient is partial
+ * (tpx/runtime_tp.h): the params of modules whose style runs them on
+ * sequence-sharded activations (SequenceParallel and its norm variants),
+ * and the all-reduce over tp DTensor runs on their gradients
+ * (spec/torch-semantics.md §7).
+ * Not here: FSDP reduction and grad norms (the runtime object). */
+#include "runtime/tp_internal.h"
+#include "shard/sharding_impl.h"
+
+int tpx_tp_param_grad_needs_allreduce(const tpx_sharding *sh, int64_t param) {
+  if (!sh || param < 0 || (size_t)param >= sh->num_params) return 0;
+  if (!sh->tp_applied || sh->tp_dim < 0 || sh->tp <= 1) return 0;
+  tpx_param_info pi;
+  if (tpx_model_param(sh->model, param, &pi, NULL) != TPX_OK) return 0;
+  if (pi.tied_to >= 0 && (size_t)pi.tied_to < sh->num_params) {
+    param = pi.tied_to;
+    if (tpx_model_param(sh->model, param, &pi, NULL) != TPX_OK) return 0;
+  }
+  tpx_placement p = sh->placements[param * sh->ndim + sh->tp_dim];
+  if (p.kind != TPX_REPLICATE) return 0;
+  int64_t e = sh->param_entry[param];
+  if (sh->param_styled[param] < 0 || e < 0) return 0;
+  switch (sh->entry_styles[e].kind) {
+  case TPX_STYLE_SEQUENCE_PARALLEL:
+  case TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL:
+  case TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+tpx_status tpx_tp_param_grad_allreduce(const tpx_sharding *sh,
+                                       tpx_mesh_comm *mc, int64_t param,
+                                       tpx_tensor *grad, tpx_error *err) {
+  const char *w = "tpx_tp_param_grad_allreduce";
+  TPX__TRY(tpx__tp_check_comm(sh, mc, w, err));
+  if (param < 0 || (size_t)param >= sh->num_params)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "%s: parameter index %lld outside 0..%zu", w,
+                         (long long)param, sh->num_params - 1);
+  TPX__TRY(tpx_tensor_check(grad, "gradient", err));
+  if (!tpx_tp_param_grad_needs_allreduce(sh, param)) return TPX_OK;
+  int64_t n = tpx_tensor_numel(grad);
+  return tpx_comm_all_reduce(tpx__tp_comm(sh, mc), grad->data, grad->data,
+                             (size_t)n, grad->dtype, TPX_REDUCE_SUM, err);
+}

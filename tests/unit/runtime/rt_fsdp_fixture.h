@@ -1,0 +1,117 @@
+/* rt_fsdp_fixture.h — models, meshes and reference data shared by the runtime
+ * (rt_*) test suites (header-only; static functions).
+ *
+ * The hand-built tiny model (f32), odd sizes so every split is uneven:
+ *   emb            embedding weight [7, 5]
+ *   layers.{0,1}.lin   linear weight [6, 5], bias [6]
+ *   layers.{0,1}.norm  norm weight [5], scale [] (0-d)
+ *   head           linear weight [7, 5], tied to emb.weight
+ * plan: emb rowwise (input Replicate), layers.*.lin colwise, head colwise
+ * (use_local_output 0); optionally layers.*.norm sequence_parallel.
+ * FSDP units: layers.0, layers.1, root. */
+#ifndef TPX_TESTS_RT_FSDP_FIXTURE_H
+#define TPX_TESTS_RT_FSDP_FIXTURE_H
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tpx/tpx.h"
+
+#define RT_OK(call)                                                            \
+  do {                                                                         \
+    tpx_error e_ = {0};                                                        \
+    tpx_status st_ = (call);                                                   \
+    (void)e_;                                                                  \
+    ck_assert_msg(st_ == TPX_OK, "%s", tpx_status_name(st_));                  \
+  } while (0)
+
+static inline void rt_add(tpx_model *m, const char *mod, tpx_module_kind kind,
+                          const char *name, const int64_t *shape, int ndim) {
+  tpx_error e = {0};
+  if (tpx_model_find_module(m, mod) < 0)
+    ck_assert_int_eq(tpx_model_add_module(m, mod, kind, NULL, &e), TPX_OK);
+  ck_assert_msg(tpx_model_add_param(m, mod, name, shape, ndim, TPX_DTYPE_F32,
+                                    NULL, &e) == TPX_OK,
+                "%s", e.message);
+}
+
+static inline tpx_model *rt_tiny_model(void) {
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
+  int64_t emb[2] = {7, 5}, w[2] = {6, 5}, b[1] = {6}, n[1] = {5};
+  rt_add(m, "emb", TPX_MODULE_EMBEDDING, "weight", emb, 2);
+  for (int l = 0; l < 2; l++) {
+    char lin[64], norm[64];
+    snprintf(lin, sizeof lin, "layers.%d.lin", l);
+    snprintf(norm, sizeof norm, "layers.%d.norm", l);
+    rt_add(m, lin, TPX_MODULE_LINEAR, "weight", w, 2);
+    rt_add(m, lin, TPX_MODULE_LINEAR, "bias", b, 1);
+    rt_add(m, norm, TPX_MODULE_NORM, "weight", n, 1);
+    rt_add(m, norm, TPX_MODULE_NORM, "scale", NULL, 0);
+  }
+  ck_assert_int_eq(tpx_model_add_module(m, "head", TPX_MODULE_LINEAR, NULL, &e),
+                   TPX_OK);
+  ck_assert_msg(tpx_model_tie(m, "head.weight", "emb.weight", &e) == TPX_OK,
+                "%s", e.message);
+  return m;
+}
+
+static inline tpx_plan *rt_tiny_plan(int sp) {
+  tpx_plan *p = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_plan_create(&p, &e), TPX_OK);
+  tpx_style emb = tpx_style_default(TPX_STYLE_ROWWISE);
+  emb.input_layouts.items[0] = tpx_placement_replicate();
+  ck_assert_int_eq(tpx_plan_set(p, "emb", &emb, 0, &e), TPX_OK);
+  tpx_style col = tpx_style_default(TPX_STYLE_COLWISE);
+  ck_assert_int_eq(tpx_plan_set(p, "layers.*.lin", &col, 0, &e), TPX_OK);
+  tpx_style head = tpx_style_default(TPX_STYLE_COLWISE);
+  head.use_local_output = 0;
+  ck_assert_int_eq(tpx_plan_set(p, "head", &head, 0, &e), TPX_OK);
+  if (sp) {
+    tpx_style s = tpx_style_default(TPX_STYLE_SEQUENCE_PARALLEL);
+    ck_assert_int_eq(tpx_plan_set(p, "layers.*.norm", &s, 0, &e), TPX_OK);
+  }
+  return p;
+}
+
+/* Mesh ("dp_replicate", "dp_shard", "tp"). */
+static inline tpx_mesh *rt_mesh(int64_t dpr, int64_t dps, int64_t tp) {
+  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
+  int64_t sizes[3] = {dpr, dps, tp};
+  tpx_mesh *mesh = NULL;
+  tpx_error e = {0};
+  ck_assert_msg(tpx_mesh_create(names, sizes, 3, &mesh, &e) == TPX_OK, "%s",
+                e.message);
+  return mesh;
+}
+
+/* Deterministic values. */
+static inline float rt_weight(int64_t p, int64_t i) {
+  return (float)(0.5 * sin(0.31 * (double)i + 1.7 * (double)p) + 0.01 * p);
+}
+static inline float rt_grad(int64_t p, int64_t i, int64_t d) {
+  return (float)(sin(0.37 * (double)i + 1.3 * (double)p + 0.71 * (double)d) *
+                 (1.0 + 0.1 * (double)d));
+}
+
+/* Element `idx` (row-major in `box`) -> its flat index in the full tensor
+ * of `shape`. */
+static inline int64_t rt_global_index(const tpx_slice *box,
+                                      const int64_t *shape, int64_t idx) {
+  int64_t g = 0, rem = idx, coord[TPX_MAX_TENSOR_DIMS];
+  for (int d = box->ndim - 1; d >= 0; d--) {
+    int64_t len = box->length[d] ? box->length[d] : 1;
+    coord[d] = rem % len;
+    rem /= len;
+  }
+  for (int d = 0; d < box->ndim; d++)
+    g = g * shape[d] + box->offset[d] + coord[d];
+  return g;
+}
+
+#endif /* TPX_TESTS_RT_FSDP_FIXTURE_H */
