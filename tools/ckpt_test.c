@@ -3,6 +3,8 @@
  *   gen CONFIG OUTDIR [MAX_SHARD_BYTES]   a checkpoint for the config's
  *        module skeleton (family plugin), deterministic bytes per tensor
  *        (splitmix64 of the name and byte index), config.json copied
+ *   gen-list CONFIG LIST OUTDIR [MAX_SHARD_BYTES]   the same for the
+ *        tensors listed in LIST ("NAME DTYPE DIM..." lines)
  *   cmp A B                               tensor names, dtypes, shapes and
  *        bytes of two checkpoints are identical (any file layout)
  *   check-ranks WEIGHTS RANKDIR TP DP_SHARD DP_REPLICATE [sp]
@@ -51,24 +53,15 @@ static int copy_file(const char *from, const char *to) {
   return rc;
 }
 
-static int gen(const char *config, const char *outdir, int64_t max_shard) {
+/* Writes `entries` with deterministic bytes into outdir (+ config.json). */
+static int write_entries(const tpx_checkpoint_entry *entries, size_t n,
+                         const char *config, const char *outdir,
+                         int64_t max_shard) {
   tpx_error err;
   tpx_error_clear(&err);
-  tpx_model *model = NULL;
-  tpx_registry *reg = NULL;
-  tpx_checkpoint_entry *entries = NULL;
   tpx_checkpoint_writer *w = NULL;
   unsigned char *buf = NULL;
-  size_t n = 0;
   int rc = 1;
-  if (tpx_model_load_config(config, &model, &err) != TPX_OK ||
-      tpx_registry_create(&reg, &err) != TPX_OK ||
-      tpx_registry_load_default(reg, &err) != TPX_OK ||
-      tpx_registry_build_skeleton(reg, model, &err) != TPX_OK ||
-      tpx_checkpoint_model_entries(model, &entries, &n, &err) != TPX_OK) {
-    rc = die(config, &err);
-    goto out;
-  }
   tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
   wo.max_shard_size = max_shard;
   if (tpx_checkpoint_writer_create(outdir, entries, n, &wo, &w, &err) !=
@@ -133,9 +126,75 @@ static int gen(const char *config, const char *outdir, int64_t max_shard) {
 out:
   free(buf);
   tpx_checkpoint_writer_destroy(w);
+  return rc;
+}
+
+/* The entries of the config's module skeleton (family plugin). */
+static int gen(const char *config, const char *outdir, int64_t max_shard) {
+  tpx_error err;
+  tpx_error_clear(&err);
+  tpx_model *model = NULL;
+  tpx_registry *reg = NULL;
+  tpx_checkpoint_entry *entries = NULL;
+  size_t n = 0;
+  int rc;
+  if (tpx_model_load_config(config, &model, &err) != TPX_OK ||
+      tpx_registry_create(&reg, &err) != TPX_OK ||
+      tpx_registry_load_default(reg, &err) != TPX_OK ||
+      tpx_registry_build_skeleton(reg, model, &err) != TPX_OK ||
+      tpx_checkpoint_model_entries(model, &entries, &n, &err) != TPX_OK)
+    rc = die(config, &err);
+  else
+    rc = write_entries(entries, n, config, outdir, max_shard);
   free(entries);
   tpx_registry_destroy(reg);
   tpx_model_destroy(model);
+  return rc;
+}
+
+/* The entries listed in `list`, one "NAME DTYPE DIM..." per line (for
+ * families without a skeleton: the tensors as their HF files name them). */
+static int gen_list(const char *config, const char *list, const char *outdir,
+                    int64_t max_shard) {
+  FILE *f = fopen(list, "r");
+  if (f == NULL) {
+    fprintf(stderr, "tpx-ckpt-test: %s: %s\n", list, strerror(errno));
+    return 1;
+  }
+  tpx_checkpoint_entry *e = NULL;
+  size_t n = 0, cap = 0;
+  char line[1024];
+  int rc = 1;
+  while (fgets(line, sizeof line, f)) {
+    char *save = NULL, *name = strtok_r(line, " \t\n", &save);
+    char *dt = name ? strtok_r(NULL, " \t\n", &save) : NULL;
+    if (name == NULL)
+      continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      tpx_checkpoint_entry *ne = realloc(e, cap * sizeof *e);
+      if (ne == NULL)
+        goto out;
+      e = ne;
+    }
+    memset(&e[n], 0, sizeof e[n]);
+    e[n].name = strdup(name);
+    if (dt == NULL || tpx_dtype_parse(dt, &e[n].dtype, NULL) != TPX_OK) {
+      fprintf(stderr, "tpx-ckpt-test: %s: bad line for '%s'\n", list, name);
+      n++;
+      goto out;
+    }
+    char *d;
+    while ((d = strtok_r(NULL, " \t\n", &save)) && e[n].ndim < TPX_MAX_TENSOR_DIMS)
+      e[n].shape[e[n].ndim++] = atoll(d);
+    n++;
+  }
+  rc = write_entries(e, n, config, outdir, max_shard);
+out:
+  fclose(f);
+  for (size_t i = 0; i < n; i++)
+    free((char *)e[i].name);
+  free(e);
   return rc;
 }
 
@@ -275,8 +334,9 @@ static int check_ranks(int argc, char **argv) {
                                       &err) != TPX_OK ||
             memcmp(local, want, nb);
       for (int d = 0; d < s.ndim; d++)
-        if (s.length[d] != st.shape[d] && st.shape[d] % s.length[d] != 0)
-          uneven = 1;
+        if (s.length[d] != st.shape[d] &&
+            (s.length[d] == 0 || st.shape[d] % s.length[d] != 0))
+          uneven = 1; /* short or empty piece */
       if (bad)
         fprintf(stderr, "tpx-ckpt-test: %s: tensor '%s' is not rank %lld's "
                         "slice %s\n", path, mt->name, (long long)r,
@@ -306,11 +366,18 @@ int main(int argc, char **argv) {
       return 2;
     return gen(argv[2], argv[3], max);
   }
+  if (argc >= 5 && !strcmp(argv[1], "gen-list")) {
+    int64_t max = 0;
+    if (argc > 5 && tpx_cli_parse_bytes(argv[5], &max) != 0)
+      return 2;
+    return gen_list(argv[2], argv[3], argv[4], max);
+  }
   if (argc == 4 && !strcmp(argv[1], "cmp"))
     return cmp(argv[2], argv[3]);
   if (argc >= 7 && !strcmp(argv[1], "check-ranks"))
     return check_ranks(argc - 2, argv + 2);
-  fprintf(stderr, "usage: tpx-ckpt-test gen CONFIG OUTDIR [MAX_SHARD] | cmp "
+  fprintf(stderr, "usage: tpx-ckpt-test gen CONFIG OUTDIR [MAX_SHARD] | "
+                  "gen-list CONFIG LIST OUTDIR [MAX_SHARD] | cmp "
                   "A B | check-ranks WEIGHTS RANKDIR TP DP_SHARD DP_REPLICATE "
                   "[sp]\n");
   return 2;

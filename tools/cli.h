@@ -22,4 +22,13 @@ typedef struct tpx_model tpx_model;
 int cli_weights_shape_conflict(const tpx_model *model, const char *weights,
                                char *msg, size_t size);
 
+#include "tpx/diag.h"
+#include "tpx/plan.h"
+/* plan_file.c: read a --plan FILE, tpx-plan/1 or a Hugging Face tp_plan
+ * (translated for `model`); `trace` (may be NULL) receives a line saying
+ * how a Hugging Face plan was read, else "". */
+tpx_status cli_load_plan_file(const char *path, const tpx_model *model,
+                              tpx_diag_list *diags, tpx_plan **out,
+                              char *trace, size_t trace_size, tpx_error *err);
+
 #endif

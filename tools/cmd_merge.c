@@ -417,17 +417,27 @@ int tpx_cmd_merge(int argc, char **argv) {
       size_t pb = (size_t)tpx_slice_nbytes(&pc->box, e->dtype);
       tpx_slice local = pc->box;
       memset(local.offset, 0, sizeof local.offset);
-      if (grow(&pbuf, &pcap, pb) != 0) {
+      /* A piece covering whole rows (a dim-0 piece) is contiguous in the
+       * tensor: read straight into its place, saving a copy. */
+      int rows = 1;
+      size_t at = 0;
+      for (int d = 1; d < e->ndim; d++)
+        rows &= pc->box.length[d] == e->shape[d];
+      if (rows && e->ndim > 0 && e->shape[0] > 0)
+        at = (size_t)pc->box.offset[0] * (nb / (size_t)e->shape[0]);
+      if (!rows && grow(&pbuf, &pcap, pb) != 0) {
         fprintf(stderr, "tpx merge: out of memory for '%s'\n", e->name);
         goto out;
       }
       if (tpx_checkpoint_read_slice(f[pc->file].rd, (int64_t)pc->tensor,
-                                    &local, e->dtype, pbuf, pb, &err) !=
-          TPX_OK) {
+                                    &local, e->dtype,
+                                    rows ? (char *)buf + at : pbuf,
+                                    rows ? nb - at : pb, &err) != TPX_OK) {
         fprintf(stderr, "tpx merge: %s\n", err.message);
         goto out;
       }
-      place_box(buf, e, &pc->box, pbuf);
+      if (!rows)
+        place_box(buf, e, &pc->box, pbuf);
       items++;
       bytes += (int64_t)pb;
       tpx_cli_progress_update(&prog, items, bytes, 0);

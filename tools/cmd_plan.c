@@ -50,10 +50,13 @@ static void usage(FILE *out) {
           "  --dp-shard N         FSDP shard size (default 1)\n"
           "  --dp-replicate N     HSDP replicate size (default 1)\n"
           "  --sp                 sequence parallelism\n"
-          "  --plan PATH|NAME     a custom tpx-plan/1 file, or the name of a "
-          "plugin's\n"
-          "                       named plan (e.g. "
-          "llama_nemotron_super_tp_plan)\n"
+          "  --plan PATH|NAME     a custom plan: a tpx-plan/1 file, a "
+          "Hugging Face\n"
+          "                       tp_plan file ({pattern: \"colwise\", "
+          "...}, translated),\n"
+          "                       or the name of a plugin's named plan "
+          "(e.g.\n"
+          "                       llama_nemotron_super_tp_plan)\n"
           "  --no-fsdp            TP only: no FSDP units or dp sharding\n"
           "  --no-isolation       call plugins in this process (faster; a "
           "plugin that\n"
@@ -265,7 +268,7 @@ int tpx_cmd_plan(int argc, char **argv) {
   ro.plugin_path = tpx_selection_plugin_path(sel);
   ro.function = tpx_selection_function(sel);
   ro.sequence_parallel = a.sp;
-  size_t own = pl.model_trace[0] ? 1 : 0;
+  size_t own = (pl.model_trace[0] ? 1 : 0) + (pl.plan_trace[0] ? 1 : 0);
   ro.num_trace = own + tpx_selection_trace_size(sel);
   if (ro.num_trace) {
     trace = calloc(ro.num_trace, sizeof *trace);
@@ -273,12 +276,16 @@ int tpx_cmd_plan(int argc, char **argv) {
       fprintf(stderr, "tpx plan: out of memory\n");
       goto out;
     }
-    if (own) trace[0] = pl.model_trace;
+    size_t t = 0;
+    if (pl.model_trace[0]) trace[t++] = pl.model_trace;
+    if (pl.plan_trace[0]) trace[t++] = pl.plan_trace;
     for (size_t i = own; i < ro.num_trace; i++)
       trace[i] = tpx_selection_trace(sel, i - own);
     ro.trace = trace;
   }
   ro.selection_diags = diags;
+  ro.num_strategy = tpx_selection_num_strategy(sel);
+  ro.strategy = tpx_selection_strategy_lines(sel);
   ro.memory = &a.x.mem;
   ro.slices_rank = a.x.rank;
   tpx_status st = strcmp(a.format, "json") == 0

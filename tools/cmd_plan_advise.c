@@ -207,6 +207,10 @@ int plan_advise(const tpx_registry *reg, const tpx_model *model,
   tpx_memory_options mo = x->mem;
   if (!x->seq_given) mo.seq = 4096;
   int64_t N = x->gpus;
+  if (N < 1 || N > ((int64_t)1 << 20)) { /* parse_count's range */
+    fprintf(stderr, "tpx plan: --gpus %lld is out of range\n", (long long)N);
+    return 2;
+  }
   size_t cap = 0;
   for (int64_t t = 1; t <= N; t++)
     if (N % t == 0)

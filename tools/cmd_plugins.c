@@ -76,10 +76,11 @@ static void print_text(const tpx_registry *reg) {
         printf(" %s", d.plan_names[k]);
       printf("\n");
     }
-    printf("  capabilities:%s%s%s%s%s\n", " get_plan",
+    printf("  capabilities:%s%s%s%s%s%s\n", " get_plan",
            d.has_skeleton ? " skeleton" : "", d.has_validate ? " validate" : "",
            d.has_fsdp_units ? " fsdp_units" : "",
-           d.has_fp32_params ? " fp32_params" : "");
+           d.has_fp32_params ? " fp32_params" : "",
+           tpx_registry_plugin_has_strategy(reg, i) ? " strategy" : "");
   }
   size_t r = tpx_registry_num_refused(reg);
   if (r) {
@@ -121,6 +122,12 @@ static int print_json(const tpx_registry *reg) {
     return -1;
   }
   json_object_set_new(root, "format", json_string("tpx-plugins/1"));
+  char dir[4096];
+  int build_tree = 0;
+  if (tpx_registry_default_dir(dir, sizeof dir, &build_tree, NULL) == TPX_OK)
+    json_object_set_new(root, "default_dir",
+                        json_pack("{s:s, s:b}", "path", dir, "build_tree",
+                                  build_tree));
   for (size_t i = 0; i < tpx_registry_num_plugins(reg); i++) {
     tpx_plugin_desc d;
     if (tpx_registry_plugin(reg, i, &d, NULL) != TPX_OK)
@@ -137,6 +144,8 @@ static int print_json(const tpx_registry *reg) {
       json_array_append_new(caps, json_string("fsdp_units"));
     if (d.has_fp32_params)
       json_array_append_new(caps, json_string("fp32_params"));
+    if (tpx_registry_plugin_has_strategy(reg, i))
+      json_array_append_new(caps, json_string("strategy"));
     json_array_append_new(
         plugins,
         json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o}", "path", d.path,

@@ -171,14 +171,17 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
     return 1;
   }
   if (a->plan && is_file(a->plan)) {
-    if (tpx_plan_load(a->plan, &p->custom, &err) != TPX_OK)
+    if (cli_load_plan_file(a->plan, p->model, p->diags, &p->custom,
+                           p->plan_trace, sizeof p->plan_trace,
+                           &err) != TPX_OK)
       return fail(cmd, "reading the plan", &err);
   } else if (a->plan && looks_like_path(a->plan)) {
     struct stat pst;
     int e = stat(a->plan, &pst) == 0 ? 0 : errno;
     fprintf(stderr,
-            "tpx %s: --plan '%s': %s (give a tpx-plan/1 file, or the name "
-            "of a plugin's named plan; see `tpx plugins`)\n",
+            "tpx %s: --plan '%s': %s (give a tpx-plan/1 file, a Hugging "
+            "Face tp_plan file, or the name of a plugin's named plan; see "
+            "`tpx plugins`)\n",
             cmd, a->plan, e ? strerror(e) : "not a regular file");
     return 1;
   }

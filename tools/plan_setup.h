@@ -30,6 +30,9 @@ typedef struct tpx_cli_planned {
   tpx_sharding *sh;
   /* How the module tree was built (a trace line), or "". */
   char model_trace[1024];
+  /* How a --plan file was read (tpx-plan/1 or a translated Hugging Face
+   * tp_plan; a trace line), or "". */
+  char plan_trace[1024];
 } tpx_cli_planned;
 
 /* Builds everything; `cmd` ("plan", "shard") prefixes the messages printed

@@ -17,6 +17,14 @@ tpx_status plan_shard(const tpx_model *model, const tpx_selection *sel,
                       tpx_error *err) {
   tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
   opts.fsdp = fsdp;
+  /* The strategy's mixed-precision default (Wan bf16/f32/f32, Hunyuan and
+   * LTX-2 output bf16, ...) over tpx's. */
+  tpx_mp_policy mp = {opts.param_dtype, opts.reduce_dtype, opts.output_dtype};
+  tpx_status mst = tpx_selection_strategy_mp(sel, &mp, err);
+  if (mst != TPX_OK) return mst;
+  opts.param_dtype = mp.param_dtype;
+  opts.reduce_dtype = mp.reduce_dtype;
+  opts.output_dtype = mp.output_dtype;
   size_t nu = tpx_selection_num_fsdp_units(sel);
   size_t nf = tpx_selection_num_fp32(sel);
   const char **units = calloc(nu ? nu : 1, sizeof *units);

@@ -1,7 +1,7 @@
 /* bench_coll.c — tpx-bench-coll: collective bandwidth of a tpx backend, in
  * the nccl-tests format.
  *
- *   tpx-bench-coll --backend local|mpi --op all_reduce|all_gather|
+ *   tpx-bench-coll --backend local|mpi|nccl --op all_reduce|all_gather|
  *                  reduce_scatter|all_to_all --ranks N --bytes SIZE
  *                  --iters N [--warmup N] [--json]
  *
@@ -14,7 +14,10 @@
  * over all ranks) and the exit status is non-zero when any is wrong. The
  * baseline printed next to it is a single-thread memcpy of `size` bytes
  * measured in the same run. For mpi, run under mpirun; --ranks is then the
- * MPI world size (a different value is an error). f32, sum.
+ * MPI world size (a different value is an error). For nccl, run under
+ * mpirun too (one GPU per rank; MPI bootstraps NCCL and carries the result
+ * check): the buffers live on the GPU. Without a GPU, or in a libtpx built
+ * without NCCL, nccl says why and exits 77 (skipped, for meson). f32, sum.
  *
  * A benchmark, not a test: meson never runs it. */
 #include <jansson.h>
@@ -25,6 +28,12 @@
 #include <time.h>
 
 #include "tpx/comm.h"
+#if TPX_BENCH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+/* Exit status of a run that could not happen on this machine (meson: skip). */
+#define EXIT_SKIP 77
 
 typedef enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL } op_t;
 static const char *op_names[] = {"all_reduce", "all_gather", "reduce_scatter",
@@ -42,6 +51,7 @@ typedef struct shared {
   const opts *o;
   double time_s;      /* per iteration, measured by rank 0 */
   long long wrong;    /* over all ranks */
+  int bad_ranks;      /* --ranks is not the MPI world size */
 } shared;
 
 static double now(void) {
@@ -52,7 +62,7 @@ static double now(void) {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: tpx-bench-coll --backend local|mpi --op all_reduce|"
+          "usage: tpx-bench-coll --backend local|mpi|nccl --op all_reduce|"
           "all_gather|reduce_scatter|all_to_all\n"
           "                      --ranks N --bytes SIZE[K|M|G] --iters N "
           "[--warmup N] [--json]\n");
@@ -101,8 +111,9 @@ static int parse(int argc, char **argv, opts *o) {
     }
     i++;
     if (!strcmp(a, "--backend")) {
-      if (strcmp(v, "local") && strcmp(v, "mpi")) {
-        fprintf(stderr, "tpx-bench-coll: unknown backend '%s' (local, mpi)\n",
+      if (strcmp(v, "local") && strcmp(v, "mpi") && strcmp(v, "nccl")) {
+        fprintf(stderr,
+                "tpx-bench-coll: unknown backend '%s' (local, mpi, nccl)\n",
                 v);
         return -1;
       }
@@ -210,54 +221,106 @@ static tpx_status run_op(tpx_comm *c, const opts *o, const float *send,
   return TPX_INVALID_ARGUMENT;
 }
 
+/* Device buffers for the nccl backend (collectives take device pointers);
+ * without CUDA they are never asked for. */
+static void *dev_alloc(size_t bytes) {
+#if TPX_BENCH_CUDA
+  void *p = NULL;
+  return cudaMalloc(&p, bytes ? bytes : 1) == cudaSuccess ? p : NULL;
+#else
+  (void)bytes;
+  return NULL;
+#endif
+}
+static int dev_copy(void *dst, const void *src, size_t bytes, int to_device) {
+#if TPX_BENCH_CUDA
+  return cudaMemcpy(dst, src, bytes,
+                    to_device ? cudaMemcpyHostToDevice
+                              : cudaMemcpyDeviceToHost) == cudaSuccess
+             ? 0
+             : -1;
+#else
+  (void)dst, (void)src, (void)bytes, (void)to_device;
+  return -1;
+#endif
+}
+static void dev_free(void *p) {
+#if TPX_BENCH_CUDA
+  if (p)
+    cudaFree(p);
+#else
+  (void)p;
+#endif
+}
+
 /* One rank's part: allocate (first touch on this rank), warm up, time,
- * check. */
-static tpx_status rank_body(tpx_comm *c, void *arg, tpx_error *err) {
-  shared *sh = arg;
+ * check. The collectives run on `c`; the bookkeeping (agreeing on
+ * allocations, counting wrong elements) on `ctl`, which takes host
+ * buffers (the same comm except for nccl, whose `ctl` is the MPI world).
+ * With `device`, the timed buffers are on the GPU. */
+static tpx_status rank_body_on(tpx_comm *c, tpx_comm *ctl, int device,
+                               shared *sh, tpx_error *err) {
   const opts *o = sh->o;
   int n = tpx_comm_size(c), me = tpx_comm_rank(c);
   size_t count, nsend, nrecv;
   shape(o, n, &count, &nsend, &nrecv);
   float *send = malloc((nsend ? nsend : 1) * sizeof *send);
   float *recv = malloc((nrecv ? nrecv : 1) * sizeof *recv);
+  float *dsend = device ? dev_alloc(nsend * sizeof *send) : send;
+  float *drecv = device ? dev_alloc(nrecv * sizeof *recv) : recv;
   tpx_status st = TPX_OK;
-  int have = send && recv;
+  int have = send && recv && dsend && drecv;
   int64_t ok_local = have, ok_all = 0;
   /* Agree on allocation success so no rank skips the collectives alone. */
-  st = tpx_comm_all_reduce(c, &ok_local, &ok_all, 1, TPX_DTYPE_I64,
+  st = tpx_comm_all_reduce(ctl, &ok_local, &ok_all, 1, TPX_DTYPE_I64,
                            TPX_REDUCE_MIN, err);
   if (st == TPX_OK && !ok_all)
-    st = tpx_error_set(err, TPX_NO_MEMORY, "buffers of %zu bytes",
-                       (nsend + nrecv) * sizeof(float));
+    st = tpx_error_set(err, TPX_NO_MEMORY, "buffers of %zu bytes%s",
+                       (nsend + nrecv) * sizeof(float),
+                       device ? " on the GPU" : "");
   if (st == TPX_OK) {
     for (size_t i = 0; i < nsend; i++)
       send[i] = in_val(o->op, me, i, count);
     memset(recv, 0, nrecv * sizeof *recv);
+    if (device && (dev_copy(dsend, send, nsend * sizeof *send, 1) ||
+                   dev_copy(drecv, recv, nrecv * sizeof *recv, 1)))
+      st = tpx_error_set(err, TPX_COMM, "copying the buffers to the GPU");
   }
   for (int i = 0; st == TPX_OK && i < o->warmup; i++)
-    st = run_op(c, o, send, recv, count, err);
+    st = run_op(c, o, dsend, drecv, count, err);
   if (st == TPX_OK)
     st = tpx_comm_barrier(c, err);
   double t0 = now();
   for (int i = 0; st == TPX_OK && i < o->iters; i++)
-    st = run_op(c, o, send, recv, count, err);
+    st = run_op(c, o, dsend, drecv, count, err);
   if (st == TPX_OK)
     st = tpx_comm_barrier(c, err);
   double t1 = now();
+  if (st == TPX_OK && device &&
+      dev_copy(recv, drecv, nrecv * sizeof *recv, 0))
+    st = tpx_error_set(err, TPX_COMM, "copying the result from the GPU");
   int64_t wrong = 0, wrong_all = 0;
   for (size_t i = 0; st == TPX_OK && i < nrecv; i++)
     if (recv[i] != want_val(o->op, n, me, i, count))
       wrong++;
   if (st == TPX_OK)
-    st = tpx_comm_all_reduce(c, &wrong, &wrong_all, 1, TPX_DTYPE_I64,
+    st = tpx_comm_all_reduce(ctl, &wrong, &wrong_all, 1, TPX_DTYPE_I64,
                              TPX_REDUCE_SUM, err);
   if (st == TPX_OK && me == 0) {
     sh->time_s = (t1 - t0) / o->iters;
     sh->wrong = (long long)wrong_all;
   }
+  if (device) {
+    dev_free(dsend);
+    dev_free(drecv);
+  }
   free(send);
   free(recv);
   return st;
+}
+
+static tpx_status rank_body(tpx_comm *c, void *arg, tpx_error *err) {
+  return rank_body_on(c, c, 0, arg, err);
 }
 
 /* Single-thread memcpy of `bytes`, GB/s (bytes copied per second). */
@@ -284,13 +347,31 @@ static double memcpy_gbps(size_t bytes, int iters) {
   return t > 0 ? (double)bytes / t / 1e9 : 0;
 }
 
+/* mpi and nccl: the MPI world must have --ranks ranks; rank 0 measures the
+ * memcpy reference, then every rank runs its part. */
+static tpx_status run_world(tpx_comm *c, tpx_comm *ctl, int device,
+                            shared *sh, int n, double *ref, int *me,
+                            tpx_error *e) {
+  *me = tpx_comm_rank(c);
+  if (tpx_comm_size(c) != n) {
+    if (*me == 0)
+      fprintf(stderr, "tpx-bench-coll: --ranks %d but the MPI world has %d "
+                      "ranks\n", n, tpx_comm_size(c));
+    sh->bad_ranks = 1;
+    return tpx_error_set(e, TPX_INVALID_ARGUMENT, "--ranks %d", n);
+  }
+  if (*me == 0)
+    *ref = memcpy_gbps(sh->o->bytes, sh->o->iters);
+  return rank_body_on(c, ctl, device, sh, e);
+}
+
 int main(int argc, char **argv) {
   opts o;
   if (parse(argc, argv, &o)) {
     usage(stderr);
     return 2;
   }
-  shared sh = {&o, 0, 0};
+  shared sh = {&o, 0, 0, 0};
   tpx_error e = {0};
   tpx_status st;
   int n = o.ranks, me = 0;
@@ -298,24 +379,48 @@ int main(int argc, char **argv) {
   if (!strcmp(o.backend, "local")) {
     ref = memcpy_gbps(o.bytes, o.iters);
     st = tpx_local_run(n, rank_body, &sh, &e);
+  } else if (!strcmp(o.backend, "nccl")) {
+    /* Say why nccl cannot run here before anything else. */
+    if (!tpx_comm_backend_compiled("nccl")) {
+      fprintf(stderr, "tpx-bench-coll: skipped: libtpx was built without "
+                      "the nccl backend (CUDA and NCCL not found at "
+                      "configure time; see -Dgpu_root, -Dnccl)\n");
+      return EXIT_SKIP;
+    }
+#if TPX_BENCH_CUDA
+    /* No GPU: say so before starting MPI for nothing. */
+    int ndev = 0;
+    cudaError_t ce = cudaGetDeviceCount(&ndev);
+    if (ce != cudaSuccess || ndev < 1) {
+      fprintf(stderr, "tpx-bench-coll: skipped: the nccl backend needs a "
+                      "CUDA device and none is usable here (%s); use "
+                      "--backend local or mpi on this machine\n",
+              ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+      return EXIT_SKIP;
+    }
+#endif
+    tpx_comm *world = NULL, *gpu = NULL;
+    st = tpx_comm_create_mpi(NULL, &world, &e);
+    if (st == TPX_OK)
+      st = tpx_comm_create_nccl(NULL, &gpu, &e);
+    if (st == TPX_NO_DEVICE || st == TPX_UNSUPPORTED) {
+      fprintf(stderr, "tpx-bench-coll: skipped: %s\n", e.message);
+      tpx_comm_destroy(world);
+      return EXIT_SKIP;
+    }
+    if (st == TPX_OK)
+      st = run_world(gpu, world, 1, &sh, n, &ref, &me, &e);
+    tpx_comm_destroy(gpu);
+    tpx_comm_destroy(world);
   } else {
     tpx_comm *world = NULL;
     st = tpx_comm_create_mpi(NULL, &world, &e);
-    if (st == TPX_OK) {
-      me = tpx_comm_rank(world);
-      if (tpx_comm_size(world) != n) {
-        if (me == 0)
-          fprintf(stderr, "tpx-bench-coll: --ranks %d but the MPI world has "
-                          "%d ranks\n", n, tpx_comm_size(world));
-        tpx_comm_destroy(world);
-        return 2;
-      }
-      if (me == 0)
-        ref = memcpy_gbps(o.bytes, o.iters);
-      st = rank_body(world, &sh, &e);
-      tpx_comm_destroy(world);
-    }
+    if (st == TPX_OK)
+      st = run_world(world, world, 0, &sh, n, &ref, &me, &e);
+    tpx_comm_destroy(world);
   }
+  if (sh.bad_ranks)
+    return 2; /* said on rank 0 */
   if (st != TPX_OK) {
     fprintf(stderr, "tpx-bench-coll: %s: %s\n", tpx_status_name(st),
             e.message);

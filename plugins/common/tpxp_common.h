@@ -187,11 +187,50 @@ typedef struct tpxp_decoder {
 int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const char *section, int tie_default, tpxp_decoder *d);
 
+/* The same for an MoE stack, whose configs may lack the dense
+ * intermediate_size (then 0). */
+int tpxp_decoder_read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const char *section, int tie_default,
+                          tpxp_decoder *d);
+
 /* One decoder layer at `<prefix>.layers.<i>` with the given sizes (kv_heads
  * and intermediate per layer so heterogeneous stacks can reuse it). */
 int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                           const tpxp_decoder *d, int64_t i, int64_t kv_heads,
                           int64_t intermediate);
+/* The self-attention of layer i alone (q, k, v, o and, with d->qk_norm,
+ * q_norm / k_norm), as tpxp_sk_decoder_layer builds it. */
+int tpxp_sk_self_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const tpxp_decoder *d, int64_t i, int64_t kv_heads);
+
+/* ---- Hugging Face MoE blocks (tpxp_moe.c) ---- */
+
+/* transformers' fused experts module at `fqn` (".../mlp.experts"):
+ * gate_up_proj [experts, 2 * intermediate, hidden] (gate rows first, then
+ * up) and down_proj [experts, hidden, intermediate], both 3-D parameters of
+ * the module itself. Checkpoints store them one expert at a time
+ * (experts.{e}.gate_proj / up_proj / down_proj.weight); the host's
+ * safetensors reader folds those onto these two tensors. */
+int tpxp_sk_fused_experts(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const char *fqn, int64_t experts, int64_t hidden,
+                          int64_t intermediate, const char *dtype);
+/* A top-k router at `fqn` (".../mlp.gate"): weight [experts, hidden], no
+ * bias. */
+int tpxp_sk_router(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *fqn, int64_t experts, int64_t hidden,
+                   const char *dtype);
+
+/* get_plan of an architecture upstream has no plan function for (not in
+ * PARALLELIZE_FUNCTIONS): Automodel asks get_hf_tp_shard_plan, whose
+ * transformers-5 plan it cannot translate (the class plan's lm_head
+ * "colwise_gather_output", the experts' "packed_colwise" /
+ * "moe_tp_experts"), and falls back to the default base plan. The plugin
+ * refuses with that explanation, so the host takes the same path (HF plan,
+ * then the default base plan) and says why. Returns TPX_PLUGIN_REFUSED. */
+int tpxp_refuse_to_hf_flow(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                           const char *family, const char *arch,
+                           const char *what);
+
 /* The whole stack in HF module order: embed_tokens, layers.*, norm,
  * rotary_emb (if d->rotary). Not the lm_head. */
 int tpxp_sk_decoder(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

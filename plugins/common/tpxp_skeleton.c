@@ -54,8 +54,9 @@ int tpxp_sk_embedding(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
-int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                      const char *section, int tie_default, tpxp_decoder *d) {
+static int decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *section, int tie_default, int need_inter,
+                        tpxp_decoder *d) {
   char p[TPXP_FQN_MAX];
   int st, attn_bias = 0;
   d->section = section;
@@ -67,7 +68,13 @@ int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   REQ(layers, "num_hidden_layers")
   REQ(hidden, "hidden_size")
   REQ(heads, "num_attention_heads")
-  REQ(intermediate, "intermediate_size")
+  if (need_inter) {
+    REQ(intermediate, "intermediate_size")
+  } else if ((st = tpxp_cfg_int_opt(
+                  host, ctx, tpxp_path(p, sizeof p, section, "intermediate_size"),
+                  0, &d->intermediate)) != TPX_PLUGIN_OK) {
+    return st;
+  }
   REQ(vocab, "vocab_size")
 #undef REQ
   if (d->heads <= 0 || d->hidden <= 0 || d->layers < 0)
@@ -116,9 +123,19 @@ int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
-int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          const tpxp_decoder *d, int64_t i, int64_t kv_heads,
-                          int64_t intermediate) {
+int tpxp_decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *section, int tie_default, tpxp_decoder *d) {
+  return decoder_read(host, ctx, section, tie_default, 1, d);
+}
+
+int tpxp_decoder_read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const char *section, int tie_default,
+                          tpxp_decoder *d) {
+  return decoder_read(host, ctx, section, tie_default, 0, d);
+}
+
+int tpxp_sk_self_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const tpxp_decoder *d, int64_t i, int64_t kv_heads) {
   char f[TPXP_FQN_MAX];
   const char *P = d->prefix;
   long long L = (long long)i;
@@ -141,6 +158,21 @@ int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.k_norm", P, L);
     CHK(tpxp_sk_norm(host, ctx, f, d->head_dim, 0, d->dtype))
   }
+#undef CHK
+  return TPX_PLUGIN_OK;
+}
+
+int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const tpxp_decoder *d, int64_t i, int64_t kv_heads,
+                          int64_t intermediate) {
+  char f[TPXP_FQN_MAX];
+  const char *P = d->prefix;
+  long long L = (long long)i;
+  int st;
+#define CHK(call)                                                              \
+  if ((st = (call)) != TPX_PLUGIN_OK)                                          \
+    return st;
+  CHK(tpxp_sk_self_attn(host, ctx, d, i, kv_heads))
   tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.gate_proj", P, L);
   CHK(tpxp_sk_linear(host, ctx, f, d->hidden, intermediate, d->mlp_bias,
                      d->dtype))

@@ -3,9 +3,13 @@
  * _parallelize_mistral3_vlm (Mistral3ForConditionalGeneration and the NeMo
  * Mistral3FP8VLMForConditionalGeneration, §3.5), with skeletons: a
  * Mistral-style decoder, and for the VLM the Pixtral vision tower and the
- * multi-modal projector (both left replicated by the plan). */
+ * multi-modal projector (both left replicated by the plan). Also
+ * MuseGlimmerForConditionalGeneration (_parallelize_muse_glimmer, §3.6: the
+ * Ministral3 sp0 set plus the attention output gate; its skeleton and
+ * strategy check are in muse_glimmer.c). */
 #include <string.h>
 
+#include "muse_glimmer.h"
 #include "tpxp_common.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -19,6 +23,9 @@ static const char *const k_archs[] = {
     "Ministral3ForCausalLM",
     "Mistral3ForConditionalGeneration",
     "Mistral3FP8VLMForConditionalGeneration",
+    "nemo_automodel.components.models.muse_glimmer.model."
+    "MuseGlimmerForConditionalGeneration",
+    "MuseGlimmerForConditionalGeneration",
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -31,7 +38,10 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "Mistral3ForConditionalGeneration and "
           "Mistral3FP8VLMForConditionalGeneration (language model under "
           "model.language_model; vision tower and multi_modal_projector "
-          "replicated; sequence parallel ignored for the VLM)",
+          "replicated; sequence parallel ignored for the VLM); "
+          "MuseGlimmerForConditionalGeneration (the Ministral3 plan with "
+          "the attention output_gate_proj; vision encoder replicated; sp "
+          "ignored; tp must divide the KV-head count)",
       .architectures = k_archs,
       .plans = NULL,
   };
@@ -88,6 +98,26 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         N_OF(k_m3_sp0));
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "mistral3_vlm");
+    return st;
+  }
+  if (muse_glimmer_is(req->architecture)) {
+    /* _parallelize_muse_glimmer: the Ministral3 sp0 set with
+     * output_gate_proj between v_proj and o_proj (the lm_head entry is the
+     * set's own); sp warns and is ignored. */
+    static const tpxp_rule gate = {"layers.*.self_attn.output_gate_proj",
+                                   "colwise", NULL, NULL, TPXP_DEF, 0, 0};
+    if (req->sequence_parallel)
+      tpxp_log(host, ctx, TPX_PLUGIN_LOG_WARN,
+               "sequence_parallel=True is not yet supported for MuseGlimmer "
+               "and will be ignored");
+    st = tpxp_add_rules(host, ctx, "model", k_m3_sp0, 4);
+    if (st == TPX_PLUGIN_OK)
+      st = tpxp_add_rules(host, ctx, "model", &gate, 1);
+    if (st == TPX_PLUGIN_OK)
+      st = tpxp_add_rules(host, ctx, "model", k_m3_sp0 + 4,
+                          N_OF(k_m3_sp0) - 4);
+    if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
+      host->plan_set_function(ctx, "muse_glimmer");
     return st;
   }
   if (!tpxp_arch_is(req->architecture, "Ministral3ForCausalLM"))
@@ -202,6 +232,8 @@ int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   char w[TPXP_FQN_MAX];
   tpxp_decoder d;
   int vlm = is_vlm(architecture), st, tie;
+  if (muse_glimmer_is(architecture))
+    return muse_glimmer_skeleton(host, ctx);
   if (!vlm && !tpxp_arch_is(architecture, "Ministral3ForCausalLM"))
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "mistral plugin: no skeleton for '%s'",
@@ -228,4 +260,19 @@ int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   tpxp_fmt(w, sizeof w, "%s.embed_tokens.weight", d.prefix);
   return tpxp_sk_lm_head(host, ctx, "lm_head", d.hidden, d.vocab, 0, d.tie, w,
                          NULL);
+}
+
+/* The MuseGlimmer strategy's tp limit and sp warning; nothing for the
+ * other classes. */
+int tpx_plugin_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const tpx_plugin_plan_request *req) {
+  if (host == NULL)
+    return TPX_PLUGIN_INVALID;
+  if (!tpxp_request_ok(req))
+    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
+                     "mistral: malformed validate request");
+  if (muse_glimmer_is(req->architecture))
+    return muse_glimmer_validate(host, ctx, req->sequence_parallel,
+                                 req->tp_size);
+  return TPX_PLUGIN_OK;
 }

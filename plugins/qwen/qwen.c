@@ -3,7 +3,12 @@
  * (Qwen3ForSequenceClassification, §3.8) and _parallelize_qwen3_5_vlm
  * (Qwen3.5, §3.13: the plan get_hf_tp_shard_plan derives from the HF tp
  * plans, §4.2), their skeletons, and the fp32 parameters the Qwen3.5
- * strategy keeps. Not: Qwen3.5 MoE. */
+ * strategy keeps. Also Qwen3_5MoeForConditionalGeneration through its
+ * Hugging Face class: upstream has no plan function or strategy for it, so
+ * get_plan refuses and the host takes upstream's path (HF plan
+ * untranslatable, default base plan); the plugin gives its skeleton (the
+ * Qwen3.5 stack with a sparse MoE block: router, fused experts, shared
+ * expert and its gate). */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +32,9 @@ static const char *const k_archs[] = {
     "Qwen3ForSequenceClassification",
     "Qwen3_5ForConditionalGeneration",
     "Qwen3_5ForCausalLM",
+    "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_"
+    "5MoeForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -38,7 +46,9 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "Qwen family: Qwen2/Qwen3 CausalLM (HF and NeMo), "
           "Qwen3ForSequenceClassification (score head), Qwen3.5 (HF-derived "
           "plan; GatedDeltaNet linear attention replicated, A_log/dt_bias "
-          "fp32; the VLM's lm_head replicated)",
+          "fp32; the VLM's lm_head replicated); "
+          "Qwen3_5MoeForConditionalGeneration (skeleton with fused "
+          "experts; upstream's HF-plan path to the default plan)",
       .architectures = k_archs,
       .plans = NULL,
   };
@@ -124,6 +134,10 @@ static int is_qwen35(const char *arch) {
          tpxp_arch_is(arch, "Qwen3_5ForCausalLM");
 }
 
+static int is_qwen35_moe(const char *arch) {
+  return tpxp_arch_is(arch, "Qwen3_5MoeForConditionalGeneration");
+}
+
 /* get_hf_tp_shard_plan picks model.language_model by the class name
  * Qwen3_5ForConditionalGeneration, else model. */
 static const char *qwen35_prefix(const char *arch) {
@@ -143,6 +157,12 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (req->plan_name != NULL)
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "qwen plugin: no named plan '%s'", req->plan_name);
+  if (is_qwen35_moe(arch))
+    return tpxp_refuse_to_hf_flow(
+        host, ctx, "qwen", arch,
+        "the class plan's lm_head 'colwise_gather_output', the experts' "
+        "'packed_colwise' / 'moe_tp_experts', linear_attn "
+        "'colwise_gather_output'");
   /* Like upstream's plan functions, get_plan never looks at tp or the head
    * counts: the head check is validate_tp_mesh, which the host runs before
    * selection for every plan source (heads-not-divisible). */
@@ -392,9 +412,56 @@ static int qwen35_visual(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
                         NULL);
 }
 
+/* Qwen3.5-MoE's sparse block at <layer>.mlp, in transformers' order: the
+ * router gate, the fused experts, shared_expert (a gated MLP of
+ * shared_expert_intermediate_size) and shared_expert_gate (hidden -> 1). */
+static int qwen35_moe_mlp(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const char *layer, int64_t hidden, int64_t experts,
+                          int64_t inter, int64_t shared) {
+  char f[TPXP_FQN_MAX];
+  int st;
+  tpxp_fmt(f, sizeof f, "%s.mlp", layer);
+  if ((st = tpxp_sk_module(host, ctx, f, "other")))
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.mlp.gate", layer);
+  if ((st = tpxp_sk_router(host, ctx, f, experts, hidden, NULL)))
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.mlp.experts", layer);
+  if ((st = tpxp_sk_fused_experts(host, ctx, f, experts, hidden, inter, NULL)))
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.mlp.shared_expert.gate_proj", layer);
+  if ((st = tpxp_sk_linear(host, ctx, f, hidden, shared, 0, NULL)))
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.mlp.shared_expert.up_proj", layer);
+  if ((st = tpxp_sk_linear(host, ctx, f, hidden, shared, 0, NULL)))
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.mlp.shared_expert.down_proj", layer);
+  if ((st = tpxp_sk_linear(host, ctx, f, shared, hidden, 0, NULL)))
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.mlp.shared_expert_gate", layer);
+  return tpxp_sk_linear(host, ctx, f, hidden, 1, 0, NULL);
+}
+
+/* Qwen3.5's dense gated MLP at <layer>.mlp. */
+static int qwen35_dense_mlp(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const char *layer, int64_t hidden, int64_t inter) {
+  char f[TPXP_FQN_MAX];
+  int st;
+  tpxp_fmt(f, sizeof f, "%s.mlp.gate_proj", layer);
+  if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 0, NULL)))
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.mlp.up_proj", layer);
+  if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 0, NULL)))
+    return st;
+  tpxp_fmt(f, sizeof f, "%s.mlp.down_proj", layer);
+  return tpxp_sk_linear(host, ctx, f, inter, hidden, 0, NULL);
+}
+
 static int qwen35_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                            const char *arch) {
-  int vlm = tpxp_arch_is(arch, "Qwen3_5ForConditionalGeneration");
+  int moe = is_qwen35_moe(arch);
+  int vlm = moe || tpxp_arch_is(arch, "Qwen3_5ForConditionalGeneration");
+  int64_t experts = 0, moe_inter = 0, shared = 0;
   const char *sec = vlm ? "text_config" : "";
   char p[TPXP_FQN_MAX], f[TPXP_FQN_MAX], layer[TPXP_FQN_MAX];
   tpxp_decoder d;
@@ -402,8 +469,22 @@ static int qwen35_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int64_t interval, i;
   int st, tie_top = 0;
   memset(&d, 0, sizeof d);
-  /* Qwen3.5 defaults: head_dim 256 (not hidden / heads). */
-  if ((st = tpxp_decoder_read(host, ctx, sec, 0, &d)))
+  /* Qwen3.5 defaults: head_dim 256 (not hidden / heads). The MoE text
+   * config has no dense intermediate_size. */
+  if ((st = moe ? tpxp_decoder_read_moe(host, ctx, sec, 0, &d)
+                : tpxp_decoder_read(host, ctx, sec, 0, &d)))
+    return st;
+  if (moe &&
+      ((st = tpxp_cfg_int_opt(host, ctx,
+                              tpxp_path(p, sizeof p, sec, "num_experts"), 256,
+                              &experts)) ||
+       (st = tpxp_cfg_int_opt(
+            host, ctx, tpxp_path(p, sizeof p, sec, "moe_intermediate_size"),
+            512, &moe_inter)) ||
+       (st = tpxp_cfg_int_opt(
+            host, ctx,
+            tpxp_path(p, sizeof p, sec, "shared_expert_intermediate_size"), 512,
+            &shared))))
     return st;
   if ((st = tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "head_dim"),
                              256, &d.head_dim)))
@@ -452,14 +533,10 @@ static int qwen35_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
               : qwen35_linear_attn(host, ctx, layer, d.hidden, &g);
     if (st)
       return st;
-    tpxp_fmt(f, sizeof f, "%s.mlp.gate_proj", layer);
-    if ((st = tpxp_sk_linear(host, ctx, f, d.hidden, d.intermediate, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "%s.mlp.up_proj", layer);
-    if ((st = tpxp_sk_linear(host, ctx, f, d.hidden, d.intermediate, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "%s.mlp.down_proj", layer);
-    if ((st = tpxp_sk_linear(host, ctx, f, d.intermediate, d.hidden, 0, NULL)))
+    st = moe ? qwen35_moe_mlp(host, ctx, layer, d.hidden, experts, moe_inter,
+                              shared)
+             : qwen35_dense_mlp(host, ctx, layer, d.hidden, d.intermediate);
+    if (st)
       return st;
     tpxp_fmt(f, sizeof f, "%s.input_layernorm", layer);
     if ((st = tpxp_sk_norm(host, ctx, f, d.hidden, 0, NULL)))
@@ -484,7 +561,7 @@ int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   tpxp_decoder d;
   int st, qwen2 = tpxp_arch_is(architecture, "Qwen2ForCausalLM");
   int cls = tpxp_arch_is(architecture, "Qwen3ForSequenceClassification");
-  if (is_qwen35(architecture))
+  if (is_qwen35(architecture) || is_qwen35_moe(architecture))
     return qwen35_skeleton(host, ctx, architecture);
   if (!qwen2 && !cls && !tpxp_arch_is(architecture, "Qwen3ForCausalLM"))
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_report.py — an independent checker of `tpx plan --format json`
-(tpx-report/1, spec/report-format.md).
+(tpx-report/1, docs/REPORT_FORMAT.md).
 
 It re-derives from the JSON alone, without tpx's code:
   * every field the format names, with the right types;
@@ -326,8 +326,8 @@ def check(rep, expect=None):
             k = (tuple(shape), held, tuple(parsed))
             sig[k] = sig.get(k, 0) + 1
             # gradient dtype: the FSDP reduce dtype (the compute dtype when
-            # unset), the held dtype without FSDP
-            red = held
+            # unset), f32 without FSDP
+            red = "f32"
             if fsdp_enabled:
                 red = mp.get("reduce_dtype") or p.get("fsdp_param_dtype") or held
             mk = (tuple(shape), held, red, tuple(parsed))

@@ -99,15 +99,16 @@ def tied_check(cfg, rep):
             for p in heads if p.get("tied_to") is None]
 
 
-def one_case(tpx, src, cfg, tp, dps, dpr, sp, extra=()):
-    """Problems for one mesh shape: the JSON run and the text run."""
+def one_case(tpx, src, cfg, tp, dps, dpr, sp, extra=(), json_extra=()):
+    """Problems for one mesh shape: the JSON run and the text run
+    (json_extra: arguments of the JSON run only, e.g. --rank R)."""
     rel = os.path.relpath(cfg, src)
     args = ["--config", cfg, "--tp", str(tp), "--dp-shard", str(dps),
             "--dp-replicate", str(dpr)] + (["--sp"] if sp else []) + list(extra)
     tag = "%s tp=%d dps=%d dpr=%d sp=%d %s" % (rel, tp, dps, dpr, sp,
                                                " ".join(os.path.basename(e) for e in extra))
     probs = []
-    rc, out, err = run(tpx, args + ["--format", "json"])
+    rc, out, err = run(tpx, args + list(json_extra) + ["--format", "json"])
     t = sanitizer_trouble(rc, err)
     if t:
         return ["%s json: %s\n%s" % (tag, t, err[-3000:])]
@@ -178,8 +179,9 @@ def write_inputs(tmp):
         "model.layers.0.mlp.up_proj.weight": ("BF16", [7, 1, 2], 28),
         "model.layers.1.self_attn.q_proj.weight": ("I8", [1, 1], 1),
     })
-    # a small Mixtral-shaped model (the Mixtral config has no skeleton
-    # plugin): 2 layers x 4 experts, odd sizes
+    # a small Mixtral-shaped model (smaller than the Mixtral config, so the
+    # moe plugin's skeleton disagrees and the tree comes from the headers):
+    # 2 layers x 4 experts, odd sizes
     moe = {"model.embed_tokens.weight": ("BF16", [1001, 96], 1001 * 96 * 2),
            "model.norm.weight": ("BF16", [96], 192),
            "lm_head.weight": ("BF16", [1001, 96], 1001 * 96 * 2)}
@@ -244,11 +246,20 @@ def custom_cases(tpx, src, full):
         mixtral = os.path.join(src, "tests/data/configs/Mixtral-8x7B-v0.1/config.json")
         runs += [(mixtral, ["--weights", os.path.join(tmp, "moe.safetensors")]) + m
                  for m in meshes]
+        # training memory options (per_rank memory is checked for every
+        # run; these vary its inputs) and, JSON only, the last rank's slices
+        mem = ["--seq", "64", "--batch", "2", "--optimizer", "sgd",
+               "--activation-checkpointing"]
+        nruns = len(runs)
         with cf.ThreadPoolExecutor(max_workers=2) as ex:
             futs = [ex.submit(one_case, tpx, src, cfg, *m, extra=extra)
                     for cfg, extra, *m in runs]
+            futs += [ex.submit(one_case, tpx, src, cfg, *m, extra=mem,
+                               json_extra=["--rank", str(m[0] * m[1] * m[2] - 1)])
+                     for cfg in (llama, qwen) for m in meshes]
             for f in futs:
                 probs += f.result()
+        runs += [None] * (len(futs) - nruns)
     finally:
         shutil.rmtree(tmp)
     return probs, len(runs)

@@ -56,7 +56,8 @@ typedef struct tpx_memory_options {
 /* Bytes one rank holds at its training peak, by term. */
 typedef struct tpx_memory {
   int64_t params;      /* sharded parameters, held dtype, padded */
-  int64_t grads;       /* sharded gradients, reduce dtype, padded */
+  int64_t grads;       /* sharded gradients, reduce dtype (f32 without
+                          FSDP), padded */
   int64_t optimizer;   /* optimizer states (+ f32 master copy), padded */
   int64_t gather_peak; /* FSDP units gathered at once (root + worst
                           prefetch window), compute dtype */

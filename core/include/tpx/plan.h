@@ -4,7 +4,7 @@
  * dict of FQN pattern -> ParallelStyle: adding an existing key replaces it in
  * place, new keys are appended. Styles carry torch's defaults
  * (spec/torch-semantics.md §1) and the upstream variants. Text form:
- * tpx-plan/1 JSON (spec/plan-format.md). Hugging Face style strings
+ * tpx-plan/1 JSON (docs/PLAN_FORMAT.md). Hugging Face style strings
  * ("colwise", "rowwise_rep", ...) translate as spec/plans.md §4.2/4.4.
  *
  * Not a matcher: see tpx/match.h for resolving keys against a model. */
@@ -72,7 +72,7 @@ typedef struct tpx_kwarg_layout_list {
 } tpx_kwarg_layout_list;
 
 /* A parallel style with every field resolved to its value (defaults filled).
- * Which fields are meaningful depends on kind (spec/plan-format.md):
+ * Which fields are meaningful depends on kind (docs/PLAN_FORMAT.md):
  *  - colwise, rowwise, vocab_parallel_embedding, gemma4_*: input_layouts and
  *    output_layouts (exactly one layout each, never None), use_local_output;
  *  - sequence_parallel and its variants: sequence_dim, use_local_output;
@@ -155,7 +155,7 @@ TPX_API tpx_status tpx_plan_from_json(const char *text, size_t len,
 TPX_API tpx_status tpx_plan_load(const char *path, tpx_plan **out,
                                  tpx_error *err);
 /* Normalized tpx-plan/1 JSON (every field written, in the order of
- * spec/plan-format.md's table; "not given" layout lists as null;
+ * docs/PLAN_FORMAT.md's table; "not given" layout lists as null;
  * "optional" only when true). *out is malloc'd; the caller frees it with
  * free(). `indent` 1..31 as jansson's JSON_INDENT, with a trailing newline;
  * 0 = compact, one line, no newline. */
@@ -167,7 +167,8 @@ TPX_API tpx_status tpx_plan_to_json(const tpx_plan *plan, int indent,
  * "local_colwise", "gather", "ep_*", or "replicated_with_grad_allreduce"),
  * else *out holds the style. Unknown / unsupported strings are TPX_UNSUPPORTED
  * naming key and string. `key` is only used in the message: the lm_head
- * special case of §4.2 belongs to tpx_plan_from_hf / tpx_plan_from_hf2. */
+ * special case of §4.2 belongs to tpx_plan_from_hf and
+ * tpx_plan_from_hf_class_and_base. */
 TPX_API tpx_status tpx_plan_translate_hf_style(const char *key,
                                                const char *hf_style,
                                                tpx_style *out, int *skip,
@@ -187,16 +188,16 @@ TPX_API tpx_status tpx_plan_translate_hf_style(const char *key,
 TPX_API tpx_status tpx_plan_from_hf(const char *hf_json, size_t len,
                                     const char *prefix, tpx_plan **out,
                                     tpx_diag_list *diags, tpx_error *err);
-/* As tpx_plan_from_hf, with the class-level plan too: `top_json` is the
- * model class's _tp_plan (keys used unprefixed, e.g. {"lm_head":
- * "colwise_rep"}), `inner_json` the inner model's plan (prefixed); either may
- * be NULL. Later sources override earlier ones (dict update: top, then
+/* As tpx_plan_from_hf, merging transformers' two levels of tp plan: the
+ * model class's _tp_plan (`top_json`, keys used unprefixed, e.g.
+ * {"lm_head": "colwise_rep"}) and the base model's base_model_tp_plan
+ * (`inner_json`, keys prefixed with `prefix`); either may be NULL. Later sources override earlier ones (dict update: top, then
  * inner). A key exactly "lm_head" or "language_model.lm_head" with
  * "colwise_rep" becomes colwise(output shard(-1), use_local_output false). */
-TPX_API tpx_status tpx_plan_from_hf2(const char *top_json, size_t top_len,
-                                     const char *inner_json, size_t inner_len,
-                                     const char *prefix, tpx_plan **out,
-                                     tpx_diag_list *diags, tpx_error *err);
+TPX_API tpx_status tpx_plan_from_hf_class_and_base(
+    const char *top_json, size_t top_len, const char *inner_json,
+    size_t inner_len, const char *prefix, tpx_plan **out,
+    tpx_diag_list *diags, tpx_error *err);
 
 TPX_END_DECLS
 

@@ -20,6 +20,7 @@
 #include "tpx/diag.h"
 #include "tpx/error.h"
 #include "tpx/export.h"
+#include "tpx/fsdp.h"
 #include "tpx/model.h"
 #include "tpx/plan.h"
 
@@ -40,6 +41,11 @@ typedef struct tpx_plugin_desc {
   const char *const *plan_names;
   int has_skeleton, has_validate, has_fsdp_units, has_fp32_params;
 } tpx_plugin_desc;
+
+/* 1 when plugin `index` exports tpx_plugin_strategy (kept out of
+ * tpx_plugin_desc, whose size is fixed), else 0. */
+TPX_API int tpx_registry_plugin_has_strategy(const tpx_registry *reg,
+                                             size_t index);
 
 /* Borrowed view of one refused plugin. */
 typedef struct tpx_plugin_refusal {
@@ -85,6 +91,26 @@ TPX_API tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
  * recorded as refusals, not returned as errors. */
 TPX_API tpx_status tpx_registry_load_default(tpx_registry *reg,
                                              tpx_error *err);
+/* 1 when the file at `path` is meant as a Hugging Face tp_plan (as a
+ * config's base_model_tp_plan / tp_plan or a class's _tp_plan): a non-empty
+ * JSON object with neither of tpx-plan/1's "format" and "entries" fields
+ * (tpx_plan_load_hf then checks that every value is a style string); 0
+ * otherwise, also when it cannot be read. */
+TPX_API int tpx_plan_file_is_hf(const char *path);
+/* Read a Hugging Face tp_plan file and translate it for `model`: keys whose
+ * first atom is a child of the model's root ("lm_head", "model...") are
+ * used as they are (class level), the others are relative to the base
+ * model and get the prefix transformers uses for the model's architecture
+ * ("model" for *ForCausalLM, "model.language_model" for most VLMs); then
+ * tpx_plan_from_hf_class_and_base (embed_tokens added as rowwise_rep when
+ * missing; skipped strings are hf-style-skipped infos in `diags`; a string
+ * with no faithful translation fails, naming the file, key and string).
+ * `summary` (may be NULL) receives one line saying how it was read. */
+TPX_API tpx_status tpx_plan_load_hf(const char *path, const tpx_model *model,
+                                    tpx_plan **out, tpx_diag_list *diags,
+                                    char *summary, size_t summary_size,
+                                    tpx_error *err);
+
 /* The plugin directory searched after $TPX_PLUGIN_PATH, decided at run time
  * from where libtpx was loaded: the build tree's plugins/ when libtpx is
  * loaded from its build tree, else <libdir>/tpx/plugins next to the loaded
@@ -189,6 +215,28 @@ TPX_API const char *tpx_selection_trace(const tpx_selection *sel, size_t i);
 /* Parameter patterns the plugin keeps in fp32 (may be 0). */
 TPX_API size_t tpx_selection_num_fp32(const tpx_selection *sel);
 TPX_API const char *tpx_selection_fp32(const tpx_selection *sel, size_t i);
+/* The upstream strategy's properties the plugin described
+ * (tpx_plugin_strategy), as "key=value" lines in the order first set (may be
+ * 0); tpx_selection_strategy_value gives the value of one key or NULL. Keys:
+ * sdk/include/tpx/plugin.h (strategy_set). */
+TPX_API size_t tpx_selection_num_strategy(const tpx_selection *sel);
+TPX_API const char *tpx_selection_strategy(const tpx_selection *sel,
+                                           size_t i);
+TPX_API const char *tpx_selection_strategy_value(const tpx_selection *sel,
+                                                 const char *key);
+/* All of them as one borrowed array of tpx_selection_num_strategy lines
+ * (NULL when there are none), ready for tpx_report_options.strategy. */
+TPX_API const char *const *tpx_selection_strategy_lines(
+    const tpx_selection *sel);
+/* The strategy's mixed-precision default (keys mp_param_dtype,
+ * mp_reduce_dtype, mp_output_dtype; "none" = None) written over *mp, field
+ * by field, where the strategy gives one; the others are left as they are
+ * (the Default strategy's bf16 / f32 / f32 is the caller's starting point).
+ * TPX_INVALID_ARGUMENT naming the key and the plugin for a value tpx cannot
+ * parse (*mp unchanged then). */
+TPX_API tpx_status tpx_selection_strategy_mp(const tpx_selection *sel,
+                                             tpx_mp_policy *mp,
+                                             tpx_error *err);
 /* FSDP units the plugin chose, bottom-up (none = use tpx's rule).
  * *reshard_after_forward (may be NULL) is 0 or 1, or -1 for tpx's rule. */
 TPX_API size_t tpx_selection_num_fsdp_units(const tpx_selection *sel);

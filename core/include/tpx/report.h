@@ -1,10 +1,15 @@
 /* tpx/report.h — the planning report: tpx-report/1 JSON
- * (spec/report-format.md) and the text form for a person.
+ * (docs/REPORT_FORMAT.md) and the text form for a person.
  *
  * Built from a tpx_sharding plus what selection knew (the source of the plan,
  * the plugin, the trace, and selection-time diagnostics such as
  * heads-not-divisible). The report always carries the applied plan, also
  * when validation failed and at tp == 1.
+ *
+ * Additions to spec/report-format.md: "selection.upstream" (always,
+ * TPX_UPSTREAM_VERSION) and "selection.strategy" (an object of the strategy
+ * lines, when given); the text form prints them as "Upstream:" and
+ * "Strategy:" lines under the plan source.
  *
  * Not a printer: the functions return malloc'd strings; the CLI prints. */
 #ifndef TPX_REPORT_H

@@ -73,7 +73,9 @@
 #include "tpx/export.h"
 #include "tpx/fsdp.h"
 #include "tpx/layout.h"
+#include "tpx/runtime_tp.h"
 #include "tpx/sharding.h"
+#include "tpx/tensor.h"
 
 TPX_BEGIN_DECLS
 

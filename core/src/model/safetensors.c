@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "model/config.h"
+#include "model/expert_fold.h"
 #include "model/model_impl.h"
 #include "model/st_header.h"
 #include "model/strmap.h"
@@ -617,8 +618,12 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
   char *scratch = NULL;
   size_t scratch_cap = 0;
   tpx__strmap mods = TPX__STRMAP_INIT; /* module fqn -> slot in flags */
+  /* Per-expert tensors folded onto fused expert parameters (by sorted
+   * position): checked in pass 1, never added in pass 2. */
+  char *folded = calloc(l->n ? l->n : 1, 1);
+  tpx__expert_fold fold = {0};
   tpx_status st = TPX_OK;
-  if (order == NULL || flags == NULL) {
+  if (order == NULL || flags == NULL || folded == NULL) {
     st = oom(err);
     goto done;
   }
@@ -649,6 +654,15 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
       }
       continue;
     }
+    int is_fold = 0;
+    st = tpx__expert_fold_try(&fold, model, t->name, t->shape, t->ndim,
+                              t->dtype, l->files[t->file].path, &is_fold, err);
+    if (st != TPX_OK)
+      break;
+    if (is_fold) {
+      folded[k] = 1;
+      continue;
+    }
     size_t mlen = module_len(t);
     int64_t slot;
     int r = tpx__strmap_put(&mods, t->name, mlen, (int64_t)num_mods, &slot);
@@ -668,7 +682,7 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
   /* Pass 2: add the new tensors. */
   for (size_t k = 0; k < l->n && st == TPX_OK; k++) {
     const tpx__st_tensor *t = order[k];
-    if (tpx_model_find_param(model, t->name) >= 0)
+    if (folded[k] || tpx_model_find_param(model, t->name) >= 0)
       continue;
     size_t mlen = module_len(t);
     if (t->name_len + 1 > scratch_cap) {
@@ -699,9 +713,13 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
       st = tpx_model_add_param(model, mname, pname, t->shape, t->ndim,
                                t->dtype, NULL, err);
   }
+  if (st == TPX_OK)
+    st = tpx__expert_fold_finish(&fold, model, err);
   if (st == TPX_OK && config_ties_embeddings(model))
     st = tie_lm_head(model, l, err);
 done:
+  free(folded);
+  tpx__expert_fold_free(&fold);
   tpx__strmap_free(&mods);
   free(scratch);
   free(flags);

@@ -136,10 +136,13 @@ static tpx_status translate_all(json_t *combined, tpx_plan *plan,
   return TPX_OK;
 }
 
-tpx_status tpx_plan_from_hf2(const char *top_json, size_t top_len,
-                             const char *inner_json, size_t inner_len,
-                             const char *prefix, tpx_plan **out,
-                             tpx_diag_list *diags, tpx_error *err) {
+tpx_status tpx_plan_from_hf_class_and_base(const char *top_json,
+                                           size_t top_len,
+                                           const char *inner_json,
+                                           size_t inner_len,
+                                           const char *prefix, tpx_plan **out,
+                                           tpx_diag_list *diags,
+                                           tpx_error *err) {
   if (!out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_from_hf: NULL out");
@@ -209,5 +212,6 @@ tpx_status tpx_plan_from_hf(const char *hf_json, size_t len, const char *prefix,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_from_hf: NULL JSON");
   }
-  return tpx_plan_from_hf2(NULL, 0, hf_json, len, prefix, out, diags, err);
+  return tpx_plan_from_hf_class_and_base(NULL, 0, hf_json, len, prefix, out,
+                                         diags, err);
 }

@@ -1,4 +1,4 @@
-/* plan_json.c — the tpx-plan/1 text form (spec/plan-format.md): reading
+/* plan_json.c — the tpx-plan/1 text form (docs/PLAN_FORMAT.md): reading
  * (missing fields take torch's defaults, anything unknown or malformed is an
  * error naming the entry index, module key and offending value; nothing is
  * half-built) and writing the normalized form (every field of the style,

@@ -257,6 +257,7 @@ tpx_status tpx__plugin_strings(const tpx__plugin *p, tpx__plugin_op op,
   memset(out, 0, sizeof *out);
   const int has = op == TPX__OP_FSDP_UNITS ? p->fsdp_fn != NULL
                   : op == TPX__OP_FP32     ? p->fp32_fn != NULL
+                  : op == TPX__OP_STRATEGY ? p->strategy_fn != NULL
                                            : 0;
   if (p->isolate && has)
     return tpx__isolate_strings(p, op, model, architecture, out, err);
@@ -269,10 +270,11 @@ tpx_status tpx__plugin_strings_direct(const tpx__plugin *p, tpx__plugin_op op,
                                       tpx__strvec *out, tpx_error *err) {
   memset(out, 0, sizeof *out);
   int (*fn)(const tpx_plugin_host *, tpx_plugin_ctx *, const char *) =
-      op == TPX__OP_FSDP_UNITS ? p->fsdp_fn : op == TPX__OP_FP32 ? p->fp32_fn
-                                                                 : NULL;
-  const char *sym = op == TPX__OP_FSDP_UNITS ? TPX_PLUGIN_FSDP_UNITS_SYMBOL
-                                             : TPX_PLUGIN_FP32_PARAMS_SYMBOL;
+      op == TPX__OP_FSDP_UNITS ? p->fsdp_fn
+      : op == TPX__OP_FP32     ? p->fp32_fn
+      : op == TPX__OP_STRATEGY ? p->strategy_fn
+                               : NULL;
+  const char *sym = tpx__plugin_op_symbol(op);
   if (!fn)
     return tpx_error_set(err, TPX_NOT_FOUND, "plugin '%s' does not export %s",
                          p->name, sym);

@@ -260,7 +260,8 @@ static int is_optional_symbol(const char *s) {
   return strcmp(s, TPX_PLUGIN_SKELETON_SYMBOL) == 0 ||
          strcmp(s, TPX_PLUGIN_VALIDATE_SYMBOL) == 0 ||
          strcmp(s, TPX_PLUGIN_FSDP_UNITS_SYMBOL) == 0 ||
-         strcmp(s, TPX_PLUGIN_FP32_PARAMS_SYMBOL) == 0;
+         strcmp(s, TPX_PLUGIN_FP32_PARAMS_SYMBOL) == 0 ||
+         strcmp(s, TPX_PLUGIN_STRATEGY_SYMBOL) == 0;
 }
 
 /* Symbols the toolchain adds (every shared object, or sanitizer builds). */

@@ -122,16 +122,18 @@ void tpx__h_child_load(int fd, const tpx__h_job *job) {
   }
   tpx__h_result(fd, 1, "registration",
                 "name '%s', version '%s', %zu architecture(s): %s; named "
-                "plans: %s; optional capabilities:%s%s%s%s%s",
+                "plans: %s; optional capabilities:%s%s%s%s%s%s",
                 p->name, p->version, p->num_archs, list,
                 p->num_plan_names ? names : "none",
-                p->skeleton_fn || p->validate_fn || p->fsdp_fn || p->fp32_fn
+                p->skeleton_fn || p->validate_fn || p->fsdp_fn ||
+                        p->fp32_fn || p->strategy_fn
                     ? ""
                     : " none",
                 p->skeleton_fn ? " skeleton" : "",
                 p->validate_fn ? " validate" : "",
                 p->fsdp_fn ? " fsdp_units" : "",
-                p->fp32_fn ? " fp32_params" : "");
+                p->fp32_fn ? " fp32_params" : "",
+                p->strategy_fn ? " strategy" : "");
   tpx__plugin_free(p);
 }
 
@@ -604,10 +606,12 @@ void tpx__h_child_arch(int fd, const tpx__h_job *job) {
       appendf(bad, sizeof bad, "; validate: %s", ve.message);
     tpx_diag_list_destroy(dl);
   }
-  const tpx__plugin_op ops[2] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32};
-  const int has[2] = {p->fsdp_fn != NULL, p->fp32_fn != NULL};
-  const char *what[2] = {"fsdp units", "fp32 params"};
-  for (int k = 0; k < 2; k++) {
+  const tpx__plugin_op ops[3] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32,
+                                 TPX__OP_STRATEGY};
+  const int has[3] = {p->fsdp_fn != NULL, p->fp32_fn != NULL,
+                      p->strategy_fn != NULL};
+  const char *what[3] = {"fsdp units", "fp32 params", "strategy properties"};
+  for (int k = 0; k < 3; k++) {
     if (!has[k])
       continue;
     tpx__strvec v;

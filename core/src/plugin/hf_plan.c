@@ -6,7 +6,8 @@
  * _tp_plan of *ForCausalLM / *ForConditionalGeneration ({"lm_head":
  * "colwise_rep"}) is added, as transformers defines it.
  *
- * The translation of style strings is tpx_plan_from_hf2 (plan area). */
+ * The translation of style strings is tpx_plan_from_hf_class_and_base
+ * (plan area). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,10 @@ static const struct {
     {"qwen3", "Qwen3Config"},       {"gemma3_text", "Gemma3TextConfig"},
     {"gemma3", "Gemma3TextConfig"}, {"phi", "PhiConfig"},
     {"phi3", "Phi3Config"},         {"mistral", "MistralConfig"},
-    {"mixtral", "MixtralConfig"},
+    {"mixtral", "MixtralConfig"},   {"qwen3_moe", "Qwen3MoeConfig"},
+    {"qwen3_5_moe", "Qwen3_5MoeTextConfig"},
+    {"qwen3_5_moe_text", "Qwen3_5MoeTextConfig"},
+    {"deepseek_v4", "DeepseekV4Config"},
 };
 
 static const char *bundled_class(const char *model_type) {
@@ -124,7 +128,8 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
                            "the config has no base_model_tp_plan or tp_plan "
                            "and model_type '%s' has no bundled Hugging Face "
                            "plan (bundled: llama, qwen2, qwen3, gemma3, "
-                           "gemma3_text, phi, phi3, mistral, mixtral)",
+                           "gemma3_text, phi, phi3, mistral, mixtral, "
+                           "qwen3_moe, qwen3_5_moe, deepseek_v4)",
                            mt ? mt : "(none)");
     inner_json = t->json;
     snprintf(what, what_size, "the bundled %s.base_model_tp_plan (model_type "
@@ -135,10 +140,9 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
   static const char head_plan[] = "{\"lm_head\":\"colwise_rep\"}";
   const char *top_json = top_text ? top_text : has_head ? head_plan : NULL;
   const int added_head = !top_text && has_head;
-  tpx_status s = tpx_plan_from_hf2(top_json, top_json ? strlen(top_json) : 0,
-                                   inner_json,
-                                   inner_json ? strlen(inner_json) : 0, prefix,
-                                   out, diags, err);
+  tpx_status s = tpx_plan_from_hf_class_and_base(
+      top_json, top_json ? strlen(top_json) : 0, inner_json,
+      inner_json ? strlen(inner_json) : 0, prefix, out, diags, err);
   free(inner_text);
   free(top_text);
   if (s == TPX_OK) {

@@ -83,13 +83,14 @@ void tpx__ctx_release(tpx_plugin_ctx *ctx) {
   ctx->magic = 0;
 }
 
-static const char *op_name(tpx__plugin_op op) {
+const char *tpx__plugin_op_symbol(tpx__plugin_op op) {
   switch (op) {
   case TPX__OP_GET_PLAN: return "get_plan";
   case TPX__OP_SKELETON: return TPX_PLUGIN_SKELETON_SYMBOL;
   case TPX__OP_VALIDATE: return TPX_PLUGIN_VALIDATE_SYMBOL;
   case TPX__OP_FSDP_UNITS: return TPX_PLUGIN_FSDP_UNITS_SYMBOL;
   case TPX__OP_FP32: return TPX_PLUGIN_FP32_PARAMS_SYMBOL;
+  case TPX__OP_STRATEGY: return TPX_PLUGIN_STRATEGY_SYMBOL;
   }
   return "?";
 }
@@ -117,7 +118,7 @@ static int invalid(tpx_plugin_ctx *ctx, const char *fn, const char *fmt, ...) {
     ctx->has_invalid = 1;
   }
   tpx__log(TPX_LOG_WARN, "plugin %s: %s: host->%s refused: %s",
-           ctx->plugin ? ctx->plugin->name : "?", op_name(ctx->op), fn, buf);
+           ctx->plugin ? ctx->plugin->name : "?", tpx__plugin_op_symbol(ctx->op), fn, buf);
   return TPX_PLUGIN_INVALID;
 }
 
@@ -136,7 +137,7 @@ static int str_ok(const char *s) {
   do {                                                                         \
     if ((ctx)->op != (want))                                                   \
       return invalid((ctx), (fn), "only available during %s, not %s",         \
-                     op_name(want), op_name((ctx)->op));                       \
+                     tpx__plugin_op_symbol(want), tpx__plugin_op_symbol((ctx)->op));                       \
   } while (0)
 
 /* ---- logging and errors ------------------------------------------------ */
@@ -719,6 +720,40 @@ static int host_fp32_add(tpx_plugin_ctx *ctx, const char *pattern) {
   return TPX_PLUGIN_OK;
 }
 
+/* A strategy property, kept as "key=value"; a key set again is replaced. */
+static int host_strategy_set(tpx_plugin_ctx *ctx, const char *key,
+                             const char *value) {
+  CHECK_CTX(ctx);
+  REQUIRE_OP(ctx, "strategy_set", TPX__OP_STRATEGY);
+  size_t n = str_ok(key) ? strlen(key) : 0;
+  int good = n > 0 && n <= 48;
+  for (size_t i = 0; good && i < n; i++)
+    good = (key[i] >= 'a' && key[i] <= 'z') ||
+           (key[i] >= '0' && key[i] <= '9') || key[i] == '_';
+  if (!good)
+    return invalid(ctx, "strategy_set",
+                   "key '%s' is not [a-z0-9_] of 1 to 48 bytes",
+                   str_ok(key) ? key : "(null)");
+  if (!str_ok(value) || value[0] == '\0')
+    return invalid(ctx, "strategy_set", "key '%s': value is NULL or empty",
+                   key);
+  size_t len = n + 1 + strlen(value) + 1;
+  char *kv = malloc(len);
+  if (!kv)
+    return TPX_PLUGIN_NO_MEMORY;
+  snprintf(kv, len, "%s=%s", key, value);
+  for (size_t i = 0; i < ctx->strings.count; i++)
+    if (strncmp(ctx->strings.items[i], kv, n + 1) == 0) {
+      free(ctx->strings.items[i]);
+      ctx->strings.items[i] = kv;
+      return TPX_PLUGIN_OK;
+    }
+  int rc = tpx__strvec_push(&ctx->strings, kv, 0) != 0 ? TPX_PLUGIN_NO_MEMORY
+                                                       : TPX_PLUGIN_OK;
+  free(kv);
+  return rc;
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 static const tpx_plugin_host host_table = {
@@ -747,6 +782,7 @@ static const tpx_plugin_host host_table = {
     host_diagnose,
     host_fsdp_add_unit,
     host_fp32_add,
+    host_strategy_set,
 };
 
 const tpx_plugin_host *tpx__plugin_host_table(void) { return &host_table; }

@@ -517,8 +517,7 @@ tpx_status tpx__isolate_strings(const tpx__plugin *p, tpx__plugin_op op,
                                 tpx_error *err) {
   memset(out, 0, sizeof *out);
   strings_args a = {p, op, model, architecture};
-  const char *sym = op == TPX__OP_FSDP_UNITS ? TPX_PLUGIN_FSDP_UNITS_SYMBOL
-                                             : TPX_PLUGIN_FP32_PARAMS_SYMBOL;
+  const char *sym = tpx__plugin_op_symbol(op);
   json_t *root = NULL;
   tpx_status s = run_isolated(p, sym, strings_child, &a, &root, err);
   if (s != TPX_OK)

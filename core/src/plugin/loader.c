@@ -195,6 +195,8 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   memcpy(&p->fsdp_fn, &sym, sizeof sym);
   sym = dlsym(p->handle, TPX_PLUGIN_FP32_PARAMS_SYMBOL);
   memcpy(&p->fp32_fn, &sym, sizeof sym);
+  sym = dlsym(p->handle, TPX_PLUGIN_STRATEGY_SYMBOL);
+  memcpy(&p->strategy_fn, &sym, sizeof sym);
 
   /* Negotiate and register. */
   tpx_plugin_info info;

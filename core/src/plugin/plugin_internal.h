@@ -40,6 +40,7 @@ typedef struct tpx__plugin {
   tpx_plugin_validate_fn validate_fn;
   tpx_plugin_fsdp_units_fn fsdp_fn;
   tpx_plugin_fp32_params_fn fp32_fn;
+  tpx_plugin_strategy_fn strategy_fn;
   /* tpx_registry_set_isolation, copied here by the registry so the calls
    * below need no registry: run each call in a forked child. */
   int isolate;
@@ -70,6 +71,7 @@ typedef enum tpx__plugin_op {
   TPX__OP_VALIDATE = 3,
   TPX__OP_FSDP_UNITS = 4,
   TPX__OP_FP32 = 5,
+  TPX__OP_STRATEGY = 6, /* strings are "key=value" */
 } tpx__plugin_op;
 
 /* A growable list of owned strings (+ one int each, for FSDP units). */
@@ -80,6 +82,8 @@ typedef struct tpx__strvec {
 } tpx__strvec;
 
 int tpx__strvec_push(tpx__strvec *v, const char *s, int value);
+/* The entry point symbol an op calls ("get_plan", "tpx_plugin_strategy"). */
+const char *tpx__plugin_op_symbol(tpx__plugin_op op);
 void tpx__strvec_free(tpx__strvec *v);
 
 #define TPX__CTX_MAGIC 0x74707863u /* "tpxc" */

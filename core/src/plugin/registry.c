@@ -615,3 +615,12 @@ tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,
                               sequence_parallel, tp_size, out, NULL, NULL,
                               err);
 }
+
+int tpx_registry_plugin_has_strategy(const tpx_registry *reg, size_t index) {
+  if (!reg) return 0;
+  tpx_registry *r = (tpx_registry *)reg;
+  pthread_rwlock_rdlock(&r->lock);
+  int has = index < r->num_plugins && r->plugins[index]->strategy_fn != NULL;
+  pthread_rwlock_unlock(&r->lock);
+  return has;
+}

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "model/config.h"
+#include "model/expert_fold.h"
 #include "plugin/plugin_internal.h"
 #include "tpx/validate.h"
 
@@ -29,6 +30,7 @@ struct tpx_selection {
   tpx__strvec trace;
   tpx__strvec fp32;
   tpx__strvec units; /* ints: reshard_after_forward, -1 = tpx's rule */
+  tpx__strvec strategy; /* "key=value" */
 };
 
 const char *tpx_plan_source_name(tpx_plan_source source) {
@@ -51,6 +53,7 @@ void tpx_selection_destroy(tpx_selection *sel) {
   tpx__strvec_free(&sel->trace);
   tpx__strvec_free(&sel->fp32);
   tpx__strvec_free(&sel->units);
+  tpx__strvec_free(&sel->strategy);
   free(sel);
 }
 
@@ -136,6 +139,44 @@ static tpx_status nemotron_flash_fixup(tpx_selection *sel, tpx_error *err) {
           "sharded; the model's own head computes the logits)", keys[k]);
   }
   return TPX_OK;
+}
+
+/* The default base plan on a model with fused MoE experts (Mixtral,
+ * Qwen3-MoE, ...): its dense-MLP keys resolve to nothing in an MoE layer,
+ * which torch's parallelize_module only warns about, so they are made
+ * optional (info, not an error) and one warning says what that leaves:
+ * experts and router replicated over tp, FSDP sharding the expert dim. */
+static tpx_status moe_default_fixup(tpx_selection *sel, const tpx_model *model,
+                                    const char *arch, tpx_diag_list *diags,
+                                    tpx_error *err) {
+  static const char *const keys[] = {"model.layers.*.mlp.up_proj",
+                                     "model.layers.*.mlp.gate_proj",
+                                     "model.layers.*.mlp.down_proj"};
+  if (tpx__expert_fold_note(model) == NULL)
+    return TPX_OK;
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+    int64_t i = tpx_plan_find(sel->plan, keys[k]);
+    if (i < 0)
+      continue;
+    tpx_plan_entry e;
+    tpx_status s = tpx_plan_get(sel->plan, (size_t)i, &e, err);
+    if (s == TPX_OK)
+      s = tpx_plan_set(sel->plan, keys[k], &e.style, 1, err);
+    if (s != TPX_OK)
+      return s;
+  }
+  trace(sel, "moe: the default plan's MLP keys are optional on fused "
+        "experts (torch warns that they cannot be resolved)");
+  tpx_status s = tpx_diag_add(
+      diags, TPX_DIAG_WARNING, "moe-experts-replicated", arch ? arch : "",
+      "expected with the default plan: upstream has no expert-parallel plan "
+      "for this class; budget the replicated experts (see the memory "
+      "section) or use a plan with expert parallelism",
+      "the default base plan's MLP keys match no module in the MoE layers "
+      "(torch's parallelize_module warns and skips them): the fused experts "
+      "and the router stay replicated over tp, FSDP shards the experts on "
+      "dim 0 (the expert dim)");
+  return s == TPX_OK ? TPX_OK : tpx_error_set(err, s, "out of memory");
 }
 
 /* Ask plugin `p` for a plan; fills sel on success. *refused tells why not. */
@@ -246,11 +287,14 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
             tpx_diag_count(diags) - before);
     }
   }
-  const tpx__plugin_op ops[2] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32};
-  const int has[2] = {p->fsdp_fn != NULL, p->fp32_fn != NULL};
-  tpx__strvec *dst[2] = {&sel->units, &sel->fp32};
-  const char *what[2] = {"FSDP units", "fp32 parameters"};
-  for (int k = 0; k < 2; k++) {
+  const tpx__plugin_op ops[3] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32,
+                                 TPX__OP_STRATEGY};
+  const int has[3] = {p->fsdp_fn != NULL, p->fp32_fn != NULL,
+                      p->strategy_fn != NULL};
+  tpx__strvec *dst[3] = {&sel->units, &sel->fp32, &sel->strategy};
+  const char *what[3] = {"FSDP units", "fp32 parameters",
+                         "strategy properties"};
+  for (int k = 0; k < 3; k++) {
     if (!has[k])
       continue;
     tpx__strvec v;
@@ -274,9 +318,12 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
 }
 
 /* Upstream strategies (PARALLELIZATION_STRATEGIES, keyed by the bare class
- * name) whose flow does not call validate_tp_mesh. */
-static int strategy_skips_validate(const char *arch) {
-  static const char *const skip[] = {"NemotronHForCausalLM"};
+ * name) with their own flow: they never call validate_tp_mesh and ignore
+ * tp_shard_plan (a custom or named plan). */
+static int own_flow_strategy(const char *arch) {
+  static const char *const skip[] = {
+      "NemotronHForCausalLM", "WanTransformer3DModel",
+      "HunyuanVideo15Transformer3DModel", "LTX2VideoTransformer3DModel"};
   if (!arch)
     return 0;
   const char *dot = strrchr(arch, '.');
@@ -330,6 +377,24 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   const tpx__plugin *cap_plugin = arch_plugin;
   const char *cap_arch = matched;
   int have_plan = 0;
+
+  /* An own-flow strategy ignores tp_shard_plan: the plugin's plan stands. */
+  if ((o.custom || o.plan_name) && own_flow_strategy(arch)) {
+    s = tpx_diag_add(diags, TPX_DIAG_WARNING, "custom-plan-ignored", arch,
+                     "drop the custom / named plan; this strategy always "
+                     "applies its own",
+                     "the %s strategy ignores tp_shard_plan: the %s plan "
+                     "given is not applied",
+                     arch, o.custom ? "custom" : "named");
+    if (s != TPX_OK) {
+      tpx_error_set(err, s, "out of memory");
+      goto fail;
+    }
+    trace(sel, "custom/named plan: ignored (the %s strategy ignores "
+          "tp_shard_plan)", arch);
+    o.custom = NULL;
+    o.plan_name = NULL;
+  }
 
   /* 1. custom plan */
   if (o.custom) {
@@ -489,6 +554,9 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
     trace(sel, "default: used the default base plan%s (%zu entries)",
           sp ? " with sequence-parallel overrides" : "",
           tpx_plan_size(sel->plan));
+    s = moe_default_fixup(sel, model, arch, diags, err);
+    if (s != TPX_OK)
+      goto fail;
   }
 
   /* Post-processing, for every source. */
@@ -507,7 +575,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
    * (plans.md §4.9). Earlier releases ran it before selection, always. */
   if (tp <= 1) {
     trace(sel, "validate_tp_mesh: skipped (tp=1)");
-  } else if (strategy_skips_validate(arch)) {
+  } else if (own_flow_strategy(arch)) {
     trace(sel, "validate_tp_mesh: skipped (the %s strategy does not run it)",
           arch);
   } else if (!tpx_plan_is_head_sharded(sel->plan)) {
@@ -570,6 +638,55 @@ size_t tpx_selection_num_fp32(const tpx_selection *sel) {
 const char *tpx_selection_fp32(const tpx_selection *sel, size_t i) {
   return sel && i < sel->fp32.count ? sel->fp32.items[i] : NULL;
 }
+size_t tpx_selection_num_strategy(const tpx_selection *sel) {
+  return sel ? sel->strategy.count : 0;
+}
+const char *tpx_selection_strategy(const tpx_selection *sel, size_t i) {
+  return sel && i < sel->strategy.count ? sel->strategy.items[i] : NULL;
+}
+const char *const *tpx_selection_strategy_lines(const tpx_selection *sel) {
+  return sel && sel->strategy.count
+             ? (const char *const *)sel->strategy.items
+             : NULL;
+}
+const char *tpx_selection_strategy_value(const tpx_selection *sel,
+                                         const char *key) {
+  size_t n = key ? strlen(key) : 0;
+  for (size_t i = 0; sel && n && i < sel->strategy.count; i++)
+    if (strncmp(sel->strategy.items[i], key, n) == 0 &&
+        sel->strategy.items[i][n] == '=')
+      return sel->strategy.items[i] + n + 1;
+  return NULL;
+}
+tpx_status tpx_selection_strategy_mp(const tpx_selection *sel,
+                                     tpx_mp_policy *mp, tpx_error *err) {
+  static const char *const keys[3] = {"mp_param_dtype", "mp_reduce_dtype",
+                                      "mp_output_dtype"};
+  if (!mp)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_selection_strategy_mp: mp is NULL");
+  tpx_dtype got[3] = {mp->param_dtype, mp->reduce_dtype, mp->output_dtype};
+  for (int k = 0; k < 3; k++) {
+    const char *v = tpx_selection_strategy_value(sel, keys[k]);
+    if (!v)
+      continue;
+    if (strcmp(v, "none") == 0) {
+      got[k] = TPX_DTYPE_INVALID;
+      continue;
+    }
+    tpx_error e = {0};
+    if (tpx_dtype_parse(v, &got[k], &e) != TPX_OK)
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "plugin '%s' gives strategy %s=%s: %s",
+                           sel->plugin_name ? sel->plugin_name : "?", keys[k],
+                           v, e.message);
+  }
+  mp->param_dtype = got[0];
+  mp->reduce_dtype = got[1];
+  mp->output_dtype = got[2];
+  return TPX_OK;
+}
+
 size_t tpx_selection_num_fsdp_units(const tpx_selection *sel) {
   return sel ? sel->units.count : 0;
 }

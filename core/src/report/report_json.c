@@ -1,4 +1,4 @@
-/* report_json.c — tpx-report/1 JSON (spec/report-format.md) from a sharding
+/* report_json.c — tpx-report/1 JSON (docs/REPORT_FORMAT.md) from a sharding
  * and what selection knew. Fields beyond the spec's (per-rank peak bytes,
  * fsdp units, module transitions, head counts, diagnostic subject/fix) are
  * additions; the spec's fields keep their meaning. */
@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/expert_fold.h"
 #include "report/report_memory.h"
 #include "report/report_util.h"
 #include "report/rank_groups.h"
@@ -83,6 +84,11 @@ static json_t *model_json(const tpx_model *model) {
                       json_integer(tpx_model_total_params(model)));
   json_object_set_new(o, "total_bytes",
                       json_integer(tpx_model_total_bytes(model)));
+  /* Added field: how per-expert checkpoint tensors map onto fused 3-D
+   * experts, when the model has any. */
+  const char *fold = tpx__expert_fold_note(model);
+  if (fold)
+    json_object_set_new(o, "fused_experts", jstr(fold));
   return o;
 }
 

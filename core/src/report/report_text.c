@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/expert_fold.h"
 #include "model/strmap.h"
 #include "report/report_memory.h"
 #include "report/report_util.h"
@@ -576,6 +577,9 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
 
   tpx__sbuf_printf(&b, "\nParameters (identical layers collapsed):\n");
   table(&b, sh);
+  const char *fold_note = tpx__expert_fold_note(model);
+  if (fold_note)
+    tpx__sbuf_printf(&b, "  Fused experts: %s\n", fold_note);
   collectives(&b, sh);
   fsdp_section(&b, sh);
   memory_section(&b, sh);

@@ -145,7 +145,7 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
     tpx__sbuf_printf(b, "  plan      plugin '%s'", o->plugin_name);
   else
     tpx__sbuf_printf(b, "  plan      %s", src);
-  if (o->function)
+  if (o->function && strcmp(o->function, src) != 0)
     tpx__sbuf_printf(b, " (function %s)", o->function);
   tpx__sbuf_printf(b, ", %zu entries, sequence parallel %s\n",
                    tpx_plan_size(tpx_sharding_plan(sh)),

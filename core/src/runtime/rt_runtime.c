@@ -88,23 +88,6 @@ tpx__rt_param *tpx__rt_lookup(const tpx_runtime *rt, int64_t param,
 
 /* ---- create ---- */
 
-/* Private stand-in for rt-tp's tpx_tp_param_grad_needs_allreduce: a param
- * replicated over a tp dim of size > 1 whose module is styled
- * sequence_parallel, sequence_parallel_allgather_activation or
- * qk_norm_sequence_parallel. */
-static int needs_tp_allreduce(const tpx_sharding *sh,
-                              const tpx_param_sharding *ps) {
-  if (sh->tp_dim < 0 || sh->tp <= 1 || ps->plan_entry < 0) return 0;
-  if (ps->placements[sh->tp_dim].kind != TPX_REPLICATE) return 0;
-  tpx_plan_entry e;
-  if (tpx_plan_get(tpx_sharding_plan(sh), (size_t)ps->plan_entry, &e, NULL) !=
-      TPX_OK)
-    return 0;
-  return e.style.kind == TPX_STYLE_SEQUENCE_PARALLEL ||
-         e.style.kind == TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION ||
-         e.style.kind == TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL;
-}
-
 static tpx_status check_meshes(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                tpx_error *err) {
   const tpx_mesh *a = tpx_sharding_mesh(sh), *b = tpx_mesh_comm_mesh(mc);
@@ -220,7 +203,7 @@ static tpx_status describe_param(tpx_runtime *rt, int64_t index,
                          "bf16 and f16",
                          info.fqn, tpx_dtype_short_name(p->compute),
                          tpx_dtype_short_name(p->reduce));
-  p->grad_tp_allreduce = needs_tp_allreduce(sh, &ps);
+  p->grad_tp_allreduce = tpx_tp_param_grad_needs_allreduce(sh, index);
   return TPX_OK;
 }
 

@@ -27,8 +27,8 @@ static tpx_status missing(const tpx_model *m, const char *key,
   const char *src = tpx_model_source(m);
   return tpx_error_set(err, TPX_NOT_FOUND,
                        "activation estimate: the config%s%s has no positive "
-                       "'%s' (give the model's config.json, or leave out "
-                       "--seq to skip activations)",
+                       "'%s' (give the model's config.json, or a seq of 0 to "
+                       "leave activations out)",
                        src ? " " : "", src ? src : "", key);
 }
 

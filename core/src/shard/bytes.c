@@ -240,9 +240,11 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
       rs[TPX__STATE_PARAM_BYTES] = sat_add(
           rs[TPX__STATE_PARAM_BYTES], sat_mul(n, (int64_t)tpx_dtype_size(k->dtype)));
       if (tpx_dtype_is_float(k->dtype)) {
-        rs[TPX__STATE_GRAD_BYTES] =
-            sat_add(rs[TPX__STATE_GRAD_BYTES],
-                    sat_mul(n, (int64_t)tpx_dtype_size(k->reduce)));
+        /* sharded grads: the FSDP reduce dtype; without FSDP, f32 (kept
+         * next to the f32 master, as tpx's runtime does) */
+        tpx_dtype gd = sh->num_units > 0 ? k->reduce : TPX_DTYPE_F32;
+        rs[TPX__STATE_GRAD_BYTES] = sat_add(
+            rs[TPX__STATE_GRAD_BYTES], sat_mul(n, (int64_t)tpx_dtype_size(gd)));
         rs[TPX__STATE_FLOAT_NUMEL] = sat_add(rs[TPX__STATE_FLOAT_NUMEL], n);
         if (tpx_dtype_size(k->dtype) < 4)
           rs[TPX__STATE_LOWP_NUMEL] = sat_add(rs[TPX__STATE_LOWP_NUMEL], n);

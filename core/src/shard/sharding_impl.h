@@ -86,7 +86,8 @@ struct tpx_sharding {
    * in FSDP2's padded per-rank layout (tpx_layout_fsdp_padded_numel over
    * dp_shard of the TP-local piece; the TP-local piece itself without
    * FSDP): bytes in the held dtype, floating-point grad bytes in the reduce
-   * dtype, floating-point elements, and those held below 4 bytes. */
+   * dtype (f32 without FSDP), floating-point elements, and those held below
+   * 4 bytes. */
   int64_t *rank_state;
 
   tpx_diag_list *diags;

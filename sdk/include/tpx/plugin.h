@@ -13,6 +13,9 @@
  *   "tpx_plugin_validate"       extra validation, reported as diagnostics
  *   "tpx_plugin_fsdp_units"     which modules become FSDP units
  *   "tpx_plugin_fp32_params"    parameters kept in fp32 under mixed precision
+ *   "tpx_plugin_strategy"       the upstream strategy's properties (mixed
+ *                               precision default, activation checkpointing,
+ *                               tensor parallelism); added in 1.0, see below
  *
  * Negotiation (like Vulkan's loader/driver handshake): the host offers the
  * range [abi_min, abi_max] it speaks; the plugin answers with the one version
@@ -60,6 +63,7 @@ extern "C" {
 #define TPX_PLUGIN_VALIDATE_SYMBOL "tpx_plugin_validate"
 #define TPX_PLUGIN_FSDP_UNITS_SYMBOL "tpx_plugin_fsdp_units"
 #define TPX_PLUGIN_FP32_PARAMS_SYMBOL "tpx_plugin_fp32_params"
+#define TPX_PLUGIN_STRATEGY_SYMBOL "tpx_plugin_strategy"
 
 /* Status codes returned by plugin entry points and host functions. */
 typedef enum tpx_plugin_status {
@@ -218,6 +222,24 @@ typedef struct tpx_plugin_host {
    * Parameters matching this pattern (FQN pattern, per-atom fnmatch) keep
    * fp32 under mixed precision. */
   int (*fp32_add)(tpx_plugin_ctx *ctx, const char *param_pattern);
+
+  /* ---- strategy (tpx_plugin_strategy) ----
+   * Added after fp32_add (ABI 1.0, additive): use it only when
+   * host->struct_size > offsetof(tpx_plugin_host, strategy_set). Records one
+   * property of the upstream parallelization strategy serving the
+   * architecture; setting a key again replaces its value. key: [a-z0-9_],
+   * at most 48 bytes; value: non-empty text. Keys the host acts on:
+   *   name                      the strategy's name ("Wan", "Hunyuan")
+   *   mp_param_dtype, mp_reduce_dtype, mp_output_dtype
+   *                             the strategy's default MixedPrecisionPolicy
+   *                             (a dtype spelling tpx parses, or "none");
+   *                             tpx plan uses it instead of bf16/f32/f32
+   * Keys the host reports as they are (free text):
+   *   tensor_parallel           e.g. "none: the strategy applies no TP"
+   *   activation_checkpointing  e.g. "whole block: each blocks[i]"
+   *   sequence_parallel, tp_shard_plan, validate_tp_mesh, fsdp, ... */
+  int (*strategy_set)(tpx_plugin_ctx *ctx, const char *key,
+                      const char *value);
 } tpx_plugin_host;
 
 /* What the plugin tells the host at registration. The host zero-fills it and
@@ -271,6 +293,13 @@ typedef int (*tpx_plugin_fp32_params_fn)(const tpx_plugin_host *host,
                                          tpx_plugin_ctx *ctx,
                                          const char *architecture);
 
+/* Optional (added in 1.0 with host->strategy_set). Describe the upstream
+ * strategy serving `architecture` through host->strategy_set. A host older
+ * than strategy_set never calls it. */
+typedef int (*tpx_plugin_strategy_fn)(const tpx_plugin_host *host,
+                                      tpx_plugin_ctx *ctx,
+                                      const char *architecture);
+
 /* Export helper for plugin sources. */
 #if defined(_WIN32)
 #define TPX_PLUGIN_EXPORT __declspec(dllexport)
@@ -303,6 +332,9 @@ TPX_PLUGIN_EXPORT int tpx_plugin_fsdp_units(const tpx_plugin_host *host,
 TPX_PLUGIN_EXPORT int tpx_plugin_fp32_params(const tpx_plugin_host *host,
                                              tpx_plugin_ctx *ctx,
                                              const char *architecture);
+TPX_PLUGIN_EXPORT int tpx_plugin_strategy(const tpx_plugin_host *host,
+                                          tpx_plugin_ctx *ctx,
+                                          const char *architecture);
 #endif
 
 #ifdef __cplusplus

@@ -3,7 +3,9 @@
  * names with sp ignored (§3.5), skeletons (decoder; VLM with the Pixtral
  * vision tower and projector, which the plan leaves replicated), the same
  * plans at a tp the heads do not divide (the host's heads-not-divisible
- * error, no refusal) and per-rank bytes. */
+ * error, no refusal) and per-rank bytes; MuseGlimmer (§3.6): its plan with
+ * sp ignored, the native-name skeleton against transformers' totals, and
+ * the strategy's limit of tp to divisors of the KV-head count. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +196,112 @@ START_TEST(test_rank_bytes) {
 }
 END_TEST
 
+static const char *const k_mg[] = {
+    "MuseGlimmerForConditionalGeneration",
+    "nemo_automodel.components.models.muse_glimmer.model."
+    "MuseGlimmerForConditionalGeneration"};
+
+START_TEST(test_muse_glimmer_plans) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "muse-glimmer-tiny.config.json", 1);
+  /* sp warns and is ignored: the same plan both ways, at any tp. */
+  fam_check_plan(reg, m, k_mg[_i], NULL, 0, FAM, "plan_muse_glimmer.json");
+  fam_check_plan(reg, m, k_mg[_i], NULL, 1, FAM, "plan_muse_glimmer.json");
+  fam_check_plan_any_tp(reg, m, k_mg[_i], NULL, 0, 4, FAM,
+                        "plan_muse_glimmer.json");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_muse_glimmer_skeleton) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "MuseGlimmer-30B.config.json", 1);
+  tpx_model *t = fam_model(reg, FAM, "muse-glimmer-tiny.config.json", 1);
+  /* transformers 5.24's MuseGlimmerForConditionalGeneration built from
+   * these configs (class defaults; no published config found). */
+  ck_assert_int_eq(tpx_model_total_params(m), 29776626688LL);
+  ck_assert_int_eq(tpx_model_total_params(t), 178848);
+  fam_assert_param(m, "model.embed_tokens.weight", 202048, 6656);
+  fam_assert_param(m, "model.layers.51.self_attn.q_proj.weight", 4096, 6656);
+  fam_assert_param(m, "model.layers.0.self_attn.k_proj.weight", 256, 6656);
+  fam_assert_param(m, "model.layers.0.self_attn.output_gate_proj.weight", 4096,
+                   6656);
+  fam_assert_param(m, "model.layers.0.mlp.down_proj.weight", 6656, 19968);
+  fam_assert_param(m, "model.layers.0.post_attn_norm.weight", 6656, -1);
+  fam_assert_param(m, "model.layers.0.post_attention_layernorm.weight", 6656,
+                   -1);
+  fam_assert_param(m, "model.layers.0.post_ffn_norm.weight", 6656, -1);
+  fam_assert_no_param(m, "model.layers.0.self_attn.gate_proj.weight");
+  fam_assert_param(m, "model.vision_encoder.conv1_linear.weight", 1536, 1176);
+  fam_assert_param(m, "model.vision_encoder.positional_embedding_vlm", 1024,
+                   1536);
+  fam_assert_param(m, "model.vision_encoder.transformer.49.attn.o_proj.bias",
+                   1536, -1);
+  fam_assert_param(m, "model.vision_encoder.transformer.0.mlp.c_fc.weight",
+                   8960, 1536);
+  fam_assert_param(m, "model.vision_encoder.ln_post.bias", 1536, -1);
+  fam_assert_param(m, "model.vision_adapter.c_fc.weight", 4096, 6144);
+  fam_assert_param(m, "model.vision_projection.weight", 6656, 4096);
+  fam_assert_param(m, "lm_head.weight", 202048, 6656);
+  fam_assert_module(m, "model.rotary_emb", TPX_MODULE_ROTARY);
+  tpx_model_destroy(m);
+  tpx_model_destroy(t);
+  {
+    /* Broken configs are refused with the section at fault. */
+    static const char *const bad[][2] = {
+        {"{\"architectures\": [\"MuseGlimmerForConditionalGeneration\"], "
+         "\"text_config\": {\"num_key_value_heads\": 0}}",
+         "MuseGlimmer config text_config"},
+        {"{\"architectures\": [\"MuseGlimmerForConditionalGeneration\"], "
+         "\"vision_config\": {\"patch_size\": -1}}",
+         "vision_config"},
+        {"{\"architectures\": [\"MuseGlimmerForConditionalGeneration\"], "
+         "\"projector_hidden_size\": 0}",
+         "projector_hidden_size"}};
+    size_t k;
+    for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+      tpx_model *b = fam_model_json(bad[k][0]);
+      tpx_error err = {0};
+      ck_assert_int_ne(tpx_registry_build_skeleton(reg, b, &err), TPX_OK);
+      ck_assert_msg(strstr(err.message, bad[k][1]) != NULL, "%s", err.message);
+      tpx_model_destroy(b);
+    }
+  }
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_muse_glimmer_strategy) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "MuseGlimmer-30B.config.json", 1);
+  tpx_plan *plan = NULL;
+  char msg[256];
+  /* 2 KV heads: tp 1 and 2 pass; 3, 4 and 8 are the strategy's error, the
+   * plan still shown (upstream raises before applying it). */
+  fam_check_selected(reg, m, NULL, 0, 2, 0, FAM, "plan_muse_glimmer.json",
+                     "heads-not-divisible", NULL, 0);
+  fam_check_selected(reg, m, NULL, 1, 4, 0, FAM, "plan_muse_glimmer.json",
+                     "heads-not-divisible", "divides its 2 KV heads", 1);
+  fam_check_selected(reg, m, NULL, 0, 3, 0, FAM, "plan_muse_glimmer.json",
+                     "heads-not-divisible", "tp_size=3", 1);
+  fam_check_selected(reg, m, NULL, 0, 8, 0, FAM, NULL, "plugin-refused", NULL,
+                     0);
+  /* sp: upstream's warning, once; none without sp. */
+  fam_check_selected(reg, m, NULL, 1, 2, 0, FAM, "plan_muse_glimmer.json",
+                     "sequence-parallel-ignored", "will be ignored", 1);
+  fam_check_selected(reg, m, NULL, 0, 2, 0, FAM, NULL,
+                     "sequence-parallel-ignored", NULL, 0);
+  ck_assert_int_eq(fam_plan(reg, m, k_mg[0], NULL, 0, 2, &plan, msg,
+                            sizeof msg),
+                   TPX_OK);
+  fam_check_rank_bytes(m, plan);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static Suite *mistral_suite(void) {
   Suite *s = suite_create("families-mistral");
   TCase *tc = tcase_create("mistral");
@@ -206,6 +314,10 @@ static Suite *mistral_suite(void) {
   tcase_add_test(tc, test_ministral3_skeleton);
   tcase_add_test(tc, test_vlm_skeleton);
   tcase_add_test(tc, test_rank_bytes);
+  tcase_add_loop_test(tc, test_muse_glimmer_plans, 0,
+                      (int)(sizeof k_mg / sizeof k_mg[0]));
+  tcase_add_test(tc, test_muse_glimmer_skeleton);
+  tcase_add_test(tc, test_muse_glimmer_strategy);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -4,7 +4,9 @@
  * §4.2), skeletons (Qwen3-0.6B and Qwen2.5-0.5B published totals, Qwen3.5
  * hybrid layers), fp32 parameters, the same plan at a tp the heads do not
  * divide (the host's heads-not-divisible error, no refusal) and per-rank
- * bytes. */
+ * bytes; Qwen3.5-MoE through its Hugging Face class (skeleton against
+ * transformers' totals, fused experts, upstream's HF-plan path and no fp32
+ * group: it has no strategy of its own). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,7 @@ START_TEST(test_descriptor) {
   ck_assert_str_eq(d.name, "qwen");
   ck_assert_uint_eq(d.num_plan_names, 0);
   ck_assert(d.has_skeleton && d.has_fp32_params);
-  ck_assert_uint_eq(d.num_architectures, 13);
+  ck_assert_uint_eq(d.num_architectures, 15);
   ck_assert_int_eq(tpx_registry_find(reg, "Qwen3_5ForCausalLM"), 0);
   ck_assert_int_eq(tpx_registry_find(reg, "Qwen2VLForConditionalGeneration"),
                    -1);
@@ -326,6 +328,76 @@ START_TEST(test_qwen3_5_fp32) {
 }
 END_TEST
 
+START_TEST(test_qwen3_5_moe_skeleton) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "Qwen3.5-35B-A3B.config.json", 1);
+  tpx_model *t = fam_model(reg, FAM, "qwen3_5moe-tiny.config.json", 1);
+  tpx_param_info p;
+  tpx_error err = {0};
+  int64_t i;
+  /* transformers 5.24 totals (the model card: "35B" total) */
+  ck_assert_int_eq(tpx_model_total_params(m), 35107181936LL);
+  ck_assert_int_eq(tpx_model_total_params(t), 227920);
+  fam_assert_param(m, "model.language_model.layers.0.mlp.gate.weight", 256,
+                   2048);
+  fam_assert_param(m,
+                   "model.language_model.layers.0.mlp.shared_expert.down_proj."
+                   "weight",
+                   2048, 512);
+  fam_assert_param(m,
+                   "model.language_model.layers.39.mlp.shared_expert_gate."
+                   "weight",
+                   1, 2048);
+  fam_assert_param(m, "model.language_model.layers.3.self_attn.q_proj.weight",
+                   8192, 2048);
+  fam_assert_param(m, "model.language_model.layers.0.linear_attn.A_log", 32,
+                   -1);
+  fam_assert_no_param(m, "model.language_model.layers.0.mlp.gate_proj.weight");
+  fam_assert_param(m, "model.visual.merger.linear_fc2.weight", 2048, 4608);
+  fam_assert_param(m, "lm_head.weight", 248320, 2048);
+  i = tpx_model_find_param(m, "model.language_model.layers.7.mlp.experts."
+                              "gate_up_proj");
+  ck_assert_int_ge(i, 0);
+  ck_assert_int_eq(tpx_model_param(m, i, &p, &err), TPX_OK);
+  ck_assert_int_eq(p.ndim, 3);
+  ck_assert(p.shape[0] == 256 && p.shape[1] == 1024 && p.shape[2] == 2048);
+  tpx_model_destroy(m);
+  tpx_model_destroy(t);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_qwen3_5_moe_plan_path) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "Qwen3.5-35B-A3B.config.json", 1);
+  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  tpx_error err = {0};
+  fam_check_refused(reg, m, "Qwen3_5MoeForConditionalGeneration", NULL, 0,
+                    "PARALLELIZE_FUNCTIONS");
+  fam_check_refused(reg, m,
+                    "transformers.models.qwen3_5_moe.modeling_qwen3_5_moe."
+                    "Qwen3_5MoeForConditionalGeneration",
+                    NULL, 1, "default base plan");
+  fam_check_selected(reg, m, NULL, 0, 2, 1, FAM, NULL, "default-plan-fallback",
+                     NULL, 1);
+  fam_check_selected(reg, m, NULL, 0, 2, 1, FAM, NULL, "hf-style-unsupported",
+                     "Qwen3_5MoeTextConfig", 1);
+  /* Default strategy: no fp32 group (the Qwen3_5 strategy is keyed by the
+   * dense class names only). */
+  o.tp_size = 2;
+  ck_assert_int_eq(tpx_diag_list_create(&diags, &err), TPX_OK);
+  ck_assert_int_eq(tpx_select_plan(reg, m, &o, &sel, diags, &err), TPX_OK);
+  ck_assert_int_eq(tpx_selection_source(sel), TPX_PLAN_SOURCE_DEFAULT);
+  ck_assert_uint_eq(tpx_selection_num_fp32(sel), 0);
+  tpx_selection_destroy(sel);
+  tpx_diag_list_destroy(diags);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 START_TEST(test_rank_bytes) {
   static const char *const cfgs[] = {"Qwen3-0.6B.config.json",
                                      "Qwen2.5-0.5B.config.json",
@@ -368,6 +440,8 @@ static Suite *qwen_suite(void) {
   tcase_add_test(tc, test_qwen3_5_skeleton);
   tcase_add_test(tc, test_qwen3_5_fp32);
   tcase_add_test(tc, test_rank_bytes);
+  tcase_add_test(tc, test_qwen3_5_moe_skeleton);
+  tcase_add_test(tc, test_qwen3_5_moe_plan_path);
   suite_add_tcase(s, tc);
   return s;
 }

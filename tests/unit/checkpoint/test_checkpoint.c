@@ -590,12 +590,14 @@ static void verify_written(size_t files) {
 static const int64_t write_cases[][4] = {
     {3, 3, 0, 1}, {2, 3, 150, 3}, {1, 3, 0, 1}, {3, 1, 200, 2}};
 
-/* Every rank of a dp x tp mesh writes its pieces through its own writer
- * (one after the other here); no final name exists before the last
- * finish, and the result reads back whole. */
+/* Every rank of a dp x tp mesh writes its pieces through its own writer:
+ * loop indices 0..3 one writer after the other (no final name exists
+ * before the last finish), 4..7 every rank in its own process, all at
+ * once. The result reads back whole either way. */
 START_TEST(test_write_ranks) {
-  int64_t dp = write_cases[_i][0], tp = write_cases[_i][1];
-  int64_t max = write_cases[_i][2], world = dp * tp;
+  const int64_t *c = write_cases[_i % 4];
+  int concurrent = _i >= 4;
+  int64_t dp = c[0], tp = c[1], max = c[2], world = dp * tp;
   make_tmpdir();
   tpx_model *m = small_model(TPX_DTYPE_F32, 7);
   tpx_mesh *mesh = NULL;
@@ -608,55 +610,31 @@ START_TEST(test_write_ranks) {
   ck_assert_uint_eq(ne, 3);
   const char *final = max ? "model.safetensors.index.json"
                           : "model.safetensors";
+  pid_t kids[16];
   for (int64_t r = 0; r < world; r++) {
     int done = -1;
+    if (concurrent) {
+      kids[r] = fork();
+      ck_assert_int_ge(kids[r], 0);
+      if (kids[r] == 0)
+        _exit(write_one_rank(m, sh, entries, ne, world, r, max, &done,
+                             &err) == TPX_OK
+                  ? 0
+                  : 1);
+      continue;
+    }
     ck_assert_msg(write_one_rank(m, sh, entries, ne, world, r, max, &done,
                                  &err) == TPX_OK,
                   "%s", err.message);
     ck_assert_int_eq(done, r == world - 1);
     ck_assert_int_eq(exists(tmp(final)), r == world - 1);
   }
-  verify_written((size_t)write_cases[_i][3]);
-  free(entries);
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_model_destroy(m);
-  remove_tmpdir();
-}
-END_TEST
-
-/* The same with every rank in its own process, all at once. */
-START_TEST(test_write_concurrent) {
-  int64_t dp = write_cases[_i][0], tp = write_cases[_i][1];
-  int64_t max = write_cases[_i][2], world = dp * tp;
-  make_tmpdir();
-  tpx_model *m = small_model(TPX_DTYPE_F32, 7);
-  tpx_mesh *mesh = NULL;
-  tpx_sharding *sh = small_sharding(m, &mesh, dp, tp);
-  tpx_checkpoint_entry *entries = NULL;
-  size_t ne = 0;
-  tpx_error err = {0};
-  ck_assert_int_eq(tpx_checkpoint_model_entries(m, &entries, &ne, &err),
-                   TPX_OK);
-  pid_t kids[16];
-  for (int64_t r = 0; r < world; r++) {
-    kids[r] = fork();
-    ck_assert_int_ge(kids[r], 0);
-    if (kids[r] == 0) {
-      int done = 0;
-      tpx_error e = {0};
-      _exit(write_one_rank(m, sh, entries, ne, world, r, max, &done, &e) ==
-                    TPX_OK
-                ? 0
-                : 1);
-    }
-  }
-  for (int64_t r = 0; r < world; r++) {
+  for (int64_t r = 0; r < world && concurrent; r++) {
     int status = 0;
     ck_assert_int_eq(waitpid(kids[r], &status, 0), kids[r]);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
-  verify_written((size_t)write_cases[_i][3]);
+  verify_written((size_t)c[3]);
   free(entries);
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
@@ -787,8 +765,7 @@ static Suite *ckpt_suite(void) {
   tcase_add_test(tc, test_index_missing_shard);
   tcase_add_test(tc, test_check_model);
   tcase_add_loop_test(tc, test_read_rank, 0, 4);
-  tcase_add_loop_test(tc, test_write_ranks, 0, 4);
-  tcase_add_loop_test(tc, test_write_concurrent, 0, 4);
+  tcase_add_loop_test(tc, test_write_ranks, 0, 8);
   tcase_add_test(tc, test_write_abandoned);
   tcase_add_test(tc, test_write_unwritable);
   tcase_add_test(tc, test_write_file_size_limit);

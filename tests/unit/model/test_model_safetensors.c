@@ -313,6 +313,132 @@ START_TEST(test_existing_tensors_must_agree) {
 }
 END_TEST
 
+/* ---- per-expert tensors folded onto fused experts ---- */
+
+/* A model holding one MoE layer the transformers-5 way: experts.gate_up_proj
+ * [3, 8, 4] (E 3, I 4, H 4), experts.down_proj [3, 4, 4], router
+ * mlp.gate.weight [3, 4]. */
+static tpx_model *fused_model(void) {
+  tpx_model *m = model_with_config(NULL);
+  tpx_error err = {0};
+  int64_t gu[3] = {3, 8, 4}, dn[3] = {3, 4, 4}, rt[2] = {3, 4};
+  ck_assert_int_eq(tpx_model_add_param(m, "model.layers.0.mlp.experts",
+                                       "gate_up_proj", gu, 3, TPX_DTYPE_BF16,
+                                       NULL, &err),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_param(m, "model.layers.0.mlp.experts",
+                                       "down_proj", dn, 3, TPX_DTYPE_BF16,
+                                       NULL, &err),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_param(m, "model.layers.0.mlp.gate", "weight",
+                                       rt, 2, TPX_DTYPE_BF16, NULL, &err),
+                   TPX_OK);
+  return m;
+}
+
+/* Fill t[] with the 9 per-expert tensors (names in `style`: 0 HF
+ * gate/up/down_proj, 1 Mixtral w1/w3/w2 under block_sparse_moe) and the
+ * router; returns the count. */
+static size_t per_expert(gen_tensor *t, char names[][96], int style) {
+  static const char *const hf[] = {"gate_proj", "up_proj", "down_proj"};
+  static const char *const mx[] = {"w1", "w3", "w2"};
+  const char *blk = style ? "block_sparse_moe" : "mlp";
+  size_t n = 0;
+  for (int e = 0; e < 3; e++)
+    for (int k = 0; k < 3; k++, n++) {
+      snprintf(names[n], 96, "model.layers.0.%s.experts.%d.%s.weight", blk, e,
+               style ? mx[k] : hf[k]);
+      t[n].name = names[n];
+      t[n].dtype = "BF16";
+      t[n].ndim = 2;
+      t[n].shape[0] = 4;
+      t[n].shape[1] = 4;
+    }
+  snprintf(names[n], 96, "model.layers.0.%s.gate.weight", blk);
+  t[n].name = names[n];
+  t[n].dtype = "BF16";
+  t[n].ndim = 2;
+  t[n].shape[0] = 3;
+  t[n].shape[1] = 4;
+  return n + 1;
+}
+
+START_TEST(test_expert_fold) {
+  gen_tensor t[12];
+  char names[12][96];
+  tpx_error err = {0};
+  /* Both naming styles fold onto the three fused parameters: nothing is
+   * added. */
+  for (int style = 0; style < 2; style++) {
+    size_t n = per_expert(t, names, style);
+    make_tmpdir();
+    write_st(tmp("model.safetensors"), t, n, 0);
+    tpx_model *m = fused_model();
+    ck_assert_msg(tpx_model_add_safetensors(m, tmpdir, &err) == TPX_OK, "%s",
+                  err.message);
+    ck_assert_uint_eq(tpx_model_num_params(m), 3);
+    tpx_model_destroy(m);
+    remove_tmpdir();
+  }
+  /* Without fused parameters the per-expert tensors are ordinary ones. */
+  {
+    size_t n = per_expert(t, names, 0);
+    make_tmpdir();
+    write_st(tmp("model.safetensors"), t, n, 0);
+    tpx_model *m = model_with_config(NULL);
+    ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_OK);
+    ck_assert_uint_eq(tpx_model_num_params(m), n);
+    tpx_model_destroy(m);
+    remove_tmpdir();
+  }
+  /* Broken checkpoints: one tensor changed (index k of the 10, its new
+   * name / shape / dtype), or one left out (drop). */
+  static const struct {
+    int k;
+    const char *name; /* NULL: keep */
+    int64_t d0, d1;   /* 0: keep */
+    const char *dtype;
+    int drop;
+    const char *want;
+  } bad[] = {
+      {4, NULL, 3, 0, NULL, 0, "rows [I, 2I)"},    /* expert 1 up_proj short */
+      {2, NULL, 0, 5, NULL, 0, "the whole"},       /* down_proj wide */
+      {0, NULL, 0, 0, "F32", 0, "F32"},            /* gate_proj dtype */
+      {0, "model.layers.0.mlp.experts.3.gate_proj.weight", 0, 0, NULL, 0,
+       "expert 3"},                                 /* expert out of range */
+      {9, NULL, 4, 0, NULL, 0, "Mixtral"},          /* router shape */
+      {5, NULL, 0, 0, NULL, 1, "needs 3 (down_proj"}, /* a down_proj missing */
+      {3, NULL, 0, 0, NULL, 1, "needs 6 (gate_proj and up_proj"},
+  };
+  for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+    size_t n = per_expert(t, names, bad[b].k == 9 ? 1 : 0);
+    gen_tensor u[12];
+    size_t m_n = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (bad[b].drop && (int)i == bad[b].k)
+        continue;
+      u[m_n] = t[i];
+      if ((int)i == bad[b].k) {
+        if (bad[b].name) u[m_n].name = bad[b].name;
+        if (bad[b].d0) u[m_n].shape[0] = bad[b].d0;
+        if (bad[b].d1) u[m_n].shape[1] = bad[b].d1;
+        if (bad[b].dtype) u[m_n].dtype = bad[b].dtype;
+      }
+      m_n++;
+    }
+    make_tmpdir();
+    write_st(tmp("model.safetensors"), u, m_n, 0);
+    tpx_model *m = fused_model();
+    tpx_error e = {0};
+    ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &e), TPX_VALIDATION);
+    ck_assert_msg(strstr(e.message, bad[b].want), "case %zu: %s", b,
+                  e.message);
+    tpx_model_destroy(m);
+    remove_tmpdir();
+  }
+}
+END_TEST
+
 START_TEST(test_skeleton_untied_lm_head) {
   /* A skeleton declared lm_head.weight untied; the config ties and the file
    * lacks it: the import ties it (or says why it cannot). */
@@ -645,6 +771,7 @@ static Suite *st_suite(void) {
   tcase_add_loop_test(tc, test_single_file_kinds_and_order, 0, 2);
   tcase_add_loop_test(tc, test_tied_lm_head, 0, 5);
   tcase_add_test(tc, test_existing_tensors_must_agree);
+  tcase_add_test(tc, test_expert_fold);
   tcase_add_test(tc, test_skeleton_untied_lm_head);
   tcase_add_loop_test(tc, test_tied_lm_head_names, 0, 5);
   tcase_add_loop_test(tc, test_phi2_index, 0, 2);

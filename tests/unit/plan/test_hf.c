@@ -187,9 +187,9 @@ END_TEST
 static tpx_plan *hf2(const char *top, const char *inner, const char *prefix) {
   tpx_plan *p = NULL;
   tpx_error e = {0};
-  tpx_status st = tpx_plan_from_hf2(top, top ? strlen(top) : 0, inner,
-                                    inner ? strlen(inner) : 0, prefix, &p,
-                                    NULL, &e);
+  tpx_status st = tpx_plan_from_hf_class_and_base(
+      top, top ? strlen(top) : 0, inner, inner ? strlen(inner) : 0, prefix, &p,
+      NULL, &e);
   ck_assert_msg(st == TPX_OK, "%s", e.message);
   return p;
 }
@@ -285,7 +285,8 @@ START_TEST(test_from_hf_errors) {
   CHECK_FAILS(tpx_plan_from_hf(empty, 2, "model", &p, NULL, &e_),
               TPX_NOT_FOUND, "tp plan is empty");
   ck_assert_ptr_null(p);
-  CHECK_FAILS(tpx_plan_from_hf2(NULL, 0, NULL, 0, "model", &p, NULL, &e_),
+  CHECK_FAILS(tpx_plan_from_hf_class_and_base(NULL, 0, NULL, 0, "model", &p,
+                                              NULL, &e_),
               TPX_NOT_FOUND, "empty");
   const char *nonstr = "{\"layers.*.q\": 1}";
   CHECK_FAILS(tpx_plan_from_hf(nonstr, strlen(nonstr), "model", &p, NULL, &e_),
@@ -296,8 +297,8 @@ START_TEST(test_from_hf_errors) {
   CHECK_FAILS(tpx_plan_from_hf(trunc, strlen(trunc), "model", &p, NULL, &e_),
               TPX_PARSE, "inner-model tp plan: invalid JSON");
   const char *arr = "[\"colwise\"]";
-  CHECK_FAILS(tpx_plan_from_hf2(arr, strlen(arr), NULL, 0, "model", &p, NULL,
-                                &e_),
+  CHECK_FAILS(tpx_plan_from_hf_class_and_base(arr, strlen(arr), NULL, 0,
+                                              "model", &p, NULL, &e_),
               TPX_INVALID_ARGUMENT, "model-class tp plan: expected a JSON "
                                     "object");
   const char *badkey = "{\"layers..q\": \"colwise\"}";

@@ -37,7 +37,7 @@ expect "plugins bad option" 2 "unknown argument" "$TPX" plugins --frobnicate
 expect "plugins bad format" 2 "unknown format" "$TPX" plugins --format xml
 expect "plugins good dir" 0 "tpxtest 1.2.3 (ABI 1.0)" "$TPX" plugins --dir "$GOOD"
 expect "plugins duplicate warning" 0 "duplicate-architecture" "$TPX" plugins --dir "$GOOD"
-expect "plugins capabilities" 0 "capabilities: get_plan skeleton validate fsdp_units fp32_params" "$TPX" plugins --dir "$GOOD"
+expect "plugins capabilities" 0 "capabilities: get_plan skeleton validate fsdp_units fp32_params strategy" "$TPX" plugins --dir "$GOOD"
 expect "plugins named plans" 0 "named plans: tpxtest_named_plan" "$TPX" plugins --dir "$GOOD"
 expect "plugins refused" 1 "4 plugin(s) refused" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
 expect "plugins refused reason" 1 "missing required symbol 'get_plan'" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
@@ -46,7 +46,7 @@ expect "plugins subdirectory" 1 "$WORK/mixed/sub/libtpxtest_good.so" env TPX_PLU
 expect "plugins survives a crashing plugin" 1 "crashed with SIGSEGV (signal 11) while loading" "$TPX" plugins --dir "$BROKEN"
 expect "plugins json" 1 '"reason": "dlopen failed: ' "$TPX" plugins --dir "$WORK/mixed" --format json
 out=$("$TPX" plugins --dir "$WORK/mixed" --format json 2>/dev/null)
-if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["format"]=="tpx-plugins/1"; assert len(d["plugins"])==1 and len(d["refused"])==4; assert d["plugins"][0]["architectures"][0]=="TestForCausalLM"'; then
+if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["format"]=="tpx-plugins/1"; assert len(d["plugins"])==1 and len(d["refused"])==4; assert d["plugins"][0]["architectures"][0]=="TestForCausalLM"; assert d["default_dir"]["build_tree"] is True and d["default_dir"]["path"].endswith("/plugins")'; then
   echo "PASS plugins json parses"
 else
   echo "FAIL plugins json parses"; fails=$((fails + 1))

@@ -27,9 +27,9 @@ out=$("$TPX" plugins --format json 2>"$WORK/err")
 rc=$?
 [ $rc -eq 0 ] && ok "installed tpx runs without LD_LIBRARY_PATH" || {
   bad "installed tpx plugins: exit $rc"; cat "$WORK/err"; }
-n=$(printf '%s\n' "$out" | grep -c '"path": ')
+n=$(printf '%s\n' "$out" | grep -c '"path": ".*\.so"')
 [ "$n" -eq "$WANT" ] && ok "$n plugins loaded" || bad "$n plugins loaded, want $WANT"
-if printf '%s\n' "$out" | grep '"path": ' | grep -qv "\"path\": \"$WORK/root/"; then
+if printf '%s\n' "$out" | grep '"path": ' | grep -v '"build_tree"' | grep -qv "\"path\": \"$WORK/root/"; then
   bad "a plugin came from outside the installed tree"
   printf '%s\n' "$out" | grep '"path": ' | grep -v "$WORK/root/"
 else
@@ -42,6 +42,8 @@ if printf '%s\n' "$out" | grep -q duplicate-architecture; then
 else
   ok "no duplicate-architecture warning"
 fi
+printf '%s\n' "$out" | grep -q '"build_tree": false' && ok "default_dir is not the build tree" ||
+  bad "default_dir says build tree"
 "$TPX" plugins --help | grep -q "installed plugin directory: $WORK/root/" &&
   ok "help names the installed plugin directory" ||
   bad "help does not name the installed plugin directory"

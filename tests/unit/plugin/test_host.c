@@ -99,6 +99,7 @@ static const struct {
     {"function", TPX_PLUGIN_OK},
     {"diag_bad_code", TPX_PLUGIN_INVALID},
     {"fp32_in_get_plan", TPX_PLUGIN_INVALID},
+    {"strategy_in_get_plan", TPX_PLUGIN_INVALID},
 };
 
 START_TEST(host_function_status) {

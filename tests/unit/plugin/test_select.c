@@ -77,6 +77,44 @@ static tpx_model *load_data(const char *name) {
   return m;
 }
 
+/* A strategy key the host refuses fails the capability: a warning, no
+ * strategy, and the plan still selected. */
+START_TEST(strategy_bad_key) {
+  fixture f;
+  setup_reg(&f, GOOD("libtpxtest_good.so"));
+  f.model = model_from_json(TEST_CONFIG(", \"tpxtest_bad_strategy_key\": true"));
+  CHECK_OK(tpx_registry_build_skeleton(f.reg, f.model, &e_));
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_PLUGIN);
+  ck_assert_uint_eq(tpx_selection_num_strategy(f.sel), 0);
+  ck_assert_ptr_null(tpx_selection_strategy_lines(f.sel));
+  ck_assert(has_diag(&f, "plugin-failed", TPX_DIAG_WARNING, "Bad Key"));
+  ck_assert(has_trace(&f, "strategy properties failed"));
+  teardown(&f);
+}
+END_TEST
+
+/* A strategy dtype tpx cannot parse: an error naming the key and plugin,
+ * the policy untouched. */
+START_TEST(strategy_bad_mp) {
+  fixture f;
+  setup_reg(&f, GOOD("libtpxtest_good.so"));
+  f.model = model_from_json(TEST_CONFIG(", \"tpxtest_bad_mp\": true"));
+  CHECK_OK(tpx_registry_build_skeleton(f.reg, f.model, &e_));
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_str_eq(tpx_selection_strategy_value(f.sel, "mp_param_dtype"),
+                   "float7");
+  tpx_mp_policy mp = {TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32};
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_selection_strategy_mp(f.sel, &mp, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "mp_param_dtype=float7"));
+  ck_assert_ptr_nonnull(strstr(e.message, "tpxtest"));
+  ck_assert_int_eq(mp.param_dtype, TPX_DTYPE_BF16);
+  teardown(&f);
+}
+END_TEST
+
 START_TEST(plugin_plan_with_capabilities) {
   fixture f;
   setup_reg(&f, GOOD("libtpxtest_good.so"));
@@ -96,6 +134,29 @@ START_TEST(plugin_plan_with_capabilities) {
   ck_assert_uint_eq(tpx_selection_num_fp32(f.sel), 1);
   ck_assert_str_eq(tpx_selection_fp32(f.sel, 0), "model.norm.weight");
   ck_assert_ptr_null(tpx_selection_fp32(f.sel, 1));
+  /* strategy: set order kept, a key set again replaced in place */
+  ck_assert_uint_eq(tpx_selection_num_strategy(f.sel), 3);
+  ck_assert_str_eq(tpx_selection_strategy(f.sel, 0), "name=TpxTest");
+  ck_assert_str_eq(tpx_selection_strategy(f.sel, 1), "mp_output_dtype=bf16");
+  ck_assert_ptr_null(tpx_selection_strategy(f.sel, 3));
+  ck_assert_str_eq(tpx_selection_strategy_lines(f.sel)[2],
+                   tpx_selection_strategy(f.sel, 2));
+  ck_assert_ptr_null(tpx_selection_strategy_lines(NULL));
+  ck_assert_str_eq(tpx_selection_strategy_value(f.sel, "mp_output_dtype"),
+                   "bf16");
+  ck_assert_ptr_null(tpx_selection_strategy_value(f.sel, "mp_output"));
+  ck_assert_ptr_null(tpx_selection_strategy_value(f.sel, ""));
+  ck_assert_ptr_null(tpx_selection_strategy_value(NULL, "name"));
+  ck_assert(has_trace(&f, "3 strategy properties"));
+  /* the mixed-precision default: only the field the strategy gives */
+  tpx_mp_policy mp = {TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32};
+  CHECK_OK(tpx_selection_strategy_mp(f.sel, &mp, &e_));
+  ck_assert_int_eq(mp.param_dtype, TPX_DTYPE_BF16);
+  ck_assert_int_eq(mp.reduce_dtype, TPX_DTYPE_F32);
+  ck_assert_int_eq(mp.output_dtype, TPX_DTYPE_BF16);
+  CHECK_OK(tpx_selection_strategy_mp(NULL, &mp, &e_));
+  ck_assert_int_eq(tpx_selection_strategy_mp(f.sel, NULL, NULL),
+                   TPX_INVALID_ARGUMENT);
   ck_assert_uint_eq(tpx_selection_num_fsdp_units(f.sel), 2);
   int reshard = 7;
   ck_assert_str_eq(tpx_selection_fsdp_unit(f.sel, 0, &reshard),
@@ -517,6 +578,8 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("select");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, plugin_plan_with_capabilities);
+  tcase_add_test(tc, strategy_bad_key);
+  tcase_add_test(tc, strategy_bad_mp);
   tcase_add_test(tc, custom_plan_wins);
   tcase_add_test(tc, named_plan);
   tcase_add_test(tc, qualified_name_matches);

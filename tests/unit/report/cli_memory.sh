@@ -122,6 +122,13 @@ else
 fi
 rm -f "$out.full"
 
+# the README's Llama-3.1-70B figures (update the README when these move)
+expect 0 "README: 70B on 8 GPUs" -- --config "$l70" --tp 8 --seq 4096
+has "  0-7              16.43 GiB   32.86 GiB   98.58 GiB   862.6 MiB   30.66 GiB  179.36 GiB" "README 8-GPU row"
+expect 0 "README: 70B on 64 GPUs" -- --config "$l70" --dp-shard 8 --tp 8 \
+  --seq 4096 --activation-checkpointing
+has "  0-63              2.05 GiB    4.11 GiB   12.32 GiB   862.6 MiB    5.87 GiB   25.19 GiB" "README 64-GPU row"
+
 # ---- mesh advisor ----
 # 70B with AdamW needs ~18 bytes a parameter before activations: 8 GPUs
 # of 80 GiB cannot hold it (exit 1), 64 can

@@ -103,10 +103,22 @@ with open(os.path.join(sys.argv[2], "model.safetensors"), "wb") as f:
     f.write(struct.pack("<Q", len(b)) + b)
     f.truncate(8 + len(b) + off)
 PY
-run 1 "mixtral --weights" plan --config "$WORK/mixtral/config.json" --weights "$WORK/mixtral" --tp 8
-has out "closest existing: 'model.layers.*.self_attn', 'model.layers.*.block_sparse_moe'" "hints name existing modules"
+# Per-expert tensors fold onto the moe plugin's fused experts; the default
+# plan's MLP keys are optional there (torch warns), with one warning.
+run 0 "mixtral --weights" plan --config "$WORK/mixtral/config.json" --weights "$WORK/mixtral" --tp 8
+has out "closest existing: 'model.layers.*.mlp.experts', 'model.layers.*.mlp.gate'" "hints name existing modules"
+has out "moe-experts-replicated" "the replicated experts are named"
 lacks out "block_sparse_moe.up_proj" "no hint names a module that does not exist"
 lacks out "self_attn.up_proj" "no hint names a module that does not exist (2)"
+
+# --plan also takes a Hugging Face tp_plan, or says why it cannot.
+run 0 "--plan with a HF tp_plan" plan --config "$SRC/examples/ckpt/config.json" --tp 8 --plan "$SRC/examples/hf-tp-plan.json"
+has out "is a Hugging Face tp_plan: 1 key(s) from the model's root used as given, 7 relative to the base model prefixed with 'model.'" "the trace says how it was read"
+has out "model.layers.*.mlp.down_proj                       rowwise" "translated keys in the plan"
+printf '{"layers.*.mlp.up_proj": "local_packed_rowwise"}' > "$WORK/hf-bad.json"
+run 1 "--plan with an untranslatable HF string" plan --config "$SRC/examples/ckpt/config.json" --tp 2 --plan "$WORK/hf-bad.json"
+has err "'local_packed_rowwise' has no faithful translation" "explains why not"
+has err "$WORK/hf-bad.json" "names the file"
 
 # A million ranks: per_rank groups identical ranks, as the text does.
 run 1 "--tp 1000000 json" plan --config "$L" --tp 1000000 --format json

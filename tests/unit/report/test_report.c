@@ -2,6 +2,8 @@
  * semantics: every field in the golden must be present and equal; arrays
  * must have the same length) and the text report (layers collapsed,
  * memory, diagnostics with codes and fixes). */
+#include <stddef.h>
+
 #include <jansson.h>
 
 #include "../shard/shard_fixture.h"
@@ -285,6 +287,55 @@ START_TEST(format_bytes_and_bad_args) {
   o.struct_size = 3;
   ck_assert_int_eq(tpx_report_json(sh, &o, &out, NULL), TPX_INVALID_ARGUMENT);
   ck_assert_ptr_null(out);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* The upstream release line always; the strategy's properties when given
+ * (text and JSON); options from a caller whose struct ends at `indent`
+ * (before the strategy fields) still work and carry no strategy. */
+START_TEST(strategy_and_upstream) {
+  static const char *const st[] = {"name=Wan", "mp_output_dtype=bf16",
+                                    "activation_checkpointing=whole block",
+                                    "no equals sign"};
+  tpx_model *m = fx_llama();
+  tpx_mesh *mesh = fx_mesh(1, 2, 1);
+  tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+  tpx_report_options o = plugin_opts();
+  o.num_strategy = 4;
+  o.strategy = st;
+  char *text = NULL;
+  ck_assert_int_eq(tpx_report_text(sh, &o, &text, NULL), TPX_OK);
+  ck_assert_ptr_nonnull(strstr(text, "Upstream: " TPX_UPSTREAM_VERSION));
+  ck_assert_ptr_nonnull(strstr(text, "Strategy: Wan\n"));
+  ck_assert_ptr_nonnull(strstr(text, "  mp_output_dtype: bf16\n"));
+  ck_assert_ptr_nonnull(
+      strstr(text, "  activation_checkpointing: whole block\n"));
+  ck_assert_ptr_null(strstr(text, "no equals sign"));
+  free(text);
+  json_t *j = report_json(sh, &o);
+  json_t *sel = json_object_get(j, "selection");
+  ck_assert_str_eq(json_string_value(json_object_get(sel, "upstream")),
+                   "NeMo Automodel 0.7.0");
+  json_t *so = json_object_get(sel, "strategy");
+  ck_assert_uint_eq(json_object_size(so), 3);
+  ck_assert_str_eq(json_string_value(json_object_get(so, "name")), "Wan");
+  json_decref(j);
+  /* an older caller: struct_size ends at indent */
+  o.struct_size = offsetof(tpx_report_options, indent) + sizeof(int);
+  ck_assert_int_eq(tpx_report_text(sh, &o, &text, NULL), TPX_OK);
+  ck_assert_ptr_null(strstr(text, "Strategy:"));
+  ck_assert_ptr_nonnull(strstr(text, "Upstream: "));
+  free(text);
+  j = report_json(sh, &o);
+  ck_assert_ptr_null(json_object_get(json_object_get(j, "selection"),
+                                     "strategy"));
+  json_decref(j);
+  /* one byte short of that is refused */
+  o.struct_size -= 1;
+  ck_assert_int_eq(tpx_report_text(sh, &o, &text, NULL), TPX_INVALID_ARGUMENT);
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_model_destroy(m);
@@ -593,6 +644,7 @@ static Suite *report_suite(void) {
   tcase_add_test(tc, json_errors_and_tp1);
   tcase_add_test(tc, text_report);
   tcase_add_test(tc, format_bytes_and_bad_args);
+  tcase_add_test(tc, strategy_and_upstream);
   tcase_add_test(tc, json_non_utf8_strings);
   tcase_add_test(tc, text_memory_more_ranks);
   tcase_add_test(tc, json_module_kind);

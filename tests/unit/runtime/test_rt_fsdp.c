@@ -12,7 +12,10 @@
  *  - allocated bytes equal the padded sums; the root stays unsharded after
  *    forward, nothing stays gathered after backward;
  *  - prefetch on a comm thread, synchronous prefetch and no prefetch give
- *    bit-identical parameters. */
+ *    bit-identical parameters.
+ * Built twice: on local threads (every case), and with RT_MPI defined as
+ * test_rt_fsdp_mpi, one rank per process (the cases whose world equals the
+ * MPI world size; CK_NOFORK, since forking after MPI_Init is not allowed). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -141,7 +144,7 @@ static void ctx_init(ctx *x, const rcase *c) {
     if (x->alias[p]) continue;
     x->init[p] = malloc((size_t)n * sizeof(float));
     x->gmean[p] = malloc((size_t)n * sizeof(double));
-    x->final[p] = malloc((size_t)n * sizeof(float));
+    x->final[p] = calloc((size_t)n, sizeof(float));
     for (int64_t i = 0; i < n; i++) {
       x->init[p][i] = rt_weight((int64_t)p, i);
       double s = 0;
@@ -212,8 +215,10 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   size_t nu = tpx_runtime_num_units(rt);
   ck_assert_int_eq(tpx_runtime_fsdp_enabled(rt), c->fsdp);
   ck_assert_uint_eq(nu, c->fsdp ? tpx_sharding_num_fsdp_units(x->sh) : 1);
+  /* a comm thread only on the local backend (mpi: FUNNELED, synchronous) */
   ck_assert_int_eq(tpx_runtime_is_async(rt),
-                   x->ro.async && c->dps * c->dpr > 1);
+                   x->ro.async && c->dps * c->dpr > 1 &&
+                       strcmp(tpx_comm_backend(world), "local") == 0);
 
   /* Layout and bytes. */
   int64_t padded_sum = 0;
@@ -440,11 +445,18 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   return TPX_OK;
 }
 
+#ifdef RT_MPI
+static tpx_comm *mpi_world;
+#endif
+
 START_TEST(t_case) {
   const rcase *c = &cases[_i];
+  int world = (int)(c->dpr * c->dps * c->tp);
+#ifdef RT_MPI
+  if (world != tpx_comm_size(mpi_world)) return;
+#endif
   ctx x;
   ctx_init(&x, c);
-  int world = (int)(c->dpr * c->dps * c->tp);
   /* prefetch on a comm thread, synchronous prefetch, no prefetch */
   static const int variants[3][2] = {{1, 1}, {1, 0}, {0, 0}};
   float **first = calloc(x.np, sizeof *first);
@@ -452,7 +464,11 @@ START_TEST(t_case) {
     x.ro.prefetch = variants[k][0];
     x.ro.async = variants[k][1];
     tpx_error e = {0};
+#ifdef RT_MPI
+    tpx_status st = body(mpi_world, &x, &e);
+#else
     tpx_status st = tpx_local_run(world, body, &x, &e);
+#endif
     ck_assert_msg(st == TPX_OK, "%s (variant %d): %s", c->name, k, e.message);
     for (size_t p = 0; p < x.np; p++) {
       if (x.alias[p]) continue;
@@ -482,9 +498,24 @@ static Suite *suite(void) {
 }
 
 int main(void) {
+#ifdef RT_MPI
+  tpx_error e = {0};
+  if (tpx_comm_create_mpi(NULL, &mpi_world, &e) != TPX_OK) {
+    fprintf(stderr, "test_rt_fsdp_mpi: %s\n", e.message);
+    return EXIT_FAILURE;
+  }
+#endif
   SRunner *r = srunner_create(suite());
+#ifdef RT_MPI
+  srunner_set_fork_status(r, CK_NOFORK);
+  srunner_run_all(r, tpx_comm_rank(mpi_world) == 0 ? CK_NORMAL : CK_SILENT);
+#else
   srunner_run_all(r, CK_NORMAL);
+#endif
   int failed = srunner_ntests_failed(r);
   srunner_free(r);
+#ifdef RT_MPI
+  tpx_comm_destroy(mpi_world); /* finalizes MPI: tpx initialised it */
+#endif
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

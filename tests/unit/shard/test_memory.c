@@ -110,7 +110,7 @@ START_TEST(state_tp_fsdp) {
 END_TEST
 
 /* A parameter kept in fp32 has no master copy; FSDP off keeps grads in
- * the held dtype, with no gather. */
+ * f32 (next to the f32 master), with no gather. */
 START_TEST(state_fp32_and_no_fsdp) {
   tpx_model *m = fx_llama();
   tpx_mesh *mesh = fx_mesh(1, 1, 1);
@@ -134,7 +134,7 @@ START_TEST(state_fp32_and_no_fsdp) {
   for (int64_t r = 0; r < 2; r++) {
     x = mem_of(sh, NULL, r);
     ck_assert_int_eq(x.params, 115008 * 2); /* replicated */
-    ck_assert_int_eq(x.grads, 115008 * 2);  /* no reduce dtype: bf16 */
+    ck_assert_int_eq(x.grads, 115008 * 4);  /* no FSDP: f32 */
     ck_assert_int_eq(x.gather_peak, 0);
   }
   tpx_sharding_destroy(sh);

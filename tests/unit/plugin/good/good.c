@@ -9,6 +9,7 @@
  * architecture "ProbeForCausalLM" whose get_plan exercises the host table
  * and reports every status code through set_error. */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -164,6 +165,7 @@ more_building:
   note(r, sizeof r, "function", h->plan_set_function(ctx, "probe_fn"));
   note(r, sizeof r, "diag_bad_code", h->diagnose(ctx, 1, "Bad Code", "m"));
   note(r, sizeof r, "fp32_in_get_plan", h->fp32_add(ctx, "x"));
+  note(r, sizeof r, "strategy_in_get_plan", h->strategy_set(ctx, "name", "x"));
   h->set_error(ctx, r);
   return TPX_PLUGIN_REFUSED;
 }
@@ -338,6 +340,29 @@ TPX_PLUGIN_EXPORT int tpx_plugin_fsdp_units(const tpx_plugin_host *h,
   }
   (void)architecture;
   return TPX_PLUGIN_OK;
+}
+
+/* Strategy properties: a key set twice keeps its place with the new value;
+ * a key tpx cannot read fails the call when the config asks for it. */
+TPX_PLUGIN_EXPORT int tpx_plugin_strategy(const tpx_plugin_host *h,
+                                          tpx_plugin_ctx *ctx,
+                                          const char *architecture) {
+  int bad = 0, bad_mp = 0, st;
+  (void)architecture;
+  if (h->struct_size <= offsetof(tpx_plugin_host, strategy_set))
+    return TPX_PLUGIN_OK;
+  h->config_get_bool(ctx, "tpxtest_bad_strategy_key", &bad);
+  if (bad) return h->strategy_set(ctx, "Bad Key", "x");
+  h->config_get_bool(ctx, "tpxtest_bad_mp", &bad_mp);
+  if (bad_mp) return h->strategy_set(ctx, "mp_param_dtype", "float7");
+  if ((st = h->strategy_set(ctx, "name", "first")) != TPX_PLUGIN_OK ||
+      (st = h->strategy_set(ctx, "mp_output_dtype", "bf16")) !=
+          TPX_PLUGIN_OK ||
+      (st = h->strategy_set(ctx, "activation_checkpointing",
+                            "whole block: each model.layers[i]")) !=
+          TPX_PLUGIN_OK)
+    return st;
+  return h->strategy_set(ctx, "name", "TpxTest");
 }
 
 TPX_PLUGIN_EXPORT int tpx_plugin_fp32_params(const tpx_plugin_host *h,

@@ -1,0 +1,212 @@
+/* model/expert_fold.c — per-expert checkpoint tensors onto fused experts.
+ *
+ * transformers 5 holds the experts of an MoE layer as one module with two
+ * 3-D parameters, experts.gate_up_proj [E, 2*I, H] (each expert's gate rows
+ * first, then its up rows) and experts.down_proj [E, H, I]; published
+ * checkpoints store one 2-D tensor per expert and projection
+ * (experts.{e}.gate_proj / up_proj / down_proj.weight; Mixtral's original
+ * names block_sparse_moe.experts.{e}.w1 / w3 / w2.weight and
+ * block_sparse_moe.gate.weight for the router mlp.gate.weight), which
+ * transformers' checkpoint conversion stacks on load. This file recognises
+ * those names, checks each tensor against its slice of the fused parameter
+ * and counts the slices, so a checkpoint's headers give the same module tree
+ * and bytes as the config-only skeleton.
+ *
+ * Only names and shapes: no data is read or moved here. Not the conversion
+ * of other layouts (DeepSeek's original ffn.experts.* names). */
+#include "model/expert_fold.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_impl.h"
+
+static int ends_with(const char *s, size_t n, const char *suffix) {
+  size_t m = strlen(suffix);
+  return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/* Which part of the fused tensors a checkpoint projection name is. */
+typedef enum { PART_NONE, PART_GATE, PART_UP, PART_DOWN } part_t;
+
+static part_t part_of(const char *proj, size_t len) {
+  static const struct {
+    const char *name;
+    part_t part;
+  } names[] = {{"gate_proj", PART_GATE}, {"w1", PART_GATE},
+               {"up_proj", PART_UP},     {"w3", PART_UP},
+               {"down_proj", PART_DOWN}, {"w2", PART_DOWN}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strlen(names[i].name) == len && memcmp(names[i].name, proj, len) == 0)
+      return names[i].part;
+  return PART_NONE;
+}
+
+/* "<p>.block_sparse_moe" -> "<p>.mlp" into buf; else the prefix as is. */
+static int block_prefix(char *buf, size_t size, const char *name, size_t len) {
+  static const char bsm[] = ".block_sparse_moe";
+  int n;
+  if (ends_with(name, len, bsm))
+    n = snprintf(buf, size, "%.*s.mlp", (int)(len - (sizeof bsm - 1)), name);
+  else
+    n = snprintf(buf, size, "%.*s", (int)len, name);
+  return n >= 0 && (size_t)n < size ? 0 : -1;
+}
+
+static tpx_status count_slice(tpx__expert_fold *f, const tpx_model *model,
+                              int64_t pi, tpx_error *err) {
+  if (f->counts == NULL || f->n < model->num_params) {
+    int64_t *c = realloc(f->counts, model->num_params * sizeof *c);
+    if (c == NULL)
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    memset(c + f->n, 0, (model->num_params - f->n) * sizeof *c);
+    f->counts = c;
+    f->n = model->num_params;
+  }
+  f->counts[pi]++;
+  f->folded++;
+  return TPX_OK;
+}
+
+static tpx_status mismatch(const char *file, const char *name,
+                           const int64_t *shape, int ndim, tpx_dtype dtype,
+                           const char *fused, const char *want,
+                           tpx_error *err) {
+  char a[200];
+  return tpx_error_set(err, TPX_VALIDATION,
+                       "%s: tensor '%s' has shape %s %s, but as one expert's "
+                       "slice of the fused parameter '%s' it must be %s",
+                       file, name, tpx__format_shape(a, sizeof a, shape, ndim),
+                       tpx__model_dtype_st_name(dtype), fused, want);
+}
+
+tpx_status tpx__expert_fold_try(tpx__expert_fold *f, const tpx_model *model,
+                                const char *name, const int64_t *shape,
+                                int ndim, tpx_dtype dtype, const char *file,
+                                int *folded, tpx_error *err) {
+  static const char experts[] = ".experts.";
+  static const char router[] = ".block_sparse_moe.gate.weight";
+  char fused[512], want[256], b[200];
+  size_t len = strlen(name);
+  *folded = 0;
+  if (!ends_with(name, len, ".weight"))
+    return TPX_OK;
+  if (ends_with(name, len, router)) {
+    /* Mixtral's router, renamed to mlp.gate. */
+    size_t plen = len - (sizeof router - 1);
+    if (snprintf(fused, sizeof fused, "%.*s.mlp.gate.weight", (int)plen,
+                 name) >= (int)sizeof fused)
+      return TPX_OK;
+    int64_t pi = tpx_model_find_param(model, fused);
+    if (pi < 0)
+      return TPX_OK;
+    const tpx__param *p = &model->params[pi];
+    if (p->ndim != ndim || p->dtype != dtype ||
+        memcmp(model->dims + p->dims, shape, (size_t)ndim * sizeof *shape)) {
+      snprintf(want, sizeof want, "%s %s",
+               tpx__format_shape(b, sizeof b, model->dims + p->dims, p->ndim),
+               tpx__model_dtype_st_name((tpx_dtype)p->dtype));
+      return tpx_error_set(err, TPX_VALIDATION,
+                           "%s: tensor '%s' (Mixtral's router, read as '%s') "
+                           "has shape %s %s, but '%s' is %s",
+                           file, name, fused,
+                           tpx__format_shape(b, sizeof b, shape, ndim),
+                           tpx__model_dtype_st_name(dtype), fused, want);
+    }
+    *folded = 1;
+    f->folded++;
+    return TPX_OK;
+  }
+  /* <prefix>.experts.<e>.<proj>.weight, <prefix> without ".experts.". */
+  const char *at = NULL;
+  for (const char *s = strstr(name, experts); s; s = strstr(s + 1, experts))
+    at = s;
+  if (at == NULL)
+    return TPX_OK;
+  const char *num = at + sizeof experts - 1, *q = num;
+  int64_t e = 0;
+  while (*q >= '0' && *q <= '9' && e < ((int64_t)1 << 40))
+    e = e * 10 + (*q++ - '0');
+  if (q == num || *q != '.')
+    return TPX_OK;
+  const char *proj = q + 1;
+  size_t plen = (size_t)(name + len - (sizeof ".weight" - 1) - proj);
+  part_t part = part_of(proj, plen);
+  if (part == PART_NONE)
+    return TPX_OK;
+  char prefix[400];
+  if (block_prefix(prefix, sizeof prefix, name, (size_t)(at - name)) != 0)
+    return TPX_OK;
+  snprintf(fused, sizeof fused, "%s.experts.%s", prefix,
+           part == PART_DOWN ? "down_proj" : "gate_up_proj");
+  int64_t pi = tpx_model_find_param(model, fused);
+  if (pi < 0)
+    return TPX_OK; /* a model with per-expert modules: nothing to fold */
+  const tpx__param *p = &model->params[pi];
+  const int64_t *fs = model->dims + p->dims;
+  if (p->ndim != 3)
+    return TPX_OK;
+  int64_t rows = part == PART_DOWN ? fs[1] : fs[1] / 2;
+  snprintf(want, sizeof want, "[%lld, %lld] %s (%s of expert %lld of %s %s)",
+           (long long)rows, (long long)fs[2],
+           tpx__model_dtype_st_name((tpx_dtype)p->dtype),
+           part == PART_GATE ? "rows [0, I)"
+           : part == PART_UP ? "rows [I, 2I)"
+                             : "the whole",
+           (long long)e, tpx__format_shape(b, sizeof b, fs, 3),
+           tpx__model_dtype_st_name((tpx_dtype)p->dtype));
+  if (e >= fs[0] || ndim != 2 || shape[0] != rows || shape[1] != fs[2] ||
+      dtype != (tpx_dtype)p->dtype || (part != PART_DOWN && fs[1] % 2 != 0))
+    return mismatch(file, name, shape, ndim, dtype, fused, want, err);
+  tpx_status st = count_slice(f, model, pi, err);
+  if (st == TPX_OK)
+    *folded = 1;
+  return st;
+}
+
+tpx_status tpx__expert_fold_finish(const tpx__expert_fold *f,
+                                   const tpx_model *model, tpx_error *err) {
+  for (size_t i = 0; f->counts && i < f->n && i < model->num_params; i++) {
+    if (f->counts[i] == 0)
+      continue;
+    const tpx__param *p = &model->params[i];
+    int gate_up = strcmp(p->fqn + p->name_off, "gate_up_proj") == 0;
+    int64_t want = model->dims[p->dims] * (gate_up ? 2 : 1);
+    if (f->counts[i] != want)
+      return tpx_error_set(
+          err, TPX_VALIDATION,
+          "the checkpoint holds %lld per-expert tensors for '%s', which "
+          "needs %lld (%s for each of its %lld experts)",
+          (long long)f->counts[i], p->fqn, (long long)want,
+          gate_up ? "gate_proj and up_proj" : "down_proj",
+          (long long)model->dims[p->dims]);
+  }
+  return TPX_OK;
+}
+
+void tpx__expert_fold_free(tpx__expert_fold *f) {
+  if (f == NULL)
+    return;
+  free(f->counts);
+  memset(f, 0, sizeof *f);
+}
+
+const char *tpx__expert_fold_note(const tpx_model *model) {
+  for (size_t i = 0; model && i < model->num_params; i++) {
+    const tpx__param *p = &model->params[i];
+    const char *n = p->fqn;
+    size_t len = strlen(n);
+    if (p->ndim == 3 && (ends_with(n, len, ".experts.gate_up_proj") ||
+                         ends_with(n, len, ".experts.down_proj")))
+      return "experts are fused 3-D parameters (transformers 5); a "
+             "checkpoint's per-expert tensors map onto them: "
+             "experts.{e}.gate_proj.weight -> experts.gate_up_proj[e, 0:I], "
+             "experts.{e}.up_proj.weight -> experts.gate_up_proj[e, I:2I], "
+             "experts.{e}.down_proj.weight -> experts.down_proj[e] (Mixtral "
+             "checkpoints: block_sparse_moe.experts.{e}.w1 / w3 / w2, and "
+             "block_sparse_moe.gate -> mlp.gate); TP leaves them replicated "
+             "and FSDP shards dim 0, the expert dim";
+  }
+  return NULL;
+}

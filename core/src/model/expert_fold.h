@@ -1,0 +1,44 @@
+/* model/expert_fold.h — per-expert checkpoint tensors folded onto the fused
+ * 3-D expert parameters of transformers-5 MoE modules (private, used by the
+ * safetensors reader and the text report). */
+#ifndef TPX_MODEL_EXPERT_FOLD_H
+#define TPX_MODEL_EXPERT_FOLD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/error.h"
+#include "tpx/model.h"
+
+/* Folding state of one safetensors load: how many per-expert slices each
+ * fused parameter received. Zero-initialise; free with
+ * tpx__expert_fold_free. */
+typedef struct tpx__expert_fold {
+  int64_t *counts; /* [num_params of the model when the first fold ran] */
+  size_t n;
+  size_t folded; /* checkpoint tensors folded (or renamed) so far */
+} tpx__expert_fold;
+
+/* If checkpoint tensor `name` is one expert's slice of a fused parameter the
+ * model holds (…experts.{e}.gate_proj|up_proj|down_proj.weight, Mixtral's
+ * …block_sparse_moe.experts.{e}.w1|w3|w2.weight) or Mixtral's renamed
+ * router (…block_sparse_moe.gate.weight -> …mlp.gate.weight), check its
+ * shape and dtype against that slice and set *folded = 1; otherwise
+ * *folded = 0 and nothing is checked. A slice of the wrong shape or dtype is
+ * a TPX_VALIDATION error naming both tensors (`file` is the checkpoint
+ * file). */
+tpx_status tpx__expert_fold_try(tpx__expert_fold *f, const tpx_model *model,
+                                const char *name, const int64_t *shape,
+                                int ndim, tpx_dtype dtype, const char *file,
+                                int *folded, tpx_error *err);
+/* After every tensor: each fused parameter that received slices must have
+ * received all of them (2 per expert for gate_up_proj, 1 for down_proj). */
+tpx_status tpx__expert_fold_finish(const tpx__expert_fold *f,
+                                   const tpx_model *model, tpx_error *err);
+void tpx__expert_fold_free(tpx__expert_fold *f);
+
+/* The mapping in one sentence, for reports; NULL when the model holds no
+ * fused expert parameter. */
+const char *tpx__expert_fold_note(const tpx_model *model);
+
+#endif /* TPX_MODEL_EXPERT_FOLD_H */

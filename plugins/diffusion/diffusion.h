@@ -1,0 +1,83 @@
+/* diffusion.h — the diffusion family plugin: Diffusers transformers, whose
+ * config.json names its class in "_class_name" (WanTransformer3DModel,
+ * HunyuanVideo15Transformer3DModel, LTX2VideoTransformer3DModel,
+ * QwenImageTransformer2DModel). Shared declarations of the plan
+ * (diffusion_plan.c), the skeleton helpers (diffusion_sk.c) and the one
+ * skeleton file per model class. Includes only tpxp_common.h. */
+#ifndef TPX_PLUGIN_DIFFUSION_H
+#define TPX_PLUGIN_DIFFUSION_H
+
+#include <stdint.h>
+
+#include "tpxp_common.h"
+
+typedef enum dfx_kind {
+  DFX_NONE = 0,
+  DFX_WAN,      /* WanTransformer3DModel: the Wan strategy */
+  DFX_HUNYUAN,  /* HunyuanVideo15Transformer3DModel: the Hunyuan strategy */
+  DFX_LTX2,     /* LTX2VideoTransformer3DModel: LTX2 = Hunyuan's flow */
+  DFX_QWENIMAGE /* QwenImageTransformer2DModel: QwenImageEdit (Default) */
+} dfx_kind;
+
+dfx_kind dfx_kind_of(const char *architecture);
+
+/* ---- plans (diffusion_plan.c) ---- */
+int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+/* The default base plan (plans.md §3.15) every key optional: what the
+ * Default flow falls back to for QwenImage, whose keys match nothing. */
+int dfx_default_base_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          int sequence_parallel);
+
+/* ---- skeleton helpers (diffusion_sk.c) ----
+ * A builder that remembers the first failure: every call after it is a
+ * no-op, so a skeleton is a flat list of calls and one status at the end. */
+typedef struct dfx_sk {
+  const tpx_plugin_host *host;
+  tpx_plugin_ctx *ctx;
+  const char *dtype; /* every parameter's dtype */
+  int st;
+} dfx_sk;
+
+/* The family default dtype unless the config names torch_dtype. */
+void dfx_sk_init(dfx_sk *s, const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const char *default_dtype);
+void dfx_mod(dfx_sk *s, const char *kind, const char *fmt, ...)
+    TPXP_PRINTF(3, 4);
+/* nn.Linear(in, out) at the formatted FQN. */
+void dfx_lin(dfx_sk *s, int64_t in, int64_t out, int bias, const char *fmt,
+             ...) TPXP_PRINTF(5, 6);
+/* A norm with weight [dim] (affine) and bias [dim] (bias). */
+void dfx_norm(dfx_sk *s, int64_t dim, int affine, int bias, const char *fmt,
+              ...) TPXP_PRINTF(5, 6);
+/* A parameter of any rank on `module` ("" is the root). */
+void dfx_param(dfx_sk *s, const char *module, const char *name, int ndim,
+               const int64_t *shape);
+/* Diffusers TimestepEmbedding / PixArtAlphaTextProjection: linear_1
+ * in -> dim, linear_2 dim -> dim, both with bias, under `prefix`. */
+void dfx_two_linear(dfx_sk *s, const char *prefix, int64_t in, int64_t dim);
+/* Diffusers FeedForward under `prefix`: net.0.proj dim -> proj_out,
+ * (net.1 dropout as an empty module when `dropout`), net.2 inner -> out. */
+void dfx_ff(dfx_sk *s, const char *prefix, int64_t dim, int64_t proj_out,
+            int64_t inner, int64_t out, int bias, int dropout);
+/* Conv3d(in, out, kernel = stride = (kt, kh, kw)) with bias. */
+void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out,
+                int64_t kt, int64_t kh, int64_t kw);
+/* Config reads that record a failure in s->st. */
+int64_t dfx_int(dfx_sk *s, const char *key, int64_t dflt, int required);
+int dfx_bool(dfx_sk *s, const char *key, int dflt);
+const char *dfx_str(dfx_sk *s, const char *key, const char *dflt);
+double dfx_float(dfx_sk *s, const char *key, double dflt);
+/* An optional size whose JSON null means "same as `if_null`" (Diffusers'
+ * `out_channels or in_channels`): `absent` when the key is missing. */
+int64_t dfx_size_or(dfx_sk *s, const char *key, int64_t absent,
+                    int64_t if_null);
+/* A positive size, or a failure naming the key. */
+int64_t dfx_pos(dfx_sk *s, const char *key, int64_t dflt, int required);
+
+/* ---- skeletons (one file each) ---- */
+int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+
+#endif /* TPX_PLUGIN_DIFFUSION_H */

@@ -1,0 +1,184 @@
+/* diffusion_sk.c — skeleton helpers of the diffusion plugin: a builder that
+ * keeps the first failure, the Diffusers building blocks the four models
+ * share (Linear, norms, TimestepEmbedding-style pairs, FeedForward, Conv3d
+ * patch embeddings) and config reads with defaults. Names and shapes follow
+ * the Diffusers checkpoints (nn.Linear weight [out, in]). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "diffusion.h"
+
+/* Largest size accepted for one dim read from a config. */
+#define DFX_DIM_MAX ((int64_t)1 << 31)
+
+void dfx_sk_init(dfx_sk *s, const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const char *default_dtype) {
+  const char *dt = NULL;
+  s->host = host;
+  s->ctx = ctx;
+  s->st = TPX_PLUGIN_OK;
+  /* A Diffusers config rarely names a dtype; the checkpoint's is the
+   * family default (see the skeleton files). */
+  if (host->config_get_string(ctx, "torch_dtype", &dt) == TPX_PLUGIN_OK &&
+      dt != NULL)
+    s->dtype = dt;
+  else
+    s->dtype = default_dtype;
+}
+
+static int vfqn(dfx_sk *s, char *buf, const char *fmt, va_list ap) {
+  int n = vsnprintf(buf, TPXP_FQN_MAX, fmt, ap);
+  if (n < 0 || n >= TPXP_FQN_MAX) {
+    s->st = tpxp_fail(s->host, s->ctx, TPX_PLUGIN_ERROR,
+                      "diffusion: a module name is longer than %d bytes",
+                      TPXP_FQN_MAX - 1);
+    return -1;
+  }
+  return 0;
+}
+
+void dfx_mod(dfx_sk *s, const char *kind, const char *fmt, ...) {
+  char fqn[TPXP_FQN_MAX];
+  va_list ap;
+  int bad;
+  if (s->st != TPX_PLUGIN_OK)
+    return;
+  va_start(ap, fmt);
+  bad = vfqn(s, fqn, fmt, ap);
+  va_end(ap);
+  if (!bad)
+    s->st = tpxp_sk_module(s->host, s->ctx, fqn, kind);
+}
+
+void dfx_lin(dfx_sk *s, int64_t in, int64_t out, int bias, const char *fmt,
+             ...) {
+  char fqn[TPXP_FQN_MAX];
+  va_list ap;
+  int bad;
+  if (s->st != TPX_PLUGIN_OK)
+    return;
+  va_start(ap, fmt);
+  bad = vfqn(s, fqn, fmt, ap);
+  va_end(ap);
+  if (!bad)
+    s->st = tpxp_sk_linear(s->host, s->ctx, fqn, in, out, bias, s->dtype);
+}
+
+void dfx_norm(dfx_sk *s, int64_t dim, int affine, int bias, const char *fmt,
+              ...) {
+  char fqn[TPXP_FQN_MAX];
+  va_list ap;
+  int bad;
+  if (s->st != TPX_PLUGIN_OK)
+    return;
+  va_start(ap, fmt);
+  bad = vfqn(s, fqn, fmt, ap);
+  va_end(ap);
+  if (bad)
+    return;
+  s->st = tpxp_sk_module(s->host, s->ctx, fqn, "norm");
+  if (s->st == TPX_PLUGIN_OK && affine)
+    s->st = tpxp_sk_param(s->host, s->ctx, fqn, "weight", dim, -1, s->dtype);
+  if (s->st == TPX_PLUGIN_OK && affine && bias)
+    s->st = tpxp_sk_param(s->host, s->ctx, fqn, "bias", dim, -1, s->dtype);
+}
+
+void dfx_param(dfx_sk *s, const char *module, const char *name, int ndim,
+               const int64_t *shape) {
+  if (s->st == TPX_PLUGIN_OK)
+    s->st = s->host->skeleton_add_param(s->ctx, module, name, shape,
+                                        (int32_t)ndim, s->dtype);
+}
+
+void dfx_two_linear(dfx_sk *s, const char *prefix, int64_t in, int64_t dim) {
+  dfx_lin(s, in, dim, 1, "%s.linear_1", prefix);
+  dfx_lin(s, dim, dim, 1, "%s.linear_2", prefix);
+}
+
+void dfx_ff(dfx_sk *s, const char *prefix, int64_t dim, int64_t proj_out,
+            int64_t inner, int64_t out, int bias, int dropout) {
+  dfx_mod(s, "container", "%s.net.0", prefix);
+  dfx_lin(s, dim, proj_out, bias, "%s.net.0.proj", prefix);
+  if (dropout)
+    dfx_mod(s, "other", "%s.net.1", prefix);
+  dfx_lin(s, inner, out, bias, "%s.net.2", prefix);
+}
+
+void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out,
+                int64_t kt, int64_t kh, int64_t kw) {
+  int64_t w[5], b[1];
+  w[0] = out;
+  w[1] = in;
+  w[2] = kt;
+  w[3] = kh;
+  w[4] = kw;
+  b[0] = out;
+  dfx_mod(s, "other", "%s", fqn);
+  dfx_param(s, fqn, "weight", 5, w);
+  dfx_param(s, fqn, "bias", 1, b);
+}
+
+int64_t dfx_int(dfx_sk *s, const char *key, int64_t dflt, int required) {
+  int64_t v = dflt;
+  if (s->st != TPX_PLUGIN_OK)
+    return dflt;
+  s->st = required ? tpxp_cfg_int_req(s->host, s->ctx, key, &v)
+                   : tpxp_cfg_int_opt(s->host, s->ctx, key, dflt, &v);
+  return s->st == TPX_PLUGIN_OK ? v : dflt;
+}
+
+int64_t dfx_pos(dfx_sk *s, const char *key, int64_t dflt, int required) {
+  int64_t v = dfx_int(s, key, dflt, required);
+  if (s->st == TPX_PLUGIN_OK && (v <= 0 || v > DFX_DIM_MAX)) {
+    s->st = tpxp_fail(s->host, s->ctx, TPX_PLUGIN_ERROR,
+                      "config %s = %lld: expected a size in 1..%lld", key,
+                      (long long)v, (long long)DFX_DIM_MAX);
+    return 1;
+  }
+  return s->st == TPX_PLUGIN_OK ? v : 1;
+}
+
+int dfx_bool(dfx_sk *s, const char *key, int dflt) {
+  int v = dflt;
+  if (s->st == TPX_PLUGIN_OK)
+    s->st = tpxp_cfg_bool_opt(s->host, s->ctx, key, dflt, &v);
+  return s->st == TPX_PLUGIN_OK ? v : dflt;
+}
+
+const char *dfx_str(dfx_sk *s, const char *key, const char *dflt) {
+  const char *v = dflt;
+  if (s->st == TPX_PLUGIN_OK)
+    s->st = tpxp_cfg_str_opt(s->host, s->ctx, key, dflt, &v);
+  return s->st == TPX_PLUGIN_OK && v ? v : dflt;
+}
+
+double dfx_float(dfx_sk *s, const char *key, double dflt) {
+  double v = dflt;
+  if (s->st == TPX_PLUGIN_OK)
+    s->st = tpxp_cfg_float_opt(s->host, s->ctx, key, dflt, &v);
+  return s->st == TPX_PLUGIN_OK ? v : dflt;
+}
+
+/* 1 when the top-level config object has `key` (a JSON null included, which
+ * config_has does not count). */
+static int key_present(dfx_sk *s, const char *key) {
+  int64_t n = 0, i;
+  const char *k = NULL;
+  if (s->host->config_get_length(s->ctx, "", &n) != TPX_PLUGIN_OK)
+    return 0;
+  for (i = 0; i < n; i++)
+    if (s->host->config_get_key(s->ctx, "", i, &k) == TPX_PLUGIN_OK && k &&
+        strcmp(k, key) == 0)
+      return 1;
+  return 0;
+}
+
+int64_t dfx_size_or(dfx_sk *s, const char *key, int64_t absent,
+                    int64_t if_null) {
+  if (s->st != TPX_PLUGIN_OK)
+    return absent;
+  if (!s->host->config_has(s->ctx, key))
+    return key_present(s, key) ? if_null : absent;
+  return dfx_pos(s, key, absent, 1);
+}
