@@ -8,7 +8,7 @@
 #          without the FSDP runtime): per-step loss / grad norm within 1e-5 relative and
 #          every parameter after 3 steps within 5e-5 (relative L2 per tensor:
 #          Adam turns f32 rounding in near-zero gradients into steps of up
-#          to lr, see check.c; 1e-5 holds for Llama, Qwen2 reaches 2.2e-5)
+#          to lr, see check.c; 1e-5 holds for Llama, Qwen2 reaches 3.2e-5)
 #   mpi    as mesh, TRAIN under `mpirun -np WORLD ... --backend mpi`
 #   bad    the args must fail cleanly: exit 1 or 2 with a message, no crash
 #          (CASE is the expected stderr fragment)
