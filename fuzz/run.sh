@@ -46,8 +46,16 @@ for p in replicate 'shard(0)' 'shard(-1)' 'partial' 'partial(avg)' 'partial(max)
   printf '%s' "$p" > "$work/placement/seed-$n"
 done
 
+# checkpoint: the same safetensors seeds; shard_meta: "MESH\nRANK\nTENSORS"
+seed checkpoint $(find tests/data -name '*.safetensors' -size -64k)
+mkdir -p "$work/shard_meta"
+printf '%s\n%s\n%s' '{"dims":["dp_replicate","dp_shard","tp"],"sizes":[1,3,3]}' 4 \
+  '{"a.weight":{"global_shape":[7,5],"offsets":[3,0],"placements":["replicate","shard(0)","shard(0)"]}}' \
+  > "$work/shard_meta/seed-1"
+
 status=0
-for t in config safetensors safetensors_index plan_json hf_plan placement; do
+for t in config safetensors safetensors_index plan_json hf_plan placement \
+         checkpoint shard_meta; do
   bin=$build/fuzz/fuzz_$t
   if [ ! -x "$bin" ]; then
     echo "FAIL fuzz_$t: $bin not built"

@@ -28,6 +28,7 @@ NOT_RUN = {
     "tools/test.sh": "runs this whole suite",
     "bench/plan/run.sh": "a benchmark of minutes",
     "bench/coll/compare.sh": "a benchmark under mpirun",
+    "bench/ckpt/run.sh": "a benchmark of minutes writing ~4 GB",
     "fuzz/run.sh": "minutes of fuzzing in the clang build",
 }
 

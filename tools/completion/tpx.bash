@@ -6,13 +6,14 @@ _tpx() {
   prev=${COMP_WORDS[COMP_CWORD-1]}
   cmd=${COMP_WORDS[1]}
   if [ "$COMP_CWORD" -eq 1 ]; then
-    COMPREPLY=($(compgen -W "plan plugins check-plugin --help --version" -- "$cur"))
+    COMPREPLY=($(compgen -W "plan plugins check-plugin shard merge --help --version" -- "$cur"))
     return
   fi
   case $prev in
     --config|--plan) COMPREPLY=($(compgen -f -X '!*.json' -- "$cur") $(compgen -d -- "$cur")); return ;;
     --weights) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-    --dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    --dir|--in|--out) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    --max-shard-size|--rank) return ;;
     --format) COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
     --tp|--dp-shard|--dp-replicate|--gpus) COMPREPLY=($(compgen -W "1 2 4 8 16 32 64" -- "$cur")); return ;;
     --optimizer) COMPREPLY=($(compgen -W "adamw sgd none" -- "$cur")); return ;;
@@ -25,6 +26,10 @@ _tpx() {
       COMPREPLY=($(compgen -W "--config --weights --tp --dp-shard --dp-replicate --sp --plan --no-fsdp --no-isolation --summary --format --html --optimizer --batch --seq --activation-checkpointing --gpus --gpu-mem --show --rank --help" -- "$cur")) ;;
     plugins)
       COMPREPLY=($(compgen -W "--format --dir --help" -- "$cur")) ;;
+    shard)
+      COMPREPLY=($(compgen -W "--weights --config --tp --dp-shard --dp-replicate --sp --plan --rank --no-fsdp --no-isolation --out --help" -- "$cur")) ;;
+    merge)
+      COMPREPLY=($(compgen -W "--in --out --max-shard-size --help" -- "$cur")) ;;
     check-plugin)
       if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "--config --format --timeout --threads --help" -- "$cur"))

@@ -52,8 +52,9 @@ typedef struct tpx_checkpoint_reader_options {
   size_t struct_size;
   /* Threads per tpx_checkpoint_read_rank call; 0 = 4. */
   int num_threads;
-  /* I/O method: 0 = default (pread, the faster here, see read.c), 1 = pread,
-   * 2 = mmap + memcpy. */
+  /* I/O method: 0 = default (mmap, measured the faster: see
+   * core/src/checkpoint/read.c), 1 = pread (no SIGBUS if a file is
+   * truncated by someone else while being read), 2 = mmap + memcpy. */
   int io_method;
 } tpx_checkpoint_reader_options;
 

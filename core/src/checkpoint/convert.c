@@ -79,6 +79,16 @@ tpx_status tpx_checkpoint_convert(void *dst, tpx_dtype to, const void *src,
     memmove(dst, src, count * tpx_dtype_size(from));
     return TPX_OK;
   }
+  if (from == TPX_DTYPE_BF16 && to == TPX_DTYPE_F32) {
+    /* the common load (bf16 checkpoint, f32 master weights): a shift */
+    for (size_t i = 0; i < count; i++) {
+      uint16_t h;
+      memcpy(&h, (const char *)src + 2 * i, 2); /* any alignment */
+      uint32_t u = (uint32_t)h << 16;
+      memcpy((char *)dst + 4 * i, &u, 4);
+    }
+    return TPX_OK;
+  }
   float lut[256];
   if (from == TPX_DTYPE_F8_E4M3 || from == TPX_DTYPE_F8_E5M2)
     for (int b = 0; b < 256; b++)

@@ -89,6 +89,16 @@ out:
 static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
   for (size_t f = 0; f < w->num_files; f++) {
     tpx__wfile *wf = &w->files[f];
+    struct stat sb;
+    if (stat(wf->tmp_path, &sb) == 0 && (int64_t)sb.st_size != wf->size)
+      return tpx_error_set(err, TPX_IO,
+                           "%s: %s holds %lld bytes, %lld expected: a writer "
+                           "did not write its pieces",
+                           wf->final_path, wf->tmp_path,
+                           (long long)sb.st_size, (long long)wf->size);
+  }
+  for (size_t f = 0; f < w->num_files; f++) {
+    tpx__wfile *wf = &w->files[f];
     if (rename(wf->tmp_path, wf->final_path) != 0) {
       int e = errno;
       struct stat sb;

@@ -91,8 +91,8 @@ tpx_status tpx_checkpoint_reader_create(
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   tpx__st_load_init(&rd->load);
   rd->num_threads = o.num_threads ? o.num_threads : 4;
-  /* pread by default: see read.c for the measurement. */
-  rd->io_method = o.io_method ? o.io_method : TPX_CHECKPOINT_IO_PREAD;
+  /* mmap by default: see read.c for the measurement. */
+  rd->io_method = o.io_method ? o.io_method : TPX_CHECKPOINT_IO_MMAP;
   atomic_init(&rd->bytes_read, 0);
   atomic_init(&rd->read_calls, 0);
   tpx_status st = tpx__st_load_path(&rd->load, path, err);

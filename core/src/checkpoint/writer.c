@@ -10,10 +10,12 @@
  * tensors back to back.
  *
  * Completion protocol: every process writes its pieces into hidden
- * temporaries ".NAME.tpx-tmp" (writer 0 also writes the headers), pre-sized
- * with ftruncate; finish fsyncs them and drops a marker
+ * temporaries ".NAME.tpx-tmp" (writer 0 also writes the headers; no
+ * pre-sizing, so a full disk or a file-size limit fails on the write of a
+ * named tensor); finish fsyncs them and drops a marker
  * ".FIRST.tpx-done-RANK"; the process that sees all num_writers markers
- * renames every temporary to its final name, then writes the index (its own
+ * checks every temporary has its full size, renames each to its final
+ * name, then writes the index (its own
  * temporary + fsync + rename) and fsyncs the directory. A final name thus
  * only ever names a complete file. A writer destroyed before finishing
  * removes the temporaries. Stale temporaries of a crashed multi-process run
@@ -244,11 +246,6 @@ static tpx_status open_temps(tpx_checkpoint_writer *w, tpx_error *err) {
     if (wf->fd < 0)
       return tpx_error_set(err, TPX_IO, "%s: cannot create %s: %s",
                            wf->final_path, wf->tmp_path, strerror(errno));
-    if (ftruncate(wf->fd, (off_t)wf->size) != 0)
-      return tpx_error_set(err, TPX_IO,
-                           "%s: cannot size %s to %lld bytes: %s",
-                           wf->final_path, wf->tmp_path, (long long)wf->size,
-                           strerror(errno));
     if (w->writer_rank == 0) {
       tpx_status st = write_all(wf->fd, wf->header, wf->header_len, 0,
                                 wf->final_path, "header", err);

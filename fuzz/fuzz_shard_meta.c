@@ -1,0 +1,41 @@
+/* fuzz_shard_meta.c — libFuzzer target: the tpx-shard/1 metadata parser
+ * of `tpx merge` (tools/ckpt_cli.c, tpx_cli_shard_meta_parse). The input is
+ * "MESH\nRANK\nTENSORS": the "tpx.mesh" JSON, the "tpx.rank" text and the
+ * "tpx.tensors" JSON of a rank file. An accepted result must be in range. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_cli.h"
+#include "fuzz_util.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char *text = tpx_fuzz_cstr(data, size);
+  if (text == NULL)
+    return 0;
+  char *mesh = text, *rank = strchr(text, '\n'), *tensors = NULL;
+  if (rank) {
+    *rank++ = '\0';
+    tensors = strchr(rank, '\n');
+    if (tensors)
+      *tensors++ = '\0';
+  }
+  tpx_cli_shard_meta m;
+  char msg[256];
+  if (tpx_cli_shard_meta_parse(mesh, strlen(mesh), tensors,
+                               tensors ? strlen(tensors) : 0, rank, &m, msg,
+                               sizeof msg) == 0) {
+    if (m.mesh_ndim < 1 || m.mesh_ndim > TPX_MESH_MAX_DIMS || m.rank < 0 ||
+        m.rank >= m.world_size)
+      abort();
+    for (size_t i = 0; i < m.num_tensors; i++)
+      if (m.tensors[i].name == NULL || m.tensors[i].ndim < 0 ||
+          m.tensors[i].ndim > TPX_MAX_TENSOR_DIMS)
+        abort();
+    tpx_cli_shard_meta_free(&m);
+  }
+  free(text);
+  return 0;
+}
