@@ -6,5 +6,7 @@
 int tpx_cmd_plan(int argc, char **argv);
 int tpx_cmd_plugins(int argc, char **argv);
 int tpx_cmd_check_plugin(int argc, char **argv);
+int tpx_cmd_shard(int argc, char **argv);
+int tpx_cmd_merge(int argc, char **argv);
 
 #endif

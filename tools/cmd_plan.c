@@ -17,14 +17,12 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "plan_setup.h"
 #include "tpx/fsdp.h"
 #include "tpx/registry.h"
 #include "tpx/report.h"
 #include "tpx/sharding.h"
 #include "tpx/tpx.h"
-
-/* Seconds a plugin call may take before its child is killed. */
-#define PLUGIN_TIMEOUT_S 30
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -156,102 +154,6 @@ static int parse_args(int argc, char **argv, args_t *a) {
   return 0;
 }
 
-static int is_file(const char *path) {
-  struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* A --plan value that is meant as a file rather than a plugin's plan
- * name: plan names are identifiers, so a '/' or a ".json" suffix, or an
- * existing non-regular path (a directory), means a path. */
-static int looks_like_path(const char *s) {
-  size_t n = strlen(s);
-  struct stat st;
-  return strchr(s, '/') != NULL ||
-         (n >= 5 && strcmp(s + n - 5, ".json") == 0) || stat(s, &st) == 0;
-}
-
-/* Trace lines of `tpx plan` itself (how the module tree was built), shown
- * before the selection trace. Static storage: one command per process. */
-static char g_model_trace[1024];
-
-/* --weights: the module tree from the plugin's skeleton when a plugin
- * serving the architecture has one (modules without parameters, such as
- * rotary embeddings, and the real module kinds), then the safetensors
- * headers, which must agree with it tensor for tensor and add what it
- * lacks. A skeleton that fails or disagrees with the headers is dropped:
- * the tree then comes from the headers alone (a warning says so). *model
- * may be replaced by a fresh one. */
-static tpx_status model_with_weights(const tpx_registry *reg,
-                                     tpx_model **model, const args_t *a,
-                                     tpx_diag_list *diags, tpx_error *err) {
-  tpx_error serr;
-  tpx_error_clear(&serr);
-  const char *arch = tpx_model_num_architectures(*model)
-                         ? tpx_model_architecture(*model, 0)
-                         : NULL;
-  int64_t pi = arch ? tpx_registry_find(reg, arch) : -1;
-  tpx_plugin_desc info;
-  int has_skeleton = pi >= 0 &&
-                     tpx_registry_plugin(reg, (size_t)pi, &info, NULL) ==
-                         TPX_OK &&
-                     info.has_skeleton;
-  if (!has_skeleton) {
-    snprintf(g_model_trace, sizeof g_model_trace,
-             "model: tensors from the safetensors headers (%s)",
-             pi >= 0 ? "the serving plugin has no skeleton"
-                     : "no plugin serves the architecture");
-    return tpx_model_add_safetensors(*model, a->weights, err);
-  }
-  const char *stage = "building the plugin's skeleton";
-  int checking = 0;
-  tpx_status st = tpx_registry_build_skeleton(reg, *model, &serr);
-  if (st == TPX_OK) {
-    stage = "checking the skeleton against the safetensors headers";
-    checking = 1;
-    st = tpx_model_add_safetensors(*model, a->weights, &serr);
-  }
-  if (st == TPX_OK) {
-    snprintf(g_model_trace, sizeof g_model_trace,
-             "model: plugin '%s' skeleton, checked against the safetensors "
-             "headers (tensors it lacks added from them)",
-             info.name ? info.name : "?");
-    return TPX_OK;
-  }
-  /* Only a skeleton that fails or disagrees with the headers (a
-   * validation error) is dropped; an unreadable file is an error either
-   * way, reported as it is. */
-  if (st == TPX_NO_MEMORY || (checking && st != TPX_VALIDATION)) {
-    *err = serr;
-    return st;
-  }
-  /* Start over from the config: the failed attempt may have left part of
-   * a tree behind. */
-  tpx_model *fresh = NULL;
-  st = tpx_model_load_config(a->config, &fresh, err);
-  if (st != TPX_OK) return st;
-  tpx_model_destroy(*model);
-  *model = fresh;
-  arch = tpx_model_num_architectures(fresh) ? tpx_model_architecture(fresh, 0)
-                                            : NULL;
-  snprintf(g_model_trace, sizeof g_model_trace,
-           "model: tensors from the safetensors headers only (%s failed: %s)",
-           stage, serr.message);
-  st = tpx_diag_add(diags, TPX_DIAG_WARNING, "skeleton-fallback",
-                    arch ? arch : "",
-                    "fix the plugin's skeleton for this config, or ignore "
-                    "this if the checkpoint is a variant the plugin does not "
-                    "know",
-                    "plugin '%s': %s failed, so the module tree comes from "
-                    "the safetensors headers alone (modules without "
-                    "parameters are missing and module kinds are guessed "
-                    "from names): %s",
-                    info.name ? info.name : "?", stage, serr.message);
-  if (st != TPX_OK)
-    return tpx_error_set(err, st, "out of memory adding a diagnostic");
-  return tpx_model_add_safetensors(*model, a->weights, err);
-}
-
 static int fail(const char *what, const tpx_error *err) {
   fprintf(stderr, "tpx plan: %s: %s\n", what, err->message);
   return 1;
@@ -265,115 +167,19 @@ int tpx_cmd_plan(int argc, char **argv) {
 
   tpx_error err;
   tpx_error_clear(&err);
-  tpx_model *model = NULL;
-  tpx_registry *reg = NULL;
-  tpx_plan *custom = NULL;
-  tpx_selection *sel = NULL;
-  tpx_diag_list *diags = NULL;
-  tpx_mesh *mesh = NULL;
-  tpx_sharding *sh = NULL;
   char *text = NULL;
-  const char **units = NULL;
-  int *reshard = NULL;
-  const char **fp32 = NULL;
   const char **trace = NULL;
+  tpx_cli_planned pl;
+  memset(&pl, 0, sizeof pl);
   int code = 1;
 
-  if (tpx_model_load_config(a.config, &model, &err) != TPX_OK) {
-    code = fail("reading the config", &err);
+  tpx_cli_plan_args pa = {a.config,   a.weights, a.plan, a.tp,
+                          a.dp_shard, a.dp_replicate, a.sp, a.fsdp,
+                          a.isolate};
+  if (tpx_cli_plan_build("plan", &pa, &pl) != 0)
     goto out;
-  }
-  if (tpx_registry_create(&reg, &err) != TPX_OK ||
-      tpx_registry_set_isolation(reg, a.isolate, PLUGIN_TIMEOUT_S, &err) !=
-          TPX_OK ||
-      tpx_registry_load_default(reg, &err) != TPX_OK) {
-    code = fail("loading plugins", &err);
-    goto out;
-  }
-  if (tpx_diag_list_create(&diags, &err) != TPX_OK) {
-    code = fail("planning", &err);
-    goto out;
-  }
-  if (a.weights) {
-    if (model_with_weights(reg, &model, &a, diags, &err) != TPX_OK) {
-      code = fail("reading safetensors headers", &err);
-      goto out;
-    }
-  } else if (tpx_registry_build_skeleton(reg, model, &err) != TPX_OK) {
-    const char *arch = tpx_model_num_architectures(model)
-                           ? tpx_model_architecture(model, 0)
-                           : NULL;
-    fprintf(stderr,
-            "tpx plan: no module skeleton is available for %s%s%s: %s\n"
-            "  pass --weights PATH (model.safetensors, "
-            "model.safetensors.index.json, or their directory) to read the "
-            "module tree from the safetensors headers\n",
-            arch ? "'" : "", arch ? arch : "this config", arch ? "'" : "",
-            err.message);
-    goto out;
-  }
-  if (a.plan && is_file(a.plan)) {
-    if (tpx_plan_load(a.plan, &custom, &err) != TPX_OK) {
-      code = fail("reading the plan", &err);
-      goto out;
-    }
-  } else if (a.plan && looks_like_path(a.plan)) {
-    struct stat pst;
-    int e = stat(a.plan, &pst) == 0 ? 0 : errno;
-    fprintf(stderr,
-            "tpx plan: --plan '%s': %s (give a tpx-plan/1 file, or the name "
-            "of a plugin's named plan; see `tpx plugins`)\n",
-            a.plan, e ? strerror(e) : "not a regular file");
-    goto out;
-  }
-  tpx_select_options so = TPX_SELECT_OPTIONS_INIT;
-  so.tp_size = a.tp;
-  so.sequence_parallel = a.sp;
-  so.custom = custom;
-  so.plan_name = (a.plan && !custom) ? a.plan : NULL;
-  if (tpx_select_plan(reg, model, &so, &sel, diags, &err) != TPX_OK) {
-    code = fail("selecting a plan", &err);
-    goto out;
-  }
-
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {a.dp_replicate, a.dp_shard, a.tp};
-  if (tpx_mesh_create(names, sizes, 3, &mesh, &err) != TPX_OK) {
-    code = fail("building the mesh", &err);
-    goto out;
-  }
-  tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
-  opts.fsdp = a.fsdp;
-  size_t nu = tpx_selection_num_fsdp_units(sel);
-  if (nu) {
-    units = calloc(nu, sizeof *units);
-    reshard = calloc(nu, sizeof *reshard);
-    if (!units || !reshard) {
-      fprintf(stderr, "tpx plan: out of memory\n");
-      goto out;
-    }
-    for (size_t i = 0; i < nu; i++)
-      units[i] = tpx_selection_fsdp_unit(sel, i, &reshard[i]);
-    opts.num_fsdp_units = nu;
-    opts.fsdp_units = units;
-    opts.fsdp_unit_reshard = reshard;
-  }
-  size_t nf = tpx_selection_num_fp32(sel);
-  if (nf) {
-    fp32 = calloc(nf, sizeof *fp32);
-    if (!fp32) {
-      fprintf(stderr, "tpx plan: out of memory\n");
-      goto out;
-    }
-    for (size_t i = 0; i < nf; i++) fp32[i] = tpx_selection_fp32(sel, i);
-    opts.num_fp32_params = nf;
-    opts.fp32_params = fp32;
-  }
-  if (tpx_sharding_create(model, tpx_selection_plan(sel), mesh, &opts, &sh,
-                          &err) != TPX_OK) {
-    code = fail("applying the plan", &err);
-    goto out;
-  }
+  tpx_selection *sel = pl.sel;
+  tpx_sharding *sh = pl.sh;
 
   tpx_report_options ro = TPX_REPORT_OPTIONS_INIT;
   ro.plan_source = tpx_plan_source_name(tpx_selection_source(sel));
@@ -381,7 +187,7 @@ int tpx_cmd_plan(int argc, char **argv) {
   ro.plugin_path = tpx_selection_plugin_path(sel);
   ro.function = tpx_selection_function(sel);
   ro.sequence_parallel = a.sp;
-  size_t own = g_model_trace[0] ? 1 : 0;
+  size_t own = pl.model_trace[0] ? 1 : 0;
   ro.num_trace = own + tpx_selection_trace_size(sel);
   if (ro.num_trace) {
     trace = calloc(ro.num_trace, sizeof *trace);
@@ -389,12 +195,12 @@ int tpx_cmd_plan(int argc, char **argv) {
       fprintf(stderr, "tpx plan: out of memory\n");
       goto out;
     }
-    if (own) trace[0] = g_model_trace;
+    if (own) trace[0] = pl.model_trace;
     for (size_t i = own; i < ro.num_trace; i++)
       trace[i] = tpx_selection_trace(sel, i - own);
     ro.trace = trace;
   }
-  ro.selection_diags = diags;
+  ro.selection_diags = pl.diags;
   tpx_status st = strcmp(a.format, "json") == 0
                       ? tpx_report_json(sh, &ro, &text, &err)
                       : tpx_report_text(sh, &ro, &text, &err);
@@ -417,15 +223,6 @@ int tpx_cmd_plan(int argc, char **argv) {
 out:
   free(text);
   free(trace);
-  free(units);
-  free(reshard);
-  free(fp32);
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_selection_destroy(sel);
-  tpx_diag_list_destroy(diags);
-  tpx_plan_destroy(custom);
-  tpx_registry_destroy(reg);
-  tpx_model_destroy(model);
+  tpx_cli_planned_free(&pl);
   return code;
 }

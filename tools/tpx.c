@@ -19,6 +19,10 @@ static void usage(FILE *out) {
           "  plugins       list the model-family plugins found, and those "
           "refused\n"
           "  check-plugin  run the conformance harness on a plugin .so\n"
+          "  shard         write each rank's slices of a safetensors "
+          "checkpoint\n"
+          "  merge         merge `tpx shard` rank files into a Hugging Face "
+          "checkpoint\n"
           "\n"
           "Run 'tpx <command> --help' for a command's options.\n");
 }
@@ -44,6 +48,10 @@ int main(int argc, char **argv) {
     return tpx_cmd_plugins(argc - 1, argv + 1);
   if (strcmp(cmd, "check-plugin") == 0)
     return tpx_cmd_check_plugin(argc - 1, argv + 1);
+  if (strcmp(cmd, "shard") == 0)
+    return tpx_cmd_shard(argc - 1, argv + 1);
+  if (strcmp(cmd, "merge") == 0)
+    return tpx_cmd_merge(argc - 1, argv + 1);
   fprintf(stderr, "tpx: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return 2;

@@ -4,6 +4,7 @@
 #ifndef TPX_TPX_H
 #define TPX_TPX_H
 
+#include "tpx/checkpoint.h"
 #include "tpx/comm.h"
 #include "tpx/diag.h"
 #include "tpx/dtype.h"

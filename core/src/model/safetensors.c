@@ -2,7 +2,8 @@
  * headers (one model.safetensors, or a model.safetensors.index.json and its
  * shards) into a tpx_model. Reads only the 8-byte length and the JSON header
  * of each file, never tensor data, and validates the header against the file
- * size. Not a safetensors reader/writer: no data access at all.
+ * size. Not a safetensors reader/writer: no data access at all (the parser
+ * is shared with the checkpoint reader through model/st_header.h).
  *
  * Order: tensors are added in natural name order ("layers.2" before
  * "layers.10"), because files list them alphabetically and torch's module
@@ -18,31 +19,16 @@
 
 #include "model/config.h"
 #include "model/model_impl.h"
+#include "model/st_header.h"
 #include "model/strmap.h"
 
 #define HEADER_MAX ((uint64_t)100 * 1024 * 1024)
 #define INDEX_MAX ((size_t)100 * 1024 * 1024)
 
-typedef struct st_tensor {
-  const char *name; /* in the load arena */
-  size_t name_len;
-  int file; /* index into st_load.files */
-  int ndim;
-  int64_t shape[TPX_MAX_TENSOR_DIMS];
-  tpx_dtype dtype;
-  int64_t begin, end; /* data_offsets, relative to the data section */
-} st_tensor;
 
-typedef struct st_load {
-  st_tensor *t;
-  size_t n, cap;
-  const char **files; /* paths, in the arena */
-  size_t num_files;
-  tpx__arena arena;
-  tpx__strmap names; /* tensor name -> index in t */
-} st_load;
-
-static void load_free(st_load *l) {
+void tpx__st_load_free(tpx__st_load *l) {
+  for (size_t i = 0; i < l->num_files; i++)
+    json_decref(l->files[i].metadata);
   free(l->t);
   free(l->files);
   tpx__arena_free(&l->arena);
@@ -63,10 +49,10 @@ static uint64_t le64(const unsigned char *b) {
   return v;
 }
 
-/* Reads and parses the header of `path`: a new reference to the header
- * object and the size of the data section that follows it. */
-static tpx_status read_header(const char *path, json_t **out,
-                              int64_t *data_len, tpx_error *err) {
+/* Reads the header bytes of `path` (malloc'd into *out, *len bytes) and the
+ * file size. */
+static tpx_status read_header(const char *path, char **out, size_t *len,
+                              uint64_t *file_size, tpx_error *err) {
   *out = NULL;
   int fd = open(path, O_RDONLY);
   if (fd < 0)
@@ -118,21 +104,9 @@ static tpx_status read_header(const char *path, json_t **out,
     got += (size_t)r;
   }
   close(fd);
-  json_error_t jerr;
-  /* A repeated tensor name would otherwise silently keep the last entry. */
-  json_t *root = json_loadb(buf, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-  free(buf);
-  if (root == NULL)
-    return tpx_error_set(err, TPX_PARSE,
-                         "%s: header is not valid JSON (byte %d: %s)", path,
-                         jerr.position, jerr.text);
-  if (!json_is_object(root)) {
-    json_decref(root);
-    return tpx_error_set(err, TPX_PARSE,
-                         "%s: header must be a JSON object", path);
-  }
-  *out = root;
-  *data_len = (int64_t)(size - 8 - n);
+  *out = buf;
+  *len = (size_t)n;
+  *file_size = size;
   return TPX_OK;
 }
 
@@ -145,7 +119,7 @@ static int json_nonneg_int(const json_t *v, int64_t *out) {
 
 /* Validates one tensor entry of `path`'s header into *t. */
 static tpx_status parse_entry(const char *path, const char *name, json_t *v,
-                              int64_t data_len, st_tensor *t, tpx_error *err) {
+                              int64_t data_len, tpx__st_tensor *t, tpx_error *err) {
   char sbuf[200];
   if (!json_is_object(v))
     return tpx_error_set(err, TPX_PARSE,
@@ -241,7 +215,7 @@ static int by_begin(const void *a, const void *b) {
 }
 
 /* Non-empty tensors t[first..l->n) of one file must not share bytes. */
-static tpx_status check_overlaps(st_load *l, size_t first, const char *path,
+static tpx_status check_overlaps(tpx__st_load *l, size_t first, const char *path,
                                  tpx_error *err) {
   size_t count = l->n - first, k = 0;
   if (count < 2)
@@ -255,7 +229,7 @@ static tpx_status check_overlaps(st_load *l, size_t first, const char *path,
   qsort(sp, k, sizeof *sp, by_begin);
   tpx_status st = TPX_OK;
   for (size_t i = 1; i < k && st == TPX_OK; i++) {
-    const st_tensor *a = &l->t[sp[i - 1].tensor], *b = &l->t[sp[i].tensor];
+    const tpx__st_tensor *a = &l->t[sp[i - 1].tensor], *b = &l->t[sp[i].tensor];
     if (b->begin < a->end)
       st = tpx_error_set(err, TPX_PARSE,
                          "%s: tensors '%s' [%lld, %lld] and '%s' [%lld, %lld] "
@@ -268,14 +242,34 @@ static tpx_status check_overlaps(st_load *l, size_t first, const char *path,
   return st;
 }
 
-/* Reads one safetensors file and appends its tensors to the load. */
-static tpx_status load_file(st_load *l, const char *path, tpx_error *err) {
-  json_t *hdr;
-  int64_t data_len;
-  tpx_status st = read_header(path, &hdr, &data_len, err);
-  if (st != TPX_OK)
-    return st;
-  const char **files =
+void tpx__st_load_init(tpx__st_load *l) {
+  memset(l, 0, sizeof *l);
+  tpx__strmap_init(&l->names);
+}
+
+tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
+                                const char *header, size_t len,
+                                uint64_t file_size, tpx_error *err) {
+  if (len > file_size || file_size - len < 8)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: header length %zu is beyond the end of the "
+                         "file (%llu bytes)",
+                         path, len, (unsigned long long)file_size);
+  int64_t data_len = (int64_t)(file_size - 8 - len);
+  json_error_t jerr;
+  /* A repeated tensor name would otherwise silently keep the last entry. */
+  json_t *hdr = json_loadb(header, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (hdr == NULL)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: header is not valid JSON (byte %d: %s)", path,
+                         jerr.position, jerr.text);
+  if (!json_is_object(hdr)) {
+    json_decref(hdr);
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: header must be a JSON object", path);
+  }
+  tpx_status st = TPX_OK;
+  tpx__st_file *files =
       realloc(l->files, (l->num_files + 1) * sizeof *l->files);
   char *pcopy = tpx__arena_strndup(&l->arena, path, strlen(path));
   if (files == NULL || pcopy == NULL) {
@@ -286,7 +280,8 @@ static tpx_status load_file(st_load *l, const char *path, tpx_error *err) {
   }
   l->files = files;
   int file = (int)l->num_files;
-  files[l->num_files++] = pcopy;
+  files[l->num_files++] = (tpx__st_file){pcopy, (int64_t)(8 + len),
+                                         (int64_t)file_size, NULL};
   size_t first = l->n;
   const char *key;
   json_t *v;
@@ -297,6 +292,7 @@ static tpx_status load_file(st_load *l, const char *path, tpx_error *err) {
                            "%s: \"__metadata__\" must be an object", path);
         break;
       }
+      l->files[file].metadata = json_incref(v);
       continue;
     }
     size_t klen = strlen(key);
@@ -309,7 +305,7 @@ static tpx_status load_file(st_load *l, const char *path, tpx_error *err) {
     }
     if (l->n == l->cap) {
       size_t cap = l->cap ? l->cap * 2 : 256;
-      st_tensor *t = realloc(l->t, cap * sizeof *t);
+      tpx__st_tensor *t = realloc(l->t, cap * sizeof *t);
       if (t == NULL) {
         st = oom(err);
         break;
@@ -317,7 +313,7 @@ static tpx_status load_file(st_load *l, const char *path, tpx_error *err) {
       l->t = t;
       l->cap = cap;
     }
-    st_tensor *t = &l->t[l->n];
+    tpx__st_tensor *t = &l->t[l->n];
     memset(t, 0, sizeof *t);
     st = parse_entry(path, key, v, data_len, t, err);
     if (st != TPX_OK)
@@ -336,7 +332,7 @@ static tpx_status load_file(st_load *l, const char *path, tpx_error *err) {
     if (r == 1) {
       st = tpx_error_set(err, TPX_PARSE,
                          "%s: tensor '%s' also appears in %s", path, key,
-                         l->files[l->t[other].file]);
+                         l->files[l->t[other].file].path);
       break;
     }
     l->n++;
@@ -344,6 +340,19 @@ static tpx_status load_file(st_load *l, const char *path, tpx_error *err) {
   json_decref(hdr);
   if (st == TPX_OK)
     st = check_overlaps(l, first, path, err);
+  return st;
+}
+
+/* Reads one safetensors file and appends its tensors to the load. */
+static tpx_status load_file(tpx__st_load *l, const char *path, tpx_error *err) {
+  char *buf = NULL;
+  size_t len = 0;
+  uint64_t size = 0;
+  tpx_status st = read_header(path, &buf, &len, &size, err);
+  if (st != TPX_OK)
+    return st;
+  st = tpx__st_parse_header(l, path, buf, len, size, err);
+  free(buf);
   return st;
 }
 
@@ -360,7 +369,7 @@ static char *join_path(const char *dir, size_t dlen, const char *name) {
   return p;
 }
 
-static tpx_status load_index(st_load *l, const char *path, tpx_error *err) {
+static tpx_status load_index(tpx__st_load *l, const char *path, tpx_error *err) {
   char *text;
   size_t len;
   tpx_status st = tpx__model_read_file(path, INDEX_MAX, &text, &len, err);
@@ -488,8 +497,8 @@ static int natural_cmp(const char *a, const char *b) {
 }
 
 static int by_name(const void *a, const void *b) {
-  return natural_cmp((*(const st_tensor *const *)a)->name,
-                     (*(const st_tensor *const *)b)->name);
+  return natural_cmp((*(const tpx__st_tensor *const *)a)->name,
+                     (*(const tpx__st_tensor *const *)b)->name);
 }
 
 static int contains_ci(const char *s, size_t len, const char *needle) {
@@ -534,7 +543,7 @@ static tpx_module_kind infer_kind(const char *fqn, size_t len, int flags) {
   return TPX_MODULE_OTHER;
 }
 
-static size_t module_len(const st_tensor *t) {
+static size_t module_len(const tpx__st_tensor *t) {
   size_t m = t->name_len;
   while (m > 0 && t->name[m - 1] != '.')
     m--;
@@ -554,7 +563,7 @@ static int config_ties_embeddings(const tpx_model *model) {
 /* Ties the output projection to the input embedding when the config says
  * so and the files did not hold the projection: it is missing, or a plugin
  * skeleton declared it untied. */
-static tpx_status tie_lm_head(tpx_model *model, const st_load *l,
+static tpx_status tie_lm_head(tpx_model *model, const tpx__st_load *l,
                               tpx_error *err) {
   static const char *const known[] = {
       "model.embed_tokens.weight",
@@ -602,8 +611,8 @@ static tpx_status tie_lm_head(tpx_model *model, const st_load *l,
   return st;
 }
 
-static tpx_status apply(tpx_model *model, st_load *l, tpx_error *err) {
-  const st_tensor **order = malloc((l->n ? l->n : 1) * sizeof *order);
+static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
+  const tpx__st_tensor **order = malloc((l->n ? l->n : 1) * sizeof *order);
   int *flags = calloc(l->n ? l->n : 1, sizeof *flags);
   char *scratch = NULL;
   size_t scratch_cap = 0;
@@ -620,7 +629,7 @@ static tpx_status apply(tpx_model *model, st_load *l, tpx_error *err) {
   /* Pass 1: agree with what the model already holds; gather kind hints. */
   size_t num_mods = 0;
   for (size_t k = 0; k < l->n && st == TPX_OK; k++) {
-    const st_tensor *t = order[k];
+    const tpx__st_tensor *t = order[k];
     int64_t pi = tpx_model_find_param(model, t->name);
     if (pi >= 0) {
       const tpx__param *p = &model->params[pi];
@@ -632,7 +641,7 @@ static tpx_status apply(tpx_model *model, st_load *l, tpx_error *err) {
             err, TPX_VALIDATION,
             "%s: tensor '%s' has shape %s %s, but the model already has "
             "shape %s %s",
-            l->files[t->file], t->name,
+            l->files[t->file].path, t->name,
             tpx__format_shape(a, sizeof a, t->shape, t->ndim),
             tpx__model_dtype_st_name(t->dtype),
             tpx__format_shape(b, sizeof b, model->dims + p->dims, p->ndim),
@@ -658,7 +667,7 @@ static tpx_status apply(tpx_model *model, st_load *l, tpx_error *err) {
 
   /* Pass 2: add the new tensors. */
   for (size_t k = 0; k < l->n && st == TPX_OK; k++) {
-    const st_tensor *t = order[k];
+    const tpx__st_tensor *t = order[k];
     if (tpx_model_find_param(model, t->name) >= 0)
       continue;
     size_t mlen = module_len(t);
@@ -710,14 +719,8 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
-                                     tpx_error *err) {
-  if (model == NULL || path == NULL)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_model_add_safetensors: NULL argument");
-  st_load l;
-  memset(&l, 0, sizeof l);
-  tpx__strmap_init(&l.names);
+tpx_status tpx__st_load_path(tpx__st_load *l, const char *path,
+                             tpx_error *err) {
   tpx_status st;
   struct stat sb;
   if (stat(path, &sb) != 0) {
@@ -732,9 +735,9 @@ tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
     if (index == NULL || single == NULL)
       st = oom(err);
     else if (is_regular(index))
-      st = load_index(&l, index, err);
+      st = load_index(l, index, err);
     else if (is_regular(single))
-      st = load_file(&l, single, err);
+      st = load_file(l, single, err);
     else
       st = tpx_error_set(err, TPX_NOT_FOUND,
                          "%s: directory holds neither "
@@ -743,12 +746,23 @@ tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
     free(index);
     free(single);
   } else if (ends_with(path, ".json")) {
-    st = load_index(&l, path, err);
+    st = load_index(l, path, err);
   } else {
-    st = load_file(&l, path, err);
+    st = load_file(l, path, err);
   }
+  return st;
+}
+
+tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
+                                     tpx_error *err) {
+  if (model == NULL || path == NULL)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_model_add_safetensors: NULL argument");
+  tpx__st_load l;
+  tpx__st_load_init(&l);
+  tpx_status st = tpx__st_load_path(&l, path, err);
   if (st == TPX_OK)
     st = apply(model, &l, err);
-  load_free(&l);
+  tpx__st_load_free(&l);
   return st;
 }

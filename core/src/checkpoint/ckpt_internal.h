@@ -1,0 +1,56 @@
+/* checkpoint/ckpt_internal.h — shared by the files of the checkpoint area:
+ * the reader object, and the geometry of a box inside a row-major tensor
+ * (which byte runs of the file hold it). Not public. */
+#ifndef TPX_CHECKPOINT_CKPT_INTERNAL_H
+#define TPX_CHECKPOINT_CKPT_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/st_header.h"
+#include "tpx/checkpoint.h"
+
+struct tpx_checkpoint_reader {
+  tpx__st_load load;
+  int *fds;                   /* [load.num_files] */
+  const unsigned char **maps; /* [load.num_files] with io mmap, else NULL */
+  int num_threads;
+  int io_method; /* TPX_CHECKPOINT_IO_PREAD or _MMAP */
+  atomic_llong bytes_read, read_calls;
+};
+
+/* A box of a row-major tensor as equal runs of contiguous elements: run r
+ * starts at element run_start(r) of the tensor; the box's elements, in
+ * row-major box order, are runs [0, num_runs) each of run_elems. The
+ * trailing dims the box covers fully are merged into the run, so a dim-0
+ * slice (or the whole tensor) is one run and a dim-1 slice of a matrix is
+ * one run per row. */
+typedef struct tpx__box_runs {
+  int outer;                            /* dims before the run dim */
+  int64_t offset[TPX_MAX_TENSOR_DIMS];  /* box offsets of those dims */
+  int64_t length[TPX_MAX_TENSOR_DIMS];  /* box lengths of those dims */
+  int64_t stride[TPX_MAX_TENSOR_DIMS];  /* tensor element strides */
+  int64_t first;                        /* element offset inside a row */
+  int64_t run_elems, num_runs, numel;
+} tpx__box_runs;
+
+/* Checks `slice` against `shape` (same ndim, inside) and fills *out.
+ * `what` names the tensor in errors. */
+tpx_status tpx__box_runs_init(const int64_t *shape, int ndim,
+                              const tpx_slice *slice, const char *what,
+                              tpx__box_runs *out, tpx_error *err);
+/* Element offset in the tensor of the start of run r. */
+int64_t tpx__box_run_start(const tpx__box_runs *g, int64_t r);
+
+/* Reads box elements [e0, e1) of stored tensor `t` into dst (the element
+ * e0 of the box lands at dst[0]) converting to `dtype`. Thread-safe. */
+tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
+                                const tpx__st_tensor *t,
+                                const tpx__box_runs *g, int64_t e0, int64_t e1,
+                                tpx_dtype dtype, void *dst, tpx_error *err);
+
+/* 1 when tpx_checkpoint_convert can do from -> to. */
+int tpx__ckpt_can_convert(tpx_dtype from, tpx_dtype to);
+
+#endif /* TPX_CHECKPOINT_CKPT_INTERNAL_H */

@@ -1,0 +1,175 @@
+/* publish.c — finishing a checkpoint write: fsync this writer's data, mark
+ * it done, and (the last writer) rename the temporaries to their final
+ * names and write the index. See writer.c for the protocol. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint/writer_impl.h"
+
+static char *marker_path(const tpx_checkpoint_writer *w, int64_t rank) {
+  size_t n = strlen(w->dir) + strlen(w->files[0].name) + 64;
+  char *p = malloc(n);
+  if (p)
+    snprintf(p, n, "%s/.%s.tpx-done-%lld", w->dir, w->files[0].name,
+             (long long)rank);
+  return p;
+}
+
+static void fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+static tpx_status write_index(tpx_checkpoint_writer *w, tpx_error *err) {
+  json_t *root = json_object(), *map = json_object(), *meta = json_object();
+  int64_t total = 0;
+  int bad = !root || !map || !meta;
+  for (size_t i = 0; i < w->num_entries && !bad; i++) {
+    total += w->entries[i].nbytes;
+    bad |= json_object_set_new(map, w->entries[i].e.name,
+                               json_string(w->files[w->entries[i].file].name));
+  }
+  if (!bad)
+    bad |= json_object_set_new(meta, "total_size", json_integer(total));
+  if (!bad) {
+    json_object_set_new(root, "metadata", meta);
+    json_object_set_new(root, "weight_map", map);
+  } else {
+    json_decref(map);
+    json_decref(meta);
+  }
+  char *text = bad ? NULL : json_dumps(root, JSON_INDENT(2));
+  json_decref(root);
+  if (text == NULL)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing the index");
+  size_t n = strlen(w->dir) + 96;
+  char *final = malloc(n), *tmp = malloc(n);
+  tpx_status st = TPX_OK;
+  if (final == NULL || tmp == NULL) {
+    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing the index");
+    goto out;
+  }
+  snprintf(final, n, "%s/model.safetensors.index.json", w->dir);
+  snprintf(tmp, n, "%s/.model.safetensors.index.json.tpx-tmp-%lld-%ld",
+           w->dir, (long long)w->writer_rank, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  size_t len = strlen(text);
+  ssize_t r = fd >= 0 ? write(fd, text, len) : -1;
+  int bad_write = fd < 0 || r != (ssize_t)len || write(fd, "\n", 1) != 1 ||
+                  fsync(fd) != 0;
+  int e = errno;
+  if (fd >= 0 && close(fd) != 0 && !bad_write) {
+    bad_write = 1;
+    e = errno;
+  }
+  if (bad_write || rename(tmp, final) != 0) {
+    if (!bad_write)
+      e = errno;
+    unlink(tmp);
+    st = tpx_error_set(err, TPX_IO, "%s: cannot write: %s", final,
+                       strerror(e));
+  }
+out:
+  free(text);
+  free(final);
+  free(tmp);
+  return st;
+}
+
+/* Every writer is done: temporaries to final names, then the index. */
+static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
+  for (size_t f = 0; f < w->num_files; f++) {
+    tpx__wfile *wf = &w->files[f];
+    struct stat sb;
+    if (stat(wf->tmp_path, &sb) == 0 && (int64_t)sb.st_size != wf->size)
+      return tpx_error_set(err, TPX_IO,
+                           "%s: %s holds %lld bytes, %lld expected: a writer "
+                           "did not write its pieces",
+                           wf->final_path, wf->tmp_path,
+                           (long long)sb.st_size, (long long)wf->size);
+  }
+  for (size_t f = 0; f < w->num_files; f++) {
+    tpx__wfile *wf = &w->files[f];
+    if (rename(wf->tmp_path, wf->final_path) != 0) {
+      int e = errno;
+      struct stat sb;
+      /* Another writer saw all markers too and got here first. */
+      if (e == ENOENT && stat(wf->final_path, &sb) == 0)
+        continue;
+      return tpx_error_set(err, TPX_IO, "%s: cannot rename %s into place: %s",
+                           wf->final_path, wf->tmp_path, strerror(e));
+    }
+  }
+  fsync_dir(w->dir);
+  tpx_status st = w->sharded ? write_index(w, err) : TPX_OK;
+  fsync_dir(w->dir);
+  return st;
+}
+
+tpx_status tpx_checkpoint_writer_finish(tpx_checkpoint_writer *w,
+                                        int *all_done_out, tpx_error *err) {
+  if (all_done_out)
+    *all_done_out = 0;
+  if (w == NULL || w->finished)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_checkpoint_writer_finish: no writer, or "
+                         "finished already");
+  for (size_t f = 0; f < w->num_files; f++) {
+    tpx__wfile *wf = &w->files[f];
+    int bad = fsync(wf->fd) != 0;
+    int e = errno;
+    if (close(wf->fd) != 0 && !bad) {
+      bad = 1;
+      e = errno;
+    }
+    wf->fd = -1;
+    if (bad)
+      return tpx_error_set(err, TPX_IO, "%s: cannot flush %s: %s",
+                           wf->final_path, wf->tmp_path, strerror(e));
+  }
+  if (w->num_writers > 1) {
+    char *mine = marker_path(w, w->writer_rank);
+    int fd = mine ? open(mine, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+    int e = errno;
+    if (fd >= 0) {
+      fsync(fd);
+      close(fd);
+    }
+    free(mine);
+    if (fd < 0)
+      return tpx_error_set(err, TPX_IO,
+                           "%s: cannot create the completion marker: %s",
+                           w->dir, strerror(e));
+    w->finished = 1; /* the temporaries now belong to the last writer */
+    for (int64_t r = 0; r < w->num_writers; r++) {
+      char *m = marker_path(w, r);
+      int there = m && access(m, F_OK) == 0;
+      free(m);
+      if (!there)
+        return TPX_OK; /* a later writer publishes */
+    }
+  }
+  w->finished = 1;
+  tpx_status st = publish(w, err);
+  if (st != TPX_OK && w->num_writers == 1)
+    for (size_t f = 0; f < w->num_files; f++)
+      unlink(w->files[f].tmp_path); /* those not renamed yet */
+  for (int64_t r = 0; r < w->num_writers && w->num_writers > 1; r++) {
+    char *m = marker_path(w, r);
+    if (m)
+      unlink(m);
+    free(m);
+  }
+  if (st == TPX_OK && all_done_out)
+    *all_done_out = 1;
+  return st;
+}

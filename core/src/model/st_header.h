@@ -1,0 +1,67 @@
+/* model/st_header.h — the safetensors header parser of safetensors.c, shared
+ * with the checkpoint area (core/src/checkpoint), which reads tensor data
+ * at the offsets it validated. One parser: tpx_model_add_safetensors and
+ * the checkpoint reader both go through tpx__st_load_path.
+ *
+ * What a load guarantees once it returns TPX_OK: every file's 8-byte length
+ * and JSON header lie inside the file; every tensor's data_offsets lie inside
+ * its file's data section and span exactly shape x dtype size bytes; no two
+ * tensors of a file share bytes; names are valid FQNs, unique over all files;
+ * an index's weight_map names only existing files, in its own directory, and
+ * agrees with their headers. Not a data reader. */
+#ifndef TPX_MODEL_ST_HEADER_H
+#define TPX_MODEL_ST_HEADER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model_impl.h"
+#include "model/strmap.h"
+
+typedef struct tpx__st_tensor {
+  const char *name; /* in the load arena */
+  size_t name_len;
+  int file; /* index into tpx__st_load.files */
+  int ndim;
+  int64_t shape[TPX_MAX_TENSOR_DIMS];
+  tpx_dtype dtype;
+  int64_t begin, end; /* data_offsets, relative to the data section */
+} tpx__st_tensor;
+
+typedef struct tpx__st_file {
+  const char *path;   /* in the arena */
+  int64_t data_start; /* 8 + header length: where data_offsets count from */
+  int64_t size;       /* file size when the header was read */
+  json_t *metadata;   /* the "__metadata__" object (a reference), or NULL */
+} tpx__st_file;
+
+typedef struct tpx__st_load {
+  tpx__st_tensor *t; /* in file order, each file in header order */
+  size_t n, cap;
+  tpx__st_file *files;
+  size_t num_files;
+  tpx__arena arena;
+  tpx__strmap names; /* tensor name -> index in t */
+} tpx__st_load;
+
+/* Zero-initialise, then tpx__strmap_init(&l->names). */
+void tpx__st_load_init(tpx__st_load *l);
+void tpx__st_load_free(tpx__st_load *l);
+
+/* Load `path`: one safetensors file, an index json (by its ".json" suffix),
+ * or a directory holding model.safetensors.index.json or model.safetensors.
+ * Errors (TPX_PARSE, TPX_NOT_FOUND, TPX_IO) name the file and tensor. */
+tpx_status tpx__st_load_path(tpx__st_load *l, const char *path,
+                             tpx_error *err);
+
+/* Parse one file's header from memory: `header` holds the JSON of `len`
+ * bytes (the bytes after the 8-byte length), and the file is `file_size`
+ * bytes long in total. Appends the file and its tensors to the load with
+ * every check above. `path` names the file in errors. For fuzzing and for
+ * callers holding the bytes already. */
+tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
+                                const char *header, size_t len,
+                                uint64_t file_size, tpx_error *err);
+
+#endif /* TPX_MODEL_ST_HEADER_H */

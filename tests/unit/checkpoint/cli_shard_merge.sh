@@ -1,0 +1,150 @@
+#!/bin/sh
+# cli_shard_merge.sh — `tpx shard` + `tpx merge` end to end on checkpoints
+# generated for shrunken variants of the bundled configs
+# (tests/data/ckpt/*/config.json; tpx-ckpt-test gen writes deterministic
+# bytes): every rank file holds exactly its layout slice, the merge is
+# byte-identical to the source (whole files, also sharded with an index),
+# on uneven meshes (tp=3 x dp_shard=3, ...); bad inputs fail naming the
+# file, leave nothing under a final name, and never modify the source.
+# Usage: cli_shard_merge.sh TPX TPX_CKPT_TEST SOURCE_DIR
+set -u
+tpx=$1
+tool=$2
+src=$3
+data="$src/tests/data/ckpt"
+work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-ckpt-cli.XXXXXX")
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT INT TERM
+fails=0
+n=0
+
+ok() { n=$((n + 1)); echo "ok: $1"; }
+bad() { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL: $1"; sed 's/^/    /' "$work/log" | head -20; }
+
+# run DESCRIPTION CMD...: the command must succeed
+run() {
+  what=$1
+  shift
+  if "$@" >"$work/log" 2>&1; then ok "$what"; else bad "$what"; fi
+}
+
+# fails DESCRIPTION TEXT CMD...: the command must exit 1 and print TEXT
+fails_with() {
+  what=$1
+  text=$2
+  shift 2
+  "$@" >"$work/log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 1 ] && grep -qF -- "$text" "$work/log"; then
+    ok "$what"
+  else
+    echo "    (exit $rc, wanted 1 and '$text')"
+    bad "$what"
+  fi
+}
+
+# no_final DIR DESCRIPTION: no model file and no temporary in DIR
+no_final() {
+  if ls -A "$1" 2>/dev/null | grep -q .; then
+    ls -A "$1" >"$work/log"
+    bad "$2: nothing left in $1"
+  else
+    ok "$2: nothing left in $1"
+  fi
+}
+
+sums() { cat "$1"/* | cksum; }
+
+# Families with a module skeleton (Mixtral and Qwen3-MoE have none).
+for fam in Llama-3.2-1B Qwen2.5-0.5B Qwen3-0.6B gemma-3-1b-it phi-2 \
+           Falcon-H1-0.5B; do
+  s="$work/src-$fam"
+  mkdir -p "$s"
+  run "$fam: generate" "$tool" gen "$data/$fam/config.json" "$s"
+  before=$(sums "$s")
+  for mesh in "3 3 1" "2 1 2" "4 2 1"; do
+    set -- $mesh
+    tag="$fam tp=$1 dp_shard=$2 dp_replicate=$3"
+    r="$work/ranks-$fam-$1-$2-$3"
+    m="$work/merged-$fam-$1-$2-$3"
+    run "$tag: shard" "$tpx" shard --weights "$s" --tp "$1" --dp-shard "$2" \
+      --dp-replicate "$3" --out "$r"
+    run "$tag: rank files hold their slices" "$tool" check-ranks "$s" "$r" \
+      "$1" "$2" "$3"
+    run "$tag: merge" "$tpx" merge --in "$r" --out "$m"
+    run "$tag: merged file byte-identical" cmp "$s/model.safetensors" \
+      "$m/model.safetensors"
+    rm -rf "$r" "$m"
+  done
+  [ "$(sums "$s")" = "$before" ] && ok "$fam: source unchanged" ||
+    bad "$fam: source unchanged"
+done
+
+# Sharded source with an index; sequence parallel; merge re-shards the same.
+s="$work/src-sharded"
+mkdir -p "$s"
+run "sharded source: generate" "$tool" gen "$data/Llama-3.2-1B/config.json" \
+  "$s" 20000
+run "sharded source: shard --sp" "$tpx" shard --weights \
+  "$s/model.safetensors.index.json" --tp 3 --dp-shard 2 --sp --out "$work/r"
+run "sharded source: slices" "$tool" check-ranks "$s" "$work/r" 3 2 1 sp
+run "sharded source: merge" "$tpx" merge --in "$work/r" --out "$work/m" \
+  --max-shard-size 20000
+for f in "$s"/model*; do
+  run "sharded merge: $(basename "$f") byte-identical" cmp "$f" \
+    "$work/m/$(basename "$f")"
+done
+run "single-file merge of the sharded source: same tensors" sh -c \
+  "'$tpx' merge --in '$work/r' --out '$work/m1' && '$tool' cmp '$s' '$work/m1'"
+
+# --rank: one file only
+run "shard --rank 4" "$tpx" shard --weights "$s" --tp 3 --dp-shard 2 \
+  --rank 4 --out "$work/one"
+[ "$(ls "$work/one")" = "rank-00004-of-00006.safetensors" ] &&
+  ok "--rank writes one file" || bad "--rank writes one file"
+
+# ---- bad inputs ----
+cp -r "$work/r" "$work/r-missing"
+rm "$work/r-missing/rank-00003-of-00006.safetensors"
+fails_with "merge: a missing rank file" "rank 3" \
+  "$tpx" merge --in "$work/r-missing" --out "$work/out1"
+no_final "$work/out1" "merge with a missing rank"
+
+cp -r "$work/r" "$work/r-trunc"
+f="$work/r-trunc/rank-00002-of-00006.safetensors"
+head -c $(($(wc -c <"$f") - 10)) "$f" >"$f.cut" && mv "$f.cut" "$f"
+fails_with "merge: a truncated rank file" "rank-00002-of-00006" \
+  "$tpx" merge --in "$work/r-trunc" --out "$work/out2"
+no_final "$work/out2" "merge with a truncated rank"
+
+# a checkpoint whose tensors disagree with the config
+mkdir -p "$work/wrong"
+cp "$s"/model* "$work/wrong/"
+sed 's/"intermediate_size": 100/"intermediate_size": 64/' \
+  "$data/Llama-3.2-1B/config.json" >"$work/wrong/config.json"
+fails_with "shard: tensor shape disagrees with the config" "mlp" \
+  "$tpx" shard --weights "$work/wrong" --tp 3 --out "$work/out3"
+[ -z "$(ls -A "$work/out3" 2>/dev/null)" ] && ok "nothing written" ||
+  bad "nothing written"
+
+# a missing shard named in the index
+mkdir -p "$work/noshard"
+cp "$s"/model* "$s/config.json" "$work/noshard/"
+rm "$work/noshard/model-00002-of-"*
+fails_with "shard: index names a missing shard" "model-00002-of-" \
+  "$tpx" shard --weights "$work/noshard" --tp 3 --out "$work/out4"
+
+# unwritable output directory (/proc takes no new files, even for root)
+fails_with "merge: unwritable output directory" "/proc" \
+  "$tpx" merge --in "$work/r" --out /proc
+
+# full output: a file-size limit of 64 KiB (EFBIG, as ENOSPC would be)
+mkdir -p "$work/out5"
+fails_with "merge: file-size limit hit" "model.safetensors" \
+  sh -c "ulimit -f 128; exec '$tpx' merge --in '$work/r' --out '$work/out5'"
+no_final "$work/out5" "merge over the file-size limit"
+fails_with "shard: file-size limit hit" "rank-00000-of-00003" \
+  sh -c "ulimit -f 1; exec '$tpx' shard --weights '$s' --tp 3 --out '$work/out6'"
+no_final "$work/out6" "shard over the file-size limit"
+
+echo "$n checks, $fails failed"
+[ "$fails" -eq 0 ]
