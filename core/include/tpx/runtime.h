@@ -60,7 +60,7 @@
  * to decide what to do (sizes come from shapes and layouts).
  *
  * Not here: TP activation transitions and vocab-parallel math
- * (tpx/runtime_tp.h), the checkpoint reader (tpx/checkpoint.h). */
+ * (tpx/runtime_tp.h), the checkpoint reader itself (tpx/checkpoint.h). */
 #ifndef TPX_RUNTIME_H
 #define TPX_RUNTIME_H
 
@@ -184,6 +184,18 @@ TPX_API tpx_status tpx_runtime_param(const tpx_runtime *rt, int64_t param,
 TPX_API tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
                                           const void *full, tpx_dtype dtype,
                                           tpx_error *err);
+/* Read this rank's shard of every parameter from a Hugging Face
+ * safetensors checkpoint (`path`: a .safetensors file, its
+ * model.safetensors.index.json, or their directory) through the
+ * checkpoint reader (tpx/checkpoint.h): only this rank's bytes are read,
+ * converted from the stored dtype to the storage dtype (f32 masters get the
+ * f32 conversion). Every parameter must be stored (a tied alias through its
+ * target); shapes must match the model. Not collective. Every unit must be
+ * sharded (FSDP on): TPX_INVALID_ARGUMENT otherwise. Errors from the reader
+ * name the file and tensor at fault; on error the shards hold partial data. */
+TPX_API tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt,
+                                                const char *path,
+                                                tpx_error *err);
 /* Collective over the whole mesh: every rank gets the full parameter (from
  * the f32 masters) / full sharded gradient in `full` (global shape, dtype
  * f32, bf16 or f16). For tests and checkpoints; not a hot path. */

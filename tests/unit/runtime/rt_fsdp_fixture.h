@@ -28,36 +28,47 @@
     ck_assert_msg(st_ == TPX_OK, "%s", tpx_status_name(st_));                  \
   } while (0)
 
-static inline void rt_add(tpx_model *m, const char *mod, tpx_module_kind kind,
-                          const char *name, const int64_t *shape, int ndim) {
+static inline void rt_add_dt(tpx_model *m, const char *mod,
+                             tpx_module_kind kind, const char *name,
+                             const int64_t *shape, int ndim, tpx_dtype dt) {
   tpx_error e = {0};
   if (tpx_model_find_module(m, mod) < 0)
     ck_assert_int_eq(tpx_model_add_module(m, mod, kind, NULL, &e), TPX_OK);
-  ck_assert_msg(tpx_model_add_param(m, mod, name, shape, ndim, TPX_DTYPE_F32,
-                                    NULL, &e) == TPX_OK,
+  ck_assert_msg(tpx_model_add_param(m, mod, name, shape, ndim, dt, NULL, &e) ==
+                    TPX_OK,
                 "%s", e.message);
 }
 
-static inline tpx_model *rt_tiny_model(void) {
+static inline void rt_add(tpx_model *m, const char *mod, tpx_module_kind kind,
+                          const char *name, const int64_t *shape, int ndim) {
+  rt_add_dt(m, mod, kind, name, shape, ndim, TPX_DTYPE_F32);
+}
+
+/* The tiny model with every parameter in `dt`. */
+static inline tpx_model *rt_tiny_model_dt(tpx_dtype dt) {
   tpx_model *m = NULL;
   tpx_error e = {0};
   ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
   int64_t emb[2] = {7, 5}, w[2] = {6, 5}, b[1] = {6}, n[1] = {5};
-  rt_add(m, "emb", TPX_MODULE_EMBEDDING, "weight", emb, 2);
+  rt_add_dt(m, "emb", TPX_MODULE_EMBEDDING, "weight", emb, 2, dt);
   for (int l = 0; l < 2; l++) {
     char lin[64], norm[64];
     snprintf(lin, sizeof lin, "layers.%d.lin", l);
     snprintf(norm, sizeof norm, "layers.%d.norm", l);
-    rt_add(m, lin, TPX_MODULE_LINEAR, "weight", w, 2);
-    rt_add(m, lin, TPX_MODULE_LINEAR, "bias", b, 1);
-    rt_add(m, norm, TPX_MODULE_NORM, "weight", n, 1);
-    rt_add(m, norm, TPX_MODULE_NORM, "scale", NULL, 0);
+    rt_add_dt(m, lin, TPX_MODULE_LINEAR, "weight", w, 2, dt);
+    rt_add_dt(m, lin, TPX_MODULE_LINEAR, "bias", b, 1, dt);
+    rt_add_dt(m, norm, TPX_MODULE_NORM, "weight", n, 1, dt);
+    rt_add_dt(m, norm, TPX_MODULE_NORM, "scale", NULL, 0, dt);
   }
   ck_assert_int_eq(tpx_model_add_module(m, "head", TPX_MODULE_LINEAR, NULL, &e),
                    TPX_OK);
   ck_assert_msg(tpx_model_tie(m, "head.weight", "emb.weight", &e) == TPX_OK,
                 "%s", e.message);
   return m;
+}
+
+static inline tpx_model *rt_tiny_model(void) {
+  return rt_tiny_model_dt(TPX_DTYPE_F32);
 }
 
 static inline tpx_plan *rt_tiny_plan(int sp) {
