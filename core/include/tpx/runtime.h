@@ -34,11 +34,12 @@
  * Threads and overlap. With the `local` backend a comm thread owned by the
  * runtime runs every data-parallel collective (dp_shard, dp_replicate) in
  * issue order, so prefetched all-gathers overlap compute; tensor-parallel
- * collectives stay on the calling thread. With `mpi` and `nccl` every
- * collective runs synchronously on the calling thread (tpx_comm_create_mpi
- * asks MPI_THREAD_FUNNELED only) and a "prefetch" is an eager synchronous
- * all-gather: results are identical, there is just no overlap.
- * tpx_runtime_is_async says which applies.
+ * collectives stay on the calling thread. With `mpi` the same holds when
+ * the program initialised MPI with MPI_THREAD_MULTIPLE itself; otherwise
+ * (tpx_comm_create_mpi asks MPI_THREAD_FUNNELED only), and always with
+ * `nccl`, every collective runs synchronously on the calling thread and a
+ * "prefetch" is an eager synchronous all-gather: results are identical,
+ * there is just no overlap. tpx_runtime_is_async says which applies.
  *
  * A trainer's step (every rank runs the same calls in the same order):
  *

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_impl.h"
 #include "runtime/rt_internal.h"
 #include "shard/sharding_impl.h"
 
@@ -412,9 +413,12 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
     st = build(rt, err);
   }
   if (st == TPX_OK) {
+    /* A comm thread for the dp collectives: local threads always; mpi
+     * only under MPI_THREAD_MULTIPLE; nccl never (synchronous). */
+    const char *be = tpx_comm_backend(tpx_mesh_comm_world(mc));
     int threaded = o.async && rt->dps * rt->dpr > 1 &&
-                   strcmp(tpx_comm_backend(tpx_mesh_comm_world(mc)),
-                          "local") == 0;
+                   (strcmp(be, "local") == 0 ||
+                    (strcmp(be, "mpi") == 0 && tpx__mpi_thread_multiple()));
     st = tpx__rt_queue_start(&rt->queue, threaded, err);
   }
   if (st != TPX_OK) {

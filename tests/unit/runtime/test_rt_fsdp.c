@@ -13,9 +13,12 @@
  *    forward, nothing stays gathered after backward;
  *  - prefetch on a comm thread, synchronous prefetch and no prefetch give
  *    bit-identical parameters.
- * Built twice: on local threads (every case), and with RT_MPI defined as
+ * Built three times: on local threads (every case); with RT_MPI defined as
  * test_rt_fsdp_mpi, one rank per process (the cases whose world equals the
- * MPI world size; CK_NOFORK, since forking after MPI_Init is not allowed). */
+ * MPI world size; CK_NOFORK, since forking after MPI_Init is not allowed);
+ * and with RT_MPI_MULTIPLE too, where the test initialises MPI with
+ * MPI_THREAD_MULTIPLE so the runtime runs its dp collectives on a comm
+ * thread over MPI. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -178,6 +181,13 @@ static void ctx_free(ctx *x) {
   tpx_model_destroy(x->model);
 }
 
+#ifdef RT_MPI_MULTIPLE
+#include <mpi.h>
+static int mpi_multiple; /* MPI_THREAD_MULTIPLE was provided */
+#else
+enum { mpi_multiple = 0 };
+#endif
+
 #define R_OK(call)                                                             \
   do {                                                                         \
     tpx_error e_ = {0};                                                        \
@@ -215,10 +225,11 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   size_t nu = tpx_runtime_num_units(rt);
   ck_assert_int_eq(tpx_runtime_fsdp_enabled(rt), c->fsdp);
   ck_assert_uint_eq(nu, c->fsdp ? tpx_sharding_num_fsdp_units(x->sh) : 1);
-  /* a comm thread only on the local backend (mpi: FUNNELED, synchronous) */
+  /* a comm thread on the local backend, and on mpi under THREAD_MULTIPLE */
   ck_assert_int_eq(tpx_runtime_is_async(rt),
                    x->ro.async && c->dps * c->dpr > 1 &&
-                       strcmp(tpx_comm_backend(world), "local") == 0);
+                       (strcmp(tpx_comm_backend(world), "local") == 0 ||
+                        mpi_multiple));
 
   /* Layout and bytes. */
   int64_t padded_sum = 0;
@@ -498,6 +509,14 @@ static Suite *suite(void) {
 }
 
 int main(void) {
+#ifdef RT_MPI_MULTIPLE
+  int provided = 0;
+  MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+  mpi_multiple = provided == MPI_THREAD_MULTIPLE;
+  printf("MPI thread level %s: the runtime %s a comm thread\n",
+         mpi_multiple ? "MULTIPLE" : "below MULTIPLE",
+         mpi_multiple ? "uses" : "does not use");
+#endif
 #ifdef RT_MPI
   tpx_error e = {0};
   if (tpx_comm_create_mpi(NULL, &mpi_world, &e) != TPX_OK) {
@@ -515,7 +534,10 @@ int main(void) {
   int failed = srunner_ntests_failed(r);
   srunner_free(r);
 #ifdef RT_MPI
-  tpx_comm_destroy(mpi_world); /* finalizes MPI: tpx initialised it */
+  tpx_comm_destroy(mpi_world); /* finalizes MPI when tpx initialised it */
+#endif
+#ifdef RT_MPI_MULTIPLE
+  MPI_Finalize();
 #endif
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
