@@ -232,14 +232,22 @@ TPX_API tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
  * (HSDP), divide by the divide factor (dp_shard x dp_replicate), all-reduce
  * (sum) over tp the parameters replicated over tp whose gradient is
  * partial under sequence parallelism (grad_tp_allreduce), and ADD the result
- * into the sharded f32 gradients (accumulation across micro-batches). Frees
- * the unsharded gradients. Collective over dp and tp. With FSDP off: the
- * DDP all-reduce over the dp dims (if any) and the tp all-reduce, in place on
- * the gradients (call it once per step). TPX_INVALID_ARGUMENT when the unit
- * has no unsharded gradients (not unsharded in phase BACKWARD). */
+ * into the sharded f32 gradients (accumulation across micro-batches); then
+ * free the unsharded gradients. Collective over dp and tp.
+ * Overlap, as FSDP2: with a comm thread the call returns once the dp part is
+ * queued, and the reduction is finished (tp part, accumulation, free) at
+ * the next sync point — the next reduce_grads (one in flight at a time),
+ * unshard(BACKWARD) of a unit with one pending, wait, zero_grads,
+ * grad_norm, clip_grads, gather_grad, adamw_step. Read sharded_grad
+ * directly only after tpx_runtime_wait. Without a comm thread it completes
+ * before returning. With FSDP off: the DDP all-reduce over the dp dims (if
+ * any) and the tp all-reduce, in place on the gradients, synchronously
+ * (call it once per step). TPX_INVALID_ARGUMENT when the unit has no
+ * unreduced unsharded gradients (not unsharded in phase BACKWARD). */
 TPX_API tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
                                             tpx_error *err);
-/* Wait for every data-parallel collective in flight. */
+/* Wait for every data-parallel collective in flight and finish pending
+ * gradient reductions (collective when reductions are pending). */
 TPX_API tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err);
 /* Zero the sharded gradients (and any live unsharded gradients). Local. */
 TPX_API tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err);

@@ -438,6 +438,10 @@ void tpx_runtime_destroy(tpx_runtime *rt) {
       tpx__rt_free_unsharded(rt, un);
       tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, un->unsh_grad,
                    un->unsh_bytes);
+      tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, un->rstage,
+                   un->rflat_bytes * (size_t)rt->dps);
+      tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, un->rout,
+                   un->rflat_bytes);
     }
     tpx__rt_free(rt, TPX_RUNTIME_MEM_PARAMS, un->flat, un->flat_bytes);
     tpx__rt_free(rt, TPX_RUNTIME_MEM_PARAMS, un->master,

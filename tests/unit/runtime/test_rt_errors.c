@@ -193,7 +193,7 @@ static tpx_status bad_calls(one *o, tpx_mesh_comm *mc, tpx_error *err) {
   EXPECT(tpx_runtime_reshard(rt, nu + 3, TPX_RUNTIME_FORWARD, E_),
          TPX_OUT_OF_RANGE, "unit");
   EXPECT(tpx_runtime_reduce_grads(rt, 0, E_), TPX_INVALID_ARGUMENT,
-         "no unsharded gradients");
+         "no unreduced unsharded gradients");
   /* Unsharded: loading and stepping are refused; resharding with
    * unreduced gradients too. */
   OK(tpx_runtime_unshard(rt, 0, TPX_RUNTIME_BACKWARD, E_));
