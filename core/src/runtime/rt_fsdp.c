@@ -38,6 +38,18 @@ static tpx_status check_unit(const tpx_runtime *rt, size_t unit,
   return TPX_OK;
 }
 
+static tpx_status check_phase_call(const tpx_runtime *rt, size_t unit,
+                                   tpx_runtime_phase phase, const char *what,
+                                   tpx_error *err) {
+  tpx_status st = check_unit(rt, unit, what, err);
+  if (st == TPX_OK && phase != TPX_RUNTIME_FORWARD &&
+      phase != TPX_RUNTIME_BACKWARD)
+    st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                       "%s: phase %d is neither forward nor backward", what,
+                       (int)phase);
+  return st;
+}
+
 /* ---- all-gather ---- */
 
 static tpx_status gather_job(void *arg, tpx_error *err) {
@@ -138,14 +150,9 @@ static tpx_status gather_unit(tpx_runtime *rt, size_t unit, tpx_error *err) {
 
 tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
                                tpx_runtime_phase phase, tpx_error *err) {
-  tpx_status st = check_unit(rt, unit, "tpx_runtime_unshard", err);
-  if (st != TPX_OK) return st;
-  if (phase != TPX_RUNTIME_FORWARD && phase != TPX_RUNTIME_BACKWARD)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_runtime_unshard: phase %d is neither forward "
-                         "nor backward",
-                         (int)phase);
-  if (!rt->fsdp) return TPX_OK;
+  tpx_status st =
+      check_phase_call(rt, unit, phase, "tpx_runtime_unshard", err);
+  if (st != TPX_OK || !rt->fsdp) return st;
   tpx__rt_unit *u = &rt->units[unit];
   st = gather_unit(rt, unit, err);
   if (st == TPX_OK) st = finish_gather(rt, unit, err);
@@ -175,14 +182,9 @@ tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
 
 tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
                                tpx_runtime_phase phase, tpx_error *err) {
-  tpx_status st = check_unit(rt, unit, "tpx_runtime_reshard", err);
-  if (st != TPX_OK) return st;
-  if (phase != TPX_RUNTIME_FORWARD && phase != TPX_RUNTIME_BACKWARD)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_runtime_reshard: phase %d is neither forward "
-                         "nor backward",
-                         (int)phase);
-  if (!rt->fsdp) return TPX_OK;
+  tpx_status st =
+      check_phase_call(rt, unit, phase, "tpx_runtime_reshard", err);
+  if (st != TPX_OK || !rt->fsdp) return st;
   tpx__rt_unit *u = &rt->units[unit];
   st = finish_gather(rt, unit, err);
   if (st != TPX_OK) return st;

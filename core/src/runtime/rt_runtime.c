@@ -7,6 +7,7 @@
 
 #include "comm/comm_impl.h"
 #include "runtime/rt_internal.h"
+#include "runtime/tp_internal.h"
 #include "shard/sharding_impl.h"
 
 /* Offsets are aligned to the element size only, so a unit of one dtype has
@@ -88,21 +89,6 @@ tpx__rt_param *tpx__rt_lookup(const tpx_runtime *rt, int64_t param,
 }
 
 /* ---- create ---- */
-
-static tpx_status check_meshes(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                               tpx_error *err) {
-  const tpx_mesh *a = tpx_sharding_mesh(sh), *b = tpx_mesh_comm_mesh(mc);
-  int same = a && b && tpx_mesh_ndim(a) == tpx_mesh_ndim(b);
-  for (int d = 0; same && d < tpx_mesh_ndim(a); d++)
-    same = tpx_mesh_dim_size(a, d) == tpx_mesh_dim_size(b, d) &&
-           strcmp(tpx_mesh_dim_name(a, d), tpx_mesh_dim_name(b, d)) == 0;
-  if (!same)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_runtime_create: the mesh comm's mesh differs "
-                         "from the sharding's mesh (dims and sizes must "
-                         "match)");
-  return TPX_OK;
-}
 
 /* Fill one parameter's shapes, dtypes and slices (offsets come later). */
 static tpx_status describe_param(tpx_runtime *rt, int64_t index,
@@ -360,11 +346,7 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_create: out is NULL");
   *out = NULL;
-  if (!sh || !mc)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_runtime_create: %s is NULL",
-                         !sh ? "sharding" : "mesh comm");
-  tpx_status st = check_meshes(sh, mc, err);
+  tpx_status st = tpx__tp_check_comm(sh, mc, "tpx_runtime_create", err);
   if (st != TPX_OK) return st;
   tpx_runtime_options o = TPX_RUNTIME_OPTIONS_INIT;
   if (opts) {
