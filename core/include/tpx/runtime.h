@@ -95,10 +95,16 @@ typedef struct tpx_runtime_options {
   /* Gradients are divided by this after the data-parallel reduction; 0
    * (default) = dp_shard x dp_replicate, as FSDP2 does. */
   double grad_divide_factor;
+  /* 1 (default): keep the buffers freed by reshard / reduce_grads for
+   * reuse by the next unshard / reduce of the same size (a caching
+   * allocator, as torch's: no page faults every step); they are released
+   * at destroy. tpx_runtime_allocated_bytes counts buffers in use only;
+   * tpx_runtime_cached_bytes the cached ones. 0: free them at once. */
+  int cache_buffers;
 } tpx_runtime_options;
 
 #define TPX_RUNTIME_OPTIONS_INIT                                               \
-  { sizeof(tpx_runtime_options), 1, 1, TPX_DTYPE_INVALID, 0.0 }
+  { sizeof(tpx_runtime_options), 1, 1, TPX_DTYPE_INVALID, 0.0, 1 }
 
 /* Which pass an unshard / reshard belongs to. */
 typedef enum tpx_runtime_phase {
@@ -309,6 +315,9 @@ TPX_API int64_t tpx_runtime_allocated_bytes(const tpx_runtime *rt,
 /* High-water mark of the same since create. */
 TPX_API int64_t tpx_runtime_peak_bytes(const tpx_runtime *rt,
                                        tpx_runtime_mem_kind kind);
+/* Bytes freed but kept for reuse (tpx_runtime_options.cache_buffers);
+ * -1 for NULL. Not part of any kind above. */
+TPX_API int64_t tpx_runtime_cached_bytes(const tpx_runtime *rt);
 
 TPX_END_DECLS
 

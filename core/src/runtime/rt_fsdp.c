@@ -104,11 +104,12 @@ void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u) {
 static tpx_status start_gather(tpx_runtime *rt, size_t unit,
                                tpx_error *err) {
   tpx__rt_unit *u = &rt->units[unit];
-  u->unsh = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GATHER, u->unsh_bytes);
-  u->stage = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GATHER,
-                           u->cflat_bytes * (size_t)rt->dps);
+  /* Each is overwritten entirely by the gather job. */
+  u->unsh = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER, u->unsh_bytes, 0);
+  u->stage = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER,
+                               u->cflat_bytes * (size_t)rt->dps, 0);
   if (u->cast_send)
-    u->send = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GATHER, u->cflat_bytes);
+    u->send = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER, u->cflat_bytes, 0);
   if (!u->unsh || !u->stage || (u->cast_send && !u->send)) {
     tpx__rt_free_unsharded(rt, u);
     return tpx_error_set(err, TPX_NO_MEMORY,
@@ -225,11 +226,15 @@ static tpx_status reduce_job(void *arg, tpx_error *err) {
       int64_t off, len;
       block_rows(rt, p, b, &off, &len);
       size_t crow = (size_t)p->row_numel * tpx_dtype_size(p->compute);
+      size_t n = (size_t)(len * p->row_numel);
       if (len > 0)
         tpx__rt_convert(blk + p->rflat_off, u->reduce,
                         (const unsigned char *)u->unsh_grad + p->unsh_off +
                             (size_t)off * crow,
-                        p->compute, (size_t)(len * p->row_numel));
+                        p->compute, n);
+      if ((size_t)p->padded > n) /* FSDP2's padding reduces as zeros */
+        memset(blk + p->rflat_off + n * rsz, 0,
+               ((size_t)p->padded - n) * rsz);
     }
   }
   size_t count = u->rflat_bytes / rsz;
@@ -340,9 +345,11 @@ tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
   /* At most one reduction in flight, as FSDP2: finish the previous one. */
   st = tpx__rt_finish_reduces(rt, err);
   if (st != TPX_OK) return st;
-  u->rstage = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
-                            u->rflat_bytes * (size_t)rt->dps);
-  u->rout = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rflat_bytes);
+  /* Overwritten entirely by the reduce job (padding included). */
+  u->rstage = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
+                                u->rflat_bytes * (size_t)rt->dps, 0);
+  u->rout = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
+                              u->rflat_bytes, 0);
   if (!u->rstage || !u->rout) {
     tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rstage,
                  u->rflat_bytes * (size_t)rt->dps);

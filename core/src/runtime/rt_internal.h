@@ -147,10 +147,24 @@ struct tpx_runtime {
   tpx__rt_queue queue;
   int64_t cur[TPX_RUNTIME_MEM_TOTAL + 1];
   int64_t peak[TPX_RUNTIME_MEM_TOTAL + 1];
+  /* Freed transient buffers kept for reuse (cache_buffers). */
+  struct tpx__rt_block {
+    void *p;
+    size_t bytes;
+  } *cache;
+  size_t ncache, cache_cap;
+  int64_t cached_bytes;
 };
 
-/* calloc / free with byte accounting (compute thread only). NULL on OOM. */
+/* calloc / free with byte accounting (compute thread only). NULL on OOM.
+ * GATHER and UNSHARDED_GRADS buffers go through the cache when
+ * cache_buffers is on: free keeps them, alloc reuses one of the same size
+ * (zeroed again). */
 void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind, size_t bytes);
+/* The same; zero = 0 leaves a reused buffer's contents as they were (for
+ * buffers the caller overwrites entirely). */
+void *tpx__rt_alloc_raw(tpx_runtime *rt, tpx_runtime_mem_kind kind,
+                        size_t bytes, int zero);
 void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
                   size_t bytes);
 /* The communicator of mesh dim `dim` (NULL when the mesh has none). */

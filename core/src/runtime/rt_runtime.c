@@ -14,9 +14,29 @@
  * no bytes beyond its padded numels. */
 static size_t align_to(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+static int cached_kind(const tpx_runtime *rt, tpx_runtime_mem_kind kind) {
+  return rt->opts.cache_buffers && (kind == TPX_RUNTIME_MEM_GATHER ||
+                                    kind == TPX_RUNTIME_MEM_UNSHARDED_GRADS);
+}
+
 void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind,
                     size_t bytes) {
-  void *p = calloc(1, bytes ? bytes : 1);
+  return tpx__rt_alloc_raw(rt, kind, bytes, 1);
+}
+
+void *tpx__rt_alloc_raw(tpx_runtime *rt, tpx_runtime_mem_kind kind,
+                        size_t bytes, int zero) {
+  void *p = NULL;
+  if (cached_kind(rt, kind))
+    for (size_t i = rt->ncache; i-- > 0;)
+      if (rt->cache[i].bytes == bytes) {
+        p = rt->cache[i].p;
+        rt->cache[i] = rt->cache[--rt->ncache];
+        rt->cached_bytes -= (int64_t)bytes;
+        if (zero) memset(p, 0, bytes);
+        break;
+      }
+  if (!p) p = calloc(1, bytes ? bytes : 1);
   if (!p) return NULL;
   rt->cur[kind] += (int64_t)bytes;
   rt->cur[TPX_RUNTIME_MEM_TOTAL] += (int64_t)bytes;
@@ -29,9 +49,33 @@ void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind,
 void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
                   size_t bytes) {
   if (!p) return;
-  free(p);
   rt->cur[kind] -= (int64_t)bytes;
   rt->cur[TPX_RUNTIME_MEM_TOTAL] -= (int64_t)bytes;
+  if (cached_kind(rt, kind)) {
+    if (rt->ncache == rt->cache_cap) {
+      size_t cap = rt->cache_cap ? 2 * rt->cache_cap : 16;
+      struct tpx__rt_block *c = realloc(rt->cache, cap * sizeof *c);
+      if (c) {
+        rt->cache = c;
+        rt->cache_cap = cap;
+      }
+    }
+    if (rt->ncache < rt->cache_cap) {
+      rt->cache[rt->ncache].p = p;
+      rt->cache[rt->ncache++].bytes = bytes;
+      rt->cached_bytes += (int64_t)bytes;
+      return;
+    }
+  }
+  free(p);
+}
+
+static void release_cache(tpx_runtime *rt) {
+  for (size_t i = 0; i < rt->ncache; i++) free(rt->cache[i].p);
+  free(rt->cache);
+  rt->cache = NULL;
+  rt->ncache = rt->cache_cap = 0;
+  rt->cached_bytes = 0;
 }
 
 tpx_comm *tpx__rt_dim_comm(const tpx_runtime *rt, int dim) {
@@ -435,6 +479,7 @@ void tpx_runtime_destroy(tpx_runtime *rt) {
     tpx__rt_free(rt, TPX_RUNTIME_MEM_OPTIMIZER, un->exp_avg_sq,
                  (size_t)un->grad_numel * sizeof(float));
   }
+  release_cache(rt);
   free(rt->units);
   free(rt->params);
   free(rt->param_slot);
@@ -519,4 +564,8 @@ int64_t tpx_runtime_peak_bytes(const tpx_runtime *rt,
                                tpx_runtime_mem_kind kind) {
   if (!rt || (int)kind < 0 || kind > TPX_RUNTIME_MEM_TOTAL) return -1;
   return rt->peak[kind];
+}
+
+int64_t tpx_runtime_cached_bytes(const tpx_runtime *rt) {
+  return rt ? rt->cached_bytes : -1;
 }

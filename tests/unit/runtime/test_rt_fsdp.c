@@ -435,7 +435,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                                     E_));
       int64_t bad = -1;
       for (int64_t i = 0; i < x->numel[p] && bad < 0; i++)
-        if (!(fabs(full[p][i] - ref[p][i]) <= 1e-7)) bad = i;
+        if (full[p][i] != ref[p][i]) bad = i; /* bit-identical */
       ck_assert_msg(bad < 0, "rank %lld step %lld param %zu[%lld] %.9g vs %.9g",
                     (long long)rank, (long long)step, p, (long long)bad,
                     bad < 0 ? 0.0 : full[p][bad], bad < 0 ? 0.0 : ref[p][bad]);
