@@ -47,10 +47,12 @@
  *
  * Collective: a call that communicates is collective over the tp group of
  * the calling rank: every rank of the group calls it with the same module,
- * side, index, direction and logical shape. Argument errors that depend only
- * on those (shapes, module, dtype) are detected identically on every rank
- * before any communication; ids / targets are replicated over tp, so their
- * range errors are too.
+ * side, index, direction and logical shape. Every check runs before any
+ * communication. Errors in what the group shares (module, logical shape,
+ * dtype, ids / targets, which are replicated over tp) are found identically
+ * on every rank; a rank whose own buffer has the wrong local shape fails
+ * alone, and the other ranks then wait in the collective, as with any
+ * collective misuse (no extra collective is spent agreeing on errors).
  *
  * Not here: parameters, FSDP, grad norm (tpx/runtime.h, branch rt-fsdp). */
 #ifndef TPX_RUNTIME_TP_H
@@ -255,7 +257,10 @@ TPX_API tpx_status tpx_tp_vocab_range(const tpx_sharding *sh, int64_t rank,
  * logits: local [.., V_local] (V_local = the tpx_tp_vocab_range length), f32
  * or bf16. targets: [..] (logits' shape without the last dim), int32 or
  * int64, replicated over tp, each in [0, V) or ignore_index. logprobs: [..]
- * f32, the same on every tp rank. Collective over tp (3 all-reduces). */
+ * f32, the same on every tp rank. Collective over tp (2 all-reduces).
+ * Targets are explicit per position: seed 004 takes the unshifted input ids,
+ * rolls them by -1 and drops the last position, i.e. it equals this call
+ * on logits[:, :-1] with targets input_ids[:, 1:]. */
 TPX_API tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                    const tpx_tp_loss_options *opts,
                                    const tpx_tensor *logits,
@@ -273,13 +278,15 @@ TPX_API tpx_status tpx_tp_logprobs_backward(
     const tpx_tensor *grad_logprobs, tpx_tensor *grad_logits, tpx_error *err);
 
 /* Cross-entropy as sums, for callers that average over more than this
- * rank's positions (e.g. positions split over data-parallel ranks: all-reduce
- * loss_sum and count over dp, divide): *loss_sum = sum over the positions
- * whose target is not ignore_index of -logprob (f64), *count = their number
- * (identical on every tp rank). When grad_logits is not NULL it receives
- * grad_scale * d(loss_sum)/d(logits) = grad_scale * (softmax - onehot) on
- * counted rows, 0 on ignored rows (overwritten; shape and dtype rules of
- * tpx_tp_logprobs_backward). loss_sum / count may be NULL. */
+ * rank's positions (e.g. positions split over data-parallel ranks:
+ * all-reduce loss_sum and count over dp, divide): *loss_sum = sum over the
+ * positions whose target is not ignore_index of -logprob (f64), *count =
+ * their number (identical on every tp rank). When grad_logits is not NULL
+ * it receives grad_scale * d(loss_sum)/d(logits) = grad_scale * (softmax -
+ * onehot) on counted rows, 0 on ignored rows (overwritten; shape and dtype
+ * rules of tpx_tp_logprobs_backward). loss_sum / count may be NULL. One
+ * pass over the logits for the statistics, one for the gradient; 2
+ * all-reduces over tp. */
 TPX_API tpx_status tpx_tp_cross_entropy(const tpx_sharding *sh,
                                         tpx_mesh_comm *mc,
                                         const tpx_tp_loss_options *opts,

@@ -149,36 +149,110 @@ static tpx_status setup(const tpx_sharding *sh, tpx_mesh_comm *mc,
   return TPX_OK;
 }
 
+/* exp(x) in f32 without a libm call, so the row loops vectorise: x =
+ * n ln2 + r with |r| <= ln2/2 (n rounded with the 1.5 * 2^23 trick), e^r by
+ * its Taylor series to r^7 (truncation error < 6e-9 relative), times 2^n
+ * built in the exponent bits. Only x <= 0 occurs here (logit - row max);
+ * x is raised to -100 first (-inf: no NaN), and 2^n for n < -126 is
+ * flushed to 0 with integer ops, so no branch remains. */
+static inline float exp_f32(float x) {
+  x = fmaxf(x, -100.0f);
+  const float shifter = 12582912.0f; /* 1.5 * 2^23 */
+  float t = x * 1.44269504088896341f + shifter;
+  int32_t tb, sb;
+  memcpy(&tb, &t, 4);
+  memcpy(&sb, &shifter, 4);
+  float n = t - shifter;
+  float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t e = tb - sb + 127;
+  e &= ~(e >> 31); /* max(e, 0): 2^n below the normal range -> 0 */
+  e <<= 23;
+  float scale;
+  memcpy(&scale, &e, 4);
+  return p * scale;
+}
+
+/* Blocks of 8 lanes: straight-line code the compiler vectorises at -O2. */
+#define LANES 8
+
+/* sum_j exp(z[j] - m), lanes summed per block in f32, blocks in f64. */
+static double sum_exp(const float *z, int64_t len, float m) {
+  double s = 0;
+  int64_t j = 0;
+  for (; j + LANES <= len; j += LANES) {
+    float v[LANES];
+    for (int l = 0; l < LANES; l++) v[l] = exp_f32(z[j + l] - m);
+    float a = (v[0] + v[4]) + (v[1] + v[5]), b = (v[2] + v[6]) + (v[3] + v[7]);
+    s += (double)(a + b);
+  }
+  for (; j < len; j++) s += (double)exp_f32(z[j] - m);
+  return s;
+}
+
+/* o[j] = k * exp(z[j] - m); o may alias z. */
+static void scaled_exp(const float *z, int64_t len, float m, float k,
+                       float *o) {
+  int64_t j = 0;
+  for (; j + LANES <= len; j += LANES) {
+    float v[LANES];
+    for (int l = 0; l < LANES; l++) v[l] = k * exp_f32(z[j + l] - m);
+    memcpy(o + j, v, sizeof v);
+  }
+  for (; j < len; j++) o[j] = k * exp_f32(z[j] - m);
+}
+
+static float row_max(const float *z, int64_t len) {
+  float v[LANES];
+  for (int l = 0; l < LANES; l++) v[l] = -INFINITY;
+  int64_t j = 0;
+  for (; j + LANES <= len; j += LANES)
+    for (int l = 0; l < LANES; l++) v[l] = z[j + l] > v[l] ? z[j + l] : v[l];
+  float m = -INFINITY;
+  for (int l = 0; l < LANES; l++) m = v[l] > m ? v[l] : m;
+  for (; j < len; j++) m = z[j] > m ? z[j] : m;
+  return m;
+}
+
+/* Row i of the logits as f32: a pointer into the buffer, or `scratch`
+ * (len floats) filled from bf16. */
+static const float *row_f32(const tpx_tensor *t, int64_t i, int64_t len,
+                            float *scratch) {
+  if (t->dtype == TPX_DTYPE_F32) return (const float *)t->data + i * len;
+  for (int64_t j = 0; j < len; j++)
+    scratch[j] = tpx__tp_read_f(t->data, t->dtype, i * len + j);
+  return scratch;
+}
+
 /* mx[rows] (f32), se[2 * rows] (f64: sumexp, then target logit). The
  * target part is filled only when want_tgt. Collective over tp. */
 static tpx_status stats(const loss_ctx *c, const tpx_tp_loss_options *opts,
                         const tpx_tensor *logits, const tpx_tensor *targets,
-                        float *mx, double *se, int want_tgt, tpx_error *err) {
+                        float *mx, double *se, float *scratch, int want_tgt,
+                        tpx_error *err) {
   int64_t rows = c->rows, len = c->len;
   for (int64_t i = 0; i < rows; i++) {
-    float m = -INFINITY;
-    for (int64_t j = 0; j < len; j++) {
-      float z = tpx__tp_read_f(logits->data, logits->dtype, i * len + j);
-      if (z > m) m = z;
-    }
-    mx[i] = m;
+    const float *z = row_f32(logits, i, len, scratch);
+    mx[i] = row_max(z, len);
   }
   if (c->tp && rows)
     TPX__TRY(tpx_comm_all_reduce(c->tp, mx, mx, (size_t)rows, TPX_DTYPE_F32,
                                  TPX_REDUCE_MAX, err));
   for (int64_t i = 0; i < rows; i++) {
-    double s = 0;
-    for (int64_t j = 0; j < len; j++)
-      s += exp((double)tpx__tp_read_f(logits->data, logits->dtype,
-                                      i * len + j) -
-               (double)mx[i]);
-    se[i] = s;
+    const float *z = row_f32(logits, i, len, scratch);
+    se[i] = sum_exp(z, len, mx[i]);
     se[rows + i] = 0;
     int64_t t = tpx__tp_read_index(targets, i);
     if (want_tgt && t != opts->ignore_index && t >= c->off &&
         t < c->off + len)
-      se[rows + i] =
-          tpx__tp_read_f(logits->data, logits->dtype, i * len + t - c->off);
+      se[rows + i] = z[t - c->off];
   }
   size_t n = (size_t)rows * (want_tgt ? 2 : 1);
   if (c->tp && rows)
@@ -187,40 +261,61 @@ static tpx_status stats(const loss_ctx *c, const tpx_tp_loss_options *opts,
   return TPX_OK;
 }
 
-static tpx_status alloc_stats(const loss_ctx *c, float **mx, double **se,
-                              tpx_error *err) {
+/* Row statistics (stats()) in buffers the caller frees with free_stats,
+ * whatever the result. */
+typedef struct row_buf {
+  float *mx;
+  double *se;
+  float *scratch; /* one row, for bf16 logits / grads */
+} row_buf;
+
+static void free_stats(row_buf *b) {
+  free(b->mx);
+  free(b->se);
+  free(b->scratch);
+}
+
+static tpx_status row_stats(const loss_ctx *c, const tpx_tp_loss_options *opts,
+                            const tpx_tensor *logits,
+                            const tpx_tensor *targets, int want_tgt,
+                            row_buf *b, tpx_error *err) {
   size_t r = (size_t)(c->rows ? c->rows : 1);
-  *mx = malloc(r * sizeof **mx);
-  *se = malloc(2 * r * sizeof **se);
-  if (!*mx || !*se) {
-    free(*mx);
-    free(*se);
+  b->mx = calloc(r, sizeof *b->mx);
+  b->se = calloc(2 * r, sizeof *b->se);
+  b->scratch = calloc((size_t)(c->len ? c->len : 1), sizeof *b->scratch);
+  if (!b->mx || !b->se || !b->scratch)
     return tpx_error_set(err, TPX_NO_MEMORY, "%s: row statistics for %zu "
                          "positions", c->what, r);
-  }
-  return TPX_OK;
+  return stats(c, opts, logits, targets, b->mx, b->se, b->scratch, want_tgt,
+               err);
 }
 
 /* grad[i, j] = g_i * (p_ij - onehot_ij) for counted rows (sign = +1:
  * cross-entropy) or g_i * (onehot_ij - p_ij) (sign = -1: log-prob). */
 static void write_grad(const loss_ctx *c, const tpx_tp_loss_options *opts,
                        const tpx_tensor *logits, const tpx_tensor *targets,
-                       const float *mx, const double *se, const float *gi,
-                       double scale, double sign, tpx_tensor *grad) {
+                       row_buf *b, const float *gi, double scale, double sign,
+                       tpx_tensor *grad) {
   int64_t len = c->len;
+  int direct = grad->dtype == TPX_DTYPE_F32;
   for (int64_t i = 0; i < c->rows; i++) {
     int64_t t = tpx__tp_read_index(targets, i);
-    double g = (gi ? (double)gi[i] : 1.0) * scale * sign;
-    int ignored = t == opts->ignore_index;
-    for (int64_t j = 0; j < len; j++) {
-      double v = 0;
-      if (!ignored) {
-        double z = tpx__tp_read_f(logits->data, logits->dtype, i * len + j);
-        double p = exp(z - (double)mx[i]) / se[i];
-        v = g * (p - (t == c->off + j ? 1.0 : 0.0));
-      }
-      tpx__tp_write_f(grad->data, grad->dtype, i * len + j, (float)v);
+    float *out = direct ? (float *)grad->data + i * len : NULL;
+    if (t == opts->ignore_index) {
+      for (int64_t j = 0; j < len; j++)
+        tpx__tp_write_f(grad->data, grad->dtype, i * len + j, 0.0f);
+      continue;
     }
+    const float *z = row_f32(logits, i, len, b->scratch);
+    float m = b->mx[i];
+    float k = (float)((gi ? (double)gi[i] : 1.0) * scale * sign / b->se[i]);
+    float *o = out ? out : b->scratch; /* bf16: z was read into scratch */
+    scaled_exp(z, len, m, k, o);
+    if (t >= c->off && t < c->off + len)
+      o[t - c->off] -= (float)((gi ? (double)gi[i] : 1.0) * scale * sign);
+    if (!out)
+      for (int64_t j = 0; j < len; j++)
+        tpx__tp_write_f(grad->data, grad->dtype, i * len + j, o[j]);
   }
 }
 
@@ -239,17 +334,14 @@ tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          c.what);
   TPX__TRY(setup(sh, mc, opts, logits, targets, NULL, NULL, logprobs,
                  "logprobs", 1, &c, err));
-  float *mx;
-  double *se;
-  TPX__TRY(alloc_stats(&c, &mx, &se, err));
-  tpx_status st = stats(&c, opts, logits, targets, mx, se, 1, err);
+  row_buf rb = {0};
+  tpx_status st = row_stats(&c, opts, logits, targets, 1, &rb, err);
   for (int64_t i = 0; st == TPX_OK && i < c.rows; i++) {
     int ignored = tpx__tp_read_index(targets, i) == opts->ignore_index;
     ((float *)logprobs->data)[i] =
-        ignored ? 0.0f : (float)logprob_of(mx, se, c.rows, i);
+        ignored ? 0.0f : (float)logprob_of(rb.mx, rb.se, c.rows, i);
   }
-  free(mx);
-  free(se);
+  free_stats(&rb);
   return st;
 }
 
@@ -265,15 +357,12 @@ tpx_status tpx_tp_logprobs_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          !grad_logprobs ? "grad_logprobs" : "grad_logits");
   TPX__TRY(setup(sh, mc, opts, logits, targets, grad_logits, "grad_logits",
                  grad_logprobs, "grad_logprobs", 1, &c, err));
-  float *mx;
-  double *se;
-  TPX__TRY(alloc_stats(&c, &mx, &se, err));
-  tpx_status st = stats(&c, opts, logits, targets, mx, se, 0, err);
+  row_buf rb = {0};
+  tpx_status st = row_stats(&c, opts, logits, targets, 0, &rb, err);
   if (st == TPX_OK)
-    write_grad(&c, opts, logits, targets, mx, se, grad_logprobs->data, 1.0,
+    write_grad(&c, opts, logits, targets, &rb, grad_logprobs->data, 1.0,
                -1.0, grad_logits);
-  free(mx);
-  free(se);
+  free_stats(&rb);
   return st;
 }
 
@@ -286,22 +375,19 @@ tpx_status tpx_tp_cross_entropy(const tpx_sharding *sh, tpx_mesh_comm *mc,
   loss_ctx c = {.what = "tpx_tp_cross_entropy"};
   TPX__TRY(setup(sh, mc, opts, logits, targets, grad_logits, "grad_logits",
                  NULL, NULL, 0, &c, err));
-  float *mx;
-  double *se;
-  TPX__TRY(alloc_stats(&c, &mx, &se, err));
-  tpx_status st = stats(&c, opts, logits, targets, mx, se, 1, err);
+  row_buf rb = {0};
+  tpx_status st = row_stats(&c, opts, logits, targets, 1, &rb, err);
   double sum = 0;
   int64_t n = 0;
   for (int64_t i = 0; st == TPX_OK && i < c.rows; i++) {
     if (tpx__tp_read_index(targets, i) == opts->ignore_index) continue;
-    sum -= logprob_of(mx, se, c.rows, i);
+    sum -= logprob_of(rb.mx, rb.se, c.rows, i);
     n++;
   }
   if (st == TPX_OK && grad_logits)
-    write_grad(&c, opts, logits, targets, mx, se, NULL, grad_scale, 1.0,
+    write_grad(&c, opts, logits, targets, &rb, NULL, grad_scale, 1.0,
                grad_logits);
-  free(mx);
-  free(se);
+  free_stats(&rb);
   if (st != TPX_OK) return st;
   if (loss_sum) *loss_sum = sum;
   if (count) *count = n;

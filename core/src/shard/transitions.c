@@ -144,15 +144,23 @@ static void do_sequence(const tpx_style *s, tpx__transition_set *set) {
   }
 }
 
+/* use_local_output matters for an input gathered to Replicate: with it the
+ * module computes on a plain tensor, so the gradient comes back as a plain
+ * (Replicate) tensor and the gather's dual is a local chunk; without it the
+ * DTensor reaches TP-sharded children whose input grads are Partial
+ * (reduce-scatter). */
 static void do_prepare(const tpx_layout_list *have,
                        const tpx_layout_list *want, tpx_transition_side side,
-                       tpx__transition_set *set) {
+                       int use_local_output, tpx__transition_set *set) {
   for (int32_t i = 0; i < have->count && i < TPX_STYLE_MAX_LAYOUTS; i++) {
     int none = have->is_none[i];
     tpx_placement from = have->items[i];
     tpx_placement to = from;
     if (!none && i < want->count && !want->is_none[i]) to = want->items[i];
     tpx__transition_rec *r = push(set, side, (int)i, from, to);
+    if (r && !none && side == TPX_TRANSITION_INPUT && use_local_output &&
+        is_shard(from) && to.kind == TPX_REPLICATE)
+      snprintf(r->bwd, sizeof r->bwd, "chunk(dim=%d)", (int)from.dim);
     if (r && none) {
       r->view.from_is_none = 1;
       snprintf(r->fwd, sizeof r->fwd, "none");
@@ -182,11 +190,11 @@ void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,
     break;
   case TPX_STYLE_PREPARE_MODULE_INPUT:
     do_prepare(&style->input_layouts, &style->desired_input_layouts,
-               TPX_TRANSITION_INPUT, out);
+               TPX_TRANSITION_INPUT, style->use_local_output, out);
     break;
   case TPX_STYLE_PREPARE_MODULE_OUTPUT:
     do_prepare(&style->output_layouts, &style->desired_output_layouts,
-               TPX_TRANSITION_OUTPUT, out);
+               TPX_TRANSITION_OUTPUT, style->use_local_output, out);
     break;
   default:
     break;

@@ -43,4 +43,11 @@ tpx_status case_embedding(tpx_comm *world, void *arg, tpx_error *err);
  * the arg, logits sharded by tpx_tp_vocab_range). */
 tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err);
 
+/* model.embed_tokens -> model.norm (elementwise weight) -> lm_head -> mean
+ * cross-entropy, forward and backward through the sharding's embedding,
+ * transitions (DTensor arrivals as the plan makes them) and vocab-parallel
+ * loss, against a single-rank reference: the loss and the gradients of the
+ * embedding, lm_head and norm weights. */
+tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err);
+
 #endif

@@ -40,23 +40,31 @@ static inline tpx_model *rt_model(int64_t vocab) {
   return m;
 }
 
-/* The llama plugin's plan for LlamaForCausalLM (sp on / off) at tp. */
-static inline tpx_plan *rt_llama_plan(const tpx_model *m, int sp, int64_t tp) {
+/* Plugin `family`'s plan for architecture `arch` (sp on / off) at tp. */
+static inline tpx_plan *rt_plugin_plan(const char *family, const char *arch,
+                                       const tpx_model *m, int sp,
+                                       int64_t tp) {
   const char *build = getenv("TPX_BUILD_DIR");
   ck_assert_msg(build != NULL, "TPX_BUILD_DIR is not set");
   char path[1024];
-  snprintf(path, sizeof path, "%s/plugins/llama/libtpx_llama.so", build);
+  snprintf(path, sizeof path, "%s/plugins/%s/libtpx_%s.so", build, family,
+           family);
   tpx_registry *reg = NULL;
   tpx_error e = {0};
   ck_assert_int_eq(tpx_registry_create(&reg, &e), TPX_OK);
   ck_assert_msg(tpx_registry_load_file(reg, path, &e) == TPX_OK, "%s: %s",
                 path, e.message);
   tpx_plan *p = NULL;
-  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, "LlamaForCausalLM", NULL, sp,
-                                      tp, &p, &e) == TPX_OK,
-                "llama plan: %s", e.message);
+  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, arch, NULL, sp, tp, &p,
+                                      &e) == TPX_OK,
+                "%s plan: %s", arch, e.message);
   tpx_registry_destroy(reg);
   return p;
+}
+
+/* The llama plugin's plan for LlamaForCausalLM (sp on / off) at tp. */
+static inline tpx_plan *rt_llama_plan(const tpx_model *m, int sp, int64_t tp) {
+  return rt_plugin_plan("llama", "LlamaForCausalLM", m, sp, tp);
 }
 
 static inline tpx_plan *rt_plan_json(const char *json) {
@@ -118,16 +126,58 @@ static const char rt_sp_norm_plan[] =
     " \"output_layouts\": [\"shard(1)\"], \"use_local_output\": false}"
     "]}";
 
-/* Sharding on mesh (dp_replicate, dp_shard, tp) with FSDP off. */
-static inline tpx_sharding *rt_shard(const tpx_model *m, const tpx_plan *p,
-                                     tpx_mesh **mesh_out, int64_t dp,
-                                     int64_t tp) {
-  tpx_mesh *mesh = fx_mesh(1, dp, tp);
+/* A model, a plan and their sharding on mesh (dp_replicate 1, dp_shard dp,
+ * tp), FSDP off; owns all four. */
+typedef struct rt_world {
+  tpx_model *m;
+  tpx_plan *p;
+  tpx_mesh *mesh;
+  tpx_sharding *sh;
+} rt_world;
+
+/* Takes ownership of m and p. */
+static inline rt_world rt_world_of(tpx_model *m, tpx_plan *p, int64_t dp,
+                                   int64_t tp) {
+  rt_world w = {m, p, fx_mesh(1, dp, tp), NULL};
   tpx_sharding_options o = TPX_SHARDING_OPTIONS_INIT;
   o.fsdp = 0;
-  tpx_sharding *sh = fx_shard(m, p, mesh, &o);
-  *mesh_out = mesh;
-  return sh;
+  w.sh = fx_shard(m, p, w.mesh, &o);
+  return w;
+}
+
+static inline void rt_world_free(rt_world *w) {
+  tpx_sharding_destroy(w->sh);
+  tpx_mesh_destroy(w->mesh);
+  tpx_plan_destroy(w->p);
+  tpx_model_destroy(w->m);
+}
+
+/* In a rank body: fail (TPX_VALIDATION into err) unless `call`, which
+ * writes into the local tpx_error e_, returns `want_st` with `needle` in
+ * its message. */
+#define RT_EXPECT(call, want_st, needle)                                       \
+  do {                                                                         \
+    tpx_error e_ = {0};                                                        \
+    tpx_status got_ = (call);                                                  \
+    if (got_ != (want_st) || !strstr(e_.message, (needle)))                    \
+      return tpx_error_set(err, TPX_VALIDATION,                                \
+                           "line %d: got %s '%s', want %s with '%s'",          \
+                           __LINE__, tpx_status_name(got_), e_.message,        \
+                           tpx_status_name(want_st), (needle));                \
+  } while (0)
+
+/* A rank body's argument: the sharding. */
+typedef struct rt_sh_arg {
+  const tpx_sharding *sh;
+} rt_sh_arg;
+
+/* Run a rank body on local threads over the sharding's whole mesh. */
+static inline void rt_run_body(tpx_local_fn fn, const tpx_sharding *sh) {
+  rt_sh_arg a = {sh};
+  tpx_error e = {0};
+  int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
+  ck_assert_msg(tpx_local_run((int)world, fn, &a, &e) == TPX_OK, "%s",
+                e.message);
 }
 
 /* Run a case on local threads over the sharding's whole mesh. */

@@ -144,6 +144,16 @@ START_TEST(prepare_styles_keep_params) {
   ck_assert_str_eq(t[0].backward, "reduce-scatter(dim=1)");
   ck_assert(tpx_sharding_ok(sh));
   tpx_sharding_destroy(sh);
+  /* use_local_output: the module sees a plain tensor, its grad comes back
+   * replicated, and the gather's dual is a chunk (Gemma3's SP lm_head). */
+  in.use_local_output = 1;
+  fx_set_style(p, "model.layers.*.self_attn", &in);
+  sh = fx_shard(m, p, mesh, NULL);
+  ck_assert_int_eq(tpx_sharding_module_transitions(sh, att, &t, &n, NULL),
+                   TPX_OK);
+  ck_assert_str_eq(t[0].forward, "all-gather(dim=1)");
+  ck_assert_str_eq(t[0].backward, "chunk(dim=1)");
+  tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_plan_destroy(p);
   tpx_model_destroy(m);
