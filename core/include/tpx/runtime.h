@@ -268,8 +268,10 @@ TPX_API tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err);
 TPX_API tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
                                          double *out, tpx_error *err);
 /* Multiply every sharded gradient by max_norm / (total_norm + 1e-6) when
- * that is < 1 (as torch, in f32). Local; every rank passes the same
- * total_norm. max_norm must be > 0 and finite. */
+ * that is < 1, exactly as torch's clip_grad_norm_ (f32:
+ * (1 / (norm + 1e-6)) * max_norm; a NaN norm makes every gradient NaN, an
+ * infinite one zeroes them). Local; every rank passes the same total_norm.
+ * max_norm must be > 0 and finite. */
 TPX_API tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
                                           double total_norm, tpx_error *err);
 /* grad_norm then clip_grads; *total_out (may be NULL) = the pre-clip norm. */

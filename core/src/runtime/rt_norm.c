@@ -83,7 +83,10 @@ tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
   if (st != TPX_OK) return st;
   float denom = (float)total_norm + 1e-6f;
   float coef = (1.0f / denom) * (float)max_norm;
-  if (!(coef < 1.0f)) return TPX_OK; /* also NaN: torch multiplies by NaN */
+  /* clamp(coef, max=1) keeps a NaN, and torch multiplies by it: a NaN
+   * norm makes every gradient NaN (seed 004's Python-float version would
+   * skip scaling instead). coef == 1 changes nothing. */
+  if (!(coef < 1.0f) && !isnan(coef)) return TPX_OK;
   for (size_t u = 0; u < rt->num_units; u++) {
     float *g = rt->units[u].grad;
     for (int64_t k = 0; k < rt->units[u].grad_numel; k++) g[k] *= coef;

@@ -289,7 +289,13 @@ static tpx_status by_hand(one *o, tpx_mesh_comm *mc, tpx_error *err) {
       ck_assert_msg(fabs(out[i] - p[i]) <= 1e-6, "step %d p[%d] %.9g vs %.9g",
                     t, i, out[i], p[i]);
   }
-  /* Step 1 by hand: 0.999 - 0.1 * 0.05 / (sqrt(0.00025 / 0.001) + 1e-8). */
+  /* torch's clip: an infinite norm zeroes the gradients, NaN poisons them */
+  OK(tpx_runtime_clip_grads(rt, 1.0, INFINITY, E_));
+  OK(tpx_runtime_gather_grad(rt, 0, out, TPX_DTYPE_F32, E_));
+  ck_assert(out[0] == 0.0f && out[1] == 0.0f);
+  OK(tpx_runtime_clip_grads(rt, 1.0, NAN, E_));
+  OK(tpx_runtime_gather_grad(rt, 0, out, TPX_DTYPE_F32, E_));
+  ck_assert(isnan(out[0]) && isnan(out[1]));
   ck_assert_int_eq(tpx_runtime_optimizer_steps(rt), 3);
   ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_OPTIMIZER),
                    2 * 2 * 4);
