@@ -19,11 +19,13 @@
  *
  * Dtypes. Storage dtype = tpx_runtime_options.storage_dtype, or the model's
  * dtype of each parameter when INVALID (f32, bf16 and f16 are supported).
- * Compute (unsharded) dtype and gradient reduce dtype are the parameter's
- * tpx_param_sharding.param_dtype / reduce_dtype (FSDP2 mixed precision after
- * its clearing rules). When storage is not f32 the runtime keeps an f32
- * master copy of the shards; the optimizer updates the master and rounds it
- * into storage. Sharded gradients are f32.
+ * Compute (unsharded) dtype and gradient reduce dtype follow the sharding's
+ * MixedPrecisionPolicy (tpx_sharding_mp_policy) with FSDP2's clearing rules
+ * applied to the storage dtype (tpx_fsdp_param_dtypes); parameters the
+ * sharding keeps in fp32 use its tpx_param_sharding dtypes. When storage is
+ * not f32 the runtime keeps an f32 master copy of the shards; the optimizer
+ * updates the master and rounds it into storage. Sharded gradients are f32.
+ * Without FSDP the storage must be f32 and compute = storage.
  *
  * FSDP off (tpx_sharding_num_fsdp_units == 0, e.g. a tp-only mesh): one
  * pseudo-unit (index 0) holds every parameter; unshard / reshard are no-ops
@@ -57,8 +59,11 @@
  *   tpx_runtime_clip_grads(rt, max_norm, norm, err);
  *   tpx_runtime_adamw_step(rt, &adamw, err);
  *
- * Buffers may one day be device memory: the comm path never reads a buffer
- * to decide what to do (sizes come from shapes and layouts).
+ * Buffers are host memory. The comm path never reads a buffer to decide
+ * what to do (sizes come from shapes and layouts), so device buffers can
+ * come later; today the copies, casts, norm and AdamW are host loops, and
+ * tpx_runtime_create refuses the `nccl` backend (device pointers) with
+ * TPX_UNSUPPORTED.
  *
  * Not here: TP activation transitions and vocab-parallel math
  * (tpx/runtime_tp.h), the checkpoint reader itself (tpx/checkpoint.h). */

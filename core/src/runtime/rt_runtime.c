@@ -392,6 +392,12 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   *out = NULL;
   tpx_status st = tpx__tp_check_comm(sh, mc, "tpx_runtime_create", err);
   if (st != TPX_OK) return st;
+  if (strcmp(tpx_comm_backend(tpx_mesh_comm_world(mc)), "nccl") == 0)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "tpx_runtime_create: the runtime keeps host "
+                         "buffers; the nccl backend takes device memory "
+                         "(not supported by the runtime yet: use local or "
+                         "mpi)");
   tpx_runtime_options o = TPX_RUNTIME_OPTIONS_INIT;
   if (opts) {
     if (opts->struct_size < sizeof(size_t) ||
