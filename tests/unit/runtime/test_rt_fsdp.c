@@ -59,6 +59,9 @@ static const rcase cases[] = {
     {"llama dp3", M_LLAMA, 1, 3, 1, 1},
     {"llama plugin sp dp2 tp2", M_LLAMA_PLUG, 1, 2, 2, 1},
     {"llama plugin sp tp4", M_LLAMA_PLUG, 1, 1, 4, 1},
+    {"tiny sp hsdp 2x1 tp2", M_TINY_SP, 2, 1, 2, 1},
+    {"llama plugin sp hsdp 2x1 tp2", M_LLAMA_PLUG, 2, 1, 2, 1},
+    {"tiny hsdp 2x3 uneven", M_TINY, 2, 3, 1, 1},
 };
 
 typedef struct ctx {
