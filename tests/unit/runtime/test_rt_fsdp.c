@@ -11,8 +11,8 @@
  *  - AdamW equals the same formula applied to the full tensors;
  *  - allocated bytes equal the padded sums; the root stays unsharded after
  *    forward, nothing stays gathered after backward;
- *  - prefetch on a comm thread, synchronous prefetch and no prefetch give
- *    bit-identical parameters.
+ *  - prefetch on a comm thread, synchronous prefetch, no prefetch and no
+ *    buffer cache give bit-identical parameters; peak >= allocated bytes.
  * Built three times: on local threads (every case); with RT_MPI defined as
  * test_rt_fsdp_mpi, one rank per process (the cases whose world equals the
  * MPI world size; CK_NOFORK, since forking after MPI_Init is not allowed);
@@ -447,6 +447,17 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   }
   ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_OPTIMIZER),
                    2 * padded_sum * 4);
+  for (int k = 0; k <= TPX_RUNTIME_MEM_TOTAL; k++)
+    ck_assert_int_ge(tpx_runtime_peak_bytes(rt, (tpx_runtime_mem_kind)k),
+                     tpx_runtime_allocated_bytes(rt, (tpx_runtime_mem_kind)k));
+  if (c->fsdp) {
+    ck_assert_int_gt(tpx_runtime_peak_bytes(rt, TPX_RUNTIME_MEM_GATHER), 0);
+    /* freed gather / reduce buffers are kept only with cache_buffers */
+    if (x->ro.cache_buffers)
+      ck_assert_int_gt(tpx_runtime_cached_bytes(rt), 0);
+    else
+      ck_assert_int_eq(tpx_runtime_cached_bytes(rt), 0);
+  }
   if (rank == 0)
     for (size_t p = 0; p < x->np; p++)
       if (!x->alias[p])
@@ -481,12 +492,15 @@ START_TEST(t_case) {
 #endif
   ctx x;
   ctx_init(&x, c);
-  /* prefetch on a comm thread, synchronous prefetch, no prefetch */
-  static const int variants[3][2] = {{1, 1}, {1, 0}, {0, 0}};
+  /* prefetch on a comm thread, synchronous prefetch, no prefetch, and the
+   * comm thread without the buffer cache: {prefetch, async, cache} */
+  static const int variants[4][3] = {
+      {1, 1, 1}, {1, 0, 1}, {0, 0, 1}, {1, 1, 0}};
   float **first = calloc(x.np, sizeof *first);
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 4; k++) {
     x.ro.prefetch = variants[k][0];
     x.ro.async = variants[k][1];
+    x.ro.cache_buffers = variants[k][2];
     tpx_error e = {0};
 #ifdef RT_MPI
     tpx_status st = body(mpi_world, &x, &e);
