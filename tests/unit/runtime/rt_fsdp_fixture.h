@@ -15,18 +15,12 @@
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../shard/shard_fixture.h"
 #include "tpx/tpx.h"
-
-#define RT_OK(call)                                                            \
-  do {                                                                         \
-    tpx_error e_ = {0};                                                        \
-    tpx_status st_ = (call);                                                   \
-    (void)e_;                                                                  \
-    ck_assert_msg(st_ == TPX_OK, "%s", tpx_status_name(st_));                  \
-  } while (0)
 
 static inline void rt_add_dt(tpx_model *m, const char *mod,
                              tpx_module_kind kind, const char *name,
@@ -90,16 +84,33 @@ static inline tpx_plan *rt_tiny_plan(int sp) {
   return p;
 }
 
-/* Mesh ("dp_replicate", "dp_shard", "tp"). */
-static inline tpx_mesh *rt_mesh(int64_t dpr, int64_t dps, int64_t tp) {
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {dpr, dps, tp};
-  tpx_mesh *mesh = NULL;
-  tpx_error e = {0};
-  ck_assert_msg(tpx_mesh_create(names, sizes, 3, &mesh, &e) == TPX_OK, "%s",
-                e.message);
-  return mesh;
+/* Meshes: fx_mesh(dpr, dps, tp) of shard_fixture.h, ("dp_replicate",
+ * "dp_shard", "tp"); FX_MAIN(suite) for main. */
+
+/* Round to nearest even bf16 and back (what the runtime's casts do). */
+static inline uint16_t rt_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
 }
+static inline float rt_from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Inside a rank body (needs `rank`): the call succeeds, else the rank's
+ * message. E_ is the error struct to pass. */
+#define RK_OK(call)                                                             \
+  do {                                                                         \
+    tpx_error e_ = {0};                                                        \
+    tpx_status st_ = (call);                                                   \
+    ck_assert_msg(st_ == TPX_OK, "rank %lld: %s: %s", (long long)rank,         \
+                  tpx_status_name(st_), e_.message);                           \
+  } while (0)
+#define E_ (&e_)
 
 /* Deterministic values. */
 static inline float rt_weight(int64_t p, int64_t i) {

@@ -14,18 +14,6 @@
 
 #include "rt_fsdp_fixture.h"
 
-static uint16_t to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-static float from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 /* Write every non-alias parameter of `m` as rt_weight values in `dtype`
  * (F32 or BF16); `bad_shape` stores the first one with a wrong shape. */
@@ -68,7 +56,7 @@ static void write_st(const tpx_model *m, const char *path, tpx_dtype dtype,
     for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
     for (int64_t i = 0; i < n; i++) {
       float v = rt_weight((int64_t)p, i);
-      uint16_t b = to_bf16(v);
+      uint16_t b = rt_to_bf16(v);
       ck_assert_uint_eq(fwrite(dtype == TPX_DTYPE_F32 ? (void *)&v : (void *)&b,
                                es, 1, f),
                         1);
@@ -112,7 +100,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     int64_t src = in.tied_to >= 0 ? in.tied_to : (int64_t)p;
     for (int64_t i = 0; i < n && st == TPX_OK; i++) {
       float want = rt_weight(src, i);
-      if (k->file_dtype == TPX_DTYPE_BF16) want = from_bf16(to_bf16(want));
+      if (k->file_dtype == TPX_DTYPE_BF16) want = rt_from_bf16(rt_to_bf16(want));
       if (full[i] != want)
         st = tpx_error_set(err, TPX_INTERNAL, "%s[%lld] = %g, stored %g",
                            in.fqn, (long long)i, full[i], want);
@@ -121,7 +109,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     if (st == TPX_OK) st = tpx_runtime_param(rt, (int64_t)p, &ri, err);
     if (st == TPX_OK && k->storage == TPX_DTYPE_BF16)
       for (int64_t i = 0; i < ri.sharded_numel; i++)
-        if (((const uint16_t *)ri.sharded)[i] != to_bf16(ri.master[i]))
+        if (((const uint16_t *)ri.sharded)[i] != rt_to_bf16(ri.master[i]))
           st = tpx_error_set(err, TPX_INTERNAL, "%s: shard != bf16(master)",
                              in.fqn);
     free(full);
@@ -161,7 +149,7 @@ START_TEST(t_load) {
   const kcase *c = &kcases[_i];
   char path[256];
   tmp_path(path, sizeof path, "ok");
-  kctx k = {rt_tiny_model_dt(c->file_dtype), rt_mesh(1, c->dps, c->tp), NULL,
+  kctx k = {rt_tiny_model_dt(c->file_dtype), fx_mesh(1, c->dps, c->tp), NULL,
             path, c->file_dtype, c->storage, 0};
   tpx_plan *plan = rt_tiny_plan(0);
   write_st(k.model, path, c->file_dtype, 0);
@@ -181,7 +169,7 @@ START_TEST(t_load) {
 END_TEST
 
 static void expect_fail(const char *path, int bad_shape, const char *text) {
-  kctx k = {rt_tiny_model(), rt_mesh(1, 2, 1), NULL, path, TPX_DTYPE_F32,
+  kctx k = {rt_tiny_model(), fx_mesh(1, 2, 1), NULL, path, TPX_DTYPE_F32,
             TPX_DTYPE_F32, 1};
   if (bad_shape) write_st(k.model, path, TPX_DTYPE_F32, 1);
   tpx_error e = {0};
@@ -219,10 +207,4 @@ static Suite *suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *r = srunner_create(suite());
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FX_MAIN(suite)

@@ -31,7 +31,7 @@ static void one_init(one *o, int fsdp, tpx_dtype extra) {
     ck_assert_int_eq(tpx_model_add_param(o->model, "lin", "extra", s, 1,
                                          extra, NULL, &e),
                      TPX_OK);
-  o->mesh = rt_mesh(1, 1, 1);
+  o->mesh = fx_mesh(1, 1, 1);
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
   so.fsdp = fsdp;
   so.param_dtype = TPX_DTYPE_INVALID;
@@ -323,10 +323,4 @@ static Suite *suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *r = srunner_create(suite());
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FX_MAIN(suite)

@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../shard/shard_fixture.h"
 #include "rt_fsdp_fixture.h"
 
 typedef enum rmodel {
@@ -116,7 +115,7 @@ static void ctx_init(ctx *x, const rcase *c) {
     x->plan =
         c->model == M_LLAMA ? fx_llama_plan() : plugin_plan(x->model, c->tp);
   }
-  x->mesh = rt_mesh(c->dpr, c->dps, c->tp);
+  x->mesh = fx_mesh(c->dpr, c->dps, c->tp);
   const char *tn[1] = {"tp"};
   int64_t ts[1] = {c->tp};
   ck_assert_int_eq(tpx_mesh_create(tn, ts, 1, &x->tp_mesh, NULL), TPX_OK);
@@ -191,14 +190,6 @@ static int mpi_multiple; /* MPI_THREAD_MULTIPLE was provided */
 enum { mpi_multiple = 0 };
 #endif
 
-#define R_OK(call)                                                             \
-  do {                                                                         \
-    tpx_error e_ = {0};                                                        \
-    tpx_status st_ = (call);                                                   \
-    ck_assert_msg(st_ == TPX_OK, "rank %lld: %s: %s", (long long)rank,         \
-                  tpx_status_name(st_), e_.message);                           \
-  } while (0)
-#define E_ (&e_)
 
 /* AdamW on one f32 element, torch's single-tensor order of operations. */
 static float ref_adamw(float p, float g, float *m, float *v, int64_t t,
@@ -220,9 +211,9 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_runtime *rt = NULL;
   tpx_status st = tpx_mesh_comm_create(world, x->mesh, &mc, err);
   if (st != TPX_OK) return st;
-  R_OK(tpx_runtime_create(x->sh, mc, &x->ro, &rt, E_));
+  RK_OK(tpx_runtime_create(x->sh, mc, &x->ro, &rt, E_));
   int64_t co[3];
-  R_OK(tpx_mesh_coords(x->mesh, rank, co, E_));
+  RK_OK(tpx_mesh_coords(x->mesh, rank, co, E_));
   int64_t d = co[0] * c->dps + co[1], t = co[2];
   int64_t T = c->tp;
   size_t nu = tpx_runtime_num_units(rt);
@@ -238,19 +229,19 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t padded_sum = 0;
   for (size_t p = 0; p < x->np; p++) {
     tpx_runtime_param_info in;
-    R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+    RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
     tpx_param_info info;
     tpx_model_param(x->model, (int64_t)p, &info, NULL);
     if (x->alias[p]) {
       tpx_runtime_param_info tin;
-      R_OK(tpx_runtime_param(rt, info.tied_to, &tin, E_));
+      RK_OK(tpx_runtime_param(rt, info.tied_to, &tin, E_));
       ck_assert_ptr_eq(in.sharded, tin.sharded);
       ck_assert_int_eq(in.param, info.tied_to);
       continue;
     }
     tpx_slice tl, g;
-    R_OK(tpx_sharding_local_slice(x->sh_tp, (int64_t)p, t, &tl, E_));
-    R_OK(tpx_sharding_local_slice(x->sh, (int64_t)p, rank, &g, E_));
+    RK_OK(tpx_sharding_local_slice(x->sh_tp, (int64_t)p, t, &tl, E_));
+    RK_OK(tpx_sharding_local_slice(x->sh, (int64_t)p, rank, &g, E_));
     ck_assert_int_eq(memcmp(&tl, &in.tp_local, sizeof tl), 0);
     ck_assert_int_eq(memcmp(&g, &in.global, sizeof g), 0);
     ck_assert_int_eq(in.sharded_numel, tpx_slice_numel(&g));
@@ -291,7 +282,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     v[p] = calloc(n, 4);
     gg[p] = malloc(n * 4);
     full[p] = malloc(n * 4);
-    R_OK(tpx_runtime_load_param(rt, (int64_t)p, x->init[p], TPX_DTYPE_F32,
+    RK_OK(tpx_runtime_load_param(rt, (int64_t)p, x->init[p], TPX_DTYPE_F32,
                                 E_));
   }
 
@@ -300,17 +291,17 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     order[i] = c->fsdp ? (i == 0 ? nu - 1 : i - 1) : 0;
 
   for (int64_t step = 1; step <= 3; step++) {
-    R_OK(tpx_runtime_zero_grads(rt, E_));
+    RK_OK(tpx_runtime_zero_grads(rt, E_));
     /* Forward: TP-local tensors equal the reference slices. */
     for (size_t k = 0; k < nu; k++) {
       size_t u = order[k];
-      R_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_FORWARD, E_));
+      RK_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_FORWARD, E_));
       ck_assert(tpx_runtime_unit_is_unsharded(rt, u));
       for (size_t p = 0; p < x->np; p++) {
         if (x->alias[p] || tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u)
           continue;
         tpx_runtime_param_info in;
-        R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+        RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
         ck_assert_ptr_nonnull(in.unsharded);
         tpx_param_info info;
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
@@ -323,7 +314,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                       (long long)rank, (long long)step, info.fqn,
                       (long long)bad, bad < 0 ? 0.0 : un[bad]);
       }
-      R_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_FORWARD, E_));
+      RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_FORWARD, E_));
     }
     if (c->fsdp) {
       ck_assert(tpx_runtime_unit_is_unsharded(rt, nu - 1)); /* root kept */
@@ -337,12 +328,12 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     for (int mbi = 0; mbi < mb; mbi++)
     for (size_t k = nu; k-- > 0;) {
       size_t u = order[k];
-      R_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
+      RK_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
       for (size_t p = 0; p < x->np; p++) {
         if (x->alias[p] || tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u)
           continue;
         tpx_runtime_param_info in;
-        R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+        RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
         ck_assert_ptr_nonnull(in.unsharded_grad);
         tpx_param_info info;
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
@@ -353,8 +344,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
           gr[i] += rt_grad((int64_t)p, gi, d) * w;
         }
       }
-      R_OK(tpx_runtime_reduce_grads(rt, u, E_));
-      R_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
+      RK_OK(tpx_runtime_reduce_grads(rt, u, E_));
+      RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
     }
     if (c->fsdp) {
       ck_assert_int_eq(
@@ -364,14 +355,14 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
         ck_assert_int_eq(
             tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS),
             0);
-      R_OK(tpx_runtime_wait(rt, E_));
+      RK_OK(tpx_runtime_wait(rt, E_));
       ck_assert_int_eq(
           tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS), 0);
     }
     /* Reduced gradients: the mean, in the right shards. */
     for (size_t p = 0; p < x->np; p++) {
       if (x->alias[p]) continue;
-      R_OK(tpx_runtime_gather_grad(rt, (int64_t)p, gg[p], TPX_DTYPE_F32, E_));
+      RK_OK(tpx_runtime_gather_grad(rt, (int64_t)p, gg[p], TPX_DTYPE_F32, E_));
       tpx_param_info info;
       tpx_model_param(x->model, (int64_t)p, &info, NULL);
       int64_t bad = -1;
@@ -384,7 +375,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                     bad < 0 ? 0.0 : gg[p][bad],
                     bad < 0 ? 0.0 : x->gmean[p][bad], mb);
       tpx_runtime_param_info in;
-      R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+      RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
       for (int64_t i = 0; i < in.sharded_numel && bad < 0; i++)
         if (in.sharded_grad[i] !=
             gg[p][rt_global_index(&in.global, info.shape, i)])
@@ -393,8 +384,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                     (long long)rank, info.fqn, (long long)bad);
     }
     double n2 = 0, ninf = 0;
-    R_OK(tpx_runtime_grad_norm(rt, 2.0, &n2, E_));
-    R_OK(tpx_runtime_grad_norm(rt, INFINITY, &ninf, E_));
+    RK_OK(tpx_runtime_grad_norm(rt, 2.0, &n2, E_));
+    RK_OK(tpx_runtime_grad_norm(rt, INFINITY, &ninf, E_));
     ck_assert_msg(fabs(n2 - mb * x->norm2) <= 1e-6 * mb * x->norm2,
                   "rank %lld: L2 %.12g vs %.12g", (long long)rank, n2,
                   mb * x->norm2);
@@ -403,13 +394,13 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                   mb * x->norminf);
     if (step == 1) {
       double tot = 0;
-      R_OK(tpx_runtime_clip_grad_norm(rt, 10 * n2, 2.0, &tot, E_)); /* none */
+      RK_OK(tpx_runtime_clip_grad_norm(rt, 10 * n2, 2.0, &tot, E_)); /* none */
       ck_assert(tot == n2);
-      R_OK(tpx_runtime_clip_grads(rt, 0.5 * n2, n2, E_));
+      RK_OK(tpx_runtime_clip_grads(rt, 0.5 * n2, n2, E_));
       float coef = (1.0f / ((float)n2 + 1e-6f)) * (float)(0.5 * n2);
       for (size_t p = 0; p < x->np; p++) {
         if (x->alias[p]) continue;
-        R_OK(tpx_runtime_gather_grad(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
+        RK_OK(tpx_runtime_gather_grad(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
                                      E_));
         int64_t bad = -1;
         for (int64_t i = 0; i < x->numel[p]; i++) {
@@ -420,21 +411,21 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                       (long long)bad);
       }
       double after = 0;
-      R_OK(tpx_runtime_grad_norm(rt, 2.0, &after, E_));
+      RK_OK(tpx_runtime_grad_norm(rt, 2.0, &after, E_));
       ck_assert_msg(fabs(after - 0.5 * n2) <= 1e-5 * n2, "clipped %g", after);
     }
     /* AdamW against the formula on the full tensors. */
     tpx_adamw_options ao = TPX_ADAMW_OPTIONS_INIT;
     ao.lr = 0.01;
     ao.weight_decay = 0.1;
-    R_OK(tpx_runtime_adamw_step(rt, &ao, E_));
+    RK_OK(tpx_runtime_adamw_step(rt, &ao, E_));
     ck_assert_int_eq(tpx_runtime_optimizer_steps(rt), step);
     for (size_t p = 0; p < x->np; p++) {
       if (x->alias[p]) continue;
       for (int64_t i = 0; i < x->numel[p]; i++)
         ref[p][i] = ref_adamw(ref[p][i], gg[p][i], &m[p][i], &v[p][i], step,
                               0.01, 0.1);
-      R_OK(tpx_runtime_gather_param(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
+      RK_OK(tpx_runtime_gather_param(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
                                     E_));
       int64_t bad = -1;
       for (int64_t i = 0; i < x->numel[p] && bad < 0; i++)
