@@ -19,11 +19,13 @@
  *
  * Dtypes. Storage dtype = tpx_runtime_options.storage_dtype, or the model's
  * dtype of each parameter when INVALID (f32, bf16 and f16 are supported).
- * Compute (unsharded) dtype and gradient reduce dtype are the parameter's
- * tpx_param_sharding.param_dtype / reduce_dtype (FSDP2 mixed precision after
- * its clearing rules). When storage is not f32 the runtime keeps an f32
- * master copy of the shards; the optimizer updates the master and rounds it
- * into storage. Sharded gradients are f32.
+ * Compute (unsharded) dtype and gradient reduce dtype follow the sharding's
+ * MixedPrecisionPolicy (tpx_sharding_mp_policy) with FSDP2's clearing rules
+ * applied to the storage dtype (tpx_fsdp_param_dtypes); parameters the
+ * sharding keeps in fp32 use its tpx_param_sharding dtypes. When storage is
+ * not f32 the runtime keeps an f32 master copy of the shards; the optimizer
+ * updates the master and rounds it into storage. Sharded gradients are f32.
+ * Without FSDP the storage must be f32 and compute = storage.
  *
  * FSDP off (tpx_sharding_num_fsdp_units == 0, e.g. a tp-only mesh): one
  * pseudo-unit (index 0) holds every parameter; unshard / reshard are no-ops
@@ -34,11 +36,12 @@
  * Threads and overlap. With the `local` backend a comm thread owned by the
  * runtime runs every data-parallel collective (dp_shard, dp_replicate) in
  * issue order, so prefetched all-gathers overlap compute; tensor-parallel
- * collectives stay on the calling thread. With `mpi` and `nccl` every
- * collective runs synchronously on the calling thread (tpx_comm_create_mpi
- * asks MPI_THREAD_FUNNELED only) and a "prefetch" is an eager synchronous
- * all-gather: results are identical, there is just no overlap.
- * tpx_runtime_is_async says which applies.
+ * collectives stay on the calling thread. With `mpi` the same holds when
+ * the program initialised MPI with MPI_THREAD_MULTIPLE itself; otherwise
+ * (tpx_comm_create_mpi asks MPI_THREAD_FUNNELED only), and always with
+ * `nccl`, every collective runs synchronously on the calling thread and a
+ * "prefetch" is an eager synchronous all-gather: results are identical,
+ * there is just no overlap. tpx_runtime_is_async says which applies.
  *
  * A trainer's step (every rank runs the same calls in the same order):
  *
@@ -56,11 +59,14 @@
  *   tpx_runtime_clip_grads(rt, max_norm, norm, err);
  *   tpx_runtime_adamw_step(rt, &adamw, err);
  *
- * Buffers may one day be device memory: the comm path never reads a buffer
- * to decide what to do (sizes come from shapes and layouts).
+ * Buffers are host memory. The comm path never reads a buffer to decide
+ * what to do (sizes come from shapes and layouts), so device buffers can
+ * come later; today the copies, casts, norm and AdamW are host loops, and
+ * tpx_runtime_create refuses the `nccl` backend (device pointers) with
+ * TPX_UNSUPPORTED.
  *
  * Not here: TP activation transitions and vocab-parallel math
- * (tpx/runtime_tp.h), the checkpoint reader (tpx/checkpoint.h). */
+ * (tpx/runtime_tp.h), the checkpoint reader itself (tpx/checkpoint.h). */
 #ifndef TPX_RUNTIME_H
 #define TPX_RUNTIME_H
 
@@ -94,10 +100,16 @@ typedef struct tpx_runtime_options {
   /* Gradients are divided by this after the data-parallel reduction; 0
    * (default) = dp_shard x dp_replicate, as FSDP2 does. */
   double grad_divide_factor;
+  /* 1 (default): keep the buffers freed by reshard / reduce_grads for
+   * reuse by the next unshard / reduce of the same size (a caching
+   * allocator, as torch's: no page faults every step); they are released
+   * at destroy. tpx_runtime_allocated_bytes counts buffers in use only;
+   * tpx_runtime_cached_bytes the cached ones. 0: free them at once. */
+  int cache_buffers;
 } tpx_runtime_options;
 
 #define TPX_RUNTIME_OPTIONS_INIT                                               \
-  { sizeof(tpx_runtime_options), 1, 1, TPX_DTYPE_INVALID, 0.0 }
+  { sizeof(tpx_runtime_options), 1, 1, TPX_DTYPE_INVALID, 0.0, 1 }
 
 /* Which pass an unshard / reshard belongs to. */
 typedef enum tpx_runtime_phase {
@@ -184,6 +196,18 @@ TPX_API tpx_status tpx_runtime_param(const tpx_runtime *rt, int64_t param,
 TPX_API tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
                                           const void *full, tpx_dtype dtype,
                                           tpx_error *err);
+/* Read this rank's shard of every parameter from a Hugging Face
+ * safetensors checkpoint (`path`: a .safetensors file, its
+ * model.safetensors.index.json, or their directory) through the
+ * checkpoint reader (tpx/checkpoint.h): only this rank's bytes are read,
+ * converted from the stored dtype to the storage dtype (f32 masters get the
+ * f32 conversion). Every parameter must be stored (a tied alias through its
+ * target); shapes must match the model. Not collective. Every unit must be
+ * sharded (FSDP on): TPX_INVALID_ARGUMENT otherwise. Errors from the reader
+ * name the file and tensor at fault; on error the shards hold partial data. */
+TPX_API tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt,
+                                                const char *path,
+                                                tpx_error *err);
 /* Collective over the whole mesh: every rank gets the full parameter (from
  * the f32 masters) / full sharded gradient in `full` (global shape, dtype
  * f32, bf16 or f16). For tests and checkpoints; not a hot path. */
@@ -219,14 +243,22 @@ TPX_API tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
  * (HSDP), divide by the divide factor (dp_shard x dp_replicate), all-reduce
  * (sum) over tp the parameters replicated over tp whose gradient is
  * partial under sequence parallelism (grad_tp_allreduce), and ADD the result
- * into the sharded f32 gradients (accumulation across micro-batches). Frees
- * the unsharded gradients. Collective over dp and tp. With FSDP off: the
- * DDP all-reduce over the dp dims (if any) and the tp all-reduce, in place on
- * the gradients (call it once per step). TPX_INVALID_ARGUMENT when the unit
- * has no unsharded gradients (not unsharded in phase BACKWARD). */
+ * into the sharded f32 gradients (accumulation across micro-batches); then
+ * free the unsharded gradients. Collective over dp and tp.
+ * Overlap, as FSDP2: with a comm thread the call returns once the dp part is
+ * queued, and the reduction is finished (tp part, accumulation, free) at
+ * the next sync point — the next reduce_grads (one in flight at a time),
+ * unshard(BACKWARD) of a unit with one pending, wait, zero_grads,
+ * grad_norm, clip_grads, gather_grad, adamw_step. Read sharded_grad
+ * directly only after tpx_runtime_wait. Without a comm thread it completes
+ * before returning. With FSDP off: the DDP all-reduce over the dp dims (if
+ * any) and the tp all-reduce, in place on the gradients, synchronously
+ * (call it once per step). TPX_INVALID_ARGUMENT when the unit has no
+ * unreduced unsharded gradients (not unsharded in phase BACKWARD). */
 TPX_API tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
                                             tpx_error *err);
-/* Wait for every data-parallel collective in flight. */
+/* Wait for every data-parallel collective in flight and finish pending
+ * gradient reductions (collective when reductions are pending). */
 TPX_API tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err);
 /* Zero the sharded gradients (and any live unsharded gradients). Local. */
 TPX_API tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err);
@@ -241,8 +273,10 @@ TPX_API tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err);
 TPX_API tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
                                          double *out, tpx_error *err);
 /* Multiply every sharded gradient by max_norm / (total_norm + 1e-6) when
- * that is < 1 (as torch, in f32). Local; every rank passes the same
- * total_norm. max_norm must be > 0 and finite. */
+ * that is < 1, exactly as torch's clip_grad_norm_ (f32:
+ * (1 / (norm + 1e-6)) * max_norm; a NaN norm makes every gradient NaN, an
+ * infinite one zeroes them). Local; every rank passes the same total_norm.
+ * max_norm must be > 0 and finite. */
 TPX_API tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
                                           double total_norm, tpx_error *err);
 /* grad_norm then clip_grads; *total_out (may be NULL) = the pre-clip norm. */
@@ -288,6 +322,9 @@ TPX_API int64_t tpx_runtime_allocated_bytes(const tpx_runtime *rt,
 /* High-water mark of the same since create. */
 TPX_API int64_t tpx_runtime_peak_bytes(const tpx_runtime *rt,
                                        tpx_runtime_mem_kind kind);
+/* Bytes freed but kept for reuse (tpx_runtime_options.cache_buffers);
+ * -1 for NULL. Not part of any kind above. */
+TPX_API int64_t tpx_runtime_cached_bytes(const tpx_runtime *rt);
 
 TPX_END_DECLS
 

@@ -63,4 +63,9 @@ struct tpx_comm {
 tpx_comm *tpx__comm_new(const tpx_comm_iface *iface, void *ctx, int rank,
                         int size);
 
+/* mpi.c: 1 when MPI is initialised with MPI_THREAD_MULTIPLE (so two
+ * threads of a rank may each drive their own communicator), else 0 (also
+ * without MPI). Used by the runtime to decide on its comm thread. */
+int tpx__mpi_thread_multiple(void);
+
 #endif /* TPX_COMM_IMPL_H */

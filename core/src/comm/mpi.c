@@ -316,7 +316,18 @@ tpx_status tpx_comm_create_mpi(const void *mpi_comm, tpx_comm **out,
   return wrap(dup, 1, out, err);
 }
 
+int tpx__mpi_thread_multiple(void) {
+  int init = 0, fin = 0, provided = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (!init || fin) return 0;
+  MPI_Query_thread(&provided);
+  return provided == MPI_THREAD_MULTIPLE;
+}
+
 #else /* !TPX_HAVE_MPI */
+
+int tpx__mpi_thread_multiple(void) { return 0; }
 
 tpx_status tpx_comm_create_mpi(const void *mpi_comm, tpx_comm **out,
                                tpx_error *err) {

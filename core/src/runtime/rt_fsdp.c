@@ -38,6 +38,18 @@ static tpx_status check_unit(const tpx_runtime *rt, size_t unit,
   return TPX_OK;
 }
 
+static tpx_status check_phase_call(const tpx_runtime *rt, size_t unit,
+                                   tpx_runtime_phase phase, const char *what,
+                                   tpx_error *err) {
+  tpx_status st = check_unit(rt, unit, what, err);
+  if (st == TPX_OK && phase != TPX_RUNTIME_FORWARD &&
+      phase != TPX_RUNTIME_BACKWARD)
+    st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                       "%s: phase %d is neither forward nor backward", what,
+                       (int)phase);
+  return st;
+}
+
 /* ---- all-gather ---- */
 
 static tpx_status gather_job(void *arg, tpx_error *err) {
@@ -92,11 +104,12 @@ void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u) {
 static tpx_status start_gather(tpx_runtime *rt, size_t unit,
                                tpx_error *err) {
   tpx__rt_unit *u = &rt->units[unit];
-  u->unsh = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GATHER, u->unsh_bytes);
-  u->stage = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GATHER,
-                           u->cflat_bytes * (size_t)rt->dps);
+  /* Each is overwritten entirely by the gather job. */
+  u->unsh = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER, u->unsh_bytes, 0);
+  u->stage = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER,
+                               u->cflat_bytes * (size_t)rt->dps, 0);
   if (u->cast_send)
-    u->send = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GATHER, u->cflat_bytes);
+    u->send = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER, u->cflat_bytes, 0);
   if (!u->unsh || !u->stage || (u->cast_send && !u->send)) {
     tpx__rt_free_unsharded(rt, u);
     return tpx_error_set(err, TPX_NO_MEMORY,
@@ -138,17 +151,15 @@ static tpx_status gather_unit(tpx_runtime *rt, size_t unit, tpx_error *err) {
 
 tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
                                tpx_runtime_phase phase, tpx_error *err) {
-  tpx_status st = check_unit(rt, unit, "tpx_runtime_unshard", err);
-  if (st != TPX_OK) return st;
-  if (phase != TPX_RUNTIME_FORWARD && phase != TPX_RUNTIME_BACKWARD)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_runtime_unshard: phase %d is neither forward "
-                         "nor backward",
-                         (int)phase);
-  if (!rt->fsdp) return TPX_OK;
+  tpx_status st =
+      check_phase_call(rt, unit, phase, "tpx_runtime_unshard", err);
+  if (st != TPX_OK || !rt->fsdp) return st;
   tpx__rt_unit *u = &rt->units[unit];
   st = gather_unit(rt, unit, err);
   if (st == TPX_OK) st = finish_gather(rt, unit, err);
+  if (st != TPX_OK) return st;
+  if (phase == TPX_RUNTIME_BACKWARD && u->reduce_pending)
+    st = tpx__rt_finish_reduces(rt, err); /* a second micro-batch */
   if (st != TPX_OK) return st;
   if (phase == TPX_RUNTIME_BACKWARD && !u->unsh_grad) {
     u->unsh_grad =
@@ -172,20 +183,15 @@ tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
 
 tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
                                tpx_runtime_phase phase, tpx_error *err) {
-  tpx_status st = check_unit(rt, unit, "tpx_runtime_reshard", err);
-  if (st != TPX_OK) return st;
-  if (phase != TPX_RUNTIME_FORWARD && phase != TPX_RUNTIME_BACKWARD)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_runtime_reshard: phase %d is neither forward "
-                         "nor backward",
-                         (int)phase);
-  if (!rt->fsdp) return TPX_OK;
+  tpx_status st =
+      check_phase_call(rt, unit, phase, "tpx_runtime_reshard", err);
+  if (st != TPX_OK || !rt->fsdp) return st;
   tpx__rt_unit *u = &rt->units[unit];
   st = finish_gather(rt, unit, err);
   if (st != TPX_OK) return st;
   if (phase == TPX_RUNTIME_FORWARD && !u->reshard_after_forward)
     return TPX_OK;
-  if (u->unsh_grad)
+  if (u->unsh_grad && !u->reduce_pending)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_reshard: unit %zu still holds "
                          "unreduced unsharded gradients (call "
@@ -199,7 +205,7 @@ tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err) {
   if (!rt)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_wait: runtime is NULL");
-  tpx_status first = TPX_OK;
+  tpx_status first = tpx__rt_finish_reduces(rt, err);
   for (size_t u = 0; u < rt->num_units; u++) {
     tpx_status st = finish_gather(rt, u, err);
     if (first == TPX_OK) first = st;
@@ -209,43 +215,39 @@ tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err) {
 
 /* ---- gradient reduction ---- */
 
-typedef struct reduce_ctx {
-  tpx_runtime *rt;
-  tpx__rt_unit *u;
-  void *stage; /* dps blocks of rflat_bytes */
-  void *out;   /* rflat_bytes */
-} reduce_ctx;
-
 static tpx_status reduce_job(void *arg, tpx_error *err) {
-  reduce_ctx *c = arg;
-  tpx_runtime *rt = c->rt;
-  tpx__rt_unit *u = c->u;
+  tpx__rt_unit *u = arg;
+  tpx_runtime *rt = u->rt;
   size_t rsz = tpx_dtype_size(u->reduce);
   for (int64_t b = 0; b < rt->dps; b++) {
-    unsigned char *blk = (unsigned char *)c->stage + (size_t)b * u->rflat_bytes;
+    unsigned char *blk = (unsigned char *)u->rstage + (size_t)b * u->rflat_bytes;
     for (size_t i = 0; i < u->count; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
       int64_t off, len;
       block_rows(rt, p, b, &off, &len);
       size_t crow = (size_t)p->row_numel * tpx_dtype_size(p->compute);
+      size_t n = (size_t)(len * p->row_numel);
       if (len > 0)
         tpx__rt_convert(blk + p->rflat_off, u->reduce,
                         (const unsigned char *)u->unsh_grad + p->unsh_off +
                             (size_t)off * crow,
-                        p->compute, (size_t)(len * p->row_numel));
+                        p->compute, n);
+      if ((size_t)p->padded > n) /* FSDP2's padding reduces as zeros */
+        memset(blk + p->rflat_off + n * rsz, 0,
+               ((size_t)p->padded - n) * rsz);
     }
   }
   size_t count = u->rflat_bytes / rsz;
   tpx_comm *cs = tpx__rt_dim_comm(rt, rt->dps_dim);
   tpx_status st = TPX_OK;
   if (cs && rt->dps > 1)
-    st = tpx_comm_reduce_scatter(cs, c->stage, c->out, count, u->reduce,
+    st = tpx_comm_reduce_scatter(cs, u->rstage, u->rout, count, u->reduce,
                                  TPX_REDUCE_SUM, err);
   else if (u->rflat_bytes)
-    memcpy(c->out, c->stage, u->rflat_bytes);
+    memcpy(u->rout, u->rstage, u->rflat_bytes);
   tpx_comm *cr = tpx__rt_dim_comm(rt, rt->dpr_dim);
   if (st == TPX_OK && cr && rt->dpr > 1)
-    st = tpx_comm_all_reduce(cr, c->out, c->out, count, u->reduce,
+    st = tpx_comm_all_reduce(cr, u->rout, u->rout, count, u->reduce,
                              TPX_REDUCE_SUM, err);
   return st;
 }
@@ -289,53 +291,91 @@ static tpx_status reduce_plain(tpx_runtime *rt, tpx__rt_unit *u,
   return tp_allreduce(rt, u, u->grad, TPX_DTYPE_F32, 1, err);
 }
 
+/* Release a unit's reduce buffers and its unsharded gradients. */
+static void free_reduce(tpx_runtime *rt, tpx__rt_unit *u) {
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rstage,
+               u->rflat_bytes * (size_t)rt->dps);
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rout, u->rflat_bytes);
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->unsh_grad,
+               u->unsh_bytes);
+  u->rstage = u->rout = u->unsh_grad = NULL;
+  u->reduce_pending = 0;
+}
+
+/* Wait for unit u's reduction, then the tp part and the accumulation. */
+static tpx_status finish_reduce(tpx_runtime *rt, tpx__rt_unit *u,
+                                tpx_error *err) {
+  if (!u->reduce_pending) return TPX_OK;
+  tpx_status st = tpx__rt_queue_wait(&rt->queue, &u->rjob, err);
+  if (st == TPX_OK) st = tp_allreduce(rt, u, u->rout, u->reduce, 0, err);
+  if (st == TPX_OK) {
+    float d = (float)rt->divide;
+    for (size_t i = 0; i < u->count; i++) {
+      const tpx__rt_param *p = &rt->params[u->first + i];
+      tpx__rt_add_f32(u->grad + p->grad_off,
+                      (const unsigned char *)u->rout + p->rflat_off,
+                      u->reduce, (size_t)(p->shard_rows * p->row_numel), d);
+    }
+  }
+  free_reduce(rt, u);
+  return st;
+}
+
+tpx_status tpx__rt_finish_reduces(tpx_runtime *rt, tpx_error *err) {
+  tpx_status first = TPX_OK;
+  for (size_t i = 0; i < rt->num_units; i++) {
+    tpx_status st = finish_reduce(rt, &rt->units[i], err);
+    if (first == TPX_OK) first = st;
+  }
+  return first;
+}
+
 tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
                                     tpx_error *err) {
   tpx_status st = check_unit(rt, unit, "tpx_runtime_reduce_grads", err);
   if (st != TPX_OK) return st;
   tpx__rt_unit *u = &rt->units[unit];
   if (!rt->fsdp) return reduce_plain(rt, u, err);
-  if (!u->unsh_grad)
+  if (!u->unsh_grad || u->reduce_pending)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_reduce_grads: unit %zu has no "
-                         "unsharded gradients (unshard it with "
+                         "unreduced unsharded gradients (unshard it with "
                          "TPX_RUNTIME_BACKWARD first)",
                          unit);
-  reduce_ctx c = {rt, u, NULL, NULL};
-  c.stage = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
-                          u->rflat_bytes * (size_t)rt->dps);
-  c.out = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rflat_bytes);
-  if (!c.stage || !c.out)
-    st = tpx_error_set(err, TPX_NO_MEMORY,
-                       "tpx_runtime_reduce_grads: out of memory for unit "
-                       "%zu's reduce buffers",
-                       unit);
-  if (st == TPX_OK) st = tpx__rt_queue_run(&rt->queue, reduce_job, &c, err);
-  if (st == TPX_OK) st = tp_allreduce(rt, u, c.out, u->reduce, 0, err);
-  if (st == TPX_OK) {
-    float d = (float)rt->divide;
-    for (size_t i = 0; i < u->count; i++) {
-      const tpx__rt_param *p = &rt->params[u->first + i];
-      tpx__rt_add_f32(u->grad + p->grad_off,
-                      (const unsigned char *)c.out + p->rflat_off, u->reduce,
-                      (size_t)(p->shard_rows * p->row_numel), d);
-    }
+  /* At most one reduction in flight, as FSDP2: finish the previous one. */
+  st = tpx__rt_finish_reduces(rt, err);
+  if (st != TPX_OK) return st;
+  /* Overwritten entirely by the reduce job (padding included). */
+  u->rstage = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
+                                u->rflat_bytes * (size_t)rt->dps, 0);
+  u->rout = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
+                              u->rflat_bytes, 0);
+  if (!u->rstage || !u->rout) {
+    tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rstage,
+                 u->rflat_bytes * (size_t)rt->dps);
+    tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rout,
+                 u->rflat_bytes);
+    u->rstage = u->rout = NULL;
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "tpx_runtime_reduce_grads: out of memory for unit "
+                         "%zu's reduce buffers",
+                         unit);
   }
-  tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, c.stage,
-               u->rflat_bytes * (size_t)rt->dps);
-  tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, c.out, u->rflat_bytes);
-  if (st == TPX_OK) {
-    tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->unsh_grad,
-                 u->unsh_bytes);
-    u->unsh_grad = NULL;
-  }
-  return st;
+  memset(&u->rjob, 0, sizeof u->rjob);
+  u->rjob.fn = reduce_job;
+  u->rjob.arg = u;
+  u->reduce_pending = 1;
+  tpx__rt_queue_submit(&rt->queue, &u->rjob);
+  if (!rt->queue.threaded) return finish_reduce(rt, u, err);
+  return TPX_OK;
 }
 
 tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
   if (!rt)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_zero_grads: runtime is NULL");
+  tpx_status st = tpx__rt_finish_reduces(rt, err);
+  if (st != TPX_OK) return st;
   for (size_t i = 0; i < rt->num_units; i++) {
     tpx__rt_unit *u = &rt->units[i];
     if (u->grad_numel)

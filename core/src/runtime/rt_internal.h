@@ -119,6 +119,11 @@ typedef struct tpx__rt_unit {
   void *send;  /* compute-dtype copy of the shard (cast_send) */
   void *stage; /* all-gather output, dps blocks */
   tpx__rt_job job;
+  /* Gradient reduction in flight (submitted, finished at the next sync). */
+  int reduce_pending;
+  void *rstage; /* reduce-dtype blocks, dps of them */
+  void *rout;   /* this rank's reduced block */
+  tpx__rt_job rjob;
 } tpx__rt_unit;
 
 struct tpx_runtime {
@@ -142,10 +147,24 @@ struct tpx_runtime {
   tpx__rt_queue queue;
   int64_t cur[TPX_RUNTIME_MEM_TOTAL + 1];
   int64_t peak[TPX_RUNTIME_MEM_TOTAL + 1];
+  /* Freed transient buffers kept for reuse (cache_buffers). */
+  struct tpx__rt_block {
+    void *p;
+    size_t bytes;
+  } *cache;
+  size_t ncache, cache_cap;
+  int64_t cached_bytes;
 };
 
-/* calloc / free with byte accounting (compute thread only). NULL on OOM. */
+/* calloc / free with byte accounting (compute thread only). NULL on OOM.
+ * GATHER and UNSHARDED_GRADS buffers go through the cache when
+ * cache_buffers is on: free keeps them, alloc reuses one of the same size
+ * (zeroed again). */
 void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind, size_t bytes);
+/* The same; zero = 0 leaves a reused buffer's contents as they were (for
+ * buffers the caller overwrites entirely). */
+void *tpx__rt_alloc_raw(tpx_runtime *rt, tpx_runtime_mem_kind kind,
+                        size_t bytes, int zero);
 void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
                   size_t bytes);
 /* The communicator of mesh dim `dim` (NULL when the mesh has none). */
@@ -164,5 +183,10 @@ tpx__rt_param *tpx__rt_lookup(const tpx_runtime *rt, int64_t param,
 float *tpx__rt_master(const tpx_runtime *rt, const tpx__rt_param *p);
 /* Free the unit's gather buffers and unsharded params (not grads). */
 void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u);
+/* Finish every gradient reduction in flight (in unit order): wait for its
+ * dp collectives, run its tp all-reduce, add into the sharded gradients.
+ * Every public call that reads or writes sharded gradients calls it first,
+ * so all ranks finish reductions at the same points of the program. */
+tpx_status tpx__rt_finish_reduces(tpx_runtime *rt, tpx_error *err);
 
 #endif /* TPX_RUNTIME_RT_INTERNAL_H */

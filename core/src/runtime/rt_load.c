@@ -87,6 +87,10 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
                          "%s: '%s': output dtype %s; f32, bf16 or f16 "
                          "expected",
                          what, fqn_of(rt, p), tpx_dtype_short_name(dtype));
+  if (grad) {
+    tpx_status st = tpx__rt_finish_reduces(rt, err);
+    if (st != TPX_OK) return st;
+  }
   int64_t numel;
   tpx_slice whole = whole_of(rt, p, &numel);
   size_t es = tpx_dtype_size(dtype);

@@ -22,6 +22,8 @@ tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
                          "tpx_runtime_grad_norm: norm_type %g is not "
                          "supported (2 or INFINITY)",
                          norm_type);
+  tpx_status fst = tpx__rt_finish_reduces(rt, err);
+  if (fst != TPX_OK) return fst;
   size_t nslots = (size_t)1 << rt->ndim;
   double *acc = calloc(nslots * 2, sizeof *acc);
   if (!acc)
@@ -77,9 +79,14 @@ tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
                          max_norm);
   /* torch: clip_coef = max_norm / (total_norm + 1e-6) on an f32 tensor
    * (a Python float over a tensor is reciprocal() * other), clamped to 1. */
+  tpx_status st = tpx__rt_finish_reduces(rt, err);
+  if (st != TPX_OK) return st;
   float denom = (float)total_norm + 1e-6f;
   float coef = (1.0f / denom) * (float)max_norm;
-  if (!(coef < 1.0f)) return TPX_OK; /* also NaN: torch multiplies by NaN */
+  /* clamp(coef, max=1) keeps a NaN, and torch multiplies by it: a NaN
+   * norm makes every gradient NaN (seed 004's Python-float version would
+   * skip scaling instead). coef == 1 changes nothing. */
+  if (!(coef < 1.0f) && !isnan(coef)) return TPX_OK;
   for (size_t u = 0; u < rt->num_units; u++) {
     float *g = rt->units[u].grad;
     for (int64_t k = 0; k < rt->units[u].grad_numel; k++) g[k] *= coef;

@@ -5,16 +5,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_impl.h"
 #include "runtime/rt_internal.h"
+#include "runtime/tp_internal.h"
 #include "shard/sharding_impl.h"
 
 /* Offsets are aligned to the element size only, so a unit of one dtype has
  * no bytes beyond its padded numels. */
 static size_t align_to(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+static int cached_kind(const tpx_runtime *rt, tpx_runtime_mem_kind kind) {
+  return rt->opts.cache_buffers && (kind == TPX_RUNTIME_MEM_GATHER ||
+                                    kind == TPX_RUNTIME_MEM_UNSHARDED_GRADS);
+}
+
 void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind,
                     size_t bytes) {
-  void *p = calloc(1, bytes ? bytes : 1);
+  return tpx__rt_alloc_raw(rt, kind, bytes, 1);
+}
+
+void *tpx__rt_alloc_raw(tpx_runtime *rt, tpx_runtime_mem_kind kind,
+                        size_t bytes, int zero) {
+  void *p = NULL;
+  if (cached_kind(rt, kind))
+    for (size_t i = rt->ncache; i-- > 0;)
+      if (rt->cache[i].bytes == bytes) {
+        p = rt->cache[i].p;
+        rt->cache[i] = rt->cache[--rt->ncache];
+        rt->cached_bytes -= (int64_t)bytes;
+        if (zero) memset(p, 0, bytes);
+        break;
+      }
+  if (!p) p = calloc(1, bytes ? bytes : 1);
   if (!p) return NULL;
   rt->cur[kind] += (int64_t)bytes;
   rt->cur[TPX_RUNTIME_MEM_TOTAL] += (int64_t)bytes;
@@ -27,9 +49,33 @@ void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind,
 void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
                   size_t bytes) {
   if (!p) return;
-  free(p);
   rt->cur[kind] -= (int64_t)bytes;
   rt->cur[TPX_RUNTIME_MEM_TOTAL] -= (int64_t)bytes;
+  if (cached_kind(rt, kind)) {
+    if (rt->ncache == rt->cache_cap) {
+      size_t cap = rt->cache_cap ? 2 * rt->cache_cap : 16;
+      struct tpx__rt_block *c = realloc(rt->cache, cap * sizeof *c);
+      if (c) {
+        rt->cache = c;
+        rt->cache_cap = cap;
+      }
+    }
+    if (rt->ncache < rt->cache_cap) {
+      rt->cache[rt->ncache].p = p;
+      rt->cache[rt->ncache++].bytes = bytes;
+      rt->cached_bytes += (int64_t)bytes;
+      return;
+    }
+  }
+  free(p);
+}
+
+static void release_cache(tpx_runtime *rt) {
+  for (size_t i = 0; i < rt->ncache; i++) free(rt->cache[i].p);
+  free(rt->cache);
+  rt->cache = NULL;
+  rt->ncache = rt->cache_cap = 0;
+  rt->cached_bytes = 0;
 }
 
 tpx_comm *tpx__rt_dim_comm(const tpx_runtime *rt, int dim) {
@@ -87,21 +133,6 @@ tpx__rt_param *tpx__rt_lookup(const tpx_runtime *rt, int64_t param,
 }
 
 /* ---- create ---- */
-
-static tpx_status check_meshes(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                               tpx_error *err) {
-  const tpx_mesh *a = tpx_sharding_mesh(sh), *b = tpx_mesh_comm_mesh(mc);
-  int same = a && b && tpx_mesh_ndim(a) == tpx_mesh_ndim(b);
-  for (int d = 0; same && d < tpx_mesh_ndim(a); d++)
-    same = tpx_mesh_dim_size(a, d) == tpx_mesh_dim_size(b, d) &&
-           strcmp(tpx_mesh_dim_name(a, d), tpx_mesh_dim_name(b, d)) == 0;
-  if (!same)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_runtime_create: the mesh comm's mesh differs "
-                         "from the sharding's mesh (dims and sizes must "
-                         "match)");
-  return TPX_OK;
-}
 
 /* Fill one parameter's shapes, dtypes and slices (offsets come later). */
 static tpx_status describe_param(tpx_runtime *rt, int64_t index,
@@ -359,12 +390,14 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_create: out is NULL");
   *out = NULL;
-  if (!sh || !mc)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_runtime_create: %s is NULL",
-                         !sh ? "sharding" : "mesh comm");
-  tpx_status st = check_meshes(sh, mc, err);
+  tpx_status st = tpx__tp_check_comm(sh, mc, "tpx_runtime_create", err);
   if (st != TPX_OK) return st;
+  if (strcmp(tpx_comm_backend(tpx_mesh_comm_world(mc)), "nccl") == 0)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "tpx_runtime_create: the runtime keeps host "
+                         "buffers; the nccl backend takes device memory "
+                         "(not supported by the runtime yet: use local or "
+                         "mpi)");
   tpx_runtime_options o = TPX_RUNTIME_OPTIONS_INIT;
   if (opts) {
     if (opts->struct_size < sizeof(size_t) ||
@@ -412,9 +445,12 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
     st = build(rt, err);
   }
   if (st == TPX_OK) {
+    /* A comm thread for the dp collectives: local threads always; mpi
+     * only under MPI_THREAD_MULTIPLE; nccl never (synchronous). */
+    const char *be = tpx_comm_backend(tpx_mesh_comm_world(mc));
     int threaded = o.async && rt->dps * rt->dpr > 1 &&
-                   strcmp(tpx_comm_backend(tpx_mesh_comm_world(mc)),
-                          "local") == 0;
+                   (strcmp(be, "local") == 0 ||
+                    (strcmp(be, "mpi") == 0 && tpx__mpi_thread_multiple()));
     st = tpx__rt_queue_start(&rt->queue, threaded, err);
   }
   if (st != TPX_OK) {
@@ -434,6 +470,10 @@ void tpx_runtime_destroy(tpx_runtime *rt) {
       tpx__rt_free_unsharded(rt, un);
       tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, un->unsh_grad,
                    un->unsh_bytes);
+      tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, un->rstage,
+                   un->rflat_bytes * (size_t)rt->dps);
+      tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, un->rout,
+                   un->rflat_bytes);
     }
     tpx__rt_free(rt, TPX_RUNTIME_MEM_PARAMS, un->flat, un->flat_bytes);
     tpx__rt_free(rt, TPX_RUNTIME_MEM_PARAMS, un->master,
@@ -445,6 +485,7 @@ void tpx_runtime_destroy(tpx_runtime *rt) {
     tpx__rt_free(rt, TPX_RUNTIME_MEM_OPTIMIZER, un->exp_avg_sq,
                  (size_t)un->grad_numel * sizeof(float));
   }
+  release_cache(rt);
   free(rt->units);
   free(rt->params);
   free(rt->param_slot);
@@ -529,4 +570,8 @@ int64_t tpx_runtime_peak_bytes(const tpx_runtime *rt,
                                tpx_runtime_mem_kind kind) {
   if (!rt || (int)kind < 0 || kind > TPX_RUNTIME_MEM_TOTAL) return -1;
   return rt->peak[kind];
+}
+
+int64_t tpx_runtime_cached_bytes(const tpx_runtime *rt) {
+  return rt ? rt->cached_bytes : -1;
 }

@@ -15,49 +15,54 @@
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../shard/shard_fixture.h"
 #include "tpx/tpx.h"
 
-#define RT_OK(call)                                                            \
-  do {                                                                         \
-    tpx_error e_ = {0};                                                        \
-    tpx_status st_ = (call);                                                   \
-    (void)e_;                                                                  \
-    ck_assert_msg(st_ == TPX_OK, "%s", tpx_status_name(st_));                  \
-  } while (0)
-
-static inline void rt_add(tpx_model *m, const char *mod, tpx_module_kind kind,
-                          const char *name, const int64_t *shape, int ndim) {
+static inline void rt_add_dt(tpx_model *m, const char *mod,
+                             tpx_module_kind kind, const char *name,
+                             const int64_t *shape, int ndim, tpx_dtype dt) {
   tpx_error e = {0};
   if (tpx_model_find_module(m, mod) < 0)
     ck_assert_int_eq(tpx_model_add_module(m, mod, kind, NULL, &e), TPX_OK);
-  ck_assert_msg(tpx_model_add_param(m, mod, name, shape, ndim, TPX_DTYPE_F32,
-                                    NULL, &e) == TPX_OK,
+  ck_assert_msg(tpx_model_add_param(m, mod, name, shape, ndim, dt, NULL, &e) ==
+                    TPX_OK,
                 "%s", e.message);
 }
 
-static inline tpx_model *rt_tiny_model(void) {
+static inline void rt_add(tpx_model *m, const char *mod, tpx_module_kind kind,
+                          const char *name, const int64_t *shape, int ndim) {
+  rt_add_dt(m, mod, kind, name, shape, ndim, TPX_DTYPE_F32);
+}
+
+/* The tiny model with every parameter in `dt`. */
+static inline tpx_model *rt_tiny_model_dt(tpx_dtype dt) {
   tpx_model *m = NULL;
   tpx_error e = {0};
   ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
   int64_t emb[2] = {7, 5}, w[2] = {6, 5}, b[1] = {6}, n[1] = {5};
-  rt_add(m, "emb", TPX_MODULE_EMBEDDING, "weight", emb, 2);
+  rt_add_dt(m, "emb", TPX_MODULE_EMBEDDING, "weight", emb, 2, dt);
   for (int l = 0; l < 2; l++) {
     char lin[64], norm[64];
     snprintf(lin, sizeof lin, "layers.%d.lin", l);
     snprintf(norm, sizeof norm, "layers.%d.norm", l);
-    rt_add(m, lin, TPX_MODULE_LINEAR, "weight", w, 2);
-    rt_add(m, lin, TPX_MODULE_LINEAR, "bias", b, 1);
-    rt_add(m, norm, TPX_MODULE_NORM, "weight", n, 1);
-    rt_add(m, norm, TPX_MODULE_NORM, "scale", NULL, 0);
+    rt_add_dt(m, lin, TPX_MODULE_LINEAR, "weight", w, 2, dt);
+    rt_add_dt(m, lin, TPX_MODULE_LINEAR, "bias", b, 1, dt);
+    rt_add_dt(m, norm, TPX_MODULE_NORM, "weight", n, 1, dt);
+    rt_add_dt(m, norm, TPX_MODULE_NORM, "scale", NULL, 0, dt);
   }
   ck_assert_int_eq(tpx_model_add_module(m, "head", TPX_MODULE_LINEAR, NULL, &e),
                    TPX_OK);
   ck_assert_msg(tpx_model_tie(m, "head.weight", "emb.weight", &e) == TPX_OK,
                 "%s", e.message);
   return m;
+}
+
+static inline tpx_model *rt_tiny_model(void) {
+  return rt_tiny_model_dt(TPX_DTYPE_F32);
 }
 
 static inline tpx_plan *rt_tiny_plan(int sp) {
@@ -79,16 +84,33 @@ static inline tpx_plan *rt_tiny_plan(int sp) {
   return p;
 }
 
-/* Mesh ("dp_replicate", "dp_shard", "tp"). */
-static inline tpx_mesh *rt_mesh(int64_t dpr, int64_t dps, int64_t tp) {
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {dpr, dps, tp};
-  tpx_mesh *mesh = NULL;
-  tpx_error e = {0};
-  ck_assert_msg(tpx_mesh_create(names, sizes, 3, &mesh, &e) == TPX_OK, "%s",
-                e.message);
-  return mesh;
+/* Meshes: fx_mesh(dpr, dps, tp) of shard_fixture.h, ("dp_replicate",
+ * "dp_shard", "tp"); FX_MAIN(suite) for main. */
+
+/* Round to nearest even bf16 and back (what the runtime's casts do). */
+static inline uint16_t rt_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
 }
+static inline float rt_from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Inside a rank body (needs `rank`): the call succeeds, else the rank's
+ * message. E_ is the error struct to pass. */
+#define RK_OK(call)                                                             \
+  do {                                                                         \
+    tpx_error e_ = {0};                                                        \
+    tpx_status st_ = (call);                                                   \
+    ck_assert_msg(st_ == TPX_OK, "rank %lld: %s: %s", (long long)rank,         \
+                  tpx_status_name(st_), e_.message);                           \
+  } while (0)
+#define E_ (&e_)
 
 /* Deterministic values. */
 static inline float rt_weight(int64_t p, int64_t i) {

@@ -31,7 +31,7 @@ static void one_init(one *o, int fsdp, tpx_dtype extra) {
     ck_assert_int_eq(tpx_model_add_param(o->model, "lin", "extra", s, 1,
                                          extra, NULL, &e),
                      TPX_OK);
-  o->mesh = rt_mesh(1, 1, 1);
+  o->mesh = fx_mesh(1, 1, 1);
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
   so.fsdp = fsdp;
   so.param_dtype = TPX_DTYPE_INVALID;
@@ -193,7 +193,7 @@ static tpx_status bad_calls(one *o, tpx_mesh_comm *mc, tpx_error *err) {
   EXPECT(tpx_runtime_reshard(rt, nu + 3, TPX_RUNTIME_FORWARD, E_),
          TPX_OUT_OF_RANGE, "unit");
   EXPECT(tpx_runtime_reduce_grads(rt, 0, E_), TPX_INVALID_ARGUMENT,
-         "no unsharded gradients");
+         "no unreduced unsharded gradients");
   /* Unsharded: loading and stepping are refused; resharding with
    * unreduced gradients too. */
   OK(tpx_runtime_unshard(rt, 0, TPX_RUNTIME_BACKWARD, E_));
@@ -289,7 +289,13 @@ static tpx_status by_hand(one *o, tpx_mesh_comm *mc, tpx_error *err) {
       ck_assert_msg(fabs(out[i] - p[i]) <= 1e-6, "step %d p[%d] %.9g vs %.9g",
                     t, i, out[i], p[i]);
   }
-  /* Step 1 by hand: 0.999 - 0.1 * 0.05 / (sqrt(0.00025 / 0.001) + 1e-8). */
+  /* torch's clip: an infinite norm zeroes the gradients, NaN poisons them */
+  OK(tpx_runtime_clip_grads(rt, 1.0, INFINITY, E_));
+  OK(tpx_runtime_gather_grad(rt, 0, out, TPX_DTYPE_F32, E_));
+  ck_assert(out[0] == 0.0f && out[1] == 0.0f);
+  OK(tpx_runtime_clip_grads(rt, 1.0, NAN, E_));
+  OK(tpx_runtime_gather_grad(rt, 0, out, TPX_DTYPE_F32, E_));
+  ck_assert(isnan(out[0]) && isnan(out[1]));
   ck_assert_int_eq(tpx_runtime_optimizer_steps(rt), 3);
   ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_OPTIMIZER),
                    2 * 2 * 4);
@@ -317,10 +323,4 @@ static Suite *suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *r = srunner_create(suite());
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FX_MAIN(suite)

@@ -5,24 +5,26 @@
  *    tp-only sharding gives (tpx_sharding_local_slice), exactly;
  *  - every dp rank writes different gradients; after reduce_grads the
  *    gathered gradient is their mean, and each rank's sharded gradient is
- *    its own slice of it;
+ *    its own slice of it; two micro-batches accumulate (step 2);
  *  - grad norm (2 and inf) equals the norm of the full mean gradient;
  *  - clip scales exactly as torch's clip_grad_norm_;
  *  - AdamW equals the same formula applied to the full tensors;
  *  - allocated bytes equal the padded sums; the root stays unsharded after
  *    forward, nothing stays gathered after backward;
- *  - prefetch on a comm thread, synchronous prefetch and no prefetch give
- *    bit-identical parameters.
- * Built twice: on local threads (every case), and with RT_MPI defined as
+ *  - prefetch on a comm thread, synchronous prefetch, no prefetch and no
+ *    buffer cache give bit-identical parameters; peak >= allocated bytes.
+ * Built three times: on local threads (every case); with RT_MPI defined as
  * test_rt_fsdp_mpi, one rank per process (the cases whose world equals the
- * MPI world size; CK_NOFORK, since forking after MPI_Init is not allowed). */
+ * MPI world size; CK_NOFORK, since forking after MPI_Init is not allowed);
+ * and with RT_MPI_MULTIPLE too, where the test initialises MPI with
+ * MPI_THREAD_MULTIPLE so the runtime runs its dp collectives on a comm
+ * thread over MPI. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../shard/shard_fixture.h"
 #include "rt_fsdp_fixture.h"
 
 typedef enum rmodel {
@@ -56,6 +58,9 @@ static const rcase cases[] = {
     {"llama dp3", M_LLAMA, 1, 3, 1, 1},
     {"llama plugin sp dp2 tp2", M_LLAMA_PLUG, 1, 2, 2, 1},
     {"llama plugin sp tp4", M_LLAMA_PLUG, 1, 1, 4, 1},
+    {"tiny sp hsdp 2x1 tp2", M_TINY_SP, 2, 1, 2, 1},
+    {"llama plugin sp hsdp 2x1 tp2", M_LLAMA_PLUG, 2, 1, 2, 1},
+    {"tiny hsdp 2x3 uneven", M_TINY, 2, 3, 1, 1},
 };
 
 typedef struct ctx {
@@ -110,7 +115,7 @@ static void ctx_init(ctx *x, const rcase *c) {
     x->plan =
         c->model == M_LLAMA ? fx_llama_plan() : plugin_plan(x->model, c->tp);
   }
-  x->mesh = rt_mesh(c->dpr, c->dps, c->tp);
+  x->mesh = fx_mesh(c->dpr, c->dps, c->tp);
   const char *tn[1] = {"tp"};
   int64_t ts[1] = {c->tp};
   ck_assert_int_eq(tpx_mesh_create(tn, ts, 1, &x->tp_mesh, NULL), TPX_OK);
@@ -178,14 +183,13 @@ static void ctx_free(ctx *x) {
   tpx_model_destroy(x->model);
 }
 
-#define R_OK(call)                                                             \
-  do {                                                                         \
-    tpx_error e_ = {0};                                                        \
-    tpx_status st_ = (call);                                                   \
-    ck_assert_msg(st_ == TPX_OK, "rank %lld: %s: %s", (long long)rank,         \
-                  tpx_status_name(st_), e_.message);                           \
-  } while (0)
-#define E_ (&e_)
+#ifdef RT_MPI_MULTIPLE
+#include <mpi.h>
+static int mpi_multiple; /* MPI_THREAD_MULTIPLE was provided */
+#else
+enum { mpi_multiple = 0 };
+#endif
+
 
 /* AdamW on one f32 element, torch's single-tensor order of operations. */
 static float ref_adamw(float p, float g, float *m, float *v, int64_t t,
@@ -207,36 +211,37 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_runtime *rt = NULL;
   tpx_status st = tpx_mesh_comm_create(world, x->mesh, &mc, err);
   if (st != TPX_OK) return st;
-  R_OK(tpx_runtime_create(x->sh, mc, &x->ro, &rt, E_));
+  RK_OK(tpx_runtime_create(x->sh, mc, &x->ro, &rt, E_));
   int64_t co[3];
-  R_OK(tpx_mesh_coords(x->mesh, rank, co, E_));
+  RK_OK(tpx_mesh_coords(x->mesh, rank, co, E_));
   int64_t d = co[0] * c->dps + co[1], t = co[2];
   int64_t T = c->tp;
   size_t nu = tpx_runtime_num_units(rt);
   ck_assert_int_eq(tpx_runtime_fsdp_enabled(rt), c->fsdp);
   ck_assert_uint_eq(nu, c->fsdp ? tpx_sharding_num_fsdp_units(x->sh) : 1);
-  /* a comm thread only on the local backend (mpi: FUNNELED, synchronous) */
+  /* a comm thread on the local backend, and on mpi under THREAD_MULTIPLE */
   ck_assert_int_eq(tpx_runtime_is_async(rt),
                    x->ro.async && c->dps * c->dpr > 1 &&
-                       strcmp(tpx_comm_backend(world), "local") == 0);
+                       (strcmp(tpx_comm_backend(world), "local") == 0 ||
+                        mpi_multiple));
 
   /* Layout and bytes. */
   int64_t padded_sum = 0;
   for (size_t p = 0; p < x->np; p++) {
     tpx_runtime_param_info in;
-    R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+    RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
     tpx_param_info info;
     tpx_model_param(x->model, (int64_t)p, &info, NULL);
     if (x->alias[p]) {
       tpx_runtime_param_info tin;
-      R_OK(tpx_runtime_param(rt, info.tied_to, &tin, E_));
+      RK_OK(tpx_runtime_param(rt, info.tied_to, &tin, E_));
       ck_assert_ptr_eq(in.sharded, tin.sharded);
       ck_assert_int_eq(in.param, info.tied_to);
       continue;
     }
     tpx_slice tl, g;
-    R_OK(tpx_sharding_local_slice(x->sh_tp, (int64_t)p, t, &tl, E_));
-    R_OK(tpx_sharding_local_slice(x->sh, (int64_t)p, rank, &g, E_));
+    RK_OK(tpx_sharding_local_slice(x->sh_tp, (int64_t)p, t, &tl, E_));
+    RK_OK(tpx_sharding_local_slice(x->sh, (int64_t)p, rank, &g, E_));
     ck_assert_int_eq(memcmp(&tl, &in.tp_local, sizeof tl), 0);
     ck_assert_int_eq(memcmp(&g, &in.global, sizeof g), 0);
     ck_assert_int_eq(in.sharded_numel, tpx_slice_numel(&g));
@@ -277,7 +282,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     v[p] = calloc(n, 4);
     gg[p] = malloc(n * 4);
     full[p] = malloc(n * 4);
-    R_OK(tpx_runtime_load_param(rt, (int64_t)p, x->init[p], TPX_DTYPE_F32,
+    RK_OK(tpx_runtime_load_param(rt, (int64_t)p, x->init[p], TPX_DTYPE_F32,
                                 E_));
   }
 
@@ -286,17 +291,17 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     order[i] = c->fsdp ? (i == 0 ? nu - 1 : i - 1) : 0;
 
   for (int64_t step = 1; step <= 3; step++) {
-    R_OK(tpx_runtime_zero_grads(rt, E_));
+    RK_OK(tpx_runtime_zero_grads(rt, E_));
     /* Forward: TP-local tensors equal the reference slices. */
     for (size_t k = 0; k < nu; k++) {
       size_t u = order[k];
-      R_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_FORWARD, E_));
+      RK_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_FORWARD, E_));
       ck_assert(tpx_runtime_unit_is_unsharded(rt, u));
       for (size_t p = 0; p < x->np; p++) {
         if (x->alias[p] || tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u)
           continue;
         tpx_runtime_param_info in;
-        R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+        RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
         ck_assert_ptr_nonnull(in.unsharded);
         tpx_param_info info;
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
@@ -309,22 +314,26 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                       (long long)rank, (long long)step, info.fqn,
                       (long long)bad, bad < 0 ? 0.0 : un[bad]);
       }
-      R_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_FORWARD, E_));
+      RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_FORWARD, E_));
     }
     if (c->fsdp) {
       ck_assert(tpx_runtime_unit_is_unsharded(rt, nu - 1)); /* root kept */
       ck_assert_int_gt(
           tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GATHER), 0);
     }
-    /* Backward: dp rank d writes its own gradients. */
+    /* Backward: dp rank d writes its own gradients. Step 2 runs two
+     * micro-batches (FSDP only: reduce_grads accumulates), so its reduced
+     * gradient is twice the mean. */
+    int mb = step == 2 && c->fsdp ? 2 : 1;
+    for (int mbi = 0; mbi < mb; mbi++)
     for (size_t k = nu; k-- > 0;) {
       size_t u = order[k];
-      R_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
+      RK_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
       for (size_t p = 0; p < x->np; p++) {
         if (x->alias[p] || tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u)
           continue;
         tpx_runtime_param_info in;
-        R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+        RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
         ck_assert_ptr_nonnull(in.unsharded_grad);
         tpx_param_info info;
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
@@ -335,32 +344,38 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
           gr[i] += rt_grad((int64_t)p, gi, d) * w;
         }
       }
-      R_OK(tpx_runtime_reduce_grads(rt, u, E_));
-      R_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
+      RK_OK(tpx_runtime_reduce_grads(rt, u, E_));
+      RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
     }
     if (c->fsdp) {
       ck_assert_int_eq(
           tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GATHER), 0);
+      /* the last reduction may still be in flight (overlap) until a sync */
+      if (!tpx_runtime_is_async(rt))
+        ck_assert_int_eq(
+            tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS),
+            0);
+      RK_OK(tpx_runtime_wait(rt, E_));
       ck_assert_int_eq(
           tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS), 0);
     }
     /* Reduced gradients: the mean, in the right shards. */
     for (size_t p = 0; p < x->np; p++) {
       if (x->alias[p]) continue;
-      R_OK(tpx_runtime_gather_grad(rt, (int64_t)p, gg[p], TPX_DTYPE_F32, E_));
+      RK_OK(tpx_runtime_gather_grad(rt, (int64_t)p, gg[p], TPX_DTYPE_F32, E_));
       tpx_param_info info;
       tpx_model_param(x->model, (int64_t)p, &info, NULL);
       int64_t bad = -1;
       for (int64_t i = 0; i < x->numel[p] && bad < 0; i++)
-        if (!(fabs(gg[p][i] - x->gmean[p][i]) <=
-              2e-6 * (1 + fabs(x->gmean[p][i]))))
+        if (!(fabs(gg[p][i] - mb * x->gmean[p][i]) <=
+              4e-6 * (1 + fabs(x->gmean[p][i]))))
           bad = i;
-      ck_assert_msg(bad < 0, "rank %lld %s grad[%lld] %.9g vs mean %.9g",
+      ck_assert_msg(bad < 0, "rank %lld %s grad[%lld] %.9g vs mean %.9g x%d",
                     (long long)rank, info.fqn, (long long)bad,
                     bad < 0 ? 0.0 : gg[p][bad],
-                    bad < 0 ? 0.0 : x->gmean[p][bad]);
+                    bad < 0 ? 0.0 : x->gmean[p][bad], mb);
       tpx_runtime_param_info in;
-      R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+      RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
       for (int64_t i = 0; i < in.sharded_numel && bad < 0; i++)
         if (in.sharded_grad[i] !=
             gg[p][rt_global_index(&in.global, info.shape, i)])
@@ -369,23 +384,23 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                     (long long)rank, info.fqn, (long long)bad);
     }
     double n2 = 0, ninf = 0;
-    R_OK(tpx_runtime_grad_norm(rt, 2.0, &n2, E_));
-    R_OK(tpx_runtime_grad_norm(rt, INFINITY, &ninf, E_));
-    ck_assert_msg(fabs(n2 - x->norm2) <= 1e-6 * x->norm2,
+    RK_OK(tpx_runtime_grad_norm(rt, 2.0, &n2, E_));
+    RK_OK(tpx_runtime_grad_norm(rt, INFINITY, &ninf, E_));
+    ck_assert_msg(fabs(n2 - mb * x->norm2) <= 1e-6 * mb * x->norm2,
                   "rank %lld: L2 %.12g vs %.12g", (long long)rank, n2,
-                  x->norm2);
-    ck_assert_msg(fabs(ninf - x->norminf) <= 1e-6 * x->norminf,
+                  mb * x->norm2);
+    ck_assert_msg(fabs(ninf - mb * x->norminf) <= 1e-6 * mb * x->norminf,
                   "rank %lld: inf %.12g vs %.12g", (long long)rank, ninf,
-                  x->norminf);
+                  mb * x->norminf);
     if (step == 1) {
       double tot = 0;
-      R_OK(tpx_runtime_clip_grad_norm(rt, 10 * n2, 2.0, &tot, E_)); /* none */
+      RK_OK(tpx_runtime_clip_grad_norm(rt, 10 * n2, 2.0, &tot, E_)); /* none */
       ck_assert(tot == n2);
-      R_OK(tpx_runtime_clip_grads(rt, 0.5 * n2, n2, E_));
+      RK_OK(tpx_runtime_clip_grads(rt, 0.5 * n2, n2, E_));
       float coef = (1.0f / ((float)n2 + 1e-6f)) * (float)(0.5 * n2);
       for (size_t p = 0; p < x->np; p++) {
         if (x->alias[p]) continue;
-        R_OK(tpx_runtime_gather_grad(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
+        RK_OK(tpx_runtime_gather_grad(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
                                      E_));
         int64_t bad = -1;
         for (int64_t i = 0; i < x->numel[p]; i++) {
@@ -396,25 +411,25 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                       (long long)bad);
       }
       double after = 0;
-      R_OK(tpx_runtime_grad_norm(rt, 2.0, &after, E_));
+      RK_OK(tpx_runtime_grad_norm(rt, 2.0, &after, E_));
       ck_assert_msg(fabs(after - 0.5 * n2) <= 1e-5 * n2, "clipped %g", after);
     }
     /* AdamW against the formula on the full tensors. */
     tpx_adamw_options ao = TPX_ADAMW_OPTIONS_INIT;
     ao.lr = 0.01;
     ao.weight_decay = 0.1;
-    R_OK(tpx_runtime_adamw_step(rt, &ao, E_));
+    RK_OK(tpx_runtime_adamw_step(rt, &ao, E_));
     ck_assert_int_eq(tpx_runtime_optimizer_steps(rt), step);
     for (size_t p = 0; p < x->np; p++) {
       if (x->alias[p]) continue;
       for (int64_t i = 0; i < x->numel[p]; i++)
         ref[p][i] = ref_adamw(ref[p][i], gg[p][i], &m[p][i], &v[p][i], step,
                               0.01, 0.1);
-      R_OK(tpx_runtime_gather_param(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
+      RK_OK(tpx_runtime_gather_param(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
                                     E_));
       int64_t bad = -1;
       for (int64_t i = 0; i < x->numel[p] && bad < 0; i++)
-        if (!(fabs(full[p][i] - ref[p][i]) <= 1e-7)) bad = i;
+        if (full[p][i] != ref[p][i]) bad = i; /* bit-identical */
       ck_assert_msg(bad < 0, "rank %lld step %lld param %zu[%lld] %.9g vs %.9g",
                     (long long)rank, (long long)step, p, (long long)bad,
                     bad < 0 ? 0.0 : full[p][bad], bad < 0 ? 0.0 : ref[p][bad]);
@@ -423,6 +438,17 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   }
   ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_OPTIMIZER),
                    2 * padded_sum * 4);
+  for (int k = 0; k <= TPX_RUNTIME_MEM_TOTAL; k++)
+    ck_assert_int_ge(tpx_runtime_peak_bytes(rt, (tpx_runtime_mem_kind)k),
+                     tpx_runtime_allocated_bytes(rt, (tpx_runtime_mem_kind)k));
+  if (c->fsdp) {
+    ck_assert_int_gt(tpx_runtime_peak_bytes(rt, TPX_RUNTIME_MEM_GATHER), 0);
+    /* freed gather / reduce buffers are kept only with cache_buffers */
+    if (x->ro.cache_buffers)
+      ck_assert_int_gt(tpx_runtime_cached_bytes(rt), 0);
+    else
+      ck_assert_int_eq(tpx_runtime_cached_bytes(rt), 0);
+  }
   if (rank == 0)
     for (size_t p = 0; p < x->np; p++)
       if (!x->alias[p])
@@ -457,12 +483,15 @@ START_TEST(t_case) {
 #endif
   ctx x;
   ctx_init(&x, c);
-  /* prefetch on a comm thread, synchronous prefetch, no prefetch */
-  static const int variants[3][2] = {{1, 1}, {1, 0}, {0, 0}};
+  /* prefetch on a comm thread, synchronous prefetch, no prefetch, and the
+   * comm thread without the buffer cache: {prefetch, async, cache} */
+  static const int variants[4][3] = {
+      {1, 1, 1}, {1, 0, 1}, {0, 0, 1}, {1, 1, 0}};
   float **first = calloc(x.np, sizeof *first);
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 4; k++) {
     x.ro.prefetch = variants[k][0];
     x.ro.async = variants[k][1];
+    x.ro.cache_buffers = variants[k][2];
     tpx_error e = {0};
 #ifdef RT_MPI
     tpx_status st = body(mpi_world, &x, &e);
@@ -498,6 +527,14 @@ static Suite *suite(void) {
 }
 
 int main(void) {
+#ifdef RT_MPI_MULTIPLE
+  int provided = 0;
+  MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+  mpi_multiple = provided == MPI_THREAD_MULTIPLE;
+  printf("MPI thread level %s: the runtime %s a comm thread\n",
+         mpi_multiple ? "MULTIPLE" : "below MULTIPLE",
+         mpi_multiple ? "uses" : "does not use");
+#endif
 #ifdef RT_MPI
   tpx_error e = {0};
   if (tpx_comm_create_mpi(NULL, &mpi_world, &e) != TPX_OK) {
@@ -515,7 +552,10 @@ int main(void) {
   int failed = srunner_ntests_failed(r);
   srunner_free(r);
 #ifdef RT_MPI
-  tpx_comm_destroy(mpi_world); /* finalizes MPI: tpx initialised it */
+  tpx_comm_destroy(mpi_world); /* finalizes MPI when tpx initialised it */
+#endif
+#ifdef RT_MPI_MULTIPLE
+  MPI_Finalize();
 #endif
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -16,19 +16,6 @@
 
 #include "rt_fsdp_fixture.h"
 
-static uint16_t to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-static float from_bf16(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static float round_bf16(float f) { return from_bf16(to_bf16(f)); }
 
 typedef struct mcase {
   int64_t dps, tp;
@@ -47,14 +34,6 @@ typedef struct mctx {
   tpx_sharding *sh;
 } mctx;
 
-#define R_OK(call)                                                             \
-  do {                                                                         \
-    tpx_error e_ = {0};                                                        \
-    tpx_status st_ = (call);                                                   \
-    ck_assert_msg(st_ == TPX_OK, "rank %lld: %s: %s", (long long)rank,         \
-                  tpx_status_name(st_), e_.message);                           \
-  } while (0)
-#define E_ (&e_)
 
 static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   mctx *x = arg;
@@ -66,9 +45,9 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_runtime_options ro = TPX_RUNTIME_OPTIONS_INIT;
   ro.storage_dtype = c->bf16_storage ? TPX_DTYPE_BF16 : TPX_DTYPE_F32;
   tpx_runtime *rt = NULL;
-  R_OK(tpx_runtime_create(x->sh, mc, &ro, &rt, E_));
+  RK_OK(tpx_runtime_create(x->sh, mc, &ro, &rt, E_));
   int64_t co[3];
-  R_OK(tpx_mesh_coords(x->mesh, rank, co, E_));
+  RK_OK(tpx_mesh_coords(x->mesh, rank, co, E_));
   int64_t d = co[1];
   size_t np = tpx_model_num_params(x->model), nu = tpx_runtime_num_units(rt);
   size_t root = nu - 1;
@@ -82,9 +61,9 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     for (int i = 0; i < info.ndim; i++) n *= info.shape[i];
     ref[p] = malloc((size_t)n * 4);
     for (int64_t i = 0; i < n; i++) ref[p][i] = rt_weight((int64_t)p, i);
-    R_OK(tpx_runtime_load_param(rt, (int64_t)p, ref[p], TPX_DTYPE_F32, E_));
+    RK_OK(tpx_runtime_load_param(rt, (int64_t)p, ref[p], TPX_DTYPE_F32, E_));
     tpx_runtime_param_info in;
-    R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+    RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
     ck_assert_int_eq(in.storage_dtype, ro.storage_dtype);
     ck_assert_int_eq(in.compute_dtype, TPX_DTYPE_BF16);
     ck_assert_int_eq(in.reduce_dtype, TPX_DTYPE_F32);
@@ -95,14 +74,14 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     if (info.ndim && rows == 0) pad = 0;
     padded += pad;
     tpx_fsdp_unit fu;
-    R_OK(tpx_sharding_fsdp_unit(x->sh, (size_t)in.unit, &fu, E_));
+    RK_OK(tpx_sharding_fsdp_unit(x->sh, (size_t)in.unit, &fu, E_));
     if (!fu.reshard_after_forward) kept_unsh += in.local_numel * 2;
     /* Shard and master. */
     const uint16_t *sb = in.sharded;
     for (int64_t i = 0; i < in.sharded_numel; i++) {
       float want = ref[p][rt_global_index(&in.global, info.shape, i)];
       ck_assert(in.master[i] == want);
-      if (c->bf16_storage) ck_assert(sb[i] == to_bf16(want));
+      if (c->bf16_storage) ck_assert(sb[i] == rt_to_bf16(want));
     }
   }
   int64_t pb = padded * (c->bf16_storage ? 2 + 4 : 4);
@@ -112,28 +91,28 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                    padded * 4);
 
   for (int step = 0; step < 2; step++) {
-    R_OK(tpx_runtime_zero_grads(rt, E_));
+    RK_OK(tpx_runtime_zero_grads(rt, E_));
     /* Forward: root, then the layers; unsharded = bf16(param). */
     for (size_t k = 0; k < nu; k++) {
       size_t u = k == 0 ? root : k - 1;
-      R_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_FORWARD, E_));
+      RK_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_FORWARD, E_));
       for (size_t p = 0; p < np; p++) {
         if (!ref[p] || tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u)
           continue;
         tpx_param_info info;
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
         tpx_runtime_param_info in;
-        R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+        RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
         const uint16_t *un = in.unsharded;
         int64_t bad = -1;
         for (int64_t i = 0; i < in.local_numel && bad < 0; i++)
           if (un[i] !=
-              to_bf16(ref[p][rt_global_index(&in.tp_local, info.shape, i)]))
+              rt_to_bf16(ref[p][rt_global_index(&in.tp_local, info.shape, i)]))
             bad = i;
         ck_assert_msg(bad < 0, "rank %lld %s: unsharded[%lld]",
                       (long long)rank, info.fqn, (long long)bad);
       }
-      R_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_FORWARD, E_));
+      RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_FORWARD, E_));
     }
     /* Only the units with reshard_after_forward false (the root, the last
      * layer) stay gathered: their bf16 tensors, nothing staged. */
@@ -142,21 +121,21 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     /* Backward with bf16 gradients from each dp rank. */
     for (size_t k = nu; k-- > 0;) {
       size_t u = k == 0 ? root : k - 1;
-      R_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
+      RK_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
       for (size_t p = 0; p < np; p++) {
         if (!ref[p] || tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u)
           continue;
         tpx_param_info info;
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
         tpx_runtime_param_info in;
-        R_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+        RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
         uint16_t *gr = in.unsharded_grad;
         for (int64_t i = 0; i < in.local_numel; i++)
-          gr[i] = to_bf16(rt_grad(
+          gr[i] = rt_to_bf16(rt_grad(
               (int64_t)p, rt_global_index(&in.tp_local, info.shape, i), d));
       }
-      R_OK(tpx_runtime_reduce_grads(rt, u, E_));
-      R_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
+      RK_OK(tpx_runtime_reduce_grads(rt, u, E_));
+      RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
     }
     for (size_t p = 0; p < np; p++) {
       if (!ref[p]) continue;
@@ -165,12 +144,12 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
       int64_t n = 1;
       for (int i = 0; i < info.ndim; i++) n *= info.shape[i];
       float *g = malloc((size_t)n * 4);
-      R_OK(tpx_runtime_gather_grad(rt, (int64_t)p, g, TPX_DTYPE_F32, E_));
+      RK_OK(tpx_runtime_gather_grad(rt, (int64_t)p, g, TPX_DTYPE_F32, E_));
       int64_t bad = -1;
       for (int64_t i = 0; i < n && bad < 0; i++) {
         double s = 0;
         for (int64_t k = 0; k < c->dps; k++)
-          s += round_bf16(rt_grad((int64_t)p, i, k));
+          s += rt_from_bf16(rt_to_bf16(rt_grad((int64_t)p, i, k)));
         if (!(fabs(g[i] - s / (double)c->dps) <= 1e-6 * (1 + fabs(s))))
           bad = i;
       }
@@ -180,12 +159,12 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     }
     tpx_adamw_options ao = TPX_ADAMW_OPTIONS_INIT;
     ao.lr = 0.05;
-    R_OK(tpx_runtime_adamw_step(rt, &ao, E_));
+    RK_OK(tpx_runtime_adamw_step(rt, &ao, E_));
     /* The new reference: the gathered f32 masters (exact AdamW is covered
      * by test_rt_fsdp); the next forward checks storage = bf16(master). */
     for (size_t p = 0; p < np; p++)
       if (ref[p])
-        R_OK(tpx_runtime_gather_param(rt, (int64_t)p, ref[p], TPX_DTYPE_F32,
+        RK_OK(tpx_runtime_gather_param(rt, (int64_t)p, ref[p], TPX_DTYPE_F32,
                                       E_));
   }
   for (size_t p = 0; p < np; p++) free(ref[p]);
@@ -197,7 +176,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
 
 START_TEST(t_mixed) {
   const mcase *c = &mcases[_i];
-  mctx x = {c, rt_tiny_model(), rt_tiny_plan(0), rt_mesh(1, c->dps, c->tp),
+  mctx x = {c, rt_tiny_model(), rt_tiny_plan(0), fx_mesh(1, c->dps, c->tp),
             NULL};
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
   so.param_dtype = c->bf16_storage ? TPX_DTYPE_INVALID : TPX_DTYPE_BF16;
@@ -224,10 +203,4 @@ static Suite *suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *r = srunner_create(suite());
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FX_MAIN(suite)

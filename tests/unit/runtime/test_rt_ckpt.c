@@ -1,0 +1,210 @@
+/* test_rt_ckpt.c — tpx_runtime_load_safetensors on the tiny model over local
+ * threads: a safetensors file written here by hand (f32 or bf16, a model of
+ * the same dtype, the runtime storing f32 or bf16; the tied
+ * head stored only through emb.weight) loads into every mesh so that the
+ * gathered parameters equal the stored values exactly (bf16 storage: the
+ * f32 master exact, the shard its rounding); a missing file, a wrong shape
+ * and an unsharded unit are clear errors. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rt_fsdp_fixture.h"
+
+
+/* Write every non-alias parameter of `m` as rt_weight values in `dtype`
+ * (F32 or BF16); `bad_shape` stores the first one with a wrong shape. */
+static void write_st(const tpx_model *m, const char *path, tpx_dtype dtype,
+                     int bad_shape) {
+  size_t np = tpx_model_num_params(m), es = tpx_dtype_size(dtype);
+  char header[4096] = "{";
+  size_t off = 0, hl = 1;
+  for (size_t p = 0; p < np; p++) {
+    tpx_param_info in;
+    ck_assert_int_eq(tpx_model_param(m, (int64_t)p, &in, NULL), TPX_OK);
+    if (in.tied_to >= 0) continue;
+    int64_t n = 1;
+    char shape[128] = "";
+    size_t sl = 0;
+    for (int i = 0; i < in.ndim; i++) {
+      int64_t d = in.shape[i] + (bad_shape && off == 0 && i == 0);
+      n *= in.shape[i];
+      sl += (size_t)snprintf(shape + sl, sizeof shape - sl, "%s%lld",
+                             i ? "," : "", (long long)d);
+    }
+    hl += (size_t)snprintf(
+        header + hl, sizeof header - hl,
+        "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+        hl > 1 ? "," : "", in.fqn, tpx_dtype_safetensors_name(dtype), shape,
+        off, off + (size_t)n * es);
+    off += (size_t)n * es;
+  }
+  hl += (size_t)snprintf(header + hl, sizeof header - hl, "}");
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  uint64_t len = hl;
+  ck_assert_uint_eq(fwrite(&len, 8, 1, f), 1);
+  ck_assert_uint_eq(fwrite(header, 1, hl, f), hl);
+  for (size_t p = 0; p < np; p++) {
+    tpx_param_info in;
+    tpx_model_param(m, (int64_t)p, &in, NULL);
+    if (in.tied_to >= 0) continue;
+    int64_t n = 1;
+    for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
+    for (int64_t i = 0; i < n; i++) {
+      float v = rt_weight((int64_t)p, i);
+      uint16_t b = rt_to_bf16(v);
+      ck_assert_uint_eq(fwrite(dtype == TPX_DTYPE_F32 ? (void *)&v : (void *)&b,
+                               es, 1, f),
+                        1);
+    }
+  }
+  ck_assert_int_eq(fclose(f), 0);
+}
+
+typedef struct kctx {
+  tpx_model *model;
+  tpx_mesh *mesh;
+  tpx_sharding *sh;
+  const char *path;
+  tpx_dtype file_dtype, storage;
+  int expect_error; /* 0: loads; 1: the load fails (message in err) */
+} kctx;
+
+static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
+  kctx *k = arg;
+  tpx_mesh_comm *mc = NULL;
+  tpx_status st = tpx_mesh_comm_create(world, k->mesh, &mc, err);
+  if (st != TPX_OK) return st;
+  tpx_runtime_options ro = TPX_RUNTIME_OPTIONS_INIT;
+  ro.storage_dtype = k->storage;
+  tpx_runtime *rt = NULL;
+  st = tpx_runtime_create(k->sh, mc, &ro, &rt, err);
+  if (st == TPX_OK) st = tpx_runtime_load_safetensors(rt, k->path, err);
+  if (k->expect_error || st != TPX_OK) {
+    tpx_runtime_destroy(rt);
+    tpx_mesh_comm_destroy(mc);
+    return st;
+  }
+  size_t np = tpx_model_num_params(k->model);
+  for (size_t p = 0; p < np && st == TPX_OK; p++) {
+    tpx_param_info in;
+    tpx_model_param(k->model, (int64_t)p, &in, NULL);
+    int64_t n = 1;
+    for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
+    float *full = malloc((size_t)n * 4);
+    st = tpx_runtime_gather_param(rt, (int64_t)p, full, TPX_DTYPE_F32, err);
+    int64_t src = in.tied_to >= 0 ? in.tied_to : (int64_t)p;
+    for (int64_t i = 0; i < n && st == TPX_OK; i++) {
+      float want = rt_weight(src, i);
+      if (k->file_dtype == TPX_DTYPE_BF16) want = rt_from_bf16(rt_to_bf16(want));
+      if (full[i] != want)
+        st = tpx_error_set(err, TPX_INTERNAL, "%s[%lld] = %g, stored %g",
+                           in.fqn, (long long)i, full[i], want);
+    }
+    tpx_runtime_param_info ri;
+    if (st == TPX_OK) st = tpx_runtime_param(rt, (int64_t)p, &ri, err);
+    if (st == TPX_OK && k->storage == TPX_DTYPE_BF16)
+      for (int64_t i = 0; i < ri.sharded_numel; i++)
+        if (((const uint16_t *)ri.sharded)[i] != rt_to_bf16(ri.master[i]))
+          st = tpx_error_set(err, TPX_INTERNAL, "%s: shard != bf16(master)",
+                             in.fqn);
+    free(full);
+  }
+  /* Loading into an unsharded unit is refused. */
+  if (st == TPX_OK && tpx_runtime_fsdp_enabled(rt)) {
+    st = tpx_runtime_unshard(rt, 0, TPX_RUNTIME_FORWARD, err);
+    tpx_error e2 = {0};
+    if (st == TPX_OK &&
+        (tpx_runtime_load_safetensors(rt, k->path, &e2) !=
+             TPX_INVALID_ARGUMENT ||
+         !strstr(e2.message, "unsharded")))
+      st = tpx_error_set(err, TPX_INTERNAL, "unsharded load: '%s'",
+                         e2.message);
+  }
+  tpx_runtime_destroy(rt);
+  tpx_mesh_comm_destroy(mc);
+  return st;
+}
+
+typedef struct kcase {
+  int64_t dps, tp;
+  tpx_dtype file_dtype, storage;
+} kcase;
+
+static const kcase kcases[] = {
+    {1, 1, TPX_DTYPE_F32, TPX_DTYPE_F32},  {2, 2, TPX_DTYPE_F32, TPX_DTYPE_F32},
+    {3, 1, TPX_DTYPE_F32, TPX_DTYPE_F32},  {1, 4, TPX_DTYPE_BF16, TPX_DTYPE_F32},
+    {3, 2, TPX_DTYPE_F32, TPX_DTYPE_BF16}, {2, 2, TPX_DTYPE_BF16, TPX_DTYPE_BF16},
+};
+
+static void tmp_path(char *buf, size_t n, const char *tag) {
+  snprintf(buf, n, "/tmp/tpx_rt_ckpt_%ld_%s.safetensors", (long)getpid(), tag);
+}
+
+START_TEST(t_load) {
+  const kcase *c = &kcases[_i];
+  char path[256];
+  tmp_path(path, sizeof path, "ok");
+  kctx k = {rt_tiny_model_dt(c->file_dtype), fx_mesh(1, c->dps, c->tp), NULL,
+            path, c->file_dtype, c->storage, 0};
+  tpx_plan *plan = rt_tiny_plan(0);
+  write_st(k.model, path, c->file_dtype, 0);
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  so.param_dtype = TPX_DTYPE_INVALID;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_sharding_create(k.model, plan, k.mesh, &so, &k.sh, &e),
+                   TPX_OK);
+  tpx_status st = tpx_local_run((int)(c->dps * c->tp), body, &k, &e);
+  unlink(path);
+  ck_assert_msg(st == TPX_OK, "%s", e.message);
+  tpx_sharding_destroy(k.sh);
+  tpx_plan_destroy(plan);
+  tpx_mesh_destroy(k.mesh);
+  tpx_model_destroy(k.model);
+}
+END_TEST
+
+static void expect_fail(const char *path, int bad_shape, const char *text) {
+  kctx k = {rt_tiny_model(), fx_mesh(1, 2, 1), NULL, path, TPX_DTYPE_F32,
+            TPX_DTYPE_F32, 1};
+  if (bad_shape) write_st(k.model, path, TPX_DTYPE_F32, 1);
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_sharding_create(k.model, NULL, k.mesh, NULL, &k.sh, &e),
+                   TPX_OK);
+  tpx_status st = tpx_local_run(2, body, &k, &e);
+  if (bad_shape) unlink(path);
+  ck_assert_msg(st != TPX_OK, "loading %s succeeded", path);
+  ck_assert_msg(strstr(e.message, text) != NULL, "message '%s' lacks '%s'",
+                e.message, text);
+  tpx_sharding_destroy(k.sh);
+  tpx_mesh_destroy(k.mesh);
+  tpx_model_destroy(k.model);
+}
+
+START_TEST(t_errors) {
+  char path[256];
+  tmp_path(path, sizeof path, "missing");
+  expect_fail(path, 0, "tpx_rt_ckpt_");
+  tmp_path(path, sizeof path, "shape");
+  expect_fail(path, 1, "emb.weight");
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_runtime_load_safetensors(NULL, path, &e),
+                   TPX_INVALID_ARGUMENT);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("rt_ckpt");
+  TCase *tc = tcase_create("ckpt");
+  tcase_set_timeout(tc, 60);
+  tcase_add_loop_test(tc, t_load, 0, (int)(sizeof kcases / sizeof kcases[0]));
+  tcase_add_test(tc, t_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+FX_MAIN(suite)
