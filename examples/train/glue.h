@@ -25,4 +25,8 @@ int tr_rank_is_root(const tr_rank *r);
  * unshard / gradient reduction, grad norm); 0 without a runtime. */
 double tr_rank_comm_seconds(const tr_rank *r);
 double tr_now(void);
+/* Bytes this rank holds for sharded parameters, gradients and optimizer
+ * state (out[0..2], tpx_runtime_allocated_bytes); 0 without a runtime
+ * (tpx-train-ref keeps its own storage and reports none). */
+int tr_rank_state_bytes(const tr_rank *r, int64_t out[3]);
 #endif

@@ -74,6 +74,13 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err
   return TPX_OK;
 }
 
+int tr_rank_state_bytes(const tr_rank *r, int64_t out[3]) {
+  out[0] = tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_PARAMS);
+  out[1] = tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_GRADS);
+  out[2] = tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_OPTIMIZER);
+  return 1;
+}
+
 void tr_rank_destroy(tr_rank *r) {
   if (!r) return;
   tpx_runtime_destroy(r->rt);

@@ -37,6 +37,9 @@ typedef struct job {
   double *step_s, *comm_s; /* [steps], wall seconds on rank 0 */
   double *cpu_s;           /* [steps], CPU seconds of the whole process */
   tpx_error rank_err;
+  int has_state;      /* rank 0's runtime reported its state bytes */
+  int64_t state[3];   /* rank 0: params, grads, optimizer bytes (after the
+                         last step, so the AdamW state exists) */
 } job;
 
 static void usage(FILE *f) {
@@ -300,6 +303,7 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
       j->step_s[step] = t1 - t0; j->comm_s[step] = c1 - c0; j->cpu_s[step] = cpu_now() - p0;
     }
   }
+  if (!s && rank == 0) j->has_state = tr_rank_state_bytes(r, j->state);
   if (!s && a->dump) s = dump_params(a, j->model, r, err);
   tr_rank_destroy(r);
   tr_net_free(&net);
@@ -420,7 +424,7 @@ int main(int argc, char **argv) {
   if (tpx_checkpoint_reader_create(a.model, &ro, &reader, &err) ||
       tpx_checkpoint_check_model(reader, model, &err))
     goto out;
-  job j = {&a, model, sh, tokens, reader, loss, gnorm, step_s, comm_s, cpu_s, {0}};
+  job j = {&a, model, sh, tokens, reader, loss, gnorm, step_s, comm_s, cpu_s, {0}, 0, {0}};
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err) : tpx_local_run((int)world, rank_main, &j, &err);
   if (s) goto out;
   code = 0;
@@ -430,7 +434,12 @@ int main(int argc, char **argv) {
       for (int64_t i = 0; i < a.steps; i++)
         printf("%s{\"step\":%lld,\"loss\":%.17g,\"grad_norm\":%.17g}", i ? "," : "",
                (long long)i, loss[i], gnorm[i]);
-      printf("]}\n");
+      printf("]");
+      /* what rank 0 allocated, comparable with tpx plan's per_rank memory */
+      if (j.has_state)
+        printf(",\"memory\":{\"rank\":0,\"params\":%lld,\"grads\":%lld,\"optimizer\":%lld}",
+               (long long)j.state[0], (long long)j.state[1], (long long)j.state[2]);
+      printf("}\n");
     } else {
       printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld tp=%lld%s, %s backend\n",
              tpx_model_architecture(model, 0), (long long)a.dp_replicate,

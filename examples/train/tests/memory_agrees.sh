@@ -1,0 +1,34 @@
+#!/bin/sh
+# memory_agrees.sh — the training memory `tpx plan` reports (per_rank[0].memory
+# params, grads, optimizer; docs/MEMORY.md) equals what tpx-train's runtime
+# actually allocated on rank 0 after AdamW steps (tpx_runtime_allocated_bytes),
+# byte for byte, on the same model and mesh. python3 (standard library only)
+# reads the two JSON documents.
+# usage: memory_agrees.sh TPX TRAIN FIXTURES CASE [mesh args...] [--b6]
+set -u
+tpx=$1 train=$2 fix=$3 case=$4
+shift 4
+tokens=$fix/tokens.bin
+batch=4
+mesh=""
+for a in "$@"; do
+  if [ "$a" = "--b6" ]; then tokens=$fix/tokens_b6.bin; batch=6; else mesh="$mesh $a"; fi
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# shellcheck disable=SC2086
+"$train" --model "$fix/$case" --tokens "$tokens" --batch $batch --seq 16 --steps 2 \
+  --lr 1e-3 --format json $mesh > "$tmp/train.json" || { echo "FAIL tpx-train$mesh"; exit 1; }
+# shellcheck disable=SC2086
+"$tpx" plan --config "$fix/$case/config.json" --optimizer adamw --format json $mesh \
+  > "$tmp/plan.json"
+[ $? -le 1 ] || { echo "FAIL tpx plan$mesh"; exit 1; }
+python3 - "$tmp/train.json" "$tmp/plan.json" "$case$mesh" <<'PY'
+import json, sys
+train = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["memory"]
+plan = json.load(open(sys.argv[2]))["per_rank"][0]["memory"]
+bad = [k for k in ("params", "grads", "optimizer") if train[k] != plan[k]]
+for k in ("params", "grads", "optimizer"):
+    print("%s %-9s tpx-train %d  tpx plan %d" % ("FAIL" if k in bad else "PASS", k, train[k], plan[k]))
+sys.exit(1 if bad else 0)
+PY
