@@ -207,6 +207,13 @@ int plan_advise(const tpx_registry *reg, const tpx_model *model,
   tpx_memory_options mo = x->mem;
   if (!x->seq_given) mo.seq = 4096;
   int64_t N = x->gpus;
+  /* plan_extra_arg allows 1..2^20; said again so the compiler sees the
+   * bound (-Walloc-size-larger-than= in the sanitizer build) */
+  if (N < 1 || N > ((int64_t)1 << 20)) {
+    fprintf(stderr, "tpx plan: --gpus %lld is outside 1..%lld\n",
+            (long long)N, (long long)1 << 20);
+    return 2;
+  }
   size_t cap = 0;
   for (int64_t t = 1; t <= N; t++)
     if (N % t == 0)
