@@ -192,6 +192,16 @@ else
   echo "ok: the HTML memory totals do not wrap negative"
 fi
 rm -f "$out.html"
+# a config whose hidden_size is 2^62 (model from tiny safetensors headers):
+# the activation formula's products saturate instead of wrapping (UB) to a
+# small wrong figure
+hh="$src/tests/data/memory/huge-hidden"
+expect 0 "hidden_size 2^62: activations" -- --config "$hh.config.json" \
+  --weights "$hh.safetensors" --seq 4096 --dp-shard 2 --format json
+lacks "runtime error" "no sanitizer report"
+py "activations and peak saturate at INT64_MAX" '
+m = r["per_rank"][0]["memory"]
+assert m["activations"] == m["peak"] == 2**63 - 1, m'
 
 echo "cli_memory: $((n - fails))/$n passed"
 [ "$fails" -eq 0 ]
