@@ -9,7 +9,9 @@ text form exiting like the JSON form. Then runs the bad-input cases
 argument / file on stderr, never crash. The mesh advisor (--gpus N) runs on
 the bundled configs (every config with --full): its tpx-advice/1 is checked
 (check_report.check_advice) and its first and last costed meshes against a
-plain `tpx plan` of that mesh.
+plain `tpx plan` of that mesh. --rank R on every rank of small odd meshes:
+slices inside the tensor, summing to per_rank param_bytes, covering every
+element.
 
 usage: run_matrix.py TPX SOURCE_DIR [--full] [-j N] [--only SUBSTR]
   default: a representative subset (well under a minute in a normal build);
@@ -378,6 +380,58 @@ def weights_with_skeleton(tpx, src):
     return probs, 3
 
 
+def slices_cover(tpx, src):
+    """--rank R for every rank of small odd meshes: each rank's slices lie
+    inside the tensor, sum (tied aliases once) to its per_rank param_bytes,
+    and all ranks together cover every element of every parameter (their
+    local_bytes sum to at least the parameter's bytes)."""
+    probs, runs = [], 0
+    for rel, mesh in (("tests/data/configs/Llama-3.2-1B/config.json", (1, 2, 3)),
+                      ("tests/data/configs/Qwen3-30B-A3B/config.json", (2, 3, 2)),
+                      ("tests/data/families/moe/mixtral-tiny.config.json", (1, 3, 2))):
+        cfg = os.path.join(src, rel)
+        dpr, dps, tp = mesh
+        world = dpr * dps * tp
+        cover, held = {}, {}
+        for r in range(world):
+            runs += 1
+            tag = "%s --rank %d (%d x %d x %d)" % (rel, r, dpr, dps, tp)
+            rc, out, err = run(tpx, ["--config", cfg, "--dp-replicate", str(dpr),
+                                     "--dp-shard", str(dps), "--tp", str(tp),
+                                     "--rank", str(r), "--format", "json"])
+            t = sanitizer_trouble(rc, err)
+            if t:
+                probs.append("%s: %s\n%s" % (tag, t, err[-3000:]))
+                break
+            try:
+                rep = json.loads(out)
+            except ValueError:
+                probs.append("%s: exit %d, no JSON: %r" % (tag, rc, err[-300:]))
+                break
+            mine = 0
+            for p in rep["parameters"]:
+                ls, go = p.get("local_shape"), p.get("global_offset")
+                if not isinstance(ls, list) or len(ls) != len(p["shape"]) or \
+                        any(o < 0 or o + l > d and l > 0
+                            for o, l, d in zip(go, ls, p["shape"])):
+                    probs.append("%s: %s slice %r @ %r outside %r"
+                                 % (tag, p["name"], ls, go, p["shape"]))
+                    continue
+                if p.get("tied_to") is None:
+                    mine += p["local_bytes"]
+                    n = check_report.numel(ls)
+                    cover[p["name"]] = cover.get(p["name"], 0) + n
+                    held[p["name"]] = check_report.numel(p["shape"])
+            if mine != rep["per_rank"][r]["param_bytes"]:
+                probs.append("%s: local_bytes sum to %d, per_rank param_bytes "
+                             "%d" % (tag, mine, rep["per_rank"][r]["param_bytes"]))
+        for name, n in cover.items():
+            if n < held[name]:
+                probs.append("%s %r: %s: the ranks' slices hold %d of its %d "
+                             "elements" % (rel, mesh, name, n, held[name]))
+    return probs, runs
+
+
 def advisor_case(tpx, src, cfg, n):
     """`--gpus N` (JSON and text): no crash, a consistent tpx-advice/1
     (check_report.check_advice), exit 0 iff the first mesh fits, and the
@@ -539,6 +593,10 @@ def main():
     if not a.only:
         wp, nweights = weights_with_skeleton(a.tpx, a.src)
         probs += wp
+    nslices = 0
+    if not a.only:
+        sp_, nslices = slices_cover(a.tpx, a.src)
+        probs += sp_
     nadv = 0
     if not a.only or a.full:
         # the advisor on the real configs (one per family in the default run)
@@ -552,10 +610,10 @@ def main():
     for p in probs:
         print("FAIL:", p)
     print("%d configs x %d meshes (json+text) = %d runs, %d custom-plan/"
-          "weights runs, %d skeleton+weights runs, %d advisor runs, "
-          "%d bad-input cases, %d problems, %.1f s"
+          "weights runs, %d skeleton+weights runs, %d --rank runs, "
+          "%d advisor runs, %d bad-input cases, %d problems, %.1f s"
           % (len(cfgs), len(matrix(a.full)), 2 * len(jobs), 2 * ncustom,
-             nweights, nadv, nbad, len(probs), time.time() - t0))
+             nweights, nslices, nadv, nbad, len(probs), time.time() - t0))
     return 1 if probs else 0
 
 
