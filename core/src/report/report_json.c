@@ -234,6 +234,7 @@ static int per_rank_text(const tpx_sharding *sh, const tpx_memory_options *mo,
   if (ok && world > TPX__PER_RANK_MAX) { /* grouped: see rank_groups.h */
     ok = tpx__rank_groups_json(sh, mo, names, indent, b) == 0;
     for (int d = 0; d < nd; d++) free(names[d]);
+    free(mw);
     return ok && !b->failed;
   }
   const char *sep = indent > 0 ? ": " : ":";
