@@ -182,6 +182,17 @@ static int parse_args(int argc, char **argv, args_t *a) {
                     "combined with --format %s\n", a->format);
     return -1;
   }
+  /* --gpus prints the advice and --show the picture instead of the report:
+   * an option that shapes the report would be ignored without a word */
+  if ((a->x.gpus || a->x.show) && (a->html || a->summary)) {
+    fprintf(stderr,
+            "tpx plan: %s cannot be combined with %s (%s prints %s instead "
+            "of the report)\n",
+            a->html ? "--html" : "--summary", a->x.gpus ? "--gpus" : "--show",
+            a->x.gpus ? "--gpus" : "--show",
+            a->x.gpus ? "the mesh advice" : "the block picture");
+    return -1;
+  }
   if (!a->fsdp && a->dp_shard > 1)
     fprintf(stderr,
             "tpx plan: warning: --no-fsdp with --dp-shard %lld: nothing is "
@@ -207,11 +218,16 @@ static int write_html(const char *path, const tpx_sharding *sh,
     return -1;
   }
   FILE *f = fopen(path, "w");
+  /* only a regular file is removed when the write fails: the path may be a
+   * device (/dev/full) or a link to one, which is not ours to delete */
+  struct stat sb, lsb;
+  int regular = f && fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) &&
+                lstat(path, &lsb) == 0 && S_ISREG(lsb.st_mode);
   int bad = !f || fputs(page, f) < 0;
   if (f && fclose(f) != 0) bad = 1;
   if (bad) {
     fprintf(stderr, "tpx plan: --html %s: %s\n", path, strerror(errno));
-    if (f) remove(path);
+    if (regular) remove(path);
   }
   free(page);
   return bad ? -1 : 0;

@@ -46,8 +46,14 @@ static int parse_bytes(const char *opt, const char *text, int64_t *out) {
                {"T", 1099511627776.0}, {"TB", 1e12}};
   char *end = NULL;
   errno = 0;
+  /* decimal digits with at most one '.': strtod alone would also take
+   * "0x10" (16 bytes), "1e3" and "1p4" */
   int digits = text && *text >= '0' && *text <= '9';
+  size_t span = text ? strspn(text, "0123456789.") : 0;
+  for (size_t i = 0, dots = 0; digits && i < span; i++)
+    if (text[i] == '.' && ++dots > 1) digits = 0;
   double v = digits ? strtod(text, &end) : 0;
+  if (digits && end != text + span) digits = 0;
   if (digits && !errno && isfinite(v) && v > 0)
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
       if (strcmp(end, units[i].suffix) == 0 && v * units[i].mult < 9.2e18 &&

@@ -116,10 +116,12 @@ static int decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      "config: num_key_value_heads (%lld), head_dim (%lld), "
                      "intermediate_size (%lld), vocab_size (%lld) must be "
                      "positive (intermediate_size may be 0), and every size "
-                     "at most %lld",
+                     "(also hidden_size %lld, num_attention_heads %lld, "
+                     "num_hidden_layers %lld) at most %lld",
                      (long long)d->kv_heads, (long long)d->head_dim,
                      (long long)d->intermediate, (long long)d->vocab,
-                     (long long)TPXP_DIM_MAX);
+                     (long long)d->hidden, (long long)d->heads,
+                     (long long)d->layers, (long long)TPXP_DIM_MAX);
   return st;
 }
 

@@ -20,6 +20,13 @@ It re-derives from the JSON alone, without tpx's code:
     memory_options.optimizer;
   * with slices_rank R (--rank R): every parameter's local_shape,
     global_offset and local_bytes for rank R, recomputed;
+  * per_rank param_bytes summed over every rank: at least the model's held
+    bytes, at most that once per rank; grouped per_rank (above 4096 ranks):
+    each group's last member recomputed too;
+  * model.fused_experts present iff a fused 3-D expert parameter is;
+  * peak == the sum of the five terms, saturating at INT64_MAX;
+  * check_advice: `--gpus N --format json` (tpx-advice/1) consistent and
+    sorted as docs/MEMORY.md says;
   * total_params / total_bytes with a tied weight once;
   * ok == (no error diagnostic).
 
@@ -362,6 +369,16 @@ def check(rep, expect=None):
             if p["fsdp_unit"] is not None:
                 P.add("%s: fsdp_unit %r with FSDP off" % (p["name"], p["fsdp_unit"]))
                 break
+    fused = [p["name"] for p in params if len(p["shape"]) == 3 and
+             (p["name"].endswith(".experts.gate_up_proj") or
+              p["name"].endswith(".experts.down_proj"))]
+    note = model.get("fused_experts")
+    if fused and not isinstance(note, str):
+        P.add("model.fused_experts missing with fused expert parameters "
+              "(%s)" % fused[0])
+    elif not fused and note is not None:
+        P.add("model.fused_experts %r without a fused expert parameter"
+              % (note[:60] if isinstance(note, str) else note))
     if model["total_params"] != total_params:
         P.add("model.total_params %d != %d (sum over parameters, tied once)"
               % (model["total_params"], total_params))
@@ -386,12 +403,41 @@ def check(rep, expect=None):
             P.add("per_rank groups do not partition the %d ranks in order" % world)
             return P
         entries = [(e["rank"], e) for e in pr]
+        # the group's last member must have the first member's figures
+        # (checked below like any entry, with the group's figures)
+        for e in pr:
+            last = e["ranks"][-1][1]
+            if last != e["rank"]:
+                twin = dict(e)
+                twin["rank"] = last
+                twin.pop("coords", None)
+                entries.append((last, twin))
     elif not isinstance(pr, list) or len(pr) != world:
         P.add("per_rank has %s entries, world is %d" % (len(pr) if isinstance(pr, list) else pr, world))
         return P
     else:
         entries = list(enumerate(pr))
+    # every rank together holds each parameter at least once and at most
+    # once per rank (held dtype: keep_fp32 counts in f32)
+    held_total = sum(n * numel(shape) * DTYPE_SIZE[dt]
+                     for (shape, dt, _), n in sig.items())
+    held_sum = 0
     for r, e in entries:
+        if isinstance(e, dict) and isinstance(e.get("param_bytes"), int) and \
+                "coords" in e:
+            held_sum += e["param_bytes"] * (e.get("num_ranks") or 1)
+    if not held_total <= held_sum <= world * held_total:
+        P.add("per_rank param_bytes sum to %d over %d ranks, outside "
+              "[%d, %d] (the model once .. once per rank)"
+              % (held_sum, world, held_total, world * held_total))
+    for r, e in entries:
+        if isinstance(e, dict) and "coords" not in e and "num_ranks" in e:
+            # a group's last member: coords recomputed from the rank
+            c, rem = {}, r
+            for d, sz in zip(reversed(dims), reversed(sizes)):
+                c[d] = rem % sz
+                rem //= sz
+            e["coords"] = c
         if not isinstance(e, dict) or e.get("rank") != r:
             P.add("per_rank[%d] malformed or out of order: %r" % (r, e))
             continue
@@ -421,6 +467,7 @@ def check(rep, expect=None):
     return P
 
 
+INT64_MAX = (1 << 63) - 1  # byte counts saturate there
 MEM_KEYS = ("params", "grads", "optimizer", "gather_peak", "activations", "peak")
 OPT_STATES = {"adamw": 2, "sgd": 1, "none": 0}
 
@@ -434,7 +481,7 @@ def check_memory(P, r, e, rep, msig, dims, sizes, coords, fsdp_enabled):
         P.add("per_rank[%d].memory %r lacks a non-negative integer %s"
               % (r, mem, "/".join(MEM_KEYS)))
         return
-    if mem["peak"] != sum(mem[k] for k in MEM_KEYS[:-1]):
+    if mem["peak"] != min(sum(mem[k] for k in MEM_KEYS[:-1]), INT64_MAX):
         P.add("per_rank[%d].memory.peak %d != the sum of the other terms"
               % (r, mem["peak"]))
     opt = (rep.get("memory_options") or {}).get("optimizer", "adamw")
@@ -500,6 +547,70 @@ def check_slices(P, rep, dims, sizes):
             P.add("%s: rank %d slice %r @ %r (%r bytes), recomputed %r @ %r"
                   % (p["name"], r, p.get("local_shape"), p.get("global_offset"),
                      p.get("local_bytes"), ln, off))
+
+
+ADVICE_MEM = ("params", "grads", "optimizer", "gather_peak", "activations",
+              "peak")
+
+
+def check_advice(adv, gpus=None):
+    """Problems in `tpx plan --gpus N --format json` (tpx-advice/1,
+    docs/MEMORY.md): one candidate per (dp_replicate, dp_shard, tp) with
+    product N; fits == peak <= gpu_mem; memory terms summing to the peak;
+    TP + FSDP traffic == the total; sorted fitting (by traffic, then peak),
+    then not fitting (by peak), then rejected (with a reason, no figures)."""
+    P = Problems()
+    if not isinstance(adv, dict) or adv.get("format") != "tpx-advice/1":
+        return ["advice: not a tpx-advice/1 object"]
+    n, mem = adv.get("gpus"), adv.get("gpu_mem")
+    if gpus is not None and n != gpus:
+        P.add("advice.gpus %r, asked %r" % (n, gpus))
+    if not isinstance(n, int) or not isinstance(mem, int) or mem < 1:
+        return P + ["advice: gpus/gpu_mem malformed"]
+    a = adv.get("advice")
+    if not isinstance(a, list):
+        return P + ["advice.advice is not a list"]
+    want = sorted((n // t // s, s, t) for t in range(1, n + 1) if n % t == 0
+                  for s in range(1, n // t + 1) if (n // t) % s == 0)
+    got = sorted((x.get("dp_replicate"), x.get("dp_shard"), x.get("tp"))
+                 for x in a)
+    if got != want:
+        P.add("advice lists meshes %r, want every product-%d triple %r"
+              % (got[:6], n, want[:6]))
+    keys = []
+    for x in a:
+        tag = "advice %s" % ((x.get("dp_replicate"), x.get("dp_shard"),
+                               x.get("tp")),)
+        why = x.get("rejected_because")
+        if why is not None:
+            if not isinstance(why, str) or not why or x.get("fits") is not False \
+                    or x.get("peak_bytes") is not None \
+                    or x.get("comm_bytes_per_step") is not None or "memory" in x:
+                P.add("%s: rejected but carries figures or no reason" % tag)
+            keys.append((2, 0, 0))
+            continue
+        m, pk = x.get("memory"), x.get("peak_bytes")
+        if not isinstance(m, dict) or any(not isinstance(m.get(k), int) or
+                                          m.get(k) < 0 for k in ADVICE_MEM):
+            P.add("%s: memory %r malformed" % (tag, m))
+            continue
+        if m["peak"] != pk or pk != min(sum(m[k] for k in ADVICE_MEM[:-1]),
+                                        INT64_MAX):
+            P.add("%s: peak_bytes %r, memory %r: not the sum" % (tag, pk, m))
+        if x.get("fits") is not (pk <= mem):
+            P.add("%s: fits %r but peak %d vs gpu_mem %d"
+                  % (tag, x.get("fits"), pk, mem))
+        tot, ctp, cf = (x.get("comm_bytes_per_step"), x.get("comm_tp_bytes"),
+                        x.get("comm_fsdp_bytes"))
+        if not all(isinstance(v, int) and v >= 0 for v in (tot, ctp, cf)) or \
+                tot != min(ctp + cf, INT64_MAX):
+            P.add("%s: traffic %r != tp %r + fsdp %r" % (tag, tot, ctp, cf))
+            continue
+        keys.append((0, tot, pk) if x["fits"] else (1, pk, 0))
+    if keys != sorted(keys):
+        P.add("advice not sorted fitting (by traffic, then peak), not "
+              "fitting (by peak), rejected: %r" % keys[:8])
+    return P
 
 
 def main(argv):

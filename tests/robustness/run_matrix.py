@@ -6,7 +6,12 @@ run: no crash and no sanitizer report, exit 0 iff the report has no error
 diagnostic (1 otherwise), valid JSON that check_report.py accepts, and the
 text form exiting like the JSON form. Then runs the bad-input cases
 (bad_cli.json): each must exit with the given code and name the offending
-argument / file on stderr, never crash.
+argument / file on stderr, never crash. The mesh advisor (--gpus N) runs on
+the bundled configs (every config with --full): its tpx-advice/1 is checked
+(check_report.check_advice) and its first and last costed meshes against a
+plain `tpx plan` of that mesh. --rank R on every rank of small odd meshes:
+slices inside the tensor, summing to per_rank param_bytes, covering every
+element.
 
 usage: run_matrix.py TPX SOURCE_DIR [--full] [-j N] [--only SUBSTR]
   default: a representative subset (well under a minute in a normal build);
@@ -43,7 +48,8 @@ def find_configs(src):
                                .replace("Infinity", "null").replace("NaN", "null"))
         except (ValueError, OSError):
             continue
-        if isinstance(j, dict) and ("architectures" in j or "model_type" in j) \
+        if isinstance(j, dict) and ("architectures" in j or "model_type" in j
+                                    or "_class_name" in j) \
                 and "entries" not in j:
             out.append(p)
     return out
@@ -384,6 +390,122 @@ def weights_with_skeleton(tpx, src):
     return probs, 3
 
 
+def slices_cover(tpx, src):
+    """--rank R for every rank of small odd meshes: each rank's slices lie
+    inside the tensor, sum (tied aliases once) to its per_rank param_bytes,
+    and all ranks together cover every element of every parameter (their
+    local_bytes sum to at least the parameter's bytes)."""
+    probs, runs = [], 0
+    for rel, mesh in (("tests/data/configs/Llama-3.2-1B/config.json", (1, 2, 3)),
+                      ("tests/data/configs/Qwen3-30B-A3B/config.json", (2, 3, 2)),
+                      ("tests/data/families/moe/mixtral-tiny.config.json", (1, 3, 2))):
+        cfg = os.path.join(src, rel)
+        dpr, dps, tp = mesh
+        world = dpr * dps * tp
+        cover, held = {}, {}
+        for r in range(world):
+            runs += 1
+            tag = "%s --rank %d (%d x %d x %d)" % (rel, r, dpr, dps, tp)
+            rc, out, err = run(tpx, ["--config", cfg, "--dp-replicate", str(dpr),
+                                     "--dp-shard", str(dps), "--tp", str(tp),
+                                     "--rank", str(r), "--format", "json"])
+            t = sanitizer_trouble(rc, err)
+            if t:
+                probs.append("%s: %s\n%s" % (tag, t, err[-3000:]))
+                break
+            try:
+                rep = json.loads(out)
+            except ValueError:
+                probs.append("%s: exit %d, no JSON: %r" % (tag, rc, err[-300:]))
+                break
+            mine = 0
+            for p in rep["parameters"]:
+                ls, go = p.get("local_shape"), p.get("global_offset")
+                if not isinstance(ls, list) or len(ls) != len(p["shape"]) or \
+                        any(o < 0 or o + l > d and l > 0
+                            for o, l, d in zip(go, ls, p["shape"])):
+                    probs.append("%s: %s slice %r @ %r outside %r"
+                                 % (tag, p["name"], ls, go, p["shape"]))
+                    continue
+                if p.get("tied_to") is None:
+                    mine += p["local_bytes"]
+                    n = check_report.numel(ls)
+                    cover[p["name"]] = cover.get(p["name"], 0) + n
+                    held[p["name"]] = check_report.numel(p["shape"])
+            if mine != rep["per_rank"][r]["param_bytes"]:
+                probs.append("%s: local_bytes sum to %d, per_rank param_bytes "
+                             "%d" % (tag, mine, rep["per_rank"][r]["param_bytes"]))
+        for name, n in cover.items():
+            if n < held[name]:
+                probs.append("%s %r: %s: the ranks' slices hold %d of its %d "
+                             "elements" % (rel, mesh, name, n, held[name]))
+    return probs, runs
+
+
+def advisor_case(tpx, src, cfg, n):
+    """`--gpus N` (JSON and text): no crash, a consistent tpx-advice/1
+    (check_report.check_advice), exit 0 iff the first mesh fits, and the
+    worst rank's memory of the first and last costed meshes equal to what a
+    plain `tpx plan` on that mesh reports for its largest-peak rank."""
+    tag = "%s --gpus %d" % (os.path.relpath(cfg, src), n)
+    rc, out, err = run(tpx, ["--config", cfg, "--gpus", str(n), "--format",
+                             "json"])
+    t = sanitizer_trouble(rc, err)
+    if t:
+        return ["%s json: %s\n%s" % (tag, t, err[-3000:])]
+    if rc not in (0, 1):
+        return ["%s json: exit %d\n%s" % (tag, rc, err[-2000:])]
+    if not out.strip():
+        if rc != 1 or "tpx plan:" not in err:
+            return ["%s: no advice, exit %d, stderr %r" % (tag, rc, err[-500:])]
+        return []
+    try:
+        adv = json.loads(out)
+    except ValueError as e:
+        return ["%s: invalid JSON: %s" % (tag, e)]
+    probs = ["%s: %s" % (tag, p) for p in check_report.check_advice(adv, n)]
+    a = adv.get("advice") or []
+    want_rc = 0 if a and a[0].get("fits") else 1
+    if rc != want_rc:
+        probs.append("%s: exit %d, first mesh fits=%r" % (tag, rc,
+                                                         a and a[0].get("fits")))
+    costed = [x for x in a if x.get("rejected_because") is None]
+    for x in {id(c): c for c in costed[:1] + costed[-1:]}.values():
+        mesh = ["--dp-replicate", str(x["dp_replicate"]), "--dp-shard",
+                str(x["dp_shard"]), "--tp", str(x["tp"])]
+        prc, pout, perr = run(tpx, ["--config", cfg, "--seq", str(adv["seq"]),
+                                    "--batch", str(adv["batch"]), "--format",
+                                    "json"] + mesh)
+        try:
+            pr = json.loads(pout)["per_rank"]
+            worst = max((e["memory"] for e in pr), key=lambda m: m["peak"])
+        except (ValueError, KeyError, TypeError):
+            probs.append("%s: plain plan on %s gave no per_rank memory (exit "
+                         "%d)" % (tag, " ".join(mesh), prc))
+            continue
+        if worst != x.get("memory"):
+            probs.append("%s: advice memory %r, plain plan's worst rank %r"
+                         % (tag, x.get("memory"), worst))
+    rc2, _, err2 = run(tpx, ["--config", cfg, "--gpus", str(n)])
+    t = sanitizer_trouble(rc2, err2)
+    if t:
+        probs.append("%s text: %s\n%s" % (tag, t, err2[-3000:]))
+    elif rc2 != rc:
+        probs.append("%s text: exit %d, json exited %d" % (tag, rc2, rc))
+    return probs
+
+
+def advisor_cases(tpx, src, cfgs, full, jobs):
+    ns = (1, 4, 6, 8, 12) if full else (1, 6)
+    probs = []
+    with cf.ThreadPoolExecutor(max_workers=jobs) as ex:
+        futs = [ex.submit(advisor_case, tpx, src, c, n) for c in cfgs
+                for n in ns]
+        for f in futs:
+            probs += f.result()
+    return probs, len(cfgs) * len(ns)
+
+
 def bad_cli(tpx, src):
     with open(os.path.join(HERE, "bad_cli.json")) as f:
         cases = json.load(f)
@@ -481,6 +603,16 @@ def main():
     if not a.only:
         wp, nweights = weights_with_skeleton(a.tpx, a.src)
         probs += wp
+    nslices = 0
+    if not a.only:
+        sp_, nslices = slices_cover(a.tpx, a.src)
+        probs += sp_
+    nadv = 0
+    if not a.only or a.full:
+        # the advisor on the real configs (one per family in the default run)
+        acfgs = [c for c in cfgs if "/configs/" in c or a.full]
+        ap_, nadv = advisor_cases(a.tpx, a.src, acfgs, a.full, a.j)
+        probs += ap_
     nbad = 0
     if not a.no_bad_cli:
         bp, nbad = bad_cli(a.tpx, a.src)
@@ -488,10 +620,10 @@ def main():
     for p in probs:
         print("FAIL:", p)
     print("%d configs x %d meshes (json+text) = %d runs, %d custom-plan/"
-          "weights runs, %d skeleton+weights runs, %d bad-input cases, "
-          "%d problems, %.1f s"
+          "weights runs, %d skeleton+weights runs, %d --rank runs, "
+          "%d advisor runs, %d bad-input cases, %d problems, %.1f s"
           % (len(cfgs), len(matrix(a.full)), 2 * len(jobs), 2 * ncustom,
-             nweights, nbad, len(probs), time.time() - t0))
+             nweights, nslices, nadv, nbad, len(probs), time.time() - t0))
     return 1 if probs else 0
 
 

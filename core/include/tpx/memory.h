@@ -96,6 +96,13 @@ TPX_API tpx_status tpx_traffic_rank(const tpx_sharding *sh,
                                     const tpx_memory_options *opts,
                                     int64_t rank, tpx_traffic *out,
                                     tpx_error *err);
+/* Ranks [first, first + count) into out[0..count): the TP term (the same on
+ * every rank) is computed once, so a whole mesh costs one TP pass.
+ * TPX_OUT_OF_RANGE for ranks outside the mesh. */
+TPX_API tpx_status tpx_traffic_ranks(const tpx_sharding *sh,
+                                     const tpx_memory_options *opts,
+                                     int64_t first, size_t count,
+                                     tpx_traffic *out, tpx_error *err);
 
 TPX_END_DECLS
 

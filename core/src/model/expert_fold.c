@@ -54,16 +54,35 @@ static int block_prefix(char *buf, size_t size, const char *name, size_t len) {
   return n >= 0 && (size_t)n < size ? 0 : -1;
 }
 
+/* Count slice `slot` of the `nslots` of fused parameter pi; *dup = 1 (and
+ * nothing counted) when a tensor already gave that slice. */
 static tpx_status count_slice(tpx__expert_fold *f, const tpx_model *model,
-                              int64_t pi, tpx_error *err) {
+                              int64_t pi, int64_t slot, int64_t nslots,
+                              int *dup, tpx_error *err) {
+  *dup = 0;
   if (f->counts == NULL || f->n < model->num_params) {
     int64_t *c = realloc(f->counts, model->num_params * sizeof *c);
     if (c == NULL)
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-    memset(c + f->n, 0, (model->num_params - f->n) * sizeof *c);
     f->counts = c;
+    unsigned char **s = realloc(f->seen, model->num_params * sizeof *s);
+    if (s == NULL)
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    f->seen = s;
+    memset(c + f->n, 0, (model->num_params - f->n) * sizeof *c);
+    memset(s + f->n, 0, (model->num_params - f->n) * sizeof *s);
     f->n = model->num_params;
   }
+  if (f->seen[pi] == NULL) {
+    f->seen[pi] = calloc((size_t)nslots, 1);
+    if (f->seen[pi] == NULL)
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  }
+  if (f->seen[pi][slot]) {
+    *dup = 1;
+    return TPX_OK;
+  }
+  f->seen[pi][slot] = 1;
   f->counts[pi]++;
   f->folded++;
   return TPX_OK;
@@ -159,7 +178,20 @@ tpx_status tpx__expert_fold_try(tpx__expert_fold *f, const tpx_model *model,
   if (e >= fs[0] || ndim != 2 || shape[0] != rows || shape[1] != fs[2] ||
       dtype != (tpx_dtype)p->dtype || (part != PART_DOWN && fs[1] % 2 != 0))
     return mismatch(file, name, shape, ndim, dtype, fused, want, err);
-  tpx_status st = count_slice(f, model, pi, err);
+  int dup = 0;
+  tpx_status st = count_slice(
+      f, model, pi, part == PART_DOWN ? e : 2 * e + (part == PART_UP),
+      part == PART_DOWN ? fs[0] : 2 * fs[0], &dup, err);
+  if (st == TPX_OK && dup)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: tensor '%s' gives %s of expert %lld of '%s' a "
+                         "second time (another checkpoint tensor already "
+                         "did)",
+                         file, name,
+                         part == PART_GATE ? "the gate_proj rows"
+                         : part == PART_UP ? "the up_proj rows"
+                                           : "the down_proj",
+                         (long long)e, fused);
   if (st == TPX_OK)
     *folded = 1;
   return st;
@@ -188,6 +220,9 @@ tpx_status tpx__expert_fold_finish(const tpx__expert_fold *f,
 void tpx__expert_fold_free(tpx__expert_fold *f) {
   if (f == NULL)
     return;
+  for (size_t i = 0; f->seen && i < f->n; i++)
+    free(f->seen[i]);
+  free(f->seen);
   free(f->counts);
   memset(f, 0, sizeof *f);
 }

@@ -15,6 +15,9 @@
  * tpx__expert_fold_free. */
 typedef struct tpx__expert_fold {
   int64_t *counts; /* [num_params of the model when the first fold ran] */
+  unsigned char **seen; /* [n]: per fused parameter, one flag per slice
+                           (expert e's gate at 2e, up at 2e+1; down at e),
+                           so a slice given twice is not counted twice */
   size_t n;
   size_t folded; /* checkpoint tensors folded (or renamed) so far */
 } tpx__expert_fold;
@@ -26,7 +29,8 @@ typedef struct tpx__expert_fold {
  * shape and dtype against that slice and set *folded = 1; otherwise
  * *folded = 0 and nothing is checked. A slice of the wrong shape or dtype is
  * a TPX_VALIDATION error naming both tensors (`file` is the checkpoint
- * file). */
+ * file), and so is a slice that an earlier tensor already gave (e.g.
+ * experts.0.gate_proj and experts.0.w1). */
 tpx_status tpx__expert_fold_try(tpx__expert_fold *f, const tpx_model *model,
                                 const char *name, const int64_t *shape,
                                 int ndim, tpx_dtype dtype, const char *file,

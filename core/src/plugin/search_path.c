@@ -8,6 +8,8 @@
  *     installed or copied (a `meson install --destdir` tree works as is);
  *   - where the library cannot tell (linked statically): the configured
  *     <prefix>/<libdir>/tpx/plugins.
+ * An installed layout (<dir of libtpx>/tpx/plugins exists) is an
+ * installation even below the build tree (a relative --destdir).
  * So an installed tpx never loads the build tree's plugins (which would
  * serve every architecture twice). Not the scanning itself (registry.c). */
 #define _GNU_SOURCE /* dladdr */
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tpx/registry.h"
 #include "tpx_config.h"
@@ -49,17 +52,26 @@ tpx_status tpx_registry_default_dir(char *buf, size_t size, int *build_tree,
   if (!dladdr(&g_anchor, &info) || !info.dli_fname ||
       !realpath(info.dli_fname, lib))
     return put(buf, size, TPX_INSTALL_PLUGIN_DIR, err);
-  if (realpath(TPX_BUILD_ROOT, root) && is_under(lib, root)) {
+  char *slash = strrchr(lib, '/');
+  int shared = slash && strncmp(slash + 1, "libtpx", 6) == 0;
+  char dir[PATH_MAX + 16];
+  if (shared) {
+    *slash = '\0';
+    snprintf(dir, sizeof dir, "%s/tpx/plugins", lib[0] ? lib : "/");
+    *slash = '/';
+  }
+  /* An installation's <libdir>/tpx/plugins wins even inside the build
+   * tree: `meson install --destdir staging` with a relative destdir puts
+   * the installed tree under the build directory. */
+  struct stat st;
+  int installed = shared && stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+  if (!installed && realpath(TPX_BUILD_ROOT, root) && is_under(lib, root)) {
     if (build_tree)
       *build_tree = 1;
     return put(buf, size, TPX_BUILD_PLUGIN_DIR, err);
   }
-  char *slash = strrchr(lib, '/');
   /* A static libtpx lives in the executable: its directory says nothing. */
-  if (!slash || strncmp(slash + 1, "libtpx", 6) != 0)
+  if (!shared)
     return put(buf, size, TPX_INSTALL_PLUGIN_DIR, err);
-  *slash = '\0';
-  char dir[PATH_MAX + 16];
-  snprintf(dir, sizeof dir, "%s/tpx/plugins", lib[0] ? lib : "/");
   return put(buf, size, dir, err);
 }

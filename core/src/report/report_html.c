@@ -245,6 +245,11 @@ static int mem_terms(const tpx_sharding *sh, const tpx_memory_options *mo,
   return 0;
 }
 
+/* Terms are >= 0; their sum saturates as tpx_memory's peak does. */
+static int64_t sat_add(int64_t a, int64_t b) {
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 static void memory(tpx__sbuf *b, const tpx_sharding *sh,
                    const tpx_memory_options *mo) {
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
@@ -272,7 +277,7 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh,
     group_of[r] = g;
     count[g]++;
     int64_t total = 0;
-    for (int t = 0; t < MEM_TERMS; t++) total += terms[r][t];
+    for (int t = 0; t < MEM_TERMS; t++) total = sat_add(total, terms[r][t]);
     if (total > max_total) max_total = total;
   }
   tpx__sbuf_printf(b, "<h2>Per-rank training memory</h2>\n<p>Optimizer %s; "
@@ -307,7 +312,7 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh,
     int64_t total = 0;
     for (int t = 0; t < MEM_TERMS; t++) {
       double w = (double)terms[r0][t] / (double)max_total * bar_w;
-      total += terms[r0][t];
+      total = sat_add(total, terms[r0][t]);
       tpx__sbuf_printf(b, "<rect x=\"%.1f\" y=\"%lld\" width=\"%.1f\" "
                           "height=\"%d\" fill=\"%s\"><title>%s: %s (%lld "
                           "bytes)</title></rect>\n",

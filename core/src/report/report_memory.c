@@ -105,7 +105,8 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
     tpx_memory ref = w->m[r - w->first];
     tpx_memory show = ref;
     show.activations = act;
-    show.peak = ref.peak + act;
+    /* saturating, as every byte count (signed overflow is UB) */
+    show.peak = act > INT64_MAX - ref.peak ? INT64_MAX : ref.peak + act;
     int64_t cnt = 0, lo = r, hi = r, contiguous = 1;
     tpx__mem_window *scan = malloc(sizeof *scan);
     if (!scan) {

@@ -162,9 +162,11 @@ int64_t tpx__act_layer_bytes(const tpx__act_dims *d) {
    * two full linear inputs (q/k/v and gate/up), q, k, v and the attention
    * output, four MLP intermediates (gate, up, act(gate), act*up) */
   int64_t el = tpx__sat_add(
-      tpx__sat_add(2 * ceil_div(d->hidden, d->sp_div), 2 * d->hidden),
+      tpx__sat_add(tpx__sat_mul(2, ceil_div(d->hidden, d->sp_div)),
+                   tpx__sat_mul(2, d->hidden)),
       tpx__sat_add(
-          tpx__sat_mul(d->head_dim, 2 * d->heads + 2 * d->kv_heads),
+          tpx__sat_mul(d->head_dim,
+                       tpx__sat_mul(2, tpx__sat_add(d->heads, d->kv_heads))),
           tpx__sat_mul(4, d->inter)));
   int64_t bytes = tpx__sat_mul(tpx__sat_mul(d->tokens, el), d->elem);
   /* attention log-sum-exp, f32 per token and head */
@@ -177,7 +179,8 @@ int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing) {
    * logits in the activation dtype and their f32 copy for the loss */
   int64_t head = tpx__sat_add(
       tpx__sat_mul(tpx__sat_mul(d->tokens,
-                                ceil_div(d->hidden, d->sp_div) + d->hidden),
+                                tpx__sat_add(ceil_div(d->hidden, d->sp_div),
+                                             d->hidden)),
                    d->elem),
       tpx__sat_mul(tpx__sat_mul(d->tokens, d->vocab_local), d->elem + 4));
   if (!checkpointing)

@@ -90,35 +90,57 @@ static int64_t fsdp_bytes(const tpx_sharding *sh, int64_t rank) {
   return tpx__sat_add(sum, coll_bytes("all-reduce", grads, dpr));
 }
 
+tpx_status tpx_traffic_ranks(const tpx_sharding *sh,
+                             const tpx_memory_options *opts, int64_t first,
+                             size_t count, tpx_traffic *out, tpx_error *err) {
+  if (!sh || (!out && count))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_traffic_ranks: NULL sharding or out");
+  if (opts && opts->struct_size < offsetof(tpx_memory_options, optimizer) +
+                                      sizeof(opts->optimizer))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_traffic_ranks: options struct_size %zu too small "
+                         "(use TPX_MEMORY_OPTIONS_INIT)",
+                         opts->struct_size);
+  if (first < 0 || (uint64_t)count > (uint64_t)sh->world ||
+      first > sh->world - (int64_t)count)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "tpx_traffic_ranks: ranks %lld..%lld are outside the "
+                         "mesh of %lld ranks",
+                         (long long)first,
+                         (long long)(first + (int64_t)count) - 1,
+                         (long long)sh->world);
+  if (!sh->rank_state)
+    return tpx_error_set(err, TPX_INTERNAL,
+                         "tpx_traffic_ranks: the sharding has no state bytes");
+  tpx_memory_options o = tpx__memory_options(opts);
+  if (o.batch < 1 || o.seq < 0)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "tpx_traffic_ranks: batch %lld must be >= 1 and seq "
+                         "%lld >= 0",
+                         (long long)o.batch, (long long)o.seq);
+  /* TP traffic is the same on every rank: computed once */
+  int64_t tp = 0;
+  tpx_status st = count ? tp_bytes(sh, &o, &tp, err) : TPX_OK;
+  if (st != TPX_OK) return st;
+  for (size_t i = 0; i < count; i++) {
+    out[i].tp = tp;
+    out[i].fsdp = fsdp_bytes(sh, first + (int64_t)i);
+    out[i].total = tpx__sat_add(tp, out[i].fsdp);
+  }
+  return TPX_OK;
+}
+
 tpx_status tpx_traffic_rank(const tpx_sharding *sh,
                             const tpx_memory_options *opts, int64_t rank,
                             tpx_traffic *out, tpx_error *err) {
   if (!sh || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_traffic_rank: NULL sharding or out");
-  if (opts && opts->struct_size < offsetof(tpx_memory_options, optimizer) +
-                                      sizeof(opts->optimizer))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_traffic_rank: options struct_size %zu too small "
-                         "(use TPX_MEMORY_OPTIONS_INIT)",
-                         opts->struct_size);
   if (rank < 0 || rank >= sh->world)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "tpx_traffic_rank: rank %lld is outside the mesh of "
                          "%lld ranks",
                          (long long)rank, (long long)sh->world);
-  if (!sh->rank_state)
-    return tpx_error_set(err, TPX_INTERNAL,
-                         "tpx_traffic_rank: the sharding has no state bytes");
-  tpx_memory_options o = tpx__memory_options(opts);
-  if (o.batch < 1 || o.seq < 0)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tpx_traffic_rank: batch %lld must be >= 1 and seq "
-                         "%lld >= 0",
-                         (long long)o.batch, (long long)o.seq);
-  tpx_status st = tp_bytes(sh, &o, &out->tp, err);
-  if (st != TPX_OK) return st;
-  out->fsdp = fsdp_bytes(sh, rank);
-  out->total = tpx__sat_add(out->tp, out->fsdp);
-  return TPX_OK;
+  return tpx_traffic_ranks(sh, opts, rank, 1, out, err);
 }

@@ -234,6 +234,26 @@ START_TEST(test_llama_skeleton) {
                    TPX_OK);
   ck_assert_int_eq(p.dtype, TPX_DTYPE_BF16);
   tpx_model_destroy(m);
+  {
+    /* a size past the bound is named, whichever it is */
+    static const char *const bad[][2] = {
+        {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": "
+         "4611686018427387904, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 2, \"head_dim\": 4, "
+         "\"intermediate_size\": 8, \"vocab_size\": 10}",
+         "hidden_size 4611686018427387904"},
+        {"{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 8, "
+         "\"num_hidden_layers\": 4294967296, \"num_attention_heads\": 2, "
+         "\"intermediate_size\": 8, \"vocab_size\": 10}",
+         "num_hidden_layers 4294967296"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+      tpx_model *b = fam_model_json(bad[k][0]);
+      tpx_error e = {0};
+      ck_assert_int_ne(tpx_registry_build_skeleton(reg, b, &e), TPX_OK);
+      ck_assert_msg(strstr(e.message, bad[k][1]) != NULL, "%s", e.message);
+      tpx_model_destroy(b);
+    }
+  }
   tpx_registry_destroy(reg);
 }
 END_TEST

@@ -409,6 +409,12 @@ START_TEST(test_expert_fold) {
       {9, NULL, 4, 0, NULL, 0, "Mixtral"},          /* router shape */
       {5, NULL, 0, 0, NULL, 1, "needs 3 (down_proj"}, /* a down_proj missing */
       {3, NULL, 0, 0, NULL, 1, "needs 6 (gate_proj and up_proj"},
+      /* expert 1's gate_proj renamed to a second expert-0 gate (Mixtral's
+       * name): 6 slices counted, but expert 1's gate rows are missing */
+      {3, "model.layers.0.block_sparse_moe.experts.0.w1.weight", 0, 0, NULL,
+       0, "gate_proj rows of expert 0"},
+      {7, "model.layers.0.mlp.experts.1.w3.weight", 0, 0, NULL, 0,
+       "up_proj rows of expert 1"},
   };
   for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
     size_t n = per_expert(t, names, bad[b].k == 9 ? 1 : 0);

@@ -58,5 +58,17 @@ find "$WORK/root" -path '*/man1/tpx.1' | grep -q . && ok "man page installed" ||
 find "$WORK/root" -path '*/bash-completion/completions/tpx' | grep -q . &&
   ok "bash completion installed" || bad "bash completion not installed"
 
+# A relative --destdir puts the installed tree inside the build directory:
+# that tpx is still an installed one and loads its own plugins.
+STAGE=qa-install-stage.$$
+meson install -C "$BUILD" --destdir "$STAGE" --no-rebuild --quiet || {
+  echo "FAIL meson install --destdir $STAGE"; exit 1; }
+TPX2=$(find "$BUILD/$STAGE" -path '*/bin/tpx' -type f | head -n 1)
+out=$("$TPX2" plugins --format json 2>/dev/null)
+n=$(printf '%s\n' "$out" | grep "\"path\": \"$(cd "$BUILD" && pwd -P)/$STAGE/" | grep -c '\.so"')
+[ "$n" -eq "$WANT" ] && ok "installed below the build tree: its own $n plugins" ||
+  bad "installed below the build tree: $n of $WANT plugins from $BUILD/$STAGE"
+rm -rf "${BUILD:?}/$STAGE"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

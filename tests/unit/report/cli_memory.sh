@@ -183,5 +183,32 @@ d = p["model.layers.0.mlp.down_proj.weight"]
 assert d["local_shape"] == [1024, 4096] and d["global_offset"] == [1024, 4096], d
 assert r["slices_rank"] == 3'
 
+# ---- byte counts past int64 ----
+# batch x seq at their limits: activations saturate at INT64_MAX (as every
+# byte count); the text peak and the HTML totals must saturate too, never
+# wrap to a negative figure
+expect 0 "activations past int64: text" -- --config "$l1" --tp 2 --dp-shard 4 \
+  --batch 16777216 --seq 16777216 --html "$out.html"
+lacks " -9" "the text peak does not wrap negative"
+has "8589934592.00 GiB 8589934592.00 GiB" "activations and peak saturate"
+n=$((n + 1))
+if grep -q '>-[0-9]' "$out.html"; then
+  echo "FAIL: the HTML memory totals wrap negative"
+  fails=$((fails + 1))
+else
+  echo "ok: the HTML memory totals do not wrap negative"
+fi
+rm -f "$out.html"
+# a config whose hidden_size is 2^62 (model from tiny safetensors headers):
+# the activation formula's products saturate instead of wrapping (UB) to a
+# small wrong figure
+hh="$src/tests/data/memory/huge-hidden"
+expect 0 "hidden_size 2^62: activations" -- --config "$hh.config.json" \
+  --weights "$hh.safetensors" --seq 4096 --dp-shard 2 --format json
+lacks "runtime error" "no sanitizer report"
+py "activations and peak saturate at INT64_MAX" '
+m = r["per_rank"][0]["memory"]
+assert m["activations"] == m["peak"] == 2**63 - 1, m'
+
 echo "cli_memory: $((n - fails))/$n passed"
 [ "$fails" -eq 0 ]

@@ -140,5 +140,21 @@ if python3 "$SRC/tests/robustness/check_report.py" "$WORK/out" --tp 8 --dp-shard
   echo "PASS check_report.py accepts the grouped form"; else
   echo "FAIL check_report.py:"; head "$WORK/chk"; fails=$((fails + 1)); fi
 
+# --html that cannot be written: exit 1 naming the path; the page is
+# removed only if it is a regular file tpx created (a link to a device is
+# left alone: as root, removing /dev/full itself would be the next step)
+if [ -c /dev/full ]; then
+  ln -s /dev/full "$WORK/full.html"
+  run 1 "--html to a link to /dev/full" plan --config "$L" --html "$WORK/full.html"
+  has err "--html $WORK/full.html: No space left on device" "names the page and the error"
+  if [ -L "$WORK/full.html" ]; then echo "PASS the link is left alone"; else
+    echo "FAIL the link to /dev/full was removed"; fails=$((fails + 1)); fi
+fi
+run 1 "--html to a directory" plan --config "$L" --html "$WORK"
+has err "--html $WORK:" "names the directory"
+run 2 "--html with --gpus" plan --config "$L" --gpus 4 --html "$WORK/a.html"
+has err "--html cannot be combined with --gpus" "says --html would be ignored"
+if [ -e "$WORK/a.html" ]; then echo "FAIL --gpus wrote a page"; fails=$((fails + 1)); fi
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -267,6 +267,27 @@ START_TEST(traffic_fsdp) {
   sh = fx_shard(m, NULL, mesh, NULL);
   ck_assert_int_eq(tpx_traffic_rank(sh, &o, 3, &t, NULL), TPX_OK);
   ck_assert_int_eq(t.fsdp, ag + rs + rs);
+  /* the range form gives every rank's figures at once, rank by rank equal
+   * to tpx_traffic_rank; out-of-mesh ranges are refused */
+  {
+    tpx_traffic all[4], one;
+    ck_assert_int_eq(tpx_traffic_ranks(sh, &o, 0, 4, all, NULL), TPX_OK);
+    for (int r = 0; r < 4; r++) {
+      ck_assert_int_eq(tpx_traffic_rank(sh, &o, r, &one, NULL), TPX_OK);
+      ck_assert_int_eq(all[r].tp, one.tp);
+      ck_assert_int_eq(all[r].fsdp, one.fsdp);
+      ck_assert_int_eq(all[r].total, one.total);
+    }
+    ck_assert_int_eq(tpx_traffic_ranks(sh, &o, 2, 2, all, NULL), TPX_OK);
+    ck_assert_int_eq(all[1].fsdp, ag + rs + rs);
+    ck_assert_int_eq(tpx_traffic_ranks(sh, &o, 3, 2, all, NULL),
+                     TPX_OUT_OF_RANGE);
+    ck_assert_int_eq(tpx_traffic_ranks(sh, &o, -1, 1, all, NULL),
+                     TPX_OUT_OF_RANGE);
+    ck_assert_int_eq(tpx_traffic_ranks(sh, &o, 0, 1, NULL, NULL),
+                     TPX_INVALID_ARGUMENT);
+    ck_assert_int_eq(tpx_traffic_ranks(sh, &o, 4, 0, NULL, NULL), TPX_OK);
+  }
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_model_destroy(m);
