@@ -335,6 +335,20 @@ int tpx_cmd_shard(int argc, char **argv) {
     fprintf(stderr, "tpx shard: %s\n", err.message);
     goto out;
   }
+  for (size_t i = 0; i < tpx_model_num_params(pl.model); i++) {
+    if (tpx_checkpoint_param_tensor(rd, pl.model, (int64_t)i) >= 0)
+      continue;
+    tpx_param_info info;
+    tpx_model_param(pl.model, (int64_t)i, &info, NULL);
+    fprintf(stderr,
+            "tpx shard: %s: parameter '%s' is stored as %lld per-expert "
+            "tensors (or renamed); the per-rank reader reads it, but tpx "
+            "shard does not write such checkpoints yet\n",
+            a.p.weights, info.fqn,
+            (long long)tpx_checkpoint_param_num_sources(rd, pl.model,
+                                                        (int64_t)i));
+    goto out;
+  }
   if (mkdir(a.out, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "tpx shard: %s: cannot create the directory: %s\n", a.out,
             strerror(errno));
