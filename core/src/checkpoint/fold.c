@@ -104,15 +104,15 @@ tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
       ok = d < drop ? src.box.length[d] == 1
                     : src.box.length[d] == t->shape[d - drop];
     if (!ok) {
-      char a[200], b[200], c[200];
+      char a[200], b[200], c[200], o[200];
       return tpx_error_set(
           err, TPX_VALIDATION,
-          "%s: tensor '%s' is %s %s, but as part [%lld, ...] of the "
+          "%s: tensor '%s' is %s %s, but as the part at offsets %s of the "
           "model's parameter '%s' (%s %s) it must be %s %s",
           rd->load.files[t->file].path, t->name,
           tpx__format_shape(a, sizeof a, t->shape, t->ndim),
-          tpx_dtype_safetensors_name(t->dtype), (long long)src.box.offset[0],
-          p.fqn, tpx__format_shape(b, sizeof b, p.shape, p.ndim),
+          tpx_dtype_safetensors_name(t->dtype),
+          tpx__format_shape(o, sizeof o, src.box.offset, src.box.ndim), p.fqn, tpx__format_shape(b, sizeof b, p.shape, p.ndim),
           tpx_dtype_safetensors_name(p.dtype),
           tpx__format_shape(c, sizeof c, src.box.length + (drop > 0 ? drop : 0),
                             src.box.ndim - (drop > 0 ? drop : 0)),
