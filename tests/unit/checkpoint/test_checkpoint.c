@@ -381,12 +381,9 @@ static float model_value(const char *name, int64_t i) {
                  i);
 }
 
-static tpx_sharding *small_sharding(const tpx_model *m, tpx_mesh **mesh,
-                                    int64_t dp, int64_t tp) {
-  static const char plan_json[] =
-      "{\"format\":\"tpx-plan/1\",\"entries\":["
-      "{\"module\":\"col\",\"style\":\"colwise\"},"
-      "{\"module\":\"row\",\"style\":\"rowwise\"}]}";
+/* The sharding of m under plan_json over dp_replicate 1 x dp x tp. */
+static tpx_sharding *plan_sharding(const tpx_model *m, const char *plan_json,
+                                   tpx_mesh **mesh, int64_t dp, int64_t tp) {
   tpx_error e = {0};
   tpx_plan *plan = NULL;
   ck_assert_msg(tpx_plan_from_json(plan_json, strlen(plan_json), "test",
@@ -400,6 +397,15 @@ static tpx_sharding *small_sharding(const tpx_model *m, tpx_mesh **mesh,
                 "%s", e.message);
   tpx_plan_destroy(plan);
   return sh;
+}
+
+static tpx_sharding *small_sharding(const tpx_model *m, tpx_mesh **mesh,
+                                    int64_t dp, int64_t tp) {
+  return plan_sharding(m,
+                       "{\"format\":\"tpx-plan/1\",\"entries\":["
+                       "{\"module\":\"col\",\"style\":\"colwise\"},"
+                       "{\"module\":\"row\",\"style\":\"rowwise\"}]}",
+                       mesh, dp, tp);
 }
 
 START_TEST(test_check_model) {
@@ -613,21 +619,8 @@ static float moe_expected(int p, const int64_t *idx) {
 
 static tpx_sharding *moe_sharding(const tpx_model *m, tpx_mesh **mesh,
                                   int64_t dp, int64_t tp) {
-  static const char plan_json[] =
-      "{\"format\":\"tpx-plan/1\",\"entries\":[]}";
-  tpx_error e = {0};
-  tpx_plan *plan = NULL;
-  ck_assert_msg(tpx_plan_from_json(plan_json, strlen(plan_json), "test",
-                                   &plan, &e) == TPX_OK,
-                "%s", e.message);
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {1, dp, tp};
-  ck_assert_int_eq(tpx_mesh_create(names, sizes, 3, mesh, &e), TPX_OK);
-  tpx_sharding *sh = NULL;
-  ck_assert_msg(tpx_sharding_create(m, plan, *mesh, NULL, &sh, &e) == TPX_OK,
-                "%s", e.message);
-  tpx_plan_destroy(plan);
-  return sh;
+  return plan_sharding(m, "{\"format\":\"tpx-plan/1\",\"entries\":[]}", mesh,
+                       dp, tp);
 }
 
 /* Checks buf (rank r's slice s of parameter p) against the hand-built
