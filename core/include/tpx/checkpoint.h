@@ -107,7 +107,8 @@ TPX_API const char *tpx_checkpoint_file_metadata(
 
 /* The stored tensor that parameter `param` of `model` reads from: its own
  * FQN, or, for a tied parameter the file does not store, the tied target's.
- * -1 when neither is stored. */
+ * -1 when neither is stored (a fused expert parameter stored per expert
+ * too: see tpx_checkpoint_param_source). */
 TPX_API int64_t tpx_checkpoint_param_tensor(const tpx_checkpoint_reader *rd,
                                             const tpx_model *model,
                                             int64_t param);
