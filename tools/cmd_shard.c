@@ -458,9 +458,15 @@ int tpx_cmd_shard(int argc, char **argv) {
   int64_t first = a.rank >= 0 ? a.rank : 0;
   int64_t last = a.rank >= 0 ? a.rank : world - 1;
   int64_t total_bytes = 0, total_items = 0, items = 0, bytes = 0;
+  /* tensors per rank file: a fused expert parameter replaces its sources */
+  int64_t per_rank = (int64_t)tpx_checkpoint_num_tensors(rd);
+  for (size_t i = 0; i < tpx_model_num_params(pl.model); i++)
+    if (tpx_checkpoint_param_tensor(rd, pl.model, (int64_t)i) < 0)
+      per_rank += 1 - tpx_checkpoint_param_num_sources(rd, pl.model,
+                                                        (int64_t)i);
   for (int64_t r = first; r <= last; r++) {
     total_bytes += tpx_sharding_rank_param_bytes(pl.sh, r);
-    total_items += (int64_t)tpx_checkpoint_num_tensors(rd);
+    total_items += per_rank;
   }
   tpx_cli_progress prog;
   tpx_cli_progress_start(&prog, "tpx shard", total_items, total_bytes);
