@@ -34,6 +34,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (m.tensors[i].name == NULL || m.tensors[i].ndim < 0 ||
           m.tensors[i].ndim > TPX_MAX_TENSOR_DIMS)
         abort();
+    for (size_t i = 0; i < m.num_tensors; i++) /* fold boxes inside */
+      for (size_t k = 0; k < m.tensors[i].num_fold; k++) {
+        const tpx_cli_fold_source *f = &m.tensors[i].fold[k];
+        int drop = m.tensors[i].ndim - f->ndim;
+        if (f->name == NULL || drop < 0)
+          abort();
+        for (int d = 0; d < m.tensors[i].ndim; d++)
+          if (f->offsets[d] + (d < drop ? 1 : f->shape[d - drop]) >
+              m.tensors[i].global_shape[d])
+            abort();
+      }
     tpx_cli_shard_meta_free(&m);
   }
   free(text);

@@ -52,6 +52,9 @@ mkdir -p "$work/shard_meta"
 printf '%s\n%s\n%s' '{"dims":["dp_replicate","dp_shard","tp"],"sizes":[1,3,3]}' 4 \
   '{"a.weight":{"global_shape":[7,5],"offsets":[3,0],"placements":["replicate","shard(0)","shard(0)"]}}' \
   > "$work/shard_meta/seed-1"
+printf '%s\n%s\n%s' '{"dims":["dp_shard"],"sizes":[3]}' 0 \
+  '{"e.gate_up_proj":{"global_shape":[4,40,48],"offsets":[0,0,0],"placements":["shard(0)"],"fold":[{"name":"e.0.gate_proj.weight","offsets":[0,0,0],"shape":[20,48]},{"name":"e.0.up_proj.weight","offsets":[0,20,0],"shape":[20,48]}]}}' \
+  > "$work/shard_meta/seed-2"
 
 status=0
 for t in config safetensors safetensors_index plan_json hf_plan placement \

@@ -11,8 +11,12 @@
 #include "ckpt_cli.h"
 
 void tpx_cli_shard_meta_free(tpx_cli_shard_meta *m) {
-  for (size_t i = 0; i < m->num_tensors; i++)
+  for (size_t i = 0; i < m->num_tensors; i++) {
     free(m->tensors[i].name);
+    for (size_t k = 0; k < m->tensors[i].num_fold; k++)
+      free(m->tensors[i].fold[k].name);
+    free(m->tensors[i].fold);
+  }
   free(m->tensors);
   memset(m, 0, sizeof *m);
 }
@@ -26,6 +30,52 @@ static int int_list(json_t *a, int64_t *out, int *n, int max) {
     if (!json_is_integer(v) || json_integer_value(v) < 0)
       return -1;
     out[i] = (int64_t)json_integer_value(v);
+  }
+  return 0;
+}
+
+/* The optional "fold" list of tensor entry `e` (global shape known): each
+ * source's box must lie inside the fused tensor. */
+static int parse_fold(json_t *fold, tpx_cli_shard_tensor *e, char *errbuf,
+                      size_t errlen) {
+  if (fold == NULL)
+    return 0;
+  size_t n = json_array_size(fold);
+  if (!json_is_array(fold) || n == 0 || n > (1u << 24) ||
+      (e->fold = calloc(n, sizeof *e->fold)) == NULL) {
+    snprintf(errbuf, errlen,
+             "\"tpx.tensors\" entry '%s': \"fold\" must be a non-empty "
+             "list",
+             e->name);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    json_t *s = json_array_get(fold, i);
+    tpx_cli_fold_source *src = &e->fold[i];
+    const char *name = json_string_value(json_object_get(s, "name"));
+    int no = 0, ok = name != NULL &&
+                     int_list(json_object_get(s, "offsets"), src->offsets,
+                              &no, TPX_MAX_TENSOR_DIMS) == 0 &&
+                     int_list(json_object_get(s, "shape"), src->shape,
+                              &src->ndim, TPX_MAX_TENSOR_DIMS) == 0 &&
+                     no == e->ndim && src->ndim <= e->ndim;
+    int drop = e->ndim - src->ndim;
+    for (int d = 0; ok && d < e->ndim; d++) {
+      int64_t len = d < drop ? 1 : src->shape[d - drop];
+      ok = src->offsets[d] <= e->global_shape[d] &&
+           len <= e->global_shape[d] - src->offsets[d];
+    }
+    if (ok)
+      ok = (src->name = strdup(name)) != NULL;
+    e->num_fold = i + 1;
+    if (!ok) {
+      snprintf(errbuf, errlen,
+               "\"tpx.tensors\" entry '%s': \"fold\" item %zu needs a "
+               "\"name\", \"offsets\" (one per dim) and a \"shape\" whose "
+               "box lies inside the tensor",
+               e->name, i);
+      return -1;
+    }
   }
   return 0;
 }
@@ -114,6 +164,8 @@ int tpx_cli_shard_meta_parse(const char *mesh, size_t mesh_len,
       goto out;
     }
     out->num_tensors = ++k;
+    if (parse_fold(json_object_get(v, "fold"), e, errbuf, errlen) != 0)
+      goto out;
   }
   rc = 0;
 out:

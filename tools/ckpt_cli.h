@@ -12,13 +12,27 @@
 
 #define TPX_SHARD_FORMAT "tpx-shard/1"
 
+/* One source checkpoint tensor of a fused parameter ("fold"): its name,
+ * its own shape, and its offsets in the fused tensor (the fused tensor's
+ * ndim; its box there is its shape with leading length-1 dims added). */
+typedef struct tpx_cli_fold_source {
+  char *name;
+  int ndim;
+  int64_t shape[TPX_MAX_TENSOR_DIMS];
+  int64_t offsets[TPX_MAX_TENSOR_DIMS];
+} tpx_cli_fold_source;
+
 /* One tensor of a rank file: where its local piece sits in the global
- * tensor, and the placements (text forms) that put it there. */
+ * tensor, and the placements (text forms) that put it there; for a fused
+ * expert parameter, the per-expert tensors it was read from (num_fold > 0),
+ * which `tpx merge` writes back instead of it. */
 typedef struct tpx_cli_shard_tensor {
   char *name;
   int ndim;
   int64_t global_shape[TPX_MAX_TENSOR_DIMS];
   int64_t offsets[TPX_MAX_TENSOR_DIMS];
+  tpx_cli_fold_source *fold;
+  size_t num_fold;
 } tpx_cli_shard_tensor;
 
 typedef struct tpx_cli_shard_meta {

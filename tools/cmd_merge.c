@@ -178,6 +178,21 @@ static int open_ranks(const char *dir, rank_file **out, size_t *count) {
   return 0;
 }
 
+/* Two ranks' entries of a tensor name the same per-expert sources. */
+static int same_fold(const tpx_cli_shard_tensor *a,
+                     const tpx_cli_shard_tensor *b) {
+  if (a->num_fold != b->num_fold)
+    return 0;
+  for (size_t k = 0; k < a->num_fold; k++)
+    if (strcmp(a->fold[k].name, b->fold[k].name) != 0 ||
+        a->fold[k].ndim != b->fold[k].ndim ||
+        memcmp(a->fold[k].shape, b->fold[k].shape, sizeof a->fold[k].shape) ||
+        memcmp(a->fold[k].offsets, b->fold[k].offsets,
+               sizeof a->fold[k].offsets))
+      return 0;
+  return 1;
+}
+
 /* Merged entries from every rank's metadata (global shapes must agree) and
  * every piece. */
 static int collect(rank_file *f, size_t nf, tpx_checkpoint_entry **entries_out,
@@ -225,7 +240,8 @@ static int collect(rank_file *f, size_t nf, tpx_checkpoint_entry **entries_out,
         memcpy(e[k].shape, st->global_shape, sizeof e[k].shape);
       } else if (ei == ne || e[ei].dtype != t.dtype ||
                  memcmp(e[ei].shape, st->global_shape,
-                        sizeof e[ei].shape) != 0) {
+                        sizeof e[ei].shape) != 0 ||
+                 !same_fold(st, &f[0].meta.tensors[ei])) {
         fprintf(stderr, "tpx merge: %s: tensor '%s' disagrees with %s in "
                         "name, dtype or global shape\n", f[i].path, st->name,
                 f[0].path);
@@ -265,28 +281,30 @@ static int grow(void **buf, size_t *cap, size_t n) {
   return 0;
 }
 
-/* Copies the dense piece `src` (the box `box` of tensor `e`) into its place
- * in the dense whole tensor `full`: one contiguous run per index of the
- * leading dims. The box comes from the rank file's metadata, checked to lie
- * inside the tensor. */
-static void place_box(void *full, const tpx_checkpoint_entry *e,
-                      const tpx_slice *box, const void *src) {
+/* Copies the dense piece `part` (the box `box` of tensor `e`) into its
+ * place in the dense whole tensor `full` (to_full), or cuts it out of
+ * `full` (!to_full): one contiguous run per index of the leading dims. The
+ * box comes from the rank file's metadata, checked to lie inside the
+ * tensor. */
+static void copy_box(void *full, const tpx_checkpoint_entry *e,
+                     const tpx_slice *box, void *part, int to_full) {
   size_t esz = tpx_dtype_size(e->dtype);
   int nd = e->ndim;
   if (tpx_slice_numel(box) == 0)
     return;
   if (nd == 0) {
-    memcpy(full, src, esz);
+    memcpy(to_full ? full : part, to_full ? part : full, esz);
     return;
   }
   size_t run = (size_t)box->length[nd - 1] * esz;
   int64_t idx[TPX_MAX_TENSOR_DIMS] = {0};
-  const char *in = src;
+  char *in = part;
   for (;;) {
     int64_t off = 0;
     for (int d = 0; d < nd; d++)
       off = off * e->shape[d] + box->offset[d] + (d < nd - 1 ? idx[d] : 0);
-    memcpy((char *)full + (size_t)off * esz, in, run);
+    char *at = (char *)full + (size_t)off * esz;
+    memcpy(to_full ? at : in, to_full ? in : at, run);
     in += run;
     int d = nd - 2;
     while (d >= 0 && ++idx[d] == box->length[d])
@@ -294,6 +312,74 @@ static void place_box(void *full, const tpx_checkpoint_entry *e,
     if (d < 0)
       break;
   }
+}
+
+/* The tensors of the merged checkpoint: each entry, or for a fused
+ * expert parameter its per-expert source tensors (rank 0's "fold"), in the
+ * dtype of the fused parameter. *out is malloc'd; names borrowed. */
+static int out_entries(const rank_file *f, const tpx_checkpoint_entry *e,
+                       size_t ne, tpx_checkpoint_entry **out, size_t *n_out) {
+  size_t n = 0;
+  for (size_t i = 0; i < ne; i++)
+    n += f[0].meta.tensors[i].num_fold ? f[0].meta.tensors[i].num_fold : 1;
+  tpx_checkpoint_entry *o = calloc(n + 1, sizeof *o);
+  if (o == NULL) {
+    fprintf(stderr, "tpx merge: out of memory\n");
+    return -1;
+  }
+  n = 0;
+  for (size_t i = 0; i < ne; i++) {
+    const tpx_cli_shard_tensor *st = &f[0].meta.tensors[i];
+    if (st->num_fold == 0)
+      o[n++] = e[i];
+    for (size_t k = 0; k < st->num_fold; k++, n++) {
+      o[n].name = st->fold[k].name;
+      o[n].dtype = e[i].dtype;
+      o[n].ndim = st->fold[k].ndim;
+      memcpy(o[n].shape, st->fold[k].shape, sizeof o[n].shape);
+    }
+  }
+  *out = o;
+  *n_out = n;
+  return 0;
+}
+
+/* Writes the whole tensor `full` of entry e: as itself, or cut into the
+ * per-expert source tensors of its "fold". */
+static tpx_status write_entry(tpx_checkpoint_writer *w,
+                              const tpx_cli_shard_tensor *st,
+                              const tpx_checkpoint_entry *e, void *full,
+                              void **tmp, size_t *tcap, tpx_error *err) {
+  tpx_slice whole;
+  memset(&whole, 0, sizeof whole);
+  whole.ndim = e->ndim;
+  memcpy(whole.length, e->shape, sizeof whole.length);
+  if (st->num_fold == 0)
+    return tpx_checkpoint_write_slice(w, e->name, &whole, e->dtype, full, err);
+  for (size_t k = 0; k < st->num_fold; k++) {
+    const tpx_cli_fold_source *src = &st->fold[k];
+    int drop = e->ndim - src->ndim;
+    tpx_slice box, own;
+    memset(&box, 0, sizeof box);
+    memset(&own, 0, sizeof own);
+    box.ndim = e->ndim;
+    own.ndim = src->ndim;
+    for (int d = 0; d < e->ndim; d++) {
+      box.offset[d] = src->offsets[d];
+      box.length[d] = d < drop ? 1 : src->shape[d - drop];
+    }
+    memcpy(own.length, src->shape, sizeof own.length);
+    size_t nb = (size_t)tpx_slice_nbytes(&box, e->dtype);
+    if (grow(tmp, tcap, nb ? nb : 1) != 0)
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory for '%s'",
+                           src->name);
+    copy_box(full, e, &box, *tmp, 0);
+    tpx_status s = tpx_checkpoint_write_slice(w, src->name, &own, e->dtype,
+                                              *tmp, err);
+    if (s != TPX_OK)
+      return s;
+  }
+  return TPX_OK;
 }
 
 int tpx_cmd_merge(int argc, char **argv) {
@@ -327,7 +413,8 @@ int tpx_cmd_merge(int argc, char **argv) {
   signal(SIGXFSZ, SIG_IGN); /* report EFBIG instead of dying */
   rank_file *f = NULL;
   size_t nf = 0, ne = 0, np = 0;
-  tpx_checkpoint_entry *entries = NULL;
+  tpx_checkpoint_entry *entries = NULL, *wentries = NULL;
+  size_t nw = 0;
   piece *pieces = NULL;
   tpx_checkpoint_writer *w = NULL;
   void *buf = NULL, *pbuf = NULL;
@@ -379,7 +466,9 @@ int tpx_cmd_merge(int argc, char **argv) {
   }
   tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
   wo.max_shard_size = max_shard;
-  if (tpx_checkpoint_writer_create(outdir, entries, ne, &wo, &w, &err) !=
+  if (out_entries(f, entries, ne, &wentries, &nw) != 0)
+    goto out;
+  if (tpx_checkpoint_writer_create(outdir, wentries, nw, &wo, &w, &err) !=
       TPX_OK) {
     fprintf(stderr, "tpx merge: %s\n", err.message);
     goto out;
@@ -437,13 +526,13 @@ int tpx_cmd_merge(int argc, char **argv) {
         goto out;
       }
       if (!rows)
-        place_box(buf, e, &pc->box, pbuf);
+        copy_box(buf, e, &pc->box, pbuf, 1);
       items++;
       bytes += (int64_t)pb;
       tpx_cli_progress_update(&prog, items, bytes, 0);
     }
-    if (tpx_checkpoint_write_slice(w, e->name, &whole, e->dtype, buf, &err) !=
-        TPX_OK) {
+    if (write_entry(w, &f[0].meta.tensors[ent], e, buf, &pbuf, &pcap,
+                    &err) != TPX_OK) {
       fprintf(stderr, "tpx merge: %s\n", err.message);
       goto out;
     }
@@ -462,6 +551,7 @@ out:
   free(buf);
   free(covered);
   free(entries);
+  free(wentries);
   free(pieces);
   for (size_t i = 0; i < nf; i++) {
     tpx_checkpoint_reader_destroy(f[i].rd);

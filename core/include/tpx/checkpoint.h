@@ -107,13 +107,43 @@ TPX_API const char *tpx_checkpoint_file_metadata(
 
 /* The stored tensor that parameter `param` of `model` reads from: its own
  * FQN, or, for a tied parameter the file does not store, the tied target's.
- * -1 when neither is stored. */
+ * -1 when neither is stored (a fused expert parameter stored per expert
+ * too: see tpx_checkpoint_param_source). */
 TPX_API int64_t tpx_checkpoint_param_tensor(const tpx_checkpoint_reader *rd,
                                             const tpx_model *model,
                                             int64_t param);
 
-/* Every parameter of `model` is stored (itself or through its tie target)
- * with the model's shape and dtype. TPX_VALIDATION naming the file, the
+/* Where a parameter's data comes from: a stored tensor and its region
+ * (`box`, in the parameter's coordinates). The tensor's shape is the box's
+ * lengths, less leading length-1 dims the tensor lacks. */
+typedef struct tpx_checkpoint_source {
+  int64_t tensor; /* stored tensor index */
+  tpx_slice box;
+} tpx_checkpoint_source;
+
+/* Number of stored tensors parameter `param` is read from: 1 for a
+ * parameter stored under its FQN or its tie target's (the box is the whole
+ * parameter); for fused 3-D expert parameters of MoE models
+ * (…mlp.experts.gate_up_proj [E, 2I, H], …mlp.experts.down_proj [E, H, I])
+ * stored per expert as Hugging Face checkpoints do
+ * (…mlp.experts.{e}.gate_proj|up_proj|down_proj.weight, or Mixtral's
+ * …block_sparse_moe.experts.{e}.w1|w3|w2.weight), 2E resp. E (gate_up
+ * source 2e is expert e's gate rows [0, I), 2e+1 its up rows [I, 2I));
+ * 1 for Mixtral's router …block_sparse_moe.gate.weight read as
+ * …mlp.gate.weight. 0 when the checkpoint holds none of these. */
+TPX_API int64_t tpx_checkpoint_param_num_sources(
+    const tpx_checkpoint_reader *rd, const tpx_model *model, int64_t param);
+/* Source k of parameter `param` (0 <= k < the count above); TPX_NOT_FOUND
+ * naming the tensor when a per-expert tensor is missing. */
+TPX_API tpx_status tpx_checkpoint_param_source(const tpx_checkpoint_reader *rd,
+                                               const tpx_model *model,
+                                               int64_t param, int64_t k,
+                                               tpx_checkpoint_source *out,
+                                               tpx_error *err);
+
+/* Every parameter of `model` is stored (itself, through its tie target, or
+ * as per-expert source tensors: tpx_checkpoint_param_source) with the
+ * model's shape and dtype. TPX_VALIDATION naming the file, the
  * tensor and both shapes/dtypes; TPX_NOT_FOUND naming a missing tensor.
  * Tensors the model lacks are allowed. */
 TPX_API tpx_status tpx_checkpoint_check_model(const tpx_checkpoint_reader *rd,

@@ -53,4 +53,17 @@ tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
 /* 1 when tpx_checkpoint_convert can do from -> to. */
 int tpx__ckpt_can_convert(tpx_dtype from, tpx_dtype to);
 
+/* fold.c: a parameter read from several stored tensors (per-expert
+ * tensors of a fused expert parameter, a renamed router). Check: every
+ * source is stored with its box's shape and the parameter's dtype (or the
+ * parameter is not stored: TPX_NOT_FOUND). Read: the box `slice` of the
+ * parameter into dst (dense, dtype), from the sources it intersects. */
+tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
+                                   const tpx_model *model, int64_t param,
+                                   tpx_error *err);
+tpx_status tpx__ckpt_read_folded(const tpx_checkpoint_reader *rd,
+                                 const tpx_model *model, int64_t param,
+                                 const tpx_slice *slice, tpx_dtype dtype,
+                                 void *dst, size_t dst_bytes, tpx_error *err);
+
 #endif /* TPX_CHECKPOINT_CKPT_INTERNAL_H */

@@ -166,6 +166,8 @@ static tpx_status plan_items(work *w, const tpx_sharding *sh, int64_t rank,
     if (dests[p].data == NULL)
       continue;
     int64_t ti = tpx_checkpoint_param_tensor(rd, model, (int64_t)p);
+    if (ti < 0)
+      continue; /* read from several tensors after the threads: fold.c */
     const tpx__st_tensor *t = &rd->load.t[ti];
     tpx_param_info info;
     tpx_slice slice;
@@ -250,6 +252,18 @@ tpx_status tpx_checkpoint_read_rank(const tpx_checkpoint_reader *rd,
     pthread_mutex_destroy(&w.lock);
     if (atomic_load(&w.failed))
       st = tpx_error_set(err, w.status, "%s", w.err.message);
+  }
+  /* Fused expert parameters stored per expert, on this thread. */
+  for (size_t p = 0; st == TPX_OK && p < np; p++) {
+    if (dests[p].data == NULL ||
+        tpx_checkpoint_param_tensor(rd, model, (int64_t)p) >= 0)
+      continue;
+    tpx_slice slice;
+    st = tpx_sharding_local_slice(sh, (int64_t)p, rank, &slice, err);
+    if (st == TPX_OK)
+      st = tpx__ckpt_read_folded(rd, model, (int64_t)p, &slice,
+                                 dests[p].dtype, dests[p].data,
+                                 dests[p].bytes, err);
   }
   free(w.items);
   free(w.geo);

@@ -184,11 +184,8 @@ static tpx_status check_param(const tpx_checkpoint_reader *rd,
   if (st != TPX_OK)
     return st;
   int64_t ti = tpx_checkpoint_param_tensor(rd, model, param);
-  if (ti < 0)
-    return tpx_error_set(err, TPX_NOT_FOUND,
-                         "%s: parameter '%s' is not in the checkpoint%s",
-                         rd->load.num_files ? rd->load.files[0].path : "?",
-                         p.fqn, p.tied_to >= 0 ? " (nor its tie target)" : "");
+  if (ti < 0) /* per-expert tensors of a fused parameter, or missing */
+    return tpx__ckpt_check_sources(rd, model, param, err);
   const tpx__st_tensor *t = &rd->load.t[ti];
   if (t->dtype != p.dtype || t->ndim != p.ndim ||
       (p.ndim && memcmp(t->shape, p.shape, (size_t)p.ndim * sizeof *t->shape))) {
@@ -267,9 +264,12 @@ tpx_status tpx_checkpoint_read_param(const tpx_checkpoint_reader *rd,
   st = tpx_sharding_local_slice(sh, param, rank, &slice, err);
   if (st != TPX_OK)
     return st;
-  return tpx_checkpoint_read_slice(
-      rd, tpx_checkpoint_param_tensor(rd, model, param), &slice, dtype, dst,
-      dst_bytes, err);
+  int64_t ti = tpx_checkpoint_param_tensor(rd, model, param);
+  if (ti < 0)
+    return tpx__ckpt_read_folded(rd, model, param, &slice, dtype, dst,
+                                 dst_bytes, err);
+  return tpx_checkpoint_read_slice(rd, ti, &slice, dtype, dst, dst_bytes,
+                                   err);
 }
 
 int64_t tpx_checkpoint_bytes_read(const tpx_checkpoint_reader *rd) {

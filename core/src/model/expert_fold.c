@@ -30,13 +30,30 @@ static int ends_with(const char *s, size_t n, const char *suffix) {
 /* Which part of the fused tensors a checkpoint projection name is. */
 typedef enum { PART_NONE, PART_GATE, PART_UP, PART_DOWN } part_t;
 
+/* The projection names of each part, per naming scheme (the one table
+ * both the recognition and the source listing read). */
+static const struct {
+  const char *name;
+  part_t part;
+  int scheme; /* TPX__EXPERT_NAMES_HF or TPX__EXPERT_NAMES_MIXTRAL */
+} names[] = {{"gate_proj", PART_GATE, TPX__EXPERT_NAMES_HF},
+             {"w1", PART_GATE, TPX__EXPERT_NAMES_MIXTRAL},
+             {"up_proj", PART_UP, TPX__EXPERT_NAMES_HF},
+             {"w3", PART_UP, TPX__EXPERT_NAMES_MIXTRAL},
+             {"down_proj", PART_DOWN, TPX__EXPERT_NAMES_HF},
+             {"w2", PART_DOWN, TPX__EXPERT_NAMES_MIXTRAL}};
+
+static const char bsm_suffix[] = ".block_sparse_moe";
+static const char router_suffix[] = ".block_sparse_moe.gate.weight";
+
+static const char *proj_name(part_t part, int scheme) {
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (names[i].part == part && names[i].scheme == scheme)
+      return names[i].name;
+  return NULL;
+}
+
 static part_t part_of(const char *proj, size_t len) {
-  static const struct {
-    const char *name;
-    part_t part;
-  } names[] = {{"gate_proj", PART_GATE}, {"w1", PART_GATE},
-               {"up_proj", PART_UP},     {"w3", PART_UP},
-               {"down_proj", PART_DOWN}, {"w2", PART_DOWN}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strlen(names[i].name) == len && memcmp(names[i].name, proj, len) == 0)
       return names[i].part;
@@ -45,10 +62,10 @@ static part_t part_of(const char *proj, size_t len) {
 
 /* "<p>.block_sparse_moe" -> "<p>.mlp" into buf; else the prefix as is. */
 static int block_prefix(char *buf, size_t size, const char *name, size_t len) {
-  static const char bsm[] = ".block_sparse_moe";
+  const char *bsm = bsm_suffix;
   int n;
   if (ends_with(name, len, bsm))
-    n = snprintf(buf, size, "%.*s.mlp", (int)(len - (sizeof bsm - 1)), name);
+    n = snprintf(buf, size, "%.*s.mlp", (int)(len - strlen(bsm)), name);
   else
     n = snprintf(buf, size, "%.*s", (int)len, name);
   return n >= 0 && (size_t)n < size ? 0 : -1;
@@ -105,7 +122,7 @@ tpx_status tpx__expert_fold_try(tpx__expert_fold *f, const tpx_model *model,
                                 int ndim, tpx_dtype dtype, const char *file,
                                 int *folded, tpx_error *err) {
   static const char experts[] = ".experts.";
-  static const char router[] = ".block_sparse_moe.gate.weight";
+  const char *router = router_suffix;
   char fused[512], want[256], b[200];
   size_t len = strlen(name);
   *folded = 0;
@@ -113,7 +130,7 @@ tpx_status tpx__expert_fold_try(tpx__expert_fold *f, const tpx_model *model,
     return TPX_OK;
   if (ends_with(name, len, router)) {
     /* Mixtral's router, renamed to mlp.gate. */
-    size_t plen = len - (sizeof router - 1);
+    size_t plen = len - strlen(router);
     if (snprintf(fused, sizeof fused, "%.*s.mlp.gate.weight", (int)plen,
                  name) >= (int)sizeof fused)
       return TPX_OK;
@@ -244,4 +261,70 @@ const char *tpx__expert_fold_note(const tpx_model *model) {
              "and FSDP shards dim 0, the expert dim";
   }
   return NULL;
+}
+
+int64_t tpx__expert_fold_num_sources(const tpx_model *model, int64_t param,
+                                     int scheme) {
+  if (model == NULL || param < 0 || (size_t)param >= model->num_params)
+    return 0;
+  const tpx__param *p = &model->params[param];
+  const char *n = p->fqn;
+  size_t len = strlen(n);
+  const int64_t *fs = model->dims + p->dims;
+  if (scheme == TPX__EXPERT_NAMES_MIXTRAL &&
+      ends_with(n, len, ".mlp.gate.weight"))
+    return 1;
+  if (p->ndim != 3 ||
+      (scheme != TPX__EXPERT_NAMES_HF && scheme != TPX__EXPERT_NAMES_MIXTRAL))
+    return 0;
+  if (ends_with(n, len, ".mlp.experts.gate_up_proj"))
+    return fs[1] % 2 == 0 ? 2 * fs[0] : 0;
+  if (ends_with(n, len, ".mlp.experts.down_proj"))
+    return fs[0];
+  return 0;
+}
+
+tpx_status tpx__expert_fold_source(const tpx_model *model, int64_t param,
+                                   int scheme, int64_t k, char *name,
+                                   size_t size, tpx_slice *box,
+                                   tpx_error *err) {
+  int64_t count = tpx__expert_fold_num_sources(model, param, scheme);
+  if (k < 0 || k >= count)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "expert fold: source %lld of parameter %lld is out "
+                         "of range",
+                         (long long)k, (long long)param);
+  const tpx__param *p = &model->params[param];
+  const char *n = p->fqn;
+  size_t len = strlen(n);
+  const int64_t *fs = model->dims + p->dims;
+  memset(box, 0, sizeof *box);
+  box->ndim = p->ndim;
+  for (int d = 0; d < p->ndim; d++)
+    box->length[d] = fs[d];
+  int w;
+  if (ends_with(n, len, ".mlp.gate.weight")) { /* Mixtral's router */
+    size_t plen = len - strlen(".mlp.gate.weight");
+    w = snprintf(name, size, "%.*s%s", (int)plen, n, router_suffix);
+  } else {
+    int gate_up = ends_with(n, len, ".mlp.experts.gate_up_proj");
+    int64_t e = gate_up ? k / 2 : k;
+    part_t part = !gate_up ? PART_DOWN : k % 2 == 0 ? PART_GATE : PART_UP;
+    int64_t rows = gate_up ? fs[1] / 2 : fs[1];
+    box->offset[0] = e;
+    box->length[0] = 1;
+    box->offset[1] = part == PART_UP ? rows : 0;
+    box->length[1] = rows;
+    /* "<p>.mlp" -> "<p>.block_sparse_moe" for Mixtral's names. */
+    size_t plen = len - strlen(gate_up ? ".mlp.experts.gate_up_proj"
+                                       : ".mlp.experts.down_proj");
+    w = snprintf(name, size, "%.*s%s.experts.%lld.%s.weight", (int)plen, n,
+                 scheme == TPX__EXPERT_NAMES_MIXTRAL ? bsm_suffix : ".mlp",
+                 (long long)e, proj_name(part, scheme));
+  }
+  if (w < 0 || (size_t)w >= size)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "expert fold: the source name of '%s' is too long",
+                         n);
+  return TPX_OK;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "tpx/error.h"
+#include "tpx/layout.h"
 #include "tpx/model.h"
 
 /* Folding state of one safetensors load: how many per-expert slices each
@@ -44,5 +45,24 @@ void tpx__expert_fold_free(tpx__expert_fold *f);
 /* The mapping in one sentence, for reports; NULL when the model holds no
  * fused expert parameter. */
 const char *tpx__expert_fold_note(const tpx_model *model);
+
+/* Naming schemes of per-expert checkpoint tensors. */
+enum { TPX__EXPERT_NAMES_HF = 1, TPX__EXPERT_NAMES_MIXTRAL = 2 };
+
+/* The checkpoint tensors parameter `param` is made of under naming scheme
+ * `scheme`: 2E for …mlp.experts.gate_up_proj [E, 2I, H] (source 2e is
+ * expert e's gate rows [0, I), 2e+1 its up rows [I, 2I)), E for
+ * …mlp.experts.down_proj, 1 for …mlp.gate.weight under the Mixtral scheme
+ * (the renamed router), 0 for any other parameter. */
+int64_t tpx__expert_fold_num_sources(const tpx_model *model, int64_t param,
+                                     int scheme);
+/* Source k (0 <= k < count): its tensor name into name[size] and its box in
+ * the parameter (param's ndim; the source tensor's shape is the box's
+ * lengths without the leading length-1 expert dim for the fused experts,
+ * the whole box for the router). */
+tpx_status tpx__expert_fold_source(const tpx_model *model, int64_t param,
+                                   int scheme, int64_t k, char *name,
+                                   size_t size, tpx_slice *box,
+                                   tpx_error *err);
 
 #endif /* TPX_MODEL_EXPERT_FOLD_H */

@@ -113,10 +113,11 @@ moe_list() { # FAMILY -> the tensor list on stdout
   done
 }
 # Their family plugin's skeleton holds transformers-5 fused experts
-# (mlp.experts.gate_up_proj [E, 2I, H]), onto which `tpx plan` folds the
-# per-expert checkpoint tensors; the per-rank reader maps parameters to
-# stored tensors one to one, so `tpx shard` refuses these checkpoints,
-# naming a parameter the files do not hold (not supported yet).
+# (mlp.experts.gate_up_proj [E, 2I, H]), which the per-rank reader reads
+# from the per-expert tensors (checked element by element in
+# test_checkpoint.c): rank files hold the fused parameters' slices (E = 4
+# over dp_shard 3 or 5: uneven, empty shards), and `tpx merge` writes the
+# per-expert tensors back under their original names, byte-identical.
 for fam in Mixtral-8x7B-v0.1 Qwen3-30B-A3B; do
   s="$work/src-$fam"
   mkdir -p "$s"
@@ -124,13 +125,45 @@ for fam in Mixtral-8x7B-v0.1 Qwen3-30B-A3B; do
   run "$fam: generate" "$tool" gen-list "$data/$fam/config.json" \
     "$work/list-$fam" "$s"
   before=$(sums "$s")
-  fails_with "$fam: shard refuses folded experts" "is not in the checkpoint" \
-    "$tpx" shard --weights "$s" --tp 3 --dp-shard 3 --out "$work/ranks-$fam"
-  [ -z "$(ls -A "$work/ranks-$fam" 2>/dev/null)" ] &&
-    ok "$fam: nothing written" || bad "$fam: nothing written"
+  for mesh in "3 3 1" "1 5 1" "2 1 2"; do
+    set -- $mesh
+    tag="$fam tp=$1 dp_shard=$2 dp_replicate=$3"
+    r="$work/ranks-$fam-$1-$2-$3"
+    m="$work/merged-$fam-$1-$2-$3"
+    run "$tag: shard" "$tpx" shard --weights "$s" --tp "$1" --dp-shard "$2" \
+      --dp-replicate "$3" --out "$r"
+    # header keys: the fused tensor is stored, expert 0's own tensor not
+    e0=model.layers.0.mlp.experts.0.down_proj.weight
+    [ "$fam" = Mixtral-8x7B-v0.1 ] &&
+      e0=model.layers.0.block_sparse_moe.experts.0.w2.weight
+    f0=$(ls "$r"/rank-00000-of-*)
+    if grep -qF '"model.layers.0.mlp.experts.down_proj":{"dtype"' "$f0" &&
+       grep -qF "\"$e0\":{\"dtype\"" "$s/model.safetensors" &&
+       ! grep -qF "\"$e0\":{\"dtype\"" "$f0"; then
+      ok "$tag: rank files hold the fused parameters"
+    else
+      bad "$tag: rank files hold the fused parameters"
+    fi
+    run "$tag: merge" "$tpx" merge --in "$r" --out "$m"
+    run "$tag: merged file byte-identical" cmp "$s/model.safetensors" \
+      "$m/model.safetensors"
+    rm -rf "$r" "$m"
+  done
   [ "$(sums "$s")" = "$before" ] && ok "$fam: source unchanged" ||
     bad "$fam: source unchanged"
 done
+
+# A rank file whose "fold" puts a source outside the fused tensor (up rows
+# of expert 0 moved from offset 20 to 29 of 40): merge refuses, naming it.
+s="$work/src-Qwen3-30B-A3B"
+run "moe: shard dp_shard=3" "$tpx" shard --weights "$s" --dp-shard 3 \
+  --out "$work/r-fold"
+f="$work/r-fold/rank-00000-of-00003.safetensors"
+LC_ALL=C sed 's/\\"offsets\\":\[0,20,0\]/\\"offsets\\":[0,29,0]/' "$f" \
+  >"$f.bad" && mv "$f.bad" "$f"
+fails_with "merge: a fold source outside the fused tensor" '"fold"' \
+  "$tpx" merge --in "$work/r-fold" --out "$work/out9"
+no_final "$work/out9" "merge with a bad fold"
 
 # Sharded source with an index; sequence parallel; merge re-shards the same.
 s="$work/src-sharded"

@@ -381,12 +381,9 @@ static float model_value(const char *name, int64_t i) {
                  i);
 }
 
-static tpx_sharding *small_sharding(const tpx_model *m, tpx_mesh **mesh,
-                                    int64_t dp, int64_t tp) {
-  static const char plan_json[] =
-      "{\"format\":\"tpx-plan/1\",\"entries\":["
-      "{\"module\":\"col\",\"style\":\"colwise\"},"
-      "{\"module\":\"row\",\"style\":\"rowwise\"}]}";
+/* The sharding of m under plan_json over dp_replicate 1 x dp x tp. */
+static tpx_sharding *plan_sharding(const tpx_model *m, const char *plan_json,
+                                   tpx_mesh **mesh, int64_t dp, int64_t tp) {
   tpx_error e = {0};
   tpx_plan *plan = NULL;
   ck_assert_msg(tpx_plan_from_json(plan_json, strlen(plan_json), "test",
@@ -400,6 +397,15 @@ static tpx_sharding *small_sharding(const tpx_model *m, tpx_mesh **mesh,
                 "%s", e.message);
   tpx_plan_destroy(plan);
   return sh;
+}
+
+static tpx_sharding *small_sharding(const tpx_model *m, tpx_mesh **mesh,
+                                    int64_t dp, int64_t tp) {
+  return plan_sharding(m,
+                       "{\"format\":\"tpx-plan/1\",\"entries\":["
+                       "{\"module\":\"col\",\"style\":\"colwise\"},"
+                       "{\"module\":\"row\",\"style\":\"rowwise\"}]}",
+                       mesh, dp, tp);
 }
 
 START_TEST(test_check_model) {
@@ -496,6 +502,271 @@ START_TEST(test_read_rank) {
   tpx_checkpoint_reader_destroy(rd);
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
+/* ---- fused experts stored per expert ---- */
+
+/* A one-layer MoE: E experts of I rows (gate / up) over H, a router, an
+ * embedding stored as is. Fused parameters as transformers 5 holds them. */
+enum { MOE_E = 4, MOE_I = 3, MOE_H = 5 };
+
+static tpx_model *moe_model(void) {
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
+  int64_t emb[2] = {7, MOE_H}, gate[2] = {MOE_E, MOE_H},
+          gu[3] = {MOE_E, 2 * MOE_I, MOE_H}, dn[3] = {MOE_E, MOE_H, MOE_I};
+  ck_assert_int_eq(tpx_model_add_module(m, "model.embed_tokens",
+                                        TPX_MODULE_EMBEDDING, NULL, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_module(m, "model.layers.0.mlp.gate",
+                                        TPX_MODULE_LINEAR, NULL, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_param(m, "model.embed_tokens", "weight", emb,
+                                       2, TPX_DTYPE_F32, NULL, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_param(m, "model.layers.0.mlp.gate", "weight",
+                                       gate, 2, TPX_DTYPE_F32, NULL, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_param(m, "model.layers.0.mlp.experts",
+                                       "gate_up_proj", gu, 3, TPX_DTYPE_F32,
+                                       NULL, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_add_param(m, "model.layers.0.mlp.experts",
+                                       "down_proj", dn, 3, TPX_DTYPE_F32, NULL,
+                                       &e),
+                   TPX_OK);
+  return m;
+}
+
+/* Source tensors: kind 0 embed [7,H], 1 router [E,H], 2 gate_e [I,H],
+ * 3 up_e [I,H], 4 down_e [H,I]; element i of source (kind, e) holds
+ * 10000*kind + 1000*e + i. */
+static float moe_value(int kind, int e, int64_t i) {
+  return (float)(10000 * kind + 1000 * e + i);
+}
+
+/* Writes the per-expert checkpoint under HF (mixtral 0) or Mixtral names;
+ * `skip` drops tensor number skip (-1: none), `bad` gives it another
+ * shape. */
+static void write_moe_file(const char *path, int mixtral, int skip, int bad) {
+  static char header[8192];
+  static float data[7 * MOE_H + MOE_E * MOE_H + MOE_E * 3 * MOE_I * MOE_H +
+                    64];
+  const char *blk = mixtral ? "model.layers.0.block_sparse_moe"
+                            : "model.layers.0.mlp";
+  const char *pn[3] = {mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj",
+                       mixtral ? "w2" : "down_proj"};
+  size_t h = 0, off = 0;
+  int t = 0;
+  h += (size_t)snprintf(header + h, sizeof header - h, "{");
+  for (int kind = 0; kind < 5; kind++) {
+    int ne = kind == 0 ? 1 : kind == 1 ? 1 : MOE_E;
+    for (int e = 0; e < ne; e++, t++) {
+      if (t == skip)
+        continue;
+      char name[200];
+      int64_t r = 0, c = 0;
+      if (kind == 0) {
+        snprintf(name, sizeof name, "model.embed_tokens.weight");
+        r = 7, c = MOE_H;
+      } else if (kind == 1) {
+        snprintf(name, sizeof name, "%s.gate.weight", blk);
+        r = MOE_E, c = MOE_H;
+      } else {
+        snprintf(name, sizeof name, "%s.experts.%d.%s.weight", blk, e,
+                 pn[kind - 2]);
+        r = kind == 4 ? MOE_H : MOE_I;
+        c = kind == 4 ? MOE_I : MOE_H;
+      }
+      if (t == bad)
+        c += 1;
+      int64_t n = r * c;
+      for (int64_t i = 0; i < n && t != bad; i++)
+        data[off + (size_t)i] = moe_value(kind, e, i);
+      h += (size_t)snprintf(header + h, sizeof header - h,
+                            "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],"
+                            "\"data_offsets\":[%zu,%zu]}",
+                            h > 1 ? "," : "", name, (long long)r, (long long)c,
+                            off * 4, (off + (size_t)n) * 4);
+      off += (size_t)n;
+      ck_assert_uint_lt(off, sizeof data / sizeof *data + 1);
+    }
+  }
+  h += (size_t)snprintf(header + h, sizeof header - h, "}");
+  ck_assert_uint_lt(h, sizeof header);
+  write_raw(path, header, data, off * 4);
+}
+
+/* Element at global index idx of model parameter p (hand-built fused). */
+static float moe_expected(int p, const int64_t *idx) {
+  switch (p) {
+  case 0:
+    return moe_value(0, 0, idx[0] * MOE_H + idx[1]);
+  case 1:
+    return moe_value(1, 0, idx[0] * MOE_H + idx[1]);
+  case 2: /* gate_up_proj[e, r, h]: gate rows, then up rows */
+    return idx[1] < MOE_I
+               ? moe_value(2, (int)idx[0], idx[1] * MOE_H + idx[2])
+               : moe_value(3, (int)idx[0], (idx[1] - MOE_I) * MOE_H + idx[2]);
+  default: /* down_proj[e, h, i] */
+    return moe_value(4, (int)idx[0], idx[1] * MOE_I + idx[2]);
+  }
+}
+
+static tpx_sharding *moe_sharding(const tpx_model *m, tpx_mesh **mesh,
+                                  int64_t dp, int64_t tp) {
+  return plan_sharding(m, "{\"format\":\"tpx-plan/1\",\"entries\":[]}", mesh,
+                       dp, tp);
+}
+
+/* Checks buf (rank r's slice s of parameter p) against the hand-built
+ * fused tensor. */
+static void moe_check_slice(const float *buf, int p, const tpx_slice *s,
+                            int64_t r) {
+  int64_t n = tpx_slice_numel(s), idx[3];
+  for (int64_t k = 0; k < n; k++) {
+    int64_t rest = k;
+    for (int d = s->ndim - 1; d >= 0; d--) {
+      idx[d] = s->offset[d] + rest % s->length[d];
+      rest /= s->length[d];
+    }
+    ck_assert_msg(buf[k] == moe_expected(p, idx),
+                  "rank %lld param %d element %lld: %g, want %g",
+                  (long long)r, p, (long long)k, (double)buf[k],
+                  (double)moe_expected(p, idx));
+  }
+}
+
+/* Every rank of dp_shard x tp (E = 4 over dp_shard 3: 2, 2, 0 experts)
+ * reads its slice of the fused parameters from the per-expert tensors,
+ * HF names (_i even) and Mixtral names (_i odd, router renamed). */
+START_TEST(test_read_folded_experts) {
+  static const int64_t meshes[][2] = {{3, 1}, {3, 2}, {5, 1}, {1, 1}};
+  int mixtral = _i % 2;
+  int64_t dp = meshes[_i / 2][0], tp = meshes[_i / 2][1];
+  make_tmpdir();
+  write_moe_file(tmp("model.safetensors"), mixtral, -1, -1);
+  tpx_model *m = moe_model();
+  tpx_mesh *mesh = NULL;
+  tpx_sharding *sh = moe_sharding(m, &mesh, dp, tp);
+  tpx_checkpoint_reader *rd = NULL;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_checkpoint_reader_create(tmpdir, NULL, &rd, &err),
+                   TPX_OK);
+  ck_assert_msg(tpx_checkpoint_check_model(rd, m, &err) == TPX_OK, "%s",
+                err.message);
+  /* the sources: 1 embed, 1 router, 2E gate_up, E down */
+  ck_assert_int_eq(tpx_checkpoint_param_num_sources(rd, m, 0), 1);
+  ck_assert_int_eq(tpx_checkpoint_param_num_sources(rd, m, 1), 1);
+  ck_assert_int_eq(tpx_checkpoint_param_num_sources(rd, m, 2), 2 * MOE_E);
+  ck_assert_int_eq(tpx_checkpoint_param_num_sources(rd, m, 3), MOE_E);
+  tpx_checkpoint_source src;
+  ck_assert_int_eq(tpx_checkpoint_param_source(rd, m, 2, 5, &src, &err),
+                   TPX_OK);
+  tpx_checkpoint_tensor ti;
+  ck_assert_int_eq(tpx_checkpoint_tensor_info(rd, (size_t)src.tensor, &ti,
+                                              &err),
+                   TPX_OK);
+  ck_assert_str_eq(ti.name, mixtral
+                                ? "model.layers.0.block_sparse_moe.experts.2."
+                                  "w3.weight"
+                                : "model.layers.0.mlp.experts.2.up_proj.weight");
+  ck_assert_int_eq(src.box.offset[0], 2);
+  ck_assert_int_eq(src.box.offset[1], MOE_I);
+  ck_assert_int_eq(src.box.length[0], 1);
+  ck_assert_int_eq(src.box.length[1], MOE_I);
+  ck_assert_int_eq(src.box.length[2], MOE_H);
+  ck_assert_int_eq(tpx_checkpoint_param_source(rd, m, 2, 2 * MOE_E, &src,
+                                               &err),
+                   TPX_OUT_OF_RANGE);
+  for (int64_t r = 0; r < dp * tp; r++) {
+    float bufs[4][2 * MOE_E * MOE_I * MOE_H];
+    tpx_checkpoint_dest dests[4];
+    for (int p = 0; p < 4; p++) {
+      memset(bufs[p], 0xff, sizeof bufs[p]);
+      dests[p] = (tpx_checkpoint_dest){bufs[p], sizeof bufs[p],
+                                       TPX_DTYPE_F32};
+    }
+    ck_assert_msg(tpx_checkpoint_read_rank(rd, sh, r, dests, &err) == TPX_OK,
+                  "%s", err.message);
+    for (int p = 0; p < 4; p++) {
+      tpx_slice s;
+      ck_assert_int_eq(tpx_sharding_local_slice(sh, p, r, &s, &err), TPX_OK);
+      moe_check_slice(bufs[p], p, &s, r);
+      /* one parameter at a time, read as bf16 and back: same values */
+      uint16_t half[2 * MOE_E * MOE_I * MOE_H];
+      float back[2 * MOE_E * MOE_I * MOE_H];
+      ck_assert_msg(tpx_checkpoint_read_param(rd, sh, p, r, TPX_DTYPE_BF16,
+                                              half, sizeof half,
+                                              &err) == TPX_OK,
+                    "%s", err.message);
+      ck_assert_int_eq(tpx_checkpoint_convert(back, TPX_DTYPE_F32, half,
+                                              TPX_DTYPE_BF16,
+                                              (size_t)tpx_slice_numel(&s),
+                                              &err),
+                       TPX_OK);
+      for (int64_t k = 0; k < tpx_slice_numel(&s); k++) {
+        float want = 0;
+        ck_assert_int_eq(tpx_checkpoint_convert(&half[0], TPX_DTYPE_BF16,
+                                                &bufs[p][k], TPX_DTYPE_F32, 1,
+                                                &err),
+                         TPX_OK);
+        ck_assert_int_eq(tpx_checkpoint_convert(&want, TPX_DTYPE_F32,
+                                                &half[0], TPX_DTYPE_BF16, 1,
+                                                &err),
+                         TPX_OK);
+        ck_assert_msg(back[k] == want, "bf16 read of param %d element %lld",
+                      p, (long long)k);
+      }
+    }
+  }
+  /* a buffer too small is refused */
+  float small[1];
+  tpx_slice s0;
+  ck_assert_int_eq(tpx_sharding_local_slice(sh, 2, 0, &s0, &err), TPX_OK);
+  tpx_error e2 = {0};
+  ck_assert_int_eq(tpx_checkpoint_read_param(rd, sh, 2, 0, TPX_DTYPE_F32,
+                                             small, sizeof small, &e2),
+                   tpx_slice_numel(&s0) > 1 ? TPX_OUT_OF_RANGE : TPX_OK);
+  tpx_checkpoint_reader_destroy(rd);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
+/* A missing expert tensor is TPX_NOT_FOUND naming it; an expert tensor of
+ * the wrong shape TPX_VALIDATION naming it and the fused parameter. Tensor
+ * numbers: 0 embed, 1 router, 2.. gate of each expert, then up, then down. */
+START_TEST(test_folded_experts_bad) {
+  static const struct {
+    int skip, bad;
+    tpx_status st;
+    const char *text;
+  } cases[] = {
+      {2 + 1, -1, TPX_NOT_FOUND, "experts.1.gate_proj.weight"},
+      {2 + MOE_E + 3, -1, TPX_NOT_FOUND, "experts.3.up_proj.weight"},
+      {2 + 2 * MOE_E, -1, TPX_NOT_FOUND, "experts.0.down_proj.weight"},
+      {-1, 2 + MOE_E, TPX_VALIDATION, "gate_up_proj"},
+      {-1, 2 + 2 * MOE_E + 2, TPX_VALIDATION, "experts.2.down_proj.weight"},
+  };
+  make_tmpdir();
+  write_moe_file(tmp("model.safetensors"), 0, cases[_i].skip, cases[_i].bad);
+  tpx_model *m = moe_model();
+  tpx_checkpoint_reader *rd = NULL;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_checkpoint_reader_create(tmpdir, NULL, &rd, &err),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_checkpoint_check_model(rd, m, &err), cases[_i].st);
+  ck_assert_msg(strstr(err.message, cases[_i].text) != NULL, "%s",
+                err.message);
+  ck_assert_ptr_nonnull(strstr(err.message, "model.safetensors"));
+  tpx_checkpoint_reader_destroy(rd);
   tpx_model_destroy(m);
   remove_tmpdir();
 }
@@ -765,6 +1036,8 @@ static Suite *ckpt_suite(void) {
   tcase_add_test(tc, test_index_missing_shard);
   tcase_add_test(tc, test_check_model);
   tcase_add_loop_test(tc, test_read_rank, 0, 4);
+  tcase_add_loop_test(tc, test_read_folded_experts, 0, 8);
+  tcase_add_loop_test(tc, test_folded_experts_bad, 0, 5);
   tcase_add_loop_test(tc, test_write_ranks, 0, 8);
   tcase_add_test(tc, test_write_abandoned);
   tcase_add_test(tc, test_write_unwritable);
