@@ -12,44 +12,7 @@ l1="$cfg/Llama-3.2-1B/config.json"
 l70="$cfg/Llama-3.1-70B/config.json"
 out=$(mktemp "${TMPDIR:-/tmp}/tpx-mem.XXXXXX")
 trap 'rm -f "$out"' EXIT INT TERM
-fails=0
-n=0
-
-expect() {
-  want=$1
-  what=$2
-  shift 3
-  n=$((n + 1))
-  "$tpx" plan "$@" >"$out" 2>&1
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL: $what: exit $got, want $want"
-    sed 's/^/    /' "$out" | head -20
-    fails=$((fails + 1))
-  else
-    echo "ok: $what"
-  fi
-}
-
-has() {
-  n=$((n + 1))
-  if grep -qF -- "$1" "$out"; then
-    echo "ok: $2"
-  else
-    echo "FAIL: $2: output lacks '$1'"
-    fails=$((fails + 1))
-  fi
-}
-
-lacks() {
-  n=$((n + 1))
-  if grep -qF -- "$1" "$out"; then
-    echo "FAIL: $2: output has '$1'"
-    fails=$((fails + 1))
-  else
-    echo "ok: $2"
-  fi
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 # py DESCRIPTION CODE: run python3 CODE with the last output as JSON in `r`
 py() {

@@ -8,36 +8,7 @@ src=$2
 cfg="$src/tests/data/configs"
 out=$(mktemp "${TMPDIR:-/tmp}/tpx-cli.XXXXXX")
 trap 'rm -f "$out"' EXIT INT TERM
-fails=0
-n=0
-
-# expect CODE DESCRIPTION -- ARGS...: run tpx plan ARGS, check the exit code
-expect() {
-  want=$1
-  what=$2
-  shift 3
-  n=$((n + 1))
-  "$tpx" plan "$@" >"$out" 2>&1
-  got=$?
-  if [ "$got" -ne "$want" ]; then
-    echo "FAIL: $what: exit $got, want $want"
-    sed 's/^/    /' "$out" | head -20
-    fails=$((fails + 1))
-  else
-    echo "ok: $what"
-  fi
-}
-
-# has TEXT DESCRIPTION: the last output contains TEXT
-has() {
-  n=$((n + 1))
-  if grep -qF -- "$1" "$out"; then
-    echo "ok: $2"
-  else
-    echo "FAIL: $2: output lacks '$1'"
-    fails=$((fails + 1))
-  fi
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 expect 2 "no arguments" --
 has "--config PATH is required" "names the missing option"
