@@ -280,12 +280,15 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh,
     for (int t = 0; t < MEM_TERMS; t++) total = sat_add(total, terms[r][t]);
     if (total > max_total) max_total = total;
   }
-  tpx__sbuf_printf(b, "<h2>Per-rank training memory</h2>\n<p>Optimizer %s; "
-                      "activations for batch %lld × seq %lld%s (formulas: "
-                      "docs/MEMORY.md).</p>\n<p class=\"legend\">",
-                   tpx_optimizer_name(mo->optimizer), (long long)mo->batch,
-                   (long long)mo->seq,
-                   mo->activation_checkpointing ? ", checkpointed" : "");
+  tpx__sbuf_printf(b, "<h2>Per-rank training memory</h2>\n<p>Optimizer %s; ",
+                   tpx_optimizer_name(mo->optimizer));
+  if (mo->seq > 0)
+    tpx__sbuf_printf(b, "activations for batch %lld × seq %lld%s",
+                     (long long)mo->batch, (long long)mo->seq,
+                     mo->activation_checkpointing ? ", checkpointed" : "");
+  else
+    tpx__sbuf_printf(b, "no activations (give --seq to count them)");
+  tpx__sbuf_printf(b, " (formulas: docs/MEMORY.md).</p>\n<p class=\"legend\">");
   for (int t = 0; t < MEM_TERMS; t++)
     tpx__sbuf_printf(b, "<span><i style=\"background:%s\"></i>%s</span>",
                      mem_term_colors[t], mem_term_names[t]);
