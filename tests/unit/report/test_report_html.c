@@ -14,12 +14,6 @@ static char *page(const tpx_sharding *sh, const tpx_report_options *o) {
   return html;
 }
 
-static size_t count(const char *hay, const char *needle) {
-  size_t n = 0;
-  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-  return n;
-}
-
 START_TEST(self_contained_page) {
   tpx_model *m = fx_llama();
   tpx_plan *p = fx_llama_plan();
@@ -36,14 +30,14 @@ START_TEST(self_contained_page) {
   ck_assert_ptr_null(strstr(html, "@import"));
   ck_assert_ptr_null(strstr(html, "src="));
   /* The only URL is the SVG namespace (an identifier, never fetched). */
-  ck_assert_uint_eq(count(html, "http"), count(html, "xmlns=\"http://www.w3.org/2000/svg\""));
+  ck_assert_uint_eq(fx_occurrences(html, "http"), fx_occurrences(html, "xmlns=\"http://www.w3.org/2000/svg\""));
   ck_assert_ptr_nonnull(strstr(html, "id=\"verdict\">OK<"));
   ck_assert_ptr_nonnull(strstr(html, "id=\"memory\""));
   ck_assert_ptr_nonnull(strstr(html, "id=\"collectives\""));
   /* Two identical layers render once in the tree... */
   ck_assert_ptr_nonnull(strstr(html, "0 … 1 (2 identical)"));
   /* ...and each parameter template has one block map, marked ×2. */
-  ck_assert_uint_eq(count(html, ">model.layers.*.self_attn.q_proj.weight <span class=\"rep\">×2</span>"), 1);
+  ck_assert_uint_eq(fx_occurrences(html, ">model.layers.*.self_attn.q_proj.weight <span class=\"rep\">×2</span>"), 1);
   /* q_proj [64, 64] colwise on tp=2 then FSDP over dp_shard=2 (strided
    * after TP): rank 1 (dp 0, tp 1) holds rows [32, 48), bf16 16x64x2 B. */
   ck_assert_msg(strstr(html, "rank 1\ndim 0: [32, 48), dim 1: [0, 64)\n2.0 KiB (2048 bytes)") != NULL,

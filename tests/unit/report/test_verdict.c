@@ -16,12 +16,6 @@ static char *text_of(const tpx_sharding *sh, const tpx_report_options *o,
   return t;
 }
 
-static size_t count(const char *hay, const char *needle) {
-  size_t n = 0;
-  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-  return n;
-}
-
 /* tp = 3 on the fixture (8 heads, dims 64 and 128): every sharded linear is
  * uneven, and tp 2, 4 or 8 would divide them all. */
 START_TEST(heads_error_folds_uneven_shards) {
@@ -64,8 +58,8 @@ START_TEST(heads_error_folds_uneven_shards) {
 
   char *t = text_of(sh, &o, 0);
   ck_assert_msg(strncmp(t, s, strlen(s)) == 0, "the report opens with the verdict");
-  ck_assert_uint_eq(count(t, "\n  warning [uneven-shard]"), 0);
-  ck_assert_uint_eq(count(t, "\n        warning [uneven-shard]"), uneven);
+  ck_assert_uint_eq(fx_occurrences(t, "\n  warning [uneven-shard]"), 0);
+  ck_assert_uint_eq(fx_occurrences(t, "\n        warning [uneven-shard]"), uneven);
   ck_assert_ptr_nonnull(strstr(t, "      following from it ("));
   ck_assert_ptr_nonnull(strstr(t, "Result: NOT OK (1 error)"));
   free(s);
@@ -91,7 +85,7 @@ START_TEST(warnings_without_cause_stay) {
   ck_assert_ptr_nonnull(strstr(s, "under Diagnostics"));
   ck_assert_ptr_null(strstr(s, "follow"));
   char *t = text_of(sh, &o, 0);
-  ck_assert_uint_gt(count(t, "\n  warning [uneven-shard]"), 0);
+  ck_assert_uint_gt(fx_occurrences(t, "\n  warning [uneven-shard]"), 0);
   ck_assert_ptr_null(strstr(t, "following from it"));
   free(s);
   free(t);

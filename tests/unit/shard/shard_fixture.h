@@ -178,6 +178,13 @@ static inline tpx_sharding *fx_shard(const tpx_model *m, const tpx_plan *p,
   return sh;
 }
 
+/* How many times `needle` occurs in `hay` (overlapping occurrences count). */
+static inline size_t fx_occurrences(const char *hay, const char *needle) {
+  size_t n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
 /* Text form of param `fqn`'s placement on mesh dim `dim`. */
 static inline const char *fx_pl(const tpx_sharding *sh, const char *fqn, int dim,
                          char *buf, size_t size) {
