@@ -1,8 +1,13 @@
 /* config.c — the decoder hyper-parameters the trainer needs, read from the
  * model's HF config through tpx_model_config_* (both spellings: transformers
- * 4 `rope_theta` / `torch_dtype`, transformers 5 `rope_parameters` /
- * `dtype`). Refuses what the trainer does not implement (other
- * architectures, rope scaling, biases Llama/Qwen3 would need, non-SiLU). */
+ * 4 `rope_theta` / `rope_scaling` / `torch_dtype`, transformers 5
+ * `rope_parameters` / `dtype`), and the RoPE inverse frequencies those
+ * imply (rope types default, linear, llama3, as transformers'
+ * modeling_rope_utils computes them). Refuses what the trainer does not
+ * implement (other architectures, other rope types, partial rotary, biases
+ * Llama/Qwen3 would need, non-SiLU). */
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "train.h"
@@ -20,6 +25,96 @@ static int get_bool(const tpx_model *m, const char *key, int dflt) {
   int v = dflt;
   if (tpx_model_config_bool(m, key, &v, NULL)) return dflt;
   return v;
+}
+
+static int get_num(const tpx_model *m, const char *prefix, const char *key, double *out) {
+  char path[128];
+  snprintf(path, sizeof path, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", key);
+  return tpx_model_config_float(m, path, out, NULL) == TPX_OK;
+}
+
+static tpx_status need_num(const tpx_model *m, const char *prefix, const char *key,
+                           const char *type, double *out, tpx_error *err) {
+  if (get_num(m, prefix, key, out) && *out > 0) return TPX_OK;
+  return tpx_error_set(err, TPX_VALIDATION, "config: rope_type '%s' needs %s.%s > 0", type,
+                       prefix, key);
+}
+
+/* Rope type and its parameters. transformers 5 keeps them in
+ * rope_parameters (with rope_theta), transformers 4 in rope_scaling (with
+ * rope_theta at the top level); "type" is the older spelling of
+ * "rope_type". */
+static tpx_status rope_read(const tpx_model *m, tr_config *c, tpx_error *err) {
+  c->theta = 10000.0;
+  if (!get_num(m, NULL, "rope_theta", &c->theta))
+    get_num(m, "rope_parameters", "rope_theta", &c->theta);
+  const char *pre = NULL, *rt = "default";
+  const char *dicts[] = {"rope_parameters", "rope_scaling"};
+  for (int i = 0; i < 2 && !pre; i++) {
+    char path[64];
+    const char *v = NULL;
+    snprintf(path, sizeof path, "%s.rope_type", dicts[i]);
+    if (!tpx_model_config_string(m, path, &v, NULL)) { pre = dicts[i]; rt = v; break; }
+    snprintf(path, sizeof path, "%s.type", dicts[i]);
+    if (!tpx_model_config_string(m, path, &v, NULL)) { pre = dicts[i]; rt = v; }
+  }
+  double prf = 1.0;
+  if ((get_num(m, NULL, "partial_rotary_factor", &prf) ||
+       (pre && get_num(m, pre, "partial_rotary_factor", &prf))) && prf != 1.0)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "config: partial_rotary_factor %g is not implemented by tpx-train", prf);
+  c->rope_factor = 1.0;
+  if (!strcmp(rt, "default")) {
+    c->rope = TR_ROPE_DEFAULT;
+  } else if (!strcmp(rt, "linear")) {
+    c->rope = TR_ROPE_LINEAR;
+    return need_num(m, pre, "factor", rt, &c->rope_factor, err);
+  } else if (!strcmp(rt, "llama3")) {
+    c->rope = TR_ROPE_LLAMA3;
+    if (need_num(m, pre, "factor", rt, &c->rope_factor, err) ||
+        need_num(m, pre, "low_freq_factor", rt, &c->rope_low, err) ||
+        need_num(m, pre, "high_freq_factor", rt, &c->rope_high, err))
+      return err ? err->status : TPX_VALIDATION;
+    /* as transformers' standardize_rope_params: a top-level value wins,
+     * then the rope dict's, then max_position_embeddings */
+    if (!get_num(m, NULL, "original_max_position_embeddings", &c->rope_orig_max) &&
+        !get_num(m, pre, "original_max_position_embeddings", &c->rope_orig_max) &&
+        !get_num(m, NULL, "max_position_embeddings", &c->rope_orig_max))
+      c->rope_orig_max = 0;
+    if (c->rope_orig_max <= 0 || c->rope_high <= c->rope_low)
+      return tpx_error_set(err, TPX_VALIDATION,
+                           "config: llama3 rope needs original_max_position_embeddings > 0 and "
+                           "high_freq_factor > low_freq_factor (got %g, %g, %g)",
+                           c->rope_orig_max, c->rope_high, c->rope_low);
+  } else {
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "config: rope_type '%s' is not implemented by tpx-train "
+                         "(default, linear, llama3)", rt);
+  }
+  return TPX_OK;
+}
+
+void tr_rope_inv_freq(const tr_config *c, double *inv) {
+  int64_t half = c->head_dim / 2;
+  for (int64_t i = 0; i < half; i++) {
+    double f = 1.0 / pow(c->theta, (double)(2 * i) / (double)c->head_dim);
+    if (c->rope == TR_ROPE_LINEAR) {
+      f /= c->rope_factor;
+    } else if (c->rope == TR_ROPE_LLAMA3) {
+      /* long wavelengths are slowed down by factor, short ones kept, and
+       * the band between is interpolated (transformers'
+       * _compute_llama3_parameters) */
+      double wavelen = 2.0 * M_PI / f;
+      double low_wl = c->rope_orig_max / c->rope_low, high_wl = c->rope_orig_max / c->rope_high;
+      if (wavelen > low_wl) {
+        f /= c->rope_factor;
+      } else if (wavelen >= high_wl) {
+        double s = (c->rope_orig_max / wavelen - c->rope_low) / (c->rope_high - c->rope_low);
+        f = (1.0 - s) * f / c->rope_factor + s * f;
+      }
+    }
+    inv[i] = f;
+  }
 }
 
 tpx_status tr_config_read(const tpx_model *m, tr_config *c, tpx_error *err) {
@@ -52,16 +147,8 @@ tpx_status tr_config_read(const tpx_model *m, tr_config *c, tpx_error *err) {
                          (long long)c->head_dim);
   c->eps = 1e-6;
   tpx_model_config_float(m, "rms_norm_eps", &c->eps, NULL);
-  c->theta = 10000.0;
-  if (tpx_model_config_float(m, "rope_theta", &c->theta, NULL))
-    tpx_model_config_float(m, "rope_parameters.rope_theta", &c->theta, NULL);
-  const char *rt = NULL;
-  if (!tpx_model_config_string(m, "rope_scaling.rope_type", &rt, NULL) ||
-      !tpx_model_config_string(m, "rope_scaling.type", &rt, NULL) ||
-      !tpx_model_config_string(m, "rope_parameters.rope_type", &rt, NULL))
-    if (strcmp(rt, "default"))
-      return tpx_error_set(err, TPX_UNSUPPORTED,
-                           "config: rope_type '%s' is not implemented by tpx-train", rt);
+  tpx_status rs = rope_read(m, c, err);
+  if (rs) return rs;
   const char *act = "silu";
   tpx_model_config_string(m, "hidden_act", &act, NULL);
   if (strcmp(act, "silu"))

@@ -43,6 +43,9 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err
   r->model = su->model;
   tpx_status st = tr_tp_init(&r->tp, su, err);
   tpx_runtime_options ro = TPX_RUNTIME_OPTIONS_INIT;
+  /* the trainer computes in f32 whatever the checkpoint's dtype (a bf16
+   * checkpoint is read and upcast, as from_pretrained(dtype=float32)) */
+  ro.storage_dtype = TPX_DTYPE_F32;
   if (!st) st = tpx_runtime_create(su->sharding, r->tp.mc, &ro, &r->rt, err);
   if (st) { tr_rank_destroy(r); return st; }
   r->embed = r->tp.embed;

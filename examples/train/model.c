@@ -316,10 +316,11 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens, int64_t b
   int32_t *tgt = malloc(sizeof(int32_t) * (size_t)(b * t + 1));
   rope_tab rt = {malloc(sizeof(float) * (size_t)(t * cfg->head_dim / 2 + 1)),
                  malloc(sizeof(float) * (size_t)(t * cfg->head_dim / 2 + 1))};
+  double *inv_freq = malloc(sizeof(double) * (size_t)(cfg->head_dim / 2 + 1));
   tr_act h = {0}, fin_in = {0}, fin = {0}, lm_in = {0}, logits = {0}, dlogits = {0}, dfin = {0},
          dh = {0};
   float *rstd = NULL;
-  if (!cache || !ids || !tgt || !rt.cosv || !rt.sinv) {
+  if (!cache || !ids || !tgt || !rt.cosv || !rt.sinv || !inv_freq) {
     st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
     goto done;
   }
@@ -328,7 +329,8 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens, int64_t b
       ids[i * t + j] = tokens[i * (t + 1) + j];
       tgt[i * t + j] = tokens[i * (t + 1) + j + 1];
     }
-  tr_rope_tables(rt.cosv, rt.sinv, t, cfg->head_dim, cfg->theta);
+  tr_rope_inv_freq(cfg, inv_freq);
+  tr_rope_tables(rt.cosv, rt.sinv, t, cfg->head_dim, inv_freq);
   CK(tr_zero_grads(r, err));
   CK(tr_unit_unshard(r, -1, 0, err));
   CK(tr_embed_fwd(r, ids, b, t, &h, err));
@@ -359,6 +361,7 @@ done:
   if (cache)
     for (int64_t l = 0; l < nl; l++) cache_free(&cache[l]);
   free(cache); free(ids); free(tgt); free(rt.cosv); free(rt.sinv); free(rstd);
+  free(inv_freq);
   tr_act *acts[] = {&h, &fin_in, &fin, &lm_in, &logits, &dlogits, &dfin, &dh};
   for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) tr_act_free(acts[i]);
   return st;

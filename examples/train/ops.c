@@ -93,12 +93,11 @@ void tr_rmsnorm_bwd(const float *x, const float *w, const float *rstd, const flo
   }
 }
 
-void tr_rope_tables(float *cosv, float *sinv, int64_t t, int64_t hd, double theta) {
+void tr_rope_tables(float *cosv, float *sinv, int64_t t, int64_t hd, const double *inv_freq) {
   int64_t half = hd / 2;
   for (int64_t p = 0; p < t; p++)
     for (int64_t i = 0; i < half; i++) {
-      double inv = 1.0 / pow(theta, (double)(2 * i) / (double)hd);
-      double a = (double)p * inv;
+      double a = (double)p * inv_freq[i];
       cosv[p * half + i] = (float)cos(a);
       sinv[p * half + i] = (float)sin(a);
     }

@@ -13,16 +13,23 @@
 #include <tpx/tpx.h>
 
 /* ---- config.c ---- */
+typedef enum tr_rope_type { TR_ROPE_DEFAULT, TR_ROPE_LINEAR, TR_ROPE_LLAMA3 } tr_rope_type;
 typedef struct tr_config {
   const char *arch;
   int64_t hidden, heads, kv_heads, head_dim, inter, vocab, layers;
   double eps, theta;
+  /* rope scaling: factor (linear, llama3), low / high_freq_factor and
+   * original_max_position_embeddings (llama3) */
+  tr_rope_type rope;
+  double rope_factor, rope_low, rope_high, rope_orig_max;
   int qkv_bias; /* Qwen2 */
   int qk_norm;  /* Qwen3 */
   int tied;
 } tr_config;
 tpx_status tr_config_read(const tpx_model *model, tr_config *out,
                           tpx_error *err);
+/* The RoPE inverse frequencies inv[head_dim / 2] of the config's rope type. */
+void tr_rope_inv_freq(const tr_config *c, double *inv);
 
 /* ---- activations: local [b, s, f] row-major f32, plus the logical
  * (tp-wide) extents S and F of the dims tp may shard (sequence under SP,
@@ -61,8 +68,9 @@ void tr_rmsnorm_bwd(const float *x, const float *w, const float *rstd,
 /* in-place rotary embedding on [b, t, nh, hd] at positions 0..t-1 */
 void tr_rope(float *x, int64_t b, int64_t t, int64_t nh, int64_t hd,
              const float *cosv, const float *sinv, int inverse);
+/* cos / sin [t, hd/2] of position p times inv_freq[i] (tr_rope_inv_freq) */
 void tr_rope_tables(float *cosv, float *sinv, int64_t t, int64_t hd,
-                    double theta);
+                    const double *inv_freq);
 void tr_swiglu_fwd(const float *g, const float *u, float *m, int64_t n);
 void tr_swiglu_bwd(const float *g, const float *u, const float *dm, float *dg,
                    float *du, int64_t n);

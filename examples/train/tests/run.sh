@@ -1,9 +1,12 @@
 #!/bin/sh
 # run.sh — one tpx-train test (meson runs it; no Python needed).
 # usage: run.sh MODE TRAIN REF CHECK FIXTURES CASE [tpx-train mesh args...]
-#   torch  TRAIN at world 1 vs the torch numbers in expected.json (1e-5 rel)
-#          and its parameters after 3 steps vs torch's per-tensor L2 norm,
-#          sum and first values (1e-4: torch ran in f64, tpx in f32)
+#   (pseudo-args: --b6 the 6-row batch tokens_b6.bin; --t32 the seq-32 batch
+#   tokens_v256_t32.bin of the llama3rope cases)
+#   torch  TRAIN (at world 1, or on the mesh the args give) vs the torch
+#          numbers in expected.json (1e-5 rel) and its parameters after 3
+#          steps vs torch's per-tensor L2 norm, sum and first values (1e-4:
+#          torch ran in f64, tpx in f32)
 #   mesh   TRAIN on the mesh given by the args vs REF (tpx-train-ref, world 1,
 #          without the FSDP runtime): per-step loss / grad norm within 1e-5 relative and
 #          every parameter after 3 steps within 5e-5 (relative L2 per tensor:
@@ -18,15 +21,19 @@ shift 6
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tokens=$fix/tokens.bin
-batch=4
-for a in "$@"; do [ "$a" = "--b6" ] && tokens=$fix/tokens_b6.bin && batch=6; done
-args=""
-for a in "$@"; do [ "$a" = "--b6" ] || args="$args $a"; done
-common="--tokens $tokens --batch $batch --seq 16 --steps 3 --lr 1e-3 --clip 1.0 --weight-decay 0.01 --format json"
+batch=4 seq=16 args=""
+for a in "$@"; do
+  case $a in
+  --b6) tokens=$fix/tokens_b6.bin batch=6 ;;
+  --t32) tokens=$fix/tokens_v256_t32.bin seq=32 ;;
+  *) args="$args $a" ;;
+  esac
+done
+common="--tokens $tokens --batch $batch --seq $seq --steps 3 --lr 1e-3 --clip 1.0 --weight-decay 0.01 --format json"
 mkdir -p "$tmp/a" "$tmp/b"
 case $mode in
 torch)
-  "$train" --model "$fix/$case" $common --dump-params "$tmp/a/model.safetensors" > "$tmp/out.json" || exit 1
+  "$train" --model "$fix/$case" $common $args --dump-params "$tmp/a/model.safetensors" > "$tmp/out.json" || exit 1
   "$check" steps "$tmp/out.json" "$fix/expected.json" "$case" 1e-5 || exit 1
   "$check" torch "$tmp/a/model.safetensors" "$fix/expected.json" "$case" 1e-4 || exit 1
   ;;
@@ -54,6 +61,9 @@ bad)
   mkdir -p "$tmp/arch"
   sed 's/LlamaForCausalLM/GPT2LMHeadModel/' "$fix/llama/config.json" > "$tmp/arch/config.json"
   cp "$fix/llama/model.safetensors" "$tmp/arch/"
+  mkdir -p "$tmp/yarn"
+  sed 's/"llama3"/"yarn"/' "$fix/llama3rope-v4/config.json" > "$tmp/yarn/config.json"
+  cp "$fix/llama3rope/model.safetensors" "$tmp/yarn/"
   i=0; : > "$tmp/big.bin"
   while [ $i -lt 68 ]; do printf '\210\023\000\000' >> "$tmp/big.bin"; i=$((i + 1)); done
   set -- $(echo "$args" | sed "s#@TMP@#$tmp#g; s#@FIX@#$fix#g")
