@@ -5,16 +5,17 @@
  *   steps  RESULT EXPECTED [CASE] TOL   per-step loss and grad_norm, relative;
  *          RESULT is tpx-train --format json output (its last line),
  *          EXPECTED the same or the fixtures' expected.json with CASE
- *   params A.safetensors B.safetensors TOL
- *          every tensor: ||a-b|| / ||b|| <= TOL (L2 over the tensor; the
- *          worst single element is printed too: an element whose gradient
- *          is rounding noise gets an Adam step of up to lr either way, so
- *          elementwise bounds do not hold across summation orders)
- *   params A B TOL NOISY BOUND
- *          as above, but tensors whose name contains NOISY are only held to
- *          |a-b| <= BOUND elementwise: k_proj.bias, whose true gradient is
- *          0 (softmax ignores a per-row constant), so its Adam steps are
- *          rounding noise of size lr in every run
+ *   params A.safetensors B.safetensors TOL [GRADS LR WD STEPS]
+ *          every tensor: ||a-b|| / ||b|| <= TOL (L2 over the tensor). With
+ *          GRADS (B's run's --dump-grads) the elements whose gradient is
+ *          Adam-ill-conditioned (nonzero, and below KAPPA times the
+ *          tensor's RMS gradient at some step) are left out of that sum and
+ *          held to Adam's bound instead; see ill_conditioned below
+ *   grads  A.safetensors B.safetensors TOL
+ *          two --dump-grads files: every gradient of step 0 (PARAM@0, from
+ *          the same parameters in both runs) within TOL relative L2. Later
+ *          steps start from parameters that differ in the ill-conditioned
+ *          elements, so their gradients are not compared
  *   torch  A.safetensors EXPECTED CASE TOL
  *          per-tensor L2 norm and sum vs torch's params_after (relative to
  *          the L2 norm) */
@@ -97,17 +98,86 @@ static tpx_checkpoint_reader *open_ckpt(const char *path) {
   return rd;
 }
 
+/* Parameters after K AdamW steps: which elements can two f32 runs agree on?
+ *
+ * Adam's step m_hat / (sqrt(v_hat) + eps) does not depend on the scale of
+ * the gradient, so an element's step has the RELATIVE error of its own
+ * gradient. f32 gradients carry an absolute error of about 1e-7..1e-6 of
+ * the tensor's RMS gradient, whatever the summation order (torch f32 vs
+ * f64: 4e-7..9e-7 relative L2 per tensor), so an element whose gradient is
+ * 1e-6 of the RMS gets a step anywhere in [-lr, lr] in every correct run,
+ * and one such element in a 64x64 weight can put the whole tensor 3e-4
+ * apart. Such elements exist in real models: the low-frequency RoPE pairs
+ * of Qwen2's k_proj.bias (a key bias rotated by nearly the identity adds
+ * nearly the same q.b to every score of a row, which softmax ignores:
+ * gradients 1e-7..1e-8 against 1e-3) and, by chance, single weights whose
+ * gradient sums cancel. Above KAPPA = 3e-4 an element's gradient is
+ * known to ~3e-3 relative or better, its step to ~3e-6, and the tensors
+ * stay within ~1e-6 relative (measured <= 1.3e-6 on every mesh; 4e-6 with
+ * KAPPA 1e-4, 3e-5 with KAPPA 3e-5: Qwen2's k_proj.bias again). About
+ * 0.1-0.4% of the elements fall below it.
+ *
+ * What holds for the ill-conditioned elements is Adam's bound: at step t
+ * |m_hat / sqrt(v_hat)| <= sqrt(sum_k a_k^2 / b_k) (Cauchy-Schwarz with
+ * a_k, b_k the bias-corrected EMA weights), 1.0036 at t = 3 for betas
+ * 0.9 / 0.999, so each step moves an element by at most
+ * lr (1.01 + wd |theta|), and two runs differ by at most twice the sum. */
+#define KAPPA 3e-4
+
+/* ill[k] = 1 for the ill-conditioned elements of `name` from the gradient
+ * dump g (steps tensors name@0..); returns their count, -1 on error */
+static int64_t ill_conditioned(const tpx_checkpoint_reader *g, const char *name, int64_t steps,
+                               int64_t n, unsigned char *ill) {
+  double *ratio = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  unsigned char *nz = calloc((size_t)(n ? n : 1), 1);
+  int64_t count = 0;
+  if (!ratio || !nz) { free(ratio); free(nz); return -1; }
+  for (int64_t i = 0; i < n; i++) ratio[i] = INFINITY;
+  for (int64_t k = 0; k < steps; k++) {
+    char gname[512];
+    snprintf(gname, sizeof gname, "%s@%lld", name, (long long)k);
+    int64_t gi = tpx_checkpoint_find(g, gname), gn = 0;
+    float *gv = gi < 0 ? NULL : read_all(g, (size_t)gi, &gn);
+    if (!gv || gn != n) {
+      fprintf(stderr, "%s: missing or of another size in the gradient dump\n", gname);
+      free(gv); free(ratio); free(nz);
+      return -1;
+    }
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)gv[i] * gv[i];
+    double rms = sqrt(ss / (double)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+      if (gv[i] != 0) nz[i] = 1;
+      double r = rms > 0 ? fabs(gv[i]) / rms : INFINITY;
+      if (r < ratio[i]) ratio[i] = r;
+    }
+    free(gv);
+  }
+  /* exactly zero at every step (an embedding row no token uses): no
+   * Adam step at all in any run, so it is held to TOL with the rest */
+  for (int64_t i = 0; i < n; i++) count += ill[i] = nz[i] && ratio[i] < KAPPA;
+  free(ratio); free(nz);
+  return count;
+}
+
 static int cmd_params(int argc, char **argv) {
-  if (argc != 5 && argc != 7) return 2;
+  if (argc != 5 && argc != 9) return 2;
   double tol = atof(argv[4]);
-  const char *noisy = argc == 7 ? argv[5] : NULL;
-  double bound = argc == 7 ? atof(argv[6]) : 0, wnoisy = 0;
   tpx_checkpoint_reader *ra = open_ckpt(argv[2]), *rb = open_ckpt(argv[3]);
-  if (!ra || !rb) { fprintf(stderr, "cannot read the dumps\n"); return 2; }
-  double worst = 0, welem = 0;
-  const char *wname = "";
+  tpx_checkpoint_reader *rg = argc == 9 ? open_ckpt(argv[5]) : NULL;
+  double lr = argc == 9 ? atof(argv[6]) : 0, wd = argc == 9 ? atof(argv[7]) : 0;
+  int64_t steps = argc == 9 ? atoll(argv[8]) : 0;
+  if (!ra || !rb || (argc == 9 && (!rg || steps <= 0))) {
+    fprintf(stderr, "cannot read the dumps\n");
+    tpx_checkpoint_reader_destroy(ra); tpx_checkpoint_reader_destroy(rb);
+    tpx_checkpoint_reader_destroy(rg);
+    return 2;
+  }
+  double worst = 0, worst_all = 0, welem = 0, wratio = 0, wdiff_ill = 0;
+  const char *wname = "", *wname_all = "", *wname_ill = "";
   int missing = 0;
-  size_t count = 0;
+  size_t count = 0, ill_tensors = 0;
+  int64_t ill_total = 0;
   for (size_t i = 0; i < tpx_checkpoint_num_tensors(rb); i++) {
     tpx_checkpoint_tensor tb;
     tpx_checkpoint_tensor_info(rb, i, &tb, NULL);
@@ -115,29 +185,84 @@ static int cmd_params(int argc, char **argv) {
     if (ia < 0) { fprintf(stderr, "%s: missing in %s\n", tb.name, argv[2]); missing = 1; continue; }
     int64_t na, nb;
     float *a = read_all(ra, (size_t)ia, &na), *b = read_all(rb, i, &nb);
-    if (!a || !b || na != nb) { fprintf(stderr, "%s: unreadable or sizes differ\n", tb.name); missing = 1; }
-    else if (noisy && strstr(tb.name, noisy)) {
-      for (int64_t k = 0; k < na; k++) wnoisy = fmax(wnoisy, fabs((double)a[k] - b[k]));
+    unsigned char *ill = calloc((size_t)(nb > 0 ? nb : 1), 1);
+    int64_t nill = 0;
+    if (!a || !b || !ill || na != nb) {
+      fprintf(stderr, "%s: unreadable or sizes differ\n", tb.name);
+      missing = 1;
+    } else if (rg && (nill = ill_conditioned(rg, tb.name, steps, nb, ill)) < 0) {
+      missing = 1;
+    } else {
+      double dd = 0, dd_all = 0, bb = 0;
+      for (int64_t k = 0; k < na; k++) {
+        double d = (double)a[k] - b[k];
+        dd_all += d * d;
+        bb += (double)b[k] * b[k];
+        if (ill[k]) {
+          double bound = 2.0 * (double)steps * lr * (1.01 + wd * (fabs(b[k]) + 2.0 * (double)steps * lr));
+          if (fabs(d) / bound > wratio) { wratio = fabs(d) / bound; wdiff_ill = fabs(d); wname_ill = tb.name; }
+          continue;
+        }
+        dd += d * d;
+        if (fabs(d) > welem) welem = fabs(d);
+      }
+      double d = sqrt(dd) / fmax(sqrt(bb), 1e-12), d_all = sqrt(dd_all) / fmax(sqrt(bb), 1e-12);
+      if (d > worst) { worst = d; wname = tb.name; }
+      if (d_all > worst_all) { worst_all = d_all; wname_all = tb.name; }
+      ill_total += nill;
+      ill_tensors += nill > 0;
+    }
+    free(a); free(b); free(ill);
+    count++;
+  }
+  printf("%zu tensors, worst relative L2 diff %.3g in %s (tolerance %.3g); worst element %.3g\n",
+         count, worst, wname, tol, welem);
+  if (rg) {
+    printf("left out: %lld Adam-ill-conditioned elements (|grad| < %g x RMS at some step) in "
+           "%zu tensors; worst |a-b| %.3g in %s, %.3g of Adam's bound\n",
+           (long long)ill_total, KAPPA, ill_tensors, wdiff_ill, wname_ill, wratio);
+    printf("(with them: worst relative L2 diff %.3g in %s)\n", worst_all, wname_all);
+  }
+  int rc = !missing && count && worst <= tol && wratio <= 1.0 ? 0 : 1;
+  tpx_checkpoint_reader_destroy(ra); tpx_checkpoint_reader_destroy(rb);
+  tpx_checkpoint_reader_destroy(rg);
+  return rc;
+}
+
+static int cmd_grads(int argc, char **argv) {
+  if (argc != 5) return 2;
+  double tol = atof(argv[4]), worst = 0;
+  tpx_checkpoint_reader *ra = open_ckpt(argv[2]), *rb = open_ckpt(argv[3]);
+  const char *wname = "";
+  int bad = !ra || !rb;
+  size_t count = 0;
+  for (size_t i = 0; !bad && i < tpx_checkpoint_num_tensors(rb); i++) {
+    tpx_checkpoint_tensor tb;
+    tpx_checkpoint_tensor_info(rb, i, &tb, NULL);
+    size_t nl = strlen(tb.name);
+    if (nl < 2 || strcmp(tb.name + nl - 2, "@0")) continue;
+    int64_t ia = tpx_checkpoint_find(ra, tb.name), na = 0, nb = 0;
+    float *a = ia < 0 ? NULL : read_all(ra, (size_t)ia, &na), *b = read_all(rb, i, &nb);
+    if (!a || !b || na != nb) {
+      fprintf(stderr, "%s: missing, unreadable or of another size in %s\n", tb.name, argv[2]);
+      bad = 1;
     } else {
       double dd = 0, bb = 0;
       for (int64_t k = 0; k < na; k++) {
         double d = (double)a[k] - b[k];
         dd += d * d;
         bb += (double)b[k] * b[k];
-        if (fabs(d) > welem) welem = fabs(d);
       }
-      double d = sqrt(dd) / fmax(sqrt(bb), 1e-12);
+      double d = bb > 0 ? sqrt(dd / bb) : sqrt(dd);
       if (d > worst) { worst = d; wname = tb.name; }
+      count++;
     }
     free(a); free(b);
-    count++;
   }
-  printf("%zu tensors, worst relative L2 diff %.3g in %s (tolerance %.3g); worst element %.3g\n",
-         count, worst, wname, tol, welem);
-  if (noisy) printf("tensors named *%s*: worst element %.3g (bound %.3g)\n", noisy, wnoisy, bound);
-  int rc = !missing && count && worst <= tol && wnoisy <= bound ? 0 : 1;
+  printf("%zu gradients, worst relative L2 diff %.3g in %s (tolerance %.3g)\n", count, worst,
+         wname, tol);
   tpx_checkpoint_reader_destroy(ra); tpx_checkpoint_reader_destroy(rb);
-  return rc;
+  return bad ? 2 : count && worst <= tol ? 0 : 1;
 }
 
 static int cmd_torch(int argc, char **argv) {
@@ -180,6 +305,7 @@ int main(int argc, char **argv) {
   int rc = 2;
   if (argc > 1 && !strcmp(argv[1], "steps")) rc = cmd_steps(argc, argv);
   else if (argc > 1 && !strcmp(argv[1], "params")) rc = cmd_params(argc, argv);
+  else if (argc > 1 && !strcmp(argv[1], "grads")) rc = cmd_grads(argc, argv);
   else if (argc > 1 && !strcmp(argv[1], "torch")) rc = cmd_torch(argc, argv);
   if (rc == 2) fprintf(stderr, "usage: see the top of examples/train/check.c\n");
   return rc;

@@ -20,6 +20,8 @@ tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p);
 /* The full (gathered) parameter p; collective: every rank calls it, `full`
  * is filled on every rank. */
 tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err);
+/* The same for its gradient (after a step's backward: reduced, pre-clip). */
+tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full, tpx_error *err);
 int tr_rank_is_root(const tr_rank *r);
 /* Wall seconds this rank spent so far in collectives (TP transitions, FSDP
  * unshard / gradient reduction, grad norm); 0 without a runtime. */

@@ -114,14 +114,14 @@ tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p) {
 }
 
 /* all-gather the tp group's slices (padded to the largest) and place each */
-tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
+static tpx_status gather(tr_rank *r, int64_t p, float **bufs, float *full, tpx_error *err) {
   int64_t o = r->owner[p];
   const tpx_mesh *mesh = tpx_sharding_mesh(r->tp.sh);
   int tpd = tpx_mesh_dim_index(mesh, "tp");
   int64_t ntp = tpx_sharding_tp_size(r->tp.sh);
   int64_t ranks[TPX_LOCAL_MAX_RANKS], idx = 0, maxn = 0;
   if (ntp <= 1 || tpd < 0) {
-    box_copy(&r->sl[o], full_cols(r, o), full, r->w[o], 1);
+    box_copy(&r->sl[o], full_cols(r, o), full, bufs[o], 1);
     return TPX_OK;
   }
   tpx_status st = tpx_mesh_group_ranks(mesh, "tp", r->tp.rank, ranks, &idx, err);
@@ -134,11 +134,19 @@ tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
   float *send = calloc((size_t)(maxn ? maxn : 1), sizeof(float));
   float *recv = calloc((size_t)(maxn ? maxn : 1) * (size_t)ntp, sizeof(float));
   if (!send || !recv) { free(send); free(recv); return tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); }
-  memcpy(send, r->w[o], sizeof(float) * (size_t)nelem(&r->sl[o]));
+  memcpy(send, bufs[o], sizeof(float) * (size_t)nelem(&r->sl[o]));
   st = tpx_comm_all_gather(tpx_mesh_comm_dim(r->tp.mc, tpd), send, recv, (size_t)maxn, TPX_DTYPE_F32, err);
   for (int64_t i = 0; !st && i < ntp; i++) box_copy(&sl[i], full_cols(r, o), full, recv + i * maxn, 1);
   free(send); free(recv);
   return st;
+}
+
+tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
+  return gather(r, p, r->w, full, err);
+}
+
+tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full, tpx_error *err) {
+  return gather(r, p, r->g, full, err);
 }
 
 float *tr_param_w(tr_rank *r, int64_t p) { return p < 0 ? NULL : r->w[r->owner[p]]; }

@@ -110,6 +110,10 @@ tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
   return tpx_runtime_gather_param(r->rt, p, full, TPX_DTYPE_F32, err);
 }
 
+tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full, tpx_error *err) {
+  return tpx_runtime_gather_grad(r->rt, p, full, TPX_DTYPE_F32, err);
+}
+
 
 static tpx_runtime_param_info info(tr_rank *r, int64_t p) {
   tpx_runtime_param_info pi;

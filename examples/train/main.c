@@ -21,7 +21,7 @@
 #endif
 
 typedef struct args {
-  const char *model, *tokens, *backend, *format, *dump;
+  const char *model, *tokens, *backend, *format, *dump, *dump_grads;
   int64_t batch, seq, steps, tp, dp_shard, dp_replicate;
   double lr, clip, wd;
   int sp;
@@ -47,14 +47,15 @@ static void usage(FILE *f) {
           "usage: tpx-train --model DIR --tokens FILE --batch B --seq T --steps K --lr LR\n"
           "                 [--clip C] [--weight-decay W] [--tp N] [--dp-shard M]\n"
           "                 [--dp-replicate R] [--sp] [--backend local|mpi]\n"
-          "                 [--format text|json] [--dump-params FILE]\n\n"
+          "                 [--format text|json] [--dump-params FILE] [--dump-grads FILE]\n\n"
           "Train K AdamW steps (betas 0.9/0.999, eps 1e-8) of an HF LlamaForCausalLM,\n"
           "Qwen2ForCausalLM or Qwen3ForCausalLM checkpoint (config.json +\n"
           "model.safetensors) in f32 on CPU, on the mesh dp_replicate x dp_shard x tp with\n"
           "the TP plan tpx selects. FILE holds little-endian int32 [B, T+1]: inputs\n"
           "[:, :T], targets [:, 1:], the same batch every step, split over the data-parallel\n"
           "ranks. --dump-params writes the parameters after the last step (gathered) as an\n"
-          "f32 safetensors file, for comparisons.\n"
+          "f32 safetensors file, for comparisons; --dump-grads the gathered pre-clip\n"
+          "gradients of every step k, tensors named PARAM@k.\n"
           "Exit status: 0 ok, 1 bad input or a failed run, 2 bad arguments.\n");
 }
 
@@ -95,6 +96,7 @@ static int parse_args(int argc, char **argv, args *a) {
     else if (!strcmp(o, "--backend")) a->backend = v;
     else if (!strcmp(o, "--format")) a->format = v;
     else if (!strcmp(o, "--dump-params")) a->dump = v;
+    else if (!strcmp(o, "--dump-grads")) a->dump_grads = v;
     else if (!strcmp(o, "--batch")) bad = parse_i64(v, &a->batch) || a->batch <= 0;
     else if (!strcmp(o, "--seq")) bad = parse_i64(v, &a->seq) || a->seq <= 0;
     else if (!strcmp(o, "--steps")) bad = parse_i64(v, &a->steps) || a->steps < 0;
@@ -197,13 +199,16 @@ static tpx_status load_weights(const tpx_checkpoint_reader *rd, const tpx_model 
   return s;
 }
 
-/* Header of a safetensors file holding every non-tied parameter in f32. */
-static char *dump_header(const tpx_model *model, size_t *len) {
+/* Header of a safetensors file holding every non-tied parameter in f32:
+ * once (steps 0, named as the parameters) or for each of `steps` steps k
+ * (named PARAM@k, step-major). */
+static char *dump_header(const tpx_model *model, int64_t steps, size_t *len) {
   size_t cap = 4096, n = 0;
   char *h = malloc(cap);
   int64_t off = 0;
   if (!h) return NULL;
   n += (size_t)snprintf(h, cap, "{");
+  for (int64_t k = 0; k < (steps ? steps : 1); k++)
   for (size_t p = 0; p < tpx_model_num_params(model); p++) {
     tpx_param_info pi;
     tpx_model_param(model, (int64_t)p, &pi, NULL);
@@ -215,9 +220,10 @@ static char *dump_header(const tpx_model *model, size_t *len) {
       snprintf(dims + dl, sizeof dims - dl, "%s%lld", d ? "," : "", (long long)pi.shape[d]);
       numel *= pi.shape[d];
     }
-    char item[1024];
-    int il = snprintf(item, sizeof item, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%lld,%lld]}",
-                      n > 1 ? "," : "", pi.fqn, dims, (long long)off, (long long)(off + 4 * numel));
+    char item[1024], suffix[32] = "";
+    if (steps) snprintf(suffix, sizeof suffix, "@%lld", (long long)k);
+    int il = snprintf(item, sizeof item, "%s\"%s%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%lld,%lld]}",
+                      n > 1 ? "," : "", pi.fqn, suffix, dims, (long long)off, (long long)(off + 4 * numel));
     off += 4 * numel;
     if (n + (size_t)il + 16 > cap) {
       char *nh = realloc(h, cap = 2 * cap + (size_t)il);
@@ -233,21 +239,30 @@ static char *dump_header(const tpx_model *model, size_t *len) {
   return h;
 }
 
-/* --dump-params: the gathered parameters after the last step, as an f32
- * safetensors file (rank 0 writes; every rank joins each gather). */
-static tpx_status dump_params(const args *a, const tpx_model *model, tr_rank *r, tpx_error *err) {
-  FILE *f = NULL;
+/* Rank 0 creates `path` and writes the header (of `steps` steps, see
+ * dump_header); the other ranks get NULL and TPX_OK. */
+static tpx_status dump_open(const char *path, const tpx_model *model, int64_t steps, tr_rank *r,
+                            FILE **out, tpx_error *err) {
+  *out = NULL;
+  if (!tr_rank_is_root(r)) return TPX_OK;
+  size_t hl = 0;
+  char *h = dump_header(model, steps, &hl);
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
   tpx_status s = TPX_OK;
-  if (tr_rank_is_root(r)) {
-    size_t hl = 0;
-    char *h = dump_header(model, &hl);
-    unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-    if (!h) s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-    else if (!(f = fopen(a->dump, "wb")) || fwrite(len8, 1, 8, f) != 8 || fwrite(h, 1, hl, f) != hl)
-      s = tpx_error_set(err, TPX_IO, "%s: cannot write", a->dump);
-    free(h);
-  }
+  if (!h) s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  else if (!(*out = fopen(path, "wb")) || fwrite(len8, 1, 8, *out) != 8 ||
+           fwrite(h, 1, hl, *out) != hl)
+    s = tpx_error_set(err, TPX_IO, "%s: cannot write", path);
+  free(h);
+  return s;
+}
+
+/* Append every non-tied parameter (grads 0) or its gradient (grads 1),
+ * gathered, to f (rank 0; f NULL elsewhere). Collective: every rank calls
+ * it, and every rank joins each gather even after an error. */
+static tpx_status dump_append(FILE *f, const char *path, const tpx_model *model, tr_rank *r,
+                              int grads, tpx_status s, tpx_error *err) {
   float *buf = NULL;
   for (size_t p = 0; p < tpx_model_num_params(model); p++) {
     tpx_param_info pi;
@@ -258,14 +273,28 @@ static tpx_status dump_params(const args *a, const tpx_model *model, tr_rank *r,
     float *nb = realloc(buf, sizeof(float) * (size_t)(n ? n : 1));
     if (!nb) { s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); break; }
     buf = nb;
-    tpx_status g = tr_rank_gather(r, (int64_t)p, buf, err); /* collective: all ranks */
+    tpx_status g = grads ? tr_rank_gather_grad(r, (int64_t)p, buf, err)
+                         : tr_rank_gather(r, (int64_t)p, buf, err); /* collective */
     if (g && !s) s = g;
     if (f && !s && fwrite(buf, sizeof(float), (size_t)n, f) != (size_t)n)
-      s = tpx_error_set(err, TPX_IO, "%s: write failed", a->dump);
+      s = tpx_error_set(err, TPX_IO, "%s: write failed", path);
   }
   free(buf);
-  if (f && fclose(f) && !s) s = tpx_error_set(err, TPX_IO, "%s: write failed", a->dump);
   return s;
+}
+
+static tpx_status dump_close(FILE *f, const char *path, tpx_status s, tpx_error *err) {
+  if (f && fclose(f) && !s) s = tpx_error_set(err, TPX_IO, "%s: write failed", path);
+  return s;
+}
+
+/* --dump-params: the gathered parameters after the last step, as an f32
+ * safetensors file (rank 0 writes; every rank joins each gather). */
+static tpx_status dump_params(const args *a, const tpx_model *model, tr_rank *r, tpx_error *err) {
+  FILE *f = NULL;
+  tpx_status s = dump_open(a->dump, model, 0, r, &f, err);
+  s = dump_append(f, a->dump, model, r, 0, s, err);
+  return dump_close(f, a->dump, s, err);
 }
 
 /* CPU seconds of the process (every rank thread with the local backend) */
@@ -292,9 +321,15 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t ndp = a->dp_replicate * a->dp_shard, dp = coords[0] * a->dp_shard + coords[1];
   int64_t bl = a->batch / ndp;
   const int32_t *mine = j->tokens + dp * bl * (a->seq + 1);
+  /* --dump-grads: the gathered pre-clip gradients of every step */
+  FILE *gf = NULL;
+  if (!s && a->dump_grads) s = dump_open(a->dump_grads, j->model, a->steps, r, &gf, err);
   for (int64_t step = 0; !s && step < a->steps; step++) {
     double loss = 0, gn = 0, t0 = tr_now(), c0 = tr_rank_comm_seconds(r), p0 = cpu_now();
     s = tr_net_step(&net, r, mine, bl, a->seq, &loss, err);
+    double tg = tr_now();
+    if (!s && a->dump_grads) s = dump_append(gf, a->dump_grads, j->model, r, 1, s, err);
+    t0 += tr_now() - tg; /* not timed */
     if (!s) s = tr_optimizer_step(r, a->clip, a->lr, a->wd, step + 1, &gn, err);
     double t1 = tr_now(), c1 = tr_rank_comm_seconds(r);
     if (!s) s = tr_dp_mean(r, &loss, err); /* reporting only: not timed */
@@ -303,6 +338,7 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
       j->step_s[step] = t1 - t0; j->comm_s[step] = c1 - c0; j->cpu_s[step] = cpu_now() - p0;
     }
   }
+  if (a->dump_grads) s = dump_close(gf, a->dump_grads, s, err);
   if (!s && rank == 0) j->has_state = tr_rank_state_bytes(r, j->state);
   if (!s && a->dump) s = dump_params(a, j->model, r, err);
   tr_rank_destroy(r);
