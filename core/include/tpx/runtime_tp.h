@@ -128,7 +128,19 @@ TPX_API tpx_status tpx_tp_transition_shape(const tpx_sharding *sh,
  * rank's buffers. `shape[in->ndim]` is the logical shape; in->shape and
  * out->shape must be the local shapes tpx_tp_transition_shape gives for
  * this rank (else TPX_INVALID_ARGUMENT naming the module and both shapes);
- * out->dtype must equal in->dtype. */
+ * out->dtype must equal in->dtype.
+ *
+ * Plain calls and DTensor arrivals. These three calls (run, shape,
+ * layouts) describe an input that arrives as a plain tensor. When some
+ * styled module of the sharding hands a DTensor on (an output whose style
+ * has use_local_output = 0, e.g. an SP norm or a colwise lm_head, or a
+ * prepare_module_input input without use_local_output) and an input
+ * arriving as such a DTensor would run differently, which one arrives is
+ * known only to the caller's graph: the plain call then refuses with
+ * TPX_INVALID_ARGUMENT before communicating, naming the module, the hook
+ * and the _dt call. Call the _dt variant with `arrived` = the layout the
+ * producer left, or NULL to state that the input is a plain tensor.
+ * Outputs and tp == 1 are never ambiguous. */
 TPX_API tpx_status tpx_tp_transition_run(const tpx_sharding *sh,
                                          tpx_mesh_comm *mc, int64_t module,
                                          tpx_transition_side side, int index,
@@ -151,13 +163,16 @@ TPX_API tpx_status tpx_tp_transition_run(const tpx_sharding *sh,
  * tp-fold error here); the spag output's backward reduce-scatters it. And a
  * colwise input arriving as a Shard(1) DTensor (an SP norm before it) is
  * all-gathered forward, reduce-scattered backward.
- * These take `arrived` (NULL: a plain tensor, exactly the calls above) and
- * apply to INPUT transitions only (TPX_INVALID_ARGUMENT for outputs with a
- * non-NULL arrived). Backward: the gradient enters in the layout the static
+ * These take `arrived` (NULL: a plain tensor, the calls above without
+ * their ambiguity check) and apply to INPUT transitions only
+ * (TPX_INVALID_ARGUMENT for outputs with a non-NULL arrived). Backward: the gradient enters in the layout the static
  * backward reads (Partial for a colwise matmul input, the desired layout
  * otherwise) and leaves in `arrived` (Partial when arrived == desired and
  * the gradient is Partial). `ndim` (layouts_dt) is the activation's ndim,
- * to compare shard dims given as negative and non-negative. */
+ * to compare shard dims given as negative and non-negative.
+ * prepare_module_input follows torch: an input whose annotated and desired
+ * layouts are equal is not redistributed, so a DTensor keeps the layout it
+ * arrived in (forward and backward are copies in `arrived`). */
 TPX_API tpx_status tpx_tp_transition_layouts_dt(
     const tpx_sharding *sh, int64_t module, tpx_transition_side side,
     int index, int backward, const tpx_placement *arrived, int ndim,
