@@ -326,13 +326,19 @@ TPX_API tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh,
 
 /* ---- parameters replicated over tp ------------------------------------- */
 
-/* 1 when parameter `param` is Replicate over a tp dim of size > 1 but its
- * gradient is computed from sequence-sharded activations, so each tp rank
- * holds a partial gradient that DTensor all-reduces (sum) over tp: params
- * of modules styled sequence_parallel (norms under SP),
- * sequence_parallel_allgather_activation and qk_norm_sequence_parallel
- * (q/k norms). 0 otherwise (also for bad arguments). A tied alias follows
- * its target. */
+/* 1 when parameter `param` is Replicate over a tp dim of size > 1 but each
+ * tp rank computes only a partial gradient, which must be all-reduced (sum)
+ * over tp:
+ *  - params of modules styled sequence_parallel (norms under SP),
+ *    sequence_parallel_allgather_activation and qk_norm_sequence_parallel
+ *    (sequence-sharded activations; DTensor all-reduces these);
+ *  - the weight of an unstyled per-head norm `<x>_norm` whose sibling
+ *    `<x>_proj` is colwise with its output sharded on the last dim (Qwen3's
+ *    self_attn.q_norm / k_norm: each rank normalises only its heads).
+ *    transformers' own plan marks these replicated_with_grad_allreduce;
+ *    upstream torch + Automodel never reduce them (the sharding warns
+ *    `partial-grad-replicated`).
+ * 0 otherwise (also for bad arguments). A tied alias follows its target. */
 TPX_API int tpx_tp_param_grad_needs_allreduce(const tpx_sharding *sh,
                                               int64_t param);
 
