@@ -196,6 +196,37 @@ TPX_API tpx_status tpx_tp_transition_run_dt(
 TPX_API int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh,
                                         int64_t module, int index);
 
+/* ---- keyword inputs of prepare_module_input -----------------------------
+ * A prepare_module_input style with input_kwarg_layouts /
+ * desired_input_kwarg_layouts transforms keyword inputs by name, as torch's
+ * with_kwargs pre-hook does: a plain tensor is wrapped in its
+ * input_kwarg_layouts layout and redistributed to its
+ * desired_input_kwarg_layouts layout when that is given and differs (the
+ * same rules and backward duals as a positional input, use_local_output
+ * included). A kwarg listed with layout None, or with no desired layout,
+ * passes through (a copy). These calls take the keyword `kwarg` instead of
+ * an index, and `arrived` like the _dt calls (NULL states a plain tensor; a
+ * DTensor is redistributed from `arrived`, or kept as it arrived when its
+ * annotated and desired layouts are equal). TPX_NOT_FOUND naming the module
+ * when no style applies to it, when its style is not prepare_module_input,
+ * or when the style lists no layout for `kwarg` (torch then passes the
+ * kwarg through untouched; the message lists the kwargs it has). At
+ * tp == 1 torch registers no hooks: a copy. Errors and collectives as for
+ * tpx_tp_transition_run. */
+TPX_API tpx_status tpx_tp_kwarg_transition_layouts(
+    const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
+    const tpx_placement *arrived, int ndim, tpx_placement *in_layout,
+    tpx_placement *out_layout, int *is_copy, tpx_error *err);
+TPX_API tpx_status tpx_tp_kwarg_transition_shape(
+    const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
+    const tpx_placement *arrived, int64_t rank, const int64_t *shape,
+    int ndim, int64_t *in_local, int64_t *out_local, tpx_error *err);
+TPX_API tpx_status tpx_tp_kwarg_transition_run(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
+    const char *kwarg, int backward, const tpx_placement *arrived,
+    const int64_t *shape, const tpx_tensor *in, tpx_tensor *out,
+    tpx_error *err);
+
 /* ---- embeddings (vocab-parallel and others) ----------------------------- */
 
 /* Forward of embedding module `module` (its parameter "weight", global

@@ -119,6 +119,13 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err);
 /* Transitions of entry `entry` on a module of `kind`. */
 void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,
                               tpx__transition_set *out);
+/* The transition of keyword input `name` of a prepare_module_input style
+ * (input_kwarg_layouts / desired_input_kwarg_layouts, by name; the rules of
+ * the positional inputs; side input, index -1; view.forward / backward
+ * point into *out). 0 when the style is not prepare_module_input or does
+ * not list `name`. */
+int tpx__transition_kwarg(const tpx_style *style, const char *name,
+                          tpx__transition_rec *out);
 
 /* ---- fsdp.c ---- */
 /* Units, reshard/prefetch, dp placements and mixed-precision dtypes
