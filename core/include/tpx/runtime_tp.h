@@ -290,7 +290,11 @@ typedef struct tpx_tp_loss_options {
   { sizeof(tpx_tp_loss_options), 0, 1, -100 }
 
 /* This rank's vocab range [*offset, *offset + *len) of V over the tp dim
- * (torch.chunk, from the layout; all of V when not vocab-parallel). */
+ * (torch.chunk, from the layout, as DTensor's Shard(-1) logits really are;
+ * all of V when not vocab-parallel). Deliberately not seed 004's
+ * [rank * (V // tp), (rank + 1) * (V // tp)), which differs whenever tp does
+ * not divide V (V 10, tp 4: 3, 3, 3, 1 columns here; the seed's ranges
+ * would put ids 8 and 9 on no rank). */
 TPX_API tpx_status tpx_tp_vocab_range(const tpx_sharding *sh, int64_t rank,
                                       const tpx_tp_loss_options *opts,
                                       int64_t *offset, int64_t *len,
