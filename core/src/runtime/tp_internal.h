@@ -65,6 +65,14 @@ tpx_status tpx__tp_resolve_dt_tr(const tpx_sharding *sh, int64_t module,
                                  tpx_placement *in, tpx_placement *out,
                                  int *copy, tpx_error *err);
 
+/* Move this rank's piece of an activation of logical `shape` from layout
+ * `from` to `to` over tp (a copy when `copy`), checking dtypes and both
+ * local shapes first; messages start with `ctx`. in == out is fine. */
+tpx_status tpx__tp_move(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                        const int64_t *shape, tpx_placement from,
+                        tpx_placement to, int copy, const tpx_tensor *in,
+                        tpx_tensor *out, const char *ctx, tpx_error *err);
+
 /* ---- tp_arrival.c ---- */
 /* 1 when `tr` is a prepare_module_input input whose annotated and desired
  * layouts are equal: torch then keeps a DTensor input as it arrived. */

@@ -4,8 +4,7 @@
  * plain tensor in its layout, redistribute to the desired one when given
  * and different; a kwarg listed as None, or with no desired layout, passes
  * through). The description is shard/transitions.c (tpx__transition_kwarg);
- * the layouts per direction are tp_transition.c's; the data moves through
- * tpx_tp_redistribute.
+ * the layouts per direction and the data movement are tp_transition.c's.
  * Not here: positional inputs (tp_transition.c). */
 #include <stdio.h>
 #include <string.h>
@@ -122,7 +121,6 @@ tpx_status tpx_tp_kwarg_transition_run(
                          "tpx_tp_kwarg_transition_run: %s is NULL",
                          !in ? "input" : "output");
   TPX__TRY(tpx_tensor_check(in, "input", err));
-  TPX__TRY(tpx_tensor_check(out, "output", err));
   tpx_placement from, to;
   int copy;
   TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, in->ndim,
@@ -132,24 +130,5 @@ tpx_status tpx_tp_kwarg_transition_run(
            "tp transition of module '%s' keyword input '%s' (%s)",
            tpx__tp_module_name(sh, module), kwarg,
            backward ? "backward" : "forward");
-  if (in->dtype != out->dtype)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "%s: input dtype %s differs from output dtype %s",
-                         ctx, tpx_dtype_short_name(in->dtype),
-                         tpx_dtype_short_name(out->dtype));
-  if (!shape && in->ndim > 0)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "%s: logical shape is NULL", ctx);
-  int64_t me = tpx__tp_my_rank(mc);
-  int64_t lin[TPX_MAX_TENSOR_DIMS], lout[TPX_MAX_TENSOR_DIMS];
-  TPX__TRY(tpx_tp_local_shape(sh, me, from, shape, in->ndim, lin, err));
-  TPX__TRY(tpx_tp_local_shape(sh, me, to, shape, in->ndim, lout, err));
-  TPX__TRY(tpx__tp_check_shape(in, lin, in->ndim, "input", ctx, err));
-  TPX__TRY(tpx__tp_check_shape(out, lout, in->ndim, "output", ctx, err));
-  if (copy) {
-    size_t bytes = (size_t)tpx_tensor_nbytes(out);
-    if (bytes && in->data != out->data) memmove(out->data, in->data, bytes);
-    return TPX_OK;
-  }
-  return tpx_tp_redistribute(sh, mc, shape, from, to, in, out, err);
+  return tpx__tp_move(sh, mc, shape, from, to, copy, in, out, ctx, err);
 }

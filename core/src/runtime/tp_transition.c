@@ -489,3 +489,10 @@ int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh, int64_t module,
   int64_t e = sh->module_entry[module];
   return e >= 0 && !sh->entry_styles[e].use_local_output;
 }
+
+tpx_status tpx__tp_move(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                        const int64_t *shape, tpx_placement from,
+                        tpx_placement to, int copy, const tpx_tensor *in,
+                        tpx_tensor *out, const char *ctx, tpx_error *err) {
+  return move(sh, mc, shape, from, to, copy, in, out, ctx, err);
+}

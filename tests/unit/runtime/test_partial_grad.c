@@ -12,33 +12,11 @@
 
 #include "rt_fixture.h"
 
-/* A real config through its family plugin's skeleton and plan. */
 static rt_world real_world(const char *family, const char *cfg,
                            const char *arch, int sp, int64_t tp) {
-  const char *src = getenv("TPX_SOURCE_DIR");
-  const char *build = getenv("TPX_BUILD_DIR");
-  ck_assert(src && build);
-  char path[1024];
-  tpx_error e = {0};
-  tpx_registry *reg = NULL;
-  ck_assert_int_eq(tpx_registry_create(&reg, &e), TPX_OK);
-  snprintf(path, sizeof path, "%s/plugins/%s/libtpx_%s.so", build, family,
-           family);
-  ck_assert_msg(tpx_registry_load_file(reg, path, &e) == TPX_OK, "%s",
-                e.message);
-  snprintf(path, sizeof path, "%s/tests/data/configs/%s/config.json", src,
-           cfg);
-  tpx_model *m = NULL;
-  ck_assert_msg(tpx_model_load_config(path, &m, &e) == TPX_OK, "%s",
-                e.message);
-  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &e) == TPX_OK, "%s",
-                e.message);
-  tpx_plan *p = NULL;
-  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, arch, NULL, sp, tp, &p,
-                                      &e) == TPX_OK,
-                "%s", e.message);
-  tpx_registry_destroy(reg);
-  return rt_world_of(m, p, 1, tp);
+  char path[256];
+  snprintf(path, sizeof path, "tests/data/configs/%s/config.json", cfg);
+  return rt_config_world(family, path, arch, sp, tp);
 }
 
 /* The warnings with code partial-grad-replicated, "subject|" joined. */

@@ -55,28 +55,11 @@ END_TEST
 
 /* Llama-3.2-1B's skeleton (the llama plugin's) with its sp1 plan, tp 4. */
 START_TEST(test_llama_1b_sp1) {
-  const char *src = getenv("TPX_SOURCE_DIR");
-  const char *build = getenv("TPX_BUILD_DIR");
-  ck_assert(src && build);
-  char path[1024];
-  tpx_error e = {0};
-  tpx_registry *reg = NULL;
-  ck_assert_int_eq(tpx_registry_create(&reg, &e), TPX_OK);
-  snprintf(path, sizeof path, "%s/plugins/llama/libtpx_llama.so", build);
-  ck_assert_msg(tpx_registry_load_file(reg, path, &e) == TPX_OK, "%s",
-                e.message);
-  snprintf(path, sizeof path,
-           "%s/tests/data/families/llama/Llama-3.2-1B.config.json", src);
-  tpx_model *m = NULL;
-  ck_assert_msg(tpx_model_load_config(path, &m, &e) == TPX_OK, "%s",
-                e.message);
-  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &e) == TPX_OK, "%s",
-                e.message);
-  tpx_plan *p = NULL;
-  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, "LlamaForCausalLM", NULL, 1,
-                                      4, &p, &e) == TPX_OK,
-                "%s", e.message);
-  rt_world w = rt_world_of(m, p, 1, 4);
+  rt_world w = rt_config_world("llama",
+                               "tests/data/families/llama/"
+                               "Llama-3.2-1B.config.json",
+                               "LlamaForCausalLM", 1, 4);
+  const tpx_model *m = w.m;
   tpx_sharding *sh = w.sh;
   rt_arg a = {sh, 7, 10, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_transitions, &a, "Llama-3.2-1B sp1 transitions");
@@ -88,7 +71,6 @@ START_TEST(test_llama_1b_sp1) {
     n_ar += tpx_tp_param_grad_needs_allreduce(sh, (int64_t)i);
   ck_assert_int_eq(n_ar, 16 * 2 + 1);
   rt_world_free(&w);
-  tpx_registry_destroy(reg);
 }
 END_TEST
 
