@@ -166,17 +166,3 @@ tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) {
   *v /= (double)n;
   return TPX_OK;
 }
-
-tpx_status tr_param_grad_tp_sum(tr_rank *r, int64_t p, tpx_error *err) {
-  tr_tp *tp = (tr_tp *)r;
-  int tpd = tpx_tp_mesh_dim(tp->sh);
-  if (tpd < 0 || tpx_sharding_tp_size(tp->sh) <= 1 || tpx_tp_param_grad_needs_allreduce(tp->sh, p))
-    return TPX_OK;
-  int64_t n = tr_param_dim(r, p, 0) * tr_param_dim(r, p, 1);
-  float *g = tr_param_g(r, p);
-  double t0 = tr_now();
-  tpx_status st = tpx_comm_all_reduce(tpx_mesh_comm_dim(tp->mc, tpd), g, g, (size_t)n,
-                                      TPX_DTYPE_F32, TPX_REDUCE_SUM, err);
-  tp->comm_s += tr_now() - t0;
-  return st;
-}

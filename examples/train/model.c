@@ -286,9 +286,9 @@ static tpx_status layer_bwd(tr_net *net, tr_rank *r, int64_t l, const rope_tab *
                    b * t * c->ash.nh, hd);
     tr_rmsnorm_bwd(c->k_pre.d, tr_param_w(r, L->kn), c->rk, dk.d, dkn.d, tr_param_g(r, L->kn),
                    b * t * c->ash.nkv, hd);
-    /* this rank saw only its heads: the norm weights' grads are partial */
-    CK(tr_param_grad_tp_sum(r, L->qn, err));
-    CK(tr_param_grad_tp_sum(r, L->kn, err));
+    /* this rank saw only its heads: the norm weights' grads are partial;
+     * tpx_tp_param_grad_needs_allreduce says so, and the glue's gradient
+     * reduction sums them over tp */
     tr_act tmp = dq; dq = dqn; dqn = tmp;
     tmp = dk; dk = dkn; dkn = tmp;
   }

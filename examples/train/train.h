@@ -123,10 +123,6 @@ tpx_status tr_zero_grads(tr_rank *r, tpx_error *err);
 /* After backward: total pre-clip grad norm, clip, AdamW step (1-based). */
 tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd,
                              int64_t step, double *grad_norm, tpx_error *err);
-/* Sum parameter p's gradient over tp (in place) when tp > 1 and tpx does
- * not already (tpx_tp_param_grad_needs_allreduce): for params replicated
- * over tp that act on this rank's heads only (Qwen3 q_norm / k_norm). */
-tpx_status tr_param_grad_tp_sum(tr_rank *r, int64_t p, tpx_error *err);
 /* Mean of v over the data-parallel ranks (the step's loss). */
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err);
 

@@ -128,7 +128,19 @@ TPX_API tpx_status tpx_tp_transition_shape(const tpx_sharding *sh,
  * rank's buffers. `shape[in->ndim]` is the logical shape; in->shape and
  * out->shape must be the local shapes tpx_tp_transition_shape gives for
  * this rank (else TPX_INVALID_ARGUMENT naming the module and both shapes);
- * out->dtype must equal in->dtype. */
+ * out->dtype must equal in->dtype.
+ *
+ * Plain calls and DTensor arrivals. These three calls (run, shape,
+ * layouts) describe an input that arrives as a plain tensor. When some
+ * styled module of the sharding hands a DTensor on (an output whose style
+ * has use_local_output = 0, e.g. an SP norm or a colwise lm_head, or a
+ * prepare_module_input input without use_local_output) and an input
+ * arriving as such a DTensor would run differently, which one arrives is
+ * known only to the caller's graph: the plain call then refuses with
+ * TPX_INVALID_ARGUMENT before communicating, naming the module, the hook
+ * and the _dt call. Call the _dt variant with `arrived` = the layout the
+ * producer left, or NULL to state that the input is a plain tensor.
+ * Outputs and tp == 1 are never ambiguous. */
 TPX_API tpx_status tpx_tp_transition_run(const tpx_sharding *sh,
                                          tpx_mesh_comm *mc, int64_t module,
                                          tpx_transition_side side, int index,
@@ -151,13 +163,16 @@ TPX_API tpx_status tpx_tp_transition_run(const tpx_sharding *sh,
  * tp-fold error here); the spag output's backward reduce-scatters it. And a
  * colwise input arriving as a Shard(1) DTensor (an SP norm before it) is
  * all-gathered forward, reduce-scattered backward.
- * These take `arrived` (NULL: a plain tensor, exactly the calls above) and
- * apply to INPUT transitions only (TPX_INVALID_ARGUMENT for outputs with a
- * non-NULL arrived). Backward: the gradient enters in the layout the static
+ * These take `arrived` (NULL: a plain tensor, the calls above without
+ * their ambiguity check) and apply to INPUT transitions only
+ * (TPX_INVALID_ARGUMENT for outputs with a non-NULL arrived). Backward: the gradient enters in the layout the static
  * backward reads (Partial for a colwise matmul input, the desired layout
  * otherwise) and leaves in `arrived` (Partial when arrived == desired and
  * the gradient is Partial). `ndim` (layouts_dt) is the activation's ndim,
- * to compare shard dims given as negative and non-negative. */
+ * to compare shard dims given as negative and non-negative.
+ * prepare_module_input follows torch: an input whose annotated and desired
+ * layouts are equal is not redistributed, so a DTensor keeps the layout it
+ * arrived in (forward and backward are copies in `arrived`). */
 TPX_API tpx_status tpx_tp_transition_layouts_dt(
     const tpx_sharding *sh, int64_t module, tpx_transition_side side,
     int index, int backward, const tpx_placement *arrived, int ndim,
@@ -180,6 +195,37 @@ TPX_API tpx_status tpx_tp_transition_run_dt(
  * 0 when it leaves as a plain local tensor, or on bad arguments. */
 TPX_API int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh,
                                         int64_t module, int index);
+
+/* ---- keyword inputs of prepare_module_input -----------------------------
+ * A prepare_module_input style with input_kwarg_layouts /
+ * desired_input_kwarg_layouts transforms keyword inputs by name, as torch's
+ * with_kwargs pre-hook does: a plain tensor is wrapped in its
+ * input_kwarg_layouts layout and redistributed to its
+ * desired_input_kwarg_layouts layout when that is given and differs (the
+ * same rules and backward duals as a positional input, use_local_output
+ * included). A kwarg listed with layout None, or with no desired layout,
+ * passes through (a copy). These calls take the keyword `kwarg` instead of
+ * an index, and `arrived` like the _dt calls (NULL states a plain tensor; a
+ * DTensor is redistributed from `arrived`, or kept as it arrived when its
+ * annotated and desired layouts are equal). TPX_NOT_FOUND naming the module
+ * when no style applies to it, when its style is not prepare_module_input,
+ * or when the style lists no layout for `kwarg` (torch then passes the
+ * kwarg through untouched; the message lists the kwargs it has). At
+ * tp == 1 torch registers no hooks: a copy. Errors and collectives as for
+ * tpx_tp_transition_run. */
+TPX_API tpx_status tpx_tp_kwarg_transition_layouts(
+    const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
+    const tpx_placement *arrived, int ndim, tpx_placement *in_layout,
+    tpx_placement *out_layout, int *is_copy, tpx_error *err);
+TPX_API tpx_status tpx_tp_kwarg_transition_shape(
+    const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
+    const tpx_placement *arrived, int64_t rank, const int64_t *shape,
+    int ndim, int64_t *in_local, int64_t *out_local, tpx_error *err);
+TPX_API tpx_status tpx_tp_kwarg_transition_run(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
+    const char *kwarg, int backward, const tpx_placement *arrived,
+    const int64_t *shape, const tpx_tensor *in, tpx_tensor *out,
+    tpx_error *err);
 
 /* ---- embeddings (vocab-parallel and others) ----------------------------- */
 
@@ -244,7 +290,11 @@ typedef struct tpx_tp_loss_options {
   { sizeof(tpx_tp_loss_options), 0, 1, -100 }
 
 /* This rank's vocab range [*offset, *offset + *len) of V over the tp dim
- * (torch.chunk, from the layout; all of V when not vocab-parallel). */
+ * (torch.chunk, from the layout, as DTensor's Shard(-1) logits really are;
+ * all of V when not vocab-parallel). Deliberately not seed 004's
+ * [rank * (V // tp), (rank + 1) * (V // tp)), which differs whenever tp does
+ * not divide V (V 10, tp 4: 3, 3, 3, 1 columns here; the seed's ranges
+ * would put ids 8 and 9 on no rank). */
 TPX_API tpx_status tpx_tp_vocab_range(const tpx_sharding *sh, int64_t rank,
                                       const tpx_tp_loss_options *opts,
                                       int64_t *offset, int64_t *len,
@@ -311,13 +361,19 @@ TPX_API tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh,
 
 /* ---- parameters replicated over tp ------------------------------------- */
 
-/* 1 when parameter `param` is Replicate over a tp dim of size > 1 but its
- * gradient is computed from sequence-sharded activations, so each tp rank
- * holds a partial gradient that DTensor all-reduces (sum) over tp: params
- * of modules styled sequence_parallel (norms under SP),
- * sequence_parallel_allgather_activation and qk_norm_sequence_parallel
- * (q/k norms). 0 otherwise (also for bad arguments). A tied alias follows
- * its target. */
+/* 1 when parameter `param` is Replicate over a tp dim of size > 1 but each
+ * tp rank computes only a partial gradient, which must be all-reduced (sum)
+ * over tp:
+ *  - params of modules styled sequence_parallel (norms under SP),
+ *    sequence_parallel_allgather_activation and qk_norm_sequence_parallel
+ *    (sequence-sharded activations; DTensor all-reduces these);
+ *  - the weight of an unstyled per-head norm `<x>_norm` whose sibling
+ *    `<x>_proj` is colwise with its output sharded on the last dim (Qwen3's
+ *    self_attn.q_norm / k_norm: each rank normalises only its heads).
+ *    transformers' own plan marks these replicated_with_grad_allreduce;
+ *    upstream torch + Automodel never reduce them (the sharding warns
+ *    `partial-grad-replicated`).
+ * 0 otherwise (also for bad arguments). A tied alias follows its target. */
 TPX_API int tpx_tp_param_grad_needs_allreduce(const tpx_sharding *sh,
                                               int64_t param);
 

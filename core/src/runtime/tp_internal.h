@@ -51,4 +51,41 @@ int64_t tpx__tp_read_index(const tpx_tensor *t, int64_t i);
 float tpx__tp_read_f(const void *data, tpx_dtype dtype, int64_t i);
 void tpx__tp_write_f(void *data, tpx_dtype dtype, int64_t i, float v);
 
+/* ---- tp_transition.c: one direction of a transition `tr` of `module`
+ * (from tpx_tp_transition_get; NULL at tp == 1): the layouts its input and
+ * output buffers have, and whether it is a copy. _dt: for an input that
+ * arrives as a DTensor in *arrived (non-NULL), shard dims against ndim. */
+tpx_status tpx__tp_resolve_tr(const tpx_sharding *sh, int64_t module,
+                              const tpx_transition *tr, int backward,
+                              tpx_placement *in, tpx_placement *out, int *copy,
+                              tpx_error *err);
+tpx_status tpx__tp_resolve_dt_tr(const tpx_sharding *sh, int64_t module,
+                                 const tpx_transition *tr, int backward,
+                                 const tpx_placement *arrived, int ndim,
+                                 tpx_placement *in, tpx_placement *out,
+                                 int *copy, tpx_error *err);
+
+/* Move this rank's piece of an activation of logical `shape` from layout
+ * `from` to `to` over tp (a copy when `copy`), checking dtypes and both
+ * local shapes first; messages start with `ctx`. in == out is fine. */
+tpx_status tpx__tp_move(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                        const int64_t *shape, tpx_placement from,
+                        tpx_placement to, int copy, const tpx_tensor *in,
+                        tpx_tensor *out, const char *ctx, tpx_error *err);
+
+/* ---- tp_arrival.c ---- */
+/* 1 when `tr` is a prepare_module_input input whose annotated and desired
+ * layouts are equal: torch then keeps a DTensor input as it arrived. */
+int tpx__tp_prepare_keeps_arrival(const tpx_sharding *sh, int64_t module,
+                                  const tpx_transition *tr, int ndim);
+/* TPX_OK when the plain (static) description of input `index` of `module`
+ * is what torch runs whatever arrives; TPX_INVALID_ARGUMENT naming the
+ * module, a hook that hands DTensors on and the _dt call when an input
+ * arriving as such a DTensor would run differently (ndim 0: any ndim).
+ * Outputs, tp == 1 and bad arguments: TPX_OK (the caller reports those).
+ * `call` names the public call. */
+tpx_status tpx__tp_check_plain(const tpx_sharding *sh, int64_t module,
+                               tpx_transition_side side, int index, int ndim,
+                               const char *call, tpx_error *err);
+
 #endif /* TPX_RUNTIME_TP_INTERNAL_H */

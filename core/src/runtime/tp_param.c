@@ -2,7 +2,8 @@
  * (tpx/runtime_tp.h): the params of modules whose style runs them on
  * sequence-sharded activations (SequenceParallel and its norm variants),
  * and the all-reduce over tp DTensor runs on their gradients
- * (spec/torch-semantics.md §7).
+ * (spec/torch-semantics.md §7); also unstyled per-head q / k norms beside
+ * colwise projections (shard/partial_grad.c), which upstream never reduces.
  * Not here: FSDP reduction and grad norms (the runtime object). */
 #include "runtime/tp_internal.h"
 #include "shard/sharding_impl.h"
@@ -18,6 +19,7 @@ int tpx_tp_param_grad_needs_allreduce(const tpx_sharding *sh, int64_t param) {
   }
   tpx_placement p = sh->placements[param * sh->ndim + sh->tp_dim];
   if (p.kind != TPX_REPLICATE) return 0;
+  if (tpx__param_partial_over_tp(sh, param, NULL)) return 1; /* q/k norms */
   int64_t e = sh->param_entry[param];
   if (sh->param_styled[param] < 0 || e < 0) return 0;
   switch (sh->entry_styles[e].kind) {

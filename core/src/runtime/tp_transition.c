@@ -270,6 +270,13 @@ static tpx_status resolve(const tpx_sharding *sh, int64_t module,
                           tpx_error *err) {
   const tpx_transition *tr;
   TPX__TRY(tpx_tp_transition_get(sh, module, side, index, &tr, err));
+  return tpx__tp_resolve_tr(sh, module, tr, backward, in, out, copy, err);
+}
+
+tpx_status tpx__tp_resolve_tr(const tpx_sharding *sh, int64_t module,
+                              const tpx_transition *tr, int backward,
+                              tpx_placement *in, tpx_placement *out, int *copy,
+                              tpx_error *err) {
   *in = *out = tpx_placement_replicate();
   *copy = 1;
   if (!tr || tr->from_is_none) return TPX_OK; /* tp == 1, or pass-through */
@@ -304,8 +311,8 @@ static tpx_status resolve(const tpx_sharding *sh, int64_t module,
     return tpx_error_set(err, TPX_INTERNAL,
                          "tp transition: module '%s' %s %d: unknown backward "
                          "collective '%s'",
-                         tpx__tp_module_name(sh, module), side_name(side),
-                         index, c);
+                         tpx__tp_module_name(sh, module), side_name(tr->side),
+                         tr->index, c);
   }
   return TPX_OK;
 }
@@ -330,6 +337,15 @@ static tpx_status resolve_dt(const tpx_sharding *sh, int64_t module,
                          index);
   const tpx_transition *tr;
   TPX__TRY(tpx_tp_transition_get(sh, module, side, index, &tr, err));
+  return tpx__tp_resolve_dt_tr(sh, module, tr, backward, arrived, ndim, in,
+                               out, copy, err);
+}
+
+tpx_status tpx__tp_resolve_dt_tr(const tpx_sharding *sh, int64_t module,
+                                 const tpx_transition *tr, int backward,
+                                 const tpx_placement *arrived, int ndim,
+                                 tpx_placement *in, tpx_placement *out,
+                                 int *copy, tpx_error *err) {
   tpx_placement a;
   TPX__TRY(tpx_placement_normalize(*arrived, ndim, &a, err));
   *copy = 1;
@@ -343,6 +359,10 @@ static tpx_status resolve_dt(const tpx_sharding *sh, int64_t module,
   }
   tpx_placement want;
   TPX__TRY(tpx_placement_normalize(tr->to, ndim, &want, err));
+  if (tpx__tp_prepare_keeps_arrival(sh, module, tr, ndim)) {
+    *in = *out = backward ? grad_of(a) : a; /* kept as it arrived */
+    return TPX_OK;
+  }
   int same = tpx_placement_equal(a, want);
   if (!backward) {
     *in = a;
@@ -353,7 +373,7 @@ static tpx_status resolve_dt(const tpx_sharding *sh, int64_t module,
   /* The gradient the module hands back: what the static backward reads. */
   tpx_placement g, unused;
   int c;
-  TPX__TRY(resolve(sh, module, side, index, 1, &g, &unused, &c, err));
+  TPX__TRY(tpx__tp_resolve_tr(sh, module, tr, 1, &g, &unused, &c, err));
   TPX__TRY(tpx_placement_normalize(g, ndim, &g, err));
   *in = g;
   *out = same ? g : a;
@@ -368,6 +388,8 @@ tpx_status tpx_tp_transition_layouts(const tpx_sharding *sh, int64_t module,
                                      int backward, tpx_placement *in_layout,
                                      tpx_placement *out_layout, int *is_copy,
                                      tpx_error *err) {
+  TPX__TRY(tpx__tp_check_plain(sh, module, side, index, 0,
+                               "tpx_tp_transition_layouts", err));
   return tpx_tp_transition_layouts_dt(sh, module, side, index, backward, NULL,
                                       0, in_layout, out_layout, is_copy, err);
 }
@@ -393,6 +415,8 @@ tpx_status tpx_tp_transition_shape(const tpx_sharding *sh, int64_t module,
                                    const int64_t *shape, int ndim,
                                    int64_t *in_local, int64_t *out_local,
                                    tpx_error *err) {
+  TPX__TRY(tpx__tp_check_plain(sh, module, side, index, ndim,
+                               "tpx_tp_transition_shape", err));
   return tpx_tp_transition_shape_dt(sh, module, side, index, backward, NULL,
                                     rank, shape, ndim, in_local, out_local,
                                     err);
@@ -427,6 +451,8 @@ tpx_status tpx_tp_transition_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                  int index, int backward, const int64_t *shape,
                                  const tpx_tensor *in, tpx_tensor *out,
                                  tpx_error *err) {
+  TPX__TRY(tpx__tp_check_plain(sh, module, side, index, in ? in->ndim : 0,
+                               "tpx_tp_transition_run", err));
   return tpx_tp_transition_run_dt(sh, mc, module, side, index, backward, NULL,
                                   shape, in, out, err);
 }
@@ -462,4 +488,11 @@ int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh, int64_t module,
     return 0;
   int64_t e = sh->module_entry[module];
   return e >= 0 && !sh->entry_styles[e].use_local_output;
+}
+
+tpx_status tpx__tp_move(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                        const int64_t *shape, tpx_placement from,
+                        tpx_placement to, int copy, const tpx_tensor *in,
+                        tpx_tensor *out, const char *ctx, tpx_error *err) {
+  return move(sh, mc, shape, from, to, copy, in, out, ctx, err);
 }

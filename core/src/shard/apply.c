@@ -298,6 +298,10 @@ static size_t generalize(const char *fqn, char *out, size_t size) {
   return o;
 }
 
+size_t tpx__shard_generalize_fqn(const char *fqn, char *out, size_t size) {
+  return generalize(fqn, out, size);
+}
+
 /* Hash of (local name, ndim, shape): the prefilter for "same name and
  * shape"; equal hashes are confirmed field by field. */
 static uint64_t shape_hash(const char *name, int ndim, const int64_t *shape) {

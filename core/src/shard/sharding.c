@@ -200,6 +200,7 @@ tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
   st = alloc_arrays(sh, err);
   if (st == TPX_OK) st = tpx__fp32_mark(sh, err);
   if (st == TPX_OK) st = tpx__apply_tp(sh, err);
+  if (st == TPX_OK) st = tpx__partial_grad_diags(sh, err);
   if (st == TPX_OK) {
     compute_transitions(sh);
     st = tpx__fsdp_build(sh, err);

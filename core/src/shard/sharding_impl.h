@@ -100,10 +100,32 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err);
 /* Normalised tp placement of param p (Replicate when tp is absent). */
 tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim);
 
+/* FQN with every all-digit atom replaced by '*' ("model.layers.*.mlp");
+ * returns its length (apply.c). */
+size_t tpx__shard_generalize_fqn(const char *fqn, char *out, size_t size);
+
+/* ---- partial_grad.c ---- */
+/* 1 when param (a tied alias: its target) is replicated over tp > 1, no
+ * style covers it, and it is the weight of a per-head norm `<x>_norm` whose
+ * sibling `<x>_proj` is colwise with its output sharded on the last dim:
+ * each tp rank's gradient is then partial (Qwen3's q_norm / k_norm).
+ * *sibling (may be NULL) = that projection module, else -1. */
+int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
+                               int64_t *sibling);
+/* The `partial-grad-replicated` warnings (after tpx__apply_tp). */
+tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err);
+
 /* ---- transitions.c ---- */
 /* Transitions of entry `entry` on a module of `kind`. */
 void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,
                               tpx__transition_set *out);
+/* The transition of keyword input `name` of a prepare_module_input style
+ * (input_kwarg_layouts / desired_input_kwarg_layouts, by name; the rules of
+ * the positional inputs; side input, index -1; view.forward / backward
+ * point into *out). 0 when the style is not prepare_module_input or does
+ * not list `name`. */
+int tpx__transition_kwarg(const tpx_style *style, const char *name,
+                          tpx__transition_rec *out);
 
 /* ---- fsdp.c ---- */
 /* Units, reshard/prefetch, dp placements and mixed-precision dtypes

@@ -123,10 +123,14 @@ static void do_sequence(const tpx_style *s, tpx__transition_set *set) {
   switch (s->kind) {
   case TPX_STYLE_ROTARY_EMBED_PARALLEL:
     /* hidden states wrapped as sequence-sharded (run_check), position ids
-     * wrapped as Replicate; outputs returned as they are. */
+     * wrapped as Replicate; the outputs (cos, sin) are computed from the
+     * replicated position ids alone (the hidden states only give dtype and
+     * device), so both are Replicate over the whole sequence, returned as
+     * they are (to_local with use_local_output): no collective. */
     push(set, TPX_TRANSITION_INPUT, 0, seq, seq);
     push(set, TPX_TRANSITION_INPUT, 1, rep, rep);
-    push(set, TPX_TRANSITION_OUTPUT, 0, seq, seq);
+    push(set, TPX_TRANSITION_OUTPUT, 0, rep, rep);
+    push(set, TPX_TRANSITION_OUTPUT, 1, rep, rep);
     break;
   case TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION: {
     push(set, TPX_TRANSITION_INPUT, 0, seq, seq);
@@ -167,6 +171,33 @@ static void do_prepare(const tpx_layout_list *have,
       snprintf(r->bwd, sizeof r->bwd, "none");
     }
   }
+}
+
+int tpx__transition_kwarg(const tpx_style *style, const char *name,
+                          tpx__transition_rec *out) {
+  const tpx_kwarg_layout_list *have = &style->input_kwarg_layouts;
+  const tpx_kwarg_layout_list *want = &style->desired_input_kwarg_layouts;
+  if (style->kind != TPX_STYLE_PREPARE_MODULE_INPUT || !name) return 0;
+  int32_t k = 0;
+  while (k < have->count && strcmp(have->items[k].name, name) != 0) k++;
+  if (k >= have->count) return 0;
+  /* One kwarg as a one-item positional list: the same rules. */
+  tpx_layout_list h = {1, {have->items[k].layout}, {have->items[k].is_none}};
+  tpx_layout_list w = {0, {tpx_placement_replicate()}, {1}};
+  for (int32_t j = 0; j < want->count; j++)
+    if (strcmp(want->items[j].name, name) == 0) {
+      w.count = 1;
+      w.items[0] = want->items[j].layout;
+      w.is_none[0] = want->items[j].is_none;
+    }
+  tpx__transition_set set;
+  memset(&set, 0, sizeof set);
+  do_prepare(&h, &w, TPX_TRANSITION_INPUT, style->use_local_output, &set);
+  *out = set.recs[0];
+  out->view.index = -1;
+  out->view.forward = out->fwd;
+  out->view.backward = out->bwd;
+  return 1;
 }
 
 void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,

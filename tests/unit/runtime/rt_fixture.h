@@ -145,6 +145,36 @@ static inline rt_world rt_world_of(tpx_model *m, tpx_plan *p, int64_t dp,
   return w;
 }
 
+/* A real config (`config`: relative to the source dir) through plugin
+ * `family`'s skeleton and its plan for `arch` (sp on / off) at tp, on
+ * mesh (1, 1, tp), FSDP off. */
+static inline rt_world rt_config_world(const char *family, const char *config,
+                                       const char *arch, int sp, int64_t tp) {
+  const char *src = getenv("TPX_SOURCE_DIR");
+  const char *build = getenv("TPX_BUILD_DIR");
+  ck_assert(src && build);
+  char path[1024];
+  tpx_error e = {0};
+  tpx_registry *reg = NULL;
+  ck_assert_int_eq(tpx_registry_create(&reg, &e), TPX_OK);
+  snprintf(path, sizeof path, "%s/plugins/%s/libtpx_%s.so", build, family,
+           family);
+  ck_assert_msg(tpx_registry_load_file(reg, path, &e) == TPX_OK, "%s",
+                e.message);
+  snprintf(path, sizeof path, "%s/%s", src, config);
+  tpx_model *m = NULL;
+  ck_assert_msg(tpx_model_load_config(path, &m, &e) == TPX_OK, "%s",
+                e.message);
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &e) == TPX_OK, "%s",
+                e.message);
+  tpx_plan *p = NULL;
+  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, arch, NULL, sp, tp, &p,
+                                      &e) == TPX_OK,
+                "%s", e.message);
+  tpx_registry_destroy(reg);
+  return rt_world_of(m, p, 1, tp);
+}
+
 static inline void rt_world_free(rt_world *w) {
   tpx_sharding_destroy(w->sh);
   tpx_mesh_destroy(w->mesh);

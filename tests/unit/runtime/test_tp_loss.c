@@ -22,6 +22,9 @@ static const loss_case cases[] = {
     {10, 5, 3, 1, TPX_DTYPE_F32},   {10, 5, 4, 1, TPX_DTYPE_F32},
     {3, 4, 4, 1, TPX_DTYPE_F32},    {10, 5, 2, 2, TPX_DTYPE_F32},
     {1000, 9, 3, 1, TPX_DTYPE_BF16},
+    /* 10 over 4 = 3, 3, 3, 1 (torch.chunk): targets 1..9, among them 8
+     * and 9, which seed 004's V // tp split gives to no rank */
+    {10, 12, 4, 1, TPX_DTYPE_F32},
 };
 
 static rt_world mk(int64_t dp, int64_t tp) {
@@ -64,6 +67,36 @@ START_TEST(test_vocab_range) {
   tpx_error e = {0};
   ck_assert_int_eq(tpx_tp_vocab_range(sh, 4, &o, &off, &len, &e),
                    TPX_OUT_OF_RANGE);
+  rt_world_free(&w);
+}
+END_TEST
+
+/* The deliberate deviation from seed 004 (docs/RUNTIME.md, "Vocab
+ * ranges"): its get_logprobs_from_vocab_parallel_logits takes rank r's range
+ * as [r * (V // tp), (r + 1) * (V // tp)), which is DTensor's Shard(-1)
+ * split (torch.chunk) only when tp divides V. At V = 10, tp = 4 the logits
+ * a colwise lm_head leaves are 3, 3, 3, 1 columns; the seed's ranges would
+ * be [0,2), [2,4), [4,6), [6,8): wrong offsets from rank 1 on, and ids 8
+ * and 9 on no rank. tpx follows the layout; Automodel's
+ * VocabParallelEmbedding fix-up (divmod: 3, 3, 2, 2) differs as well. */
+START_TEST(test_uneven_vocab_not_seed_split) {
+  rt_world w = mk(1, 4);
+  tpx_tp_loss_options o = TPX_TP_LOSS_OPTIONS_INIT;
+  o.vocab = 10;
+  int64_t covered = 0;
+  for (int r = 0; r < 4; r++) {
+    int64_t off, len;
+    ck_assert_int_eq(tpx_tp_vocab_range(w.sh, r, &o, &off, &len, NULL),
+                     TPX_OK);
+    int64_t seed_off = r * (o.vocab / 4), seed_len = o.vocab / 4;
+    int64_t divmod_len = o.vocab / 4 + (r < o.vocab % 4);
+    ck_assert_int_eq(off, 3 * r); /* torch.chunk: ceil(10 / 4) = 3 */
+    if (r > 0) ck_assert_int_ne(off, seed_off);
+    ck_assert_int_ne(len, seed_len); /* 3, 3, 3, 1 vs 2, 2, 2, 2 */
+    if (r >= 2) ck_assert_int_ne(len, divmod_len);
+    covered += len;
+  }
+  ck_assert_int_eq(covered, 10); /* every id on exactly one rank */
   rt_world_free(&w);
 }
 END_TEST
@@ -284,6 +317,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_loss, 0, (int)(sizeof cases / sizeof cases[0]));
   tcase_add_test(tc, test_vocab_range);
+  tcase_add_test(tc, test_uneven_vocab_not_seed_split);
   tcase_add_test(tc, test_misc);
   tcase_add_test(tc, test_dp_split);
   tcase_add_loop_test(tc, test_head_chain, 0,

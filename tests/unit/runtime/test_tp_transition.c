@@ -55,28 +55,11 @@ END_TEST
 
 /* Llama-3.2-1B's skeleton (the llama plugin's) with its sp1 plan, tp 4. */
 START_TEST(test_llama_1b_sp1) {
-  const char *src = getenv("TPX_SOURCE_DIR");
-  const char *build = getenv("TPX_BUILD_DIR");
-  ck_assert(src && build);
-  char path[1024];
-  tpx_error e = {0};
-  tpx_registry *reg = NULL;
-  ck_assert_int_eq(tpx_registry_create(&reg, &e), TPX_OK);
-  snprintf(path, sizeof path, "%s/plugins/llama/libtpx_llama.so", build);
-  ck_assert_msg(tpx_registry_load_file(reg, path, &e) == TPX_OK, "%s",
-                e.message);
-  snprintf(path, sizeof path,
-           "%s/tests/data/families/llama/Llama-3.2-1B.config.json", src);
-  tpx_model *m = NULL;
-  ck_assert_msg(tpx_model_load_config(path, &m, &e) == TPX_OK, "%s",
-                e.message);
-  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &e) == TPX_OK, "%s",
-                e.message);
-  tpx_plan *p = NULL;
-  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, "LlamaForCausalLM", NULL, 1,
-                                      4, &p, &e) == TPX_OK,
-                "%s", e.message);
-  rt_world w = rt_world_of(m, p, 1, 4);
+  rt_world w = rt_config_world("llama",
+                               "tests/data/families/llama/"
+                               "Llama-3.2-1B.config.json",
+                               "LlamaForCausalLM", 1, 4);
+  const tpx_model *m = w.m;
   tpx_sharding *sh = w.sh;
   rt_arg a = {sh, 7, 10, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_transitions, &a, "Llama-3.2-1B sp1 transitions");
@@ -88,7 +71,6 @@ START_TEST(test_llama_1b_sp1) {
     n_ar += tpx_tp_param_grad_needs_allreduce(sh, (int64_t)i);
   ck_assert_int_eq(n_ar, 16 * 2 + 1);
   rt_world_free(&w);
-  tpx_registry_destroy(reg);
 }
 END_TEST
 
@@ -173,47 +155,50 @@ static tpx_status bad_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor bad = tpx_tensor_make(buf, TPX_DTYPE_F32, 3, wrong);
   tpx_tensor ob16 = tpx_tensor_make(out, TPX_DTYPE_BF16, 3, full);
   /* q_proj (llama sp0): colwise, input Replicate */
-  RT_EXPECT(tpx_tp_transition_run(sh, mc, mlp, TPX_TRANSITION_INPUT, 0, 0, shape,
-                               &in, &o, &e_),
-         TPX_NOT_FOUND, "'model.layers.0.mlp' has no parallel style");
-  RT_EXPECT(tpx_tp_transition_run(sh, mc, q, TPX_TRANSITION_INPUT, 3, 0, shape,
-                               &in, &o, &e_),
-         TPX_NOT_FOUND, "has no input 3 transition; it has: input 0, output 0");
-  RT_EXPECT(tpx_tp_transition_run(sh, mc, q, TPX_TRANSITION_INPUT, 0, 0, shape,
-                               &bad, &o, &e_),
-         TPX_INVALID_ARGUMENT, "input has local shape [2, 6, 10], expected "
-                               "[2, 7, 10]");
-  RT_EXPECT(tpx_tp_transition_run(sh, mc, q, TPX_TRANSITION_INPUT, 0, 0, shape,
-                               &in, &ob16, &e_),
-         TPX_INVALID_ARGUMENT, "input dtype f32 differs from output dtype bf16");
+  RT_EXPECT(tpx_tp_transition_run(sh, mc, mlp, TPX_TRANSITION_INPUT, 0, 0,
+                                  shape, &in, &o, &e_),
+            TPX_NOT_FOUND, "'model.layers.0.mlp' has no parallel style");
+  RT_EXPECT(tpx_tp_transition_run_dt(sh, mc, q, TPX_TRANSITION_INPUT, 3, 0,
+                                     NULL, shape, &in, &o, &e_),
+            TPX_NOT_FOUND,
+            "has no input 3 transition; it has: input 0, output 0");
+  RT_EXPECT(tpx_tp_transition_run_dt(sh, mc, q, TPX_TRANSITION_INPUT, 0, 0,
+                                     NULL, shape, &bad, &o, &e_),
+            TPX_INVALID_ARGUMENT,
+            "input has local shape [2, 6, 10], expected "
+            "[2, 7, 10]");
+  RT_EXPECT(tpx_tp_transition_run_dt(sh, mc, q, TPX_TRANSITION_INPUT, 0, 0,
+                                     NULL, shape, &in, &ob16, &e_),
+            TPX_INVALID_ARGUMENT,
+            "input dtype f32 differs from output dtype bf16");
   RT_EXPECT(tpx_tp_transition_run(sh, mc, q, TPX_TRANSITION_OUTPUT, 0, 0, shape,
-                               &in, &o, &e_),
-         TPX_INVALID_ARGUMENT, "'model.layers.0.self_attn.q_proj'");
+                                  &in, &o, &e_),
+            TPX_INVALID_ARGUMENT, "'model.layers.0.self_attn.q_proj'");
   RT_EXPECT(tpx_tp_transition_run(sh, mc, 100000, TPX_TRANSITION_INPUT, 0, 0,
-                               shape, &in, &o, &e_),
-         TPX_OUT_OF_RANGE, "module index 100000");
-  RT_EXPECT(tpx_tp_transition_run(sh, mc, q, TPX_TRANSITION_INPUT, 0, 0, NULL,
-                               &in, &o, &e_),
-         TPX_INVALID_ARGUMENT, "logical shape is NULL");
+                                  shape, &in, &o, &e_),
+            TPX_OUT_OF_RANGE, "module index 100000");
+  RT_EXPECT(tpx_tp_transition_run_dt(sh, mc, q, TPX_TRANSITION_INPUT, 0, 0,
+                                     NULL, NULL, &in, &o, &e_),
+            TPX_INVALID_ARGUMENT, "logical shape is NULL");
   tpx_tensor nodata = tpx_tensor_make(NULL, TPX_DTYPE_F32, 3, full);
-  RT_EXPECT(tpx_tp_transition_run(sh, mc, q, TPX_TRANSITION_INPUT, 0, 0, shape,
-                               &nodata, &o, &e_),
-         TPX_INVALID_ARGUMENT, "input: data is NULL for 140 elements");
+  RT_EXPECT(tpx_tp_transition_run_dt(sh, mc, q, TPX_TRANSITION_INPUT, 0, 0,
+                                     NULL, shape, &nodata, &o, &e_),
+            TPX_INVALID_ARGUMENT, "input: data is NULL for 140 elements");
   tpx_placement rep = tpx_placement_replicate();
   RT_EXPECT(tpx_tp_transition_run_dt(sh, mc, q, TPX_TRANSITION_OUTPUT, 0, 0,
-                                  &rep, shape, &in, &o, &e_),
-         TPX_INVALID_ARGUMENT, "an arrival layout applies to inputs only");
-  RT_EXPECT(tpx_tp_transition_run(NULL, mc, q, TPX_TRANSITION_INPUT, 0, 0, shape,
-                               &in, &o, &e_),
-         TPX_INVALID_ARGUMENT, "sharding is NULL");
+                                     &rep, shape, &in, &o, &e_),
+            TPX_INVALID_ARGUMENT, "an arrival layout applies to inputs only");
+  RT_EXPECT(tpx_tp_transition_run_dt(NULL, mc, q, TPX_TRANSITION_INPUT, 0, 0,
+                                     NULL, shape, &in, &o, &e_),
+            TPX_INVALID_ARGUMENT, "sharding is NULL");
   /* a mesh comm over another mesh */
   st = tpx_mesh_comm_create(world, b->other_mesh, &mc2, err);
   if (st == TPX_OK) {
     tpx_status s2 = TPX_OK;
     {
       tpx_error e_ = {0};
-      s2 = tpx_tp_transition_run(sh, mc2, q, TPX_TRANSITION_INPUT, 0, 0, shape,
-                                 &in, &o, &e_);
+      s2 = tpx_tp_transition_run_dt(sh, mc2, q, TPX_TRANSITION_INPUT, 0, 0,
+                                    NULL, shape, &in, &o, &e_);
       if (s2 != TPX_INVALID_ARGUMENT || !strstr(e_.message, "differs"))
         st = tpx_error_set(err, TPX_VALIDATION, "other mesh: %s", e_.message);
     }
@@ -250,8 +235,9 @@ START_TEST(test_bad_input) {
   int64_t q = tpx_model_find_module(m, "model.layers.0.self_attn.q_proj");
   int64_t shape[3] = {2, 7, 10}, lo[3];
   e = (tpx_error){0};
-  ck_assert_int_eq(tpx_tp_transition_shape(sh, q, TPX_TRANSITION_INPUT, 0, 0,
-                                           5, shape, 3, NULL, lo, &e),
+  ck_assert_int_eq(tpx_tp_transition_shape_dt(sh, q, TPX_TRANSITION_INPUT, 0,
+                                              0, NULL, 5, shape, 3, NULL, lo,
+                                              &e),
                    TPX_OUT_OF_RANGE);
   ck_assert_ptr_nonnull(strstr(e.message, "rank 5"));
   e = (tpx_error){0};

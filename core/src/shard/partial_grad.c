@@ -1,0 +1,148 @@
+/* partial_grad.c — parameters replicated over tp whose gradient is partial
+ * although no style says so: a per-head norm (`<x>_norm`, e.g. Qwen3's,
+ * Gemma3's, Qwen3-MoE's self_attn.q_norm / k_norm) left unstyled next to a
+ * colwise `<x>_proj` whose output stays sharded on the last dim. Each tp rank
+ * then normalises only its own heads, so its weight gradient is a partial
+ * sum. transformers' own tp plan marks these modules
+ * replicated_with_grad_allreduce (which tpx, like Automodel, drops:
+ * plan/hf_style.c); upstream torch + Automodel's optimized plans leave them
+ * unstyled and never reduce the gradient, so the replicas drift apart.
+ *
+ * The rule (tpx__param_partial_over_tp), used by the runtime's
+ * tpx_tp_param_grad_needs_allreduce, and the `partial-grad-replicated`
+ * warning, one per generalised module name (layer indices as '*').
+ * Not here: styled SP norms (runtime/tp_param.c), placements (apply.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_view.h"
+#include "shard/sharding_impl.h"
+
+/* The colwise sibling `<x>_proj` of module m named `<x>_norm`, or -1. */
+static int64_t colwise_sibling(const tpx_sharding *sh, int64_t m) {
+  const char *fqn = tpx_model_module_fqn(sh->model, m);
+  if (!fqn) return -1;
+  const char *dot = strrchr(fqn, '.');
+  const char *atom = dot ? dot + 1 : fqn;
+  size_t n = strlen(atom);
+  if (n <= 5 || strcmp(atom + n - 5, "_norm") != 0) return -1;
+  char sib[512];
+  int w = snprintf(sib, sizeof sib, "%.*s%.*s_proj",
+                   (int)(atom - fqn), fqn, (int)(n - 5), atom);
+  if (w < 0 || (size_t)w >= sizeof sib) return -1;
+  int64_t s = tpx_model_find_module(sh->model, sib);
+  if (s < 0 || sh->module_entry[s] < 0) return -1;
+  const tpx_style *st = &sh->entry_styles[sh->module_entry[s]];
+  if (st->kind != TPX_STYLE_COLWISE) return -1;
+  /* The output must stay sharded on the last dim (heads), not gathered. */
+  tpx_placement out = st->output_layouts.count >= 1 &&
+                              !st->output_layouts.is_none[0]
+                          ? st->output_layouts.items[0]
+                          : tpx_placement_shard(-1);
+  if (out.kind != TPX_SHARD || out.dim != -1) return -1;
+  return s;
+}
+
+int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
+                               int64_t *sibling) {
+  if (sibling) *sibling = -1;
+  if (!sh || param < 0 || (size_t)param >= sh->num_params) return 0;
+  if (!sh->tp_applied || sh->tp_dim < 0 || sh->tp <= 1) return 0;
+  tpx_param_info pi;
+  if (tpx_model_param(sh->model, param, &pi, NULL) != TPX_OK) return 0;
+  if (pi.tied_to >= 0) {
+    param = pi.tied_to;
+    if (tpx_model_param(sh->model, param, &pi, NULL) != TPX_OK) return 0;
+  }
+  if (sh->param_entry[param] >= 0) return 0; /* a style covers it */
+  if (sh->placements[param * sh->ndim + sh->tp_dim].kind != TPX_REPLICATE)
+    return 0;
+  if (tpx_model_module_kind(sh->model, pi.module) != TPX_MODULE_NORM)
+    return 0;
+  int64_t s = colwise_sibling(sh, pi.module);
+  if (s < 0) return 0;
+  /* A per-head weight: its size divides the sibling's out-features into
+   * several heads (a norm over the whole projection, e.g. OLMo2's, is
+   * another matter). */
+  char wname[520];
+  snprintf(wname, sizeof wname, "%s.weight",
+           tpx_model_module_fqn(sh->model, s));
+  int64_t wp = tpx_model_find_param(sh->model, wname);
+  tpx_param_info wi;
+  if (wp < 0 || tpx_model_param(sh->model, wp, &wi, NULL) != TPX_OK ||
+      wi.ndim < 1)
+    return 0;
+  int64_t d = 1;
+  for (int i = 0; i < pi.ndim; i++) d *= pi.shape[i];
+  if (d <= 0 || wi.shape[0] <= d || wi.shape[0] % d != 0) return 0;
+  if (sibling) *sibling = s;
+  return 1;
+}
+
+tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
+  if (!sh->tp_applied) return TPX_OK;
+  /* One warning per generalised module name, in parameter order. */
+  char(*seen)[256] = NULL;
+  size_t nseen = 0, cap = 0;
+  tpx_status st = TPX_OK;
+  for (size_t p = 0; p < sh->num_params && st == TPX_OK; p++) {
+    int64_t s;
+    tpx_param_info pi;
+    if (!tpx__param_partial_over_tp(sh, (int64_t)p, &s) ||
+        tpx_model_param(sh->model, (int64_t)p, &pi, NULL) != TPX_OK ||
+        pi.tied_to >= 0)
+      continue;
+    char gen[256], sgen[256];
+    tpx__shard_generalize_fqn(tpx_model_module_fqn(sh->model, pi.module), gen,
+                              sizeof gen);
+    size_t k = 0;
+    while (k < nseen && strcmp(seen[k], gen) != 0) k++;
+    if (k < nseen) continue;
+    if (nseen == cap) {
+      size_t nc = cap ? 2 * cap : 8;
+      void *q = realloc(seen, nc * sizeof *seen);
+      if (!q) {
+        st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+        break;
+      }
+      seen = q;
+      cap = nc;
+    }
+    snprintf(seen[nseen++], sizeof seen[0], "%s", gen);
+    size_t count = 0;
+    for (size_t m = 0; m < sh->num_modules; m++) {
+      char g2[256];
+      tpx__shard_generalize_fqn(tpx_model_module_fqn(sh->model, (int64_t)m),
+                                g2, sizeof g2);
+      count += strcmp(g2, gen) == 0;
+    }
+    /* One module: its own names; several: the generalised ones. */
+    const char *mname = tpx_model_module_fqn(sh->model, pi.module);
+    if (count > 1)
+      tpx__shard_generalize_fqn(tpx_model_module_fqn(sh->model, s), sgen,
+                                sizeof sgen);
+    else
+      snprintf(sgen, sizeof sgen, "%s", tpx_model_module_fqn(sh->model, s));
+    const char *key = sh->entry_keys[sh->module_entry[s]];
+    char more[48] = "", via[300] = "";
+    if (count > 1)
+      snprintf(more, sizeof more, " (%zu modules)", count);
+    if (strcmp(key, sgen) != 0)
+      snprintf(via, sizeof via, " (key '%s')", key);
+    if (tpx_diag_add(
+            sh->diags, TPX_DIAG_WARNING, "partial-grad-replicated",
+            count > 1 ? gen : mname,
+            "all-reduce (sum) its gradient over tp after backward, as "
+            "transformers' replicated_with_grad_allreduce does; tpx's "
+            "runtime does (tpx_tp_param_grad_needs_allreduce)",
+            "'%s'%s is replicated over tp but normalises only this rank's "
+            "heads of the colwise '%s'%s, so each tp rank holds a partial "
+            "gradient of its %s; upstream torch leaves it unreduced and the "
+            "replicas drift apart",
+            count > 1 ? gen : mname, more, sgen, via, pi.name) != TPX_OK)
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  }
+  free(seen);
+  return st;
+}

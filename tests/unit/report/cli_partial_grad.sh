@@ -1,0 +1,39 @@
+#!/bin/sh
+# cli_partial_grad.sh — `tpx plan` warns `partial-grad-replicated` for
+# Qwen3's unstyled per-head q_norm / k_norm at tp > 1 (text and JSON, the
+# JSON still valid to tests/robustness/check_report.py), not at tp 1 and
+# not for Llama. Usage: cli_partial_grad.sh TPX_BINARY SOURCE_DIR
+set -u
+tpx=$1
+src=$2
+cfg="$src/tests/data/configs"
+out=$(mktemp "${TMPDIR:-/tmp}/tpx-cli.XXXXXX")
+trap 'rm -f "$out"' EXIT INT TERM
+. "$(dirname "$0")/cli_lib.sh"
+
+expect 0 "qwen3 tp2 text" -- --config "$cfg/Qwen3-0.6B/config.json" --tp 2
+has "warning [partial-grad-replicated] 'model.layers.*.self_attn.q_norm' (28 modules)" "q_norm warned"
+has "warning [partial-grad-replicated] 'model.layers.*.self_attn.k_norm' (28 modules)" "k_norm warned"
+has "tpx_tp_param_grad_needs_allreduce" "the fix names the runtime rule"
+has "Result: OK" "a warning, not an error"
+
+expect 0 "qwen3 tp2 dp2 json" -- --config "$cfg/Qwen3-0.6B/config.json" \
+  --tp 2 --dp-shard 2 --format json
+has '"code": "partial-grad-replicated"' "json code"
+has '"subject": "model.layers.*.self_attn.q_norm"' "json subject"
+n=$((n + 1))
+if python3 "$src/tests/robustness/check_report.py" "$out" --tp 2 \
+    --dp-shard 2 >"$out.chk" 2>&1; then
+  echo "ok: check_report.py accepts the report"
+else
+  echo "FAIL: check_report.py:"; head "$out.chk"; fails=$((fails + 1))
+fi
+rm -f "$out.chk"
+
+expect 0 "qwen3 tp1" -- --config "$cfg/Qwen3-0.6B/config.json" --tp 1
+lacks "partial-grad-replicated" "nothing partial at tp 1"
+expect 0 "llama tp2" -- --config "$cfg/Llama-3.2-1B/config.json" --tp 2
+lacks "partial-grad-replicated" "no q/k norms in Llama"
+
+echo "$n checks, $fails failed"
+[ "$fails" -eq 0 ]
