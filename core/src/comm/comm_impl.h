@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 
+#include "device/memspace.h"
 #include "tpx/comm.h"
 
 typedef struct tpx_comm_iface {
@@ -56,7 +57,14 @@ struct tpx_comm {
   void *ctx;
   int rank;
   int size;
+  /* Where this comm's buffers live (host unless the backend says so:
+   * nccl -> cuda, local in sim mode -> sim). Set by the backend after
+   * tpx__comm_new; sub-communicators inherit their world's. */
+  const tpx__memspace *ms;
 };
+
+/* The memory space of comm's buffers (host for NULL). */
+const tpx__memspace *tpx__comm_ms(const tpx_comm *comm);
 
 /* Wrap a backend context into a new handle (NULL on out of memory; the
  * context is then NOT destroyed). */

@@ -34,6 +34,7 @@
 typedef struct nctx {
   ncclComm_t comm;
   cudaStream_t stream;
+  tpx__memspace ms; /* cuda, on `stream` */
   int device;
   int *dev_word; /* one int on the device for barrier */
 } nctx;
@@ -237,6 +238,11 @@ static tpx_status wrap(ncclComm_t comm, int device, tpx_comm **out,
     nccl_destroy(c);
     return cuda_fail(err, TPX_NO_DEVICE, "stream/buffer setup", e);
   }
+  tpx_status st = tpx__ms_cuda_init(&c->ms, (void *)c->stream, err);
+  if (st != TPX_OK) {
+    nccl_destroy(c);
+    return st;
+  }
   ncclCommUserRank(comm, &rank);
   ncclCommCount(comm, &size);
   *out = tpx__comm_new(&nccl_iface, c, rank, size);
@@ -244,6 +250,7 @@ static tpx_status wrap(ncclComm_t comm, int device, tpx_comm **out,
     nccl_destroy(c);
     return tpx_error_set(err, TPX_NO_MEMORY, "nccl communicator");
   }
+  (*out)->ms = &c->ms;
   return TPX_OK;
 }
 

@@ -1,0 +1,43 @@
+/* device/ms_cuda_kernels.h — the cuda memory space's kernels
+ * (ms_cuda_kernels.cu, compiled by nvcc), callable from C. Each enqueues on
+ * `stream` (a cudaStream_t) and returns the launch's cudaError_t as an int;
+ * the caller (ms_cuda.c) synchronises. dtypes are tpx_dtype values. The
+ * math mirrors ms_host.c loop for loop; reductions (norm_acc) sum in a
+ * different order, index_check writes the smallest bad index. */
+#ifndef TPX_DEVICE_MS_CUDA_KERNELS_H
+#define TPX_DEVICE_MS_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int tpx__cuk_convert(void *stream, void *dst, int dd, const void *src, int sd,
+                     size_t n);
+int tpx__cuk_add_f32(void *stream, float *dst, const void *src, int sd,
+                     size_t n, float div);
+int tpx__cuk_scale_f32(void *stream, float *p, size_t n, float v, int divide);
+int tpx__cuk_norm_acc(void *stream, double *acc, const float *g, size_t n,
+                      int inf);
+int tpx__cuk_adamw(void *stream, float *p, const float *g, float *m, float *v,
+                   size_t n, float decay, float w1, float b2, float w2,
+                   float bc2s, float eps, float step);
+/* bad[0] = smallest index of an id outside [0, V) or -1, bad[1] = that
+ * id (device words). */
+int tpx__cuk_index_check(void *stream, const void *ids, int idt, size_t n,
+                         int64_t V, int64_t *bad);
+int tpx__cuk_embed_lookup(void *stream, void *out, const void *weight,
+                          size_t row_bytes, const void *ids, int idt,
+                          size_t n, int64_t off, int64_t len, int masked);
+int tpx__cuk_embed_scatter_add(void *stream, void *wgrad, int wdt,
+                               const void *g, int gdt, size_t hl,
+                               const void *ids, int idt, size_t n,
+                               int64_t off, int64_t len, int masked);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TPX_DEVICE_MS_CUDA_KERNELS_H */
