@@ -48,6 +48,18 @@ typedef struct tpx__ms_rows {
   int masked;
 } tpx__ms_rows;
 
+/* The vocab-parallel loss's view of this rank's logits: `rows` rows of
+ * `len` columns (f32 / bf16; the vocab entries [off, off + len)), one
+ * target per row (int32 / int64; `ignore` = ignore_index skips a row). */
+typedef struct tpx__ms_loss {
+  const void *logits;
+  tpx_dtype ldt;
+  const void *targets;
+  tpx_dtype tdt;
+  size_t rows, len;
+  int64_t off, ignore;
+} tpx__ms_loss;
+
 typedef struct tpx__memspace tpx__memspace;
 
 typedef struct tpx__ms_ops {
@@ -90,11 +102,13 @@ typedef struct tpx__ms_ops {
   tpx_status (*adamw)(const tpx__memspace *ms, float *p, const float *g,
                       float *m, float *v, size_t n, const tpx__ms_adamw *h,
                       tpx_error *err);
-  /* bad[0] (host) = index of the first id outside [0, V), or -1, and
-   * bad[1] its value: a validation verdict (two integers) read back for the
-   * error message, never used to steer the data path. */
+  /* bad[0] (host) = index of the first id outside [0, V) (ids equal to
+   * `ignore` pass when has_ignore), or -1, and bad[1] its value: a
+   * validation verdict (two integers) read back for the error message,
+   * never used to steer the data path. */
   tpx_status (*index_check)(const tpx__memspace *ms, const void *ids,
-                            tpx_dtype idt, size_t n, int64_t V, int64_t *bad,
+                            tpx_dtype idt, size_t n, int64_t V,
+                            int has_ignore, int64_t ignore, int64_t *bad,
                             tpx_error *err);
   /* out row i = weight row map(ids[i]) (row_bytes each), zero when masked. */
   tpx_status (*embed_lookup)(const tpx__memspace *ms, void *out,
@@ -108,6 +122,30 @@ typedef struct tpx__ms_ops {
                                   size_t hl, const void *ids, tpx_dtype idt,
                                   size_t n, const tpx__ms_rows *rows,
                                   tpx_error *err);
+  /* Loss pieces (tp_loss.c), all in the space: mx[i] = max_j z_ij (f32). */
+  tpx_status (*loss_row_max)(const tpx__memspace *ms, float *mx,
+                             const tpx__ms_loss *l, tpx_error *err);
+  /* se[i] = sum_j exp(z_ij - mx[i]) (f64); when want_tgt, se[rows + i] =
+   * the target's logit on the rank holding it, else 0 (the masked target
+   * gather). */
+  tpx_status (*loss_row_sums)(const tpx__memspace *ms, double *se,
+                              const float *mx, const tpx__ms_loss *l,
+                              int want_tgt, tpx_error *err);
+  /* grad_ij = c_i * (exp(z_ij - mx_i) / se_i - onehot_ij) with c_i =
+   * (gi ? gi[i] : 1) * scale * sign (softmax minus one-hot; sign -1 gives
+   * the log-prob backward); ignored rows zero. grad f32 / bf16. */
+  tpx_status (*loss_grad)(const tpx__memspace *ms, void *grad, tpx_dtype gdt,
+                          const float *mx, const double *se, const float *gi,
+                          double scale, double sign, const tpx__ms_loss *l,
+                          tpx_error *err);
+  /* logprob_i = se[rows + i] - mx[i] - log(se[i]): into out[i] (f32; 0 for
+   * ignored rows) when out, and into sum_count[0] -= logprob_i,
+   * sum_count[1] += 1 over counted rows when sum_count (two f64 in the
+   * space, zeroed by the caller). */
+  tpx_status (*loss_logprobs)(const tpx__memspace *ms, float *out,
+                              double *sum_count, const float *mx,
+                              const double *se, const tpx__ms_loss *l,
+                              tpx_error *err);
 } tpx__ms_ops;
 
 struct tpx__memspace {

@@ -144,7 +144,8 @@ static tpx_status c_adamw(const tpx__memspace *ms, float *p, const float *g,
 
 static tpx_status c_index_check(const tpx__memspace *ms, const void *ids,
                                 tpx_dtype idt, size_t n, int64_t V,
-                                int64_t *bad, tpx_error *err) {
+                                int has_ignore, int64_t ignore, int64_t *bad,
+                                tpx_error *err) {
 #if TPX_HAVE_CUDA_KERNELS
   /* Two device words (the first bad index or -1, and its id), read back:
    * the verdict an input check needs. */
@@ -154,14 +155,15 @@ static tpx_status c_index_check(const tpx__memspace *ms, const void *ids,
   if (st != TPX_OK) return st;
   st = done(ms, "index_check",
             (cudaError_t)tpx__cuk_index_check(ms->stream, ids, (int)idt, n, V,
-                                              word),
+                                              has_ignore, ignore, word),
             err);
   if (st == TPX_OK)
     st = c_copy(ms, bad, word, 2 * sizeof *word, TPX__D2H, err);
   c_free(ms, word);
   return st;
 #else
-  (void)ids, (void)idt, (void)n, (void)V, (void)bad;
+  (void)ids, (void)idt, (void)n, (void)V, (void)bad, (void)has_ignore,
+      (void)ignore;
   KERNEL("index_check", 0);
 #endif
 }
@@ -188,6 +190,42 @@ static tpx_status c_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
                                     rows->len, rows->masked));
 }
 
+static tpx_status c_loss_row_max(const tpx__memspace *ms, float *mx,
+                                 const tpx__ms_loss *l, tpx_error *err) {
+  KERNEL("loss_row_max",
+         tpx__cuk_loss_row_max(ms->stream, mx, l->logits, (int)l->ldt,
+                               l->rows, l->len));
+}
+
+static tpx_status c_loss_row_sums(const tpx__memspace *ms, double *se,
+                                  const float *mx, const tpx__ms_loss *l,
+                                  int want_tgt, tpx_error *err) {
+  KERNEL("loss_row_sums",
+         tpx__cuk_loss_row_sums(ms->stream, se, mx, l->logits, (int)l->ldt,
+                                l->targets, (int)l->tdt, l->rows, l->len,
+                                l->off, l->ignore, want_tgt));
+}
+
+static tpx_status c_loss_grad(const tpx__memspace *ms, void *grad,
+                              tpx_dtype gdt, const float *mx,
+                              const double *se, const float *gi, double scale,
+                              double sign, const tpx__ms_loss *l,
+                              tpx_error *err) {
+  KERNEL("loss_grad",
+         tpx__cuk_loss_grad(ms->stream, grad, (int)gdt, mx, se, gi, scale,
+                            sign, l->logits, (int)l->ldt, l->targets,
+                            (int)l->tdt, l->rows, l->len, l->off, l->ignore));
+}
+
+static tpx_status c_loss_logprobs(const tpx__memspace *ms, float *out,
+                                  double *sum_count, const float *mx,
+                                  const double *se, const tpx__ms_loss *l,
+                                  tpx_error *err) {
+  KERNEL("loss_logprobs",
+         tpx__cuk_loss_logprobs(ms->stream, out, sum_count, mx, se,
+                                l->targets, (int)l->tdt, l->rows, l->ignore));
+}
+
 static const tpx__ms_ops cuda_ops = {
     .name = "cuda",
     .device = 1,
@@ -205,6 +243,10 @@ static const tpx__ms_ops cuda_ops = {
     .index_check = c_index_check,
     .embed_lookup = c_embed_lookup,
     .embed_scatter_add = c_embed_scatter_add,
+    .loss_row_max = c_loss_row_max,
+    .loss_row_sums = c_loss_row_sums,
+    .loss_grad = c_loss_grad,
+    .loss_logprobs = c_loss_logprobs,
 };
 
 tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream,

@@ -206,12 +206,14 @@ static tpx_status h_adamw(const tpx__memspace *ms, float *restrict p,
 
 static tpx_status h_index_check(const tpx__memspace *ms, const void *ids,
                                 tpx_dtype idt, size_t n, int64_t V,
-                                int64_t *bad, tpx_error *err) {
+                                int has_ignore, int64_t ignore, int64_t *bad,
+                                tpx_error *err) {
   (void)ms, (void)err;
   bad[0] = -1;
   bad[1] = 0;
   for (size_t i = 0; i < n; i++) {
     int64_t id = get_index(ids, idt, i);
+    if (has_ignore && id == ignore) continue;
     if (id < 0 || id >= V) {
       bad[0] = (int64_t)i;
       bad[1] = id;
@@ -263,6 +265,181 @@ static tpx_status h_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
   return TPX_OK;
 }
 
+/* ---- the vocab-parallel loss (tp_loss.c's row loops) ---- */
+
+/* exp(x) in f32 without a libm call, so the row loops vectorise: x =
+ * n ln2 + r with |r| <= ln2/2 (n rounded with the 1.5 * 2^23 trick), e^r by
+ * its Taylor series to r^7 (truncation error < 6e-9 relative), times 2^n
+ * built in the exponent bits. Only x <= 0 occurs here (logit - row max);
+ * x is raised to -100 first (-inf: no NaN), and 2^n for n < -126 is
+ * flushed to 0 with integer ops, so no branch remains. */
+static inline float exp_f32(float x) {
+  x = fmaxf(x, -100.0f);
+  const float shifter = 12582912.0f; /* 1.5 * 2^23 */
+  float t = x * 1.44269504088896341f + shifter;
+  int32_t tb, sb;
+  memcpy(&tb, &t, 4);
+  memcpy(&sb, &shifter, 4);
+  float n = t - shifter;
+  float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t e = tb - sb + 127;
+  e &= ~(e >> 31); /* max(e, 0): 2^n below the normal range -> 0 */
+  e <<= 23;
+  float scale;
+  memcpy(&scale, &e, 4);
+  return p * scale;
+}
+
+/* Blocks of 8 lanes: straight-line code the compiler vectorises at -O2. */
+#define LANES 8
+
+/* sum_j exp(z[j] - m), lanes summed per block in f32, blocks in f64. */
+static double sum_exp(const float *z, size_t len, float m) {
+  double s = 0;
+  size_t j = 0;
+  for (; j + LANES <= len; j += LANES) {
+    float v[LANES];
+    for (int l = 0; l < LANES; l++) v[l] = exp_f32(z[j + l] - m);
+    float a = (v[0] + v[4]) + (v[1] + v[5]), b = (v[2] + v[6]) + (v[3] + v[7]);
+    s += (double)(a + b);
+  }
+  for (; j < len; j++) s += (double)exp_f32(z[j] - m);
+  return s;
+}
+
+/* o[j] = k * exp(z[j] - m); o may alias z. */
+static void scaled_exp(const float *z, size_t len, float m, float k,
+                       float *o) {
+  size_t j = 0;
+  for (; j + LANES <= len; j += LANES) {
+    float v[LANES];
+    for (int l = 0; l < LANES; l++) v[l] = k * exp_f32(z[j + l] - m);
+    memcpy(o + j, v, sizeof v);
+  }
+  for (; j < len; j++) o[j] = k * exp_f32(z[j] - m);
+}
+
+static float row_max(const float *z, size_t len) {
+  float v[LANES];
+  for (int l = 0; l < LANES; l++) v[l] = -INFINITY;
+  size_t j = 0;
+  for (; j + LANES <= len; j += LANES)
+    for (int l = 0; l < LANES; l++) v[l] = z[j + l] > v[l] ? z[j + l] : v[l];
+  float m = -INFINITY;
+  for (int l = 0; l < LANES; l++) m = v[l] > m ? v[l] : m;
+  for (; j < len; j++) m = z[j] > m ? z[j] : m;
+  return m;
+}
+
+/* Row i of the logits as f32: a pointer into the buffer, or `scratch`
+ * (len floats) filled from bf16. */
+static const float *row_f32(const tpx__ms_loss *l, size_t i, float *scratch) {
+  if (l->ldt == TPX_DTYPE_F32) return (const float *)l->logits + i * l->len;
+  for (size_t j = 0; j < l->len; j++)
+    scratch[j] = getf(l->logits, l->ldt, i * l->len + j);
+  return scratch;
+}
+
+static tpx_status scratch_of(const tpx__ms_loss *l, float **out,
+                             tpx_error *err) {
+  *out = malloc((l->len ? l->len : 1) * sizeof **out);
+  return *out ? TPX_OK
+              : tpx_error_set(err, TPX_NO_MEMORY,
+                              "loss: a row of %zu floats", l->len);
+}
+
+static tpx_status h_loss_row_max(const tpx__memspace *ms, float *mx,
+                                 const tpx__ms_loss *l, tpx_error *err) {
+  (void)ms;
+  float *scratch;
+  tpx_status st = scratch_of(l, &scratch, err);
+  if (st != TPX_OK) return st;
+  for (size_t i = 0; i < l->rows; i++)
+    mx[i] = row_max(row_f32(l, i, scratch), l->len);
+  free(scratch);
+  return TPX_OK;
+}
+
+static tpx_status h_loss_row_sums(const tpx__memspace *ms, double *se,
+                                  const float *mx, const tpx__ms_loss *l,
+                                  int want_tgt, tpx_error *err) {
+  (void)ms;
+  float *scratch;
+  tpx_status st = scratch_of(l, &scratch, err);
+  if (st != TPX_OK) return st;
+  size_t rows = l->rows;
+  int64_t len = (int64_t)l->len;
+  for (size_t i = 0; i < rows; i++) {
+    const float *z = row_f32(l, i, scratch);
+    se[i] = sum_exp(z, l->len, mx[i]);
+    if (!want_tgt) continue;
+    se[rows + i] = 0;
+    int64_t t = get_index(l->targets, l->tdt, i);
+    if (t != l->ignore && t >= l->off && t < l->off + len)
+      se[rows + i] = z[t - l->off];
+  }
+  free(scratch);
+  return TPX_OK;
+}
+
+static tpx_status h_loss_grad(const tpx__memspace *ms, void *grad,
+                              tpx_dtype gdt, const float *mx,
+                              const double *se, const float *gi, double scale,
+                              double sign, const tpx__ms_loss *l,
+                              tpx_error *err) {
+  (void)ms;
+  float *scratch;
+  tpx_status st = scratch_of(l, &scratch, err);
+  if (st != TPX_OK) return st;
+  size_t len = l->len;
+  int direct = gdt == TPX_DTYPE_F32;
+  for (size_t i = 0; i < l->rows; i++) {
+    int64_t t = get_index(l->targets, l->tdt, i);
+    float *out = direct ? (float *)grad + i * len : NULL;
+    if (t == l->ignore) {
+      for (size_t j = 0; j < len; j++) putf(grad, gdt, i * len + j, 0.0f);
+      continue;
+    }
+    const float *z = row_f32(l, i, scratch);
+    float m = mx[i];
+    float k = (float)((gi ? (double)gi[i] : 1.0) * scale * sign / se[i]);
+    float *o = out ? out : scratch; /* bf16: z was read into scratch */
+    scaled_exp(z, len, m, k, o);
+    if (t >= l->off && t < l->off + (int64_t)len)
+      o[t - l->off] -= (float)((gi ? (double)gi[i] : 1.0) * scale * sign);
+    if (!out)
+      for (size_t j = 0; j < len; j++) putf(grad, gdt, i * len + j, o[j]);
+  }
+  free(scratch);
+  return TPX_OK;
+}
+
+static tpx_status h_loss_logprobs(const tpx__memspace *ms, float *out,
+                                  double *sum_count, const float *mx,
+                                  const double *se, const tpx__ms_loss *l,
+                                  tpx_error *err) {
+  (void)ms, (void)err;
+  size_t rows = l->rows;
+  for (size_t i = 0; i < rows; i++) {
+    int ignored = get_index(l->targets, l->tdt, i) == l->ignore;
+    double lp = ignored ? 0.0 : se[rows + i] - (double)mx[i] - log(se[i]);
+    if (out) out[i] = ignored ? 0.0f : (float)lp;
+    if (sum_count && !ignored) {
+      sum_count[0] -= lp;
+      sum_count[1] += 1.0;
+    }
+  }
+  return TPX_OK;
+}
+
 const tpx__ms_ops tpx__ms_host_ops = {
     .name = "host",
     .device = 0,
@@ -280,6 +457,10 @@ const tpx__ms_ops tpx__ms_host_ops = {
     .index_check = h_index_check,
     .embed_lookup = h_embed_lookup,
     .embed_scatter_add = h_embed_scatter_add,
+    .loss_row_max = h_loss_row_max,
+    .loss_row_sums = h_loss_row_sums,
+    .loss_grad = h_loss_grad,
+    .loss_logprobs = h_loss_logprobs,
 };
 
 const tpx__memspace tpx__ms_host = {&tpx__ms_host_ops, NULL};

@@ -91,9 +91,12 @@ static tpx_status s_adamw(const tpx__memspace *ms, float *p, const float *g,
 
 static tpx_status s_index_check(const tpx__memspace *ms, const void *ids,
                                 tpx_dtype idt, size_t n, int64_t V,
-                                int64_t *bad, tpx_error *err) {
+                                int has_ignore, int64_t ignore, int64_t *bad,
+                                tpx_error *err) {
   (void)ms;
-  return tpx__ms_host_ops.index_check(H, U(ids), idt, n, V, bad, err);
+  /* bad is the host-side verdict */
+  return tpx__ms_host_ops.index_check(H, U(ids), idt, n, V, has_ignore,
+                                      ignore, bad, err);
 }
 
 static tpx_status s_embed_lookup(const tpx__memspace *ms, void *out,
@@ -116,6 +119,50 @@ static tpx_status s_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
                                             U(ids), idt, n, rows, err);
 }
 
+/* The loss view with its buffers untagged. */
+static tpx__ms_loss loss_u(const tpx__ms_loss *l) {
+  tpx__ms_loss u = *l;
+  u.logits = U(l->logits);
+  u.targets = U(l->targets);
+  return u;
+}
+
+static tpx_status s_loss_row_max(const tpx__memspace *ms, float *mx,
+                                 const tpx__ms_loss *l, tpx_error *err) {
+  (void)ms;
+  tpx__ms_loss u = loss_u(l);
+  return tpx__ms_host_ops.loss_row_max(H, U(mx), &u, err);
+}
+
+static tpx_status s_loss_row_sums(const tpx__memspace *ms, double *se,
+                                  const float *mx, const tpx__ms_loss *l,
+                                  int want_tgt, tpx_error *err) {
+  (void)ms;
+  tpx__ms_loss u = loss_u(l);
+  return tpx__ms_host_ops.loss_row_sums(H, U(se), U(mx), &u, want_tgt, err);
+}
+
+static tpx_status s_loss_grad(const tpx__memspace *ms, void *grad,
+                              tpx_dtype gdt, const float *mx,
+                              const double *se, const float *gi, double scale,
+                              double sign, const tpx__ms_loss *l,
+                              tpx_error *err) {
+  (void)ms;
+  tpx__ms_loss u = loss_u(l);
+  return tpx__ms_host_ops.loss_grad(H, U(grad), gdt, U(mx), U(se), U(gi),
+                                    scale, sign, &u, err);
+}
+
+static tpx_status s_loss_logprobs(const tpx__memspace *ms, float *out,
+                                  double *sum_count, const float *mx,
+                                  const double *se, const tpx__ms_loss *l,
+                                  tpx_error *err) {
+  (void)ms;
+  tpx__ms_loss u = loss_u(l);
+  return tpx__ms_host_ops.loss_logprobs(H, U(out), U(sum_count), U(mx),
+                                        U(se), &u, err);
+}
+
 static const tpx__ms_ops sim_ops = {
     .name = "sim",
     .device = 1,
@@ -133,6 +180,10 @@ static const tpx__ms_ops sim_ops = {
     .index_check = s_index_check,
     .embed_lookup = s_embed_lookup,
     .embed_scatter_add = s_embed_scatter_add,
+    .loss_row_max = s_loss_row_max,
+    .loss_row_sums = s_loss_row_sums,
+    .loss_grad = s_loss_grad,
+    .loss_logprobs = s_loss_logprobs,
 };
 
 const tpx__memspace tpx__ms_sim = {&sim_ops, NULL};

@@ -191,7 +191,7 @@ static tpx_status check_common(const emb_plan *ep, const tpx__memspace *ms,
   int64_t n = tpx_tensor_numel(ids), bad[2] = {-1, 0};
   if (n > 0)
     TPX__TRY(ms->ops->index_check(ms, ids->data, ids->dtype, (size_t)n,
-                                  ep->V, bad, err));
+                                  ep->V, 0, 0, bad, err));
   if (bad[0] >= 0)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "%s: ids[%lld] = %lld is outside the vocabulary "

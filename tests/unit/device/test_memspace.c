@@ -337,16 +337,19 @@ START_TEST(test_index_check) {
     const tpx__memspace *ms = space(sim);
     void *d64 = up(ms, ids64, sizeof ids64), *d32 = up(ms, ids32, sizeof ids32);
     int64_t bad[2];
-    ck_assert_int_eq(ms->ops->index_check(ms, d64, TPX_DTYPE_I64, 5, 5, bad,
-                                          NULL),
+    ck_assert_int_eq(ms->ops->index_check(ms, d64, TPX_DTYPE_I64, 5, 5, 0, 0,
+                                          bad, NULL),
                      TPX_OK);
     ck_assert_int_eq(bad[0], 3);
     ck_assert_int_eq(bad[1], 5);
-    ms->ops->index_check(ms, d64, TPX_DTYPE_I64, 5, 6, bad, NULL);
+    ms->ops->index_check(ms, d64, TPX_DTYPE_I64, 5, 6, 0, 0, bad, NULL);
     ck_assert_int_eq(bad[0], -1);
-    ms->ops->index_check(ms, d32, TPX_DTYPE_I32, 5, 5, bad, NULL);
+    ms->ops->index_check(ms, d32, TPX_DTYPE_I32, 5, 5, 0, 0, bad, NULL);
     ck_assert_int_eq(bad[0], 2);
     ck_assert_int_eq(bad[1], -1);
+    /* -1 as ignore_index passes */
+    ms->ops->index_check(ms, d32, TPX_DTYPE_I32, 5, 5, 1, -1, bad, NULL);
+    ck_assert_int_eq(bad[0], -1);
     tpx__ms_free(ms, d64);
     tpx__ms_free(ms, d32);
   }
