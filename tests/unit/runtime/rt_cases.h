@@ -12,8 +12,6 @@
 
 #include "tpx/tpx.h"
 
-#define RT_MAX_RANKS 16
-
 typedef struct rt_arg {
   const tpx_sharding *sh; /* read-only, shared by thread ranks */
   int64_t T;              /* sequence length (uneven over tp: 7) */
@@ -22,10 +20,6 @@ typedef struct rt_arg {
   int64_t vocab;          /* loss cases: global vocab */
   int64_t rows;           /* loss cases: positions */
   int cases_run;          /* out (rank 0): transitions / checks executed */
-  int sim;                /* the world's buffers in the sim memory space */
-  /* out, per rank: a hash of every tensor a library call saw, after it
-   * (rt_run compares host against sim) */
-  uint64_t digest[RT_MAX_RANKS];
 } rt_arg;
 
 /* Every transition of every styled module, forward and backward, plain and

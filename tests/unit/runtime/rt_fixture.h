@@ -13,6 +13,7 @@
 
 #include "../shard/shard_fixture.h"
 #include "rt_cases.h"
+#include "rt_util.h"
 #include "tpx/registry.h"
 #include "tpx/tpx.h"
 
@@ -192,27 +193,25 @@ static inline void rt_run(tpx_local_fn fn, rt_arg *a, const char *what) {
   int host_runs = 0;
   for (int sim = 0; sim < 2; sim++) {
     tpx_error e = {0};
-    a->sim = sim;
     for (int r = 0; r < RT_MAX_RANKS; r++)
-      a->digest[r] = 14695981039346656037ULL;
+      rtu_digest[r] = 14695981039346656037ULL;
     tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
     lo.sim_device_memory = sim;
     tpx_status st = tpx_local_run_opts((int)world, &lo, fn, a, &e);
     ck_assert_msg(st == TPX_OK, "%s (world %lld%s): %s", what,
                   (long long)world, sim ? ", sim memory" : "", e.message);
     if (!sim) {
-      memcpy(host, a->digest, sizeof host);
+      memcpy(host, rtu_digest, sizeof host);
       host_runs = a->cases_run;
       continue;
     }
     ck_assert_int_eq(a->cases_run, host_runs);
     for (int r = 0; r < world; r++)
-      ck_assert_msg(a->digest[r] == host[r],
+      ck_assert_msg(rtu_digest[r] == host[r],
                     "%s: rank %d's tensors differ between host and sim "
                     "memory",
                     what, r);
   }
-  a->sim = 0;
 }
 
 #endif

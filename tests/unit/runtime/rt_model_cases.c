@@ -12,8 +12,7 @@
 
 tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   rt_arg *a = arg;
-  blk b = {a->sh, NULL, tpx_comm_rank(world), err, 1, a->sim,
-           &a->digest[tpx_comm_rank(world)]};
+  blk b = {a->sh, NULL, tpx_comm_rank(world), err, 1};
   tpx_status st =
       tpx_mesh_comm_create(world, tpx_sharding_mesh(a->sh), &b.mc, err);
   if (st != TPX_OK)
@@ -224,9 +223,9 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   else
     dxn2 = dxn;
   rtu_sim sm;
-  RTU_SIM(&sm, b.sim, &tdg);
+  RTU_SIM(&sm, b.mc, &tdg);
   tpx_status pst = tpx_tp_param_grad_allreduce(sh, b.mc, p_g, &tdg, &e);
-  rtu_sim_end(&sm, b.digest);
+  rtu_sim_end(&sm, b.me);
   if (pst != TPX_OK)
     rtu_lib_failed(err, "block: norm grad all-reduce", &e);
   (void)dnin;
@@ -264,8 +263,7 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
 
 tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   rt_arg *a = arg;
-  blk b = {a->sh, NULL, tpx_comm_rank(world), err, 1, a->sim,
-           &a->digest[tpx_comm_rank(world)]};
+  blk b = {a->sh, NULL, tpx_comm_rank(world), err, 1};
   tpx_status st =
       tpx_mesh_comm_create(world, tpx_sharding_mesh(a->sh), &b.mc, err);
   if (st != TPX_OK)
@@ -360,10 +358,10 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor th = rtu_talloc(TPX_DTYPE_F32, 3, hloc);
   e = (tpx_error){0};
   rtu_sim sm;
-  RTU_SIM(&sm, b.sim, &tids, &te, &th);
+  RTU_SIM(&sm, b.mc, &tids, &te, &th);
   tpx_status hst = tpx_tp_embedding_forward(sh, b.mc, m_emb, &tids, &te, &th,
                                             &e);
-  rtu_sim_end(&sm, b.digest);
+  rtu_sim_end(&sm, b.me);
   if (hst != TPX_OK)
     rtu_lib_failed(err, "head: embedding forward", &e);
   /* h's layout and whether it is a DTensor */
@@ -409,10 +407,10 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor dz = rtu_talloc(TPX_DTYPE_F32, 3, zl_shape);
   double got_loss = 0;
   e = (tpx_error){0};
-  RTU_SIM(&sm, b.sim, &lout, &ttg, &dz);
+  RTU_SIM(&sm, b.mc, &lout, &ttg, &dz);
   hst = tpx_tp_cross_entropy_mean(sh, b.mc, &o, &lout, &ttg, &dz, &got_loss,
                                   &e);
-  rtu_sim_end(&sm, b.digest);
+  rtu_sim_end(&sm, b.me);
   if (hst != TPX_OK)
     rtu_lib_failed(err, "head: cross entropy", &e);
   if (!(fabs(got_loss - loss) <= 1e-5 * fabs(loss)))
@@ -447,17 +445,17 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   else
     dh2 = dh;
   e = (tpx_error){0};
-  RTU_SIM(&sm, b.sim, &tdg);
+  RTU_SIM(&sm, b.mc, &tdg);
   hst = tpx_tp_param_grad_allreduce(sh, b.mc, p_g, &tdg, &e);
-  rtu_sim_end(&sm, b.digest);
+  rtu_sim_end(&sm, b.me);
   if (hst != TPX_OK)
     rtu_lib_failed(err, "head: norm grad all-reduce", &e);
   tpx_tensor tde = rtu_talloc(TPX_DTYPE_F32, 2, s_e.length);
   e = (tpx_error){0};
   tpx_tensor dh2in = dh2;
-  RTU_SIM(&sm, b.sim, &tids, &dh2in, &tde);
+  RTU_SIM(&sm, b.mc, &tids, &dh2in, &tde);
   hst = tpx_tp_embedding_backward(sh, b.mc, m_emb, &tids, &dh2in, &tde, &e);
-  rtu_sim_end(&sm, b.digest);
+  rtu_sim_end(&sm, b.me);
   if (hst != TPX_OK)
     rtu_lib_failed(err, "head: embedding backward", &e);
   /* compare */

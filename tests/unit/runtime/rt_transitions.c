@@ -22,7 +22,7 @@ static void pl_text(tpx_placement p, char *buf, size_t n) {
 
 /* One (transition, direction, arrival) on this rank. Returns a failure
  * only through err; collectives always run when the layouts resolve. */
-static void one_transition(rt_arg *a, tpx_mesh_comm *mc, int64_t mod,
+static void one_transition(const rt_arg *a, tpx_mesh_comm *mc, int64_t mod,
                            const tpx_transition *tr, int bwd,
                            const tpx_placement *arrived, tpx_error *err) {
   const tpx_sharding *sh = a->sh;
@@ -111,10 +111,10 @@ static void one_transition(rt_arg *a, tpx_mesh_comm *mc, int64_t mod,
   for (int64_t i = 0; i < rtu_numel(lin, ndim); i++)
     rtu_put(tin.data, dt, i, pin[i]);
   rtu_sim sm;
-  RTU_SIM(&sm, a->sim, &tin, &tout);
+  RTU_SIM(&sm, mc, &tin, &tout);
   st = tpx_tp_transition_run_dt(sh, mc, mod, tr->side, tr->index, bwd, arrived,
                                 shape, &tin, &tout, &e);
-  rtu_sim_end(&sm, &a->digest[me]);
+  rtu_sim_end(&sm, me);
   if (st != TPX_OK)
     rtu_lib_failed(err, where, &e);
   else if (out_pl.kind == TPX_PARTIAL && !copy) {

@@ -107,7 +107,11 @@ tpx_tensor rtu_talloc(tpx_dtype t, int ndim, const int64_t *shape) {
 }
 
 /* This rank's coordinate on the tp dim (0 when none). */
-void rtu_sim_begin(rtu_sim *s, int on, tpx_tensor *const *ts, int n) {
+uint64_t rtu_digest[RT_MAX_RANKS];
+
+void rtu_sim_begin(rtu_sim *s, tpx_mesh_comm *mc, tpx_tensor *const *ts,
+                   int n) {
+  int on = strcmp(tpx_comm_memspace(tpx_mesh_comm_world(mc)), "sim") == 0;
   s->on = on;
   s->n = n;
   for (int i = 0; i < n; i++) {
@@ -121,7 +125,8 @@ void rtu_sim_begin(rtu_sim *s, int on, tpx_tensor *const *ts, int n) {
   }
 }
 
-void rtu_sim_end(rtu_sim *s, uint64_t *digest) {
+void rtu_sim_end(rtu_sim *s, int64_t me) {
+  uint64_t *digest = &rtu_digest[me % RT_MAX_RANKS];
   for (int i = 0; i < s->n; i++) {
     tpx_tensor *t = s->t[i];
     size_t bytes = (size_t)tpx_tensor_nbytes(t);
@@ -217,10 +222,10 @@ void rtu_xrun(blk *b, int64_t mod, tpx_transition_side side, int bwd,
   *out = rtu_talloc(TPX_DTYPE_F32, in->ndim, lo);
   tpx_tensor din = *in;
   rtu_sim sm;
-  RTU_SIM(&sm, b->sim, &din, out);
+  RTU_SIM(&sm, b->mc, &din, out);
   tpx_status st = tpx_tp_transition_run_dt(b->sh, b->mc, mod, side, 0, bwd,
                                            arrived, shape, &din, out, &e);
-  rtu_sim_end(&sm, b->digest);
+  rtu_sim_end(&sm, b->me);
   if (st != TPX_OK) {
     rtu_lib_failed(b->err, what, &e);
     b->ok = 0;

@@ -83,10 +83,9 @@ tpx_status case_embedding(tpx_comm *world, void *arg, tpx_error *err) {
   double *ref = malloc((size_t)(no > nw ? no : nw) * sizeof *ref + 8);
   tpx_tensor tout = rtu_talloc(TPX_DTYPE_F32, 3, os.length);
   rtu_sim sm;
-  uint64_t *dg = &a->digest[me];
-  RTU_SIM(&sm, a->sim, &tids, &tw, &tout);
+  RTU_SIM(&sm, mc, &tids, &tw, &tout);
   tpx_status cst = tpx_tp_embedding_forward(sh, mc, mod, &tids, &tw, &tout, &e);
-  rtu_sim_end(&sm, dg);
+  rtu_sim_end(&sm, me);
   if (cst != TPX_OK) {
     rtu_lib_failed(err, "embedding forward", &e);
   } else {
@@ -107,9 +106,9 @@ tpx_status case_embedding(tpx_comm *world, void *arg, tpx_error *err) {
   for (int64_t i = 0; i < nw; i++)
     ((float *)twg.data)[i] = 1.0f;
   e = (tpx_error){0};
-  RTU_SIM(&sm, a->sim, &tids, &tg, &twg);
+  RTU_SIM(&sm, mc, &tids, &tg, &twg);
   cst = tpx_tp_embedding_backward(sh, mc, mod, &tids, &tg, &twg, &e);
-  rtu_sim_end(&sm, dg);
+  rtu_sim_end(&sm, me);
   if (cst != TPX_OK) {
     rtu_lib_failed(err, "embedding backward", &e);
   } else {
@@ -196,10 +195,9 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor tt = tpx_tensor_make(tg, TPX_DTYPE_I64, 1, tshape);
   tpx_tensor tlp = rtu_talloc(TPX_DTYPE_F32, 1, tshape);
   rtu_sim sm;
-  uint64_t *dg = &a->digest[me];
-  RTU_SIM(&sm, a->sim, &tz, &tt, &tlp);
+  RTU_SIM(&sm, mc, &tz, &tt, &tlp);
   tpx_status cst = tpx_tp_logprobs(sh, mc, &o, &tz, &tt, &tlp, &e);
-  rtu_sim_end(&sm, dg);
+  rtu_sim_end(&sm, me);
   if (cst != TPX_OK)
     rtu_lib_failed(err, "logprobs", &e);
   else
@@ -211,9 +209,9 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
     ((float *)tgl.data)[i] = (float)rtu_rval(i, 22);
   tpx_tensor tgz = rtu_talloc(dt, 2, lshape);
   e = (tpx_error){0};
-  RTU_SIM(&sm, a->sim, &tz, &tt, &tgl, &tgz);
+  RTU_SIM(&sm, mc, &tz, &tt, &tgl, &tgz);
   cst = tpx_tp_logprobs_backward(sh, mc, &o, &tz, &tt, &tgl, &tgz, &e);
-  rtu_sim_end(&sm, dg);
+  rtu_sim_end(&sm, me);
   if (cst != TPX_OK)
     rtu_lib_failed(err, "logprobs backward", &e);
   else
@@ -223,9 +221,9 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
   double ls = 0, mean = 0;
   int64_t c = 0;
   e = (tpx_error){0};
-  RTU_SIM(&sm, a->sim, &tz, &tt, &tgz);
+  RTU_SIM(&sm, mc, &tz, &tt, &tgz);
   cst = tpx_tp_cross_entropy(sh, mc, &o, &tz, &tt, 0.5, &tgz, &ls, &c, &e);
-  rtu_sim_end(&sm, dg);
+  rtu_sim_end(&sm, me);
   if (cst != TPX_OK) {
     rtu_lib_failed(err, "cross entropy", &e);
   } else {
@@ -235,9 +233,9 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
                  (long long)cnt);
   }
   e = (tpx_error){0};
-  RTU_SIM(&sm, a->sim, &tz, &tt, &tgz);
+  RTU_SIM(&sm, mc, &tz, &tt, &tgz);
   cst = tpx_tp_cross_entropy_mean(sh, mc, &o, &tz, &tt, &tgz, &mean, &e);
-  rtu_sim_end(&sm, dg);
+  rtu_sim_end(&sm, me);
   if (cst != TPX_OK) {
     rtu_lib_failed(err, "cross entropy mean", &e);
   } else {
@@ -258,10 +256,10 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
           if (mine)
             *zp = keep + (s ? -eps : eps);
           e = (tpx_error){0};
-          RTU_SIM(&sm, a->sim, &tz, &tt);
+          RTU_SIM(&sm, mc, &tz, &tt);
           cst = tpx_tp_cross_entropy_mean(sh, mc, &o, &tz, &tt, NULL, &lpm[s],
                                           &e);
-          rtu_sim_end(&sm, dg);
+          rtu_sim_end(&sm, me);
           if (cst != TPX_OK)
             rtu_lib_failed(err, "finite difference", &e);
         }

@@ -59,7 +59,7 @@ START_TEST(test_embedding) {
   tpx_plan *p = plan_of(m, c->plan, c->tp);
   rt_world w = rt_world_of(m, p, 1, c->tp);
   tpx_sharding *sh = w.sh;
-  rt_arg a = {sh, c->T, 0, TPX_DTYPE_F32, 0, 0, 0, 0, {0}};
+  rt_arg a = {sh, c->T, 0, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_embedding, &a, "embedding");
   rt_world_free(&w);
 }
@@ -71,7 +71,7 @@ START_TEST(test_embedding_dp) {
   tpx_plan *p = rt_llama_plan(m, 1, 2);
   rt_world w = rt_world_of(m, p, 2, 2);
   tpx_sharding *sh = w.sh;
-  rt_arg a = {sh, 5, 0, TPX_DTYPE_F32, 0, 0, 0, 0, {0}};
+  rt_arg a = {sh, 5, 0, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_embedding, &a, "embedding dp=2");
   rt_world_free(&w);
 }

@@ -33,7 +33,7 @@ START_TEST(test_loss) {
   const loss_case *c = &cases[_i];
   rt_world w = mk(c->dp, c->tp);
   tpx_sharding *sh = w.sh;
-  rt_arg a = {sh, 0, 0, c->dtype, c->vocab, c->rows, 0, 0, {0}};
+  rt_arg a = {sh, 0, 0, c->dtype, c->vocab, c->rows, 0};
   rt_run(case_loss, &a, "loss");
   rt_world_free(&w);
 }
@@ -272,7 +272,7 @@ START_TEST(test_head_chain) {
   const head_case *c = &head_cases[_i];
   tpx_model *m = rt_model(1000);
   rt_world w = rt_world_of(m, rt_llama_plan(m, c->sp, c->tp), 1, c->tp);
-  rt_arg a = {w.sh, c->T, 0, TPX_DTYPE_F32, 0, 0, 0, 0, {0}};
+  rt_arg a = {w.sh, c->T, 0, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_head_chain, &a, "head chain");
   rt_world_free(&w);
 }

@@ -42,7 +42,7 @@ static void with_sharding(int plan, int64_t dp, int64_t vocab,
                             : rt_llama_plan(m, plan == 2, tp);
   rt_world w = rt_world_of(m, p, dp, tp);
   tpx_sharding *sh = w.sh;
-  rt_arg a = {sh, 7, 10, TPX_DTYPE_F32, vocab, 9, 0, 0, {0}};
+  rt_arg a = {sh, 7, 10, TPX_DTYPE_F32, vocab, 9, 0};
   body(&a, label);
   rt_world_free(&w);
 }

@@ -45,7 +45,7 @@ START_TEST(test_every_transition) {
   tpx_plan *p = plan_for(m, c->plan, c->tp);
   rt_world w = rt_world_of(m, p, c->dp, c->tp);
   tpx_sharding *sh = w.sh;
-  rt_arg a = {sh, 7, 10, c->dtype, 0, 0, 0, 0, {0}};
+  rt_arg a = {sh, 7, 10, c->dtype, 0, 0, 0};
   rt_run(case_transitions, &a, "transitions");
   /* the zoo has 15+ styled modules with 2+ transitions each */
   ck_assert_int_ge(a.cases_run, c->plan == 0 ? 100 : 40);
@@ -78,7 +78,7 @@ START_TEST(test_llama_1b_sp1) {
                 "%s", e.message);
   rt_world w = rt_world_of(m, p, 1, 4);
   tpx_sharding *sh = w.sh;
-  rt_arg a = {sh, 7, 10, TPX_DTYPE_F32, 0, 0, 0, 0, {0}};
+  rt_arg a = {sh, 7, 10, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_transitions, &a, "Llama-3.2-1B sp1 transitions");
   /* 16 layers x (2 spag + 7 linear) + embed, norm, lm_head */
   ck_assert_int_ge(a.cases_run, 16 * 9 * 4);
@@ -110,7 +110,7 @@ START_TEST(test_mlp_block) {
   tpx_plan *p = plan_for(m, c->plan, c->tp);
   rt_world w = rt_world_of(m, p, 1, c->tp);
   tpx_sharding *sh = w.sh;
-  rt_arg a = {sh, 7, 0, TPX_DTYPE_F32, 0, 0, 0, 0, {0}};
+  rt_arg a = {sh, 7, 0, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_mlp_block, &a, "mlp block");
   a.T = 2; /* shorter than tp: empty sequence shards at tp 3, 4 */
   rt_run(case_mlp_block, &a, "mlp block, T=2");
@@ -139,7 +139,7 @@ START_TEST(test_tp1_copies) {
   ck_assert_int_eq(lin[1], 7);
   ck_assert_int_eq(lout[2], 10);
   ck_assert_int_eq(tpx_tp_mesh_dim(sh), 2);
-  rt_arg a = {sh, 7, 10, TPX_DTYPE_F32, 0, 0, 0, 0, {0}};
+  rt_arg a = {sh, 7, 10, TPX_DTYPE_F32, 0, 0, 0};
   rt_run(case_transitions, &a, "tp=1");
   rt_run(case_mlp_block, &a, "tp=1 block");
   for (size_t i = 0; i < tpx_model_num_params(m); i++)
