@@ -13,15 +13,7 @@
 
 #if TPX_HAVE_NCCL
 
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpedantic"
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#endif
-#include <cuda_runtime_api.h>
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
+#include "device/cuda_api.h"
 
 #include "device/ms_cuda_kernels.h"
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "device/memspace.h"
+#include "../shard/shard_fixture.h"
 #include "device/sim_tag.h"
 
 static const tpx__memspace *space(int sim) {
@@ -448,10 +449,4 @@ static Suite *suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *r = srunner_create(suite());
-  srunner_run_all(r, CK_NORMAL);
-  int failed = srunner_ntests_failed(r);
-  srunner_free(r);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+FX_MAIN(suite)

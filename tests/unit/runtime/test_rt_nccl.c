@@ -17,11 +17,7 @@
 #include "tpx_config.h"
 
 #if TPX_HAVE_NCCL
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpedantic"
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#include <cuda_runtime_api.h>
-#pragma GCC diagnostic pop
+#include "device/cuda_api.h"
 #endif
 
 typedef struct run {
