@@ -20,8 +20,10 @@
  * applied left to right; the result is the same, with more traffic.
  * StridedShard placements are not supported (TPX_UNSUPPORTED).
  *
- * Buffers are this rank's local box, contiguous, row-major, in `dtype`, on
- * the host (local and mpi backends). Collective over the mesh world: every
+ * Buffers are this rank's local box, contiguous, row-major, in `dtype`, in
+ * the mesh comm's memory space (host on local / mpi, device on nccl;
+ * tpx_comm_memspace); they are moved only by that space's copies.
+ * Collective over the mesh world: every
  * rank calls it with the same shape, dtype and placements. */
 #ifndef TPX_REDISTRIBUTE_H
 #define TPX_REDISTRIBUTE_H

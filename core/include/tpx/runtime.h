@@ -59,11 +59,14 @@
  *   tpx_runtime_clip_grads(rt, max_norm, norm, err);
  *   tpx_runtime_adamw_step(rt, &adamw, err);
  *
- * Buffers are host memory. The comm path never reads a buffer to decide
- * what to do (sizes come from shapes and layouts), so device buffers can
- * come later; today the copies, casts, norm and AdamW are host loops, and
- * tpx_runtime_create refuses the `nccl` backend (device pointers) with
- * TPX_UNSUPPORTED.
+ * Buffers live in the world communicator's memory space
+ * (tpx_comm_memspace): host memory on local and mpi, CUDA device memory on
+ * nccl (every pointer in tpx_runtime_param_info is then a device pointer).
+ * The comm path never reads a buffer to decide what to do (sizes come from
+ * shapes and layouts); copies, casts, the norm, clip and AdamW run as that
+ * space's copies and kernels. The caller's full tensors of load_param /
+ * gather_* stay host memory. On nccl the runtime runs synchronously (no
+ * comm thread). docs/RUNTIME.md "Device memory" has the details.
  *
  * Not here: TP activation transitions and vocab-parallel math
  * (tpx/runtime_tp.h), the checkpoint reader itself (tpx/checkpoint.h). */
@@ -190,8 +193,9 @@ TPX_API tpx_status tpx_runtime_param(const tpx_runtime *rt, int64_t param,
 /* ---- loading and gathering --------------------------------------------- */
 
 /* Copy this rank's shard of parameter `param` out of `full` (the whole
- * tensor, global shape, row-major, in `dtype`: f32, bf16 or f16), converted
- * to the storage dtype (and the master). Not collective. The parameter's
+ * tensor, global shape, row-major, in `dtype`: f32, bf16 or f16; host
+ * memory on every backend), converted to the storage dtype (and the
+ * master). Not collective. The parameter's
  * unit must be sharded (FSDP on): TPX_INVALID_ARGUMENT otherwise. */
 TPX_API tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
                                           const void *full, tpx_dtype dtype,
@@ -209,8 +213,9 @@ TPX_API tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt,
                                                 const char *path,
                                                 tpx_error *err);
 /* Collective over the whole mesh: every rank gets the full parameter (from
- * the f32 masters) / full sharded gradient in `full` (global shape, dtype
- * f32, bf16 or f16). For tests and checkpoints; not a hot path. */
+ * the f32 masters) / full sharded gradient in `full` (host memory on every
+ * backend; global shape, dtype f32, bf16 or f16). For tests and
+ * checkpoints; not a hot path. */
 TPX_API tpx_status tpx_runtime_gather_param(tpx_runtime *rt, int64_t param,
                                             void *full, tpx_dtype dtype,
                                             tpx_error *err);

@@ -2,8 +2,12 @@
  * piece of a tensor (pointer, dtype, local shape).
  *
  * A plain value: tpx never allocates, owns or frees `data`. The buffer is
- * contiguous and row-major. It may one day be device memory, so the runtime
- * decides what to do from dtype and shapes only, never from the data.
+ * contiguous and row-major, in the memory space of the mesh communicator
+ * the call takes (tpx_comm_memspace): host memory on the local and mpi
+ * backends, CUDA device memory on nccl. The runtime decides what to do from
+ * dtype and shapes only and moves data only through that space's copies
+ * and kernels, never by reading it on the host (docs/RUNTIME.md "Device
+ * memory").
  *
  * Which global slice the piece is (its placements) is not stored here: the
  * calls that take a tensor say which layout they expect it in. */

@@ -25,7 +25,16 @@ tpx_comm *tpx__comm_new(const tpx_comm_iface *iface, void *ctx, int rank,
   c->ctx = ctx;
   c->rank = rank;
   c->size = size;
+  c->ms = &tpx__ms_host;
   return c;
+}
+
+const tpx__memspace *tpx__comm_ms(const tpx_comm *comm) {
+  return comm && comm->ms ? comm->ms : &tpx__ms_host;
+}
+
+const char *tpx_comm_memspace(const tpx_comm *comm) {
+  return tpx__comm_ms(comm)->ops->name;
 }
 
 void tpx_comm_destroy(tpx_comm *comm) {
@@ -151,19 +160,18 @@ tpx_status tpx_comm_reduce_scatter(tpx_comm *comm, const void *send,
     tpx__divide(recv, count, dtype, comm->size);
     return TPX_OK;
   }
-  if (f->device_memory)
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "%s: backend %s has no reduce_scatter", w, f->name);
-  /* Default: all-reduce the whole buffer, keep this rank's block. */
+  /* Default: all-reduce the whole buffer, keep this rank's block (the
+   * temporary lives in the comm's memory space). */
+  const tpx__memspace *ms = tpx__comm_ms(comm);
   size_t total = count * (size_t)comm->size;
-  void *tmp = malloc(total ? total * tpx_dtype_size(dtype) : 1);
-  if (!tmp)
-    return tpx_error_set(err, TPX_NO_MEMORY, "%s: temporary of %zu bytes",
-                         w, total * tpx_dtype_size(dtype));
+  void *tmp = NULL;
+  TRY(tpx__ms_alloc(ms, total * tpx_dtype_size(dtype), 0, &tmp, err));
   tpx_status st = do_all_reduce(comm, send, tmp, total, dtype, op, err);
   if (st == TPX_OK)
-    memmove(recv, (unsigned char *)tmp + (size_t)comm->rank * bytes, bytes);
-  free(tmp);
+    st = tpx__ms_copy(ms, recv,
+                      (unsigned char *)tmp + (size_t)comm->rank * bytes,
+                      bytes, TPX__D2D, err);
+  tpx__ms_free(ms, tmp);
   return st;
 }
 
@@ -194,20 +202,14 @@ tpx_status tpx_comm_all_to_all(tpx_comm *comm, const void *send, void *recv,
   TRY(check_buf(w, "recv", recv, count, err));
   if (send != recv || count == 0)
     return comm->iface->all_to_all(comm->ctx, send, recv, count, dtype, err);
-  if (comm->iface->device_memory)
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "%s: in place (send == recv) on device memory "
-                         "(backend %s); pass a separate recv buffer",
-                         w, comm->iface->name);
+  const tpx__memspace *ms = tpx__comm_ms(comm);
   size_t total = bytes * (size_t)comm->size;
-  void *tmp = malloc(total);
-  if (!tmp)
-    return tpx_error_set(err, TPX_NO_MEMORY, "%s: temporary of %zu bytes",
-                         w, total);
-  memcpy(tmp, send, total);
-  tpx_status st =
-      comm->iface->all_to_all(comm->ctx, tmp, recv, count, dtype, err);
-  free(tmp);
+  void *tmp = NULL;
+  TRY(tpx__ms_alloc(ms, total, 0, &tmp, err));
+  tpx_status st = tpx__ms_copy(ms, tmp, send, total, TPX__D2D, err);
+  if (st == TPX_OK)
+    st = comm->iface->all_to_all(comm->ctx, tmp, recv, count, dtype, err);
+  tpx__ms_free(ms, tmp);
   return st;
 }
 
@@ -237,24 +239,21 @@ tpx_status tpx_comm_all_gather_chunked(tpx_comm *comm, const void *send,
   TRY(check_buf(w, "recv", recv, total, err));
   if (chunk * (size_t)n == total)
     return tpx_comm_all_gather(comm, send, recv, chunk, dtype, err);
-  if (comm->iface->device_memory)
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "%s: uneven sizes on device memory (backend %s)", w,
-                         comm->iface->name);
   /* Pad to chunk * n: pieces land at r * chunk, which is where torch.chunk
-   * puts them, so the first `total` elements are the result. */
-  unsigned char *tmp = calloc(chunk * (size_t)n + chunk, es);
-  if (!tmp)
-    return tpx_error_set(err, TPX_NO_MEMORY, "%s: temporary of %zu bytes",
-                         w, (chunk * (size_t)n + chunk) * es);
+   * puts them, so the first `total` elements are the result. The
+   * temporary lives in the comm's memory space. */
+  const tpx__memspace *ms = tpx__comm_ms(comm);
+  void *tmpv = NULL;
+  TRY(tpx__ms_alloc(ms, (chunk * (size_t)n + chunk) * es, 1, &tmpv, err));
+  unsigned char *tmp = tmpv;
   unsigned char *padded_send = tmp + chunk * (size_t)n * es;
-  if (len > 0)
-    memcpy(padded_send, send, (size_t)len * es);
   tpx_status st =
-      tpx_comm_all_gather(comm, padded_send, tmp, chunk, dtype, err);
-  if (st == TPX_OK && total > 0)
-    memcpy(recv, tmp, total * es);
-  free(tmp);
+      tpx__ms_copy(ms, padded_send, send, (size_t)len * es, TPX__D2D, err);
+  if (st == TPX_OK)
+    st = tpx_comm_all_gather(comm, padded_send, tmp, chunk, dtype, err);
+  if (st == TPX_OK)
+    st = tpx__ms_copy(ms, recv, tmp, total * es, TPX__D2D, err);
+  tpx__ms_free(ms, tmp);
   return st;
 }
 
@@ -274,21 +273,16 @@ tpx_status tpx_comm_reduce_scatter_chunked(tpx_comm *comm, const void *send,
   TRY(tpx__reduce_check(w, dtype, op, err));
   if (chunk * (size_t)n == total)
     return tpx_comm_reduce_scatter(comm, send, recv, chunk, dtype, op, err);
-  if (comm->iface->device_memory)
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "%s: uneven sizes on device memory (backend %s)", w,
-                         comm->iface->name);
-  unsigned char *tmp = calloc(chunk * (size_t)n, es);
-  if (!tmp)
-    return tpx_error_set(err, TPX_NO_MEMORY, "%s: temporary of %zu bytes",
-                         w, chunk * (size_t)n * es);
-  if (total > 0)
-    memcpy(tmp, send, total * es);
+  const tpx__memspace *ms = tpx__comm_ms(comm);
+  void *tmpv = NULL;
+  TRY(tpx__ms_alloc(ms, chunk * (size_t)n * es, 1, &tmpv, err));
+  unsigned char *tmp = tmpv;
+  tpx_status st = tpx__ms_copy(ms, tmp, send, total * es, TPX__D2D, err);
   unsigned char *mine = tmp + (size_t)comm->rank * chunk * es;
-  tpx_status st =
-      tpx_comm_reduce_scatter(comm, tmp, mine, chunk, dtype, op, err);
-  if (st == TPX_OK && len > 0)
-    memcpy(recv, mine, (size_t)len * es);
-  free(tmp);
+  if (st == TPX_OK)
+    st = tpx_comm_reduce_scatter(comm, tmp, mine, chunk, dtype, op, err);
+  if (st == TPX_OK)
+    st = tpx__ms_copy(ms, recv, mine, (size_t)len * es, TPX__D2D, err);
+  tpx__ms_free(ms, tmp);
   return st;
 }

@@ -6,8 +6,9 @@
  * not overflow), so a backend only moves data. count == 0 still reaches the
  * backend: every rank must take part (the local backend checks that all
  * ranks agree on the call). A member
- * left NULL gets the wrapper's default (noted per member). Buffers are host
- * memory except for nccl (device memory).
+ * left NULL gets the wrapper's default (noted per member). Buffers live in
+ * the comm's memory space (tpx_comm.ms: host, sim, or cuda for nccl); the
+ * wrappers move them only through it. `device_memory` is informational.
  *
  * Not public: trainers use tpx/comm.h only. */
 #ifndef TPX_COMM_IMPL_H
@@ -15,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "device/memspace.h"
 #include "tpx/comm.h"
 
 typedef struct tpx_comm_iface {
@@ -28,7 +30,8 @@ typedef struct tpx_comm_iface {
   /* blocks until recv is complete on this rank. */
   tpx_status (*all_gather)(void *ctx, const void *send, void *recv,
                            size_t count, tpx_dtype dtype, tpx_error *err);
-  /* blocks; NULL -> all_reduce into a temporary + copy of this rank's block. */
+  /* blocks; NULL -> all_reduce into a temporary (in the comm's memory
+   * space) + copy of this rank's block. */
   tpx_status (*reduce_scatter)(void *ctx, const void *send, void *recv,
                                size_t count, tpx_dtype dtype, tpx_reduce_op op,
                                tpx_error *err);
@@ -40,8 +43,8 @@ typedef struct tpx_comm_iface {
   tpx_status (*broadcast)(void *ctx, const void *send, void *recv,
                           size_t count, tpx_dtype dtype, int root,
                           tpx_error *err);
-  /* blocks; never sees send == recv (the wrapper copies host buffers first
-   * and refuses in-place on device memory). */
+  /* blocks; never sees send == recv (the wrapper copies send first, into
+   * a temporary of the comm's memory space). */
   tpx_status (*all_to_all)(void *ctx, const void *send, void *recv,
                            size_t count, tpx_dtype dtype, tpx_error *err);
   /* blocks until every rank of the group entered it; NULL -> a one-element
@@ -56,7 +59,14 @@ struct tpx_comm {
   void *ctx;
   int rank;
   int size;
+  /* Where this comm's buffers live (host unless the backend says so:
+   * nccl -> cuda, local in sim mode -> sim). Set by the backend after
+   * tpx__comm_new; sub-communicators inherit their world's. */
+  const tpx__memspace *ms;
 };
+
+/* The memory space of comm's buffers (host for NULL). */
+const tpx__memspace *tpx__comm_ms(const tpx_comm *comm);
 
 /* Wrap a backend context into a new handle (NULL on out of memory; the
  * context is then NOT destroyed). */

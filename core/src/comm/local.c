@@ -78,6 +78,7 @@ typedef struct lctx {
   lgroup *g;
   int rank;
   uint64_t splits; /* how many splits this handle made (same on all ranks) */
+  const tpx__memspace *ms; /* host, or sim (buffers seen via host_view) */
 } lctx;
 
 static const tpx_comm_iface local_iface;
@@ -165,11 +166,13 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group,
   c->u = w->u;
   c->g = g;
   c->rank = index;
+  c->ms = w->ms;
   *out = tpx__comm_new(&local_iface, c, index, gsize);
   if (!*out) {
     local_destroy(c);
     return tpx_error_set(err, TPX_NO_MEMORY, "local split");
   }
+  (*out)->ms = c->ms;
   return TPX_OK;
 }
 
@@ -188,8 +191,10 @@ static tpx_status enter(lctx *c, int coll, const void *send, void *recv,
   if (c->rank == 0)
     atomic_store_explicit(&g->next_item, 0, memory_order_relaxed);
   s->coll = coll;
-  s->send = send;
-  s->recv = recv;
+  /* Shared memory: the host alias of each buffer (identity for host
+   * memory, the untagged pointer in sim mode). */
+  s->send = c->ms->ops->host_view(c->ms, send);
+  s->recv = c->ms->ops->host_view(c->ms, recv);
   s->count = count;
   s->dtype = dtype;
   s->op = op;
@@ -345,8 +350,9 @@ static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
   tpx_status st = enter(c, C_ALL_TO_ALL, send, recv, count, dtype, 0, 0, err);
   if (st == TPX_OK && count > 0) {
     size_t bytes = count * tpx_dtype_size(dtype);
+    unsigned char *mine = g->slots[c->rank].recv;
     for (int j = 0; j < g->size; j++)
-      memcpy((unsigned char *)recv + (size_t)j * bytes,
+      memcpy(mine + (size_t)j * bytes,
              (const unsigned char *)g->slots[j].send +
                  (size_t)c->rank * bytes,
              bytes);
@@ -408,6 +414,22 @@ static void *rank_main(void *p) {
 
 tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
                          tpx_error *err) {
+  return tpx_local_run_opts(nranks, NULL, fn, arg, err);
+}
+
+tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
+                              tpx_local_fn fn, void *arg, tpx_error *err) {
+  tpx_local_options o = TPX_LOCAL_OPTIONS_INIT;
+  if (opts) {
+    if (opts->struct_size < sizeof(size_t) || opts->struct_size > sizeof o)
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "local_run: options struct_size %zu is not a "
+                           "tpx_local_options size (use "
+                           "TPX_LOCAL_OPTIONS_INIT)",
+                           opts->struct_size);
+    memcpy(&o, opts, opts->struct_size);
+  }
+  const tpx__memspace *ms = o.sim_device_memory ? &tpx__ms_sim : &tpx__ms_host;
   if (!fn)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "local_run: fn is NULL");
   if (nranks < 1 || nranks > TPX_LOCAL_MAX_RANKS)
@@ -444,6 +466,8 @@ tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
     c->u = &u;
     c->g = world;
     c->rank = made;
+    c->ms = ms;
+    comm->ms = ms;
     th[made].comm = comm;
     th[made].gate = &gate;
     th[made].fn = fn;

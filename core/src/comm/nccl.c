@@ -16,16 +16,7 @@
 
 #if TPX_HAVE_NCCL
 
-#if defined(__GNUC__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpedantic"
-#pragma GCC diagnostic ignored "-Wstrict-prototypes"
-#endif
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-#if defined(__GNUC__)
-#pragma GCC diagnostic pop
-#endif
+#include "device/cuda_api.h"
 
 #if TPX_HAVE_MPI
 #include <mpi.h>
@@ -34,6 +25,7 @@
 typedef struct nctx {
   ncclComm_t comm;
   cudaStream_t stream;
+  tpx__memspace ms; /* cuda, on `stream` */
   int device;
   int *dev_word; /* one int on the device for barrier */
 } nctx;
@@ -237,6 +229,11 @@ static tpx_status wrap(ncclComm_t comm, int device, tpx_comm **out,
     nccl_destroy(c);
     return cuda_fail(err, TPX_NO_DEVICE, "stream/buffer setup", e);
   }
+  tpx_status st = tpx__ms_cuda_init(&c->ms, (void *)c->stream, err);
+  if (st != TPX_OK) {
+    nccl_destroy(c);
+    return st;
+  }
   ncclCommUserRank(comm, &rank);
   ncclCommCount(comm, &size);
   *out = tpx__comm_new(&nccl_iface, c, rank, size);
@@ -244,6 +241,7 @@ static tpx_status wrap(ncclComm_t comm, int device, tpx_comm **out,
     nccl_destroy(c);
     return tpx_error_set(err, TPX_NO_MEMORY, "nccl communicator");
   }
+  (*out)->ms = &c->ms;
   return TPX_OK;
 }
 

@@ -8,7 +8,9 @@
  * here: a step packs the boxes into equal, padded blocks for the collective
  * (DTensor's pad / unpad) and unpacks them. When the blocks already lie in
  * order in the buffer and are even, the collective runs on the buffers
- * directly with no packing.
+ * directly with no packing. Buffers (the caller's and the temporaries)
+ * live in the mesh comm's memory space and are only moved through it
+ * (device/memspace.h), so device memory works; nothing reads data.
  *
  * Not here: the collectives (comm.c and the backends), shard arithmetic
  * (layout). */
@@ -29,6 +31,7 @@ typedef struct rd {
   size_t es;
   int64_t me; /* world (mesh) rank */
   tpx_error *err;
+  const tpx__memspace *ms; /* the comm's: every buffer moves through it */
 } rd;
 
 #define TRY(x)                                                                 \
@@ -46,13 +49,25 @@ static tpx_status slice_of(const rd *r, const tpx_placement *pl, int64_t rank,
 
 static size_t numel(const tpx_slice *s) { return (size_t)tpx_slice_numel(s); }
 
+/* A temporary of n elements in the comm's memory space. */
 static void *alloc(const rd *r, size_t n, int zero, tpx_status *st) {
-  size_t bytes = (n ? n : 1) * r->es;
-  void *p = zero ? calloc(1, bytes) : malloc(bytes);
-  if (!p)
-    *st = tpx_error_set(r->err, TPX_NO_MEMORY,
-                        "redistribute: temporary of %zu bytes", bytes);
+  void *p = NULL;
+  *st = tpx__ms_alloc(r->ms, n * r->es, zero, &p, r->err);
   return p;
+}
+
+static void release(const rd *r, void *p) { tpx__ms_free(r->ms, p); }
+
+/* `n` elements from `from` to `to` (both in the comm's memory space). */
+static tpx_status copy(const rd *r, void *to, const void *from, size_t n) {
+  return tpx__ms_copy(r->ms, to, from, n * r->es, TPX__D2D, r->err);
+}
+
+static tpx_status box_copy(const rd *r, void *to_buf, const tpx_slice *to,
+                           const void *from_buf, const tpx_slice *from,
+                           const tpx_slice *part) {
+  return tpx__box_copy(r->ms, TPX__D2D, to_buf, to, from_buf, from, part,
+                       r->es, r->err);
 }
 
 /* The group along mesh dim m: members' world ranks and my index. */
@@ -142,8 +157,8 @@ static tpx_status step_gather(const rd *r, int m, const tpx_placement *cur,
     const void *s = in;
     if (numel(&mine) != c) { /* pad my piece to the full chunk */
       sendbuf = alloc(r, c, 1, &st);
-      if (sendbuf && numel(&mine))
-        memcpy(sendbuf, in, numel(&mine) * r->es);
+      if (st == TPX_OK)
+        st = copy(r, sendbuf, in, numel(&mine));
       s = sendbuf;
     }
     if (st == TPX_OK)
@@ -151,11 +166,12 @@ static tpx_status step_gather(const rd *r, int m, const tpx_placement *cur,
     if (st == TPX_OK)
       st = tpx_comm_all_gather(g.comm, s, recvbuf, c, r->dtype, r->err);
     for (int j = 0; st == TPX_OK && j < g.size; j++)
-      tpx__box_copy(out, &after, (unsigned char *)recvbuf + (size_t)j * c * r->es,
-                    &boxes[j], &boxes[j], r->es);
+      st = box_copy(r, out, &after,
+                    (unsigned char *)recvbuf + (size_t)j * c * r->es,
+                    &boxes[j], &boxes[j]);
   }
-  free(sendbuf);
-  free(recvbuf);
+  release(r, sendbuf);
+  release(r, recvbuf);
   free(boxes);
   free(g.ranks);
   return st;
@@ -190,23 +206,24 @@ static tpx_status step_all_to_all(const rd *r, int m, const tpx_placement *cur,
     recvbuf = alloc(r, c * n, 0, &st);
   if (st == TPX_OK) {
     const tpx_slice *mine = &before[g.index];
-    for (size_t j = 0; j < n; j++) {
+    for (size_t j = 0; st == TPX_OK && j < n; j++) {
       tpx_slice x = tpx__box_intersect(mine, &after[j]);
-      tpx__box_copy((unsigned char *)sendbuf + j * c * r->es, &x, in, mine,
-                    &x, r->es);
+      st = box_copy(r, (unsigned char *)sendbuf + j * c * r->es, &x, in, mine,
+                    &x);
     }
-    st = tpx_comm_all_to_all(g.comm, sendbuf, recvbuf, c, r->dtype, r->err);
+    if (st == TPX_OK)
+      st = tpx_comm_all_to_all(g.comm, sendbuf, recvbuf, c, r->dtype, r->err);
   }
   if (st == TPX_OK) {
     const tpx_slice *mine = &after[g.index];
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; st == TPX_OK && i < n; i++) {
       tpx_slice x = tpx__box_intersect(&before[i], mine);
-      tpx__box_copy(out, mine, (unsigned char *)recvbuf + i * c * r->es, &x,
-                    &x, r->es);
+      st = box_copy(r, out, mine, (unsigned char *)recvbuf + i * c * r->es,
+                    &x, &x);
     }
   }
-  free(sendbuf);
-  free(recvbuf);
+  release(r, sendbuf);
+  release(r, recvbuf);
   free(before);
   free(g.ranks);
   return st;
@@ -238,18 +255,18 @@ static tpx_status step_reduce_scatter(const rd *r, int m,
   } else if (st == TPX_OK) {
     sendbuf = alloc(r, c * (size_t)g.size, 1, &st);
     for (int j = 0; st == TPX_OK && j < g.size; j++)
-      tpx__box_copy((unsigned char *)sendbuf + (size_t)j * c * r->es,
-                    &boxes[j], in, &whole, &boxes[j], r->es);
+      st = box_copy(r, (unsigned char *)sendbuf + (size_t)j * c * r->es,
+                    &boxes[j], in, &whole, &boxes[j]);
     unsigned char *mine =
         sendbuf ? (unsigned char *)sendbuf + (size_t)g.index * c * r->es
                 : NULL;
     if (st == TPX_OK)
       st = tpx_comm_reduce_scatter(g.comm, sendbuf, mine, c, r->dtype, op,
                                    r->err);
-    if (st == TPX_OK && numel(&boxes[g.index]))
-      memcpy(out, mine, numel(&boxes[g.index]) * r->es);
+    if (st == TPX_OK)
+      st = copy(r, out, mine, numel(&boxes[g.index]));
   }
-  free(sendbuf);
+  release(r, sendbuf);
   free(boxes);
   free(g.ranks);
   return st;
@@ -261,10 +278,8 @@ static tpx_status partition(const rd *r, int m, tpx_reduce_op op,
                             const void *in, void *out, size_t n) {
   tpx_comm *comm = tpx_mesh_comm_dim(r->mc, m);
   if (op == TPX_REDUCE_SUM && tpx_comm_rank(comm) != 0)
-    memset(out, 0, n * r->es);
-  else if (out != in && n)
-    memcpy(out, in, n * r->es);
-  return TPX_OK;
+    return tpx__ms_memset(r->ms, out, 0, n * r->es, r->err);
+  return copy(r, out, in, n);
 }
 
 static tpx_status run_step(const rd *r, int m, const tpx_placement *cur,
@@ -284,10 +299,8 @@ static tpx_status run_step(const rd *r, int m, const tpx_placement *cur,
                                r->err);
   if (a.kind == TPX_PARTIAL && b.kind == TPX_SHARD)
     return step_reduce_scatter(r, m, cur, nxt, in, out);
-  if (a.kind == TPX_REPLICATE && b.kind == TPX_SHARD) {
-    tpx__box_copy(out, &after, in, &mine, &after, r->es);
-    return TPX_OK;
-  }
+  if (a.kind == TPX_REPLICATE && b.kind == TPX_SHARD)
+    return box_copy(r, out, &after, in, &mine, &after);
   if (a.kind == TPX_REPLICATE && b.kind == TPX_PARTIAL)
     return partition(r, m, b.op, in, out, numel(&after));
   if (a.kind == TPX_PARTIAL && b.kind == TPX_PARTIAL) {
@@ -386,16 +399,18 @@ tpx_status tpx_redistribute(tpx_mesh_comm *mc, const int64_t *shape, int ndim,
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "%s: ndim %d out of range 0..%d", w, ndim,
                          TPX_MAX_TENSOR_DIMS);
-  rd r = {mc, tpx_mesh_comm_mesh(mc), shape, ndim, dtype,
-          tpx_dtype_size(dtype), tpx_comm_rank(tpx_mesh_comm_world(mc)), err};
+  rd r = {mc,
+          tpx_mesh_comm_mesh(mc),
+          shape,
+          ndim,
+          dtype,
+          tpx_dtype_size(dtype),
+          tpx_comm_rank(tpx_mesh_comm_world(mc)),
+          err,
+          tpx__comm_ms(tpx_mesh_comm_world(mc))};
   if (r.es == 0)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: unknown dtype %d", w,
                          (int)dtype);
-  if (tpx_mesh_comm_world(mc)->iface->device_memory)
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "%s: backend %s uses device memory; redistribute "
-                         "works on host buffers (local, mpi)",
-                         w, tpx_mesh_comm_world(mc)->iface->name);
   int k = tpx_mesh_ndim(r.mesh);
   tpx_placement src_n[TPX_MESH_MAX_DIMS], dst_n[TPX_MESH_MAX_DIMS];
   for (int m = 0; m < k; m++) {
@@ -414,11 +429,8 @@ tpx_status tpx_redistribute(tpx_mesh_comm *mc, const int64_t *shape, int ndim,
   step steps[2 * TPX_MESH_MAX_DIMS];
   int nsteps = 0;
   TRY(plan(&r, src_n, dst_n, k, steps, &nsteps));
-  if (nsteps == 0) {
-    if (numel(&s_in) && dst != src)
-      memcpy(dst, src, numel(&s_in) * r.es);
-    return TPX_OK;
-  }
+  if (nsteps == 0)
+    return copy(&r, dst, src, numel(&s_in));
   tpx_placement cur[TPX_MESH_MAX_DIMS], nxt[TPX_MESH_MAX_DIMS];
   memcpy(cur, src_n, (size_t)k * sizeof *cur);
   const void *in = src;
@@ -435,11 +447,11 @@ tpx_status tpx_redistribute(tpx_mesh_comm *mc, const int64_t *shape, int ndim,
     }
     if (st == TPX_OK)
       st = run_step(&r, steps[i].m, cur, nxt, in, out);
-    free(owned);
+    release(&r, owned);
     owned = out == dst ? NULL : out;
     in = out;
     memcpy(cur, nxt, (size_t)k * sizeof *cur);
   }
-  free(owned);
+  release(&r, owned);
   return st;
 }

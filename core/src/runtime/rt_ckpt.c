@@ -2,7 +2,9 @@
  * safetensors through the checkpoint reader (tpx/checkpoint.h): each rank
  * reads only the bytes of its own slices (tpx_sharding_local_slice),
  * straight into its flat unit buffers (into the f32 master first when the
- * storage is low precision, then rounded into storage).
+ * storage is low precision, then rounded into storage). On a device
+ * memory space the reader fills one host staging buffer that is copied
+ * H2D parameter by parameter.
  * Not a writer, and not collective. */
 #include <stdlib.h>
 
@@ -31,30 +33,64 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
     return tpx_error_set(err, TPX_NO_MEMORY,
                          "tpx_runtime_load_safetensors: out of memory");
   }
-  for (size_t i = 0; i < rt->num_params; i++) {
+  /* The reader writes host memory: on a device memory space each rank's
+   * bytes go to one host staging buffer first, then one H2D copy per
+   * parameter (host space: straight into the flat buffers). */
+  const tpx__memspace *ms = rt->ms;
+  void **devp = calloc(rt->num_params ? rt->num_params : 1, sizeof *devp);
+  size_t staged = 0;
+  unsigned char *stage = NULL;
+  for (size_t i = 0; devp && i < rt->num_params; i++) {
     const tpx__rt_param *p = &rt->params[rt->param_slot[i]];
     if (p->index != (int64_t)i) continue; /* a tied alias: its target reads */
     size_t n = (size_t)(p->shard_rows * p->row_numel);
     if (p->master_off >= 0) {
-      dests[i].data = tpx__rt_master(rt, p);
+      devp[i] = tpx__rt_master(rt, p);
       dests[i].dtype = TPX_DTYPE_F32;
       dests[i].bytes = n * sizeof(float);
     } else {
-      dests[i].data = (unsigned char *)rt->units[p->unit].flat + p->flat_off;
+      devp[i] = (unsigned char *)rt->units[p->unit].flat + p->flat_off;
       dests[i].dtype = p->storage;
       dests[i].bytes = n * tpx_dtype_size(p->storage);
     }
+    dests[i].data = devp[i];
+    staged += dests[i].bytes;
+  }
+  if (devp && ms->ops->device) {
+    stage = malloc(staged ? staged : 1);
+    for (size_t i = 0, at = 0; stage && i < rt->num_params; i++) {
+      if (!devp[i]) continue;
+      dests[i].data = stage + at;
+      at += dests[i].bytes;
+    }
+  }
+  if (!devp || (ms->ops->device && !stage)) {
+    free(devp);
+    free(dests);
+    tpx_checkpoint_reader_destroy(rd);
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "tpx_runtime_load_safetensors: out of memory "
+                         "(%zu bytes of staging)",
+                         staged);
   }
   st = tpx_checkpoint_read_rank(rd, rt->sh, rt->rank, dests, err);
+  for (size_t i = 0; stage && st == TPX_OK && i < rt->num_params; i++)
+    if (devp[i])
+      st = tpx__ms_copy(ms, devp[i], dests[i].data, dests[i].bytes,
+                        TPX__H2D, err);
+  free(stage);
+  free(devp);
   free(dests);
   tpx_checkpoint_reader_destroy(rd);
   if (st != TPX_OK) return st;
-  for (size_t i = 0; i < rt->num_rt_params; i++) {
+  for (size_t i = 0; i < rt->num_rt_params && st == TPX_OK; i++) {
     const tpx__rt_param *p = &rt->params[i];
     if (p->master_off < 0) continue;
-    tpx__rt_convert((unsigned char *)rt->units[p->unit].flat + p->flat_off,
-                    p->storage, tpx__rt_master(rt, p), TPX_DTYPE_F32,
-                    (size_t)(p->shard_rows * p->row_numel));
+    st = tpx__ms_convert(ms,
+                         (unsigned char *)rt->units[p->unit].flat +
+                             p->flat_off,
+                         p->storage, tpx__rt_master(rt, p), TPX_DTYPE_F32,
+                         (size_t)(p->shard_rows * p->row_numel), err);
   }
-  return TPX_OK;
+  return st;
 }

@@ -10,6 +10,12 @@
 
 #include "runtime/rt_internal.h"
 
+/* Stop at the first failing memory-space op (st is the running status). */
+#define MS(call)                                                               \
+  do {                                                                         \
+    if (st == TPX_OK) st = (call);                                             \
+  } while (0)
+
 static const char *phase_name(tpx_runtime_phase ph) {
   return ph == TPX_RUNTIME_BACKWARD ? "backward" : "forward";
 }
@@ -55,24 +61,26 @@ static tpx_status check_phase_call(const tpx_runtime *rt, size_t unit,
 static tpx_status gather_job(void *arg, tpx_error *err) {
   tpx__rt_unit *u = arg;
   tpx_runtime *rt = u->rt;
+  const tpx__memspace *ms = rt->ms;
+  tpx_status st = TPX_OK;
   const unsigned char *send = u->flat;
   if (u->cast_send) {
     for (size_t i = 0; i < u->count; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
-      tpx__rt_convert((unsigned char *)u->send + p->cflat_off, p->compute,
-                      (const unsigned char *)u->flat + p->flat_off,
-                      p->storage, (size_t)p->padded);
+      MS(tpx__ms_convert(ms, (unsigned char *)u->send + p->cflat_off,
+                         p->compute,
+                         (const unsigned char *)u->flat + p->flat_off,
+                         p->storage, (size_t)p->padded, err));
     }
     send = u->send;
   }
   tpx_comm *c = tpx__rt_dim_comm(rt, rt->dps_dim);
-  if (c && rt->dps > 1) {
-    tpx_status st = tpx_comm_all_gather(c, send, u->stage, u->cflat_bytes,
-                                        TPX_DTYPE_U8, err);
-    if (st != TPX_OK) return st;
-  } else if (u->cflat_bytes) {
-    memcpy(u->stage, send, u->cflat_bytes);
-  }
+  if (c && rt->dps > 1)
+    MS(tpx_comm_all_gather(c, send, u->stage, u->cflat_bytes, TPX_DTYPE_U8,
+                           err));
+  else
+    MS(tpx__ms_copy(ms, u->stage, send, u->cflat_bytes, TPX__D2D, err));
+  if (st != TPX_OK) return st;
   /* Copy-out: block b holds dp rank b's padded shards. */
   for (int64_t b = 0; b < rt->dps; b++) {
     const unsigned char *blk = (const unsigned char *)u->stage +
@@ -84,11 +92,14 @@ static tpx_status gather_job(void *arg, tpx_error *err) {
       block_rows(rt, p, b, &off, &len);
       size_t row = (size_t)p->row_numel * tpx_dtype_size(p->compute);
       if (len > 0)
-        memcpy((unsigned char *)u->unsh + p->unsh_off + (size_t)off * row,
-               blk + p->cflat_off, (size_t)len * row);
+        MS(tpx__ms_copy(ms,
+                        (unsigned char *)u->unsh + p->unsh_off +
+                            (size_t)off * row,
+                        blk + p->cflat_off, (size_t)len * row, TPX__D2D,
+                        err));
     }
   }
-  return TPX_OK;
+  return st;
 }
 
 void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u) {
@@ -219,6 +230,8 @@ static tpx_status reduce_job(void *arg, tpx_error *err) {
   tpx__rt_unit *u = arg;
   tpx_runtime *rt = u->rt;
   size_t rsz = tpx_dtype_size(u->reduce);
+  const tpx__memspace *ms = rt->ms;
+  tpx_status st = TPX_OK;
   for (int64_t b = 0; b < rt->dps; b++) {
     unsigned char *blk = (unsigned char *)u->rstage + (size_t)b * u->rflat_bytes;
     for (size_t i = 0; i < u->count; i++) {
@@ -228,23 +241,23 @@ static tpx_status reduce_job(void *arg, tpx_error *err) {
       size_t crow = (size_t)p->row_numel * tpx_dtype_size(p->compute);
       size_t n = (size_t)(len * p->row_numel);
       if (len > 0)
-        tpx__rt_convert(blk + p->rflat_off, u->reduce,
-                        (const unsigned char *)u->unsh_grad + p->unsh_off +
-                            (size_t)off * crow,
-                        p->compute, n);
+        MS(tpx__ms_convert(ms, blk + p->rflat_off, u->reduce,
+                           (const unsigned char *)u->unsh_grad + p->unsh_off +
+                               (size_t)off * crow,
+                           p->compute, n, err));
       if ((size_t)p->padded > n) /* FSDP2's padding reduces as zeros */
-        memset(blk + p->rflat_off + n * rsz, 0,
-               ((size_t)p->padded - n) * rsz);
+        MS(tpx__ms_memset(ms, blk + p->rflat_off + n * rsz, 0,
+                          ((size_t)p->padded - n) * rsz, err));
     }
   }
+  if (st != TPX_OK) return st;
   size_t count = u->rflat_bytes / rsz;
   tpx_comm *cs = tpx__rt_dim_comm(rt, rt->dps_dim);
-  tpx_status st = TPX_OK;
   if (cs && rt->dps > 1)
     st = tpx_comm_reduce_scatter(cs, u->rstage, u->rout, count, u->reduce,
                                  TPX_REDUCE_SUM, err);
-  else if (u->rflat_bytes)
-    memcpy(u->rout, u->rstage, u->rflat_bytes);
+  else
+    st = tpx__ms_copy(ms, u->rout, u->rstage, u->rflat_bytes, TPX__D2D, err);
   tpx_comm *cr = tpx__rt_dim_comm(rt, rt->dpr_dim);
   if (st == TPX_OK && cr && rt->dpr > 1)
     st = tpx_comm_all_reduce(cr, u->rout, u->rout, count, u->reduce,
@@ -284,10 +297,10 @@ static tpx_status reduce_plain(tpx_runtime *rt, tpx__rt_unit *u,
     st = tpx__rt_all_reduce_dim(rt, rt->dpr_dim, u->grad, n, TPX_DTYPE_F32,
                                 TPX_REDUCE_SUM, err);
   if (st != TPX_OK) return st;
-  if (rt->divide != 1.0) {
-    float d = (float)rt->divide;
-    for (size_t i = 0; i < n; i++) u->grad[i] /= d;
-  }
+  if (rt->divide != 1.0 && n)
+    st = rt->ms->ops->scale_f32(rt->ms, u->grad, n, (float)rt->divide, 1,
+                                err);
+  if (st != TPX_OK) return st;
   return tp_allreduce(rt, u, u->grad, TPX_DTYPE_F32, 1, err);
 }
 
@@ -310,11 +323,14 @@ static tpx_status finish_reduce(tpx_runtime *rt, tpx__rt_unit *u,
   if (st == TPX_OK) st = tp_allreduce(rt, u, u->rout, u->reduce, 0, err);
   if (st == TPX_OK) {
     float d = (float)rt->divide;
-    for (size_t i = 0; i < u->count; i++) {
+    for (size_t i = 0; i < u->count && st == TPX_OK; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
-      tpx__rt_add_f32(u->grad + p->grad_off,
-                      (const unsigned char *)u->rout + p->rflat_off,
-                      u->reduce, (size_t)(p->shard_rows * p->row_numel), d);
+      size_t n = (size_t)(p->shard_rows * p->row_numel);
+      if (n)
+        st = rt->ms->ops->add_f32(rt->ms, u->grad + p->grad_off,
+                                  (const unsigned char *)u->rout +
+                                      p->rflat_off,
+                                  u->reduce, n, d, err);
     }
   }
   free_reduce(rt, u);
@@ -376,12 +392,12 @@ tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
                          "tpx_runtime_zero_grads: runtime is NULL");
   tpx_status st = tpx__rt_finish_reduces(rt, err);
   if (st != TPX_OK) return st;
-  for (size_t i = 0; i < rt->num_units; i++) {
+  for (size_t i = 0; i < rt->num_units && st == TPX_OK; i++) {
     tpx__rt_unit *u = &rt->units[i];
-    if (u->grad_numel)
-      memset(u->grad, 0, (size_t)u->grad_numel * sizeof(float));
-    if (rt->fsdp && u->unsh_grad && u->unsh_bytes)
-      memset(u->unsh_grad, 0, u->unsh_bytes);
+    st = tpx__ms_memset(rt->ms, u->grad, 0,
+                        (size_t)u->grad_numel * sizeof(float), err);
+    if (st == TPX_OK && rt->fsdp && u->unsh_grad)
+      st = tpx__ms_memset(rt->ms, u->unsh_grad, 0, u->unsh_bytes, err);
   }
-  return TPX_OK;
+  return st;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device/memspace.h"
 #include "tpx/runtime.h"
 
 /* ---- the comm thread (rt_queue.c) ---- */
@@ -52,14 +53,9 @@ tpx_status tpx__rt_queue_run(tpx__rt_queue *q,
 /* ---- dtype conversions (rt_cast.c) ---- */
 
 /* 1 for the float dtypes the runtime stores and computes in (f32, bf16,
- * f16). */
+ * f16). The conversions themselves are memspace ops (device/memspace.h:
+ * convert, add_f32), so they run where the buffers live. */
 int tpx__rt_dtype_ok(tpx_dtype dt);
-/* dst[i] = src[i] converted (round to nearest even). Same dtype = memcpy. */
-void tpx__rt_convert(void *dst, tpx_dtype dd, const void *src, tpx_dtype sd,
-                     size_t n);
-/* dst[i] += src[i] / div, in f32 (div 1 skips the division). */
-void tpx__rt_add_f32(float *dst, const void *src, tpx_dtype sd, size_t n,
-                     float div);
 
 /* ---- the runtime ---- */
 
@@ -129,6 +125,10 @@ typedef struct tpx__rt_unit {
 struct tpx_runtime {
   const tpx_sharding *sh;
   tpx_mesh_comm *mc;
+  /* The world comm's memory space: every buffer below (flat, master, grad,
+   * optimizer state, gather / reduce buffers, caches) is allocated, moved
+   * and computed on through it, never dereferenced here. */
+  const tpx__memspace *ms;
   tpx_runtime_options opts;
   int64_t rank;
   int ndim; /* mesh dims */
@@ -156,7 +156,8 @@ struct tpx_runtime {
   int64_t cached_bytes;
 };
 
-/* calloc / free with byte accounting (compute thread only). NULL on OOM.
+/* Zeroed allocation / free in rt->ms with byte accounting (compute thread
+ * only). NULL on OOM.
  * GATHER and UNSHARDED_GRADS buffers go through the cache when
  * cache_buffers is on: free keeps them, alloc reuses one of the same size
  * (zeroed again). */

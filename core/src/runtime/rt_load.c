@@ -3,6 +3,8 @@
  * parameter / gradient from every rank's shard (zero-filled full buffers
  * summed over exactly the mesh dims the parameter is sharded on, which is
  * exact since each element is non-zero on one rank of each group).
+ * The caller's full tensors are host memory; the shards live in the
+ * runtime's memory space, reached by one H2D / D2H copy per call.
  * Not the checkpoint reader (tpx/checkpoint.h). */
 #include <stdlib.h>
 #include <string.h>
@@ -59,18 +61,27 @@ tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
   size_t n = (size_t)(p->shard_rows * p->row_numel);
   if (n == 0) return TPX_OK;
   size_t es = tpx_dtype_size(dtype);
-  void *tmp = malloc(n * es);
+  /* Pack the slice on the host (the caller's tensor is host memory), one
+   * H2D copy into a staging buffer, then convert where the shards live. */
+  const tpx__memspace *ms = rt->ms;
+  void *tmp = malloc(n * es), *dev = NULL;
   if (!tmp)
     return tpx_error_set(err, TPX_NO_MEMORY,
                          "tpx_runtime_load_param: '%s': out of memory",
                          fqn_of(rt, p));
-  tpx__box_copy(tmp, &p->global, full, &whole, &p->global, es);
-  tpx__rt_convert((unsigned char *)u->flat + p->flat_off, p->storage, tmp,
-                  dtype, n);
-  if (p->master_off >= 0)
-    tpx__rt_convert(u->master + p->master_off, TPX_DTYPE_F32, tmp, dtype, n);
+  tpx_status st = tpx__box_copy(&tpx__ms_host, TPX__D2D, tmp, &p->global,
+                                full, &whole, &p->global, es, err);
+  if (st == TPX_OK) st = tpx__ms_alloc(ms, n * es, 0, &dev, err);
+  if (st == TPX_OK) st = tpx__ms_copy(ms, dev, tmp, n * es, TPX__H2D, err);
+  if (st == TPX_OK)
+    st = tpx__ms_convert(ms, (unsigned char *)u->flat + p->flat_off,
+                         p->storage, dev, dtype, n, err);
+  if (st == TPX_OK && p->master_off >= 0)
+    st = tpx__ms_convert(ms, u->master + p->master_off, TPX_DTYPE_F32, dev,
+                         dtype, n, err);
+  tpx__ms_free(ms, dev);
   free(tmp);
-  return TPX_OK;
+  return st;
 }
 
 static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
@@ -94,26 +105,30 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
   int64_t numel;
   tpx_slice whole = whole_of(rt, p, &numel);
   size_t es = tpx_dtype_size(dtype);
-  memset(full, 0, (size_t)numel * es);
+  /* The full tensor is assembled and summed in the runtime's memory space,
+   * then copied once to the caller's host buffer. */
+  const tpx__memspace *ms = rt->ms;
   size_t n = (size_t)(p->shard_rows * p->row_numel);
-  if (n) {
-    void *tmp = malloc(n * es);
-    if (!tmp)
-      return tpx_error_set(err, TPX_NO_MEMORY, "%s: '%s': out of memory",
-                           what, fqn_of(rt, p));
-    const float *src = grad ? rt->units[p->unit].grad + p->grad_off
-                            : tpx__rt_master(rt, p);
-    tpx__rt_convert(tmp, dtype, src, TPX_DTYPE_F32, n);
-    tpx__box_copy(full, &whole, tmp, &p->global, &p->global, es);
-    free(tmp);
-  }
-  for (int d = 0; d < rt->ndim; d++) {
+  void *dfull = NULL, *tmp = NULL;
+  tpx_status st = tpx__ms_alloc(ms, (size_t)numel * es, 1, &dfull, err);
+  if (st == TPX_OK) st = tpx__ms_alloc(ms, n * es, 0, &tmp, err);
+  const float *src = grad ? rt->units[p->unit].grad + p->grad_off
+                          : tpx__rt_master(rt, p);
+  if (st == TPX_OK) st = tpx__ms_convert(ms, tmp, dtype, src, TPX_DTYPE_F32,
+                                         n, err);
+  if (st == TPX_OK)
+    st = tpx__box_copy(ms, TPX__D2D, dfull, &whole, tmp, &p->global,
+                       &p->global, es, err);
+  for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
     if (!(p->shard_mask & (1u << d))) continue;
-    tpx_status st = tpx__rt_all_reduce_dim(rt, d, full, (size_t)numel, dtype,
-                                           TPX_REDUCE_SUM, err);
-    if (st != TPX_OK) return st;
+    st = tpx__rt_all_reduce_dim(rt, d, dfull, (size_t)numel, dtype,
+                                TPX_REDUCE_SUM, err);
   }
-  return TPX_OK;
+  if (st == TPX_OK)
+    st = tpx__ms_copy(ms, full, dfull, (size_t)numel * es, TPX__D2H, err);
+  tpx__ms_free(ms, tmp);
+  tpx__ms_free(ms, dfull);
+  return st;
 }
 
 tpx_status tpx_runtime_gather_param(tpx_runtime *rt, int64_t param,

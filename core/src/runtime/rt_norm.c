@@ -3,9 +3,10 @@
  * seed 004's get_grad_norm / clip_grad_by_total_norm_ do.
  * Per parameter, the local sum of squares (or max |g|) goes into the slot
  * of the set of mesh dims it is sharded on; slot s is then reduced over
- * exactly the dims in s, so replicated copies are never counted twice. */
+ * exactly the dims in s, so replicated copies are never counted twice.
+ * Everything runs in the runtime's memory space (device/memspace.h); the
+ * host reads back only the 2^ndim reduced slot values to form the norm. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/rt_internal.h"
@@ -24,45 +25,48 @@ tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
                          norm_type);
   tpx_status fst = tpx__rt_finish_reduces(rt, err);
   if (fst != TPX_OK) return fst;
+  /* The partial sums live in the runtime's memory space: slot s at acc[s],
+   * a packing area after them. Only the reduced slots come back to the
+   * host, in one copy of 2^ndim doubles (documented in docs/RUNTIME.md):
+   * the single host read of the norm. */
+  const tpx__memspace *ms = rt->ms;
   size_t nslots = (size_t)1 << rt->ndim;
-  double *acc = calloc(nslots * 2, sizeof *acc);
-  if (!acc)
-    return tpx_error_set(err, TPX_NO_MEMORY,
-                         "tpx_runtime_grad_norm: out of memory");
+  double host[1u << TPX_MESH_MAX_DIMS];
+  void *accv = NULL;
+  tpx_status st = tpx__ms_alloc(ms, nslots * 2 * sizeof(double), 1, &accv,
+                                err);
+  if (st != TPX_OK) return st;
+  double *acc = accv;
   double *pack = acc + nslots;
-  for (size_t i = 0; i < rt->num_rt_params; i++) {
+  for (size_t i = 0; i < rt->num_rt_params && st == TPX_OK; i++) {
     const tpx__rt_param *p = &rt->params[i];
     const float *g = rt->units[p->unit].grad + p->grad_off;
     size_t n = (size_t)(p->shard_rows * p->row_numel);
-    double a = acc[p->shard_mask];
-    if (inf) {
-      for (size_t k = 0; k < n; k++) {
-        double v = fabs((double)g[k]);
-        if (v > a || isnan(v)) a = v;
-      }
-    } else {
-      for (size_t k = 0; k < n; k++) a += (double)g[k] * (double)g[k];
-    }
-    acc[p->shard_mask] = a;
+    if (n) st = ms->ops->norm_acc(ms, acc + p->shard_mask, g, n, inf, err);
   }
-  tpx_status st = TPX_OK;
   for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
     size_t m = 0;
-    for (size_t s = 0; s < nslots; s++)
-      if (s & (1u << d)) pack[m++] = acc[s];
-    if (m == 0) continue;
+    for (size_t s = 0; s < nslots && st == TPX_OK; s++)
+      if (s & (1u << d))
+        st = tpx__ms_copy(ms, pack + m++, acc + s, sizeof(double), TPX__D2D,
+                          err);
+    if (m == 0 || st != TPX_OK) continue;
     st = tpx__rt_all_reduce_dim(rt, d, pack, m, TPX_DTYPE_F64,
                                 inf ? TPX_REDUCE_MAX : TPX_REDUCE_SUM, err);
     m = 0;
-    for (size_t s = 0; s < nslots; s++)
-      if (s & (1u << d)) acc[s] = pack[m++];
+    for (size_t s = 0; s < nslots && st == TPX_OK; s++)
+      if (s & (1u << d))
+        st = tpx__ms_copy(ms, acc + s, pack + m++, sizeof(double), TPX__D2D,
+                          err);
   }
+  if (st == TPX_OK)
+    st = tpx__ms_copy(ms, host, acc, nslots * sizeof(double), TPX__D2H, err);
+  tpx__ms_free(ms, accv);
+  if (st != TPX_OK) return st;
   double total = 0.0;
   for (size_t s = 0; s < nslots; s++)
-    total = inf ? (acc[s] > total || isnan(acc[s]) ? acc[s] : total)
-                : total + acc[s];
-  free(acc);
-  if (st != TPX_OK) return st;
+    total = inf ? (host[s] > total || isnan(host[s]) ? host[s] : total)
+                : total + host[s];
   *out = inf ? total : sqrt(total);
   return TPX_OK;
 }
@@ -87,11 +91,12 @@ tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
    * norm makes every gradient NaN (seed 004's Python-float version would
    * skip scaling instead). coef == 1 changes nothing. */
   if (!(coef < 1.0f) && !isnan(coef)) return TPX_OK;
-  for (size_t u = 0; u < rt->num_units; u++) {
-    float *g = rt->units[u].grad;
-    for (int64_t k = 0; k < rt->units[u].grad_numel; k++) g[k] *= coef;
-  }
-  return TPX_OK;
+  for (size_t u = 0; u < rt->num_units && st == TPX_OK; u++)
+    if (rt->units[u].grad_numel)
+      st = rt->ms->ops->scale_f32(rt->ms, rt->units[u].grad,
+                                  (size_t)rt->units[u].grad_numel, coef, 0,
+                                  err);
+  return st;
 }
 
 tpx_status tpx_runtime_clip_grad_norm(tpx_runtime *rt, double max_norm,

@@ -33,10 +33,13 @@ void *tpx__rt_alloc_raw(tpx_runtime *rt, tpx_runtime_mem_kind kind,
         p = rt->cache[i].p;
         rt->cache[i] = rt->cache[--rt->ncache];
         rt->cached_bytes -= (int64_t)bytes;
-        if (zero) memset(p, 0, bytes);
+        if (zero && tpx__ms_memset(rt->ms, p, 0, bytes, NULL) != TPX_OK) {
+          tpx__ms_free(rt->ms, p);
+          return NULL;
+        }
         break;
       }
-  if (!p) p = calloc(1, bytes ? bytes : 1);
+  if (!p && tpx__ms_alloc(rt->ms, bytes, 1, &p, NULL) != TPX_OK) return NULL;
   if (!p) return NULL;
   rt->cur[kind] += (int64_t)bytes;
   rt->cur[TPX_RUNTIME_MEM_TOTAL] += (int64_t)bytes;
@@ -67,11 +70,11 @@ void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
       return;
     }
   }
-  free(p);
+  tpx__ms_free(rt->ms, p);
 }
 
 static void release_cache(tpx_runtime *rt) {
-  for (size_t i = 0; i < rt->ncache; i++) free(rt->cache[i].p);
+  for (size_t i = 0; i < rt->ncache; i++) tpx__ms_free(rt->ms, rt->cache[i].p);
   free(rt->cache);
   rt->cache = NULL;
   rt->ncache = rt->cache_cap = 0;
@@ -392,12 +395,6 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   *out = NULL;
   tpx_status st = tpx__tp_check_comm(sh, mc, "tpx_runtime_create", err);
   if (st != TPX_OK) return st;
-  if (strcmp(tpx_comm_backend(tpx_mesh_comm_world(mc)), "nccl") == 0)
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "tpx_runtime_create: the runtime keeps host "
-                         "buffers; the nccl backend takes device memory "
-                         "(not supported by the runtime yet: use local or "
-                         "mpi)");
   tpx_runtime_options o = TPX_RUNTIME_OPTIONS_INIT;
   if (opts) {
     if (opts->struct_size < sizeof(size_t) ||
@@ -425,6 +422,7 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                              "memory");
   rt->sh = sh;
   rt->mc = mc;
+  rt->ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
   rt->opts = o;
   rt->rank = tpx_comm_rank(tpx_mesh_comm_world(mc));
   rt->ndim = sh->ndim;

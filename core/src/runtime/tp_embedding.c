@@ -9,11 +9,15 @@
  * The output (and its gradient) then goes through the module's output
  * transition. Row ranges come from the layout (torch.chunk, as DTensor's
  * MaskPartial), never from Automodel's divmod fix-up.
+ * Buffers (ids, weight, output, gradients) live in the mesh comm's memory
+ * space; the lookup, the scatter-add and the id range check are its
+ * kernels (device/memspace.h), so device memory works.
  * Not here: the transitions themselves (tp_transition.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_impl.h"
 #include "runtime/tp_internal.h"
 #include "shard/sharding_impl.h"
 
@@ -170,9 +174,9 @@ static int is_float(tpx_dtype d) {
 /* Checks shared by forward and backward: ids, the weight-shaped tensor,
  * then the range of every id (identical on all tp ranks: ids are
  * replicated). */
-static tpx_status check_common(const emb_plan *ep, const tpx_tensor *ids,
-                               const tpx_tensor *w, const char *wname,
-                               tpx_error *err) {
+static tpx_status check_common(const emb_plan *ep, const tpx__memspace *ms,
+                               const tpx_tensor *ids, const tpx_tensor *w,
+                               const char *wname, tpx_error *err) {
   if (ids->dtype != TPX_DTYPE_I32 && ids->dtype != TPX_DTYPE_I64)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: ids must be int32 or int64, not %s", ep->ctx,
@@ -182,26 +186,29 @@ static tpx_status check_common(const emb_plan *ep, const tpx_tensor *ids,
                          "%s: %s must be f32 or bf16, not %s", ep->ctx, wname,
                          tpx_dtype_short_name(w->dtype));
   TPX__TRY(tpx__tp_check_shape(w, ep->wlen, 2, wname, ep->ctx, err));
-  int64_t n = tpx_tensor_numel(ids);
-  for (int64_t i = 0; i < n; i++) {
-    int64_t id = tpx__tp_read_index(ids, i);
-    if (id < 0 || id >= ep->V)
-      return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                           "%s: ids[%lld] = %lld is outside the vocabulary "
-                           "[0, %lld)",
-                           ep->ctx, (long long)i, (long long)id,
-                           (long long)ep->V);
-  }
+  /* The memory space's check: one verdict (the first bad position) comes
+   * back to the host, the ids themselves are never read here. */
+  int64_t n = tpx_tensor_numel(ids), bad[2] = {-1, 0};
+  if (n > 0)
+    TPX__TRY(ms->ops->index_check(ms, ids->data, ids->dtype, (size_t)n,
+                                  ep->V, 0, 0, bad, err));
+  if (bad[0] >= 0)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "%s: ids[%lld] = %lld is outside the vocabulary "
+                         "[0, %lld)",
+                         ep->ctx, (long long)bad[0], (long long)bad[1],
+                         (long long)ep->V);
   return TPX_OK;
 }
 
-/* Row of the local weight that id maps to, or -1 when masked. */
-static int64_t local_row(const emb_plan *ep, int64_t id) {
-  if (ep->wpl.kind == TPX_SHARD && ep->wpl.dim == 0) {
-    int64_t r = id - ep->woff[0];
-    return r >= 0 && r < ep->wlen[0] ? r : -1;
-  }
-  return id;
+/* Which local weight row an id maps to (masked outside this rank's rows
+ * under Shard(0)). */
+static tpx__ms_rows rows_of(const emb_plan *ep) {
+  tpx__ms_rows r;
+  r.masked = ep->wpl.kind == TPX_SHARD && ep->wpl.dim == 0;
+  r.off = ep->woff[0];
+  r.len = ep->wlen[0];
+  return r;
 }
 
 tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
@@ -216,7 +223,8 @@ tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
   emb_plan ep;
   TPX__TRY(plan_embed(sh, module, tpx__tp_my_rank(mc), ids->shape, ids->ndim,
                       w, &ep, err));
-  TPX__TRY(check_common(&ep, ids, weight, "weight", err));
+  const tpx__memspace *ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
+  TPX__TRY(check_common(&ep, ms, ids, weight, "weight", err));
   if (out->dtype != weight->dtype)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: output dtype %s differs from the weight's %s",
@@ -231,28 +239,20 @@ tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                    ep.nat_local);
   void *buf = NULL;
   if (ep.has_tr) {
-    size_t bytes = (size_t)n * row;
-    buf = malloc(bytes ? bytes : 1);
-    if (!buf)
-      return tpx_error_set(err, TPX_NO_MEMORY, "%s: %zu bytes", ep.ctx,
-                           (size_t)n * row);
+    TPX__TRY(tpx__ms_alloc(ms, (size_t)n * row, 0, &buf, err));
     nat.data = buf;
   } else {
     nat.data = out->data;
   }
-  for (int64_t i = 0; i < n; i++) {
-    int64_t r = local_row(&ep, tpx__tp_read_index(ids, i));
-    char *dst = (char *)nat.data + (size_t)i * row;
-    if (r < 0)
-      memset(dst, 0, row); /* masked: zero before the reduction */
-    else
-      memcpy(dst, (const char *)weight->data + (size_t)r * row, row);
-  }
+  tpx__ms_rows rows = rows_of(&ep);
   tpx_status st = TPX_OK;
-  if (ep.has_tr)
+  if (n > 0 && row > 0)
+    st = ms->ops->embed_lookup(ms, nat.data, weight->data, row, ids->data,
+                               ids->dtype, (size_t)n, &rows, err);
+  if (st == TPX_OK && ep.has_tr)
     st = tpx_tp_transition_run(sh, mc, module, TPX_TRANSITION_OUTPUT, 0, 0,
                                ep.gshape, &nat, out, err);
-  free(buf);
+  tpx__ms_free(ms, buf);
   return st;
 }
 
@@ -269,7 +269,8 @@ tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh,
   emb_plan ep;
   TPX__TRY(plan_embed(sh, module, tpx__tp_my_rank(mc), ids->shape, ids->ndim,
                       w, &ep, err));
-  TPX__TRY(check_common(&ep, ids, weight_grad, "weight_grad", err));
+  const tpx__memspace *ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
+  TPX__TRY(check_common(&ep, ms, ids, weight_grad, "weight_grad", err));
   if (!is_float(grad_out->dtype))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: grad_out must be f32 or bf16, not %s", ep.ctx,
@@ -282,29 +283,22 @@ tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh,
   void *buf = NULL;
   if (ep.has_tr) {
     size_t bytes = (size_t)(n * hl) * tpx_dtype_size(grad_out->dtype);
-    buf = malloc(bytes ? bytes : 1);
-    if (!buf)
-      return tpx_error_set(err, TPX_NO_MEMORY, "%s: %zu bytes", ep.ctx,
-                           bytes);
+    TPX__TRY(tpx__ms_alloc(ms, bytes, 0, &buf, err));
     g = tpx_tensor_make(buf, grad_out->dtype, ep.gndim, ep.bwd_local);
     tpx_status st = tpx_tp_transition_run(sh, mc, module,
                                           TPX_TRANSITION_OUTPUT, 0, 1,
                                           ep.gshape, grad_out, &g, err);
     if (st != TPX_OK) {
-      free(buf);
+      tpx__ms_free(ms, buf);
       return st;
     }
   }
-  for (int64_t i = 0; i < n; i++) {
-    int64_t r = local_row(&ep, tpx__tp_read_index(ids, i));
-    if (r < 0) continue; /* masked: another rank's rows */
-    for (int64_t j = 0; j < hl; j++) {
-      int64_t k = r * hl + j;
-      float v = tpx__tp_read_f(weight_grad->data, weight_grad->dtype, k) +
-                tpx__tp_read_f(g.data, g.dtype, i * hl + j);
-      tpx__tp_write_f(weight_grad->data, weight_grad->dtype, k, v);
-    }
-  }
-  free(buf);
-  return TPX_OK;
+  tpx__ms_rows rows = rows_of(&ep);
+  tpx_status st = TPX_OK;
+  if (n > 0 && hl > 0)
+    st = ms->ops->embed_scatter_add(ms, weight_grad->data, weight_grad->dtype,
+                                    g.data, g.dtype, (size_t)hl, ids->data,
+                                    ids->dtype, (size_t)n, &rows, err);
+  tpx__ms_free(ms, buf);
+  return st;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_impl.h"
 #include "comm/reduce.h"
 #include "runtime/tp_internal.h"
 #include "shard/sharding_impl.h"
@@ -157,10 +158,9 @@ static tpx_status move(const tpx_sharding *sh, tpx_mesh_comm *mc,
   TPX__TRY(tpx__tp_check_shape(in, lin, ndim, "input", ctx, err));
   TPX__TRY(tpx__tp_check_shape(out, lout, ndim, "output", ctx, err));
   size_t bytes = (size_t)tpx_tensor_nbytes(out);
-  if (copy) {
-    if (bytes && in->data != out->data) memmove(out->data, in->data, bytes);
-    return TPX_OK;
-  }
+  const tpx__memspace *ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
+  if (copy)
+    return tpx__ms_copy(ms, out->data, in->data, bytes, TPX__D2D, err);
   tpx_placement pf[TPX_MESH_MAX_DIMS], pt[TPX_MESH_MAX_DIMS];
   tpx__tp_activation_placements(sh, from, pf);
   tpx__tp_activation_placements(sh, to, pt);
@@ -170,14 +170,13 @@ static tpx_status move(const tpx_sharding *sh, tpx_mesh_comm *mc,
   if (!overlap)
     return tpx_redistribute(mc, shape, ndim, in->dtype, pf, in->data, pt,
                             out->data, err);
-  void *tmp = malloc(bytes ? bytes : 1);
-  if (!tmp)
-    return tpx_error_set(err, TPX_NO_MEMORY, "%s: temporary of %zu bytes",
-                         ctx, bytes);
+  void *tmp = NULL;
+  TPX__TRY(tpx__ms_alloc(ms, bytes, 0, &tmp, err));
   tpx_status st =
       tpx_redistribute(mc, shape, ndim, in->dtype, pf, in->data, pt, tmp, err);
-  if (st == TPX_OK && bytes) memcpy(out->data, tmp, bytes);
-  free(tmp);
+  if (st == TPX_OK)
+    st = tpx__ms_copy(ms, out->data, tmp, bytes, TPX__D2D, err);
+  tpx__ms_free(ms, tmp);
   return st;
 }
 

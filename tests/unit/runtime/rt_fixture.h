@@ -13,6 +13,7 @@
 
 #include "../shard/shard_fixture.h"
 #include "rt_cases.h"
+#include "rt_util.h"
 #include "tpx/registry.h"
 #include "tpx/tpx.h"
 
@@ -211,12 +212,36 @@ static inline void rt_run_body(tpx_local_fn fn, const tpx_sharding *sh) {
 }
 
 /* Run a case on local threads over the sharding's whole mesh. */
+/* Run the case twice: on host memory, then with the world in the sim
+ * memory space (every tensor a library call sees is a pointer that faults
+ * on a host access); both pass their checks and every tensor after every
+ * call is bit-identical (the per-rank digests match). */
 static inline void rt_run(tpx_local_fn fn, rt_arg *a, const char *what) {
-  tpx_error e = {0};
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(a->sh));
-  tpx_status st = tpx_local_run((int)world, fn, a, &e);
-  ck_assert_msg(st == TPX_OK, "%s (world %lld): %s", what, (long long)world,
-                e.message);
+  ck_assert_int_le(world, RT_MAX_RANKS);
+  uint64_t host[RT_MAX_RANKS];
+  int host_runs = 0;
+  for (int sim = 0; sim < 2; sim++) {
+    tpx_error e = {0};
+    for (int r = 0; r < RT_MAX_RANKS; r++)
+      rtu_digest[r] = 14695981039346656037ULL;
+    tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
+    lo.sim_device_memory = sim;
+    tpx_status st = tpx_local_run_opts((int)world, &lo, fn, a, &e);
+    ck_assert_msg(st == TPX_OK, "%s (world %lld%s): %s", what,
+                  (long long)world, sim ? ", sim memory" : "", e.message);
+    if (!sim) {
+      memcpy(host, rtu_digest, sizeof host);
+      host_runs = a->cases_run;
+      continue;
+    }
+    ck_assert_int_eq(a->cases_run, host_runs);
+    for (int r = 0; r < world; r++)
+      ck_assert_msg(rtu_digest[r] == host[r],
+                    "%s: rank %d's tensors differ between host and sim "
+                    "memory",
+                    what, r);
+  }
 }
 
 #endif

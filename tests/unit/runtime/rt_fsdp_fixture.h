@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../shard/shard_fixture.h"
+#include "device/sim_tag.h"
 #include "tpx/tpx.h"
 
 static inline void rt_add_dt(tpx_model *m, const char *mod,
@@ -134,6 +135,21 @@ static inline int64_t rt_global_index(const tpx_slice *box,
   for (int d = 0; d < box->ndim; d++)
     g = g * shape[d] + box->offset[d] + coord[d];
   return g;
+}
+
+/* Run fn on `world` local threads, with the world's buffers in the sim
+ * memory space when `sim` (core/src/device/sim_tag.h). */
+static inline tpx_status rt_local_run(int world, int sim, tpx_local_fn fn,
+                                      void *arg, tpx_error *err) {
+  tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
+  lo.sim_device_memory = sim;
+  return tpx_local_run_opts(world, &lo, fn, arg, err);
+}
+
+/* The test's own access to a runtime buffer (what a trainer's device
+ * kernel does): untagged when the world is in sim memory. */
+static inline void *rt_hv(int sim, const void *p) {
+  return sim ? tpx__sim_untag(p) : (void *)(uintptr_t)p;
 }
 
 #endif /* TPX_TESTS_RT_FSDP_FIXTURE_H */

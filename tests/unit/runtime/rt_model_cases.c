@@ -222,7 +222,11 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
     rtu_xrun(&b, m_norm, TPX_TRANSITION_INPUT, 1, &Lx, shapeH, &dxn, &dxn2);
   else
     dxn2 = dxn;
-  if (tpx_tp_param_grad_allreduce(sh, b.mc, p_g, &tdg, &e) != TPX_OK)
+  rtu_sim sm;
+  RTU_SIM(&sm, b.mc, &tdg);
+  tpx_status pst = tpx_tp_param_grad_allreduce(sh, b.mc, p_g, &tdg, &e);
+  rtu_sim_end(&sm, b.me);
+  if (pst != TPX_OK)
     rtu_lib_failed(err, "block: norm grad all-reduce", &e);
   (void)dnin;
   /* ---- compare ---- */
@@ -353,7 +357,12 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
     rtu_lib_failed(err, "head: embedding shape", &e);
   tpx_tensor th = rtu_talloc(TPX_DTYPE_F32, 3, hloc);
   e = (tpx_error){0};
-  if (tpx_tp_embedding_forward(sh, b.mc, m_emb, &tids, &te, &th, &e) != TPX_OK)
+  rtu_sim sm;
+  RTU_SIM(&sm, b.mc, &tids, &te, &th);
+  tpx_status hst = tpx_tp_embedding_forward(sh, b.mc, m_emb, &tids, &te, &th,
+                                            &e);
+  rtu_sim_end(&sm, b.me);
+  if (hst != TPX_OK)
     rtu_lib_failed(err, "head: embedding forward", &e);
   /* h's layout and whether it is a DTensor */
   const tpx_transition *etr = NULL, *ntr = NULL;
@@ -398,8 +407,11 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor dz = rtu_talloc(TPX_DTYPE_F32, 3, zl_shape);
   double got_loss = 0;
   e = (tpx_error){0};
-  if (tpx_tp_cross_entropy_mean(sh, b.mc, &o, &lout, &ttg, &dz, &got_loss,
-                                &e) != TPX_OK)
+  RTU_SIM(&sm, b.mc, &lout, &ttg, &dz);
+  hst = tpx_tp_cross_entropy_mean(sh, b.mc, &o, &lout, &ttg, &dz, &got_loss,
+                                  &e);
+  rtu_sim_end(&sm, b.me);
+  if (hst != TPX_OK)
     rtu_lib_failed(err, "head: cross entropy", &e);
   if (!(fabs(got_loss - loss) <= 1e-5 * fabs(loss)))
     rtu_failed(err, "head: loss %.9g, want %.9g", got_loss, loss);
@@ -433,12 +445,18 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   else
     dh2 = dh;
   e = (tpx_error){0};
-  if (tpx_tp_param_grad_allreduce(sh, b.mc, p_g, &tdg, &e) != TPX_OK)
+  RTU_SIM(&sm, b.mc, &tdg);
+  hst = tpx_tp_param_grad_allreduce(sh, b.mc, p_g, &tdg, &e);
+  rtu_sim_end(&sm, b.me);
+  if (hst != TPX_OK)
     rtu_lib_failed(err, "head: norm grad all-reduce", &e);
   tpx_tensor tde = rtu_talloc(TPX_DTYPE_F32, 2, s_e.length);
   e = (tpx_error){0};
-  if (tpx_tp_embedding_backward(sh, b.mc, m_emb, &tids, &dh2, &tde, &e) !=
-      TPX_OK)
+  tpx_tensor dh2in = dh2;
+  RTU_SIM(&sm, b.mc, &tids, &dh2in, &tde);
+  hst = tpx_tp_embedding_backward(sh, b.mc, m_emb, &tids, &dh2in, &tde, &e);
+  rtu_sim_end(&sm, b.me);
+  if (hst != TPX_OK)
     rtu_lib_failed(err, "head: embedding backward", &e);
   /* compare */
   double *ref = malloc((size_t)(V * H + 1) * sizeof *ref);

@@ -110,8 +110,12 @@ static void one_transition(const rt_arg *a, tpx_mesh_comm *mc, int64_t mod,
   tpx_tensor tin = rtu_talloc(dt, ndim, lin), tout = rtu_talloc(dt, ndim, lout);
   for (int64_t i = 0; i < rtu_numel(lin, ndim); i++)
     rtu_put(tin.data, dt, i, pin[i]);
-  if (tpx_tp_transition_run_dt(sh, mc, mod, tr->side, tr->index, bwd, arrived,
-                               shape, &tin, &tout, &e) != TPX_OK)
+  rtu_sim sm;
+  RTU_SIM(&sm, mc, &tin, &tout);
+  st = tpx_tp_transition_run_dt(sh, mc, mod, tr->side, tr->index, bwd, arrived,
+                                shape, &tin, &tout, &e);
+  rtu_sim_end(&sm, me);
+  if (st != TPX_OK)
     rtu_lib_failed(err, where, &e);
   else if (out_pl.kind == TPX_PARTIAL && !copy) {
     /* Replicate -> Partial keeps the value on tp index 0 (redistribute.h). */

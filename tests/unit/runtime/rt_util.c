@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/sim_tag.h"
 #include "rt_util.h"
 
 /* ---- failure recording: first one wins, ranks keep going --------------- */
@@ -106,6 +107,43 @@ tpx_tensor rtu_talloc(tpx_dtype t, int ndim, const int64_t *shape) {
 }
 
 /* This rank's coordinate on the tp dim (0 when none). */
+uint64_t rtu_digest[RT_MAX_RANKS];
+
+void rtu_sim_begin(rtu_sim *s, tpx_mesh_comm *mc, tpx_tensor *const *ts,
+                   int n) {
+  int on = strcmp(tpx_comm_memspace(tpx_mesh_comm_world(mc)), "sim") == 0;
+  s->on = on;
+  s->n = n;
+  for (int i = 0; i < n; i++) {
+    s->t[i] = ts[i];
+    s->host[i] = ts[i]->data;
+    if (!on || !ts[i]->data) continue;
+    size_t bytes = (size_t)tpx_tensor_nbytes(ts[i]);
+    void *p = malloc(bytes ? bytes : 1);
+    memcpy(p, ts[i]->data, bytes);
+    ts[i]->data = tpx__sim_tag(p);
+  }
+}
+
+void rtu_sim_end(rtu_sim *s, int64_t me) {
+  uint64_t *digest = &rtu_digest[me % RT_MAX_RANKS];
+  for (int i = 0; i < s->n; i++) {
+    tpx_tensor *t = s->t[i];
+    size_t bytes = (size_t)tpx_tensor_nbytes(t);
+    if (s->on && t->data) {
+      void *p = tpx__sim_untag(t->data);
+      memcpy(s->host[i], p, bytes);
+      free(p);
+      t->data = s->host[i];
+    }
+    const unsigned char *b = t->data;
+    uint64_t h = *digest;
+    for (size_t k = 0; b && k < bytes; k++)
+      h = (h ^ b[k]) * 1099511628211ULL; /* FNV-1a */
+    *digest = h;
+  }
+}
+
 int64_t rtu_tp_coord(const tpx_sharding *sh, tpx_mesh_comm *mc) {
   int d = tpx_tp_mesh_dim(sh);
   return d < 0 ? 0 : tpx_comm_rank(tpx_mesh_comm_dim(mc, d));
@@ -182,8 +220,13 @@ void rtu_xrun(blk *b, int64_t mod, tpx_transition_side side, int bwd,
     return;
   }
   *out = rtu_talloc(TPX_DTYPE_F32, in->ndim, lo);
-  if (tpx_tp_transition_run_dt(b->sh, b->mc, mod, side, 0, bwd, arrived, shape,
-                               in, out, &e) != TPX_OK) {
+  tpx_tensor din = *in;
+  rtu_sim sm;
+  RTU_SIM(&sm, b->mc, &din, out);
+  tpx_status st = tpx_tp_transition_run_dt(b->sh, b->mc, mod, side, 0, bwd,
+                                           arrived, shape, &din, out, &e);
+  rtu_sim_end(&sm, b->me);
+  if (st != TPX_OK) {
     rtu_lib_failed(b->err, what, &e);
     b->ok = 0;
   }

@@ -18,6 +18,29 @@ typedef struct blk {
   int ok;
 } blk;
 
+/* Per world rank: a hash of every tensor the cases' library calls saw,
+ * after each call (rt_run compares a host run with a sim run). */
+#define RT_MAX_RANKS 16
+extern uint64_t rtu_digest[RT_MAX_RANKS];
+
+/* Around one library call: when mc's world is in sim memory, rtu_sim_begin
+ * swaps each tensor's data for a fresh sim copy (so the call sees only
+ * pointers that fault on a host access); rtu_sim_end copies every buffer
+ * back, frees the copies and folds the bytes of all tensors into rank
+ * me's rtu_digest (host memory: only the digest). */
+typedef struct rtu_sim {
+  int on, n;
+  tpx_tensor *t[8];
+  void *host[8];
+} rtu_sim;
+void rtu_sim_begin(rtu_sim *s, tpx_mesh_comm *mc, tpx_tensor *const *ts,
+                   int n);
+void rtu_sim_end(rtu_sim *s, int64_t me);
+#define RTU_SIM(s, mc, ...)                                                    \
+  rtu_sim_begin((s), (mc), (tpx_tensor *const[]){__VA_ARGS__},                 \
+                (int)(sizeof((tpx_tensor *const[]){__VA_ARGS__}) /            \
+                      sizeof(tpx_tensor *)))
+
 tpx_status rtu_failed(tpx_error *err, const char *fmt, ...);
 void rtu_lib_failed(tpx_error *err, const char *what, const tpx_error *e);
 double rtu_ival(int64_t i, int64_t salt);

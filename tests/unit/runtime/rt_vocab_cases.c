@@ -82,7 +82,11 @@ tpx_status case_embedding(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t no = tpx_slice_numel(&os);
   double *ref = malloc((size_t)(no > nw ? no : nw) * sizeof *ref + 8);
   tpx_tensor tout = rtu_talloc(TPX_DTYPE_F32, 3, os.length);
-  if (tpx_tp_embedding_forward(sh, mc, mod, &tids, &tw, &tout, &e) != TPX_OK) {
+  rtu_sim sm;
+  RTU_SIM(&sm, mc, &tids, &tw, &tout);
+  tpx_status cst = tpx_tp_embedding_forward(sh, mc, mod, &tids, &tw, &tout, &e);
+  rtu_sim_end(&sm, me);
+  if (cst != TPX_OK) {
     rtu_lib_failed(err, "embedding forward", &e);
   } else {
     rtu_box_get(E, oshape, 3, &os, ref);
@@ -102,7 +106,10 @@ tpx_status case_embedding(tpx_comm *world, void *arg, tpx_error *err) {
   for (int64_t i = 0; i < nw; i++)
     ((float *)twg.data)[i] = 1.0f;
   e = (tpx_error){0};
-  if (tpx_tp_embedding_backward(sh, mc, mod, &tids, &tg, &twg, &e) != TPX_OK) {
+  RTU_SIM(&sm, mc, &tids, &tg, &twg);
+  cst = tpx_tp_embedding_backward(sh, mc, mod, &tids, &tg, &twg, &e);
+  rtu_sim_end(&sm, me);
+  if (cst != TPX_OK) {
     rtu_lib_failed(err, "embedding backward", &e);
   } else {
     rtu_box_get(dW, pi.shape, 2, &ws, ref);
@@ -187,7 +194,11 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
       rtu_put(tz.data, dt, i * len + j, Z[i * V + off + j]);
   tpx_tensor tt = tpx_tensor_make(tg, TPX_DTYPE_I64, 1, tshape);
   tpx_tensor tlp = rtu_talloc(TPX_DTYPE_F32, 1, tshape);
-  if (tpx_tp_logprobs(sh, mc, &o, &tz, &tt, &tlp, &e) != TPX_OK)
+  rtu_sim sm;
+  RTU_SIM(&sm, mc, &tz, &tt, &tlp);
+  tpx_status cst = tpx_tp_logprobs(sh, mc, &o, &tz, &tt, &tlp, &e);
+  rtu_sim_end(&sm, me);
+  if (cst != TPX_OK)
     rtu_lib_failed(err, "logprobs", &e);
   else
     for (int64_t i = 0; i < N; i++)
@@ -198,7 +209,10 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
     ((float *)tgl.data)[i] = (float)rtu_rval(i, 22);
   tpx_tensor tgz = rtu_talloc(dt, 2, lshape);
   e = (tpx_error){0};
-  if (tpx_tp_logprobs_backward(sh, mc, &o, &tz, &tt, &tgl, &tgz, &e) != TPX_OK)
+  RTU_SIM(&sm, mc, &tz, &tt, &tgl, &tgz);
+  cst = tpx_tp_logprobs_backward(sh, mc, &o, &tz, &tt, &tgl, &tgz, &e);
+  rtu_sim_end(&sm, me);
+  if (cst != TPX_OK)
     rtu_lib_failed(err, "logprobs backward", &e);
   else
     check_grad(err, "d logprob / d logit", &tgz, Z, lse, tg, tgl.data, -1.0, N,
@@ -207,8 +221,10 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
   double ls = 0, mean = 0;
   int64_t c = 0;
   e = (tpx_error){0};
-  if (tpx_tp_cross_entropy(sh, mc, &o, &tz, &tt, 0.5, &tgz, &ls, &c, &e) !=
-      TPX_OK) {
+  RTU_SIM(&sm, mc, &tz, &tt, &tgz);
+  cst = tpx_tp_cross_entropy(sh, mc, &o, &tz, &tt, 0.5, &tgz, &ls, &c, &e);
+  rtu_sim_end(&sm, me);
+  if (cst != TPX_OK) {
     rtu_lib_failed(err, "cross entropy", &e);
   } else {
     rtu_cmpd(err, "loss sum", ls, sum, tol);
@@ -217,8 +233,10 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
                  (long long)cnt);
   }
   e = (tpx_error){0};
-  if (tpx_tp_cross_entropy_mean(sh, mc, &o, &tz, &tt, &tgz, &mean, &e) !=
-      TPX_OK) {
+  RTU_SIM(&sm, mc, &tz, &tt, &tgz);
+  cst = tpx_tp_cross_entropy_mean(sh, mc, &o, &tz, &tt, &tgz, &mean, &e);
+  rtu_sim_end(&sm, me);
+  if (cst != TPX_OK) {
     rtu_lib_failed(err, "cross entropy mean", &e);
   } else {
     rtu_cmpd(err, "mean loss", mean, sum / (double)cnt, tol);
@@ -238,8 +256,11 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
           if (mine)
             *zp = keep + (s ? -eps : eps);
           e = (tpx_error){0};
-          if (tpx_tp_cross_entropy_mean(sh, mc, &o, &tz, &tt, NULL, &lpm[s],
-                                        &e) != TPX_OK)
+          RTU_SIM(&sm, mc, &tz, &tt);
+          cst = tpx_tp_cross_entropy_mean(sh, mc, &o, &tz, &tt, NULL, &lpm[s],
+                                          &e);
+          rtu_sim_end(&sm, me);
+          if (cst != TPX_OK)
             rtu_lib_failed(err, "finite difference", &e);
         }
         if (mine)

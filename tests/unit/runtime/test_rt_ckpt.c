@@ -72,6 +72,7 @@ typedef struct kctx {
   const char *path;
   tpx_dtype file_dtype, storage;
   int expect_error; /* 0: loads; 1: the load fails (message in err) */
+  int sim;          /* the world's buffers in the sim memory space */
 } kctx;
 
 static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
@@ -109,7 +110,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     if (st == TPX_OK) st = tpx_runtime_param(rt, (int64_t)p, &ri, err);
     if (st == TPX_OK && k->storage == TPX_DTYPE_BF16)
       for (int64_t i = 0; i < ri.sharded_numel; i++)
-        if (((const uint16_t *)ri.sharded)[i] != rt_to_bf16(ri.master[i]))
+        if (((const uint16_t *)rt_hv(k->sim, ri.sharded))[i] !=
+            rt_to_bf16(((const float *)rt_hv(k->sim, ri.master))[i]))
           st = tpx_error_set(err, TPX_INTERNAL, "%s: shard != bf16(master)",
                              in.fqn);
     free(full);
@@ -150,7 +152,7 @@ START_TEST(t_load) {
   char path[256];
   tmp_path(path, sizeof path, "ok");
   kctx k = {rt_tiny_model_dt(c->file_dtype), fx_mesh(1, c->dps, c->tp), NULL,
-            path, c->file_dtype, c->storage, 0};
+            path, c->file_dtype, c->storage, 0, 0};
   tpx_plan *plan = rt_tiny_plan(0);
   write_st(k.model, path, c->file_dtype, 0);
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
@@ -158,7 +160,9 @@ START_TEST(t_load) {
   tpx_error e = {0};
   ck_assert_int_eq(tpx_sharding_create(k.model, plan, k.mesh, &so, &k.sh, &e),
                    TPX_OK);
-  tpx_status st = tpx_local_run((int)(c->dps * c->tp), body, &k, &e);
+  tpx_status st = TPX_OK;
+  for (k.sim = 0; k.sim < 2 && st == TPX_OK; k.sim++) /* host, sim memory */
+    st = rt_local_run((int)(c->dps * c->tp), k.sim, body, &k, &e);
   unlink(path);
   ck_assert_msg(st == TPX_OK, "%s", e.message);
   tpx_sharding_destroy(k.sh);
@@ -170,7 +174,7 @@ END_TEST
 
 static void expect_fail(const char *path, int bad_shape, const char *text) {
   kctx k = {rt_tiny_model(), fx_mesh(1, 2, 1), NULL, path, TPX_DTYPE_F32,
-            TPX_DTYPE_F32, 1};
+            TPX_DTYPE_F32, 1, 0};
   if (bad_shape) write_st(k.model, path, TPX_DTYPE_F32, 1);
   tpx_error e = {0};
   ck_assert_int_eq(tpx_sharding_create(k.model, NULL, k.mesh, NULL, &k.sh, &e),

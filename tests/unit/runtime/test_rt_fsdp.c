@@ -12,7 +12,11 @@
  *  - allocated bytes equal the padded sums; the root stays unsharded after
  *    forward, nothing stays gathered after backward;
  *  - prefetch on a comm thread, synchronous prefetch, no prefetch and no
- *    buffer cache give bit-identical parameters; peak >= allocated bytes.
+ *    buffer cache give bit-identical parameters; peak >= allocated bytes;
+ *  - the same run with the world in the sim memory space (every runtime
+ *    buffer a tagged pointer that faults on a host access; the test reads
+ *    and writes the unsharded / sharded tensors through sim_tag.h as a
+ *    device kernel would) is bit-identical to host memory.
  * Built three times: on local threads (every case); with RT_MPI defined as
  * test_rt_fsdp_mpi, one rank per process (the cases whose world equals the
  * MPI world size; CK_NOFORK, since forking after MPI_Init is not allowed);
@@ -70,6 +74,7 @@ typedef struct ctx {
   tpx_mesh *mesh, *tp_mesh;
   tpx_sharding *sh, *sh_tp;
   tpx_runtime_options ro;
+  int sim; /* the world's buffers are in the sim memory space */
   size_t np;
   int64_t *numel;
   int *alias;
@@ -211,6 +216,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_runtime *rt = NULL;
   tpx_status st = tpx_mesh_comm_create(world, x->mesh, &mc, err);
   if (st != TPX_OK) return st;
+  ck_assert_str_eq(tpx_comm_memspace(world), x->sim ? "sim" : "host");
   RK_OK(tpx_runtime_create(x->sh, mc, &x->ro, &rt, E_));
   int64_t co[3];
   RK_OK(tpx_mesh_coords(x->mesh, rank, co, E_));
@@ -305,7 +311,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
         ck_assert_ptr_nonnull(in.unsharded);
         tpx_param_info info;
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
-        const float *un = in.unsharded;
+        const float *un = rt_hv(x->sim, in.unsharded);
         int64_t bad = -1;
         for (int64_t i = 0; i < in.local_numel && bad < 0; i++)
           if (un[i] != ref[p][rt_global_index(&in.tp_local, info.shape, i)])
@@ -337,7 +343,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
         ck_assert_ptr_nonnull(in.unsharded_grad);
         tpx_param_info info;
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
-        float *gr = in.unsharded_grad;
+        float *gr = rt_hv(x->sim, in.unsharded_grad);
         float w = x->sp[p] ? (float)(t + 1) / (float)(T * (T + 1) / 2) : 1.0f;
         for (int64_t i = 0; i < in.local_numel; i++) {
           int64_t gi = rt_global_index(&in.tp_local, info.shape, i);
@@ -376,8 +382,9 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                     bad < 0 ? 0.0 : x->gmean[p][bad], mb);
       tpx_runtime_param_info in;
       RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+      const float *sg = rt_hv(x->sim, in.sharded_grad);
       for (int64_t i = 0; i < in.sharded_numel && bad < 0; i++)
-        if (in.sharded_grad[i] !=
+        if (sg[i] !=
             gg[p][rt_global_index(&in.global, info.shape, i)])
           bad = i;
       ck_assert_msg(bad < 0, "rank %lld %s: sharded grad[%lld] misplaced",
@@ -483,20 +490,24 @@ START_TEST(t_case) {
 #endif
   ctx x;
   ctx_init(&x, c);
-  /* prefetch on a comm thread, synchronous prefetch, no prefetch, and the
-   * comm thread without the buffer cache: {prefetch, async, cache} */
-  static const int variants[4][3] = {
-      {1, 1, 1}, {1, 0, 1}, {0, 0, 1}, {1, 1, 0}};
+  /* prefetch on a comm thread, synchronous prefetch, no prefetch, the
+   * comm thread without the buffer cache, and the first and second in the
+   * sim memory space (local only): {prefetch, async, cache, sim} */
+  static const int variants[6][4] = {{1, 1, 1, 0}, {1, 0, 1, 0},
+                                     {0, 0, 1, 0}, {1, 1, 0, 0},
+                                     {1, 1, 1, 1}, {1, 0, 1, 1}};
   float **first = calloc(x.np, sizeof *first);
-  for (int k = 0; k < 4; k++) {
+  for (int k = 0; k < 6; k++) {
     x.ro.prefetch = variants[k][0];
     x.ro.async = variants[k][1];
     x.ro.cache_buffers = variants[k][2];
+    x.sim = variants[k][3];
     tpx_error e = {0};
 #ifdef RT_MPI
+    if (x.sim) continue;
     tpx_status st = body(mpi_world, &x, &e);
 #else
-    tpx_status st = tpx_local_run(world, body, &x, &e);
+    tpx_status st = rt_local_run(world, x.sim, body, &x, &e);
 #endif
     ck_assert_msg(st == TPX_OK, "%s (variant %d): %s", c->name, k, e.message);
     for (size_t p = 0; p < x.np; p++) {

@@ -32,6 +32,7 @@ typedef struct mctx {
   tpx_plan *plan;
   tpx_mesh *mesh;
   tpx_sharding *sh;
+  int sim; /* the world's buffers in the sim memory space */
 } mctx;
 
 
@@ -77,10 +78,11 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     RK_OK(tpx_sharding_fsdp_unit(x->sh, (size_t)in.unit, &fu, E_));
     if (!fu.reshard_after_forward) kept_unsh += in.local_numel * 2;
     /* Shard and master. */
-    const uint16_t *sb = in.sharded;
+    const uint16_t *sb = rt_hv(x->sim, in.sharded);
+    const float *ms = rt_hv(x->sim, in.master);
     for (int64_t i = 0; i < in.sharded_numel; i++) {
       float want = ref[p][rt_global_index(&in.global, info.shape, i)];
-      ck_assert(in.master[i] == want);
+      ck_assert(ms[i] == want);
       if (c->bf16_storage) ck_assert(sb[i] == rt_to_bf16(want));
     }
   }
@@ -103,7 +105,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
         tpx_runtime_param_info in;
         RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
-        const uint16_t *un = in.unsharded;
+        const uint16_t *un = rt_hv(x->sim, in.unsharded);
         int64_t bad = -1;
         for (int64_t i = 0; i < in.local_numel && bad < 0; i++)
           if (un[i] !=
@@ -129,7 +131,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
         tpx_model_param(x->model, (int64_t)p, &info, NULL);
         tpx_runtime_param_info in;
         RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
-        uint16_t *gr = in.unsharded_grad;
+        uint16_t *gr = rt_hv(x->sim, in.unsharded_grad);
         for (int64_t i = 0; i < in.local_numel; i++)
           gr[i] = rt_to_bf16(rt_grad(
               (int64_t)p, rt_global_index(&in.tp_local, info.shape, i), d));
@@ -177,15 +179,17 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
 START_TEST(t_mixed) {
   const mcase *c = &mcases[_i];
   mctx x = {c, rt_tiny_model(), rt_tiny_plan(0), fx_mesh(1, c->dps, c->tp),
-            NULL};
+            NULL, 0};
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
   so.param_dtype = c->bf16_storage ? TPX_DTYPE_INVALID : TPX_DTYPE_BF16;
   tpx_error e = {0};
   ck_assert_msg(tpx_sharding_create(x.model, x.plan, x.mesh, &so, &x.sh, &e) ==
                     TPX_OK,
                 "%s", e.message);
-  tpx_status st = tpx_local_run((int)(c->dps * c->tp), body, &x, &e);
-  ck_assert_msg(st == TPX_OK, "%s", e.message);
+  for (x.sim = 0; x.sim < 2; x.sim++) { /* host, then sim memory */
+    tpx_status st = rt_local_run((int)(c->dps * c->tp), x.sim, body, &x, &e);
+    ck_assert_msg(st == TPX_OK, "%s%s", x.sim ? "sim: " : "", e.message);
+  }
   tpx_sharding_destroy(x.sh);
   tpx_mesh_destroy(x.mesh);
   tpx_plan_destroy(x.plan);

@@ -1,0 +1,452 @@
+/* test_memspace.c — the memory spaces of core/src/device (memspace.h): every
+ * op on the host space and on the sim space gives bit-identical results
+ * (strided copies with uneven and empty rows, casts between f32 / bf16 /
+ * f16, add, scale, norm reductions, AdamW, index check, embedding lookup /
+ * scatter-add), and the sim space really catches host access (a forked
+ * child that dereferences a sim pointer dies on a signal). The host and sim
+ * sources are compiled in (the shared library hides them). */
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "device/memspace.h"
+#include "../shard/shard_fixture.h"
+#include "device/sim_tag.h"
+
+static const tpx__memspace *space(int sim) {
+  return sim ? &tpx__ms_sim : &tpx__ms_host;
+}
+
+/* A buffer of the space holding `bytes` copied from host `src` (zeroed
+ * when src is NULL). */
+static void *up(const tpx__memspace *ms, const void *src, size_t bytes) {
+  void *p = NULL;
+  ck_assert_int_eq(tpx__ms_alloc(ms, bytes, 1, &p, NULL), TPX_OK);
+  ck_assert_ptr_nonnull(p);
+  if (src)
+    ck_assert_int_eq(tpx__ms_copy(ms, p, src, bytes, TPX__H2D, NULL), TPX_OK);
+  return p;
+}
+
+static void down(const tpx__memspace *ms, void *dst, const void *p,
+                 size_t bytes) {
+  ck_assert_int_eq(tpx__ms_copy(ms, dst, p, bytes, TPX__D2H, NULL), TPX_OK);
+}
+
+static float fval(int64_t i, int salt) {
+  /* mixed signs and magnitudes; a few values that round differently in
+   * bf16 / f16 */
+  double x = sin((double)(i * 7 + salt) * 0.37) * pow(2.0, (double)(i % 9) - 4);
+  return (float)x;
+}
+
+START_TEST(test_alloc_tagged) {
+  void *p = NULL;
+  ck_assert_int_eq(tpx__ms_alloc(&tpx__ms_sim, 64, 1, &p, NULL), TPX_OK);
+  ck_assert(tpx__sim_is_tagged(p));
+  ck_assert(!tpx__sim_is_tagged(tpx__sim_untag(p)));
+  ck_assert_ptr_null(tpx__sim_tag(NULL));
+  ck_assert_ptr_null(tpx__sim_untag(NULL));
+  unsigned char z[64], zero[64] = {0};
+  down(&tpx__ms_sim, z, p, 64);
+  ck_assert_int_eq(memcmp(z, zero, 64), 0); /* zeroed */
+  tpx__ms_free(&tpx__ms_sim, p);
+  tpx__ms_free(&tpx__ms_sim, NULL);
+  ck_assert_str_eq(tpx__ms_sim.ops->name, "sim");
+  ck_assert_int_eq(tpx__ms_sim.ops->device, 1);
+  ck_assert_int_eq(tpx__ms_host.ops->device, 0);
+  /* 0 bytes is a valid (non-NULL) allocation */
+  ck_assert_int_eq(tpx__ms_alloc(&tpx__ms_sim, 0, 0, &p, NULL), TPX_OK);
+  ck_assert_ptr_nonnull(p);
+  tpx__ms_free(&tpx__ms_sim, p);
+}
+END_TEST
+
+/* The forked child writes through a sim pointer: it must die on a signal
+ * (SIGSEGV; SIGABRT when ASan reports the fault first). */
+static void deref_in_child(int write) {
+  void *p = NULL;
+  ck_assert_int_eq(tpx__ms_alloc(&tpx__ms_sim, 16, 1, &p, NULL), TPX_OK);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    volatile unsigned char *q = p;
+    if (write)
+      q[3] = 7;
+    else
+      (void)q[3];
+    _exit(0); /* not reached when the sim space works */
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFSIGNALED(status),
+                "a host %s through a sim pointer did not fault (status %d)",
+                write ? "write" : "read", status);
+  ck_assert(WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS ||
+            WTERMSIG(status) == SIGABRT);
+  tpx__ms_free(&tpx__ms_sim, p);
+}
+
+START_TEST(test_sim_catches_host_read) { deref_in_child(0); }
+END_TEST
+START_TEST(test_sim_catches_host_write) { deref_in_child(1); }
+END_TEST
+
+/* Check's own signal expectation, without a fork of ours (not under
+ * ASan, which turns the fault into an abort). */
+START_TEST(test_sim_segv) {
+  void *p = NULL;
+  tpx__ms_alloc(&tpx__ms_sim, 16, 1, &p, NULL);
+  volatile float *f = p;
+  f[0] = 1.0f;
+}
+END_TEST
+
+/* ---- copies ---- */
+
+typedef struct c2d {
+  size_t rows, width, spitch, dpitch;
+} c2d;
+
+static const c2d c2d_cases[] = {
+    {3, 5, 7, 9},  /* uneven pitches */
+    {4, 8, 8, 8},  /* contiguous */
+    {0, 8, 8, 8},  /* no rows */
+    {5, 0, 3, 4},  /* empty rows */
+    {1, 13, 13, 20},
+    {6, 1, 2, 3},
+};
+
+START_TEST(test_copy2d) {
+  const c2d *c = &c2d_cases[_i];
+  size_t sbytes = c->rows * c->spitch + 1, dbytes = c->rows * c->dpitch + 1;
+  unsigned char *src = malloc(sbytes), *want = malloc(dbytes),
+                *got = malloc(dbytes);
+  for (size_t i = 0; i < sbytes; i++) src[i] = (unsigned char)(i * 31 + 5);
+  for (size_t i = 0; i < dbytes; i++) want[i] = 0xee;
+  for (size_t r = 0; r < c->rows; r++)
+    memcpy(want + r * c->dpitch, src + r * c->spitch, c->width);
+  for (int sim = 0; sim < 2; sim++) {
+    const tpx__memspace *ms = space(sim);
+    /* D2D */
+    unsigned char *fill = malloc(dbytes);
+    memset(fill, 0xee, dbytes);
+    void *ds = up(ms, src, sbytes), *dd = up(ms, fill, dbytes);
+    ck_assert_int_eq(tpx__ms_copy2d(ms, dd, c->dpitch, ds, c->spitch,
+                                    c->width, c->rows, TPX__D2D, NULL),
+                     TPX_OK);
+    down(ms, got, dd, dbytes);
+    ck_assert_int_eq(memcmp(got, want, dbytes), 0);
+    /* H2D then D2H (host side is a plain pointer) */
+    ck_assert_int_eq(tpx__ms_copy(ms, dd, fill, dbytes, TPX__H2D, NULL),
+                     TPX_OK);
+    ck_assert_int_eq(tpx__ms_copy2d(ms, dd, c->dpitch, src, c->spitch,
+                                    c->width, c->rows, TPX__H2D, NULL),
+                     TPX_OK);
+    down(ms, got, dd, dbytes);
+    ck_assert_int_eq(memcmp(got, want, dbytes), 0);
+    memcpy(got, fill, dbytes);
+    ck_assert_int_eq(tpx__ms_copy2d(ms, got, c->dpitch, ds, c->spitch,
+                                    c->width, c->rows, TPX__D2H, NULL),
+                     TPX_OK);
+    ck_assert_int_eq(memcmp(got, want, dbytes), 0);
+    tpx__ms_free(ms, ds);
+    tpx__ms_free(ms, dd);
+    free(fill);
+  }
+  free(src), free(want), free(got);
+}
+END_TEST
+
+START_TEST(test_copy_memset_overlap) {
+  for (int sim = 0; sim < 2; sim++) {
+    const tpx__memspace *ms = space(sim);
+    unsigned char h[32];
+    for (int i = 0; i < 32; i++) h[i] = (unsigned char)i;
+    unsigned char *d = up(ms, h, 32);
+    /* overlapping D2D copy: memmove semantics */
+    ck_assert_int_eq(tpx__ms_copy(ms, d + 4, d, 16, TPX__D2D, NULL), TPX_OK);
+    ck_assert_int_eq(tpx__ms_memset(ms, d + 28, 0xab, 4, NULL), TPX_OK);
+    unsigned char g[32], w[32];
+    memcpy(w, h, 32);
+    memmove(w + 4, w, 16);
+    memset(w + 28, 0xab, 4);
+    down(ms, g, d, 32);
+    ck_assert_int_eq(memcmp(g, w, 32), 0);
+    tpx__ms_free(ms, d);
+  }
+}
+END_TEST
+
+/* ---- kernels: sim == host, bit for bit ---- */
+
+static const tpx_dtype fdts[3] = {TPX_DTYPE_F32, TPX_DTYPE_BF16,
+                                  TPX_DTYPE_F16};
+
+START_TEST(test_convert) {
+  enum { N = 103 };
+  float src[N];
+  for (int i = 0; i < N; i++) src[i] = fval(i, 1);
+  src[5] = NAN;
+  src[6] = INFINITY;
+  src[7] = -0.0f;
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 3; b++) {
+      unsigned char in[N * 4], out[2][N * 4];
+      /* first make `in` in dtype a (through the host convert) */
+      tpx__ms_convert(&tpx__ms_host, in, fdts[a], src, TPX_DTYPE_F32, N, NULL);
+      for (int sim = 0; sim < 2; sim++) {
+        const tpx__memspace *ms = space(sim);
+        size_t ib = N * tpx_dtype_size(fdts[a]), ob = N * tpx_dtype_size(fdts[b]);
+        void *di = up(ms, in, ib), *dout = up(ms, NULL, ob);
+        ck_assert_int_eq(tpx__ms_convert(ms, dout, fdts[b], di, fdts[a], N,
+                                         NULL),
+                         TPX_OK);
+        down(ms, out[sim], dout, ob);
+        tpx__ms_free(ms, di);
+        tpx__ms_free(ms, dout);
+      }
+      ck_assert_int_eq(memcmp(out[0], out[1], N * tpx_dtype_size(fdts[b])), 0);
+    }
+  /* f32 -> bf16 rounds to nearest even: 1 + 2^-8 is a tie, stays 1 */
+  float t = 1.0f + 1.0f / 256.0f;
+  uint16_t h = 0;
+  tpx__ms_convert(&tpx__ms_host, &h, TPX_DTYPE_BF16, &t, TPX_DTYPE_F32, 1,
+                  NULL);
+  ck_assert_uint_eq(h, 0x3f80);
+}
+END_TEST
+
+START_TEST(test_add_scale) {
+  enum { N = 37 };
+  float base[N], res[2][3][N];
+  for (int i = 0; i < N; i++) base[i] = fval(i, 2);
+  for (int sim = 0; sim < 2; sim++) {
+    const tpx__memspace *ms = space(sim);
+    for (int a = 0; a < 3; a++) {
+      unsigned char src[N * 4];
+      float s32[N];
+      for (int i = 0; i < N; i++) s32[i] = fval(i, 3);
+      tpx__ms_convert(&tpx__ms_host, src, fdts[a], s32, TPX_DTYPE_F32, N,
+                      NULL);
+      float *d = up(ms, base, sizeof base);
+      void *s = up(ms, src, N * tpx_dtype_size(fdts[a]));
+      ck_assert_int_eq(ms->ops->add_f32(ms, d, s, fdts[a], N, 3.0f, NULL),
+                       TPX_OK);
+      ck_assert_int_eq(ms->ops->add_f32(ms, d, s, fdts[a], N, 1.0f, NULL),
+                       TPX_OK);
+      ck_assert_int_eq(ms->ops->scale_f32(ms, d, N, 0.75f, 0, NULL), TPX_OK);
+      ck_assert_int_eq(ms->ops->scale_f32(ms, d, N, 3.0f, 1, NULL), TPX_OK);
+      down(ms, res[sim][a], d, sizeof base);
+      tpx__ms_free(ms, d);
+      tpx__ms_free(ms, s);
+    }
+  }
+  ck_assert_int_eq(memcmp(res[0], res[1], sizeof res[0]), 0);
+  /* the math itself, on f32: ((b + s/3 + s) * 0.75) / 3 */
+  for (int i = 0; i < N; i++) {
+    float s = fval(i, 3), want = base[i];
+    want += s / 3.0f;
+    want += s;
+    want *= 0.75f;
+    want /= 3.0f;
+    ck_assert(res[0][0][i] == want);
+  }
+}
+END_TEST
+
+START_TEST(test_norm_acc) {
+  enum { N = 50 };
+  float g[N];
+  for (int i = 0; i < N; i++) g[i] = fval(i, 4);
+  double got[2][2];
+  for (int sim = 0; sim < 2; sim++) {
+    const tpx__memspace *ms = space(sim);
+    for (int inf = 0; inf < 2; inf++) {
+      double start = inf ? 0.0 : 0.5;
+      double *acc = up(ms, &start, sizeof start);
+      float *dg = up(ms, g, sizeof g);
+      ck_assert_int_eq(ms->ops->norm_acc(ms, acc, dg, 20, inf, NULL), TPX_OK);
+      ck_assert_int_eq(ms->ops->norm_acc(ms, acc, dg + 20, N - 20, inf, NULL),
+                       TPX_OK);
+      down(ms, &got[sim][inf], acc, sizeof(double));
+      tpx__ms_free(ms, acc);
+      tpx__ms_free(ms, dg);
+    }
+  }
+  double s = 0.5, m = 0;
+  for (int i = 0; i < N; i++) {
+    s += (double)g[i] * (double)g[i];
+    if (fabs((double)g[i]) > m) m = fabs((double)g[i]);
+  }
+  ck_assert(got[0][0] == s && got[1][0] == s);
+  ck_assert(got[0][1] == m && got[1][1] == m);
+  /* NaN wins the max */
+  float bad[3] = {1, NAN, 2};
+  double a = 0;
+  tpx__ms_host.ops->norm_acc(&tpx__ms_host, &a, bad, 3, 1, NULL);
+  ck_assert(isnan(a));
+}
+END_TEST
+
+START_TEST(test_adamw) {
+  enum { N = 23 }; /* not a multiple of the SIMD width */
+  float p0[N], g[N], res[2][3][N];
+  for (int i = 0; i < N; i++) {
+    p0[i] = fval(i, 5);
+    g[i] = fval(i, 6);
+  }
+  tpx__ms_adamw h = {0.999f, 0.1f, 0.999f, 0.001f, 0.03f, 1e-8f, -0.01f};
+  for (int sim = 0; sim < 2; sim++) {
+    const tpx__memspace *ms = space(sim);
+    float *p = up(ms, p0, sizeof p0), *dg = up(ms, g, sizeof g),
+          *m = up(ms, NULL, sizeof p0), *v = up(ms, NULL, sizeof p0);
+    for (int step = 0; step < 2; step++)
+      ck_assert_int_eq(ms->ops->adamw(ms, p, dg, m, v, N, &h, NULL), TPX_OK);
+    down(ms, res[sim][0], p, sizeof p0);
+    down(ms, res[sim][1], m, sizeof p0);
+    down(ms, res[sim][2], v, sizeof p0);
+    tpx__ms_free(ms, p), tpx__ms_free(ms, dg), tpx__ms_free(ms, m),
+        tpx__ms_free(ms, v);
+  }
+  ck_assert_int_eq(memcmp(res[0], res[1], sizeof res[0]), 0);
+  /* scalar torch order, two steps */
+  for (int i = 0; i < N; i++) {
+    float p = p0[i], m = 0, v = 0;
+    for (int step = 0; step < 2; step++) {
+      p = p * h.decay;
+      m = m + h.w1 * (g[i] - m);
+      v = v * h.b2 + h.w2 * g[i] * g[i];
+      float denom = sqrtf(v) / h.bc2s + h.eps;
+      p = p + h.step * m / denom;
+    }
+    ck_assert_msg(res[0][0][i] == p, "adamw[%d] %.9g vs %.9g", i,
+                  res[0][0][i], p);
+  }
+}
+END_TEST
+
+START_TEST(test_index_check) {
+  int64_t ids64[5] = {0, 4, 2, 5, 1};
+  int32_t ids32[5] = {0, 4, -1, 3, 1};
+  for (int sim = 0; sim < 2; sim++) {
+    const tpx__memspace *ms = space(sim);
+    void *d64 = up(ms, ids64, sizeof ids64), *d32 = up(ms, ids32, sizeof ids32);
+    int64_t bad[2];
+    ck_assert_int_eq(ms->ops->index_check(ms, d64, TPX_DTYPE_I64, 5, 5, 0, 0,
+                                          bad, NULL),
+                     TPX_OK);
+    ck_assert_int_eq(bad[0], 3);
+    ck_assert_int_eq(bad[1], 5);
+    ms->ops->index_check(ms, d64, TPX_DTYPE_I64, 5, 6, 0, 0, bad, NULL);
+    ck_assert_int_eq(bad[0], -1);
+    ms->ops->index_check(ms, d32, TPX_DTYPE_I32, 5, 5, 0, 0, bad, NULL);
+    ck_assert_int_eq(bad[0], 2);
+    ck_assert_int_eq(bad[1], -1);
+    /* -1 as ignore_index passes */
+    ms->ops->index_check(ms, d32, TPX_DTYPE_I32, 5, 5, 1, -1, bad, NULL);
+    ck_assert_int_eq(bad[0], -1);
+    tpx__ms_free(ms, d64);
+    tpx__ms_free(ms, d32);
+  }
+}
+END_TEST
+
+START_TEST(test_embedding) {
+  /* 6 ids over a weight of 4 local rows x 3 (global rows 2..5 when masked)
+   */
+  enum { R = 4, H = 3, N = 6 };
+  int64_t ids[N] = {2, 0, 5, 3, 7, 2};
+  float w[R * H], go[N * H];
+  for (int i = 0; i < R * H; i++) w[i] = fval(i, 7);
+  for (int i = 0; i < N * H; i++) go[i] = fval(i, 8);
+  for (int masked = 0; masked < 2; masked++) {
+    tpx__ms_rows rows = {2, R, masked};
+    int64_t ids_ok[N];
+    for (int i = 0; i < N; i++) ids_ok[i] = masked ? ids[i] : ids[i] % R;
+    for (int bf = 0; bf < 2; bf++) {
+      tpx_dtype dt = bf ? TPX_DTYPE_BF16 : TPX_DTYPE_F32;
+      size_t es = tpx_dtype_size(dt);
+      unsigned char wc[R * H * 4], gc[N * H * 4];
+      tpx__ms_convert(&tpx__ms_host, wc, dt, w, TPX_DTYPE_F32, R * H, NULL);
+      tpx__ms_convert(&tpx__ms_host, gc, dt, go, TPX_DTYPE_F32, N * H, NULL);
+      unsigned char out[2][N * H * 4], wg[2][R * H * 4];
+      for (int sim = 0; sim < 2; sim++) {
+        const tpx__memspace *ms = space(sim);
+        void *dw = up(ms, wc, R * H * es), *di = up(ms, ids_ok, sizeof ids_ok),
+             *dout = up(ms, NULL, N * H * es), *dg = up(ms, gc, N * H * es),
+             *dwg = up(ms, wc, R * H * es);
+        ck_assert_int_eq(ms->ops->embed_lookup(ms, dout, dw, H * es, di,
+                                               TPX_DTYPE_I64, N, &rows, NULL),
+                         TPX_OK);
+        ck_assert_int_eq(ms->ops->embed_scatter_add(ms, dwg, dt, dg, dt, H, di,
+                                                    TPX_DTYPE_I64, N, &rows,
+                                                    NULL),
+                         TPX_OK);
+        down(ms, out[sim], dout, N * H * es);
+        down(ms, wg[sim], dwg, R * H * es);
+        tpx__ms_free(ms, dw), tpx__ms_free(ms, di), tpx__ms_free(ms, dout),
+            tpx__ms_free(ms, dg), tpx__ms_free(ms, dwg);
+      }
+      ck_assert_int_eq(memcmp(out[0], out[1], N * H * es), 0);
+      ck_assert_int_eq(memcmp(wg[0], wg[1], R * H * es), 0);
+      if (bf) continue;
+      /* f32 semantics: masked rows zero, scatter-add in id order */
+      const float *o = (const float *)out[0], *gw = (const float *)wg[0];
+      float want[R * H];
+      memcpy(want, w, sizeof want);
+      for (int i = 0; i < N; i++) {
+        int64_t r = masked ? ids_ok[i] - 2 : ids_ok[i];
+        int in = r >= 0 && r < R;
+        for (int j = 0; j < H; j++) {
+          ck_assert(o[i * H + j] == (in ? w[r * H + j] : 0.0f));
+          if (in) want[r * H + j] += go[i * H + j];
+        }
+      }
+      ck_assert_int_eq(memcmp(gw, want, sizeof want), 0);
+    }
+  }
+}
+END_TEST
+
+static int under_asan(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  return 1;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return 1;
+#else
+  return 0;
+#endif
+#else
+  return 0;
+#endif
+}
+
+static Suite *suite(void) {
+  Suite *s = suite_create("memspace");
+  TCase *tc = tcase_create("ops");
+  tcase_add_test(tc, test_alloc_tagged);
+  tcase_add_test(tc, test_sim_catches_host_read);
+  tcase_add_test(tc, test_sim_catches_host_write);
+  if (!under_asan())
+    tcase_add_test_raise_signal(tc, test_sim_segv, SIGSEGV);
+  tcase_add_loop_test(tc, test_copy2d, 0,
+                      (int)(sizeof c2d_cases / sizeof c2d_cases[0]));
+  tcase_add_test(tc, test_copy_memset_overlap);
+  tcase_add_test(tc, test_convert);
+  tcase_add_test(tc, test_add_scale);
+  tcase_add_test(tc, test_norm_acc);
+  tcase_add_test(tc, test_adamw);
+  tcase_add_test(tc, test_index_check);
+  tcase_add_test(tc, test_embedding);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+FX_MAIN(suite)

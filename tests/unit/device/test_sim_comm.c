@@ -1,0 +1,136 @@
+/* test_sim_comm.c — the collectives of tpx/comm.h on a local world in the
+ * sim memory space (tpx_local_run_opts with sim_device_memory): every rank's
+ * buffers are sim pointers, so the backend and the wrappers' temporaries
+ * (uneven *_chunked padding, in-place all-to-all, reduce-scatter) must move
+ * them through the memory space. Each collective's result equals the same
+ * program on host memory, byte for byte, on 1..4 ranks with uneven
+ * totals. */
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../shard/shard_fixture.h"
+#include "device/sim_tag.h"
+#include "tpx/tpx.h"
+
+enum { MAXR = 4, TOTAL = 7, OUT = 256 };
+
+typedef struct sarg {
+  int sim;
+  float out[MAXR][OUT]; /* per rank: every result, concatenated */
+} sarg;
+
+/* A buffer in the world's space holding n floats from host `src`. */
+static float *put(int sim, const float *src, size_t n) {
+  float *h = malloc((n ? n : 1) * sizeof *h);
+  if (src) memcpy(h, src, n * sizeof *h);
+  else memset(h, 0, (n ? n : 1) * sizeof *h);
+  return sim ? tpx__sim_tag(h) : h;
+}
+
+/* Append n floats of buffer p to this rank's record, and free p. */
+static void take(int sim, float *p, size_t n, float *out, size_t *at) {
+  float *h = sim ? tpx__sim_untag(p) : p;
+  memcpy(out + *at, h, n * sizeof *h);
+  *at += n;
+  free(h);
+}
+
+#define TRY(x)                                                                 \
+  do {                                                                         \
+    tpx_status st_ = (x);                                                      \
+    if (st_ != TPX_OK) return st_;                                             \
+  } while (0)
+
+static tpx_status body(tpx_comm *w, void *arg, tpx_error *err) {
+  sarg *a = arg;
+  int sim = a->sim, r = tpx_comm_rank(w), n = tpx_comm_size(w);
+  if (strcmp(tpx_comm_memspace(w), sim ? "sim" : "host") != 0)
+    return tpx_error_set(err, TPX_INTERNAL, "memspace %s",
+                         tpx_comm_memspace(w));
+  float *out = a->out[r];
+  size_t at = 0;
+  float x[TOTAL * MAXR];
+  for (int i = 0; i < TOTAL * MAXR; i++) x[i] = (float)(r * 100 + i) * 0.5f;
+  /* uneven all-gather: this rank's torch.chunk piece of TOTAL */
+  int64_t off = 0, len = 0;
+  TRY(tpx_layout_chunk(TOTAL, n, r, &off, &len, err));
+  float *s = put(sim, x, (size_t)len), *g = put(sim, NULL, TOTAL);
+  TRY(tpx_comm_all_gather_chunked(w, s, g, TOTAL, TPX_DTYPE_F32, err));
+  take(sim, s, 0, out, &at);
+  take(sim, g, TOTAL, out, &at);
+  /* uneven reduce-scatter */
+  s = put(sim, x, TOTAL);
+  g = put(sim, NULL, (size_t)len);
+  TRY(tpx_comm_reduce_scatter_chunked(w, s, g, TOTAL, TPX_DTYPE_F32,
+                                      TPX_REDUCE_SUM, err));
+  take(sim, s, 0, out, &at);
+  take(sim, g, (size_t)len, out, &at);
+  /* in-place all-to-all (the wrapper copies through the space) */
+  s = put(sim, x, (size_t)(2 * n));
+  TRY(tpx_comm_all_to_all(w, s, s, 2, TPX_DTYPE_F32, err));
+  take(sim, s, (size_t)(2 * n), out, &at);
+  /* all-reduce in place (avg), reduce-scatter, broadcast, barrier */
+  s = put(sim, x, 5);
+  TRY(tpx_comm_all_reduce(w, s, s, 5, TPX_DTYPE_F32, TPX_REDUCE_AVG, err));
+  take(sim, s, 5, out, &at);
+  s = put(sim, x, (size_t)(3 * n));
+  g = put(sim, NULL, 3);
+  TRY(tpx_comm_reduce_scatter(w, s, g, 3, TPX_DTYPE_F32, TPX_REDUCE_MAX,
+                              err));
+  take(sim, s, 0, out, &at);
+  take(sim, g, 3, out, &at);
+  s = put(sim, x, 4);
+  g = put(sim, NULL, 4);
+  TRY(tpx_comm_broadcast(w, s, g, 4, TPX_DTYPE_F32, n - 1, err));
+  take(sim, s, 0, out, &at);
+  take(sim, g, 4, out, &at);
+  return tpx_comm_barrier(w, err);
+}
+
+START_TEST(test_collectives_sim_equal_host) {
+  int n = _i + 1;
+  sarg *a[2];
+  for (int sim = 0; sim < 2; sim++) {
+    a[sim] = calloc(1, sizeof *a[sim]);
+    a[sim]->sim = sim;
+    tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
+    lo.sim_device_memory = sim;
+    tpx_error e = {0};
+    ck_assert_msg(tpx_local_run_opts(n, &lo, body, a[sim], &e) == TPX_OK,
+                  "%d ranks, %s: %s", n, sim ? "sim" : "host", e.message);
+  }
+  ck_assert_int_eq(memcmp(a[0]->out, a[1]->out, sizeof a[0]->out), 0);
+  /* spot check the host result: the gather is 0..6 of each owner */
+  int64_t off = 0, len = 0;
+  tpx_layout_chunk(TOTAL, n, n - 1, &off, &len, NULL);
+  if (len > 0)
+    ck_assert(a[0]->out[0][off] == (float)((n - 1) * 100) * 0.5f);
+  free(a[0]);
+  free(a[1]);
+}
+END_TEST
+
+START_TEST(test_options) {
+  tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
+  lo.struct_size = 3;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_local_run_opts(1, &lo, body, NULL, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "struct_size 3"));
+  ck_assert_str_eq(tpx_comm_memspace(NULL), "host");
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("sim_comm");
+  TCase *tc = tcase_create("collectives");
+  tcase_set_timeout(tc, 60);
+  tcase_add_loop_test(tc, test_collectives_sim_equal_host, 0, MAXR);
+  tcase_add_test(tc, test_options);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+FX_MAIN(suite)
