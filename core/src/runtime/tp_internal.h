@@ -45,12 +45,6 @@ tpx_status tpx__tp_check_shape(const tpx_tensor *t, const int64_t *shape,
 /* FQN of a module for messages ("(root)" for ""). */
 const char *tpx__tp_module_name(const tpx_sharding *sh, int64_t module);
 
-/* Read element i of an int32 / int64 tensor. */
-int64_t tpx__tp_read_index(const tpx_tensor *t, int64_t i);
-/* Float element access for f32 / bf16 buffers. */
-float tpx__tp_read_f(const void *data, tpx_dtype dtype, int64_t i);
-void tpx__tp_write_f(void *data, tpx_dtype dtype, int64_t i, float v);
-
 /* ---- tp_transition.c: one direction of a transition `tr` of `module`
  * (from tpx_tp_transition_get; NULL at tp == 1): the layouts its input and
  * output buffers have, and whether it is a copy. _dt: for an input that

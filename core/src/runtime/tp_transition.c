@@ -89,24 +89,6 @@ const char *tpx__tp_module_name(const tpx_sharding *sh, int64_t module) {
   return !n ? "(unknown)" : n[0] ? n : "(root)";
 }
 
-int64_t tpx__tp_read_index(const tpx_tensor *t, int64_t i) {
-  if (t->dtype == TPX_DTYPE_I32) return ((const int32_t *)t->data)[i];
-  return ((const int64_t *)t->data)[i];
-}
-
-float tpx__tp_read_f(const void *data, tpx_dtype dtype, int64_t i) {
-  if (dtype == TPX_DTYPE_BF16)
-    return tpx__bf16_to_f32(((const uint16_t *)data)[i]);
-  return ((const float *)data)[i];
-}
-
-void tpx__tp_write_f(void *data, tpx_dtype dtype, int64_t i, float v) {
-  if (dtype == TPX_DTYPE_BF16)
-    ((uint16_t *)data)[i] = tpx__f32_to_bf16(v);
-  else
-    ((float *)data)[i] = v;
-}
-
 /* ---- activations -------------------------------------------------------- */
 
 static tpx_status local_shape(const tpx_sharding *sh, int64_t rank,

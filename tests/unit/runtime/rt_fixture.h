@@ -202,17 +202,29 @@ typedef struct rt_sh_arg {
   const tpx_sharding *sh;
 } rt_sh_arg;
 
-/* Run a rank body on local threads over the sharding's whole mesh. */
-static inline void rt_run_body(tpx_local_fn fn, const tpx_sharding *sh) {
+/* Run a rank body on local threads over the sharding's whole mesh, on
+ * host memory and, when `sim` is set, again with the world in the sim
+ * memory space (the body then wraps each library call in RTU_SIM and
+ * checks its own results both times). */
+static inline void rt_run_body_mem(tpx_local_fn fn, const tpx_sharding *sh,
+                                   int sim_too) {
   rt_sh_arg a = {sh};
-  tpx_error e = {0};
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
-  ck_assert_msg(tpx_local_run((int)world, fn, &a, &e) == TPX_OK, "%s",
-                e.message);
+  for (int sim = 0; sim <= sim_too; sim++) {
+    tpx_error e = {0};
+    tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
+    lo.sim_device_memory = sim;
+    ck_assert_msg(tpx_local_run_opts((int)world, &lo, fn, &a, &e) == TPX_OK,
+                  "%s%s", e.message, sim ? " (sim memory)" : "");
+  }
 }
 
-/* Run a case on local threads over the sharding's whole mesh. */
-/* Run the case twice: on host memory, then with the world in the sim
+/* A body whose library calls take host buffers directly: host only. */
+static inline void rt_run_body(tpx_local_fn fn, const tpx_sharding *sh) {
+  rt_run_body_mem(fn, sh, 0);
+}
+
+/* Run a case on local threads over the sharding's whole mesh. Run the case twice: on host memory, then with the world in the sim
  * memory space (every tensor a library call sees is a pointer that faults
  * on a host access); both pass their checks and every tensor after every
  * call is bit-identical (the per-rank digests match). */

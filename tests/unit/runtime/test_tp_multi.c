@@ -161,8 +161,12 @@ static void kw_one(const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t mod,
   tpx_tensor tout = rtu_talloc(TPX_DTYPE_F32, 3, lout);
   for (int64_t i = 0; i < rtu_numel(lin, 3); i++)
     ((float *)tin.data)[i] = (float)pin[i];
-  if (tpx_tp_kwarg_transition_run(sh, mc, mod, kwarg, bwd, arrived, shape,
-                                  &tin, &tout, &e) != TPX_OK) {
+  rtu_sim sm;
+  RTU_SIM(&sm, mc, &tin, &tout);
+  st = tpx_tp_kwarg_transition_run(sh, mc, mod, kwarg, bwd, arrived, shape,
+                                   &tin, &tout, &e);
+  rtu_sim_end(&sm, me);
+  if (st != TPX_OK) {
     rtu_lib_failed(err, where, &e);
   } else {
     for (int64_t i = 0; i < rtu_numel(lout, 3); i++)
@@ -204,7 +208,7 @@ START_TEST(test_kwarg_data) {
   int64_t dp = meshes[_i][0], tp = meshes[_i][1];
   tpx_model *m = rt_model(256);
   rt_world w = rt_world_of(m, rt_plan_json(kw_plan), dp, tp);
-  rt_run_body(kw_body, w.sh);
+  rt_run_body_mem(kw_body, w.sh, 1);
   rt_world_free(&w);
 }
 END_TEST
@@ -321,10 +325,15 @@ static tpx_status rot_body(tpx_comm *world, void *arg, tpx_error *err) {
       for (int i = 0; i < 2 * 7 * 8; i++) x[i] = (float)(i + 100 * idx);
       tpx_tensor tx = tpx_tensor_make(x, TPX_DTYPE_F32, 3, shape);
       tpx_tensor ty = tpx_tensor_make(y, TPX_DTYPE_F32, 3, shape);
-      if (st == TPX_OK &&
-          (st = tpx_tp_transition_run(sh, mc, rot, TPX_TRANSITION_OUTPUT, idx,
-                                      bwd, shape, &tx, &ty, &e)) != TPX_OK)
-        tpx_error_set(err, st, "output %d run: %s", idx, e.message);
+      if (st == TPX_OK) {
+        rtu_sim sm;
+        RTU_SIM(&sm, mc, &tx, &ty);
+        st = tpx_tp_transition_run(sh, mc, rot, TPX_TRANSITION_OUTPUT, idx,
+                                   bwd, shape, &tx, &ty, &e);
+        rtu_sim_end(&sm, me);
+        if (st != TPX_OK)
+          tpx_error_set(err, st, "output %d run: %s", idx, e.message);
+      }
       for (int i = 0; st == TPX_OK && i < 2 * 7 * 8; i++)
         if (y[i] != x[i])
           st = tpx_error_set(err, TPX_VALIDATION, "output %d [%d]", idx, i);
@@ -365,13 +374,13 @@ START_TEST(test_rotary_outputs) {
                                          &tr, &e),
                    TPX_NOT_FOUND);
   ck_assert_ptr_nonnull(strstr(e.message, "output 0, output 1"));
-  rt_run_body(rot_body, w.sh);
+  rt_run_body_mem(rot_body, w.sh, 1);
   rt_world_free(&w);
   /* Gemma3's RotaryEmbedParallel(use_local_output=True): plain tensors */
   m = rt_model(256);
   w = rt_world_of(m, rt_plan_json(rot_local_plan), 1, tp);
   ck_assert_int_eq(tpx_tp_output_keeps_dtensor(w.sh, rot, 1), 0);
-  rt_run_body(rot_body, w.sh);
+  rt_run_body_mem(rot_body, w.sh, 1);
   rt_world_free(&w);
 }
 END_TEST
