@@ -159,16 +159,18 @@ TPX_API tpx_status tpx_tp_transition_run(const tpx_sharding *sh,
  * Llama with sequence parallelism: input_layernorm (spag) outputs a
  * Replicate DTensor; q_proj (colwise, input Replicate) then runs nothing
  * forward and, backward, passes its Partial input grad on unreduced
- * (tpx_tp_transition_run would all-reduce it: right for a plain input, a
- * tp-fold error here); the spag output's backward reduce-scatters it. And a
- * colwise input arriving as a Shard(1) DTensor (an SP norm before it) is
- * all-gathered forward, reduce-scattered backward.
+ * (the static description would all-reduce it: right for a plain input, a
+ * tp-fold error here, which is why tpx_tp_transition_run refuses the case);
+ * the spag output's backward reduce-scatters it. And a colwise input
+ * arriving as a Shard(1) DTensor (an SP norm before it) is all-gathered
+ * forward, reduce-scattered backward.
  * These take `arrived` (NULL: a plain tensor, the calls above without
  * their ambiguity check) and apply to INPUT transitions only
- * (TPX_INVALID_ARGUMENT for outputs with a non-NULL arrived). Backward: the gradient enters in the layout the static
- * backward reads (Partial for a colwise matmul input, the desired layout
- * otherwise) and leaves in `arrived` (Partial when arrived == desired and
- * the gradient is Partial). `ndim` (layouts_dt) is the activation's ndim,
+ * (TPX_INVALID_ARGUMENT for outputs with a non-NULL arrived). Backward:
+ * the gradient enters in the layout the static backward reads (Partial for
+ * a colwise matmul input, the desired layout otherwise) and leaves in
+ * `arrived` (Partial when arrived == desired and the gradient is
+ * Partial). `ndim` (layouts_dt) is the activation's ndim,
  * to compare shard dims given as negative and non-negative.
  * prepare_module_input follows torch: an input whose annotated and desired
  * layouts are equal is not redistributed, so a DTensor keeps the layout it
