@@ -7,6 +7,7 @@
 #if defined(__GLIBC__) || defined(__linux__)
 #include <malloc.h>
 #endif
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -467,9 +468,14 @@ int main(int argc, char **argv) {
   if (root) {
     if (!strcmp(a.format, "json")) {
       printf("{\"steps\":[");
-      for (int64_t i = 0; i < a.steps; i++)
-        printf("%s{\"step\":%lld,\"loss\":%.17g,\"grad_norm\":%.17g}", i ? "," : "",
-               (long long)i, loss[i], gnorm[i]);
+      /* JSON has no NaN / inf: a non-finite value is null */
+      for (int64_t i = 0; i < a.steps; i++) {
+        char l[32] = "null", g[32] = "null";
+        if (isfinite(loss[i])) snprintf(l, sizeof l, "%.17g", loss[i]);
+        if (isfinite(gnorm[i])) snprintf(g, sizeof g, "%.17g", gnorm[i]);
+        printf("%s{\"step\":%lld,\"loss\":%s,\"grad_norm\":%s}", i ? "," : "",
+               (long long)i, l, g);
+      }
       printf("]");
       /* what rank 0 allocated, comparable with tpx plan's per_rank memory */
       if (j.has_state)
