@@ -446,6 +446,24 @@ int main(int argc, char **argv) {
     code = 2;
     goto out;
   }
+  /* --dump-grads is opened by rank 0 inside the ranks, before the first
+   * step: failing there alone would leave the other ranks waiting in the
+   * step's collectives. So check it can be created first, and let every
+   * process know the root's verdict. */
+  if (a.dump_grads) {
+    int bad = 0;
+    if (root) {
+      FILE *f = fopen(a.dump_grads, "wb");
+      bad = !f || fclose(f) != 0;
+    }
+#if TPX_HAVE_MPI
+    if (mpi) MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+#endif
+    if (bad) {
+      tpx_error_set(&err, TPX_IO, "%s: cannot write", a.dump_grads);
+      goto out;
+    }
+  }
   if (tpx_registry_create(&reg, &err) || tpx_registry_set_isolation(reg, 0, 30, &err) ||
       tpx_registry_load_default(reg, &err) || tpx_diag_list_create(&diags, &err) ||
       load_model(&a, reg, &model, &err))
