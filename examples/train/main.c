@@ -261,9 +261,11 @@ static tpx_status dump_open(const char *path, const tpx_model *model, int64_t st
 
 /* Append every non-tied parameter (grads 0) or its gradient (grads 1),
  * gathered, to f (rank 0; f NULL elsewhere). Collective: every rank calls
- * it, and every rank joins each gather even after an error. */
+ * it, and every rank joins each gather even after an error. A write error
+ * (rank 0 alone) goes to *ws, not to the returned status, so it never
+ * takes rank 0 out of collectives the other ranks still run. */
 static tpx_status dump_append(FILE *f, const char *path, const tpx_model *model, tr_rank *r,
-                              int grads, tpx_status s, tpx_error *err) {
+                              int grads, tpx_status s, tpx_status *ws, tpx_error *err) {
   float *buf = NULL;
   for (size_t p = 0; p < tpx_model_num_params(model); p++) {
     tpx_param_info pi;
@@ -277,8 +279,8 @@ static tpx_status dump_append(FILE *f, const char *path, const tpx_model *model,
     tpx_status g = grads ? tr_rank_gather_grad(r, (int64_t)p, buf, err)
                          : tr_rank_gather(r, (int64_t)p, buf, err); /* collective */
     if (g && !s) s = g;
-    if (f && !s && fwrite(buf, sizeof(float), (size_t)n, f) != (size_t)n)
-      s = tpx_error_set(err, TPX_IO, "%s: write failed", path);
+    if (f && !s && !*ws && fwrite(buf, sizeof(float), (size_t)n, f) != (size_t)n)
+      *ws = tpx_error_set(err, TPX_IO, "%s: write failed", path);
   }
   free(buf);
   return s;
@@ -293,9 +295,9 @@ static tpx_status dump_close(FILE *f, const char *path, tpx_status s, tpx_error 
  * safetensors file (rank 0 writes; every rank joins each gather). */
 static tpx_status dump_params(const args *a, const tpx_model *model, tr_rank *r, tpx_error *err) {
   FILE *f = NULL;
-  tpx_status s = dump_open(a->dump, model, 0, r, &f, err);
-  s = dump_append(f, a->dump, model, r, 0, s, err);
-  return dump_close(f, a->dump, s, err);
+  tpx_status ws = dump_open(a->dump, model, 0, r, &f, err);
+  tpx_status s = dump_append(f, a->dump, model, r, 0, TPX_OK, &ws, err);
+  return dump_close(f, a->dump, s ? s : ws, err);
 }
 
 /* CPU seconds of the process (every rank thread with the local backend) */
@@ -322,14 +324,16 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t ndp = a->dp_replicate * a->dp_shard, dp = coords[0] * a->dp_shard + coords[1];
   int64_t bl = a->batch / ndp;
   const int32_t *mine = j->tokens + dp * bl * (a->seq + 1);
-  /* --dump-grads: the gathered pre-clip gradients of every step */
+  /* --dump-grads: the gathered pre-clip gradients of every step; rank 0's
+   * open / write errors (ws) are reported after the run */
   FILE *gf = NULL;
-  if (!s && a->dump_grads) s = dump_open(a->dump_grads, j->model, a->steps, r, &gf, err);
+  tpx_status ws = TPX_OK;
+  if (!s && a->dump_grads) ws = dump_open(a->dump_grads, j->model, a->steps, r, &gf, err);
   for (int64_t step = 0; !s && step < a->steps; step++) {
     double loss = 0, gn = 0, t0 = tr_now(), c0 = tr_rank_comm_seconds(r), p0 = cpu_now();
     s = tr_net_step(&net, r, mine, bl, a->seq, &loss, err);
     double tg = tr_now();
-    if (!s && a->dump_grads) s = dump_append(gf, a->dump_grads, j->model, r, 1, s, err);
+    if (!s && a->dump_grads) s = dump_append(gf, a->dump_grads, j->model, r, 1, s, &ws, err);
     t0 += tr_now() - tg; /* not timed */
     if (!s) s = tr_optimizer_step(r, a->clip, a->lr, a->wd, step + 1, &gn, err);
     double t1 = tr_now(), c1 = tr_rank_comm_seconds(r);
@@ -339,7 +343,7 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
       j->step_s[step] = t1 - t0; j->comm_s[step] = c1 - c0; j->cpu_s[step] = cpu_now() - p0;
     }
   }
-  if (a->dump_grads) s = dump_close(gf, a->dump_grads, s, err);
+  if (a->dump_grads) s = dump_close(gf, a->dump_grads, s ? s : ws, err);
   if (!s && rank == 0) j->has_state = tr_rank_state_bytes(r, j->state);
   if (!s && a->dump) s = dump_params(a, j->model, r, err);
   tr_rank_destroy(r);
