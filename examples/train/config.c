@@ -172,7 +172,10 @@ tpx_status tr_config_read(const tpx_model *m, tr_config *c, tpx_error *err) {
     return tpx_error_set(err, TPX_VALIDATION, "config: head_dim %lld must be even and > 0",
                          (long long)c->head_dim);
   c->eps = 1e-6;
-  tpx_model_config_float(m, "rms_norm_eps", &c->eps, NULL);
+  int found;
+  if (opt_num(m, NULL, "rms_norm_eps", &c->eps, &found, err)) return err ? err->status : TPX_VALIDATION;
+  if (c->eps < 0)
+    return tpx_error_set(err, TPX_VALIDATION, "config: rms_norm_eps %g must be >= 0", c->eps);
   tpx_status rs = rope_read(m, c, err);
   if (rs) return rs;
   const char *act = "silu";

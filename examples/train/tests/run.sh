@@ -77,7 +77,8 @@ bad)
            's/"factor": 8.0/"factor": Infinity/:factor-inf' \
            's/"factor": 8.0/"factor": 0/:factor-zero' \
            's/"low_freq_factor": 1.0/"low_freq_factor": 4.0/:band' \
-           's/"rope_type": "llama3"/"rope_type": 3/:type-num'; do
+           's/"rope_type": "llama3"/"rope_type": 3/:type-num' \
+           's/"rms_norm_eps": 1e-05/"rms_norm_eps": -1e-05/:eps-neg'; do
     mkdir -p "$tmp/rope-${v##*:}"
     sed "${v%:*}" "$fix/llama3rope/config.json" > "$tmp/rope-${v##*:}/config.json"
     cp "$fix/llama3rope/model.safetensors" "$tmp/rope-${v##*:}/"
