@@ -43,7 +43,18 @@ static json_t *load_last_json(const char *path) {
   return j;
 }
 
-static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-12); }
+/* |a - b| / |b|; infinite when either is not finite (a NaN must fail a
+ * comparison, never vanish in fmax or a `>` test) */
+static double rel(double a, double b) {
+  if (!isfinite(a) || !isfinite(b)) return INFINITY;
+  return fabs(a - b) / fmax(fabs(b), 1e-12);
+}
+
+/* A JSON number (integer or real); NaN when absent, null or not a number. */
+static double num(json_t *v) { return json_is_number(v) ? json_number_value(v) : NAN; }
+
+/* A difference for the worst-so-far tests: NaN counts as infinite. */
+static double nan_inf(double d) { return isnan(d) ? INFINITY : d; }
 
 static int cmd_steps(int argc, char **argv) {
   if (argc != 5 && argc != 6) return 2;
@@ -61,8 +72,8 @@ static int cmd_steps(int argc, char **argv) {
   double worst = 0;
   for (size_t i = 0; i < json_array_size(rs); i++) {
     json_t *a = json_array_get(rs, i), *b = json_array_get(es, i);
-    double dl = rel(json_real_value(json_object_get(a, "loss")), json_real_value(json_object_get(b, "loss")));
-    double dg = rel(json_real_value(json_object_get(a, "grad_norm")), json_real_value(json_object_get(b, "grad_norm")));
+    double dl = rel(num(json_object_get(a, "loss")), num(json_object_get(b, "loss")));
+    double dg = rel(num(json_object_get(a, "grad_norm")), num(json_object_get(b, "grad_norm")));
     printf("step %zu: loss rel diff %.3g, grad_norm rel diff %.3g\n", i, dl, dg);
     worst = fmax(worst, fmax(dl, dg));
   }
@@ -207,18 +218,20 @@ static int cmd_params(int argc, char **argv) {
     } else {
       double dd = 0, dd_all = 0, bb = 0;
       for (int64_t k = 0; k < na; k++) {
-        double d = (double)a[k] - b[k];
+        double d = nan_inf((double)a[k] - b[k]);
         dd_all += d * d;
         bb += (double)b[k] * b[k];
         if (ill[k]) {
           double bound = 2.0 * lr * (csum + (double)steps * wd * (fabs(b[k]) + 2.0 * csum * lr));
-          if (fabs(d) / bound > wratio) { wratio = fabs(d) / bound; wdiff_ill = fabs(d); wname_ill = tb.name; }
+          double r = nan_inf(fabs(d) / bound);
+          if (r > wratio) { wratio = r; wdiff_ill = fabs(d); wname_ill = tb.name; }
           continue;
         }
         dd += d * d;
         if (fabs(d) > welem) welem = fabs(d);
       }
-      double d = sqrt(dd) / fmax(sqrt(bb), 1e-12), d_all = sqrt(dd_all) / fmax(sqrt(bb), 1e-12);
+      double d = nan_inf(sqrt(dd) / fmax(sqrt(bb), 1e-12)),
+             d_all = nan_inf(sqrt(dd_all) / fmax(sqrt(bb), 1e-12));
       if (d > worst) { worst = d; wname = tb.name; }
       if (d_all > worst_all) { worst_all = d_all; wname_all = tb.name; }
       ill_total += nill;
@@ -261,11 +274,11 @@ static int cmd_grads(int argc, char **argv) {
     } else {
       double dd = 0, bb = 0;
       for (int64_t k = 0; k < na; k++) {
-        double d = (double)a[k] - b[k];
+        double d = nan_inf((double)a[k] - b[k]);
         dd += d * d;
         bb += (double)b[k] * b[k];
       }
-      double d = bb > 0 ? sqrt(dd / bb) : sqrt(dd);
+      double d = nan_inf(bb > 0 ? sqrt(dd / bb) : sqrt(dd));
       if (d > worst) { worst = d; wname = tb.name; }
       count++;
     }
@@ -301,11 +314,11 @@ static int cmd_torch(int argc, char **argv) {
     double l2 = 0, sum = 0;
     for (int64_t i = 0; i < n; i++) { l2 += (double)a[i] * a[i]; sum += a[i]; }
     l2 = sqrt(l2);
-    double el2 = json_real_value(json_object_get(t, "l2")), esum = json_real_value(json_object_get(t, "sum"));
-    double d = fmax(rel(l2, el2), fabs(sum - esum) / fmax(el2, 1e-12));
+    double el2 = num(json_object_get(t, "l2")), esum = num(json_object_get(t, "sum"));
+    double d = fmax(rel(l2, el2), nan_inf(fabs(sum - esum) / fmax(el2, 1e-12)));
     json_t *first = json_object_get(t, "first");
     for (size_t i = 0; i < json_array_size(first) && (int64_t)i < n; i++)
-      d = fmax(d, fabs(a[i] - json_real_value(json_array_get(first, i))) / fmax(el2, 1e-12));
+      d = fmax(d, nan_inf(fabs(a[i] - num(json_array_get(first, i))) / fmax(el2, 1e-12)));
     if (d > worst) { worst = d; wname = k; }
     free(a);
   }

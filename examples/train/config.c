@@ -35,9 +35,26 @@ static int get_num(const tpx_model *m, const char *prefix, const char *key, doub
 
 static tpx_status need_num(const tpx_model *m, const char *prefix, const char *key,
                            const char *type, double *out, tpx_error *err) {
-  if (get_num(m, prefix, key, out) && *out > 0) return TPX_OK;
-  return tpx_error_set(err, TPX_VALIDATION, "config: rope_type '%s' needs %s.%s > 0", type,
-                       prefix, key);
+  if (get_num(m, prefix, key, out) && *out > 0 && isfinite(*out)) return TPX_OK;
+  return tpx_error_set(err, TPX_VALIDATION, "config: rope_type '%s' needs %s.%s > 0 (finite)",
+                       type, prefix, key);
+}
+
+/* An optional number: *found 0 when absent or null; an error naming the key
+ * when present but not a finite number (never a silent default). */
+static tpx_status opt_num(const tpx_model *m, const char *prefix, const char *key, double *out,
+                          int *found, tpx_error *err) {
+  char path[128];
+  snprintf(path, sizeof path, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", key);
+  tpx_error e = {0};
+  tpx_status st = tpx_model_config_float(m, path, out, &e);
+  *found = st == TPX_OK;
+  if (st == TPX_NOT_FOUND) return TPX_OK;
+  if (st) return tpx_error_set(err, TPX_VALIDATION, "config: %s: %s", path, e.message);
+  if (!isfinite(*out))
+    return tpx_error_set(err, TPX_VALIDATION, "config: %s is %g, not a finite number", path,
+                         *out);
+  return TPX_OK;
 }
 
 /* Rope type and its parameters. transformers 5 keeps them in
@@ -46,17 +63,24 @@ static tpx_status need_num(const tpx_model *m, const char *prefix, const char *k
  * "rope_type". */
 static tpx_status rope_read(const tpx_model *m, tr_config *c, tpx_error *err) {
   c->theta = 10000.0;
-  if (!get_num(m, NULL, "rope_theta", &c->theta))
-    get_num(m, "rope_parameters", "rope_theta", &c->theta);
+  int found;
+  if (opt_num(m, NULL, "rope_theta", &c->theta, &found, err) ||
+      (!found && opt_num(m, "rope_parameters", "rope_theta", &c->theta, &found, err)))
+    return err ? err->status : TPX_VALIDATION;
+  if (!(c->theta > 0))
+    return tpx_error_set(err, TPX_VALIDATION, "config: rope_theta %g must be > 0", c->theta);
   const char *pre = NULL, *rt = "default";
   const char *dicts[] = {"rope_parameters", "rope_scaling"};
-  for (int i = 0; i < 2 && !pre; i++) {
+  const char *keys[] = {"rope_type", "type"};
+  for (int i = 0; i < 4 && !pre; i++) {
     char path[64];
     const char *v = NULL;
-    snprintf(path, sizeof path, "%s.rope_type", dicts[i]);
-    if (!tpx_model_config_string(m, path, &v, NULL)) { pre = dicts[i]; rt = v; break; }
-    snprintf(path, sizeof path, "%s.type", dicts[i]);
-    if (!tpx_model_config_string(m, path, &v, NULL)) { pre = dicts[i]; rt = v; }
+    tpx_error e = {0};
+    snprintf(path, sizeof path, "%s.%s", dicts[i / 2], keys[i % 2]);
+    tpx_status st = tpx_model_config_string(m, path, &v, &e);
+    if (st == TPX_OK) { pre = dicts[i / 2]; rt = v; }
+    else if (st != TPX_NOT_FOUND)
+      return tpx_error_set(err, TPX_VALIDATION, "config: %s: %s", path, e.message);
   }
   double prf = 1.0;
   if ((get_num(m, NULL, "partial_rotary_factor", &prf) ||
@@ -77,10 +101,12 @@ static tpx_status rope_read(const tpx_model *m, tr_config *c, tpx_error *err) {
       return err ? err->status : TPX_VALIDATION;
     /* as transformers' standardize_rope_params: a top-level value wins,
      * then the rope dict's, then max_position_embeddings */
-    if (!get_num(m, NULL, "original_max_position_embeddings", &c->rope_orig_max) &&
-        !get_num(m, pre, "original_max_position_embeddings", &c->rope_orig_max) &&
-        !get_num(m, NULL, "max_position_embeddings", &c->rope_orig_max))
-      c->rope_orig_max = 0;
+    const char *ompe = "original_max_position_embeddings";
+    if (opt_num(m, NULL, ompe, &c->rope_orig_max, &found, err) ||
+        (!found && opt_num(m, pre, ompe, &c->rope_orig_max, &found, err)) ||
+        (!found && opt_num(m, NULL, "max_position_embeddings", &c->rope_orig_max, &found, err)))
+      return err ? err->status : TPX_VALIDATION;
+    if (!found) c->rope_orig_max = 0;
     if (c->rope_orig_max <= 0 || c->rope_high <= c->rope_low)
       return tpx_error_set(err, TPX_VALIDATION,
                            "config: llama3 rope needs original_max_position_embeddings > 0 and "
@@ -146,7 +172,10 @@ tpx_status tr_config_read(const tpx_model *m, tr_config *c, tpx_error *err) {
     return tpx_error_set(err, TPX_VALIDATION, "config: head_dim %lld must be even and > 0",
                          (long long)c->head_dim);
   c->eps = 1e-6;
-  tpx_model_config_float(m, "rms_norm_eps", &c->eps, NULL);
+  int found;
+  if (opt_num(m, NULL, "rms_norm_eps", &c->eps, &found, err)) return err ? err->status : TPX_VALIDATION;
+  if (c->eps < 0)
+    return tpx_error_set(err, TPX_VALIDATION, "config: rms_norm_eps %g must be >= 0", c->eps);
   tpx_status rs = rope_read(m, c, err);
   if (rs) return rs;
   const char *act = "silu";

@@ -7,6 +7,7 @@
 #if defined(__GLIBC__) || defined(__linux__)
 #include <malloc.h>
 #endif
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,9 +261,11 @@ static tpx_status dump_open(const char *path, const tpx_model *model, int64_t st
 
 /* Append every non-tied parameter (grads 0) or its gradient (grads 1),
  * gathered, to f (rank 0; f NULL elsewhere). Collective: every rank calls
- * it, and every rank joins each gather even after an error. */
+ * it, and every rank joins each gather even after an error. A write error
+ * (rank 0 alone) goes to *ws, not to the returned status, so it never
+ * takes rank 0 out of collectives the other ranks still run. */
 static tpx_status dump_append(FILE *f, const char *path, const tpx_model *model, tr_rank *r,
-                              int grads, tpx_status s, tpx_error *err) {
+                              int grads, tpx_status s, tpx_status *ws, tpx_error *err) {
   float *buf = NULL;
   for (size_t p = 0; p < tpx_model_num_params(model); p++) {
     tpx_param_info pi;
@@ -276,8 +279,8 @@ static tpx_status dump_append(FILE *f, const char *path, const tpx_model *model,
     tpx_status g = grads ? tr_rank_gather_grad(r, (int64_t)p, buf, err)
                          : tr_rank_gather(r, (int64_t)p, buf, err); /* collective */
     if (g && !s) s = g;
-    if (f && !s && fwrite(buf, sizeof(float), (size_t)n, f) != (size_t)n)
-      s = tpx_error_set(err, TPX_IO, "%s: write failed", path);
+    if (f && !s && !*ws && fwrite(buf, sizeof(float), (size_t)n, f) != (size_t)n)
+      *ws = tpx_error_set(err, TPX_IO, "%s: write failed", path);
   }
   free(buf);
   return s;
@@ -292,9 +295,9 @@ static tpx_status dump_close(FILE *f, const char *path, tpx_status s, tpx_error 
  * safetensors file (rank 0 writes; every rank joins each gather). */
 static tpx_status dump_params(const args *a, const tpx_model *model, tr_rank *r, tpx_error *err) {
   FILE *f = NULL;
-  tpx_status s = dump_open(a->dump, model, 0, r, &f, err);
-  s = dump_append(f, a->dump, model, r, 0, s, err);
-  return dump_close(f, a->dump, s, err);
+  tpx_status ws = dump_open(a->dump, model, 0, r, &f, err);
+  tpx_status s = dump_append(f, a->dump, model, r, 0, TPX_OK, &ws, err);
+  return dump_close(f, a->dump, s ? s : ws, err);
 }
 
 /* CPU seconds of the process (every rank thread with the local backend) */
@@ -321,14 +324,16 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t ndp = a->dp_replicate * a->dp_shard, dp = coords[0] * a->dp_shard + coords[1];
   int64_t bl = a->batch / ndp;
   const int32_t *mine = j->tokens + dp * bl * (a->seq + 1);
-  /* --dump-grads: the gathered pre-clip gradients of every step */
+  /* --dump-grads: the gathered pre-clip gradients of every step; rank 0's
+   * open / write errors (ws) are reported after the run */
   FILE *gf = NULL;
-  if (!s && a->dump_grads) s = dump_open(a->dump_grads, j->model, a->steps, r, &gf, err);
+  tpx_status ws = TPX_OK;
+  if (!s && a->dump_grads) ws = dump_open(a->dump_grads, j->model, a->steps, r, &gf, err);
   for (int64_t step = 0; !s && step < a->steps; step++) {
     double loss = 0, gn = 0, t0 = tr_now(), c0 = tr_rank_comm_seconds(r), p0 = cpu_now();
     s = tr_net_step(&net, r, mine, bl, a->seq, &loss, err);
     double tg = tr_now();
-    if (!s && a->dump_grads) s = dump_append(gf, a->dump_grads, j->model, r, 1, s, err);
+    if (!s && a->dump_grads) s = dump_append(gf, a->dump_grads, j->model, r, 1, s, &ws, err);
     t0 += tr_now() - tg; /* not timed */
     if (!s) s = tr_optimizer_step(r, a->clip, a->lr, a->wd, step + 1, &gn, err);
     double t1 = tr_now(), c1 = tr_rank_comm_seconds(r);
@@ -338,7 +343,7 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
       j->step_s[step] = t1 - t0; j->comm_s[step] = c1 - c0; j->cpu_s[step] = cpu_now() - p0;
     }
   }
-  if (a->dump_grads) s = dump_close(gf, a->dump_grads, s, err);
+  if (a->dump_grads) s = dump_close(gf, a->dump_grads, s ? s : ws, err);
   if (!s && rank == 0) j->has_state = tr_rank_state_bytes(r, j->state);
   if (!s && a->dump) s = dump_params(a, j->model, r, err);
   tr_rank_destroy(r);
@@ -445,6 +450,24 @@ int main(int argc, char **argv) {
     code = 2;
     goto out;
   }
+  /* --dump-grads is opened by rank 0 inside the ranks, before the first
+   * step: failing there alone would leave the other ranks waiting in the
+   * step's collectives. So check it can be created first, and let every
+   * process know the root's verdict. */
+  if (a.dump_grads) {
+    int bad = 0;
+    if (root) {
+      FILE *f = fopen(a.dump_grads, "wb");
+      bad = !f || fclose(f) != 0;
+    }
+#if TPX_HAVE_MPI
+    if (mpi) MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+#endif
+    if (bad) {
+      tpx_error_set(&err, TPX_IO, "%s: cannot write", a.dump_grads);
+      goto out;
+    }
+  }
   if (tpx_registry_create(&reg, &err) || tpx_registry_set_isolation(reg, 0, 30, &err) ||
       tpx_registry_load_default(reg, &err) || tpx_diag_list_create(&diags, &err) ||
       load_model(&a, reg, &model, &err))
@@ -467,9 +490,14 @@ int main(int argc, char **argv) {
   if (root) {
     if (!strcmp(a.format, "json")) {
       printf("{\"steps\":[");
-      for (int64_t i = 0; i < a.steps; i++)
-        printf("%s{\"step\":%lld,\"loss\":%.17g,\"grad_norm\":%.17g}", i ? "," : "",
-               (long long)i, loss[i], gnorm[i]);
+      /* JSON has no NaN / inf: a non-finite value is null */
+      for (int64_t i = 0; i < a.steps; i++) {
+        char l[32] = "null", g[32] = "null";
+        if (isfinite(loss[i])) snprintf(l, sizeof l, "%.17g", loss[i]);
+        if (isfinite(gnorm[i])) snprintf(g, sizeof g, "%.17g", gnorm[i]);
+        printf("%s{\"step\":%lld,\"loss\":%s,\"grad_norm\":%s}", i ? "," : "",
+               (long long)i, l, g);
+      }
       printf("]");
       /* what rank 0 allocated, comparable with tpx plan's per_rank memory */
       if (j.has_state)

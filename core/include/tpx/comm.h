@@ -159,7 +159,10 @@ typedef struct tpx_local_options {
    * calls or the runtime take must come from that space (the tests
    * allocate them through the private core/src/device/sim_tag.h). Proves
    * that the comm path never reads a buffer on the host (docs/RUNTIME.md
-   * "Device memory"). 0: host memory (tpx_local_run). */
+   * "Device memory"). A plain host buffer passed to such a world is that
+   * routing bug: it is not detected as an error but faults (SIGSEGV), as
+   * device code handed a host pointer would. Test double only.
+   * 0: host memory (tpx_local_run). */
   int sim_device_memory;
 } tpx_local_options;
 #define TPX_LOCAL_OPTIONS_INIT { sizeof(tpx_local_options), 0 }

@@ -7,6 +7,7 @@
  * float arrays that the compiler vectorises; SSE2 non-temporal stores write
  * large fan-out results without reading the destination lines first. */
 #include "comm/reduce.h"
+#include "device/half_bits.h"
 
 #include <string.h>
 
@@ -43,61 +44,12 @@ tpx_status tpx__reduce_check(const char *what, tpx_dtype dtype,
 
 /* ---- 16-bit floats ------------------------------------------------------ */
 
-static uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-float tpx__bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-uint16_t tpx__f32_to_bf16(float f) {
-  uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet and a NaN */
-    return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
-
-float tpx__f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) /* inf / NaN */
-    return bits_f32(sign | 0x7f800000u | (man << 13));
-  if (exp == 0) {
-    if (man == 0)
-      return bits_f32(sign);
-    /* subnormal: value = man * 2^-24 */
-    float v = (float)man * (1.0f / 16777216.0f);
-    return sign ? -v : v;
-  }
-  return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
-}
-
-uint16_t tpx__f32_to_f16(float f) {
-  uint32_t u = f32_bits(f);
-  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) /* NaN */
-    return (uint16_t)(sign | 0x7e00u);
-  if (a >= 0x477ff000u) /* rounds to >= 65520 -> inf */
-    return (uint16_t)(sign | 0x7c00u);
-  if (a < 0x38800000u) { /* below the smallest normal 2^-14: subnormal */
-    /* round(a_value * 2^24) with ties to even, done in float exactly:
-     * adding 0.5 (as 2^-1 * 2^24 scale) via the magic-number trick. */
-    float v = bits_f32(a) + 0.5f; /* 0.5 = 2^-1: ulp becomes 2^-24 */
-    return (uint16_t)(sign | (uint16_t)(f32_bits(v) - f32_bits(0.5f)));
-  }
-  uint32_t mant_odd = (a >> 13) & 1u;
-  a += 0xfffu + mant_odd; /* round to nearest even at bit 13 */
-  return (uint16_t)(sign | (uint16_t)((a - 0x38000000u) >> 13));
-}
+/* The bit operations live in device/half_bits.h, shared with the cuda
+ * kernels so both memory spaces convert alike. */
+float tpx__bf16_to_f32(uint16_t h) { return tpx__hb_bf16_to_f32(h); }
+uint16_t tpx__f32_to_bf16(float f) { return tpx__hb_f32_to_bf16(f); }
+float tpx__f16_to_f32(uint16_t h) { return tpx__hb_f16_to_f32(h); }
+uint16_t tpx__f32_to_f16(float f) { return tpx__hb_f32_to_f16(f); }
 
 /* ---- accumulators ------------------------------------------------------- */
 

@@ -3,16 +3,16 @@
  * CUDA + NCCL and a working nvcc are found. Each wrapper enqueues on the
  * caller's stream and returns the launch's cudaError_t; ms_cuda.c waits.
  * The math mirrors device/ms_host.c element for element (same f32 / f64
- * operations, bf16 rounding to nearest even with NaN kept, the loss's
- * polynomial exp); reductions (norm_acc, loss sums) combine partial sums
+ * operations, the host's own bf16 / f16 conversions from
+ * device/half_bits.h, the loss's polynomial exp); reductions (norm_acc, loss sums) combine partial sums
  * in a tree, so they are not bit-identical to the host's sequential order.
  * embed_scatter_add keeps the host's id order per column (one thread per
  * column), so duplicate ids accumulate deterministically.
  * Compile-and-link only here: no GPU runs these in the tests. */
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "device/half_bits.h"
 #include "device/ms_cuda_kernels.h"
 #include "tpx/dtype.h"
 
@@ -20,28 +20,21 @@ namespace {
 
 const int kThreads = 256;
 
-__device__ float bits_f32(uint32_t u) { return __uint_as_float(u); }
-
-__device__ float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-__device__ uint16_t f32_to_bf16(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
+/* 16-bit floats through the host's bit operations (device/half_bits.h),
+ * not __half2float / __float2half_rn, which canonicalise NaN. */
 __device__ float getf(const void *p, int dt, size_t i) {
-  if (dt == TPX_DTYPE_BF16) return bf16_to_f32(((const uint16_t *)p)[i]);
-  if (dt == TPX_DTYPE_F16) return __half2float(((const __half *)p)[i]);
+  if (dt == TPX_DTYPE_BF16)
+    return tpx__hb_bf16_to_f32(((const uint16_t *)p)[i]);
+  if (dt == TPX_DTYPE_F16)
+    return tpx__hb_f16_to_f32(((const uint16_t *)p)[i]);
   return ((const float *)p)[i];
 }
 
 __device__ void putf(void *p, int dt, size_t i, float v) {
   if (dt == TPX_DTYPE_BF16)
-    ((uint16_t *)p)[i] = f32_to_bf16(v);
+    ((uint16_t *)p)[i] = tpx__hb_f32_to_bf16(v);
   else if (dt == TPX_DTYPE_F16)
-    ((__half *)p)[i] = __float2half_rn(v);
+    ((uint16_t *)p)[i] = tpx__hb_f32_to_f16(v);
   else
     ((float *)p)[i] = v;
 }

@@ -71,6 +71,18 @@ bad)
   mkdir -p "$tmp/yarn"
   sed 's/"llama3"/"yarn"/' "$fix/llama3rope-v4/config.json" > "$tmp/yarn/config.json"
   cp "$fix/llama3rope/model.safetensors" "$tmp/yarn/"
+  # malformed rope parameters (each must be refused, never train on NaN)
+  for v in 's/"rope_theta": 10000.0/"rope_theta": -10000.0/:theta-neg' \
+           's/"rope_theta": 10000.0/"rope_theta": "10000"/:theta-str' \
+           's/"factor": 8.0/"factor": Infinity/:factor-inf' \
+           's/"factor": 8.0/"factor": 0/:factor-zero' \
+           's/"low_freq_factor": 1.0/"low_freq_factor": 4.0/:band' \
+           's/"rope_type": "llama3"/"rope_type": 3/:type-num' \
+           's/"rms_norm_eps": 1e-05/"rms_norm_eps": -1e-05/:eps-neg'; do
+    mkdir -p "$tmp/rope-${v##*:}"
+    sed "${v%:*}" "$fix/llama3rope/config.json" > "$tmp/rope-${v##*:}/config.json"
+    cp "$fix/llama3rope/model.safetensors" "$tmp/rope-${v##*:}/"
+  done
   i=0; : > "$tmp/big.bin"
   while [ $i -lt 68 ]; do printf '\210\023\000\000' >> "$tmp/big.bin"; i=$((i + 1)); done
   set -- $(echo "$args" | sed "s#@TMP@#$tmp#g; s#@FIX@#$fix#g")

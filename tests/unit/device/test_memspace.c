@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "device/half_bits.h"
 #include "device/memspace.h"
 #include "../shard/shard_fixture.h"
 #include "device/sim_tag.h"
@@ -219,6 +220,69 @@ START_TEST(test_convert) {
   tpx__ms_convert(&tpx__ms_host, &h, TPX_DTYPE_BF16, &t, TPX_DTYPE_F32, 1,
                   NULL);
   ck_assert_uint_eq(h, 0x3f80);
+}
+END_TEST
+
+/* The 16-bit conversions the host loops and the cuda kernels share
+ * (device/half_bits.h): the exact bits for NaN (sign and payload kept, not
+ * CUDA's canonical 0x7fff), inf, overflow, ties and subnormals, and the
+ * host space's convert is exactly those functions for every f16 / bf16
+ * pattern. */
+static const struct {
+  uint32_t f32;
+  uint16_t bf16, f16;
+} hb_cases[] = {
+    {0x7fc00000u, 0x7fc0, 0x7e00}, /* quiet NaN */
+    {0xffc00000u, 0xffc0, 0xfe00}, /* negative NaN keeps its sign */
+    {0x7f800001u, 0x7fc0, 0x7e00}, /* signalling NaN becomes quiet */
+    {0x7fa00000u, 0x7fe0, 0x7e00}, /* payload's top bits kept (bf16) */
+    {0x7f800000u, 0x7f80, 0x7c00}, /* inf */
+    {0xff800000u, 0xff80, 0xfc00}, /* -inf */
+    {0x477ff000u, 0x4780, 0x7c00}, /* 65520: f16 tie rounds to inf */
+    {0x477fefffu, 0x4780, 0x7bff}, /* just below: 65504 */
+    {0x3f808000u, 0x3f80, 0x3c04}, /* 1 + 2^-8: bf16 tie to even */
+    {0x3f818000u, 0x3f82, 0x3c0c}, /* 1 + 3 * 2^-8: bf16 tie up to even */
+    {0x3f801000u, 0x3f80, 0x3c00}, /* 1 + 2^-11: f16 tie to even */
+    {0x3f803000u, 0x3f80, 0x3c02}, /* 1 + 3 * 2^-11: f16 tie up */
+    {0x33800000u, 0x3380, 0x0001}, /* 2^-24: smallest f16 subnormal */
+    {0x33000000u, 0x3300, 0x0000}, /* 2^-25: tie to even (zero) */
+    {0x33c00000u, 0x33c0, 0x0002}, /* 1.5 * 2^-24: tie up to 2 */
+    {0x80000000u, 0x8000, 0x8000}, /* -0 */
+};
+
+START_TEST(test_half_bits) {
+  for (size_t k = 0; k < sizeof hb_cases / sizeof hb_cases[0]; k++) {
+    float f = tpx__hb_bits_f32(hb_cases[k].f32);
+    ck_assert_msg(tpx__hb_f32_to_bf16(f) == hb_cases[k].bf16,
+                  "case %zu: bf16 %04x", k, tpx__hb_f32_to_bf16(f));
+    ck_assert_msg(tpx__hb_f32_to_f16(f) == hb_cases[k].f16,
+                  "case %zu: f16 %04x", k, tpx__hb_f32_to_f16(f));
+  }
+  /* f16 / bf16 -> f32 keep a NaN's sign and payload */
+  ck_assert_uint_eq(tpx__hb_f32_bits(tpx__hb_f16_to_f32(0xfc01)), 0xff802000u);
+  ck_assert_uint_eq(tpx__hb_f32_bits(tpx__hb_bf16_to_f32(0xff81)), 0xff810000u);
+  /* every pattern: the host space's convert is these functions, and
+   * f16 -> f32 -> f16 round-trips (NaNs to sign | 0x7e00) */
+  static uint16_t in[65536], o16[65536];
+  static float o32[65536];
+  for (uint32_t i = 0; i < 65536; i++) in[i] = (uint16_t)i;
+  for (int bf = 0; bf < 2; bf++) {
+    tpx_dtype dt = bf ? TPX_DTYPE_BF16 : TPX_DTYPE_F16;
+    ck_assert_int_eq(tpx__ms_convert(&tpx__ms_host, o32, TPX_DTYPE_F32, in,
+                                     dt, 65536, NULL),
+                     TPX_OK);
+    ck_assert_int_eq(tpx__ms_convert(&tpx__ms_host, o16, dt, o32,
+                                     TPX_DTYPE_F32, 65536, NULL),
+                     TPX_OK);
+    for (uint32_t i = 0; i < 65536; i++) {
+      float want = bf ? tpx__hb_bf16_to_f32(in[i]) : tpx__hb_f16_to_f32(in[i]);
+      ck_assert_msg(memcmp(&o32[i], &want, 4) == 0, "%s %04x", bf ? "bf16" : "f16", i);
+      int nan = bf ? (i & 0x7fff) > 0x7f80 : (i & 0x7fff) > 0x7c00;
+      uint16_t back = nan ? (uint16_t)(bf ? (i | 0x40) : ((i & 0x8000) | 0x7e00))
+                          : (uint16_t)i;
+      ck_assert_msg(o16[i] == back, "%s %04x -> %04x", bf ? "bf16" : "f16", i, o16[i]);
+    }
+  }
 }
 END_TEST
 
@@ -440,6 +504,7 @@ static Suite *suite(void) {
                       (int)(sizeof c2d_cases / sizeof c2d_cases[0]));
   tcase_add_test(tc, test_copy_memset_overlap);
   tcase_add_test(tc, test_convert);
+  tcase_add_test(tc, test_half_bits);
   tcase_add_test(tc, test_add_scale);
   tcase_add_test(tc, test_norm_acc);
   tcase_add_test(tc, test_adamw);

@@ -6,9 +6,12 @@
  * program on host memory, byte for byte, on 1..4 ranks with uneven
  * totals. */
 #include <check.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../shard/shard_fixture.h"
 #include "device/sim_tag.h"
@@ -123,12 +126,43 @@ START_TEST(test_options) {
 }
 END_TEST
 
+/* Misuse, as tpx_local_options documents it: a plain host buffer handed to
+ * a collective of a sim world is a routing bug (host memory where device
+ * memory belongs) and faults like device code would, rather than passing
+ * silently. Run in a forked child that must die on a signal (SIGSEGV;
+ * SIGABRT when ASan reports it first). */
+static tpx_status host_buf_body(tpx_comm *w, void *arg, tpx_error *err) {
+  (void)arg;
+  float h[4] = {1, 2, 3, 4};
+  return tpx_comm_all_reduce(w, h, h, 4, TPX_DTYPE_F32, TPX_REDUCE_SUM, err);
+}
+
+START_TEST(test_host_pointer_in_sim_world_faults) {
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
+    lo.sim_device_memory = 1;
+    tpx_local_run_opts(2, &lo, host_buf_body, NULL, NULL);
+    _exit(0); /* not reached: the host pointer must fault */
+  }
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFSIGNALED(status),
+                "a host buffer in a sim world did not fault (status %d)",
+                status);
+  ck_assert(WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS ||
+            WTERMSIG(status) == SIGABRT);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("sim_comm");
   TCase *tc = tcase_create("collectives");
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, test_collectives_sim_equal_host, 0, MAXR);
   tcase_add_test(tc, test_options);
+  tcase_add_test(tc, test_host_pointer_in_sim_world_faults);
   suite_add_tcase(s, tc);
   return s;
 }
