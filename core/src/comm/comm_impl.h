@@ -8,7 +8,7 @@
  * ranks agree on the call). A member
  * left NULL gets the wrapper's default (noted per member). Buffers live in
  * the comm's memory space (tpx_comm.ms: host, sim, or cuda for nccl); the
- * wrappers move them only through it. `device_memory` is informational.
+ * wrappers move them only through it.
  *
  * Not public: trainers use tpx/comm.h only. */
 #ifndef TPX_COMM_IMPL_H
@@ -51,7 +51,6 @@ typedef struct tpx_comm_iface {
    * all_reduce. */
   tpx_status (*barrier)(void *ctx, tpx_error *err);
   int has_avg;          /* all_reduce / reduce_scatter handle AVG themselves */
-  int device_memory;    /* buffers are device pointers (no host fallbacks) */
 } tpx_comm_iface;
 
 struct tpx_comm {

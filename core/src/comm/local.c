@@ -379,7 +379,6 @@ static const tpx_comm_iface local_iface = {
     .all_to_all = local_all_to_all,
     .barrier = local_barrier,
     .has_avg = 1,
-    .device_memory = 0,
 };
 
 /* ---- launcher ----------------------------------------------------------- */

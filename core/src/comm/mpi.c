@@ -290,7 +290,6 @@ static const tpx_comm_iface mpi_iface = {
     .all_to_all = mpi_all_to_all,
     .barrier = mpi_barrier,
     .has_avg = 1,
-    .device_memory = 0,
 };
 
 tpx_status tpx_comm_create_mpi(const void *mpi_comm, tpx_comm **out,

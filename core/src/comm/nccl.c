@@ -208,7 +208,6 @@ static const tpx_comm_iface nccl_iface = {
     .all_to_all = nccl_all_to_all,
     .barrier = nccl_barrier,
     .has_avg = 1,
-    .device_memory = 1,
 };
 
 /* A context on `device` around an initialised NCCL comm. */
