@@ -10,23 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../mpi_verdict.h"
+
 #include "rt_fixture.h"
 
 static tpx_comm *world;
 
 static void run(tpx_local_fn fn, rt_arg *a, const char *name) {
-  tpx_error e = {0};
-  tpx_status st = fn(world, a, &e);
-  int32_t bad = st != TPX_OK, nbad = 0;
-  if (bad)
-    fprintf(stderr, "mpi rank %d: %s: %s\n", tpx_comm_rank(world), name,
-            e.message);
-  tpx_error e2 = {0};
-  ck_assert_msg(tpx_comm_all_reduce(world, &bad, &nbad, 1, TPX_DTYPE_I32,
-                                    TPX_REDUCE_SUM, &e2) == TPX_OK,
-                "agreeing on the verdict: %s", e2.message);
-  ck_assert_msg(nbad == 0, "%s failed on %d of %d ranks (messages on stderr)",
-                name, nbad, tpx_comm_size(world));
+  mpi_run_agreed(world, fn, a, name);
 }
 
 /* plan: 0 zoo, 1 llama sp0, 2 llama sp1, 3 SP norm into colwise */
