@@ -15,6 +15,8 @@
 #          is too small for Adam's step to be determined by f32 gradients
 #          (below 3e-4 of the tensor's RMS gradient in REF's run at some
 #          step): those are held to Adam's bound 2 x steps x lr (check.c)
+#          and, on the default batch, per-step loss / grad norm also vs
+#          the torch numbers in expected.json (1e-5 rel)
 #   mpi    as mesh, TRAIN under `mpirun -np WORLD ... --backend mpi`
 #   bad    the args must fail cleanly: exit 1 or 2 with a message, no crash
 #          (CASE is the expected stderr fragment)
@@ -59,6 +61,11 @@ mesh|mpi)
       --dump-grads "$tmp/a/grads.safetensors" > "$tmp/out.json" || exit 1
   fi
   "$check" steps "$tmp/out.json" "$tmp/ref.json" 1e-5 || exit 1
+  # and straight against torch + transformers where expected.json has the
+  # batch (the default tokens.bin), not only through REF
+  if [ "$tokens" = "$fix/tokens.bin" ]; then
+    "$check" steps "$tmp/out.json" "$fix/expected.json" "$case" 1e-5 || exit 1
+  fi
   "$check" grads "$tmp/a/grads.safetensors" "$tmp/b/grads.safetensors" 1e-5 || exit 1
   "$check" params "$tmp/a/model.safetensors" "$tmp/b/model.safetensors" 1e-5 \
     "$tmp/b/grads.safetensors" 1e-3 0.01 3 || exit 1
