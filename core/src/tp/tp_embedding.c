@@ -1,6 +1,6 @@
 /* tp_embedding.c — embedding forward / backward under the style the
- * sharding applied (tpx/runtime_tp.h; spec/torch-semantics.md §2 Rowwise
- * "Embedding compute", §5 MaskPartial):
+ * sharding applied (tpx/runtime_tp.h; docs/SEMANTICS.md "Vocab-parallel
+ * embedding and loss"):
  *  - weight Shard(0) over tp: ids outside this rank's rows are masked, the
  *    rest looked up at id - offset, masked rows zero (a Partial sum);
  *    backward scatter-adds the gradient rows of in-range ids only;

@@ -1,6 +1,6 @@
 /* tp_loss.c — vocab-parallel log-probs and cross-entropy with their
- * backward (tpx/runtime_tp.h; seed 004 get_logprobs_from_vocab_parallel_
- * logits, spec/torch-semantics.md §7 "Cross-entropy").
+ * backward (tpx/runtime_tp.h; docs/SEMANTICS.md "Vocab-parallel embedding
+ * and loss").
  *
  * Per row i of logits (this rank's vocab columns [off, off + len)):
  *   max_i    = all-reduce(max) of the local row max
@@ -9,8 +9,9 @@
  *   logprob  = tgt_i - max_i - log(sumexp_i)
  *   d logprob / d z_ij = onehot_ij - exp(z_ij - max_i) / sumexp_i
  * sumexp and tgt travel in one f64 all-reduce, so forward is two
- * collectives. The vocab range is the layout's torch.chunk split (seed 004
- * divides V // tp, which is the same split when tp divides V).
+ * collectives. The vocab range is the layout's torch.chunk split (the
+ * upstream training utility divides V // tp, which is the same split when
+ * tp divides V; docs/RUNTIME.md "Vocab ranges").
  * Logits, targets, log-probs and gradients live in the mesh comm's memory
  * space; the row loops are its kernels (device/memspace.h, loss_*; host
  * loops in device/ms_host.c). The host reads back only the target-range

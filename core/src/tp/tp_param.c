@@ -2,7 +2,7 @@
  * (tpx/runtime_tp.h): the params of modules whose style runs them on
  * sequence-sharded activations (SequenceParallel and its norm variants),
  * and the all-reduce over tp DTensor runs on their gradients
- * (spec/torch-semantics.md §7); also unstyled per-head q / k norms beside
+ * (docs/SEMANTICS.md "Transitions"); also unstyled per-head q / k norms beside
  * colwise projections (shard/partial_grad.c), which upstream never reduces.
  * Not here: FSDP reduction and grad norms (the runtime object). */
 #include "tp/tp_internal.h"
