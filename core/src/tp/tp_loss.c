@@ -1,6 +1,6 @@
 /* tp_loss.c — vocab-parallel log-probs and cross-entropy with their
- * backward (tpx/runtime_tp.h; seed 004 get_logprobs_from_vocab_parallel_
- * logits, spec/torch-semantics.md §7 "Cross-entropy").
+ * backward (tpx/runtime_tp.h; docs/SEMANTICS.md "Vocab-parallel embedding
+ * and loss").
  *
  * Per row i of logits (this rank's vocab columns [off, off + len)):
  *   max_i    = all-reduce(max) of the local row max
@@ -9,8 +9,9 @@
  *   logprob  = tgt_i - max_i - log(sumexp_i)
  *   d logprob / d z_ij = onehot_ij - exp(z_ij - max_i) / sumexp_i
  * sumexp and tgt travel in one f64 all-reduce, so forward is two
- * collectives. The vocab range is the layout's torch.chunk split (seed 004
- * divides V // tp, which is the same split when tp divides V).
+ * collectives. The vocab range is the layout's torch.chunk split (the
+ * upstream training utility divides V // tp, which is the same split when
+ * tp divides V; docs/RUNTIME.md "Vocab ranges").
  * Logits, targets, log-probs and gradients live in the mesh comm's memory
  * space; the row loops are its kernels (device/memspace.h, loss_*; host
  * loops in device/ms_host.c). The host reads back only the target-range
@@ -20,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm_impl.h"
-#include "runtime/tp_internal.h"
-#include "shard/sharding_impl.h"
+#include "comm/comm_view.h"
+#include "tp/tp_internal.h"
+#include "shard/sharding_view.h"
 
 typedef struct loss_ctx {
   const char *what;
@@ -60,7 +61,7 @@ static tpx_status range_of(const tpx_sharding *sh, int64_t rank,
   tpx_placement pl[TPX_MESH_MAX_DIMS];
   tpx__tp_activation_placements(sh, tpx_placement_shard(0), pl);
   tpx_slice s;
-  TPX__TRY(tpx_layout_local_slice(&opts->vocab, 1, sh->mesh, pl, rank, &s,
+  TPX__TRY(tpx_layout_local_slice(&opts->vocab, 1, tpx_sharding_mesh(sh), pl, rank, &s,
                                   err));
   *off = s.offset[0];
   *len = s.length[0];
@@ -74,9 +75,10 @@ tpx_status tpx_tp_vocab_range(const tpx_sharding *sh, int64_t rank,
   if (!sh || !offset || !len)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: NULL argument", w);
   TPX__TRY(check_opts(opts, w, err));
-  if (rank < 0 || rank >= sh->world)
+  if (rank < 0 || rank >= tpx__sv_world(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE, "%s: rank %lld outside 0..%lld",
-                         w, (long long)rank, (long long)sh->world - 1);
+                         w, (long long)rank,
+                         (long long)tpx__sv_world(sh) - 1);
   return range_of(sh, rank, opts, offset, len, err);
 }
 
