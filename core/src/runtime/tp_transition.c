@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "comm/comm_impl.h"
-#include "comm/reduce.h"
 #include "runtime/tp_internal.h"
 #include "shard/sharding_impl.h"
 #include "tpx/redistribute.h"
