@@ -1,17 +1,17 @@
-/* plugin/select.c — plan selection (spec/plans.md §4.1, §4.2, §4.5): custom
- * plan > named plugin plan > the plugin's plan for the architecture > the
- * Hugging Face plan > the default base plan, then the Nemotron-Flash lm_head
- * post-processing, validate_tp_mesh when the plan shards attention heads
- * (NeMo Automodel 0.7.0), and the plugin's validate / FSDP-unit / fp32
- * capabilities.
+/* select/select.c — plan selection (docs/SEMANTICS.md "Plan selection"):
+ * custom plan > named plugin plan > the plugin's plan for the architecture
+ * > the Hugging Face plan > the default base plan, then the post-processing
+ * plugins declare (traits.c), validate_tp_mesh when the plan shards
+ * attention heads (NeMo Automodel 0.7.0), and the plugin's validate / FSDP
+ * unit / fp32 / strategy capabilities. One function per numbered step;
+ * tpx_select_plan runs them in order.
  *
  * Every step taken or skipped is written to the selection's trace, so
  * `tpx plan` can say why a plan was chosen. Problems go to the caller's
  * diagnostics; the call fails only when no plan can be produced at all.
  *
- * Not the registry (registry.c) and not plan application. */
-#include <ctype.h>
-#include <stdarg.h>
+ * Not the registry (plugin/registry.c), not the selection's queries
+ * (selection.c) and not plan application. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,56 +20,8 @@
 
 #include "model/config.h"
 #include "model/expert_fold.h"
-#include "plugin/plugin_internal.h"
+#include "select/select_internal.h"
 #include "tpx/validate.h"
-
-struct tpx_selection {
-  tpx_plan *plan;
-  tpx_plan_source source;
-  char *plugin_name, *plugin_path, *function;
-  tpx__strvec trace;
-  tpx__strvec fp32;
-  tpx__strvec units; /* ints: reshard_after_forward, -1 = tpx's rule */
-  tpx__strvec strategy; /* "key=value" */
-};
-
-const char *tpx_plan_source_name(tpx_plan_source source) {
-  switch (source) {
-  case TPX_PLAN_SOURCE_CUSTOM: return "custom";
-  case TPX_PLAN_SOURCE_PLUGIN: return "plugin";
-  case TPX_PLAN_SOURCE_HF: return "hf";
-  case TPX_PLAN_SOURCE_DEFAULT: return "default";
-  }
-  return "unknown";
-}
-
-void tpx_selection_destroy(tpx_selection *sel) {
-  if (!sel)
-    return;
-  tpx_plan_destroy(sel->plan);
-  free(sel->plugin_name);
-  free(sel->plugin_path);
-  free(sel->function);
-  tpx__strvec_free(&sel->trace);
-  tpx__strvec_free(&sel->fp32);
-  tpx__strvec_free(&sel->units);
-  tpx__strvec_free(&sel->strategy);
-  free(sel);
-}
-
-static void trace(tpx_selection *sel, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void trace(tpx_selection *sel, const char *fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  (void)tpx__strvec_push(&sel->trace, buf, 0); /* a lost line is harmless */
-}
 
 static int set_str(char **dst, const char *src) {
   free(*dst);
@@ -79,66 +31,6 @@ static int set_str(char **dst, const char *src) {
 
 static int is_remote_code(json_t *root) {
   return root && json_object_get(root, "auto_map") != NULL;
-}
-
-/* plans.md §4.1 _is_nemotron_flash_config. */
-static int is_nemotron_flash(const tpx_model *model, json_t *root) {
-  json_t *mt = root ? json_object_get(root, "model_type") : NULL;
-  if (mt && json_is_string(mt) &&
-      strcmp(json_string_value(mt), "nemotron_flash") == 0)
-    return 1;
-  for (size_t i = 0; i < tpx_model_num_architectures(model); i++)
-    if (strcmp(tpx_model_architecture(model, i), "NemotronFlashForCausalLM") ==
-        0)
-      return 1;
-  json_t *np = root ? json_object_get(root, "_name_or_path") : NULL;
-  if (np && json_is_string(np)) {
-    const char *s = json_string_value(np);
-    size_t n = strlen(s);
-    char *low = malloc(n + 1);
-    if (low) {
-      for (size_t i = 0; i <= n; i++)
-        low[i] = (char)tolower((unsigned char)s[i]);
-      int hit = strstr(low, "nemotron-flash") != NULL;
-      free(low);
-      if (hit)
-        return 1;
-    }
-  }
-  return 0;
-}
-
-static int outputs_shard(const tpx_style *st) {
-  for (int32_t i = 0; i < st->output_layouts.count; i++)
-    if (!st->output_layouts.is_none[i] &&
-        (st->output_layouts.items[i].kind == TPX_SHARD ||
-         st->output_layouts.items[i].kind == TPX_STRIDED_SHARD))
-      return 1;
-  return 0;
-}
-
-static tpx_status nemotron_flash_fixup(tpx_selection *sel, tpx_error *err) {
-  static const char *const keys[] = {"lm_head", "language_model.lm_head"};
-  for (size_t k = 0; k < 2; k++) {
-    int64_t i = tpx_plan_find(sel->plan, keys[k]);
-    if (i < 0)
-      continue;
-    tpx_plan_entry e;
-    tpx_status s = tpx_plan_get(sel->plan, (size_t)i, &e, err);
-    if (s != TPX_OK)
-      return s;
-    if (outputs_shard(&e.style)) {
-      trace(sel, "nemotron-flash: key '%s' kept (its output is sharded)",
-            keys[k]);
-      continue;
-    }
-    s = tpx_plan_remove(sel->plan, keys[k], err);
-    if (s != TPX_OK)
-      return s;
-    trace(sel, "nemotron-flash: key '%s' removed (its output is not "
-          "sharded; the model's own head computes the logits)", keys[k]);
-  }
-  return TPX_OK;
 }
 
 /* The default base plan on a model with fused MoE experts (Mixtral,
@@ -165,7 +57,7 @@ static tpx_status moe_default_fixup(tpx_selection *sel, const tpx_model *model,
     if (s != TPX_OK)
       return s;
   }
-  trace(sel, "moe: the default plan's MLP keys are optional on fused "
+  tpx__sel_trace(sel, "moe: the default plan's MLP keys are optional on fused "
         "experts (torch warns that they cannot be resolved)");
   tpx_status s = tpx_diag_add(
       diags, TPX_DIAG_WARNING, "moe-experts-replicated", arch ? arch : "",
@@ -233,13 +125,13 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
       if (d != TPX_OK)
         return diag_failed(d, err);
     }
-    trace(sel, "hf: not used: %s", herr.message);
+    tpx__sel_trace(sel, "hf: not used: %s", herr.message);
     return s == TPX_UNSUPPORTED ? TPX_UNSUPPORTED : TPX_NOT_FOUND;
   }
   if (tpx_plan_size(plan) == 0) {
     tpx_plan_destroy(plan);
     snprintf(why, why_size, "the Hugging Face plan (%s) is empty", what);
-    trace(sel, "hf: not used: %s", why);
+    tpx__sel_trace(sel, "hf: not used: %s", why);
     return TPX_NOT_FOUND;
   }
   tpx_plan_destroy(sel->plan);
@@ -247,7 +139,7 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
   sel->source = TPX_PLAN_SOURCE_HF;
   if (set_str(&sel->function, "get_hf_tp_shard_plan"))
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  trace(sel, "hf: used %s (%zu entries)", what, tpx_plan_size(plan));
+  tpx__sel_trace(sel, "hf: used %s (%zu entries)", what, tpx_plan_size(plan));
   if (sp) {
     tpx_status d = tpx_diag_add(
         diags, TPX_DIAG_ERROR, "sp-with-hf-plan", arch ? arch : "",
@@ -257,7 +149,7 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
         "(%s); the plan is shown without sequence-parallel styles", what);
     if (d != TPX_OK)
       return diag_failed(d, err);
-    trace(sel, "hf: sequence parallelism requested, which the HF plan does "
+    tpx__sel_trace(sel, "hf: sequence parallelism requested, which the HF plan does "
           "not support (error sp-with-hf-plan)");
   }
   return TPX_OK;
@@ -281,9 +173,9 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
       if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name,
                        NULL, "%s", cerr.message) != TPX_OK)
         return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-      trace(sel, "plugin '%s': validate failed: %s", p->name, cerr.message);
+      tpx__sel_trace(sel, "plugin '%s': validate failed: %s", p->name, cerr.message);
     } else {
-      trace(sel, "plugin '%s': validate ran (%zu diagnostics)", p->name,
+      tpx__sel_trace(sel, "plugin '%s': validate ran (%zu diagnostics)", p->name,
             tpx_diag_count(diags) - before);
     }
   }
@@ -306,32 +198,306 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
       if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name,
                        NULL, "%s", cerr.message) != TPX_OK)
         return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-      trace(sel, "plugin '%s': %s failed: %s", p->name, what[k],
+      tpx__sel_trace(sel, "plugin '%s': %s failed: %s", p->name, what[k],
             cerr.message);
       continue;
     }
     tpx__strvec_free(dst[k]);
     *dst[k] = v;
-    trace(sel, "plugin '%s': %zu %s", p->name, v.count, what[k]);
+    tpx__sel_trace(sel, "plugin '%s': %zu %s", p->name, v.count, what[k]);
   }
   return TPX_OK;
 }
 
-/* Upstream strategies (PARALLELIZATION_STRATEGIES, keyed by the bare class
- * name) with their own flow: they never call validate_tp_mesh and ignore
- * tp_shard_plan (a custom or named plan). */
-static int own_flow_strategy(const char *arch) {
-  static const char *const skip[] = {
-      "NemotronHForCausalLM", "WanTransformer3DModel",
-      "HunyuanVideo15Transformer3DModel", "LTX2VideoTransformer3DModel"};
-  if (!arch)
-    return 0;
-  const char *dot = strrchr(arch, '.');
-  const char *bare = dot ? dot + 1 : arch;
-  for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
-    if (strcmp(bare, skip[i]) == 0)
-      return 1;
-  return 0;
+/* What the steps share. */
+typedef struct step_ctx {
+  const tpx_registry *reg;
+  const tpx_model *model;
+  tpx_select_options o;
+  tpx_selection *sel;
+  tpx_diag_list *diags;
+  tpx_error *err;
+  const char *arch;    /* config.architectures[0], or NULL */
+  const char *matched; /* the registered name that matched arch */
+  const tpx__plugin *arch_plugin;
+  const tpx__plugin *cap_plugin; /* whose capabilities the selection gets */
+  const char *cap_arch;
+  int have_plan;
+  int plugin_failed;
+  char hf_why[TPX_ERROR_MESSAGE_SIZE];
+} step_ctx;
+
+static tpx_status oom(step_ctx *c) {
+  return tpx_error_set(c->err, TPX_NO_MEMORY, "out of memory");
+}
+
+/* The options checked and copied whole (a shorter struct_size keeps the
+ * defaults of the fields it lacks). */
+static tpx_status check_options(const tpx_select_options *opts,
+                                tpx_select_options *o, tpx_error *err) {
+  if (opts->struct_size < sizeof(size_t) + sizeof(int64_t))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_select_plan: opts->struct_size=%zu is too small "
+                         "(use TPX_SELECT_OPTIONS_INIT)",
+                         opts->struct_size);
+  tpx_select_options def = TPX_SELECT_OPTIONS_INIT;
+  *o = def;
+  memcpy(o, opts, opts->struct_size < sizeof *o ? opts->struct_size
+                                                 : sizeof *o);
+  o->struct_size = sizeof *o;
+  if (o->tp_size < 1)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tp_size=%lld; it must be >= 1",
+                         (long long)o->tp_size);
+  if (o->sequence_parallel != 0 && o->sequence_parallel != 1)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "sequence_parallel=%d; it must be 0 or 1",
+                         o->sequence_parallel);
+  return TPX_OK;
+}
+
+/* 0. A strategy with its own flow ignores tp_shard_plan: the plugin's plan
+ * stands (the plugin declares it, docs/PLUGIN_ABI.md "Traits"). */
+static tpx_status step_own_flow(step_ctx *c) {
+  if (!(c->o.custom || c->o.plan_name) || !tpx__sel_own_flow(c->reg, c->arch))
+    return TPX_OK;
+  tpx_status s = tpx_diag_add(
+      c->diags, TPX_DIAG_WARNING, "custom-plan-ignored", c->arch,
+      "drop the custom / named plan; this strategy always applies its own",
+      "the %s strategy ignores tp_shard_plan: the %s plan given is not "
+      "applied",
+      c->arch, c->o.custom ? "custom" : "named");
+  if (s != TPX_OK)
+    return oom(c);
+  tpx__sel_trace(c->sel, "custom/named plan: ignored (the %s strategy "
+                 "ignores tp_shard_plan)", c->arch);
+  c->o.custom = NULL;
+  c->o.plan_name = NULL;
+  return TPX_OK;
+}
+
+/* 1. custom plan */
+static tpx_status step_custom(step_ctx *c) {
+  tpx_selection *sel = c->sel;
+  if (!c->o.custom) {
+    tpx__sel_trace(sel, "custom: none given");
+    return TPX_OK;
+  }
+  tpx_status s = tpx_plan_clone(c->o.custom, &sel->plan, c->err);
+  if (s != TPX_OK)
+    return s;
+  sel->source = TPX_PLAN_SOURCE_CUSTOM;
+  if (set_str(&sel->function, "custom"))
+    return oom(c);
+  tpx__sel_trace(sel, "custom: used the given plan (%zu entries); it is not "
+                 "validated against the architecture",
+                 tpx_plan_size(c->o.custom));
+  if (c->o.plan_name)
+    tpx__sel_trace(sel, "named plan '%s': skipped (a custom plan wins)",
+                   c->o.plan_name);
+  c->have_plan = 1;
+  return TPX_OK;
+}
+
+/* 2. named plan: upstream raises when it fails, so there is no fallback */
+static tpx_status step_named(step_ctx *c) {
+  tpx_selection *sel = c->sel;
+  if (c->have_plan)
+    return TPX_OK;
+  if (!c->o.plan_name) {
+    tpx__sel_trace(sel, "named plan: none requested");
+    return TPX_OK;
+  }
+  int64_t ni = tpx__registry_find_plan_name(c->reg, c->o.plan_name);
+  if (ni < 0)
+    return tpx_error_set(c->err, TPX_NOT_FOUND,
+                         "named plan '%s' is not served by any loaded plugin "
+                         "(see `tpx plugins` for the named plans)",
+                         c->o.plan_name);
+  const tpx__plugin *np = tpx__registry_at(c->reg, (size_t)ni);
+  const char *narch = np == c->arch_plugin && c->matched ? c->matched
+                      : c->arch                         ? c->arch
+                                                        : np->archs[0];
+  int refused = 0;
+  tpx_status s = try_plugin(sel, np, c->model, narch, c->o.plan_name,
+                            c->o.sequence_parallel, c->o.tp_size, &refused,
+                            c->err);
+  if (s != TPX_OK)
+    return s;
+  sel->source = TPX_PLAN_SOURCE_CUSTOM;
+  tpx__sel_trace(sel, "named plan '%s': used, from plugin '%s' (%s), %zu "
+                 "entries", c->o.plan_name, np->name, np->path,
+                 tpx_plan_size(sel->plan));
+  if (!c->cap_plugin) {
+    c->cap_plugin = np;
+    c->cap_arch = narch;
+  }
+  c->have_plan = 1;
+  return TPX_OK;
+}
+
+/* 3. the plugin for the architecture; a refusal or failure falls back to
+ * the HF plan, as upstream does */
+static tpx_status step_plugin(step_ctx *c) {
+  tpx_selection *sel = c->sel;
+  if (c->have_plan) {
+    tpx__sel_trace(sel, "plugin: not asked for the architecture's plan (the "
+                   "%s plan was chosen)", c->o.custom ? "custom" : "named");
+    return TPX_OK;
+  }
+  if (!c->arch) {
+    tpx__sel_trace(sel, "plugin: skipped (the config has no architectures)");
+    return TPX_OK;
+  }
+  const tpx__plugin *p = c->arch_plugin;
+  if (!p) {
+    tpx__sel_trace(sel, "plugin: none of the %zu loaded plugins serves '%s'",
+                   c->reg ? tpx_registry_num_plugins(c->reg) : (size_t)0,
+                   c->arch);
+    return TPX_OK;
+  }
+  int refused = 0;
+  tpx_error perr = {0};
+  tpx_status s = try_plugin(sel, p, c->model, c->matched, NULL,
+                            c->o.sequence_parallel, c->o.tp_size, &refused,
+                            &perr);
+  if (s == TPX_NO_MEMORY)
+    return tpx_error_set(c->err, s, "%s", perr.message);
+  if (s == TPX_OK) {
+    sel->source = TPX_PLAN_SOURCE_PLUGIN;
+    tpx__sel_trace(sel, "plugin: used '%s' %s (%s) for '%s' (function %s, "
+                   "%zu entries)", p->name, p->version, p->path, c->matched,
+                   sel->function, tpx_plan_size(sel->plan));
+    c->have_plan = 1;
+    return TPX_OK;
+  }
+  c->plugin_failed = 1;
+  s = tpx_diag_add(c->diags, TPX_DIAG_WARNING,
+                   refused ? "plugin-refused" : "plugin-failed", p->name,
+                   "fix the plugin, or pass a custom plan",
+                   "%s; falling back to the Hugging Face plan", perr.message);
+  if (s != TPX_OK)
+    return oom(c);
+  tpx__sel_trace(sel, "plugin: '%s' %s: %s; falling back to the HF plan, as "
+                 "upstream does", p->name, refused ? "refused" : "failed",
+                 perr.message);
+  return TPX_OK;
+}
+
+/* 4. the Hugging Face plan */
+static tpx_status step_hf(step_ctx *c) {
+  if (c->have_plan) {
+    tpx__sel_trace(c->sel, "hf: not needed (the %s plan was chosen)",
+                   tpx_plan_source_name(c->sel->source));
+    return TPX_OK;
+  }
+  tpx_status s = try_hf(c->sel, c->model, c->arch, c->o.sequence_parallel,
+                        c->diags, c->hf_why, sizeof c->hf_why, c->err);
+  if (s == TPX_OK)
+    c->have_plan = 1;
+  else if (s != TPX_NOT_FOUND && s != TPX_UNSUPPORTED)
+    return s;
+  return TPX_OK;
+}
+
+/* 5a. the default plan at tp > 1 is a warning, or an error for custom code
+ * (auto_map) that torch's redistribute cannot run */
+static tpx_status default_plan_diag(step_ctx *c) {
+  const char *arch = c->arch ? c->arch : "(unknown class)";
+  json_t *root = tpx__model_config(c->model);
+  tpx_status s;
+  if (c->o.tp_size <= 1)
+    return TPX_OK;
+  if (is_remote_code(root)) {
+    s = tpx_diag_add(
+        c->diags, TPX_DIAG_ERROR, "remote-code-no-plan",
+        c->arch ? c->arch : "",
+        "1) install a tpx plugin serving this architecture (TPX_PLUGIN_PATH); "
+        "2) give the config a base_model_tp_plan with recognised styles "
+        "(colwise, rowwise, colwise_rep, rowwise_rep); 3) pass a custom "
+        "plan (--plan FILE or a named plan); or run with tp=1",
+        "'%s' is custom code (config has auto_map) with %s and no usable "
+        "Hugging Face tp plan (%s); the default base plan would create "
+        "DTensor placements without shard_order metadata, which trips an "
+        "internal assert in torch's redistribute",
+        arch, c->plugin_failed ? "a failing plugin" : "no plugin", c->hf_why);
+    if (s != TPX_OK)
+      return oom(c);
+    tpx__sel_trace(c->sel, "default: custom code (auto_map) at tp=%lld with "
+                   "no plugin and no HF plan is an error "
+                   "(remote-code-no-plan); the default plan is shown for "
+                   "reference", (long long)c->o.tp_size);
+    return TPX_OK;
+  }
+  s = tpx_diag_add(c->diags, TPX_DIAG_WARNING, "default-plan-fallback",
+                   c->arch ? c->arch : "",
+                   "install a plugin for this architecture or pass a custom "
+                   "plan",
+                   "no plugin or Hugging Face plan for '%s'; using the "
+                   "generic default base plan, whose keys may not match "
+                   "this model",
+                   arch);
+  return s == TPX_OK ? TPX_OK : oom(c);
+}
+
+/* 5. the default base plan */
+static tpx_status step_default(step_ctx *c) {
+  tpx_selection *sel = c->sel;
+  const int sp = c->o.sequence_parallel;
+  if (c->have_plan) {
+    tpx__sel_trace(sel, "default: not needed");
+    return TPX_OK;
+  }
+  tpx_status s = default_plan_diag(c);
+  if (s != TPX_OK)
+    return s;
+  s = tpx__default_base_plan(sp, &sel->plan, c->err);
+  if (s != TPX_OK)
+    return s;
+  sel->source = TPX_PLAN_SOURCE_DEFAULT;
+  if (set_str(&sel->function, "default_base_plan"))
+    return oom(c);
+  tpx__sel_trace(sel, "default: used the default base plan%s (%zu entries)",
+                 sp ? " with sequence-parallel overrides" : "",
+                 tpx_plan_size(sel->plan));
+  return moe_default_fixup(sel, c->model, c->arch, c->diags, c->err);
+}
+
+/* 6. validate_tp_mesh: NeMo Automodel 0.7.0 runs it after plan selection and
+ * only when the plan shards attention heads (docs/SEMANTICS.md "Plan
+ * selection"), so a plan that shards MLPs alone or keeps attention
+ * replicated places no head-count constraint; strategies with their own
+ * flow never run it. Earlier releases ran it before selection, always. */
+static tpx_status step_validate(step_ctx *c) {
+  tpx_selection *sel = c->sel;
+  const int64_t tp = c->o.tp_size;
+  if (tp <= 1) {
+    tpx__sel_trace(sel, "validate_tp_mesh: skipped (tp=1)");
+    return TPX_OK;
+  }
+  if (tpx__sel_own_flow(c->reg, c->arch)) {
+    tpx__sel_trace(sel, "validate_tp_mesh: skipped (the %s strategy does "
+                   "not run it)", c->arch);
+    return TPX_OK;
+  }
+  if (!tpx_plan_is_head_sharded(sel->plan)) {
+    tpx__sel_trace(sel, "validate_tp_mesh: skipped (the plan does not shard "
+                   "attention heads; Automodel 0.7.0 validates only plans "
+                   "that do)");
+    return TPX_OK;
+  }
+  size_t before = tpx_diag_count(c->diags);
+  tpx_status s = tpx_validate_tp_mesh(c->model, tp, c->diags, c->err);
+  if (s != TPX_OK)
+    return s;
+  size_t n = tpx_diag_count(c->diags) - before;
+  if (n)
+    tpx__sel_trace(sel, "validate_tp_mesh: %zu problem(s) for tp=%lld (see "
+                   "diagnostics)", n, (long long)tp);
+  else
+    tpx__sel_trace(sel, "validate_tp_mesh: head counts fit tp=%lld",
+                   (long long)tp);
+  return TPX_OK;
 }
 
 tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
@@ -342,359 +508,52 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   if (!model || !opts || !out || !diags)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_select_plan: model, opts, out or diags is NULL");
-  if (opts->struct_size < sizeof(size_t) + sizeof(int64_t))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_select_plan: opts->struct_size=%zu is too small "
-                         "(use TPX_SELECT_OPTIONS_INIT)",
-                         opts->struct_size);
-  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
-  memcpy(&o, opts,
-         opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
-  o.struct_size = sizeof o;
-  if (o.tp_size < 1)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tp_size=%lld; it must be >= 1", (long long)o.tp_size);
-  if (o.sequence_parallel != 0 && o.sequence_parallel != 1)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "sequence_parallel=%d; it must be 0 or 1",
-                         o.sequence_parallel);
-  const int sp = o.sequence_parallel;
-  const int64_t tp = o.tp_size;
-
-  tpx_selection *sel = calloc(1, sizeof *sel);
-  if (!sel)
+  step_ctx c;
+  memset(&c, 0, sizeof c);
+  tpx_status s = check_options(opts, &c.o, err);
+  if (s != TPX_OK)
+    return s;
+  c.sel = calloc(1, sizeof *c.sel);
+  if (!c.sel)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  tpx_status s = TPX_OK;
-  json_t *root = tpx__model_config(model);
-  const char *arch = tpx_model_architecture(model, 0);
-  trace(sel, "request: architecture %s, tp=%lld, sequence_parallel=%s",
-        arch ? arch : "(none)", (long long)tp, sp ? "on" : "off");
+  c.reg = reg;
+  c.model = model;
+  c.diags = diags;
+  c.err = err;
+  c.arch = tpx_model_architecture(model, 0);
+  tpx__sel_trace(c.sel, "request: architecture %s, tp=%lld, "
+                 "sequence_parallel=%s", c.arch ? c.arch : "(none)",
+                 (long long)c.o.tp_size, c.o.sequence_parallel ? "on" : "off");
+  int64_t ai = reg ? tpx__registry_find_arch(reg, c.arch, &c.matched) : -1;
+  c.arch_plugin = ai >= 0 ? tpx__registry_at(reg, (size_t)ai) : NULL;
+  c.cap_plugin = c.arch_plugin;
+  c.cap_arch = c.matched;
 
-  const char *matched = NULL;
-  int64_t ai = reg ? tpx__registry_find_arch(reg, arch, &matched) : -1;
-  const tpx__plugin *arch_plugin =
-      ai >= 0 ? tpx__registry_at(reg, (size_t)ai) : NULL;
-  const tpx__plugin *cap_plugin = arch_plugin;
-  const char *cap_arch = matched;
-  int have_plan = 0;
-
-  /* An own-flow strategy ignores tp_shard_plan: the plugin's plan stands. */
-  if ((o.custom || o.plan_name) && own_flow_strategy(arch)) {
-    s = tpx_diag_add(diags, TPX_DIAG_WARNING, "custom-plan-ignored", arch,
-                     "drop the custom / named plan; this strategy always "
-                     "applies its own",
-                     "the %s strategy ignores tp_shard_plan: the %s plan "
-                     "given is not applied",
-                     arch, o.custom ? "custom" : "named");
-    if (s != TPX_OK) {
-      tpx_error_set(err, s, "out of memory");
-      goto fail;
-    }
-    trace(sel, "custom/named plan: ignored (the %s strategy ignores "
-          "tp_shard_plan)", arch);
-    o.custom = NULL;
-    o.plan_name = NULL;
-  }
-
-  /* 1. custom plan */
-  if (o.custom) {
-    s = tpx_plan_clone(o.custom, &sel->plan, err);
-    if (s != TPX_OK)
-      goto fail;
-    sel->source = TPX_PLAN_SOURCE_CUSTOM;
-    if (set_str(&sel->function, "custom")) {
-      s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-      goto fail;
-    }
-    trace(sel, "custom: used the given plan (%zu entries); it is not "
-          "validated against the architecture", tpx_plan_size(o.custom));
-    if (o.plan_name)
-      trace(sel, "named plan '%s': skipped (a custom plan wins)", o.plan_name);
-    have_plan = 1;
-  } else {
-    trace(sel, "custom: none given");
-  }
-
-  /* 2. named plan */
-  if (!have_plan && o.plan_name) {
-    int64_t ni = tpx__registry_find_plan_name(reg, o.plan_name);
-    if (ni < 0) {
-      s = tpx_error_set(err, TPX_NOT_FOUND,
-                        "named plan '%s' is not served by any loaded plugin "
-                        "(see `tpx plugins` for the named plans)",
-                        o.plan_name);
-      goto fail;
-    }
-    const tpx__plugin *np = tpx__registry_at(reg, (size_t)ni);
-    const char *narch = np == arch_plugin && matched ? matched
-                        : arch                      ? arch
-                                                    : np->archs[0];
-    int refused = 0;
-    s = try_plugin(sel, np, model, narch, o.plan_name, sp, tp, &refused, err);
-    if (s != TPX_OK)
-      goto fail; /* upstream raises; a named plan has no fallback */
-    sel->source = TPX_PLAN_SOURCE_CUSTOM;
-    trace(sel, "named plan '%s': used, from plugin '%s' (%s), %zu entries",
-          o.plan_name, np->name, np->path, tpx_plan_size(sel->plan));
-    if (!cap_plugin) {
-      cap_plugin = np;
-      cap_arch = narch;
-    }
-    have_plan = 1;
-  } else if (!have_plan) {
-    trace(sel, "named plan: none requested");
-  }
-
-  /* 3. the plugin for the architecture */
-  int plugin_failed = 0;
-  if (have_plan) {
-    trace(sel, "plugin: not asked for the architecture's plan (the %s plan "
-          "was chosen)", o.custom ? "custom" : "named");
-  } else {
-    if (!arch) {
-      trace(sel, "plugin: skipped (the config has no architectures)");
-    } else if (!arch_plugin) {
-      trace(sel, "plugin: none of the %zu loaded plugins serves '%s'",
-            reg ? tpx_registry_num_plugins(reg) : (size_t)0, arch);
-    } else {
-      int refused = 0;
-      tpx_error perr = {0};
-      s = try_plugin(sel, arch_plugin, model, matched, NULL, sp, tp, &refused,
-                     &perr);
-      if (s == TPX_NO_MEMORY) {
-        tpx_error_set(err, s, "%s", perr.message);
-        goto fail;
-      }
-      if (s == TPX_OK) {
-        sel->source = TPX_PLAN_SOURCE_PLUGIN;
-        trace(sel, "plugin: used '%s' %s (%s) for '%s' (function %s, %zu "
-              "entries)", arch_plugin->name, arch_plugin->version,
-              arch_plugin->path, matched, sel->function,
-              tpx_plan_size(sel->plan));
-        have_plan = 1;
-      } else {
-        plugin_failed = 1;
-        s = tpx_diag_add(diags, TPX_DIAG_WARNING,
-                         refused ? "plugin-refused" : "plugin-failed",
-                         arch_plugin->name,
-                         "fix the plugin, or pass a custom plan",
-                         "%s; falling back to the Hugging Face plan",
-                         perr.message);
-        if (s != TPX_OK) {
-          tpx_error_set(err, s, "out of memory");
-          goto fail;
-        }
-        trace(sel, "plugin: '%s' %s: %s; falling back to the HF plan, as "
-              "upstream does", arch_plugin->name,
-              refused ? "refused" : "failed", perr.message);
-      }
-    }
-  }
-
-  /* 4. the Hugging Face plan */
-  char hf_why[TPX_ERROR_MESSAGE_SIZE] = "";
-  if (have_plan) {
-    trace(sel, "hf: not needed (the %s plan was chosen)",
-          tpx_plan_source_name(sel->source));
-  } else {
-    s = try_hf(sel, model, arch, sp, diags, hf_why, sizeof hf_why, err);
-    if (s == TPX_OK)
-      have_plan = 1;
-    else if (s != TPX_NOT_FOUND && s != TPX_UNSUPPORTED)
-      goto fail;
-    s = TPX_OK;
-  }
-
-  /* 5. the default base plan */
-  if (have_plan) {
-    trace(sel, "default: not needed");
-  } else {
-    if (tp > 1 && is_remote_code(root)) {
-      s = tpx_diag_add(
-          diags, TPX_DIAG_ERROR, "remote-code-no-plan", arch ? arch : "",
-          "1) install a tpx plugin serving this architecture (TPX_PLUGIN_PATH); "
-          "2) give the config a base_model_tp_plan with recognised styles "
-          "(colwise, rowwise, colwise_rep, rowwise_rep); 3) pass a custom "
-          "plan (--plan FILE or a named plan); or run with tp=1",
-          "'%s' is custom code (config has auto_map) with %s and no usable "
-          "Hugging Face tp plan (%s); the default base plan would create "
-          "DTensor placements without shard_order metadata, which trips an "
-          "internal assert in torch's redistribute",
-          arch ? arch : "(unknown class)",
-          plugin_failed ? "a failing plugin" : "no plugin", hf_why);
-      if (s != TPX_OK) {
-        tpx_error_set(err, s, "out of memory");
-        goto fail;
-      }
-      trace(sel, "default: custom code (auto_map) at tp=%lld with no plugin "
-            "and no HF plan is an error (remote-code-no-plan); the default "
-            "plan is shown for reference", (long long)tp);
-    } else if (tp > 1) {
-      s = tpx_diag_add(diags, TPX_DIAG_WARNING, "default-plan-fallback",
-                       arch ? arch : "",
-                       "install a plugin for this architecture or pass a "
-                       "custom plan",
-                       "no plugin or Hugging Face plan for '%s'; using the "
-                       "generic default base plan, whose keys may not match "
-                       "this model",
-                       arch ? arch : "(unknown class)");
-      if (s != TPX_OK) {
-        tpx_error_set(err, s, "out of memory");
-        goto fail;
-      }
-    }
-    s = tpx__default_base_plan(sp, &sel->plan, err);
-    if (s != TPX_OK)
-      goto fail;
-    sel->source = TPX_PLAN_SOURCE_DEFAULT;
-    if (set_str(&sel->function, "default_base_plan")) {
-      s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-      goto fail;
-    }
-    trace(sel, "default: used the default base plan%s (%zu entries)",
-          sp ? " with sequence-parallel overrides" : "",
-          tpx_plan_size(sel->plan));
-    s = moe_default_fixup(sel, model, arch, diags, err);
-    if (s != TPX_OK)
-      goto fail;
-  }
-
+  tpx_status (*const steps[])(step_ctx *) = {
+      step_own_flow, step_custom, step_named, step_plugin,
+      step_hf,       step_default};
+  for (size_t i = 0; s == TPX_OK && i < sizeof steps / sizeof steps[0]; i++)
+    s = steps[i](&c);
   /* Post-processing, for every source. */
-  if (is_nemotron_flash(model, root)) {
-    s = nemotron_flash_fixup(sel, err);
-    if (s != TPX_OK)
-      goto fail;
+  if (s == TPX_OK)
+    s = tpx__sel_lm_head_fixup(reg, model, c.sel, err);
+  if (s == TPX_OK)
+    tpx__sel_trace(c.sel, "moe guard: not applicable (no Automodel MoE "
+                   "modules in a Hugging Face model tree)");
+  if (s == TPX_OK)
+    s = step_validate(&c);
+  if (s == TPX_OK && c.cap_plugin)
+    s = plugin_capabilities(c.sel, c.cap_plugin, model, c.cap_arch, &c.o,
+                            diags, err);
+  if (s != TPX_OK) {
+    tpx_selection_destroy(c.sel);
+    return s;
   }
-  trace(sel, "moe guard: not applicable (no Automodel MoE modules in a "
-        "Hugging Face model tree)");
-
-  /* validate_tp_mesh: NeMo Automodel 0.7.0 runs it after plan selection and
-   * only when the plan shards attention heads (plans.md §4.6's test), so a
-   * plan that shards MLPs alone or keeps attention replicated places no
-   * head-count constraint; strategies with their own flow never run it
-   * (plans.md §4.9). Earlier releases ran it before selection, always. */
-  if (tp <= 1) {
-    trace(sel, "validate_tp_mesh: skipped (tp=1)");
-  } else if (own_flow_strategy(arch)) {
-    trace(sel, "validate_tp_mesh: skipped (the %s strategy does not run it)",
-          arch);
-  } else if (!tpx_plan_is_head_sharded(sel->plan)) {
-    trace(sel, "validate_tp_mesh: skipped (the plan does not shard attention "
-          "heads; Automodel 0.7.0 validates only plans that do)");
-  } else {
-    size_t before = tpx_diag_count(diags);
-    s = tpx_validate_tp_mesh(model, tp, diags, err);
-    if (s != TPX_OK)
-      goto fail;
-    size_t n = tpx_diag_count(diags) - before;
-    if (n)
-      trace(sel, "validate_tp_mesh: %zu problem(s) for tp=%lld (see "
-            "diagnostics)", n, (long long)tp);
-    else
-      trace(sel, "validate_tp_mesh: head counts fit tp=%lld", (long long)tp);
-  }
-
-  if (cap_plugin) {
-    s = plugin_capabilities(sel, cap_plugin, model, cap_arch, &o, diags, err);
-    if (s != TPX_OK)
-      goto fail;
-  }
-  trace(sel, "selected: %s plan%s%s (%zu entries)",
-        tpx_plan_source_name(sel->source), sel->function ? ", function " : "",
-        sel->function ? sel->function : "", tpx_plan_size(sel->plan));
+  tpx_selection *sel = c.sel;
+  tpx__sel_trace(sel, "selected: %s plan%s%s (%zu entries)",
+                 tpx_plan_source_name(sel->source),
+                 sel->function ? ", function " : "",
+                 sel->function ? sel->function : "", tpx_plan_size(sel->plan));
   *out = sel;
   return TPX_OK;
-fail:
-  tpx_selection_destroy(sel);
-  return s;
-}
-
-/* ---- accessors ------------------------------------------------------------ */
-
-const tpx_plan *tpx_selection_plan(const tpx_selection *sel) {
-  return sel ? sel->plan : NULL;
-}
-tpx_plan_source tpx_selection_source(const tpx_selection *sel) {
-  return sel ? sel->source : TPX_PLAN_SOURCE_DEFAULT;
-}
-const char *tpx_selection_plugin_name(const tpx_selection *sel) {
-  return sel ? sel->plugin_name : NULL;
-}
-const char *tpx_selection_plugin_path(const tpx_selection *sel) {
-  return sel ? sel->plugin_path : NULL;
-}
-const char *tpx_selection_function(const tpx_selection *sel) {
-  return sel ? sel->function : NULL;
-}
-size_t tpx_selection_trace_size(const tpx_selection *sel) {
-  return sel ? sel->trace.count : 0;
-}
-const char *tpx_selection_trace(const tpx_selection *sel, size_t i) {
-  return sel && i < sel->trace.count ? sel->trace.items[i] : NULL;
-}
-size_t tpx_selection_num_fp32(const tpx_selection *sel) {
-  return sel ? sel->fp32.count : 0;
-}
-const char *tpx_selection_fp32(const tpx_selection *sel, size_t i) {
-  return sel && i < sel->fp32.count ? sel->fp32.items[i] : NULL;
-}
-size_t tpx_selection_num_strategy(const tpx_selection *sel) {
-  return sel ? sel->strategy.count : 0;
-}
-const char *tpx_selection_strategy(const tpx_selection *sel, size_t i) {
-  return sel && i < sel->strategy.count ? sel->strategy.items[i] : NULL;
-}
-const char *const *tpx_selection_strategy_lines(const tpx_selection *sel) {
-  return sel && sel->strategy.count
-             ? (const char *const *)sel->strategy.items
-             : NULL;
-}
-const char *tpx_selection_strategy_value(const tpx_selection *sel,
-                                         const char *key) {
-  size_t n = key ? strlen(key) : 0;
-  for (size_t i = 0; sel && n && i < sel->strategy.count; i++)
-    if (strncmp(sel->strategy.items[i], key, n) == 0 &&
-        sel->strategy.items[i][n] == '=')
-      return sel->strategy.items[i] + n + 1;
-  return NULL;
-}
-tpx_status tpx_selection_strategy_mp(const tpx_selection *sel,
-                                     tpx_mp_policy *mp, tpx_error *err) {
-  static const char *const keys[3] = {"mp_param_dtype", "mp_reduce_dtype",
-                                      "mp_output_dtype"};
-  if (!mp)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_selection_strategy_mp: mp is NULL");
-  tpx_dtype got[3] = {mp->param_dtype, mp->reduce_dtype, mp->output_dtype};
-  for (int k = 0; k < 3; k++) {
-    const char *v = tpx_selection_strategy_value(sel, keys[k]);
-    if (!v)
-      continue;
-    if (strcmp(v, "none") == 0) {
-      got[k] = TPX_DTYPE_INVALID;
-      continue;
-    }
-    tpx_error e = {0};
-    if (tpx_dtype_parse(v, &got[k], &e) != TPX_OK)
-      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                           "plugin '%s' gives strategy %s=%s: %s",
-                           sel->plugin_name ? sel->plugin_name : "?", keys[k],
-                           v, e.message);
-  }
-  mp->param_dtype = got[0];
-  mp->reduce_dtype = got[1];
-  mp->output_dtype = got[2];
-  return TPX_OK;
-}
-
-size_t tpx_selection_num_fsdp_units(const tpx_selection *sel) {
-  return sel ? sel->units.count : 0;
-}
-const char *tpx_selection_fsdp_unit(const tpx_selection *sel, size_t i,
-                                    int *reshard_after_forward) {
-  if (!sel || i >= sel->units.count)
-    return NULL;
-  if (reshard_after_forward)
-    *reshard_after_forward = sel->units.ints[i];
-  return sel->units.items[i];
 }
