@@ -22,6 +22,7 @@
 #include "tpx/plan.h"
 #include "tpx/redistribute.h"
 #include "tpx/registry.h"
+#include "tpx/select.h"
 #include "tpx/report.h"
 #include "tpx/runtime.h"
 #include "tpx/runtime_tp.h"
