@@ -1,4 +1,4 @@
-/* plugin/harness.c — the conformance harness, parent side: reads the
+/* harness/harness.c — the conformance harness, parent side: reads the
  * plugin's exports from its ELF file, then runs each group of checks in a
  * forked child (harness_child.c), collects the result lines from a pipe,
  * and turns a crash, exit() or hang (killed at the timeout) into a failed
@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "plugin/harness_internal.h"
+#include "harness/harness_internal.h"
 
 typedef struct hcheck {
   char *name;

@@ -1,8 +1,8 @@
-/* plugin/harness_internal.h — private pieces of the conformance harness:
+/* harness/harness_internal.h — private pieces of the conformance harness:
  * the ELF export reader, the child-side checks and the line protocol the
  * child uses to report over its pipe. */
-#ifndef TPX_PLUGIN_HARNESS_INTERNAL_H
-#define TPX_PLUGIN_HARNESS_INTERNAL_H
+#ifndef TPX_HARNESS_INTERNAL_H
+#define TPX_HARNESS_INTERNAL_H
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-/* plugin/harness_child.c — the checks that run plugin code, executed in a
+/* harness/harness_child.c — the checks that run plugin code, executed in a
  * forked child by harness.c and reported line by line over a pipe (see
  * harness_internal.h). Before each call into the plugin the child announces
  * the step, so a crash or hang can be attributed to it.
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "plan/style_internal.h"
-#include "plugin/harness_internal.h"
+#include "harness/harness_internal.h"
 #include "tpx/match.h"
 #include "tpx/sharding.h"
 #include "tpx/validate.h"
