@@ -8,9 +8,9 @@
  * its path and reason and never takes the host down. Lookups and plugin calls
  * are thread-safe once loading is done.
  *
- * Selection (plans.md §4): custom plan > named plan > plugin plan > HF plan
- * (config's own tp plan, else the bundled per-model_type table) > default
- * base plan. */
+ * Selection (docs/SEMANTICS.md "Plan selection"): custom plan > named plan
+ * > plugin plan > HF plan (config's own tp plan, else the bundled
+ * per-model_type table) > default base plan. */
 #ifndef TPX_REGISTRY_H
 #define TPX_REGISTRY_H
 
@@ -188,11 +188,11 @@ typedef struct tpx_select_options {
 
 typedef struct tpx_selection tpx_selection;
 
-/* Choose the plan for `model` (plans.md §4.1) and run the selection-time
- * validation (validate_tp_mesh, Nemotron-NAS, plugin validate). Problems are
- * added to `diags` (e.g. remote-code-no-plan, heads-not-divisible); the
- * return is an error only when no plan at all can be produced or on bad
- * arguments. */
+/* Choose the plan for `model` (docs/SEMANTICS.md "Plan selection") and run
+ * the selection-time validation (validate_tp_mesh, Nemotron-NAS, plugin
+ * validate). Problems are added to `diags` (e.g. remote-code-no-plan,
+ * heads-not-divisible); the return is an error only when no plan at all can
+ * be produced or on bad arguments. */
 TPX_API tpx_status tpx_select_plan(const tpx_registry *reg,
                                    const tpx_model *model,
                                    const tpx_select_options *opts,

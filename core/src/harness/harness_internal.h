@@ -33,7 +33,8 @@ void tpx__h_step(int fd, const char *fmt, ...)
 #endif
     ;
 
-/* Child bodies; each reports through fd and returns normally. */
+/* Child bodies; each reports through fd and returns normally. Load and
+ * negotiation: harness_child.c; per architecture: harness_arch.c. */
 typedef struct tpx__h_job {
   const char *path;
   const tpx_harness_options *opts;
