@@ -21,26 +21,55 @@
 
 TPX_BEGIN_DECLS
 
+/* The family of a style: which fields it uses and what it does to a
+ * module's parameters (docs/SEMANTICS.md "Parallel styles"). */
+typedef enum tpx_style_family {
+  TPX_STYLE_FAMILY_INVALID = 0,
+  TPX_STYLE_FAMILY_COLWISE,        /* colwise */
+  TPX_STYLE_FAMILY_ROWWISE,        /* rowwise, vocab / gemma4 variants */
+  TPX_STYLE_FAMILY_SEQUENCE,       /* sequence_parallel and its variants */
+  TPX_STYLE_FAMILY_PREPARE_INPUT,  /* prepare_module_input */
+  TPX_STYLE_FAMILY_PREPARE_OUTPUT, /* prepare_module_output */
+} tpx_style_family;
+
+/* Every style: enum name, text name, family (the traits column; code asks
+ * tpx_style_kind_traits instead of switching on kinds). */
 #define TPX_STYLE_LIST(X)                                                      \
-  X(COLWISE, "colwise")                                                        \
-  X(ROWWISE, "rowwise")                                                        \
-  X(SEQUENCE_PARALLEL, "sequence_parallel")                                    \
-  X(PREPARE_MODULE_INPUT, "prepare_module_input")                              \
-  X(PREPARE_MODULE_OUTPUT, "prepare_module_output")                            \
-  X(ROTARY_EMBED_PARALLEL, "rotary_embed_parallel")                            \
-  X(QK_NORM_SEQUENCE_PARALLEL, "qk_norm_sequence_parallel")                    \
-  X(VOCAB_PARALLEL_EMBEDDING, "vocab_parallel_embedding")                      \
+  X(COLWISE, "colwise", COLWISE)                                               \
+  X(ROWWISE, "rowwise", ROWWISE)                                               \
+  X(SEQUENCE_PARALLEL, "sequence_parallel", SEQUENCE)                          \
+  X(PREPARE_MODULE_INPUT, "prepare_module_input", PREPARE_INPUT)               \
+  X(PREPARE_MODULE_OUTPUT, "prepare_module_output", PREPARE_OUTPUT)            \
+  X(ROTARY_EMBED_PARALLEL, "rotary_embed_parallel", SEQUENCE)                  \
+  X(QK_NORM_SEQUENCE_PARALLEL, "qk_norm_sequence_parallel", SEQUENCE)          \
+  X(VOCAB_PARALLEL_EMBEDDING, "vocab_parallel_embedding", ROWWISE)             \
   X(SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION,                                    \
-    "sequence_parallel_allgather_activation")                                  \
-  X(GEMMA4_VOCAB_PARALLEL_EMBEDDING, "gemma4_vocab_parallel_embedding")        \
-  X(GEMMA4_ROWWISE_PARALLEL, "gemma4_rowwise_parallel")
+    "sequence_parallel_allgather_activation", SEQUENCE)                        \
+  X(GEMMA4_VOCAB_PARALLEL_EMBEDDING, "gemma4_vocab_parallel_embedding",        \
+    ROWWISE)                                                                   \
+  X(GEMMA4_ROWWISE_PARALLEL, "gemma4_rowwise_parallel", ROWWISE)
 
 typedef enum tpx_style_kind {
-#define TPX__STYLE_ENUM(name, str) TPX_STYLE_##name,
+#define TPX__STYLE_ENUM(name, str, family) TPX_STYLE_##name,
   TPX_STYLE_LIST(TPX__STYLE_ENUM)
 #undef TPX__STYLE_ENUM
   TPX_STYLE_COUNT
 } tpx_style_kind;
+
+/* What code needs to know of a style kind, from its family. */
+typedef struct tpx_style_traits {
+  tpx_style_family family;
+  /* Shards parameters on tp (colwise / rowwise families); torch accepts
+   * these only on nn.Linear and nn.Embedding. */
+  int shards_params;
+  /* Runs distribute_module: places the parameters of the module and of
+   * every submodule (colwise, rowwise and sequence families). */
+  int distributes_params;
+} tpx_style_traits;
+
+/* The traits of `kind`; family TPX_STYLE_FAMILY_INVALID and no flags for a
+ * kind out of range. */
+TPX_API tpx_style_traits tpx_style_kind_traits(tpx_style_kind kind);
 
 #define TPX_STYLE_MAX_LAYOUTS 8
 

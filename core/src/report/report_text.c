@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fqn.h"
+#include "base/grow.h"
 #include "model/expert_fold.h"
 #include "model/strmap.h"
 #include "report/report_memory.h"
@@ -37,31 +39,7 @@ static int cmp_i64(const void *a, const void *b) {
 
 /* Split numbers out of fqn; tmpl gets \x01 placeholders. */
 static int templ(const char *fqn, char *tmpl, size_t size, int64_t *nums) {
-  int n = 0;
-  size_t o = 0;
-  const char *p = fqn;
-  while (*p && o + 2 < size) {
-    const char *q = p;
-    int digits = 1;
-    while (*q && *q != '.') {
-      if (*q < '0' || *q > '9') digits = 0;
-      q++;
-    }
-    if (q == p) digits = 0;
-    if (digits && n < MAX_NUM_ATOMS && q - p < 18) {
-      nums[n++] = strtoll(p, NULL, 10);
-      tmpl[o++] = '\x01';
-    } else {
-      size_t len = (size_t)(q - p);
-      if (o + len + 2 >= size) len = size - o - 2;
-      memcpy(tmpl + o, p, len);
-      o += len;
-    }
-    if (*q == '.' && o + 1 < size) tmpl[o++] = '.';
-    p = *q ? q + 1 : q;
-  }
-  tmpl[o] = '\0';
-  return n;
+  return tpx__fqn_template(fqn, tmpl, size, '\x01', nums, MAX_NUM_ATOMS);
 }
 
 static void render_set(tpx__sbuf *b, int64_t *v, size_t n) {
