@@ -14,6 +14,7 @@
 
 #include "base/grow.h"
 #include "model/model_view.h"
+#include "model/strmap.h"
 #include "plan/match_internal.h"
 #include "plan/plan_internal.h"
 #include "tpx/match.h"
@@ -474,6 +475,158 @@ static tpx_status split_key(const char *key, walk_ctx *w, char **buf,
   return TPX_OK;
 }
 
+/* The scratch of one tpx_match_plan call. */
+typedef struct match_run {
+  const tpx_plan *plan;
+  tpx_diag_list *diags;
+  walk_ctx w;
+  char *keybuf;        /* the atoms of the key being walked */
+  size_t cap_atoms;
+  group_key *gkeys;    /* [ne] each key's last atom and its matches */
+  size_t *members;     /* [ne] one group's entries */
+  int64_t *next;       /* [ne] the next entry of the same group, or -1 */
+  conflict *cs;        /* duplicate matches of the current entry */
+  size_t ncs, capcs;
+  int64_t *slot;       /* [ne] entry -> index in cs, or -1 */
+} match_run;
+
+static void match_run_free(match_run *r, size_t ne) {
+  free(r->keybuf);
+  free(r->w.atoms);
+  free(r->w.magic);
+  free(r->w.alen);
+  free(r->w.frames);
+  free(r->cs);
+  free(r->slot);
+  for (size_t e = 0; r->gkeys && e < ne; e++) free(r->gkeys[e].mods);
+  free(r->gkeys);
+  free(r->members);
+  free(r->next);
+}
+
+static void group_key_init(group_key *g, const char *key) {
+  const char *d = strrchr(key, '.');
+  g->atom = d ? d + 1 : key;
+  g->len = strlen(g->atom);
+  g->magic = !atom_has_magic(g->atom)              ? 0
+             : g->atom[strspn(g->atom, "*")] == '\0' ? 2
+                                                     : 1;
+}
+
+/* Every non-empty key's modules, walked by groups of keys that share all
+ * but the last atom (see walk_group). The groups are found in one pass
+ * with a map from the shared prefix to the group's first entry, so a plan
+ * of n entries costs O(n) here, not O(n^2). A key without a dot has the
+ * empty prefix; a key with one never does (keys have no empty atoms). */
+static tpx_status walk_groups(match_run *r, size_t ne, tpx_error *err) {
+  tpx__strmap heads = TPX__STRMAP_INIT;
+  int64_t *tail = malloc((ne ? ne : 1) * sizeof *tail);
+  tpx_status st = TPX_OK;
+  if (!tail) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  for (size_t e = 0; e < ne; e++) {
+    const char *key = tpx__plan_key(r->plan, e);
+    r->next[e] = -1;
+    tail[e] = -1;
+    if (key[0] == '\0') continue;
+    const char *ld = strrchr(key, '.');
+    size_t plen = ld ? (size_t)(ld - key) : 0;
+    int64_t head = -1;
+    group_key_init(&r->gkeys[e], key);
+    if (tpx__strmap_find(&heads, key, plen, &head)) {
+      r->next[tail[head]] = (int64_t)e;
+      tail[head] = (int64_t)e;
+    } else if (tpx__strmap_set(&heads, key, plen, (int64_t)e) != 0) {
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+      break;
+    } else {
+      tail[e] = (int64_t)e;
+    }
+  }
+  /* Walk each group once, in the order of its first entry. */
+  for (size_t e = 0; e < ne && st == TPX_OK && r->w.m->nmodules > 0; e++) {
+    if (tail[e] < 0) continue; /* not a group's first entry */
+    st = split_key(tpx__plan_key(r->plan, e), &r->w, &r->keybuf,
+                   &r->cap_atoms, err);
+    if (st != TPX_OK) break;
+    size_t nmem = 0;
+    for (int64_t k = (int64_t)e; k >= 0; k = r->next[k])
+      r->members[nmem++] = (size_t)k;
+    walk_group(&r->w, r->gkeys, r->members, nmem);
+    if (r->w.oom)
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  }
+  free(tail);
+  tpx__strmap_free(&heads);
+  return st;
+}
+
+/* Entry e's matches into m->mods (taken from its group walk), its
+ * unmatched-key diagnostic, and duplicate-match against earlier entries. */
+static tpx_status collect_entry(match_run *r, size_t e, tpx_error *err) {
+  walk_ctx *w = &r->w;
+  tpx_match *m = w->m;
+  const tpx_plan *plan = r->plan;
+  const char *key = tpx__plan_key(plan, e);
+  int64_t nmod = m->nmodules;
+  size_t start = m->nmods;
+  m->off[e] = start;
+  w->fail_module = -1;
+  w->fail_depth = 0;
+  if (key[0] == '\0') {
+    if (nmod > 0) record(w, 0);
+  } else if (r->gkeys[e].n) {
+    group_key *g = &r->gkeys[e];
+    if (TPX_GROW(m->mods, m->capmods, m->nmods + g->n, 64)) goto oom;
+    memcpy(m->mods + m->nmods, g->mods, g->n * sizeof *g->mods);
+    m->nmods += g->n;
+    free(g->mods);
+    g->mods = NULL;
+  }
+  if (w->oom) goto oom;
+  size_t cnt = m->nmods - start;
+  if (cnt == 0 && r->diags && key[0] != '\0' && nmod > 0) {
+    /* Where the key's own walk stops, for the message (matches none). */
+    tpx_status st = split_key(key, w, &r->keybuf, &r->cap_atoms, err);
+    if (st != TPX_OK) return st;
+    walk(w, 0);
+    if (w->oom) goto oom;
+  }
+  if (cnt == 0 && r->diags) {
+    if (key[0] == '\0' || nmod <= 0 || w->fail_module < 0) {
+      tpx_diag_add(r->diags,
+                   tpx__plan_optional(plan, e) ? TPX_DIAG_INFO
+                                               : TPX_DIAG_ERROR,
+                   "unmatched-key", key, "the model has no modules",
+                   "plan key '%s' matches no module", key);
+    } else {
+      report_unmatched(w, r->diags, key, tpx__plan_optional(plan, e));
+    }
+  }
+  r->ncs = 0;
+  for (size_t i = start; i < m->nmods; i++) {
+    int64_t mod = m->mods[i];
+    int64_t prev = m->module_entry[mod];
+    if (prev < 0) {
+      m->module_entry[mod] = (int64_t)e;
+      continue;
+    }
+    if (r->slot[prev] < 0) {
+      if (TPX_GROW(r->cs, r->capcs, r->ncs + 1, 8)) goto oom;
+      r->cs[r->ncs].other = prev;
+      r->cs[r->ncs].first_module = mod;
+      r->cs[r->ncs].count = 0;
+      r->slot[prev] = (int64_t)r->ncs++;
+    }
+    r->cs[r->slot[prev]].count++;
+  }
+  if (r->ncs && r->diags)
+    report_duplicates(plan, w->model, e, r->cs, r->ncs, r->diags);
+  for (size_t i = 0; i < r->ncs; i++) r->slot[r->cs[i].other] = -1;
+  return TPX_OK;
+oom:
+  return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+}
+
 tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
                           tpx_match **out, tpx_diag_list *diags,
                           tpx_error *err) {
@@ -485,149 +638,46 @@ tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_match_plan: NULL plan or model");
   size_t ne = tpx_plan_size(plan);
+  size_t ne1 = ne ? ne : 1;
   int64_t nmod = (int64_t)tpx_model_num_modules(model);
   tpx_match *m = calloc(1, sizeof *m);
-  walk_ctx w;
-  memset(&w, 0, sizeof w);
-  conflict *cs = NULL;
-  int64_t *slot = NULL;
-  char *keybuf = NULL;
-  group_key *gkeys = NULL;
-  size_t *members = NULL;
-  uint8_t *grouped = NULL;
-  size_t cap_atoms = 0, ncs = 0, capcs = 0;
+  match_run r;
+  memset(&r, 0, sizeof r);
   tpx_status st = TPX_OK;
   if (!m) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  r.plan = plan;
+  r.diags = diags;
+  r.w.model = model;
+  r.w.m = m;
   m->nentries = ne;
   m->nmodules = nmod;
   m->off = calloc(ne + 1, sizeof *m->off);
   m->module_entry = malloc((size_t)(nmod > 0 ? nmod : 1) * sizeof(int64_t));
-  slot = malloc((ne ? ne : 1) * sizeof *slot);
-  if (!m->off || !m->module_entry || !slot) goto oom;
+  r.slot = malloc(ne1 * sizeof *r.slot);
+  r.gkeys = calloc(ne1, sizeof *r.gkeys);
+  r.members = malloc(ne1 * sizeof *r.members);
+  r.next = malloc(ne1 * sizeof *r.next);
+  if (!m->off || !m->module_entry || !r.slot || !r.gkeys || !r.members ||
+      !r.next) {
+    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+    goto done;
+  }
   for (int64_t i = 0; i < nmod; i++) m->module_entry[i] = -1;
-  for (size_t i = 0; i < ne; i++) slot[i] = -1;
-  w.model = model;
-  w.m = m;
-
-  gkeys = calloc(ne ? ne : 1, sizeof *gkeys);
-  members = malloc((ne ? ne : 1) * sizeof *members);
-  grouped = calloc(ne ? ne : 1, 1);
-  if (!gkeys || !members || !grouped) goto oom;
-  /* Every non-empty key's modules, walked by groups (see walk_group). */
-  for (size_t e = 0; e < ne && nmod > 0; e++) {
-    const char *key = tpx__plan_key(plan, e);
-    if (key[0] == '\0' || grouped[e]) continue;
-    st = split_key(key, &w, &keybuf, &cap_atoms, err);
-    if (st != TPX_OK) goto fail;
-    const char *ld = strrchr(key, '.');
-    size_t plen = ld ? (size_t)(ld - key) : 0, nmem = 0;
-    for (size_t e2 = e; e2 < ne; e2++) {
-      const char *k2 = tpx__plan_key(plan, e2);
-      const char *d2 = strrchr(k2, '.');
-      if (k2[0] == '\0' || grouped[e2] || (ld == NULL) != (d2 == NULL) ||
-          (ld && ((size_t)(d2 - k2) != plen || memcmp(k2, key, plen) != 0)))
-        continue;
-      group_key *g = &gkeys[e2];
-      g->atom = d2 ? d2 + 1 : k2;
-      g->len = strlen(g->atom);
-      g->magic = !atom_has_magic(g->atom)              ? 0
-                 : g->atom[strspn(g->atom, "*")] == '\0' ? 2
-                                                         : 1;
-      grouped[e2] = 1;
-      members[nmem++] = e2;
-    }
-    walk_group(&w, gkeys, members, nmem);
-    if (w.oom) goto oom;
-  }
-
-  for (size_t e = 0; e < ne; e++) {
-    const char *key = tpx__plan_key(plan, e);
-    size_t start = m->nmods;
-    m->off[e] = start;
-    w.fail_module = -1;
-    w.fail_depth = 0;
-    if (key[0] == '\0') {
-      if (nmod > 0) record(&w, 0);
-    } else if (gkeys[e].n) {
-      group_key *g = &gkeys[e];
-      if (TPX_GROW(m->mods, m->capmods, m->nmods + g->n, 64)) goto oom;
-      memcpy(m->mods + m->nmods, g->mods, g->n * sizeof *g->mods);
-      m->nmods += g->n;
-      free(g->mods);
-      g->mods = NULL;
-    }
-    if (w.oom) goto oom;
-    size_t cnt = m->nmods - start;
-    if (cnt == 0 && diags && key[0] != '\0' && nmod > 0) {
-      /* Where the key's own walk stops, for the message (matches none). */
-      st = split_key(key, &w, &keybuf, &cap_atoms, err);
-      if (st != TPX_OK) goto fail;
-      walk(&w, 0);
-      if (w.oom) goto oom;
-    }
-    if (cnt == 0 && diags) {
-      if (key[0] == '\0' || nmod <= 0 || w.fail_module < 0) {
-        tpx_diag_add(diags,
-                     tpx__plan_optional(plan, e) ? TPX_DIAG_INFO
-                                                 : TPX_DIAG_ERROR,
-                     "unmatched-key", key, "the model has no modules",
-                     "plan key '%s' matches no module", key);
-      } else {
-        report_unmatched(&w, diags, key, tpx__plan_optional(plan, e));
-      }
-    }
-    ncs = 0;
-    for (size_t i = start; i < m->nmods; i++) {
-      int64_t mod = m->mods[i];
-      int64_t prev = m->module_entry[mod];
-      if (prev < 0) {
-        m->module_entry[mod] = (int64_t)e;
-        continue;
-      }
-      if (slot[prev] < 0) {
-        if (TPX_GROW(cs, capcs, ncs + 1, 8)) goto oom;
-        cs[ncs].other = prev;
-        cs[ncs].first_module = mod;
-        cs[ncs].count = 0;
-        slot[prev] = (int64_t)ncs++;
-      }
-      cs[slot[prev]].count++;
-    }
-    if (ncs && diags) report_duplicates(plan, model, e, cs, ncs, diags);
-    for (size_t i = 0; i < ncs; i++) slot[cs[i].other] = -1;
-  }
+  for (size_t i = 0; i < ne; i++) r.slot[i] = -1;
+  st = walk_groups(&r, ne, err);
+  for (size_t e = 0; e < ne && st == TPX_OK; e++) st = collect_entry(&r, e, err);
   m->off[ne] = m->nmods;
-  if (diags && tpx__omission_by_sibling(m, plan, model, diags) != TPX_OK)
-    goto oom;
-  free(keybuf);
-  free(w.atoms);
-  free(w.magic);
-  free(w.alen);
-  free(w.frames);
-  free(cs);
-  free(slot);
-  for (size_t e = 0; gkeys && e < ne; e++) free(gkeys[e].mods);
-  free(gkeys);
-  free(members);
-  free(grouped);
+  if (st == TPX_OK && diags &&
+      tpx__omission_by_sibling(m, plan, model, diags) != TPX_OK)
+    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+done:
+  match_run_free(&r, ne);
+  if (st != TPX_OK) {
+    tpx_match_destroy(m);
+    return st;
+  }
   *out = m;
   return TPX_OK;
-oom:
-  st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
-fail:
-  free(keybuf);
-  free(w.atoms);
-  free(w.magic);
-  free(w.alen);
-  free(w.frames);
-  free(cs);
-  free(slot);
-  for (size_t e = 0; gkeys && e < ne; e++) free(gkeys[e].mods);
-  free(gkeys);
-  free(members);
-  free(grouped);
-  tpx_match_destroy(m);
-  return st;
 }
 
 void tpx_match_destroy(tpx_match *m) {

@@ -42,13 +42,7 @@ typedef struct {
 
 static int push_unit(unit_vec *v, int64_t module, int64_t group,
                      int reshard) {
-  if (v->n == v->cap) {
-    size_t cap = v->cap ? v->cap * 2 : 16;
-    tpx__fsdp_unit_rec *u = realloc(v->units, cap * sizeof *u);
-    if (!u) return -1;
-    v->units = u;
-    v->cap = cap;
-  }
+  if (TPX_GROW(v->units, v->cap, v->n + 1, 16)) return -1;
   tpx__fsdp_unit_rec *r = &v->units[v->n++];
   memset(r, 0, sizeof *r);
   r->module = module;
