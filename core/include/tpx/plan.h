@@ -3,9 +3,10 @@
  * A plan is an ordered list of (module pattern, style) entries, as a Python
  * dict of FQN pattern -> ParallelStyle: adding an existing key replaces it in
  * place, new keys are appended. Styles carry torch's defaults
- * (spec/torch-semantics.md §1) and the upstream variants. Text form:
+ * (docs/SEMANTICS.md "Parallel styles") and the upstream variants. Text form:
  * tpx-plan/1 JSON (docs/PLAN_FORMAT.md). Hugging Face style strings
- * ("colwise", "rowwise_rep", ...) translate as spec/plans.md §4.2/4.4.
+ * ("colwise", "rowwise_rep", ...) translate as docs/SEMANTICS.md "Plans and
+ * matching" says.
  *
  * Not a matcher: see tpx/match.h for resolving keys against a model. */
 #ifndef TPX_PLAN_H
@@ -191,19 +192,21 @@ TPX_API tpx_status tpx_plan_load(const char *path, tpx_plan **out,
 TPX_API tpx_status tpx_plan_to_json(const tpx_plan *plan, int indent,
                                     char **out, tpx_error *err);
 
-/* Translate one Hugging Face style string for key `key` (plans.md §4.4).
+/* Translate one Hugging Face style string for key `key`
+ * (docs/SEMANTICS.md "Plans and matching").
  * *skip is set to 1 when the key is to be dropped (skipped strings such as
  * "local_colwise", "gather", "ep_*", or "replicated_with_grad_allreduce"),
  * else *out holds the style. Unknown / unsupported strings are TPX_UNSUPPORTED
  * naming key and string. `key` is only used in the message: the lm_head
- * special case of §4.2 belongs to tpx_plan_from_hf and
+ * special case belongs to tpx_plan_from_hf and
  * tpx_plan_from_hf_class_and_base. */
 TPX_API tpx_status tpx_plan_translate_hf_style(const char *key,
                                                const char *hf_style,
                                                tpx_style *out, int *skip,
                                                tpx_error *err);
 
-/* Build a plan from a Hugging Face model's tp plan (plans.md §4.2), given as
+/* Build a plan from a Hugging Face model's tp plan (docs/SEMANTICS.md
+ * "Plans and matching"), given as
  * a JSON object {key: style string} of the *inner* model (its
  * base_model_tp_plan). Every key is prefixed with `prefix` + "." (prefix
  * NULL or "" = keys used as they are), `<prefix>.embed_tokens: rowwise_rep`

@@ -3,8 +3,8 @@
  *
  * tpx_sharding_create matches the plan's keys against the model
  * (tpx/match.h), applies every matched style exactly as torch's
- * parallelize_module does (spec/torch-semantics.md §2), adds the FSDP2
- * placements over the data-parallel dims (§6, spec/plans.md §4.7-4.8), and
+ * parallelize_module does (docs/SEMANTICS.md "Parallel styles"), adds the
+ * FSDP2 placements over the data-parallel dims (docs/SEMANTICS.md "FSDP2"), and
  * computes per-rank bytes. Problems are diagnostics held by the result
  * (tied-embeddings, uneven-shard, replicated-by-omission, unmatched-key, ...);
  * the call fails only on bad arguments or out of memory.
@@ -50,7 +50,7 @@ typedef struct tpx_sharding_options {
   tpx_dtype reduce_dtype; /* f32; INVALID = none */
   tpx_dtype output_dtype; /* f32; INVALID = none */
   /* Units chosen by a plugin (tpx_selection_fsdp_unit), bottom-up, root
-   * excluded; 0 units = tpx's rule (spec/plans.md §4.8). Borrowed during
+   * excluded; 0 units = tpx's rule (docs/SEMANTICS.md "FSDP2"). Borrowed during
    * tpx_sharding_create only. reshard may be NULL (then 1 each). */
   size_t num_fsdp_units;
   const char *const *fsdp_units;
@@ -144,7 +144,7 @@ TPX_API int64_t tpx_sharding_rank_param_bytes(const tpx_sharding *sh,
 TPX_API int64_t tpx_sharding_rank_peak_bytes(const tpx_sharding *sh,
                                              int64_t rank);
 
-/* ---- per module: layouts and collectives (torch-semantics §2) ---- */
+/* ---- per module: layouts and collectives (docs/SEMANTICS.md "Transitions") ---- */
 
 typedef enum tpx_transition_side {
   TPX_TRANSITION_INPUT = 0,

@@ -1,5 +1,5 @@
 /* match.c — resolve plan keys against a model's module tree with torch >= 2.9
- * parallelize_module semantics (spec/torch-semantics.md §3): atom-by-atom
+ * parallelize_module semantics (docs/SEMANTICS.md "Plans and matching"): atom-by-atom
  * fnmatch over named_children in insertion order, "" = the root. Reports
  * unmatched and doubly-matched keys as diagnostics.
  *

@@ -1,5 +1,6 @@
 /* style.c — parallel-style kinds, torch's constructor defaults, validation
- * and canonical form (spec/torch-semantics.md §1, docs/PLAN_FORMAT.md).
+ * and canonical form (docs/SEMANTICS.md "Parallel styles",
+ * docs/PLAN_FORMAT.md).
  *
  * Not the JSON reader/writer (plan_json.c) nor the HF string translation
  * (hf_style.c). The canonical form (style_internal.h) zeroes every field a

@@ -1,5 +1,5 @@
 /* apply.c — what torch's parallelize_module does to parameters
- * (spec/torch-semantics.md §2): the TP placement of every parameter, plus the
+ * (docs/SEMANTICS.md "Parallel styles"): the TP placement of every parameter, plus the
  * diagnostics of application: unsupported module kinds, tied parameters that
  * end with two placements, uneven shards, and parameters replicated by
  * omission.

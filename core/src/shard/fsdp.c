@@ -1,5 +1,5 @@
-/* fsdp.c — the FSDP2 side of a sharding (spec/plans.md §4.8,
- * spec/torch-semantics.md §6): which modules become units, their
+/* fsdp.c — the FSDP2 side of a sharding (docs/SEMANTICS.md "FSDP2"):
+ * which modules become units, their
  * reshard-after-forward flags and prefetch lists, the dp placements of every
  * parameter, and the per-parameter mixed-precision dtypes.
  *
@@ -124,7 +124,7 @@ static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth) {
   return 0;
 }
 
-/* Multimodal tower names (plans.md §4.8): an embed_tokens under one of
+/* Multimodal tower names (docs/SEMANTICS.md "FSDP2"): an embed_tokens under one of
  * these is not the language model's input embedding. */
 static int in_tower(const char *fqn) {
   static const char *const towers[] = {

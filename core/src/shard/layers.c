@@ -1,6 +1,6 @@
-/* layers.c — layer extraction (spec/plans.md §4.7): which modules are the
- * language and vision layers of a model, by the spec table for known
- * architectures, then model.layers / layers, then the largest module list.
+/* layers.c — layer extraction (docs/SEMANTICS.md "FSDP2", layer groups):
+ * which modules are the language and vision layers of a model, by the
+ * upstream table for known architectures, then model.layers / layers, then the largest module list.
  *
  * Reads the module tree only. Not the FSDP unit rule (fsdp.c). */
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* transitions.c — the input/output layout transitions of a styled module and
  * the collective each implies, forward and backward
- * (spec/torch-semantics.md §2, summary table).
+ * (docs/SEMANTICS.md "Transitions").
  *
  * Computed per (plan entry, module class), not per module: every module an
  * entry styles gets the same transitions. Not the parameter placements
