@@ -35,12 +35,11 @@ void tr_attn_fwd(const tr_attn_shape *sh, const float *q, const float *k, const 
 }
 
 void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k, const float *v,
-                 const float *p, const float *dout, float *dq, float *dk, float *dv) {
+                 const float *p, const float *dout, float *dq, float *dk, float *dv,
+                 float *ds) {
   int64_t t = sh->t, nh = sh->nh, nkv = sh->nkv, hd = sh->hd, grp = nh / nkv;
   int ldq = (int)(nh * hd), ldk = (int)(nkv * hd);
   float scale = 1.0f / sqrtf((float)hd);
-  float *ds = malloc(sizeof(float) * (size_t)(t * t > 0 ? t * t : 1));
-  if (!ds) abort();
   memset(dk, 0, sizeof(float) * (size_t)(sh->b * t * nkv * hd));
   memset(dv, 0, sizeof(float) * (size_t)(sh->b * t * nkv * hd));
   for (int64_t b = 0; b < sh->b; b++)
@@ -65,5 +64,4 @@ void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k, const 
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)t, (int)hd, (int)t, scale, ds,
                   (int)t, q + qo, ldq, 1.0f, dk + ko, ldk);
     }
-  free(ds);
 }

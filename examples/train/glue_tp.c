@@ -31,7 +31,7 @@ static tpx_tensor t3(float *d, int64_t b, int64_t s, int64_t f) {
   return tpx_tensor_make(d, TPX_DTYPE_F32, 3, sh);
 }
 
-tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, tr_act *x,
+tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output, int backward, tr_act *x,
                          tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
   const tpx_transition *tr = NULL;
@@ -72,7 +72,7 @@ tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, t
                          (long long)x->f, (long long)in_l[0], (long long)in_l[1],
                          (long long)in_l[2]);
   tr_act y = {0};
-  if ((st = tr_act_alloc(&y, out_l[0], out_l[1], out_l[2], err))) return st;
+  if ((st = tr_act_alloc(ar, &y, out_l[0], out_l[1], out_l[2], err))) return st;
   y.S = x->S; y.F = x->F;
   if (!output && !backward) { y.in_arr = x->arr; y.in_arrl = x->arrl; }
   if (output && !backward && tpx_tp_output_keeps_dtensor(tp->sh, module, 0)) {
@@ -84,8 +84,7 @@ tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, t
   st = tpx_tp_transition_run_dt(tp->sh, tp->mc, module, side, 0, backward, arrived, shape, &in,
                                 &o, err);
   tp->comm_s += tr_now() - t0;
-  if (st) { tr_act_free(&y); return st; }
-  tr_act_free(x);
+  if (st) return st;
   *x = y;
   return TPX_OK;
 }
@@ -106,13 +105,13 @@ static tpx_status embed_args(tr_rank *r, const int32_t *ids, int64_t b, int64_t 
   return TPX_OK;
 }
 
-tpx_status tr_embed_fwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, tr_act *out,
+tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b, int64_t t, tr_act *out,
                         tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
   int64_t ish[2], ol[3];
   tpx_tensor ti, tw;
   tpx_status st = embed_args(r, ids, b, t, 0, ish, ol, &ti, &tw, err);
-  if (st || (st = tr_act_alloc(out, ol[0], ol[1], ol[2], err))) return st;
+  if (st || (st = tr_act_alloc(ar, out, ol[0], ol[1], ol[2], err))) return st;
   out->S = t;
   out->F = tr_param_full_dim(r, tp->embed, 1);
   tpx_tensor to = t3(out->d, ol[0], ol[1], ol[2]);

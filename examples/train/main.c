@@ -472,11 +472,9 @@ int main(int argc, char **argv) {
       tpx_registry_load_default(reg, &err) || tpx_diag_list_create(&diags, &err) ||
       load_model(&a, reg, &model, &err))
     goto out;
-  tr_net probe;
-  if (tr_net_init(&probe, model, &err)) { tr_net_free(&probe); goto out; }
-  int64_t vocab = probe.cfg.vocab;
-  tr_net_free(&probe);
-  if (!(tokens = read_tokens(&a, vocab, &err))) goto out;
+  tr_config cfg;
+  if (tr_config_read(model, &cfg, &err)) goto out;
+  if (!(tokens = read_tokens(&a, cfg.vocab, &err))) goto out;
   if (build_sharding(&a, reg, model, &mesh, &sel, diags, &sh, &err)) goto out;
   tpx_checkpoint_reader_options ro = TPX_CHECKPOINT_READER_OPTIONS_INIT;
   ro.num_threads = 2;

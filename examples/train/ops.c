@@ -17,20 +17,16 @@ double tr_now(void) {
 
 int64_t tr_act_numel(const tr_act *a) { return a->b * a->s * a->f; }
 
-tpx_status tr_act_alloc(tr_act *a, int64_t b, int64_t s, int64_t f,
-                        tpx_error *err) {
+tpx_status tr_act_alloc(tr_arena *ar, tr_act *a, int64_t b, int64_t s,
+                        int64_t f, tpx_error *err) {
   memset(a, 0, sizeof *a);
-  a->b = b; a->s = s; a->f = f; a->S = s; a->F = f;
-  size_t n = (size_t)(b * s * f);
-  a->d = calloc(n ? n : 1, sizeof(float));
-  if (!a->d)
-    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (activation %lldx%lldx%lld)",
-                         (long long)b, (long long)s, (long long)f);
-  return TPX_OK;
-}
-
-void tr_act_free(tr_act *a) {
-  if (a) { free(a->d); a->d = NULL; }
+  a->b = b;
+  a->s = s;
+  a->f = f;
+  a->S = s;
+  a->F = f;
+  a->d = tr_arena_floats(ar, b * s * f, err);
+  return a->d ? TPX_OK : TPX_NO_MEMORY;
 }
 
 void tr_linear_fwd(const float *x, const float *w, const float *bias, float *y,
