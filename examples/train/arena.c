@@ -15,7 +15,8 @@ static int spill_push(tr_arena *a, void *p) {
   if (a->nspill == a->spill_cap) {
     size_t cap = a->spill_cap ? 2 * a->spill_cap : 16;
     void **s = realloc(a->spill, cap * sizeof *s);
-    if (!s) return -1;
+    if (!s)
+      return -1;
     a->spill = s;
     a->spill_cap = cap;
   }
@@ -43,7 +44,8 @@ float *tr_arena_floats(tr_arena *a, int64_t n, tpx_error *err) {
     return NULL;
   }
   a->used += bytes;
-  if (a->used > a->peak) a->peak = a->used;
+  if (a->used > a->peak)
+    a->peak = a->used;
   memset(p, 0, bytes);
   return (float *)p;
 }
@@ -54,7 +56,8 @@ void tr_arena_pop(tr_arena *a, size_t mark) { a->used = mark; }
 
 tpx_status tr_arena_reset(tr_arena *a, tpx_error *err) {
   a->used = 0;
-  if (!a->nspill && a->cap >= a->peak) return TPX_OK;
+  if (!a->nspill && a->cap >= a->peak)
+    return TPX_OK;
   for (size_t i = 0; i < a->nspill; i++) free(a->spill[i]);
   a->nspill = 0;
   free(a->base);

@@ -92,13 +92,15 @@ tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err) {
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   for (int64_t l = 0; l < net->cfg.layers; l++) {
     tpx_status st = layer_find(model, &net->cfg, l, &P->layers[l], err);
-    if (st) return st;
+    if (st)
+      return st;
   }
   return TPX_OK;
 }
 
 void tr_net_free(tr_net *net) {
-  if (!net) return;
+  if (!net)
+    return;
   free(net->params.layers);
   free(net->acts);
   free(net->ids);
@@ -124,7 +126,8 @@ typedef struct ctx {
 
 #define CK(x)                                                                  \
   do {                                                                         \
-    if ((st = (x)) != TPX_OK) return st;                                       \
+    if ((st = (x)) != TPX_OK)                                                  \
+      return st;                                                               \
   } while (0)
 
 /* An activation shaped as `like` (sizes and logical extents only). */
@@ -168,8 +171,8 @@ static tpx_status linear_fwd(ctx *c, const tr_module *mod, const tr_act *x,
   CK(tr_act_alloc(c->ar, y, in->b, in->s, out, c->err));
   y->S = in->S;
   y->F = tr_param_full_dim(c->r, mod->w, 0);
-  tr_linear_fwd(in->d, tr_param_w(c->r, mod->w), tr_param_w(c->r, mod->b),
-                y->d, in->b * in->s, width, out);
+  tr_linear_fwd(in->d, tr_param_w(c->r, mod->w), tr_param_w(c->r, mod->b), y->d,
+                in->b * in->s, width, out);
   return tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err);
 }
 
@@ -248,8 +251,7 @@ static tpx_status head_norm_bwd(ctx *c, const tr_module *mod, int64_t hd,
   tr_act dx;
   CK(act_like(c, &dx, dy));
   tr_rmsnorm_bwd(raw->d, tr_param_w(c->r, mod->w), rstd, dy->d, dx.d,
-                 tr_param_g(c->r, mod->w), raw->b * raw->s * (raw->f / hd),
-                 hd);
+                 tr_param_g(c->r, mod->w), raw->b * raw->s * (raw->f / hd), hd);
   *dy = dx;
   return TPX_OK;
 }
@@ -260,12 +262,11 @@ static tpx_status head_norm_bwd(ctx *c, const tr_module *mod, int64_t hd,
 static tpx_status attn_shape(ctx *c, int64_t l, int64_t hd, tr_layer_acts *a) {
   tr_attn_shape *sh = &a->ash;
   *sh = (tr_attn_shape){a->q.b, a->q.s, a->q.f / hd, a->k.f / hd, hd};
-  if (sh->nkv <= 0 || sh->nh % sh->nkv || a->k.s != sh->t ||
-      a->v.f != a->k.f)
+  if (sh->nkv <= 0 || sh->nh % sh->nkv || a->k.s != sh->t || a->v.f != a->k.f)
     return tpx_error_set(
         c->err, TPX_INTERNAL,
-        "layer %lld: local heads %lld / kv heads %lld do not fit",
-        (long long)l, (long long)sh->nh, (long long)sh->nkv);
+        "layer %lld: local heads %lld / kv heads %lld do not fit", (long long)l,
+        (long long)sh->nh, (long long)sh->nkv);
   return TPX_OK;
 }
 
@@ -344,8 +345,7 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   CK(act_like(c, &dk, &a->k));
   CK(act_like(c, &dv, &a->v));
   CK(floats(c, &ds, sh->t * sh->t));
-  tr_attn_bwd(sh, a->q.d, a->k.d, a->v.d, a->att, dout.d, dq.d, dk.d, dv.d,
-              ds);
+  tr_attn_bwd(sh, a->q.d, a->k.d, a->v.d, a->att, dout.d, dq.d, dk.d, dv.d, ds);
   tr_rope(dq.d, sh->b, sh->t, sh->nh, hd, net->rope_cos, net->rope_sin, 1);
   tr_rope(dk.d, sh->b, sh->t, sh->nkv, hd, net->rope_cos, net->rope_sin, 1);
   if (net->cfg.qk_norm) {
@@ -368,7 +368,8 @@ static tpx_status step_setup(tr_net *net, int64_t b, int64_t t,
                              tpx_error *err) {
   const tr_config *cfg = &net->cfg;
   if (net->ids) {
-    if (b == net->b && t == net->t) return TPX_OK;
+    if (b == net->b && t == net->t)
+      return TPX_OK;
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "step of [%lld, %lld] tokens after [%lld, %lld]",
                          (long long)b, (long long)t, (long long)net->b,

@@ -13,7 +13,11 @@
 #include <tpx/tpx.h>
 
 /* ---- config.c ---- */
-typedef enum tr_rope_type { TR_ROPE_DEFAULT, TR_ROPE_LINEAR, TR_ROPE_LLAMA3 } tr_rope_type;
+typedef enum tr_rope_type {
+  TR_ROPE_DEFAULT,
+  TR_ROPE_LINEAR,
+  TR_ROPE_LLAMA3
+} tr_rope_type;
 typedef struct tr_config {
   const char *arch;
   int64_t hidden, heads, kv_heads, head_dim, inter, vocab, layers;
@@ -78,12 +82,12 @@ tpx_status tr_act_alloc(tr_arena *ar, tr_act *a, int64_t b, int64_t s,
 
 /* ---- ops.c: dense math on local buffers ---- */
 /* y[n,out] = x[n,in] W[out,in]^T (+ bias) */
-void tr_linear_fwd(const float *x, const float *w, const float *bias,
-                   float *y, int64_t n, int64_t in, int64_t out);
+void tr_linear_fwd(const float *x, const float *w, const float *bias, float *y,
+                   int64_t n, int64_t in, int64_t out);
 /* dx[n,in] (= or += per accumulate) dy W; dW += dy^T x; db += colsum dy */
-void tr_linear_bwd(const float *x, const float *w, const float *dy,
-                   float *dx, float *dw, float *db, int64_t n, int64_t in,
-                   int64_t out, int accumulate_dx);
+void tr_linear_bwd(const float *x, const float *w, const float *dy, float *dx,
+                   float *dw, float *db, int64_t n, int64_t in, int64_t out,
+                   int accumulate_dx);
 /* y = x * rsqrt(mean(x^2)+eps) * w over rows of width f; rstd[n] saved */
 void tr_rmsnorm_fwd(const float *x, const float *w, float *y, float *rstd,
                     int64_t n, int64_t f, double eps);
@@ -126,12 +130,12 @@ int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d);
 /* Run the styled module's transition on x: when it moves data, x is
  * replaced by the result, taken from the arena (x's buffer is left as it
  * was); otherwise only x's DTensor metadata changes. */
-tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module,
-                         int output, int backward, tr_act *x, tpx_error *err);
+tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
+                         int backward, tr_act *x, tpx_error *err);
 /* Vocab-parallel embedding: out [b, s, hidden] in the module's output
  * layout; backward accumulates into the embedding grad. */
-tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const int32_t *ids,
-                        int64_t b, int64_t t, tr_act *out, tpx_error *err);
+tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b,
+                        int64_t t, tr_act *out, tpx_error *err);
 tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t,
                         tr_act *dout, tpx_error *err);
 /* Mean CE of local-vocab logits [b, t, vl]; dlogits same shape, for a loss
@@ -191,20 +195,20 @@ typedef struct tr_params {
  * module saw it, after its input transition (the same buffer as its
  * source when the transition moved nothing). */
 typedef struct tr_layer_acts {
-  tr_act ln1_in;          /* [b, s, hidden] input_layernorm's input */
-  float *ln1_rstd;        /* [b*s] */
+  tr_act ln1_in;           /* [b, s, hidden] input_layernorm's input */
+  float *ln1_rstd;         /* [b*s] */
   tr_act q_in, k_in, v_in; /* [b, t, hidden] */
-  tr_act q_raw, k_raw;    /* [b, t, nh*hd], [b, t, nkv*hd] before q/k_norm */
-  float *q_rstd, *k_rstd; /* [b*t*nh], [b*t*nkv] (Qwen3) */
-  tr_act q, k, v;         /* after q/k_norm and RoPE */
+  tr_act q_raw, k_raw;     /* [b, t, nh*hd], [b, t, nkv*hd] before q/k_norm */
+  float *q_rstd, *k_rstd;  /* [b*t*nh], [b*t*nkv] (Qwen3) */
+  tr_act q, k, v;          /* after q/k_norm and RoPE */
   tr_attn_shape ash;
-  float *att;             /* [b, nh, t, t] softmax probabilities */
-  tr_act o_in;            /* [b, t, nh*hd] o_proj's input */
-  tr_act ln2_in;          /* [b, s, hidden] */
-  float *ln2_rstd;        /* [b*s] */
-  tr_act gate_in, up_in;  /* [b, t, hidden] */
-  tr_act gate, up;        /* [b, t, inter] */
-  tr_act down_in;         /* [b, t, inter] SwiGLU's output */
+  float *att;            /* [b, nh, t, t] softmax probabilities */
+  tr_act o_in;           /* [b, t, nh*hd] o_proj's input */
+  tr_act ln2_in;         /* [b, s, hidden] */
+  float *ln2_rstd;       /* [b*s] */
+  tr_act gate_in, up_in; /* [b, t, hidden] */
+  tr_act gate, up;       /* [b, t, inter] */
+  tr_act down_in;        /* [b, t, inter] SwiGLU's output */
 } tr_layer_acts;
 
 struct tr_net {
@@ -212,8 +216,8 @@ struct tr_net {
   tr_params params;
   /* sized by the first step (batch b, sequence t), then fixed */
   int64_t b, t;
-  tr_layer_acts *acts; /* [layers] */
-  int32_t *ids, *targets; /* [b, t] */
+  tr_layer_acts *acts;        /* [layers] */
+  int32_t *ids, *targets;     /* [b, t] */
   float *rope_cos, *rope_sin; /* [t, hd/2] */
   tr_arena arena;
 };
