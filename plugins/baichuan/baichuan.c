@@ -13,7 +13,6 @@
 
 #include "tpxp_common.h"
 
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const k_archs[] = {
     "nemo_automodel.components.models.baichuan.model.BaichuanForCausalLM",
@@ -36,9 +35,9 @@ int register_parallel_strategy(const tpx_plugin_host *host,
 }
 
 static const tpxp_rule k_baichuan[] = {
-    {"model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
+    TPXP_COL("model.layers.*.mlp.gate_proj"),
+    TPXP_COL("model.layers.*.mlp.up_proj"),
+    TPXP_ROW("model.layers.*.mlp.down_proj"),
 };
 
 int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
@@ -59,7 +58,7 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
    * although no attention key is planned, and the host runs it before
    * selection for every plan source (heads-not-divisible). */
   /* sequence_parallel is ignored upstream. */
-  st = tpxp_add_rules(host, ctx, "", k_baichuan, N_OF(k_baichuan));
+  st = tpxp_add_rules(host, ctx, "", k_baichuan, TPXP_N_OF(k_baichuan));
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
     host->plan_set_function(ctx, "baichuan");
   return st;

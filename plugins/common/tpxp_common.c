@@ -218,6 +218,12 @@ int tpxp_add(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return host->plan_add(ctx, &e);
 }
 
+int32_t tpxp_rule_local(const tpxp_rule *r) {
+  return r->local == TPXP_KEEP_DTENSOR ? 0
+         : r->local == TPXP_TO_LOCAL   ? 1
+                                       : TPXP_DEF;
+}
+
 int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const char *prefix, const tpxp_rule *rules, size_t n) {
   char fqn[TPXP_FQN_MAX];
@@ -229,7 +235,7 @@ int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       snprintf(fqn, sizeof fqn, "%s", r->suffix);
     else
       snprintf(fqn, sizeof fqn, "%s.%s", prefix, r->suffix);
-    st = tpxp_add(host, ctx, fqn, r->style, r->in, r->out, r->local,
+    st = tpxp_add(host, ctx, fqn, r->style, r->in, r->out, tpxp_rule_local(r),
                   r->optional);
     if (st != TPX_PLUGIN_OK)
       return st;

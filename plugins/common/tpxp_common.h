@@ -88,6 +88,51 @@ int tpxp_plain_plan_request(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 int tpxp_not_served(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const char *family, const char *arch);
 
+/* ---- one dispatch table per plugin ----
+ * A plugin serving several architectures lists them once, with what each
+ * entry point does for it (the NCCL ext-net shape: one table, looked up by
+ * name; no ABI change, the exported functions forward to tpxp_family_*). */
+typedef int (*tpxp_req_fn)(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                           const tpx_plugin_plan_request *req);
+typedef int (*tpxp_arch_fn)(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const char *architecture);
+
+typedef struct tpxp_arch_ops {
+  const char *bare;        /* bare class name (tpxp_arch_is) */
+  tpxp_req_fn plan;        /* get_plan; NULL: not served */
+  tpxp_arch_fn skeleton;   /* tpx_plugin_get_skeleton; NULL: not served */
+  tpxp_req_fn validate;    /* tpx_plugin_validate; NULL: nothing to say */
+  tpxp_arch_fn fsdp_units; /* tpx_plugin_fsdp_units; NULL: tpx's rule */
+  tpxp_arch_fn fp32;       /* tpx_plugin_fp32_params; NULL: none */
+  tpxp_arch_fn strategy;   /* tpx_plugin_strategy; NULL: nothing to set */
+} tpxp_arch_ops;
+
+typedef struct tpxp_family {
+  const char *name; /* starts every message: "<name>: ..." */
+  const tpxp_arch_ops *archs;
+  size_t n_archs;
+} tpxp_family;
+
+/* The row serving `arch`, or NULL. */
+const tpxp_arch_ops *tpxp_family_find(const tpxp_family *f, const char *arch);
+/* The entry points. Each answers TPX_PLUGIN_INVALID for a NULL host and
+ * refuses an architecture the table lacks (tpxp_not_served). get_plan first
+ * runs tpxp_plain_plan_request; validate refuses a malformed request with
+ * "<name>: malformed validate request". */
+int tpxp_family_plan(const tpxp_family *f, const tpx_plugin_host *host,
+                     tpx_plugin_ctx *ctx, const tpx_plugin_plan_request *req);
+int tpxp_family_skeleton(const tpxp_family *f, const tpx_plugin_host *host,
+                         tpx_plugin_ctx *ctx, const char *arch);
+int tpxp_family_validate(const tpxp_family *f, const tpx_plugin_host *host,
+                         tpx_plugin_ctx *ctx,
+                         const tpx_plugin_plan_request *req);
+int tpxp_family_fsdp_units(const tpxp_family *f, const tpx_plugin_host *host,
+                           tpx_plugin_ctx *ctx, const char *arch);
+int tpxp_family_fp32(const tpxp_family *f, const tpx_plugin_host *host,
+                     tpx_plugin_ctx *ctx, const char *arch);
+int tpxp_family_strategy(const tpxp_family *f, const tpx_plugin_host *host,
+                         tpx_plugin_ctx *ctx, const char *arch);
+
 /* Log a formatted message through host->log. */
 void tpxp_log(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int level,
               const char *fmt, ...) TPXP_PRINTF(4, 5);
@@ -119,22 +164,57 @@ const char *tpxp_path(char *buf, size_t size, const char *section,
 
 /* ---- plan entries ---- */
 
+/* use_local_output of a rule; zero (the field left out) is the style's
+ * default. */
+#define TPXP_KEEP_DTENSOR 1 /* use_local_output = 0 */
+#define TPXP_TO_LOCAL 2     /* use_local_output = 1 */
+
 /* One plan entry relative to a prefix. Layout fields hold one layout string
- * or NULL (the style's default). */
+ * or NULL (the style's default). Every field left out of a designated
+ * initialiser means "the default", so rows say only what differs: write
+ * them with the TPXP_RULE family of macros below. */
 typedef struct tpxp_rule {
   const char *suffix; /* appended to "<prefix>." unless `rooted` */
   const char *style;  /* tpx-plan/1 style name */
   const char *in;     /* input_layouts[0] or NULL */
   const char *out;    /* output_layouts[0] or NULL */
-  int32_t local;      /* use_local_output: 0, 1 or TPXP_DEF */
+  int32_t local;      /* 0 (style default), TPXP_KEEP_DTENSOR, TPXP_TO_LOCAL */
   int32_t optional;   /* 1: variant-only key */
   int32_t rooted;     /* 1: `suffix` is the whole module FQN */
 } tpxp_rule;
+
+/* A rule row: style, suffix, then any other fields by name, e.g.
+ *   TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
+ *   TPXP_COL("model.layers.*.mlp.gate_up_proj", .optional = 1), */
+#define TPXP_RULE(style_, ...) {.style = (style_), .suffix = __VA_ARGS__}
+#define TPXP_COL(...) TPXP_RULE("colwise", __VA_ARGS__)
+#define TPXP_ROW(...) TPXP_RULE("rowwise", __VA_ARGS__)
+#define TPXP_VOCAB(...) TPXP_RULE("vocab_parallel_embedding", __VA_ARGS__)
+#define TPXP_SEQ(...) TPXP_RULE("sequence_parallel", __VA_ARGS__)
+#define TPXP_SEQ_AG(...)                                                       \
+  TPXP_RULE("sequence_parallel_allgather_activation", __VA_ARGS__)
+
+/* Elements of a static array. */
+#define TPXP_N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Evaluate a call returning a tpx_plugin_status; return it unless OK. */
+#define TPXP_CHK(call)                                                         \
+  do {                                                                         \
+    int st_ = (call);                                                          \
+    if (st_ != TPX_PLUGIN_OK)                                                  \
+      return st_;                                                              \
+  } while (0)
+
+/* Add the whole table `rules` under `prefix`. */
+#define TPXP_ADD_RULES(host, ctx, prefix, rules)                               \
+  tpxp_add_rules((host), (ctx), (prefix), (rules), TPXP_N_OF(rules))
 
 /* Add (or replace in place) one entry. */
 int tpxp_add(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
              const char *module, const char *style, const char *in,
              const char *out, int32_t local, int32_t optional);
+/* The use_local_output a rule asks for: 0, 1 or TPXP_DEF. */
+int32_t tpxp_rule_local(const tpxp_rule *r);
 /* Add every rule of `rules` in order under `prefix`. */
 int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const char *prefix, const tpxp_rule *rules, size_t n);
@@ -158,6 +238,48 @@ int tpxp_sk_embedding(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 int tpxp_sk_param(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                   const char *module, const char *name, int64_t dim0,
                   int64_t dim1, const char *dtype);
+
+/* Table-driven skeletons: one row a module under a prefix, in HF module
+ * order, so a block is one table instead of three lines per tensor. */
+typedef enum tpxp_sk_kind {
+  TPXP_SK_LINEAR = 1, /* a, b = in, out; bias */
+  TPXP_SK_NORM,       /* a = dim; bias (LayerNorm) */
+  TPXP_SK_EMBEDDING,  /* a, b = vocab, dim */
+  TPXP_SK_MODULE,     /* name = the module kind ("other", "container", ...) */
+  TPXP_SK_PARAM       /* name = parameter; a, b = dims (b < 0: 1-D) */
+} tpxp_sk_kind;
+
+typedef struct tpxp_sk_row {
+  tpxp_sk_kind kind;
+  const char *suffix; /* "<prefix>.<suffix>"; "" is the prefix itself */
+  int64_t a, b;
+  int bias;
+  const char *name;  /* TPXP_SK_MODULE: module kind; TPXP_SK_PARAM: name */
+  const char *dtype; /* NULL: the table's dtype */
+} tpxp_sk_row;
+
+#define TPXP_SK_LIN(sfx, in, out, bias_)                                       \
+  {.kind = TPXP_SK_LINEAR, .suffix = (sfx), .a = (in), .b = (out),            \
+   .bias = (bias_)}
+#define TPXP_SK_NRM(sfx, dim, bias_)                                           \
+  {.kind = TPXP_SK_NORM, .suffix = (sfx), .a = (dim), .bias = (bias_)}
+#define TPXP_SK_EMB(sfx, vocab, dim)                                           \
+  {.kind = TPXP_SK_EMBEDDING, .suffix = (sfx), .a = (vocab), .b = (dim)}
+#define TPXP_SK_MOD(sfx, kind_)                                                \
+  {.kind = TPXP_SK_MODULE, .suffix = (sfx), .name = (kind_)}
+/* A parameter on the module at the row's FQN (d1 < 0: 1-D). */
+#define TPXP_SK_PRM(sfx, pname, d0, d1)                                        \
+  {.kind = TPXP_SK_PARAM, .suffix = (sfx), .name = (pname), .a = (d0),        \
+   .b = (d1)}
+
+/* Add every row of `rows` under `prefix` (NULL or "": suffixes are whole
+ * FQNs); `dtype` applies to rows that name none (NULL: the config's). Stops
+ * at the first failure and returns it. */
+int tpxp_sk_rows(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const char *prefix, const tpxp_sk_row *rows, size_t n,
+                 const char *dtype);
+#define TPXP_SK_ROWS(host, ctx, prefix, rows, dtype)                           \
+  tpxp_sk_rows((host), (ctx), (prefix), (rows), TPXP_N_OF(rows), (dtype))
 
 /* A Llama-style decoder stack (Llama, Mistral, Qwen2/3, Ministral3): */
 typedef struct tpxp_decoder {

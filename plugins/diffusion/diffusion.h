@@ -11,22 +11,13 @@
 
 #include "tpxp_common.h"
 
-typedef enum dfx_kind {
-  DFX_NONE = 0,
-  DFX_WAN,      /* WanTransformer3DModel: the Wan strategy */
-  DFX_HUNYUAN,  /* HunyuanVideo15Transformer3DModel: the Hunyuan strategy */
-  DFX_LTX2,     /* LTX2VideoTransformer3DModel: LTX2 = Hunyuan's flow */
-  DFX_QWENIMAGE /* QwenImageTransformer2DModel: QwenImageEdit (Default) */
-} dfx_kind;
-
-dfx_kind dfx_kind_of(const char *architecture);
-
 /* ---- plans (diffusion_plan.c) ---- */
-int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const tpx_plugin_plan_request *req);
 /* The default base plan (plans.md §3.15) every key optional: what the
  * Default flow falls back to for QwenImage, whose keys match nothing. */
 int dfx_default_base_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          int sequence_parallel);
+                          const tpx_plugin_plan_request *req);
 
 /* ---- skeleton helpers (diffusion_sk.c) ----
  * A builder that remembers the first failure: every call after it is a
@@ -75,9 +66,13 @@ int64_t dfx_size_or(dfx_sk *s, const char *key, int64_t absent,
 int64_t dfx_pos(dfx_sk *s, const char *key, int64_t dflt, int required);
 
 /* ---- skeletons (one file each) ---- */
-int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch);
+int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch);
+int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch);
+int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch);
 
 #endif /* TPX_PLUGIN_DIFFUSION_H */

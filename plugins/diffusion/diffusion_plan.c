@@ -17,71 +17,59 @@
  * therefore optional here. Hunyuan and LTX2 have no plan at all. */
 #include "diffusion.h"
 
-int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const tpx_plugin_plan_request *req) {
   static const tpxp_rule rules[] = {
-      {"condition_embedder.text_embedder.linear_1", "colwise", NULL, NULL,
-       TPXP_DEF, 1, 1},
-      {"condition_embedder.text_embedder.linear_2", "rowwise", NULL, NULL,
-       TPXP_DEF, 1, 1},
-      {"condition_embedder.time_embedder.linear_1", "colwise", NULL, NULL,
-       TPXP_DEF, 1, 1},
-      {"condition_embedder.time_embedder.linear_2", "rowwise", NULL, NULL,
-       TPXP_DEF, 1, 1},
-      {"condition_embedder.time_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 1},
-      {"blocks.*.ffn.net.0.proj", "colwise", NULL, NULL, TPXP_DEF, 1, 1},
-      {"blocks.*.ffn.net.2", "rowwise", NULL, NULL, TPXP_DEF, 1, 1},
-      {"proj_out", "rowwise", NULL, NULL, TPXP_DEF, 1, 1},
-  };
+    TPXP_COL("condition_embedder.text_embedder.linear_1", .optional = 1, .rooted = 1),
+    TPXP_ROW("condition_embedder.text_embedder.linear_2", .optional = 1, .rooted = 1),
+    TPXP_COL("condition_embedder.time_embedder.linear_1", .optional = 1, .rooted = 1),
+    TPXP_ROW("condition_embedder.time_embedder.linear_2", .optional = 1, .rooted = 1),
+    TPXP_COL("condition_embedder.time_proj", .optional = 1, .rooted = 1),
+    TPXP_COL("blocks.*.ffn.net.0.proj", .optional = 1, .rooted = 1),
+    TPXP_ROW("blocks.*.ffn.net.2", .optional = 1, .rooted = 1),
+    TPXP_ROW("proj_out", .optional = 1, .rooted = 1),
+};
   int st = TPX_PLUGIN_OK;
+  (void)req; /* a fixed set of calls at every tp, sp ignored */
   if (host->plan_set_function != NULL)
     st = host->plan_set_function(ctx, "wan (WanParallelizationStrategy)");
   if (st == TPX_PLUGIN_OK)
-    st = tpxp_add_rules(host, ctx, "", rules, sizeof rules / sizeof rules[0]);
+    st = TPXP_ADD_RULES(host, ctx, "", rules);
   return st;
 }
 
 int dfx_default_base_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          int sequence_parallel) {
+                          const tpx_plugin_plan_request *req) {
   static const tpxp_rule base[] = {
-      {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, NULL,
-       TPXP_DEF, 1, 1},
-      {"model.layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 1,
-       1},
-      {"model.layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 1,
-       1},
-      {"model.layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 1,
-       1},
-      {"model.layers.*.self_attn.qkv_proj", "colwise", NULL, NULL, TPXP_DEF,
-       1, 1},
-      {"model.layers.*.self_attn.o_proj", "rowwise", NULL, NULL, TPXP_DEF, 1,
-       1},
-      {"model.layers.*.mlp.gate_up_proj", "colwise", NULL, NULL, TPXP_DEF, 1,
-       1},
-      {"model.layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 1},
-      {"model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 1},
-      {"model.layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 1, 1},
-      {"lm_head", "colwise", NULL, TPXP_R, TPXP_DEF, 1, 1},
-  };
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .optional = 1, .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.q_proj", .optional = 1, .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.k_proj", .optional = 1, .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.v_proj", .optional = 1, .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.qkv_proj", .optional = 1, .rooted = 1),
+    TPXP_ROW("model.layers.*.self_attn.o_proj", .optional = 1, .rooted = 1),
+    TPXP_COL("model.layers.*.mlp.gate_up_proj", .optional = 1, .rooted = 1),
+    TPXP_COL("model.layers.*.mlp.up_proj", .optional = 1, .rooted = 1),
+    TPXP_COL("model.layers.*.mlp.gate_proj", .optional = 1, .rooted = 1),
+    TPXP_ROW("model.layers.*.mlp.down_proj", .optional = 1, .rooted = 1),
+    TPXP_COL("lm_head", .out = TPXP_R, .optional = 1, .rooted = 1),
+};
   /* The sequence-parallel overrides replace keys in place, then append the
    * plain SequenceParallel norms. */
   static const tpxp_rule sp[] = {
-      {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0,
-       1, 1},
-      {"model.layers.*.self_attn.o_proj", "rowwise", NULL, TPXP_S1, 0, 1, 1},
-      {"model.layers.*.mlp.down_proj", "rowwise", NULL, TPXP_S1, 0, 1, 1},
-      {"lm_head", "colwise", TPXP_S1, TPXP_R, TPXP_DEF, 1, 1},
-      {"model.norm", "sequence_parallel", NULL, NULL, TPXP_DEF, 1, 1},
-      {"model.layers.*.input_layernorm", "sequence_parallel", NULL, NULL,
-       TPXP_DEF, 1, 1},
-      {"model.layers.*.post_attention_layernorm", "sequence_parallel", NULL,
-       NULL, TPXP_DEF, 1, 1},
-  };
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR, .optional = 1, .rooted = 1),
+    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR, .optional = 1, .rooted = 1),
+    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR, .optional = 1, .rooted = 1),
+    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_R, .optional = 1, .rooted = 1),
+    TPXP_SEQ("model.norm", .optional = 1, .rooted = 1),
+    TPXP_SEQ("model.layers.*.input_layernorm", .optional = 1, .rooted = 1),
+    TPXP_SEQ("model.layers.*.post_attention_layernorm", .optional = 1, .rooted = 1),
+};
   int st = TPX_PLUGIN_OK;
   if (host->plan_set_function != NULL)
     st = host->plan_set_function(ctx, "default_base_plan");
   if (st == TPX_PLUGIN_OK)
-    st = tpxp_add_rules(host, ctx, "", base, sizeof base / sizeof base[0]);
-  if (st == TPX_PLUGIN_OK && sequence_parallel)
-    st = tpxp_add_rules(host, ctx, "", sp, sizeof sp / sizeof sp[0]);
+    st = TPXP_ADD_RULES(host, ctx, "", base);
+  if (st == TPX_PLUGIN_OK && req->sequence_parallel)
+    st = TPXP_ADD_RULES(host, ctx, "", sp);
   return st;
 }

@@ -17,7 +17,8 @@ static void qk_norm(dfx_sk *s, int ln, int64_t head_dim, const char *prefix,
   dfx_norm(s, head_dim, 1, ln, "%s.%s", prefix, name);
 }
 
-int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch) {
   dfx_sk s;
   int64_t heads, head_dim, inner, in_ch, out_ch, layers, refiners, p, pt;
   int64_t text_dim, text2_dim, image_dim, mlp, i;
@@ -26,6 +27,7 @@ int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   int meanflow, ln;
   char b[TPXP_FQN_MAX];
   dfx_sk_init(&s, host, ctx, "bfloat16");
+  (void)arch;
   in_ch = dfx_pos(&s, "in_channels", 65, 0);
   out_ch = dfx_size_or(&s, "out_channels", 32, in_ch);
   heads = dfx_pos(&s, "num_attention_heads", 16, 0);

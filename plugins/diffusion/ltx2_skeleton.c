@@ -65,7 +65,8 @@ static int ff_width(const char *act, int64_t inner, int64_t *out) {
   return 0;
 }
 
-int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch) {
   dfx_sk s;
   int64_t in_ch, out_ch, heads, hd, cross, a_in, a_out, a_heads, a_hd;
   int64_t a_cross, layers, caption, inner, a_inner, ffw, a_ffw, i;
@@ -74,6 +75,7 @@ int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   const char *qk, *act;
   char b[TPXP_FQN_MAX];
   dfx_sk_init(&s, host, ctx, "bfloat16");
+  (void)arch;
   in_ch = dfx_pos(&s, "in_channels", 128, 0);
   out_ch = dfx_size_or(&s, "out_channels", 128, in_ch);
   heads = dfx_pos(&s, "num_attention_heads", 32, 0);

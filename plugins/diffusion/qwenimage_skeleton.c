@@ -8,12 +8,14 @@
  * 20,430,401,088 parameters in 40.86 GB) is bfloat16, the default here. */
 #include "diffusion.h"
 
-int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch) {
   dfx_sk s;
   int64_t p, in_ch, out_ch, layers, hd, heads, joint, inner, i;
   int add_t;
   char b[TPXP_FQN_MAX];
   dfx_sk_init(&s, host, ctx, "bfloat16");
+  (void)arch;
   p = dfx_pos(&s, "patch_size", 2, 0);
   in_ch = dfx_pos(&s, "in_channels", 64, 0);
   out_ch = dfx_size_or(&s, "out_channels", 16, in_ch);

@@ -10,12 +10,14 @@
  * dtype here. */
 #include "diffusion.h"
 
-int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch) {
   dfx_sk s;
   int64_t heads, head_dim, inner, in_ch, out_ch, text_dim, freq_dim, ffn;
   int64_t layers, image_dim, added_kv, pos_len, pt, ph, pw, i;
   int cross_norm;
   dfx_sk_init(&s, host, ctx, "float32");
+  (void)arch;
   heads = dfx_pos(&s, "num_attention_heads", 40, 0);
   head_dim = dfx_pos(&s, "attention_head_dim", 128, 0);
   in_ch = dfx_pos(&s, "in_channels", 16, 0);

@@ -14,24 +14,21 @@
 
 #include "tpxp_common.h"
 
-#define COL "colwise"
-#define ROW "rowwise"
-#define VOCAB "vocab_parallel_embedding"
 
 static const char *const falcon_h1_architectures[] = {
     "transformers.models.falcon_h1.modeling_falcon_h1.FalconH1ForCausalLM",
     "FalconH1ForCausalLM", NULL};
 
 static const tpxp_rule falcon_h1_rules[] = {
-    {"model.embed_tokens", VOCAB, TPXP_R, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.self_attn.q_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.self_attn.k_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.self_attn.v_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.self_attn.o_proj", ROW, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.feed_forward.gate_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.feed_forward.up_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.feed_forward.down_proj", ROW, NULL, NULL, TPXP_DEF, 0, 1},
-    {"lm_head", COL, NULL, TPXP_R, TPXP_DEF, 0, 1},
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.q_proj", .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.k_proj", .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.v_proj", .rooted = 1),
+    TPXP_ROW("model.layers.*.self_attn.o_proj", .rooted = 1),
+    TPXP_COL("model.layers.*.feed_forward.gate_proj", .rooted = 1),
+    TPXP_COL("model.layers.*.feed_forward.up_proj", .rooted = 1),
+    TPXP_ROW("model.layers.*.feed_forward.down_proj", .rooted = 1),
+    TPXP_COL("lm_head", .out = TPXP_R, .rooted = 1),
 };
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,

@@ -30,13 +30,6 @@
 
 #include "tpxp_common.h"
 
-#define CHK(call)                                                              \
-  do {                                                                         \
-    int st_ = (call);                                                          \
-    if (st_ != TPX_PLUGIN_OK)                                                  \
-      return st_;                                                              \
-  } while (0)
-
 typedef struct falcon_h1_cfg {
   int64_t vocab, hidden, inter, layers, heads, kv, head_dim;
   int64_t m_heads, m_head_dim, m_groups, m_state, m_conv, m_expand, d_ssm;
@@ -92,26 +85,26 @@ int falcon_h1_kv_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     falcon_h1_cfg *c) {
   int d_head_auto = 0, st;
-  CHK(tpxp_cfg_int_opt(host, ctx, "vocab_size", 128000, &c->vocab));
-  CHK(tpxp_cfg_int_opt(host, ctx, "hidden_size", 4096, &c->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx, "intermediate_size", 14336, &c->inter));
-  CHK(tpxp_cfg_int_opt(host, ctx, "num_hidden_layers", 32, &c->layers));
-  CHK(tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 32, &c->heads));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vocab_size", 128000, &c->vocab));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "hidden_size", 4096, &c->hidden));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "intermediate_size", 14336, &c->inter));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "num_hidden_layers", 32, &c->layers));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 32, &c->heads));
   if (c->heads <= 0 || c->hidden <= 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "falcon_h1: hidden_size (%lld) and num_attention_heads "
                      "(%lld) must be positive",
                      (long long)c->hidden, (long long)c->heads);
   /* num_key_value_heads: default 8; null means num_attention_heads */
-  CHK(falcon_h1_kv_heads(host, ctx, c->heads, &c->kv));
-  CHK(tpxp_cfg_int_opt(host, ctx, "head_dim", c->hidden / c->heads,
+  TPXP_CHK(falcon_h1_kv_heads(host, ctx, c->heads, &c->kv));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "head_dim", c->hidden / c->heads,
                        &c->head_dim));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_n_heads", 128, &c->m_heads));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_n_groups", 1, &c->m_groups));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_state", 256, &c->m_state));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_conv", 4, &c->m_conv));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_expand", 2, &c->m_expand));
-  CHK(read_d_head(host, ctx, &c->m_head_dim, &d_head_auto));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "mamba_n_heads", 128, &c->m_heads));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "mamba_n_groups", 1, &c->m_groups));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_state", 256, &c->m_state));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_conv", 4, &c->m_conv));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "mamba_expand", 2, &c->m_expand));
+  TPXP_CHK(read_d_head(host, ctx, &c->m_head_dim, &d_head_auto));
   if (c->m_heads <= 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "falcon_h1: mamba_n_heads (%lld) must be positive",
@@ -146,13 +139,13 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      "(%lld)",
                      (long long)c->d_ssm, (long long)c->m_heads,
                      (long long)c->m_head_dim);
-  CHK(tpxp_cfg_bool_opt(host, ctx, "attention_bias", 0, &c->attn_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "mlp_bias", 0, &c->mlp_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "projectors_bias", 0, &c->proj_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_proj_bias", 0, &c->in_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_conv_bias", 1, &c->conv_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_rms_norm", 0, &c->rms_norm));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &c->tie));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "attention_bias", 0, &c->attn_bias));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "mlp_bias", 0, &c->mlp_bias));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "projectors_bias", 0, &c->proj_bias));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_proj_bias", 0, &c->in_bias));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_conv_bias", 1, &c->conv_bias));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_rms_norm", 0, &c->rms_norm));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &c->tie));
   return TPX_PLUGIN_OK;
 }
 
@@ -165,46 +158,46 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int64_t q = c->heads * c->head_dim, kv = c->kv * c->head_dim, cw[3];
 #define AT(suffix) snprintf(f, sizeof f, "model.layers.%lld.%s", L, suffix)
   AT("feed_forward.gate_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->inter, c->mlp_bias, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->inter, c->mlp_bias, NULL));
   AT("feed_forward.up_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->inter, c->mlp_bias, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->inter, c->mlp_bias, NULL));
   AT("feed_forward.down_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->inter, c->hidden, c->mlp_bias, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, c->inter, c->hidden, c->mlp_bias, NULL));
   snprintf(m, sizeof m, "model.layers.%lld.mamba", L);
-  CHK(tpxp_sk_module(host, ctx, m, "other"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, m, "other"));
   /* FalconH1Mixer's own parameters come before its submodules' in
    * named_parameters(), whatever the attribute order in __init__. */
-  CHK(tpxp_sk_param(host, ctx, m, "dt_bias", c->m_heads, -1, NULL));
-  CHK(tpxp_sk_param(host, ctx, m, "A_log", c->m_heads, -1, NULL));
-  CHK(tpxp_sk_param(host, ctx, m, "D", c->m_heads, -1, NULL));
+  TPXP_CHK(tpxp_sk_param(host, ctx, m, "dt_bias", c->m_heads, -1, NULL));
+  TPXP_CHK(tpxp_sk_param(host, ctx, m, "A_log", c->m_heads, -1, NULL));
+  TPXP_CHK(tpxp_sk_param(host, ctx, m, "D", c->m_heads, -1, NULL));
   AT("mamba.conv1d");
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
   cw[0] = conv_dim;
   cw[1] = 1;
   cw[2] = c->m_conv;
-  CHK(host->skeleton_add_param(ctx, f, "weight", cw, 3, NULL));
+  TPXP_CHK(host->skeleton_add_param(ctx, f, "weight", cw, 3, NULL));
   if (c->conv_bias)
-    CHK(tpxp_sk_param(host, ctx, f, "bias", conv_dim, -1, NULL));
+    TPXP_CHK(tpxp_sk_param(host, ctx, f, "bias", conv_dim, -1, NULL));
   AT("mamba.in_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, proj, c->in_bias, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, c->hidden, proj, c->in_bias, NULL));
   if (c->rms_norm) {
     AT("mamba.norm");
-    CHK(tpxp_sk_norm(host, ctx, f, c->d_ssm, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, c->d_ssm, 0, NULL));
   }
   AT("mamba.out_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->d_ssm, c->hidden, c->proj_bias, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, c->d_ssm, c->hidden, c->proj_bias, NULL));
   AT("self_attn.q_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, q, c->attn_bias, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, c->hidden, q, c->attn_bias, NULL));
   AT("self_attn.k_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
   AT("self_attn.v_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
   AT("self_attn.o_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, q, c->hidden, c->attn_bias, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, q, c->hidden, c->attn_bias, NULL));
   AT("input_layernorm");
-  CHK(tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL));
   AT("pre_ff_layernorm");
-  CHK(tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL));
 #undef AT
   return TPX_PLUGIN_OK;
 }
@@ -213,14 +206,14 @@ int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   falcon_h1_cfg c;
   int64_t i;
   memset(&c, 0, sizeof c);
-  CHK(read_cfg(host, ctx, &c));
-  CHK(tpxp_sk_embedding(host, ctx, "model.embed_tokens", c.vocab, c.hidden,
+  TPXP_CHK(read_cfg(host, ctx, &c));
+  TPXP_CHK(tpxp_sk_embedding(host, ctx, "model.embed_tokens", c.vocab, c.hidden,
                         NULL));
-  CHK(tpxp_sk_module(host, ctx, "model.layers", "container"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, "model.layers", "container"));
   for (i = 0; i < c.layers; i++)
-    CHK(layer(host, ctx, &c, i));
-  CHK(tpxp_sk_norm(host, ctx, "model.final_layernorm", c.hidden, 0, NULL));
-  CHK(tpxp_sk_module(host, ctx, "model.rotary_emb", "rotary"));
+    TPXP_CHK(layer(host, ctx, &c, i));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, "model.final_layernorm", c.hidden, 0, NULL));
+  TPXP_CHK(tpxp_sk_module(host, ctx, "model.rotary_emb", "rotary"));
   return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
                          "model.embed_tokens.weight", NULL);
 }

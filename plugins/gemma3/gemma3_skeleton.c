@@ -19,13 +19,6 @@
 
 #include "tpxp_common.h"
 
-#define CHK(call)                                                              \
-  do {                                                                         \
-    int st_ = (call);                                                          \
-    if (st_ != TPX_PLUGIN_OK)                                                  \
-      return st_;                                                              \
-  } while (0)
-
 typedef struct gemma3_text {
   int64_t vocab, hidden, inter, layers, heads, kv, head_dim;
   int attn_bias;
@@ -35,25 +28,25 @@ typedef struct gemma3_text {
 static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const char *sec, gemma3_text *t) {
   char p[TPXP_FQN_MAX];
-  CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "vocab_size"),
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "vocab_size"),
                        262208, &t->vocab));
-  CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "hidden_size"),
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "hidden_size"),
                        2304, &t->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx,
                        tpxp_path(p, sizeof p, sec, "intermediate_size"), 9216,
                        &t->inter));
-  CHK(tpxp_cfg_int_opt(host, ctx,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx,
                        tpxp_path(p, sizeof p, sec, "num_hidden_layers"), 26,
                        &t->layers));
-  CHK(tpxp_cfg_int_opt(host, ctx,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx,
                        tpxp_path(p, sizeof p, sec, "num_attention_heads"), 8,
                        &t->heads));
-  CHK(tpxp_cfg_int_opt(host, ctx,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx,
                        tpxp_path(p, sizeof p, sec, "num_key_value_heads"), 4,
                        &t->kv));
-  CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "head_dim"), 256,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "head_dim"), 256,
                        &t->head_dim));
-  CHK(tpxp_cfg_bool_opt(host, ctx,
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx,
                         tpxp_path(p, sizeof p, sec, "attention_bias"), 0,
                         &t->attn_bias));
   if (t->vocab <= 0 || t->hidden <= 0 || t->inter <= 0 || t->layers < 0 ||
@@ -78,40 +71,40 @@ static int text_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       "pre_feedforward_layernorm", "post_feedforward_layernorm"};
   size_t k;
   snprintf(f, sizeof f, "%s.embed_tokens", P);
-  CHK(tpxp_sk_embedding(host, ctx, f, t->vocab, t->hidden, NULL));
+  TPXP_CHK(tpxp_sk_embedding(host, ctx, f, t->vocab, t->hidden, NULL));
   snprintf(f, sizeof f, "%s.layers", P);
-  CHK(tpxp_sk_module(host, ctx, f, "container"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "container"));
   for (i = 0; i < t->layers; i++) {
     long long L = (long long)i;
 #define LAYER(suffix) snprintf(f, sizeof f, "%s.layers.%lld.%s", P, L, suffix)
     LAYER("self_attn.q_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, q, t->attn_bias, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, q, t->attn_bias, NULL));
     LAYER("self_attn.k_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kv, t->attn_bias, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kv, t->attn_bias, NULL));
     LAYER("self_attn.v_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kv, t->attn_bias, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kv, t->attn_bias, NULL));
     LAYER("self_attn.o_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, q, t->hidden, t->attn_bias, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, q, t->hidden, t->attn_bias, NULL));
     LAYER("self_attn.q_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, t->head_dim, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->head_dim, 0, NULL));
     LAYER("self_attn.k_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, t->head_dim, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->head_dim, 0, NULL));
     LAYER("mlp.gate_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->inter, 0, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->inter, 0, NULL));
     LAYER("mlp.up_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->inter, 0, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->inter, 0, NULL));
     LAYER("mlp.down_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->inter, t->hidden, 0, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->inter, t->hidden, 0, NULL));
     for (k = 0; k < sizeof norms / sizeof norms[0]; k++) {
       LAYER(norms[k]);
-      CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
+      TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
     }
 #undef LAYER
   }
   snprintf(f, sizeof f, "%s.norm", P);
-  CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
   snprintf(f, sizeof f, "%s.rotary_emb", P);
-  CHK(tpxp_sk_module(host, ctx, f, "rotary"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "rotary"));
   return TPX_PLUGIN_OK;
 }
 
@@ -123,17 +116,17 @@ typedef struct siglip {
 /* SiglipVisionConfig defaults where a key is absent. */
 static int read_siglip(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        siglip *v) {
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.hidden_size", 768,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.hidden_size", 768,
                        &v->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.intermediate_size", 3072,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.intermediate_size", 3072,
                        &v->inter));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_hidden_layers", 12,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_hidden_layers", 12,
                        &v->layers));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_channels", 3,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_channels", 3,
                        &v->channels));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.image_size", 224, &v->image));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.patch_size", 16, &v->patch));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "vision_config.vision_use_head", 1,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.image_size", 224, &v->image));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.patch_size", 16, &v->patch));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "vision_config.vision_use_head", 1,
                         &v->use_head));
   if (v->hidden <= 0 || v->inter <= 0 || v->layers < 0 || v->channels <= 0 ||
       v->patch <= 0 || v->image < v->patch)
@@ -159,33 +152,33 @@ static int siglip_tower(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   conv[2] = v->patch;
   conv[3] = v->patch;
   snprintf(f, sizeof f, "%s.vision_model.embeddings.patch_embedding", P);
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
-  CHK(host->skeleton_add_param(ctx, f, "weight", conv, 4, NULL));
-  CHK(tpxp_sk_param(host, ctx, f, "bias", v->hidden, -1, NULL));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+  TPXP_CHK(host->skeleton_add_param(ctx, f, "weight", conv, 4, NULL));
+  TPXP_CHK(tpxp_sk_param(host, ctx, f, "bias", v->hidden, -1, NULL));
   snprintf(f, sizeof f, "%s.vision_model.embeddings.position_embedding", P);
-  CHK(tpxp_sk_embedding(host, ctx, f, grid * grid, v->hidden, NULL));
+  TPXP_CHK(tpxp_sk_embedding(host, ctx, f, grid * grid, v->hidden, NULL));
   snprintf(f, sizeof f, "%s.vision_model.encoder.layers", P);
-  CHK(tpxp_sk_module(host, ctx, f, "container"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "container"));
   for (i = 0; i < v->layers; i++) {
     long long L = (long long)i;
     for (k = 0; k < 4; k++) {
       snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.self_attn.%s",
                P, L, attn[k]);
-      CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->hidden, 1, NULL));
+      TPXP_CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->hidden, 1, NULL));
     }
     snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.layer_norm1", P,
              L);
-    CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
     snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.mlp.fc1", P, L);
-    CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->inter, 1, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->inter, 1, NULL));
     snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.mlp.fc2", P, L);
-    CHK(tpxp_sk_linear(host, ctx, f, v->inter, v->hidden, 1, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, v->inter, v->hidden, 1, NULL));
     snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.layer_norm2", P,
              L);
-    CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
   }
   snprintf(f, sizeof f, "%s.vision_model.post_layernorm", P);
-  CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
   if (v->use_head) {
     /* SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention
      * (packed in_proj), layernorm, MLP. */
@@ -194,21 +187,21 @@ static int siglip_tower(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     probe[1] = 1;
     probe[2] = v->hidden;
     snprintf(f, sizeof f, "%s.vision_model.head", P);
-    CHK(tpxp_sk_module(host, ctx, f, "other"));
-    CHK(host->skeleton_add_param(ctx, f, "probe", probe, 3, NULL));
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+    TPXP_CHK(host->skeleton_add_param(ctx, f, "probe", probe, 3, NULL));
     snprintf(f, sizeof f, "%s.vision_model.head.attention", P);
-    CHK(tpxp_sk_module(host, ctx, f, "other"));
-    CHK(tpxp_sk_param(host, ctx, f, "in_proj_weight", 3 * v->hidden, v->hidden,
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+    TPXP_CHK(tpxp_sk_param(host, ctx, f, "in_proj_weight", 3 * v->hidden, v->hidden,
                       NULL));
-    CHK(tpxp_sk_param(host, ctx, f, "in_proj_bias", 3 * v->hidden, -1, NULL));
+    TPXP_CHK(tpxp_sk_param(host, ctx, f, "in_proj_bias", 3 * v->hidden, -1, NULL));
     snprintf(f, sizeof f, "%s.vision_model.head.attention.out_proj", P);
-    CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->hidden, 1, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->hidden, 1, NULL));
     snprintf(f, sizeof f, "%s.vision_model.head.layernorm", P);
-    CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
     snprintf(f, sizeof f, "%s.vision_model.head.mlp.fc1", P);
-    CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->inter, 1, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->inter, 1, NULL));
     snprintf(f, sizeof f, "%s.vision_model.head.mlp.fc2", P);
-    CHK(tpxp_sk_linear(host, ctx, f, v->inter, v->hidden, 1, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, v->inter, v->hidden, 1, NULL));
   }
   return TPX_PLUGIN_OK;
 }
@@ -221,28 +214,28 @@ int gemma3_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   char w[TPXP_FQN_MAX];
   if (kind == GEMMA3_COND_GEN) {
     siglip v;
-    CHK(read_text(host, ctx, "text_config", &t));
-    CHK(read_siglip(host, ctx, &v));
+    TPXP_CHK(read_text(host, ctx, "text_config", &t));
+    TPXP_CHK(read_siglip(host, ctx, &v));
     /* The top-level flag wins; else the text config's; default tied. */
     if (host->config_has(ctx, "tie_word_embeddings"))
-      CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
+      TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
     else
-      CHK(tpxp_cfg_bool_opt(host, ctx, "text_config.tie_word_embeddings", 1,
+      TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "text_config.tie_word_embeddings", 1,
                             &tie));
-    CHK(siglip_tower(host, ctx, "model.vision_tower", &v));
+    TPXP_CHK(siglip_tower(host, ctx, "model.vision_tower", &v));
     /* Gemma3MultiModalProjector: a bare [vision_hidden, text_hidden]
      * parameter and a Gemma3RMSNorm over the vision width. */
-    CHK(tpxp_sk_module(host, ctx, "model.multi_modal_projector", "other"));
-    CHK(tpxp_sk_param(host, ctx, "model.multi_modal_projector",
+    TPXP_CHK(tpxp_sk_module(host, ctx, "model.multi_modal_projector", "other"));
+    TPXP_CHK(tpxp_sk_param(host, ctx, "model.multi_modal_projector",
                       "mm_input_projection_weight", v.hidden, t.hidden, NULL));
-    CHK(tpxp_sk_norm(host, ctx, "model.multi_modal_projector.mm_soft_emb_norm",
+    TPXP_CHK(tpxp_sk_norm(host, ctx, "model.multi_modal_projector.mm_soft_emb_norm",
                      v.hidden, 0, NULL));
     P = "model.language_model";
   } else {
-    CHK(read_text(host, ctx, "", &t));
-    CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
+    TPXP_CHK(read_text(host, ctx, "", &t));
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
   }
-  CHK(text_stack(host, ctx, P, &t));
+  TPXP_CHK(text_stack(host, ctx, P, &t));
   snprintf(w, sizeof w, "%s.embed_tokens.weight", P);
   return tpxp_sk_lm_head(host, ctx, "lm_head", t.hidden, t.vocab, 0, tie, w,
                          NULL);

@@ -34,13 +34,6 @@
 
 #include "tpxp_common.h"
 
-#define CHK(call)                                                              \
-  do {                                                                         \
-    int st_ = (call);                                                          \
-    if (st_ != TPX_PLUGIN_OK)                                                  \
-      return st_;                                                              \
-  } while (0)
-
 /* Longest layer_types list read; a longer one is refused. */
 #define G4_MAX_LAYERS 1024
 
@@ -109,35 +102,35 @@ static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int64_t n = 0, i;
   int has_types;
 #define P(key) tpxp_path(p, sizeof p, sec, key)
-  CHK(tpxp_cfg_int_opt(host, ctx, P("vocab_size"), 262144, &t->vocab));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("hidden_size"), 2304, &t->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("intermediate_size"), 9216, &t->inter));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("num_hidden_layers"), 30, &t->layers));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("num_attention_heads"), 8, &t->heads));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("num_key_value_heads"), 4, &t->kv));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("head_dim"), 256, &t->head_dim));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("global_head_dim"), 512,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("vocab_size"), 262144, &t->vocab));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("hidden_size"), 2304, &t->hidden));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("intermediate_size"), 9216, &t->inter));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("num_hidden_layers"), 30, &t->layers));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("num_attention_heads"), 8, &t->heads));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("num_key_value_heads"), 4, &t->kv));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("head_dim"), 256, &t->head_dim));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("global_head_dim"), 512,
                        &t->global_head_dim));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("num_global_key_value_heads"), t->kv,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("num_global_key_value_heads"), t->kv,
                        &t->global_kv));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("num_kv_shared_layers"), 0,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("num_kv_shared_layers"), 0,
                        &t->kv_shared));
   /* Gemma4TextConfig defaults hidden_size_per_layer_input to 256: a text
    * config that omits the key builds the per-layer embeddings; null or 0
    * does not. */
-  CHK(truthy_int(host, ctx, sec, "hidden_size_per_layer_input", 256,
+  TPXP_CHK(truthy_int(host, ctx, sec, "hidden_size_per_layer_input", 256,
                  &t->ple));
-  CHK(tpxp_cfg_int_opt(host, ctx, P("vocab_size_per_layer_input"), 262144,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, P("vocab_size_per_layer_input"), 262144,
                        &t->ple_vocab));
-  CHK(tpxp_cfg_bool_opt(host, ctx, P("attention_bias"), 0, &t->attn_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, P("attention_k_eq_v"), 0, &t->k_eq_v));
-  CHK(tpxp_cfg_bool_opt(host, ctx, P("use_double_wide_mlp"), 0,
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, P("attention_bias"), 0, &t->attn_bias));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, P("attention_k_eq_v"), 0, &t->k_eq_v));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, P("use_double_wide_mlp"), 0,
                         &t->double_wide));
-  CHK(tpxp_cfg_bool_opt(host, ctx, P("enable_moe_block"), 0, &t->moe));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, P("enable_moe_block"), 0, &t->moe));
   t->experts = t->moe_inter = 0;
   if (t->moe) {
-    CHK(tpxp_cfg_int_req(host, ctx, P("num_experts"), &t->experts));
-    CHK(tpxp_cfg_int_req(host, ctx, P("moe_intermediate_size"),
+    TPXP_CHK(tpxp_cfg_int_req(host, ctx, P("num_experts"), &t->experts));
+    TPXP_CHK(tpxp_cfg_int_req(host, ctx, P("moe_intermediate_size"),
                          &t->moe_inter));
     if (t->experts <= 0 || t->moe_inter <= 0)
       return fail_size(host, ctx, "num_experts / moe_intermediate_size");
@@ -202,24 +195,24 @@ static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 
 static int read_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        g4_vision *v) {
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.hidden_size", 768,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.hidden_size", 768,
                        &v->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.intermediate_size", 3072,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.intermediate_size", 3072,
                        &v->inter));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_hidden_layers", 16,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_hidden_layers", 16,
                        &v->layers));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_attention_heads", 12,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_attention_heads", 12,
                        &v->heads));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_key_value_heads", 12,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_key_value_heads", 12,
                        &v->kv));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.head_dim", 64,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.head_dim", 64,
                        &v->head_dim));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.patch_size", 16, &v->patch));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.position_embedding_size",
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.patch_size", 16, &v->patch));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.position_embedding_size",
                        10240, &v->pos));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "vision_config.use_clipped_linears", 0,
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "vision_config.use_clipped_linears", 0,
                         &v->clipped));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "vision_config.standardize", 0,
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "vision_config.standardize", 0,
                         &v->standardize));
   if (v->hidden <= 0 || v->inter <= 0 || v->layers < 0 || v->heads <= 0 ||
       v->kv <= 0 || v->head_dim <= 0 || v->patch <= 0 || v->pos <= 0)
@@ -230,17 +223,17 @@ static int read_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int read_audio(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       g4_audio *a) {
   int64_t n = 0;
-  CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.hidden_size", 1024,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.hidden_size", 1024,
                        &a->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.num_hidden_layers", 12,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.num_hidden_layers", 12,
                        &a->layers));
-  CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.num_attention_heads", 8,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.num_attention_heads", 8,
                        &a->heads));
-  CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.conv_kernel_size", 5,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.conv_kernel_size", 5,
                        &a->kernel));
-  CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.output_proj_dims", 1536,
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "audio_config.output_proj_dims", 1536,
                        &a->out_dims));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "audio_config.use_clipped_linears", 1,
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "audio_config.use_clipped_linears", 1,
                         &a->clipped));
   a->c0 = 128;
   a->c1 = 32;
@@ -249,9 +242,9 @@ static int read_audio(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     if (n != 2)
       return fail_size(host, ctx,
                        "audio_config.subsampling_conv_channels (2 entries)");
-    CHK(tpxp_cfg_int_req(host, ctx,
+    TPXP_CHK(tpxp_cfg_int_req(host, ctx,
                          "audio_config.subsampling_conv_channels[0]", &a->c0));
-    CHK(tpxp_cfg_int_req(host, ctx,
+    TPXP_CHK(tpxp_cfg_int_req(host, ctx,
                          "audio_config.subsampling_conv_channels[1]", &a->c1));
   }
   if (a->hidden <= 0 || a->layers < 0 || a->heads <= 0 ||
@@ -282,10 +275,10 @@ static int clippable(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                                        "output_max"};
   char f[TPXP_FQN_MAX];
   size_t k;
-  CHK(tpxp_sk_module(host, ctx, fqn, "other"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, fqn, "other"));
   if (clipped)
     for (k = 0; k < 4; k++)
-      CHK(add_nd(host, ctx, fqn, bounds[k], 0, 0, 0, 0, 0));
+      TPXP_CHK(add_nd(host, ctx, fqn, bounds[k], 0, 0, 0, 0, 0));
   tpxp_fmt(f, sizeof f, "%s.linear", fqn);
   return tpxp_sk_linear(host, ctx, f, in, out, 0, NULL);
 }
@@ -306,74 +299,74 @@ static int text_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       "pre_feedforward_layernorm", "post_feedforward_layernorm"};
   size_t k;
   tpxp_fmt(L, sizeof L, "%s.layers.%lld", P, (long long)i);
-  CHK(tpxp_sk_module(host, ctx, L, "container"));
-  CHK(add_nd(host, ctx, L, "layer_scalar", 1, 1, 0, 0, 0));
+  TPXP_CHK(tpxp_sk_module(host, ctx, L, "container"));
+  TPXP_CHK(add_nd(host, ctx, L, "layer_scalar", 1, 1, 0, 0, 0));
 #define SUB(s) tpxp_fmt(f, sizeof f, "%s.%s", L, s)
   SUB("self_attn");
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
   SUB("self_attn.q_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->heads * hd, t->attn_bias,
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->heads * hd, t->attn_bias,
                      NULL));
   SUB("self_attn.q_norm");
-  CHK(tpxp_sk_norm(host, ctx, f, hd, 0, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, f, hd, 0, NULL));
   if (!shared) {
     SUB("self_attn.k_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, hd, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, hd, 0, NULL));
     SUB("self_attn.v_norm"); /* RMSNorm without scale: no weight */
-    CHK(tpxp_sk_module(host, ctx, f, "norm"));
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "norm"));
     SUB("self_attn.k_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kvh * hd, t->attn_bias,
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kvh * hd, t->attn_bias,
                        NULL));
     if (!alt) {
       SUB("self_attn.v_proj");
-      CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kvh * hd, t->attn_bias,
+      TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kvh * hd, t->attn_bias,
                          NULL));
     }
   }
   SUB("self_attn.o_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, t->heads * hd, t->hidden, t->attn_bias,
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->heads * hd, t->hidden, t->attn_bias,
                      NULL));
   SUB("mlp.gate_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, t->hidden, inter, 0, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, inter, 0, NULL));
   SUB("mlp.up_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, t->hidden, inter, 0, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, inter, 0, NULL));
   SUB("mlp.down_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, inter, t->hidden, 0, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, inter, t->hidden, 0, NULL));
   for (k = 0; k < sizeof norms / sizeof norms[0]; k++) {
     SUB(norms[k]);
-    CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
   }
   if (t->ple > 0) {
     SUB("per_layer_input_gate");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->ple, 0, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->ple, 0, NULL));
     SUB("per_layer_projection");
-    CHK(tpxp_sk_linear(host, ctx, f, t->ple, t->hidden, 0, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->ple, t->hidden, 0, NULL));
     SUB("post_per_layer_input_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
   }
   if (t->moe) {
     /* Gemma4TextRouter: own scale and per_expert_scale, a weight-less
      * norm, then the proj; Gemma4TextExperts: packed 3-D tensors. */
     SUB("router");
-    CHK(tpxp_sk_module(host, ctx, f, "other"));
-    CHK(add_nd(host, ctx, f, "scale", 1, t->hidden, 0, 0, 0));
-    CHK(add_nd(host, ctx, f, "per_expert_scale", 1, t->experts, 0, 0, 0));
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+    TPXP_CHK(add_nd(host, ctx, f, "scale", 1, t->hidden, 0, 0, 0));
+    TPXP_CHK(add_nd(host, ctx, f, "per_expert_scale", 1, t->experts, 0, 0, 0));
     SUB("router.norm");
-    CHK(tpxp_sk_module(host, ctx, f, "norm"));
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "norm"));
     SUB("router.proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->experts, 0, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->experts, 0, NULL));
     SUB("experts");
-    CHK(tpxp_sk_module(host, ctx, f, "other"));
-    CHK(add_nd(host, ctx, f, "gate_up_proj", 3, t->experts, 2 * t->moe_inter,
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+    TPXP_CHK(add_nd(host, ctx, f, "gate_up_proj", 3, t->experts, 2 * t->moe_inter,
                t->hidden, 0));
-    CHK(add_nd(host, ctx, f, "down_proj", 3, t->experts, t->hidden,
+    TPXP_CHK(add_nd(host, ctx, f, "down_proj", 3, t->experts, t->hidden,
                t->moe_inter, 0));
     SUB("post_feedforward_layernorm_1");
-    CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
     SUB("post_feedforward_layernorm_2");
-    CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
     SUB("pre_feedforward_layernorm_2");
-    CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
   }
 #undef SUB
   return TPX_PLUGIN_OK;
@@ -385,23 +378,23 @@ static int text_model(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   char f[TPXP_FQN_MAX];
   int64_t i;
   tpxp_fmt(f, sizeof f, "%s.embed_tokens", P);
-  CHK(tpxp_sk_embedding(host, ctx, f, t->vocab, t->hidden, NULL));
+  TPXP_CHK(tpxp_sk_embedding(host, ctx, f, t->vocab, t->hidden, NULL));
   tpxp_fmt(f, sizeof f, "%s.layers", P);
-  CHK(tpxp_sk_module(host, ctx, f, "container"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "container"));
   for (i = 0; i < t->layers; i++)
-    CHK(text_layer(host, ctx, P, t, i));
+    TPXP_CHK(text_layer(host, ctx, P, t, i));
   tpxp_fmt(f, sizeof f, "%s.norm", P);
-  CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
   tpxp_fmt(f, sizeof f, "%s.rotary_emb", P);
-  CHK(tpxp_sk_module(host, ctx, f, "rotary"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "rotary"));
   if (t->ple > 0) {
     tpxp_fmt(f, sizeof f, "%s.embed_tokens_per_layer", P);
-    CHK(tpxp_sk_embedding(host, ctx, f, t->ple_vocab, t->layers * t->ple,
+    TPXP_CHK(tpxp_sk_embedding(host, ctx, f, t->ple_vocab, t->layers * t->ple,
                           NULL));
     tpxp_fmt(f, sizeof f, "%s.per_layer_model_projection", P);
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->layers * t->ple, 0, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->layers * t->ple, 0, NULL));
     tpxp_fmt(f, sizeof f, "%s.per_layer_projection_norm", P);
-    CHK(tpxp_sk_norm(host, ctx, f, t->ple, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, t->ple, 0, NULL));
   }
   return TPX_PLUGIN_OK;
 }
@@ -415,48 +408,48 @@ static int vision_tower(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       "input_layernorm", "post_attention_layernorm",
       "pre_feedforward_layernorm", "post_feedforward_layernorm"};
   size_t k;
-  CHK(tpxp_sk_module(host, ctx, P, "other"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, P, "other"));
   if (v->standardize) {
-    CHK(add_nd(host, ctx, P, "std_bias", 1, v->hidden, 0, 0, 0));
-    CHK(add_nd(host, ctx, P, "std_scale", 1, v->hidden, 0, 0, 0));
+    TPXP_CHK(add_nd(host, ctx, P, "std_bias", 1, v->hidden, 0, 0, 0));
+    TPXP_CHK(add_nd(host, ctx, P, "std_scale", 1, v->hidden, 0, 0, 0));
   }
   tpxp_fmt(f, sizeof f, "%s.patch_embedder", P);
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
-  CHK(add_nd(host, ctx, f, "position_embedding_table", 3, 2, v->pos,
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+  TPXP_CHK(add_nd(host, ctx, f, "position_embedding_table", 3, 2, v->pos,
              v->hidden, 0));
   tpxp_fmt(f, sizeof f, "%s.patch_embedder.input_proj", P);
-  CHK(tpxp_sk_linear(host, ctx, f, 3 * v->patch * v->patch, v->hidden, 0,
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, 3 * v->patch * v->patch, v->hidden, 0,
                      NULL));
   tpxp_fmt(f, sizeof f, "%s.encoder.rotary_emb", P);
-  CHK(tpxp_sk_module(host, ctx, f, "rotary"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "rotary"));
   tpxp_fmt(f, sizeof f, "%s.encoder.layers", P);
-  CHK(tpxp_sk_module(host, ctx, f, "container"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "container"));
   for (i = 0; i < v->layers; i++) {
     tpxp_fmt(L, sizeof L, "%s.encoder.layers.%lld", P, (long long)i);
 #define SUB(s) tpxp_fmt(f, sizeof f, "%s.%s", L, s)
     SUB("self_attn.q_proj");
-    CHK(clippable(host, ctx, f, v->hidden, q, v->clipped));
+    TPXP_CHK(clippable(host, ctx, f, v->hidden, q, v->clipped));
     SUB("self_attn.k_proj");
-    CHK(clippable(host, ctx, f, v->hidden, kv, v->clipped));
+    TPXP_CHK(clippable(host, ctx, f, v->hidden, kv, v->clipped));
     SUB("self_attn.v_proj");
-    CHK(clippable(host, ctx, f, v->hidden, kv, v->clipped));
+    TPXP_CHK(clippable(host, ctx, f, v->hidden, kv, v->clipped));
     SUB("self_attn.o_proj");
-    CHK(clippable(host, ctx, f, q, v->hidden, v->clipped));
+    TPXP_CHK(clippable(host, ctx, f, q, v->hidden, v->clipped));
     SUB("self_attn.q_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, v->head_dim, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, v->head_dim, 0, NULL));
     SUB("self_attn.k_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, v->head_dim, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, v->head_dim, 0, NULL));
     SUB("self_attn.v_norm");
-    CHK(tpxp_sk_module(host, ctx, f, "norm"));
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "norm"));
     SUB("mlp.gate_proj");
-    CHK(clippable(host, ctx, f, v->hidden, v->inter, v->clipped));
+    TPXP_CHK(clippable(host, ctx, f, v->hidden, v->inter, v->clipped));
     SUB("mlp.up_proj");
-    CHK(clippable(host, ctx, f, v->hidden, v->inter, v->clipped));
+    TPXP_CHK(clippable(host, ctx, f, v->hidden, v->inter, v->clipped));
     SUB("mlp.down_proj");
-    CHK(clippable(host, ctx, f, v->inter, v->hidden, v->clipped));
+    TPXP_CHK(clippable(host, ctx, f, v->inter, v->hidden, v->clipped));
     for (k = 0; k < sizeof norms / sizeof norms[0]; k++) {
       SUB(norms[k]);
-      CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 0, NULL));
+      TPXP_CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 0, NULL));
     }
 #undef SUB
   }
@@ -468,11 +461,11 @@ static int audio_ffw(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const char *F, const g4_audio *a) {
   char f[TPXP_FQN_MAX];
   tpxp_fmt(f, sizeof f, "%s.ffw_layer_1", F);
-  CHK(clippable(host, ctx, f, a->hidden, 4 * a->hidden, a->clipped));
+  TPXP_CHK(clippable(host, ctx, f, a->hidden, 4 * a->hidden, a->clipped));
   tpxp_fmt(f, sizeof f, "%s.ffw_layer_2", F);
-  CHK(clippable(host, ctx, f, 4 * a->hidden, a->hidden, a->clipped));
+  TPXP_CHK(clippable(host, ctx, f, 4 * a->hidden, a->hidden, a->clipped));
   tpxp_fmt(f, sizeof f, "%s.pre_layer_norm", F);
-  CHK(tpxp_sk_norm(host, ctx, f, a->hidden, 0, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, f, a->hidden, 0, NULL));
   tpxp_fmt(f, sizeof f, "%s.post_layer_norm", F);
   return tpxp_sk_norm(host, ctx, f, a->hidden, 0, NULL);
 }
@@ -483,56 +476,56 @@ static int audio_tower(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   char f[TPXP_FQN_MAX], L[TPXP_FQN_MAX];
   int64_t i, H = a->hidden, hd = a->hidden / a->heads;
   tpxp_fmt(f, sizeof f, "%s.subsample_conv_projection.layer0.conv", P);
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
-  CHK(add_nd(host, ctx, f, "weight", 4, a->c0, 1, 3, 3));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+  TPXP_CHK(add_nd(host, ctx, f, "weight", 4, a->c0, 1, 3, 3));
   tpxp_fmt(f, sizeof f, "%s.subsample_conv_projection.layer0.norm", P);
-  CHK(tpxp_sk_norm(host, ctx, f, a->c0, 0, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, f, a->c0, 0, NULL));
   tpxp_fmt(f, sizeof f, "%s.subsample_conv_projection.layer1.conv", P);
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
-  CHK(add_nd(host, ctx, f, "weight", 4, a->c1, a->c0, 3, 3));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+  TPXP_CHK(add_nd(host, ctx, f, "weight", 4, a->c1, a->c0, 3, 3));
   tpxp_fmt(f, sizeof f, "%s.subsample_conv_projection.layer1.norm", P);
-  CHK(tpxp_sk_norm(host, ctx, f, a->c1, 0, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, f, a->c1, 0, NULL));
   tpxp_fmt(f, sizeof f, "%s.subsample_conv_projection.input_proj_linear", P);
-  CHK(tpxp_sk_linear(host, ctx, f, (a->c0 / 4) * a->c1, H, 0, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, (a->c0 / 4) * a->c1, H, 0, NULL));
   tpxp_fmt(f, sizeof f, "%s.layers", P);
-  CHK(tpxp_sk_module(host, ctx, f, "container"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "container"));
   for (i = 0; i < a->layers; i++) {
     tpxp_fmt(L, sizeof L, "%s.layers.%lld", P, (long long)i);
 #define SUB(s) tpxp_fmt(f, sizeof f, "%s.%s", L, s)
     SUB("feed_forward1");
-    CHK(audio_ffw(host, ctx, f, a));
+    TPXP_CHK(audio_ffw(host, ctx, f, a));
     SUB("feed_forward2");
-    CHK(audio_ffw(host, ctx, f, a));
+    TPXP_CHK(audio_ffw(host, ctx, f, a));
     SUB("self_attn");
-    CHK(tpxp_sk_module(host, ctx, f, "other"));
-    CHK(add_nd(host, ctx, f, "per_dim_scale", 1, hd, 0, 0, 0));
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+    TPXP_CHK(add_nd(host, ctx, f, "per_dim_scale", 1, hd, 0, 0, 0));
     SUB("self_attn.q_proj");
-    CHK(clippable(host, ctx, f, H, H, a->clipped));
+    TPXP_CHK(clippable(host, ctx, f, H, H, a->clipped));
     SUB("self_attn.k_proj");
-    CHK(clippable(host, ctx, f, H, H, a->clipped));
+    TPXP_CHK(clippable(host, ctx, f, H, H, a->clipped));
     SUB("self_attn.v_proj");
-    CHK(clippable(host, ctx, f, H, H, a->clipped));
+    TPXP_CHK(clippable(host, ctx, f, H, H, a->clipped));
     SUB("self_attn.post");
-    CHK(clippable(host, ctx, f, H, H, a->clipped));
+    TPXP_CHK(clippable(host, ctx, f, H, H, a->clipped));
     SUB("self_attn.relative_k_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, H, H, 0, NULL));
+    TPXP_CHK(tpxp_sk_linear(host, ctx, f, H, H, 0, NULL));
     SUB("lconv1d.linear_start");
-    CHK(clippable(host, ctx, f, H, 2 * H, a->clipped));
+    TPXP_CHK(clippable(host, ctx, f, H, 2 * H, a->clipped));
     SUB("lconv1d.linear_end");
-    CHK(clippable(host, ctx, f, H, H, a->clipped));
+    TPXP_CHK(clippable(host, ctx, f, H, H, a->clipped));
     SUB("lconv1d.depthwise_conv1d");
-    CHK(tpxp_sk_module(host, ctx, f, "other"));
-    CHK(add_nd(host, ctx, f, "weight", 3, H, 1, a->kernel, 0));
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+    TPXP_CHK(add_nd(host, ctx, f, "weight", 3, H, 1, a->kernel, 0));
     SUB("lconv1d.pre_layer_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
     SUB("lconv1d.conv_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
     SUB("norm_pre_attn");
-    CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
     SUB("norm_post_attn");
-    CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
     SUB("norm_out");
-    CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, H, 0, NULL));
 #undef SUB
   }
   tpxp_fmt(f, sizeof f, "%s.output_proj", P);
@@ -545,7 +538,7 @@ static int embedder(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const char *P, int64_t mm_hidden, int64_t text_hidden) {
   char f[TPXP_FQN_MAX];
   tpxp_fmt(f, sizeof f, "%s.embedding_projection", P);
-  CHK(tpxp_sk_linear(host, ctx, f, mm_hidden, text_hidden, 0, NULL));
+  TPXP_CHK(tpxp_sk_linear(host, ctx, f, mm_hidden, text_hidden, 0, NULL));
   tpxp_fmt(f, sizeof f, "%s.embedding_pre_projection_norm", P);
   return tpxp_sk_module(host, ctx, f, "norm");
 }
@@ -560,29 +553,29 @@ int gemma4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   const char *sec =
       host->config_has(ctx, "text_config") ? "text_config" : "";
   memset(&t, 0, sizeof t);
-  CHK(read_text(host, ctx, sec, &t));
+  TPXP_CHK(read_text(host, ctx, sec, &t));
   if (has_vision)
-    CHK(read_vision(host, ctx, &v));
+    TPXP_CHK(read_vision(host, ctx, &v));
   if (has_audio)
-    CHK(read_audio(host, ctx, &a));
+    TPXP_CHK(read_audio(host, ctx, &a));
   /* Gemma4Config.tie_word_embeddings (default true) wins; else the text
    * config's. */
   if (host->config_has(ctx, "tie_word_embeddings"))
-    CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
   else if (sec[0] != '\0')
-    CHK(tpxp_cfg_bool_opt(host, ctx, "text_config.tie_word_embeddings", 1,
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "text_config.tie_word_embeddings", 1,
                           &tie));
   /* Gemma4Model registration order: vision_tower, language_model,
    * audio_tower, embed_vision, embed_audio. */
   if (has_vision)
-    CHK(vision_tower(host, ctx, "model.vision_tower", &v));
-  CHK(text_model(host, ctx, "model.language_model", &t));
+    TPXP_CHK(vision_tower(host, ctx, "model.vision_tower", &v));
+  TPXP_CHK(text_model(host, ctx, "model.language_model", &t));
   if (has_audio)
-    CHK(audio_tower(host, ctx, "model.audio_tower", &a));
+    TPXP_CHK(audio_tower(host, ctx, "model.audio_tower", &a));
   if (has_vision)
-    CHK(embedder(host, ctx, "model.embed_vision", v.hidden, t.hidden));
+    TPXP_CHK(embedder(host, ctx, "model.embed_vision", v.hidden, t.hidden));
   if (has_audio)
-    CHK(embedder(host, ctx, "model.embed_audio", a.out_dims, t.hidden));
+    TPXP_CHK(embedder(host, ctx, "model.embed_audio", a.out_dims, t.hidden));
   return tpxp_sk_lm_head(host, ctx, "lm_head", t.hidden, t.vocab, 0, tie,
                          "model.language_model.embed_tokens.weight", NULL);
 }

@@ -12,7 +12,6 @@
 #include "muse_glimmer.h"
 #include "tpxp_common.h"
 
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const k_archs[] = {
     "nemo_automodel.components.models.mistral3.model.Ministral3ForCausalLM",
@@ -50,27 +49,25 @@ int register_parallel_strategy(const tpx_plugin_host *host,
 
 /* _parallelize_ministral3, sp off, relative to the prefix; lm_head rooted. */
 static const tpxp_rule k_m3_sp0[] = {
-    {"embed_tokens", "vocab_parallel_embedding", TPXP_R, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.o_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 1},
+    TPXP_VOCAB("embed_tokens", .in = TPXP_R),
+    TPXP_COL("layers.*.self_attn.q_proj"),
+    TPXP_COL("layers.*.self_attn.k_proj"),
+    TPXP_COL("layers.*.self_attn.v_proj"),
+    TPXP_ROW("layers.*.self_attn.o_proj"),
+    TPXP_COL("layers.*.mlp.up_proj"),
+    TPXP_COL("layers.*.mlp.gate_proj"),
+    TPXP_ROW("layers.*.mlp.down_proj"),
+    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
 };
 /* sp on: a dict update of the above. */
 static const tpxp_rule k_m3_sp1[] = {
-    {"embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0, 0},
-    {"layers.*.self_attn.o_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"layers.*.mlp.down_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"lm_head", "colwise", TPXP_S1, TPXP_SM1, 0, 0, 1},
-    {"norm", "sequence_parallel", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.input_layernorm", "sequence_parallel_allgather_activation", NULL,
-     NULL, 0, 0, 0},
-    {"layers.*.post_attention_layernorm",
-     "sequence_parallel_allgather_activation", NULL, NULL, 0, 0, 0},
+    TPXP_VOCAB("embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
+    TPXP_SEQ("norm"),
+    TPXP_SEQ_AG("layers.*.input_layernorm", .local = TPXP_KEEP_DTENSOR),
+    TPXP_SEQ_AG("layers.*.post_attention_layernorm", .local = TPXP_KEEP_DTENSOR),
 };
 
 static int is_vlm(const char *arch) {
@@ -95,7 +92,7 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     /* The Ministral3 sp0 set under model.language_model; sp is silently
      * ignored; vision_tower / multi_modal_projector get no key. */
     st = tpxp_add_rules(host, ctx, "model.language_model", k_m3_sp0,
-                        N_OF(k_m3_sp0));
+                        TPXP_N_OF(k_m3_sp0));
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "mistral3_vlm");
     return st;
@@ -104,8 +101,7 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     /* _parallelize_muse_glimmer: the Ministral3 sp0 set with
      * output_gate_proj between v_proj and o_proj (the lm_head entry is the
      * set's own); sp warns and is ignored. */
-    static const tpxp_rule gate = {"layers.*.self_attn.output_gate_proj",
-                                   "colwise", NULL, NULL, TPXP_DEF, 0, 0};
+    static const tpxp_rule gate = TPXP_COL("layers.*.self_attn.output_gate_proj");
     if (req->sequence_parallel)
       tpxp_log(host, ctx, TPX_PLUGIN_LOG_WARN,
                "sequence_parallel=True is not yet supported for MuseGlimmer "
@@ -115,7 +111,7 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       st = tpxp_add_rules(host, ctx, "model", &gate, 1);
     if (st == TPX_PLUGIN_OK)
       st = tpxp_add_rules(host, ctx, "model", k_m3_sp0 + 4,
-                          N_OF(k_m3_sp0) - 4);
+                          TPXP_N_OF(k_m3_sp0) - 4);
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "muse_glimmer");
     return st;
@@ -124,9 +120,9 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "mistral plugin: architecture '%s' is not served",
                      req->architecture != NULL ? req->architecture : "(null)");
-  st = tpxp_add_rules(host, ctx, "model", k_m3_sp0, N_OF(k_m3_sp0));
+  st = tpxp_add_rules(host, ctx, "model", k_m3_sp0, TPXP_N_OF(k_m3_sp0));
   if (st == TPX_PLUGIN_OK && req->sequence_parallel)
-    st = tpxp_add_rules(host, ctx, "model", k_m3_sp1, N_OF(k_m3_sp1));
+    st = tpxp_add_rules(host, ctx, "model", k_m3_sp1, TPXP_N_OF(k_m3_sp1));
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
     host->plan_set_function(ctx, "ministral3");
   return st;
@@ -183,7 +179,7 @@ static int pixtral(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
     tpxp_fmt(f, sizeof f, VT "feed_forward.down_proj", L);
     if ((st = tpxp_sk_linear(host, ctx, f, inter, hidden, 0, NULL)))
       return st;
-    for (a = 0; a < N_OF(attn); a++) {
+    for (a = 0; a < TPXP_N_OF(attn); a++) {
       tpxp_fmt(f, sizeof f, VT "attention.%s", L, attn[a]);
       if ((st = tpxp_sk_linear(host, ctx, f, hidden, hidden, 0, NULL)))
         return st;

@@ -9,56 +9,46 @@
 
 #include "tpxp_common.h"
 
-#define COL "colwise"
-#define ROW "rowwise"
-#define VOCAB "vocab_parallel_embedding"
-#define SP "sequence_parallel"
-#define SPAG "sequence_parallel_allgather_activation"
 
 static const tpxp_rule diffusion_sp0[] = {
-    {"embed_tokens", VOCAB, TPXP_R, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.q_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.k_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.v_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.o_proj", ROW, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.up_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.gate_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.down_proj", ROW, NULL, NULL, TPXP_DEF, 0, 0},
-    {"diffusion_head", COL, NULL, TPXP_SM1, 0, 0, 1},
+    TPXP_VOCAB("embed_tokens", .in = TPXP_R),
+    TPXP_COL("layers.*.self_attn.q_proj"),
+    TPXP_COL("layers.*.self_attn.k_proj"),
+    TPXP_COL("layers.*.self_attn.v_proj"),
+    TPXP_ROW("layers.*.self_attn.o_proj"),
+    TPXP_COL("layers.*.mlp.up_proj"),
+    TPXP_COL("layers.*.mlp.gate_proj"),
+    TPXP_ROW("layers.*.mlp.down_proj"),
+    TPXP_COL("diffusion_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
 };
 
 static const tpxp_rule diffusion_sp1[] = {
-    {"embed_tokens", VOCAB, TPXP_R, TPXP_S1, 0, 0, 0},
-    {"layers.*.self_attn.o_proj", ROW, NULL, TPXP_S1, 0, 0, 0},
-    {"layers.*.mlp.down_proj", ROW, NULL, TPXP_S1, 0, 0, 0},
-    {"diffusion_head", COL, TPXP_S1, TPXP_SM1, 0, 0, 1},
-    {"norm", SP, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.input_layernorm", SPAG, NULL, NULL, 0, 0, 0},
-    {"layers.*.post_attention_layernorm", SPAG, NULL, NULL, 0, 0, 0},
+    TPXP_VOCAB("embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_COL("diffusion_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
+    TPXP_SEQ("norm"),
+    TPXP_SEQ_AG("layers.*.input_layernorm", .local = TPXP_KEEP_DTENSOR),
+    TPXP_SEQ_AG("layers.*.post_attention_layernorm", .local = TPXP_KEEP_DTENSOR),
 };
 
+/* Like upstream's plan function, never looks at tp or the head counts:
+ * validate_tp_mesh is the host's (heads-not-divisible). */
 int nemotron_diffusion_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                            int sequence_parallel, int64_t tp_size) {
-  int st;
-  /* Like upstream's plan function, never looks at tp or the head counts:
-   * validate_tp_mesh is the host's (heads-not-divisible). */
-  (void)tp_size;
-  if (host->plan_set_function != NULL &&
-      (st = host->plan_set_function(ctx, "nemotron_labs_diffusion")) !=
-          TPX_PLUGIN_OK)
-    return st;
-  st = tpxp_add_rules(host, ctx, "encoder", diffusion_sp0,
-                      sizeof diffusion_sp0 / sizeof diffusion_sp0[0]);
-  if (st == TPX_PLUGIN_OK && sequence_parallel)
-    st = tpxp_add_rules(host, ctx, "encoder", diffusion_sp1,
-                        sizeof diffusion_sp1 / sizeof diffusion_sp1[0]);
-  return st;
+                            const tpx_plugin_plan_request *req) {
+  if (host->plan_set_function != NULL)
+    TPXP_CHK(host->plan_set_function(ctx, "nemotron_labs_diffusion"));
+  TPXP_CHK(TPXP_ADD_RULES(host, ctx, "encoder", diffusion_sp0));
+  return req->sequence_parallel
+             ? TPXP_ADD_RULES(host, ctx, "encoder", diffusion_sp1)
+             : TPX_PLUGIN_OK;
 }
 
 int nemotron_diffusion_skeleton(const tpx_plugin_host *host,
-                                tpx_plugin_ctx *ctx) {
+                                tpx_plugin_ctx *ctx, const char *arch) {
   tpxp_decoder d;
   int st = tpxp_decoder_read(host, ctx, "", 0, &d);
+  (void)arch;
   if (st != TPX_PLUGIN_OK)
     return st;
   d.prefix = "encoder";

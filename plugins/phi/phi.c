@@ -6,7 +6,6 @@
 
 #include "tpxp_common.h"
 
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const k_archs[] = {
     "transformers.models.phi.modeling_phi.PhiForCausalLM",
@@ -31,26 +30,23 @@ int register_parallel_strategy(const tpx_plugin_host *host,
 
 /* _parallelize_phi, sp off. */
 static const tpxp_rule k_phi_sp0[] = {
-    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, NULL, TPXP_DEF,
-     0, 0},
-    {"model.layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.dense", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.fc1", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.fc2", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 0},
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R),
+    TPXP_COL("model.layers.*.self_attn.q_proj"),
+    TPXP_COL("model.layers.*.self_attn.k_proj"),
+    TPXP_COL("model.layers.*.self_attn.v_proj"),
+    TPXP_ROW("model.layers.*.self_attn.dense"),
+    TPXP_COL("model.layers.*.mlp.fc1"),
+    TPXP_ROW("model.layers.*.mlp.fc2"),
+    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
 };
 /* sp on: a dict update of the above. */
 static const tpxp_rule k_phi_sp1[] = {
-    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0,
-     0},
-    {"model.layers.*.self_attn.dense", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"model.layers.*.mlp.fc2", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"lm_head", "colwise", TPXP_S1, TPXP_SM1, 0, 0, 0},
-    {"model.final_layernorm", "sequence_parallel", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.input_layernorm", "sequence_parallel", NULL, NULL,
-     TPXP_DEF, 0, 0},
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.self_attn.dense", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.mlp.fc2", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_SEQ("model.final_layernorm"),
+    TPXP_SEQ("model.layers.*.input_layernorm"),
 };
 
 /* _parallelize_phi3 (sp ignored). Phi-3's fused qkv_proj is split in the
@@ -60,16 +56,12 @@ static const tpxp_rule k_phi_sp1[] = {
  * replicated and the head counts are not rewritten. Only the MLP is really
  * sharded. */
 static const tpxp_rule k_phi3[] = {
-    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_R, TPXP_DEF,
-     0, 0},
-    {"model.layers.*.self_attn.qkv_proj", "rowwise", TPXP_R, TPXP_R, TPXP_DEF,
-     0, 0},
-    {"model.layers.*.self_attn.o_proj", "colwise", TPXP_R, TPXP_R, TPXP_DEF, 0,
-     0},
-    {"model.layers.*.mlp.gate_up_proj", "colwise", TPXP_R, TPXP_SM1, 0, 0, 0},
-    {"model.layers.*.mlp.down_proj", "rowwise", TPXP_SM1, TPXP_R, TPXP_DEF, 0,
-     0},
-    {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 0},
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_R),
+    TPXP_ROW("model.layers.*.self_attn.qkv_proj", .in = TPXP_R, .out = TPXP_R),
+    TPXP_COL("model.layers.*.self_attn.o_proj", .in = TPXP_R, .out = TPXP_R),
+    TPXP_COL("model.layers.*.mlp.gate_up_proj", .in = TPXP_R, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.mlp.down_proj", .in = TPXP_SM1, .out = TPXP_R),
+    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
 };
 
 int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
@@ -86,7 +78,7 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
    * classes, and the host runs it before selection for every plan source
    * (heads-not-divisible). */
   if (tpxp_arch_is(req->architecture, "Phi3ForCausalLM")) {
-    st = tpxp_add_rules(host, ctx, "", k_phi3, N_OF(k_phi3));
+    st = tpxp_add_rules(host, ctx, "", k_phi3, TPXP_N_OF(k_phi3));
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "phi3");
     return st;
@@ -95,9 +87,9 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "phi plugin: architecture '%s' is not served",
                      req->architecture != NULL ? req->architecture : "(null)");
-  st = tpxp_add_rules(host, ctx, "", k_phi_sp0, N_OF(k_phi_sp0));
+  st = tpxp_add_rules(host, ctx, "", k_phi_sp0, TPXP_N_OF(k_phi_sp0));
   if (st == TPX_PLUGIN_OK && req->sequence_parallel)
-    st = tpxp_add_rules(host, ctx, "", k_phi_sp1, N_OF(k_phi_sp1));
+    st = tpxp_add_rules(host, ctx, "", k_phi_sp1, TPXP_N_OF(k_phi_sp1));
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
     host->plan_set_function(ctx, "phi");
   return st;

@@ -1,7 +1,8 @@
 /* test_plugin_common.c — plugins/common (tpxp_*) against a mock host that
  * records every call: ABI negotiation and registration, architecture
  * matching, get_plan request checks, formatting, config reads with defaults
- * and errors, plan rules, skeleton builders. */
+ * and errors, plan rules, skeleton builders and rows, the per-architecture
+ * dispatch table. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,11 +320,13 @@ END_TEST
 
 START_TEST(test_rules) {
   static const tpxp_rule rules[] = {
-      {"embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0, 0},
-      {"layers.*.qkv_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 0},
-      {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 1},
-      {"x", "bogus", NULL, NULL, TPXP_DEF, 0, 0},
-      {"never", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+      TPXP_VOCAB("embed_tokens", .in = TPXP_R, .out = TPXP_S1,
+                 .local = TPXP_KEEP_DTENSOR),
+      TPXP_COL("layers.*.qkv_proj", .optional = 1),
+      TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR,
+               .rooted = 1),
+      TPXP_RULE("bogus", "x"),
+      TPXP_COL("never"),
   };
   tpx_plugin_host h = mock_host();
   tpx_plugin_ctx *c = new_ctx();
@@ -345,6 +348,146 @@ START_TEST(test_rules) {
   c->n_entries = 0;
   ck_assert_int_eq(tpxp_add_rules(&h, c, "", rules, 1), 0);
   ck_assert_str_eq(c->modules[0], "embed_tokens");
+  free(c);
+}
+END_TEST
+
+/* The three values of a rule's `local`: left out is the style's default. */
+START_TEST(test_rule_local) {
+  static const tpxp_rule r[] = {
+      TPXP_ROW("a"),
+      TPXP_ROW("b", .local = TPXP_KEEP_DTENSOR),
+      TPXP_SEQ_AG("c", .local = TPXP_TO_LOCAL),
+  };
+  tpx_plugin_host h = mock_host();
+  tpx_plugin_ctx *c = new_ctx();
+  ck_assert_int_eq(tpxp_rule_local(&r[0]), TPX_PLUGIN_DEFAULT);
+  ck_assert_int_eq(tpxp_rule_local(&r[1]), 0);
+  ck_assert_int_eq(tpxp_rule_local(&r[2]), 1);
+  ck_assert_int_eq(TPXP_ADD_RULES(&h, c, "p", r), 0);
+  ck_assert_int_eq(c->n_entries, 3);
+  ck_assert_int_eq(c->entries[0].use_local_output, TPX_PLUGIN_DEFAULT);
+  ck_assert_int_eq(c->entries[1].use_local_output, 0);
+  ck_assert_int_eq(c->entries[2].use_local_output, 1);
+  ck_assert_str_eq(c->modules[2], "p.c");
+  free(c);
+}
+END_TEST
+
+/* Skeleton rows: every kind, the prefix rules, the dtype fallback, the
+ * first failure stops the table. */
+START_TEST(test_sk_rows) {
+  tpx_plugin_host h = mock_host();
+  tpx_plugin_ctx *c = new_ctx();
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_MOD("", "other"),
+      TPXP_SK_PRM("", "A_log", 8, -1),
+      TPXP_SK_LIN("proj", 3, 5, 1),
+      TPXP_SK_NRM("norm", 7, 0),
+      TPXP_SK_EMB("emb", 11, 4),
+  };
+  const tpxp_sk_row bad[] = {TPXP_SK_NRM("n", 2, 0), {.suffix = "z"},
+                             TPXP_SK_NRM("never", 2, 0)};
+  ck_assert_int_eq(TPXP_SK_ROWS(&h, c, "m.x", rows, NULL), 0);
+  ck_assert_str_eq(c->skel_modules[0], "m.x");
+  ck_assert_str_eq(c->kinds[0], "other");
+  ck_assert_str_eq(c->params[0], "m.x.A_log");
+  ck_assert_int_eq(c->ndims[0], 1);
+  ck_assert_int_eq(c->shapes[0][0], 8);
+  ck_assert_str_eq(c->params[1], "m.x.proj.weight");
+  ck_assert_int_eq(c->shapes[1][0], 5); /* [out, in] */
+  ck_assert_int_eq(c->shapes[1][1], 3);
+  ck_assert_str_eq(c->params[2], "m.x.proj.bias");
+  ck_assert_str_eq(c->params[3], "m.x.norm.weight");
+  ck_assert_str_eq(c->params[4], "m.x.emb.weight");
+  ck_assert_int_eq(c->shapes[4][0], 11);
+  ck_assert_int_eq(c->n_params, 5);
+  /* no prefix: suffixes are whole FQNs */
+  c->n_params = c->n_modules = 0;
+  ck_assert_int_eq(tpxp_sk_rows(&h, c, "", rows + 2, 1, NULL), 0);
+  ck_assert_str_eq(c->params[0], "proj.weight");
+  c->n_params = c->n_modules = 0;
+  ck_assert_int_eq(TPXP_SK_ROWS(&h, c, "q", bad, NULL), TPX_PLUGIN_ERROR);
+  ck_assert_int_eq(c->n_params, 1);
+  ck_assert_ptr_nonnull(strstr(c->error, "skeleton row q.z: unknown kind"));
+  free(c);
+}
+END_TEST
+
+/* ---- the dispatch table ---- */
+static int d_plan(const tpx_plugin_host *h, tpx_plugin_ctx *c,
+                  const tpx_plugin_plan_request *r) {
+  (void)r;
+  return tpxp_add(h, c, "planned", "colwise", NULL, NULL, TPXP_DEF, 0);
+}
+static int d_skel(const tpx_plugin_host *h, tpx_plugin_ctx *c,
+                  const char *a) {
+  (void)a;
+  return tpxp_sk_module(h, c, "skel", "other");
+}
+static int d_fail(const tpx_plugin_host *h, tpx_plugin_ctx *c,
+                  const char *a) {
+  return tpxp_fail(h, c, TPX_PLUGIN_ERROR, "fp32 of %s", a);
+}
+static const tpxp_arch_ops k_ops[] = {
+    {.bare = "AForCausalLM", .plan = d_plan, .skeleton = d_skel,
+     .fp32 = d_fail},
+    {.bare = "BModel"},
+};
+static const tpxp_family k_fam = {"fam", k_ops, 2};
+
+START_TEST(test_family) {
+  tpx_plugin_host h = mock_host();
+  tpx_plugin_ctx *c = new_ctx();
+  tpx_plugin_plan_request req;
+  memset(&req, 0, sizeof req);
+  req.struct_size = sizeof req;
+  req.architecture = "pkg.mod.AForCausalLM";
+  ck_assert_ptr_eq(tpxp_family_find(&k_fam, "AForCausalLM"), &k_ops[0]);
+  ck_assert_ptr_eq(tpxp_family_find(&k_fam, "x.BModel"), &k_ops[1]);
+  ck_assert_ptr_null(tpxp_family_find(&k_fam, "CModel"));
+  ck_assert_ptr_null(tpxp_family_find(&k_fam, NULL));
+  ck_assert_int_eq(tpxp_family_plan(&k_fam, &h, c, &req), 0);
+  ck_assert_str_eq(c->modules[0], "planned");
+  ck_assert_int_eq(tpxp_family_skeleton(&k_fam, &h, c, req.architecture), 0);
+  ck_assert_str_eq(c->skel_modules[0], "skel");
+  /* members left out: validate / fsdp / strategy have nothing to do */
+  ck_assert_int_eq(tpxp_family_validate(&k_fam, &h, c, &req), 0);
+  ck_assert_int_eq(tpxp_family_fsdp_units(&k_fam, &h, c, "AForCausalLM"), 0);
+  ck_assert_int_eq(tpxp_family_strategy(&k_fam, &h, c, "BModel"), 0);
+  ck_assert_int_eq(tpxp_family_fp32(&k_fam, &h, c, "BModel"), 0);
+  ck_assert_str_eq(c->error, "");
+  /* a member's failure passes through */
+  ck_assert_int_eq(tpxp_family_fp32(&k_fam, &h, c, "AForCausalLM"),
+                   TPX_PLUGIN_ERROR);
+  ck_assert_str_eq(c->error, "fp32 of AForCausalLM");
+  /* BModel has no plan and no skeleton: refused like an unknown class */
+  c->error[0] = '\0';
+  req.architecture = "BModel";
+  ck_assert_int_eq(tpxp_family_plan(&k_fam, &h, c, &req), TPX_PLUGIN_REFUSED);
+  ck_assert_str_eq(c->error,
+                   "fam: architecture 'BModel' is not served by this plugin");
+  c->error[0] = '\0';
+  ck_assert_int_eq(tpxp_family_skeleton(&k_fam, &h, c, "BModel"),
+                   TPX_PLUGIN_REFUSED);
+  c->error[0] = '\0';
+  ck_assert_int_eq(tpxp_family_fsdp_units(&k_fam, &h, c, "CModel"),
+                   TPX_PLUGIN_REFUSED);
+  ck_assert_ptr_nonnull(strstr(c->error, "'CModel' is not served"));
+  /* the opening checks */
+  ck_assert_int_eq(tpxp_family_skeleton(&k_fam, NULL, c, "AForCausalLM"),
+                   TPX_PLUGIN_INVALID);
+  ck_assert_int_eq(tpxp_family_plan(&k_fam, NULL, c, &req),
+                   TPX_PLUGIN_INVALID);
+  c->error[0] = '\0';
+  ck_assert_int_eq(tpxp_family_validate(&k_fam, &h, c, NULL),
+                   TPX_PLUGIN_INVALID);
+  ck_assert_str_eq(c->error, "fam: malformed validate request");
+  c->error[0] = '\0';
+  req.architecture = "AForCausalLM";
+  req.plan_name = "other";
+  ck_assert_int_eq(tpxp_family_plan(&k_fam, &h, c, &req), TPX_PLUGIN_REFUSED);
+  ck_assert_ptr_nonnull(strstr(c->error, "no named plan 'other'"));
   free(c);
 }
 END_TEST
@@ -403,6 +546,9 @@ static Suite *common_suite(void) {
   tcase_add_test(tc, test_fail_and_request);
   tcase_add_test(tc, test_config_reads);
   tcase_add_test(tc, test_rules);
+  tcase_add_test(tc, test_rule_local);
+  tcase_add_test(tc, test_sk_rows);
+  tcase_add_test(tc, test_family);
   tcase_add_test(tc, test_skeleton_builders);
   suite_add_tcase(s, tc);
   return s;
