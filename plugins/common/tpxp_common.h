@@ -133,6 +133,40 @@ int tpxp_family_fp32(const tpxp_family *f, const tpx_plugin_host *host,
 int tpxp_family_strategy(const tpxp_family *f, const tpx_plugin_host *host,
                          tpx_plugin_ctx *ctx, const char *arch);
 
+/* Define one exported entry point that forwards to the family table `fam`
+ * (a tpxp_family). A plugin writes one line per entry point it exports:
+ * the optional ones it leaves out stay absent, as before. */
+#define TPXP_EXPORT_GET_PLAN(fam)                                              \
+  int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,               \
+               const tpx_plugin_plan_request *req) {                           \
+    return tpxp_family_plan(&(fam), host, ctx, req);                           \
+  }
+#define TPXP_EXPORT_SKELETON(fam)                                              \
+  int tpx_plugin_get_skeleton(const tpx_plugin_host *host,                     \
+                              tpx_plugin_ctx *ctx, const char *architecture) { \
+    return tpxp_family_skeleton(&(fam), host, ctx, architecture);              \
+  }
+#define TPXP_EXPORT_VALIDATE(fam)                                              \
+  int tpx_plugin_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,    \
+                          const tpx_plugin_plan_request *req) {                \
+    return tpxp_family_validate(&(fam), host, ctx, req);                       \
+  }
+#define TPXP_EXPORT_FSDP_UNITS(fam)                                            \
+  int tpx_plugin_fsdp_units(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,  \
+                            const char *architecture) {                        \
+    return tpxp_family_fsdp_units(&(fam), host, ctx, architecture);            \
+  }
+#define TPXP_EXPORT_FP32(fam)                                                  \
+  int tpx_plugin_fp32_params(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, \
+                             const char *architecture) {                       \
+    return tpxp_family_fp32(&(fam), host, ctx, architecture);                  \
+  }
+#define TPXP_EXPORT_STRATEGY(fam)                                              \
+  int tpx_plugin_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,    \
+                          const char *architecture) {                          \
+    return tpxp_family_strategy(&(fam), host, ctx, architecture);              \
+  }
+
 /* Log a formatted message through host->log. */
 void tpxp_log(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int level,
               const char *fmt, ...) TPXP_PRINTF(4, 5);
@@ -280,6 +314,14 @@ int tpxp_sk_rows(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                  const char *dtype);
 #define TPXP_SK_ROWS(host, ctx, prefix, rows, dtype)                           \
   tpxp_sk_rows((host), (ctx), (prefix), (rows), TPXP_N_OF(rows), (dtype))
+/* The same rows under "<prefix>.layers.<i>" for every i < layers (a stack
+ * of identical blocks). */
+int tpxp_sk_layers(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *prefix, int64_t layers, const tpxp_sk_row *rows,
+                   size_t n, const char *dtype);
+#define TPXP_SK_LAYERS(host, ctx, prefix, layers, rows, dtype)                 \
+  tpxp_sk_layers((host), (ctx), (prefix), (layers), (rows), TPXP_N_OF(rows),  \
+                 (dtype))
 
 /* A Llama-style decoder stack (Llama, Mistral, Qwen2/3, Ministral3): */
 typedef struct tpxp_decoder {

@@ -93,6 +93,18 @@ int tpxp_sk_rows(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
+int tpxp_sk_layers(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *prefix, int64_t layers, const tpxp_sk_row *rows,
+                   size_t n, const char *dtype) {
+  char layer[TPXP_FQN_MAX];
+  int64_t i;
+  for (i = 0; i < layers; i++) {
+    tpxp_fmt(layer, sizeof layer, "%s.layers.%lld", prefix, (long long)i);
+    TPXP_CHK(tpxp_sk_rows(host, ctx, layer, rows, n, dtype));
+  }
+  return TPX_PLUGIN_OK;
+}
+
 static int decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         const char *section, int tie_default, int need_inter,
                         tpxp_decoder *d) {

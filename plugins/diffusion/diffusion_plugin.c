@@ -264,25 +264,7 @@ static const tpxp_arch_ops diffusion_ops[] = {
 static const tpxp_family diffusion = {"diffusion", diffusion_ops,
                                       TPXP_N_OF(diffusion_ops)};
 
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                               const tpx_plugin_plan_request *req) {
-  return tpxp_family_plan(&diffusion, host, ctx, req);
-}
-
-TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
-                                              tpx_plugin_ctx *ctx,
-                                              const char *architecture) {
-  return tpxp_family_skeleton(&diffusion, host, ctx, architecture);
-}
-
-TPX_PLUGIN_EXPORT int tpx_plugin_validate(const tpx_plugin_host *host,
-                                          tpx_plugin_ctx *ctx,
-                                          const tpx_plugin_plan_request *req) {
-  return tpxp_family_validate(&diffusion, host, ctx, req);
-}
-
-TPX_PLUGIN_EXPORT int tpx_plugin_strategy(const tpx_plugin_host *host,
-                                          tpx_plugin_ctx *ctx,
-                                          const char *architecture) {
-  return tpxp_family_strategy(&diffusion, host, ctx, architecture);
-}
+TPXP_EXPORT_GET_PLAN(diffusion)
+TPXP_EXPORT_SKELETON(diffusion)
+TPXP_EXPORT_VALIDATE(diffusion)
+TPXP_EXPORT_STRATEGY(diffusion)

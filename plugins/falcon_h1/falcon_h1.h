@@ -17,6 +17,7 @@ int falcon_h1_kv_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        int64_t heads, int64_t *kv);
 
 /* FalconH1ForCausalLM skeleton from the config (falcon_h1_skeleton.c). */
-int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       const char *arch);
 
 #endif /* TPX_FALCON_H1_PRIVATE_H */

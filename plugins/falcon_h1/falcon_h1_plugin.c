@@ -45,32 +45,25 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                               const tpx_plugin_plan_request *req) {
-  int st = tpxp_plain_plan_request(host, ctx, req, "falcon_h1");
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  if (!tpxp_arch_is(req->architecture, "FalconH1ForCausalLM"))
-    return tpxp_not_served(host, ctx, "falcon_h1", req->architecture);
-  /* Like upstream's _parallelize_falcon_h1, never looks at tp or the head
-   * counts: validate_tp_mesh is the host's (heads-not-divisible). */
+/* Like upstream's _parallelize_falcon_h1, never looks at tp or the head
+ * counts: validate_tp_mesh is the host's (heads-not-divisible). */
+static int falcon_h1_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const tpx_plugin_plan_request *req) {
   if (req->sequence_parallel)
     tpxp_log(host, ctx, TPX_PLUGIN_LOG_INFO,
              "falcon_h1: sequence parallelism is ignored (the parallel Mamba "
              "branch emits activations that are not sequence-sharded)");
-  if (host->plan_set_function != NULL &&
-      (st = host->plan_set_function(ctx, "falcon_h1")) != TPX_PLUGIN_OK)
-    return st;
-  return tpxp_add_rules(host, ctx, "", falcon_h1_rules,
-                        sizeof falcon_h1_rules / sizeof falcon_h1_rules[0]);
+  if (host->plan_set_function != NULL)
+    TPXP_CHK(host->plan_set_function(ctx, "falcon_h1"));
+  return TPXP_ADD_RULES(host, ctx, "", falcon_h1_rules);
 }
 
-TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
-                                              tpx_plugin_ctx *ctx,
-                                              const char *architecture) {
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (!tpxp_arch_is(architecture, "FalconH1ForCausalLM"))
-    return tpxp_not_served(host, ctx, "falcon_h1", architecture);
-  return falcon_h1_skeleton(host, ctx);
-}
+static const tpxp_arch_ops falcon_h1_ops[] = {
+    {.bare = "FalconH1ForCausalLM",
+     .plan = falcon_h1_plan,
+     .skeleton = falcon_h1_skeleton},
+};
+static const tpxp_family falcon_h1 = {"falcon_h1", falcon_h1_ops, 1};
+
+TPXP_EXPORT_GET_PLAN(falcon_h1)
+TPXP_EXPORT_SKELETON(falcon_h1)

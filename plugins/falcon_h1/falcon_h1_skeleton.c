@@ -202,9 +202,11 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
-int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       const char *arch) {
   falcon_h1_cfg c;
   int64_t i;
+  (void)arch;
   memset(&c, 0, sizeof c);
   TPXP_CHK(read_cfg(host, ctx, &c));
   TPXP_CHK(tpxp_sk_embedding(host, ctx, "model.embed_tokens", c.vocab, c.hidden,

@@ -58,22 +58,20 @@ static const tpxp_rule gemma3_sp1[] = {
 };
 
 
+/* Like upstream's _parallelize_gemma3, never looks at tp or the head
+ * counts: validate_tp_mesh is the host's (heads-not-divisible). */
 int gemma3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                gemma3_kind kind, int sequence_parallel, int64_t tp_size) {
+                const tpx_plugin_plan_request *req) {
   /* isinstance(model, Gemma3ForConditionalGeneration) picks the prefix. */
   const char *prefix =
-      kind == GEMMA3_COND_GEN ? "model.language_model" : "model";
-  int st;
-  /* Like upstream's _parallelize_gemma3, never looks at tp or the head
-   * counts: validate_tp_mesh is the host's (heads-not-divisible). */
-  (void)tp_size;
-  if (host->plan_set_function != NULL &&
-      (st = host->plan_set_function(ctx, "gemma3")) != TPX_PLUGIN_OK)
-    return st;
-  st = tpxp_add_rules(host, ctx, prefix, gemma3_sp0, TPXP_N_OF(gemma3_sp0));
-  if (st == TPX_PLUGIN_OK && sequence_parallel)
-    st = tpxp_add_rules(host, ctx, prefix, gemma3_sp1, TPXP_N_OF(gemma3_sp1));
-  return st;
+      tpxp_arch_is(req->architecture, "Gemma3ForConditionalGeneration")
+          ? "model.language_model"
+          : "model";
+  if (host->plan_set_function != NULL)
+    TPXP_CHK(host->plan_set_function(ctx, "gemma3"));
+  TPXP_CHK(TPXP_ADD_RULES(host, ctx, prefix, gemma3_sp0));
+  return req->sequence_parallel ? TPXP_ADD_RULES(host, ctx, prefix, gemma3_sp1)
+                                : TPX_PLUGIN_OK;
 }
 
 /* ---- Gemma4 ---- */
@@ -274,7 +272,8 @@ static int gemma4_refuse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 }
 
 int gemma4_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    int64_t tp_size) {
+                    const tpx_plugin_plan_request *req) {
+  int64_t tp_size = req->tp_size;
   char msg[TPXP_MSG_MAX];
   const char *code = NULL;
   int st;
@@ -287,7 +286,9 @@ int gemma4_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 }
 
 int gemma4_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                int sequence_parallel, int64_t tp_size) {
+                const tpx_plugin_plan_request *req) {
+  int sequence_parallel = req->sequence_parallel;
+  int64_t tp_size = req->tp_size;
   char p[TPXP_FQN_MAX];
   int st, eseries = 0;
   if (tp_size > 1 && (st = gemma4_refuse(host, ctx, tp_size)) != TPX_PLUGIN_OK)

@@ -207,12 +207,12 @@ static int siglip_tower(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 }
 
 int gemma3_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    gemma3_kind kind) {
+                    const char *arch) {
   gemma3_text t;
   int tie = 1;
   const char *P = "model";
   char w[TPXP_FQN_MAX];
-  if (kind == GEMMA3_COND_GEN) {
+  if (tpxp_arch_is(arch, "Gemma3ForConditionalGeneration")) {
     siglip v;
     TPXP_CHK(read_text(host, ctx, "text_config", &t));
     TPXP_CHK(read_siglip(host, ctx, &v));

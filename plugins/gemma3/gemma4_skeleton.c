@@ -543,11 +543,13 @@ static int embedder(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return tpxp_sk_module(host, ctx, f, "norm");
 }
 
-int gemma4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int gemma4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *arch) {
   g4_text t;
   g4_vision v;
   g4_audio a;
   int tie = 1;
+  (void)arch;
   int has_vision = host->config_has(ctx, "vision_config");
   int has_audio = host->config_has(ctx, "audio_config");
   const char *sec =

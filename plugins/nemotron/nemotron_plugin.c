@@ -43,31 +43,8 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                               const tpx_plugin_plan_request *req) {
-  return tpxp_family_plan(&nemotron, host, ctx, req);
-}
-
-TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
-                                              tpx_plugin_ctx *ctx,
-                                              const char *architecture) {
-  return tpxp_family_skeleton(&nemotron, host, ctx, architecture);
-}
-
-TPX_PLUGIN_EXPORT int tpx_plugin_validate(const tpx_plugin_host *host,
-                                          tpx_plugin_ctx *ctx,
-                                          const tpx_plugin_plan_request *req) {
-  return tpxp_family_validate(&nemotron, host, ctx, req);
-}
-
-TPX_PLUGIN_EXPORT int tpx_plugin_fsdp_units(const tpx_plugin_host *host,
-                                            tpx_plugin_ctx *ctx,
-                                            const char *architecture) {
-  return tpxp_family_fsdp_units(&nemotron, host, ctx, architecture);
-}
-
-TPX_PLUGIN_EXPORT int tpx_plugin_fp32_params(const tpx_plugin_host *host,
-                                             tpx_plugin_ctx *ctx,
-                                             const char *architecture) {
-  return tpxp_family_fp32(&nemotron, host, ctx, architecture);
-}
+TPXP_EXPORT_GET_PLAN(nemotron)
+TPXP_EXPORT_SKELETON(nemotron)
+TPXP_EXPORT_VALIDATE(nemotron)
+TPXP_EXPORT_FSDP_UNITS(nemotron)
+TPXP_EXPORT_FP32(nemotron)
