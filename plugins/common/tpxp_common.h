@@ -253,6 +253,28 @@ int32_t tpxp_rule_local(const tpxp_rule *r);
 int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const char *prefix, const tpxp_rule *rules, size_t n);
 
+/* ---- shared plan tables (tpxp_plans.c) ---- */
+
+/* The Ministral3-shaped decoder body, relative to a prefix: embed_tokens
+ * vocab-parallel (replicated input), q/k/v colwise, o rowwise, up/gate
+ * colwise, down rowwise, in upstream insertion order. */
+#define TPXP_M3_BODY 8
+extern const tpxp_rule tpxp_m3_sp0[TPXP_M3_BODY];
+/* Its sequence-parallel norms: norm (plain), input_layernorm and
+ * post_attention_layernorm (all-gathered activation, DTensor output). */
+extern const tpxp_rule tpxp_m3_norms_sp[3];
+
+/* The output head `head` (a whole FQN) colwise with vocab-sharded DTensor
+ * logits; with `sp` its input is sequence-sharded. */
+int tpxp_add_m3_head(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *head, int sp);
+/* The whole plan: the body under `prefix` and the head; with `sp`, the
+ * dict update that makes embed / o / down outputs sequence-sharded, the
+ * head's sp form, then `sp_tail` under `prefix` (e.g. tpxp_m3_norms_sp). */
+int tpxp_add_m3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *prefix, const char *head, int sp,
+                     const tpxp_rule *sp_tail, size_t n_tail);
+
 /* ---- skeleton ----
  * dtype NULL means the config's torch_dtype. */
 int tpxp_sk_module(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

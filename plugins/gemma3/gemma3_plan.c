@@ -24,26 +24,11 @@
 #define G4_VOCAB "gemma4_vocab_parallel_embedding"
 #define G4_ROW "gemma4_rowwise_parallel"
 
-/* sp0, in upstream insertion order. */
-static const tpxp_rule gemma3_sp0[] = {
-    TPXP_VOCAB("embed_tokens", .in = TPXP_R),
-    TPXP_COL("layers.*.self_attn.q_proj"),
-    TPXP_COL("layers.*.self_attn.k_proj"),
-    TPXP_COL("layers.*.self_attn.v_proj"),
-    TPXP_ROW("layers.*.self_attn.o_proj"),
-    TPXP_COL("layers.*.mlp.up_proj"),
-    TPXP_COL("layers.*.mlp.gate_proj"),
-    TPXP_ROW("layers.*.mlp.down_proj"),
-    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
-};
-
-/* sp1: applied on top of sp0 with dict-update semantics (existing keys keep
- * their position, new ones are appended in this order). */
-static const tpxp_rule gemma3_sp1[] = {
-    TPXP_VOCAB("embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
+/* sp0 is the shared Ministral3-shaped plan (tpxp_m3_sp0 + lm_head). sp1
+ * is applied on top of sp0 with dict-update semantics (existing keys keep
+ * their position, new ones are appended in this order): the shared
+ * sequence-sharded outputs and head, then these. */
+static const tpxp_rule gemma3_sp1_tail[] = {
     TPXP_RULE(ROT, "rotary_emb", .local = TPXP_TO_LOCAL),
     /* Upstream keys it unconditionally, but only transformers < 5 has the
      * module; the v5 tree (HEAD pins 5.12.1) has one rotary_emb for both
@@ -69,9 +54,8 @@ int gemma3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
           : "model";
   if (host->plan_set_function != NULL)
     TPXP_CHK(host->plan_set_function(ctx, "gemma3"));
-  TPXP_CHK(TPXP_ADD_RULES(host, ctx, prefix, gemma3_sp0));
-  return req->sequence_parallel ? TPXP_ADD_RULES(host, ctx, prefix, gemma3_sp1)
-                                : TPX_PLUGIN_OK;
+  return tpxp_add_m3_plan(host, ctx, prefix, "lm_head", req->sequence_parallel,
+                          gemma3_sp1_tail, TPXP_N_OF(gemma3_sp1_tail));
 }
 
 /* ---- Gemma4 ---- */

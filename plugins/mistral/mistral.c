@@ -47,29 +47,6 @@ int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
-/* _parallelize_ministral3, sp off, relative to the prefix; lm_head rooted. */
-static const tpxp_rule k_m3_sp0[] = {
-    TPXP_VOCAB("embed_tokens", .in = TPXP_R),
-    TPXP_COL("layers.*.self_attn.q_proj"),
-    TPXP_COL("layers.*.self_attn.k_proj"),
-    TPXP_COL("layers.*.self_attn.v_proj"),
-    TPXP_ROW("layers.*.self_attn.o_proj"),
-    TPXP_COL("layers.*.mlp.up_proj"),
-    TPXP_COL("layers.*.mlp.gate_proj"),
-    TPXP_ROW("layers.*.mlp.down_proj"),
-    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
-};
-/* sp on: a dict update of the above. */
-static const tpxp_rule k_m3_sp1[] = {
-    TPXP_VOCAB("embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
-    TPXP_SEQ("norm"),
-    TPXP_SEQ_AG("layers.*.input_layernorm", .local = TPXP_KEEP_DTENSOR),
-    TPXP_SEQ_AG("layers.*.post_attention_layernorm", .local = TPXP_KEEP_DTENSOR),
-};
-
 static int is_vlm(const char *arch) {
   return tpxp_arch_is(arch, "Mistral3ForConditionalGeneration") ||
          tpxp_arch_is(arch, "Mistral3FP8VLMForConditionalGeneration");
@@ -91,8 +68,8 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (is_vlm(req->architecture)) {
     /* The Ministral3 sp0 set under model.language_model; sp is silently
      * ignored; vision_tower / multi_modal_projector get no key. */
-    st = tpxp_add_rules(host, ctx, "model.language_model", k_m3_sp0,
-                        TPXP_N_OF(k_m3_sp0));
+    st = tpxp_add_m3_plan(host, ctx, "model.language_model", "lm_head", 0,
+                          NULL, 0);
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "mistral3_vlm");
     return st;
@@ -106,12 +83,14 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       tpxp_log(host, ctx, TPX_PLUGIN_LOG_WARN,
                "sequence_parallel=True is not yet supported for MuseGlimmer "
                "and will be ignored");
-    st = tpxp_add_rules(host, ctx, "model", k_m3_sp0, 4);
+    st = tpxp_add_rules(host, ctx, "model", tpxp_m3_sp0, 4);
     if (st == TPX_PLUGIN_OK)
       st = tpxp_add_rules(host, ctx, "model", &gate, 1);
     if (st == TPX_PLUGIN_OK)
-      st = tpxp_add_rules(host, ctx, "model", k_m3_sp0 + 4,
-                          TPXP_N_OF(k_m3_sp0) - 4);
+      st = tpxp_add_rules(host, ctx, "model", tpxp_m3_sp0 + 4,
+                          TPXP_M3_BODY - 4);
+    if (st == TPX_PLUGIN_OK)
+      st = tpxp_add_m3_head(host, ctx, "lm_head", 0);
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "muse_glimmer");
     return st;
@@ -120,9 +99,8 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "mistral plugin: architecture '%s' is not served",
                      req->architecture != NULL ? req->architecture : "(null)");
-  st = tpxp_add_rules(host, ctx, "model", k_m3_sp0, TPXP_N_OF(k_m3_sp0));
-  if (st == TPX_PLUGIN_OK && req->sequence_parallel)
-    st = tpxp_add_rules(host, ctx, "model", k_m3_sp1, TPXP_N_OF(k_m3_sp1));
+  st = tpxp_add_m3_plan(host, ctx, "model", "lm_head", req->sequence_parallel,
+                        tpxp_m3_norms_sp, TPXP_N_OF(tpxp_m3_norms_sp));
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
     host->plan_set_function(ctx, "ministral3");
   return st;

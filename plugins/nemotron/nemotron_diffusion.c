@@ -9,39 +9,16 @@
 
 #include "tpxp_common.h"
 
-
-static const tpxp_rule diffusion_sp0[] = {
-    TPXP_VOCAB("embed_tokens", .in = TPXP_R),
-    TPXP_COL("layers.*.self_attn.q_proj"),
-    TPXP_COL("layers.*.self_attn.k_proj"),
-    TPXP_COL("layers.*.self_attn.v_proj"),
-    TPXP_ROW("layers.*.self_attn.o_proj"),
-    TPXP_COL("layers.*.mlp.up_proj"),
-    TPXP_COL("layers.*.mlp.gate_proj"),
-    TPXP_ROW("layers.*.mlp.down_proj"),
-    TPXP_COL("diffusion_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
-};
-
-static const tpxp_rule diffusion_sp1[] = {
-    TPXP_VOCAB("embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_COL("diffusion_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
-    TPXP_SEQ("norm"),
-    TPXP_SEQ_AG("layers.*.input_layernorm", .local = TPXP_KEEP_DTENSOR),
-    TPXP_SEQ_AG("layers.*.post_attention_layernorm", .local = TPXP_KEEP_DTENSOR),
-};
-
 /* Like upstream's plan function, never looks at tp or the head counts:
  * validate_tp_mesh is the host's (heads-not-divisible). */
 int nemotron_diffusion_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                             const tpx_plugin_plan_request *req) {
   if (host->plan_set_function != NULL)
     TPXP_CHK(host->plan_set_function(ctx, "nemotron_labs_diffusion"));
-  TPXP_CHK(TPXP_ADD_RULES(host, ctx, "encoder", diffusion_sp0));
-  return req->sequence_parallel
-             ? TPXP_ADD_RULES(host, ctx, "encoder", diffusion_sp1)
-             : TPX_PLUGIN_OK;
+  /* The Ministral3 plan shape with prefix `encoder`, head `diffusion_head`. */
+  return tpxp_add_m3_plan(host, ctx, "encoder", "diffusion_head",
+                          req->sequence_parallel, tpxp_m3_norms_sp,
+                          TPXP_N_OF(tpxp_m3_norms_sp));
 }
 
 int nemotron_diffusion_skeleton(const tpx_plugin_host *host,
