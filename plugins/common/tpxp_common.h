@@ -187,6 +187,44 @@ int tpxp_cfg_bool_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 int tpxp_cfg_str_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const char *path, const char *dflt, const char **out);
 
+/* A table of config reads: each row a key (relative to a section), its
+ * type, where the value goes and the default for an absent (or null) key.
+ * tpxp_cfg_read reads the rows in order and stops at the first failure,
+ * whose message names the key. */
+typedef enum tpxp_key_type {
+  TPXP_KEY_INT = 1, /* int64_t */
+  TPXP_KEY_SIZE,    /* int64_t in 1..2^31 ("expected a size") */
+  TPXP_KEY_BOOL,    /* int */
+  TPXP_KEY_FLOAT,   /* double */
+  TPXP_KEY_STR      /* const char * (borrowed from the host) */
+} tpxp_key_type;
+
+typedef struct tpxp_key {
+  const char *key;
+  tpxp_key_type type;
+  void *out;
+  int64_t dflt_int; /* INT, SIZE, BOOL */
+  double dflt_float;
+  const char *dflt_str;
+  int required; /* INT / SIZE: absent is an error */
+} tpxp_key;
+
+#define TPXP_KEY_I(k, out_, d)                                                 \
+  {.key = (k), .type = TPXP_KEY_INT, .out = (out_), .dflt_int = (d)}
+#define TPXP_KEY_Z(k, out_, d)                                                 \
+  {.key = (k), .type = TPXP_KEY_SIZE, .out = (out_), .dflt_int = (d)}
+#define TPXP_KEY_B(k, out_, d)                                                 \
+  {.key = (k), .type = TPXP_KEY_BOOL, .out = (out_), .dflt_int = (d)}
+#define TPXP_KEY_F(k, out_, d)                                                 \
+  {.key = (k), .type = TPXP_KEY_FLOAT, .out = (out_), .dflt_float = (d)}
+#define TPXP_KEY_S(k, out_, d)                                                 \
+  {.key = (k), .type = TPXP_KEY_STR, .out = (out_), .dflt_str = (d)}
+
+int tpxp_cfg_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *section, const tpxp_key *keys, size_t n);
+#define TPXP_CFG_READ(host, ctx, section, keys)                                \
+  tpxp_cfg_read((host), (ctx), (section), (keys), TPXP_N_OF(keys))
+
 /* vsnprintf into buf; returns 0, or -1 when the text did not fit (it is
  * truncated then). Used for FQNs and config paths. */
 int tpxp_fmt(char *buf, size_t size, const char *fmt, ...) TPXP_PRINTF(3, 4);
@@ -238,6 +276,14 @@ typedef struct tpxp_rule {
     if (st_ != TPX_PLUGIN_OK)                                                  \
       return st_;                                                              \
   } while (0)
+
+/* Add every rule of `rules` under `prefix` as a variant-only key (optional),
+ * whatever the row says: for a plan whose keys may all match nothing. */
+int tpxp_add_rules_optional(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const char *prefix, const tpxp_rule *rules,
+                            size_t n);
+#define TPXP_ADD_RULES_OPTIONAL(host, ctx, prefix, rules)                      \
+  tpxp_add_rules_optional((host), (ctx), (prefix), (rules), TPXP_N_OF(rules))
 
 /* Add the whole table `rules` under `prefix`. */
 #define TPXP_ADD_RULES(host, ctx, prefix, rules)                               \

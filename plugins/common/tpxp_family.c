@@ -52,26 +52,15 @@ static int forward(const tpxp_family *f, const tpx_plugin_host *host,
   return fn != NULL ? fn(host, ctx, arch) : TPX_PLUGIN_OK;
 }
 
-int tpxp_family_skeleton(const tpxp_family *f, const tpx_plugin_host *host,
-                         tpx_plugin_ctx *ctx, const char *arch) {
-  const tpxp_arch_ops *a = tpxp_family_find(f, arch);
-  return forward(f, host, ctx, arch, a, a ? a->skeleton : NULL, 1);
-}
-
-int tpxp_family_fsdp_units(const tpxp_family *f, const tpx_plugin_host *host,
-                           tpx_plugin_ctx *ctx, const char *arch) {
-  const tpxp_arch_ops *a = tpxp_family_find(f, arch);
-  return forward(f, host, ctx, arch, a, a ? a->fsdp_units : NULL, 0);
-}
-
-int tpxp_family_fp32(const tpxp_family *f, const tpx_plugin_host *host,
-                     tpx_plugin_ctx *ctx, const char *arch) {
-  const tpxp_arch_ops *a = tpxp_family_find(f, arch);
-  return forward(f, host, ctx, arch, a, a ? a->fp32 : NULL, 0);
-}
-
-int tpxp_family_strategy(const tpxp_family *f, const tpx_plugin_host *host,
-                         tpx_plugin_ctx *ctx, const char *arch) {
-  const tpxp_arch_ops *a = tpxp_family_find(f, arch);
-  return forward(f, host, ctx, arch, a, a ? a->strategy : NULL, 0);
-}
+/* The entry points that take the architecture alone: `member` is the row's
+ * function they forward to, `required` as in forward(). */
+#define BY_ARCH(name, member, required)                                        \
+  int name(const tpxp_family *f, const tpx_plugin_host *host,                  \
+           tpx_plugin_ctx *ctx, const char *arch) {                            \
+    const tpxp_arch_ops *a = tpxp_family_find(f, arch);                        \
+    return forward(f, host, ctx, arch, a, a ? a->member : NULL, required);    \
+  }
+BY_ARCH(tpxp_family_skeleton, skeleton, 1)
+BY_ARCH(tpxp_family_fsdp_units, fsdp_units, 0)
+BY_ARCH(tpxp_family_fp32, fp32, 0)
+BY_ARCH(tpxp_family_strategy, strategy, 0)

@@ -53,17 +53,11 @@ void dfx_ff(dfx_sk *s, const char *prefix, int64_t dim, int64_t proj_out,
 /* Conv3d(in, out, kernel = stride = (kt, kh, kw)) with bias. */
 void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out,
                 int64_t kt, int64_t kh, int64_t kw);
-/* Config reads that record a failure in s->st. */
-int64_t dfx_int(dfx_sk *s, const char *key, int64_t dflt, int required);
-int dfx_bool(dfx_sk *s, const char *key, int dflt);
-const char *dfx_str(dfx_sk *s, const char *key, const char *dflt);
-double dfx_float(dfx_sk *s, const char *key, double dflt);
-/* An optional size whose JSON null means "same as `if_null`" (Diffusers'
- * `out_channels or in_channels`): `absent` when the key is missing. */
+/* out_channels-style reads: `absent` when the key is missing, `if_null`
+ * when it is JSON null, else a size (1..2^31); a failure lands in s->st.
+ * Every other key goes through tpxp_cfg_read. */
 int64_t dfx_size_or(dfx_sk *s, const char *key, int64_t absent,
                     int64_t if_null);
-/* A positive size, or a failure naming the key. */
-int64_t dfx_pos(dfx_sk *s, const char *key, int64_t dflt, int required);
 
 /* ---- skeletons (one file each) ---- */
 int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

@@ -20,56 +20,56 @@
 int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                  const tpx_plugin_plan_request *req) {
   static const tpxp_rule rules[] = {
-    TPXP_COL("condition_embedder.text_embedder.linear_1", .optional = 1, .rooted = 1),
-    TPXP_ROW("condition_embedder.text_embedder.linear_2", .optional = 1, .rooted = 1),
-    TPXP_COL("condition_embedder.time_embedder.linear_1", .optional = 1, .rooted = 1),
-    TPXP_ROW("condition_embedder.time_embedder.linear_2", .optional = 1, .rooted = 1),
-    TPXP_COL("condition_embedder.time_proj", .optional = 1, .rooted = 1),
-    TPXP_COL("blocks.*.ffn.net.0.proj", .optional = 1, .rooted = 1),
-    TPXP_ROW("blocks.*.ffn.net.2", .optional = 1, .rooted = 1),
-    TPXP_ROW("proj_out", .optional = 1, .rooted = 1),
+    TPXP_COL("condition_embedder.text_embedder.linear_1"),
+    TPXP_ROW("condition_embedder.text_embedder.linear_2"),
+    TPXP_COL("condition_embedder.time_embedder.linear_1"),
+    TPXP_ROW("condition_embedder.time_embedder.linear_2"),
+    TPXP_COL("condition_embedder.time_proj"),
+    TPXP_COL("blocks.*.ffn.net.0.proj"),
+    TPXP_ROW("blocks.*.ffn.net.2"),
+    TPXP_ROW("proj_out"),
 };
   int st = TPX_PLUGIN_OK;
   (void)req; /* a fixed set of calls at every tp, sp ignored */
   if (host->plan_set_function != NULL)
     st = host->plan_set_function(ctx, "wan (WanParallelizationStrategy)");
   if (st == TPX_PLUGIN_OK)
-    st = TPXP_ADD_RULES(host, ctx, "", rules);
+    st = TPXP_ADD_RULES_OPTIONAL(host, ctx, "", rules);
   return st;
 }
 
 int dfx_default_base_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                           const tpx_plugin_plan_request *req) {
   static const tpxp_rule base[] = {
-    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .optional = 1, .rooted = 1),
-    TPXP_COL("model.layers.*.self_attn.q_proj", .optional = 1, .rooted = 1),
-    TPXP_COL("model.layers.*.self_attn.k_proj", .optional = 1, .rooted = 1),
-    TPXP_COL("model.layers.*.self_attn.v_proj", .optional = 1, .rooted = 1),
-    TPXP_COL("model.layers.*.self_attn.qkv_proj", .optional = 1, .rooted = 1),
-    TPXP_ROW("model.layers.*.self_attn.o_proj", .optional = 1, .rooted = 1),
-    TPXP_COL("model.layers.*.mlp.gate_up_proj", .optional = 1, .rooted = 1),
-    TPXP_COL("model.layers.*.mlp.up_proj", .optional = 1, .rooted = 1),
-    TPXP_COL("model.layers.*.mlp.gate_proj", .optional = 1, .rooted = 1),
-    TPXP_ROW("model.layers.*.mlp.down_proj", .optional = 1, .rooted = 1),
-    TPXP_COL("lm_head", .out = TPXP_R, .optional = 1, .rooted = 1),
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R),
+    TPXP_COL("model.layers.*.self_attn.q_proj"),
+    TPXP_COL("model.layers.*.self_attn.k_proj"),
+    TPXP_COL("model.layers.*.self_attn.v_proj"),
+    TPXP_COL("model.layers.*.self_attn.qkv_proj"),
+    TPXP_ROW("model.layers.*.self_attn.o_proj"),
+    TPXP_COL("model.layers.*.mlp.gate_up_proj"),
+    TPXP_COL("model.layers.*.mlp.up_proj"),
+    TPXP_COL("model.layers.*.mlp.gate_proj"),
+    TPXP_ROW("model.layers.*.mlp.down_proj"),
+    TPXP_COL("lm_head", .out = TPXP_R),
 };
   /* The sequence-parallel overrides replace keys in place, then append the
    * plain SequenceParallel norms. */
   static const tpxp_rule sp[] = {
-    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR, .optional = 1, .rooted = 1),
-    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR, .optional = 1, .rooted = 1),
-    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR, .optional = 1, .rooted = 1),
-    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_R, .optional = 1, .rooted = 1),
-    TPXP_SEQ("model.norm", .optional = 1, .rooted = 1),
-    TPXP_SEQ("model.layers.*.input_layernorm", .optional = 1, .rooted = 1),
-    TPXP_SEQ("model.layers.*.post_attention_layernorm", .optional = 1, .rooted = 1),
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_R),
+    TPXP_SEQ("model.norm"),
+    TPXP_SEQ("model.layers.*.input_layernorm"),
+    TPXP_SEQ("model.layers.*.post_attention_layernorm"),
 };
   int st = TPX_PLUGIN_OK;
   if (host->plan_set_function != NULL)
     st = host->plan_set_function(ctx, "default_base_plan");
   if (st == TPX_PLUGIN_OK)
-    st = TPXP_ADD_RULES(host, ctx, "", base);
+    st = TPXP_ADD_RULES_OPTIONAL(host, ctx, "", base);
   if (st == TPX_PLUGIN_OK && req->sequence_parallel)
-    st = TPXP_ADD_RULES(host, ctx, "", sp);
+    st = TPXP_ADD_RULES_OPTIONAL(host, ctx, "", sp);
   return st;
 }

@@ -1,16 +1,13 @@
 /* diffusion_sk.c — skeleton helpers of the diffusion plugin: a builder that
  * keeps the first failure, the Diffusers building blocks the four models
  * share (Linear, norms, TimestepEmbedding-style pairs, FeedForward, Conv3d
- * patch embeddings) and config reads with defaults. Names and shapes follow
+ * patch embeddings) and the out_channels read (absent, null or a size). Names and shapes follow
  * the Diffusers checkpoints (nn.Linear weight [out, in]). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "diffusion.h"
-
-/* Largest size accepted for one dim read from a config. */
-#define DFX_DIM_MAX ((int64_t)1 << 31)
 
 void dfx_sk_init(dfx_sk *s, const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                  const char *default_dtype) {
@@ -119,47 +116,6 @@ void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out,
   dfx_param(s, fqn, "bias", 1, b);
 }
 
-int64_t dfx_int(dfx_sk *s, const char *key, int64_t dflt, int required) {
-  int64_t v = dflt;
-  if (s->st != TPX_PLUGIN_OK)
-    return dflt;
-  s->st = required ? tpxp_cfg_int_req(s->host, s->ctx, key, &v)
-                   : tpxp_cfg_int_opt(s->host, s->ctx, key, dflt, &v);
-  return s->st == TPX_PLUGIN_OK ? v : dflt;
-}
-
-int64_t dfx_pos(dfx_sk *s, const char *key, int64_t dflt, int required) {
-  int64_t v = dfx_int(s, key, dflt, required);
-  if (s->st == TPX_PLUGIN_OK && (v <= 0 || v > DFX_DIM_MAX)) {
-    s->st = tpxp_fail(s->host, s->ctx, TPX_PLUGIN_ERROR,
-                      "config %s = %lld: expected a size in 1..%lld", key,
-                      (long long)v, (long long)DFX_DIM_MAX);
-    return 1;
-  }
-  return s->st == TPX_PLUGIN_OK ? v : 1;
-}
-
-int dfx_bool(dfx_sk *s, const char *key, int dflt) {
-  int v = dflt;
-  if (s->st == TPX_PLUGIN_OK)
-    s->st = tpxp_cfg_bool_opt(s->host, s->ctx, key, dflt, &v);
-  return s->st == TPX_PLUGIN_OK ? v : dflt;
-}
-
-const char *dfx_str(dfx_sk *s, const char *key, const char *dflt) {
-  const char *v = dflt;
-  if (s->st == TPX_PLUGIN_OK)
-    s->st = tpxp_cfg_str_opt(s->host, s->ctx, key, dflt, &v);
-  return s->st == TPX_PLUGIN_OK && v ? v : dflt;
-}
-
-double dfx_float(dfx_sk *s, const char *key, double dflt) {
-  double v = dflt;
-  if (s->st == TPX_PLUGIN_OK)
-    s->st = tpxp_cfg_float_opt(s->host, s->ctx, key, dflt, &v);
-  return s->st == TPX_PLUGIN_OK ? v : dflt;
-}
-
 /* 1 when the top-level config object has `key` (a JSON null included, which
  * config_has does not count). */
 static int key_present(dfx_sk *s, const char *key) {
@@ -180,5 +136,11 @@ int64_t dfx_size_or(dfx_sk *s, const char *key, int64_t absent,
     return absent;
   if (!s->host->config_has(s->ctx, key))
     return key_present(s, key) ? if_null : absent;
-  return dfx_pos(s, key, absent, 1);
+  {
+    int64_t v = absent;
+    tpxp_key k = TPXP_KEY_Z(key, &v, absent);
+    k.required = 1;
+    s->st = tpxp_cfg_read(s->host, s->ctx, "", &k, 1);
+    return s->st == TPX_PLUGIN_OK ? v : absent;
+  }
 }
