@@ -306,19 +306,33 @@ int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
  * colwise, down rowwise, in upstream insertion order. */
 #define TPXP_M3_BODY 8
 extern const tpxp_rule tpxp_m3_sp0[TPXP_M3_BODY];
-/* Its sequence-parallel norms: norm (plain), input_layernorm and
- * post_attention_layernorm (all-gathered activation, DTensor output). */
+/* Its sequence-parallel dict update: embed_tokens, o_proj and down_proj
+ * with sequence-sharded DTensor outputs. */
+#define TPXP_M3_SP 3
+extern const tpxp_rule tpxp_m3_sp1[TPXP_M3_SP];
+/* Its sequence-parallel norms: norm, input_layernorm and
+ * post_attention_layernorm as plain SequenceParallel (the default base
+ * plan's, DeciLM's) or with the activation all-gathered and a DTensor
+ * output (Ministral3's). */
+extern const tpxp_rule tpxp_m3_norms_seq[3];
 extern const tpxp_rule tpxp_m3_norms_sp[3];
 
-/* The output head `head` (a whole FQN) colwise with vocab-sharded DTensor
- * logits; with `sp` its input is sequence-sharded. */
-int tpxp_add_m3_head(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                     const char *head, int sp);
-/* The whole plan: the body under `prefix` and the head; with `sp`, the
- * dict update that makes embed / o / down outputs sequence-sharded, the
- * head's sp form, then `sp_tail` under `prefix` (e.g. tpxp_m3_norms_sp). */
+/* An output head's two rows for tpxp_add_m3_plan ([0] sp off, [1] sp on),
+ * `name` a whole FQN: colwise with vocab-sharded DTensor logits, or colwise
+ * gathered to a replicated output. */
+#define TPXP_HEAD_VOCAB(name)                                                  \
+  {TPXP_COL(name, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1), \
+   TPXP_COL(name, .in = TPXP_S1, .out = TPXP_SM1,                              \
+            .local = TPXP_KEEP_DTENSOR, .rooted = 1)}
+#define TPXP_HEAD_REPLICATED(name)                                             \
+  {TPXP_COL(name, .out = TPXP_R, .rooted = 1),                                 \
+   TPXP_COL(name, .in = TPXP_S1, .out = TPXP_R, .rooted = 1)}
+
+/* The whole plan: the body under `prefix` and head[0]; with `sp`, the dict
+ * update tpxp_m3_sp1, head[1], then `sp_tail` under `prefix` (e.g.
+ * tpxp_m3_norms_sp). */
 int tpxp_add_m3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                     const char *prefix, const char *head, int sp,
+                     const char *prefix, const tpxp_rule head[2], int sp,
                      const tpxp_rule *sp_tail, size_t n_tail);
 
 /* ---- skeleton ----

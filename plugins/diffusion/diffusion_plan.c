@@ -54,22 +54,18 @@ int dfx_default_base_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     TPXP_COL("lm_head", .out = TPXP_R),
 };
   /* The sequence-parallel overrides replace keys in place, then append the
-   * plain SequenceParallel norms. */
-  static const tpxp_rule sp[] = {
-    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_R),
-    TPXP_SEQ("model.norm"),
-    TPXP_SEQ("model.layers.*.input_layernorm"),
-    TPXP_SEQ("model.layers.*.post_attention_layernorm"),
-};
+   * plain SequenceParallel norms (the shared tables, under "model"). */
+  static const tpxp_rule head[2] = TPXP_HEAD_REPLICATED("lm_head");
   int st = TPX_PLUGIN_OK;
   if (host->plan_set_function != NULL)
     st = host->plan_set_function(ctx, "default_base_plan");
   if (st == TPX_PLUGIN_OK)
     st = TPXP_ADD_RULES_OPTIONAL(host, ctx, "", base);
-  if (st == TPX_PLUGIN_OK && req->sequence_parallel)
-    st = TPXP_ADD_RULES_OPTIONAL(host, ctx, "", sp);
-  return st;
+  if (st != TPX_PLUGIN_OK || !req->sequence_parallel)
+    return st;
+  TPXP_CHK(tpxp_add_rules_optional(host, ctx, "model", tpxp_m3_sp1,
+                                   TPXP_M3_SP));
+  TPXP_CHK(tpxp_add_rules_optional(host, ctx, NULL, &head[1], 1));
+  return tpxp_add_rules_optional(host, ctx, "model", tpxp_m3_norms_seq,
+                                 TPXP_N_OF(tpxp_m3_norms_seq));
 }

@@ -54,7 +54,8 @@ int gemma3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
           : "model";
   if (host->plan_set_function != NULL)
     TPXP_CHK(host->plan_set_function(ctx, "gemma3"));
-  return tpxp_add_m3_plan(host, ctx, prefix, "lm_head", req->sequence_parallel,
+  static const tpxp_rule head[2] = TPXP_HEAD_VOCAB("lm_head");
+  return tpxp_add_m3_plan(host, ctx, prefix, head, req->sequence_parallel,
                           gemma3_sp1_tail, TPXP_N_OF(gemma3_sp1_tail));
 }
 

@@ -74,27 +74,7 @@ static const tpxp_rule k_llama_sp1[] = {
 /* get_decilm_nemotron_tp_plan: a base-style plan (plain sp, replicated
  * lm_head output) because the remote-code forward handles rotary at model
  * level and dispatches per-layer block configs. */
-static const tpxp_rule k_decilm_sp0[] = {
-    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R),
-    TPXP_COL("model.layers.*.self_attn.q_proj"),
-    TPXP_COL("model.layers.*.self_attn.k_proj"),
-    TPXP_COL("model.layers.*.self_attn.v_proj"),
-    TPXP_ROW("model.layers.*.self_attn.o_proj"),
-    TPXP_COL("model.layers.*.mlp.up_proj"),
-    TPXP_COL("model.layers.*.mlp.gate_proj"),
-    TPXP_ROW("model.layers.*.mlp.down_proj"),
-    TPXP_COL("lm_head", .out = TPXP_R),
-};
-static const tpxp_rule k_decilm_sp1[] = {
-    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_R),
-    TPXP_SEQ("model.norm"),
-    TPXP_SEQ("model.layers.*.input_layernorm"),
-    TPXP_SEQ("model.layers.*.post_attention_layernorm"),
-};
-
+static const tpxp_rule k_decilm_head[2] = TPXP_HEAD_REPLICATED("lm_head");
 
 static int str_eq(const char *a, const char *b) {
   return a != NULL && b != NULL && strcmp(a, b) == 0;
@@ -115,15 +95,6 @@ static const char *model_type(const tpx_plugin_host *host,
   if (host->config_get_string(ctx, "model_type", &t) != TPX_PLUGIN_OK)
     return NULL;
   return t;
-}
-
-static int add_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    const tpxp_rule *sp0, size_t n0, const tpxp_rule *sp1,
-                    size_t n1, int sp) {
-  int st = tpxp_add_rules(host, ctx, "", sp0, n0);
-  if (st == TPX_PLUGIN_OK && sp)
-    st = tpxp_add_rules(host, ctx, "", sp1, n1);
-  return st;
 }
 
 /* The rule `suffix` ends with after the plan's dict update. */
@@ -182,11 +153,13 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      arch != NULL ? arch : "(null)");
   }
   if (decilm) {
-    st = add_plan(host, ctx, k_decilm_sp0, TPXP_N_OF(k_decilm_sp0), k_decilm_sp1,
-                  TPXP_N_OF(k_decilm_sp1), req->sequence_parallel);
+    st = tpxp_add_m3_plan(host, ctx, "model", k_decilm_head,
+                          req->sequence_parallel, tpxp_m3_norms_seq,
+                          TPXP_N_OF(tpxp_m3_norms_seq));
   } else {
-    st = add_plan(host, ctx, k_llama_sp0, TPXP_N_OF(k_llama_sp0), k_llama_sp1,
-                  TPXP_N_OF(k_llama_sp1), req->sequence_parallel);
+    st = TPXP_ADD_RULES(host, ctx, "", k_llama_sp0);
+    if (st == TPX_PLUGIN_OK && req->sequence_parallel)
+      st = TPXP_ADD_RULES(host, ctx, "", k_llama_sp1);
   }
   if (st != TPX_PLUGIN_OK)
     return st;

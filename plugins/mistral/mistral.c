@@ -47,6 +47,9 @@ int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
+/* _parallelize_ministral3's head: vocab-sharded logits. */
+static const tpxp_rule k_head[2] = TPXP_HEAD_VOCAB("lm_head");
+
 static int is_vlm(const char *arch) {
   return tpxp_arch_is(arch, "Mistral3ForConditionalGeneration") ||
          tpxp_arch_is(arch, "Mistral3FP8VLMForConditionalGeneration");
@@ -68,7 +71,7 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (is_vlm(req->architecture)) {
     /* The Ministral3 sp0 set under model.language_model; sp is silently
      * ignored; vision_tower / multi_modal_projector get no key. */
-    st = tpxp_add_m3_plan(host, ctx, "model.language_model", "lm_head", 0,
+    st = tpxp_add_m3_plan(host, ctx, "model.language_model", k_head, 0,
                           NULL, 0);
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "mistral3_vlm");
@@ -90,7 +93,7 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       st = tpxp_add_rules(host, ctx, "model", tpxp_m3_sp0 + 4,
                           TPXP_M3_BODY - 4);
     if (st == TPX_PLUGIN_OK)
-      st = tpxp_add_m3_head(host, ctx, "lm_head", 0);
+      st = tpxp_add_rules(host, ctx, NULL, &k_head[0], 1);
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "muse_glimmer");
     return st;
@@ -99,7 +102,7 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "mistral plugin: architecture '%s' is not served",
                      req->architecture != NULL ? req->architecture : "(null)");
-  st = tpxp_add_m3_plan(host, ctx, "model", "lm_head", req->sequence_parallel,
+  st = tpxp_add_m3_plan(host, ctx, "model", k_head, req->sequence_parallel,
                         tpxp_m3_norms_sp, TPXP_N_OF(tpxp_m3_norms_sp));
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
     host->plan_set_function(ctx, "ministral3");

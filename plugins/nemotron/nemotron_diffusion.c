@@ -16,8 +16,8 @@ int nemotron_diffusion_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (host->plan_set_function != NULL)
     TPXP_CHK(host->plan_set_function(ctx, "nemotron_labs_diffusion"));
   /* The Ministral3 plan shape with prefix `encoder`, head `diffusion_head`. */
-  return tpxp_add_m3_plan(host, ctx, "encoder", "diffusion_head",
-                          req->sequence_parallel, tpxp_m3_norms_sp,
+  static const tpxp_rule head[2] = TPXP_HEAD_VOCAB("diffusion_head");
+  return tpxp_add_m3_plan(host, ctx, "encoder", head, req->sequence_parallel, tpxp_m3_norms_sp,
                           TPXP_N_OF(tpxp_m3_norms_sp));
 }
 
