@@ -362,7 +362,8 @@ typedef enum tpxp_sk_kind {
   TPXP_SK_NORM,       /* a = dim; bias (LayerNorm) */
   TPXP_SK_EMBEDDING,  /* a, b = vocab, dim */
   TPXP_SK_MODULE,     /* name = the module kind ("other", "container", ...) */
-  TPXP_SK_PARAM       /* name = parameter; a, b = dims (b < 0: 1-D) */
+  TPXP_SK_PARAM,      /* name = parameter; a, b = dims (b < 0: 1-D) */
+  TPXP_SK_PARAM_ND    /* name = parameter; shape[0..a) */
 } tpxp_sk_kind;
 
 typedef struct tpxp_sk_row {
@@ -371,7 +372,8 @@ typedef struct tpxp_sk_row {
   int64_t a, b;
   int bias;
   const char *name;  /* TPXP_SK_MODULE: module kind; TPXP_SK_PARAM: name */
-  const char *dtype; /* NULL: the table's dtype */
+  const char *dtype;    /* NULL: the table's dtype */
+  const int64_t *shape; /* TPXP_SK_PARAM_ND */
 } tpxp_sk_row;
 
 #define TPXP_SK_LIN(sfx, in, out, bias_)                                       \
@@ -387,6 +389,11 @@ typedef struct tpxp_sk_row {
 #define TPXP_SK_PRM(sfx, pname, d0, d1)                                        \
   {.kind = TPXP_SK_PARAM, .suffix = (sfx), .name = (pname), .a = (d0),        \
    .b = (d1)}
+
+/* A parameter of any rank (conv kernels, probes): `shape` has nd dims. */
+#define TPXP_SK_PRM_ND(sfx, pname, nd, shape_)                                 \
+  {.kind = TPXP_SK_PARAM_ND, .suffix = (sfx), .name = (pname), .a = (nd),     \
+   .shape = (shape_)}
 
 /* Add every row of `rows` under `prefix` (NULL or "": suffixes are whole
  * FQNs); `dtype` applies to rows that name none (NULL: the config's). Stops

@@ -85,6 +85,10 @@ int tpxp_sk_rows(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     case TPXP_SK_PARAM:
       st = tpxp_sk_param(host, ctx, f, r->name, r->a, r->b, dt);
       break;
+    case TPXP_SK_PARAM_ND:
+      st = host->skeleton_add_param(ctx, f, r->name, r->shape, (int32_t)r->a,
+                                    dt);
+      break;
     default:
       st = tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "skeleton row %s: unknown kind %d", f, (int)r->kind);
