@@ -1,5 +1,5 @@
 /* deepseek.c — the tpx_deepseek family plugin: DeepseekV4ForCausalLM as
- * Automodel runs it (spec/plans.md §4.9): the DeepseekV4 strategy, a
+ * Automodel runs it (docs/SEMANTICS.md "Family plans"): the DeepseekV4 strategy, a
  * Default subclass whose fully_shard_deepseek_v4 keeps a set of
  * reference-sensitive parameters in fp32 (tpx_plugin_fp32_params), and the
  * plan upstream selects: the class is not in PARALLELIZE_FUNCTIONS, so

@@ -14,7 +14,7 @@
 /* ---- plans (diffusion_plan.c) ---- */
 int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                  const tpx_plugin_plan_request *req);
-/* The default base plan (plans.md §3.15) every key optional: what the
+/* The default base plan (docs/SEMANTICS.md "Family plans") every key optional: what the
  * Default flow falls back to for QwenImage, whose keys match nothing. */
 int dfx_default_base_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                           const tpx_plugin_plan_request *req);

@@ -1,4 +1,4 @@
-/* diffusion_plan.c — the TP plans of the diffusion family (plans.md §4.9).
+/* diffusion_plan.c — the TP plans of the diffusion family (docs/DIFFUSION.md).
  *
  * Wan: the strategy's fixed parallelize_module calls, flattened into FQN
  * keys in upstream order. Group one, the condition embedders:
@@ -11,7 +11,7 @@
  * never an error. tp_shard_plan and sequence_parallel are ignored.
  *
  * QwenImage: the class has no plan function and no Hugging Face tp plan, so
- * the Default flow falls back to the default base plan (§3.15); its keys
+ * the Default flow falls back to the default base plan (docs/SEMANTICS.md "Family plans"); its keys
  * (model.layers.*, lm_head) match no module of the Diffusers tree and
  * parallelize_module only warns, which Automodel silences. Every key is
  * therefore optional here. Hunyuan and LTX2 have no plan at all. */

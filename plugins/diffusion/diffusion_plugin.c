@@ -1,6 +1,6 @@
 /* diffusion_plugin.c — registration and entry points of the diffusion family
  * plugin: the Diffusers transformers upstream's strategy registry names
- * (plans.md §4.9). Their config.json carries "_class_name" instead of
+ * (docs/DIFFUSION.md). Their config.json carries "_class_name" instead of
  * "architectures"; tpx reads it as the architecture.
  *
  *   WanTransformer3DModel             Wan: its own flow, fixed TP calls

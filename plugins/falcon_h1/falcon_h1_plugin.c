@@ -1,5 +1,5 @@
 /* falcon_h1_plugin.c — the falcon_h1 family plugin: registration and the
- * `_parallelize_falcon_h1` plan (plans.md §3.12).
+ * `_parallelize_falcon_h1` plan (docs/SEMANTICS.md "Family plans").
  *
  * Only attention and the MLP are sharded. The Mamba2 branch (`mamba`) stays
  * replicated: its SSM scan and causal conv1d have no TP-sharded stock
@@ -8,7 +8,7 @@
  * `colwise_gather_output` is not a style Automodel translates). Sequence
  * parallelism is ignored: the parallel Mamba branch's activations are not
  * sequence-sharded. The plan is the same at every tp: the Default
- * strategy's validate_tp_mesh (plans.md §4.5) is the host's diagnostic
+ * strategy's validate_tp_mesh (docs/SEMANTICS.md "Plan selection") is the host's diagnostic
  * (heads-not-divisible). The skeleton lives in falcon_h1_skeleton.c. */
 #include "falcon_h1.h"
 

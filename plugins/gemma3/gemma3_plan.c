@@ -1,13 +1,13 @@
 /* gemma3_plan.c — the Gemma3 and Gemma4 TP plans.
  *
- * Gemma3 (plans.md §3.11, `_parallelize_gemma3`): one dict for sp off; sp on
+ * Gemma3 (docs/SEMANTICS.md "Family plans", `_parallelize_gemma3`): one dict for sp off; sp on
  * is that dict updated in place (embedding, o_proj, down_proj and lm_head
  * get sequence-sharded layouts) plus appended rotary and norm entries. The
  * plan ignores tp and the head counts, as upstream's does: validate_tp_mesh,
  * which the Default strategy asserts first, is the host's diagnostic
  * (heads-not-divisible, for every plan source).
  *
- * Gemma4 (§3.14, the model-registered strategy at HEAD): at tp > 1 the
+ * Gemma4 (the model-registered strategy at HEAD): at tp > 1 the
  * strategy refuses MoE text configs and head counts tp does not divide, then
  * injects `_gemma4_tp_plan`, which uses Gemma4's own embedding and rowwise
  * styles and ignores sequence parallelism. Not the v0.5.0

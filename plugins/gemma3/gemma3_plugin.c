@@ -8,7 +8,7 @@
 
 #include "tpxp_common.h"
 
-/* Every name a model class reaches Automodel under (plans.md §2, §4.9):
+/* Every name a model class reaches Automodel under (docs/SEMANTICS.md "Plan selection"):
  * qualified HF names as PARALLELIZE_FUNCTIONS keys them, the bare names a
  * config.json's "architectures" carries, and the NeMo Gemma4 class (the
  * Gemma4 strategy is looked up by bare class name, so any module path

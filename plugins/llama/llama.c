@@ -2,10 +2,10 @@
  * (_parallelize_llama, also get_llama_nemotron_super_tp_plan), the
  * DeciLM / Nemotron-NAS plan (get_decilm_nemotron_tp_plan, with
  * _parallelize_decilm_nemotron's model_type refusal) and the named plan
- * "llama_nemotron_super_tp_plan" (spec/plans.md §3.1, §3.2, §4.1), and
+ * "llama_nemotron_super_tp_plan" (docs/SEMANTICS.md "Family plans"; docs/SEMANTICS.md "Plan selection"), and
  * skeletons for Llama and for DeciLM's heterogeneous block_configs.
- * Not: the validate_tp_mesh / Nemotron-NAS diagnostics (§4.5) and the
- * Nemotron-Flash lm_head post-processing (§4.1): the host runs both for every
+ * Not: the validate_tp_mesh / Nemotron-NAS diagnostics and the
+ * Nemotron-Flash lm_head post-processing (docs/SEMANTICS.md "Plan selection"): the host runs both for every
  * plan source, and get_plan, like upstream's plan functions, never looks at
  * tp or the head counts. The Nemotron-Flash skeleton (hybrid blocks) is in
  * nemotron_flash_skeleton.c. */
@@ -105,10 +105,10 @@ static const tpxp_rule *effective_rule(const tpxp_rule *r0, int sp) {
   return r0;
 }
 
-/* What this get_plan is, and is not (spec/plans.md §4.1): the plan function
+/* What this get_plan is, and is not (docs/SEMANTICS.md "Plan selection"): the plan function
  * (_parallelize_llama, _parallelize_decilm_nemotron, or the named plan's
  * branch), which never looks at tp or the head counts.
- * validate_tp_mesh / validate_tp_mesh_for_nemotron_nas (§4.5) are the host's
+ * validate_tp_mesh / validate_tp_mesh_for_nemotron_nas are the host's
  * diagnostics (tpx_validate_tp_mesh, before selection, for every plan
  * source), and the Nemotron-Flash lm_head post-processing is the host's too
  * (after selection, for every source); the plugin does neither. Its only

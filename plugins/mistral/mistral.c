@@ -1,10 +1,10 @@
 /* mistral.c — the tpx_mistral family plugin: NeMo Automodel's
- * _parallelize_ministral3 (Ministral3ForCausalLM, spec/plans.md §3.4) and
+ * _parallelize_ministral3 (Ministral3ForCausalLM; docs/SEMANTICS.md "Family plans") and
  * _parallelize_mistral3_vlm (Mistral3ForConditionalGeneration and the NeMo
- * Mistral3FP8VLMForConditionalGeneration, §3.5), with skeletons: a
+ * Mistral3FP8VLMForConditionalGeneration), with skeletons: a
  * Mistral-style decoder, and for the VLM the Pixtral vision tower and the
  * multi-modal projector (both left replicated by the plan). Also
- * MuseGlimmerForConditionalGeneration (_parallelize_muse_glimmer, §3.6: the
+ * MuseGlimmerForConditionalGeneration (_parallelize_muse_glimmer: the
  * Ministral3 sp0 set plus the attention output gate; its skeleton and
  * strategy check are in muse_glimmer.c). */
 #include <string.h>

@@ -1,4 +1,4 @@
-/* muse_glimmer.c — MuseGlimmerForConditionalGeneration (spec/plans.md §3.6):
+/* muse_glimmer.c — MuseGlimmerForConditionalGeneration (docs/SEMANTICS.md "Family plans"):
  * the config-only skeleton and the strategy's tp check.
  *
  * Upstream's plan key (model.layers.*.self_attn.output_gate_proj) names

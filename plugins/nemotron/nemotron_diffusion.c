@@ -1,9 +1,9 @@
 /* nemotron_diffusion.c — NemotronLabsDiffusionModel (remote code, reached by
  * its bare class name): `_parallelize_nemotron_labs_diffusion`, the
  * Ministral3 plan shape with prefix `encoder` and head `diffusion_head`
- * (plans.md §3.4), and its skeleton: a Ministral3 (Llama-style) encoder
+ * (docs/SEMANTICS.md "Family plans"), and its skeleton: a Ministral3 (Llama-style) encoder
  * stack plus an untied nn.Linear diffusion head. It runs under the Default
- * strategy, whose validate_tp_mesh (§4.5) is the host's diagnostic
+ * strategy, whose validate_tp_mesh (docs/SEMANTICS.md "Plan selection") is the host's diagnostic
  * (heads-not-divisible); the plan is the same at every tp. */
 #include "nemotron.h"
 

@@ -1,5 +1,5 @@
 /* nemotron_h.c — the NemotronHForCausalLM strategy's TP plan, FSDP units and
- * fp32 parameters (plans.md §3.16, §4.9).
+ * fp32 parameters (docs/SEMANTICS.md "Family plans").
  *
  * Upstream parallelizes the root with {lm_head: colwise, output Shard(-1),
  * DTensor output} and then every block whose block_type is "mlp" with

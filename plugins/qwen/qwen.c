@@ -1,8 +1,8 @@
 /* qwen.c — the tpx_qwen family plugin: NeMo Automodel's _parallelize_qwen
- * (Qwen2/Qwen3 CausalLM, spec/plans.md §3.7), _parallelize_qwen_classification
- * (Qwen3ForSequenceClassification, §3.8) and _parallelize_qwen3_5_vlm
- * (Qwen3.5, §3.13: the plan get_hf_tp_shard_plan derives from the HF tp
- * plans, §4.2), their skeletons, and the fp32 parameters the Qwen3.5
+ * (Qwen2/Qwen3 CausalLM), _parallelize_qwen_classification
+ * (Qwen3ForSequenceClassification) and _parallelize_qwen3_5_vlm (Qwen3.5:
+ * the plan get_hf_tp_shard_plan derives from the HF tp plans), see
+ * docs/SEMANTICS.md "Family plans" and docs/SEMANTICS.md "Plans and matching", their skeletons, and the fp32 parameters the Qwen3.5
  * strategy keeps. Also Qwen3_5MoeForConditionalGeneration through its
  * Hugging Face class: upstream has no plan function or strategy for it, so
  * get_plan refuses and the host takes upstream's path (HF plan
@@ -93,7 +93,7 @@ static const tpxp_rule k_qwen_sp1[] = {
     TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
 };
 
-/* Qwen3.5: what get_hf_tp_shard_plan returns (spec/plans.md §4.2), with the
+/* Qwen3.5: what get_hf_tp_shard_plan returns (docs/SEMANTICS.md "Plans and matching"), with the
  * transformers sources as read (modular_qwen3_5.py): Qwen3_5ForCausalLM
  * subclasses Qwen3ForCausalLM, whose class _tp_plan is {"lm_head":
  * "colwise_rep"}; Qwen3_5ForConditionalGeneration subclasses
