@@ -201,9 +201,13 @@ int tpxp_cfg_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                   const char *section, const tpxp_key *keys, size_t n) {
   char p[TPXP_FQN_MAX];
   size_t i;
-  for (i = 0; i < n; i++)
-    TPXP_CHK(read_key(host, ctx, tpxp_path(p, sizeof p, section, keys[i].key),
-                      &keys[i]));
+  for (i = 0; i < n; i++) {
+    const tpxp_key *k = &keys[i];
+    tpxp_path(p, sizeof p, section, k->key);
+    if (k->alt != NULL && !host->config_has(ctx, p))
+      tpxp_path(p, sizeof p, section, k->alt);
+    TPXP_CHK(read_key(host, ctx, p, k));
+  }
   return TPX_PLUGIN_OK;
 }
 

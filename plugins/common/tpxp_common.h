@@ -206,7 +206,8 @@ typedef struct tpxp_key {
   int64_t dflt_int; /* INT, SIZE, BOOL */
   double dflt_float;
   const char *dflt_str;
-  int required; /* INT / SIZE: absent is an error */
+  int required;    /* INT / SIZE: absent is an error */
+  const char *alt; /* an older name read when `key` is absent, or NULL */
 } tpxp_key;
 
 #define TPXP_KEY_I(k, out_, d)                                                 \
@@ -219,6 +220,14 @@ typedef struct tpxp_key {
   {.key = (k), .type = TPXP_KEY_FLOAT, .out = (out_), .dflt_float = (d)}
 #define TPXP_KEY_S(k, out_, d)                                                 \
   {.key = (k), .type = TPXP_KEY_STR, .out = (out_), .dflt_str = (d)}
+
+/* A key renamed upstream: `k`, else (when absent) its old name `old`. */
+#define TPXP_KEY_I_OR(k, old, out_, d)                                         \
+  {.key = (k), .alt = (old), .type = TPXP_KEY_INT, .out = (out_),             \
+   .dflt_int = (d)}
+#define TPXP_KEY_B_OR(k, old, out_, d)                                         \
+  {.key = (k), .alt = (old), .type = TPXP_KEY_BOOL, .out = (out_),            \
+   .dflt_int = (d)}
 
 int tpxp_cfg_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                   const char *section, const tpxp_key *keys, size_t n);
