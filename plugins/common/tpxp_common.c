@@ -211,6 +211,20 @@ int tpxp_cfg_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
+int tpxp_cfg_key_present(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                         const char *section, const char *key) {
+  int64_t n = 0, i;
+  if (host->config_get_length(ctx, section, &n) != TPX_PLUGIN_OK)
+    return 0;
+  for (i = 0; i < n; i++) {
+    const char *k = NULL;
+    if (host->config_get_key(ctx, section, i, &k) == TPX_PLUGIN_OK &&
+        k != NULL && strcmp(k, key) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 int tpxp_fmt(char *buf, size_t size, const char *fmt, ...) {
   va_list ap;
   int n;

@@ -187,6 +187,11 @@ int tpxp_cfg_bool_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 int tpxp_cfg_str_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const char *path, const char *dflt, const char **out);
 
+/* 1 when the object at `section` ("" = the top level) has `key`, even with
+ * a JSON null value (config_has answers 0 for null, as for absent). */
+int tpxp_cfg_key_present(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                         const char *section, const char *key);
+
 /* A table of config reads: each row a key (relative to a section), its
  * type, where the value goes and the default for an absent (or null) key.
  * tpxp_cfg_read reads the rows in order and stops at the first failure,
@@ -372,7 +377,8 @@ typedef enum tpxp_sk_kind {
   TPXP_SK_EMBEDDING,  /* a, b = vocab, dim */
   TPXP_SK_MODULE,     /* name = the module kind ("other", "container", ...) */
   TPXP_SK_PARAM,      /* name = parameter; a, b = dims (b < 0: 1-D) */
-  TPXP_SK_PARAM_ND    /* name = parameter; shape[0..a) */
+  TPXP_SK_PARAM_ND,   /* name = parameter; shape[0..a) */
+  TPXP_SK_WHEN        /* the next row only when a != 0 */
 } tpxp_sk_kind;
 
 typedef struct tpxp_sk_row {
@@ -403,6 +409,10 @@ typedef struct tpxp_sk_row {
 #define TPXP_SK_PRM_ND(sfx, pname, nd, shape_)                                 \
   {.kind = TPXP_SK_PARAM_ND, .suffix = (sfx), .name = (pname), .a = (nd),     \
    .shape = (shape_)}
+
+/* The row after this one is added only when `cond` holds (a row that
+ * exists only in some configurations). */
+#define TPXP_SK_WHEN(cond) {.kind = TPXP_SK_WHEN, .suffix = "", .a = !!(cond)}
 
 /* Add every row of `rows` under `prefix` (NULL or "": suffixes are whole
  * FQNs); `dtype` applies to rows that name none (NULL: the config's). Stops

@@ -63,6 +63,10 @@ int tpxp_sk_rows(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   for (i = 0; i < n && st == TPX_PLUGIN_OK; i++) {
     const tpxp_sk_row *r = &rows[i];
     const char *dt = r->dtype != NULL ? r->dtype : dtype;
+    if (r->kind == TPXP_SK_WHEN) {
+      i += r->a ? 0 : 1; /* skip the next row */
+      continue;
+    }
     if (prefix == NULL || prefix[0] == '\0')
       snprintf(f, sizeof f, "%s", r->suffix);
     else if (r->suffix[0] == '\0')
@@ -200,14 +204,14 @@ int tpxp_sk_self_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_SK_LIN("k_proj", d->hidden, kv, d->qkv_bias),
       TPXP_SK_LIN("v_proj", d->hidden, kv, d->qkv_bias),
       TPXP_SK_LIN("o_proj", q, d->hidden, d->o_bias),
-      TPXP_SK_NRM("q_norm", d->head_dim, 0), /* only with d->qk_norm */
+      TPXP_SK_WHEN(d->qk_norm),
+      TPXP_SK_NRM("q_norm", d->head_dim, 0),
+      TPXP_SK_WHEN(d->qk_norm),
       TPXP_SK_NRM("k_norm", d->head_dim, 0),
   };
   tpxp_fmt(layer, sizeof layer, "%s.layers.%lld.self_attn", d->prefix,
            (long long)i);
-  return tpxp_sk_rows(host, ctx, layer, rows,
-                      d->qk_norm ? TPXP_N_OF(rows) : TPXP_N_OF(rows) - 2,
-                      d->dtype);
+  return TPXP_SK_ROWS(host, ctx, layer, rows, d->dtype);
 }
 
 int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

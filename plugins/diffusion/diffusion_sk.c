@@ -116,26 +116,12 @@ void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out,
   dfx_param(s, fqn, "bias", 1, b);
 }
 
-/* 1 when the top-level config object has `key` (a JSON null included, which
- * config_has does not count). */
-static int key_present(dfx_sk *s, const char *key) {
-  int64_t n = 0, i;
-  const char *k = NULL;
-  if (s->host->config_get_length(s->ctx, "", &n) != TPX_PLUGIN_OK)
-    return 0;
-  for (i = 0; i < n; i++)
-    if (s->host->config_get_key(s->ctx, "", i, &k) == TPX_PLUGIN_OK && k &&
-        strcmp(k, key) == 0)
-      return 1;
-  return 0;
-}
-
 int64_t dfx_size_or(dfx_sk *s, const char *key, int64_t absent,
                     int64_t if_null) {
   if (s->st != TPX_PLUGIN_OK)
     return absent;
   if (!s->host->config_has(s->ctx, key))
-    return key_present(s, key) ? if_null : absent;
+    return tpxp_cfg_key_present(s->host, s->ctx, "", key) ? if_null : absent;
   {
     int64_t v = absent;
     tpxp_key k = TPXP_KEY_Z(key, &v, absent);

@@ -61,22 +61,6 @@ static int fail_size(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    what);
 }
 
-/* 1 if the object at `sec` ("" = root) has `key`, even with a null value
- * (config_has answers 0 for null). */
-static int key_present(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                       const char *sec, const char *key) {
-  int64_t n = 0, i;
-  if (host->config_get_length(ctx, sec, &n) != TPX_PLUGIN_OK)
-    return 0;
-  for (i = 0; i < n; i++) {
-    const char *k = NULL;
-    if (host->config_get_key(ctx, sec, i, &k) == TPX_PLUGIN_OK && k != NULL &&
-        strcmp(k, key) == 0)
-      return 1;
-  }
-  return 0;
-}
-
 /* Python truthiness of an int / bool key as the config object holds it:
  * absent -> dflt (the dataclass default), null -> 0, false/true -> 0/1. */
 static int truthy_int(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
@@ -86,7 +70,7 @@ static int truthy_int(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int b = 0;
   tpxp_path(p, sizeof p, sec, key);
   if (!host->config_has(ctx, p)) {
-    *out = key_present(host, ctx, sec, key) ? 0 : dflt;
+    *out = tpxp_cfg_key_present(host, ctx, sec, key) ? 0 : dflt;
     return TPX_PLUGIN_OK;
   }
   if (host->config_get_bool(ctx, p, &b) == TPX_PLUGIN_OK) {

@@ -36,22 +36,6 @@ typedef struct nh_cfg {
   int use_bias, conv_bias, attn_bias, mlp_bias, tie, has_latent;
 } nh_cfg;
 
-/* 1 when the config's top level has `key`, even with a null value
- * (host->config_has treats null as absent; NemotronHConfig does not). */
-static int key_present(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                       const char *key) {
-  int64_t n = 0, i;
-  if (host->config_get_length(ctx, "", &n) != TPX_PLUGIN_OK)
-    return 0;
-  for (i = 0; i < n; i++) {
-    const char *k = NULL;
-    if (host->config_get_key(ctx, "", i, &k) == TPX_PLUGIN_OK && k != NULL &&
-        strcmp(k, key) == 0)
-      return 1;
-  }
-  return 0;
-}
-
 static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     nh_cfg *c) {
   /* Both the remote code's and transformers v5's names; defaults are
@@ -84,7 +68,7 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", dims));
   /* NemotronHConfig: absent -> 8, null -> num_attention_heads */
   TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
-  if (!key_present(host, ctx, "num_key_value_heads"))
+  if (!tpxp_cfg_key_present(host, ctx, "", "num_key_value_heads"))
     c->kv = 8;
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", more));
   c->has_latent = host->config_get_int(ctx, "moe_latent_size", &c->latent) ==
@@ -112,24 +96,21 @@ static int mamba(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int64_t d_inner = c->m_heads * c->m_head_dim;
   int64_t conv_dim = d_inner + 2 * c->groups * c->state;
   const int64_t cw[3] = {conv_dim, 1, c->conv};
-  const tpxp_sk_row head[] = {
+  const tpxp_sk_row rows[] = {
       TPXP_SK_MOD("", "other"),
       TPXP_SK_PRM("", "dt_bias", c->m_heads, -1),
       TPXP_SK_PRM("", "A_log", c->m_heads, -1),
       TPXP_SK_PRM("", "D", c->m_heads, -1),
       TPXP_SK_MOD("conv1d", "other"),
       TPXP_SK_PRM_ND("conv1d", "weight", 3, cw),
-      TPXP_SK_PRM("conv1d", "bias", conv_dim, -1), /* use_conv_bias only */
-  };
-  const tpxp_sk_row tail[] = {
+      TPXP_SK_WHEN(c->conv_bias),
+      TPXP_SK_PRM("conv1d", "bias", conv_dim, -1),
       TPXP_SK_LIN("in_proj", c->hidden, d_inner + conv_dim + c->m_heads,
                   c->use_bias),
       TPXP_SK_NRM("norm", d_inner, 0),
       TPXP_SK_LIN("out_proj", d_inner, c->hidden, c->use_bias),
   };
-  TPXP_CHK(tpxp_sk_rows(host, ctx, m, head,
-                        TPXP_N_OF(head) - (c->conv_bias ? 0 : 1), NULL));
-  return TPXP_SK_ROWS(host, ctx, m, tail, NULL);
+  return TPXP_SK_ROWS(host, ctx, m, rows, NULL);
 }
 
 static int attention(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

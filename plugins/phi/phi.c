@@ -120,28 +120,25 @@ static int phi_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   {
     int64_t h = d.hidden, q = d.heads * d.head_dim;
     int64_t kv = d.kv_heads * d.head_dim;
-    const tpxp_sk_row attn[] = {
+    const tpxp_sk_row layer[] = {
         TPXP_SK_LIN("self_attn.q_proj", h, q, 1),
         TPXP_SK_LIN("self_attn.k_proj", h, kv, 1),
         TPXP_SK_LIN("self_attn.v_proj", h, kv, 1),
         TPXP_SK_LIN("self_attn.dense", q, h, 1),
+        TPXP_SK_WHEN(qk_ln),
         TPXP_SK_NRM("self_attn.q_layernorm", d.head_dim, 1),
+        TPXP_SK_WHEN(qk_ln),
         TPXP_SK_NRM("self_attn.k_layernorm", d.head_dim, 1),
         TPXP_SK_LIN("mlp.fc1", h, d.intermediate, 1),
         TPXP_SK_LIN("mlp.fc2", d.intermediate, h, 1),
         TPXP_SK_NRM("input_layernorm", h, 1),
     };
-    /* Without qk_layernorm the same layer less its two q/k norms. */
-    tpxp_sk_row layer[TPXP_N_OF(attn)];
-    size_t n = 0, k;
     const tpxp_sk_row tail[] = {
         TPXP_SK_MOD("model.rotary_emb", "rotary"),
         TPXP_SK_NRM("model.final_layernorm", h, 1),
     };
-    for (k = 0; k < TPXP_N_OF(attn); k++)
-      if (qk_ln || (k != 4 && k != 5))
-        layer[n++] = attn[k];
-    return phi_stack(host, ctx, &d, layer, n, tail, TPXP_N_OF(tail), 1);
+    return phi_stack(host, ctx, &d, layer, TPXP_N_OF(layer), tail,
+                     TPXP_N_OF(tail), 1);
   }
 }
 
