@@ -431,6 +431,27 @@ int tpxp_sk_layers(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   tpxp_sk_layers((host), (ctx), (prefix), (layers), (rows), TPXP_N_OF(rows),  \
                  (dtype))
 
+/* A decoder stack whose layers differ: embedding, the layers container,
+ * each layer built by a callback, then tail rows (norm, rotary_emb, ...). */
+typedef int (*tpxp_layer_fn)(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                             const char *layer, int64_t i, const void *user);
+
+typedef struct tpxp_stack {
+  const char *prefix; /* "model" */
+  const char *embed;  /* "embed_tokens" */
+  int64_t vocab, hidden, layers;
+  tpxp_layer_fn layer; /* builds layer i at "<prefix>.layers.<i>" */
+  const void *user;    /* handed to `layer` */
+  const tpxp_sk_row *tail; /* under prefix, after the layers */
+  size_t n_tail;
+  const char *dtype; /* the embedding's and the tail's; NULL: config's */
+} tpxp_stack;
+
+/* <prefix>.<embed> [vocab, hidden], <prefix>.layers (a container), every
+ * layer through s->layer, then s->tail under the prefix. Not the head. */
+int tpxp_sk_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const tpxp_stack *s);
+
 /* A Llama-style decoder stack (Llama, Mistral, Qwen2/3, Ministral3): */
 typedef struct tpxp_decoder {
   const char *prefix;   /* "model" or "model.language_model" */

@@ -113,6 +113,22 @@ int tpxp_sk_layers(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
+int tpxp_sk_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const tpxp_stack *s) {
+  char layer[TPXP_FQN_MAX];
+  int64_t i;
+  const tpxp_sk_row head[] = {
+      TPXP_SK_EMB(s->embed, s->vocab, s->hidden),
+      TPXP_SK_MOD("layers", "container"),
+  };
+  TPXP_CHK(TPXP_SK_ROWS(host, ctx, s->prefix, head, s->dtype));
+  for (i = 0; i < s->layers; i++) {
+    tpxp_fmt(layer, sizeof layer, "%s.layers.%lld", s->prefix, (long long)i);
+    TPXP_CHK(s->layer(host, ctx, layer, i, s->user));
+  }
+  return tpxp_sk_rows(host, ctx, s->prefix, s->tail, s->n_tail, s->dtype);
+}
+
 static int decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         const char *section, int tie_default, int need_inter,
                         tpxp_decoder *d) {

@@ -247,8 +247,9 @@ static int attention(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
        .b = -1, .dtype = F32}
 
 static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                 const dsv4 *c, int64_t i) {
-  char l[TPXP_FQN_MAX], f[TPXP_FQN_MAX];
+                 const char *l, int64_t i, const void *user) {
+  const dsv4 *c = user;
+  char f[TPXP_FQN_MAX];
   int type = SLIDING;
   /* The shared expert: one gated MLP of moe_intermediate_size. */
   const tpxp_sk_row tail[] = {
@@ -263,7 +264,6 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       HC_ROWS("ffn_hc", c),
   };
   TPXP_CHK(layer_type(host, ctx, i, &type));
-  tpxp_fmt(l, sizeof l, "model.layers.%lld", (long long)i);
   TPXP_CHK(attention(host, ctx, c, l, type));
   tpxp_fmt(f, sizeof f, "%s.mlp", l);
   TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
@@ -278,33 +278,27 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int dsv4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                          const char *arch) {
   dsv4 c;
-  int64_t i;
   (void)arch;
   memset(&c, 0, sizeof c);
   TPXP_CHK(dsv4_read(host, ctx, &c));
   {
-    const tpxp_sk_row head[] = {
-        TPXP_SK_EMB("model.embed_tokens", c.vocab, c.hidden),
-        TPXP_SK_MOD("model.layers", "container"),
-    };
     const tpxp_sk_row tail[] = {
-        {.kind = TPXP_SK_NORM, .suffix = "model.norm", .a = c.hidden,
-         .dtype = F32},
-        TPXP_SK_MOD("model.rotary_emb", "rotary"),
+        {.kind = TPXP_SK_NORM, .suffix = "norm", .a = c.hidden, .dtype = F32},
+        TPXP_SK_MOD("rotary_emb", "rotary"),
         /* The head's hyper-connection: hc_fn [hc, hc * hidden], hc_base
          * [hc], hc_scale [1], fp32. */
-        TPXP_SK_MOD("model.hc_head", "other"),
-        {.kind = TPXP_SK_PARAM, .suffix = "model.hc_head", .name = "hc_fn",
+        TPXP_SK_MOD("hc_head", "other"),
+        {.kind = TPXP_SK_PARAM, .suffix = "hc_head", .name = "hc_fn",
          .a = c.hc, .b = c.hc * c.hidden, .dtype = F32},
-        {.kind = TPXP_SK_PARAM, .suffix = "model.hc_head", .name = "hc_base",
+        {.kind = TPXP_SK_PARAM, .suffix = "hc_head", .name = "hc_base",
          .a = c.hc, .b = -1, .dtype = F32},
-        {.kind = TPXP_SK_PARAM, .suffix = "model.hc_head", .name = "hc_scale",
+        {.kind = TPXP_SK_PARAM, .suffix = "hc_head", .name = "hc_scale",
          .a = 1, .b = -1, .dtype = F32},
     };
-    TPXP_CHK(TPXP_SK_ROWS(host, ctx, "", head, NULL));
-    for (i = 0; i < c.layers; i++)
-      TPXP_CHK(layer(host, ctx, &c, i));
-    TPXP_CHK(TPXP_SK_ROWS(host, ctx, "", tail, NULL));
+    const tpxp_stack stack = {"model", "embed_tokens", c.vocab, c.hidden,
+                              c.layers, layer, &c, tail, TPXP_N_OF(tail),
+                              NULL};
+    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
   }
   return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
                          "model.embed_tokens.weight", NULL);

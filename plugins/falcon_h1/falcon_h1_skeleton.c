@@ -144,8 +144,8 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 }
 
 static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                 const falcon_h1_cfg *c, int64_t i) {
-  char L[TPXP_FQN_MAX];
+                 const char *L, int64_t i, const void *user) {
+  const falcon_h1_cfg *c = user;
   int64_t h = c->hidden, conv_dim = c->d_ssm + 2 * c->m_groups * c->m_state;
   int64_t proj = c->d_ssm + conv_dim + c->m_heads;
   int64_t q = c->heads * c->head_dim, kv = c->kv * c->head_dim;
@@ -175,30 +175,25 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_SK_NRM("input_layernorm", h, 0),
       TPXP_SK_NRM("pre_ff_layernorm", h, 0),
   };
-  tpxp_fmt(L, sizeof L, "model.layers.%lld", (long long)i);
+  (void)i;
   return TPXP_SK_ROWS(host, ctx, L, rows, NULL);
 }
 
 int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        const char *arch) {
   falcon_h1_cfg c;
-  int64_t i;
   (void)arch;
   memset(&c, 0, sizeof c);
   TPXP_CHK(read_cfg(host, ctx, &c));
   {
-    const tpxp_sk_row head[] = {
-        TPXP_SK_EMB("model.embed_tokens", c.vocab, c.hidden),
-        TPXP_SK_MOD("model.layers", "container"),
-    };
     const tpxp_sk_row tail[] = {
-        TPXP_SK_NRM("model.final_layernorm", c.hidden, 0),
-        TPXP_SK_MOD("model.rotary_emb", "rotary"),
+        TPXP_SK_NRM("final_layernorm", c.hidden, 0),
+        TPXP_SK_MOD("rotary_emb", "rotary"),
     };
-    TPXP_CHK(TPXP_SK_ROWS(host, ctx, "", head, NULL));
-    for (i = 0; i < c.layers; i++)
-      TPXP_CHK(layer(host, ctx, &c, i));
-    TPXP_CHK(TPXP_SK_ROWS(host, ctx, "", tail, NULL));
+    const tpxp_stack stack = {"model", "embed_tokens", c.vocab, c.hidden,
+                              c.layers, layer, &c, tail, TPXP_N_OF(tail),
+                              NULL};
+    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
   }
   return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
                          "model.embed_tokens.weight", NULL);

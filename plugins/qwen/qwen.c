@@ -437,17 +437,31 @@ static int read_ints(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
+/* What every Qwen3.5 layer needs: the decoder sizes, the GatedDeltaNet
+ * sizes, the MoE sizes (moe_dims NULL: dense MLP) and the layer schedule. */
+typedef struct qwen35_cfg {
+  tpxp_decoder d;
+  gdn_dims g;
+  const int64_t *moe_dims; /* experts, moe_intermediate, shared */
+  const char *sec;
+  int64_t interval;
+} qwen35_cfg;
+
 /* One Qwen3.5 decoder layer: full or linear attention, the dense or MoE
  * MLP, and the two norms. */
 static int qwen35_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                        const char *layer, int full, const tpxp_decoder *d,
-                        const gdn_dims *g, const int64_t moe[3]) {
+                        const char *layer, int64_t i, const void *user) {
+  const qwen35_cfg *q = user;
+  const tpxp_decoder *d = &q->d;
+  const int64_t *moe = q->moe_dims;
+  int full = 0;
   const tpxp_sk_row norms[] = {
       TPXP_SK_NRM("input_layernorm", d->hidden, 0),
       TPXP_SK_NRM("post_attention_layernorm", d->hidden, 0),
   };
+  TPXP_CHK(qwen35_is_full(host, ctx, q->sec, i, q->interval, &full));
   TPXP_CHK(full ? qwen35_self_attn(host, ctx, layer, d)
-                : qwen35_linear_attn(host, ctx, layer, d->hidden, g));
+                : qwen35_linear_attn(host, ctx, layer, d->hidden, &q->g));
   TPXP_CHK(moe != NULL ? qwen35_moe_mlp(host, ctx, layer, d->hidden, moe[0],
                                         moe[1], moe[2])
                        : qwen35_dense_mlp(host, ctx, layer, d->hidden,
@@ -460,9 +474,9 @@ static int qwen35_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int moe = is_qwen35_moe(arch);
   int vlm = moe || tpxp_arch_is(arch, "Qwen3_5ForConditionalGeneration");
   /* experts, moe_intermediate_size, shared_expert_intermediate_size */
-  int64_t moe_dims[3] = {0, 0, 0}, interval, i;
+  int64_t moe_dims[3] = {0, 0, 0}, interval;
   const char *sec = vlm ? "text_config" : "";
-  char p[TPXP_FQN_MAX], layer[TPXP_FQN_MAX];
+  char p[TPXP_FQN_MAX];
   tpxp_decoder d;
   gdn_dims g;
   int tie_top = 0;
@@ -501,23 +515,15 @@ static int qwen35_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (vlm && host->config_has(ctx, "vision_config"))
     TPXP_CHK(qwen35_visual(host, ctx));
   {
-    const tpxp_sk_row head[] = {
-        TPXP_SK_EMB("embed_tokens", d.vocab, d.hidden),
-        TPXP_SK_MOD("layers", "container"),
-    };
     const tpxp_sk_row tail[] = {
         TPXP_SK_NRM("norm", d.hidden, 0),
         TPXP_SK_MOD("rotary_emb", "rotary"),
     };
-    TPXP_CHK(TPXP_SK_ROWS(host, ctx, d.prefix, head, NULL));
-    for (i = 0; i < d.layers; i++) {
-      int full = 0;
-      tpxp_fmt(layer, sizeof layer, "%s.layers.%lld", d.prefix, (long long)i);
-      TPXP_CHK(qwen35_is_full(host, ctx, sec, i, interval, &full));
-      TPXP_CHK(qwen35_layer(host, ctx, layer, full, &d, &g,
-                            moe ? moe_dims : NULL));
-    }
-    TPXP_CHK(TPXP_SK_ROWS(host, ctx, d.prefix, tail, NULL));
+    const qwen35_cfg q = {d, g, moe ? moe_dims : NULL, sec, interval};
+    const tpxp_stack stack = {d.prefix, "embed_tokens", d.vocab, d.hidden,
+                              d.layers, qwen35_layer, &q, tail,
+                              TPXP_N_OF(tail), NULL};
+    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
   }
   tpxp_fmt(p, sizeof p, "%s.embed_tokens.weight", d.prefix);
   return tpxp_sk_lm_head(host, ctx, "lm_head", d.hidden, d.vocab, 0, d.tie, p,
