@@ -282,15 +282,9 @@ int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   size_t i;
   for (i = 0; i < n; i++) {
     const tpxp_rule *r = &rules[i];
-    int st;
-    if (r->rooted || prefix == NULL || prefix[0] == '\0')
-      snprintf(fqn, sizeof fqn, "%s", r->suffix);
-    else
-      snprintf(fqn, sizeof fqn, "%s.%s", prefix, r->suffix);
-    st = tpxp_add(host, ctx, fqn, r->style, r->in, r->out, tpxp_rule_local(r),
-                  r->optional);
-    if (st != TPX_PLUGIN_OK)
-      return st;
+    tpxp_path(fqn, sizeof fqn, r->rooted ? NULL : prefix, r->suffix);
+    TPXP_CHK(tpxp_add(host, ctx, fqn, r->style, r->in, r->out,
+                      tpxp_rule_local(r), r->optional));
   }
   return TPX_PLUGIN_OK;
 }

@@ -35,50 +35,48 @@ static int vfqn(dfx_sk *s, char *buf, const char *fmt, va_list ap) {
   return 0;
 }
 
+/* The opening of every variadic builder: nothing to do once the builder
+ * has failed; else format the FQN into `fqn`, and stop (the failure kept)
+ * when it does not fit. */
+#define DFX_BEGIN(s, fqn, fmt)                                                 \
+  char fqn[TPXP_FQN_MAX];                                                      \
+  do {                                                                         \
+    va_list ap_;                                                               \
+    int bad_;                                                                  \
+    if ((s)->st != TPX_PLUGIN_OK)                                              \
+      return;                                                                  \
+    va_start(ap_, fmt);                                                        \
+    bad_ = vfqn(s, fqn, fmt, ap_);                                             \
+    va_end(ap_);                                                               \
+    if (bad_)                                                                  \
+      return;                                                                  \
+  } while (0)
+
 void dfx_mod(dfx_sk *s, const char *kind, const char *fmt, ...) {
-  char fqn[TPXP_FQN_MAX];
-  va_list ap;
-  int bad;
-  if (s->st != TPX_PLUGIN_OK)
-    return;
-  va_start(ap, fmt);
-  bad = vfqn(s, fqn, fmt, ap);
-  va_end(ap);
-  if (!bad)
-    s->st = tpxp_sk_module(s->host, s->ctx, fqn, kind);
+  DFX_BEGIN(s, fqn, fmt);
+  s->st = tpxp_sk_module(s->host, s->ctx, fqn, kind);
 }
 
 void dfx_lin(dfx_sk *s, int64_t in, int64_t out, int bias, const char *fmt,
              ...) {
-  char fqn[TPXP_FQN_MAX];
-  va_list ap;
-  int bad;
-  if (s->st != TPX_PLUGIN_OK)
-    return;
-  va_start(ap, fmt);
-  bad = vfqn(s, fqn, fmt, ap);
-  va_end(ap);
-  if (!bad)
-    s->st = tpxp_sk_linear(s->host, s->ctx, fqn, in, out, bias, s->dtype);
+  DFX_BEGIN(s, fqn, fmt);
+  s->st = tpxp_sk_linear(s->host, s->ctx, fqn, in, out, bias, s->dtype);
 }
 
+/* A norm: weight (and bias) only when `affine`. */
 void dfx_norm(dfx_sk *s, int64_t dim, int affine, int bias, const char *fmt,
               ...) {
-  char fqn[TPXP_FQN_MAX];
-  va_list ap;
-  int bad;
-  if (s->st != TPX_PLUGIN_OK)
-    return;
-  va_start(ap, fmt);
-  bad = vfqn(s, fqn, fmt, ap);
-  va_end(ap);
-  if (bad)
-    return;
-  s->st = tpxp_sk_module(s->host, s->ctx, fqn, "norm");
-  if (s->st == TPX_PLUGIN_OK && affine)
-    s->st = tpxp_sk_param(s->host, s->ctx, fqn, "weight", dim, -1, s->dtype);
-  if (s->st == TPX_PLUGIN_OK && affine && bias)
-    s->st = tpxp_sk_param(s->host, s->ctx, fqn, "bias", dim, -1, s->dtype);
+  DFX_BEGIN(s, fqn, fmt);
+  {
+    const tpxp_sk_row rows[] = {
+        TPXP_SK_MOD("", "norm"),
+        TPXP_SK_WHEN(affine),
+        TPXP_SK_PRM("", "weight", dim, -1),
+        TPXP_SK_WHEN(affine && bias),
+        TPXP_SK_PRM("", "bias", dim, -1),
+    };
+    s->st = TPXP_SK_ROWS(s->host, s->ctx, fqn, rows, s->dtype);
+  }
 }
 
 void dfx_param(dfx_sk *s, const char *module, const char *name, int ndim,
