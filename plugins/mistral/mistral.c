@@ -116,62 +116,44 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
  * down}, attention {k, v, q, o}, ffn_norm}, patch_positional_embedding
  * (rotary, no params). Nothing has a bias. */
 static int pixtral(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
-  char f[TPXP_FQN_MAX];
-  int64_t hidden, inter, layers, patch, chans, i, shape[4];
-  int st;
-  if ((st =
-           tpxp_cfg_int_req(host, ctx, "vision_config.hidden_size", &hidden)) ||
-      (st = tpxp_cfg_int_req(host, ctx, "vision_config.intermediate_size",
-                             &inter)) ||
-      (st = tpxp_cfg_int_req(host, ctx, "vision_config.num_hidden_layers",
-                             &layers)) ||
-      (st = tpxp_cfg_int_req(host, ctx, "vision_config.patch_size", &patch)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.num_channels", 3,
-                             &chans)))
-    return st;
-  if ((st =
-           tpxp_sk_module(host, ctx, "model.vision_tower.patch_conv", "other")))
-    return st;
-  shape[0] = hidden;
-  shape[1] = chans;
-  shape[2] = patch;
-  shape[3] = patch;
-  if ((st = host->skeleton_add_param(ctx, "model.vision_tower.patch_conv",
-                                     "weight", shape, 4, NULL)) ||
-      (st = tpxp_sk_norm(host, ctx, "model.vision_tower.ln_pre", hidden, 0,
-                         NULL)) ||
-      (st = tpxp_sk_module(host, ctx, "model.vision_tower.transformer.layers",
-                           "container")))
-    return st;
-  for (i = 0; i < layers; i++) {
-    long long L = (long long)i;
-    static const char *const attn[] = {"k_proj", "v_proj", "q_proj", "o_proj"};
-    size_t a;
-#define VT "model.vision_tower.transformer.layers.%lld."
-    tpxp_fmt(f, sizeof f, VT "attention_norm", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, hidden, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, VT "feed_forward.gate_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, VT "feed_forward.up_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, VT "feed_forward.down_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, inter, hidden, 0, NULL)))
-      return st;
-    for (a = 0; a < TPXP_N_OF(attn); a++) {
-      tpxp_fmt(f, sizeof f, VT "attention.%s", L, attn[a]);
-      if ((st = tpxp_sk_linear(host, ctx, f, hidden, hidden, 0, NULL)))
-        return st;
-    }
-    tpxp_fmt(f, sizeof f, VT "ffn_norm", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, hidden, 0, NULL)))
-      return st;
-#undef VT
+  int64_t hidden, inter, layers, patch, chans;
+  tpxp_key keys[] = {
+      TPXP_KEY_I("hidden_size", &hidden, 0),
+      TPXP_KEY_I("intermediate_size", &inter, 0),
+      TPXP_KEY_I("num_hidden_layers", &layers, 0),
+      TPXP_KEY_I("patch_size", &patch, 0),
+      TPXP_KEY_I("num_channels", &chans, 3),
+  };
+  keys[0].required = keys[1].required = keys[2].required = 1;
+  keys[3].required = 1;
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "vision_config", keys));
+  {
+    const int64_t conv[4] = {hidden, chans, patch, patch};
+    const tpxp_sk_row head[] = {
+        TPXP_SK_MOD("patch_conv", "other"),
+        TPXP_SK_PRM_ND("patch_conv", "weight", 4, conv),
+        TPXP_SK_NRM("ln_pre", hidden, 0),
+        TPXP_SK_MOD("transformer.layers", "container"),
+    };
+    const tpxp_sk_row layer[] = {
+        TPXP_SK_NRM("attention_norm", hidden, 0),
+        TPXP_SK_LIN("feed_forward.gate_proj", hidden, inter, 0),
+        TPXP_SK_LIN("feed_forward.up_proj", hidden, inter, 0),
+        TPXP_SK_LIN("feed_forward.down_proj", inter, hidden, 0),
+        TPXP_SK_LIN("attention.k_proj", hidden, hidden, 0),
+        TPXP_SK_LIN("attention.v_proj", hidden, hidden, 0),
+        TPXP_SK_LIN("attention.q_proj", hidden, hidden, 0),
+        TPXP_SK_LIN("attention.o_proj", hidden, hidden, 0),
+        TPXP_SK_NRM("ffn_norm", hidden, 0),
+    };
+    const tpxp_sk_row tail[] = {
+        TPXP_SK_MOD("patch_positional_embedding", "rotary"),
+    };
+    TPXP_CHK(TPXP_SK_ROWS(host, ctx, "model.vision_tower", head, NULL));
+    TPXP_CHK(TPXP_SK_LAYERS(host, ctx, "model.vision_tower.transformer",
+                            layers, layer, NULL));
+    return TPXP_SK_ROWS(host, ctx, "model.vision_tower", tail, NULL);
   }
-  return tpxp_sk_module(
-      host, ctx, "model.vision_tower.patch_positional_embedding", "rotary");
 }
 
 /* Mistral3MultiModalProjector: norm over the vision hidden size,
@@ -181,27 +163,23 @@ static int pixtral(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
 static int projector(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      int64_t text_hidden) {
   int64_t vh, merge, nfeat = 1;
-  int bias = 0, st;
-  if ((st = tpxp_cfg_int_req(host, ctx, "vision_config.hidden_size", &vh)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "spatial_merge_size", 2, &merge)) ||
-      (st =
-           tpxp_cfg_bool_opt(host, ctx, "multimodal_projector_bias", 0, &bias)))
-    return st;
+  int bias = 0;
+  TPXP_CHK(tpxp_cfg_int_req(host, ctx, "vision_config.hidden_size", &vh));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "spatial_merge_size", 2, &merge));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "multimodal_projector_bias", 0, &bias));
   /* vision_feature_layer: an int (one layer) or a list of layers. */
   if (host->config_get_length(ctx, "vision_feature_layer", &nfeat) !=
       TPX_PLUGIN_OK)
     nfeat = 1;
-  if ((st = tpxp_sk_norm(host, ctx, "model.multi_modal_projector.norm", vh, 0,
-                         NULL)) ||
-      (st = tpxp_sk_linear(host, ctx,
-                           "model.multi_modal_projector.patch_merger."
-                           "merging_layer",
-                           vh * merge * merge, vh, 0, NULL)) ||
-      (st = tpxp_sk_linear(host, ctx, "model.multi_modal_projector.linear_1",
-                           vh * nfeat, text_hidden, bias, NULL)))
-    return st;
-  return tpxp_sk_linear(host, ctx, "model.multi_modal_projector.linear_2",
-                        text_hidden, text_hidden, bias, NULL);
+  {
+    const tpxp_sk_row rows[] = {
+        TPXP_SK_NRM("norm", vh, 0),
+        TPXP_SK_LIN("patch_merger.merging_layer", vh * merge * merge, vh, 0),
+        TPXP_SK_LIN("linear_1", vh * nfeat, text_hidden, bias),
+        TPXP_SK_LIN("linear_2", text_hidden, text_hidden, bias),
+    };
+    return TPXP_SK_ROWS(host, ctx, "model.multi_modal_projector", rows, NULL);
+  }
 }
 
 int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
