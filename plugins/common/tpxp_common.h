@@ -444,11 +444,14 @@ typedef struct tpxp_stack {
   const void *user;    /* handed to `layer` */
   const tpxp_sk_row *tail; /* under prefix, after the layers */
   size_t n_tail;
-  const char *dtype; /* the embedding's and the tail's; NULL: config's */
+  const char *dtype; /* the embedding's, tail's, head's; NULL: config's */
+  const char *head;  /* a bias-free output head ("lm_head"), or NULL */
+  int tie;           /* the head's weight is the embedding's */
 } tpxp_stack;
 
 /* <prefix>.<embed> [vocab, hidden], <prefix>.layers (a container), every
- * layer through s->layer, then s->tail under the prefix. Not the head. */
+ * layer through s->layer, s->tail under the prefix, then the head (a whole
+ * FQN; tied to <prefix>.<embed>.weight with s->tie). */
 int tpxp_sk_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                   const tpxp_stack *s);
 

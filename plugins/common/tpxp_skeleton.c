@@ -126,7 +126,12 @@ int tpxp_sk_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     tpxp_fmt(layer, sizeof layer, "%s.layers.%lld", s->prefix, (long long)i);
     TPXP_CHK(s->layer(host, ctx, layer, i, s->user));
   }
-  return tpxp_sk_rows(host, ctx, s->prefix, s->tail, s->n_tail, s->dtype);
+  TPXP_CHK(tpxp_sk_rows(host, ctx, s->prefix, s->tail, s->n_tail, s->dtype));
+  if (s->head == NULL)
+    return TPX_PLUGIN_OK;
+  tpxp_fmt(layer, sizeof layer, "%s.%s.weight", s->prefix, s->embed);
+  return tpxp_sk_lm_head(host, ctx, s->head, s->hidden, s->vocab, 0, s->tie,
+                         layer, s->dtype);
 }
 
 static int decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

@@ -190,11 +190,11 @@ int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
         TPXP_SK_NRM("final_layernorm", c.hidden, 0),
         TPXP_SK_MOD("rotary_emb", "rotary"),
     };
-    const tpxp_stack stack = {"model", "embed_tokens", c.vocab, c.hidden,
-                              c.layers, layer, &c, tail, TPXP_N_OF(tail),
-                              NULL};
-    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
+    const tpxp_stack stack = {
+        .prefix = "model", .embed = "embed_tokens", .vocab = c.vocab,
+        .hidden = c.hidden, .layers = c.layers, .layer = layer, .user = &c,
+        .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
+        .tie = c.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
   }
-  return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
-                         "model.embed_tokens.weight", NULL);
 }

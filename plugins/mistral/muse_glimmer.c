@@ -169,13 +169,13 @@ int muse_glimmer_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
         TPXP_SK_LIN("vision_adapter.c_proj", proj_hidden, proj_hidden, 0),
         TPXP_SK_LIN("vision_projection", proj_hidden, t.hidden, 0),
     };
-    const tpxp_stack stack = {"model", "embed_tokens", t.vocab, t.hidden,
-                              t.layers, text_layer, &t, tail,
-                              TPXP_N_OF(tail), NULL};
-    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
+    const tpxp_stack stack = {
+        .prefix = "model", .embed = "embed_tokens", .vocab = t.vocab,
+        .hidden = t.hidden, .layers = t.layers, .layer = text_layer,
+        .user = &t, .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
+        .tie = t.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
   }
-  return tpxp_sk_lm_head(host, ctx, "lm_head", t.hidden, t.vocab, 0, t.tie,
-                         "model.embed_tokens.weight", NULL);
 }
 
 int muse_glimmer_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

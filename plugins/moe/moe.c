@@ -146,13 +146,13 @@ static int moe_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
         TPXP_SK_NRM("norm", m.d.hidden, 0),
         TPXP_SK_MOD("rotary_emb", "rotary"),
     };
-    const tpxp_stack stack = {"model", "embed_tokens", m.d.vocab, m.d.hidden,
-                              m.d.layers, moe_layer, &m, tail,
-                              TPXP_N_OF(tail), m.d.dtype};
-    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
+    const tpxp_stack stack = {
+        .prefix = "model", .embed = "embed_tokens", .vocab = m.d.vocab,
+        .hidden = m.d.hidden, .layers = m.d.layers, .layer = moe_layer,
+        .user = &m, .tail = tail, .n_tail = TPXP_N_OF(tail),
+        .dtype = m.d.dtype, .head = "lm_head", .tie = m.d.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
   }
-  return tpxp_sk_lm_head(host, ctx, "lm_head", m.d.hidden, m.d.vocab, 0,
-                         m.d.tie, "model.embed_tokens.weight", m.d.dtype);
 }
 
 /* No plan of its own: upstream's HF-plan path (tpxp_refuse_to_hf_flow). */

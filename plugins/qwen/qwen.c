@@ -476,7 +476,6 @@ static int qwen35_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   /* experts, moe_intermediate_size, shared_expert_intermediate_size */
   int64_t moe_dims[3] = {0, 0, 0}, interval;
   const char *sec = vlm ? "text_config" : "";
-  char p[TPXP_FQN_MAX];
   tpxp_decoder d;
   gdn_dims g;
   int tie_top = 0;
@@ -520,14 +519,13 @@ static int qwen35_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
         TPXP_SK_MOD("rotary_emb", "rotary"),
     };
     const qwen35_cfg q = {d, g, moe ? moe_dims : NULL, sec, interval};
-    const tpxp_stack stack = {d.prefix, "embed_tokens", d.vocab, d.hidden,
-                              d.layers, qwen35_layer, &q, tail,
-                              TPXP_N_OF(tail), NULL};
-    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
+    const tpxp_stack stack = {
+        .prefix = d.prefix, .embed = "embed_tokens", .vocab = d.vocab,
+        .hidden = d.hidden, .layers = d.layers, .layer = qwen35_layer,
+        .user = &q, .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
+        .tie = d.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
   }
-  tpxp_fmt(p, sizeof p, "%s.embed_tokens.weight", d.prefix);
-  return tpxp_sk_lm_head(host, ctx, "lm_head", d.hidden, d.vocab, 0, d.tie, p,
-                         NULL);
 }
 
 int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
