@@ -279,9 +279,8 @@ int32_t tpxp_rule_local(const tpxp_rule *r) {
 int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const char *prefix, const tpxp_rule *rules, size_t n) {
   char fqn[TPXP_FQN_MAX];
-  size_t i;
-  for (i = 0; i < n; i++) {
-    const tpxp_rule *r = &rules[i];
+  const tpxp_rule *r;
+  for (r = rules; r < rules + n; r++) {
     tpxp_path(fqn, sizeof fqn, r->rooted ? NULL : prefix, r->suffix);
     TPXP_CHK(tpxp_add(host, ctx, fqn, r->style, r->in, r->out,
                       tpxp_rule_local(r), r->optional));

@@ -278,7 +278,6 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int dsv4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                          const char *arch) {
   dsv4 c;
-  (void)arch;
   memset(&c, 0, sizeof c);
   TPXP_CHK(dsv4_read(host, ctx, &c));
   {
@@ -315,7 +314,6 @@ static int dsv4_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int dsv4_fp32(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const char *arch) {
   size_t i;
-  (void)arch;
   for (i = 0; i < TPXP_N_OF(k_fp32); i++)
     TPXP_CHK(host->fp32_add(ctx, k_fp32[i]));
   return TPX_PLUGIN_OK;

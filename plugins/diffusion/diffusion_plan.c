@@ -30,7 +30,7 @@ int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     TPXP_ROW("proj_out"),
 };
   int st = TPX_PLUGIN_OK;
-  (void)req; /* a fixed set of calls at every tp, sp ignored */
+  /* a fixed set of calls at every tp, sp ignored */
   if (host->plan_set_function != NULL)
     st = host->plan_set_function(ctx, "wan (WanParallelizationStrategy)");
   if (st == TPX_PLUGIN_OK)

@@ -41,7 +41,6 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
 /* Hunyuan and LTX2: no TP at all, an empty plan at every tp. */
 static int hunyuan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         const tpx_plugin_plan_request *req) {
-  (void)req;
   return host->plan_set_function == NULL
              ? TPX_PLUGIN_OK
              : host->plan_set_function(ctx,
@@ -51,7 +50,6 @@ static int hunyuan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 
 static int ltx2_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const tpx_plugin_plan_request *req) {
-  (void)req;
   return host->plan_set_function == NULL
              ? TPX_PLUGIN_OK
              : host->plan_set_function(
@@ -211,13 +209,11 @@ static int set_props(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 
 static int wan_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         const char *arch) {
-  (void)arch;
   return set_props(host, ctx, wan_props, TPXP_N_OF(wan_props));
 }
 
 static int hunyuan_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                             const char *arch) {
-  (void)arch;
   return set_props(host, ctx, hunyuan_props, TPXP_N_OF(hunyuan_props));
 }
 
@@ -233,7 +229,6 @@ static int ltx2_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 
 static int qwenimage_strategy(const tpx_plugin_host *host,
                               tpx_plugin_ctx *ctx, const char *arch) {
-  (void)arch;
   return set_props(host, ctx, qwen_props, TPXP_N_OF(qwen_props));
 }
 

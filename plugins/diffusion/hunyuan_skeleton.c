@@ -27,7 +27,6 @@ int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int meanflow, ln;
   char b[TPXP_FQN_MAX];
   dfx_sk_init(&s, host, ctx, "bfloat16");
-  (void)arch;
   {
     const tpxp_key keys[] = {
       TPXP_KEY_Z("in_channels", &in_ch, 65),

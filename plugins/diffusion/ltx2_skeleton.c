@@ -75,7 +75,6 @@ int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   const char *qk, *act;
   char b[TPXP_FQN_MAX];
   dfx_sk_init(&s, host, ctx, "bfloat16");
-  (void)arch;
   {
     const tpxp_key keys[] = {
       TPXP_KEY_Z("in_channels", &in_ch, 128),

@@ -15,7 +15,6 @@ int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int add_t;
   char b[TPXP_FQN_MAX];
   dfx_sk_init(&s, host, ctx, "bfloat16");
-  (void)arch;
   {
     const tpxp_key keys[] = {
       TPXP_KEY_Z("patch_size", &p, 2),

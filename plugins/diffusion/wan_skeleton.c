@@ -17,7 +17,6 @@ int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int64_t layers, image_dim, added_kv, pos_len, pt, ph, pw, i;
   int cross_norm;
   dfx_sk_init(&s, host, ctx, "float32");
-  (void)arch;
   {
     const tpxp_key keys[] = {
       TPXP_KEY_Z("num_attention_heads", &heads, 40),

@@ -175,14 +175,12 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_SK_NRM("input_layernorm", h, 0),
       TPXP_SK_NRM("pre_ff_layernorm", h, 0),
   };
-  (void)i;
   return TPXP_SK_ROWS(host, ctx, L, rows, NULL);
 }
 
 int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        const char *arch) {
   falcon_h1_cfg c;
-  (void)arch;
   memset(&c, 0, sizeof c);
   TPXP_CHK(read_cfg(host, ctx, &c));
   {

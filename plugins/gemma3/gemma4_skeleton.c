@@ -505,7 +505,6 @@ int gemma4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int has_audio = host->config_has(ctx, "audio_config");
   const char *sec =
       host->config_has(ctx, "text_config") ? "text_config" : "";
-  (void)arch;
   memset(&t, 0, sizeof t);
   TPXP_CHK(read_text(host, ctx, sec, &t));
   if (has_vision)

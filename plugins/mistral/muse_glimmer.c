@@ -88,7 +88,6 @@ static int text_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_SK_NRM("post_attention_layernorm", h, 0),
       TPXP_SK_NRM("post_ffn_norm", h, 0),
   };
-  (void)i;
   return TPXP_SK_ROWS(host, ctx, layer, rows, NULL);
 }
 

@@ -25,7 +25,6 @@ int nemotron_diffusion_skeleton(const tpx_plugin_host *host,
                                 tpx_plugin_ctx *ctx, const char *arch) {
   tpxp_decoder d;
   int st = tpxp_decoder_read(host, ctx, "", 0, &d);
-  (void)arch;
   if (st != TPX_PLUGIN_OK)
     return st;
   d.prefix = "encoder";

@@ -174,7 +174,6 @@ int nemotron_h_fsdp_units(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   const char *inner;
   int64_t n = 0, i;
   int st = nemotron_h_block_types(host, ctx, types, &n);
-  (void)arch;
   if (st != TPX_PLUGIN_OK)
     return st;
   if (host->fsdp_add_unit == NULL)
@@ -199,7 +198,6 @@ int nemotron_h_fp32_params(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   char types[NEMOTRON_H_MAX_BLOCKS + 1], pat[TPXP_FQN_MAX];
   int64_t n = 0;
   int st = nemotron_h_block_types(host, ctx, types, &n);
-  (void)arch;
   if (st != TPX_PLUGIN_OK)
     return st;
   if (strchr(types, NEMOTRON_H_MOE) == NULL || host->fp32_add == NULL)

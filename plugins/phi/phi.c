@@ -81,7 +81,6 @@ static int phi_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int phi3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const tpx_plugin_plan_request *req) {
   int st = TPXP_ADD_RULES(host, ctx, "", k_phi3);
-  (void)req;
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
     host->plan_set_function(ctx, "phi3");
   return st;
@@ -113,7 +112,6 @@ static int phi_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         const char *arch) {
   tpxp_decoder d;
   int qk_ln = 0;
-  (void)arch;
   memset(&d, 0, sizeof d);
   TPXP_CHK(tpxp_decoder_read(host, ctx, "", 0, &d));
   TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "qk_layernorm", 0, &qk_ln));
@@ -148,7 +146,6 @@ static int phi_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int phi3_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                          const char *arch) {
   tpxp_decoder d;
-  (void)arch;
   memset(&d, 0, sizeof d);
   TPXP_CHK(tpxp_decoder_read(host, ctx, "", 0, &d));
   {
