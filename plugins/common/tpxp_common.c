@@ -1,6 +1,7 @@
-/* tpxp_common.c — registration, messages, config reads and plan entries for
- * the bundled family plugins (see tpxp_common.h). Skeleton builders live in
- * tpxp_skeleton.c. No state: every function works on its arguments only. */
+/* tpxp_common.c — registration, messages, config reads (tpxp_base.h) and
+ * plan entries (tpxp_plan.h) for the bundled family plugins. Skeleton
+ * builders live in tpxp_skeleton.c. No state: every function works on its
+ * arguments only. */
 #include "tpxp_common.h"
 
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* tpxp_family.c — the per-architecture dispatch table of a multi-architecture
- * plugin (tpxp_family in tpxp_common.h): find the row for a class name and
+ * plugin (tpxp_family.h): find the row for a class name and
  * forward an entry point to it, with the opening checks every entry point
  * shares. No state. */
 #include "tpxp_common.h"
