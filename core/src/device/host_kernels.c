@@ -53,6 +53,19 @@ static int64_t get_index(const void *ids, tpx_dtype idt, size_t i) {
 
 /* ---- kernels ---- */
 
+static tpx_status h_reduce(const tpx__memspace *ms, void *const *dsts,
+                           int ndst, const void *const *srcs, int nsrc,
+                           size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                           int64_t avg_div, tpx_error *err) {
+  void *d[TPX__MS_MAX_PTRS];
+  const void *s[TPX__MS_MAX_PTRS];
+  (void)err;
+  for (int j = 0; j < ndst; j++) d[j] = V(dsts[j]);
+  for (int j = 0; j < nsrc; j++) s[j] = V(srcs[j]);
+  tpx__reduce_into(d, ndst, s, nsrc, count, dtype, op, avg_div, 0);
+  return TPX_OK;
+}
+
 static tpx_status h_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
                             const void *src, tpx_dtype sd, size_t n,
                             tpx_error *err) {
@@ -425,6 +438,7 @@ static tpx_status h_loss_logprobs(const tpx__memspace *ms, float *out,
 }
 
 const tpx__ms_kernels tpx__ms_host_kernels = {
+    .reduce = h_reduce,
     .convert = h_convert,
     .add_f32 = h_add_f32,
     .scale_f32 = h_scale_f32,

@@ -10,6 +10,8 @@
  * sizes), treats n == 0 as a no-op, and answers TPX_UNSUPPORTED naming
  * the kernel and the space when the space was built without it. A new
  * kernel adds one member, one host loop, one cuda kernel and one wrapper.
+ * The cuda kernels are asynchronous on the space's stream; those that hand
+ * the host a value (index_check's verdict) wait for it.
  *
  * Kernels keep the math of the host loops (the host space IS those loops),
  * bit for bit, except where a kernel's comment says otherwise.
@@ -18,8 +20,12 @@
 #define TPX_DEVICE_KERNELS_H
 
 #include "device/memspace.h"
+#include "tpx/placement.h"
 
 TPX_BEGIN_DECLS
+
+/* The most sources or destinations one reduce takes (a local world). */
+#define TPX__MS_MAX_PTRS 256
 
 /* AdamW's per-step scalars, as rt_adamw.c derives them from the options. */
 typedef struct tpx__ms_adamw {
@@ -50,6 +56,16 @@ typedef struct tpx__ms_loss {
  * the loss view struct itself are host memory. Called only through the
  * wrappers below, which have checked the arguments and skipped n == 0. */
 struct tpx__ms_kernels {
+  /* dsts[d][i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) for i < count and
+   * every d < ndst: the arithmetic of tpx__reduce_into (device/elem.h: f16
+   * / bf16 in f32, integers in 64 bits, sources in order, avg dividing the
+   * sum by avg_div once), bit for bit. A destination may alias a source at
+   * the same index. dsts / srcs are host arrays of at most
+   * TPX__MS_MAX_PTRS pointers into the space (the local backend's ranks). */
+  tpx_status (*reduce)(const tpx__memspace *ms, void *const *dsts, int ndst,
+                       const void *const *srcs, int nsrc, size_t count,
+                       tpx_dtype dtype, tpx_reduce_op op, int64_t avg_div,
+                       tpx_error *err);
   /* dst[i] = (dd) src[i] between f32 / bf16 / f16, round to nearest even
    * (dd != sd; the wrapper copies equal dtypes). */
   tpx_status (*convert)(const tpx__memspace *ms, void *dst, tpx_dtype dd,
@@ -122,6 +138,10 @@ extern const tpx__ms_kernels tpx__ms_host_kernels;
 /* ---- the checked wrappers (kernels.c): the members above, with the
  * arguments checked (TPX_INVALID_ARGUMENT / TPX_UNSUPPORTED naming the
  * kernel) and n == 0 a no-op. convert of equal dtypes is a D2D copy. ---- */
+tpx_status tpx__ms_reduce(const tpx__memspace *ms, void *const *dsts,
+                          int ndst, const void *const *srcs, int nsrc,
+                          size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                          int64_t avg_div, tpx_error *err);
 tpx_status tpx__ms_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
                            const void *src, tpx_dtype sd, size_t n,
                            tpx_error *err);

@@ -482,7 +482,8 @@ END_TEST
 /* ---- the checked wrappers (kernels.c) ---- */
 
 /* A space whose kernels were not built (the cuda space without nvcc). */
-static const tpx__memspace no_kernels = {&tpx__ms_host_buffers, NULL, NULL};
+static const tpx__memspace no_kernels = {&tpx__ms_host_buffers, NULL, NULL,
+                                          -1};
 
 START_TEST(test_wrappers_check) {
   const tpx__memspace *ms = &tpx__ms_host;
