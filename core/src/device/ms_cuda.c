@@ -93,6 +93,21 @@ static enum cudaMemcpyKind kind_of(tpx__copy_kind k) {
 
 static tpx_status c_copy(const tpx__memspace *ms, void *dst, const void *src,
                          size_t bytes, tpx__copy_kind kind, tpx_error *err) {
+  const char *d = dst, *sp = src;
+  if (kind == TPX__D2D && d < sp + bytes && sp < d + bytes) {
+    /* memmove semantics: cudaMemcpy does not promise them for overlapping
+     * regions, so go through stream-ordered scratch */
+    void *tmp = NULL;
+    cudaError_t e = cudaMallocAsync(&tmp, bytes, stream_of(ms));
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice,
+                          stream_of(ms));
+    if (e == cudaSuccess)
+      e = cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice,
+                          stream_of(ms));
+    if (tmp) cudaFreeAsync(tmp, stream_of(ms));
+    return queued("cudaMemcpyAsync (overlapping)", e, err);
+  }
   cudaError_t e =
       cudaMemcpyAsync(dst, src, bytes, kind_of(kind), stream_of(ms));
   return kind == TPX__D2D ? queued("cudaMemcpyAsync", e, err)
