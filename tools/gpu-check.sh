@@ -19,7 +19,10 @@
 #   fsdp    the FSDP runtime step on local device worlds of 1, 2, 4 ranks
 #   bench   copy / kernel bandwidth vs cudaMemcpy D2D; one FSDP step split
 #   suites  meson test of the device, comm and runtime suites in that build
-#           (the sim variants, rt_nccl on the GPU)
+#           (the sim variants; rt_nccl on the GPU)
+#   cuda-suites  the runtime suite again with TPX_TEST_DEVICE=cuda: every TP
+#           and FSDP case's device-memory run on the GPU (managed memory),
+#           held against its host run as the sim runs are
 set -u
 cd "$(dirname "$0")/.." || exit 1
 dir=${1:-build-gpu}
@@ -83,18 +86,28 @@ grep '^gpu-check ' "$log" | grep -v '^gpu-check build' | grep -v '^gpu-check sui
 grep -q '^gpu-check .*FAIL' "$log" && fails=$((fails + 1))
 [ $rc -eq 0 ] || [ $rc -eq 77 ] || grep -q '^gpu-check .*FAIL' "$log" ||
   line checks FAIL "tpx-gpu-check exited $rc: see the log"
-[ $rc -eq 77 ] && line checks FAIL "tpx-gpu-check found no GPU: $(grep SKIP "$log" | tail -1)"
+# nvidia-smi saw a GPU, CUDA cannot use it (e.g. a driver too old for
+# this CUDA): no usable GPU after all
+[ $rc -eq 77 ] && skip "no usable GPU for CUDA: $(grep SKIP "$log" | tail -1)"
 grep '^#' "$log" | tail -12
 
-# ---- the device, comm and runtime suites in that build --------------------
-if [ -z "$groups" ]; then
-  out=$(meson test -C "$dir" --suite device --suite comm --suite runtime \
-    --num-processes 4 2>&1)
+# ---- the suites in that build: as in CI, then their device runs on the GPU
+suite() { # group env-assignment suites...
+  g=$1 envset=$2
+  shift 2
+  out=$(env "$envset" meson test -C "$dir" --num-processes 4 --no-rebuild \
+    --print-errorlogs "$@" 2>&1)
   rc=$?
   echo "$out" >>"$log"
   sum=$(echo "$out" | grep -E '^(Ok|Fail|Skipped|Timeout):' | tr -s ' ' |
-    tr '\n' ' ')
-  if [ $rc -eq 0 ]; then line suites PASS "$sum"; else line suites FAIL "$sum"; fi
+    tr '\n' ' ' | sed 's/ *$//')
+  if [ $rc -eq 0 ]; then line "$g" PASS "$sum"; else line "$g" FAIL "$sum"; fi
+}
+if [ -z "$groups" ]; then
+  # (not the gpu suite: it holds this script)
+  suite suites TPX_TEST_DEVICE=sim --suite device --suite comm \
+    --suite runtime
+  suite cuda-suites TPX_TEST_DEVICE=cuda --suite runtime
 fi
 
 if [ $fails -eq 0 ]; then

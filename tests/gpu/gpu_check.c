@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
          (double)free_b / (1 << 30));
   tpx__memspace *cu = NULL;
   tpx_error err = {0};
-  if (tpx__ms_cuda_create(&cu, &err) != TPX_OK) {
+  if (tpx__ms_cuda_create(&cu, 0, &err) != TPX_OK) {
     printf("SKIP gpu-check: %s\n", err.message);
     return 77;
   }

@@ -469,14 +469,16 @@ tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
 tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
                               tpx_local_fn fn, void *arg, tpx_error *err) {
   tpx_local_options o = TPX_LOCAL_OPTIONS_INIT;
-  int sim = 0;
+  int sim = 0, managed = 0;
   if (opts && opts->struct_size == sizeof(tpx__local_test_options) &&
       ((const tpx__local_test_options *)opts)->magic ==
           TPX__LOCAL_TEST_MAGIC) {
-    /* the tests' sim switch (comm/local_test.h) */
+    /* the tests' device switches (comm/local_test.h) */
     sim = ((const tpx__local_test_options *)opts)->sim_device_memory;
+    managed = ((const tpx__local_test_options *)opts)->cuda_managed;
     memcpy(&o, opts, sizeof o);
     o.struct_size = sizeof o;
+    o.cuda_memory |= managed;
   } else if (opts) {
     if (opts->struct_size < sizeof(size_t) || opts->struct_size > sizeof o)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -528,7 +530,7 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
     c->ms = ms;
     if (o.cuda_memory) { /* a stream per rank, freed below */
       tpx__memspace *own = NULL;
-      st = tpx__ms_cuda_create(&own, err);
+      st = tpx__ms_cuda_create(&own, managed, err);
       th[made].own_ms = own;
       c->ms = own ? own : ms;
     }

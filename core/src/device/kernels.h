@@ -78,7 +78,9 @@ struct tpx__ms_kernels {
   tpx_status (*scale_f32)(const tpx__memspace *ms, float *p, size_t n,
                           float v, int divide, tpx_error *err);
   /* *acc (one f64 in the space) += sum g[i]^2 (inf = 0), or = max(*acc,
-   * |g[i]|) with NaN winning (inf = 1), in f64. */
+   * |g[i]|) with NaN winning (inf = 1), in f64, summed in one fixed tree
+   * order every space shares (host_kernels.c "the norms"; the cuda space
+   * runs it grid-wide): deterministic and the same bits in every space. */
   tpx_status (*norm_acc)(const tpx__memspace *ms, double *acc,
                          const float *g, size_t n, int inf, tpx_error *err);
   /* torch.optim.AdamW's single-tensor f32 update of p, m, v from g. */
@@ -110,8 +112,7 @@ struct tpx__ms_kernels {
                              const tpx__ms_loss *l, tpx_error *err);
   /* se[i] = sum_j exp(z_ij - mx[i]) (f64); when want_tgt, se[rows + i] =
    * the target's logit on the rank holding it, else 0 (the masked target
-   * gather). The cuda space sums a row in another order (not
-   * bit-identical). */
+   * gather). Every space adds the same terms in the same order. */
   tpx_status (*loss_row_sums)(const tpx__memspace *ms, double *se,
                               const float *mx, const tpx__ms_loss *l,
                               int want_tgt, tpx_error *err);
@@ -125,7 +126,8 @@ struct tpx__ms_kernels {
   /* logprob_i = se[rows + i] - mx[i] - log(se[i]): into out[i] (f32; 0 for
    * ignored rows) when out, and into sum_count[0] -= logprob_i,
    * sum_count[1] += 1 over counted rows when sum_count (two f64 in the
-   * space, zeroed by the caller). */
+   * space, zeroed by the caller). The cuda space's log() may differ from
+   * libm's in the last bit. */
   tpx_status (*loss_logprobs)(const tpx__memspace *ms, float *out,
                               double *sum_count, const float *mx,
                               const double *se, const tpx__ms_loss *l,

@@ -95,8 +95,10 @@ extern const tpx__ms_buffers tpx__ms_host_buffers;
 tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream, tpx_error *err);
 /* A cuda space with a stream of its own on the current device (the local
  * backend's ranks sharing one GPU), and its end (NULL: no-op). Without a
- * usable GPU: TPX_NO_DEVICE naming the CUDA error. */
-tpx_status tpx__ms_cuda_create(tpx__memspace **out, tpx_error *err);
+ * usable GPU: TPX_NO_DEVICE naming the CUDA error. `managed`: buffers from
+ * cudaMallocManaged (the tests' device mode only, comm/local_test.h). */
+tpx_status tpx__ms_cuda_create(tpx__memspace **out, int managed,
+                               tpx_error *err);
 void tpx__ms_cuda_destroy(tpx__memspace *ms);
 /* Make ms's device current on the calling thread (cuda); else a no-op. */
 tpx_status tpx__ms_bind_thread(const tpx__memspace *ms, tpx_error *err);

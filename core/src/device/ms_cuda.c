@@ -74,6 +74,26 @@ static tpx_status c_alloc(const tpx__memspace *ms, size_t bytes, int zero,
   return st;
 }
 
+/* Managed memory (the tests' device mode, comm/local_test.h): the device
+ * works on it as on cudaMalloc'd memory, and a test's own host code may
+ * read it after a sync. Never chosen by the library itself. */
+static tpx_status c_alloc_managed(const tpx__memspace *ms, size_t bytes,
+                                  int zero, void **out, tpx_error *err) {
+  *out = NULL;
+  cudaError_t e = cudaMallocManaged(out, bytes ? bytes : 1,
+                                    cudaMemAttachGlobal);
+  if (e != cudaSuccess) {
+    *out = NULL;
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "cuda memory space: cudaMallocManaged of %zu bytes: "
+                         "%s",
+                         bytes, cudaGetErrorString(e));
+  }
+  if (!zero || !bytes) return TPX_OK;
+  return queued("cudaMemsetAsync",
+                cudaMemsetAsync(*out, 0, bytes, stream_of(ms)), err);
+}
+
 static void c_free(const tpx__memspace *ms, void *p) {
   (void)ms;
   if (p) cudaFree(p);
@@ -135,6 +155,18 @@ static const tpx__ms_buffers cuda_buffers = {
     .sync = c_sync,
 };
 
+static const tpx__ms_buffers cuda_managed_buffers = {
+    .name = "cuda",
+    .device = 1,
+    .host_view = c_view,
+    .alloc = c_alloc_managed,
+    .free = c_free,
+    .memset = c_memset,
+    .copy = c_copy,
+    .copy2d = c_copy2d,
+    .sync = c_sync,
+};
+
 tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream,
                              tpx_error *err) {
   int dev = 0;
@@ -154,7 +186,8 @@ tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream,
   return TPX_OK;
 }
 
-tpx_status tpx__ms_cuda_create(tpx__memspace **out, tpx_error *err) {
+tpx_status tpx__ms_cuda_create(tpx__memspace **out, int managed,
+                               tpx_error *err) {
   *out = NULL;
   tpx__memspace *ms = calloc(1, sizeof *ms);
   if (!ms) return tpx_error_set(err, TPX_NO_MEMORY, "cuda memory space");
@@ -172,6 +205,7 @@ tpx_status tpx__ms_cuda_create(tpx__memspace **out, tpx_error *err) {
     free(ms);
     return st;
   }
+  if (managed) ms->buf = &cuda_managed_buffers;
   *out = ms;
   return TPX_OK;
 }
@@ -199,7 +233,9 @@ tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream,
                        "cuda memory space: libtpx was built without CUDA");
 }
 
-tpx_status tpx__ms_cuda_create(tpx__memspace **out, tpx_error *err) {
+tpx_status tpx__ms_cuda_create(tpx__memspace **out, int managed,
+                               tpx_error *err) {
+  (void)managed;
   *out = NULL;
   return tpx__ms_cuda_init(NULL, NULL, err);
 }

@@ -5,10 +5,10 @@
  * The math mirrors device/host_kernels.c element for element (same f32 /
  * f64 operations, the host's own bf16 / f16 conversions from
  * device/elem_bits.h, the loss's polynomial exp); reduce is
- * tpx__reduce_into's arithmetic bit for bit. Reductions over a buffer
- * combine partial sums in a tree: norm_acc in a fixed, documented order
- * (below: deterministic, not the host's sequential one), the loss's row
- * sums per block; index_check's verdict (a minimum) equals the host's.
+ * tpx__reduce_into's arithmetic bit for bit, the loss's row sums the
+ * host's order of terms (bit for bit), norm_acc the host's fixed tree
+ * (below) grid-wide, index_check's verdict (a minimum) the host's. Not
+ * bit for bit: loss_logprobs' log() (CUDA's, within an ulp of libm's).
  * Every entry is asynchronous on the stream, except that index_check
  * reads its verdict back.
  * embed_scatter_add keeps the host's id order per column (one thread per
@@ -76,17 +76,15 @@ __global__ void k_scale(float *p, size_t n, float v, int divide) {
 }
 
 /* ---- the norms: a grid-wide reduction in a fixed order ----
- * The order (tpx__norm_tree_ref in tests/unit/device/norm_tree_ref.h is
- * the same order on the host, bit for bit): tiles of kTile = 4096
+ * The order of device/host_kernels.c "the norms" (and of
+ * tests/unit/device/norm_tree_ref.h), so the bits match: tiles of 4096
  * elements; in tile t, thread j folds its elements t*kTile + j + 256*k
  * (k = 0..15) in k order into an f64 starting at 0; the 256 thread values
  * meet in a fixed binary tree (stride 128, 64, ..., 1); the tile values
  * form the next level's input, reduced the same way until one value
  * remains; then *acc = *acc + that value. The grid's size only decides
  * which block takes which tile, so the result does not depend on it (or on
- * timing). Sum of squares: not the host loop's sequential order (a
- * documented difference of the last bits). Max (inf): order-free, so equal
- * to the host's except which NaN's payload wins. */
+ * timing). */
 const int kPer = 16;
 const size_t kTile = (size_t)kThreads * kPer;
 
@@ -332,30 +330,48 @@ __global__ void k_row_max(float *mx, const void *z, int ldt, size_t rows,
   }
 }
 
-/* Block i: sumexp of row i (f64), and the target logit when want_tgt. */
-__global__ void k_row_sums(double *se, const float *mx, const void *z,
-                           int ldt, const void *tg, int tdt, size_t rows,
-                           size_t len, int64_t off, int64_t ignore,
-                           int want_tgt) {
-  __shared__ double part[kThreads];
-  for (size_t i = blockIdx.x; i < rows; i += gridDim.x) {
-    double s = 0;
-    for (size_t j = threadIdx.x; j < len; j += blockDim.x)
-      s += (double)exp_f32(getf(z, ldt, i * len + j) - mx[i]);
-    part[threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double t = 0;
-      for (int l = 0; l < (int)blockDim.x; l++) t += part[l];
-      se[i] = t;
-      if (want_tgt) {
-        int64_t tt = get_index(tg, tdt, i);
-        se[rows + i] = (tt != ignore && tt >= off && tt < off + (int64_t)len)
-                           ? (double)getf(z, ldt, i * len + (size_t)(tt - off))
-                           : 0.0;
-      }
+/* The row sums in the host's order (device/host_kernels.c sum_exp), so
+ * they are bit-identical: k_row_terms makes each term the host adds in
+ * f64 — one per block of 8 columns, (v0+v4)+(v1+v5) + (v2+v6)+(v3+v7) in
+ * f32, then one per tail column — in parallel; k_row_fold adds a row's
+ * terms in order, one thread per row. `per` = terms per row. */
+__global__ void k_row_terms(float *terms, size_t per, const float *mx,
+                            const void *z, int ldt, size_t rows,
+                            size_t len) {
+  size_t blocks = len / 8;
+  GRID_STRIDE(k, rows * per) {
+    size_t i = k / per, b = k % per;
+    const float m = mx[i];
+    size_t base = i * len;
+    if (b < blocks) {
+      float v[8];
+      for (int l = 0; l < 8; l++)
+        v[l] = exp_f32(__fsub_rn(getf(z, ldt, base + 8 * b + l), m));
+      float a = __fadd_rn(__fadd_rn(v[0], v[4]), __fadd_rn(v[1], v[5]));
+      float c = __fadd_rn(__fadd_rn(v[2], v[6]), __fadd_rn(v[3], v[7]));
+      terms[k] = __fadd_rn(a, c);
+    } else {
+      size_t j = 8 * blocks + (b - blocks);
+      terms[k] = exp_f32(__fsub_rn(getf(z, ldt, base + j), m));
     }
-    __syncthreads();
+  }
+}
+
+__global__ void k_row_fold(double *se, const float *terms, size_t per,
+                           const void *z, int ldt, const void *tg, int tdt,
+                           size_t rows, size_t len, int64_t off,
+                           int64_t ignore, int want_tgt) {
+  GRID_STRIDE(i, rows) {
+    double s = 0;
+    for (size_t b = 0; b < per; b++)
+      s = __dadd_rn(s, (double)terms[i * per + b]);
+    se[i] = s;
+    if (want_tgt) {
+      int64_t tt = get_index(tg, tdt, i);
+      se[rows + i] = (tt != ignore && tt >= off && tt < off + (int64_t)len)
+                         ? (double)getf(z, ldt, i * len + (size_t)(tt - off))
+                         : 0.0;
+    }
   }
 }
 
@@ -561,10 +577,21 @@ tpx_status c_loss_row_max(const tpx__memspace *ms, float *mx,
 tpx_status c_loss_row_sums(const tpx__memspace *ms, double *se,
                            const float *mx, const tpx__ms_loss *l,
                            int want_tgt, tpx_error *err) {
-  k_row_sums<<<rows_grid(l->rows), kThreads, 0, S(ms)>>>(
-      se, mx, l->logits, l->ldt, l->targets, l->tdt, l->rows, l->len, l->off,
-      l->ignore, want_tgt);
-  return launched(ms, "loss_row_sums", err);
+  size_t per = l->len / 8 + l->len % 8; /* the host's terms per row */
+  void *tv = NULL;
+  tpx_status st = scratch(ms, "loss_row_sums",
+                          l->rows * (per ? per : 1) * sizeof(float), &tv, err);
+  if (st != TPX_OK) return st;
+  float *terms = (float *)tv;
+  if (per)
+    k_row_terms<<<blocks_for(l->rows * per), kThreads, 0, S(ms)>>>(
+        terms, per, mx, l->logits, l->ldt, l->rows, l->len);
+  k_row_fold<<<blocks_for(l->rows), kThreads, 0, S(ms)>>>(
+      se, terms, per, l->logits, l->ldt, l->targets, l->tdt, l->rows, l->len,
+      l->off, l->ignore, want_tgt);
+  st = launched(ms, "loss_row_sums", err);
+  cudaFreeAsync(tv, S(ms));
+  return st;
 }
 
 tpx_status c_loss_grad(const tpx__memspace *ms, void *grad, tpx_dtype gdt,

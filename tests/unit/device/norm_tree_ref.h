@@ -1,7 +1,8 @@
-/* norm_tree_ref.h — the cuda norm kernel's order of summation on the host
- * (core/src/device/ms_cuda_kernels.cu, "the norms"), for the checks that
- * hold the device's result against it bit for bit (tools/gpu-check.sh)
- * and for the CI test of the order itself (test_memspace.c).
+/* norm_tree_ref.h — the norms' order of summation written plainly (one
+ * loop per lane, no fast paths), as core/src/device/host_kernels.c and the
+ * cuda kernels (ms_cuda_kernels.cu, "the norms") must both follow it: the
+ * CI test holds the host kernel against it bit for bit (test_memspace.c),
+ * tools/gpu-check.sh the device.
  *
  * Tiles of 4096 elements; in tile t, lane j (0..255) folds elements
  * t*4096 + j + 256*k, k = 0..15, in k order into an f64 starting at 0;
