@@ -1,6 +1,6 @@
 /* runtime/rt_norm.c — the total gradient norm over the whole mesh (each
- * global element once) and clipping by it, as torch's clip_grad_norm_ and
- * seed 004's get_grad_norm / clip_grad_by_total_norm_ do.
+ * global element once) and clipping by it, as torch's clip_grad_norm_ does
+ * (docs/SEMANTICS.md "The training step").
  * Per parameter, the local sum of squares (or max |g|) goes into the slot
  * of the set of mesh dims it is sharded on; slot s is then reduced over
  * exactly the dims in s, so replicated copies are never counted twice.
@@ -88,7 +88,7 @@ tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
   float denom = (float)total_norm + 1e-6f;
   float coef = (1.0f / denom) * (float)max_norm;
   /* clamp(coef, max=1) keeps a NaN, and torch multiplies by it: a NaN
-   * norm makes every gradient NaN (seed 004's Python-float version would
+   * norm makes every gradient NaN (a Python-float version of the clip would
    * skip scaling instead). coef == 1 changes nothing. */
   if (!(coef < 1.0f) && !isnan(coef)) return TPX_OK;
   for (size_t u = 0; u < rt->num_units && st == TPX_OK; u++)

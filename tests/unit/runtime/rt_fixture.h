@@ -117,7 +117,7 @@ static const char rt_zoo_plan[] =
     "[\"replicate\"], \"use_local_output\": true}"
     "]}";
 
-/* The "Qwen seed" SP MLP: an SP norm (Shard(1) DTensor) straight into a
+/* The Qwen plan's SP MLP: an SP norm (Shard(1) DTensor) straight into a
  * default colwise (input Replicate): the DTensor arrival path. */
 static const char rt_sp_norm_plan[] =
     "{\"format\": \"tpx-plan/1\", \"entries\": ["
