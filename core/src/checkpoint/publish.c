@@ -52,16 +52,15 @@ static tpx_status write_index(tpx_checkpoint_writer *w, tpx_error *err) {
   if (text == NULL)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing the index");
   size_t n = strlen(w->dir) + 96;
-  char *final = malloc(n), *tmp = malloc(n);
+  char *final = malloc(n), *tmp = NULL;
   tpx_status st = TPX_OK;
-  if (final == NULL || tmp == NULL) {
+  if (final == NULL) {
     st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing the index");
     goto out;
   }
   snprintf(final, n, "%s/model.safetensors.index.json", w->dir);
-  snprintf(tmp, n, "%s/.model.safetensors.index.json.tpx-tmp-%lld-%ld",
-           w->dir, (long long)w->writer_rank, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = tpx__ckpt_create_unique(w->dir, "model.safetensors.index.json",
+                                   &tmp);
   size_t len = strlen(text);
   ssize_t r = fd >= 0 ? write(fd, text, len) : -1;
   int bad_write = fd < 0 || r != (ssize_t)len || write(fd, "\n", 1) != 1 ||
@@ -74,7 +73,8 @@ static tpx_status write_index(tpx_checkpoint_writer *w, tpx_error *err) {
   if (bad_write || rename(tmp, final) != 0) {
     if (!bad_write)
       e = errno;
-    unlink(tmp);
+    if (tmp)
+      unlink(tmp);
     st = tpx_error_set(err, TPX_IO, "%s: cannot write: %s", final,
                        strerror(e));
   }
@@ -90,7 +90,7 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
   for (size_t f = 0; f < w->num_files; f++) {
     tpx__wfile *wf = &w->files[f];
     struct stat sb;
-    if (stat(wf->tmp_path, &sb) == 0 && (int64_t)sb.st_size != wf->size)
+    if (lstat(wf->tmp_path, &sb) == 0 && (int64_t)sb.st_size != wf->size)
       return tpx_error_set(err, TPX_IO,
                            "%s: %s holds %lld bytes, %lld expected: a writer "
                            "did not write its pieces",
@@ -103,7 +103,8 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
       int e = errno;
       struct stat sb;
       /* Another writer saw all markers too and got here first. */
-      if (e == ENOENT && stat(wf->final_path, &sb) == 0)
+      if (e == ENOENT && lstat(wf->final_path, &sb) == 0 &&
+          S_ISREG(sb.st_mode))
         continue;
       return tpx_error_set(err, TPX_IO, "%s: cannot rename %s into place: %s",
                            wf->final_path, wf->tmp_path, strerror(e));
@@ -138,7 +139,9 @@ tpx_status tpx_checkpoint_writer_finish(tpx_checkpoint_writer *w,
   }
   if (w->num_writers > 1) {
     char *mine = marker_path(w, w->writer_rank);
-    int fd = mine ? open(mine, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+    int fd = mine ? open(mine, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                         0644)
+                  : -1;
     int e = errno;
     if (fd >= 0) {
       fsync(fd);
