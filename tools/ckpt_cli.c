@@ -89,7 +89,7 @@ void tpx_cli_summary(const char *cmd, int64_t files, int64_t bytes,
                      const char *dir) {
   if (isatty(STDOUT_FILENO) && isatty(STDERR_FILENO))
     return;
-  fprintf(stderr, "%s: wrote %lld file%s, %.0f MB of tensor data, into %s\n",
+  fprintf(stderr, "%s: wrote %lld file%s, %.1f MB of tensor data, into %s\n",
           cmd, (long long)files, files == 1 ? "" : "s", (double)bytes / 1e6,
           dir);
 }
