@@ -129,11 +129,13 @@ typedef struct run_ids {
   char source[40];
 } run_ids;
 
+/* Writes rank `rank`'s file up to its finish: *w_out is the unfinished
+ * writer (its data written, writeback started), finished by the caller. */
 static tpx_status shard_rank(const tpx_sharding *sh,
                              const tpx_checkpoint_reader *rd, int64_t rank,
                              const char *dir, const tpx_shard_write_options *o,
                              const run_ids *ids, tpx_shard_progress *prog,
-                             tpx_error *err) {
+                             tpx_checkpoint_writer **w_out, tpx_error *err) {
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
   size_t cap = tpx_checkpoint_num_tensors(rd) +
                tpx_model_num_params(tpx_sharding_model(sh)),
@@ -176,13 +178,9 @@ static tpx_status shard_rank(const tpx_sharding *sh,
   if (st == TPX_OK)
     st = copy_pieces(sh, rd, rank, ts, n, w, o, prog, err);
   if (st == TPX_OK)
-    st = tpx_checkpoint_writer_finish(w, NULL, err);
-  if (st == TPX_OK) {
-    prog->files++;
-    if (o->progress)
-      o->progress(prog, o->progress_user);
-  }
-  tpx_checkpoint_writer_destroy(w);
+    *w_out = w;
+  else
+    tpx_checkpoint_writer_destroy(w);
   free(mesh_json);
   free(tensors_json);
   free(entries);
@@ -218,6 +216,29 @@ static tpx_status make_ids(const tpx_checkpoint_reader *rd,
 }
 
 /* Writes ranks first..last into the locked directory. */
+/* Rank files whose data is written but not yet fsync'd: finishing each
+ * right after its writes would leave the disk idle while the next file is
+ * read and cut, and the CPU idle during each fsync. The writer starts the
+ * writeback of every large piece as it goes (sync_file_range), and up to
+ * PENDING files stay open before the oldest is finished (fsync + rename),
+ * by which time most of its data is on disk. */
+#define PENDING 4
+
+static tpx_status finish_one(tpx_checkpoint_writer **w,
+                             const tpx_shard_write_options *o,
+                             tpx_shard_progress *prog, tpx_error *err) {
+  tpx_status st = tpx_checkpoint_writer_finish(*w, NULL, err);
+  tpx_checkpoint_writer_destroy(*w);
+  *w = NULL;
+  if (st == TPX_OK) {
+    prog->files++;
+    if (o->progress)
+      o->progress(prog, o->progress_user);
+  }
+  return st;
+}
+
+/* Writes ranks first..last into the locked directory. */
 static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
                               const tpx_sharding *sh, const tpx__out_dir *d,
                               const tpx_shard_write_options *o,
@@ -233,12 +254,25 @@ static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
   }
   if (o->progress)
     o->progress(&prog, o->progress_user);
-  for (int64_t r = first; r <= last; r++) {
-    tpx_status st = shard_rank(sh, rd, r, d->path, o, ids, &prog, err);
-    if (st != TPX_OK)
-      return st;
+  tpx_checkpoint_writer *pending[PENDING] = {NULL};
+  tpx_status st = TPX_OK;
+  for (int64_t r = first; r <= last && st == TPX_OK; r++) {
+    tpx_checkpoint_writer **slot = &pending[(r - first) % PENDING];
+    if (*slot) /* the oldest pending file */
+      st = finish_one(slot, o, &prog, err);
+    if (st == TPX_OK)
+      st = shard_rank(sh, rd, r, d->path, o, ids, &prog, slot, err);
   }
-  return TPX_OK;
+  /* the rest, oldest first; after an error only destroyed (no final name) */
+  for (int64_t k = 0; k < PENDING; k++) {
+    tpx_checkpoint_writer **slot =
+        &pending[(last + 1 - first + k) % PENDING];
+    if (*slot && st == TPX_OK)
+      st = finish_one(slot, o, &prog, err);
+    tpx_checkpoint_writer_destroy(*slot);
+    *slot = NULL;
+  }
+  return st;
 }
 
 tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
