@@ -82,3 +82,16 @@ unsigned tpx_fuzz_byte(tpx_fuzz_bytes *b) {
   b->n--;
   return *b->p++;
 }
+
+void tpx_fuzz_write_shard(const char *file, const char *name) {
+  char hdr[160];
+  int n = snprintf(hdr, sizeof hdr,
+                   "{\"%s\":{\"dtype\":\"F32\",\"shape\":[2],"
+                   "\"data_offsets\":[0,8]}}",
+                   name);
+  uint8_t buf[192] = {0};
+  for (int i = 0; i < 8; i++)
+    buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
+  memcpy(buf + 8, hdr, (size_t)n);
+  (void)tpx_fuzz_write_file(file, buf, 8 + (size_t)n + 8);
+}

@@ -16,6 +16,10 @@ char *tpx_fuzz_cstr(const uint8_t *data, size_t size);
 const char *tpx_fuzz_write_file(const char *name, const uint8_t *data,
                                 size_t size);
 
+/* Writes a safetensors file `file` (in the scratch directory) holding one
+ * f32 tensor `name` of shape [2]: the valid shards beside fuzzed indexes. */
+void tpx_fuzz_write_shard(const char *file, const char *name);
+
 /* The per-process scratch directory (created on first use); NULL when it
  * cannot be. */
 const char *tpx_fuzz_dir(void);

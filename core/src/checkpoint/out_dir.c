@@ -45,15 +45,29 @@ static int is_stale_temp(const tpx__out_dir *d, const char *name) {
          strstr(name, ".tpx-tmp") != NULL;
 }
 
-/* Names of the older checkpoint's files in the directory, comma-separated
- * into buf (the first few); their count. */
-static size_t list_older(const tpx__out_dir *d, char *buf, size_t size) {
+/* 1 when `keep` (may be NULL) wrote file `name`. */
+static int written_by(const tpx_checkpoint_writer *keep, const char *name) {
+  size_t n = keep ? tpx_checkpoint_writer_num_files(keep) : 0;
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(name, tpx_checkpoint_writer_file(keep, i)) == 0)
+      return 1;
+  return n > 1 && strcmp(name, "model.safetensors.index.json") == 0;
+}
+
+/* The older checkpoint's files in the directory, except those `keep`
+ * wrote: listed (remove = 0) or removed (remove = 1); their count, the
+ * first few names comma-separated into buf. */
+static size_t walk_older(const tpx__out_dir *d,
+                         const tpx_checkpoint_writer *keep, int remove,
+                         char *buf, size_t size) {
   DIR *dir = opendir(d->path);
   size_t n = 0, used = 0;
   struct dirent *de;
-  buf[0] = '\0';
+  if (size)
+    buf[0] = '\0';
   while (dir && (de = readdir(dir)) != NULL) {
-    if (!is_older(d, de->d_name))
+    if (!is_older(d, de->d_name) || written_by(keep, de->d_name) ||
+        (remove && unlinkat(dirfd(dir), de->d_name, 0) != 0))
       continue;
     if (n < 3 && used < size)
       used += (size_t)snprintf(buf + used, size - used, "%s%s",
@@ -97,7 +111,7 @@ tpx_status tpx__out_dir_open(const char *path, int kind, int64_t world,
                          errno == EWOULDBLOCK ? "" : strerror(errno));
   remove_stale_temps(d);
   char names[256];
-  size_t n = list_older(d, names, sizeof names);
+  size_t n = walk_older(d, NULL, 0, names, sizeof names);
   if (n > 0 && !replace)
     return tpx_error_set(
         err, TPX_ALREADY_EXISTS,
@@ -114,28 +128,7 @@ tpx_status tpx__out_dir_open(const char *path, int kind, int64_t world,
 size_t tpx__out_dir_remove_older(const tpx__out_dir *d,
                                  const tpx_checkpoint_writer *keep, char *buf,
                                  size_t size) {
-  DIR *dir = opendir(d->path);
-  size_t n = 0, used = 0;
-  struct dirent *de;
-  if (size)
-    buf[0] = '\0';
-  while (dir && (de = readdir(dir)) != NULL) {
-    if (!is_older(d, de->d_name))
-      continue;
-    int kept = 0;
-    for (size_t i = 0; keep && i < tpx_checkpoint_writer_num_files(keep); i++)
-      kept |= strcmp(de->d_name, tpx_checkpoint_writer_file(keep, i)) == 0;
-    if (keep && tpx_checkpoint_writer_num_files(keep) > 1)
-      kept |= strcmp(de->d_name, "model.safetensors.index.json") == 0;
-    if (kept || unlinkat(dirfd(dir), de->d_name, 0) != 0)
-      continue;
-    if (n < 3 && used < size)
-      used += (size_t)snprintf(buf + used, size - used, "%s%s",
-                               n ? ", " : "", de->d_name);
-    n++;
-  }
-  if (dir)
-    closedir(dir);
+  size_t n = walk_older(d, keep, 1, buf, size);
   if (n > 0)
     fsync(d->fd);
   return n;
