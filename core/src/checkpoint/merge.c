@@ -6,12 +6,9 @@
  * their per-expert source tensors. Files appear under their final names
  * only when complete (checkpoint writer: temporary + fsync + rename). The
  * rank files, their pieces and coverage: merge_pieces.c. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "checkpoint/shard_impl.h"
 #include "checkpoint/writer_impl.h"
@@ -216,33 +213,8 @@ static tpx_status write_all(const tpx__merge_set *s, tpx_checkpoint_writer *w,
 static tpx_status write_config(const tpx__merge_set *s, const char *dir,
                                tpx_error *err) {
   const char *text = tpx_checkpoint_metadata(s->files[0].rd, "tpx.config");
-  if (text == NULL)
-    return TPX_OK;
-  size_t n = strlen(dir) + 16;
-  char *final = malloc(n), *tmp = NULL;
-  if (final == NULL)
-    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  snprintf(final, n, "%s/config.json", dir);
-  int fd = tpx__ckpt_create_unique(dir, "config.json", &tmp);
-  size_t len = strlen(text);
-  int bad = fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0;
-  int e = errno;
-  if (fd >= 0 && close(fd) != 0 && !bad) {
-    bad = 1;
-    e = errno;
-  }
-  if (!bad && rename(tmp, final) != 0) {
-    bad = 1;
-    e = errno;
-  }
-  if (bad && tmp)
-    unlink(tmp);
-  tpx_status st = bad ? tpx_error_set(err, TPX_IO, "%s: cannot write: %s",
-                                      final, strerror(e))
-                      : TPX_OK;
-  free(final);
-  free(tmp);
-  return st;
+  return text ? tpx__ckpt_publish_text(dir, "config.json", text, 0, err)
+              : TPX_OK;
 }
 
 /* Removes the older checkpoint's files the merge did not replace, and

@@ -29,6 +29,54 @@ static void fsync_dir(const char *dir) {
   }
 }
 
+/* Writes all of buf; 0, or -1 with errno (EIO for a write that makes no
+ * progress without saying why: never a stale errno). */
+static int write_full(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t r = write(fd, buf, len);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      if (r == 0)
+        errno = EIO;
+      return -1;
+    }
+    buf += r;
+    len -= (size_t)r;
+  }
+  return 0;
+}
+
+tpx_status tpx__ckpt_publish_text(const char *dir, const char *name,
+                                  const char *text, int newline,
+                                  tpx_error *err) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *final = malloc(n), *tmp = NULL;
+  if (final == NULL)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing %s", name);
+  snprintf(final, n, "%s/%s", dir, name);
+  int fd = tpx__ckpt_create_unique(dir, name, &tmp);
+  int bad = fd < 0 || write_full(fd, text, strlen(text)) != 0 ||
+            (newline && write_full(fd, "\n", 1) != 0) || fsync(fd) != 0;
+  int e = errno;
+  if (fd >= 0 && close(fd) != 0 && !bad) {
+    bad = 1;
+    e = errno;
+  }
+  if (!bad && rename(tmp, final) != 0) {
+    bad = 1;
+    e = errno;
+  }
+  if (bad && tmp)
+    unlink(tmp);
+  tpx_status st = bad ? tpx_error_set(err, TPX_IO, "%s: cannot write: %s",
+                                      final, strerror(e))
+                      : TPX_OK;
+  free(final);
+  free(tmp);
+  return st;
+}
+
 static tpx_status write_index(tpx_checkpoint_writer *w, tpx_error *err) {
   json_t *root = json_object(), *map = json_object(), *meta = json_object();
   int64_t total = 0;
@@ -51,37 +99,9 @@ static tpx_status write_index(tpx_checkpoint_writer *w, tpx_error *err) {
   json_decref(root);
   if (text == NULL)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing the index");
-  size_t n = strlen(w->dir) + 96;
-  char *final = malloc(n), *tmp = NULL;
-  tpx_status st = TPX_OK;
-  if (final == NULL) {
-    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing the index");
-    goto out;
-  }
-  snprintf(final, n, "%s/model.safetensors.index.json", w->dir);
-  int fd = tpx__ckpt_create_unique(w->dir, "model.safetensors.index.json",
-                                   &tmp);
-  size_t len = strlen(text);
-  ssize_t r = fd >= 0 ? write(fd, text, len) : -1;
-  int bad_write = fd < 0 || r != (ssize_t)len || write(fd, "\n", 1) != 1 ||
-                  fsync(fd) != 0;
-  int e = errno;
-  if (fd >= 0 && close(fd) != 0 && !bad_write) {
-    bad_write = 1;
-    e = errno;
-  }
-  if (bad_write || rename(tmp, final) != 0) {
-    if (!bad_write)
-      e = errno;
-    if (tmp)
-      unlink(tmp);
-    st = tpx_error_set(err, TPX_IO, "%s: cannot write: %s", final,
-                       strerror(e));
-  }
-out:
+  tpx_status st = tpx__ckpt_publish_text(w->dir, "model.safetensors.index.json",
+                                        text, 1, err);
   free(text);
-  free(final);
-  free(tmp);
   return st;
 }
 

@@ -27,6 +27,8 @@ static int read_full(int fd, void *buf, size_t n, off_t off) {
     ssize_t r = pread(fd, (char *)buf + got, n - got, off + (off_t)got);
     if (r < 0 && errno == EINTR)
       continue;
+    if (r == 0)
+      errno = 0; /* the end of the file: no errno to report */
     if (r <= 0)
       return -1;
     got += (size_t)r;

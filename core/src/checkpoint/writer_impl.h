@@ -47,4 +47,10 @@ struct tpx_checkpoint_writer {
 int tpx__ckpt_create_unique(const char *dir, const char *name,
                             char **path_out);
 
+/* publish.c: `text` (+ a newline when `newline`) as dir/name, complete or
+ * not at all (a unique temporary, fsync, rename). Errors name the file. */
+tpx_status tpx__ckpt_publish_text(const char *dir, const char *name,
+                                  const char *text, int newline,
+                                  tpx_error *err);
+
 #endif /* TPX_CHECKPOINT_WRITER_IMPL_H */

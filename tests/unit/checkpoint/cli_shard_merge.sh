@@ -355,6 +355,14 @@ run "merge --force: the directory reads as the new checkpoint" "$tool" cmp \
 # shard into a directory of rank files of another mesh size: refused
 fails_with "shard: rank files of another mesh size" "another mesh size" \
   "$tpx" shard --weights "$L" --tp 3 --dp-shard 3 --out "$work/r-4th"
+run "shard --force over rank files of another mesh size" "$tpx" shard \
+  --force --weights "$L" --tp 3 --dp-shard 3 --out "$work/r-4th"
+grep -q "removed 3 rank files of another mesh size" "$work/log" &&
+  ok "shard --force: says what it removed" || bad "shard --force: says what it removed"
+[ "$(ls "$work/r-4th" | grep -c 'of-00003')" = 0 ] &&
+  [ "$(ls "$work/r-4th" | grep -c 'of-00009')" = 9 ] &&
+  ok "shard --force: only the new rank files" ||
+  { ls "$work/r-4th" >"$work/log"; bad "shard --force: only the new rank files"; }
 
 # a directory another run is writing into (held here by flock(1)): refused
 if command -v flock >/dev/null 2>&1; then
