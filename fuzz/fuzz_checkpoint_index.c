@@ -37,14 +37,7 @@ static void read_all(const char *path, int io) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static int ready;
-  if (!ready) {
-    tpx_fuzz_write_shard("model-00001-of-00002.safetensors", "a.weight");
-    tpx_fuzz_write_shard("model-00002-of-00002.safetensors", "b.weight");
-    ready = 1;
-  }
-  const char *path =
-      tpx_fuzz_write_file("model.safetensors.index.json", data, size);
+  const char *path = tpx_fuzz_write_index(data, size);
   if (path == NULL)
     return 0;
   read_all(path, TPX_CHECKPOINT_IO_MMAP);

@@ -12,14 +12,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static int ready;
-  if (!ready) {
-    tpx_fuzz_write_shard("model-00001-of-00002.safetensors", "a.weight");
-    tpx_fuzz_write_shard("model-00002-of-00002.safetensors", "b.weight");
-    ready = 1;
-  }
-  const char *path =
-      tpx_fuzz_write_file("model.safetensors.index.json", data, size);
+  const char *path = tpx_fuzz_write_index(data, size);
   tpx_model *model = NULL;
   if (path == NULL || tpx_model_create(&model, NULL) != TPX_OK)
     return 0;

@@ -83,7 +83,7 @@ unsigned tpx_fuzz_byte(tpx_fuzz_bytes *b) {
   return *b->p++;
 }
 
-void tpx_fuzz_write_shard(const char *file, const char *name) {
+static void write_shard(const char *file, const char *name) {
   char hdr[160];
   int n = snprintf(hdr, sizeof hdr,
                    "{\"%s\":{\"dtype\":\"F32\",\"shape\":[2],"
@@ -94,4 +94,14 @@ void tpx_fuzz_write_shard(const char *file, const char *name) {
     buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
   memcpy(buf + 8, hdr, (size_t)n);
   (void)tpx_fuzz_write_file(file, buf, 8 + (size_t)n + 8);
+}
+
+const char *tpx_fuzz_write_index(const uint8_t *data, size_t size) {
+  static int ready;
+  if (!ready) {
+    write_shard("model-00001-of-00002.safetensors", "a.weight");
+    write_shard("model-00002-of-00002.safetensors", "b.weight");
+    ready = 1;
+  }
+  return tpx_fuzz_write_file("model.safetensors.index.json", data, size);
 }

@@ -16,9 +16,12 @@ char *tpx_fuzz_cstr(const uint8_t *data, size_t size);
 const char *tpx_fuzz_write_file(const char *name, const uint8_t *data,
                                 size_t size);
 
-/* Writes a safetensors file `file` (in the scratch directory) holding one
- * f32 tensor `name` of shape [2]: the valid shards beside fuzzed indexes. */
-void tpx_fuzz_write_shard(const char *file, const char *name);
+/* Writes data[size] as model.safetensors.index.json in the scratch
+ * directory, beside two valid shards (model-0000k-of-00002.safetensors,
+ * one f32 tensor "a.weight" / "b.weight" of shape [2] each, written on the
+ * first call) so that indexes naming them reach the cross-checks; its
+ * path as tpx_fuzz_write_file returns it. */
+const char *tpx_fuzz_write_index(const uint8_t *data, size_t size);
 
 /* The per-process scratch directory (created on first use); NULL when it
  * cannot be. */
