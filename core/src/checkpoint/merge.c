@@ -255,7 +255,8 @@ tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
   merge_bufs b = {NULL, NULL, 0, 0};
   tpx_status st = tpx__merge_set_open(in_dir, &s, err);
   if (st == TPX_OK)
-    st = tpx__out_dir_open(out_dir, TPX__OUT_MERGED, 0, o.replace, &d, err);
+    st = tpx__out_dir_open(out_dir, TPX__OUT_MERGED, 0, o.replace, 0, &d,
+                           err);
   tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
   wo.max_shard_size = o.max_shard_size;
   if (st == TPX_OK)

@@ -1,7 +1,8 @@
 /* out_dir.c — the output directory of tpx_shard_write and tpx_shard_merge:
  * created when missing, locked against a second shard or merge into it
  * (flock on the directory itself: no lock file to leave behind, released
- * by the kernel when the process ends, however it ends), checked for the
+ * by the kernel when the process ends, however it ends; shared between
+ * runs that each write some ranks of one set), checked for the
  * files of an older checkpoint a run would leave beside its own (refused
  * unless replacing, then removed after the new files are complete), and
  * cleared of the temporaries a crashed run left (safe under the lock).
@@ -90,7 +91,8 @@ static void remove_stale_temps(const tpx__out_dir *d) {
 }
 
 tpx_status tpx__out_dir_open(const char *path, int kind, int64_t world,
-                             int replace, tpx__out_dir *d, tpx_error *err) {
+                             int replace, int shared, tpx__out_dir *d,
+                             tpx_error *err) {
   d->path = path;
   d->kind = kind;
   d->world = world;
@@ -102,14 +104,15 @@ tpx_status tpx__out_dir_open(const char *path, int kind, int64_t world,
   if (d->fd < 0)
     return tpx_error_set(err, TPX_IO, "%s: cannot open the directory: %s",
                          path, strerror(errno));
-  if (flock(d->fd, LOCK_EX | LOCK_NB) != 0)
+  if (flock(d->fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0)
     return tpx_error_set(err, errno == EWOULDBLOCK ? TPX_ALREADY_EXISTS : TPX_IO,
                          "%s: another tpx shard or tpx merge is writing into "
                          "this directory%s%s; wait for it or use another "
                          "output directory",
                          path, errno == EWOULDBLOCK ? "" : ": ",
                          errno == EWOULDBLOCK ? "" : strerror(errno));
-  remove_stale_temps(d);
+  if (!shared) /* under a shared lock, a temporary may be a live run's */
+    remove_stale_temps(d);
   char names[256];
   size_t n = walk_older(d, NULL, 0, names, sizeof names);
   if (n > 0 && !replace)

@@ -83,13 +83,15 @@ typedef struct tpx__out_dir {
   int fd;        /* the directory, locked */
 } tpx__out_dir;
 
-/* Creates `path` when missing and locks it (TPX_ALREADY_EXISTS when
- * another run holds it); removes the temporaries a crashed run of this
- * kind left; refuses (TPX_ALREADY_EXISTS, naming them) the files of an
- * older checkpoint unless `replace`. Close with tpx__out_dir_close, also
- * after an error. */
+/* Creates `path` when missing and locks it, exclusively or (`shared`)
+ * beside other shared holders (TPX_ALREADY_EXISTS when another run holds
+ * it otherwise); under an exclusive lock removes the temporaries a crashed
+ * run of this kind left; refuses (TPX_ALREADY_EXISTS, naming them) the
+ * files of an older checkpoint unless `replace`. Close with
+ * tpx__out_dir_close, also after an error. */
 tpx_status tpx__out_dir_open(const char *path, int kind, int64_t world,
-                             int replace, tpx__out_dir *d, tpx_error *err);
+                             int replace, int shared, tpx__out_dir *d,
+                             tpx_error *err);
 /* Removes the older checkpoint's files, except those `keep` wrote (may be
  * NULL); their count, the first few names into buf. */
 size_t tpx__out_dir_remove_older(const tpx__out_dir *d,

@@ -301,7 +301,9 @@ tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
   if (st != TPX_OK)
     return st;
   tpx__out_dir d;
-  st = tpx__out_dir_open(dir, TPX__OUT_RANKS, world, o.replace, &d, err);
+  /* runs of one set that each write some ranks may share the directory */
+  st = tpx__out_dir_open(dir, TPX__OUT_RANKS, world, o.replace, o.rank >= 0,
+                         &d, err);
   if (st == TPX_OK)
     st = write_ranks(rd, sh, &d, &o, &ids, err);
   char names[256];

@@ -370,6 +370,14 @@ if command -v flock >/dev/null 2>&1; then
   fails_with "merge: a locked --out" "another tpx shard or tpx merge" \
     flock "$work/busy" "$tpx" merge --in "$work/r-4th" --out "$work/busy"
   no_final "$work/busy" "merge into a locked directory"
+  # runs that each write some ranks share the directory (a shared lock):
+  # --rank goes ahead beside another --rank run, a whole shard does not
+  mkdir -p "$work/busy-r"
+  run "shard --rank beside another --rank run" flock -s "$work/busy-r" \
+    "$tpx" shard --weights "$L" --tp 3 --rank 1 --run-id j --out "$work/busy-r"
+  fails_with "shard: all ranks beside a --rank run" "another tpx shard" \
+    flock -s "$work/busy-r" "$tpx" shard --weights "$L" --tp 3 \
+    --out "$work/busy-r"
 fi
 
 # two concurrent shards into one directory: each either completes or is
