@@ -24,8 +24,8 @@
  * name on a clash), so two writers never share one and a link planted at
  * the name is never followed; the processes of one multi-process write
  * must share theirs, ".NAME.tpx-tmp", opened with O_NOFOLLOW and refused
- * unless a regular file (stale ones of a crashed run must be removed
- * before the next). rename() replaces whatever is at a final name, a link
+ * unless a regular file with one link (stale ones of a crashed run must be
+ * removed before the next). rename() replaces whatever is at a final name, a link
  * included, without following it. */
 #define _GNU_SOURCE /* sync_file_range */
 #include <errno.h>
@@ -276,11 +276,13 @@ int tpx__ckpt_create_unique(const char *dir, const char *name,
 }
 
 /* The shared temporary of a multi-process write: never through a link,
- * never anything but a regular file. */
+ * never anything but a regular file of one name (a hard link planted at
+ * the name would make the writes land in another file). */
 static int open_shared(const char *path) {
   int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   struct stat sb;
-  if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+  if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+                  sb.st_nlink != 1)) {
     close(fd);
     errno = EINVAL;
     return -1;

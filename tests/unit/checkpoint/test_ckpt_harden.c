@@ -3,7 +3,7 @@
  * (nothing outside the directory changes, every final name is a regular
  * file), two writers into one directory never share a temporary (each
  * publishes a complete file), the index and the shared temporaries of a
- * multi-process write refuse links too, and a path that is not a directory
+ * multi-process write refuse links (symbolic and hard) too, and a path that is not a directory
  * is reported without an unrelated errno text. The CLI side (locks, run
  * ids, coverage) is tests/unit/checkpoint/cli_shard_merge.sh. */
 #include <check.h>
@@ -215,6 +215,30 @@ START_TEST(test_not_a_directory_message) {
 }
 END_TEST
 
+/* A hard link planted at the shared temporary's name (the victim on the
+ * same file system): refused too, the victim unchanged. */
+START_TEST(test_shared_temp_hardlink_refused) {
+  make_tmpdir();
+  make_victim();
+  if (link(victim, tmp(".model.safetensors.tpx-tmp")) != 0) {
+    unlink(victim); /* no hard links here: nothing to check */
+    remove_tmpdir();
+    return;
+  }
+  tpx_checkpoint_writer_options o = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
+  o.num_writers = 2;
+  tpx_checkpoint_writer *w = NULL;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_checkpoint_writer_create(tmpdir, &entry, 1, &o, &w,
+                                                &err),
+                   TPX_IO);
+  ck_assert_ptr_null(w);
+  check_victim();
+  unlink(tmp(".model.safetensors.tpx-tmp"));
+  remove_tmpdir();
+}
+END_TEST
+
 static Suite *harden_suite(void) {
   Suite *s = suite_create("checkpoint-harden");
   TCase *tc = tcase_create("writer");
@@ -222,6 +246,7 @@ static Suite *harden_suite(void) {
   tcase_add_test(tc, test_links_not_followed);
   tcase_add_test(tc, test_index_link_not_followed);
   tcase_add_test(tc, test_shared_temp_link_refused);
+  tcase_add_test(tc, test_shared_temp_hardlink_refused);
   tcase_add_test(tc, test_two_writers_one_dir);
   tcase_add_test(tc, test_not_a_directory_message);
   suite_add_tcase(s, tc);
