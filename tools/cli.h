@@ -14,6 +14,13 @@ typedef struct tpx_registry tpx_registry;
 /* cli_registry.c: print each plugin-dir-unusable warning of `reg` on stderr
  * prefixed with `cmd`; returns how many there were. */
 size_t cli_report_unusable_dirs(const tpx_registry *reg, const char *cmd);
+/* Also on stderr: each plugin-failed warning (a plugin refused while
+ * loading), except for `tpx plugins`, which lists refusals itself. */
+#include "tpx/diag.h"
+/* cli_registry.c: copy the registry's plugin-failed warnings into `diags`
+ * (the report's), so `--format json` names refused plugins too. */
+tpx_status cli_registry_warnings_into(const tpx_registry *reg,
+                                      tpx_diag_list *diags, tpx_error *err);
 
 typedef struct tpx_model tpx_model;
 /* weights_check.c: 1 when a tensor of the safetensors at `weights` is in

@@ -127,7 +127,8 @@ static tpx_status run_child(tpx_harness_result *r, learned *l, job_kind kind,
                             const tpx__h_job *job, const char *what,
                             double timeout, tpx_error *err) {
   child_job cj = {kind, job};
-  tpx__child_spec spec = {child_body, &cj, timeout};
+  tpx__child_spec spec = {child_body, &cj, timeout,
+                          tpx__child_default_memory(), 0};
   tpx__child_result res;
   tpx_error cerr = {0};
   tpx_status s = tpx__child_run(&spec, &res, &cerr);
@@ -163,6 +164,10 @@ static tpx_status run_child(tpx_harness_result *r, learned *l, job_kind kind,
              "plugin?) during: %s",
              res.code, step);
   }
+  /* A crash or exit while unloading belongs to the unload, not to the
+   * checks that passed before it. */
+  if (strcmp(step, TPX__H_UNLOAD_STEP) == 0)
+    what = "unload";
   if (add_check(r, 0, what, detail) != TPX_OK)
     return tpx_error_set(err, TPX_NO_MEMORY, "harness: out of memory");
   return TPX_OK;

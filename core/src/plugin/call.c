@@ -197,12 +197,15 @@ tpx_status tpx__plugin_call_direct(const tpx__plugin *p, tpx__call *c,
   tpx_status s = check_capability(p, c->op, err);
   if (s != TPX_OK)
     return s;
+  tpx__quiet_begin(); /* plugin output never reaches the host's stdout */
   switch (c->op) {
-  case TPX__OP_GET_PLAN: return direct_get_plan(p, c, err);
-  case TPX__OP_SKELETON: return direct_skeleton(p, c, err);
-  case TPX__OP_VALIDATE: return direct_validate(p, c, err);
-  default: return direct_strings(p, c, err);
+  case TPX__OP_GET_PLAN: s = direct_get_plan(p, c, err); break;
+  case TPX__OP_SKELETON: s = direct_skeleton(p, c, err); break;
+  case TPX__OP_VALIDATE: s = direct_validate(p, c, err); break;
+  default: s = direct_strings(p, c, err); break;
   }
+  tpx__quiet_end();
+  return s;
 }
 
 /* ---- isolated calls ------------------------------------------------------- */
@@ -237,7 +240,8 @@ tpx_status tpx__plugin_call(const tpx__plugin *p, tpx__call *c,
     return s;
   const char *what = tpx__plugin_op_symbol(c->op);
   isolated_arg a = {p, c};
-  tpx__child_spec spec = {isolated_body, &a, p->isolate_timeout};
+  tpx__child_spec spec = {isolated_body, &a, p->isolate_timeout,
+                          p->child_memory, p->child_cpu};
   tpx__child_result res;
   tpx_error cerr = {0};
   s = tpx__child_run(&spec, &res, &cerr);
