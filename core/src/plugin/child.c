@@ -125,6 +125,7 @@ static int read_some(int fd, tpx__child_result *res, size_t *cap) {
     if (!nb)
       return -1;
     res->out = nb;
+    res->out[res->len] = '\0';
     *cap = ncap;
   }
   ssize_t r;
@@ -159,8 +160,10 @@ static int read_until(int fd, pid_t pid, int *status, int *reaped,
     if (pr < 0)
       return 1;
     if (pr == 0) {
-      if (*reaped)
+      if (*reaped) {
+        res->held_open = 1;
         return 1; /* the child is gone and the pipe is drained */
+      }
       pid_t w = waitpid(pid, status, WNOHANG);
       if (w == pid || (w < 0 && errno != EINTR))
         *reaped = 1;

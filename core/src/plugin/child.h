@@ -51,6 +51,8 @@ typedef struct tpx__child_result {
   int code;
   char *out;  /* everything the child wrote, NUL-terminated (malloc'd) */
   size_t len; /* without the NUL */
+  int held_open; /* the child ended but something it started (a grandchild)
+                    still held the pipe open */
 } tpx__child_result;
 
 /* Fork, run spec->body in the child, read its output until it closes the

@@ -345,6 +345,7 @@ tpx_status tpx__isolate_receive(const tpx__plugin *p, tpx__call *c,
   if (s == TPX_NO_MEMORY && p->child_memory && err) {
     char m[TPX_ERROR_MESSAGE_SIZE];
     snprintf(m, sizeof m, "%s", err->message);
+    tpx_error_clear(err); /* the same error, said more precisely */
     tpx_error_set(err, s,
                   "%s (the isolated child may add at most %llu MiB of "
                   "address space: TPX_PLUGIN_MEMORY_MB or "

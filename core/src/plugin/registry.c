@@ -207,8 +207,8 @@ static int probe_file(const tpx_registry *reg, const char *path, char *reason,
   tpx_error ignored = {0};
   if (tpx__child_run(&spec, &res, &ignored) != TPX_OK)
     return 0; /* cannot probe: load as usual */
-  const int loaded = res.out && strchr(res.out, 'L');
-  const int unloaded = res.out && strchr(res.out, 'U');
+  const int loaded = res.len && memchr(res.out, 'L', res.len);
+  const int unloaded = res.len && memchr(res.out, 'U', res.len);
   tpx__child_result_free(&res);
   const char *step =
       !loaded ? "while loading (dlopen or register_parallel_strategy)"
@@ -225,9 +225,8 @@ static int probe_file(const tpx_registry *reg, const char *path, char *reason,
   }
   if (res.code != 0 || !unloaded) {
     snprintf(reason, size,
-             "the process exited with status %d %s (exit() in a "
-             "constructor, register_parallel_strategy or a destructor?); "
-             "not loaded",
+             "the process exited with status %d %s instead of returning "
+             "(exit() in the plugin?); not loaded",
              res.code, step);
     return -1;
   }

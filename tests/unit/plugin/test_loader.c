@@ -391,14 +391,16 @@ START_TEST(probe_broken_dir) {
   tpx_registry *r = new_registry();
   CHECK_OK(tpx_registry_set_probe(r, 1, &e_));
   CHECK_OK(tpx_registry_load_dir(r, getenv("TPX_TEST_BROKEN_DIR"), &e_));
-  /* loaded: extra_symbols, get_plan_crashes, get_plan_hangs, malformed_key,
-   * unknown_style; refused: the other 9 */
-  ck_assert_uint_eq(tpx_registry_num_plugins(r), 5);
-  ck_assert_uint_eq(tpx_registry_num_refused(r), 9);
-  /* 4 duplicate-architecture warnings + one plugin-failed per refusal,
+  /* loaded: extra_symbols, get_plan_allocates, get_plan_crashes,
+   * get_plan_hangs, grandchild, malformed_key, pipe_garbage, stdout_noise,
+   * unknown_style; refused: the other 12 (ctor_crashes, dtor_crashes and
+   * register_exits by the probe) */
+  ck_assert_uint_eq(tpx_registry_num_plugins(r), 9);
+  ck_assert_uint_eq(tpx_registry_num_refused(r), 12);
+  /* 8 duplicate-architecture warnings + one plugin-failed per refusal,
    * naming the file */
   const tpx_diag_list *dl = tpx_registry_diagnostics(r);
-  ck_assert_uint_eq(tpx_diag_count(dl), 4 + 9);
+  ck_assert_uint_eq(tpx_diag_count(dl), 8 + 12);
   size_t failed = 0;
   for (size_t i = 0; i < tpx_diag_count(dl); i++) {
     tpx_diag d;
@@ -412,8 +414,42 @@ START_TEST(probe_broken_dir) {
     ASSERT_CONTAINS(d.message, ref.reason);
     failed++;
   }
-  ck_assert_uint_eq(failed, 9);
+  ck_assert_uint_eq(failed, 12);
   tpx_registry_destroy(r);
+}
+END_TEST
+
+/* A plugin that printf()s while loading, planning and unloading, called
+ * in-process: none of it reaches the host's stdout (it goes to stderr), and
+ * the host's own stdout still works around it. */
+START_TEST(plugin_stdout_stays_off_stdout) {
+  fflush(stdout);
+  FILE *cap = tmpfile();
+  ck_assert_ptr_nonnull(cap);
+  int saved = dup(STDOUT_FILENO);
+  ck_assert_int_ge(saved, 0);
+  ck_assert_int_ge(dup2(fileno(cap), STDOUT_FILENO), 0);
+  printf("host-before\n");
+  tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_load_file(r, BROKEN("stdout_noise.so"), &e_));
+  tpx_model *m = model_from_json(
+      "{\"architectures\": [\"BrokenForCausalLM\"], "
+      "\"model_type\": \"qwen2\"}");
+  tpx_plan *plan = NULL;
+  CHECK_OK(tpx_registry_get_plan(r, 0, m, NULL, NULL, 0, 2, &plan, &e_));
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(r);
+  printf("host-after\n");
+  fflush(stdout);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
+  char buf[256] = "";
+  rewind(cap);
+  size_t n = fread(buf, 1, sizeof buf - 1, cap);
+  buf[n] = '\0';
+  fclose(cap);
+  ck_assert_str_eq(buf, "host-before\nhost-after\n");
 }
 END_TEST
 
@@ -505,6 +541,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, concurrent_calls);
   tcase_add_test(tc, probe_survives_crash);
   tcase_add_test(tc, probe_broken_dir);
+  tcase_add_test(tc, plugin_stdout_stays_off_stdout);
   suite_add_tcase(s, tc);
   return s;
 }
