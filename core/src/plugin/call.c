@@ -18,9 +18,20 @@
 #include "plugin/child.h"
 #include "plugin/plugin_internal.h"
 
-/* The message of a failed call: the plugin's own, else the first refused
- * value, else the bare status. */
-static const char *call_message(const tpx_plugin_ctx *ctx) {
+/* The message of a failed call. A call that failed after the host refused
+ * one of its values: the host's reason (it names the key, the style, the
+ * value), with the plugin's words after it — a plugin's message then is
+ * often generic ("the host refused a plan entry"). A refusal is the
+ * plugin's decision: its words first. Else the bare status. */
+static const char *call_message(const tpx_plugin_ctx *ctx, int rc, char *buf,
+                                size_t size) {
+  if (ctx->has_invalid && rc != TPX_PLUGIN_REFUSED) {
+    if (!ctx->has_message || strcmp(ctx->message, ctx->invalid) == 0)
+      return ctx->invalid;
+    snprintf(buf, size, "%s (the plugin said: %s)", ctx->invalid,
+             ctx->message);
+    return buf;
+  }
   if (ctx->has_message)
     return ctx->message;
   if (ctx->has_invalid)
@@ -31,6 +42,7 @@ static const char *call_message(const tpx_plugin_ctx *ctx) {
 static tpx_status call_result(const tpx__plugin *p, const char *what, int rc,
                               const tpx_plugin_ctx *ctx, int *refused,
                               tpx_error *err) {
+  char buf[2 * TPX_ERROR_MESSAGE_SIZE + 32];
   if (refused)
     *refused = 0;
   if (rc == TPX_PLUGIN_OK && !ctx->has_invalid)
@@ -44,7 +56,7 @@ static tpx_status call_result(const tpx__plugin *p, const char *what, int rc,
     if (refused)
       *refused = 1;
     return tpx_error_set(err, TPX_PLUGIN, "plugin '%s' (%s) refused %s: %s",
-                         p->name, p->path, what, call_message(ctx));
+                         p->name, p->path, what, call_message(ctx, rc, buf, sizeof buf));
   }
   if (rc == TPX_PLUGIN_NO_MEMORY)
     return tpx_error_set(err, TPX_NO_MEMORY,
@@ -52,7 +64,7 @@ static tpx_status call_result(const tpx__plugin *p, const char *what, int rc,
                          p->path, what);
   return tpx_error_set(err, TPX_PLUGIN, "plugin '%s' (%s): %s failed (%s): %s",
                        p->name, p->path, what, tpx__plugin_status_name(rc),
-                       call_message(ctx));
+                       call_message(ctx, rc, buf, sizeof buf));
 }
 
 

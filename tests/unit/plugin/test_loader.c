@@ -391,16 +391,17 @@ START_TEST(probe_broken_dir) {
   tpx_registry *r = new_registry();
   CHECK_OK(tpx_registry_set_probe(r, 1, &e_));
   CHECK_OK(tpx_registry_load_dir(r, getenv("TPX_TEST_BROKEN_DIR"), &e_));
-  /* loaded: extra_symbols, get_plan_allocates, get_plan_crashes,
+  /* loaded: extra_symbols, generic_message, get_plan_allocates,
+   * get_plan_crashes,
    * get_plan_hangs, grandchild, malformed_key, pipe_garbage, stdout_noise,
    * unknown_style; refused: the other 12 (ctor_crashes, dtor_crashes and
    * register_exits by the probe) */
-  ck_assert_uint_eq(tpx_registry_num_plugins(r), 9);
+  ck_assert_uint_eq(tpx_registry_num_plugins(r), 10);
   ck_assert_uint_eq(tpx_registry_num_refused(r), 12);
-  /* 8 duplicate-architecture warnings + one plugin-failed per refusal,
+  /* 9 duplicate-architecture warnings + one plugin-failed per refusal,
    * naming the file */
   const tpx_diag_list *dl = tpx_registry_diagnostics(r);
-  ck_assert_uint_eq(tpx_diag_count(dl), 8 + 12);
+  ck_assert_uint_eq(tpx_diag_count(dl), 9 + 12);
   size_t failed = 0;
   for (size_t i = 0; i < tpx_diag_count(dl); i++) {
     tpx_diag d;
@@ -450,6 +451,31 @@ START_TEST(plugin_stdout_stays_off_stdout) {
   buf[n] = '\0';
   fclose(cap);
   ck_assert_str_eq(buf, "host-before\nhost-after\n");
+}
+END_TEST
+
+/* A plugin that fails after the host refused one of its entries, with a
+ * generic message: the host's reason (key, style, value) comes first, the
+ * plugin's words after it. */
+START_TEST(host_reason_wins_over_generic_message) {
+  tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_load_file(r, BROKEN("generic_message.so"), &e_));
+  tpx_model *m = model_from_json(
+      "{\"architectures\": [\"BrokenForCausalLM\"], "
+      "\"model_type\": \"qwen2\"}");
+  tpx_plan *plan = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_registry_get_plan(r, 0, m, NULL, NULL, 0, 2, &plan,
+                                         &e),
+                   TPX_PLUGIN);
+  ASSERT_CONTAINS(e.message,
+                  "get_plan failed (TPX_PLUGIN_ERROR): host->plan_add: key "
+                  "'model.layers.*.mlp.down_proj', style 'rowwise': "
+                  "input_layouts[0] 'bogus' is not a layout");
+  ASSERT_CONTAINS(e.message, "(the plugin said: the host refused a plan "
+                             "entry (see the log))");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(r);
 }
 END_TEST
 
@@ -542,6 +568,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, probe_survives_crash);
   tcase_add_test(tc, probe_broken_dir);
   tcase_add_test(tc, plugin_stdout_stays_off_stdout);
+  tcase_add_test(tc, host_reason_wins_over_generic_message);
   suite_add_tcase(s, tc);
   return s;
 }
