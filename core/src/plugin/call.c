@@ -311,8 +311,69 @@ static tpx_status merge_model(tpx_model *dst, const tpx_model *src,
   return TPX_OK;
 }
 
+/* What a skeleton costs, about: a layer's modules and parameters (measured
+ * for Llama: ~5 KiB, rounded up) plus an expert's, per layer. A config
+ * asking for more than TPX__SKELETON_MAX_BYTES is refused before the plugin
+ * builds anything (num_hidden_layers: 1000000 grew to 6.6 GB). */
+#define TPX__SKELETON_LAYER_BYTES 8192.0
+#define TPX__SKELETON_EXPERT_BYTES 2048.0
+#define TPX__SKELETON_MAX_BYTES (1024.0 * 1024.0 * 1024.0)
+
+/* The largest integer among `keys` (top level and text_config.), with the
+ * key that holds it; 0 when none. */
+static int64_t config_max(json_t *cfg, const char *const *keys, size_t n,
+                          char *which, size_t which_size) {
+  int64_t best = 0;
+  for (size_t i = 0; i < n; i++)
+    for (int nested = 0; nested < 2; nested++) {
+      char path[96];
+      snprintf(path, sizeof path, "%s%s", nested ? "text_config." : "",
+               keys[i]);
+      int64_t v = 0;
+      if (tpx__config_integer(tpx__config_lookup(cfg, path), &v) &&
+          v > best) {
+        best = v;
+        snprintf(which, which_size, "%s", path);
+      }
+    }
+  return best;
+}
+
+static tpx_status check_skeleton_size(const tpx_model *model,
+                                      tpx_error *err) {
+  json_t *cfg = tpx__model_config(model);
+  if (!cfg)
+    return TPX_OK;
+  static const char *const layer_keys[] = {"num_hidden_layers", "n_layer",
+                                           "num_layers", "n_layers"};
+  static const char *const expert_keys[] = {
+      "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"};
+  char lkey[112] = "", ekey[112] = "";
+  int64_t layers = config_max(cfg, layer_keys, 4, lkey, sizeof lkey);
+  int64_t experts = config_max(cfg, expert_keys, 4, ekey, sizeof ekey);
+  double bytes = (double)layers * (TPX__SKELETON_LAYER_BYTES +
+                                   (double)experts *
+                                       TPX__SKELETON_EXPERT_BYTES);
+  if (bytes <= TPX__SKELETON_MAX_BYTES)
+    return TPX_OK;
+  char per[160] = "";
+  if (experts > 0)
+    snprintf(per, sizeof per, " of %lld experts each (%s)",
+             (long long)experts, ekey);
+  return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                       "config %s=%lld: the skeleton for %lld layers%s needs "
+                       "about %.1f GiB; tpx builds skeletons of at most "
+                       "%.0f GiB (check the config)",
+                       lkey, (long long)layers, (long long)layers, per,
+                       bytes / (1024.0 * 1024.0 * 1024.0),
+                       TPX__SKELETON_MAX_BYTES / (1024.0 * 1024.0 * 1024.0));
+}
+
 tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
                                 const char *architecture, tpx_error *err) {
+  tpx_status bound = check_skeleton_size(model, err);
+  if (bound != TPX_OK)
+    return bound;
   /* Build into a scratch model so a plugin failing halfway leaves the
    * caller's model untouched; merge only a complete skeleton. */
   tpx__call c = {.op = TPX__OP_SKELETON, .model = model, .arch = architecture};

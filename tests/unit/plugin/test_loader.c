@@ -479,6 +479,53 @@ START_TEST(host_reason_wins_over_generic_message) {
 }
 END_TEST
 
+/* A config asking for a skeleton beyond reason (num_hidden_layers:
+ * 1000000; or a MoE whose experts multiply it) is refused before the
+ * plugin builds anything, naming the key and the cost; the model is left
+ * untouched. A large but real config still builds. */
+START_TEST(skeleton_bounded_by_config) {
+  static const struct {
+    const char *extra;
+    const char *want;
+  } cases[] = {
+      {"\"num_hidden_layers\": 1000000",
+       "config num_hidden_layers=1000000: the skeleton for 1000000 layers "
+       "needs about 7.6 GiB; tpx builds skeletons of at most 1 GiB"},
+      {"\"text_config\": {\"num_hidden_layers\": 3000000}",
+       "config text_config.num_hidden_layers=3000000"},
+      {"\"num_hidden_layers\": 10000, \"num_local_experts\": 65536",
+       "of 65536 experts each (num_local_experts)"},
+  };
+  tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_load_file(r, GOOD("libtpxtest_good.so"), &e_));
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"architectures\": [\"TestForCausalLM\"], "
+             "\"model_type\": \"tpxtest\", \"hidden_size\": 64, "
+             "\"vocab_size\": 128, \"intermediate_size\": 96, "
+             "\"num_attention_heads\": 8, \"num_key_value_heads\": 4, %s}",
+             cases[i].extra);
+    tpx_model *m = model_from_json(cfg);
+    tpx_error e = {0};
+    ck_assert_int_eq(tpx_registry_build_skeleton(r, m, &e),
+                     TPX_INVALID_ARGUMENT);
+    ASSERT_CONTAINS(e.message, cases[i].want);
+    ck_assert_uint_eq(tpx_model_num_params(m), 0);
+    tpx_model_destroy(m);
+  }
+  tpx_model *m = model_from_json(
+      "{\"architectures\": [\"TestForCausalLM\"], \"model_type\": "
+      "\"tpxtest\", \"hidden_size\": 64, \"num_hidden_layers\": 1000, "
+      "\"vocab_size\": 128, \"intermediate_size\": 96, "
+      "\"num_attention_heads\": 8, \"num_key_value_heads\": 4}");
+  CHECK_OK(tpx_registry_build_skeleton(r, m, &e_));
+  ck_assert_uint_gt(tpx_model_num_params(m), 1000);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(r);
+}
+END_TEST
+
 /* A directory somebody named that cannot be searched is a warning naming
  * it (missing, a regular file); the call itself still succeeds. */
 START_TEST(unusable_dir_warns) {
@@ -569,6 +616,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, probe_broken_dir);
   tcase_add_test(tc, plugin_stdout_stays_off_stdout);
   tcase_add_test(tc, host_reason_wins_over_generic_message);
+  tcase_add_test(tc, skeleton_bounded_by_config);
   suite_add_tcase(s, tc);
   return s;
 }
