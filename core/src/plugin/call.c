@@ -361,7 +361,7 @@ static tpx_status check_skeleton_size(const tpx_model *model,
     snprintf(per, sizeof per, " of %lld experts each (%s)",
              (long long)experts, ekey);
   return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                       "config %s=%lld: the skeleton for %lld layers%s needs "
+                       "config %s %lld: the skeleton for %lld layers%s needs "
                        "about %.1f GiB; tpx builds skeletons of at most "
                        "%.0f GiB (check the config)",
                        lkey, (long long)layers, (long long)layers, per,

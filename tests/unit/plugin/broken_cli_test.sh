@@ -105,5 +105,21 @@ TPX_PLUGIN_PATH="$WORK/plugins-pipe_garbage" "$TPX" plan \
   --tp 2 >"$WORK/out" 2>&1
 names "pipe_garbage: junk named as such" "held"
 
+# A config's own tp plan holding NaN: the message quotes NaN, never tpx's
+# internal sentinel ("\u0000tpx:nan").
+mkdir -p "$WORK/none" "$WORK/nan"
+sed 's/"tie_word_embeddings": false}/"tie_word_embeddings": false, "base_model_tp_plan": {"layers.*.self_attn.q_proj": NaN}}/' \
+  "$WORK/config.json" >"$WORK/nan/config.json"
+TPX_PLUGIN_PATH="$WORK/none" "$TPX" plan --config "$WORK/nan/config.json" \
+  --weights "$WORK/model.safetensors" --tp 2 >"$WORK/out" 2>&1
+names "NaN in a tp plan: quoted as NaN" "near 'NaN'"
+if grep -q 'tpx:nan\|u0000' "$WORK/out"; then bad "NaN sentinel leaked"; else ok "NaN sentinel not leaked"; fi
+# A plan file is bounded before it is read.
+truncate -s 100M "$WORK/big-plan.json"
+"$TPX" plan --config "$WORK/config.json" --weights "$WORK/model.safetensors" \
+  --plan "$WORK/big-plan.json" >"$WORK/out" 2>&1
+names "a 100 MB plan file is refused" "tpx reads plan files of at most 64 MB"
+rm -f "$WORK/big-plan.json"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -489,10 +489,10 @@ START_TEST(skeleton_bounded_by_config) {
     const char *want;
   } cases[] = {
       {"\"num_hidden_layers\": 1000000",
-       "config num_hidden_layers=1000000: the skeleton for 1000000 layers "
+       "config num_hidden_layers 1000000: the skeleton for 1000000 layers "
        "needs about 7.6 GiB; tpx builds skeletons of at most 1 GiB"},
       {"\"text_config\": {\"num_hidden_layers\": 3000000}",
-       "config text_config.num_hidden_layers=3000000"},
+       "config text_config.num_hidden_layers 3000000"},
       {"\"num_hidden_layers\": 10000, \"num_local_experts\": 65536",
        "of 65536 experts each (num_local_experts)"},
   };
