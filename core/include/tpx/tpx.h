@@ -7,6 +7,7 @@
 #define TPX_TPX_H
 
 #include "tpx/checkpoint.h"
+#include "tpx/checkpoint_shard.h"
 #include "tpx/comm.h"
 #include "tpx/diag.h"
 #include "tpx/dtype.h"
@@ -23,6 +24,7 @@
 #include "tpx/plan.h"
 #include "tpx/redistribute.h"
 #include "tpx/registry.h"
+#include "tpx/select.h"
 #include "tpx/report.h"
 #include "tpx/runtime.h"
 #include "tpx/runtime_tp.h"
