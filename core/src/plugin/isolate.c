@@ -277,10 +277,29 @@ static tpx_status receive_strings(const tpx__plugin *p, json_t *root,
   return TPX_OK;
 }
 
+static tpx_status child_ended(const tpx__plugin *p, const char *what,
+                              const tpx__child_result *res, tpx_error *err);
+
 /* How the child ended, when it did not send a result: a TPX_PLUGIN error
- * naming the plugin and what happened. */
+ * naming the plugin and what happened, and the memory limit when one was
+ * set (an allocator that cannot return NULL aborts at it). */
 static tpx_status child_failed(const tpx__plugin *p, const char *what,
                                const tpx__child_result *res, tpx_error *err) {
+  tpx_status s = child_ended(p, what, res, err);
+  if (p->child_memory && err && res->end != TPX__CHILD_TIMED_OUT) {
+    char m[TPX_ERROR_MESSAGE_SIZE];
+    snprintf(m, sizeof m, "%s", err->message);
+    tpx_error_clear(err);
+    tpx_error_set(err, s,
+                  "%s (the isolated child may add at most %llu MiB of "
+                  "address space: out of memory?)",
+                  m, p->child_memory >> 20);
+  }
+  return s;
+}
+
+static tpx_status child_ended(const tpx__plugin *p, const char *what,
+                              const tpx__child_result *res, tpx_error *err) {
   if (res->end == TPX__CHILD_TIMED_OUT)
     return tpx_error_set(err, TPX_PLUGIN,
                          "plugin '%s' (%s) did not return within %g s from "

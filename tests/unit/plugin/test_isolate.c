@@ -47,7 +47,7 @@ static const struct {
 };
 
 /* A get_plan that leaves a process behind holding the result pipe (for
- * 3 s) returned its plan at once: the call succeeds, without waiting for
+ * 10 s) returned its plan at once: the call succeeds, without waiting for
  * the grandchild and without a timeout blamed on get_plan. */
 START_TEST(grandchild_holding_the_pipe) {
   tpx_registry *reg = registry(BROKEN("grandchild.so"), 2, 1.0);
@@ -73,10 +73,16 @@ START_TEST(child_memory_limit) {
   tpx_model *m = model_from_json(BROKEN_CONFIG);
   tpx_plan *plan = NULL;
   tpx_error e = {0};
-  ck_assert_int_eq(tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan,
-                                         &e),
-                   TPX_NO_MEMORY);
+  tpx_status s = tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan,
+                                       &e);
+#if defined(__SANITIZE_ADDRESS__)
+  /* AddressSanitizer's allocator ends the child at the limit instead of
+   * returning NULL: the crash names the limit. */
+  ck_assert_int_eq(s, TPX_PLUGIN);
+#else
+  ck_assert_int_eq(s, TPX_NO_MEMORY);
   ASSERT_CONTAINS(e.message, "get_plan ran out of memory");
+#endif
   ASSERT_CONTAINS(e.message, "may add at most 128 MiB of address space");
   ck_assert_ptr_null(plan);
   /* Within the limit it plans. */

@@ -1,4 +1,4 @@
-/* grandchild.c — get_plan forks a process that lives on for 3 s (holding
+/* grandchild.c — get_plan forks a process that lives on for 10 s (holding
  * every file descriptor it inherited, the result pipe of an isolated call
  * included) and then returns a correct plan at once. */
 #include <unistd.h>
@@ -14,7 +14,7 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
                                const tpx_plugin_plan_request *req) {
   (void)req;
   if (fork() == 0) {
-    sleep(3);
+    sleep(10);
     _exit(0);
   }
   return fixture_add(h, ctx, "lm_head", "colwise");
