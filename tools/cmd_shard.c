@@ -286,6 +286,7 @@ int tpx_cmd_shard(int argc, char **argv) {
   int code = 1;
   if (tpx_cli_plan_build("shard", &a.p, &pl) != 0)
     goto out;
+  cli_report_plugin_failures(pl.diags, "tpx shard");
   /* `tpx plan` falls back to the headers alone when the config's skeleton
    * disagrees with them; a shard of such a checkpoint would not fit the
    * model the config describes, so here it is an error. */
