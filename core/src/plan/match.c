@@ -243,10 +243,43 @@ static void group_push(walk_ctx *w, group_key *g, int64_t module) {
   g->mods[g->n++] = module;
 }
 
-/* w's atoms are the group's shared prefix plus the leader's last atom;
- * members[] index keys[]. */
-static void walk_group(walk_ctx *w, group_key *keys, const size_t *members,
-                       size_t nmem) {
+/* The keys of one group: members[] index keys[]. A big group also has its
+ * literal last atoms in a map (atom -> key index) and its pattern members
+ * apart, so a child is tested against the keys that can take it, not
+ * against every key of the group. */
+typedef struct group_index {
+  const size_t *members;
+  size_t nmem;
+  int use_map;
+  tpx__strmap literal;
+  const size_t *magic; /* members whose last atom is a pattern */
+  size_t nmagic;
+} group_index;
+
+/* The keys of the group that take child `name` (the last atom). */
+static void take_child(walk_ctx *w, group_key *keys, const group_index *gi,
+                       int64_t c, const char *name, size_t nlen) {
+  if (!gi->use_map) {
+    for (size_t k = 0; k < gi->nmem; k++) {
+      group_key *g = &keys[gi->members[k]];
+      if (g->magic == 2 ||
+          (g->magic ? glob_match(g->atom, name)
+                    : nlen == g->len && memcmp(g->atom, name, nlen) == 0))
+        group_push(w, g, c);
+    }
+    return;
+  }
+  int64_t k = -1;
+  if (tpx__strmap_find(&gi->literal, name, nlen, &k))
+    group_push(w, &keys[k], c);
+  for (size_t j = 0; j < gi->nmagic; j++) {
+    group_key *g = &keys[gi->magic[j]];
+    if (g->magic == 2 || glob_match(g->atom, name)) group_push(w, g, c);
+  }
+}
+
+/* w's atoms are the group's shared prefix plus the leader's last atom. */
+static void walk_group(walk_ctx *w, group_key *keys, const group_index *gi) {
   walk_frame *fr = w->frames;
   size_t top = 1;
   frame_enter(w, &fr[0], 0);
@@ -263,13 +296,7 @@ static void walk_group(walk_ctx *w, group_key *keys, const size_t *members,
     const char *name = cm->fqn + f->cut;
     size_t nlen = (size_t)cm->fqn_len - f->cut;
     if (depth + 1 == w->natoms) {
-      for (size_t k = 0; k < nmem; k++) {
-        group_key *g = &keys[members[k]];
-        if (g->magic == 2 ||
-            (g->magic ? glob_match(g->atom, name)
-                      : nlen == g->len && memcmp(g->atom, name, nlen) == 0))
-          group_push(w, g, c);
-      }
+      take_child(w, keys, gi, c, name, nlen);
       continue;
     }
     int mg = w->magic[depth];
@@ -513,6 +540,42 @@ static void group_key_init(group_key *g, const char *key) {
                                                      : 1;
 }
 
+/* Walk the group whose first entry is `first` (its key already split). */
+static tpx_status walk_one_group(match_run *r, size_t first, tpx_error *err) {
+  group_index gi;
+  memset(&gi, 0, sizeof gi);
+  size_t nmem = 0;
+  for (int64_t k = (int64_t)first; k >= 0; k = r->next[k])
+    r->members[nmem++] = (size_t)k;
+  gi.members = r->members;
+  gi.nmem = nmem;
+  gi.use_map = nmem > 8;
+  size_t *magic = NULL;
+  tpx_status st = TPX_OK;
+  if (gi.use_map) {
+    magic = malloc(nmem * sizeof *magic);
+    if (!magic || tpx__strmap_reserve(&gi.literal, nmem) != 0)
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+    for (size_t k = 0; k < nmem && st == TPX_OK; k++) {
+      const group_key *g = &r->gkeys[r->members[k]];
+      if (g->magic)
+        magic[gi.nmagic++] = r->members[k];
+      else if (tpx__strmap_set(&gi.literal, g->atom, g->len,
+                               (int64_t)r->members[k]) != 0)
+        st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+    }
+    gi.magic = magic;
+  }
+  if (st == TPX_OK) {
+    walk_group(&r->w, r->gkeys, &gi);
+    if (r->w.oom)
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  }
+  free(magic);
+  tpx__strmap_free(&gi.literal);
+  return st;
+}
+
 /* Every non-empty key's modules, walked by groups of keys that share all
  * but the last atom (see walk_group). The groups are found in one pass
  * with a map from the shared prefix to the group's first entry, so a plan
@@ -548,12 +611,7 @@ static tpx_status walk_groups(match_run *r, size_t ne, tpx_error *err) {
     st = split_key(tpx__plan_key(r->plan, e), &r->w, &r->keybuf,
                    &r->cap_atoms, err);
     if (st != TPX_OK) break;
-    size_t nmem = 0;
-    for (int64_t k = (int64_t)e; k >= 0; k = r->next[k])
-      r->members[nmem++] = (size_t)k;
-    walk_group(&r->w, r->gkeys, r->members, nmem);
-    if (r->w.oom)
-      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+    st = walk_one_group(r, (size_t)e, err);
   }
   free(tail);
   tpx__strmap_free(&heads);

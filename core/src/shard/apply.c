@@ -14,7 +14,7 @@
 #include "base/grow.h"
 #include "model/model_view.h"
 #include "plan/match_internal.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 #include "tpx/match.h"
 
 /* Per-entry key and style come from sh->entry_keys / entry_styles, read

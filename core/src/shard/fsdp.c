@@ -16,7 +16,7 @@
 #include "base/fqn.h"
 #include "base/grow.h"
 #include "model/model_view.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 
 
 /* A ModuleList in our tree: a container whose children are all named by
