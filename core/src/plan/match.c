@@ -150,6 +150,8 @@ typedef struct walk_ctx {
   /* deepest failure: atom index and the module whose children all failed */
   size_t fail_depth;
   int64_t fail_module;
+  char *namebuf; /* a child's FQN, built to look it up by name */
+  size_t namecap;
   int oom;
 } walk_ctx;
 
@@ -165,6 +167,26 @@ static void frame_enter(walk_ctx *w, walk_frame *f, int64_t module) {
   f->nc = m->num_children;
   f->cut = module > 0 ? (size_t)m->fqn_len + 1 : 0;
   f->any = 0;
+}
+
+/* The child of f's module named by the literal atom `depth`, or -1: found
+ * through the model's FQN index, not by reading every child (sibling names
+ * are unique, so a literal atom takes one child at most). */
+static int64_t literal_child(walk_ctx *w, const walk_frame *f, size_t depth) {
+  const tpx__module *pm = tpx__mv_module(w->model, f->module);
+  size_t plen = f->cut ? (size_t)pm->fqn_len : 0;
+  size_t need = plen + (f->cut ? 1 : 0) + w->alen[depth] + 1;
+  if (TPX_GROW(w->namebuf, w->namecap, need, 256)) {
+    w->oom = 1;
+    return -1;
+  }
+  memcpy(w->namebuf, pm->fqn, plen);
+  if (f->cut) w->namebuf[plen++] = '.';
+  memcpy(w->namebuf + plen, w->atoms[depth], w->alen[depth] + 1);
+  int64_t c = tpx_model_find_module(w->model, w->namebuf);
+  if (c < 0 || c >= w->m->nmodules || tpx__mv_parent(w->model, c) != f->module)
+    return -1;
+  return c;
 }
 
 static void record(walk_ctx *w, int64_t module) {
@@ -195,18 +217,21 @@ static void walk(walk_ctx *w, int64_t root) {
       top--;
       continue;
     }
-    int64_t c = tpx__mv_module(w->model, f->module)->children[f->next++];
-    if (c < 0 || c >= w->m->nmodules) continue;
-    /* Names are FQN tails: a literal atom is a length check, then bytes;
-     * a bare '*' takes every name without reading it. */
     int mg = w->magic[depth];
-    if (mg != 2) {
+    int64_t c;
+    if (mg == 0) { /* a literal atom: the one child of that name, if any */
+      f->next = f->nc;
+      c = literal_child(w, f, depth);
+      if (c < 0) continue;
+    } else {
+      c = tpx__mv_module(w->model, f->module)->children[f->next++];
+      if (c < 0 || c >= w->m->nmodules) continue;
+    }
+    /* Names are FQN tails: a pattern is matched against the name; a bare
+     * '*' takes every name without reading it. */
+    if (mg == 1) {
       const tpx__module *cm = tpx__mv_module(w->model, c);
-      const char *name = cm->fqn + f->cut;
-      if (mg ? !glob_match(w->atoms[depth], name)
-             : (size_t)cm->fqn_len - f->cut != w->alen[depth] ||
-                   memcmp(w->atoms[depth], name, w->alen[depth]) != 0)
-        continue;
+      if (!glob_match(w->atoms[depth], cm->fqn + f->cut)) continue;
     }
     f->any = 1;
     if (depth + 1 == w->natoms) {
@@ -288,6 +313,12 @@ static void walk_group(walk_ctx *w, group_key *keys, const group_index *gi) {
     size_t depth = top - 1;
     if (f->next == f->nc) {
       top--;
+      continue;
+    }
+    if (depth + 1 < w->natoms && w->magic[depth] == 0) {
+      f->next = f->nc; /* a literal atom above the last level */
+      int64_t c = literal_child(w, f, depth);
+      if (c >= 0) frame_enter(w, &fr[top++], c);
       continue;
     }
     int64_t c = tpx__mv_module(w->model, f->module)->children[f->next++];
@@ -519,6 +550,7 @@ typedef struct match_run {
 
 static void match_run_free(match_run *r, size_t ne) {
   free(r->keybuf);
+  free(r->w.namebuf);
   free(r->w.atoms);
   free(r->w.magic);
   free(r->w.alen);
