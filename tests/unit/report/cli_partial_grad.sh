@@ -37,6 +37,9 @@ expect 0 "qwen3 tp1" -- --config "$cfg/Qwen3-0.6B/config.json" --tp 1
 lacks "partial-grad-replicated" "nothing partial at tp 1"
 expect 0 "llama tp2" -- --config "$cfg/Llama-3.2-1B/config.json" --tp 2
 lacks "partial-grad-replicated" "no q/k norms in Llama"
+# Issue 18 item 12: the optional fused keys fold into one info line.
+has "info [unmatched-key] 2 optional keys for other checkpoint variants (e.g. fused projections) matched nothing, as expected: 'model.layers.*.self_attn.qkv_proj', 'model.layers.*.mlp.gate_up_proj'" "optional keys folded"
+lacks "plan key 'model.layers.*.self_attn.qkv_proj' matches no module" "no line per optional key"
 
 # A 0.7.0-style plan: the selected plan plus the two norms styled.
 plan07="$out.plan.json"
