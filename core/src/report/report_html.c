@@ -685,10 +685,14 @@ static void block_rect(tpx__sbuf *b, const geom_t *G, const block_t *k,
   tpx__sbuf_printf(b, "\n%s (%lld bytes)%s\ngroup %s</title>",
                    tpx_format_bytes(nbytes, x, sizeof x), (long long)nbytes,
                    tpx_slice_numel(s) == 0 ? " — empty shard" : "", label);
-  if (w > 6.5 * (double)strlen(label) + 6 && h > 13)
+  /* The label at 11px, else at 9px, else the margin's band labels. */
+  double len = (double)strlen(label);
+  int font = w > 6.5 * len + 6 && h > 13 ? 11 : w > 5.2 * len + 2 && h > 10 ? 9 : 0;
+  if (font)
     tpx__sbuf_printf(b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" "
-                        "dominant-baseline=\"middle\">%s</text>",
-                     x0 + w / 2, y0 + h / 2, label);
+                        "dominant-baseline=\"middle\" font-size=\"%d\">%s"
+                        "</text>",
+                     x0 + w / 2, y0 + h / 2, font, label);
   else
     *small = 1;
   tpx__sbuf_printf(b, "</g>\n");
@@ -731,6 +735,15 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
   int by_rows = 0;
   for (size_t k = 1; k < nb && G.rd >= 0; k++)
     if (blocks[k].s.offset[G.rd] != blocks[0].s.offset[G.rd]) by_rows = 1;
+  /* With tp and dp_shard splitting different dims, the tp bands follow the
+   * dim on which the first blocks of tp ranks 0 and 1 differ. */
+  const block_t *t0 = NULL, *t1 = NULL;
+  for (size_t k = 0; k < nb; k++) {
+    if (blocks[k].tp == 0 && !t0) t0 = &blocks[k];
+    if (blocks[k].tp == 1 && !t1) t1 = &blocks[k];
+  }
+  if (t0 && t1 && G.rd >= 0)
+    by_rows = t0->s.offset[G.rd] != t1->s.offset[G.rd];
   G.ml = by_rows ? 44 : 0;
   G.mt = by_rows ? 0 : 14;
   tpx__sbuf_printf(b, "<div class=\"bm\"><div class=\"cap mono\">");
@@ -748,7 +761,28 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
   for (size_t k = 0; k < nb; k++)
     block_rect(b, &G, &blocks[k], &pi, g.tp_size, &small);
   if (small && g.tp_size > 1) band_labels(b, &G, blocks, nb, g.tp_size, by_rows);
-  tpx__sbuf_printf(b, "</svg></div>\n");
+  tpx__sbuf_printf(b, "</svg>");
+  if (small) {
+    /* What the unlabelled blocks are: per tp band, one per dp_shard rank. */
+    int64_t per = 0;
+    const block_t *d0 = NULL, *d1 = NULL;
+    for (size_t k = 0; k < nb; k++) {
+      if (blocks[k].tp != blocks[0].tp) continue;
+      per++;
+      if (blocks[k].ds == 0 && !d0) d0 = &blocks[k];
+      if (blocks[k].ds == 1 && !d1) d1 = &blocks[k];
+    }
+    int ds_rows = d0 && d1 && G.rd >= 0 &&
+                  d0->s.offset[G.rd] != d1->s.offset[G.rd];
+    if (per > 1 && blocks[0].ds >= 0)
+      tpx__sbuf_printf(b, "<div class=\"cap\">%s%lld blocks, one per dp_shard "
+                          "rank (s0 first, %s)</div>",
+                       g.tp_size > 1 && blocks[0].tp >= 0 ? "each tp band: "
+                                                           : "",
+                       (long long)per,
+                       ds_rows ? "top to bottom" : "left to right");
+  }
+  tpx__sbuf_printf(b, "</div>\n");
   free(blocks);
 }
 
