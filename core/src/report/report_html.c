@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fqn.h"
 #include "base/grow.h"
 #include "model/model_view.h"
 #include "model/strmap.h"
@@ -38,35 +39,9 @@ static void esc(tpx__sbuf *b, const char *s) {
   }
 }
 
-static int atom_is_number(const char *p, size_t n) {
-  if (n == 0) return 0;
-  for (size_t i = 0; i < n; i++)
-    if (p[i] < '0' || p[i] > '9') return 0;
-  return 1;
-}
-
 /* fqn with every numeric atom replaced by "*" (malloc'd). */
 static char *name_template(const char *fqn) {
-  size_t n = strlen(fqn);
-  char *t = malloc(n + 1);
-  if (!t) return NULL;
-  size_t o = 0;
-  const char *p = fqn;
-  for (;;) {
-    const char *q = strchr(p, '.');
-    size_t len = q ? (size_t)(q - p) : strlen(p);
-    if (atom_is_number(p, len)) {
-      t[o++] = '*';
-    } else {
-      memcpy(t + o, p, len);
-      o += len;
-    }
-    if (!q) break;
-    t[o++] = '.';
-    p = q + 1;
-  }
-  t[o] = '\0';
-  return t;
+  return tpx__fqn_generalize_dup(fqn);
 }
 
 static void placements_html(tpx__sbuf *b, const tpx_sharding *sh,
@@ -411,9 +386,8 @@ static void subtree_sig(const tpx_sharding *sh, int64_t m, tpx__sbuf *sig) {
   size_t nc = tpx_model_module_num_children(model, m);
   for (size_t i = 0; i < nc; i++) {
     int64_t c = tpx_model_module_child(model, m, i);
-    const char *f = tpx_model_module_fqn(model, c);
-    const char *dot = strrchr(f, '.');
-    tpx__sbuf_printf(sig, " %s", dot ? dot + 1 : f);
+    tpx__sbuf_printf(sig, " %s",
+                     tpx__fqn_last_atom(tpx_model_module_fqn(model, c)));
     subtree_sig(sh, c, sig);
   }
   tpx__sbuf_printf(sig, ")");
@@ -434,20 +408,17 @@ static void tree_children(tree_ctx *t, int64_t m, int depth) {
       break;
     }
     int64_t c = tpx_model_module_child(model, m, i);
-    const char *f = tpx_model_module_fqn(model, c);
-    const char *dot = strrchr(f, '.');
-    const char *name = dot ? dot + 1 : f;
+    const char *name = tpx__fqn_last_atom(tpx_model_module_fqn(model, c));
     size_t j = i + 1;
-    if (atom_is_number(name, strlen(name))) {
+    if (tpx__fqn_is_digits(name)) {
       /* Run of numbered siblings with the same subtree. */
       tpx__sbuf s1 = {NULL, 0, 0, 0};
       subtree_sig(t->sh, c, &s1);
       while (j < nc) {
         int64_t c2 = tpx_model_module_child(model, m, j);
-        const char *f2 = tpx_model_module_fqn(model, c2);
-        const char *d2 = strrchr(f2, '.');
-        const char *n2 = d2 ? d2 + 1 : f2;
-        if (!atom_is_number(n2, strlen(n2))) break;
+        if (!tpx__fqn_is_digits(
+                tpx__fqn_last_atom(tpx_model_module_fqn(model, c2))))
+          break;
         tpx__sbuf s2 = {NULL, 0, 0, 0};
         subtree_sig(t->sh, c2, &s2);
         int same = s1.data && s2.data && strcmp(s1.data, s2.data) == 0;
@@ -458,12 +429,11 @@ static void tree_children(tree_ctx *t, int64_t m, int depth) {
       tpx__sbuf_free(&s1);
     }
     if (j - i > 1) {
-      const char *lf = tpx_model_module_fqn(model,
-                                            tpx_model_module_child(model, m, j - 1));
-      const char *ld = strrchr(lf, '.');
+      const char *last = tpx__fqn_last_atom(
+          tpx_model_module_fqn(model, tpx_model_module_child(model, m, j - 1)));
       char label[96];
-      snprintf(label, sizeof label, "%s … %s (%zu identical)", name,
-               ld ? ld + 1 : lf, j - i);
+      snprintf(label, sizeof label, "%s … %s (%zu identical)", name, last,
+               j - i);
       tree_node(t, c, depth, label);
     } else {
       tree_node(t, c, depth, name);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/fqn.h"
+#include "base/grow.h"
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 
@@ -28,8 +29,7 @@
 static int64_t colwise_sibling(const tpx_sharding *sh, int64_t m) {
   const char *fqn = tpx_model_module_fqn(sh->model, m);
   if (!fqn) return -1;
-  const char *dot = strrchr(fqn, '.');
-  const char *atom = dot ? dot + 1 : fqn;
+  const char *atom = tpx__fqn_last_atom(fqn);
   size_t n = strlen(atom);
   if (n <= 5 || strcmp(atom + n - 5, "_norm") != 0) return -1;
   char sib[512];
@@ -106,15 +106,9 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
     size_t k = 0;
     while (k < nseen && strcmp(seen[k], gen) != 0) k++;
     if (k < nseen) continue;
-    if (nseen == cap) {
-      size_t nc = cap ? 2 * cap : 8;
-      void *q = realloc(seen, nc * sizeof *seen);
-      if (!q) {
-        st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-        break;
-      }
-      seen = q;
-      cap = nc;
+    if (TPX_GROW(seen, cap, nseen + 1, 8)) {
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+      break;
     }
     snprintf(seen[nseen++], sizeof seen[0], "%s", gen);
     size_t count = 0;
