@@ -55,6 +55,9 @@ typedef struct tpxp_plugin_desc {
   const char *description;
   const char *const *architectures; /* NULL-terminated */
   const char *const *plans;         /* NULL-terminated, or NULL */
+  /* tpx_plugin_info.traits ("own_flow=<arch>", ...): NULL-terminated, or
+   * NULL; handed over only to a host whose info has the field. */
+  const char *const *traits;
 } tpxp_plugin_desc;
 
 /* The whole of a family's register_parallel_strategy: tpxp_negotiate, then,

@@ -39,6 +39,13 @@ static int not_served(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return tpxp_not_served(host, ctx, "diffusion", arch);
 }
 
+/* Strategies with their own flow: no validate_tp_mesh, tp_shard_plan
+ * ignored (Qwen-Image's is a Default subclass and has neither). */
+static const char *const diffusion_traits[] = {
+    "own_flow=WanTransformer3DModel",
+    "own_flow=HunyuanVideo15Transformer3DModel",
+    "own_flow=LTX2VideoTransformer3DModel", NULL};
+
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
   static const tpxp_plugin_desc desc = {
@@ -51,6 +58,7 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
           "(Default flow); whole-block activation checkpointing",
       .architectures = diffusion_architectures,
       .plans = NULL,
+      .traits = diffusion_traits,
   };
   return tpxp_register(host, info, &desc);
 }

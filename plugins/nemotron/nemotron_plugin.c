@@ -25,6 +25,11 @@ static int not_served(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return tpxp_not_served(host, ctx, "nemotron", arch);
 }
 
+/* NemotronH's strategy has its own flow: no validate_tp_mesh, and
+ * tp_shard_plan ignored. */
+static const char *const nemotron_traits[] = {
+    "own_flow=NemotronHForCausalLM", NULL};
+
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
   static const tpxp_plugin_desc desc = {
@@ -35,6 +40,7 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
           "blocks; sequence parallel refused) and Nemotron-Labs-Diffusion",
       .architectures = nemotron_architectures,
       .plans = NULL,
+      .traits = nemotron_traits,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device/memspace.h"
+#include "device/kernels.h"
 #include "tpx/runtime.h"
 
 /* ---- the comm thread (rt_queue.c) ---- */

@@ -42,7 +42,7 @@ tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
     const tpx__rt_param *p = &rt->params[i];
     const float *g = rt->units[p->unit].grad + p->grad_off;
     size_t n = (size_t)(p->shard_rows * p->row_numel);
-    if (n) st = ms->ops->norm_acc(ms, acc + p->shard_mask, g, n, inf, err);
+    if (n) st = tpx__ms_norm_acc(ms, acc + p->shard_mask, g, n, inf, err);
   }
   for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
     size_t m = 0;
@@ -93,7 +93,7 @@ tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
   if (!(coef < 1.0f) && !isnan(coef)) return TPX_OK;
   for (size_t u = 0; u < rt->num_units && st == TPX_OK; u++)
     if (rt->units[u].grad_numel)
-      st = rt->ms->ops->scale_f32(rt->ms, rt->units[u].grad,
+      st = tpx__ms_scale_f32(rt->ms, rt->units[u].grad,
                                   (size_t)rt->units[u].grad_numel, coef, 0,
                                   err);
   return st;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "comm/comm_view.h"
+#include "device/kernels.h"
 #include "tp/tp_internal.h"
 #include "shard/sharding_view.h"
 
@@ -192,7 +193,7 @@ static tpx_status check_common(const emb_plan *ep, const tpx__memspace *ms,
    * back to the host, the ids themselves are never read here. */
   int64_t n = tpx_tensor_numel(ids), bad[2] = {-1, 0};
   if (n > 0)
-    TPX__TRY(ms->ops->index_check(ms, ids->data, ids->dtype, (size_t)n,
+    TPX__TRY(tpx__ms_index_check(ms, ids->data, ids->dtype, (size_t)n,
                                   ep->V, 0, 0, bad, err));
   if (bad[0] >= 0)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
@@ -249,7 +250,7 @@ tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
   tpx__ms_rows rows = rows_of(&ep);
   tpx_status st = TPX_OK;
   if (n > 0 && row > 0)
-    st = ms->ops->embed_lookup(ms, nat.data, weight->data, row, ids->data,
+    st = tpx__ms_embed_lookup(ms, nat.data, weight->data, row, ids->data,
                                ids->dtype, (size_t)n, &rows, err);
   if (st == TPX_OK && ep.has_tr)
     st = tpx_tp_transition_run(sh, mc, module, TPX_TRANSITION_OUTPUT, 0, 0,
@@ -298,7 +299,7 @@ tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh,
   tpx__ms_rows rows = rows_of(&ep);
   tpx_status st = TPX_OK;
   if (n > 0 && hl > 0)
-    st = ms->ops->embed_scatter_add(ms, weight_grad->data, weight_grad->dtype,
+    st = tpx__ms_embed_scatter_add(ms, weight_grad->data, weight_grad->dtype,
                                     g.data, g.dtype, (size_t)hl, ids->data,
                                     ids->dtype, (size_t)n, &rows, err);
   tpx__ms_free(ms, buf);

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "comm/comm_view.h"
-#include "comm/reduce.h"
 #include "tp/tp_internal.h"
 #include "shard/sharding_view.h"
 #include "tpx/redistribute.h"

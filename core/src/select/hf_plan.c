@@ -1,5 +1,5 @@
-/* plugin/hf_plan.c — the Hugging Face tp plan of a model (spec/plans.md
- * §4.2), the third step of plan selection: the config's own
+/* select/hf_plan.c — the Hugging Face tp plan of a model (docs/SEMANTICS.md
+ * "Plan selection"), the fourth step of plan selection: the config's own
  * base_model_tp_plan / tp_plan when it carries one, else the bundled table
  * of transformers' base_model_tp_plan for its model_type; the inner-model
  * plan is prefixed by the class's inner-model path and the class-level
@@ -15,9 +15,10 @@
 #include <jansson.h>
 
 #include "model/config.h"
-#include "plugin/plugin_internal.h"
+#include "select/select_internal.h"
 
-/* plans.md §4.2: inner model and prefix by model class. */
+/* Inner model and prefix by model class, as get_hf_tp_shard_plan has them
+ * (docs/SEMANTICS.md "Plan selection"). */
 static const struct {
   const char *arch;
   const char *prefix;

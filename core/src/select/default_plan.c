@@ -1,5 +1,5 @@
-/* plugin/default_plan.c — the default base plan, the last resort of plan
- * selection (spec/plans.md §3.15): embedding vocab-parallel, attention and
+/* select/default_plan.c — the default base plan, the last resort of plan
+ * selection (docs/SEMANTICS.md "Plan selection"): embedding vocab-parallel, attention and
  * MLP projections colwise/rowwise, lm_head colwise with a replicated output;
  * with sequence parallelism the norms become sequence_parallel and the
  * rowwise outputs sequence-sharded.
@@ -7,7 +7,7 @@
  * Not the HF plan (hf_plan.c) and not selection (select.c). */
 #include <string.h>
 
-#include "plugin/plugin_internal.h"
+#include "select/select_internal.h"
 
 static tpx_layout_list one(tpx_placement p) {
   tpx_layout_list l;

@@ -1,5 +1,6 @@
-/* validate.c — config-level TP validation (spec/plans.md §4.5), the
- * head-sharding rule and the local head counts after TP (§4.6).
+/* select/validate.c — config-level TP validation (docs/SEMANTICS.md "Plan
+ * selection": validate_tp_mesh and its Nemotron-NAS variant), the
+ * head-sharding rule and the local head counts after TP.
  *
  * Reads only the model's config and architecture names, never its modules.
  * Not plan selection and not application. */

@@ -1,4 +1,4 @@
-/* plugin/hf_plan_file.c — a Hugging Face tp_plan given as a file (`tpx plan
+/* select/hf_plan_file.c — a Hugging Face tp_plan given as a file (`tpx plan
  * --plan FILE` with a {module pattern: style string} object, as found in a
  * config's base_model_tp_plan / tp_plan or a model class's _tp_plan):
  * recognising one, and translating it for a given model with the same rules
@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "plugin/plugin_internal.h"
+#include "select/select_internal.h"
 
 int tpx_plan_file_is_hf(const char *path) {
   if (!path)
