@@ -1,8 +1,9 @@
 /* comm/comm_view.h — what the areas above comm (tp/, runtime/) may ask of a
  * communicator beyond tpx/comm.h: where its buffers live, whether MPI lets
- * two threads of a rank drive communicators, and whether a mesh comm runs
- * over a given mesh. Read-only; the backend vtable stays in comm_impl.h,
- * which only comm/ includes. */
+ * two threads of a rank drive communicators, whether a mesh comm runs over
+ * a given mesh, and how a rank that fails before a collective releases its
+ * peers. The backend vtable stays in comm_impl.h, which only comm/
+ * includes. */
 #ifndef TPX_COMM_COMM_VIEW_H
 #define TPX_COMM_COMM_VIEW_H
 
@@ -22,5 +23,14 @@ int tpx__mpi_thread_multiple(void);
  * `what` (the public call). */
 tpx_status tpx__mesh_comm_check(tpx_mesh_comm *mc, const tpx_mesh *mesh,
                                 const char *what, tpx_error *err);
+
+/* comm.c: this rank failed (status st, err's message) in `what` before a
+ * collective its peers run and will not join it: abort the comm so they
+ * return an error instead of waiting (local: the whole world; mpi: this
+ * comm refuses further calls, the peers reach their timeout). Returns st.
+ * Every temporary allocated or filled before a collective goes through
+ * this on failure (issue: a rank that returned early hung its peers). */
+tpx_status tpx__comm_fail_before(tpx_comm *comm, const char *what,
+                                 tpx_status st, const tpx_error *err);
 
 #endif /* TPX_COMM_COMM_VIEW_H */

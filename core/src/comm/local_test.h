@@ -11,6 +11,9 @@
  * to such a world is that routing bug: it is not detected as an error but
  * faults (SIGSEGV), as device code handed a host pointer would.
  *
+ * Also a rank whose allocations fail (fail_alloc_ranks), for the abort
+ * path of a rank that fails before a collective.
+ *
  * The switch rides on tpx_local_run_opts: an options struct whose
  * struct_size is this extension's size and whose magic matches. */
 #ifndef TPX_COMM_LOCAL_TEST_H
@@ -26,6 +29,10 @@ typedef struct tpx__local_test_options {
   tpx_local_options base; /* base.struct_size = sizeof this struct */
   unsigned magic;         /* TPX__LOCAL_TEST_MAGIC */
   int sim_device_memory;  /* 1: the world's buffers are in the sim space */
+  /* Bit r set: every buffer allocation of rank r (< 32) through its comms'
+   * memory space fails with TPX_NO_MEMORY (host memory only): the failure
+   * a rank meets in a collective's temporaries. 0: none. */
+  unsigned fail_alloc_ranks;
 } tpx__local_test_options;
 
 /* tpx_local_run with the world in the sim memory space when `sim`, else
@@ -34,7 +41,7 @@ static inline tpx_status tpx__local_run_sim(int nranks, int sim,
                                             tpx_local_fn fn, void *arg,
                                             tpx_error *err) {
   tpx__local_test_options o = {TPX_LOCAL_OPTIONS_INIT, TPX__LOCAL_TEST_MAGIC,
-                               sim};
+                               sim, 0};
   o.base.struct_size = sizeof o;
   return tpx_local_run_opts(nranks, &o.base, fn, arg, err);
 }
