@@ -519,6 +519,16 @@ int main(int argc, char **argv) {
   }
 out:
   if (code && root) fprintf(stderr, "tpx-train: %s\n", err.message[0] ? err.message : "failed");
+#if TPX_HAVE_MPI
+  /* A collective that timed out or was aborted (a peer hung or failed):
+   * say so from this rank and end the whole job, since the hung peer will
+   * never reach MPI_Finalize (docs/RUNTIME.md "A rank that fails"). */
+  if (mpi && code && (err.status == TPX_TIMEOUT || err.status == TPX_COMM)) {
+    if (!root) fprintf(stderr, "tpx-train: %s\n", err.message);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
+#endif
   tpx_checkpoint_reader_destroy(reader);
   tpx_sharding_destroy(sh); tpx_selection_destroy(sel); tpx_diag_list_destroy(diags);
   tpx_mesh_destroy(mesh); tpx_model_destroy(model); tpx_registry_destroy(reg);
