@@ -522,7 +522,7 @@ out:
 #if TPX_HAVE_MPI
   /* A collective that timed out or was aborted (a peer hung or failed):
    * say so from this rank and end the whole job, since the hung peer will
-   * never reach MPI_Finalize (docs/RUNTIME.md "A rank that fails"). */
+   * never reach MPI_Finalize (docs/RUNTIME.md "A rank that fails or hangs"). */
   if (mpi && code && (err.status == TPX_TIMEOUT || err.status == TPX_COMM)) {
     if (!root) fprintf(stderr, "tpx-train: %s\n", err.message);
     fflush(stderr);
