@@ -7,6 +7,7 @@
 #define TPX_TPX_H
 
 #include "tpx/checkpoint.h"
+#include "tpx/checkpoint_shard.h"
 #include "tpx/comm.h"
 #include "tpx/diag.h"
 #include "tpx/dtype.h"
