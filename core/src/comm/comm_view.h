@@ -8,7 +8,13 @@
 #define TPX_COMM_COMM_VIEW_H
 
 #include "device/memspace.h"
-#include "tpx/comm.h"
+#include "tpx/error.h"
+#include "tpx/mesh.h"
+
+/* The handles of tpx/comm.h (C11 allows the repeated typedefs); not
+ * including it keeps this view below comm.c, which includes it. */
+typedef struct tpx_comm tpx_comm;
+typedef struct tpx_mesh_comm tpx_mesh_comm;
 
 /* The memory space of comm's buffers (host for NULL; comm.c). */
 const tpx__memspace *tpx__comm_ms(const tpx_comm *comm);
