@@ -118,12 +118,14 @@ static lgroup *group_new(luniverse *u, int size) {
     return NULL;
   }
   memset(g->slots, 0, sizeof(lslot) * (size_t)size);
-  g->world_rank = calloc((size_t)size, sizeof *g->world_rank);
+  g->world_rank = malloc((size_t)size * sizeof *g->world_rank);
   if (!g->world_rank) {
     free(g->slots);
     free(g);
     return NULL;
   }
+  for (int i = 0; i < size; i++)
+    g->world_rank[i] = -1; /* until that member joins (local_split) */
   tpx__barrier_init(&g->bar, (unsigned)size);
   g->size = size;
   g->id = ++u->next_id;
@@ -272,9 +274,18 @@ static tpx_status wait_entry(lctx *c, int coll, uint64_t seq, uint32_t gen,
       return TPX_OK;
     if (r == 0 && !is_aborted(u)) {
       int m = missing_member(g, seq);
-      int wr = m >= 0 ? g->world_rank[m] : -1;
-      char where[64];
+      int wr = -1;
+      char where[64], who[64];
       tpx__comm_where(c->self, where, sizeof where);
+      pthread_mutex_lock(&u->mu); /* world_rank is written under it */
+      if (m >= 0)
+        wr = g->world_rank[m];
+      pthread_mutex_unlock(&u->mu);
+      if (wr >= 0)
+        snprintf(who, sizeof who, "rank %d", wr);
+      else
+        snprintf(who, sizeof who, "group member %d (not in the group yet)",
+                 m);
       if (wr >= 0 && u->done &&
           atomic_load_explicit(&u->done[wr], memory_order_acquire))
         world_abort(u, TPX_COMM,
@@ -283,10 +294,10 @@ static tpx_status wait_entry(lctx *c, int coll, uint64_t seq, uint32_t gen,
                     wr, coll_name(coll), where);
       else if (now_s() - t0 > limit)
         world_abort(u, TPX_TIMEOUT,
-                    "rank %d did not arrive at %s over %s within %g s "
+                    "%s did not arrive at %s over %s within %g s "
                     "(the collective timeout: TPX_COMM_TIMEOUT or "
                     "tpx_comm_set_timeout)",
-                    wr, coll_name(coll), where, limit);
+                    who, coll_name(coll), where, limit);
       else
         continue;
     }
