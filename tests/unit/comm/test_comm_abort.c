@@ -50,7 +50,7 @@ static tpx_status record(ranks_out *o, int r, double t0, tpx_status st,
 static tpx_status run_opts(int n, double timeout_s, unsigned fail_ranks,
                            tpx_local_fn fn, ranks_out *o, tpx_error *err) {
   tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, TPX__LOCAL_TEST_MAGIC,
-                               0, fail_ranks};
+                               0, 0, fail_ranks};
   t.base.struct_size = sizeof t;
   t.base.timeout_s = timeout_s;
   return tpx_local_run_opts(n, &t.base, fn, o, err);
