@@ -23,7 +23,7 @@ extern "C" {
 
 /* Longest FQN / message the helpers build. */
 #define TPXP_FQN_MAX 256
-#define TPXP_MSG_MAX 512
+#define TPXP_MSG_MAX 1024
 
 #if defined(__GNUC__)
 #define TPXP_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -60,6 +60,9 @@ typedef struct tpxp_plugin_desc {
   const char *description;
   const char *const *architectures; /* NULL-terminated */
   const char *const *plans;         /* NULL-terminated, or NULL */
+  /* tpx_plugin_info.traits ("own_flow=<arch>", ...): NULL-terminated, or
+   * NULL; handed over only to a host whose info has the field. */
+  const char *const *traits;
 } tpxp_plugin_desc;
 
 /* The whole of a family's register_parallel_strategy: tpxp_negotiate, then,

@@ -39,6 +39,9 @@ int tpxp_register(const tpx_plugin_host *host, tpx_plugin_info *info,
   info->description = desc->description;
   info->architectures = desc->architectures;
   info->plan_names = desc->plans;
+  if (desc->traits != NULL &&
+      info->struct_size > offsetof(tpx_plugin_info, traits))
+    info->traits = desc->traits;
   return TPX_PLUGIN_OK;
 }
 

@@ -22,6 +22,13 @@ static const char *const diffusion_architectures[] = {
     "WanTransformer3DModel", "HunyuanVideo15Transformer3DModel",
     "LTX2VideoTransformer3DModel", "QwenImageTransformer2DModel", NULL};
 
+/* Strategies with their own flow: no validate_tp_mesh, tp_shard_plan
+ * ignored (Qwen-Image's is a Default subclass and has neither). */
+static const char *const diffusion_traits[] = {
+    "own_flow=WanTransformer3DModel",
+    "own_flow=HunyuanVideo15Transformer3DModel",
+    "own_flow=LTX2VideoTransformer3DModel", NULL};
+
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
   static const tpxp_plugin_desc desc = {
@@ -34,6 +41,7 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
           "(Default flow); whole-block activation checkpointing",
       .architectures = diffusion_architectures,
       .plans = NULL,
+      .traits = diffusion_traits,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -25,6 +25,12 @@ static const char *const k_archs[] = {
     "DeciLMForCausalLM",
     NULL};
 static const char *const k_plans[] = {SUPER_PLAN, NULL};
+/* _is_nemotron_flash_config: after selection, whatever the plan's source,
+ * upstream drops an lm_head whose output is not sharded for these models. */
+static const char *const k_traits[] = {
+    "lm_head_sharded_only=arch:NemotronFlashForCausalLM",
+    "lm_head_sharded_only=model_type:nemotron_flash",
+    "lm_head_sharded_only=name_or_path:nemotron-flash", NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
@@ -38,6 +44,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "llama_nemotron_super_tp_plan, as NeMo Automodel plans them",
       .architectures = k_archs,
       .plans = k_plans,
+      .traits = k_traits,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -29,6 +29,17 @@ static const tpxp_arch_ops nemotron_ops[] = {
 static const tpxp_family nemotron = {"nemotron", nemotron_ops,
                                      TPXP_N_OF(nemotron_ops)};
 
+/* NemotronH's strategy has its own flow: no validate_tp_mesh, and
+ * tp_shard_plan ignored. */
+static const char *const nemotron_traits[] = {
+    "own_flow=NemotronHForCausalLM",
+    /* NeMo Automodel's own NemotronH class names the tree model.* where the
+     * checkpoint says backbone.*, and keeps each Mamba mixer's A_log, D
+     * and dt_bias in mixer._fp32_params. */
+    "name_alias=NemotronHForCausalLM:model.layers.*.mixer._fp32_params="
+    "backbone.layers.*.mixer",
+    "name_alias=NemotronHForCausalLM:model=backbone", NULL};
+
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
   static const tpxp_plugin_desc desc = {
@@ -39,6 +50,7 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
           "blocks; sequence parallel refused) and Nemotron-Labs-Diffusion",
       .architectures = nemotron_architectures,
       .plans = NULL,
+      .traits = nemotron_traits,
   };
   return tpxp_register(host, info, &desc);
 }

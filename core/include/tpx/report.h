@@ -21,6 +21,7 @@
 #include "tpx/error.h"
 #include "tpx/export.h"
 #include "tpx/memory.h"
+#include "tpx/select.h"
 #include "tpx/sharding.h"
 
 TPX_BEGIN_DECLS
@@ -50,12 +51,18 @@ typedef struct tpx_report_options {
   /* >= 0: every parameter gets local_shape, global_offset and local_bytes
    * of this rank's slice (JSON); -1 = none. */
   int64_t slices_rank;
+  /* The selection the plan came from (tpx/select.h), handed over whole;
+   * NULL = none. It supplies what the fields above leave unset (NULL / 0):
+   * plan_source, plugin_name, plugin_path, function, the trace and the
+   * strategy lines. Borrowed during the call. Added after slices_rank: an
+   * older, shorter struct_size means none. */
+  const tpx_selection *selection;
 } tpx_report_options;
 
 #define TPX_REPORT_OPTIONS_INIT                                                \
   {                                                                            \
     sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2,   \
-        0, NULL, NULL, -1                                                      \
+        0, NULL, NULL, -1, NULL                                                \
   }
 
 /* Which upstream release's behaviour the selection, FSDP units and reports

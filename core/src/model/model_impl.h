@@ -87,6 +87,10 @@ struct tpx_model {
   char **architectures; /* malloc'd strings */
   size_t num_architectures;
   char *source; /* malloc'd; may be NULL */
+  /* Name aliases (aliases.c): rule i rewrites leading atoms matching
+   * alias_from[i] into alias_to[i]; strings in the arena. */
+  const char **alias_from, **alias_to;
+  size_t num_aliases, cap_aliases;
 };
 
 /* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is

@@ -13,13 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "base/log_internal.h"
+#include "plugin/child.h"
 #include "plugin/plugin_internal.h"
 #include "tpx_config.h"
 
@@ -158,57 +155,47 @@ tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
   return TPX_OK;
 }
 
-/* Load `path` once in a forked child. 0 when the child got through (the
+/* The probe child: load the file, unload it, end. */
+static void probe_body(int fd, void *arg) {
+  (void)fd;
+  tpx__plugin *p = NULL;
+  char why[TPX_ERROR_MESSAGE_SIZE];
+  if (tpx__plugin_open(arg, tpx__plugin_host_table(), &p, why, sizeof why) ==
+      TPX_OK)
+    tpx__plugin_free(p);
+}
+
+/* Load `path` once in a child (child.c). 0 when the child got through (the
  * in-process load will then report any ordinary refusal itself), -1 with
  * `reason` when loading crashed, exited or hung there. */
 static int probe_file(const char *path, char *reason, size_t size) {
-  pid_t pid = fork();
-  if (pid < 0)
+  const double timeout = TPX__CHILD_DEFAULT_TIMEOUT;
+  tpx__child_spec spec = {probe_body, (void *)path, timeout};
+  tpx__child_result res;
+  tpx_error ignored = {0};
+  if (tpx__child_run(&spec, &res, &ignored) != TPX_OK)
     return 0; /* cannot probe: load as usual */
-  if (pid == 0) {
-    tpx__plugin *p = NULL;
-    char why[TPX_ERROR_MESSAGE_SIZE];
-    if (tpx__plugin_open(path, tpx__plugin_host_table(), &p, why,
-                         sizeof why) == TPX_OK)
-      tpx__plugin_free(p);
-    _exit(0);
+  tpx__child_result_free(&res);
+  if (res.end == TPX__CHILD_TIMED_OUT) {
+    snprintf(reason, size,
+             "hung for %g s while loading (dlopen or "
+             "register_parallel_strategy); not loaded",
+             timeout);
+    return -1;
   }
-  int status = 0;
-  struct timespec start;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid)
-      break;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (w < 0 || now.tv_sec - start.tv_sec >= 10) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      snprintf(reason, size,
-               "hung for 10 s while loading (dlopen or "
-               "register_parallel_strategy); not loaded");
-      return -1;
-    }
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
+  if (res.end == TPX__CHILD_SIGNALED) {
+    const char *sn = tpx__signal_name(res.code);
     snprintf(reason, size,
              "crashed with %s (signal %d) while loading (dlopen or "
              "register_parallel_strategy); not loaded",
-             sig == SIGSEGV ? "SIGSEGV" : sig == SIGABRT ? "SIGABRT"
-                                      : sig == SIGBUS  ? "SIGBUS"
-                                                       : "a signal",
-             sig);
+             sn ? sn : "a signal", res.code);
     return -1;
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+  if (res.code != 0) {
     snprintf(reason, size,
              "the process exited with status %d while loading (exit() in a "
              "constructor or register_parallel_strategy?); not loaded",
-             WEXITSTATUS(status));
+             res.code);
     return -1;
   }
   return 0;
@@ -550,6 +537,36 @@ const tpx__plugin *tpx__registry_at(const tpx_registry *reg, size_t index) {
 
 /* ---- calls ----------------------------------------------------------------- */
 
+/* The serving plugin's name aliases for `arch` (traits
+ * "name_alias=<class>:<alias>=<canonical>", docs/PLUGIN_ABI.md) onto the
+ * model, so safetensors headers under either naming match it. */
+static tpx_status add_name_aliases(const tpx__plugin *p, tpx_model *model,
+                                   const char *arch, tpx_error *err) {
+  static const char key[] = "name_alias=";
+  const char *dot = strrchr(arch, '.');
+  const char *bare = dot ? dot + 1 : arch;
+  size_t bl = strlen(bare);
+  for (size_t k = 0; k < p->num_traits; k++) {
+    const char *t = p->traits[k];
+    if (strncmp(t, key, sizeof key - 1) != 0)
+      continue;
+    t += sizeof key - 1;
+    const char *colon = strchr(t, ':'), *eq = colon ? strchr(colon, '=') : 0;
+    if (!eq || (size_t)(colon - t) != bl || strncmp(t, bare, bl) != 0)
+      continue;
+    char alias[512];
+    size_t al = (size_t)(eq - colon - 1);
+    if (al >= sizeof alias)
+      continue;
+    memcpy(alias, colon + 1, al);
+    alias[al] = '\0';
+    tpx_status st = tpx_model_add_name_alias(model, alias, eq + 1, err);
+    if (st != TPX_OK)
+      return st;
+  }
+  return TPX_OK;
+}
+
 tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
                                        tpx_model *model, tpx_error *err) {
   if (!reg || !model)
@@ -570,8 +587,9 @@ tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
                          "plugins`); load the model's tensors from its "
                          "safetensors files instead",
                          arch);
-  return tpx__plugin_skeleton(tpx__registry_at(reg, (size_t)i), model, matched,
-                              err);
+  const tpx__plugin *p = tpx__registry_at(reg, (size_t)i);
+  tpx_status st = tpx__plugin_skeleton(p, model, matched, err);
+  return st == TPX_OK ? add_name_aliases(p, model, arch, err) : st;
 }
 
 tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,

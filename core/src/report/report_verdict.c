@@ -223,13 +223,11 @@ tpx_status tpx_report_summary(const tpx_sharding *sh,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_summary: NULL sharding or out");
   *out = NULL;
-  if (opts && opts->struct_size < sizeof(tpx_report_options))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_report_summary: options struct_size %zu too "
-                         "small (use TPX_REPORT_OPTIONS_INIT)",
-                         opts->struct_size);
+  tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_summary", err);
+  if (ost != TPX_OK)
+    return ost;
   tpx__sbuf b = {NULL, 0, 0, 0};
-  tpx__report_verdict(&b, sh, opts ? opts : &def);
+  tpx__report_verdict(&b, sh, &def);
   if (b.failed) {
     tpx__sbuf_free(&b);
     return tpx_error_set(err, TPX_NO_MEMORY,

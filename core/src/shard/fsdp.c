@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "model/model_view.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 
 static int is_digits(const char *s) {
   if (!*s) return 0;

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "model/model_view.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 
 /* The colwise sibling `<x>_proj` of module m named `<x>_norm`, or -1. */
 static int64_t colwise_sibling(const tpx_sharding *sh, int64_t m) {

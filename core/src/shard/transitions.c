@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 #include "tpx/plan.h"
 
 static int is_shard(tpx_placement p) {

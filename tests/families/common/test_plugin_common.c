@@ -211,7 +211,7 @@ START_TEST(test_register) {
   static const char *const archs[] = {"AForCausalLM", NULL};
   static const char *const plans[] = {"p", NULL};
   static const tpxp_plugin_desc d = {"fam", "9.9.9", "a family", archs,
-                                     plans};
+                                     plans, NULL};
   tpx_plugin_host h = mock_host();
   tpx_plugin_info info;
   memset(&info, 0, sizeof info);
