@@ -516,6 +516,16 @@ START_TEST(test_automodel_names) {
                                             sizeof buf),
                    0);
   ck_assert_str_eq(buf, "lm_head.weight");
+  /* rules must be well formed */
+  ck_assert_int_eq(tpx_model_add_name_alias(m, "a.*", "b", &err),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_model_add_name_alias(m, "", "b", &err),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_ne(tpx_model_add_name_alias(m, "a..b", "c", &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_name_aliases(m), 2);
+  ck_assert_int_eq(tpx_model_name_alias(m, 2, &from, &to, &err),
+                   TPX_OUT_OF_RANGE);
+  ck_assert_int_eq(tpx_model_canonical_name(m, "model.a", buf, 4), -1);
   /* "modelx" is not the atom "model" */
   ck_assert_int_eq(tpx_model_canonical_name(m, "modelx.a", buf, sizeof buf),
                    0);
