@@ -51,6 +51,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "experts; upstream's HF-plan path to the default plan)",
       .architectures = k_archs,
       .plans = NULL,
+      .traits = NULL,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -772,7 +772,9 @@ tpx_status tpx__st_load_path(tpx__st_load *l, const char *path,
 }
 
 /* Header names under one of the model's name aliases become its canonical
- * names (the rewritten names live in the load's arena). */
+ * names (the rewritten names live in the load's arena). l->names keeps the
+ * files' own names: after loading, only the tied-head check reads it (for
+ * lm_head.weight), so a rule renaming the head is not seen there. */
 static tpx_status rename_through_aliases(const tpx_model *model,
                                          tpx__st_load *l, tpx_error *err) {
   char buf[1024];
