@@ -386,17 +386,11 @@ static int parse_layouts(tpx_plugin_ctx *ctx, const char *module,
 
 /* Whether `kind` takes plain input/output layouts. */
 static int takes_io_layouts(tpx_style_kind k) {
-  return k == TPX_STYLE_COLWISE || k == TPX_STYLE_ROWWISE ||
-         k == TPX_STYLE_VOCAB_PARALLEL_EMBEDDING ||
-         k == TPX_STYLE_GEMMA4_VOCAB_PARALLEL_EMBEDDING ||
-         k == TPX_STYLE_GEMMA4_ROWWISE_PARALLEL;
+  return tpx_style_kind_traits(k).shards_params;
 }
 
 static int is_sequence_kind(tpx_style_kind k) {
-  return k == TPX_STYLE_SEQUENCE_PARALLEL ||
-         k == TPX_STYLE_ROTARY_EMBED_PARALLEL ||
-         k == TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL ||
-         k == TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION;
+  return tpx_style_kind_traits(k).family == TPX_STYLE_FAMILY_SEQUENCE;
 }
 
 /* Does the entry struct the plugin knows reach past `field`? */

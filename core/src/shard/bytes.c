@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 
@@ -109,13 +110,10 @@ static int64_t sig_intern(sig_table *t, const sig_key *k, int mesh_ndim) {
     s = (s + 1) & (t->nslots - 1);
   }
   if (t->n == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 32;
-    sig_key *keys = realloc(t->keys, cap * sizeof *keys);
-    if (!keys) return -1;
-    t->keys = keys;
-    uint64_t *hs = realloc(t->hashes, cap * sizeof *hs);
-    if (!hs) return -1;
-    t->hashes = hs;
+    size_t cap = t->cap, cap_hashes = t->cap;
+    if (TPX_GROW(t->keys, cap, t->n + 1, 32) ||
+        TPX_GROW(t->hashes, cap_hashes, t->n + 1, 32))
+      return -1;
     t->cap = cap;
   }
   t->keys[t->n] = *k;

@@ -106,10 +106,6 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err);
 /* Normalised tp placement of param p (Replicate when tp is absent). */
 tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim);
 
-/* FQN with every all-digit atom replaced by '*' ("model.layers.*.mlp");
- * returns its length (apply.c). */
-size_t tpx__shard_generalize_fqn(const char *fqn, char *out, size_t size);
-
 /* ---- partial_grad.c ---- */
 /* 1 when param (a tied alias: its target) is replicated over tp > 1, no
  * style covers it, and it is the weight of a per-head norm `<x>_norm` whose
