@@ -5,9 +5,9 @@
  * family's plugin declares them (trait name_alias, docs/PLUGIN_ABI.md);
  * tpx_model_add_safetensors reads header names through them, and the
  * reports list them. Strings live in the model's arena. */
-#include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "model/model_impl.h"
 
 static size_t count_stars(const char *p) {
@@ -36,24 +36,14 @@ tpx_status tpx_model_add_name_alias(tpx_model *model, const char *alias,
                          "name alias '%s' -> '%s': both must be non-empty "
                          "and hold the same number of '*' atoms",
                          alias, canonical);
-  if (model->num_aliases == model->cap_aliases) {
-    size_t cap = model->cap_aliases ? 2 * model->cap_aliases : 8;
-    const char **f = realloc(model->alias_from, cap * sizeof *f);
-    if (f)
-      model->alias_from = f;
-    const char **t = f ? realloc(model->alias_to, cap * sizeof *t) : NULL;
-    if (!f || !t)
-      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (name alias)");
-    model->alias_to = t;
-    model->cap_aliases = cap;
-  }
   const char *f = tpx__arena_strndup(&model->arena, alias, strlen(alias));
   const char *t =
       tpx__arena_strndup(&model->arena, canonical, strlen(canonical));
-  if (!f || !t)
+  if (!f || !t ||
+      TPX_GROW(model->aliases, model->cap_aliases, model->num_aliases + 1, 8))
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (name alias)");
-  model->alias_from[model->num_aliases] = f;
-  model->alias_to[model->num_aliases++] = t;
+  model->aliases[model->num_aliases].from = f;
+  model->aliases[model->num_aliases++].to = t;
   return TPX_OK;
 }
 
@@ -69,9 +59,9 @@ tpx_status tpx_model_name_alias(const tpx_model *model, size_t index,
                          "tpx_model_name_alias: index %zu of %zu", index,
                          model ? model->num_aliases : (size_t)0);
   if (alias)
-    *alias = model->alias_from[index];
+    *alias = model->aliases[index].from;
   if (canonical)
-    *canonical = model->alias_to[index];
+    *canonical = model->aliases[index].to;
   return TPX_OK;
 }
 
@@ -118,12 +108,12 @@ int tpx_model_canonical_name(const tpx_model *model, const char *name,
   if (model == NULL || name == NULL || buf == NULL || size == 0)
     return -1;
   for (size_t r = 0; r < model->num_aliases; r++) {
-    const char *rest = match_rule(model->alias_from[r], name, cap, cap_len,
+    const char *rest = match_rule(model->aliases[r].from, name, cap, cap_len,
                                   MAX_CAPS, &ncap);
     if (rest == NULL)
       continue;
     size_t o = 0, k = 0;
-    for (const char *t = model->alias_to[r]; *t;) {
+    for (const char *t = model->aliases[r].to; *t;) {
       size_t tl = atom_len(t);
       const char *src = t;
       size_t sl = tl;

@@ -593,8 +593,7 @@ void tpx_model_destroy(tpx_model *model) {
     free(model->architectures[i]);
   free(model->architectures);
   free(model->source);
-  free(model->alias_from);
-  free(model->alias_to);
+  free(model->aliases);
   free(model);
 }
 

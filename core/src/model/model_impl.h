@@ -87,9 +87,11 @@ struct tpx_model {
   char **architectures; /* malloc'd strings */
   size_t num_architectures;
   char *source; /* malloc'd; may be NULL */
-  /* Name aliases (aliases.c): rule i rewrites leading atoms matching
-   * alias_from[i] into alias_to[i]; strings in the arena. */
-  const char **alias_from, **alias_to;
+  /* Name aliases (aliases.c): each rule rewrites leading atoms matching
+   * `from` into `to`; strings in the arena. */
+  struct tpx__name_alias {
+    const char *from, *to;
+  } *aliases;
   size_t num_aliases, cap_aliases;
 };
 
