@@ -29,6 +29,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "because NormHead is not an nn.Linear. Sequence parallel is ignored",
       .architectures = k_archs,
       .plans = NULL,
+      .traits = NULL,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -23,7 +23,7 @@ extern "C" {
 
 /* Longest FQN / message the helpers build. */
 #define TPXP_FQN_MAX 256
-#define TPXP_MSG_MAX 512
+#define TPXP_MSG_MAX 1024
 
 #if defined(__GNUC__)
 #define TPXP_PRINTF(f, a) __attribute__((format(printf, f, a)))

@@ -46,10 +46,9 @@ int tpxp_refuse_to_hf_flow(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                            const char *what) {
   return tpxp_fail(
       host, ctx, TPX_PLUGIN_REFUSED,
-      "%s: '%s' has no plan function upstream (not in "
-      "PARALLELIZE_FUNCTIONS), so Automodel uses the default base plan: "
-      "get_hf_tp_shard_plan cannot translate its transformers-5 styles (%s; "
-      "ValueError 'Unknown parallel style'); this plugin gives the skeleton "
-      "only",
+      "%s: declines '%s' on purpose: upstream uses the default base plan "
+      "for it (not in PARALLELIZE_FUNCTIONS, and its transformers-5 HF "
+      "plan is untranslatable: %s); tpx takes the same path: the Hugging "
+      "Face plan, then the default base plan",
       family, arch != NULL ? arch : "(null)", what);
 }

@@ -44,6 +44,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "(one KV head); config-only skeleton with fused routed experts",
       .architectures = k_archs,
       .plans = NULL,
+      .traits = NULL,
   };
   return tpxp_register(host, info, &desc);
 }

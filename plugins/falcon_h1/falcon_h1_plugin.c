@@ -41,6 +41,7 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
           "mixer replicated, sequence parallel ignored)",
       .architectures = falcon_h1_architectures,
       .plans = NULL,
+      .traits = NULL,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -35,6 +35,7 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
           "refused)",
       .architectures = gemma3_architectures,
       .plans = NULL,
+      .traits = NULL,
   };
   return tpxp_register(host, info, &desc);
 }

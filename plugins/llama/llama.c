@@ -234,28 +234,20 @@ typedef struct block_cfg {
   double ffn_mult;          /* < 0 when null */
 } block_cfg;
 
+/* block_configs[i]: what its attention and FFN are. */
 static int read_block(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       int64_t i, block_cfg *b) {
-  char p[128];
-  int st;
-  long long L = (long long)i;
-  tpxp_fmt(p, sizeof p, "block_configs[%lld].attention.no_op", L);
-  if ((st = tpxp_cfg_bool_opt(host, ctx, p, 0, &b->attn_no_op)) != 0)
-    return st;
-  tpxp_fmt(p, sizeof p, "block_configs[%lld].attention.replace_with_linear", L);
-  if ((st = tpxp_cfg_bool_opt(host, ctx, p, 0, &b->attn_linear)) != 0)
-    return st;
-  tpxp_fmt(p, sizeof p, "block_configs[%lld].attention.n_heads_in_group", L);
-  if ((st = tpxp_cfg_int_opt(host, ctx, p, 0, &b->n_heads_in_group)) != 0)
-    return st;
-  tpxp_fmt(p, sizeof p, "block_configs[%lld].ffn.no_op", L);
-  if ((st = tpxp_cfg_bool_opt(host, ctx, p, 0, &b->ffn_no_op)) != 0)
-    return st;
-  tpxp_fmt(p, sizeof p, "block_configs[%lld].ffn.replace_with_linear", L);
-  if ((st = tpxp_cfg_bool_opt(host, ctx, p, 0, &b->ffn_linear)) != 0)
-    return st;
-  tpxp_fmt(p, sizeof p, "block_configs[%lld].ffn.ffn_mult", L);
-  return tpxp_cfg_float_opt(host, ctx, p, -1.0, &b->ffn_mult);
+  char sec[64];
+  const tpxp_key keys[] = {
+      TPXP_KEY_B("attention.no_op", &b->attn_no_op, 0),
+      TPXP_KEY_B("attention.replace_with_linear", &b->attn_linear, 0),
+      TPXP_KEY_I("attention.n_heads_in_group", &b->n_heads_in_group, 0),
+      TPXP_KEY_B("ffn.no_op", &b->ffn_no_op, 0),
+      TPXP_KEY_B("ffn.replace_with_linear", &b->ffn_linear, 0),
+      TPXP_KEY_F("ffn.ffn_mult", &b->ffn_mult, -1.0),
+  };
+  tpxp_fmt(sec, sizeof sec, "block_configs[%lld]", (long long)i);
+  return TPXP_CFG_READ(host, ctx, sec, keys);
 }
 
 /* One DeciLM decoder layer in the remote code's module order:
@@ -264,97 +256,94 @@ static int read_block(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
  * makes self_attn one square linear_attn. The same for the FFN side
  * (mlp.linear_mlp). */
 static int decilm_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                        const tpxp_decoder *d, int64_t i, const block_cfg *b) {
-  char f[TPXP_FQN_MAX];
-  long long L = (long long)i;
-  int st = TPX_PLUGIN_OK;
-  if (!b->attn_no_op) {
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.input_layernorm", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, d->hidden, 0, NULL)) != 0)
-      return st;
-    if (b->attn_linear) {
-      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.linear_attn", L);
-      st = tpxp_sk_linear(host, ctx, f, d->hidden, d->hidden, 0, NULL);
-    } else {
-      int64_t kv, q = d->heads * d->head_dim;
-      if (b->n_heads_in_group <= 0)
-        return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                         "config block_configs[%lld].attention: "
-                         "n_heads_in_group is missing for an attention block",
-                         L);
-      kv = (d->heads / b->n_heads_in_group) * d->head_dim;
-      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.q_proj", L);
-      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, q, d->qkv_bias, NULL)))
-        return st;
-      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.k_proj", L);
-      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, NULL)))
-        return st;
-      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.v_proj", L);
-      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, NULL)))
-        return st;
-      tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.o_proj", L);
-      st = tpxp_sk_linear(host, ctx, f, q, d->hidden, d->o_bias, NULL);
-    }
-    if (st != TPX_PLUGIN_OK)
-      return st;
+                        const char *layer, int64_t i, const void *user) {
+  const tpxp_decoder *d = user;
+  int64_t h = d->hidden, q = d->heads * d->head_dim, kv = 0, inter = 0;
+  block_cfg b;
+  int attn, ffn;
+  TPXP_CHK(read_block(host, ctx, i, &b));
+  attn = !b.attn_no_op && !b.attn_linear;
+  ffn = !b.ffn_no_op && !b.ffn_linear;
+  if (attn && b.n_heads_in_group <= 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "config block_configs[%lld].attention: n_heads_in_group "
+                     "is missing for an attention block",
+                     (long long)i);
+  if (attn)
+    kv = (d->heads / b.n_heads_in_group) * d->head_dim;
+  {
+    const tpxp_sk_row rows[] = {
+        TPXP_SK_WHEN(!b.attn_no_op),
+        TPXP_SK_NRM("input_layernorm", h, 0),
+        TPXP_SK_WHEN(!b.attn_no_op && b.attn_linear),
+        TPXP_SK_LIN("self_attn.linear_attn", h, h, 0),
+        TPXP_SK_WHEN(attn),
+        TPXP_SK_LIN("self_attn.q_proj", h, q, d->qkv_bias),
+        TPXP_SK_WHEN(attn),
+        TPXP_SK_LIN("self_attn.k_proj", h, kv, d->qkv_bias),
+        TPXP_SK_WHEN(attn),
+        TPXP_SK_LIN("self_attn.v_proj", h, kv, d->qkv_bias),
+        TPXP_SK_WHEN(attn),
+        TPXP_SK_LIN("self_attn.o_proj", q, h, d->o_bias),
+        TPXP_SK_WHEN(!b.ffn_no_op),
+        TPXP_SK_NRM("post_attention_layernorm", h, 0),
+    };
+    TPXP_CHK(TPXP_SK_ROWS(host, ctx, layer, rows, NULL));
   }
-  if (!b->ffn_no_op) {
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.post_attention_layernorm", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, d->hidden, 0, NULL)) != 0)
-      return st;
-    if (b->ffn_linear) {
-      tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.linear_mlp", L);
-      st = tpxp_sk_linear(host, ctx, f, d->hidden, d->hidden, 0, NULL);
-    } else {
-      int64_t inter;
-      if (b->ffn_mult <= 0.0)
-        return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                         "config block_configs[%lld].ffn: ffn_mult is missing "
-                         "for an FFN block",
-                         L);
-      inter = ffn_mult_to_intermediate(b->ffn_mult, d->hidden);
-      tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.gate_proj", L);
-      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, inter, d->mlp_bias,
-                               NULL)))
-        return st;
-      tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.up_proj", L);
-      if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, inter, d->mlp_bias,
-                               NULL)))
-        return st;
-      tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.down_proj", L);
-      st = tpxp_sk_linear(host, ctx, f, inter, d->hidden, d->mlp_bias, NULL);
-    }
+  if (b.ffn_no_op)
+    return TPX_PLUGIN_OK;
+  if (ffn && b.ffn_mult <= 0.0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "config block_configs[%lld].ffn: ffn_mult is missing "
+                     "for an FFN block",
+                     (long long)i);
+  if (ffn)
+    inter = ffn_mult_to_intermediate(b.ffn_mult, h);
+  {
+    const tpxp_sk_row rows[] = {
+        TPXP_SK_WHEN(b.ffn_linear),
+        TPXP_SK_LIN("mlp.linear_mlp", h, h, 0),
+        TPXP_SK_WHEN(ffn),
+        TPXP_SK_LIN("mlp.gate_proj", h, inter, d->mlp_bias),
+        TPXP_SK_WHEN(ffn),
+        TPXP_SK_LIN("mlp.up_proj", h, inter, d->mlp_bias),
+        TPXP_SK_WHEN(ffn),
+        TPXP_SK_LIN("mlp.down_proj", inter, h, d->mlp_bias),
+    };
+    return TPXP_SK_ROWS(host, ctx, layer, rows, NULL);
   }
-  return st;
 }
 
 static int decilm_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   tpxp_decoder d;
-  int64_t nblocks = 0, i;
-  int st;
-  memset(&d, 0, sizeof d);
-  d.prefix = "model";
+  int64_t nblocks = 0;
+  int attn_bias = 0;
   /* DeciLM configs carry no top-level intermediate_size (it is per block),
    * so the common decoder reader does not fit; read the rest here. */
-  {
-    int attn_bias = 0;
-    if ((st = tpxp_cfg_int_req(host, ctx, "num_hidden_layers", &d.layers)) ||
-        (st = tpxp_cfg_int_req(host, ctx, "hidden_size", &d.hidden)) ||
-        (st = tpxp_cfg_int_req(host, ctx, "num_attention_heads", &d.heads)) ||
-        (st = tpxp_cfg_int_req(host, ctx, "vocab_size", &d.vocab)))
-      return st;
-    if (d.heads <= 0 || d.hidden <= 0)
-      return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                       "config: num_attention_heads and hidden_size must be "
-                       "positive");
-    if ((st = tpxp_cfg_int_opt(host, ctx, "head_dim", d.hidden / d.heads,
-                               &d.head_dim)) ||
-        (st = tpxp_cfg_bool_opt(host, ctx, "attention_bias", 0, &attn_bias)) ||
-        (st = tpxp_cfg_bool_opt(host, ctx, "mlp_bias", 0, &d.mlp_bias)) ||
-        (st = tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &d.tie)))
-      return st;
-    d.qkv_bias = d.o_bias = attn_bias;
-  }
+  tpxp_key dims[] = {
+      TPXP_KEY_I("num_hidden_layers", &d.layers, 0),
+      TPXP_KEY_I("hidden_size", &d.hidden, 0),
+      TPXP_KEY_I("num_attention_heads", &d.heads, 0),
+      TPXP_KEY_I("vocab_size", &d.vocab, 0),
+  };
+  const tpxp_key flags[] = {
+      TPXP_KEY_B("attention_bias", &attn_bias, 0),
+      TPXP_KEY_B("mlp_bias", &d.mlp_bias, 0),
+      TPXP_KEY_B("tie_word_embeddings", &d.tie, 0),
+  };
+  size_t k;
+  memset(&d, 0, sizeof d);
+  for (k = 0; k < TPXP_N_OF(dims); k++)
+    dims[k].required = 1;
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "", dims));
+  if (d.heads <= 0 || d.hidden <= 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "config: num_attention_heads and hidden_size must be "
+                     "positive");
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "head_dim", d.hidden / d.heads,
+                            &d.head_dim));
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "", flags));
+  d.qkv_bias = d.o_bias = attn_bias;
   if (host->config_get_length(ctx, "block_configs", &nblocks) != TPX_PLUGIN_OK)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "DeciLMForCausalLM: config key 'block_configs' (a list) "
@@ -364,22 +353,18 @@ static int decilm_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
                      "DeciLMForCausalLM: num_hidden_layers (%lld) exceeds the "
                      "number of block_configs (%lld)",
                      (long long)d.layers, (long long)nblocks);
-  if ((st = tpxp_sk_embedding(host, ctx, "model.embed_tokens", d.vocab,
-                              d.hidden, NULL)))
-    return st;
-  if ((st = tpxp_sk_module(host, ctx, "model.layers", "container")))
-    return st;
-  for (i = 0; i < d.layers; i++) {
-    block_cfg b;
-    if ((st = read_block(host, ctx, i, &b)) ||
-        (st = decilm_layer(host, ctx, &d, i, &b)))
-      return st;
+  {
+    const tpxp_sk_row tail[] = {
+        TPXP_SK_NRM("norm", d.hidden, 0),
+        TPXP_SK_MOD("rotary_emb", "rotary"),
+    };
+    const tpxp_stack stack = {
+        .prefix = "model", .embed = "embed_tokens", .vocab = d.vocab,
+        .hidden = d.hidden, .layers = d.layers, .layer = decilm_layer,
+        .user = &d, .tail = tail, .n_tail = TPXP_N_OF(tail),
+        .head = "lm_head", .tie = d.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
   }
-  if ((st = tpxp_sk_norm(host, ctx, "model.norm", d.hidden, 0, NULL)) ||
-      (st = tpxp_sk_module(host, ctx, "model.rotary_emb", "rotary")))
-    return st;
-  return tpxp_sk_lm_head(host, ctx, "lm_head", d.hidden, d.vocab, 0, d.tie,
-                         "model.embed_tokens.weight", NULL);
 }
 
 int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

@@ -27,6 +27,26 @@ static const char *const k_archs[] = {
     "MuseGlimmerForConditionalGeneration",
     NULL};
 
+/* MuseGlimmer's skeleton uses NeMo Automodel's native names; these are the
+ * transformers-5 checkpoint names of its language model and vision adapter
+ * as Automodel's state-dict adapter maps them (muse_glimmer.c). The vision
+ * encoder's are not declared: its transformers-5 prefix is not one this
+ * project has checked. */
+#define MG "name_alias=MuseGlimmerForConditionalGeneration:"
+#define MG_LAYER "model.language_model.layers.*."
+static const char *const k_traits[] = {
+    MG MG_LAYER "self_attn.gate_proj=model.layers.*.self_attn.output_gate_proj",
+    MG MG_LAYER "post_attention_layernorm=model.layers.*.post_attn_norm",
+    MG MG_LAYER "pre_feedforward_layernorm=model.layers.*."
+                "post_attention_layernorm",
+    MG MG_LAYER "post_feedforward_layernorm=model.layers.*.post_ffn_norm",
+    MG "model.language_model=model",
+    MG "model.vision_adapter.fc1=model.vision_adapter.c_fc",
+    MG "model.vision_adapter.fc2=model.vision_adapter.c_proj",
+    NULL};
+#undef MG_LAYER
+#undef MG
+
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
   static const tpxp_plugin_desc desc = {
@@ -43,6 +63,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "ignored; tp must divide the KV-head count)",
       .architectures = k_archs,
       .plans = NULL,
+      .traits = k_traits,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -39,6 +39,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "experts on dim 0",
       .architectures = k_archs,
       .plans = NULL,
+      .traits = NULL,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -191,18 +191,30 @@ int nemotron_h_fsdp_units(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
-/* _keep_in_fp32_modules_strict: the MoE router's e_score_correction_bias,
- * present only when the pattern has MoE blocks. */
+/* The parameters the strategy's fully_shard_by_dtype keeps in fp32:
+ * every Mamba mixer's A_log, D and dt_bias (Automodel's own NemotronH class
+ * holds them in mixer._fp32_params and casts everything else to the config
+ * dtype; the decay and skip terms are computed in fp32), and, with MoE
+ * blocks, the router's e_score_correction_bias
+ * (_keep_in_fp32_modules_strict). Under the checkpoint's names. */
 int nemotron_h_fp32_params(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                            const char *arch) {
+  static const char *const mamba[] = {"A_log", "D", "dt_bias"};
   char types[NEMOTRON_H_MAX_BLOCKS + 1], pat[TPXP_FQN_MAX];
+  const char *inner;
   int64_t n = 0;
-  int st = nemotron_h_block_types(host, ctx, types, &n);
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  if (strchr(types, NEMOTRON_H_MOE) == NULL || host->fp32_add == NULL)
+  size_t k;
+  TPXP_CHK(nemotron_h_block_types(host, ctx, types, &n));
+  if (host->fp32_add == NULL)
     return TPX_PLUGIN_OK;
-  snprintf(pat, sizeof pat, "%s.layers.*.mixer.gate.e_score_correction_bias",
-           nemotron_h_inner(host, ctx));
+  inner = nemotron_h_inner(host, ctx);
+  for (k = 0; strchr(types, NEMOTRON_H_MAMBA) != NULL && k < 3; k++) {
+    tpxp_fmt(pat, sizeof pat, "%s.layers.*.mixer.%s", inner, mamba[k]);
+    TPXP_CHK(host->fp32_add(ctx, pat));
+  }
+  if (strchr(types, NEMOTRON_H_MOE) == NULL)
+    return TPX_PLUGIN_OK;
+  tpxp_fmt(pat, sizeof pat, "%s.layers.*.mixer.gate.e_score_correction_bias",
+           inner);
   return host->fp32_add(ctx, pat);
 }

@@ -32,7 +32,13 @@ static const tpxp_family nemotron = {"nemotron", nemotron_ops,
 /* NemotronH's strategy has its own flow: no validate_tp_mesh, and
  * tp_shard_plan ignored. */
 static const char *const nemotron_traits[] = {
-    "own_flow=NemotronHForCausalLM", NULL};
+    "own_flow=NemotronHForCausalLM",
+    /* NeMo Automodel's own NemotronH class names the tree model.* where the
+     * checkpoint says backbone.*, and keeps each Mamba mixer's A_log, D
+     * and dt_bias in mixer._fp32_params. */
+    "name_alias=NemotronHForCausalLM:model.layers.*.mixer._fp32_params="
+    "backbone.layers.*.mixer",
+    "name_alias=NemotronHForCausalLM:model=backbone", NULL};
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {

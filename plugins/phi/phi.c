@@ -24,6 +24,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "ignored)",
       .architectures = k_archs,
       .plans = NULL,
+      .traits = NULL,
   };
   return tpxp_register(host, info, &desc);
 }

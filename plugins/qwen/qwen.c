@@ -51,6 +51,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "experts; upstream's HF-plan path to the default plan)",
       .architectures = k_archs,
       .plans = NULL,
+      .traits = NULL,
   };
   return tpxp_register(host, info, &desc);
 }
@@ -58,9 +59,15 @@ int register_parallel_strategy(const tpx_plugin_host *host,
 /* ---- plans ---- */
 
 /* _parallelize_qwen, sp off. The two sp cases are separate dicts upstream.
- * qkv_proj / gate_up_proj exist only in fused variants (optional). q_norm /
- * k_norm are deliberately not planned: they act on head-sharded
- * activations. */
+ * qkv_proj / gate_up_proj exist only in fused variants (optional).
+ * q_norm / k_norm get no key, as in the upstream snapshot the golden plans
+ * follow (the Automodel commit docs/SEMANTICS.md "Family plans" describes):
+ * they act on head-sharded activations, so their weights stay replicated
+ * and their gradients are partial over tp. NeMo Automodel 0.7.0's Qwen plan
+ * styles them ReplicatedWithGradAllReduce instead and its recipe syncs those
+ * gradients over tp before clipping (synchronize_tp_replica_gradients), so
+ * the replicas do not drift there; the numbers equal this plan plus that
+ * sum, which tpx's runtime does (docs/SEMANTICS.md "The training step"). */
 static const tpxp_rule k_qwen_sp0[] = {
     TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
     TPXP_VOCAB("model.embed_tokens", .in = TPXP_R),

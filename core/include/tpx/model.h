@@ -120,6 +120,33 @@ TPX_API tpx_status tpx_model_load_config(const char *path, tpx_model **out,
 TPX_API tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
                                              tpx_error *err);
 
+/* ---- name aliases ----
+ * Another naming of this model's tensors, e.g. the module names of a
+ * different implementation of the architecture (NeMo Automodel's own
+ * class) beside the checkpoint's. A rule rewrites the leading dotted atoms
+ * of a name that match `alias` (each '*' atom matches one atom) into
+ * `canonical` (its '*' atoms take the matched atoms in order); the rest of
+ * the name is kept. Rules are tried in the order added; the first that
+ * matches applies. tpx_model_add_safetensors reads every header name
+ * through them, so a checkpoint under either naming matches the model.
+ * Both strings copied; each must hold as many '*' atoms as the other. */
+TPX_API tpx_status tpx_model_add_name_alias(tpx_model *model,
+                                            const char *alias,
+                                            const char *canonical,
+                                            tpx_error *err);
+TPX_API size_t tpx_model_num_name_aliases(const tpx_model *model);
+/* Borrowed strings valid while the model lives; TPX_OUT_OF_RANGE past the
+ * end. */
+TPX_API tpx_status tpx_model_name_alias(const tpx_model *model, size_t index,
+                                        const char **alias,
+                                        const char **canonical,
+                                        tpx_error *err);
+/* `name` through the rules into buf: 1 when a rule rewrote it, 0 when none
+ * matched (buf holds `name`), -1 when buf is too small or an argument is
+ * NULL. */
+TPX_API int tpx_model_canonical_name(const tpx_model *model, const char *name,
+                                     char *buf, size_t size);
+
 /* ---- queries ---- */
 
 TPX_API size_t tpx_model_num_modules(const tpx_model *model);

@@ -593,6 +593,7 @@ void tpx_model_destroy(tpx_model *model) {
     free(model->architectures[i]);
   free(model->architectures);
   free(model->source);
+  free(model->aliases);
   free(model);
 }
 

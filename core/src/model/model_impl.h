@@ -87,6 +87,12 @@ struct tpx_model {
   char **architectures; /* malloc'd strings */
   size_t num_architectures;
   char *source; /* malloc'd; may be NULL */
+  /* Name aliases (aliases.c): each rule rewrites leading atoms matching
+   * `from` into `to`; strings in the arena. */
+  struct tpx__name_alias {
+    const char *from, *to;
+  } *aliases;
+  size_t num_aliases, cap_aliases;
 };
 
 /* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is

@@ -777,6 +777,33 @@ tpx_status tpx__st_load_path(tpx__st_load *l, const char *path,
   return st;
 }
 
+/* Header names under one of the model's name aliases become its canonical
+ * names (the rewritten names live in the load's arena). l->names keeps the
+ * files' own names: after loading, only the tied-head check reads it (for
+ * lm_head.weight), so a rule renaming the head is not seen there. */
+static tpx_status rename_through_aliases(const tpx_model *model,
+                                         tpx__st_load *l, tpx_error *err) {
+  char buf[1024];
+  for (size_t k = 0; model->num_aliases && k < l->n; k++) {
+    tpx__st_tensor *t = &l->t[k];
+    int r = tpx_model_canonical_name(model, t->name, buf, sizeof buf);
+    if (r < 0)
+      return tpx_error_set(err, TPX_VALIDATION,
+                           "tensor '%s': its name under the model's name "
+                           "aliases is too long",
+                           t->name);
+    if (r == 0)
+      continue;
+    size_t n = strlen(buf);
+    char *copy = tpx__arena_strndup(&l->arena, buf, n);
+    if (copy == NULL)
+      return oom(err);
+    t->name = copy;
+    t->name_len = n;
+  }
+  return TPX_OK;
+}
+
 tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
                                      tpx_error *err) {
   if (model == NULL || path == NULL)
@@ -785,6 +812,8 @@ tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
   tpx__st_load l;
   tpx__st_load_init(&l);
   tpx_status st = tpx__st_load_path(&l, path, err);
+  if (st == TPX_OK)
+    st = rename_through_aliases(model, &l, err);
   if (st == TPX_OK)
     st = apply(model, &l, err);
   tpx__st_load_free(&l);

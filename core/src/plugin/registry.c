@@ -575,6 +575,36 @@ const tpx__plugin *tpx__registry_at(const tpx_registry *reg, size_t index) {
 
 /* ---- calls ----------------------------------------------------------------- */
 
+/* The serving plugin's name aliases for `arch` (traits
+ * "name_alias=<class>:<alias>=<canonical>", docs/PLUGIN_ABI.md) onto the
+ * model, so safetensors headers under either naming match it. */
+static tpx_status add_name_aliases(const tpx__plugin *p, tpx_model *model,
+                                   const char *arch, tpx_error *err) {
+  static const char key[] = "name_alias=";
+  const char *dot = strrchr(arch, '.');
+  const char *bare = dot ? dot + 1 : arch;
+  size_t bl = strlen(bare);
+  for (size_t k = 0; k < p->num_traits; k++) {
+    const char *t = p->traits[k];
+    if (strncmp(t, key, sizeof key - 1) != 0)
+      continue;
+    t += sizeof key - 1;
+    const char *colon = strchr(t, ':'), *eq = colon ? strchr(colon, '=') : 0;
+    if (!eq || (size_t)(colon - t) != bl || strncmp(t, bare, bl) != 0)
+      continue;
+    char alias[512];
+    size_t al = (size_t)(eq - colon - 1);
+    if (al >= sizeof alias)
+      continue;
+    memcpy(alias, colon + 1, al);
+    alias[al] = '\0';
+    tpx_status st = tpx_model_add_name_alias(model, alias, eq + 1, err);
+    if (st != TPX_OK)
+      return st;
+  }
+  return TPX_OK;
+}
+
 tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
                                        tpx_model *model, tpx_error *err) {
   if (!reg || !model)
@@ -595,8 +625,9 @@ tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
                          "plugins`); load the model's tensors from its "
                          "safetensors files instead",
                          arch);
-  return tpx__plugin_skeleton(tpx__registry_at(reg, (size_t)i), model, matched,
-                              err);
+  const tpx__plugin *p = tpx__registry_at(reg, (size_t)i);
+  tpx_status st = tpx__plugin_skeleton(p, model, matched, err);
+  return st == TPX_OK ? add_name_aliases(p, model, arch, err) : st;
 }
 
 tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,

@@ -89,6 +89,20 @@ static json_t *model_json(const tpx_model *model) {
   const char *fold = tpx__expert_fold_note(model);
   if (fold)
     json_object_set_new(o, "fused_experts", jstr(fold));
+  /* Added field: other namings of the tensors (tpx_model_name_alias), as
+   * {"alias", "canonical"} rules, when the model has any. */
+  if (tpx_model_num_name_aliases(model)) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < tpx_model_num_name_aliases(model); i++) {
+      const char *from = NULL, *to = NULL;
+      tpx_model_name_alias(model, i, &from, &to, NULL);
+      json_t *r = json_object();
+      json_object_set_new(r, "alias", jstr(from));
+      json_object_set_new(r, "canonical", jstr(to));
+      json_array_append_new(a, r);
+    }
+    json_object_set_new(o, "name_aliases", a);
+  }
   return o;
 }
 

@@ -509,6 +509,12 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
                    (long long)tpx_model_total_params(model),
                    tpx_format_bytes(tpx_model_total_bytes(model), x, sizeof x),
                    dt ? ", " : "", dt ? tpx_dtype_short_name(dt) : "");
+  /* Other namings of the same tensors (a checkpoint under either matches). */
+  for (size_t i = 0; i < tpx_model_num_name_aliases(model); i++) {
+    const char *from = NULL, *to = NULL;
+    tpx_model_name_alias(model, i, &from, &to, NULL);
+    tpx__sbuf_printf(&b, "  also named: %s.* = %s.*\n", from, to);
+  }
   tpx__sbuf_printf(&b, "Mesh:");
   for (int d = 0; d < tpx_mesh_ndim(mesh); d++)
     tpx__sbuf_printf(&b, " %s=%lld", tpx_mesh_dim_name(mesh, d),

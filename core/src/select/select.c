@@ -372,9 +372,15 @@ static tpx_status step_plugin(step_ctx *c) {
     return TPX_OK;
   }
   c->plugin_failed = 1;
+  /* A refusal is the plugin declining on purpose (its message says why),
+   * as upstream's plan function raises or is absent: nothing to fix. */
   s = tpx_diag_add(c->diags, TPX_DIAG_WARNING,
                    refused ? "plugin-refused" : "plugin-failed", p->name,
-                   "fix the plugin, or pass a custom plan",
+                   refused ? "nothing to fix in the plugin: it declines this "
+                             "request on purpose; tpx goes on as upstream "
+                             "does (the Hugging Face plan, else the default "
+                             "plan); pass --plan to choose a plan yourself"
+                           : "fix the plugin, or pass a custom plan",
                    "%s; falling back to the Hugging Face plan", perr.message);
   if (s != TPX_OK)
     return oom(c);

@@ -276,6 +276,15 @@ typedef struct tpx_plugin_info {
    *       whose config model_type is <type>, or whose config _name_or_path
    *       holds <substring> (ASCII case-insensitive). Any loaded plugin's
    *       declaration applies, not only the one serving the model.
+   *   name_alias=<class>:<alias>=<canonical>
+   *       another naming of <class>'s tensors (e.g. the module names of
+   *       NeMo Automodel's own class beside the checkpoint's): a tensor
+   *       name whose leading dotted atoms match <alias> ('*' matches one
+   *       atom) is the one whose leading atoms are <canonical> (its '*'
+   *       atoms filled in order), the rest of the name kept. The host adds
+   *       the serving plugin's rules to the model after its skeleton, in
+   *       the order declared (the first that matches applies), reads
+   *       safetensors headers through them and reports them.
    * An unknown key is ignored (newer plugin, older host). */
   const char *const *traits;
 } tpx_plugin_info;

@@ -1,6 +1,6 @@
 /* test_diffusion.c — the tpx_diffusion plugin through the real host:
  * selection by the config's "_class_name" (Diffusers configs have no
- * "architectures"), the plans of the strategies of plans.md §4.9 (Wan's
+ * "architectures"), the plans of the strategies of docs/DIFFUSION.md (Wan's
  * fixed TP calls, Hunyuan / LTX2 without TP, QwenImage's Default fallback
  * to the default base plan, every key optional), the strategy properties
  * (mixed-precision defaults, activation checkpointing), validate_tp_mesh

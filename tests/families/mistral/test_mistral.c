@@ -1,9 +1,9 @@
 /* test_mistral.c — the tpx_mistral plugin through the registry: Ministral3
- * plans sp off/on (spec/plans.md §3.4), the Mistral3 VLM plan under all its
- * names with sp ignored (§3.5), skeletons (decoder; VLM with the Pixtral
+ * plans sp off/on (docs/SEMANTICS.md "Family plans"), the Mistral3 VLM plan under all its
+ * names with sp ignored, skeletons (decoder; VLM with the Pixtral
  * vision tower and projector, which the plan leaves replicated), the same
  * plans at a tp the heads do not divide (the host's heads-not-divisible
- * error, no refusal) and per-rank bytes; MuseGlimmer (§3.6): its plan with
+ * error, no refusal) and per-rank bytes; MuseGlimmer: its plan with
  * sp ignored, the native-name skeleton against transformers' totals, and
  * the strategy's limit of tp to divisors of the KV-head count. */
 #include <check.h>
@@ -214,6 +214,46 @@ START_TEST(test_muse_glimmer_plans) {
 }
 END_TEST
 
+/* transformers 5's names of the language model and the vision adapter are
+ * name aliases of the native names the skeleton uses (issue 18 item 1). */
+START_TEST(test_muse_glimmer_aliases) {
+  static const char *const cases[][2] = {
+      {"model.language_model.layers.3.self_attn.gate_proj.weight",
+       "model.layers.3.self_attn.output_gate_proj.weight"},
+      {"model.language_model.layers.0.post_attention_layernorm.weight",
+       "model.layers.0.post_attn_norm.weight"},
+      {"model.language_model.layers.1.pre_feedforward_layernorm.weight",
+       "model.layers.1.post_attention_layernorm.weight"},
+      {"model.language_model.layers.1.post_feedforward_layernorm.weight",
+       "model.layers.1.post_ffn_norm.weight"},
+      {"model.language_model.layers.2.self_attn.q_proj.weight",
+       "model.layers.2.self_attn.q_proj.weight"},
+      {"model.language_model.embed_tokens.weight", "model.embed_tokens.weight"},
+      {"model.vision_adapter.fc1.weight", "model.vision_adapter.c_fc.weight"},
+      {"model.vision_adapter.fc2.weight", "model.vision_adapter.c_proj.weight"},
+  };
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "muse-glimmer-tiny.config.json", 1);
+  char buf[256];
+  size_t i;
+  ck_assert_uint_eq(tpx_model_num_name_aliases(m), 7);
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ck_assert_int_eq(tpx_model_canonical_name(m, cases[i][0], buf, sizeof buf),
+                     1);
+    ck_assert_str_eq(buf, cases[i][1]);
+    /* every canonical name is one the skeleton has */
+    ck_assert_int_ge(tpx_model_find_param(m, buf), 0);
+  }
+  /* native names are left alone */
+  ck_assert_int_eq(tpx_model_canonical_name(m, "model.layers.0.post_ffn_norm."
+                                               "weight",
+                                            buf, sizeof buf),
+                   0);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 START_TEST(test_muse_glimmer_skeleton) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *m = fam_model(reg, FAM, "MuseGlimmer-30B.config.json", 1);
@@ -317,6 +357,7 @@ static Suite *mistral_suite(void) {
   tcase_add_loop_test(tc, test_muse_glimmer_plans, 0,
                       (int)(sizeof k_mg / sizeof k_mg[0]));
   tcase_add_test(tc, test_muse_glimmer_skeleton);
+  tcase_add_test(tc, test_muse_glimmer_aliases);
   tcase_add_test(tc, test_muse_glimmer_strategy);
   suite_add_tcase(s, tc);
   return s;

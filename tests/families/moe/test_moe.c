@@ -158,6 +158,44 @@ START_TEST(test_selection) {
 }
 END_TEST
 
+/* The deliberate refusal says why the plugin declines and what happens
+ * instead; its fix does not send the user to fix the plugin (issue 18
+ * item 14). */
+START_TEST(test_refusal_diag) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *mx = fam_model(reg, FAM, "Mixtral-8x7B-v0.1.config.json", 1);
+  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  tpx_error err = {0};
+  size_t i, found = 0;
+  o.tp_size = 2;
+  ck_assert_int_eq(tpx_diag_list_create(&diags, &err), TPX_OK);
+  ck_assert_msg(tpx_select_plan(reg, mx, &o, &sel, diags, &err) == TPX_OK,
+                "select: %s", err.message);
+  for (i = 0; i < tpx_diag_count(diags); i++) {
+    tpx_diag d;
+    ck_assert_int_eq(tpx_diag_get(diags, i, &d, &err), TPX_OK);
+    if (strcmp(d.code, "plugin-refused") != 0)
+      continue;
+    found++;
+    ck_assert_msg(strstr(d.fix, "fix the plugin") == NULL, "fix: %s", d.fix);
+    ck_assert_msg(strstr(d.fix, "on purpose") != NULL, "fix: %s", d.fix);
+    ck_assert_msg(strstr(d.fix, "Hugging Face plan") != NULL, "fix: %s",
+                  d.fix);
+    ck_assert_msg(strstr(d.message, "declines") != NULL, "%s", d.message);
+    ck_assert_msg(strstr(d.message, "the same path: the Hugging Face plan, "
+                                    "then the default base plan") != NULL,
+                  "%s", d.message);
+  }
+  ck_assert_uint_eq(found, 1);
+  tpx_selection_destroy(sel);
+  tpx_diag_list_destroy(diags);
+  tpx_model_destroy(mx);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 /* The selected plan applied on dp_shard x tp. */
 static tpx_sharding *shard(tpx_registry *reg, const tpx_model *m,
                            int64_t dp, int64_t tp, tpx_mesh **mesh_out) {
@@ -435,6 +473,7 @@ static Suite *moe_suite(void) {
   tcase_add_test(tc, test_fsdp_layout);
   tcase_add_test(tc, test_weights_per_expert);
   tcase_add_test(tc, test_weights_refused);
+  tcase_add_test(tc, test_refusal_diag);
   suite_add_tcase(s, tc);
   return s;
 }

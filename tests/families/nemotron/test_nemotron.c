@@ -1,9 +1,9 @@
 /* test_nemotron.c — the nemotron family plugin through the real host:
- * the NemotronHForCausalLM strategy plan (plans.md §3.16, §4.9: root
+ * the NemotronHForCausalLM strategy plan (docs/SEMANTICS.md "Family plans": root
  * lm_head plus mixer.up_proj / down_proj of every MLP block of the hybrid
  * pattern, blocks under backbone. or model., sequence parallel refused),
  * its FSDP units (one per block) and fp32 parameters (MoE router bias), the
- * NemotronLabsDiffusionModel plan (§3.4, prefix encoder, head
+ * NemotronLabsDiffusionModel plan (prefix encoder, head
  * diffusion_head; sp off and on); skeletons of Nemotron-H-8B-Base-8K
  * (8,100,852,736 parameters), a MoE and a transformers-v5-style config and
  * Nemotron-Labs-Diffusion-3B (3,831,659,520); per-rank bytes for tp = 2, 4,
@@ -11,6 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include <check.h>
 
@@ -356,6 +360,190 @@ START_TEST(test_rank_bytes) {
 }
 END_TEST
 
+/* The per-rank bytes of `tpx plan` (the sharding takes the selection
+ * whole, fp32 parameters included), tp only. Nemotron-H-8B: the plan-only
+ * bytes of bytes_cases plus 2 bytes for each element of the 24 Mamba
+ * mixers' A_log, D and dt_bias ([128] each), which are fp32 upstream and
+ * replicated over tp: 24 * 3 * 128 * 2 = 18,432 (issue 18 item 1; before,
+ * tpx counted them bf16 and these equalled bytes_cases). */
+static const bytes_case fp32_bytes_cases[] = {
+    {NH8B, NH, 2, 11436976128LL + 18432},
+    {NH8B, NH, 4, 9054611456LL + 18432},
+    {NH8B, NH, 8, 7863429120LL + 18432},
+};
+
+START_TEST(test_rank_bytes_fp32) {
+  const bytes_case *c = &fp32_bytes_cases[_i];
+  const char *names[1] = {"tp"};
+  int64_t sizes[1];
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_skeleton(reg, FAM, c->config);
+  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  tpx_sharding *sh = NULL;
+  tpx_mesh *mesh = NULL;
+  tpx_error err = {0};
+  int64_t i;
+  sizes[0] = c->tp;
+  o.tp_size = c->tp;
+  ck_assert_int_eq(tpx_diag_list_create(&diags, &err), TPX_OK);
+  ck_assert_msg(tpx_select_plan(reg, m, &o, &sel, diags, &err) == TPX_OK,
+                "select: %s", err.message);
+  ck_assert_int_eq(tpx_mesh_create(names, sizes, 1, &mesh, &err), TPX_OK);
+  so.fsdp = 0;
+  so.selection = sel;
+  ck_assert_msg(tpx_sharding_create(m, tpx_selection_plan(sel), mesh, &so,
+                                    &sh, &err) == TPX_OK,
+                "sharding: %s", err.message);
+  for (i = 0; i < c->tp; i++)
+    ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, i), c->bytes);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_selection_destroy(sel);
+  tpx_diag_list_destroy(diags);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* The name NeMo Automodel's own NemotronH class gives a checkpoint tensor:
+ * model.* for backbone.*, and each Mamba mixer's A_log / D / dt_bias under
+ * mixer._fp32_params. */
+static void automodel_name(const char *fqn, char *out, size_t size) {
+  static const char *const own[] = {".mixer.A_log", ".mixer.D",
+                                    ".mixer.dt_bias"};
+  const char *rest = fqn + 9;
+  size_t k;
+  if (strncmp(fqn, "backbone.", 9) != 0) { /* lm_head */
+    snprintf(out, size, "%s", fqn);
+    return;
+  }
+  for (k = 0; k < 3; k++) {
+    const char *at = strstr(rest, own[k]);
+    if (at != NULL && at[strlen(own[k])] == '\0') {
+      snprintf(out, size, "model.%.*s.mixer._fp32_params.%s",
+               (int)(at - rest), rest, own[k] + strlen(".mixer."));
+      return;
+    }
+  }
+  snprintf(out, size, "model.%s", rest);
+}
+
+/* A headers-only safetensors file (the data a sparse hole) holding every
+ * stored parameter of `m` under Automodel's names. */
+static void write_automodel_checkpoint(const tpx_model *m, const char *path) {
+  json_t *hdr = json_object();
+  int64_t off = 0;
+  char name[512];
+  size_t i, len, padded;
+  unsigned char lb[8];
+  char *text;
+  FILE *f;
+  for (i = 0; i < tpx_model_num_params(m); i++) {
+    tpx_param_info p;
+    tpx_error err = {0};
+    json_t *shape = json_array();
+    int64_t numel = 1;
+    int d;
+    ck_assert_int_eq(tpx_model_param(m, (int64_t)i, &p, &err), TPX_OK);
+    if (p.tied_to >= 0) {
+      json_decref(shape);
+      continue;
+    }
+    for (d = 0; d < p.ndim; d++) {
+      numel *= p.shape[d];
+      json_array_append_new(shape, json_integer(p.shape[d]));
+    }
+    automodel_name(p.fqn, name, sizeof name);
+    json_object_set_new(hdr, name,
+                        json_pack("{s:s,s:o,s:[I,I]}", "dtype",
+                                  p.dtype == TPX_DTYPE_F32 ? "F32" : "BF16",
+                                  "shape", shape, "data_offsets",
+                                  (json_int_t)off,
+                                  (json_int_t)(off + tpx_dtype_size(p.dtype) *
+                                                         numel)));
+    off += tpx_dtype_size(p.dtype) * numel;
+  }
+  text = json_dumps(hdr, JSON_COMPACT);
+  json_decref(hdr);
+  len = strlen(text);
+  padded = (len + 7) / 8 * 8;
+  f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  for (i = 0; i < 8; i++)
+    lb[i] = (unsigned char)(((uint64_t)padded >> (8 * i)) & 0xff);
+  ck_assert_int_eq(fwrite(lb, 1, 8, f), 8);
+  ck_assert_int_eq(fwrite(text, 1, len, f), len);
+  for (i = len; i < padded; i++)
+    fputc(' ', f);
+  fclose(f);
+  free(text);
+  ck_assert_int_eq(truncate(path, (off_t)(8 + padded + (size_t)off)), 0);
+}
+
+/* Automodel's own names are aliases of the checkpoint's (issue 18 item 1):
+ * the skeleton carries the plugin's two rules, a checkpoint written under
+ * Automodel's names matches the skeleton tensor for tensor (nothing added),
+ * and each name maps to the checkpoint's. */
+START_TEST(test_automodel_names) {
+  const char *cfg = _i == 0 ? NH8B : "nemotron-h-moe-tiny.json";
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_skeleton(reg, FAM, cfg);
+  size_t params = tpx_model_num_params(m);
+  int64_t bytes = tpx_model_total_bytes(m);
+  const char *from = NULL, *to = NULL;
+  char dir[] = "/tmp/tpx_nemotron_names_XXXXXX", path[256], buf[256];
+  tpx_error err = {0};
+  ck_assert_uint_eq(tpx_model_num_name_aliases(m), 2);
+  ck_assert_int_eq(tpx_model_name_alias(m, 0, &from, &to, &err), TPX_OK);
+  ck_assert_str_eq(from, "model.layers.*.mixer._fp32_params");
+  ck_assert_str_eq(to, "backbone.layers.*.mixer");
+  ck_assert_int_eq(tpx_model_name_alias(m, 1, &from, &to, &err), TPX_OK);
+  ck_assert_str_eq(from, "model");
+  ck_assert_str_eq(to, "backbone");
+  ck_assert_int_eq(tpx_model_canonical_name(m, "model.layers.0.mixer."
+                                               "_fp32_params.A_log",
+                                            buf, sizeof buf),
+                   1);
+  ck_assert_str_eq(buf, "backbone.layers.0.mixer.A_log");
+  ck_assert_int_eq(
+      tpx_model_canonical_name(m, "model.embeddings.weight", buf, sizeof buf),
+      1);
+  ck_assert_str_eq(buf, "backbone.embeddings.weight");
+  ck_assert_int_eq(tpx_model_canonical_name(m, "lm_head.weight", buf,
+                                            sizeof buf),
+                   0);
+  ck_assert_str_eq(buf, "lm_head.weight");
+  /* rules must be well formed */
+  ck_assert_int_eq(tpx_model_add_name_alias(m, "a.*", "b", &err),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_model_add_name_alias(m, "", "b", &err),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_ne(tpx_model_add_name_alias(m, "a..b", "c", &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_name_aliases(m), 2);
+  ck_assert_int_eq(tpx_model_name_alias(m, 2, &from, &to, &err),
+                   TPX_OUT_OF_RANGE);
+  ck_assert_int_eq(tpx_model_canonical_name(m, "model.a", buf, 4), -1);
+  /* "modelx" is not the atom "model" */
+  ck_assert_int_eq(tpx_model_canonical_name(m, "modelx.a", buf, sizeof buf),
+                   0);
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  write_automodel_checkpoint(m, path);
+  ck_assert_msg(tpx_model_add_safetensors(m, path, &err) == TPX_OK, "%s",
+                err.message);
+  ck_assert_uint_eq(tpx_model_num_params(m), params);
+  ck_assert_int_eq(tpx_model_total_bytes(m), bytes);
+  ck_assert_int_lt(tpx_model_find_param(m, "model.norm_f.weight"), 0);
+  unlink(path);
+  rmdir(dir);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 /* Neither hybrid_override_pattern nor layers_block_type: transformers'
  * default block types (mamba, moe, attention, mlp), so block 3 is the one
  * MLP block. */
@@ -407,13 +595,17 @@ START_TEST(test_fsdp_units_and_fp32) {
     ck_assert_str_eq(tpx_selection_fsdp_unit(sel, i, &reshard), want);
     ck_assert_int_eq(reshard, 1);
   }
-  if (_i == 0) {
-    ck_assert_uint_eq(tpx_selection_num_fp32(sel), 0);
-  } else {
-    ck_assert_uint_eq(tpx_selection_num_fp32(sel), 1);
-    ck_assert_str_eq(tpx_selection_fp32(sel, 0),
+  /* Every Mamba mixer's A_log, D and dt_bias are fp32 upstream (issue 18
+   * item 1: Automodel's NemotronH class keeps them in _fp32_params); both
+   * configs have Mamba blocks, the tiny one MoE blocks too. */
+  ck_assert_uint_eq(tpx_selection_num_fp32(sel), _i == 0 ? 3 : 4);
+  ck_assert_str_eq(tpx_selection_fp32(sel, 0), "backbone.layers.*.mixer.A_log");
+  ck_assert_str_eq(tpx_selection_fp32(sel, 1), "backbone.layers.*.mixer.D");
+  ck_assert_str_eq(tpx_selection_fp32(sel, 2),
+                   "backbone.layers.*.mixer.dt_bias");
+  if (_i == 1)
+    ck_assert_str_eq(tpx_selection_fp32(sel, 3),
                      "backbone.layers.*.mixer.gate.e_score_correction_bias");
-  }
   tpx_selection_destroy(sel);
   tpx_diag_list_destroy(diags);
   tpx_model_destroy(m);
@@ -490,6 +682,8 @@ static Suite *nemotron_suite(void) {
   tcase_add_test(tc, test_skeleton_moe_and_v5);
   tcase_add_test(tc, test_skeleton_diffusion);
   tcase_add_loop_test(tc, test_rank_bytes, 0, N(bytes_cases));
+  tcase_add_loop_test(tc, test_rank_bytes_fp32, 0, N(fp32_bytes_cases));
+  tcase_add_loop_test(tc, test_automodel_names, 0, 2);
   tcase_add_loop_test(tc, test_fsdp_units_and_fp32, 0, 2);
   tcase_add_test(tc, test_check_plugin);
   suite_add_tcase(s, tc);
