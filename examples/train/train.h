@@ -189,6 +189,16 @@ typedef struct tr_params {
   tr_module lm_head;      /* w [vocab, hidden] (tied: embed_tokens.w) */
 } tr_params;
 
+/* ---- params.c ---- */
+/* Find every parameter of the decoder config.json describes in the model
+ * (its tree: the plugin's skeleton and the checkpoint's tensors), and
+ * refuse a checkpoint of another model: a tensor of another shape than
+ * the config gives it, or one the config's model does not have (more
+ * layers), as `tpx plan --weights` refuses them. */
+tpx_status tr_params_find(const tpx_model *model, const tr_config *cfg,
+                          tr_params *out, tpx_error *err);
+void tr_params_free(tr_params *p);
+
 /* What one layer's forward keeps for its backward; TP-local shapes, t the
  * sequence each rank computes attention over, s the residual stream's
  * local sequence (t / tp under SP). Each linear's input is kept as the
