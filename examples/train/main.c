@@ -657,9 +657,9 @@ static int launched_without_mpi(const args *a) {
   if (first)
     fprintf(stderr,
             "tpx-train: started as one of %ld processes by an MPI launcher "
-            "(%s=%ld) but with the local backend, so each would train alone; "
-            "add --backend mpi (one process per rank), or start one "
-            "process\n",
+            "(%s=%ld) without --backend mpi: each would train alone on the "
+            "local backend; add --backend mpi (one process per rank), or "
+            "start one process\n",
             n, var, n);
   return 1;
 }
