@@ -71,6 +71,7 @@ static tpx_status floats(ctx *c, float **p, int64_t n) {
 
 static void act_add(tr_act *dst, const tr_act *src) {
   int64_t n = tr_act_numel(dst);
+  TR_PARALLEL_FOR(n)
   for (int64_t i = 0; i < n; i++) dst->d[i] += src->d[i];
 }
 
@@ -78,6 +79,7 @@ static void act_add(tr_act *dst, const tr_act *src) {
  * so the old h, which a norm keeps as its input, stays intact. */
 static void residual_add(tr_act *h, tr_act *y) {
   int64_t n = tr_act_numel(h);
+  TR_PARALLEL_FOR(n)
   for (int64_t i = 0; i < n; i++) y->d[i] += h->d[i];
   h->d = y->d;
 }
@@ -270,7 +272,7 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   CK(act_like(c, &dq, &a->q));
   CK(act_like(c, &dk, &a->k));
   CK(act_like(c, &dv, &a->v));
-  CK(floats(c, &ds, sh->t * sh->t));
+  CK(floats(c, &ds, sh->b * sh->nh * sh->t * sh->t));
   tr_attn_bwd(sh, a->q.d, a->k.d, a->v.d, a->att, dout.d, dq.d, dk.d, dv.d, ds);
   tr_rope(dq.d, sh->b, sh->t, sh->nh, hd, net->rope_cos, net->rope_sin, 1);
   tr_rope(dk.d, sh->b, sh->t, sh->nkv, hd, net->rope_cos, net->rope_sin, 1);

@@ -81,6 +81,18 @@ tpx_status tr_act_alloc(tr_arena *ar, tr_act *a, int64_t b, int64_t s,
                         int64_t f, tpx_error *err);
 
 /* ---- ops.c: dense math on local buffers ---- */
+/* Threads for an element-wise loop over `work` elements: the BLAS's
+ * (OPENBLAS_NUM_THREADS; one per rank when ranks are threads), 1 for a
+ * small loop. TR_PARALLEL_FOR(work) before a for loop runs its iterations
+ * on them (OpenMP; nothing when built without it). */
+int tr_threads(int64_t work);
+#if defined(_OPENMP)
+#define TR_PRAGMA(x) _Pragma(#x)
+#define TR_PARALLEL_FOR(work)                                                  \
+  TR_PRAGMA(omp parallel for schedule(static) num_threads(tr_threads(work)))
+#else
+#define TR_PARALLEL_FOR(work)
+#endif
 /* y[n,out] = x[n,in] W[out,in]^T (+ bias) */
 void tr_linear_fwd(const float *x, const float *w, const float *bias, float *y,
                    int64_t n, int64_t in, int64_t out);
@@ -111,7 +123,7 @@ typedef struct tr_attn_shape {
 /* q [b,t,nh*hd], k/v [b,t,nkv*hd] -> o [b,t,nh*hd]; p [b,nh,t,t] saved */
 void tr_attn_fwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, float *p, float *o);
-/* ds: scratch [t, t] */
+/* ds: scratch [b, nh, t, t] */
 void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, const float *p, const float *dout, float *dq,
                  float *dk, float *dv, float *ds);
