@@ -3,6 +3,7 @@
  * as a test so the README never drifts from the API. */
 #include <stdio.h>
 #include <tpx/registry.h>
+#include <tpx/select.h>
 #include <tpx/sharding.h>
 #include <tpx/tpx.h>
 
@@ -17,8 +18,13 @@ int main(int argc, char **argv) {
   if (tpx_model_load_config(config, &model, &err) || tpx_registry_create(&reg, &err) ||
       tpx_registry_load_default(reg, &err) || tpx_registry_build_skeleton(reg, model, &err) ||
       tpx_diag_list_create(&diags, &err) || tpx_select_plan(reg, model, &opts, &sel, diags, &err) ||
-      tpx_mesh_create(dims, sizes, 2, &mesh, &err) ||
-      tpx_sharding_create(model, tpx_selection_plan(sel), mesh, NULL, &sh, &err)) {
+      tpx_mesh_create(dims, sizes, 2, &mesh, &err)) {
+    fprintf(stderr, "tpx: %s\n", err.message);
+    return 1;
+  }
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  so.selection = sel; /* handed over whole: the plan, FSDP units, fp32 parameters */
+  if (tpx_sharding_create(model, NULL, mesh, &so, &sh, &err)) {
     fprintf(stderr, "tpx: %s\n", err.message);
     return 1;
   }

@@ -34,7 +34,7 @@ seed plan_json $(find tests/data/plan tests/data/plugin tests/data/families -nam
   $(find tests/data/plan/bad -type f)
 # hf_plan: the first byte picks the key prefix.
 mkdir -p "$work/hf_plan"
-for f in tests/data/plan/hf/*.json core/src/plugin/hf_tp_plans/*.json; do
+for f in tests/data/plan/hf/*.json core/src/select/hf_tp_plans/*.json; do
   { printf 'm'; cat "$f"; } > "$work/hf_plan/$(basename "$f")"
 done
 mkdir -p "$work/placement"

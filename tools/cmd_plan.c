@@ -279,10 +279,7 @@ int tpx_cmd_plan(int argc, char **argv) {
   }
 
   tpx_report_options ro = TPX_REPORT_OPTIONS_INIT;
-  ro.plan_source = tpx_plan_source_name(tpx_selection_source(sel));
-  ro.plugin_name = tpx_selection_plugin_name(sel);
-  ro.plugin_path = tpx_selection_plugin_path(sel);
-  ro.function = tpx_selection_function(sel);
+  ro.selection = sel; /* plan source, plugin, function, strategy lines */
   ro.sequence_parallel = a.sp;
   size_t own = (pl.model_trace[0] ? 1 : 0) + (pl.plan_trace[0] ? 1 : 0);
   ro.num_trace = own + tpx_selection_trace_size(sel);
@@ -300,8 +297,6 @@ int tpx_cmd_plan(int argc, char **argv) {
     ro.trace = trace;
   }
   ro.selection_diags = diags;
-  ro.num_strategy = tpx_selection_num_strategy(sel);
-  ro.strategy = tpx_selection_strategy_lines(sel);
   ro.memory = &a.x.mem;
   ro.slices_rank = a.x.rank;
   tpx_status st = strcmp(a.format, "json") == 0

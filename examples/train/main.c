@@ -525,25 +525,9 @@ static int build_sharding(const args *a, tpx_registry *reg,
   /* no data-parallel rank: nothing to shard, the runtime keeps the TP-local
    * tensors themselves (no gather copies) */
   opts.fsdp = a->dp_shard * a->dp_replicate > 1;
-  size_t nu = tpx_selection_num_fsdp_units(*sel);
-  const char **units = nu ? calloc(nu, sizeof *units) : NULL;
-  int *reshard = nu ? calloc(nu, sizeof *reshard) : NULL;
-  if (nu && (!units || !reshard)) {
-    free(units);
-    free(reshard);
-    tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-    return 1;
-  }
-  for (size_t i = 0; i < nu; i++)
-    units[i] = tpx_selection_fsdp_unit(*sel, i, &reshard[i]);
-  opts.num_fsdp_units = nu;
-  opts.fsdp_units = units;
-  opts.fsdp_unit_reshard = reshard;
-  tpx_status st = tpx_sharding_create(model, tpx_selection_plan(*sel), *mesh,
-                                      &opts, sh, err);
-  free(units);
-  free(reshard);
-  if (st)
+  /* the selection whole: plan, FSDP units, fp32 parameters */
+  opts.selection = *sel;
+  if (tpx_sharding_create(model, NULL, *mesh, &opts, sh, err))
     return 1;
   return first_error(tpx_sharding_diagnostics(*sh), "sharding", err);
 }

@@ -1,5 +1,6 @@
 /* tpx/registry.h — the plugin registry: finds, loads and calls model-family
- * plugins (sdk/include/tpx/plugin.h), and selects the plan for a model.
+ * plugins (sdk/include/tpx/plugin.h). Plan selection (tpx_select_plan) is
+ * tpx/select.h, included here so older callers keep compiling.
  *
  * A registry is an object the caller owns (the only "global" of tpx). It
  * searches TPX_PLUGIN_PATH (colon-separated; the first plugin serving an
@@ -7,10 +8,7 @@
  * plugin directory. A plugin that fails to load is recorded as refused with
  * its path and reason and never takes the host down. Lookups and plugin calls
  * are thread-safe once loading is done.
- *
- * Selection (plans.md §4): custom plan > named plan > plugin plan > HF plan
- * (config's own tp plan, else the bundled per-model_type table) > default
- * base plan. */
+ */
 #ifndef TPX_REGISTRY_H
 #define TPX_REGISTRY_H
 
@@ -23,10 +21,11 @@
 #include "tpx/fsdp.h"
 #include "tpx/model.h"
 #include "tpx/plan.h"
+#include "tpx/select.h"
 
 TPX_BEGIN_DECLS
 
-typedef struct tpx_registry tpx_registry;
+/* tpx_registry is declared in tpx/select.h. */
 
 /* Borrowed view of one loaded plugin. */
 typedef struct tpx_plugin_desc {
@@ -91,26 +90,6 @@ TPX_API tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
  * recorded as refusals, not returned as errors. */
 TPX_API tpx_status tpx_registry_load_default(tpx_registry *reg,
                                              tpx_error *err);
-/* 1 when the file at `path` is meant as a Hugging Face tp_plan (as a
- * config's base_model_tp_plan / tp_plan or a class's _tp_plan): a non-empty
- * JSON object with neither of tpx-plan/1's "format" and "entries" fields
- * (tpx_plan_load_hf then checks that every value is a style string); 0
- * otherwise, also when it cannot be read. */
-TPX_API int tpx_plan_file_is_hf(const char *path);
-/* Read a Hugging Face tp_plan file and translate it for `model`: keys whose
- * first atom is a child of the model's root ("lm_head", "model...") are
- * used as they are (class level), the others are relative to the base
- * model and get the prefix transformers uses for the model's architecture
- * ("model" for *ForCausalLM, "model.language_model" for most VLMs); then
- * tpx_plan_from_hf_class_and_base (embed_tokens added as rowwise_rep when
- * missing; skipped strings are hf-style-skipped infos in `diags`; a string
- * with no faithful translation fails, naming the file, key and string).
- * `summary` (may be NULL) receives one line saying how it was read. */
-TPX_API tpx_status tpx_plan_load_hf(const char *path, const tpx_model *model,
-                                    tpx_plan **out, tpx_diag_list *diags,
-                                    char *summary, size_t summary_size,
-                                    tpx_error *err);
-
 /* The plugin directory searched after $TPX_PLUGIN_PATH, decided at run time
  * from where libtpx was loaded: the build tree's plugins/ when libtpx is
  * loaded from its build tree, else <libdir>/tpx/plugins next to the loaded
@@ -162,87 +141,6 @@ TPX_API tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,
                                          int sequence_parallel,
                                          int64_t tp_size, tpx_plan **out,
                                          tpx_error *err);
-
-/* ---- selection ---- */
-
-typedef enum tpx_plan_source {
-  TPX_PLAN_SOURCE_CUSTOM = 0,
-  TPX_PLAN_SOURCE_PLUGIN = 1,
-  TPX_PLAN_SOURCE_HF = 2,
-  TPX_PLAN_SOURCE_DEFAULT = 3,
-} tpx_plan_source;
-
-/* "custom", "plugin", "hf", "default"; static. */
-TPX_API const char *tpx_plan_source_name(tpx_plan_source source);
-
-typedef struct tpx_select_options {
-  size_t struct_size;
-  int64_t tp_size;          /* >= 1 */
-  int sequence_parallel;    /* 0 or 1 */
-  const tpx_plan *custom;   /* a custom plan, or NULL (borrowed) */
-  const char *plan_name;    /* a named plugin plan, or NULL */
-} tpx_select_options;
-
-#define TPX_SELECT_OPTIONS_INIT                                                \
-  { sizeof(tpx_select_options), 1, 0, NULL, NULL }
-
-typedef struct tpx_selection tpx_selection;
-
-/* Choose the plan for `model` (plans.md §4.1) and run the selection-time
- * validation (validate_tp_mesh, Nemotron-NAS, plugin validate). Problems are
- * added to `diags` (e.g. remote-code-no-plan, heads-not-divisible); the
- * return is an error only when no plan at all can be produced or on bad
- * arguments. */
-TPX_API tpx_status tpx_select_plan(const tpx_registry *reg,
-                                   const tpx_model *model,
-                                   const tpx_select_options *opts,
-                                   tpx_selection **out, tpx_diag_list *diags,
-                                   tpx_error *err);
-TPX_API void tpx_selection_destroy(tpx_selection *sel);
-/* Borrowed; valid while the selection lives. */
-TPX_API const tpx_plan *tpx_selection_plan(const tpx_selection *sel);
-TPX_API tpx_plan_source tpx_selection_source(const tpx_selection *sel);
-/* Plugin name / path; NULL when the plan is not from a plugin (a named plan
- * is source CUSTOM with its plugin's name and path). The function names the
- * plan: the plugin's plan_set_function text (else its name or the plan
- * name), "custom", "get_hf_tp_shard_plan" or "default_base_plan". */
-TPX_API const char *tpx_selection_plugin_name(const tpx_selection *sel);
-TPX_API const char *tpx_selection_plugin_path(const tpx_selection *sel);
-TPX_API const char *tpx_selection_function(const tpx_selection *sel);
-/* The trace: what was tried and why each step was taken or skipped. */
-TPX_API size_t tpx_selection_trace_size(const tpx_selection *sel);
-TPX_API const char *tpx_selection_trace(const tpx_selection *sel, size_t i);
-/* Parameter patterns the plugin keeps in fp32 (may be 0). */
-TPX_API size_t tpx_selection_num_fp32(const tpx_selection *sel);
-TPX_API const char *tpx_selection_fp32(const tpx_selection *sel, size_t i);
-/* The upstream strategy's properties the plugin described
- * (tpx_plugin_strategy), as "key=value" lines in the order first set (may be
- * 0); tpx_selection_strategy_value gives the value of one key or NULL. Keys:
- * sdk/include/tpx/plugin.h (strategy_set). */
-TPX_API size_t tpx_selection_num_strategy(const tpx_selection *sel);
-TPX_API const char *tpx_selection_strategy(const tpx_selection *sel,
-                                           size_t i);
-TPX_API const char *tpx_selection_strategy_value(const tpx_selection *sel,
-                                                 const char *key);
-/* All of them as one borrowed array of tpx_selection_num_strategy lines
- * (NULL when there are none), ready for tpx_report_options.strategy. */
-TPX_API const char *const *tpx_selection_strategy_lines(
-    const tpx_selection *sel);
-/* The strategy's mixed-precision default (keys mp_param_dtype,
- * mp_reduce_dtype, mp_output_dtype; "none" = None) written over *mp, field
- * by field, where the strategy gives one; the others are left as they are
- * (the Default strategy's bf16 / f32 / f32 is the caller's starting point).
- * TPX_INVALID_ARGUMENT naming the key and the plugin for a value tpx cannot
- * parse (*mp unchanged then). */
-TPX_API tpx_status tpx_selection_strategy_mp(const tpx_selection *sel,
-                                             tpx_mp_policy *mp,
-                                             tpx_error *err);
-/* FSDP units the plugin chose, bottom-up (none = use tpx's rule).
- * *reshard_after_forward (may be NULL) is 0 or 1, or -1 for tpx's rule. */
-TPX_API size_t tpx_selection_num_fsdp_units(const tpx_selection *sel);
-TPX_API const char *tpx_selection_fsdp_unit(const tpx_selection *sel,
-                                            size_t i,
-                                            int *reshard_after_forward);
 
 TPX_END_DECLS
 

@@ -6,7 +6,8 @@
  * heads-not-divisible). The report always carries the applied plan, also
  * when validation failed and at tp == 1.
  *
- * Additions to spec/report-format.md: "selection.upstream" (always,
+ * Additions to the base tpx-report/1 fields (docs/REPORT_FORMAT.md):
+ * "selection.upstream" (always,
  * TPX_UPSTREAM_VERSION) and "selection.strategy" (an object of the strategy
  * lines, when given); the text form prints them as "Upstream:" and
  * "Strategy:" lines under the plan source.
@@ -21,6 +22,7 @@
 #include "tpx/error.h"
 #include "tpx/export.h"
 #include "tpx/memory.h"
+#include "tpx/select.h"
 #include "tpx/sharding.h"
 
 TPX_BEGIN_DECLS
@@ -50,18 +52,24 @@ typedef struct tpx_report_options {
   /* >= 0: every parameter gets local_shape, global_offset and local_bytes
    * of this rank's slice (JSON); -1 = none. */
   int64_t slices_rank;
+  /* The selection the plan came from (tpx/select.h), handed over whole;
+   * NULL = none. It supplies what the fields above leave unset (NULL / 0):
+   * plan_source, plugin_name, plugin_path, function, the trace and the
+   * strategy lines. Borrowed during the call. Added after slices_rank: an
+   * older, shorter struct_size means none. */
+  const tpx_selection *selection;
 } tpx_report_options;
 
 #define TPX_REPORT_OPTIONS_INIT                                                \
   {                                                                            \
     sizeof(tpx_report_options), NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 2,   \
-        0, NULL, NULL, -1                                                      \
+        0, NULL, NULL, -1, NULL                                                \
   }
 
 /* Which upstream release's behaviour the selection, FSDP units and reports
  * reproduce (validate_tp_mesh only for plans that shard attention heads;
  * untied input and output embeddings as FSDP units of their own). Plans
- * themselves follow spec/plans.md. */
+ * themselves follow docs/SEMANTICS.md "Family plans". */
 #define TPX_UPSTREAM_VERSION "NeMo Automodel 0.7.0"
 
 /* tpx-report/1 JSON. *out is malloc'd; free() it. `opts` may be NULL. */

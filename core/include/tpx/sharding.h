@@ -3,9 +3,9 @@
  *
  * tpx_sharding_create matches the plan's keys against the model
  * (tpx/match.h), applies every matched style exactly as torch's
- * parallelize_module does (spec/torch-semantics.md §2), adds the FSDP2
- * placements over the data-parallel dims (§6, spec/plans.md §4.7-4.8), and
- * computes per-rank bytes. Problems are diagnostics held by the result
+ * parallelize_module does (docs/SEMANTICS.md "Parallel styles"), adds the
+ * FSDP2 placements over the data-parallel dims (docs/SEMANTICS.md "FSDP2"),
+ * and computes per-rank bytes. Problems are diagnostics held by the result
  * (tied-embeddings, uneven-shard, replicated-by-omission, unmatched-key, ...);
  * the call fails only on bad arguments or out of memory.
  *
@@ -37,6 +37,9 @@
 
 TPX_BEGIN_DECLS
 
+/* Plan selection's result (tpx/select.h). */
+typedef struct tpx_selection tpx_selection;
+
 typedef struct tpx_sharding_options {
   size_t struct_size;
   const char *tp_dim;           /* "tp"; absent from the mesh = tp size 1 */
@@ -50,7 +53,7 @@ typedef struct tpx_sharding_options {
   tpx_dtype reduce_dtype; /* f32; INVALID = none */
   tpx_dtype output_dtype; /* f32; INVALID = none */
   /* Units chosen by a plugin (tpx_selection_fsdp_unit), bottom-up, root
-   * excluded; 0 units = tpx's rule (spec/plans.md §4.8). Borrowed during
+   * excluded; 0 units = tpx's rule (docs/SEMANTICS.md "FSDP2"). Borrowed during
    * tpx_sharding_create only. reshard may be NULL (then 1 each). */
   size_t num_fsdp_units;
   const char *const *fsdp_units;
@@ -64,19 +67,30 @@ typedef struct tpx_sharding_options {
    * after fsdp_unit_reshard: an older, shorter struct_size means none). */
   size_t num_fp32_params;
   const char *const *fp32_params;
+  /* The selection the plan came from (tpx/select.h), handed over whole so
+   * no caller copies its parts by hand; NULL = none. Borrowed during
+   * tpx_sharding_create only. It supplies what the fields above leave
+   * unset: the plan when tpx_sharding_create's `plan` is NULL, the plugin's
+   * FSDP units and reshard flags when num_fsdp_units is 0, its fp32
+   * parameters when num_fp32_params is 0, and the strategy's
+   * mixed-precision default (tpx_selection_strategy_mp) written over
+   * param_dtype / reduce_dtype / output_dtype where the strategy gives one.
+   * Added after fp32_params: an older, shorter struct_size means none. */
+  const tpx_selection *selection;
 } tpx_sharding_options;
 
 #define TPX_SHARDING_OPTIONS_INIT                                              \
   {                                                                            \
     sizeof(tpx_sharding_options), "tp", "dp_shard", "dp_replicate", 1, 1, 2,   \
         -1, TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32, 0, NULL, NULL, 0,    \
-        NULL                                                                   \
+        NULL, NULL                                                             \
   }
 
 typedef struct tpx_sharding tpx_sharding;
 
-/* Match, apply, FSDP, bytes. `plan` may be NULL (an empty plan); `opts` may
- * be NULL (defaults). *out is a new object the caller destroys. */
+/* Match, apply, FSDP, bytes. `plan` may be NULL: the options' selection's
+ * plan, else an empty plan; `opts` may be NULL (defaults). *out is a new
+ * object the caller destroys. */
 TPX_API tpx_status tpx_sharding_create(const tpx_model *model,
                                        const tpx_plan *plan,
                                        const tpx_mesh *mesh,
@@ -144,7 +158,8 @@ TPX_API int64_t tpx_sharding_rank_param_bytes(const tpx_sharding *sh,
 TPX_API int64_t tpx_sharding_rank_peak_bytes(const tpx_sharding *sh,
                                              int64_t rank);
 
-/* ---- per module: layouts and collectives (torch-semantics §2) ---- */
+/* ---- per module: layouts and collectives (docs/SEMANTICS.md
+ * "Transitions") ---- */
 
 typedef enum tpx_transition_side {
   TPX_TRANSITION_INPUT = 0,

@@ -1,6 +1,6 @@
 /* tpx/validate.h — config-level validation of a TP degree against a model
- * (spec/plans.md §4.5) and the head-sharding rule with the local head counts
- * after TP (§4.6).
+ * (validate_tp_mesh, docs/SEMANTICS.md "Plan selection") and the
+ * head-sharding rule with the local head counts after TP.
  *
  * validate_tp_mesh: at tp == 1 nothing is checked. Otherwise the KV-head count
  * and then the attention-head count (read from text_config for VLMs; a missing
@@ -31,13 +31,14 @@ TPX_BEGIN_DECLS
 TPX_API tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
                                         tpx_diag_list *diags, tpx_error *err);
 
-/* 1 when attention is head-sharded by `plan` (§4.6): some key ends with
+/* 1 when attention is head-sharded by `plan` (docs/SEMANTICS.md "Plan
+ * selection"): some key ends with
  * "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj" or
  * "self_attn.qkv_proj" and its style is colwise-family (colwise) whose output
  * layouts are not given or contain a Shard. Only the plan is inspected. */
 TPX_API int tpx_plan_is_head_sharded(const tpx_plan *plan);
 
-/* Head counts after TP (§4.6). `heads`/`kv_heads` are the config values
+/* Head counts after TP (docs/SEMANTICS.md "Plan selection"). `heads`/`kv_heads` are the config values
  * (-1 when absent), `local_*` the per-rank values (-1 when unknown), and
  * `head_dim` the config head_dim or hidden_size // num_attention_heads
  * (-1 when neither is known). `rewritten` is 1 when torch would rewrite the

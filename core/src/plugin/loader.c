@@ -15,8 +15,6 @@
 
 #include "plugin/plugin_internal.h"
 
-void tpx__plugin_capture_registration_log(char *buf, size_t size);
-
 void tpx__plugin_free(tpx__plugin *p) {
   if (!p)
     return;
@@ -26,6 +24,9 @@ void tpx__plugin_free(tpx__plugin *p) {
   for (size_t i = 0; i < p->num_plan_names; i++)
     free(p->plan_names[i]);
   free(p->plan_names);
+  for (size_t i = 0; i < p->num_traits; i++)
+    free(p->traits[i]);
+  free(p->traits);
   free(p->name);
   free(p->version);
   free(p->description);
@@ -270,7 +271,9 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   if (copy_list(info.architectures, &p->archs, &p->num_archs, 1,
                 "architectures", reason, reason_size) ||
       copy_list(info.plan_names, &p->plan_names, &p->num_plan_names, 0,
-                "plan_names", reason, reason_size)) {
+                "plan_names", reason, reason_size) ||
+      copy_list(info.traits, &p->traits, &p->num_traits, 0, "traits", reason,
+                reason_size)) {
     tpx__plugin_free(p);
     return TPX_PLUGIN;
   }

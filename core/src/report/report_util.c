@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "report/report_util.h"
 
 tpx_dtype tpx__report_model_dtype(const tpx_model *model) {
@@ -73,15 +74,10 @@ void tpx__sbuf_printf(tpx__sbuf *b, const char *fmt, ...) {
       b->len += (size_t)n;
       return;
     }
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + (size_t)n + 1) cap *= 2;
-    char *d = realloc(b->data, cap);
-    if (!d) {
+    if (TPX_GROW(b->data, b->cap, b->len + (size_t)n + 1, 4096)) {
       b->failed = 1;
       return;
     }
-    b->data = d;
-    b->cap = cap;
   }
 }
 
@@ -115,6 +111,23 @@ tpx_status tpx__report_opts(const tpx_report_options *in,
   memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size
                                                 : sizeof *out);
   out->struct_size = sizeof *out;
+  /* The selection handed over whole fills what the caller left unset. */
+  const tpx_selection *sel = out->selection;
+  if (sel) {
+    if (!out->plan_source)
+      out->plan_source = tpx_plan_source_name(tpx_selection_source(sel));
+    if (!out->plugin_name) out->plugin_name = tpx_selection_plugin_name(sel);
+    if (!out->plugin_path) out->plugin_path = tpx_selection_plugin_path(sel);
+    if (!out->function) out->function = tpx_selection_function(sel);
+    if (!out->num_trace) {
+      out->num_trace = tpx_selection_trace_size(sel);
+      out->trace = tpx_selection_trace_lines(sel);
+    }
+    if (!out->num_strategy) {
+      out->num_strategy = tpx_selection_num_strategy(sel);
+      out->strategy = tpx_selection_strategy_lines(sel);
+    }
+  }
   return TPX_OK;
 }
 

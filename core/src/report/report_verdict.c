@@ -60,8 +60,8 @@ static int follows_from_heads(const tpx_sharding *sh, const tpx_diag *w,
 }
 
 /* Every diagnostic (selection's first), with its cause. NULL on OOM. */
-static item_t *collect(const tpx_sharding *sh, const tpx_report_options *o,
-                       size_t *n) {
+static item_t *collect_items(const tpx_sharding *sh,
+                             const tpx_report_options *o, size_t *n) {
   const tpx_diag_list *lists[2] = {o->selection_diags,
                                    tpx_sharding_diagnostics(sh)};
   size_t total = 0;
@@ -103,14 +103,19 @@ static void diag_line(tpx__sbuf *b, const tpx_diag *d, int indent) {
     tpx__sbuf_printf(b, "%*s    fix: %s\n", indent, "", d->fix);
 }
 
+/* The items, or NULL with the buffer marked failed (out of memory). */
+static item_t *collect(tpx__sbuf *b, const tpx_sharding *sh,
+                       const tpx_report_options *o, size_t *n) {
+  item_t *it = collect_items(sh, o, n);
+  if (!it) b->failed = 1;
+  return it;
+}
+
 void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
                          const tpx_report_options *o) {
   size_t n = 0;
-  item_t *it = collect(sh, o, &n);
-  if (!it) {
-    b->failed = 1;
-    return;
-  }
+  item_t *it = collect(b, sh, o, &n);
+  if (!it) return;
   size_t nerr = 0, nwarn = 0, nfolded = 0;
   for (size_t i = 0; i < n; i++) {
     if (it[i].d.level == TPX_DIAG_ERROR)
@@ -193,11 +198,8 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
 void tpx__report_diagnostics(tpx__sbuf *b, const tpx_sharding *sh,
                              const tpx_report_options *o) {
   size_t n = 0;
-  item_t *it = collect(sh, o, &n);
-  if (!it) {
-    b->failed = 1;
-    return;
-  }
+  item_t *it = collect(b, sh, o, &n);
+  if (!it) return;
   tpx__sbuf_printf(b, "\nDiagnostics (%zu):\n", n);
   if (!n)
     tpx__sbuf_printf(b, "  none\n");
@@ -223,13 +225,11 @@ tpx_status tpx_report_summary(const tpx_sharding *sh,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_report_summary: NULL sharding or out");
   *out = NULL;
-  if (opts && opts->struct_size < sizeof(tpx_report_options))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_report_summary: options struct_size %zu too "
-                         "small (use TPX_REPORT_OPTIONS_INIT)",
-                         opts->struct_size);
+  tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_summary", err);
+  if (ost != TPX_OK)
+    return ost;
   tpx__sbuf b = {NULL, 0, 0, 0};
-  tpx__report_verdict(&b, sh, opts ? opts : &def);
+  tpx__report_verdict(&b, sh, &def);
   if (b.failed) {
     tpx__sbuf_free(&b);
     return tpx_error_set(err, TPX_NO_MEMORY,

@@ -8,11 +8,8 @@
 #include <string.h>
 
 #include "model/model_view.h"
-#include "shard/sharding_impl.h"
-
-tpx_status tpx__shard_oom(tpx_error *err, const char *what) {
-  return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (%s)", what);
-}
+#include "shard/shard_internal.h"
+#include "shard/selection_opts.h"
 
 static int dim_of(const tpx_mesh *mesh, const char *name) {
   if (!name || !*name) return -1;
@@ -115,6 +112,11 @@ static void compute_transitions(tpx_sharding *sh) {
   }
 }
 
+static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
+                                 const tpx_mesh *mesh,
+                                 const tpx_sharding_options *opts,
+                                 tpx_sharding **out, tpx_error *err);
+
 tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
                                const tpx_mesh *mesh,
                                const tpx_sharding_options *opts,
@@ -136,28 +138,47 @@ tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
                          "tpx_sharding_create: options struct_size %zu is "
                          "smaller than %zu (use TPX_SHARDING_OPTIONS_INIT)",
                          opts->struct_size, min_size);
-  if (opts && opts->struct_size < sizeof def) {
-    memcpy(&def, opts, opts->struct_size);
+  if (opts) {
+    memcpy(&def, opts,
+           opts->struct_size < sizeof def ? opts->struct_size : sizeof def);
     def.struct_size = sizeof def;
-    opts = &def;
   }
-  if (!opts) opts = &def;
+  /* The selection handed over whole fills what the options leave unset. */
+  tpx__selection_opts from_sel = {NULL, NULL, NULL};
+  tpx_status sst = tpx__selection_opts_apply(&def, &plan, &from_sel, err);
+  if (sst != TPX_OK) {
+    tpx__selection_opts_free(&from_sel);
+    return sst;
+  }
+  opts = &def;
+  tpx_status st;
   if (opts->fwd_prefetch_depth < 0 || opts->bwd_prefetch_depth < 0)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_sharding_create: prefetch depths must be >= 0 "
-                         "(got fwd %d, bwd %d)",
-                         opts->fwd_prefetch_depth, opts->bwd_prefetch_depth);
-  if (opts->num_fsdp_units && !opts->fsdp_units)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_sharding_create: num_fsdp_units %zu with NULL "
-                         "fsdp_units",
-                         opts->num_fsdp_units);
+    st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                       "tpx_sharding_create: prefetch depths must be >= 0 "
+                       "(got fwd %d, bwd %d)",
+                       opts->fwd_prefetch_depth, opts->bwd_prefetch_depth);
+  else if (opts->num_fsdp_units && !opts->fsdp_units)
+    st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                       "tpx_sharding_create: num_fsdp_units %zu with NULL "
+                       "fsdp_units",
+                       opts->num_fsdp_units);
+  else
+    st = sharding_build(model, plan, mesh, opts, out, err);
+  tpx__selection_opts_free(&from_sel);
+  return st;
+}
 
+/* tpx_sharding_create past its argument checks: `opts` is complete. */
+static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
+                                 const tpx_mesh *mesh,
+                                 const tpx_sharding_options *opts,
+                                 tpx_sharding **out, tpx_error *err) {
   tpx_sharding *sh = calloc(1, sizeof *sh);
   if (!sh) return tpx__shard_oom(err, "sharding");
   sh->model = model;
   sh->mesh = mesh;
   sh->opts = *opts;
+  sh->opts.selection = NULL; /* borrowed during create only */
   tpx_status st;
   if (plan)
     st = tpx_plan_clone(plan, &sh->plan, err);

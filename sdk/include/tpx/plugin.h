@@ -259,6 +259,25 @@ typedef struct tpx_plugin_info {
   /* NULL-terminated named plans get_plan accepts in plan_name (may be NULL).
    */
   const char *const *plan_names;
+  /* Added after plan_names (ABI 1.0, additive): write it only when
+   * info->struct_size > offsetof(tpx_plugin_info, traits); an older host
+   * passes a shorter struct and an older plugin leaves it NULL (zero-filled).
+   * What the upstream strategies the plugin serves do beyond their plan, as
+   * NULL-terminated "key=value" strings without spaces (may be NULL):
+   *   own_flow=<architecture>
+   *       the strategy for <architecture> has its own flow: it ignores
+   *       tp_shard_plan (a custom or named plan is not applied; the host
+   *       warns custom-plan-ignored) and never runs validate_tp_mesh.
+   *   lm_head_sharded_only=arch:<class> | model_type:<type> |
+   *                        name_or_path:<substring>
+   *       after selection, whatever the plan's source, the plan's lm_head
+   *       keys ("lm_head", "language_model.lm_head") whose output is not
+   *       sharded are removed, for a model whose architecture is <class>,
+   *       whose config model_type is <type>, or whose config _name_or_path
+   *       holds <substring> (ASCII case-insensitive). Any loaded plugin's
+   *       declaration applies, not only the one serving the model.
+   * An unknown key is ignored (newer plugin, older host). */
+  const char *const *traits;
 } tpx_plugin_info;
 
 /* Required. Return TPX_PLUGIN_OK after filling info; TPX_PLUGIN_ABI_UNSUPPORTED

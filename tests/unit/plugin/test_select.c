@@ -1,9 +1,10 @@
-/* test_select.c — plan selection (plans.md §4.1, §4.2, §4.5): the priority
+/* test_select.c — plan selection (docs/SEMANTICS.md "Plan selection"): the priority
  * custom > named > plugin > HF > default, fallbacks and their diagnostics
  * (plugin-refused, plugin-failed, hf-style-unsupported, sp-with-hf-plan,
  * remote-code-no-plan, default-plan-fallback), the bundled HF tables and
  * their prefixes, Nemotron-Flash post-processing, the plugin's capabilities
- * and the trace. Only the suite's own plugins are loaded. */
+ * and the trace. Only the suite's own plugins are loaded (and the llama
+ * plugin for its Nemotron-Flash declaration). */
 #include <stdint.h>
 
 #include "plugin_test.h"
@@ -475,14 +476,16 @@ START_TEST(default_base_plan) {
 }
 END_TEST
 
-/* The NemotronH strategy skips validate_tp_mesh (plans.md §4.9); the Default
- * strategy runs it for the same head counts. */
+/* The NemotronH strategy skips validate_tp_mesh (its own flow, which the
+ * nemotron plugin declares); the Default strategy runs it for the same
+ * head counts. */
 START_TEST(nemotron_h_skips_validate_tp_mesh) {
   static const char *const archs[] = {"NemotronHForCausalLM", "LlamaForCausalLM"};
   for (int i = 0; i < 2; i++) {
     fixture f;
     char json[256];
-    setup_reg(&f, NULL);
+    setup_reg(&f, fixture_path("TPX_BUILD_DIR",
+                               "plugins/nemotron/libtpx_nemotron.so"));
     snprintf(json, sizeof json,
              "{\"architectures\": [\"%s\"], \"num_attention_heads\": 8, "
              "\"num_key_value_heads\": 2}", archs[i]);
@@ -497,10 +500,16 @@ START_TEST(nemotron_h_skips_validate_tp_mesh) {
 }
 END_TEST
 
-/* Nemotron-Flash: lm_head kept only with a sharded output. */
+/* The llama plugin, which declares the Nemotron-Flash lm_head traits. */
+#define LLAMA_PLUGIN fixture_path("TPX_BUILD_DIR", "plugins/llama/libtpx_llama.so")
+
+/* Nemotron-Flash: lm_head kept only with a sharded output. The fix-up is
+ * the llama plugin's declaration (lm_head_sharded_only traits), matched by
+ * model_type, architecture or _name_or_path whatever plugin serves the
+ * model; without that plugin nothing is removed. */
 START_TEST(nemotron_flash_lm_head) {
   fixture f;
-  setup_reg(&f, NULL);
+  setup_reg(&f, LLAMA_PLUGIN);
   f.model = model_from_json(
       "{\"architectures\": [\"SomethingLM\"], \"model_type\": "
       "\"nemotron_flash\"}");
@@ -525,11 +534,24 @@ START_TEST(nemotron_flash_lm_head) {
   teardown(&f);
   /* Detected by _name_or_path too; default plan's lm_head (replicated
    * output) goes. */
-  setup_reg(&f, NULL);
+  setup_reg(&f, LLAMA_PLUGIN);
   f.model = model_from_json("{\"architectures\": [\"X\"], \"_name_or_path\": "
                             "\"nvidia/Nemotron-Flash-1B\"}");
   select_ok(&f, 1, 0, NULL, NULL);
   ck_assert_int_lt(tpx_plan_find(tpx_selection_plan(f.sel), "lm_head"), 0);
+  teardown(&f);
+  /* And by the architecture; a plain model keeps its lm_head. */
+  setup_reg(&f, LLAMA_PLUGIN);
+  f.model = model_from_json("{\"architectures\": [\"Y\", "
+                            "\"NemotronFlashForCausalLM\"]}");
+  select_ok(&f, 1, 0, NULL, NULL);
+  ck_assert_int_lt(tpx_plan_find(tpx_selection_plan(f.sel), "lm_head"), 0);
+  teardown(&f);
+  setup_reg(&f, LLAMA_PLUGIN);
+  f.model = model_from_json("{\"architectures\": [\"Y\"], \"model_type\": "
+                            "\"nemotron\"}");
+  select_ok(&f, 1, 0, NULL, NULL);
+  ck_assert_int_ge(tpx_plan_find(tpx_selection_plan(f.sel), "lm_head"), 0);
   teardown(&f);
 }
 END_TEST

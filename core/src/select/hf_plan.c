@@ -1,0 +1,155 @@
+/* select/hf_plan.c — the Hugging Face tp plan of a model (docs/SEMANTICS.md
+ * "Plan selection"), the fourth step of plan selection: the config's own
+ * base_model_tp_plan / tp_plan when it carries one, else the bundled table
+ * of transformers' base_model_tp_plan for its model_type; the inner-model
+ * plan is prefixed by the class's inner-model path and the class-level
+ * _tp_plan of *ForCausalLM / *ForConditionalGeneration ({"lm_head":
+ * "colwise_rep"}) is added, as transformers defines it.
+ *
+ * The translation of style strings is tpx_plan_from_hf_class_and_base
+ * (plan area). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "model/config.h"
+#include "select/select_internal.h"
+
+/* Inner model and prefix by model class, as get_hf_tp_shard_plan has them
+ * (docs/SEMANTICS.md "Plan selection"). */
+static const struct {
+  const char *arch;
+  const char *prefix;
+} prefixes[] = {
+    {"Qwen2VLForConditionalGeneration", "model.language_model"},
+    {"Qwen2_5_VLForConditionalGeneration", "model.language_model"},
+    /* The text plan of Gemma3ForConditionalGeneration applies to the
+     * language model under the inner model (model.model.language_model). */
+    {"Gemma3ForConditionalGeneration", "model.language_model"},
+    {"Llama4ForConditionalGeneration", "language_model.model"},
+    {"LlavaForConditionalGeneration", "model.language_model"},
+    {"LlavaNextForConditionalGeneration", "model.language_model"},
+    {"LlavaNextVideoForConditionalGeneration", "model.language_model"},
+    {"LlavaOnevisionForConditionalGeneration", "model.language_model"},
+    {"Mistral3ForConditionalGeneration", "model.language_model"},
+    {"Qwen3_5ForConditionalGeneration", "model.language_model"},
+};
+
+const char *tpx__hf_prefix_for_arch(const char *arch) {
+  if (arch) {
+    const char *dot = strrchr(arch, '.');
+    const char *bare = dot ? dot + 1 : arch;
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+      if (strcmp(prefixes[i].arch, bare) == 0)
+        return prefixes[i].prefix;
+  }
+  return "model";
+}
+
+/* model_type -> the config class whose base_model_tp_plan is bundled. */
+static const struct {
+  const char *model_type;
+  const char *config_class;
+} bundled[] = {
+    {"llama", "LlamaConfig"},       {"qwen2", "Qwen2Config"},
+    {"qwen3", "Qwen3Config"},       {"gemma3_text", "Gemma3TextConfig"},
+    {"gemma3", "Gemma3TextConfig"}, {"phi", "PhiConfig"},
+    {"phi3", "Phi3Config"},         {"mistral", "MistralConfig"},
+    {"mixtral", "MixtralConfig"},   {"qwen3_moe", "Qwen3MoeConfig"},
+    {"qwen3_5_moe", "Qwen3_5MoeTextConfig"},
+    {"qwen3_5_moe_text", "Qwen3_5MoeTextConfig"},
+    {"deepseek_v4", "DeepseekV4Config"},
+};
+
+static const char *bundled_class(const char *model_type) {
+  for (size_t i = 0; model_type && i < sizeof bundled / sizeof bundled[0]; i++)
+    if (strcmp(bundled[i].model_type, model_type) == 0)
+      return bundled[i].config_class;
+  return NULL;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static const char *config_string(json_t *root, const char *path) {
+  json_t *v = root ? tpx__config_lookup(root, path) : NULL;
+  return v && json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static json_t *config_object(json_t *root, const char *path) {
+  json_t *v = root ? tpx__config_lookup(root, path) : NULL;
+  return v && json_is_object(v) && json_object_size(v) ? v : NULL;
+}
+
+tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
+                                  tpx_plan **out, char *what, size_t what_size,
+                                  tpx_diag_list *diags, tpx_error *err) {
+  *out = NULL;
+  snprintf(what, what_size, "none");
+  json_t *root = tpx__model_config(model);
+  const char *prefix = tpx__hf_prefix_for_arch(arch);
+  const char *bare = arch ? (strrchr(arch, '.') ? strrchr(arch, '.') + 1 : arch)
+                          : "";
+  int has_head = ends_with(bare, "ForCausalLM") ||
+                 ends_with(bare, "ForConditionalGeneration");
+
+  json_t *own_inner = config_object(root, "base_model_tp_plan");
+  if (!own_inner)
+    own_inner = config_object(root, "text_config.base_model_tp_plan");
+  json_t *own_top = config_object(root, "tp_plan");
+
+  char *inner_text = NULL, *top_text = NULL;
+  const char *inner_json = NULL;
+  if (own_inner || own_top) {
+    if (own_inner && !(inner_text = json_dumps(own_inner, JSON_COMPACT)))
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    if (own_top && !(top_text = json_dumps(own_top, JSON_COMPACT))) {
+      free(inner_text);
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    }
+    inner_json = inner_text;
+    snprintf(what, what_size, "the config's own %s%s%s",
+             own_inner ? "base_model_tp_plan" : "",
+             own_inner && own_top ? " and " : "", own_top ? "tp_plan" : "");
+  } else {
+    const char *mt = config_string(root, "model_type");
+    const char *cls = bundled_class(mt);
+    if (!cls) {
+      const char *tmt = config_string(root, "text_config.model_type");
+      if ((cls = bundled_class(tmt)))
+        mt = tmt;
+    }
+    const tpx__hf_table *t = tpx__hf_table_find(cls);
+    if (!t)
+      return tpx_error_set(err, TPX_NOT_FOUND,
+                           "the config has no base_model_tp_plan or tp_plan "
+                           "and model_type '%s' has no bundled Hugging Face "
+                           "plan (bundled: llama, qwen2, qwen3, gemma3, "
+                           "gemma3_text, phi, phi3, mistral, mixtral, "
+                           "qwen3_moe, qwen3_5_moe, deepseek_v4)",
+                           mt ? mt : "(none)");
+    inner_json = t->json;
+    snprintf(what, what_size, "the bundled %s.base_model_tp_plan (model_type "
+             "'%s')", t->config_class, mt);
+  }
+  /* The class-level plan of the model with a head; a config tp_plan
+   * replaces it. */
+  static const char head_plan[] = "{\"lm_head\":\"colwise_rep\"}";
+  const char *top_json = top_text ? top_text : has_head ? head_plan : NULL;
+  const int added_head = !top_text && has_head;
+  tpx_status s = tpx_plan_from_hf_class_and_base(
+      top_json, top_json ? strlen(top_json) : 0, inner_json,
+      inner_json ? strlen(inner_json) : 0, prefix, out, diags, err);
+  free(inner_text);
+  free(top_text);
+  if (s == TPX_OK) {
+    size_t n = strlen(what);
+    snprintf(what + n, what_size - n, ", prefix '%s'%s", prefix,
+             added_head ? ", with the class plan lm_head colwise_rep" : "");
+  }
+  return s;
+}

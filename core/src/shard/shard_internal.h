@@ -1,0 +1,174 @@
+/* shard/shard_internal.h — the inside of tpx_sharding, shared by the files of
+ * the shard area: the record every step fills, the steps' entry points and
+ * two small helpers. sharding.c (create, destroy, queries) runs the steps in
+ * order: fp32.c (fp32 patterns), apply.c (TP placements and their
+ * diagnostics), partial_grad.c, transitions.c (module layouts and
+ * collectives), fsdp.c (units, dp placements, mixed precision) and bytes.c
+ * (per-rank bytes); memory.c, activations.c and traffic.c read the result.
+ * The steps read this header, never sharding.c, so the file that runs them
+ * sits above them.
+ * Not for other areas: they use tpx/sharding.h and tpx/fsdp.h, or the
+ * read-only shard/sharding_view.h. */
+#ifndef TPX_SHARD_SHARD_INTERNAL_H
+#define TPX_SHARD_SHARD_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/diag.h"
+#include "tpx/fsdp.h"
+#include "tpx/sharding.h"
+
+/* One styled module's transitions with their collective names stored inline;
+ * the public tpx_transition views point into these. */
+typedef struct tpx__transition_rec {
+  tpx_transition view;
+  char fwd[64];
+  char bwd[64];
+} tpx__transition_rec;
+
+/* Transitions of one plan entry applied to one module class (linear-like or
+ * embedding): computed once, shared by every module the entry styles. */
+typedef struct tpx__transition_set {
+  size_t count;
+  tpx__transition_rec recs[2 * TPX_STYLE_MAX_LAYOUTS + 2];
+  tpx_transition views[2 * TPX_STYLE_MAX_LAYOUTS + 2];
+} tpx__transition_set;
+
+typedef struct tpx__fsdp_unit_rec {
+  int64_t module;
+  int64_t group;
+  int reshard;
+  size_t num_params;
+  int64_t *fwd; /* malloc'd */
+  size_t num_fwd;
+  int64_t *bwd; /* malloc'd */
+  size_t num_bwd;
+  int64_t *gathered; /* [world] bytes gathered on each rank; malloc'd */
+} tpx__fsdp_unit_rec;
+
+struct tpx_sharding {
+  const tpx_model *model; /* borrowed */
+  const tpx_mesh *mesh;   /* borrowed */
+  tpx_plan *plan;         /* owned copy */
+  tpx_sharding_options opts; /* string pointers not kept past create */
+
+  int ndim;                            /* mesh dims */
+  int tp_dim, dps_dim, dpr_dim;        /* mesh dim index or -1 */
+  int64_t tp, dps, dpr, world;
+  int tp_applied;                      /* tp > 1: parallelize_module ran */
+
+  size_t num_params, num_modules, num_entries;
+  int topo_modules; /* every module's parent has a smaller index */
+  const char **entry_keys;  /* [num_entries], borrowed from plan */
+  tpx_style *entry_styles;  /* [num_entries] */
+  uint8_t *entry_kinds;     /* [num_entries] bit 0: a non-embedding module
+                               carries the entry, bit 1: an embedding does
+                               (filled by apply.c when tp is applied) */
+  int64_t *tied_params;     /* parameters with tied_to >= 0 */
+  size_t num_tied;
+  tpx_placement *placements; /* [num_params * ndim] */
+  int64_t *param_entry;      /* covering plan entry or -1 */
+  int64_t *param_styled;     /* module the covering style applies to, or -1 */
+  int64_t *param_unit;       /* FSDP unit or -1 */
+  uint8_t *param_dtype;      /* effective compute dtype (tpx_dtype) */
+  uint8_t *reduce_dtype;     /* effective reduce dtype (tpx_dtype) */
+  uint8_t *param_fp32;       /* matches an fp32 pattern (alias: its target) */
+  char **fp32_patterns;      /* [num_fp32] copies of opts.fp32_params */
+  size_t *fp32_matched;      /* [num_fp32] parameters each matched */
+  size_t num_fp32;
+  int64_t *module_entry;     /* entry applied to the module itself, or -1 */
+  int64_t *module_cover;     /* nearest styled ancestor-or-self, or -1 */
+
+  tpx__transition_set *tsets; /* [num_entries * 2], computed at create */
+  int *tset_valid;            /* [num_entries * 2] */
+
+  tpx__fsdp_unit_rec *units;
+  size_t num_units;
+
+  int64_t *rank_bytes; /* [world] */
+  int64_t *rank_peak;  /* [world] */
+  /* [world * TPX__STATE_TERMS]: per rank, over parameters (a tied one once)
+   * in FSDP2's padded per-rank layout (tpx_layout_fsdp_padded_numel over
+   * dp_shard of the TP-local piece; the TP-local piece itself without
+   * FSDP): bytes in the held dtype, floating-point grad bytes in the reduce
+   * dtype (f32 without FSDP), floating-point elements, and those held below
+   * 4 bytes. */
+  int64_t *rank_state;
+
+  tpx_diag_list *diags;
+};
+
+/* ---- apply.c ---- */
+/* Fill module_entry (from matching), module_cover, param_entry, param_styled
+ * and the TP column of placements; tied, uneven and omission diagnostics. */
+tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err);
+/* Normalised tp placement of param p (Replicate when tp is absent). */
+tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim);
+
+/* ---- partial_grad.c ---- */
+/* 1 when param (a tied alias: its target) is replicated over tp > 1, no
+ * style covers it, and it is the weight of a per-head norm `<x>_norm` whose
+ * sibling `<x>_proj` is colwise with its output sharded on the last dim:
+ * each tp rank's gradient is then partial (Qwen3's q_norm / k_norm).
+ * *sibling (may be NULL) = that projection module, else -1. */
+int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
+                               int64_t *sibling);
+/* The `partial-grad-replicated` warnings (after tpx__apply_tp). */
+tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err);
+
+/* ---- transitions.c ---- */
+/* Transitions of entry `entry` on a module of `kind`. */
+void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,
+                              tpx__transition_set *out);
+/* The transition of keyword input `name` of a prepare_module_input style
+ * (input_kwarg_layouts / desired_input_kwarg_layouts, by name; the rules of
+ * the positional inputs; side input, index -1; view.forward / backward
+ * point into *out). 0 when the style is not prepare_module_input or does
+ * not list `name`. */
+int tpx__transition_kwarg(const tpx_style *style, const char *name,
+                          tpx__transition_rec *out);
+
+/* ---- fsdp.c ---- */
+/* Units, reshard/prefetch, dp placements and mixed-precision dtypes
+ * (fp32-kept parameters: f32). */
+tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err);
+/* The dtype parameter p is held in: f32 for a floating-point parameter that
+ * matches an fp32 pattern (HF keeps such modules in fp32 whatever the
+ * checkpoint dtype), else `orig`. */
+tpx_dtype tpx__held_dtype(const tpx_sharding *sh, int64_t p, tpx_dtype orig);
+void tpx__fsdp_free(tpx_sharding *sh);
+
+/* ---- fp32.c ---- */
+/* Match every parameter against the fp32 patterns (param_fp32,
+ * fp32_matched); before the FSDP dtypes are set. */
+tpx_status tpx__fp32_mark(tpx_sharding *sh, tpx_error *err);
+
+enum {
+  TPX__STATE_PARAM_BYTES = 0,
+  TPX__STATE_GRAD_BYTES = 1,
+  TPX__STATE_FLOAT_NUMEL = 2,
+  TPX__STATE_LOWP_NUMEL = 3,
+  TPX__STATE_TERMS = 4
+};
+
+/* ---- bytes.c ---- */
+/* rank_bytes, unit gathered bytes, rank_peak and rank_state. */
+tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err);
+
+/* Byte counts are non-negative and saturate at INT64_MAX rather than wrap
+ * (as tpx_slice_nbytes does): a config can describe a model whose per-rank
+ * sums exceed int64 (signed overflow is UB). Arguments >= 0. */
+static inline int64_t tpx__sat_add(int64_t a, int64_t b) {
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+static inline int64_t tpx__sat_mul(int64_t a, int64_t b) {
+  return a != 0 && b > INT64_MAX / a ? INT64_MAX : a * b;
+}
+
+/* Out-of-memory helper: records the error and returns TPX_NO_MEMORY. */
+static inline tpx_status tpx__shard_oom(tpx_error *err, const char *what) {
+  return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (%s)", what);
+}
+
+#endif /* TPX_SHARD_SHARD_INTERNAL_H */

@@ -1,0 +1,134 @@
+/* tp_kwarg.c — keyword inputs of prepare_module_input (input_kwarg_layouts /
+ * desired_input_kwarg_layouts, tpx/runtime_tp.h): torch's with_kwargs
+ * pre-hook runs, per keyword, what it runs for a positional input (wrap a
+ * plain tensor in its layout, redistribute to the desired one when given
+ * and different; a kwarg listed as None, or with no desired layout, passes
+ * through). The description is shard/transitions.c (tpx__transition_kwarg);
+ * the layouts per direction and the data movement are tp_transition.c's.
+ * Not here: positional inputs (tp_transition.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tp/tp_internal.h"
+#include "shard/sharding_view.h"
+
+/* The kwarg's transition into *rec (*tr = &rec->view, NULL at tp == 1). */
+static tpx_status kwarg_tr(const tpx_sharding *sh, int64_t module,
+                           const char *kwarg, tpx__transition_rec *rec,
+                           const tpx_transition **tr, tpx_error *err) {
+  *tr = NULL;
+  if (!sh || !kwarg)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tp kwarg transition: %s is NULL",
+                         !sh ? "sharding" : "keyword name");
+  if (module < 0 || (size_t)module >= tpx__sv_num_modules(sh))
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "tp kwarg transition: module index %lld outside "
+                         "0..%zu",
+                         (long long)module, tpx__sv_num_modules(sh) - 1);
+  const char *name = tpx__tp_module_name(sh, module);
+  int64_t e = tpx__sv_module_entry(sh, module);
+  if (e < 0)
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "tp kwarg transition: module '%s' has no parallel "
+                         "style (no plan entry applies to it)",
+                         name);
+  const tpx_style *s = tpx__sv_entry_style(sh, e);
+  if (s->kind != TPX_STYLE_PREPARE_MODULE_INPUT) {
+    const char *k = tpx_style_kind_name(s->kind);
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "tp kwarg transition: module '%s' (style %s, plan "
+                         "key '%s') has no keyword-input layouts; only "
+                         "prepare_module_input does",
+                         name, k ? k : "?", tpx__sv_entry_key(sh, e));
+  }
+  if (!tpx__transition_kwarg(s, kwarg, rec)) {
+    char have[200];
+    size_t n = 0;
+    have[0] = '\0';
+    for (int32_t i = 0; i < s->input_kwarg_layouts.count && n < sizeof have;
+         i++)
+      n += (size_t)snprintf(have + n, sizeof have - n, "%s'%s'",
+                            i ? ", " : "", s->input_kwarg_layouts.items[i].name);
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "tp kwarg transition: module '%s' (plan key '%s') "
+                         "has no layout for keyword input '%s' (torch passes "
+                         "it through untouched); it has: %s",
+                         name, tpx__sv_entry_key(sh, e), kwarg,
+                         n ? have : "none");
+  }
+  if (tpx__sv_tp_applied(sh)) *tr = &rec->view; /* tp == 1: no hooks */
+  return TPX_OK;
+}
+
+static tpx_status kwarg_resolve(const tpx_sharding *sh, int64_t module,
+                                const char *kwarg, int backward,
+                                const tpx_placement *arrived, int ndim,
+                                tpx_placement *in, tpx_placement *out,
+                                int *copy, tpx_error *err) {
+  tpx__transition_rec rec;
+  const tpx_transition *tr;
+  TPX__TRY(kwarg_tr(sh, module, kwarg, &rec, &tr, err));
+  if (arrived)
+    return tpx__tp_resolve_dt_tr(sh, module, tr, backward, arrived, ndim, in,
+                                 out, copy, err);
+  return tpx__tp_resolve_tr(sh, module, tr, backward, in, out, copy, err);
+}
+
+tpx_status tpx_tp_kwarg_transition_layouts(
+    const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
+    const tpx_placement *arrived, int ndim, tpx_placement *in_layout,
+    tpx_placement *out_layout, int *is_copy, tpx_error *err) {
+  if (!in_layout || !out_layout)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_tp_kwarg_transition_layouts: NULL argument");
+  int copy;
+  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, ndim,
+                         in_layout, out_layout, &copy, err));
+  if (is_copy) *is_copy = copy;
+  return TPX_OK;
+}
+
+tpx_status tpx_tp_kwarg_transition_shape(
+    const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
+    const tpx_placement *arrived, int64_t rank, const int64_t *shape,
+    int ndim, int64_t *in_local, int64_t *out_local, tpx_error *err) {
+  if (!sh || !out_local || (!shape && ndim > 0))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_tp_kwarg_transition_shape: NULL argument");
+  if (ndim < 0 || ndim > TPX_MAX_TENSOR_DIMS)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "tpx_tp_kwarg_transition_shape: ndim %d outside "
+                         "0..%d",
+                         ndim, TPX_MAX_TENSOR_DIMS);
+  tpx_placement in, out;
+  int copy;
+  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, ndim, &in,
+                         &out, &copy, err));
+  if (in_local)
+    TPX__TRY(tpx_tp_local_shape(sh, rank, in, shape, ndim, in_local, err));
+  return tpx_tp_local_shape(sh, rank, out, shape, ndim, out_local, err);
+}
+
+tpx_status tpx_tp_kwarg_transition_run(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
+    const char *kwarg, int backward, const tpx_placement *arrived,
+    const int64_t *shape, const tpx_tensor *in, tpx_tensor *out,
+    tpx_error *err) {
+  TPX__TRY(tpx__tp_check_comm(sh, mc, "tpx_tp_kwarg_transition_run", err));
+  if (!in || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_tp_kwarg_transition_run: %s is NULL",
+                         !in ? "input" : "output");
+  TPX__TRY(tpx_tensor_check(in, "input", err));
+  tpx_placement from, to;
+  int copy;
+  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, in->ndim,
+                         &from, &to, &copy, err));
+  char ctx[256];
+  snprintf(ctx, sizeof ctx,
+           "tp transition of module '%s' keyword input '%s' (%s)",
+           tpx__tp_module_name(sh, module), kwarg,
+           backward ? "backward" : "forward");
+  return tpx__tp_move(sh, mc, shape, from, to, copy, in, out, ctx, err);
+}
