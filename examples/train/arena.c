@@ -47,7 +47,7 @@ static int spill_push(tr_arena *a, void *p) {
   return 0;
 }
 
-float *tr_arena_floats(tr_arena *a, int64_t n, tpx_error *err) {
+float *tr_arena_floats(tr_arena *a, int64_t n, int zero, tpx_error *err) {
   size_t want = sizeof(float) * (size_t)(n > 0 ? n : 1);
   size_t bytes = (want + ALIGN - 1) / ALIGN * ALIGN + REDZONE;
   char *p = NULL;
@@ -71,7 +71,8 @@ float *tr_arena_floats(tr_arena *a, int64_t n, tpx_error *err) {
     a->peak = a->used;
   ASAN_UNPOISON_MEMORY_REGION(p, want);
   ASAN_POISON_MEMORY_REGION(p + want, bytes - want);
-  memset(p, 0, want);
+  if (zero)
+    memset(p, 0, want);
   return (float *)p;
 }
 

@@ -56,16 +56,17 @@ typedef struct ctx {
       return st;                                                               \
   } while (0)
 
-/* An activation shaped as `like` (sizes and logical extents only). */
+/* An activation shaped as `like` (sizes and logical extents only), for
+ * one of the trainer's kernels to fill whole (not zeroed). */
 static tpx_status act_like(ctx *c, tr_act *a, const tr_act *like) {
-  tpx_status st = tr_act_alloc(c->ar, a, like->b, like->s, like->f, c->err);
+  tpx_status st = tr_act_alloc(c->ar, a, like->b, like->s, like->f, 0, c->err);
   a->S = like->S;
   a->F = like->F;
   return st;
 }
 
 static tpx_status floats(ctx *c, float **p, int64_t n) {
-  *p = tr_arena_floats(c->ar, n, c->err);
+  *p = tr_arena_floats(c->ar, n, 0, c->err);
   return *p ? TPX_OK : TPX_NO_MEMORY;
 }
 
@@ -96,7 +97,7 @@ static tpx_status linear_fwd(ctx *c, const tr_module *mod, const tr_act *x,
     return tpx_error_set(c->err, TPX_INTERNAL,
                          "linear module %lld: input width %lld, weight in %lld",
                          (long long)mod->m, (long long)in->f, (long long)width);
-  CK(tr_act_alloc(c->ar, y, in->b, in->s, out, c->err));
+  CK(tr_act_alloc(c->ar, y, in->b, in->s, out, 0, c->err));
   y->S = in->S;
   y->F = tr_param_full_dim(c->r, mod->w, 0);
   tr_linear_fwd(in->d, tr_param_w(c->r, mod->w), tr_param_w(c->r, mod->b), y->d,
@@ -382,7 +383,10 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
   split_tokens(net, tokens);
   CK(tr_zero_grads(r, err));
   CK(forward(net, &c, &logits, &fin_in, &fin_rstd, &lm_in));
-  CK(act_like(&c, &dlogits, &logits));
+  /* zeroed: the loss fills it */
+  CK(tr_act_alloc(c.ar, &dlogits, logits.b, logits.s, logits.f, 1, err));
+  dlogits.S = logits.S;
+  dlogits.F = logits.F;
   CK(tr_cross_entropy(r, &logits, net->targets, loss, &dlogits, err));
   return backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in);
 }

@@ -28,14 +28,14 @@ double tr_now(void) {
 int64_t tr_act_numel(const tr_act *a) { return a->b * a->s * a->f; }
 
 tpx_status tr_act_alloc(tr_arena *ar, tr_act *a, int64_t b, int64_t s,
-                        int64_t f, tpx_error *err) {
+                        int64_t f, int zero, tpx_error *err) {
   memset(a, 0, sizeof *a);
   a->b = b;
   a->s = s;
   a->f = f;
   a->S = s;
   a->F = f;
-  a->d = tr_arena_floats(ar, b * s * f, err);
+  a->d = tr_arena_floats(ar, b * s * f, zero, err);
   return a->d ? TPX_OK : TPX_NO_MEMORY;
 }
 

@@ -49,8 +49,10 @@ typedef struct tr_arena {
   void **spill; /* blocks taken from the heap when the block was full */
   size_t nspill, spill_cap;
 } tr_arena;
-/* n floats, 64-byte aligned, zeroed */
-float *tr_arena_floats(tr_arena *a, int64_t n, tpx_error *err);
+/* n floats, 64-byte aligned; zeroed when `zero` (for buffers the library
+ * fills, which need not write every element), else as they were (for
+ * the trainer's kernels, which do) */
+float *tr_arena_floats(tr_arena *a, int64_t n, int zero, tpx_error *err);
 /* Give back everything taken since the mark (a layer's backward
  * temporaries, once it is done). */
 size_t tr_arena_mark(const tr_arena *a);
@@ -77,8 +79,9 @@ typedef struct tr_act {
   tpx_placement arrl, in_arrl;
 } tr_act;
 int64_t tr_act_numel(const tr_act *a);
+/* An activation [b, s, f] from the arena; zeroed when `zero`. */
 tpx_status tr_act_alloc(tr_arena *ar, tr_act *a, int64_t b, int64_t s,
-                        int64_t f, tpx_error *err);
+                        int64_t f, int zero, tpx_error *err);
 
 /* ---- ops.c: dense math on local buffers ---- */
 /* Threads for an element-wise loop over `work` elements: the BLAS's
