@@ -2,11 +2,34 @@
  * from in order during a step and given back whole at the next step's
  * start, as llm.c keeps its activations in one allocation. The block's
  * size is what the first step used (a step's allocations are the same
- * every step), so only the first step ever reaches the heap. */
+ * every step), so only the first step ever reaches the heap.
+ *
+ * Under AddressSanitizer the arena keeps its eyes: every allocation is
+ * followed by a poisoned red zone and what a step has given back is
+ * poisoned until it is taken again, so an overrun or a use after the
+ * step reads as it would on the heap. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "train.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TR_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TR_ASAN 1
+#endif
+
+#if defined(TR_ASAN)
+#include <sanitizer/asan_interface.h>
+#define REDZONE 64
+#else
+#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define REDZONE 0
+#endif
 
 #define ALIGN 64
 
@@ -24,9 +47,9 @@ static int spill_push(tr_arena *a, void *p) {
   return 0;
 }
 
-float *tr_arena_floats(tr_arena *a, int64_t n, tpx_error *err) {
-  size_t bytes = sizeof(float) * (size_t)(n > 0 ? n : 1);
-  bytes = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+float *tr_arena_floats(tr_arena *a, int64_t n, int zero, tpx_error *err) {
+  size_t want = sizeof(float) * (size_t)(n > 0 ? n : 1);
+  size_t bytes = (want + ALIGN - 1) / ALIGN * ALIGN + REDZONE;
   char *p = NULL;
   if (a->used + bytes <= a->cap) {
     p = a->base + a->used;
@@ -46,20 +69,31 @@ float *tr_arena_floats(tr_arena *a, int64_t n, tpx_error *err) {
   a->used += bytes;
   if (a->used > a->peak)
     a->peak = a->used;
-  memset(p, 0, bytes);
+  ASAN_UNPOISON_MEMORY_REGION(p, want);
+  ASAN_POISON_MEMORY_REGION(p + want, bytes - want);
+  if (zero)
+    memset(p, 0, want);
   return (float *)p;
 }
 
 size_t tr_arena_mark(const tr_arena *a) { return a->used; }
 
-void tr_arena_pop(tr_arena *a, size_t mark) { a->used = mark; }
+void tr_arena_pop(tr_arena *a, size_t mark) {
+  if (a->used > a->cap) /* spilled (first step): the heap guards those */
+    a->used = a->cap > mark ? a->cap : mark;
+  ASAN_POISON_MEMORY_REGION(a->base + mark, a->used - mark);
+  a->used = mark;
+}
 
 tpx_status tr_arena_reset(tr_arena *a, tpx_error *err) {
   a->used = 0;
-  if (!a->nspill && a->cap >= a->peak)
+  if (!a->nspill && a->cap >= a->peak) {
+    ASAN_POISON_MEMORY_REGION(a->base, a->cap);
     return TPX_OK;
+  }
   for (size_t i = 0; i < a->nspill; i++) free(a->spill[i]);
   a->nspill = 0;
+  ASAN_UNPOISON_MEMORY_REGION(a->base, a->cap);
   free(a->base);
   a->cap = 0;
   a->base = aligned_alloc(ALIGN, a->peak);
@@ -67,10 +101,12 @@ tpx_status tr_arena_reset(tr_arena *a, tpx_error *err) {
     return tpx_error_set(err, TPX_NO_MEMORY,
                          "out of memory (activations: %zu bytes)", a->peak);
   a->cap = a->peak;
+  ASAN_POISON_MEMORY_REGION(a->base, a->cap);
   return TPX_OK;
 }
 
 void tr_arena_free(tr_arena *a) {
+  ASAN_UNPOISON_MEMORY_REGION(a->base, a->cap);
   for (size_t i = 0; i < a->nspill; i++) free(a->spill[i]);
   free(a->spill);
   free(a->base);

@@ -1,7 +1,10 @@
 /* attention.c — eager causal self-attention with grouped-query heads on this
  * rank's local heads (the heads its q/k/v_proj shards produce), forward and
- * backward, through cblas_sgemm. Positions and RoPE are applied by the
- * caller; softmax probabilities are kept for backward. */
+ * backward. The products go through cblas_sgemm, one per (batch, head) and
+ * in that order; the softmax between them runs over every row at once, on
+ * as many threads as the BLAS (tr_threads), each row on one thread, so the
+ * result does not depend on the thread count. Positions and RoPE are
+ * applied by the caller; softmax probabilities are kept for backward. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -9,64 +12,89 @@
 
 #include "train.h"
 
+/* Where head h of batch row b starts in q / o (ld nh*hd) and in k / v (ld
+ * nkv*hd: the kv head its group shares), and its [t, t] block of scores. */
+typedef struct head {
+  int64_t q, kv, p;
+} head;
+
+static head head_at(const tr_attn_shape *sh, int64_t b, int64_t h) {
+  int64_t t = sh->t, hd = sh->hd, grp = sh->nh / sh->nkv;
+  head at = {b * t * sh->nh * hd + h * hd, b * t * sh->nkv * hd + h / grp * hd,
+             (b * sh->nh + h) * t * t};
+  return at;
+}
+
+/* Row i of a causal score block: softmax over columns 0..i, zero after. */
+static void softmax_row(float *row, int64_t i, int64_t t) {
+  float mx = row[0], sum = 0;
+  for (int64_t j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
+  for (int64_t j = 0; j <= i; j++) {
+    row[j] = expf(row[j] - mx);
+    sum += row[j];
+  }
+  for (int64_t j = 0; j <= i; j++) row[j] /= sum;
+  for (int64_t j = i + 1; j < t; j++) row[j] = 0;
+}
+
+/* Its backward: ds = p * (ds - sum(ds * p)) over columns 0..i. */
+static void softmax_row_bwd(float *ds, const float *p, int64_t i, int64_t t) {
+  float dot = 0;
+  for (int64_t j = 0; j <= i; j++) dot += ds[j] * p[j];
+  for (int64_t j = 0; j <= i; j++) ds[j] = p[j] * (ds[j] - dot);
+  for (int64_t j = i + 1; j < t; j++) ds[j] = 0;
+}
+
 void tr_attn_fwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, float *p, float *o) {
-  int64_t t = sh->t, nh = sh->nh, nkv = sh->nkv, hd = sh->hd, grp = nh / nkv;
-  int ldq = (int)(nh * hd), ldk = (int)(nkv * hd);
+  int64_t t = sh->t, hd = sh->hd, rows = sh->b * sh->nh * t;
+  int ldq = (int)(sh->nh * hd), ldk = (int)(sh->nkv * hd), T = (int)t;
   float scale = 1.0f / sqrtf((float)hd);
+  /* scores p = scale q k^T */
   for (int64_t b = 0; b < sh->b; b++)
-    for (int64_t h = 0; h < nh; h++) {
-      const float *qb = q + b * t * nh * hd + h * hd;
-      const float *kb = k + b * t * nkv * hd + (h / grp) * hd;
-      const float *vb = v + b * t * nkv * hd + (h / grp) * hd;
-      float *pb = p + (b * nh + h) * t * t;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)t,
-                  (int)hd, scale, qb, ldq, kb, ldk, 0.0f, pb, (int)t);
-      for (int64_t i = 0; i < t; i++) {
-        float *row = pb + i * t, mx = row[0], sum = 0;
-        for (int64_t j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
-        for (int64_t j = 0; j <= i; j++) {
-          row[j] = expf(row[j] - mx);
-          sum += row[j];
-        }
-        for (int64_t j = 0; j <= i; j++) row[j] /= sum;
-        for (int64_t j = i + 1; j < t; j++) row[j] = 0;
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)hd,
-                  (int)t, 1.0f, pb, (int)t, vb, ldk, 0.0f,
-                  o + b * t * nh * hd + h * hd, ldq);
+    for (int64_t h = 0; h < sh->nh; h++) {
+      head at = head_at(sh, b, h);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, (int)hd, scale,
+                  q + at.q, ldq, k + at.kv, ldk, 0.0f, p + at.p, T);
+    }
+  TR_PARALLEL_FOR(rows * t)
+  for (int64_t r = 0; r < rows; r++) softmax_row(p + r * t, r % t, t);
+  /* o = p v */
+  for (int64_t b = 0; b < sh->b; b++)
+    for (int64_t h = 0; h < sh->nh; h++) {
+      head at = head_at(sh, b, h);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, (int)hd, T,
+                  1.0f, p + at.p, T, v + at.kv, ldk, 0.0f, o + at.q, ldq);
     }
 }
 
 void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, const float *p, const float *dout, float *dq,
                  float *dk, float *dv, float *ds) {
-  int64_t t = sh->t, nh = sh->nh, nkv = sh->nkv, hd = sh->hd, grp = nh / nkv;
-  int ldq = (int)(nh * hd), ldk = (int)(nkv * hd);
+  int64_t t = sh->t, hd = sh->hd, rows = sh->b * sh->nh * t;
+  int ldq = (int)(sh->nh * hd), ldk = (int)(sh->nkv * hd), T = (int)t;
   float scale = 1.0f / sqrtf((float)hd);
-  memset(dk, 0, sizeof(float) * (size_t)(sh->b * t * nkv * hd));
-  memset(dv, 0, sizeof(float) * (size_t)(sh->b * t * nkv * hd));
+  memset(dk, 0, sizeof(float) * (size_t)(sh->b * t * sh->nkv * hd));
+  memset(dv, 0, sizeof(float) * (size_t)(sh->b * t * sh->nkv * hd));
+  /* dV += P^T dO ; dS = dO V^T */
   for (int64_t b = 0; b < sh->b; b++)
-    for (int64_t h = 0; h < nh; h++) {
-      int64_t qo = b * t * nh * hd + h * hd,
-              ko = b * t * nkv * hd + (h / grp) * hd;
-      const float *pb = p + (b * nh + h) * t * t;
-      /* dV += P^T dO ; dP = dO V^T */
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)t, (int)hd,
-                  (int)t, 1.0f, pb, (int)t, dout + qo, ldq, 1.0f, dv + ko, ldk);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)t,
-                  (int)hd, 1.0f, dout + qo, ldq, v + ko, ldk, 0.0f, ds, (int)t);
-      for (int64_t i = 0; i < t; i++) {
-        float *row = ds + i * t, dot = 0;
-        const float *pr = pb + i * t;
-        for (int64_t j = 0; j <= i; j++) dot += row[j] * pr[j];
-        for (int64_t j = 0; j <= i; j++) row[j] = pr[j] * (row[j] - dot);
-        for (int64_t j = i + 1; j < t; j++) row[j] = 0;
-      }
-      /* dQ = scale dS K ; dK += scale dS^T Q */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)hd,
-                  (int)t, scale, ds, (int)t, k + ko, ldk, 0.0f, dq + qo, ldq);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)t, (int)hd,
-                  (int)t, scale, ds, (int)t, q + qo, ldq, 1.0f, dk + ko, ldk);
+    for (int64_t h = 0; h < sh->nh; h++) {
+      head at = head_at(sh, b, h);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, (int)hd, T, 1.0f,
+                  p + at.p, T, dout + at.q, ldq, 1.0f, dv + at.kv, ldk);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, (int)hd, 1.0f,
+                  dout + at.q, ldq, v + at.kv, ldk, 0.0f, ds + at.p, T);
+    }
+  TR_PARALLEL_FOR(rows * t)
+  for (int64_t r = 0; r < rows; r++)
+    softmax_row_bwd(ds + r * t, p + r * t, r % t, t);
+  /* dQ = scale dS K ; dK += scale dS^T Q */
+  for (int64_t b = 0; b < sh->b; b++)
+    for (int64_t h = 0; h < sh->nh; h++) {
+      head at = head_at(sh, b, h);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, (int)hd, T,
+                  scale, ds + at.p, T, k + at.kv, ldk, 0.0f, dq + at.q, ldq);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, (int)hd, T, scale,
+                  ds + at.p, T, q + at.q, ldq, 1.0f, dk + at.kv, ldk);
     }
 }

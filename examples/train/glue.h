@@ -29,8 +29,14 @@ int tr_rank_is_root(const tr_rank *r);
  * unshard / gradient reduction, grad norm); 0 without a runtime. */
 double tr_rank_comm_seconds(const tr_rank *r);
 double tr_now(void);
-/* Bytes this rank holds for sharded parameters, gradients and optimizer
- * state (out[0..2], tpx_runtime_allocated_bytes); 0 without a runtime
- * (tpx-train-ref keeps its own storage and reports none). */
-int tr_rank_state_bytes(const tr_rank *r, int64_t out[3]);
+/* What this rank's runtime allocated, in bytes (tpx_runtime_allocated_bytes
+ * and _peak_bytes): the sharded parameters, gradients and optimizer state
+ * now, the peak of the unsharded parameters and all-gather staging
+ * (gather_peak), and the peak of everything the runtime held at once. */
+typedef struct tr_memory {
+  int64_t params, grads, optimizer, gather_peak, peak;
+} tr_memory;
+/* 1 and *out filled; 0 without a runtime (tpx-train-ref keeps its own
+ * storage and reports none). */
+int tr_rank_memory(const tr_rank *r, tr_memory *out);
 #endif

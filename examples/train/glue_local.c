@@ -83,9 +83,9 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
   return TPX_OK;
 }
 
-int tr_rank_state_bytes(const tr_rank *r, int64_t out[3]) {
+int tr_rank_memory(const tr_rank *r, tr_memory *out) {
   (void)r;
-  out[0] = out[1] = out[2] = 0;
+  memset(out, 0, sizeof *out);
   return 0;
 }
 

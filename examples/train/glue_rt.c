@@ -88,10 +88,13 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
   return TPX_OK;
 }
 
-int tr_rank_state_bytes(const tr_rank *r, int64_t out[3]) {
-  out[0] = tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_PARAMS);
-  out[1] = tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_GRADS);
-  out[2] = tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_OPTIMIZER);
+int tr_rank_memory(const tr_rank *r, tr_memory *out) {
+  out->params = tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_PARAMS);
+  out->grads = tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_GRADS);
+  out->optimizer =
+      tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_OPTIMIZER);
+  out->gather_peak = tpx_runtime_peak_bytes(r->rt, TPX_RUNTIME_MEM_GATHER);
+  out->peak = tpx_runtime_peak_bytes(r->rt, TPX_RUNTIME_MEM_TOTAL);
   return 1;
 }
 

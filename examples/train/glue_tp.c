@@ -92,7 +92,7 @@ tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
                          (long long)x->s, (long long)x->f, (long long)in_l[0],
                          (long long)in_l[1], (long long)in_l[2]);
   tr_act y = {0};
-  if ((st = tr_act_alloc(ar, &y, out_l[0], out_l[1], out_l[2], err)))
+  if ((st = tr_act_alloc(ar, &y, out_l[0], out_l[1], out_l[2], 1, err)))
     return st;
   y.S = x->S;
   y.F = x->F;
@@ -141,7 +141,7 @@ tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b,
   int64_t ish[2], ol[3];
   tpx_tensor ti, tw;
   tpx_status st = embed_args(r, ids, b, t, 0, ish, ol, &ti, &tw, err);
-  if (st || (st = tr_act_alloc(ar, out, ol[0], ol[1], ol[2], err)))
+  if (st || (st = tr_act_alloc(ar, out, ol[0], ol[1], ol[2], 1, err)))
     return st;
   out->S = t;
   out->F = tr_param_full_dim(r, tp->embed, 1);

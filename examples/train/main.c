@@ -8,6 +8,7 @@
 #include <malloc.h>
 #endif
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +51,12 @@ typedef struct job {
   const tpx_sharding *sh;
   const int32_t *tokens;
   const tpx_checkpoint_reader *reader;
-  step_record *steps; /* [a->steps], filled by rank 0 */
-  int has_state;      /* rank 0's runtime reported its state bytes */
-  int64_t state[3];   /* rank 0: params, grads, optimizer bytes (after the
-                         last step, so the AdamW state exists) */
+  int mpi;
+  step_record *steps;  /* [a->steps], filled by rank 0 */
+  int has_memory;      /* rank 0's runtime reported its memory */
+  tr_memory memory;    /* rank 0, after the last step (so the AdamW state
+                          exists) */
+  int64_t activations; /* rank 0's activation arena, bytes */
 } job;
 
 static void usage(FILE *f) {
@@ -84,72 +87,71 @@ static void usage(FILE *f) {
 
 /* ---- the command line ---- */
 
-static int parse_i64(const char *s, int64_t *out) {
+/* The options that take a value: where it goes and what it must be. */
+typedef enum kind { TEXT, COUNT, POSITIVE, REAL_POSITIVE, REAL_NONNEG } kind;
+static const struct option {
+  const char *name;
+  kind kind;
+  size_t offset; /* in args */
+} options[] = {
+    {"--model", TEXT, offsetof(args, model)},
+    {"--tokens", TEXT, offsetof(args, tokens)},
+    {"--backend", TEXT, offsetof(args, backend)},
+    {"--format", TEXT, offsetof(args, format)},
+    {"--dump-params", TEXT, offsetof(args, dump)},
+    {"--dump-grads", TEXT, offsetof(args, dump_grads)},
+    {"--batch", POSITIVE, offsetof(args, batch)},
+    {"--seq", POSITIVE, offsetof(args, seq)},
+    {"--steps", COUNT, offsetof(args, steps)},
+    {"--tp", POSITIVE, offsetof(args, tp)},
+    {"--dp-shard", POSITIVE, offsetof(args, dp_shard)},
+    {"--dp-replicate", POSITIVE, offsetof(args, dp_replicate)},
+    {"--lr", REAL_POSITIVE, offsetof(args, lr)},
+    {"--clip", REAL_POSITIVE, offsetof(args, clip)},
+    {"--weight-decay", REAL_NONNEG, offsetof(args, wd)},
+};
+
+/* Store v as option o's value; NULL, or why v is not one. */
+static const char *set_value(args *a, const struct option *o, const char *v) {
+  void *dst = (char *)a + o->offset;
   char *end;
   errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end)
-    return -1;
-  *out = v;
-  return 0;
-}
-
-static int parse_f64(const char *s, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end)
-    return -1;
-  *out = v;
-  return 0;
-}
-
-/* Set option o to value v; 1 when v is bad, -1 for an unknown option. */
-static int set_option(args *a, const char *o, const char *v, int *have_lr) {
-  if (!strcmp(o, "--model"))
-    a->model = v;
-  else if (!strcmp(o, "--tokens"))
-    a->tokens = v;
-  else if (!strcmp(o, "--backend"))
-    a->backend = v;
-  else if (!strcmp(o, "--format"))
-    a->format = v;
-  else if (!strcmp(o, "--dump-params"))
-    a->dump = v;
-  else if (!strcmp(o, "--dump-grads"))
-    a->dump_grads = v;
-  else if (!strcmp(o, "--batch"))
-    return parse_i64(v, &a->batch) || a->batch <= 0;
-  else if (!strcmp(o, "--seq"))
-    return parse_i64(v, &a->seq) || a->seq <= 0;
-  else if (!strcmp(o, "--steps"))
-    return parse_i64(v, &a->steps) || a->steps < 0;
-  else if (!strcmp(o, "--tp"))
-    return parse_i64(v, &a->tp) || a->tp <= 0;
-  else if (!strcmp(o, "--dp-shard"))
-    return parse_i64(v, &a->dp_shard) || a->dp_shard <= 0;
-  else if (!strcmp(o, "--dp-replicate"))
-    return parse_i64(v, &a->dp_replicate) || a->dp_replicate <= 0;
-  else if (!strcmp(o, "--lr")) {
-    *have_lr = 1;
-    return parse_f64(v, &a->lr) || a->lr < 0;
-  } else if (!strcmp(o, "--clip"))
-    return parse_f64(v, &a->clip) || a->clip <= 0;
-  else if (!strcmp(o, "--weight-decay"))
-    return parse_f64(v, &a->wd) || a->wd < 0;
-  else
-    return -1;
-  return 0;
+  if (o->kind == TEXT) {
+    *(const char **)dst = v;
+    return NULL;
+  }
+  if (o->kind == COUNT || o->kind == POSITIVE) {
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end)
+      return "not an integer";
+    if (o->kind == POSITIVE && n <= 0)
+      return "must be > 0";
+    if (n < 0)
+      return "must be >= 0";
+    *(int64_t *)dst = n;
+    return NULL;
+  }
+  double x = strtod(v, &end);
+  if (errno || end == v || *end)
+    return "not a number";
+  if (!isfinite(x))
+    return "must be a finite number";
+  if (o->kind == REAL_POSITIVE && x <= 0)
+    return "must be > 0";
+  if (x < 0)
+    return "must be >= 0";
+  *(double *)dst = x;
+  return NULL;
 }
 
 /* Check the parsed arguments as a whole: -1 (with a message) when wrong. */
-static int check_args(const args *a, int have_lr) {
-  const char *miss = !a->model    ? "--model"
-                     : !a->tokens ? "--tokens"
-                     : !a->batch  ? "--batch"
-                     : !a->seq    ? "--seq"
-                     : !have_lr   ? "--lr"
-                                  : NULL;
+static int check_args(const args *a) {
+  const char *miss = !a->model      ? "--model"
+                     : !a->tokens   ? "--tokens"
+                     : !a->batch    ? "--batch"
+                     : !a->seq      ? "--seq"
+                     : isnan(a->lr) ? "--lr"
+                                    : NULL;
   if (miss) {
     fprintf(stderr, "tpx-train: %s is required\n", miss);
     return -1;
@@ -164,9 +166,14 @@ static int check_args(const args *a, int have_lr) {
             a->format);
     return -1;
   }
-  if (a->tp * a->dp_shard * a->dp_replicate > TPX_LOCAL_MAX_RANKS) {
-    fprintf(stderr, "tpx-train: world larger than %d ranks\n",
-            TPX_LOCAL_MAX_RANKS);
+  const int64_t max = TPX_LOCAL_MAX_RANKS;
+  if (a->tp > max || a->dp_shard > max || a->dp_replicate > max ||
+      a->tp * a->dp_shard * a->dp_replicate > max) {
+    fprintf(stderr,
+            "tpx-train: the mesh dp_replicate x dp_shard x tp = %lld x %lld x "
+            "%lld has more than %lld ranks\n",
+            (long long)a->dp_replicate, (long long)a->dp_shard,
+            (long long)a->tp, (long long)max);
     return -1;
   }
   return 0;
@@ -177,34 +184,37 @@ static int parse_args(int argc, char **argv, args *a) {
   a->tp = a->dp_shard = a->dp_replicate = 1;
   a->backend = "local";
   a->format = "text";
+  a->lr = NAN; /* required */
   a->clip = -1;
-  int have_lr = 0;
   for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+    const char *name = argv[i];
+    if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
       usage(stdout);
       exit(0);
     }
-    if (!strcmp(o, "--sp")) {
+    if (!strcmp(name, "--sp")) {
       a->sp = 1;
       continue;
     }
+    const struct option *o = NULL;
+    for (size_t k = 0; k < sizeof options / sizeof *options; k++)
+      if (!strcmp(name, options[k].name))
+        o = &options[k];
+    if (!o) {
+      fprintf(stderr, "tpx-train: unknown option %s\n", name);
+      return -1;
+    }
     if (i + 1 >= argc) {
-      fprintf(stderr, "tpx-train: %s needs a value\n", o);
+      fprintf(stderr, "tpx-train: %s needs a value\n", name);
       return -1;
     }
-    const char *v = argv[++i];
-    int bad = set_option(a, o, v, &have_lr);
-    if (bad < 0) {
-      fprintf(stderr, "tpx-train: unknown option %s\n", o);
-      return -1;
-    }
-    if (bad) {
-      fprintf(stderr, "tpx-train: bad value for %s: '%s'\n", o, v);
+    const char *v = argv[++i], *why = set_value(a, o, v);
+    if (why) {
+      fprintf(stderr, "tpx-train: bad value for %s: '%s' (%s)\n", name, v, why);
       return -1;
     }
   }
-  return check_args(a, have_lr);
+  return check_args(a);
 }
 
 /* ---- inputs ---- */
@@ -278,6 +288,101 @@ static tpx_status load_model(const args *a, tpx_registry *reg,
   return tpx_model_add_safetensors(*model, a->model, err);
 }
 
+/* ---- the report (rank 0) ----
+ * Each step's line is printed, flushed, as the step completes; the JSON
+ * format's lines are objects, the last one the whole run's. */
+
+static void json_number(char *buf, size_t size, double v) {
+  /* JSON has no NaN / inf: a non-finite value is null */
+  if (isfinite(v))
+    snprintf(buf, size, "%.17g", v);
+  else
+    snprintf(buf, size, "null");
+}
+
+static void print_step(const args *a, int64_t i, const step_record *s) {
+  if (!strcmp(a->format, "json")) {
+    char l[32], g[32];
+    json_number(l, sizeof l, s->loss);
+    json_number(g, sizeof g, s->grad_norm);
+    printf("{\"step\":%lld,\"loss\":%s,\"grad_norm\":%s}\n", (long long)i, l,
+           g);
+  } else {
+    printf("step %lld  loss %.6f  grad_norm %.6f  time %.3f s  "
+           "collectives %.3f s  cpu %.3f s\n",
+           (long long)i, s->loss, s->grad_norm, s->seconds, s->comm, s->cpu);
+  }
+  fflush(stdout);
+}
+
+/* Rank 0's memory beside `tpx plan`'s per-rank figures (docs/MEMORY.md):
+ * params, grads and optimizer as allocated after the last step, the
+ * gather peak, the activation arena, and peak = the runtime's peak plus
+ * the activations (as the plan adds them: an upper bound of the two at
+ * once). */
+static int64_t peak_bytes(const job *j) {
+  return j->memory.peak + j->activations;
+}
+
+static void print_json(const args *a, const job *j) {
+  printf("{\"steps\":[");
+  for (int64_t i = 0; i < a->steps; i++) {
+    const step_record *s = &j->steps[i];
+    char l[32], g[32];
+    json_number(l, sizeof l, s->loss);
+    json_number(g, sizeof g, s->grad_norm);
+    printf("%s{\"step\":%lld,\"loss\":%s,\"grad_norm\":%s}", i ? "," : "",
+           (long long)i, l, g);
+  }
+  printf("]");
+  if (j->has_memory)
+    printf(",\"memory\":{\"rank\":0,\"params\":%lld,\"grads\":%lld,"
+           "\"optimizer\":%lld,\"gather_peak\":%lld,\"activations\":%lld,"
+           "\"peak\":%lld}",
+           (long long)j->memory.params, (long long)j->memory.grads,
+           (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
+           (long long)j->activations, (long long)peak_bytes(j));
+  printf("}\n");
+}
+
+static void print_header(const args *a, const tpx_model *model) {
+  if (!strcmp(a->format, "json"))
+    return;
+  printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld tp=%lld%s, "
+         "%s backend\n",
+         tpx_model_architecture(model, 0), (long long)a->dp_replicate,
+         (long long)a->dp_shard, (long long)a->tp, a->sp ? " sp" : "",
+         a->backend);
+  fflush(stdout);
+}
+
+static void print_summary(const args *a, const job *j) {
+  if (!strcmp(a->format, "json")) {
+    print_json(a, j);
+    return;
+  }
+  /* steady state: the steps after the first (warm-up) */
+  double ts = 0, cs = 0, ps = 0;
+  int64_t n = 0;
+  for (int64_t i = a->steps > 1 ? 1 : 0; i < a->steps; i++, n++) {
+    ts += j->steps[i].seconds;
+    cs += j->steps[i].comm;
+    ps += j->steps[i].cpu;
+  }
+  if (n && ts > 0)
+    printf("throughput %.1f tokens/s  step %.4f s  collectives %.1f%% of the "
+           "step (rank 0)  cpu %.4f s/step%s\n",
+           (double)(a->batch * a->seq) * (double)n / ts, ts / (double)n,
+           100.0 * cs / ts, ps / (double)n,
+           j->mpi ? " (this process)" : " (all ranks)");
+  if (j->has_memory)
+    printf("memory (rank 0, bytes): params %lld  grads %lld  optimizer %lld  "
+           "gather peak %lld  activations %lld  peak %lld\n",
+           (long long)j->memory.params, (long long)j->memory.grads,
+           (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
+           (long long)j->activations, (long long)peak_bytes(j));
+}
+
 /* ---- one rank ---- */
 
 /* Each rank reads only its own bytes: its slice of every parameter, straight
@@ -340,9 +445,21 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
     double t1 = tr_now(), c1 = tr_rank_comm_seconds(r);
     if (!s)
       s = tr_dp_mean(r, &loss, err); /* reporting only: not timed */
-    if (!s && rank == 0)
-      j->steps[step] =
-          (step_record){loss, gn, t1 - t0, c1 - c0, cpu_now() - p0};
+    if (s)
+      break;
+    step_record rec = {loss, gn, t1 - t0, c1 - c0, cpu_now() - p0};
+    if (rank == 0) {
+      j->steps[step] = rec;
+      print_step(a, step, &rec);
+    }
+    /* every rank holds the same loss and norm here, so all stop at once */
+    if (!isfinite(loss) || !isfinite(gn))
+      s = tpx_error_set(err, TPX_VALIDATION,
+                        "step %lld: the %s is %g: training diverged (a "
+                        "non-finite loss or gradient norm stops the run)",
+                        (long long)step,
+                        isfinite(loss) ? "gradient norm" : "loss",
+                        isfinite(loss) ? gn : loss);
   }
   if (a->dump_grads)
     s = tr_dump_close(gf, a->dump_grads, s ? s : ws, err);
@@ -363,8 +480,10 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
     s = load_weights(j, rank, r, err);
   if (!s)
     s = train(j, &net, r, rank, err);
-  if (!s && rank == 0)
-    j->has_state = tr_rank_state_bytes(r, j->state);
+  if (!s && rank == 0) {
+    j->has_memory = tr_rank_memory(r, &j->memory);
+    j->activations = tr_net_activation_bytes(&net);
+  }
   if (!s && j->a->dump)
     s = tr_dump_params(j->a->dump, j->model, r, err);
   tr_rank_destroy(r);
@@ -411,59 +530,6 @@ static int build_sharding(const args *a, tpx_registry *reg,
   if (tpx_sharding_create(model, NULL, *mesh, &opts, sh, err))
     return 1;
   return first_error(tpx_sharding_diagnostics(*sh), "sharding", err);
-}
-
-/* ---- the report (rank 0) ---- */
-
-static void print_json(const args *a, const job *j) {
-  printf("{\"steps\":[");
-  for (int64_t i = 0; i < a->steps; i++) {
-    /* JSON has no NaN / inf: a non-finite value is null */
-    const step_record *s = &j->steps[i];
-    char l[32] = "null", g[32] = "null";
-    if (isfinite(s->loss))
-      snprintf(l, sizeof l, "%.17g", s->loss);
-    if (isfinite(s->grad_norm))
-      snprintf(g, sizeof g, "%.17g", s->grad_norm);
-    printf("%s{\"step\":%lld,\"loss\":%s,\"grad_norm\":%s}", i ? "," : "",
-           (long long)i, l, g);
-  }
-  printf("]");
-  /* what rank 0 allocated, comparable with tpx plan's per_rank memory */
-  if (j->has_state)
-    printf(",\"memory\":{\"rank\":0,\"params\":%lld,\"grads\":%lld,"
-           "\"optimizer\":%lld}",
-           (long long)j->state[0], (long long)j->state[1],
-           (long long)j->state[2]);
-  printf("}\n");
-}
-
-static void print_text(const args *a, const job *j, int mpi) {
-  printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld tp=%lld%s, "
-         "%s backend\n",
-         tpx_model_architecture(j->model, 0), (long long)a->dp_replicate,
-         (long long)a->dp_shard, (long long)a->tp, a->sp ? " sp" : "",
-         a->backend);
-  for (int64_t i = 0; i < a->steps; i++) {
-    const step_record *s = &j->steps[i];
-    printf("step %lld  loss %.6f  grad_norm %.6f  time %.3f s  "
-           "collectives %.3f s  cpu %.3f s\n",
-           (long long)i, s->loss, s->grad_norm, s->seconds, s->comm, s->cpu);
-  }
-  /* steady state: the steps after the first (warm-up) */
-  double ts = 0, cs = 0, ps = 0;
-  int64_t n = 0;
-  for (int64_t i = a->steps > 1 ? 1 : 0; i < a->steps; i++, n++) {
-    ts += j->steps[i].seconds;
-    cs += j->steps[i].comm;
-    ps += j->steps[i].cpu;
-  }
-  if (n && ts > 0)
-    printf("throughput %.1f tokens/s  step %.4f s  collectives %.1f%% of the "
-           "step (rank 0)  cpu %.4f s/step%s\n",
-           (double)(a->batch * a->seq) * (double)n / ts, ts / (double)n,
-           100.0 * cs / ts, ps / (double)n,
-           mpi ? " (this process)" : " (all ranks)");
 }
 
 /* ---- main ---- */
@@ -521,10 +587,15 @@ static tpx_status prepare(const args *a, run *r, tpx_error *err) {
       tpx_diag_list_create(&r->diags, err) ||
       load_model(a, r->reg, &r->model, err))
     return TPX_VALIDATION;
-  tr_config cfg;
-  if (tr_config_read(r->model, &cfg, err))
-    return TPX_VALIDATION;
-  if (!(r->tokens = read_tokens(a, cfg.vocab, err)))
+  /* the decoder the config describes, its weights all there (each rank
+   * finds them again) */
+  tr_net probe;
+  tpx_status st = tr_net_init(&probe, r->model, err);
+  int64_t vocab = probe.cfg.vocab;
+  tr_net_free(&probe);
+  if (st)
+    return st;
+  if (!(r->tokens = read_tokens(a, vocab, err)))
     return TPX_VALIDATION;
   if (build_sharding(a, r->reg, r->model, &r->mesh, &r->sel, r->diags, &r->sh,
                      err))
@@ -535,6 +606,46 @@ static tpx_status prepare(const args *a, run *r, tpx_error *err) {
       tpx_checkpoint_check_model(r->reader, r->model, err))
     return TPX_VALIDATION;
   return TPX_OK;
+}
+
+/* The number of processes an MPI launcher started, from the environment
+ * it gives each (Open MPI, MPICH / Intel MPI's Hydra, MVAPICH); 1 when
+ * none did. *var names the variable, *first is 1 on the launcher's rank 0
+ * (or when the rank is not known). */
+static long launcher_world(const char **var, int *first) {
+  static const char *const vars[][2] = {
+      {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+      {"PMI_SIZE", "PMI_RANK"},
+      {"MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_RANK"},
+  };
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    const char *size = getenv(vars[i][0]), *rank = getenv(vars[i][1]);
+    long n = size ? strtol(size, NULL, 10) : 0;
+    if (n > 1) {
+      *var = vars[i][0];
+      *first = !rank || !strcmp(rank, "0");
+      return n;
+    }
+  }
+  return 1;
+}
+
+/* Under mpirun without --backend mpi every process would train alone on
+ * its own copy of the mesh, N jobs instead of one: refused. */
+static int launched_without_mpi(const args *a) {
+  const char *var = NULL;
+  int first = 1;
+  long n = launcher_world(&var, &first);
+  if (n <= 1 || !strcmp(a->backend, "mpi"))
+    return 0;
+  if (first)
+    fprintf(stderr,
+            "tpx-train: started as one of %ld processes by an MPI launcher "
+            "(%s=%ld) without --backend mpi: each would train alone on the "
+            "local backend; add --backend mpi (one process per rank), or "
+            "start one process\n",
+            n, var, n);
+  return 1;
 }
 
 /* Initialise MPI and check its world matches the mesh; the exit status
@@ -577,6 +688,8 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (launched_without_mpi(&a))
+    return 2;
   int mpi = !strcmp(a.backend, "mpi");
   int64_t world = a.tp * a.dp_shard * a.dp_replicate;
   tpx_comm *mpi_world = NULL;
@@ -609,16 +722,16 @@ int main(int argc, char **argv) {
   }
   if (prepare(&a, &r, &err))
     goto out;
-  job j = {&a, r.model, r.sh, r.tokens, r.reader, r.steps, 0, {0}};
+  job j = {&a, r.model, r.sh, r.tokens, r.reader, mpi, r.steps, 0, {0}, 0};
+  if (root)
+    print_header(&a, r.model);
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err)
                      : tpx_local_run((int)world, rank_main, &j, &err);
   if (s)
     goto out;
   code = 0;
-  if (root && !strcmp(a.format, "json"))
-    print_json(&a, &j);
-  else if (root)
-    print_text(&a, &j, mpi);
+  if (root)
+    print_summary(&a, &j);
 out:
   if (code && root)
     fprintf(stderr, "tpx-train: %s\n", err.message[0] ? err.message : "failed");

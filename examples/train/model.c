@@ -4,104 +4,30 @@
  * every size is TP-local (read from the local parameter shapes), so the same
  * code runs on any mesh. A step's activations come from the net's arena
  * (arena.c); the step itself allocates nothing. */
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train.h"
 
-/* ---- parameters ---- */
-
-/* Which modules of a decoder layer exist: always, with qkv biases
- * (Qwen2), with q/k norms (Qwen3). */
-enum { ALWAYS, QKV_BIAS, QK_NORM };
-
-static const struct {
-  const char *name; /* under model.layers.N. */
-  size_t offset;    /* of its tr_module in tr_layer */
-  int when;
-  int bias; /* has a .bias when qkv_bias */
-} layer_modules[] = {
-    {"input_layernorm", offsetof(tr_layer, input_layernorm), ALWAYS, 0},
-    {"self_attn.q_proj", offsetof(tr_layer, q_proj), ALWAYS, 1},
-    {"self_attn.k_proj", offsetof(tr_layer, k_proj), ALWAYS, 1},
-    {"self_attn.v_proj", offsetof(tr_layer, v_proj), ALWAYS, 1},
-    {"self_attn.q_norm", offsetof(tr_layer, q_norm), QK_NORM, 0},
-    {"self_attn.k_norm", offsetof(tr_layer, k_norm), QK_NORM, 0},
-    {"self_attn.o_proj", offsetof(tr_layer, o_proj), ALWAYS, 0},
-    {"post_attention_layernorm", offsetof(tr_layer, post_attention_layernorm),
-     ALWAYS, 0},
-    {"mlp.gate_proj", offsetof(tr_layer, gate_proj), ALWAYS, 0},
-    {"mlp.up_proj", offsetof(tr_layer, up_proj), ALWAYS, 0},
-    {"mlp.down_proj", offsetof(tr_layer, down_proj), ALWAYS, 0},
-};
-
-/* The module `name` and its parameters; with_bias 0: no .bias looked up. */
-static tr_module find_module(const tpx_model *model, const char *name,
-                             int with_bias) {
-  char buf[300];
-  tr_module mod = {tpx_model_find_module(model, name), -1, -1};
-  snprintf(buf, sizeof buf, "%s.weight", name);
-  mod.w = tpx_model_find_param(model, buf);
-  if (with_bias) {
-    snprintf(buf, sizeof buf, "%s.bias", name);
-    mod.b = tpx_model_find_param(model, buf);
-  }
-  return mod;
-}
-
-static tpx_status layer_find(const tpx_model *model, const tr_config *cfg,
-                             int64_t l, tr_layer *L, tpx_error *err) {
-  for (size_t i = 0; i < sizeof layer_modules / sizeof *layer_modules; i++) {
-    tr_module *mod = (tr_module *)((char *)L + layer_modules[i].offset);
-    int when = layer_modules[i].when;
-    *mod = (tr_module){-1, -1, -1};
-    if ((when == QKV_BIAS && !cfg->qkv_bias) ||
-        (when == QK_NORM && !cfg->qk_norm))
-      continue;
-    int bias = layer_modules[i].bias && cfg->qkv_bias;
-    char name[200];
-    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l,
-             layer_modules[i].name);
-    *mod = find_module(model, name, bias);
-    if (mod->w < 0 || (bias && mod->b < 0))
-      return tpx_error_set(err, TPX_VALIDATION,
-                           "model: layer %lld lacks a parameter %s needs",
-                           (long long)l, cfg->arch);
-  }
-  return TPX_OK;
-}
-
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err) {
   memset(net, 0, sizeof *net);
   if (tr_config_read(model, &net->cfg, err))
     return err ? err->status : TPX_VALIDATION;
-  tr_params *P = &net->params;
-  P->embed_tokens = find_module(model, "model.embed_tokens", 0);
-  P->norm = find_module(model, "model.norm", 0);
-  P->lm_head = find_module(model, "lm_head", 0);
-  if (P->embed_tokens.w < 0 || P->norm.w < 0 || P->lm_head.w < 0)
-    return tpx_error_set(
-        err, TPX_VALIDATION,
-        "model: embed_tokens, norm or lm_head weight is missing");
+  tpx_status st = tr_params_find(model, &net->cfg, &net->params, err);
+  if (st)
+    return st;
   size_t nl = (size_t)(net->cfg.layers ? net->cfg.layers : 1);
-  P->layers = calloc(nl, sizeof *P->layers);
   net->acts = calloc(nl, sizeof *net->acts);
-  if (!P->layers || !net->acts)
+  if (!net->acts)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  for (int64_t l = 0; l < net->cfg.layers; l++) {
-    tpx_status st = layer_find(model, &net->cfg, l, &P->layers[l], err);
-    if (st)
-      return st;
-  }
   return TPX_OK;
 }
 
 void tr_net_free(tr_net *net) {
   if (!net)
     return;
-  free(net->params.layers);
+  tr_params_free(&net->params);
   free(net->acts);
   free(net->ids);
   free(net->targets);
@@ -130,21 +56,23 @@ typedef struct ctx {
       return st;                                                               \
   } while (0)
 
-/* An activation shaped as `like` (sizes and logical extents only). */
+/* An activation shaped as `like` (sizes and logical extents only), for
+ * one of the trainer's kernels to fill whole (not zeroed). */
 static tpx_status act_like(ctx *c, tr_act *a, const tr_act *like) {
-  tpx_status st = tr_act_alloc(c->ar, a, like->b, like->s, like->f, c->err);
+  tpx_status st = tr_act_alloc(c->ar, a, like->b, like->s, like->f, 0, c->err);
   a->S = like->S;
   a->F = like->F;
   return st;
 }
 
 static tpx_status floats(ctx *c, float **p, int64_t n) {
-  *p = tr_arena_floats(c->ar, n, c->err);
+  *p = tr_arena_floats(c->ar, n, 0, c->err);
   return *p ? TPX_OK : TPX_NO_MEMORY;
 }
 
 static void act_add(tr_act *dst, const tr_act *src) {
   int64_t n = tr_act_numel(dst);
+  TR_PARALLEL_FOR(n)
   for (int64_t i = 0; i < n; i++) dst->d[i] += src->d[i];
 }
 
@@ -152,6 +80,7 @@ static void act_add(tr_act *dst, const tr_act *src) {
  * so the old h, which a norm keeps as its input, stays intact. */
 static void residual_add(tr_act *h, tr_act *y) {
   int64_t n = tr_act_numel(h);
+  TR_PARALLEL_FOR(n)
   for (int64_t i = 0; i < n; i++) y->d[i] += h->d[i];
   h->d = y->d;
 }
@@ -168,7 +97,7 @@ static tpx_status linear_fwd(ctx *c, const tr_module *mod, const tr_act *x,
     return tpx_error_set(c->err, TPX_INTERNAL,
                          "linear module %lld: input width %lld, weight in %lld",
                          (long long)mod->m, (long long)in->f, (long long)width);
-  CK(tr_act_alloc(c->ar, y, in->b, in->s, out, c->err));
+  CK(tr_act_alloc(c->ar, y, in->b, in->s, out, 0, c->err));
   y->S = in->S;
   y->F = tr_param_full_dim(c->r, mod->w, 0);
   tr_linear_fwd(in->d, tr_param_w(c->r, mod->w), tr_param_w(c->r, mod->b), y->d,
@@ -344,7 +273,7 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   CK(act_like(c, &dq, &a->q));
   CK(act_like(c, &dk, &a->k));
   CK(act_like(c, &dv, &a->v));
-  CK(floats(c, &ds, sh->t * sh->t));
+  CK(floats(c, &ds, sh->b * sh->nh * sh->t * sh->t));
   tr_attn_bwd(sh, a->q.d, a->k.d, a->v.d, a->att, dout.d, dq.d, dk.d, dv.d, ds);
   tr_rope(dq.d, sh->b, sh->t, sh->nh, hd, net->rope_cos, net->rope_sin, 1);
   tr_rope(dk.d, sh->b, sh->t, sh->nkv, hd, net->rope_cos, net->rope_sin, 1);
@@ -454,7 +383,10 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
   split_tokens(net, tokens);
   CK(tr_zero_grads(r, err));
   CK(forward(net, &c, &logits, &fin_in, &fin_rstd, &lm_in));
-  CK(act_like(&c, &dlogits, &logits));
+  /* zeroed: the loss fills it */
+  CK(tr_act_alloc(c.ar, &dlogits, logits.b, logits.s, logits.f, 1, err));
+  dlogits.S = logits.S;
+  dlogits.F = logits.F;
   CK(tr_cross_entropy(r, &logits, net->targets, loss, &dlogits, err));
   return backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in);
 }

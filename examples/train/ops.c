@@ -1,6 +1,9 @@
 /* ops.c — dense f32 kernels of the reference trainer: linear (cblas_sgemm),
  * RMSNorm, rotary embedding, SwiGLU, forward and backward, on local buffers.
- * No communication and no knowledge of the model here. */
+ * The element-wise loops run on as many threads as the BLAS (tr_threads),
+ * split so that every sum runs in the same order as on one thread: the
+ * results do not depend on the thread count. No communication and no
+ * knowledge of the model here. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -8,6 +11,13 @@
 #include <time.h>
 
 #include "glue.h"
+
+int tr_threads(int64_t work) {
+  /* below this many elements a loop is done before the threads start */
+  const int64_t grain = 1 << 14;
+  int n = openblas_get_num_threads();
+  return work < grain || n < 1 ? 1 : n;
+}
 
 double tr_now(void) {
   struct timespec ts;
@@ -18,14 +28,14 @@ double tr_now(void) {
 int64_t tr_act_numel(const tr_act *a) { return a->b * a->s * a->f; }
 
 tpx_status tr_act_alloc(tr_arena *ar, tr_act *a, int64_t b, int64_t s,
-                        int64_t f, tpx_error *err) {
+                        int64_t f, int zero, tpx_error *err) {
   memset(a, 0, sizeof *a);
   a->b = b;
   a->s = s;
   a->f = f;
   a->S = s;
   a->F = f;
-  a->d = tr_arena_floats(ar, b * s * f, err);
+  a->d = tr_arena_floats(ar, b * s * f, zero, err);
   return a->d ? TPX_OK : TPX_NO_MEMORY;
 }
 
@@ -38,9 +48,11 @@ void tr_linear_fwd(const float *x, const float *w, const float *bias, float *y,
   } else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out,
                 (int)in, 1.0f, x, (int)in, w, (int)in, 0.0f, y, (int)out);
-  if (bias)
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < out; j++) y[i * out + j] += bias[j];
+  if (!bias)
+    return;
+  TR_PARALLEL_FOR(n * out)
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < out; j++) y[i * out + j] += bias[j];
 }
 
 void tr_linear_bwd(const float *x, const float *w, const float *dy, float *dx,
@@ -68,6 +80,7 @@ void tr_linear_bwd(const float *x, const float *w, const float *dy, float *dx,
 
 void tr_rmsnorm_fwd(const float *x, const float *w, float *y, float *rstd,
                     int64_t n, int64_t f, double eps) {
+  TR_PARALLEL_FOR(n * f)
   for (int64_t i = 0; i < n; i++) {
     const float *xr = x + i * f;
     float *yr = y + i * f;
@@ -79,21 +92,30 @@ void tr_rmsnorm_fwd(const float *x, const float *w, float *y, float *rstd,
   }
 }
 
+/* Columns per block of the weight gradient's loop: each block's sums run
+ * over the rows in order, as a single thread would. */
+#define COLS 64
+
 void tr_rmsnorm_bwd(const float *x, const float *w, const float *rstd,
                     const float *dy, float *dx, float *dw, int64_t n,
                     int64_t f) {
+  TR_PARALLEL_FOR(n * f)
   for (int64_t i = 0; i < n; i++) {
     const float *xr = x + i * f, *dyr = dy + i * f;
     float *dxr = dx + i * f;
     float r = rstd[i], dot = 0;
-    for (int64_t j = 0; j < f; j++) {
-      float xn = xr[j] * r;
-      dw[j] += dyr[j] * xn;
-      dot += dyr[j] * w[j] * xn;
-    }
+    for (int64_t j = 0; j < f; j++) dot += dyr[j] * w[j] * (xr[j] * r);
     dot /= (float)f;
     for (int64_t j = 0; j < f; j++)
       dxr[j] = r * (dyr[j] * w[j] - xr[j] * r * dot);
+  }
+  int64_t blocks = (f + COLS - 1) / COLS;
+  TR_PARALLEL_FOR(n * f)
+  for (int64_t blk = 0; blk < blocks; blk++) {
+    int64_t j0 = blk * COLS, j1 = j0 + COLS < f ? j0 + COLS : f;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = j0; j < j1; j++)
+        dw[j] += dy[i * f + j] * (x[i * f + j] * rstd[i]);
   }
 }
 
@@ -112,20 +134,22 @@ void tr_rope(float *x, int64_t b, int64_t t, int64_t nh, int64_t hd,
              const float *cosv, const float *sinv, int inverse) {
   int64_t half = hd / 2;
   float sg = inverse ? -1.0f : 1.0f;
-  for (int64_t bi = 0; bi < b; bi++)
-    for (int64_t p = 0; p < t; p++)
-      for (int64_t h = 0; h < nh; h++) {
-        float *v = x + ((bi * t + p) * nh + h) * hd;
-        const float *c = cosv + p * half, *s = sinv + p * half;
-        for (int64_t i = 0; i < half; i++) {
-          float a = v[i], bb = v[i + half];
-          v[i] = a * c[i] - sg * bb * s[i];
-          v[i + half] = bb * c[i] + sg * a * s[i];
-        }
-      }
+  int64_t rows = b * t * nh; /* one head of one position each */
+  TR_PARALLEL_FOR(rows * hd)
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t p = r / nh % t;
+    float *v = x + r * hd;
+    const float *c = cosv + p * half, *s = sinv + p * half;
+    for (int64_t i = 0; i < half; i++) {
+      float a = v[i], bb = v[i + half];
+      v[i] = a * c[i] - sg * bb * s[i];
+      v[i + half] = bb * c[i] + sg * a * s[i];
+    }
+  }
 }
 
 void tr_swiglu_fwd(const float *g, const float *u, float *m, int64_t n) {
+  TR_PARALLEL_FOR(n)
   for (int64_t i = 0; i < n; i++) {
     float s = 1.0f / (1.0f + expf(-g[i]));
     m[i] = g[i] * s * u[i];
@@ -134,6 +158,7 @@ void tr_swiglu_fwd(const float *g, const float *u, float *m, int64_t n) {
 
 void tr_swiglu_bwd(const float *g, const float *u, const float *dm, float *dg,
                    float *du, int64_t n) {
+  TR_PARALLEL_FOR(n)
   for (int64_t i = 0; i < n; i++) {
     float s = 1.0f / (1.0f + expf(-g[i]));
     float silu = g[i] * s;

@@ -49,8 +49,10 @@ typedef struct tr_arena {
   void **spill; /* blocks taken from the heap when the block was full */
   size_t nspill, spill_cap;
 } tr_arena;
-/* n floats, 64-byte aligned, zeroed */
-float *tr_arena_floats(tr_arena *a, int64_t n, tpx_error *err);
+/* n floats, 64-byte aligned; zeroed when `zero` (for buffers the library
+ * fills, which need not write every element), else as they were (for
+ * the trainer's kernels, which do) */
+float *tr_arena_floats(tr_arena *a, int64_t n, int zero, tpx_error *err);
 /* Give back everything taken since the mark (a layer's backward
  * temporaries, once it is done). */
 size_t tr_arena_mark(const tr_arena *a);
@@ -77,10 +79,23 @@ typedef struct tr_act {
   tpx_placement arrl, in_arrl;
 } tr_act;
 int64_t tr_act_numel(const tr_act *a);
+/* An activation [b, s, f] from the arena; zeroed when `zero`. */
 tpx_status tr_act_alloc(tr_arena *ar, tr_act *a, int64_t b, int64_t s,
-                        int64_t f, tpx_error *err);
+                        int64_t f, int zero, tpx_error *err);
 
 /* ---- ops.c: dense math on local buffers ---- */
+/* Threads for an element-wise loop over `work` elements: the BLAS's
+ * (OPENBLAS_NUM_THREADS; one per rank when ranks are threads), 1 for a
+ * small loop. TR_PARALLEL_FOR(work) before a for loop runs its iterations
+ * on them (OpenMP; nothing when built without it). */
+int tr_threads(int64_t work);
+#if defined(_OPENMP)
+#define TR_PRAGMA(x) _Pragma(#x)
+#define TR_PARALLEL_FOR(work)                                                  \
+  TR_PRAGMA(omp parallel for schedule(static) num_threads(tr_threads(work)))
+#else
+#define TR_PARALLEL_FOR(work)
+#endif
 /* y[n,out] = x[n,in] W[out,in]^T (+ bias) */
 void tr_linear_fwd(const float *x, const float *w, const float *bias, float *y,
                    int64_t n, int64_t in, int64_t out);
@@ -111,7 +126,7 @@ typedef struct tr_attn_shape {
 /* q [b,t,nh*hd], k/v [b,t,nkv*hd] -> o [b,t,nh*hd]; p [b,nh,t,t] saved */
 void tr_attn_fwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, float *p, float *o);
-/* ds: scratch [t, t] */
+/* ds: scratch [b, nh, t, t] */
 void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, const float *p, const float *dout, float *dq,
                  float *dk, float *dv, float *ds);
@@ -188,6 +203,16 @@ typedef struct tr_params {
   tr_module norm;         /* w [hidden] */
   tr_module lm_head;      /* w [vocab, hidden] (tied: embed_tokens.w) */
 } tr_params;
+
+/* ---- params.c ---- */
+/* Find every parameter of the decoder config.json describes in the model
+ * (its tree: the plugin's skeleton and the checkpoint's tensors), and
+ * refuse a checkpoint of another model: a tensor of another shape than
+ * the config gives it, or one the config's model does not have (more
+ * layers), as `tpx plan --weights` refuses them. */
+tpx_status tr_params_find(const tpx_model *model, const tr_config *cfg,
+                          tr_params *out, tpx_error *err);
+void tr_params_free(tr_params *p);
 
 /* What one layer's forward keeps for its backward; TP-local shapes, t the
  * sequence each rank computes attention over, s the residual stream's

@@ -19,7 +19,8 @@
 #          the torch numbers in expected.json (1e-5 rel)
 #   mpi    as mesh, TRAIN under `mpirun -np WORLD ... --backend mpi`
 #   bad    the args must fail cleanly: exit 1 or 2 with a message, no crash
-#          (CASE is the expected stderr fragment)
+#          (CASE is the expected stderr fragment; a run that diverged at
+#          step 1 must have printed step 0's line first)
 set -u
 mode=$1 train=$2 ref=$3 check=$4 fix=$5 case=$6
 shift 6
@@ -90,6 +91,21 @@ bad)
     sed "${v%:*}" "$fix/llama3rope/config.json" > "$tmp/rope-${v##*:}/config.json"
     cp "$fix/llama3rope/model.safetensors" "$tmp/rope-${v##*:}/"
   done
+  # weights of another model: a config with another intermediate_size, and
+  # one of fewer layers than the checkpoint holds
+  for v in 's/"intermediate_size": 172/"intermediate_size": 128/:other-inter' \
+           's/"num_hidden_layers": 2/"num_hidden_layers": 1/:layers1'; do
+    mkdir -p "$tmp/${v##*:}"
+    sed "${v%:*}" "$fix/llama/config.json" > "$tmp/${v##*:}/config.json"
+    cp "$fix/llama/model.safetensors" "$tmp/${v##*:}/"
+  done
+  # a NaN in the weights: the first float of the data (lm_head row 0, so
+  # every position's logits)
+  mkdir -p "$tmp/nan-weights"
+  cp "$fix/llama/config.json" "$fix/llama/model.safetensors" "$tmp/nan-weights/"
+  hl=$(od -An -t u8 -N 8 "$fix/llama/model.safetensors" | tr -d ' ')
+  printf '\000\000\300\177' | dd of="$tmp/nan-weights/model.safetensors" \
+    bs=1 seek=$((8 + hl)) conv=notrunc 2> /dev/null
   i=0; : > "$tmp/big.bin"
   while [ $i -lt 68 ]; do printf '\210\023\000\000' >> "$tmp/big.bin"; i=$((i + 1)); done
   set -- $(echo "$args" | sed "s#@TMP@#$tmp#g; s#@FIX@#$fix#g")
@@ -98,6 +114,11 @@ bad)
   cat "$tmp/err"
   if [ $rc -ne 1 ] && [ $rc -ne 2 ]; then echo "exit status $rc, want 1 or 2"; exit 1; fi
   grep -qF -- "$case" "$tmp/err" || { echo "stderr lacks '$case'"; exit 1; }
+  # a run that fails after some steps has printed them as they completed
+  case $case in
+  *"training diverged"*|*"step 1:"*)
+    grep -q '^step 0 ' "$tmp/out" || { echo "stdout lacks step 0's line"; exit 1; } ;;
+  esac
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
