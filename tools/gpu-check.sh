@@ -3,10 +3,15 @@
 # an NVIDIA GPU (H100 / H200 class, CUDA 13): build an optimised tree with
 # CUDA + NCCL for the GPU found, run every device check, print one line per
 # group, exit 0 only if all pass. Without a usable GPU: exit 77 within
-# seconds, naming why. Nothing is fetched from the network.
+# seconds, naming why. Nothing is fetched from the network: what the lent
+# GPU machines lack (jansson, check, pkg-config) comes from the Debian
+# packages committed in tools/gpu-deps/ (bootstrap.sh unpacks them into
+# BUILD_DIR/deps); CUDA is found by nvcc when /usr/local/cuda is absent,
+# NCCL in the pip package nvidia-nccl-cu13 when CUDA's root lacks it.
 #
 # usage: tools/gpu-check.sh [BUILD_DIR]     (default: build-gpu)
-# env:   TPX_GPU_CHECK_LOG   the full log (default: BUILD_DIR/gpu-check.log)
+# env:   TPX_GPU_CHECK_LOG   the full log (default: BUILD_DIR/gpu-check.log;
+#                            through the device tool: $OUT/gpu-check.log)
 #        TPX_GPU_CHECK_GROUPS  tpx-gpu-check groups (default: all)
 #
 # Groups (tests/gpu/gpu_check.c, docs/RUNTIME.md "Running on a GPU"):
@@ -28,6 +33,7 @@ cd "$(dirname "$0")/.." || exit 1
 dir=${1:-build-gpu}
 groups=${TPX_GPU_CHECK_GROUPS:-}
 
+start=$(date +%s)
 skip() {
   echo "gpu-check: SKIP: $*"
   exit 77
@@ -57,17 +63,48 @@ line() { # group verdict detail
   [ "$2" = PASS ] || fails=$((fails + 1))
 }
 
-# ---- build (its own tree, optimised, native code for this GPU) ----------
+# ---- what the machine lacks (seconds) ------------------------------------
+# python3's folder: pip's meson and ninja live there on the lent machines
+py=$(command -v python3) && PATH=$PATH:$(dirname "$py")
 PATH=$PATH:/usr/local/cuda/bin
-export PATH
+meson=meson
+command -v meson >/dev/null 2>&1 || meson="python3 -m mesonbuild.mesonmain"
+# CUDA's root: /usr/local/cuda, else the folder above nvcc's bin/
+cuda=${CUDA_PATH:-/usr/local/cuda}
+if [ ! -d "$cuda/include" ] && nvcc=$(command -v nvcc); then
+  cuda=$(dirname "$(dirname "$nvcc")")
+fi
+CUDA_PATH=$cuda
+export PATH CUDA_PATH
+# NCCL: beside CUDA, else the pip package nvidia-nccl-cu13 (lib/libnccl.so.2)
+nccl=$cuda
+if [ ! -f "$cuda/include/nccl.h" ]; then
+  nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' \
+    2>/dev/null) || nccl=$cuda
+fi
+for d in "$nccl/lib" "$cuda/lib64" /usr/local/nvidia/lib64; do
+  [ -d "$d" ] && LD_LIBRARY_PATH=$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+done
+export LD_LIBRARY_PATH
+echo "gpu-check: CUDA at $cuda (nvcc: $(command -v nvcc || echo none)), NCCL at $nccl"
+. tools/gpu-deps/bootstrap.sh
+gpu_deps_bootstrap "$dir/deps" >"$dir/deps.out"
+rc=$?
+tee -a "$log" <"$dir/deps.out"
+if [ $rc -ne 0 ]; then
+  line build FAIL "cannot unpack tools/gpu-deps/*.deb"
+  exit 1
+fi
+
+# ---- build (its own tree, optimised, native code for this GPU) ----------
 NVCC_APPEND_FLAGS="-gencode=arch=compute_$arch,code=sm_$arch"
 export NVCC_APPEND_FLAGS
 t0=$(date +%s)
 {
   if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" -Dbuildtype=release -Dcuda=enabled -Dnccl=enabled \
-      -Dmpi=auto
-  fi && meson compile -C "$dir"
+    $meson setup "$dir" -Dbuildtype=release -Dcuda=enabled -Dnccl=enabled \
+      -Dmpi=auto -Dgpu_root="$cuda" -Dnccl_root="$nccl"
+  fi && $meson compile -C "$dir" -j "$(nproc)"
 } >>"$log" 2>&1
 rc=$?
 exe=$dir/tests/gpu/tpx-gpu-check
@@ -79,28 +116,46 @@ fi
 line build PASS "$(($(date +%s) - t0)) s, sm_$arch"
 
 # ---- the device checks ----------------------------------------------------
+# each group's line gets the seconds it took (the lent machine's window is
+# short: ~540 s for the whole script)
+t1=$(date +%s)
 # shellcheck disable=SC2086
-"$exe" $groups >>"$log" 2>&1
-rc=$?
-grep '^gpu-check ' "$log" | grep -v '^gpu-check build' | grep -v '^gpu-check suites'
+{
+  "$exe" $groups 2>&1
+  echo "gpu-check-rc $?"
+} | while IFS= read -r l; do
+  case $l in
+  'gpu-check '*)
+    now=$(date +%s)
+    l="$l [$((now - t1)) s]"
+    t1=$now
+    ;;
+  esac
+  printf '%s\n' "$l"
+done >>"$log"
+rc=$(sed -n 's/^gpu-check-rc //p' "$log" | tail -1)
+rc=${rc:-1}
+grep '^gpu-check ' "$log" | grep -v '^gpu-check build' | grep -v '^gpu-check suites' |
+  grep -v '^gpu-check cuda-suites'
 grep -q '^gpu-check .*FAIL' "$log" && fails=$((fails + 1))
-[ $rc -eq 0 ] || [ $rc -eq 77 ] || grep -q '^gpu-check .*FAIL' "$log" ||
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || grep -q '^gpu-check .*FAIL' "$log" ||
   line checks FAIL "tpx-gpu-check exited $rc: see the log"
 # nvidia-smi saw a GPU, CUDA cannot use it (e.g. a driver too old for
 # this CUDA): no usable GPU after all
-[ $rc -eq 77 ] && skip "no usable GPU for CUDA: $(grep SKIP "$log" | tail -1)"
+[ "$rc" -eq 77 ] && skip "no usable GPU for CUDA: $(grep SKIP "$log" | tail -1)"
 grep '^#' "$log" | tail -12
 
 # ---- the suites in that build: as in CI, then their device runs on the GPU
 suite() { # group env-assignment suites...
-  g=$1 envset=$2
+  g=$1 envset=$2 ts=$(date +%s)
   shift 2
-  out=$(env "$envset" meson test -C "$dir" --num-processes 4 --no-rebuild \
+  # shellcheck disable=SC2086 # $meson may be "python3 -m mesonbuild.mesonmain"
+  out=$(env "$envset" $meson test -C "$dir" --num-processes 4 --no-rebuild \
     --print-errorlogs "$@" 2>&1)
   rc=$?
   echo "$out" >>"$log"
   sum=$(echo "$out" | grep -E '^(Ok|Fail|Skipped|Timeout):' | tr -s ' ' |
-    tr '\n' ' ' | sed 's/ *$//')
+    tr '\n' ' ' | sed 's/ *$//')"; $(($(date +%s) - ts)) s"
   if [ $rc -eq 0 ]; then line "$g" PASS "$sum"; else line "$g" FAIL "$sum"; fi
 }
 if [ -z "$groups" ]; then
@@ -110,6 +165,7 @@ if [ -z "$groups" ]; then
   suite cuda-suites TPX_TEST_DEVICE=cuda --suite runtime
 fi
 
+echo "gpu-check: $(($(date +%s) - start)) s in all" | tee -a "$log"
 if [ $fails -eq 0 ]; then
   echo "gpu-check: PASS on $name; full log: $log"
   exit 0
