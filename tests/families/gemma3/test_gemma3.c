@@ -1,6 +1,7 @@
 /* test_gemma3.c — the gemma3 family plugin through the real host: plans of
- * Gemma3ForCausalLM / Gemma3ForConditionalGeneration (plans.md §3.11, sp off
- * and on, every served name) and of the Gemma4 strategy (§3.14: dense and
+ * Gemma3ForCausalLM / Gemma3ForConditionalGeneration (docs/SEMANTICS.md
+ * "Family plans", sp off
+ * and on, every served name) and of the Gemma4 strategy (dense and
  * E-series, MoE and head-count refusals) against hand-transcribed golden
  * tpx-plan/1 files; skeletons of gemma-3-1b-it (999,885,952 parameters) and
  * gemma-3-4b-it (4,300,079,472, SigLIP tower included); per-rank bytes for
