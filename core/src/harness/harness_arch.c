@@ -283,10 +283,12 @@ static tpx_model *arch_model(int fd, const tpx__h_job *job,
   return m;
 }
 
-/* A check that does not apply to this plugin passes, saying why: 1 when it
- * was reported so (the caller stops), 0 when the check runs. */
-static int passes_unrun(int fd, const char *name, int applies,
-                        const char *why) {
+/* Names the check `what` on `label` into name[size]; a check that does not
+ * apply to this plugin passes, saying why: 1 when it was reported so (the
+ * caller stops), 0 when the check runs. */
+static int passes_unrun(int fd, char *name, size_t size, const char *what,
+                        const char *label, int applies, const char *why) {
+  snprintf(name, size, "%s %s", what, label);
   if (applies)
     return 0;
   tpx__h_result(fd, 1, name, "%s", why);
@@ -296,8 +298,8 @@ static int passes_unrun(int fd, const char *name, int applies,
 static void arch_skeleton(int fd, const tpx__h_job *job, const tpx__plugin *p,
                           tpx_model *m, const char *arch, const char *label) {
   char name[700];
-  snprintf(name, sizeof name, "skeleton %s", label);
-  if (passes_unrun(fd, name, p->skeleton_fn != NULL,
+  if (passes_unrun(fd, name, sizeof name, "skeleton", label,
+                   p->skeleton_fn != NULL,
                    "no skeleton capability; plan keys are not checked "
                    "against a module tree"))
     return;
@@ -403,8 +405,8 @@ static void arch_concurrency(int fd, const tpx__h_job *job,
                              const char *arch, const char *label,
                              const ref_plan *ref) {
   char name[700];
-  snprintf(name, sizeof name, "concurrent %s", label);
-  if (passes_unrun(fd, name, ref->json != NULL,
+  if (passes_unrun(fd, name, sizeof name, "concurrent", label,
+                   ref->json != NULL,
                    "not run: get_plan refused every tp without sequence "
                    "parallelism"))
     return;

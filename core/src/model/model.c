@@ -946,27 +946,28 @@ static int64_t sat_add(int64_t a, int64_t b) {
   return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
-int64_t tpx_model_total_params(const tpx_model *model) {
+/* Elements (bytes when `bytes`) of the parameters that hold their own
+ * storage (ties counted once), saturating at INT64_MAX. */
+static int64_t untied_total(const tpx_model *model, int bytes) {
   if (model == NULL)
     return 0;
   int64_t total = 0;
   for (size_t i = 0; i < model->num_params; i++) {
     const tpx__param *p = &model->params[i];
-    if (p->tied_to < 0)
-      total = sat_add(total, tpx__shape_numel(model->dims + p->dims, p->ndim));
+    if (p->tied_to >= 0)
+      continue;
+    int64_t n = tpx__shape_numel(model->dims + p->dims, p->ndim);
+    if (bytes)
+      n *= (int64_t)tpx__model_dtype_size((tpx_dtype)p->dtype);
+    total = sat_add(total, n);
   }
   return total;
 }
 
+int64_t tpx_model_total_params(const tpx_model *model) {
+  return untied_total(model, 0);
+}
+
 int64_t tpx_model_total_bytes(const tpx_model *model) {
-  if (model == NULL)
-    return 0;
-  int64_t total = 0;
-  for (size_t i = 0; i < model->num_params; i++) {
-    const tpx__param *p = &model->params[i];
-    if (p->tied_to < 0)
-      total = sat_add(total, tpx__shape_numel(model->dims + p->dims, p->ndim) *
-                                 (int64_t)tpx__model_dtype_size((tpx_dtype)p->dtype));
-  }
-  return total;
+  return untied_total(model, 1);
 }
