@@ -622,6 +622,18 @@ int main(int argc, char **argv) {
 out:
   if (code && root)
     fprintf(stderr, "tpx-train: %s\n", err.message[0] ? err.message : "failed");
+#if TPX_HAVE_MPI
+  /* A collective that timed out or was aborted (a peer hung or failed):
+   * say so from this rank and end the whole job, since the hung peer will
+   * never reach MPI_Finalize (docs/RUNTIME.md "A rank that fails or
+   * hangs"). */
+  if (mpi && code && (err.status == TPX_TIMEOUT || err.status == TPX_COMM)) {
+    if (!root)
+      fprintf(stderr, "tpx-train: %s\n", err.message);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
+#endif
   run_free(&r);
   tpx_comm_destroy(mpi_world);
 #if TPX_HAVE_MPI

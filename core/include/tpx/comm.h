@@ -145,8 +145,11 @@ typedef tpx_status (*tpx_local_fn)(tpx_comm *world, void *arg,
  * `local` world, and wait for all of them. Returns TPX_OK when every rank
  * returned TPX_OK, else the status of the lowest failing rank (err gets its
  * message prefixed with "local rank R: ").
- * A rank that fails must still take part in the collectives the others run
- * before returning, as with any backend. */
+ * A rank that returns an error aborts the world: every collective its peers
+ * wait in, or call later, returns TPX_COMM naming that rank and its error,
+ * so tpx_local_run never blocks on a failed rank. A rank that returns
+ * TPX_OK while its peers wait for it in a collective aborts the world the
+ * same way. */
 #define TPX_LOCAL_MAX_RANKS 256
 TPX_API tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
                                  tpx_error *err);
@@ -163,14 +166,34 @@ typedef struct tpx_local_options {
    * memory"). TPX_UNSUPPORTED when libtpx was built without CUDA,
    * TPX_NO_DEVICE without a usable GPU. 0: host memory. */
   int cuda_memory;
+  /* Collective timeout in seconds for the world and the comms split from
+   * it (tpx_comm_set_timeout); 0 = the default (TPX_COMM_TIMEOUT, else
+   * 600). */
+  double timeout_s;
 } tpx_local_options;
-#define TPX_LOCAL_OPTIONS_INIT { sizeof(tpx_local_options), 0 }
+#define TPX_LOCAL_OPTIONS_INIT { sizeof(tpx_local_options), 0, 0.0 }
 
 /* tpx_local_run with options (NULL = defaults). */
 TPX_API tpx_status tpx_local_run_opts(int nranks,
                                       const tpx_local_options *opts,
                                       tpx_local_fn fn, void *arg,
                                       tpx_error *err);
+
+/* ---- failure ----------------------------------------------------------- */
+
+/* How long a collective on `comm` waits for the other ranks of its group,
+ * in seconds (> 0). Past it, every rank that waits returns TPX_TIMEOUT with
+ * a message naming the collective, the mesh dim and the rank(s) that did
+ * not arrive; the communicator (local: the whole world) is then unusable:
+ * later collectives fail at once. The default is the TPX_COMM_TIMEOUT
+ * environment variable when it holds a positive number, else 600 (torch's
+ * NCCL default). Comms split from `comm` afterwards (tpx_mesh_comm_create,
+ * tpx_comm_split_mesh_dim) inherit it, so set it on the world first.
+ * Backends: local and mpi; nccl ignores it (NCCL's own watchdog applies). */
+TPX_API tpx_status tpx_comm_set_timeout(tpx_comm *comm, double seconds,
+                                        tpx_error *err);
+/* The timeout of comm (the default for NULL). */
+TPX_API double tpx_comm_timeout(const tpx_comm *comm);
 
 /* The memory space of comm's buffers: "host" (local, mpi), "cuda" (nccl,
  * or local with cuda_memory: device pointers) or "sim" (a local world in

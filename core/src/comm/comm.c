@@ -8,7 +8,9 @@
  * mesh_comm.c. */
 #include "comm/comm_impl.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +28,58 @@ tpx_comm *tpx__comm_new(const tpx_comm_iface *iface, void *ctx, int rank,
   c->rank = rank;
   c->size = size;
   c->ms = &tpx__ms_host;
+  c->timeout_s = tpx__comm_default_timeout();
   return c;
+}
+
+double tpx__comm_default_timeout(void) {
+  const char *v = getenv("TPX_COMM_TIMEOUT");
+  if (v && *v) {
+    char *end = NULL;
+    double t = strtod(v, &end);
+    if (end && *end == '\0' && isfinite(t) && t > 0)
+      return t;
+  }
+  return 600.0;
+}
+
+const char *tpx__comm_where(const tpx_comm *comm, char *buf, size_t size) {
+  if (comm && comm->dim[0])
+    snprintf(buf, size, "mesh dim '%s'", comm->dim);
+  else
+    snprintf(buf, size, "the world");
+  return buf;
+}
+
+tpx_status tpx_comm_set_timeout(tpx_comm *comm, double seconds,
+                                tpx_error *err) {
+  if (!comm)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "comm_set_timeout: comm is NULL");
+  if (!isfinite(seconds) || seconds <= 0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "comm_set_timeout: %g seconds; the timeout must be "
+                         "a positive number of seconds",
+                         seconds);
+  comm->timeout_s = seconds;
+  return TPX_OK;
+}
+
+double tpx_comm_timeout(const tpx_comm *comm) {
+  return comm ? comm->timeout_s : tpx__comm_default_timeout();
+}
+
+tpx_status tpx__comm_fail_before(tpx_comm *comm, const char *what,
+                                 tpx_status st, const tpx_error *err) {
+  if (comm && comm->iface->abort) {
+    char why[TPX_ERROR_MESSAGE_SIZE + 96];
+    snprintf(why, sizeof why, "%s failed on this rank before the "
+                              "collective: %s",
+             what, err && err->message[0] ? err->message
+                                          : tpx_status_str(st));
+    comm->iface->abort(comm->ctx, why);
+  }
+  return st;
 }
 
 const tpx__memspace *tpx__comm_ms(const tpx_comm *comm) {
@@ -165,8 +218,11 @@ tpx_status tpx_comm_reduce_scatter(tpx_comm *comm, const void *send,
   const tpx__memspace *ms = tpx__comm_ms(comm);
   size_t total = count * (size_t)comm->size;
   void *tmp = NULL;
-  TRY(tpx__ms_alloc(ms, total * tpx_dtype_size(dtype), 0, &tmp, err));
-  tpx_status st = do_all_reduce(comm, send, tmp, total, dtype, op, err);
+  tpx_status st = tpx__ms_alloc(ms, total * tpx_dtype_size(dtype), 0, &tmp,
+                                err);
+  if (st != TPX_OK)
+    return tpx__comm_fail_before(comm, w, st, err);
+  st = do_all_reduce(comm, send, tmp, total, dtype, op, err);
   if (st == TPX_OK)
     st = tpx__ms_copy(ms, recv,
                       (unsigned char *)tmp + (size_t)comm->rank * bytes,
@@ -205,10 +261,14 @@ tpx_status tpx_comm_all_to_all(tpx_comm *comm, const void *send, void *recv,
   const tpx__memspace *ms = tpx__comm_ms(comm);
   size_t total = bytes * (size_t)comm->size;
   void *tmp = NULL;
-  TRY(tpx__ms_alloc(ms, total, 0, &tmp, err));
-  tpx_status st = tpx__ms_copy(ms, tmp, send, total, TPX__D2D, err);
+  tpx_status st = tpx__ms_alloc(ms, total, 0, &tmp, err);
+  if (st != TPX_OK)
+    return tpx__comm_fail_before(comm, w, st, err);
+  st = tpx__ms_copy(ms, tmp, send, total, TPX__D2D, err);
   if (st == TPX_OK)
     st = comm->iface->all_to_all(comm->ctx, tmp, recv, count, dtype, err);
+  else
+    tpx__comm_fail_before(comm, w, st, err);
   tpx__ms_free(ms, tmp);
   return st;
 }
@@ -244,13 +304,17 @@ tpx_status tpx_comm_all_gather_chunked(tpx_comm *comm, const void *send,
    * temporary lives in the comm's memory space. */
   const tpx__memspace *ms = tpx__comm_ms(comm);
   void *tmpv = NULL;
-  TRY(tpx__ms_alloc(ms, (chunk * (size_t)n + chunk) * es, 1, &tmpv, err));
+  tpx_status st =
+      tpx__ms_alloc(ms, (chunk * (size_t)n + chunk) * es, 1, &tmpv, err);
+  if (st != TPX_OK)
+    return tpx__comm_fail_before(comm, w, st, err);
   unsigned char *tmp = tmpv;
   unsigned char *padded_send = tmp + chunk * (size_t)n * es;
-  tpx_status st =
-      tpx__ms_copy(ms, padded_send, send, (size_t)len * es, TPX__D2D, err);
+  st = tpx__ms_copy(ms, padded_send, send, (size_t)len * es, TPX__D2D, err);
   if (st == TPX_OK)
     st = tpx_comm_all_gather(comm, padded_send, tmp, chunk, dtype, err);
+  else
+    tpx__comm_fail_before(comm, w, st, err);
   if (st == TPX_OK)
     st = tpx__ms_copy(ms, recv, tmp, total * es, TPX__D2D, err);
   tpx__ms_free(ms, tmp);
@@ -275,12 +339,16 @@ tpx_status tpx_comm_reduce_scatter_chunked(tpx_comm *comm, const void *send,
     return tpx_comm_reduce_scatter(comm, send, recv, chunk, dtype, op, err);
   const tpx__memspace *ms = tpx__comm_ms(comm);
   void *tmpv = NULL;
-  TRY(tpx__ms_alloc(ms, chunk * (size_t)n * es, 1, &tmpv, err));
+  tpx_status st = tpx__ms_alloc(ms, chunk * (size_t)n * es, 1, &tmpv, err);
+  if (st != TPX_OK)
+    return tpx__comm_fail_before(comm, w, st, err);
   unsigned char *tmp = tmpv;
-  tpx_status st = tpx__ms_copy(ms, tmp, send, total * es, TPX__D2D, err);
+  st = tpx__ms_copy(ms, tmp, send, total * es, TPX__D2D, err);
   unsigned char *mine = tmp + (size_t)comm->rank * chunk * es;
   if (st == TPX_OK)
     st = tpx_comm_reduce_scatter(comm, tmp, mine, chunk, dtype, op, err);
+  else
+    tpx__comm_fail_before(comm, w, st, err);
   if (st == TPX_OK)
     st = tpx__ms_copy(ms, recv, mine, (size_t)len * es, TPX__D2D, err);
   tpx__ms_free(ms, tmp);

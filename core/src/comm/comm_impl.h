@@ -52,6 +52,12 @@ typedef struct tpx_comm_iface {
   /* blocks until every rank of the group entered it; NULL -> a one-element
    * all_reduce. */
   tpx_status (*barrier)(void *ctx, tpx_error *err);
+  /* optional; non-blocking, local: this rank failed before a collective
+   * its peers may already wait in (a wrapper's temporary, say) and will not
+   * join it. Release them with an error naming `why` (local: the world's
+   * abort flag, checked by every wait). NULL: the peers wait out their
+   * timeout. */
+  void (*abort)(void *ctx, const char *why);
   int has_avg;          /* all_reduce / reduce_scatter handle AVG themselves */
 } tpx_comm_iface;
 
@@ -64,7 +70,21 @@ struct tpx_comm {
    * nccl -> cuda, local in sim mode -> sim). Set by the backend after
    * tpx__comm_new; sub-communicators inherit their world's. */
   const tpx__memspace *ms;
+  /* How long a collective waits for the group's other ranks (seconds;
+   * tpx_comm_set_timeout, else TPX_COMM_TIMEOUT, else 600) and what the
+   * group is ("" for a world, else the mesh dim's name): backends put both
+   * in their timeout and abort messages. Sub-communicators inherit the
+   * timeout of the comm they are split from. */
+  double timeout_s;
+  char dim[32];
 };
+
+/* The default collective timeout: TPX_COMM_TIMEOUT when it holds a
+ * positive number of seconds, else 600 (torch's NCCL default). */
+double tpx__comm_default_timeout(void);
+
+/* "mesh dim 'tp'" or "the world" (for messages). */
+const char *tpx__comm_where(const tpx_comm *comm, char *buf, size_t size);
 
 /* Wrap a backend context into a new handle (NULL on out of memory; the
  * context is then NOT destroyed). */

@@ -1,13 +1,20 @@
 /* comm/comm_view.h — what the areas above comm (tp/, runtime/) may ask of a
  * communicator beyond tpx/comm.h: where its buffers live, whether MPI lets
- * two threads of a rank drive communicators, and whether a mesh comm runs
- * over a given mesh. Read-only; the backend vtable stays in comm_impl.h,
- * which only comm/ includes. */
+ * two threads of a rank drive communicators, whether a mesh comm runs over
+ * a given mesh, and how a rank that fails before a collective releases its
+ * peers. The backend vtable stays in comm_impl.h, which only comm/
+ * includes. */
 #ifndef TPX_COMM_COMM_VIEW_H
 #define TPX_COMM_COMM_VIEW_H
 
 #include "device/memspace.h"
-#include "tpx/comm.h"
+#include "tpx/error.h"
+#include "tpx/mesh.h"
+
+/* The handles of tpx/comm.h (C11 allows the repeated typedefs); not
+ * including it keeps this view below comm.c, which includes it. */
+typedef struct tpx_comm tpx_comm;
+typedef struct tpx_mesh_comm tpx_mesh_comm;
 
 /* The memory space of comm's buffers (host for NULL; comm.c). */
 const tpx__memspace *tpx__comm_ms(const tpx_comm *comm);
@@ -22,5 +29,14 @@ int tpx__mpi_thread_multiple(void);
  * `what` (the public call). */
 tpx_status tpx__mesh_comm_check(tpx_mesh_comm *mc, const tpx_mesh *mesh,
                                 const char *what, tpx_error *err);
+
+/* comm.c: this rank failed (status st, err's message) in `what` before a
+ * collective its peers run and will not join it: abort the comm so they
+ * return an error instead of waiting (local: the whole world; mpi: this
+ * comm refuses further calls, the peers reach their timeout). Returns st.
+ * Every temporary allocated or filled before a collective goes through
+ * this on failure (issue: a rank that returned early hung its peers). */
+tpx_status tpx__comm_fail_before(tpx_comm *comm, const char *what,
+                                 tpx_status st, const tpx_error *err);
 
 #endif /* TPX_COMM_COMM_VIEW_H */

@@ -20,13 +20,26 @@
  * count, dtype, op or root all get the same TPX_INVALID_ARGUMENT instead of
  * corrupting memory.
  *
+ * Failure: the world (every group split from it) shares one abort flag. A
+ * rank whose function returns an error, or returns while its peers wait
+ * for it, or fails before a collective (tpx_comm_iface.abort), sets it; a
+ * rank that waits longer than the comm's timeout for a peer sets it naming
+ * that peer. Every wait at a collective's entry checks it and cancels its
+ * barrier generation (comm/barrier.h), so every rank returns an error
+ * naming the collective, the mesh dim and the rank at fault, and every
+ * later collective fails at once. The exit barrier is never abandoned:
+ * once a group is inside a collective, each rank still reads the others'
+ * buffers until all are done.
+ *
  * Also here: tpx_local_run, the launcher. Not here: argument checks and
  * defaults (comm.c), the reduction kernels (device/elem_reduce.c). */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm/barrier.h"
 #include "comm/comm_impl.h"
@@ -48,6 +61,7 @@ static const char *coll_name(int c) {
 
 typedef struct lslot {
   _Alignas(64) int coll; /* one cache line per rank: no false sharing */
+  _Atomic uint64_t enters; /* collectives this rank entered in the group */
   int op;
   int root;
   tpx_dtype dtype;
@@ -67,17 +81,24 @@ typedef struct lgroup {
   int64_t leader;
   struct lgroup *next;
   lslot *slots;        /* [size] */
+  int *world_rank;     /* [size] launcher rank of each member */
 } lgroup;
 
 typedef struct luniverse {
   pthread_mutex_t mu;
   lgroup *groups;
   uint64_t next_id;
+  /* The abort: why is written once (under mu) before aborted is set. */
+  atomic_int aborted;
+  tpx_status why_status;
+  char why[TPX_ERROR_MESSAGE_SIZE];
+  atomic_int *done; /* [world size] 1 once the rank's function returned */
 } luniverse;
 
 typedef struct lctx {
   luniverse *u;
   lgroup *g;
+  tpx_comm *self; /* the handle (timeout and mesh dim for messages) */
   int rank;
   uint64_t splits; /* how many splits this handle made (same on all ranks) */
   const tpx__memspace *ms; /* host, sim or cuda: this rank's space */
@@ -102,6 +123,14 @@ static lgroup *group_new(luniverse *u, int size) {
     return NULL;
   }
   memset(g->slots, 0, sizeof(lslot) * (size_t)size);
+  g->world_rank = malloc((size_t)size * sizeof *g->world_rank);
+  if (!g->world_rank) {
+    free(g->slots);
+    free(g);
+    return NULL;
+  }
+  for (int i = 0; i < size; i++)
+    g->world_rank[i] = -1; /* until that member joins (local_split) */
   tpx__barrier_init(&g->bar, (unsigned)size);
   g->size = size;
   g->id = ++u->next_id;
@@ -110,6 +139,7 @@ static lgroup *group_new(luniverse *u, int size) {
 
 static void group_free(lgroup *g) {
   if (g) {
+    free(g->world_rank);
     free(g->slots);
     free(g);
   }
@@ -161,8 +191,10 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group,
       w->u->groups = g;
     }
   }
-  if (g)
+  if (g) {
     g->refs++;
+    g->world_rank[index] = w->g->world_rank[w->rank];
+  }
   pthread_mutex_unlock(&w->u->mu);
   if (!g) {
     free(c);
@@ -180,18 +212,119 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group,
     return tpx_error_set(err, TPX_NO_MEMORY, "local split");
   }
   (*out)->ms = c->ms;
+  c->self = *out;
   return TPX_OK;
+}
+
+/* ---- the abort ---------------------------------------------------------- */
+
+/* Abort the world (the first reason wins). */
+static void world_abort(luniverse *u, tpx_status st, const char *fmt, ...) {
+  pthread_mutex_lock(&u->mu);
+  if (!atomic_load_explicit(&u->aborted, memory_order_relaxed)) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(u->why, sizeof u->why, fmt, ap);
+    va_end(ap);
+    u->why_status = st;
+    atomic_store_explicit(&u->aborted, 1, memory_order_release);
+  }
+  pthread_mutex_unlock(&u->mu);
+}
+
+static int is_aborted(const luniverse *u) {
+  return atomic_load_explicit(&u->aborted, memory_order_acquire);
+}
+
+/* This rank's error for `coll` once the world is aborted. */
+static tpx_status aborted_error(lctx *c, int coll, tpx_error *err) {
+  char where[64];
+  tpx__comm_where(c->self, where, sizeof where);
+  return tpx_error_set(err, c->u->why_status, "local %s over %s: %s",
+                       coll_name(coll), where, c->u->why);
+}
+
+static void local_abort(void *ctx, const char *why) {
+  lctx *c = ctx;
+  world_abort(c->u, TPX_COMM, "rank %d failed: %s",
+              c->g->world_rank[c->rank], why);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Group member that has not entered this rank's `seq`-th collective (the
+ * lowest), or -1. */
+static int missing_member(const lgroup *g, uint64_t seq) {
+  for (int j = 0; j < g->size; j++)
+    if (atomic_load_explicit(&g->slots[j].enters, memory_order_acquire) <
+        seq)
+      return j;
+  return -1;
+}
+
+/* Wait at the entry barrier of this rank's `seq`-th collective. Gives up
+ * when the world is aborted, a missing peer's function has returned, or
+ * the comm's timeout passes; then cancels the barrier generation. */
+static tpx_status wait_entry(lctx *c, int coll, uint64_t seq, uint32_t gen,
+                             tpx_error *err) {
+  lgroup *g = c->g;
+  luniverse *u = c->u;
+  double t0 = now_s(), limit = c->self->timeout_s;
+  for (;;) {
+    int r = tpx__barrier_wait_gen(&g->bar, gen, 20);
+    if (r > 0)
+      return TPX_OK;
+    if (r == 0 && !is_aborted(u)) {
+      int m = missing_member(g, seq);
+      int wr = -1;
+      char where[64], who[64];
+      tpx__comm_where(c->self, where, sizeof where);
+      pthread_mutex_lock(&u->mu); /* world_rank is written under it */
+      if (m >= 0)
+        wr = g->world_rank[m];
+      pthread_mutex_unlock(&u->mu);
+      if (wr >= 0)
+        snprintf(who, sizeof who, "rank %d", wr);
+      else
+        snprintf(who, sizeof who, "group member %d (not in the group yet)",
+                 m);
+      if (wr >= 0 && u->done &&
+          atomic_load_explicit(&u->done[wr], memory_order_acquire))
+        world_abort(u, TPX_COMM,
+                    "rank %d returned from its function without joining "
+                    "%s over %s",
+                    wr, coll_name(coll), where);
+      else if (now_s() - t0 > limit)
+        world_abort(u, TPX_TIMEOUT,
+                    "%s did not arrive at %s over %s within %g s "
+                    "(the collective timeout: TPX_COMM_TIMEOUT or "
+                    "tpx_comm_set_timeout)",
+                    who, coll_name(coll), where, limit);
+      else
+        continue;
+    }
+    /* Aborted (or cancelled by a peer): leave unless everyone is in. */
+    if (tpx__barrier_cancel(&g->bar, gen) == 0)
+      return TPX_OK;
+    return aborted_error(c, coll, err);
+  }
 }
 
 /* ---- the collective protocol -------------------------------------------- */
 
 /* Publish this rank's call, wait for everyone, check they all agree. Every
  * rank reaches the same verdict, so on mismatch all return the error (after
- * leave()). */
+ * leave()). TPX_COMM / TPX_TIMEOUT when the world is aborted before every
+ * rank entered: then the caller must NOT leave(). */
 static tpx_status enter(lctx *c, int coll, const void *send, void *recv,
                         size_t count, tpx_dtype dtype, int op, int root,
-                        tpx_error *err) {
+                        int *joined, tpx_error *err) {
   lgroup *g = c->g;
+  *joined = 0;
   lslot *s = &g->slots[c->rank];
   /* Nobody takes work before the barrier below, and everyone finished the
    * previous call's work before its leave(): rank 0 may reset. */
@@ -207,7 +340,20 @@ static tpx_status enter(lctx *c, int coll, const void *send, void *recv,
   s->dtype = dtype;
   s->op = op;
   s->root = root;
-  tpx__barrier_wait(&g->bar);
+  if (is_aborted(c->u))
+    return aborted_error(c, coll, err);
+  uint64_t seq = atomic_load_explicit(&s->enters, memory_order_relaxed) + 1;
+  atomic_store_explicit(&s->enters, seq, memory_order_release);
+  uint32_t gen = 0;
+  int r = tpx__barrier_arrive(&g->bar, &gen);
+  if (r < 0)
+    return aborted_error(c, coll, err);
+  if (r == 0) {
+    tpx_status st = wait_entry(c, coll, seq, gen, err);
+    if (st != TPX_OK)
+      return st;
+  }
+  *joined = 1;
   const lslot *a = &g->slots[0];
   for (int j = 1; j < g->size; j++) {
     const lslot *b = &g->slots[j];
@@ -226,9 +372,12 @@ static tpx_status enter(lctx *c, int coll, const void *send, void *recv,
   return synced;
 }
 
-/* Device path: this rank's reads and writes are done before anyone
- * leaves (so no buffer is touched after its owner returned). */
-static tpx_status leave(lctx *c, tpx_status st, tpx_error *err) {
+/* The exit barrier of a collective every rank entered (joined); on the
+ * device path this rank's reads and writes are done first (so no buffer is
+ * touched after its owner returned). */
+static tpx_status leave(lctx *c, int joined, tpx_status st, tpx_error *err) {
+  if (!joined)
+    return st;
   if (c->dev) {
     tpx_status synced = tpx__ms_sync(c->ms, st == TPX_OK ? err : NULL);
     if (st == TPX_OK) st = synced;
@@ -272,8 +421,10 @@ static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
                                    size_t count, tpx_dtype dtype,
                                    tpx_reduce_op op, tpx_error *err) {
   lctx *c = ctx;
+  int joined;
   lgroup *g = c->g;
-  tpx_status st = enter(c, C_ALL_REDUCE, send, recv, count, dtype, op, 0, err);
+  tpx_status st = enter(c, C_ALL_REDUCE, send, recv, count, dtype, op, 0, &joined,
+                        err);
   if (st == TPX_OK && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -295,7 +446,7 @@ static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
                        stream);
     }
   }
-  return leave(c, st, err);
+  return leave(c, joined, st, err);
 }
 
 static tpx_status local_reduce_scatter(void *ctx, const void *send,
@@ -303,9 +454,11 @@ static tpx_status local_reduce_scatter(void *ctx, const void *send,
                                        tpx_dtype dtype, tpx_reduce_op op,
                                        tpx_error *err) {
   lctx *c = ctx;
+  int joined;
   lgroup *g = c->g;
   tpx_status st =
-      enter(c, C_REDUCE_SCATTER, send, recv, count, dtype, op, 0, err);
+      enter(c, C_REDUCE_SCATTER, send, recv, count, dtype, op, 0, &joined,
+                        err);
   if (st == TPX_OK && count > 0 && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -327,15 +480,17 @@ static tpx_status local_reduce_scatter(void *ctx, const void *send,
                        stream);
     }
   }
-  return leave(c, st, err);
+  return leave(c, joined, st, err);
 }
 
 static tpx_status local_all_gather(void *ctx, const void *send, void *recv,
                                    size_t count, tpx_dtype dtype,
                                    tpx_error *err) {
   lctx *c = ctx;
+  int joined;
   lgroup *g = c->g;
-  tpx_status st = enter(c, C_ALL_GATHER, send, recv, count, dtype, 0, 0, err);
+  tpx_status st = enter(c, C_ALL_GATHER, send, recv, count, dtype, 0, 0, &joined,
+                        err);
   if (st == TPX_OK && count > 0 && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -355,15 +510,17 @@ static tpx_status local_all_gather(void *ctx, const void *send, void *recv,
                      (const unsigned char *)g->slots[q].send + lo, n, stream);
     }
   }
-  return leave(c, st, err);
+  return leave(c, joined, st, err);
 }
 
 static tpx_status local_broadcast(void *ctx, const void *send, void *recv,
                                   size_t count, tpx_dtype dtype, int root,
                                   tpx_error *err) {
   lctx *c = ctx;
+  int joined;
   tpx_status st =
-      enter(c, C_BROADCAST, send, recv, count, dtype, 0, root, err);
+      enter(c, C_BROADCAST, send, recv, count, dtype, 0, root, &joined,
+                        err);
   if (st == TPX_OK && count > 0 && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -383,15 +540,17 @@ static tpx_status local_broadcast(void *ctx, const void *send, void *recv,
       tpx__copy_into(dsts, g->size, src + lo, n, stream);
     }
   }
-  return leave(c, st, err);
+  return leave(c, joined, st, err);
 }
 
 static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
                                    size_t count, tpx_dtype dtype,
                                    tpx_error *err) {
   lctx *c = ctx;
+  int joined;
   lgroup *g = c->g;
-  tpx_status st = enter(c, C_ALL_TO_ALL, send, recv, count, dtype, 0, 0, err);
+  tpx_status st = enter(c, C_ALL_TO_ALL, send, recv, count, dtype, 0, 0, &joined,
+                        err);
   if (st == TPX_OK && count > 0 && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -406,13 +565,15 @@ static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
                  (size_t)c->rank * bytes,
              bytes);
   }
-  return leave(c, st, err);
+  return leave(c, joined, st, err);
 }
 
 static tpx_status local_barrier(void *ctx, tpx_error *err) {
   lctx *c = ctx;
-  tpx_status st = enter(c, C_BARRIER, NULL, NULL, 0, TPX_DTYPE_U8, 0, 0, err);
-  return leave(c, st, err);
+  int joined;
+  tpx_status st = enter(c, C_BARRIER, NULL, NULL, 0, TPX_DTYPE_U8, 0, 0,
+                        &joined, err);
+  return leave(c, joined, st, err);
 }
 
 static const tpx_comm_iface local_iface = {
@@ -425,10 +586,23 @@ static const tpx_comm_iface local_iface = {
     .broadcast = local_broadcast,
     .all_to_all = local_all_to_all,
     .barrier = local_barrier,
+    .abort = local_abort,
     .has_avg = 1,
 };
 
 /* ---- launcher ----------------------------------------------------------- */
+
+/* The tests' failing host space (comm/local_test.h, fail_alloc_ranks). */
+static tpx_status fail_alloc(const tpx__memspace *ms, size_t bytes, int zero,
+                             void **out, tpx_error *err) {
+  (void)ms;
+  (void)zero;
+  *out = NULL;
+  return tpx_error_set(err, TPX_NO_MEMORY,
+                       "injected allocation failure of %zu bytes (the "
+                       "tests' fail_alloc_ranks)",
+                       bytes);
+}
 
 typedef struct lgate {
   pthread_mutex_t mu;
@@ -439,6 +613,8 @@ typedef struct lgate {
 typedef struct lthread {
   pthread_t tid;
   lgate *gate;
+  luniverse *u;
+  int rank;
   tpx_comm *comm;
   tpx_local_fn fn;
   void *arg;
@@ -456,8 +632,17 @@ static void *rank_main(void *p) {
   pthread_mutex_unlock(&t->gate->mu);
   if (go && t->own_ms) /* the rank's thread works on the space's GPU */
     t->st = tpx__ms_bind_thread(t->own_ms, &t->err);
-  if (go && t->st == TPX_OK)
-    t->st = t->fn(t->comm, t->arg, &t->err);
+  if (go) {
+    if (t->st == TPX_OK)
+      t->st = t->fn(t->comm, t->arg, &t->err);
+    /* A failed rank releases the peers that wait for it; one that is done
+     * lets them see it will never come (wait_entry). */
+    if (t->st != TPX_OK)
+      world_abort(t->u, TPX_COMM, "rank %d failed: %s", t->rank,
+                  t->err.message[0] ? t->err.message
+                                    : tpx_status_str(t->st));
+    atomic_store_explicit(&t->u->done[t->rank], 1, memory_order_release);
+  }
   return NULL;
 }
 
@@ -470,11 +655,13 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
                               tpx_local_fn fn, void *arg, tpx_error *err) {
   tpx_local_options o = TPX_LOCAL_OPTIONS_INIT;
   int sim = 0, managed = 0;
+  unsigned fail_ranks = 0;
   if (opts && opts->struct_size == sizeof(tpx__local_test_options) &&
       ((const tpx__local_test_options *)opts)->magic ==
           TPX__LOCAL_TEST_MAGIC) {
     /* the tests' device switches (comm/local_test.h) */
     sim = ((const tpx__local_test_options *)opts)->sim_device_memory;
+    fail_ranks = ((const tpx__local_test_options *)opts)->fail_alloc_ranks;
     managed = ((const tpx__local_test_options *)opts)->cuda_managed;
     memcpy(&o, opts, sizeof o);
     o.struct_size = sizeof o;
@@ -489,6 +676,15 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
     memcpy(&o, opts, opts->struct_size);
   }
   const tpx__memspace *ms = sim ? &tpx__ms_sim : &tpx__ms_host;
+  tpx__ms_buffers fail_buf = tpx__ms_host_buffers;
+  fail_buf.alloc = fail_alloc;
+  tpx__memspace fail_ms = tpx__ms_host;
+  fail_ms.buf = &fail_buf;
+  if (!(o.timeout_s >= 0) || o.timeout_s > 1e9)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "local_run: timeout_s %g must be >= 0 seconds (0 = "
+                         "the default)",
+                         o.timeout_s);
   int dev = sim || o.cuda_memory; /* the device path (local_dev.c) */
   if (!fn)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "local_run: fn is NULL");
@@ -498,6 +694,7 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
                          TPX_LOCAL_MAX_RANKS);
   luniverse u;
   memset(&u, 0, sizeof u);
+  atomic_init(&u.aborted, 0);
   pthread_mutex_init(&u.mu, NULL);
   lgate gate;
   pthread_mutex_init(&gate.mu, NULL);
@@ -506,12 +703,15 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
   tpx_status st = TPX_OK;
   lthread *th = calloc((size_t)nranks, sizeof *th);
   lgroup *world = group_new(&u, nranks);
-  if (!th || !world) {
+  u.done = calloc((size_t)nranks, sizeof *u.done);
+  if (!th || !world || !u.done) {
     st = tpx_error_set(err, TPX_NO_MEMORY, "local_run: %d ranks", nranks);
     goto out_early;
   }
   world->refs = nranks;
   world->next = NULL;
+  for (int i = 0; i < nranks; i++)
+    world->world_rank[i] = i;
   u.groups = world;
   int made = 0;
   /* Every handle exists before any thread runs, so no rank can fail to
@@ -533,14 +733,21 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
       st = tpx__ms_cuda_create(&own, managed, err);
       th[made].own_ms = own;
       c->ms = own ? own : ms;
+    } else if (made < 32 && (fail_ranks >> made & 1u) && !sim) {
+      c->ms = &fail_ms;
     }
+    c->self = comm;
     comm->ms = c->ms;
+    if (o.timeout_s > 0)
+      comm->timeout_s = o.timeout_s;
     th[made].comm = comm;
     if (st != TPX_OK) {
       made++; /* destroyed below with the others */
       break;
     }
     th[made].gate = &gate;
+    th[made].u = &u;
+    th[made].rank = made;
     th[made].fn = fn;
     th[made].arg = arg;
   }
@@ -588,6 +795,7 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
 out_early:
   group_free(world);
   free(th);
+  free(u.done);
   pthread_cond_destroy(&gate.cv);
   pthread_mutex_destroy(&gate.mu);
   pthread_mutex_destroy(&u.mu);

@@ -17,6 +17,9 @@
  * world's buffers (tpx__test_dev_*) still work after a sync, while every
  * library op runs on the device.
  *
+ * Also a rank whose allocations fail (fail_alloc_ranks), for the abort
+ * path of a rank that fails before a collective.
+ *
  * The switch rides on tpx_local_run_opts: an options struct whose
  * struct_size is this extension's size and whose magic matches. */
 #ifndef TPX_COMM_LOCAL_TEST_H
@@ -41,6 +44,10 @@ typedef struct tpx__local_test_options {
   unsigned magic;         /* TPX__LOCAL_TEST_MAGIC */
   int sim_device_memory;  /* 1: the world's buffers are in the sim space */
   int cuda_managed;       /* 1: cuda_memory with cudaMallocManaged buffers */
+  /* Bit r set: every buffer allocation of rank r (< 32) through its comms'
+   * memory space fails with TPX_NO_MEMORY (host memory only): the failure
+   * a rank meets in a collective's temporaries. 0: none. */
+  unsigned fail_alloc_ranks;
 } tpx__local_test_options;
 
 /* 1 when the tests' device worlds are CUDA (TPX_TEST_DEVICE=cuda) rather
@@ -63,7 +70,7 @@ static inline tpx_status tpx__local_run_sim(int nranks, int sim,
                                             tpx_error *err) {
   int cuda = sim && tpx__test_device_cuda();
   tpx__local_test_options o = {TPX_LOCAL_OPTIONS_INIT, TPX__LOCAL_TEST_MAGIC,
-                               sim && !cuda, cuda};
+                               sim && !cuda, cuda, 0};
   o.base.struct_size = sizeof o;
   return tpx_local_run_opts(nranks, &o.base, fn, arg, err);
 }

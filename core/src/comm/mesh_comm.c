@@ -2,6 +2,7 @@
  * communicator per mesh dim (split with tpx_mesh_group_ranks).
  *
  * Not a backend: splitting is delegated to the world's backend. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,10 @@ tpx_status tpx_comm_split_mesh_dim(tpx_comm *world, const tpx_mesh *mesh,
   if (st == TPX_OK)
     st = world->iface->split(world, group, (int)gsize, (int)index, out, err);
   free(group);
+  if (st == TPX_OK) {
+    (*out)->timeout_s = world->timeout_s;
+    snprintf((*out)->dim, sizeof (*out)->dim, "%s", dim);
+  }
   return st;
 }
 

@@ -5,7 +5,18 @@
  * group's first rank. f16 / bf16 reductions are widened to f32 in a
  * temporary, reduced, divided (avg) and rounded once, so results match the
  * local backend bit for bit. Counts beyond INT_MAX are refused (MPI counts
- * are int). Built as a stub returning TPX_UNSUPPORTED without MPI. */
+ * are int). Built as a stub returning TPX_UNSUPPORTED without MPI.
+ *
+ * Failure: every collective is the non-blocking MPI call plus a wait that
+ * polls it against the comm's timeout (tpx_comm_set_timeout). Past it, the
+ * waiting rank asks the group who is there (a point-to-point message to
+ * and from every member, for a grace of up to 2 s: the members that wait
+ * too answer, a hung or absent one does not) and returns TPX_TIMEOUT
+ * naming the collective, the mesh dim and the rank(s) that did not arrive.
+ * The comm is then broken: the pending request cannot be cancelled (MPI
+ * forbids it for collectives), so its buffers stay owned by MPI (a
+ * temporary of ours is leaked on purpose) and every later call fails at
+ * once. The program should end the job (tpx-train calls MPI_Abort). */
 #include "tpx_config.h"
 
 #include <stdlib.h>
@@ -16,14 +27,26 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "device/elem.h"
 
 typedef struct mctx {
   MPI_Comm comm;
   int is_world; /* counts towards finalizing MPI if tpx initialised it */
+  tpx_comm *self;  /* the handle (timeout and mesh dim for messages) */
+  int rank, size;
+  int *world_rank; /* [size] rank of each member in the tpx world */
+  int64_t seq;     /* collectives started on this comm */
+  int broken;      /* a collective failed or timed out: refuse the rest */
+  char why[TPX_ERROR_MESSAGE_SIZE];
 } mctx;
+
+/* The point-to-point tag of the timeout's roll call (tpx's own duplicate
+ * communicator carries no other point-to-point traffic). */
+#define ROLL_TAG 0x7478
 
 static int mpi_inited_by_tpx; /* tpx called MPI_Init_thread */
 static int mpi_world_count;   /* live tpx mpi worlds */
@@ -102,24 +125,43 @@ static void mpi_destroy(void *ctx) {
     MPI_Finalize();
     mpi_inited_by_tpx = 0;
   }
+  free(c->world_rank);
   free(c);
 }
 
 static const tpx_comm_iface mpi_iface;
 
-static tpx_status wrap(MPI_Comm comm, int is_world, tpx_comm **out,
+/* `world`: the tpx world this comm is split from (NULL: comm is one). */
+static tpx_status wrap(MPI_Comm comm, const mctx *world, tpx_comm **out,
                        tpx_error *err) {
-  int rank = 0, size = 0;
+  int rank = 0, size = 0, is_world = world == NULL;
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   mctx *c = calloc(1, sizeof *c);
-  tpx_comm *h = c ? tpx__comm_new(&mpi_iface, c, rank, size) : NULL;
+  int *wr = calloc((size_t)size, sizeof *wr);
+  tpx_comm *h = c && wr ? tpx__comm_new(&mpi_iface, c, rank, size) : NULL;
   if (!h) {
     free(c);
+    free(wr);
     MPI_Comm_free(&comm);
     return tpx_error_set(err, TPX_NO_MEMORY, "mpi communicator");
   }
+  /* Members as world ranks, for messages. */
+  for (int i = 0; i < size; i++)
+    wr[i] = i;
+  if (world) {
+    MPI_Group g, wg;
+    MPI_Comm_group(comm, &g);
+    MPI_Comm_group(world->comm, &wg);
+    MPI_Group_translate_ranks(g, size, wr, wg, wr);
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
+  }
+  c->world_rank = wr;
+  c->rank = rank;
+  c->size = size;
+  c->self = h;
   c->comm = comm;
   c->is_world = is_world;
   if (is_world)
@@ -135,25 +177,163 @@ static tpx_status mpi_split(tpx_comm *world, const int64_t *group, int gsize,
   (void)gsize;
   MPI_TRY("MPI_Comm_split", MPI_Comm_split(w->comm, (int)group[0], index,
                                            &sub));
-  return wrap(sub, 0, out, err);
+  return wrap(sub, w, out, err);
 }
+
+/* ---- waiting with a timeout -------------------------------------------- */
+
+static tpx_status broken_error(const mctx *c, const char *what,
+                               tpx_error *err) {
+  char where[64];
+  return tpx_error_set(err, TPX_COMM,
+                       "mpi %s over %s: the communicator is unusable after "
+                       "an earlier failure: %s",
+                       what, tpx__comm_where(c->self, where, sizeof where),
+                       c->why);
+}
+
+static void pause_us(long us) {
+  struct timespec ts = {0, us * 1000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Past the timeout: which members are not in this collective? Each member
+ * that waits sends its collective count to every other and listens for
+ * theirs, for up to `grace` seconds. Fills here[j] (1: member j answered
+ * from the same collective). */
+static void roll_call(mctx *c, double grace, int *here) {
+  int n = c->size;
+  /* got[n] is what this rank sends. */
+  int64_t *got = calloc((size_t)n + 1, sizeof *got);
+  MPI_Request *rr = calloc((size_t)n, sizeof *rr);
+  MPI_Request *sr = calloc((size_t)n, sizeof *sr);
+  for (int j = 0; j < n; j++)
+    here[j] = j == c->rank;
+  if (!got || !rr || !sr) {
+    free(got);
+    free(rr);
+    free(sr);
+    return;
+  }
+  got[n] = c->seq;
+  for (int j = 0; j < n; j++) {
+    rr[j] = sr[j] = MPI_REQUEST_NULL;
+    if (j == c->rank)
+      continue;
+    MPI_Irecv(&got[j], 1, MPI_INT64_T, j, ROLL_TAG, c->comm, &rr[j]);
+    MPI_Isend(&got[n], 1, MPI_INT64_T, j, ROLL_TAG, c->comm, &sr[j]);
+  }
+  double end = MPI_Wtime() + grace;
+  int pending = n - 1;
+  while (pending > 0 && MPI_Wtime() < end) {
+    for (int j = 0; j < n; j++) {
+      int done = 0;
+      if (rr[j] == MPI_REQUEST_NULL)
+        continue;
+      MPI_Test(&rr[j], &done, MPI_STATUS_IGNORE);
+      if (done) { /* MPI_Test set rr[j] to MPI_REQUEST_NULL */
+        here[j] = got[j] == got[n];
+        pending--;
+      }
+    }
+    if (pending > 0)
+      pause_us(1000);
+  }
+  int unfinished = 0;
+  for (int j = 0; j < n; j++) {
+    int done = 1;
+    if (rr[j] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&rr[j]);
+      MPI_Request_free(&rr[j]);
+      unfinished = 1;
+    }
+    if (sr[j] != MPI_REQUEST_NULL)
+      MPI_Test(&sr[j], &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      MPI_Request_free(&sr[j]);
+      unfinished = 1;
+    }
+  }
+  /* A request still in flight may touch got: leave it to the process. */
+  if (!unfinished)
+    free(got);
+  free(rr);
+  free(sr);
+}
+
+/* Wait for the collective `req` (`what`) against the comm's timeout. On
+ * a timeout the comm is broken and the request abandoned. */
+static tpx_status mpi_wait(mctx *c, MPI_Request *req, const char *what,
+                           tpx_error *err) {
+  double t0 = MPI_Wtime(), limit = c->self->timeout_s;
+  for (long polls = 0;; polls++) {
+    int done = 0;
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      c->broken = 1;
+      snprintf(c->why, sizeof c->why, "mpi %s failed", what);
+      return mpi_fail(err, what, rc);
+    }
+    if (done)
+      return TPX_OK;
+    if (polls < 2000)
+      continue; /* a short collective: spin */
+    if (MPI_Wtime() - t0 > limit)
+      break;
+    pause_us(polls < 20000 ? 20 : 200);
+  }
+  int n = c->size, *here = calloc((size_t)n, sizeof *here);
+  char who[160] = "", where[64];
+  size_t k = 0;
+  int missing = 0;
+  if (here) {
+    roll_call(c, limit < 2.0 ? limit : 2.0, here);
+    for (int j = 0; j < n && k + 16 < sizeof who; j++)
+      if (!here[j])
+        k += (size_t)snprintf(who + k, sizeof who - k, "%s%d",
+                              missing++ ? ", " : "", c->world_rank[j]);
+    free(here);
+  }
+  c->broken = 1;
+  snprintf(c->why, sizeof c->why,
+           "%s %s did not arrive at %s over %s within %g s (the collective "
+           "timeout: TPX_COMM_TIMEOUT or tpx_comm_set_timeout)",
+           missing == 1 ? "rank" : "ranks", missing ? who : "(unknown)",
+           what, tpx__comm_where(c->self, where, sizeof where), limit);
+  return tpx_error_set(err, TPX_TIMEOUT, "mpi %s over %s: %s", what, where,
+                       c->why);
+}
+
+static void mpi_abort_comm(void *ctx, const char *why) {
+  mctx *c = ctx;
+  if (!c->broken) {
+    c->broken = 1;
+    snprintf(c->why, sizeof c->why, "rank %d failed: %s",
+             c->world_rank[c->rank], why);
+  }
+}
+
+/* Start of every collective: refuse on a broken comm, count it. */
+#define MPI_BEGIN(what)                                                          do {                                                                             if (c->broken)                                                                   return broken_error(c, what, err);                                           c->seq++;                                                                    } while (0)
+
+/* Start `call` (a non-blocking collective filling `req`) and wait. */
+#define MPI_RUN(what, call)                                                      do {                                                                             MPI_Request req = MPI_REQUEST_NULL;                                            int rc_ = (call);                                                              if (rc_ != MPI_SUCCESS)                                                          return mpi_fail(err, what, rc_);                                             tpx_status st_ = mpi_wait(c, &req, what, err);                                 if (st_ != TPX_OK)                                                               return st_;                                                                } while (0)
 
 static tpx_status mpi_all_gather(void *ctx, const void *send, void *recv,
                                  size_t count, tpx_dtype dtype,
                                  tpx_error *err) {
   mctx *c = ctx;
-  int rank;
   tpx_status st = check_count("all_gather", count, err);
   if (st != TPX_OK)
     return st;
-  MPI_Comm_rank(c->comm, &rank);
+  MPI_BEGIN("all_gather");
   size_t bytes = count * tpx_dtype_size(dtype);
   const void *s =
-      send == (unsigned char *)recv + (size_t)rank * bytes ? MPI_IN_PLACE
-                                                           : send;
-  MPI_TRY("MPI_Allgather",
-          MPI_Allgather(s, (int)count, mpi_type(dtype), recv, (int)count,
-                        mpi_type(dtype), c->comm));
+      send == (unsigned char *)recv + (size_t)c->rank * bytes ? MPI_IN_PLACE
+                                                              : send;
+  MPI_RUN("all_gather",
+          MPI_Iallgather(s, (int)count, mpi_type(dtype), recv, (int)count,
+                         mpi_type(dtype), c->comm, &req));
   return TPX_OK;
 }
 
@@ -161,32 +341,39 @@ static tpx_status mpi_all_reduce(void *ctx, const void *send, void *recv,
                                  size_t count, tpx_dtype dtype,
                                  tpx_reduce_op op, tpx_error *err) {
   mctx *c = ctx;
-  int size;
   tpx_status st = check_count("all_reduce", count, err);
   if (st != TPX_OK)
     return st;
-  MPI_Comm_size(c->comm, &size);
+  MPI_BEGIN("all_reduce");
   if (is16(dtype)) {
     float *tmp = malloc((count ? count : 1) * sizeof(float));
     if (!tmp)
       return tpx_error_set(err, TPX_NO_MEMORY, "mpi all_reduce: %zu floats",
                            count);
     widen(tmp, send, count, dtype);
-    int rc = MPI_Allreduce(MPI_IN_PLACE, tmp, (int)count, MPI_FLOAT,
-                           mpi_op(op), c->comm);
-    if (rc == MPI_SUCCESS) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, tmp, (int)count, MPI_FLOAT,
+                            mpi_op(op), c->comm, &req);
+    if (rc != MPI_SUCCESS) {
+      free(tmp);
+      return mpi_fail(err, "all_reduce", rc);
+    }
+    float *keep = tmp;
+    st = mpi_wait(c, &req, "all_reduce", err);
+    if (st == TPX_OK) {
       if (op == TPX_REDUCE_AVG)
-        tpx__divide(tmp, count, TPX_DTYPE_F32, size);
+        tpx__divide(tmp, count, TPX_DTYPE_F32, c->size);
       narrow(recv, tmp, count, dtype);
     }
-    free(tmp);
-    return rc == MPI_SUCCESS ? TPX_OK : mpi_fail(err, "MPI_Allreduce", rc);
+    if (st == TPX_OK || !c->broken)
+      free(keep);
+    return st;
   }
-  MPI_TRY("MPI_Allreduce",
-          MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
-                        mpi_type(dtype), mpi_op(op), c->comm));
+  MPI_RUN("all_reduce",
+          MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
+                         mpi_type(dtype), mpi_op(op), c->comm, &req));
   if (op == TPX_REDUCE_AVG)
-    tpx__divide(recv, count, dtype, size);
+    tpx__divide(recv, count, dtype, c->size);
   return TPX_OK;
 }
 
@@ -194,30 +381,38 @@ static tpx_status mpi_reduce_scatter(void *ctx, const void *send, void *recv,
                                      size_t count, tpx_dtype dtype,
                                      tpx_reduce_op op, tpx_error *err) {
   mctx *c = ctx;
-  int size, rank;
   tpx_status st = check_count("reduce_scatter", count, err);
   if (st != TPX_OK)
     return st;
-  MPI_Comm_size(c->comm, &size);
-  MPI_Comm_rank(c->comm, &rank);
+  MPI_BEGIN("reduce_scatter");
+  int size = c->size;
   size_t total = count * (size_t)size, es = tpx_dtype_size(dtype);
+  MPI_Request req = MPI_REQUEST_NULL;
   if (is16(dtype)) {
     float *tmp = malloc((total + count + 1) * sizeof(float));
     if (!tmp)
-      return tpx_error_set(err, TPX_NO_MEMORY,
-                           "mpi reduce_scatter: %zu floats", total + count);
+      return tpx__comm_fail_before(
+          c->self, "reduce_scatter",
+          tpx_error_set(err, TPX_NO_MEMORY, "mpi reduce_scatter: %zu floats",
+                        total + count),
+          err);
     widen(tmp, send, total, dtype);
     float *out = tmp + total;
-    int rc = MPI_Reduce_scatter_block(tmp, out, (int)count, MPI_FLOAT,
-                                      mpi_op(op), c->comm);
-    if (rc == MPI_SUCCESS) {
+    int rc = MPI_Ireduce_scatter_block(tmp, out, (int)count, MPI_FLOAT,
+                                       mpi_op(op), c->comm, &req);
+    if (rc != MPI_SUCCESS) {
+      free(tmp);
+      return mpi_fail(err, "reduce_scatter", rc);
+    }
+    st = mpi_wait(c, &req, "reduce_scatter", err);
+    if (st == TPX_OK) {
       if (op == TPX_REDUCE_AVG)
         tpx__divide(out, count, TPX_DTYPE_F32, size);
       narrow(recv, out, count, dtype);
     }
-    free(tmp);
-    return rc == MPI_SUCCESS ? TPX_OK
-                             : mpi_fail(err, "MPI_Reduce_scatter_block", rc);
+    if (st == TPX_OK || !c->broken)
+      free(tmp);
+    return st;
   }
   /* recv inside send (in place): MPI forbids the overlap, go through a
    * temporary. */
@@ -228,17 +423,26 @@ static tpx_status mpi_reduce_scatter(void *ctx, const void *send, void *recv,
   if (overlap && count > 0) {
     dst = malloc(count * es);
     if (!dst)
-      return tpx_error_set(err, TPX_NO_MEMORY, "mpi reduce_scatter");
+      return tpx__comm_fail_before(
+          c->self, "reduce_scatter",
+          tpx_error_set(err, TPX_NO_MEMORY, "mpi reduce_scatter"), err);
   }
-  int rc = MPI_Reduce_scatter_block(send, dst, (int)count, mpi_type(dtype),
-                                    mpi_op(op), c->comm);
+  int rc = MPI_Ireduce_scatter_block(send, dst, (int)count, mpi_type(dtype),
+                                     mpi_op(op), c->comm, &req);
+  if (rc != MPI_SUCCESS) {
+    if (dst != recv)
+      free(dst);
+    return mpi_fail(err, "reduce_scatter", rc);
+  }
+  st = mpi_wait(c, &req, "reduce_scatter", err);
   if (dst != recv) {
-    if (rc == MPI_SUCCESS)
+    if (st == TPX_OK)
       memcpy(recv, dst, count * es);
-    free(dst);
+    if (st == TPX_OK || !c->broken)
+      free(dst);
   }
-  if (rc != MPI_SUCCESS)
-    return mpi_fail(err, "MPI_Reduce_scatter_block", rc);
+  if (st != TPX_OK)
+    return st;
   if (op == TPX_REDUCE_AVG)
     tpx__divide(recv, count, dtype, size);
   return TPX_OK;
@@ -248,15 +452,14 @@ static tpx_status mpi_broadcast(void *ctx, const void *send, void *recv,
                                 size_t count, tpx_dtype dtype, int root,
                                 tpx_error *err) {
   mctx *c = ctx;
-  int rank;
   tpx_status st = check_count("broadcast", count, err);
   if (st != TPX_OK)
     return st;
-  MPI_Comm_rank(c->comm, &rank);
-  if (rank == root && send != recv && count > 0)
+  MPI_BEGIN("broadcast");
+  if (c->rank == root && send != recv && count > 0)
     memcpy(recv, send, count * tpx_dtype_size(dtype));
-  MPI_TRY("MPI_Bcast",
-          MPI_Bcast(recv, (int)count, mpi_type(dtype), root, c->comm));
+  MPI_RUN("broadcast", MPI_Ibcast(recv, (int)count, mpi_type(dtype), root,
+                                  c->comm, &req));
   return TPX_OK;
 }
 
@@ -267,15 +470,17 @@ static tpx_status mpi_all_to_all(void *ctx, const void *send, void *recv,
   tpx_status st = check_count("all_to_all", count, err);
   if (st != TPX_OK)
     return st;
-  MPI_TRY("MPI_Alltoall",
-          MPI_Alltoall(send, (int)count, mpi_type(dtype), recv, (int)count,
-                       mpi_type(dtype), c->comm));
+  MPI_BEGIN("all_to_all");
+  MPI_RUN("all_to_all",
+          MPI_Ialltoall(send, (int)count, mpi_type(dtype), recv, (int)count,
+                        mpi_type(dtype), c->comm, &req));
   return TPX_OK;
 }
 
 static tpx_status mpi_barrier(void *ctx, tpx_error *err) {
   mctx *c = ctx;
-  MPI_TRY("MPI_Barrier", MPI_Barrier(c->comm));
+  MPI_BEGIN("barrier");
+  MPI_RUN("barrier", MPI_Ibarrier(c->comm, &req));
   return TPX_OK;
 }
 
@@ -289,6 +494,7 @@ static const tpx_comm_iface mpi_iface = {
     .broadcast = mpi_broadcast,
     .all_to_all = mpi_all_to_all,
     .barrier = mpi_barrier,
+    .abort = mpi_abort_comm,
     .has_avg = 1,
 };
 
@@ -312,7 +518,7 @@ tpx_status tpx_comm_create_mpi(const void *mpi_comm, tpx_comm **out,
   MPI_Comm base = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
   MPI_Comm dup;
   MPI_TRY("MPI_Comm_dup", MPI_Comm_dup(base, &dup));
-  return wrap(dup, 1, out, err);
+  return wrap(dup, NULL, out, err);
 }
 
 int tpx__mpi_thread_multiple(void) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "comm/box.h"
+#include "comm/comm_view.h"
 #include "runtime/rt_internal.h"
 
 static tpx_slice whole_of(const tpx_runtime *rt, const tpx__rt_param *p,
@@ -119,6 +120,8 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
   if (st == TPX_OK)
     st = tpx__box_copy(ms, TPX__D2D, dfull, &whole, tmp, &p->global,
                        &p->global, es, err);
+  if (st != TPX_OK) /* the peers are about to all-reduce with this rank */
+    tpx__comm_fail_before(tpx_mesh_comm_world(rt->mc), what, st, err);
   for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
     if (!(p->shard_mask & (1u << d))) continue;
     st = tpx__rt_all_reduce_dim(rt, d, dfull, (size_t)numel, dtype,

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shard/memory_impl.h"
+#include "shard/activations.h"
 #include "shard/shard_internal.h"
 #include "tpx/validate.h"
 

@@ -5,7 +5,7 @@
  * docs/MEMORY.md. Not the per-step traffic (traffic.c). */
 #include <string.h>
 
-#include "shard/memory_impl.h"
+#include "shard/activations.h"
 #include "shard/shard_internal.h"
 
 static const char *const opt_names[] = {"adamw", "sgd", "none"};

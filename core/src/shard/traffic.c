@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shard/memory_impl.h"
+#include "shard/activations.h"
 #include "shard/shard_internal.h"
 
 /* Bytes a rank sends for one collective named like transitions.c names

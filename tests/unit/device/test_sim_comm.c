@@ -219,7 +219,7 @@ START_TEST(test_options) {
   ck_assert_ptr_nonnull(strstr(e.message, "struct_size 3"));
   ck_assert_str_eq(tpx_comm_memspace(NULL), "host");
   /* the test extension's size without its magic is not a public size */
-  tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, 0, 1, 0};
+  tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, 0, 1, 0, 0};
   t.base.struct_size = sizeof t;
   tpx_error_clear(&e);
   ck_assert_int_eq(tpx_local_run_opts(1, &t.base, body, NULL, &e),

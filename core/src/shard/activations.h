@@ -1,8 +1,8 @@
-/* shard/memory_impl.h — what memory.c, activations.c and traffic.c share:
+/* shard/activations.h — what memory.c, activations.c and traffic.c share:
  * the model sizes the activation and traffic formulas read from the config
  * and the sharding (docs/MEMORY.md). Private to the shard area. */
-#ifndef TPX_SHARD_MEMORY_IMPL_H
-#define TPX_SHARD_MEMORY_IMPL_H
+#ifndef TPX_SHARD_ACTIVATIONS_H
+#define TPX_SHARD_ACTIVATIONS_H
 
 #include <stdint.h>
 
@@ -35,4 +35,4 @@ int64_t tpx__act_layer_bytes(const tpx__act_dims *d);
 /* Options with the defaults filled in for a NULL or shorter struct. */
 tpx_memory_options tpx__memory_options(const tpx_memory_options *opts);
 
-#endif /* TPX_SHARD_MEMORY_IMPL_H */
+#endif /* TPX_SHARD_ACTIVATIONS_H */
