@@ -1,6 +1,7 @@
-/* fuzz_hf_plan.c — libFuzzer target: a Hugging Face tp_plan dict
- * ({key: style string}) through tpx_plan_from_hf, which translates every
- * string (plans.md §4.2, §4.4). The first input byte picks the prefix. */
+/* fuzz_hf_plan.c — libFuzzer target: a Hugging Face tp_plan dict ({key: style
+ * string}) through tpx_plan_from_hf, which translates every string
+ * (docs/SEMANTICS.md "Plans and matching"). The first input byte picks the
+ * prefix. */
 #include <stdint.h>
 
 #include "tpx/tpx.h"

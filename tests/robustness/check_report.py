@@ -5,8 +5,9 @@
 It re-derives from the JSON alone, without tpx's code:
   * every field the format names, with the right types;
   * placements: one entry per mesh dim name; the TP placement each style gives
-    a parameter (torch-semantics §2), Replicate for uncovered parameters and
-    for everything at tp == 1; the FSDP2 dp placements (§6): Replicate on
+    a parameter (docs/SEMANTICS.md "Parallel styles"), Replicate for
+    uncovered parameters and for everything at tp == 1; the FSDP2 dp
+    placements (docs/SEMANTICS.md "FSDP2"): Replicate on
     dp_replicate, Shard(0) on dp_shard, or strided_shard(0, tp) when TP
     already shards dim 0;
   * per_rank: one entry per rank (above 4096 ranks one per group of
@@ -258,7 +259,7 @@ def check(rep, expect=None):
         if tied is not None and tied not in by_name:
             P.add("%s: tied_to %r is not a parameter" % (name, tied))
             tied = None
-        # TP placement by style (torch-semantics §2)
+        # TP placement by style (docs/SEMANTICS.md "Parallel styles")
         key = p["plan_key"]
         if key is not None and not isinstance(key, str):
             P.add("%s: plan_key %r" % (name, key))

@@ -55,7 +55,7 @@
  * alone, and the other ranks then wait in the collective, as with any
  * collective misuse (no extra collective is spent agreeing on errors).
  *
- * Not here: parameters, FSDP, grad norm (tpx/runtime.h, branch rt-fsdp). */
+ * Not here: parameters, FSDP, grad norm (tpx/runtime.h). */
 #ifndef TPX_RUNTIME_TP_H
 #define TPX_RUNTIME_TP_H
 

@@ -2,10 +2,15 @@
  * program) and one threshold (from TPX_DEBUG, read once).
  *
  * Process-wide by design (one embedder, one log), so it is guarded:
- * pthread_once for the threshold and a mutex for the handler pair. (Not the
- * library's only global: the MPI backend counts its worlds and the plugin
- * host keeps per-thread registration state.) The handler is called outside
- * the lock so that it may log or replace itself without deadlocking. */
+ * pthread_once for the threshold and a mutex for the handler pair. The
+ * handler is called outside the lock so that it may log or replace itself
+ * without deadlocking.
+ *
+ * The library's process-wide state, all of it: these log settings; the
+ * plugin host's registration-log slot (plugin/host.c, thread-local, set only
+ * during one register call); the stdout diversion around plugin code
+ * (plugin/quiet.c, fd 1 is the process's); and the MPI backend's count of
+ * live worlds and whether tpx initialised MPI (comm/mpi.c). */
 #include "base/log_internal.h"
 
 #include <pthread.h>

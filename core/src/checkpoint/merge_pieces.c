@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "checkpoint/shard_impl.h"
 
 static tpx_status oom(tpx_error *err) {
@@ -32,14 +33,9 @@ static tpx_status list_files(tpx__merge_set *s, tpx_error *err) {
   while ((de = readdir(d)) != NULL && st == TPX_OK) {
     if (!tpx_shard_is_file_name(de->d_name))
       continue;
-    if (s->num_files == cap) {
-      cap = cap ? cap * 2 : 16;
-      tpx__merge_file *nf = realloc(s->files, cap * sizeof *nf);
-      if (nf == NULL) {
-        st = oom(err);
-        break;
-      }
-      s->files = nf;
+    if (TPX_GROW(s->files, cap, s->num_files + 1, 16) != 0) {
+      st = oom(err);
+      break;
     }
     tpx__merge_file *f = &s->files[s->num_files];
     memset(f, 0, sizeof *f);
@@ -70,29 +66,34 @@ static int same_value(const tpx__merge_set *s, size_t a, size_t b,
   return x == y || (x && y && strcmp(x, y) == 0);
 }
 
+/* The identity keys every rank file of one merge shares, with what a
+ * mismatch means (values are quoted up to `width` characters). */
+static const struct {
+  const char *key, *what, *remedy;
+  int width;
+} run_keys[] = {
+    {"tpx.source", "cut from another source checkpoint than",
+     "different sources do not merge", 40},
+    {"tpx.run_id", "written by another tpx shard run than",
+     "different runs do not merge (runs that each write some ranks take the "
+     "same --run-id)",
+     70},
+};
+
 /* File i comes from the same source, run and config as file 0. */
 static tpx_status same_run(const tpx__merge_set *s, size_t i, tpx_error *err) {
   const char *p = s->files[i].path, *p0 = s->files[0].path;
-  const tpx_checkpoint_reader *rd = s->files[i].rd, *rd0 = s->files[0].rd;
-  const char *v, *v0;
-  if (!same_value(s, i, 0, "tpx.source")) {
-    v = tpx_checkpoint_metadata(rd, "tpx.source");
-    v0 = tpx_checkpoint_metadata(rd0, "tpx.source");
+  for (size_t k = 0; k < sizeof run_keys / sizeof *run_keys; k++) {
+    const char *key = run_keys[k].key;
+    if (same_value(s, i, 0, key))
+      continue;
+    const char *v = tpx_checkpoint_metadata(s->files[i].rd, key);
+    const char *v0 = tpx_checkpoint_metadata(s->files[0].rd, key);
     return tpx_error_set(err, TPX_VALIDATION,
-                         "%s: cut from another source checkpoint than %s "
-                         "(\"tpx.source\" %.40s, not %.40s): rank files of "
-                         "different sources do not merge",
-                         p, p0, v ? v : "(none)", v0 ? v0 : "(none)");
-  }
-  if (!same_value(s, i, 0, "tpx.run_id")) {
-    v = tpx_checkpoint_metadata(rd, "tpx.run_id");
-    v0 = tpx_checkpoint_metadata(rd0, "tpx.run_id");
-    return tpx_error_set(err, TPX_VALIDATION,
-                         "%s: written by another tpx shard run than %s "
-                         "(\"tpx.run_id\" %.70s, not %.70s): rank files of "
-                         "different runs do not merge (runs that each write "
-                         "some ranks take the same --run-id)",
-                         p, p0, v ? v : "(none)", v0 ? v0 : "(none)");
+                         "%s: %s %s (\"%s\" %.*s, not %.*s): rank files of %s",
+                         p, run_keys[k].what, p0, key, run_keys[k].width,
+                         v ? v : "(none)", run_keys[k].width,
+                         v0 ? v0 : "(none)", run_keys[k].remedy);
   }
   if (!same_value(s, i, 0, "tpx.config"))
     return tpx_error_set(err, TPX_VALIDATION,

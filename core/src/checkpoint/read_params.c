@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "checkpoint/ckpt_internal.h"
 
 /* The size of one work item of a multi-threaded read. */
@@ -169,13 +170,8 @@ static tpx_status plan_items(work *w, const tpx_sharding *sh, int64_t rank,
                            dests[p].bytes);
     int64_t per = ITEM_BYTES / (int64_t)tpx_dtype_size(t->dtype);
     for (int64_t e = 0; e < g->numel; e += per) {
-      if (w->num_items == cap) {
-        cap = cap ? cap * 2 : 64;
-        work_item *items = realloc(w->items, cap * sizeof *items);
-        if (items == NULL)
-          return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-        w->items = items;
-      }
+      if (TPX_GROW(w->items, cap, w->num_items + 1, 64) != 0)
+        return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
       w->items[w->num_items++] = (work_item){
           t, (int64_t)p, e, e + per < g->numel ? e + per : g->numel,
           dests[p].dtype, (char *)dests[p].data + (size_t)e * dsz};

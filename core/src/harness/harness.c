@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "base/grow.h"
 #include "harness/harness_internal.h"
 #include "plugin/child.h"
 
@@ -31,14 +32,8 @@ struct tpx_harness_result {
 
 static tpx_status add_check(tpx_harness_result *r, int passed,
                             const char *name, const char *detail) {
-  if (r->count == r->cap) {
-    size_t cap = r->cap ? r->cap * 2 : 32;
-    hcheck *v = realloc(r->checks, cap * sizeof *v);
-    if (!v)
-      return TPX_NO_MEMORY;
-    r->checks = v;
-    r->cap = cap;
-  }
+  if (TPX_GROW(r->checks, r->cap, r->count + 1, 32) != 0)
+    return TPX_NO_MEMORY;
   hcheck *c = &r->checks[r->count];
   c->name = strdup(name);
   c->detail = strdup(detail);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fqn.h"
 #include "harness/harness_internal.h"
 #include "tpx/match.h"
 #include "tpx/sharding.h"
@@ -267,8 +268,7 @@ static tpx_model *arch_model(int fd, const tpx__h_job *job,
     if (strcmp(p->archs[i], carch) == 0)
       *arch = p->archs[i];
   for (size_t i = 0; carch && i < p->num_archs && !*arch; i++) {
-    const char *dot = strrchr(p->archs[i], '.');
-    if (strcmp(dot ? dot + 1 : p->archs[i], carch) == 0)
+    if (strcmp(tpx__fqn_bare_arch(p->archs[i]), carch) == 0)
       *arch = p->archs[i];
   }
   if (!*arch) {
@@ -283,16 +283,26 @@ static tpx_model *arch_model(int fd, const tpx__h_job *job,
   return m;
 }
 
+/* Names the check `what` on `label` into name[size]; a check that does not
+ * apply to this plugin passes, saying why: 1 when it was reported so (the
+ * caller stops), 0 when the check runs. */
+static int passes_unrun(int fd, char *name, size_t size, const char *what,
+                        const char *label, int applies, const char *why) {
+  snprintf(name, size, "%s %s", what, label);
+  if (applies)
+    return 0;
+  tpx__h_result(fd, 1, name, "%s", why);
+  return 1;
+}
+
 static void arch_skeleton(int fd, const tpx__h_job *job, const tpx__plugin *p,
                           tpx_model *m, const char *arch, const char *label) {
   char name[700];
-  snprintf(name, sizeof name, "skeleton %s", label);
-  if (!p->skeleton_fn) {
-    tpx__h_result(fd, 1, name,
-                  "no skeleton capability; plan keys are not checked against "
-                  "a module tree");
+  if (passes_unrun(fd, name, sizeof name, "skeleton", label,
+                   p->skeleton_fn != NULL,
+                   "no skeleton capability; plan keys are not checked "
+                   "against a module tree"))
     return;
-  }
   tpx__h_step(fd, "%s for %s", TPX_PLUGIN_SKELETON_SYMBOL, label);
   tpx_error se = {0};
   tpx_status s = tpx__plugin_skeleton(p, m, arch, &se);
@@ -395,13 +405,11 @@ static void arch_concurrency(int fd, const tpx__h_job *job,
                              const char *arch, const char *label,
                              const ref_plan *ref) {
   char name[700];
-  snprintf(name, sizeof name, "concurrent %s", label);
-  if (!ref->json) {
-    tpx__h_result(fd, 1, name,
-                  "not run: get_plan refused every tp without sequence "
-                  "parallelism");
+  if (passes_unrun(fd, name, sizeof name, "concurrent", label,
+                   ref->json != NULL,
+                   "not run: get_plan refused every tp without sequence "
+                   "parallelism"))
     return;
-  }
   int nt = job->opts->threads > 0 ? job->opts->threads : 4;
   if (nt > 64)
     nt = 64;

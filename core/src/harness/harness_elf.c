@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "harness/harness_internal.h"
 
 #if UINTPTR_MAX > 0xffffffffu
@@ -56,15 +57,12 @@ int tpx__elf_exports(const char *path, char ***names, size_t *count,
     if (size == cap) {
       if (cap >= MAX_FILE)
         break;
-      cap = cap ? cap * 2 : 65536;
-      unsigned char *nb = realloc(buf, cap);
-      if (!nb) {
+      if (TPX_GROW(buf, cap, size + 1, 65536) != 0) {
         free(buf);
         fclose(f);
         snprintf(reason, reason_size, "out of memory");
         return -1;
       }
-      buf = nb;
     }
     size_t got = fread(buf + size, 1, cap - size, f);
     if (got == 0)
@@ -128,14 +126,9 @@ int tpx__elf_exports(const char *path, char ***names, size_t *count,
       size_t len = strnlen(name, str->sh_size - s->st_name);
       if (len == str->sh_size - s->st_name || len == 0)
         continue;
-      if (n == cap_v) {
-        cap_v = cap_v ? cap_v * 2 : 32;
-        char **nv = realloc(v, cap_v * sizeof *nv);
-        if (!nv) {
-          snprintf(reason, reason_size, "out of memory");
-          goto out;
-        }
-        v = nv;
+      if (TPX_GROW(v, cap_v, n + 1, 32) != 0) {
+        snprintf(reason, reason_size, "out of memory");
+        goto out;
       }
       if (!(v[n] = strndup(name, len))) {
         snprintf(reason, reason_size, "out of memory");

@@ -156,7 +156,7 @@ static tpx_status read_architectures(json_t *root, const char *src,
   *n = 0;
   if (arch == NULL || json_is_null(arch)) {
     /* A Diffusers component config names its one class in "_class_name"
-     * instead (WanTransformer3DModel, ...): that is its architecture. */
+     * instead (a transformer or VAE class): that is its architecture. */
     json_t *cls = json_object_get(root, "_class_name");
     if (cls == NULL || json_is_null(cls))
       return TPX_OK;

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 
 #include "base/grow.h"
+#include "model/huge_map.h"
 #include "model/model_impl.h"
 #include "model/strmap.h"
 #include "tpx/model.h"
@@ -63,14 +64,9 @@ static tpx__arena_chunk *chunk_new(size_t len, size_t total) {
     n->cap = cap;
     n->mapped = 0;
   } else {
-    void *p = mmap(NULL, BIG_CHUNK, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    n = tpx__huge_map(BIG_CHUNK);
+    if (n == NULL)
       return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, BIG_CHUNK, MADV_HUGEPAGE);
-#endif
-    n = p;
     n->cap = BIG_CHUNK - sizeof *n;
     n->mapped = 1;
   }
@@ -291,19 +287,13 @@ static void *array_resize(void *p, size_t old_bytes, size_t new_bytes) {
     void *r = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
     if (r == MAP_FAILED)
       return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(r, new_bytes, MADV_HUGEPAGE);
-#endif
+    tpx__huge_hint(r, new_bytes);
     return r;
   }
 #endif
-  void *q = mmap(NULL, new_bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (q == MAP_FAILED)
+  void *q = tpx__huge_map(new_bytes);
+  if (q == NULL)
     return NULL;
-#ifdef MADV_HUGEPAGE
-  madvise(q, new_bytes, MADV_HUGEPAGE);
-#endif
   if (old_bytes > 0)
     memcpy(q, p, old_bytes);
   array_free(p, old_bytes);
@@ -343,17 +333,13 @@ static int map_child(tpx_model *model, int64_t parent, int64_t c) {
 /* Give module `parent` a kid map holding its children. 0 ok, -1 no memory
  * (the module is then left without a map). */
 static int new_kid_map(tpx_model *model, int64_t parent) {
-  if (model->num_kid_maps == model->cap_kid_maps) {
-    size_t cap = model->cap_kid_maps ? 2 * model->cap_kid_maps : 8;
-    tpx__strmap *km = realloc(model->kid_maps, cap * sizeof *km);
-    if (km == NULL || cap > UINT32_MAX / 2) {
-      if (km != NULL)
-        model->kid_maps = km;
-      return -1;
-    }
-    model->kid_maps = km;
-    model->cap_kid_maps = cap;
-  }
+  /* Kid-map numbers are stored in 32 bits (0 = none). */
+  if (model->num_kid_maps == model->cap_kid_maps &&
+      (model->cap_kid_maps ? 2 * model->cap_kid_maps : 8) > UINT32_MAX / 2)
+    return -1;
+  if (TPX_GROW(model->kid_maps, model->cap_kid_maps, model->num_kid_maps + 1,
+               8) != 0)
+    return -1;
   tpx__strmap *map = &model->kid_maps[model->num_kid_maps];
   tpx__strmap_init(map);
   tpx__module *p = &model->modules[parent];
@@ -961,27 +947,28 @@ static int64_t sat_add(int64_t a, int64_t b) {
   return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
-int64_t tpx_model_total_params(const tpx_model *model) {
+/* Elements (bytes when `bytes`) of the parameters that hold their own
+ * storage (ties counted once), saturating at INT64_MAX. */
+static int64_t untied_total(const tpx_model *model, int bytes) {
   if (model == NULL)
     return 0;
   int64_t total = 0;
   for (size_t i = 0; i < model->num_params; i++) {
     const tpx__param *p = &model->params[i];
-    if (p->tied_to < 0)
-      total = sat_add(total, tpx__shape_numel(model->dims + p->dims, p->ndim));
+    if (p->tied_to >= 0)
+      continue;
+    int64_t n = tpx__shape_numel(model->dims + p->dims, p->ndim);
+    if (bytes)
+      n *= (int64_t)tpx__model_dtype_size((tpx_dtype)p->dtype);
+    total = sat_add(total, n);
   }
   return total;
 }
 
+int64_t tpx_model_total_params(const tpx_model *model) {
+  return untied_total(model, 0);
+}
+
 int64_t tpx_model_total_bytes(const tpx_model *model) {
-  if (model == NULL)
-    return 0;
-  int64_t total = 0;
-  for (size_t i = 0; i < model->num_params; i++) {
-    const tpx__param *p = &model->params[i];
-    if (p->tied_to < 0)
-      total = sat_add(total, tpx__shape_numel(model->dims + p->dims, p->ndim) *
-                                 (int64_t)tpx__model_dtype_size((tpx_dtype)p->dtype));
-  }
-  return total;
+  return untied_total(model, 1);
 }

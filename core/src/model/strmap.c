@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "model/huge_map.h"
+
 /* Slot arrays of a few MB and up come straight from mmap, asking for huge
  * pages where the kernel offers them only on request (THP "madvise"): a
  * probe is a random access, and with 4 KiB pages most probes of a big map
@@ -16,14 +18,7 @@ static tpx__strmap_slot *slots_alloc(size_t cap) {
   size_t bytes = cap * sizeof(tpx__strmap_slot);
   if (bytes < BIG_SLOTS)
     return calloc(cap, sizeof(tpx__strmap_slot));
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return NULL;
-#ifdef MADV_HUGEPAGE
-  madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-  return p; /* anonymous mappings are zero-filled */
+  return tpx__huge_map(bytes); /* anonymous mappings are zero-filled */
 }
 
 static void slots_free(tpx__strmap_slot *slots, size_t cap) {

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/grow.h"
 #include "plugin/child.h"
 
 const char *tpx__signal_name(int sig) {
@@ -120,13 +121,9 @@ static int wait_until(pid_t pid, int *status, double deadline) {
  * -1 out of memory. */
 static int read_some(int fd, tpx__child_result *res, size_t *cap) {
   if (res->len + 4096 + 1 > *cap) {
-    size_t ncap = *cap ? *cap * 2 : 16384;
-    char *nb = realloc(res->out, ncap);
-    if (!nb)
+    if (TPX_GROW(res->out, *cap, res->len + 4096 + 1, 16384) != 0)
       return -1;
-    res->out = nb;
     res->out[res->len] = '\0';
-    *cap = ncap;
   }
   ssize_t r;
   do

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "base/grow.h"
 #include "base/log_internal.h"
 #include "model/config.h"
 #include "plugin/plugin_internal.h"
@@ -25,15 +26,11 @@
 
 int tpx__strvec_push(tpx__strvec *v, const char *s, int value) {
   if (v->count == v->cap) {
-    size_t cap = v->cap ? v->cap * 2 : 8;
-    char **items = realloc(v->items, cap * sizeof *items);
-    if (!items)
+    /* Two parallel arrays: grow both, then publish the one capacity. */
+    size_t cap = v->cap, cap_ints = v->cap;
+    if (TPX_GROW(v->items, cap, v->count + 1, 8) != 0 ||
+        TPX_GROW(v->ints, cap_ints, v->count + 1, 8) != 0)
       return -1;
-    v->items = items;
-    int *ints = realloc(v->ints, cap * sizeof *ints);
-    if (!ints)
-      return -1;
-    v->ints = ints;
     v->cap = cap;
   }
   char *copy = strdup(s);

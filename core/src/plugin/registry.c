@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/grow.h"
+#include "base/fqn.h"
 #include "base/log_internal.h"
 #include "plugin/child.h"
 #include "plugin/plugin_internal.h"
@@ -66,14 +68,8 @@ void tpx_registry_destroy(tpx_registry *reg) {
 
 static tpx_status add_refusal(tpx_registry *reg, const char *path,
                               const char *reason) {
-  if (reg->num_refused == reg->cap_refused) {
-    size_t cap = reg->cap_refused ? reg->cap_refused * 2 : 8;
-    tpx__refusal *v = realloc(reg->refused, cap * sizeof *v);
-    if (!v)
-      return TPX_NO_MEMORY;
-    reg->refused = v;
-    reg->cap_refused = cap;
-  }
+  if (TPX_GROW(reg->refused, reg->cap_refused, reg->num_refused + 1, 8) != 0)
+    return TPX_NO_MEMORY;
   tpx__refusal *r = &reg->refused[reg->num_refused];
   r->path = strdup(path);
   r->reason = strdup(reason);
@@ -93,12 +89,6 @@ static int already_seen(const tpx_registry *reg, const char *real_path) {
   return 0;
 }
 
-/* The last dotted component of an architecture string. */
-static const char *bare_name(const char *arch) {
-  const char *dot = strrchr(arch, '.');
-  return dot ? dot + 1 : arch;
-}
-
 /* Lookup without locking (callers hold a lock). */
 static int64_t find_arch_unlocked(const tpx_registry *reg, const char *arch,
                                   const char **matched) {
@@ -116,10 +106,10 @@ static int64_t find_arch_unlocked(const tpx_registry *reg, const char *arch,
       }
   /* Then the class name against the last component of qualified names (a
    * config only knows "LlamaForCausalLM"). */
-  const char *want = bare_name(arch);
+  const char *want = tpx__fqn_bare_arch(arch);
   for (size_t i = 0; i < reg->num_plugins; i++)
     for (size_t j = 0; j < reg->plugins[i]->num_archs; j++)
-      if (strcmp(bare_name(reg->plugins[i]->archs[j]), want) == 0) {
+      if (strcmp(tpx__fqn_bare_arch(reg->plugins[i]->archs[j]), want) == 0) {
         if (matched)
           *matched = reg->plugins[i]->archs[j];
         return (int64_t)i;
@@ -284,15 +274,10 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
              "architecture '%s' served by both %s and %s; using %s",
              p->archs[j], q->path, p->path, q->path);
   }
-  if (reg->num_plugins == reg->cap_plugins) {
-    size_t cap = reg->cap_plugins ? reg->cap_plugins * 2 : 8;
-    tpx__plugin **v = realloc(reg->plugins, cap * sizeof *v);
-    if (!v) {
-      tpx__plugin_free(p);
-      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-    }
-    reg->plugins = v;
-    reg->cap_plugins = cap;
+  if (TPX_GROW(reg->plugins, reg->cap_plugins, reg->num_plugins + 1, 8) !=
+      0) {
+    tpx__plugin_free(p);
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
   p->isolate = reg->isolate;
   p->isolate_timeout = reg->isolate_timeout;
@@ -372,16 +357,10 @@ static tpx_status scan_dir(tpx_registry *reg, const char *dir, int recurse,
       free(full);
       continue;
     }
-    if (*n == *c) {
-      size_t cap = *c ? *c * 2 : 16;
-      char **v = realloc(*vec, cap * sizeof *v);
-      if (!v) {
-        free(full);
-        s = TPX_NO_MEMORY;
-        break;
-      }
-      *vec = v;
-      *c = cap;
+    if (TPX_GROW(*vec, *c, *n + 1, 16) != 0) {
+      free(full);
+      s = TPX_NO_MEMORY;
+      break;
     }
     (*vec)[(*n)++] = full;
   }

@@ -1,6 +1,7 @@
-/* test_baichuan.c — the tpx_baichuan plugin through the registry: the
- * MLP-only plan with sp ignored (docs/SEMANTICS.md "Family plans"), the W_pack / NormHead
- * skeleton (Baichuan2-7B), the "why" in the description, per-rank bytes. */
+/* test_baichuan.c — the tpx_baichuan plugin through the registry: the MLP-only
+ * plan with sp ignored (docs/SEMANTICS.md "Family plans"), the W_pack /
+ * NormHead skeleton (Baichuan2-7B), the "why" in the description, per-rank
+ * bytes. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>

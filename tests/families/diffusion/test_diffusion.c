@@ -1,10 +1,10 @@
-/* test_diffusion.c — the tpx_diffusion plugin through the real host:
- * selection by the config's "_class_name" (Diffusers configs have no
- * "architectures"), the plans of the strategies of docs/DIFFUSION.md (Wan's
- * fixed TP calls, Hunyuan / LTX2 without TP, QwenImage's Default fallback
- * to the default base plan, every key optional), the strategy properties
- * (mixed-precision defaults, activation checkpointing), validate_tp_mesh
- * only where the flow runs it, the QwenImage block check, skeletons checked
+/* test_diffusion.c — the tpx_diffusion plugin through the real host: selection
+ * by the config's "_class_name" (Diffusers configs have no "architectures"),
+ * the plans of the strategies of docs/SEMANTICS.md "Family plans" (Wan's fixed
+ * TP calls, Hunyuan / LTX2 without TP, QwenImage's Default fallback to the
+ * default base plan, every key optional), the strategy properties
+ * (mixed-precision defaults, activation checkpointing), validate_tp_mesh only
+ * where the flow runs it, the QwenImage block check, skeletons checked
  * parameter by parameter against Diffusers 0.42.1 (params.txt written by
  * tests/data/families/diffusion/gen_params.py from the same configs with 2
  * layers) and full-size totals, and per-rank bytes that add up to the

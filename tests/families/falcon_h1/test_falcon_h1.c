@@ -1,9 +1,10 @@
 /* test_falcon_h1.c — the falcon_h1 family plugin through the real host: the
- * _parallelize_falcon_h1 plan (docs/SEMANTICS.md "Family plans": feed_forward MLP names,
- * Mamba2 mixer replicated, sp ignored, lm_head gathered to Replicate) for
- * both served names, the Falcon-H1-0.5B skeleton (521,411,104 parameters,
- * the published 0.52B; Mamba shapes from mamba_d_ssm / n_heads / d_state /
- * n_groups / d_conv), per-rank bytes for tp = 2, 4, 8 and bad configs. */
+ * _parallelize_falcon_h1 plan (docs/SEMANTICS.md "Family plans": feed_forward
+ * MLP names, Mamba2 mixer replicated, sp ignored, lm_head gathered to
+ * Replicate) for both served names, the Falcon-H1-0.5B skeleton (521,411,104
+ * parameters, the published 0.52B; Mamba shapes from mamba_d_ssm / n_heads /
+ * d_state / n_groups / d_conv), per-rank bytes for tp = 2, 4, 8 and bad
+ * configs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

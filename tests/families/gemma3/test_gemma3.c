@@ -1,5 +1,6 @@
 /* test_gemma3.c — the gemma3 family plugin through the real host: plans of
- * Gemma3ForCausalLM / Gemma3ForConditionalGeneration (docs/SEMANTICS.md "Family plans", sp off
+ * Gemma3ForCausalLM / Gemma3ForConditionalGeneration (docs/SEMANTICS.md
+ * "Family plans", sp off
  * and on, every served name) and of the Gemma4 strategy (dense and
  * E-series, MoE and head-count refusals) against hand-transcribed golden
  * tpx-plan/1 files; skeletons of gemma-3-1b-it (999,885,952 parameters) and

@@ -1,11 +1,11 @@
-/* test_llama.c — the tpx_llama plugin through the registry: every plan
- * (Llama under its three names, NemotronFlash, the named
- * llama_nemotron_super_tp_plan on both branches, DeciLM) against the
- * docs/SEMANTICS.md "Family plans" goldens, the DeciLM refusal, the Nemotron-Flash
- * lm_head rule (docs/SEMANTICS.md "Plan selection"), skeletons (Llama-3.2-1B published total; DeciLM's
- * heterogeneous blocks), Nemotron-NAS validation, the same plan at a
- * tp the heads do not divide (the host's heads-not-divisible error, no
- * refusal) and per-rank bytes. */
+/* test_llama.c — the tpx_llama plugin through the registry: every plan (Llama
+ * under its three names, NemotronFlash, the named llama_nemotron_super_tp_plan
+ * on both branches, DeciLM) against the goldens of docs/SEMANTICS.md "Family
+ * plans", the DeciLM refusal, the Nemotron-Flash lm_head rule ("Plan
+ * selection"), skeletons (Llama-3.2-1B published total; DeciLM's heterogeneous
+ * blocks), Nemotron-NAS validation, the same plan at a tp the heads do not
+ * divide (the host's heads-not-divisible error, no refusal) and per-rank bytes.
+ */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,8 +154,8 @@ START_TEST(test_decilm_refusal) {
 }
 END_TEST
 
-/* Nemotron-Flash post-processing (docs/SEMANTICS.md "Plan selection", in _get_parallel_plan after the plan
- * function, for every source): lm_head stays when its output is Shard (the
+/* Nemotron-Flash post-processing (docs/SEMANTICS.md "Plan selection"; in
+ * _get_parallel_plan after the plan function, for every source): lm_head stays when its output is Shard (the
  * Llama plan), is dropped when Replicate (the DeciLM plan reached by a
  * Nemotron-Flash-named config). The host applies it; the plugin's get_plan
  * is the bare plan function and keeps lm_head. */

@@ -1,11 +1,11 @@
 /* test_mistral.c — the tpx_mistral plugin through the registry: Ministral3
- * plans sp off/on (docs/SEMANTICS.md "Family plans"), the Mistral3 VLM plan under all its
- * names with sp ignored, skeletons (decoder; VLM with the Pixtral
- * vision tower and projector, which the plan leaves replicated), the same
- * plans at a tp the heads do not divide (the host's heads-not-divisible
- * error, no refusal) and per-rank bytes; MuseGlimmer: its plan with
- * sp ignored, the native-name skeleton against transformers' totals, and
- * the strategy's limit of tp to divisors of the KV-head count. */
+ * plans sp off/on (docs/SEMANTICS.md "Family plans"), the Mistral3 VLM plan
+ * under all its names with sp ignored, skeletons (decoder; VLM with the Pixtral
+ * vision tower and projector, which the plan leaves replicated), the same plans
+ * at a tp the heads do not divide (the host's heads-not-divisible error, no
+ * refusal) and per-rank bytes; MuseGlimmer: its plan with sp ignored, the
+ * native-name skeleton against transformers' totals, and the strategy's limit
+ * of tp to divisors of the KV-head count. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>

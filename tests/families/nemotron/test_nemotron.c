@@ -1,13 +1,13 @@
-/* test_nemotron.c — the nemotron family plugin through the real host:
- * the NemotronHForCausalLM strategy plan (docs/SEMANTICS.md "Family plans": root
+/* test_nemotron.c — the nemotron family plugin through the real host: the
+ * NemotronHForCausalLM strategy plan (docs/SEMANTICS.md "Family plans": root
  * lm_head plus mixer.up_proj / down_proj of every MLP block of the hybrid
- * pattern, blocks under backbone. or model., sequence parallel refused),
- * its FSDP units (one per block) and fp32 parameters (MoE router bias), the
- * NemotronLabsDiffusionModel plan (prefix encoder, head
+ * pattern, blocks under backbone. or model., sequence parallel refused), its
+ * FSDP units (one per block) and fp32 parameters (MoE router bias), the
+ * NemotronLabsDiffusionModel plan ("Family plans", prefix encoder, head
  * diffusion_head; sp off and on); skeletons of Nemotron-H-8B-Base-8K
  * (8,100,852,736 parameters), a MoE and a transformers-v5-style config and
- * Nemotron-Labs-Diffusion-3B (3,831,659,520); per-rank bytes for tp = 2, 4,
- * 8; bad patterns. */
+ * Nemotron-Labs-Diffusion-3B (3,831,659,520); per-rank bytes for tp = 2, 4, 8;
+ * bad patterns. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* test_phi.c — the tpx_phi plugin through the registry: Phi-2 plans sp
- * off/on (docs/SEMANTICS.md "Family plans"), the Phi-3 plan with sp ignored, the
+ * off/on (docs/SEMANTICS.md "Family plans"), the Phi-3 plan with sp
+ * ignored, the
  * phi-2 skeleton against its published total and every tensor name of its
  * model.safetensors.index.json, the Phi-3-mini skeleton, per-rank bytes; at
  * a tp the heads do not divide, the same plans (the host's

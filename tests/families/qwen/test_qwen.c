@@ -1,12 +1,12 @@
-/* test_qwen.c — the tpx_qwen plugin through the registry: the Qwen2/Qwen3
- * plans under every name (docs/SEMANTICS.md "Family plans"), the sequence-classification
- * plan and its two asserts, the Qwen3.5 HF-derived plans
- * (docs/SEMANTICS.md "Plans and matching"), skeletons (Qwen3-0.6B and Qwen2.5-0.5B published totals, Qwen3.5
- * hybrid layers), fp32 parameters, the same plan at a tp the heads do not
- * divide (the host's heads-not-divisible error, no refusal) and per-rank
- * bytes; Qwen3.5-MoE through its Hugging Face class (skeleton against
- * transformers' totals, fused experts, upstream's HF-plan path and no fp32
- * group: it has no strategy of its own). */
+/* test_qwen.c — the tpx_qwen plugin through the registry: the Qwen2/Qwen3 plans
+ * under every name (docs/SEMANTICS.md "Family plans"), the
+ * sequence-classification plan and its two asserts, the Qwen3.5 HF-derived
+ * plans ("Plans and matching"), skeletons (Qwen3-0.6B and Qwen2.5-0.5B
+ * published totals, Qwen3.5 hybrid layers), fp32 parameters, the same plan at a
+ * tp the heads do not divide (the host's heads-not-divisible error, no refusal)
+ * and per-rank bytes; Qwen3.5-MoE through its Hugging Face class (skeleton
+ * against transformers' totals, fused experts, upstream's HF-plan path and no
+ * fp32 group: it has no strategy of its own). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -412,7 +412,8 @@ START_TEST(default_base_plan) {
   ck_assert_str_eq(e.module, "model.embed_tokens");
   ck_assert_int_eq(e.style.kind, TPX_STYLE_VOCAB_PARALLEL_EMBEDDING);
   ck_assert_int_eq(e.optional, 0);
-  /* Only the fused, variant-only keys are optional (plans.md §3.15 order:
+  /* Only the fused, variant-only keys are optional (default base plan order,
+   * docs/SEMANTICS.md "Family plans":
    * embed, q, k, v, qkv, o, gate_up, up, gate, down, lm_head). */
   for (size_t i = 0; i < tpx_plan_size(p); i++) {
     CHECK_OK(tpx_plan_get(p, i, &e, &e_));

@@ -1,5 +1,5 @@
-/* test_validate.c — validate_tp_mesh (docs/SEMANTICS.md "Plan selection"), Nemotron-NAS, the
- * head-sharded rule and local head counts. */
+/* test_validate.c — validate_tp_mesh, Nemotron-NAS, the head-sharded rule
+ * and local head counts (docs/SEMANTICS.md "Plan selection"). */
 #include "shard_fixture.h"
 
 static tpx_model *cfg_model(const char *json) {
