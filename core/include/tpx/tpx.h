@@ -31,12 +31,6 @@
 #include "tpx/sharding.h"
 #include "tpx/tensor.h"
 #include "tpx/validate.h"
-
-TPX_BEGIN_DECLS
-
-/* "0.1.0"; static. */
-TPX_API const char *tpx_version(void);
-
-TPX_END_DECLS
+#include "tpx/version.h"
 
 #endif /* TPX_TPX_H */

@@ -1,5 +1,5 @@
 /* version.c — the library's version string. */
-#include "tpx/tpx.h"
+#include "tpx/version.h"
 #include "tpx_config.h"
 
 const char *tpx_version(void) { return TPX_VERSION; }

@@ -20,7 +20,7 @@
 #include "report/report_util.h"
 #include "tpx/fsdp.h"
 #include "tpx/memory.h"
-#include "tpx/tpx.h"
+#include "tpx/version.h"
 
 /* Ranks drawn per block map; larger worlds draw their first ranks. */
 #define HTML_MAX_RANKS 256
