@@ -46,6 +46,12 @@ static void usage(FILE *out) {
           "                       checked against the family plugin's "
           "skeleton if any;\n"
           "                       default: the skeleton alone\n"
+          "  --dtype DT           without --weights: the parameters' dtype "
+          "(bf16, f16,\n"
+          "                       f32), in place of the config's torch_dtype "
+          "or the\n"
+          "                       family's assumed one (Diffusers configs "
+          "name none)\n"
           "  --tp N               tensor-parallel size (default 1)\n"
           "  --dp-shard N         FSDP shard size (default 1)\n"
           "  --dp-replicate N     HSDP replicate size (default 1)\n"
@@ -100,7 +106,8 @@ static int parse_size(const char *opt, const char *text, int64_t *out) {
 
 typedef struct {
   const char *config, *weights, *plan, *format;
-  const char *html; /* --html FILE, or NULL */
+  const char *html;  /* --html FILE, or NULL */
+  const char *dtype; /* --dtype: parameters' dtype of a config-only plan */
   int64_t tp, dp_shard, dp_replicate;
   int sp, fsdp, isolate, summary;
   plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
@@ -135,7 +142,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
     } else if (!strcmp(arg, "--config") || !strcmp(arg, "--weights") ||
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
-               !strcmp(arg, "--dp-replicate") || !strcmp(arg, "--html")) {
+               !strcmp(arg, "--dp-replicate") || !strcmp(arg, "--html") ||
+               !strcmp(arg, "--dtype")) {
       if (!val) {
         fprintf(stderr, "tpx plan: %s needs a value\n", arg);
         return -1;
@@ -146,6 +154,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
       else if (!strcmp(arg, "--plan")) a->plan = val;
       else if (!strcmp(arg, "--format")) a->format = val;
       else if (!strcmp(arg, "--html")) a->html = val;
+      else if (!strcmp(arg, "--dtype")) a->dtype = val;
       else if (!strcmp(arg, "--tp")) {
         if (parse_size(arg, val, &a->tp)) return -1;
       } else if (!strcmp(arg, "--dp-shard")) {
@@ -164,6 +173,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
                     "--help)\n");
     return -1;
   }
+  if (a->dtype && cli_check_dtype("plan", a->dtype, a->weights) != 0)
+    return -1;
   if (strcmp(a->format, "text") != 0 && strcmp(a->format, "json") != 0) {
     fprintf(stderr, "tpx plan: --format must be 'text' or 'json', got '%s'\n",
             a->format);
@@ -247,9 +258,10 @@ int tpx_cmd_plan(int argc, char **argv) {
   memset(&pl, 0, sizeof pl);
   int code = 1;
 
-  tpx_cli_plan_args pa = {a.config,   a.weights, a.plan, a.tp,
-                          a.dp_shard, a.dp_replicate, a.sp, a.fsdp,
-                          a.isolate};
+  tpx_cli_plan_args pa = {a.config,   a.weights,      a.plan,
+                          a.tp,       a.dp_shard,     a.dp_replicate,
+                          a.sp,       a.fsdp,         a.isolate,
+                          a.dtype};
   if (tpx_cli_plan_prepare("plan", &pa, &pl) != 0)
     goto out;
   if (a.x.gpus) { /* the mesh advisor instead of one report */

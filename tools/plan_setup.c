@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #include "cli.h"
 #include "plan_extra.h"
 #include "plan_setup.h"
@@ -115,6 +117,57 @@ static tpx_status model_with_weights(const tpx_registry *reg,
   return tpx_model_add_safetensors(*model, a->weights, err);
 }
 
+int cli_check_dtype(const char *cmd, const char *dtype, const char *weights) {
+  tpx_dtype d;
+  tpx_error err = {0};
+  if (tpx_dtype_parse(dtype, &d, &err) != TPX_OK ||
+      !tpx_dtype_is_float(d)) {
+    fprintf(stderr, "tpx %s: --dtype expects a floating-point dtype (bf16, "
+            "f16, f32, or torch's bfloat16, float16, float32), got '%s'\n",
+            cmd, dtype);
+    return -1;
+  }
+  if (weights) {
+    fprintf(stderr, "tpx %s: --dtype sets the dtype of a config-only plan; "
+            "with --weights every tensor has the checkpoint's own dtype\n",
+            cmd);
+    return -1;
+  }
+  return 0;
+}
+
+/* The config, with its torch_dtype replaced by --dtype when given: the
+ * skeleton gives every parameter the plugin does not pin that dtype. */
+static tpx_status load_config(const tpx_cli_plan_args *a, tpx_model **out,
+                              char *trace, tpx_error *err) {
+  if (!a->dtype) return tpx_model_load_config(a->config, out, err);
+  json_error_t je;
+  json_t *root = json_load_file(a->config, JSON_ALLOW_NUL, &je);
+  if (!root || !json_is_object(root)) {
+    json_decref(root);
+    /* the library's own reader names the problem */
+    return tpx_model_load_config(a->config, out, err);
+  }
+  char *text = NULL;
+  if (json_object_set_new(root, "torch_dtype", json_string(a->dtype)) == 0)
+    text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!text) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  tpx_status st = tpx_model_create(out, err);
+  if (st == TPX_OK) st = tpx_model_set_config(*out, text, strlen(text),
+                                              a->config, err);
+  free(text);
+  if (st != TPX_OK) {
+    tpx_model_destroy(*out);
+    *out = NULL;
+    return st;
+  }
+  snprintf(trace, TRACE_SIZE, "model: parameters in %s (--dtype, in place of "
+           "the config's torch_dtype or the family's assumed dtype; the "
+           "plugin's fp32 parameters stay fp32)", a->dtype);
+  return TPX_OK;
+}
+
 static int fail(const char *cmd, const char *what, const tpx_error *err) {
   fprintf(stderr, "tpx %s: %s: %s\n", cmd, what, err->message);
   return 1;
@@ -141,7 +194,7 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
   memset(p, 0, sizeof *p);
   tpx_error err;
   tpx_error_clear(&err);
-  if (tpx_model_load_config(a->config, &p->model, &err) != TPX_OK)
+  if (load_config(a, &p->model, p->model_trace, &err) != TPX_OK)
     return fail(cmd, "reading the config", &err);
   if (tpx_registry_create(&p->reg, &err) != TPX_OK ||
       tpx_registry_set_isolation(p->reg, a->isolate, PLUGIN_TIMEOUT_S, &err) !=

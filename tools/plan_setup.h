@@ -17,7 +17,15 @@ typedef struct tpx_cli_plan_args {
   const char *config, *weights, *plan;
   int64_t tp, dp_shard, dp_replicate;
   int sp, fsdp, isolate;
+  /* --dtype: the config's torch_dtype replaced before the skeleton is built
+   * (the parameters' dtype of a config-only plan; plugins' fp32 parameters
+   * keep fp32), or NULL. Not with weights (cli_check_dtype). */
+  const char *dtype;
 } tpx_cli_plan_args;
+
+/* --dtype VALUE for command `cmd`: 0 when VALUE is a dtype tpx parses and no
+ * --weights is given; else -1 with a message printed. */
+int cli_check_dtype(const char *cmd, const char *dtype, const char *weights);
 
 typedef struct tpx_cli_planned {
   tpx_model *model;

@@ -23,10 +23,6 @@ dfx_kind dfx_kind_of(const char *architecture);
 
 /* ---- plans (diffusion_plan.c) ---- */
 int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-/* The default base plan (plans.md §3.15) every key optional: what the
- * Default flow falls back to for QwenImage, whose keys match nothing. */
-int dfx_default_base_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          int sequence_parallel);
 
 /* ---- skeleton helpers (diffusion_sk.c) ----
  * A builder that remembers the first failure: every call after it is a

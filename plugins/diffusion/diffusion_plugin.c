@@ -84,7 +84,14 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                                 "Hunyuan's flow, applies no tensor "
                                 "parallelism)");
   case DFX_QWENIMAGE:
-    return dfx_default_base_plan(host, ctx, req->sequence_parallel);
+    /* No plan function upstream: the Default flow's next step, the Hugging
+     * Face plan, finds the class's own Diffusers _tp_plan (bundled by the
+     * host), so declining here is what upstream does. */
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "QwenImageTransformer2DModel has no plan function "
+                     "upstream (QwenImageEdit is a Default subclass): the "
+                     "Default flow takes the class's own Diffusers _tp_plan "
+                     "in its Hugging Face plan step");
   default:
     return not_served(host, ctx, req->architecture);
   }
@@ -141,8 +148,7 @@ static int qwenimage_blocks(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
 }
 
 /* What the strategies do silently, said once: sequence parallelism and
- * (Hunyuan/LTX2) tp > 1 have no effect; QwenImage's blocks are checked and
- * its fallback plan shards nothing. */
+ * (Hunyuan/LTX2) tp > 1 have no effect; QwenImage's blocks are checked. */
 TPX_PLUGIN_EXPORT int tpx_plugin_validate(const tpx_plugin_host *host,
                                           tpx_plugin_ctx *ctx,
                                           const tpx_plugin_plan_request *req) {
@@ -173,17 +179,8 @@ TPX_PLUGIN_EXPORT int tpx_plugin_validate(const tpx_plugin_host *host,
     st = host->diagnose(ctx, TPX_PLUGIN_DIAG_WARNING, "no-tensor-parallel",
                         msg);
   }
-  if (st == TPX_PLUGIN_OK && kind == DFX_QWENIMAGE) {
+  if (st == TPX_PLUGIN_OK && kind == DFX_QWENIMAGE)
     st = qwenimage_blocks(host, ctx);
-    if (st == TPX_PLUGIN_OK && req->tp_size > 1)
-      st = host->diagnose(
-          ctx, TPX_PLUGIN_DIAG_WARNING, "no-tensor-parallel",
-          "QwenImageTransformer2DModel has no plan function and no Hugging "
-          "Face tp plan: the Default flow falls back to the default base "
-          "plan, whose keys match no module, so nothing is sharded over tp "
-          "(validate_tp_mesh still checks the heads, the plan being "
-          "head-sharding by its keys)");
-  }
   return st;
 }
 
@@ -227,8 +224,9 @@ TPX_PLUGIN_EXPORT int tpx_plugin_strategy(const tpx_plugin_host *host,
   static const char *const qwen[][2] = {
       {"name", "QwenImageEdit (a Default subclass)"},
       {"tensor_parallel",
-       "Default flow: no plan function and no Hugging Face tp plan for the "
-       "class, so the default base plan, whose keys match no module"},
+       "Default flow: no plan function, so the Hugging Face plan step takes "
+       "the Diffusers class's own _tp_plan (attention and MLP projections "
+       "of every transformer_blocks[i], colwise / rowwise)"},
       {"activation_checkpointing",
        "whole block: each transformer_blocks[i] with non-selective AC (the "
        "Default flow is then called without AC); selective AC as Default"},
