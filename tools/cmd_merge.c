@@ -6,7 +6,8 @@
  * be covered exactly. Files appear under their final names only when
  * complete (checkpoint writer: temporary + fsync + rename).
  *
- * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments. */
+ * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments or an
+ * input that cannot be used (docs/tpx.1 "EXIT STATUS"). */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -421,10 +422,11 @@ int tpx_cmd_merge(int argc, char **argv) {
   int64_t *covered = NULL;
   tpx_error err;
   tpx_error_clear(&err);
-  int code = 1;
+  int code = 2; /* --in unusable: missing, no rank files, malformed */
   if (open_ranks(in, &f, &nf) != 0 ||
       collect(f, nf, &entries, &ne, &pieces, &np) != 0)
     goto out;
+  code = 1;
   qsort(pieces, np, sizeof *pieces, by_box);
   /* Every element of every tensor exactly once: identical boxes are
    * replicas (written once); the distinct boxes must add up. */

@@ -8,8 +8,10 @@
  * (--plan FILE, or a named plugin plan) -> selection (+ validation) ->
  * sharding (match, apply, FSDP, bytes) -> report (text or tpx-report/1 JSON).
  *
- * Exit status: 0 when the report has no error-level diagnostic, 1 when it
- * has one or planning failed, 2 on bad arguments. */
+ * Exit status (docs/tpx.1): 0 when the report has no error-level
+ * diagnostic, 1 when it has one or planning failed, 2 on bad arguments or
+ * an input that cannot be used (a config, weights or plan file missing,
+ * unreadable or malformed, an --html path that cannot be written). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,8 +85,9 @@ static void usage(FILE *out) {
           "  -h, --help           this help\n",
           PLUGIN_TIMEOUT_S);
   plan_extra_usage(out);
-  fprintf(out, "\nExit status: 0 without error diagnostics, 1 with errors, "
-               "2 on bad arguments.\n");
+  fprintf(out, "\nExit status: 0 without error diagnostics, 1 with errors "
+               "(or planning failed),\n2 on bad arguments or an input file "
+               "that is missing, unreadable or malformed.\n");
 }
 
 static int parse_size(const char *opt, const char *text, int64_t *out) {
@@ -244,11 +247,30 @@ static int write_html(const char *path, const tpx_sharding *sh,
   return bad ? -1 : 0;
 }
 
+/* --html FILE is checked before any planning, so a path that cannot be
+ * written fails at once (exit 2) instead of after a whole report: opened
+ * for appending (nothing truncated yet); *created says the file did not
+ * exist, so it is removed again if no page is written after all. */
+static int html_check(const char *path, int *created) {
+  struct stat sb;
+  int existed = stat(path, &sb) == 0;
+  FILE *f = fopen(path, "a");
+  if (!f) {
+    fprintf(stderr, "tpx plan: --html %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  fclose(f);
+  *created = !existed;
+  return 0;
+}
+
 int tpx_cmd_plan(int argc, char **argv) {
   args_t a;
   int rc = parse_args(argc, argv, &a);
   if (rc == 1) return 0;
   if (rc < 0) return 2;
+  int html_created = 0, html_written = 0;
+  if (a.html && html_check(a.html, &html_created) != 0) return 2;
 
   tpx_error err;
   tpx_error_clear(&err);
@@ -262,15 +284,19 @@ int tpx_cmd_plan(int argc, char **argv) {
                           a.tp,       a.dp_shard,     a.dp_replicate,
                           a.sp,       a.fsdp,         a.isolate,
                           a.dtype};
-  if (tpx_cli_plan_prepare("plan", &pa, &pl) != 0)
+  if ((rc = tpx_cli_plan_prepare("plan", &pa, &pl)) != 0) {
+    code = rc;
     goto out;
+  }
   if (a.x.gpus) { /* the mesh advisor instead of one report */
     code = plan_advise(pl.reg, pl.model, &pl.so, a.fsdp, &a.x,
                        strcmp(a.format, "json") == 0);
     goto out;
   }
-  if (tpx_cli_plan_finish("plan", &pa, &pl) != 0)
+  if ((rc = tpx_cli_plan_finish("plan", &pa, &pl)) != 0) {
+    code = rc;
     goto out;
+  }
   tpx_selection *sel = pl.sel;
   tpx_sharding *sh = pl.sh;
   tpx_diag_list *diags = pl.diags;
@@ -330,9 +356,13 @@ int tpx_cmd_plan(int argc, char **argv) {
     goto out;
   }
   code = tpx_report_ok(sh, &ro) ? 0 : 1;
-  if (a.html && write_html(a.html, sh, &ro) != 0) code = 1;
+  if (a.html) {
+    html_written = 1; /* written whole, or removed by write_html */
+    if (write_html(a.html, sh, &ro) != 0) code = 1;
+  }
 
 out:
+  if (a.html && html_created && !html_written) remove(a.html);
   free(text);
   free(trace);
   tpx_cli_planned_free(&pl);

@@ -9,7 +9,8 @@
  * read with the per-rank checkpoint reader (only the slice's bytes) and
  * written with the checkpoint writer (temporary + fsync + rename).
  *
- * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments. */
+ * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments or an
+ * input that cannot be used (docs/tpx.1 "EXIT STATUS"). */
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -47,7 +48,8 @@ static void usage(FILE *out) {
           "  --out DIR            output directory (created if missing)\n"
           "  -h, --help           this help\n"
           "\n"
-          "Exit status: 0 done, 1 failed, 2 bad arguments.\n");
+          "Exit status: 0 done, 1 failed, 2 bad arguments or an input that "
+          "cannot be used.\n");
 }
 
 typedef struct {
@@ -429,9 +431,10 @@ int tpx_cmd_shard(int argc, char **argv) {
   tpx_checkpoint_reader *rd = NULL;
   tpx_error err;
   tpx_error_clear(&err);
-  int code = 1;
-  if (tpx_cli_plan_build("shard", &a.p, &pl) != 0)
+  int code = tpx_cli_plan_build("shard", &a.p, &pl); /* 2: bad input */
+  if (code != 0)
     goto out;
+  code = 1;
   /* `tpx plan` falls back to the headers alone when the config's skeleton
    * disagrees with them; a shard of such a checkpoint would not fit the
    * model the config describes, so here it is an error. */

@@ -16,6 +16,7 @@ typedef struct plan_extra {
   int seq_given;
   int64_t gpus;    /* --gpus N: the mesh advisor; 0 = off */
   int64_t gpu_mem; /* --gpu-mem SIZE in bytes (default 80 GiB) */
+  int gpu_mem_given; /* --gpu-mem was on the command line */
   const char *show; /* --show PATTERN */
   int64_t rank;     /* --rank R; -1 = off */
 } plan_extra;

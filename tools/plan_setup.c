@@ -168,6 +168,15 @@ static tpx_status load_config(const tpx_cli_plan_args *a, tpx_model **out,
   return TPX_OK;
 }
 
+/* Exit status 2: an input named on the command line cannot be used
+ * (missing, unreadable, malformed, or inconsistent with another input);
+ * 1: tpx itself could not go on (docs/tpx.1 "EXIT STATUS"). */
+static int fail_input(const char *cmd, const char *what,
+                      const tpx_error *err) {
+  fprintf(stderr, "tpx %s: %s: %s\n", cmd, what, err->message);
+  return 2;
+}
+
 static int fail(const char *cmd, const char *what, const tpx_error *err) {
   fprintf(stderr, "tpx %s: %s: %s\n", cmd, what, err->message);
   return 1;
@@ -186,7 +195,8 @@ void tpx_cli_planned_free(tpx_cli_planned *p) {
 
 int tpx_cli_plan_build(const char *cmd, const tpx_cli_plan_args *a,
                        tpx_cli_planned *p) {
-  return tpx_cli_plan_prepare(cmd, a, p) || tpx_cli_plan_finish(cmd, a, p);
+  int rc = tpx_cli_plan_prepare(cmd, a, p);
+  return rc ? rc : tpx_cli_plan_finish(cmd, a, p);
 }
 
 int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
@@ -195,7 +205,7 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
   tpx_error err;
   tpx_error_clear(&err);
   if (load_config(a, &p->model, p->model_trace, &err) != TPX_OK)
-    return fail(cmd, "reading the config", &err);
+    return fail_input(cmd, "reading the config", &err);
   if (tpx_registry_create(&p->reg, &err) != TPX_OK ||
       tpx_registry_set_isolation(p->reg, a->isolate, PLUGIN_TIMEOUT_S, &err) !=
           TPX_OK ||
@@ -209,7 +219,7 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
   if (a->weights) {
     if (model_with_weights(p->reg, &p->model, a, p->model_trace, p->diags,
                            &err) != TPX_OK)
-      return fail(cmd, "reading safetensors headers", &err);
+      return fail_input(cmd, "reading safetensors headers", &err);
   } else if (tpx_registry_build_skeleton(p->reg, p->model, &err) != TPX_OK) {
     const char *arch = tpx_model_num_architectures(p->model)
                            ? tpx_model_architecture(p->model, 0)
@@ -227,7 +237,7 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
     if (cli_load_plan_file(a->plan, p->model, p->diags, &p->custom,
                            p->plan_trace, sizeof p->plan_trace,
                            &err) != TPX_OK)
-      return fail(cmd, "reading the plan", &err);
+      return fail_input(cmd, "reading the plan", &err);
   } else if (a->plan && looks_like_path(a->plan)) {
     struct stat pst;
     int e = stat(a->plan, &pst) == 0 ? 0 : errno;
@@ -236,7 +246,7 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
             "Face tp_plan file, or the name of a plugin's named plan; see "
             "`tpx plugins`)\n",
             cmd, a->plan, e ? strerror(e) : "not a regular file");
-    return 1;
+    return 2;
   }
   tpx_select_options so = TPX_SELECT_OPTIONS_INIT;
   so.tp_size = a->tp;
@@ -251,8 +261,11 @@ int tpx_cli_plan_finish(const char *cmd, const tpx_cli_plan_args *a,
                         tpx_cli_planned *p) {
   tpx_error err;
   tpx_error_clear(&err);
-  if (tpx_select_plan(p->reg, p->model, &p->so, &p->sel, p->diags, &err) !=
-      TPX_OK)
+  tpx_status sst =
+      tpx_select_plan(p->reg, p->model, &p->so, &p->sel, p->diags, &err);
+  if (sst == TPX_NOT_FOUND && p->so.plan_name) /* --plan NAME nobody serves */
+    return fail_input(cmd, "selecting a plan", &err);
+  if (sst != TPX_OK)
     return fail(cmd, "selecting a plan", &err);
   if (plan_mesh(a->dp_replicate, a->dp_shard, a->tp, &p->mesh, &err) !=
       TPX_OK)

@@ -44,8 +44,11 @@ typedef struct tpx_cli_planned {
 } tpx_cli_planned;
 
 /* Builds everything; `cmd` ("plan", "shard") prefixes the messages printed
- * on stderr. 0 on success, else 1 (message printed). Free with
- * tpx_cli_planned_free in both cases. */
+ * on stderr. 0 on success, else the exit status (message printed): 2 when
+ * an input named on the command line cannot be used (config, weights or
+ * plan file missing, unreadable or malformed; a plan name no plugin
+ * serves), 1 otherwise. Free with tpx_cli_planned_free in both cases. The
+ * two stages below return the same. */
 int tpx_cli_plan_build(const char *cmd, const tpx_cli_plan_args *a,
                        tpx_cli_planned *out);
 /* The same in two stages, for callers that stop in between (the mesh

@@ -118,11 +118,14 @@ def one_case(tpx, src, cfg, tp, dps, dpr, sp, extra=(), json_extra=()):
     t = sanitizer_trouble(rc, err)
     if t:
         return ["%s json: %s\n%s" % (tag, t, err[-3000:])]
-    if rc not in (0, 1):
+    if rc not in (0, 1, 2):
         return ["%s json: exit %d\n%s" % (tag, rc, err[-2000:])]
+    if rc == 2 and out.strip():
+        probs.append("%s json: exit 2 (unusable input) after a report" % tag)
     if not out.strip():
-        # planning failed before a report: allowed only with a message
-        if rc != 1 or "tpx plan:" not in err:
+        # planning failed before a report: allowed only with a message;
+        # 2 when an input cannot be used (docs/tpx.1 "EXIT STATUS")
+        if rc not in (1, 2) or "tpx plan:" not in err:
             probs.append("%s json: no report, exit %d, stderr %r" % (tag, rc, err[-500:]))
         jrep = None
     else:
@@ -337,10 +340,11 @@ def weights_with_skeleton(tpx, src):
                 probs.append("%s: %s\n%s" % (tag, t, err[-3000:]))
                 continue
             if want_fallback is None:
-                if rc != 1 or out.strip() or "different models" not in err \
+                # config and weights of different models: unusable input
+                if rc != 2 or out.strip() or "different models" not in err \
                         or "model.layers.0.self_attn.q_proj.weight" not in err \
                         or "[1000, 1152]" not in err:
-                    probs.append("%s: want exit 1 naming the tensor whose "
+                    probs.append("%s: want exit 2 naming the tensor whose "
                                  "shape disagrees, got exit %d: %r"
                                  % (tag, rc, err[-500:]))
                 continue
