@@ -289,7 +289,7 @@ int tpx_cmd_plan(int argc, char **argv) {
     goto out;
   }
   if (a.x.gpus) { /* the mesh advisor instead of one report */
-    code = plan_advise(pl.reg, pl.model, &pl.so, a.fsdp, &a.x,
+    code = plan_advise(&pa, pl.reg, pl.model, &pl.so, &a.x,
                        strcmp(a.format, "json") == 0);
     goto out;
   }

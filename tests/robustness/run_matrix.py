@@ -22,6 +22,7 @@ import concurrent.futures as cf
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -490,6 +491,25 @@ def advisor_case(tpx, src, cfg, n):
         if worst != x.get("memory"):
             probs.append("%s: advice memory %r, plain plan's worst rank %r"
                          % (tag, x.get("memory"), worst))
+    # "best" is a runnable command that plans the first mesh as costed
+    best = adv.get("best")
+    if best is not None:
+        words = shlex.split(best)
+        if words[:2] != ["tpx", "plan"]:
+            probs.append("%s: best %r is not a tpx plan command" % (tag, best))
+        else:
+            prc, pout, perr = run(tpx, words[2:] + ["--format", "json"])
+            try:
+                pr = json.loads(pout)["per_rank"]
+                worst = max((e["memory"] for e in pr), key=lambda m: m["peak"])
+                if worst != a[0].get("memory"):
+                    probs.append("%s: best command's worst rank %r, advice %r"
+                                 % (tag, worst, a[0].get("memory")))
+            except (ValueError, KeyError, TypeError):
+                probs.append("%s: best command %r gave no report (exit %d) %s"
+                             % (tag, best, prc, perr[-300:]))
+    elif a and a[0].get("fits"):
+        probs.append("%s: the first mesh fits but best is null" % tag)
     rc2, _, err2 = run(tpx, ["--config", cfg, "--gpus", str(n)])
     t = sanitizer_trouble(rc2, err2)
     if t:
