@@ -372,9 +372,15 @@ static tpx_status step_plugin(step_ctx *c) {
     return TPX_OK;
   }
   c->plugin_failed = 1;
+  /* A refusal is deliberate (the plugin says why, e.g. no plan function
+   * upstream): nothing to fix, and the fallback is what upstream does. */
   s = tpx_diag_add(c->diags, TPX_DIAG_WARNING,
                    refused ? "plugin-refused" : "plugin-failed", p->name,
-                   "fix the plugin, or pass a custom plan",
+                   refused ? "nothing to fix if the reason is expected: "
+                             "selection goes on as upstream does (the "
+                             "Hugging Face plan, else the default plan); "
+                             "pass --plan to apply another plan"
+                           : "fix the plugin, or pass a custom plan",
                    "%s; falling back to the Hugging Face plan", perr.message);
   if (s != TPX_OK)
     return oom(c);
