@@ -1,13 +1,13 @@
 /* fuzz_shard_meta.c — libFuzzer target: the tpx-shard/1 metadata parser
- * of `tpx merge` (tools/ckpt_cli.c, tpx_cli_shard_meta_parse). The input is
+ * (core/src/checkpoint/shard_meta.c, tpx_shard_meta_parse). The input is
  * "MESH\nRANK\nTENSORS": the "tpx.mesh" JSON, the "tpx.rank" text and the
  * "tpx.tensors" JSON of a rank file. An accepted result must be in range. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt_cli.h"
 #include "fuzz_util.h"
+#include "tpx/checkpoint_shard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -22,11 +22,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (tensors)
       *tensors++ = '\0';
   }
-  tpx_cli_shard_meta m;
-  char msg[256];
-  if (tpx_cli_shard_meta_parse(mesh, strlen(mesh), tensors,
-                               tensors ? strlen(tensors) : 0, rank, &m, msg,
-                               sizeof msg) == 0) {
+  tpx_shard_meta m;
+  if (tpx_shard_meta_parse(mesh, strlen(mesh), tensors,
+                           tensors ? strlen(tensors) : 0, rank, &m,
+                           NULL) == TPX_OK) {
     if (m.mesh_ndim < 1 || m.mesh_ndim > TPX_MESH_MAX_DIMS || m.rank < 0 ||
         m.rank >= m.world_size)
       abort();
@@ -36,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         abort();
     for (size_t i = 0; i < m.num_tensors; i++) /* fold boxes inside */
       for (size_t k = 0; k < m.tensors[i].num_fold; k++) {
-        const tpx_cli_fold_source *f = &m.tensors[i].fold[k];
+        const tpx_shard_fold_source *f = &m.tensors[i].fold[k];
         int drop = m.tensors[i].ndim - f->ndim;
         if (f->name == NULL || drop < 0)
           abort();
@@ -45,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
               m.tensors[i].global_shape[d])
             abort();
       }
-    tpx_cli_shard_meta_free(&m);
+    tpx_shard_meta_free(&m);
   }
   free(text);
   return 0;

@@ -296,22 +296,22 @@ static int check_ranks(int argc, char **argv) {
     }
     const char *ms = tpx_checkpoint_metadata(rf, "tpx.mesh");
     const char *ts = tpx_checkpoint_metadata(rf, "tpx.tensors");
-    tpx_cli_shard_meta meta;
-    char msg[256];
-    if (tpx_cli_shard_meta_parse(ms, ms ? strlen(ms) : 0, ts,
-                                 ts ? strlen(ts) : 0,
-                                 tpx_checkpoint_metadata(rf, "tpx.rank"),
-                                 &meta, msg, sizeof msg) != 0 ||
+    tpx_shard_meta meta;
+    if (tpx_shard_meta_parse(ms, ms ? strlen(ms) : 0, ts, ts ? strlen(ts) : 0,
+                             tpx_checkpoint_metadata(rf, "tpx.rank"), &meta,
+                             &err) != TPX_OK ||
         meta.rank != r ||
         meta.num_tensors != tpx_checkpoint_num_tensors(src) ||
         tpx_checkpoint_num_tensors(rf) != tpx_checkpoint_num_tensors(src)) {
-      fprintf(stderr, "tpx-ckpt-test: %s: bad metadata %s\n", path, msg);
+      fprintf(stderr, "tpx-ckpt-test: %s: bad metadata %s\n", path,
+              err.message);
+      tpx_shard_meta_free(&meta);
       tpx_checkpoint_reader_destroy(rf);
       goto out;
     }
     int bad = 0;
     for (size_t k = 0; k < meta.num_tensors && !bad; k++) {
-      const tpx_cli_shard_tensor *mt = &meta.tensors[k];
+      const tpx_shard_tensor *mt = &meta.tensors[k];
       int64_t p = tpx_model_find_param(pl.model, mt->name);
       int64_t si = tpx_checkpoint_find(src, mt->name);
       int64_t li = tpx_checkpoint_find(rf, mt->name);
@@ -345,7 +345,7 @@ static int check_ranks(int argc, char **argv) {
       free(want);
       checked++;
     }
-    tpx_cli_shard_meta_free(&meta);
+    tpx_shard_meta_free(&meta);
     tpx_checkpoint_reader_destroy(rf);
     if (bad)
       goto out;

@@ -1,18 +1,12 @@
 /* cmd_shard.c — `tpx shard`: cut a Hugging Face checkpoint into one
- * safetensors file per rank, rank-0000r-of-0000W.safetensors, each holding
- * that rank's local piece of every stored tensor under its global name
- * (fused MoE expert parameters stored per expert: the fused parameter's
- * piece, with the per-expert names in its "fold" metadata, so that
- * `tpx merge` writes the original tensors back), with tpx-shard/1 metadata
- * (docs/CHECKPOINT.md). The plan is selected
- * exactly as `tpx plan` selects it (tools/plan_setup.c); the pieces are
- * read with the per-rank checkpoint reader (only the slice's bytes) and
- * written with the checkpoint writer (temporary + fsync + rename).
+ * tpx-shard/1 file per rank, rank-0000r-of-0000W.safetensors
+ * (docs/CHECKPOINT.md). The options, the plan (selected exactly as
+ * `tpx plan` selects it: tools/plan_setup.c) and the messages; the rank
+ * files are the library's (tpx_shard_write, core/src/checkpoint/).
  *
  * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments or an
  * input that cannot be used (docs/tpx.1 "EXIT STATUS"). */
 #include <errno.h>
-#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,277 +143,6 @@ static int parse_args(int argc, char **argv, shard_args *a) {
   return 0;
 }
 
-/* One tensor of a rank file: a stored tensor cut to the rank's slice, or a
- * fused expert parameter (tensor -1) read from its per-expert tensors. */
-typedef struct out_tensor {
-  const char *name;
-  tpx_dtype dtype;
-  int ndim;
-  int64_t shape[TPX_MAX_TENSOR_DIMS]; /* global */
-  int64_t tensor, param;
-  tpx_slice slice;
-} out_tensor;
-
-static json_t *int_array(const int64_t *v, int n) {
-  json_t *a = json_array();
-  for (int d = 0; a && d < n; d++)
-    if (json_array_append_new(a, json_integer(v[d])) != 0) {
-      json_decref(a);
-      return NULL;
-    }
-  return a;
-}
-
-/* The "fold" list of fused parameter `param`: its stored tensors in order,
- * each with its offsets in the parameter and its own shape. */
-static json_t *fold_json(const tpx_checkpoint_reader *rd,
-                         const tpx_model *model, int64_t param) {
-  json_t *fold = json_array();
-  int64_t n = tpx_checkpoint_param_num_sources(rd, model, param);
-  for (int64_t k = 0; fold && k < n; k++) {
-    tpx_checkpoint_source src;
-    tpx_checkpoint_tensor t;
-    json_t *e = NULL;
-    if (tpx_checkpoint_param_source(rd, model, param, k, &src, NULL) ==
-            TPX_OK &&
-        tpx_checkpoint_tensor_info(rd, (size_t)src.tensor, &t, NULL) ==
-            TPX_OK)
-      e = json_pack("{s:s, s:o*, s:o*}", "name", t.name, "offsets",
-                    int_array(src.box.offset, src.box.ndim), "shape",
-                    int_array(t.shape, t.ndim));
-    if (e == NULL || json_array_append_new(fold, e) != 0) {
-      json_decref(fold);
-      fold = NULL;
-    }
-  }
-  return fold;
-}
-
-/* The tpx.mesh and tpx.tensors metadata values of one rank. */
-static int rank_metadata(const tpx_sharding *sh,
-                         const tpx_checkpoint_reader *rd,
-                         const out_tensor *ts_in, size_t n, char **mesh_out,
-                         char **tensors_out) {
-  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
-  const tpx_model *model = tpx_sharding_model(sh);
-  json_t *m = json_object(), *dims = json_array(), *sizes = json_array();
-  json_t *ts = json_object();
-  int bad = !m || !dims || !sizes || !ts;
-  for (int d = 0; d < tpx_mesh_ndim(mesh) && !bad; d++) {
-    bad |= json_array_append_new(dims, json_string(tpx_mesh_dim_name(mesh, d)));
-    bad |= json_array_append_new(sizes, json_integer(tpx_mesh_dim_size(mesh, d)));
-  }
-  if (!bad) {
-    bad |= json_object_set(m, "dims", dims);
-    bad |= json_object_set(m, "sizes", sizes);
-  }
-  for (size_t i = 0; i < n && !bad; i++) {
-    const out_tensor *t = &ts_in[i];
-    tpx_param_sharding ps;
-    if (tpx_sharding_param(sh, t->param, &ps, NULL) != TPX_OK) {
-      bad = 1;
-      break;
-    }
-    json_t *e = json_object(), *gs = json_array(), *off = json_array(),
-           *pl = json_array();
-    bad |= !e || !gs || !off || !pl;
-    for (int d = 0; d < t->ndim && !bad; d++) {
-      bad |= json_array_append_new(gs, json_integer(t->shape[d]));
-      bad |= json_array_append_new(off, json_integer(t->slice.offset[d]));
-    }
-    for (int d = 0; d < tpx_mesh_ndim(mesh) && !bad; d++) {
-      char buf[64];
-      tpx_placement_format(ps.placements[d], buf, sizeof buf);
-      bad |= json_array_append_new(pl, json_string(buf));
-    }
-    json_t *fold = t->tensor < 0 && !bad ? fold_json(rd, model, t->param)
-                                         : NULL;
-    bad |= t->tensor < 0 && fold == NULL;
-    if (!bad) {
-      json_object_set_new(e, "global_shape", gs);
-      json_object_set_new(e, "offsets", off);
-      json_object_set_new(e, "placements", pl);
-      if (fold)
-        json_object_set_new(e, "fold", fold);
-      bad |= json_object_set_new(ts, t->name, e);
-    } else {
-      json_decref(e);
-      json_decref(gs);
-      json_decref(off);
-      json_decref(pl);
-      json_decref(fold);
-    }
-  }
-  *mesh_out = bad ? NULL : json_dumps(m, JSON_COMPACT);
-  *tensors_out = bad ? NULL : json_dumps(ts, JSON_COMPACT);
-  json_decref(dims);
-  json_decref(sizes);
-  json_decref(m);
-  json_decref(ts);
-  return *mesh_out && *tensors_out ? 0 : -1;
-}
-
-/* The rank file's tensors: every stored tensor that is a parameter, then
- * every fused expert parameter stored per expert (its per-expert tensors
- * are not written on their own). */
-static int list_tensors(const tpx_sharding *sh,
-                        const tpx_checkpoint_reader *rd, int64_t rank,
-                        out_tensor *out, size_t *count) {
-  const tpx_model *model = tpx_sharding_model(sh);
-  size_t nt = tpx_checkpoint_num_tensors(rd), np = tpx_model_num_params(model);
-  size_t k = 0;
-  tpx_error err;
-  tpx_error_clear(&err);
-  char *is_source = calloc(nt ? nt : 1, 1);
-  if (is_source == NULL) {
-    fprintf(stderr, "tpx shard: out of memory\n");
-    return -1;
-  }
-  int rc = -1;
-  for (size_t p = 0; p < np; p++) {
-    if (tpx_checkpoint_param_tensor(rd, model, (int64_t)p) >= 0)
-      continue;
-    tpx_param_info info;
-    int64_t ns = tpx_checkpoint_param_num_sources(rd, model, (int64_t)p);
-    if (tpx_model_param(model, (int64_t)p, &info, &err) != TPX_OK)
-      goto fail;
-    for (int64_t s = 0; s < ns; s++) {
-      tpx_checkpoint_source src;
-      if (tpx_checkpoint_param_source(rd, model, (int64_t)p, s, &src, &err) !=
-          TPX_OK)
-        goto fail;
-      is_source[src.tensor] = 1;
-    }
-    out[nt + k] = (out_tensor){info.fqn, info.dtype, info.ndim, {0}, -1,
-                               (int64_t)p, {0}};
-    memcpy(out[nt + k].shape, info.shape, sizeof out[nt + k].shape);
-    k++;
-  }
-  size_t n = 0;
-  for (size_t i = 0; i < nt; i++) {
-    tpx_checkpoint_tensor t;
-    tpx_checkpoint_tensor_info(rd, i, &t, NULL);
-    if (is_source[i])
-      continue;
-    int64_t p = tpx_model_find_param(model, t.name);
-    if (p < 0) {
-      fprintf(stderr, "tpx shard: %s: tensor '%s' is not a parameter of the "
-                      "model\n", t.file, t.name);
-      goto out;
-    }
-    out[n] = (out_tensor){t.name, t.dtype, t.ndim, {0}, (int64_t)i, p, {0}};
-    memcpy(out[n].shape, t.shape, sizeof out[n].shape);
-    n++;
-  }
-  memmove(out + n, out + nt, k * sizeof *out);
-  n += k;
-  for (size_t i = 0; i < n; i++)
-    if (tpx_sharding_local_slice(sh, out[i].param, rank, &out[i].slice,
-                                 &err) != TPX_OK)
-      goto fail;
-  *count = n;
-  rc = 0;
-  goto out;
-fail:
-  fprintf(stderr, "tpx shard: %s\n", err.message);
-out:
-  free(is_source);
-  return rc;
-}
-
-static int shard_rank(const tpx_sharding *sh, const tpx_checkpoint_reader *rd,
-                      int64_t rank, const char *outdir,
-                      tpx_cli_progress *prog, int64_t *items,
-                      int64_t *bytes) {
-  int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
-  size_t cap = tpx_checkpoint_num_tensors(rd) +
-               tpx_model_num_params(tpx_sharding_model(sh)),
-         n = 0;
-  out_tensor *ts = calloc(cap ? cap : 1, sizeof *ts);
-  tpx_checkpoint_entry *entries = calloc(cap ? cap : 1, sizeof *entries);
-  char *mesh_json = NULL, *tensors_json = NULL;
-  tpx_checkpoint_writer *w = NULL;
-  void *buf = NULL;
-  tpx_error err;
-  tpx_error_clear(&err);
-  int rc = 1;
-  if (!entries || !ts) {
-    fprintf(stderr, "tpx shard: out of memory\n");
-    goto out;
-  }
-  if (list_tensors(sh, rd, rank, ts, &n) != 0)
-    goto out;
-  for (size_t i = 0; i < n; i++) {
-    entries[i].name = ts[i].name;
-    entries[i].dtype = ts[i].dtype;
-    entries[i].ndim = ts[i].ndim;
-    memcpy(entries[i].shape, ts[i].slice.length, sizeof entries[i].shape);
-  }
-  if (rank_metadata(sh, rd, ts, n, &mesh_json, &tensors_json) != 0) {
-    fprintf(stderr, "tpx shard: out of memory building the metadata\n");
-    goto out;
-  }
-  char fname[96], rank_text[32], world_text[32];
-  snprintf(fname, sizeof fname, "rank-%05lld-of-%05lld.safetensors",
-           (long long)rank, (long long)world);
-  snprintf(rank_text, sizeof rank_text, "%lld", (long long)rank);
-  snprintf(world_text, sizeof world_text, "%lld", (long long)world);
-  const char *keys[] = {"format", "tpx.mesh", "tpx.rank", "tpx.world_size",
-                        "tpx.tensors"};
-  const char *vals[] = {TPX_SHARD_FORMAT, mesh_json, rank_text, world_text,
-                        tensors_json};
-  tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
-  wo.file_name = fname;
-  wo.num_metadata = 5;
-  wo.metadata_keys = keys;
-  wo.metadata_values = vals;
-  if (tpx_checkpoint_writer_create(outdir, entries, n, &wo, &w, &err) !=
-      TPX_OK) {
-    fprintf(stderr, "tpx shard: %s\n", err.message);
-    goto out;
-  }
-  for (size_t i = 0; i < n; i++) {
-    const out_tensor *t = &ts[i];
-    size_t nb = (size_t)tpx_slice_nbytes(&t->slice, t->dtype);
-    void *nbuf = realloc(buf, nb ? nb : 1);
-    if (nbuf == NULL) {
-      fprintf(stderr, "tpx shard: out of memory for tensor '%s'\n", t->name);
-      goto out;
-    }
-    buf = nbuf;
-    tpx_slice local = t->slice;
-    memset(local.offset, 0, sizeof local.offset);
-    tpx_status st =
-        t->tensor >= 0
-            ? tpx_checkpoint_read_slice(rd, t->tensor, &t->slice, t->dtype,
-                                        buf, nb, &err)
-            : tpx_checkpoint_read_param(rd, sh, t->param, rank, t->dtype, buf,
-                                        nb, &err);
-    if (st != TPX_OK ||
-        tpx_checkpoint_write_slice(w, t->name, &local, t->dtype, buf, &err) !=
-            TPX_OK) {
-      fprintf(stderr, "tpx shard: %s\n", err.message);
-      goto out;
-    }
-    *items += 1;
-    *bytes += (int64_t)nb;
-    tpx_cli_progress_update(prog, *items, *bytes, 0);
-  }
-  if (tpx_checkpoint_writer_finish(w, NULL, &err) != TPX_OK) {
-    fprintf(stderr, "tpx shard: %s\n", err.message);
-    goto out;
-  }
-  rc = 0;
-out:
-  tpx_checkpoint_writer_destroy(w);
-  free(buf);
-  free(mesh_json);
-  free(tensors_json);
-  free(entries);
-  free(ts);
-  return rc;
-}
-
 int tpx_cmd_shard(int argc, char **argv) {
   shard_args a;
   int rc = parse_args(argc, argv, &a);
@@ -452,31 +175,18 @@ int tpx_cmd_shard(int argc, char **argv) {
     fprintf(stderr, "tpx shard: %s\n", err.message);
     goto out;
   }
-  if (mkdir(a.out, 0755) != 0 && errno != EEXIST) {
-    fprintf(stderr, "tpx shard: %s: cannot create the directory: %s\n", a.out,
-            strerror(errno));
+  tpx_cli_progress prog;
+  memset(&prog, 0, sizeof prog);
+  prog.what = "tpx shard";
+  tpx_shard_write_options wo = TPX_SHARD_WRITE_OPTIONS_INIT;
+  wo.rank = a.rank;
+  wo.progress = tpx_cli_progress_cb;
+  wo.progress_user = &prog;
+  if (tpx_shard_write(rd, pl.sh, a.out, &wo, &err) != TPX_OK) {
+    fprintf(stderr, "tpx shard: %s\n", err.message);
     goto out;
   }
-  int64_t world = tpx_mesh_world_size(pl.mesh);
-  int64_t first = a.rank >= 0 ? a.rank : 0;
-  int64_t last = a.rank >= 0 ? a.rank : world - 1;
-  int64_t total_bytes = 0, total_items = 0, items = 0, bytes = 0;
-  /* tensors per rank file: a fused expert parameter replaces its sources */
-  int64_t per_rank = (int64_t)tpx_checkpoint_num_tensors(rd);
-  for (size_t i = 0; i < tpx_model_num_params(pl.model); i++)
-    if (tpx_checkpoint_param_tensor(rd, pl.model, (int64_t)i) < 0)
-      per_rank += 1 - tpx_checkpoint_param_num_sources(rd, pl.model,
-                                                        (int64_t)i);
-  for (int64_t r = first; r <= last; r++) {
-    total_bytes += tpx_sharding_rank_param_bytes(pl.sh, r);
-    total_items += per_rank;
-  }
-  tpx_cli_progress prog;
-  tpx_cli_progress_start(&prog, "tpx shard", total_items, total_bytes);
-  for (int64_t r = first; r <= last; r++)
-    if (shard_rank(pl.sh, rd, r, a.out, &prog, &items, &bytes) != 0)
-      goto out;
-  tpx_cli_progress_update(&prog, items, bytes, 1);
+  tpx_cli_progress_update(&prog, prog.items, prog.bytes, 1);
   code = 0;
 out:
   tpx_checkpoint_reader_destroy(rd);

@@ -1,62 +1,20 @@
 /* weights_check.c — `tpx plan --config C --weights W`: do C and W describe
- * the same model? A tensor both name with different shapes means they do
- * not (a config of one model, the checkpoint of another): that is an error,
- * not a skeleton to drop. Tensors only one side has, or dtypes that differ,
- * are left to the skeleton fallback (a checkpoint variant, an f32 export).
- * Not the loading itself (cmd_plan.c, tpx_model_add_safetensors). */
+ * the same model? The answer is the library's
+ * (tpx_checkpoint_check_shapes); this keeps the CLI's int form of it. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
-#include "tpx/model.h"
-
-static void shape_text(const tpx_param_info *p, char *buf, size_t size) {
-  size_t o = (size_t)snprintf(buf, size, "[");
-  for (int d = 0; d < p->ndim && o < size; d++)
-    o += (size_t)snprintf(buf + o, size - o, "%s%lld", d ? ", " : "",
-                          (long long)p->shape[d]);
-  if (o < size)
-    snprintf(buf + o, size - o, "]");
-}
+#include "tpx/checkpoint.h"
 
 int cli_weights_shape_conflict(const tpx_model *model, const char *weights,
                                char *msg, size_t size) {
-  tpx_model *w = NULL;
-  if (tpx_model_create(&w, NULL) != TPX_OK)
-    return -1;
-  if (tpx_model_add_safetensors(w, weights, NULL) != TPX_OK) {
-    tpx_model_destroy(w);
-    return -1;
+  size_t differ = 0;
+  tpx_error err;
+  tpx_error_clear(&err);
+  tpx_status st = tpx_checkpoint_check_shapes(model, weights, &differ, &err);
+  if (differ > 0) {
+    snprintf(msg, size, "%s", err.message);
+    return 1;
   }
-  size_t shared = 0, differ = 0;
-  char first[1024] = "";
-  for (size_t i = 0; i < tpx_model_num_params(w); i++) {
-    tpx_param_info wp, mp;
-    if (tpx_model_param(w, (int64_t)i, &wp, NULL) != TPX_OK)
-      continue;
-    int64_t j = tpx_model_find_param(model, wp.fqn);
-    if (j < 0 || tpx_model_param(model, j, &mp, NULL) != TPX_OK)
-      continue;
-    shared++;
-    if (wp.ndim == mp.ndim &&
-        memcmp(wp.shape, mp.shape, (size_t)wp.ndim * sizeof wp.shape[0]) == 0)
-      continue;
-    if (differ++ == 0) {
-      char a[128], b[128];
-      shape_text(&wp, a, sizeof a);
-      shape_text(&mp, b, sizeof b);
-      snprintf(first, sizeof first,
-               "tensor '%s' is %s in the weights but %s from the config", wp.fqn,
-               a, b);
-    }
-  }
-  tpx_model_destroy(w);
-  if (!differ)
-    return 0;
-  snprintf(msg, size,
-           "the config and --weights %s describe different models: %s (%zu of "
-           "the %zu tensors both name disagree in shape); pass the config.json "
-           "that came with the weights",
-           weights, first, differ, shared);
-  return 1;
+  return st == TPX_OK ? 0 : -1;
 }

@@ -12,48 +12,63 @@
 
 #include "train.h"
 
-static tpx_status get_int(const tpx_model *m, const char *key, int64_t dflt, int required,
-                          int64_t *out, tpx_error *err) {
+static tpx_status get_int(const tpx_model *m, const char *key, int64_t dflt,
+                          int required, int64_t *out, tpx_error *err) {
   tpx_error e = {0};
   tpx_status st = tpx_model_config_int(m, key, out, &e);
-  if (st == TPX_NOT_FOUND && !required) { *out = dflt; return TPX_OK; }
-  if (st) return tpx_error_set(err, TPX_VALIDATION, "config: %s: %s", key, e.message);
+  if (st == TPX_NOT_FOUND && !required) {
+    *out = dflt;
+    return TPX_OK;
+  }
+  if (st)
+    return tpx_error_set(err, TPX_VALIDATION, "config: %s: %s", key, e.message);
   return TPX_OK;
 }
 
 static int get_bool(const tpx_model *m, const char *key, int dflt) {
   int v = dflt;
-  if (tpx_model_config_bool(m, key, &v, NULL)) return dflt;
+  if (tpx_model_config_bool(m, key, &v, NULL))
+    return dflt;
   return v;
 }
 
-static int get_num(const tpx_model *m, const char *prefix, const char *key, double *out) {
+static int get_num(const tpx_model *m, const char *prefix, const char *key,
+                   double *out) {
   char path[128];
-  snprintf(path, sizeof path, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", key);
+  snprintf(path, sizeof path, "%s%s%s", prefix ? prefix : "", prefix ? "." : "",
+           key);
   return tpx_model_config_float(m, path, out, NULL) == TPX_OK;
 }
 
-static tpx_status need_num(const tpx_model *m, const char *prefix, const char *key,
-                           const char *type, double *out, tpx_error *err) {
-  if (get_num(m, prefix, key, out) && *out > 0 && isfinite(*out)) return TPX_OK;
-  return tpx_error_set(err, TPX_VALIDATION, "config: rope_type '%s' needs %s.%s > 0 (finite)",
-                       type, prefix, key);
+static tpx_status need_num(const tpx_model *m, const char *prefix,
+                           const char *key, const char *type, double *out,
+                           tpx_error *err) {
+  if (get_num(m, prefix, key, out) && *out > 0 && isfinite(*out))
+    return TPX_OK;
+  return tpx_error_set(err, TPX_VALIDATION,
+                       "config: rope_type '%s' needs %s.%s > 0 (finite)", type,
+                       prefix, key);
 }
 
 /* An optional number: *found 0 when absent or null; an error naming the key
  * when present but not a finite number (never a silent default). */
-static tpx_status opt_num(const tpx_model *m, const char *prefix, const char *key, double *out,
-                          int *found, tpx_error *err) {
+static tpx_status opt_num(const tpx_model *m, const char *prefix,
+                          const char *key, double *out, int *found,
+                          tpx_error *err) {
   char path[128];
-  snprintf(path, sizeof path, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", key);
+  snprintf(path, sizeof path, "%s%s%s", prefix ? prefix : "", prefix ? "." : "",
+           key);
   tpx_error e = {0};
   tpx_status st = tpx_model_config_float(m, path, out, &e);
   *found = st == TPX_OK;
-  if (st == TPX_NOT_FOUND) return TPX_OK;
-  if (st) return tpx_error_set(err, TPX_VALIDATION, "config: %s: %s", path, e.message);
+  if (st == TPX_NOT_FOUND)
+    return TPX_OK;
+  if (st)
+    return tpx_error_set(err, TPX_VALIDATION, "config: %s: %s", path,
+                         e.message);
   if (!isfinite(*out))
-    return tpx_error_set(err, TPX_VALIDATION, "config: %s is %g, not a finite number", path,
-                         *out);
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "config: %s is %g, not a finite number", path, *out);
   return TPX_OK;
 }
 
@@ -65,10 +80,12 @@ static tpx_status rope_read(const tpx_model *m, tr_config *c, tpx_error *err) {
   c->theta = 10000.0;
   int found;
   if (opt_num(m, NULL, "rope_theta", &c->theta, &found, err) ||
-      (!found && opt_num(m, "rope_parameters", "rope_theta", &c->theta, &found, err)))
+      (!found &&
+       opt_num(m, "rope_parameters", "rope_theta", &c->theta, &found, err)))
     return err ? err->status : TPX_VALIDATION;
   if (!(c->theta > 0))
-    return tpx_error_set(err, TPX_VALIDATION, "config: rope_theta %g must be > 0", c->theta);
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "config: rope_theta %g must be > 0", c->theta);
   const char *pre = NULL, *rt = "default";
   const char *dicts[] = {"rope_parameters", "rope_scaling"};
   const char *keys[] = {"rope_type", "type"};
@@ -78,15 +95,21 @@ static tpx_status rope_read(const tpx_model *m, tr_config *c, tpx_error *err) {
     tpx_error e = {0};
     snprintf(path, sizeof path, "%s.%s", dicts[i / 2], keys[i % 2]);
     tpx_status st = tpx_model_config_string(m, path, &v, &e);
-    if (st == TPX_OK) { pre = dicts[i / 2]; rt = v; }
-    else if (st != TPX_NOT_FOUND)
-      return tpx_error_set(err, TPX_VALIDATION, "config: %s: %s", path, e.message);
+    if (st == TPX_OK) {
+      pre = dicts[i / 2];
+      rt = v;
+    } else if (st != TPX_NOT_FOUND)
+      return tpx_error_set(err, TPX_VALIDATION, "config: %s: %s", path,
+                           e.message);
   }
   double prf = 1.0;
   if ((get_num(m, NULL, "partial_rotary_factor", &prf) ||
-       (pre && get_num(m, pre, "partial_rotary_factor", &prf))) && prf != 1.0)
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "config: partial_rotary_factor %g is not implemented by tpx-train", prf);
+       (pre && get_num(m, pre, "partial_rotary_factor", &prf))) &&
+      prf != 1.0)
+    return tpx_error_set(
+        err, TPX_UNSUPPORTED,
+        "config: partial_rotary_factor %g is not implemented by tpx-train",
+        prf);
   c->rope_factor = 1.0;
   if (!strcmp(rt, "default")) {
     c->rope = TR_ROPE_DEFAULT;
@@ -104,18 +127,23 @@ static tpx_status rope_read(const tpx_model *m, tr_config *c, tpx_error *err) {
     const char *ompe = "original_max_position_embeddings";
     if (opt_num(m, NULL, ompe, &c->rope_orig_max, &found, err) ||
         (!found && opt_num(m, pre, ompe, &c->rope_orig_max, &found, err)) ||
-        (!found && opt_num(m, NULL, "max_position_embeddings", &c->rope_orig_max, &found, err)))
+        (!found && opt_num(m, NULL, "max_position_embeddings",
+                           &c->rope_orig_max, &found, err)))
       return err ? err->status : TPX_VALIDATION;
-    if (!found) c->rope_orig_max = 0;
+    if (!found)
+      c->rope_orig_max = 0;
     if (c->rope_orig_max <= 0 || c->rope_high <= c->rope_low)
-      return tpx_error_set(err, TPX_VALIDATION,
-                           "config: llama3 rope needs original_max_position_embeddings > 0 and "
-                           "high_freq_factor > low_freq_factor (got %g, %g, %g)",
-                           c->rope_orig_max, c->rope_high, c->rope_low);
+      return tpx_error_set(
+          err, TPX_VALIDATION,
+          "config: llama3 rope needs original_max_position_embeddings > 0 and "
+          "high_freq_factor > low_freq_factor (got %g, %g, %g)",
+          c->rope_orig_max, c->rope_high, c->rope_low);
   } else {
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "config: rope_type '%s' is not implemented by tpx-train "
-                         "(default, linear, llama3)", rt);
+    return tpx_error_set(
+        err, TPX_UNSUPPORTED,
+        "config: rope_type '%s' is not implemented by tpx-train "
+        "(default, linear, llama3)",
+        rt);
   }
   return TPX_OK;
 }
@@ -131,11 +159,13 @@ void tr_rope_inv_freq(const tr_config *c, double *inv) {
        * the band between is interpolated (transformers'
        * _compute_llama3_parameters) */
       double wavelen = 2.0 * M_PI / f;
-      double low_wl = c->rope_orig_max / c->rope_low, high_wl = c->rope_orig_max / c->rope_high;
+      double low_wl = c->rope_orig_max / c->rope_low,
+             high_wl = c->rope_orig_max / c->rope_high;
       if (wavelen > low_wl) {
         f /= c->rope_factor;
       } else if (wavelen >= high_wl) {
-        double s = (c->rope_orig_max / wavelen - c->rope_low) / (c->rope_high - c->rope_low);
+        double s = (c->rope_orig_max / wavelen - c->rope_low) /
+                   (c->rope_high - c->rope_low);
         f = (1.0 - s) * f / c->rope_factor + s * f;
       }
     }
@@ -150,10 +180,11 @@ tpx_status tr_config_read(const tpx_model *m, tr_config *c, tpx_error *err) {
   int qwen2 = !strcmp(c->arch, "Qwen2ForCausalLM");
   int qwen3 = !strcmp(c->arch, "Qwen3ForCausalLM");
   if (!llama && !qwen2 && !qwen3)
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "architecture '%s' is not implemented by tpx-train "
-                         "(LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
-                         c->arch[0] ? c->arch : "(none)");
+    return tpx_error_set(
+        err, TPX_UNSUPPORTED,
+        "architecture '%s' is not implemented by tpx-train "
+        "(LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+        c->arch[0] ? c->arch : "(none)");
   if (get_int(m, "hidden_size", 0, 1, &c->hidden, err) ||
       get_int(m, "num_attention_heads", 0, 1, &c->heads, err) ||
       get_int(m, "num_key_value_heads", c->heads, 0, &c->kv_heads, err) ||
@@ -161,32 +192,40 @@ tpx_status tr_config_read(const tpx_model *m, tr_config *c, tpx_error *err) {
       get_int(m, "vocab_size", 0, 1, &c->vocab, err) ||
       get_int(m, "num_hidden_layers", 0, 1, &c->layers, err))
     return err ? err->status : TPX_VALIDATION;
-  if (c->heads <= 0 || c->hidden <= 0 || c->kv_heads <= 0 || c->vocab <= 0 || c->layers < 0 ||
-      c->inter <= 0 || c->heads % c->kv_heads)
+  if (c->heads <= 0 || c->hidden <= 0 || c->kv_heads <= 0 || c->vocab <= 0 ||
+      c->layers < 0 || c->inter <= 0 || c->heads % c->kv_heads)
     return tpx_error_set(err, TPX_VALIDATION,
-                         "config: bad sizes (hidden %lld, heads %lld, kv heads %lld, vocab %lld)",
-                         (long long)c->hidden, (long long)c->heads, (long long)c->kv_heads,
-                         (long long)c->vocab);
-  if (get_int(m, "head_dim", c->hidden / c->heads, 0, &c->head_dim, err)) return err->status;
+                         "config: bad sizes (hidden %lld, heads %lld, kv heads "
+                         "%lld, vocab %lld)",
+                         (long long)c->hidden, (long long)c->heads,
+                         (long long)c->kv_heads, (long long)c->vocab);
+  if (get_int(m, "head_dim", c->hidden / c->heads, 0, &c->head_dim, err))
+    return err->status;
   if (c->head_dim <= 0 || c->head_dim % 2)
-    return tpx_error_set(err, TPX_VALIDATION, "config: head_dim %lld must be even and > 0",
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "config: head_dim %lld must be even and > 0",
                          (long long)c->head_dim);
   c->eps = 1e-6;
   int found;
-  if (opt_num(m, NULL, "rms_norm_eps", &c->eps, &found, err)) return err ? err->status : TPX_VALIDATION;
+  if (opt_num(m, NULL, "rms_norm_eps", &c->eps, &found, err))
+    return err ? err->status : TPX_VALIDATION;
   if (c->eps < 0)
-    return tpx_error_set(err, TPX_VALIDATION, "config: rms_norm_eps %g must be >= 0", c->eps);
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "config: rms_norm_eps %g must be >= 0", c->eps);
   tpx_status rs = rope_read(m, c, err);
-  if (rs) return rs;
+  if (rs)
+    return rs;
   const char *act = "silu";
   tpx_model_config_string(m, "hidden_act", &act, NULL);
   if (strcmp(act, "silu"))
-    return tpx_error_set(err, TPX_UNSUPPORTED, "config: hidden_act '%s' (only silu)", act);
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "config: hidden_act '%s' (only silu)", act);
   c->qkv_bias = qwen2;
   c->qk_norm = qwen3;
   if (get_bool(m, "attention_bias", 0) || get_bool(m, "mlp_bias", 0))
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "config: attention_bias/mlp_bias are not implemented by tpx-train");
+    return tpx_error_set(
+        err, TPX_UNSUPPORTED,
+        "config: attention_bias/mlp_bias are not implemented by tpx-train");
   c->tied = get_bool(m, "tie_word_embeddings", 0);
   return TPX_OK;
 }

@@ -12,7 +12,8 @@ typedef struct tr_rank_setup {
   int64_t rank;
 } tr_rank_setup;
 
-tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err);
+tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
+                          tpx_error *err);
 void tr_rank_destroy(tr_rank *r);
 /* Where this rank's slice (tpx_sharding_local_slice) of parameter p lives,
  * f32, for tpx_checkpoint_read_rank; data NULL for a tied alias. */
@@ -21,7 +22,8 @@ tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p);
  * is filled on every rank. */
 tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err);
 /* The same for its gradient (after a step's backward: reduced, pre-clip). */
-tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full, tpx_error *err);
+tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full,
+                               tpx_error *err);
 int tr_rank_is_root(const tr_rank *r);
 /* Wall seconds this rank spent so far in collectives (TP transitions, FSDP
  * unshard / gradient reduction, grad norm); 0 without a runtime. */

@@ -22,24 +22,34 @@ struct tr_rank {
 
 static int64_t nelem(const tpx_slice *s) { return tpx_slice_numel(s); }
 
-tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err) {
+tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
+                          tpx_error *err) {
   *out = NULL;
   const tpx_mesh *mesh = tpx_sharding_mesh(su->sharding);
   if (su->world != tpx_sharding_tp_size(su->sharding))
     return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "tpx-train-ref runs world 1 and tp-only meshes (data-parallel dims need "
-                         "tpx-train and the runtime)");
+                         "tpx-train-ref runs world 1 and tp-only meshes "
+                         "(data-parallel dims need tpx-train and the "
+                         "runtime)");
   tr_rank *r = calloc(1, sizeof *r);
-  if (!r) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  if (!r)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   tpx_status st = tr_tp_init(&r->tp, su, err);
-  if (st) { tr_rank_destroy(r); return st; }
+  if (st) {
+    tr_rank_destroy(r);
+    return st;
+  }
   int tpd = tpx_mesh_dim_index(mesh, "tp");
   r->np = tpx_model_num_params(su->model);
-  r->w = calloc(r->np, sizeof *r->w); r->g = calloc(r->np, sizeof *r->g);
-  r->m = calloc(r->np, sizeof *r->m); r->v = calloc(r->np, sizeof *r->v);
-  r->sl = calloc(r->np, sizeof *r->sl); r->owner = calloc(r->np, sizeof *r->owner);
+  r->w = calloc(r->np, sizeof *r->w);
+  r->g = calloc(r->np, sizeof *r->g);
+  r->m = calloc(r->np, sizeof *r->m);
+  r->v = calloc(r->np, sizeof *r->v);
+  r->sl = calloc(r->np, sizeof *r->sl);
+  r->owner = calloc(r->np, sizeof *r->owner);
   r->tp_sharded = calloc(r->np, sizeof *r->tp_sharded);
-  if (!r->w || !r->g || !r->m || !r->v || !r->sl || !r->owner || !r->tp_sharded) {
+  if (!r->w || !r->g || !r->m || !r->v || !r->sl || !r->owner ||
+      !r->tp_sharded) {
     tr_rank_destroy(r);
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
@@ -47,21 +57,26 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err
     tpx_param_info pi;
     tpx_param_sharding ps;
     if ((st = tpx_model_param(su->model, (int64_t)p, &pi, err)) ||
-        (st = tpx_sharding_local_slice(su->sharding, (int64_t)p, su->rank, &r->sl[p], err)) ||
+        (st = tpx_sharding_local_slice(su->sharding, (int64_t)p, su->rank,
+                                       &r->sl[p], err)) ||
         (st = tpx_sharding_param(su->sharding, (int64_t)p, &ps, err))) {
       tr_rank_destroy(r);
       return st;
     }
     r->owner[p] = pi.tied_to >= 0 ? pi.tied_to : (int64_t)p;
     r->tp_sharded[p] = tpd >= 0 && ps.placements[tpd].kind != TPX_REPLICATE;
-    if (pi.tied_to >= 0) continue;
+    if (pi.tied_to >= 0)
+      continue;
     size_t n = (size_t)nelem(&r->sl[p]);
     n = n ? n : 1;
-    r->w[p] = calloc(n, sizeof(float)); r->g[p] = calloc(n, sizeof(float));
-    r->m[p] = calloc(n, sizeof(float)); r->v[p] = calloc(n, sizeof(float));
+    r->w[p] = calloc(n, sizeof(float));
+    r->g[p] = calloc(n, sizeof(float));
+    r->m[p] = calloc(n, sizeof(float));
+    r->v[p] = calloc(n, sizeof(float));
     if (!r->w[p] || !r->g[p] || !r->m[p] || !r->v[p]) {
       tr_rank_destroy(r);
-      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (parameter %s)", pi.fqn);
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (parameter %s)",
+                           pi.fqn);
     }
   }
   *out = r;
@@ -75,12 +90,21 @@ int tr_rank_state_bytes(const tr_rank *r, int64_t out[3]) {
 }
 
 void tr_rank_destroy(tr_rank *r) {
-  if (!r) return;
+  if (!r)
+    return;
   for (size_t p = 0; p < r->np; p++)
     if (r->w && r->owner && r->owner[p] == (int64_t)p) {
-      free(r->w[p]); free(r->g[p]); free(r->m[p]); free(r->v[p]);
+      free(r->w[p]);
+      free(r->g[p]);
+      free(r->m[p]);
+      free(r->v[p]);
     }
-  free(r->w); free(r->g); free(r->m); free(r->v); free(r->sl); free(r->owner);
+  free(r->w);
+  free(r->g);
+  free(r->m);
+  free(r->v);
+  free(r->sl);
+  free(r->owner);
   free(r->tp_sharded);
   tr_tp_fini(&r->tp);
   free(r);
@@ -88,14 +112,16 @@ void tr_rank_destroy(tr_rank *r) {
 
 /* copy the 1-D / 2-D box `s` between a full row-major tensor and a packed
  * buffer (to_full: packed -> full) */
-static void box_copy(const tpx_slice *s, int64_t full_cols, float *full, float *packed,
-                     int to_full) {
+static void box_copy(const tpx_slice *s, int64_t full_cols, float *full,
+                     float *packed, int to_full) {
   int64_t rows = s->length[0], cols = s->ndim > 1 ? s->length[1] : 1;
   int64_t r0 = s->offset[0], c0 = s->ndim > 1 ? s->offset[1] : 0;
   for (int64_t i = 0; i < rows; i++) {
     float *f = full + (r0 + i) * full_cols + c0, *p = packed + i * cols;
-    if (to_full) memcpy(f, p, sizeof(float) * (size_t)cols);
-    else memcpy(p, f, sizeof(float) * (size_t)cols);
+    if (to_full)
+      memcpy(f, p, sizeof(float) * (size_t)cols);
+    else
+      memcpy(p, f, sizeof(float) * (size_t)cols);
   }
 }
 
@@ -107,14 +133,16 @@ static int64_t full_cols(tr_rank *r, int64_t p) {
 
 tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p) {
   tpx_checkpoint_dest d = {NULL, 0, TPX_DTYPE_F32};
-  if (r->owner[p] != p) return d;
+  if (r->owner[p] != p)
+    return d;
   d.data = r->w[p];
   d.bytes = sizeof(float) * (size_t)nelem(&r->sl[p]);
   return d;
 }
 
 /* all-gather the tp group's slices (padded to the largest) and place each */
-static tpx_status gather(tr_rank *r, int64_t p, float **bufs, float *full, tpx_error *err) {
+static tpx_status gather(tr_rank *r, int64_t p, float **bufs, float *full,
+                         tpx_error *err) {
   int64_t o = r->owner[p];
   const tpx_mesh *mesh = tpx_sharding_mesh(r->tp.sh);
   int tpd = tpx_mesh_dim_index(mesh, "tp");
@@ -124,20 +152,30 @@ static tpx_status gather(tr_rank *r, int64_t p, float **bufs, float *full, tpx_e
     box_copy(&r->sl[o], full_cols(r, o), full, bufs[o], 1);
     return TPX_OK;
   }
-  tpx_status st = tpx_mesh_group_ranks(mesh, "tp", r->tp.rank, ranks, &idx, err);
+  tpx_status st =
+      tpx_mesh_group_ranks(mesh, "tp", r->tp.rank, ranks, &idx, err);
   tpx_slice sl[TPX_LOCAL_MAX_RANKS];
   for (int64_t i = 0; !st && i < ntp; i++) {
     st = tpx_sharding_local_slice(r->tp.sh, o, ranks[i], &sl[i], err);
-    if (nelem(&sl[i]) > maxn) maxn = nelem(&sl[i]);
+    if (nelem(&sl[i]) > maxn)
+      maxn = nelem(&sl[i]);
   }
-  if (st) return st;
+  if (st)
+    return st;
   float *send = calloc((size_t)(maxn ? maxn : 1), sizeof(float));
   float *recv = calloc((size_t)(maxn ? maxn : 1) * (size_t)ntp, sizeof(float));
-  if (!send || !recv) { free(send); free(recv); return tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); }
+  if (!send || !recv) {
+    free(send);
+    free(recv);
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  }
   memcpy(send, bufs[o], sizeof(float) * (size_t)nelem(&r->sl[o]));
-  st = tpx_comm_all_gather(tpx_mesh_comm_dim(r->tp.mc, tpd), send, recv, (size_t)maxn, TPX_DTYPE_F32, err);
-  for (int64_t i = 0; !st && i < ntp; i++) box_copy(&sl[i], full_cols(r, o), full, recv + i * maxn, 1);
-  free(send); free(recv);
+  st = tpx_comm_all_gather(tpx_mesh_comm_dim(r->tp.mc, tpd), send, recv,
+                           (size_t)maxn, TPX_DTYPE_F32, err);
+  for (int64_t i = 0; !st && i < ntp; i++)
+    box_copy(&sl[i], full_cols(r, o), full, recv + i * maxn, 1);
+  free(send);
+  free(recv);
   return st;
 }
 
@@ -145,26 +183,34 @@ tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
   return gather(r, p, r->w, full, err);
 }
 
-tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full, tpx_error *err) {
+tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full,
+                               tpx_error *err) {
   return gather(r, p, r->g, full, err);
 }
 
-float *tr_param_w(tr_rank *r, int64_t p) { return p < 0 ? NULL : r->w[r->owner[p]]; }
-float *tr_param_g(tr_rank *r, int64_t p) { return p < 0 ? NULL : r->g[r->owner[p]]; }
+float *tr_param_w(tr_rank *r, int64_t p) {
+  return p < 0 ? NULL : r->w[r->owner[p]];
+}
+float *tr_param_g(tr_rank *r, int64_t p) {
+  return p < 0 ? NULL : r->g[r->owner[p]];
+}
 int64_t tr_param_dim(tr_rank *r, int64_t p, int d) {
   const tpx_slice *s = &r->sl[r->owner[p]];
   return d < s->ndim ? s->length[d] : 1;
 }
 int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) {
   tpx_param_info pi;
-  if (tpx_model_param(r->tp.model, p, &pi, NULL) || d >= pi.ndim) return 1;
+  if (tpx_model_param(r->tp.model, p, &pi, NULL) || d >= pi.ndim)
+    return 1;
   return pi.shape[d];
 }
 
-tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
+tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward,
+                           tpx_error *err) {
   return TPX_OK;
 }
-tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
+tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward,
+                           tpx_error *err) {
   return TPX_OK;
 }
 
@@ -172,55 +218,66 @@ tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward, tpx_error *e
  * gradients of params replicated over tp but fed by sequence-sharded
  * activations (norms under SP), as DTensor does */
 tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) {
-  if (layer >= 0) return TPX_OK;
+  if (layer >= 0)
+    return TPX_OK;
   for (size_t p = 0; p < r->np; p++) {
-    if (r->owner[p] != (int64_t)p) continue;
+    if (r->owner[p] != (int64_t)p)
+      continue;
     int64_t n = nelem(&r->sl[p]);
     tpx_tensor g = tpx_tensor_make(r->g[p], TPX_DTYPE_F32, 1, &n);
     double t0 = tr_now();
-    tpx_status st = tpx_tp_param_grad_allreduce(r->tp.sh, r->tp.mc, (int64_t)p, &g, err);
+    tpx_status st =
+        tpx_tp_param_grad_allreduce(r->tp.sh, r->tp.mc, (int64_t)p, &g, err);
     r->tp.comm_s += tr_now() - t0;
-    if (st) return st;
+    if (st)
+      return st;
   }
   return TPX_OK;
 }
 
 tpx_status tr_zero_grads(tr_rank *r, tpx_error *err) {
   for (size_t p = 0; p < r->np; p++)
-    if (r->owner[p] == (int64_t)p) memset(r->g[p], 0, sizeof(float) * (size_t)nelem(&r->sl[p]));
+    if (r->owner[p] == (int64_t)p)
+      memset(r->g[p], 0, sizeof(float) * (size_t)nelem(&r->sl[p]));
   return TPX_OK;
 }
 
-tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd, int64_t step,
-                             double *grad_norm, tpx_error *err) {
+tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd,
+                             int64_t step, double *grad_norm, tpx_error *err) {
   /* each element once: squares of tp-sharded params summed over tp,
    * replicated ones counted on this rank only */
   double sq[2] = {0, 0};
   for (size_t p = 0; p < r->np; p++) {
-    if (r->owner[p] != (int64_t)p) continue;
+    if (r->owner[p] != (int64_t)p)
+      continue;
     int64_t n = nelem(&r->sl[p]);
-    for (int64_t i = 0; i < n; i++) sq[r->tp_sharded[p]] += (double)r->g[p][i] * r->g[p][i];
+    for (int64_t i = 0; i < n; i++)
+      sq[r->tp_sharded[p]] += (double)r->g[p][i] * r->g[p][i];
   }
   int tpd = tpx_mesh_dim_index(tpx_sharding_mesh(r->tp.sh), "tp");
   if (tpd >= 0 && tpx_sharding_tp_size(r->tp.sh) > 1) {
     double x = sq[1], t0 = tr_now();
-    tpx_status st = tpx_comm_all_reduce(tpx_mesh_comm_dim(r->tp.mc, tpd), &x, &sq[1], 1,
-                                        TPX_DTYPE_F64, TPX_REDUCE_SUM, err);
+    tpx_status st =
+        tpx_comm_all_reduce(tpx_mesh_comm_dim(r->tp.mc, tpd), &x, &sq[1], 1,
+                            TPX_DTYPE_F64, TPX_REDUCE_SUM, err);
     r->tp.comm_s += tr_now() - t0;
-    if (st) return st;
+    if (st)
+      return st;
   }
   double norm = sqrt(sq[0] + sq[1]);
   *grad_norm = norm;
   float scale = 1.0f;
   if (clip > 0) {
     double c = clip / (norm + 1e-6);
-    if (c < 1.0) scale = (float)c;
+    if (c < 1.0)
+      scale = (float)c;
   }
   const float b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
   float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
   float step_size = (float)lr / bc1, bc2s = sqrtf(bc2);
   for (size_t p = 0; p < r->np; p++) {
-    if (r->owner[p] != (int64_t)p) continue;
+    if (r->owner[p] != (int64_t)p)
+      continue;
     int64_t n = nelem(&r->sl[p]);
     float *w = r->w[p], *g = r->g[p], *m = r->m[p], *v = r->v[p];
     for (int64_t i = 0; i < n; i++) {

@@ -30,24 +30,30 @@ struct tr_rank {
   do {                                                                         \
     double t0_ = tr_now();                                                     \
     tpx_status s_ = (call);                                                    \
-    (r)->tp.comm_s += tr_now() - t0_;                                             \
+    (r)->tp.comm_s += tr_now() - t0_;                                          \
     return s_;                                                                 \
   } while (0)
 
 static int fsdp_on(const tr_rank *r) { return tpx_runtime_fsdp_enabled(r->rt); }
 
-tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err) {
+tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
+                          tpx_error *err) {
   *out = NULL;
   tr_rank *r = calloc(1, sizeof *r);
-  if (!r) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  if (!r)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   r->model = su->model;
   tpx_status st = tr_tp_init(&r->tp, su, err);
   tpx_runtime_options ro = TPX_RUNTIME_OPTIONS_INIT;
   /* the trainer computes in f32 whatever the checkpoint's dtype (a bf16
    * checkpoint is read and upcast, as from_pretrained(dtype=float32)) */
   ro.storage_dtype = TPX_DTYPE_F32;
-  if (!st) st = tpx_runtime_create(su->sharding, r->tp.mc, &ro, &r->rt, err);
-  if (st) { tr_rank_destroy(r); return st; }
+  if (!st)
+    st = tpx_runtime_create(su->sharding, r->tp.mc, &ro, &r->rt, err);
+  if (st) {
+    tr_rank_destroy(r);
+    return st;
+  }
   r->embed = r->tp.embed;
   int64_t nl = 0;
   tpx_model_config_int(r->model, "num_hidden_layers", &nl, NULL);
@@ -57,21 +63,26 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out, tpx_error *err
   r->unsharded_fwd = calloc(r->nunits + 1, 1);
   r->unsharded_bwd = calloc(r->nunits + 1, 1);
   r->reduced = calloc(r->nunits + 1, 1);
-  if (!r->layer_param || !r->unsharded_fwd || !r->unsharded_bwd || !r->reduced) {
+  if (!r->layer_param || !r->unsharded_fwd || !r->unsharded_bwd ||
+      !r->reduced) {
     tr_rank_destroy(r);
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
   for (int64_t l = 0; l < nl; l++) {
     char b[128];
-    snprintf(b, sizeof b, "model.layers.%lld.self_attn.q_proj.weight", (long long)l);
+    snprintf(b, sizeof b, "model.layers.%lld.self_attn.q_proj.weight",
+             (long long)l);
     r->layer_param[l] = tpx_model_find_param(r->model, b);
   }
-  const char *outside[] = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"};
+  const char *outside[] = {"model.embed_tokens.weight", "model.norm.weight",
+                           "lm_head.weight"};
   for (size_t i = 0; i < sizeof outside / sizeof *outside; i++) {
-    int64_t u = tpx_runtime_param_unit(r->rt, tpx_model_find_param(r->model, outside[i]));
+    int64_t u = tpx_runtime_param_unit(
+        r->rt, tpx_model_find_param(r->model, outside[i]));
     int seen = u < 0;
     for (int k = 0; k < r->nroot; k++) seen |= r->root_units[k] == u;
-    if (!seen) r->root_units[r->nroot++] = u;
+    if (!seen)
+      r->root_units[r->nroot++] = u;
   }
   *out = r;
   return TPX_OK;
@@ -85,10 +96,14 @@ int tr_rank_state_bytes(const tr_rank *r, int64_t out[3]) {
 }
 
 void tr_rank_destroy(tr_rank *r) {
-  if (!r) return;
+  if (!r)
+    return;
   tpx_runtime_destroy(r->rt);
   tr_tp_fini(&r->tp);
-  free(r->layer_param); free(r->unsharded_fwd); free(r->unsharded_bwd); free(r->reduced);
+  free(r->layer_param);
+  free(r->unsharded_fwd);
+  free(r->unsharded_bwd);
+  free(r->reduced);
   free(r);
 }
 
@@ -110,10 +125,10 @@ tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
   return tpx_runtime_gather_param(r->rt, p, full, TPX_DTYPE_F32, err);
 }
 
-tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full, tpx_error *err) {
+tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full,
+                               tpx_error *err) {
   return tpx_runtime_gather_grad(r->rt, p, full, TPX_DTYPE_F32, err);
 }
-
 
 static tpx_runtime_param_info info(tr_rank *r, int64_t p) {
   tpx_runtime_param_info pi;
@@ -122,15 +137,20 @@ static tpx_runtime_param_info info(tr_rank *r, int64_t p) {
   return pi;
 }
 
-float *tr_param_w(tr_rank *r, int64_t p) { return p < 0 ? NULL : info(r, p).unsharded; }
-float *tr_param_g(tr_rank *r, int64_t p) { return p < 0 ? NULL : info(r, p).unsharded_grad; }
+float *tr_param_w(tr_rank *r, int64_t p) {
+  return p < 0 ? NULL : info(r, p).unsharded;
+}
+float *tr_param_g(tr_rank *r, int64_t p) {
+  return p < 0 ? NULL : info(r, p).unsharded_grad;
+}
 int64_t tr_param_dim(tr_rank *r, int64_t p, int d) {
   tpx_runtime_param_info pi = info(r, p);
   return d < pi.ndim ? pi.local_shape[d] : 1;
 }
 int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) {
   tpx_param_info pi;
-  if (tpx_model_param(r->model, p, &pi, NULL) || d >= pi.ndim) return 1;
+  if (tpx_model_param(r->model, p, &pi, NULL) || d >= pi.ndim)
+    return 1;
   return pi.shape[d];
 }
 
@@ -140,7 +160,8 @@ static int64_t unit_of(tr_rank *r, int64_t layer) {
 
 static int is_root_unit(const tr_rank *r, int64_t u) {
   for (int k = 0; k < r->nroot; k++)
-    if (r->root_units[k] == u) return 1;
+    if (r->root_units[k] == u)
+      return 1;
   return 0;
 }
 
@@ -154,27 +175,35 @@ tpx_status tr_zero_grads(tr_rank *r, tpx_error *err) {
 /* Each unit is unsharded once per pass and reduced once per step, whoever
  * asks first (a layer may share a root unit; FSDP off is one pseudo-unit).
  * Root units (layer -1) are gathered first and released last. */
-static tpx_status unshard_one(tr_rank *r, int64_t u, int backward, tpx_error *err) {
+static tpx_status unshard_one(tr_rank *r, int64_t u, int backward,
+                              tpx_error *err) {
   if (u < 0 || (size_t)u >= r->nunits)
-    return tpx_error_set(err, TPX_INTERNAL, "no runtime unit %lld", (long long)u);
+    return tpx_error_set(err, TPX_INTERNAL, "no runtime unit %lld",
+                         (long long)u);
   unsigned char *done = backward ? r->unsharded_bwd : r->unsharded_fwd;
-  if (done[u]) return TPX_OK;
+  if (done[u])
+    return TPX_OK;
   done[u] = 1;
-  TIMED(r, tpx_runtime_unshard(r->rt, (size_t)u,
-                               backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err));
+  TIMED(r, tpx_runtime_unshard(
+               r->rt, (size_t)u,
+               backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err));
 }
 
-tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
-  if (layer >= 0) return unshard_one(r, unit_of(r, layer), backward, err);
+tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward,
+                           tpx_error *err) {
+  if (layer >= 0)
+    return unshard_one(r, unit_of(r, layer), backward, err);
   for (int k = 0; k < r->nroot; k++) {
     tpx_status st = unshard_one(r, r->root_units[k], backward, err);
-    if (st) return st;
+    if (st)
+      return st;
   }
   return TPX_OK;
 }
 
 static tpx_status reduce_one(tr_rank *r, int64_t u, tpx_error *err) {
-  if (r->reduced[u]) return TPX_OK;
+  if (r->reduced[u])
+    return TPX_OK;
   r->reduced[u] = 1;
   TIMED(r, tpx_runtime_reduce_grads(r->rt, (size_t)u, err));
 }
@@ -182,39 +211,49 @@ static tpx_status reduce_one(tr_rank *r, int64_t u, tpx_error *err) {
 tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) {
   if (layer >= 0) {
     int64_t u = unit_of(r, layer);
-    if (!fsdp_on(r) || is_root_unit(r, u)) return TPX_OK; /* with the root, at the end */
+    if (!fsdp_on(r) || is_root_unit(r, u))
+      return TPX_OK; /* with the root, at the end */
     return reduce_one(r, u, err);
   }
   for (int k = 0; k < r->nroot; k++) {
     tpx_status st = reduce_one(r, r->root_units[k], err);
-    if (st) return st;
+    if (st)
+      return st;
   }
   return TPX_OK;
 }
 
-tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward, tpx_error *err) {
-  if (!fsdp_on(r)) return TPX_OK;
+tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward,
+                           tpx_error *err) {
+  if (!fsdp_on(r))
+    return TPX_OK;
   if (layer >= 0) {
     int64_t u = unit_of(r, layer);
-    if (is_root_unit(r, u) || (backward && !r->reduced[u])) return TPX_OK;
-    return tpx_runtime_reshard(r->rt, (size_t)u,
-                               backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err);
+    if (is_root_unit(r, u) || (backward && !r->reduced[u]))
+      return TPX_OK;
+    return tpx_runtime_reshard(
+        r->rt, (size_t)u, backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD,
+        err);
   }
   for (int k = 0; k < r->nroot; k++) {
-    tpx_status st = tpx_runtime_reshard(r->rt, (size_t)r->root_units[k],
-                                        backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err);
-    if (st) return st;
+    tpx_status st = tpx_runtime_reshard(
+        r->rt, (size_t)r->root_units[k],
+        backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err);
+    if (st)
+      return st;
   }
   return TPX_OK;
 }
 
-tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd, int64_t step,
-                             double *grad_norm, tpx_error *err) {
+tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd,
+                             int64_t step, double *grad_norm, tpx_error *err) {
   double t0 = tr_now();
-  tpx_status st = clip > 0 ? tpx_runtime_clip_grad_norm(r->rt, clip, 2.0, grad_norm, err)
-                           : tpx_runtime_grad_norm(r->rt, 2.0, grad_norm, err);
+  tpx_status st =
+      clip > 0 ? tpx_runtime_clip_grad_norm(r->rt, clip, 2.0, grad_norm, err)
+               : tpx_runtime_grad_norm(r->rt, 2.0, grad_norm, err);
   r->tp.comm_s += tr_now() - t0;
-  if (st) return st;
+  if (st)
+    return st;
   tpx_adamw_options ao = TPX_ADAMW_OPTIONS_INIT;
   ao.lr = lr;
   ao.weight_decay = wd;

@@ -15,7 +15,8 @@ tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err) {
   tp->rank = su->rank;
   tp->embed = tpx_model_find_param(su->model, "model.embed_tokens.weight");
   tp->m_embed = tpx_model_find_module(su->model, "model.embed_tokens");
-  return tpx_mesh_comm_create(su->world_comm, tpx_sharding_mesh(su->sharding), &tp->mc, err);
+  return tpx_mesh_comm_create(su->world_comm, tpx_sharding_mesh(su->sharding),
+                              &tp->mc, err);
 }
 
 void tr_tp_fini(tr_tp *tp) {
@@ -23,7 +24,9 @@ void tr_tp_fini(tr_tp *tp) {
   tp->mc = NULL;
 }
 
-double tr_rank_comm_seconds(const tr_rank *r) { return ((const tr_tp *)r)->comm_s; }
+double tr_rank_comm_seconds(const tr_rank *r) {
+  return ((const tr_tp *)r)->comm_s;
+}
 int tr_rank_is_root(const tr_rank *r) { return ((const tr_tp *)r)->rank == 0; }
 
 static tpx_tensor t3(float *d, int64_t b, int64_t s, int64_t f) {
@@ -31,113 +34,144 @@ static tpx_tensor t3(float *d, int64_t b, int64_t s, int64_t f) {
   return tpx_tensor_make(d, TPX_DTYPE_F32, 3, sh);
 }
 
-tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward, tr_act *x,
-                         tpx_error *err) {
+tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
+                         int backward, tr_act *x, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
   const tpx_transition *tr = NULL;
-  tpx_transition_side side = output ? TPX_TRANSITION_OUTPUT : TPX_TRANSITION_INPUT;
-  if (module < 0 || tpx_sharding_module_entry(tp->sh, module) < 0) return TPX_OK; /* unstyled */
+  tpx_transition_side side =
+      output ? TPX_TRANSITION_OUTPUT : TPX_TRANSITION_INPUT;
+  if (module < 0 || tpx_sharding_module_entry(tp->sh, module) < 0)
+    return TPX_OK; /* unstyled */
   tpx_error e = {0};
   tpx_status st = tpx_tp_transition_get(tp->sh, module, side, 0, &tr, &e);
-  if (st == TPX_NOT_FOUND) return TPX_OK; /* the style has no such side */
-  if (st) { *err = e; return st; }
-  if (!tr) return TPX_OK; /* tp == 1: torch registers no hooks */
+  if (st == TPX_NOT_FOUND)
+    return TPX_OK; /* the style has no such side */
+  if (st) {
+    *err = e;
+    return st;
+  }
+  if (!tr)
+    return TPX_OK; /* tp == 1: torch registers no hooks */
   /* an input that arrives as a DTensor (forward: this activation; backward:
    * the forward input this gradient belongs to) */
   const tpx_placement *arrived = NULL;
-  if (!output && !backward && x->arr) arrived = &x->arrl;
-  if (!output && backward && x->in_arr) arrived = &x->in_arrl;
+  if (!output && !backward && x->arr)
+    arrived = &x->arrl;
+  if (!output && backward && x->in_arr)
+    arrived = &x->in_arrl;
   int64_t shape[3] = {x->b, x->S, x->F}, in_l[3], out_l[3];
   tpx_placement lin, lout;
   int copy = 0;
-  st = tpx_tp_transition_layouts_dt(tp->sh, module, side, 0, backward, arrived, 3, &lin, &lout,
-                                    &copy, err);
-  if (st) return st;
+  st = tpx_tp_transition_layouts_dt(tp->sh, module, side, 0, backward, arrived,
+                                    3, &lin, &lout, &copy, err);
+  if (st)
+    return st;
   if (copy) { /* no collective: keep the buffer, update what it is */
-    if (!output && !backward) { x->in_arr = x->arr; x->in_arrl = x->arrl; x->arr = 0; }
+    if (!output && !backward) {
+      x->in_arr = x->arr;
+      x->in_arrl = x->arrl;
+      x->arr = 0;
+    }
     if (output && !backward && tpx_tp_output_keeps_dtensor(tp->sh, module, 0)) {
       x->arr = 1;
       x->arrl = lout;
     }
     return TPX_OK;
   }
-  st = tpx_tp_transition_shape_dt(tp->sh, module, side, 0, backward, arrived, tp->rank, shape, 3,
-                                  in_l, out_l, err);
-  if (st) return st;
+  st = tpx_tp_transition_shape_dt(tp->sh, module, side, 0, backward, arrived,
+                                  tp->rank, shape, 3, in_l, out_l, err);
+  if (st)
+    return st;
   if (in_l[0] != x->b || in_l[1] != x->s || in_l[2] != x->f)
     return tpx_error_set(err, TPX_INTERNAL,
-                         "module %s %s %s: local [%lld,%lld,%lld], transition expects [%lld,%lld,%lld]",
-                         tpx_model_module_fqn(tp->model, module), output ? "output" : "input",
-                         backward ? "backward" : "forward", (long long)x->b, (long long)x->s,
-                         (long long)x->f, (long long)in_l[0], (long long)in_l[1],
-                         (long long)in_l[2]);
+                         "module %s %s %s: local [%lld,%lld,%lld], transition "
+                         "expects [%lld,%lld,%lld]",
+                         tpx_model_module_fqn(tp->model, module),
+                         output ? "output" : "input",
+                         backward ? "backward" : "forward", (long long)x->b,
+                         (long long)x->s, (long long)x->f, (long long)in_l[0],
+                         (long long)in_l[1], (long long)in_l[2]);
   tr_act y = {0};
-  if ((st = tr_act_alloc(&y, out_l[0], out_l[1], out_l[2], err))) return st;
-  y.S = x->S; y.F = x->F;
-  if (!output && !backward) { y.in_arr = x->arr; y.in_arrl = x->arrl; }
+  if ((st = tr_act_alloc(ar, &y, out_l[0], out_l[1], out_l[2], err)))
+    return st;
+  y.S = x->S;
+  y.F = x->F;
+  if (!output && !backward) {
+    y.in_arr = x->arr;
+    y.in_arrl = x->arrl;
+  }
   if (output && !backward && tpx_tp_output_keeps_dtensor(tp->sh, module, 0)) {
     y.arr = 1;
     y.arrl = lout;
   }
   tpx_tensor in = t3(x->d, x->b, x->s, x->f), o = t3(y.d, y.b, y.s, y.f);
   double t0 = tr_now();
-  st = tpx_tp_transition_run_dt(tp->sh, tp->mc, module, side, 0, backward, arrived, shape, &in,
-                                &o, err);
+  st = tpx_tp_transition_run_dt(tp->sh, tp->mc, module, side, 0, backward,
+                                arrived, shape, &in, &o, err);
   tp->comm_s += tr_now() - t0;
-  if (st) { tr_act_free(&y); return st; }
-  tr_act_free(x);
+  if (st)
+    return st;
   *x = y;
   return TPX_OK;
 }
 
 /* The embedding call's tensors: ids [b, t] and the TP-local weight (or its
  * gradient); ol = the local output shape. */
-static tpx_status embed_args(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, int grad,
-                             int64_t ish[2], int64_t ol[3], tpx_tensor *ti, tpx_tensor *tw,
-                             tpx_error *err) {
+static tpx_status embed_args(tr_rank *r, const int32_t *ids, int64_t b,
+                             int64_t t, int grad, int64_t ish[2], int64_t ol[3],
+                             tpx_tensor *ti, tpx_tensor *tw, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
   int64_t wl[2];
-  ish[0] = b; ish[1] = t;
-  tpx_status st = tpx_tp_embedding_shape(tp->sh, tp->m_embed, tp->rank, ish, 2, ol, wl, err);
-  if (st) return st;
+  ish[0] = b;
+  ish[1] = t;
+  tpx_status st = tpx_tp_embedding_shape(tp->sh, tp->m_embed, tp->rank, ish, 2,
+                                         ol, wl, err);
+  if (st)
+    return st;
   *ti = tpx_tensor_make((void *)ids, TPX_DTYPE_I32, 2, ish);
-  *tw = tpx_tensor_make(grad ? tr_param_g(r, tp->embed) : tr_param_w(r, tp->embed),
+  *tw = tpx_tensor_make(grad ? tr_param_g(r, tp->embed)
+                             : tr_param_w(r, tp->embed),
                         TPX_DTYPE_F32, 2, wl);
   return TPX_OK;
 }
 
-tpx_status tr_embed_fwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, tr_act *out,
-                        tpx_error *err) {
+tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b,
+                        int64_t t, tr_act *out, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
   int64_t ish[2], ol[3];
   tpx_tensor ti, tw;
   tpx_status st = embed_args(r, ids, b, t, 0, ish, ol, &ti, &tw, err);
-  if (st || (st = tr_act_alloc(out, ol[0], ol[1], ol[2], err))) return st;
+  if (st || (st = tr_act_alloc(ar, out, ol[0], ol[1], ol[2], err)))
+    return st;
   out->S = t;
   out->F = tr_param_full_dim(r, tp->embed, 1);
   tpx_tensor to = t3(out->d, ol[0], ol[1], ol[2]);
   double t0 = tr_now();
-  st = tpx_tp_embedding_forward(tp->sh, tp->mc, tp->m_embed, &ti, &tw, &to, err);
+  st =
+      tpx_tp_embedding_forward(tp->sh, tp->mc, tp->m_embed, &ti, &tw, &to, err);
   tp->comm_s += tr_now() - t0;
   return st;
 }
 
-tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t, tr_act *dout,
-                        tpx_error *err) {
+tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t,
+                        tr_act *dout, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
   int64_t ish[2], ol[3];
   tpx_tensor ti, tw;
   tpx_status st = embed_args(r, ids, b, t, 1, ish, ol, &ti, &tw, err);
-  if (st) return st;
+  if (st)
+    return st;
   tpx_tensor tg = t3(dout->d, dout->b, dout->s, dout->f);
   double t0 = tr_now();
-  st = tpx_tp_embedding_backward(tp->sh, tp->mc, tp->m_embed, &ti, &tg, &tw, err);
+  st = tpx_tp_embedding_backward(tp->sh, tp->mc, tp->m_embed, &ti, &tg, &tw,
+                                 err);
   tp->comm_s += tr_now() - t0;
   return st;
 }
 
-tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits, const int32_t *targets,
-                            double *loss, tr_act *dlogits, tpx_error *err) {
+tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits,
+                            const int32_t *targets, double *loss,
+                            tr_act *dlogits, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
   tpx_tp_loss_options lo = TPX_TP_LOSS_OPTIONS_INIT;
   lo.vocab = logits->F;
@@ -146,7 +180,8 @@ tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits, const int32_t *tar
   tpx_tensor tl = t3(logits->d, logits->b, logits->s, logits->f);
   tpx_tensor tt = tpx_tensor_make((void *)targets, TPX_DTYPE_I32, 2, tsh);
   tpx_tensor tg = t3(dlogits->d, dlogits->b, dlogits->s, dlogits->f);
-  return tpx_tp_cross_entropy_mean(tp->sh, tp->mc, &lo, &tl, &tt, &tg, loss, err);
+  return tpx_tp_cross_entropy_mean(tp->sh, tp->mc, &lo, &tl, &tt, &tg, loss,
+                                   err);
 }
 
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) {
@@ -155,12 +190,15 @@ tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) {
   int64_t n = 1;
   for (int d = 0; d < tpx_mesh_ndim(mesh); d++) {
     const char *name = tpx_mesh_dim_name(mesh, d);
-    if (strcmp(name, "dp_shard") && strcmp(name, "dp_replicate")) continue;
-    if (tpx_mesh_dim_size(mesh, d) == 1) continue;
+    if (strcmp(name, "dp_shard") && strcmp(name, "dp_replicate"))
+      continue;
+    if (tpx_mesh_dim_size(mesh, d) == 1)
+      continue;
     double x = *v;
-    tpx_status st = tpx_comm_all_reduce(tpx_mesh_comm_dim(tp->mc, d), &x, v, 1, TPX_DTYPE_F64,
-                                        TPX_REDUCE_SUM, err);
-    if (st) return st;
+    tpx_status st = tpx_comm_all_reduce(tpx_mesh_comm_dim(tp->mc, d), &x, v, 1,
+                                        TPX_DTYPE_F64, TPX_REDUCE_SUM, err);
+    if (st)
+      return st;
     n *= tpx_mesh_dim_size(mesh, d);
   }
   *v /= (double)n;

@@ -2,94 +2,145 @@
  * glue: every styled module is entered and left through tr_transition, the
  * embedding and the loss go through the glue's vocab-parallel calls, and
  * every size is TP-local (read from the local parameter shapes), so the same
- * code runs on any mesh. Activations of one step are kept for backward. */
+ * code runs on any mesh. A step's activations come from the net's arena
+ * (arena.c); the step itself allocates nothing. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train.h"
 
-static int64_t pidx(const tpx_model *m, const char *fmt, int64_t l, const char *leaf) {
-  char b[256];
-  snprintf(b, sizeof b, fmt, (long long)l, leaf);
-  return tpx_model_find_param(m, b);
+/* ---- parameters ---- */
+
+/* Which modules of a decoder layer exist: always, with qkv biases
+ * (Qwen2), with q/k norms (Qwen3). */
+enum { ALWAYS, QKV_BIAS, QK_NORM };
+
+static const struct {
+  const char *name; /* under model.layers.N. */
+  size_t offset;    /* of its tr_module in tr_layer */
+  int when;
+  int bias; /* has a .bias when qkv_bias */
+} layer_modules[] = {
+    {"input_layernorm", offsetof(tr_layer, input_layernorm), ALWAYS, 0},
+    {"self_attn.q_proj", offsetof(tr_layer, q_proj), ALWAYS, 1},
+    {"self_attn.k_proj", offsetof(tr_layer, k_proj), ALWAYS, 1},
+    {"self_attn.v_proj", offsetof(tr_layer, v_proj), ALWAYS, 1},
+    {"self_attn.q_norm", offsetof(tr_layer, q_norm), QK_NORM, 0},
+    {"self_attn.k_norm", offsetof(tr_layer, k_norm), QK_NORM, 0},
+    {"self_attn.o_proj", offsetof(tr_layer, o_proj), ALWAYS, 0},
+    {"post_attention_layernorm", offsetof(tr_layer, post_attention_layernorm),
+     ALWAYS, 0},
+    {"mlp.gate_proj", offsetof(tr_layer, gate_proj), ALWAYS, 0},
+    {"mlp.up_proj", offsetof(tr_layer, up_proj), ALWAYS, 0},
+    {"mlp.down_proj", offsetof(tr_layer, down_proj), ALWAYS, 0},
+};
+
+/* The module `name` and its parameters; with_bias 0: no .bias looked up. */
+static tr_module find_module(const tpx_model *model, const char *name,
+                             int with_bias) {
+  char buf[300];
+  tr_module mod = {tpx_model_find_module(model, name), -1, -1};
+  snprintf(buf, sizeof buf, "%s.weight", name);
+  mod.w = tpx_model_find_param(model, buf);
+  if (with_bias) {
+    snprintf(buf, sizeof buf, "%s.bias", name);
+    mod.b = tpx_model_find_param(model, buf);
+  }
+  return mod;
 }
 
-static int64_t midx(const tpx_model *m, const char *fmt, int64_t l, const char *leaf) {
-  char b[256];
-  snprintf(b, sizeof b, fmt, (long long)l, leaf);
-  return tpx_model_find_module(m, b);
+static tpx_status layer_find(const tpx_model *model, const tr_config *cfg,
+                             int64_t l, tr_layer *L, tpx_error *err) {
+  for (size_t i = 0; i < sizeof layer_modules / sizeof *layer_modules; i++) {
+    tr_module *mod = (tr_module *)((char *)L + layer_modules[i].offset);
+    int when = layer_modules[i].when;
+    *mod = (tr_module){-1, -1, -1};
+    if ((when == QKV_BIAS && !cfg->qkv_bias) ||
+        (when == QK_NORM && !cfg->qk_norm))
+      continue;
+    int bias = layer_modules[i].bias && cfg->qkv_bias;
+    char name[200];
+    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l,
+             layer_modules[i].name);
+    *mod = find_module(model, name, bias);
+    if (mod->w < 0 || (bias && mod->b < 0))
+      return tpx_error_set(err, TPX_VALIDATION,
+                           "model: layer %lld lacks a parameter %s needs",
+                           (long long)l, cfg->arch);
+  }
+  return TPX_OK;
 }
-
-#define LP "model.layers.%lld.%s.weight"
-#define LB "model.layers.%lld.%s.bias"
-#define LM "model.layers.%lld.%s"
 
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err) {
   memset(net, 0, sizeof *net);
-  if (tr_config_read(model, &net->cfg, err)) return err ? err->status : TPX_VALIDATION;
-  net->model = model;
-  net->embed = tpx_model_find_param(model, "model.embed_tokens.weight");
-  net->norm = tpx_model_find_param(model, "model.norm.weight");
-  net->lm_head = tpx_model_find_param(model, "lm_head.weight");
-  net->m_embed = tpx_model_find_module(model, "model.embed_tokens");
-  net->m_norm = tpx_model_find_module(model, "model.norm");
-  net->m_lm_head = tpx_model_find_module(model, "lm_head");
-  if (net->embed < 0 || net->norm < 0 || net->lm_head < 0)
-    return tpx_error_set(err, TPX_VALIDATION,
-                         "model: embed_tokens, norm or lm_head weight is missing");
-  net->L = calloc((size_t)(net->cfg.layers ? net->cfg.layers : 1), sizeof *net->L);
-  if (!net->L) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  if (tr_config_read(model, &net->cfg, err))
+    return err ? err->status : TPX_VALIDATION;
+  tr_params *P = &net->params;
+  P->embed_tokens = find_module(model, "model.embed_tokens", 0);
+  P->norm = find_module(model, "model.norm", 0);
+  P->lm_head = find_module(model, "lm_head", 0);
+  if (P->embed_tokens.w < 0 || P->norm.w < 0 || P->lm_head.w < 0)
+    return tpx_error_set(
+        err, TPX_VALIDATION,
+        "model: embed_tokens, norm or lm_head weight is missing");
+  size_t nl = (size_t)(net->cfg.layers ? net->cfg.layers : 1);
+  P->layers = calloc(nl, sizeof *P->layers);
+  net->acts = calloc(nl, sizeof *net->acts);
+  if (!P->layers || !net->acts)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   for (int64_t l = 0; l < net->cfg.layers; l++) {
-    tr_layer_ids *L = &net->L[l];
-    L->in_norm = pidx(model, LP, l, "input_layernorm");
-    L->post_norm = pidx(model, LP, l, "post_attention_layernorm");
-    L->q = pidx(model, LP, l, "self_attn.q_proj");
-    L->k = pidx(model, LP, l, "self_attn.k_proj");
-    L->v = pidx(model, LP, l, "self_attn.v_proj");
-    L->o = pidx(model, LP, l, "self_attn.o_proj");
-    L->gate = pidx(model, LP, l, "mlp.gate_proj");
-    L->up = pidx(model, LP, l, "mlp.up_proj");
-    L->down = pidx(model, LP, l, "mlp.down_proj");
-    L->qb = net->cfg.qkv_bias ? pidx(model, LB, l, "self_attn.q_proj") : -1;
-    L->kb = net->cfg.qkv_bias ? pidx(model, LB, l, "self_attn.k_proj") : -1;
-    L->vb = net->cfg.qkv_bias ? pidx(model, LB, l, "self_attn.v_proj") : -1;
-    L->qn = net->cfg.qk_norm ? pidx(model, LP, l, "self_attn.q_norm") : -1;
-    L->kn = net->cfg.qk_norm ? pidx(model, LP, l, "self_attn.k_norm") : -1;
-    L->m_in_norm = midx(model, LM, l, "input_layernorm");
-    L->m_post_norm = midx(model, LM, l, "post_attention_layernorm");
-    L->m_q = midx(model, LM, l, "self_attn.q_proj");
-    L->m_k = midx(model, LM, l, "self_attn.k_proj");
-    L->m_v = midx(model, LM, l, "self_attn.v_proj");
-    L->m_o = midx(model, LM, l, "self_attn.o_proj");
-    L->m_gate = midx(model, LM, l, "mlp.gate_proj");
-    L->m_up = midx(model, LM, l, "mlp.up_proj");
-    L->m_down = midx(model, LM, l, "mlp.down_proj");
-    if (L->in_norm < 0 || L->post_norm < 0 || L->q < 0 || L->k < 0 || L->v < 0 || L->o < 0 ||
-        L->gate < 0 || L->up < 0 || L->down < 0 ||
-        (net->cfg.qkv_bias && (L->qb < 0 || L->kb < 0 || L->vb < 0)) ||
-        (net->cfg.qk_norm && (L->qn < 0 || L->kn < 0)))
-      return tpx_error_set(err, TPX_VALIDATION, "model: layer %lld lacks a parameter %s needs",
-                           (long long)l, net->cfg.arch);
+    tpx_status st = layer_find(model, &net->cfg, l, &P->layers[l], err);
+    if (st)
+      return st;
   }
   return TPX_OK;
 }
 
 void tr_net_free(tr_net *net) {
-  if (net) { free(net->L); net->L = NULL; }
+  if (!net)
+    return;
+  free(net->params.layers);
+  free(net->acts);
+  free(net->ids);
+  free(net->targets);
+  free(net->rope_cos);
+  free(net->rope_sin);
+  tr_arena_free(&net->arena);
+  memset(net, 0, sizeof *net);
+}
+
+int64_t tr_net_activation_bytes(const tr_net *net) {
+  return (int64_t)net->arena.peak;
 }
 
 /* ---- building blocks ---- */
 
-#define CK(x) do { if ((st = (x)) != TPX_OK) goto done; } while (0)
+/* What every block needs: the rank's glue, the arena, the error. */
+typedef struct ctx {
+  tr_rank *r;
+  tr_arena *ar;
+  tpx_error *err;
+} ctx;
 
-static tpx_status act_copy(tr_act *dst, const tr_act *src, tpx_error *err) {
-  tpx_status st = tr_act_alloc(dst, src->b, src->s, src->f, err);
-  float *d = dst->d;
-  *dst = *src; /* shapes and DTensor metadata */
-  dst->d = d;
-  if (!st) memcpy(dst->d, src->d, sizeof(float) * (size_t)tr_act_numel(src));
+#define CK(x)                                                                  \
+  do {                                                                         \
+    if ((st = (x)) != TPX_OK)                                                  \
+      return st;                                                               \
+  } while (0)
+
+/* An activation shaped as `like` (sizes and logical extents only). */
+static tpx_status act_like(ctx *c, tr_act *a, const tr_act *like) {
+  tpx_status st = tr_act_alloc(c->ar, a, like->b, like->s, like->f, c->err);
+  a->S = like->S;
+  a->F = like->F;
   return st;
+}
+
+static tpx_status floats(ctx *c, float **p, int64_t n) {
+  *p = tr_arena_floats(c->ar, n, c->err);
+  return *p ? TPX_OK : TPX_NO_MEMORY;
 }
 
 static void act_add(tr_act *dst, const tr_act *src) {
@@ -97,272 +148,313 @@ static void act_add(tr_act *dst, const tr_act *src) {
   for (int64_t i = 0; i < n; i++) dst->d[i] += src->d[i];
 }
 
-/* linear module: xin = T_in(x) kept in *saved, y = T_out(xin W^T + b) */
-static tpx_status lin_fwd(tr_rank *r, int64_t module, int64_t pw, int64_t pb, const tr_act *x,
-                          tr_act *saved, tr_act *y, tpx_error *err) {
-  tpx_status st;
-  memset(y, 0, sizeof *y);
-  CK(act_copy(saved, x, err));
-  CK(tr_transition(r, module, 0, 0, saved, err));
-  int64_t out = tr_param_dim(r, pw, 0), in = tr_param_dim(r, pw, 1);
-  if (saved->f != in) {
-    st = tpx_error_set(err, TPX_INTERNAL, "linear module %lld: input width %lld, weight in %lld",
-                       (long long)module, (long long)saved->f, (long long)in);
-    goto done;
-  }
-  CK(tr_act_alloc(y, saved->b, saved->s, out, err));
-  y->S = saved->S;
-  y->F = tr_param_full_dim(r, pw, 0);
-  tr_linear_fwd(saved->d, tr_param_w(r, pw), pb >= 0 ? tr_param_w(r, pb) : NULL, y->d,
-                saved->b * saved->s, in, out);
-  CK(tr_transition(r, module, 1, 0, y, err));
-done:
-  return st;
+/* The residual stream: h = h + y, written into y's buffer (y is not kept),
+ * so the old h, which a norm keeps as its input, stays intact. */
+static void residual_add(tr_act *h, tr_act *y) {
+  int64_t n = tr_act_numel(h);
+  for (int64_t i = 0; i < n; i++) y->d[i] += h->d[i];
+  h->d = y->d;
 }
 
-/* dy is consumed (transitioned); dx (shape of the module's input before
- * T_in) is set (first use) or accumulated into. */
-static tpx_status lin_bwd(tr_rank *r, int64_t module, int64_t pw, int64_t pb, const tr_act *saved,
-                          tr_act *dy, tr_act *dx, tpx_error *err) {
+/* A linear module: *in = T_in(x), kept for backward; y = T_out(in W^T + b). */
+static tpx_status linear_fwd(ctx *c, const tr_module *mod, const tr_act *x,
+                             tr_act *in, tr_act *y) {
   tpx_status st;
-  tr_act dxi = {0};
-  CK(tr_transition(r, module, 1, 1, dy, err));
-  int64_t out = tr_param_dim(r, pw, 0), in = tr_param_dim(r, pw, 1);
-  CK(tr_act_alloc(&dxi, saved->b, saved->s, in, err));
-  dxi.S = saved->S; dxi.F = saved->F;
-  dxi.in_arr = saved->in_arr; dxi.in_arrl = saved->in_arrl;
-  tr_linear_bwd(saved->d, tr_param_w(r, pw), dy->d, dxi.d, tr_param_g(r, pw),
-                pb >= 0 ? tr_param_g(r, pb) : NULL, saved->b * saved->s, in, out, 0);
-  CK(tr_transition(r, module, 0, 1, &dxi, err));
-  if (!dx->d) { *dx = dxi; dxi.d = NULL; }
-  else act_add(dx, &dxi);
-done:
-  tr_act_free(&dxi);
-  return st;
+  *in = *x;
+  CK(tr_transition(c->r, c->ar, mod->m, 0, 0, in, c->err));
+  int64_t out = tr_param_dim(c->r, mod->w, 0);
+  int64_t width = tr_param_dim(c->r, mod->w, 1);
+  if (in->f != width)
+    return tpx_error_set(c->err, TPX_INTERNAL,
+                         "linear module %lld: input width %lld, weight in %lld",
+                         (long long)mod->m, (long long)in->f, (long long)width);
+  CK(tr_act_alloc(c->ar, y, in->b, in->s, out, c->err));
+  y->S = in->S;
+  y->F = tr_param_full_dim(c->r, mod->w, 0);
+  tr_linear_fwd(in->d, tr_param_w(c->r, mod->w), tr_param_w(c->r, mod->b), y->d,
+                in->b * in->s, width, out);
+  return tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err);
 }
 
-/* norm module: xin = T_in(x) in *saved, y = T_out(rmsnorm(xin)) */
-static tpx_status norm_fwd(tr_rank *r, int64_t module, int64_t pw, double eps, const tr_act *x,
-                           tr_act *saved, float **rstd, tr_act *y, tpx_error *err) {
+/* dy is consumed (transitioned); dx (the shape of the module's input
+ * before T_in) is set on first use and accumulated into after. */
+static tpx_status linear_bwd(ctx *c, const tr_module *mod, const tr_act *in,
+                             tr_act *dy, tr_act *dx) {
   tpx_status st;
-  memset(y, 0, sizeof *y);
-  CK(act_copy(saved, x, err));
-  CK(tr_transition(r, module, 0, 0, saved, err));
-  int64_t n = saved->b * saved->s;
-  *rstd = malloc(sizeof(float) * (size_t)(n ? n : 1));
-  if (!*rstd) { st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); goto done; }
-  CK(tr_act_alloc(y, saved->b, saved->s, saved->f, err));
-  y->S = saved->S; y->F = saved->F;
-  tr_rmsnorm_fwd(saved->d, tr_param_w(r, pw), y->d, *rstd, n, saved->f, eps);
-  CK(tr_transition(r, module, 1, 0, y, err));
-done:
-  return st;
+  tr_act dxi;
+  CK(tr_transition(c->r, c->ar, mod->m, 1, 1, dy, c->err));
+  int64_t out = tr_param_dim(c->r, mod->w, 0);
+  int64_t width = tr_param_dim(c->r, mod->w, 1);
+  CK(act_like(c, &dxi, in));
+  dxi.in_arr = in->in_arr;
+  dxi.in_arrl = in->in_arrl;
+  tr_linear_bwd(in->d, tr_param_w(c->r, mod->w), dy->d, dxi.d,
+                tr_param_g(c->r, mod->w), tr_param_g(c->r, mod->b),
+                in->b * in->s, width, out, 0);
+  CK(tr_transition(c->r, c->ar, mod->m, 0, 1, &dxi, c->err));
+  if (!dx->d)
+    *dx = dxi;
+  else
+    act_add(dx, &dxi);
+  return TPX_OK;
 }
 
-static tpx_status norm_bwd(tr_rank *r, int64_t module, int64_t pw, const tr_act *saved,
-                           const float *rstd, tr_act *dy, tr_act *dx, tpx_error *err) {
+/* An RMSNorm module: *in = T_in(x) and its rstd kept; y = T_out(norm). */
+static tpx_status norm_fwd(ctx *c, const tr_module *mod, double eps,
+                           const tr_act *x, tr_act *in, float **rstd,
+                           tr_act *y) {
   tpx_status st;
-  memset(dx, 0, sizeof *dx);
-  CK(tr_transition(r, module, 1, 1, dy, err));
-  CK(tr_act_alloc(dx, saved->b, saved->s, saved->f, err));
-  dx->S = saved->S; dx->F = saved->F;
-  dx->in_arr = saved->in_arr; dx->in_arrl = saved->in_arrl;
-  tr_rmsnorm_bwd(saved->d, tr_param_w(r, pw), rstd, dy->d, dx->d, tr_param_g(r, pw),
-                 saved->b * saved->s, saved->f);
-  CK(tr_transition(r, module, 0, 1, dx, err));
-done:
-  return st;
+  *in = *x;
+  CK(tr_transition(c->r, c->ar, mod->m, 0, 0, in, c->err));
+  int64_t n = in->b * in->s;
+  CK(floats(c, rstd, n));
+  CK(act_like(c, y, in));
+  tr_rmsnorm_fwd(in->d, tr_param_w(c->r, mod->w), y->d, *rstd, n, in->f, eps);
+  return tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err);
+}
+
+/* dy is consumed; *dx is set to the grad of the module's input. */
+static tpx_status norm_bwd(ctx *c, const tr_module *mod, const tr_act *in,
+                           const float *rstd, tr_act *dy, tr_act *dx) {
+  tpx_status st;
+  CK(tr_transition(c->r, c->ar, mod->m, 1, 1, dy, c->err));
+  CK(act_like(c, dx, in));
+  dx->in_arr = in->in_arr;
+  dx->in_arrl = in->in_arrl;
+  tr_rmsnorm_bwd(in->d, tr_param_w(c->r, mod->w), rstd, dy->d, dx->d,
+                 tr_param_g(c->r, mod->w), in->b * in->s, in->f);
+  return tr_transition(c->r, c->ar, mod->m, 0, 1, dx, c->err);
+}
+
+/* Qwen3's q_norm / k_norm: RMSNorm over each head of x [b, t, n*hd];
+ * *raw keeps x, *y the normed copy. Not a styled module here: each rank
+ * normalises its own heads. */
+static tpx_status head_norm_fwd(ctx *c, const tr_module *mod, double eps,
+                                int64_t hd, tr_act *x, tr_act *raw,
+                                float **rstd) {
+  tpx_status st;
+  int64_t rows = x->b * x->s * (x->f / hd);
+  *raw = *x;
+  CK(floats(c, rstd, rows));
+  CK(act_like(c, x, raw));
+  tr_rmsnorm_fwd(raw->d, tr_param_w(c->r, mod->w), x->d, *rstd, rows, hd, eps);
+  return TPX_OK;
+}
+
+/* dy is replaced by the grad of the norm's input. The norm weight's grad
+ * is partial (this rank saw only its heads): tpx_tp_param_grad_needs_
+ * allreduce says so, and the glue's gradient reduction sums it over tp. */
+static tpx_status head_norm_bwd(ctx *c, const tr_module *mod, int64_t hd,
+                                const tr_act *raw, const float *rstd,
+                                tr_act *dy) {
+  tpx_status st;
+  tr_act dx;
+  CK(act_like(c, &dx, dy));
+  tr_rmsnorm_bwd(raw->d, tr_param_w(c->r, mod->w), rstd, dy->d, dx.d,
+                 tr_param_g(c->r, mod->w), raw->b * raw->s * (raw->f / hd), hd);
+  *dy = dx;
+  return TPX_OK;
 }
 
 /* ---- one decoder layer ---- */
 
-typedef struct layer_cache {
-  tr_act n1_in, a_q, a_k, a_v, q_pre, k_pre, q, k, v, o_in, n2_in, a_g, a_u, g, u, m_in;
-  float *rstd1, *rstd2, *rq, *rk, *p;
-  tr_attn_shape ash;
-} layer_cache;
-
-static void cache_free(layer_cache *c) {
-  tr_act *acts[] = {&c->n1_in, &c->a_q, &c->a_k, &c->a_v, &c->q_pre, &c->k_pre, &c->q, &c->k,
-                    &c->v, &c->o_in, &c->n2_in, &c->a_g, &c->a_u, &c->g, &c->u, &c->m_in};
-  for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) tr_act_free(acts[i]);
-  free(c->rstd1); free(c->rstd2); free(c->rq); free(c->rk); free(c->p);
-  memset(c, 0, sizeof *c);
+/* The local heads q_proj / k_proj produced, checked against each other. */
+static tpx_status attn_shape(ctx *c, int64_t l, int64_t hd, tr_layer_acts *a) {
+  tr_attn_shape *sh = &a->ash;
+  *sh = (tr_attn_shape){a->q.b, a->q.s, a->q.f / hd, a->k.f / hd, hd};
+  if (sh->nkv <= 0 || sh->nh % sh->nkv || a->k.s != sh->t || a->v.f != a->k.f)
+    return tpx_error_set(
+        c->err, TPX_INTERNAL,
+        "layer %lld: local heads %lld / kv heads %lld do not fit", (long long)l,
+        (long long)sh->nh, (long long)sh->nkv);
+  return TPX_OK;
 }
 
-typedef struct rope_tab {
-  float *cosv, *sinv;
-} rope_tab;
-
-/* h: residual stream in, replaced by the layer's output */
-static tpx_status layer_fwd(tr_net *net, tr_rank *r, int64_t l, const rope_tab *rt, tr_act *h,
-                            layer_cache *c, tpx_error *err) {
-  const tr_layer_ids *L = &net->L[l];
+/* h: the residual stream in, replaced by the layer's output. */
+static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
   const tr_config *cfg = &net->cfg;
-  tpx_status st;
-  tr_act a = {0}, o = {0}, o_out = {0}, g_out = {0}, m = {0}, d = {0};
-  CK(norm_fwd(r, L->m_in_norm, L->in_norm, cfg->eps, h, &c->n1_in, &c->rstd1, &a, err));
-  CK(lin_fwd(r, L->m_q, L->q, L->qb, &a, &c->a_q, &c->q, err));
-  CK(lin_fwd(r, L->m_k, L->k, L->kb, &a, &c->a_k, &c->k, err));
-  CK(lin_fwd(r, L->m_v, L->v, L->vb, &a, &c->a_v, &c->v, err));
-  int64_t hd = cfg->head_dim, b = c->q.b, t = c->q.s;
-  c->ash = (tr_attn_shape){b, t, c->q.f / hd, c->k.f / hd, hd};
-  if (c->ash.nkv <= 0 || c->ash.nh % c->ash.nkv || c->k.s != t || c->v.f != c->k.f) {
-    st = tpx_error_set(err, TPX_INTERNAL, "layer %lld: local heads %lld / kv heads %lld do not fit",
-                       (long long)l, (long long)c->ash.nh, (long long)c->ash.nkv);
-    goto done;
-  }
-  if (cfg->qk_norm) {
-    int64_t nq = b * t * c->ash.nh, nk = b * t * c->ash.nkv;
-    CK(act_copy(&c->q_pre, &c->q, err));
-    CK(act_copy(&c->k_pre, &c->k, err));
-    c->rq = malloc(sizeof(float) * (size_t)(nq ? nq : 1));
-    c->rk = malloc(sizeof(float) * (size_t)(nk ? nk : 1));
-    if (!c->rq || !c->rk) { st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory"); goto done; }
-    tr_rmsnorm_fwd(c->q_pre.d, tr_param_w(r, L->qn), c->q.d, c->rq, nq, hd, cfg->eps);
-    tr_rmsnorm_fwd(c->k_pre.d, tr_param_w(r, L->kn), c->k.d, c->rk, nk, hd, cfg->eps);
-  }
-  tr_rope(c->q.d, b, t, c->ash.nh, hd, rt->cosv, rt->sinv, 0);
-  tr_rope(c->k.d, b, t, c->ash.nkv, hd, rt->cosv, rt->sinv, 0);
-  c->p = malloc(sizeof(float) * (size_t)(b * c->ash.nh * t * t + 1));
-  if (!c->p) { st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (attention)"); goto done; }
-  CK(tr_act_alloc(&o, b, t, c->q.f, err));
-  o.S = c->q.S; o.F = c->q.F;
-  tr_attn_fwd(&c->ash, c->q.d, c->k.d, c->v.d, c->p, o.d);
-  CK(lin_fwd(r, L->m_o, L->o, -1, &o, &c->o_in, &o_out, err));
-  act_add(h, &o_out);
-  tr_act_free(&a);
-  CK(norm_fwd(r, L->m_post_norm, L->post_norm, cfg->eps, h, &c->n2_in, &c->rstd2, &a, err));
-  CK(lin_fwd(r, L->m_gate, L->gate, -1, &a, &c->a_g, &c->g, err));
-  CK(lin_fwd(r, L->m_up, L->up, -1, &a, &c->a_u, &c->u, err));
-  CK(tr_act_alloc(&m, c->g.b, c->g.s, c->g.f, err));
-  m.S = c->g.S; m.F = c->g.F;
-  tr_swiglu_fwd(c->g.d, c->u.d, m.d, tr_act_numel(&m));
-  CK(lin_fwd(r, L->m_down, L->down, -1, &m, &c->m_in, &d, err));
-  act_add(h, &d);
-done:
-  tr_act_free(&a); tr_act_free(&o); tr_act_free(&o_out); tr_act_free(&g_out);
-  tr_act_free(&m); tr_act_free(&d);
-  return st;
-}
-
-/* dh: grad of the layer output, replaced by the grad of its input */
-static tpx_status layer_bwd(tr_net *net, tr_rank *r, int64_t l, const rope_tab *rt, tr_act *dh,
-                            layer_cache *c, tpx_error *err) {
-  const tr_layer_ids *L = &net->L[l];
-  const tr_config *cfg = &net->cfg;
-  tpx_status st;
-  tr_act dy = {0}, dm = {0}, dg = {0}, du = {0}, da = {0}, dx = {0}, dq = {0}, dk = {0},
-         dv = {0}, dqn = {0}, dkn = {0};
+  const tr_layer *L = &net->params.layers[l];
+  tr_layer_acts *a = &net->acts[l];
   int64_t hd = cfg->head_dim;
-  /* MLP */
-  CK(act_copy(&dy, dh, err));
-  CK(lin_bwd(r, L->m_down, L->down, -1, &c->m_in, &dy, &dm, err));
-  CK(tr_act_alloc(&dg, dm.b, dm.s, dm.f, err));
-  CK(tr_act_alloc(&du, dm.b, dm.s, dm.f, err));
-  dg.S = du.S = dm.S; dg.F = du.F = dm.F;
-  tr_swiglu_bwd(c->g.d, c->u.d, dm.d, dg.d, du.d, tr_act_numel(&dm));
-  CK(lin_bwd(r, L->m_gate, L->gate, -1, &c->a_g, &dg, &da, err));
-  CK(lin_bwd(r, L->m_up, L->up, -1, &c->a_u, &du, &da, err));
-  CK(norm_bwd(r, L->m_post_norm, L->post_norm, &c->n2_in, c->rstd2, &da, &dx, err));
-  act_add(dh, &dx);
-  tr_act_free(&dy); tr_act_free(&da); tr_act_free(&dx); tr_act_free(&dm);
-  /* attention */
-  CK(act_copy(&dy, dh, err));
-  CK(lin_bwd(r, L->m_o, L->o, -1, &c->o_in, &dy, &dm, err));
-  CK(tr_act_alloc(&dq, c->q.b, c->q.s, c->q.f, err));
-  CK(tr_act_alloc(&dk, c->k.b, c->k.s, c->k.f, err));
-  CK(tr_act_alloc(&dv, c->v.b, c->v.s, c->v.f, err));
-  dq.S = c->q.S; dq.F = c->q.F; dk.S = c->k.S; dk.F = c->k.F; dv.S = c->v.S; dv.F = c->v.F;
-  tr_attn_bwd(&c->ash, c->q.d, c->k.d, c->v.d, c->p, dm.d, dq.d, dk.d, dv.d);
-  int64_t b = c->ash.b, t = c->ash.t;
-  tr_rope(dq.d, b, t, c->ash.nh, hd, rt->cosv, rt->sinv, 1);
-  tr_rope(dk.d, b, t, c->ash.nkv, hd, rt->cosv, rt->sinv, 1);
+  tpx_status st;
+  tr_act x, o, y;
+  memset(a, 0, sizeof *a);
+
+  /* attention: x = norm(h); q, k, v; RoPE; softmax(q k^T) v; o_proj */
+  CK(norm_fwd(c, &L->input_layernorm, cfg->eps, h, &a->ln1_in, &a->ln1_rstd,
+              &x));
+  CK(linear_fwd(c, &L->q_proj, &x, &a->q_in, &a->q));
+  CK(linear_fwd(c, &L->k_proj, &x, &a->k_in, &a->k));
+  CK(linear_fwd(c, &L->v_proj, &x, &a->v_in, &a->v));
+  CK(attn_shape(c, l, hd, a));
   if (cfg->qk_norm) {
-    CK(tr_act_alloc(&dqn, dq.b, dq.s, dq.f, err));
-    CK(tr_act_alloc(&dkn, dk.b, dk.s, dk.f, err));
-    dqn.S = dq.S; dqn.F = dq.F; dkn.S = dk.S; dkn.F = dk.F;
-    tr_rmsnorm_bwd(c->q_pre.d, tr_param_w(r, L->qn), c->rq, dq.d, dqn.d, tr_param_g(r, L->qn),
-                   b * t * c->ash.nh, hd);
-    tr_rmsnorm_bwd(c->k_pre.d, tr_param_w(r, L->kn), c->rk, dk.d, dkn.d, tr_param_g(r, L->kn),
-                   b * t * c->ash.nkv, hd);
-    /* this rank saw only its heads: the norm weights' grads are partial;
-     * tpx_tp_param_grad_needs_allreduce says so, and the glue's gradient
-     * reduction sums them over tp */
-    tr_act tmp = dq; dq = dqn; dqn = tmp;
-    tmp = dk; dk = dkn; dkn = tmp;
+    CK(head_norm_fwd(c, &L->q_norm, cfg->eps, hd, &a->q, &a->q_raw,
+                     &a->q_rstd));
+    CK(head_norm_fwd(c, &L->k_norm, cfg->eps, hd, &a->k, &a->k_raw,
+                     &a->k_rstd));
   }
-  CK(lin_bwd(r, L->m_q, L->q, L->qb, &c->a_q, &dq, &da, err));
-  CK(lin_bwd(r, L->m_k, L->k, L->kb, &c->a_k, &dk, &da, err));
-  CK(lin_bwd(r, L->m_v, L->v, L->vb, &c->a_v, &dv, &da, err));
-  CK(norm_bwd(r, L->m_in_norm, L->in_norm, &c->n1_in, c->rstd1, &da, &dx, err));
-  act_add(dh, &dx);
-done:
-  tr_act_free(&dy); tr_act_free(&dm); tr_act_free(&dg); tr_act_free(&du); tr_act_free(&da);
-  tr_act_free(&dx); tr_act_free(&dq); tr_act_free(&dk); tr_act_free(&dv); tr_act_free(&dqn);
-  tr_act_free(&dkn);
-  return st;
+  const tr_attn_shape *sh = &a->ash;
+  tr_rope(a->q.d, sh->b, sh->t, sh->nh, hd, net->rope_cos, net->rope_sin, 0);
+  tr_rope(a->k.d, sh->b, sh->t, sh->nkv, hd, net->rope_cos, net->rope_sin, 0);
+  CK(floats(c, &a->att, sh->b * sh->nh * sh->t * sh->t));
+  CK(act_like(c, &o, &a->q));
+  tr_attn_fwd(sh, a->q.d, a->k.d, a->v.d, a->att, o.d);
+  CK(linear_fwd(c, &L->o_proj, &o, &a->o_in, &y));
+  residual_add(h, &y);
+
+  /* MLP: x = norm(h); down(silu(gate(x)) * up(x)) */
+  CK(norm_fwd(c, &L->post_attention_layernorm, cfg->eps, h, &a->ln2_in,
+              &a->ln2_rstd, &x));
+  CK(linear_fwd(c, &L->gate_proj, &x, &a->gate_in, &a->gate));
+  CK(linear_fwd(c, &L->up_proj, &x, &a->up_in, &a->up));
+  CK(act_like(c, &o, &a->gate));
+  tr_swiglu_fwd(a->gate.d, a->up.d, o.d, tr_act_numel(&o));
+  CK(linear_fwd(c, &L->down_proj, &o, &a->down_in, &y));
+  residual_add(h, &y);
+  return TPX_OK;
+}
+
+/* dh: the grad of the layer's output, replaced by the grad of its input.
+ * Each block's gradient starts from dh (dy: the same buffer, consumed by
+ * the output transition) and ends added into it. */
+static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
+  const tr_layer *L = &net->params.layers[l];
+  const tr_layer_acts *a = &net->acts[l];
+  const tr_attn_shape *sh = &a->ash;
+  int64_t hd = net->cfg.head_dim;
+  tpx_status st;
+
+  /* MLP */
+  tr_act dy = *dh, dm = {0}, dg, du, dx = {0}, dn;
+  CK(linear_bwd(c, &L->down_proj, &a->down_in, &dy, &dm));
+  CK(act_like(c, &dg, &dm));
+  CK(act_like(c, &du, &dm));
+  tr_swiglu_bwd(a->gate.d, a->up.d, dm.d, dg.d, du.d, tr_act_numel(&dm));
+  CK(linear_bwd(c, &L->gate_proj, &a->gate_in, &dg, &dx));
+  CK(linear_bwd(c, &L->up_proj, &a->up_in, &du, &dx));
+  CK(norm_bwd(c, &L->post_attention_layernorm, &a->ln2_in, a->ln2_rstd, &dx,
+              &dn));
+  act_add(dh, &dn);
+
+  /* attention */
+  tr_act dout = {0}, dq, dk, dv, dxa = {0};
+  float *ds;
+  dy = *dh;
+  CK(linear_bwd(c, &L->o_proj, &a->o_in, &dy, &dout));
+  CK(act_like(c, &dq, &a->q));
+  CK(act_like(c, &dk, &a->k));
+  CK(act_like(c, &dv, &a->v));
+  CK(floats(c, &ds, sh->t * sh->t));
+  tr_attn_bwd(sh, a->q.d, a->k.d, a->v.d, a->att, dout.d, dq.d, dk.d, dv.d, ds);
+  tr_rope(dq.d, sh->b, sh->t, sh->nh, hd, net->rope_cos, net->rope_sin, 1);
+  tr_rope(dk.d, sh->b, sh->t, sh->nkv, hd, net->rope_cos, net->rope_sin, 1);
+  if (net->cfg.qk_norm) {
+    CK(head_norm_bwd(c, &L->q_norm, hd, &a->q_raw, a->q_rstd, &dq));
+    CK(head_norm_bwd(c, &L->k_norm, hd, &a->k_raw, a->k_rstd, &dk));
+  }
+  CK(linear_bwd(c, &L->q_proj, &a->q_in, &dq, &dxa));
+  CK(linear_bwd(c, &L->k_proj, &a->k_in, &dk, &dxa));
+  CK(linear_bwd(c, &L->v_proj, &a->v_in, &dv, &dxa));
+  CK(norm_bwd(c, &L->input_layernorm, &a->ln1_in, a->ln1_rstd, &dxa, &dn));
+  act_add(dh, &dn);
+  return TPX_OK;
 }
 
 /* ---- the whole model ---- */
 
-tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens, int64_t b, int64_t t,
-                       double *loss, tpx_error *err) {
+/* The first step sizes what every step reuses: token buffers and the RoPE
+ * tables of sequence t. */
+static tpx_status step_setup(tr_net *net, int64_t b, int64_t t,
+                             tpx_error *err) {
   const tr_config *cfg = &net->cfg;
-  tpx_status st = TPX_OK;
-  int64_t nl = cfg->layers;
-  layer_cache *cache = calloc((size_t)(nl ? nl : 1), sizeof *cache);
-  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(b * t + 1));
-  int32_t *tgt = malloc(sizeof(int32_t) * (size_t)(b * t + 1));
-  rope_tab rt = {malloc(sizeof(float) * (size_t)(t * cfg->head_dim / 2 + 1)),
-                 malloc(sizeof(float) * (size_t)(t * cfg->head_dim / 2 + 1))};
-  double *inv_freq = malloc(sizeof(double) * (size_t)(cfg->head_dim / 2 + 1));
-  tr_act h = {0}, fin_in = {0}, fin = {0}, lm_in = {0}, logits = {0}, dlogits = {0}, dfin = {0},
-         dh = {0};
-  float *rstd = NULL;
-  if (!cache || !ids || !tgt || !rt.cosv || !rt.sinv || !inv_freq) {
-    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-    goto done;
+  if (net->ids) {
+    if (b == net->b && t == net->t)
+      return TPX_OK;
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "step of [%lld, %lld] tokens after [%lld, %lld]",
+                         (long long)b, (long long)t, (long long)net->b,
+                         (long long)net->t);
   }
+  size_t half = (size_t)(cfg->head_dim / 2);
+  size_t rope = (size_t)t * half + 1;
+  double *inv_freq = malloc(sizeof(double) * (half + 1));
+  net->ids = malloc(sizeof(int32_t) * (size_t)(b * t + 1));
+  net->targets = malloc(sizeof(int32_t) * (size_t)(b * t + 1));
+  net->rope_cos = malloc(sizeof(float) * rope);
+  net->rope_sin = malloc(sizeof(float) * rope);
+  if (!inv_freq || !net->ids || !net->targets || !net->rope_cos ||
+      !net->rope_sin) {
+    free(inv_freq);
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  }
+  tr_rope_inv_freq(cfg, inv_freq);
+  tr_rope_tables(net->rope_cos, net->rope_sin, t, cfg->head_dim, inv_freq);
+  free(inv_freq);
+  net->b = b;
+  net->t = t;
+  return TPX_OK;
+}
+
+/* Inputs tokens[:, :t], targets tokens[:, 1:]. */
+static void split_tokens(tr_net *net, const int32_t *tokens) {
+  int64_t b = net->b, t = net->t;
   for (int64_t i = 0; i < b; i++)
     for (int64_t j = 0; j < t; j++) {
-      ids[i * t + j] = tokens[i * (t + 1) + j];
-      tgt[i * t + j] = tokens[i * (t + 1) + j + 1];
+      net->ids[i * t + j] = tokens[i * (t + 1) + j];
+      net->targets[i * t + j] = tokens[i * (t + 1) + j + 1];
     }
-  tr_rope_inv_freq(cfg, inv_freq);
-  tr_rope_tables(rt.cosv, rt.sinv, t, cfg->head_dim, inv_freq);
+}
+
+static tpx_status forward(tr_net *net, ctx *c, tr_act *logits, tr_act *fin_in,
+                          float **fin_rstd, tr_act *lm_in) {
+  const tr_params *P = &net->params;
+  tpx_status st;
+  tr_act h, x;
+  CK(tr_unit_unshard(c->r, -1, 0, c->err));
+  CK(tr_embed_fwd(c->r, c->ar, net->ids, net->b, net->t, &h, c->err));
+  for (int64_t l = 0; l < net->cfg.layers; l++) {
+    CK(tr_unit_unshard(c->r, l, 0, c->err));
+    CK(layer_fwd(net, c, l, &h));
+    CK(tr_unit_reshard(c->r, l, 0, c->err));
+  }
+  CK(norm_fwd(c, &P->norm, net->cfg.eps, &h, fin_in, fin_rstd, &x));
+  return linear_fwd(c, &P->lm_head, &x, lm_in, logits);
+}
+
+static tpx_status backward(tr_net *net, ctx *c, tr_act *dlogits,
+                           const tr_act *fin_in, const float *fin_rstd,
+                           const tr_act *lm_in) {
+  const tr_params *P = &net->params;
+  tpx_status st;
+  tr_act dx = {0}, dh;
+  CK(tr_unit_unshard(c->r, -1, 1, c->err));
+  CK(linear_bwd(c, &P->lm_head, lm_in, dlogits, &dx));
+  CK(norm_bwd(c, &P->norm, fin_in, fin_rstd, &dx, &dh));
+  for (int64_t l = net->cfg.layers - 1; l >= 0; l--) {
+    size_t mark = tr_arena_mark(c->ar); /* dh stays below it */
+    CK(tr_unit_unshard(c->r, l, 1, c->err));
+    CK(layer_bwd(net, c, l, &dh));
+    CK(tr_unit_reduce_grads(c->r, l, c->err));
+    CK(tr_unit_reshard(c->r, l, 1, c->err));
+    tr_arena_pop(c->ar, mark);
+  }
+  CK(tr_embed_bwd(c->r, net->ids, net->b, net->t, &dh, c->err));
+  CK(tr_unit_reduce_grads(c->r, -1, c->err));
+  return tr_unit_reshard(c->r, -1, 1, c->err);
+}
+
+tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
+                       int64_t b, int64_t t, double *loss, tpx_error *err) {
+  ctx c = {r, &net->arena, err};
+  tpx_status st;
+  tr_act logits, dlogits, fin_in, lm_in;
+  float *fin_rstd;
+  CK(step_setup(net, b, t, err));
+  CK(tr_arena_reset(&net->arena, err));
+  split_tokens(net, tokens);
   CK(tr_zero_grads(r, err));
-  CK(tr_unit_unshard(r, -1, 0, err));
-  CK(tr_embed_fwd(r, ids, b, t, &h, err));
-  for (int64_t l = 0; l < nl; l++) {
-    CK(tr_unit_unshard(r, l, 0, err));
-    CK(layer_fwd(net, r, l, &rt, &h, &cache[l], err));
-    CK(tr_unit_reshard(r, l, 0, err));
-  }
-  CK(norm_fwd(r, net->m_norm, net->norm, cfg->eps, &h, &fin_in, &rstd, &fin, err));
-  CK(lin_fwd(r, net->m_lm_head, net->lm_head, -1, &fin, &lm_in, &logits, err));
-  CK(tr_act_alloc(&dlogits, logits.b, logits.s, logits.f, err));
-  dlogits.S = logits.S; dlogits.F = logits.F;
-  CK(tr_cross_entropy(r, &logits, tgt, loss, &dlogits, err));
-  CK(tr_unit_unshard(r, -1, 1, err));
-  CK(lin_bwd(r, net->m_lm_head, net->lm_head, -1, &lm_in, &dlogits, &dfin, err));
-  CK(norm_bwd(r, net->m_norm, net->norm, &fin_in, rstd, &dfin, &dh, err));
-  for (int64_t l = nl - 1; l >= 0; l--) {
-    CK(tr_unit_unshard(r, l, 1, err));
-    CK(layer_bwd(net, r, l, &rt, &dh, &cache[l], err));
-    CK(tr_unit_reduce_grads(r, l, err));
-    CK(tr_unit_reshard(r, l, 1, err));
-    cache_free(&cache[l]);
-  }
-  CK(tr_embed_bwd(r, ids, b, t, &dh, err));
-  CK(tr_unit_reduce_grads(r, -1, err));
-  CK(tr_unit_reshard(r, -1, 1, err));
-done:
-  if (cache)
-    for (int64_t l = 0; l < nl; l++) cache_free(&cache[l]);
-  free(cache); free(ids); free(tgt); free(rt.cosv); free(rt.sinv); free(rstd);
-  free(inv_freq);
-  tr_act *acts[] = {&h, &fin_in, &fin, &lm_in, &logits, &dlogits, &dfin, &dh};
-  for (size_t i = 0; i < sizeof acts / sizeof *acts; i++) tr_act_free(acts[i]);
-  return st;
+  CK(forward(net, &c, &logits, &fin_in, &fin_rstd, &lm_in));
+  CK(act_like(&c, &dlogits, &logits));
+  CK(tr_cross_entropy(r, &logits, net->targets, loss, &dlogits, err));
+  return backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in);
 }

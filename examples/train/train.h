@@ -13,7 +13,11 @@
 #include <tpx/tpx.h>
 
 /* ---- config.c ---- */
-typedef enum tr_rope_type { TR_ROPE_DEFAULT, TR_ROPE_LINEAR, TR_ROPE_LLAMA3 } tr_rope_type;
+typedef enum tr_rope_type {
+  TR_ROPE_DEFAULT,
+  TR_ROPE_LINEAR,
+  TR_ROPE_LLAMA3
+} tr_rope_type;
 typedef struct tr_config {
   const char *arch;
   int64_t hidden, heads, kv_heads, head_dim, inter, vocab, layers;
@@ -31,9 +35,35 @@ tpx_status tr_config_read(const tpx_model *model, tr_config *out,
 /* The RoPE inverse frequencies inv[head_dim / 2] of the config's rope type. */
 void tr_rope_inv_freq(const tr_config *c, double *inv);
 
-/* ---- activations: local [b, s, f] row-major f32, plus the logical
- * (tp-wide) extents S and F of the dims tp may shard (sequence under SP,
- * features of colwise outputs); tr_act_alloc sets S = s, F = f. ---- */
+/* ---- arena.c: the activations of one step live in one block ----
+ * A bump allocator: the step takes what it needs in order and gives it all
+ * back at the next step's start (tr_arena_reset), so the step itself never
+ * calls malloc. The block is sized by the first step: what did not fit was
+ * taken from the heap then, and the block is regrown once to the
+ * high-water mark before the second step. */
+typedef struct tr_arena {
+  char *base;   /* the block */
+  size_t cap;   /* its size in bytes */
+  size_t used;  /* bytes taken this step (those that spilled too) */
+  size_t peak;  /* high-water mark of used over all steps */
+  void **spill; /* blocks taken from the heap when the block was full */
+  size_t nspill, spill_cap;
+} tr_arena;
+/* n floats, 64-byte aligned, zeroed */
+float *tr_arena_floats(tr_arena *a, int64_t n, tpx_error *err);
+/* Give back everything taken since the mark (a layer's backward
+ * temporaries, once it is done). */
+size_t tr_arena_mark(const tr_arena *a);
+void tr_arena_pop(tr_arena *a, size_t mark);
+/* A step's start: everything is given back; the block grows to the
+ * high-water mark if the last step spilled. */
+tpx_status tr_arena_reset(tr_arena *a, tpx_error *err);
+void tr_arena_free(tr_arena *a);
+
+/* ---- activations: local [b, s, f] row-major f32 in the arena, plus the
+ * logical (tp-wide) extents S and F of the dims tp may shard (sequence
+ * under SP, features of colwise outputs); tr_act_alloc sets S = s,
+ * F = f. ---- */
 typedef struct tr_act {
   float *d;
   int64_t b, s, f;
@@ -47,18 +77,17 @@ typedef struct tr_act {
   tpx_placement arrl, in_arrl;
 } tr_act;
 int64_t tr_act_numel(const tr_act *a);
-tpx_status tr_act_alloc(tr_act *a, int64_t b, int64_t s, int64_t f,
-                        tpx_error *err);
-void tr_act_free(tr_act *a);
+tpx_status tr_act_alloc(tr_arena *ar, tr_act *a, int64_t b, int64_t s,
+                        int64_t f, tpx_error *err);
 
 /* ---- ops.c: dense math on local buffers ---- */
 /* y[n,out] = x[n,in] W[out,in]^T (+ bias) */
-void tr_linear_fwd(const float *x, const float *w, const float *bias,
-                   float *y, int64_t n, int64_t in, int64_t out);
+void tr_linear_fwd(const float *x, const float *w, const float *bias, float *y,
+                   int64_t n, int64_t in, int64_t out);
 /* dx[n,in] (= or += per accumulate) dy W; dW += dy^T x; db += colsum dy */
-void tr_linear_bwd(const float *x, const float *w, const float *dy,
-                   float *dx, float *dw, float *db, int64_t n, int64_t in,
-                   int64_t out, int accumulate_dx);
+void tr_linear_bwd(const float *x, const float *w, const float *dy, float *dx,
+                   float *dw, float *db, int64_t n, int64_t in, int64_t out,
+                   int accumulate_dx);
 /* y = x * rsqrt(mean(x^2)+eps) * w over rows of width f; rstd[n] saved */
 void tr_rmsnorm_fwd(const float *x, const float *w, float *y, float *rstd,
                     int64_t n, int64_t f, double eps);
@@ -82,9 +111,10 @@ typedef struct tr_attn_shape {
 /* q [b,t,nh*hd], k/v [b,t,nkv*hd] -> o [b,t,nh*hd]; p [b,nh,t,t] saved */
 void tr_attn_fwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, float *p, float *o);
+/* ds: scratch [t, t] */
 void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, const float *p, const float *dout, float *dq,
-                 float *dk, float *dv);
+                 float *dk, float *dv, float *ds);
 
 /* ---- glue.c: where the model meets tpx (params, transitions, losses,
  * FSDP units, optimizer). One object per rank. ---- */
@@ -97,13 +127,15 @@ float *tr_param_g(tr_rank *r, int64_t p);
 /* TP-local dim d of parameter p, and its global dim. */
 int64_t tr_param_dim(tr_rank *r, int64_t p, int d);
 int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d);
-/* Run the styled module's transition on x (replaced by the result). */
-tpx_status tr_transition(tr_rank *r, int64_t module, int output, int backward,
-                         tr_act *x, tpx_error *err);
+/* Run the styled module's transition on x: when it moves data, x is
+ * replaced by the result, taken from the arena (x's buffer is left as it
+ * was); otherwise only x's DTensor metadata changes. */
+tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
+                         int backward, tr_act *x, tpx_error *err);
 /* Vocab-parallel embedding: out [b, s, hidden] in the module's output
  * layout; backward accumulates into the embedding grad. */
-tpx_status tr_embed_fwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t,
-                        tr_act *out, tpx_error *err);
+tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b,
+                        int64_t t, tr_act *out, tpx_error *err);
 tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t,
                         tr_act *dout, tpx_error *err);
 /* Mean CE of local-vocab logits [b, t, vl]; dlogits same shape, for a loss
@@ -127,20 +159,75 @@ tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd,
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err);
 
 /* ---- model.c: the decoder over the glue ---- */
-typedef struct tr_layer_ids {
-  int64_t in_norm, post_norm, q, k, v, o, qb, kb, vb, qn, kn, gate, up, down;
-  int64_t m_in_norm, m_post_norm, m_q, m_k, m_v, m_o, m_gate, m_up, m_down;
-} tr_layer_ids;
+/* A module of the decoder: its index in the model's module tree (its TP
+ * transitions are looked up by it) and its parameters' indices; -1 where
+ * absent. */
+typedef struct tr_module {
+  int64_t m; /* module */
+  int64_t w; /* .weight */
+  int64_t b; /* .bias (Qwen2's q/k/v_proj) */
+} tr_module;
+
+/* The parameters of one decoder layer; global shapes (each rank holds the
+ * TP-local piece its plan gives it). nh heads, nkv kv heads of hd. */
+typedef struct tr_layer {
+  tr_module input_layernorm;          /* w [hidden] */
+  tr_module q_proj;                   /* w [nh*hd, hidden], b [nh*hd] */
+  tr_module k_proj, v_proj;           /* w [nkv*hd, hidden], b [nkv*hd] */
+  tr_module q_norm, k_norm;           /* w [hd] (Qwen3) */
+  tr_module o_proj;                   /* w [hidden, nh*hd] */
+  tr_module post_attention_layernorm; /* w [hidden] */
+  tr_module gate_proj, up_proj;       /* w [inter, hidden] */
+  tr_module down_proj;                /* w [hidden, inter] */
+} tr_layer;
+
+/* The whole model's parameters. */
+typedef struct tr_params {
+  tr_module embed_tokens; /* w [vocab, hidden] */
+  tr_layer *layers;       /* [num_hidden_layers] */
+  tr_module norm;         /* w [hidden] */
+  tr_module lm_head;      /* w [vocab, hidden] (tied: embed_tokens.w) */
+} tr_params;
+
+/* What one layer's forward keeps for its backward; TP-local shapes, t the
+ * sequence each rank computes attention over, s the residual stream's
+ * local sequence (t / tp under SP). Each linear's input is kept as the
+ * module saw it, after its input transition (the same buffer as its
+ * source when the transition moved nothing). */
+typedef struct tr_layer_acts {
+  tr_act ln1_in;           /* [b, s, hidden] input_layernorm's input */
+  float *ln1_rstd;         /* [b*s] */
+  tr_act q_in, k_in, v_in; /* [b, t, hidden] */
+  tr_act q_raw, k_raw;     /* [b, t, nh*hd], [b, t, nkv*hd] before q/k_norm */
+  float *q_rstd, *k_rstd;  /* [b*t*nh], [b*t*nkv] (Qwen3) */
+  tr_act q, k, v;          /* after q/k_norm and RoPE */
+  tr_attn_shape ash;
+  float *att;            /* [b, nh, t, t] softmax probabilities */
+  tr_act o_in;           /* [b, t, nh*hd] o_proj's input */
+  tr_act ln2_in;         /* [b, s, hidden] */
+  float *ln2_rstd;       /* [b*s] */
+  tr_act gate_in, up_in; /* [b, t, hidden] */
+  tr_act gate, up;       /* [b, t, inter] */
+  tr_act down_in;        /* [b, t, inter] SwiGLU's output */
+} tr_layer_acts;
+
 struct tr_net {
   tr_config cfg;
-  const tpx_model *model;
-  int64_t embed, norm, lm_head, m_embed, m_norm, m_lm_head;
-  tr_layer_ids *L;
+  tr_params params;
+  /* sized by the first step (batch b, sequence t), then fixed */
+  int64_t b, t;
+  tr_layer_acts *acts;        /* [layers] */
+  int32_t *ids, *targets;     /* [b, t] */
+  float *rope_cos, *rope_sin; /* [t, hd/2] */
+  tr_arena arena;
 };
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err);
 void tr_net_free(tr_net *net);
-/* One forward + backward on ids [b, t+1] (inputs :t, targets 1:). */
+/* One forward + backward on tokens [b, t+1] (inputs :t, targets 1:); b and
+ * t are those of the first call. */
 tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
                        int64_t b, int64_t t, double *loss, tpx_error *err);
+/* Bytes of the activation arena (its high-water mark so far). */
+int64_t tr_net_activation_bytes(const tr_net *net);
 
 #endif /* TPX_TRAIN_H */

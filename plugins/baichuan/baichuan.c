@@ -1,5 +1,5 @@
 /* baichuan.c — the tpx_baichuan family plugin: NeMo Automodel's
- * _parallelize_baichuan (spec/plans.md §3.3) and the Baichuan(2)-7B style
+ * _parallelize_baichuan (docs/SEMANTICS.md "Family plans") and the Baichuan(2)-7B style
  * skeleton (fused W_pack attention, NormHead lm_head).
  *
  * Only the MLP is sharded; attention and the head stay replicated:
@@ -12,8 +12,6 @@
 #include <string.h>
 
 #include "tpxp_common.h"
-
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const k_archs[] = {
     "nemo_automodel.components.models.baichuan.model.BaichuanForCausalLM",
@@ -36,30 +34,24 @@ int register_parallel_strategy(const tpx_plugin_host *host,
 }
 
 static const tpxp_rule k_baichuan[] = {
-    {"model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
+    TPXP_COL("model.layers.*.mlp.gate_proj"),
+    TPXP_COL("model.layers.*.mlp.up_proj"),
+    TPXP_ROW("model.layers.*.mlp.down_proj"),
 };
 
 int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
              const tpx_plugin_plan_request *req) {
-  int st;
-  if (!tpxp_request_ok(req))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
-                     "baichuan plugin: bad plan request");
-  if (req->plan_name != NULL)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "baichuan plugin: no named plan '%s'", req->plan_name);
+  int st = tpxp_plain_plan_request(host, ctx, req, "baichuan");
+  if (st != TPX_PLUGIN_OK)
+    return st;
   if (!tpxp_arch_is(req->architecture, "BaichuanForCausalLM"))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "baichuan plugin: architecture '%s' is not served",
-                     req->architecture != NULL ? req->architecture : "(null)");
+    return tpxp_not_served(host, ctx, "baichuan", req->architecture);
   /* Like upstream's plan function, get_plan never looks at tp or the head
-   * counts: validate_tp_mesh (spec/plans.md §4.5) still asserts on them
-   * although no attention key is planned, and the host runs it before
-   * selection for every plan source (heads-not-divisible). */
+   * counts: validate_tp_mesh (docs/SEMANTICS.md "Plan selection") still
+   * asserts on them although no attention key is planned, and the host runs
+   * it before selection for every plan source (heads-not-divisible). */
   /* sequence_parallel is ignored upstream. */
-  st = tpxp_add_rules(host, ctx, "", k_baichuan, N_OF(k_baichuan));
+  st = TPXP_ADD_RULES(host, ctx, "", k_baichuan);
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
     host->plan_set_function(ctx, "baichuan");
   return st;
@@ -68,55 +60,38 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 /* Module order as the Baichuan remote code builds it: embed_tokens, layers
  * (self_attn {W_pack, o_proj, rotary_emb}, mlp {gate_proj, down_proj,
  * up_proj}, input_layernorm, post_attention_layernorm), norm; lm_head
- * (NormHead, weight [vocab, hidden]). */
+ * (NormHead, weight [vocab, hidden]: a plain weight on a non-Linear
+ * module). */
 int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                             const char *architecture) {
-  char f[TPXP_FQN_MAX];
   tpxp_decoder d;
-  int64_t i;
-  int st;
   if (!tpxp_arch_is(architecture, "BaichuanForCausalLM"))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "baichuan plugin: no skeleton for '%s'",
-                     architecture != NULL ? architecture : "(null)");
+    return tpxp_not_served(host, ctx, "baichuan", architecture);
   memset(&d, 0, sizeof d);
-  if ((st = tpxp_decoder_read(host, ctx, "", 0, &d)))
-    return st;
-  if ((st = tpxp_sk_embedding(host, ctx, "model.embed_tokens", d.vocab,
-                              d.hidden, NULL)) ||
-      (st = tpxp_sk_module(host, ctx, "model.layers", "container")))
-    return st;
-  for (i = 0; i < d.layers; i++) {
-    long long L = (long long)i;
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.W_pack", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, d.hidden, 3 * d.hidden, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.o_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, d.hidden, d.hidden, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.self_attn.rotary_emb", L);
-    if ((st = tpxp_sk_module(host, ctx, f, "rotary")))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.gate_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, d.hidden, d.intermediate, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.down_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, d.intermediate, d.hidden, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.mlp.up_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, d.hidden, d.intermediate, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.input_layernorm", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, d.hidden, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.post_attention_layernorm", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, d.hidden, 0, NULL)))
-      return st;
+  TPXP_CHK(tpxp_decoder_read(host, ctx, "", 0, &d));
+  {
+    int64_t h = d.hidden, in = d.intermediate;
+    const tpxp_sk_row head[] = {
+        TPXP_SK_EMB("model.embed_tokens", d.vocab, h),
+        TPXP_SK_MOD("model.layers", "container"),
+    };
+    const tpxp_sk_row layer[] = {
+        TPXP_SK_LIN("self_attn.W_pack", h, 3 * h, 0),
+        TPXP_SK_LIN("self_attn.o_proj", h, h, 0),
+        TPXP_SK_MOD("self_attn.rotary_emb", "rotary"),
+        TPXP_SK_LIN("mlp.gate_proj", h, in, 0),
+        TPXP_SK_LIN("mlp.down_proj", in, h, 0),
+        TPXP_SK_LIN("mlp.up_proj", h, in, 0),
+        TPXP_SK_NRM("input_layernorm", h, 0),
+        TPXP_SK_NRM("post_attention_layernorm", h, 0),
+    };
+    const tpxp_sk_row tail[] = {
+        TPXP_SK_NRM("model.norm", h, 0),
+        TPXP_SK_MOD("lm_head", "other"),
+        TPXP_SK_PRM("lm_head", "weight", d.vocab, h),
+    };
+    TPXP_CHK(TPXP_SK_ROWS(host, ctx, "", head, NULL));
+    TPXP_CHK(TPXP_SK_LAYERS(host, ctx, "model", d.layers, layer, NULL));
+    return TPXP_SK_ROWS(host, ctx, "", tail, NULL);
   }
-  if ((st = tpxp_sk_norm(host, ctx, "model.norm", d.hidden, 0, NULL)))
-    return st;
-  /* NormHead: a plain weight on a non-Linear module. */
-  if ((st = tpxp_sk_module(host, ctx, "lm_head", "other")))
-    return st;
-  return tpxp_sk_param(host, ctx, "lm_head", "weight", d.vocab, d.hidden, NULL);
 }

@@ -1,6 +1,7 @@
-/* tpxp_common.c — registration, messages, config reads and plan entries for
- * the bundled family plugins (see tpxp_common.h). Skeleton builders live in
- * tpxp_skeleton.c. No state: every function works on its arguments only. */
+/* tpxp_common.c — registration, messages, config reads (tpxp_base.h) and
+ * plan entries (tpxp_plan.h) for the bundled family plugins. Skeleton
+ * builders live in tpxp_skeleton.c. No state: every function works on its
+ * arguments only. */
 #include "tpxp_common.h"
 
 #include <stdarg.h>
@@ -132,48 +133,100 @@ int tpxp_cfg_int_req(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
+/* An optional read's answer: `dflt` (size bytes) into `out` when the key is
+ * absent, else what cfg_result made of `st`. */
+static int opt_result(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const char *path, int st, const char *type, void *out,
+                      const void *dflt, size_t size) {
+  st = cfg_result(host, ctx, path, st, type);
+  if (st != TPX_PLUGIN_NOT_FOUND)
+    return st;
+  memcpy(out, dflt, size);
+  return TPX_PLUGIN_OK;
+}
+
 int tpxp_cfg_int_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const char *path, int64_t dflt, int64_t *out) {
-  int st = cfg_result(host, ctx, path, host->config_get_int(ctx, path, out),
-                      "integer");
-  if (st == TPX_PLUGIN_NOT_FOUND) {
-    *out = dflt;
-    return TPX_PLUGIN_OK;
-  }
-  return st;
+  return opt_result(host, ctx, path, host->config_get_int(ctx, path, out),
+                    "integer", out, &dflt, sizeof dflt);
 }
 
 int tpxp_cfg_float_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        const char *path, double dflt, double *out) {
-  int st = cfg_result(host, ctx, path, host->config_get_float(ctx, path, out),
-                      "number");
-  if (st == TPX_PLUGIN_NOT_FOUND) {
-    *out = dflt;
-    return TPX_PLUGIN_OK;
-  }
-  return st;
+  return opt_result(host, ctx, path, host->config_get_float(ctx, path, out),
+                    "number", out, &dflt, sizeof dflt);
 }
 
 int tpxp_cfg_bool_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const char *path, int dflt, int *out) {
-  int st = cfg_result(host, ctx, path, host->config_get_bool(ctx, path, out),
-                      "boolean");
-  if (st == TPX_PLUGIN_NOT_FOUND) {
-    *out = dflt;
-    return TPX_PLUGIN_OK;
-  }
-  return st;
+  return opt_result(host, ctx, path, host->config_get_bool(ctx, path, out),
+                    "boolean", out, &dflt, sizeof dflt);
 }
 
 int tpxp_cfg_str_opt(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const char *path, const char *dflt, const char **out) {
-  int st = cfg_result(host, ctx, path, host->config_get_string(ctx, path, out),
-                      "string");
-  if (st == TPX_PLUGIN_NOT_FOUND) {
-    *out = dflt;
+  return opt_result(host, ctx, path, host->config_get_string(ctx, path, out),
+                    "string", out, &dflt, sizeof dflt);
+}
+
+/* Largest size a TPXP_KEY_SIZE row accepts. */
+#define TPXP_SIZE_MAX ((int64_t)1 << 31)
+
+static int read_key(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *path, const tpxp_key *k) {
+  int64_t *i = k->out;
+  switch (k->type) {
+  case TPXP_KEY_INT:
+  case TPXP_KEY_SIZE:
+    TPXP_CHK(k->required ? tpxp_cfg_int_req(host, ctx, path, i)
+                         : tpxp_cfg_int_opt(host, ctx, path, k->dflt_int, i));
+    if (k->type == TPXP_KEY_SIZE && (*i <= 0 || *i > TPXP_SIZE_MAX))
+      return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                       "config %s = %lld: expected a size in 1..%lld", path,
+                       (long long)*i, (long long)TPXP_SIZE_MAX);
+    return TPX_PLUGIN_OK;
+  case TPXP_KEY_BOOL:
+    return tpxp_cfg_bool_opt(host, ctx, path, (int)k->dflt_int, k->out);
+  case TPXP_KEY_FLOAT:
+    return tpxp_cfg_float_opt(host, ctx, path, k->dflt_float, k->out);
+  case TPXP_KEY_STR: {
+    const char **str = k->out;
+    TPXP_CHK(tpxp_cfg_str_opt(host, ctx, path, k->dflt_str, str));
+    if (*str == NULL)
+      *str = k->dflt_str;
     return TPX_PLUGIN_OK;
   }
-  return st;
+  }
+  return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR, "config %s: bad key type %d",
+                   path, (int)k->type);
+}
+
+int tpxp_cfg_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *section, const tpxp_key *keys, size_t n) {
+  char p[TPXP_FQN_MAX];
+  size_t i;
+  for (i = 0; i < n; i++) {
+    const tpxp_key *k = &keys[i];
+    tpxp_path(p, sizeof p, section, k->key);
+    if (k->alt != NULL && !host->config_has(ctx, p))
+      tpxp_path(p, sizeof p, section, k->alt);
+    TPXP_CHK(read_key(host, ctx, p, k));
+  }
+  return TPX_PLUGIN_OK;
+}
+
+int tpxp_cfg_key_present(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                         const char *section, const char *key) {
+  int64_t n = 0, i;
+  if (host->config_get_length(ctx, section, &n) != TPX_PLUGIN_OK)
+    return 0;
+  for (i = 0; i < n; i++) {
+    const char *k = NULL;
+    if (host->config_get_key(ctx, section, i, &k) == TPX_PLUGIN_OK &&
+        k != NULL && strcmp(k, key) == 0)
+      return 1;
+  }
+  return 0;
 }
 
 int tpxp_fmt(char *buf, size_t size, const char *fmt, ...) {
@@ -221,21 +274,32 @@ int tpxp_add(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return host->plan_add(ctx, &e);
 }
 
+int32_t tpxp_rule_local(const tpxp_rule *r) {
+  return r->local == TPXP_KEEP_DTENSOR ? 0
+         : r->local == TPXP_TO_LOCAL   ? 1
+                                       : TPXP_DEF;
+}
+
 int tpxp_add_rules(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const char *prefix, const tpxp_rule *rules, size_t n) {
   char fqn[TPXP_FQN_MAX];
+  const tpxp_rule *r;
+  for (r = rules; r < rules + n; r++) {
+    tpxp_path(fqn, sizeof fqn, r->rooted ? NULL : prefix, r->suffix);
+    TPXP_CHK(tpxp_add(host, ctx, fqn, r->style, r->in, r->out,
+                      tpxp_rule_local(r), r->optional));
+  }
+  return TPX_PLUGIN_OK;
+}
+
+int tpxp_add_rules_optional(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const char *prefix, const tpxp_rule *rules,
+                            size_t n) {
   size_t i;
   for (i = 0; i < n; i++) {
-    const tpxp_rule *r = &rules[i];
-    int st;
-    if (r->rooted || prefix == NULL || prefix[0] == '\0')
-      snprintf(fqn, sizeof fqn, "%s", r->suffix);
-    else
-      snprintf(fqn, sizeof fqn, "%s.%s", prefix, r->suffix);
-    st = tpxp_add(host, ctx, fqn, r->style, r->in, r->out, r->local,
-                  r->optional);
-    if (st != TPX_PLUGIN_OK)
-      return st;
+    tpxp_rule r = rules[i];
+    r.optional = 1;
+    TPXP_CHK(tpxp_add_rules(host, ctx, prefix, &r, 1));
   }
   return TPX_PLUGIN_OK;
 }

@@ -1,8 +1,8 @@
 /* tpxp_heads.h — head-count refusal helpers, header only (no change to the
  * helper library's build). Used only where a refusal IS upstream: the
  * Gemma4 strategy, which rejects head counts tp does not divide before the
- * Default flow (plans.md §3.14). Plan functions must not use it: upstream's
- * never look at tp, and validate_tp_mesh (§4.5) is the host's diagnostic
+ * Default flow (docs/SEMANTICS.md "Plan selection"). Plan functions must
+ * not use it: upstream's never look at tp, and validate_tp_mesh is the host's diagnostic
  * (heads-not-divisible, for every plan source). Includes only
  * tpxp_common.h. */
 #ifndef TPXP_HEADS_H

@@ -34,10 +34,11 @@ int tpxp_sk_fused_experts(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 int tpxp_sk_router(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const char *fqn, int64_t experts, int64_t hidden,
                    const char *dtype) {
-  int st = tpxp_sk_module(host, ctx, fqn, "other");
-  if (st == TPX_PLUGIN_OK)
-    st = tpxp_sk_param(host, ctx, fqn, "weight", experts, hidden, dtype);
-  return st;
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_MOD("", "other"),
+      TPXP_SK_PRM("", "weight", experts, hidden),
+  };
+  return TPXP_SK_ROWS(host, ctx, fqn, rows, dtype);
 }
 
 int tpxp_refuse_to_hf_flow(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

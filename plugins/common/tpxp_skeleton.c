@@ -54,6 +54,86 @@ int tpxp_sk_embedding(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
+int tpxp_sk_rows(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const char *prefix, const tpxp_sk_row *rows, size_t n,
+                 const char *dtype) {
+  char f[TPXP_FQN_MAX];
+  size_t i;
+  int st = TPX_PLUGIN_OK;
+  for (i = 0; i < n && st == TPX_PLUGIN_OK; i++) {
+    const tpxp_sk_row *r = &rows[i];
+    const char *dt = r->dtype != NULL ? r->dtype : dtype;
+    if (r->kind == TPXP_SK_WHEN) {
+      i += r->a ? 0 : 1; /* skip the next row */
+      continue;
+    }
+    if (prefix == NULL || prefix[0] == '\0')
+      snprintf(f, sizeof f, "%s", r->suffix);
+    else if (r->suffix[0] == '\0')
+      snprintf(f, sizeof f, "%s", prefix);
+    else
+      snprintf(f, sizeof f, "%s.%s", prefix, r->suffix);
+    switch (r->kind) {
+    case TPXP_SK_LINEAR:
+      st = tpxp_sk_linear(host, ctx, f, r->a, r->b, r->bias, dt);
+      break;
+    case TPXP_SK_NORM:
+      st = tpxp_sk_norm(host, ctx, f, r->a, r->bias, dt);
+      break;
+    case TPXP_SK_EMBEDDING:
+      st = tpxp_sk_embedding(host, ctx, f, r->a, r->b, dt);
+      break;
+    case TPXP_SK_MODULE:
+      st = tpxp_sk_module(host, ctx, f, r->name);
+      break;
+    case TPXP_SK_PARAM:
+      st = tpxp_sk_param(host, ctx, f, r->name, r->a, r->b, dt);
+      break;
+    case TPXP_SK_PARAM_ND:
+      st = host->skeleton_add_param(ctx, f, r->name, r->shape, (int32_t)r->a,
+                                    dt);
+      break;
+    default:
+      st = tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "skeleton row %s: unknown kind %d", f, (int)r->kind);
+    }
+  }
+  return st;
+}
+
+int tpxp_sk_layers(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const char *prefix, int64_t layers, const tpxp_sk_row *rows,
+                   size_t n, const char *dtype) {
+  char layer[TPXP_FQN_MAX];
+  int64_t i;
+  for (i = 0; i < layers; i++) {
+    tpxp_fmt(layer, sizeof layer, "%s.layers.%lld", prefix, (long long)i);
+    TPXP_CHK(tpxp_sk_rows(host, ctx, layer, rows, n, dtype));
+  }
+  return TPX_PLUGIN_OK;
+}
+
+int tpxp_sk_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const tpxp_stack *s) {
+  char layer[TPXP_FQN_MAX];
+  int64_t i;
+  const tpxp_sk_row head[] = {
+      TPXP_SK_EMB(s->embed, s->vocab, s->hidden),
+      TPXP_SK_MOD("layers", "container"),
+  };
+  TPXP_CHK(TPXP_SK_ROWS(host, ctx, s->prefix, head, s->dtype));
+  for (i = 0; i < s->layers; i++) {
+    tpxp_fmt(layer, sizeof layer, "%s.layers.%lld", s->prefix, (long long)i);
+    TPXP_CHK(s->layer(host, ctx, layer, i, s->user));
+  }
+  TPXP_CHK(tpxp_sk_rows(host, ctx, s->prefix, s->tail, s->n_tail, s->dtype));
+  if (s->head == NULL)
+    return TPX_PLUGIN_OK;
+  tpxp_fmt(layer, sizeof layer, "%s.%s.weight", s->prefix, s->embed);
+  return tpxp_sk_lm_head(host, ctx, s->head, s->hidden, s->vocab, 0, s->tie,
+                         layer, s->dtype);
+}
+
 static int decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         const char *section, int tie_default, int need_inter,
                         tpxp_decoder *d) {
@@ -138,58 +218,38 @@ int tpxp_decoder_read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 
 int tpxp_sk_self_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const tpxp_decoder *d, int64_t i, int64_t kv_heads) {
-  char f[TPXP_FQN_MAX];
-  const char *P = d->prefix;
-  long long L = (long long)i;
+  char layer[TPXP_FQN_MAX];
   int64_t q = d->heads * d->head_dim, kv = kv_heads * d->head_dim;
-  int st;
-#define CHK(call)                                                              \
-  if ((st = (call)) != TPX_PLUGIN_OK)                                          \
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.q_proj", P, L);
-  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, q, d->qkv_bias, d->dtype))
-  tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.k_proj", P, L);
-  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, d->dtype))
-  tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.v_proj", P, L);
-  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, d->dtype))
-  tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.o_proj", P, L);
-  CHK(tpxp_sk_linear(host, ctx, f, q, d->hidden, d->o_bias, d->dtype))
-  if (d->qk_norm) {
-    tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.q_norm", P, L);
-    CHK(tpxp_sk_norm(host, ctx, f, d->head_dim, 0, d->dtype))
-    tpxp_fmt(f, sizeof f, "%s.layers.%lld.self_attn.k_norm", P, L);
-    CHK(tpxp_sk_norm(host, ctx, f, d->head_dim, 0, d->dtype))
-  }
-#undef CHK
-  return TPX_PLUGIN_OK;
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_LIN("q_proj", d->hidden, q, d->qkv_bias),
+      TPXP_SK_LIN("k_proj", d->hidden, kv, d->qkv_bias),
+      TPXP_SK_LIN("v_proj", d->hidden, kv, d->qkv_bias),
+      TPXP_SK_LIN("o_proj", q, d->hidden, d->o_bias),
+      TPXP_SK_WHEN(d->qk_norm),
+      TPXP_SK_NRM("q_norm", d->head_dim, 0),
+      TPXP_SK_WHEN(d->qk_norm),
+      TPXP_SK_NRM("k_norm", d->head_dim, 0),
+  };
+  tpxp_fmt(layer, sizeof layer, "%s.layers.%lld.self_attn", d->prefix,
+           (long long)i);
+  return TPXP_SK_ROWS(host, ctx, layer, rows, d->dtype);
 }
 
 int tpxp_sk_decoder_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                           const tpxp_decoder *d, int64_t i, int64_t kv_heads,
                           int64_t intermediate) {
-  char f[TPXP_FQN_MAX];
-  const char *P = d->prefix;
-  long long L = (long long)i;
-  int st;
-#define CHK(call)                                                              \
-  if ((st = (call)) != TPX_PLUGIN_OK)                                          \
-    return st;
-  CHK(tpxp_sk_self_attn(host, ctx, d, i, kv_heads))
-  tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.gate_proj", P, L);
-  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, intermediate, d->mlp_bias,
-                     d->dtype))
-  tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.up_proj", P, L);
-  CHK(tpxp_sk_linear(host, ctx, f, d->hidden, intermediate, d->mlp_bias,
-                     d->dtype))
-  tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.down_proj", P, L);
-  CHK(tpxp_sk_linear(host, ctx, f, intermediate, d->hidden, d->mlp_bias,
-                     d->dtype))
-  tpxp_fmt(f, sizeof f, "%s.layers.%lld.input_layernorm", P, L);
-  CHK(tpxp_sk_norm(host, ctx, f, d->hidden, 0, d->dtype))
-  tpxp_fmt(f, sizeof f, "%s.layers.%lld.post_attention_layernorm", P, L);
-  CHK(tpxp_sk_norm(host, ctx, f, d->hidden, 0, d->dtype))
-#undef CHK
-  return TPX_PLUGIN_OK;
+  char layer[TPXP_FQN_MAX];
+  int64_t h = d->hidden;
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_LIN("mlp.gate_proj", h, intermediate, d->mlp_bias),
+      TPXP_SK_LIN("mlp.up_proj", h, intermediate, d->mlp_bias),
+      TPXP_SK_LIN("mlp.down_proj", intermediate, h, d->mlp_bias),
+      TPXP_SK_NRM("input_layernorm", h, 0),
+      TPXP_SK_NRM("post_attention_layernorm", h, 0),
+  };
+  TPXP_CHK(tpxp_sk_self_attn(host, ctx, d, i, kv_heads));
+  tpxp_fmt(layer, sizeof layer, "%s.layers.%lld", d->prefix, (long long)i);
+  return TPXP_SK_ROWS(host, ctx, layer, rows, d->dtype);
 }
 
 int tpxp_sk_decoder(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

@@ -1,5 +1,5 @@
 /* deepseek.c — the tpx_deepseek family plugin: DeepseekV4ForCausalLM as
- * Automodel runs it (spec/plans.md §4.9): the DeepseekV4 strategy, a
+ * Automodel runs it (docs/SEMANTICS.md "Family plans"): the DeepseekV4 strategy, a
  * Default subclass whose fully_shard_deepseek_v4 keeps a set of
  * reference-sensitive parameters in fp32 (tpx_plugin_fp32_params), and the
  * plan upstream selects: the class is not in PARALLELIZE_FUNCTIONS, so
@@ -48,19 +48,6 @@ int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
-int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-             const tpx_plugin_plan_request *req) {
-  int st = tpxp_plain_plan_request(host, ctx, req, "deepseek");
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  if (!tpxp_arch_is(req->architecture, "DeepseekV4ForCausalLM"))
-    return tpxp_not_served(host, ctx, "deepseek", req->architecture);
-  return tpxp_refuse_to_hf_flow(
-      host, ctx, "deepseek", req->architecture,
-      "the class plan's lm_head 'colwise_gather_output', the experts' "
-      "'packed_colwise' / 'moe_tp_experts'");
-}
-
 /* ---- fp32 parameters ---- */
 
 /* fully_shard_deepseek_v4's module suffixes, in transformers' names:
@@ -82,20 +69,6 @@ static const char *const k_fp32[] = {
     "model.layers.*.self_attn.compressor.indexer.position_bias",
 };
 
-int tpx_plugin_fp32_params(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                           const char *architecture) {
-  size_t i;
-  int st;
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (!tpxp_arch_is(architecture, "DeepseekV4ForCausalLM"))
-    return tpxp_not_served(host, ctx, "deepseek", architecture);
-  for (i = 0; i < sizeof k_fp32 / sizeof k_fp32[0]; i++)
-    if ((st = host->fp32_add(ctx, k_fp32[i])) != TPX_PLUGIN_OK)
-      return st;
-  return TPX_PLUGIN_OK;
-}
-
 /* ---- skeleton ---- */
 
 typedef struct dsv4 {
@@ -111,25 +84,26 @@ static int dsv4_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      dsv4 *c) {
   int st;
   int64_t legacy;
-#define OPT(field, key, dflt)                                                  \
-  if ((st = tpxp_cfg_int_opt(host, ctx, key, dflt, &c->field)))                \
-    return st;
-  OPT(layers, "num_hidden_layers", 43)
-  OPT(hidden, "hidden_size", 4096)
-  OPT(heads, "num_attention_heads", 64)
-  OPT(head_dim, "head_dim", 512)
-  OPT(q_rank, "q_lora_rank", 1024)
-  OPT(vocab, "vocab_size", 129280)
-  OPT(experts, "n_routed_experts", 256)
-  OPT(moe_inter, "moe_intermediate_size", 2048)
-  OPT(hc, "hc_mult", 4)
-  OPT(o_groups, "o_groups", 8)
-  OPT(o_rank, "o_lora_rank", 1024)
-  OPT(idx_heads, "index_n_heads", 64)
-  OPT(idx_dim, "index_head_dim", 128)
-  OPT(rate_csa, "compress_rates.compressed_sparse_attention", 4)
-  OPT(rate_hca, "compress_rates.heavily_compressed_attention", 128)
-#undef OPT
+  const tpxp_key keys[] = {
+      TPXP_KEY_I("num_hidden_layers", &c->layers, 43),
+      TPXP_KEY_I("hidden_size", &c->hidden, 4096),
+      TPXP_KEY_I("num_attention_heads", &c->heads, 64),
+      TPXP_KEY_I("head_dim", &c->head_dim, 512),
+      TPXP_KEY_I("q_lora_rank", &c->q_rank, 1024),
+      TPXP_KEY_I("vocab_size", &c->vocab, 129280),
+      TPXP_KEY_I("n_routed_experts", &c->experts, 256),
+      TPXP_KEY_I("moe_intermediate_size", &c->moe_inter, 2048),
+      TPXP_KEY_I("hc_mult", &c->hc, 4),
+      TPXP_KEY_I("o_groups", &c->o_groups, 8),
+      TPXP_KEY_I("o_lora_rank", &c->o_rank, 1024),
+      TPXP_KEY_I("index_n_heads", &c->idx_heads, 64),
+      TPXP_KEY_I("index_head_dim", &c->idx_dim, 128),
+      TPXP_KEY_I("compress_rates.compressed_sparse_attention", &c->rate_csa,
+                 4),
+      TPXP_KEY_I("compress_rates.heavily_compressed_attention", &c->rate_hca,
+                 128),
+  };
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
   /* Legacy top-level rates fold in, as __post_init__ does. */
   if ((st = tpxp_cfg_int_opt(host, ctx, "compress_rate_csa", c->rate_csa,
                              &legacy)))
@@ -204,167 +178,155 @@ static int layer_type(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 /* A compressor's kv_proj / gate_proj (out x hidden), position_bias
  * [rate, out] and kv_norm [norm_dim] (fp32), rotary_emb; module `m`. */
 static int compressor_core(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                           const char *m, const char *kind, const dsv4 *c,
-                           int64_t out, int64_t rate, int64_t norm_dim) {
-  char f[TPXP_FQN_MAX];
-  int st;
-  if ((st = tpxp_sk_module(host, ctx, m, kind)) ||
-      (st = tpxp_sk_param(host, ctx, m, "position_bias", rate, out, F32)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.kv_proj", m);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->hidden, out, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.gate_proj", m);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->hidden, out, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.kv_norm", m);
-  if ((st = tpxp_sk_norm(host, ctx, f, norm_dim, 0, F32)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.rotary_emb", m);
-  return tpxp_sk_module(host, ctx, f, "rotary");
+                           const char *m, const dsv4 *c, int64_t out,
+                           int64_t rate, int64_t norm_dim) {
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_MOD("", "other"),
+      {.kind = TPXP_SK_PARAM, .suffix = "", .name = "position_bias", .a = rate,
+       .b = out, .dtype = F32},
+      TPXP_SK_LIN("kv_proj", c->hidden, out, 0),
+      TPXP_SK_LIN("gate_proj", c->hidden, out, 0),
+      {.kind = TPXP_SK_NORM, .suffix = "kv_norm", .a = norm_dim, .dtype = F32},
+      TPXP_SK_MOD("rotary_emb", "rotary"),
+  };
+  return TPXP_SK_ROWS(host, ctx, m, rows, NULL);
 }
 
 static int attention(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const dsv4 *c, const char *layer, int type) {
   char a[TPXP_FQN_MAX], f[TPXP_FQN_MAX];
-  int64_t q = c->heads * c->head_dim, shape[2];
-  int st;
-  tpxp_fmt(a, sizeof a, "%s.self_attn", layer);
-  if ((st = tpxp_sk_module(host, ctx, a, "other")) ||
-      (st = tpxp_sk_param(host, ctx, a, "sinks", c->heads, -1, F32)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.q_a_proj", a);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->hidden, c->q_rank, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.q_a_norm", a);
-  if ((st = tpxp_sk_norm(host, ctx, f, c->q_rank, 0, F32)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.q_b_proj", a);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->q_rank, q, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.kv_proj", a);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->hidden, c->head_dim, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.kv_norm", a);
-  if ((st = tpxp_sk_norm(host, ctx, f, c->head_dim, 0, F32)))
-    return st;
+  int64_t q = c->heads * c->head_dim;
   /* Grouped output projection: a block-diagonal nn.Linear of
    * (heads * head_dim / o_groups) -> o_groups * o_lora_rank. */
-  tpxp_fmt(f, sizeof f, "%s.o_a_proj", a);
-  shape[0] = c->o_groups * c->o_rank;
-  shape[1] = q / c->o_groups;
-  if ((st = tpxp_sk_module(host, ctx, f, "linear")) ||
-      (st = host->skeleton_add_param(ctx, f, "weight", shape, 2, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.o_b_proj", a);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->o_groups * c->o_rank, c->hidden,
-                           0, NULL)))
-    return st;
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_MOD("", "other"),
+      {.kind = TPXP_SK_PARAM, .suffix = "", .name = "sinks", .a = c->heads,
+       .b = -1, .dtype = F32},
+      TPXP_SK_LIN("q_a_proj", c->hidden, c->q_rank, 0),
+      {.kind = TPXP_SK_NORM, .suffix = "q_a_norm", .a = c->q_rank,
+       .dtype = F32},
+      TPXP_SK_LIN("q_b_proj", c->q_rank, q, 0),
+      TPXP_SK_LIN("kv_proj", c->hidden, c->head_dim, 0),
+      {.kind = TPXP_SK_NORM, .suffix = "kv_norm", .a = c->head_dim,
+       .dtype = F32},
+      TPXP_SK_LIN("o_a_proj", q / c->o_groups, c->o_groups * c->o_rank, 0),
+      TPXP_SK_LIN("o_b_proj", c->o_groups * c->o_rank, c->hidden, 0),
+  };
+  /* The Lightning Indexer's own projections. */
+  const tpxp_sk_row indexer[] = {
+      TPXP_SK_LIN("q_b_proj", c->q_rank, c->idx_heads * c->idx_dim, 0),
+      TPXP_SK_LIN("scorer.weights_proj", c->hidden, c->idx_heads, 0),
+  };
+  tpxp_fmt(a, sizeof a, "%s.self_attn", layer);
+  TPXP_CHK(TPXP_SK_ROWS(host, ctx, a, rows, NULL));
   if (type == SLIDING)
     return TPX_PLUGIN_OK;
   tpxp_fmt(f, sizeof f, "%s.compressor", a);
   if (type == HCA)
-    return compressor_core(host, ctx, f, "other", c, c->head_dim, c->rate_hca,
+    return compressor_core(host, ctx, f, c, c->head_dim, c->rate_hca,
                            c->head_dim);
   /* CSA: two overlapping series (2 * head_dim) and the Lightning Indexer. */
-  if ((st = compressor_core(host, ctx, f, "other", c, 2 * c->head_dim,
-                            c->rate_csa, c->head_dim)))
-    return st;
+  TPXP_CHK(compressor_core(host, ctx, f, c, 2 * c->head_dim, c->rate_csa,
+                           c->head_dim));
   tpxp_fmt(a, sizeof a, "%s.indexer", f);
-  if ((st = compressor_core(host, ctx, a, "other", c, 2 * c->idx_dim,
-                            c->rate_csa, c->idx_dim)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.q_b_proj", a);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->q_rank, c->idx_heads * c->idx_dim,
-                           0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.scorer.weights_proj", a);
-  return tpxp_sk_linear(host, ctx, f, c->hidden, c->idx_heads, 0, NULL);
+  TPXP_CHK(compressor_core(host, ctx, a, c, 2 * c->idx_dim, c->rate_csa,
+                           c->idx_dim));
+  return TPXP_SK_ROWS(host, ctx, a, indexer, NULL);
 }
 
-/* A hyper-connection at `m`: fn [(2 + hc) * hc, hc * hidden], base
- * [(2 + hc) * hc], scale [3], all fp32. */
-static int hyper_connection(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                            const dsv4 *c, const char *m) {
-  int64_t n = (2 + c->hc) * c->hc;
-  int st;
-  if ((st = tpxp_sk_module(host, ctx, m, "other")) ||
-      (st = tpxp_sk_param(host, ctx, m, "fn", n, c->hc * c->hidden, F32)) ||
-      (st = tpxp_sk_param(host, ctx, m, "base", n, -1, F32)))
-    return st;
-  return tpxp_sk_param(host, ctx, m, "scale", 3, -1, F32);
-}
+/* A hyper-connection's rows at "<prefix>.<name>": fn [(2 + hc) * hc,
+ * hc * hidden], base [(2 + hc) * hc], scale [3], all fp32. */
+#define HC_ROWS(sfx_, c_)                                                       \
+  TPXP_SK_MOD(sfx_, "other"),                                                  \
+      {.kind = TPXP_SK_PARAM, .suffix = sfx_, .name = "fn",                   \
+       .a = (2 + (c_)->hc) * (c_)->hc, .b = (c_)->hc * (c_)->hidden,              \
+       .dtype = F32},                                                          \
+      {.kind = TPXP_SK_PARAM, .suffix = sfx_, .name = "base",                 \
+       .a = (2 + (c_)->hc) * (c_)->hc, .b = -1, .dtype = F32},                  \
+      {.kind = TPXP_SK_PARAM, .suffix = sfx_, .name = "scale", .a = 3,        \
+       .b = -1, .dtype = F32}
 
 static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                 const dsv4 *c, int64_t i) {
-  char l[TPXP_FQN_MAX], f[TPXP_FQN_MAX];
-  int type = SLIDING, st;
-  if ((st = layer_type(host, ctx, i, &type)))
-    return st;
-  tpxp_fmt(l, sizeof l, "model.layers.%lld", (long long)i);
-  if ((st = attention(host, ctx, c, l, type)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp", l);
-  if ((st = tpxp_sk_module(host, ctx, f, "other")))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.gate", l);
-  if ((st = tpxp_sk_router(host, ctx, f, c->experts, c->hidden, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.experts", l);
-  if ((st = tpxp_sk_fused_experts(host, ctx, f, c->experts, c->hidden,
-                                  c->moe_inter, NULL)))
-    return st;
+                 const char *l, int64_t i, const void *user) {
+  const dsv4 *c = user;
+  char f[TPXP_FQN_MAX];
+  int type = SLIDING;
   /* The shared expert: one gated MLP of moe_intermediate_size. */
-  tpxp_fmt(f, sizeof f, "%s.mlp.shared_experts.gate_proj", l);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->hidden, c->moe_inter, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.shared_experts.up_proj", l);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->hidden, c->moe_inter, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.shared_experts.down_proj", l);
-  if ((st = tpxp_sk_linear(host, ctx, f, c->moe_inter, c->hidden, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.input_layernorm", l);
-  if ((st = tpxp_sk_norm(host, ctx, f, c->hidden, 0, F32)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.post_attention_layernorm", l);
-  if ((st = tpxp_sk_norm(host, ctx, f, c->hidden, 0, F32)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.attn_hc", l);
-  if ((st = hyper_connection(host, ctx, c, f)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.ffn_hc", l);
-  return hyper_connection(host, ctx, c, f);
+  const tpxp_sk_row tail[] = {
+      TPXP_SK_LIN("mlp.shared_experts.gate_proj", c->hidden, c->moe_inter, 0),
+      TPXP_SK_LIN("mlp.shared_experts.up_proj", c->hidden, c->moe_inter, 0),
+      TPXP_SK_LIN("mlp.shared_experts.down_proj", c->moe_inter, c->hidden, 0),
+      {.kind = TPXP_SK_NORM, .suffix = "input_layernorm", .a = c->hidden,
+       .dtype = F32},
+      {.kind = TPXP_SK_NORM, .suffix = "post_attention_layernorm",
+       .a = c->hidden, .dtype = F32},
+      HC_ROWS("attn_hc", c),
+      HC_ROWS("ffn_hc", c),
+  };
+  TPXP_CHK(layer_type(host, ctx, i, &type));
+  TPXP_CHK(attention(host, ctx, c, l, type));
+  tpxp_fmt(f, sizeof f, "%s.mlp", l);
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+  tpxp_fmt(f, sizeof f, "%s.mlp.gate", l);
+  TPXP_CHK(tpxp_sk_router(host, ctx, f, c->experts, c->hidden, NULL));
+  tpxp_fmt(f, sizeof f, "%s.mlp.experts", l);
+  TPXP_CHK(tpxp_sk_fused_experts(host, ctx, f, c->experts, c->hidden,
+                                 c->moe_inter, NULL));
+  return TPXP_SK_ROWS(host, ctx, l, tail, NULL);
 }
 
-int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                            const char *architecture) {
+static int dsv4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                         const char *arch) {
   dsv4 c;
-  int64_t i;
-  int st;
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (!tpxp_arch_is(architecture, "DeepseekV4ForCausalLM"))
-    return tpxp_not_served(host, ctx, "deepseek", architecture);
   memset(&c, 0, sizeof c);
-  if ((st = dsv4_read(host, ctx, &c)))
-    return st;
-  if ((st = tpxp_sk_embedding(host, ctx, "model.embed_tokens", c.vocab,
-                              c.hidden, NULL)) ||
-      (st = tpxp_sk_module(host, ctx, "model.layers", "container")))
-    return st;
-  for (i = 0; i < c.layers; i++)
-    if ((st = layer(host, ctx, &c, i)))
-      return st;
-  if ((st = tpxp_sk_norm(host, ctx, "model.norm", c.hidden, 0, F32)) ||
-      (st = tpxp_sk_module(host, ctx, "model.rotary_emb", "rotary")) ||
-      (st = tpxp_sk_module(host, ctx, "model.hc_head", "other")) ||
-      (st = tpxp_sk_param(host, ctx, "model.hc_head", "hc_fn", c.hc,
-                          c.hc * c.hidden, F32)) ||
-      (st = tpxp_sk_param(host, ctx, "model.hc_head", "hc_base", c.hc, -1,
-                          F32)) ||
-      (st = tpxp_sk_param(host, ctx, "model.hc_head", "hc_scale", 1, -1, F32)))
-    return st;
-  return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
-                         "model.embed_tokens.weight", NULL);
+  TPXP_CHK(dsv4_read(host, ctx, &c));
+  {
+    const tpxp_sk_row tail[] = {
+        {.kind = TPXP_SK_NORM, .suffix = "norm", .a = c.hidden, .dtype = F32},
+        TPXP_SK_MOD("rotary_emb", "rotary"),
+        /* The head's hyper-connection: hc_fn [hc, hc * hidden], hc_base
+         * [hc], hc_scale [1], fp32. */
+        TPXP_SK_MOD("hc_head", "other"),
+        {.kind = TPXP_SK_PARAM, .suffix = "hc_head", .name = "hc_fn",
+         .a = c.hc, .b = c.hc * c.hidden, .dtype = F32},
+        {.kind = TPXP_SK_PARAM, .suffix = "hc_head", .name = "hc_base",
+         .a = c.hc, .b = -1, .dtype = F32},
+        {.kind = TPXP_SK_PARAM, .suffix = "hc_head", .name = "hc_scale",
+         .a = 1, .b = -1, .dtype = F32},
+    };
+    const tpxp_stack stack = {
+        .prefix = "model", .embed = "embed_tokens", .vocab = c.vocab,
+        .hidden = c.hidden, .layers = c.layers, .layer = layer, .user = &c,
+        .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
+        .tie = c.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
+  }
 }
+
+static int dsv4_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const tpx_plugin_plan_request *req) {
+  return tpxp_refuse_to_hf_flow(
+      host, ctx, "deepseek", req->architecture,
+      "the class plan's lm_head 'colwise_gather_output', the experts' "
+      "'packed_colwise' / 'moe_tp_experts'");
+}
+
+static int dsv4_fp32(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *arch) {
+  size_t i;
+  for (i = 0; i < TPXP_N_OF(k_fp32); i++)
+    TPXP_CHK(host->fp32_add(ctx, k_fp32[i]));
+  return TPX_PLUGIN_OK;
+}
+
+static const tpxp_arch_ops deepseek_ops[] = {
+    {.bare = "DeepseekV4ForCausalLM",
+     .plan = dsv4_plan,
+     .skeleton = dsv4_skeleton,
+     .fp32 = dsv4_fp32},
+};
+static const tpxp_family deepseek = {"deepseek", deepseek_ops, 1};
+
+TPXP_EXPORT_GET_PLAN(deepseek)
+TPXP_EXPORT_SKELETON(deepseek)
+TPXP_EXPORT_FP32(deepseek)

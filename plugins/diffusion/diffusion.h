@@ -11,18 +11,9 @@
 
 #include "tpxp_common.h"
 
-typedef enum dfx_kind {
-  DFX_NONE = 0,
-  DFX_WAN,      /* WanTransformer3DModel: the Wan strategy */
-  DFX_HUNYUAN,  /* HunyuanVideo15Transformer3DModel: the Hunyuan strategy */
-  DFX_LTX2,     /* LTX2VideoTransformer3DModel: LTX2 = Hunyuan's flow */
-  DFX_QWENIMAGE /* QwenImageTransformer2DModel: QwenImageEdit (Default) */
-} dfx_kind;
-
-dfx_kind dfx_kind_of(const char *architecture);
-
 /* ---- plans (diffusion_plan.c) ---- */
-int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const tpx_plugin_plan_request *req);
 
 /* ---- skeleton helpers (diffusion_sk.c) ----
  * A builder that remembers the first failure: every call after it is a
@@ -58,22 +49,20 @@ void dfx_ff(dfx_sk *s, const char *prefix, int64_t dim, int64_t proj_out,
 /* Conv3d(in, out, kernel = stride = (kt, kh, kw)) with bias. */
 void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out,
                 int64_t kt, int64_t kh, int64_t kw);
-/* Config reads that record a failure in s->st. */
-int64_t dfx_int(dfx_sk *s, const char *key, int64_t dflt, int required);
-int dfx_bool(dfx_sk *s, const char *key, int dflt);
-const char *dfx_str(dfx_sk *s, const char *key, const char *dflt);
-double dfx_float(dfx_sk *s, const char *key, double dflt);
-/* An optional size whose JSON null means "same as `if_null`" (Diffusers'
- * `out_channels or in_channels`): `absent` when the key is missing. */
+/* out_channels-style reads: `absent` when the key is missing, `if_null`
+ * when it is JSON null, else a size (1..2^31); a failure lands in s->st.
+ * Every other key goes through tpxp_cfg_read. */
 int64_t dfx_size_or(dfx_sk *s, const char *key, int64_t absent,
                     int64_t if_null);
-/* A positive size, or a failure naming the key. */
-int64_t dfx_pos(dfx_sk *s, const char *key, int64_t dflt, int required);
 
 /* ---- skeletons (one file each) ---- */
-int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch);
+int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch);
+int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch);
+int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch);
 
 #endif /* TPX_PLUGIN_DIFFUSION_H */

@@ -1,4 +1,4 @@
-/* diffusion_plan.c — the TP plans of the diffusion family (plans.md §4.9).
+/* diffusion_plan.c — the TP plans of the diffusion family (docs/DIFFUSION.md).
  *
  * Wan: the strategy's fixed parallelize_module calls, flattened into FQN
  * keys in upstream order. Group one, the condition embedders:
@@ -15,25 +15,23 @@
  * _tp_plan, which the host bundles. Hunyuan and LTX2 have no plan at all. */
 #include "diffusion.h"
 
-int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                 const tpx_plugin_plan_request *req) {
   static const tpxp_rule rules[] = {
-      {"condition_embedder.text_embedder.linear_1", "colwise", NULL, NULL,
-       TPXP_DEF, 1, 1},
-      {"condition_embedder.text_embedder.linear_2", "rowwise", NULL, NULL,
-       TPXP_DEF, 1, 1},
-      {"condition_embedder.time_embedder.linear_1", "colwise", NULL, NULL,
-       TPXP_DEF, 1, 1},
-      {"condition_embedder.time_embedder.linear_2", "rowwise", NULL, NULL,
-       TPXP_DEF, 1, 1},
-      {"condition_embedder.time_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 1},
-      {"blocks.*.ffn.net.0.proj", "colwise", NULL, NULL, TPXP_DEF, 1, 1},
-      {"blocks.*.ffn.net.2", "rowwise", NULL, NULL, TPXP_DEF, 1, 1},
-      {"proj_out", "rowwise", NULL, NULL, TPXP_DEF, 1, 1},
-  };
+    TPXP_COL("condition_embedder.text_embedder.linear_1"),
+    TPXP_ROW("condition_embedder.text_embedder.linear_2"),
+    TPXP_COL("condition_embedder.time_embedder.linear_1"),
+    TPXP_ROW("condition_embedder.time_embedder.linear_2"),
+    TPXP_COL("condition_embedder.time_proj"),
+    TPXP_COL("blocks.*.ffn.net.0.proj"),
+    TPXP_ROW("blocks.*.ffn.net.2"),
+    TPXP_ROW("proj_out"),
+};
   int st = TPX_PLUGIN_OK;
+  /* a fixed set of calls at every tp, sp ignored */
   if (host->plan_set_function != NULL)
     st = host->plan_set_function(ctx, "wan (WanParallelizationStrategy)");
   if (st == TPX_PLUGIN_OK)
-    st = tpxp_add_rules(host, ctx, "", rules, sizeof rules / sizeof rules[0]);
+    st = TPXP_ADD_RULES_OPTIONAL(host, ctx, "", rules);
   return st;
 }

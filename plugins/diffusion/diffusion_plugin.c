@@ -1,6 +1,6 @@
 /* diffusion_plugin.c — registration and entry points of the diffusion family
  * plugin: the Diffusers transformers upstream's strategy registry names
- * (plans.md §4.9). Their config.json carries "_class_name" instead of
+ * (docs/DIFFUSION.md). Their config.json carries "_class_name" instead of
  * "architectures"; tpx reads it as the architecture.
  *
  *   WanTransformer3DModel             Wan: its own flow, fixed TP calls
@@ -21,23 +21,6 @@
 static const char *const diffusion_architectures[] = {
     "WanTransformer3DModel", "HunyuanVideo15Transformer3DModel",
     "LTX2VideoTransformer3DModel", "QwenImageTransformer2DModel", NULL};
-
-dfx_kind dfx_kind_of(const char *arch) {
-  if (tpxp_arch_is(arch, "WanTransformer3DModel"))
-    return DFX_WAN;
-  if (tpxp_arch_is(arch, "HunyuanVideo15Transformer3DModel"))
-    return DFX_HUNYUAN;
-  if (tpxp_arch_is(arch, "LTX2VideoTransformer3DModel"))
-    return DFX_LTX2;
-  if (tpxp_arch_is(arch, "QwenImageTransformer2DModel"))
-    return DFX_QWENIMAGE;
-  return DFX_NONE;
-}
-
-static int not_served(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                      const char *arch) {
-  return tpxp_not_served(host, ctx, "diffusion", arch);
-}
 
 /* Strategies with their own flow: no validate_tp_mesh, tp_shard_plan
  * ignored (Qwen-Image's is a Default subclass and has neither). */
@@ -63,57 +46,23 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                               const tpx_plugin_plan_request *req) {
-  int st = tpxp_plain_plan_request(host, ctx, req, "diffusion");
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  switch (dfx_kind_of(req->architecture)) {
-  case DFX_WAN:
-    return dfx_wan_plan(host, ctx);
-  case DFX_HUNYUAN:
-  case DFX_LTX2:
-    /* No TP at all: an empty plan at every tp. */
-    return host->plan_set_function == NULL
-               ? TPX_PLUGIN_OK
-               : host->plan_set_function(
-                     ctx, dfx_kind_of(req->architecture) == DFX_HUNYUAN
-                              ? "none (HunyuanParallelizationStrategy applies "
-                                "no tensor parallelism)"
-                              : "none (LTX2ParallelizationStrategy, "
-                                "Hunyuan's flow, applies no tensor "
-                                "parallelism)");
-  case DFX_QWENIMAGE:
-    /* No plan function upstream: the Default flow's next step, the Hugging
-     * Face plan, finds the class's own Diffusers _tp_plan (bundled by the
-     * host), so declining here is what upstream does. */
-    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                     "QwenImageTransformer2DModel has no plan function "
-                     "upstream (QwenImageEdit is a Default subclass): the "
-                     "Default flow takes the class's own Diffusers _tp_plan "
-                     "in its Hugging Face plan step");
-  default:
-    return not_served(host, ctx, req->architecture);
-  }
+/* Hunyuan and LTX2: no TP at all, an empty plan at every tp. */
+static int hunyuan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const tpx_plugin_plan_request *req) {
+  return host->plan_set_function == NULL
+             ? TPX_PLUGIN_OK
+             : host->plan_set_function(ctx,
+                                       "none (HunyuanParallelizationStrategy "
+                                       "applies no tensor parallelism)");
 }
 
-TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
-                                              tpx_plugin_ctx *ctx,
-                                              const char *architecture) {
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  switch (dfx_kind_of(architecture)) {
-  case DFX_WAN:
-    return dfx_wan_skeleton(host, ctx);
-  case DFX_HUNYUAN:
-    return dfx_hunyuan_skeleton(host, ctx);
-  case DFX_LTX2:
-    return dfx_ltx2_skeleton(host, ctx);
-  case DFX_QWENIMAGE:
-    return dfx_qwenimage_skeleton(host, ctx);
-  default:
-    return not_served(host, ctx, architecture);
-  }
+static int ltx2_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const tpx_plugin_plan_request *req) {
+  return host->plan_set_function == NULL
+             ? TPX_PLUGIN_OK
+             : host->plan_set_function(
+                   ctx, "none (LTX2ParallelizationStrategy, Hunyuan's flow, "
+                        "applies no tensor parallelism)");
 }
 
 /* The QwenImageEdit strategy's check: transformer_blocks is a non-empty
@@ -149,125 +98,180 @@ static int qwenimage_blocks(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
 
 /* What the strategies do silently, said once: sequence parallelism and
  * (Hunyuan/LTX2) tp > 1 have no effect; QwenImage's blocks are checked. */
-TPX_PLUGIN_EXPORT int tpx_plugin_validate(const tpx_plugin_host *host,
-                                          tpx_plugin_ctx *ctx,
-                                          const tpx_plugin_plan_request *req) {
-  char msg[TPXP_MSG_MAX];
-  dfx_kind kind;
-  int st = TPX_PLUGIN_OK;
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (!tpxp_request_ok(req))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
-                     "diffusion: malformed validate request");
-  kind = dfx_kind_of(req->architecture);
-  if (kind == DFX_NONE)
-    return not_served(host, ctx, req->architecture);
-  if (host->diagnose == NULL)
+static int sp_ignored(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const tpx_plugin_plan_request *req) {
+  if (host->diagnose == NULL || !req->sequence_parallel)
     return TPX_PLUGIN_OK;
-  if (req->sequence_parallel && kind != DFX_QWENIMAGE)
-    st = host->diagnose(ctx, TPX_PLUGIN_DIAG_INFO, "sequence-parallel-ignored",
+  return host->diagnose(ctx, TPX_PLUGIN_DIAG_INFO, "sequence-parallel-ignored",
                         "the strategy for this Diffusers transformer ignores "
                         "sequence_parallel (and any tp_shard_plan)");
-  if (st == TPX_PLUGIN_OK && req->tp_size > 1 &&
-      (kind == DFX_HUNYUAN || kind == DFX_LTX2)) {
-    snprintf(msg, sizeof msg,
-             "the %s strategy applies no tensor parallelism: every parameter "
-             "is replicated over the %lld tp ranks (FSDP still shards over "
-             "dp)",
-             kind == DFX_HUNYUAN ? "Hunyuan" : "LTX2", (long long)req->tp_size);
-    st = host->diagnose(ctx, TPX_PLUGIN_DIAG_WARNING, "no-tensor-parallel",
-                        msg);
-  }
-  if (st == TPX_PLUGIN_OK && kind == DFX_QWENIMAGE)
-    st = qwenimage_blocks(host, ctx);
-  return st;
 }
 
-/* The strategy's properties (plans.md §4.9 table). */
-TPX_PLUGIN_EXPORT int tpx_plugin_strategy(const tpx_plugin_host *host,
-                                          tpx_plugin_ctx *ctx,
-                                          const char *architecture) {
-  static const char *const wan[][2] = {
-      {"name", "Wan (WanParallelizationStrategy)"},
-      {"tensor_parallel",
-       "fixed calls, each group best effort: condition embedders "
-       "(text_embedder, time_embedder: linear_1 colwise, linear_2 rowwise; "
-       "time_proj colwise), then every block's ffn.net.0.proj colwise / "
-       "ffn.net.2 rowwise and proj_out rowwise"},
-      {"sequence_parallel", "ignored"},
-      {"tp_shard_plan", "ignored"},
-      {"validate_tp_mesh", "not run (own flow)"},
-      {"activation_checkpointing",
-       "whole block: each blocks[i] wrapped (NO_REENTRANT), when requested"},
-      {"fsdp", "apply_fsdp2_sharding_recursively (prefetch on), then the "
-               "root with reshard_after_forward=False"},
-      {"mp_param_dtype", "bf16"},
-      {"mp_reduce_dtype", "f32"},
-      {"mp_output_dtype", "f32"},
-  };
-  static const char *const hunyuan[][2] = {
-      {"name", "Hunyuan (HunyuanParallelizationStrategy)"},
-      {"tensor_parallel", "none: the strategy applies no TP at any tp size"},
-      {"sequence_parallel", "ignored"},
-      {"tp_shard_plan", "ignored"},
-      {"validate_tp_mesh", "not run (own flow)"},
-      {"activation_checkpointing",
-       "whole block: each transformer_blocks[i] wrapped (NO_REENTRANT); on "
-       "by default in the strategy, the caller passes its own value"},
-      {"fsdp", "apply_fsdp2_sharding_recursively (prefetch on), then the "
-               "root with reshard_after_forward=False"},
-      {"mp_param_dtype", "bf16"},
-      {"mp_reduce_dtype", "f32"},
-      {"mp_output_dtype", "bf16"},
-  };
-  static const char *const qwen[][2] = {
-      {"name", "QwenImageEdit (a Default subclass)"},
-      {"tensor_parallel",
-       "Default flow: no plan function, so the Hugging Face plan step takes "
-       "the Diffusers class's own _tp_plan (attention and MLP projections "
-       "of every transformer_blocks[i], colwise / rowwise)"},
-      {"activation_checkpointing",
-       "whole block: each transformer_blocks[i] with non-selective AC (the "
-       "Default flow is then called without AC); selective AC as Default"},
-      {"block_check",
-       "transformer_blocks non-empty, every block with attn, img_mlp, "
-       "txt_mlp"},
-      {"mp_param_dtype", "bf16"},
-      {"mp_reduce_dtype", "f32"},
-      {"mp_output_dtype", "f32"},
-  };
-  const char *const(*kv)[2];
-  size_t n, i;
-  int st = TPX_PLUGIN_OK;
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  switch (dfx_kind_of(architecture)) {
-  case DFX_WAN:
-    kv = wan;
-    n = sizeof wan / sizeof wan[0];
-    break;
-  case DFX_HUNYUAN:
-  case DFX_LTX2:
-    kv = hunyuan;
-    n = sizeof hunyuan / sizeof hunyuan[0];
-    break;
-  case DFX_QWENIMAGE:
-    kv = qwen;
-    n = sizeof qwen / sizeof qwen[0];
-    break;
-  default:
-    return not_served(host, ctx, architecture);
-  }
-  /* An older host has no strategy_set (and never calls this). */
+/* Hunyuan's flow (also LTX2's): sp ignored, and no TP at any tp size. */
+static int no_tp_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const tpx_plugin_plan_request *req,
+                          const char *strategy) {
+  char msg[TPXP_MSG_MAX];
+  TPXP_CHK(sp_ignored(host, ctx, req));
+  if (host->diagnose == NULL || req->tp_size <= 1)
+    return TPX_PLUGIN_OK;
+  snprintf(msg, sizeof msg,
+           "the %s strategy applies no tensor parallelism: every parameter "
+           "is replicated over the %lld tp ranks (FSDP still shards over "
+           "dp)",
+           strategy, (long long)req->tp_size);
+  return host->diagnose(ctx, TPX_PLUGIN_DIAG_WARNING, "no-tensor-parallel",
+                        msg);
+}
+
+static int hunyuan_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const tpx_plugin_plan_request *req) {
+  return no_tp_validate(host, ctx, req, "Hunyuan");
+}
+
+static int ltx2_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                         const tpx_plugin_plan_request *req) {
+  return no_tp_validate(host, ctx, req, "LTX2");
+}
+
+static int qwenimage_validate(const tpx_plugin_host *host,
+                              tpx_plugin_ctx *ctx,
+                              const tpx_plugin_plan_request *req) {
+  if (host->diagnose == NULL)
+    return TPX_PLUGIN_OK;
+  return qwenimage_blocks(host, ctx);
+}
+
+/* QwenImage: no plan function upstream, so the plugin declines and the
+ * Default flow's next step, the Hugging Face plan, finds the class's own
+ * Diffusers _tp_plan (bundled by the host): declining is what upstream
+ * does. */
+static int qwenimage_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const tpx_plugin_plan_request *req) {
+  return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                   "QwenImageTransformer2DModel has no plan function "
+                   "upstream (QwenImageEdit is a Default subclass): the "
+                   "Default flow takes the class's own Diffusers _tp_plan "
+                   "in its Hugging Face plan step");
+}
+
+/* The strategy's properties (docs/DIFFUSION.md, the strategies' table). */
+static const char *const wan_props[][2] = {
+    {"name", "Wan (WanParallelizationStrategy)"},
+    {"tensor_parallel",
+     "fixed calls, each group best effort: condition embedders "
+     "(text_embedder, time_embedder: linear_1 colwise, linear_2 rowwise; "
+     "time_proj colwise), then every block's ffn.net.0.proj colwise / "
+     "ffn.net.2 rowwise and proj_out rowwise"},
+    {"sequence_parallel", "ignored"},
+    {"tp_shard_plan", "ignored"},
+    {"validate_tp_mesh", "not run (own flow)"},
+    {"activation_checkpointing",
+     "whole block: each blocks[i] wrapped (NO_REENTRANT), when requested"},
+    {"fsdp", "apply_fsdp2_sharding_recursively (prefetch on), then the "
+             "root with reshard_after_forward=False"},
+    {"mp_param_dtype", "bf16"},
+    {"mp_reduce_dtype", "f32"},
+    {"mp_output_dtype", "f32"},
+};
+static const char *const hunyuan_props[][2] = {
+    {"name", "Hunyuan (HunyuanParallelizationStrategy)"},
+    {"tensor_parallel", "none: the strategy applies no TP at any tp size"},
+    {"sequence_parallel", "ignored"},
+    {"tp_shard_plan", "ignored"},
+    {"validate_tp_mesh", "not run (own flow)"},
+    {"activation_checkpointing",
+     "whole block: each transformer_blocks[i] wrapped (NO_REENTRANT); on "
+     "by default in the strategy, the caller passes its own value"},
+    {"fsdp", "apply_fsdp2_sharding_recursively (prefetch on), then the "
+             "root with reshard_after_forward=False"},
+    {"mp_param_dtype", "bf16"},
+    {"mp_reduce_dtype", "f32"},
+    {"mp_output_dtype", "bf16"},
+};
+static const char *const qwen_props[][2] = {
+    {"name", "QwenImageEdit (a Default subclass)"},
+    {"tensor_parallel",
+     "Default flow: no plan function, so the Hugging Face plan step takes "
+     "the Diffusers class's own _tp_plan (attention and MLP projections "
+     "of every transformer_blocks[i], colwise / rowwise)"},
+    {"activation_checkpointing",
+     "whole block: each transformer_blocks[i] with non-selective AC (the "
+     "Default flow is then called without AC); selective AC as Default"},
+    {"block_check",
+     "transformer_blocks non-empty, every block with attn, img_mlp, "
+     "txt_mlp"},
+    {"mp_param_dtype", "bf16"},
+    {"mp_reduce_dtype", "f32"},
+    {"mp_output_dtype", "f32"},
+};
+
+/* Set `n` properties; an older host has no strategy_set (and never calls
+ * tpx_plugin_strategy). */
+static int set_props(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *const (*kv)[2], size_t n) {
+  size_t i;
   if (host->struct_size <= offsetof(tpx_plugin_host, strategy_set) ||
       host->strategy_set == NULL)
     return TPX_PLUGIN_OK;
-  for (i = 0; i < n && st == TPX_PLUGIN_OK; i++)
-    st = host->strategy_set(ctx, kv[i][0], kv[i][1]);
-  if (st == TPX_PLUGIN_OK && dfx_kind_of(architecture) == DFX_LTX2)
-    st = host->strategy_set(ctx, "name",
-                            "LTX2 (LTX2ParallelizationStrategy, an identical "
-                            "subclass of Hunyuan)");
-  return st;
+  for (i = 0; i < n; i++)
+    TPXP_CHK(host->strategy_set(ctx, kv[i][0], kv[i][1]));
+  return TPX_PLUGIN_OK;
 }
+
+static int wan_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *arch) {
+  return set_props(host, ctx, wan_props, TPXP_N_OF(wan_props));
+}
+
+static int hunyuan_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const char *arch) {
+  return set_props(host, ctx, hunyuan_props, TPXP_N_OF(hunyuan_props));
+}
+
+/* LTX2: Hunyuan's properties under its own name. */
+static int ltx2_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                         const char *arch) {
+  static const char *const name[][2] = {
+      {"name", "LTX2 (LTX2ParallelizationStrategy, an identical subclass of "
+               "Hunyuan)"}};
+  TPXP_CHK(hunyuan_strategy(host, ctx, arch));
+  return set_props(host, ctx, name, 1);
+}
+
+static int qwenimage_strategy(const tpx_plugin_host *host,
+                              tpx_plugin_ctx *ctx, const char *arch) {
+  return set_props(host, ctx, qwen_props, TPXP_N_OF(qwen_props));
+}
+
+/* Every architecture this plugin serves, and what each entry point does for
+ * it. FSDP units follow tpx's recursive rule (no fsdp_units). */
+static const tpxp_arch_ops diffusion_ops[] = {
+    {.bare = "WanTransformer3DModel",
+     .plan = dfx_wan_plan,
+     .skeleton = dfx_wan_skeleton,
+     .validate = sp_ignored,
+     .strategy = wan_strategy},
+    {.bare = "HunyuanVideo15Transformer3DModel",
+     .plan = hunyuan_plan,
+     .skeleton = dfx_hunyuan_skeleton,
+     .validate = hunyuan_validate,
+     .strategy = hunyuan_strategy},
+    {.bare = "LTX2VideoTransformer3DModel",
+     .plan = ltx2_plan,
+     .skeleton = dfx_ltx2_skeleton,
+     .validate = ltx2_validate,
+     .strategy = ltx2_strategy},
+    {.bare = "QwenImageTransformer2DModel",
+     .plan = qwenimage_plan,
+     .skeleton = dfx_qwenimage_skeleton,
+     .validate = qwenimage_validate,
+     .strategy = qwenimage_strategy},
+};
+static const tpxp_family diffusion = {"diffusion", diffusion_ops,
+                                      TPXP_N_OF(diffusion_ops)};
+
+TPXP_EXPORT_GET_PLAN(diffusion)
+TPXP_EXPORT_SKELETON(diffusion)
+TPXP_EXPORT_VALIDATE(diffusion)
+TPXP_EXPORT_STRATEGY(diffusion)

@@ -1,16 +1,13 @@
 /* diffusion_sk.c — skeleton helpers of the diffusion plugin: a builder that
  * keeps the first failure, the Diffusers building blocks the four models
  * share (Linear, norms, TimestepEmbedding-style pairs, FeedForward, Conv3d
- * patch embeddings) and config reads with defaults. Names and shapes follow
+ * patch embeddings) and the out_channels read (absent, null or a size). Names and shapes follow
  * the Diffusers checkpoints (nn.Linear weight [out, in]). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "diffusion.h"
-
-/* Largest size accepted for one dim read from a config. */
-#define DFX_DIM_MAX ((int64_t)1 << 31)
 
 void dfx_sk_init(dfx_sk *s, const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                  const char *default_dtype) {
@@ -38,50 +35,48 @@ static int vfqn(dfx_sk *s, char *buf, const char *fmt, va_list ap) {
   return 0;
 }
 
+/* The opening of every variadic builder: nothing to do once the builder
+ * has failed; else format the FQN into `fqn`, and stop (the failure kept)
+ * when it does not fit. */
+#define DFX_BEGIN(s, fqn, fmt)                                                 \
+  char fqn[TPXP_FQN_MAX];                                                      \
+  do {                                                                         \
+    va_list ap_;                                                               \
+    int bad_;                                                                  \
+    if ((s)->st != TPX_PLUGIN_OK)                                              \
+      return;                                                                  \
+    va_start(ap_, fmt);                                                        \
+    bad_ = vfqn(s, fqn, fmt, ap_);                                             \
+    va_end(ap_);                                                               \
+    if (bad_)                                                                  \
+      return;                                                                  \
+  } while (0)
+
 void dfx_mod(dfx_sk *s, const char *kind, const char *fmt, ...) {
-  char fqn[TPXP_FQN_MAX];
-  va_list ap;
-  int bad;
-  if (s->st != TPX_PLUGIN_OK)
-    return;
-  va_start(ap, fmt);
-  bad = vfqn(s, fqn, fmt, ap);
-  va_end(ap);
-  if (!bad)
-    s->st = tpxp_sk_module(s->host, s->ctx, fqn, kind);
+  DFX_BEGIN(s, fqn, fmt);
+  s->st = tpxp_sk_module(s->host, s->ctx, fqn, kind);
 }
 
 void dfx_lin(dfx_sk *s, int64_t in, int64_t out, int bias, const char *fmt,
              ...) {
-  char fqn[TPXP_FQN_MAX];
-  va_list ap;
-  int bad;
-  if (s->st != TPX_PLUGIN_OK)
-    return;
-  va_start(ap, fmt);
-  bad = vfqn(s, fqn, fmt, ap);
-  va_end(ap);
-  if (!bad)
-    s->st = tpxp_sk_linear(s->host, s->ctx, fqn, in, out, bias, s->dtype);
+  DFX_BEGIN(s, fqn, fmt);
+  s->st = tpxp_sk_linear(s->host, s->ctx, fqn, in, out, bias, s->dtype);
 }
 
+/* A norm: weight (and bias) only when `affine`. */
 void dfx_norm(dfx_sk *s, int64_t dim, int affine, int bias, const char *fmt,
               ...) {
-  char fqn[TPXP_FQN_MAX];
-  va_list ap;
-  int bad;
-  if (s->st != TPX_PLUGIN_OK)
-    return;
-  va_start(ap, fmt);
-  bad = vfqn(s, fqn, fmt, ap);
-  va_end(ap);
-  if (bad)
-    return;
-  s->st = tpxp_sk_module(s->host, s->ctx, fqn, "norm");
-  if (s->st == TPX_PLUGIN_OK && affine)
-    s->st = tpxp_sk_param(s->host, s->ctx, fqn, "weight", dim, -1, s->dtype);
-  if (s->st == TPX_PLUGIN_OK && affine && bias)
-    s->st = tpxp_sk_param(s->host, s->ctx, fqn, "bias", dim, -1, s->dtype);
+  DFX_BEGIN(s, fqn, fmt);
+  {
+    const tpxp_sk_row rows[] = {
+        TPXP_SK_MOD("", "norm"),
+        TPXP_SK_WHEN(affine),
+        TPXP_SK_PRM("", "weight", dim, -1),
+        TPXP_SK_WHEN(affine && bias),
+        TPXP_SK_PRM("", "bias", dim, -1),
+    };
+    s->st = TPXP_SK_ROWS(s->host, s->ctx, fqn, rows, s->dtype);
+  }
 }
 
 void dfx_param(dfx_sk *s, const char *module, const char *name, int ndim,
@@ -119,66 +114,17 @@ void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out,
   dfx_param(s, fqn, "bias", 1, b);
 }
 
-int64_t dfx_int(dfx_sk *s, const char *key, int64_t dflt, int required) {
-  int64_t v = dflt;
-  if (s->st != TPX_PLUGIN_OK)
-    return dflt;
-  s->st = required ? tpxp_cfg_int_req(s->host, s->ctx, key, &v)
-                   : tpxp_cfg_int_opt(s->host, s->ctx, key, dflt, &v);
-  return s->st == TPX_PLUGIN_OK ? v : dflt;
-}
-
-int64_t dfx_pos(dfx_sk *s, const char *key, int64_t dflt, int required) {
-  int64_t v = dfx_int(s, key, dflt, required);
-  if (s->st == TPX_PLUGIN_OK && (v <= 0 || v > DFX_DIM_MAX)) {
-    s->st = tpxp_fail(s->host, s->ctx, TPX_PLUGIN_ERROR,
-                      "config %s = %lld: expected a size in 1..%lld", key,
-                      (long long)v, (long long)DFX_DIM_MAX);
-    return 1;
-  }
-  return s->st == TPX_PLUGIN_OK ? v : 1;
-}
-
-int dfx_bool(dfx_sk *s, const char *key, int dflt) {
-  int v = dflt;
-  if (s->st == TPX_PLUGIN_OK)
-    s->st = tpxp_cfg_bool_opt(s->host, s->ctx, key, dflt, &v);
-  return s->st == TPX_PLUGIN_OK ? v : dflt;
-}
-
-const char *dfx_str(dfx_sk *s, const char *key, const char *dflt) {
-  const char *v = dflt;
-  if (s->st == TPX_PLUGIN_OK)
-    s->st = tpxp_cfg_str_opt(s->host, s->ctx, key, dflt, &v);
-  return s->st == TPX_PLUGIN_OK && v ? v : dflt;
-}
-
-double dfx_float(dfx_sk *s, const char *key, double dflt) {
-  double v = dflt;
-  if (s->st == TPX_PLUGIN_OK)
-    s->st = tpxp_cfg_float_opt(s->host, s->ctx, key, dflt, &v);
-  return s->st == TPX_PLUGIN_OK ? v : dflt;
-}
-
-/* 1 when the top-level config object has `key` (a JSON null included, which
- * config_has does not count). */
-static int key_present(dfx_sk *s, const char *key) {
-  int64_t n = 0, i;
-  const char *k = NULL;
-  if (s->host->config_get_length(s->ctx, "", &n) != TPX_PLUGIN_OK)
-    return 0;
-  for (i = 0; i < n; i++)
-    if (s->host->config_get_key(s->ctx, "", i, &k) == TPX_PLUGIN_OK && k &&
-        strcmp(k, key) == 0)
-      return 1;
-  return 0;
-}
-
 int64_t dfx_size_or(dfx_sk *s, const char *key, int64_t absent,
                     int64_t if_null) {
   if (s->st != TPX_PLUGIN_OK)
     return absent;
   if (!s->host->config_has(s->ctx, key))
-    return key_present(s, key) ? if_null : absent;
-  return dfx_pos(s, key, absent, 1);
+    return tpxp_cfg_key_present(s->host, s->ctx, "", key) ? if_null : absent;
+  {
+    int64_t v = absent;
+    tpxp_key k = TPXP_KEY_Z(key, &v, absent);
+    k.required = 1;
+    s->st = tpxp_cfg_read(s->host, s->ctx, "", &k, 1);
+    return s->st == TPX_PLUGIN_OK ? v : absent;
+  }
 }

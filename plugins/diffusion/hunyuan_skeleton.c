@@ -17,7 +17,8 @@ static void qk_norm(dfx_sk *s, int ln, int64_t head_dim, const char *prefix,
   dfx_norm(s, head_dim, 1, ln, "%s.%s", prefix, name);
 }
 
-int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch) {
   dfx_sk s;
   int64_t heads, head_dim, inner, in_ch, out_ch, layers, refiners, p, pt;
   int64_t text_dim, text2_dim, image_dim, mlp, i;
@@ -26,20 +27,25 @@ int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   int meanflow, ln;
   char b[TPXP_FQN_MAX];
   dfx_sk_init(&s, host, ctx, "bfloat16");
-  in_ch = dfx_pos(&s, "in_channels", 65, 0);
+  {
+    const tpxp_key keys[] = {
+      TPXP_KEY_Z("in_channels", &in_ch, 65),
+      TPXP_KEY_Z("num_attention_heads", &heads, 16),
+      TPXP_KEY_Z("attention_head_dim", &head_dim, 128),
+      TPXP_KEY_I("num_layers", &layers, 54),
+      TPXP_KEY_I("num_refiner_layers", &refiners, 2),
+      TPXP_KEY_F("mlp_ratio", &ratio, 4.0),
+      TPXP_KEY_Z("patch_size", &p, 1),
+      TPXP_KEY_Z("patch_size_t", &pt, 1),
+      TPXP_KEY_S("qk_norm", &qk, "rms_norm"),
+      TPXP_KEY_Z("text_embed_dim", &text_dim, 3584),
+      TPXP_KEY_Z("text_embed_2_dim", &text2_dim, 1472),
+      TPXP_KEY_Z("image_embed_dim", &image_dim, 1152),
+      TPXP_KEY_B("use_meanflow", &meanflow, 0),
+    };
+    TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
+  }
   out_ch = dfx_size_or(&s, "out_channels", 32, in_ch);
-  heads = dfx_pos(&s, "num_attention_heads", 16, 0);
-  head_dim = dfx_pos(&s, "attention_head_dim", 128, 0);
-  layers = dfx_int(&s, "num_layers", 54, 0);
-  refiners = dfx_int(&s, "num_refiner_layers", 2, 0);
-  ratio = dfx_float(&s, "mlp_ratio", 4.0);
-  p = dfx_pos(&s, "patch_size", 1, 0);
-  pt = dfx_pos(&s, "patch_size_t", 1, 0);
-  qk = dfx_str(&s, "qk_norm", "rms_norm");
-  text_dim = dfx_pos(&s, "text_embed_dim", 3584, 0);
-  text2_dim = dfx_pos(&s, "text_embed_2_dim", 1472, 0);
-  image_dim = dfx_pos(&s, "image_embed_dim", 1152, 0);
-  meanflow = dfx_bool(&s, "use_meanflow", 0);
   if (s.st != TPX_PLUGIN_OK)
     return s.st;
   if (layers < 0 || refiners < 0 || !(ratio > 0))

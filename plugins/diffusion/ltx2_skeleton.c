@@ -65,7 +65,8 @@ static int ff_width(const char *act, int64_t inner, int64_t *out) {
   return 0;
 }
 
-int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch) {
   dfx_sk s;
   int64_t in_ch, out_ch, heads, hd, cross, a_in, a_out, a_heads, a_hd;
   int64_t a_cross, layers, caption, inner, a_inner, ffw, a_ffw, i;
@@ -74,32 +75,37 @@ int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   const char *qk, *act;
   char b[TPXP_FQN_MAX];
   dfx_sk_init(&s, host, ctx, "bfloat16");
-  in_ch = dfx_pos(&s, "in_channels", 128, 0);
+  {
+    const tpxp_key keys[] = {
+      TPXP_KEY_Z("in_channels", &in_ch, 128),
+      TPXP_KEY_Z("num_attention_heads", &heads, 32),
+      TPXP_KEY_Z("attention_head_dim", &hd, 128),
+      TPXP_KEY_Z("cross_attention_dim", &cross, 4096),
+      TPXP_KEY_B("gated_attn", &gated, 0),
+      TPXP_KEY_B("cross_attn_mod", &xmod, 0),
+      TPXP_KEY_Z("audio_in_channels", &a_in, 128),
+      TPXP_KEY_Z("audio_num_attention_heads", &a_heads, 32),
+      TPXP_KEY_Z("audio_attention_head_dim", &a_hd, 64),
+      TPXP_KEY_Z("audio_cross_attention_dim", &a_cross, 2048),
+      TPXP_KEY_B("audio_gated_attn", &a_gated, 0),
+      TPXP_KEY_B("audio_cross_attn_mod", &a_xmod, 0),
+      TPXP_KEY_I("num_layers", &layers, 48),
+      TPXP_KEY_S("activation_fn", &act, "gelu-approximate"),
+      TPXP_KEY_S("qk_norm", &qk, "rms_norm_across_heads"),
+      TPXP_KEY_B("norm_elementwise_affine", &affine, 0),
+      TPXP_KEY_Z("caption_channels", &caption, 3840),
+      TPXP_KEY_B("attention_bias", &bias, 1),
+      TPXP_KEY_B("attention_out_bias", &out_bias, 1),
+      TPXP_KEY_B("use_prompt_embeddings", &prompts, 1),
+      TPXP_KEY_B("ff_bias", &ff_bias, 1),
+      TPXP_KEY_B("audio_ff_bias", &a_ff_bias, 1),
+      TPXP_KEY_B("use_prompt_adaln_single", &adaln_single_prompt, 1),
+      TPXP_KEY_B("use_keyframes_abs_pos_embedding", &keyframes, 0),
+    };
+    TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
+  }
   out_ch = dfx_size_or(&s, "out_channels", 128, in_ch);
-  heads = dfx_pos(&s, "num_attention_heads", 32, 0);
-  hd = dfx_pos(&s, "attention_head_dim", 128, 0);
-  cross = dfx_pos(&s, "cross_attention_dim", 4096, 0);
-  gated = dfx_bool(&s, "gated_attn", 0);
-  xmod = dfx_bool(&s, "cross_attn_mod", 0);
-  a_in = dfx_pos(&s, "audio_in_channels", 128, 0);
   a_out = dfx_size_or(&s, "audio_out_channels", 128, a_in);
-  a_heads = dfx_pos(&s, "audio_num_attention_heads", 32, 0);
-  a_hd = dfx_pos(&s, "audio_attention_head_dim", 64, 0);
-  a_cross = dfx_pos(&s, "audio_cross_attention_dim", 2048, 0);
-  a_gated = dfx_bool(&s, "audio_gated_attn", 0);
-  a_xmod = dfx_bool(&s, "audio_cross_attn_mod", 0);
-  layers = dfx_int(&s, "num_layers", 48, 0);
-  act = dfx_str(&s, "activation_fn", "gelu-approximate");
-  qk = dfx_str(&s, "qk_norm", "rms_norm_across_heads");
-  affine = dfx_bool(&s, "norm_elementwise_affine", 0);
-  caption = dfx_pos(&s, "caption_channels", 3840, 0);
-  bias = dfx_bool(&s, "attention_bias", 1);
-  out_bias = dfx_bool(&s, "attention_out_bias", 1);
-  prompts = dfx_bool(&s, "use_prompt_embeddings", 1);
-  ff_bias = dfx_bool(&s, "ff_bias", 1);
-  a_ff_bias = dfx_bool(&s, "audio_ff_bias", 1);
-  adaln_single_prompt = dfx_bool(&s, "use_prompt_adaln_single", 1);
-  keyframes = dfx_bool(&s, "use_keyframes_abs_pos_embedding", 0);
   if (s.st != TPX_PLUGIN_OK)
     return s.st;
   if (layers < 0)

@@ -8,20 +8,26 @@
  * 20,430,401,088 parameters in 40.86 GB) is bfloat16, the default here. */
 #include "diffusion.h"
 
-int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch) {
   dfx_sk s;
   int64_t p, in_ch, out_ch, layers, hd, heads, joint, inner, i;
   int add_t;
   char b[TPXP_FQN_MAX];
   dfx_sk_init(&s, host, ctx, "bfloat16");
-  p = dfx_pos(&s, "patch_size", 2, 0);
-  in_ch = dfx_pos(&s, "in_channels", 64, 0);
+  {
+    const tpxp_key keys[] = {
+      TPXP_KEY_Z("patch_size", &p, 2),
+      TPXP_KEY_Z("in_channels", &in_ch, 64),
+      TPXP_KEY_I("num_layers", &layers, 60),
+      TPXP_KEY_Z("attention_head_dim", &hd, 128),
+      TPXP_KEY_Z("num_attention_heads", &heads, 24),
+      TPXP_KEY_Z("joint_attention_dim", &joint, 3584),
+      TPXP_KEY_B("use_additional_t_cond", &add_t, 0),
+    };
+    TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
+  }
   out_ch = dfx_size_or(&s, "out_channels", 16, in_ch);
-  layers = dfx_int(&s, "num_layers", 60, 0);
-  hd = dfx_pos(&s, "attention_head_dim", 128, 0);
-  heads = dfx_pos(&s, "num_attention_heads", 24, 0);
-  joint = dfx_pos(&s, "joint_attention_dim", 3584, 0);
-  add_t = dfx_bool(&s, "use_additional_t_cond", 0);
   if (s.st != TPX_PLUGIN_OK)
     return s.st;
   if (layers < 0)

@@ -10,26 +10,32 @@
  * dtype here. */
 #include "diffusion.h"
 
-int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const char *arch) {
   dfx_sk s;
   int64_t heads, head_dim, inner, in_ch, out_ch, text_dim, freq_dim, ffn;
   int64_t layers, image_dim, added_kv, pos_len, pt, ph, pw, i;
   int cross_norm;
   dfx_sk_init(&s, host, ctx, "float32");
-  heads = dfx_pos(&s, "num_attention_heads", 40, 0);
-  head_dim = dfx_pos(&s, "attention_head_dim", 128, 0);
-  in_ch = dfx_pos(&s, "in_channels", 16, 0);
-  text_dim = dfx_pos(&s, "text_dim", 4096, 0);
-  freq_dim = dfx_pos(&s, "freq_dim", 256, 0);
-  ffn = dfx_pos(&s, "ffn_dim", 13824, 0);
-  layers = dfx_int(&s, "num_layers", 40, 0);
-  cross_norm = dfx_bool(&s, "cross_attn_norm", 1);
-  image_dim = dfx_int(&s, "image_dim", 0, 0);
-  added_kv = dfx_int(&s, "added_kv_proj_dim", 0, 0);
-  pos_len = dfx_int(&s, "pos_embed_seq_len", 0, 0);
-  pt = dfx_pos(&s, "patch_size[0]", 1, 0);
-  ph = dfx_pos(&s, "patch_size[1]", 2, 0);
-  pw = dfx_pos(&s, "patch_size[2]", 2, 0);
+  {
+    const tpxp_key keys[] = {
+      TPXP_KEY_Z("num_attention_heads", &heads, 40),
+      TPXP_KEY_Z("attention_head_dim", &head_dim, 128),
+      TPXP_KEY_Z("in_channels", &in_ch, 16),
+      TPXP_KEY_Z("text_dim", &text_dim, 4096),
+      TPXP_KEY_Z("freq_dim", &freq_dim, 256),
+      TPXP_KEY_Z("ffn_dim", &ffn, 13824),
+      TPXP_KEY_I("num_layers", &layers, 40),
+      TPXP_KEY_B("cross_attn_norm", &cross_norm, 1),
+      TPXP_KEY_I("image_dim", &image_dim, 0),
+      TPXP_KEY_I("added_kv_proj_dim", &added_kv, 0),
+      TPXP_KEY_I("pos_embed_seq_len", &pos_len, 0),
+      TPXP_KEY_Z("patch_size[0]", &pt, 1),
+      TPXP_KEY_Z("patch_size[1]", &ph, 2),
+      TPXP_KEY_Z("patch_size[2]", &pw, 2),
+    };
+    TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
+  }
   out_ch = dfx_size_or(&s, "out_channels", 16, in_ch);
   if (s.st != TPX_PLUGIN_OK)
     return s.st;

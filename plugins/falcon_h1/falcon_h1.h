@@ -7,16 +7,13 @@
 
 #include "tpx/plugin.h"
 
-/* 1 when the config's top level has `key`, also when its value is null
- * (host->config_has treats null as absent; FalconH1Config does not). */
-int falcon_h1_key_present(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          const char *key);
 /* num_key_value_heads as FalconH1Config resolves it: absent -> 8, null ->
  * num_attention_heads (`heads`). */
 int falcon_h1_kv_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        int64_t heads, int64_t *kv);
 
 /* FalconH1ForCausalLM skeleton from the config (falcon_h1_skeleton.c). */
-int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       const char *arch);
 
 #endif /* TPX_FALCON_H1_PRIVATE_H */

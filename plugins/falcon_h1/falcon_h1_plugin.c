@@ -1,5 +1,5 @@
 /* falcon_h1_plugin.c — the falcon_h1 family plugin: registration and the
- * `_parallelize_falcon_h1` plan (plans.md §3.12).
+ * `_parallelize_falcon_h1` plan (docs/SEMANTICS.md "Family plans").
  *
  * Only attention and the MLP are sharded. The Mamba2 branch (`mamba`) stays
  * replicated: its SSM scan and causal conv1d have no TP-sharded stock
@@ -8,30 +8,27 @@
  * `colwise_gather_output` is not a style Automodel translates). Sequence
  * parallelism is ignored: the parallel Mamba branch's activations are not
  * sequence-sharded. The plan is the same at every tp: the Default
- * strategy's validate_tp_mesh (plans.md §4.5) is the host's diagnostic
+ * strategy's validate_tp_mesh (docs/SEMANTICS.md "Plan selection") is the host's diagnostic
  * (heads-not-divisible). The skeleton lives in falcon_h1_skeleton.c. */
 #include "falcon_h1.h"
 
 #include "tpxp_common.h"
 
-#define COL "colwise"
-#define ROW "rowwise"
-#define VOCAB "vocab_parallel_embedding"
 
 static const char *const falcon_h1_architectures[] = {
     "transformers.models.falcon_h1.modeling_falcon_h1.FalconH1ForCausalLM",
     "FalconH1ForCausalLM", NULL};
 
 static const tpxp_rule falcon_h1_rules[] = {
-    {"model.embed_tokens", VOCAB, TPXP_R, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.self_attn.q_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.self_attn.k_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.self_attn.v_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.self_attn.o_proj", ROW, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.feed_forward.gate_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.feed_forward.up_proj", COL, NULL, NULL, TPXP_DEF, 0, 1},
-    {"model.layers.*.feed_forward.down_proj", ROW, NULL, NULL, TPXP_DEF, 0, 1},
-    {"lm_head", COL, NULL, TPXP_R, TPXP_DEF, 0, 1},
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.q_proj", .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.k_proj", .rooted = 1),
+    TPXP_COL("model.layers.*.self_attn.v_proj", .rooted = 1),
+    TPXP_ROW("model.layers.*.self_attn.o_proj", .rooted = 1),
+    TPXP_COL("model.layers.*.feed_forward.gate_proj", .rooted = 1),
+    TPXP_COL("model.layers.*.feed_forward.up_proj", .rooted = 1),
+    TPXP_ROW("model.layers.*.feed_forward.down_proj", .rooted = 1),
+    TPXP_COL("lm_head", .out = TPXP_R, .rooted = 1),
 };
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
@@ -48,32 +45,25 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                               const tpx_plugin_plan_request *req) {
-  int st = tpxp_plain_plan_request(host, ctx, req, "falcon_h1");
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  if (!tpxp_arch_is(req->architecture, "FalconH1ForCausalLM"))
-    return tpxp_not_served(host, ctx, "falcon_h1", req->architecture);
-  /* Like upstream's _parallelize_falcon_h1, never looks at tp or the head
-   * counts: validate_tp_mesh is the host's (heads-not-divisible). */
+/* Like upstream's _parallelize_falcon_h1, never looks at tp or the head
+ * counts: validate_tp_mesh is the host's (heads-not-divisible). */
+static int falcon_h1_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const tpx_plugin_plan_request *req) {
   if (req->sequence_parallel)
     tpxp_log(host, ctx, TPX_PLUGIN_LOG_INFO,
              "falcon_h1: sequence parallelism is ignored (the parallel Mamba "
              "branch emits activations that are not sequence-sharded)");
-  if (host->plan_set_function != NULL &&
-      (st = host->plan_set_function(ctx, "falcon_h1")) != TPX_PLUGIN_OK)
-    return st;
-  return tpxp_add_rules(host, ctx, "", falcon_h1_rules,
-                        sizeof falcon_h1_rules / sizeof falcon_h1_rules[0]);
+  if (host->plan_set_function != NULL)
+    TPXP_CHK(host->plan_set_function(ctx, "falcon_h1"));
+  return TPXP_ADD_RULES(host, ctx, "", falcon_h1_rules);
 }
 
-TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
-                                              tpx_plugin_ctx *ctx,
-                                              const char *architecture) {
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (!tpxp_arch_is(architecture, "FalconH1ForCausalLM"))
-    return tpxp_not_served(host, ctx, "falcon_h1", architecture);
-  return falcon_h1_skeleton(host, ctx);
-}
+static const tpxp_arch_ops falcon_h1_ops[] = {
+    {.bare = "FalconH1ForCausalLM",
+     .plan = falcon_h1_plan,
+     .skeleton = falcon_h1_skeleton},
+};
+static const tpxp_family falcon_h1 = {"falcon_h1", falcon_h1_ops, 1};
+
+TPXP_EXPORT_GET_PLAN(falcon_h1)
+TPXP_EXPORT_SKELETON(falcon_h1)

@@ -30,13 +30,6 @@
 
 #include "tpxp_common.h"
 
-#define CHK(call)                                                              \
-  do {                                                                         \
-    int st_ = (call);                                                          \
-    if (st_ != TPX_PLUGIN_OK)                                                  \
-      return st_;                                                              \
-  } while (0)
-
 typedef struct falcon_h1_cfg {
   int64_t vocab, hidden, inter, layers, heads, kv, head_dim;
   int64_t m_heads, m_head_dim, m_groups, m_state, m_conv, m_expand, d_ssm;
@@ -66,23 +59,9 @@ static int read_d_head(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    "or \"auto\"");
 }
 
-int falcon_h1_key_present(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          const char *key) {
-  int64_t n = 0, i;
-  if (host->config_get_length(ctx, "", &n) != TPX_PLUGIN_OK)
-    return 0;
-  for (i = 0; i < n; i++) {
-    const char *k = NULL;
-    if (host->config_get_key(ctx, "", i, &k) == TPX_PLUGIN_OK && k != NULL &&
-        strcmp(k, key) == 0)
-      return 1;
-  }
-  return 0;
-}
-
 int falcon_h1_kv_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        int64_t heads, int64_t *kv) {
-  if (!falcon_h1_key_present(host, ctx, "num_key_value_heads")) {
+  if (!tpxp_cfg_key_present(host, ctx, "", "num_key_value_heads")) {
     *kv = 8;
     return TPX_PLUGIN_OK;
   }
@@ -92,33 +71,48 @@ int falcon_h1_kv_heads(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     falcon_h1_cfg *c) {
   int d_head_auto = 0, st;
-  CHK(tpxp_cfg_int_opt(host, ctx, "vocab_size", 128000, &c->vocab));
-  CHK(tpxp_cfg_int_opt(host, ctx, "hidden_size", 4096, &c->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx, "intermediate_size", 14336, &c->inter));
-  CHK(tpxp_cfg_int_opt(host, ctx, "num_hidden_layers", 32, &c->layers));
-  CHK(tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 32, &c->heads));
+  const tpxp_key dims[] = {
+      TPXP_KEY_I("vocab_size", &c->vocab, 128000),
+      TPXP_KEY_I("hidden_size", &c->hidden, 4096),
+      TPXP_KEY_I("intermediate_size", &c->inter, 14336),
+      TPXP_KEY_I("num_hidden_layers", &c->layers, 32),
+      TPXP_KEY_I("num_attention_heads", &c->heads, 32),
+  };
+  const tpxp_key mamba[] = {
+      TPXP_KEY_I("mamba_n_heads", &c->m_heads, 128),
+      TPXP_KEY_I("mamba_n_groups", &c->m_groups, 1),
+      TPXP_KEY_I("mamba_d_state", &c->m_state, 256),
+      TPXP_KEY_I("mamba_d_conv", &c->m_conv, 4),
+      TPXP_KEY_I("mamba_expand", &c->m_expand, 2),
+  };
+  const tpxp_key flags[] = {
+      TPXP_KEY_B("attention_bias", &c->attn_bias, 0),
+      TPXP_KEY_B("mlp_bias", &c->mlp_bias, 0),
+      TPXP_KEY_B("projectors_bias", &c->proj_bias, 0),
+      TPXP_KEY_B("mamba_proj_bias", &c->in_bias, 0),
+      TPXP_KEY_B("mamba_conv_bias", &c->conv_bias, 1),
+      TPXP_KEY_B("mamba_rms_norm", &c->rms_norm, 0),
+      TPXP_KEY_B("tie_word_embeddings", &c->tie, 0),
+  };
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "", dims));
   if (c->heads <= 0 || c->hidden <= 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "falcon_h1: hidden_size (%lld) and num_attention_heads "
                      "(%lld) must be positive",
                      (long long)c->hidden, (long long)c->heads);
   /* num_key_value_heads: default 8; null means num_attention_heads */
-  CHK(falcon_h1_kv_heads(host, ctx, c->heads, &c->kv));
-  CHK(tpxp_cfg_int_opt(host, ctx, "head_dim", c->hidden / c->heads,
+  TPXP_CHK(falcon_h1_kv_heads(host, ctx, c->heads, &c->kv));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "head_dim", c->hidden / c->heads,
                        &c->head_dim));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_n_heads", 128, &c->m_heads));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_n_groups", 1, &c->m_groups));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_state", 256, &c->m_state));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_d_conv", 4, &c->m_conv));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_expand", 2, &c->m_expand));
-  CHK(read_d_head(host, ctx, &c->m_head_dim, &d_head_auto));
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "", mamba));
+  TPXP_CHK(read_d_head(host, ctx, &c->m_head_dim, &d_head_auto));
   if (c->m_heads <= 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "falcon_h1: mamba_n_heads (%lld) must be positive",
                      (long long)c->m_heads);
   st = host->config_get_int(ctx, "mamba_d_ssm", &c->d_ssm);
   if (st == TPX_PLUGIN_NOT_FOUND &&
-      !falcon_h1_key_present(host, ctx, "mamba_d_ssm")) {
+      !tpxp_cfg_key_present(host, ctx, "", "mamba_d_ssm")) {
     /* absent (not null): transformers' default is 1024 */
     c->d_ssm = 1024;
     if (!d_head_auto && c->m_heads * c->m_head_dim != c->d_ssm) {
@@ -146,81 +140,59 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      "(%lld)",
                      (long long)c->d_ssm, (long long)c->m_heads,
                      (long long)c->m_head_dim);
-  CHK(tpxp_cfg_bool_opt(host, ctx, "attention_bias", 0, &c->attn_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "mlp_bias", 0, &c->mlp_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "projectors_bias", 0, &c->proj_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_proj_bias", 0, &c->in_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_conv_bias", 1, &c->conv_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "mamba_rms_norm", 0, &c->rms_norm));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &c->tie));
-  return TPX_PLUGIN_OK;
+  return TPXP_CFG_READ(host, ctx, "", flags);
 }
 
 static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                 const falcon_h1_cfg *c, int64_t i) {
-  char f[TPXP_FQN_MAX], m[TPXP_FQN_MAX];
-  long long L = (long long)i;
-  int64_t conv_dim = c->d_ssm + 2 * c->m_groups * c->m_state;
+                 const char *L, int64_t i, const void *user) {
+  const falcon_h1_cfg *c = user;
+  int64_t h = c->hidden, conv_dim = c->d_ssm + 2 * c->m_groups * c->m_state;
   int64_t proj = c->d_ssm + conv_dim + c->m_heads;
-  int64_t q = c->heads * c->head_dim, kv = c->kv * c->head_dim, cw[3];
-#define AT(suffix) snprintf(f, sizeof f, "model.layers.%lld.%s", L, suffix)
-  AT("feed_forward.gate_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->inter, c->mlp_bias, NULL));
-  AT("feed_forward.up_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->inter, c->mlp_bias, NULL));
-  AT("feed_forward.down_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->inter, c->hidden, c->mlp_bias, NULL));
-  snprintf(m, sizeof m, "model.layers.%lld.mamba", L);
-  CHK(tpxp_sk_module(host, ctx, m, "other"));
+  int64_t q = c->heads * c->head_dim, kv = c->kv * c->head_dim;
+  const int64_t cw[3] = {conv_dim, 1, c->m_conv};
   /* FalconH1Mixer's own parameters come before its submodules' in
    * named_parameters(), whatever the attribute order in __init__. */
-  CHK(tpxp_sk_param(host, ctx, m, "dt_bias", c->m_heads, -1, NULL));
-  CHK(tpxp_sk_param(host, ctx, m, "A_log", c->m_heads, -1, NULL));
-  CHK(tpxp_sk_param(host, ctx, m, "D", c->m_heads, -1, NULL));
-  AT("mamba.conv1d");
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
-  cw[0] = conv_dim;
-  cw[1] = 1;
-  cw[2] = c->m_conv;
-  CHK(host->skeleton_add_param(ctx, f, "weight", cw, 3, NULL));
-  if (c->conv_bias)
-    CHK(tpxp_sk_param(host, ctx, f, "bias", conv_dim, -1, NULL));
-  AT("mamba.in_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, proj, c->in_bias, NULL));
-  if (c->rms_norm) {
-    AT("mamba.norm");
-    CHK(tpxp_sk_norm(host, ctx, f, c->d_ssm, 0, NULL));
-  }
-  AT("mamba.out_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->d_ssm, c->hidden, c->proj_bias, NULL));
-  AT("self_attn.q_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, q, c->attn_bias, NULL));
-  AT("self_attn.k_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
-  AT("self_attn.v_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
-  AT("self_attn.o_proj");
-  CHK(tpxp_sk_linear(host, ctx, f, q, c->hidden, c->attn_bias, NULL));
-  AT("input_layernorm");
-  CHK(tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL));
-  AT("pre_ff_layernorm");
-  CHK(tpxp_sk_norm(host, ctx, f, c->hidden, 0, NULL));
-#undef AT
-  return TPX_PLUGIN_OK;
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_LIN("feed_forward.gate_proj", h, c->inter, c->mlp_bias),
+      TPXP_SK_LIN("feed_forward.up_proj", h, c->inter, c->mlp_bias),
+      TPXP_SK_LIN("feed_forward.down_proj", c->inter, h, c->mlp_bias),
+      TPXP_SK_MOD("mamba", "other"),
+      TPXP_SK_PRM("mamba", "dt_bias", c->m_heads, -1),
+      TPXP_SK_PRM("mamba", "A_log", c->m_heads, -1),
+      TPXP_SK_PRM("mamba", "D", c->m_heads, -1),
+      TPXP_SK_MOD("mamba.conv1d", "other"),
+      TPXP_SK_PRM_ND("mamba.conv1d", "weight", 3, cw),
+      TPXP_SK_WHEN(c->conv_bias),
+      TPXP_SK_PRM("mamba.conv1d", "bias", conv_dim, -1),
+      TPXP_SK_LIN("mamba.in_proj", h, proj, c->in_bias),
+      TPXP_SK_WHEN(c->rms_norm),
+      TPXP_SK_NRM("mamba.norm", c->d_ssm, 0),
+      TPXP_SK_LIN("mamba.out_proj", c->d_ssm, h, c->proj_bias),
+      TPXP_SK_LIN("self_attn.q_proj", h, q, c->attn_bias),
+      TPXP_SK_LIN("self_attn.k_proj", h, kv, c->attn_bias),
+      TPXP_SK_LIN("self_attn.v_proj", h, kv, c->attn_bias),
+      TPXP_SK_LIN("self_attn.o_proj", q, h, c->attn_bias),
+      TPXP_SK_NRM("input_layernorm", h, 0),
+      TPXP_SK_NRM("pre_ff_layernorm", h, 0),
+  };
+  return TPXP_SK_ROWS(host, ctx, L, rows, NULL);
 }
 
-int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       const char *arch) {
   falcon_h1_cfg c;
-  int64_t i;
   memset(&c, 0, sizeof c);
-  CHK(read_cfg(host, ctx, &c));
-  CHK(tpxp_sk_embedding(host, ctx, "model.embed_tokens", c.vocab, c.hidden,
-                        NULL));
-  CHK(tpxp_sk_module(host, ctx, "model.layers", "container"));
-  for (i = 0; i < c.layers; i++)
-    CHK(layer(host, ctx, &c, i));
-  CHK(tpxp_sk_norm(host, ctx, "model.final_layernorm", c.hidden, 0, NULL));
-  CHK(tpxp_sk_module(host, ctx, "model.rotary_emb", "rotary"));
-  return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
-                         "model.embed_tokens.weight", NULL);
+  TPXP_CHK(read_cfg(host, ctx, &c));
+  {
+    const tpxp_sk_row tail[] = {
+        TPXP_SK_NRM("final_layernorm", c.hidden, 0),
+        TPXP_SK_MOD("rotary_emb", "rotary"),
+    };
+    const tpxp_stack stack = {
+        .prefix = "model", .embed = "embed_tokens", .vocab = c.vocab,
+        .hidden = c.hidden, .layers = c.layers, .layer = layer, .user = &c,
+        .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
+        .tie = c.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
+  }
 }

@@ -11,35 +11,19 @@
 #include "tpx/plugin.h"
 
 /* Which model class an architecture string names. */
-typedef enum gemma3_kind {
-  GEMMA3_NONE = 0,
-  GEMMA3_CAUSAL_LM,  /* Gemma3ForCausalLM */
-  GEMMA3_COND_GEN,   /* Gemma3ForConditionalGeneration */
-  GEMMA4_COND_GEN    /* Gemma4ForConditionalGeneration */
-} gemma3_kind;
-
-gemma3_kind gemma3_kind_of(const char *architecture);
-
-/* _parallelize_gemma3 (plans.md §3.11): the same plan at every tp (the
- * Default strategy's validate_tp_mesh, §4.5, is the host's). */
+/* The entry points per architecture (the gemma3 family's dispatch table
+ * in gemma3_plugin.c). */
 int gemma3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                gemma3_kind kind, int sequence_parallel, int64_t tp_size);
-/* The Gemma4 strategy: refusals at tp > 1, then _gemma4_tp_plan (§3.14). */
+                const tpx_plugin_plan_request *req);
 int gemma4_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                int sequence_parallel, int64_t tp_size);
+                const tpx_plugin_plan_request *req);
 
-/* tpx_plugin_validate for Gemma4: the strategy's refusals (MoE, head
- * counts) as error diagnostics, so they stay visible when the host falls
- * back to another plan source after get_plan refused. */
 int gemma4_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    int64_t tp_size);
+                    const tpx_plugin_plan_request *req);
 
-/* Skeletons: Gemma3 text stack (+ SigLIP tower and projector for the VLM). */
 int gemma3_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    gemma3_kind kind);
-/* Gemma4ForConditionalGeneration: text stack (dense, E-series, MoE,
- * kv-shared layers), vision and audio towers and their embedders
- * (gemma4_skeleton.c). */
-int gemma4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+                    const char *arch);
+int gemma4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *arch);
 
 #endif /* TPX_GEMMA3_PRIVATE_H */

@@ -1,13 +1,13 @@
 /* gemma3_plan.c — the Gemma3 and Gemma4 TP plans.
  *
- * Gemma3 (plans.md §3.11, `_parallelize_gemma3`): one dict for sp off; sp on
+ * Gemma3 (docs/SEMANTICS.md "Family plans", `_parallelize_gemma3`): one dict for sp off; sp on
  * is that dict updated in place (embedding, o_proj, down_proj and lm_head
  * get sequence-sharded layouts) plus appended rotary and norm entries. The
  * plan ignores tp and the head counts, as upstream's does: validate_tp_mesh,
  * which the Default strategy asserts first, is the host's diagnostic
  * (heads-not-divisible, for every plan source).
  *
- * Gemma4 (§3.14, the model-registered strategy at HEAD): at tp > 1 the
+ * Gemma4 (the model-registered strategy at HEAD): at tp > 1 the
  * strategy refuses MoE text configs and head counts tp does not divide, then
  * injects `_gemma4_tp_plan`, which uses Gemma4's own embedding and rowwise
  * styles and ignores sequence parallelism. Not the v0.5.0
@@ -20,80 +20,58 @@
 #include "tpxp_common.h"
 #include "tpxp_heads.h"
 
-#define COL "colwise"
-#define ROW "rowwise"
-#define VOCAB "vocab_parallel_embedding"
-#define SP "sequence_parallel"
 #define ROT "rotary_embed_parallel"
 #define G4_VOCAB "gemma4_vocab_parallel_embedding"
 #define G4_ROW "gemma4_rowwise_parallel"
 
-/* sp0, in upstream insertion order. */
-static const tpxp_rule gemma3_sp0[] = {
-    {"embed_tokens", VOCAB, TPXP_R, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.q_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.k_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.v_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.o_proj", ROW, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.up_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.gate_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.down_proj", ROW, NULL, NULL, TPXP_DEF, 0, 0},
-    {"lm_head", COL, NULL, TPXP_SM1, 0, 0, 1},
-};
-
-/* sp1: applied on top of sp0 with dict-update semantics (existing keys keep
- * their position, new ones are appended in this order). */
-static const tpxp_rule gemma3_sp1[] = {
-    {"embed_tokens", VOCAB, TPXP_R, TPXP_S1, 0, 0, 0},
-    {"layers.*.self_attn.o_proj", ROW, NULL, TPXP_S1, 0, 0, 0},
-    {"layers.*.mlp.down_proj", ROW, NULL, TPXP_S1, 0, 0, 0},
-    {"lm_head", COL, TPXP_S1, TPXP_SM1, 0, 0, 1},
-    {"rotary_emb", ROT, NULL, NULL, 1, 0, 0},
+/* sp0 is the shared Ministral3-shaped plan (tpxp_m3_sp0 + lm_head). sp1
+ * is applied on top of sp0 with dict-update semantics (existing keys keep
+ * their position, new ones are appended in this order): the shared
+ * sequence-sharded outputs and head, then these. */
+static const tpxp_rule gemma3_sp1_tail[] = {
+    TPXP_RULE(ROT, "rotary_emb", .local = TPXP_TO_LOCAL),
     /* Upstream keys it unconditionally, but only transformers < 5 has the
      * module; the v5 tree (HEAD pins 5.12.1) has one rotary_emb for both
      * layer types, so there the key matches nothing -- harmless upstream,
      * hence optional here. */
-    {"rotary_emb_local", ROT, NULL, NULL, 1, 1, 0},
-    {"layers.*.input_layernorm", SP, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.post_attention_layernorm", SP, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.pre_feedforward_layernorm", SP, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.post_feedforward_layernorm", SP, NULL, NULL, TPXP_DEF, 0, 0},
-    {"norm", SP, NULL, NULL, TPXP_DEF, 0, 0},
+    TPXP_RULE(ROT, "rotary_emb_local", .local = TPXP_TO_LOCAL, .optional = 1),
+    TPXP_SEQ("layers.*.input_layernorm"),
+    TPXP_SEQ("layers.*.post_attention_layernorm"),
+    TPXP_SEQ("layers.*.pre_feedforward_layernorm"),
+    TPXP_SEQ("layers.*.post_feedforward_layernorm"),
+    TPXP_SEQ("norm"),
 };
 
-#define NRULES(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Like upstream's _parallelize_gemma3, never looks at tp or the head
+ * counts: validate_tp_mesh is the host's (heads-not-divisible). */
 int gemma3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                gemma3_kind kind, int sequence_parallel, int64_t tp_size) {
+                const tpx_plugin_plan_request *req) {
   /* isinstance(model, Gemma3ForConditionalGeneration) picks the prefix. */
   const char *prefix =
-      kind == GEMMA3_COND_GEN ? "model.language_model" : "model";
-  int st;
-  /* Like upstream's _parallelize_gemma3, never looks at tp or the head
-   * counts: validate_tp_mesh is the host's (heads-not-divisible). */
-  (void)tp_size;
-  if (host->plan_set_function != NULL &&
-      (st = host->plan_set_function(ctx, "gemma3")) != TPX_PLUGIN_OK)
-    return st;
-  st = tpxp_add_rules(host, ctx, prefix, gemma3_sp0, NRULES(gemma3_sp0));
-  if (st == TPX_PLUGIN_OK && sequence_parallel)
-    st = tpxp_add_rules(host, ctx, prefix, gemma3_sp1, NRULES(gemma3_sp1));
-  return st;
+      tpxp_arch_is(req->architecture, "Gemma3ForConditionalGeneration")
+          ? "model.language_model"
+          : "model";
+  if (host->plan_set_function != NULL)
+    TPXP_CHK(host->plan_set_function(ctx, "gemma3"));
+  static const tpxp_rule head[2] = TPXP_HEAD_VOCAB("lm_head");
+  return tpxp_add_m3_plan(host, ctx, prefix, head, req->sequence_parallel,
+                          gemma3_sp1_tail, TPXP_N_OF(gemma3_sp1_tail));
 }
 
 /* ---- Gemma4 ---- */
 
 static const tpxp_rule gemma4_rules[] = {
-    {"embed_tokens", G4_VOCAB, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.q_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.k_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.v_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.o_proj", G4_ROW, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.up_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.gate_proj", COL, NULL, NULL, TPXP_DEF, 0, 0},
-    {"lm_head", COL, NULL, TPXP_SM1, 0, 0, 1},
+    TPXP_RULE(G4_VOCAB, "embed_tokens"),
+    TPXP_COL("layers.*.self_attn.q_proj"),
+    TPXP_COL("layers.*.self_attn.k_proj"),
+    TPXP_COL("layers.*.self_attn.v_proj"),
+    TPXP_RULE(G4_ROW, "layers.*.self_attn.o_proj"),
+    TPXP_COL("layers.*.mlp.up_proj"),
+    TPXP_COL("layers.*.mlp.gate_proj"),
+    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
     /* assigned after the dict literal upstream, hence last */
-    {"layers.*.mlp.down_proj", G4_ROW, NULL, NULL, TPXP_DEF, 0, 0},
+    TPXP_RULE(G4_ROW, "layers.*.mlp.down_proj"),
 };
 
 /* Python truthiness of a config value that may be an int, a bool or null. */
@@ -279,7 +257,8 @@ static int gemma4_refuse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 }
 
 int gemma4_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    int64_t tp_size) {
+                    const tpx_plugin_plan_request *req) {
+  int64_t tp_size = req->tp_size;
   char msg[TPXP_MSG_MAX];
   const char *code = NULL;
   int st;
@@ -292,7 +271,9 @@ int gemma4_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 }
 
 int gemma4_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                int sequence_parallel, int64_t tp_size) {
+                const tpx_plugin_plan_request *req) {
+  int sequence_parallel = req->sequence_parallel;
+  int64_t tp_size = req->tp_size;
   char p[TPXP_FQN_MAX];
   int st, eseries = 0;
   if (tp_size > 1 && (st = gemma4_refuse(host, ctx, tp_size)) != TPX_PLUGIN_OK)
@@ -310,7 +291,7 @@ int gemma4_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       (st = host->plan_set_function(ctx, "gemma4")) != TPX_PLUGIN_OK)
     return st;
   st = tpxp_add_rules(host, ctx, "model.language_model", gemma4_rules,
-                      NRULES(gemma4_rules));
+                      TPXP_N_OF(gemma4_rules));
   if (st == TPX_PLUGIN_OK && eseries) {
     /* E-series: lm_head is tied to the embedding and the model's forward
      * computes vocab-sharded logits itself, so the key goes; the per-layer

@@ -8,7 +8,7 @@
 
 #include "tpxp_common.h"
 
-/* Every name a model class reaches Automodel under (plans.md §2, §4.9):
+/* Every name a model class reaches Automodel under (docs/SEMANTICS.md "Plan selection"):
  * qualified HF names as PARALLELIZE_FUNCTIONS keys them, the bare names a
  * config.json's "architectures" carries, and the NeMo Gemma4 class (the
  * Gemma4 strategy is looked up by bare class name, so any module path
@@ -23,16 +23,6 @@ static const char *const gemma3_architectures[] = {
     "nemo_automodel.components.models.gemma4_moe.model."
     "Gemma4ForConditionalGeneration",
     NULL};
-
-gemma3_kind gemma3_kind_of(const char *architecture) {
-  if (tpxp_arch_is(architecture, "Gemma3ForCausalLM"))
-    return GEMMA3_CAUSAL_LM;
-  if (tpxp_arch_is(architecture, "Gemma3ForConditionalGeneration"))
-    return GEMMA3_COND_GEN;
-  if (tpxp_arch_is(architecture, "Gemma4ForConditionalGeneration"))
-    return GEMMA4_COND_GEN;
-  return GEMMA3_NONE;
-}
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
@@ -49,53 +39,25 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                               const tpx_plugin_plan_request *req) {
-  gemma3_kind kind;
-  int st = tpxp_plain_plan_request(host, ctx, req, "gemma3");
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  kind = gemma3_kind_of(req->architecture);
-  switch (kind) {
-  case GEMMA3_CAUSAL_LM:
-  case GEMMA3_COND_GEN:
-    return gemma3_plan(host, ctx, kind, req->sequence_parallel, req->tp_size);
-  case GEMMA4_COND_GEN:
-    return gemma4_plan(host, ctx, req->sequence_parallel, req->tp_size);
-  case GEMMA3_NONE:
-  default:
-    break;
-  }
-  return tpxp_not_served(host, ctx, "gemma3", req->architecture);
-}
-
-TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
-                                              tpx_plugin_ctx *ctx,
-                                              const char *architecture) {
-  gemma3_kind kind;
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  kind = gemma3_kind_of(architecture);
-  if (kind == GEMMA3_CAUSAL_LM || kind == GEMMA3_COND_GEN)
-    return gemma3_skeleton(host, ctx, kind);
-  if (kind == GEMMA4_COND_GEN)
-    return gemma4_skeleton(host, ctx);
-  return tpxp_not_served(host, ctx, "gemma3", architecture);
-}
-
 /* Upstream, the Gemma4 strategy raises before any plan exists; a host that
  * falls back to another plan source after our refusal still reports it
- * through these diagnostics. Gemma3 has nothing beyond validate_tp_mesh,
- * which the host runs itself. */
-TPX_PLUGIN_EXPORT int tpx_plugin_validate(const tpx_plugin_host *host,
-                                          tpx_plugin_ctx *ctx,
-                                          const tpx_plugin_plan_request *req) {
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (!tpxp_request_ok(req))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_INVALID,
-                     "gemma3: malformed validate request");
-  if (gemma3_kind_of(req->architecture) == GEMMA4_COND_GEN)
-    return gemma4_validate(host, ctx, req->tp_size);
-  return TPX_PLUGIN_OK;
-}
+ * through gemma4_validate's diagnostics. Gemma3 has nothing beyond
+ * validate_tp_mesh, which the host runs itself. */
+static const tpxp_arch_ops gemma3_ops[] = {
+    {.bare = "Gemma3ForCausalLM",
+     .plan = gemma3_plan,
+     .skeleton = gemma3_skeleton},
+    {.bare = "Gemma3ForConditionalGeneration",
+     .plan = gemma3_plan,
+     .skeleton = gemma3_skeleton},
+    {.bare = "Gemma4ForConditionalGeneration",
+     .plan = gemma4_plan,
+     .skeleton = gemma4_skeleton,
+     .validate = gemma4_validate},
+};
+static const tpxp_family gemma3 = {"gemma3", gemma3_ops,
+                                   TPXP_N_OF(gemma3_ops)};
+
+TPXP_EXPORT_GET_PLAN(gemma3)
+TPXP_EXPORT_SKELETON(gemma3)
+TPXP_EXPORT_VALIDATE(gemma3)

@@ -19,13 +19,6 @@
 
 #include "tpxp_common.h"
 
-#define CHK(call)                                                              \
-  do {                                                                         \
-    int st_ = (call);                                                          \
-    if (st_ != TPX_PLUGIN_OK)                                                  \
-      return st_;                                                              \
-  } while (0)
-
 typedef struct gemma3_text {
   int64_t vocab, hidden, inter, layers, heads, kv, head_dim;
   int attn_bias;
@@ -34,28 +27,17 @@ typedef struct gemma3_text {
 /* Gemma3TextConfig defaults (transformers) where a key is absent. */
 static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const char *sec, gemma3_text *t) {
-  char p[TPXP_FQN_MAX];
-  CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "vocab_size"),
-                       262208, &t->vocab));
-  CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "hidden_size"),
-                       2304, &t->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx,
-                       tpxp_path(p, sizeof p, sec, "intermediate_size"), 9216,
-                       &t->inter));
-  CHK(tpxp_cfg_int_opt(host, ctx,
-                       tpxp_path(p, sizeof p, sec, "num_hidden_layers"), 26,
-                       &t->layers));
-  CHK(tpxp_cfg_int_opt(host, ctx,
-                       tpxp_path(p, sizeof p, sec, "num_attention_heads"), 8,
-                       &t->heads));
-  CHK(tpxp_cfg_int_opt(host, ctx,
-                       tpxp_path(p, sizeof p, sec, "num_key_value_heads"), 4,
-                       &t->kv));
-  CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "head_dim"), 256,
-                       &t->head_dim));
-  CHK(tpxp_cfg_bool_opt(host, ctx,
-                        tpxp_path(p, sizeof p, sec, "attention_bias"), 0,
-                        &t->attn_bias));
+  const tpxp_key keys[] = {
+      TPXP_KEY_I("vocab_size", &t->vocab, 262208),
+      TPXP_KEY_I("hidden_size", &t->hidden, 2304),
+      TPXP_KEY_I("intermediate_size", &t->inter, 9216),
+      TPXP_KEY_I("num_hidden_layers", &t->layers, 26),
+      TPXP_KEY_I("num_attention_heads", &t->heads, 8),
+      TPXP_KEY_I("num_key_value_heads", &t->kv, 4),
+      TPXP_KEY_I("head_dim", &t->head_dim, 256),
+      TPXP_KEY_B("attention_bias", &t->attn_bias, 0),
+  };
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, sec, keys));
   if (t->vocab <= 0 || t->hidden <= 0 || t->inter <= 0 || t->layers < 0 ||
       t->heads <= 0 || t->kv <= 0 || t->head_dim <= 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
@@ -71,48 +53,34 @@ static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 
 static int text_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const char *P, const gemma3_text *t) {
-  char f[TPXP_FQN_MAX];
-  int64_t i, q = t->heads * t->head_dim, kv = t->kv * t->head_dim;
-  static const char *const norms[] = {
-      "input_layernorm", "post_attention_layernorm",
-      "pre_feedforward_layernorm", "post_feedforward_layernorm"};
-  size_t k;
-  snprintf(f, sizeof f, "%s.embed_tokens", P);
-  CHK(tpxp_sk_embedding(host, ctx, f, t->vocab, t->hidden, NULL));
-  snprintf(f, sizeof f, "%s.layers", P);
-  CHK(tpxp_sk_module(host, ctx, f, "container"));
-  for (i = 0; i < t->layers; i++) {
-    long long L = (long long)i;
-#define LAYER(suffix) snprintf(f, sizeof f, "%s.layers.%lld.%s", P, L, suffix)
-    LAYER("self_attn.q_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, q, t->attn_bias, NULL));
-    LAYER("self_attn.k_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kv, t->attn_bias, NULL));
-    LAYER("self_attn.v_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, kv, t->attn_bias, NULL));
-    LAYER("self_attn.o_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, q, t->hidden, t->attn_bias, NULL));
-    LAYER("self_attn.q_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, t->head_dim, 0, NULL));
-    LAYER("self_attn.k_norm");
-    CHK(tpxp_sk_norm(host, ctx, f, t->head_dim, 0, NULL));
-    LAYER("mlp.gate_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->inter, 0, NULL));
-    LAYER("mlp.up_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->hidden, t->inter, 0, NULL));
-    LAYER("mlp.down_proj");
-    CHK(tpxp_sk_linear(host, ctx, f, t->inter, t->hidden, 0, NULL));
-    for (k = 0; k < sizeof norms / sizeof norms[0]; k++) {
-      LAYER(norms[k]);
-      CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
-    }
-#undef LAYER
-  }
-  snprintf(f, sizeof f, "%s.norm", P);
-  CHK(tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL));
-  snprintf(f, sizeof f, "%s.rotary_emb", P);
-  CHK(tpxp_sk_module(host, ctx, f, "rotary"));
-  return TPX_PLUGIN_OK;
+  int64_t h = t->hidden, q = t->heads * t->head_dim, kv = t->kv * t->head_dim;
+  int ab = t->attn_bias;
+  const tpxp_sk_row head[] = {
+      TPXP_SK_EMB("embed_tokens", t->vocab, h),
+      TPXP_SK_MOD("layers", "container"),
+  };
+  const tpxp_sk_row layer[] = {
+      TPXP_SK_LIN("self_attn.q_proj", h, q, ab),
+      TPXP_SK_LIN("self_attn.k_proj", h, kv, ab),
+      TPXP_SK_LIN("self_attn.v_proj", h, kv, ab),
+      TPXP_SK_LIN("self_attn.o_proj", q, h, ab),
+      TPXP_SK_NRM("self_attn.q_norm", t->head_dim, 0),
+      TPXP_SK_NRM("self_attn.k_norm", t->head_dim, 0),
+      TPXP_SK_LIN("mlp.gate_proj", h, t->inter, 0),
+      TPXP_SK_LIN("mlp.up_proj", h, t->inter, 0),
+      TPXP_SK_LIN("mlp.down_proj", t->inter, h, 0),
+      TPXP_SK_NRM("input_layernorm", h, 0),
+      TPXP_SK_NRM("post_attention_layernorm", h, 0),
+      TPXP_SK_NRM("pre_feedforward_layernorm", h, 0),
+      TPXP_SK_NRM("post_feedforward_layernorm", h, 0),
+  };
+  const tpxp_sk_row tail[] = {
+      TPXP_SK_NRM("norm", h, 0),
+      TPXP_SK_MOD("rotary_emb", "rotary"),
+  };
+  TPXP_CHK(TPXP_SK_ROWS(host, ctx, P, head, NULL));
+  TPXP_CHK(TPXP_SK_LAYERS(host, ctx, P, t->layers, layer, NULL));
+  return TPXP_SK_ROWS(host, ctx, P, tail, NULL);
 }
 
 typedef struct siglip {
@@ -123,18 +91,16 @@ typedef struct siglip {
 /* SiglipVisionConfig defaults where a key is absent. */
 static int read_siglip(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        siglip *v) {
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.hidden_size", 768,
-                       &v->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.intermediate_size", 3072,
-                       &v->inter));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_hidden_layers", 12,
-                       &v->layers));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.num_channels", 3,
-                       &v->channels));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.image_size", 224, &v->image));
-  CHK(tpxp_cfg_int_opt(host, ctx, "vision_config.patch_size", 16, &v->patch));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "vision_config.vision_use_head", 1,
-                        &v->use_head));
+  const tpxp_key keys[] = {
+      TPXP_KEY_I("hidden_size", &v->hidden, 768),
+      TPXP_KEY_I("intermediate_size", &v->inter, 3072),
+      TPXP_KEY_I("num_hidden_layers", &v->layers, 12),
+      TPXP_KEY_I("num_channels", &v->channels, 3),
+      TPXP_KEY_I("image_size", &v->image, 224),
+      TPXP_KEY_I("patch_size", &v->patch, 16),
+      TPXP_KEY_B("vision_use_head", &v->use_head, 1),
+  };
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "vision_config", keys));
   if (v->hidden <= 0 || v->inter <= 0 || v->layers < 0 || v->channels <= 0 ||
       v->patch <= 0 || v->image < v->patch)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
@@ -146,103 +112,87 @@ static int read_siglip(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
-/* SiglipVisionModel at `P` ("model.vision_tower"). */
+/* SiglipVisionModel at `P` ("model.vision_tower"). The pooling head
+ * (SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention with
+ * a packed in_proj, layernorm, MLP) only with vision_use_head. */
 static int siglip_tower(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         const char *P, const siglip *v) {
   char f[TPXP_FQN_MAX];
-  int64_t i, grid = v->image / v->patch;
-  int64_t conv[4];
-  static const char *const attn[] = {"k_proj", "v_proj", "q_proj", "out_proj"};
-  size_t k;
-  conv[0] = v->hidden;
-  conv[1] = v->channels;
-  conv[2] = v->patch;
-  conv[3] = v->patch;
-  snprintf(f, sizeof f, "%s.vision_model.embeddings.patch_embedding", P);
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
-  CHK(host->skeleton_add_param(ctx, f, "weight", conv, 4, NULL));
-  CHK(tpxp_sk_param(host, ctx, f, "bias", v->hidden, -1, NULL));
-  snprintf(f, sizeof f, "%s.vision_model.embeddings.position_embedding", P);
-  CHK(tpxp_sk_embedding(host, ctx, f, grid * grid, v->hidden, NULL));
-  snprintf(f, sizeof f, "%s.vision_model.encoder.layers", P);
-  CHK(tpxp_sk_module(host, ctx, f, "container"));
-  for (i = 0; i < v->layers; i++) {
-    long long L = (long long)i;
-    for (k = 0; k < 4; k++) {
-      snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.self_attn.%s",
-               P, L, attn[k]);
-      CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->hidden, 1, NULL));
-    }
-    snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.layer_norm1", P,
-             L);
-    CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
-    snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.mlp.fc1", P, L);
-    CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->inter, 1, NULL));
-    snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.mlp.fc2", P, L);
-    CHK(tpxp_sk_linear(host, ctx, f, v->inter, v->hidden, 1, NULL));
-    snprintf(f, sizeof f, "%s.vision_model.encoder.layers.%lld.layer_norm2", P,
-             L);
-    CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
-  }
-  snprintf(f, sizeof f, "%s.vision_model.post_layernorm", P);
-  CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
-  if (v->use_head) {
-    /* SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention
-     * (packed in_proj), layernorm, MLP. */
-    int64_t probe[3];
-    probe[0] = 1;
-    probe[1] = 1;
-    probe[2] = v->hidden;
-    snprintf(f, sizeof f, "%s.vision_model.head", P);
-    CHK(tpxp_sk_module(host, ctx, f, "other"));
-    CHK(host->skeleton_add_param(ctx, f, "probe", probe, 3, NULL));
-    snprintf(f, sizeof f, "%s.vision_model.head.attention", P);
-    CHK(tpxp_sk_module(host, ctx, f, "other"));
-    CHK(tpxp_sk_param(host, ctx, f, "in_proj_weight", 3 * v->hidden, v->hidden,
-                      NULL));
-    CHK(tpxp_sk_param(host, ctx, f, "in_proj_bias", 3 * v->hidden, -1, NULL));
-    snprintf(f, sizeof f, "%s.vision_model.head.attention.out_proj", P);
-    CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->hidden, 1, NULL));
-    snprintf(f, sizeof f, "%s.vision_model.head.layernorm", P);
-    CHK(tpxp_sk_norm(host, ctx, f, v->hidden, 1, NULL));
-    snprintf(f, sizeof f, "%s.vision_model.head.mlp.fc1", P);
-    CHK(tpxp_sk_linear(host, ctx, f, v->hidden, v->inter, 1, NULL));
-    snprintf(f, sizeof f, "%s.vision_model.head.mlp.fc2", P);
-    CHK(tpxp_sk_linear(host, ctx, f, v->inter, v->hidden, 1, NULL));
-  }
-  return TPX_PLUGIN_OK;
+  int64_t h = v->hidden, grid = v->image / v->patch;
+  const int64_t conv[4] = {h, v->channels, v->patch, v->patch};
+  const int64_t probe[3] = {1, 1, h};
+  const tpxp_sk_row embed[] = {
+      TPXP_SK_MOD("embeddings.patch_embedding", "other"),
+      TPXP_SK_PRM_ND("embeddings.patch_embedding", "weight", 4, conv),
+      TPXP_SK_PRM("embeddings.patch_embedding", "bias", h, -1),
+      TPXP_SK_EMB("embeddings.position_embedding", grid * grid, h),
+      TPXP_SK_MOD("encoder.layers", "container"),
+  };
+  const tpxp_sk_row layer[] = {
+      TPXP_SK_LIN("self_attn.k_proj", h, h, 1),
+      TPXP_SK_LIN("self_attn.v_proj", h, h, 1),
+      TPXP_SK_LIN("self_attn.q_proj", h, h, 1),
+      TPXP_SK_LIN("self_attn.out_proj", h, h, 1),
+      TPXP_SK_NRM("layer_norm1", h, 1),
+      TPXP_SK_LIN("mlp.fc1", h, v->inter, 1),
+      TPXP_SK_LIN("mlp.fc2", v->inter, h, 1),
+      TPXP_SK_NRM("layer_norm2", h, 1),
+  };
+  const tpxp_sk_row post[] = {
+      TPXP_SK_NRM("post_layernorm", h, 1),
+      TPXP_SK_MOD("head", "other"),
+      TPXP_SK_PRM_ND("head", "probe", 3, probe),
+      TPXP_SK_MOD("head.attention", "other"),
+      TPXP_SK_PRM("head.attention", "in_proj_weight", 3 * h, h),
+      TPXP_SK_PRM("head.attention", "in_proj_bias", 3 * h, -1),
+      TPXP_SK_LIN("head.attention.out_proj", h, h, 1),
+      TPXP_SK_NRM("head.layernorm", h, 1),
+      TPXP_SK_LIN("head.mlp.fc1", h, v->inter, 1),
+      TPXP_SK_LIN("head.mlp.fc2", v->inter, h, 1),
+  };
+  snprintf(f, sizeof f, "%s.vision_model", P);
+  TPXP_CHK(TPXP_SK_ROWS(host, ctx, f, embed, NULL));
+  snprintf(f, sizeof f, "%s.vision_model.encoder", P);
+  TPXP_CHK(TPXP_SK_LAYERS(host, ctx, f, v->layers, layer, NULL));
+  snprintf(f, sizeof f, "%s.vision_model", P);
+  return tpxp_sk_rows(host, ctx, f, post, v->use_head ? TPXP_N_OF(post) : 1,
+                      NULL);
 }
 
 int gemma3_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    gemma3_kind kind) {
+                    const char *arch) {
   gemma3_text t;
   int tie = 1;
   const char *P = "model";
   char w[TPXP_FQN_MAX];
-  if (kind == GEMMA3_COND_GEN) {
+  if (tpxp_arch_is(arch, "Gemma3ForConditionalGeneration")) {
     siglip v;
-    CHK(read_text(host, ctx, "text_config", &t));
-    CHK(read_siglip(host, ctx, &v));
+    TPXP_CHK(read_text(host, ctx, "text_config", &t));
+    TPXP_CHK(read_siglip(host, ctx, &v));
     /* The top-level flag wins; else the text config's; default tied. */
-    if (host->config_has(ctx, "tie_word_embeddings"))
-      CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
-    else
-      CHK(tpxp_cfg_bool_opt(host, ctx, "text_config.tie_word_embeddings", 1,
-                            &tie));
-    CHK(siglip_tower(host, ctx, "model.vision_tower", &v));
-    /* Gemma3MultiModalProjector: a bare [vision_hidden, text_hidden]
-     * parameter and a Gemma3RMSNorm over the vision width. */
-    CHK(tpxp_sk_module(host, ctx, "model.multi_modal_projector", "other"));
-    CHK(tpxp_sk_param(host, ctx, "model.multi_modal_projector",
-                      "mm_input_projection_weight", v.hidden, t.hidden, NULL));
-    CHK(tpxp_sk_norm(host, ctx, "model.multi_modal_projector.mm_soft_emb_norm",
-                     v.hidden, 0, NULL));
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx,
+                               host->config_has(ctx, "tie_word_embeddings")
+                                   ? "tie_word_embeddings"
+                                   : "text_config.tie_word_embeddings",
+                               1, &tie));
+    TPXP_CHK(siglip_tower(host, ctx, "model.vision_tower", &v));
+    {
+      /* Gemma3MultiModalProjector: a bare [vision_hidden, text_hidden]
+       * parameter and a Gemma3RMSNorm over the vision width. */
+      const tpxp_sk_row proj[] = {
+          TPXP_SK_MOD("", "other"),
+          TPXP_SK_PRM("", "mm_input_projection_weight", v.hidden, t.hidden),
+          TPXP_SK_NRM("mm_soft_emb_norm", v.hidden, 0),
+      };
+      TPXP_CHK(TPXP_SK_ROWS(host, ctx, "model.multi_modal_projector", proj,
+                            NULL));
+    }
     P = "model.language_model";
   } else {
-    CHK(read_text(host, ctx, "", &t));
-    CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
+    TPXP_CHK(read_text(host, ctx, "", &t));
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
   }
-  CHK(text_stack(host, ctx, P, &t));
+  TPXP_CHK(text_stack(host, ctx, P, &t));
   snprintf(w, sizeof w, "%s.embed_tokens.weight", P);
   return tpxp_sk_lm_head(host, ctx, "lm_head", t.hidden, t.vocab, 0, tie, w,
                          NULL);

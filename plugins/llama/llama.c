@@ -2,10 +2,10 @@
  * (_parallelize_llama, also get_llama_nemotron_super_tp_plan), the
  * DeciLM / Nemotron-NAS plan (get_decilm_nemotron_tp_plan, with
  * _parallelize_decilm_nemotron's model_type refusal) and the named plan
- * "llama_nemotron_super_tp_plan" (spec/plans.md §3.1, §3.2, §4.1), and
+ * "llama_nemotron_super_tp_plan" (docs/SEMANTICS.md "Family plans"; docs/SEMANTICS.md "Plan selection"), and
  * skeletons for Llama and for DeciLM's heterogeneous block_configs.
- * Not: the validate_tp_mesh / Nemotron-NAS diagnostics (§4.5) and the
- * Nemotron-Flash lm_head post-processing (§4.1): the host runs both for every
+ * Not: the validate_tp_mesh / Nemotron-NAS diagnostics and the
+ * Nemotron-Flash lm_head post-processing (docs/SEMANTICS.md "Plan selection"): the host runs both for every
  * plan source, and get_plan, like upstream's plan functions, never looks at
  * tp or the head counts. The Nemotron-Flash skeleton (hybrid blocks) is in
  * nemotron_flash_skeleton.c. */
@@ -54,63 +54,34 @@ int register_parallel_strategy(const tpx_plugin_host *host,
 /* _parallelize_llama, sp off. The fused qkv_proj / gate_up_proj keys cover
  * Nemotron-Super style fused projections and are absent in plain Llama. */
 static const tpxp_rule k_llama_sp0[] = {
-    {"model.embed_tokens", "rowwise", TPXP_R, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.qkv_proj", "colwise", NULL, NULL, TPXP_DEF, 1,
-     0},
-    {"model.layers.*.mlp.gate_up_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 0},
-    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
+    TPXP_ROW("model.embed_tokens", .in = TPXP_R),
+    TPXP_COL("model.layers.*.self_attn.q_proj"),
+    TPXP_COL("model.layers.*.self_attn.k_proj"),
+    TPXP_COL("model.layers.*.self_attn.v_proj"),
+    TPXP_COL("model.layers.*.self_attn.qkv_proj", .optional = 1),
+    TPXP_COL("model.layers.*.mlp.gate_up_proj", .optional = 1),
+    TPXP_ROW("model.layers.*.self_attn.o_proj"),
+    TPXP_COL("model.layers.*.mlp.up_proj"),
+    TPXP_COL("model.layers.*.mlp.gate_proj"),
+    TPXP_ROW("model.layers.*.mlp.down_proj"),
     /* Vocab-sharded DTensor logits for the vocab-parallel loss. */
-    {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 0},
+    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
 };
 /* sp on: a dict update of the above. */
 static const tpxp_rule k_llama_sp1[] = {
-    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0,
-     0},
-    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"model.layers.*.mlp.down_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"lm_head", "colwise", TPXP_S1, TPXP_SM1, 0, 0, 0},
-    {"model.norm", "sequence_parallel", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.input_layernorm", "sequence_parallel_allgather_activation",
-     NULL, NULL, 0, 0, 0},
-    {"model.layers.*.post_attention_layernorm",
-     "sequence_parallel_allgather_activation", NULL, NULL, 0, 0, 0},
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_SEQ("model.norm"),
+    TPXP_SEQ_AG("model.layers.*.input_layernorm", .local = TPXP_KEEP_DTENSOR),
+    TPXP_SEQ_AG("model.layers.*.post_attention_layernorm", .local = TPXP_KEEP_DTENSOR),
 };
 
 /* get_decilm_nemotron_tp_plan: a base-style plan (plain sp, replicated
  * lm_head output) because the remote-code forward handles rotary at model
  * level and dispatches per-layer block configs. */
-static const tpxp_rule k_decilm_sp0[] = {
-    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, NULL, TPXP_DEF,
-     0, 0},
-    {"model.layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"lm_head", "colwise", NULL, TPXP_R, TPXP_DEF, 0, 0},
-};
-static const tpxp_rule k_decilm_sp1[] = {
-    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0,
-     0},
-    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"model.layers.*.mlp.down_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"lm_head", "colwise", TPXP_S1, TPXP_R, TPXP_DEF, 0, 0},
-    {"model.norm", "sequence_parallel", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.input_layernorm", "sequence_parallel", NULL, NULL,
-     TPXP_DEF, 0, 0},
-    {"model.layers.*.post_attention_layernorm", "sequence_parallel", NULL, NULL,
-     TPXP_DEF, 0, 0},
-};
-
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+static const tpxp_rule k_decilm_head[2] = TPXP_HEAD_REPLICATED("lm_head");
 
 static int str_eq(const char *a, const char *b) {
   return a != NULL && b != NULL && strcmp(a, b) == 0;
@@ -133,27 +104,18 @@ static const char *model_type(const tpx_plugin_host *host,
   return t;
 }
 
-static int add_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    const tpxp_rule *sp0, size_t n0, const tpxp_rule *sp1,
-                    size_t n1, int sp) {
-  int st = tpxp_add_rules(host, ctx, "", sp0, n0);
-  if (st == TPX_PLUGIN_OK && sp)
-    st = tpxp_add_rules(host, ctx, "", sp1, n1);
-  return st;
-}
-
 /* The rule `suffix` ends with after the plan's dict update. */
 static const tpxp_rule *effective_rule(const tpxp_rule *r0, int sp) {
-  for (size_t i = 0; sp && i < N_OF(k_llama_sp1); i++)
+  for (size_t i = 0; sp && i < TPXP_N_OF(k_llama_sp1); i++)
     if (strcmp(k_llama_sp1[i].suffix, r0->suffix) == 0)
       return &k_llama_sp1[i];
   return r0;
 }
 
-/* What this get_plan is, and is not (spec/plans.md §4.1): the plan function
+/* What this get_plan is, and is not (docs/SEMANTICS.md "Plan selection"): the plan function
  * (_parallelize_llama, _parallelize_decilm_nemotron, or the named plan's
  * branch), which never looks at tp or the head counts.
- * validate_tp_mesh / validate_tp_mesh_for_nemotron_nas (§4.5) are the host's
+ * validate_tp_mesh / validate_tp_mesh_for_nemotron_nas are the host's
  * diagnostics (tpx_validate_tp_mesh, before selection, for every plan
  * source), and the Nemotron-Flash lm_head post-processing is the host's too
  * (after selection, for every source); the plugin does neither. Its only
@@ -198,11 +160,13 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      arch != NULL ? arch : "(null)");
   }
   if (decilm) {
-    st = add_plan(host, ctx, k_decilm_sp0, N_OF(k_decilm_sp0), k_decilm_sp1,
-                  N_OF(k_decilm_sp1), req->sequence_parallel);
+    st = tpxp_add_m3_plan(host, ctx, "model", k_decilm_head,
+                          req->sequence_parallel, tpxp_m3_norms_seq,
+                          TPXP_N_OF(tpxp_m3_norms_seq));
   } else {
-    st = add_plan(host, ctx, k_llama_sp0, N_OF(k_llama_sp0), k_llama_sp1,
-                  N_OF(k_llama_sp1), req->sequence_parallel);
+    st = TPXP_ADD_RULES(host, ctx, "", k_llama_sp0);
+    if (st == TPX_PLUGIN_OK && req->sequence_parallel)
+      st = TPXP_ADD_RULES(host, ctx, "", k_llama_sp1);
   }
   if (st != TPX_PLUGIN_OK)
     return st;
@@ -212,7 +176,7 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
    * variant-only; tpx_plugin_validate says loudly what that leaves
    * replicated. */
   if (!decilm && tpxp_arch_is(arch, "NemotronFlashForCausalLM"))
-    for (size_t i = 0; i < N_OF(k_llama_sp0) && st == TPX_PLUGIN_OK; i++)
+    for (size_t i = 0; i < TPXP_N_OF(k_llama_sp0) && st == TPX_PLUGIN_OK; i++)
       if (strstr(k_llama_sp0[i].suffix, ".mlp.") != NULL) {
         tpxp_rule r = *effective_rule(&k_llama_sp0[i], req->sequence_parallel);
         r.optional = 1;

@@ -1,10 +1,10 @@
 /* mistral.c — the tpx_mistral family plugin: NeMo Automodel's
- * _parallelize_ministral3 (Ministral3ForCausalLM, spec/plans.md §3.4) and
+ * _parallelize_ministral3 (Ministral3ForCausalLM; docs/SEMANTICS.md "Family plans") and
  * _parallelize_mistral3_vlm (Mistral3ForConditionalGeneration and the NeMo
- * Mistral3FP8VLMForConditionalGeneration, §3.5), with skeletons: a
+ * Mistral3FP8VLMForConditionalGeneration), with skeletons: a
  * Mistral-style decoder, and for the VLM the Pixtral vision tower and the
  * multi-modal projector (both left replicated by the plan). Also
- * MuseGlimmerForConditionalGeneration (_parallelize_muse_glimmer, §3.6: the
+ * MuseGlimmerForConditionalGeneration (_parallelize_muse_glimmer: the
  * Ministral3 sp0 set plus the attention output gate; its skeleton and
  * strategy check are in muse_glimmer.c). */
 #include <string.h>
@@ -12,7 +12,6 @@
 #include "muse_glimmer.h"
 #include "tpxp_common.h"
 
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const k_archs[] = {
     "nemo_automodel.components.models.mistral3.model.Ministral3ForCausalLM",
@@ -48,30 +47,8 @@ int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
-/* _parallelize_ministral3, sp off, relative to the prefix; lm_head rooted. */
-static const tpxp_rule k_m3_sp0[] = {
-    {"embed_tokens", "vocab_parallel_embedding", TPXP_R, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.self_attn.o_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 1},
-};
-/* sp on: a dict update of the above. */
-static const tpxp_rule k_m3_sp1[] = {
-    {"embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0, 0},
-    {"layers.*.self_attn.o_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"layers.*.mlp.down_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"lm_head", "colwise", TPXP_S1, TPXP_SM1, 0, 0, 1},
-    {"norm", "sequence_parallel", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.input_layernorm", "sequence_parallel_allgather_activation", NULL,
-     NULL, 0, 0, 0},
-    {"layers.*.post_attention_layernorm",
-     "sequence_parallel_allgather_activation", NULL, NULL, 0, 0, 0},
-};
+/* _parallelize_ministral3's head: vocab-sharded logits. */
+static const tpxp_rule k_head[2] = TPXP_HEAD_VOCAB("lm_head");
 
 static int is_vlm(const char *arch) {
   return tpxp_arch_is(arch, "Mistral3ForConditionalGeneration") ||
@@ -94,8 +71,8 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (is_vlm(req->architecture)) {
     /* The Ministral3 sp0 set under model.language_model; sp is silently
      * ignored; vision_tower / multi_modal_projector get no key. */
-    st = tpxp_add_rules(host, ctx, "model.language_model", k_m3_sp0,
-                        N_OF(k_m3_sp0));
+    st = tpxp_add_m3_plan(host, ctx, "model.language_model", k_head, 0,
+                          NULL, 0);
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "mistral3_vlm");
     return st;
@@ -104,18 +81,19 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     /* _parallelize_muse_glimmer: the Ministral3 sp0 set with
      * output_gate_proj between v_proj and o_proj (the lm_head entry is the
      * set's own); sp warns and is ignored. */
-    static const tpxp_rule gate = {"layers.*.self_attn.output_gate_proj",
-                                   "colwise", NULL, NULL, TPXP_DEF, 0, 0};
+    static const tpxp_rule gate = TPXP_COL("layers.*.self_attn.output_gate_proj");
     if (req->sequence_parallel)
       tpxp_log(host, ctx, TPX_PLUGIN_LOG_WARN,
                "sequence_parallel=True is not yet supported for MuseGlimmer "
                "and will be ignored");
-    st = tpxp_add_rules(host, ctx, "model", k_m3_sp0, 4);
+    st = tpxp_add_rules(host, ctx, "model", tpxp_m3_sp0, 4);
     if (st == TPX_PLUGIN_OK)
       st = tpxp_add_rules(host, ctx, "model", &gate, 1);
     if (st == TPX_PLUGIN_OK)
-      st = tpxp_add_rules(host, ctx, "model", k_m3_sp0 + 4,
-                          N_OF(k_m3_sp0) - 4);
+      st = tpxp_add_rules(host, ctx, "model", tpxp_m3_sp0 + 4,
+                          TPXP_M3_BODY - 4);
+    if (st == TPX_PLUGIN_OK)
+      st = tpxp_add_rules(host, ctx, NULL, &k_head[0], 1);
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "muse_glimmer");
     return st;
@@ -124,9 +102,8 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
                      "mistral plugin: architecture '%s' is not served",
                      req->architecture != NULL ? req->architecture : "(null)");
-  st = tpxp_add_rules(host, ctx, "model", k_m3_sp0, N_OF(k_m3_sp0));
-  if (st == TPX_PLUGIN_OK && req->sequence_parallel)
-    st = tpxp_add_rules(host, ctx, "model", k_m3_sp1, N_OF(k_m3_sp1));
+  st = tpxp_add_m3_plan(host, ctx, "model", k_head, req->sequence_parallel,
+                        tpxp_m3_norms_sp, TPXP_N_OF(tpxp_m3_norms_sp));
   if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
     host->plan_set_function(ctx, "ministral3");
   return st;
@@ -139,62 +116,44 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
  * down}, attention {k, v, q, o}, ffn_norm}, patch_positional_embedding
  * (rotary, no params). Nothing has a bias. */
 static int pixtral(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
-  char f[TPXP_FQN_MAX];
-  int64_t hidden, inter, layers, patch, chans, i, shape[4];
-  int st;
-  if ((st =
-           tpxp_cfg_int_req(host, ctx, "vision_config.hidden_size", &hidden)) ||
-      (st = tpxp_cfg_int_req(host, ctx, "vision_config.intermediate_size",
-                             &inter)) ||
-      (st = tpxp_cfg_int_req(host, ctx, "vision_config.num_hidden_layers",
-                             &layers)) ||
-      (st = tpxp_cfg_int_req(host, ctx, "vision_config.patch_size", &patch)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.num_channels", 3,
-                             &chans)))
-    return st;
-  if ((st =
-           tpxp_sk_module(host, ctx, "model.vision_tower.patch_conv", "other")))
-    return st;
-  shape[0] = hidden;
-  shape[1] = chans;
-  shape[2] = patch;
-  shape[3] = patch;
-  if ((st = host->skeleton_add_param(ctx, "model.vision_tower.patch_conv",
-                                     "weight", shape, 4, NULL)) ||
-      (st = tpxp_sk_norm(host, ctx, "model.vision_tower.ln_pre", hidden, 0,
-                         NULL)) ||
-      (st = tpxp_sk_module(host, ctx, "model.vision_tower.transformer.layers",
-                           "container")))
-    return st;
-  for (i = 0; i < layers; i++) {
-    long long L = (long long)i;
-    static const char *const attn[] = {"k_proj", "v_proj", "q_proj", "o_proj"};
-    size_t a;
-#define VT "model.vision_tower.transformer.layers.%lld."
-    tpxp_fmt(f, sizeof f, VT "attention_norm", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, hidden, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, VT "feed_forward.gate_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, VT "feed_forward.up_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, VT "feed_forward.down_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, inter, hidden, 0, NULL)))
-      return st;
-    for (a = 0; a < N_OF(attn); a++) {
-      tpxp_fmt(f, sizeof f, VT "attention.%s", L, attn[a]);
-      if ((st = tpxp_sk_linear(host, ctx, f, hidden, hidden, 0, NULL)))
-        return st;
-    }
-    tpxp_fmt(f, sizeof f, VT "ffn_norm", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, hidden, 0, NULL)))
-      return st;
-#undef VT
+  int64_t hidden, inter, layers, patch, chans;
+  tpxp_key keys[] = {
+      TPXP_KEY_I("hidden_size", &hidden, 0),
+      TPXP_KEY_I("intermediate_size", &inter, 0),
+      TPXP_KEY_I("num_hidden_layers", &layers, 0),
+      TPXP_KEY_I("patch_size", &patch, 0),
+      TPXP_KEY_I("num_channels", &chans, 3),
+  };
+  keys[0].required = keys[1].required = keys[2].required = 1;
+  keys[3].required = 1;
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "vision_config", keys));
+  {
+    const int64_t conv[4] = {hidden, chans, patch, patch};
+    const tpxp_sk_row head[] = {
+        TPXP_SK_MOD("patch_conv", "other"),
+        TPXP_SK_PRM_ND("patch_conv", "weight", 4, conv),
+        TPXP_SK_NRM("ln_pre", hidden, 0),
+        TPXP_SK_MOD("transformer.layers", "container"),
+    };
+    const tpxp_sk_row layer[] = {
+        TPXP_SK_NRM("attention_norm", hidden, 0),
+        TPXP_SK_LIN("feed_forward.gate_proj", hidden, inter, 0),
+        TPXP_SK_LIN("feed_forward.up_proj", hidden, inter, 0),
+        TPXP_SK_LIN("feed_forward.down_proj", inter, hidden, 0),
+        TPXP_SK_LIN("attention.k_proj", hidden, hidden, 0),
+        TPXP_SK_LIN("attention.v_proj", hidden, hidden, 0),
+        TPXP_SK_LIN("attention.q_proj", hidden, hidden, 0),
+        TPXP_SK_LIN("attention.o_proj", hidden, hidden, 0),
+        TPXP_SK_NRM("ffn_norm", hidden, 0),
+    };
+    const tpxp_sk_row tail[] = {
+        TPXP_SK_MOD("patch_positional_embedding", "rotary"),
+    };
+    TPXP_CHK(TPXP_SK_ROWS(host, ctx, "model.vision_tower", head, NULL));
+    TPXP_CHK(TPXP_SK_LAYERS(host, ctx, "model.vision_tower.transformer",
+                            layers, layer, NULL));
+    return TPXP_SK_ROWS(host, ctx, "model.vision_tower", tail, NULL);
   }
-  return tpxp_sk_module(
-      host, ctx, "model.vision_tower.patch_positional_embedding", "rotary");
 }
 
 /* Mistral3MultiModalProjector: norm over the vision hidden size,
@@ -204,27 +163,23 @@ static int pixtral(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
 static int projector(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      int64_t text_hidden) {
   int64_t vh, merge, nfeat = 1;
-  int bias = 0, st;
-  if ((st = tpxp_cfg_int_req(host, ctx, "vision_config.hidden_size", &vh)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "spatial_merge_size", 2, &merge)) ||
-      (st =
-           tpxp_cfg_bool_opt(host, ctx, "multimodal_projector_bias", 0, &bias)))
-    return st;
+  int bias = 0;
+  TPXP_CHK(tpxp_cfg_int_req(host, ctx, "vision_config.hidden_size", &vh));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "spatial_merge_size", 2, &merge));
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "multimodal_projector_bias", 0, &bias));
   /* vision_feature_layer: an int (one layer) or a list of layers. */
   if (host->config_get_length(ctx, "vision_feature_layer", &nfeat) !=
       TPX_PLUGIN_OK)
     nfeat = 1;
-  if ((st = tpxp_sk_norm(host, ctx, "model.multi_modal_projector.norm", vh, 0,
-                         NULL)) ||
-      (st = tpxp_sk_linear(host, ctx,
-                           "model.multi_modal_projector.patch_merger."
-                           "merging_layer",
-                           vh * merge * merge, vh, 0, NULL)) ||
-      (st = tpxp_sk_linear(host, ctx, "model.multi_modal_projector.linear_1",
-                           vh * nfeat, text_hidden, bias, NULL)))
-    return st;
-  return tpxp_sk_linear(host, ctx, "model.multi_modal_projector.linear_2",
-                        text_hidden, text_hidden, bias, NULL);
+  {
+    const tpxp_sk_row rows[] = {
+        TPXP_SK_NRM("norm", vh, 0),
+        TPXP_SK_LIN("patch_merger.merging_layer", vh * merge * merge, vh, 0),
+        TPXP_SK_LIN("linear_1", vh * nfeat, text_hidden, bias),
+        TPXP_SK_LIN("linear_2", text_hidden, text_hidden, bias),
+    };
+    return TPXP_SK_ROWS(host, ctx, "model.multi_modal_projector", rows, NULL);
+  }
 }
 
 int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

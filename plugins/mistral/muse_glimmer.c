@@ -1,4 +1,4 @@
-/* muse_glimmer.c — MuseGlimmerForConditionalGeneration (spec/plans.md §3.6):
+/* muse_glimmer.c — MuseGlimmerForConditionalGeneration (docs/SEMANTICS.md "Family plans"):
  * the config-only skeleton and the strategy's tp check.
  *
  * Upstream's plan key (model.layers.*.self_attn.output_gate_proj) names
@@ -38,30 +38,23 @@ typedef struct mg_text {
 /* MuseGlimmerTextConfig's fields and defaults. */
 static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      mg_text *t) {
-  char p[TPXP_FQN_MAX];
   const char *s = text_section(host, ctx);
-  int st, top_tie;
-#define OPT(field, key, dflt)                                                  \
-  if ((st = tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, s, key), dflt,  \
-                             &t->field)))                                      \
-    return st;
-  OPT(layers, "num_hidden_layers", 52)
-  OPT(hidden, "hidden_size", 6656)
-  OPT(heads, "num_attention_heads", 32)
-  OPT(kv, "num_key_value_heads", 2)
-  OPT(head_dim, "head_dim", 128)
-  OPT(inter, "intermediate_size", 19968)
-  OPT(vocab, "vocab_size", 202048)
-#undef OPT
-  if ((st = tpxp_cfg_bool_opt(host, ctx,
-                              tpxp_path(p, sizeof p, s, "attention_bias"), 0,
-                              &t->bias)) ||
-      (st = tpxp_cfg_bool_opt(host, ctx,
-                              tpxp_path(p, sizeof p, s, "tie_word_embeddings"),
-                              0, &t->tie)) ||
-      (st = tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", t->tie,
-                              &top_tie)))
-    return st;
+  int top_tie;
+  const tpxp_key keys[] = {
+      TPXP_KEY_I("num_hidden_layers", &t->layers, 52),
+      TPXP_KEY_I("hidden_size", &t->hidden, 6656),
+      TPXP_KEY_I("num_attention_heads", &t->heads, 32),
+      TPXP_KEY_I("num_key_value_heads", &t->kv, 2),
+      TPXP_KEY_I("head_dim", &t->head_dim, 128),
+      TPXP_KEY_I("intermediate_size", &t->inter, 19968),
+      TPXP_KEY_I("vocab_size", &t->vocab, 202048),
+      TPXP_KEY_B("attention_bias", &t->bias, 0),
+      TPXP_KEY_B("tie_word_embeddings", &t->tie, 0),
+  };
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, s, keys));
+  /* a top-level flag wins over the text config's */
+  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", t->tie,
+                             &top_tie));
   t->tie = top_tie;
   if (t->layers < 0 || t->hidden <= 0 || t->heads <= 0 || t->kv <= 0 ||
       t->head_dim <= 0 || t->inter <= 0 || t->vocab <= 0 ||
@@ -75,136 +68,113 @@ static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
+/* One text layer (native names): attention with its output gate, the gated
+ * MLP, the four norms. */
 static int text_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                      const mg_text *t, int64_t i) {
-  static const char *const norms[] = {"input_layernorm", "post_attn_norm",
-                                      "post_attention_layernorm",
-                                      "post_ffn_norm"};
-  char f[TPXP_FQN_MAX];
-  long long L = (long long)i;
-  int64_t q = t->heads * t->head_dim, kv = t->kv * t->head_dim;
-  size_t k;
-  int st;
-#define LIN(name, in, out, b)                                                  \
-  tpxp_fmt(f, sizeof f, "model.layers.%lld.%s", L, name);                      \
-  if ((st = tpxp_sk_linear(host, ctx, f, in, out, b, NULL)))                   \
-    return st;
-  LIN("self_attn.q_proj", t->hidden, q, t->bias)
-  LIN("self_attn.k_proj", t->hidden, kv, t->bias)
-  LIN("self_attn.v_proj", t->hidden, kv, t->bias)
-  LIN("self_attn.o_proj", q, t->hidden, t->bias)
-  LIN("self_attn.output_gate_proj", t->hidden, q, 0)
-  LIN("mlp.gate_proj", t->hidden, t->inter, 0)
-  LIN("mlp.up_proj", t->hidden, t->inter, 0)
-  LIN("mlp.down_proj", t->inter, t->hidden, 0)
-#undef LIN
-  for (k = 0; k < sizeof norms / sizeof norms[0]; k++) {
-    tpxp_fmt(f, sizeof f, "model.layers.%lld.%s", L, norms[k]);
-    if ((st = tpxp_sk_norm(host, ctx, f, t->hidden, 0, NULL)))
-      return st;
-  }
-  return TPX_PLUGIN_OK;
+                      const char *layer, int64_t i, const void *user) {
+  const mg_text *t = user;
+  int64_t h = t->hidden, q = t->heads * t->head_dim, kv = t->kv * t->head_dim;
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_LIN("self_attn.q_proj", h, q, t->bias),
+      TPXP_SK_LIN("self_attn.k_proj", h, kv, t->bias),
+      TPXP_SK_LIN("self_attn.v_proj", h, kv, t->bias),
+      TPXP_SK_LIN("self_attn.o_proj", q, h, t->bias),
+      TPXP_SK_LIN("self_attn.output_gate_proj", h, q, 0),
+      TPXP_SK_LIN("mlp.gate_proj", h, t->inter, 0),
+      TPXP_SK_LIN("mlp.up_proj", h, t->inter, 0),
+      TPXP_SK_LIN("mlp.down_proj", t->inter, h, 0),
+      TPXP_SK_NRM("input_layernorm", h, 0),
+      TPXP_SK_NRM("post_attn_norm", h, 0),
+      TPXP_SK_NRM("post_attention_layernorm", h, 0),
+      TPXP_SK_NRM("post_ffn_norm", h, 0),
+  };
+  return TPXP_SK_ROWS(host, ctx, layer, rows, NULL);
 }
 
-/* The vision encoder (MuseGlimmerVisionConfig defaults), in native names. */
+/* The vision encoder (MuseGlimmerVisionConfig defaults), in native names:
+ * patch_embedding is Linear(3 * patch_temporal * patch^2 -> hidden), no
+ * bias; the position table [pos_h * pos_w, hidden] a plain parameter of the
+ * encoder. */
 static int vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
-  char f[TPXP_FQN_MAX];
-  int64_t patch, pos_h, pos_w, hidden, inter, layers, temporal, i;
-  int st;
-#define OPT(var, key, dflt)                                                    \
-  if ((st = tpxp_cfg_int_opt(host, ctx, "vision_config." key, dflt, &var)))    \
-    return st;
-  OPT(patch, "patch_size", 14)
-  OPT(pos_h, "pos_emb_height", 32)
-  OPT(pos_w, "pos_emb_width", 32)
-  OPT(hidden, "hidden_size", 1536)
-  OPT(inter, "intermediate_size", 8960)
-  OPT(layers, "num_hidden_layers", 50)
-  OPT(temporal, "patch_temporal", 2)
-#undef OPT
+  int64_t patch, pos_h, pos_w, hidden, inter, layers, temporal;
+  const tpxp_key keys[] = {
+      TPXP_KEY_I("patch_size", &patch, 14),
+      TPXP_KEY_I("pos_emb_height", &pos_h, 32),
+      TPXP_KEY_I("pos_emb_width", &pos_w, 32),
+      TPXP_KEY_I("hidden_size", &hidden, 1536),
+      TPXP_KEY_I("intermediate_size", &inter, 8960),
+      TPXP_KEY_I("num_hidden_layers", &layers, 50),
+      TPXP_KEY_I("patch_temporal", &temporal, 2),
+  };
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "vision_config", keys));
   if (patch <= 0 || pos_h <= 0 || pos_w <= 0 || hidden <= 0 || inter <= 0 ||
       layers < 0 || temporal <= 0 || layers > ((int64_t)1 << 20) ||
       hidden > ((int64_t)1 << 24) || patch > ((int64_t)1 << 12))
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "MuseGlimmer vision_config: sizes must be positive and "
                      "bounded");
-  /* patch_embedding: Linear(3 * patch_temporal * patch^2 -> hidden), no
-   * bias; the position table [pos_h * pos_w, hidden] is a plain parameter
-   * of the encoder. */
-  if ((st = tpxp_sk_linear(host, ctx, "model.vision_encoder.conv1_linear",
-                           3 * temporal * patch * patch, hidden, 0, NULL)) ||
-      (st = tpxp_sk_param(host, ctx, "model.vision_encoder",
-                          "positional_embedding_vlm", pos_h * pos_w, hidden,
-                          NULL)) ||
-      (st = tpxp_sk_norm(host, ctx, "model.vision_encoder.ln_pre", hidden, 1,
-                         NULL)) ||
-      (st = tpxp_sk_module(host, ctx, "model.vision_encoder.transformer",
-                           "container")))
-    return st;
-  for (i = 0; i < layers; i++) {
-    static const char *const attn[] = {"o_proj", "q_proj", "k_proj", "v_proj"};
-    long long L = (long long)i;
-    size_t a;
-#define VB "model.vision_encoder.transformer.%lld."
-    tpxp_fmt(f, sizeof f, VB "ln_1", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, hidden, 1, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, VB "ln_2", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, hidden, 1, NULL)))
-      return st;
-    for (a = 0; a < 4; a++) {
-      tpxp_fmt(f, sizeof f, VB "attn.%s", L, attn[a]);
-      if ((st = tpxp_sk_linear(host, ctx, f, hidden, hidden, 1, NULL)))
-        return st;
+  {
+    const tpxp_sk_row head[] = {
+        TPXP_SK_LIN("conv1_linear", 3 * temporal * patch * patch, hidden, 0),
+        TPXP_SK_PRM("", "positional_embedding_vlm", pos_h * pos_w, hidden),
+        TPXP_SK_NRM("ln_pre", hidden, 1),
+        TPXP_SK_MOD("transformer", "container"),
+    };
+    const tpxp_sk_row block[] = {
+        TPXP_SK_NRM("ln_1", hidden, 1),
+        TPXP_SK_NRM("ln_2", hidden, 1),
+        TPXP_SK_LIN("attn.o_proj", hidden, hidden, 1),
+        TPXP_SK_LIN("attn.q_proj", hidden, hidden, 1),
+        TPXP_SK_LIN("attn.k_proj", hidden, hidden, 1),
+        TPXP_SK_LIN("attn.v_proj", hidden, hidden, 1),
+        TPXP_SK_LIN("mlp.c_fc", hidden, inter, 1),
+        TPXP_SK_LIN("mlp.c_proj", inter, hidden, 1),
+    };
+    const tpxp_sk_row tail[] = {TPXP_SK_NRM("ln_post", hidden, 1)};
+    char f[TPXP_FQN_MAX];
+    int64_t i;
+    TPXP_CHK(TPXP_SK_ROWS(host, ctx, "model.vision_encoder", head, NULL));
+    for (i = 0; i < layers; i++) {
+      tpxp_fmt(f, sizeof f, "model.vision_encoder.transformer.%lld",
+               (long long)i);
+      TPXP_CHK(TPXP_SK_ROWS(host, ctx, f, block, NULL));
     }
-    tpxp_fmt(f, sizeof f, VB "mlp.c_fc", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 1, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, VB "mlp.c_proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, inter, hidden, 1, NULL)))
-      return st;
-#undef VB
+    return TPXP_SK_ROWS(host, ctx, "model.vision_encoder", tail, NULL);
   }
-  return tpxp_sk_norm(host, ctx, "model.vision_encoder.ln_post", hidden, 1,
-                      NULL);
 }
 
 int muse_glimmer_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   mg_text t;
-  int64_t out_hidden, proj_hidden, i;
-  int st;
+  int64_t out_hidden, proj_hidden;
+  const tpxp_key keys[] = {
+      TPXP_KEY_I("out_hidden_size", &out_hidden, 6144),
+      TPXP_KEY_I("projector_hidden_size", &proj_hidden, 4096),
+  };
   memset(&t, 0, sizeof t);
-  if ((st = read_text(host, ctx, &t)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "out_hidden_size", 6144,
-                             &out_hidden)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "projector_hidden_size", 4096,
-                             &proj_hidden)))
-    return st;
+  TPXP_CHK(read_text(host, ctx, &t));
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
   if (out_hidden <= 0 || proj_hidden <= 0 || out_hidden > ((int64_t)1 << 26) ||
       proj_hidden > ((int64_t)1 << 26))
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "MuseGlimmer config: out_hidden_size and "
                      "projector_hidden_size must be positive and bounded");
   /* transformers' order: vision, language model, adapter, projection. */
-  if ((st = vision(host, ctx)) ||
-      (st = tpxp_sk_embedding(host, ctx, "model.embed_tokens", t.vocab,
-                              t.hidden, NULL)) ||
-      (st = tpxp_sk_module(host, ctx, "model.layers", "container")))
-    return st;
-  for (i = 0; i < t.layers; i++)
-    if ((st = text_layer(host, ctx, &t, i)))
-      return st;
-  if ((st = tpxp_sk_norm(host, ctx, "model.norm", t.hidden, 0, NULL)) ||
-      (st = tpxp_sk_module(host, ctx, "model.rotary_emb", "rotary")) ||
-      (st = tpxp_sk_linear(host, ctx, "model.vision_adapter.c_fc", out_hidden,
-                           proj_hidden, 0, NULL)) ||
-      (st = tpxp_sk_linear(host, ctx, "model.vision_adapter.c_proj",
-                           proj_hidden, proj_hidden, 0, NULL)) ||
-      (st = tpxp_sk_linear(host, ctx, "model.vision_projection", proj_hidden,
-                           t.hidden, 0, NULL)))
-    return st;
-  return tpxp_sk_lm_head(host, ctx, "lm_head", t.hidden, t.vocab, 0, t.tie,
-                         "model.embed_tokens.weight", NULL);
+  TPXP_CHK(vision(host, ctx));
+  {
+    const tpxp_sk_row tail[] = {
+        TPXP_SK_NRM("norm", t.hidden, 0),
+        TPXP_SK_MOD("rotary_emb", "rotary"),
+        TPXP_SK_LIN("vision_adapter.c_fc", out_hidden, proj_hidden, 0),
+        TPXP_SK_LIN("vision_adapter.c_proj", proj_hidden, proj_hidden, 0),
+        TPXP_SK_LIN("vision_projection", proj_hidden, t.hidden, 0),
+    };
+    const tpxp_stack stack = {
+        .prefix = "model", .embed = "embed_tokens", .vocab = t.vocab,
+        .hidden = t.hidden, .layers = t.layers, .layer = text_layer,
+        .user = &t, .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
+        .tie = t.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
+  }
 }
 
 int muse_glimmer_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

@@ -43,26 +43,6 @@ int register_parallel_strategy(const tpx_plugin_host *host,
   return tpxp_register(host, info, &desc);
 }
 
-static int is_mixtral(const char *arch) {
-  return tpxp_arch_is(arch, "MixtralForCausalLM");
-}
-static int is_qwen3_moe(const char *arch) {
-  return tpxp_arch_is(arch, "Qwen3MoeForCausalLM");
-}
-
-int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-             const tpx_plugin_plan_request *req) {
-  int st = tpxp_plain_plan_request(host, ctx, req, "moe");
-  if (st != TPX_PLUGIN_OK)
-    return st;
-  if (!is_mixtral(req->architecture) && !is_qwen3_moe(req->architecture))
-    return tpxp_not_served(host, ctx, "moe", req->architecture);
-  return tpxp_refuse_to_hf_flow(
-      host, ctx, "moe", req->architecture,
-      "the class plan's lm_head 'colwise_gather_output', the experts' "
-      "'packed_colwise' / 'moe_tp_experts'");
-}
-
 /* ---- skeletons ---- */
 
 /* Is Qwen3-MoE layer i sparse? transformers: i not in mlp_only_layers,
@@ -91,101 +71,104 @@ static int qwen3_moe_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
-/* One MoE decoder stack in transformers' module order: embed_tokens,
- * layers.* {self_attn, mlp, input_layernorm, post_attention_layernorm},
- * norm, rotary_emb, lm_head. Mixtral's block holds gate then experts,
- * Qwen3-MoE's experts then gate; Qwen3-MoE's dense layers (mlp_only_layers,
- * decoder_sparse_step) are a plain gated MLP of intermediate_size. */
-static int moe_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                        int qwen) {
+typedef struct moe_cfg {
   tpxp_decoder d;
-  char f[TPXP_FQN_MAX], g[TPXP_FQN_MAX];
-  int64_t experts, moe_inter, step = 1, i;
-  int st;
-  memset(&d, 0, sizeof d);
-  if ((st = tpxp_decoder_read(host, ctx, "", 0, &d)))
-    return st;
-  d.prefix = "model";
-  d.rotary = 1;
-  d.qk_norm = qwen;
-  if (qwen) {
-    if ((st = tpxp_cfg_int_opt(host, ctx, "num_experts", 128, &experts)) ||
-        (st = tpxp_cfg_int_opt(host, ctx, "moe_intermediate_size", 768,
-                               &moe_inter)) ||
-        (st = tpxp_cfg_int_opt(host, ctx, "decoder_sparse_step", 1, &step)))
-      return st;
+  int64_t experts, moe_inter, step;
+  int qwen;
+} moe_cfg;
+
+/* Layer i: attention, the sparse block (Mixtral: gate then experts;
+ * Qwen3-MoE: experts then gate) or, on Qwen3-MoE's dense layers, a plain
+ * gated MLP of intermediate_size, then the two norms. */
+static int moe_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *layer, int64_t i, const void *user) {
+  const moe_cfg *m = user;
+  const tpxp_decoder *d = &m->d;
+  int64_t h = d->hidden, E = m->experts, in = d->intermediate;
+  char f[TPXP_FQN_MAX];
+  int sparse = 1;
+  const tpxp_sk_row dense[] = {
+      TPXP_SK_LIN("mlp.gate_proj", h, in, d->mlp_bias),
+      TPXP_SK_LIN("mlp.up_proj", h, in, d->mlp_bias),
+      TPXP_SK_LIN("mlp.down_proj", in, h, d->mlp_bias),
+  };
+  const tpxp_sk_row norms[] = {
+      TPXP_SK_NRM("input_layernorm", h, 0),
+      TPXP_SK_NRM("post_attention_layernorm", h, 0),
+  };
+  if (m->qwen)
+    TPXP_CHK(qwen3_moe_sparse(host, ctx, i, E, m->step, &sparse));
+  TPXP_CHK(tpxp_sk_self_attn(host, ctx, d, i, d->kv_heads));
+  if (!sparse) {
+    TPXP_CHK(TPXP_SK_ROWS(host, ctx, layer, dense, d->dtype));
   } else {
-    /* Mixtral: every layer is sparse; intermediate_size is per expert. */
-    if ((st = tpxp_cfg_int_opt(host, ctx, "num_local_experts", 8, &experts)))
-      return st;
-    moe_inter = d.intermediate;
+    tpxp_fmt(f, sizeof f, "%s.mlp", layer);
+    TPXP_CHK(tpxp_sk_module(host, ctx, f, "other"));
+    tpxp_fmt(f, sizeof f, "%s.mlp.gate", layer);
+    if (!m->qwen)
+      TPXP_CHK(tpxp_sk_router(host, ctx, f, E, h, d->dtype));
+    tpxp_fmt(f, sizeof f, "%s.mlp.experts", layer);
+    TPXP_CHK(tpxp_sk_fused_experts(host, ctx, f, E, h, m->moe_inter, d->dtype));
+    tpxp_fmt(f, sizeof f, "%s.mlp.gate", layer);
+    if (m->qwen)
+      TPXP_CHK(tpxp_sk_router(host, ctx, f, E, h, d->dtype));
   }
-  tpxp_fmt(f, sizeof f, "%s.embed_tokens", d.prefix);
-  if ((st = tpxp_sk_embedding(host, ctx, f, d.vocab, d.hidden, d.dtype)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.layers", d.prefix);
-  if ((st = tpxp_sk_module(host, ctx, f, "container")))
-    return st;
-  for (i = 0; i < d.layers; i++) {
-    long long L = (long long)i;
-    int sparse = 1;
-    if (qwen && (st = qwen3_moe_sparse(host, ctx, i, experts, step, &sparse)))
-      return st;
-    if ((st = tpxp_sk_self_attn(host, ctx, &d, i, d.kv_heads)))
-      return st;
-    if (sparse) {
-      tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp", d.prefix, L);
-      if ((st = tpxp_sk_module(host, ctx, f, "other")))
-        return st;
-      tpxp_fmt(g, sizeof g, "%s.gate", f);
-      if (!qwen && (st = tpxp_sk_router(host, ctx, g, experts, d.hidden,
-                                         d.dtype)))
-        return st;
-      tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.experts", d.prefix, L);
-      if ((st = tpxp_sk_fused_experts(host, ctx, f, experts, d.hidden,
-                                      moe_inter, d.dtype)))
-        return st;
-      if (qwen && (st = tpxp_sk_router(host, ctx, g, experts, d.hidden,
-                                        d.dtype)))
-        return st;
-    } else {
-      static const char *const part[] = {"gate_proj", "up_proj", "down_proj"};
-      size_t k;
-      for (k = 0; k < 3; k++) {
-        tpxp_fmt(f, sizeof f, "%s.layers.%lld.mlp.%s", d.prefix, L, part[k]);
-        st = k < 2 ? tpxp_sk_linear(host, ctx, f, d.hidden, d.intermediate,
-                                    d.mlp_bias, d.dtype)
-                   : tpxp_sk_linear(host, ctx, f, d.intermediate, d.hidden,
-                                    d.mlp_bias, d.dtype);
-        if (st)
-          return st;
-      }
-    }
-    tpxp_fmt(f, sizeof f, "%s.layers.%lld.input_layernorm", d.prefix, L);
-    if ((st = tpxp_sk_norm(host, ctx, f, d.hidden, 0, d.dtype)))
-      return st;
-    tpxp_fmt(f, sizeof f, "%s.layers.%lld.post_attention_layernorm", d.prefix,
-             L);
-    if ((st = tpxp_sk_norm(host, ctx, f, d.hidden, 0, d.dtype)))
-      return st;
-  }
-  tpxp_fmt(f, sizeof f, "%s.norm", d.prefix);
-  if ((st = tpxp_sk_norm(host, ctx, f, d.hidden, 0, d.dtype)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.rotary_emb", d.prefix);
-  if ((st = tpxp_sk_module(host, ctx, f, "rotary")))
-    return st;
-  return tpxp_sk_lm_head(host, ctx, "lm_head", d.hidden, d.vocab, 0, d.tie,
-                         "model.embed_tokens.weight", d.dtype);
+  return TPXP_SK_ROWS(host, ctx, layer, norms, d->dtype);
 }
 
-int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                            const char *architecture) {
-  if (host == NULL)
-    return TPX_PLUGIN_INVALID;
-  if (is_mixtral(architecture))
-    return moe_skeleton(host, ctx, 0);
-  if (is_qwen3_moe(architecture))
-    return moe_skeleton(host, ctx, 1);
-  return tpxp_not_served(host, ctx, "moe", architecture);
+/* One MoE decoder stack in transformers' module order: embed_tokens,
+ * layers.* {self_attn, mlp, input_layernorm, post_attention_layernorm},
+ * norm, rotary_emb, lm_head. */
+static int moe_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *arch) {
+  moe_cfg m;
+  memset(&m, 0, sizeof m);
+  m.qwen = tpxp_arch_is(arch, "Qwen3MoeForCausalLM");
+  m.step = 1;
+  TPXP_CHK(tpxp_decoder_read(host, ctx, "", 0, &m.d));
+  m.d.prefix = "model";
+  m.d.rotary = 1;
+  m.d.qk_norm = m.qwen;
+  if (m.qwen) {
+    const tpxp_key keys[] = {
+        TPXP_KEY_I("num_experts", &m.experts, 128),
+        TPXP_KEY_I("moe_intermediate_size", &m.moe_inter, 768),
+        TPXP_KEY_I("decoder_sparse_step", &m.step, 1),
+    };
+    TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
+  } else {
+    /* Mixtral: every layer is sparse; intermediate_size is per expert. */
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "num_local_experts", 8, &m.experts));
+    m.moe_inter = m.d.intermediate;
+  }
+  {
+    const tpxp_sk_row tail[] = {
+        TPXP_SK_NRM("norm", m.d.hidden, 0),
+        TPXP_SK_MOD("rotary_emb", "rotary"),
+    };
+    const tpxp_stack stack = {
+        .prefix = "model", .embed = "embed_tokens", .vocab = m.d.vocab,
+        .hidden = m.d.hidden, .layers = m.d.layers, .layer = moe_layer,
+        .user = &m, .tail = tail, .n_tail = TPXP_N_OF(tail),
+        .dtype = m.d.dtype, .head = "lm_head", .tie = m.d.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
+  }
 }
+
+/* No plan of its own: upstream's HF-plan path (tpxp_refuse_to_hf_flow). */
+static int moe_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const tpx_plugin_plan_request *req) {
+  return tpxp_refuse_to_hf_flow(
+      host, ctx, "moe", req->architecture,
+      "the class plan's lm_head 'colwise_gather_output', the experts' "
+      "'packed_colwise' / 'moe_tp_experts'");
+}
+
+static const tpxp_arch_ops moe_ops[] = {
+    {.bare = "MixtralForCausalLM", .plan = moe_plan, .skeleton = moe_skeleton},
+    {.bare = "Qwen3MoeForCausalLM", .plan = moe_plan, .skeleton = moe_skeleton},
+};
+static const tpxp_family moe = {"moe", moe_ops, TPXP_N_OF(moe_ops)};
+
+TPXP_EXPORT_GET_PLAN(moe)
+TPXP_EXPORT_SKELETON(moe)

@@ -38,13 +38,16 @@ int nemotron_h_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const tpx_plugin_plan_request *req);
 int nemotron_h_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         const tpx_plugin_plan_request *req);
-int nemotron_h_fsdp_units(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-int nemotron_h_fp32_params(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
-int nemotron_h_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int nemotron_h_fsdp_units(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const char *arch);
+int nemotron_h_fp32_params(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                           const char *arch);
+int nemotron_h_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *arch);
 
 int nemotron_diffusion_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                            int sequence_parallel, int64_t tp_size);
+                            const tpx_plugin_plan_request *req);
 int nemotron_diffusion_skeleton(const tpx_plugin_host *host,
-                                tpx_plugin_ctx *ctx);
+                                tpx_plugin_ctx *ctx, const char *arch);
 
 #endif /* TPX_NEMOTRON_PRIVATE_H */

@@ -1,5 +1,5 @@
 /* nemotron_h.c — the NemotronHForCausalLM strategy's TP plan, FSDP units and
- * fp32 parameters (plans.md §3.16, §4.9).
+ * fp32 parameters (docs/SEMANTICS.md "Family plans").
  *
  * Upstream parallelizes the root with {lm_head: colwise, output Shard(-1),
  * DTensor output} and then every block whose block_type is "mlp" with
@@ -168,7 +168,8 @@ int nemotron_h_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return st;
 }
 
-int nemotron_h_fsdp_units(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int nemotron_h_fsdp_units(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const char *arch) {
   char types[NEMOTRON_H_MAX_BLOCKS + 1], fqn[TPXP_FQN_MAX];
   const char *inner;
   int64_t n = 0, i;
@@ -192,7 +193,8 @@ int nemotron_h_fsdp_units(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
 
 /* _keep_in_fp32_modules_strict: the MoE router's e_score_correction_bias,
  * present only when the pattern has MoE blocks. */
-int nemotron_h_fp32_params(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int nemotron_h_fp32_params(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                           const char *arch) {
   char types[NEMOTRON_H_MAX_BLOCKS + 1], pat[TPXP_FQN_MAX];
   int64_t n = 0;
   int st = nemotron_h_block_types(host, ctx, types, &n);

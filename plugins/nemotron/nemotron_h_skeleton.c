@@ -29,13 +29,6 @@
 
 #include "tpxp_common.h"
 
-#define CHK(call)                                                              \
-  do {                                                                         \
-    int st_ = (call);                                                          \
-    if (st_ != TPX_PLUGIN_OK)                                                  \
-      return st_;                                                              \
-  } while (0)
-
 typedef struct nh_cfg {
   int64_t vocab, hidden, inter, heads, kv, head_dim;
   int64_t m_heads, m_head_dim, groups, state, conv;
@@ -43,65 +36,44 @@ typedef struct nh_cfg {
   int use_bias, conv_bias, attn_bias, mlp_bias, tie, has_latent;
 } nh_cfg;
 
-/* First present key of two (new name, old name). */
-static int int2(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                const char *a, const char *b, int64_t dflt, int64_t *out) {
-  if (host->config_has(ctx, a) || b == NULL)
-    return tpxp_cfg_int_opt(host, ctx, a, dflt, out);
-  return tpxp_cfg_int_opt(host, ctx, b, dflt, out);
-}
-
-static int bool2(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                 const char *a, const char *b, int dflt, int *out) {
-  if (host->config_has(ctx, a) || b == NULL)
-    return tpxp_cfg_bool_opt(host, ctx, a, dflt, out);
-  return tpxp_cfg_bool_opt(host, ctx, b, dflt, out);
-}
-
-/* 1 when the config's top level has `key`, even with a null value
- * (host->config_has treats null as absent; NemotronHConfig does not). */
-static int key_present(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                       const char *key) {
-  int64_t n = 0, i;
-  if (host->config_get_length(ctx, "", &n) != TPX_PLUGIN_OK)
-    return 0;
-  for (i = 0; i < n; i++) {
-    const char *k = NULL;
-    if (host->config_get_key(ctx, "", i, &k) == TPX_PLUGIN_OK && k != NULL &&
-        strcmp(k, key) == 0)
-      return 1;
-  }
-  return 0;
-}
-
 static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     nh_cfg *c) {
-  CHK(tpxp_cfg_int_opt(host, ctx, "vocab_size", 131072, &c->vocab));
-  CHK(tpxp_cfg_int_opt(host, ctx, "hidden_size", 4096, &c->hidden));
-  CHK(tpxp_cfg_int_opt(host, ctx, "intermediate_size", 21504, &c->inter));
-  CHK(tpxp_cfg_int_opt(host, ctx, "num_attention_heads", 32, &c->heads));
+  /* Both the remote code's and transformers v5's names; defaults are
+   * transformers'. */
+  const tpxp_key dims[] = {
+      TPXP_KEY_I("vocab_size", &c->vocab, 131072),
+      TPXP_KEY_I("hidden_size", &c->hidden, 4096),
+      TPXP_KEY_I("intermediate_size", &c->inter, 21504),
+      TPXP_KEY_I("num_attention_heads", &c->heads, 32),
+  };
+  const tpxp_key more[] = {
+      TPXP_KEY_I_OR("head_dim", "attention_head_dim", &c->head_dim, 128),
+      TPXP_KEY_I("mamba_num_heads", &c->m_heads, 128),
+      TPXP_KEY_I("mamba_head_dim", &c->m_head_dim, 64),
+      TPXP_KEY_I_OR("n_groups", "mamba_n_groups", &c->groups, 8),
+      TPXP_KEY_I("ssm_state_size", &c->state, 128),
+      TPXP_KEY_I_OR("conv_kernel", "mamba_d_conv", &c->conv, 4),
+      TPXP_KEY_I("n_routed_experts", &c->experts, 8),
+      TPXP_KEY_I("moe_intermediate_size", &c->moe_inter, 7688),
+      TPXP_KEY_I("moe_shared_expert_intermediate_size", &c->shared_inter,
+                 7688),
+  };
+  const tpxp_key flags[] = {
+      TPXP_KEY_B("use_bias", &c->use_bias, 0),
+      TPXP_KEY_B_OR("use_conv_bias", "mamba_conv_bias", &c->conv_bias, 1),
+      TPXP_KEY_B("attention_bias", &c->attn_bias, 0),
+      TPXP_KEY_B("mlp_bias", &c->mlp_bias, 0),
+      TPXP_KEY_B("tie_word_embeddings", &c->tie, 0),
+  };
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "", dims));
   /* NemotronHConfig: absent -> 8, null -> num_attention_heads */
-  CHK(tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
-  if (!key_present(host, ctx, "num_key_value_heads"))
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
+  if (!tpxp_cfg_key_present(host, ctx, "", "num_key_value_heads"))
     c->kv = 8;
-  CHK(int2(host, ctx, "head_dim", "attention_head_dim", 128, &c->head_dim));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_num_heads", 128, &c->m_heads));
-  CHK(tpxp_cfg_int_opt(host, ctx, "mamba_head_dim", 64, &c->m_head_dim));
-  CHK(int2(host, ctx, "n_groups", "mamba_n_groups", 8, &c->groups));
-  CHK(tpxp_cfg_int_opt(host, ctx, "ssm_state_size", 128, &c->state));
-  CHK(int2(host, ctx, "conv_kernel", "mamba_d_conv", 4, &c->conv));
-  CHK(tpxp_cfg_int_opt(host, ctx, "n_routed_experts", 8, &c->experts));
-  CHK(tpxp_cfg_int_opt(host, ctx, "moe_intermediate_size", 7688,
-                       &c->moe_inter));
-  CHK(tpxp_cfg_int_opt(host, ctx, "moe_shared_expert_intermediate_size", 7688,
-                       &c->shared_inter));
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "", more));
   c->has_latent = host->config_get_int(ctx, "moe_latent_size", &c->latent) ==
                   TPX_PLUGIN_OK;
-  CHK(tpxp_cfg_bool_opt(host, ctx, "use_bias", 0, &c->use_bias));
-  CHK(bool2(host, ctx, "use_conv_bias", "mamba_conv_bias", 1, &c->conv_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "attention_bias", 0, &c->attn_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "mlp_bias", 0, &c->mlp_bias));
-  CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &c->tie));
+  TPXP_CHK(TPXP_CFG_READ(host, ctx, "", flags));
   if (c->vocab <= 0 || c->hidden <= 0 || c->heads <= 0 || c->kv <= 0 ||
       c->head_dim <= 0 || c->m_heads <= 0 || c->m_head_dim <= 0 ||
       c->groups <= 0 || c->state <= 0 || c->conv <= 0)
@@ -117,114 +89,111 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
+/* A Mamba2 mixer at `m`. Its own parameters precede its submodules' in
+ * named_parameters(), whatever the attribute order in __init__. */
 static int mamba(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                  const nh_cfg *c, const char *m) {
-  char f[TPXP_FQN_MAX];
   int64_t d_inner = c->m_heads * c->m_head_dim;
   int64_t conv_dim = d_inner + 2 * c->groups * c->state;
-  int64_t cw[3];
-  CHK(tpxp_sk_module(host, ctx, m, "other"));
-  /* the mixer's own parameters precede its submodules' in
-   * named_parameters(), whatever the attribute order in __init__ */
-  CHK(tpxp_sk_param(host, ctx, m, "dt_bias", c->m_heads, -1, NULL));
-  CHK(tpxp_sk_param(host, ctx, m, "A_log", c->m_heads, -1, NULL));
-  CHK(tpxp_sk_param(host, ctx, m, "D", c->m_heads, -1, NULL));
-  snprintf(f, sizeof f, "%s.conv1d", m);
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
-  cw[0] = conv_dim;
-  cw[1] = 1;
-  cw[2] = c->conv;
-  CHK(host->skeleton_add_param(ctx, f, "weight", cw, 3, NULL));
-  if (c->conv_bias)
-    CHK(tpxp_sk_param(host, ctx, f, "bias", conv_dim, -1, NULL));
-  snprintf(f, sizeof f, "%s.in_proj", m);
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, d_inner + conv_dim + c->m_heads,
-                     c->use_bias, NULL));
-  snprintf(f, sizeof f, "%s.norm", m);
-  CHK(tpxp_sk_norm(host, ctx, f, d_inner, 0, NULL));
-  snprintf(f, sizeof f, "%s.out_proj", m);
-  return tpxp_sk_linear(host, ctx, f, d_inner, c->hidden, c->use_bias, NULL);
+  const int64_t cw[3] = {conv_dim, 1, c->conv};
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_MOD("", "other"),
+      TPXP_SK_PRM("", "dt_bias", c->m_heads, -1),
+      TPXP_SK_PRM("", "A_log", c->m_heads, -1),
+      TPXP_SK_PRM("", "D", c->m_heads, -1),
+      TPXP_SK_MOD("conv1d", "other"),
+      TPXP_SK_PRM_ND("conv1d", "weight", 3, cw),
+      TPXP_SK_WHEN(c->conv_bias),
+      TPXP_SK_PRM("conv1d", "bias", conv_dim, -1),
+      TPXP_SK_LIN("in_proj", c->hidden, d_inner + conv_dim + c->m_heads,
+                  c->use_bias),
+      TPXP_SK_NRM("norm", d_inner, 0),
+      TPXP_SK_LIN("out_proj", d_inner, c->hidden, c->use_bias),
+  };
+  return TPXP_SK_ROWS(host, ctx, m, rows, NULL);
 }
 
 static int attention(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      const nh_cfg *c, const char *m) {
-  char f[TPXP_FQN_MAX];
   int64_t q = c->heads * c->head_dim, kv = c->kv * c->head_dim;
-  snprintf(f, sizeof f, "%s.q_proj", m);
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, q, c->attn_bias, NULL));
-  snprintf(f, sizeof f, "%s.k_proj", m);
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
-  snprintf(f, sizeof f, "%s.v_proj", m);
-  CHK(tpxp_sk_linear(host, ctx, f, c->hidden, kv, c->attn_bias, NULL));
-  snprintf(f, sizeof f, "%s.o_proj", m);
-  return tpxp_sk_linear(host, ctx, f, q, c->hidden, c->attn_bias, NULL);
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_LIN("q_proj", c->hidden, q, c->attn_bias),
+      TPXP_SK_LIN("k_proj", c->hidden, kv, c->attn_bias),
+      TPXP_SK_LIN("v_proj", c->hidden, kv, c->attn_bias),
+      TPXP_SK_LIN("o_proj", q, c->hidden, c->attn_bias),
+  };
+  return TPXP_SK_ROWS(host, ctx, m, rows, NULL);
 }
 
+/* A squared-ReLU MLP (no gate) at `m`. */
 static int mlp(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                const nh_cfg *c, const char *m, int64_t in, int64_t inter) {
-  char f[TPXP_FQN_MAX];
-  snprintf(f, sizeof f, "%s.up_proj", m);
-  CHK(tpxp_sk_linear(host, ctx, f, in, inter, c->mlp_bias, NULL));
-  snprintf(f, sizeof f, "%s.down_proj", m);
-  return tpxp_sk_linear(host, ctx, f, inter, in, c->mlp_bias, NULL);
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_LIN("up_proj", in, inter, c->mlp_bias),
+      TPXP_SK_LIN("down_proj", inter, in, c->mlp_bias),
+  };
+  return TPXP_SK_ROWS(host, ctx, m, rows, NULL);
 }
 
 static int moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                const nh_cfg *c, const char *m) {
   char f[TPXP_FQN_MAX];
   int64_t j, in = c->has_latent ? c->latent : c->hidden;
+  const tpxp_sk_row gate[] = {
+      TPXP_SK_MOD("gate", "other"),
+      TPXP_SK_PRM("gate", "weight", c->experts, c->hidden),
+      {.kind = TPXP_SK_PARAM, .suffix = "gate",
+       .name = "e_score_correction_bias", .a = c->experts, .b = -1,
+       .dtype = "float32"},
+  };
+  const tpxp_sk_row latent[] = {
+      TPXP_SK_LIN("fc1_latent_proj", c->hidden, c->latent, c->mlp_bias),
+      TPXP_SK_LIN("fc2_latent_proj", c->latent, c->hidden, c->mlp_bias),
+  };
   snprintf(f, sizeof f, "%s.experts", m);
-  CHK(tpxp_sk_module(host, ctx, f, "container"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, f, "container"));
   for (j = 0; j < c->experts; j++) {
     snprintf(f, sizeof f, "%s.experts.%lld", m, (long long)j);
-    CHK(mlp(host, ctx, c, f, in, c->moe_inter));
+    TPXP_CHK(mlp(host, ctx, c, f, in, c->moe_inter));
   }
-  snprintf(f, sizeof f, "%s.gate", m);
-  CHK(tpxp_sk_module(host, ctx, f, "other"));
-  CHK(tpxp_sk_param(host, ctx, f, "weight", c->experts, c->hidden, NULL));
-  CHK(tpxp_sk_param(host, ctx, f, "e_score_correction_bias", c->experts, -1,
-                    "float32"));
+  TPXP_CHK(TPXP_SK_ROWS(host, ctx, m, gate, NULL));
   snprintf(f, sizeof f, "%s.shared_experts", m);
-  CHK(mlp(host, ctx, c, f, c->hidden, c->shared_inter));
-  if (c->has_latent) {
-    snprintf(f, sizeof f, "%s.fc1_latent_proj", m);
-    CHK(tpxp_sk_linear(host, ctx, f, c->hidden, c->latent, c->mlp_bias, NULL));
-    snprintf(f, sizeof f, "%s.fc2_latent_proj", m);
-    CHK(tpxp_sk_linear(host, ctx, f, c->latent, c->hidden, c->mlp_bias, NULL));
-  }
-  return TPX_PLUGIN_OK;
+  TPXP_CHK(mlp(host, ctx, c, f, c->hidden, c->shared_inter));
+  return c->has_latent ? TPXP_SK_ROWS(host, ctx, m, latent, NULL)
+                       : TPX_PLUGIN_OK;
 }
 
-int nemotron_h_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
+int nemotron_h_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *arch) {
   char types[NEMOTRON_H_MAX_BLOCKS + 1], f[TPXP_FQN_MAX], m[160];
   nh_cfg c;
   int64_t n = 0, i;
   memset(&c, 0, sizeof c);
-  CHK(nemotron_h_block_types(host, ctx, types, &n));
-  CHK(read_cfg(host, ctx, &c));
-  CHK(tpxp_sk_embedding(host, ctx, "backbone.embeddings", c.vocab, c.hidden,
+  TPXP_CHK(nemotron_h_block_types(host, ctx, types, &n));
+  TPXP_CHK(read_cfg(host, ctx, &c));
+  TPXP_CHK(tpxp_sk_embedding(host, ctx, "backbone.embeddings", c.vocab, c.hidden,
                         NULL));
-  CHK(tpxp_sk_module(host, ctx, "backbone.layers", "container"));
+  TPXP_CHK(tpxp_sk_module(host, ctx, "backbone.layers", "container"));
   for (i = 0; i < n; i++) {
     snprintf(f, sizeof f, "backbone.layers.%lld.norm", (long long)i);
-    CHK(tpxp_sk_norm(host, ctx, f, c.hidden, 0, NULL));
+    TPXP_CHK(tpxp_sk_norm(host, ctx, f, c.hidden, 0, NULL));
     snprintf(m, sizeof m, "backbone.layers.%lld.mixer", (long long)i);
     switch (types[i]) {
     case NEMOTRON_H_MAMBA:
-      CHK(mamba(host, ctx, &c, m));
+      TPXP_CHK(mamba(host, ctx, &c, m));
       break;
     case NEMOTRON_H_ATTENTION:
-      CHK(attention(host, ctx, &c, m));
+      TPXP_CHK(attention(host, ctx, &c, m));
       break;
     case NEMOTRON_H_MLP:
-      CHK(mlp(host, ctx, &c, m, c.hidden, c.inter));
+      TPXP_CHK(mlp(host, ctx, &c, m, c.hidden, c.inter));
       break;
     default:
-      CHK(moe(host, ctx, &c, m));
+      TPXP_CHK(moe(host, ctx, &c, m));
       break;
     }
   }
-  CHK(tpxp_sk_norm(host, ctx, "backbone.norm_f", c.hidden, 0, NULL));
+  TPXP_CHK(tpxp_sk_norm(host, ctx, "backbone.norm_f", c.hidden, 0, NULL));
   return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
                          "backbone.embeddings.weight", NULL);
 }

@@ -1,20 +1,20 @@
 /* qwen.c — the tpx_qwen family plugin: NeMo Automodel's _parallelize_qwen
- * (Qwen2/Qwen3 CausalLM, spec/plans.md §3.7), _parallelize_qwen_classification
- * (Qwen3ForSequenceClassification, §3.8) and _parallelize_qwen3_5_vlm
- * (Qwen3.5, §3.13: the plan get_hf_tp_shard_plan derives from the HF tp
- * plans, §4.2), their skeletons, and the fp32 parameters the Qwen3.5
+ * (Qwen2/Qwen3 CausalLM), _parallelize_qwen_classification
+ * (Qwen3ForSequenceClassification) and _parallelize_qwen3_5_vlm (Qwen3.5:
+ * the plan get_hf_tp_shard_plan derives from the HF tp plans), see
+ * docs/SEMANTICS.md "Family plans" and docs/SEMANTICS.md "Plans and matching", their skeletons, and the fp32 parameters the Qwen3.5
  * strategy keeps. Also Qwen3_5MoeForConditionalGeneration through its
  * Hugging Face class: upstream has no plan function or strategy for it, so
  * get_plan refuses and the host takes upstream's path (HF plan
  * untranslatable, default base plan); the plugin gives its skeleton (the
  * Qwen3.5 stack with a sparse MoE block: router, fused experts, shared
  * expert and its gate). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tpxp_common.h"
 
-#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const k_archs[] = {
     "transformers.models.qwen2.modeling_qwen2.Qwen2ForCausalLM",
@@ -62,44 +62,38 @@ int register_parallel_strategy(const tpx_plugin_host *host,
  * k_norm are deliberately not planned: they act on head-sharded
  * activations. */
 static const tpxp_rule k_qwen_sp0[] = {
-    {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 0},
-    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, NULL, TPXP_DEF,
-     0, 0},
-    {"model.layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.qkv_proj", "colwise", NULL, NULL, TPXP_DEF, 1,
-     0},
-    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.gate_up_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 0},
-    {"model.layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
+    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R),
+    TPXP_COL("model.layers.*.self_attn.q_proj"),
+    TPXP_COL("model.layers.*.self_attn.k_proj"),
+    TPXP_COL("model.layers.*.self_attn.v_proj"),
+    TPXP_COL("model.layers.*.self_attn.qkv_proj", .optional = 1),
+    TPXP_ROW("model.layers.*.self_attn.o_proj"),
+    TPXP_COL("model.layers.*.mlp.up_proj"),
+    TPXP_COL("model.layers.*.mlp.gate_proj"),
+    TPXP_COL("model.layers.*.mlp.gate_up_proj", .optional = 1),
+    TPXP_ROW("model.layers.*.mlp.down_proj"),
 };
 /* sp on. The embedding output stays a DTensor so HF code sees the global
  * sequence length. */
 static const tpxp_rule k_qwen_sp1[] = {
-    {"lm_head", "colwise", TPXP_S1, TPXP_SM1, 0, 0, 0},
-    {"model.embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0,
-     0},
-    {"model.norm", "sequence_parallel", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.input_layernorm", "sequence_parallel_allgather_activation",
-     NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.self_attn.qkv_proj", "colwise", NULL, NULL, TPXP_DEF, 1,
-     0},
-    {"model.layers.*.self_attn.o_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
-    {"model.layers.*.post_attention_layernorm",
-     "sequence_parallel_allgather_activation", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"model.layers.*.mlp.gate_up_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 0},
-    {"model.layers.*.mlp.down_proj", "rowwise", NULL, TPXP_S1, 0, 0, 0},
+    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_SEQ("model.norm"),
+    TPXP_SEQ_AG("model.layers.*.input_layernorm"),
+    TPXP_COL("model.layers.*.self_attn.q_proj"),
+    TPXP_COL("model.layers.*.self_attn.k_proj"),
+    TPXP_COL("model.layers.*.self_attn.v_proj"),
+    TPXP_COL("model.layers.*.self_attn.qkv_proj", .optional = 1),
+    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_SEQ_AG("model.layers.*.post_attention_layernorm"),
+    TPXP_COL("model.layers.*.mlp.up_proj"),
+    TPXP_COL("model.layers.*.mlp.gate_proj"),
+    TPXP_COL("model.layers.*.mlp.gate_up_proj", .optional = 1),
+    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
 };
 
-/* Qwen3.5: what get_hf_tp_shard_plan returns (spec/plans.md §4.2), with the
+/* Qwen3.5: what get_hf_tp_shard_plan returns (docs/SEMANTICS.md "Plans and matching"), with the
  * transformers sources as read (modular_qwen3_5.py): Qwen3_5ForCausalLM
  * subclasses Qwen3ForCausalLM, whose class _tp_plan is {"lm_head":
  * "colwise_rep"}; Qwen3_5ForConditionalGeneration subclasses
@@ -116,17 +110,17 @@ static const tpxp_rule k_qwen_sp1[] = {
  * self_attn at all, so those four keys are optional (upstream, a key
  * matching nothing is harmless too). */
 static const tpxp_rule k_qwen35_head[] = {
-    {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 1},
+    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
 };
 static const tpxp_rule k_qwen35[] = {
-    {"layers.*.self_attn.q_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 0},
-    {"layers.*.self_attn.k_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 0},
-    {"layers.*.self_attn.v_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 0},
-    {"layers.*.self_attn.o_proj", "rowwise", NULL, NULL, TPXP_DEF, 1, 0},
-    {"layers.*.mlp.gate_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.up_proj", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"layers.*.mlp.down_proj", "rowwise", NULL, NULL, TPXP_DEF, 0, 0},
-    {"embed_tokens", "rowwise", TPXP_R, NULL, TPXP_DEF, 0, 0},
+    TPXP_COL("layers.*.self_attn.q_proj", .optional = 1),
+    TPXP_COL("layers.*.self_attn.k_proj", .optional = 1),
+    TPXP_COL("layers.*.self_attn.v_proj", .optional = 1),
+    TPXP_ROW("layers.*.self_attn.o_proj", .optional = 1),
+    TPXP_COL("layers.*.mlp.gate_proj"),
+    TPXP_COL("layers.*.mlp.up_proj"),
+    TPXP_ROW("layers.*.mlp.down_proj"),
+    TPXP_ROW("embed_tokens", .in = TPXP_R),
 };
 
 static int is_qwen35(const char *arch) {
@@ -170,10 +164,10 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     /* sequence_parallel is not an input of get_hf_tp_shard_plan. */
     st = TPX_PLUGIN_OK;
     if (tpxp_arch_is(arch, "Qwen3_5ForCausalLM"))
-      st = tpxp_add_rules(host, ctx, "", k_qwen35_head, N_OF(k_qwen35_head));
+      st = tpxp_add_rules(host, ctx, "", k_qwen35_head, TPXP_N_OF(k_qwen35_head));
     if (st == TPX_PLUGIN_OK)
       st = tpxp_add_rules(host, ctx, qwen35_prefix(arch), k_qwen35,
-                          N_OF(k_qwen35));
+                          TPXP_N_OF(k_qwen35));
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "qwen3_5_vlm");
     return st;
@@ -196,9 +190,9 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      arch != NULL ? arch : "(null)");
   }
   if (req->sequence_parallel)
-    st = tpxp_add_rules(host, ctx, "", k_qwen_sp1, N_OF(k_qwen_sp1));
+    st = tpxp_add_rules(host, ctx, "", k_qwen_sp1, TPXP_N_OF(k_qwen_sp1));
   else
-    st = tpxp_add_rules(host, ctx, "", k_qwen_sp0, N_OF(k_qwen_sp0));
+    st = tpxp_add_rules(host, ctx, "", k_qwen_sp0, TPXP_N_OF(k_qwen_sp0));
   if (st != TPX_PLUGIN_OK)
     return st;
   if (tpxp_arch_is(arch, "Qwen3ForSequenceClassification")) {
@@ -270,67 +264,79 @@ typedef struct gdn_dims {
 static int qwen35_linear_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                               const char *layer, int64_t hidden,
                               const gdn_dims *g) {
-  char f[TPXP_FQN_MAX], m[TPXP_FQN_MAX];
+  char m[TPXP_FQN_MAX];
   int64_t key_dim = g->k_heads * g->k_dim, value_dim = g->v_heads * g->v_dim;
-  int64_t conv_dim = 2 * key_dim + value_dim, shape[3];
-  int st;
-  tpxp_fmt(m, sizeof m, "%s.linear_attn", layer);
-  if ((st = tpxp_sk_module(host, ctx, m, "other")))
-    return st;
+  int64_t conv_dim = 2 * key_dim + value_dim;
   /* dt_bias and A_log: one value per value head (kept in fp32). */
-  if ((st = tpxp_sk_param(host, ctx, m, "dt_bias", g->v_heads, -1, NULL)) ||
-      (st = tpxp_sk_param(host, ctx, m, "A_log", g->v_heads, -1, NULL)))
-    return st;
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_MOD("", "other"),
+      TPXP_SK_PRM("", "dt_bias", g->v_heads, -1),
+      TPXP_SK_PRM("", "A_log", g->v_heads, -1),
+      TPXP_SK_MOD("conv1d", "other"),
+  };
+  const tpxp_sk_row tail[] = {
+      TPXP_SK_NRM("norm", g->v_dim, 0),
+      TPXP_SK_LIN("out_proj", value_dim, hidden, 0),
+      TPXP_SK_LIN("in_proj_qkv", hidden, conv_dim, 0),
+      TPXP_SK_LIN("in_proj_z", hidden, value_dim, 0),
+      TPXP_SK_LIN("in_proj_b", hidden, g->v_heads, 0),
+      TPXP_SK_LIN("in_proj_a", hidden, g->v_heads, 0),
+  };
+  /* Depthwise Conv1d, no bias: weight [conv_dim, 1, kernel]. */
+  const int64_t conv[3] = {conv_dim, 1, g->kernel};
+  char f[TPXP_FQN_MAX];
+  tpxp_fmt(m, sizeof m, "%s.linear_attn", layer);
   tpxp_fmt(f, sizeof f, "%s.conv1d", m);
-  if ((st = tpxp_sk_module(host, ctx, f, "other")))
-    return st;
-  shape[0] = conv_dim; /* depthwise Conv1d, no bias */
-  shape[1] = 1;
-  shape[2] = g->kernel;
-  if ((st = host->skeleton_add_param(ctx, f, "weight", shape, 3, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.norm", m);
-  if ((st = tpxp_sk_norm(host, ctx, f, g->v_dim, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.out_proj", m);
-  if ((st = tpxp_sk_linear(host, ctx, f, value_dim, hidden, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.in_proj_qkv", m);
-  if ((st = tpxp_sk_linear(host, ctx, f, hidden, conv_dim, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.in_proj_z", m);
-  if ((st = tpxp_sk_linear(host, ctx, f, hidden, value_dim, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.in_proj_b", m);
-  if ((st = tpxp_sk_linear(host, ctx, f, hidden, g->v_heads, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.in_proj_a", m);
-  return tpxp_sk_linear(host, ctx, f, hidden, g->v_heads, 0, NULL);
+  TPXP_CHK(TPXP_SK_ROWS(host, ctx, m, rows, NULL));
+  TPXP_CHK(host->skeleton_add_param(ctx, f, "weight", conv, 3, NULL));
+  return TPXP_SK_ROWS(host, ctx, m, tail, NULL);
 }
 
 /* Qwen3.5 gated full attention: q_proj carries the output gate (2x). */
 static int qwen35_self_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                             const char *layer, const tpxp_decoder *d) {
-  char f[TPXP_FQN_MAX];
+  char m[TPXP_FQN_MAX];
   int64_t q = d->heads * d->head_dim, kv = d->kv_heads * d->head_dim;
-  int st;
-  tpxp_fmt(f, sizeof f, "%s.self_attn.q_proj", layer);
-  if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, 2 * q, d->qkv_bias, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.self_attn.k_proj", layer);
-  if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.self_attn.v_proj", layer);
-  if ((st = tpxp_sk_linear(host, ctx, f, d->hidden, kv, d->qkv_bias, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.self_attn.o_proj", layer);
-  if ((st = tpxp_sk_linear(host, ctx, f, q, d->hidden, d->o_bias, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.self_attn.q_norm", layer);
-  if ((st = tpxp_sk_norm(host, ctx, f, d->head_dim, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.self_attn.k_norm", layer);
-  return tpxp_sk_norm(host, ctx, f, d->head_dim, 0, NULL);
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_LIN("q_proj", d->hidden, 2 * q, d->qkv_bias),
+      TPXP_SK_LIN("k_proj", d->hidden, kv, d->qkv_bias),
+      TPXP_SK_LIN("v_proj", d->hidden, kv, d->qkv_bias),
+      TPXP_SK_LIN("o_proj", q, d->hidden, d->o_bias),
+      TPXP_SK_NRM("q_norm", d->head_dim, 0),
+      TPXP_SK_NRM("k_norm", d->head_dim, 0),
+  };
+  tpxp_fmt(m, sizeof m, "%s.self_attn", layer);
+  return TPXP_SK_ROWS(host, ctx, m, rows, NULL);
+}
+
+/* Qwen3.5's vision config, with transformers' defaults. */
+typedef struct vision_dims {
+  int64_t depth, hidden, inter, patch, tpatch, chans, merge, out, npos;
+} vision_dims;
+
+static int vision_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       vision_dims *v) {
+  static const struct {
+    const char *key;
+    int64_t dflt;
+    size_t off;
+  } keys[] = {
+      {"vision_config.depth", 27, offsetof(vision_dims, depth)},
+      {"vision_config.hidden_size", 1152, offsetof(vision_dims, hidden)},
+      {"vision_config.intermediate_size", 4304, offsetof(vision_dims, inter)},
+      {"vision_config.patch_size", 16, offsetof(vision_dims, patch)},
+      {"vision_config.temporal_patch_size", 2, offsetof(vision_dims, tpatch)},
+      {"vision_config.in_channels", 3, offsetof(vision_dims, chans)},
+      {"vision_config.spatial_merge_size", 2, offsetof(vision_dims, merge)},
+      {"vision_config.out_hidden_size", 3584, offsetof(vision_dims, out)},
+      {"vision_config.num_position_embeddings", 2304,
+       offsetof(vision_dims, npos)},
+  };
+  size_t i;
+  for (i = 0; i < TPXP_N_OF(keys); i++)
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, keys[i].key, keys[i].dflt,
+                              (int64_t *)((char *)v + keys[i].off)));
+  return TPX_PLUGIN_OK;
 }
 
 /* Qwen3.5's vision tower (the Qwen3-VL vision model without DeepStack) at
@@ -342,74 +348,42 @@ static int qwen35_self_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
  * replicated (no key matches model.visual). */
 static int qwen35_visual(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   char f[TPXP_FQN_MAX];
-  int64_t depth, hidden, inter, patch, tpatch, chans, merge, out, npos, i;
-  int64_t shape[5], m2;
-  int st;
-  if ((st = tpxp_cfg_int_opt(host, ctx, "vision_config.depth", 27, &depth)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.hidden_size", 1152,
-                             &hidden)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.intermediate_size", 4304,
-                             &inter)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.patch_size", 16,
-                             &patch)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.temporal_patch_size", 2,
-                             &tpatch)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.in_channels", 3,
-                             &chans)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.spatial_merge_size", 2,
-                             &merge)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.out_hidden_size", 3584,
-                             &out)) ||
-      (st = tpxp_cfg_int_opt(host, ctx, "vision_config.num_position_embeddings",
-                             2304, &npos)))
-    return st;
-  if ((st =
-           tpxp_sk_module(host, ctx, "model.visual.patch_embed.proj", "other")))
-    return st;
-  shape[0] = hidden;
-  shape[1] = chans;
-  shape[2] = tpatch;
-  shape[3] = patch;
-  shape[4] = patch;
-  if ((st = host->skeleton_add_param(ctx, "model.visual.patch_embed.proj",
-                                     "weight", shape, 5, NULL)) ||
-      (st = tpxp_sk_param(host, ctx, "model.visual.patch_embed.proj", "bias",
-                          hidden, -1, NULL)) ||
-      (st = tpxp_sk_embedding(host, ctx, "model.visual.pos_embed", npos, hidden,
-                              NULL)) ||
-      (st = tpxp_sk_module(host, ctx, "model.visual.rotary_pos_emb",
-                           "rotary")) ||
-      (st = tpxp_sk_module(host, ctx, "model.visual.blocks", "container")))
-    return st;
-  for (i = 0; i < depth; i++) {
-    long long L = (long long)i;
-    tpxp_fmt(f, sizeof f, "model.visual.blocks.%lld.norm1", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, hidden, 1, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.visual.blocks.%lld.norm2", L);
-    if ((st = tpxp_sk_norm(host, ctx, f, hidden, 1, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.visual.blocks.%lld.attn.qkv", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, hidden, 3 * hidden, 1, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.visual.blocks.%lld.attn.proj", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, hidden, hidden, 1, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.visual.blocks.%lld.mlp.linear_fc1", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 1, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "model.visual.blocks.%lld.mlp.linear_fc2", L);
-    if ((st = tpxp_sk_linear(host, ctx, f, inter, hidden, 1, NULL)))
-      return st;
+  vision_dims v;
+  int64_t i, m2;
+  TPXP_CHK(vision_read(host, ctx, &v));
+  m2 = v.hidden * v.merge * v.merge;
+  {
+    const int64_t patch[5] = {v.hidden, v.chans, v.tpatch, v.patch, v.patch};
+    const tpxp_sk_row head[] = {
+        TPXP_SK_PRM("patch_embed.proj", "bias", v.hidden, -1),
+        TPXP_SK_EMB("pos_embed", v.npos, v.hidden),
+        TPXP_SK_MOD("rotary_pos_emb", "rotary"),
+        TPXP_SK_MOD("blocks", "container"),
+    };
+    const tpxp_sk_row block[] = {
+        TPXP_SK_NRM("norm1", v.hidden, 1),
+        TPXP_SK_NRM("norm2", v.hidden, 1),
+        TPXP_SK_LIN("attn.qkv", v.hidden, 3 * v.hidden, 1),
+        TPXP_SK_LIN("attn.proj", v.hidden, v.hidden, 1),
+        TPXP_SK_LIN("mlp.linear_fc1", v.hidden, v.inter, 1),
+        TPXP_SK_LIN("mlp.linear_fc2", v.inter, v.hidden, 1),
+    };
+    const tpxp_sk_row merger[] = {
+        TPXP_SK_NRM("merger.norm", v.hidden, 1),
+        TPXP_SK_LIN("merger.linear_fc1", m2, m2, 1),
+        TPXP_SK_LIN("merger.linear_fc2", m2, v.out, 1),
+    };
+    TPXP_CHK(
+        tpxp_sk_module(host, ctx, "model.visual.patch_embed.proj", "other"));
+    TPXP_CHK(host->skeleton_add_param(ctx, "model.visual.patch_embed.proj",
+                                      "weight", patch, 5, NULL));
+    TPXP_CHK(TPXP_SK_ROWS(host, ctx, "model.visual", head, NULL));
+    for (i = 0; i < v.depth; i++) {
+      tpxp_fmt(f, sizeof f, "model.visual.blocks.%lld", (long long)i);
+      TPXP_CHK(TPXP_SK_ROWS(host, ctx, f, block, NULL));
+    }
+    return TPXP_SK_ROWS(host, ctx, "model.visual", merger, NULL);
   }
-  m2 = hidden * merge * merge;
-  if ((st = tpxp_sk_norm(host, ctx, "model.visual.merger.norm", hidden, 1,
-                         NULL)) ||
-      (st = tpxp_sk_linear(host, ctx, "model.visual.merger.linear_fc1", m2, m2,
-                           1, NULL)))
-    return st;
-  return tpxp_sk_linear(host, ctx, "model.visual.merger.linear_fc2", m2, out, 1,
-                        NULL);
 }
 
 /* Qwen3.5-MoE's sparse block at <layer>.mlp, in transformers' order: the
@@ -418,142 +392,140 @@ static int qwen35_visual(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
 static int qwen35_moe_mlp(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                           const char *layer, int64_t hidden, int64_t experts,
                           int64_t inter, int64_t shared) {
-  char f[TPXP_FQN_MAX];
-  int st;
-  tpxp_fmt(f, sizeof f, "%s.mlp", layer);
-  if ((st = tpxp_sk_module(host, ctx, f, "other")))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.gate", layer);
-  if ((st = tpxp_sk_router(host, ctx, f, experts, hidden, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.experts", layer);
-  if ((st = tpxp_sk_fused_experts(host, ctx, f, experts, hidden, inter, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.shared_expert.gate_proj", layer);
-  if ((st = tpxp_sk_linear(host, ctx, f, hidden, shared, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.shared_expert.up_proj", layer);
-  if ((st = tpxp_sk_linear(host, ctx, f, hidden, shared, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.shared_expert.down_proj", layer);
-  if ((st = tpxp_sk_linear(host, ctx, f, shared, hidden, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.shared_expert_gate", layer);
-  return tpxp_sk_linear(host, ctx, f, hidden, 1, 0, NULL);
+  char m[TPXP_FQN_MAX], f[TPXP_FQN_MAX];
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_LIN("shared_expert.gate_proj", hidden, shared, 0),
+      TPXP_SK_LIN("shared_expert.up_proj", hidden, shared, 0),
+      TPXP_SK_LIN("shared_expert.down_proj", shared, hidden, 0),
+      TPXP_SK_LIN("shared_expert_gate", hidden, 1, 0),
+  };
+  tpxp_fmt(m, sizeof m, "%s.mlp", layer);
+  TPXP_CHK(tpxp_sk_module(host, ctx, m, "other"));
+  tpxp_fmt(f, sizeof f, "%s.gate", m);
+  TPXP_CHK(tpxp_sk_router(host, ctx, f, experts, hidden, NULL));
+  tpxp_fmt(f, sizeof f, "%s.experts", m);
+  TPXP_CHK(tpxp_sk_fused_experts(host, ctx, f, experts, hidden, inter, NULL));
+  return TPXP_SK_ROWS(host, ctx, m, rows, NULL);
 }
 
 /* Qwen3.5's dense gated MLP at <layer>.mlp. */
 static int qwen35_dense_mlp(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                             const char *layer, int64_t hidden, int64_t inter) {
-  char f[TPXP_FQN_MAX];
-  int st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.gate_proj", layer);
-  if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.up_proj", layer);
-  if ((st = tpxp_sk_linear(host, ctx, f, hidden, inter, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.mlp.down_proj", layer);
-  return tpxp_sk_linear(host, ctx, f, inter, hidden, 0, NULL);
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_LIN("mlp.gate_proj", hidden, inter, 0),
+      TPXP_SK_LIN("mlp.up_proj", hidden, inter, 0),
+      TPXP_SK_LIN("mlp.down_proj", inter, hidden, 0),
+  };
+  return TPXP_SK_ROWS(host, ctx, layer, rows, NULL);
+}
+
+/* Read optional integer keys of config section `sec`, each with its
+ * default. */
+typedef struct int_key {
+  const char *key;
+  int64_t dflt;
+  int64_t *out;
+} int_key;
+
+static int read_ints(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const char *sec, const int_key *keys, size_t n) {
+  char p[TPXP_FQN_MAX];
+  size_t i;
+  for (i = 0; i < n; i++)
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, keys[i].key),
+                              keys[i].dflt, keys[i].out));
+  return TPX_PLUGIN_OK;
+}
+
+/* What every Qwen3.5 layer needs: the decoder sizes, the GatedDeltaNet
+ * sizes, the MoE sizes (moe_dims NULL: dense MLP) and the layer schedule. */
+typedef struct qwen35_cfg {
+  tpxp_decoder d;
+  gdn_dims g;
+  const int64_t *moe_dims; /* experts, moe_intermediate, shared */
+  const char *sec;
+  int64_t interval;
+} qwen35_cfg;
+
+/* One Qwen3.5 decoder layer: full or linear attention, the dense or MoE
+ * MLP, and the two norms. */
+static int qwen35_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *layer, int64_t i, const void *user) {
+  const qwen35_cfg *q = user;
+  const tpxp_decoder *d = &q->d;
+  const int64_t *moe = q->moe_dims;
+  int full = 0;
+  const tpxp_sk_row norms[] = {
+      TPXP_SK_NRM("input_layernorm", d->hidden, 0),
+      TPXP_SK_NRM("post_attention_layernorm", d->hidden, 0),
+  };
+  TPXP_CHK(qwen35_is_full(host, ctx, q->sec, i, q->interval, &full));
+  TPXP_CHK(full ? qwen35_self_attn(host, ctx, layer, d)
+                : qwen35_linear_attn(host, ctx, layer, d->hidden, &q->g));
+  TPXP_CHK(moe != NULL ? qwen35_moe_mlp(host, ctx, layer, d->hidden, moe[0],
+                                        moe[1], moe[2])
+                       : qwen35_dense_mlp(host, ctx, layer, d->hidden,
+                                          d->intermediate));
+  return TPXP_SK_ROWS(host, ctx, layer, norms, NULL);
 }
 
 static int qwen35_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                            const char *arch) {
   int moe = is_qwen35_moe(arch);
   int vlm = moe || tpxp_arch_is(arch, "Qwen3_5ForConditionalGeneration");
-  int64_t experts = 0, moe_inter = 0, shared = 0;
+  /* experts, moe_intermediate_size, shared_expert_intermediate_size */
+  int64_t moe_dims[3] = {0, 0, 0}, interval;
   const char *sec = vlm ? "text_config" : "";
-  char p[TPXP_FQN_MAX], f[TPXP_FQN_MAX], layer[TPXP_FQN_MAX];
   tpxp_decoder d;
   gdn_dims g;
-  int64_t interval, i;
-  int st, tie_top = 0;
+  int tie_top = 0;
   memset(&d, 0, sizeof d);
   /* Qwen3.5 defaults: head_dim 256 (not hidden / heads). The MoE text
    * config has no dense intermediate_size. */
-  if ((st = moe ? tpxp_decoder_read_moe(host, ctx, sec, 0, &d)
-                : tpxp_decoder_read(host, ctx, sec, 0, &d)))
-    return st;
-  if (moe &&
-      ((st = tpxp_cfg_int_opt(host, ctx,
-                              tpxp_path(p, sizeof p, sec, "num_experts"), 256,
-                              &experts)) ||
-       (st = tpxp_cfg_int_opt(
-            host, ctx, tpxp_path(p, sizeof p, sec, "moe_intermediate_size"),
-            512, &moe_inter)) ||
-       (st = tpxp_cfg_int_opt(
-            host, ctx,
-            tpxp_path(p, sizeof p, sec, "shared_expert_intermediate_size"), 512,
-            &shared))))
-    return st;
-  if ((st = tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, "head_dim"),
-                             256, &d.head_dim)))
-    return st;
-  if (vlm && (st = tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", d.tie,
-                                     &tie_top)) == TPX_PLUGIN_OK)
-    d.tie = tie_top;
-  if (st)
-    return st;
-  if ((st = tpxp_cfg_int_opt(
-           host, ctx, tpxp_path(p, sizeof p, sec, "linear_num_key_heads"), 16,
-           &g.k_heads)) ||
-      (st = tpxp_cfg_int_opt(
-           host, ctx, tpxp_path(p, sizeof p, sec, "linear_num_value_heads"), 32,
-           &g.v_heads)) ||
-      (st = tpxp_cfg_int_opt(host, ctx,
-                             tpxp_path(p, sizeof p, sec, "linear_key_head_dim"),
-                             128, &g.k_dim)) ||
-      (st = tpxp_cfg_int_opt(
-           host, ctx, tpxp_path(p, sizeof p, sec, "linear_value_head_dim"), 128,
-           &g.v_dim)) ||
-      (st = tpxp_cfg_int_opt(
-           host, ctx, tpxp_path(p, sizeof p, sec, "linear_conv_kernel_dim"), 4,
-           &g.kernel)) ||
-      (st = tpxp_cfg_int_opt(
-           host, ctx, tpxp_path(p, sizeof p, sec, "full_attention_interval"), 4,
-           &interval)))
-    return st;
+  TPXP_CHK(moe ? tpxp_decoder_read_moe(host, ctx, sec, 0, &d)
+               : tpxp_decoder_read(host, ctx, sec, 0, &d));
+  {
+    const int_key moe_keys[] = {
+        {"num_experts", 256, &moe_dims[0]},
+        {"moe_intermediate_size", 512, &moe_dims[1]},
+        {"shared_expert_intermediate_size", 512, &moe_dims[2]},
+    };
+    const int_key keys[] = {
+        {"head_dim", 256, &d.head_dim},
+        {"linear_num_key_heads", 16, &g.k_heads},
+        {"linear_num_value_heads", 32, &g.v_heads},
+        {"linear_key_head_dim", 128, &g.k_dim},
+        {"linear_value_head_dim", 128, &g.v_dim},
+        {"linear_conv_kernel_dim", 4, &g.kernel},
+        {"full_attention_interval", 4, &interval},
+    };
+    if (moe)
+      TPXP_CHK(read_ints(host, ctx, sec, moe_keys, TPXP_N_OF(moe_keys)));
+    TPXP_CHK(read_ints(host, ctx, sec, keys, 1));
+    if (vlm) {
+      TPXP_CHK(
+          tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", d.tie, &tie_top));
+      d.tie = tie_top;
+    }
+    TPXP_CHK(read_ints(host, ctx, sec, keys + 1, TPXP_N_OF(keys) - 1));
+  }
   d.prefix = vlm ? "model.language_model" : "model";
   /* HF order: model.visual, then model.language_model. */
-  if (vlm && host->config_has(ctx, "vision_config") &&
-      (st = qwen35_visual(host, ctx)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.embed_tokens", d.prefix);
-  if ((st = tpxp_sk_embedding(host, ctx, f, d.vocab, d.hidden, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.layers", d.prefix);
-  if ((st = tpxp_sk_module(host, ctx, f, "container")))
-    return st;
-  for (i = 0; i < d.layers; i++) {
-    int full = 0;
-    tpxp_fmt(layer, sizeof layer, "%s.layers.%lld", d.prefix, (long long)i);
-    if ((st = qwen35_is_full(host, ctx, sec, i, interval, &full)))
-      return st;
-    st = full ? qwen35_self_attn(host, ctx, layer, &d)
-              : qwen35_linear_attn(host, ctx, layer, d.hidden, &g);
-    if (st)
-      return st;
-    st = moe ? qwen35_moe_mlp(host, ctx, layer, d.hidden, experts, moe_inter,
-                              shared)
-             : qwen35_dense_mlp(host, ctx, layer, d.hidden, d.intermediate);
-    if (st)
-      return st;
-    tpxp_fmt(f, sizeof f, "%s.input_layernorm", layer);
-    if ((st = tpxp_sk_norm(host, ctx, f, d.hidden, 0, NULL)))
-      return st;
-    tpxp_fmt(f, sizeof f, "%s.post_attention_layernorm", layer);
-    if ((st = tpxp_sk_norm(host, ctx, f, d.hidden, 0, NULL)))
-      return st;
+  if (vlm && host->config_has(ctx, "vision_config"))
+    TPXP_CHK(qwen35_visual(host, ctx));
+  {
+    const tpxp_sk_row tail[] = {
+        TPXP_SK_NRM("norm", d.hidden, 0),
+        TPXP_SK_MOD("rotary_emb", "rotary"),
+    };
+    const qwen35_cfg q = {d, g, moe ? moe_dims : NULL, sec, interval};
+    const tpxp_stack stack = {
+        .prefix = d.prefix, .embed = "embed_tokens", .vocab = d.vocab,
+        .hidden = d.hidden, .layers = d.layers, .layer = qwen35_layer,
+        .user = &q, .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
+        .tie = d.tie};
+    return tpxp_sk_stack(host, ctx, &stack);
   }
-  tpxp_fmt(f, sizeof f, "%s.norm", d.prefix);
-  if ((st = tpxp_sk_norm(host, ctx, f, d.hidden, 0, NULL)))
-    return st;
-  tpxp_fmt(f, sizeof f, "%s.rotary_emb", d.prefix);
-  if ((st = tpxp_sk_module(host, ctx, f, "rotary")))
-    return st;
-  tpxp_fmt(p, sizeof p, "%s.embed_tokens.weight", d.prefix);
-  return tpxp_sk_lm_head(host, ctx, "lm_head", d.hidden, d.vocab, 0, d.tie, p,
-                         NULL);
 }
 
 int tpx_plugin_get_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

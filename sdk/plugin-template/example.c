@@ -4,10 +4,14 @@
  * mlp.{gate,up,down}_proj, input_layernorm, post_attention_layernorm}, norm,
  * lm_head), with
  *   - register_parallel_strategy: ABI negotiation and what it serves;
- *   - get_plan: the TP plan, with sequence-parallel overrides, refusing head
- *     counts that tp does not divide;
+ *   - get_plan: the TP plan as one table of entries, with the
+ *     sequence-parallel overrides as a second table. It does not check head
+ *     counts: tpx validates num_attention_heads / num_key_value_heads
+ *     against tp itself, for every plan source, before a plan is chosen;
  *   - tpx_plugin_get_skeleton: every parameter of the checkpoint, so
  *     `tpx plan` works from a bare config.json.
+ * Every host call returns a status; the first one that is not
+ * TPX_PLUGIN_OK is returned as it is (CHK), never combined with others.
  * Everything comes in through the host table; nothing is global and
  * mutable, so the host may call it from several threads at once.
  * See docs/PLUGIN_ABI.md in the tpx sources for every rule. */
@@ -18,6 +22,16 @@
  * and -Wmissing-prototypes then need nothing else). */
 #define TPX_PLUGIN_DECLARE_ENTRY_POINTS
 #include <tpx/plugin.h>
+
+/* Return the status of `call` unless it is TPX_PLUGIN_OK. */
+#define CHK(call)                                                              \
+  do {                                                                         \
+    int st_ = (call);                                                          \
+    if (st_ != TPX_PLUGIN_OK)                                                  \
+      return st_;                                                              \
+  } while (0)
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Bare class names and qualified names, both matched as strings. */
 static const char *const architectures[] = {
@@ -39,138 +53,178 @@ int register_parallel_strategy(const tpx_plugin_host *host,
   return TPX_PLUGIN_OK;
 }
 
-/* One plan entry; NULL layouts keep the style's torch defaults. */
-static int add(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
-               const char *module, const char *style, const char *in,
-               const char *out, int use_local_output) {
-  const char *ins[1] = {in}, *outs[1] = {out};
-  tpx_plugin_entry e;
-  memset(&e, 0, sizeof e);
-  e.struct_size = sizeof e;
-  e.module = module;
-  e.style = style;
-  e.input_layouts = in ? ins : NULL;
-  e.n_input_layouts = in ? 1 : 0;
-  e.output_layouts = out ? outs : NULL;
-  e.n_output_layouts = out ? 1 : 0;
-  e.use_local_output = use_local_output;
-  e.sequence_dim = TPX_PLUGIN_DEFAULT;
-  e.optional = 0;
-  return h->plan_add(ctx, &e);
+/* One plan entry: a module pattern, a style, and what differs from the
+ * style's torch defaults. Fields left out of a row are the defaults (NULL
+ * layouts; `keep_dtensor` 0 means use_local_output is the style's). */
+typedef struct rule {
+  const char *module;
+  const char *style;
+  const char *in, *out; /* one layout each, or NULL */
+  int keep_dtensor;     /* 1: use_local_output = 0 (a DTensor output) */
+} rule;
+
+/* The plan with sequence parallelism off. Vocab-parallel embedding; q/k/v
+ * and gate/up colwise, o and down rowwise; the head keeps vocab-sharded
+ * logits for a vocab-parallel loss. */
+static const rule plan[] = {
+    {.module = "model.embed_tokens",
+     .style = "vocab_parallel_embedding",
+     .in = "replicate"},
+    {.module = "model.layers.*.self_attn.q_proj", .style = "colwise"},
+    {.module = "model.layers.*.self_attn.k_proj", .style = "colwise"},
+    {.module = "model.layers.*.self_attn.v_proj", .style = "colwise"},
+    {.module = "model.layers.*.self_attn.o_proj", .style = "rowwise"},
+    {.module = "model.layers.*.mlp.gate_proj", .style = "colwise"},
+    {.module = "model.layers.*.mlp.up_proj", .style = "colwise"},
+    {.module = "model.layers.*.mlp.down_proj", .style = "rowwise"},
+    {.module = "lm_head",
+     .style = "colwise",
+     .out = "shard(-1)",
+     .keep_dtensor = 1},
+};
+
+/* With sequence parallelism: these replace the entries of the same module
+ * (the host keeps the first position) and add the norms. Activations
+ * between blocks are sequence-sharded (shard(1)). */
+static const rule plan_sp[] = {
+    {.module = "model.embed_tokens",
+     .style = "vocab_parallel_embedding",
+     .in = "replicate",
+     .out = "shard(1)",
+     .keep_dtensor = 1},
+    {.module = "model.layers.*.self_attn.o_proj",
+     .style = "rowwise",
+     .out = "shard(1)",
+     .keep_dtensor = 1},
+    {.module = "model.layers.*.mlp.down_proj",
+     .style = "rowwise",
+     .out = "shard(1)",
+     .keep_dtensor = 1},
+    {.module = "lm_head",
+     .style = "colwise",
+     .in = "shard(1)",
+     .out = "shard(-1)",
+     .keep_dtensor = 1},
+    {.module = "model.norm", .style = "sequence_parallel"},
+    {.module = "model.layers.*.input_layernorm", .style = "sequence_parallel"},
+    {.module = "model.layers.*.post_attention_layernorm",
+     .style = "sequence_parallel"},
+};
+
+static int add_rules(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
+                     const rule *rules, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const rule *r = &rules[i];
+    const char *ins[1] = {r->in}, *outs[1] = {r->out};
+    tpx_plugin_entry e;
+    memset(&e, 0, sizeof e);
+    e.struct_size = sizeof e;
+    e.module = r->module;
+    e.style = r->style;
+    e.input_layouts = r->in ? ins : NULL;
+    e.n_input_layouts = r->in ? 1 : 0;
+    e.output_layouts = r->out ? outs : NULL;
+    e.n_output_layouts = r->out ? 1 : 0;
+    e.use_local_output = r->keep_dtensor ? 0 : TPX_PLUGIN_DEFAULT;
+    e.sequence_dim = TPX_PLUGIN_DEFAULT;
+    e.optional = 0;
+    /* The host copies every string: nothing here must outlive the call. */
+    CHK(h->plan_add(ctx, &e));
+  }
+  return TPX_PLUGIN_OK;
 }
 
 int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
              const tpx_plugin_plan_request *req) {
-  const int D = TPX_PLUGIN_DEFAULT;
-  /* No head-count check here: tpx runs validate_tp_mesh itself (on
-   * num_attention_heads / num_key_value_heads) before any plan is chosen and
-   * reports heads-not-divisible. Refuse only what your plan function itself
-   * cannot serve. */
-  const int sp = req->sequence_parallel;
-  int rc = 0;
-  /* Embedding: vocab-parallel; with sp its output is sequence-sharded. */
-  rc |= add(h, ctx, "model.embed_tokens", "vocab_parallel_embedding",
-            "replicate", sp ? "shard(1)" : NULL, sp ? 0 : D);
-  rc |= add(h, ctx, "model.layers.*.self_attn.q_proj", "colwise", NULL, NULL, D);
-  rc |= add(h, ctx, "model.layers.*.self_attn.k_proj", "colwise", NULL, NULL, D);
-  rc |= add(h, ctx, "model.layers.*.self_attn.v_proj", "colwise", NULL, NULL, D);
-  rc |= add(h, ctx, "model.layers.*.self_attn.o_proj", "rowwise", NULL,
-            sp ? "shard(1)" : NULL, sp ? 0 : D);
-  rc |= add(h, ctx, "model.layers.*.mlp.gate_proj", "colwise", NULL, NULL, D);
-  rc |= add(h, ctx, "model.layers.*.mlp.up_proj", "colwise", NULL, NULL, D);
-  rc |= add(h, ctx, "model.layers.*.mlp.down_proj", "rowwise", NULL,
-            sp ? "shard(1)" : NULL, sp ? 0 : D);
-  /* The head keeps vocab-sharded logits for a vocab-parallel loss. */
-  rc |= add(h, ctx, "lm_head", "colwise", sp ? "shard(1)" : NULL, "shard(-1)",
-            0);
-  if (sp) {
-    rc |= add(h, ctx, "model.norm", "sequence_parallel", NULL, NULL, D);
-    rc |= add(h, ctx, "model.layers.*.input_layernorm",
-              "sequence_parallel", NULL, NULL, D);
-    rc |= add(h, ctx, "model.layers.*.post_attention_layernorm",
-              "sequence_parallel", NULL, NULL, D);
+  /* Refuse only what this plan function itself cannot serve: here, named
+   * plans (it has none). Head counts are tpx's to check. */
+  if (req->plan_name != NULL) {
+    h->set_error(ctx, "example: this plugin has no named plans");
+    return TPX_PLUGIN_REFUSED;
   }
-  h->plan_set_function(ctx, sp ? "example_plan_sp" : "example_plan");
-  if (rc != TPX_PLUGIN_OK) {
-    h->set_error(ctx, "the host refused a plan entry (see the log)");
-    return TPX_PLUGIN_ERROR;
+  CHK(add_rules(h, ctx, plan, N_OF(plan)));
+  if (req->sequence_parallel)
+    CHK(add_rules(h, ctx, plan_sp, N_OF(plan_sp)));
+  return h->plan_set_function(ctx,
+                              req->sequence_parallel ? "example_plan_sp"
+                                                     : "example_plan");
+}
+
+/* ---- the skeleton ---- */
+
+typedef struct dims {
+  int64_t hidden, inter, layers, vocab, heads, kv, head_dim;
+} dims;
+
+/* A module and its 1- or 2-D weight (dim1 < 0: 1-D). */
+static int module(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
+                  const char *fqn, const char *kind, int64_t dim0,
+                  int64_t dim1) {
+  const int64_t shape[2] = {dim0, dim1}; /* Linear: [out, in], as torch */
+  CHK(h->skeleton_add_module(ctx, fqn, kind));
+  return h->skeleton_add_param(ctx, fqn, "weight", shape, dim1 < 0 ? 1 : 2,
+                               NULL);
+}
+
+/* One decoder layer as a table: suffix, kind and weight shape. */
+static int layer(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
+                 const dims *d, int64_t i) {
+  const int64_t q = d->heads * d->head_dim, kv = d->kv * d->head_dim;
+  const struct {
+    const char *suffix, *kind;
+    int64_t dim0, dim1;
+  } rows[] = {
+      {"self_attn.q_proj", "linear", q, d->hidden},
+      {"self_attn.k_proj", "linear", kv, d->hidden},
+      {"self_attn.v_proj", "linear", kv, d->hidden},
+      {"self_attn.o_proj", "linear", d->hidden, q},
+      {"mlp.gate_proj", "linear", d->inter, d->hidden},
+      {"mlp.up_proj", "linear", d->inter, d->hidden},
+      {"mlp.down_proj", "linear", d->hidden, d->inter},
+      {"input_layernorm", "norm", d->hidden, -1},
+      {"post_attention_layernorm", "norm", d->hidden, -1},
+  };
+  char fqn[256];
+  for (size_t k = 0; k < N_OF(rows); k++) {
+    snprintf(fqn, sizeof fqn, "model.layers.%lld.%s", (long long)i,
+             rows[k].suffix);
+    CHK(module(h, ctx, fqn, rows[k].kind, rows[k].dim0, rows[k].dim1));
   }
   return TPX_PLUGIN_OK;
-}
-
-static int linear(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
-                  const char *fqn, int64_t out, int64_t in) {
-  const int64_t shape[2] = {out, in}; /* [out, in], as torch stores it */
-  int rc = h->skeleton_add_module(ctx, fqn, "linear");
-  return rc | h->skeleton_add_param(ctx, fqn, "weight", shape, 2, NULL);
-}
-
-static int norm(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
-                const char *fqn, int64_t hidden) {
-  int rc = h->skeleton_add_module(ctx, fqn, "norm");
-  return rc | h->skeleton_add_param(ctx, fqn, "weight", &hidden, 1, NULL);
 }
 
 int tpx_plugin_get_skeleton(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
                             const char *architecture) {
+  dims d;
+  int tied = 0;
   (void)architecture;
-  int64_t hidden, inter, layers, vocab, heads, kv, head_dim;
-  if (h->config_get_int(ctx, "hidden_size", &hidden) ||
-      h->config_get_int(ctx, "intermediate_size", &inter) ||
-      h->config_get_int(ctx, "num_hidden_layers", &layers) ||
-      h->config_get_int(ctx, "vocab_size", &vocab) ||
-      h->config_get_int(ctx, "num_attention_heads", &heads)) {
+  if (h->config_get_int(ctx, "hidden_size", &d.hidden) ||
+      h->config_get_int(ctx, "intermediate_size", &d.inter) ||
+      h->config_get_int(ctx, "num_hidden_layers", &d.layers) ||
+      h->config_get_int(ctx, "vocab_size", &d.vocab) ||
+      h->config_get_int(ctx, "num_attention_heads", &d.heads)) {
     h->set_error(ctx, "config.json lacks hidden_size, intermediate_size, "
                       "num_hidden_layers, vocab_size or num_attention_heads");
     return TPX_PLUGIN_REFUSED;
   }
-  if (h->config_get_int(ctx, "num_key_value_heads", &kv))
-    kv = heads;
-  if (heads <= 0 || layers < 0) {
+  if (h->config_get_int(ctx, "num_key_value_heads", &d.kv))
+    d.kv = d.heads;
+  if (d.heads <= 0 || d.layers < 0) {
     h->set_error(ctx, "implausible head or layer count");
     return TPX_PLUGIN_REFUSED;
   }
-  if (h->config_get_int(ctx, "head_dim", &head_dim))
-    head_dim = hidden / heads;
-  int tied = 0;
+  if (h->config_get_int(ctx, "head_dim", &d.head_dim))
+    d.head_dim = d.hidden / d.heads;
   if (h->config_get_bool(ctx, "tie_word_embeddings", &tied))
     tied = 0;
 
-  int rc = h->skeleton_add_module(ctx, "model.embed_tokens", "embedding");
-  const int64_t emb[2] = {vocab, hidden};
-  rc |= h->skeleton_add_param(ctx, "model.embed_tokens", "weight", emb, 2,
-                              NULL);
-  char p[160], f[200];
-  for (int64_t i = 0; i < layers && rc == TPX_PLUGIN_OK; i++) {
-    snprintf(p, sizeof p, "model.layers.%lld", (long long)i);
-    snprintf(f, sizeof f, "%s.self_attn.q_proj", p);
-    rc |= linear(h, ctx, f, heads * head_dim, hidden);
-    snprintf(f, sizeof f, "%s.self_attn.k_proj", p);
-    rc |= linear(h, ctx, f, kv * head_dim, hidden);
-    snprintf(f, sizeof f, "%s.self_attn.v_proj", p);
-    rc |= linear(h, ctx, f, kv * head_dim, hidden);
-    snprintf(f, sizeof f, "%s.self_attn.o_proj", p);
-    rc |= linear(h, ctx, f, hidden, heads * head_dim);
-    snprintf(f, sizeof f, "%s.mlp.gate_proj", p);
-    rc |= linear(h, ctx, f, inter, hidden);
-    snprintf(f, sizeof f, "%s.mlp.up_proj", p);
-    rc |= linear(h, ctx, f, inter, hidden);
-    snprintf(f, sizeof f, "%s.mlp.down_proj", p);
-    rc |= linear(h, ctx, f, hidden, inter);
-    snprintf(f, sizeof f, "%s.input_layernorm", p);
-    rc |= norm(h, ctx, f, hidden);
-    snprintf(f, sizeof f, "%s.post_attention_layernorm", p);
-    rc |= norm(h, ctx, f, hidden);
-  }
-  rc |= norm(h, ctx, "model.norm", hidden);
-  rc |= h->skeleton_add_module(ctx, "lm_head", "linear");
-  if (tied)
-    rc |= h->skeleton_tie(ctx, "lm_head.weight", "model.embed_tokens.weight");
-  else
-    rc |= h->skeleton_add_param(ctx, "lm_head", "weight", emb, 2, NULL);
-  if (rc != TPX_PLUGIN_OK) {
-    h->set_error(ctx, "the host refused a skeleton entry (see the log)");
-    return TPX_PLUGIN_ERROR;
-  }
-  return TPX_PLUGIN_OK;
+  CHK(module(h, ctx, "model.embed_tokens", "embedding", d.vocab, d.hidden));
+  for (int64_t i = 0; i < d.layers; i++)
+    CHK(layer(h, ctx, &d, i));
+  CHK(module(h, ctx, "model.norm", "norm", d.hidden, -1));
+  if (!tied)
+    return module(h, ctx, "lm_head", "linear", d.vocab, d.hidden);
+  /* Tied: the head's weight is the embedding's tensor, counted once. */
+  CHK(h->skeleton_add_module(ctx, "lm_head", "linear"));
+  return h->skeleton_tie(ctx, "lm_head.weight", "model.embed_tokens.weight");
 }

@@ -150,6 +150,18 @@ TPX_API tpx_status tpx_checkpoint_check_model(const tpx_checkpoint_reader *rd,
                                               const tpx_model *model,
                                               tpx_error *err);
 
+/* Do `model` (from a config) and the safetensors at `weights` (a file, an
+ * index or a directory, read as tpx_model_add_safetensors reads it, expert
+ * tensors folded) describe the same model? *differ_out (may be NULL) gets
+ * the number of tensors both name whose shapes differ; when there are any,
+ * TPX_VALIDATION naming the first tensor, both shapes and the count.
+ * Tensors only one side names and dtype differences are not checked. The
+ * status of the failed load when the weights cannot be read. */
+TPX_API tpx_status tpx_checkpoint_check_shapes(const tpx_model *model,
+                                               const char *weights,
+                                               size_t *differ_out,
+                                               tpx_error *err);
+
 /* Read the box `slice` (global offsets/lengths, slice->ndim equal to the
  * tensor's) of tensor `tensor` into `dst`, a dense row-major buffer of the
  * box's shape in `dtype` (dst_bytes >= numel x size). Conversions: any of

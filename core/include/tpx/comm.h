@@ -151,21 +151,12 @@ typedef tpx_status (*tpx_local_fn)(tpx_comm *world, void *arg,
 TPX_API tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
                                  tpx_error *err);
 
+/* Options of a local world. None yet beyond struct_size: the struct exists
+ * so options can be added without a new entry point. */
 typedef struct tpx_local_options {
   size_t struct_size;
-  /* 1: the world's buffers live in the "sim" memory space, a test double
-   * for device memory: its pointers are tagged host pointers that crash
-   * when the host dereferences them, so every buffer a collective, the TP
-   * calls or the runtime take must come from that space (the tests
-   * allocate them through the private core/src/device/sim_tag.h). Proves
-   * that the comm path never reads a buffer on the host (docs/RUNTIME.md
-   * "Device memory"). A plain host buffer passed to such a world is that
-   * routing bug: it is not detected as an error but faults (SIGSEGV), as
-   * device code handed a host pointer would. Test double only.
-   * 0: host memory (tpx_local_run). */
-  int sim_device_memory;
 } tpx_local_options;
-#define TPX_LOCAL_OPTIONS_INIT { sizeof(tpx_local_options), 0 }
+#define TPX_LOCAL_OPTIONS_INIT { sizeof(tpx_local_options) }
 
 /* tpx_local_run with options (NULL = defaults). */
 TPX_API tpx_status tpx_local_run_opts(int nranks,
@@ -174,8 +165,8 @@ TPX_API tpx_status tpx_local_run_opts(int nranks,
                                       tpx_error *err);
 
 /* The memory space of comm's buffers: "host" (local, mpi), "cuda" (nccl:
- * device pointers) or "sim" (local with sim_device_memory). A static
- * string; "host" for NULL. */
+ * device pointers) or "sim" (a local world in the tests' device-memory
+ * double). A static string; "host" for NULL. */
 TPX_API const char *tpx_comm_memspace(const tpx_comm *comm);
 
 /* True when libtpx was built with the backend ("local", "mpi", "nccl"). */

@@ -1,6 +1,6 @@
 /* tpx/fsdp.h — the FSDP2 side of a tpx_sharding: units, reshard flags,
- * prefetch lists and the mixed-precision policy (spec/plans.md §4.7-4.8,
- * spec/torch-semantics.md §6).
+ * prefetch lists and the mixed-precision policy (docs/SEMANTICS.md
+ * "FSDP2").
  *
  * Units, as Automodel's apply_fsdp2_sharding_recursively forms them: every
  * non-container element of every module list reachable through non-container
@@ -77,7 +77,7 @@ TPX_API void tpx_fsdp_param_dtypes(const tpx_mp_policy *policy, tpx_dtype orig,
                                    tpx_dtype *param_out,
                                    tpx_dtype *reduce_out);
 
-/* ---- layer groups (spec/plans.md §4.7) ---- */
+/* ---- layer groups (docs/SEMANTICS.md "FSDP2") ---- */
 
 /* Automodel's _extract_model_layer_groups: the decoder / vision layers of a
  * model. This is the layer list activation checkpointing and per-layer

@@ -1,5 +1,6 @@
 /* tpx/match.h — resolving plan keys against a model's module tree, as
- * torch >= 2.9 parallelize_module does (spec/torch-semantics.md §3).
+ * torch >= 2.9 parallelize_module does (docs/SEMANTICS.md "Plans and
+ * matching").
  *
  * A key is split on "."; each atom is matched shell-style (fnmatch: `*`,
  * `?`, `[...]`, `[!...]`; case-sensitive; backslash is literal; never across

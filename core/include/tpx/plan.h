@@ -3,9 +3,10 @@
  * A plan is an ordered list of (module pattern, style) entries, as a Python
  * dict of FQN pattern -> ParallelStyle: adding an existing key replaces it in
  * place, new keys are appended. Styles carry torch's defaults
- * (spec/torch-semantics.md §1) and the upstream variants. Text form:
+ * (docs/SEMANTICS.md "Parallel styles") and the upstream variants. Text form:
  * tpx-plan/1 JSON (docs/PLAN_FORMAT.md). Hugging Face style strings
- * ("colwise", "rowwise_rep", ...) translate as spec/plans.md §4.2/4.4.
+ * ("colwise", "rowwise_rep", ...) translate as docs/SEMANTICS.md "Plans and
+ * matching" says.
  *
  * Not a matcher: see tpx/match.h for resolving keys against a model. */
 #ifndef TPX_PLAN_H
@@ -21,26 +22,55 @@
 
 TPX_BEGIN_DECLS
 
+/* The family of a style: which fields it uses and what it does to a
+ * module's parameters (docs/SEMANTICS.md "Parallel styles"). */
+typedef enum tpx_style_family {
+  TPX_STYLE_FAMILY_INVALID = 0,
+  TPX_STYLE_FAMILY_COLWISE,        /* colwise */
+  TPX_STYLE_FAMILY_ROWWISE,        /* rowwise, vocab / gemma4 variants */
+  TPX_STYLE_FAMILY_SEQUENCE,       /* sequence_parallel and its variants */
+  TPX_STYLE_FAMILY_PREPARE_INPUT,  /* prepare_module_input */
+  TPX_STYLE_FAMILY_PREPARE_OUTPUT, /* prepare_module_output */
+} tpx_style_family;
+
+/* Every style: enum name, text name, family (the traits column; code asks
+ * tpx_style_kind_traits instead of switching on kinds). */
 #define TPX_STYLE_LIST(X)                                                      \
-  X(COLWISE, "colwise")                                                        \
-  X(ROWWISE, "rowwise")                                                        \
-  X(SEQUENCE_PARALLEL, "sequence_parallel")                                    \
-  X(PREPARE_MODULE_INPUT, "prepare_module_input")                              \
-  X(PREPARE_MODULE_OUTPUT, "prepare_module_output")                            \
-  X(ROTARY_EMBED_PARALLEL, "rotary_embed_parallel")                            \
-  X(QK_NORM_SEQUENCE_PARALLEL, "qk_norm_sequence_parallel")                    \
-  X(VOCAB_PARALLEL_EMBEDDING, "vocab_parallel_embedding")                      \
+  X(COLWISE, "colwise", COLWISE)                                               \
+  X(ROWWISE, "rowwise", ROWWISE)                                               \
+  X(SEQUENCE_PARALLEL, "sequence_parallel", SEQUENCE)                          \
+  X(PREPARE_MODULE_INPUT, "prepare_module_input", PREPARE_INPUT)               \
+  X(PREPARE_MODULE_OUTPUT, "prepare_module_output", PREPARE_OUTPUT)            \
+  X(ROTARY_EMBED_PARALLEL, "rotary_embed_parallel", SEQUENCE)                  \
+  X(QK_NORM_SEQUENCE_PARALLEL, "qk_norm_sequence_parallel", SEQUENCE)          \
+  X(VOCAB_PARALLEL_EMBEDDING, "vocab_parallel_embedding", ROWWISE)             \
   X(SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION,                                    \
-    "sequence_parallel_allgather_activation")                                  \
-  X(GEMMA4_VOCAB_PARALLEL_EMBEDDING, "gemma4_vocab_parallel_embedding")        \
-  X(GEMMA4_ROWWISE_PARALLEL, "gemma4_rowwise_parallel")
+    "sequence_parallel_allgather_activation", SEQUENCE)                        \
+  X(GEMMA4_VOCAB_PARALLEL_EMBEDDING, "gemma4_vocab_parallel_embedding",        \
+    ROWWISE)                                                                   \
+  X(GEMMA4_ROWWISE_PARALLEL, "gemma4_rowwise_parallel", ROWWISE)
 
 typedef enum tpx_style_kind {
-#define TPX__STYLE_ENUM(name, str) TPX_STYLE_##name,
+#define TPX__STYLE_ENUM(name, str, family) TPX_STYLE_##name,
   TPX_STYLE_LIST(TPX__STYLE_ENUM)
 #undef TPX__STYLE_ENUM
   TPX_STYLE_COUNT
 } tpx_style_kind;
+
+/* What code needs to know of a style kind, from its family. */
+typedef struct tpx_style_traits {
+  tpx_style_family family;
+  /* Shards parameters on tp (colwise / rowwise families); torch accepts
+   * these only on nn.Linear and nn.Embedding. */
+  int shards_params;
+  /* Runs distribute_module: places the parameters of the module and of
+   * every submodule (colwise, rowwise and sequence families). */
+  int distributes_params;
+} tpx_style_traits;
+
+/* The traits of `kind`; family TPX_STYLE_FAMILY_INVALID and no flags for a
+ * kind out of range. */
+TPX_API tpx_style_traits tpx_style_kind_traits(tpx_style_kind kind);
 
 #define TPX_STYLE_MAX_LAYOUTS 8
 
@@ -162,19 +192,21 @@ TPX_API tpx_status tpx_plan_load(const char *path, tpx_plan **out,
 TPX_API tpx_status tpx_plan_to_json(const tpx_plan *plan, int indent,
                                     char **out, tpx_error *err);
 
-/* Translate one Hugging Face style string for key `key` (plans.md §4.4).
+/* Translate one Hugging Face style string for key `key`
+ * (docs/SEMANTICS.md "Plans and matching").
  * *skip is set to 1 when the key is to be dropped (skipped strings such as
  * "local_colwise", "gather", "ep_*", or "replicated_with_grad_allreduce"),
  * else *out holds the style. Unknown / unsupported strings are TPX_UNSUPPORTED
  * naming key and string. `key` is only used in the message: the lm_head
- * special case of §4.2 belongs to tpx_plan_from_hf and
+ * special case belongs to tpx_plan_from_hf and
  * tpx_plan_from_hf_class_and_base. */
 TPX_API tpx_status tpx_plan_translate_hf_style(const char *key,
                                                const char *hf_style,
                                                tpx_style *out, int *skip,
                                                tpx_error *err);
 
-/* Build a plan from a Hugging Face model's tp plan (plans.md §4.2), given as
+/* Build a plan from a Hugging Face model's tp plan (docs/SEMANTICS.md
+ * "Plans and matching"), given as
  * a JSON object {key: style string} of the *inner* model (its
  * base_model_tp_plan). Every key is prefixed with `prefix` + "." (prefix
  * NULL or "" = keys used as they are), `<prefix>.embed_tokens: rowwise_rep`

@@ -6,7 +6,8 @@
  * heads-not-divisible). The report always carries the applied plan, also
  * when validation failed and at tp == 1.
  *
- * Additions to spec/report-format.md: "selection.upstream" (always,
+ * Additions to the base tpx-report/1 fields (docs/REPORT_FORMAT.md):
+ * "selection.upstream" (always,
  * TPX_UPSTREAM_VERSION) and "selection.strategy" (an object of the strategy
  * lines, when given); the text form prints them as "Upstream:" and
  * "Strategy:" lines under the plan source.
@@ -68,7 +69,7 @@ typedef struct tpx_report_options {
 /* Which upstream release's behaviour the selection, FSDP units and reports
  * reproduce (validate_tp_mesh only for plans that shard attention heads;
  * untied input and output embeddings as FSDP units of their own). Plans
- * themselves follow spec/plans.md. */
+ * themselves follow docs/SEMANTICS.md "Family plans". */
 #define TPX_UPSTREAM_VERSION "NeMo Automodel 0.7.0"
 
 /* tpx-report/1 JSON. *out is malloc'd; free() it. `opts` may be NULL. */

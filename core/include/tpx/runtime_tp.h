@@ -1,7 +1,8 @@
 /* tpx/runtime_tp.h — tensor-parallel runtime: the collectives torch's
  * parallel styles run around every styled module, executed on caller
  * activation buffers, plus vocab-parallel embedding, log-probs and
- * cross-entropy (spec/torch-semantics.md §2, §5, §7; seed 004).
+ * cross-entropy (docs/SEMANTICS.md "Transitions", "Vocab-parallel
+ * embedding and loss").
  *
  * Stateless: every call takes the tpx_sharding (what the plan decided) and a
  * tpx_mesh_comm over the same mesh (which ranks talk). No runtime object.
@@ -293,26 +294,27 @@ typedef struct tpx_tp_loss_options {
 
 /* This rank's vocab range [*offset, *offset + *len) of V over the tp dim
  * (torch.chunk, from the layout, as DTensor's Shard(-1) logits really are;
- * all of V when not vocab-parallel). Deliberately not seed 004's
- * [rank * (V // tp), (rank + 1) * (V // tp)), which differs whenever tp does
- * not divide V (V 10, tp 4: 3, 3, 3, 1 columns here; the seed's ranges
- * would put ids 8 and 9 on no rank). */
+ * all of V when not vocab-parallel). Deliberately not the upstream
+ * training utility's [rank * (V // tp), (rank + 1) * (V // tp)), which
+ * differs whenever tp does not divide V (V 10, tp 4: 3, 3, 3, 1 columns
+ * here; those ranges would put ids 8 and 9 on no rank; docs/RUNTIME.md
+ * "Vocab ranges"). */
 TPX_API tpx_status tpx_tp_vocab_range(const tpx_sharding *sh, int64_t rank,
                                       const tpx_tp_loss_options *opts,
                                       int64_t *offset, int64_t *len,
                                       tpx_error *err);
 
 /* logprobs[i] = log softmax(logits[i, :])[targets[i]] over the whole vocab
- * (seed 004 get_logprobs_from_vocab_parallel_logits): row max all-reduced
+ * (docs/SEMANTICS.md "Vocab-parallel embedding and loss"): row max all-reduced
  * (max) over tp, sum of exp(logit - max) all-reduced (sum), the target's
  * logit taken on the rank whose range holds it (others 0) and all-reduced.
  * logits: local [.., V_local] (V_local = the tpx_tp_vocab_range length), f32
  * or bf16. targets: [..] (logits' shape without the last dim), int32 or
  * int64, replicated over tp, each in [0, V) or ignore_index. logprobs: [..]
  * f32, the same on every tp rank. Collective over tp (2 all-reduces).
- * Targets are explicit per position: seed 004 takes the unshifted input ids,
- * rolls them by -1 and drops the last position, i.e. it equals this call
- * on logits[:, :-1] with targets input_ids[:, 1:]. */
+ * Targets are explicit per position: the upstream training utility takes
+ * the unshifted input ids, rolls them by -1 and drops the last position,
+ * i.e. it equals this call on logits[:, :-1] with targets input_ids[:, 1:]. */
 TPX_API tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                    const tpx_tp_loss_options *opts,
                                    const tpx_tensor *logits,

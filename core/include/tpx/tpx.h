@@ -1,17 +1,19 @@
 /* tpx/tpx.h — the whole public API of libtpx in one include.
  *
- * Trainers include this; plugin authors include tpx/plugin.h only. */
+ * Trainers include this; plugin authors include tpx/plugin.h only. The
+ * conformance harness (tpx/harness.h) is not part of it: its users (tpx
+ * check-plugin, tests) include it themselves. */
 #ifndef TPX_TPX_H
 #define TPX_TPX_H
 
 #include "tpx/checkpoint.h"
+#include "tpx/checkpoint_shard.h"
 #include "tpx/comm.h"
 #include "tpx/diag.h"
 #include "tpx/dtype.h"
 #include "tpx/error.h"
 #include "tpx/export.h"
 #include "tpx/fsdp.h"
-#include "tpx/harness.h"
 #include "tpx/layout.h"
 #include "tpx/log.h"
 #include "tpx/match.h"

@@ -1,8 +1,10 @@
 /* log.c — the process-wide logger: one handler (set by the embedding
  * program) and one threshold (from TPX_DEBUG, read once).
  *
- * The only global state in libtpx, so it is guarded: pthread_once for the
- * threshold and a mutex for the handler pair. The handler is called outside
+ * Process-wide by design (one embedder, one log), so it is guarded:
+ * pthread_once for the threshold and a mutex for the handler pair. (Not the
+ * library's only global: the MPI backend counts its worlds and the plugin
+ * host keeps per-thread registration state.) The handler is called outside
  * the lock so that it may log or replace itself without deadlocking. */
 #include "base/log_internal.h"
 

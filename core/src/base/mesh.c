@@ -2,6 +2,7 @@
  * row-major order, flattened views and the rank groups along a dim or view.
  *
  * Not a communicator and not a process group: no I/O, no global state. */
+#include "base/grow.h"
 #include "base/mesh_internal.h"
 
 #include <stdio.h>
@@ -260,15 +261,9 @@ tpx_status tpx_mesh_flatten(tpx_mesh *mesh, const char *name,
                          "other dims",
                          name);
   }
-  if (mesh->nviews == mesh->cap_views) {
-    int cap = mesh->cap_views ? mesh->cap_views * 2 : 4;
-    tpx__mesh_view *nv = realloc(mesh->views, sizeof *nv * (size_t)cap);
-    if (nv == NULL)
-      return tpx_error_set(err, TPX_NO_MEMORY,
-                           "mesh: out of memory adding view \"%s\"", name);
-    mesh->views = nv;
-    mesh->cap_views = cap;
-  }
+  if (TPX_GROW(mesh->views, mesh->cap_views, (size_t)mesh->nviews + 1, 4))
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "mesh: out of memory adding view \"%s\"", name);
   mesh->views[mesh->nviews++] = v;
   return TPX_OK;
 }

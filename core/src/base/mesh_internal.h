@@ -26,7 +26,7 @@ struct tpx_mesh {
   int64_t strides[TPX_MESH_MAX_DIMS];
   tpx__mesh_view *views; /* owned; nviews entries, capacity cap_views */
   int nviews;
-  int cap_views;
+  size_t cap_views;
 };
 
 #endif /* TPX_BASE_MESH_INTERNAL_H */

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device/elem.h"
 #include "model/st_header.h"
 #include "tpx/checkpoint.h"
 
@@ -50,8 +51,8 @@ tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
                                 const tpx__box_runs *g, int64_t e0, int64_t e1,
                                 tpx_dtype dtype, void *dst, tpx_error *err);
 
-/* 1 when tpx_checkpoint_convert can do from -> to. */
-int tpx__ckpt_can_convert(tpx_dtype from, tpx_dtype to);
+/* 1 when tpx_checkpoint_convert can do from -> to (device/elem.h). */
+#define tpx__ckpt_can_convert tpx__elem_can_convert
 
 /* fold.c: a parameter read from several stored tensors (per-expert
  * tensors of a fused expert parameter, a renamed router). Check: every

@@ -1,6 +1,7 @@
 /* reader.c — the checkpoint reader object: open and validate (headers via
- * model/st_header.h, the parser tpx_model_add_safetensors uses), queries,
- * and the model check. The byte reads themselves are in read.c. */
+ * model/st_header.h, the parser tpx_model_add_safetensors uses) and
+ * queries. The byte reads are in read.c, the parameter reads (and the
+ * model check they start with) in read_params.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -168,108 +169,6 @@ int64_t tpx_checkpoint_param_tensor(const tpx_checkpoint_reader *rd,
       tpx_model_param(model, p.tied_to, &p, NULL) == TPX_OK)
     t = tpx_checkpoint_find(rd, p.fqn);
   return t;
-}
-
-static const char *shape_text(char *buf, size_t size, const int64_t *shape,
-                              int ndim) {
-  return tpx__format_shape(buf, size, shape, ndim);
-}
-
-/* Parameter `param` is stored with the model's shape and dtype. */
-static tpx_status check_param(const tpx_checkpoint_reader *rd,
-                              const tpx_model *model, int64_t param,
-                              tpx_error *err) {
-  tpx_param_info p;
-  tpx_status st = tpx_model_param(model, param, &p, err);
-  if (st != TPX_OK)
-    return st;
-  int64_t ti = tpx_checkpoint_param_tensor(rd, model, param);
-  if (ti < 0) /* per-expert tensors of a fused parameter, or missing */
-    return tpx__ckpt_check_sources(rd, model, param, err);
-  const tpx__st_tensor *t = &rd->load.t[ti];
-  if (t->dtype != p.dtype || t->ndim != p.ndim ||
-      (p.ndim && memcmp(t->shape, p.shape, (size_t)p.ndim * sizeof *t->shape))) {
-    char a[200], b[200];
-    return tpx_error_set(err, TPX_VALIDATION,
-                         "%s: tensor '%s' is %s %s, but the model's parameter "
-                         "'%s' is %s %s",
-                         rd->load.files[t->file].path, t->name,
-                         shape_text(a, sizeof a, t->shape, t->ndim),
-                         tpx_dtype_safetensors_name(t->dtype), p.fqn,
-                         shape_text(b, sizeof b, p.shape, p.ndim),
-                         tpx_dtype_safetensors_name(p.dtype));
-  }
-  return TPX_OK;
-}
-
-tpx_status tpx_checkpoint_check_model(const tpx_checkpoint_reader *rd,
-                                      const tpx_model *model, tpx_error *err) {
-  if (rd == NULL || model == NULL)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_checkpoint_check_model: NULL argument");
-  size_t n = tpx_model_num_params(model);
-  for (size_t i = 0; i < n; i++) {
-    tpx_status st = check_param(rd, model, (int64_t)i, err);
-    if (st != TPX_OK)
-      return st;
-  }
-  return TPX_OK;
-}
-
-tpx_status tpx_checkpoint_read_slice(const tpx_checkpoint_reader *rd,
-                                     int64_t tensor, const tpx_slice *slice,
-                                     tpx_dtype dtype, void *dst,
-                                     size_t dst_bytes, tpx_error *err) {
-  if (rd == NULL || tensor < 0 || (size_t)tensor >= rd->load.n)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tpx_checkpoint_read_slice: tensor %lld is out of "
-                         "range",
-                         (long long)tensor);
-  const tpx__st_tensor *t = &rd->load.t[tensor];
-  if (!tpx__ckpt_can_convert(t->dtype, dtype))
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "%s: tensor '%s': cannot read %s as %s",
-                         rd->load.files[t->file].path, t->name,
-                         tpx_dtype_short_name(t->dtype),
-                         tpx_dtype_short_name(dtype));
-  tpx__box_runs g;
-  tpx_status st = tpx__box_runs_init(t->shape, t->ndim, slice, t->name, &g, err);
-  if (st != TPX_OK)
-    return st;
-  if ((uint64_t)g.numel * tpx_dtype_size(dtype) > dst_bytes)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tensor '%s': the slice needs %lld bytes of %s, the "
-                         "buffer holds %zu",
-                         t->name,
-                         (long long)(g.numel * (int64_t)tpx_dtype_size(dtype)),
-                         tpx_dtype_short_name(dtype), dst_bytes);
-  if (g.numel > 0 && dst == NULL)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tensor '%s': NULL destination", t->name);
-  return tpx__ckpt_read_elems(rd, t, &g, 0, g.numel, dtype, dst, err);
-}
-
-tpx_status tpx_checkpoint_read_param(const tpx_checkpoint_reader *rd,
-                                     const tpx_sharding *sh, int64_t param,
-                                     int64_t rank, tpx_dtype dtype, void *dst,
-                                     size_t dst_bytes, tpx_error *err) {
-  if (rd == NULL || sh == NULL)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_checkpoint_read_param: NULL argument");
-  const tpx_model *model = tpx_sharding_model(sh);
-  tpx_status st = check_param(rd, model, param, err);
-  if (st != TPX_OK)
-    return st;
-  tpx_slice slice;
-  st = tpx_sharding_local_slice(sh, param, rank, &slice, err);
-  if (st != TPX_OK)
-    return st;
-  int64_t ti = tpx_checkpoint_param_tensor(rd, model, param);
-  if (ti < 0)
-    return tpx__ckpt_read_folded(rd, model, param, &slice, dtype, dst,
-                                 dst_bytes, err);
-  return tpx_checkpoint_read_slice(rd, ti, &slice, dtype, dst, dst_bytes,
-                                   err);
 }
 
 int64_t tpx_checkpoint_bytes_read(const tpx_checkpoint_reader *rd) {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/reduce.h"
+#include "device/elem.h"
 #include "tpx_config.h"
 #include "tpx/layout.h"
 
@@ -34,7 +34,7 @@ const tpx__memspace *tpx__comm_ms(const tpx_comm *comm) {
 }
 
 const char *tpx_comm_memspace(const tpx_comm *comm) {
-  return tpx__comm_ms(comm)->ops->name;
+  return tpx__comm_ms(comm)->buf->name;
 }
 
 void tpx_comm_destroy(tpx_comm *comm) {

@@ -10,12 +10,14 @@
  * the comm's memory space (tpx_comm.ms: host, sim, or cuda for nccl); the
  * wrappers move them only through it.
  *
- * Not public: trainers use tpx/comm.h only. */
+ * Not public: trainers use tpx/comm.h only; the areas above comm read
+ * comm/comm_view.h. */
 #ifndef TPX_COMM_IMPL_H
 #define TPX_COMM_IMPL_H
 
 #include <stddef.h>
 
+#include "comm/comm_view.h"
 #include "device/memspace.h"
 #include "tpx/comm.h"
 
@@ -64,17 +66,9 @@ struct tpx_comm {
   const tpx__memspace *ms;
 };
 
-/* The memory space of comm's buffers (host for NULL). */
-const tpx__memspace *tpx__comm_ms(const tpx_comm *comm);
-
 /* Wrap a backend context into a new handle (NULL on out of memory; the
  * context is then NOT destroyed). */
 tpx_comm *tpx__comm_new(const tpx_comm_iface *iface, void *ctx, int rank,
                         int size);
-
-/* mpi.c: 1 when MPI is initialised with MPI_THREAD_MULTIPLE (so two
- * threads of a rank may each drive their own communicator), else 0 (also
- * without MPI). Used by the runtime to decide on its comm thread. */
-int tpx__mpi_thread_multiple(void);
 
 #endif /* TPX_COMM_IMPL_H */

@@ -3,6 +3,7 @@
  *
  * Not a backend: splitting is delegated to the world's backend. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm/comm_impl.h"
 
@@ -88,4 +89,22 @@ tpx_comm *tpx_mesh_comm_dim(const tpx_mesh_comm *mc, int dim) {
 }
 const tpx_mesh *tpx_mesh_comm_mesh(const tpx_mesh_comm *mc) {
   return mc ? mc->mesh : NULL;
+}
+
+tpx_status tpx__mesh_comm_check(tpx_mesh_comm *mc, const tpx_mesh *mesh,
+                                const char *what, tpx_error *err) {
+  if (!mc)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: mesh comm is NULL",
+                         what);
+  const tpx_mesh *b = mc->mesh;
+  int same = b && tpx_mesh_ndim(mesh) == tpx_mesh_ndim(b);
+  for (int m = 0; same && m < tpx_mesh_ndim(mesh); m++)
+    same = tpx_mesh_dim_size(mesh, m) == tpx_mesh_dim_size(b, m) &&
+           strcmp(tpx_mesh_dim_name(mesh, m), tpx_mesh_dim_name(b, m)) == 0;
+  if (!same)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: the mesh comm's mesh differs from the "
+                         "sharding's mesh (dims, names or sizes)",
+                         what);
+  return TPX_OK;
 }

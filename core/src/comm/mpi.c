@@ -18,7 +18,7 @@
 #include <mpi.h>
 #include <string.h>
 
-#include "comm/reduce.h"
+#include "device/elem.h"
 
 typedef struct mctx {
   MPI_Comm comm;

@@ -1,26 +1,26 @@
-/* device/ms_cuda_kernels.cu — the cuda memory space's kernels
- * (ms_cuda_kernels.h), compiled by nvcc through meson's cuda language when
- * CUDA + NCCL and a working nvcc are found. Each wrapper enqueues on the
- * caller's stream and returns the launch's cudaError_t; ms_cuda.c waits.
- * The math mirrors device/ms_host.c element for element (same f32 / f64
- * operations, the host's own bf16 / f16 conversions from
- * device/half_bits.h, the loss's polynomial exp); reductions (norm_acc, loss sums) combine partial sums
- * in a tree, so they are not bit-identical to the host's sequential order.
+/* device/ms_cuda_kernels.cu — the cuda memory space's kernel table
+ * (device/kernels.h: tpx__ms_cuda_kernels), compiled by nvcc through
+ * meson's cuda language when CUDA + NCCL and a working nvcc are found.
+ * Each entry enqueues on the space's stream and reports the launch.
+ * The math mirrors device/host_kernels.c element for element (same f32 /
+ * f64 operations, the host's own bf16 / f16 conversions from
+ * device/elem_bits.h, the loss's polynomial exp); reductions (norm_acc,
+ * loss sums) combine partial sums in a tree, so they are not bit-identical
+ * to the host's sequential order.
  * embed_scatter_add keeps the host's id order per column (one thread per
  * column), so duplicate ids accumulate deterministically.
  * Compile-and-link only here: no GPU runs these in the tests. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "device/half_bits.h"
+#include "device/elem_bits.h"
 #include "device/ms_cuda_kernels.h"
-#include "tpx/dtype.h"
 
 namespace {
 
 const int kThreads = 256;
 
-/* 16-bit floats through the host's bit operations (device/half_bits.h),
+/* 16-bit floats through the host's bit operations (device/elem_bits.h),
  * not __half2float / __float2half_rn, which canonicalise NaN. */
 __device__ float getf(const void *p, int dt, size_t i) {
   if (dt == TPX_DTYPE_BF16)
@@ -164,7 +164,7 @@ __global__ void k_embed_scatter_add(void *wg, int wdt, const void *g,
   }
 }
 
-/* The host's branch-free exp for x <= 0 (device/ms_host.c). */
+/* The host's branch-free exp for x <= 0 (device/host_kernels.c). */
 __device__ float exp_f32(float x) {
   x = fmaxf(x, -100.0f);
   const float shifter = 12582912.0f;
@@ -275,110 +275,141 @@ __global__ void k_logprobs(float *out, double *sum_count, const float *mx,
     }
 }
 
-cudaStream_t S(void *s) { return (cudaStream_t)s; }
+cudaStream_t S(const tpx__memspace *ms) { return (cudaStream_t)ms->stream; }
 
-int done() { return (int)cudaGetLastError(); }
+unsigned rows_grid(size_t rows) {
+  return (unsigned)(rows < 65535 ? (rows ? rows : 1) : 65535);
+}
+
+/* The launch's status, then (for now) the stream waited for: every op is
+ * complete on return (device/memspace.h). */
+tpx_status launched(const tpx__memspace *ms, const char *what,
+                    tpx_error *err) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaStreamSynchronize(S(ms));
+  if (e == cudaSuccess) return TPX_OK;
+  return tpx_error_set(err, TPX_COMM, "cuda memory space: kernel %s: %s (%s)",
+                       what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+/* ---- the kernel table (device/kernels.h): arguments checked by the
+ * wrappers in kernels.c ---- */
+
+tpx_status c_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
+                     const void *src, tpx_dtype sd, size_t n,
+                     tpx_error *err) {
+  k_convert<<<blocks_for(n), kThreads, 0, S(ms)>>>(dst, dd, src, sd, n);
+  return launched(ms, "convert", err);
+}
+
+tpx_status c_add_f32(const tpx__memspace *ms, float *dst, const void *src,
+                     tpx_dtype sd, size_t n, float div, tpx_error *err) {
+  k_add<<<blocks_for(n), kThreads, 0, S(ms)>>>(dst, src, sd, n, div);
+  return launched(ms, "add_f32", err);
+}
+
+tpx_status c_scale_f32(const tpx__memspace *ms, float *p, size_t n, float v,
+                       int divide, tpx_error *err) {
+  k_scale<<<blocks_for(n), kThreads, 0, S(ms)>>>(p, n, v, divide);
+  return launched(ms, "scale_f32", err);
+}
+
+tpx_status c_norm_acc(const tpx__memspace *ms, double *acc, const float *g,
+                      size_t n, int inf, tpx_error *err) {
+  k_norm<<<1, kThreads, 0, S(ms)>>>(acc, g, n, inf);
+  return launched(ms, "norm_acc", err);
+}
+
+tpx_status c_adamw(const tpx__memspace *ms, float *p, const float *g,
+                   float *m, float *v, size_t n, const tpx__ms_adamw *h,
+                   tpx_error *err) {
+  k_adamw<<<blocks_for(n), kThreads, 0, S(ms)>>>(p, g, m, v, n, h->decay,
+                                                 h->w1, h->b2, h->w2, h->bc2s,
+                                                 h->eps, h->step);
+  return launched(ms, "adamw", err);
+}
+
+/* Two device words (the first bad index or -1, and its id), read back:
+ * the verdict an input check needs. */
+tpx_status c_index_check(const tpx__memspace *ms, const void *ids,
+                         tpx_dtype idt, size_t n, int64_t V, int has_ignore,
+                         int64_t ignore, int64_t *bad, tpx_error *err) {
+  void *wordv = NULL;
+  tpx_status st = tpx__ms_alloc(ms, 2 * sizeof(int64_t), 0, &wordv, err);
+  if (st != TPX_OK) return st;
+  int64_t *word = (int64_t *)wordv;
+  k_index_check<<<1, kThreads, 0, S(ms)>>>(ids, idt, n, V, has_ignore,
+                                           ignore, word);
+  st = launched(ms, "index_check", err);
+  if (st == TPX_OK)
+    st = tpx__ms_copy(ms, bad, word, 2 * sizeof *word, TPX__D2H, err);
+  tpx__ms_free(ms, word);
+  return st;
+}
+
+tpx_status c_embed_lookup(const tpx__memspace *ms, void *out,
+                          const void *weight, size_t row_bytes,
+                          const void *ids, tpx_dtype idt, size_t n,
+                          const tpx__ms_rows *rows, tpx_error *err) {
+  k_embed_lookup<<<rows_grid(n), kThreads, 0, S(ms)>>>(
+      (unsigned char *)out, (const unsigned char *)weight, row_bytes, ids,
+      idt, n, rows->off, rows->len, rows->masked);
+  return launched(ms, "embed_lookup", err);
+}
+
+tpx_status c_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
+                               tpx_dtype wdt, const void *g, tpx_dtype gdt,
+                               size_t hl, const void *ids, tpx_dtype idt,
+                               size_t n, const tpx__ms_rows *rows,
+                               tpx_error *err) {
+  k_embed_scatter_add<<<blocks_for(hl), kThreads, 0, S(ms)>>>(
+      wgrad, wdt, g, gdt, hl, ids, idt, n, rows->off, rows->len,
+      rows->masked);
+  return launched(ms, "embed_scatter_add", err);
+}
+
+tpx_status c_loss_row_max(const tpx__memspace *ms, float *mx,
+                          const tpx__ms_loss *l, tpx_error *err) {
+  k_row_max<<<rows_grid(l->rows), kThreads, 0, S(ms)>>>(mx, l->logits, l->ldt,
+                                                        l->rows, l->len);
+  return launched(ms, "loss_row_max", err);
+}
+
+tpx_status c_loss_row_sums(const tpx__memspace *ms, double *se,
+                           const float *mx, const tpx__ms_loss *l,
+                           int want_tgt, tpx_error *err) {
+  k_row_sums<<<rows_grid(l->rows), kThreads, 0, S(ms)>>>(
+      se, mx, l->logits, l->ldt, l->targets, l->tdt, l->rows, l->len, l->off,
+      l->ignore, want_tgt);
+  return launched(ms, "loss_row_sums", err);
+}
+
+tpx_status c_loss_grad(const tpx__memspace *ms, void *grad, tpx_dtype gdt,
+                       const float *mx, const double *se, const float *gi,
+                       double scale, double sign, const tpx__ms_loss *l,
+                       tpx_error *err) {
+  k_loss_grad<<<rows_grid(l->rows), kThreads, 0, S(ms)>>>(
+      grad, gdt, mx, se, gi, scale, sign, l->logits, l->ldt, l->targets,
+      l->tdt, l->rows, l->len, l->off, l->ignore);
+  return launched(ms, "loss_grad", err);
+}
+
+tpx_status c_loss_logprobs(const tpx__memspace *ms, float *out,
+                           double *sum_count, const float *mx,
+                           const double *se, const tpx__ms_loss *l,
+                           tpx_error *err) {
+  k_logprobs<<<blocks_for(l->rows), kThreads, 0, S(ms)>>>(
+      out, sum_count, mx, se, l->targets, l->tdt, l->rows, l->ignore);
+  return launched(ms, "loss_logprobs", err);
+}
 
 }  // namespace
 
-extern "C" {
-
-int tpx__cuk_convert(void *stream, void *dst, int dd, const void *src, int sd,
-                     size_t n) {
-  k_convert<<<blocks_for(n), kThreads, 0, S(stream)>>>(dst, dd, src, sd, n);
-  return done();
-}
-
-int tpx__cuk_add_f32(void *stream, float *dst, const void *src, int sd,
-                     size_t n, float div) {
-  k_add<<<blocks_for(n), kThreads, 0, S(stream)>>>(dst, src, sd, n, div);
-  return done();
-}
-
-int tpx__cuk_scale_f32(void *stream, float *p, size_t n, float v,
-                       int divide) {
-  k_scale<<<blocks_for(n), kThreads, 0, S(stream)>>>(p, n, v, divide);
-  return done();
-}
-
-int tpx__cuk_norm_acc(void *stream, double *acc, const float *g, size_t n,
-                      int inf) {
-  k_norm<<<1, kThreads, 0, S(stream)>>>(acc, g, n, inf);
-  return done();
-}
-
-int tpx__cuk_adamw(void *stream, float *p, const float *g, float *m, float *v,
-                   size_t n, float decay, float w1, float b2, float w2,
-                   float bc2s, float eps, float step) {
-  k_adamw<<<blocks_for(n), kThreads, 0, S(stream)>>>(p, g, m, v, n, decay, w1,
-                                                     b2, w2, bc2s, eps, step);
-  return done();
-}
-
-int tpx__cuk_index_check(void *stream, const void *ids, int idt, size_t n,
-                         int64_t V, int has_ignore, int64_t ignore,
-                         int64_t *bad) {
-  k_index_check<<<1, kThreads, 0, S(stream)>>>(ids, idt, n, V, has_ignore,
-                                               ignore, bad);
-  return done();
-}
-
-int tpx__cuk_embed_lookup(void *stream, void *out, const void *weight,
-                          size_t row_bytes, const void *ids, int idt,
-                          size_t n, int64_t off, int64_t len, int masked) {
-  unsigned grid = (unsigned)(n < 65535 ? (n ? n : 1) : 65535);
-  k_embed_lookup<<<grid, kThreads, 0, S(stream)>>>(
-      (unsigned char *)out, (const unsigned char *)weight, row_bytes, ids,
-      idt, n, off, len, masked);
-  return done();
-}
-
-int tpx__cuk_embed_scatter_add(void *stream, void *wgrad, int wdt,
-                               const void *g, int gdt, size_t hl,
-                               const void *ids, int idt, size_t n,
-                               int64_t off, int64_t len, int masked) {
-  k_embed_scatter_add<<<blocks_for(hl), kThreads, 0, S(stream)>>>(
-      wgrad, wdt, g, gdt, hl, ids, idt, n, off, len, masked);
-  return done();
-}
-
-int tpx__cuk_loss_row_max(void *stream, float *mx, const void *logits,
-                          int ldt, size_t rows, size_t len) {
-  unsigned grid = (unsigned)(rows < 65535 ? (rows ? rows : 1) : 65535);
-  k_row_max<<<grid, kThreads, 0, S(stream)>>>(mx, logits, ldt, rows, len);
-  return done();
-}
-
-int tpx__cuk_loss_row_sums(void *stream, double *se, const float *mx,
-                           const void *logits, int ldt, const void *targets,
-                           int tdt, size_t rows, size_t len, int64_t off,
-                           int64_t ignore, int want_tgt) {
-  unsigned grid = (unsigned)(rows < 65535 ? (rows ? rows : 1) : 65535);
-  k_row_sums<<<grid, kThreads, 0, S(stream)>>>(se, mx, logits, ldt, targets,
-                                               tdt, rows, len, off, ignore,
-                                               want_tgt);
-  return done();
-}
-
-int tpx__cuk_loss_grad(void *stream, void *grad, int gdt, const float *mx,
-                       const double *se, const float *gi, double scale,
-                       double sign, const void *logits, int ldt,
-                       const void *targets, int tdt, size_t rows, size_t len,
-                       int64_t off, int64_t ignore) {
-  unsigned grid = (unsigned)(rows < 65535 ? (rows ? rows : 1) : 65535);
-  k_loss_grad<<<grid, kThreads, 0, S(stream)>>>(grad, gdt, mx, se, gi, scale,
-                                                sign, logits, ldt, targets,
-                                                tdt, rows, len, off, ignore);
-  return done();
-}
-
-int tpx__cuk_loss_logprobs(void *stream, float *out, double *sum_count,
-                           const float *mx, const double *se,
-                           const void *targets, int tdt, size_t rows,
-                           int64_t ignore) {
-  k_logprobs<<<blocks_for(rows), kThreads, 0, S(stream)>>>(
-      out, sum_count, mx, se, targets, tdt, rows, ignore);
-  return done();
-}
-
-}  // extern "C"
+/* In the order of struct tpx__ms_kernels (C++17: no designators). */
+extern "C" const tpx__ms_kernels tpx__ms_cuda_kernels = {
+    c_convert,      c_add_f32,      c_scale_f32,
+    c_norm_acc,     c_adamw,        c_index_check,
+    c_embed_lookup, c_embed_scatter_add,
+    c_loss_row_max, c_loss_row_sums, c_loss_grad,
+    c_loss_logprobs,
+};

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/grow.h"
 #include "model/config.h"
 #include "model/model_impl.h"
 
@@ -81,17 +82,9 @@ static int rewrite_nonfinite(const char *text, size_t len, char **out,
       continue;
     size_t rlen = strlen(repl);
     size_t need = pos + (i - copied) + rlen + (len - i) + 1;
-    if (need > cap) {
-      size_t ncap = cap ? cap : len + 64;
-      while (ncap < need)
-        ncap *= 2;
-      char *nb = realloc(buf, ncap);
-      if (nb == NULL) {
-        free(buf);
-        return -1;
-      }
-      buf = nb;
-      cap = ncap;
+    if (TPX_GROW(buf, cap, need, len + 64)) {
+      free(buf);
+      return -1;
     }
     memcpy(buf + pos, text + copied, i - copied);
     pos += i - copied;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/grow.h"
 #include "model/model_impl.h"
 #include "model/strmap.h"
 #include "tpx/model.h"
@@ -484,16 +485,8 @@ static size_t common_prefix(const char *a, const char *b, size_t n) {
 }
 
 static int chain_set(tpx_model *model, size_t depth, int64_t module) {
-  if (depth >= model->chain_cap) {
-    size_t cap = model->chain_cap ? model->chain_cap * 2 : 16;
-    while (cap <= depth)
-      cap *= 2;
-    int64_t *c = realloc(model->chain, cap * sizeof *c);
-    if (c == NULL)
-      return -1;
-    model->chain = c;
-    model->chain_cap = cap;
-  }
+  if (TPX_GROW(model->chain, model->chain_cap, depth + 1, 16))
+    return -1;
   model->chain[depth] = module;
   model->chain_len = depth + 1;
   model->last_module = module;

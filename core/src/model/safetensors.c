@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/grow.h"
 #include "model/config.h"
 #include "model/expert_fold.h"
 #include "model/model_impl.h"
@@ -304,15 +305,9 @@ tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
                          path, key);
       break;
     }
-    if (l->n == l->cap) {
-      size_t cap = l->cap ? l->cap * 2 : 256;
-      tpx__st_tensor *t = realloc(l->t, cap * sizeof *t);
-      if (t == NULL) {
-        st = oom(err);
-        break;
-      }
-      l->t = t;
-      l->cap = cap;
+    if (TPX_GROW(l->t, l->cap, l->n + 1, 256)) {
+      st = oom(err);
+      break;
     }
     tpx__st_tensor *t = &l->t[l->n];
     memset(t, 0, sizeof *t);

@@ -144,16 +144,6 @@ int tpx__strmap_put(tpx__strmap *map, const char *key, size_t len,
                            existing);
 }
 
-void tpx__strmap_prefetch(const tpx__strmap *map, uint64_t hash) {
-#if defined(__GNUC__)
-  if (map->cap != 0)
-    __builtin_prefetch(&map->slots[(size_t)(uint32_t)hash & (map->cap - 1)]);
-#else
-  (void)map;
-  (void)hash;
-#endif
-}
-
 int tpx__strmap_set(tpx__strmap *map, const char *key, size_t len,
                     int64_t value) {
   if (len >= UINT32_MAX || tpx__strmap_reserve(map, map->count + 1) != 0)

@@ -66,11 +66,8 @@ static inline size_t tpx__strmap_count(const tpx__strmap *map) {
 }
 
 /* The hash used by the map. The _h variants below take it precomputed, so a
- * caller that probes the same key twice (find, then put) hashes it once, and
- * can prefetch the slot early: in maps of millions of keys every probe is a
- * cache miss, and overlapping two misses halves their cost. */
+ * caller that probes the same key twice (find, then put) hashes it once. */
 uint64_t tpx__strmap_hash(const char *key, size_t len);
-void tpx__strmap_prefetch(const tpx__strmap *map, uint64_t hash);
 int tpx__strmap_put_h(tpx__strmap *map, const char *key, size_t len,
                       uint64_t hash, int64_t value, int64_t *existing);
 int tpx__strmap_find_h(const tpx__strmap *map, const char *key, size_t len,

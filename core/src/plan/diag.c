@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "tpx/diag.h"
 
 typedef struct diag_item {
@@ -49,13 +50,8 @@ tpx_status tpx_diag_add(tpx_diag_list *list, tpx_diag_level level,
   if (mlen < 0) return TPX_INVALID_ARGUMENT;
   size_t lc = strlen(code) + 1, ls = strlen(subject) + 1,
          lm = (size_t)mlen + 1, lf = strlen(fix) + 1;
-  if (list->count == list->cap) {
-    size_t cap = list->cap ? list->cap * 2 : 8;
-    diag_item *it = realloc(list->items, cap * sizeof *it);
-    if (!it) return TPX_NO_MEMORY;
-    list->items = it;
-    list->cap = cap;
-  }
+  if (TPX_GROW(list->items, list->cap, list->count + 1, 8))
+    return TPX_NO_MEMORY;
   char *block = malloc(lc + ls + lm + lf);
   if (!block) return TPX_NO_MEMORY;
   diag_item *d = &list->items[list->count];

@@ -1,6 +1,6 @@
 /* hf_style.c — Hugging Face tp-plan strings to tpx styles, as NeMo
- * Automodel does it (spec/plans.md §4.2 get_hf_tp_shard_plan and §4.4
- * translate_to_torch_parallel_style).
+ * Automodel does it (docs/SEMANTICS.md "Plans and matching": the HF plan
+ * of a model and the translation of its style strings).
  *
  * Accepted: colwise, rowwise, colwise_rep, rowwise_rep, sequence_parallel.
  * Dropped: replicated_with_grad_allreduce (translator returns None), and the

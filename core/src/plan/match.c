@@ -1,5 +1,5 @@
 /* match.c — resolve plan keys against a model's module tree with torch >= 2.9
- * parallelize_module semantics (spec/torch-semantics.md §3): atom-by-atom
+ * parallelize_module semantics (docs/SEMANTICS.md "Plans and matching"): atom-by-atom
  * fnmatch over named_children in insertion order, "" = the root. Reports
  * unmatched and doubly-matched keys as diagnostics.
  *
@@ -12,18 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "model/model_view.h"
+#include "model/strmap.h"
+#include "plan/match_internal.h"
 #include "plan/plan_internal.h"
 #include "tpx/match.h"
-
-struct tpx_match {
-  size_t nentries;
-  size_t *off;  /* [nentries + 1]: entry e's modules are mods[off[e]..off[e+1]) */
-  int64_t *mods;
-  size_t nmods, capmods;
-  int64_t nmodules;
-  int64_t *module_entry; /* [nmodules]: first entry applied, or -1 */
-};
 
 /* ---- atom matching (Python fnmatch semantics) ---- */
 
@@ -175,15 +169,9 @@ static void frame_enter(walk_ctx *w, walk_frame *f, int64_t module) {
 
 static void record(walk_ctx *w, int64_t module) {
   tpx_match *m = w->m;
-  if (m->nmods == m->capmods) {
-    size_t cap = m->capmods ? m->capmods * 2 : 64;
-    int64_t *nm = realloc(m->mods, cap * sizeof *nm);
-    if (!nm) {
-      w->oom = 1;
-      return;
-    }
-    m->mods = nm;
-    m->capmods = cap;
+  if (TPX_GROW(m->mods, m->capmods, m->nmods + 1, 64)) {
+    w->oom = 1;
+    return;
   }
   m->mods[m->nmods++] = module;
 }
@@ -248,15 +236,9 @@ typedef struct group_key {
 } group_key;
 
 static void group_push(walk_ctx *w, group_key *g, int64_t module) {
-  if (g->n == g->cap) {
-    size_t cap = g->cap ? g->cap * 2 : 16;
-    int64_t *nm = realloc(g->mods, cap * sizeof *nm);
-    if (!nm) {
-      w->oom = 1;
-      return;
-    }
-    g->mods = nm;
-    g->cap = cap;
+  if (TPX_GROW(g->mods, g->cap, g->n + 1, 16)) {
+    w->oom = 1;
+    return;
   }
   g->mods[g->n++] = module;
 }
@@ -450,321 +432,6 @@ static void report_duplicates(const tpx_plan *plan, const tpx_model *model,
   }
 }
 
-/* ---- replicated-by-omission ----
- *
- * A parameter whose module no key covers (no key matches the module or any
- * of its ancestors), while a sibling module (same parent) is sharded by a colwise/rowwise-family key and holds a parameter
- * of the same name and shape: most likely a key forgotten from the plan
- * (e.g. v_proj next to sharded q_proj / k_proj). Reported once per
- * generalized name (numeric atoms as '*', so one line per layer stack). */
-
-typedef struct omission {
-  char *general;         /* "model.layers.*.self_attn.v_proj.weight" */
-  int64_t param;         /* first parameter seen */
-  int64_t sibling_param; /* its same-shaped sharded sibling */
-  size_t entry;          /* the key sharding the sibling */
-  size_t count;
-} omission;
-
-typedef struct omission_set {
-  omission *items;
-  size_t count, cap;
-  int64_t *slots;
-  size_t nslots;
-  int oom;
-} omission_set;
-
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-  return h;
-}
-
-/* The FQN with every all-digit atom replaced by '*'. */
-static char *generalize(const char *fqn) {
-  size_t n = strlen(fqn);
-  char *g = malloc(n + 1);
-  if (!g) return NULL;
-  size_t o = 0;
-  const char *a = fqn;
-  for (;;) {
-    const char *dot = strchr(a, '.');
-    size_t len = dot ? (size_t)(dot - a) : strlen(a);
-    int digits = len > 0;
-    for (size_t i = 0; i < len; i++)
-      if (a[i] < '0' || a[i] > '9') digits = 0;
-    if (digits) {
-      g[o++] = '*';
-    } else {
-      memcpy(g + o, a, len);
-      o += len;
-    }
-    if (!dot) break;
-    g[o++] = '.';
-    a = dot + 1;
-  }
-  g[o] = '\0';
-  return g;
-}
-
-static void omission_add(omission_set *os, const char *fqn, int64_t param,
-                         int64_t sibling_param, size_t entry) {
-  if (os->oom) return;
-  char *g = generalize(fqn);
-  if (!g) {
-    os->oom = 1;
-    return;
-  }
-  uint64_t h = hash_str(g);
-  if (os->nslots) {
-    size_t mask = os->nslots - 1;
-    for (size_t i = (size_t)h & mask; os->slots[i] >= 0; i = (i + 1) & mask) {
-      omission *o = &os->items[os->slots[i]];
-      if (strcmp(o->general, g) == 0) {
-        o->count++;
-        free(g);
-        return;
-      }
-    }
-  }
-  if (os->count == os->cap) {
-    size_t cap = os->cap ? os->cap * 2 : 16;
-    omission *it = realloc(os->items, cap * sizeof *it);
-    if (!it) {
-      free(g);
-      os->oom = 1;
-      return;
-    }
-    os->items = it;
-    os->cap = cap;
-  }
-  if ((os->count + 1) * 2 > os->nslots) {
-    size_t n = os->nslots ? os->nslots * 2 : 32;
-    int64_t *sl = malloc(n * sizeof *sl);
-    if (!sl) {
-      free(g);
-      os->oom = 1;
-      return;
-    }
-    for (size_t i = 0; i < n; i++) sl[i] = -1;
-    for (size_t k = 0; k < os->count; k++) {
-      size_t i = (size_t)hash_str(os->items[k].general) & (n - 1);
-      while (sl[i] >= 0) i = (i + 1) & (n - 1);
-      sl[i] = (int64_t)k;
-    }
-    free(os->slots);
-    os->slots = sl;
-    os->nslots = n;
-  }
-  omission *o = &os->items[os->count];
-  o->general = g;
-  o->param = param;
-  o->sibling_param = sibling_param;
-  o->entry = entry;
-  o->count = 1;
-  size_t i = (size_t)h & (os->nslots - 1);
-  while (os->slots[i] >= 0) i = (i + 1) & (os->nslots - 1);
-  os->slots[i] = (int64_t)os->count++;
-}
-
-static int shards_params(const tpx_style *s) {
-  switch (s->kind) {
-  case TPX_STYLE_COLWISE:
-  case TPX_STYLE_ROWWISE:
-  case TPX_STYLE_VOCAB_PARALLEL_EMBEDDING:
-  case TPX_STYLE_GEMMA4_VOCAB_PARALLEL_EMBEDDING:
-  case TPX_STYLE_GEMMA4_ROWWISE_PARALLEL:
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-static void format_shape(const tpx_param_info *p, char *buf, size_t size) {
-  size_t len = 0;
-  buf[0] = '\0';
-  len += (size_t)snprintf(buf, size, "[");
-  for (int i = 0; i < p->ndim && len < size; i++)
-    len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "",
-                            (long long)p->shape[i]);
-  if (len < size) snprintf(buf + len, size - len, "]");
-}
-
-/* covered[mod] = 1 when `mod` or one of its ancestors is matched by a key.
- * torch's distribute_module runs its partition function for every submodule
- * of a styled module, so a parameter below a styled ancestor is placed by
- * that key (the report's plan_key says so) and is not "omitted". Memoized
- * walk up the parents; no recursion. */
-static uint8_t *covered_modules(const tpx_match *m, const tpx_model *model) {
-  int64_t nmod = m->nmodules;
-  uint8_t *cov = malloc((size_t)nmod); /* 0 no, 1 yes, 2 unknown */
-  int64_t *chain = malloc((size_t)nmod * sizeof *chain);
-  if (!cov || !chain) {
-    free(cov);
-    free(chain);
-    return NULL;
-  }
-  for (int64_t i = 0; i < nmod; i++) cov[i] = m->module_entry[i] >= 0 ? 1 : 2;
-  for (int64_t i = 0; i < nmod; i++) {
-    size_t n = 0;
-    int64_t x = i;
-    uint8_t v = 0;
-    while (x >= 0 && x < nmod && cov[x] == 2 && n < (size_t)nmod) {
-      chain[n++] = x;
-      x = tpx__mv_parent(model, x);
-    }
-    if (x >= 0 && x < nmod && cov[x] != 2) v = cov[x];
-    while (n) cov[chain[--n]] = v;
-  }
-  free(chain);
-  return cov;
-}
-
-/* Parameters of module `mod` in index order (the model keeps them newest
- * first) into *buf, grown as needed; their count, or SIZE_MAX when out of
- * memory. */
-static size_t module_params(const tpx_model *model, int64_t mod,
-                            int64_t **buf, size_t *cap) {
-  size_t n = 0;
-  for (int64_t q = tpx__mv_module(model, mod)->first_param; q >= 0;
-       q = tpx__mv_param(model, q)->next_param)
-    n++;
-  if (n > *cap) {
-    int64_t *b = realloc(*buf, n * sizeof *b);
-    if (!b) return SIZE_MAX;
-    *buf = b;
-    *cap = n;
-  }
-  size_t i = n;
-  for (int64_t q = tpx__mv_module(model, mod)->first_param; q >= 0;
-       q = tpx__mv_param(model, q)->next_param)
-    (*buf)[--i] = q;
-  return n;
-}
-
-static int same_param_shape(const tpx_model *model, const tpx__param *a,
-                            const tpx__param *b) {
-  return a->ndim == b->ndim &&
-         (a->ndim == 0 ||
-          memcmp(tpx__mv_shape(model, a), tpx__mv_shape(model, b),
-                 a->ndim * sizeof(int64_t)) == 0);
-}
-
-/* Modules that a colwise/rowwise-family key covers; "some child of this
- * parent is sharded" is the cheap filter before looking at parameters,
- * which are read per module from the model's lists. */
-static tpx_status check_omissions(const tpx_match *m, const tpx_plan *plan,
-                                  const tpx_model *model,
-                                  tpx_diag_list *diags) {
-  size_t np = tpx_model_num_params(model);
-  int64_t nmod = m->nmodules;
-  if (np == 0 || nmod <= 0) return TPX_OK;
-  /* Parents with at least one sharded child. */
-  uint8_t *hot = calloc((size_t)nmod, 1);
-  uint8_t *covered = NULL;
-  int64_t *mine = NULL, *theirs = NULL;
-  size_t cap_mine = 0, cap_theirs = 0;
-  omission_set os;
-  memset(&os, 0, sizeof os);
-  tpx_status st = TPX_OK;
-  if (!hot) return TPX_NO_MEMORY;
-  int any = 0;
-  for (int64_t mod = 0; mod < nmod; mod++) {
-    int64_t e = m->module_entry[mod];
-    if (e < 0 || !shards_params(tpx__plan_style(plan, (size_t)e))) continue;
-    int64_t parent = tpx__mv_parent(model, mod);
-    if (parent >= 0 && parent < nmod) {
-      hot[parent] = 1;
-      any = 1;
-    }
-  }
-  if (!any) goto done;
-  covered = covered_modules(m, model);
-  if (!covered) {
-    st = TPX_NO_MEMORY;
-    goto done;
-  }
-  for (int64_t mod = 0; mod < nmod && !os.oom; mod++) {
-    if (covered[mod]) continue;
-    int64_t parent = tpx__mv_parent(model, mod);
-    if (parent < 0 || parent >= nmod || !hot[parent] ||
-        tpx__mv_module(model, mod)->first_param < 0)
-      continue;
-    const tpx__module *pm = tpx__mv_module(model, parent);
-    size_t nmine = module_params(model, mod, &mine, &cap_mine);
-    if (nmine == SIZE_MAX) {
-      os.oom = 1;
-      break;
-    }
-    for (size_t pi = 0; pi < nmine && !os.oom; pi++) {
-      const tpx__param *p = tpx__mv_param(model, mine[pi]);
-      if (p->tied_to >= 0) continue; /* follows the tensor it aliases */
-      int found = 0;
-      for (size_t c = 0; c < pm->num_children && !found && !os.oom; c++) {
-        int64_t sib = pm->children[c];
-        if (sib < 0 || sib >= nmod || sib == mod) continue;
-        int64_t e = m->module_entry[sib];
-        if (e < 0 || !shards_params(tpx__plan_style(plan, (size_t)e)))
-          continue;
-        size_t ntheirs = module_params(model, sib, &theirs, &cap_theirs);
-        if (ntheirs == SIZE_MAX) {
-          os.oom = 1;
-          break;
-        }
-        for (size_t si = 0; si < ntheirs; si++) {
-          const tpx__param *q = tpx__mv_param(model, theirs[si]);
-          if (strcmp(tpx__mv_param_name(q), tpx__mv_param_name(p)) == 0 &&
-              same_param_shape(model, p, q)) {
-            omission_add(&os, p->fqn, mine[pi], theirs[si], (size_t)e);
-            found = 1;
-            break;
-          }
-        }
-      }
-    }
-  }
-  if (os.oom) {
-    st = TPX_NO_MEMORY;
-    goto done;
-  }
-  for (size_t k = 0; k < os.count && diags; k++) {
-    const omission *o = &os.items[k];
-    tpx_param_info p, q;
-    if (tpx_model_param(model, o->param, &p, NULL) != TPX_OK ||
-        tpx_model_param(model, o->sibling_param, &q, NULL) != TPX_OK)
-      continue;
-    const char *mod = tpx_model_module_fqn(model, p.module);
-    char shape[160], more[64] = "", fix[768];
-    format_shape(&p, shape, sizeof shape);
-    if (o->count > 1)
-      snprintf(more, sizeof more, " (and %zu more like it)", o->count - 1);
-    char *gmod = generalize(mod ? mod : "");
-    snprintf(fix, sizeof fix,
-             "add a plan key for '%s' (as for its sibling), or ignore this "
-             "if it is meant to stay replicated",
-             gmod ? gmod : (mod ? mod : ""));
-    free(gmod);
-    tpx_diag_add(diags, TPX_DIAG_WARNING, "replicated-by-omission",
-                 o->general, fix,
-                 "parameter '%s' %s stays replicated: no plan key covers "
-                 "module '%s', while its sibling '%s' of the same shape is "
-                 "sharded by '%s' (%s)%s",
-                 p.fqn, shape, mod ? mod : "", q.fqn,
-                 tpx__plan_key(plan, o->entry),
-                 tpx_style_kind_name(tpx__plan_style(plan, o->entry)->kind),
-                 more);
-  }
-done:
-  for (size_t k = 0; k < os.count; k++) free(os.items[k].general);
-  free(os.items);
-  free(os.slots);
-  free(hot);
-  free(covered);
-  free(mine);
-  free(theirs);
-  return st;
-}
-
 /* ---- public ---- */
 
 static tpx_status split_key(const char *key, walk_ctx *w, char **buf,
@@ -808,6 +475,158 @@ static tpx_status split_key(const char *key, walk_ctx *w, char **buf,
   return TPX_OK;
 }
 
+/* The scratch of one tpx_match_plan call. */
+typedef struct match_run {
+  const tpx_plan *plan;
+  tpx_diag_list *diags;
+  walk_ctx w;
+  char *keybuf;        /* the atoms of the key being walked */
+  size_t cap_atoms;
+  group_key *gkeys;    /* [ne] each key's last atom and its matches */
+  size_t *members;     /* [ne] one group's entries */
+  int64_t *next;       /* [ne] the next entry of the same group, or -1 */
+  conflict *cs;        /* duplicate matches of the current entry */
+  size_t ncs, capcs;
+  int64_t *slot;       /* [ne] entry -> index in cs, or -1 */
+} match_run;
+
+static void match_run_free(match_run *r, size_t ne) {
+  free(r->keybuf);
+  free(r->w.atoms);
+  free(r->w.magic);
+  free(r->w.alen);
+  free(r->w.frames);
+  free(r->cs);
+  free(r->slot);
+  for (size_t e = 0; r->gkeys && e < ne; e++) free(r->gkeys[e].mods);
+  free(r->gkeys);
+  free(r->members);
+  free(r->next);
+}
+
+static void group_key_init(group_key *g, const char *key) {
+  const char *d = strrchr(key, '.');
+  g->atom = d ? d + 1 : key;
+  g->len = strlen(g->atom);
+  g->magic = !atom_has_magic(g->atom)              ? 0
+             : g->atom[strspn(g->atom, "*")] == '\0' ? 2
+                                                     : 1;
+}
+
+/* Every non-empty key's modules, walked by groups of keys that share all
+ * but the last atom (see walk_group). The groups are found in one pass
+ * with a map from the shared prefix to the group's first entry, so a plan
+ * of n entries costs O(n) here, not O(n^2). A key without a dot has the
+ * empty prefix; a key with one never does (keys have no empty atoms). */
+static tpx_status walk_groups(match_run *r, size_t ne, tpx_error *err) {
+  tpx__strmap heads = TPX__STRMAP_INIT;
+  int64_t *tail = malloc((ne ? ne : 1) * sizeof *tail);
+  tpx_status st = TPX_OK;
+  if (!tail) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  for (size_t e = 0; e < ne; e++) {
+    const char *key = tpx__plan_key(r->plan, e);
+    r->next[e] = -1;
+    tail[e] = -1;
+    if (key[0] == '\0') continue;
+    const char *ld = strrchr(key, '.');
+    size_t plen = ld ? (size_t)(ld - key) : 0;
+    int64_t head = -1;
+    group_key_init(&r->gkeys[e], key);
+    if (tpx__strmap_find(&heads, key, plen, &head)) {
+      r->next[tail[head]] = (int64_t)e;
+      tail[head] = (int64_t)e;
+    } else if (tpx__strmap_set(&heads, key, plen, (int64_t)e) != 0) {
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+      break;
+    } else {
+      tail[e] = (int64_t)e;
+    }
+  }
+  /* Walk each group once, in the order of its first entry. */
+  for (size_t e = 0; e < ne && st == TPX_OK && r->w.m->nmodules > 0; e++) {
+    if (tail[e] < 0) continue; /* not a group's first entry */
+    st = split_key(tpx__plan_key(r->plan, e), &r->w, &r->keybuf,
+                   &r->cap_atoms, err);
+    if (st != TPX_OK) break;
+    size_t nmem = 0;
+    for (int64_t k = (int64_t)e; k >= 0; k = r->next[k])
+      r->members[nmem++] = (size_t)k;
+    walk_group(&r->w, r->gkeys, r->members, nmem);
+    if (r->w.oom)
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  }
+  free(tail);
+  tpx__strmap_free(&heads);
+  return st;
+}
+
+/* Entry e's matches into m->mods (taken from its group walk), its
+ * unmatched-key diagnostic, and duplicate-match against earlier entries. */
+static tpx_status collect_entry(match_run *r, size_t e, tpx_error *err) {
+  walk_ctx *w = &r->w;
+  tpx_match *m = w->m;
+  const tpx_plan *plan = r->plan;
+  const char *key = tpx__plan_key(plan, e);
+  int64_t nmod = m->nmodules;
+  size_t start = m->nmods;
+  m->off[e] = start;
+  w->fail_module = -1;
+  w->fail_depth = 0;
+  if (key[0] == '\0') {
+    if (nmod > 0) record(w, 0);
+  } else if (r->gkeys[e].n) {
+    group_key *g = &r->gkeys[e];
+    if (TPX_GROW(m->mods, m->capmods, m->nmods + g->n, 64)) goto oom;
+    memcpy(m->mods + m->nmods, g->mods, g->n * sizeof *g->mods);
+    m->nmods += g->n;
+    free(g->mods);
+    g->mods = NULL;
+  }
+  if (w->oom) goto oom;
+  size_t cnt = m->nmods - start;
+  if (cnt == 0 && r->diags && key[0] != '\0' && nmod > 0) {
+    /* Where the key's own walk stops, for the message (matches none). */
+    tpx_status st = split_key(key, w, &r->keybuf, &r->cap_atoms, err);
+    if (st != TPX_OK) return st;
+    walk(w, 0);
+    if (w->oom) goto oom;
+  }
+  if (cnt == 0 && r->diags) {
+    if (key[0] == '\0' || nmod <= 0 || w->fail_module < 0) {
+      tpx_diag_add(r->diags,
+                   tpx__plan_optional(plan, e) ? TPX_DIAG_INFO
+                                               : TPX_DIAG_ERROR,
+                   "unmatched-key", key, "the model has no modules",
+                   "plan key '%s' matches no module", key);
+    } else {
+      report_unmatched(w, r->diags, key, tpx__plan_optional(plan, e));
+    }
+  }
+  r->ncs = 0;
+  for (size_t i = start; i < m->nmods; i++) {
+    int64_t mod = m->mods[i];
+    int64_t prev = m->module_entry[mod];
+    if (prev < 0) {
+      m->module_entry[mod] = (int64_t)e;
+      continue;
+    }
+    if (r->slot[prev] < 0) {
+      if (TPX_GROW(r->cs, r->capcs, r->ncs + 1, 8)) goto oom;
+      r->cs[r->ncs].other = prev;
+      r->cs[r->ncs].first_module = mod;
+      r->cs[r->ncs].count = 0;
+      r->slot[prev] = (int64_t)r->ncs++;
+    }
+    r->cs[r->slot[prev]].count++;
+  }
+  if (r->ncs && r->diags)
+    report_duplicates(plan, w->model, e, r->cs, r->ncs, r->diags);
+  for (size_t i = 0; i < r->ncs; i++) r->slot[r->cs[i].other] = -1;
+  return TPX_OK;
+oom:
+  return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+}
+
 tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
                           tpx_match **out, tpx_diag_list *diags,
                           tpx_error *err) {
@@ -819,161 +638,46 @@ tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_match_plan: NULL plan or model");
   size_t ne = tpx_plan_size(plan);
+  size_t ne1 = ne ? ne : 1;
   int64_t nmod = (int64_t)tpx_model_num_modules(model);
   tpx_match *m = calloc(1, sizeof *m);
-  walk_ctx w;
-  memset(&w, 0, sizeof w);
-  conflict *cs = NULL;
-  int64_t *slot = NULL;
-  char *keybuf = NULL;
-  group_key *gkeys = NULL;
-  size_t *members = NULL;
-  uint8_t *grouped = NULL;
-  size_t cap_atoms = 0, ncs = 0, capcs = 0;
+  match_run r;
+  memset(&r, 0, sizeof r);
   tpx_status st = TPX_OK;
   if (!m) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  r.plan = plan;
+  r.diags = diags;
+  r.w.model = model;
+  r.w.m = m;
   m->nentries = ne;
   m->nmodules = nmod;
   m->off = calloc(ne + 1, sizeof *m->off);
   m->module_entry = malloc((size_t)(nmod > 0 ? nmod : 1) * sizeof(int64_t));
-  slot = malloc((ne ? ne : 1) * sizeof *slot);
-  if (!m->off || !m->module_entry || !slot) goto oom;
+  r.slot = malloc(ne1 * sizeof *r.slot);
+  r.gkeys = calloc(ne1, sizeof *r.gkeys);
+  r.members = malloc(ne1 * sizeof *r.members);
+  r.next = malloc(ne1 * sizeof *r.next);
+  if (!m->off || !m->module_entry || !r.slot || !r.gkeys || !r.members ||
+      !r.next) {
+    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+    goto done;
+  }
   for (int64_t i = 0; i < nmod; i++) m->module_entry[i] = -1;
-  for (size_t i = 0; i < ne; i++) slot[i] = -1;
-  w.model = model;
-  w.m = m;
-
-  gkeys = calloc(ne ? ne : 1, sizeof *gkeys);
-  members = malloc((ne ? ne : 1) * sizeof *members);
-  grouped = calloc(ne ? ne : 1, 1);
-  if (!gkeys || !members || !grouped) goto oom;
-  /* Every non-empty key's modules, walked by groups (see walk_group). */
-  for (size_t e = 0; e < ne && nmod > 0; e++) {
-    const char *key = tpx__plan_key(plan, e);
-    if (key[0] == '\0' || grouped[e]) continue;
-    st = split_key(key, &w, &keybuf, &cap_atoms, err);
-    if (st != TPX_OK) goto fail;
-    const char *ld = strrchr(key, '.');
-    size_t plen = ld ? (size_t)(ld - key) : 0, nmem = 0;
-    for (size_t e2 = e; e2 < ne; e2++) {
-      const char *k2 = tpx__plan_key(plan, e2);
-      const char *d2 = strrchr(k2, '.');
-      if (k2[0] == '\0' || grouped[e2] || (ld == NULL) != (d2 == NULL) ||
-          (ld && ((size_t)(d2 - k2) != plen || memcmp(k2, key, plen) != 0)))
-        continue;
-      group_key *g = &gkeys[e2];
-      g->atom = d2 ? d2 + 1 : k2;
-      g->len = strlen(g->atom);
-      g->magic = !atom_has_magic(g->atom)              ? 0
-                 : g->atom[strspn(g->atom, "*")] == '\0' ? 2
-                                                         : 1;
-      grouped[e2] = 1;
-      members[nmem++] = e2;
-    }
-    walk_group(&w, gkeys, members, nmem);
-    if (w.oom) goto oom;
-  }
-
-  for (size_t e = 0; e < ne; e++) {
-    const char *key = tpx__plan_key(plan, e);
-    size_t start = m->nmods;
-    m->off[e] = start;
-    w.fail_module = -1;
-    w.fail_depth = 0;
-    if (key[0] == '\0') {
-      if (nmod > 0) record(&w, 0);
-    } else if (gkeys[e].n) {
-      group_key *g = &gkeys[e];
-      if (m->capmods - m->nmods < g->n) {
-        size_t cap = m->capmods ? m->capmods : 64;
-        while (cap - m->nmods < g->n) cap *= 2;
-        int64_t *nm = realloc(m->mods, cap * sizeof *nm);
-        if (!nm) goto oom;
-        m->mods = nm;
-        m->capmods = cap;
-      }
-      memcpy(m->mods + m->nmods, g->mods, g->n * sizeof *g->mods);
-      m->nmods += g->n;
-      free(g->mods);
-      g->mods = NULL;
-    }
-    if (w.oom) goto oom;
-    size_t cnt = m->nmods - start;
-    if (cnt == 0 && diags && key[0] != '\0' && nmod > 0) {
-      /* Where the key's own walk stops, for the message (matches none). */
-      st = split_key(key, &w, &keybuf, &cap_atoms, err);
-      if (st != TPX_OK) goto fail;
-      walk(&w, 0);
-      if (w.oom) goto oom;
-    }
-    if (cnt == 0 && diags) {
-      if (key[0] == '\0' || nmod <= 0 || w.fail_module < 0) {
-        tpx_diag_add(diags,
-                     tpx__plan_optional(plan, e) ? TPX_DIAG_INFO
-                                                 : TPX_DIAG_ERROR,
-                     "unmatched-key", key, "the model has no modules",
-                     "plan key '%s' matches no module", key);
-      } else {
-        report_unmatched(&w, diags, key, tpx__plan_optional(plan, e));
-      }
-    }
-    ncs = 0;
-    for (size_t i = start; i < m->nmods; i++) {
-      int64_t mod = m->mods[i];
-      int64_t prev = m->module_entry[mod];
-      if (prev < 0) {
-        m->module_entry[mod] = (int64_t)e;
-        continue;
-      }
-      if (slot[prev] < 0) {
-        if (ncs == capcs) {
-          size_t cap = capcs ? capcs * 2 : 8;
-          conflict *nc = realloc(cs, cap * sizeof *nc);
-          if (!nc) goto oom;
-          cs = nc;
-          capcs = cap;
-        }
-        cs[ncs].other = prev;
-        cs[ncs].first_module = mod;
-        cs[ncs].count = 0;
-        slot[prev] = (int64_t)ncs++;
-      }
-      cs[slot[prev]].count++;
-    }
-    if (ncs && diags) report_duplicates(plan, model, e, cs, ncs, diags);
-    for (size_t i = 0; i < ncs; i++) slot[cs[i].other] = -1;
-  }
+  for (size_t i = 0; i < ne; i++) r.slot[i] = -1;
+  st = walk_groups(&r, ne, err);
+  for (size_t e = 0; e < ne && st == TPX_OK; e++) st = collect_entry(&r, e, err);
   m->off[ne] = m->nmods;
-  if (diags && check_omissions(m, plan, model, diags) != TPX_OK) goto oom;
-  free(keybuf);
-  free(w.atoms);
-  free(w.magic);
-  free(w.alen);
-  free(w.frames);
-  free(cs);
-  free(slot);
-  for (size_t e = 0; gkeys && e < ne; e++) free(gkeys[e].mods);
-  free(gkeys);
-  free(members);
-  free(grouped);
+  if (st == TPX_OK && diags &&
+      tpx__omission_by_sibling(m, plan, model, diags) != TPX_OK)
+    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+done:
+  match_run_free(&r, ne);
+  if (st != TPX_OK) {
+    tpx_match_destroy(m);
+    return st;
+  }
   *out = m;
   return TPX_OK;
-oom:
-  st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
-fail:
-  free(keybuf);
-  free(w.atoms);
-  free(w.magic);
-  free(w.alen);
-  free(w.frames);
-  free(cs);
-  free(slot);
-  for (size_t e = 0; gkeys && e < ne; e++) free(gkeys[e].mods);
-  free(gkeys);
-  free(members);
-  free(grouped);
-  tpx_match_destroy(m);
-  return st;
 }
 
 void tpx_match_destroy(tpx_match *m) {
@@ -981,6 +685,7 @@ void tpx_match_destroy(tpx_match *m) {
   free(m->off);
   free(m->mods);
   free(m->module_entry);
+  tpx__name_set_destroy(m->omitted);
   free(m);
 }
 

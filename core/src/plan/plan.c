@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "plan/plan_internal.h"
 #include "plan/style_internal.h"
 #include "tpx/plan.h"
@@ -165,13 +166,10 @@ static tpx_status style_intern(tpx_plan *p, const tpx_style *canon,
     }
   }
   if (p->nstyles == p->style_cap) {
-    size_t cap = p->style_cap ? p->style_cap * 2 : 8;
-    tpx_style *st = realloc(p->styles, cap * sizeof *st);
-    if (!st) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
-    p->styles = st;
-    uint64_t *sh = realloc(p->style_hash, cap * sizeof *sh);
-    if (!sh) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
-    p->style_hash = sh;
+    size_t cap = p->style_cap, cap_hash = p->style_cap;
+    if (TPX_GROW(p->styles, cap, cap + 1, 8) ||
+        TPX_GROW(p->style_hash, cap_hash, cap_hash + 1, 8))
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
     p->style_cap = cap;
   }
   if ((p->nstyles + 1) * 2 > p->nstyle_slots) {
@@ -216,13 +214,8 @@ tpx_status tpx__plan_set_nocheck(tpx_plan *plan, const char *module,
     plan->entries[e].optional = optional ? 1 : 0;
     return TPX_OK;
   }
-  if (plan->count == plan->cap) {
-    size_t cap = plan->cap ? plan->cap * 2 : 16;
-    plan_entry *en = realloc(plan->entries, cap * sizeof *en);
-    if (!en) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
-    plan->entries = en;
-    plan->cap = cap;
-  }
+  if (TPX_GROW(plan->entries, plan->cap, plan->count + 1, 16))
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
   char *copy = malloc(len + 1);
   if (!copy) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
   memcpy(copy, module, len + 1);

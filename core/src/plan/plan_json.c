@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "base/grow.h"
 #include "plan/plan_internal.h"
 #include "plan/style_internal.h"
 #include "tpx/plan.h"
@@ -145,20 +146,20 @@ static tpx_status parse_bool(const json_t *v, const char *field, int *out,
 }
 
 /* Which fields each family accepts (besides module, style, optional). */
-static int field_allowed(tpx__style_family f, const char *k) {
+static int field_allowed(tpx_style_family f, const char *k) {
   if (strcmp(k, "use_local_output") == 0) return 1;
   switch (f) {
-  case TPX__FAMILY_COLWISE:
-  case TPX__FAMILY_ROWWISE:
+  case TPX_STYLE_FAMILY_COLWISE:
+  case TPX_STYLE_FAMILY_ROWWISE:
     return !strcmp(k, "input_layouts") || !strcmp(k, "output_layouts");
-  case TPX__FAMILY_SEQUENCE:
+  case TPX_STYLE_FAMILY_SEQUENCE:
     return !strcmp(k, "sequence_dim");
-  case TPX__FAMILY_PREPARE_INPUT:
+  case TPX_STYLE_FAMILY_PREPARE_INPUT:
     return !strcmp(k, "input_layouts") ||
            !strcmp(k, "desired_input_layouts") ||
            !strcmp(k, "input_kwarg_layouts") ||
            !strcmp(k, "desired_input_kwarg_layouts");
-  case TPX__FAMILY_PREPARE_OUTPUT:
+  case TPX_STYLE_FAMILY_PREPARE_OUTPUT:
     return !strcmp(k, "output_layouts") ||
            !strcmp(k, "desired_output_layouts");
   default:
@@ -170,10 +171,10 @@ static int field_allowed(tpx__style_family f, const char *k) {
  * Errors name the field; the caller adds entry index and key. */
 static tpx_status parse_style(const json_t *obj, tpx_style_kind kind,
                               tpx_style *out, int *optional, tpx_error *err) {
-  tpx__style_family fam = tpx__style_family_of(kind);
+  tpx_style_family fam = tpx__style_family_of(kind);
   tpx_style s = tpx_style_default(kind);
-  int allow_null_items = fam == TPX__FAMILY_PREPARE_INPUT ||
-                         fam == TPX__FAMILY_PREPARE_OUTPUT;
+  int allow_null_items = fam == TPX_STYLE_FAMILY_PREPARE_INPUT ||
+                         fam == TPX_STYLE_FAMILY_PREPARE_OUTPUT;
   const char *k;
   json_t *v;
   tpx_status st = TPX_OK;
@@ -357,16 +358,10 @@ tpx_status tpx_plan_load(const char *path, tpx_plan **out, tpx_error *err) {
   char *buf = NULL;
   size_t len = 0, cap = 0;
   for (;;) {
-    if (len == cap) {
-      size_t ncap = cap ? cap * 2 : 65536;
-      char *nb = realloc(buf, ncap);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return tpx_error_set(err, TPX_NO_MEMORY, "%s: out of memory", path);
-      }
-      buf = nb;
-      cap = ncap;
+    if (TPX_GROW(buf, cap, len + 1, 65536)) {
+      free(buf);
+      fclose(f);
+      return tpx_error_set(err, TPX_NO_MEMORY, "%s: out of memory", path);
     }
     size_t n = fread(buf + len, 1, cap - len, f);
     len += n;
@@ -398,16 +393,8 @@ typedef struct sbuf {
 } sbuf;
 
 static void sb_grow(sbuf *b, size_t need) {
-  if (b->oom || b->len + need + 1 <= b->cap) return;
-  size_t cap = b->cap ? b->cap : 4096;
-  while (cap < b->len + need + 1) cap *= 2;
-  char *d = realloc(b->data, cap);
-  if (!d) {
-    b->oom = 1;
-    return;
-  }
-  b->data = d;
-  b->cap = cap;
+  if (b->oom) return;
+  if (TPX_GROW(b->data, b->cap, b->len + need + 1, 4096)) b->oom = 1;
 }
 
 static void sb_put(sbuf *b, const char *s, size_t n) {
@@ -533,19 +520,19 @@ static void sb_entry(sbuf *b, int depth, const char *key, const tpx_style *s,
   sb_key(b, d, &first, "style");
   sb_json_str(b, tpx_style_kind_name(s->kind));
   switch (tpx__style_family_of(s->kind)) {
-  case TPX__FAMILY_COLWISE:
-  case TPX__FAMILY_ROWWISE:
+  case TPX_STYLE_FAMILY_COLWISE:
+  case TPX_STYLE_FAMILY_ROWWISE:
     sb_layout_list(b, d, &first, "input_layouts", &s->input_layouts);
     sb_layout_list(b, d, &first, "output_layouts", &s->output_layouts);
     break;
-  case TPX__FAMILY_SEQUENCE: {
+  case TPX_STYLE_FAMILY_SEQUENCE: {
     char num[32];
     sb_key(b, d, &first, "sequence_dim");
     snprintf(num, sizeof num, "%d", (int)s->sequence_dim);
     sb_str(b, num);
     break;
   }
-  case TPX__FAMILY_PREPARE_INPUT:
+  case TPX_STYLE_FAMILY_PREPARE_INPUT:
     sb_layout_list(b, d, &first, "input_layouts", &s->input_layouts);
     sb_layout_list(b, d, &first, "desired_input_layouts",
                    &s->desired_input_layouts);
@@ -553,7 +540,7 @@ static void sb_entry(sbuf *b, int depth, const char *key, const tpx_style *s,
     sb_kwargs(b, d, &first, "desired_input_kwarg_layouts",
               &s->desired_input_kwarg_layouts);
     break;
-  case TPX__FAMILY_PREPARE_OUTPUT:
+  case TPX_STYLE_FAMILY_PREPARE_OUTPUT:
     sb_layout_list(b, d, &first, "output_layouts", &s->output_layouts);
     sb_layout_list(b, d, &first, "desired_output_layouts",
                    &s->desired_output_layouts);

@@ -1,5 +1,6 @@
 /* style.c — parallel-style kinds, torch's constructor defaults, validation
- * and canonical form (spec/torch-semantics.md §1, docs/PLAN_FORMAT.md).
+ * and canonical form (docs/SEMANTICS.md "Parallel styles",
+ * docs/PLAN_FORMAT.md).
  *
  * Not the JSON reader/writer (plan_json.c) nor the HF string translation
  * (hf_style.c). The canonical form (style_internal.h) zeroes every field a
@@ -11,7 +12,7 @@
 #include "tpx/plan.h"
 
 static const char *const style_names[TPX_STYLE_COUNT] = {
-#define TPX__STYLE_NAME(name, str) str,
+#define TPX__STYLE_NAME(name, str, family) str,
     TPX_STYLE_LIST(TPX__STYLE_NAME)
 #undef TPX__STYLE_NAME
 };
@@ -43,27 +44,26 @@ tpx_status tpx_style_kind_parse(const char *text, tpx_style_kind *out,
                        text);
 }
 
-tpx__style_family tpx__style_family_of(tpx_style_kind kind) {
-  switch (kind) {
-  case TPX_STYLE_COLWISE:
-    return TPX__FAMILY_COLWISE;
-  case TPX_STYLE_ROWWISE:
-  case TPX_STYLE_VOCAB_PARALLEL_EMBEDDING:
-  case TPX_STYLE_GEMMA4_VOCAB_PARALLEL_EMBEDDING:
-  case TPX_STYLE_GEMMA4_ROWWISE_PARALLEL:
-    return TPX__FAMILY_ROWWISE;
-  case TPX_STYLE_SEQUENCE_PARALLEL:
-  case TPX_STYLE_ROTARY_EMBED_PARALLEL:
-  case TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL:
-  case TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION:
-    return TPX__FAMILY_SEQUENCE;
-  case TPX_STYLE_PREPARE_MODULE_INPUT:
-    return TPX__FAMILY_PREPARE_INPUT;
-  case TPX_STYLE_PREPARE_MODULE_OUTPUT:
-    return TPX__FAMILY_PREPARE_OUTPUT;
-  default:
-    return TPX__FAMILY_INVALID;
-  }
+static const tpx_style_family style_families[TPX_STYLE_COUNT] = {
+#define TPX__STYLE_FAMILY(name, str, family) TPX_STYLE_FAMILY_##family,
+    TPX_STYLE_LIST(TPX__STYLE_FAMILY)
+#undef TPX__STYLE_FAMILY
+};
+
+tpx_style_traits tpx_style_kind_traits(tpx_style_kind kind) {
+  tpx_style_traits t;
+  memset(&t, 0, sizeof t);
+  if ((int)kind < 0 || kind >= TPX_STYLE_COUNT) return t;
+  t.family = style_families[kind];
+  t.shards_params = t.family == TPX_STYLE_FAMILY_COLWISE ||
+                    t.family == TPX_STYLE_FAMILY_ROWWISE;
+  t.distributes_params =
+      t.shards_params || t.family == TPX_STYLE_FAMILY_SEQUENCE;
+  return t;
+}
+
+tpx_style_family tpx__style_family_of(tpx_style_kind kind) {
+  return tpx_style_kind_traits(kind).family;
 }
 
 static tpx_layout_list one_layout(tpx_placement p) {
@@ -90,24 +90,24 @@ tpx_style tpx_style_default(tpx_style_kind kind) {
   s.desired_input_layouts = no_layouts();
   s.desired_output_layouts = no_layouts();
   switch (tpx__style_family_of(kind)) {
-  case TPX__FAMILY_COLWISE:
+  case TPX_STYLE_FAMILY_COLWISE:
     s.input_layouts = one_layout(tpx_placement_replicate());
     s.output_layouts = one_layout(tpx_placement_shard(-1));
     s.use_local_output = 1;
     break;
-  case TPX__FAMILY_ROWWISE:
+  case TPX_STYLE_FAMILY_ROWWISE:
     s.input_layouts = one_layout(tpx_placement_shard(-1));
     s.output_layouts = one_layout(tpx_placement_replicate());
     s.use_local_output = 1;
     break;
-  case TPX__FAMILY_SEQUENCE:
+  case TPX_STYLE_FAMILY_SEQUENCE:
     s.sequence_dim = 1;
     s.use_local_output = 0;
     break;
-  case TPX__FAMILY_PREPARE_INPUT:
+  case TPX_STYLE_FAMILY_PREPARE_INPUT:
     s.use_local_output = 0;
     break;
-  case TPX__FAMILY_PREPARE_OUTPUT:
+  case TPX_STYLE_FAMILY_PREPARE_OUTPUT:
     /* Both layout lists are required by torch; left "not given" here so a
      * caller who forgets them gets a validation error. */
     s.use_local_output = 1;
@@ -166,8 +166,8 @@ void tpx__style_canonical(const tpx_style *in, tpx_style *out) {
   c.desired_output_layouts.count = -1;
   c.use_local_output = in->use_local_output ? 1 : 0;
   switch (tpx__style_family_of(in->kind)) {
-  case TPX__FAMILY_COLWISE:
-  case TPX__FAMILY_ROWWISE: {
+  case TPX_STYLE_FAMILY_COLWISE:
+  case TPX_STYLE_FAMILY_ROWWISE: {
     /* "not given" means torch's default (x or Default()). */
     tpx_style d = tpx_style_default(in->kind);
     c.input_layouts = canon_list(in->input_layouts.count < 0
@@ -178,17 +178,17 @@ void tpx__style_canonical(const tpx_style *in, tpx_style *out) {
                                       : &in->output_layouts);
     break;
   }
-  case TPX__FAMILY_SEQUENCE:
+  case TPX_STYLE_FAMILY_SEQUENCE:
     c.sequence_dim = in->sequence_dim;
     break;
-  case TPX__FAMILY_PREPARE_INPUT:
+  case TPX_STYLE_FAMILY_PREPARE_INPUT:
     c.input_layouts = canon_list(&in->input_layouts);
     c.desired_input_layouts = canon_list(&in->desired_input_layouts);
     c.input_kwarg_layouts = canon_kwargs(&in->input_kwarg_layouts);
     c.desired_input_kwarg_layouts =
         canon_kwargs(&in->desired_input_kwarg_layouts);
     break;
-  case TPX__FAMILY_PREPARE_OUTPUT:
+  case TPX_STYLE_FAMILY_PREPARE_OUTPUT:
     c.output_layouts = canon_list(&in->output_layouts);
     c.desired_output_layouts = canon_list(&in->desired_output_layouts);
     break;
@@ -292,15 +292,15 @@ tpx_status tpx_style_validate(const tpx_style *s, tpx_error *err) {
   const char *kind = tpx_style_kind_name(s->kind);
   tpx_status st = TPX_OK;
   switch (tpx__style_family_of(s->kind)) {
-  case TPX__FAMILY_COLWISE:
-  case TPX__FAMILY_ROWWISE:
+  case TPX_STYLE_FAMILY_COLWISE:
+  case TPX_STYLE_FAMILY_ROWWISE:
     st = check_single(&s->input_layouts, "input_layouts", kind, err);
     if (st == TPX_OK)
       st = check_single(&s->output_layouts, "output_layouts", kind, err);
     return st;
-  case TPX__FAMILY_SEQUENCE:
+  case TPX_STYLE_FAMILY_SEQUENCE:
     return TPX_OK;
-  case TPX__FAMILY_PREPARE_INPUT:
+  case TPX_STYLE_FAMILY_PREPARE_INPUT:
     st = check_list(&s->input_layouts, "input_layouts", 1, err);
     if (st == TPX_OK)
       st = check_list(&s->desired_input_layouts, "desired_input_layouts", 1,
@@ -333,7 +333,7 @@ tpx_status tpx_style_validate(const tpx_style *s, tpx_error *err) {
                            (int)s->desired_input_kwarg_layouts.count,
                            (int)s->input_kwarg_layouts.count);
     return TPX_OK;
-  case TPX__FAMILY_PREPARE_OUTPUT:
+  case TPX_STYLE_FAMILY_PREPARE_OUTPUT:
     if (s->output_layouts.count < 0)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                            "output_layouts: required for "

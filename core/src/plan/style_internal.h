@@ -6,16 +6,8 @@
 
 #include "tpx/plan.h"
 
-typedef enum tpx__style_family {
-  TPX__FAMILY_INVALID = 0,
-  TPX__FAMILY_COLWISE,        /* colwise */
-  TPX__FAMILY_ROWWISE,        /* rowwise, vocab / gemma4 variants */
-  TPX__FAMILY_SEQUENCE,       /* sequence_parallel and its variants */
-  TPX__FAMILY_PREPARE_INPUT,  /* prepare_module_input */
-  TPX__FAMILY_PREPARE_OUTPUT, /* prepare_module_output */
-} tpx__style_family;
-
-tpx__style_family tpx__style_family_of(tpx_style_kind kind);
+/* The family column of the style list (tpx_style_kind_traits). */
+tpx_style_family tpx__style_family_of(tpx_style_kind kind);
 
 /* Copy `in` with every field its kind does not use zeroed, "not given"
  * col/row layouts replaced by their defaults and booleans as 0/1, so equal

@@ -5,9 +5,9 @@
  * Calls are reentrant: nothing here is shared between two calls, so several
  * threads may ask the same plugin at once (the ABI's threading promise).
  *
- * With isolation on (tpx_registry_set_isolation) each entry point hands the
- * call to isolate.c, whose child comes back here through the _direct
- * functions. */
+ * Every call is one tpx__call request (plugin_internal.h). With isolation
+ * on (tpx_registry_set_isolation) the in-process call runs in a child
+ * (child.c) and comes back over isolate.c's protocol. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "model/config.h"
+#include "plugin/child.h"
 #include "plugin/plugin_internal.h"
 
 /* The message of a failed call: the plugin's own, else the first refused
@@ -54,67 +55,202 @@ static tpx_status call_result(const tpx__plugin *p, const char *what, int rc,
                        call_message(ctx));
 }
 
-static void fill_request(tpx_plugin_plan_request *req, const char *arch,
-                         const char *plan_name, int sp, int64_t tp) {
+
+static void fill_request(tpx_plugin_plan_request *req, const tpx__call *c) {
   memset(req, 0, sizeof *req);
   req->struct_size = sizeof *req;
-  req->architecture = arch;
-  req->plan_name = plan_name;
-  req->sequence_parallel = sp ? 1 : 0;
-  req->tp_size = tp;
+  req->architecture = c->arch;
+  req->plan_name = c->plan_name;
+  req->sequence_parallel = c->sp ? 1 : 0;
+  req->tp_size = c->tp;
 }
 
-tpx_status tpx__plugin_get_plan(const tpx__plugin *p, const tpx_model *model,
-                                const char *architecture,
-                                const char *plan_name, int sequence_parallel,
-                                int64_t tp_size, tpx_plan **out,
-                                char **function_out, int *refused,
-                                tpx_error *err) {
-  if (!p->isolate)
-    return tpx__plugin_get_plan_direct(p, model, architecture, plan_name,
-                                       sequence_parallel, tp_size, out,
-                                       function_out, refused, err);
-  *out = NULL;
-  if (function_out)
-    *function_out = NULL;
-  if (refused)
-    *refused = 0;
-  return tpx__isolate_get_plan(p, model, architecture, plan_name,
-                               sequence_parallel, tp_size, out, function_out,
-                               refused, err);
-}
-
-tpx_status tpx__plugin_get_plan_direct(const tpx__plugin *p,
-                                       const tpx_model *model,
-                                       const char *architecture,
-                                       const char *plan_name,
-                                       int sequence_parallel, int64_t tp_size,
-                                       tpx_plan **out, char **function_out,
-                                       int *refused, tpx_error *err) {
-  *out = NULL;
-  if (function_out)
-    *function_out = NULL;
-  if (refused)
-    *refused = 0;
+static tpx_status direct_get_plan(const tpx__plugin *p, tpx__call *c,
+                                  tpx_error *err) {
   tpx_plugin_ctx ctx;
-  tpx__ctx_init(&ctx, TPX__OP_GET_PLAN, p, model);
+  tpx__ctx_init(&ctx, TPX__OP_GET_PLAN, p, c->model);
   tpx_status s = tpx_plan_create(&ctx.plan, err);
   if (s != TPX_OK)
     return s;
   tpx_plugin_plan_request req;
-  fill_request(&req, architecture, plan_name, sequence_parallel, tp_size);
+  fill_request(&req, c);
   int rc = p->get_plan_fn(tpx__plugin_host_table(), &ctx, &req);
-  s = call_result(p, "get_plan", rc, &ctx, refused, err);
+  s = call_result(p, "get_plan", rc, &ctx, &c->refused, err);
   if (s == TPX_OK) {
-    *out = ctx.plan;
+    c->plan = ctx.plan;
     ctx.plan = NULL;
-    if (function_out) {
-      *function_out = ctx.function;
-      ctx.function = NULL;
-    }
+    c->function = ctx.function;
+    ctx.function = NULL;
   }
   tpx_plan_destroy(ctx.plan);
   tpx__ctx_release(&ctx);
+  return s;
+}
+
+static tpx_status direct_skeleton(const tpx__plugin *p, tpx__call *c,
+                                  tpx_error *err) {
+  tpx_plugin_ctx ctx;
+  tpx__ctx_init(&ctx, TPX__OP_SKELETON, p, c->model);
+  tpx_status s = tpx_model_create(&ctx.skeleton, err);
+  if (s != TPX_OK)
+    return s;
+  int rc = p->skeleton_fn(tpx__plugin_host_table(), &ctx, c->arch);
+  s = call_result(p, TPX_PLUGIN_SKELETON_SYMBOL, rc, &ctx, NULL, err);
+  if (s == TPX_OK) {
+    c->skeleton = ctx.skeleton;
+    ctx.skeleton = NULL;
+  }
+  tpx_model_destroy(ctx.skeleton);
+  tpx__ctx_release(&ctx);
+  return s;
+}
+
+static tpx_status direct_validate(const tpx__plugin *p, tpx__call *c,
+                                  tpx_error *err) {
+  tpx_plugin_ctx ctx;
+  tpx__ctx_init(&ctx, TPX__OP_VALIDATE, p, c->model);
+  /* Collect into a private list first: a failed validation adds nothing. */
+  tpx_status s = tpx_diag_list_create(&ctx.diags, err);
+  if (s != TPX_OK)
+    return s;
+  tpx_plugin_plan_request req;
+  fill_request(&req, c);
+  int rc = p->validate_fn(tpx__plugin_host_table(), &ctx, &req);
+  s = call_result(p, TPX_PLUGIN_VALIDATE_SYMBOL, rc, &ctx, NULL, err);
+  if (s == TPX_OK && c->diags) {
+    for (size_t i = 0; i < tpx_diag_count(ctx.diags) && s == TPX_OK; i++) {
+      tpx_diag d;
+      if (tpx_diag_get(ctx.diags, i, &d, NULL) != TPX_OK)
+        continue;
+      s = tpx_diag_add(c->diags, d.level, d.code, d.subject, d.fix, "%s",
+                       d.message);
+    }
+  }
+  tpx_diag_list_destroy(ctx.diags);
+  tpx__ctx_release(&ctx);
+  return s;
+}
+
+typedef int (*strings_fn)(const tpx_plugin_host *, tpx_plugin_ctx *,
+                          const char *);
+
+static strings_fn strings_entry(const tpx__plugin *p, tpx__plugin_op op) {
+  return op == TPX__OP_FSDP_UNITS ? p->fsdp_fn
+         : op == TPX__OP_FP32     ? p->fp32_fn
+         : op == TPX__OP_STRATEGY ? p->strategy_fn
+                                  : NULL;
+}
+
+static tpx_status direct_strings(const tpx__plugin *p, tpx__call *c,
+                                 tpx_error *err) {
+  const char *sym = tpx__plugin_op_symbol(c->op);
+  tpx_plugin_ctx ctx;
+  tpx__ctx_init(&ctx, c->op, p, c->model);
+  int rc = strings_entry(p, c->op)(tpx__plugin_host_table(), &ctx, c->arch);
+  tpx_status s = call_result(p, sym, rc, &ctx, NULL, err);
+  if (s == TPX_OK) {
+    c->strings = ctx.strings;
+    memset(&ctx.strings, 0, sizeof ctx.strings);
+  }
+  tpx__ctx_release(&ctx);
+  return s;
+}
+
+/* TPX_NOT_FOUND (with its message) when `p` lacks the op's entry point. */
+static tpx_status check_capability(const tpx__plugin *p, tpx__plugin_op op,
+                                   tpx_error *err) {
+  switch (op) {
+  case TPX__OP_GET_PLAN:
+    return TPX_OK;
+  case TPX__OP_SKELETON:
+    if (p->skeleton_fn)
+      return TPX_OK;
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "plugin '%s' (%s) has no model skeleton (it does not "
+                         "export %s)",
+                         p->name, p->path, TPX_PLUGIN_SKELETON_SYMBOL);
+  case TPX__OP_VALIDATE:
+    if (p->validate_fn)
+      return TPX_OK;
+    return tpx_error_set(err, TPX_NOT_FOUND, "plugin '%s' has no validate",
+                         p->name);
+  default:
+    if (strings_entry(p, op))
+      return TPX_OK;
+    return tpx_error_set(err, TPX_NOT_FOUND, "plugin '%s' does not export %s",
+                         p->name, tpx__plugin_op_symbol(op));
+  }
+}
+
+/* Clear the result half of `c`. */
+static void reset_results(tpx__call *c) {
+  c->plan = NULL;
+  c->function = NULL;
+  c->refused = 0;
+  c->skeleton = NULL;
+  memset(&c->strings, 0, sizeof c->strings);
+}
+
+tpx_status tpx__plugin_call_direct(const tpx__plugin *p, tpx__call *c,
+                                   tpx_error *err) {
+  reset_results(c);
+  tpx_status s = check_capability(p, c->op, err);
+  if (s != TPX_OK)
+    return s;
+  switch (c->op) {
+  case TPX__OP_GET_PLAN: return direct_get_plan(p, c, err);
+  case TPX__OP_SKELETON: return direct_skeleton(p, c, err);
+  case TPX__OP_VALIDATE: return direct_validate(p, c, err);
+  default: return direct_strings(p, c, err);
+  }
+}
+
+/* ---- isolated calls ------------------------------------------------------- */
+
+typedef struct isolated_arg {
+  const tpx__plugin *p;
+  tpx__call *c;
+} isolated_arg;
+
+/* The child: the in-process call against its own objects, sent back. */
+static void isolated_body(int fd, void *arg) {
+  isolated_arg *a = arg;
+  tpx_error e = {0};
+  tpx_diag_list *own = NULL;
+  tpx_status s = TPX_OK;
+  if (a->c->op == TPX__OP_VALIDATE) {
+    s = tpx_diag_list_create(&own, &e);
+    a->c->diags = own;
+  }
+  if (s == TPX_OK)
+    s = tpx__plugin_call_direct(a->p, a->c, &e);
+  tpx__isolate_send(fd, a->c, s, &e);
+}
+
+tpx_status tpx__plugin_call(const tpx__plugin *p, tpx__call *c,
+                            tpx_error *err) {
+  if (!p->isolate)
+    return tpx__plugin_call_direct(p, c, err);
+  reset_results(c);
+  tpx_status s = check_capability(p, c->op, err);
+  if (s != TPX_OK)
+    return s;
+  const char *what = tpx__plugin_op_symbol(c->op);
+  isolated_arg a = {p, c};
+  tpx__child_spec spec = {isolated_body, &a, p->isolate_timeout};
+  tpx__child_result res;
+  tpx_error cerr = {0};
+  s = tpx__child_run(&spec, &res, &cerr);
+  if (s == TPX_NO_MEMORY)
+    return tpx_error_set(err, s,
+                         "out of memory reading the result of %s from "
+                         "plugin '%s' (%s)",
+                         what, p->name, p->path);
+  if (s != TPX_OK)
+    return tpx_error_set(err, s, "plugin '%s' (%s): cannot isolate %s: %s",
+                         p->name, p->path, what, cerr.message);
+  s = tpx__isolate_receive(p, c, &res, err);
+  tpx__child_result_free(&res);
   return s;
 }
 
@@ -159,49 +295,44 @@ static tpx_status merge_model(tpx_model *dst, const tpx_model *src,
   return TPX_OK;
 }
 
-tpx_status tpx__plugin_skeleton_build(const tpx__plugin *p,
-                                      const tpx_model *model,
-                                      const char *architecture,
-                                      tpx_model **out, tpx_error *err) {
-  *out = NULL;
-  tpx_plugin_ctx ctx;
-  tpx__ctx_init(&ctx, TPX__OP_SKELETON, p, model);
-  tpx_status s = tpx_model_create(&ctx.skeleton, err);
-  if (s != TPX_OK)
-    return s;
-  int rc = p->skeleton_fn(tpx__plugin_host_table(), &ctx, architecture);
-  s = call_result(p, TPX_PLUGIN_SKELETON_SYMBOL, rc, &ctx, NULL, err);
-  if (s == TPX_OK) {
-    *out = ctx.skeleton;
-    ctx.skeleton = NULL;
-  }
-  tpx_model_destroy(ctx.skeleton);
-  tpx__ctx_release(&ctx);
-  return s;
-}
-
 tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
                                 const char *architecture, tpx_error *err) {
-  if (!p->skeleton_fn)
-    return tpx_error_set(err, TPX_NOT_FOUND,
-                         "plugin '%s' (%s) has no model skeleton (it does not "
-                         "export %s)",
-                         p->name, p->path, TPX_PLUGIN_SKELETON_SYMBOL);
   /* Build into a scratch model so a plugin failing halfway leaves the
    * caller's model untouched; merge only a complete skeleton. */
-  tpx_model *skeleton = NULL;
-  tpx_status s =
-      p->isolate
-          ? tpx__isolate_skeleton(p, model, architecture, &skeleton, err)
-          : tpx__plugin_skeleton_build(p, model, architecture, &skeleton, err);
+  tpx__call c = {.op = TPX__OP_SKELETON, .model = model, .arch = architecture};
+  tpx_status s = tpx__plugin_call(p, &c, err);
   if (s == TPX_OK) {
     tpx_error merr = {0};
-    s = merge_model(model, skeleton, &merr);
+    s = merge_model(model, c.skeleton, &merr);
     if (s != TPX_OK)
       tpx_error_set(err, s, "plugin '%s' (%s): skeleton does not fit the "
                     "model: %s", p->name, p->path, merr.message);
   }
-  tpx_model_destroy(skeleton);
+  tpx__call_release(&c);
+  return s;
+}
+
+/* ---- shorthands for selection -------------------------------------------- */
+
+tpx_status tpx__plugin_get_plan(const tpx__plugin *p, const tpx_model *model,
+                                const char *architecture,
+                                const char *plan_name, int sequence_parallel,
+                                int64_t tp_size, tpx_plan **out,
+                                char **function_out, int *refused,
+                                tpx_error *err) {
+  tpx__call c = {.op = TPX__OP_GET_PLAN, .model = model, .arch = architecture,
+                 .plan_name = plan_name, .sp = sequence_parallel,
+                 .tp = tp_size};
+  tpx_status s = tpx__plugin_call(p, &c, err);
+  *out = c.plan;
+  c.plan = NULL;
+  if (function_out) {
+    *function_out = c.function;
+    c.function = NULL;
+  }
+  if (refused)
+    *refused = c.refused;
+  tpx__call_release(&c);
   return s;
 }
 
@@ -210,43 +341,11 @@ tpx_status tpx__plugin_validate(const tpx__plugin *p, const tpx_model *model,
                                 const char *plan_name, int sequence_parallel,
                                 int64_t tp_size, tpx_diag_list *diags,
                                 tpx_error *err) {
-  if (!p->validate_fn)
-    return tpx_error_set(err, TPX_NOT_FOUND, "plugin '%s' has no validate",
-                         p->name);
-  if (p->isolate)
-    return tpx__isolate_validate(p, model, architecture, plan_name,
-                                 sequence_parallel, tp_size, diags, err);
-  return tpx__plugin_validate_direct(p, model, architecture, plan_name,
-                                     sequence_parallel, tp_size, diags, err);
-}
-
-tpx_status tpx__plugin_validate_direct(const tpx__plugin *p,
-                                       const tpx_model *model,
-                                       const char *architecture,
-                                       const char *plan_name,
-                                       int sequence_parallel, int64_t tp_size,
-                                       tpx_diag_list *diags, tpx_error *err) {
-  tpx_plugin_ctx ctx;
-  tpx__ctx_init(&ctx, TPX__OP_VALIDATE, p, model);
-  /* Collect into a private list first: a failed validation adds nothing. */
-  tpx_status s = tpx_diag_list_create(&ctx.diags, err);
-  if (s != TPX_OK)
-    return s;
-  tpx_plugin_plan_request req;
-  fill_request(&req, architecture, plan_name, sequence_parallel, tp_size);
-  int rc = p->validate_fn(tpx__plugin_host_table(), &ctx, &req);
-  s = call_result(p, TPX_PLUGIN_VALIDATE_SYMBOL, rc, &ctx, NULL, err);
-  if (s == TPX_OK && diags) {
-    for (size_t i = 0; i < tpx_diag_count(ctx.diags) && s == TPX_OK; i++) {
-      tpx_diag d;
-      if (tpx_diag_get(ctx.diags, i, &d, NULL) != TPX_OK)
-        continue;
-      s = tpx_diag_add(diags, d.level, d.code, d.subject, d.fix, "%s",
-                       d.message);
-    }
-  }
-  tpx_diag_list_destroy(ctx.diags);
-  tpx__ctx_release(&ctx);
+  tpx__call c = {.op = TPX__OP_VALIDATE, .model = model, .arch = architecture,
+                 .plan_name = plan_name, .sp = sequence_parallel,
+                 .tp = tp_size, .diags = diags};
+  tpx_status s = tpx__plugin_call(p, &c, err);
+  tpx__call_release(&c);
   return s;
 }
 
@@ -254,38 +353,10 @@ tpx_status tpx__plugin_strings(const tpx__plugin *p, tpx__plugin_op op,
                                const tpx_model *model,
                                const char *architecture, tpx__strvec *out,
                                tpx_error *err) {
-  memset(out, 0, sizeof *out);
-  const int has = op == TPX__OP_FSDP_UNITS ? p->fsdp_fn != NULL
-                  : op == TPX__OP_FP32     ? p->fp32_fn != NULL
-                  : op == TPX__OP_STRATEGY ? p->strategy_fn != NULL
-                                           : 0;
-  if (p->isolate && has)
-    return tpx__isolate_strings(p, op, model, architecture, out, err);
-  return tpx__plugin_strings_direct(p, op, model, architecture, out, err);
-}
-
-tpx_status tpx__plugin_strings_direct(const tpx__plugin *p, tpx__plugin_op op,
-                                      const tpx_model *model,
-                                      const char *architecture,
-                                      tpx__strvec *out, tpx_error *err) {
-  memset(out, 0, sizeof *out);
-  int (*fn)(const tpx_plugin_host *, tpx_plugin_ctx *, const char *) =
-      op == TPX__OP_FSDP_UNITS ? p->fsdp_fn
-      : op == TPX__OP_FP32     ? p->fp32_fn
-      : op == TPX__OP_STRATEGY ? p->strategy_fn
-                               : NULL;
-  const char *sym = tpx__plugin_op_symbol(op);
-  if (!fn)
-    return tpx_error_set(err, TPX_NOT_FOUND, "plugin '%s' does not export %s",
-                         p->name, sym);
-  tpx_plugin_ctx ctx;
-  tpx__ctx_init(&ctx, op, p, model);
-  int rc = fn(tpx__plugin_host_table(), &ctx, architecture);
-  tpx_status s = call_result(p, sym, rc, &ctx, NULL, err);
-  if (s == TPX_OK) {
-    *out = ctx.strings;
-    memset(&ctx.strings, 0, sizeof ctx.strings);
-  }
-  tpx__ctx_release(&ctx);
+  tpx__call c = {.op = op, .model = model, .arch = architecture};
+  tpx_status s = tpx__plugin_call(p, &c, err);
+  *out = c.strings;
+  memset(&c.strings, 0, sizeof c.strings);
+  tpx__call_release(&c);
   return s;
 }

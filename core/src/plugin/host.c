@@ -53,6 +53,16 @@ void tpx__strvec_free(tpx__strvec *v) {
   memset(v, 0, sizeof *v);
 }
 
+void tpx__call_release(tpx__call *c) {
+  tpx_plan_destroy(c->plan);
+  c->plan = NULL;
+  free(c->function);
+  c->function = NULL;
+  tpx_model_destroy(c->skeleton);
+  c->skeleton = NULL;
+  tpx__strvec_free(&c->strings);
+}
+
 const char *tpx__plugin_status_name(int status) {
   switch (status) {
   case TPX_PLUGIN_OK: return "TPX_PLUGIN_OK";
@@ -143,11 +153,17 @@ static int str_ok(const char *s) {
 /* ---- logging and errors ------------------------------------------------ */
 
 /* Messages logged with a NULL ctx during registration end up here, so a
- * registration failure can be reported with the plugin's own words. */
+ * registration failure can be reported with the plugin's own words.
+ *
+ * The one piece of state outside the registry object, and why: the ABI's
+ * register_parallel_strategy gets no ctx (plugins log with NULL), so the
+ * loader's buffer can only reach host_log through the thread. It is
+ * thread-local, points at the loader's stack only for the duration of one
+ * register call, and is NULL otherwise; two threads loading at once do not
+ * share it. */
 static _Thread_local char *registration_log;
 static _Thread_local size_t registration_log_size;
 
-void tpx__plugin_capture_registration_log(char *buf, size_t size);
 void tpx__plugin_capture_registration_log(char *buf, size_t size) {
   registration_log = buf;
   registration_log_size = size;
@@ -370,17 +386,11 @@ static int parse_layouts(tpx_plugin_ctx *ctx, const char *module,
 
 /* Whether `kind` takes plain input/output layouts. */
 static int takes_io_layouts(tpx_style_kind k) {
-  return k == TPX_STYLE_COLWISE || k == TPX_STYLE_ROWWISE ||
-         k == TPX_STYLE_VOCAB_PARALLEL_EMBEDDING ||
-         k == TPX_STYLE_GEMMA4_VOCAB_PARALLEL_EMBEDDING ||
-         k == TPX_STYLE_GEMMA4_ROWWISE_PARALLEL;
+  return tpx_style_kind_traits(k).shards_params;
 }
 
 static int is_sequence_kind(tpx_style_kind k) {
-  return k == TPX_STYLE_SEQUENCE_PARALLEL ||
-         k == TPX_STYLE_ROTARY_EMBED_PARALLEL ||
-         k == TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL ||
-         k == TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION;
+  return tpx_style_kind_traits(k).family == TPX_STYLE_FAMILY_SEQUENCE;
 }
 
 /* Does the entry struct the plugin knows reach past `field`? */

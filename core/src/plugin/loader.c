@@ -15,8 +15,6 @@
 
 #include "plugin/plugin_internal.h"
 
-void tpx__plugin_capture_registration_log(char *buf, size_t size);
-
 void tpx__plugin_free(tpx__plugin *p) {
   if (!p)
     return;

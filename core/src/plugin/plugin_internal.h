@@ -131,18 +131,55 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
                             tpx__plugin **out, char *reason,
                             size_t reason_size);
 void tpx__plugin_free(tpx__plugin *p);
+/* host.c: while `buf` is set (the loader, around one register call), the
+ * first warning or error a plugin logs without a ctx is copied into it;
+ * NULL ends the capture. Thread-local. */
+void tpx__plugin_capture_registration_log(char *buf, size_t size);
 
-/* Ask `p` for a plan. *refused is 1 when the plugin declined (REFUSED),
- * 0 when it failed any other way. Error names the plugin and its message. */
+/* One call into a plugin: what to ask (op and its arguments) and, after a
+ * successful call, what came back. Fill the request half (designated
+ * initialisers), call tpx__plugin_call, take the results, then
+ * tpx__call_release. */
+typedef struct tpx__call {
+  tpx__plugin_op op;
+  const tpx_model *model; /* config and module tree the plugin reads */
+  const char *arch;       /* the registered string the call is for */
+  const char *plan_name;  /* GET_PLAN, VALIDATE: a named plan or NULL */
+  int sp;                 /* GET_PLAN, VALIDATE: sequence parallel */
+  int64_t tp;             /* GET_PLAN, VALIDATE: the TP size */
+  tpx_diag_list *diags;   /* VALIDATE: where the diagnostics go (or NULL) */
+  /* Results, owned by the call until taken (set the field to NULL). */
+  tpx_plan *plan;       /* GET_PLAN */
+  char *function;       /* GET_PLAN: plan_set_function, or NULL */
+  int refused;          /* the plugin declined (TPX_PLUGIN_REFUSED) */
+  tpx_model *skeleton;  /* SKELETON: a scratch model, not merged */
+  tpx__strvec strings;  /* FSDP_UNITS / FP32 / STRATEGY */
+} tpx__call;
+
+/* Make the call: in-process, or in a forked child (isolate.c's protocol
+ * over child.c's runner) when the plugin's registry asked for isolation.
+ * A failure names the plugin, its path and its words (or the crash, exit
+ * or timeout of the child). TPX_NOT_FOUND when the plugin lacks the op's
+ * optional capability. */
+tpx_status tpx__plugin_call(const tpx__plugin *p, tpx__call *c, tpx_error *err);
+/* The same, always in-process (what an isolated child runs). */
+tpx_status tpx__plugin_call_direct(const tpx__plugin *p, tpx__call *c,
+                                   tpx_error *err);
+/* Free the results still held by `c` (host.c, beside the ctx). */
+void tpx__call_release(tpx__call *c);
+
+/* Build the plugin's skeleton for `model` and merge it in; the model is
+ * untouched when the plugin fails halfway. */
+tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
+                                const char *architecture, tpx_error *err);
+
+/* Shorthands over tpx__plugin_call for selection (select.c). */
 tpx_status tpx__plugin_get_plan(const tpx__plugin *p, const tpx_model *model,
                                 const char *architecture,
                                 const char *plan_name, int sequence_parallel,
                                 int64_t tp_size, tpx_plan **out,
                                 char **function_out, int *refused,
                                 tpx_error *err);
-/* The optional capabilities; TPX_NOT_FOUND when the plugin lacks one. */
-tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
-                                const char *architecture, tpx_error *err);
 tpx_status tpx__plugin_validate(const tpx__plugin *p, const tpx_model *model,
                                 const char *architecture,
                                 const char *plan_name, int sequence_parallel,
@@ -153,51 +190,15 @@ tpx_status tpx__plugin_strings(const tpx__plugin *p, tpx__plugin_op op,
                                const char *architecture, tpx__strvec *out,
                                tpx_error *err);
 
-/* The same calls, always in-process (what the entry points above do when
- * isolation is off, and what an isolated child runs). */
-tpx_status tpx__plugin_get_plan_direct(const tpx__plugin *p,
-                                       const tpx_model *model,
-                                       const char *architecture,
-                                       const char *plan_name,
-                                       int sequence_parallel, int64_t tp_size,
-                                       tpx_plan **out, char **function_out,
-                                       int *refused, tpx_error *err);
-/* The plugin's skeleton as a new scratch model (*out), not merged. */
-tpx_status tpx__plugin_skeleton_build(const tpx__plugin *p,
-                                      const tpx_model *model,
-                                      const char *architecture,
-                                      tpx_model **out, tpx_error *err);
-tpx_status tpx__plugin_validate_direct(const tpx__plugin *p,
-                                       const tpx_model *model,
-                                       const char *architecture,
-                                       const char *plan_name,
-                                       int sequence_parallel, int64_t tp_size,
-                                       tpx_diag_list *diags, tpx_error *err);
-tpx_status tpx__plugin_strings_direct(const tpx__plugin *p, tpx__plugin_op op,
-                                      const tpx_model *model,
-                                      const char *architecture,
-                                      tpx__strvec *out, tpx_error *err);
-
-/* isolate.c: the same calls in a forked child with p->isolate_timeout; a
- * crash, exit or timeout there is TPX_PLUGIN naming the plugin and what
- * happened. The capability must exist (checked by the caller). */
-tpx_status tpx__isolate_get_plan(const tpx__plugin *p, const tpx_model *model,
-                                 const char *architecture,
-                                 const char *plan_name, int sequence_parallel,
-                                 int64_t tp_size, tpx_plan **out,
-                                 char **function_out, int *refused,
-                                 tpx_error *err);
-tpx_status tpx__isolate_skeleton(const tpx__plugin *p, const tpx_model *model,
-                                 const char *architecture, tpx_model **out,
-                                 tpx_error *err);
-tpx_status tpx__isolate_validate(const tpx__plugin *p, const tpx_model *model,
-                                 const char *architecture,
-                                 const char *plan_name, int sequence_parallel,
-                                 int64_t tp_size, tpx_diag_list *diags,
-                                 tpx_error *err);
-tpx_status tpx__isolate_strings(const tpx__plugin *p, tpx__plugin_op op,
-                                const tpx_model *model,
-                                const char *architecture, tpx__strvec *out,
+/* isolate.c — the protocol of an isolated call, nothing else. The child
+ * writes the call's status, message and results to `fd` as one JSON
+ * object; the parent reads the child's end (child.h) back into `c`, or
+ * turns a crash, exit or timeout into TPX_PLUGIN naming the plugin. */
+struct tpx__child_result;
+void tpx__isolate_send(int fd, const tpx__call *c, tpx_status status,
+                       const tpx_error *err);
+tpx_status tpx__isolate_receive(const tpx__plugin *p, tpx__call *c,
+                                const struct tpx__child_result *res,
                                 tpx_error *err);
 
 /* Registry internals used by selection and the harness. Index of the plugin

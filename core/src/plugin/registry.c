@@ -13,13 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "base/log_internal.h"
+#include "plugin/child.h"
 #include "plugin/plugin_internal.h"
 #include "tpx_config.h"
 
@@ -158,57 +155,47 @@ tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
   return TPX_OK;
 }
 
-/* Load `path` once in a forked child. 0 when the child got through (the
+/* The probe child: load the file, unload it, end. */
+static void probe_body(int fd, void *arg) {
+  (void)fd;
+  tpx__plugin *p = NULL;
+  char why[TPX_ERROR_MESSAGE_SIZE];
+  if (tpx__plugin_open(arg, tpx__plugin_host_table(), &p, why, sizeof why) ==
+      TPX_OK)
+    tpx__plugin_free(p);
+}
+
+/* Load `path` once in a child (child.c). 0 when the child got through (the
  * in-process load will then report any ordinary refusal itself), -1 with
  * `reason` when loading crashed, exited or hung there. */
 static int probe_file(const char *path, char *reason, size_t size) {
-  pid_t pid = fork();
-  if (pid < 0)
+  const double timeout = TPX__CHILD_DEFAULT_TIMEOUT;
+  tpx__child_spec spec = {probe_body, (void *)path, timeout};
+  tpx__child_result res;
+  tpx_error ignored = {0};
+  if (tpx__child_run(&spec, &res, &ignored) != TPX_OK)
     return 0; /* cannot probe: load as usual */
-  if (pid == 0) {
-    tpx__plugin *p = NULL;
-    char why[TPX_ERROR_MESSAGE_SIZE];
-    if (tpx__plugin_open(path, tpx__plugin_host_table(), &p, why,
-                         sizeof why) == TPX_OK)
-      tpx__plugin_free(p);
-    _exit(0);
+  tpx__child_result_free(&res);
+  if (res.end == TPX__CHILD_TIMED_OUT) {
+    snprintf(reason, size,
+             "hung for %g s while loading (dlopen or "
+             "register_parallel_strategy); not loaded",
+             timeout);
+    return -1;
   }
-  int status = 0;
-  struct timespec start;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  for (;;) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid)
-      break;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (w < 0 || now.tv_sec - start.tv_sec >= 10) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      snprintf(reason, size,
-               "hung for 10 s while loading (dlopen or "
-               "register_parallel_strategy); not loaded");
-      return -1;
-    }
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
+  if (res.end == TPX__CHILD_SIGNALED) {
+    const char *sn = tpx__signal_name(res.code);
     snprintf(reason, size,
              "crashed with %s (signal %d) while loading (dlopen or "
              "register_parallel_strategy); not loaded",
-             sig == SIGSEGV ? "SIGSEGV" : sig == SIGABRT ? "SIGABRT"
-                                      : sig == SIGBUS  ? "SIGBUS"
-                                                       : "a signal",
-             sig);
+             sn ? sn : "a signal", res.code);
     return -1;
   }
-  if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+  if (res.code != 0) {
     snprintf(reason, size,
              "the process exited with status %d while loading (exit() in a "
              "constructor or register_parallel_strategy?); not loaded",
-             WEXITSTATUS(status));
+             res.code);
     return -1;
   }
   return 0;

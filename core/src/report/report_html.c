@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "model/model_view.h"
 #include "model/strmap.h"
 #include "report/report_util.h"
@@ -689,15 +690,7 @@ static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
       free(t);
       continue;
     }
-    if (t && nkeys == capkeys) {
-      size_t nc = capkeys ? capkeys * 2 : 64;
-      char **k = realloc(keys, nc * sizeof *k);
-      if (k) {
-        keys = k;
-        capkeys = nc;
-      }
-    }
-    if (!t || nkeys == capkeys) {
+    if (!t || TPX_GROW(keys, capkeys, nkeys + 1, 64)) {
       free(t);
       b->failed = 1;
       break;

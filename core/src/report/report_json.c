@@ -333,7 +333,8 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
     json_array_append_new(units, x);
   }
   json_object_set_new(o, "units", units);
-  /* plans.md §4.7 layer groups, for reference next to the units */
+  /* layer groups (docs/SEMANTICS.md "FSDP2"), for reference next to the
+   * units */
   const tpx_model *model = tpx_sharding_model(sh);
   size_t nl = 0;
   json_t *groups = json_object();
@@ -407,27 +408,24 @@ static json_t *modules_json(const tpx_sharding *sh) {
   return arr;
 }
 
+/* A count, or null when unknown (negative). */
+static json_t *count_json(int64_t v) {
+  return v >= 0 ? json_integer(v) : json_null();
+}
+
 static json_t *heads_json(const tpx_sharding *sh) {
   tpx_head_counts hc = TPX_HEAD_COUNTS_INIT;
   if (tpx_head_counts_after_tp(tpx_sharding_model(sh), tpx_sharding_plan(sh),
                                tpx_sharding_tp_size(sh), &hc, NULL) != TPX_OK)
     return json_null();
   json_t *o = json_object();
-  json_object_set_new(o, "num_attention_heads",
-                      hc.heads >= 0 ? json_integer(hc.heads) : json_null());
-  json_object_set_new(o, "num_key_value_heads",
-                      hc.kv_heads >= 0 ? json_integer(hc.kv_heads)
-                                       : json_null());
-  json_object_set_new(o, "head_dim",
-                      hc.head_dim >= 0 ? json_integer(hc.head_dim)
-                                       : json_null());
+  json_object_set_new(o, "num_attention_heads", count_json(hc.heads));
+  json_object_set_new(o, "num_key_value_heads", count_json(hc.kv_heads));
+  json_object_set_new(o, "head_dim", count_json(hc.head_dim));
   json_object_set_new(o, "head_sharded", json_boolean(hc.rewritten));
-  json_object_set_new(o, "local_attention_heads",
-                      hc.local_heads >= 0 ? json_integer(hc.local_heads)
-                                          : json_null());
+  json_object_set_new(o, "local_attention_heads", count_json(hc.local_heads));
   json_object_set_new(o, "local_key_value_heads",
-                      hc.local_kv_heads >= 0 ? json_integer(hc.local_kv_heads)
-                                             : json_null());
+                      count_json(hc.local_kv_heads));
   return o;
 }
 

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fqn.h"
+#include "base/grow.h"
 #include "model/expert_fold.h"
 #include "model/strmap.h"
 #include "report/report_memory.h"
@@ -37,31 +39,7 @@ static int cmp_i64(const void *a, const void *b) {
 
 /* Split numbers out of fqn; tmpl gets \x01 placeholders. */
 static int templ(const char *fqn, char *tmpl, size_t size, int64_t *nums) {
-  int n = 0;
-  size_t o = 0;
-  const char *p = fqn;
-  while (*p && o + 2 < size) {
-    const char *q = p;
-    int digits = 1;
-    while (*q && *q != '.') {
-      if (*q < '0' || *q > '9') digits = 0;
-      q++;
-    }
-    if (q == p) digits = 0;
-    if (digits && n < MAX_NUM_ATOMS && q - p < 18) {
-      nums[n++] = strtoll(p, NULL, 10);
-      tmpl[o++] = '\x01';
-    } else {
-      size_t len = (size_t)(q - p);
-      if (o + len + 2 >= size) len = size - o - 2;
-      memcpy(tmpl + o, p, len);
-      o += len;
-    }
-    if (*q == '.' && o + 1 < size) tmpl[o++] = '.';
-    p = *q ? q + 1 : q;
-  }
-  tmpl[o] = '\0';
-  return n;
+  return tpx__fqn_template(fqn, tmpl, size, '\x01', nums, MAX_NUM_ATOMS);
 }
 
 static void render_set(tpx__sbuf *b, int64_t *v, size_t n) {
@@ -124,12 +102,77 @@ static void shape_text(const tpx_param_info *pi, char *out, size_t size) {
   if (o < size) snprintf(out + o, size - o, "]");
 }
 
-static void table(tpx__sbuf *b, const tpx_sharding *sh) {
+/* The collapsed rows of the parameter table, and the map from a row key
+ * to its index. */
+typedef struct {
+  row_t *rows;
+  size_t n, cap;
+  tpx__strmap map;
+} row_table;
+
+static void row_table_free(row_table *t) {
+  for (size_t i = 0; i < t->n; i++) {
+    free(t->rows[i].key);
+    free(t->rows[i].tmpl);
+    for (int k = 0; k < MAX_NUM_ATOMS; k++) free(t->rows[i].vals[k]);
+  }
+  free(t->rows);
+  tpx__strmap_free(&t->map);
+}
+
+/* The row for `key` (klen bytes), a new one holding parameter p when the
+ * key is new; NULL when out of memory. */
+static row_t *row_for(row_table *t, const char *key, size_t klen,
+                      const char *tmpl, int nnum, size_t p) {
+  int64_t idx = -1;
+  if (tpx__strmap_find(&t->map, key, klen, &idx)) return &t->rows[idx];
+  if (TPX_GROW(t->rows, t->cap, t->n + 1, 64)) return NULL;
+  row_t *r = &t->rows[t->n];
+  memset(r, 0, sizeof *r);
+  r->key = malloc(klen + 1);
+  r->tmpl = malloc(strlen(tmpl) + 1);
+  if (!r->key || !r->tmpl) {
+    free(r->key);
+    free(r->tmpl);
+    return NULL;
+  }
+  memcpy(r->key, key, klen);
+  r->key[klen] = '\0';
+  strcpy(r->tmpl, tmpl);
+  r->first = (int64_t)p;
+  r->nnum = nnum;
+  if (tpx__strmap_set(&t->map, r->key, klen, (int64_t)t->n) != 0) {
+    free(r->key);
+    free(r->tmpl);
+    return NULL;
+  }
+  t->n++;
+  return r;
+}
+
+/* Count one more parameter in row r, with the numbers of its FQN. 0 on
+ * success, -1 when out of memory. */
+static int row_count(row_t *r, const int64_t *nums) {
+  r->count++;
+  if (r->nnum <= 0) return 0;
+  if (r->nvals == r->capvals) {
+    size_t cap = r->capvals;
+    for (int k = 0; k < r->nnum; k++) {
+      cap = r->capvals; /* each column grows to the same size */
+      if (TPX_GROW(r->vals[k], cap, r->nvals + 1, 8)) return -1;
+    }
+    r->capvals = cap;
+  }
+  for (int k = 0; k < r->nnum; k++) r->vals[k][r->nvals] = nums[k];
+  r->nvals++;
+  return 0;
+}
+
+/* Every parameter into its row: same FQN up to numeric atoms, same name,
+ * shape, dtype, plan entry, placements and fp32 flag. */
+static void collect_rows(tpx__sbuf *b, const tpx_sharding *sh, row_table *t) {
   const tpx_model *model = tpx_sharding_model(sh);
   size_t np = tpx_model_num_params(model);
-  row_t *rows = NULL;
-  size_t nrows = 0, caprows = 0;
-  tpx__strmap map = TPX__STRMAP_INIT;
   /* tmpl and key grow with the FQN: fixed buffers truncated long names,
    * and two modules whose FQNs differed only past the cut shared a row. */
   char *tmpl = NULL, *key = NULL, pls[256], shp[128];
@@ -142,168 +185,120 @@ static void table(tpx__sbuf *b, const tpx_sharding *sh) {
         tpx_sharding_param(sh, (int64_t)p, &ps, NULL) != TPX_OK)
       continue;
     const char *mfqn = tpx_model_module_fqn(model, pi.module);
-    size_t need = strlen(mfqn) + 3;
-    if (need > tcap) {
-      char *t = realloc(tmpl, need);
-      if (!t) {
-        b->failed = 1;
-        break;
-      }
-      tmpl = t;
-      tcap = need;
+    if (TPX_GROW(tmpl, tcap, strlen(mfqn) + 3, 1)) {
+      b->failed = 1;
+      break;
     }
     int n = templ(mfqn, tmpl, tcap, nums);
     placements_text(sh, ps.placements, pls, sizeof pls);
     shape_text(&pi, shp, sizeof shp);
     const char *dts = tpx_dtype_short_name(pi.dtype);
-    need = strlen(tmpl) + strlen(pi.name) + strlen(shp) + strlen(dts) +
-           strlen(pls) + 32;
-    if (need > kcap) {
-      char *k = realloc(key, need);
-      if (!k) {
-        b->failed = 1;
-        break;
-      }
-      key = k;
-      kcap = need;
+    size_t need = strlen(tmpl) + strlen(pi.name) + strlen(shp) +
+                  strlen(dts) + strlen(pls) + 32;
+    if (TPX_GROW(key, kcap, need, 1)) {
+      b->failed = 1;
+      break;
     }
     int kl = snprintf(key, kcap, "%s|%s|%s|%s|%lld|%s|%d", tmpl, pi.name,
                       shp, dts, (long long)ps.plan_entry, pls,
                       tpx_sharding_param_keeps_fp32(sh, (int64_t)p));
     if (kl < 0) continue;
     size_t klen = (size_t)kl < kcap ? (size_t)kl : kcap - 1;
-    int64_t idx = -1;
-    row_t *r;
-    if (tpx__strmap_find(&map, key, klen, &idx)) {
-      r = &rows[idx];
-    } else {
-      if (nrows == caprows) {
-        size_t cap = caprows ? caprows * 2 : 64;
-        row_t *nr = realloc(rows, cap * sizeof *nr);
-        if (!nr) {
-          b->failed = 1;
-          break;
-        }
-        rows = nr;
-        caprows = cap;
-      }
-      r = &rows[nrows];
-      memset(r, 0, sizeof *r);
-      r->key = malloc(klen + 1);
-      r->tmpl = malloc(strlen(tmpl) + 1);
-      if (!r->key || !r->tmpl) {
-        free(r->key);
-        free(r->tmpl);
-        b->failed = 1;
-        break;
-      }
-      memcpy(r->key, key, klen);
-      r->key[klen] = '\0';
-      strcpy(r->tmpl, tmpl);
-      r->first = (int64_t)p;
-      r->nnum = n;
-      if (tpx__strmap_set(&map, r->key, klen, (int64_t)nrows) != 0) {
-        free(r->key);
-        free(r->tmpl);
-        b->failed = 1;
-        break;
-      }
-      nrows++;
-    }
-    r->count++;
-    if (r->nnum > 0) {
-      if (r->nvals == r->capvals) {
-        size_t cap = r->capvals ? r->capvals * 2 : 8;
-        for (int k = 0; k < r->nnum; k++) {
-          int64_t *v = realloc(r->vals[k], cap * sizeof *v);
-          if (!v) {
-            b->failed = 1;
-            break;
-          }
-          r->vals[k] = v;
-        }
-        if (b->failed) break;
-        r->capvals = cap;
-      }
-      for (int k = 0; k < r->nnum; k++) r->vals[k][r->nvals] = nums[k];
-      r->nvals++;
-    }
+    row_t *r = row_for(t, key, klen, tmpl, n, p);
+    if (!r || row_count(r, nums) != 0) b->failed = 1;
   }
-  /* Render the collapsed names first to size the columns. */
-  char **names = calloc(nrows ? nrows : 1, sizeof *names);
-  size_t w_name = 18, w_shape = 11, w_style = 5;
-  if (!names) b->failed = 1;
-  for (size_t i = 0; i < nrows && !b->failed; i++) {
+  free(tmpl);
+  free(key);
+}
+
+/* The style name of the row's plan entry, or NULL. */
+static const char *row_style(const tpx_sharding *sh, const row_t *r) {
+  tpx_param_sharding ps;
+  tpx_plan_entry pe;
+  if (tpx_sharding_param(sh, r->first, &ps, NULL) != TPX_OK ||
+      ps.plan_entry < 0 || !ps.plan_key ||
+      tpx_plan_get(tpx_sharding_plan(sh), (size_t)ps.plan_entry, &pe,
+                   NULL) != TPX_OK)
+    return NULL;
+  return tpx_style_kind_name(pe.style.kind);
+}
+
+/* The rows' collapsed names (names[i], owned) and the column widths. */
+static void measure_rows(tpx__sbuf *b, const tpx_sharding *sh,
+                         const row_table *t, char **names, size_t *w_name,
+                         size_t *w_shape, size_t *w_style) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  char shp[128];
+  for (size_t i = 0; i < t->n && !b->failed; i++) {
     tpx__sbuf nb = {NULL, 0, 0, 0};
     tpx_param_info pi;
-    if (tpx_model_param(model, rows[i].first, &pi, NULL) != TPX_OK) continue;
-    render_module(&nb, &rows[i]);
-    tpx__sbuf_printf(&nb, "%s%s", *rows[i].tmpl ? "." : "", pi.name);
+    if (tpx_model_param(model, t->rows[i].first, &pi, NULL) != TPX_OK)
+      continue;
+    render_module(&nb, &t->rows[i]);
+    tpx__sbuf_printf(&nb, "%s%s", *t->rows[i].tmpl ? "." : "", pi.name);
     if (nb.failed) {
       b->failed = 1;
       tpx__sbuf_free(&nb);
       break;
     }
     names[i] = nb.data;
-    if (nb.len > w_name) w_name = nb.len;
+    if (nb.len > *w_name) *w_name = nb.len;
     shape_text(&pi, shp, sizeof shp);
     size_t sl = strlen(shp) + 1 + strlen(tpx_dtype_short_name(pi.dtype));
-    if (sl > w_shape) w_shape = sl;
-    tpx_param_sharding ps;
-    tpx_plan_entry pe;
-    if (tpx_sharding_param(sh, rows[i].first, &ps, NULL) == TPX_OK &&
-        ps.plan_entry >= 0 &&
-        tpx_plan_get(tpx_sharding_plan(sh), (size_t)ps.plan_entry, &pe,
-                     NULL) == TPX_OK &&
-        strlen(tpx_style_kind_name(pe.style.kind)) > w_style)
-      w_style = strlen(tpx_style_kind_name(pe.style.kind));
+    if (sl > *w_shape) *w_shape = sl;
+    const char *style = row_style(sh, &t->rows[i]);
+    if (style && strlen(style) > *w_style) *w_style = strlen(style);
   }
-  if (w_name > 90) w_name = 90;
+  if (*w_name > 90) *w_name = 90;
+}
+
+/* One line: name, shape and dtype, style, placements, and what else. */
+static void print_row(tpx__sbuf *b, const tpx_sharding *sh, const row_t *r,
+                      const char *name, size_t w_name, size_t w_shape,
+                      size_t w_style) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  tpx_param_info pi;
+  tpx_param_sharding ps;
+  if (!name || tpx_model_param(model, r->first, &pi, NULL) != TPX_OK ||
+      tpx_sharding_param(sh, r->first, &ps, NULL) != TPX_OK)
+    return;
+  char sd[160], shp[128], pls[256];
+  shape_text(&pi, shp, sizeof shp);
+  snprintf(sd, sizeof sd, "%s %s", shp, tpx_dtype_short_name(pi.dtype));
+  const char *style = row_style(sh, r);
+  placements_text(sh, ps.placements, pls, sizeof pls);
+  tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s", (int)w_name, name,
+                   (int)w_shape, sd, (int)w_style, style ? style : "-", pls);
+  if (r->count > 1) tpx__sbuf_printf(b, "  x%lld", (long long)r->count);
+  if (tpx_sharding_param_keeps_fp32(sh, r->first))
+    tpx__sbuf_printf(b, "  (kept in fp32)");
+  if (pi.tied_to >= 0) {
+    tpx_param_info ti;
+    if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK)
+      tpx__sbuf_printf(b, "  (tied to %s)", ti.fqn);
+  }
+  tpx__sbuf_printf(b, "\n");
+}
+
+/* The parameter table, one row per group of parameters that differ only
+ * in their layer indices. */
+static void table(tpx__sbuf *b, const tpx_sharding *sh) {
+  row_table t = {NULL, 0, 0, TPX__STRMAP_INIT};
+  collect_rows(b, sh, &t);
+  /* Render the collapsed names first to size the columns. */
+  char **names = calloc(t.n ? t.n : 1, sizeof *names);
+  size_t w_name = 18, w_shape = 11, w_style = 5;
+  if (!names) b->failed = 1;
+  if (!b->failed) measure_rows(b, sh, &t, names, &w_name, &w_shape, &w_style);
   tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s\n", (int)w_name,
                    "module.parameter", (int)w_shape, "shape dtype",
                    (int)w_style, "style", "placements");
-  for (size_t i = 0; i < nrows && !b->failed; i++) {
-    row_t *r = &rows[i];
-    tpx_param_info pi;
-    tpx_param_sharding ps;
-    if (!names[i] || tpx_model_param(model, r->first, &pi, NULL) != TPX_OK ||
-        tpx_sharding_param(sh, r->first, &ps, NULL) != TPX_OK)
-      continue;
-    char sd[160];
-    shape_text(&pi, shp, sizeof shp);
-    snprintf(sd, sizeof sd, "%s %s", shp, tpx_dtype_short_name(pi.dtype));
-    const char *style = "-";
-    if (ps.plan_key) {
-      tpx_plan_entry pe;
-      if (tpx_plan_get(tpx_sharding_plan(sh), (size_t)ps.plan_entry, &pe,
-                       NULL) == TPX_OK)
-        style = tpx_style_kind_name(pe.style.kind);
-    }
-    placements_text(sh, ps.placements, pls, sizeof pls);
-    tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s", (int)w_name, names[i],
-                     (int)w_shape, sd, (int)w_style, style, pls);
-    if (r->count > 1) tpx__sbuf_printf(b, "  x%lld", (long long)r->count);
-    if (tpx_sharding_param_keeps_fp32(sh, r->first))
-      tpx__sbuf_printf(b, "  (kept in fp32)");
-    if (pi.tied_to >= 0) {
-      tpx_param_info ti;
-      if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK)
-        tpx__sbuf_printf(b, "  (tied to %s)", ti.fqn);
-    }
-    tpx__sbuf_printf(b, "\n");
-  }
+  for (size_t i = 0; i < t.n && !b->failed; i++)
+    print_row(b, sh, &t.rows[i], names[i], w_name, w_shape, w_style);
   if (names)
-    for (size_t i = 0; i < nrows; i++) free(names[i]);
+    for (size_t i = 0; i < t.n; i++) free(names[i]);
   free(names);
-  for (size_t i = 0; i < nrows; i++) {
-    free(rows[i].key);
-    free(rows[i].tmpl);
-    for (int k = 0; k < MAX_NUM_ATOMS; k++) free(rows[i].vals[k]);
-  }
-  free(rows);
-  free(tmpl);
-  free(key);
-  tpx__strmap_free(&map);
+  row_table_free(&t);
 }
 
 /* Styled modules with their collectives, one line per (key, module class). */

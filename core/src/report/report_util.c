@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "report/report_util.h"
 
 tpx_dtype tpx__report_model_dtype(const tpx_model *model) {
@@ -73,15 +74,10 @@ void tpx__sbuf_printf(tpx__sbuf *b, const char *fmt, ...) {
       b->len += (size_t)n;
       return;
     }
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + (size_t)n + 1) cap *= 2;
-    char *d = realloc(b->data, cap);
-    if (!d) {
+    if (TPX_GROW(b->data, b->cap, b->len + (size_t)n + 1, 4096)) {
       b->failed = 1;
       return;
     }
-    b->data = d;
-    b->cap = cap;
   }
 }
 

@@ -60,8 +60,8 @@ static int follows_from_heads(const tpx_sharding *sh, const tpx_diag *w,
 }
 
 /* Every diagnostic (selection's first), with its cause. NULL on OOM. */
-static item_t *collect(const tpx_sharding *sh, const tpx_report_options *o,
-                       size_t *n) {
+static item_t *collect_items(const tpx_sharding *sh,
+                             const tpx_report_options *o, size_t *n) {
   const tpx_diag_list *lists[2] = {o->selection_diags,
                                    tpx_sharding_diagnostics(sh)};
   size_t total = 0;
@@ -103,14 +103,19 @@ static void diag_line(tpx__sbuf *b, const tpx_diag *d, int indent) {
     tpx__sbuf_printf(b, "%*s    fix: %s\n", indent, "", d->fix);
 }
 
+/* The items, or NULL with the buffer marked failed (out of memory). */
+static item_t *collect(tpx__sbuf *b, const tpx_sharding *sh,
+                       const tpx_report_options *o, size_t *n) {
+  item_t *it = collect_items(sh, o, n);
+  if (!it) b->failed = 1;
+  return it;
+}
+
 void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
                          const tpx_report_options *o) {
   size_t n = 0;
-  item_t *it = collect(sh, o, &n);
-  if (!it) {
-    b->failed = 1;
-    return;
-  }
+  item_t *it = collect(b, sh, o, &n);
+  if (!it) return;
   size_t nerr = 0, nwarn = 0, nfolded = 0;
   for (size_t i = 0; i < n; i++) {
     if (it[i].d.level == TPX_DIAG_ERROR)
@@ -193,11 +198,8 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
 void tpx__report_diagnostics(tpx__sbuf *b, const tpx_sharding *sh,
                              const tpx_report_options *o) {
   size_t n = 0;
-  item_t *it = collect(sh, o, &n);
-  if (!it) {
-    b->failed = 1;
-    return;
-  }
+  item_t *it = collect(b, sh, o, &n);
+  if (!it) return;
   tpx__sbuf_printf(b, "\nDiagnostics (%zu):\n", n);
   if (!n)
     tpx__sbuf_printf(b, "  none\n");

@@ -2,7 +2,7 @@
  * sharded flat buffers: the f32 masters with the sharded f32 gradients;
  * low-precision storage is refreshed from the masters afterwards. Padding
  * stays zero (zero gradient, zero state, zero parameter). The update is the
- * memory space's adamw kernel (device/ms_host.c holds the loop). */
+ * memory space's adamw kernel (device/host_kernels.c holds the loop). */
 #include <math.h>
 #include <string.h>
 
@@ -72,7 +72,7 @@ tpx_status tpx_runtime_adamw_step(tpx_runtime *rt,
     tpx__rt_unit *un = &rt->units[p->unit];
     float *master = tpx__rt_master(rt, p);
     if (!p->padded) continue;
-    st = ms->ops->adamw(ms, master, un->grad + p->grad_off,
+    st = tpx__ms_adamw_update(ms, master, un->grad + p->grad_off,
                         un->exp_avg + p->grad_off,
                         un->exp_avg_sq + p->grad_off, (size_t)p->padded, &h,
                         err);

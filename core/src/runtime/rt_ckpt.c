@@ -56,7 +56,7 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
     dests[i].data = devp[i];
     staged += dests[i].bytes;
   }
-  if (devp && ms->ops->device) {
+  if (devp && tpx__ms_is_device(ms)) {
     stage = malloc(staged ? staged : 1);
     for (size_t i = 0, at = 0; stage && i < rt->num_params; i++) {
       if (!devp[i]) continue;
@@ -64,7 +64,7 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
       at += dests[i].bytes;
     }
   }
-  if (!devp || (ms->ops->device && !stage)) {
+  if (!devp || (tpx__ms_is_device(ms) && !stage)) {
     free(devp);
     free(dests);
     tpx_checkpoint_reader_destroy(rd);

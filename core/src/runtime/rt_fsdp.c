@@ -298,7 +298,7 @@ static tpx_status reduce_plain(tpx_runtime *rt, tpx__rt_unit *u,
                                 TPX_REDUCE_SUM, err);
   if (st != TPX_OK) return st;
   if (rt->divide != 1.0 && n)
-    st = rt->ms->ops->scale_f32(rt->ms, u->grad, n, (float)rt->divide, 1,
+    st = tpx__ms_scale_f32(rt->ms, u->grad, n, (float)rt->divide, 1,
                                 err);
   if (st != TPX_OK) return st;
   return tp_allreduce(rt, u, u->grad, TPX_DTYPE_F32, 1, err);
@@ -327,7 +327,7 @@ static tpx_status finish_reduce(tpx_runtime *rt, tpx__rt_unit *u,
       const tpx__rt_param *p = &rt->params[u->first + i];
       size_t n = (size_t)(p->shard_rows * p->row_numel);
       if (n)
-        st = rt->ms->ops->add_f32(rt->ms, u->grad + p->grad_off,
+        st = tpx__ms_add_f32(rt->ms, u->grad + p->grad_off,
                                   (const unsigned char *)u->rout +
                                       p->rflat_off,
                                   u->reduce, n, d, err);

@@ -1,6 +1,7 @@
 /* runtime/rt_internal.h — the inside of tpx_runtime, shared by the rt_*.c
- * files: rt_runtime.c (create, queries, byte accounting), rt_queue.c (the
- * comm thread), rt_cast.c (dtype conversions), rt_fsdp.c (unshard, reshard,
+ * files: rt_runtime.c (create, queries), rt_buf.c (buffers and byte
+ * accounting), rt_dim.c (mesh-dim communicators), rt_queue.c (the
+ * comm thread), rt_fsdp.c (unshard, reshard,
  * prefetch, gradient reduction), rt_load.c (load / gather full tensors),
  * rt_norm.c (grad norm and clip), rt_adamw.c (AdamW).
  * Not for other areas: they use tpx/runtime.h. */
@@ -11,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device/memspace.h"
+#include "device/kernels.h"
 #include "tpx/runtime.h"
 
 /* ---- the comm thread (rt_queue.c) ---- */
@@ -50,12 +51,14 @@ tpx_status tpx__rt_queue_run(tpx__rt_queue *q,
                              tpx_status (*fn)(void *, tpx_error *),
                              void *arg, tpx_error *err);
 
-/* ---- dtype conversions (rt_cast.c) ---- */
+/* ---- dtypes ---- */
 
 /* 1 for the float dtypes the runtime stores and computes in (f32, bf16,
  * f16). The conversions themselves are memspace ops (device/memspace.h:
  * convert, add_f32), so they run where the buffers live. */
-int tpx__rt_dtype_ok(tpx_dtype dt);
+static inline int tpx__rt_dtype_ok(tpx_dtype dt) {
+  return dt == TPX_DTYPE_F32 || dt == TPX_DTYPE_BF16 || dt == TPX_DTYPE_F16;
+}
 
 /* ---- the runtime ---- */
 
@@ -156,6 +159,8 @@ struct tpx_runtime {
   int64_t cached_bytes;
 };
 
+/* ---- buffers (rt_buf.c) ---- */
+
 /* Zeroed allocation / free in rt->ms with byte accounting (compute thread
  * only). NULL on OOM.
  * GATHER and UNSHARDED_GRADS buffers go through the cache when
@@ -168,6 +173,11 @@ void *tpx__rt_alloc_raw(tpx_runtime *rt, tpx_runtime_mem_kind kind,
                         size_t bytes, int zero);
 void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
                   size_t bytes);
+/* Free the cached buffers (destroy). */
+void tpx__rt_release_cache(tpx_runtime *rt);
+
+/* ---- mesh dims (rt_dim.c) ---- */
+
 /* The communicator of mesh dim `dim` (NULL when the mesh has none). */
 tpx_comm *tpx__rt_dim_comm(const tpx_runtime *rt, int dim);
 /* 1 when `dim` is a data-parallel dim (its collectives go to the queue). */
@@ -177,6 +187,8 @@ int tpx__rt_dim_is_dp(const tpx_runtime *rt, int dim);
 tpx_status tpx__rt_all_reduce_dim(tpx_runtime *rt, int dim, void *buf,
                                   size_t count, tpx_dtype dt,
                                   tpx_reduce_op op, tpx_error *err);
+/* ---- parameters (rt_runtime.c) ---- */
+
 /* Look up parameter `param` (alias -> target); NULL + error when bad. */
 tpx__rt_param *tpx__rt_lookup(const tpx_runtime *rt, int64_t param,
                               const char *what, tpx_error *err);

@@ -1,6 +1,6 @@
 /* runtime/rt_norm.c — the total gradient norm over the whole mesh (each
- * global element once) and clipping by it, as torch's clip_grad_norm_ and
- * seed 004's get_grad_norm / clip_grad_by_total_norm_ do.
+ * global element once) and clipping by it, as torch's clip_grad_norm_ does
+ * (docs/SEMANTICS.md "The training step").
  * Per parameter, the local sum of squares (or max |g|) goes into the slot
  * of the set of mesh dims it is sharded on; slot s is then reduced over
  * exactly the dims in s, so replicated copies are never counted twice.
@@ -42,7 +42,7 @@ tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
     const tpx__rt_param *p = &rt->params[i];
     const float *g = rt->units[p->unit].grad + p->grad_off;
     size_t n = (size_t)(p->shard_rows * p->row_numel);
-    if (n) st = ms->ops->norm_acc(ms, acc + p->shard_mask, g, n, inf, err);
+    if (n) st = tpx__ms_norm_acc(ms, acc + p->shard_mask, g, n, inf, err);
   }
   for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
     size_t m = 0;
@@ -88,12 +88,12 @@ tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
   float denom = (float)total_norm + 1e-6f;
   float coef = (1.0f / denom) * (float)max_norm;
   /* clamp(coef, max=1) keeps a NaN, and torch multiplies by it: a NaN
-   * norm makes every gradient NaN (seed 004's Python-float version would
+   * norm makes every gradient NaN (a Python-float version of the clip would
    * skip scaling instead). coef == 1 changes nothing. */
   if (!(coef < 1.0f) && !isnan(coef)) return TPX_OK;
   for (size_t u = 0; u < rt->num_units && st == TPX_OK; u++)
     if (rt->units[u].grad_numel)
-      st = rt->ms->ops->scale_f32(rt->ms, rt->units[u].grad,
+      st = tpx__ms_scale_f32(rt->ms, rt->units[u].grad,
                                   (size_t)rt->units[u].grad_numel, coef, 0,
                                   err);
   return st;

@@ -5,114 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm_impl.h"
+#include "comm/comm_view.h"
 #include "runtime/rt_internal.h"
-#include "runtime/tp_internal.h"
-#include "shard/sharding_impl.h"
+#include "shard/sharding_view.h"
 
 /* Offsets are aligned to the element size only, so a unit of one dtype has
  * no bytes beyond its padded numels. */
 static size_t align_to(size_t n, size_t a) { return (n + a - 1) / a * a; }
-
-static int cached_kind(const tpx_runtime *rt, tpx_runtime_mem_kind kind) {
-  return rt->opts.cache_buffers && (kind == TPX_RUNTIME_MEM_GATHER ||
-                                    kind == TPX_RUNTIME_MEM_UNSHARDED_GRADS);
-}
-
-void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind,
-                    size_t bytes) {
-  return tpx__rt_alloc_raw(rt, kind, bytes, 1);
-}
-
-void *tpx__rt_alloc_raw(tpx_runtime *rt, tpx_runtime_mem_kind kind,
-                        size_t bytes, int zero) {
-  void *p = NULL;
-  if (cached_kind(rt, kind))
-    for (size_t i = rt->ncache; i-- > 0;)
-      if (rt->cache[i].bytes == bytes) {
-        p = rt->cache[i].p;
-        rt->cache[i] = rt->cache[--rt->ncache];
-        rt->cached_bytes -= (int64_t)bytes;
-        if (zero && tpx__ms_memset(rt->ms, p, 0, bytes, NULL) != TPX_OK) {
-          tpx__ms_free(rt->ms, p);
-          return NULL;
-        }
-        break;
-      }
-  if (!p && tpx__ms_alloc(rt->ms, bytes, 1, &p, NULL) != TPX_OK) return NULL;
-  if (!p) return NULL;
-  rt->cur[kind] += (int64_t)bytes;
-  rt->cur[TPX_RUNTIME_MEM_TOTAL] += (int64_t)bytes;
-  if (rt->cur[kind] > rt->peak[kind]) rt->peak[kind] = rt->cur[kind];
-  if (rt->cur[TPX_RUNTIME_MEM_TOTAL] > rt->peak[TPX_RUNTIME_MEM_TOTAL])
-    rt->peak[TPX_RUNTIME_MEM_TOTAL] = rt->cur[TPX_RUNTIME_MEM_TOTAL];
-  return p;
-}
-
-void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
-                  size_t bytes) {
-  if (!p) return;
-  rt->cur[kind] -= (int64_t)bytes;
-  rt->cur[TPX_RUNTIME_MEM_TOTAL] -= (int64_t)bytes;
-  if (cached_kind(rt, kind)) {
-    if (rt->ncache == rt->cache_cap) {
-      size_t cap = rt->cache_cap ? 2 * rt->cache_cap : 16;
-      struct tpx__rt_block *c = realloc(rt->cache, cap * sizeof *c);
-      if (c) {
-        rt->cache = c;
-        rt->cache_cap = cap;
-      }
-    }
-    if (rt->ncache < rt->cache_cap) {
-      rt->cache[rt->ncache].p = p;
-      rt->cache[rt->ncache++].bytes = bytes;
-      rt->cached_bytes += (int64_t)bytes;
-      return;
-    }
-  }
-  tpx__ms_free(rt->ms, p);
-}
-
-static void release_cache(tpx_runtime *rt) {
-  for (size_t i = 0; i < rt->ncache; i++) tpx__ms_free(rt->ms, rt->cache[i].p);
-  free(rt->cache);
-  rt->cache = NULL;
-  rt->ncache = rt->cache_cap = 0;
-  rt->cached_bytes = 0;
-}
-
-tpx_comm *tpx__rt_dim_comm(const tpx_runtime *rt, int dim) {
-  return dim < 0 ? NULL : tpx_mesh_comm_dim(rt->mc, dim);
-}
-
-int tpx__rt_dim_is_dp(const tpx_runtime *rt, int dim) {
-  return dim >= 0 && (dim == rt->dps_dim || dim == rt->dpr_dim);
-}
-
-typedef struct ar_args {
-  tpx_comm *comm;
-  void *buf;
-  size_t count;
-  tpx_dtype dt;
-  tpx_reduce_op op;
-} ar_args;
-
-static tpx_status ar_job(void *arg, tpx_error *err) {
-  ar_args *a = arg;
-  return tpx_comm_all_reduce(a->comm, a->buf, a->buf, a->count, a->dt, a->op,
-                             err);
-}
-
-tpx_status tpx__rt_all_reduce_dim(tpx_runtime *rt, int dim, void *buf,
-                                  size_t count, tpx_dtype dt,
-                                  tpx_reduce_op op, tpx_error *err) {
-  tpx_comm *c = tpx__rt_dim_comm(rt, dim);
-  if (!c || tpx_comm_size(c) <= 1) return TPX_OK;
-  ar_args a = {c, buf, count, dt, op};
-  if (tpx__rt_dim_is_dp(rt, dim))
-    return tpx__rt_queue_run(&rt->queue, ar_job, &a, err);
-  return ar_job(&a, err);
-}
 
 float *tpx__rt_master(const tpx_runtime *rt, const tpx__rt_param *p) {
   const tpx__rt_unit *u = &rt->units[p->unit];
@@ -393,7 +292,11 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_create: out is NULL");
   *out = NULL;
-  tpx_status st = tpx__tp_check_comm(sh, mc, "tpx_runtime_create", err);
+  if (!sh)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_create: sharding is NULL");
+  tpx_status st = tpx__mesh_comm_check(mc, tpx_sharding_mesh(sh),
+                                       "tpx_runtime_create", err);
   if (st != TPX_OK) return st;
   tpx_runtime_options o = TPX_RUNTIME_OPTIONS_INIT;
   if (opts) {
@@ -425,19 +328,20 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   rt->ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
   rt->opts = o;
   rt->rank = tpx_comm_rank(tpx_mesh_comm_world(mc));
-  rt->ndim = sh->ndim;
-  rt->tp_dim = sh->tp_dim;
-  rt->dps_dim = sh->dps_dim;
-  rt->dpr_dim = sh->dpr_dim;
-  rt->tp = sh->tp;
-  rt->dps = sh->dps;
-  rt->dpr = sh->dpr;
+  const tpx__shard_dims dims = tpx__sv_dims(sh);
+  rt->ndim = dims.ndim;
+  rt->tp_dim = dims.tp_dim;
+  rt->dps_dim = dims.dps_dim;
+  rt->dpr_dim = dims.dpr_dim;
+  rt->tp = dims.tp;
+  rt->dps = dims.dps;
+  rt->dpr = dims.dpr;
   rt->fsdp = tpx_sharding_num_fsdp_units(sh) > 0;
   rt->num_units = rt->fsdp ? tpx_sharding_num_fsdp_units(sh) : 1;
   rt->divide = o.grad_divide_factor > 0 ? o.grad_divide_factor
                                         : (double)(rt->dps * rt->dpr);
   int64_t coords[TPX_MESH_MAX_DIMS];
-  st = tpx_mesh_coords(sh->mesh, rt->rank, coords, err);
+  st = tpx_mesh_coords(tpx_sharding_mesh(sh), rt->rank, coords, err);
   if (st == TPX_OK) {
     rt->dps_index = rt->dps_dim >= 0 ? coords[rt->dps_dim] : 0;
     st = build(rt, err);
@@ -483,7 +387,7 @@ void tpx_runtime_destroy(tpx_runtime *rt) {
     tpx__rt_free(rt, TPX_RUNTIME_MEM_OPTIMIZER, un->exp_avg_sq,
                  (size_t)un->grad_numel * sizeof(float));
   }
-  release_cache(rt);
+  tpx__rt_release_cache(rt);
   free(rt->units);
   free(rt->params);
   free(rt->param_slot);

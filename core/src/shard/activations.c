@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "shard/memory_impl.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 #include "tpx/validate.h"
 
 /* key, then text_config.key (VLMs). */

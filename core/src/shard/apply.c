@@ -1,5 +1,5 @@
 /* apply.c — what torch's parallelize_module does to parameters
- * (spec/torch-semantics.md §2): the TP placement of every parameter, plus the
+ * (docs/SEMANTICS.md "Parallel styles"): the TP placement of every parameter, plus the
  * diagnostics of application: unsupported module kinds, tied parameters that
  * end with two placements, uneven shards, and parameters replicated by
  * omission.
@@ -11,39 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "model/model_view.h"
-#include "shard/sharding_impl.h"
+#include "plan/match_internal.h"
+#include "shard/shard_internal.h"
 #include "tpx/match.h"
-
-typedef enum {
-  FAM_NONE = 0,
-  FAM_COLWISE,
-  FAM_ROWWISE,
-  FAM_SEQUENCE,
-  FAM_PREPARE,
-} family_t;
-
-static family_t family_of(tpx_style_kind k) {
-  switch (k) {
-  case TPX_STYLE_COLWISE:
-    return FAM_COLWISE;
-  case TPX_STYLE_ROWWISE:
-  case TPX_STYLE_VOCAB_PARALLEL_EMBEDDING:
-  case TPX_STYLE_GEMMA4_VOCAB_PARALLEL_EMBEDDING:
-  case TPX_STYLE_GEMMA4_ROWWISE_PARALLEL:
-    return FAM_ROWWISE;
-  case TPX_STYLE_SEQUENCE_PARALLEL:
-  case TPX_STYLE_ROTARY_EMBED_PARALLEL:
-  case TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL:
-  case TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION:
-    return FAM_SEQUENCE;
-  case TPX_STYLE_PREPARE_MODULE_INPUT:
-  case TPX_STYLE_PREPARE_MODULE_OUTPUT:
-    return FAM_PREPARE;
-  default:
-    return FAM_NONE;
-  }
-}
 
 /* Per-entry key and style come from sh->entry_keys / entry_styles, read
  * from the plan once (tpx_plan_get copies a whole style: too slow per
@@ -87,8 +59,7 @@ static tpx_status cover_one(tpx_sharding *sh, int64_t m, uint8_t *keyed,
   int64_t own = -1;
   if (sh->module_entry[m] >= 0) {
     const tpx_style *s = entry_style(sh, sh->module_entry[m]);
-    family_t f = s ? family_of(s->kind) : FAM_NONE;
-    if (f == FAM_COLWISE || f == FAM_ROWWISE || f == FAM_SEQUENCE) own = m;
+    if (s && tpx_style_kind_traits(s->kind).distributes_params) own = m;
   }
   sh->module_cover[m] = own >= 0 ? own : inherited;
   if (own < 0 || inherited < 0 || !sh->tp_applied || *nested_reported)
@@ -151,8 +122,7 @@ static tpx_status check_kinds(tpx_sharding *sh, tpx_error *err) {
     sh->entry_kinds[e] |= k == TPX_MODULE_EMBEDDING ? 2 : 1;
     if (seen[e]) continue;
     const tpx_style *s = entry_style(sh, e);
-    family_t f = s ? family_of(s->kind) : FAM_NONE;
-    if (f != FAM_COLWISE && f != FAM_ROWWISE) continue;
+    if (!s || !tpx_style_kind_traits(s->kind).shards_params) continue;
     if (k == TPX_MODULE_LINEAR || k == TPX_MODULE_EMBEDDING) continue;
     seen[e] = 1;
     st = diag_oom(
@@ -196,22 +166,23 @@ static tpx_status report_child_param(tpx_sharding *sh, once_t *once,
 static tpx_placement tp_placement_for(const tpx_style *s, tpx_module_kind k,
                                       const char *name, int own,
                                       int *child_problem) {
-  family_t f = family_of(s->kind);
+  tpx_style_family f = tpx_style_kind_traits(s->kind).family;
   *child_problem = 0;
-  if (f == FAM_COLWISE || (f == FAM_ROWWISE && k == TPX_MODULE_EMBEDDING)) {
+  if (f == TPX_STYLE_FAMILY_COLWISE ||
+      (f == TPX_STYLE_FAMILY_ROWWISE && k == TPX_MODULE_EMBEDDING)) {
     /* named_parameters() of the styled module is recursive, so a child's
      * parameter would be registered under a dotted name (KeyError). */
     if (!own) *child_problem = 1;
-    if (f == FAM_COLWISE)
+    if (f == TPX_STYLE_FAMILY_COLWISE)
       return tpx_placement_shard(k == TPX_MODULE_EMBEDDING ? 1 : 0);
     return tpx_placement_shard(0);
   }
-  if (f == FAM_ROWWISE) {
+  if (f == TPX_STYLE_FAMILY_ROWWISE) {
     /* Linear: the partition fn runs on every submodule and reads .weight. */
     if (strcmp(name, "weight") == 0) return tpx_placement_shard(1);
     return tpx_placement_replicate();
   }
-  if (f == FAM_SEQUENCE && !own) *child_problem = 1;
+  if (f == TPX_STYLE_FAMILY_SEQUENCE && !own) *child_problem = 1;
   return tpx_placement_replicate();
 }
 
@@ -267,216 +238,6 @@ static tpx_status emit_uneven(tpx_sharding *sh, const uneven_t *u,
     if (st != TPX_OK) return diag_oom(st, err);
   }
   return TPX_OK;
-}
-
-/* ---- replicated by omission ---- */
-
-/* FQN with every all-digit atom replaced by '*'. */
-static size_t generalize(const char *fqn, char *out, size_t size) {
-  size_t o = 0;
-  const char *p = fqn;
-  while (*p && o + 2 < size) {
-    const char *q = p;
-    int digits = 1;
-    while (*q && *q != '.') {
-      if (*q < '0' || *q > '9') digits = 0;
-      q++;
-    }
-    if (q == p) digits = 0;
-    if (digits) {
-      out[o++] = '*';
-    } else {
-      size_t len = (size_t)(q - p);
-      if (o + len + 1 >= size) len = size - o - 2;
-      memcpy(out + o, p, len);
-      o += len;
-    }
-    if (*q == '.') out[o++] = '.';
-    p = *q ? q + 1 : q;
-  }
-  out[o] = '\0';
-  return o;
-}
-
-size_t tpx__shard_generalize_fqn(const char *fqn, char *out, size_t size) {
-  return generalize(fqn, out, size);
-}
-
-/* Hash of (local name, ndim, shape): the prefilter for "same name and
- * shape"; equal hashes are confirmed field by field. */
-static uint64_t shape_hash(const char *name, int ndim, const int64_t *shape) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
-  h = (h ^ (uint64_t)ndim) * 1099511628211ULL;
-  for (int d = 0; d < ndim; d++)
-    h = (h ^ (uint64_t)shape[d]) * 1099511628211ULL;
-  return h ? h : 1;
-}
-
-static int same_name_shape(const tpx_param_info *a, const tpx_param_info *b) {
-  if (a->ndim != b->ndim || strcmp(a->name, b->name) != 0) return 0;
-  for (int d = 0; d < a->ndim; d++)
-    if (a->shape[d] != b->shape[d]) return 0;
-  return 1;
-}
-
-static int sharded_on_tp(const tpx_sharding *sh, int64_t p) {
-  tpx_placement pl = sh->placements[p * sh->ndim + sh->tp_dim];
-  return pl.kind == TPX_SHARD || pl.kind == TPX_STRIDED_SHARD;
-}
-
-/* Matching (tpx/match.h) already warns about unplanned siblings of planned
- * modules; one warning per parameter is enough. */
-static int already_reported(const tpx_diag_list *diags, const char *fqn,
-                            const char *general) {
-  char quoted[600];
-  snprintf(quoted, sizeof quoted, "'%s'", fqn);
-  for (size_t i = 0; i < tpx_diag_count(diags); i++) {
-    tpx_diag d;
-    if (tpx_diag_get(diags, i, &d, NULL) != TPX_OK ||
-        strcmp(d.code, "replicated-by-omission") != 0)
-      continue;
-    if ((d.subject && (strcmp(d.subject, general) == 0 ||
-                       strcmp(d.subject, fqn) == 0)) ||
-        (d.message && strstr(d.message, quoted)))
-      return 1;
-  }
-  return 0;
-}
-
-/* A parameter no key covers, while a same-named, same-shaped parameter at
- * the same place in another layer, or in a sibling module of the same
- * parent, is TP-sharded: likely a missing plan key. `phash` is nonzero for
- * the parameters compared (0 for aliases, scalars and key-covered ones);
- * this fills in shape_hash for the candidates. Sharded parameters are
- * hashed only when some candidate has their rank and first dim (`shapes`,
- * a one-word filter): a million sharded experts next to a few replicated
- * norms then cost a compare each. */
-static int shape_bit(int ndim, const int64_t *shape) {
-  uint64_t h = (uint64_t)ndim * 0x9e3779b97f4a7c15ULL ^
-               (uint64_t)shape[0] * 0xc2b2ae3d27d4eb4fULL;
-  return (int)(h >> 58);
-}
-
-static uint64_t param_hash(const tpx_model *model, int64_t p) {
-  const tpx__param *r = tpx__mv_param(model, p);
-  return shape_hash(tpx__mv_param_name(r), r->ndim, tpx__mv_shape(model, r));
-}
-
-static tpx_status omission(tpx_sharding *sh, uint64_t *phash,
-                           tpx_error *err) {
-  const tpx_model *model = sh->model;
-  size_t np = sh->num_params;
-  tpx_status st = TPX_OK;
-  int64_t *cand = NULL, *next = NULL, *example = NULL, *slots = NULL;
-  size_t nc = 0, nslots = 0;
-  char gen_a[512], gen_b[512];
-  for (size_t p = 0; p < np; p++)
-    if (sh->param_styled[p] < 0 && phash[p]) nc++;
-  if (nc == 0) return TPX_OK;
-  nslots = 16;
-  while (nslots < nc * 2) nslots *= 2;
-  cand = malloc(nc * sizeof *cand);
-  next = malloc(nc * sizeof *next);
-  example = malloc(nc * sizeof *example);
-  slots = malloc(nslots * sizeof *slots);
-  if (!cand || !next || !example || !slots) {
-    st = tpx__shard_oom(err, "omission candidates");
-    goto done;
-  }
-  for (size_t i = 0; i < nslots; i++) slots[i] = -1;
-  nc = 0;
-  /* Candidates chained per hash slot (slots hold the chain head). */
-  uint64_t shapes = 0;
-  for (size_t p = 0; p < np; p++) {
-    if (sh->param_styled[p] >= 0 || !phash[p]) continue;
-    const tpx__param *r = tpx__mv_param(model, (int64_t)p);
-    shapes |= (uint64_t)1 << shape_bit(r->ndim, tpx__mv_shape(model, r));
-    phash[p] = param_hash(model, (int64_t)p);
-    size_t s = (size_t)phash[p] & (nslots - 1);
-    cand[nc] = (int64_t)p;
-    example[nc] = -1;
-    next[nc] = slots[s];
-    slots[s] = (int64_t)nc;
-    nc++;
-  }
-  for (size_t p = 0; p < np; p++) {
-    if (sh->param_styled[p] < 0 || !phash[p] || !sharded_on_tp(sh, (int64_t)p))
-      continue;
-    const tpx__param *r = tpx__mv_param(model, (int64_t)p);
-    if (!((shapes >> shape_bit(r->ndim, tpx__mv_shape(model, r))) & 1))
-      continue;
-    uint64_t h = param_hash(model, (int64_t)p);
-    int64_t c = slots[(size_t)h & (nslots - 1)];
-    if (c < 0) continue;
-    tpx_param_info pi;
-    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK) continue;
-    int64_t sparent = tpx_model_module_parent(model, pi.module);
-    int have_gen = 0;
-    for (; c >= 0; c = next[c]) {
-      if (example[c] >= 0 || phash[cand[c]] != h) continue;
-      tpx_param_info ci;
-      if (tpx_model_param(model, cand[c], &ci, NULL) != TPX_OK ||
-          !same_name_shape(&pi, &ci))
-        continue;
-      int hit = ci.module != pi.module &&
-                tpx_model_module_parent(model, ci.module) == sparent;
-      if (!hit) {
-        if (!have_gen) {
-          generalize(pi.fqn, gen_a, sizeof gen_a);
-          have_gen = 1;
-        }
-        generalize(ci.fqn, gen_b, sizeof gen_b);
-        hit = strcmp(gen_a, gen_b) == 0; /* same place in another layer */
-      }
-      if (hit) example[c] = (int64_t)p;
-    }
-  }
-  /* One warning per generalized name, with the count of its parameters. */
-  for (size_t c = 0; c < nc && st == TPX_OK; c++) {
-    if (example[c] < 0) continue;
-    tpx_param_info ci, si;
-    if (tpx_model_param(model, cand[c], &ci, NULL) != TPX_OK ||
-        tpx_model_param(model, example[c], &si, NULL) != TPX_OK)
-      continue;
-    generalize(ci.fqn, gen_b, sizeof gen_b);
-    int64_t count = 1;
-    for (size_t k = c + 1; k < nc; k++) {
-      if (example[k] < 0) continue;
-      tpx_param_info ki;
-      if (tpx_model_param(model, cand[k], &ki, NULL) != TPX_OK) continue;
-      generalize(ki.fqn, gen_a, sizeof gen_a);
-      if (strcmp(gen_a, gen_b) == 0) {
-        count++;
-        example[k] = -1; /* reported with this one */
-      }
-    }
-    if (already_reported(sh->diags, ci.fqn, gen_b)) continue;
-    char pl[48];
-    tpx_placement_format(sh->placements[example[c] * sh->ndim + sh->tp_dim],
-                         pl, sizeof pl);
-    char more[64] = "";
-    if (count > 1)
-      snprintf(more, sizeof more, " (%lld parameters like it)",
-               (long long)count);
-    st = diag_oom(
-        tpx_diag_add(sh->diags, TPX_DIAG_WARNING, "replicated-by-omission",
-                     ci.fqn,
-                     "add a plan key for its module if it should be sharded "
-                     "like its siblings (or mark it intentionally replicated)",
-                     "parameter '%s'%s is replicated because no plan key "
-                     "covers it, while '%s' of the same name and shape is "
-                     "sharded (%s on tp, key '%s')",
-                     ci.fqn, more, si.fqn, pl,
-                     entry_key(sh, sh->param_entry[example[c]])),
-        err);
-  }
-done:
-  free(cand);
-  free(next);
-  free(example);
-  free(slots);
-  return st;
 }
 
 /* ---- tied parameters ----
@@ -578,14 +339,173 @@ static tpx_status check_tied(tpx_sharding *sh, tpx_error *err) {
   return TPX_OK;
 }
 
-tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
+/* What the per-parameter pass collects for the diagnostics after it. */
+typedef struct apply_pass {
+  const uint8_t *keyed; /* [num_modules] module or an ancestor is keyed */
+  once_t once;          /* one child-parameter error per entry */
+  uint64_t *phash;      /* [num_params] nonzero: compared for omission */
+  uneven_t *uneven;     /* [UNEVEN_MAX] */
+  size_t nu;
+  size_t cap_tied;
+} apply_pass;
+
+/* Count parameter p toward the uneven-shard warning of its entry. */
+static void note_uneven(apply_pass *a, int64_t e, size_t p, int dim,
+                        int64_t size, const char *pname) {
+  size_t i;
+  for (i = 0; i < a->nu; i++)
+    if (a->uneven[i].entry == e && a->uneven[i].dim == dim &&
+        a->uneven[i].size == size &&
+        strncmp(a->uneven[i].name, pname, sizeof a->uneven[i].name) == 0)
+      break;
+  if (i < a->nu) {
+    a->uneven[i].count++;
+  } else if (a->nu < UNEVEN_MAX) {
+    uneven_t *u = &a->uneven[a->nu++];
+    u->entry = e;
+    u->param = (int64_t)p;
+    u->dim = dim;
+    u->size = size;
+    u->count = 1;
+    snprintf(u->name, sizeof u->name, "%s", pname);
+  }
+}
+
+/* The problems torch meets placing a parameter that lies in a submodule of
+ * the styled module (none when `child_problem` is 0 and it is not a
+ * rowwise-Linear child with a weight). */
+static tpx_status check_child(tpx_sharding *sh, apply_pass *a, int64_t e,
+                              const tpx__param *pi, int64_t styled,
+                              const tpx_style *s, tpx_module_kind k,
+                              int child_problem, tpx_error *err) {
   const tpx_model *model = sh->model;
+  if (child_problem)
+    return diag_oom(
+        report_child_param(
+            sh, &a->once, e, pi->fqn, styled,
+            "its partition function iterates the module's parameters "
+            "recursively and cannot register a dotted name (torch raises "
+            "KeyError)"),
+        err);
+  if (tpx_style_kind_traits(s->kind).family != TPX_STYLE_FAMILY_ROWWISE ||
+      k == TPX_MODULE_EMBEDDING ||
+      pi->module == styled)
+    return TPX_OK;
+  /* rowwise on a Linear runs on every submodule and reads .weight. */
+  char fq[1024];
+  snprintf(fq, sizeof fq, "%s%sweight", tpx_model_module_fqn(model, pi->module),
+           *tpx_model_module_fqn(model, pi->module) ? "." : "");
+  if (tpx_model_find_param(model, fq) >= 0) return TPX_OK;
+  return diag_oom(report_child_param(
+                      sh, &a->once, e, pi->fqn, styled,
+                      "its submodule has no 'weight', which rowwise's "
+                      "partition function reads (torch raises "
+                      "AttributeError)"),
+                  err);
+}
+
+/* Parameter p: its covering style, entry and TP placement, with the
+ * problems torch would meet placing it. */
+static tpx_status place_param(tpx_sharding *sh, apply_pass *a, size_t p,
+                              tpx_error *err) {
+  const tpx_model *model = sh->model;
+  /* The record in place (no tpx_param_info copy per parameter). */
+  const tpx__param *pi = tpx__mv_param(model, (int64_t)p);
+  const int64_t *pshape = tpx__mv_shape(model, pi);
+  const char *pname = tpx__mv_param_name(pi);
+  int pndim = pi->ndim;
+  int64_t styled = sh->module_cover[pi->module];
+  sh->param_styled[p] = styled;
+  sh->param_entry[p] = styled >= 0 ? sh->module_entry[styled] : -1;
+  /* 0 = not compared: aliases, scalars, and unstyled parameters that a
+   * key still covers (prepare_module_* on the module or an ancestor).
+   * The omission rule hashes the rest, when needed. */
+  a->phash[p] = (pi->tied_to >= 0 || pndim < 1 ||
+                 (styled < 0 && a->keyed[pi->module]))
+                    ? 0
+                    : 1;
+  if (pi->tied_to >= 0) {
+    if (TPX_GROW(sh->tied_params, a->cap_tied, sh->num_tied + 1, 8))
+      return tpx__shard_oom(err, "tied list");
+    sh->tied_params[sh->num_tied++] = (int64_t)p;
+  }
+  if (styled < 0) return TPX_OK;
+  int64_t e = sh->param_entry[p];
+  const tpx_style *s = entry_style(sh, e);
+  if (!s) return TPX_OK;
+  tpx_module_kind k = tpx__mv_kind(model, styled);
+  if (tpx_style_kind_traits(s->kind).shards_params && k != TPX_MODULE_LINEAR &&
+      k != TPX_MODULE_EMBEDDING)
+    return TPX_OK; /* torch raises (reported by check_kinds): nothing applied */
+  int child_problem = 0;
+  tpx_placement pl =
+      tp_placement_for(s, k, pname, pi->module == styled, &child_problem);
+  tpx_status st = check_child(sh, a, e, pi, styled, s, k, child_problem, err);
+  if (st != TPX_OK) return st;
+  if (pl.kind == TPX_SHARD) {
+    tpx_placement norm;
+    if (tpx_placement_normalize(pl, pndim, &norm, NULL) != TPX_OK) {
+      st = diag_oom(
+          tpx_diag_add(sh->diags, TPX_DIAG_ERROR, "shard-dim-out-of-range",
+                       pi->fqn, "use a style that fits the tensor's rank",
+                       "parameter '%s' has %d dims but key '%s' (%s) shards "
+                       "its dim %d; torch's distribute_tensor rejects it",
+                       pi->fqn, pndim, entry_key(sh, e),
+                       tpx_style_kind_name(s->kind), (int)pl.dim),
+          err);
+      if (st != TPX_OK) return st;
+      pl = tpx_placement_replicate();
+    } else if (pi->tied_to < 0 && pshape[norm.dim] % sh->tp != 0) {
+      note_uneven(a, e, p, norm.dim, pshape[norm.dim], pname);
+    }
+  }
+  sh->placements[p * (size_t)sh->ndim + (size_t)sh->tp_dim] = pl;
+  return TPX_OK;
+}
+
+/* Every parameter placed, then the diagnostics over all of them. */
+static tpx_status place_all(tpx_sharding *sh, const tpx_match *match,
+                            const uint8_t *keyed, tpx_error *err) {
+  apply_pass a;
+  memset(&a, 0, sizeof a);
+  a.keyed = keyed;
+  a.once.flag = calloc(sh->num_entries ? sh->num_entries : 1, 1);
+  a.phash = malloc((sh->num_params ? sh->num_params : 1) * sizeof *a.phash);
+  a.uneven = malloc(UNEVEN_MAX * sizeof *a.uneven);
+  tpx_status st = TPX_OK;
+  if (!a.once.flag || !a.phash || !a.uneven)
+    st = tpx__shard_oom(err, "application scratch");
+  for (size_t p = 0; p < sh->num_params && st == TPX_OK; p++)
+    st = place_param(sh, &a, p, err);
+  if (st == TPX_OK) st = check_tied(sh, err);
+  if (st == TPX_OK) st = emit_uneven(sh, a.uneven, a.nu, err);
+  if (st == TPX_OK) {
+    tpx__omission_in in = {
+        .model = sh->model,
+        .match = match,
+        .num_params = sh->num_params,
+        .param_styled = sh->param_styled,
+        .param_entry = sh->param_entry,
+        .entry_keys = sh->entry_keys,
+        .num_entries = sh->num_entries,
+        .tp_placement = sh->placements + sh->tp_dim,
+        .stride = (size_t)sh->ndim,
+        .compare = a.phash,
+    };
+    st = tpx__omission_by_placement(&in, sh->diags, err);
+  }
+  free(a.once.flag);
+  free(a.phash);
+  free(a.uneven);
+  return st;
+}
+
+tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
   tpx_match *match = NULL;
-  tpx_status st = tpx_match_plan(sh->plan, model, &match, sh->diags, err);
+  tpx_status st = tpx_match_plan(sh->plan, sh->model, &match, sh->diags, err);
   if (st != TPX_OK) return st;
   for (size_t m = 0; m < sh->num_modules; m++)
     sh->module_entry[m] = tpx_match_module_entry(match, (int64_t)m);
-  tpx_match_destroy(match);
 
   if (!sh->tp_applied) {
     /* parallelize_module does not run: keep the match for the report but
@@ -595,149 +515,16 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
       sh->param_styled[p] = -1;
     }
     for (size_t m = 0; m < sh->num_modules; m++) sh->module_cover[m] = -1;
+    tpx_match_destroy(match);
     return TPX_OK;
   }
 
   uint8_t *keyed = malloc(sh->num_modules ? sh->num_modules : 1);
-  if (!keyed) return tpx__shard_oom(err, "module flags");
-  st = compute_cover(sh, keyed, err);
+  if (!keyed) st = tpx__shard_oom(err, "module flags");
+  if (st == TPX_OK) st = compute_cover(sh, keyed, err);
   if (st == TPX_OK) st = check_kinds(sh, err);
-  if (st != TPX_OK) {
-    free(keyed);
-    return st;
-  }
-
-  once_t once = {calloc(sh->num_entries ? sh->num_entries : 1, 1)};
-  if (!once.flag) {
-    free(keyed);
-    return tpx__shard_oom(err, "entry flags");
-  }
-  uint64_t *phash = malloc((sh->num_params ? sh->num_params : 1) *
-                           sizeof *phash);
-  if (!phash) {
-    free(once.flag);
-    free(keyed);
-    return tpx__shard_oom(err, "parameter hashes");
-  }
-  uneven_t *uneven = malloc(UNEVEN_MAX * sizeof *uneven);
-  size_t nu = 0;
-  if (!uneven || !keyed) {
-    free(once.flag);
-    free(phash);
-    free(uneven);
-    free(keyed);
-    return tpx__shard_oom(err, "uneven list");
-  }
-  size_t cap_tied = 0;
-  for (size_t p = 0; p < sh->num_params && st == TPX_OK; p++) {
-    /* The record in place (no tpx_param_info copy per parameter). */
-    const tpx__param *pi = tpx__mv_param(model, (int64_t)p);
-    const int64_t *pshape = tpx__mv_shape(model, pi);
-    const char *pname = tpx__mv_param_name(pi);
-    int pndim = pi->ndim;
-    int64_t styled = sh->module_cover[pi->module];
-    sh->param_styled[p] = styled;
-    sh->param_entry[p] = styled >= 0 ? sh->module_entry[styled] : -1;
-    /* 0 = not compared: aliases, scalars, and unstyled parameters that a
-     * key still covers (prepare_module_* on the module or an ancestor).
-     * omission() hashes the rest, when needed. */
-    phash[p] = (pi->tied_to >= 0 || pndim < 1 ||
-                (styled < 0 && keyed[pi->module]))
-                   ? 0
-                   : 1;
-    if (pi->tied_to >= 0) {
-      if (sh->num_tied == cap_tied) {
-        size_t cap = cap_tied ? cap_tied * 2 : 8;
-        int64_t *t = realloc(sh->tied_params, cap * sizeof *t);
-        if (!t) {
-          st = tpx__shard_oom(err, "tied list");
-          break;
-        }
-        sh->tied_params = t;
-        cap_tied = cap;
-      }
-      sh->tied_params[sh->num_tied++] = (int64_t)p;
-    }
-    if (styled < 0) continue;
-    int64_t e = sh->param_entry[p];
-    const tpx_style *s = entry_style(sh, e);
-    if (!s) continue;
-    tpx_module_kind k = tpx__mv_kind(model, styled);
-    family_t fam = family_of(s->kind);
-    if ((fam == FAM_COLWISE || fam == FAM_ROWWISE) &&
-        k != TPX_MODULE_LINEAR && k != TPX_MODULE_EMBEDDING)
-      continue; /* torch raises (reported by check_kinds): nothing applied */
-    int child_problem = 0;
-    tpx_placement pl =
-        tp_placement_for(s, k, pname, pi->module == styled, &child_problem);
-    if (child_problem) {
-      st = diag_oom(
-          report_child_param(
-              sh, &once, e, pi->fqn, styled,
-              "its partition function iterates the module's parameters "
-              "recursively and cannot register a dotted name (torch raises "
-              "KeyError)"),
-          err);
-      if (st != TPX_OK) break;
-    } else if (family_of(s->kind) == FAM_ROWWISE &&
-               k != TPX_MODULE_EMBEDDING && pi->module != styled) {
-      /* rowwise on a Linear runs on every submodule and reads .weight. */
-      int64_t w = -1;
-      char fq[1024];
-      snprintf(fq, sizeof fq, "%s%sweight",
-               tpx_model_module_fqn(model, pi->module),
-               *tpx_model_module_fqn(model, pi->module) ? "." : "");
-      w = tpx_model_find_param(model, fq);
-      if (w < 0) {
-        st = diag_oom(report_child_param(
-                          sh, &once, e, pi->fqn, styled,
-                          "its submodule has no 'weight', which rowwise's "
-                          "partition function reads (torch raises "
-                          "AttributeError)"),
-                      err);
-        if (st != TPX_OK) break;
-      }
-    }
-    if (pl.kind == TPX_SHARD) {
-      tpx_placement norm;
-      if (tpx_placement_normalize(pl, pndim, &norm, NULL) != TPX_OK) {
-        st = diag_oom(
-            tpx_diag_add(sh->diags, TPX_DIAG_ERROR, "shard-dim-out-of-range",
-                         pi->fqn, "use a style that fits the tensor's rank",
-                         "parameter '%s' has %d dims but key '%s' (%s) shards "
-                         "its dim %d; torch's distribute_tensor rejects it",
-                         pi->fqn, pndim, entry_key(sh, e),
-                         tpx_style_kind_name(s->kind), (int)pl.dim),
-            err);
-        pl = tpx_placement_replicate();
-      } else if (pi->tied_to < 0 && pshape[norm.dim] % sh->tp != 0) {
-        size_t i;
-        for (i = 0; i < nu; i++)
-          if (uneven[i].entry == e && uneven[i].dim == norm.dim &&
-              uneven[i].size == pshape[norm.dim] &&
-              strncmp(uneven[i].name, pname, sizeof uneven[i].name) == 0)
-            break;
-        if (i < nu) {
-          uneven[i].count++;
-        } else if (nu < UNEVEN_MAX) {
-          uneven_t *u = &uneven[nu++];
-          u->entry = e;
-          u->param = (int64_t)p;
-          u->dim = norm.dim;
-          u->size = pshape[norm.dim];
-          u->count = 1;
-          snprintf(u->name, sizeof u->name, "%s", pname);
-        }
-      }
-    }
-    sh->placements[p * (size_t)sh->ndim + (size_t)sh->tp_dim] = pl;
-  }
-  free(once.flag);
+  if (st == TPX_OK) st = place_all(sh, match, keyed, err);
   free(keyed);
-  if (st == TPX_OK) st = check_tied(sh, err);
-  if (st == TPX_OK) st = emit_uneven(sh, uneven, nu, err);
-  free(uneven);
-  if (st == TPX_OK) st = omission(sh, phash, err);
-  free(phash);
+  tpx_match_destroy(match);
   return st;
 }

@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "model/model_view.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 
 typedef struct {
   int ndim;
@@ -109,13 +110,10 @@ static int64_t sig_intern(sig_table *t, const sig_key *k, int mesh_ndim) {
     s = (s + 1) & (t->nslots - 1);
   }
   if (t->n == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 32;
-    sig_key *keys = realloc(t->keys, cap * sizeof *keys);
-    if (!keys) return -1;
-    t->keys = keys;
-    uint64_t *hs = realloc(t->hashes, cap * sizeof *hs);
-    if (!hs) return -1;
-    t->hashes = hs;
+    size_t cap = t->cap, cap_hashes = t->cap;
+    if (TPX_GROW(t->keys, cap, t->n + 1, 32) ||
+        TPX_GROW(t->hashes, cap_hashes, t->n + 1, 32))
+      return -1;
     t->cap = cap;
   }
   t->keys[t->n] = *k;
@@ -130,24 +128,30 @@ static void sig_free(sig_table *t) {
   free(t->slots);
 }
 
-tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
-  const tpx_model *model = sh->model;
-  size_t np = sh->num_params, nw = (size_t)sh->world;
-  int mnd = sh->ndim;
+/* The work arrays of one tpx__bytes_compute: parameters grouped by
+ * signature (shape, dtypes, placements), so each layout is measured once. */
+typedef struct bytes_work {
   sig_table t;
-  memset(&t, 0, sizeof t);
-  int64_t *psig = malloc((np ? np : 1) * sizeof *psig);
-  int64_t *count = NULL, *sharded = NULL, *gathered = NULL, *ucount = NULL;
-  tpx_status st = TPX_OK;
-  if (!psig) return tpx__shard_oom(err, "signatures");
+  size_t np, nw, ns; /* parameters, ranks, signatures */
+  int mnd;           /* mesh dims */
+  int64_t *psig;     /* [np] signature of each parameter, -1: a tied alias */
+  int64_t *count;    /* [ns] parameters of each signature */
+  int64_t *sharded;  /* [ns * nw] held bytes of one parameter on each rank */
+  int64_t *gathered; /* [ns * nw] its TP-local bytes in the compute dtype */
+} bytes_work;
+
+/* psig: every non-alias parameter's signature, interned in w->t. */
+static tpx_status sign_params(const tpx_sharding *sh, bytes_work *w,
+                              tpx_error *err) {
+  const tpx_model *model = sh->model;
+  int mnd = w->mnd;
   enum { RECENT = 4 };
   int64_t recent[RECENT] = {-1, -1, -1, -1};
   int next_recent = 0;
-
-  for (size_t p = 0; p < np; p++) {
+  for (size_t p = 0; p < w->np; p++) {
     const tpx__param *r = tpx__mv_param(model, (int64_t)p);
     if (r->tied_to >= 0) { /* one tensor: counted at its target */
-      psig[p] = -1;
+      w->psig[p] = -1;
       continue;
     }
     const int64_t *shape = tpx__mv_shape(model, r);
@@ -161,8 +165,8 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
     int64_t hit = -1;
     for (int i = 0; i < RECENT && hit < 0; i++)
       if (recent[i] >= 0 &&
-          sig_is(&t.keys[recent[i]], r->ndim, shape, held, compute, reduce,
-                 pl, mnd))
+          sig_is(&w->t.keys[recent[i]], r->ndim, shape, held, compute,
+                 reduce, pl, mnd))
         hit = recent[i];
     if (hit < 0) {
       sig_key k;
@@ -174,69 +178,48 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
       k.compute = compute;
       k.reduce = reduce;
       memcpy(k.pl, pl, (size_t)mnd * sizeof k.pl[0]);
-      hit = sig_intern(&t, &k, mnd);
-      if (hit < 0) {
-        st = tpx__shard_oom(err, "signatures");
-        goto done;
-      }
+      hit = sig_intern(&w->t, &k, mnd);
+      if (hit < 0) return tpx__shard_oom(err, "signatures");
       recent[next_recent] = hit;
       next_recent = (next_recent + 1) % RECENT;
     }
-    psig[p] = hit;
+    w->psig[p] = hit;
   }
+  return TPX_OK;
+}
 
-  size_t ns = t.n;
-  if (ns && nw > ((size_t)1 << 28) / ns) {
-    st = tpx_error_set(err, TPX_OUT_OF_RANGE,
-                       "per-rank bytes: %zu distinct parameter layouts x %zu "
-                       "ranks is too large to tabulate",
-                       ns, nw);
-    goto done;
-  }
-  count = calloc(ns ? ns : 1, sizeof *count);
-  sharded = calloc((ns ? ns : 1) * nw, sizeof *sharded);
-  gathered = calloc((ns ? ns : 1) * nw, sizeof *gathered);
-  if (!count || !sharded || !gathered) {
-    st = tpx__shard_oom(err, "per-rank bytes");
-    goto done;
-  }
-  for (size_t p = 0; p < np; p++)
-    if (psig[p] >= 0) count[psig[p]]++;
-  free(sh->rank_state);
-  sh->rank_state = calloc(nw * TPX__STATE_TERMS, sizeof *sh->rank_state);
-  if (!sh->rank_state) {
-    st = tpx__shard_oom(err, "per-rank state bytes");
-    goto done;
-  }
+/* Per signature and rank: held bytes, and the TP-local (dp dims treated as
+ * Replicate) bytes in the compute dtype, which is what an FSDP all-gather
+ * materialises; and each rank's rank_state terms. */
+static tpx_status measure_signatures(tpx_sharding *sh, bytes_work *w,
+                                     tpx_error *err) {
+  size_t nw = w->nw;
+  int mnd = w->mnd;
   /* FSDP2 pads each rank's dim-0 chunk over dp_shard; without FSDP a rank
    * holds the TP-local tensor itself. */
   int64_t pad_dp = sh->num_units > 0 && sh->dps_dim >= 0 ? sh->dps : 1;
-
-  /* Per signature and rank: held bytes, and the TP-local (dp dims treated as
-   * Replicate) bytes in the compute dtype, which is what an FSDP all-gather
-   * materialises. */
-  for (size_t s = 0; s < ns; s++) {
-    const sig_key *k = &t.keys[s];
+  for (size_t s = 0; s < w->ns; s++) {
+    const sig_key *k = &w->t.keys[s];
     tpx_placement tponly[TPX_MESH_MAX_DIMS];
     memcpy(tponly, k->pl, (size_t)mnd * sizeof tponly[0]);
     if (sh->dps_dim >= 0) tponly[sh->dps_dim] = tpx_placement_replicate();
     if (sh->dpr_dim >= 0) tponly[sh->dpr_dim] = tpx_placement_replicate();
     for (size_t r = 0; r < nw; r++) {
       tpx_slice sl;
-      st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh, k->pl,
-                                  (int64_t)r, &sl, err);
-      if (st != TPX_OK) goto done;
-      sharded[s * nw + r] = tpx_slice_nbytes(&sl, k->dtype);
+      tpx_status st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh,
+                                             k->pl, (int64_t)r, &sl, err);
+      if (st != TPX_OK) return st;
+      w->sharded[s * nw + r] = tpx_slice_nbytes(&sl, k->dtype);
       st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh, tponly,
                                   (int64_t)r, &sl, err);
-      if (st != TPX_OK) goto done;
-      gathered[s * nw + r] = tpx_slice_nbytes(&sl, k->compute);
+      if (st != TPX_OK) return st;
+      w->gathered[s * nw + r] = tpx_slice_nbytes(&sl, k->compute);
       int64_t padded = 0;
       st = tpx_layout_fsdp_padded_numel(sl.length, sl.ndim, pad_dp, &padded,
                                         err);
-      if (st != TPX_OK) goto done;
+      if (st != TPX_OK) return st;
       int64_t *rs = &sh->rank_state[r * TPX__STATE_TERMS];
-      int64_t n = sat_mul(count[s], padded);
+      int64_t n = sat_mul(w->count[s], padded);
       rs[TPX__STATE_PARAM_BYTES] = sat_add(
           rs[TPX__STATE_PARAM_BYTES], sat_mul(n, (int64_t)tpx_dtype_size(k->dtype)));
       if (tpx_dtype_is_float(k->dtype)) {
@@ -251,57 +234,50 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
       }
     }
   }
-  for (size_t r = 0; r < nw; r++) sh->rank_bytes[r] = 0;
-  for (size_t s = 0; s < ns; s++)
-    for (size_t r = 0; r < nw; r++)
-      sh->rank_bytes[r] = sat_add(sh->rank_bytes[r],
-                                  sat_mul(count[s], sharded[s * nw + r]));
+  return TPX_OK;
+}
 
-  if (sh->num_units == 0) {
-    for (size_t r = 0; r < nw; r++) sh->rank_peak[r] = sh->rank_bytes[r];
-    goto done;
-  }
-
-  /* Per unit gathered bytes: units x signatures counts when small, else a
-   * direct per-parameter sum. */
-  size_t nu = sh->num_units;
+/* Per unit gathered bytes: units x signatures counts when small, else a
+ * direct per-parameter sum. */
+static tpx_status unit_gathered(tpx_sharding *sh, const bytes_work *w,
+                                tpx_error *err) {
+  size_t nu = sh->num_units, ns = w->ns, nw = w->nw;
   for (size_t u = 0; u < nu; u++) {
     sh->units[u].gathered = calloc(nw, sizeof(int64_t));
-    if (!sh->units[u].gathered) {
-      st = tpx__shard_oom(err, "unit bytes");
-      goto done;
-    }
+    if (!sh->units[u].gathered) return tpx__shard_oom(err, "unit bytes");
   }
   if (ns && nu <= ((size_t)1 << 26) / ns) {
-    ucount = calloc(nu * ns, sizeof *ucount);
-    if (!ucount) {
-      st = tpx__shard_oom(err, "unit counts");
-      goto done;
-    }
-    for (size_t p = 0; p < np; p++)
-      if (psig[p] >= 0 && sh->param_unit[p] >= 0)
-        ucount[(size_t)sh->param_unit[p] * ns + (size_t)psig[p]]++;
+    int64_t *ucount = calloc(nu * ns, sizeof *ucount);
+    if (!ucount) return tpx__shard_oom(err, "unit counts");
+    for (size_t p = 0; p < w->np; p++)
+      if (w->psig[p] >= 0 && sh->param_unit[p] >= 0)
+        ucount[(size_t)sh->param_unit[p] * ns + (size_t)w->psig[p]]++;
     for (size_t u = 0; u < nu; u++)
       for (size_t s = 0; s < ns; s++) {
         int64_t c = ucount[u * ns + s];
         if (!c) continue;
         for (size_t r = 0; r < nw; r++)
           sh->units[u].gathered[r] = sat_add(
-              sh->units[u].gathered[r], sat_mul(c, gathered[s * nw + r]));
+              sh->units[u].gathered[r], sat_mul(c, w->gathered[s * nw + r]));
       }
+    free(ucount);
   } else {
-    for (size_t p = 0; p < np; p++) {
-      if (psig[p] < 0 || sh->param_unit[p] < 0) continue;
+    for (size_t p = 0; p < w->np; p++) {
+      if (w->psig[p] < 0 || sh->param_unit[p] < 0) continue;
       int64_t *g = sh->units[sh->param_unit[p]].gathered;
       for (size_t r = 0; r < nw; r++)
-        g[r] = sat_add(g[r], gathered[psig[p] * nw + r]);
+        g[r] = sat_add(g[r], w->gathered[w->psig[p] * nw + r]);
     }
   }
+  return TPX_OK;
+}
 
-  /* Peak: sharded state + the root (never resharded) + the units outside
-   * any module list that never reshard either (lm_head as its own unit) +
-   * the worst window of a unit with its forward or backward prefetch
-   * targets. */
+/* Peak: sharded state + the root (never resharded) + the units outside
+ * any module list that never reshard either (lm_head as its own unit) +
+ * the worst window of a unit with its forward or backward prefetch
+ * targets. */
+static void rank_peaks(tpx_sharding *sh, size_t nw) {
+  size_t nu = sh->num_units;
   for (size_t r = 0; r < nw; r++) {
     int64_t worst = 0, kept = 0;
     for (size_t u = 0; u + 1 < nu; u++) {
@@ -323,13 +299,61 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
                 kept),
         worst);
   }
+}
 
-done:
-  free(psig);
-  free(count);
-  free(sharded);
-  free(gathered);
-  free(ucount);
-  sig_free(&t);
+/* Allocates the tables for w->ns signatures (after sign_params) and counts
+ * the parameters of each. */
+static tpx_status alloc_tables(tpx_sharding *sh, bytes_work *w,
+                               tpx_error *err) {
+  size_t ns = w->ns, nw = w->nw;
+  if (ns && nw > ((size_t)1 << 28) / ns)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "per-rank bytes: %zu distinct parameter layouts x "
+                         "%zu ranks is too large to tabulate",
+                         ns, nw);
+  w->count = calloc(ns ? ns : 1, sizeof *w->count);
+  w->sharded = calloc((ns ? ns : 1) * nw, sizeof *w->sharded);
+  w->gathered = calloc((ns ? ns : 1) * nw, sizeof *w->gathered);
+  if (!w->count || !w->sharded || !w->gathered)
+    return tpx__shard_oom(err, "per-rank bytes");
+  for (size_t p = 0; p < w->np; p++)
+    if (w->psig[p] >= 0) w->count[w->psig[p]]++;
+  free(sh->rank_state);
+  sh->rank_state = calloc(nw * TPX__STATE_TERMS, sizeof *sh->rank_state);
+  if (!sh->rank_state) return tpx__shard_oom(err, "per-rank state bytes");
+  return TPX_OK;
+}
+
+tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
+  bytes_work w;
+  memset(&w, 0, sizeof w);
+  w.np = sh->num_params;
+  w.nw = (size_t)sh->world;
+  w.mnd = sh->ndim;
+  w.psig = malloc((w.np ? w.np : 1) * sizeof *w.psig);
+  if (!w.psig) return tpx__shard_oom(err, "signatures");
+  tpx_status st = sign_params(sh, &w, err);
+  w.ns = w.t.n;
+  if (st == TPX_OK) st = alloc_tables(sh, &w, err);
+  if (st == TPX_OK) st = measure_signatures(sh, &w, err);
+  if (st == TPX_OK) {
+    size_t nw = w.nw;
+    for (size_t r = 0; r < nw; r++) sh->rank_bytes[r] = 0;
+    for (size_t s = 0; s < w.ns; s++)
+      for (size_t r = 0; r < nw; r++)
+        sh->rank_bytes[r] = sat_add(
+            sh->rank_bytes[r], sat_mul(w.count[s], w.sharded[s * nw + r]));
+    if (sh->num_units == 0) {
+      for (size_t r = 0; r < nw; r++) sh->rank_peak[r] = sh->rank_bytes[r];
+    } else {
+      st = unit_gathered(sh, &w, err);
+      if (st == TPX_OK) rank_peaks(sh, nw);
+    }
+  }
+  free(w.psig);
+  free(w.count);
+  free(w.sharded);
+  free(w.gathered);
+  sig_free(&w.t);
   return st;
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "model/model_view.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 #include "tpx/match.h"
 
 /* Does the dotted `pattern` match the dotted `fqn` atom for atom? Both are

@@ -1,5 +1,5 @@
-/* fsdp.c — the FSDP2 side of a sharding (spec/plans.md §4.8,
- * spec/torch-semantics.md §6): which modules become units, their
+/* fsdp.c — the FSDP2 side of a sharding (docs/SEMANTICS.md "FSDP2"):
+ * which modules become units, their
  * reshard-after-forward flags and prefetch lists, the dp placements of every
  * parameter, and the per-parameter mixed-precision dtypes.
  *
@@ -13,21 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fqn.h"
+#include "base/grow.h"
 #include "model/model_view.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 
-static int is_digits(const char *s) {
-  if (!*s) return 0;
-  for (; *s; s++)
-    if (*s < '0' || *s > '9') return 0;
-  return 1;
-}
-
-/* Last atom of an FQN. */
-static const char *last_atom(const char *fqn) {
-  const char *dot = strrchr(fqn, '.');
-  return dot ? dot + 1 : fqn;
-}
 
 /* A ModuleList in our tree: a container whose children are all named by
  * digits (at least one child). */
@@ -38,7 +28,7 @@ static int is_module_list(const tpx_model *model, int64_t m) {
   if (n == 0) return 0;
   for (size_t i = 0; i < n; i++) {
     int64_t c = tpx_model_module_child(model, m, i);
-    if (c < 0 || !is_digits(last_atom(tpx_model_module_fqn(model, c))))
+    if (c < 0 || !tpx__fqn_is_digits(tpx__fqn_last_atom(tpx_model_module_fqn(model, c))))
       return 0;
   }
   return 1;
@@ -52,13 +42,7 @@ typedef struct {
 
 static int push_unit(unit_vec *v, int64_t module, int64_t group,
                      int reshard) {
-  if (v->n == v->cap) {
-    size_t cap = v->cap ? v->cap * 2 : 16;
-    tpx__fsdp_unit_rec *u = realloc(v->units, cap * sizeof *u);
-    if (!u) return -1;
-    v->units = u;
-    v->cap = cap;
-  }
+  if (TPX_GROW(v->units, v->cap, v->n + 1, 16)) return -1;
   tpx__fsdp_unit_rec *r = &v->units[v->n++];
   memset(r, 0, sizeof *r);
   r->module = module;
@@ -140,7 +124,7 @@ static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth) {
   return 0;
 }
 
-/* Multimodal tower names (plans.md §4.8): an embed_tokens under one of
+/* Multimodal tower names (docs/SEMANTICS.md "FSDP2"): an embed_tokens under one of
  * these is not the language model's input embedding. */
 static int in_tower(const char *fqn) {
   static const char *const towers[] = {
@@ -188,7 +172,7 @@ static int embedding_units(const tpx_sharding *sh, unit_vec *v) {
   int64_t in = -1, out = -1;
   for (size_t m = 1; m < nm && in < 0; m++) {
     const char *fqn = tpx_model_module_fqn(model, (int64_t)m);
-    if (fqn && strcmp(last_atom(fqn), "embed_tokens") == 0 && !in_tower(fqn))
+    if (fqn && strcmp(tpx__fqn_last_atom(fqn), "embed_tokens") == 0 && !in_tower(fqn))
       in = (int64_t)m;
   }
   out = tpx_model_find_module(model, "lm_head");

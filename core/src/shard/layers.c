@@ -1,11 +1,12 @@
-/* layers.c — layer extraction (spec/plans.md §4.7): which modules are the
- * language and vision layers of a model, by the spec table for known
- * architectures, then model.layers / layers, then the largest module list.
+/* layers.c — layer extraction (docs/SEMANTICS.md "FSDP2", layer groups):
+ * which modules are the language and vision layers of a model, by the
+ * upstream table for known architectures, then model.layers / layers, then the largest module list.
  *
  * Reads the module tree only. Not the FSDP unit rule (fsdp.c). */
 #include <stdio.h>
 #include <string.h>
 
+#include "base/fqn.h"
 #include "tpx/fsdp.h"
 
 #define GEMMA3_LANG "model.language_model.layers", "language_model.model.layers"
@@ -80,17 +81,6 @@ const char *tpx_layer_group_name(tpx_layer_group group) {
   }
 }
 
-static int is_digits(const char *s) {
-  if (!*s) return 0;
-  for (; *s; s++)
-    if (*s < '0' || *s > '9') return 0;
-  return 1;
-}
-
-static const char *last_atom(const char *fqn) {
-  const char *dot = strrchr(fqn, '.');
-  return dot ? dot + 1 : fqn;
-}
 
 /* A ModuleList (or digit-keyed ModuleDict): a container whose children are
  * all named by digits. */
@@ -100,7 +90,7 @@ static int is_list(const tpx_model *m, int64_t mod) {
   size_t n = tpx_model_module_num_children(m, mod);
   if (!n) return 0;
   for (size_t i = 0; i < n; i++)
-    if (!is_digits(last_atom(
+    if (!tpx__fqn_is_digits(tpx__fqn_last_atom(
             tpx_model_module_fqn(m, tpx_model_module_child(m, mod, i)))))
       return 0;
   return 1;

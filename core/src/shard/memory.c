@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "shard/memory_impl.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 
 static const char *const opt_names[] = {"adamw", "sgd", "none"};
 

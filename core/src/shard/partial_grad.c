@@ -16,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fqn.h"
 #include "model/model_view.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 
 /* The colwise sibling `<x>_proj` of module m named `<x>_norm`, or -1. */
 static int64_t colwise_sibling(const tpx_sharding *sh, int64_t m) {
@@ -94,7 +95,7 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
         pi.tied_to >= 0)
       continue;
     char gen[256], sgen[256];
-    tpx__shard_generalize_fqn(tpx_model_module_fqn(sh->model, pi.module), gen,
+    tpx__fqn_generalize(tpx_model_module_fqn(sh->model, pi.module), gen,
                               sizeof gen);
     size_t k = 0;
     while (k < nseen && strcmp(seen[k], gen) != 0) k++;
@@ -113,14 +114,14 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
     size_t count = 0;
     for (size_t m = 0; m < sh->num_modules; m++) {
       char g2[256];
-      tpx__shard_generalize_fqn(tpx_model_module_fqn(sh->model, (int64_t)m),
+      tpx__fqn_generalize(tpx_model_module_fqn(sh->model, (int64_t)m),
                                 g2, sizeof g2);
       count += strcmp(g2, gen) == 0;
     }
     /* One module: its own names; several: the generalised ones. */
     const char *mname = tpx_model_module_fqn(sh->model, pi.module);
     if (count > 1)
-      tpx__shard_generalize_fqn(tpx_model_module_fqn(sh->model, s), sgen,
+      tpx__fqn_generalize(tpx_model_module_fqn(sh->model, s), sgen,
                                 sizeof sgen);
     else
       snprintf(sgen, sizeof sgen, "%s", tpx_model_module_fqn(sh->model, s));

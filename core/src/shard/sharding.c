@@ -8,12 +8,8 @@
 #include <string.h>
 
 #include "model/model_view.h"
+#include "shard/shard_internal.h"
 #include "shard/selection_opts.h"
-#include "shard/sharding_impl.h"
-
-tpx_status tpx__shard_oom(tpx_error *err, const char *what) {
-  return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (%s)", what);
-}
 
 static int dim_of(const tpx_mesh *mesh, const char *name) {
   if (!name || !*name) return -1;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "shard/memory_impl.h"
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 
 /* Bytes a rank sends for one collective named like transitions.c names
  * them, moving a tensor of `x` bytes (global size) over `w` ranks. */

@@ -1,6 +1,6 @@
 /* transitions.c — the input/output layout transitions of a styled module and
  * the collective each implies, forward and backward
- * (spec/torch-semantics.md §2, summary table).
+ * (docs/SEMANTICS.md "Transitions").
  *
  * Computed per (plan entry, module class), not per module: every module an
  * entry styles gets the same transitions. Not the parameter placements
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shard/sharding_impl.h"
+#include "shard/shard_internal.h"
 #include "tpx/plan.h"
 
 static int is_shard(tpx_placement p) {
@@ -203,27 +203,21 @@ int tpx__transition_kwarg(const tpx_style *style, const char *name,
 void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,
                               tpx__transition_set *out) {
   memset(out, 0, sizeof *out);
-  switch (style->kind) {
-  case TPX_STYLE_COLWISE:
+  switch (tpx_style_kind_traits(style->kind).family) {
+  case TPX_STYLE_FAMILY_COLWISE:
     do_colwise(style, kind, out);
     break;
-  case TPX_STYLE_ROWWISE:
-  case TPX_STYLE_VOCAB_PARALLEL_EMBEDDING:
-  case TPX_STYLE_GEMMA4_VOCAB_PARALLEL_EMBEDDING:
-  case TPX_STYLE_GEMMA4_ROWWISE_PARALLEL:
+  case TPX_STYLE_FAMILY_ROWWISE:
     do_rowwise(style, kind, out);
     break;
-  case TPX_STYLE_SEQUENCE_PARALLEL:
-  case TPX_STYLE_ROTARY_EMBED_PARALLEL:
-  case TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL:
-  case TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION:
+  case TPX_STYLE_FAMILY_SEQUENCE:
     do_sequence(style, out);
     break;
-  case TPX_STYLE_PREPARE_MODULE_INPUT:
+  case TPX_STYLE_FAMILY_PREPARE_INPUT:
     do_prepare(&style->input_layouts, &style->desired_input_layouts,
                TPX_TRANSITION_INPUT, style->use_local_output, out);
     break;
-  case TPX_STYLE_PREPARE_MODULE_OUTPUT:
+  case TPX_STYLE_FAMILY_PREPARE_OUTPUT:
     do_prepare(&style->output_layouts, &style->desired_output_layouts,
                TPX_TRANSITION_OUTPUT, style->use_local_output, out);
     break;

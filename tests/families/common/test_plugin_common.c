@@ -1,7 +1,8 @@
 /* test_plugin_common.c — plugins/common (tpxp_*) against a mock host that
  * records every call: ABI negotiation and registration, architecture
  * matching, get_plan request checks, formatting, config reads with defaults
- * and errors, plan rules, skeleton builders. */
+ * and errors (one at a time and as typed tables), plan rules, skeleton
+ * builders and rows, the per-architecture dispatch table. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,31 @@ static int m_get_string(tpx_plugin_ctx *c, const char *path, const char **out) {
   return strncmp(path, "bad.", 4) == 0 ? TPX_PLUGIN_TYPE_MISMATCH
                                        : TPX_PLUGIN_NOT_FOUND;
 }
+/* The keys the top level holds, "nullkey" with a JSON null value. */
+static const char *const k_top[] = {"num_hidden_layers", "hidden_size",
+                                    "vocab_size", "nullkey"};
+static int m_has(tpx_plugin_ctx *c, const char *path) {
+  int64_t v;
+  const char *str;
+  (void)c;
+  return m_get_int(c, path, &v) == TPX_PLUGIN_OK ||
+         m_get_string(c, path, &str) == TPX_PLUGIN_OK;
+}
+static int m_length(tpx_plugin_ctx *c, const char *path, int64_t *n) {
+  (void)c;
+  if (path[0] != '\0')
+    return TPX_PLUGIN_NOT_FOUND;
+  *n = (int64_t)(sizeof k_top / sizeof k_top[0]);
+  return TPX_PLUGIN_OK;
+}
+static int m_key(tpx_plugin_ctx *c, const char *path, int64_t i,
+                 const char **out) {
+  (void)c;
+  if (path[0] != '\0' || i < 0 || i >= 4)
+    return TPX_PLUGIN_NOT_FOUND;
+  *out = k_top[i];
+  return TPX_PLUGIN_OK;
+}
 static int m_set_error(tpx_plugin_ctx *c, const char *msg) {
   if (c->error[0] == '\0')
     snprintf(c->error, sizeof c->error, "%s", msg);
@@ -125,6 +151,9 @@ static tpx_plugin_host mock_host(void) {
   h.config_get_bool = m_get_bool;
   h.config_get_float = m_get_float;
   h.config_get_string = m_get_string;
+  h.config_has = m_has;
+  h.config_get_length = m_length;
+  h.config_get_key = m_key;
   h.plan_add = m_plan_add;
   h.skeleton_add_module = m_add_module;
   h.skeleton_add_param = m_add_param;
@@ -317,13 +346,72 @@ START_TEST(test_config_reads) {
 }
 END_TEST
 
+/* Typed config tables: defaults, sizes, old names, the first failure. */
+START_TEST(test_cfg_read) {
+  tpx_plugin_host h = mock_host();
+  tpx_plugin_ctx *c = new_ctx();
+  int64_t layers = 0, heads = 0, renamed = 0, size = 0, bad = 0;
+  int tie = 0;
+  double x = 0;
+  const char *mt = NULL, *dflt = NULL;
+  const tpxp_key keys[] = {
+      TPXP_KEY_I("num_hidden_layers", &layers, 9),
+      TPXP_KEY_Z("absent_size", &size, 5),
+      TPXP_KEY_I_OR("new_name", "num_attention_heads", &heads, 1),
+      TPXP_KEY_I_OR("hidden_size", "vocab_size", &renamed, 1),
+      TPXP_KEY_B("tie_word_embeddings", &tie, 0),
+      TPXP_KEY_F("x", &x, 1.0),
+      TPXP_KEY_S("model_type", &mt, NULL),
+      TPXP_KEY_S("no_such_key", &dflt, "d"),
+  };
+  const tpxp_key sized[] = {TPXP_KEY_Z("num_hidden_layers", &size, 1),
+                            TPXP_KEY_Z("hidden_size", &size, 1)};
+  const tpxp_key small[] = {TPXP_KEY_Z("absent", &size, 0)};
+  tpxp_key req = TPXP_KEY_I("required_absent", &bad, 0);
+  const tpxp_key wrong[] = {TPXP_KEY_I("num_hidden_layers", &layers, 0),
+                            TPXP_KEY_B("bad.flag", &tie, 0),
+                            TPXP_KEY_I("never_read", &bad, 42)};
+  ck_assert_int_eq(TPXP_CFG_READ(&h, c, "", keys), 0);
+  ck_assert_int_eq(layers, 2);
+  ck_assert_int_eq(size, 5);
+  ck_assert_int_eq(heads, 4);     /* new name absent: the old one */
+  ck_assert_int_eq(renamed, 64);  /* new name present: it wins */
+  ck_assert_int_eq(tie, 1);
+  ck_assert(x == 2.5);
+  ck_assert_str_eq(mt, "llama");
+  ck_assert_str_eq(dflt, "d");
+  ck_assert_int_eq(TPXP_CFG_READ(&h, c, "", sized), 0);
+  ck_assert_int_eq(size, 64);
+  /* a size of 0 (here the default) is refused, naming the key */
+  ck_assert_int_eq(TPXP_CFG_READ(&h, c, "sec", small), TPX_PLUGIN_ERROR);
+  ck_assert_str_eq(c->error, "config sec.absent = 0: expected a size in "
+                             "1..2147483648");
+  c->error[0] = '\0';
+  req.required = 1;
+  ck_assert_int_eq(tpxp_cfg_read(&h, c, "", &req, 1), TPX_PLUGIN_ERROR);
+  ck_assert_ptr_nonnull(strstr(c->error, "'required_absent' is missing"));
+  c->error[0] = '\0';
+  ck_assert_int_eq(TPXP_CFG_READ(&h, c, "", wrong), TPX_PLUGIN_ERROR);
+  ck_assert_ptr_nonnull(strstr(c->error, "'bad.flag' is not a boolean"));
+  ck_assert_int_eq(bad, 0); /* stopped at the first failure */
+  /* a key with a JSON null value is present, an absent one is not */
+  ck_assert_int_eq(tpxp_cfg_key_present(&h, c, "", "nullkey"), 1);
+  ck_assert_int_eq(tpxp_cfg_key_present(&h, c, "", "hidden_size"), 1);
+  ck_assert_int_eq(tpxp_cfg_key_present(&h, c, "", "absent"), 0);
+  ck_assert_int_eq(tpxp_cfg_key_present(&h, c, "text_config", "nullkey"), 0);
+  free(c);
+}
+END_TEST
+
 START_TEST(test_rules) {
   static const tpxp_rule rules[] = {
-      {"embed_tokens", "vocab_parallel_embedding", TPXP_R, TPXP_S1, 0, 0, 0},
-      {"layers.*.qkv_proj", "colwise", NULL, NULL, TPXP_DEF, 1, 0},
-      {"lm_head", "colwise", NULL, TPXP_SM1, 0, 0, 1},
-      {"x", "bogus", NULL, NULL, TPXP_DEF, 0, 0},
-      {"never", "colwise", NULL, NULL, TPXP_DEF, 0, 0},
+      TPXP_VOCAB("embed_tokens", .in = TPXP_R, .out = TPXP_S1,
+                 .local = TPXP_KEEP_DTENSOR),
+      TPXP_COL("layers.*.qkv_proj", .optional = 1),
+      TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR,
+               .rooted = 1),
+      TPXP_RULE("bogus", "x"),
+      TPXP_COL("never"),
   };
   tpx_plugin_host h = mock_host();
   tpx_plugin_ctx *c = new_ctx();
@@ -345,6 +433,158 @@ START_TEST(test_rules) {
   c->n_entries = 0;
   ck_assert_int_eq(tpxp_add_rules(&h, c, "", rules, 1), 0);
   ck_assert_str_eq(c->modules[0], "embed_tokens");
+  free(c);
+}
+END_TEST
+
+/* The three values of a rule's `local`: left out is the style's default. */
+START_TEST(test_rule_local) {
+  static const tpxp_rule r[] = {
+      TPXP_ROW("a"),
+      TPXP_ROW("b", .local = TPXP_KEEP_DTENSOR),
+      TPXP_SEQ_AG("c", .local = TPXP_TO_LOCAL),
+  };
+  tpx_plugin_host h = mock_host();
+  tpx_plugin_ctx *c = new_ctx();
+  ck_assert_int_eq(tpxp_rule_local(&r[0]), TPX_PLUGIN_DEFAULT);
+  ck_assert_int_eq(tpxp_rule_local(&r[1]), 0);
+  ck_assert_int_eq(tpxp_rule_local(&r[2]), 1);
+  ck_assert_int_eq(TPXP_ADD_RULES(&h, c, "p", r), 0);
+  ck_assert_int_eq(c->n_entries, 3);
+  ck_assert_int_eq(c->entries[0].use_local_output, TPX_PLUGIN_DEFAULT);
+  ck_assert_int_eq(c->entries[1].use_local_output, 0);
+  ck_assert_int_eq(c->entries[2].use_local_output, 1);
+  ck_assert_str_eq(c->modules[2], "p.c");
+  free(c);
+}
+END_TEST
+
+/* Skeleton rows: every kind, the prefix rules, the dtype fallback, the
+ * first failure stops the table. */
+START_TEST(test_sk_rows) {
+  tpx_plugin_host h = mock_host();
+  tpx_plugin_ctx *c = new_ctx();
+  const tpxp_sk_row rows[] = {
+      TPXP_SK_MOD("", "other"),
+      TPXP_SK_PRM("", "A_log", 8, -1),
+      TPXP_SK_LIN("proj", 3, 5, 1),
+      TPXP_SK_NRM("norm", 7, 0),
+      TPXP_SK_EMB("emb", 11, 4),
+  };
+  const tpxp_sk_row bad[] = {TPXP_SK_NRM("n", 2, 0), {.suffix = "z"},
+                             TPXP_SK_NRM("never", 2, 0)};
+  const tpxp_sk_row when[] = {
+      TPXP_SK_WHEN(0), TPXP_SK_NRM("skipped", 2, 0),
+      TPXP_SK_WHEN(7), TPXP_SK_NRM("kept", 2, 0),
+      TPXP_SK_NRM("plain", 2, 0),
+      TPXP_SK_WHEN(0), /* last: skips nothing past the end */
+  };
+  ck_assert_int_eq(TPXP_SK_ROWS(&h, c, "m.x", rows, NULL), 0);
+  ck_assert_str_eq(c->skel_modules[0], "m.x");
+  ck_assert_str_eq(c->kinds[0], "other");
+  ck_assert_str_eq(c->params[0], "m.x.A_log");
+  ck_assert_int_eq(c->ndims[0], 1);
+  ck_assert_int_eq(c->shapes[0][0], 8);
+  ck_assert_str_eq(c->params[1], "m.x.proj.weight");
+  ck_assert_int_eq(c->shapes[1][0], 5); /* [out, in] */
+  ck_assert_int_eq(c->shapes[1][1], 3);
+  ck_assert_str_eq(c->params[2], "m.x.proj.bias");
+  ck_assert_str_eq(c->params[3], "m.x.norm.weight");
+  ck_assert_str_eq(c->params[4], "m.x.emb.weight");
+  ck_assert_int_eq(c->shapes[4][0], 11);
+  ck_assert_int_eq(c->n_params, 5);
+  /* no prefix: suffixes are whole FQNs */
+  c->n_params = c->n_modules = 0;
+  ck_assert_int_eq(tpxp_sk_rows(&h, c, "", rows + 2, 1, NULL), 0);
+  ck_assert_str_eq(c->params[0], "proj.weight");
+  c->n_params = c->n_modules = 0;
+  ck_assert_int_eq(TPXP_SK_ROWS(&h, c, "q", bad, NULL), TPX_PLUGIN_ERROR);
+  ck_assert_int_eq(c->n_params, 1);
+  ck_assert_ptr_nonnull(strstr(c->error, "skeleton row q.z: unknown kind"));
+  /* conditional rows */
+  c->n_params = c->n_modules = 0;
+  ck_assert_int_eq(TPXP_SK_ROWS(&h, c, "w", when, NULL), 0);
+  ck_assert_int_eq(c->n_params, 2);
+  ck_assert_str_eq(c->params[0], "w.kept.weight");
+  ck_assert_str_eq(c->params[1], "w.plain.weight");
+  free(c);
+}
+END_TEST
+
+/* ---- the dispatch table ---- */
+static int d_plan(const tpx_plugin_host *h, tpx_plugin_ctx *c,
+                  const tpx_plugin_plan_request *r) {
+  (void)r;
+  return tpxp_add(h, c, "planned", "colwise", NULL, NULL, TPXP_DEF, 0);
+}
+static int d_skel(const tpx_plugin_host *h, tpx_plugin_ctx *c,
+                  const char *a) {
+  (void)a;
+  return tpxp_sk_module(h, c, "skel", "other");
+}
+static int d_fail(const tpx_plugin_host *h, tpx_plugin_ctx *c,
+                  const char *a) {
+  return tpxp_fail(h, c, TPX_PLUGIN_ERROR, "fp32 of %s", a);
+}
+static const tpxp_arch_ops k_ops[] = {
+    {.bare = "AForCausalLM", .plan = d_plan, .skeleton = d_skel,
+     .fp32 = d_fail},
+    {.bare = "BModel"},
+};
+static const tpxp_family k_fam = {"fam", k_ops, 2};
+
+START_TEST(test_family) {
+  tpx_plugin_host h = mock_host();
+  tpx_plugin_ctx *c = new_ctx();
+  tpx_plugin_plan_request req;
+  memset(&req, 0, sizeof req);
+  req.struct_size = sizeof req;
+  req.architecture = "pkg.mod.AForCausalLM";
+  ck_assert_ptr_eq(tpxp_family_find(&k_fam, "AForCausalLM"), &k_ops[0]);
+  ck_assert_ptr_eq(tpxp_family_find(&k_fam, "x.BModel"), &k_ops[1]);
+  ck_assert_ptr_null(tpxp_family_find(&k_fam, "CModel"));
+  ck_assert_ptr_null(tpxp_family_find(&k_fam, NULL));
+  ck_assert_int_eq(tpxp_family_plan(&k_fam, &h, c, &req), 0);
+  ck_assert_str_eq(c->modules[0], "planned");
+  ck_assert_int_eq(tpxp_family_skeleton(&k_fam, &h, c, req.architecture), 0);
+  ck_assert_str_eq(c->skel_modules[0], "skel");
+  /* members left out: validate / fsdp / strategy have nothing to do */
+  ck_assert_int_eq(tpxp_family_validate(&k_fam, &h, c, &req), 0);
+  ck_assert_int_eq(tpxp_family_fsdp_units(&k_fam, &h, c, "AForCausalLM"), 0);
+  ck_assert_int_eq(tpxp_family_strategy(&k_fam, &h, c, "BModel"), 0);
+  ck_assert_int_eq(tpxp_family_fp32(&k_fam, &h, c, "BModel"), 0);
+  ck_assert_str_eq(c->error, "");
+  /* a member's failure passes through */
+  ck_assert_int_eq(tpxp_family_fp32(&k_fam, &h, c, "AForCausalLM"),
+                   TPX_PLUGIN_ERROR);
+  ck_assert_str_eq(c->error, "fp32 of AForCausalLM");
+  /* BModel has no plan and no skeleton: refused like an unknown class */
+  c->error[0] = '\0';
+  req.architecture = "BModel";
+  ck_assert_int_eq(tpxp_family_plan(&k_fam, &h, c, &req), TPX_PLUGIN_REFUSED);
+  ck_assert_str_eq(c->error,
+                   "fam: architecture 'BModel' is not served by this plugin");
+  c->error[0] = '\0';
+  ck_assert_int_eq(tpxp_family_skeleton(&k_fam, &h, c, "BModel"),
+                   TPX_PLUGIN_REFUSED);
+  c->error[0] = '\0';
+  ck_assert_int_eq(tpxp_family_fsdp_units(&k_fam, &h, c, "CModel"),
+                   TPX_PLUGIN_REFUSED);
+  ck_assert_ptr_nonnull(strstr(c->error, "'CModel' is not served"));
+  /* the opening checks */
+  ck_assert_int_eq(tpxp_family_skeleton(&k_fam, NULL, c, "AForCausalLM"),
+                   TPX_PLUGIN_INVALID);
+  ck_assert_int_eq(tpxp_family_plan(&k_fam, NULL, c, &req),
+                   TPX_PLUGIN_INVALID);
+  c->error[0] = '\0';
+  ck_assert_int_eq(tpxp_family_validate(&k_fam, &h, c, NULL),
+                   TPX_PLUGIN_INVALID);
+  ck_assert_str_eq(c->error, "fam: malformed validate request");
+  c->error[0] = '\0';
+  req.architecture = "AForCausalLM";
+  req.plan_name = "other";
+  ck_assert_int_eq(tpxp_family_plan(&k_fam, &h, c, &req), TPX_PLUGIN_REFUSED);
+  ck_assert_ptr_nonnull(strstr(c->error, "no named plan 'other'"));
   free(c);
 }
 END_TEST
@@ -402,7 +642,11 @@ static Suite *common_suite(void) {
   tcase_add_test(tc, test_fmt_and_path);
   tcase_add_test(tc, test_fail_and_request);
   tcase_add_test(tc, test_config_reads);
+  tcase_add_test(tc, test_cfg_read);
   tcase_add_test(tc, test_rules);
+  tcase_add_test(tc, test_rule_local);
+  tcase_add_test(tc, test_sk_rows);
+  tcase_add_test(tc, test_family);
   tcase_add_test(tc, test_skeleton_builders);
   suite_add_tcase(s, tc);
   return s;

@@ -3,8 +3,9 @@
  * (strided copies with uneven and empty rows, casts between f32 / bf16 /
  * f16, add, scale, norm reductions, AdamW, index check, embedding lookup /
  * scatter-add), and the sim space really catches host access (a forked
- * child that dereferences a sim pointer dies on a signal). The host and sim
- * sources are compiled in (the shared library hides them). */
+ * child that dereferences a sim pointer dies on a signal), and the checked
+ * kernel wrappers refuse bad arguments and missing kernels by name. The
+ * host and sim sources are compiled in (the shared library hides them). */
 #include <check.h>
 #include <math.h>
 #include <signal.h>
@@ -14,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "device/half_bits.h"
-#include "device/memspace.h"
+#include "device/elem_bits.h"
+#include "device/kernels.h"
 #include "../shard/shard_fixture.h"
 #include "device/sim_tag.h"
 
@@ -58,9 +59,9 @@ START_TEST(test_alloc_tagged) {
   ck_assert_int_eq(memcmp(z, zero, 64), 0); /* zeroed */
   tpx__ms_free(&tpx__ms_sim, p);
   tpx__ms_free(&tpx__ms_sim, NULL);
-  ck_assert_str_eq(tpx__ms_sim.ops->name, "sim");
-  ck_assert_int_eq(tpx__ms_sim.ops->device, 1);
-  ck_assert_int_eq(tpx__ms_host.ops->device, 0);
+  ck_assert_str_eq(tpx__ms_sim.buf->name, "sim");
+  ck_assert_int_eq(tpx__ms_sim.buf->device, 1);
+  ck_assert_int_eq(tpx__ms_host.buf->device, 0);
   /* 0 bytes is a valid (non-NULL) allocation */
   ck_assert_int_eq(tpx__ms_alloc(&tpx__ms_sim, 0, 0, &p, NULL), TPX_OK);
   ck_assert_ptr_nonnull(p);
@@ -224,7 +225,7 @@ START_TEST(test_convert) {
 END_TEST
 
 /* The 16-bit conversions the host loops and the cuda kernels share
- * (device/half_bits.h): the exact bits for NaN (sign and payload kept, not
+ * (device/elem_bits.h): the exact bits for NaN (sign and payload kept, not
  * CUDA's canonical 0x7fff), inf, overflow, ties and subnormals, and the
  * host space's convert is exactly those functions for every f16 / bf16
  * pattern. */
@@ -300,12 +301,12 @@ START_TEST(test_add_scale) {
                       NULL);
       float *d = up(ms, base, sizeof base);
       void *s = up(ms, src, N * tpx_dtype_size(fdts[a]));
-      ck_assert_int_eq(ms->ops->add_f32(ms, d, s, fdts[a], N, 3.0f, NULL),
+      ck_assert_int_eq(tpx__ms_add_f32(ms, d, s, fdts[a], N, 3.0f, NULL),
                        TPX_OK);
-      ck_assert_int_eq(ms->ops->add_f32(ms, d, s, fdts[a], N, 1.0f, NULL),
+      ck_assert_int_eq(tpx__ms_add_f32(ms, d, s, fdts[a], N, 1.0f, NULL),
                        TPX_OK);
-      ck_assert_int_eq(ms->ops->scale_f32(ms, d, N, 0.75f, 0, NULL), TPX_OK);
-      ck_assert_int_eq(ms->ops->scale_f32(ms, d, N, 3.0f, 1, NULL), TPX_OK);
+      ck_assert_int_eq(tpx__ms_scale_f32(ms, d, N, 0.75f, 0, NULL), TPX_OK);
+      ck_assert_int_eq(tpx__ms_scale_f32(ms, d, N, 3.0f, 1, NULL), TPX_OK);
       down(ms, res[sim][a], d, sizeof base);
       tpx__ms_free(ms, d);
       tpx__ms_free(ms, s);
@@ -335,8 +336,8 @@ START_TEST(test_norm_acc) {
       double start = inf ? 0.0 : 0.5;
       double *acc = up(ms, &start, sizeof start);
       float *dg = up(ms, g, sizeof g);
-      ck_assert_int_eq(ms->ops->norm_acc(ms, acc, dg, 20, inf, NULL), TPX_OK);
-      ck_assert_int_eq(ms->ops->norm_acc(ms, acc, dg + 20, N - 20, inf, NULL),
+      ck_assert_int_eq(tpx__ms_norm_acc(ms, acc, dg, 20, inf, NULL), TPX_OK);
+      ck_assert_int_eq(tpx__ms_norm_acc(ms, acc, dg + 20, N - 20, inf, NULL),
                        TPX_OK);
       down(ms, &got[sim][inf], acc, sizeof(double));
       tpx__ms_free(ms, acc);
@@ -353,7 +354,7 @@ START_TEST(test_norm_acc) {
   /* NaN wins the max */
   float bad[3] = {1, NAN, 2};
   double a = 0;
-  tpx__ms_host.ops->norm_acc(&tpx__ms_host, &a, bad, 3, 1, NULL);
+  tpx__ms_norm_acc(&tpx__ms_host, &a, bad, 3, 1, NULL);
   ck_assert(isnan(a));
 }
 END_TEST
@@ -371,7 +372,7 @@ START_TEST(test_adamw) {
     float *p = up(ms, p0, sizeof p0), *dg = up(ms, g, sizeof g),
           *m = up(ms, NULL, sizeof p0), *v = up(ms, NULL, sizeof p0);
     for (int step = 0; step < 2; step++)
-      ck_assert_int_eq(ms->ops->adamw(ms, p, dg, m, v, N, &h, NULL), TPX_OK);
+      ck_assert_int_eq(tpx__ms_adamw_update(ms, p, dg, m, v, N, &h, NULL), TPX_OK);
     down(ms, res[sim][0], p, sizeof p0);
     down(ms, res[sim][1], m, sizeof p0);
     down(ms, res[sim][2], v, sizeof p0);
@@ -402,18 +403,18 @@ START_TEST(test_index_check) {
     const tpx__memspace *ms = space(sim);
     void *d64 = up(ms, ids64, sizeof ids64), *d32 = up(ms, ids32, sizeof ids32);
     int64_t bad[2];
-    ck_assert_int_eq(ms->ops->index_check(ms, d64, TPX_DTYPE_I64, 5, 5, 0, 0,
+    ck_assert_int_eq(tpx__ms_index_check(ms, d64, TPX_DTYPE_I64, 5, 5, 0, 0,
                                           bad, NULL),
                      TPX_OK);
     ck_assert_int_eq(bad[0], 3);
     ck_assert_int_eq(bad[1], 5);
-    ms->ops->index_check(ms, d64, TPX_DTYPE_I64, 5, 6, 0, 0, bad, NULL);
+    tpx__ms_index_check(ms, d64, TPX_DTYPE_I64, 5, 6, 0, 0, bad, NULL);
     ck_assert_int_eq(bad[0], -1);
-    ms->ops->index_check(ms, d32, TPX_DTYPE_I32, 5, 5, 0, 0, bad, NULL);
+    tpx__ms_index_check(ms, d32, TPX_DTYPE_I32, 5, 5, 0, 0, bad, NULL);
     ck_assert_int_eq(bad[0], 2);
     ck_assert_int_eq(bad[1], -1);
     /* -1 as ignore_index passes */
-    ms->ops->index_check(ms, d32, TPX_DTYPE_I32, 5, 5, 1, -1, bad, NULL);
+    tpx__ms_index_check(ms, d32, TPX_DTYPE_I32, 5, 5, 1, -1, bad, NULL);
     ck_assert_int_eq(bad[0], -1);
     tpx__ms_free(ms, d64);
     tpx__ms_free(ms, d32);
@@ -445,10 +446,10 @@ START_TEST(test_embedding) {
         void *dw = up(ms, wc, R * H * es), *di = up(ms, ids_ok, sizeof ids_ok),
              *dout = up(ms, NULL, N * H * es), *dg = up(ms, gc, N * H * es),
              *dwg = up(ms, wc, R * H * es);
-        ck_assert_int_eq(ms->ops->embed_lookup(ms, dout, dw, H * es, di,
+        ck_assert_int_eq(tpx__ms_embed_lookup(ms, dout, dw, H * es, di,
                                                TPX_DTYPE_I64, N, &rows, NULL),
                          TPX_OK);
-        ck_assert_int_eq(ms->ops->embed_scatter_add(ms, dwg, dt, dg, dt, H, di,
+        ck_assert_int_eq(tpx__ms_embed_scatter_add(ms, dwg, dt, dg, dt, H, di,
                                                     TPX_DTYPE_I64, N, &rows,
                                                     NULL),
                          TPX_OK);
@@ -475,6 +476,63 @@ START_TEST(test_embedding) {
       ck_assert_int_eq(memcmp(gw, want, sizeof want), 0);
     }
   }
+}
+END_TEST
+
+/* ---- the checked wrappers (kernels.c) ---- */
+
+/* A space whose kernels were not built (the cuda space without nvcc). */
+static const tpx__memspace no_kernels = {&tpx__ms_host_buffers, NULL, NULL};
+
+START_TEST(test_wrappers_check) {
+  const tpx__memspace *ms = &tpx__ms_host;
+  float f[4] = {1, 2, 3, 4};
+  double acc = 0;
+  int64_t bad[2] = {7, 7}, ids[2] = {0, 1};
+  tpx_error e = {0};
+  /* n == 0: no-op, even with NULL buffers; index_check still answers */
+  ck_assert_int_eq(tpx__ms_add_f32(ms, NULL, NULL, TPX_DTYPE_F32, 0, 1, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx__ms_norm_acc(&no_kernels, NULL, NULL, 0, 0, &e),
+                   TPX_OK);
+  ck_assert_int_eq(tpx__ms_index_check(ms, NULL, TPX_DTYPE_I64, 0, 5, 0, 0,
+                                       bad, &e),
+                   TPX_OK);
+  ck_assert(bad[0] == -1 && bad[1] == 0);
+  /* NULL buffers with n > 0 */
+  ck_assert_int_eq(tpx__ms_scale_f32(ms, NULL, 4, 2.0f, 0, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "kernel scale_f32"));
+  tpx_error_clear(&e);
+  ck_assert_int_eq(tpx__ms_norm_acc(ms, &acc, NULL, 4, 0, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "buffer g"));
+  /* dtypes a kernel does not take */
+  tpx_error_clear(&e);
+  ck_assert_int_eq(tpx__ms_convert(ms, f, TPX_DTYPE_F64, f, TPX_DTYPE_F32, 2,
+                                   &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "f64"));
+  tpx_error_clear(&e);
+  ck_assert_int_eq(tpx__ms_index_check(ms, f, TPX_DTYPE_F32, 2, 5, 0, 0, bad,
+                                       &e),
+                   TPX_INVALID_ARGUMENT);
+  tpx__ms_loss l = {f, TPX_DTYPE_I8, ids, TPX_DTYPE_I64, 1, 4, 0, -100};
+  tpx_error_clear(&e);
+  ck_assert_int_eq(tpx__ms_loss_row_max(ms, f, &l, &e), TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "loss_row_max"));
+  /* a kernel the space was built without: unsupported, named */
+  tpx_error_clear(&e);
+  ck_assert_int_eq(tpx__ms_scale_f32(&no_kernels, f, 4, 2.0f, 0, &e),
+                   TPX_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(e.message, "scale_f32"));
+  ck_assert_ptr_nonnull(strstr(e.message, "host memory space"));
+  /* convert of equal dtypes is a copy, kernels or not */
+  float g[4] = {0};
+  ck_assert_int_eq(tpx__ms_convert(&no_kernels, g, TPX_DTYPE_F32, f,
+                                   TPX_DTYPE_F32, 4, &e),
+                   TPX_OK);
+  ck_assert_int_eq(memcmp(f, g, sizeof f), 0);
 }
 END_TEST
 
@@ -510,6 +568,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_adamw);
   tcase_add_test(tc, test_index_check);
   tcase_add_test(tc, test_embedding);
+  tcase_add_test(tc, test_wrappers_check);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,5 +1,5 @@
 /* test_sim_comm.c — the collectives of tpx/comm.h on a local world in the
- * sim memory space (tpx_local_run_opts with sim_device_memory): every rank's
+ * sim memory space (comm/local_test.h's tpx__local_run_sim): every rank's
  * buffers are sim pointers, so the backend and the wrappers' temporaries
  * (uneven *_chunked padding, in-place all-to-all, reduce-scatter) must move
  * them through the memory space. Each collective's result equals the same
@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../shard/shard_fixture.h"
+#include "comm/local_test.h"
 #include "device/sim_tag.h"
 #include "tpx/tpx.h"
 
@@ -98,10 +99,8 @@ START_TEST(test_collectives_sim_equal_host) {
   for (int sim = 0; sim < 2; sim++) {
     a[sim] = calloc(1, sizeof *a[sim]);
     a[sim]->sim = sim;
-    tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
-    lo.sim_device_memory = sim;
     tpx_error e = {0};
-    ck_assert_msg(tpx_local_run_opts(n, &lo, body, a[sim], &e) == TPX_OK,
+    ck_assert_msg(tpx__local_run_sim(n, sim, body, a[sim], &e) == TPX_OK,
                   "%d ranks, %s: %s", n, sim ? "sim" : "host", e.message);
   }
   ck_assert_int_eq(memcmp(a[0]->out, a[1]->out, sizeof a[0]->out), 0);
@@ -123,10 +122,36 @@ START_TEST(test_options) {
                    TPX_INVALID_ARGUMENT);
   ck_assert_ptr_nonnull(strstr(e.message, "struct_size 3"));
   ck_assert_str_eq(tpx_comm_memspace(NULL), "host");
+  /* the test extension's size without its magic is not a public size */
+  tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, 0, 1};
+  t.base.struct_size = sizeof t;
+  tpx_error_clear(&e);
+  ck_assert_int_eq(tpx_local_run_opts(1, &t.base, body, NULL, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "struct_size"));
 }
 END_TEST
 
-/* Misuse, as tpx_local_options documents it: a plain host buffer handed to
+/* The world's memory space is named by tpx_comm_memspace. */
+static tpx_status space_body(tpx_comm *w, void *arg, tpx_error *err) {
+  (void)err;
+  *(const char **)arg = tpx_comm_memspace(w);
+  return TPX_OK;
+}
+
+START_TEST(test_memspace_name) {
+  const char *name = NULL;
+  ck_assert_int_eq(tpx__local_run_sim(1, 1, space_body, &name, NULL), TPX_OK);
+  ck_assert_str_eq(name, "sim");
+  ck_assert_int_eq(tpx__local_run_sim(1, 0, space_body, &name, NULL), TPX_OK);
+  ck_assert_str_eq(name, "host");
+  ck_assert_int_eq(tpx_local_run_opts(1, NULL, space_body, &name, NULL),
+                   TPX_OK);
+  ck_assert_str_eq(name, "host");
+}
+END_TEST
+
+/* Misuse, as comm/local_test.h documents it: a plain host buffer handed to
  * a collective of a sim world is a routing bug (host memory where device
  * memory belongs) and faults like device code would, rather than passing
  * silently. Run in a forked child that must die on a signal (SIGSEGV;
@@ -141,9 +166,7 @@ START_TEST(test_host_pointer_in_sim_world_faults) {
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
-    tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
-    lo.sim_device_memory = 1;
-    tpx_local_run_opts(2, &lo, host_buf_body, NULL, NULL);
+    tpx__local_run_sim(2, 1, host_buf_body, NULL, NULL);
     _exit(0); /* not reached: the host pointer must fault */
   }
   int status = 0;
@@ -162,6 +185,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, test_collectives_sim_equal_host, 0, MAXR);
   tcase_add_test(tc, test_options);
+  tcase_add_test(tc, test_memspace_name);
   tcase_add_test(tc, test_host_pointer_in_sim_world_faults);
   suite_add_tcase(s, tc);
   return s;

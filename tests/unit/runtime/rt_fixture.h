@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../shard/shard_fixture.h"
+#include "comm/local_test.h"
 #include "rt_cases.h"
 #include "rt_util.h"
 #include "tpx/registry.h"
@@ -116,7 +117,7 @@ static const char rt_zoo_plan[] =
     "[\"replicate\"], \"use_local_output\": true}"
     "]}";
 
-/* The "Qwen seed" SP MLP: an SP norm (Shard(1) DTensor) straight into a
+/* The Qwen plan's SP MLP: an SP norm (Shard(1) DTensor) straight into a
  * default colwise (input Replicate): the DTensor arrival path. */
 static const char rt_sp_norm_plan[] =
     "{\"format\": \"tpx-plan/1\", \"entries\": ["
@@ -212,9 +213,7 @@ static inline void rt_run_body_mem(tpx_local_fn fn, const tpx_sharding *sh,
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
   for (int sim = 0; sim <= sim_too; sim++) {
     tpx_error e = {0};
-    tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
-    lo.sim_device_memory = sim;
-    ck_assert_msg(tpx_local_run_opts((int)world, &lo, fn, &a, &e) == TPX_OK,
+    ck_assert_msg(tpx__local_run_sim((int)world, sim, fn, &a, &e) == TPX_OK,
                   "%s%s", e.message, sim ? " (sim memory)" : "");
   }
 }
@@ -237,9 +236,7 @@ static inline void rt_run(tpx_local_fn fn, rt_arg *a, const char *what) {
     tpx_error e = {0};
     for (int r = 0; r < RT_MAX_RANKS; r++)
       rtu_digest[r] = 14695981039346656037ULL;
-    tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
-    lo.sim_device_memory = sim;
-    tpx_status st = tpx_local_run_opts((int)world, &lo, fn, a, &e);
+    tpx_status st = tpx__local_run_sim((int)world, sim, fn, a, &e);
     ck_assert_msg(st == TPX_OK, "%s (world %lld%s): %s", what,
                   (long long)world, sim ? ", sim memory" : "", e.message);
     if (!sim) {

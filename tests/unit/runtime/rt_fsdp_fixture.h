@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../shard/shard_fixture.h"
+#include "comm/local_test.h"
 #include "device/sim_tag.h"
 #include "tpx/tpx.h"
 
@@ -141,9 +142,7 @@ static inline int64_t rt_global_index(const tpx_slice *box,
  * memory space when `sim` (core/src/device/sim_tag.h). */
 static inline tpx_status rt_local_run(int world, int sim, tpx_local_fn fn,
                                       void *arg, tpx_error *err) {
-  tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
-  lo.sim_device_memory = sim;
-  return tpx_local_run_opts(world, &lo, fn, arg, err);
+  return tpx__local_run_sim(world, sim, fn, arg, err);
 }
 
 /* The test's own access to a runtime buffer (what a trainer's device

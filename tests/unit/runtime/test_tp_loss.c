@@ -23,7 +23,7 @@ static const loss_case cases[] = {
     {3, 4, 4, 1, TPX_DTYPE_F32},    {10, 5, 2, 2, TPX_DTYPE_F32},
     {1000, 9, 3, 1, TPX_DTYPE_BF16},
     /* 10 over 4 = 3, 3, 3, 1 (torch.chunk): targets 1..9, among them 8
-     * and 9, which seed 004's V // tp split gives to no rank */
+     * and 9, which the upstream utility's V // tp split gives to no rank */
     {10, 12, 4, 1, TPX_DTYPE_F32},
 };
 
@@ -71,11 +71,12 @@ START_TEST(test_vocab_range) {
 }
 END_TEST
 
-/* The deliberate deviation from seed 004 (docs/RUNTIME.md, "Vocab
- * ranges"): its get_logprobs_from_vocab_parallel_logits takes rank r's range
+/* The deliberate deviation from the upstream training utility
+ * (docs/RUNTIME.md, "Vocab ranges"): its
+ * get_logprobs_from_vocab_parallel_logits takes rank r's range
  * as [r * (V // tp), (r + 1) * (V // tp)), which is DTensor's Shard(-1)
  * split (torch.chunk) only when tp divides V. At V = 10, tp = 4 the logits
- * a colwise lm_head leaves are 3, 3, 3, 1 columns; the seed's ranges would
+ * a colwise lm_head leaves are 3, 3, 3, 1 columns; its ranges would
  * be [0,2), [2,4), [4,6), [6,8): wrong offsets from rank 1 on, and ids 8
  * and 9 on no rank. tpx follows the layout; Automodel's
  * VocabParallelEmbedding fix-up (divmod: 3, 3, 2, 2) differs as well. */

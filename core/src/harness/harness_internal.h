@@ -1,8 +1,8 @@
-/* plugin/harness_internal.h — private pieces of the conformance harness:
+/* harness/harness_internal.h — private pieces of the conformance harness:
  * the ELF export reader, the child-side checks and the line protocol the
  * child uses to report over its pipe. */
-#ifndef TPX_PLUGIN_HARNESS_INTERNAL_H
-#define TPX_PLUGIN_HARNESS_INTERNAL_H
+#ifndef TPX_HARNESS_INTERNAL_H
+#define TPX_HARNESS_INTERNAL_H
 
 #include <stddef.h>
 
@@ -33,7 +33,8 @@ void tpx__h_step(int fd, const char *fmt, ...)
 #endif
     ;
 
-/* Child bodies; each reports through fd and returns normally. */
+/* Child bodies; each reports through fd and returns normally. Load and
+ * negotiation: harness_child.c; per architecture: harness_arch.c. */
 typedef struct tpx__h_job {
   const char *path;
   const tpx_harness_options *opts;

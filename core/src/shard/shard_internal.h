@@ -1,10 +1,16 @@
-/* shard/sharding_impl.h — the inside of tpx_sharding, shared by the files of
- * the shard area: sharding.c (create, queries), apply.c (TP placements and
- * their diagnostics), transitions.c (module layouts and collectives), fsdp.c
- * (units, dp placements, mixed precision) and bytes.c (per-rank bytes).
- * Not for other areas: they use tpx/sharding.h and tpx/fsdp.h. */
-#ifndef TPX_SHARD_SHARDING_IMPL_H
-#define TPX_SHARD_SHARDING_IMPL_H
+/* shard/shard_internal.h — the inside of tpx_sharding, shared by the files of
+ * the shard area: the record every step fills, the steps' entry points and
+ * two small helpers. sharding.c (create, destroy, queries) runs the steps in
+ * order: fp32.c (fp32 patterns), apply.c (TP placements and their
+ * diagnostics), partial_grad.c, transitions.c (module layouts and
+ * collectives), fsdp.c (units, dp placements, mixed precision) and bytes.c
+ * (per-rank bytes); memory.c, activations.c and traffic.c read the result.
+ * The steps read this header, never sharding.c, so the file that runs them
+ * sits above them.
+ * Not for other areas: they use tpx/sharding.h and tpx/fsdp.h, or the
+ * read-only shard/sharding_view.h. */
+#ifndef TPX_SHARD_SHARD_INTERNAL_H
+#define TPX_SHARD_SHARD_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -100,10 +106,6 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err);
 /* Normalised tp placement of param p (Replicate when tp is absent). */
 tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim);
 
-/* FQN with every all-digit atom replaced by '*' ("model.layers.*.mlp");
- * returns its length (apply.c). */
-size_t tpx__shard_generalize_fqn(const char *fqn, char *out, size_t size);
-
 /* ---- partial_grad.c ---- */
 /* 1 when param (a tied alias: its target) is replicated over tp > 1, no
  * style covers it, and it is the weight of a per-head norm `<x>_norm` whose
@@ -165,6 +167,8 @@ static inline int64_t tpx__sat_mul(int64_t a, int64_t b) {
 }
 
 /* Out-of-memory helper: records the error and returns TPX_NO_MEMORY. */
-tpx_status tpx__shard_oom(tpx_error *err, const char *what);
+static inline tpx_status tpx__shard_oom(tpx_error *err, const char *what) {
+  return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (%s)", what);
+}
 
-#endif /* TPX_SHARD_SHARDING_IMPL_H */
+#endif /* TPX_SHARD_SHARD_INTERNAL_H */

@@ -1,6 +1,6 @@
 /* tp_loss.c — vocab-parallel log-probs and cross-entropy with their
- * backward (tpx/runtime_tp.h; seed 004 get_logprobs_from_vocab_parallel_
- * logits, spec/torch-semantics.md §7 "Cross-entropy").
+ * backward (tpx/runtime_tp.h; docs/SEMANTICS.md "Vocab-parallel embedding
+ * and loss").
  *
  * Per row i of logits (this rank's vocab columns [off, off + len)):
  *   max_i    = all-reduce(max) of the local row max
@@ -9,20 +9,22 @@
  *   logprob  = tgt_i - max_i - log(sumexp_i)
  *   d logprob / d z_ij = onehot_ij - exp(z_ij - max_i) / sumexp_i
  * sumexp and tgt travel in one f64 all-reduce, so forward is two
- * collectives. The vocab range is the layout's torch.chunk split (seed 004
- * divides V // tp, which is the same split when tp divides V).
+ * collectives. The vocab range is the layout's torch.chunk split (the
+ * upstream training utility divides V // tp, which is the same split when
+ * tp divides V; docs/RUNTIME.md "Vocab ranges").
  * Logits, targets, log-probs and gradients live in the mesh comm's memory
  * space; the row loops are its kernels (device/memspace.h, loss_*; host
- * loops in device/ms_host.c). The host reads back only the target-range
+ * loops in device/host_kernels.c). The host reads back only the target-range
  * verdict and cross-entropy's (sum, count), which the call returns.
  * Not here: the lm_head matmul (the caller's). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm_impl.h"
-#include "runtime/tp_internal.h"
-#include "shard/sharding_impl.h"
+#include "comm/comm_view.h"
+#include "device/kernels.h"
+#include "tp/tp_internal.h"
+#include "shard/sharding_view.h"
 
 typedef struct loss_ctx {
   const char *what;
@@ -60,7 +62,7 @@ static tpx_status range_of(const tpx_sharding *sh, int64_t rank,
   tpx_placement pl[TPX_MESH_MAX_DIMS];
   tpx__tp_activation_placements(sh, tpx_placement_shard(0), pl);
   tpx_slice s;
-  TPX__TRY(tpx_layout_local_slice(&opts->vocab, 1, sh->mesh, pl, rank, &s,
+  TPX__TRY(tpx_layout_local_slice(&opts->vocab, 1, tpx_sharding_mesh(sh), pl, rank, &s,
                                   err));
   *off = s.offset[0];
   *len = s.length[0];
@@ -74,9 +76,10 @@ tpx_status tpx_tp_vocab_range(const tpx_sharding *sh, int64_t rank,
   if (!sh || !offset || !len)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: NULL argument", w);
   TPX__TRY(check_opts(opts, w, err));
-  if (rank < 0 || rank >= sh->world)
+  if (rank < 0 || rank >= tpx__sv_world(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE, "%s: rank %lld outside 0..%lld",
-                         w, (long long)rank, (long long)sh->world - 1);
+                         w, (long long)rank,
+                         (long long)tpx__sv_world(sh) - 1);
   return range_of(sh, rank, opts, offset, len, err);
 }
 
@@ -144,7 +147,7 @@ static tpx_status setup(const tpx_sharding *sh, tpx_mesh_comm *mc,
   c->ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
   int64_t bad[2] = {-1, 0};
   if (c->rows > 0)
-    TPX__TRY(c->ms->ops->index_check(c->ms, targets->data, targets->dtype,
+    TPX__TRY(tpx__ms_index_check(c->ms, targets->data, targets->dtype,
                                      (size_t)c->rows, c->V, 1,
                                      opts->ignore_index, bad, err));
   if (bad[0] >= 0)
@@ -192,11 +195,11 @@ static tpx_status row_stats(const loss_ctx *c, int want_tgt, row_buf *b,
   TPX__TRY(tpx__ms_alloc(ms, 2 * rows * sizeof(double), 1, &se, err));
   b->se = se;
   if (rows == 0) return TPX_OK;
-  TPX__TRY(ms->ops->loss_row_max(ms, b->mx, &c->l, err));
+  TPX__TRY(tpx__ms_loss_row_max(ms, b->mx, &c->l, err));
   if (c->tp)
     TPX__TRY(tpx_comm_all_reduce(c->tp, b->mx, b->mx, rows, TPX_DTYPE_F32,
                                  TPX_REDUCE_MAX, err));
-  TPX__TRY(ms->ops->loss_row_sums(ms, b->se, b->mx, &c->l, want_tgt, err));
+  TPX__TRY(tpx__ms_loss_row_sums(ms, b->se, b->mx, &c->l, want_tgt, err));
   if (c->tp)
     TPX__TRY(tpx_comm_all_reduce(c->tp, b->se, b->se,
                                  rows * (want_tgt ? 2 : 1), TPX_DTYPE_F64,
@@ -210,7 +213,7 @@ static tpx_status write_grad(const loss_ctx *c, const row_buf *b,
                              const float *gi, double scale, double sign,
                              tpx_tensor *grad, tpx_error *err) {
   if (c->rows == 0) return TPX_OK;
-  return c->ms->ops->loss_grad(c->ms, grad->data, grad->dtype, b->mx, b->se,
+  return tpx__ms_loss_grad(c->ms, grad->data, grad->dtype, b->mx, b->se,
                                gi, scale, sign, &c->l, err);
 }
 
@@ -227,7 +230,7 @@ tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
   row_buf rb = {0};
   tpx_status st = row_stats(&c, 1, &rb, err);
   if (st == TPX_OK && c.rows)
-    st = c.ms->ops->loss_logprobs(c.ms, logprobs->data, NULL, rb.mx, rb.se,
+    st = tpx__ms_loss_logprobs(c.ms, logprobs->data, NULL, rb.mx, rb.se,
                                   &c.l, err);
   free_stats(&c, &rb);
   return st;
@@ -273,7 +276,7 @@ static tpx_status cross_entropy(const tpx_sharding *sh, tpx_mesh_comm *mc,
   void *dsc = NULL;
   if (st == TPX_OK) st = tpx__ms_alloc(c.ms, sizeof sc, 1, &dsc, err);
   if (st == TPX_OK && c.rows)
-    st = c.ms->ops->loss_logprobs(c.ms, NULL, dsc, rb.mx, rb.se, &c.l, err);
+    st = tpx__ms_loss_logprobs(c.ms, NULL, dsc, rb.mx, rb.se, &c.l, err);
   if (st == TPX_OK)
     st = tpx__ms_copy(c.ms, sc, dsc, sizeof sc, TPX__D2H, err);
   tpx__ms_free(c.ms, dsc);

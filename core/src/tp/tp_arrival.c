@@ -5,29 +5,15 @@
  * computing a silently wrong gradient (e.g. q_proj after a
  * SequenceParallelAllGatherActivation norm: the plain backward all-reduces
  * a Partial gradient the norm's backward reduce-scatters again, tp times
- * too large). Also torch's PrepareModuleInput rule that keeps a DTensor as
- * it arrived when the annotated and desired layouts are equal.
+ * too large).
  *
- * Not here: executing a transition (tp_transition.c), what the styles are
- * (shard/transitions.c). */
+ * Not here: resolving a transition's layouts (tp_resolve.c), executing it
+ * (tp_transition.c), what the styles are (shard/transitions.c). */
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/tp_internal.h"
-#include "shard/sharding_impl.h"
-
-int tpx__tp_prepare_keeps_arrival(const tpx_sharding *sh, int64_t module,
-                                  const tpx_transition *tr, int ndim) {
-  if (!tr || tr->from_is_none || tr->side != TPX_TRANSITION_INPUT) return 0;
-  int64_t e = sh->module_entry[module];
-  if (e < 0 || sh->entry_styles[e].kind != TPX_STYLE_PREPARE_MODULE_INPUT)
-    return 0;
-  tpx_placement f, t;
-  if (tpx_placement_normalize(tr->from, ndim, &f, NULL) != TPX_OK ||
-      tpx_placement_normalize(tr->to, ndim, &t, NULL) != TPX_OK)
-    return 0;
-  return tpx_placement_equal(f, t);
-}
+#include "tp/tp_internal.h"
+#include "shard/sharding_view.h"
 
 /* A layout some hook of the sharding hands on as a DTensor, and who. */
 typedef struct dt_source {
@@ -44,11 +30,11 @@ typedef struct dt_source {
  * without it (the module's body then passes them to its children). */
 static int dt_sources(const tpx_sharding *sh, dt_source *out) {
   int n = 0;
-  if (!sh->tp_applied) return 0;
-  for (size_t m = 0; m < sh->num_modules && n < MAX_SOURCES; m++) {
-    int64_t e = sh->module_entry[m];
+  if (!tpx__sv_tp_applied(sh)) return 0;
+  for (size_t m = 0; m < tpx__sv_num_modules(sh) && n < MAX_SOURCES; m++) {
+    int64_t e = tpx__sv_module_entry(sh, m);
     if (e < 0) continue;
-    const tpx_style *s = &sh->entry_styles[e];
+    const tpx_style *s = tpx__sv_entry_style(sh, e);
     if (s->use_local_output) continue;
     const tpx_transition *tr;
     size_t nt;

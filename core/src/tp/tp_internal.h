@@ -1,8 +1,8 @@
-/* runtime/tp_internal.h — helpers shared by the tp_*.c files of the runtime
+/* tp/tp_internal.h — helpers shared by the tp_*.c files of the tp
  * area (tpx/runtime_tp.h): the tp mesh dim, activation placements over the
  * mesh, argument checks. Not for other areas. */
-#ifndef TPX_RUNTIME_TP_INTERNAL_H
-#define TPX_RUNTIME_TP_INTERNAL_H
+#ifndef TPX_TP_TP_INTERNAL_H
+#define TPX_TP_TP_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +15,8 @@
     if (st_ != TPX_OK)                                                         \
       return st_;                                                              \
   } while (0)
+
+/* ---- tp_common.c ---- */
 
 /* Size of the tp dim (1 when absent). */
 int64_t tpx__tp_size(const tpx_sharding *sh);
@@ -44,8 +46,10 @@ tpx_status tpx__tp_check_shape(const tpx_tensor *t, const int64_t *shape,
 
 /* FQN of a module for messages ("(root)" for ""). */
 const char *tpx__tp_module_name(const tpx_sharding *sh, int64_t module);
+/* "input" / "output". */
+const char *tpx__tp_side_name(tpx_transition_side side);
 
-/* ---- tp_transition.c: one direction of a transition `tr` of `module`
+/* ---- tp_resolve.c: one direction of a transition `tr` of `module`
  * (from tpx_tp_transition_get; NULL at tp == 1): the layouts its input and
  * output buffers have, and whether it is a copy. _dt: for an input that
  * arrives as a DTensor in *arrived (non-NULL), shard dims against ndim. */
@@ -59,6 +63,21 @@ tpx_status tpx__tp_resolve_dt_tr(const tpx_sharding *sh, int64_t module,
                                  tpx_placement *in, tpx_placement *out,
                                  int *copy, tpx_error *err);
 
+/* Input / output `index` of `module`, one direction: the layouts and copy
+ * flag as above, for an input arriving as a DTensor in `arrived` (NULL: a
+ * plain tensor). Shard dims are compared normalised to ndim. */
+tpx_status tpx__tp_resolve(const tpx_sharding *sh, int64_t module,
+                           tpx_transition_side side, int index, int backward,
+                           const tpx_placement *arrived, int ndim,
+                           tpx_placement *in, tpx_placement *out, int *copy,
+                           tpx_error *err);
+
+/* 1 when `tr` is a prepare_module_input input whose annotated and desired
+ * layouts are equal: torch then keeps a DTensor input as it arrived. */
+int tpx__tp_prepare_keeps_arrival(const tpx_sharding *sh, int64_t module,
+                                  const tpx_transition *tr, int ndim);
+
+/* ---- tp_transition.c ---- */
 /* Move this rank's piece of an activation of logical `shape` from layout
  * `from` to `to` over tp (a copy when `copy`), checking dtypes and both
  * local shapes first; messages start with `ctx`. in == out is fine. */
@@ -68,10 +87,6 @@ tpx_status tpx__tp_move(const tpx_sharding *sh, tpx_mesh_comm *mc,
                         tpx_tensor *out, const char *ctx, tpx_error *err);
 
 /* ---- tp_arrival.c ---- */
-/* 1 when `tr` is a prepare_module_input input whose annotated and desired
- * layouts are equal: torch then keeps a DTensor input as it arrived. */
-int tpx__tp_prepare_keeps_arrival(const tpx_sharding *sh, int64_t module,
-                                  const tpx_transition *tr, int ndim);
 /* TPX_OK when the plain (static) description of input `index` of `module`
  * is what torch runs whatever arrives; TPX_INVALID_ARGUMENT naming the
  * module, a hook that hands DTensors on and the _dt call when an input
@@ -82,4 +97,4 @@ tpx_status tpx__tp_check_plain(const tpx_sharding *sh, int64_t module,
                                tpx_transition_side side, int index, int ndim,
                                const char *call, tpx_error *err);
 
-#endif /* TPX_RUNTIME_TP_INTERNAL_H */
+#endif /* TPX_TP_TP_INTERNAL_H */

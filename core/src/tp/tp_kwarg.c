@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/tp_internal.h"
-#include "shard/sharding_impl.h"
+#include "tp/tp_internal.h"
+#include "shard/sharding_view.h"
 
 /* The kwarg's transition into *rec (*tr = &rec->view, NULL at tp == 1). */
 static tpx_status kwarg_tr(const tpx_sharding *sh, int64_t module,
@@ -21,26 +21,26 @@ static tpx_status kwarg_tr(const tpx_sharding *sh, int64_t module,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tp kwarg transition: %s is NULL",
                          !sh ? "sharding" : "keyword name");
-  if (module < 0 || (size_t)module >= sh->num_modules)
+  if (module < 0 || (size_t)module >= tpx__sv_num_modules(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "tp kwarg transition: module index %lld outside "
                          "0..%zu",
-                         (long long)module, sh->num_modules - 1);
+                         (long long)module, tpx__sv_num_modules(sh) - 1);
   const char *name = tpx__tp_module_name(sh, module);
-  int64_t e = sh->module_entry[module];
+  int64_t e = tpx__sv_module_entry(sh, module);
   if (e < 0)
     return tpx_error_set(err, TPX_NOT_FOUND,
                          "tp kwarg transition: module '%s' has no parallel "
                          "style (no plan entry applies to it)",
                          name);
-  const tpx_style *s = &sh->entry_styles[e];
+  const tpx_style *s = tpx__sv_entry_style(sh, e);
   if (s->kind != TPX_STYLE_PREPARE_MODULE_INPUT) {
     const char *k = tpx_style_kind_name(s->kind);
     return tpx_error_set(err, TPX_NOT_FOUND,
                          "tp kwarg transition: module '%s' (style %s, plan "
                          "key '%s') has no keyword-input layouts; only "
                          "prepare_module_input does",
-                         name, k ? k : "?", sh->entry_keys[e]);
+                         name, k ? k : "?", tpx__sv_entry_key(sh, e));
   }
   if (!tpx__transition_kwarg(s, kwarg, rec)) {
     char have[200];
@@ -54,10 +54,10 @@ static tpx_status kwarg_tr(const tpx_sharding *sh, int64_t module,
                          "tp kwarg transition: module '%s' (plan key '%s') "
                          "has no layout for keyword input '%s' (torch passes "
                          "it through untouched); it has: %s",
-                         name, sh->entry_keys[e], kwarg,
+                         name, tpx__sv_entry_key(sh, e), kwarg,
                          n ? have : "none");
   }
-  if (sh->tp_applied) *tr = &rec->view; /* tp == 1: no hooks */
+  if (tpx__sv_tp_applied(sh)) *tr = &rec->view; /* tp == 1: no hooks */
   return TPX_OK;
 }
 

@@ -1,14 +1,15 @@
-/* device/half_bits.h — the f32 <-> bf16 / f16 conversions as integer bit
- * operations, one source for the host (comm/reduce.c's tpx__f32_to_bf16
- * etc., hence ms_host.c) and the cuda kernels (ms_cuda_kernels.cu), so both
- * spaces convert bit for bit alike: round to nearest even, overflow to inf,
+/* device/elem_bits.h — the f32 <-> bf16 / f16 conversions as integer bit
+ * operations, one source for the host (elem_reduce.c's tpx__f32_to_bf16
+ * etc., hence the host kernels) and the cuda kernels (ms_cuda_kernels.cu),
+ * so both spaces convert bit for bit alike: round to nearest even, overflow to inf,
  * subnormals kept, NaN kept a NaN with its sign (f32 -> bf16 keeps the
  * payload's top bits and sets the quiet bit; f32 -> f16 gives sign | 0x7e00;
  * f16 / bf16 -> f32 keep the payload). CUDA's own __float2half_rn /
  * __half2float canonicalise NaN (0x7fff, sign dropped), so the kernels do
- * not use them. Not here: reductions (comm/reduce.c). */
-#ifndef TPX_DEVICE_HALF_BITS_H
-#define TPX_DEVICE_HALF_BITS_H
+ * not use them. Part of the element-kernel module (device/elem.h). Not here:
+ * reductions (elem_reduce.c). */
+#ifndef TPX_DEVICE_ELEM_BITS_H
+#define TPX_DEVICE_ELEM_BITS_H
 
 #include <stdint.h>
 #include <string.h>
@@ -81,4 +82,4 @@ TPX__HB uint16_t tpx__hb_f32_to_f16(float f) {
 
 #undef TPX__HB
 
-#endif /* TPX_DEVICE_HALF_BITS_H */
+#endif /* TPX_DEVICE_ELEM_BITS_H */

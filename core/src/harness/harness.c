@@ -1,24 +1,20 @@
-/* plugin/harness.c — the conformance harness, parent side: reads the
+/* harness/harness.c — the conformance harness, parent side: reads the
  * plugin's exports from its ELF file, then runs each group of checks in a
- * forked child (harness_child.c), collects the result lines from a pipe,
- * and turns a crash, exit() or hang (killed at the timeout) into a failed
- * check naming the step. The parent never runs plugin code, so it always
- * returns normally.
+ * child (harness_child.c, run by plugin/child.c), reads the result lines it
+ * sent, and turns a crash, exit() or hang (killed at the timeout) into a
+ * failed check naming the step. The parent never runs plugin code, so it
+ * always returns normally.
  *
  * Not the checks themselves (harness_child.c). */
-#include <errno.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
-#include "plugin/harness_internal.h"
+#include "harness/harness_internal.h"
+#include "plugin/child.h"
 
 typedef struct hcheck {
   char *name;
@@ -82,26 +78,6 @@ typedef struct learned {
   int dlopen_ok;
 } learned;
 
-static double now_sec(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static const char *signal_name(int sig) {
-  switch (sig) {
-  case SIGSEGV: return "SIGSEGV";
-  case SIGABRT: return "SIGABRT";
-  case SIGBUS: return "SIGBUS";
-  case SIGFPE: return "SIGFPE";
-  case SIGILL: return "SIGILL";
-  case SIGKILL: return "SIGKILL";
-  case SIGTERM: return "SIGTERM";
-  case SIGPIPE: return "SIGPIPE";
-  default: return "signal";
-  }
-}
-
 /* Handle one complete protocol line from the child. */
 static tpx_status handle_line(tpx_harness_result *r, learned *l, char *line,
                               char *step, size_t step_size, int *done) {
@@ -128,129 +104,67 @@ static tpx_status handle_line(tpx_harness_result *r, learned *l, char *line,
   return TPX_OK;
 }
 
+typedef struct child_job {
+  job_kind kind;
+  const tpx__h_job *job;
+} child_job;
+
+/* The child's body: one group of checks, then "D" (finished normally). */
+static void child_body(int fd, void *arg) {
+  const child_job *cj = arg;
+  if (cj->kind == JOB_LOAD)
+    tpx__h_child_load(fd, cj->job);
+  else if (cj->kind == JOB_NEGOTIATION)
+    tpx__h_child_negotiation(fd, cj->job);
+  else
+    tpx__h_child_arch(fd, cj->job);
+  if (write(fd, "D\n", 2) != 2) {
+    /* the parent is gone; nothing to report to */
+  }
+}
+
 static tpx_status run_child(tpx_harness_result *r, learned *l, job_kind kind,
                             const tpx__h_job *job, const char *what,
                             double timeout, tpx_error *err) {
-  int fds[2];
-  if (pipe(fds) != 0)
-    return tpx_error_set(err, TPX_INTERNAL, "harness: pipe failed: %s",
-                         strerror(errno));
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return tpx_error_set(err, TPX_INTERNAL, "harness: fork failed: %s",
-                         strerror(errno));
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    signal(SIGPIPE, SIG_DFL);
-    if (kind == JOB_LOAD)
-      tpx__h_child_load(fds[1], job);
-    else if (kind == JOB_NEGOTIATION)
-      tpx__h_child_negotiation(fds[1], job);
-    else
-      tpx__h_child_arch(fds[1], job);
-    if (write(fds[1], "D\n", 2) != 2) {
-      /* the parent is gone; nothing to report to */
-    }
-    close(fds[1]);
-    _exit(0);
-  }
-  close(fds[1]);
-
+  child_job cj = {kind, job};
+  tpx__child_spec spec = {child_body, &cj, timeout};
+  tpx__child_result res;
+  tpx_error cerr = {0};
+  tpx_status s = tpx__child_run(&spec, &res, &cerr);
+  if (s != TPX_OK)
+    return tpx_error_set(err, s, "harness: %s", cerr.message);
+  /* The complete lines, in order; the last "S" names the step a crash or
+   * hang happened in. */
   char step[600] = "startup";
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  int done = 0, timed_out = 0;
-  tpx_status s = TPX_OK;
-  const double deadline = now_sec() + timeout;
-  for (;;) {
-    double left = deadline - now_sec();
-    if (left <= 0) {
-      timed_out = 1;
-      break;
-    }
-    struct pollfd pfd = {fds[0], POLLIN, 0};
-    int pr = poll(&pfd, 1, (int)(left * 1000) + 1);
-    if (pr < 0 && errno == EINTR)
-      continue;
-    if (pr == 0)
-      continue; /* re-check the deadline */
-    if (len + 4096 + 1 > cap) {
-      size_t nc = cap ? cap * 2 : 16384;
-      char *nb = realloc(buf, nc);
-      if (!nb) {
-        s = TPX_NO_MEMORY;
-        break;
-      }
-      buf = nb;
-      cap = nc;
-    }
-    ssize_t got = read(fds[0], buf + len, 4096);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got <= 0)
-      break; /* EOF: the child closed its end or died */
-    len += (size_t)got;
-    char *start = buf, *nl;
-    while (s == TPX_OK && (nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
-      *nl = '\0';
-      s = handle_line(r, l, start, step, sizeof step, &done);
-      start = nl + 1;
-    }
-    len -= (size_t)(start - buf);
-    memmove(buf, start, len);
-    if (s != TPX_OK)
-      break;
+  int done = 0;
+  char *start = res.out, *nl;
+  while (s == TPX_OK && start &&
+         (nl = memchr(start, '\n', res.len - (size_t)(start - res.out)))) {
+    *nl = '\0';
+    s = handle_line(r, l, start, step, sizeof step, &done);
+    start = nl + 1;
   }
-  free(buf);
-  close(fds[0]);
-  int status = 0;
-  if (timed_out || s != TPX_OK) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-  } else {
-    /* EOF came; the child is exiting (or closed the pipe and hangs). */
-    double until = deadline;
-    for (;;) {
-      pid_t w = waitpid(pid, &status, WNOHANG);
-      if (w == pid)
-        break;
-      if (w < 0 && errno != EINTR)
-        break;
-      if (now_sec() > until) {
-        timed_out = 1;
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        break;
-      }
-      struct timespec ts = {0, 2000000};
-      nanosleep(&ts, NULL);
-    }
-  }
+  tpx__child_result_free(&res);
   if (s != TPX_OK)
     return tpx_error_set(err, s, "harness: out of memory");
   char detail[1024];
-  if (timed_out && !done) {
+  if (done)
+    return TPX_OK;
+  if (res.end == TPX__CHILD_TIMED_OUT) {
     snprintf(detail, sizeof detail,
              "timed out after %.1f s (killed) during: %s", timeout, step);
-    s = add_check(r, 0, what, detail);
-  } else if (!done && WIFSIGNALED(status)) {
+  } else if (res.end == TPX__CHILD_SIGNALED) {
+    const char *sn = tpx__signal_name(res.code);
     snprintf(detail, sizeof detail, "crashed with %s (signal %d) during: %s",
-             signal_name(WTERMSIG(status)), WTERMSIG(status), step);
-    s = add_check(r, 0, what, detail);
-  } else if (!done && WIFEXITED(status)) {
+             sn ? sn : "signal", res.code, step);
+  } else {
     snprintf(detail, sizeof detail,
              "the process exited with status %d (exit() called inside the "
              "plugin?) during: %s",
-             WEXITSTATUS(status), step);
-    s = add_check(r, 0, what, detail);
+             res.code, step);
   }
-  if (s != TPX_OK)
-    return tpx_error_set(err, s, "harness: out of memory");
+  if (add_check(r, 0, what, detail) != TPX_OK)
+    return tpx_error_set(err, TPX_NO_MEMORY, "harness: out of memory");
   return TPX_OK;
 }
 
@@ -342,7 +256,7 @@ tpx_status tpx_harness_run(const char *path, const tpx_harness_options *opts,
     o.struct_size = sizeof o;
   }
   if (!(o.timeout_sec > 0))
-    o.timeout_sec = 10.0;
+    o.timeout_sec = TPX__CHILD_DEFAULT_TIMEOUT;
   if (o.num_configs && !o.configs)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_harness_run: num_configs=%zu but configs is "

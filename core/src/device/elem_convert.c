@@ -1,14 +1,15 @@
-/* convert.c — element conversions on the way in and out of checkpoints:
- * f64/f32/f16/bf16/f8_e4m3/f8_e5m2 to f64/f32/f16/bf16 (through f32, or f64
- * for f64 sources; rounding to nearest even by the 16-bit helpers of
- * comm/reduce.h), and plain copies between equal dtypes. Not a general
- * cast library: no integer or f8 targets. */
+/* device/elem_convert.c — element conversions on the way in and out of
+ * checkpoints (device/elem.h): f64/f32/f16/bf16/f8_e4m3/f8_e5m2 to
+ * f64/f32/f16/bf16 (through f32, or f64 for f64 sources; rounding to
+ * nearest even by the 16-bit helpers of elem_bits.h), and plain copies
+ * between equal dtypes. Not a general cast library: no integer or f8
+ * targets. The public face is tpx_checkpoint_convert
+ * (checkpoint/convert_api.c). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "checkpoint/ckpt_internal.h"
-#include "comm/reduce.h"
+#include "device/elem.h"
 
 static int is_source(tpx_dtype d) {
   return d == TPX_DTYPE_F64 || d == TPX_DTYPE_F32 || d == TPX_DTYPE_F16 ||
@@ -21,7 +22,7 @@ static int is_target(tpx_dtype d) {
          d == TPX_DTYPE_BF16;
 }
 
-int tpx__ckpt_can_convert(tpx_dtype from, tpx_dtype to) {
+int tpx__elem_can_convert(tpx_dtype from, tpx_dtype to) {
   return (from == to && tpx_dtype_size(from) > 0) ||
          (is_source(from) && is_target(to));
 }
@@ -65,10 +66,9 @@ static float load_f32(const void *src, tpx_dtype from, size_t i,
   }
 }
 
-tpx_status tpx_checkpoint_convert(void *dst, tpx_dtype to, const void *src,
-                                  tpx_dtype from, size_t count,
-                                  tpx_error *err) {
-  if (!tpx__ckpt_can_convert(from, to))
+tpx_status tpx__elem_convert(void *dst, tpx_dtype to, const void *src,
+                             tpx_dtype from, size_t count, tpx_error *err) {
+  if (!tpx__elem_can_convert(from, to))
     return tpx_error_set(err, TPX_UNSUPPORTED,
                          "cannot convert %s to %s (targets f64/f32/f16/bf16 "
                          "from floating types, or the same dtype)",

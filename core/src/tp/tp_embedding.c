@@ -1,6 +1,6 @@
 /* tp_embedding.c — embedding forward / backward under the style the
- * sharding applied (tpx/runtime_tp.h; spec/torch-semantics.md §2 Rowwise
- * "Embedding compute", §5 MaskPartial):
+ * sharding applied (tpx/runtime_tp.h; docs/SEMANTICS.md "Vocab-parallel
+ * embedding and loss"):
  *  - weight Shard(0) over tp: ids outside this rank's rows are masked, the
  *    rest looked up at id - offset, masked rows zero (a Partial sum);
  *    backward scatter-adds the gradient rows of in-range ids only;
@@ -17,9 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/comm_impl.h"
-#include "runtime/tp_internal.h"
-#include "shard/sharding_impl.h"
+#include "comm/comm_view.h"
+#include "device/kernels.h"
+#include "tp/tp_internal.h"
+#include "shard/sharding_view.h"
 
 typedef struct emb_plan {
   int64_t param;            /* the weight (storage: a tied alias's target) */
@@ -43,37 +44,38 @@ static tpx_status plan_embed(const tpx_sharding *sh, int64_t module,
   if (!sh || (!ids_shape && ids_ndim > 0))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: NULL argument",
                          call);
-  if (module < 0 || (size_t)module >= sh->num_modules)
+  if (module < 0 || (size_t)module >= tpx__sv_num_modules(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "%s: module index %lld outside 0..%zu", call,
-                         (long long)module, sh->num_modules - 1);
+                         (long long)module, tpx__sv_num_modules(sh) - 1);
   const char *name = tpx__tp_module_name(sh, module);
   snprintf(ep->ctx, sizeof ep->ctx, "%s of module '%s'", call, name);
   if (ids_ndim < 1 || ids_ndim + 1 > TPX_MAX_TENSOR_DIMS)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: ids have %d dims; need 1..%d", ep->ctx,
                          ids_ndim, TPX_MAX_TENSOR_DIMS - 1);
-  if (rank < 0 || rank >= sh->world)
+  if (rank < 0 || rank >= tpx__sv_world(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "%s: rank %lld outside 0..%lld", ep->ctx,
-                         (long long)rank, (long long)sh->world - 1);
-  if (tpx_model_module_kind(sh->model, module) != TPX_MODULE_EMBEDDING)
+                         (long long)rank,
+                         (long long)tpx__sv_world(sh) - 1);
+  if (tpx_model_module_kind(tpx_sharding_model(sh), module) != TPX_MODULE_EMBEDDING)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: the module is a %s, not an embedding", ep->ctx,
                          tpx_module_kind_name(
-                             tpx_model_module_kind(sh->model, module)));
-  const char *fqn = tpx_model_module_fqn(sh->model, module);
+                             tpx_model_module_kind(tpx_sharding_model(sh), module)));
+  const char *fqn = tpx_model_module_fqn(tpx_sharding_model(sh), module);
   char pname[512];
   snprintf(pname, sizeof pname, "%s%sweight", fqn, fqn[0] ? "." : "");
-  int64_t p = tpx_model_find_param(sh->model, pname);
+  int64_t p = tpx_model_find_param(tpx_sharding_model(sh), pname);
   tpx_param_info pi;
-  if (p < 0 || tpx_model_param(sh->model, p, &pi, NULL) != TPX_OK)
+  if (p < 0 || tpx_model_param(tpx_sharding_model(sh), p, &pi, NULL) != TPX_OK)
     return tpx_error_set(err, TPX_NOT_FOUND,
                          "%s: the model has no parameter '%s'", ep->ctx,
                          pname);
   if (pi.tied_to >= 0) {
     p = pi.tied_to;
-    TPX__TRY(tpx_model_param(sh->model, p, &pi, err));
+    TPX__TRY(tpx_model_param(tpx_sharding_model(sh), p, &pi, err));
   }
   if (pi.ndim != 2)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -82,14 +84,15 @@ static tpx_status plan_embed(const tpx_sharding *sh, int64_t module,
   ep->param = p;
   ep->V = pi.shape[0];
   ep->H = pi.shape[1];
-  tpx_placement wp = sh->tp_dim >= 0
-                         ? sh->placements[p * sh->ndim + sh->tp_dim]
+  int tp_dim = tpx__sv_tp_dim(sh);
+  tpx_placement wp = tp_dim >= 0
+                         ? tpx__sv_placement(sh, p, tp_dim)
                          : tpx_placement_replicate();
   TPX__TRY(tpx_placement_normalize(wp, 2, &ep->wpl, err));
   tpx_placement pl[TPX_MESH_MAX_DIMS];
   tpx__tp_activation_placements(sh, ep->wpl, pl);
   tpx_slice ws;
-  TPX__TRY(tpx_layout_local_slice(pi.shape, 2, sh->mesh, pl, rank, &ws, err));
+  TPX__TRY(tpx_layout_local_slice(pi.shape, 2, tpx_sharding_mesh(sh), pl, rank, &ws, err));
   for (int i = 0; i < 2; i++) {
     ep->woff[i] = ws.offset[i];
     ep->wlen[i] = ws.length[i];
@@ -111,7 +114,7 @@ static tpx_status plan_embed(const tpx_sharding *sh, int64_t module,
                               ep->nat_local, err));
   memcpy(ep->out_local, ep->nat_local, sizeof ep->out_local);
   memcpy(ep->bwd_local, ep->nat_local, sizeof ep->bwd_local);
-  if (sh->module_entry[module] < 0) {
+  if (tpx__sv_module_entry(sh, module) < 0) {
     if (nat.kind != TPX_REPLICATE)
       return tpx_error_set(err, TPX_INTERNAL,
                            "%s: sharded weight without a style", ep->ctx);
@@ -190,7 +193,7 @@ static tpx_status check_common(const emb_plan *ep, const tpx__memspace *ms,
    * back to the host, the ids themselves are never read here. */
   int64_t n = tpx_tensor_numel(ids), bad[2] = {-1, 0};
   if (n > 0)
-    TPX__TRY(ms->ops->index_check(ms, ids->data, ids->dtype, (size_t)n,
+    TPX__TRY(tpx__ms_index_check(ms, ids->data, ids->dtype, (size_t)n,
                                   ep->V, 0, 0, bad, err));
   if (bad[0] >= 0)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
@@ -247,7 +250,7 @@ tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
   tpx__ms_rows rows = rows_of(&ep);
   tpx_status st = TPX_OK;
   if (n > 0 && row > 0)
-    st = ms->ops->embed_lookup(ms, nat.data, weight->data, row, ids->data,
+    st = tpx__ms_embed_lookup(ms, nat.data, weight->data, row, ids->data,
                                ids->dtype, (size_t)n, &rows, err);
   if (st == TPX_OK && ep.has_tr)
     st = tpx_tp_transition_run(sh, mc, module, TPX_TRANSITION_OUTPUT, 0, 0,
@@ -296,7 +299,7 @@ tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh,
   tpx__ms_rows rows = rows_of(&ep);
   tpx_status st = TPX_OK;
   if (n > 0 && hl > 0)
-    st = ms->ops->embed_scatter_add(ms, weight_grad->data, weight_grad->dtype,
+    st = tpx__ms_embed_scatter_add(ms, weight_grad->data, weight_grad->dtype,
                                     g.data, g.dtype, (size_t)hl, ids->data,
                                     ids->dtype, (size_t)n, &rows, err);
   tpx__ms_free(ms, buf);

@@ -1,4 +1,4 @@
-/* plugin/harness_elf.c — list the symbols an ELF shared object exports, by
+/* harness/harness_elf.c — list the symbols an ELF shared object exports, by
  * reading its dynamic symbol table (.dynsym) from the file. The harness uses
  * it for the "exports" check without running any plugin code (dlopen would
  * run the plugin's constructors). Bounds are checked everywhere: the file
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/harness_internal.h"
+#include "harness/harness_internal.h"
 
 #if UINTPTR_MAX > 0xffffffffu
 typedef Elf64_Ehdr ehdr_t;

@@ -1,4 +1,5 @@
-/* reduce.c — reduction and fan-out copy kernels (see comm/reduce.h).
+/* device/elem_reduce.c — reduction and fan-out copy kernels on host memory
+ * (see device/elem.h).
  *
  * Work is done in blocks small enough for L1: a block is accumulated from
  * every source into a local accumulator array, then written to every
@@ -6,8 +7,8 @@
  * The f32 sum path (the one that matters for bandwidth) is plain loops over
  * float arrays that the compiler vectorises; SSE2 non-temporal stores write
  * large fan-out results without reading the destination lines first. */
-#include "comm/reduce.h"
-#include "device/half_bits.h"
+#include "device/elem.h"
+#include "device/elem_bits.h"
 
 #include <string.h>
 
@@ -44,7 +45,7 @@ tpx_status tpx__reduce_check(const char *what, tpx_dtype dtype,
 
 /* ---- 16-bit floats ------------------------------------------------------ */
 
-/* The bit operations live in device/half_bits.h, shared with the cuda
+/* The bit operations live in device/elem_bits.h, shared with the cuda
  * kernels so both memory spaces convert alike. */
 float tpx__bf16_to_f32(uint16_t h) { return tpx__hb_bf16_to_f32(h); }
 uint16_t tpx__f32_to_bf16(float f) { return tpx__hb_f32_to_bf16(f); }

@@ -1,14 +1,20 @@
-/* comm/reduce.h — element-wise reduction and copy kernels for host backends.
+/* device/elem.h — the element kernels on host memory (private): reductions
+ * and fan-out copies (elem_reduce.c), the 16-bit float conversions
+ * (elem_bits.h, shared with the cuda kernels) and the checkpoint's dtype
+ * conversions (elem_convert.c). One floor below comm/ and checkpoint/:
+ * it knows dtypes and reduce ops, nothing of communicators or files.
  *
- * Shared by the local backend (which reduces straight out of every rank's
- * buffer) and the mpi backend (16-bit types and avg). f16 / bf16 accumulate
- * in f32, f32 in f32, f64 in f64, signed and unsigned integers in 64-bit
- * two's complement (sums wrap); avg divides the final sum once. The order of
- * the sources is the order of accumulation, so results are deterministic.
+ * Reductions: f16 / bf16 accumulate in f32, f32 in f32, f64 in f64, signed
+ * and unsigned integers in 64-bit two's complement (sums wrap); avg divides
+ * the final sum once. The order of the sources is the order of
+ * accumulation, so results are deterministic. Used by the local backend
+ * (which reduces straight out of every rank's buffer), the mpi backend
+ * (16-bit types and avg) and the host memory space.
  *
- * Not a collective: no synchronisation happens here. */
-#ifndef TPX_COMM_REDUCE_H
-#define TPX_COMM_REDUCE_H
+ * Not a collective: no synchronisation happens here. Not the memory-space
+ * kernels either (device/kernels.h: those take buffers of any space). */
+#ifndef TPX_DEVICE_ELEM_H
+#define TPX_DEVICE_ELEM_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -45,4 +51,13 @@ uint16_t tpx__f32_to_f16(float f);
 float tpx__bf16_to_f32(uint16_t h);
 uint16_t tpx__f32_to_bf16(float f);
 
-#endif /* TPX_COMM_REDUCE_H */
+/* The checkpoint's conversions (elem_convert.c): f64 / f32 / f16 / bf16 /
+ * f8_e4m3 / f8_e5m2 to f64 / f32 / f16 / bf16, and plain copies between
+ * equal dtypes. 1 when from -> to is one of them. */
+int tpx__elem_can_convert(tpx_dtype from, tpx_dtype to);
+/* dst[i] = (to) src[i] for i < count (any alignment); TPX_UNSUPPORTED
+ * naming both dtypes when tpx__elem_can_convert says no. */
+tpx_status tpx__elem_convert(void *dst, tpx_dtype to, const void *src,
+                             tpx_dtype from, size_t count, tpx_error *err);
+
+#endif /* TPX_DEVICE_ELEM_H */

@@ -1,0 +1,135 @@
+/* tpx/checkpoint_shard.h — the tpx-shard/1 format: a checkpoint cut into
+ * one safetensors file per rank (rank-0000r-of-0000W.safetensors), each
+ * holding that rank's local piece of every stored tensor under its global
+ * name, with metadata saying where each piece sits; writing such files from
+ * a checkpoint and a sharding, reading their metadata, and merging them
+ * back into one Hugging Face checkpoint. What `tpx shard` and `tpx merge`
+ * run; the format is described in docs/CHECKPOINT.md.
+ *
+ * Not the per-rank reader or the consolidated writer themselves
+ * (tpx/checkpoint.h): this is built on them. */
+#ifndef TPX_CHECKPOINT_SHARD_H
+#define TPX_CHECKPOINT_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/checkpoint.h"
+#include "tpx/error.h"
+#include "tpx/export.h"
+#include "tpx/mesh.h"
+#include "tpx/sharding.h"
+
+TPX_BEGIN_DECLS
+
+/* The "format" value of a rank file's "__metadata__". */
+#define TPX_SHARD_FORMAT "tpx-shard/1"
+
+/* One source checkpoint tensor of a fused parameter ("fold"): its name,
+ * its own shape, and its offsets in the fused tensor (the fused tensor's
+ * ndim; its box there is its shape with leading length-1 dims added). */
+typedef struct tpx_shard_fold_source {
+  char *name;
+  int ndim;
+  int64_t shape[TPX_MAX_TENSOR_DIMS];
+  int64_t offsets[TPX_MAX_TENSOR_DIMS];
+} tpx_shard_fold_source;
+
+/* One tensor of a rank file: where its local piece sits in the global
+ * tensor; for a fused expert parameter, the per-expert tensors it was read
+ * from (num_fold > 0), which a merge writes back instead of it. */
+typedef struct tpx_shard_tensor {
+  char *name;
+  int ndim;
+  int64_t global_shape[TPX_MAX_TENSOR_DIMS];
+  int64_t offsets[TPX_MAX_TENSOR_DIMS];
+  tpx_shard_fold_source *fold;
+  size_t num_fold;
+} tpx_shard_tensor;
+
+/* The parsed tpx-shard/1 metadata of one rank file. */
+typedef struct tpx_shard_meta {
+  int mesh_ndim;
+  char mesh_names[TPX_MESH_MAX_DIMS][TPX_MESH_NAME_MAX];
+  int64_t mesh_sizes[TPX_MESH_MAX_DIMS];
+  int64_t rank, world_size;
+  tpx_shard_tensor *tensors;
+  size_t num_tensors;
+} tpx_shard_meta;
+
+/* Parse the "tpx.mesh" (JSON text of `mesh_len` bytes) and "tpx.tensors"
+ * (`tensors_len` bytes) metadata values and the "tpx.rank" text (any may be
+ * NULL: an error). Byte buffers, so a fuzzer can drive it. TPX_PARSE with a
+ * message naming the key or entry at fault. Free with
+ * tpx_shard_meta_free (also after an error; a zeroed struct is fine). */
+TPX_API tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
+                                        const char *tensors,
+                                        size_t tensors_len, const char *rank,
+                                        tpx_shard_meta *out, tpx_error *err);
+TPX_API void tpx_shard_meta_free(tpx_shard_meta *m);
+
+/* "rank-%05lld-of-%05lld.safetensors" into buf; 1 when `name` is such a
+ * name (nothing before or after). */
+TPX_API void tpx_shard_file_name(int64_t rank, int64_t world_size, char *buf,
+                                 size_t size);
+TPX_API int tpx_shard_is_file_name(const char *name);
+
+/* Progress of a shard or merge run: tensors and bytes done so far of the
+ * run's totals. The callback is called once with nothing done (the totals
+ * known), then after every tensor. */
+typedef struct tpx_shard_progress {
+  int64_t items, total_items;
+  int64_t bytes, total_bytes;
+} tpx_shard_progress;
+typedef void (*tpx_shard_progress_fn)(const tpx_shard_progress *p,
+                                      void *user);
+
+typedef struct tpx_shard_write_options {
+  size_t struct_size;
+  /* The rank to write; -1: every rank of the sharding's mesh. */
+  int64_t rank;
+  /* Optional. */
+  tpx_shard_progress_fn progress;
+  void *progress_user;
+} tpx_shard_write_options;
+
+#define TPX_SHARD_WRITE_OPTIONS_INIT                                          \
+  { sizeof(tpx_shard_write_options), -1, NULL, NULL }
+
+/* Write the rank file(s) of checkpoint `rd` cut by sharding `sh` (whose
+ * model the checkpoint matches: tpx_checkpoint_check_model) into directory
+ * `dir` (created when missing; its parent must exist). Each file appears
+ * under its final name only when complete (the checkpoint writer). Errors
+ * name the file, tensor or directory at fault. `opts` may be NULL. */
+TPX_API tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
+                                   const tpx_sharding *sh, const char *dir,
+                                   const tpx_shard_write_options *opts,
+                                   tpx_error *err);
+
+typedef struct tpx_shard_merge_options {
+  size_t struct_size;
+  /* As tpx_checkpoint_writer_options.max_shard_size (0: one file). */
+  int64_t max_shard_size;
+  /* Optional. */
+  tpx_shard_progress_fn progress;
+  void *progress_user;
+} tpx_shard_merge_options;
+
+#define TPX_SHARD_MERGE_OPTIONS_INIT                                          \
+  { sizeof(tpx_shard_merge_options), 0, NULL, NULL }
+
+/* Merge the rank files in `in_dir` into one Hugging Face checkpoint in
+ * `out_dir` (created when missing): model.safetensors, or
+ * model-0000k-of-0000n.safetensors + model.safetensors.index.json with
+ * max_shard_size. Every rank of one mesh must be there, every element of
+ * every tensor covered; each distinct piece is written once (replicas are
+ * skipped); fused expert parameters are written back as their per-expert
+ * source tensors. Nothing appears under a final name unless complete.
+ * `opts` may be NULL. */
+TPX_API tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
+                                   const tpx_shard_merge_options *opts,
+                                   tpx_error *err);
+
+TPX_END_DECLS
+
+#endif /* TPX_CHECKPOINT_SHARD_H */

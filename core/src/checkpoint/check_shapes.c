@@ -1,0 +1,73 @@
+/* check_shapes.c — tpx_checkpoint_check_shapes: do a config's model and
+ * a checkpoint describe the same model? A tensor both name with different
+ * shapes means they do not (a config of one model, the checkpoint of
+ * another): `tpx plan --config C --weights W` makes that an error, not a
+ * skeleton to drop. Tensors only one side has, or dtypes that differ, are
+ * left to the caller (a checkpoint variant, an f32 export). Not the
+ * loading itself (tpx_model_add_safetensors) nor the strict check of a
+ * read (tpx_checkpoint_check_model, fold.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "tpx/checkpoint.h"
+#include "tpx/model.h"
+
+static void shape_text(const tpx_param_info *p, char *buf, size_t size) {
+  size_t o = (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < p->ndim && o < size; d++)
+    o += (size_t)snprintf(buf + o, size - o, "%s%lld", d ? ", " : "",
+                          (long long)p->shape[d]);
+  if (o < size)
+    snprintf(buf + o, size - o, "]");
+}
+
+tpx_status tpx_checkpoint_check_shapes(const tpx_model *model,
+                                       const char *weights,
+                                       size_t *differ_out, tpx_error *err) {
+  if (differ_out)
+    *differ_out = 0;
+  if (model == NULL || weights == NULL)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_checkpoint_check_shapes: NULL argument");
+  tpx_model *w = NULL;
+  tpx_status st = tpx_model_create(&w, err);
+  if (st == TPX_OK)
+    st = tpx_model_add_safetensors(w, weights, err);
+  if (st != TPX_OK) {
+    tpx_model_destroy(w);
+    return st;
+  }
+  size_t shared = 0, differ = 0;
+  char first[1024] = "";
+  for (size_t i = 0; i < tpx_model_num_params(w); i++) {
+    tpx_param_info wp, mp;
+    if (tpx_model_param(w, (int64_t)i, &wp, NULL) != TPX_OK)
+      continue;
+    int64_t j = tpx_model_find_param(model, wp.fqn);
+    if (j < 0 || tpx_model_param(model, j, &mp, NULL) != TPX_OK)
+      continue;
+    shared++;
+    if (wp.ndim == mp.ndim &&
+        memcmp(wp.shape, mp.shape, (size_t)wp.ndim * sizeof wp.shape[0]) == 0)
+      continue;
+    if (differ++ == 0) {
+      char a[128], b[128];
+      shape_text(&wp, a, sizeof a);
+      shape_text(&mp, b, sizeof b);
+      snprintf(first, sizeof first,
+               "tensor '%s' is %s in the weights but %s from the config", wp.fqn,
+               a, b);
+    }
+  }
+  tpx_model_destroy(w);
+  if (differ_out)
+    *differ_out = differ;
+  if (!differ)
+    return TPX_OK;
+  return tpx_error_set(err, TPX_VALIDATION,
+                       "the config and --weights %s describe different "
+                       "models: %s (%zu of the %zu tensors both name "
+                       "disagree in shape); pass the config.json that came "
+                       "with the weights",
+                       weights, first, differ, shared);
+}

@@ -1,0 +1,281 @@
+/* merge_pieces.c — the first half of a merge of tpx-shard/1 rank files:
+ * list and open the rank files of a directory, check they form one
+ * complete mesh, collect the merged tensors and every rank's pieces, and
+ * check every tensor is covered exactly (identical boxes are replicas,
+ * written once). Not the writing (merge.c). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/shard_impl.h"
+
+static tpx_status oom(tpx_error *err) {
+  return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+}
+
+static int by_path(const void *a, const void *b) {
+  return strcmp(((const tpx__merge_file *)a)->path,
+                ((const tpx__merge_file *)b)->path);
+}
+
+/* The rank file paths of `dir`, sorted. */
+static tpx_status list_files(tpx__merge_set *s, tpx_error *err) {
+  DIR *d = opendir(s->dir);
+  if (d == NULL)
+    return tpx_error_set(err, TPX_IO, "%s: cannot open the directory: %s",
+                         s->dir, strerror(errno));
+  size_t cap = 0;
+  struct dirent *de;
+  tpx_status st = TPX_OK;
+  while ((de = readdir(d)) != NULL && st == TPX_OK) {
+    if (!tpx_shard_is_file_name(de->d_name))
+      continue;
+    if (s->num_files == cap) {
+      cap = cap ? cap * 2 : 16;
+      tpx__merge_file *nf = realloc(s->files, cap * sizeof *nf);
+      if (nf == NULL) {
+        st = oom(err);
+        break;
+      }
+      s->files = nf;
+    }
+    tpx__merge_file *f = &s->files[s->num_files];
+    memset(f, 0, sizeof *f);
+    size_t len = strlen(s->dir) + strlen(de->d_name) + 2;
+    f->path = malloc(len);
+    if (f->path == NULL) {
+      st = oom(err);
+      break;
+    }
+    snprintf(f->path, len, "%s/%s", s->dir, de->d_name);
+    s->num_files++;
+  }
+  closedir(d);
+  if (st == TPX_OK && s->num_files == 0)
+    st = tpx_error_set(err, TPX_NOT_FOUND,
+                       "%s: no rank-0000r-of-0000W.safetensors files",
+                       s->dir);
+  if (st == TPX_OK)
+    qsort(s->files, s->num_files, sizeof *s->files, by_path);
+  return st;
+}
+
+/* Opens rank file i and parses its metadata; checks it against file 0. */
+static tpx_status open_file(tpx__merge_set *s, size_t i, tpx_error *err) {
+  tpx__merge_file *f = &s->files[i];
+  tpx_status st = tpx_checkpoint_reader_create(f->path, NULL, &f->rd, err);
+  if (st != TPX_OK)
+    return st;
+  const char *fmt = tpx_checkpoint_metadata(f->rd, "format");
+  const char *mesh = tpx_checkpoint_metadata(f->rd, "tpx.mesh");
+  const char *ts = tpx_checkpoint_metadata(f->rd, "tpx.tensors");
+  if (fmt == NULL || strcmp(fmt, TPX_SHARD_FORMAT) != 0)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: __metadata__ format is '%s', not '%s'", f->path,
+                         fmt ? fmt : "(none)", TPX_SHARD_FORMAT);
+  tpx_error perr;
+  tpx_error_clear(&perr);
+  if (tpx_shard_meta_parse(mesh, mesh ? strlen(mesh) : 0, ts,
+                           ts ? strlen(ts) : 0,
+                           tpx_checkpoint_metadata(f->rd, "tpx.rank"),
+                           &f->meta, &perr) != TPX_OK)
+    return tpx_error_set(err, perr.status, "%s: %s", f->path, perr.message);
+  const tpx_shard_meta *m = &f->meta, *m0 = &s->files[0].meta;
+  if (m->mesh_ndim != m0->mesh_ndim ||
+      memcmp(m->mesh_sizes, m0->mesh_sizes, sizeof m->mesh_sizes) != 0 ||
+      memcmp(m->mesh_names, m0->mesh_names, sizeof m->mesh_names) != 0)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: its mesh differs from %s's", f->path,
+                         s->files[0].path);
+  if (m->rank != (int64_t)i)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: rank file %zu holds rank %lld: rank %zu of "
+                         "%lld is missing or doubled",
+                         f->path, i, (long long)m->rank, i,
+                         (long long)m->world_size);
+  size_t nt = tpx_checkpoint_num_tensors(f->rd);
+  if (nt != m->num_tensors)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: \"tpx.tensors\" lists %zu tensors, the file "
+                         "holds %zu",
+                         f->path, m->num_tensors, nt);
+  return TPX_OK;
+}
+
+/* Two ranks' entries of a tensor name the same per-expert sources. */
+static int same_fold(const tpx_shard_tensor *a, const tpx_shard_tensor *b) {
+  if (a->num_fold != b->num_fold)
+    return 0;
+  for (size_t k = 0; k < a->num_fold; k++)
+    if (strcmp(a->fold[k].name, b->fold[k].name) != 0 ||
+        a->fold[k].ndim != b->fold[k].ndim ||
+        memcmp(a->fold[k].shape, b->fold[k].shape, sizeof a->fold[k].shape) ||
+        memcmp(a->fold[k].offsets, b->fold[k].offsets,
+               sizeof a->fold[k].offsets))
+      return 0;
+  return 1;
+}
+
+/* The piece of tensor k of file i: matched to its merged entry (rank 0's
+ * order; other ranks by name, agreeing in dtype, global shape and fold). */
+static tpx_status add_piece(tpx__merge_set *s, size_t i, size_t k,
+                            tpx_error *err) {
+  const tpx__merge_file *f = &s->files[i];
+  const tpx_shard_tensor *st = &f->meta.tensors[k];
+  tpx_checkpoint_entry *e = s->entries;
+  size_t ne = s->num_entries;
+  tpx_checkpoint_tensor t;
+  int64_t ti = tpx_checkpoint_find(f->rd, st->name);
+  if (ti < 0 ||
+      tpx_checkpoint_tensor_info(f->rd, (size_t)ti, &t, NULL) != TPX_OK ||
+      t.ndim != st->ndim)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: tensor '%s' of \"tpx.tensors\" is missing or "
+                         "has another rank",
+                         f->path, st->name);
+  size_t ei = k;
+  if (i > 0)
+    for (ei = 0; ei < ne; ei++)
+      if (strcmp(e[ei].name, st->name) == 0)
+        break;
+  if (i == 0) {
+    e[k].name = st->name;
+    e[k].dtype = t.dtype;
+    e[k].ndim = st->ndim;
+    memcpy(e[k].shape, st->global_shape, sizeof e[k].shape);
+  } else if (ei == ne || e[ei].dtype != t.dtype ||
+             memcmp(e[ei].shape, st->global_shape, sizeof e[ei].shape) != 0 ||
+             !same_fold(st, &s->files[0].meta.tensors[ei])) {
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: tensor '%s' disagrees with %s in name, dtype "
+                         "or global shape",
+                         f->path, st->name, s->files[0].path);
+  }
+  tpx__merge_piece *pc = &s->pieces[s->num_pieces++];
+  pc->file = i;
+  pc->tensor = (size_t)ti;
+  pc->entry = ei;
+  pc->box.ndim = st->ndim;
+  for (int d = 0; d < st->ndim; d++) {
+    pc->box.offset[d] = st->offsets[d];
+    pc->box.length[d] = t.shape[d];
+    if (st->offsets[d] > st->global_shape[d] ||
+        t.shape[d] > st->global_shape[d] - st->offsets[d])
+      return tpx_error_set(err, TPX_VALIDATION,
+                           "%s: tensor '%s': the piece at offset %lld of dim "
+                           "%d lies outside the global shape",
+                           f->path, st->name, (long long)st->offsets[d], d);
+  }
+  return TPX_OK;
+}
+
+/* Merged entries from every rank's metadata and every piece. */
+static tpx_status collect(tpx__merge_set *s, tpx_error *err) {
+  size_t total = 0;
+  for (size_t i = 0; i < s->num_files; i++)
+    total += s->files[i].meta.num_tensors;
+  size_t ne = s->files[0].meta.num_tensors;
+  s->entries = calloc(ne + 1, sizeof *s->entries);
+  s->pieces = calloc(total + 1, sizeof *s->pieces);
+  if (!s->entries || !s->pieces)
+    return oom(err);
+  s->num_entries = ne;
+  for (size_t i = 0; i < s->num_files; i++) {
+    const tpx_shard_meta *m = &s->files[i].meta;
+    if (m->num_tensors != ne)
+      return tpx_error_set(err, TPX_VALIDATION, "%s holds %zu tensors, %s %zu",
+                           s->files[i].path, m->num_tensors,
+                           s->files[0].path, ne);
+    for (size_t k = 0; k < m->num_tensors; k++) {
+      tpx_status st = add_piece(s, i, k, err);
+      if (st != TPX_OK)
+        return st;
+    }
+  }
+  return TPX_OK;
+}
+
+static int by_box(const void *a, const void *b) {
+  const tpx__merge_piece *x = a, *y = b;
+  if (x->entry != y->entry)
+    return x->entry < y->entry ? -1 : 1;
+  int c = memcmp(x->box.offset, y->box.offset, sizeof x->box.offset);
+  if (c)
+    return c;
+  c = memcmp(x->box.length, y->box.length, sizeof x->box.length);
+  if (c)
+    return c;
+  return (x->file > y->file) - (x->file < y->file);
+}
+
+/* Every element of every tensor exactly once: identical boxes are replicas
+ * (marked, written once); the distinct boxes must add up. */
+static tpx_status coverage(tpx__merge_set *s, tpx_error *err) {
+  tpx__merge_piece *p = s->pieces;
+  qsort(p, s->num_pieces, sizeof *p, by_box);
+  int64_t *covered = calloc(s->num_entries + 1, sizeof *covered);
+  if (covered == NULL)
+    return oom(err);
+  size_t last = 0;
+  for (size_t k = 0; k < s->num_pieces; k++) {
+    if (k > 0 && p[k].entry == p[last].entry &&
+        !memcmp(&p[k].box, &p[last].box, sizeof p[k].box)) {
+      p[k].entry = (size_t)-1; /* a replica: skip */
+      continue;
+    }
+    last = k;
+    int64_t n = tpx_slice_numel(&p[k].box);
+    covered[p[k].entry] += n;
+    s->total_bytes += n * (int64_t)tpx_dtype_size(s->entries[p[k].entry].dtype);
+    s->distinct++;
+  }
+  tpx_status st = TPX_OK;
+  for (size_t e = 0; e < s->num_entries && st == TPX_OK; e++) {
+    int64_t want = 1;
+    for (int d = 0; d < s->entries[e].ndim; d++)
+      want *= s->entries[e].shape[d];
+    if (covered[e] != want)
+      st = tpx_error_set(err, TPX_VALIDATION,
+                         "%s: tensor '%s': the rank files hold %lld distinct "
+                         "elements of its %lld (pieces missing or "
+                         "overlapping)",
+                         s->dir, s->entries[e].name, (long long)covered[e],
+                         (long long)want);
+  }
+  free(covered);
+  return st;
+}
+
+tpx_status tpx__merge_set_open(const char *dir, tpx__merge_set *s,
+                               tpx_error *err) {
+  memset(s, 0, sizeof *s);
+  s->dir = dir;
+  tpx_status st = list_files(s, err);
+  for (size_t i = 0; i < s->num_files && st == TPX_OK; i++)
+    st = open_file(s, i, err);
+  if (st == TPX_OK && (int64_t)s->num_files != s->files[0].meta.world_size)
+    st = tpx_error_set(err, TPX_VALIDATION,
+                       "%s: %zu rank files for a mesh of %lld ranks (rank "
+                       "%zu is missing)",
+                       dir, s->num_files,
+                       (long long)s->files[0].meta.world_size, s->num_files);
+  if (st == TPX_OK)
+    st = collect(s, err);
+  if (st == TPX_OK)
+    st = coverage(s, err);
+  return st;
+}
+
+void tpx__merge_set_free(tpx__merge_set *s) {
+  for (size_t i = 0; i < s->num_files; i++) {
+    tpx_checkpoint_reader_destroy(s->files[i].rd);
+    tpx_shard_meta_free(&s->files[i].meta);
+    free(s->files[i].path);
+  }
+  free(s->files);
+  free(s->entries);
+  free(s->pieces);
+  memset(s, 0, sizeof *s);
+}

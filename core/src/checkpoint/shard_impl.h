@@ -1,0 +1,68 @@
+/* checkpoint/shard_impl.h — shared by the files of the tpx-shard/1 format:
+ * shard_meta.c (the metadata, both ways), shard_write.c (rank files from a
+ * checkpoint), merge_pieces.c (rank files -> pieces and their coverage) and
+ * merge.c (pieces -> one checkpoint). Not public. */
+#ifndef TPX_CHECKPOINT_SHARD_IMPL_H
+#define TPX_CHECKPOINT_SHARD_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tpx/checkpoint.h"
+#include "tpx/checkpoint_shard.h"
+
+/* One tensor of a rank file being written: a stored tensor cut to the
+ * rank's slice, or a fused expert parameter (tensor -1) read from its
+ * per-expert tensors. */
+typedef struct tpx__shard_out {
+  const char *name;
+  tpx_dtype dtype;
+  int ndim;
+  int64_t shape[TPX_MAX_TENSOR_DIMS]; /* global */
+  int64_t tensor, param;
+  tpx_slice slice;
+} tpx__shard_out;
+
+/* The "tpx.mesh" and "tpx.tensors" metadata values of a rank file holding
+ * `ts[n]` (malloc'd JSON text). TPX_NO_MEMORY when they cannot be built. */
+tpx_status tpx__shard_meta_build(const tpx_sharding *sh,
+                                 const tpx_checkpoint_reader *rd,
+                                 const tpx__shard_out *ts, size_t n,
+                                 char **mesh_out, char **tensors_out,
+                                 tpx_error *err);
+
+/* One rank file being merged. */
+typedef struct tpx__merge_file {
+  char *path;
+  tpx_checkpoint_reader *rd;
+  tpx_shard_meta meta;
+} tpx__merge_file;
+
+/* One local piece: tensor `tensor` of rank file `file`. */
+typedef struct tpx__merge_piece {
+  size_t file, tensor; /* tensor: index in the reader and the meta */
+  size_t entry;        /* index in the merged entries; -1: a replica */
+  tpx_slice box;       /* in the global tensor */
+} tpx__merge_piece;
+
+/* The rank files of a merge, their merged entries and pieces. */
+typedef struct tpx__merge_set {
+  const char *dir;
+  tpx__merge_file *files;
+  size_t num_files;
+  tpx_checkpoint_entry *entries; /* names borrowed from files[0].meta */
+  size_t num_entries;
+  tpx__merge_piece *pieces; /* sorted by entry and box */
+  size_t num_pieces;
+  int64_t distinct, total_bytes; /* distinct pieces and their bytes */
+} tpx__merge_set;
+
+/* Lists and opens the rank files of `dir`, checks they form one complete
+ * mesh, collects the entries and pieces, and checks every tensor is covered
+ * exactly (replicas marked). Free with tpx__merge_set_free, also after an
+ * error. */
+tpx_status tpx__merge_set_open(const char *dir, tpx__merge_set *out,
+                               tpx_error *err);
+void tpx__merge_set_free(tpx__merge_set *s);
+
+#endif /* TPX_CHECKPOINT_SHARD_IMPL_H */

@@ -1,0 +1,308 @@
+/* shard_meta.c — the tpx-shard/1 metadata of a rank file, both ways:
+ * parsing the "tpx.mesh", "tpx.rank" and "tpx.tensors" values (byte
+ * buffers, so a fuzzer can drive it), building them for a rank of a
+ * sharding, and the rank file names. Format: docs/CHECKPOINT.md. Not the
+ * writing of rank files (shard_write.c) or merging them (merge*.c). */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint/shard_impl.h"
+
+void tpx_shard_meta_free(tpx_shard_meta *m) {
+  if (m == NULL)
+    return;
+  for (size_t i = 0; i < m->num_tensors; i++) {
+    free(m->tensors[i].name);
+    for (size_t k = 0; k < m->tensors[i].num_fold; k++)
+      free(m->tensors[i].fold[k].name);
+    free(m->tensors[i].fold);
+  }
+  free(m->tensors);
+  memset(m, 0, sizeof *m);
+}
+
+static int int_list(json_t *a, int64_t *out, int *n, int max) {
+  if (!json_is_array(a) || json_array_size(a) > (size_t)max)
+    return -1;
+  *n = (int)json_array_size(a);
+  for (int i = 0; i < *n; i++) {
+    json_t *v = json_array_get(a, (size_t)i);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+      return -1;
+    out[i] = (int64_t)json_integer_value(v);
+  }
+  return 0;
+}
+
+/* The optional "fold" list of tensor entry `e` (global shape known): each
+ * source's box must lie inside the fused tensor. */
+static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
+  if (fold == NULL)
+    return 0;
+  size_t n = json_array_size(fold);
+  if (!json_is_array(fold) || n == 0 || n > (1u << 24) ||
+      (e->fold = calloc(n, sizeof *e->fold)) == NULL) {
+    tpx_error_set(err, TPX_PARSE,
+             "\"tpx.tensors\" entry '%s': \"fold\" must be a non-empty "
+             "list",
+             e->name);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    json_t *s = json_array_get(fold, i);
+    tpx_shard_fold_source *src = &e->fold[i];
+    const char *name = json_string_value(json_object_get(s, "name"));
+    int no = 0, ok = name != NULL &&
+                     int_list(json_object_get(s, "offsets"), src->offsets,
+                              &no, TPX_MAX_TENSOR_DIMS) == 0 &&
+                     int_list(json_object_get(s, "shape"), src->shape,
+                              &src->ndim, TPX_MAX_TENSOR_DIMS) == 0 &&
+                     no == e->ndim && src->ndim <= e->ndim;
+    int drop = e->ndim - src->ndim;
+    for (int d = 0; ok && d < e->ndim; d++) {
+      int64_t len = d < drop ? 1 : src->shape[d - drop];
+      ok = src->offsets[d] <= e->global_shape[d] &&
+           len <= e->global_shape[d] - src->offsets[d];
+    }
+    if (ok)
+      ok = (src->name = strdup(name)) != NULL;
+    e->num_fold = i + 1;
+    if (!ok) {
+      tpx_error_set(err, TPX_PARSE,
+               "\"tpx.tensors\" entry '%s': \"fold\" item %zu needs a "
+               "\"name\", \"offsets\" (one per dim) and a \"shape\" whose "
+               "box lies inside the tensor",
+               e->name, i);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
+                                const char *tensors, size_t tensors_len,
+                                const char *rank, tpx_shard_meta *out,
+                                tpx_error *err) {
+  memset(out, 0, sizeof *out);
+  json_error_t je;
+  json_t *m = mesh ? json_loadb(mesh, mesh_len, JSON_REJECT_DUPLICATES, &je)
+                   : NULL;
+  json_t *t = tensors ? json_loadb(tensors, tensors_len,
+                                   JSON_REJECT_DUPLICATES, &je)
+                      : NULL;
+  tpx_status rc = TPX_PARSE;
+  if (!json_is_object(m) || !json_is_object(t)) {
+    rc = tpx_error_set(err, TPX_PARSE,
+             "\"tpx.mesh\" and \"tpx.tensors\" must be JSON objects");
+    goto out;
+  }
+  json_t *names = json_object_get(m, "dims");
+  int nsizes = 0;
+  if (!json_is_array(names) ||
+      int_list(json_object_get(m, "sizes"), out->mesh_sizes, &nsizes,
+               TPX_MESH_MAX_DIMS) != 0 ||
+      json_array_size(names) != (size_t)nsizes || nsizes < 1) {
+    rc = tpx_error_set(err, TPX_PARSE,
+             "\"tpx.mesh\" needs \"dims\" (names) and \"sizes\" of equal "
+             "length, 1..%d",
+             TPX_MESH_MAX_DIMS);
+    goto out;
+  }
+  out->mesh_ndim = nsizes;
+  out->world_size = 1;
+  for (int i = 0; i < nsizes; i++) {
+    const char *s = json_string_value(json_array_get(names, (size_t)i));
+    if (s == NULL || strlen(s) >= TPX_MESH_NAME_MAX || out->mesh_sizes[i] < 1 ||
+        out->mesh_sizes[i] > (1 << 20)) {
+      rc = tpx_error_set(err, TPX_PARSE, "\"tpx.mesh\" dim %d: bad name or size", i);
+      goto out;
+    }
+    snprintf(out->mesh_names[i], TPX_MESH_NAME_MAX, "%s", s);
+    out->world_size *= out->mesh_sizes[i];
+    if (out->world_size > (1 << 20)) {
+      rc = tpx_error_set(err, TPX_PARSE, "\"tpx.mesh\" is too large");
+      goto out;
+    }
+  }
+  char *end = NULL;
+  errno = 0;
+  long long r = rank ? strtoll(rank, &end, 10) : -1;
+  if (!rank || !*rank || *end || errno || r < 0 || r >= out->world_size) {
+    rc = tpx_error_set(err, TPX_PARSE, "\"tpx.rank\" '%s' is not a rank of the mesh",
+             rank ? rank : "(missing)");
+    goto out;
+  }
+  out->rank = r;
+  size_t n = json_object_size(t), k = 0;
+  out->tensors = calloc(n ? n : 1, sizeof *out->tensors);
+  if (out->tensors == NULL) {
+    rc = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    goto out;
+  }
+  const char *key;
+  json_t *v;
+  json_object_foreach(t, key, v) {
+    tpx_shard_tensor *e = &out->tensors[k];
+    int ns = 0, no = 0;
+    if (!json_is_object(v) ||
+        int_list(json_object_get(v, "global_shape"), e->global_shape, &ns,
+                 TPX_MAX_TENSOR_DIMS) != 0 ||
+        int_list(json_object_get(v, "offsets"), e->offsets, &no,
+                 TPX_MAX_TENSOR_DIMS) != 0 ||
+        ns != no) {
+      rc = tpx_error_set(err, TPX_PARSE,
+               "\"tpx.tensors\" entry '%s' needs \"global_shape\" and "
+               "\"offsets\" lists of equal length of non-negative integers",
+               key);
+      goto out;
+    }
+    e->ndim = ns;
+    e->name = strdup(key);
+    if (e->name == NULL) {
+      rc = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+      goto out;
+    }
+    out->num_tensors = ++k;
+    if (parse_fold(json_object_get(v, "fold"), e, err) != 0) {
+      rc = TPX_PARSE;
+      goto out;
+    }
+  }
+  rc = TPX_OK;
+out:
+  json_decref(m);
+  json_decref(t);
+  if (rc != TPX_OK)
+    tpx_shard_meta_free(out);
+  return rc;
+}
+
+
+void tpx_shard_file_name(int64_t rank, int64_t world_size, char *buf,
+                         size_t size) {
+  snprintf(buf, size, "rank-%05lld-of-%05lld.safetensors", (long long)rank,
+           (long long)world_size);
+}
+
+int tpx_shard_is_file_name(const char *name) {
+  long long r, w;
+  int end = 0;
+  return name != NULL &&
+         sscanf(name, "rank-%5lld-of-%5lld.safetensors%n", &r, &w, &end) ==
+             2 &&
+         name[end] == '\0';
+}
+
+static json_t *int_array(const int64_t *v, int n) {
+  json_t *a = json_array();
+  for (int d = 0; a && d < n; d++)
+    if (json_array_append_new(a, json_integer(v[d])) != 0) {
+      json_decref(a);
+      return NULL;
+    }
+  return a;
+}
+
+/* The "fold" list of fused parameter `param`: its stored tensors in order,
+ * each with its offsets in the parameter and its own shape. */
+static json_t *fold_json(const tpx_checkpoint_reader *rd,
+                         const tpx_model *model, int64_t param) {
+  json_t *fold = json_array();
+  int64_t n = tpx_checkpoint_param_num_sources(rd, model, param);
+  for (int64_t k = 0; fold && k < n; k++) {
+    tpx_checkpoint_source src;
+    tpx_checkpoint_tensor t;
+    json_t *e = NULL;
+    if (tpx_checkpoint_param_source(rd, model, param, k, &src, NULL) ==
+            TPX_OK &&
+        tpx_checkpoint_tensor_info(rd, (size_t)src.tensor, &t, NULL) ==
+            TPX_OK)
+      e = json_pack("{s:s, s:o*, s:o*}", "name", t.name, "offsets",
+                    int_array(src.box.offset, src.box.ndim), "shape",
+                    int_array(t.shape, t.ndim));
+    if (e == NULL || json_array_append_new(fold, e) != 0) {
+      json_decref(fold);
+      fold = NULL;
+    }
+  }
+  return fold;
+}
+
+/* The "tpx.tensors" entry of one tensor of the file; NULL out of memory. */
+static json_t *tensor_json(const tpx_sharding *sh,
+                           const tpx_checkpoint_reader *rd,
+                           const tpx__shard_out *t) {
+  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  tpx_param_sharding ps;
+  if (tpx_sharding_param(sh, t->param, &ps, NULL) != TPX_OK)
+    return NULL;
+  json_t *e = json_object(), *gs = json_array(), *off = json_array(),
+         *pl = json_array();
+  int bad = !e || !gs || !off || !pl;
+  for (int d = 0; d < t->ndim && !bad; d++) {
+    bad |= json_array_append_new(gs, json_integer(t->shape[d]));
+    bad |= json_array_append_new(off, json_integer(t->slice.offset[d]));
+  }
+  for (int d = 0; d < tpx_mesh_ndim(mesh) && !bad; d++) {
+    char buf[64];
+    tpx_placement_format(ps.placements[d], buf, sizeof buf);
+    bad |= json_array_append_new(pl, json_string(buf));
+  }
+  json_t *fold = t->tensor < 0 && !bad
+                     ? fold_json(rd, tpx_sharding_model(sh), t->param)
+                     : NULL;
+  bad |= t->tensor < 0 && fold == NULL;
+  if (bad) {
+    json_decref(e);
+    json_decref(gs);
+    json_decref(off);
+    json_decref(pl);
+    json_decref(fold);
+    return NULL;
+  }
+  json_object_set_new(e, "global_shape", gs);
+  json_object_set_new(e, "offsets", off);
+  json_object_set_new(e, "placements", pl);
+  if (fold)
+    json_object_set_new(e, "fold", fold);
+  return e;
+}
+
+tpx_status tpx__shard_meta_build(const tpx_sharding *sh,
+                                 const tpx_checkpoint_reader *rd,
+                                 const tpx__shard_out *ts, size_t n,
+                                 char **mesh_out, char **tensors_out,
+                                 tpx_error *err) {
+  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  json_t *m = json_object(), *dims = json_array(), *sizes = json_array();
+  json_t *tj = json_object();
+  int bad = !m || !dims || !sizes || !tj;
+  for (int d = 0; d < tpx_mesh_ndim(mesh) && !bad; d++) {
+    bad |= json_array_append_new(dims, json_string(tpx_mesh_dim_name(mesh, d)));
+    bad |= json_array_append_new(sizes, json_integer(tpx_mesh_dim_size(mesh, d)));
+  }
+  if (!bad) {
+    bad |= json_object_set(m, "dims", dims);
+    bad |= json_object_set(m, "sizes", sizes);
+  }
+  for (size_t i = 0; i < n && !bad; i++) {
+    json_t *e = tensor_json(sh, rd, &ts[i]);
+    bad |= e == NULL || json_object_set_new(tj, ts[i].name, e);
+  }
+  *mesh_out = bad ? NULL : json_dumps(m, JSON_COMPACT);
+  *tensors_out = bad ? NULL : json_dumps(tj, JSON_COMPACT);
+  json_decref(dims);
+  json_decref(sizes);
+  json_decref(m);
+  json_decref(tj);
+  if (*mesh_out && *tensors_out)
+    return TPX_OK;
+  free(*mesh_out);
+  free(*tensors_out);
+  *mesh_out = *tensors_out = NULL;
+  return tpx_error_set(err, TPX_NO_MEMORY,
+                       "out of memory building the metadata");
+}

@@ -1,0 +1,232 @@
+/* shard_write.c — tpx_shard_write: a Hugging Face checkpoint cut into one
+ * tpx-shard/1 file per rank, rank-0000r-of-0000W.safetensors, each holding
+ * that rank's local piece of every stored tensor under its global name
+ * (fused MoE expert parameters stored per expert: the fused parameter's
+ * piece, with the per-expert names in its "fold" metadata, so that a merge
+ * writes the original tensors back). The pieces are read with the per-rank
+ * reader (only the slice's bytes) and written with the checkpoint writer
+ * (temporary + fsync + rename). Not the metadata's text (shard_meta.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint/shard_impl.h"
+
+/* Marks the stored tensors that are sources of a fused parameter and
+ * appends those parameters to out[nt...] (*k of them). */
+static tpx_status list_fused(const tpx_sharding *sh,
+                             const tpx_checkpoint_reader *rd, char *is_source,
+                             tpx__shard_out *out, size_t *k, tpx_error *err) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  size_t nt = tpx_checkpoint_num_tensors(rd), np = tpx_model_num_params(model);
+  for (size_t p = 0; p < np; p++) {
+    if (tpx_checkpoint_param_tensor(rd, model, (int64_t)p) >= 0)
+      continue;
+    tpx_param_info info;
+    int64_t ns = tpx_checkpoint_param_num_sources(rd, model, (int64_t)p);
+    tpx_status st = tpx_model_param(model, (int64_t)p, &info, err);
+    if (st != TPX_OK)
+      return st;
+    for (int64_t s = 0; s < ns; s++) {
+      tpx_checkpoint_source src;
+      st = tpx_checkpoint_param_source(rd, model, (int64_t)p, s, &src, err);
+      if (st != TPX_OK)
+        return st;
+      is_source[src.tensor] = 1;
+    }
+    tpx__shard_out *o = &out[nt + *k];
+    *o = (tpx__shard_out){info.fqn, info.dtype, info.ndim, {0}, -1,
+                          (int64_t)p, {0}};
+    memcpy(o->shape, info.shape, sizeof o->shape);
+    ++*k;
+  }
+  return TPX_OK;
+}
+
+/* The rank file's tensors: every stored tensor that is a parameter, then
+ * every fused expert parameter stored per expert (its per-expert tensors
+ * are not written on their own). `out` holds num_tensors + num_params. */
+static tpx_status list_tensors(const tpx_sharding *sh,
+                               const tpx_checkpoint_reader *rd, int64_t rank,
+                               tpx__shard_out *out, size_t *count,
+                               tpx_error *err) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  size_t nt = tpx_checkpoint_num_tensors(rd), k = 0, n = 0;
+  char *is_source = calloc(nt ? nt : 1, 1);
+  if (is_source == NULL)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  tpx_status st = list_fused(sh, rd, is_source, out, &k, err);
+  for (size_t i = 0; i < nt && st == TPX_OK; i++) {
+    tpx_checkpoint_tensor t;
+    tpx_checkpoint_tensor_info(rd, i, &t, NULL);
+    if (is_source[i])
+      continue;
+    int64_t p = tpx_model_find_param(model, t.name);
+    if (p < 0) {
+      st = tpx_error_set(err, TPX_VALIDATION,
+                         "%s: tensor '%s' is not a parameter of the model",
+                         t.file, t.name);
+      break;
+    }
+    out[n] = (tpx__shard_out){t.name, t.dtype, t.ndim, {0}, (int64_t)i, p,
+                              {0}};
+    memcpy(out[n].shape, t.shape, sizeof out[n].shape);
+    n++;
+  }
+  free(is_source);
+  if (st != TPX_OK)
+    return st;
+  memmove(out + n, out + nt, k * sizeof *out);
+  n += k;
+  for (size_t i = 0; i < n && st == TPX_OK; i++)
+    st = tpx_sharding_local_slice(sh, out[i].param, rank, &out[i].slice, err);
+  *count = n;
+  return st;
+}
+
+/* Reads each tensor's piece and writes it into the rank file. */
+static tpx_status copy_pieces(const tpx_sharding *sh,
+                              const tpx_checkpoint_reader *rd, int64_t rank,
+                              const tpx__shard_out *ts, size_t n,
+                              tpx_checkpoint_writer *w,
+                              const tpx_shard_write_options *o,
+                              tpx_shard_progress *prog, tpx_error *err) {
+  void *buf = NULL;
+  tpx_status st = TPX_OK;
+  for (size_t i = 0; i < n && st == TPX_OK; i++) {
+    const tpx__shard_out *t = &ts[i];
+    size_t nb = (size_t)tpx_slice_nbytes(&t->slice, t->dtype);
+    void *nbuf = realloc(buf, nb ? nb : 1);
+    if (nbuf == NULL) {
+      st = tpx_error_set(err, TPX_NO_MEMORY,
+                         "out of memory for tensor '%s'", t->name);
+      break;
+    }
+    buf = nbuf;
+    tpx_slice local = t->slice;
+    memset(local.offset, 0, sizeof local.offset);
+    st = t->tensor >= 0
+             ? tpx_checkpoint_read_slice(rd, t->tensor, &t->slice, t->dtype,
+                                         buf, nb, err)
+             : tpx_checkpoint_read_param(rd, sh, t->param, rank, t->dtype,
+                                         buf, nb, err);
+    if (st == TPX_OK)
+      st = tpx_checkpoint_write_slice(w, t->name, &local, t->dtype, buf, err);
+    if (st == TPX_OK) {
+      prog->items += 1;
+      prog->bytes += (int64_t)nb;
+      if (o->progress)
+        o->progress(prog, o->progress_user);
+    }
+  }
+  free(buf);
+  return st;
+}
+
+static tpx_status shard_rank(const tpx_sharding *sh,
+                             const tpx_checkpoint_reader *rd, int64_t rank,
+                             const char *dir, const tpx_shard_write_options *o,
+                             tpx_shard_progress *prog, tpx_error *err) {
+  int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
+  size_t cap = tpx_checkpoint_num_tensors(rd) +
+               tpx_model_num_params(tpx_sharding_model(sh)),
+         n = 0;
+  tpx__shard_out *ts = calloc(cap ? cap : 1, sizeof *ts);
+  tpx_checkpoint_entry *entries = calloc(cap ? cap : 1, sizeof *entries);
+  char *mesh_json = NULL, *tensors_json = NULL;
+  tpx_checkpoint_writer *w = NULL;
+  tpx_status st = !entries || !ts ? tpx_error_set(err, TPX_NO_MEMORY,
+                                                  "out of memory")
+                                  : TPX_OK;
+  if (st == TPX_OK)
+    st = list_tensors(sh, rd, rank, ts, &n, err);
+  for (size_t i = 0; i < n && st == TPX_OK; i++) {
+    entries[i].name = ts[i].name;
+    entries[i].dtype = ts[i].dtype;
+    entries[i].ndim = ts[i].ndim;
+    memcpy(entries[i].shape, ts[i].slice.length, sizeof entries[i].shape);
+  }
+  if (st == TPX_OK)
+    st = tpx__shard_meta_build(sh, rd, ts, n, &mesh_json, &tensors_json, err);
+  if (st == TPX_OK) {
+    char fname[96], rank_text[32], world_text[32];
+    tpx_shard_file_name(rank, world, fname, sizeof fname);
+    snprintf(rank_text, sizeof rank_text, "%lld", (long long)rank);
+    snprintf(world_text, sizeof world_text, "%lld", (long long)world);
+    const char *keys[] = {"format", "tpx.mesh", "tpx.rank", "tpx.world_size",
+                          "tpx.tensors"};
+    const char *vals[] = {TPX_SHARD_FORMAT, mesh_json, rank_text, world_text,
+                          tensors_json};
+    tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
+    wo.file_name = fname;
+    wo.num_metadata = 5;
+    wo.metadata_keys = keys;
+    wo.metadata_values = vals;
+    st = tpx_checkpoint_writer_create(dir, entries, n, &wo, &w, err);
+  }
+  if (st == TPX_OK)
+    st = copy_pieces(sh, rd, rank, ts, n, w, o, prog, err);
+  if (st == TPX_OK)
+    st = tpx_checkpoint_writer_finish(w, NULL, err);
+  tpx_checkpoint_writer_destroy(w);
+  free(mesh_json);
+  free(tensors_json);
+  free(entries);
+  free(ts);
+  return st;
+}
+
+/* Tensors of one rank file: a fused expert parameter replaces its
+ * sources. */
+static int64_t tensors_per_rank(const tpx_checkpoint_reader *rd,
+                                const tpx_model *model) {
+  int64_t n = (int64_t)tpx_checkpoint_num_tensors(rd);
+  for (size_t i = 0; i < tpx_model_num_params(model); i++)
+    if (tpx_checkpoint_param_tensor(rd, model, (int64_t)i) < 0)
+      n += 1 - tpx_checkpoint_param_num_sources(rd, model, (int64_t)i);
+  return n;
+}
+
+tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
+                           const tpx_sharding *sh, const char *dir,
+                           const tpx_shard_write_options *opts,
+                           tpx_error *err) {
+  tpx_shard_write_options o = TPX_SHARD_WRITE_OPTIONS_INIT;
+  if (opts) {
+    if (opts->struct_size < sizeof o)
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "tpx_shard_write: options struct_size %zu is too "
+                           "small",
+                           opts->struct_size);
+    o = *opts;
+  }
+  if (rd == NULL || sh == NULL || dir == NULL)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_shard_write: NULL argument");
+  int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
+  if (o.rank < -1 || o.rank >= world)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "rank %lld is outside the mesh of %lld",
+                         (long long)o.rank, (long long)world);
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    return tpx_error_set(err, TPX_IO, "%s: cannot create the directory: %s",
+                         dir, strerror(errno));
+  int64_t first = o.rank >= 0 ? o.rank : 0;
+  int64_t last = o.rank >= 0 ? o.rank : world - 1;
+  int64_t per_rank = tensors_per_rank(rd, tpx_sharding_model(sh));
+  tpx_shard_progress prog = {0, 0, 0, 0};
+  for (int64_t r = first; r <= last; r++) {
+    prog.total_bytes += tpx_sharding_rank_param_bytes(sh, r);
+    prog.total_items += per_rank;
+  }
+  if (o.progress)
+    o.progress(&prog, o.progress_user);
+  for (int64_t r = first; r <= last; r++) {
+    tpx_status st = shard_rank(sh, rd, r, dir, &o, &prog, err);
+    if (st != TPX_OK)
+      return st;
+  }
+  return TPX_OK;
+}

@@ -1,0 +1,440 @@
+/* device/host_kernels.c — the reference loops of every memory-space kernel
+ * (device/kernels.h): the runtime's math, written once. The host and sim
+ * spaces share this table: every buffer argument is reached through the
+ * space's host_view (host: the pointer itself; sim: untagged), so a buffer
+ * from another space faults here as it would on a device. The cuda kernels
+ * mirror these loops. Not here: buffers (ms_host.c, ms_sim.c), the
+ * wrappers' checks (kernels.c). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/elem.h"
+#include "device/kernels.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* The host alias of a buffer argument of the space `ms`. */
+#define V(p) tpx__ms_host_view(ms, p)
+
+/* ---- element access ---- */
+
+static float getf(const void *p, tpx_dtype dt, size_t i) {
+  switch (dt) {
+  case TPX_DTYPE_BF16:
+    return tpx__bf16_to_f32(((const uint16_t *)p)[i]);
+  case TPX_DTYPE_F16:
+    return tpx__f16_to_f32(((const uint16_t *)p)[i]);
+  default:
+    return ((const float *)p)[i];
+  }
+}
+
+static void putf(void *p, tpx_dtype dt, size_t i, float v) {
+  switch (dt) {
+  case TPX_DTYPE_BF16:
+    ((uint16_t *)p)[i] = tpx__f32_to_bf16(v);
+    break;
+  case TPX_DTYPE_F16:
+    ((uint16_t *)p)[i] = tpx__f32_to_f16(v);
+    break;
+  default:
+    ((float *)p)[i] = v;
+    break;
+  }
+}
+
+static int64_t get_index(const void *ids, tpx_dtype idt, size_t i) {
+  if (idt == TPX_DTYPE_I32) return ((const int32_t *)ids)[i];
+  return ((const int64_t *)ids)[i];
+}
+
+/* ---- kernels ---- */
+
+static tpx_status h_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
+                            const void *src, tpx_dtype sd, size_t n,
+                            tpx_error *err) {
+  dst = V(dst), src = V(src);
+  (void)err;
+  if (dd == sd) {
+    memmove(dst, src, n * tpx_dtype_size(dd));
+    return TPX_OK;
+  }
+  switch (dd) {
+  case TPX_DTYPE_BF16:
+    for (size_t i = 0; i < n; i++)
+      ((uint16_t *)dst)[i] = tpx__f32_to_bf16(getf(src, sd, i));
+    break;
+  case TPX_DTYPE_F16:
+    for (size_t i = 0; i < n; i++)
+      ((uint16_t *)dst)[i] = tpx__f32_to_f16(getf(src, sd, i));
+    break;
+  default:
+    for (size_t i = 0; i < n; i++) ((float *)dst)[i] = getf(src, sd, i);
+    break;
+  }
+  return TPX_OK;
+}
+
+static tpx_status h_add_f32(const tpx__memspace *ms, float *dst,
+                            const void *src, tpx_dtype sd, size_t n,
+                            float div, tpx_error *err) {
+  dst = V(dst), src = V(src);
+  (void)err;
+  if (sd == TPX_DTYPE_F32) {
+    const float *s = src;
+    if (div == 1.0f)
+      for (size_t i = 0; i < n; i++) dst[i] += s[i];
+    else
+      for (size_t i = 0; i < n; i++) dst[i] += s[i] / div;
+    return TPX_OK;
+  }
+  for (size_t i = 0; i < n; i++) dst[i] += getf(src, sd, i) / div;
+  return TPX_OK;
+}
+
+static tpx_status h_scale_f32(const tpx__memspace *ms, float *p, size_t n,
+                              float v, int divide, tpx_error *err) {
+  p = V(p);
+  (void)err;
+  if (divide)
+    for (size_t i = 0; i < n; i++) p[i] /= v;
+  else
+    for (size_t i = 0; i < n; i++) p[i] *= v;
+  return TPX_OK;
+}
+
+static tpx_status h_norm_acc(const tpx__memspace *ms, double *acc,
+                             const float *g, size_t n, int inf,
+                             tpx_error *err) {
+  acc = V(acc), g = V(g);
+  (void)err;
+  double a = *acc;
+  if (inf) {
+    for (size_t k = 0; k < n; k++) {
+      double v = fabs((double)g[k]);
+      if (v > a || isnan(v)) a = v;
+    }
+  } else {
+    for (size_t k = 0; k < n; k++) a += (double)g[k] * (double)g[k];
+  }
+  *acc = a;
+  return TPX_OK;
+}
+
+/* One AdamW element, in torch's order of operations. */
+static inline float adamw1(float p, float g, float *m, float *v,
+                           const tpx__ms_adamw *h) {
+  float pi = p * h->decay; /* decay is 1 without weight decay: exact */
+  *m = *m + h->w1 * (g - *m); /* lerp_(g, 1-b1), weight < 0.5 */
+  *v = *v * h->b2 + h->w2 * g * g;
+  float denom = sqrtf(*v) / h->bc2s + h->eps;
+  return pi + h->step * *m / denom;
+}
+
+/* With SSE2, four lanes at a time with the same IEEE operations in the same
+ * order (sqrtps, divps are correctly rounded), so results are bit-identical
+ * to the scalar loop; a plain loop does not vectorise because of sqrtf's
+ * errno. */
+static tpx_status h_adamw(const tpx__memspace *ms, float *restrict p,
+                          const float *restrict g, float *restrict m,
+                          float *restrict v, size_t n, const tpx__ms_adamw *h,
+                          tpx_error *err) {
+  p = V(p), g = V(g), m = V(m), v = V(v);
+  (void)err;
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128 vdecay = _mm_set1_ps(h->decay), vw1 = _mm_set1_ps(h->w1),
+               vb2 = _mm_set1_ps(h->b2), vw2 = _mm_set1_ps(h->w2),
+               vbc2s = _mm_set1_ps(h->bc2s), veps = _mm_set1_ps(h->eps),
+               vstep = _mm_set1_ps(h->step);
+  for (; i + 4 <= n; i += 4) {
+    __m128 gi = _mm_loadu_ps(g + i), mi = _mm_loadu_ps(m + i),
+           vi = _mm_loadu_ps(v + i);
+    __m128 pi = _mm_mul_ps(_mm_loadu_ps(p + i), vdecay);
+    mi = _mm_add_ps(mi, _mm_mul_ps(vw1, _mm_sub_ps(gi, mi)));
+    vi = _mm_add_ps(_mm_mul_ps(vi, vb2), _mm_mul_ps(_mm_mul_ps(vw2, gi), gi));
+    __m128 denom = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(vi), vbc2s), veps);
+    pi = _mm_add_ps(pi, _mm_div_ps(_mm_mul_ps(vstep, mi), denom));
+    _mm_storeu_ps(m + i, mi);
+    _mm_storeu_ps(v + i, vi);
+    _mm_storeu_ps(p + i, pi);
+  }
+#endif
+  for (; i < n; i++) p[i] = adamw1(p[i], g[i], &m[i], &v[i], h);
+  return TPX_OK;
+}
+
+static tpx_status h_index_check(const tpx__memspace *ms, const void *ids,
+                                tpx_dtype idt, size_t n, int64_t V,
+                                int has_ignore, int64_t ignore, int64_t *bad,
+                                tpx_error *err) {
+  ids = V(ids); /* bad is host memory */
+  (void)err;
+  bad[0] = -1;
+  bad[1] = 0;
+  for (size_t i = 0; i < n; i++) {
+    int64_t id = get_index(ids, idt, i);
+    if (has_ignore && id == ignore) continue;
+    if (id < 0 || id >= V) {
+      bad[0] = (int64_t)i;
+      bad[1] = id;
+      break;
+    }
+  }
+  return TPX_OK;
+}
+
+static int64_t row_of(const tpx__ms_rows *rows, int64_t id) {
+  if (rows->masked) {
+    int64_t r = id - rows->off;
+    return r >= 0 && r < rows->len ? r : -1;
+  }
+  return id;
+}
+
+static tpx_status h_embed_lookup(const tpx__memspace *ms, void *out,
+                                 const void *weight, size_t row_bytes,
+                                 const void *ids, tpx_dtype idt, size_t n,
+                                 const tpx__ms_rows *rows, tpx_error *err) {
+  out = V(out), weight = V(weight), ids = V(ids);
+  (void)err;
+  for (size_t i = 0; i < n; i++) {
+    int64_t r = row_of(rows, get_index(ids, idt, i));
+    char *dst = (char *)out + i * row_bytes;
+    if (r < 0)
+      memset(dst, 0, row_bytes); /* masked: zero before the reduction */
+    else
+      memcpy(dst, (const char *)weight + (size_t)r * row_bytes, row_bytes);
+  }
+  return TPX_OK;
+}
+
+static tpx_status h_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
+                                      tpx_dtype wdt, const void *g,
+                                      tpx_dtype gdt, size_t hl,
+                                      const void *ids, tpx_dtype idt,
+                                      size_t n, const tpx__ms_rows *rows,
+                                      tpx_error *err) {
+  wgrad = V(wgrad), g = V(g), ids = V(ids);
+  (void)err;
+  for (size_t i = 0; i < n; i++) {
+    int64_t r = row_of(rows, get_index(ids, idt, i));
+    if (r < 0) continue; /* masked: another rank's rows */
+    for (size_t j = 0; j < hl; j++) {
+      size_t k = (size_t)r * hl + j;
+      putf(wgrad, wdt, k, getf(wgrad, wdt, k) + getf(g, gdt, i * hl + j));
+    }
+  }
+  return TPX_OK;
+}
+
+/* ---- the vocab-parallel loss (tp_loss.c's row loops) ---- */
+
+/* exp(x) in f32 without a libm call, so the row loops vectorise: x =
+ * n ln2 + r with |r| <= ln2/2 (n rounded with the 1.5 * 2^23 trick), e^r by
+ * its Taylor series to r^7 (truncation error < 6e-9 relative), times 2^n
+ * built in the exponent bits. Only x <= 0 occurs here (logit - row max);
+ * x is raised to -100 first (-inf: no NaN), and 2^n for n < -126 is
+ * flushed to 0 with integer ops, so no branch remains. */
+static inline float exp_f32(float x) {
+  x = fmaxf(x, -100.0f);
+  const float shifter = 12582912.0f; /* 1.5 * 2^23 */
+  float t = x * 1.44269504088896341f + shifter;
+  int32_t tb, sb;
+  memcpy(&tb, &t, 4);
+  memcpy(&sb, &shifter, 4);
+  float n = t - shifter;
+  float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t e = tb - sb + 127;
+  e &= ~(e >> 31); /* max(e, 0): 2^n below the normal range -> 0 */
+  e <<= 23;
+  float scale;
+  memcpy(&scale, &e, 4);
+  return p * scale;
+}
+
+/* Blocks of 8 lanes: straight-line code the compiler vectorises at -O2. */
+#define LANES 8
+
+/* sum_j exp(z[j] - m), lanes summed per block in f32, blocks in f64. */
+static double sum_exp(const float *z, size_t len, float m) {
+  double s = 0;
+  size_t j = 0;
+  for (; j + LANES <= len; j += LANES) {
+    float v[LANES];
+    for (int l = 0; l < LANES; l++) v[l] = exp_f32(z[j + l] - m);
+    float a = (v[0] + v[4]) + (v[1] + v[5]), b = (v[2] + v[6]) + (v[3] + v[7]);
+    s += (double)(a + b);
+  }
+  for (; j < len; j++) s += (double)exp_f32(z[j] - m);
+  return s;
+}
+
+/* o[j] = k * exp(z[j] - m); o may alias z. */
+static void scaled_exp(const float *z, size_t len, float m, float k,
+                       float *o) {
+  size_t j = 0;
+  for (; j + LANES <= len; j += LANES) {
+    float v[LANES];
+    for (int l = 0; l < LANES; l++) v[l] = k * exp_f32(z[j + l] - m);
+    memcpy(o + j, v, sizeof v);
+  }
+  for (; j < len; j++) o[j] = k * exp_f32(z[j] - m);
+}
+
+static float row_max(const float *z, size_t len) {
+  float v[LANES];
+  for (int l = 0; l < LANES; l++) v[l] = -INFINITY;
+  size_t j = 0;
+  for (; j + LANES <= len; j += LANES)
+    for (int l = 0; l < LANES; l++) v[l] = z[j + l] > v[l] ? z[j + l] : v[l];
+  float m = -INFINITY;
+  for (int l = 0; l < LANES; l++) m = v[l] > m ? v[l] : m;
+  for (; j < len; j++) m = z[j] > m ? z[j] : m;
+  return m;
+}
+
+/* Row i of the logits as f32: a pointer into the buffer, or `scratch`
+ * (len floats) filled from bf16. */
+static const float *row_f32(const tpx__ms_loss *l, size_t i, float *scratch) {
+  if (l->ldt == TPX_DTYPE_F32) return (const float *)l->logits + i * l->len;
+  for (size_t j = 0; j < l->len; j++)
+    scratch[j] = getf(l->logits, l->ldt, i * l->len + j);
+  return scratch;
+}
+
+static tpx_status scratch_of(const tpx__ms_loss *l, float **out,
+                             tpx_error *err) {
+  *out = malloc((l->len ? l->len : 1) * sizeof **out);
+  return *out ? TPX_OK
+              : tpx_error_set(err, TPX_NO_MEMORY,
+                              "loss: a row of %zu floats", l->len);
+}
+
+/* *u = the loss view with its buffers as host aliases, and a scratch row. */
+static tpx_status loss_begin(const tpx__memspace *ms, const tpx__ms_loss *l,
+                             tpx__ms_loss *u, float **scratch,
+                             tpx_error *err) {
+  *u = *l;
+  u->logits = V(l->logits);
+  u->targets = V(l->targets);
+  return scratch_of(u, scratch, err);
+}
+
+static tpx_status h_loss_row_max(const tpx__memspace *ms, float *mx,
+                                 const tpx__ms_loss *l, tpx_error *err) {
+  mx = V(mx);
+  tpx__ms_loss u;
+  float *scratch;
+  tpx_status st = loss_begin(ms, l, &u, &scratch, err);
+  if (st != TPX_OK) return st;
+  l = &u;
+  for (size_t i = 0; i < l->rows; i++)
+    mx[i] = row_max(row_f32(l, i, scratch), l->len);
+  free(scratch);
+  return TPX_OK;
+}
+
+static tpx_status h_loss_row_sums(const tpx__memspace *ms, double *se,
+                                  const float *mx, const tpx__ms_loss *l,
+                                  int want_tgt, tpx_error *err) {
+  se = V(se), mx = V(mx);
+  tpx__ms_loss u;
+  float *scratch;
+  tpx_status st = loss_begin(ms, l, &u, &scratch, err);
+  if (st != TPX_OK) return st;
+  l = &u;
+  size_t rows = l->rows;
+  int64_t len = (int64_t)l->len;
+  for (size_t i = 0; i < rows; i++) {
+    const float *z = row_f32(l, i, scratch);
+    se[i] = sum_exp(z, l->len, mx[i]);
+    if (!want_tgt) continue;
+    se[rows + i] = 0;
+    int64_t t = get_index(l->targets, l->tdt, i);
+    if (t != l->ignore && t >= l->off && t < l->off + len)
+      se[rows + i] = z[t - l->off];
+  }
+  free(scratch);
+  return TPX_OK;
+}
+
+static tpx_status h_loss_grad(const tpx__memspace *ms, void *grad,
+                              tpx_dtype gdt, const float *mx,
+                              const double *se, const float *gi, double scale,
+                              double sign, const tpx__ms_loss *l,
+                              tpx_error *err) {
+  grad = V(grad), mx = V(mx), se = V(se), gi = V(gi);
+  tpx__ms_loss u;
+  float *scratch;
+  tpx_status st = loss_begin(ms, l, &u, &scratch, err);
+  if (st != TPX_OK) return st;
+  l = &u;
+  size_t len = l->len;
+  int direct = gdt == TPX_DTYPE_F32;
+  for (size_t i = 0; i < l->rows; i++) {
+    int64_t t = get_index(l->targets, l->tdt, i);
+    float *out = direct ? (float *)grad + i * len : NULL;
+    if (t == l->ignore) {
+      for (size_t j = 0; j < len; j++) putf(grad, gdt, i * len + j, 0.0f);
+      continue;
+    }
+    const float *z = row_f32(l, i, scratch);
+    float m = mx[i];
+    float k = (float)((gi ? (double)gi[i] : 1.0) * scale * sign / se[i]);
+    float *o = out ? out : scratch; /* bf16: z was read into scratch */
+    scaled_exp(z, len, m, k, o);
+    if (t >= l->off && t < l->off + (int64_t)len)
+      o[t - l->off] -= (float)((gi ? (double)gi[i] : 1.0) * scale * sign);
+    if (!out)
+      for (size_t j = 0; j < len; j++) putf(grad, gdt, i * len + j, o[j]);
+  }
+  free(scratch);
+  return TPX_OK;
+}
+
+static tpx_status h_loss_logprobs(const tpx__memspace *ms, float *out,
+                                  double *sum_count, const float *mx,
+                                  const double *se, const tpx__ms_loss *l,
+                                  tpx_error *err) {
+  out = V(out), sum_count = V(sum_count), mx = V(mx), se = V(se);
+  const void *targets = V(l->targets);
+  (void)err;
+  size_t rows = l->rows;
+  for (size_t i = 0; i < rows; i++) {
+    int ignored = get_index(targets, l->tdt, i) == l->ignore;
+    double lp = ignored ? 0.0 : se[rows + i] - (double)mx[i] - log(se[i]);
+    if (out) out[i] = ignored ? 0.0f : (float)lp;
+    if (sum_count && !ignored) {
+      sum_count[0] -= lp;
+      sum_count[1] += 1.0;
+    }
+  }
+  return TPX_OK;
+}
+
+const tpx__ms_kernels tpx__ms_host_kernels = {
+    .convert = h_convert,
+    .add_f32 = h_add_f32,
+    .scale_f32 = h_scale_f32,
+    .norm_acc = h_norm_acc,
+    .adamw = h_adamw,
+    .index_check = h_index_check,
+    .embed_lookup = h_embed_lookup,
+    .embed_scatter_add = h_embed_scatter_add,
+    .loss_row_max = h_loss_row_max,
+    .loss_row_sums = h_loss_row_sums,
+    .loss_grad = h_loss_grad,
+    .loss_logprobs = h_loss_logprobs,
+};

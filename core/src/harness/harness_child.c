@@ -1,0 +1,176 @@
+/* harness/harness_child.c — the child's line protocol and the load and
+ * negotiation checks, executed in a child by harness.c and reported line by
+ * line over a pipe (see harness_internal.h); the per-architecture checks are
+ * harness_arch.c. Before each call into the plugin the child announces
+ * the step, so a crash or hang can be attributed to it.
+ *
+ * Everything allocated here is freed before returning: the child exits with
+ * _exit, and under valgrind its leak report must stay clean. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/harness_internal.h"
+
+/* ---- the line protocol ---------------------------------------------------- */
+
+static void write_all(int fd, const char *s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w <= 0)
+      return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+/* Tabs and newlines would break the protocol. */
+static void clean(char *s) {
+  for (; *s; s++)
+    if (*s == '\t' || *s == '\n' || *s == '\r')
+      *s = ' ';
+}
+
+void tpx__h_result(int fd, int passed, const char *name, const char *fmt,
+                   ...) {
+  char detail[2048], nm[256], line[2400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  va_end(ap);
+  snprintf(nm, sizeof nm, "%s", name);
+  clean(detail);
+  clean(nm);
+  int n = snprintf(line, sizeof line, "R\t%d\t%s\t%s\n", passed ? 1 : 0, nm,
+                   detail);
+  if (n >= (int)sizeof line) {
+    n = (int)sizeof line - 1;
+    line[n - 1] = '\n';
+  }
+  write_all(fd, line, (size_t)n);
+}
+
+void tpx__h_info(int fd, const char *key, const char *value) {
+  char line[1200], v[1024];
+  snprintf(v, sizeof v, "%s", value);
+  clean(v);
+  int n = snprintf(line, sizeof line, "I\t%s\t%s\n", key, v);
+  write_all(fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+}
+
+void tpx__h_step(int fd, const char *fmt, ...) {
+  char text[512], line[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  clean(text);
+  int n = snprintf(line, sizeof line, "S\t%s\n", text);
+  write_all(fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+}
+
+/* Which check a load failure belongs to, from the loader's reason. */
+static const char *load_check_name(const char *reason) {
+  if (strncmp(reason, "registration:", 13) == 0)
+    return "registration";
+  if (strncmp(reason, "ABI refused", 11) == 0)
+    return "negotiation";
+  return "load";
+}
+
+static void version_text(uint32_t v, char *buf, size_t size) {
+  snprintf(buf, size, "%u.%u", (unsigned)TPX_PLUGIN_ABI_VERSION_MAJOR(v),
+           (unsigned)TPX_PLUGIN_ABI_VERSION_MINOR(v));
+}
+
+/* ---- load and registration ------------------------------------------------ */
+
+void tpx__h_child_load(int fd, const tpx__h_job *job) {
+  tpx__plugin *p = NULL;
+  char reason[TPX_ERROR_MESSAGE_SIZE];
+  tpx__h_step(fd, "dlopen and register_parallel_strategy");
+  tpx_status s = tpx__plugin_open(job->path, tpx__plugin_host_table(), &p,
+                                  reason, sizeof reason);
+  if (s != TPX_OK) {
+    tpx__h_result(fd, 0, load_check_name(reason), "%s", reason);
+    if (strcmp(load_check_name(reason), "load") != 0)
+      tpx__h_info(fd, "dlopen", "ok");
+    return;
+  }
+  tpx__h_info(fd, "dlopen", "ok");
+  char abi[32];
+  version_text(p->abi_version, abi, sizeof abi);
+  tpx__h_result(fd, 1, "load", "plugin '%s' version %s, ABI %s", p->name,
+                p->version, abi);
+  char list[1024] = "", names[512] = "";
+  for (size_t i = 0; i < p->num_archs; i++) {
+    size_t n = strlen(list);
+    snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", p->archs[i]);
+    tpx__h_info(fd, "arch", p->archs[i]);
+  }
+  for (size_t i = 0; i < p->num_plan_names; i++) {
+    size_t n = strlen(names);
+    snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
+             p->plan_names[i]);
+    tpx__h_info(fd, "plan_name", p->plan_names[i]);
+  }
+  tpx__h_result(fd, 1, "registration",
+                "name '%s', version '%s', %zu architecture(s): %s; named "
+                "plans: %s; optional capabilities:%s%s%s%s%s%s",
+                p->name, p->version, p->num_archs, list,
+                p->num_plan_names ? names : "none",
+                p->skeleton_fn || p->validate_fn || p->fsdp_fn ||
+                        p->fp32_fn || p->strategy_fn
+                    ? ""
+                    : " none",
+                p->skeleton_fn ? " skeleton" : "",
+                p->validate_fn ? " validate" : "",
+                p->fsdp_fn ? " fsdp_units" : "",
+                p->fp32_fn ? " fp32_params" : "",
+                p->strategy_fn ? " strategy" : "");
+  tpx__plugin_free(p);
+}
+
+void tpx__h_child_negotiation(int fd, const tpx__h_job *job) {
+  const int newer = job->negotiation > 0;
+  const char *name = newer ? "negotiation (host too new)"
+                           : "negotiation (host too old)";
+  uint32_t lo, hi;
+  if (newer) {
+    lo = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR + 1, 0);
+    hi = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR + 1, 0xffff);
+  } else {
+    lo = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR - 1, 0);
+    hi = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR - 1, 0xffff);
+  }
+  tpx_plugin_host host;
+  tpx__plugin_host_table_with_range(lo, hi, &host);
+  char l[32], h[32];
+  version_text(lo, l, sizeof l);
+  version_text(hi, h, sizeof h);
+  tpx__h_step(fd, "register_parallel_strategy with a host speaking %s..%s", l,
+              h);
+  tpx__plugin *p = NULL;
+  char reason[TPX_ERROR_MESSAGE_SIZE];
+  tpx_status s = tpx__plugin_open(job->path, &host, &p, reason, sizeof reason);
+  if (s == TPX_ABI_MISMATCH) {
+    tpx__h_result(fd, 1, name, "refused cleanly: %s", reason);
+  } else if (s == TPX_OK) {
+    char a[32];
+    version_text(p->abi_version, a, sizeof a);
+    tpx__h_result(fd, 0, name,
+                  "the plugin accepted a host speaking only %s..%s and "
+                  "answered ABI %s; it must return TPX_PLUGIN_ABI_UNSUPPORTED "
+                  "for versions it does not implement",
+                  l, h, a);
+    tpx__plugin_free(p);
+  } else {
+    tpx__h_result(fd, 0, name,
+                  "expected TPX_PLUGIN_ABI_UNSUPPORTED for a host speaking "
+                  "%s..%s, got: %s",
+                  l, h, reason);
+  }
+}
+

@@ -1,0 +1,152 @@
+/* plugin/child.c — the one fork / pipe / timeout runner (child.h): forks,
+ * runs a body in the child, reads its pipe until EOF or the deadline, reaps
+ * the child and reports how it ended.
+ *
+ * fork() copies only the calling thread, so a multi-threaded host should
+ * not hold locks a plugin might need while a child runs. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugin/child.h"
+
+const char *tpx__signal_name(int sig) {
+  switch (sig) {
+  case SIGSEGV: return "SIGSEGV";
+  case SIGABRT: return "SIGABRT";
+  case SIGBUS: return "SIGBUS";
+  case SIGFPE: return "SIGFPE";
+  case SIGILL: return "SIGILL";
+  case SIGKILL: return "SIGKILL";
+  case SIGTERM: return "SIGTERM";
+  case SIGPIPE: return "SIGPIPE";
+  case SIGXCPU: return "SIGXCPU";
+  default: return NULL;
+  }
+}
+
+double tpx__child_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void tpx__child_result_free(tpx__child_result *res) {
+  if (!res)
+    return;
+  free(res->out);
+  res->out = NULL;
+  res->len = 0;
+}
+
+/* The child's side: run the body, then _exit (no atexit handlers, no
+ * flushing of stdio buffers inherited from the parent). */
+static void child_main(int fd, const tpx__child_spec *spec) {
+  signal(SIGPIPE, SIG_DFL);
+  spec->body(fd, spec->arg);
+  close(fd);
+  _exit(0);
+}
+
+/* Wait for `pid` until `deadline`; 1 when it ended (*status filled). */
+static int wait_until(pid_t pid, int *status, double deadline) {
+  for (;;) {
+    pid_t w = waitpid(pid, status, WNOHANG);
+    if (w == pid)
+      return 1;
+    if (w < 0 && errno != EINTR)
+      return 1;
+    if (tpx__child_now() >= deadline)
+      return 0;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* Read `fd` into res->out until EOF or `deadline`. 1 at EOF (or a read
+ * error), 0 at the deadline, -1 out of memory. */
+static int read_until(int fd, tpx__child_result *res, double deadline) {
+  size_t cap = 0;
+  for (;;) {
+    double left = deadline - tpx__child_now();
+    if (left <= 0)
+      return 0;
+    struct pollfd pf = {fd, POLLIN, 0};
+    int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
+    int pr = poll(&pf, 1, ms);
+    if (pr < 0 && errno == EINTR)
+      continue;
+    if (pr == 0)
+      continue; /* the deadline check above decides */
+    if (pr < 0)
+      return 1;
+    if (res->len + 4096 + 1 > cap) {
+      size_t ncap = cap ? cap * 2 : 16384;
+      char *nb = realloc(res->out, ncap);
+      if (!nb)
+        return -1;
+      res->out = nb;
+      cap = ncap;
+    }
+    ssize_t r = read(fd, res->out + res->len, cap - res->len - 1);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return 1; /* EOF: the child is done (or gone) */
+    res->len += (size_t)r;
+    res->out[res->len] = '\0';
+  }
+}
+
+tpx_status tpx__child_run(const tpx__child_spec *spec, tpx__child_result *res,
+                          tpx_error *err) {
+  memset(res, 0, sizeof *res);
+  int fds[2];
+  if (pipe(fds) != 0)
+    return tpx_error_set(err, TPX_INTERNAL, "pipe: %s", strerror(errno));
+  /* A plugin that calls exit() in the child flushes the stdio buffers it
+   * inherited; empty them first so nothing is written twice. */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return tpx_error_set(err, TPX_INTERNAL, "fork: %s", strerror(e));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    child_main(fds[1], spec);
+  }
+  close(fds[1]);
+  const double deadline = tpx__child_now() + spec->timeout;
+  int rd = read_until(fds[0], res, deadline);
+  close(fds[0]);
+  int status = 0;
+  /* A child that closed its output is finishing: one more second. */
+  if (rd != 1 || !wait_until(pid, &status, deadline + 1.0)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    if (rd < 0) {
+      tpx__child_result_free(res);
+      return tpx_error_set(err, TPX_NO_MEMORY,
+                           "out of memory reading the child's output");
+    }
+    res->end = TPX__CHILD_TIMED_OUT;
+    return TPX_OK;
+  }
+  if (WIFSIGNALED(status)) {
+    res->end = TPX__CHILD_SIGNALED;
+    res->code = WTERMSIG(status);
+  } else {
+    res->end = TPX__CHILD_EXITED;
+    res->code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  return TPX_OK;
+}
