@@ -39,6 +39,8 @@ static const struct {
     {"null_name.so", TPX_PLUGIN, {"registration: name is NULL", NULL, NULL}},
     {"no_architectures.so", TPX_PLUGIN,
      {"registration: architectures is empty", NULL, NULL}},
+    {"bad_traits.so", TPX_PLUGIN,
+     {"registration: traits[0] holds a space", NULL, NULL}},
     {"not_elf.so", TPX_PLUGIN, {"dlopen failed", "not_elf.so", NULL}},
     {"does_not_exist.so", TPX_PLUGIN, {"dlopen failed", NULL, NULL}},
 };
@@ -390,9 +392,9 @@ START_TEST(probe_broken_dir) {
   CHECK_OK(tpx_registry_set_probe(r, 1, &e_));
   CHECK_OK(tpx_registry_load_dir(r, getenv("TPX_TEST_BROKEN_DIR"), &e_));
   /* loaded: extra_symbols, get_plan_crashes, get_plan_hangs, malformed_key,
-   * unknown_style; refused: the other 9 */
+   * unknown_style; refused: the other 10 (bad_traits among them) */
   ck_assert_uint_eq(tpx_registry_num_plugins(r), 5);
-  ck_assert_uint_eq(tpx_registry_num_refused(r), 9);
+  ck_assert_uint_eq(tpx_registry_num_refused(r), 10);
   ck_assert_uint_eq(tpx_diag_count(tpx_registry_diagnostics(r)), 4);
   tpx_registry_destroy(r);
 }
