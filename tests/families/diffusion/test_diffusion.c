@@ -252,7 +252,7 @@ START_TEST(test_other_plans) {
     tpx_model *m = fam_model(reg, FAM, models[i].file, 1);
     for (int sp = 0; sp <= 1; sp++) {
       tpx_plan *plan = NULL;
-      char msg[256];
+      char msg[TPX_ERROR_MESSAGE_SIZE]; /* the plugin's path comes first */
       if (strcmp(models[i].arch, QI) != 0) {
         ck_assert_int_eq(fam_plan(reg, m, models[i].arch, NULL, sp, 4, &plan,
                                   msg, sizeof msg),
@@ -264,7 +264,7 @@ START_TEST(test_other_plans) {
       ck_assert_int_eq(fam_plan(reg, m, models[i].arch, NULL, sp, 4, &plan,
                                 msg, sizeof msg),
                        TPX_PLUGIN);
-      ck_assert_ptr_nonnull(strstr(msg, "_tp_plan"));
+      ck_assert_ptr_nonnull(strstr(msg, "no plan function upstream"));
       plan = selected_plan(reg, m, sp);
       ck_assert_uint_eq(tpx_plan_size(plan), 13);
       static const char *const col[] = {
