@@ -1,75 +1,132 @@
 #!/bin/sh
-# run.sh — the training benchmark: tpx-train on a random ~20M-non-embedding-
-# parameter Llama (hidden 512, 8 layers, 8 heads, intermediate 1024, vocab
-# 32000; 53.7M parameters with the untied embeddings), seq 256, batch 4, at
-# (tp, dp_shard) = (1,1) (2,1) (2,2) (4,1) on the local backend (threads),
-# tpx-train-ref (world 1 without the runtime) and, when torch + transformers
-# import, torch eager f32 on CPU on the same checkpoint, batch and meshes
-# (torch_step.py: DTensor TP + FSDP2 over gloo, one process per rank).
-# Prints tokens/s, the share of the step in collectives and the ratios.
-# usage: bench/train/run.sh [BUILD_DIR] [STEPS]   (default build, 2 steps;
-# the first step is warm-up and not counted). Never fails on timing.
+# run.sh — the training benchmark, run fairly. tpx-train against torch eager
+# f32 on the same random ~54M-parameter Llama (hidden 512, 8 layers, 8
+# heads, intermediate 1024, vocab 32000, untied), the same token batch
+# (4 x 256) and the same AdamW + clipping, at world 1 and at tp 2 (tpx: the
+# local backend, ranks as threads; torch: gloo, one process per rank).
+#
+# Fairness rules (bench/README.md "Training"):
+# - the same threads per rank on both sides (cores / world: BLAS, OpenMP
+#   and torch's intra-op pool), the first (warm-up) step excluded on both;
+# - torch is parallelised by NeMo Automodel's own fsdp2_strategy_parallelize
+#   when nemo_automodel imports, else by the hand-written DTensor plan of
+#   torch_step.py; the report says which;
+# - PAIRS interleaved A/B pairs per mesh (tpx then torch, then again), each
+#   figure the median with its min-max; the load average before and after,
+#   and "NOISY" when either exceeds the core count (not a result then).
+# It prints the ratios issue 19 names: world-1 tpx/torch, the share of the
+# machine's measured sgemm peak (sgemm_peak.py; FLOP per token stated),
+# tp2 over world 1 for tpx, and tp2 tpx/torch.
+# usage: bench/train/run.sh [BUILD_DIR] [PAIRS] [STEPS]   (5 pairs, 3 steps)
+# PYTHON names an interpreter with torch + transformers (default python3).
+# Never fails on timing; exits 2 when a binary is not built.
 set -eu
 build=${1:-build}
-steps=${2:-2}
+pairs=${2:-5}
+steps=${3:-3}
+py=${PYTHON:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
 train=$build/examples/train/tpx-train
-ref=$build/examples/train/tpx-train-ref
 gen=$build/bench/train/tpx-bench-train-model
-for b in "$train" "$ref" "$gen"; do
+for b in "$train" "$gen"; do
   [ -x "$b" ] || { echo "run.sh: $b not built" >&2; exit 2; }
 done
 dir=$(mktemp -d "${TMPDIR:-/tmp}/tpx-bench-train.XXXXXX")
 trap 'rm -rf "$dir"' EXIT INT TERM
-"$gen" "$dir" 512 8 8 8 1024 32000 4 256
+H=512 L=8 NH=8 KV=8 I=1024 V=32000 B=4 T=256
+"$gen" "$dir" $H $L $NH $KV $I $V $B $T >/dev/null
 cores=$(nproc)
-common="--model $dir --tokens $dir/tokens.bin --batch 4 --seq 256 --steps $steps --lr 1e-4 --clip 1.0"
-results=""
-run() { # name world binary args...
-  name=$1 world=$2 bin=$3
-  shift 3
-  th=$((cores / world)); [ "$th" -ge 1 ] || th=1
-  echo "## $name (OPENBLAS_NUM_THREADS=$th per rank)"
-  if out=$(OPENBLAS_NUM_THREADS=$th "$bin" $common "$@" 2>&1); then
-    echo "$out"
-    line=$(echo "$out" | grep '^throughput' || true)
-    tok=$(echo "$line" | sed -n 's/^throughput \([0-9.]*\) tokens.*/\1/p')
-    coll=$(echo "$line" | sed -n 's/.*collectives \([0-9.]*\)%.*/\1/p')
-    results="$results$name $tok $coll
-"
-  else
-    echo "$out" | tail -3
-    results="$results$name failed -
-"
-  fi
-}
-run "ref-world1" 1 "$ref"
-run "tp1-dp1" 1 "$train"
-run "tp2-dp1" 2 "$train" --tp 2
-run "tp2-dp2" 4 "$train" --tp 2 --dp-shard 2
-run "tp4-dp1" 4 "$train" --tp 4
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+
+# FLOP per trained token: 6 x the matmul parameters (q, k, v, o, gate, up,
+# down per layer, and lm_head; the embedding is a lookup) plus attention's
+# QK^T and AV, 2 x 2 x T x H per layer forward, x3 for forward + backward,
+# counted over the whole T x T square as the kernels compute it.
+flops=$(awk -v h=$H -v l=$L -v kv=$KV -v nh=$NH -v i=$I -v v=$V -v t=$T 'BEGIN {
+  kvd = h / nh * kv
+  mm = l * (2 * h * h + 2 * h * kvd + 3 * h * i) + h * v
+  printf "%.0f", 6 * mm + 12 * l * t * h }')
+
 have_torch=0
-python3 -c "import torch, transformers" 2>/dev/null && have_torch=1
-tresults=""
-trun() { # name tp dp
-  if [ "$have_torch" = 1 ]; then
-    echo "## torch $1 (eager f32, gloo, $cores threads in all)"
-    tout=$(python3 "$here/torch_step.py" "$dir" "$dir/tokens.bin" 4 256 "$steps" "$cores" "$2" "$3" 2>&1 \
-           | grep -E '^(torch step|RESULT|Traceback|[A-Za-z]*Error)' || true)
-    echo "$tout"
-    tok=$(echo "$tout" | sed -n 's/^RESULT .*tokens_s=\([0-9.]*\).*/\1/p')
-    tresults="$tresults$1 ${tok:-failed}
-"
-  fi
+"$py" -c "import torch, transformers" 2>/dev/null && have_torch=1
+impl=none
+if [ "$have_torch" = 1 ]; then
+  impl=$("$py" "$here/torch_step.py" --which)
+fi
+
+echo "machine: $cores cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+echo "model: hidden $H, $L layers, $NH heads ($KV kv), intermediate $I," \
+     "vocab $V; batch $B x seq $T; $steps steps per run (first excluded)"
+echo "torch side: $impl"
+peak=""
+if "$py" -c "import numpy" 2>/dev/null; then
+  line=$("$py" "$here/sgemm_peak.py" "$cores")
+  echo "$line"
+  peak=$(echo "$line" | sed -n 's/^SGEMM gflops=\([0-9.]*\).*/\1/p')
+fi
+load_before=$(loadavg)
+echo "load average before: $load_before"
+
+rec=$dir/records
+: >"$rec"
+tpx_run() { # series world args...
+  series=$1 world=$2
+  shift 2
+  th=$((cores / world)); [ "$th" -ge 1 ] || th=1
+  out=$(OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th "$train" --model "$dir" \
+        --tokens "$dir/tokens.bin" --batch $B --seq $T --steps "$steps" \
+        --lr 1e-4 --clip 1.0 "$@" 2>&1) || { echo "$series failed" >>"$rec"; \
+        echo "  $series: failed: $(echo "$out" | tail -1)"; return 0; }
+  tok=$(echo "$out" | sed -n 's/^throughput \([0-9.]*\) tokens.*/\1/p')
+  coll=$(echo "$out" | sed -n 's/.*collectives \([0-9.]*\)%.*/\1/p')
+  echo "$series ${tok:-failed}" >>"$rec"
+  echo "$series-coll ${coll:-failed}" >>"$rec"
+  echo "  $series: $tok tokens/s (collectives $coll%)"
 }
-[ "$have_torch" = 1 ] || echo "## torch: not importable, no baseline"
-trun tp1-dp1 1 1
-trun tp2-dp1 2 1
-trun tp2-dp2 2 2
-trun tp4-dp1 4 1
-echo "## summary (tokens/s; collectives = share of rank 0's step; vs torch = tpx tokens/s over torch's, same mesh)"
-printf '%s' "$results" | awk -v tr="$tresults" '
-BEGIN { n = split(tr, L, "\n"); for (i = 1; i <= n; i++) { split(L[i], f, " "); if (f[1] != "") T[f[1]] = f[2] } }
-{ t = ($1 in T) ? T[$1] : (($1 == "ref-world1") ? T["tp1-dp1"] : "");
-  r = (t != "" && t != "failed" && $2 != "failed") ? sprintf("%.2fx", $2 / t) : "-";
-  printf "  %-10s tpx %9s tokens/s  collectives %5s%%  torch %9s tokens/s  tpx/torch %s\n", $1, $2, $3, (t == "" ? "-" : t), r }'
+torch_run() { # series tp
+  [ "$have_torch" = 1 ] || return 0
+  out=$("$py" "$here/torch_step.py" "$dir" "$dir/tokens.bin" $B $T "$steps" \
+        "$cores" "$2" 1 2>&1 || true)
+  tok=$(echo "$out" | sed -n 's/^RESULT .*tokens_s=\([0-9.]*\).*/\1/p')
+  echo "$1 ${tok:-failed}" >>"$rec"
+  [ -n "$tok" ] && echo "  $1: $tok tokens/s" \
+    || echo "  $1: failed: $(echo "$out" | tail -1)"
+}
+for p in $(seq "$pairs"); do
+  echo "## pair $p of $pairs (load $(loadavg))"
+  tpx_run tpx-w1 1
+  torch_run torch-w1 1
+  tpx_run tpx-tp2 2 --tp 2
+  torch_run torch-tp2 2
+done
+load_after=$(loadavg)
+echo "load average after: $load_after"
+
+echo "## medians (min-max) over the pairs, tokens/s"
+awk -f "$here/stats.awk" "$rec" >"$dir/stats"
+awk '{ printf "  %-14s %9s  (%s-%s, %d runs, %d failed)\n", $1, $2, $3, $4, $5, $6 }' \
+  "$dir/stats"
+med() { awk -v k="$1" '$1 == k { print $2 }' "$dir/stats"; }
+ratio() { # label a b target
+  awk -v l="$1" -v a="$2" -v b="$3" -v t="$4" 'BEGIN {
+    if (a == "" || b == "" || a == "-" || b == "-" || b + 0 == 0) {
+      printf "  %-34s -\n", l; exit }
+    r = a / b
+    printf "  %-34s %.2fx  (target %s: %s)\n", l, r, t, (r >= t + 0) ? "met" : "NOT met" }'
+}
+echo "## ratios (issue 19's targets)"
+ratio "world 1: tpx / torch" "$(med tpx-w1)" "$(med torch-w1)" 1.2
+ratio "tp2: tpx / torch" "$(med tpx-tp2)" "$(med torch-tp2)" 1.0
+ratio "tpx: tp2 / world 1" "$(med tpx-tp2)" "$(med tpx-w1)" 0.9
+if [ -n "$peak" ]; then
+  awk -v tok="$(med tpx-w1)" -v f="$flops" -v p="$peak" 'BEGIN {
+    if (tok == "" || tok == "-") exit
+    s = tok * f / (p * 1e9)
+    printf "  %-34s %.0f%%  (%.1f GFLOP/s at %.1f MFLOP/token of %.1f GFLOP/s; target 55%%: %s)\n",
+      "world 1: share of the sgemm peak", 100 * s, tok * f / 1e9, f / 1e6, p,
+      (s >= 0.55) ? "met" : "NOT met" }'
+fi
+noisy=$(awk -v a="$load_before" -v b="$load_after" -v c="$cores" \
+  'BEGIN { print (a > c || b > c) ? "NOISY" : "quiet" }')
+echo "## machine was $noisy (load $load_before before, $load_after after, $cores cores)"
+[ "$noisy" = quiet ] || echo "   a figure taken on a loaded machine is not a result: run again"

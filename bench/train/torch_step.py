@@ -5,8 +5,14 @@ plain eager; tp x dp_shard > 1 runs one process per rank over gloo with
 DTensor TP (the Llama plan tpx selects: colwise q/k/v/gate/up, rowwise
 o/down, vocab-parallel embedding, lm_head colwise with loss_parallel) and
 FSDP2 (fully_shard per layer, then the root) on a (dp_shard, tp) mesh.
+When nemo_automodel imports, every run (world 1 included, on a one-rank
+gloo group) is parallelised by NeMo Automodel's own mesh builder and
+fsdp2_strategy_parallelize, in f32 (an f32 MixedPrecisionPolicy, as
+tpx-train trains); otherwise by the hand-written plan above (world 1 plain
+eager). `--which` prints which one a run would use.
 Prints RESULT step_s=<mean of the steps after the first> tokens_s=...
-usage: torch_step.py MODEL_DIR TOKENS B T STEPS THREADS [TP DP_SHARD]"""
+usage: torch_step.py MODEL_DIR TOKENS B T STEPS THREADS [TP DP_SHARD]
+       torch_step.py --which"""
 import os
 import sys
 import time
@@ -79,6 +85,37 @@ def clip_mixed(params, max_norm):
     return total
 
 
+def automodel_version():
+    """The installed NeMo Automodel's version, or None when it does not
+    import."""
+    try:
+        import nemo_automodel
+        from nemo_automodel.components.distributed import parallelizer  # noqa: F401
+    except Exception:
+        return None
+    return getattr(nemo_automodel, "__version__", "unknown")
+
+
+def automodel_parallelize(model, tp, dp):
+    """NeMo Automodel's own FSDP2 mesh (pp, dp_replicate, dp_shard, cp, tp)
+    and its fsdp2_strategy_parallelize, in f32."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    from nemo_automodel.components.distributed.mesh import ParallelismSizes
+    from nemo_automodel.components.distributed.mesh_utils import _create_fsdp2_device_mesh
+    from nemo_automodel.components.distributed import parallelizer
+    from torch.distributed.fsdp._fully_shard._fsdp_param import FSDPParam
+    if not hasattr(FSDPParam, "to_accumulated_grad_if_needed"):
+        # Automodel 0.7.0 wraps this FSDPParam method, which newer torch no
+        # longer has (nor calls): there is nothing to guard, so skip the patch.
+        parallelizer._patch_fsdp_accumulated_grad_guard = lambda: None
+    fsdp2_strategy_parallelize = parallelizer.fsdp2_strategy_parallelize
+    mesh, _ = _create_fsdp2_device_mesh(ParallelismSizes(dp_size=dp, tp_size=tp),
+                                        world_size=tp * dp)
+    f32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32,
+                               output_dtype=torch.float32)
+    return fsdp2_strategy_parallelize(model, mesh, mp_policy=f32), mesh
+
+
 def mesh_rank(rank, args):
     model_dir, tokens, b, t, steps, threads, tp, dp = args
     import torch.distributed as dist
@@ -90,9 +127,12 @@ def mesh_rank(rank, args):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     dist.init_process_group("gloo", rank=rank, world_size=tp * dp)
     torch.set_num_threads(threads)
-    mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp_shard", "tp"))
     model = load(model_dir)
-    if tp > 1:
+    if automodel_version() is not None:
+        model, mesh = automodel_parallelize(model, tp, dp)
+    else:
+        mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp_shard", "tp"))
+    if automodel_version() is None and tp > 1:
         plan = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
                 "lm_head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)}
         for i in range(len(model.model.layers)):
@@ -103,7 +143,7 @@ def mesh_rank(rank, args):
             for n in ("self_attn.o_proj", "mlp.down_proj"):
                 plan[p + n] = RowwiseParallel()
         parallelize_module(model, mesh["tp"], plan)
-    if dp > 1:
+    if automodel_version() is None and dp > 1:
         for layer in model.model.layers:
             fully_shard(layer, mesh=mesh["dp_shard"])
         fully_shard(model, mesh=mesh["dp_shard"])
@@ -119,7 +159,7 @@ def mesh_rank(rank, args):
         t0 = time.perf_counter()
         opt.zero_grad()
         logits = model(input_ids=inp).logits
-        if tp > 1:
+        if hasattr(logits, "placements"):  # vocab-sharded DTensor logits
             with loss_parallel():
                 loss = torch.nn.functional.cross_entropy(
                     logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
@@ -141,10 +181,16 @@ def mesh_rank(rank, args):
 
 
 def main():
+    if sys.argv[1:] == ["--which"]:
+        v = automodel_version()
+        print(f"torch {torch.__version__} + NeMo Automodel {v} fsdp2_strategy_parallelize"
+              if v else f"torch {torch.__version__}, hand-written DTensor plan "
+              "(nemo_automodel not importable)")
+        return
     model_dir, tokens, b, t, steps, threads = sys.argv[1:7]
     b, t, steps, threads = int(b), int(t), int(steps), int(threads)
     tp, dp = (int(sys.argv[7]), int(sys.argv[8])) if len(sys.argv) > 8 else (1, 1)
-    if tp * dp == 1:
+    if tp * dp == 1 and automodel_version() is None:
         world1(model_dir, tokens, b, t, steps, threads)
         return
     import socket

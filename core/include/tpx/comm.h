@@ -151,12 +151,20 @@ typedef tpx_status (*tpx_local_fn)(tpx_comm *world, void *arg,
 TPX_API tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
                                  tpx_error *err);
 
-/* Options of a local world. None yet beyond struct_size: the struct exists
- * so options can be added without a new entry point. */
+/* Options of a local world. */
 typedef struct tpx_local_options {
   size_t struct_size;
+  /* 1: the world's buffers are CUDA device memory of the calling thread's
+   * current GPU, which the ranks share (tpx_comm_memspace: "cuda"): each
+   * rank gets a CUDA stream of its own, collectives run as device-to-device
+   * copies and reduction kernels on it, with the same results as host
+   * memory byte for byte; every buffer a collective, the TP calls or the
+   * runtime take is then a device pointer (docs/RUNTIME.md "Device
+   * memory"). TPX_UNSUPPORTED when libtpx was built without CUDA,
+   * TPX_NO_DEVICE without a usable GPU. 0: host memory. */
+  int cuda_memory;
 } tpx_local_options;
-#define TPX_LOCAL_OPTIONS_INIT { sizeof(tpx_local_options) }
+#define TPX_LOCAL_OPTIONS_INIT { sizeof(tpx_local_options), 0 }
 
 /* tpx_local_run with options (NULL = defaults). */
 TPX_API tpx_status tpx_local_run_opts(int nranks,
@@ -164,9 +172,9 @@ TPX_API tpx_status tpx_local_run_opts(int nranks,
                                       tpx_local_fn fn, void *arg,
                                       tpx_error *err);
 
-/* The memory space of comm's buffers: "host" (local, mpi), "cuda" (nccl:
- * device pointers) or "sim" (a local world in the tests' device-memory
- * double). A static string; "host" for NULL. */
+/* The memory space of comm's buffers: "host" (local, mpi), "cuda" (nccl,
+ * or local with cuda_memory: device pointers) or "sim" (a local world in
+ * the tests' device-memory double). A static string; "host" for NULL. */
 TPX_API const char *tpx_comm_memspace(const tpx_comm *comm);
 
 /* True when libtpx was built with the backend ("local", "mpi", "nccl"). */

@@ -30,6 +30,7 @@
 
 #include "comm/barrier.h"
 #include "comm/comm_impl.h"
+#include "comm/local_dev.h"
 #include "comm/local_test.h"
 #include "device/elem.h"
 
@@ -79,7 +80,11 @@ typedef struct lctx {
   lgroup *g;
   int rank;
   uint64_t splits; /* how many splits this handle made (same on all ranks) */
-  const tpx__memspace *ms; /* host, or sim (buffers seen via host_view) */
+  const tpx__memspace *ms; /* host, sim or cuda: this rank's space */
+  /* 1: the device path (sim, cuda): slots hold the buffers' own pointers
+   * and the work goes through the memory space (local_dev.c), with this
+   * rank's stream synced around the rendezvous. 0: host shared memory. */
+  int dev;
 } lctx;
 
 static const tpx_comm_iface local_iface;
@@ -168,6 +173,7 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group,
   c->g = g;
   c->rank = index;
   c->ms = w->ms;
+  c->dev = w->dev;
   *out = tpx__comm_new(&local_iface, c, index, gsize);
   if (!*out) {
     local_destroy(c);
@@ -192,10 +198,11 @@ static tpx_status enter(lctx *c, int coll, const void *send, void *recv,
   if (c->rank == 0)
     atomic_store_explicit(&g->next_item, 0, memory_order_relaxed);
   s->coll = coll;
-  /* Shared memory: the host alias of each buffer (identity for host
-   * memory, the untagged pointer in sim mode). */
-  s->send = tpx__ms_host_view(c->ms, send);
-  s->recv = tpx__ms_host_view(c->ms, recv);
+  /* Device path: this rank's buffers are final (its stream is done) before
+   * anyone reads them, and the pointers are the space's own. */
+  tpx_status synced = c->dev ? tpx__ms_sync(c->ms, err) : TPX_OK;
+  s->send = c->dev ? send : tpx__ms_host_view(c->ms, send);
+  s->recv = c->dev ? recv : tpx__ms_host_view(c->ms, recv);
   s->count = count;
   s->dtype = dtype;
   s->op = op;
@@ -216,10 +223,30 @@ static tpx_status enter(lctx *c, int coll, const void *send, void *recv,
           coll_name(b->coll), b->count, tpx_dtype_short_name(b->dtype),
           b->op, b->root);
   }
-  return TPX_OK;
+  return synced;
 }
 
-static void leave(lctx *c) { tpx__barrier_wait(&c->g->bar); }
+/* Device path: this rank's reads and writes are done before anyone
+ * leaves (so no buffer is touched after its owner returned). */
+static tpx_status leave(lctx *c, tpx_status st, tpx_error *err) {
+  if (c->dev) {
+    tpx_status synced = tpx__ms_sync(c->ms, st == TPX_OK ? err : NULL);
+    if (st == TPX_OK) st = synced;
+  }
+  tpx__barrier_wait(&c->g->bar);
+  return st;
+}
+
+/* The group's published buffers, for the device path. */
+static tpx__ldev_peers peers_of(const lctx *c, const void **sends,
+                                void **recvs) {
+  for (int j = 0; j < c->g->size; j++) {
+    sends[j] = c->g->slots[j].send;
+    recvs[j] = c->g->slots[j].recv;
+  }
+  tpx__ldev_peers p = {c->ms, c->rank, c->g->size, sends, recvs};
+  return p;
+}
 
 /* Chunk length in elements for `count` elements: about a quarter of a
  * rank's share, between 16 KiB and 256 KiB, whole cache lines. */
@@ -247,7 +274,12 @@ static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
   lctx *c = ctx;
   lgroup *g = c->g;
   tpx_status st = enter(c, C_ALL_REDUCE, send, recv, count, dtype, op, 0, err);
-  if (st == TPX_OK) {
+  if (st == TPX_OK && c->dev) {
+    const void *sends[MAXR];
+    void *recvs[MAXR];
+    tpx__ldev_peers p = peers_of(c, sends, recvs);
+    st = tpx__ldev_all_reduce(&p, count, dtype, op, err);
+  } else if (st == TPX_OK) {
     size_t es = tpx_dtype_size(dtype), len = chunk_len(count, es, g->size);
     size_t nchunks = (count + len - 1) / len;
     int stream = count * es >= STREAM_BYTES;
@@ -263,8 +295,7 @@ static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
                        stream);
     }
   }
-  leave(c);
-  return st;
+  return leave(c, st, err);
 }
 
 static tpx_status local_reduce_scatter(void *ctx, const void *send,
@@ -275,7 +306,12 @@ static tpx_status local_reduce_scatter(void *ctx, const void *send,
   lgroup *g = c->g;
   tpx_status st =
       enter(c, C_REDUCE_SCATTER, send, recv, count, dtype, op, 0, err);
-  if (st == TPX_OK && count > 0) {
+  if (st == TPX_OK && count > 0 && c->dev) {
+    const void *sends[MAXR];
+    void *recvs[MAXR];
+    tpx__ldev_peers p = peers_of(c, sends, recvs);
+    st = tpx__ldev_reduce_scatter(&p, count, dtype, op, err);
+  } else if (st == TPX_OK && count > 0) {
     size_t es = tpx_dtype_size(dtype), len = chunk_len(count, es, 1);
     size_t per = (count + len - 1) / len; /* chunks per block */
     int stream = count * es >= STREAM_BYTES;
@@ -291,8 +327,7 @@ static tpx_status local_reduce_scatter(void *ctx, const void *send,
                        stream);
     }
   }
-  leave(c);
-  return st;
+  return leave(c, st, err);
 }
 
 static tpx_status local_all_gather(void *ctx, const void *send, void *recv,
@@ -301,7 +336,12 @@ static tpx_status local_all_gather(void *ctx, const void *send, void *recv,
   lctx *c = ctx;
   lgroup *g = c->g;
   tpx_status st = enter(c, C_ALL_GATHER, send, recv, count, dtype, 0, 0, err);
-  if (st == TPX_OK && count > 0) {
+  if (st == TPX_OK && count > 0 && c->dev) {
+    const void *sends[MAXR];
+    void *recvs[MAXR];
+    tpx__ldev_peers p = peers_of(c, sends, recvs);
+    st = tpx__ldev_all_gather(&p, count * tpx_dtype_size(dtype), err);
+  } else if (st == TPX_OK && count > 0) {
     size_t bytes = count * tpx_dtype_size(dtype);
     size_t len = chunk_len(bytes, 1, 1), per = (bytes + len - 1) / len;
     int stream = bytes >= STREAM_BYTES;
@@ -315,8 +355,7 @@ static tpx_status local_all_gather(void *ctx, const void *send, void *recv,
                      (const unsigned char *)g->slots[q].send + lo, n, stream);
     }
   }
-  leave(c);
-  return st;
+  return leave(c, st, err);
 }
 
 static tpx_status local_broadcast(void *ctx, const void *send, void *recv,
@@ -325,7 +364,12 @@ static tpx_status local_broadcast(void *ctx, const void *send, void *recv,
   lctx *c = ctx;
   tpx_status st =
       enter(c, C_BROADCAST, send, recv, count, dtype, 0, root, err);
-  if (st == TPX_OK && count > 0) {
+  if (st == TPX_OK && count > 0 && c->dev) {
+    const void *sends[MAXR];
+    void *recvs[MAXR];
+    tpx__ldev_peers p = peers_of(c, sends, recvs);
+    st = tpx__ldev_broadcast(&p, count * tpx_dtype_size(dtype), root, err);
+  } else if (st == TPX_OK && count > 0) {
     lgroup *g = c->g;
     size_t bytes = count * tpx_dtype_size(dtype);
     size_t len = chunk_len(bytes, 1, 1), per = (bytes + len - 1) / len;
@@ -339,8 +383,7 @@ static tpx_status local_broadcast(void *ctx, const void *send, void *recv,
       tpx__copy_into(dsts, g->size, src + lo, n, stream);
     }
   }
-  leave(c);
-  return st;
+  return leave(c, st, err);
 }
 
 static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
@@ -349,7 +392,12 @@ static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
   lctx *c = ctx;
   lgroup *g = c->g;
   tpx_status st = enter(c, C_ALL_TO_ALL, send, recv, count, dtype, 0, 0, err);
-  if (st == TPX_OK && count > 0) {
+  if (st == TPX_OK && count > 0 && c->dev) {
+    const void *sends[MAXR];
+    void *recvs[MAXR];
+    tpx__ldev_peers p = peers_of(c, sends, recvs);
+    st = tpx__ldev_all_to_all(&p, count * tpx_dtype_size(dtype), err);
+  } else if (st == TPX_OK && count > 0) {
     size_t bytes = count * tpx_dtype_size(dtype);
     unsigned char *mine = g->slots[c->rank].recv;
     for (int j = 0; j < g->size; j++)
@@ -358,15 +406,13 @@ static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
                  (size_t)c->rank * bytes,
              bytes);
   }
-  leave(c);
-  return st;
+  return leave(c, st, err);
 }
 
 static tpx_status local_barrier(void *ctx, tpx_error *err) {
   lctx *c = ctx;
   tpx_status st = enter(c, C_BARRIER, NULL, NULL, 0, TPX_DTYPE_U8, 0, 0, err);
-  leave(c);
-  return st;
+  return leave(c, st, err);
 }
 
 static const tpx_comm_iface local_iface = {
@@ -396,6 +442,7 @@ typedef struct lthread {
   tpx_comm *comm;
   tpx_local_fn fn;
   void *arg;
+  tpx__memspace *own_ms; /* cuda_memory: this rank's space (its stream) */
   tpx_status st;
   tpx_error err;
 } lthread;
@@ -407,7 +454,9 @@ static void *rank_main(void *p) {
     pthread_cond_wait(&t->gate->cv, &t->gate->mu);
   int go = t->gate->state > 0;
   pthread_mutex_unlock(&t->gate->mu);
-  if (go)
+  if (go && t->own_ms) /* the rank's thread works on the space's GPU */
+    t->st = tpx__ms_bind_thread(t->own_ms, &t->err);
+  if (go && t->st == TPX_OK)
     t->st = t->fn(t->comm, t->arg, &t->err);
   return NULL;
 }
@@ -420,14 +469,16 @@ tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
 tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
                               tpx_local_fn fn, void *arg, tpx_error *err) {
   tpx_local_options o = TPX_LOCAL_OPTIONS_INIT;
-  int sim = 0;
+  int sim = 0, managed = 0;
   if (opts && opts->struct_size == sizeof(tpx__local_test_options) &&
       ((const tpx__local_test_options *)opts)->magic ==
           TPX__LOCAL_TEST_MAGIC) {
-    /* the tests' sim switch (comm/local_test.h) */
+    /* the tests' device switches (comm/local_test.h) */
     sim = ((const tpx__local_test_options *)opts)->sim_device_memory;
+    managed = ((const tpx__local_test_options *)opts)->cuda_managed;
     memcpy(&o, opts, sizeof o);
     o.struct_size = sizeof o;
+    o.cuda_memory |= managed;
   } else if (opts) {
     if (opts->struct_size < sizeof(size_t) || opts->struct_size > sizeof o)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -438,6 +489,7 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
     memcpy(&o, opts, opts->struct_size);
   }
   const tpx__memspace *ms = sim ? &tpx__ms_sim : &tpx__ms_host;
+  int dev = sim || o.cuda_memory; /* the device path (local_dev.c) */
   if (!fn)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "local_run: fn is NULL");
   if (nranks < 1 || nranks > TPX_LOCAL_MAX_RANKS)
@@ -474,15 +526,26 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
     c->u = &u;
     c->g = world;
     c->rank = made;
+    c->dev = dev;
     c->ms = ms;
-    comm->ms = ms;
+    if (o.cuda_memory) { /* a stream per rank, freed below */
+      tpx__memspace *own = NULL;
+      st = tpx__ms_cuda_create(&own, managed, err);
+      th[made].own_ms = own;
+      c->ms = own ? own : ms;
+    }
+    comm->ms = c->ms;
     th[made].comm = comm;
+    if (st != TPX_OK) {
+      made++; /* destroyed below with the others */
+      break;
+    }
     th[made].gate = &gate;
     th[made].fn = fn;
     th[made].arg = arg;
   }
   int started = 0;
-  if (made == nranks) {
+  if (made == nranks && st == TPX_OK) {
     for (; started < nranks; started++)
       if (pthread_create(&th[started].tid, NULL, rank_main, &th[started]))
         break;
@@ -493,7 +556,9 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
   pthread_mutex_unlock(&gate.mu);
   for (int i = 0; i < started; i++)
     pthread_join(th[i].tid, NULL);
-  if (made < nranks || started < nranks) {
+  if (st != TPX_OK) {
+    /* a rank's cuda space could not be made: err says why */
+  } else if (made < nranks || started < nranks) {
     st = tpx_error_set(err, made < nranks ? TPX_NO_MEMORY : TPX_INTERNAL,
                        "local_run: could not %s rank %d of %d",
                        made < nranks ? "allocate" : "start a thread for",
@@ -509,8 +574,10 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
     }
   }
   /* Handles release the world (and free it with the last one). */
-  for (int i = 0; i < made; i++)
+  for (int i = 0; i < made; i++) {
     tpx_comm_destroy(th[i].comm);
+    tpx__ms_cuda_destroy(th[i].own_ms);
+  }
   /* Sub-groups whose handles the ranks leaked. */
   while (u.groups) {
     lgroup *g = u.groups;

@@ -53,6 +53,19 @@ static int64_t get_index(const void *ids, tpx_dtype idt, size_t i) {
 
 /* ---- kernels ---- */
 
+static tpx_status h_reduce(const tpx__memspace *ms, void *const *dsts,
+                           int ndst, const void *const *srcs, int nsrc,
+                           size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                           int64_t avg_div, tpx_error *err) {
+  void *d[TPX__MS_MAX_PTRS];
+  const void *s[TPX__MS_MAX_PTRS];
+  (void)err;
+  for (int j = 0; j < ndst; j++) d[j] = V(dsts[j]);
+  for (int j = 0; j < nsrc; j++) s[j] = V(srcs[j]);
+  tpx__reduce_into(d, ndst, s, nsrc, count, dtype, op, avg_div, 0);
+  return TPX_OK;
+}
+
 static tpx_status h_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
                             const void *src, tpx_dtype sd, size_t n,
                             tpx_error *err) {
@@ -106,21 +119,66 @@ static tpx_status h_scale_f32(const tpx__memspace *ms, float *p, size_t n,
   return TPX_OK;
 }
 
+/* ---- the norms, in the order every space shares (kernels.h) ----
+ * Tiles of NT_TILE = 4096 values; in a tile, lane j (0..255) folds values
+ * j + 256*k (k = 0..15) in k order into an f64 starting at 0; the 256
+ * lanes meet in a binary tree (stride 128, 64, ..., 1); the tile values
+ * are the next level's input, reduced alike down to one value; then
+ * *acc combined with it. The cuda kernels (ms_cuda_kernels.cu) run the
+ * same order grid-wide, so every space gives the same bits. */
+#define NT_LANES 256
+#define NT_TILE ((size_t)NT_LANES * 16)
+
+static inline double nan_max(double a, double v) {
+  return (v > a || isnan(v)) ? v : a;
+}
+
+/* One tile of `len` <= NT_TILE values: g (f32, squared or |g|) when g,
+ * else d (the previous level's values). */
+static double nt_tile(const float *g, const double *d, size_t len, int inf) {
+  double part[NT_LANES];
+  for (int j = 0; j < NT_LANES; j++) part[j] = 0.0;
+  for (size_t k = 0; k * NT_LANES < len; k++) {
+    size_t m = len - k * NT_LANES < NT_LANES ? len - k * NT_LANES : NT_LANES;
+    const size_t o = k * NT_LANES;
+    if (inf)
+      for (size_t j = 0; j < m; j++)
+        part[j] = nan_max(part[j], g ? fabs((double)g[o + j]) : d[o + j]);
+    else if (g)
+      for (size_t j = 0; j < m; j++)
+        part[j] += (double)g[o + j] * (double)g[o + j];
+    else
+      for (size_t j = 0; j < m; j++) part[j] += d[o + j];
+  }
+  for (int w = NT_LANES / 2; w > 0; w >>= 1)
+    for (int j = 0; j < w; j++)
+      part[j] = inf ? nan_max(part[j], part[j + w]) : part[j] + part[j + w];
+  return part[0];
+}
+
 static tpx_status h_norm_acc(const tpx__memspace *ms, double *acc,
                              const float *g, size_t n, int inf,
                              tpx_error *err) {
   acc = V(acc), g = V(g);
-  (void)err;
-  double a = *acc;
-  if (inf) {
-    for (size_t k = 0; k < n; k++) {
-      double v = fabs((double)g[k]);
-      if (v > a || isnan(v)) a = v;
-    }
-  } else {
-    for (size_t k = 0; k < n; k++) a += (double)g[k] * (double)g[k];
+  size_t m = (n + NT_TILE - 1) / NT_TILE;
+  double one = 0.0, *lv = m > 1 ? malloc(m * sizeof *lv) : &one;
+  if (!lv)
+    return tpx_error_set(err, TPX_NO_MEMORY, "norm: %zu tile values", m);
+  for (size_t t = 0; t < m; t++) {
+    size_t len = n - t * NT_TILE < NT_TILE ? n - t * NT_TILE : NT_TILE;
+    lv[t] = nt_tile(g + t * NT_TILE, NULL, len, inf);
   }
-  *acc = a;
+  while (m > 1) { /* in place: tile t's value lands at t <= its start */
+    size_t next = (m + NT_TILE - 1) / NT_TILE;
+    for (size_t t = 0; t < next; t++) {
+      size_t len = m - t * NT_TILE < NT_TILE ? m - t * NT_TILE : NT_TILE;
+      lv[t] = nt_tile(NULL, lv + t * NT_TILE, len, inf);
+    }
+    m = next;
+  }
+  double total = lv[0];
+  if (lv != &one) free(lv);
+  *acc = inf ? nan_max(*acc, total) : *acc + total;
   return TPX_OK;
 }
 
@@ -425,6 +483,7 @@ static tpx_status h_loss_logprobs(const tpx__memspace *ms, float *out,
 }
 
 const tpx__ms_kernels tpx__ms_host_kernels = {
+    .reduce = h_reduce,
     .convert = h_convert,
     .add_f32 = h_add_f32,
     .scale_f32 = h_scale_f32,

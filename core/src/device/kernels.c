@@ -3,6 +3,7 @@
  * for a kernel a space was built without; then one call through the
  * space's kernel table. Not here: the kernels themselves (host_kernels.c,
  * ms_cuda_kernels.cu). */
+#include "device/elem.h"
 #include "device/kernels.h"
 
 /* TPX_OK when the space has kernel `fn`. */
@@ -57,6 +58,28 @@ static tpx_status bad_dtype(const char *what, const char *arg, tpx_dtype d,
     tpx_status st_ = have(ms, K(ms, m) != NULL, #m, err);                \
     if (st_ != TPX_OK) return st_;                                             \
   } while (0)
+
+tpx_status tpx__ms_reduce(const tpx__memspace *ms, void *const *dsts,
+                          int ndst, const void *const *srcs, int nsrc,
+                          size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                          int64_t avg_div, tpx_error *err) {
+  tpx_status st = tpx__reduce_check("kernel reduce", dtype, op, err);
+  if (st != TPX_OK) return st;
+  if (ndst < 1 || ndst > TPX__MS_MAX_PTRS || nsrc < 1 ||
+      nsrc > TPX__MS_MAX_PTRS)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "kernel reduce: %d destinations, %d sources (1..%d "
+                         "each)",
+                         ndst, nsrc, TPX__MS_MAX_PTRS);
+  if (!count) return TPX_OK;
+  CHECK_BUF("reduce", dsts);
+  CHECK_BUF("reduce", srcs);
+  for (int d = 0; d < ndst; d++) CHECK_BUF("reduce", dsts[d]);
+  for (int s = 0; s < nsrc; s++) CHECK_BUF("reduce", srcs[s]);
+  CHECK_KERNEL(ms, reduce);
+  return ms->k->reduce(ms, dsts, ndst, srcs, nsrc, count, dtype, op, avg_div,
+                       err);
+}
 
 tpx_status tpx__ms_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
                            const void *src, tpx_dtype sd, size_t n,

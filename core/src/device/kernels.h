@@ -10,6 +10,8 @@
  * sizes), treats n == 0 as a no-op, and answers TPX_UNSUPPORTED naming
  * the kernel and the space when the space was built without it. A new
  * kernel adds one member, one host loop, one cuda kernel and one wrapper.
+ * The cuda kernels are asynchronous on the space's stream; those that hand
+ * the host a value (index_check's verdict) wait for it.
  *
  * Kernels keep the math of the host loops (the host space IS those loops),
  * bit for bit, except where a kernel's comment says otherwise.
@@ -18,8 +20,12 @@
 #define TPX_DEVICE_KERNELS_H
 
 #include "device/memspace.h"
+#include "tpx/placement.h"
 
 TPX_BEGIN_DECLS
+
+/* The most sources or destinations one reduce takes (a local world). */
+#define TPX__MS_MAX_PTRS 256
 
 /* AdamW's per-step scalars, as rt_adamw.c derives them from the options. */
 typedef struct tpx__ms_adamw {
@@ -50,6 +56,16 @@ typedef struct tpx__ms_loss {
  * the loss view struct itself are host memory. Called only through the
  * wrappers below, which have checked the arguments and skipped n == 0. */
 struct tpx__ms_kernels {
+  /* dsts[d][i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) for i < count and
+   * every d < ndst: the arithmetic of tpx__reduce_into (device/elem.h: f16
+   * / bf16 in f32, integers in 64 bits, sources in order, avg dividing the
+   * sum by avg_div once), bit for bit. A destination may alias a source at
+   * the same index. dsts / srcs are host arrays of at most
+   * TPX__MS_MAX_PTRS pointers into the space (the local backend's ranks). */
+  tpx_status (*reduce)(const tpx__memspace *ms, void *const *dsts, int ndst,
+                       const void *const *srcs, int nsrc, size_t count,
+                       tpx_dtype dtype, tpx_reduce_op op, int64_t avg_div,
+                       tpx_error *err);
   /* dst[i] = (dd) src[i] between f32 / bf16 / f16, round to nearest even
    * (dd != sd; the wrapper copies equal dtypes). */
   tpx_status (*convert)(const tpx__memspace *ms, void *dst, tpx_dtype dd,
@@ -62,7 +78,9 @@ struct tpx__ms_kernels {
   tpx_status (*scale_f32)(const tpx__memspace *ms, float *p, size_t n,
                           float v, int divide, tpx_error *err);
   /* *acc (one f64 in the space) += sum g[i]^2 (inf = 0), or = max(*acc,
-   * |g[i]|) with NaN winning (inf = 1), in f64. */
+   * |g[i]|) with NaN winning (inf = 1), in f64, summed in one fixed tree
+   * order every space shares (host_kernels.c "the norms"; the cuda space
+   * runs it grid-wide): deterministic and the same bits in every space. */
   tpx_status (*norm_acc)(const tpx__memspace *ms, double *acc,
                          const float *g, size_t n, int inf, tpx_error *err);
   /* torch.optim.AdamW's single-tensor f32 update of p, m, v from g. */
@@ -94,8 +112,7 @@ struct tpx__ms_kernels {
                              const tpx__ms_loss *l, tpx_error *err);
   /* se[i] = sum_j exp(z_ij - mx[i]) (f64); when want_tgt, se[rows + i] =
    * the target's logit on the rank holding it, else 0 (the masked target
-   * gather). The cuda space sums a row in another order (not
-   * bit-identical). */
+   * gather). Every space adds the same terms in the same order. */
   tpx_status (*loss_row_sums)(const tpx__memspace *ms, double *se,
                               const float *mx, const tpx__ms_loss *l,
                               int want_tgt, tpx_error *err);
@@ -109,7 +126,8 @@ struct tpx__ms_kernels {
   /* logprob_i = se[rows + i] - mx[i] - log(se[i]): into out[i] (f32; 0 for
    * ignored rows) when out, and into sum_count[0] -= logprob_i,
    * sum_count[1] += 1 over counted rows when sum_count (two f64 in the
-   * space, zeroed by the caller). */
+   * space, zeroed by the caller). The cuda space's log() may differ from
+   * libm's in the last bit. */
   tpx_status (*loss_logprobs)(const tpx__memspace *ms, float *out,
                               double *sum_count, const float *mx,
                               const double *se, const tpx__ms_loss *l,
@@ -122,6 +140,10 @@ extern const tpx__ms_kernels tpx__ms_host_kernels;
 /* ---- the checked wrappers (kernels.c): the members above, with the
  * arguments checked (TPX_INVALID_ARGUMENT / TPX_UNSUPPORTED naming the
  * kernel) and n == 0 a no-op. convert of equal dtypes is a D2D copy. ---- */
+tpx_status tpx__ms_reduce(const tpx__memspace *ms, void *const *dsts,
+                          int ndst, const void *const *srcs, int nsrc,
+                          size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                          int64_t avg_div, tpx_error *err);
 tpx_status tpx__ms_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
                            const void *src, tpx_dtype sd, size_t n,
                            tpx_error *err);

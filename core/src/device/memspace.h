@@ -21,9 +21,12 @@
  * mpi -> host, local -> host or sim (comm/local_test.h, tests only).
  *
  * Contract of every op: sizes and offsets come from the caller (shapes,
- * layouts), never from buffer contents; calls on one space are ordered (the
- * cuda space runs them on one stream and returns once done, so a following
- * collective or host read sees the result); n == 0 is a no-op.
+ * layouts), never from buffer contents; calls on one space are ordered
+ * (the cuda space enqueues them on one stream, so a following op or
+ * collective on that stream sees the result); n == 0 is a no-op. The cuda
+ * space returns before its work is done except where the host needs a
+ * value: a D2H copy returns with the bytes in host memory, an H2D copy
+ * with the host source free to reuse; tpx__ms_sync waits for the rest.
  * Not here: collectives (comm/), shard arithmetic (tpx/layout.h). */
 #ifndef TPX_DEVICE_MEMSPACE_H
 #define TPX_DEVICE_MEMSPACE_H
@@ -67,6 +70,10 @@ typedef struct tpx__ms_buffers {
   tpx_status (*copy2d)(const tpx__memspace *ms, void *dst, size_t dpitch,
                        const void *src, size_t spitch, size_t width,
                        size_t rows, tpx__copy_kind kind, tpx_error *err);
+  /* Wait until every op enqueued on the space so far is complete (for a
+   * host thread that hands buffers to another: the local backend's
+   * rendezvous). NULL: ops complete on return (host, sim). */
+  tpx_status (*sync)(const tpx__memspace *ms, tpx_error *err);
 } tpx__ms_buffers;
 
 struct tpx__memspace {
@@ -74,6 +81,7 @@ struct tpx__memspace {
   /* NULL, or NULL members: kernels not built (the wrappers say so). */
   const tpx__ms_kernels *k;
   void *stream; /* cuda: the comm's cudaStream_t; else NULL */
+  int device;   /* cuda: the device ordinal of `stream`; else -1 */
 };
 
 /* The host and sim spaces (stateless, shared), and the host buffer ops
@@ -82,9 +90,18 @@ extern const tpx__memspace tpx__ms_host;
 extern const tpx__memspace tpx__ms_sim;
 extern const tpx__ms_buffers tpx__ms_host_buffers;
 
-/* cuda (ms_cuda.c): a space on `stream` (a cudaStream_t); TPX_UNSUPPORTED
- * when built without CUDA. */
+/* cuda (ms_cuda.c): a space on `stream` (a cudaStream_t) of the calling
+ * thread's current device; TPX_UNSUPPORTED when built without CUDA. */
 tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream, tpx_error *err);
+/* A cuda space with a stream of its own on the current device (the local
+ * backend's ranks sharing one GPU), and its end (NULL: no-op). Without a
+ * usable GPU: TPX_NO_DEVICE naming the CUDA error. `managed`: buffers from
+ * cudaMallocManaged (the tests' device mode only, comm/local_test.h). */
+tpx_status tpx__ms_cuda_create(tpx__memspace **out, int managed,
+                               tpx_error *err);
+void tpx__ms_cuda_destroy(tpx__memspace *ms);
+/* Make ms's device current on the calling thread (cuda); else a no-op. */
+tpx_status tpx__ms_bind_thread(const tpx__memspace *ms, tpx_error *err);
 
 /* ---- the buffer wrappers (zero sizes and self-copies are no-ops) ---- */
 static inline int tpx__ms_is_device(const tpx__memspace *ms) {
@@ -111,6 +128,10 @@ static inline tpx_status tpx__ms_copy(const tpx__memspace *ms, void *dst,
                                       tpx__copy_kind kind, tpx_error *err) {
   return bytes && dst != src ? ms->buf->copy(ms, dst, src, bytes, kind, err)
                              : TPX_OK;
+}
+static inline tpx_status tpx__ms_sync(const tpx__memspace *ms,
+                                      tpx_error *err) {
+  return ms->buf->sync ? ms->buf->sync(ms, err) : TPX_OK;
 }
 static inline tpx_status tpx__ms_copy2d(const tpx__memspace *ms, void *dst,
                                         size_t dpitch, const void *src,

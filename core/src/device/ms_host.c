@@ -66,4 +66,4 @@ const tpx__ms_buffers tpx__ms_host_buffers = {
 };
 
 const tpx__memspace tpx__ms_host = {&tpx__ms_host_buffers,
-                                    &tpx__ms_host_kernels, NULL};
+                                    &tpx__ms_host_kernels, NULL, -1};

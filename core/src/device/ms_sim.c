@@ -68,4 +68,5 @@ static const tpx__ms_buffers sim_buffers = {
     .copy2d = s_copy2d,
 };
 
-const tpx__memspace tpx__ms_sim = {&sim_buffers, &tpx__ms_host_kernels, NULL};
+const tpx__memspace tpx__ms_sim = {&sim_buffers, &tpx__ms_host_kernels, NULL,
+                                   -1};

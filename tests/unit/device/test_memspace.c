@@ -19,6 +19,7 @@
 #include "device/kernels.h"
 #include "../shard/shard_fixture.h"
 #include "device/sim_tag.h"
+#include "norm_tree_ref.h"
 
 static const tpx__memspace *space(int sim) {
   return sim ? &tpx__ms_sim : &tpx__ms_host;
@@ -479,10 +480,52 @@ START_TEST(test_embedding) {
 }
 END_TEST
 
+/* The norms' documented order (norm_tree_ref.h): the host kernel follows
+ * it bit for bit, it is deterministic and near the plain sequential sum;
+ * one, two and three levels of tiles, ragged last tiles. */
+START_TEST(test_norm_tree_order) {
+  static const size_t ns[] = {1, 255, 4095, 4096, 4097, 70001,
+                              4096 * 4096 + 3};
+  for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+    size_t n = ns[c];
+    float *g = malloc(n * sizeof *g);
+    ck_assert_ptr_nonnull(g);
+    for (size_t i = 0; i < n; i++) g[i] = fval((int64_t)i, 3);
+    double seq = 0.5, mx = 0.5;
+    for (size_t i = 0; i < n; i++) {
+      seq += (double)g[i] * (double)g[i];
+      mx = fabs((double)g[i]) > mx ? fabs((double)g[i]) : mx;
+    }
+    for (int inf = 0; inf < 2; inf++) {
+      double got = 0.5;
+      ck_assert_int_eq(tpx__ms_norm_acc(&tpx__ms_host, &got, g, n, inf, NULL),
+                       TPX_OK);
+      double t1 = tpx__norm_tree_ref(0.5, g, n, inf);
+      double t2 = tpx__norm_tree_ref(0.5, g, n, inf);
+      ck_assert(memcmp(&t1, &t2, sizeof t1) == 0); /* deterministic */
+      ck_assert_msg(memcmp(&got, &t1, sizeof t1) == 0,
+                    "n %zu inf %d: host kernel %.17g, order %.17g", n, inf,
+                    got, t1);
+      if (inf)
+        ck_assert(t1 == mx);
+      else
+        ck_assert_msg(fabs(t1 - seq) <= 1e-12 * seq, "n %zu: %.17g vs %.17g",
+                      n, t1, seq);
+    }
+    /* NaN wins in both orders */
+    g[n / 2] = NAN;
+    ck_assert(isnan(tpx__norm_tree_ref(0.0, g, n, 1)));
+    ck_assert(isnan(tpx__norm_tree_ref(0.0, g, n, 0)));
+    free(g);
+  }
+}
+END_TEST
+
 /* ---- the checked wrappers (kernels.c) ---- */
 
 /* A space whose kernels were not built (the cuda space without nvcc). */
-static const tpx__memspace no_kernels = {&tpx__ms_host_buffers, NULL, NULL};
+static const tpx__memspace no_kernels = {&tpx__ms_host_buffers, NULL, NULL,
+                                          -1};
 
 START_TEST(test_wrappers_check) {
   const tpx__memspace *ms = &tpx__ms_host;
@@ -569,6 +612,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_index_check);
   tcase_add_test(tc, test_embedding);
   tcase_add_test(tc, test_wrappers_check);
+  tcase_add_test(tc, test_norm_tree_order);
   suite_add_tcase(s, tc);
   return s;
 }

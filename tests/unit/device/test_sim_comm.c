@@ -114,6 +114,102 @@ START_TEST(test_collectives_sim_equal_host) {
 }
 END_TEST
 
+/* Every reducible dtype and op through all_reduce (in place) and
+ * reduce_scatter, on a count large enough that the host path cuts it into
+ * several chunks: the device path (one share per rank, the reduce kernel)
+ * gives the same bytes. Values wrap integers, tie 16-bit floats and carry
+ * NaN / inf. */
+enum { RCOUNT = 20011 };
+static const tpx_dtype rdts[] = {
+    TPX_DTYPE_F64, TPX_DTYPE_F32, TPX_DTYPE_F16, TPX_DTYPE_BF16,
+    TPX_DTYPE_I64, TPX_DTYPE_I32, TPX_DTYPE_I16, TPX_DTYPE_I8,
+    TPX_DTYPE_U64, TPX_DTYPE_U32, TPX_DTYPE_U16, TPX_DTYPE_U8};
+enum { NRDT = sizeof rdts / sizeof rdts[0] };
+
+typedef struct rarg {
+  int sim;
+  unsigned char *out[MAXR]; /* per rank: every result, concatenated */
+} rarg;
+
+static void fill(unsigned char *b, size_t bytes, int r, int salt) {
+  uint64_t x = 0x9e3779b97f4a7c15ULL * (uint64_t)(r * 131 + salt + 1);
+  for (size_t i = 0; i < bytes; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    b[i] = (unsigned char)(x >> 24);
+  }
+}
+
+static tpx_status rbody(tpx_comm *w, void *arg, tpx_error *err) {
+  rarg *a = arg;
+  int sim = a->sim, r = tpx_comm_rank(w), n = tpx_comm_size(w);
+  size_t at = 0;
+  for (int d = 0; d < NRDT; d++)
+    for (int op = TPX_REDUCE_SUM; op <= TPX_REDUCE_MIN; op++) {
+      size_t es = tpx_dtype_size(rdts[d]), bytes = RCOUNT * es * (size_t)n;
+      unsigned char *h = malloc(bytes);
+      fill(h, bytes, r, d * 7 + op);
+      void *buf = sim ? tpx__sim_tag(h) : h, *rs = NULL;
+      unsigned char *o = malloc(RCOUNT * es);
+      rs = sim ? tpx__sim_tag(o) : o;
+      TRY(tpx_comm_all_reduce(w, buf, buf, RCOUNT, rdts[d],
+                              (tpx_reduce_op)op, err));
+      TRY(tpx_comm_reduce_scatter(w, buf, rs, RCOUNT, rdts[d],
+                                  (tpx_reduce_op)op, err));
+      memcpy(a->out[r] + at, h, RCOUNT * es);
+      memcpy(a->out[r] + at + RCOUNT * es, o, RCOUNT * es);
+      at += 2 * RCOUNT * es;
+      free(h);
+      free(o);
+    }
+  return TPX_OK;
+}
+
+START_TEST(test_reduce_every_dtype_sim_equal_host) {
+  int n = _i + 1;
+  size_t cap = 0;
+  for (int d = 0; d < NRDT; d++)
+    cap += 2 * 4 * RCOUNT * tpx_dtype_size(rdts[d]);
+  rarg a[2];
+  for (int sim = 0; sim < 2; sim++) {
+    a[sim].sim = sim;
+    for (int r = 0; r < MAXR; r++) a[sim].out[r] = calloc(1, cap);
+    tpx_error e = {0};
+    ck_assert_msg(tpx__local_run_sim(n, sim, rbody, &a[sim], &e) == TPX_OK,
+                  "%d ranks, %s: %s", n, sim ? "sim" : "host", e.message);
+  }
+  for (int r = 0; r < n; r++)
+    ck_assert_msg(memcmp(a[0].out[r], a[1].out[r], cap) == 0,
+                  "rank %d of %d: sim differs from host", r, n);
+  for (int sim = 0; sim < 2; sim++)
+    for (int r = 0; r < MAXR; r++) free(a[sim].out[r]);
+}
+END_TEST
+
+/* A world in CUDA device memory: without a usable GPU (or without CUDA)
+ * the launcher refuses it by name before any rank runs. */
+static tpx_status never_body(tpx_comm *w, void *arg, tpx_error *err) {
+  (void)w, (void)err;
+  ++*(int *)arg;
+  return TPX_OK;
+}
+
+START_TEST(test_cuda_memory_refused_without_gpu) {
+  tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
+  lo.cuda_memory = 1;
+  int ran = 0;
+  tpx_error e = {0};
+  tpx_status st = tpx_local_run_opts(2, &lo, never_body, &ran, &e);
+  if (st == TPX_OK) { /* a machine with a GPU */
+    ck_assert_int_eq(ran, 2);
+    return;
+  }
+  ck_assert_int_eq(ran, 0);
+  ck_assert_int_eq(st, tpx_comm_backend_compiled("nccl") ? TPX_NO_DEVICE
+                                                         : TPX_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(e.message, "cuda"));
+}
+END_TEST
+
 START_TEST(test_options) {
   tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
   lo.struct_size = 3;
@@ -123,7 +219,7 @@ START_TEST(test_options) {
   ck_assert_ptr_nonnull(strstr(e.message, "struct_size 3"));
   ck_assert_str_eq(tpx_comm_memspace(NULL), "host");
   /* the test extension's size without its magic is not a public size */
-  tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, 0, 1};
+  tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, 0, 1, 0};
   t.base.struct_size = sizeof t;
   tpx_error_clear(&e);
   ck_assert_int_eq(tpx_local_run_opts(1, &t.base, body, NULL, &e),
@@ -186,6 +282,8 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_collectives_sim_equal_host, 0, MAXR);
   tcase_add_test(tc, test_options);
   tcase_add_test(tc, test_memspace_name);
+  tcase_add_loop_test(tc, test_reduce_every_dtype_sim_equal_host, 0, MAXR);
+  tcase_add_test(tc, test_cuda_memory_refused_without_gpu);
   tcase_add_test(tc, test_host_pointer_in_sim_world_faults);
   suite_add_tcase(s, tc);
   return s;

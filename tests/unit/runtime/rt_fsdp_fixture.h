@@ -139,7 +139,8 @@ static inline int64_t rt_global_index(const tpx_slice *box,
 }
 
 /* Run fn on `world` local threads, with the world's buffers in the sim
- * memory space when `sim` (core/src/device/sim_tag.h). */
+ * memory space when `sim` (the sim space, or CUDA under TPX_TEST_DEVICE=cuda:
+ * core/src/comm/local_test.h). */
 static inline tpx_status rt_local_run(int world, int sim, tpx_local_fn fn,
                                       void *arg, tpx_error *err) {
   return tpx__local_run_sim(world, sim, fn, arg, err);
@@ -148,7 +149,7 @@ static inline tpx_status rt_local_run(int world, int sim, tpx_local_fn fn,
 /* The test's own access to a runtime buffer (what a trainer's device
  * kernel does): untagged when the world is in sim memory. */
 static inline void *rt_hv(int sim, const void *p) {
-  return sim ? tpx__sim_untag(p) : (void *)(uintptr_t)p;
+  return sim ? tpx__test_dev_host(p) : (void *)(uintptr_t)p;
 }
 
 #endif /* TPX_TESTS_RT_FSDP_FIXTURE_H */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/sim_tag.h"
+#include "comm/local_test.h"
 #include "rt_util.h"
 
 /* ---- failure recording: first one wins, ranks keep going --------------- */
@@ -111,7 +111,7 @@ uint64_t rtu_digest[RT_MAX_RANKS];
 
 void rtu_sim_begin(rtu_sim *s, tpx_mesh_comm *mc, tpx_tensor *const *ts,
                    int n) {
-  int on = strcmp(tpx_comm_memspace(tpx_mesh_comm_world(mc)), "sim") == 0;
+  int on = strcmp(tpx_comm_memspace(tpx_mesh_comm_world(mc)), "host") != 0;
   s->on = on;
   s->n = n;
   for (int i = 0; i < n; i++) {
@@ -119,9 +119,7 @@ void rtu_sim_begin(rtu_sim *s, tpx_mesh_comm *mc, tpx_tensor *const *ts,
     s->host[i] = ts[i]->data;
     if (!on || !ts[i]->data) continue;
     size_t bytes = (size_t)tpx_tensor_nbytes(ts[i]);
-    void *p = malloc(bytes ? bytes : 1);
-    memcpy(p, ts[i]->data, bytes);
-    ts[i]->data = tpx__sim_tag(p);
+    ts[i]->data = tpx__test_dev_alloc(ts[i]->data, bytes);
   }
 }
 
@@ -131,9 +129,8 @@ void rtu_sim_end(rtu_sim *s, int64_t me) {
     tpx_tensor *t = s->t[i];
     size_t bytes = (size_t)tpx_tensor_nbytes(t);
     if (s->on && t->data) {
-      void *p = tpx__sim_untag(t->data);
-      memcpy(s->host[i], p, bytes);
-      free(p);
+      memcpy(s->host[i], tpx__test_dev_host(t->data), bytes);
+      tpx__test_dev_free(t->data);
       t->data = s->host[i];
     }
     const unsigned char *b = t->data;

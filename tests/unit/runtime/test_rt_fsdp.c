@@ -216,7 +216,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_runtime *rt = NULL;
   tpx_status st = tpx_mesh_comm_create(world, x->mesh, &mc, err);
   if (st != TPX_OK) return st;
-  ck_assert_str_eq(tpx_comm_memspace(world), x->sim ? "sim" : "host");
+  ck_assert_str_eq(tpx_comm_memspace(world),
+                   x->sim ? tpx__test_device_name() : "host");
   RK_OK(tpx_runtime_create(x->sh, mc, &x->ro, &rt, E_));
   int64_t co[3];
   RK_OK(tpx_mesh_coords(x->mesh, rank, co, E_));

@@ -58,15 +58,26 @@ static tpx_status step(tpx_comm *w, void *arg, tpx_error *err) {
       tpx_runtime_param_info in;
       st = tpx_runtime_param(rt, (int64_t)p, &in, err);
       if (st != TPX_OK || in.param != (int64_t)p) continue;
+      /* in the compute dtype: bf16 under the default mixed precision (f32
+       * bytes there overran the buffer; found by tools/gpu-check.sh's
+       * harness self-test) */
       size_t n = (size_t)in.local_numel;
-      float *g = malloc((n ? n : 1) * 4);
-      for (size_t i = 0; i < n; i++) g[i] = rt_grad((int64_t)p, (int64_t)i, 0);
+      size_t es = tpx_dtype_size(in.compute_dtype);
+      unsigned char *g = malloc((n ? n : 1) * es);
+      for (size_t i = 0; i < n; i++) {
+        float v = rt_grad((int64_t)p, (int64_t)i, 0);
+        uint16_t h = rt_to_bf16(v);
+        if (es == 2)
+          memcpy(g + 2 * i, &h, 2);
+        else
+          memcpy(g + 4 * i, &v, 4);
+      }
 #if TPX_HAVE_NCCL
       if (dev)
-        cudaMemcpy(in.unsharded_grad, g, n * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(in.unsharded_grad, g, n * es, cudaMemcpyHostToDevice);
       else
 #endif
-        memcpy(in.unsharded_grad, g, n * 4);
+        memcpy(in.unsharded_grad, g, n * es);
       free(g);
     }
     if (st == TPX_OK) st = tpx_runtime_reduce_grads(rt, u, err);

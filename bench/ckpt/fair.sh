@@ -1,0 +1,98 @@
+#!/bin/sh
+# fair.sh — `tpx shard` and `tpx merge` against the plain copy of the same
+# bytes, with the same durability, run fairly (bench/README.md
+# "Checkpoints"). A ~1 GB bf16 Llama-shaped checkpoint in two files
+# (tpx-ckpt-test gen) is
+#   A: sharded at tp 2 x dp_shard 4 by `tpx shard` (which fsyncs every rank
+#      file before renaming it), then `sync`;
+#   B: copied whole by `cp -r`, then `sync`;
+# and the 8 rank files are
+#   A: merged back by `tpx merge`, then `sync`;
+#   B: concatenated by `cat > file`, then `sync`.
+# PAIRS interleaved A/B pairs each (the page cache warm, the outputs removed
+# and synced between runs), medians with min-max, the load average before
+# and after ("NOISY" when it exceeds the core count), and the ratios issue
+# 19 names: copy time / tpx time (>= 0.9 means tpx runs at >= 0.9x the speed
+# of the copy). Disk: ~4 GB in $TMPDIR, removed at the end.
+# usage: bench/ckpt/fair.sh [BUILD_DIR] [PAIRS]   (5 pairs)
+set -eu
+build=${1:-build}
+pairs=${2:-5}
+here=$(cd "$(dirname "$0")" && pwd)
+tpx=$build/tools/tpx
+gen=$build/tools/tpx-ckpt-test
+for b in "$tpx" "$gen"; do
+  [ -x "$b" ] || { echo "fair.sh: $b not built" >&2; exit 2; }
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-bench-ckpt-fair.XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+w=$work/weights
+mkdir -p "$w"
+cat >"$w/config.json" <<'JSON'
+{"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+ "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 7,
+ "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
+ "vocab_size": 32000, "tie_word_embeddings": false,
+ "torch_dtype": "bfloat16", "rms_norm_eps": 1e-05}
+JSON
+"$gen" gen "$w/config.json" "$w" 600MB >/dev/null
+bytes=$(cat "$w"/*.safetensors | wc -c)
+cores=$(nproc)
+loadavg() { cut -d' ' -f1 /proc/loadavg; }
+now() { date +%s.%N; }
+rec=$work/records
+: >"$rec"
+timed() { # series command...
+  series=$1
+  shift
+  a=$(now)
+  if "$@" >/dev/null 2>"$work/err" && sync; then
+    b=$(now)
+    awk -v a="$a" -v b="$b" -v s="$series" 'BEGIN { printf "%s %.4f\n", s, b - a }' >>"$rec"
+  else
+    echo "$series failed" >>"$rec"
+    echo "  $series failed: $(tail -1 "$work/err")"
+  fi
+}
+shard() { "$tpx" shard --config "$w/config.json" --weights "$w" --tp 2 \
+            --dp-shard 4 --out "$work/ranks"; }
+copy() { cp -r "$w" "$work/copy"; }
+merge() { "$tpx" merge --in "$work/ranks" --out "$work/merged"; }
+catall() { mkdir -p "$work/cat" && cat "$work/ranks"/*.safetensors >"$work/cat/all"; }
+clean() { rm -rf "$@"; sync; }
+
+echo "machine: $cores cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+echo "checkpoint: $bytes bytes in $(ls "$w"/*.safetensors | wc -l) files; tp 2 x dp_shard 4"
+cat "$w"/*.safetensors >/dev/null # warm the page cache
+load_before=$(loadavg)
+echo "load average before: $load_before"
+for p in $(seq "$pairs"); do
+  clean "$work/ranks" "$work/copy"
+  timed shard shard
+  timed cp-r copy
+  clean "$work/merged" "$work/cat" "$work/copy"
+  cat "$work/ranks"/* >/dev/null
+  timed merge merge
+  timed cat catall
+  echo "## pair $p of $pairs done (load $(loadavg))"
+done
+load_after=$(loadavg)
+echo "load average after: $load_after"
+if "$gen" cmp "$w" "$work/merged" >/dev/null 2>&1; then
+  echo "merged checkpoint: tensor data identical to the source"
+fi
+
+echo "## medians (min-max), seconds, each followed by sync"
+awk -f "$here/../train/stats.awk" "$rec" | awk '{
+  printf "  %-6s %7s s  (%s-%s, %d runs, %d failed)\n", $1, $2, $3, $4, $5, $6
+  m[$1] = $2 }
+END {
+  if (m["shard"] + 0 > 0 && m["cp-r"] != "-")
+    printf "  speed of tpx shard / cp -r: %.2fx (target 0.9: %s)\n",
+      m["cp-r"] / m["shard"], (m["cp-r"] / m["shard"] >= 0.9) ? "met" : "NOT met"
+  if (m["merge"] + 0 > 0 && m["cat"] != "-")
+    printf "  speed of tpx merge / cat:   %.2fx (target 0.9: %s)\n",
+      m["cat"] / m["merge"], (m["cat"] / m["merge"] >= 0.9) ? "met" : "NOT met" }'
+noisy=$(awk -v a="$load_before" -v b="$load_after" -v c="$cores" \
+  'BEGIN { print (a > c || b > c) ? "NOISY" : "quiet" }')
+echo "## machine was $noisy (load $load_before before, $load_after after, $cores cores)"
