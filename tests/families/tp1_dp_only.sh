@@ -32,6 +32,13 @@ out=$("$tpx" plan --config "$data/families/deepseek/DeepSeek-V4-Flash.config.jso
   --dp-shard 2)
 printf '%s\n' "$out" | grep -q "info \[unmatched-key\] not applied at tp 1" ||
   { echo "FAIL: DeepSeek-V4 at tp 1 has no 'not applied at tp 1' info" >&2; fails=$((fails + 1)); }
+# Sequence parallelism with a Hugging Face plan raises upstream only where
+# the plan is built (tp > 1): at tp 1 Qwen-Image's HF plan with --sp is OK.
+out=$("$tpx" plan --config "$data/families/diffusion/Qwen-Image.config.json" \
+  --dp-shard 2 --sp)
+[ $? -eq 0 ] || { echo "FAIL: Qwen-Image --sp at tp 1 is not OK" >&2; fails=$((fails + 1)); }
+printf '%s\n' "$out" | grep -q "info \[sp-with-hf-plan\] not applied at tp 1" ||
+  { echo "FAIL: Qwen-Image --sp at tp 1: no sp-with-hf-plan info" >&2; fails=$((fails + 1)); }
 # At tp 2 the same keys are errors again (and heads-not-divisible).
 out=$("$tpx" plan --config "$data/families/deepseek/DeepSeek-V4-Flash.config.json" --tp 2)
 [ $? -eq 1 ] || { echo "FAIL: DeepSeek-V4 at tp 2 does not fail" >&2; fails=$((fails + 1)); }

@@ -353,6 +353,14 @@ START_TEST(hf_with_sp_is_an_error) {
   ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
   ck_assert(has_diag(&f, "sp-with-hf-plan", TPX_DIAG_ERROR, NULL));
   teardown(&f);
+  /* At tp 1 no plan is applied upstream, so it cannot raise: information. */
+  setup_reg(&f, NULL);
+  f.model = load_data("Llama-3.2-1B.json");
+  select_ok(&f, 1, 1, NULL, NULL);
+  ck_assert(!has_diag(&f, "sp-with-hf-plan", TPX_DIAG_ERROR, NULL));
+  ck_assert(has_diag(&f, "sp-with-hf-plan", TPX_DIAG_INFO,
+                     "not applied at tp 1"));
+  teardown(&f);
 }
 END_TEST
 
