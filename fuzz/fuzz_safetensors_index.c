@@ -11,29 +11,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* A shard holding one f32 tensor `name` of shape [2]. */
-static void write_shard(const char *file, const char *name) {
-  char hdr[160];
-  int n = snprintf(hdr, sizeof hdr,
-                   "{\"%s\":{\"dtype\":\"F32\",\"shape\":[2],"
-                   "\"data_offsets\":[0,8]}}",
-                   name);
-  uint8_t buf[192] = {0};
-  for (int i = 0; i < 8; i++)
-    buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
-  memcpy(buf + 8, hdr, (size_t)n);
-  (void)tpx_fuzz_write_file(file, buf, 8 + (size_t)n + 8);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static int ready;
-  if (!ready) {
-    write_shard("model-00001-of-00002.safetensors", "a.weight");
-    write_shard("model-00002-of-00002.safetensors", "b.weight");
-    ready = 1;
-  }
-  const char *path =
-      tpx_fuzz_write_file("model.safetensors.index.json", data, size);
+  const char *path = tpx_fuzz_write_index(data, size);
   tpx_model *model = NULL;
   if (path == NULL || tpx_model_create(&model, NULL) != TPX_OK)
     return 0;

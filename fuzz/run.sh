@@ -57,8 +57,16 @@ printf '%s\n%s\n%s' '{"dims":["dp_shard"],"sizes":[3]}' 0 \
   > "$work/shard_meta/seed-2"
 
 status=0
+# checkpoint_index: the index seeds; merge and writer decode any bytes
+seed checkpoint_index $(find tests/data -name '*.index.json')
+mkdir -p "$work/merge" "$work/writer"
+printf '\001\002\001\002\010\006\001\002\010\011\012\013\014\015\016\017' \
+  > "$work/merge/seed-1"
+printf '\003\001\001\002\004\003\002\002\005\000\001\001\002\001' \
+  > "$work/writer/seed-1"
+
 for t in config safetensors safetensors_index plan_json hf_plan placement \
-         checkpoint shard_meta; do
+         checkpoint shard_meta checkpoint_index merge writer; do
   bin=$build/fuzz/fuzz_$t
   if [ ! -x "$bin" ]; then
     echo "FAIL fuzz_$t: $bin not built"

@@ -1,6 +1,9 @@
-/* ckpt_cli.c — size parsing and the progress line of `tpx shard` and
- * `tpx merge` (see ckpt_cli.h). */
+/* ckpt_cli.c — what `tpx shard` and `tpx merge` share (see ckpt_cli.h):
+ * size parsing, the progress and summary lines, notes, and the SIGBUS
+ * guard around reads of mapped files. */
 #include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,5 +77,67 @@ void tpx_cli_progress_cb(const tpx_shard_progress *sp, void *user) {
   }
   p->items = sp->items;
   p->bytes = sp->bytes;
+  p->files = sp->files;
   tpx_cli_progress_update(p, sp->items, sp->bytes, 0);
+}
+
+void tpx_cli_note_cb(const char *message, void *user) {
+  fprintf(stderr, "%s: %s\n", (const char *)user, message);
+}
+
+void tpx_cli_summary(const char *cmd, int64_t files, int64_t bytes,
+                     const char *dir) {
+  if (isatty(STDOUT_FILENO) && isatty(STDERR_FILENO))
+    return;
+  fprintf(stderr, "%s: wrote %lld file%s, %.1f MB of tensor data, into %s\n",
+          cmd, (long long)files, files == 1 ? "" : "s", (double)bytes / 1e6,
+          dir);
+}
+
+/* The guard's jump target while fn runs (one guard at a time). */
+static sigjmp_buf *guard_jump;
+
+static void on_sigbus(int sig) {
+  (void)sig;
+  if (guard_jump)
+    siglongjmp(*guard_jump, 1);
+  signal(SIGBUS, SIG_DFL);
+  raise(SIGBUS);
+}
+
+int tpx_cli_guard_sigbus(int (*fn)(void *), void *ctx) {
+  sigjmp_buf here;
+  static struct sigaction old; /* read after the jump: not a local */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigbus;
+  sigemptyset(&sa.sa_mask);
+  if (sigsetjmp(here, 1) != 0) {
+    guard_jump = NULL;
+    sigaction(SIGBUS, &old, NULL);
+    return -2;
+  }
+  guard_jump = &here;
+  sigaction(SIGBUS, &sa, &old);
+  int rc = fn(ctx);
+  guard_jump = NULL;
+  sigaction(SIGBUS, &old, NULL);
+  return rc;
+}
+
+void tpx_cli_report_sigbus(const char *cmd, const char *path) {
+  tpx_checkpoint_reader *rd = NULL;
+  tpx_error err;
+  tpx_error_clear(&err);
+  if (tpx_checkpoint_reader_create(path, NULL, &rd, &err) != TPX_OK)
+    fprintf(stderr,
+            "%s: %s: a file shrank while it was being read (SIGBUS): %s; "
+            "the file being written was left unfinished (no final name)\n",
+            cmd, path, err.message);
+  else
+    fprintf(stderr,
+            "%s: %s: a file changed size while it was being read (SIGBUS); "
+            "the file being written was left unfinished (no final name)\n",
+            cmd, path);
+  tpx_checkpoint_reader_destroy(rd);
 }

@@ -19,7 +19,7 @@ typedef struct tpx_cli_progress {
   const char *what;
   double start, last;
   int64_t total_bytes, total_items;
-  int64_t items, bytes; /* last reported */
+  int64_t items, bytes, files; /* last reported */
 } tpx_cli_progress;
 
 void tpx_cli_progress_start(tpx_cli_progress *p, const char *what,
@@ -30,5 +30,24 @@ void tpx_cli_progress_update(tpx_cli_progress *p, int64_t items,
 /* A tpx_shard_progress_fn: `user` is a tpx_cli_progress whose `what` is
  * set; starts it on the first call (the totals), then updates it. */
 void tpx_cli_progress_cb(const tpx_shard_progress *sp, void *user);
+
+/* A tpx_shard_note_fn: prints "CMD: MESSAGE" on stderr; `user` is the
+ * command name ("tpx merge"). */
+void tpx_cli_note_cb(const char *message, void *user);
+
+/* "CMD: wrote N files, X MB ..." on stderr unless stdout and stderr are
+ * both terminals (where the progress line said it already). */
+void tpx_cli_summary(const char *cmd, int64_t files, int64_t bytes,
+                     const char *dir);
+
+/* Runs fn(ctx) and returns its value, or -2 when a SIGBUS stopped it: the
+ * checkpoint reader maps files, and a file another process truncates
+ * while it is read faults instead of failing a read. What fn allocated
+ * is lost (the process is about to exit). */
+int tpx_cli_guard_sigbus(int (*fn)(void *), void *ctx);
+/* After that -2: names the file that shrank (re-opening `path`, a
+ * checkpoint file, index or directory, checks every header against the
+ * file sizes) in a message on stderr. */
+void tpx_cli_report_sigbus(const char *cmd, const char *path);
 
 #endif

@@ -10,11 +10,16 @@
  *   check-ranks WEIGHTS RANKDIR TP DP_SHARD DP_REPLICATE [sp]
  *        every rank file holds exactly rank r's slice (layout function,
  *        plan selected as `tpx plan` does) of every tensor, bytes equal
+ *   sigbus FILE   opens FILE with the reader (mapped), truncates it to its
+ *        header, and reads every tensor under the CLI's SIGBUS guard (the
+ *        one `tpx shard` and `tpx merge` read under): exit 1 with the
+ *        message naming the file, where unguarded it dies of SIGBUS
  * Exit 0 ok, 1 mismatch or failure (message on stderr). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt_cli.h"
 #include "plan_setup.h"
@@ -359,6 +364,47 @@ out:
   return rc;
 }
 
+static int read_everything(void *ctx) {
+  const tpx_checkpoint_reader *rd = ctx;
+  tpx_error err;
+  tpx_error_clear(&err);
+  for (size_t i = 0; i < tpx_checkpoint_num_tensors(rd); i++) {
+    tpx_checkpoint_tensor t;
+    void *data = read_all(rd, (int64_t)i, &t, &err);
+    free(data);
+    if (data == NULL)
+      return -1;
+  }
+  return 0;
+}
+
+static int sigbus_check(const char *path) {
+  tpx_checkpoint_reader *rd = NULL;
+  tpx_error err;
+  tpx_error_clear(&err);
+  if (tpx_checkpoint_reader_create(path, NULL, &rd, &err) != TPX_OK)
+    return die(path, &err);
+  tpx_checkpoint_tensor t;
+  int64_t header_end = -1;
+  for (size_t i = 0; i < tpx_checkpoint_num_tensors(rd); i++)
+    if (tpx_checkpoint_tensor_info(rd, i, &t, NULL) == TPX_OK &&
+        (header_end < 0 || t.data_offset < header_end))
+      header_end = t.data_offset;
+  if (header_end < 0 || truncate(path, (off_t)header_end) != 0) {
+    fprintf(stderr, "tpx-ckpt-test: %s: cannot truncate\n", path);
+    tpx_checkpoint_reader_destroy(rd);
+    return 1;
+  }
+  int rc = tpx_cli_guard_sigbus(read_everything, rd);
+  if (rc == -2)
+    tpx_cli_report_sigbus("tpx-ckpt-test", path);
+  else
+    fprintf(stderr, "tpx-ckpt-test: %s: read %s after the truncation\n", path,
+            rc == 0 ? "everything" : "with an error");
+  /* the reader is not destroyed: the guard jumped out of its read */
+  return rc == -2 ? 1 : 3;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 4 && !strcmp(argv[1], "gen")) {
     int64_t max = 0;
@@ -374,11 +420,13 @@ int main(int argc, char **argv) {
   }
   if (argc == 4 && !strcmp(argv[1], "cmp"))
     return cmp(argv[2], argv[3]);
+  if (argc == 3 && !strcmp(argv[1], "sigbus"))
+    return sigbus_check(argv[2]);
   if (argc >= 7 && !strcmp(argv[1], "check-ranks"))
     return check_ranks(argc - 2, argv + 2);
   fprintf(stderr, "usage: tpx-ckpt-test gen CONFIG OUTDIR [MAX_SHARD] | "
                   "gen-list CONFIG LIST OUTDIR [MAX_SHARD] | cmp "
                   "A B | check-ranks WEIGHTS RANKDIR TP DP_SHARD DP_REPLICATE "
-                  "[sp]\n");
+                  "[sp] | sigbus FILE\n");
   return 2;
 }

@@ -14,6 +14,16 @@ typedef struct tpx_registry tpx_registry;
 /* cli_registry.c: print each plugin-dir-unusable warning of `reg` on stderr
  * prefixed with `cmd`; returns how many there were. */
 size_t cli_report_unusable_dirs(const tpx_registry *reg, const char *cmd);
+#include "tpx/diag.h"
+/* cli_registry.c: copy the registry's plugin-failed warnings (plugins
+ * refused while loading) into `diags` (the report's), so `tpx plan` names
+ * them in text and JSON. */
+tpx_status cli_registry_warnings_into(const tpx_registry *reg,
+                                      tpx_diag_list *diags, tpx_error *err);
+/* cli_registry.c: for a command without a report (tpx shard), print each
+ * plugin-failed diagnostic of `diags` on stderr; returns how many. */
+size_t cli_report_plugin_failures(const tpx_diag_list *diags,
+                                  const char *cmd);
 
 typedef struct tpx_model tpx_model;
 /* weights_check.c: 1 when a tensor of the safetensors at `weights` is in

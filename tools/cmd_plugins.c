@@ -55,6 +55,14 @@ static void abi_text(uint32_t v, char *buf, size_t size) {
            (unsigned)TPX_PLUGIN_ABI_VERSION_MINOR(v));
 }
 
+/* The registry's plugin-failed warnings repeat its refusals, which are
+ * listed on their own. */
+static int is_refusal(const tpx_diag_list *dl, size_t i) {
+  tpx_diag d;
+  return tpx_diag_get(dl, i, &d, NULL) == TPX_OK &&
+         strcmp(d.code, "plugin-failed") == 0;
+}
+
 static void print_text(const tpx_registry *reg) {
   size_t n = tpx_registry_num_plugins(reg);
   printf("%zu plugin(s) loaded\n", n);
@@ -92,12 +100,14 @@ static void print_text(const tpx_registry *reg) {
     }
   }
   const tpx_diag_list *dl = tpx_registry_diagnostics(reg);
-  size_t nd = tpx_diag_count(dl);
+  size_t nd = 0;
+  for (size_t i = 0; i < tpx_diag_count(dl); i++)
+    nd += !is_refusal(dl, i);
   if (nd) {
     printf("\n%zu warning(s)\n", nd);
-    for (size_t i = 0; i < nd; i++) {
+    for (size_t i = 0; i < tpx_diag_count(dl); i++) {
       tpx_diag d;
-      if (tpx_diag_get(dl, i, &d, NULL) == TPX_OK)
+      if (!is_refusal(dl, i) && tpx_diag_get(dl, i, &d, NULL) == TPX_OK)
         printf("  %s: %s\n", d.code, d.message);
     }
   }
@@ -165,7 +175,7 @@ static int print_json(const tpx_registry *reg) {
   const tpx_diag_list *dl = tpx_registry_diagnostics(reg);
   for (size_t i = 0; i < tpx_diag_count(dl); i++) {
     tpx_diag d;
-    if (tpx_diag_get(dl, i, &d, NULL) == TPX_OK)
+    if (!is_refusal(dl, i) && tpx_diag_get(dl, i, &d, NULL) == TPX_OK)
       json_array_append_new(warnings,
                             json_pack("{s:s, s:s, s:s}", "code", d.code,
                                       "subject", d.subject, "message",

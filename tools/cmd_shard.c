@@ -40,6 +40,16 @@ static void usage(FILE *out) {
           "  --no-fsdp            TP only: no dp sharding of the parameters\n"
           "  --no-isolation       call plugins in this process\n"
           "  --out DIR            output directory (created if missing)\n"
+          "  --allow-errors       write the shards even when `tpx plan` "
+          "reports errors for\n"
+          "                       this mesh (heads not divisible by tp, "
+          "...)\n"
+          "  --run-id ID          the run id kept in every file (default: a "
+          "new random one);\n"
+          "                       runs that each write some --rank of one "
+          "set share it\n"
+          "  --force              replace rank files of another mesh size "
+          "in DIR\n"
           "  -h, --help           this help\n"
           "\n"
           "Exit status: 0 done, 1 failed, 2 bad arguments or an input that "
@@ -48,8 +58,9 @@ static void usage(FILE *out) {
 
 typedef struct {
   tpx_cli_plan_args p;
-  const char *out;
+  const char *out, *run_id;
   int64_t rank; /* -1: all */
+  int allow_errors, force;
   char config_buf[4096];
 } shard_args;
 
@@ -101,6 +112,12 @@ static int parse_args(int argc, char **argv, shard_args *a) {
       a->p.fsdp = 0;
     } else if (!strcmp(arg, "--no-isolation")) {
       a->p.isolate = 0;
+    } else if (!strcmp(arg, "--allow-errors")) {
+      a->allow_errors = 1;
+    } else if (!strcmp(arg, "--force")) {
+      a->force = 1;
+    } else if (val && !strcmp(arg, "--run-id")) {
+      a->run_id = argv[++i];
     } else if (val && (!strcmp(arg, "--weights") || !strcmp(arg, "--config") ||
                        !strcmp(arg, "--plan") || !strcmp(arg, "--out"))) {
       i++;
@@ -143,6 +160,117 @@ static int parse_args(int argc, char **argv, shard_args *a) {
   return 0;
 }
 
+/* `tpx plan`'s verdict for the same options: its errors, printed, stop
+ * the shard unless --allow-errors. 0 go on, -1 stop. */
+static int plan_errors(const shard_args *a, const tpx_cli_planned *pl) {
+  tpx_report_options ro = TPX_REPORT_OPTIONS_INIT;
+  ro.selection_diags = pl->diags;
+  if (tpx_report_ok(pl->sh, &ro))
+    return 0;
+  const tpx_diag_list *lists[2] = {pl->diags,
+                                   tpx_sharding_diagnostics(pl->sh)};
+  size_t n = 0;
+  for (int l = 0; l < 2; l++)
+    for (size_t i = 0; lists[l] && i < tpx_diag_count(lists[l]); i++) {
+      tpx_diag d;
+      if (tpx_diag_get(lists[l], i, &d, NULL) != TPX_OK ||
+          d.level < TPX_DIAG_ERROR)
+        continue;
+      n++;
+      fprintf(stderr, "tpx shard: %s [%s] %s\n",
+              a->allow_errors ? "warning: plan error" : "error", d.code,
+              d.message);
+    }
+  if (a->allow_errors)
+    return 0;
+  fprintf(stderr,
+          "tpx shard: `tpx plan` reports %zu error%s for this mesh; nothing "
+          "written (--allow-errors writes the shards anyway)\n",
+          n, n == 1 ? "" : "s");
+  return -1;
+}
+
+/* The config.json text to keep in the rank files (malloc'd); NULL when it
+ * cannot be read (the files then carry none). */
+static char *read_config(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *text = NULL;
+  size_t n = 0, cap = 0, r;
+  char buf[65536];
+  while (f && (r = fread(buf, 1, sizeof buf, f)) > 0) {
+    if (n + r + 1 > cap) {
+      cap = (n + r + 1) * 2;
+      char *t = cap <= (64u << 20) ? realloc(text, cap) : NULL;
+      if (t == NULL) {
+        free(text);
+        fclose(f);
+        return NULL;
+      }
+      text = t;
+    }
+    memcpy(text + n, buf, r);
+    n += r;
+    text[n] = '\0';
+  }
+  if (f)
+    fclose(f);
+  return text;
+}
+
+typedef struct shard_run {
+  const shard_args *a;
+  const tpx_cli_planned *pl;
+  const tpx_checkpoint_reader *rd;
+  tpx_shard_write_options wo;
+  tpx_error err;
+} shard_run;
+
+static int run_write(void *ctx) {
+  shard_run *r = ctx;
+  return tpx_shard_write(r->rd, r->pl->sh, r->a->out, &r->wo, &r->err) ==
+                 TPX_OK
+             ? 0
+             : -1;
+}
+
+/* Reader, options and the guarded write; the process exit code. */
+static int write_shards(const shard_args *a, const tpx_cli_planned *pl) {
+  tpx_checkpoint_reader *rd = NULL;
+  shard_run run = {a, pl, NULL, TPX_SHARD_WRITE_OPTIONS_INIT, {TPX_OK, ""}};
+  if (tpx_checkpoint_reader_create(a->p.weights, NULL, &rd, &run.err) !=
+          TPX_OK ||
+      tpx_checkpoint_check_model(rd, pl->model, &run.err) != TPX_OK) {
+    fprintf(stderr, "tpx shard: %s\n", run.err.message);
+    tpx_checkpoint_reader_destroy(rd);
+    return 1;
+  }
+  char *config = read_config(a->p.config);
+  tpx_cli_progress prog;
+  memset(&prog, 0, sizeof prog);
+  prog.what = "tpx shard";
+  run.rd = rd;
+  run.wo.rank = a->rank;
+  run.wo.progress = tpx_cli_progress_cb;
+  run.wo.progress_user = &prog;
+  run.wo.run_id = a->run_id;
+  run.wo.config_json = config;
+  run.wo.replace = a->force;
+  run.wo.note = tpx_cli_note_cb;
+  run.wo.note_user = "tpx shard";
+  int rc = tpx_cli_guard_sigbus(run_write, &run);
+  if (rc == -2)
+    tpx_cli_report_sigbus("tpx shard", a->p.weights);
+  else if (rc != 0)
+    fprintf(stderr, "tpx shard: %s\n", run.err.message);
+  else {
+    tpx_cli_progress_update(&prog, prog.items, prog.bytes, 1);
+    tpx_cli_summary("tpx shard", prog.files, prog.bytes, a->out);
+  }
+  free(config);
+  tpx_checkpoint_reader_destroy(rd);
+  return rc == 0 ? 0 : 1;
+}
+
 int tpx_cmd_shard(int argc, char **argv) {
   shard_args a;
   int rc = parse_args(argc, argv, &a);
@@ -150,14 +278,18 @@ int tpx_cmd_shard(int argc, char **argv) {
   if (rc < 0) return 2;
   /* Over a file-size limit, report EFBIG instead of dying of SIGXFSZ. */
   signal(SIGXFSZ, SIG_IGN);
+  struct stat sb;
+  if (stat(a.p.weights, &sb) != 0) { /* before the config beside it */
+    fprintf(stderr, "tpx shard: --weights %s: %s\n", a.p.weights,
+            strerror(errno));
+    return 2; /* an input that cannot be used (docs/tpx.1) */
+  }
   tpx_cli_planned pl;
-  tpx_checkpoint_reader *rd = NULL;
-  tpx_error err;
-  tpx_error_clear(&err);
   int code = tpx_cli_plan_build("shard", &a.p, &pl); /* 2: bad input */
   if (code != 0)
     goto out;
   code = 1;
+  cli_report_plugin_failures(pl.diags, "tpx shard");
   /* `tpx plan` falls back to the headers alone when the config's skeleton
    * disagrees with them; a shard of such a checkpoint would not fit the
    * model the config describes, so here it is an error. */
@@ -170,26 +302,9 @@ int tpx_cmd_shard(int argc, char **argv) {
       goto out;
     }
   }
-  if (tpx_checkpoint_reader_create(a.p.weights, NULL, &rd, &err) != TPX_OK ||
-      tpx_checkpoint_check_model(rd, pl.model, &err) != TPX_OK) {
-    fprintf(stderr, "tpx shard: %s\n", err.message);
-    goto out;
-  }
-  tpx_cli_progress prog;
-  memset(&prog, 0, sizeof prog);
-  prog.what = "tpx shard";
-  tpx_shard_write_options wo = TPX_SHARD_WRITE_OPTIONS_INIT;
-  wo.rank = a.rank;
-  wo.progress = tpx_cli_progress_cb;
-  wo.progress_user = &prog;
-  if (tpx_shard_write(rd, pl.sh, a.out, &wo, &err) != TPX_OK) {
-    fprintf(stderr, "tpx shard: %s\n", err.message);
-    goto out;
-  }
-  tpx_cli_progress_update(&prog, prog.items, prog.bytes, 1);
-  code = 0;
+  if (plan_errors(&a, &pl) == 0)
+    code = write_shards(&a, &pl);
 out:
-  tpx_checkpoint_reader_destroy(rd);
   tpx_cli_planned_free(&pl);
   return code;
 }

@@ -214,7 +214,8 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
   char who[32];
   snprintf(who, sizeof who, "tpx %s", cmd);
   cli_report_unusable_dirs(p->reg, who);
-  if (tpx_diag_list_create(&p->diags, &err) != TPX_OK)
+  if (tpx_diag_list_create(&p->diags, &err) != TPX_OK ||
+      cli_registry_warnings_into(p->reg, p->diags, &err) != TPX_OK)
     return fail(cmd, "planning", &err);
   if (a->weights) {
     if (model_with_weights(p->reg, &p->model, a, p->model_trace, p->diags,

@@ -1,5 +1,6 @@
 /* tpx.c — the `tpx` command line: global options and subcommand dispatch. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -27,7 +28,17 @@ static void usage(FILE *out) {
           "Run 'tpx <command> --help' for a command's options.\n");
 }
 
+/* TPX_DEBUG=warn|info|trace: the library's log on stderr (the library
+ * itself never prints; its log goes to the handler the program sets). */
+static void log_to_stderr(void *user, int level, const char *message) {
+  (void)user;
+  fprintf(stderr, "tpx: %s: %s\n", tpx_log_level_name(level), message);
+}
+
 int main(int argc, char **argv) {
+  const char *debug = getenv("TPX_DEBUG");
+  if (debug && debug[0])
+    tpx_log_set_handler(log_to_stderr, NULL);
   if (argc < 2) {
     usage(stderr);
     return 2;

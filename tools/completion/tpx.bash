@@ -13,7 +13,7 @@ _tpx() {
     --config|--plan) COMPREPLY=($(compgen -f -X '!*.json' -- "$cur") $(compgen -d -- "$cur")); return ;;
     --weights) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --dir|--in|--out) COMPREPLY=($(compgen -d -- "$cur")); return ;;
-    --max-shard-size|--rank) return ;;
+    --max-shard-size|--rank|--run-id) return ;;
     --format) COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
     --tp|--dp-shard|--dp-replicate|--gpus) COMPREPLY=($(compgen -W "1 2 4 8 16 32 64" -- "$cur")); return ;;
     --optimizer) COMPREPLY=($(compgen -W "adamw sgd none" -- "$cur")); return ;;
@@ -28,9 +28,9 @@ _tpx() {
     plugins)
       COMPREPLY=($(compgen -W "--format --dir --help" -- "$cur")) ;;
     shard)
-      COMPREPLY=($(compgen -W "--weights --config --tp --dp-shard --dp-replicate --sp --plan --rank --no-fsdp --no-isolation --out --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "--weights --config --tp --dp-shard --dp-replicate --sp --plan --rank --no-fsdp --no-isolation --out --allow-errors --run-id --force --help" -- "$cur")) ;;
     merge)
-      COMPREPLY=($(compgen -W "--in --out --max-shard-size --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "--in --out --max-shard-size --force --help" -- "$cur")) ;;
     check-plugin)
       if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "--config --format --timeout --threads --help" -- "$cur"))

@@ -18,6 +18,7 @@
 #include "tpx/error.h"
 #include "tpx/export.h"
 #include "tpx/mesh.h"
+#include "tpx/placement.h"
 #include "tpx/sharding.h"
 
 TPX_BEGIN_DECLS
@@ -36,13 +37,17 @@ typedef struct tpx_shard_fold_source {
 } tpx_shard_fold_source;
 
 /* One tensor of a rank file: where its local piece sits in the global
- * tensor; for a fused expert parameter, the per-expert tensors it was read
- * from (num_fold > 0), which a merge writes back instead of it. */
+ * tensor, the placements that put it there (one per mesh dim;
+ * num_placements 0 when the entry has none); for a fused expert parameter,
+ * the per-expert tensors it was read from (num_fold > 0), which a merge
+ * writes back instead of it. */
 typedef struct tpx_shard_tensor {
   char *name;
   int ndim;
   int64_t global_shape[TPX_MAX_TENSOR_DIMS];
   int64_t offsets[TPX_MAX_TENSOR_DIMS];
+  int num_placements;
+  tpx_placement placements[TPX_MESH_MAX_DIMS];
   tpx_shard_fold_source *fold;
   size_t num_fold;
 } tpx_shard_tensor;
@@ -75,14 +80,20 @@ TPX_API void tpx_shard_file_name(int64_t rank, int64_t world_size, char *buf,
 TPX_API int tpx_shard_is_file_name(const char *name);
 
 /* Progress of a shard or merge run: tensors and bytes done so far of the
- * run's totals. The callback is called once with nothing done (the totals
- * known), then after every tensor. */
+ * run's totals, and the safetensors files completed (under their final
+ * names). The callback is called once with nothing done (the totals
+ * known), then after every tensor and every completed file. */
 typedef struct tpx_shard_progress {
   int64_t items, total_items;
   int64_t bytes, total_bytes;
+  int64_t files;
 } tpx_shard_progress;
 typedef void (*tpx_shard_progress_fn)(const tpx_shard_progress *p,
                                       void *user);
+
+/* A line worth telling the user that is not an error ("removed the older
+ * checkpoint's files ..."). */
+typedef void (*tpx_shard_note_fn)(const char *message, void *user);
 
 typedef struct tpx_shard_write_options {
   size_t struct_size;
@@ -91,10 +102,23 @@ typedef struct tpx_shard_write_options {
   /* Optional. */
   tpx_shard_progress_fn progress;
   void *progress_user;
+  /* "tpx.run_id" of the files: NULL = a new random id. Runs that each
+   * write some ranks (rank >= 0) of one set pass the same id, or the
+   * merge refuses the mix. Printable ASCII, at most 64 characters. */
+  const char *run_id;
+  /* The model's config.json text, kept in each file ("tpx.config") so a
+   * merge can write it back; NULL = none. */
+  const char *config_json;
+  /* 1: rank files of another mesh size in `dir` are removed once the new
+   * files are complete; 0: their presence is an error. */
+  int replace;
+  tpx_shard_note_fn note;
+  void *note_user;
 } tpx_shard_write_options;
 
 #define TPX_SHARD_WRITE_OPTIONS_INIT                                          \
-  { sizeof(tpx_shard_write_options), -1, NULL, NULL }
+  { sizeof(tpx_shard_write_options), -1, NULL, NULL, NULL, NULL, 0, NULL,    \
+    NULL }
 
 /* Write the rank file(s) of checkpoint `rd` cut by sharding `sh` (whose
  * model the checkpoint matches: tpx_checkpoint_check_model) into directory
@@ -113,10 +137,16 @@ typedef struct tpx_shard_merge_options {
   /* Optional. */
   tpx_shard_progress_fn progress;
   void *progress_user;
+  /* 1: an older checkpoint in `out_dir` (model*.safetensors, the index)
+   * is replaced: its files the merge did not write are removed once the
+   * new ones are complete; 0: its presence is an error. */
+  int replace;
+  tpx_shard_note_fn note;
+  void *note_user;
 } tpx_shard_merge_options;
 
 #define TPX_SHARD_MERGE_OPTIONS_INIT                                          \
-  { sizeof(tpx_shard_merge_options), 0, NULL, NULL }
+  { sizeof(tpx_shard_merge_options), 0, NULL, NULL, 0, NULL, NULL }
 
 /* Merge the rank files in `in_dir` into one Hugging Face checkpoint in
  * `out_dir` (created when missing): model.safetensors, or

@@ -31,6 +31,7 @@ typedef enum tpx_style_family {
   TPX_STYLE_FAMILY_SEQUENCE,       /* sequence_parallel and its variants */
   TPX_STYLE_FAMILY_PREPARE_INPUT,  /* prepare_module_input */
   TPX_STYLE_FAMILY_PREPARE_OUTPUT, /* prepare_module_output */
+  TPX_STYLE_FAMILY_REPLICATED,     /* replicated_with_grad_allreduce */
 } tpx_style_family;
 
 /* Every style: enum name, text name, family (the traits column; code asks
@@ -48,7 +49,9 @@ typedef enum tpx_style_family {
     "sequence_parallel_allgather_activation", SEQUENCE)                        \
   X(GEMMA4_VOCAB_PARALLEL_EMBEDDING, "gemma4_vocab_parallel_embedding",        \
     ROWWISE)                                                                   \
-  X(GEMMA4_ROWWISE_PARALLEL, "gemma4_rowwise_parallel", ROWWISE)
+  X(GEMMA4_ROWWISE_PARALLEL, "gemma4_rowwise_parallel", ROWWISE)             \
+  X(REPLICATED_WITH_GRAD_ALLREDUCE, "replicated_with_grad_allreduce",          \
+    REPLICATED)
 
 typedef enum tpx_style_kind {
 #define TPX__STYLE_ENUM(name, str, family) TPX_STYLE_##name,
@@ -64,8 +67,11 @@ typedef struct tpx_style_traits {
    * these only on nn.Linear and nn.Embedding. */
   int shards_params;
   /* Runs distribute_module: places the parameters of the module and of
-   * every submodule (colwise, rowwise and sequence families). */
+   * every submodule (colwise, rowwise, sequence and replicated families). */
   int distributes_params;
+  /* Its parameters' gradients are summed over tp after backward (the
+   * replicated family: a per-head norm between colwise and rowwise). */
+  int sums_grad_over_tp;
 } tpx_style_traits;
 
 /* The traits of `kind`; family TPX_STYLE_FAMILY_INVALID and no flags for a

@@ -57,12 +57,14 @@ TPX_API tpx_status tpx_registry_create(tpx_registry **out, tpx_error *err);
 /* Unloads every plugin. NULL is a no-op. */
 TPX_API void tpx_registry_destroy(tpx_registry *reg);
 
-/* Probe mode (off by default), for tools such as `tpx plugins`: before a
- * file is loaded in-process it is loaded once in a forked child, and a file
- * whose dlopen / registration crashes, exits or hangs (10 s) there is
- * recorded as refused ("crashed with SIGSEGV while loading ...") instead of
- * taking the process down. Costs one fork per file; not for multi-threaded
- * programs at load time. */
+/* Probe mode (on by default; off with on = 0): before a file is loaded
+ * in-process it is loaded (dlopen, register_parallel_strategy, dlclose)
+ * once in a forked child, and a file whose loading or unloading crashes,
+ * exits or hangs (10 s) there is refused ("crashed with SIGSEGV while
+ * loading ...", a `plugin-failed` warning naming the file) instead of
+ * taking the process down. Costs one fork per file; a multi-threaded
+ * program should load its plugins before it starts threads (or turn the
+ * probe off). */
 TPX_API tpx_status tpx_registry_set_probe(tpx_registry *reg, int on,
                                           tpx_error *err);
 
@@ -82,6 +84,16 @@ TPX_API tpx_status tpx_registry_set_probe(tpx_registry *reg, int on,
 TPX_API tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
                                               double timeout_seconds,
                                               tpx_error *err);
+
+/* Resource limits of the children of isolation mode and the load probe:
+ * the address space a child may add to what it inherited (bytes; default
+ * TPX_PLUGIN_MEMORY_MB from the environment, else 8 GiB) and its CPU time
+ * (seconds; default none: the timeout bounds it). 0 lifts a limit. A
+ * child past a limit fails with a message naming the limit. */
+TPX_API tpx_status tpx_registry_set_child_limits(tpx_registry *reg,
+                                                 unsigned long long max_bytes,
+                                                 double max_cpu_seconds,
+                                                 tpx_error *err);
 
 /* Load every *.so on the default search path: each $TPX_PLUGIN_PATH entry
  * (colon-separated; an entry that cannot be searched is a

@@ -373,10 +373,11 @@ TPX_API tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh,
  *    (sequence-sharded activations; DTensor all-reduces these);
  *  - the weight of an unstyled per-head norm `<x>_norm` whose sibling
  *    `<x>_proj` is colwise with its output sharded on the last dim (Qwen3's
- *    self_attn.q_norm / k_norm: each rank normalises only its heads).
- *    transformers' own plan marks these replicated_with_grad_allreduce;
- *    upstream torch + Automodel never reduce them (the sharding warns
- *    `partial-grad-replicated`).
+ *    self_attn.q_norm / k_norm: each rank normalises only its heads),
+ *    unstyled in the Automodel snapshot of tpx's golden plans (the sharding
+ *    warns `partial-grad-replicated`); NeMo Automodel 0.7.0 styles them
+ *    replicated_with_grad_allreduce and sums them over tp, as this does;
+ *  - params of modules styled replicated_with_grad_allreduce.
  * 0 otherwise (also for bad arguments). A tied alias follows its target. */
 TPX_API int tpx_tp_param_grad_needs_allreduce(const tpx_sharding *sh,
                                               int64_t param);

@@ -6,13 +6,12 @@
  * their per-expert source tensors. Files appear under their final names
  * only when complete (checkpoint writer: temporary + fsync + rename). The
  * rank files, their pieces and coverage: merge_pieces.c. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "checkpoint/shard_impl.h"
+#include "checkpoint/writer_impl.h"
 
 /* Reusable buffers of one merge. */
 typedef struct merge_bufs {
@@ -166,11 +165,11 @@ static tpx_status place_piece(const tpx__merge_set *s,
  * cp in bench/ckpt (scattered small writes); this is ~cp speed. */
 static tpx_status write_all(const tpx__merge_set *s, tpx_checkpoint_writer *w,
                             const tpx_shard_merge_options *o, merge_bufs *b,
-                            tpx_error *err) {
+                            tpx_shard_progress *prog, tpx_error *err) {
   const tpx__merge_piece *p = s->pieces;
-  tpx_shard_progress prog = {0, s->distinct, 0, s->total_bytes};
+  *prog = (tpx_shard_progress){0, s->distinct, 0, s->total_bytes, 0};
   if (o->progress)
-    o->progress(&prog, o->progress_user);
+    o->progress(prog, o->progress_user);
   for (size_t k = 0; k < s->num_pieces;) {
     size_t ent = p[k].entry, k1 = k + 1;
     if (ent == (size_t)-1) {
@@ -195,10 +194,10 @@ static tpx_status write_all(const tpx__merge_set *s, tpx_checkpoint_writer *w,
       tpx_status st = place_piece(s, &p[k], e, nb, b, err);
       if (st != TPX_OK)
         return st;
-      prog.items++;
-      prog.bytes += tpx_slice_nbytes(&p[k].box, e->dtype);
+      prog->items++;
+      prog->bytes += tpx_slice_nbytes(&p[k].box, e->dtype);
       if (o->progress)
-        o->progress(&prog, o->progress_user);
+        o->progress(prog, o->progress_user);
     }
     tpx_status st = write_entry(w, &s->files[0].meta.tensors[ent], e,
                                 b->whole, b, err);
@@ -206,6 +205,31 @@ static tpx_status write_all(const tpx__merge_set *s, tpx_checkpoint_writer *w,
       return st;
   }
   return TPX_OK;
+}
+
+/* The model's config.json, when the rank files carry it ("tpx.config"),
+ * beside the merged checkpoint: temporary + fsync + rename, as the
+ * tensors. */
+static tpx_status write_config(const tpx__merge_set *s, const char *dir,
+                               tpx_error *err) {
+  const char *text = tpx_checkpoint_metadata(s->files[0].rd, "tpx.config");
+  return text ? tpx__ckpt_publish_text(dir, "config.json", text, 0, err)
+              : TPX_OK;
+}
+
+/* Removes the older checkpoint's files the merge did not replace, and
+ * says so. */
+static void note_removed(const tpx__out_dir *d, const tpx_checkpoint_writer *w,
+                         const tpx_shard_merge_options *o) {
+  char names[256];
+  size_t n = tpx__out_dir_remove_older(d, w, names, sizeof names);
+  if (n == 0 || o->note == NULL)
+    return;
+  char msg[400];
+  snprintf(msg, sizeof msg,
+           "%s: removed %zu file%s of the older checkpoint (%s%s)", d->path, n,
+           n > 1 ? "s" : "", names, n > 3 ? ", ..." : "");
+  o->note(msg, o->note_user);
 }
 
 tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
@@ -224,25 +248,36 @@ tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_shard_merge: NULL directory");
   tpx__merge_set s;
+  tpx__out_dir d = {out_dir, TPX__OUT_MERGED, 0, -1};
   tpx_checkpoint_entry *wentries = NULL;
   size_t nw = 0;
   tpx_checkpoint_writer *w = NULL;
   merge_bufs b = {NULL, NULL, 0, 0};
   tpx_status st = tpx__merge_set_open(in_dir, &s, err);
-  if (st == TPX_OK && mkdir(out_dir, 0755) != 0 && errno != EEXIST)
-    st = tpx_error_set(err, TPX_IO, "%s: cannot create the directory: %s",
-                       out_dir, strerror(errno));
+  if (st == TPX_OK)
+    st = tpx__out_dir_open(out_dir, TPX__OUT_MERGED, 0, o.replace, 0, &d,
+                           err);
   tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
   wo.max_shard_size = o.max_shard_size;
   if (st == TPX_OK)
     st = out_entries(&s, &wentries, &nw, err);
   if (st == TPX_OK)
     st = tpx_checkpoint_writer_create(out_dir, wentries, nw, &wo, &w, err);
+  tpx_shard_progress prog = {0, 0, 0, 0, 0};
   if (st == TPX_OK)
-    st = write_all(&s, w, &o, &b, err);
+    st = write_all(&s, w, &o, &b, &prog, err);
   if (st == TPX_OK)
     st = tpx_checkpoint_writer_finish(w, NULL, err);
+  if (st == TPX_OK && o.progress) {
+    prog.files = (int64_t)tpx_checkpoint_writer_num_files(w);
+    o.progress(&prog, o.progress_user);
+  }
+  if (st == TPX_OK)
+    st = write_config(&s, out_dir, err);
+  if (st == TPX_OK && o.replace)
+    note_removed(&d, w, &o);
   tpx_checkpoint_writer_destroy(w);
+  tpx__out_dir_close(&d);
   free(b.piece);
   free(b.whole);
   free(wentries);

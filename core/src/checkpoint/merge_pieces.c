@@ -62,6 +62,46 @@ static tpx_status list_files(tpx__merge_set *s, tpx_error *err) {
   return st;
 }
 
+/* 1 when metadata `key` is the same (or absent) in files a and b. */
+static int same_value(const tpx__merge_set *s, size_t a, size_t b,
+                      const char *key) {
+  const char *x = tpx_checkpoint_metadata(s->files[a].rd, key);
+  const char *y = tpx_checkpoint_metadata(s->files[b].rd, key);
+  return x == y || (x && y && strcmp(x, y) == 0);
+}
+
+/* File i comes from the same source, run and config as file 0. */
+static tpx_status same_run(const tpx__merge_set *s, size_t i, tpx_error *err) {
+  const char *p = s->files[i].path, *p0 = s->files[0].path;
+  const tpx_checkpoint_reader *rd = s->files[i].rd, *rd0 = s->files[0].rd;
+  const char *v, *v0;
+  if (!same_value(s, i, 0, "tpx.source")) {
+    v = tpx_checkpoint_metadata(rd, "tpx.source");
+    v0 = tpx_checkpoint_metadata(rd0, "tpx.source");
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: cut from another source checkpoint than %s "
+                         "(\"tpx.source\" %.40s, not %.40s): rank files of "
+                         "different sources do not merge",
+                         p, p0, v ? v : "(none)", v0 ? v0 : "(none)");
+  }
+  if (!same_value(s, i, 0, "tpx.run_id")) {
+    v = tpx_checkpoint_metadata(rd, "tpx.run_id");
+    v0 = tpx_checkpoint_metadata(rd0, "tpx.run_id");
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: written by another tpx shard run than %s "
+                         "(\"tpx.run_id\" %.70s, not %.70s): rank files of "
+                         "different runs do not merge (runs that each write "
+                         "some ranks take the same --run-id)",
+                         p, p0, v ? v : "(none)", v0 ? v0 : "(none)");
+  }
+  if (!same_value(s, i, 0, "tpx.config"))
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: its \"tpx.config\" (the model's config.json) "
+                         "differs from %s's",
+                         p, p0);
+  return TPX_OK;
+}
+
 /* Opens rank file i and parses its metadata; checks it against file 0. */
 static tpx_status open_file(tpx__merge_set *s, size_t i, tpx_error *err) {
   tpx__merge_file *f = &s->files[i];
@@ -83,12 +123,24 @@ static tpx_status open_file(tpx__merge_set *s, size_t i, tpx_error *err) {
                            &f->meta, &perr) != TPX_OK)
     return tpx_error_set(err, perr.status, "%s: %s", f->path, perr.message);
   const tpx_shard_meta *m = &f->meta, *m0 = &s->files[0].meta;
+  const char *ws = tpx_checkpoint_metadata(f->rd, "tpx.world_size");
+  char want[32];
+  snprintf(want, sizeof want, "%lld", (long long)m->world_size);
+  if (ws == NULL || strcmp(ws, want) != 0)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: \"tpx.world_size\" is '%.40s' but its mesh has "
+                         "%lld ranks",
+                         f->path, ws ? ws : "(missing)",
+                         (long long)m->world_size);
   if (m->mesh_ndim != m0->mesh_ndim ||
       memcmp(m->mesh_sizes, m0->mesh_sizes, sizeof m->mesh_sizes) != 0 ||
       memcmp(m->mesh_names, m0->mesh_names, sizeof m->mesh_names) != 0)
     return tpx_error_set(err, TPX_VALIDATION,
                          "%s: its mesh differs from %s's", f->path,
                          s->files[0].path);
+  tpx_status st2 = same_run(s, i, err);
+  if (st2 != TPX_OK)
+    return st2;
   if (m->rank != (int64_t)i)
     return tpx_error_set(err, TPX_VALIDATION,
                          "%s: rank file %zu holds rank %lld: rank %zu of "
@@ -116,6 +168,59 @@ static int same_fold(const tpx_shard_tensor *a, const tpx_shard_tensor *b) {
                sizeof a->fold[k].offsets))
       return 0;
   return 1;
+}
+
+/* "[o0:o0+l0, o1:o1+l1]" of a box into buf. */
+static void box_text(const int64_t *off, const int64_t *len, int ndim,
+                     char *buf, size_t size) {
+  size_t used = (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < ndim && used < size; d++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld:%lld",
+                             d ? ", " : "", (long long)off[d],
+                             (long long)(off[d] + len[d]));
+  if (used < size)
+    snprintf(buf + used, size - used, "]");
+}
+
+/* The piece of tensor k of file i (stored as `t`, merged entry ei) is
+ * exactly the box its rank owns under its placements (the layout
+ * function), and the placements are rank 0's: so the distinct pieces
+ * tile every tensor, without overlap or hole. */
+static tpx_status check_layout(const tpx__merge_set *s, size_t i, size_t k,
+                               size_t ei, const tpx_checkpoint_tensor *t,
+                               tpx_error *err) {
+  const tpx__merge_file *f = &s->files[i];
+  const tpx_shard_tensor *st = &f->meta.tensors[k];
+  const tpx_shard_tensor *st0 = &s->files[0].meta.tensors[ei];
+  if (st->num_placements == 0)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: tensor '%s' has no \"placements\"", f->path,
+                         st->name);
+  for (int d = 0; d < st->num_placements; d++)
+    if (!tpx_placement_equal(st->placements[d], st0->placements[d]))
+      return tpx_error_set(err, TPX_VALIDATION,
+                           "%s: tensor '%s': its placement on mesh dim %d "
+                           "differs from %s's",
+                           f->path, st->name, d, s->files[0].path);
+  tpx_slice want;
+  tpx_error lerr;
+  tpx_error_clear(&lerr);
+  if (tpx_layout_local_slice(st->global_shape, st->ndim, s->mesh,
+                             st->placements, (int64_t)i, &want,
+                             &lerr) != TPX_OK)
+    return tpx_error_set(err, TPX_VALIDATION, "%s: tensor '%s': %s", f->path,
+                         st->name, lerr.message);
+  if (memcmp(want.offset, st->offsets, (size_t)st->ndim * sizeof *want.offset) ||
+      memcmp(want.length, t->shape, (size_t)st->ndim * sizeof *want.length)) {
+    char got[160], own[160];
+    box_text(st->offsets, t->shape, st->ndim, got, sizeof got);
+    box_text(want.offset, want.length, st->ndim, own, sizeof own);
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: tensor '%s': the piece %s is not the box %s "
+                         "that rank %zu owns under its placements",
+                         f->path, st->name, got, own, i);
+  }
+  return TPX_OK;
 }
 
 /* The piece of tensor k of file i: matched to its merged entry (rank 0's
@@ -153,6 +258,9 @@ static tpx_status add_piece(tpx__merge_set *s, size_t i, size_t k,
                          "or global shape",
                          f->path, st->name, s->files[0].path);
   }
+  tpx_status lst = check_layout(s, i, k, ei, &t, err);
+  if (lst != TPX_OK)
+    return lst;
   tpx__merge_piece *pc = &s->pieces[s->num_pieces++];
   pc->file = i;
   pc->tensor = (size_t)ti;
@@ -248,6 +356,21 @@ static tpx_status coverage(tpx__merge_set *s, tpx_error *err) {
   return st;
 }
 
+/* The mesh of the rank files (file 0's; the others were checked equal). */
+static tpx_status make_mesh(tpx__merge_set *s, tpx_error *err) {
+  const tpx_shard_meta *m = &s->files[0].meta;
+  const char *names[TPX_MESH_MAX_DIMS];
+  for (int d = 0; d < m->mesh_ndim; d++)
+    names[d] = m->mesh_names[d];
+  tpx_error merr;
+  tpx_error_clear(&merr);
+  if (tpx_mesh_create(names, m->mesh_sizes, m->mesh_ndim, &s->mesh, &merr) !=
+      TPX_OK)
+    return tpx_error_set(err, TPX_VALIDATION, "%s: \"tpx.mesh\": %s",
+                         s->files[0].path, merr.message);
+  return TPX_OK;
+}
+
 tpx_status tpx__merge_set_open(const char *dir, tpx__merge_set *s,
                                tpx_error *err) {
   memset(s, 0, sizeof *s);
@@ -262,6 +385,8 @@ tpx_status tpx__merge_set_open(const char *dir, tpx__merge_set *s,
                        dir, s->num_files,
                        (long long)s->files[0].meta.world_size, s->num_files);
   if (st == TPX_OK)
+    st = make_mesh(s, err);
+  if (st == TPX_OK)
     st = collect(s, err);
   if (st == TPX_OK)
     st = coverage(s, err);
@@ -275,6 +400,7 @@ void tpx__merge_set_free(tpx__merge_set *s) {
     free(s->files[i].path);
   }
   free(s->files);
+  tpx_mesh_destroy(s->mesh);
   free(s->entries);
   free(s->pieces);
   memset(s, 0, sizeof *s);

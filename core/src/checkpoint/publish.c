@@ -29,6 +29,54 @@ static void fsync_dir(const char *dir) {
   }
 }
 
+/* Writes all of buf; 0, or -1 with errno (EIO for a write that makes no
+ * progress without saying why: never a stale errno). */
+static int write_full(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t r = write(fd, buf, len);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      if (r == 0)
+        errno = EIO;
+      return -1;
+    }
+    buf += r;
+    len -= (size_t)r;
+  }
+  return 0;
+}
+
+tpx_status tpx__ckpt_publish_text(const char *dir, const char *name,
+                                  const char *text, int newline,
+                                  tpx_error *err) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *final = malloc(n), *tmp = NULL;
+  if (final == NULL)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing %s", name);
+  snprintf(final, n, "%s/%s", dir, name);
+  int fd = tpx__ckpt_create_unique(dir, name, &tmp);
+  int bad = fd < 0 || write_full(fd, text, strlen(text)) != 0 ||
+            (newline && write_full(fd, "\n", 1) != 0) || fsync(fd) != 0;
+  int e = errno;
+  if (fd >= 0 && close(fd) != 0 && !bad) {
+    bad = 1;
+    e = errno;
+  }
+  if (!bad && rename(tmp, final) != 0) {
+    bad = 1;
+    e = errno;
+  }
+  if (bad && tmp)
+    unlink(tmp);
+  tpx_status st = bad ? tpx_error_set(err, TPX_IO, "%s: cannot write: %s",
+                                      final, strerror(e))
+                      : TPX_OK;
+  free(final);
+  free(tmp);
+  return st;
+}
+
 static tpx_status write_index(tpx_checkpoint_writer *w, tpx_error *err) {
   json_t *root = json_object(), *map = json_object(), *meta = json_object();
   int64_t total = 0;
@@ -51,37 +99,9 @@ static tpx_status write_index(tpx_checkpoint_writer *w, tpx_error *err) {
   json_decref(root);
   if (text == NULL)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing the index");
-  size_t n = strlen(w->dir) + 96;
-  char *final = malloc(n), *tmp = malloc(n);
-  tpx_status st = TPX_OK;
-  if (final == NULL || tmp == NULL) {
-    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing the index");
-    goto out;
-  }
-  snprintf(final, n, "%s/model.safetensors.index.json", w->dir);
-  snprintf(tmp, n, "%s/.model.safetensors.index.json.tpx-tmp-%lld-%ld",
-           w->dir, (long long)w->writer_rank, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  size_t len = strlen(text);
-  ssize_t r = fd >= 0 ? write(fd, text, len) : -1;
-  int bad_write = fd < 0 || r != (ssize_t)len || write(fd, "\n", 1) != 1 ||
-                  fsync(fd) != 0;
-  int e = errno;
-  if (fd >= 0 && close(fd) != 0 && !bad_write) {
-    bad_write = 1;
-    e = errno;
-  }
-  if (bad_write || rename(tmp, final) != 0) {
-    if (!bad_write)
-      e = errno;
-    unlink(tmp);
-    st = tpx_error_set(err, TPX_IO, "%s: cannot write: %s", final,
-                       strerror(e));
-  }
-out:
+  tpx_status st = tpx__ckpt_publish_text(w->dir, "model.safetensors.index.json",
+                                        text, 1, err);
   free(text);
-  free(final);
-  free(tmp);
   return st;
 }
 
@@ -90,7 +110,7 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
   for (size_t f = 0; f < w->num_files; f++) {
     tpx__wfile *wf = &w->files[f];
     struct stat sb;
-    if (stat(wf->tmp_path, &sb) == 0 && (int64_t)sb.st_size != wf->size)
+    if (lstat(wf->tmp_path, &sb) == 0 && (int64_t)sb.st_size != wf->size)
       return tpx_error_set(err, TPX_IO,
                            "%s: %s holds %lld bytes, %lld expected: a writer "
                            "did not write its pieces",
@@ -103,7 +123,8 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
       int e = errno;
       struct stat sb;
       /* Another writer saw all markers too and got here first. */
-      if (e == ENOENT && stat(wf->final_path, &sb) == 0)
+      if (e == ENOENT && lstat(wf->final_path, &sb) == 0 &&
+          S_ISREG(sb.st_mode))
         continue;
       return tpx_error_set(err, TPX_IO, "%s: cannot rename %s into place: %s",
                            wf->final_path, wf->tmp_path, strerror(e));
@@ -138,7 +159,9 @@ tpx_status tpx_checkpoint_writer_finish(tpx_checkpoint_writer *w,
   }
   if (w->num_writers > 1) {
     char *mine = marker_path(w, w->writer_rank);
-    int fd = mine ? open(mine, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+    int fd = mine ? open(mine, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                         0644)
+                  : -1;
     int e = errno;
     if (fd >= 0) {
       fsync(fd);

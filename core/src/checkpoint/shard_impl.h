@@ -31,6 +31,14 @@ tpx_status tpx__shard_meta_build(const tpx_sharding *sh,
                                  char **mesh_out, char **tensors_out,
                                  tpx_error *err);
 
+/* shard_ids.c: "fnv1a64:<16 hex>" of the source's file names and raw
+ * headers into out; a new random run id (32 hex) into out; 1 when `id` is
+ * an acceptable run id (1..64 printable ASCII, no space). */
+tpx_status tpx__shard_source_digest(const tpx_checkpoint_reader *rd,
+                                    char *out, size_t size, tpx_error *err);
+void tpx__shard_new_run_id(char *out, size_t size);
+int tpx__shard_run_id_ok(const char *id);
+
 /* One rank file being merged. */
 typedef struct tpx__merge_file {
   char *path;
@@ -50,6 +58,7 @@ typedef struct tpx__merge_set {
   const char *dir;
   tpx__merge_file *files;
   size_t num_files;
+  tpx_mesh *mesh; /* of the rank files */
   tpx_checkpoint_entry *entries; /* names borrowed from files[0].meta */
   size_t num_entries;
   tpx__merge_piece *pieces; /* sorted by entry and box */
@@ -64,5 +73,30 @@ typedef struct tpx__merge_set {
 tpx_status tpx__merge_set_open(const char *dir, tpx__merge_set *out,
                                tpx_error *err);
 void tpx__merge_set_free(tpx__merge_set *s);
+
+/* out_dir.c: the output directory of a shard or merge run. */
+enum { TPX__OUT_RANKS, TPX__OUT_MERGED };
+typedef struct tpx__out_dir {
+  const char *path;
+  int kind;      /* TPX__OUT_RANKS or TPX__OUT_MERGED */
+  int64_t world; /* TPX__OUT_RANKS: the run's world size */
+  int fd;        /* the directory, locked */
+} tpx__out_dir;
+
+/* Creates `path` when missing and locks it, exclusively or (`shared`)
+ * beside other shared holders (TPX_ALREADY_EXISTS when another run holds
+ * it otherwise); under an exclusive lock removes the temporaries a crashed
+ * run of this kind left; refuses (TPX_ALREADY_EXISTS, naming them) the
+ * files of an older checkpoint unless `replace`. Close with
+ * tpx__out_dir_close, also after an error. */
+tpx_status tpx__out_dir_open(const char *path, int kind, int64_t world,
+                             int replace, int shared, tpx__out_dir *d,
+                             tpx_error *err);
+/* Removes the older checkpoint's files, except those `keep` wrote (may be
+ * NULL); their count, the first few names into buf. */
+size_t tpx__out_dir_remove_older(const tpx__out_dir *d,
+                                 const tpx_checkpoint_writer *keep, char *buf,
+                                 size_t size);
+void tpx__out_dir_close(tpx__out_dir *d);
 
 #endif /* TPX_CHECKPOINT_SHARD_IMPL_H */

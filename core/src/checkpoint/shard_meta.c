@@ -37,6 +37,29 @@ static int int_list(json_t *a, int64_t *out, int *n, int max) {
   return 0;
 }
 
+/* The optional "placements" list of entry `e`: one text form per mesh dim
+ * (tpx_placement_parse). */
+static int parse_placements(json_t *pl, tpx_shard_tensor *e, int mesh_ndim,
+                            tpx_error *err) {
+  if (pl == NULL)
+    return 0;
+  int ok = json_is_array(pl) && json_array_size(pl) == (size_t)mesh_ndim;
+  for (int d = 0; ok && d < mesh_ndim; d++) {
+    const char *text = json_string_value(json_array_get(pl, (size_t)d));
+    ok = text != NULL &&
+         tpx_placement_parse(text, &e->placements[d], NULL) == TPX_OK;
+  }
+  if (!ok) {
+    tpx_error_set(err, TPX_PARSE,
+                  "\"tpx.tensors\" entry '%s': \"placements\" must list one "
+                  "placement per mesh dim (%d)",
+                  e->name, mesh_ndim);
+    return -1;
+  }
+  e->num_placements = mesh_ndim;
+  return 0;
+}
+
 /* The optional "fold" list of tensor entry `e` (global shape known): each
  * source's box must lie inside the fused tensor. */
 static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
@@ -166,7 +189,9 @@ tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
       goto out;
     }
     out->num_tensors = ++k;
-    if (parse_fold(json_object_get(v, "fold"), e, err) != 0) {
+    if (parse_placements(json_object_get(v, "placements"), e, out->mesh_ndim,
+                         err) != 0 ||
+        parse_fold(json_object_get(v, "fold"), e, err) != 0) {
       rc = TPX_PARSE;
       goto out;
     }

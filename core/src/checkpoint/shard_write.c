@@ -6,11 +6,9 @@
  * writes the original tensors back). The pieces are read with the per-rank
  * reader (only the slice's bytes) and written with the checkpoint writer
  * (temporary + fsync + rename). Not the metadata's text (shard_meta.c). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "checkpoint/shard_impl.h"
 
@@ -125,10 +123,19 @@ static tpx_status copy_pieces(const tpx_sharding *sh,
   return st;
 }
 
+/* What every rank file of the run carries besides its own metadata. */
+typedef struct run_ids {
+  char run_id[72];
+  char source[40];
+} run_ids;
+
+/* Writes rank `rank`'s file up to its finish: *w_out is the unfinished
+ * writer (its data written, writeback started), finished by the caller. */
 static tpx_status shard_rank(const tpx_sharding *sh,
                              const tpx_checkpoint_reader *rd, int64_t rank,
                              const char *dir, const tpx_shard_write_options *o,
-                             tpx_shard_progress *prog, tpx_error *err) {
+                             const run_ids *ids, tpx_shard_progress *prog,
+                             tpx_checkpoint_writer **w_out, tpx_error *err) {
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
   size_t cap = tpx_checkpoint_num_tensors(rd) +
                tpx_model_num_params(tpx_sharding_model(sh)),
@@ -155,13 +162,15 @@ static tpx_status shard_rank(const tpx_sharding *sh,
     tpx_shard_file_name(rank, world, fname, sizeof fname);
     snprintf(rank_text, sizeof rank_text, "%lld", (long long)rank);
     snprintf(world_text, sizeof world_text, "%lld", (long long)world);
-    const char *keys[] = {"format", "tpx.mesh", "tpx.rank", "tpx.world_size",
-                          "tpx.tensors"};
-    const char *vals[] = {TPX_SHARD_FORMAT, mesh_json, rank_text, world_text,
-                          tensors_json};
+    const char *keys[] = {"format",      "tpx.mesh",   "tpx.rank",
+                          "tpx.world_size", "tpx.tensors", "tpx.run_id",
+                          "tpx.source",  "tpx.config"};
+    const char *vals[] = {TPX_SHARD_FORMAT, mesh_json,    rank_text,
+                          world_text,       tensors_json, ids->run_id,
+                          ids->source,      o->config_json};
     tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
     wo.file_name = fname;
-    wo.num_metadata = 5;
+    wo.num_metadata = o->config_json ? 8 : 7;
     wo.metadata_keys = keys;
     wo.metadata_values = vals;
     st = tpx_checkpoint_writer_create(dir, entries, n, &wo, &w, err);
@@ -169,8 +178,9 @@ static tpx_status shard_rank(const tpx_sharding *sh,
   if (st == TPX_OK)
     st = copy_pieces(sh, rd, rank, ts, n, w, o, prog, err);
   if (st == TPX_OK)
-    st = tpx_checkpoint_writer_finish(w, NULL, err);
-  tpx_checkpoint_writer_destroy(w);
+    *w_out = w;
+  else
+    tpx_checkpoint_writer_destroy(w);
   free(mesh_json);
   free(tensors_json);
   free(entries);
@@ -187,6 +197,82 @@ static int64_t tensors_per_rank(const tpx_checkpoint_reader *rd,
     if (tpx_checkpoint_param_tensor(rd, model, (int64_t)i) < 0)
       n += 1 - tpx_checkpoint_param_num_sources(rd, model, (int64_t)i);
   return n;
+}
+
+/* The run's ids: the caller's run id or a new one, the source digest. */
+static tpx_status make_ids(const tpx_checkpoint_reader *rd,
+                           const tpx_shard_write_options *o, run_ids *ids,
+                           tpx_error *err) {
+  if (o->run_id && !tpx__shard_run_id_ok(o->run_id))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "run id '%.80s' must be 1 to 64 printable ASCII "
+                         "characters without spaces",
+                         o->run_id);
+  if (o->run_id)
+    snprintf(ids->run_id, sizeof ids->run_id, "%s", o->run_id);
+  else
+    tpx__shard_new_run_id(ids->run_id, sizeof ids->run_id);
+  return tpx__shard_source_digest(rd, ids->source, sizeof ids->source, err);
+}
+
+/* Writes ranks first..last into the locked directory. */
+/* Rank files whose data is written but not yet fsync'd: finishing each
+ * right after its writes would leave the disk idle while the next file is
+ * read and cut, and the CPU idle during each fsync. The writer starts the
+ * writeback of every large piece as it goes (sync_file_range), and up to
+ * PENDING files stay open before the oldest is finished (fsync + rename),
+ * by which time most of its data is on disk. */
+#define PENDING 4
+
+static tpx_status finish_one(tpx_checkpoint_writer **w,
+                             const tpx_shard_write_options *o,
+                             tpx_shard_progress *prog, tpx_error *err) {
+  tpx_status st = tpx_checkpoint_writer_finish(*w, NULL, err);
+  tpx_checkpoint_writer_destroy(*w);
+  *w = NULL;
+  if (st == TPX_OK) {
+    prog->files++;
+    if (o->progress)
+      o->progress(prog, o->progress_user);
+  }
+  return st;
+}
+
+/* Writes ranks first..last into the locked directory. */
+static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
+                              const tpx_sharding *sh, const tpx__out_dir *d,
+                              const tpx_shard_write_options *o,
+                              const run_ids *ids, tpx_error *err) {
+  int64_t world = d->world;
+  int64_t first = o->rank >= 0 ? o->rank : 0;
+  int64_t last = o->rank >= 0 ? o->rank : world - 1;
+  int64_t per_rank = tensors_per_rank(rd, tpx_sharding_model(sh));
+  tpx_shard_progress prog = {0, 0, 0, 0, 0};
+  for (int64_t r = first; r <= last; r++) {
+    prog.total_bytes += tpx_sharding_rank_param_bytes(sh, r);
+    prog.total_items += per_rank;
+  }
+  if (o->progress)
+    o->progress(&prog, o->progress_user);
+  tpx_checkpoint_writer *pending[PENDING] = {NULL};
+  tpx_status st = TPX_OK;
+  for (int64_t r = first; r <= last && st == TPX_OK; r++) {
+    tpx_checkpoint_writer **slot = &pending[(r - first) % PENDING];
+    if (*slot) /* the oldest pending file */
+      st = finish_one(slot, o, &prog, err);
+    if (st == TPX_OK)
+      st = shard_rank(sh, rd, r, d->path, o, ids, &prog, slot, err);
+  }
+  /* the rest, oldest first; after an error only destroyed (no final name) */
+  for (int64_t k = 0; k < PENDING; k++) {
+    tpx_checkpoint_writer **slot =
+        &pending[(last + 1 - first + k) % PENDING];
+    if (*slot && st == TPX_OK)
+      st = finish_one(slot, o, &prog, err);
+    tpx_checkpoint_writer_destroy(*slot);
+    *slot = NULL;
+  }
+  return st;
 }
 
 tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
@@ -210,23 +296,28 @@ tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "rank %lld is outside the mesh of %lld",
                          (long long)o.rank, (long long)world);
-  if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-    return tpx_error_set(err, TPX_IO, "%s: cannot create the directory: %s",
-                         dir, strerror(errno));
-  int64_t first = o.rank >= 0 ? o.rank : 0;
-  int64_t last = o.rank >= 0 ? o.rank : world - 1;
-  int64_t per_rank = tensors_per_rank(rd, tpx_sharding_model(sh));
-  tpx_shard_progress prog = {0, 0, 0, 0};
-  for (int64_t r = first; r <= last; r++) {
-    prog.total_bytes += tpx_sharding_rank_param_bytes(sh, r);
-    prog.total_items += per_rank;
+  run_ids ids;
+  tpx_status st = make_ids(rd, &o, &ids, err);
+  if (st != TPX_OK)
+    return st;
+  tpx__out_dir d;
+  /* runs of one set that each write some ranks may share the directory */
+  st = tpx__out_dir_open(dir, TPX__OUT_RANKS, world, o.replace, o.rank >= 0,
+                         &d, err);
+  if (st == TPX_OK)
+    st = write_ranks(rd, sh, &d, &o, &ids, err);
+  char names[256];
+  size_t removed = st == TPX_OK && o.replace
+                       ? tpx__out_dir_remove_older(&d, NULL, names,
+                                                   sizeof names)
+                       : 0;
+  if (removed > 0 && o.note) {
+    char msg[400];
+    snprintf(msg, sizeof msg,
+             "%s: removed %zu rank file%s of another mesh size (%s%s)", dir,
+             removed, removed > 1 ? "s" : "", names, removed > 3 ? ", ..." : "");
+    o.note(msg, o.note_user);
   }
-  if (o.progress)
-    o.progress(&prog, o.progress_user);
-  for (int64_t r = first; r <= last; r++) {
-    tpx_status st = shard_rank(sh, rd, r, dir, &o, &prog, err);
-    if (st != TPX_OK)
-      return st;
-  }
-  return TPX_OK;
+  tpx__out_dir_close(&d);
+  return st;
 }

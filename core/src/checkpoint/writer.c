@@ -10,19 +10,28 @@
  * tensors back to back.
  *
  * Completion protocol: every process writes its pieces into hidden
- * temporaries ".NAME.tpx-tmp" (writer 0 also writes the headers; no
- * pre-sizing, so a full disk or a file-size limit fails on the write of a
- * named tensor); finish fsyncs them and drops a marker
- * ".FIRST.tpx-done-RANK"; the process that sees all num_writers markers
- * checks every temporary has its full size, renames each to its final
- * name, then writes the index (its own
+ * temporaries (writer 0 also writes the headers; no pre-sizing, so a full
+ * disk or a file-size limit fails on the write of a named tensor); finish
+ * fsyncs them and drops a marker ".FIRST.tpx-done-RANK"; the process that
+ * sees all num_writers markers checks every temporary has its full size,
+ * renames each to its final name, then writes the index (its own
  * temporary + fsync + rename) and fsyncs the directory. A final name thus
  * only ever names a complete file. A writer destroyed before finishing
- * removes the temporaries. Stale temporaries of a crashed multi-process run
- * must be removed before the next one (a single writer truncates them). */
+ * removes the temporaries.
+ *
+ * Temporaries in a directory others can write to: a single writer's are
+ * ".NAME.tpx-tmp.PID.N" created with O_CREAT|O_EXCL|O_NOFOLLOW (a new
+ * name on a clash), so two writers never share one and a link planted at
+ * the name is never followed; the processes of one multi-process write
+ * must share theirs, ".NAME.tpx-tmp", opened with O_NOFOLLOW and refused
+ * unless a regular file with one link (stale ones of a crashed run must be
+ * removed before the next). rename() replaces whatever is at a final name, a link
+ * included, without following it. */
+#define _GNU_SOURCE /* sync_file_range */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,9 +156,12 @@ static tpx_status plan_files(tpx_checkpoint_writer *w, int64_t max_shard,
     if (w->files[f].name == NULL)
       return oom(err);
     w->files[f].final_path = path_join(w->dir, "", w->files[f].name, "");
-    w->files[f].tmp_path = path_join(w->dir, ".", w->files[f].name,
-                                     ".tpx-tmp");
-    if (!w->files[f].final_path || !w->files[f].tmp_path)
+    /* a single writer's temporary is named when it is created */
+    w->files[f].tmp_path =
+        w->num_writers > 1
+            ? path_join(w->dir, ".", w->files[f].name, ".tpx-tmp")
+            : NULL;
+    if (!w->files[f].final_path || (w->num_writers > 1 && !w->files[f].tmp_path))
       return oom(err);
   }
   return TPX_OK;
@@ -236,16 +248,59 @@ static tpx_status write_all(int fd, const void *buf, size_t len, int64_t off,
   return TPX_OK;
 }
 
+int tpx__ckpt_create_unique(const char *dir, const char *name,
+                            char **path_out) {
+  static atomic_uint counter;
+  *path_out = NULL;
+  for (int tries = 0; tries < 100; tries++) {
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, ".tpx-tmp.%ld.%u", (long)getpid(),
+             atomic_fetch_add(&counter, 1u));
+    char *p = path_join(dir, ".", name, suffix);
+    if (p == NULL) {
+      errno = ENOMEM;
+      return -1;
+    }
+    int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      *path_out = p;
+      return fd;
+    }
+    int e = errno;
+    free(p);
+    errno = e;
+    if (e != EEXIST)
+      return -1;
+  }
+  return -1;
+}
+
+/* The shared temporary of a multi-process write: never through a link,
+ * never anything but a regular file of one name (a hard link planted at
+ * the name would make the writes land in another file). */
+static int open_shared(const char *path) {
+  int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  struct stat sb;
+  if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+                  sb.st_nlink != 1)) {
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
 static tpx_status open_temps(tpx_checkpoint_writer *w, tpx_error *err) {
   for (size_t f = 0; f < w->num_files; f++) {
     tpx__wfile *wf = &w->files[f];
-    int flags = O_RDWR | O_CREAT | O_CLOEXEC;
-    if (w->num_writers == 1)
-      flags |= O_TRUNC;
-    wf->fd = open(wf->tmp_path, flags, 0644);
+    wf->fd = w->num_writers > 1
+                 ? open_shared(wf->tmp_path)
+                 : tpx__ckpt_create_unique(w->dir, wf->name, &wf->tmp_path);
     if (wf->fd < 0)
       return tpx_error_set(err, TPX_IO, "%s: cannot create %s: %s",
-                           wf->final_path, wf->tmp_path, strerror(errno));
+                           wf->final_path,
+                           wf->tmp_path ? wf->tmp_path : "its temporary",
+                           strerror(errno));
     if (w->writer_rank == 0) {
       tpx_status st = write_all(wf->fd, wf->header, wf->header_len, 0,
                                 wf->final_path, "header", err);
@@ -288,9 +343,11 @@ tpx_status tpx_checkpoint_writer_create(
                          "be a plain name",
                          single);
   struct stat sb;
-  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-    return tpx_error_set(err, TPX_IO, "%s: not a directory%s%s", dir,
-                         errno ? ": " : "", errno ? strerror(errno) : "");
+  if (stat(dir, &sb) != 0)
+    return tpx_error_set(err, TPX_IO, "%s: cannot use the directory: %s", dir,
+                         strerror(errno));
+  if (!S_ISDIR(sb.st_mode)) /* errno says nothing here */
+    return tpx_error_set(err, TPX_IO, "%s: not a directory", dir);
   tpx_checkpoint_writer *w = calloc(1, sizeof *w);
   if (w == NULL)
     return oom(err);
@@ -327,6 +384,22 @@ const char *tpx_checkpoint_writer_file(const tpx_checkpoint_writer *w,
 
 int64_t tpx_checkpoint_bytes_written(const tpx_checkpoint_writer *w) {
   return w ? (int64_t)atomic_load(&w->bytes) : 0;
+}
+
+/* Starts writing a large written range to disk now, without waiting, so
+ * that finish's fsync finds most of the data there already: the disk works
+ * while the caller reads and cuts the next pieces (as `cp` followed by
+ * `sync` lets it), instead of idling until the fsync. Best effort: an
+ * error here surfaces at the fsync. */
+static void start_writeback(int fd, int64_t off, int64_t len) {
+#ifdef SYNC_FILE_RANGE_WRITE
+  if (len >= (1 << 20))
+    (void)sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+#else
+  (void)fd;
+  (void)off;
+  (void)len;
+#endif
 }
 
 tpx_status tpx_checkpoint_write_slice(tpx_checkpoint_writer *w,
@@ -381,7 +454,13 @@ tpx_status tpx_checkpoint_write_slice(tpx_checkpoint_writer *w,
     in += (size_t)g.run_elems * ssz;
   }
   free(bounce);
-  if (st == TPX_OK)
+  if (st == TPX_OK) {
     atomic_fetch_add(&w->bytes, (long long)(g.numel * (int64_t)esz));
+    int64_t first = e->offset + tpx__box_run_start(&g, 0) * (int64_t)esz;
+    int64_t end = e->offset +
+                  tpx__box_run_start(&g, g.num_runs - 1) * (int64_t)esz +
+                  (int64_t)run_bytes;
+    start_writeback(wf->fd, first, end - first);
+  }
   return st;
 }

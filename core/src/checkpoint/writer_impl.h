@@ -21,7 +21,7 @@ typedef struct tpx__wentry {
 typedef struct tpx__wfile {
   char *name;       /* final file name */
   char *final_path; /* dir/name */
-  char *tmp_path;   /* dir/.name.tpx-tmp */
+  char *tmp_path;   /* dir/.name.tpx-tmp[.PID.N] (writer.c) */
   int fd;
   char *header; /* 8-byte length + padded JSON */
   size_t header_len;
@@ -40,5 +40,17 @@ struct tpx_checkpoint_writer {
   int finished;
   atomic_llong bytes;
 };
+
+/* Creates a new file ".NAME.tpx-tmp.PID.N" in `dir` with
+ * O_CREAT|O_EXCL|O_NOFOLLOW (another N on a clash): its fd, and its path
+ * in *path_out (malloc'd); -1 with errno. */
+int tpx__ckpt_create_unique(const char *dir, const char *name,
+                            char **path_out);
+
+/* publish.c: `text` (+ a newline when `newline`) as dir/name, complete or
+ * not at all (a unique temporary, fsync, rename). Errors name the file. */
+tpx_status tpx__ckpt_publish_text(const char *dir, const char *name,
+                                  const char *text, int newline,
+                                  tpx_error *err);
 
 #endif /* TPX_CHECKPOINT_WRITER_IMPL_H */

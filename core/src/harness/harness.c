@@ -78,9 +78,17 @@ typedef struct learned {
   int dlopen_ok;
 } learned;
 
+/* Lines of the child's report the child did not write (protocol.c's tags
+ * only): the first one, for the message. */
+typedef struct foreign {
+  size_t count;
+  char first[64];
+} foreign;
+
 /* Handle one complete protocol line from the child. */
 static tpx_status handle_line(tpx_harness_result *r, learned *l, char *line,
-                              char *step, size_t step_size, int *done) {
+                              char *step, size_t step_size, int *done,
+                              foreign *junk) {
   char *f[4] = {line, NULL, NULL, NULL};
   for (int i = 1; i < 4; i++) {
     char *tab = f[i - 1] ? strchr(f[i - 1], '\t') : NULL;
@@ -100,6 +108,13 @@ static tpx_status handle_line(tpx_harness_result *r, learned *l, char *line,
       return TPX_NO_MEMORY;
     if (strcmp(f[1], "dlopen") == 0)
       l->dlopen_ok = 1;
+  } else if (!(strcmp(f[0], "I") == 0 && f[1] && f[2])) {
+    if (junk->count++ == 0) {
+      snprintf(junk->first, sizeof junk->first, "%s", f[0]);
+      for (char *c = junk->first; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+          *c = '?';
+    }
   }
   return TPX_OK;
 }
@@ -127,7 +142,8 @@ static tpx_status run_child(tpx_harness_result *r, learned *l, job_kind kind,
                             const tpx__h_job *job, const char *what,
                             double timeout, tpx_error *err) {
   child_job cj = {kind, job};
-  tpx__child_spec spec = {child_body, &cj, timeout};
+  tpx__child_spec spec = {child_body, &cj, timeout,
+                          tpx__child_default_memory(), 0};
   tpx__child_result res;
   tpx_error cerr = {0};
   tpx_status s = tpx__child_run(&spec, &res, &cerr);
@@ -137,17 +153,31 @@ static tpx_status run_child(tpx_harness_result *r, learned *l, job_kind kind,
    * hang happened in. */
   char step[600] = "startup";
   int done = 0;
+  foreign junk = {0, ""};
   char *start = res.out, *nl;
   while (s == TPX_OK && start &&
          (nl = memchr(start, '\n', res.len - (size_t)(start - res.out)))) {
     *nl = '\0';
-    s = handle_line(r, l, start, step, sizeof step, &done);
+    s = handle_line(r, l, start, step, sizeof step, &done, &junk);
     start = nl + 1;
   }
   tpx__child_result_free(&res);
+  char detail[1024];
+  if (s == TPX_OK && junk.count) {
+    snprintf(detail, sizeof detail,
+             "%zu line(s) of the report were not written by the harness "
+             "(\"%s\"): the plugin wrote onto a file descriptor it does "
+             "not own",
+             junk.count, junk.first);
+    s = add_check(r, 0, "pipes", detail);
+  }
+  if (s == TPX_OK && res.held_open)
+    s = add_check(r, 0, "processes",
+                  "a process the plugin started (fork) outlived the checks "
+                  "and held their pipe open: a plugin must not leave "
+                  "processes behind");
   if (s != TPX_OK)
     return tpx_error_set(err, s, "harness: out of memory");
-  char detail[1024];
   if (done)
     return TPX_OK;
   if (res.end == TPX__CHILD_TIMED_OUT) {
@@ -163,6 +193,10 @@ static tpx_status run_child(tpx_harness_result *r, learned *l, job_kind kind,
              "plugin?) during: %s",
              res.code, step);
   }
+  /* A crash or exit while unloading belongs to the unload, not to the
+   * checks that passed before it. */
+  if (strcmp(step, TPX__H_UNLOAD_STEP) == 0)
+    what = "unload";
   if (add_check(r, 0, what, detail) != TPX_OK)
     return tpx_error_set(err, TPX_NO_MEMORY, "harness: out of memory");
   return TPX_OK;

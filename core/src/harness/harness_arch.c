@@ -498,9 +498,11 @@ void tpx__h_child_arch(int fd, const tpx__h_job *job) {
   tpx__plugin *p = NULL;
   char reason[TPX_ERROR_MESSAGE_SIZE];
   tpx__h_step(fd, "loading the plugin for %s", label);
+  tpx__h_pin(job->path);
   if (tpx__plugin_open(job->path, tpx__plugin_host_table(), &p, reason,
                        sizeof reason) != TPX_OK)
     return; /* reported by the load check */
+  FILE *out = tpx__h_stdout_capture();
   const char *arch = NULL;
   tpx_model *m = arch_model(fd, job, p, &arch, label, sizeof label);
   if (m) {
@@ -514,5 +516,6 @@ void tpx__h_child_arch(int fd, const tpx__h_job *job) {
     arch_capabilities(fd, p, m, arch, label);
   }
   tpx_model_destroy(m);
+  tpx__h_stdout_check(fd, out, label);
   tpx__plugin_free(p);
 }

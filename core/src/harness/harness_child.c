@@ -6,6 +6,7 @@
  *
  * Everything allocated here is freed before returning: the child exits with
  * _exit, and under valgrind its leak report must stay clean. */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,9 +86,60 @@ static void version_text(uint32_t v, char *buf, size_t size) {
            (unsigned)TPX_PLUGIN_ABI_VERSION_MINOR(v));
 }
 
+/* Keep the plugin mapped until the child's _exit: its ELF destructors
+ * then never run in this child, so a crashing destructor is reported once,
+ * by the load check's unload step, not by every later check. */
+void tpx__h_pin(const char *path) {
+  char local[4096];
+  const char *open_path = path;
+  if (!strchr(path, '/') &&
+      (size_t)snprintf(local, sizeof local, "./%s", path) < sizeof local)
+    open_path = local;
+  tpx__quiet_begin();
+  (void)dlopen(open_path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  tpx__quiet_end();
+}
+
+FILE *tpx__h_stdout_capture(void) {
+  FILE *f = tmpfile();
+  if (f)
+    tpx__quiet_sink(fileno(f));
+  return f;
+}
+
+void tpx__h_stdout_check(int fd, FILE *f, const char *during) {
+  if (!f)
+    return;
+  tpx__quiet_sink(-1);
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : 0;
+  if (n > 0) {
+    char head[81] = "";
+    rewind(f);
+    size_t got = fread(head, 1, sizeof head - 1, f);
+    head[got] = '\0';
+    for (char *c = head; *c; c++)
+      if ((unsigned char)*c < 0x20)
+        *c = ' ';
+    tpx__h_result(fd, 0, "stdout",
+                  "the plugin wrote %ld byte(s) to stdout during %s (\"%s\"); "
+                  "stdout belongs to the host (tpx plan --format json): log "
+                  "with host->log or write to stderr",
+                  n, during, head);
+  }
+  fclose(f);
+}
+
 /* ---- load and registration ------------------------------------------------ */
 
+static void load_checks(int fd, const tpx__h_job *job);
+
 void tpx__h_child_load(int fd, const tpx__h_job *job) {
+  FILE *out = tpx__h_stdout_capture();
+  load_checks(fd, job);
+  tpx__h_stdout_check(fd, out, "loading and unloading");
+}
+
+static void load_checks(int fd, const tpx__h_job *job) {
   tpx__plugin *p = NULL;
   char reason[TPX_ERROR_MESSAGE_SIZE];
   tpx__h_step(fd, "dlopen and register_parallel_strategy");
@@ -130,6 +182,7 @@ void tpx__h_child_load(int fd, const tpx__h_job *job) {
                 p->fsdp_fn ? " fsdp_units" : "",
                 p->fp32_fn ? " fp32_params" : "",
                 p->strategy_fn ? " strategy" : "");
+  tpx__h_step(fd, "%s", TPX__H_UNLOAD_STEP);
   tpx__plugin_free(p);
 }
 
@@ -145,6 +198,7 @@ void tpx__h_child_negotiation(int fd, const tpx__h_job *job) {
     lo = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR - 1, 0);
     hi = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR - 1, 0xffff);
   }
+  tpx__h_pin(job->path);
   tpx_plugin_host host;
   tpx__plugin_host_table_with_range(lo, hi, &host);
   char l[32], h[32];

@@ -5,6 +5,7 @@
 #define TPX_HARNESS_INTERNAL_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "plugin/plugin_internal.h"
 #include "tpx/harness.h"
@@ -42,6 +43,18 @@ typedef struct tpx__h_job {
   const char *config; /* a config.json path, or NULL for synthetic */
   int negotiation;    /* +1: host too new, -1: host too old */
 } tpx__h_job;
+
+/* The step the load check announces before dlclose; a crash there fails
+ * the "unload" check (harness.c). */
+#define TPX__H_UNLOAD_STEP "unloading the plugin (dlclose: its ELF destructors)"
+
+/* Pin the plugin at `path` in this child (RTLD_NODELETE): its destructors
+ * never run here. */
+void tpx__h_pin(const char *path);
+/* Catch what plugin code writes to stdout from here on (a temporary file,
+ * or NULL); the check then fails "stdout" when anything was written. */
+FILE *tpx__h_stdout_capture(void);
+void tpx__h_stdout_check(int fd, FILE *f, const char *during);
 
 void tpx__h_child_load(int fd, const tpx__h_job *job);
 void tpx__h_child_negotiation(int fd, const tpx__h_job *job);

@@ -24,6 +24,12 @@
 #define J_NAN "\"\\u0000tpx:nan\""
 
 enum { CONFIG_MAX_BYTES = 64 * 1024 * 1024 };
+/* A real config holds a handful of Infinity / NaN tokens; each becomes a
+ * 16-byte sentinel and a jansson string (~100 bytes), so a file of nothing
+ * else (60 MB: 1.66 GB) is refused past this many. */
+enum { CONFIG_MAX_NONFINITE = 4096 };
+/* An architecture (class) name longer than this is refused, not echoed. */
+enum { CONFIG_MAX_ARCH_LEN = 256 };
 
 static int ident_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -54,11 +60,12 @@ static size_t nonfinite_token(const char *text, size_t len, size_t i,
 }
 
 /* Rewrites bare Infinity/-Infinity/NaN outside strings. Returns a malloc'd
- * copy in *out (NULL when nothing needed rewriting). -1 when out of memory. */
+ * copy in *out (NULL when nothing needed rewriting). -1 when out of memory,
+ * -2 past CONFIG_MAX_NONFINITE tokens. */
 static int rewrite_nonfinite(const char *text, size_t len, char **out,
                              size_t *out_len) {
   char *buf = NULL;
-  size_t pos = 0, copied = 0, cap = 0;
+  size_t pos = 0, copied = 0, cap = 0, count = 0;
   int in_string = 0;
   *out = NULL;
   for (size_t i = 0; i < len; i++) {
@@ -80,6 +87,10 @@ static int rewrite_nonfinite(const char *text, size_t len, char **out,
     size_t n = nonfinite_token(text, len, i, &repl);
     if (n == 0)
       continue;
+    if (++count > CONFIG_MAX_NONFINITE) {
+      free(buf);
+      return -2;
+    }
     size_t rlen = strlen(repl);
     size_t need = pos + (i - copied) + rlen + (len - i) + 1;
     if (TPX_GROW(buf, cap, need, len + 64)) {
@@ -111,7 +122,13 @@ tpx_status tpx__config_parse(const char *text, size_t len, const char *source,
   *out = NULL;
   if (text == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: no config text", src);
-  if (rewrite_nonfinite(text, len, &rewritten, &rlen) != 0)
+  int rw = rewrite_nonfinite(text, len, &rewritten, &rlen);
+  if (rw == -2)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: more than %d Infinity / NaN values; a config "
+                         "holds a few",
+                         src, (int)CONFIG_MAX_NONFINITE);
+  if (rw != 0)
     return tpx_error_set(err, TPX_NO_MEMORY, "%s: out of memory", src);
   json_error_t jerr;
   json_t *root = rewritten ? json_loadb(rewritten, rlen, JSON_ALLOW_NUL, &jerr)
@@ -148,6 +165,12 @@ static tpx_status read_architectures(json_t *root, const char *src,
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                            "%s: \"_class_name\" must be a non-empty string",
                            src);
+    if (json_string_length(cls) > CONFIG_MAX_ARCH_LEN)
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "%s: \"_class_name\" is %zu characters long "
+                           "(\"%.40s...\"); a class name has at most %d",
+                           src, json_string_length(cls),
+                           json_string_value(cls), (int)CONFIG_MAX_ARCH_LEN);
     const char **one = calloc(1, sizeof *one);
     if (one == NULL)
       return tpx_error_set(err, TPX_NO_MEMORY, "%s: out of memory", src);
@@ -173,6 +196,14 @@ static tpx_status read_architectures(json_t *root, const char *src,
                            "%s: \"architectures\"[%zu] must be a non-empty "
                            "string",
                            src, i);
+    }
+    if (json_string_length(item) > CONFIG_MAX_ARCH_LEN) {
+      free(list);
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "%s: \"architectures\"[%zu] is %zu characters "
+                           "long (\"%.40s...\"); a class name has at most %d",
+                           src, i, json_string_length(item),
+                           json_string_value(item), (int)CONFIG_MAX_ARCH_LEN);
     }
     list[i] = json_string_value(item);
   }
@@ -473,4 +504,23 @@ tpx_status tpx_model_config_string(const tpx_model *model, const char *path,
   if (out != NULL)
     *out = json_string_value(v);
   return TPX_OK;
+}
+
+char *tpx__config_dumps(const json_t *v) {
+  char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+  if (text == NULL)
+    return NULL;
+  static const struct {
+    const char *json, *tok;
+  } map[] = {{J_NINF, "-Infinity"}, {J_INF, "Infinity"}, {J_NAN, "NaN"}};
+  /* Each sentinel is longer than its token: rewrite in place. */
+  for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
+    size_t jl = strlen(map[k].json), tl = strlen(map[k].tok);
+    char *at;
+    while ((at = strstr(text, map[k].json)) != NULL) {
+      memcpy(at, map[k].tok, tl);
+      memmove(at + tl, at + jl, strlen(at + jl) + 1);
+    }
+  }
+  return text;
 }

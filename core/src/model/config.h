@@ -40,6 +40,11 @@ int tpx__config_integer(const json_t *v, int64_t *out);
 /* 1 when v is a non-finite sentinel string (i.e. a number, not a string). */
 int tpx__config_is_nonfinite(const json_t *v);
 
+/* A config value as compact JSON text (malloc'd), non-finite sentinels
+ * written back as the Python tokens they came from (NaN, Infinity): what a
+ * message may quote. NULL when out of memory. */
+char *tpx__config_dumps(const json_t *v);
+
 /* Parse config text (Infinity/NaN accepted) into a new reference to an
  * object; `source` names the text in errors. */
 tpx_status tpx__config_parse(const char *text, size_t len, const char *source,

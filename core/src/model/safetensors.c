@@ -305,6 +305,17 @@ tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
                          path, key);
       break;
     }
+    size_t depth = 1;
+    for (size_t i = 0; i < klen; i++)
+      depth += key[i] == '.';
+    if (depth > TPX__ST_MAX_NAME_DEPTH) {
+      st = tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%.60s...' (%zu characters): its name "
+                         "has %zu dot-separated components, more than the "
+                         "%d tpx accepts",
+                         path, key, klen, depth, TPX__ST_MAX_NAME_DEPTH);
+      break;
+    }
     if (TPX_GROW(l->t, l->cap, l->n + 1, 256)) {
       st = oom(err);
       break;

@@ -19,6 +19,13 @@
 #include "model/model_impl.h"
 #include "model/strmap.h"
 
+/* The most dot-separated components a tensor name may have. Real names
+ * have about ten ("model.language_model.layers.0.mlp.experts.gate_up_proj");
+ * every component becomes a module whose name repeats its parents', so a
+ * deep name costs memory quadratic in its depth (50 000 components: GBs).
+ * A deeper name is refused. */
+#define TPX__ST_MAX_NAME_DEPTH 256
+
 typedef struct tpx__st_tensor {
   const char *name; /* in the load arena */
   size_t name_len;

@@ -150,6 +150,8 @@ typedef struct walk_ctx {
   /* deepest failure: atom index and the module whose children all failed */
   size_t fail_depth;
   int64_t fail_module;
+  char *namebuf; /* a child's FQN, built to look it up by name */
+  size_t namecap;
   int oom;
 } walk_ctx;
 
@@ -165,6 +167,26 @@ static void frame_enter(walk_ctx *w, walk_frame *f, int64_t module) {
   f->nc = m->num_children;
   f->cut = module > 0 ? (size_t)m->fqn_len + 1 : 0;
   f->any = 0;
+}
+
+/* The child of f's module named by the literal atom `depth`, or -1: found
+ * through the model's FQN index, not by reading every child (sibling names
+ * are unique, so a literal atom takes one child at most). */
+static int64_t literal_child(walk_ctx *w, const walk_frame *f, size_t depth) {
+  const tpx__module *pm = tpx__mv_module(w->model, f->module);
+  size_t plen = f->cut ? (size_t)pm->fqn_len : 0;
+  size_t need = plen + (f->cut ? 1 : 0) + w->alen[depth] + 1;
+  if (TPX_GROW(w->namebuf, w->namecap, need, 256)) {
+    w->oom = 1;
+    return -1;
+  }
+  memcpy(w->namebuf, pm->fqn, plen);
+  if (f->cut) w->namebuf[plen++] = '.';
+  memcpy(w->namebuf + plen, w->atoms[depth], w->alen[depth] + 1);
+  int64_t c = tpx_model_find_module(w->model, w->namebuf);
+  if (c < 0 || c >= w->m->nmodules || tpx__mv_parent(w->model, c) != f->module)
+    return -1;
+  return c;
 }
 
 static void record(walk_ctx *w, int64_t module) {
@@ -195,18 +217,21 @@ static void walk(walk_ctx *w, int64_t root) {
       top--;
       continue;
     }
-    int64_t c = tpx__mv_module(w->model, f->module)->children[f->next++];
-    if (c < 0 || c >= w->m->nmodules) continue;
-    /* Names are FQN tails: a literal atom is a length check, then bytes;
-     * a bare '*' takes every name without reading it. */
     int mg = w->magic[depth];
-    if (mg != 2) {
+    int64_t c;
+    if (mg == 0) { /* a literal atom: the one child of that name, if any */
+      f->next = f->nc;
+      c = literal_child(w, f, depth);
+      if (c < 0) continue;
+    } else {
+      c = tpx__mv_module(w->model, f->module)->children[f->next++];
+      if (c < 0 || c >= w->m->nmodules) continue;
+    }
+    /* Names are FQN tails: a pattern is matched against the name; a bare
+     * '*' takes every name without reading it. */
+    if (mg == 1) {
       const tpx__module *cm = tpx__mv_module(w->model, c);
-      const char *name = cm->fqn + f->cut;
-      if (mg ? !glob_match(w->atoms[depth], name)
-             : (size_t)cm->fqn_len - f->cut != w->alen[depth] ||
-                   memcmp(w->atoms[depth], name, w->alen[depth]) != 0)
-        continue;
+      if (!glob_match(w->atoms[depth], cm->fqn + f->cut)) continue;
     }
     f->any = 1;
     if (depth + 1 == w->natoms) {
@@ -243,10 +268,43 @@ static void group_push(walk_ctx *w, group_key *g, int64_t module) {
   g->mods[g->n++] = module;
 }
 
-/* w's atoms are the group's shared prefix plus the leader's last atom;
- * members[] index keys[]. */
-static void walk_group(walk_ctx *w, group_key *keys, const size_t *members,
-                       size_t nmem) {
+/* The keys of one group: members[] index keys[]. A big group also has its
+ * literal last atoms in a map (atom -> key index) and its pattern members
+ * apart, so a child is tested against the keys that can take it, not
+ * against every key of the group. */
+typedef struct group_index {
+  const size_t *members;
+  size_t nmem;
+  int use_map;
+  tpx__strmap literal;
+  const size_t *magic; /* members whose last atom is a pattern */
+  size_t nmagic;
+} group_index;
+
+/* The keys of the group that take child `name` (the last atom). */
+static void take_child(walk_ctx *w, group_key *keys, const group_index *gi,
+                       int64_t c, const char *name, size_t nlen) {
+  if (!gi->use_map) {
+    for (size_t k = 0; k < gi->nmem; k++) {
+      group_key *g = &keys[gi->members[k]];
+      if (g->magic == 2 ||
+          (g->magic ? glob_match(g->atom, name)
+                    : nlen == g->len && memcmp(g->atom, name, nlen) == 0))
+        group_push(w, g, c);
+    }
+    return;
+  }
+  int64_t k = -1;
+  if (tpx__strmap_find(&gi->literal, name, nlen, &k))
+    group_push(w, &keys[k], c);
+  for (size_t j = 0; j < gi->nmagic; j++) {
+    group_key *g = &keys[gi->magic[j]];
+    if (g->magic == 2 || glob_match(g->atom, name)) group_push(w, g, c);
+  }
+}
+
+/* w's atoms are the group's shared prefix plus the leader's last atom. */
+static void walk_group(walk_ctx *w, group_key *keys, const group_index *gi) {
   walk_frame *fr = w->frames;
   size_t top = 1;
   frame_enter(w, &fr[0], 0);
@@ -257,19 +315,19 @@ static void walk_group(walk_ctx *w, group_key *keys, const size_t *members,
       top--;
       continue;
     }
+    if (depth + 1 < w->natoms && w->magic[depth] == 0) {
+      f->next = f->nc; /* a literal atom above the last level */
+      int64_t c = literal_child(w, f, depth);
+      if (c >= 0) frame_enter(w, &fr[top++], c);
+      continue;
+    }
     int64_t c = tpx__mv_module(w->model, f->module)->children[f->next++];
     if (c < 0 || c >= w->m->nmodules) continue;
     const tpx__module *cm = tpx__mv_module(w->model, c);
     const char *name = cm->fqn + f->cut;
     size_t nlen = (size_t)cm->fqn_len - f->cut;
     if (depth + 1 == w->natoms) {
-      for (size_t k = 0; k < nmem; k++) {
-        group_key *g = &keys[members[k]];
-        if (g->magic == 2 ||
-            (g->magic ? glob_match(g->atom, name)
-                      : nlen == g->len && memcmp(g->atom, name, nlen) == 0))
-          group_push(w, g, c);
-      }
+      take_child(w, keys, gi, c, name, nlen);
       continue;
     }
     int mg = w->magic[depth];
@@ -492,6 +550,7 @@ typedef struct match_run {
 
 static void match_run_free(match_run *r, size_t ne) {
   free(r->keybuf);
+  free(r->w.namebuf);
   free(r->w.atoms);
   free(r->w.magic);
   free(r->w.alen);
@@ -511,6 +570,42 @@ static void group_key_init(group_key *g, const char *key) {
   g->magic = !atom_has_magic(g->atom)              ? 0
              : g->atom[strspn(g->atom, "*")] == '\0' ? 2
                                                      : 1;
+}
+
+/* Walk the group whose first entry is `first` (its key already split). */
+static tpx_status walk_one_group(match_run *r, size_t first, tpx_error *err) {
+  group_index gi;
+  memset(&gi, 0, sizeof gi);
+  size_t nmem = 0;
+  for (int64_t k = (int64_t)first; k >= 0; k = r->next[k])
+    r->members[nmem++] = (size_t)k;
+  gi.members = r->members;
+  gi.nmem = nmem;
+  gi.use_map = nmem > 8;
+  size_t *magic = NULL;
+  tpx_status st = TPX_OK;
+  if (gi.use_map) {
+    magic = malloc(nmem * sizeof *magic);
+    if (!magic || tpx__strmap_reserve(&gi.literal, nmem) != 0)
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+    for (size_t k = 0; k < nmem && st == TPX_OK; k++) {
+      const group_key *g = &r->gkeys[r->members[k]];
+      if (g->magic)
+        magic[gi.nmagic++] = r->members[k];
+      else if (tpx__strmap_set(&gi.literal, g->atom, g->len,
+                               (int64_t)r->members[k]) != 0)
+        st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+    }
+    gi.magic = magic;
+  }
+  if (st == TPX_OK) {
+    walk_group(&r->w, r->gkeys, &gi);
+    if (r->w.oom)
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  }
+  free(magic);
+  tpx__strmap_free(&gi.literal);
+  return st;
 }
 
 /* Every non-empty key's modules, walked by groups of keys that share all
@@ -548,12 +643,7 @@ static tpx_status walk_groups(match_run *r, size_t ne, tpx_error *err) {
     st = split_key(tpx__plan_key(r->plan, e), &r->w, &r->keybuf,
                    &r->cap_atoms, err);
     if (st != TPX_OK) break;
-    size_t nmem = 0;
-    for (int64_t k = (int64_t)e; k >= 0; k = r->next[k])
-      r->members[nmem++] = (size_t)k;
-    walk_group(&r->w, r->gkeys, r->members, nmem);
-    if (r->w.oom)
-      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+    st = walk_one_group(r, (size_t)e, err);
   }
   free(tail);
   tpx__strmap_free(&heads);

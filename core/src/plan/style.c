@@ -40,7 +40,8 @@ tpx_status tpx_style_kind_parse(const char *text, tpx_style_kind *out,
                        "qk_norm_sequence_parallel, vocab_parallel_embedding, "
                        "sequence_parallel_allgather_activation, "
                        "gemma4_vocab_parallel_embedding, "
-                       "gemma4_rowwise_parallel)",
+                       "gemma4_rowwise_parallel, "
+                       "replicated_with_grad_allreduce)",
                        text);
 }
 
@@ -57,8 +58,10 @@ tpx_style_traits tpx_style_kind_traits(tpx_style_kind kind) {
   t.family = style_families[kind];
   t.shards_params = t.family == TPX_STYLE_FAMILY_COLWISE ||
                     t.family == TPX_STYLE_FAMILY_ROWWISE;
-  t.distributes_params =
-      t.shards_params || t.family == TPX_STYLE_FAMILY_SEQUENCE;
+  t.sums_grad_over_tp = t.family == TPX_STYLE_FAMILY_REPLICATED;
+  t.distributes_params = t.shards_params ||
+                         t.family == TPX_STYLE_FAMILY_SEQUENCE ||
+                         t.sums_grad_over_tp;
   return t;
 }
 
@@ -111,6 +114,9 @@ tpx_style tpx_style_default(tpx_style_kind kind) {
     /* Both layout lists are required by torch; left "not given" here so a
      * caller who forgets them gets a validation error. */
     s.use_local_output = 1;
+    break;
+  case TPX_STYLE_FAMILY_REPLICATED:
+    s.use_local_output = 1; /* activations pass as plain tensors */
     break;
   default:
     break;
@@ -299,6 +305,7 @@ tpx_status tpx_style_validate(const tpx_style *s, tpx_error *err) {
       st = check_single(&s->output_layouts, "output_layouts", kind, err);
     return st;
   case TPX_STYLE_FAMILY_SEQUENCE:
+  case TPX_STYLE_FAMILY_REPLICATED:
     return TPX_OK;
   case TPX_STYLE_FAMILY_PREPARE_INPUT:
     st = check_list(&s->input_layouts, "input_layouts", 1, err);

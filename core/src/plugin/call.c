@@ -18,9 +18,20 @@
 #include "plugin/child.h"
 #include "plugin/plugin_internal.h"
 
-/* The message of a failed call: the plugin's own, else the first refused
- * value, else the bare status. */
-static const char *call_message(const tpx_plugin_ctx *ctx) {
+/* The message of a failed call. A call that failed after the host refused
+ * one of its values: the host's reason (it names the key, the style, the
+ * value), with the plugin's words after it — a plugin's message then is
+ * often generic ("the host refused a plan entry"). A refusal is the
+ * plugin's decision: its words first. Else the bare status. */
+static const char *call_message(const tpx_plugin_ctx *ctx, int rc, char *buf,
+                                size_t size) {
+  if (ctx->has_invalid && rc != TPX_PLUGIN_REFUSED) {
+    if (!ctx->has_message || strcmp(ctx->message, ctx->invalid) == 0)
+      return ctx->invalid;
+    snprintf(buf, size, "%s (the plugin said: %s)", ctx->invalid,
+             ctx->message);
+    return buf;
+  }
   if (ctx->has_message)
     return ctx->message;
   if (ctx->has_invalid)
@@ -31,6 +42,7 @@ static const char *call_message(const tpx_plugin_ctx *ctx) {
 static tpx_status call_result(const tpx__plugin *p, const char *what, int rc,
                               const tpx_plugin_ctx *ctx, int *refused,
                               tpx_error *err) {
+  char buf[2 * TPX_ERROR_MESSAGE_SIZE + 32];
   if (refused)
     *refused = 0;
   if (rc == TPX_PLUGIN_OK && !ctx->has_invalid)
@@ -44,7 +56,7 @@ static tpx_status call_result(const tpx__plugin *p, const char *what, int rc,
     if (refused)
       *refused = 1;
     return tpx_error_set(err, TPX_PLUGIN, "plugin '%s' (%s) refused %s: %s",
-                         p->name, p->path, what, call_message(ctx));
+                         p->name, p->path, what, call_message(ctx, rc, buf, sizeof buf));
   }
   if (rc == TPX_PLUGIN_NO_MEMORY)
     return tpx_error_set(err, TPX_NO_MEMORY,
@@ -52,7 +64,7 @@ static tpx_status call_result(const tpx__plugin *p, const char *what, int rc,
                          p->path, what);
   return tpx_error_set(err, TPX_PLUGIN, "plugin '%s' (%s): %s failed (%s): %s",
                        p->name, p->path, what, tpx__plugin_status_name(rc),
-                       call_message(ctx));
+                       call_message(ctx, rc, buf, sizeof buf));
 }
 
 
@@ -197,12 +209,15 @@ tpx_status tpx__plugin_call_direct(const tpx__plugin *p, tpx__call *c,
   tpx_status s = check_capability(p, c->op, err);
   if (s != TPX_OK)
     return s;
+  tpx__quiet_begin(); /* plugin output never reaches the host's stdout */
   switch (c->op) {
-  case TPX__OP_GET_PLAN: return direct_get_plan(p, c, err);
-  case TPX__OP_SKELETON: return direct_skeleton(p, c, err);
-  case TPX__OP_VALIDATE: return direct_validate(p, c, err);
-  default: return direct_strings(p, c, err);
+  case TPX__OP_GET_PLAN: s = direct_get_plan(p, c, err); break;
+  case TPX__OP_SKELETON: s = direct_skeleton(p, c, err); break;
+  case TPX__OP_VALIDATE: s = direct_validate(p, c, err); break;
+  default: s = direct_strings(p, c, err); break;
   }
+  tpx__quiet_end();
+  return s;
 }
 
 /* ---- isolated calls ------------------------------------------------------- */
@@ -237,7 +252,8 @@ tpx_status tpx__plugin_call(const tpx__plugin *p, tpx__call *c,
     return s;
   const char *what = tpx__plugin_op_symbol(c->op);
   isolated_arg a = {p, c};
-  tpx__child_spec spec = {isolated_body, &a, p->isolate_timeout};
+  tpx__child_spec spec = {isolated_body, &a, p->isolate_timeout,
+                          p->child_memory, p->child_cpu};
   tpx__child_result res;
   tpx_error cerr = {0};
   s = tpx__child_run(&spec, &res, &cerr);
@@ -295,8 +311,69 @@ static tpx_status merge_model(tpx_model *dst, const tpx_model *src,
   return TPX_OK;
 }
 
+/* What a skeleton costs, about: a layer's modules and parameters (measured
+ * for Llama: ~5 KiB, rounded up) plus an expert's, per layer. A config
+ * asking for more than TPX__SKELETON_MAX_BYTES is refused before the plugin
+ * builds anything (num_hidden_layers: 1000000 grew to 6.6 GB). */
+#define TPX__SKELETON_LAYER_BYTES 8192.0
+#define TPX__SKELETON_EXPERT_BYTES 2048.0
+#define TPX__SKELETON_MAX_BYTES (1024.0 * 1024.0 * 1024.0)
+
+/* The largest integer among `keys` (top level and text_config.), with the
+ * key that holds it; 0 when none. */
+static int64_t config_max(json_t *cfg, const char *const *keys, size_t n,
+                          char *which, size_t which_size) {
+  int64_t best = 0;
+  for (size_t i = 0; i < n; i++)
+    for (int nested = 0; nested < 2; nested++) {
+      char path[96];
+      snprintf(path, sizeof path, "%s%s", nested ? "text_config." : "",
+               keys[i]);
+      int64_t v = 0;
+      if (tpx__config_integer(tpx__config_lookup(cfg, path), &v) &&
+          v > best) {
+        best = v;
+        snprintf(which, which_size, "%s", path);
+      }
+    }
+  return best;
+}
+
+static tpx_status check_skeleton_size(const tpx_model *model,
+                                      tpx_error *err) {
+  json_t *cfg = tpx__model_config(model);
+  if (!cfg)
+    return TPX_OK;
+  static const char *const layer_keys[] = {"num_hidden_layers", "n_layer",
+                                           "num_layers", "n_layers"};
+  static const char *const expert_keys[] = {
+      "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"};
+  char lkey[112] = "", ekey[112] = "";
+  int64_t layers = config_max(cfg, layer_keys, 4, lkey, sizeof lkey);
+  int64_t experts = config_max(cfg, expert_keys, 4, ekey, sizeof ekey);
+  double bytes = (double)layers * (TPX__SKELETON_LAYER_BYTES +
+                                   (double)experts *
+                                       TPX__SKELETON_EXPERT_BYTES);
+  if (bytes <= TPX__SKELETON_MAX_BYTES)
+    return TPX_OK;
+  char per[160] = "";
+  if (experts > 0)
+    snprintf(per, sizeof per, " of %lld experts each (%s)",
+             (long long)experts, ekey);
+  return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                       "config %s %lld: the skeleton for %lld layers%s needs "
+                       "about %.1f GiB; tpx builds skeletons of at most "
+                       "%.0f GiB (check the config)",
+                       lkey, (long long)layers, (long long)layers, per,
+                       bytes / (1024.0 * 1024.0 * 1024.0),
+                       TPX__SKELETON_MAX_BYTES / (1024.0 * 1024.0 * 1024.0));
+}
+
 tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
                                 const char *architecture, tpx_error *err) {
+  tpx_status bound = check_skeleton_size(model, err);
+  if (bound != TPX_OK)
+    return bound;
   /* Build into a scratch model so a plugin failing halfway leaves the
    * caller's model untouched; merge only a complete skeleton. */
   tpx__call c = {.op = TPX__OP_SKELETON, .model = model, .arch = architecture};

@@ -5,11 +5,13 @@
  * fork() copies only the calling thread, so a multi-threaded host should
  * not hold locks a plugin might need while a child runs. */
 #include <errno.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +39,18 @@ double tpx__child_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+unsigned long long tpx__child_default_memory(void) {
+  const char *v = getenv("TPX_PLUGIN_MEMORY_MB");
+  if (v && *v) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long mb = strtoull(v, &end, 10);
+    if (errno == 0 && end && *end == '\0' && mb < (1ull << 40))
+      return mb << 20;
+  }
+  return 8ull << 30;
+}
+
 void tpx__child_result_free(tpx__child_result *res) {
   if (!res)
     return;
@@ -45,10 +59,43 @@ void tpx__child_result_free(tpx__child_result *res) {
   res->len = 0;
 }
 
-/* The child's side: run the body, then _exit (no atexit handlers, no
- * flushing of stdio buffers inherited from the parent). */
+/* The address space the process holds now (bytes), from /proc; 0 when it
+ * cannot be read. A limit is set on top of it: the child inherits the
+ * parent's mappings (under AddressSanitizer, terabytes of shadow). */
+static unsigned long long current_vm(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f)
+    return 0;
+  unsigned long long pages = 0;
+  if (fscanf(f, "%llu", &pages) != 1)
+    pages = 0;
+  fclose(f);
+  long ps = sysconf(_SC_PAGESIZE);
+  return pages * (unsigned long long)(ps > 0 ? ps : 4096);
+}
+
+static void set_limits(const tpx__child_spec *spec) {
+  if (spec->max_memory) {
+    unsigned long long vm = current_vm();
+    struct rlimit rl = {(rlim_t)(vm + spec->max_memory),
+                        (rlim_t)(vm + spec->max_memory)};
+    if (vm)
+      setrlimit(RLIMIT_AS, &rl);
+  }
+  if (spec->max_cpu > 0) {
+    rlim_t sec = (rlim_t)ceil(spec->max_cpu);
+    struct rlimit rl = {sec, sec + 1}; /* soft: SIGXCPU, hard: SIGKILL */
+    setrlimit(RLIMIT_CPU, &rl);
+  }
+}
+
+/* The child's side: limits, stdout onto stderr, the body, then _exit (no
+ * atexit handlers, no flushing of stdio buffers inherited from the
+ * parent). */
 static void child_main(int fd, const tpx__child_spec *spec) {
   signal(SIGPIPE, SIG_DFL);
+  dup2(STDERR_FILENO, STDOUT_FILENO);
+  set_limits(spec);
   spec->body(fd, spec->arg);
   close(fd);
   _exit(0);
@@ -69,38 +116,64 @@ static int wait_until(pid_t pid, int *status, double deadline) {
   }
 }
 
-/* Read `fd` into res->out until EOF or `deadline`. 1 at EOF (or a read
- * error), 0 at the deadline, -1 out of memory. */
-static int read_until(int fd, tpx__child_result *res, double deadline) {
+/* Append what `fd` has to res->out. 1 read something, 0 EOF or error,
+ * -1 out of memory. */
+static int read_some(int fd, tpx__child_result *res, size_t *cap) {
+  if (res->len + 4096 + 1 > *cap) {
+    size_t ncap = *cap ? *cap * 2 : 16384;
+    char *nb = realloc(res->out, ncap);
+    if (!nb)
+      return -1;
+    res->out = nb;
+    res->out[res->len] = '\0';
+    *cap = ncap;
+  }
+  ssize_t r;
+  do
+    r = read(fd, res->out + res->len, *cap - res->len - 1);
+  while (r < 0 && errno == EINTR);
+  if (r <= 0)
+    return 0;
+  res->len += (size_t)r;
+  res->out[res->len] = '\0';
+  return 1;
+}
+
+/* Read `fd` into res->out until EOF, the end of `pid` (*reaped set,
+ * *status filled; what is already in the pipe is still read) or
+ * `deadline`. 1 at EOF or the child's end, 0 at the deadline, -1 out of
+ * memory. */
+static int read_until(int fd, pid_t pid, int *status, int *reaped,
+                      tpx__child_result *res, double deadline) {
   size_t cap = 0;
   for (;;) {
     double left = deadline - tpx__child_now();
     if (left <= 0)
       return 0;
     struct pollfd pf = {fd, POLLIN, 0};
-    int ms = left > 1e6 ? 1000000000 : (int)(left * 1000.0) + 1;
+    /* Wake now and then to see whether the child ended while something
+     * else (a grandchild) keeps the pipe open. */
+    int ms = *reaped ? 0 : left > 0.05 ? 50 : (int)(left * 1000.0) + 1;
     int pr = poll(&pf, 1, ms);
     if (pr < 0 && errno == EINTR)
       continue;
-    if (pr == 0)
-      continue; /* the deadline check above decides */
     if (pr < 0)
       return 1;
-    if (res->len + 4096 + 1 > cap) {
-      size_t ncap = cap ? cap * 2 : 16384;
-      char *nb = realloc(res->out, ncap);
-      if (!nb)
-        return -1;
-      res->out = nb;
-      cap = ncap;
-    }
-    ssize_t r = read(fd, res->out + res->len, cap - res->len - 1);
-    if (r < 0 && errno == EINTR)
+    if (pr == 0) {
+      if (*reaped) {
+        res->held_open = 1;
+        return 1; /* the child is gone and the pipe is drained */
+      }
+      pid_t w = waitpid(pid, status, WNOHANG);
+      if (w == pid || (w < 0 && errno != EINTR))
+        *reaped = 1;
       continue;
-    if (r <= 0)
+    }
+    int r = read_some(fd, res, &cap);
+    if (r < 0)
+      return -1;
+    if (r == 0)
       return 1; /* EOF: the child is done (or gone) */
-    res->len += (size_t)r;
-    res->out[res->len] = '\0';
   }
 }
 
@@ -126,18 +199,23 @@ tpx_status tpx__child_run(const tpx__child_spec *spec, tpx__child_result *res,
   }
   close(fds[1]);
   const double deadline = tpx__child_now() + spec->timeout;
-  int rd = read_until(fds[0], res, deadline);
+  int status = 0, reaped = 0;
+  int rd = read_until(fds[0], pid, &status, &reaped, res, deadline);
   close(fds[0]);
-  int status = 0;
   /* A child that closed its output is finishing: one more second. */
-  if (rd != 1 || !wait_until(pid, &status, deadline + 1.0)) {
+  int ended = reaped;
+  if (rd == 1 && !ended)
+    ended = wait_until(pid, &status, deadline + 1.0);
+  if (!ended) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
-    if (rd < 0) {
-      tpx__child_result_free(res);
-      return tpx_error_set(err, TPX_NO_MEMORY,
-                           "out of memory reading the child's output");
-    }
+  }
+  if (rd < 0) {
+    tpx__child_result_free(res);
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "out of memory reading the child's output");
+  }
+  if (!ended) {
     res->end = TPX__CHILD_TIMED_OUT;
     return TPX_OK;
   }

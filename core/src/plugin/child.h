@@ -17,17 +17,27 @@
  * registry's load probe, the harness's default --timeout). */
 #define TPX__CHILD_DEFAULT_TIMEOUT 10.0
 
+/* The address space a child may add when the caller names no limit:
+ * TPX_PLUGIN_MEMORY_MB in the environment (0: unlimited), else 8 GiB. */
+unsigned long long tpx__child_default_memory(void);
+
 /* Runs in the child with the write end of the result pipe; what it writes
  * there comes back to the parent. Returning ends the child with _exit(0);
- * the body may also _exit with another status itself. */
+ * the body may also _exit with another status itself. The child's stdout
+ * is its stderr: plugin output never reaches the host's stdout. */
 typedef void (*tpx__child_body)(int fd, void *arg);
 
 typedef struct tpx__child_spec {
   tpx__child_body body;
   void *arg;
-  /* Seconds from the fork until the child is killed. The child must close
-   * its output by then; it gets one more second to exit afterwards. */
+  /* Seconds from the fork until the child is killed. The child must end
+   * (or close its output) by then; it gets one more second to exit. */
   double timeout;
+  /* Resource limits of the child (setrlimit): bytes of address space it may
+   * add to what it inherited (RLIMIT_AS), and seconds of CPU (RLIMIT_CPU).
+   * 0: no limit. */
+  unsigned long long max_memory;
+  double max_cpu;
 } tpx__child_spec;
 
 typedef enum tpx__child_end {
@@ -41,10 +51,13 @@ typedef struct tpx__child_result {
   int code;
   char *out;  /* everything the child wrote, NUL-terminated (malloc'd) */
   size_t len; /* without the NUL */
+  int held_open; /* the child ended but something it started (a grandchild)
+                    still held the pipe open */
 } tpx__child_result;
 
 /* Fork, run spec->body in the child, read its output until it closes the
- * pipe or the timeout passes, then reap it. TPX_OK whenever the child ran,
+ * pipe or ends (a grandchild may hold the pipe open: the child's end
+ * decides) or the timeout passes, then reap it. TPX_OK whenever the child ran,
  * whatever became of it (see res->end); TPX_INTERNAL when no child could
  * be started (pipe, fork) and TPX_NO_MEMORY when its output could not be
  * kept (the child is killed), with the reason in err. */

@@ -353,33 +353,33 @@ static int64_t host_model_count_children(tpx_plugin_ctx *ctx,
 
 /* Fill a layout list from the plugin's strings. allow_none: NULL items mean
  * None (prepare_module_* only). */
-static int parse_layouts(tpx_plugin_ctx *ctx, const char *module,
+static int parse_layouts(tpx_plugin_ctx *ctx, const char *label,
                          const char *field, const char *const *items,
                          int32_t n, int allow_none, tpx_layout_list *out) {
   if (n < 0 || n > TPX_STYLE_MAX_LAYOUTS)
-    return invalid(ctx, "plan_add", "key '%s': n_%s=%d is outside 0..%d",
-                   module, field, (int)n, TPX_STYLE_MAX_LAYOUTS);
+    return invalid(ctx, "plan_add", "%s: n_%s=%d is outside 0..%d",
+                   label, field, (int)n, TPX_STYLE_MAX_LAYOUTS);
   memset(out, 0, sizeof *out);
   out->count = n;
   for (int32_t i = 0; i < n; i++) {
     if (items[i] == NULL) {
       if (!allow_none)
         return invalid(ctx, "plan_add",
-                       "key '%s': %s[%d] is NULL (None is only allowed in "
+                       "%s: %s[%d] is NULL (None is only allowed in "
                        "prepare_module_input/output)",
-                       module, field, (int)i);
+                       label, field, (int)i);
       out->is_none[i] = 1;
       continue;
     }
     if (!str_ok(items[i]))
-      return invalid(ctx, "plan_add", "key '%s': %s[%d] is too long", module,
+      return invalid(ctx, "plan_add", "%s: %s[%d] is too long", label,
                      field, (int)i);
     tpx_error e = {0};
     if (tpx_placement_parse(items[i], &out->items[i], &e) != TPX_OK)
       return invalid(ctx, "plan_add",
-                     "key '%s': %s[%d] '%s' is not a layout (replicate, "
+                     "%s: %s[%d] '%s' is not a layout (replicate, "
                      "shard(N), partial)",
-                     module, field, (int)i, items[i]);
+                     label, field, (int)i, items[i]);
   }
   return TPX_PLUGIN_OK;
 }
@@ -416,6 +416,9 @@ static int host_plan_add(tpx_plugin_ctx *ctx, const tpx_plugin_entry *e) {
   if (tpx_style_kind_parse(e->style, &kind, &perr) != TPX_OK)
     return invalid(ctx, "plan_add", "key '%s': unknown style '%s'",
                    e->module, e->style);
+  /* Every refusal below names the entry: its key and its style. */
+  char label[2 * TPX__PLUGIN_MAX_STRING + 32];
+  snprintf(label, sizeof label, "key '%s', style '%s'", e->module, e->style);
   tpx_style st = tpx_style_default(kind);
   const int prep_in = kind == TPX_STYLE_PREPARE_MODULE_INPUT;
   const int prep_out = kind == TPX_STYLE_PREPARE_MODULE_OUTPUT;
@@ -429,27 +432,27 @@ static int host_plan_add(tpx_plugin_ctx *ctx, const tpx_plugin_entry *e) {
   int rc;
   if (in) {
     if (!takes_io_layouts(kind) && !prep_in)
-      return invalid(ctx, "plan_add", "key '%s': style %s takes no "
-                     "input_layouts", e->module, e->style);
-    rc = parse_layouts(ctx, e->module, "input_layouts", in,
+      return invalid(ctx, "plan_add", "%s: the style takes no "
+                     "input_layouts", label);
+    rc = parse_layouts(ctx, label, "input_layouts", in,
                        e->n_input_layouts, prep_in, &st.input_layouts);
     if (rc)
       return rc;
   }
   if (outl) {
     if (!takes_io_layouts(kind) && !prep_out)
-      return invalid(ctx, "plan_add", "key '%s': style %s takes no "
-                     "output_layouts", e->module, e->style);
-    rc = parse_layouts(ctx, e->module, "output_layouts", outl,
+      return invalid(ctx, "plan_add", "%s: the style takes no "
+                     "output_layouts", label);
+    rc = parse_layouts(ctx, label, "output_layouts", outl,
                        e->n_output_layouts, prep_out, &st.output_layouts);
     if (rc)
       return rc;
   }
   if (des) {
     if (!prep_in && !prep_out)
-      return invalid(ctx, "plan_add", "key '%s': style %s takes no "
-                     "desired_layouts", e->module, e->style);
-    rc = parse_layouts(ctx, e->module, "desired_layouts", des,
+      return invalid(ctx, "plan_add", "%s: the style takes no "
+                     "desired_layouts", label);
+    rc = parse_layouts(ctx, label, "desired_layouts", des,
                        e->n_desired_layouts, 1,
                        prep_in ? &st.desired_input_layouts
                                : &st.desired_output_layouts);
@@ -460,27 +463,26 @@ static int host_plan_add(tpx_plugin_ctx *ctx, const tpx_plugin_entry *e) {
       e->use_local_output != TPX_PLUGIN_DEFAULT) {
     if (e->use_local_output != 0 && e->use_local_output != 1)
       return invalid(ctx, "plan_add",
-                     "key '%s': use_local_output=%d (expected 0, 1 or "
+                     "%s: use_local_output=%d (expected 0, 1 or "
                      "TPX_PLUGIN_DEFAULT)",
-                     e->module, (int)e->use_local_output);
+                     label, (int)e->use_local_output);
     st.use_local_output = e->use_local_output;
   }
   if (HAS_FIELD(e, sequence_dim) && e->sequence_dim != TPX_PLUGIN_DEFAULT) {
     if (!is_sequence_kind(kind))
       return invalid(ctx, "plan_add",
-                     "key '%s': style %s takes no sequence_dim", e->module,
-                     e->style);
+                     "%s: the style takes no sequence_dim", label);
     if (e->sequence_dim < -TPX_MAX_TENSOR_DIMS ||
         e->sequence_dim >= TPX_MAX_TENSOR_DIMS)
-      return invalid(ctx, "plan_add", "key '%s': sequence_dim=%d is out of "
-                     "range", e->module, (int)e->sequence_dim);
+      return invalid(ctx, "plan_add", "%s: sequence_dim=%d is out of "
+                     "range", label, (int)e->sequence_dim);
     st.sequence_dim = e->sequence_dim;
   }
   int optional = 0;
   if (HAS_FIELD(e, optional)) {
     if (e->optional != 0 && e->optional != 1)
-      return invalid(ctx, "plan_add", "key '%s': optional=%d (expected 0 or "
-                     "1)", e->module, (int)e->optional);
+      return invalid(ctx, "plan_add", "%s: optional=%d (expected 0 or "
+                     "1)", label, (int)e->optional);
     optional = e->optional;
   }
   tpx_error serr = {0};
@@ -488,7 +490,7 @@ static int host_plan_add(tpx_plugin_ctx *ctx, const tpx_plugin_entry *e) {
   if (s == TPX_NO_MEMORY)
     return TPX_PLUGIN_NO_MEMORY;
   if (s != TPX_OK)
-    return invalid(ctx, "plan_add", "%s", serr.message);
+    return invalid(ctx, "plan_add", "%s: %s", label, serr.message);
   return TPX_PLUGIN_OK;
 }
 

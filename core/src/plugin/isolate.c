@@ -9,6 +9,7 @@
  * Costs one fork (plus a JSON round trip) per call. Not the calls themselves
  * (call.c) and not the fork / pipe / timeout (child.c). */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,15 +277,40 @@ static tpx_status receive_strings(const tpx__plugin *p, json_t *root,
   return TPX_OK;
 }
 
+static tpx_status child_ended(const tpx__plugin *p, const char *what,
+                              const tpx__child_result *res, tpx_error *err);
+
 /* How the child ended, when it did not send a result: a TPX_PLUGIN error
- * naming the plugin and what happened. */
+ * naming the plugin and what happened, and the memory limit when one was
+ * set (an allocator that cannot return NULL aborts at it). */
 static tpx_status child_failed(const tpx__plugin *p, const char *what,
                                const tpx__child_result *res, tpx_error *err) {
+  tpx_status s = child_ended(p, what, res, err);
+  if (p->child_memory && err && res->end != TPX__CHILD_TIMED_OUT) {
+    char m[TPX_ERROR_MESSAGE_SIZE];
+    snprintf(m, sizeof m, "%s", err->message);
+    tpx_error_clear(err);
+    tpx_error_set(err, s,
+                  "%s (the isolated child may add at most %llu MiB of "
+                  "address space: out of memory?)",
+                  m, p->child_memory >> 20);
+  }
+  return s;
+}
+
+static tpx_status child_ended(const tpx__plugin *p, const char *what,
+                              const tpx__child_result *res, tpx_error *err) {
   if (res->end == TPX__CHILD_TIMED_OUT)
     return tpx_error_set(err, TPX_PLUGIN,
                          "plugin '%s' (%s) did not return within %g s from "
                          "%s; killed",
                          p->name, p->path, p->isolate_timeout, what);
+  if (res->end == TPX__CHILD_SIGNALED && p->child_cpu > 0 &&
+      (res->code == SIGXCPU || res->code == SIGKILL))
+    return tpx_error_set(err, TPX_PLUGIN,
+                         "plugin '%s' (%s) used more than its CPU limit of %g "
+                         "s in %s; killed (tpx_registry_set_child_limits)",
+                         p->name, p->path, p->child_cpu, what);
   if (res->end == TPX__CHILD_SIGNALED) {
     const char *sn = tpx__signal_name(res->code);
     if (sn)
@@ -294,6 +320,24 @@ static tpx_status child_failed(const tpx__plugin *p, const char *what,
     return tpx_error_set(err, TPX_PLUGIN,
                          "plugin '%s' (%s) crashed with signal %d in %s",
                          p->name, p->path, res->code, what);
+  }
+  if (res->code == 0 && res->len > 0) {
+    /* The child got through, but the pipe holds more (or other) than the
+     * result it wrote: something in the plugin wrote onto it. */
+    char head[61];
+    size_t n = res->len < sizeof head - 1 ? res->len : sizeof head - 1;
+    for (size_t i = 0; i < n; i++) {
+      unsigned char ch = (unsigned char)res->out[i];
+      head[i] = ch < 0x20 || ch >= 0x7f ? '?' : (char)ch;
+    }
+    head[n] = '\0';
+    return tpx_error_set(err, TPX_PLUGIN,
+                         "plugin '%s' (%s): %s returned, but its result pipe "
+                         "held %zu byte(s) that are not a result (\"%s%s\"): "
+                         "the plugin wrote onto a file descriptor it does not "
+                         "own",
+                         p->name, p->path, what, res->len, head,
+                         res->len > n ? "..." : "");
   }
   return tpx_error_set(err, TPX_PLUGIN,
                        "plugin '%s' (%s) exited (status %d) in %s without "
@@ -317,6 +361,16 @@ tpx_status tpx__isolate_receive(const tpx__plugin *p, tpx__call *c,
   }
   c->refused = json_is_true(json_object_get(root, "refused"));
   tpx_status s = child_status(root, err);
+  if (s == TPX_NO_MEMORY && p->child_memory && err) {
+    char m[TPX_ERROR_MESSAGE_SIZE];
+    snprintf(m, sizeof m, "%s", err->message);
+    tpx_error_clear(err); /* the same error, said more precisely */
+    tpx_error_set(err, s,
+                  "%s (the isolated child may add at most %llu MiB of "
+                  "address space: TPX_PLUGIN_MEMORY_MB or "
+                  "tpx_registry_set_child_limits)",
+                  m, p->child_memory >> 20);
+  }
   if (s == TPX_OK) {
     switch (c->op) {
     case TPX__OP_GET_PLAN: s = receive_plan(p, root, c, err); break;

@@ -32,8 +32,11 @@ void tpx__plugin_free(tpx__plugin *p) {
   free(p->description);
   free(p->path);
   free(p->real_path);
-  if (p->handle)
+  if (p->handle) {
+    tpx__quiet_begin(); /* its destructors may print */
     dlclose(p->handle);
+    tpx__quiet_end();
+  }
   free(p);
 }
 
@@ -164,7 +167,9 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
                                              path) < sizeof local)
     open_path = local;
   dlerror();
+  tpx__quiet_begin(); /* its constructors may print */
   p->handle = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);
+  tpx__quiet_end();
   if (!p->handle) {
     const char *e = dlerror();
     tpx__plugin_free(p);
@@ -205,7 +210,9 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   info.struct_size = sizeof info;
   char logged[256];
   tpx__plugin_capture_registration_log(logged, sizeof logged);
+  tpx__quiet_begin();
   int rc = p->reg_fn(host, &info);
+  tpx__quiet_end();
   tpx__plugin_capture_registration_log(NULL, 0);
 
   char hmin[32], hmax[32], pv[32];

@@ -47,6 +47,9 @@ typedef struct tpx__plugin {
    * below need no registry: run each call in a forked child. */
   int isolate;
   double isolate_timeout; /* seconds */
+  /* tpx_registry_set_child_limits: what an isolated child may use. */
+  unsigned long long child_memory; /* bytes of address space, 0: none */
+  double child_cpu;                /* seconds of CPU, 0: none */
 } tpx__plugin;
 
 typedef struct tpx__refusal {
@@ -64,6 +67,8 @@ struct tpx_registry {
   int probe; /* tpx_registry_set_probe: load each file in a child first */
   int isolate;            /* tpx_registry_set_isolation */
   double isolate_timeout; /* seconds */
+  unsigned long long child_memory; /* tpx_registry_set_child_limits */
+  double child_cpu;
 };
 
 /* What a call into the plugin is allowed to do. */
@@ -120,6 +125,13 @@ void tpx__plugin_host_table_with_range(uint32_t abi_min, uint32_t abi_max,
 void tpx__ctx_init(tpx_plugin_ctx *ctx, tpx__plugin_op op,
                    const tpx__plugin *plugin, const tpx_model *model);
 void tpx__ctx_release(tpx_plugin_ctx *ctx);
+
+/* quiet.c: bracket every in-process run of plugin code; fd 1 points at the
+ * sink (default: stderr) in between. Nestable, thread-safe. */
+void tpx__quiet_begin(void);
+void tpx__quiet_end(void);
+/* Where diverted output goes (the harness counts it); -1: stderr. */
+void tpx__quiet_sink(int fd);
 
 /* Text of a plugin status code ("TPX_PLUGIN_REFUSED"); static. */
 const char *tpx__plugin_status_name(int status);

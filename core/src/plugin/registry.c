@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/log_internal.h"
 #include "plugin/child.h"
@@ -38,6 +39,8 @@ tpx_status tpx_registry_create(tpx_registry **out, tpx_error *err) {
     free(r);
     return s;
   }
+  r->probe = 1;
+  r->child_memory = tpx__child_default_memory();
   *out = r;
   return TPX_OK;
 }
@@ -155,50 +158,92 @@ tpx_status tpx_registry_set_isolation(tpx_registry *reg, int enabled,
   return TPX_OK;
 }
 
-/* The probe child: load the file, unload it, end. */
+tpx_status tpx_registry_set_child_limits(tpx_registry *reg,
+                                         unsigned long long max_bytes,
+                                         double max_cpu_seconds,
+                                         tpx_error *err) {
+  if (!reg)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_set_child_limits: registry is NULL");
+  if (!(max_cpu_seconds >= 0 && max_cpu_seconds <= 86400))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_set_child_limits: max_cpu_seconds=%g; "
+                         "it must be >= 0 and <= 86400",
+                         max_cpu_seconds);
+  pthread_rwlock_wrlock(&reg->lock);
+  reg->child_memory = max_bytes;
+  reg->child_cpu = max_cpu_seconds;
+  for (size_t i = 0; i < reg->num_plugins; i++) {
+    reg->plugins[i]->child_memory = max_bytes;
+    reg->plugins[i]->child_cpu = max_cpu_seconds;
+  }
+  pthread_rwlock_unlock(&reg->lock);
+  return TPX_OK;
+}
+
+/* The probe child: load the file, say so, unload it, say so. What it wrote
+ * tells the parent which step a crash or exit() belongs to. */
 static void probe_body(int fd, void *arg) {
-  (void)fd;
   tpx__plugin *p = NULL;
   char why[TPX_ERROR_MESSAGE_SIZE];
-  if (tpx__plugin_open(arg, tpx__plugin_host_table(), &p, why, sizeof why) ==
-      TPX_OK)
-    tpx__plugin_free(p);
+  /* An ordinary refusal is the in-process load's to report. */
+  (void)tpx__plugin_open(arg, tpx__plugin_host_table(), &p, why, sizeof why);
+  if (write(fd, "L", 1) != 1)
+    return;
+  tpx__plugin_free(p);
+  if (write(fd, "U", 1) != 1)
+    return;
 }
 
 /* Load `path` once in a child (child.c). 0 when the child got through (the
  * in-process load will then report any ordinary refusal itself), -1 with
- * `reason` when loading crashed, exited or hung there. */
-static int probe_file(const char *path, char *reason, size_t size) {
+ * `reason` when loading or unloading crashed, exited or hung there. */
+static int probe_file(const tpx_registry *reg, const char *path, char *reason,
+                      size_t size) {
   const double timeout = TPX__CHILD_DEFAULT_TIMEOUT;
-  tpx__child_spec spec = {probe_body, (void *)path, timeout};
+  tpx__child_spec spec = {probe_body, (void *)path, timeout,
+                          reg->child_memory, reg->child_cpu};
   tpx__child_result res;
   tpx_error ignored = {0};
   if (tpx__child_run(&spec, &res, &ignored) != TPX_OK)
     return 0; /* cannot probe: load as usual */
+  const int loaded = res.len && memchr(res.out, 'L', res.len);
+  const int unloaded = res.len && memchr(res.out, 'U', res.len);
   tpx__child_result_free(&res);
+  const char *step =
+      !loaded ? "while loading (dlopen or register_parallel_strategy)"
+              : "while unloading (dlclose: an ELF destructor of the plugin)";
   if (res.end == TPX__CHILD_TIMED_OUT) {
-    snprintf(reason, size,
-             "hung for %g s while loading (dlopen or "
-             "register_parallel_strategy); not loaded",
-             timeout);
+    snprintf(reason, size, "hung for %g s %s; not loaded", timeout, step);
     return -1;
   }
   if (res.end == TPX__CHILD_SIGNALED) {
     const char *sn = tpx__signal_name(res.code);
-    snprintf(reason, size,
-             "crashed with %s (signal %d) while loading (dlopen or "
-             "register_parallel_strategy); not loaded",
-             sn ? sn : "a signal", res.code);
+    snprintf(reason, size, "crashed with %s (signal %d) %s; not loaded",
+             sn ? sn : "a signal", res.code, step);
     return -1;
   }
-  if (res.code != 0) {
+  if (res.code != 0 || !unloaded) {
     snprintf(reason, size,
-             "the process exited with status %d while loading (exit() in a "
-             "constructor or register_parallel_strategy?); not loaded",
-             res.code);
+             "the process exited with status %d %s instead of returning "
+             "(exit() in the plugin?); not loaded",
+             res.code, step);
     return -1;
   }
   return 0;
+}
+
+/* Record a refusal: the list, the log, and a `plugin-failed` warning
+ * naming the file (so `tpx plan` and friends mention it). */
+static tpx_status refuse(tpx_registry *reg, const char *path,
+                         const char *reason, tpx_status s, tpx_error *err) {
+  tpx__log(TPX_LOG_WARN, "plugin %s refused: %s", path, reason);
+  if (add_refusal(reg, path, reason) != TPX_OK ||
+      tpx_diag_add(reg->diags, TPX_DIAG_WARNING, "plugin-failed", path,
+                   "fix or remove the file (`tpx check-plugin` tells more)",
+                   "plugin %s refused: %s", path, reason) != TPX_OK)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  return tpx_error_set(err, s, "plugin %s refused: %s", path, reason);
 }
 
 static tpx_status load_file_locked(tpx_registry *reg, const char *path,
@@ -208,24 +253,15 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
     return TPX_OK; /* the same file reached twice on the search path */
   if (reg->probe) {
     char why[TPX_ERROR_MESSAGE_SIZE];
-    if (probe_file(path, why, sizeof why) != 0) {
-      tpx__log(TPX_LOG_WARN, "plugin %s refused: %s", path, why);
-      if (add_refusal(reg, path, why) != TPX_OK)
-        return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-      return tpx_error_set(err, TPX_PLUGIN, "plugin %s refused: %s", path,
-                           why);
-    }
+    if (probe_file(reg, path, why, sizeof why) != 0)
+      return refuse(reg, path, why, TPX_PLUGIN, err);
   }
   tpx__plugin *p = NULL;
   char reason[TPX_ERROR_MESSAGE_SIZE];
   tpx_status s =
       tpx__plugin_open(path, tpx__plugin_host_table(), &p, reason, sizeof reason);
-  if (s != TPX_OK) {
-    tpx__log(TPX_LOG_WARN, "plugin %s refused: %s", path, reason);
-    if (add_refusal(reg, path, reason) != TPX_OK)
-      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-    return tpx_error_set(err, s, "plugin %s refused: %s", path, reason);
-  }
+  if (s != TPX_OK)
+    return refuse(reg, path, reason, s, err);
   /* Duplicate architectures: the first loaded keeps serving them; one
    * warning per architecture, naming the file that serves it. */
   for (size_t j = 0; j < p->num_archs; j++) {
@@ -260,6 +296,8 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
   }
   p->isolate = reg->isolate;
   p->isolate_timeout = reg->isolate_timeout;
+  p->child_memory = reg->child_memory;
+  p->child_cpu = reg->child_cpu;
   reg->plugins[reg->num_plugins++] = p;
   tpx__log(TPX_LOG_INFO, "loaded plugin '%s' %s from %s", p->name, p->version,
            p->path);

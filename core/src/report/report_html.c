@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fqn.h"
 #include "base/grow.h"
 #include "model/model_view.h"
 #include "model/strmap.h"
@@ -38,35 +39,9 @@ static void esc(tpx__sbuf *b, const char *s) {
   }
 }
 
-static int atom_is_number(const char *p, size_t n) {
-  if (n == 0) return 0;
-  for (size_t i = 0; i < n; i++)
-    if (p[i] < '0' || p[i] > '9') return 0;
-  return 1;
-}
-
 /* fqn with every numeric atom replaced by "*" (malloc'd). */
 static char *name_template(const char *fqn) {
-  size_t n = strlen(fqn);
-  char *t = malloc(n + 1);
-  if (!t) return NULL;
-  size_t o = 0;
-  const char *p = fqn;
-  for (;;) {
-    const char *q = strchr(p, '.');
-    size_t len = q ? (size_t)(q - p) : strlen(p);
-    if (atom_is_number(p, len)) {
-      t[o++] = '*';
-    } else {
-      memcpy(t + o, p, len);
-      o += len;
-    }
-    if (!q) break;
-    t[o++] = '.';
-    p = q + 1;
-  }
-  t[o] = '\0';
-  return t;
+  return tpx__fqn_generalize_dup(fqn);
 }
 
 static void placements_html(tpx__sbuf *b, const tpx_sharding *sh,
@@ -131,11 +106,14 @@ static const char *const css =
     ".legend i{display:inline-block;width:12px;height:12px;"
     "margin-right:4px;vertical-align:-1px}";
 
-static void diag_rows(tpx__sbuf *b, const tpx_diag_list *list) {
+/* The rows of `list` at `level`, in list order. */
+static void diag_rows(tpx__sbuf *b, const tpx_diag_list *list,
+                      tpx_diag_level level) {
   size_t n = list ? tpx_diag_count(list) : 0;
   for (size_t i = 0; i < n; i++) {
     tpx_diag d;
-    if (tpx_diag_get(list, i, &d, NULL) != TPX_OK) continue;
+    if (tpx_diag_get(list, i, &d, NULL) != TPX_OK || d.level != level)
+      continue;
     const char *lv = tpx_diag_level_name(d.level);
     tpx__sbuf_printf(b, "<tr class=\"%s\"><td>%s</td><td><code>", lv, lv);
     esc(b, d.code);
@@ -219,8 +197,14 @@ static void header(tpx__sbuf *b, const tpx_sharding *sh,
     return;
   }
   tpx__sbuf_printf(b, "<table id=\"diagnostics\">\n");
-  diag_rows(b, sd);
-  diag_rows(b, ad);
+  /* Errors first, then warnings, then infos (selection's before the
+   * sharding's within a level). */
+  static const tpx_diag_level order[] = {TPX_DIAG_ERROR, TPX_DIAG_WARNING,
+                                         TPX_DIAG_INFO};
+  for (size_t l = 0; l < sizeof order / sizeof order[0]; l++) {
+    diag_rows(b, sd, order[l]);
+    diag_rows(b, ad, order[l]);
+  }
   tpx__sbuf_printf(b, "</table>\n");
 }
 
@@ -249,6 +233,29 @@ static int mem_terms(const tpx_sharding *sh, const tpx_memory_options *mo,
 /* Terms are >= 0; their sum saturates as tpx_memory's peak does. */
 static int64_t sat_add(int64_t a, int64_t b) {
   return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/* The ranks of group g as ranges ("0-3, 8-11"), cut short with "…" past
+ * about `width` pixels of 12px text. */
+static void rank_ranges(tpx__sbuf *b, const int64_t *group_of, int64_t n,
+                        int64_t g, int width) {
+  size_t start = b->len;
+  int first = 1;
+  for (int64_t r = 0; r < n; r++) {
+    if (group_of[r] != g || (r > 0 && group_of[r - 1] == g)) continue;
+    int64_t e = r;
+    while (e + 1 < n && group_of[e + 1] == g) e++;
+    if (b->len - start > (size_t)width / 8) {
+      tpx__sbuf_printf(b, ", …");
+      return;
+    }
+    if (e > r)
+      tpx__sbuf_printf(b, "%s%lld-%lld", first ? "" : ", ", (long long)r,
+                       (long long)e);
+    else
+      tpx__sbuf_printf(b, "%s%lld", first ? "" : ", ", (long long)r);
+    first = 0;
+  }
 }
 
 static void memory(tpx__sbuf *b, const tpx_sharding *sh,
@@ -297,21 +304,20 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh,
   if (drawn < world)
     tpx__sbuf_printf(b, "<p>First %lld of %lld ranks.</p>\n",
                      (long long)drawn, (long long)world);
-  const int bar_w = 640, row_h = 22, label_w = 150;
+  /* A group's row: its ranks, the stacked bar, the total, and under the
+   * bar every segment's figure. */
+  const int bar_w = 640, row_h = 22, label_w = 170, group_h = 40;
   tpx__sbuf_printf(b, "<svg id=\"memory\" width=\"%d\" height=\"%lld\" "
                       "xmlns=\"http://www.w3.org/2000/svg\" "
                       "font-size=\"12\">\n",
-                   label_w + bar_w + 120, (long long)(ngroups * row_h + 4));
+                   label_w + bar_w + 120, (long long)(ngroups * group_h + 4));
   for (int64_t g = 0; g < ngroups; g++) {
-    int64_t r0 = first[g], y = g * row_h + 2;
-    char label[64], x[32];
-    if (count[g] == 1)
-      snprintf(label, sizeof label, "rank %lld", (long long)r0);
-    else
-      snprintf(label, sizeof label, "ranks %lld,… (%lld)", (long long)r0,
-               (long long)count[g]);
-    tpx__sbuf_printf(b, "<text x=\"0\" y=\"%lld\">%s</text>\n",
-                     (long long)(y + 15), label);
+    int64_t r0 = first[g], y = g * group_h + 2;
+    char x[32];
+    tpx__sbuf_printf(b, "<text x=\"0\" y=\"%lld\">%s ",
+                     (long long)(y + 15), count[g] == 1 ? "rank" : "ranks");
+    rank_ranges(b, group_of, drawn, g, label_w);
+    tpx__sbuf_printf(b, "</text>\n");
     double x0 = label_w;
     int64_t total = 0;
     for (int t = 0; t < MEM_TERMS; t++) {
@@ -328,6 +334,14 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh,
     }
     tpx__sbuf_printf(b, "<text x=\"%.1f\" y=\"%lld\">%s</text>\n", x0 + 6,
                      (long long)(y + 15), tpx_format_bytes(total, x, sizeof x));
+    /* Every segment's figure, in order, under the bar. */
+    tpx__sbuf_printf(b, "<text x=\"%d\" y=\"%lld\" font-size=\"11\" "
+                        "fill=\"#444\">",
+                     label_w, (long long)(y + row_h + 9));
+    for (int t = 0; t < MEM_TERMS; t++)
+      tpx__sbuf_printf(b, "%s%s %s", t ? " · " : "", mem_term_names[t],
+                       tpx_format_bytes(terms[r0][t], x, sizeof x));
+    tpx__sbuf_printf(b, "</text>\n");
   }
   tpx__sbuf_printf(b, "</svg>\n");
 out:
@@ -372,9 +386,8 @@ static void subtree_sig(const tpx_sharding *sh, int64_t m, tpx__sbuf *sig) {
   size_t nc = tpx_model_module_num_children(model, m);
   for (size_t i = 0; i < nc; i++) {
     int64_t c = tpx_model_module_child(model, m, i);
-    const char *f = tpx_model_module_fqn(model, c);
-    const char *dot = strrchr(f, '.');
-    tpx__sbuf_printf(sig, " %s", dot ? dot + 1 : f);
+    tpx__sbuf_printf(sig, " %s",
+                     tpx__fqn_last_atom(tpx_model_module_fqn(model, c)));
     subtree_sig(sh, c, sig);
   }
   tpx__sbuf_printf(sig, ")");
@@ -395,20 +408,17 @@ static void tree_children(tree_ctx *t, int64_t m, int depth) {
       break;
     }
     int64_t c = tpx_model_module_child(model, m, i);
-    const char *f = tpx_model_module_fqn(model, c);
-    const char *dot = strrchr(f, '.');
-    const char *name = dot ? dot + 1 : f;
+    const char *name = tpx__fqn_last_atom(tpx_model_module_fqn(model, c));
     size_t j = i + 1;
-    if (atom_is_number(name, strlen(name))) {
+    if (tpx__fqn_is_digits(name)) {
       /* Run of numbered siblings with the same subtree. */
       tpx__sbuf s1 = {NULL, 0, 0, 0};
       subtree_sig(t->sh, c, &s1);
       while (j < nc) {
         int64_t c2 = tpx_model_module_child(model, m, j);
-        const char *f2 = tpx_model_module_fqn(model, c2);
-        const char *d2 = strrchr(f2, '.');
-        const char *n2 = d2 ? d2 + 1 : f2;
-        if (!atom_is_number(n2, strlen(n2))) break;
+        if (!tpx__fqn_is_digits(
+                tpx__fqn_last_atom(tpx_model_module_fqn(model, c2))))
+          break;
         tpx__sbuf s2 = {NULL, 0, 0, 0};
         subtree_sig(t->sh, c2, &s2);
         int same = s1.data && s2.data && strcmp(s1.data, s2.data) == 0;
@@ -419,12 +429,11 @@ static void tree_children(tree_ctx *t, int64_t m, int depth) {
       tpx__sbuf_free(&s1);
     }
     if (j - i > 1) {
-      const char *lf = tpx_model_module_fqn(model,
-                                            tpx_model_module_child(model, m, j - 1));
-      const char *ld = strrchr(lf, '.');
+      const char *last = tpx__fqn_last_atom(
+          tpx_model_module_fqn(model, tpx_model_module_child(model, m, j - 1)));
       char label[96];
-      snprintf(label, sizeof label, "%s … %s (%zu identical)", name,
-               ld ? ld + 1 : lf, j - i);
+      snprintf(label, sizeof label, "%s … %s (%zu identical)", name, last,
+               j - i);
       tree_node(t, c, depth, label);
     } else {
       tree_node(t, c, depth, name);
@@ -499,11 +508,29 @@ static void module_tree(tpx__sbuf *b, const tpx_sharding *sh) {
 
 /* ---- block maps ------------------------------------------------------------ */
 
-/* One drawn block: a distinct box and the ranks holding it. */
+/* One drawn block: a distinct box and the ranks holding it, with the tp
+ * and dp_shard coordinates they share (-1 where they differ or the mesh
+ * has no such dim): the block's group on the dp_shard × tp grid. */
 typedef struct {
   tpx_slice s;
   int64_t first_rank, nranks, last_rank;
+  int64_t tp, ds;
 } block_t;
+
+/* The mesh dims a block map groups by. */
+typedef struct {
+  const tpx_mesh *mesh;
+  int tp_dim, ds_dim;
+  int64_t tp_size;
+} grid_t;
+
+static int64_t coord_of(const grid_t *g, int64_t rank, int dim) {
+  int64_t c[16];
+  if (dim < 0 || tpx_mesh_ndim(g->mesh) > 16 ||
+      tpx_mesh_coords(g->mesh, rank, c, NULL) != TPX_OK)
+    return -1;
+  return c[dim];
+}
 
 static void rank_list(char *out, size_t size, const block_t *k) {
   if (k->nranks == 1)
@@ -513,10 +540,139 @@ static void rank_list(char *out, size_t size, const block_t *k) {
              (long long)k->last_rank, (long long)k->nranks);
 }
 
+/* "t1·s0": the tp and dp_shard ranks every holder shares; "all" when the
+ * block is the same on every tp and dp_shard rank. */
+static void block_label(char *out, size_t size, const block_t *k) {
+  if (k->tp >= 0 && k->ds >= 0)
+    snprintf(out, size, "t%lld·s%lld", (long long)k->tp, (long long)k->ds);
+  else if (k->tp >= 0)
+    snprintf(out, size, "t%lld", (long long)k->tp);
+  else if (k->ds >= 0)
+    snprintf(out, size, "s%lld", (long long)k->ds);
+  else
+    snprintf(out, size, "all");
+}
+
+/* Distinct slices of parameter p over the drawn ranks; their count. */
+static size_t collect_blocks(const tpx_sharding *sh, const grid_t *g,
+                             int64_t p, int64_t drawn, block_t *blocks) {
+  size_t nb = 0;
+  for (int64_t r = 0; r < drawn; r++) {
+    tpx_slice s;
+    if (tpx_sharding_local_slice(sh, p, r, &s, NULL) != TPX_OK) continue;
+    size_t k = 0;
+    while (k < nb && memcmp(&blocks[k].s, &s, sizeof s) != 0) k++;
+    int64_t tc = coord_of(g, r, g->tp_dim), dc = coord_of(g, r, g->ds_dim);
+    if (k == nb) {
+      blocks[nb].s = s;
+      blocks[nb].first_rank = r;
+      blocks[nb].nranks = 0;
+      blocks[nb].tp = tc;
+      blocks[nb].ds = dc;
+      nb++;
+    }
+    if (blocks[k].tp != tc) blocks[k].tp = -1;
+    if (blocks[k].ds != dc) blocks[k].ds = -1;
+    blocks[k].nranks++;
+    blocks[k].last_rank = r;
+  }
+  return nb;
+}
+
+/* Block geometry in the drawing. */
+typedef struct {
+  double W, H, ml, mt; /* box size, left and top margins */
+  int64_t rows, cols;
+  int rd, cd;          /* tensor dim drawn as rows / columns, or -1 */
+} geom_t;
+
+static void block_box(const geom_t *G, const tpx_slice *s, double *x0,
+                      double *y0, double *w, double *h) {
+  *x0 = G->ml + 1, *y0 = G->mt + 1, *w = G->W, *h = G->H;
+  if (G->cd >= 0) {
+    *x0 = G->ml + 1 + G->W * (double)s->offset[G->cd] / (double)G->cols;
+    *w = G->W * (double)s->length[G->cd] / (double)G->cols;
+  }
+  if (G->rd >= 0) {
+    *y0 = G->mt + 1 + G->H * (double)s->offset[G->rd] / (double)G->rows;
+    *h = G->H * (double)s->length[G->rd] / (double)G->rows;
+  }
+}
+
+/* Labels for the tp bands in the margin, where blocks are too small for
+ * their own: "tp j" beside the rows (or above the columns) its ranks hold,
+ * thinned so that labels do not overlap. */
+static void band_labels(tpx__sbuf *b, const geom_t *G, const block_t *blocks,
+                        size_t nb, int64_t tp_size, int by_rows) {
+  double last = -1e9;
+  for (int64_t j = 0; j < tp_size; j++) {
+    double lo = 1e18, hi = -1e18;
+    for (size_t k = 0; k < nb; k++) {
+      if (blocks[k].tp != j) continue;
+      double x0, y0, w, h;
+      block_box(G, &blocks[k].s, &x0, &y0, &w, &h);
+      double a = by_rows ? y0 : x0, e = by_rows ? y0 + h : x0 + w;
+      if (a < lo) lo = a;
+      if (e > hi) hi = e;
+    }
+    if (hi < lo) continue;
+    double mid = (lo + hi) / 2;
+    if (mid - last < 12) continue; /* too close to the previous label */
+    last = mid;
+    if (by_rows)
+      tpx__sbuf_printf(b, "<text x=\"%.1f\" y=\"%.2f\" text-anchor=\"end\" "
+                          "dominant-baseline=\"middle\">tp %lld</text>",
+                       G->ml - 3, mid, (long long)j);
+    else
+      tpx__sbuf_printf(b, "<text x=\"%.2f\" y=\"%.1f\" "
+                          "text-anchor=\"middle\">tp %lld</text>",
+                       mid, G->mt - 3, (long long)j);
+  }
+}
+
+static void block_rect(tpx__sbuf *b, const geom_t *G, const block_t *k,
+                       const tpx_param_info *pi, int64_t tp_size, int *small) {
+  const tpx_slice *s = &k->s;
+  double x0, y0, w, h;
+  block_box(G, s, &x0, &y0, &w, &h);
+  /* Hue by tp rank, lightness alternating by dp_shard rank; grey when the
+   * block is the same on every tp rank. */
+  int hue = k->tp >= 0 && tp_size > 0 ? (int)(k->tp * 300 / tp_size) : 0;
+  int sat = k->tp >= 0 ? 55 : 0;
+  int light = k->ds >= 0 && k->ds % 2 ? 80 : 68;
+  char who[64], label[48], x[32];
+  rank_list(who, sizeof who, k);
+  block_label(label, sizeof label, k);
+  tpx__sbuf_printf(b, "<g><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+                      "height=\"%.2f\" fill=\"hsl(%d,%d%%,%d%%)\" "
+                      "stroke=\"#333\" stroke-width=\"0.5\"/><title>%s\n",
+                   x0, y0, w, h, hue, sat, light, who);
+  for (int d = 0; d < s->ndim; d++)
+    tpx__sbuf_printf(b, "%sdim %d: [%lld, %lld)", d ? ", " : "", d,
+                     (long long)s->offset[d],
+                     (long long)(s->offset[d] + s->length[d]));
+  int64_t nbytes = tpx_slice_nbytes(s, pi->dtype);
+  tpx__sbuf_printf(b, "\n%s (%lld bytes)%s\ngroup %s</title>",
+                   tpx_format_bytes(nbytes, x, sizeof x), (long long)nbytes,
+                   tpx_slice_numel(s) == 0 ? " — empty shard" : "", label);
+  /* The label at 11px, else at 9px, else the margin's band labels. */
+  double len = (double)strlen(label);
+  int font = w > 6.5 * len + 6 && h > 13 ? 11 : w > 5.2 * len + 2 && h > 10 ? 9 : 0;
+  if (font)
+    tpx__sbuf_printf(b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" "
+                        "dominant-baseline=\"middle\" font-size=\"%d\">%s"
+                        "</text>",
+                     x0 + w / 2, y0 + h / 2, font, label);
+  else
+    *small = 1;
+  tpx__sbuf_printf(b, "</g>\n");
+}
+
 static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
                       const char *title, int64_t copies) {
   const tpx_model *model = tpx_sharding_model(sh);
-  int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
+  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  int64_t world = tpx_mesh_world_size(mesh);
   int64_t drawn = world < HTML_MAX_RANKS ? world : HTML_MAX_RANKS;
   tpx_param_info pi;
   tpx_param_sharding ps;
@@ -528,32 +684,38 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
     b->failed = 1;
     return;
   }
-  size_t nb = 0;
-  for (int64_t r = 0; r < drawn; r++) {
-    tpx_slice s;
-    if (tpx_sharding_local_slice(sh, p, r, &s, NULL) != TPX_OK) continue;
-    size_t k = 0;
-    while (k < nb && memcmp(&blocks[k].s, &s, sizeof s) != 0) k++;
-    if (k == nb) {
-      blocks[nb].s = s;
-      blocks[nb].first_rank = r;
-      blocks[nb].nranks = 0;
-      nb++;
-    }
-    blocks[k].nranks++;
-    blocks[k].last_rank = r;
-  }
+  grid_t g = {mesh, tpx_mesh_dim_index(mesh, "tp"),
+              tpx_mesh_dim_index(mesh, "dp_shard"), 1};
+  if (g.tp_dim >= 0) g.tp_size = tpx_mesh_dim_size(mesh, g.tp_dim);
+  size_t nb = collect_blocks(sh, &g, p, drawn, blocks);
   /* Geometry: rows = dim 0, columns = dim 1 (1-D tensors are one row). */
-  int64_t rows = pi.ndim >= 2 ? pi.shape[0] : 1;
-  int64_t cols = pi.ndim >= 2 ? pi.shape[1] : (pi.ndim == 1 ? pi.shape[0] : 1);
-  int rd = pi.ndim >= 2 ? 0 : -1, cd = pi.ndim >= 2 ? 1 : (pi.ndim ? 0 : -1);
-  if (rows < 1) rows = 1;
-  if (cols < 1) cols = 1;
-  const double W = 320;
-  double H = pi.ndim >= 2 ? W * (double)rows / (double)cols : 26;
-  if (H < 26) H = 26;
-  if (H > 220) H = 220;
-  char x[32];
+  geom_t G;
+  G.rows = pi.ndim >= 2 ? pi.shape[0] : 1;
+  G.cols = pi.ndim >= 2 ? pi.shape[1] : (pi.ndim == 1 ? pi.shape[0] : 1);
+  G.rd = pi.ndim >= 2 ? 0 : -1;
+  G.cd = pi.ndim >= 2 ? 1 : (pi.ndim ? 0 : -1);
+  if (G.rows < 1) G.rows = 1;
+  if (G.cols < 1) G.cols = 1;
+  G.W = 320;
+  G.H = pi.ndim >= 2 ? G.W * (double)G.rows / (double)G.cols : 26;
+  if (G.H < 26) G.H = 26;
+  if (G.H > 220) G.H = 220;
+  /* Bands run along the dim the blocks split: rows when their row offsets
+   * differ, else columns; their labels go in the margin on that side. */
+  int by_rows = 0;
+  for (size_t k = 1; k < nb && G.rd >= 0; k++)
+    if (blocks[k].s.offset[G.rd] != blocks[0].s.offset[G.rd]) by_rows = 1;
+  /* With tp and dp_shard splitting different dims, the tp bands follow the
+   * dim on which the first blocks of tp ranks 0 and 1 differ. */
+  const block_t *t0 = NULL, *t1 = NULL;
+  for (size_t k = 0; k < nb; k++) {
+    if (blocks[k].tp == 0 && !t0) t0 = &blocks[k];
+    if (blocks[k].tp == 1 && !t1) t1 = &blocks[k];
+  }
+  if (t0 && t1 && G.rd >= 0)
+    by_rows = t0->s.offset[G.rd] != t1->s.offset[G.rd];
+  G.ml = by_rows ? 44 : 0;
+  G.mt = by_rows ? 0 : 14;
   tpx__sbuf_printf(b, "<div class=\"bm\"><div class=\"cap mono\">");
   esc(b, title);
   if (copies > 1) tpx__sbuf_printf(b, " <span class=\"rep\">×%lld</span>",
@@ -564,41 +726,33 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
   placements_html(b, sh, ps.placements);
   tpx__sbuf_printf(b, "</div>\n<svg width=\"%.0f\" height=\"%.0f\" "
                       "xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">\n",
-                   W + 2, H + 2);
-  for (size_t k = 0; k < nb; k++) {
-    const tpx_slice *s = &blocks[k].s;
-    double x0 = 1, y0 = 1, w = W, h = H;
-    if (cd >= 0) {
-      x0 = 1 + W * (double)s->offset[cd] / (double)cols;
-      w = W * (double)s->length[cd] / (double)cols;
+                   G.W + 2 + G.ml, G.H + 2 + G.mt);
+  int small = 0;
+  for (size_t k = 0; k < nb; k++)
+    block_rect(b, &G, &blocks[k], &pi, g.tp_size, &small);
+  if (small && g.tp_size > 1) band_labels(b, &G, blocks, nb, g.tp_size, by_rows);
+  tpx__sbuf_printf(b, "</svg>");
+  if (small) {
+    /* What the unlabelled blocks are: per tp band, one per dp_shard rank. */
+    int64_t per = 0;
+    const block_t *d0 = NULL, *d1 = NULL;
+    for (size_t k = 0; k < nb; k++) {
+      if (blocks[k].tp != blocks[0].tp) continue;
+      per++;
+      if (blocks[k].ds == 0 && !d0) d0 = &blocks[k];
+      if (blocks[k].ds == 1 && !d1) d1 = &blocks[k];
     }
-    if (rd >= 0) {
-      y0 = 1 + H * (double)s->offset[rd] / (double)rows;
-      h = H * (double)s->length[rd] / (double)rows;
-    }
-    int hue = (int)((blocks[k].first_rank * 137) % 360);
-    char who[64];
-    rank_list(who, sizeof who, &blocks[k]);
-    tpx__sbuf_printf(b, "<g><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
-                        "height=\"%.2f\" fill=\"hsl(%d,55%%,72%%)\" "
-                        "stroke=\"#333\" stroke-width=\"0.5\"/><title>%s\n",
-                     x0, y0, w, h, hue, who);
-    for (int d = 0; d < s->ndim; d++)
-      tpx__sbuf_printf(b, "%sdim %d: [%lld, %lld)", d ? ", " : "", d,
-                       (long long)s->offset[d],
-                       (long long)(s->offset[d] + s->length[d]));
-    int64_t nbytes = tpx_slice_nbytes(s, pi.dtype);
-    tpx__sbuf_printf(b, "\n%s (%lld bytes)%s</title>",
-                     tpx_format_bytes(nbytes, x, sizeof x), (long long)nbytes,
-                     tpx_slice_numel(s) == 0 ? " — empty shard" : "");
-    if (w > 34 && h > 13)
-      tpx__sbuf_printf(b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" "
-                          "dominant-baseline=\"middle\">r%lld%s</text>",
-                       x0 + w / 2, y0 + h / 2, (long long)blocks[k].first_rank,
-                       blocks[k].nranks > 1 ? "+" : "");
-    tpx__sbuf_printf(b, "</g>\n");
+    int ds_rows = d0 && d1 && G.rd >= 0 &&
+                  d0->s.offset[G.rd] != d1->s.offset[G.rd];
+    if (per > 1 && blocks[0].ds >= 0)
+      tpx__sbuf_printf(b, "<div class=\"cap\">%s%lld blocks, one per dp_shard "
+                          "rank (s0 first, %s)</div>",
+                       g.tp_size > 1 && blocks[0].tp >= 0 ? "each tp band: "
+                                                           : "",
+                       (long long)per,
+                       ds_rows ? "top to bottom" : "left to right");
   }
-  tpx__sbuf_printf(b, "</svg></div>\n");
+  tpx__sbuf_printf(b, "</div>\n");
   free(blocks);
 }
 
@@ -642,10 +796,18 @@ static void block_maps(tpx__sbuf *b, const tpx_sharding *sh) {
     nreps++;
   }
   tpx__sbuf_printf(b, "<h2>Who holds what</h2>\n<p>Each parameter as its "
-                      "blocks (rows = dim 0, columns = dim 1), coloured by "
-                      "the first rank holding them; hover a block for its "
-                      "ranks, offsets and bytes. Names with * stand for "
-                      "every layer.%s</p>\n<div id=\"blocks\">\n",
+                      "blocks (rows = dim 0, columns = dim 1). Ranks are "
+                      "grouped by their place on the dp_shard × tp grid: a "
+                      "label <b>t1·s0</b> marks the block held by the ranks "
+                      "at tp rank 1 and dp_shard rank 0 (every dp_replicate "
+                      "replica of them), <b>t1</b> one that all dp_shard "
+                      "ranks of tp rank 1 share, <b>all</b> one every rank "
+                      "holds. Colour follows the tp rank (grey: the same on "
+                      "every tp rank), shade the dp_shard rank; where "
+                      "blocks are too small for a label, the margin names "
+                      "the tp bands. Hover a block for its ranks, offsets "
+                      "and bytes. Names with * stand for every layer.%s</p>"
+                      "\n<div id=\"blocks\">\n",
                    world > HTML_MAX_RANKS ? " Only the first 256 ranks are "
                                             "drawn."
                                           : "");
@@ -658,6 +820,93 @@ out:
   free(reps);
   free(copies);
   tpx__strmap_free(&seen);
+}
+
+/* ---- FSDP units ------------------------------------------------------------ */
+
+static const char *dtype_or_none(tpx_dtype d) {
+  return d ? tpx_dtype_short_name(d) : "none";
+}
+
+/* Whether units i and j read the same in the table (same list, reshard
+ * flag, parameter count and gathered bytes on rank 0). */
+static int same_unit_row(const tpx_sharding *sh, const tpx_fsdp_unit *a,
+                         size_t i, const tpx_fsdp_unit *c, size_t j) {
+  return !a->is_root && !c->is_root && a->group >= 0 &&
+         a->group == c->group &&
+         a->reshard_after_forward == c->reshard_after_forward &&
+         a->num_params == c->num_params &&
+         tpx_sharding_fsdp_unit_gathered_bytes(sh, i, 0) ==
+             tpx_sharding_fsdp_unit_gathered_bytes(sh, j, 0);
+}
+
+/* The FSDP2 units bottom-up, root last; runs of like layers on one row. */
+static void fsdp_units(tpx__sbuf *b, const tpx_sharding *sh) {
+  size_t nu = tpx_sharding_num_fsdp_units(sh);
+  tpx__sbuf_printf(b, "<h2>FSDP2 units (%zu)</h2>\n", nu);
+  if (!nu) {
+    tpx__sbuf_printf(b, "<p>none: FSDP is off (no data-parallel rank "
+                        "shards parameters)</p>\n");
+    return;
+  }
+  tpx_mp_policy mp = tpx_sharding_mp_policy(sh);
+  tpx__sbuf_printf(b, "<p>Bottom-up, root last; mixed precision: param %s, "
+                      "reduce %s, output %s. Gathered = the unit's "
+                      "parameters all-gathered over data-parallel ranks on "
+                      "rank 0.</p>\n<table id=\"fsdp\"><tr><th>unit</th>"
+                      "<th>parameters</th><th>reshard after forward</th>"
+                      "<th>prefetch fwd / bwd</th><th>gathered</th></tr>\n",
+                   dtype_or_none(mp.param_dtype), dtype_or_none(mp.reduce_dtype),
+                   dtype_or_none(mp.output_dtype));
+  for (size_t i = 0; i < nu;) {
+    tpx_fsdp_unit u, v;
+    if (tpx_sharding_fsdp_unit(sh, i, &u, NULL) != TPX_OK) {
+      i++;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < nu && tpx_sharding_fsdp_unit(sh, j, &v, NULL) == TPX_OK &&
+           same_unit_row(sh, &u, i, &v, j))
+      j++;
+    /* Prefetch counts over the run (the ends of a list prefetch less). */
+    size_t lo[2] = {u.num_fwd_prefetch, u.num_bwd_prefetch};
+    size_t hi[2] = {lo[0], lo[1]};
+    for (size_t k = i + 1; k < j; k++) {
+      if (tpx_sharding_fsdp_unit(sh, k, &v, NULL) != TPX_OK) continue;
+      size_t c[2] = {v.num_fwd_prefetch, v.num_bwd_prefetch};
+      for (int d = 0; d < 2; d++) {
+        if (c[d] < lo[d]) lo[d] = c[d];
+        if (c[d] > hi[d]) hi[d] = c[d];
+      }
+    }
+    char x[32], pf[2][48];
+    for (int d = 0; d < 2; d++)
+      if (lo[d] == hi[d])
+        snprintf(pf[d], sizeof pf[d], "%zu", lo[d]);
+      else
+        snprintf(pf[d], sizeof pf[d], "%zu-%zu", lo[d], hi[d]);
+    tpx__sbuf_printf(b, "<tr><td class=\"mono\">");
+    if (u.is_root) {
+      tpx__sbuf_printf(b, "(root)");
+    } else {
+      esc(b, u.fqn);
+      if (j - i > 1 &&
+          tpx_sharding_fsdp_unit(sh, j - 1, &v, NULL) == TPX_OK) {
+        tpx__sbuf_printf(b, " … ");
+        esc(b, v.fqn);
+        tpx__sbuf_printf(b, " (%zu units)", j - i);
+      }
+    }
+    tpx__sbuf_printf(b, "</td><td>%zu</td><td>%s</td><td>%s / %s</td>"
+                        "<td>%s</td></tr>\n",
+                     u.num_params, u.reshard_after_forward ? "yes" : "no",
+                     pf[0], pf[1],
+                     tpx_format_bytes(
+                         tpx_sharding_fsdp_unit_gathered_bytes(sh, i, 0), x,
+                         sizeof x));
+    i = j;
+  }
+  tpx__sbuf_printf(b, "</table>\n");
 }
 
 /* ---- collectives ----------------------------------------------------------- */
@@ -746,6 +995,7 @@ tpx_status tpx_report_html(const tpx_sharding *sh,
   memory(&b, sh, opts->memory ? opts->memory : &mo);
   module_tree(&b, sh);
   block_maps(&b, sh);
+  fsdp_units(&b, sh);
   collectives(&b, sh);
   tpx__sbuf_printf(&b, "<p class=\"info\">tpx %s</p>\n</body></html>\n",
                    tpx_version());

@@ -8,6 +8,8 @@
  * error when a tp size that the head counts allow would divide every dim
  * the requested tp leaves uneven in that parameter — choosing such a tp
  * (the error's fix) removes the warning too. Other warnings stand alone.
+ * The infos for optional plan keys that matched nothing (keys for fused
+ * or other checkpoint variants) fold into one line.
  * Not the rest of the text report (report_text.c). */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,8 @@
 
 /* Errors listed on the verdict screen before "... and N more". */
 #define VERDICT_MAX_ERRORS 8
+/* Optional keys named on the folded line before "... (N more)". */
+#define OPTIONAL_LISTED 6
 
 typedef struct {
   tpx_diag d;
@@ -195,6 +199,35 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
   free(it);
 }
 
+/* An optional plan key that matched nothing (info level; a required one
+ * is an error): expected, as such keys serve other checkpoint variants. */
+static int is_optional_unmatched(const tpx_diag *d) {
+  return d->level == TPX_DIAG_INFO && strcmp(d->code, "unmatched-key") == 0;
+}
+
+/* The optional keys that matched nothing, folded into one line. */
+static void optional_line(tpx__sbuf *b, const item_t *it, size_t n) {
+  size_t count = 0, listed = 0;
+  for (size_t i = 0; i < n; i++)
+    count += is_optional_unmatched(&it[i].d);
+  tpx__sbuf_printf(b,
+                   "  info [unmatched-key] %zu optional key%s for other "
+                   "checkpoint variants (e.g. fused projections) matched "
+                   "nothing, as expected:",
+                   count, count == 1 ? "" : "s");
+  for (size_t i = 0; i < n; i++) {
+    if (!is_optional_unmatched(&it[i].d))
+      continue;
+    if (listed++ == OPTIONAL_LISTED) {
+      tpx__sbuf_printf(b, " ... (%zu more)", count - OPTIONAL_LISTED);
+      break;
+    }
+    tpx__sbuf_printf(b, "%s '%s'", listed > 1 ? "," : "",
+                     it[i].d.subject ? it[i].d.subject : "");
+  }
+  tpx__sbuf_printf(b, "\n");
+}
+
 void tpx__report_diagnostics(tpx__sbuf *b, const tpx_sharding *sh,
                              const tpx_report_options *o) {
   size_t n = 0;
@@ -203,9 +236,15 @@ void tpx__report_diagnostics(tpx__sbuf *b, const tpx_sharding *sh,
   tpx__sbuf_printf(b, "\nDiagnostics (%zu):\n", n);
   if (!n)
     tpx__sbuf_printf(b, "  none\n");
+  int optional_done = 0;
   for (size_t i = 0; i < n; i++) {
     if (it[i].cause >= 0)
       continue;
+    if (is_optional_unmatched(&it[i].d)) {
+      if (!optional_done++)
+        optional_line(b, it, n);
+      continue;
+    }
     diag_line(b, &it[i].d, 2);
     if (!it[i].num_folded)
       continue;

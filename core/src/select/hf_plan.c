@@ -155,9 +155,9 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
   char *inner_text = NULL, *top_text = NULL;
   const char *inner_json = NULL;
   if (own_inner || own_top) {
-    if (own_inner && !(inner_text = json_dumps(own_inner, JSON_COMPACT)))
+    if (own_inner && !(inner_text = tpx__config_dumps(own_inner)))
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-    if (own_top && !(top_text = json_dumps(own_top, JSON_COMPACT))) {
+    if (own_top && !(top_text = tpx__config_dumps(own_top))) {
       free(inner_text);
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
     }

@@ -3,20 +3,25 @@
  * Gemma3's, Qwen3-MoE's self_attn.q_norm / k_norm) left unstyled next to a
  * colwise `<x>_proj` whose output stays sharded on the last dim. Each tp rank
  * then normalises only its own heads, so its weight gradient is a partial
- * sum. transformers' own tp plan marks these modules
- * replicated_with_grad_allreduce (which tpx, like Automodel, drops:
- * plan/hf_style.c); upstream torch + Automodel's optimized plans leave them
- * unstyled and never reduce the gradient, so the replicas drift apart.
+ * sum (docs/SEMANTICS.md "Transitions", "The training step").
+ * transformers' own tp plan and NeMo Automodel 0.7.0's Qwen plan style them
+ * replicated_with_grad_allreduce, and 0.7.0's recipe sums their gradients
+ * over tp before clipping; the Automodel plans tpx's golden plans follow
+ * leave them unstyled (and Automodel's HF-string translation drops the
+ * style: plan/hf_style.c). A plan may give the style itself (tpx-plan/1).
  *
- * The rule (tpx__param_partial_over_tp), used by the runtime's
- * tpx_tp_param_grad_needs_allreduce, and the `partial-grad-replicated`
- * warning, one per generalised module name (layer indices as '*').
+ * The rule (tpx__param_partial_over_tp: unstyled per-head norms, and every
+ * parameter a replicated_with_grad_allreduce key covers), used by the
+ * runtime's tpx_tp_param_grad_needs_allreduce, and the
+ * `partial-grad-replicated` warning for the unstyled ones only, one per
+ * generalised module name (layer indices as '*').
  * Not here: styled SP norms (runtime/tp_param.c), placements (apply.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/fqn.h"
+#include "base/grow.h"
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 
@@ -24,8 +29,7 @@
 static int64_t colwise_sibling(const tpx_sharding *sh, int64_t m) {
   const char *fqn = tpx_model_module_fqn(sh->model, m);
   if (!fqn) return -1;
-  const char *dot = strrchr(fqn, '.');
-  const char *atom = dot ? dot + 1 : fqn;
+  const char *atom = tpx__fqn_last_atom(fqn);
   size_t n = strlen(atom);
   if (n <= 5 || strcmp(atom + n - 5, "_norm") != 0) return -1;
   char sib[512];
@@ -56,7 +60,9 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
     param = pi.tied_to;
     if (tpx_model_param(sh->model, param, &pi, NULL) != TPX_OK) return 0;
   }
-  if (sh->param_entry[param] >= 0) return 0; /* a style covers it */
+  if (sh->param_entry[param] >= 0) /* a style covers it: does it sum? */
+    return tpx_style_kind_traits(sh->entry_styles[sh->param_entry[param]].kind)
+        .sums_grad_over_tp;
   if (sh->placements[param * sh->ndim + sh->tp_dim].kind != TPX_REPLICATE)
     return 0;
   if (tpx_model_module_kind(sh->model, pi.module) != TPX_MODULE_NORM)
@@ -90,25 +96,19 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
   for (size_t p = 0; p < sh->num_params && st == TPX_OK; p++) {
     int64_t s;
     tpx_param_info pi;
-    if (!tpx__param_partial_over_tp(sh, (int64_t)p, &s) ||
+    if (!tpx__param_partial_over_tp(sh, (int64_t)p, &s) || s < 0 ||
         tpx_model_param(sh->model, (int64_t)p, &pi, NULL) != TPX_OK ||
         pi.tied_to >= 0)
-      continue;
+      continue; /* s < 0: a replicated_with_grad_allreduce key covers it */
     char gen[256], sgen[256];
     tpx__fqn_generalize(tpx_model_module_fqn(sh->model, pi.module), gen,
                               sizeof gen);
     size_t k = 0;
     while (k < nseen && strcmp(seen[k], gen) != 0) k++;
     if (k < nseen) continue;
-    if (nseen == cap) {
-      size_t nc = cap ? 2 * cap : 8;
-      void *q = realloc(seen, nc * sizeof *seen);
-      if (!q) {
-        st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-        break;
-      }
-      seen = q;
-      cap = nc;
+    if (TPX_GROW(seen, cap, nseen + 1, 8)) {
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+      break;
     }
     snprintf(seen[nseen++], sizeof seen[0], "%s", gen);
     size_t count = 0;
@@ -134,13 +134,15 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
     if (tpx_diag_add(
             sh->diags, TPX_DIAG_WARNING, "partial-grad-replicated",
             count > 1 ? gen : mname,
-            "all-reduce (sum) its gradient over tp after backward, as "
-            "transformers' replicated_with_grad_allreduce does; tpx's "
-            "runtime does (tpx_tp_param_grad_needs_allreduce)",
+            "sum its gradient over tp after backward, before clipping, as "
+            "NeMo Automodel 0.7.0 does (its Qwen plan styles these "
+            "replicated_with_grad_allreduce; a tpx-plan/1 plan may too); "
+            "tpx's runtime does (tpx_tp_param_grad_needs_allreduce)",
             "'%s'%s is replicated over tp but normalises only this rank's "
             "heads of the colwise '%s'%s, so each tp rank holds a partial "
-            "gradient of its %s; upstream torch leaves it unreduced and the "
-            "replicas drift apart",
+            "gradient of its %s; this plan (as the Automodel snapshot of "
+            "tpx's golden plans) leaves it unstyled, so unless the trainer "
+            "sums it over tp the replicas drift apart",
             count > 1 ? gen : mname, more, sgen, via, pi.name) != TPX_OK)
       st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }

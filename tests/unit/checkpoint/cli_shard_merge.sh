@@ -63,6 +63,12 @@ no_final() {
 
 sums() { cat "$1"/* | cksum; }
 
+# The meshes below cut heads unevenly on purpose (3 kv heads over tp 2
+# or 4: short and empty pieces), which `tpx plan` reports as errors and
+# `tpx shard` therefore refuses unless told otherwise: --allow-errors.
+# (That refusal is checked on its own further down.)
+ae=--allow-errors
+
 # Dense families (the MoE ones follow below).
 for fam in Llama-3.2-1B Qwen2.5-0.5B Qwen3-0.6B gemma-3-1b-it phi-2 \
            Falcon-H1-0.5B; do
@@ -75,8 +81,8 @@ for fam in Llama-3.2-1B Qwen2.5-0.5B Qwen3-0.6B gemma-3-1b-it phi-2 \
     tag="$fam tp=$1 dp_shard=$2 dp_replicate=$3"
     r="$work/ranks-$fam-$1-$2-$3"
     m="$work/merged-$fam-$1-$2-$3"
-    run "$tag: shard" "$tpx" shard --weights "$s" --tp "$1" --dp-shard "$2" \
-      --dp-replicate "$3" --out "$r"
+    run "$tag: shard" "$tpx" shard $ae --weights "$s" --tp "$1" \
+      --dp-shard "$2" --dp-replicate "$3" --out "$r"
     run "$tag: rank files hold their slices" "$tool" check-ranks "$s" "$r" \
       "$1" "$2" "$3"
     run "$tag: merge" "$tpx" merge --in "$r" --out "$m"
@@ -139,8 +145,8 @@ for fam in Mixtral-8x7B-v0.1 Qwen3-30B-A3B; do
     tag="$fam tp=$1 dp_shard=$2 dp_replicate=$3"
     r="$work/ranks-$fam-$1-$2-$3"
     m="$work/merged-$fam-$1-$2-$3"
-    run "$tag: shard" "$tpx" shard --weights "$s" --tp "$1" --dp-shard "$2" \
-      --dp-replicate "$3" --out "$r"
+    run "$tag: shard" "$tpx" shard $ae --weights "$s" --tp "$1" \
+      --dp-shard "$2" --dp-replicate "$3" --out "$r"
     # header keys: the fused tensor is stored, expert 0's own tensor not
     e0=model.layers.0.mlp.experts.0.down_proj.weight
     [ "$fam" = Mixtral-8x7B-v0.1 ] &&
@@ -212,7 +218,7 @@ bad_input "merge: a truncated rank file" "rank-00002-of-00006" \
 no_final "$work/out2" "merge with a truncated rank"
 
 # rank files of two different meshes of the same size
-run "shard tp=2 dp_shard=3" "$tpx" shard --weights "$s" --tp 2 --dp-shard 3 \
+run "shard tp=2 dp_shard=3" "$tpx" shard $ae --weights "$s" --tp 2 --dp-shard 3 \
   --out "$work/r23"
 cp -r "$work/r" "$work/r-mixed"
 cp "$work/r23/rank-00001-of-00006.safetensors" "$work/r-mixed/"
@@ -255,6 +261,168 @@ no_final "$work/out5" "merge over the file-size limit"
 fails_with "shard: file-size limit hit" "rank-00000-of-00003" \
   sh -c "ulimit -f 1; exec '$tpx' shard --weights '$s' --tp 3 --out '$work/out6'"
 no_final "$work/out6" "shard over the file-size limit"
+
+# ---- shared or hostile directories, mixed and tampered rank files ----
+# (each of these once passed silently or wrote a wrong or stale result)
+L="$work/src-Llama-3.2-1B"
+
+# a rank file whose q_proj piece is shifted by one row (overlap + hole that
+# add up to the right count): refused, naming the file and the tensor
+run "tp=3: shard" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-shift"
+f="$work/r-shift/rank-00001-of-00003.safetensors"
+LC_ALL=C sed 's/q_proj.weight\\":{\\"global_shape\\":\[48,48\],\\"offsets\\":\[16,0\]/q_proj.weight\\":{\\"global_shape\\":[48,48],\\"offsets\\":[17,0]/' \
+  "$f" >"$f.bad" && mv "$f.bad" "$f"
+fails_with "merge: a piece shifted by one row" "is not the box" \
+  "$tpx" merge --in "$work/r-shift" --out "$work/out10"
+grep -qF "layers.0.self_attn.q_proj.weight" "$work/log" &&
+  ok "merge: the shifted tensor is named" || bad "merge: the shifted tensor is named"
+no_final "$work/out10" "merge of a shifted piece"
+
+# a tampered world size and a tampered placement
+run "tp=3: shard again" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-ws"
+f="$work/r-ws/rank-00002-of-00003.safetensors"
+LC_ALL=C sed 's/"tpx.world_size":"3"/"tpx.world_size":"4"/' "$f" >"$f.bad" &&
+  mv "$f.bad" "$f"
+fails_with "merge: tpx.world_size disagrees with the mesh" "tpx.world_size" \
+  "$tpx" merge --in "$work/r-ws" --out "$work/out11"
+run "tp=3: shard once more" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-pl"
+f="$work/r-pl/rank-00002-of-00003.safetensors"
+LC_ALL=C sed 's/o_proj.weight\\":{\\"global_shape\\":\[48,48\],\\"offsets\\":\[0,32\],\\"placements\\":\[\\"replicate\\",\\"shard(0)\\",\\"shard(1)\\"\]/o_proj.weight\\":{\\"global_shape\\":[48,48],\\"offsets\\":[0,32],\\"placements\\":[\\"replicate\\",\\"shard(0)\\",\\"shard(0)\\"]/' \
+  "$f" >"$f.bad" && mv "$f.bad" "$f"
+fails_with "merge: a placement that differs between ranks" "placement" \
+  "$tpx" merge --in "$work/r-pl" --out "$work/out12"
+
+# rank files of two runs (same mesh, same source) do not mix; those of one
+# run id (several --rank runs) do; nor do two sources under one run id
+mkdir -p "$work/r-runs"
+cp "$work/r-ws/rank-00000-of-00003.safetensors" \
+  "$work/r-ws/rank-00001-of-00003.safetensors" "$work/r-runs/"
+run "tp=3: shard a fourth time" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-4th"
+cp "$work/r-4th/rank-00002-of-00003.safetensors" "$work/r-runs/"
+fails_with "merge: rank files of two runs" "another tpx shard run" \
+  "$tpx" merge --in "$work/r-runs" --out "$work/out13"
+for r in 0 1 2; do
+  run "--rank $r --run-id" "$tpx" shard --weights "$L" --tp 3 --rank $r \
+    --run-id job-7 --out "$work/r-id"
+done
+run "merge: ranks of one --run-id" "$tpx" merge --in "$work/r-id" --out "$work/m-id"
+run "merge of one --run-id: byte-identical" cmp "$L/model.safetensors" \
+  "$work/m-id/model.safetensors"
+mkdir -p "$work/src-L-sharded"
+run "sharded copy of the source" "$tool" gen \
+  "$data/Llama-3.2-1B/config.json" "$work/src-L-sharded" 20000
+run "--rank 1 of the other source" "$tpx" shard --weights "$work/src-L-sharded" \
+  --tp 3 --rank 1 --run-id job-7 --out "$work/r-src"
+cp "$work/r-src/rank-00001-of-00003.safetensors" "$work/r-id/"
+fails_with "merge: rank files of two sources" "another source checkpoint" \
+  "$tpx" merge --in "$work/r-id" --out "$work/out14"
+
+# errors `tpx plan` reports stop `tpx shard` (3 kv heads over tp 2);
+# --allow-errors writes anyway
+fails_with "shard: tpx plan errors stop it" "heads-not-divisible" \
+  "$tpx" shard --weights "$L" --tp 2 --out "$work/out15"
+grep -qF -- "--allow-errors" "$work/log" && ok "shard: names --allow-errors" ||
+  bad "shard: names --allow-errors"
+no_final "$work/out15" "shard refused for plan errors"
+
+# a missing --weights path is named (not the config.json beside it)
+fails_with "shard: missing weights named" "$work/nonexistent" \
+  "$tpx" shard --weights "$work/nonexistent" --tp 3 --out "$work/out16"
+grep -qF "config.json" "$work/log" && bad "shard: no config.json blamed" ||
+  ok "shard: no config.json blamed"
+
+# the merged directory holds the config.json the shards were cut with, and
+# both commands say what they wrote when nobody watches a terminal
+cmp "$L/config.json" "$work/m-id/config.json" >"$work/log" 2>&1 &&
+  ok "merge: config.json written back" || bad "merge: config.json written back"
+"$tpx" merge --in "$work/r-4th" --out "$work/m-sum" >"$work/log" 2>&1
+grep -q "wrote 1 file, .* MB" "$work/log" && ok "merge: summary line" ||
+  bad "merge: summary line"
+"$tpx" shard --weights "$L" --tp 3 --out "$work/r-sum" >"$work/log" 2>&1
+grep -q "tpx shard: wrote 3 files, .* MB" "$work/log" && ok "shard: summary line" ||
+  bad "shard: summary line"
+
+# merging into a directory that holds an older (sharded) checkpoint:
+# refused and untouched; with --force replaced, the stale shards and index
+# removed (the reader would load them), and said so
+cp -r "$work/src-L-sharded" "$work/old"
+before=$(sums "$work/old")
+fails_with "merge: an older checkpoint in --out" "already holds a checkpoint" \
+  "$tpx" merge --in "$work/r-4th" --out "$work/old"
+[ "$(sums "$work/old")" = "$before" ] && ok "merge: older checkpoint untouched" ||
+  bad "merge: older checkpoint untouched"
+run "merge --force over the older checkpoint" "$tpx" merge --force \
+  --in "$work/r-4th" --out "$work/old"
+grep -q "removed .* older checkpoint" "$work/log" && ok "merge --force: says what it removed" ||
+  bad "merge --force: says what it removed"
+[ "$(ls "$work/old" | grep -c '^model')" = 1 ] &&
+  ok "merge --force: stale shards and index gone" ||
+  { ls "$work/old" >"$work/log"; bad "merge --force: stale shards and index gone"; }
+run "merge --force: the directory reads as the new checkpoint" "$tool" cmp \
+  "$L" "$work/old"
+
+# shard into a directory of rank files of another mesh size: refused
+fails_with "shard: rank files of another mesh size" "another mesh size" \
+  "$tpx" shard --weights "$L" --tp 3 --dp-shard 3 --out "$work/r-4th"
+run "shard --force over rank files of another mesh size" "$tpx" shard \
+  --force --weights "$L" --tp 3 --dp-shard 3 --out "$work/r-4th"
+grep -q "removed 3 rank files of another mesh size" "$work/log" &&
+  ok "shard --force: says what it removed" || bad "shard --force: says what it removed"
+[ "$(ls "$work/r-4th" | grep -c 'of-00003')" = 0 ] &&
+  [ "$(ls "$work/r-4th" | grep -c 'of-00009')" = 9 ] &&
+  ok "shard --force: only the new rank files" ||
+  { ls "$work/r-4th" >"$work/log"; bad "shard --force: only the new rank files"; }
+
+# a directory another run is writing into (held here by flock(1)): refused
+if command -v flock >/dev/null 2>&1; then
+  mkdir -p "$work/busy"
+  fails_with "merge: a locked --out" "another tpx shard or tpx merge" \
+    flock "$work/busy" "$tpx" merge --in "$work/r-4th" --out "$work/busy"
+  no_final "$work/busy" "merge into a locked directory"
+  # runs that each write some ranks share the directory (a shared lock):
+  # --rank goes ahead beside another --rank run, a whole shard does not
+  mkdir -p "$work/busy-r"
+  run "shard --rank beside another --rank run" flock -s "$work/busy-r" \
+    "$tpx" shard --weights "$L" --tp 3 --rank 1 --run-id j --out "$work/busy-r"
+  fails_with "shard: all ranks beside a --rank run" "another tpx shard" \
+    flock -s "$work/busy-r" "$tpx" shard --weights "$L" --tp 3 \
+    --out "$work/busy-r"
+fi
+
+# two concurrent shards into one directory: each either completes or is
+# refused; what stands under the final names is always exactly right
+for try in 1 2 3; do
+  rm -rf "$work/two"
+  "$tpx" shard --weights "$L" --tp 3 --dp-shard 3 --out "$work/two" \
+    >"$work/two-a.log" 2>&1 &
+  pa=$!
+  "$tpx" shard --weights "$L" --tp 3 --dp-shard 3 --out "$work/two" \
+    >"$work/two-b.log" 2>&1
+  rb=$?
+  wait $pa
+  ra=$?
+  okrc=1
+  for rc_log in "$ra:$work/two-a.log" "$rb:$work/two-b.log"; do
+    rc=${rc_log%%:*}
+    lg=${rc_log#*:}
+    [ "$rc" -eq 0 ] || grep -qF "another tpx shard" "$lg" || okrc=0
+  done
+  [ "$okrc" = 1 ] && ok "two shards at once ($try): done or refused" ||
+    { cat "$work/two-a.log" "$work/two-b.log" >"$work/log"; bad "two shards at once ($try): done or refused"; }
+  if [ "$ra" -eq 0 ] || [ "$rb" -eq 0 ]; then
+    run "two shards at once ($try): rank files exact" "$tool" check-ranks "$L" \
+      "$work/two" 3 3 1
+  fi
+done
+
+# a source truncated while it is read: a message naming the file, not
+# a death by SIGBUS (the guard `tpx shard` and `tpx merge` read under)
+mkdir -p "$work/trunc-src"
+run "generate a source to truncate" "$tool" gen "$data/Llama-3.2-1B/config.json" \
+  "$work/trunc-src"
+fails_with "truncated while read: named, no SIGBUS" \
+  "$work/trunc-src/model.safetensors" \
+  "$tool" sigbus "$work/trunc-src/model.safetensors"
 
 echo "$n checks, $fails failed"
 [ "$fails" -eq 0 ]

@@ -467,6 +467,62 @@ START_TEST(test_integral_floats) {
 }
 END_TEST
 
+/* Bounds on what a config may cost: a file of NaN tokens (each a 16-byte
+ * sentinel and a jansson string) is refused past 4096 of them; a 100 000-
+ * character architecture name is refused without being echoed whole; a
+ * config value quoted back as JSON shows NaN, never the sentinel. */
+START_TEST(test_config_bounds) {
+  enum { N = 5000 };
+  char *text = malloc(N * 4 + 64);
+  ck_assert_ptr_nonnull(text);
+  size_t n = (size_t)sprintf(text, "{\"a\": [");
+  for (int i = 0; i < N; i++)
+    n += (size_t)sprintf(text + n, "%sNaN", i ? "," : "");
+  sprintf(text + n, "]}");
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_model_set_config(m, text, strlen(text), "bomb", &err),
+                   TPX_PARSE);
+  ck_assert_str_eq(err.message,
+                   "bomb: more than 4096 Infinity / NaN values; a config "
+                   "holds a few");
+  /* 4096 are fine */
+  n = (size_t)sprintf(text, "{\"a\": [");
+  for (int i = 0; i < 4096; i++)
+    n += (size_t)sprintf(text + n, "%sNaN", i ? "," : "");
+  sprintf(text + n, "]}");
+  tpx_error ok = {0};
+  ck_assert_int_eq(tpx_model_set_config(m, text, strlen(text), "many", &ok),
+                   TPX_OK);
+  free(text);
+
+  enum { L = 100000 };
+  char *big = malloc(L + 64);
+  ck_assert_ptr_nonnull(big);
+  n = (size_t)sprintf(big, "{\"architectures\": [\"");
+  memset(big + n, 'X', L);
+  sprintf(big + n + L, "\"]}");
+  tpx_error e2 = {0};
+  ck_assert_int_eq(tpx_model_set_config(m, big, strlen(big), "long", &e2),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e2.message, "is 100000 characters long"));
+  ck_assert_uint_lt(strlen(e2.message), 200);
+  free(big);
+
+  json_t *root = NULL;
+  const char *nan_plan = "{\"p\": {\"x\": NaN, \"y\": -Infinity}}";
+  ck_assert_int_eq(tpx__config_parse(nan_plan, strlen(nan_plan), "t", &root,
+                                     &err),
+                   TPX_OK);
+  char *dumped = tpx__config_dumps(json_object_get(root, "p"));
+  ck_assert_str_eq(dumped, "{\"x\":NaN,\"y\":-Infinity}");
+  free(dumped);
+  json_decref(root);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 START_TEST(test_load_missing_file) {
   tpx_model *m = (tpx_model *)1;
   tpx_error err = {0};
@@ -498,6 +554,7 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_typed_reads);
   tcase_add_test(tc, test_integral_floats);
   tcase_add_test(tc, test_load_missing_file);
+  tcase_add_test(tc, test_config_bounds);
   suite_add_tcase(s, tc);
   return s;
 }

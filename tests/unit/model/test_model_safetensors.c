@@ -26,6 +26,9 @@ static char *data_path(const char *rel) {
   return p;
 }
 
+#include <sys/resource.h>
+
+#include "model/st_header.h"
 #include "../test_tmpdir.h"
 
 typedef struct gen_tensor {
@@ -770,6 +773,59 @@ START_TEST(test_many_tensors) {
 }
 END_TEST
 
+/* One tensor whose name has 50 000 dotted components: refused at once with
+ * a clear error (every component would become a module repeating its
+ * parents' names: memory quadratic in the depth, 2.5 GB), the name not
+ * echoed whole. Run under a 100 MB address-space budget on top of what the
+ * test process already maps. A name at the limit still loads. */
+START_TEST(test_deep_name_bounded) {
+  enum { ATOMS = 50000 };
+  char *deep = malloc(2 * ATOMS + 16);
+  ck_assert_ptr_nonnull(deep);
+  char *w = deep;
+  for (int i = 0; i < ATOMS; i++) {
+    *w++ = 'a';
+    *w++ = '.';
+  }
+  strcpy(w, "weight");
+  char edge[2 * TPX__ST_MAX_NAME_DEPTH + 16];
+  w = edge;
+  for (int i = 0; i < TPX__ST_MAX_NAME_DEPTH - 1; i++) {
+    *w++ = 'b';
+    *w++ = '.';
+  }
+  strcpy(w, "weight");
+  make_tmpdir();
+  gen_tensor t[1] = {{deep, "BF16", 1, {2}}};
+  write_st(tmp("model.safetensors"), t, 1, 0);
+  FILE *f = fopen("/proc/self/statm", "r");
+  unsigned long long pages = 0;
+  ck_assert_int_eq(fscanf(f, "%llu", &pages), 1);
+  fclose(f);
+  unsigned long long vm = pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+  struct rlimit rl = {(rlim_t)(vm + (100ull << 20)),
+                      (rlim_t)(vm + (100ull << 20))};
+  ck_assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+  tpx_model *m = model_with_config(NULL);
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_PARSE);
+  ck_assert_msg(strstr(err.message, "has 50001 dot-separated components, "
+                                    "more than the 256 tpx accepts"),
+                "%s", err.message);
+  ck_assert_uint_lt(strlen(err.message), 400);
+  ck_assert_uint_eq(tpx_model_num_params(m), 0);
+  tpx_model_destroy(m);
+  t[0].name = edge;
+  write_st(tmp("model.safetensors"), t, 1, 0);
+  m = model_with_config(NULL);
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_params(m), 1);
+  tpx_model_destroy(m);
+  remove_tmpdir();
+  free(deep);
+}
+END_TEST
+
 static Suite *st_suite(void) {
   Suite *s = suite_create("model_safetensors");
   TCase *tc = tcase_create("safetensors");
@@ -784,6 +840,7 @@ static Suite *st_suite(void) {
   tcase_add_test(tc, test_bad_inputs);
   tcase_add_test(tc, test_missing_paths);
   tcase_add_test(tc, test_many_tensors);
+  tcase_add_test(tc, test_deep_name_bounded);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,5 +1,5 @@
-/* test_hf.c — Hugging Face tp-plan strings (plans.md §4.4: every accepted,
- * skipped and rejected string) and whole HF plans (§4.2: prefixing, the
+/* test_hf.c — Hugging Face tp-plan strings (docs/SEMANTICS.md "Plans and matching": every accepted,
+ * skipped and rejected string) and whole HF plans (prefixing, the
  * added embed_tokens, the lm_head special case, dict-update order), on the
  * real plans copied into tests/data/plan/hf/. */
 #include <check.h>

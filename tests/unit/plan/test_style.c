@@ -8,7 +8,8 @@
 typedef struct default_case {
   tpx_style_kind kind;
   const char *name;
-  int family; /* 0 col/row, 1 sequence, 2 prepare input, 3 prepare output */
+  int family; /* 0 col/row, 1 sequence, 2 prepare input, 3 prepare output,
+                4 replicated */
   const char *in;  /* single input layout (family 0) */
   const char *out; /* single output layout (family 0) */
   int local;
@@ -33,6 +34,8 @@ static const default_case defaults[] = {
     {TPX_STYLE_PREPARE_MODULE_INPUT, "prepare_module_input", 2, NULL, NULL, 0},
     {TPX_STYLE_PREPARE_MODULE_OUTPUT, "prepare_module_output", 3, NULL, NULL,
      1},
+    {TPX_STYLE_REPLICATED_WITH_GRAD_ALLREDUCE, "replicated_with_grad_allreduce",
+     4, NULL, NULL, 1},
 };
 #define NDEFAULTS (sizeof defaults / sizeof defaults[0])
 
@@ -69,7 +72,24 @@ START_TEST(test_default_every_style) {
     ck_assert_int_eq(s.output_layouts.count, -1);
     ck_assert_int_eq(s.desired_output_layouts.count, -1);
     break;
+  case 4:
+    ck_assert_int_eq(s.input_layouts.count, -1);
+    ck_assert_int_eq(s.output_layouts.count, -1);
+    break;
   }
+  /* The traits column agrees with the family the table says. */
+  static const tpx_style_family fam[] = {
+      TPX_STYLE_FAMILY_COLWISE, TPX_STYLE_FAMILY_SEQUENCE,
+      TPX_STYLE_FAMILY_PREPARE_INPUT, TPX_STYLE_FAMILY_PREPARE_OUTPUT,
+      TPX_STYLE_FAMILY_REPLICATED};
+  tpx_style_traits t = tpx_style_kind_traits(c->kind);
+  if (c->family == 0)
+    ck_assert(t.family == TPX_STYLE_FAMILY_COLWISE ||
+              t.family == TPX_STYLE_FAMILY_ROWWISE);
+  else
+    ck_assert_int_eq(t.family, fam[c->family]);
+  ck_assert_int_eq(t.shards_params, c->family == 0);
+  ck_assert_int_eq(t.sums_grad_over_tp, c->family == 4);
   tpx_error e = {0};
   /* Every default is valid except prepare_module_output, whose two layout
    * lists are required by torch. */

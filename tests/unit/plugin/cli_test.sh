@@ -43,6 +43,9 @@ expect "plugins refused" 1 "4 plugin(s) refused" env TPX_PLUGIN_PATH="$WORK/mixe
 expect "plugins refused reason" 1 "missing required symbol 'get_plan'" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
 expect "plugins abi reason" 1 "the host speaks 1.0..1.0, the plugin speaks 2.0" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
 expect "plugins subdirectory" 1 "$WORK/mixed/sub/libtpxtest_good.so" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
+expect "TPX_DEBUG prints the library's log" 0 "tpx: info: loaded plugin 'tpxtest'" env TPX_DEBUG=info "$TPX" plugins --dir "$GOOD"
+out=$(TPX_DEBUG= "$TPX" plugins --dir "$GOOD" 2>&1 >/dev/null)
+if [ -z "$out" ]; then echo "PASS no TPX_DEBUG, no log"; else echo "FAIL no TPX_DEBUG, no log: $out"; fails=$((fails + 1)); fi
 expect "plugins survives a crashing plugin" 1 "crashed with SIGSEGV (signal 11) while loading" "$TPX" plugins --dir "$BROKEN"
 expect "plugins json" 1 '"reason": "dlopen failed: ' "$TPX" plugins --dir "$WORK/mixed" --format json
 out=$("$TPX" plugins --dir "$WORK/mixed" --format json 2>/dev/null)

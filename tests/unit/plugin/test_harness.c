@@ -114,6 +114,24 @@ static const struct {
     {"no_architectures.so", "registration",
      "registration: architectures is empty", 1},
     {"not_elf.so", "exports", "not an ELF file", 2},
+    {"register_exits.so", "load",
+     "exited with status 0 (exit() called inside the plugin?) during: "
+     "dlopen and register_parallel_strategy",
+     1},
+    {"ctor_crashes.so", "load",
+     "crashed with SIGSEGV (signal 11) during: dlopen and "
+     "register_parallel_strategy",
+     1},
+    /* blamed on the unload alone, not on the checks that passed */
+    {"dtor_crashes.so", "unload",
+     "crashed with SIGSEGV (signal 11) during: unloading the plugin "
+     "(dlclose: its ELF destructors)",
+     1},
+    {"stdout_noise.so", "stdout",
+     "wrote 63 byte(s) to stdout during loading and unloading", 2},
+    {"grandchild.so", "processes", "outlived the checks and held their pipe",
+     1},
+    {"pipe_garbage.so", "pipes", "not written by the harness", 1},
 };
 
 START_TEST(broken_plugin_fails_precisely) {

@@ -30,6 +30,10 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+#define BROKEN_CONFIG                                                          \
+  "{\"architectures\": [\"BrokenForCausalLM\"], \"model_type\": \"qwen2\", "  \
+  "\"num_attention_heads\": 8, \"num_key_value_heads\": 8}"
+
 static const struct {
   const char *file;
   double timeout;
@@ -37,11 +41,76 @@ static const struct {
 } broken_cases[] = {
     {"get_plan_crashes.so", 10, "crashed with SIGSEGV in get_plan"},
     {"get_plan_hangs.so", 0.5, "did not return within 0.5 s from get_plan"},
+    /* junk on the result pipe is named as such, not as exit() */
+    {"pipe_garbage.so", 10,
+     "get_plan returned, but its result pipe held"},
 };
 
-#define BROKEN_CONFIG                                                          \
-  "{\"architectures\": [\"BrokenForCausalLM\"], \"model_type\": \"qwen2\", "  \
-  "\"num_attention_heads\": 8, \"num_key_value_heads\": 8}"
+/* A get_plan that leaves a process behind holding the result pipe (for
+ * 10 s) returned its plan at once: the call succeeds, without waiting for
+ * the grandchild and without a timeout blamed on get_plan. */
+START_TEST(grandchild_holding_the_pipe) {
+  tpx_registry *reg = registry(BROKEN("grandchild.so"), 2, 1.0);
+  tpx_model *m = model_from_json(BROKEN_CONFIG);
+  tpx_plan *plan = NULL;
+  double t0 = now();
+  CHECK_OK(tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan, &e_));
+  ck_assert_double_lt(now() - t0, 1.0);
+  ck_assert_uint_eq(tpx_plan_size(plan), 1);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* An isolated child may add only so much address space: a get_plan that
+ * wants 1 GiB under a 128 MiB limit runs out of memory there, and the
+ * message names the limit instead of the host growing with it. */
+START_TEST(child_memory_limit) {
+  setenv("TPX_TEST_ALLOCATE_MB", "1024", 1);
+  tpx_registry *reg = registry(BROKEN("get_plan_allocates.so"), 2, 30);
+  CHECK_OK(tpx_registry_set_child_limits(reg, 128ull << 20, 0, &e_));
+  tpx_model *m = model_from_json(BROKEN_CONFIG);
+  tpx_plan *plan = NULL;
+  tpx_error e = {0};
+  tpx_status s = tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan,
+                                       &e);
+#if defined(__SANITIZE_ADDRESS__)
+  /* AddressSanitizer's allocator ends the child at the limit instead of
+   * returning NULL: the crash names the limit. */
+  ck_assert_int_eq(s, TPX_PLUGIN);
+#else
+  ck_assert_int_eq(s, TPX_NO_MEMORY);
+  ASSERT_CONTAINS(e.message, "get_plan ran out of memory");
+#endif
+  ASSERT_CONTAINS(e.message, "may add at most 128 MiB of address space");
+  ck_assert_ptr_null(plan);
+  /* Within the limit it plans. */
+  setenv("TPX_TEST_ALLOCATE_MB", "16", 1);
+  CHECK_OK(tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan, &e_));
+  tpx_plan_destroy(plan);
+  unsetenv("TPX_TEST_ALLOCATE_MB");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* tpx_registry_set_child_limits checks its arguments. */
+START_TEST(child_limits_arguments) {
+  tpx_registry *reg = NULL;
+  CHECK_OK(tpx_registry_create(&reg, &e_));
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_registry_set_child_limits(NULL, 0, 0, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_registry_set_child_limits(reg, 0, -1, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_registry_set_child_limits(reg, 0, NAN, &e),
+                   TPX_INVALID_ARGUMENT);
+  CHECK_OK(tpx_registry_set_child_limits(reg, 64ull << 20, 2, &e_));
+  CHECK_OK(tpx_registry_set_child_limits(reg, 0, 0, &e_));
+  tpx_registry_destroy(reg);
+}
+END_TEST
 
 START_TEST(broken_get_plan_is_an_error) {
   const char *path = BROKEN(broken_cases[_i].file);
@@ -258,8 +327,11 @@ int main(void) {
   Suite *s = suite_create("plugin-isolate");
   TCase *tc = tcase_create("isolate");
   tcase_set_timeout(tc, 60);
-  tcase_add_loop_test(tc, broken_get_plan_is_an_error, 0, 2);
-  tcase_add_loop_test(tc, broken_get_plan_falls_back, 0, 2);
+  tcase_add_loop_test(tc, broken_get_plan_is_an_error, 0, 3);
+  tcase_add_loop_test(tc, broken_get_plan_falls_back, 0, 3);
+  tcase_add_test(tc, grandchild_holding_the_pipe);
+  tcase_add_test(tc, child_memory_limit);
+  tcase_add_test(tc, child_limits_arguments);
   tcase_add_loop_test(tc, good_plugin_same_with_isolation, 0,
                       (int)(sizeof good_cases / sizeof good_cases[0]));
   tcase_add_test(tc, good_get_plan_and_skeleton_direct);

@@ -218,9 +218,11 @@ START_TEST(load_dir_scans_subdirectories) {
 END_TEST
 
 /* In-process, a plugin crashing in its registration takes the process down:
- * nothing can prevent that (documented); the harness forks for this. */
+ * nothing can prevent that (documented); the load probe (on by default)
+ * and the harness fork for this. With the probe turned off: */
 START_TEST(register_crash_is_fatal_in_process) {
   tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_set_probe(r, 0, &e_));
   tpx_registry_load_file(r, BROKEN("register_crashes.so"), NULL);
   tpx_registry_destroy(r);
 }
@@ -391,11 +393,137 @@ START_TEST(probe_broken_dir) {
   tpx_registry *r = new_registry();
   CHECK_OK(tpx_registry_set_probe(r, 1, &e_));
   CHECK_OK(tpx_registry_load_dir(r, getenv("TPX_TEST_BROKEN_DIR"), &e_));
-  /* loaded: extra_symbols, get_plan_crashes, get_plan_hangs, malformed_key,
-   * unknown_style; refused: the other 10 (bad_traits among them) */
-  ck_assert_uint_eq(tpx_registry_num_plugins(r), 5);
-  ck_assert_uint_eq(tpx_registry_num_refused(r), 10);
-  ck_assert_uint_eq(tpx_diag_count(tpx_registry_diagnostics(r)), 4);
+  /* loaded: extra_symbols, generic_message, get_plan_allocates,
+   * get_plan_crashes,
+   * get_plan_hangs, grandchild, malformed_key, pipe_garbage, stdout_noise,
+   * unknown_style; refused: the other 13 (ctor_crashes, dtor_crashes and
+   * register_exits by the probe; bad_traits) */
+  ck_assert_uint_eq(tpx_registry_num_plugins(r), 10);
+  ck_assert_uint_eq(tpx_registry_num_refused(r), 13);
+  /* 9 duplicate-architecture warnings + one plugin-failed per refusal,
+   * naming the file */
+  const tpx_diag_list *dl = tpx_registry_diagnostics(r);
+  ck_assert_uint_eq(tpx_diag_count(dl), 9 + 13);
+  size_t failed = 0;
+  for (size_t i = 0; i < tpx_diag_count(dl); i++) {
+    tpx_diag d;
+    CHECK_OK(tpx_diag_get(dl, i, &d, &e_));
+    if (strcmp(d.code, "plugin-failed") != 0)
+      continue;
+    tpx_plugin_refusal ref;
+    CHECK_OK(tpx_registry_refused(r, failed, &ref, &e_));
+    ck_assert_str_eq(d.subject, ref.path);
+    ASSERT_CONTAINS(d.message, ref.path);
+    ASSERT_CONTAINS(d.message, ref.reason);
+    failed++;
+  }
+  ck_assert_uint_eq(failed, 13);
+  tpx_registry_destroy(r);
+}
+END_TEST
+
+/* A plugin that printf()s while loading, planning and unloading, called
+ * in-process: none of it reaches the host's stdout (it goes to stderr), and
+ * the host's own stdout still works around it. */
+START_TEST(plugin_stdout_stays_off_stdout) {
+  fflush(stdout);
+  FILE *cap = tmpfile();
+  ck_assert_ptr_nonnull(cap);
+  int saved = dup(STDOUT_FILENO);
+  ck_assert_int_ge(saved, 0);
+  ck_assert_int_ge(dup2(fileno(cap), STDOUT_FILENO), 0);
+  printf("host-before\n");
+  tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_load_file(r, BROKEN("stdout_noise.so"), &e_));
+  tpx_model *m = model_from_json(
+      "{\"architectures\": [\"BrokenForCausalLM\"], "
+      "\"model_type\": \"qwen2\"}");
+  tpx_plan *plan = NULL;
+  CHECK_OK(tpx_registry_get_plan(r, 0, m, NULL, NULL, 0, 2, &plan, &e_));
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(r);
+  printf("host-after\n");
+  fflush(stdout);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
+  char buf[256] = "";
+  rewind(cap);
+  size_t n = fread(buf, 1, sizeof buf - 1, cap);
+  buf[n] = '\0';
+  fclose(cap);
+  ck_assert_str_eq(buf, "host-before\nhost-after\n");
+}
+END_TEST
+
+/* A plugin that fails after the host refused one of its entries, with a
+ * generic message: the host's reason (key, style, value) comes first, the
+ * plugin's words after it. */
+START_TEST(host_reason_wins_over_generic_message) {
+  tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_load_file(r, BROKEN("generic_message.so"), &e_));
+  tpx_model *m = model_from_json(
+      "{\"architectures\": [\"BrokenForCausalLM\"], "
+      "\"model_type\": \"qwen2\"}");
+  tpx_plan *plan = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_registry_get_plan(r, 0, m, NULL, NULL, 0, 2, &plan,
+                                         &e),
+                   TPX_PLUGIN);
+  ASSERT_CONTAINS(e.message,
+                  "get_plan failed (TPX_PLUGIN_ERROR): host->plan_add: key "
+                  "'model.layers.*.mlp.down_proj', style 'rowwise': "
+                  "input_layouts[0] 'bogus' is not a layout");
+  ASSERT_CONTAINS(e.message, "(the plugin said: the host refused a plan "
+                             "entry (see the log))");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(r);
+}
+END_TEST
+
+/* A config asking for a skeleton beyond reason (num_hidden_layers:
+ * 1000000; or a MoE whose experts multiply it) is refused before the
+ * plugin builds anything, naming the key and the cost; the model is left
+ * untouched. A large but real config still builds. */
+START_TEST(skeleton_bounded_by_config) {
+  static const struct {
+    const char *extra;
+    const char *want;
+  } cases[] = {
+      {"\"num_hidden_layers\": 1000000",
+       "config num_hidden_layers 1000000: the skeleton for 1000000 layers "
+       "needs about 7.6 GiB; tpx builds skeletons of at most 1 GiB"},
+      {"\"text_config\": {\"num_hidden_layers\": 3000000}",
+       "config text_config.num_hidden_layers 3000000"},
+      {"\"num_hidden_layers\": 10000, \"num_local_experts\": 65536",
+       "of 65536 experts each (num_local_experts)"},
+  };
+  tpx_registry *r = new_registry();
+  CHECK_OK(tpx_registry_load_file(r, GOOD("libtpxtest_good.so"), &e_));
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"architectures\": [\"TestForCausalLM\"], "
+             "\"model_type\": \"tpxtest\", \"hidden_size\": 64, "
+             "\"vocab_size\": 128, \"intermediate_size\": 96, "
+             "\"num_attention_heads\": 8, \"num_key_value_heads\": 4, %s}",
+             cases[i].extra);
+    tpx_model *m = model_from_json(cfg);
+    tpx_error e = {0};
+    ck_assert_int_eq(tpx_registry_build_skeleton(r, m, &e),
+                     TPX_INVALID_ARGUMENT);
+    ASSERT_CONTAINS(e.message, cases[i].want);
+    ck_assert_uint_eq(tpx_model_num_params(m), 0);
+    tpx_model_destroy(m);
+  }
+  tpx_model *m = model_from_json(
+      "{\"architectures\": [\"TestForCausalLM\"], \"model_type\": "
+      "\"tpxtest\", \"hidden_size\": 64, \"num_hidden_layers\": 1000, "
+      "\"vocab_size\": 128, \"intermediate_size\": 96, "
+      "\"num_attention_heads\": 8, \"num_key_value_heads\": 4}");
+  CHECK_OK(tpx_registry_build_skeleton(r, m, &e_));
+  ck_assert_uint_gt(tpx_model_num_params(m), 1000);
+  tpx_model_destroy(m);
   tpx_registry_destroy(r);
 }
 END_TEST
@@ -488,6 +616,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, concurrent_calls);
   tcase_add_test(tc, probe_survives_crash);
   tcase_add_test(tc, probe_broken_dir);
+  tcase_add_test(tc, plugin_stdout_stays_off_stdout);
+  tcase_add_test(tc, host_reason_wins_over_generic_message);
+  tcase_add_test(tc, skeleton_bounded_by_config);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -2,7 +2,10 @@
 # cli_partial_grad.sh — `tpx plan` warns `partial-grad-replicated` for
 # Qwen3's unstyled per-head q_norm / k_norm at tp > 1 (text and JSON, the
 # JSON still valid to tests/robustness/check_report.py), not at tp 1 and
-# not for Llama. Usage: cli_partial_grad.sh TPX_BINARY SOURCE_DIR
+# not for Llama; and not when a tpx-plan/1 plan styles the norms
+# replicated_with_grad_allreduce as NeMo Automodel 0.7.0's Qwen plan does
+# (the style is then reported). Usage: cli_partial_grad.sh TPX_BINARY
+# SOURCE_DIR
 set -u
 tpx=$1
 src=$2
@@ -34,6 +37,28 @@ expect 0 "qwen3 tp1" -- --config "$cfg/Qwen3-0.6B/config.json" --tp 1
 lacks "partial-grad-replicated" "nothing partial at tp 1"
 expect 0 "llama tp2" -- --config "$cfg/Llama-3.2-1B/config.json" --tp 2
 lacks "partial-grad-replicated" "no q/k norms in Llama"
+# Issue 18 item 12: the optional fused keys fold into one info line.
+has "info [unmatched-key] 2 optional keys for other checkpoint variants (e.g. fused projections) matched nothing, as expected: 'model.layers.*.self_attn.qkv_proj', 'model.layers.*.mlp.gate_up_proj'" "optional keys folded"
+lacks "plan key 'model.layers.*.self_attn.qkv_proj' matches no module" "no line per optional key"
+
+# A 0.7.0-style plan: the selected plan plus the two norms styled.
+plan07="$out.plan.json"
+"$tpx" plan --config "$cfg/Qwen3-0.6B/config.json" --tp 2 --format json \
+  >"$out.sel.json" 2>/dev/null
+python3 - "$out.sel.json" "$plan07" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))["plan"]
+for n in ("q_norm", "k_norm"):
+    plan["entries"].append({"module": "model.layers.*.self_attn." + n,
+                            "style": "replicated_with_grad_allreduce"})
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+expect 0 "qwen3 tp2, q/k norms replicated_with_grad_allreduce" -- \
+  --config "$cfg/Qwen3-0.6B/config.json" --tp 2 --plan "$plan07"
+lacks "partial-grad-replicated" "a styled norm is not warned about"
+has "replicated_with_grad_allreduce" "the style is reported"
+has "Result: OK" "the plan is OK"
+rm -f "$plan07" "$out.sel.json"
 
 echo "$n checks, $fails failed"
 [ "$fails" -eq 0 ]

@@ -2,7 +2,8 @@
  * self-contained document (no script, nothing fetched), the verdict, the
  * diagnostics, stacked memory bars, the module tree with repeated layers
  * collapsed, each parameter's block map with the slice every rank holds in
- * its hover text, the collectives table; names are escaped. */
+ * its hover text, the collectives table; names are escaped; ranks grouped
+ * on the dp_shard × tp grid at 8 and 64 ranks. */
 #include "../shard/shard_fixture.h"
 #include "tpx/report.h"
 
@@ -114,12 +115,80 @@ START_TEST(bad_arguments) {
 }
 END_TEST
 
+/* Issue 18 item 11: the page at 8 and 64 ranks. Blocks are grouped by the
+ * dp_shard × tp grid and labelled (in the block, or by tp band in the
+ * margin when blocks are too thin), the memory bars name their ranks as
+ * ranges and every segment's figure, FSDP units are listed, diagnostics
+ * run error → warning → info. */
+START_TEST(grouped_ranks_8_and_64) {
+  const int64_t dps = _i ? 16 : 2; /* world 8 or 64, tp 4 */
+  tpx_model *m = fx_llama();
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(1, dps, 4);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  tpx_diag_list *sel = NULL;
+  ck_assert_int_eq(tpx_diag_list_create(&sel, NULL), TPX_OK);
+  ck_assert_int_eq(tpx_diag_add(sel, TPX_DIAG_INFO, "i-code", "s", NULL, "%s",
+                                "an info"), TPX_OK);
+  ck_assert_int_eq(tpx_diag_add(sel, TPX_DIAG_WARNING, "w-code", "s", NULL,
+                                "%s", "a warning"), TPX_OK);
+  ck_assert_int_eq(tpx_diag_add(sel, TPX_DIAG_ERROR, "e-code", "s", NULL, "%s",
+                                "an error"), TPX_OK);
+  tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+  o.selection_diags = sel;
+  char *html = page(sh, &o);
+  const char *e = strstr(html, "an error"), *w = strstr(html, "a warning"),
+             *in = strstr(html, "an info");
+  ck_assert(e && w && in && e < w && w < in);
+  /* memory: rank ranges, never "ranks 0,… (N)"; every segment's figure */
+  ck_assert_ptr_null(strstr(html, ",… ("));
+  ck_assert_ptr_nonnull(strstr(html, _i ? "ranks 0-63" : "ranks 0-7"));
+  ck_assert_ptr_nonnull(strstr(html, "parameters "));
+  ck_assert_ptr_nonnull(strstr(html, " · gradients "));
+  /* FSDP units */
+  ck_assert_ptr_nonnull(strstr(html, "id=\"fsdp\""));
+  ck_assert_ptr_nonnull(strstr(html, "(root)"));
+  /* the grid explained, the old unexplained "r0+" gone */
+  ck_assert_ptr_nonnull(strstr(html, "<b>t1·s0</b>"));
+  ck_assert_ptr_null(strstr(html, ">r0+<"));
+  /* q_proj [64, 64]: tp 4 then dp_shard strided: 4·dps row blocks. At 8
+   * ranks each is labelled in place; at 64 they are too thin, and the
+   * margin names the four tp bands. */
+  const char *q = strstr(html, "model.layers.*.self_attn.q_proj.weight <span");
+  ck_assert_ptr_nonnull(q);
+  const char *next = strstr(q + 1, "<div class=\"bm\">");
+  char *qmap = strndup(q, next ? (size_t)(next - q) : strlen(q));
+  if (!_i) {
+    ck_assert_ptr_nonnull(strstr(qmap, ">t0·s0</text>"));
+    ck_assert_ptr_nonnull(strstr(qmap, ">t3·s1</text>"));
+    ck_assert_ptr_nonnull(strstr(qmap, "group t3·s1</title>"));
+  } else {
+    for (int j = 0; j < 4; j++) {
+      char band[32];
+      snprintf(band, sizeof band, ">tp %d</text>", j);
+      ck_assert_msg(strstr(qmap, band) != NULL, "band %d unlabelled", j);
+    }
+    ck_assert_ptr_nonnull(strstr(qmap, "group t2·s15</title>"));
+  }
+  /* a norm is the same on every tp rank: grey, grouped by dp_shard only */
+  ck_assert_ptr_nonnull(strstr(html, "group s1</title>"));
+  free(qmap);
+  free(html);
+  tpx_diag_list_destroy(sel);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *html_suite(void) {
   Suite *s = suite_create("report-html");
   TCase *tc = tcase_create("report-html");
   tcase_add_test(tc, self_contained_page);
   tcase_add_test(tc, errors_uneven_and_escaping);
   tcase_add_test(tc, bad_arguments);
+  tcase_add_loop_test(tc, grouped_ranks_8_and_64, 0, 2);
   suite_add_tcase(s, tc);
   return s;
 }

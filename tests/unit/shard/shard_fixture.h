@@ -146,7 +146,8 @@ static inline void fx_set_style(tpx_plan *p, const char *key, const tpx_style *s
   ck_assert_msg(tpx_plan_set(p, key, s, 0, &e) == TPX_OK, "%s", e.message);
 }
 
-/* The Llama sp0 plan of plans.md §3.1 (lm_head output Shard(-1), DTensor). */
+/* The Llama sp0 plan (docs/SEMANTICS.md "Family plans"; lm_head output
+ * Shard(-1), DTensor). */
 static inline tpx_plan *fx_llama_plan(void) {
   tpx_plan *p = NULL;
   ck_assert_int_eq(tpx_plan_create(&p, NULL), TPX_OK);

@@ -552,6 +552,72 @@ START_TEST(custom_dim_names) {
 }
 END_TEST
 
+/* replicated_with_grad_allreduce (NeMo Automodel 0.7.0's style for Qwen3's
+ * per-head q_norm / k_norm): the norm stays replicated over tp, its key is
+ * reported as covering it, its gradient is summed over tp, and the
+ * partial-grad-replicated warning (for the unstyled norm) goes away. The
+ * tpx-plan/1 text form round-trips. */
+START_TEST(replicated_with_grad_allreduce_style) {
+  for (int styled = 0; styled < 2; styled++) {
+    tpx_model *m = NULL;
+    ck_assert_int_eq(tpx_model_create(&m, NULL), TPX_OK);
+    fx_linear(m, "model.layers.0.self_attn.q_proj", 4 * FX_H, FX_H, 0);
+    fx_norm(m, "model.layers.0.self_attn.q_norm"); /* [FX_H]: one head */
+    fx_linear(m, "model.layers.0.self_attn.o_proj", FX_H, 4 * FX_H, 0);
+    tpx_plan *p = NULL;
+    ck_assert_int_eq(tpx_plan_create(&p, NULL), TPX_OK);
+    fx_set(p, "model.layers.*.self_attn.q_proj", TPX_STYLE_COLWISE, 0);
+    if (styled)
+      fx_set(p, "model.layers.*.self_attn.q_norm",
+             TPX_STYLE_REPLICATED_WITH_GRAD_ALLREDUCE, 0);
+    fx_set(p, "model.layers.*.self_attn.o_proj", TPX_STYLE_ROWWISE, 0);
+    tpx_mesh *mesh = fx_mesh(1, 1, 4);
+    tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+    const tpx_diag_list *d = tpx_sharding_diagnostics(sh);
+    ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "partial-grad-replicated"),
+                      styled ? 0 : 1);
+    ck_assert(tpx_sharding_ok(sh));
+    int64_t w = tpx_model_find_param(m, "model.layers.0.self_attn.q_norm.weight");
+    char buf[64];
+    ck_assert_str_eq(fx_pl(sh, "model.layers.0.self_attn.q_norm.weight", TP,
+                           buf, sizeof buf),
+                     "replicate");
+    tpx_param_sharding ps;
+    ck_assert_int_eq(tpx_sharding_param(sh, w, &ps, NULL), TPX_OK);
+    if (styled)
+      ck_assert_str_eq(ps.plan_key, "model.layers.*.self_attn.q_norm");
+    else
+      ck_assert_ptr_null(ps.plan_key);
+    /* summed over tp either way: styled, or unstyled beside a colwise */
+    ck_assert_int_eq(tpx_tp_param_grad_needs_allreduce(sh, w), 1);
+    /* no collectives of its own */
+    ck_assert_uint_eq(fx_count(d, TPX_DIAG_ERROR, "style-unsupported-module"),
+                      0);
+    if (styled) {
+      char *json = NULL;
+      tpx_plan *q = NULL;
+      ck_assert_int_eq(tpx_plan_to_json(p, 0, &json, NULL), TPX_OK);
+      ck_assert_ptr_nonnull(
+          strstr(json, "\"style\":\"replicated_with_grad_allreduce\""));
+      ck_assert_int_eq(tpx_plan_from_json(json, strlen(json), "rt", &q, NULL),
+                       TPX_OK);
+      tpx_plan_entry pe;
+      ck_assert_int_eq(tpx_plan_get(q, 1, &pe, NULL), TPX_OK);
+      ck_assert_int_eq(pe.style.kind, TPX_STYLE_REPLICATED_WITH_GRAD_ALLREDUCE);
+      ck_assert(tpx_style_kind_traits(pe.style.kind).sums_grad_over_tp);
+      ck_assert_int_eq(tpx_style_kind_traits(pe.style.kind).family,
+                       TPX_STYLE_FAMILY_REPLICATED);
+      tpx_plan_destroy(q);
+      free(json);
+    }
+    tpx_sharding_destroy(sh);
+    tpx_mesh_destroy(mesh);
+    tpx_plan_destroy(p);
+    tpx_model_destroy(m);
+  }
+}
+END_TEST
+
 static Suite *apply_suite(void) {
   Suite *s = suite_create("apply");
   TCase *tc = tcase_create("apply");
@@ -567,6 +633,7 @@ static Suite *apply_suite(void) {
   tcase_add_test(tc, collectives_per_style);
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, custom_dim_names);
+  tcase_add_test(tc, replicated_with_grad_allreduce_style);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,5 +1,5 @@
-/* test_validate.c — validate_tp_mesh (plans.md §4.5), Nemotron-NAS, the
- * head-sharded rule and local head counts (§4.6). */
+/* test_validate.c — validate_tp_mesh (docs/SEMANTICS.md "Plan selection"), Nemotron-NAS, the
+ * head-sharded rule and local head counts. */
 #include "shard_fixture.h"
 
 static tpx_model *cfg_model(const char *json) {
