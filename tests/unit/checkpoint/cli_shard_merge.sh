@@ -272,7 +272,7 @@ run "tp=3: shard" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-shift"
 f="$work/r-shift/rank-00001-of-00003.safetensors"
 LC_ALL=C sed 's/q_proj.weight\\":{\\"global_shape\\":\[48,48\],\\"offsets\\":\[16,0\]/q_proj.weight\\":{\\"global_shape\\":[48,48],\\"offsets\\":[17,0]/' \
   "$f" >"$f.bad" && mv "$f.bad" "$f"
-fails_with "merge: a piece shifted by one row" "is not the box" \
+bad_input "merge: a piece shifted by one row" "is not the box" \
   "$tpx" merge --in "$work/r-shift" --out "$work/out10"
 grep -qF "layers.0.self_attn.q_proj.weight" "$work/log" &&
   ok "merge: the shifted tensor is named" || bad "merge: the shifted tensor is named"
@@ -283,13 +283,13 @@ run "tp=3: shard again" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-ws"
 f="$work/r-ws/rank-00002-of-00003.safetensors"
 LC_ALL=C sed 's/"tpx.world_size":"3"/"tpx.world_size":"4"/' "$f" >"$f.bad" &&
   mv "$f.bad" "$f"
-fails_with "merge: tpx.world_size disagrees with the mesh" "tpx.world_size" \
+bad_input "merge: tpx.world_size disagrees with the mesh" "tpx.world_size" \
   "$tpx" merge --in "$work/r-ws" --out "$work/out11"
 run "tp=3: shard once more" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-pl"
 f="$work/r-pl/rank-00002-of-00003.safetensors"
 LC_ALL=C sed 's/o_proj.weight\\":{\\"global_shape\\":\[48,48\],\\"offsets\\":\[0,32\],\\"placements\\":\[\\"replicate\\",\\"shard(0)\\",\\"shard(1)\\"\]/o_proj.weight\\":{\\"global_shape\\":[48,48],\\"offsets\\":[0,32],\\"placements\\":[\\"replicate\\",\\"shard(0)\\",\\"shard(0)\\"]/' \
   "$f" >"$f.bad" && mv "$f.bad" "$f"
-fails_with "merge: a placement that differs between ranks" "placement" \
+bad_input "merge: a placement that differs between ranks" "placement" \
   "$tpx" merge --in "$work/r-pl" --out "$work/out12"
 
 # rank files of two runs (same mesh, same source) do not mix; those of one
@@ -299,7 +299,7 @@ cp "$work/r-ws/rank-00000-of-00003.safetensors" \
   "$work/r-ws/rank-00001-of-00003.safetensors" "$work/r-runs/"
 run "tp=3: shard a fourth time" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-4th"
 cp "$work/r-4th/rank-00002-of-00003.safetensors" "$work/r-runs/"
-fails_with "merge: rank files of two runs" "another tpx shard run" \
+bad_input "merge: rank files of two runs" "another tpx shard run" \
   "$tpx" merge --in "$work/r-runs" --out "$work/out13"
 for r in 0 1 2; do
   run "--rank $r --run-id" "$tpx" shard --weights "$L" --tp 3 --rank $r \
@@ -314,7 +314,7 @@ run "sharded copy of the source" "$tool" gen \
 run "--rank 1 of the other source" "$tpx" shard --weights "$work/src-L-sharded" \
   --tp 3 --rank 1 --run-id job-7 --out "$work/r-src"
 cp "$work/r-src/rank-00001-of-00003.safetensors" "$work/r-id/"
-fails_with "merge: rank files of two sources" "another source checkpoint" \
+bad_input "merge: rank files of two sources" "another source checkpoint" \
   "$tpx" merge --in "$work/r-id" --out "$work/out14"
 
 # errors `tpx plan` reports stop `tpx shard` (3 kv heads over tp 2);
@@ -326,7 +326,7 @@ grep -qF -- "--allow-errors" "$work/log" && ok "shard: names --allow-errors" ||
 no_final "$work/out15" "shard refused for plan errors"
 
 # a missing --weights path is named (not the config.json beside it)
-fails_with "shard: missing weights named" "$work/nonexistent" \
+bad_input "shard: missing weights named" "$work/nonexistent" \
   "$tpx" shard --weights "$work/nonexistent" --tp 3 --out "$work/out16"
 grep -qF "config.json" "$work/log" && bad "shard: no config.json blamed" ||
   ok "shard: no config.json blamed"
