@@ -4,11 +4,15 @@
  * --max-shard-size. The options and the messages; the merge itself is the
  * library's (tpx_shard_merge, core/src/checkpoint/merge.c).
  *
- * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments. */
+ * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments or an
+ * --in that cannot be used: missing, no rank files, malformed or
+ * inconsistent rank files (docs/tpx.1 "EXIT STATUS"). */
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ckpt_cli.h"
 #include "cli.h"
@@ -102,6 +106,12 @@ int tpx_cmd_merge(int argc, char **argv) {
     fprintf(stderr, "tpx merge: --in DIR and --out DIR are required\n");
     return 2;
   }
+  struct stat sb;
+  if (stat(in, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    fprintf(stderr, "tpx merge: %s: cannot open the directory: %s\n", in,
+            stat(in, &sb) != 0 ? strerror(errno) : "not a directory");
+    return 2;
+  }
   signal(SIGXFSZ, SIG_IGN); /* report EFBIG instead of dying */
   tpx_cli_progress prog;
   memset(&prog, 0, sizeof prog);
@@ -120,7 +130,12 @@ int tpx_cmd_merge(int argc, char **argv) {
   }
   if (rc != 0) {
     fprintf(stderr, "tpx merge: %s\n", run.err.message);
-    return 1;
+    /* what the rank files say (missing, unparsable, inconsistent) is a bad
+     * input; an I/O failure may be the output's, so it stays 1 */
+    return run.err.status == TPX_NOT_FOUND || run.err.status == TPX_PARSE ||
+                   run.err.status == TPX_VALIDATION
+               ? 2
+               : 1;
   }
   tpx_cli_progress_update(&prog, prog.items, prog.bytes, 1);
   tpx_cli_summary("tpx merge", prog.files, prog.bytes, outdir);

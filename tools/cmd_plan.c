@@ -8,8 +8,10 @@
  * (--plan FILE, or a named plugin plan) -> selection (+ validation) ->
  * sharding (match, apply, FSDP, bytes) -> report (text or tpx-report/1 JSON).
  *
- * Exit status: 0 when the report has no error-level diagnostic, 1 when it
- * has one or planning failed, 2 on bad arguments. */
+ * Exit status (docs/tpx.1): 0 when the report has no error-level
+ * diagnostic, 1 when it has one or planning failed, 2 on bad arguments or
+ * an input that cannot be used (a config, weights or plan file missing,
+ * unreadable or malformed, an --html path that cannot be written). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,12 @@ static void usage(FILE *out) {
           "                       checked against the family plugin's "
           "skeleton if any;\n"
           "                       default: the skeleton alone\n"
+          "  --dtype DT           without --weights: the parameters' dtype "
+          "(bf16, f16,\n"
+          "                       f32), in place of the config's torch_dtype "
+          "or the\n"
+          "                       family's assumed one (Diffusers configs "
+          "name none)\n"
           "  --tp N               tensor-parallel size (default 1)\n"
           "  --dp-shard N         FSDP shard size (default 1)\n"
           "  --dp-replicate N     HSDP replicate size (default 1)\n"
@@ -77,8 +85,9 @@ static void usage(FILE *out) {
           "  -h, --help           this help\n",
           PLUGIN_TIMEOUT_S);
   plan_extra_usage(out);
-  fprintf(out, "\nExit status: 0 without error diagnostics, 1 with errors, "
-               "2 on bad arguments.\n");
+  fprintf(out, "\nExit status: 0 without error diagnostics, 1 with errors "
+               "(or planning failed),\n2 on bad arguments or an input file "
+               "that is missing, unreadable or malformed.\n");
 }
 
 static int parse_size(const char *opt, const char *text, int64_t *out) {
@@ -100,7 +109,8 @@ static int parse_size(const char *opt, const char *text, int64_t *out) {
 
 typedef struct {
   const char *config, *weights, *plan, *format;
-  const char *html; /* --html FILE, or NULL */
+  const char *html;  /* --html FILE, or NULL */
+  const char *dtype; /* --dtype: parameters' dtype of a config-only plan */
   int64_t tp, dp_shard, dp_replicate;
   int sp, fsdp, isolate, summary;
   plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
@@ -135,7 +145,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
     } else if (!strcmp(arg, "--config") || !strcmp(arg, "--weights") ||
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
-               !strcmp(arg, "--dp-replicate") || !strcmp(arg, "--html")) {
+               !strcmp(arg, "--dp-replicate") || !strcmp(arg, "--html") ||
+               !strcmp(arg, "--dtype")) {
       if (!val) {
         fprintf(stderr, "tpx plan: %s needs a value\n", arg);
         return -1;
@@ -146,6 +157,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
       else if (!strcmp(arg, "--plan")) a->plan = val;
       else if (!strcmp(arg, "--format")) a->format = val;
       else if (!strcmp(arg, "--html")) a->html = val;
+      else if (!strcmp(arg, "--dtype")) a->dtype = val;
       else if (!strcmp(arg, "--tp")) {
         if (parse_size(arg, val, &a->tp)) return -1;
       } else if (!strcmp(arg, "--dp-shard")) {
@@ -164,6 +176,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
                     "--help)\n");
     return -1;
   }
+  if (a->dtype && cli_check_dtype("plan", a->dtype, a->weights) != 0)
+    return -1;
   if (strcmp(a->format, "text") != 0 && strcmp(a->format, "json") != 0) {
     fprintf(stderr, "tpx plan: --format must be 'text' or 'json', got '%s'\n",
             a->format);
@@ -233,11 +247,30 @@ static int write_html(const char *path, const tpx_sharding *sh,
   return bad ? -1 : 0;
 }
 
+/* --html FILE is checked before any planning, so a path that cannot be
+ * written fails at once (exit 2) instead of after a whole report: opened
+ * for appending (nothing truncated yet); *created says the file did not
+ * exist, so it is removed again if no page is written after all. */
+static int html_check(const char *path, int *created) {
+  struct stat sb;
+  int existed = stat(path, &sb) == 0;
+  FILE *f = fopen(path, "a");
+  if (!f) {
+    fprintf(stderr, "tpx plan: --html %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  fclose(f);
+  *created = !existed;
+  return 0;
+}
+
 int tpx_cmd_plan(int argc, char **argv) {
   args_t a;
   int rc = parse_args(argc, argv, &a);
   if (rc == 1) return 0;
   if (rc < 0) return 2;
+  int html_created = 0, html_written = 0;
+  if (a.html && html_check(a.html, &html_created) != 0) return 2;
 
   tpx_error err;
   tpx_error_clear(&err);
@@ -247,18 +280,23 @@ int tpx_cmd_plan(int argc, char **argv) {
   memset(&pl, 0, sizeof pl);
   int code = 1;
 
-  tpx_cli_plan_args pa = {a.config,   a.weights, a.plan, a.tp,
-                          a.dp_shard, a.dp_replicate, a.sp, a.fsdp,
-                          a.isolate};
-  if (tpx_cli_plan_prepare("plan", &pa, &pl) != 0)
+  tpx_cli_plan_args pa = {a.config,   a.weights,      a.plan,
+                          a.tp,       a.dp_shard,     a.dp_replicate,
+                          a.sp,       a.fsdp,         a.isolate,
+                          a.dtype};
+  if ((rc = tpx_cli_plan_prepare("plan", &pa, &pl)) != 0) {
+    code = rc;
     goto out;
+  }
   if (a.x.gpus) { /* the mesh advisor instead of one report */
-    code = plan_advise(pl.reg, pl.model, &pl.so, a.fsdp, &a.x,
+    code = plan_advise(&pa, pl.reg, pl.model, &pl.so, &a.x,
                        strcmp(a.format, "json") == 0);
     goto out;
   }
-  if (tpx_cli_plan_finish("plan", &pa, &pl) != 0)
+  if ((rc = tpx_cli_plan_finish("plan", &pa, &pl)) != 0) {
+    code = rc;
     goto out;
+  }
   tpx_selection *sel = pl.sel;
   tpx_sharding *sh = pl.sh;
   tpx_diag_list *diags = pl.diags;
@@ -318,9 +356,13 @@ int tpx_cmd_plan(int argc, char **argv) {
     goto out;
   }
   code = tpx_report_ok(sh, &ro) ? 0 : 1;
-  if (a.html && write_html(a.html, sh, &ro) != 0) code = 1;
+  if (a.html) {
+    html_written = 1; /* written whole, or removed by write_html */
+    if (write_html(a.html, sh, &ro) != 0) code = 1;
+  }
 
 out:
+  if (a.html && html_created && !html_written) remove(a.html);
   free(text);
   free(trace);
   tpx_cli_planned_free(&pl);

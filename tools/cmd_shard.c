@@ -4,7 +4,8 @@
  * `tpx plan` selects it: tools/plan_setup.c) and the messages; the rank
  * files are the library's (tpx_shard_write, core/src/checkpoint/).
  *
- * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments. */
+ * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments or an
+ * input that cannot be used (docs/tpx.1 "EXIT STATUS"). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -51,7 +52,8 @@ static void usage(FILE *out) {
           "in DIR\n"
           "  -h, --help           this help\n"
           "\n"
-          "Exit status: 0 done, 1 failed, 2 bad arguments.\n");
+          "Exit status: 0 done, 1 failed, 2 bad arguments or an input that "
+          "cannot be used.\n");
 }
 
 typedef struct {
@@ -280,12 +282,13 @@ int tpx_cmd_shard(int argc, char **argv) {
   if (stat(a.p.weights, &sb) != 0) { /* before the config beside it */
     fprintf(stderr, "tpx shard: --weights %s: %s\n", a.p.weights,
             strerror(errno));
-    return 1;
+    return 2; /* an input that cannot be used (docs/tpx.1) */
   }
   tpx_cli_planned pl;
-  int code = 1;
-  if (tpx_cli_plan_build("shard", &a.p, &pl) != 0)
+  int code = tpx_cli_plan_build("shard", &a.p, &pl); /* 2: bad input */
+  if (code != 0)
     goto out;
+  code = 1;
   cli_report_plugin_failures(pl.diags, "tpx shard");
   /* `tpx plan` falls back to the headers alone when the config's skeleton
    * disagrees with them; a shard of such a checkpoint would not fit the

@@ -100,7 +100,10 @@ int plan_extra_arg(plan_extra *x, const char *arg, const char *val) {
     x->seq_given = 1;
     break;
   case 3: rc = parse_count(arg, val, 1, (int64_t)1 << 20, &x->gpus); break;
-  case 4: rc = parse_bytes(arg, val, &x->gpu_mem); break;
+  case 4:
+    rc = parse_bytes(arg, val, &x->gpu_mem);
+    x->gpu_mem_given = 1;
+    break;
   case 5:
     if (!*val) {
       fprintf(stderr, "tpx plan: --show needs a non-empty pattern\n");
@@ -148,6 +151,12 @@ int plan_extra_check(const plan_extra *x, int64_t tp, int64_t dp_shard,
   if (x->gpus && (tp != 1 || dp_shard != 1 || dp_replicate != 1)) {
     fprintf(stderr, "tpx plan: --gpus chooses the mesh; leave out --tp, "
                     "--dp-shard and --dp-replicate\n");
+    return -1;
+  }
+  if (x->gpu_mem_given && !x->gpus) {
+    fprintf(stderr, "tpx plan: --gpu-mem is the memory of one GPU for the "
+                    "mesh advisor; add --gpus N (the report of one mesh "
+                    "does not use it)\n");
     return -1;
   }
   if (x->gpus && (x->show || x->rank >= 0)) {

@@ -16,6 +16,7 @@ typedef struct plan_extra {
   int seq_given;
   int64_t gpus;    /* --gpus N: the mesh advisor; 0 = off */
   int64_t gpu_mem; /* --gpu-mem SIZE in bytes (default 80 GiB) */
+  int gpu_mem_given; /* --gpu-mem was on the command line */
   const char *show; /* --show PATTERN */
   int64_t rank;     /* --rank R; -1 = off */
 } plan_extra;
@@ -39,10 +40,13 @@ tpx_status plan_shard(const tpx_model *model, const tpx_selection *sel,
 tpx_status plan_mesh(int64_t dpr, int64_t dps, int64_t tp, tpx_mesh **out,
                      tpx_error *err);
 
-/* --gpus: every mesh of x->gpus ranks, ranked; prints the advice (text or
- * JSON) and returns the exit code (0 when some mesh fits). */
-int plan_advise(const tpx_registry *reg, const tpx_model *model,
-                const tpx_select_options *base, int fsdp,
+/* --gpus: every mesh of x->gpus ranks, ranked (the rule is printed with
+ * the advice); prints the advice (text or JSON), the best mesh as a
+ * runnable `tpx plan` command built from `pa` (the command line's inputs),
+ * and returns the exit code (0 when some mesh fits). */
+struct tpx_cli_plan_args;
+int plan_advise(const struct tpx_cli_plan_args *pa, const tpx_registry *reg,
+                const tpx_model *model, const tpx_select_options *base,
                 const plan_extra *x, int json);
 
 /* --show: every parameter matching x->show drawn as a grid of its blocks

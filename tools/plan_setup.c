@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #include "cli.h"
 #include "plan_extra.h"
 #include "plan_setup.h"
@@ -115,6 +117,66 @@ static tpx_status model_with_weights(const tpx_registry *reg,
   return tpx_model_add_safetensors(*model, a->weights, err);
 }
 
+int cli_check_dtype(const char *cmd, const char *dtype, const char *weights) {
+  tpx_dtype d;
+  tpx_error err = {0};
+  if (tpx_dtype_parse(dtype, &d, &err) != TPX_OK ||
+      !tpx_dtype_is_float(d)) {
+    fprintf(stderr, "tpx %s: --dtype expects a floating-point dtype (bf16, "
+            "f16, f32, or torch's bfloat16, float16, float32), got '%s'\n",
+            cmd, dtype);
+    return -1;
+  }
+  if (weights) {
+    fprintf(stderr, "tpx %s: --dtype sets the dtype of a config-only plan; "
+            "with --weights every tensor has the checkpoint's own dtype\n",
+            cmd);
+    return -1;
+  }
+  return 0;
+}
+
+/* The config, with its torch_dtype replaced by --dtype when given: the
+ * skeleton gives every parameter the plugin does not pin that dtype. */
+static tpx_status load_config(const tpx_cli_plan_args *a, tpx_model **out,
+                              char *trace, tpx_error *err) {
+  if (!a->dtype) return tpx_model_load_config(a->config, out, err);
+  json_error_t je;
+  json_t *root = json_load_file(a->config, JSON_ALLOW_NUL, &je);
+  if (!root || !json_is_object(root)) {
+    json_decref(root);
+    /* the library's own reader names the problem */
+    return tpx_model_load_config(a->config, out, err);
+  }
+  char *text = NULL;
+  if (json_object_set_new(root, "torch_dtype", json_string(a->dtype)) == 0)
+    text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!text) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  tpx_status st = tpx_model_create(out, err);
+  if (st == TPX_OK) st = tpx_model_set_config(*out, text, strlen(text),
+                                              a->config, err);
+  free(text);
+  if (st != TPX_OK) {
+    tpx_model_destroy(*out);
+    *out = NULL;
+    return st;
+  }
+  snprintf(trace, TRACE_SIZE, "model: parameters in %s (--dtype, in place of "
+           "the config's torch_dtype or the family's assumed dtype; the "
+           "plugin's fp32 parameters stay fp32)", a->dtype);
+  return TPX_OK;
+}
+
+/* Exit status 2: an input named on the command line cannot be used
+ * (missing, unreadable, malformed, or inconsistent with another input);
+ * 1: tpx itself could not go on (docs/tpx.1 "EXIT STATUS"). */
+static int fail_input(const char *cmd, const char *what,
+                      const tpx_error *err) {
+  fprintf(stderr, "tpx %s: %s: %s\n", cmd, what, err->message);
+  return 2;
+}
+
 static int fail(const char *cmd, const char *what, const tpx_error *err) {
   fprintf(stderr, "tpx %s: %s: %s\n", cmd, what, err->message);
   return 1;
@@ -133,7 +195,8 @@ void tpx_cli_planned_free(tpx_cli_planned *p) {
 
 int tpx_cli_plan_build(const char *cmd, const tpx_cli_plan_args *a,
                        tpx_cli_planned *p) {
-  return tpx_cli_plan_prepare(cmd, a, p) || tpx_cli_plan_finish(cmd, a, p);
+  int rc = tpx_cli_plan_prepare(cmd, a, p);
+  return rc ? rc : tpx_cli_plan_finish(cmd, a, p);
 }
 
 int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
@@ -141,8 +204,8 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
   memset(p, 0, sizeof *p);
   tpx_error err;
   tpx_error_clear(&err);
-  if (tpx_model_load_config(a->config, &p->model, &err) != TPX_OK)
-    return fail(cmd, "reading the config", &err);
+  if (load_config(a, &p->model, p->model_trace, &err) != TPX_OK)
+    return fail_input(cmd, "reading the config", &err);
   if (tpx_registry_create(&p->reg, &err) != TPX_OK ||
       tpx_registry_set_isolation(p->reg, a->isolate, PLUGIN_TIMEOUT_S, &err) !=
           TPX_OK ||
@@ -157,7 +220,7 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
   if (a->weights) {
     if (model_with_weights(p->reg, &p->model, a, p->model_trace, p->diags,
                            &err) != TPX_OK)
-      return fail(cmd, "reading safetensors headers", &err);
+      return fail_input(cmd, "reading safetensors headers", &err);
   } else if (tpx_registry_build_skeleton(p->reg, p->model, &err) != TPX_OK) {
     const char *arch = tpx_model_num_architectures(p->model)
                            ? tpx_model_architecture(p->model, 0)
@@ -175,7 +238,7 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
     if (cli_load_plan_file(a->plan, p->model, p->diags, &p->custom,
                            p->plan_trace, sizeof p->plan_trace,
                            &err) != TPX_OK)
-      return fail(cmd, "reading the plan", &err);
+      return fail_input(cmd, "reading the plan", &err);
   } else if (a->plan && looks_like_path(a->plan)) {
     struct stat pst;
     int e = stat(a->plan, &pst) == 0 ? 0 : errno;
@@ -184,7 +247,7 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
             "Face tp_plan file, or the name of a plugin's named plan; see "
             "`tpx plugins`)\n",
             cmd, a->plan, e ? strerror(e) : "not a regular file");
-    return 1;
+    return 2;
   }
   tpx_select_options so = TPX_SELECT_OPTIONS_INIT;
   so.tp_size = a->tp;
@@ -199,8 +262,11 @@ int tpx_cli_plan_finish(const char *cmd, const tpx_cli_plan_args *a,
                         tpx_cli_planned *p) {
   tpx_error err;
   tpx_error_clear(&err);
-  if (tpx_select_plan(p->reg, p->model, &p->so, &p->sel, p->diags, &err) !=
-      TPX_OK)
+  tpx_status sst =
+      tpx_select_plan(p->reg, p->model, &p->so, &p->sel, p->diags, &err);
+  if (sst == TPX_NOT_FOUND && p->so.plan_name) /* --plan NAME nobody serves */
+    return fail_input(cmd, "selecting a plan", &err);
+  if (sst != TPX_OK)
     return fail(cmd, "selecting a plan", &err);
   if (plan_mesh(a->dp_replicate, a->dp_shard, a->tp, &p->mesh, &err) !=
       TPX_OK)

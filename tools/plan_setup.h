@@ -17,7 +17,15 @@ typedef struct tpx_cli_plan_args {
   const char *config, *weights, *plan;
   int64_t tp, dp_shard, dp_replicate;
   int sp, fsdp, isolate;
+  /* --dtype: the config's torch_dtype replaced before the skeleton is built
+   * (the parameters' dtype of a config-only plan; plugins' fp32 parameters
+   * keep fp32), or NULL. Not with weights (cli_check_dtype). */
+  const char *dtype;
 } tpx_cli_plan_args;
+
+/* --dtype VALUE for command `cmd`: 0 when VALUE is a dtype tpx parses and no
+ * --weights is given; else -1 with a message printed. */
+int cli_check_dtype(const char *cmd, const char *dtype, const char *weights);
 
 typedef struct tpx_cli_planned {
   tpx_model *model;
@@ -36,8 +44,11 @@ typedef struct tpx_cli_planned {
 } tpx_cli_planned;
 
 /* Builds everything; `cmd` ("plan", "shard") prefixes the messages printed
- * on stderr. 0 on success, else 1 (message printed). Free with
- * tpx_cli_planned_free in both cases. */
+ * on stderr. 0 on success, else the exit status (message printed): 2 when
+ * an input named on the command line cannot be used (config, weights or
+ * plan file missing, unreadable or malformed; a plan name no plugin
+ * serves), 1 otherwise. Free with tpx_cli_planned_free in both cases. The
+ * two stages below return the same. */
 int tpx_cli_plan_build(const char *cmd, const tpx_cli_plan_args *a,
                        tpx_cli_planned *out);
 /* The same in two stages, for callers that stop in between (the mesh

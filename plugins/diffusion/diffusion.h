@@ -14,10 +14,6 @@
 /* ---- plans (diffusion_plan.c) ---- */
 int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                  const tpx_plugin_plan_request *req);
-/* The default base plan (docs/SEMANTICS.md "Family plans") every key optional: what the
- * Default flow falls back to for QwenImage, whose keys match nothing. */
-int dfx_default_base_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          const tpx_plugin_plan_request *req);
 
 /* ---- skeleton helpers (diffusion_sk.c) ----
  * A builder that remembers the first failure: every call after it is a

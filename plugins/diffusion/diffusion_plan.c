@@ -10,11 +10,9 @@
  * every key is optional: a variant without the module is skipped silently,
  * never an error. tp_shard_plan and sequence_parallel are ignored.
  *
- * QwenImage: the class has no plan function and no Hugging Face tp plan, so
- * the Default flow falls back to the default base plan (docs/SEMANTICS.md "Family plans"); its keys
- * (model.layers.*, lm_head) match no module of the Diffusers tree and
- * parallelize_module only warns, which Automodel silences. Every key is
- * therefore optional here. Hunyuan and LTX2 have no plan at all. */
+ * QwenImage has no plan here: upstream has no plan function for it, and the
+ * Default flow's Hugging Face plan step takes the Diffusers class's own
+ * _tp_plan, which the host bundles. Hunyuan and LTX2 have no plan at all. */
 #include "diffusion.h"
 
 int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
@@ -36,36 +34,4 @@ int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (st == TPX_PLUGIN_OK)
     st = TPXP_ADD_RULES_OPTIONAL(host, ctx, "", rules);
   return st;
-}
-
-int dfx_default_base_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          const tpx_plugin_plan_request *req) {
-  static const tpxp_rule base[] = {
-    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R),
-    TPXP_COL("model.layers.*.self_attn.q_proj"),
-    TPXP_COL("model.layers.*.self_attn.k_proj"),
-    TPXP_COL("model.layers.*.self_attn.v_proj"),
-    TPXP_COL("model.layers.*.self_attn.qkv_proj"),
-    TPXP_ROW("model.layers.*.self_attn.o_proj"),
-    TPXP_COL("model.layers.*.mlp.gate_up_proj"),
-    TPXP_COL("model.layers.*.mlp.up_proj"),
-    TPXP_COL("model.layers.*.mlp.gate_proj"),
-    TPXP_ROW("model.layers.*.mlp.down_proj"),
-    TPXP_COL("lm_head", .out = TPXP_R),
-};
-  /* The sequence-parallel overrides replace keys in place, then append the
-   * plain SequenceParallel norms (the shared tables, under "model"). */
-  static const tpxp_rule head[2] = TPXP_HEAD_REPLICATED("lm_head");
-  int st = TPX_PLUGIN_OK;
-  if (host->plan_set_function != NULL)
-    st = host->plan_set_function(ctx, "default_base_plan");
-  if (st == TPX_PLUGIN_OK)
-    st = TPXP_ADD_RULES_OPTIONAL(host, ctx, "", base);
-  if (st != TPX_PLUGIN_OK || !req->sequence_parallel)
-    return st;
-  TPXP_CHK(tpxp_add_rules_optional(host, ctx, "model", tpxp_m3_sp1,
-                                   TPXP_M3_SP));
-  TPXP_CHK(tpxp_add_rules_optional(host, ctx, NULL, &head[1], 1));
-  return tpxp_add_rules_optional(host, ctx, "model", tpxp_m3_norms_seq,
-                                 TPXP_N_OF(tpxp_m3_norms_seq));
 }

@@ -97,8 +97,7 @@ static int qwenimage_blocks(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
 }
 
 /* What the strategies do silently, said once: sequence parallelism and
- * (Hunyuan/LTX2) tp > 1 have no effect; QwenImage's blocks are checked and
- * its fallback plan shards nothing. */
+ * (Hunyuan/LTX2) tp > 1 have no effect; QwenImage's blocks are checked. */
 static int sp_ignored(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const tpx_plugin_plan_request *req) {
   if (host->diagnose == NULL || !req->sequence_parallel)
@@ -140,16 +139,20 @@ static int qwenimage_validate(const tpx_plugin_host *host,
                               const tpx_plugin_plan_request *req) {
   if (host->diagnose == NULL)
     return TPX_PLUGIN_OK;
-  TPXP_CHK(qwenimage_blocks(host, ctx));
-  if (req->tp_size <= 1)
-    return TPX_PLUGIN_OK;
-  return host->diagnose(
-      ctx, TPX_PLUGIN_DIAG_WARNING, "no-tensor-parallel",
-      "QwenImageTransformer2DModel has no plan function and no Hugging "
-      "Face tp plan: the Default flow falls back to the default base "
-      "plan, whose keys match no module, so nothing is sharded over tp "
-      "(validate_tp_mesh still checks the heads, the plan being "
-      "head-sharding by its keys)");
+  return qwenimage_blocks(host, ctx);
+}
+
+/* QwenImage: no plan function upstream, so the plugin declines and the
+ * Default flow's next step, the Hugging Face plan, finds the class's own
+ * Diffusers _tp_plan (bundled by the host): declining is what upstream
+ * does. */
+static int qwenimage_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                          const tpx_plugin_plan_request *req) {
+  return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                   "QwenImageTransformer2DModel has no plan function "
+                   "upstream (QwenImageEdit is a Default subclass): the "
+                   "Default flow takes the class's own Diffusers _tp_plan "
+                   "in its Hugging Face plan step");
 }
 
 /* The strategy's properties (docs/DIFFUSION.md, the strategies' table). */
@@ -189,8 +192,9 @@ static const char *const hunyuan_props[][2] = {
 static const char *const qwen_props[][2] = {
     {"name", "QwenImageEdit (a Default subclass)"},
     {"tensor_parallel",
-     "Default flow: no plan function and no Hugging Face tp plan for the "
-     "class, so the default base plan, whose keys match no module"},
+     "Default flow: no plan function, so the Hugging Face plan step takes "
+     "the Diffusers class's own _tp_plan (attention and MLP projections "
+     "of every transformer_blocks[i], colwise / rowwise)"},
     {"activation_checkpointing",
      "whole block: each transformer_blocks[i] with non-selective AC (the "
      "Default flow is then called without AC); selective AC as Default"},
@@ -259,7 +263,7 @@ static const tpxp_arch_ops diffusion_ops[] = {
      .validate = ltx2_validate,
      .strategy = ltx2_strategy},
     {.bare = "QwenImageTransformer2DModel",
-     .plan = dfx_default_base_plan,
+     .plan = qwenimage_plan,
      .skeleton = dfx_qwenimage_skeleton,
      .validate = qwenimage_validate,
      .strategy = qwenimage_strategy},

@@ -579,6 +579,7 @@ def check_advice(adv, gpus=None):
         P.add("advice lists meshes %r, want every product-%d triple %r"
               % (got[:6], n, want[:6]))
     keys = []
+    bands = {}
     for x in a:
         tag = "advice %s" % ((x.get("dp_replicate"), x.get("dp_shard"),
                                x.get("tp")),)
@@ -607,10 +608,28 @@ def check_advice(adv, gpus=None):
                 tot != min(ctp + cf, INT64_MAX):
             P.add("%s: traffic %r != tp %r + fsdp %r" % (tag, tot, ctp, cf))
             continue
-        keys.append((0, tot, pk) if x["fits"] else (1, pk, 0))
+        band = x.get("traffic_band")
+        if x["fits"] != isinstance(band, int):
+            P.add("%s: fits %r with traffic_band %r" % (tag, x["fits"], band))
+            continue
+        keys.append((0, band, pk) if x["fits"] else (1, pk, 0))
+        if x["fits"]:
+            bands.setdefault(band, []).append(tot)
     if keys != sorted(keys):
-        P.add("advice not sorted fitting (by traffic, then peak), not "
+        P.add("advice not sorted fitting (by traffic band, then peak), not "
               "fitting (by peak), rejected: %r" % keys[:8])
+    # bands: 0, 1, ... each within 10% + 1 MiB of its least traffic, and
+    # each band's least beyond the previous band's reach
+    reach = -1
+    for b in range(len(bands)):
+        if b not in bands:
+            P.add("traffic bands %r are not numbered 0.." % sorted(bands))
+            break
+        lo = min(bands[b])
+        if lo <= reach or any(t > lo + int(lo * 0.10) + (1 << 20)
+                              for t in bands[b]):
+            P.add("traffic band %d %r does not follow the 10%% rule" % (b, bands[b]))
+        reach = lo + int(lo * 0.10) + (1 << 20)
     return P
 
 

@@ -22,6 +22,7 @@ import concurrent.futures as cf
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -118,11 +119,14 @@ def one_case(tpx, src, cfg, tp, dps, dpr, sp, extra=(), json_extra=()):
     t = sanitizer_trouble(rc, err)
     if t:
         return ["%s json: %s\n%s" % (tag, t, err[-3000:])]
-    if rc not in (0, 1):
+    if rc not in (0, 1, 2):
         return ["%s json: exit %d\n%s" % (tag, rc, err[-2000:])]
+    if rc == 2 and out.strip():
+        probs.append("%s json: exit 2 (unusable input) after a report" % tag)
     if not out.strip():
-        # planning failed before a report: allowed only with a message
-        if rc != 1 or "tpx plan:" not in err:
+        # planning failed before a report: allowed only with a message;
+        # 2 when an input cannot be used (docs/tpx.1 "EXIT STATUS")
+        if rc not in (1, 2) or "tpx plan:" not in err:
             probs.append("%s json: no report, exit %d, stderr %r" % (tag, rc, err[-500:]))
         jrep = None
     else:
@@ -337,10 +341,11 @@ def weights_with_skeleton(tpx, src):
                 probs.append("%s: %s\n%s" % (tag, t, err[-3000:]))
                 continue
             if want_fallback is None:
-                if rc != 1 or out.strip() or "different models" not in err \
+                # config and weights of different models: unusable input
+                if rc != 2 or out.strip() or "different models" not in err \
                         or "model.layers.0.self_attn.q_proj.weight" not in err \
                         or "[1000, 1152]" not in err:
-                    probs.append("%s: want exit 1 naming the tensor whose "
+                    probs.append("%s: want exit 2 naming the tensor whose "
                                  "shape disagrees, got exit %d: %r"
                                  % (tag, rc, err[-500:]))
                 continue
@@ -486,6 +491,25 @@ def advisor_case(tpx, src, cfg, n):
         if worst != x.get("memory"):
             probs.append("%s: advice memory %r, plain plan's worst rank %r"
                          % (tag, x.get("memory"), worst))
+    # "best" is a runnable command that plans the first mesh as costed
+    best = adv.get("best")
+    if best is not None:
+        words = shlex.split(best)
+        if words[:2] != ["tpx", "plan"]:
+            probs.append("%s: best %r is not a tpx plan command" % (tag, best))
+        else:
+            prc, pout, perr = run(tpx, words[2:] + ["--format", "json"])
+            try:
+                pr = json.loads(pout)["per_rank"]
+                worst = max((e["memory"] for e in pr), key=lambda m: m["peak"])
+                if worst != a[0].get("memory"):
+                    probs.append("%s: best command's worst rank %r, advice %r"
+                                 % (tag, worst, a[0].get("memory")))
+            except (ValueError, KeyError, TypeError):
+                probs.append("%s: best command %r gave no report (exit %d) %s"
+                             % (tag, best, prc, perr[-300:]))
+    elif a and a[0].get("fits"):
+        probs.append("%s: the first mesh fits but best is null" % tag)
     rc2, _, err2 = run(tpx, ["--config", cfg, "--gpus", str(n)])
     t = sanitizer_trouble(rc2, err2)
     if t:

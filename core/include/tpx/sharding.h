@@ -12,7 +12,9 @@
  * Placements per parameter are one per mesh dim in mesh order. Params that no
  * distribute_module style covers stay plain tensors: "replicate" on tp. At
  * tp == 1 (or when the mesh has no TP dim) Automodel skips parallelize_module,
- * so nothing is TP-sharded; matching still runs for its diagnostics.
+ * so nothing is TP-sharded; matching still runs for the report, and what it
+ * finds is kept at info level, its message starting "not applied at tp 1"
+ * (an unmatched key is no fault where no plan is applied).
  *
  * Which global slice a rank holds is answered by tpx_layout_local_slice
  * (tpx/layout.h); this object only supplies the placements.

@@ -4,7 +4,9 @@ base_model_tp_plan tables into libtpx as C string literals, so the library
 works from the build tree and when installed without any data files.
 
 Each input must be a JSON object of {module pattern: HF style string}; the
-file name without .json is the config class ("LlamaConfig"). The JSON text is
+file name without .json is the table's name: a config class ("LlamaConfig")
+for transformers' base_model_tp_plan, or "<ModelClass>._tp_plan" for a
+Diffusers model class's own plan. The JSON text is
 re-serialised (key order kept) so the C file is deterministic."""
 import json
 import os

@@ -1,7 +1,8 @@
 /* select/hf_plan.c — the Hugging Face tp plan of a model (docs/SEMANTICS.md
  * "Plan selection"), the fourth step of plan selection: the config's own
  * base_model_tp_plan / tp_plan when it carries one, else the bundled table
- * of transformers' base_model_tp_plan for its model_type; the inner-model
+ * of transformers' base_model_tp_plan for its model_type, else the bundled
+ * _tp_plan of the model class itself (Diffusers classes); the inner-model
  * plan is prefixed by the class's inner-model path and the class-level
  * _tp_plan of *ForCausalLM / *ForConditionalGeneration ({"lm_head":
  * "colwise_rep"}) is added, as transformers defines it.
@@ -85,6 +86,55 @@ static json_t *config_object(json_t *root, const char *path) {
   return v && json_is_object(v) && json_object_size(v) ? v : NULL;
 }
 
+/* The model class's own _tp_plan when one is bundled (Diffusers classes,
+ * "<Class>._tp_plan"): its keys start at the model's root. The
+ * `<prefix>.embed_tokens: rowwise_rep` the HF step adds matches nothing in
+ * a model without that module, which torch's parallelize_module only warns
+ * about, so it is optional there. */
+static tpx_status class_plan(const tpx_model *model, const char *bare,
+                             const char *prefix, const char *mt,
+                             tpx_plan **out, char *what, size_t what_size,
+                             tpx_diag_list *diags, tpx_error *err) {
+  char name[256];
+  snprintf(name, sizeof name, "%s._tp_plan", bare);
+  const tpx__hf_table *t = tpx__hf_table_find(name);
+  if (!t)
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "the config has no base_model_tp_plan or tp_plan, "
+                         "model_type '%s' has no bundled Hugging Face plan "
+                         "(bundled: llama, qwen2, qwen3, gemma3, gemma3_text, "
+                         "phi, phi3, mistral, mixtral, qwen3_moe, "
+                         "qwen3_5_moe, deepseek_v4) and class '%s' no "
+                         "bundled _tp_plan (bundled: the Diffusers classes "
+                         "QwenImageTransformer2DModel, "
+                         "QwenImage21Transformer2DModel, "
+                         "FluxTransformer2DModel, Flux2Transformer2DModel)",
+                         mt ? mt : "(none)", bare[0] ? bare : "(none)");
+  tpx_status s = tpx_plan_from_hf_class_and_base(
+      t->json, strlen(t->json), NULL, 0, prefix, out, diags, err);
+  if (s != TPX_OK) {
+    snprintf(what, what_size, "the bundled %s", t->config_class);
+    return s;
+  }
+  char key[256];
+  snprintf(key, sizeof key, "%s.embed_tokens", prefix);
+  int64_t i = tpx_plan_find(*out, key);
+  if (i >= 0 && tpx_model_find_module(model, key) < 0) {
+    tpx_plan_entry e;
+    s = tpx_plan_get(*out, (size_t)i, &e, err);
+    if (s == TPX_OK)
+      s = tpx_plan_set(*out, key, &e.style, 1, err);
+    if (s != TPX_OK) {
+      tpx_plan_destroy(*out);
+      *out = NULL;
+      return s;
+    }
+  }
+  snprintf(what, what_size, "the bundled %s (the model class's own plan, "
+           "keys from the root)", t->config_class);
+  return TPX_OK;
+}
+
 tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
                                   tpx_plan **out, char *what, size_t what_size,
                                   tpx_diag_list *diags, tpx_error *err) {
@@ -125,13 +175,8 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
     }
     const tpx__hf_table *t = tpx__hf_table_find(cls);
     if (!t)
-      return tpx_error_set(err, TPX_NOT_FOUND,
-                           "the config has no base_model_tp_plan or tp_plan "
-                           "and model_type '%s' has no bundled Hugging Face "
-                           "plan (bundled: llama, qwen2, qwen3, gemma3, "
-                           "gemma3_text, phi, phi3, mistral, mixtral, "
-                           "qwen3_moe, qwen3_5_moe, deepseek_v4)",
-                           mt ? mt : "(none)");
+      return class_plan(model, bare, prefix, mt, out, what, what_size, diags,
+                        err);
     inner_json = t->json;
     snprintf(what, what_size, "the bundled %s.base_model_tp_plan (model_type "
              "'%s')", t->config_class, mt);

@@ -105,8 +105,9 @@ static tpx_status diag_failed(tpx_status s, tpx_error *err) {
 /* The HF step; TPX_OK with sel->plan set, or TPX_NOT_FOUND / TPX_UNSUPPORTED
  * with `why` filled (the plan is then unusable and selection goes on). */
 static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
-                         const char *arch, int sp, tpx_diag_list *diags,
-                         char *why, size_t why_size, tpx_error *err) {
+                         const char *arch, int sp, int64_t tp,
+                         tpx_diag_list *diags, char *why, size_t why_size,
+                         tpx_error *err) {
   char what[256];
   tpx_plan *plan = NULL;
   tpx_error herr = {0};
@@ -141,16 +142,23 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   tpx__sel_trace(sel, "hf: used %s (%zu entries)", what, tpx_plan_size(plan));
   if (sp) {
+    /* Upstream raises only where it builds the plan, at tp > 1; at tp 1 no
+     * plan is applied (docs/SEMANTICS.md "Plan selection"). */
     tpx_status d = tpx_diag_add(
-        diags, TPX_DIAG_ERROR, "sp-with-hf-plan", arch ? arch : "",
+        diags, tp > 1 ? TPX_DIAG_ERROR : TPX_DIAG_INFO, "sp-with-hf-plan",
+        arch ? arch : "",
         "turn sequence parallelism off, or use a plugin or custom plan that "
         "supports it",
-        "sequence parallelism is not supported with a Hugging Face tp plan "
-        "(%s); the plan is shown without sequence-parallel styles", what);
+        "%ssequence parallelism is not supported with a Hugging Face tp plan "
+        "(%s); the plan is shown without sequence-parallel styles",
+        tp > 1 ? "" : "not applied at tp 1 (upstream applies no plan when "
+                      "tp is 1; this error would matter at tp > 1): ",
+        what);
     if (d != TPX_OK)
       return diag_failed(d, err);
-    tpx__sel_trace(sel, "hf: sequence parallelism requested, which the HF plan does "
-          "not support (error sp-with-hf-plan)");
+    tpx__sel_trace(sel, "hf: sequence parallelism requested, which the HF "
+                   "plan does not support (%s sp-with-hf-plan)",
+                   tp > 1 ? "error" : "at tp 1 only information:");
   }
   return TPX_OK;
 }
@@ -398,6 +406,7 @@ static tpx_status step_hf(step_ctx *c) {
     return TPX_OK;
   }
   tpx_status s = try_hf(c->sel, c->model, c->arch, c->o.sequence_parallel,
+                        c->o.tp_size,
                         c->diags, c->hf_why, sizeof c->hf_why, c->err);
   if (s == TPX_OK)
     c->have_plan = 1;

@@ -117,6 +117,35 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
                                  const tpx_sharding_options *opts,
                                  tpx_sharding **out, tpx_error *err);
 
+/* At tp 1 upstream applies no plan (parallelize_module runs only when the
+ * tp mesh is larger than 1, docs/SEMANTICS.md "Plan selection"): the plan
+ * is still matched for the report, but what matching finds cannot fail the
+ * run, so its errors and warnings are kept as information saying so. */
+static tpx_status match_not_applied(tpx_sharding *sh, tpx_error *err) {
+  tpx_diag_list *kept = sh->diags, *found = NULL;
+  tpx_status st = tpx_diag_list_create(&found, err);
+  if (st != TPX_OK) return st;
+  sh->diags = found;
+  st = tpx__apply_tp(sh, err);
+  sh->diags = kept;
+  for (size_t i = 0; st == TPX_OK && i < tpx_diag_count(found); i++) {
+    tpx_diag d;
+    st = tpx_diag_get(found, i, &d, err);
+    if (st != TPX_OK) break;
+    if (d.level == TPX_DIAG_INFO)
+      st = tpx_diag_add(kept, d.level, d.code, d.subject, d.fix, "%s",
+                        d.message);
+    else
+      st = tpx_diag_add(kept, TPX_DIAG_INFO, d.code, d.subject, d.fix,
+                        "not applied at tp 1 (upstream applies no plan "
+                        "when tp is 1; this %s would matter at tp > 1): %s",
+                        tpx_diag_level_name(d.level), d.message);
+    if (st != TPX_OK) st = tpx__shard_oom(err, "diagnostics");
+  }
+  tpx_diag_list_destroy(found);
+  return st;
+}
+
 tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
                                const tpx_mesh *mesh,
                                const tpx_sharding_options *opts,
@@ -220,7 +249,8 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
   }
   st = alloc_arrays(sh, err);
   if (st == TPX_OK) st = tpx__fp32_mark(sh, err);
-  if (st == TPX_OK) st = tpx__apply_tp(sh, err);
+  if (st == TPX_OK) st = sh->tp_applied ? tpx__apply_tp(sh, err)
+                                         : match_not_applied(sh, err);
   if (st == TPX_OK) st = tpx__partial_grad_diags(sh, err);
   if (st == TPX_OK) {
     compute_transitions(sh);

@@ -1,10 +1,11 @@
-/* test_diffusion.c — the tpx_diffusion plugin through the real host: selection
- * by the config's "_class_name" (Diffusers configs have no "architectures"),
- * the plans of the strategies of docs/SEMANTICS.md "Family plans" (Wan's fixed
- * TP calls, Hunyuan / LTX2 without TP, QwenImage's Default fallback to the
- * default base plan, every key optional), the strategy properties
- * (mixed-precision defaults, activation checkpointing), validate_tp_mesh only
- * where the flow runs it, the QwenImage block check, skeletons checked
+/* test_diffusion.c — the tpx_diffusion plugin through the real host:
+ * selection by the config's "_class_name" (Diffusers configs have no
+ * "architectures"), the plans of the strategies of docs/SEMANTICS.md "Family
+ * plans" (Wan's fixed TP calls, Hunyuan / LTX2 without TP, QwenImage's
+ * Default flow to the Diffusers class's own _tp_plan, bundled by the host),
+ * the strategy properties (mixed-precision defaults, activation
+ * checkpointing), validate_tp_mesh only where the flow runs it, the
+ * QwenImage block check, skeletons checked
  * parameter by parameter against Diffusers 0.42.1 (params.txt written by
  * tests/data/families/diffusion/gen_params.py from the same configs with 2
  * layers) and full-size totals, and per-rank bytes that add up to the
@@ -221,31 +222,88 @@ START_TEST(test_wan_plan) {
 }
 END_TEST
 
-/* Hunyuan and LTX2: no plan at any tp; QwenImage: the default base plan,
- * every key optional, with the sequence-parallel overrides. */
+/* The plan selection chooses for `m` at tp 4 (a copy). */
+static tpx_plan *selected_plan(tpx_registry *reg, const tpx_model *m, int sp) {
+  tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  tpx_plan *plan = NULL;
+  tpx_error err = {0};
+  o.tp_size = 4;
+  o.sequence_parallel = sp;
+  ck_assert_int_eq(tpx_diag_list_create(&diags, &err), TPX_OK);
+  ck_assert_int_eq(tpx_select_plan(reg, m, &o, &sel, diags, &err), TPX_OK);
+  ck_assert_int_eq(tpx_plan_clone(tpx_selection_plan(sel), &plan, &err),
+                   TPX_OK);
+  tpx_selection_destroy(sel);
+  tpx_diag_list_destroy(diags);
+  return plan;
+}
+
+/* Hunyuan and LTX2: no plan at any tp. QwenImage: the plugin declines (no
+ * plan function upstream) and the Hugging Face step takes the Diffusers
+ * class's own _tp_plan: every block's attention and MLP projections, keys
+ * from the root, plus the optional model.embed_tokens the step adds; not
+ * head-sharding (its keys are not self_attn.*), so validate_tp_mesh does
+ * not run. */
 START_TEST(test_other_plans) {
   tpx_registry *reg = fam_registry(FAM);
   for (size_t i = 1; i < NMODELS; i++) {
     tpx_model *m = fam_model(reg, FAM, models[i].file, 1);
     for (int sp = 0; sp <= 1; sp++) {
       tpx_plan *plan = NULL;
-      char msg[256];
+      char msg[TPX_ERROR_MESSAGE_SIZE]; /* the plugin's path comes first */
+      if (strcmp(models[i].arch, QI) != 0) {
+        ck_assert_int_eq(fam_plan(reg, m, models[i].arch, NULL, sp, 4, &plan,
+                                  msg, sizeof msg),
+                         TPX_OK);
+        ck_assert_uint_eq(tpx_plan_size(plan), 0);
+        tpx_plan_destroy(plan);
+        continue;
+      }
       ck_assert_int_eq(fam_plan(reg, m, models[i].arch, NULL, sp, 4, &plan,
                                 msg, sizeof msg),
-                       TPX_OK);
-      if (strcmp(models[i].arch, QI) != 0) {
-        ck_assert_uint_eq(tpx_plan_size(plan), 0);
-      } else {
-        ck_assert_uint_eq(tpx_plan_size(plan), sp ? 14 : 11);
-        ck_assert_int_eq(tpx_plan_find(plan, "model.layers.*.self_attn.q_proj"),
-                         1);
-        for (size_t k = 0; k < tpx_plan_size(plan); k++) {
-          tpx_plan_entry e;
-          ck_assert_int_eq(tpx_plan_get(plan, k, &e, NULL), TPX_OK);
-          ck_assert(e.optional);
-        }
-        ck_assert(tpx_plan_is_head_sharded(plan));
+                       TPX_PLUGIN);
+      ck_assert_ptr_nonnull(strstr(msg, "no plan function upstream"));
+      plan = selected_plan(reg, m, sp);
+      ck_assert_uint_eq(tpx_plan_size(plan), 13);
+      static const char *const col[] = {
+          "transformer_blocks.*.attn.to_q", "transformer_blocks.*.attn.to_k",
+          "transformer_blocks.*.attn.to_v",
+          "transformer_blocks.*.attn.add_q_proj",
+          "transformer_blocks.*.attn.add_k_proj",
+          "transformer_blocks.*.attn.add_v_proj",
+          "transformer_blocks.*.img_mlp.net.0.proj",
+          "transformer_blocks.*.txt_mlp.net.0.proj"};
+      static const char *const row[] = {
+          "transformer_blocks.*.attn.to_out.0",
+          "transformer_blocks.*.attn.to_add_out",
+          "transformer_blocks.*.img_mlp.net.2",
+          "transformer_blocks.*.txt_mlp.net.2"};
+      for (size_t k = 0; k < sizeof col / sizeof col[0]; k++) {
+        tpx_plan_entry e;
+        int64_t at = tpx_plan_find(plan, col[k]);
+        ck_assert_msg(at >= 0, "no %s", col[k]);
+        ck_assert_int_eq(tpx_plan_get(plan, (size_t)at, &e, NULL), TPX_OK);
+        ck_assert_int_eq(e.style.kind, TPX_STYLE_COLWISE);
+        ck_assert(!e.optional);
       }
+      for (size_t k = 0; k < sizeof row / sizeof row[0]; k++) {
+        tpx_plan_entry e;
+        int64_t at = tpx_plan_find(plan, row[k]);
+        ck_assert_msg(at >= 0, "no %s", row[k]);
+        ck_assert_int_eq(tpx_plan_get(plan, (size_t)at, &e, NULL), TPX_OK);
+        ck_assert_int_eq(e.style.kind, TPX_STYLE_ROWWISE);
+        ck_assert(!e.optional);
+      }
+      tpx_plan_entry emb;
+      ck_assert_int_eq(tpx_plan_get(plan,
+                                    (size_t)tpx_plan_find(plan,
+                                                          "model.embed_tokens"),
+                                    &emb, NULL),
+                       TPX_OK);
+      ck_assert(emb.optional);
+      ck_assert(!tpx_plan_is_head_sharded(plan));
       tpx_plan_destroy(plan);
     }
     tpx_model_destroy(m);
@@ -255,9 +313,10 @@ START_TEST(test_other_plans) {
 END_TEST
 
 /* validate_tp_mesh: never in the Wan / Hunyuan / LTX2 flows (12 and 16
- * heads at tp=5 pass); QwenImage's head-sharding default plan (by its keys)
- * gets the host's check (24 heads at tp=5). The strategies' silent
- * behaviours are diagnostics; the QwenImage plan matches nothing. */
+ * heads at tp=5 pass); QwenImage's Diffusers plan does not shard heads by
+ * upstream's test (no self_attn.* key), so 24 heads at tp=5 pass too, as in
+ * NeMo Automodel 0.7.0. The strategies' silent behaviours are
+ * diagnostics. */
 START_TEST(test_selection) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *wan = fam_model(reg, FAM, models[0].file, 1);
@@ -276,13 +335,13 @@ START_TEST(test_selection) {
                      NULL, 0);
   fam_check_selected(reg, ltx, NULL, 0, 3, 0, FAM, NULL, "no-tensor-parallel",
                      "LTX2", 1);
-  fam_check_selected(reg, qi, NULL, 0, 5, 0, FAM, NULL, "heads-not-divisible",
-                     "num_attention_heads (24)", 1);
-  fam_check_selected(reg, qi, NULL, 0, 4, 0, FAM, NULL, "heads-not-divisible",
+  fam_check_selected(reg, qi, NULL, 0, 5, 1, FAM, NULL, "heads-not-divisible",
                      NULL, 0);
-  fam_check_selected(reg, qi, NULL, 0, 4, 0, FAM, NULL, "no-tensor-parallel",
-                     "default base plan", 1);
-  fam_check_selected(reg, qi, NULL, 0, 4, 0, FAM, NULL,
+  fam_check_selected(reg, qi, NULL, 0, 4, 1, FAM, NULL, "heads-not-divisible",
+                     NULL, 0);
+  fam_check_selected(reg, qi, NULL, 0, 4, 1, FAM, NULL, "no-tensor-parallel",
+                     NULL, 0);
+  fam_check_selected(reg, qi, NULL, 0, 4, 1, FAM, NULL,
                      "qwenimage-blocks-invalid", NULL, 0);
   tpx_model_destroy(wan);
   tpx_model_destroy(hy);
@@ -296,7 +355,7 @@ END_TEST
 START_TEST(test_qwenimage_blocks) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *m = config_with_layers(reg, "Qwen-Image.config.json", 0, 1);
-  fam_check_selected(reg, m, NULL, 0, 1, 0, FAM, NULL,
+  fam_check_selected(reg, m, NULL, 0, 1, 1, FAM, NULL,
                      "qwenimage-blocks-invalid", "missing or empty", 1);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
@@ -363,9 +422,12 @@ START_TEST(test_rank_bytes) {
   tpx_model *m = fam_model(reg, FAM, models[_i].file, 1);
   tpx_plan *plan = NULL;
   char msg[256];
-  ck_assert_int_eq(fam_plan(reg, m, models[_i].arch, NULL, 0, 2, &plan, msg,
-                            sizeof msg),
-                   TPX_OK);
+  if (_i == 3) /* QwenImage: the host's Hugging Face step */
+    plan = selected_plan(reg, m, 0);
+  else
+    ck_assert_int_eq(fam_plan(reg, m, models[_i].arch, NULL, 0, 2, &plan, msg,
+                              sizeof msg),
+                     TPX_OK);
   tpx_mesh *mesh = NULL;
   tpx_sharding *sh = shard(m, plan, 8, 1, &mesh);
   int64_t sum = 0;
@@ -382,9 +444,9 @@ START_TEST(test_rank_bytes) {
   }
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
-  if (_i == 0) /* the TP split itself, tp = 2, 4, 8 */
+  if (_i == 0 || _i == 3) /* the TP split itself, tp = 2, 4, 8 */
     fam_check_rank_bytes(m, plan);
-  else if (_i != 3) /* no TP: a tp rank holds the whole model */
+  else /* no TP: a tp rank holds the whole model */
     ck_assert_int_eq(fam_expected_rank_bytes(m, plan, 4, 3),
                      tpx_model_total_bytes(m));
   tpx_plan_destroy(plan);

@@ -27,19 +27,28 @@ run() {
   if "$@" >"$work/log" 2>&1; then ok "$what"; else bad "$what"; fi
 }
 
-# fails DESCRIPTION TEXT CMD...: the command must exit 1 and print TEXT
+# fails_with DESCRIPTION TEXT CMD...: the command must exit ${want:-1}
+# and print TEXT
 fails_with() {
   what=$1
   text=$2
   shift 2
   "$@" >"$work/log" 2>&1
   rc=$?
-  if [ "$rc" -eq 1 ] && grep -qF -- "$text" "$work/log"; then
+  if [ "$rc" -eq "${want:-1}" ] && grep -qF -- "$text" "$work/log"; then
     ok "$what"
   else
-    echo "    (exit $rc, wanted 1 and '$text')"
+    echo "    (exit $rc, wanted ${want:-1} and '$text')"
     bad "$what"
   fi
+}
+
+# bad_input DESCRIPTION TEXT CMD...: an input that cannot be used exits 2
+# (docs/tpx.1 "EXIT STATUS"), naming what is wrong
+bad_input() {
+  want=2
+  fails_with "$@"
+  want=1
 }
 
 # no_final DIR DESCRIPTION: no model file and no temporary in DIR
@@ -167,7 +176,7 @@ run "moe: shard dp_shard=3" "$tpx" shard --weights "$s" --dp-shard 3 \
 f="$work/r-fold/rank-00000-of-00003.safetensors"
 LC_ALL=C sed 's/\\"offsets\\":\[0,20,0\]/\\"offsets\\":[0,29,0]/' "$f" \
   >"$f.bad" && mv "$f.bad" "$f"
-fails_with "merge: a fold source outside the fused tensor" '"fold"' \
+bad_input "merge: a fold source outside the fused tensor" '"fold"' \
   "$tpx" merge --in "$work/r-fold" --out "$work/out9"
 no_final "$work/out9" "merge with a bad fold"
 
@@ -197,14 +206,14 @@ run "shard --rank 4" "$tpx" shard --weights "$s" --tp 3 --dp-shard 2 \
 # ---- bad inputs ----
 cp -r "$work/r" "$work/r-missing"
 rm "$work/r-missing/rank-00003-of-00006.safetensors"
-fails_with "merge: a missing rank file" "rank 3" \
+bad_input "merge: a missing rank file" "rank 3" \
   "$tpx" merge --in "$work/r-missing" --out "$work/out1"
 no_final "$work/out1" "merge with a missing rank"
 
 cp -r "$work/r" "$work/r-trunc"
 f="$work/r-trunc/rank-00002-of-00006.safetensors"
 head -c $(($(wc -c <"$f") - 10)) "$f" >"$f.cut" && mv "$f.cut" "$f"
-fails_with "merge: a truncated rank file" "rank-00002-of-00006" \
+bad_input "merge: a truncated rank file" "rank-00002-of-00006" \
   "$tpx" merge --in "$work/r-trunc" --out "$work/out2"
 no_final "$work/out2" "merge with a truncated rank"
 
@@ -213,14 +222,14 @@ run "shard tp=2 dp_shard=3" "$tpx" shard $ae --weights "$s" --tp 2 --dp-shard 3 
   --out "$work/r23"
 cp -r "$work/r" "$work/r-mixed"
 cp "$work/r23/rank-00001-of-00006.safetensors" "$work/r-mixed/"
-fails_with "merge: rank files of different meshes" "mesh differs" \
+bad_input "merge: rank files of different meshes" "mesh differs" \
   "$tpx" merge --in "$work/r-mixed" --out "$work/out7"
 no_final "$work/out7" "merge of mixed meshes"
 
 # a plain checkpoint file posing as a rank file
 mkdir -p "$work/r-plain"
 cp "$work/m1/model.safetensors" "$work/r-plain/rank-00000-of-00001.safetensors"
-fails_with "merge: not a tpx-shard/1 file" "tpx-shard/1" \
+bad_input "merge: not a tpx-shard/1 file" "tpx-shard/1" \
   "$tpx" merge --in "$work/r-plain" --out "$work/out8"
 
 # a checkpoint whose tensors disagree with the config
@@ -228,7 +237,7 @@ mkdir -p "$work/wrong"
 cp "$s"/model* "$work/wrong/"
 sed 's/"intermediate_size": 100/"intermediate_size": 64/' \
   "$data/Llama-3.2-1B/config.json" >"$work/wrong/config.json"
-fails_with "shard: tensor shape disagrees with the config" "mlp" \
+bad_input "shard: tensor shape disagrees with the config" "mlp" \
   "$tpx" shard --weights "$work/wrong" --tp 3 --out "$work/out3"
 [ -z "$(ls -A "$work/out3" 2>/dev/null)" ] && ok "nothing written" ||
   bad "nothing written"
@@ -237,7 +246,7 @@ fails_with "shard: tensor shape disagrees with the config" "mlp" \
 mkdir -p "$work/noshard"
 cp "$s"/model* "$s/config.json" "$work/noshard/"
 rm "$work/noshard/model-00002-of-"*
-fails_with "shard: index names a missing shard" "model-00002-of-" \
+bad_input "shard: index names a missing shard" "model-00002-of-" \
   "$tpx" shard --weights "$work/noshard" --tp 3 --out "$work/out4"
 
 # unwritable output directory (/proc takes no new files, even for root)
@@ -263,7 +272,7 @@ run "tp=3: shard" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-shift"
 f="$work/r-shift/rank-00001-of-00003.safetensors"
 LC_ALL=C sed 's/q_proj.weight\\":{\\"global_shape\\":\[48,48\],\\"offsets\\":\[16,0\]/q_proj.weight\\":{\\"global_shape\\":[48,48],\\"offsets\\":[17,0]/' \
   "$f" >"$f.bad" && mv "$f.bad" "$f"
-fails_with "merge: a piece shifted by one row" "is not the box" \
+bad_input "merge: a piece shifted by one row" "is not the box" \
   "$tpx" merge --in "$work/r-shift" --out "$work/out10"
 grep -qF "layers.0.self_attn.q_proj.weight" "$work/log" &&
   ok "merge: the shifted tensor is named" || bad "merge: the shifted tensor is named"
@@ -274,13 +283,13 @@ run "tp=3: shard again" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-ws"
 f="$work/r-ws/rank-00002-of-00003.safetensors"
 LC_ALL=C sed 's/"tpx.world_size":"3"/"tpx.world_size":"4"/' "$f" >"$f.bad" &&
   mv "$f.bad" "$f"
-fails_with "merge: tpx.world_size disagrees with the mesh" "tpx.world_size" \
+bad_input "merge: tpx.world_size disagrees with the mesh" "tpx.world_size" \
   "$tpx" merge --in "$work/r-ws" --out "$work/out11"
 run "tp=3: shard once more" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-pl"
 f="$work/r-pl/rank-00002-of-00003.safetensors"
 LC_ALL=C sed 's/o_proj.weight\\":{\\"global_shape\\":\[48,48\],\\"offsets\\":\[0,32\],\\"placements\\":\[\\"replicate\\",\\"shard(0)\\",\\"shard(1)\\"\]/o_proj.weight\\":{\\"global_shape\\":[48,48],\\"offsets\\":[0,32],\\"placements\\":[\\"replicate\\",\\"shard(0)\\",\\"shard(0)\\"]/' \
   "$f" >"$f.bad" && mv "$f.bad" "$f"
-fails_with "merge: a placement that differs between ranks" "placement" \
+bad_input "merge: a placement that differs between ranks" "placement" \
   "$tpx" merge --in "$work/r-pl" --out "$work/out12"
 
 # rank files of two runs (same mesh, same source) do not mix; those of one
@@ -290,7 +299,7 @@ cp "$work/r-ws/rank-00000-of-00003.safetensors" \
   "$work/r-ws/rank-00001-of-00003.safetensors" "$work/r-runs/"
 run "tp=3: shard a fourth time" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-4th"
 cp "$work/r-4th/rank-00002-of-00003.safetensors" "$work/r-runs/"
-fails_with "merge: rank files of two runs" "another tpx shard run" \
+bad_input "merge: rank files of two runs" "another tpx shard run" \
   "$tpx" merge --in "$work/r-runs" --out "$work/out13"
 for r in 0 1 2; do
   run "--rank $r --run-id" "$tpx" shard --weights "$L" --tp 3 --rank $r \
@@ -305,7 +314,7 @@ run "sharded copy of the source" "$tool" gen \
 run "--rank 1 of the other source" "$tpx" shard --weights "$work/src-L-sharded" \
   --tp 3 --rank 1 --run-id job-7 --out "$work/r-src"
 cp "$work/r-src/rank-00001-of-00003.safetensors" "$work/r-id/"
-fails_with "merge: rank files of two sources" "another source checkpoint" \
+bad_input "merge: rank files of two sources" "another source checkpoint" \
   "$tpx" merge --in "$work/r-id" --out "$work/out14"
 
 # errors `tpx plan` reports stop `tpx shard` (3 kv heads over tp 2);
@@ -317,7 +326,7 @@ grep -qF -- "--allow-errors" "$work/log" && ok "shard: names --allow-errors" ||
 no_final "$work/out15" "shard refused for plan errors"
 
 # a missing --weights path is named (not the config.json beside it)
-fails_with "shard: missing weights named" "$work/nonexistent" \
+bad_input "shard: missing weights named" "$work/nonexistent" \
   "$tpx" shard --weights "$work/nonexistent" --tp 3 --out "$work/out16"
 grep -qF "config.json" "$work/log" && bad "shard: no config.json blamed" ||
   ok "shard: no config.json blamed"

@@ -39,6 +39,8 @@ static const struct {
     {"null_name.so", TPX_PLUGIN, {"registration: name is NULL", NULL, NULL}},
     {"no_architectures.so", TPX_PLUGIN,
      {"registration: architectures is empty", NULL, NULL}},
+    {"bad_traits.so", TPX_PLUGIN,
+     {"registration: traits[0] holds a space", NULL, NULL}},
     {"not_elf.so", TPX_PLUGIN, {"dlopen failed", "not_elf.so", NULL}},
     {"does_not_exist.so", TPX_PLUGIN, {"dlopen failed", NULL, NULL}},
 };
@@ -394,14 +396,14 @@ START_TEST(probe_broken_dir) {
   /* loaded: extra_symbols, generic_message, get_plan_allocates,
    * get_plan_crashes,
    * get_plan_hangs, grandchild, malformed_key, pipe_garbage, stdout_noise,
-   * unknown_style; refused: the other 12 (ctor_crashes, dtor_crashes and
-   * register_exits by the probe) */
+   * unknown_style; refused: the other 13 (ctor_crashes, dtor_crashes and
+   * register_exits by the probe; bad_traits) */
   ck_assert_uint_eq(tpx_registry_num_plugins(r), 10);
-  ck_assert_uint_eq(tpx_registry_num_refused(r), 12);
+  ck_assert_uint_eq(tpx_registry_num_refused(r), 13);
   /* 9 duplicate-architecture warnings + one plugin-failed per refusal,
    * naming the file */
   const tpx_diag_list *dl = tpx_registry_diagnostics(r);
-  ck_assert_uint_eq(tpx_diag_count(dl), 9 + 12);
+  ck_assert_uint_eq(tpx_diag_count(dl), 9 + 13);
   size_t failed = 0;
   for (size_t i = 0; i < tpx_diag_count(dl); i++) {
     tpx_diag d;
@@ -415,7 +417,7 @@ START_TEST(probe_broken_dir) {
     ASSERT_CONTAINS(d.message, ref.reason);
     failed++;
   }
-  ck_assert_uint_eq(failed, 12);
+  ck_assert_uint_eq(failed, 13);
   tpx_registry_destroy(r);
 }
 END_TEST

@@ -353,6 +353,14 @@ START_TEST(hf_with_sp_is_an_error) {
   ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
   ck_assert(has_diag(&f, "sp-with-hf-plan", TPX_DIAG_ERROR, NULL));
   teardown(&f);
+  /* At tp 1 no plan is applied upstream, so it cannot raise: information. */
+  setup_reg(&f, NULL);
+  f.model = load_data("Llama-3.2-1B.json");
+  select_ok(&f, 1, 1, NULL, NULL);
+  ck_assert(!has_diag(&f, "sp-with-hf-plan", TPX_DIAG_ERROR, NULL));
+  ck_assert(has_diag(&f, "sp-with-hf-plan", TPX_DIAG_INFO,
+                     "not applied at tp 1"));
+  teardown(&f);
 }
 END_TEST
 
@@ -557,6 +565,56 @@ START_TEST(nemotron_flash_lm_head) {
 }
 END_TEST
 
+/* The Diffusers model classes' own _tp_plan, bundled: a class with no
+ * plugin and no config plan gets it in the HF step, keys from the root,
+ * translated as upstream translates them. QwenImage's and QwenImage21's
+ * are all style strings; Flux's and Flux2's hold packed styles, which
+ * upstream cannot translate either (default plan then). */
+START_TEST(diffusers_class_plans) {
+  static const struct {
+    const char *cls;
+    int usable;
+    size_t entries; /* with the optional model.embed_tokens */
+    const char *key, *packed;
+  } cases[] = {
+      {"QwenImageTransformer2DModel", 1, 13, "transformer_blocks.*.attn.to_q",
+       NULL},
+      {"QwenImage21Transformer2DModel", 1, 8,
+       "transformer_blocks.*.img_mlp.gate_layer", NULL},
+      {"FluxTransformer2DModel", 0, 0, NULL, "packed_rowwise"},
+      {"Flux2Transformer2DModel", 0, 0, NULL, "packed_colwise"},
+  };
+  char json[256];
+  fixture f;
+  setup_reg(&f, NULL);
+  snprintf(json, sizeof json, "{\"_class_name\": \"%s\"}", cases[_i].cls);
+  f.model = model_from_json(json);
+  select_ok(&f, 2, 0, NULL, NULL);
+  if (cases[_i].usable) {
+    ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+    ck_assert_uint_eq(tpx_plan_size(tpx_selection_plan(f.sel)),
+                      cases[_i].entries);
+    tpx_plan_entry e = entry(&f, cases[_i].key);
+    ck_assert_int_eq(e.style.kind, TPX_STYLE_COLWISE);
+    ck_assert(!e.optional);
+    ck_assert(entry(&f, "model.embed_tokens").optional);
+    ck_assert(has_trace(&f, "._tp_plan (the model class's own plan"));
+  } else {
+    ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
+    ck_assert(has_diag(&f, "hf-style-unsupported", TPX_DIAG_WARNING,
+                       cases[_i].packed));
+  }
+  teardown(&f);
+  /* A class with none: the HF step says which classes have one. */
+  setup_reg(&f, NULL);
+  f.model = model_from_json("{\"_class_name\": \"WanTransformer3DModel\"}");
+  select_ok(&f, 1, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
+  ck_assert(has_trace(&f, "no bundled _tp_plan"));
+  teardown(&f);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
   fixture f;
   setup_reg(&f, NULL);
@@ -617,6 +675,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, remote_code_without_plan);
   tcase_add_loop_test(tc, default_base_plan, 0, 2);
   tcase_add_loop_test(tc, nemotron_flash_lm_head, 0, 2);
+  tcase_add_loop_test(tc, diffusers_class_plans, 0, 4);
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, nemotron_h_skips_validate_tp_mesh);
   suite_add_tcase(s, tc);

@@ -98,8 +98,10 @@ has "  0-63              2.05 GiB    4.11 GiB   12.32 GiB   862.6 MiB    5.87 Gi
 expect 1 "advisor 70B on 8 GPUs: nothing fits" -- --config "$l70" --gpus 8
 has "Mesh advice: LlamaForCausalLM on 8 GPUs of 80.00 GiB" "advisor header"
 has "No mesh fits in 80.00 GiB per GPU; the smallest peak is" "names the smallest peak"
+has "Even with activation checkpointing nothing fits (smallest peak" "says activation checkpointing is not enough either"
 expect 0 "advisor 70B on 64 GPUs" -- --config "$l70" --gpus 64
-has "Best: tpx plan --dp-replicate 1 --dp-shard 8 --tp 8" "names the best mesh"
+has "Best: tpx plan --config $l70 --dp-replicate 1 --dp-shard 8 --tp 8 --batch 1 --seq 4096" "the best mesh as a runnable command"
+has "order: meshes that fit, in traffic bands" "states the ranking rule"
 expect 0 "advisor 70B on 64 GPUs json" -- --config "$l70" --gpus 64 --format json
 py "64 GPUs: 28 meshes, products 64, fitting first, tp 16/32/64 rejected for kv heads" '
 a = r["advice"]
@@ -110,13 +112,42 @@ assert fit == sorted(fit, reverse=True)
 assert a[0]["fits"] and a[0]["rejected_because"] is None
 ok = [x for x in a if x["rejected_because"] is None]
 fitting = [x for x in ok if x["fits"]]
-assert [x["comm_bytes_per_step"] for x in fitting] == sorted(x["comm_bytes_per_step"] for x in fitting)
+bands = [x["traffic_band"] for x in fitting]
+assert bands == sorted(bands) and bands[0] == 0, bands
+for b in set(bands):
+    inb = [x for x in fitting if x["traffic_band"] == b]
+    assert [x["peak_bytes"] for x in inb] == sorted(x["peak_bytes"] for x in inb)
+    lo = min(x["comm_bytes_per_step"] for x in inb)
+    assert all(x["comm_bytes_per_step"] <= lo * 1.1 + (1 << 20) for x in inb)
+assert all(x["traffic_band"] is None for x in a if not x["fits"])
+assert r["best"].startswith("tpx plan --config ") and "--seq 4096" in r["best"], r["best"]
+assert r["suggestion"] is None
+assert "traffic bands" in r["rule"]
 assert all(x["peak_bytes"] <= r["gpu_mem"] for x in fitting)
 assert all(x["peak_bytes"] > r["gpu_mem"] for x in ok if not x["fits"])
 rej = [x for x in a if x["rejected_because"] is not None]
 assert sorted(x["tp"] for x in rej) == [16, 16, 16, 32, 32, 64], rej
 assert all("num_key_value_heads" in x["rejected_because"] for x in rej)
 assert all(x["peak_bytes"] is None and x["fits"] is False for x in rej)'
+# Ranked by fit margin within a traffic band: on 16 GPUs Qwen3-30B-A3B's
+# (1, 16, 1) sends 7.7% more than (1, 8, 2) but peaks at 55 GiB, not 77 GiB.
+q30="$cfg/Qwen3-30B-A3B/config.json"
+expect 0 "advisor: fit margin within a traffic band" -- --config "$q30" --gpus 16 --format json
+py "the 55 GiB mesh ranks above the 77 GiB one of nearly the same traffic" '
+a = [x for x in r["advice"] if x["fits"]]
+assert (a[0]["dp_shard"], a[0]["tp"]) == (16, 1), a[0]
+assert (a[1]["dp_shard"], a[1]["tp"]) == (8, 2), a[1]
+assert a[0]["traffic_band"] == a[1]["traffic_band"] == 0
+assert a[0]["comm_bytes_per_step"] > a[1]["comm_bytes_per_step"]
+assert a[0]["peak_bytes"] < a[1]["peak_bytes"]'
+# Nothing fits without activation checkpointing: the advice says what it
+# would take, as a command that plans exactly that.
+expect 1 "advisor: activation checkpointing suggested" -- --config "$l70" --gpus 16 --gpu-mem 96GiB --seq 8192
+has "With activation checkpointing 3 meshes fit; the best (peak 86.51 GiB):" "suggests activation checkpointing"
+has "  tpx plan --config $l70 --dp-replicate 1 --dp-shard 2 --tp 8 --batch 1 --seq 8192 --activation-checkpointing" "as a runnable command"
+expect 0 "the suggested command runs" -- --config "$l70" --dp-replicate 1 --dp-shard 2 --tp 8 --batch 1 --seq 8192 --activation-checkpointing --format json
+py "and plans the peak the advice named" '
+assert round(max(e["memory"]["peak"] for e in r["per_rank"]) / 2**30, 2) == 86.51'
 expect 1 "nothing fits in 1GiB" -- --config "$l70" --gpus 8 --gpu-mem 1GiB
 has "No mesh fits in 1.00 GiB per GPU" "says nothing fits"
 expect 0 "advisor 1B, tp 3 rejected on 6 GPUs" -- --config "$l1" --gpus 6 --seq 128

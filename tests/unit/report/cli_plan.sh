@@ -20,7 +20,8 @@ expect 2 "unknown option" -- --config x --frobnicate
 expect 2 "missing value" -- --config
 expect 0 "help" -- --help
 has "--dp-replicate N" "help lists the options"
-expect 1 "missing config file" -- --config "$cfg/nope/config.json"
+# Exit 2: an input named on the command line cannot be used (docs/tpx.1).
+expect 2 "missing config file" -- --config "$cfg/nope/config.json"
 
 expect 0 "llama tp2 dp2 json" -- --config "$cfg/Llama-3.2-1B/config.json" \
   --tp 2 --dp-shard 2 --format json
@@ -115,14 +116,14 @@ has '"fsdp_param_dtype": "f32"' "f32 FSDP param dtype"
 # Regressions. A --plan value that is a path but not a file used to be taken
 # as a plugin plan name ("named plan '/x/y.json' is not served by any loaded
 # plugin"); it now names the file and the OS error.
-expect 1 "--plan: nonexistent file" -- --config "$cfg/Llama-3.2-1B/config.json" \
+expect 2 "--plan: nonexistent file" -- --config "$cfg/Llama-3.2-1B/config.json" \
   --plan "$src/tests/data/report/no_such_plan.json"
 has "--plan '$src/tests/data/report/no_such_plan.json': No such file" \
   "names the missing plan file"
-expect 1 "--plan: a directory" -- --config "$cfg/Llama-3.2-1B/config.json" \
+expect 2 "--plan: a directory" -- --config "$cfg/Llama-3.2-1B/config.json" \
   --plan "$src/tests/data/report"
 has "not a regular file" "a directory is not a plan"
-expect 1 "--plan: unknown plan name" -- \
+expect 2 "--plan: unknown plan name" -- \
   --config "$cfg/Llama-3.2-1B/config.json" --plan no_such_named_plan
 has "named plan 'no_such_named_plan'" "an identifier is still a plan name"
 # Sizes were read with strtoll, which also took " 2" and "+2".

@@ -49,7 +49,7 @@ run 1 "uneven shards" plan --config "$L" --tp 3
 has out "682 columns (the last ones short or empty)" "dim-1 shards are columns"
 has out "682 rows (the last ones short or empty)" "dim-0 shards are rows"
 
-run 1 "config and weights of different models" plan --config "$L" --weights "$SRC/examples/ckpt/" --tp 2
+run 2 "config and weights of different models" plan --config "$L" --weights "$SRC/examples/ckpt/" --tp 2
 has err "describe different models: tensor 'model.embed_tokens.weight' is [256, 64] in the weights but [128256, 2048] from the config" "names the tensor and both shapes"
 run 0 "config and weights of one model" plan --config "$SRC/examples/ckpt/config.json" --weights "$SRC/examples/ckpt/" --tp 8
 lacks out "skeleton-fallback" "no fallback when they agree"
@@ -121,7 +121,7 @@ run 0 "--plan with a HF tp_plan" plan --config "$SRC/examples/ckpt/config.json" 
 has out "is a Hugging Face tp_plan: 1 key(s) from the model's root used as given, 7 relative to the base model prefixed with 'model.'" "the trace says how it was read"
 has out "model.layers.*.mlp.down_proj                       rowwise" "translated keys in the plan"
 printf '{"layers.*.mlp.up_proj": "local_packed_rowwise"}' > "$WORK/hf-bad.json"
-run 1 "--plan with an untranslatable HF string" plan --config "$SRC/examples/ckpt/config.json" --tp 2 --plan "$WORK/hf-bad.json"
+run 2 "--plan with an untranslatable HF string" plan --config "$SRC/examples/ckpt/config.json" --tp 2 --plan "$WORK/hf-bad.json"
 has err "'local_packed_rowwise' has no faithful translation" "explains why not"
 has err "$WORK/hf-bad.json" "names the file"
 
@@ -155,8 +155,21 @@ if [ -c /dev/full ]; then
   if [ -L "$WORK/full.html" ]; then echo "PASS the link is left alone"; else
     echo "FAIL the link to /dev/full was removed"; fails=$((fails + 1)); fi
 fi
-run 1 "--html to a directory" plan --config "$L" --html "$WORK"
+run 2 "--html to a directory" plan --config "$L" --html "$WORK"
 has err "--html $WORK:" "names the directory"
+# The page's path is checked before planning: no report first, and no file
+# left behind when nothing could be planned.
+run 2 "--html in a missing directory" plan --config "$L" --html "$WORK/nope/x.html"
+has err "--html $WORK/nope/x.html: No such file or directory" "names the path"
+if [ -s "$WORK/out" ]; then echo "FAIL a report was printed before the --html error"; fails=$((fails + 1)); else echo "PASS no report before the --html error"; fi
+run 2 "--html with a missing config" plan --config "$WORK/nope.json" --html "$WORK/b.html"
+if [ -e "$WORK/b.html" ]; then echo "FAIL an empty page was left behind"; fails=$((fails + 1)); else echo "PASS no page left behind"; fi
+echo "old page" > "$WORK/c.html"
+run 2 "--html over a page, missing config" plan --config "$WORK/nope.json" --html "$WORK/c.html"
+has_file() { grep -q "$2" "$1"; }
+if has_file "$WORK/c.html" "old page"; then echo "PASS an existing page is left as it was"; else echo "FAIL an existing page was changed"; fails=$((fails + 1)); fi
+run 2 "--gpu-mem without --gpus" plan --config "$L" --gpu-mem 40GiB
+has err "add --gpus N" "says what --gpu-mem needs"
 run 2 "--html with --gpus" plan --config "$L" --gpus 4 --html "$WORK/a.html"
 has err "--html cannot be combined with --gpus" "says --html would be ignored"
 if [ -e "$WORK/a.html" ]; then echo "FAIL --gpus wrote a page"; fails=$((fails + 1)); fi
