@@ -15,9 +15,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   if (tpx_model_set_config(model, (const char *)data, size, "fuzz.json",
                            NULL) == TPX_OK) {
-    static const char *keys[] = {"num_attention_heads", "num_key_value_heads",
-                                 "hidden_size", "text_config.num_attention_heads",
-                                 "tie_word_embeddings", "rope_theta",
+    static const char *keys[] = {"num_attention_heads",
+                                 "num_key_value_heads",
+                                 "hidden_size",
+                                 "text_config.num_attention_heads",
+                                 "tie_word_embeddings",
+                                 "rope_theta",
                                  "block_configs[2].attention.no_op"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
       int64_t iv;

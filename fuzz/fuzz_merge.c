@@ -27,14 +27,10 @@ typedef struct setup {
 
 static tpx_placement pick_placement(unsigned b, int ndim) {
   switch (b % 4) {
-  case 0:
-    return tpx_placement_replicate();
-  case 1:
-    return tpx_placement_shard(0);
-  case 2:
-    return tpx_placement_shard(ndim - 1);
-  default:
-    return tpx_placement_strided_shard(0, 2);
+  case 0: return tpx_placement_replicate();
+  case 1: return tpx_placement_shard(0);
+  case 2: return tpx_placement_shard(ndim - 1);
+  default: return tpx_placement_strided_shard(0, 2);
   }
 }
 
@@ -56,10 +52,10 @@ static void write_rank(const char *dir, const setup *s, int64_t r,
   const char *names[3] = {"\"a\"", "\"b\"", "\"c\""};
   char sizes[64];
   int_list(sizes, sizeof sizes, s->mesh_sizes, s->mesh_ndim);
-  snprintf(mesh, sizeof mesh, "{\"dims\":[%s%s%s%s%s],\"sizes\":%s}",
-           names[0], s->mesh_ndim > 1 ? "," : "",
-           s->mesh_ndim > 1 ? names[1] : "", s->mesh_ndim > 2 ? "," : "",
-           s->mesh_ndim > 2 ? names[2] : "", sizes);
+  snprintf(mesh, sizeof mesh, "{\"dims\":[%s%s%s%s%s],\"sizes\":%s}", names[0],
+           s->mesh_ndim > 1 ? "," : "", s->mesh_ndim > 1 ? names[1] : "",
+           s->mesh_ndim > 2 ? "," : "", s->mesh_ndim > 2 ? names[2] : "",
+           sizes);
   for (int d = 0; d < s->mesh_ndim; d++) {
     char t[64];
     tpx_placement_format(pl[d], t, sizeof t);
@@ -70,16 +66,15 @@ static void write_rank(const char *dir, const setup *s, int64_t r,
   int_list(off, sizeof off, box->offset, s->ndim);
   int_list(gs, sizeof gs, s->shape, s->ndim);
   snprintf(tensors, sizeof tensors,
-           "{\"t\":{\"global_shape\":%s,\"offsets\":%s,\"placements\":%s}}",
-           gs, off, pls);
+           "{\"t\":{\"global_shape\":%s,\"offsets\":%s,\"placements\":%s}}", gs,
+           off, pls);
   char rank[32], world[32], fname[64];
   snprintf(rank, sizeof rank, "%lld", (long long)r);
   snprintf(world, sizeof world, "%lld", (long long)ws);
   tpx_shard_file_name(r, s->world, fname, sizeof fname);
-  const char *keys[] = {"format",      "tpx.mesh",   "tpx.rank",
+  const char *keys[] = {"format",         "tpx.mesh",    "tpx.rank",
                         "tpx.world_size", "tpx.tensors", "tpx.run_id"};
-  const char *vals[] = {TPX_SHARD_FORMAT, mesh,    rank,
-                        world,            tensors, run};
+  const char *vals[] = {TPX_SHARD_FORMAT, mesh, rank, world, tensors, run};
   tpx_checkpoint_entry e = {"t", TPX_DTYPE_I32, s->ndim, {0}};
   memcpy(e.shape, box->length, sizeof e.shape);
   tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
@@ -102,8 +97,8 @@ static void write_rank(const char *dir, const setup *s, int64_t r,
   }
   tpx_slice local = *box;
   memset(local.offset, 0, sizeof local.offset);
-  if (v && tpx_checkpoint_write_slice(w, "t", &local, TPX_DTYPE_I32, v,
-                                      NULL) == TPX_OK)
+  if (v && tpx_checkpoint_write_slice(w, "t", &local, TPX_DTYPE_I32, v, NULL) ==
+               TPX_OK)
     (void)tpx_checkpoint_writer_finish(w, NULL, NULL);
   free(v);
   tpx_checkpoint_writer_destroy(w);
@@ -117,8 +112,7 @@ static void decode(tpx_fuzz_bytes *in, setup *s) {
     s->world *= s->mesh_sizes[d];
   }
   s->ndim = 1 + (int)(tpx_fuzz_byte(in) % 2);
-  for (int d = 0; d < s->ndim; d++)
-    s->shape[d] = 1 + tpx_fuzz_byte(in) % 9;
+  for (int d = 0; d < s->ndim; d++) s->shape[d] = 1 + tpx_fuzz_byte(in) % 9;
   for (int d = 0; d < s->mesh_ndim; d++)
     s->pl[d] = pick_placement(tpx_fuzz_byte(in), s->ndim);
 }
@@ -159,8 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tpx_mesh *mesh = NULL;
   const char *names[3] = {"a", "b", "c"};
   if (!ranks || !out ||
-      tpx_mesh_create(names, s.mesh_sizes, s.mesh_ndim, &mesh, NULL) !=
-          TPX_OK)
+      tpx_mesh_create(names, s.mesh_sizes, s.mesh_ndim, &mesh, NULL) != TPX_OK)
     return 0;
   for (int64_t r = 0; r < s.world; r++) {
     tpx_slice box;
@@ -174,9 +167,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int dim = (int)d < s.ndim ? (int)d : 0;
     switch (b % 16) { /* 0..7: honest */
     case 8: box.offset[dim] += 1; break;
-    case 9: if (box.offset[dim] > 0) box.offset[dim] -= 1; break;
+    case 9:
+      if (box.offset[dim] > 0)
+        box.offset[dim] -= 1;
+      break;
     case 10: box.length[dim] += 1; break;
-    case 11: if (box.length[dim] > 0) box.length[dim] -= 1; break;
+    case 11:
+      if (box.length[dim] > 0)
+        box.length[dim] -= 1;
+      break;
     case 12: pl[0] = pick_placement(tpx_fuzz_byte(&in), s.ndim); break;
     case 13: ws += 1; break;
     case 14: run = "other"; break;

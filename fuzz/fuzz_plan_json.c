@@ -11,8 +11,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tpx_plan *plan = NULL;
-  if (tpx_plan_from_json((const char *)data, size, "fuzz.json", &plan,
-                         NULL) != TPX_OK)
+  if (tpx_plan_from_json((const char *)data, size, "fuzz.json", &plan, NULL) !=
+      TPX_OK)
     return 0;
   char *text = NULL, *again = NULL;
   tpx_plan *plan2 = NULL;

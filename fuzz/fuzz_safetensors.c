@@ -21,8 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * per-expert names (experts.{e}.gate_proj / w1 ..., block_sparse_moe.gate)
    * go through the folding of model/expert_fold.c */
   static const int64_t gu[3] = {4, 8, 4}, dn[3] = {4, 4, 4}, rt[2] = {4, 4};
-  (void)tpx_model_add_param(model, "model.layers.0.mlp.experts",
-                            "gate_up_proj", gu, 3, TPX_DTYPE_BF16, NULL, NULL);
+  (void)tpx_model_add_param(model, "model.layers.0.mlp.experts", "gate_up_proj",
+                            gu, 3, TPX_DTYPE_BF16, NULL, NULL);
   (void)tpx_model_add_param(model, "model.layers.0.mlp.experts", "down_proj",
                             dn, 3, TPX_DTYPE_BF16, NULL, NULL);
   (void)tpx_model_add_param(model, "model.layers.0.mlp.gate", "weight", rt, 2,

@@ -54,8 +54,7 @@ const char *tpx_fuzz_subdir(const char *name) {
   if (dir == NULL)
     return NULL;
   int slot = 0;
-  while (slot < 4 && names[slot][0] && strcmp(names[slot], name) != 0)
-    slot++;
+  while (slot < 4 && names[slot][0] && strcmp(names[slot], name) != 0) slot++;
   if (slot == 4)
     return NULL;
   snprintf(names[slot], sizeof names[slot], "%s", name);
@@ -90,8 +89,7 @@ static void write_shard(const char *file, const char *name) {
                    "\"data_offsets\":[0,8]}}",
                    name);
   uint8_t buf[192] = {0};
-  for (int i = 0; i < 8; i++)
-    buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
+  for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
   memcpy(buf + 8, hdr, (size_t)n);
   (void)tpx_fuzz_write_file(file, buf, 8 + (size_t)n + 8);
 }

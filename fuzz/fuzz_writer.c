@@ -21,8 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_E 4
 #define MAX_ELEMS (6 * 6 * 6)
 
-static const tpx_dtype dtypes[] = {TPX_DTYPE_F32, TPX_DTYPE_BF16,
-                                   TPX_DTYPE_F16, TPX_DTYPE_I32};
+static const tpx_dtype dtypes[] = {TPX_DTYPE_F32, TPX_DTYPE_BF16, TPX_DTYPE_F16,
+                                   TPX_DTYPE_I32};
 
 static int num_files(const char *dir) {
   DIR *d = opendir(dir);
@@ -46,8 +46,8 @@ static void check_entry(const tpx_checkpoint_reader *rd,
                         const tpx_checkpoint_entry *e, int i) {
   int64_t t = tpx_checkpoint_find(rd, e->name);
   tpx_checkpoint_tensor info;
-  if (t < 0 || tpx_checkpoint_tensor_info(rd, (size_t)t, &info, NULL) !=
-                   TPX_OK ||
+  if (t < 0 ||
+      tpx_checkpoint_tensor_info(rd, (size_t)t, &info, NULL) != TPX_OK ||
       info.ndim != e->ndim || info.dtype != e->dtype ||
       memcmp(info.shape, e->shape, (size_t)e->ndim * sizeof e->shape[0]))
     abort();
@@ -58,8 +58,8 @@ static void check_entry(const tpx_checkpoint_reader *rd,
   all.ndim = e->ndim;
   memcpy(all.length, e->shape, sizeof all.length);
   pattern(want, nb, i);
-  if (tpx_checkpoint_read_slice(rd, t, &all, e->dtype, got, sizeof got,
-                                NULL) != TPX_OK ||
+  if (tpx_checkpoint_read_slice(rd, t, &all, e->dtype, got, sizeof got, NULL) !=
+          TPX_OK ||
       memcmp(want, got, nb) != 0)
     abort();
 }
@@ -78,15 +78,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     e[i].name = names[i]; /* duplicates possible: create must refuse */
     e[i].dtype = dtypes[tpx_fuzz_byte(&in) % 4];
     e[i].ndim = (int)(tpx_fuzz_byte(&in) % 4);
-    for (int d = 0; d < e[i].ndim; d++)
-      e[i].shape[d] = tpx_fuzz_byte(&in) % 7;
+    for (int d = 0; d < e[i].ndim; d++) e[i].shape[d] = tpx_fuzz_byte(&in) % 7;
   }
   tpx_checkpoint_writer_options o = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
   unsigned ms = tpx_fuzz_byte(&in);
   o.max_shard_size = ms % 3 == 0 ? 0 : (int64_t)(ms * 8);
   tpx_checkpoint_writer *w = NULL;
-  if (tpx_checkpoint_writer_create(dir, e, (size_t)n, &o, &w, NULL) !=
-      TPX_OK) {
+  if (tpx_checkpoint_writer_create(dir, e, (size_t)n, &o, &w, NULL) != TPX_OK) {
     if (num_files(dir) != 0)
       abort(); /* a refused create leaves nothing */
     return 0;
@@ -97,8 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < n; i++) {
     size_t esz = tpx_dtype_size(e[i].dtype);
     int64_t rows = e[i].ndim ? e[i].shape[0] : 1, row = 1;
-    for (int d = 1; d < e[i].ndim; d++)
-      row *= e[i].shape[d];
+    for (int d = 1; d < e[i].ndim; d++) row *= e[i].shape[d];
     pattern(buf, (size_t)(rows * row) * esz, i);
     unsigned how = tpx_fuzz_byte(&in);
     int ok = 1;
@@ -116,8 +113,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       const void *src = buf + (size_t)(r0 * row) * esz;
       tpx_dtype sdt = e[i].dtype;
       if (how % 5 == 1 && e[i].dtype != TPX_DTYPE_I32) { /* as f32 */
-        for (int64_t k = 0; k < nr * row; k++)
-          f32[k] = (float)k;
+        for (int64_t k = 0; k < nr * row; k++) f32[k] = (float)k;
         src = f32;
         sdt = TPX_DTYPE_F32;
         ok = 0;

@@ -16,9 +16,15 @@ int tpx_cli_parse_bytes(const char *text, int64_t *out) {
   static const struct {
     const char *suffix;
     int64_t mul;
-  } units[] = {{"KiB", 1LL << 10}, {"MiB", 1LL << 20}, {"GiB", 1LL << 30},
-               {"TiB", 1LL << 40}, {"KB", 1000LL},     {"MB", 1000000LL},
-               {"GB", 1000000000LL}, {"TB", 1000000000000LL}, {"B", 1},
+  } units[] = {{"KiB", 1LL << 10},
+               {"MiB", 1LL << 20},
+               {"GiB", 1LL << 30},
+               {"TiB", 1LL << 40},
+               {"KB", 1000LL},
+               {"MB", 1000000LL},
+               {"GB", 1000000000LL},
+               {"TB", 1000000000000LL},
+               {"B", 1},
                {"", 1}};
   if (text == NULL || *text < '0' || *text > '9')
     return -1;
@@ -53,8 +59,8 @@ void tpx_cli_progress_start(tpx_cli_progress *p, const char *what,
   p->total_bytes = total_bytes;
 }
 
-void tpx_cli_progress_update(tpx_cli_progress *p, int64_t items,
-                             int64_t bytes, int final) {
+void tpx_cli_progress_update(tpx_cli_progress *p, int64_t items, int64_t bytes,
+                             int final) {
   if (!p->tty)
     return;
   double t = now();

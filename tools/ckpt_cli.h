@@ -24,8 +24,8 @@ typedef struct tpx_cli_progress {
 
 void tpx_cli_progress_start(tpx_cli_progress *p, const char *what,
                             int64_t total_items, int64_t total_bytes);
-void tpx_cli_progress_update(tpx_cli_progress *p, int64_t items,
-                             int64_t bytes, int final);
+void tpx_cli_progress_update(tpx_cli_progress *p, int64_t items, int64_t bytes,
+                             int final);
 
 /* A tpx_shard_progress_fn: `user` is a tpx_cli_progress whose `what` is
  * set; starts it on the first call (the totals), then updates it. */

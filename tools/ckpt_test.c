@@ -33,8 +33,7 @@ static uint64_t splitmix(uint64_t x) {
 
 static uint64_t name_seed(const char *s) {
   uint64_t h = 1469598103934665603ULL;
-  for (; *s; s++)
-    h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
   return h;
 }
 
@@ -83,8 +82,7 @@ static int write_entries(const tpx_checkpoint_entry *entries, size_t n,
     uint64_t seed = name_seed(e->name);
     size_t esz = tpx_dtype_size(e->dtype);
     int64_t row = esz; /* bytes of one dim-0 row */
-    for (int d = 1; d < e->ndim; d++)
-      row *= e->shape[d];
+    for (int d = 1; d < e->ndim; d++) row *= e->shape[d];
     int64_t rows = e->ndim ? e->shape[0] : 1;
     int64_t per = row > 0 && (int64_t)slab / row > 0 ? (int64_t)slab / row : 1;
     if (row > (int64_t)slab) {
@@ -101,8 +99,7 @@ static int write_entries(const tpx_checkpoint_entry *entries, size_t n,
       tpx_slice s;
       memset(&s, 0, sizeof s);
       s.ndim = e->ndim;
-      for (int d = 0; d < e->ndim; d++)
-        s.length[d] = e->shape[d];
+      for (int d = 0; d < e->ndim; d++) s.length[d] = e->shape[d];
       if (e->ndim) {
         s.offset[0] = r0;
         s.length[0] = nr;
@@ -190,15 +187,15 @@ static int gen_list(const char *config, const char *list, const char *outdir,
       goto out;
     }
     char *d;
-    while ((d = strtok_r(NULL, " \t\n", &save)) && e[n].ndim < TPX_MAX_TENSOR_DIMS)
+    while ((d = strtok_r(NULL, " \t\n", &save)) &&
+           e[n].ndim < TPX_MAX_TENSOR_DIMS)
       e[n].shape[e[n].ndim++] = atoll(d);
     n++;
   }
   rc = write_entries(e, n, config, outdir, max_shard);
 out:
   fclose(f);
-  for (size_t i = 0; i < n; i++)
-    free((char *)e[i].name);
+  for (size_t i = 0; i < n; i++) free((char *)e[i].name);
   free(e);
   return rc;
 }
@@ -252,8 +249,10 @@ static int cmp(const char *a, const char *b) {
     free(da);
     free(db);
     if (!same) {
-      fprintf(stderr, "tpx-ckpt-test: tensor '%s' differs between %s and %s "
-                      "%s\n", ta.name, a, b, err.message);
+      fprintf(stderr,
+              "tpx-ckpt-test: tensor '%s' differs between %s and %s "
+              "%s\n",
+              ta.name, a, b, err.message);
       goto out;
     }
   }
@@ -305,8 +304,7 @@ static int check_ranks(int argc, char **argv) {
     if (tpx_shard_meta_parse(ms, ms ? strlen(ms) : 0, ts, ts ? strlen(ts) : 0,
                              tpx_checkpoint_metadata(rf, "tpx.rank"), &meta,
                              &err) != TPX_OK ||
-        meta.rank != r ||
-        meta.num_tensors != tpx_checkpoint_num_tensors(src) ||
+        meta.rank != r || meta.num_tensors != tpx_checkpoint_num_tensors(src) ||
         tpx_checkpoint_num_tensors(rf) != tpx_checkpoint_num_tensors(src)) {
       fprintf(stderr, "tpx-ckpt-test: %s: bad metadata %s\n", path,
               err.message);
@@ -335,17 +333,18 @@ static int check_ranks(int argc, char **argv) {
             memcmp(lt.shape, s.length, sizeof s.length) ||
             memcmp(mt->offsets, s.offset, sizeof s.offset) ||
             memcmp(mt->global_shape, st.shape, sizeof st.shape) ||
-            tpx_checkpoint_read_slice(src, si, &s, st.dtype, want, nb,
-                                      &err) != TPX_OK ||
+            tpx_checkpoint_read_slice(src, si, &s, st.dtype, want, nb, &err) !=
+                TPX_OK ||
             memcmp(local, want, nb);
       for (int d = 0; d < s.ndim; d++)
         if (s.length[d] != st.shape[d] &&
             (s.length[d] == 0 || st.shape[d] % s.length[d] != 0))
           uneven = 1; /* short or empty piece */
       if (bad)
-        fprintf(stderr, "tpx-ckpt-test: %s: tensor '%s' is not rank %lld's "
-                        "slice %s\n", path, mt->name, (long long)r,
-                err.message);
+        fprintf(stderr,
+                "tpx-ckpt-test: %s: tensor '%s' is not rank %lld's "
+                "slice %s\n",
+                path, mt->name, (long long)r, err.message);
       free(local);
       free(want);
       checked++;

@@ -22,8 +22,7 @@ tpx_status cli_registry_warnings_into(const tpx_registry *reg,
                                       tpx_diag_list *diags, tpx_error *err);
 /* cli_registry.c: for a command without a report (tpx shard), print each
  * plugin-failed diagnostic of `diags` on stderr; returns how many. */
-size_t cli_report_plugin_failures(const tpx_diag_list *diags,
-                                  const char *cmd);
+size_t cli_report_plugin_failures(const tpx_diag_list *diags, const char *cmd);
 
 typedef struct tpx_model tpx_model;
 /* weights_check.c: 1 when a tensor of the safetensors at `weights` is in
@@ -38,7 +37,7 @@ int cli_weights_shape_conflict(const tpx_model *model, const char *weights,
  * (translated for `model`); `trace` (may be NULL) receives a line saying
  * how a Hugging Face plan was read, else "". */
 tpx_status cli_load_plan_file(const char *path, const tpx_model *model,
-                              tpx_diag_list *diags, tpx_plan **out,
-                              char *trace, size_t trace_size, tpx_error *err);
+                              tpx_diag_list *diags, tpx_plan **out, char *trace,
+                              size_t trace_size, tpx_error *err);
 
 #endif

@@ -34,16 +34,15 @@ tpx_status cli_registry_warnings_into(const tpx_registry *reg,
     if (tpx_diag_get(dl, i, &d, NULL) != TPX_OK ||
         strcmp(d.code, "plugin-failed") != 0)
       continue;
-    tpx_status s = tpx_diag_add(diags, d.level, d.code, d.subject, d.fix,
-                                "%s", d.message);
+    tpx_status s =
+        tpx_diag_add(diags, d.level, d.code, d.subject, d.fix, "%s", d.message);
     if (s != TPX_OK)
       return tpx_error_set(err, s, "out of memory");
   }
   return TPX_OK;
 }
 
-size_t cli_report_plugin_failures(const tpx_diag_list *diags,
-                                  const char *cmd) {
+size_t cli_report_plugin_failures(const tpx_diag_list *diags, const char *cmd) {
   size_t n = 0;
   for (size_t i = 0; i < tpx_diag_count(diags); i++) {
     tpx_diag d;

@@ -114,8 +114,10 @@ int tpx_cmd_check_plugin(int argc, char **argv) {
       char *end = NULL;
       double t = strtod(next, &end);
       if (!end || *end || !(t > 0) || t > 86400) {
-        fprintf(stderr, "tpx check-plugin: --timeout '%s' is not a number of "
-                "seconds in (0, 86400]\n", next);
+        fprintf(stderr,
+                "tpx check-plugin: --timeout '%s' is not a number of "
+                "seconds in (0, 86400]\n",
+                next);
         goto out;
       }
       opts.timeout_sec = t;
@@ -153,8 +155,7 @@ int tpx_cmd_check_plugin(int argc, char **argv) {
     }
     if (!S_ISREG(st.st_mode)) {
       fprintf(stderr, "tpx check-plugin: %s: %s\n", paths[i],
-              S_ISDIR(st.st_mode) ? strerror(EISDIR)
-                                  : "not a regular file");
+              S_ISDIR(st.st_mode) ? strerror(EISDIR) : "not a regular file");
       goto out;
     }
   }

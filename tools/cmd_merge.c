@@ -92,13 +92,17 @@ int tpx_cmd_merge(int argc, char **argv) {
       outdir = argv[++i];
     } else if (val && !strcmp(arg, "--max-shard-size")) {
       if (tpx_cli_parse_bytes(argv[++i], &max_shard) != 0) {
-        fprintf(stderr, "tpx merge: --max-shard-size '%s' is not a size "
-                        "(e.g. 5GB, 500MiB, 1000000)\n", val);
+        fprintf(stderr,
+                "tpx merge: --max-shard-size '%s' is not a size "
+                "(e.g. 5GB, 500MiB, 1000000)\n",
+                val);
         return 2;
       }
     } else {
-      fprintf(stderr, "tpx merge: unknown or incomplete argument '%s' (see "
-                      "tpx merge --help)\n", arg);
+      fprintf(stderr,
+              "tpx merge: unknown or incomplete argument '%s' (see "
+              "tpx merge --help)\n",
+              arg);
       return 2;
     }
   }

@@ -2,8 +2,8 @@
  * (dp_replicate, dp_shard, tp) mesh with FSDP, and print the report.
  *
  * Flow: config -> registry (default plugin path; every plugin call in a
- * child process with a timeout unless --no-isolation) -> module tree (the family
- * plugin's skeleton; with --weights checked against / completed by the
+ * child process with a timeout unless --no-isolation) -> module tree (the
+ * family plugin's skeleton; with --weights checked against / completed by the
  * safetensors headers, or the headers alone without a skeleton) -> custom plan
  * (--plan FILE, or a named plugin plan) -> selection (+ validation) ->
  * sharding (match, apply, FSDP, bytes) -> report (text or tpx-report/1 JSON).
@@ -27,7 +27,6 @@
 #include "tpx/report.h"
 #include "tpx/sharding.h"
 #include "tpx/tpx.h"
-
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -128,7 +127,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
     const char *arg = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     int took = plan_extra_arg(&a->x, arg, val);
-    if (took < 0) return -1;
+    if (took < 0)
+      return -1;
     if (took) {
       i += took - 1;
     } else if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
@@ -152,16 +152,24 @@ static int parse_args(int argc, char **argv, args_t *a) {
         return -1;
       }
       i++;
-      if (!strcmp(arg, "--config")) a->config = val;
-      else if (!strcmp(arg, "--weights")) a->weights = val;
-      else if (!strcmp(arg, "--plan")) a->plan = val;
-      else if (!strcmp(arg, "--format")) a->format = val;
-      else if (!strcmp(arg, "--html")) a->html = val;
-      else if (!strcmp(arg, "--dtype")) a->dtype = val;
+      if (!strcmp(arg, "--config"))
+        a->config = val;
+      else if (!strcmp(arg, "--weights"))
+        a->weights = val;
+      else if (!strcmp(arg, "--plan"))
+        a->plan = val;
+      else if (!strcmp(arg, "--format"))
+        a->format = val;
+      else if (!strcmp(arg, "--html"))
+        a->html = val;
+      else if (!strcmp(arg, "--dtype"))
+        a->dtype = val;
       else if (!strcmp(arg, "--tp")) {
-        if (parse_size(arg, val, &a->tp)) return -1;
+        if (parse_size(arg, val, &a->tp))
+          return -1;
       } else if (!strcmp(arg, "--dp-shard")) {
-        if (parse_size(arg, val, &a->dp_shard)) return -1;
+        if (parse_size(arg, val, &a->dp_shard))
+          return -1;
       } else if (parse_size(arg, val, &a->dp_replicate)) {
         return -1;
       }
@@ -192,8 +200,10 @@ static int parse_args(int argc, char **argv, args_t *a) {
     return -1;
   }
   if (a->summary && strcmp(a->format, "text") != 0) {
-    fprintf(stderr, "tpx plan: --summary is a text view; it cannot be "
-                    "combined with --format %s\n", a->format);
+    fprintf(stderr,
+            "tpx plan: --summary is a text view; it cannot be "
+            "combined with --format %s\n",
+            a->format);
     return -1;
   }
   /* --gpus prints the advice and --show the picture instead of the report:
@@ -238,10 +248,12 @@ static int write_html(const char *path, const tpx_sharding *sh,
   int regular = f && fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) &&
                 lstat(path, &lsb) == 0 && S_ISREG(lsb.st_mode);
   int bad = !f || fputs(page, f) < 0;
-  if (f && fclose(f) != 0) bad = 1;
+  if (f && fclose(f) != 0)
+    bad = 1;
   if (bad) {
     fprintf(stderr, "tpx plan: --html %s: %s\n", path, strerror(errno));
-    if (regular) remove(path);
+    if (regular)
+      remove(path);
   }
   free(page);
   return bad ? -1 : 0;
@@ -267,10 +279,13 @@ static int html_check(const char *path, int *created) {
 int tpx_cmd_plan(int argc, char **argv) {
   args_t a;
   int rc = parse_args(argc, argv, &a);
-  if (rc == 1) return 0;
-  if (rc < 0) return 2;
+  if (rc == 1)
+    return 0;
+  if (rc < 0)
+    return 2;
   int html_created = 0, html_written = 0;
-  if (a.html && html_check(a.html, &html_created) != 0) return 2;
+  if (a.html && html_check(a.html, &html_created) != 0)
+    return 2;
 
   tpx_error err;
   tpx_error_clear(&err);
@@ -280,10 +295,9 @@ int tpx_cmd_plan(int argc, char **argv) {
   memset(&pl, 0, sizeof pl);
   int code = 1;
 
-  tpx_cli_plan_args pa = {a.config,   a.weights,      a.plan,
-                          a.tp,       a.dp_shard,     a.dp_replicate,
-                          a.sp,       a.fsdp,         a.isolate,
-                          a.dtype};
+  tpx_cli_plan_args pa = {a.config,   a.weights,      a.plan, a.tp,
+                          a.dp_shard, a.dp_replicate, a.sp,   a.fsdp,
+                          a.isolate,  a.dtype};
   if ((rc = tpx_cli_plan_prepare("plan", &pa, &pl)) != 0) {
     code = rc;
     goto out;
@@ -302,17 +316,18 @@ int tpx_cmd_plan(int argc, char **argv) {
   tpx_diag_list *diags = pl.diags;
   if (a.x.show) { /* the picture instead of the report */
     if (plan_show(stdout, sh, a.x.show, isatty(STDOUT_FILENO)) == 0) {
-      fprintf(stderr, "tpx plan: --show '%s' matches no parameter or module "
-                      "(patterns are dotted FQNs, '*' within one atom)\n",
+      fprintf(stderr,
+              "tpx plan: --show '%s' matches no parameter or module "
+              "(patterns are dotted FQNs, '*' within one atom)\n",
               a.x.show);
       code = 2;
       goto out;
     }
-    code = fflush(stdout) == 0 && tpx_report_ok(sh, NULL) &&
-                   (!diags ||
-                    tpx_diag_count_at_least(diags, TPX_DIAG_ERROR) == 0)
-               ? 0
-               : 1;
+    code =
+        fflush(stdout) == 0 && tpx_report_ok(sh, NULL) &&
+                (!diags || tpx_diag_count_at_least(diags, TPX_DIAG_ERROR) == 0)
+            ? 0
+            : 1;
     goto out;
   }
 
@@ -328,8 +343,10 @@ int tpx_cmd_plan(int argc, char **argv) {
       goto out;
     }
     size_t t = 0;
-    if (pl.model_trace[0]) trace[t++] = pl.model_trace;
-    if (pl.plan_trace[0]) trace[t++] = pl.plan_trace;
+    if (pl.model_trace[0])
+      trace[t++] = pl.model_trace;
+    if (pl.plan_trace[0])
+      trace[t++] = pl.plan_trace;
     for (size_t i = own; i < ro.num_trace; i++)
       trace[i] = tpx_selection_trace(sel, i - own);
     ro.trace = trace;
@@ -346,7 +363,8 @@ int tpx_cmd_plan(int argc, char **argv) {
     goto out;
   }
   fputs(text, stdout);
-  if (strcmp(a.format, "json") == 0) fputc('\n', stdout);
+  if (strcmp(a.format, "json") == 0)
+    fputc('\n', stdout);
   /* A report that did not reach its reader (disk full, closed pipe) must not
    * exit 0: scripts take 0 as "planned, and the report is there". */
   if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -358,11 +376,13 @@ int tpx_cmd_plan(int argc, char **argv) {
   code = tpx_report_ok(sh, &ro) ? 0 : 1;
   if (a.html) {
     html_written = 1; /* written whole, or removed by write_html */
-    if (write_html(a.html, sh, &ro) != 0) code = 1;
+    if (write_html(a.html, sh, &ro) != 0)
+      code = 1;
   }
 
 out:
-  if (a.html && html_created && !html_written) remove(a.html);
+  if (a.html && html_created && !html_written)
+    remove(a.html);
   free(text);
   free(trace);
   tpx_cli_planned_free(&pl);

@@ -22,8 +22,8 @@
 #include "plan_setup.h"
 
 #define RANK_RULE                                                              \
-  "meshes that fit, in traffic bands (bytes sent per step within 10% of the " \
-  "band's least), the most memory left first within a band; then those "     \
+  "meshes that fit, in traffic bands (bytes sent per step within 10% of the "  \
+  "band's least), the most memory left first within a band; then those "       \
   "that do not fit, by peak; then the rejected"
 #define BAND_REL 0.10
 #define BAND_ABS ((int64_t)1 << 20)
@@ -32,7 +32,7 @@ typedef struct {
   int64_t dpr, dps, tp;
   int rejected;
   char why[512];
-  tpx_memory worst; /* the rank with the largest peak */
+  tpx_memory worst;    /* the rank with the largest peak */
   tpx_traffic traffic; /* the rank sending most */
   int fits;
   int band; /* traffic band among the fitting meshes, 0 first; -1 none */
@@ -43,8 +43,10 @@ static int kind_of(const cand_t *c) {
 }
 
 static int tie_cmp(const cand_t *a, const cand_t *b) {
-  if (a->tp != b->tp) return a->tp < b->tp ? -1 : 1;
-  if (a->dps != b->dps) return a->dps > b->dps ? -1 : 1;
+  if (a->tp != b->tp)
+    return a->tp < b->tp ? -1 : 1;
+  if (a->dps != b->dps)
+    return a->dps > b->dps ? -1 : 1;
   return 0;
 }
 
@@ -52,7 +54,8 @@ static int tie_cmp(const cand_t *a, const cand_t *b) {
 static int traffic_cmp(const void *pa, const void *pb) {
   const cand_t *a = pa, *b = pb;
   int ka = kind_of(a), kb = kind_of(b);
-  if (ka != kb) return ka - kb;
+  if (ka != kb)
+    return ka - kb;
   if (ka == 0 && a->traffic.total != b->traffic.total)
     return a->traffic.total < b->traffic.total ? -1 : 1;
   return tie_cmp(a, b);
@@ -62,8 +65,10 @@ static int traffic_cmp(const void *pa, const void *pb) {
 static int cand_cmp(const void *pa, const void *pb) {
   const cand_t *a = pa, *b = pb;
   int ka = kind_of(a), kb = kind_of(b);
-  if (ka != kb) return ka - kb;
-  if (ka == 0 && a->band != b->band) return a->band < b->band ? -1 : 1;
+  if (ka != kb)
+    return ka - kb;
+  if (ka == 0 && a->band != b->band)
+    return a->band < b->band ? -1 : 1;
   if (ka < 2 && a->worst.peak != b->worst.peak)
     return a->worst.peak < b->worst.peak ? -1 : 1;
   return tie_cmp(a, b);
@@ -76,10 +81,11 @@ static void rank(cand_t *c, size_t n) {
   int64_t start = 0;
   for (size_t i = 0; i < n; i++) {
     c[i].band = -1;
-    if (kind_of(&c[i]) != 0) continue;
+    if (kind_of(&c[i]) != 0)
+      continue;
     if (band < 0 ||
-        c[i].traffic.total > start + (int64_t)((double)start * BAND_REL) +
-                                 BAND_ABS) {
+        c[i].traffic.total >
+            start + (int64_t)((double)start * BAND_REL) + BAND_ABS) {
       band++;
       start = c[i].traffic.total;
     }
@@ -127,7 +133,8 @@ static void cost(cand_t *c, const tpx_model *model, const tpx_selection *sel,
   }
   c->worst = buf[0];
   for (int64_t r = 1; r < n; r++)
-    if (buf[r].peak > c->worst.peak) c->worst = buf[r];
+    if (buf[r].peak > c->worst.peak)
+      c->worst = buf[r];
   /* the rank sending most (TP traffic is the same on every rank, computed
    * once; FSDP traffic differs by uneven shards) */
   if (tpx_traffic_ranks(sh, mo, 0, (size_t)n, tbuf, &err) != TPX_OK) {
@@ -136,7 +143,8 @@ static void cost(cand_t *c, const tpx_model *model, const tpx_selection *sel,
     goto out;
   }
   for (int64_t r = 0; r < n; r++)
-    if (r == 0 || tbuf[r].total > c->traffic.total) c->traffic = tbuf[r];
+    if (r == 0 || tbuf[r].total > c->traffic.total)
+      c->traffic = tbuf[r];
   c->fits = c->worst.peak <= x->gpu_mem;
 out:
   tpx_sharding_destroy(sh);
@@ -160,7 +168,8 @@ static void cmd_arg(char *b, size_t size, const char *arg) {
   int plain = *arg != '\0';
   for (const char *p = arg; *p; p++)
     if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                "0123456789_./:=@%+,-", *p))
+                "0123456789_./:=@%+,-",
+                *p))
       plain = 0;
   if (plain) {
     snprintf(b + len, size - len, " %s", arg);
@@ -168,9 +177,10 @@ static void cmd_arg(char *b, size_t size, const char *arg) {
   }
   len += (size_t)snprintf(b + len, size - len, " '");
   for (const char *p = arg; *p && len + 5 < size; p++)
-    len += (size_t)snprintf(b + len, size - len, *p == '\'' ? "'\\''" : "%c",
-                            *p);
-  if (len < size) snprintf(b + len, size - len, "'");
+    len +=
+        (size_t)snprintf(b + len, size - len, *p == '\'' ? "'\\''" : "%c", *p);
+  if (len < size)
+    snprintf(b + len, size - len, "'");
 }
 
 /* The `tpx plan` command that plans mesh `c` as the advice costed it: the
@@ -195,12 +205,14 @@ static void best_command(char *b, size_t size,
     cmd_arg(b, size, "--plan");
     cmd_arg(b, size, pa->plan);
   }
-  if (pa->sp) cmd_arg(b, size, "--sp");
-  if (!pa->fsdp) cmd_arg(b, size, "--no-fsdp");
+  if (pa->sp)
+    cmd_arg(b, size, "--sp");
+  if (!pa->fsdp)
+    cmd_arg(b, size, "--no-fsdp");
   size_t len = strlen(b);
   snprintf(b + len, size - len,
-           " --dp-replicate %lld --dp-shard %lld --tp %lld",
-           (long long)c->dpr, (long long)c->dps, (long long)c->tp);
+           " --dp-replicate %lld --dp-shard %lld --tp %lld", (long long)c->dpr,
+           (long long)c->dps, (long long)c->tp);
   if (mo->optimizer != TPX_OPTIMIZER_ADAMW) {
     cmd_arg(b, size, "--optimizer");
     cmd_arg(b, size, tpx_optimizer_name(mo->optimizer));
@@ -276,20 +288,23 @@ static void print_json(const advice_t *a, const advice_t *ac,
     json_array_append_new(arr, json_mesh(&a->c[i]));
   json_object_set_new(root, "advice", arr);
   int best = a->n && kind_of(&a->c[0]) == 0;
-  if (best) best_command(cmd, sizeof cmd, pa, &a->c[0], &a->mo);
+  if (best)
+    best_command(cmd, sizeof cmd, pa, &a->c[0], &a->mo);
   json_object_set_new(root, "best", best ? json_string(cmd) : json_null());
   json_t *sug = json_null();
   if (ac && ac->n && kind_of(&ac->c[0]) == 0) {
     sug = json_object();
     best_command(cmd, sizeof cmd, pa, &ac->c[0], &ac->mo);
     json_object_set_new(sug, "activation_checkpointing", json_true());
-    json_object_set_new(sug, "fitting", json_integer((json_int_t)count_fitting(ac)));
+    json_object_set_new(sug, "fitting",
+                        json_integer((json_int_t)count_fitting(ac)));
     json_object_set_new(sug, "mesh", json_mesh(&ac->c[0]));
     json_object_set_new(sug, "command", json_string(cmd));
   }
   json_object_set_new(root, "suggestion", sug);
   char *s = json_dumps(root, JSON_PRESERVE_ORDER | JSON_INDENT(2));
-  if (s) printf("%s\n", s);
+  if (s)
+    printf("%s\n", s);
   free(s);
   json_decref(root);
 }
@@ -308,16 +323,17 @@ static void print_table(const advice_t *a) {
       continue;
     }
     char band[16] = "-";
-    if (c->band >= 0) snprintf(band, sizeof band, "%d", c->band + 1);
+    if (c->band >= 0)
+      snprintf(band, sizeof band, "%d", c->band + 1);
     printf("  %-4zu %6lld %8lld %4lld %11s %5s %4s %12s %12s %12s\n", ++shown,
            (long long)c->dpr, (long long)c->dps, (long long)c->tp,
-           tpx_format_bytes(c->worst.peak, p, sizeof p),
-           c->fits ? "yes" : "no", band,
-           tpx_format_bytes(c->traffic.total, t, sizeof t),
+           tpx_format_bytes(c->worst.peak, p, sizeof p), c->fits ? "yes" : "no",
+           band, tpx_format_bytes(c->traffic.total, t, sizeof t),
            tpx_format_bytes(c->traffic.tp, d, sizeof d),
            tpx_format_bytes(c->traffic.fsdp, e, sizeof e));
   }
-  if (!shown) printf("  (no mesh the model allows)\n");
+  if (!shown)
+    printf("  (no mesh the model allows)\n");
   if (rej) {
     printf("\nRejected (%zu):\n", rej);
     for (size_t i = 0; i < a->n; i++)
@@ -386,7 +402,8 @@ static int advise_run(const tpx_registry *reg, const tpx_model *model,
   for (int64_t t = 1; t <= N; t++)
     if (N % t == 0)
       for (int64_t s = 1; s <= N / t; s++)
-        if ((N / t) % s == 0) cap++;
+        if ((N / t) % s == 0)
+          cap++;
   a->mo = *mo;
   a->n = 0;
   a->c = calloc(cap ? cap : 1, sizeof *a->c);
@@ -399,7 +416,8 @@ static int advise_run(const tpx_registry *reg, const tpx_model *model,
     return -1;
   }
   for (int64_t t = 1; t <= N; t++) {
-    if (N % t) continue;
+    if (N % t)
+      continue;
     tpx_select_options so = *base;
     so.tp_size = t;
     tpx_selection *sel = NULL;
@@ -413,7 +431,8 @@ static int advise_run(const tpx_registry *reg, const tpx_model *model,
     else
       why = first_error(diags);
     for (int64_t s = 1; s <= N / t; s++) {
-      if ((N / t) % s) continue;
+      if ((N / t) % s)
+        continue;
       cand_t *k = &a->c[a->n++];
       k->tp = t;
       k->dps = s;
@@ -438,7 +457,8 @@ int plan_advise(const struct tpx_cli_plan_args *pa, const tpx_registry *reg,
                 const tpx_model *model, const tpx_select_options *base,
                 const plan_extra *x, int json) {
   tpx_memory_options mo = x->mem;
-  if (!x->seq_given) mo.seq = 4096;
+  if (!x->seq_given)
+    mo.seq = 4096;
   /* plan_extra_arg allows 1..2^20; said again so the compiler sees the
    * bound (-Walloc-size-larger-than= in the sanitizer build) */
   if (x->gpus < 1 || x->gpus > ((int64_t)1 << 20)) {
@@ -448,19 +468,24 @@ int plan_advise(const struct tpx_cli_plan_args *pa, const tpx_registry *reg,
   }
   advice_t a = {NULL, 0, mo}, ac = {NULL, 0, mo};
   int code = 1, with_ac = 0;
-  if (advise_run(reg, model, base, pa->fsdp, x, &mo, &a) != 0) goto out;
+  if (advise_run(reg, model, base, pa->fsdp, x, &mo, &a) != 0)
+    goto out;
   /* Nothing fits: what activation checkpointing would change. */
-  if (!(a.n && kind_of(&a.c[0]) == 0) && !mo.activation_checkpointing &&
-      a.n && !a.c[0].rejected) {
+  if (!(a.n && kind_of(&a.c[0]) == 0) && !mo.activation_checkpointing && a.n &&
+      !a.c[0].rejected) {
     tpx_memory_options mac = mo;
     mac.activation_checkpointing = 1;
-    if (advise_run(reg, model, base, pa->fsdp, x, &mac, &ac) != 0) goto out;
+    if (advise_run(reg, model, base, pa->fsdp, x, &mac, &ac) != 0)
+      goto out;
     with_ac = 1;
   }
-  if (json) print_json(&a, with_ac ? &ac : NULL, model, x, pa);
-  else print_text(&a, with_ac ? &ac : NULL, model, x, pa);
+  if (json)
+    print_json(&a, with_ac ? &ac : NULL, model, x, pa);
+  else
+    print_text(&a, with_ac ? &ac : NULL, model, x, pa);
   code = a.n && kind_of(&a.c[0]) == 0 ? 0 : 1;
-  if (fflush(stdout) != 0) code = 1;
+  if (fflush(stdout) != 0)
+    code = 1;
 out:
   free(a.c);
   free(ac.c);

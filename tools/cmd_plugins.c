@@ -101,8 +101,7 @@ static void print_text(const tpx_registry *reg) {
   }
   const tpx_diag_list *dl = tpx_registry_diagnostics(reg);
   size_t nd = 0;
-  for (size_t i = 0; i < tpx_diag_count(dl); i++)
-    nd += !is_refusal(dl, i);
+  for (size_t i = 0; i < tpx_diag_count(dl); i++) nd += !is_refusal(dl, i);
   if (nd) {
     printf("\n%zu warning(s)\n", nd);
     for (size_t i = 0; i < tpx_diag_count(dl); i++) {
@@ -135,9 +134,9 @@ static int print_json(const tpx_registry *reg) {
   char dir[4096];
   int build_tree = 0;
   if (tpx_registry_default_dir(dir, sizeof dir, &build_tree, NULL) == TPX_OK)
-    json_object_set_new(root, "default_dir",
-                        json_pack("{s:s, s:b}", "path", dir, "build_tree",
-                                  build_tree));
+    json_object_set_new(
+        root, "default_dir",
+        json_pack("{s:s, s:b}", "path", dir, "build_tree", build_tree));
   for (size_t i = 0; i < tpx_registry_num_plugins(reg); i++) {
     tpx_plugin_desc d;
     if (tpx_registry_plugin(reg, i, &d, NULL) != TPX_OK)
@@ -176,10 +175,9 @@ static int print_json(const tpx_registry *reg) {
   for (size_t i = 0; i < tpx_diag_count(dl); i++) {
     tpx_diag d;
     if (!is_refusal(dl, i) && tpx_diag_get(dl, i, &d, NULL) == TPX_OK)
-      json_array_append_new(warnings,
-                            json_pack("{s:s, s:s, s:s}", "code", d.code,
-                                      "subject", d.subject, "message",
-                                      d.message));
+      json_array_append_new(warnings, json_pack("{s:s, s:s, s:s}", "code",
+                                                d.code, "subject", d.subject,
+                                                "message", d.message));
   }
   json_object_set_new(root, "plugins", plugins);
   json_object_set_new(root, "refused", refused);
@@ -253,7 +251,7 @@ int tpx_cmd_plugins(int argc, char **argv) {
     rc = 1;
   if (ndirs && unusable >= ndirs) {
     fprintf(stderr, "tpx plugins: none of the directories given with --dir "
-            "could be searched\n");
+                    "could be searched\n");
     rc = 2;
   }
   if (json) {

@@ -71,8 +71,8 @@ static int parse_count(const char *opt, const char *text, int64_t min,
   int digits = text && *text >= '0' && *text <= '9';
   long long v = digits ? strtoll(text, &end, 10) : 0;
   if (!digits || *end || errno || v < min || v > (1LL << 20)) {
-    fprintf(stderr, "tpx shard: %s expects an integer >= %lld, got '%s'\n",
-            opt, (long long)min, text ? text : "");
+    fprintf(stderr, "tpx shard: %s expects an integer >= %lld, got '%s'\n", opt,
+            (long long)min, text ? text : "");
     return -1;
   }
   *out = (int64_t)v;
@@ -121,18 +121,26 @@ static int parse_args(int argc, char **argv, shard_args *a) {
     } else if (val && (!strcmp(arg, "--weights") || !strcmp(arg, "--config") ||
                        !strcmp(arg, "--plan") || !strcmp(arg, "--out"))) {
       i++;
-      if (!strcmp(arg, "--weights")) a->p.weights = val;
-      else if (!strcmp(arg, "--config")) a->p.config = val;
-      else if (!strcmp(arg, "--plan")) a->p.plan = val;
-      else a->out = val;
+      if (!strcmp(arg, "--weights"))
+        a->p.weights = val;
+      else if (!strcmp(arg, "--config"))
+        a->p.config = val;
+      else if (!strcmp(arg, "--plan"))
+        a->p.plan = val;
+      else
+        a->out = val;
     } else if (val && !strcmp(arg, "--tp")) {
-      if (parse_count(arg, argv[++i], 1, &a->p.tp)) return -1;
+      if (parse_count(arg, argv[++i], 1, &a->p.tp))
+        return -1;
     } else if (val && !strcmp(arg, "--dp-shard")) {
-      if (parse_count(arg, argv[++i], 1, &a->p.dp_shard)) return -1;
+      if (parse_count(arg, argv[++i], 1, &a->p.dp_shard))
+        return -1;
     } else if (val && !strcmp(arg, "--dp-replicate")) {
-      if (parse_count(arg, argv[++i], 1, &a->p.dp_replicate)) return -1;
+      if (parse_count(arg, argv[++i], 1, &a->p.dp_replicate))
+        return -1;
     } else if (val && !strcmp(arg, "--rank")) {
-      if (parse_count(arg, argv[++i], 0, &a->rank)) return -1;
+      if (parse_count(arg, argv[++i], 0, &a->rank))
+        return -1;
     } else {
       fprintf(stderr,
               "tpx shard: unknown or incomplete argument '%s' (see tpx shard "
@@ -167,8 +175,7 @@ static int plan_errors(const shard_args *a, const tpx_cli_planned *pl) {
   ro.selection_diags = pl->diags;
   if (tpx_report_ok(pl->sh, &ro))
     return 0;
-  const tpx_diag_list *lists[2] = {pl->diags,
-                                   tpx_sharding_diagnostics(pl->sh)};
+  const tpx_diag_list *lists[2] = {pl->diags, tpx_sharding_diagnostics(pl->sh)};
   size_t n = 0;
   for (int l = 0; l < 2; l++)
     for (size_t i = 0; lists[l] && i < tpx_diag_count(lists[l]); i++) {
@@ -227,8 +234,7 @@ typedef struct shard_run {
 
 static int run_write(void *ctx) {
   shard_run *r = ctx;
-  return tpx_shard_write(r->rd, r->pl->sh, r->a->out, &r->wo, &r->err) ==
-                 TPX_OK
+  return tpx_shard_write(r->rd, r->pl->sh, r->a->out, &r->wo, &r->err) == TPX_OK
              ? 0
              : -1;
 }
@@ -274,8 +280,10 @@ static int write_shards(const shard_args *a, const tpx_cli_planned *pl) {
 int tpx_cmd_shard(int argc, char **argv) {
   shard_args a;
   int rc = parse_args(argc, argv, &a);
-  if (rc == 1) return 0;
-  if (rc < 0) return 2;
+  if (rc == 1)
+    return 0;
+  if (rc < 0)
+    return 2;
   /* Over a file-size limit, report EFBIG instead of dying of SIGXFSZ. */
   signal(SIGXFSZ, SIG_IGN);
   struct stat sb;

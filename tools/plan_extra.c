@@ -39,11 +39,20 @@ static int parse_bytes(const char *opt, const char *text, int64_t *out) {
   static const struct {
     const char *suffix;
     double mult;
-  } units[] = {{"", 1},          {"B", 1},          {"KiB", 1024.0},
-               {"K", 1024.0},    {"KB", 1e3},       {"MiB", 1048576.0},
-               {"M", 1048576.0}, {"MB", 1e6},       {"GiB", 1073741824.0},
-               {"G", 1073741824.0}, {"GB", 1e9},    {"TiB", 1099511627776.0},
-               {"T", 1099511627776.0}, {"TB", 1e12}};
+  } units[] = {{"", 1},
+               {"B", 1},
+               {"KiB", 1024.0},
+               {"K", 1024.0},
+               {"KB", 1e3},
+               {"MiB", 1048576.0},
+               {"M", 1048576.0},
+               {"MB", 1e6},
+               {"GiB", 1073741824.0},
+               {"G", 1073741824.0},
+               {"GB", 1e9},
+               {"TiB", 1099511627776.0},
+               {"T", 1099511627776.0},
+               {"TB", 1e12}};
   char *end = NULL;
   errno = 0;
   /* decimal digits with at most one '.': strtod alone would also take
@@ -51,9 +60,11 @@ static int parse_bytes(const char *opt, const char *text, int64_t *out) {
   int digits = text && *text >= '0' && *text <= '9';
   size_t span = text ? strspn(text, "0123456789.") : 0;
   for (size_t i = 0, dots = 0; digits && i < span; i++)
-    if (text[i] == '.' && ++dots > 1) digits = 0;
+    if (text[i] == '.' && ++dots > 1)
+      digits = 0;
   double v = digits ? strtod(text, &end) : 0;
-  if (digits && end != text + span) digits = 0;
+  if (digits && end != text + span)
+    digits = 0;
   if (digits && !errno && isfinite(v) && v > 0)
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
       if (strcmp(end, units[i].suffix) == 0 && v * units[i].mult < 9.2e18 &&
@@ -73,12 +84,13 @@ int plan_extra_arg(plan_extra *x, const char *arg, const char *val) {
     x->mem.activation_checkpointing = 1;
     return 1;
   }
-  static const char *const valued[] = {"--optimizer", "--batch", "--seq",
+  static const char *const valued[] = {"--optimizer", "--batch",   "--seq",
                                        "--gpus",      "--gpu-mem", "--show",
                                        "--rank"};
   size_t i = 0;
   while (i < sizeof valued / sizeof valued[0] && strcmp(arg, valued[i])) i++;
-  if (i == sizeof valued / sizeof valued[0]) return 0;
+  if (i == sizeof valued / sizeof valued[0])
+    return 0;
   if (!val) {
     fprintf(stderr, "tpx plan: %s needs a value\n", arg);
     return -1;

@@ -14,8 +14,8 @@
 #define CLI_PLAN_MAX_BYTES (64ll * 1024 * 1024)
 
 tpx_status cli_load_plan_file(const char *path, const tpx_model *model,
-                              tpx_diag_list *diags, tpx_plan **out,
-                              char *trace, size_t trace_size, tpx_error *err) {
+                              tpx_diag_list *diags, tpx_plan **out, char *trace,
+                              size_t trace_size, tpx_error *err) {
   if (trace && trace_size)
     trace[0] = '\0';
   struct stat st_;

@@ -40,8 +40,7 @@ static int looks_like_path(const char *s) {
  * lacks. A skeleton that fails or disagrees with the headers is dropped:
  * the tree then comes from the headers alone (a warning says so). *model
  * may be replaced by a fresh one. */
-static tpx_status model_with_weights(const tpx_registry *reg,
-                                     tpx_model **model,
+static tpx_status model_with_weights(const tpx_registry *reg, tpx_model **model,
                                      const tpx_cli_plan_args *a, char *trace,
                                      tpx_diag_list *diags, tpx_error *err) {
   tpx_error serr;
@@ -51,10 +50,9 @@ static tpx_status model_with_weights(const tpx_registry *reg,
                          : NULL;
   int64_t pi = arch ? tpx_registry_find(reg, arch) : -1;
   tpx_plugin_desc info;
-  int has_skeleton = pi >= 0 &&
-                     tpx_registry_plugin(reg, (size_t)pi, &info, NULL) ==
-                         TPX_OK &&
-                     info.has_skeleton;
+  int has_skeleton =
+      pi >= 0 && tpx_registry_plugin(reg, (size_t)pi, &info, NULL) == TPX_OK &&
+      info.has_skeleton;
   if (!has_skeleton) {
     snprintf(trace, TRACE_SIZE,
              "model: tensors from the safetensors headers (%s)",
@@ -86,15 +84,15 @@ static tpx_status model_with_weights(const tpx_registry *reg,
   }
   /* Shapes that disagree: the config and the weights are different models. */
   char conflict[1536];
-  if (checking &&
-      cli_weights_shape_conflict(*model, a->weights, conflict,
-                                 sizeof conflict) > 0)
+  if (checking && cli_weights_shape_conflict(*model, a->weights, conflict,
+                                             sizeof conflict) > 0)
     return tpx_error_set(err, TPX_VALIDATION, "%s", conflict);
   /* Start over from the config: the failed attempt may have left part of
    * a tree behind. */
   tpx_model *fresh = NULL;
   st = tpx_model_load_config(a->config, &fresh, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   tpx_model_destroy(*model);
   *model = fresh;
   arch = tpx_model_num_architectures(fresh) ? tpx_model_architecture(fresh, 0)
@@ -120,15 +118,16 @@ static tpx_status model_with_weights(const tpx_registry *reg,
 int cli_check_dtype(const char *cmd, const char *dtype, const char *weights) {
   tpx_dtype d;
   tpx_error err = {0};
-  if (tpx_dtype_parse(dtype, &d, &err) != TPX_OK ||
-      !tpx_dtype_is_float(d)) {
-    fprintf(stderr, "tpx %s: --dtype expects a floating-point dtype (bf16, "
+  if (tpx_dtype_parse(dtype, &d, &err) != TPX_OK || !tpx_dtype_is_float(d)) {
+    fprintf(stderr,
+            "tpx %s: --dtype expects a floating-point dtype (bf16, "
             "f16, f32, or torch's bfloat16, float16, float32), got '%s'\n",
             cmd, dtype);
     return -1;
   }
   if (weights) {
-    fprintf(stderr, "tpx %s: --dtype sets the dtype of a config-only plan; "
+    fprintf(stderr,
+            "tpx %s: --dtype sets the dtype of a config-only plan; "
             "with --weights every tensor has the checkpoint's own dtype\n",
             cmd);
     return -1;
@@ -140,7 +139,8 @@ int cli_check_dtype(const char *cmd, const char *dtype, const char *weights) {
  * skeleton gives every parameter the plugin does not pin that dtype. */
 static tpx_status load_config(const tpx_cli_plan_args *a, tpx_model **out,
                               char *trace, tpx_error *err) {
-  if (!a->dtype) return tpx_model_load_config(a->config, out, err);
+  if (!a->dtype)
+    return tpx_model_load_config(a->config, out, err);
   json_error_t je;
   json_t *root = json_load_file(a->config, JSON_ALLOW_NUL, &je);
   if (!root || !json_is_object(root)) {
@@ -152,27 +152,29 @@ static tpx_status load_config(const tpx_cli_plan_args *a, tpx_model **out,
   if (json_object_set_new(root, "torch_dtype", json_string(a->dtype)) == 0)
     text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(root);
-  if (!text) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  if (!text)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   tpx_status st = tpx_model_create(out, err);
-  if (st == TPX_OK) st = tpx_model_set_config(*out, text, strlen(text),
-                                              a->config, err);
+  if (st == TPX_OK)
+    st = tpx_model_set_config(*out, text, strlen(text), a->config, err);
   free(text);
   if (st != TPX_OK) {
     tpx_model_destroy(*out);
     *out = NULL;
     return st;
   }
-  snprintf(trace, TRACE_SIZE, "model: parameters in %s (--dtype, in place of "
+  snprintf(trace, TRACE_SIZE,
+           "model: parameters in %s (--dtype, in place of "
            "the config's torch_dtype or the family's assumed dtype; the "
-           "plugin's fp32 parameters stay fp32)", a->dtype);
+           "plugin's fp32 parameters stay fp32)",
+           a->dtype);
   return TPX_OK;
 }
 
 /* Exit status 2: an input named on the command line cannot be used
  * (missing, unreadable, malformed, or inconsistent with another input);
  * 1: tpx itself could not go on (docs/tpx.1 "EXIT STATUS"). */
-static int fail_input(const char *cmd, const char *what,
-                      const tpx_error *err) {
+static int fail_input(const char *cmd, const char *what, const tpx_error *err) {
   fprintf(stderr, "tpx %s: %s: %s\n", cmd, what, err->message);
   return 2;
 }
@@ -230,14 +232,13 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
             "  pass --weights PATH (model.safetensors, "
             "model.safetensors.index.json, or their directory) to read the "
             "module tree from the safetensors headers\n",
-            cmd, arch ? "'" : "", arch ? arch : "this config",
-            arch ? "'" : "", err.message);
+            cmd, arch ? "'" : "", arch ? arch : "this config", arch ? "'" : "",
+            err.message);
     return 1;
   }
   if (a->plan && is_file(a->plan)) {
     if (cli_load_plan_file(a->plan, p->model, p->diags, &p->custom,
-                           p->plan_trace, sizeof p->plan_trace,
-                           &err) != TPX_OK)
+                           p->plan_trace, sizeof p->plan_trace, &err) != TPX_OK)
       return fail_input(cmd, "reading the plan", &err);
   } else if (a->plan && looks_like_path(a->plan)) {
     struct stat pst;
@@ -268,8 +269,7 @@ int tpx_cli_plan_finish(const char *cmd, const tpx_cli_plan_args *a,
     return fail_input(cmd, "selecting a plan", &err);
   if (sst != TPX_OK)
     return fail(cmd, "selecting a plan", &err);
-  if (plan_mesh(a->dp_replicate, a->dp_shard, a->tp, &p->mesh, &err) !=
-      TPX_OK)
+  if (plan_mesh(a->dp_replicate, a->dp_shard, a->tp, &p->mesh, &err) != TPX_OK)
     return fail(cmd, "building the mesh", &err);
   if (plan_shard(p->model, p->sel, p->mesh, a->fsdp, &p->sh, &err) != TPX_OK)
     return fail(cmd, "applying the plan", &err);

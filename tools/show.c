@@ -21,10 +21,12 @@
 static int split(char *s, char **atoms) {
   int n = 0;
   for (char *p = s;; p++) {
-    if (n == MAX_ATOMS) return -1;
+    if (n == MAX_ATOMS)
+      return -1;
     atoms[n++] = p;
     p = strchr(p, '.');
-    if (!p) break;
+    if (!p)
+      break;
     *p = '\0';
   }
   return n;
@@ -33,13 +35,16 @@ static int split(char *s, char **atoms) {
 static int matches(const char *pattern, const char *fqn) {
   char pb[512], fb[512];
   char *pa[MAX_ATOMS], *fa[MAX_ATOMS];
-  if (strlen(pattern) >= sizeof pb || strlen(fqn) >= sizeof fb) return 0;
+  if (strlen(pattern) >= sizeof pb || strlen(fqn) >= sizeof fb)
+    return 0;
   strcpy(pb, pattern);
   strcpy(fb, fqn);
   int np = split(pb, pa), nf = split(fb, fa);
-  if (np < 0 || np != nf) return 0;
+  if (np < 0 || np != nf)
+    return 0;
   for (int i = 0; i < np; i++)
-    if (!tpx_match_atom(pa[i], fa[i])) return 0;
+    if (!tpx_match_atom(pa[i], fa[i]))
+      return 0;
   return 1;
 }
 
@@ -58,7 +63,8 @@ static int templ(const char *fqn, char *out, size_t size, int64_t *nums,
     } else {
       for (const char *c = p; c < q && o + 2 < size; c++) out[o++] = *c;
     }
-    if (*q == '.') out[o++] = '.';
+    if (*q == '.')
+      out[o++] = '.';
     p = *q ? q + 1 : q;
   }
   out[o] = '\0';
@@ -66,11 +72,11 @@ static int templ(const char *fqn, char *out, size_t size, int64_t *nums,
 }
 
 typedef struct {
-  char key[768];  /* template + shape + dtype + placements */
+  char key[768]; /* template + shape + dtype + placements */
   char tmpl[512];
-  int64_t first;  /* parameter drawn */
+  int64_t first; /* parameter drawn */
   int nnum;
-  int64_t *nums;  /* [count * nnum] */
+  int64_t *nums; /* [count * nnum] */
   size_t count, cap;
 } group_t;
 
@@ -84,15 +90,18 @@ static void print_numbers(FILE *out, int64_t *v, size_t n) {
     }
   size_t u = 0;
   for (size_t i = 0; i < n; i++)
-    if (!u || v[u - 1] != v[i]) v[u++] = v[i];
-  if (u == 1) fprintf(out, "%lld", (long long)v[0]);
+    if (!u || v[u - 1] != v[i])
+      v[u++] = v[i];
+  if (u == 1)
+    fprintf(out, "%lld", (long long)v[0]);
   else if (v[u - 1] - v[0] + 1 == (int64_t)u)
     fprintf(out, "{%lld..%lld}", (long long)v[0], (long long)v[u - 1]);
   else {
     fprintf(out, "{");
     for (size_t i = 0; i < u && i < 8; i++)
       fprintf(out, "%s%lld", i ? "," : "", (long long)v[i]);
-    if (u > 8) fprintf(out, ",...+%zu", u - 8);
+    if (u > 8)
+      fprintf(out, ",...+%zu", u - 8);
     fprintf(out, "}");
   }
 }
@@ -102,7 +111,8 @@ static void print_name(FILE *out, const group_t *g) {
   for (const char *p = g->tmpl; *p; p++) {
     if (*p == '#' && k < g->nnum) {
       int64_t *v = malloc(g->count * sizeof *v);
-      if (!v) return;
+      if (!v)
+        return;
       for (size_t i = 0; i < g->count; i++) v[i] = g->nums[i * g->nnum + k];
       print_numbers(out, v, g->count);
       free(v);
@@ -126,14 +136,16 @@ static size_t bounds(const tpx_slice *sl, int64_t world, int d, int64_t n,
   out[k++] = 0;
   out[k++] = n;
   for (int64_t r = 0; r < world; r++) {
-    if (tpx_slice_numel(&sl[r]) == 0) continue;
+    if (tpx_slice_numel(&sl[r]) == 0)
+      continue;
     out[k++] = sl[r].offset[d];
     out[k++] = sl[r].offset[d] + sl[r].length[d];
   }
   qsort(out, k, sizeof *out, cmp_i64);
   size_t u = 0;
   for (size_t i = 0; i < k; i++)
-    if (!u || out[u - 1] != out[i]) out[u++] = out[i];
+    if (!u || out[u - 1] != out[i])
+      out[u++] = out[i];
   return u;
 }
 
@@ -149,10 +161,11 @@ static void rank_label(const int64_t *r, size_t n, char *buf, size_t size) {
     size_t j = i;
     while (j + 1 < n && r[j + 1] == r[j] + 1) j++;
     char part[48];
-    if (j == i) snprintf(part, sizeof part, "%s%lld", i ? "," : "",
-                         (long long)r[i]);
-    else snprintf(part, sizeof part, "%s%lld-%lld", i ? "," : "",
-                  (long long)r[i], (long long)r[j]);
+    if (j == i)
+      snprintf(part, sizeof part, "%s%lld", i ? "," : "", (long long)r[i]);
+    else
+      snprintf(part, sizeof part, "%s%lld-%lld", i ? "," : "", (long long)r[i],
+               (long long)r[j]);
     if (o + strlen(part) + 1 > size - 4) { /* room for ",.." */
       snprintf(buf + o, size - o, "..");
       return;
@@ -171,10 +184,12 @@ static void draw(FILE *out, const tpx_sharding *sh, int64_t p, int color) {
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   int64_t world = tpx_mesh_world_size(mesh);
   tpx_param_info pi;
-  if (tpx_model_param(model, p, &pi, NULL) != TPX_OK) return;
+  if (tpx_model_param(model, p, &pi, NULL) != TPX_OK)
+    return;
   if (world > MAX_WORLD) {
-    fprintf(out, "  (%lld ranks: too many to draw; use --rank R --format "
-                 "json)\n",
+    fprintf(out,
+            "  (%lld ranks: too many to draw; use --rank R --format "
+            "json)\n",
             (long long)world);
     return;
   }
@@ -182,9 +197,11 @@ static void draw(FILE *out, const tpx_sharding *sh, int64_t p, int color) {
   int64_t *rb = malloc((2 * (size_t)world + 2) * sizeof *rb);
   int64_t *cb = malloc((2 * (size_t)world + 2) * sizeof *cb);
   int64_t *who = malloc((size_t)world * sizeof *who);
-  if (!sl || !rb || !cb || !who) goto out;
+  if (!sl || !rb || !cb || !who)
+    goto out;
   for (int64_t r = 0; r < world; r++)
-    if (tpx_sharding_local_slice(sh, p, r, &sl[r], NULL) != TPX_OK) goto out;
+    if (tpx_sharding_local_slice(sh, p, r, &sl[r], NULL) != TPX_OK)
+      goto out;
   /* dims drawn: rows = dim 0, columns = dim 1 (a 1-D tensor is one row of
    * dim-0 blocks; a scalar one cell) */
   int rd = pi.ndim >= 2 ? 0 : -1, cd = pi.ndim >= 2 ? 1 : pi.ndim == 1 ? 0 : -1;
@@ -192,8 +209,10 @@ static void draw(FILE *out, const tpx_sharding *sh, int64_t p, int color) {
   rb[0] = cb[0] = 0;
   rb[1] = rd >= 0 ? pi.shape[rd] : 1;
   cb[1] = cd >= 0 ? pi.shape[cd] : 1;
-  if (rd >= 0) nr = bounds(sl, world, rd, pi.shape[rd], rb);
-  if (cd >= 0) nc = bounds(sl, world, cd, pi.shape[cd], cb);
+  if (rd >= 0)
+    nr = bounds(sl, world, rd, pi.shape[rd], rb);
+  if (cd >= 0)
+    nc = bounds(sl, world, cd, pi.shape[cd], cb);
   int other_split = 0;
   for (int64_t r = 0; r < world; r++)
     for (int d = 2; d < pi.ndim; d++)
@@ -218,7 +237,8 @@ static void draw(FILE *out, const tpx_sharding *sh, int64_t p, int color) {
     for (size_t j = 0; j < cshow; j++) {
       size_t n = 0;
       for (int64_t r = 0; r < world; r++) {
-        if (!tpx_slice_numel(&sl[r])) continue;
+        if (!tpx_slice_numel(&sl[r]))
+          continue;
         int in = 1;
         if (rd >= 0)
           in &= sl[r].offset[rd] <= rb[i] &&
@@ -226,14 +246,17 @@ static void draw(FILE *out, const tpx_sharding *sh, int64_t p, int color) {
         if (cd >= 0)
           in &= sl[r].offset[cd] <= cb[j] &&
                 cb[j] < sl[r].offset[cd] + sl[r].length[cd];
-        if (in) who[n++] = r;
+        if (in)
+          who[n++] = r;
       }
       char *l = lab[i * cshow + j];
       rank_label(who, n, l, LABEL_MAX + 1);
-      if ((int)strlen(l) > width) width = (int)strlen(l);
+      if ((int)strlen(l) > width)
+        width = (int)strlen(l);
       size_t s = 0;
       while (s < nsets && strcmp(sets[s], l)) s++;
-      if (s == nsets) strcpy(sets[nsets++], l);
+      if (s == nsets)
+        strcpy(sets[nsets++], l);
       col[i * cshow + j] = (int)s;
     }
   /* header: column ranges */
@@ -241,7 +264,8 @@ static void draw(FILE *out, const tpx_sharding *sh, int64_t p, int color) {
   for (size_t j = 0; j < cshow; j++) {
     int w = snprintf(rng, sizeof rng, "%lld:%lld", (long long)cb[j],
                      (long long)cb[j + 1]);
-    if (w > width) width = w;
+    if (w > width)
+      width = w;
   }
   int rw = 15;
   fprintf(out, "  %*s", rw, rd >= 0 ? "dim0 \\ dim1" : "");
@@ -273,8 +297,9 @@ static void draw(FILE *out, const tpx_sharding *sh, int64_t p, int color) {
   if (cols > cshow)
     fprintf(out, "  %*s (%zu more column blocks)\n", rw, "", cols - cshow);
   if (other_split)
-    fprintf(out, "  %*s dims >= 2 are split too: a cell lists every rank "
-                 "holding part of it\n",
+    fprintf(out,
+            "  %*s dims >= 2 are split too: a cell lists every rank "
+            "holding part of it\n",
             rw, "");
   free(lab);
   free(col);
@@ -319,7 +344,8 @@ size_t plan_show(FILE *out, const tpx_sharding *sh, const char *pattern,
       if (ng == gcap) {
         size_t c = gcap ? 2 * gcap : 16;
         group_t *ng2 = realloc(g, c * sizeof *g);
-        if (!ng2) break;
+        if (!ng2)
+          break;
         g = ng2;
         gcap = c;
       }
@@ -333,9 +359,10 @@ size_t plan_show(FILE *out, const tpx_sharding *sh, const char *pattern,
     group_t *x = &g[k];
     if (x->count == x->cap) {
       size_t c = x->cap ? 2 * x->cap : 8;
-      int64_t *v = realloc(x->nums, c * (size_t)(x->nnum ? x->nnum : 1) *
-                                        sizeof *v);
-      if (!v) break;
+      int64_t *v =
+          realloc(x->nums, c * (size_t)(x->nnum ? x->nnum : 1) * sizeof *v);
+      if (!v)
+        break;
       x->nums = v;
       x->cap = c;
     }
@@ -363,15 +390,19 @@ size_t plan_show(FILE *out, const tpx_sharding *sh, const char *pattern,
     if (tpx_model_param(model, g[k].first, &pi, NULL) != TPX_OK ||
         tpx_sharding_param(sh, g[k].first, &ps, NULL) != TPX_OK)
       continue;
-    if (drawn) fputc('\n', out);
-    if (color) fputs("\033[1m", out);
+    if (drawn)
+      fputc('\n', out);
+    if (color)
+      fputs("\033[1m", out);
     print_name(out, &g[k]);
-    if (color) fputs("\033[0m", out);
+    if (color)
+      fputs("\033[0m", out);
     fprintf(out, "  [");
     for (int d = 0; d < pi.ndim; d++)
       fprintf(out, "%s%lld", d ? ", " : "", (long long)pi.shape[d]);
     fprintf(out, "] %s", tpx_dtype_short_name(pi.dtype));
-    if (g[k].count > 1) fprintf(out, " (%zu identical)", g[k].count);
+    if (g[k].count > 1)
+      fprintf(out, " (%zu identical)", g[k].count);
     fprintf(out, "\n  placements:");
     for (int d = 0; d < tpx_mesh_ndim(mesh); d++) {
       char b[48];

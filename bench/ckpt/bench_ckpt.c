@@ -148,8 +148,7 @@ int main(int argc, char **argv) {
          ro.num_threads ? ro.num_threads : 4, (long long)total_slice,
          (long long)total_read, (double)worst_pct / 1000.0, best,
          (double)total_slice / best / 1e6);
-  for (size_t p = 0; p < np; p++)
-    free(dests[p].data);
+  for (size_t p = 0; p < np; p++) free(dests[p].data);
   free(dests);
   tpx_checkpoint_reader_destroy(rd);
   tpx_cli_planned_free(&pl);

@@ -35,7 +35,12 @@
 /* Exit status of a run that could not happen on this machine (meson: skip). */
 #define EXIT_SKIP 77
 
-typedef enum { OP_ALL_REDUCE, OP_ALL_GATHER, OP_REDUCE_SCATTER, OP_ALL_TO_ALL } op_t;
+typedef enum {
+  OP_ALL_REDUCE,
+  OP_ALL_GATHER,
+  OP_REDUCE_SCATTER,
+  OP_ALL_TO_ALL
+} op_t;
 static const char *op_names[] = {"all_reduce", "all_gather", "reduce_scatter",
                                  "all_to_all"};
 
@@ -49,9 +54,9 @@ typedef struct opts {
 
 typedef struct shared {
   const opts *o;
-  double time_s;      /* per iteration, measured by rank 0 */
-  long long wrong;    /* over all ranks */
-  int bad_ranks;      /* --ranks is not the MPI world size */
+  double time_s;   /* per iteration, measured by rank 0 */
+  long long wrong; /* over all ranks */
+  int bad_ranks;   /* --ranks is not the MPI world size */
 } shared;
 
 static double now(void) {
@@ -61,11 +66,10 @@ static double now(void) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: tpx-bench-coll --backend local|mpi|nccl --op all_reduce|"
-          "all_gather|reduce_scatter|all_to_all\n"
-          "                      --ranks N --bytes SIZE[K|M|G] --iters N "
-          "[--warmup N] [--json]\n");
+  fprintf(f, "usage: tpx-bench-coll --backend local|mpi|nccl --op all_reduce|"
+             "all_gather|reduce_scatter|all_to_all\n"
+             "                      --ranks N --bytes SIZE[K|M|G] --iters N "
+             "[--warmup N] [--json]\n");
 }
 
 static int parse_size(const char *s, size_t *out) {
@@ -74,9 +78,21 @@ static int parse_size(const char *s, size_t *out) {
   if (end == s)
     return -1;
   switch (*end) {
-  case 'K': case 'k': v <<= 10; end++; break;
-  case 'M': case 'm': v <<= 20; end++; break;
-  case 'G': case 'g': v <<= 30; end++; break;
+  case 'K':
+  case 'k':
+    v <<= 10;
+    end++;
+    break;
+  case 'M':
+  case 'm':
+    v <<= 20;
+    end++;
+    break;
+  case 'G':
+  case 'g':
+    v <<= 30;
+    end++;
+    break;
   default: break;
   }
   if (*end == 'B' || *end == 'b')
@@ -113,8 +129,7 @@ static int parse(int argc, char **argv, opts *o) {
     if (!strcmp(a, "--backend")) {
       if (strcmp(v, "local") && strcmp(v, "mpi") && strcmp(v, "nccl")) {
         fprintf(stderr,
-                "tpx-bench-coll: unknown backend '%s' (local, mpi, nccl)\n",
-                v);
+                "tpx-bench-coll: unknown backend '%s' (local, mpi, nccl)\n", v);
         return -1;
       }
       o->backend = v;
@@ -158,7 +173,10 @@ static void shape(const opts *o, int n, size_t *count, size_t *nsend,
                   size_t *nrecv) {
   size_t total = o->bytes / sizeof(float);
   switch (o->op) {
-  case OP_ALL_REDUCE: *count = total; *nsend = *nrecv = total; break;
+  case OP_ALL_REDUCE:
+    *count = total;
+    *nsend = *nrecv = total;
+    break;
   case OP_ALL_GATHER:
     *count = total / (size_t)n;
     *nsend = *count;
@@ -190,8 +208,7 @@ static float want_val(op_t op, int n, int me, size_t i, size_t count) {
   switch (op) {
   case OP_ALL_REDUCE: return (float)(n * (n + 1) / 2 + n * (int)(i % 7));
   case OP_REDUCE_SCATTER:
-    return (float)(n * (n + 1) / 2 +
-                   n * (int)(((size_t)me * count + i) % 7));
+    return (float)(n * (n + 1) / 2 + n * (int)(((size_t)me * count + i) % 7));
   case OP_ALL_GATHER: {
     size_t j = i / count, k = i % count;
     return (float)((int)j * 1000 + (int)(k % 1000));
@@ -279,8 +296,7 @@ static tpx_status rank_body_on(tpx_comm *c, tpx_comm *ctl, int device,
                        (nsend + nrecv) * sizeof(float),
                        device ? " on the GPU" : "");
   if (st == TPX_OK) {
-    for (size_t i = 0; i < nsend; i++)
-      send[i] = in_val(o->op, me, i, count);
+    for (size_t i = 0; i < nsend; i++) send[i] = in_val(o->op, me, i, count);
     memset(recv, 0, nrecv * sizeof *recv);
     if (device && (dev_copy(dsend, send, nsend * sizeof *send, 1) ||
                    dev_copy(drecv, recv, nrecv * sizeof *recv, 1)))
@@ -296,8 +312,7 @@ static tpx_status rank_body_on(tpx_comm *c, tpx_comm *ctl, int device,
   if (st == TPX_OK)
     st = tpx_comm_barrier(c, err);
   double t1 = now();
-  if (st == TPX_OK && device &&
-      dev_copy(recv, drecv, nrecv * sizeof *recv, 0))
+  if (st == TPX_OK && device && dev_copy(recv, drecv, nrecv * sizeof *recv, 0))
     st = tpx_error_set(err, TPX_COMM, "copying the result from the GPU");
   int64_t wrong = 0, wrong_all = 0;
   for (size_t i = 0; st == TPX_OK && i < nrecv; i++)
@@ -349,14 +364,15 @@ static double memcpy_gbps(size_t bytes, int iters) {
 
 /* mpi and nccl: the MPI world must have --ranks ranks; rank 0 measures the
  * memcpy reference, then every rank runs its part. */
-static tpx_status run_world(tpx_comm *c, tpx_comm *ctl, int device,
-                            shared *sh, int n, double *ref, int *me,
-                            tpx_error *e) {
+static tpx_status run_world(tpx_comm *c, tpx_comm *ctl, int device, shared *sh,
+                            int n, double *ref, int *me, tpx_error *e) {
   *me = tpx_comm_rank(c);
   if (tpx_comm_size(c) != n) {
     if (*me == 0)
-      fprintf(stderr, "tpx-bench-coll: --ranks %d but the MPI world has %d "
-                      "ranks\n", n, tpx_comm_size(c));
+      fprintf(stderr,
+              "tpx-bench-coll: --ranks %d but the MPI world has %d "
+              "ranks\n",
+              n, tpx_comm_size(c));
     sh->bad_ranks = 1;
     return tpx_error_set(e, TPX_INVALID_ARGUMENT, "--ranks %d", n);
   }
@@ -392,9 +408,10 @@ int main(int argc, char **argv) {
     int ndev = 0;
     cudaError_t ce = cudaGetDeviceCount(&ndev);
     if (ce != cudaSuccess || ndev < 1) {
-      fprintf(stderr, "tpx-bench-coll: skipped: the nccl backend needs a "
-                      "CUDA device and none is usable here (%s); use "
-                      "--backend local or mpi on this machine\n",
+      fprintf(stderr,
+              "tpx-bench-coll: skipped: the nccl backend needs a "
+              "CUDA device and none is usable here (%s); use "
+              "--backend local or mpi on this machine\n",
               ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
       return EXIT_SKIP;
     }
@@ -422,18 +439,17 @@ int main(int argc, char **argv) {
   if (sh.bad_ranks)
     return 2; /* said on rank 0 */
   if (st != TPX_OK) {
-    fprintf(stderr, "tpx-bench-coll: %s: %s\n", tpx_status_name(st),
-            e.message);
+    fprintf(stderr, "tpx-bench-coll: %s: %s\n", tpx_status_name(st), e.message);
     return 1;
   }
   if (me != 0)
     return 0;
   size_t count, nsend, nrecv;
   shape(&o, n, &count, &nsend, &nrecv);
-  size_t size = (o.op == OP_ALL_REDUCE ? count : count * (size_t)n) *
-                sizeof(float);
-  double factor = o.op == OP_ALL_REDUCE ? 2.0 * (n - 1) / n
-                                        : (double)(n - 1) / n;
+  size_t size =
+      (o.op == OP_ALL_REDUCE ? count : count * (size_t)n) * sizeof(float);
+  double factor =
+      o.op == OP_ALL_REDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
   double algbw = sh.time_s > 0 ? (double)size / sh.time_s / 1e9 : 0;
   double busbw = algbw * factor;
   printf("# tpx-bench-coll: backend %s, op %s, ranks %d, dtype float, "
@@ -443,8 +459,8 @@ int main(int argc, char **argv) {
   printf("#\n");
   printf("# %12s %12s %6s %6s %12s %9s %9s %7s\n", "size", "count", "type",
          "redop", "time", "algbw", "busbw", "#wrong");
-  printf("# %12s %12s %6s %6s %12s %9s %9s %7s\n", "(B)", "(elements)", "",
-         "", "(us)", "(GB/s)", "(GB/s)", "");
+  printf("# %12s %12s %6s %6s %12s %9s %9s %7s\n", "(B)", "(elements)", "", "",
+         "(us)", "(GB/s)", "(GB/s)", "");
   printf("  %12zu %12zu %6s %6s %12.1f %9.2f %9.2f %7lld\n", size,
          o.op == OP_ALL_REDUCE ? count : count * (size_t)n, "float",
          o.op == OP_ALL_REDUCE || o.op == OP_REDUCE_SCATTER ? "sum" : "none",

@@ -15,9 +15,12 @@
 static size_t parse_size(const char *s) {
   char *end = NULL;
   unsigned long long v = strtoull(s, &end, 10);
-  if (*end == 'K' || *end == 'k') v <<= 10;
-  if (*end == 'M' || *end == 'm') v <<= 20;
-  if (*end == 'G' || *end == 'g') v <<= 30;
+  if (*end == 'K' || *end == 'k')
+    v <<= 10;
+  if (*end == 'M' || *end == 'm')
+    v <<= 20;
+  if (*end == 'G' || *end == 'g')
+    v <<= 30;
   return (size_t)v;
 }
 
@@ -26,18 +29,25 @@ int main(int argc, char **argv) {
   size_t bytes = (size_t)64 << 20;
   int iters = 20, warmup = 5, json = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else if (i + 1 < argc && !strcmp(argv[i], "--op")) op = argv[++i];
-    else if (i + 1 < argc && !strcmp(argv[i], "--bytes")) bytes = parse_size(argv[++i]);
-    else if (i + 1 < argc && !strcmp(argv[i], "--iters")) iters = atoi(argv[++i]);
-    else if (i + 1 < argc && !strcmp(argv[i], "--warmup")) warmup = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--json"))
+      json = 1;
+    else if (i + 1 < argc && !strcmp(argv[i], "--op"))
+      op = argv[++i];
+    else if (i + 1 < argc && !strcmp(argv[i], "--bytes"))
+      bytes = parse_size(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--iters"))
+      iters = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--warmup"))
+      warmup = atoi(argv[++i]);
     else {
       fprintf(stderr, "tpx-bench-mpi-baseline: unknown option '%s'\n", argv[i]);
       return 2;
     }
   }
-  int kind = !strcmp(op, "all_reduce") ? 0 : !strcmp(op, "all_gather") ? 1
-             : !strcmp(op, "reduce_scatter") ? 2 : -1;
+  int kind = !strcmp(op, "all_reduce")       ? 0
+             : !strcmp(op, "all_gather")     ? 1
+             : !strcmp(op, "reduce_scatter") ? 2
+                                             : -1;
   if (kind < 0 || iters < 1) {
     fprintf(stderr, "tpx-bench-mpi-baseline: bad --op or --iters\n");
     return 2;
@@ -52,8 +62,7 @@ int main(int argc, char **argv) {
   size_t nrecv = kind == 1 ? count * (size_t)n : count;
   float *send = malloc(nsend * sizeof(float) + 4);
   float *recv = malloc(nrecv * sizeof(float) + 4);
-  for (size_t i = 0; i < nsend; i++)
-    send[i] = (float)(me + 1 + (int)(i % 7));
+  for (size_t i = 0; i < nsend; i++) send[i] = (float)(me + 1 + (int)(i % 7));
   memset(recv, 0, nrecv * sizeof(float));
   double t0 = 0;
   for (int i = 0; i < warmup + iters; i++) {
@@ -91,9 +100,10 @@ int main(int argc, char **argv) {
     double factor = kind == 0 ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
     double algbw = (double)size / t / 1e9, busbw = algbw * factor;
     printf("# tpx-bench-mpi-baseline: plain MPI %s, ranks %d, float, iters "
-           "%d, warmup %d\n", op, n, iters, warmup);
-    printf("# %12s %12s %9s %9s %7s\n", "size (B)", "time (us)",
-           "algbw", "busbw", "#wrong");
+           "%d, warmup %d\n",
+           op, n, iters, warmup);
+    printf("# %12s %12s %9s %9s %7s\n", "size (B)", "time (us)", "algbw",
+           "busbw", "#wrong");
     printf("  %12zu %12.1f %9.2f %9.2f %7lld\n", size, t * 1e6, algbw, busbw,
            wrong_all);
     if (json)

@@ -35,7 +35,8 @@ static int die(const char *what, const tpx_error *e) {
 
 #define CHECK(call, what)                                                      \
   do {                                                                         \
-    if ((call) != TPX_OK) return die(what, &e);                                \
+    if ((call) != TPX_OK)                                                      \
+      return die(what, &e);                                                    \
   } while (0)
 
 typedef struct {
@@ -96,10 +97,12 @@ static int build(const shape_t *s, tpx_model **out) {
     for (int i = 0; i < 4; i++) {
       snprintf(p, sizeof p, "model.layers.%lld.self_attn.%s", (long long)l,
                att[i]);
-      if (add_linear(m, p, s->hidden, s->hidden)) return 1;
+      if (add_linear(m, p, s->hidden, s->hidden))
+        return 1;
     }
     snprintf(p, sizeof p, "model.layers.%lld.mlp.gate", (long long)l);
-    if (add_linear(m, p, s->experts, s->hidden)) return 1;
+    if (add_linear(m, p, s->experts, s->hidden))
+      return 1;
     char *base = put_str(p, "model.layers.");
     base = put_int(base, l);
     base = put_str(base, ".mlp.experts.");
@@ -111,16 +114,21 @@ static int build(const shape_t *s, tpx_model **out) {
         *q = '\0';
         int64_t rows = i == 2 ? s->hidden : s->inter;
         int64_t in = i == 2 ? s->inter : s->hidden;
-        if (add_linear(m, p, rows, in)) return 1;
+        if (add_linear(m, p, rows, in))
+          return 1;
       }
     snprintf(p, sizeof p, "model.layers.%lld.input_layernorm", (long long)l);
-    if (add_norm(m, p, s->hidden)) return 1;
+    if (add_norm(m, p, s->hidden))
+      return 1;
     snprintf(p, sizeof p, "model.layers.%lld.post_attention_layernorm",
              (long long)l);
-    if (add_norm(m, p, s->hidden)) return 1;
+    if (add_norm(m, p, s->hidden))
+      return 1;
   }
-  if (add_norm(m, "model.norm", s->hidden)) return 1;
-  if (add_linear(m, "lm_head", s->vocab, s->hidden)) return 1;
+  if (add_norm(m, "model.norm", s->hidden))
+    return 1;
+  if (add_linear(m, "lm_head", s->vocab, s->hidden))
+    return 1;
   *out = m;
   return 0;
 }
@@ -148,12 +156,18 @@ int main(int argc, char **argv) {
   const char *dump = NULL;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(argv[i], "--layers") && v) s.layers = atoll(argv[++i]);
-    else if (!strcmp(argv[i], "--experts") && v) s.experts = atoll(argv[++i]);
-    else if (!strcmp(argv[i], "--tp") && v) tp = atoll(argv[++i]);
-    else if (!strcmp(argv[i], "--dp-shard") && v) dps = atoll(argv[++i]);
-    else if (!strcmp(argv[i], "--repeat") && v) repeat = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--dump-fqns") && v) dump = argv[++i];
+    if (!strcmp(argv[i], "--layers") && v)
+      s.layers = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--experts") && v)
+      s.experts = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--tp") && v)
+      tp = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--dp-shard") && v)
+      dps = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--repeat") && v)
+      repeat = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--dump-fqns") && v)
+      dump = argv[++i];
     else {
       fprintf(stderr,
               "usage: tpx-bench-plan [--layers N] [--experts N] [--tp N] "
@@ -187,7 +201,8 @@ int main(int argc, char **argv) {
     tpx_model_destroy(model);
     model = NULL;
     double c0 = cpu(), t0 = now();
-    if (build(&s, &model)) return 1;
+    if (build(&s, &model))
+      return 1;
     double t1 = now(), c1 = cpu();
     tpx_match *match = NULL;
     CHECK(tpx_match_plan(plan, model, &match, NULL, &e), "match");
@@ -205,12 +220,18 @@ int main(int argc, char **argv) {
     ndiag = tpx_diag_count(tpx_sharding_diagnostics(sh));
     units = tpx_sharding_num_fsdp_units(sh);
     tpx_sharding_destroy(sh);
-    if (t1 - t0 < t_build) t_build = t1 - t0;
-    if (t2 - t1 < t_match) t_match = t2 - t1;
-    if (t4 - t3 < t_apply) t_apply = t4 - t3;
-    if (c1 - c0 < c_build) c_build = c1 - c0;
-    if (c2 - c1 < c_match) c_match = c2 - c1;
-    if (c4 - c3 < c_apply) c_apply = c4 - c3;
+    if (t1 - t0 < t_build)
+      t_build = t1 - t0;
+    if (t2 - t1 < t_match)
+      t_match = t2 - t1;
+    if (t4 - t3 < t_apply)
+      t_apply = t4 - t3;
+    if (c1 - c0 < c_build)
+      c_build = c1 - c0;
+    if (c2 - c1 < c_match)
+      c_match = c2 - c1;
+    if (c4 - c3 < c_apply)
+      c_apply = c4 - c3;
   }
   size_t ntensors = tpx_model_num_params(model);
   size_t nmodules = tpx_model_num_modules(model);
@@ -233,8 +254,8 @@ int main(int argc, char **argv) {
          (long long)dps, (long long)tp, NKEYS, repeat);
   printf("# apply = tpx_sharding_create: match + TP placements + FSDP + "
          "per-rank bytes\n");
-  printf("# %5s %10s %10s %10s %10s %10s %12s\n", "clock", "tensors",
-         "modules", "build_s", "match_s", "apply_s", "build+apply");
+  printf("# %5s %10s %10s %10s %10s %10s %12s\n", "clock", "tensors", "modules",
+         "build_s", "match_s", "apply_s", "build+apply");
   printf("  %5s %10zu %10zu %10.4f %10.4f %10.4f %12.4f\n", "wall", ntensors,
          nmodules, t_build, t_match, t_apply, t_build + t_apply);
   printf("  %5s %10zu %10zu %10.4f %10.4f %10.4f %12.4f\n", "cpu", ntensors,

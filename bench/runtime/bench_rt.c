@@ -67,8 +67,7 @@ static void die(const char *what, const tpx_error *e) {
   exit(1);
 }
 
-static void add_linear(tpx_model *m, const char *fqn, int64_t out,
-                       int64_t in) {
+static void add_linear(tpx_model *m, const char *fqn, int64_t out, int64_t in) {
   tpx_error e = {0};
   int64_t s[2] = {out, in};
   if (tpx_model_add_module(m, fqn, TPX_MODULE_LINEAR, NULL, &e) != TPX_OK ||
@@ -88,10 +87,11 @@ static void add_norm(tpx_model *m, const char *fqn, int64_t h) {
 static void build(bctx *b) {
   tpx_error e = {0};
   const bopts *o = &b->o;
-  if (tpx_model_create(&b->model, &e) != TPX_OK) die("model", &e);
+  if (tpx_model_create(&b->model, &e) != TPX_OK)
+    die("model", &e);
   int64_t emb[2] = {o->vocab, o->hidden};
-  if (tpx_model_add_module(b->model, "model.embed_tokens",
-                           TPX_MODULE_EMBEDDING, NULL, &e) != TPX_OK ||
+  if (tpx_model_add_module(b->model, "model.embed_tokens", TPX_MODULE_EMBEDDING,
+                           NULL, &e) != TPX_OK ||
       tpx_model_add_param(b->model, "model.embed_tokens", "weight", emb, 2,
                           TPX_DTYPE_F32, NULL, &e) != TPX_OK)
     die("embed", &e);
@@ -118,12 +118,12 @@ static void build(bctx *b) {
   add_norm(b->model, "model.norm", o->hidden);
   add_linear(b->model, "lm_head", o->vocab, o->hidden);
 
-  if (tpx_plan_create(&b->plan, &e) != TPX_OK) die("plan", &e);
-  static const char *const col[] = {"model.layers.*.self_attn.q_proj",
-                                    "model.layers.*.self_attn.k_proj",
-                                    "model.layers.*.self_attn.v_proj",
-                                    "model.layers.*.mlp.gate_proj",
-                                    "model.layers.*.mlp.up_proj", "lm_head"};
+  if (tpx_plan_create(&b->plan, &e) != TPX_OK)
+    die("plan", &e);
+  static const char *const col[] = {
+      "model.layers.*.self_attn.q_proj", "model.layers.*.self_attn.k_proj",
+      "model.layers.*.self_attn.v_proj", "model.layers.*.mlp.gate_proj",
+      "model.layers.*.mlp.up_proj",      "lm_head"};
   static const char *const row[] = {"model.layers.*.self_attn.o_proj",
                                     "model.layers.*.mlp.down_proj"};
   tpx_style c = tpx_style_default(TPX_STYLE_COLWISE);
@@ -133,9 +133,11 @@ static void build(bctx *b) {
   if (tpx_plan_set(b->plan, "model.embed_tokens", &emb_style, 0, &e) != TPX_OK)
     die("plan", &e);
   for (size_t i = 0; i < sizeof col / sizeof col[0]; i++)
-    if (tpx_plan_set(b->plan, col[i], &c, 0, &e) != TPX_OK) die("plan", &e);
+    if (tpx_plan_set(b->plan, col[i], &c, 0, &e) != TPX_OK)
+      die("plan", &e);
   for (size_t i = 0; i < sizeof row / sizeof row[0]; i++)
-    if (tpx_plan_set(b->plan, row[i], &r, 0, &e) != TPX_OK) die("plan", &e);
+    if (tpx_plan_set(b->plan, row[i], &r, 0, &e) != TPX_OK)
+      die("plan", &e);
   const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
   int64_t sizes[3] = {1, o->dps, o->tp};
   if (tpx_mesh_create(names, sizes, 3, &b->mesh, &e) != TPX_OK)
@@ -150,7 +152,8 @@ static void build(bctx *b) {
 #define TRY(call)                                                              \
   do {                                                                         \
     tpx_status st_ = (call);                                                   \
-    if (st_ != TPX_OK) return st_;                                             \
+    if (st_ != TPX_OK)                                                         \
+      return st_;                                                              \
   } while (0)
 
 /* The bare collectives of one step: per unit an all-gather of its flat
@@ -165,8 +168,8 @@ static tpx_status baseline_step(tpx_comm *dp, void *piece, void *full,
                               TPX_DTYPE_F32, err));
   for (size_t u = 0; u < nu; u++)
     TRY(tpx_comm_reduce_scatter(dp, full, piece,
-                                (unit_bytes[u] / 4 + n - 1) / n,
-                                TPX_DTYPE_F32, TPX_REDUCE_SUM, err));
+                                (unit_bytes[u] / 4 + n - 1) / n, TPX_DTYPE_F32,
+                                TPX_REDUCE_SUM, err));
   return TPX_OK;
 }
 
@@ -189,7 +192,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     unit_bytes[in.unit] += (size_t)in.local_numel * 4;
   }
   for (size_t u = 0; u < nu; u++)
-    if (unit_bytes[u] > maxb) maxb = unit_bytes[u];
+    if (unit_bytes[u] > maxb)
+      maxb = unit_bytes[u];
   /* per-rank piece and gathered buffer, rounded up to whole pieces */
   void *piece = b->baseline ? calloc(1, maxb + 64) : NULL;
   void *full = b->baseline ? calloc((size_t)b->o.dps, maxb + 64) : NULL;
@@ -264,13 +268,20 @@ int main(int argc, char **argv) {
   memset(&b, 0, sizeof b);
   b.o = (bopts){8, 512, 1408, 32000, 2, 1, 5, 2.0};
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--layers")) b.o.layers = arg_int(argc, argv, &i);
-    else if (!strcmp(argv[i], "--hidden")) b.o.hidden = arg_int(argc, argv, &i);
-    else if (!strcmp(argv[i], "--inter")) b.o.inter = arg_int(argc, argv, &i);
-    else if (!strcmp(argv[i], "--vocab")) b.o.vocab = arg_int(argc, argv, &i);
-    else if (!strcmp(argv[i], "--dp-shard")) b.o.dps = arg_int(argc, argv, &i);
-    else if (!strcmp(argv[i], "--tp")) b.o.tp = arg_int(argc, argv, &i);
-    else if (!strcmp(argv[i], "--steps")) b.o.steps = (int)arg_int(argc, argv, &i);
+    if (!strcmp(argv[i], "--layers"))
+      b.o.layers = arg_int(argc, argv, &i);
+    else if (!strcmp(argv[i], "--hidden"))
+      b.o.hidden = arg_int(argc, argv, &i);
+    else if (!strcmp(argv[i], "--inter"))
+      b.o.inter = arg_int(argc, argv, &i);
+    else if (!strcmp(argv[i], "--vocab"))
+      b.o.vocab = arg_int(argc, argv, &i);
+    else if (!strcmp(argv[i], "--dp-shard"))
+      b.o.dps = arg_int(argc, argv, &i);
+    else if (!strcmp(argv[i], "--tp"))
+      b.o.tp = arg_int(argc, argv, &i);
+    else if (!strcmp(argv[i], "--steps"))
+      b.o.steps = (int)arg_int(argc, argv, &i);
     else if (!strcmp(argv[i], "--compute-ms"))
       b.o.compute_ms = (double)arg_int(argc, argv, &i);
     else {
@@ -305,8 +316,10 @@ int main(int argc, char **argv) {
     b.async = modes[m].async;
     b.baseline = modes[m].baseline;
     tpx_error e = {0};
-    if (tpx_local_run(world, body, &b, &e) != TPX_OK) die("run", &e);
-    double s = median(b.step_ms, b.o.steps), x = median(b.exposed_ms, b.o.steps);
+    if (tpx_local_run(world, body, &b, &e) != TPX_OK)
+      die("run", &e);
+    double s = median(b.step_ms, b.o.steps),
+           x = median(b.exposed_ms, b.o.steps);
     if (b.baseline)
       printf("  %-28s %10.1f %12s\n", modes[m].name, s, "-");
     else

@@ -1,6 +1,6 @@
 /* baichuan.c — the tpx_baichuan family plugin: NeMo Automodel's
- * _parallelize_baichuan (docs/SEMANTICS.md "Family plans") and the Baichuan(2)-7B style
- * skeleton (fused W_pack attention, NormHead lm_head).
+ * _parallelize_baichuan (docs/SEMANTICS.md "Family plans") and the
+ * Baichuan(2)-7B style skeleton (fused W_pack attention, NormHead lm_head).
  *
  * Only the MLP is sharded; attention and the head stay replicated:
  * - W_pack is one Linear whose output is [Q | K | V] concatenated (not

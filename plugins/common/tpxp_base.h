@@ -145,23 +145,27 @@ typedef struct tpxp_key {
 } tpxp_key;
 
 #define TPXP_KEY_I(k, out_, d)                                                 \
-  {.key = (k), .type = TPXP_KEY_INT, .out = (out_), .dflt_int = (d)}
+  { .key = (k), .type = TPXP_KEY_INT, .out = (out_), .dflt_int = (d) }
 #define TPXP_KEY_Z(k, out_, d)                                                 \
-  {.key = (k), .type = TPXP_KEY_SIZE, .out = (out_), .dflt_int = (d)}
+  { .key = (k), .type = TPXP_KEY_SIZE, .out = (out_), .dflt_int = (d) }
 #define TPXP_KEY_B(k, out_, d)                                                 \
-  {.key = (k), .type = TPXP_KEY_BOOL, .out = (out_), .dflt_int = (d)}
+  { .key = (k), .type = TPXP_KEY_BOOL, .out = (out_), .dflt_int = (d) }
 #define TPXP_KEY_F(k, out_, d)                                                 \
-  {.key = (k), .type = TPXP_KEY_FLOAT, .out = (out_), .dflt_float = (d)}
+  { .key = (k), .type = TPXP_KEY_FLOAT, .out = (out_), .dflt_float = (d) }
 #define TPXP_KEY_S(k, out_, d)                                                 \
-  {.key = (k), .type = TPXP_KEY_STR, .out = (out_), .dflt_str = (d)}
+  { .key = (k), .type = TPXP_KEY_STR, .out = (out_), .dflt_str = (d) }
 
 /* A key renamed upstream: `k`, else (when absent) its old name `old`. */
 #define TPXP_KEY_I_OR(k, old, out_, d)                                         \
-  {.key = (k), .alt = (old), .type = TPXP_KEY_INT, .out = (out_),             \
-   .dflt_int = (d)}
+  {                                                                            \
+    .key = (k), .alt = (old), .type = TPXP_KEY_INT, .out = (out_),             \
+    .dflt_int = (d)                                                            \
+  }
 #define TPXP_KEY_B_OR(k, old, out_, d)                                         \
-  {.key = (k), .alt = (old), .type = TPXP_KEY_BOOL, .out = (out_),            \
-   .dflt_int = (d)}
+  {                                                                            \
+    .key = (k), .alt = (old), .type = TPXP_KEY_BOOL, .out = (out_),            \
+    .dflt_int = (d)                                                            \
+  }
 
 int tpxp_cfg_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                   const char *section, const tpxp_key *keys, size_t n);

@@ -93,8 +93,8 @@ int tpxp_plain_plan_request(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 int tpxp_not_served(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const char *family, const char *arch) {
   return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
-                   "%s: architecture '%s' is not served by this plugin",
-                   family, arch != NULL ? arch : "(null)");
+                   "%s: architecture '%s' is not served by this plugin", family,
+                   arch != NULL ? arch : "(null)");
 }
 
 void tpxp_log(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int level,

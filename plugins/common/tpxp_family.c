@@ -58,7 +58,7 @@ static int forward(const tpxp_family *f, const tpx_plugin_host *host,
   int name(const tpxp_family *f, const tpx_plugin_host *host,                  \
            tpx_plugin_ctx *ctx, const char *arch) {                            \
     const tpxp_arch_ops *a = tpxp_family_find(f, arch);                        \
-    return forward(f, host, ctx, arch, a, a ? a->member : NULL, required);    \
+    return forward(f, host, ctx, arch, a, a ? a->member : NULL, required);     \
   }
 BY_ARCH(tpxp_family_skeleton, skeleton, 1)
 BY_ARCH(tpxp_family_fsdp_units, fsdp_units, 0)

@@ -2,8 +2,8 @@
  * helper library's build). Used only where a refusal IS upstream: the
  * Gemma4 strategy, which rejects head counts tp does not divide before the
  * Default flow (docs/SEMANTICS.md "Plan selection"). Plan functions must
- * not use it: upstream's never look at tp, and validate_tp_mesh is the host's diagnostic
- * (heads-not-divisible, for every plan source). Includes only
+ * not use it: upstream's never look at tp, and validate_tp_mesh is the host's
+ * diagnostic (heads-not-divisible, for every plan source). Includes only
  * tpxp_common.h. */
 #ifndef TPXP_HEADS_H
 #define TPXP_HEADS_H

@@ -34,14 +34,14 @@ typedef struct tpxp_rule {
 /* A rule row: style, suffix, then any other fields by name, e.g.
  *   TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
  *   TPXP_COL("model.layers.*.mlp.gate_up_proj", .optional = 1), */
-#define TPXP_RULE(style_, ...) {.style = (style_), .suffix = __VA_ARGS__}
+#define TPXP_RULE(style_, ...)                                                 \
+  { .style = (style_), .suffix = __VA_ARGS__ }
 #define TPXP_COL(...) TPXP_RULE("colwise", __VA_ARGS__)
 #define TPXP_ROW(...) TPXP_RULE("rowwise", __VA_ARGS__)
 #define TPXP_VOCAB(...) TPXP_RULE("vocab_parallel_embedding", __VA_ARGS__)
 #define TPXP_SEQ(...) TPXP_RULE("sequence_parallel", __VA_ARGS__)
 #define TPXP_SEQ_AG(...)                                                       \
   TPXP_RULE("sequence_parallel_allgather_activation", __VA_ARGS__)
-
 
 /* Add every rule of `rules` under `prefix` as a variant-only key (optional),
  * whatever the row says: for a plan whose keys may all match nothing. */
@@ -87,12 +87,16 @@ extern const tpxp_rule tpxp_m3_norms_sp[3];
  * `name` a whole FQN: colwise with vocab-sharded DTensor logits, or colwise
  * gathered to a replicated output. */
 #define TPXP_HEAD_VOCAB(name)                                                  \
-  {TPXP_COL(name, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1), \
-   TPXP_COL(name, .in = TPXP_S1, .out = TPXP_SM1,                              \
-            .local = TPXP_KEEP_DTENSOR, .rooted = 1)}
+  {                                                                            \
+    TPXP_COL(name, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),  \
+        TPXP_COL(name, .in = TPXP_S1, .out = TPXP_SM1,                         \
+                 .local = TPXP_KEEP_DTENSOR, .rooted = 1)                      \
+  }
 #define TPXP_HEAD_REPLICATED(name)                                             \
-  {TPXP_COL(name, .out = TPXP_R, .rooted = 1),                                 \
-   TPXP_COL(name, .in = TPXP_S1, .out = TPXP_R, .rooted = 1)}
+  {                                                                            \
+    TPXP_COL(name, .out = TPXP_R, .rooted = 1),                                \
+        TPXP_COL(name, .in = TPXP_S1, .out = TPXP_R, .rooted = 1)              \
+  }
 
 /* The whole plan: the body under `prefix` and head[0]; with `sp`, the dict
  * update tpxp_m3_sp1, head[1], then `sp_tail` under `prefix` (e.g.

@@ -83,9 +83,7 @@ int tpxp_sk_rows(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     case TPXP_SK_EMBEDDING:
       st = tpxp_sk_embedding(host, ctx, f, r->a, r->b, dt);
       break;
-    case TPXP_SK_MODULE:
-      st = tpxp_sk_module(host, ctx, f, r->name);
-      break;
+    case TPXP_SK_MODULE: st = tpxp_sk_module(host, ctx, f, r->name); break;
     case TPXP_SK_PARAM:
       st = tpxp_sk_param(host, ctx, f, r->name, r->a, r->b, dt);
       break;
@@ -151,8 +149,9 @@ static int decoder_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (need_inter) {
     REQ(intermediate, "intermediate_size")
   } else if ((st = tpxp_cfg_int_opt(
-                  host, ctx, tpxp_path(p, sizeof p, section, "intermediate_size"),
-                  0, &d->intermediate)) != TPX_PLUGIN_OK) {
+                  host, ctx,
+                  tpxp_path(p, sizeof p, section, "intermediate_size"), 0,
+                  &d->intermediate)) != TPX_PLUGIN_OK) {
     return st;
   }
   REQ(vocab, "vocab_size")

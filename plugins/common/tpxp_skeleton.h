@@ -47,33 +47,40 @@ typedef struct tpxp_sk_row {
   const char *suffix; /* "<prefix>.<suffix>"; "" is the prefix itself */
   int64_t a, b;
   int bias;
-  const char *name;  /* TPXP_SK_MODULE: module kind; TPXP_SK_PARAM: name */
+  const char *name;     /* TPXP_SK_MODULE: module kind; TPXP_SK_PARAM: name */
   const char *dtype;    /* NULL: the table's dtype */
   const int64_t *shape; /* TPXP_SK_PARAM_ND */
 } tpxp_sk_row;
 
 #define TPXP_SK_LIN(sfx, in, out, bias_)                                       \
-  {.kind = TPXP_SK_LINEAR, .suffix = (sfx), .a = (in), .b = (out),            \
-   .bias = (bias_)}
+  {                                                                            \
+    .kind = TPXP_SK_LINEAR, .suffix = (sfx), .a = (in), .b = (out),            \
+    .bias = (bias_)                                                            \
+  }
 #define TPXP_SK_NRM(sfx, dim, bias_)                                           \
-  {.kind = TPXP_SK_NORM, .suffix = (sfx), .a = (dim), .bias = (bias_)}
+  { .kind = TPXP_SK_NORM, .suffix = (sfx), .a = (dim), .bias = (bias_) }
 #define TPXP_SK_EMB(sfx, vocab, dim)                                           \
-  {.kind = TPXP_SK_EMBEDDING, .suffix = (sfx), .a = (vocab), .b = (dim)}
+  { .kind = TPXP_SK_EMBEDDING, .suffix = (sfx), .a = (vocab), .b = (dim) }
 #define TPXP_SK_MOD(sfx, kind_)                                                \
-  {.kind = TPXP_SK_MODULE, .suffix = (sfx), .name = (kind_)}
+  { .kind = TPXP_SK_MODULE, .suffix = (sfx), .name = (kind_) }
 /* A parameter on the module at the row's FQN (d1 < 0: 1-D). */
 #define TPXP_SK_PRM(sfx, pname, d0, d1)                                        \
-  {.kind = TPXP_SK_PARAM, .suffix = (sfx), .name = (pname), .a = (d0),        \
-   .b = (d1)}
+  {                                                                            \
+    .kind = TPXP_SK_PARAM, .suffix = (sfx), .name = (pname), .a = (d0),        \
+    .b = (d1)                                                                  \
+  }
 
 /* A parameter of any rank (conv kernels, probes): `shape` has nd dims. */
 #define TPXP_SK_PRM_ND(sfx, pname, nd, shape_)                                 \
-  {.kind = TPXP_SK_PARAM_ND, .suffix = (sfx), .name = (pname), .a = (nd),     \
-   .shape = (shape_)}
+  {                                                                            \
+    .kind = TPXP_SK_PARAM_ND, .suffix = (sfx), .name = (pname), .a = (nd),     \
+    .shape = (shape_)                                                          \
+  }
 
 /* The row after this one is added only when `cond` holds (a row that
  * exists only in some configurations). */
-#define TPXP_SK_WHEN(cond) {.kind = TPXP_SK_WHEN, .suffix = "", .a = !!(cond)}
+#define TPXP_SK_WHEN(cond)                                                     \
+  { .kind = TPXP_SK_WHEN, .suffix = "", .a = !!(cond) }
 
 /* Add every row of `rows` under `prefix` (NULL or "": suffixes are whole
  * FQNs); `dtype` applies to rows that name none (NULL: the config's). Stops
@@ -89,7 +96,7 @@ int tpxp_sk_layers(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const char *prefix, int64_t layers, const tpxp_sk_row *rows,
                    size_t n, const char *dtype);
 #define TPXP_SK_LAYERS(host, ctx, prefix, layers, rows, dtype)                 \
-  tpxp_sk_layers((host), (ctx), (prefix), (layers), (rows), TPXP_N_OF(rows),  \
+  tpxp_sk_layers((host), (ctx), (prefix), (layers), (rows), TPXP_N_OF(rows),   \
                  (dtype))
 
 /* A decoder stack whose layers differ: embedding, the layers container,
@@ -101,8 +108,8 @@ typedef struct tpxp_stack {
   const char *prefix; /* "model" */
   const char *embed;  /* "embed_tokens" */
   int64_t vocab, hidden, layers;
-  tpxp_layer_fn layer; /* builds layer i at "<prefix>.layers.<i>" */
-  const void *user;    /* handed to `layer` */
+  tpxp_layer_fn layer;     /* builds layer i at "<prefix>.layers.<i>" */
+  const void *user;        /* handed to `layer` */
   const tpxp_sk_row *tail; /* under prefix, after the layers */
   size_t n_tail;
   const char *dtype; /* the embedding's, tail's, head's; NULL: config's */

@@ -1,6 +1,6 @@
 /* deepseek.c — the tpx_deepseek family plugin: DeepseekV4ForCausalLM as
- * Automodel runs it (docs/SEMANTICS.md "Family plans"): the DeepseekV4 strategy, a
- * Default subclass whose fully_shard_deepseek_v4 keeps a set of
+ * Automodel runs it (docs/SEMANTICS.md "Family plans"): the DeepseekV4
+ * strategy, a Default subclass whose fully_shard_deepseek_v4 keeps a set of
  * reference-sensitive parameters in fp32 (tpx_plugin_fp32_params), and the
  * plan upstream selects: the class is not in PARALLELIZE_FUNCTIONS, so
  * get_hf_tp_shard_plan runs, cannot translate transformers-5's styles
@@ -27,8 +27,7 @@
 static const char *const k_archs[] = {
     "transformers.models.deepseek_v4.modeling_deepseek_v4."
     "DeepseekV4ForCausalLM",
-    "DeepseekV4ForCausalLM",
-    NULL};
+    "DeepseekV4ForCausalLM", NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
@@ -99,8 +98,7 @@ static int dsv4_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_KEY_I("o_lora_rank", &c->o_rank, 1024),
       TPXP_KEY_I("index_n_heads", &c->idx_heads, 64),
       TPXP_KEY_I("index_head_dim", &c->idx_dim, 128),
-      TPXP_KEY_I("compress_rates.compressed_sparse_attention", &c->rate_csa,
-                 4),
+      TPXP_KEY_I("compress_rates.compressed_sparse_attention", &c->rate_csa, 4),
       TPXP_KEY_I("compress_rates.heavily_compressed_attention", &c->rate_hca,
                  128),
   };
@@ -117,10 +115,10 @@ static int dsv4_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if ((st = tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &c->tie)))
     return st;
   if (c->layers < 0 || c->hidden <= 0 || c->heads <= 0 || c->head_dim <= 0 ||
-      c->q_rank <= 0 || c->vocab <= 0 || c->experts <= 0 ||
-      c->moe_inter <= 0 || c->hc <= 0 || c->o_groups <= 0 || c->o_rank <= 0 ||
-      c->idx_heads <= 0 || c->idx_dim <= 0 || c->rate_csa <= 0 ||
-      c->rate_hca <= 0 || (c->heads * c->head_dim) % c->o_groups != 0 ||
+      c->q_rank <= 0 || c->vocab <= 0 || c->experts <= 0 || c->moe_inter <= 0 ||
+      c->hc <= 0 || c->o_groups <= 0 || c->o_rank <= 0 || c->idx_heads <= 0 ||
+      c->idx_dim <= 0 || c->rate_csa <= 0 || c->rate_hca <= 0 ||
+      (c->heads * c->head_dim) % c->o_groups != 0 ||
       c->layers > ((int64_t)1 << 20) || c->hidden > ((int64_t)1 << 24) ||
       c->vocab > ((int64_t)1 << 31) || c->experts > ((int64_t)1 << 20))
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
@@ -157,21 +155,21 @@ static int layer_type(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return TPX_PLUGIN_OK;
   }
   if (st != TPX_PLUGIN_NOT_FOUND)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                     "config %s is not a string", key);
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR, "config %s is not a string",
+                     key);
   tpxp_fmt(key, sizeof key, "compress_ratios[%lld]", (long long)i);
   st = host->config_get_int(ctx, key, &ratio);
   if (st == TPX_PLUGIN_OK) {
     if (ratio != 0 && ratio != 4 && ratio != 128)
       return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                       "config %s = %lld: a compress ratio is 0, 4 or 128",
-                       key, (long long)ratio);
+                       "config %s = %lld: a compress ratio is 0, 4 or 128", key,
+                       (long long)ratio);
     *type = ratio == 0 ? SLIDING : ratio == 4 ? CSA : HCA;
     return TPX_PLUGIN_OK;
   }
   if (st != TPX_PLUGIN_NOT_FOUND)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                     "config %s is not an integer", key);
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR, "config %s is not an integer",
+                     key);
   *type = i < 2 ? HCA : ((i - 2) % 2 ? CSA : HCA);
   return TPX_PLUGIN_OK;
 }
@@ -183,8 +181,12 @@ static int compressor_core(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                            int64_t rate, int64_t norm_dim) {
   const tpxp_sk_row rows[] = {
       TPXP_SK_MOD("", "other"),
-      {.kind = TPXP_SK_PARAM, .suffix = "", .name = "position_bias", .a = rate,
-       .b = out, .dtype = F32},
+      {.kind = TPXP_SK_PARAM,
+       .suffix = "",
+       .name = "position_bias",
+       .a = rate,
+       .b = out,
+       .dtype = F32},
       TPXP_SK_LIN("kv_proj", c->hidden, out, 0),
       TPXP_SK_LIN("gate_proj", c->hidden, out, 0),
       {.kind = TPXP_SK_NORM, .suffix = "kv_norm", .a = norm_dim, .dtype = F32},
@@ -201,14 +203,22 @@ static int attention(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
    * (heads * head_dim / o_groups) -> o_groups * o_lora_rank. */
   const tpxp_sk_row rows[] = {
       TPXP_SK_MOD("", "other"),
-      {.kind = TPXP_SK_PARAM, .suffix = "", .name = "sinks", .a = c->heads,
-       .b = -1, .dtype = F32},
+      {.kind = TPXP_SK_PARAM,
+       .suffix = "",
+       .name = "sinks",
+       .a = c->heads,
+       .b = -1,
+       .dtype = F32},
       TPXP_SK_LIN("q_a_proj", c->hidden, c->q_rank, 0),
-      {.kind = TPXP_SK_NORM, .suffix = "q_a_norm", .a = c->q_rank,
+      {.kind = TPXP_SK_NORM,
+       .suffix = "q_a_norm",
+       .a = c->q_rank,
        .dtype = F32},
       TPXP_SK_LIN("q_b_proj", c->q_rank, q, 0),
       TPXP_SK_LIN("kv_proj", c->hidden, c->head_dim, 0),
-      {.kind = TPXP_SK_NORM, .suffix = "kv_norm", .a = c->head_dim,
+      {.kind = TPXP_SK_NORM,
+       .suffix = "kv_norm",
+       .a = c->head_dim,
        .dtype = F32},
       TPXP_SK_LIN("o_a_proj", q / c->o_groups, c->o_groups * c->o_rank, 0),
       TPXP_SK_LIN("o_b_proj", c->o_groups * c->o_rank, c->hidden, 0),
@@ -237,15 +247,24 @@ static int attention(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 
 /* A hyper-connection's rows at "<prefix>.<name>": fn [(2 + hc) * hc,
  * hc * hidden], base [(2 + hc) * hc], scale [3], all fp32. */
-#define HC_ROWS(sfx_, c_)                                                       \
+#define HC_ROWS(sfx_, c_)                                                      \
   TPXP_SK_MOD(sfx_, "other"),                                                  \
-      {.kind = TPXP_SK_PARAM, .suffix = sfx_, .name = "fn",                   \
-       .a = (2 + (c_)->hc) * (c_)->hc, .b = (c_)->hc * (c_)->hidden,              \
+      {.kind = TPXP_SK_PARAM,                                                  \
+       .suffix = sfx_,                                                         \
+       .name = "fn",                                                           \
+       .a = (2 + (c_)->hc) * (c_)->hc,                                         \
+       .b = (c_)->hc * (c_)->hidden,                                           \
        .dtype = F32},                                                          \
-      {.kind = TPXP_SK_PARAM, .suffix = sfx_, .name = "base",                 \
-       .a = (2 + (c_)->hc) * (c_)->hc, .b = -1, .dtype = F32},                  \
-      {.kind = TPXP_SK_PARAM, .suffix = sfx_, .name = "scale", .a = 3,        \
-       .b = -1, .dtype = F32}
+      {.kind = TPXP_SK_PARAM,                                                  \
+       .suffix = sfx_,                                                         \
+       .name = "base",                                                         \
+       .a = (2 + (c_)->hc) * (c_)->hc,                                         \
+       .b = -1,                                                                \
+       .dtype = F32},                                                          \
+  {                                                                            \
+    .kind = TPXP_SK_PARAM, .suffix = sfx_, .name = "scale", .a = 3, .b = -1,   \
+    .dtype = F32                                                               \
+  }
 
 static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                  const char *l, int64_t i, const void *user) {
@@ -257,10 +276,14 @@ static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_SK_LIN("mlp.shared_experts.gate_proj", c->hidden, c->moe_inter, 0),
       TPXP_SK_LIN("mlp.shared_experts.up_proj", c->hidden, c->moe_inter, 0),
       TPXP_SK_LIN("mlp.shared_experts.down_proj", c->moe_inter, c->hidden, 0),
-      {.kind = TPXP_SK_NORM, .suffix = "input_layernorm", .a = c->hidden,
+      {.kind = TPXP_SK_NORM,
+       .suffix = "input_layernorm",
+       .a = c->hidden,
        .dtype = F32},
-      {.kind = TPXP_SK_NORM, .suffix = "post_attention_layernorm",
-       .a = c->hidden, .dtype = F32},
+      {.kind = TPXP_SK_NORM,
+       .suffix = "post_attention_layernorm",
+       .a = c->hidden,
+       .dtype = F32},
       HC_ROWS("attn_hc", c),
       HC_ROWS("ffn_hc", c),
   };
@@ -288,18 +311,36 @@ static int dsv4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
         /* The head's hyper-connection: hc_fn [hc, hc * hidden], hc_base
          * [hc], hc_scale [1], fp32. */
         TPXP_SK_MOD("hc_head", "other"),
-        {.kind = TPXP_SK_PARAM, .suffix = "hc_head", .name = "hc_fn",
-         .a = c.hc, .b = c.hc * c.hidden, .dtype = F32},
-        {.kind = TPXP_SK_PARAM, .suffix = "hc_head", .name = "hc_base",
-         .a = c.hc, .b = -1, .dtype = F32},
-        {.kind = TPXP_SK_PARAM, .suffix = "hc_head", .name = "hc_scale",
-         .a = 1, .b = -1, .dtype = F32},
+        {.kind = TPXP_SK_PARAM,
+         .suffix = "hc_head",
+         .name = "hc_fn",
+         .a = c.hc,
+         .b = c.hc * c.hidden,
+         .dtype = F32},
+        {.kind = TPXP_SK_PARAM,
+         .suffix = "hc_head",
+         .name = "hc_base",
+         .a = c.hc,
+         .b = -1,
+         .dtype = F32},
+        {.kind = TPXP_SK_PARAM,
+         .suffix = "hc_head",
+         .name = "hc_scale",
+         .a = 1,
+         .b = -1,
+         .dtype = F32},
     };
-    const tpxp_stack stack = {
-        .prefix = "model", .embed = "embed_tokens", .vocab = c.vocab,
-        .hidden = c.hidden, .layers = c.layers, .layer = layer, .user = &c,
-        .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
-        .tie = c.tie};
+    const tpxp_stack stack = {.prefix = "model",
+                              .embed = "embed_tokens",
+                              .vocab = c.vocab,
+                              .hidden = c.hidden,
+                              .layers = c.layers,
+                              .layer = layer,
+                              .user = &c,
+                              .tail = tail,
+                              .n_tail = TPXP_N_OF(tail),
+                              .head = "lm_head",
+                              .tie = c.tie};
     return tpxp_sk_stack(host, ctx, &stack);
   }
 }

@@ -31,8 +31,8 @@ void dfx_sk_init(dfx_sk *s, const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 void dfx_mod(dfx_sk *s, const char *kind, const char *fmt, ...)
     TPXP_PRINTF(3, 4);
 /* nn.Linear(in, out) at the formatted FQN. */
-void dfx_lin(dfx_sk *s, int64_t in, int64_t out, int bias, const char *fmt,
-             ...) TPXP_PRINTF(5, 6);
+void dfx_lin(dfx_sk *s, int64_t in, int64_t out, int bias, const char *fmt, ...)
+    TPXP_PRINTF(5, 6);
 /* A norm with weight [dim] (affine) and bias [dim] (bias). */
 void dfx_norm(dfx_sk *s, int64_t dim, int affine, int bias, const char *fmt,
               ...) TPXP_PRINTF(5, 6);
@@ -47,8 +47,8 @@ void dfx_two_linear(dfx_sk *s, const char *prefix, int64_t in, int64_t dim);
 void dfx_ff(dfx_sk *s, const char *prefix, int64_t dim, int64_t proj_out,
             int64_t inner, int64_t out, int bias, int dropout);
 /* Conv3d(in, out, kernel = stride = (kt, kh, kw)) with bias. */
-void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out,
-                int64_t kt, int64_t kh, int64_t kw);
+void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out, int64_t kt,
+                int64_t kh, int64_t kw);
 /* out_channels-style reads: `absent` when the key is missing, `if_null`
  * when it is JSON null, else a size (1..2^31); a failure lands in s->st.
  * Every other key goes through tpxp_cfg_read. */
@@ -57,12 +57,12 @@ int64_t dfx_size_or(dfx_sk *s, const char *key, int64_t absent,
 
 /* ---- skeletons (one file each) ---- */
 int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const char *arch);
+                     const char *arch);
 int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const char *arch);
+                         const char *arch);
 int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const char *arch);
+                      const char *arch);
 int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const char *arch);
+                           const char *arch);
 
 #endif /* TPX_PLUGIN_DIFFUSION_H */

@@ -18,15 +18,15 @@
 int dfx_wan_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                  const tpx_plugin_plan_request *req) {
   static const tpxp_rule rules[] = {
-    TPXP_COL("condition_embedder.text_embedder.linear_1"),
-    TPXP_ROW("condition_embedder.text_embedder.linear_2"),
-    TPXP_COL("condition_embedder.time_embedder.linear_1"),
-    TPXP_ROW("condition_embedder.time_embedder.linear_2"),
-    TPXP_COL("condition_embedder.time_proj"),
-    TPXP_COL("blocks.*.ffn.net.0.proj"),
-    TPXP_ROW("blocks.*.ffn.net.2"),
-    TPXP_ROW("proj_out"),
-};
+      TPXP_COL("condition_embedder.text_embedder.linear_1"),
+      TPXP_ROW("condition_embedder.text_embedder.linear_2"),
+      TPXP_COL("condition_embedder.time_embedder.linear_1"),
+      TPXP_ROW("condition_embedder.time_embedder.linear_2"),
+      TPXP_COL("condition_embedder.time_proj"),
+      TPXP_COL("blocks.*.ffn.net.0.proj"),
+      TPXP_ROW("blocks.*.ffn.net.2"),
+      TPXP_ROW("proj_out"),
+  };
   int st = TPX_PLUGIN_OK;
   /* a fixed set of calls at every tp, sp ignored */
   if (host->plan_set_function != NULL)

@@ -134,8 +134,7 @@ static int ltx2_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return no_tp_validate(host, ctx, req, "LTX2");
 }
 
-static int qwenimage_validate(const tpx_plugin_host *host,
-                              tpx_plugin_ctx *ctx,
+static int qwenimage_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                               const tpx_plugin_plan_request *req) {
   if (host->diagnose == NULL)
     return TPX_PLUGIN_OK;
@@ -214,8 +213,7 @@ static int set_props(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (host->struct_size <= offsetof(tpx_plugin_host, strategy_set) ||
       host->strategy_set == NULL)
     return TPX_PLUGIN_OK;
-  for (i = 0; i < n; i++)
-    TPXP_CHK(host->strategy_set(ctx, kv[i][0], kv[i][1]));
+  for (i = 0; i < n; i++) TPXP_CHK(host->strategy_set(ctx, kv[i][0], kv[i][1]));
   return TPX_PLUGIN_OK;
 }
 
@@ -239,8 +237,8 @@ static int ltx2_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return set_props(host, ctx, name, 1);
 }
 
-static int qwenimage_strategy(const tpx_plugin_host *host,
-                              tpx_plugin_ctx *ctx, const char *arch) {
+static int qwenimage_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                              const char *arch) {
   return set_props(host, ctx, qwen_props, TPXP_N_OF(qwen_props));
 }
 

@@ -1,8 +1,8 @@
 /* diffusion_sk.c — skeleton helpers of the diffusion plugin: a builder that
  * keeps the first failure, the Diffusers building blocks the four models
  * share (Linear, norms, TimestepEmbedding-style pairs, FeedForward, Conv3d
- * patch embeddings) and the out_channels read (absent, null or a size). Names and shapes follow
- * the Diffusers checkpoints (nn.Linear weight [out, in]). */
+ * patch embeddings) and the out_channels read (absent, null or a size). Names
+ * and shapes follow the Diffusers checkpoints (nn.Linear weight [out, in]). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,8 +100,8 @@ void dfx_ff(dfx_sk *s, const char *prefix, int64_t dim, int64_t proj_out,
   dfx_lin(s, inner, out, bias, "%s.net.2", prefix);
 }
 
-void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out,
-                int64_t kt, int64_t kh, int64_t kw) {
+void dfx_conv3d(dfx_sk *s, const char *fqn, int64_t in, int64_t out, int64_t kt,
+                int64_t kh, int64_t kw) {
   int64_t w[5], b[1];
   w[0] = out;
   w[1] = in;

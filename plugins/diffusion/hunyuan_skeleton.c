@@ -18,7 +18,7 @@ static void qk_norm(dfx_sk *s, int ln, int64_t head_dim, const char *prefix,
 }
 
 int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const char *arch) {
+                         const char *arch) {
   dfx_sk s;
   int64_t heads, head_dim, inner, in_ch, out_ch, layers, refiners, p, pt;
   int64_t text_dim, text2_dim, image_dim, mlp, i;
@@ -29,19 +29,19 @@ int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   dfx_sk_init(&s, host, ctx, "bfloat16");
   {
     const tpxp_key keys[] = {
-      TPXP_KEY_Z("in_channels", &in_ch, 65),
-      TPXP_KEY_Z("num_attention_heads", &heads, 16),
-      TPXP_KEY_Z("attention_head_dim", &head_dim, 128),
-      TPXP_KEY_I("num_layers", &layers, 54),
-      TPXP_KEY_I("num_refiner_layers", &refiners, 2),
-      TPXP_KEY_F("mlp_ratio", &ratio, 4.0),
-      TPXP_KEY_Z("patch_size", &p, 1),
-      TPXP_KEY_Z("patch_size_t", &pt, 1),
-      TPXP_KEY_S("qk_norm", &qk, "rms_norm"),
-      TPXP_KEY_Z("text_embed_dim", &text_dim, 3584),
-      TPXP_KEY_Z("text_embed_2_dim", &text2_dim, 1472),
-      TPXP_KEY_Z("image_embed_dim", &image_dim, 1152),
-      TPXP_KEY_B("use_meanflow", &meanflow, 0),
+        TPXP_KEY_Z("in_channels", &in_ch, 65),
+        TPXP_KEY_Z("num_attention_heads", &heads, 16),
+        TPXP_KEY_Z("attention_head_dim", &head_dim, 128),
+        TPXP_KEY_I("num_layers", &layers, 54),
+        TPXP_KEY_I("num_refiner_layers", &refiners, 2),
+        TPXP_KEY_F("mlp_ratio", &ratio, 4.0),
+        TPXP_KEY_Z("patch_size", &p, 1),
+        TPXP_KEY_Z("patch_size_t", &pt, 1),
+        TPXP_KEY_S("qk_norm", &qk, "rms_norm"),
+        TPXP_KEY_Z("text_embed_dim", &text_dim, 3584),
+        TPXP_KEY_Z("text_embed_2_dim", &text2_dim, 1472),
+        TPXP_KEY_Z("image_embed_dim", &image_dim, 1152),
+        TPXP_KEY_B("use_meanflow", &meanflow, 0),
     };
     TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
   }
@@ -73,10 +73,10 @@ int dfx_hunyuan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   /* The token refiner: CombinedTimestepTextProjEmbeddings, proj_in, and its
    * blocks (mlp width fixed at 4 upstream, whatever mlp_ratio says). */
   dfx_mod(&s, "container", "context_embedder");
-  dfx_two_linear(&s, "context_embedder.time_text_embed.timestep_embedder",
-                 256, inner);
-  dfx_two_linear(&s, "context_embedder.time_text_embed.text_embedder",
-                 text_dim, inner);
+  dfx_two_linear(&s, "context_embedder.time_text_embed.timestep_embedder", 256,
+                 inner);
+  dfx_two_linear(&s, "context_embedder.time_text_embed.text_embedder", text_dim,
+                 inner);
   dfx_lin(&s, text_dim, inner, 1, "context_embedder.proj_in");
   for (i = 0; i < refiners && s.st == TPX_PLUGIN_OK; i++) {
     tpxp_fmt(b, sizeof b, "context_embedder.token_refiner.refiner_blocks.%lld",

@@ -29,8 +29,7 @@ static void attention(dfx_sk *s, const char *b, const char *name, int64_t q,
 }
 
 /* LTX2AdaLayerNormSingle: a timestep embedding and linear dim -> n * dim. */
-static void adaln_single(dfx_sk *s, const char *name, int64_t dim,
-                         int64_t n) {
+static void adaln_single(dfx_sk *s, const char *name, int64_t dim, int64_t n) {
   char p[TPXP_FQN_MAX];
   tpxp_fmt(p, sizeof p, "%s.emb.timestep_embedder", name);
   dfx_two_linear(s, p, 256, dim);
@@ -49,8 +48,7 @@ static void table(dfx_sk *s, const char *module, const char *name, int64_t n,
 static int ff_width(const char *act, int64_t inner, int64_t *out) {
   static const char *const plain[] = {"gelu", "gelu-approximate",
                                       "linear-silu"};
-  static const char *const gated[] = {"geglu", "geglu-approximate",
-                                      "swiglu"};
+  static const char *const gated[] = {"geglu", "geglu-approximate", "swiglu"};
   size_t i;
   for (i = 0; i < sizeof plain / sizeof plain[0]; i++)
     if (strcmp(act, plain[i]) == 0) {
@@ -66,7 +64,7 @@ static int ff_width(const char *act, int64_t inner, int64_t *out) {
 }
 
 int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const char *arch) {
+                      const char *arch) {
   dfx_sk s;
   int64_t in_ch, out_ch, heads, hd, cross, a_in, a_out, a_heads, a_hd;
   int64_t a_cross, layers, caption, inner, a_inner, ffw, a_ffw, i;
@@ -77,30 +75,30 @@ int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   dfx_sk_init(&s, host, ctx, "bfloat16");
   {
     const tpxp_key keys[] = {
-      TPXP_KEY_Z("in_channels", &in_ch, 128),
-      TPXP_KEY_Z("num_attention_heads", &heads, 32),
-      TPXP_KEY_Z("attention_head_dim", &hd, 128),
-      TPXP_KEY_Z("cross_attention_dim", &cross, 4096),
-      TPXP_KEY_B("gated_attn", &gated, 0),
-      TPXP_KEY_B("cross_attn_mod", &xmod, 0),
-      TPXP_KEY_Z("audio_in_channels", &a_in, 128),
-      TPXP_KEY_Z("audio_num_attention_heads", &a_heads, 32),
-      TPXP_KEY_Z("audio_attention_head_dim", &a_hd, 64),
-      TPXP_KEY_Z("audio_cross_attention_dim", &a_cross, 2048),
-      TPXP_KEY_B("audio_gated_attn", &a_gated, 0),
-      TPXP_KEY_B("audio_cross_attn_mod", &a_xmod, 0),
-      TPXP_KEY_I("num_layers", &layers, 48),
-      TPXP_KEY_S("activation_fn", &act, "gelu-approximate"),
-      TPXP_KEY_S("qk_norm", &qk, "rms_norm_across_heads"),
-      TPXP_KEY_B("norm_elementwise_affine", &affine, 0),
-      TPXP_KEY_Z("caption_channels", &caption, 3840),
-      TPXP_KEY_B("attention_bias", &bias, 1),
-      TPXP_KEY_B("attention_out_bias", &out_bias, 1),
-      TPXP_KEY_B("use_prompt_embeddings", &prompts, 1),
-      TPXP_KEY_B("ff_bias", &ff_bias, 1),
-      TPXP_KEY_B("audio_ff_bias", &a_ff_bias, 1),
-      TPXP_KEY_B("use_prompt_adaln_single", &adaln_single_prompt, 1),
-      TPXP_KEY_B("use_keyframes_abs_pos_embedding", &keyframes, 0),
+        TPXP_KEY_Z("in_channels", &in_ch, 128),
+        TPXP_KEY_Z("num_attention_heads", &heads, 32),
+        TPXP_KEY_Z("attention_head_dim", &hd, 128),
+        TPXP_KEY_Z("cross_attention_dim", &cross, 4096),
+        TPXP_KEY_B("gated_attn", &gated, 0),
+        TPXP_KEY_B("cross_attn_mod", &xmod, 0),
+        TPXP_KEY_Z("audio_in_channels", &a_in, 128),
+        TPXP_KEY_Z("audio_num_attention_heads", &a_heads, 32),
+        TPXP_KEY_Z("audio_attention_head_dim", &a_hd, 64),
+        TPXP_KEY_Z("audio_cross_attention_dim", &a_cross, 2048),
+        TPXP_KEY_B("audio_gated_attn", &a_gated, 0),
+        TPXP_KEY_B("audio_cross_attn_mod", &a_xmod, 0),
+        TPXP_KEY_I("num_layers", &layers, 48),
+        TPXP_KEY_S("activation_fn", &act, "gelu-approximate"),
+        TPXP_KEY_S("qk_norm", &qk, "rms_norm_across_heads"),
+        TPXP_KEY_B("norm_elementwise_affine", &affine, 0),
+        TPXP_KEY_Z("caption_channels", &caption, 3840),
+        TPXP_KEY_B("attention_bias", &bias, 1),
+        TPXP_KEY_B("attention_out_bias", &out_bias, 1),
+        TPXP_KEY_B("use_prompt_embeddings", &prompts, 1),
+        TPXP_KEY_B("ff_bias", &ff_bias, 1),
+        TPXP_KEY_B("audio_ff_bias", &a_ff_bias, 1),
+        TPXP_KEY_B("use_prompt_adaln_single", &adaln_single_prompt, 1),
+        TPXP_KEY_B("use_keyframes_abs_pos_embedding", &keyframes, 0),
     };
     TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
   }
@@ -165,11 +163,11 @@ int dfx_ltx2_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     attention(&s, b, "audio_attn2", a_inner, a_cross, a_heads, a_hd, bias,
               out_bias, a_gated);
     dfx_norm(&s, inner, affine, 0, "%s.audio_to_video_norm", b);
-    attention(&s, b, "audio_to_video_attn", inner, a_inner, a_heads, a_hd,
-              bias, out_bias, gated);
+    attention(&s, b, "audio_to_video_attn", inner, a_inner, a_heads, a_hd, bias,
+              out_bias, gated);
     dfx_norm(&s, a_inner, affine, 0, "%s.video_to_audio_norm", b);
-    attention(&s, b, "video_to_audio_attn", a_inner, inner, a_heads, a_hd,
-              bias, out_bias, a_gated);
+    attention(&s, b, "video_to_audio_attn", a_inner, inner, a_heads, a_hd, bias,
+              out_bias, a_gated);
     dfx_norm(&s, inner, affine, 0, "%s.norm3", b);
     tpxp_fmt(f, sizeof f, "%s.ff", b);
     dfx_ff(&s, f, inner, ffw, 4 * inner, inner, ff_bias, 0);

@@ -9,7 +9,7 @@
 #include "diffusion.h"
 
 int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const char *arch) {
+                           const char *arch) {
   dfx_sk s;
   int64_t p, in_ch, out_ch, layers, hd, heads, joint, inner, i;
   int add_t;
@@ -17,13 +17,13 @@ int dfx_qwenimage_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   dfx_sk_init(&s, host, ctx, "bfloat16");
   {
     const tpxp_key keys[] = {
-      TPXP_KEY_Z("patch_size", &p, 2),
-      TPXP_KEY_Z("in_channels", &in_ch, 64),
-      TPXP_KEY_I("num_layers", &layers, 60),
-      TPXP_KEY_Z("attention_head_dim", &hd, 128),
-      TPXP_KEY_Z("num_attention_heads", &heads, 24),
-      TPXP_KEY_Z("joint_attention_dim", &joint, 3584),
-      TPXP_KEY_B("use_additional_t_cond", &add_t, 0),
+        TPXP_KEY_Z("patch_size", &p, 2),
+        TPXP_KEY_Z("in_channels", &in_ch, 64),
+        TPXP_KEY_I("num_layers", &layers, 60),
+        TPXP_KEY_Z("attention_head_dim", &hd, 128),
+        TPXP_KEY_Z("num_attention_heads", &heads, 24),
+        TPXP_KEY_Z("joint_attention_dim", &joint, 3584),
+        TPXP_KEY_B("use_additional_t_cond", &add_t, 0),
     };
     TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
   }

@@ -11,7 +11,7 @@
 #include "diffusion.h"
 
 int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const char *arch) {
+                     const char *arch) {
   dfx_sk s;
   int64_t heads, head_dim, inner, in_ch, out_ch, text_dim, freq_dim, ffn;
   int64_t layers, image_dim, added_kv, pos_len, pt, ph, pw, i;
@@ -19,20 +19,20 @@ int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   dfx_sk_init(&s, host, ctx, "float32");
   {
     const tpxp_key keys[] = {
-      TPXP_KEY_Z("num_attention_heads", &heads, 40),
-      TPXP_KEY_Z("attention_head_dim", &head_dim, 128),
-      TPXP_KEY_Z("in_channels", &in_ch, 16),
-      TPXP_KEY_Z("text_dim", &text_dim, 4096),
-      TPXP_KEY_Z("freq_dim", &freq_dim, 256),
-      TPXP_KEY_Z("ffn_dim", &ffn, 13824),
-      TPXP_KEY_I("num_layers", &layers, 40),
-      TPXP_KEY_B("cross_attn_norm", &cross_norm, 1),
-      TPXP_KEY_I("image_dim", &image_dim, 0),
-      TPXP_KEY_I("added_kv_proj_dim", &added_kv, 0),
-      TPXP_KEY_I("pos_embed_seq_len", &pos_len, 0),
-      TPXP_KEY_Z("patch_size[0]", &pt, 1),
-      TPXP_KEY_Z("patch_size[1]", &ph, 2),
-      TPXP_KEY_Z("patch_size[2]", &pw, 2),
+        TPXP_KEY_Z("num_attention_heads", &heads, 40),
+        TPXP_KEY_Z("attention_head_dim", &head_dim, 128),
+        TPXP_KEY_Z("in_channels", &in_ch, 16),
+        TPXP_KEY_Z("text_dim", &text_dim, 4096),
+        TPXP_KEY_Z("freq_dim", &freq_dim, 256),
+        TPXP_KEY_Z("ffn_dim", &ffn, 13824),
+        TPXP_KEY_I("num_layers", &layers, 40),
+        TPXP_KEY_B("cross_attn_norm", &cross_norm, 1),
+        TPXP_KEY_I("image_dim", &image_dim, 0),
+        TPXP_KEY_I("added_kv_proj_dim", &added_kv, 0),
+        TPXP_KEY_I("pos_embed_seq_len", &pos_len, 0),
+        TPXP_KEY_Z("patch_size[0]", &pt, 1),
+        TPXP_KEY_Z("patch_size[1]", &ph, 2),
+        TPXP_KEY_Z("patch_size[2]", &pw, 2),
     };
     TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
   }
@@ -79,8 +79,7 @@ int dfx_wan_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       dfx_lin(&s, inner, inner, 1, "blocks.%lld.%s.to_q", (long long)i, n);
       dfx_lin(&s, inner, inner, 1, "blocks.%lld.%s.to_k", (long long)i, n);
       dfx_lin(&s, inner, inner, 1, "blocks.%lld.%s.to_v", (long long)i, n);
-      dfx_lin(&s, inner, inner, 1, "blocks.%lld.%s.to_out.0", (long long)i,
-              n);
+      dfx_lin(&s, inner, inner, 1, "blocks.%lld.%s.to_out.0", (long long)i, n);
       dfx_norm(&s, inner, 1, 0, "blocks.%lld.%s.norm_q", (long long)i, n);
       dfx_norm(&s, inner, 1, 0, "blocks.%lld.%s.norm_k", (long long)i, n);
       if (a == 1 && added_kv > 0) {

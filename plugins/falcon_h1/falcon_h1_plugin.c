@@ -8,12 +8,12 @@
  * `colwise_gather_output` is not a style Automodel translates). Sequence
  * parallelism is ignored: the parallel Mamba branch's activations are not
  * sequence-sharded. The plan is the same at every tp: the Default
- * strategy's validate_tp_mesh (docs/SEMANTICS.md "Plan selection") is the host's diagnostic
- * (heads-not-divisible). The skeleton lives in falcon_h1_skeleton.c. */
+ * strategy's validate_tp_mesh (docs/SEMANTICS.md "Plan selection") is the
+ * host's diagnostic (heads-not-divisible). The skeleton lives in
+ * falcon_h1_skeleton.c. */
 #include "falcon_h1.h"
 
 #include "tpxp_common.h"
-
 
 static const char *const falcon_h1_architectures[] = {
     "transformers.models.falcon_h1.modeling_falcon_h1.FalconH1ForCausalLM",

@@ -8,8 +8,8 @@
  *   feed_forward.{gate,up,down}_proj   gated MLP, bias mlp_bias
  *   mamba.{dt_bias, A_log, D}          [n_heads] each (direct parameters)
  *   mamba.conv1d        weight [conv_dim, 1, d_conv] (+ bias, mamba_conv_bias)
- *   mamba.in_proj       [d_ssm + conv_dim + n_heads, hidden] (+ mamba_proj_bias)
- *   mamba.norm          [d_ssm], only with mamba_rms_norm
+ *   mamba.in_proj       [d_ssm + conv_dim + n_heads, hidden] (+
+ * mamba_proj_bias) mamba.norm          [d_ssm], only with mamba_rms_norm
  *   mamba.out_proj      [hidden, d_ssm] (+ bias, projectors_bias)
  *   self_attn.{q,k,v,o}_proj           bias attention_bias
  *   input_layernorm, pre_ff_layernorm  [hidden]
@@ -103,7 +103,7 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   /* num_key_value_heads: default 8; null means num_attention_heads */
   TPXP_CHK(falcon_h1_kv_heads(host, ctx, c->heads, &c->kv));
   TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "head_dim", c->hidden / c->heads,
-                       &c->head_dim));
+                            &c->head_dim));
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", mamba));
   TPXP_CHK(read_d_head(host, ctx, &c->m_head_dim, &d_head_auto));
   if (c->m_heads <= 0)
@@ -188,11 +188,17 @@ int falcon_h1_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
         TPXP_SK_NRM("final_layernorm", c.hidden, 0),
         TPXP_SK_MOD("rotary_emb", "rotary"),
     };
-    const tpxp_stack stack = {
-        .prefix = "model", .embed = "embed_tokens", .vocab = c.vocab,
-        .hidden = c.hidden, .layers = c.layers, .layer = layer, .user = &c,
-        .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
-        .tie = c.tie};
+    const tpxp_stack stack = {.prefix = "model",
+                              .embed = "embed_tokens",
+                              .vocab = c.vocab,
+                              .hidden = c.hidden,
+                              .layers = c.layers,
+                              .layer = layer,
+                              .user = &c,
+                              .tail = tail,
+                              .n_tail = TPXP_N_OF(tail),
+                              .head = "lm_head",
+                              .tie = c.tie};
     return tpxp_sk_stack(host, ctx, &stack);
   }
 }

@@ -2,9 +2,9 @@
  *
  * The plugin serves Gemma3ForCausalLM (prefix "model"),
  * Gemma3ForConditionalGeneration (prefix "model.language_model", a SigLIP
- * vision tower and projector left replicated) and Gemma4ForConditionalGeneration
- * (the model-registered strategy plan of NeMo Automodel HEAD). Not an ABI
- * header: nothing here is exported. */
+ * vision tower and projector left replicated) and
+ * Gemma4ForConditionalGeneration (the model-registered strategy plan of NeMo
+ * Automodel HEAD). Not an ABI header: nothing here is exported. */
 #ifndef TPX_GEMMA3_PRIVATE_H
 #define TPX_GEMMA3_PRIVATE_H
 

@@ -1,11 +1,11 @@
 /* gemma3_plan.c — the Gemma3 and Gemma4 TP plans.
  *
- * Gemma3 (docs/SEMANTICS.md "Family plans", `_parallelize_gemma3`): one dict for sp off; sp on
- * is that dict updated in place (embedding, o_proj, down_proj and lm_head
- * get sequence-sharded layouts) plus appended rotary and norm entries. The
- * plan ignores tp and the head counts, as upstream's does: validate_tp_mesh,
- * which the Default strategy asserts first, is the host's diagnostic
- * (heads-not-divisible, for every plan source).
+ * Gemma3 (docs/SEMANTICS.md "Family plans", `_parallelize_gemma3`): one dict
+ * for sp off; sp on is that dict updated in place (embedding, o_proj, down_proj
+ * and lm_head get sequence-sharded layouts) plus appended rotary and norm
+ * entries. The plan ignores tp and the head counts, as upstream's does:
+ * validate_tp_mesh, which the Default strategy asserts first, is the host's
+ * diagnostic (heads-not-divisible, for every plan source).
  *
  * Gemma4 (the model-registered strategy at HEAD): at tp > 1 the
  * strategy refuses MoE text configs and head counts tp does not divide, then
@@ -42,7 +42,6 @@ static const tpxp_rule gemma3_sp1_tail[] = {
     TPXP_SEQ("norm"),
 };
 
-
 /* Like upstream's _parallelize_gemma3, never looks at tp or the head
  * counts: validate_tp_mesh is the host's (heads-not-divisible). */
 int gemma3_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
@@ -69,7 +68,8 @@ static const tpxp_rule gemma4_rules[] = {
     TPXP_RULE(G4_ROW, "layers.*.self_attn.o_proj"),
     TPXP_COL("layers.*.mlp.up_proj"),
     TPXP_COL("layers.*.mlp.gate_proj"),
-    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
+    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR,
+             .rooted = 1),
     /* assigned after the dict literal upstream, hence last */
     TPXP_RULE(G4_ROW, "layers.*.mlp.down_proj"),
 };
@@ -114,17 +114,17 @@ static const char *g4_key(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
  * use, ascending (upstream: sorted() of a set over per_layer_config).
  * Sliding layers use num_key_value_heads; full-attention layers use
  * num_global_key_value_heads when the text config has one and sets
- * attention_k_eq_v (Gemma4's heterogeneous per-layer config). Without layer_types every layer is taken
- * as sliding, plus a full-attention kind when a global count is given. */
+ * attention_k_eq_v (Gemma4's heterogeneous per-layer config). Without
+ * layer_types every layer is taken as sliding, plus a full-attention kind when
+ * a global count is given. */
 static int gemma4_head_pairs(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                              int64_t pairs[2][2], int *n) {
   char p[TPXP_FQN_MAX];
   int64_t heads, kv, gkv, nl = 0, i;
   int st, has_global, any_full = 0, any_local = 0;
   *n = 0;
-  st = tpxp_cfg_int_req(host, ctx,
-                        g4_key(host, ctx, p, sizeof p, "num_attention_heads"),
-                        &heads);
+  st = tpxp_cfg_int_req(
+      host, ctx, g4_key(host, ctx, p, sizeof p, "num_attention_heads"), &heads);
   if (st != TPX_PLUGIN_OK)
     return st;
   st = tpxp_cfg_int_opt(host, ctx,
@@ -136,8 +136,8 @@ static int gemma4_head_pairs(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
    * attention_k_eq_v (transformers' Gemma4 attention); otherwise they use
    * num_key_value_heads like every other layer. */
   int k_eq_v = 0;
-  st = cfg_truthy(host, ctx,
-                  g4_key(host, ctx, p, sizeof p, "attention_k_eq_v"), &k_eq_v);
+  st = cfg_truthy(host, ctx, g4_key(host, ctx, p, sizeof p, "attention_k_eq_v"),
+                  &k_eq_v);
   if (st != TPX_PLUGIN_OK)
     return st;
   has_global =
@@ -147,7 +147,8 @@ static int gemma4_head_pairs(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
           &gkv) == TPX_PLUGIN_OK;
   if (!has_global)
     gkv = kv;
-  if (host->config_get_length(ctx, g4_key(host, ctx, p, sizeof p, "layer_types"),
+  if (host->config_get_length(ctx,
+                              g4_key(host, ctx, p, sizeof p, "layer_types"),
                               &nl) != TPX_PLUGIN_OK)
     nl = 0;
   for (i = 0; i < nl; i++) {
@@ -249,11 +250,10 @@ static int gemma4_refuse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                         g4_key(host, ctx, p, sizeof p, "num_attention_heads"),
                         0, &heads);
   if (st == TPX_PLUGIN_OK)
-    st = tpxp_cfg_int_opt(
-        host, ctx, g4_key(host, ctx, p, sizeof p, "num_key_value_heads"), 0,
-        &kv);
-  return st == TPX_PLUGIN_OK ? tpxp_refuse_heads(host, ctx, heads, kv, tp)
-                             : st;
+    st = tpxp_cfg_int_opt(host, ctx,
+                          g4_key(host, ctx, p, sizeof p, "num_key_value_heads"),
+                          0, &kv);
+  return st == TPX_PLUGIN_OK ? tpxp_refuse_heads(host, ctx, heads, kv, tp) : st;
 }
 
 int gemma4_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

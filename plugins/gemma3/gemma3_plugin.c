@@ -8,9 +8,9 @@
 
 #include "tpxp_common.h"
 
-/* Every name a model class reaches Automodel under (docs/SEMANTICS.md "Plan selection"):
- * qualified HF names as PARALLELIZE_FUNCTIONS keys them, the bare names a
- * config.json's "architectures" carries, and the NeMo Gemma4 class (the
+/* Every name a model class reaches Automodel under (docs/SEMANTICS.md "Plan
+ * selection"): qualified HF names as PARALLELIZE_FUNCTIONS keys them, the bare
+ * names a config.json's "architectures" carries, and the NeMo Gemma4 class (the
  * Gemma4 strategy is looked up by bare class name, so any module path
  * counts). */
 static const char *const gemma3_architectures[] = {
@@ -56,8 +56,7 @@ static const tpxp_arch_ops gemma3_ops[] = {
      .skeleton = gemma4_skeleton,
      .validate = gemma4_validate},
 };
-static const tpxp_family gemma3 = {"gemma3", gemma3_ops,
-                                   TPXP_N_OF(gemma3_ops)};
+static const tpxp_family gemma3 = {"gemma3", gemma3_ops, TPXP_N_OF(gemma3_ops)};
 
 TPXP_EXPORT_GET_PLAN(gemma3)
 TPXP_EXPORT_SKELETON(gemma3)

@@ -3,9 +3,9 @@
  * (transformers v5 module tree).
  *
  * Gemma3ForCausalLM: model.{embed_tokens, layers.N, norm, rotary_emb} +
- * lm_head (tied to the embedding unless tie_word_embeddings is false). Each layer has q/k/v/o projections, q_norm
- * and k_norm of head_dim, a gated MLP and four norms (input,
- * post_attention, pre_feedforward, post_feedforward).
+ * lm_head (tied to the embedding unless tie_word_embeddings is false). Each
+ * layer has q/k/v/o projections, q_norm and k_norm of head_dim, a gated MLP and
+ * four norms (input, post_attention, pre_feedforward, post_feedforward).
  * Gemma3ForConditionalGeneration: model.vision_tower (SigLIP),
  * model.multi_modal_projector, model.language_model (the text stack above)
  * and lm_head. Missing keys take the transformers config defaults. The
@@ -184,8 +184,8 @@ int gemma3_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
           TPXP_SK_PRM("", "mm_input_projection_weight", v.hidden, t.hidden),
           TPXP_SK_NRM("mm_soft_emb_norm", v.hidden, 0),
       };
-      TPXP_CHK(TPXP_SK_ROWS(host, ctx, "model.multi_modal_projector", proj,
-                            NULL));
+      TPXP_CHK(
+          TPXP_SK_ROWS(host, ctx, "model.multi_modal_projector", proj, NULL));
     }
     P = "model.language_model";
   } else {

@@ -121,8 +121,8 @@ static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   t->experts = t->moe_inter = 0;
   if (t->moe) {
     TPXP_CHK(tpxp_cfg_int_req(host, ctx, P("num_experts"), &t->experts));
-    TPXP_CHK(tpxp_cfg_int_req(host, ctx, P("moe_intermediate_size"),
-                         &t->moe_inter));
+    TPXP_CHK(
+        tpxp_cfg_int_req(host, ctx, P("moe_intermediate_size"), &t->moe_inter));
     if (t->experts <= 0 || t->moe_inter <= 0)
       return fail_size(host, ctx, "num_experts / moe_intermediate_size");
   }
@@ -130,18 +130,17 @@ static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       t->heads <= 0 || t->kv <= 0 || t->head_dim <= 0 ||
       t->global_head_dim < 0 || t->global_kv <= 0 || t->kv_shared < 0 ||
       t->ple < 0 || (t->ple > 0 && t->ple_vocab <= 0))
-    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                     "gemma4: text config has a non-positive size (vocab %lld, "
-                     "hidden %lld, intermediate %lld, layers %lld, heads "
-                     "%lld, kv heads %lld, head_dim %lld, global_head_dim "
-                     "%lld, global kv heads %lld, num_kv_shared_layers %lld, "
-                     "hidden_size_per_layer_input %lld)",
-                     (long long)t->vocab, (long long)t->hidden,
-                     (long long)t->inter, (long long)t->layers,
-                     (long long)t->heads, (long long)t->kv,
-                     (long long)t->head_dim, (long long)t->global_head_dim,
-                     (long long)t->global_kv, (long long)t->kv_shared,
-                     (long long)t->ple);
+    return tpxp_fail(
+        host, ctx, TPX_PLUGIN_ERROR,
+        "gemma4: text config has a non-positive size (vocab %lld, "
+        "hidden %lld, intermediate %lld, layers %lld, heads "
+        "%lld, kv heads %lld, head_dim %lld, global_head_dim "
+        "%lld, global kv heads %lld, num_kv_shared_layers %lld, "
+        "hidden_size_per_layer_input %lld)",
+        (long long)t->vocab, (long long)t->hidden, (long long)t->inter,
+        (long long)t->layers, (long long)t->heads, (long long)t->kv,
+        (long long)t->head_dim, (long long)t->global_head_dim,
+        (long long)t->global_kv, (long long)t->kv_shared, (long long)t->ple);
   if (t->layers > G4_MAX_LAYERS)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "gemma4: num_hidden_layers %lld exceeds this plugin's "
@@ -149,8 +148,8 @@ static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      (long long)t->layers, G4_MAX_LAYERS);
   /* layer_types: absent -> every 6th layer full (5:1); the last layer is
    * forced to full attention either way, as Gemma4TextConfig does. */
-  has_types = host->config_get_length(ctx, P("layer_types"), &n) ==
-              TPX_PLUGIN_OK;
+  has_types =
+      host->config_get_length(ctx, P("layer_types"), &n) == TPX_PLUGIN_OK;
   if (has_types && n != t->layers)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "gemma4: %s has %lld entries but num_hidden_layers is "
@@ -224,10 +223,10 @@ static int read_audio(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     if (n != 2)
       return fail_size(host, ctx,
                        "audio_config.subsampling_conv_channels (2 entries)");
-    TPXP_CHK(tpxp_cfg_int_req(host, ctx,
-                         "audio_config.subsampling_conv_channels[0]", &a->c0));
-    TPXP_CHK(tpxp_cfg_int_req(host, ctx,
-                         "audio_config.subsampling_conv_channels[1]", &a->c1));
+    TPXP_CHK(tpxp_cfg_int_req(
+        host, ctx, "audio_config.subsampling_conv_channels[0]", &a->c0));
+    TPXP_CHK(tpxp_cfg_int_req(
+        host, ctx, "audio_config.subsampling_conv_channels[1]", &a->c1));
   }
   if (a->hidden <= 0 || a->layers < 0 || a->heads <= 0 ||
       a->hidden % a->heads != 0 || a->kernel <= 0 || a->out_dims <= 0 ||
@@ -257,8 +256,8 @@ static int clippable(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 /* Rows under `prefix` where every TPXP_SK_LINEAR row is a
  * Gemma4ClippableLinear (the vision and audio towers'). */
 static int clippable_rows(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                          const char *prefix, const tpxp_sk_row *rows,
-                          size_t n, int clipped) {
+                          const char *prefix, const tpxp_sk_row *rows, size_t n,
+                          int clipped) {
   char f[TPXP_FQN_MAX];
   size_t k;
   for (k = 0; k < n; k++) {
@@ -367,8 +366,7 @@ static int text_model(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_SK_NRM("per_layer_projection_norm", t->ple, 0),
   };
   TPXP_CHK(TPXP_SK_ROWS(host, ctx, P, head, NULL));
-  for (i = 0; i < t->layers; i++)
-    TPXP_CHK(text_layer(host, ctx, P, t, i));
+  for (i = 0; i < t->layers; i++) TPXP_CHK(text_layer(host, ctx, P, t, i));
   return tpxp_sk_rows(host, ctx, P, tail, t->ple > 0 ? TPXP_N_OF(tail) : 2,
                       NULL);
 }
@@ -413,8 +411,7 @@ static int vision_tower(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   TPXP_CHK(TPXP_SK_ROWS(host, ctx, P, embed, NULL));
   for (i = 0; i < v->layers; i++) {
     tpxp_fmt(f, sizeof f, "%s.encoder.layers.%lld", P, (long long)i);
-    TPXP_CHK(clippable_rows(host, ctx, f, layer, TPXP_N_OF(layer),
-                            v->clipped));
+    TPXP_CHK(clippable_rows(host, ctx, f, layer, TPXP_N_OF(layer), v->clipped));
   }
   return TPX_PLUGIN_OK;
 }
@@ -474,11 +471,9 @@ static int audio_tower(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   TPXP_CHK(TPXP_SK_ROWS(host, ctx, P, out, NULL));
   for (i = 0; i < a->layers; i++) {
     tpxp_fmt(f, sizeof f, "%s.layers.%lld", P, (long long)i);
-    TPXP_CHK(clippable_rows(host, ctx, f, layer, TPXP_N_OF(layer),
-                            a->clipped));
+    TPXP_CHK(clippable_rows(host, ctx, f, layer, TPXP_N_OF(layer), a->clipped));
     TPXP_CHK(TPXP_SK_ROWS(host, ctx, f, rel, NULL));
-    TPXP_CHK(clippable_rows(host, ctx, f, lconv, TPXP_N_OF(lconv),
-                            a->clipped));
+    TPXP_CHK(clippable_rows(host, ctx, f, lconv, TPXP_N_OF(lconv), a->clipped));
   }
   tpxp_fmt(f, sizeof f, "%s.output_proj", P);
   return tpxp_sk_linear(host, ctx, f, H, a->out_dims, 1, NULL);
@@ -503,8 +498,7 @@ int gemma4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int tie = 1;
   int has_vision = host->config_has(ctx, "vision_config");
   int has_audio = host->config_has(ctx, "audio_config");
-  const char *sec =
-      host->config_has(ctx, "text_config") ? "text_config" : "";
+  const char *sec = host->config_has(ctx, "text_config") ? "text_config" : "";
   memset(&t, 0, sizeof t);
   TPXP_CHK(read_text(host, ctx, sec, &t));
   if (has_vision)
@@ -517,7 +511,7 @@ int gemma4_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 1, &tie));
   else if (sec[0] != '\0')
     TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "text_config.tie_word_embeddings", 1,
-                          &tie));
+                               &tie));
   /* Gemma4Model registration order: vision_tower, language_model,
    * audio_tower, embed_vision, embed_audio. */
   if (has_vision)

@@ -2,13 +2,13 @@
  * (_parallelize_llama, also get_llama_nemotron_super_tp_plan), the
  * DeciLM / Nemotron-NAS plan (get_decilm_nemotron_tp_plan, with
  * _parallelize_decilm_nemotron's model_type refusal) and the named plan
- * "llama_nemotron_super_tp_plan" (docs/SEMANTICS.md "Family plans"; docs/SEMANTICS.md "Plan selection"), and
- * skeletons for Llama and for DeciLM's heterogeneous block_configs.
- * Not: the validate_tp_mesh / Nemotron-NAS diagnostics and the
- * Nemotron-Flash lm_head post-processing (docs/SEMANTICS.md "Plan selection"): the host runs both for every
- * plan source, and get_plan, like upstream's plan functions, never looks at
- * tp or the head counts. The Nemotron-Flash skeleton (hybrid blocks) is in
- * nemotron_flash_skeleton.c. */
+ * "llama_nemotron_super_tp_plan" (docs/SEMANTICS.md "Family plans";
+ * docs/SEMANTICS.md "Plan selection"), and skeletons for Llama and for DeciLM's
+ * heterogeneous block_configs. Not: the validate_tp_mesh / Nemotron-NAS
+ * diagnostics and the Nemotron-Flash lm_head post-processing (docs/SEMANTICS.md
+ * "Plan selection"): the host runs both for every plan source, and get_plan,
+ * like upstream's plan functions, never looks at tp or the head counts. The
+ * Nemotron-Flash skeleton (hybrid blocks) is in nemotron_flash_skeleton.c. */
 #include <stdio.h>
 #include <string.h>
 
@@ -69,13 +69,18 @@ static const tpxp_rule k_llama_sp0[] = {
 };
 /* sp on: a dict update of the above. */
 static const tpxp_rule k_llama_sp1[] = {
-    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1,
+               .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1,
+             .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1,
+             .local = TPXP_KEEP_DTENSOR),
+    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1,
+             .local = TPXP_KEEP_DTENSOR),
     TPXP_SEQ("model.norm"),
     TPXP_SEQ_AG("model.layers.*.input_layernorm", .local = TPXP_KEEP_DTENSOR),
-    TPXP_SEQ_AG("model.layers.*.post_attention_layernorm", .local = TPXP_KEEP_DTENSOR),
+    TPXP_SEQ_AG("model.layers.*.post_attention_layernorm",
+                .local = TPXP_KEEP_DTENSOR),
 };
 
 /* get_decilm_nemotron_tp_plan: a base-style plan (plain sp, replicated
@@ -112,7 +117,8 @@ static const tpxp_rule *effective_rule(const tpxp_rule *r0, int sp) {
   return r0;
 }
 
-/* What this get_plan is, and is not (docs/SEMANTICS.md "Plan selection"): the plan function
+/* What this get_plan is, and is not (docs/SEMANTICS.md "Plan selection"): the
+ * plan function
  * (_parallelize_llama, _parallelize_decilm_nemotron, or the named plan's
  * branch), which never looks at tp or the head counts.
  * validate_tp_mesh / validate_tp_mesh_for_nemotron_nas are the host's
@@ -205,13 +211,14 @@ int tpx_plugin_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   }
   if (with_ffn > 0) {
     char msg[TPXP_MSG_MAX];
-    snprintf(msg, sizeof msg,
-             "NemotronFlashForCausalLM uses the Llama plan (as upstream), whose "
-             "model.layers.*.mlp.* keys match nothing in this model: the `ffn` "
-             "of %lld of %lld layers stays replicated on every one of the %lld "
-             "tp ranks; pass a custom plan (--plan) that shards "
-             "model.layers.*.ffn to split it",
-             (long long)with_ffn, (long long)n, (long long)req->tp_size);
+    snprintf(
+        msg, sizeof msg,
+        "NemotronFlashForCausalLM uses the Llama plan (as upstream), whose "
+        "model.layers.*.mlp.* keys match nothing in this model: the `ffn` "
+        "of %lld of %lld layers stays replicated on every one of the %lld "
+        "tp ranks; pass a custom plan (--plan) that shards "
+        "model.layers.*.ffn to split it",
+        (long long)with_ffn, (long long)n, (long long)req->tp_size);
     host->diagnose(ctx, TPX_PLUGIN_DIAG_WARNING, "replicated-by-omission", msg);
   }
   return TPX_PLUGIN_OK;
@@ -333,15 +340,14 @@ static int decilm_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   };
   size_t k;
   memset(&d, 0, sizeof d);
-  for (k = 0; k < TPXP_N_OF(dims); k++)
-    dims[k].required = 1;
+  for (k = 0; k < TPXP_N_OF(dims); k++) dims[k].required = 1;
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", dims));
   if (d.heads <= 0 || d.hidden <= 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "config: num_attention_heads and hidden_size must be "
                      "positive");
-  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "head_dim", d.hidden / d.heads,
-                            &d.head_dim));
+  TPXP_CHK(
+      tpxp_cfg_int_opt(host, ctx, "head_dim", d.hidden / d.heads, &d.head_dim));
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", flags));
   d.qkv_bias = d.o_bias = attn_bias;
   if (host->config_get_length(ctx, "block_configs", &nblocks) != TPX_PLUGIN_OK)
@@ -358,11 +364,17 @@ static int decilm_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
         TPXP_SK_NRM("norm", d.hidden, 0),
         TPXP_SK_MOD("rotary_emb", "rotary"),
     };
-    const tpxp_stack stack = {
-        .prefix = "model", .embed = "embed_tokens", .vocab = d.vocab,
-        .hidden = d.hidden, .layers = d.layers, .layer = decilm_layer,
-        .user = &d, .tail = tail, .n_tail = TPXP_N_OF(tail),
-        .head = "lm_head", .tie = d.tie};
+    const tpxp_stack stack = {.prefix = "model",
+                              .embed = "embed_tokens",
+                              .vocab = d.vocab,
+                              .hidden = d.hidden,
+                              .layers = d.layers,
+                              .layer = decilm_layer,
+                              .user = &d,
+                              .tail = tail,
+                              .n_tail = TPXP_N_OF(tail),
+                              .head = "lm_head",
+                              .tie = d.tie};
     return tpxp_sk_stack(host, ctx, &stack);
   }
 }

@@ -62,7 +62,8 @@ static int read_config(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   };
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
   /* num_key_value_heads defaults to num_attention_heads, read above */
-  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
+  TPXP_CHK(
+      tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", more));
   c->gate = strcmp(act, "silu") == 0;
   if (!c->gate && strcmp(act, "relu2") != 0)
@@ -88,8 +89,8 @@ static int read_config(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 }
 
 /* NemotronFlashMLP at `F` (gate_proj only for silu). */
-static int ffn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-               const char *F, const nf_config *c) {
+static int ffn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const char *F,
+               const nf_config *c) {
   const tpxp_sk_row rows[] = {
       TPXP_SK_WHEN(c->gate),
       TPXP_SK_LIN("gate_proj", c->hidden, c->ffn_dim, 0),
@@ -185,8 +186,8 @@ static int attention(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPXP_SK_ROWS(host, ctx, A, rows, NULL);
 }
 
-static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                 nf_config *c, int64_t i) {
+static int layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, nf_config *c,
+                 int64_t i) {
   char L[TPXP_FQN_MAX], f[TPXP_FQN_MAX], path[48];
   const char *t = NULL;
   snprintf(path, sizeof path, "layer_types[%lld]", (long long)i);
@@ -251,12 +252,11 @@ int nemotron_flash_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
   TPXP_CHK(tpxp_sk_module(host, ctx, "model", "container"));
   if (c.mem > 0)
     TPXP_CHK(tpxp_sk_param(host, ctx, "model", "memory_tokens", c.mem, c.hidden,
-                      NULL));
+                           NULL));
   TPXP_CHK(tpxp_sk_embedding(host, ctx, "model.embed_tokens", c.vocab, c.hidden,
-                        NULL));
+                             NULL));
   TPXP_CHK(tpxp_sk_module(host, ctx, "model.layers", "container"));
-  for (i = 0; i < c.layers; i++)
-    TPXP_CHK(layer(host, ctx, &c, i));
+  for (i = 0; i < c.layers; i++) TPXP_CHK(layer(host, ctx, &c, i));
   TPXP_CHK(tpxp_sk_norm(host, ctx, "model.final_layernorm", c.hidden, 0, NULL));
   return tpxp_sk_lm_head(host, ctx, "lm_head", c.hidden, c.vocab, 0, c.tie,
                          "model.embed_tokens.weight", NULL);

@@ -1,7 +1,7 @@
 /* mistral.c — the tpx_mistral family plugin: NeMo Automodel's
- * _parallelize_ministral3 (Ministral3ForCausalLM; docs/SEMANTICS.md "Family plans") and
- * _parallelize_mistral3_vlm (Mistral3ForConditionalGeneration and the NeMo
- * Mistral3FP8VLMForConditionalGeneration), with skeletons: a
+ * _parallelize_ministral3 (Ministral3ForCausalLM; docs/SEMANTICS.md "Family
+ * plans") and _parallelize_mistral3_vlm (Mistral3ForConditionalGeneration and
+ * the NeMo Mistral3FP8VLMForConditionalGeneration), with skeletons: a
  * Mistral-style decoder, and for the VLM the Pixtral vision tower and the
  * multi-modal projector (both left replicated by the plan). Also
  * MuseGlimmerForConditionalGeneration (_parallelize_muse_glimmer: the
@@ -11,7 +11,6 @@
 
 #include "muse_glimmer.h"
 #include "tpxp_common.h"
-
 
 static const char *const k_archs[] = {
     "nemo_automodel.components.models.mistral3.model.Ministral3ForCausalLM",
@@ -92,8 +91,8 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (is_vlm(req->architecture)) {
     /* The Ministral3 sp0 set under model.language_model; sp is silently
      * ignored; vision_tower / multi_modal_projector get no key. */
-    st = tpxp_add_m3_plan(host, ctx, "model.language_model", k_head, 0,
-                          NULL, 0);
+    st =
+        tpxp_add_m3_plan(host, ctx, "model.language_model", k_head, 0, NULL, 0);
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
       host->plan_set_function(ctx, "mistral3_vlm");
     return st;
@@ -102,7 +101,8 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     /* _parallelize_muse_glimmer: the Ministral3 sp0 set with
      * output_gate_proj between v_proj and o_proj (the lm_head entry is the
      * set's own); sp warns and is ignored. */
-    static const tpxp_rule gate = TPXP_COL("layers.*.self_attn.output_gate_proj");
+    static const tpxp_rule gate =
+        TPXP_COL("layers.*.self_attn.output_gate_proj");
     if (req->sequence_parallel)
       tpxp_log(host, ctx, TPX_PLUGIN_LOG_WARN,
                "sequence_parallel=True is not yet supported for MuseGlimmer "
@@ -111,8 +111,8 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     if (st == TPX_PLUGIN_OK)
       st = tpxp_add_rules(host, ctx, "model", &gate, 1);
     if (st == TPX_PLUGIN_OK)
-      st = tpxp_add_rules(host, ctx, "model", tpxp_m3_sp0 + 4,
-                          TPXP_M3_BODY - 4);
+      st =
+          tpxp_add_rules(host, ctx, "model", tpxp_m3_sp0 + 4, TPXP_M3_BODY - 4);
     if (st == TPX_PLUGIN_OK)
       st = tpxp_add_rules(host, ctx, NULL, &k_head[0], 1);
     if (st == TPX_PLUGIN_OK && host->plan_set_function != NULL)
@@ -171,8 +171,8 @@ static int pixtral(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
         TPXP_SK_MOD("patch_positional_embedding", "rotary"),
     };
     TPXP_CHK(TPXP_SK_ROWS(host, ctx, "model.vision_tower", head, NULL));
-    TPXP_CHK(TPXP_SK_LAYERS(host, ctx, "model.vision_tower.transformer",
-                            layers, layer, NULL));
+    TPXP_CHK(TPXP_SK_LAYERS(host, ctx, "model.vision_tower.transformer", layers,
+                            layer, NULL));
     return TPXP_SK_ROWS(host, ctx, "model.vision_tower", tail, NULL);
   }
 }

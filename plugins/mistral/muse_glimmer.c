@@ -1,5 +1,5 @@
-/* muse_glimmer.c — MuseGlimmerForConditionalGeneration (docs/SEMANTICS.md "Family plans"):
- * the config-only skeleton and the strategy's tp check.
+/* muse_glimmer.c — MuseGlimmerForConditionalGeneration (docs/SEMANTICS.md
+ * "Family plans"): the config-only skeleton and the strategy's tp check.
  *
  * Upstream's plan key (model.layers.*.self_attn.output_gate_proj) names
  * Automodel's native module tree, into which its state-dict adapter loads
@@ -54,8 +54,8 @@ static int read_text(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   };
   TPXP_CHK(TPXP_CFG_READ(host, ctx, s, keys));
   /* a top-level flag wins over the text config's */
-  TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", t->tie,
-                             &top_tie));
+  TPXP_CHK(
+      tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", t->tie, &top_tie));
   t->tie = top_tie;
   if (t->layers < 0 || t->hidden <= 0 || t->heads <= 0 || t->kv <= 0 ||
       t->head_dim <= 0 || t->inter <= 0 || t->vocab <= 0 ||
@@ -169,11 +169,17 @@ int muse_glimmer_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
         TPXP_SK_LIN("vision_adapter.c_proj", proj_hidden, proj_hidden, 0),
         TPXP_SK_LIN("vision_projection", proj_hidden, t.hidden, 0),
     };
-    const tpxp_stack stack = {
-        .prefix = "model", .embed = "embed_tokens", .vocab = t.vocab,
-        .hidden = t.hidden, .layers = t.layers, .layer = text_layer,
-        .user = &t, .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
-        .tie = t.tie};
+    const tpxp_stack stack = {.prefix = "model",
+                              .embed = "embed_tokens",
+                              .vocab = t.vocab,
+                              .hidden = t.hidden,
+                              .layers = t.layers,
+                              .layer = text_layer,
+                              .user = &t,
+                              .tail = tail,
+                              .n_tail = TPXP_N_OF(tail),
+                              .head = "lm_head",
+                              .tie = t.tie};
     return tpxp_sk_stack(host, ctx, &stack);
   }
 }
@@ -193,10 +199,10 @@ int muse_glimmer_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return st;
   if (tp_size <= 1)
     return TPX_PLUGIN_OK;
-  st = tpxp_cfg_int_opt(host, ctx,
-                        tpxp_path(p, sizeof p, text_section(host, ctx),
-                                  "num_key_value_heads"),
-                        2, &kv);
+  st = tpxp_cfg_int_opt(
+      host, ctx,
+      tpxp_path(p, sizeof p, text_section(host, ctx), "num_key_value_heads"), 2,
+      &kv);
   if (st != TPX_PLUGIN_OK)
     return st;
   if (kv > 0 && tp_size <= kv && kv % tp_size == 0)
@@ -208,6 +214,5 @@ int muse_glimmer_validate(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
            (long long)kv, (long long)tp_size);
   if (host->diagnose == NULL)
     return TPX_PLUGIN_OK;
-  return host->diagnose(ctx, TPX_PLUGIN_DIAG_ERROR, "heads-not-divisible",
-                        msg);
+  return host->diagnose(ctx, TPX_PLUGIN_DIAG_ERROR, "heads-not-divisible", msg);
 }

@@ -20,9 +20,7 @@
 static const char *const k_archs[] = {
     "transformers.models.mixtral.modeling_mixtral.MixtralForCausalLM",
     "transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeForCausalLM",
-    "MixtralForCausalLM",
-    "Qwen3MoeForCausalLM",
-    NULL};
+    "MixtralForCausalLM", "Qwen3MoeForCausalLM", NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
@@ -147,11 +145,18 @@ static int moe_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
         TPXP_SK_NRM("norm", m.d.hidden, 0),
         TPXP_SK_MOD("rotary_emb", "rotary"),
     };
-    const tpxp_stack stack = {
-        .prefix = "model", .embed = "embed_tokens", .vocab = m.d.vocab,
-        .hidden = m.d.hidden, .layers = m.d.layers, .layer = moe_layer,
-        .user = &m, .tail = tail, .n_tail = TPXP_N_OF(tail),
-        .dtype = m.d.dtype, .head = "lm_head", .tie = m.d.tie};
+    const tpxp_stack stack = {.prefix = "model",
+                              .embed = "embed_tokens",
+                              .vocab = m.d.vocab,
+                              .hidden = m.d.hidden,
+                              .layers = m.d.layers,
+                              .layer = moe_layer,
+                              .user = &m,
+                              .tail = tail,
+                              .n_tail = TPXP_N_OF(tail),
+                              .dtype = m.d.dtype,
+                              .head = "lm_head",
+                              .tie = m.d.tie};
     return tpxp_sk_stack(host, ctx, &stack);
   }
 }

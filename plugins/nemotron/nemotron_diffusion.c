@@ -1,10 +1,11 @@
 /* nemotron_diffusion.c — NemotronLabsDiffusionModel (remote code, reached by
  * its bare class name): `_parallelize_nemotron_labs_diffusion`, the
  * Ministral3 plan shape with prefix `encoder` and head `diffusion_head`
- * (docs/SEMANTICS.md "Family plans"), and its skeleton: a Ministral3 (Llama-style) encoder
- * stack plus an untied nn.Linear diffusion head. It runs under the Default
- * strategy, whose validate_tp_mesh (docs/SEMANTICS.md "Plan selection") is the host's diagnostic
- * (heads-not-divisible); the plan is the same at every tp. */
+ * (docs/SEMANTICS.md "Family plans"), and its skeleton: a Ministral3
+ * (Llama-style) encoder stack plus an untied nn.Linear diffusion head. It runs
+ * under the Default strategy, whose validate_tp_mesh (docs/SEMANTICS.md "Plan
+ * selection") is the host's diagnostic (heads-not-divisible); the plan is the
+ * same at every tp. */
 #include "nemotron.h"
 
 #include "tpxp_common.h"
@@ -17,8 +18,8 @@ int nemotron_diffusion_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     TPXP_CHK(host->plan_set_function(ctx, "nemotron_labs_diffusion"));
   /* The Ministral3 plan shape with prefix `encoder`, head `diffusion_head`. */
   static const tpxp_rule head[2] = TPXP_HEAD_VOCAB("diffusion_head");
-  return tpxp_add_m3_plan(host, ctx, "encoder", head, req->sequence_parallel, tpxp_m3_norms_sp,
-                          TPXP_N_OF(tpxp_m3_norms_sp));
+  return tpxp_add_m3_plan(host, ctx, "encoder", head, req->sequence_parallel,
+                          tpxp_m3_norms_sp, TPXP_N_OF(tpxp_m3_norms_sp));
 }
 
 int nemotron_diffusion_skeleton(const tpx_plugin_host *host,

@@ -55,8 +55,7 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_KEY_I_OR("conv_kernel", "mamba_d_conv", &c->conv, 4),
       TPXP_KEY_I("n_routed_experts", &c->experts, 8),
       TPXP_KEY_I("moe_intermediate_size", &c->moe_inter, 7688),
-      TPXP_KEY_I("moe_shared_expert_intermediate_size", &c->shared_inter,
-                 7688),
+      TPXP_KEY_I("moe_shared_expert_intermediate_size", &c->shared_inter, 7688),
   };
   const tpxp_key flags[] = {
       TPXP_KEY_B("use_bias", &c->use_bias, 0),
@@ -67,12 +66,13 @@ static int read_cfg(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   };
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", dims));
   /* NemotronHConfig: absent -> 8, null -> num_attention_heads */
-  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
+  TPXP_CHK(
+      tpxp_cfg_int_opt(host, ctx, "num_key_value_heads", c->heads, &c->kv));
   if (!tpxp_cfg_key_present(host, ctx, "", "num_key_value_heads"))
     c->kv = 8;
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", more));
-  c->has_latent = host->config_get_int(ctx, "moe_latent_size", &c->latent) ==
-                  TPX_PLUGIN_OK;
+  c->has_latent =
+      host->config_get_int(ctx, "moe_latent_size", &c->latent) == TPX_PLUGIN_OK;
   TPXP_CHK(TPXP_CFG_READ(host, ctx, "", flags));
   if (c->vocab <= 0 || c->hidden <= 0 || c->heads <= 0 || c->kv <= 0 ||
       c->head_dim <= 0 || c->m_heads <= 0 || c->m_head_dim <= 0 ||
@@ -142,8 +142,11 @@ static int moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   const tpxp_sk_row gate[] = {
       TPXP_SK_MOD("gate", "other"),
       TPXP_SK_PRM("gate", "weight", c->experts, c->hidden),
-      {.kind = TPXP_SK_PARAM, .suffix = "gate",
-       .name = "e_score_correction_bias", .a = c->experts, .b = -1,
+      {.kind = TPXP_SK_PARAM,
+       .suffix = "gate",
+       .name = "e_score_correction_bias",
+       .a = c->experts,
+       .b = -1,
        .dtype = "float32"},
   };
   const tpxp_sk_row latent[] = {
@@ -171,26 +174,20 @@ int nemotron_h_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   memset(&c, 0, sizeof c);
   TPXP_CHK(nemotron_h_block_types(host, ctx, types, &n));
   TPXP_CHK(read_cfg(host, ctx, &c));
-  TPXP_CHK(tpxp_sk_embedding(host, ctx, "backbone.embeddings", c.vocab, c.hidden,
-                        NULL));
+  TPXP_CHK(tpxp_sk_embedding(host, ctx, "backbone.embeddings", c.vocab,
+                             c.hidden, NULL));
   TPXP_CHK(tpxp_sk_module(host, ctx, "backbone.layers", "container"));
   for (i = 0; i < n; i++) {
     snprintf(f, sizeof f, "backbone.layers.%lld.norm", (long long)i);
     TPXP_CHK(tpxp_sk_norm(host, ctx, f, c.hidden, 0, NULL));
     snprintf(m, sizeof m, "backbone.layers.%lld.mixer", (long long)i);
     switch (types[i]) {
-    case NEMOTRON_H_MAMBA:
-      TPXP_CHK(mamba(host, ctx, &c, m));
-      break;
-    case NEMOTRON_H_ATTENTION:
-      TPXP_CHK(attention(host, ctx, &c, m));
-      break;
+    case NEMOTRON_H_MAMBA: TPXP_CHK(mamba(host, ctx, &c, m)); break;
+    case NEMOTRON_H_ATTENTION: TPXP_CHK(attention(host, ctx, &c, m)); break;
     case NEMOTRON_H_MLP:
       TPXP_CHK(mlp(host, ctx, &c, m, c.hidden, c.inter));
       break;
-    default:
-      TPXP_CHK(moe(host, ctx, &c, m));
-      break;
+    default: TPXP_CHK(moe(host, ctx, &c, m)); break;
     }
   }
   TPXP_CHK(tpxp_sk_norm(host, ctx, "backbone.norm_f", c.hidden, 0, NULL));

@@ -42,10 +42,14 @@ static const tpxp_rule k_phi_sp0[] = {
 };
 /* sp on: a dict update of the above. */
 static const tpxp_rule k_phi_sp1[] = {
-    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("model.layers.*.self_attn.dense", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_ROW("model.layers.*.mlp.fc2", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1,
+               .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.self_attn.dense", .out = TPXP_S1,
+             .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.mlp.fc2", .out = TPXP_S1,
+             .local = TPXP_KEEP_DTENSOR),
+    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1,
+             .local = TPXP_KEEP_DTENSOR),
     TPXP_SEQ("model.final_layernorm"),
     TPXP_SEQ("model.layers.*.input_layernorm"),
 };
@@ -60,7 +64,8 @@ static const tpxp_rule k_phi3[] = {
     TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_R),
     TPXP_ROW("model.layers.*.self_attn.qkv_proj", .in = TPXP_R, .out = TPXP_R),
     TPXP_COL("model.layers.*.self_attn.o_proj", .in = TPXP_R, .out = TPXP_R),
-    TPXP_COL("model.layers.*.mlp.gate_up_proj", .in = TPXP_R, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_COL("model.layers.*.mlp.gate_up_proj", .in = TPXP_R, .out = TPXP_SM1,
+             .local = TPXP_KEEP_DTENSOR),
     TPXP_ROW("model.layers.*.mlp.down_proj", .in = TPXP_SM1, .out = TPXP_R),
     TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
 };
@@ -99,8 +104,7 @@ static int phi_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_SK_MOD("model.layers", "container"),
   };
   TPXP_CHK(TPXP_SK_ROWS(host, ctx, "", head, NULL));
-  TPXP_CHK(tpxp_sk_layers(host, ctx, "model", d->layers, layer, n_layer,
-                          NULL));
+  TPXP_CHK(tpxp_sk_layers(host, ctx, "model", d->layers, layer, n_layer, NULL));
   TPXP_CHK(tpxp_sk_rows(host, ctx, "", tail, n_tail, NULL));
   return tpxp_sk_lm_head(host, ctx, "lm_head", d->hidden, d->vocab, head_bias,
                          d->tie, "model.embed_tokens.weight", NULL);

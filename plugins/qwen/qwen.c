@@ -2,19 +2,18 @@
  * (Qwen2/Qwen3 CausalLM), _parallelize_qwen_classification
  * (Qwen3ForSequenceClassification) and _parallelize_qwen3_5_vlm (Qwen3.5:
  * the plan get_hf_tp_shard_plan derives from the HF tp plans), see
- * docs/SEMANTICS.md "Family plans" and docs/SEMANTICS.md "Plans and matching", their skeletons, and the fp32 parameters the Qwen3.5
- * strategy keeps. Also Qwen3_5MoeForConditionalGeneration through its
- * Hugging Face class: upstream has no plan function or strategy for it, so
- * get_plan refuses and the host takes upstream's path (HF plan
- * untranslatable, default base plan); the plugin gives its skeleton (the
- * Qwen3.5 stack with a sparse MoE block: router, fused experts, shared
- * expert and its gate). */
+ * docs/SEMANTICS.md "Family plans" and docs/SEMANTICS.md "Plans and matching",
+ * their skeletons, and the fp32 parameters the Qwen3.5 strategy keeps. Also
+ * Qwen3_5MoeForConditionalGeneration through its Hugging Face class: upstream
+ * has no plan function or strategy for it, so get_plan refuses and the host
+ * takes upstream's path (HF plan untranslatable, default base plan); the plugin
+ * gives its skeleton (the Qwen3.5 stack with a sparse MoE block: router, fused
+ * experts, shared expert and its gate). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tpxp_common.h"
-
 
 static const char *const k_archs[] = {
     "transformers.models.qwen2.modeling_qwen2.Qwen2ForCausalLM",
@@ -84,26 +83,30 @@ static const tpxp_rule k_qwen_sp0[] = {
 /* sp on. The embedding output stays a DTensor so HF code sees the global
  * sequence length. */
 static const tpxp_rule k_qwen_sp1[] = {
-    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR),
-    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_COL("lm_head", .in = TPXP_S1, .out = TPXP_SM1,
+             .local = TPXP_KEEP_DTENSOR),
+    TPXP_VOCAB("model.embed_tokens", .in = TPXP_R, .out = TPXP_S1,
+               .local = TPXP_KEEP_DTENSOR),
     TPXP_SEQ("model.norm"),
     TPXP_SEQ_AG("model.layers.*.input_layernorm"),
     TPXP_COL("model.layers.*.self_attn.q_proj"),
     TPXP_COL("model.layers.*.self_attn.k_proj"),
     TPXP_COL("model.layers.*.self_attn.v_proj"),
     TPXP_COL("model.layers.*.self_attn.qkv_proj", .optional = 1),
-    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.self_attn.o_proj", .out = TPXP_S1,
+             .local = TPXP_KEEP_DTENSOR),
     TPXP_SEQ_AG("model.layers.*.post_attention_layernorm"),
     TPXP_COL("model.layers.*.mlp.up_proj"),
     TPXP_COL("model.layers.*.mlp.gate_proj"),
     TPXP_COL("model.layers.*.mlp.gate_up_proj", .optional = 1),
-    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1, .local = TPXP_KEEP_DTENSOR),
+    TPXP_ROW("model.layers.*.mlp.down_proj", .out = TPXP_S1,
+             .local = TPXP_KEEP_DTENSOR),
 };
 
-/* Qwen3.5: what get_hf_tp_shard_plan returns (docs/SEMANTICS.md "Plans and matching"), with the
- * transformers sources as read (modular_qwen3_5.py): Qwen3_5ForCausalLM
- * subclasses Qwen3ForCausalLM, whose class _tp_plan is {"lm_head":
- * "colwise_rep"}; Qwen3_5ForConditionalGeneration subclasses
+/* Qwen3.5: what get_hf_tp_shard_plan returns (docs/SEMANTICS.md "Plans and
+ * matching"), with the transformers sources as read (modular_qwen3_5.py):
+ * Qwen3_5ForCausalLM subclasses Qwen3ForCausalLM, whose class _tp_plan is
+ * {"lm_head": "colwise_rep"}; Qwen3_5ForConditionalGeneration subclasses
  * Qwen3VLForConditionalGeneration, which declares no _tp_plan, so its
  * lm_head gets no key and stays replicated. Collection order: the class
  * plan (lm_head, turned into a vocab-sharded DTensor head "for speed"), then
@@ -117,7 +120,8 @@ static const tpxp_rule k_qwen_sp1[] = {
  * self_attn at all, so those four keys are optional (upstream, a key
  * matching nothing is harmless too). */
 static const tpxp_rule k_qwen35_head[] = {
-    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR, .rooted = 1),
+    TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR,
+             .rooted = 1),
 };
 static const tpxp_rule k_qwen35[] = {
     TPXP_COL("layers.*.self_attn.q_proj", .optional = 1),
@@ -171,7 +175,8 @@ int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     /* sequence_parallel is not an input of get_hf_tp_shard_plan. */
     st = TPX_PLUGIN_OK;
     if (tpxp_arch_is(arch, "Qwen3_5ForCausalLM"))
-      st = tpxp_add_rules(host, ctx, "", k_qwen35_head, TPXP_N_OF(k_qwen35_head));
+      st = tpxp_add_rules(host, ctx, "", k_qwen35_head,
+                          TPXP_N_OF(k_qwen35_head));
     if (st == TPX_PLUGIN_OK)
       st = tpxp_add_rules(host, ctx, qwen35_prefix(arch), k_qwen35,
                           TPXP_N_OF(k_qwen35));
@@ -439,7 +444,8 @@ static int read_ints(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   char p[TPXP_FQN_MAX];
   size_t i;
   for (i = 0; i < n; i++)
-    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, tpxp_path(p, sizeof p, sec, keys[i].key),
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx,
+                              tpxp_path(p, sizeof p, sec, keys[i].key),
                               keys[i].dflt, keys[i].out));
   return TPX_PLUGIN_OK;
 }
@@ -469,10 +475,10 @@ static int qwen35_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   TPXP_CHK(qwen35_is_full(host, ctx, q->sec, i, q->interval, &full));
   TPXP_CHK(full ? qwen35_self_attn(host, ctx, layer, d)
                 : qwen35_linear_attn(host, ctx, layer, d->hidden, &q->g));
-  TPXP_CHK(moe != NULL ? qwen35_moe_mlp(host, ctx, layer, d->hidden, moe[0],
-                                        moe[1], moe[2])
-                       : qwen35_dense_mlp(host, ctx, layer, d->hidden,
-                                          d->intermediate));
+  TPXP_CHK(
+      moe != NULL
+          ? qwen35_moe_mlp(host, ctx, layer, d->hidden, moe[0], moe[1], moe[2])
+          : qwen35_dense_mlp(host, ctx, layer, d->hidden, d->intermediate));
   return TPXP_SK_ROWS(host, ctx, layer, norms, NULL);
 }
 
@@ -526,11 +532,17 @@ static int qwen35_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
         TPXP_SK_MOD("rotary_emb", "rotary"),
     };
     const qwen35_cfg q = {d, g, moe ? moe_dims : NULL, sec, interval};
-    const tpxp_stack stack = {
-        .prefix = d.prefix, .embed = "embed_tokens", .vocab = d.vocab,
-        .hidden = d.hidden, .layers = d.layers, .layer = qwen35_layer,
-        .user = &q, .tail = tail, .n_tail = TPXP_N_OF(tail), .head = "lm_head",
-        .tie = d.tie};
+    const tpxp_stack stack = {.prefix = d.prefix,
+                              .embed = "embed_tokens",
+                              .vocab = d.vocab,
+                              .hidden = d.hidden,
+                              .layers = d.layers,
+                              .layer = qwen35_layer,
+                              .user = &q,
+                              .tail = tail,
+                              .n_tail = TPXP_N_OF(tail),
+                              .head = "lm_head",
+                              .tie = d.tie};
     return tpxp_sk_stack(host, ctx, &stack);
   }
 }

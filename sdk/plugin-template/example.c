@@ -145,9 +145,8 @@ int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
   CHK(add_rules(h, ctx, plan, N_OF(plan)));
   if (req->sequence_parallel)
     CHK(add_rules(h, ctx, plan_sp, N_OF(plan_sp)));
-  return h->plan_set_function(ctx,
-                              req->sequence_parallel ? "example_plan_sp"
-                                                     : "example_plan");
+  return h->plan_set_function(ctx, req->sequence_parallel ? "example_plan_sp"
+                                                          : "example_plan");
 }
 
 /* ---- the skeleton ---- */
@@ -167,8 +166,8 @@ static int module(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
 }
 
 /* One decoder layer as a table: suffix, kind and weight shape. */
-static int layer(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
-                 const dims *d, int64_t i) {
+static int layer(const tpx_plugin_host *h, tpx_plugin_ctx *ctx, const dims *d,
+                 int64_t i) {
   const int64_t q = d->heads * d->head_dim, kv = d->kv * d->head_dim;
   const struct {
     const char *suffix, *kind;
@@ -219,8 +218,7 @@ int tpx_plugin_get_skeleton(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
     tied = 0;
 
   CHK(module(h, ctx, "model.embed_tokens", "embedding", d.vocab, d.hidden));
-  for (int64_t i = 0; i < d.layers; i++)
-    CHK(layer(h, ctx, &d, i));
+  for (int64_t i = 0; i < d.layers; i++) CHK(layer(h, ctx, &d, i));
   CHK(module(h, ctx, "model.norm", "norm", d.hidden, -1));
   if (!tied)
     return module(h, ctx, "lm_head", "linear", d.vocab, d.hidden);

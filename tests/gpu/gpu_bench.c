@@ -47,7 +47,8 @@ void gc_bench_run(gc_group *g, const tpx__memspace *cu) {
            cudaMalloc((void **)&b.c, bytes) == cudaSuccess &&
            cudaMalloc((void **)&b.d, bytes) == cudaSuccess;
   gc_check(g, ok, "bench: 4 GiB of device buffers");
-  if (!ok) goto out;
+  if (!ok)
+    goto out;
   cudaMemsetAsync(b.a, 0, bytes, s), cudaMemsetAsync(b.b, 0, bytes, s);
   cudaMemsetAsync(b.c, 0, bytes, s), cudaMemsetAsync(b.d, 0, bytes, s);
   double t, base;
@@ -61,17 +62,20 @@ void gc_bench_run(gc_group *g, const tpx__memspace *cu) {
   tpx__ms_adamw h = {0.999f, 0.1f, 0.999f, 0.001f, 0.03f, 1e-8f, -0.01f};
   TIMED(t, cu, tpx__ms_adamw_update(cu, b.a, b.b, b.c, b.d, b.n, &h, NULL));
   row("adamw (p,g,m,v)", 7.0 * bytes, t, base);
-  TIMED(t, cu, tpx__ms_convert(cu, b.a, TPX_DTYPE_BF16, b.b, TPX_DTYPE_F32,
-                               b.n, NULL));
+  TIMED(
+      t, cu,
+      tpx__ms_convert(cu, b.a, TPX_DTYPE_BF16, b.b, TPX_DTYPE_F32, b.n, NULL));
   row("convert f32->bf16", 1.5 * bytes, t, base);
-  TIMED(t, cu, tpx__ms_convert(cu, b.a, TPX_DTYPE_F32, b.b, TPX_DTYPE_BF16,
-                               b.n / 2, NULL));
+  TIMED(t, cu,
+        tpx__ms_convert(cu, b.a, TPX_DTYPE_F32, b.b, TPX_DTYPE_BF16, b.n / 2,
+                        NULL));
   row("convert bf16->f32", 0.75 * bytes, t, base);
   const void *srcs[4] = {b.a, b.b, b.c, b.d};
   void *dst = b.a;
   size_t q = b.n / 2;
-  TIMED(t, cu, tpx__ms_reduce(cu, &dst, 1, srcs, 4, q, TPX_DTYPE_F32,
-                              TPX_REDUCE_SUM, 4, NULL));
+  TIMED(t, cu,
+        tpx__ms_reduce(cu, &dst, 1, srcs, 4, q, TPX_DTYPE_F32, TPX_REDUCE_SUM,
+                       4, NULL));
   row("reduce f32 sum, 4 -> 1", 5.0 * q * 4, t, base);
   TIMED(t, cu, tpx__ms_add_f32(cu, b.a, b.b, TPX_DTYPE_F32, b.n, 1.0f, NULL));
   row("add_f32", 3.0 * bytes, t, base);

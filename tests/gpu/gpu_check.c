@@ -44,16 +44,21 @@ void gc_note(gc_group *g, const char *fmt, ...) {
   va_end(ap);
 }
 
-static const char *const groups[] = {"ops", "big", "coll", "nccl", "fsdp",
-                                     "bench"};
+static const char *const groups[] = {"ops",  "big",  "coll",
+                                     "nccl", "fsdp", "bench"};
 enum { NGROUPS = sizeof groups / sizeof groups[0] };
 
 static void run_group(gc_group *g, const tpx__memspace *cu, size_t free_b) {
-  if (!strcmp(g->name, "ops")) gc_ops_run(g, cu);
-  if (!strcmp(g->name, "big")) gc_big_run(g, cu, free_b);
-  if (!strcmp(g->name, "coll")) gc_coll_run(g);
-  if (!strcmp(g->name, "nccl")) gc_nccl_run(g);
-  if (!strcmp(g->name, "fsdp")) gc_fsdp_run(g);
+  if (!strcmp(g->name, "ops"))
+    gc_ops_run(g, cu);
+  if (!strcmp(g->name, "big"))
+    gc_big_run(g, cu, free_b);
+  if (!strcmp(g->name, "coll"))
+    gc_coll_run(g);
+  if (!strcmp(g->name, "nccl"))
+    gc_nccl_run(g);
+  if (!strcmp(g->name, "fsdp"))
+    gc_fsdp_run(g);
   if (!strcmp(g->name, "bench")) {
     gc_bench_run(g, cu);
     gc_fsdp_bench(g);
@@ -69,11 +74,15 @@ static int self_test(int argc, char **argv) {
   for (int i = 0; i < 3; i++) {
     int wanted = argc < 3;
     for (int a = 2; a < argc; a++) wanted |= !strcmp(argv[a], names[i]);
-    if (!wanted) continue;
+    if (!wanted)
+      continue;
     gc_group g = {names[i], 0, 0, ""};
-    if (i == 0) gc_ops_run(&g, &tpx__ms_sim);
-    if (i == 1) gc_coll_run(&g);
-    if (i == 2) gc_fsdp_run(&g);
+    if (i == 0)
+      gc_ops_run(&g, &tpx__ms_sim);
+    if (i == 1)
+      gc_coll_run(&g);
+    if (i == 2)
+      gc_fsdp_run(&g);
     printf("gpu-check %-5s (sim space, harness self-test): %s (%d/%d)\n",
            g.name, g.fail ? "FAIL" : "PASS", g.pass, g.pass + g.fail);
     failed += g.fail;
@@ -82,7 +91,8 @@ static int self_test(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  if (argc >= 2 && !strcmp(argv[1], "--sim")) return self_test(argc, argv);
+  if (argc >= 2 && !strcmp(argv[1], "--sim"))
+    return self_test(argc, argv);
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count < 1) {
@@ -107,7 +117,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < NGROUPS; i++) {
     int wanted = argc < 2;
     for (int a = 1; a < argc; a++) wanted |= !strcmp(argv[a], groups[i]);
-    if (!wanted) continue;
+    if (!wanted)
+      continue;
     gc_group g = {groups[i], 0, 0, ""};
     run_group(&g, cu, free_b);
     failed += g.fail;

@@ -27,10 +27,12 @@ static void *put(int dev, const void *h, size_t bytes) {
   void *p = NULL;
   if (!dev || gc_sim) {
     p = calloc(1, bytes ? bytes : 1);
-    if (p && h) memcpy(p, h, bytes);
+    if (p && h)
+      memcpy(p, h, bytes);
     return dev ? tpx__sim_tag(p) : p;
   }
-  if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
+  if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess)
+    return NULL;
   if (h)
     cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice);
   else
@@ -63,20 +65,20 @@ static void fill(unsigned char *b, size_t bytes, int r, int salt) {
   }
 }
 
-static const tpx_dtype dts[] = {
-    TPX_DTYPE_F64, TPX_DTYPE_F32, TPX_DTYPE_F16, TPX_DTYPE_BF16,
-    TPX_DTYPE_I64, TPX_DTYPE_I32, TPX_DTYPE_I16, TPX_DTYPE_I8,
-    TPX_DTYPE_U64, TPX_DTYPE_U32, TPX_DTYPE_U16, TPX_DTYPE_U8};
+static const tpx_dtype dts[] = {TPX_DTYPE_F64,  TPX_DTYPE_F32, TPX_DTYPE_F16,
+                                TPX_DTYPE_BF16, TPX_DTYPE_I64, TPX_DTYPE_I32,
+                                TPX_DTYPE_I16,  TPX_DTYPE_I8,  TPX_DTYPE_U64,
+                                TPX_DTYPE_U32,  TPX_DTYPE_U16, TPX_DTYPE_U8};
 
 #define TRY(x)                                                                 \
   do {                                                                         \
     tpx_status st_ = (x);                                                      \
-    if (st_ != TPX_OK) return st_;                                             \
+    if (st_ != TPX_OK)                                                         \
+      return st_;                                                              \
   } while (0)
 
 /* all_reduce in place and reduce_scatter, every dtype and op. */
-static tpx_status reductions(tpx_comm *w, carg *a, size_t *at,
-                             tpx_error *err) {
+static tpx_status reductions(tpx_comm *w, carg *a, size_t *at, tpx_error *err) {
   int r = tpx_comm_rank(w), n = tpx_comm_size(w);
   for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
     for (int op = TPX_REDUCE_SUM; op <= TPX_REDUCE_MIN; op++) {
@@ -163,8 +165,10 @@ void gc_coll_run(gc_group *g) {
       st[dev] = gc_sim ? tpx__local_run_sim(n, dev, body, &a[dev], &e[dev])
                        : tpx_local_run_opts(n, &lo, body, &a[dev], &e[dev]);
     }
-    gc_check(g, st[0] == TPX_OK && st[1] == TPX_OK, "%d ranks: host %s / "
-             "cuda %s", n, e[0].message, e[1].message);
+    gc_check(g, st[0] == TPX_OK && st[1] == TPX_OK,
+             "%d ranks: host %s / "
+             "cuda %s",
+             n, e[0].message, e[1].message);
     for (int r = 0; st[1] == TPX_OK && r < n; r++)
       gc_check(g, memcmp(a[0].out[r], a[1].out[r], a[0].cap) == 0,
                "%d ranks, rank %d: device results differ from host", n, r);
@@ -178,9 +182,11 @@ void gc_nccl_run(gc_group *g) {
   tpx_comm *w = NULL;
   o.has_unique_id = 1, o.rank = 0, o.nranks = 1;
   tpx_status st = tpx_nccl_unique_id(o.unique_id, &e);
-  if (st == TPX_OK) st = tpx_comm_create_nccl(&o, &w, &e);
+  if (st == TPX_OK)
+    st = tpx_comm_create_nccl(&o, &w, &e);
   gc_check(g, st == TPX_OK, "nccl world of 1: %s", e.message);
-  if (st != TPX_OK) return;
+  if (st != TPX_OK)
+    return;
   carg a[2];
   record_init(&a[0], 0, 1, 1);
   record_init(&a[1], 1, 1, 1);

@@ -20,7 +20,7 @@ typedef struct frun {
   tpx_model *model;
   tpx_sharding *sh;
   tpx_mesh *mesh;
-  float **out;       /* final parameters, per param */
+  float **out; /* final parameters, per param */
   double norm;
   double coll, comp; /* seconds on rank 0 */
 } frun;
@@ -37,11 +37,14 @@ static tpx_status write_grads(tpx_runtime *rt, const tpx_model *m, size_t u,
                               int dev, tpx_error *err) {
   size_t np = tpx_model_num_params(m);
   for (size_t p = 0; p < np; p++) {
-    if (tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u) continue;
+    if (tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u)
+      continue;
     tpx_runtime_param_info in;
     tpx_status st = tpx_runtime_param(rt, (int64_t)p, &in, err);
-    if (st != TPX_OK) return st;
-    if (in.param != (int64_t)p) continue;
+    if (st != TPX_OK)
+      return st;
+    if (in.param != (int64_t)p)
+      continue;
     /* in the compute dtype (bf16 under the default mixed precision) */
     size_t n = (size_t)in.local_numel, es = tpx_dtype_size(in.compute_dtype);
     unsigned char *g = malloc((n ? n : 1) * es);
@@ -69,7 +72,8 @@ static tpx_status load(tpx_runtime *rt, const tpx_model *m, tpx_error *err) {
   for (size_t p = 0; p < np && st == TPX_OK; p++) {
     tpx_param_info in;
     tpx_model_param(m, (int64_t)p, &in, NULL);
-    if (in.tied_to >= 0) continue;
+    if (in.tied_to >= 0)
+      continue;
     int64_t n = 1;
     for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
     float *full = malloc((size_t)(n ? n : 1) * 4);
@@ -83,34 +87,43 @@ static tpx_status load(tpx_runtime *rt, const tpx_model *m, tpx_error *err) {
 static tpx_status step(tpx_comm *w, void *arg, tpx_error *err) {
   frun *r = arg;
   /* 1: cuda; 2: sim (the harness self-test) */
-  int dev = strcmp(tpx_comm_memspace(w), "cuda") == 0 ? 1
+  int dev = strcmp(tpx_comm_memspace(w), "cuda") == 0  ? 1
             : strcmp(tpx_comm_memspace(w), "sim") == 0 ? 2
-                                                        : 0;
+                                                       : 0;
   tpx_mesh_comm *mc = NULL;
   tpx_runtime *rt = NULL;
   tpx_status st = tpx_mesh_comm_create(w, r->mesh, &mc, err);
-  if (st == TPX_OK) st = tpx_runtime_create(r->sh, mc, NULL, &rt, err);
-  if (st == TPX_OK) st = load(rt, r->model, err);
+  if (st == TPX_OK)
+    st = tpx_runtime_create(r->sh, mc, NULL, &rt, err);
+  if (st == TPX_OK)
+    st = load(rt, r->model, err);
   double t0 = now(), coll = 0;
   size_t nu = st == TPX_OK ? tpx_runtime_num_units(rt) : 0;
   for (size_t u = nu; st == TPX_OK && u-- > 0;) {
     double c0 = now();
     st = tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, err);
     coll += now() - c0;
-    if (st == TPX_OK) st = write_grads(rt, r->model, u, dev, err);
+    if (st == TPX_OK)
+      st = write_grads(rt, r->model, u, dev, err);
     c0 = now();
-    if (st == TPX_OK) st = tpx_runtime_reduce_grads(rt, u, err);
-    if (st == TPX_OK) st = tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, err);
+    if (st == TPX_OK)
+      st = tpx_runtime_reduce_grads(rt, u, err);
+    if (st == TPX_OK)
+      st = tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, err);
     coll += now() - c0;
   }
   double c1 = now();
-  if (st == TPX_OK) st = tpx_runtime_grad_norm(rt, 2.0, &r->norm, err);
+  if (st == TPX_OK)
+    st = tpx_runtime_grad_norm(rt, 2.0, &r->norm, err);
   tpx_adamw_options ao = TPX_ADAMW_OPTIONS_INIT;
   ao.lr = 0.01;
   ao.weight_decay = 0.1;
-  if (st == TPX_OK) st = tpx_runtime_adamw_step(rt, &ao, err);
-  if (dev == 1) cudaDeviceSynchronize();
-  if (tpx_comm_rank(w) == 0) r->coll = coll, r->comp = now() - c1;
+  if (st == TPX_OK)
+    st = tpx_runtime_adamw_step(rt, &ao, err);
+  if (dev == 1)
+    cudaDeviceSynchronize();
+  if (tpx_comm_rank(w) == 0)
+    r->coll = coll, r->comp = now() - c1;
   (void)t0;
   size_t np = tpx_model_num_params(r->model);
   for (size_t p = 0; p < np && st == TPX_OK; p++) {
@@ -120,7 +133,10 @@ static tpx_status step(tpx_comm *w, void *arg, tpx_error *err) {
     for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
     float *o = malloc((size_t)(n ? n : 1) * 4);
     st = tpx_runtime_gather_param(rt, (int64_t)p, o, TPX_DTYPE_F32, err);
-    if (tpx_comm_rank(w) == 0) r->out[p] = o; else free(o);
+    if (tpx_comm_rank(w) == 0)
+      r->out[p] = o;
+    else
+      free(o);
   }
   tpx_runtime_destroy(rt);
   tpx_mesh_comm_destroy(mc);
@@ -168,18 +184,19 @@ static void fsdp_cases(gc_group *g) {
              e[1].message);
     if (st[0] == TPX_OK && st[1] == TPX_OK) {
       gc_check(g, fabs(r[0].norm - r[1].norm) <= 1e-12 * r[0].norm,
-               "fsdp world %d: norm %.17g vs host %.17g", worlds[w],
-               r[1].norm, r[0].norm);
+               "fsdp world %d: norm %.17g vs host %.17g", worlds[w], r[1].norm,
+               r[0].norm);
       size_t np = tpx_model_num_params(r[0].model);
       for (size_t p = 0; p < np; p++) {
         tpx_param_info in;
         tpx_model_param(r[0].model, (int64_t)p, &in, NULL);
         int64_t n = 1;
         for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
-        gc_check(g, r[0].out[p] && r[1].out[p] &&
-                        memcmp(r[0].out[p], r[1].out[p], (size_t)n * 4) == 0,
-                 "fsdp world %d: %s differs between host and device",
-                 worlds[w], in.fqn);
+        gc_check(g,
+                 r[0].out[p] && r[1].out[p] &&
+                     memcmp(r[0].out[p], r[1].out[p], (size_t)n * 4) == 0,
+                 "fsdp world %d: %s differs between host and device", worlds[w],
+                 in.fqn);
       }
     }
     frun_free(&r[0]), frun_free(&r[1]);
@@ -191,7 +208,8 @@ static void fsdp_bench(gc_group *g) {
   frun_init(&r, 2);
   tpx_error e = {0};
   tpx_status st = run_on(&r, 2, 1, &e); /* warm-up */
-  if (st == TPX_OK) st = run_on(&r, 2, 1, &e);
+  if (st == TPX_OK)
+    st = run_on(&r, 2, 1, &e);
   gc_check(g, st == TPX_OK, "fsdp bench: %s", e.message);
   if (st == TPX_OK)
     printf("# fsdp step (tiny model, local world of 2 on one GPU, rank 0):"
@@ -224,7 +242,8 @@ static void in_check(gc_group *g, int b) {
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);
   srunner_run_all(sr, CK_NORMAL);
-  gc_check(g, srunner_ntests_failed(sr) == 0, "fsdp: a fixture assertion failed");
+  gc_check(g, srunner_ntests_failed(sr) == 0,
+           "fsdp: a fixture assertion failed");
   srunner_free(sr);
 }
 

@@ -18,7 +18,8 @@
 /* A buffer of ms holding `bytes` from host h (zeroed when h is NULL). */
 static void *up(const tpx__memspace *ms, const void *h, size_t bytes) {
   void *p = NULL;
-  if (tpx__ms_alloc(ms, bytes, 1, &p, NULL) != TPX_OK) return NULL;
+  if (tpx__ms_alloc(ms, bytes, 1, &p, NULL) != TPX_OK)
+    return NULL;
   if (h && tpx__ms_copy(ms, p, h, bytes, TPX__H2D, NULL) != TPX_OK) {
     tpx__ms_free(ms, p);
     return NULL;
@@ -43,10 +44,10 @@ static uint32_t rnd(void) {
  * signs, inf, -0, subnormals, f16 / bf16 ties and overflow. */
 static float rf(size_t i) {
   static const uint32_t special[] = {
-      0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f800000u, 0xff800000u,
-      0x80000000u, 0x00000001u, 0x807fffffu, 0x3f808000u, 0x3f818000u,
-      0x477ff000u, 0x477fefffu, 0x38800000u, 0x33800000u, 0x33000000u,
-      0x387fe000u};
+      0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7f800000u,
+      0xff800000u, 0x80000000u, 0x00000001u, 0x807fffffu,
+      0x3f808000u, 0x3f818000u, 0x477ff000u, 0x477fefffu,
+      0x38800000u, 0x33800000u, 0x33000000u, 0x387fe000u};
   uint32_t u;
   if (i % 97 < sizeof special / sizeof special[0])
     u = special[i % 97];
@@ -75,31 +76,31 @@ static void *rdata(tpx_dtype dt, size_t n) {
 
 static const tpx__memspace *host(void) { return &tpx__ms_host; }
 
-static const tpx_dtype fdts[3] = {TPX_DTYPE_F32, TPX_DTYPE_BF16,
-                                  TPX_DTYPE_F16};
+static const tpx_dtype fdts[3] = {TPX_DTYPE_F32, TPX_DTYPE_BF16, TPX_DTYPE_F16};
 
 /* Every pair of f32 / bf16 / f16 (big: f32 <-> bf16 only). */
 static void ops_convert(gc_group *g, const tpx__memspace *cu, size_t n,
                         int big) {
   for (int a = 0; a < 3; a++)
     for (int b = 0; b < 3; b++) {
-      if (big && (a == 2 || b == 2)) continue;
+      if (big && (a == 2 || b == 2))
+        continue;
       size_t ib = n * tpx_dtype_size(fdts[a]), ob = n * tpx_dtype_size(fdts[b]);
       void *in = rdata(fdts[a], n);
       unsigned char *out[2] = {malloc(ob), malloc(ob)};
       for (int k = 0; k < 2; k++) {
         const tpx__memspace *ms = k ? cu : host();
         void *di = up(ms, in, ib), *dout = up(ms, NULL, ob);
-        int ok = di && dout &&
-                 tpx__ms_convert(ms, dout, fdts[b], di, fdts[a], n, NULL) ==
-                     TPX_OK;
+        int ok =
+            di && dout &&
+            tpx__ms_convert(ms, dout, fdts[b], di, fdts[a], n, NULL) == TPX_OK;
         ok = down(ms, out[k], dout, ob) && ok;
         tpx__ms_free(ms, di);
-        if (!ok) memset(out[k], k ? 0xa5 : 0x5a, ob);
+        if (!ok)
+          memset(out[k], k ? 0xa5 : 0x5a, ob);
       }
       gc_check(g, memcmp(out[0], out[1], ob) == 0, "convert %s -> %s n=%zu",
-               tpx_dtype_short_name(fdts[a]), tpx_dtype_short_name(fdts[b]),
-               n);
+               tpx_dtype_short_name(fdts[a]), tpx_dtype_short_name(fdts[b]), n);
       free(in), free(out[0]), free(out[1]);
     }
 }
@@ -121,7 +122,8 @@ static void ops_add_scale(gc_group *g, const tpx__memspace *cu, size_t n) {
                tpx__ms_scale_f32(ms, d, n, 3.0f, 1, NULL) == TPX_OK;
       ok = down(ms, out[k], d, n * 4) && ok;
       tpx__ms_free(ms, s);
-      if (!ok) memset(out[k], k ? 0xa5 : 0x5a, n * 4);
+      if (!ok)
+        memset(out[k], k ? 0xa5 : 0x5a, n * 4);
     }
     gc_check(g, memcmp(out[0], out[1], n * 4) == 0,
              "add_f32 (%s) + scale_f32 n=%zu", tpx_dtype_short_name(fdts[a]),
@@ -135,7 +137,8 @@ static float *finite_f32(size_t n) {
   float *g = malloc(n * 4);
   for (size_t i = 0; g && i < n; i++) {
     g[i] = rf(i);
-    if (!isfinite(g[i])) g[i] = 1.5f;
+    if (!isfinite(g[i]))
+      g[i] = 1.5f;
   }
   return g;
 }
@@ -150,12 +153,13 @@ static void ops_norm(gc_group *g, const tpx__memspace *cu, size_t n) {
       double *a = up(ms, &acc[k], sizeof(double));
       if (!d || !a || tpx__ms_norm_acc(ms, a, d, n, inf, NULL) != TPX_OK)
         acc[k] = NAN;
-      if (!down(ms, &acc[k], a, sizeof(double))) acc[k] = NAN;
+      if (!down(ms, &acc[k], a, sizeof(double)))
+        acc[k] = NAN;
       tpx__ms_free(ms, d);
     }
     double ref = tpx__norm_tree_ref(0.25, x, n, inf);
-    gc_check(g, memcmp(&acc[1], &acc[0], 8) == 0 &&
-                    memcmp(&acc[1], &ref, 8) == 0,
+    gc_check(g,
+             memcmp(&acc[1], &acc[0], 8) == 0 && memcmp(&acc[1], &ref, 8) == 0,
              "norm_acc %s n=%zu: device %.17g, host %.17g, order %.17g",
              inf ? "inf" : "sum", n, acc[1], acc[0], ref);
   }
@@ -171,9 +175,9 @@ static void ops_adamw(gc_group *g, const tpx__memspace *cu, size_t n) {
     const tpx__memspace *ms = k ? cu : host();
     float *d[4];
     for (int j = 0; j < 4; j++) d[j] = up(ms, x[j], n * 4);
-    int ok = d[0] && d[1] && d[2] && d[3] &&
-             tpx__ms_adamw_update(ms, d[0], d[1], d[2], d[3], n, &h, NULL) ==
-                 TPX_OK;
+    int ok =
+        d[0] && d[1] && d[2] && d[3] &&
+        tpx__ms_adamw_update(ms, d[0], d[1], d[2], d[3], n, &h, NULL) == TPX_OK;
     int o = 0;
     for (int j = 0; j < 4; j++) {
       if (j == 1) {
@@ -196,8 +200,7 @@ static void ops_adamw(gc_group *g, const tpx__memspace *cu, size_t n) {
 }
 
 /* ids valid, with ignored ones, with bad ones late (big: i32, bad only). */
-static void ops_index(gc_group *g, const tpx__memspace *cu, size_t n,
-                      int big) {
+static void ops_index(gc_group *g, const tpx__memspace *cu, size_t n, int big) {
   for (int wide = 0; wide < (big ? 1 : 2); wide++)
     for (int c = big ? 2 : 0; c < 3; c++) {
       tpx_dtype dt = wide ? TPX_DTYPE_I64 : TPX_DTYPE_I32;
@@ -205,8 +208,10 @@ static void ops_index(gc_group *g, const tpx__memspace *cu, size_t n,
       unsigned char *ids = malloc(n * es);
       for (size_t i = 0; i < n; i++) {
         int64_t v = (int64_t)(rnd() % 1000);
-        if (c == 1 && i % 7 == 3) v = -100; /* ignored */
-        if (c == 2 && (i == n - 1 || i == n / 2 + 1)) v = 1000 + (int64_t)i;
+        if (c == 1 && i % 7 == 3)
+          v = -100; /* ignored */
+        if (c == 2 && (i == n - 1 || i == n / 2 + 1))
+          v = 1000 + (int64_t)i;
         if (wide)
           memcpy(ids + 8 * i, &v, 8);
         else {
@@ -218,8 +223,8 @@ static void ops_index(gc_group *g, const tpx__memspace *cu, size_t n,
       for (int k = 0; k < 2; k++) {
         const tpx__memspace *ms = k ? cu : host();
         void *d = up(ms, ids, n * es);
-        if (!d || tpx__ms_index_check(ms, d, dt, n, 1000, c == 1, -100,
-                                      bad[k], NULL) != TPX_OK)
+        if (!d || tpx__ms_index_check(ms, d, dt, n, 1000, c == 1, -100, bad[k],
+                                      NULL) != TPX_OK)
           bad[k][0] = -7, bad[k][1] = k;
         tpx__ms_free(ms, d);
       }
@@ -241,7 +246,8 @@ static void ops_embedding(gc_group *g, const tpx__memspace *cu) {
       size_t es = tpx_dtype_size(t);
       unsigned char *w = rdata(t, (size_t)R * H), *gr = rdata(t, (size_t)N * H);
       for (size_t i = 0; !dt && i < (size_t)R * H; i++) /* finite weights */
-        if (!isfinite(((float *)w)[i])) ((float *)w)[i] = 0.5f;
+        if (!isfinite(((float *)w)[i]))
+          ((float *)w)[i] = 0.5f;
       int64_t ids[N];
       for (int i = 0; i < N; i++) /* masked: some ids on other ranks */
         ids[i] = (int64_t)(rnd() % (unsigned)(masked ? R + 8 : R));
@@ -255,18 +261,20 @@ static void ops_embedding(gc_group *g, const tpx__memspace *cu) {
         void *dg = up(ms, gr, (size_t)N * H * es);
         void *dout = up(ms, NULL, (size_t)N * H * es);
         void *dwg = up(ms, w, (size_t)R * H * es);
-        int ok = tpx__ms_embed_lookup(ms, dout, dw, H * es, di, TPX_DTYPE_I64,
-                                      N, &rows, NULL) == TPX_OK &&
-                 tpx__ms_embed_scatter_add(ms, dwg, t, dg, t, H, di,
-                                           TPX_DTYPE_I64, N, &rows,
-                                           NULL) == TPX_OK;
+        int ok =
+            tpx__ms_embed_lookup(ms, dout, dw, H * es, di, TPX_DTYPE_I64, N,
+                                 &rows, NULL) == TPX_OK &&
+            tpx__ms_embed_scatter_add(ms, dwg, t, dg, t, H, di, TPX_DTYPE_I64,
+                                      N, &rows, NULL) == TPX_OK;
         ok = down(ms, out[k], dout, (size_t)N * H * es) && ok;
         ok = down(ms, wg[k], dwg, (size_t)R * H * es) && ok;
         tpx__ms_free(ms, dw), tpx__ms_free(ms, di), tpx__ms_free(ms, dg);
-        if (!ok) memset(wg[k], k ? 0xa5 : 0x5a, (size_t)R * H * es);
+        if (!ok)
+          memset(wg[k], k ? 0xa5 : 0x5a, (size_t)R * H * es);
       }
-      gc_check(g, memcmp(out[0], out[1], (size_t)N * H * es) == 0 &&
-                      memcmp(wg[0], wg[1], (size_t)R * H * es) == 0,
+      gc_check(g,
+               memcmp(out[0], out[1], (size_t)N * H * es) == 0 &&
+                   memcmp(wg[0], wg[1], (size_t)R * H * es) == 0,
                "embed_lookup + embed_scatter_add %s masked=%d",
                tpx_dtype_short_name(t), masked);
       for (int k = 0; k < 2; k++) free(out[k]), free(wg[k]);
@@ -285,8 +293,7 @@ static void ops_loss(gc_group *g, const tpx__memspace *cu) {
     size_t es = tpx_dtype_size(t), zb = (size_t)ROWS * LEN * es;
     float *z32 = finite_f32((size_t)ROWS * LEN);
     void *z = malloc(zb);
-    tpx__ms_convert(host(), z, t, z32, TPX_DTYPE_F32, (size_t)ROWS * LEN,
-                    NULL);
+    tpx__ms_convert(host(), z, t, z32, TPX_DTYPE_F32, (size_t)ROWS * LEN, NULL);
     int64_t tg[ROWS];
     for (int i = 0; i < ROWS; i++)
       tg[i] = i % 5 == 0 ? -100 : 2000 + (int64_t)(rnd() % LEN);
@@ -295,20 +302,24 @@ static void ops_loss(gc_group *g, const tpx__memspace *cu) {
     unsigned char *grad[2];
     for (int k = 0; k < 2; k++) {
       const tpx__memspace *ms = k ? cu : host();
-      tpx__ms_loss l = {up(ms, z, zb), t, up(ms, tg, sizeof tg), TPX_DTYPE_I64,
-                        ROWS, LEN, 2000, -100};
-      float *dmx = up(ms, NULL, sizeof mx[0]), *dlp = up(ms, NULL, sizeof lp[0]);
+      tpx__ms_loss l = {up(ms, z, zb), t,    up(ms, tg, sizeof tg),
+                        TPX_DTYPE_I64, ROWS, LEN,
+                        2000,          -100};
+      float *dmx = up(ms, NULL, sizeof mx[0]),
+            *dlp = up(ms, NULL, sizeof lp[0]);
       double *dse = up(ms, NULL, sizeof se[0]), *dsc = up(ms, NULL, 16);
       void *dgr = up(ms, NULL, zb);
       int ok = tpx__ms_loss_row_max(ms, dmx, &l, NULL) == TPX_OK &&
                tpx__ms_loss_row_sums(ms, dse, dmx, &l, 1, NULL) == TPX_OK;
-      ok = ok && tpx__ms_copy(ms, se[k], dse, sizeof se[0], TPX__D2H, NULL) ==
-                     TPX_OK;
+      ok = ok &&
+           tpx__ms_copy(ms, se[k], dse, sizeof se[0], TPX__D2H, NULL) == TPX_OK;
       /* the gradient and log-probs from the host's row values */
-      if (k) ok = ok && tpx__ms_copy(ms, dse, se[0], sizeof se[0], TPX__H2D,
-                                     NULL) == TPX_OK;
-      ok = ok && tpx__ms_loss_grad(ms, dgr, t, dmx, dse, NULL, 0.5, 1.0, &l,
-                                   NULL) == TPX_OK &&
+      if (k)
+        ok = ok && tpx__ms_copy(ms, dse, se[0], sizeof se[0], TPX__H2D, NULL) ==
+                       TPX_OK;
+      ok = ok &&
+           tpx__ms_loss_grad(ms, dgr, t, dmx, dse, NULL, 0.5, 1.0, &l, NULL) ==
+               TPX_OK &&
            tpx__ms_loss_logprobs(ms, dlp, dsc, dmx, dse, &l, NULL) == TPX_OK;
       grad[k] = malloc(zb);
       ok = down(ms, mx[k], dmx, sizeof mx[0]) && ok;
@@ -317,7 +328,8 @@ static void ops_loss(gc_group *g, const tpx__memspace *cu) {
       ok = down(ms, grad[k], dgr, zb) && ok;
       tpx__ms_free(ms, dse), tpx__ms_free(ms, (void *)l.logits);
       tpx__ms_free(ms, (void *)l.targets);
-      if (!ok) memset(grad[k], k ? 0xa5 : 0x5a, zb), se[k][0] = NAN;
+      if (!ok)
+        memset(grad[k], k ? 0xa5 : 0x5a, zb), se[k][0] = NAN;
     }
     int near = 1;
     for (int i = 0; i < ROWS; i++)
@@ -336,10 +348,10 @@ static void ops_loss(gc_group *g, const tpx__memspace *cu) {
   }
 }
 
-static const tpx_dtype rdts[] = {
-    TPX_DTYPE_F64, TPX_DTYPE_F32, TPX_DTYPE_F16, TPX_DTYPE_BF16,
-    TPX_DTYPE_I64, TPX_DTYPE_I32, TPX_DTYPE_I16, TPX_DTYPE_I8,
-    TPX_DTYPE_U64, TPX_DTYPE_U32, TPX_DTYPE_U16, TPX_DTYPE_U8};
+static const tpx_dtype rdts[] = {TPX_DTYPE_F64,  TPX_DTYPE_F32, TPX_DTYPE_F16,
+                                 TPX_DTYPE_BF16, TPX_DTYPE_I64, TPX_DTYPE_I32,
+                                 TPX_DTYPE_I16,  TPX_DTYPE_I8,  TPX_DTYPE_U64,
+                                 TPX_DTYPE_U32,  TPX_DTYPE_U16, TPX_DTYPE_U8};
 
 /* reduce against tpx__reduce_into: every dtype and op, 1..4 sources into
  * 1..3 destinations, the first destination in place over source 0. */
@@ -389,16 +401,16 @@ static void ops_copies(gc_group *g, const tpx__memspace *cu) {
   for (int k = 0; k < 2; k++) {
     const tpx__memspace *ms = k ? cu : host();
     unsigned char *d = up(ms, src, B);
-    int ok = d &&
-             tpx__ms_copy(ms, d + 1000, d, B / 2, TPX__D2D, NULL) == TPX_OK &&
-             tpx__ms_copy(ms, d + 7, d + 4000, B / 3, TPX__D2D, NULL) ==
-                 TPX_OK &&
-             tpx__ms_memset(ms, d + 333, 0xab, 4097, NULL) == TPX_OK &&
-             tpx__ms_copy2d(ms, d + B / 2, 301, d + 11, 257, 250, 900,
-                            TPX__D2D, NULL) == TPX_OK &&
-             tpx__ms_copy2d(ms, d + 5, 64, src + 100, 77, 60, 30, TPX__H2D,
-                            NULL) == TPX_OK;
-    if (!down(ms, out[k], d, B) || !ok) memset(out[k], k ? 0xa5 : 0x5a, B);
+    int ok =
+        d && tpx__ms_copy(ms, d + 1000, d, B / 2, TPX__D2D, NULL) == TPX_OK &&
+        tpx__ms_copy(ms, d + 7, d + 4000, B / 3, TPX__D2D, NULL) == TPX_OK &&
+        tpx__ms_memset(ms, d + 333, 0xab, 4097, NULL) == TPX_OK &&
+        tpx__ms_copy2d(ms, d + B / 2, 301, d + 11, 257, 250, 900, TPX__D2D,
+                       NULL) == TPX_OK &&
+        tpx__ms_copy2d(ms, d + 5, 64, src + 100, 77, 60, 30, TPX__H2D, NULL) ==
+            TPX_OK;
+    if (!down(ms, out[k], d, B) || !ok)
+      memset(out[k], k ? 0xa5 : 0x5a, B);
   }
   gc_check(g, memcmp(out[0], out[1], B) == 0,
            "memset, copy (overlapping), copy2d (D2D, H2D)");
@@ -425,8 +437,9 @@ void gc_ops_run(gc_group *g, const tpx__memspace *cu) {
 void gc_big_run(gc_group *g, const tpx__memspace *cu, size_t free_bytes) {
   size_t n = ((size_t)1 << 31) + 4099;
   if (free_bytes < n * 14 + ((size_t)1 << 30)) {
-    gc_note(g, "skipped: n = 2^31 + 4099 needs %.1f GiB free, the GPU has "
-               "%.1f GiB",
+    gc_note(g,
+            "skipped: n = 2^31 + 4099 needs %.1f GiB free, the GPU has "
+            "%.1f GiB",
             (double)(n * 14) / (1 << 30), (double)free_bytes / (1 << 30));
     return;
   }

@@ -61,8 +61,11 @@ typedef struct tpx_checkpoint_reader_options {
 #define TPX_CHECKPOINT_READER_OPTIONS_INIT                                     \
   { sizeof(tpx_checkpoint_reader_options), 0, 0 }
 
-enum { TPX_CHECKPOINT_IO_DEFAULT = 0, TPX_CHECKPOINT_IO_PREAD = 1,
-       TPX_CHECKPOINT_IO_MMAP = 2 };
+enum {
+  TPX_CHECKPOINT_IO_DEFAULT = 0,
+  TPX_CHECKPOINT_IO_PREAD = 1,
+  TPX_CHECKPOINT_IO_MMAP = 2
+};
 
 /* Open and validate `path` (file, index json, or directory). Errors name the
  * file and tensor at fault (TPX_PARSE for a bad header, TPX_NOT_FOUND for a
@@ -102,8 +105,9 @@ TPX_API const char *tpx_checkpoint_file(const tpx_checkpoint_reader *rd,
  * Borrowed, valid while the reader lives. */
 TPX_API const char *tpx_checkpoint_metadata(const tpx_checkpoint_reader *rd,
                                             const char *key);
-TPX_API const char *tpx_checkpoint_file_metadata(
-    const tpx_checkpoint_reader *rd, size_t file, const char *key);
+TPX_API const char *
+tpx_checkpoint_file_metadata(const tpx_checkpoint_reader *rd, size_t file,
+                             const char *key);
 
 /* The stored tensor that parameter `param` of `model` reads from: its own
  * FQN, or, for a tied parameter the file does not store, the tied target's.

@@ -68,9 +68,9 @@ typedef struct tpx_shard_meta {
  * message naming the key or entry at fault. Free with
  * tpx_shard_meta_free (also after an error; a zeroed struct is fine). */
 TPX_API tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
-                                        const char *tensors,
-                                        size_t tensors_len, const char *rank,
-                                        tpx_shard_meta *out, tpx_error *err);
+                                        const char *tensors, size_t tensors_len,
+                                        const char *rank, tpx_shard_meta *out,
+                                        tpx_error *err);
 TPX_API void tpx_shard_meta_free(tpx_shard_meta *m);
 
 /* "rank-%05lld-of-%05lld.safetensors" into buf; 1 when `name` is such a
@@ -88,8 +88,7 @@ typedef struct tpx_shard_progress {
   int64_t bytes, total_bytes;
   int64_t files;
 } tpx_shard_progress;
-typedef void (*tpx_shard_progress_fn)(const tpx_shard_progress *p,
-                                      void *user);
+typedef void (*tpx_shard_progress_fn)(const tpx_shard_progress *p, void *user);
 
 /* A line worth telling the user that is not an error ("removed the older
  * checkpoint's files ..."). */
@@ -116,9 +115,8 @@ typedef struct tpx_shard_write_options {
   void *note_user;
 } tpx_shard_write_options;
 
-#define TPX_SHARD_WRITE_OPTIONS_INIT                                          \
-  { sizeof(tpx_shard_write_options), -1, NULL, NULL, NULL, NULL, 0, NULL,    \
-    NULL }
+#define TPX_SHARD_WRITE_OPTIONS_INIT                                           \
+  { sizeof(tpx_shard_write_options), -1, NULL, NULL, NULL, NULL, 0, NULL, NULL }
 
 /* Write the rank file(s) of checkpoint `rd` cut by sharding `sh` (whose
  * model the checkpoint matches: tpx_checkpoint_check_model) into directory
@@ -145,7 +143,7 @@ typedef struct tpx_shard_merge_options {
   void *note_user;
 } tpx_shard_merge_options;
 
-#define TPX_SHARD_MERGE_OPTIONS_INIT                                          \
+#define TPX_SHARD_MERGE_OPTIONS_INIT                                           \
   { sizeof(tpx_shard_merge_options), 0, NULL, NULL, 0, NULL, NULL }
 
 /* Merge the rank files in `in_dir` into one Hugging Face checkpoint in

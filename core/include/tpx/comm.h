@@ -35,7 +35,7 @@
  *   }
  *   ... tpx_local_run(4, body, mesh, &err);   (mesh: ("dp","tp") = (2,2))
  *
- * Under mpirun, the same body runs on the world from tpx_comm_create_mpi. 
+ * Under mpirun, the same body runs on the world from tpx_comm_create_mpi.
  *
  * Thread safety: a tpx_comm is used by one thread at a time (its rank). */
 #ifndef TPX_COMM_H
@@ -100,9 +100,8 @@ TPX_API tpx_status tpx_comm_all_reduce(tpx_comm *comm, const void *send,
 /* recv[count] = root's send[count] on every rank. `send` is read on the root
  * only (may be NULL elsewhere). In place when send == recv. */
 TPX_API tpx_status tpx_comm_broadcast(tpx_comm *comm, const void *send,
-                                      void *recv, size_t count,
-                                      tpx_dtype dtype, int root,
-                                      tpx_error *err);
+                                      void *recv, size_t count, tpx_dtype dtype,
+                                      int root, tpx_error *err);
 
 /* Block j of recv[size * count] = block `rank` of rank j's send[size*count].
  * In place when send == recv (uses a temporary copy). */
@@ -121,25 +120,20 @@ TPX_API tpx_status tpx_comm_barrier(tpx_comm *comm, tpx_error *err);
  * divides evenly they run the plain collective with no extra copy. */
 
 /* send = this rank's piece; recv[total] = all pieces in order. */
-TPX_API tpx_status tpx_comm_all_gather_chunked(tpx_comm *comm,
-                                               const void *send, void *recv,
-                                               size_t total, tpx_dtype dtype,
-                                               tpx_error *err);
+TPX_API tpx_status tpx_comm_all_gather_chunked(tpx_comm *comm, const void *send,
+                                               void *recv, size_t total,
+                                               tpx_dtype dtype, tpx_error *err);
 /* send[total] on every rank; recv = this rank's piece of the reduction. */
-TPX_API tpx_status tpx_comm_reduce_scatter_chunked(tpx_comm *comm,
-                                                   const void *send,
-                                                   void *recv, size_t total,
-                                                   tpx_dtype dtype,
-                                                   tpx_reduce_op op,
-                                                   tpx_error *err);
+TPX_API tpx_status tpx_comm_reduce_scatter_chunked(
+    tpx_comm *comm, const void *send, void *recv, size_t total, tpx_dtype dtype,
+    tpx_reduce_op op, tpx_error *err);
 
 /* ---- backends ----------------------------------------------------------- */
 
 /* A rank's body for tpx_local_run: `world` is this rank's communicator over
  * all nranks threads (borrowed; valid until the function returns), `err` is
  * this rank's own zeroed error struct. Return TPX_OK or an error status. */
-typedef tpx_status (*tpx_local_fn)(tpx_comm *world, void *arg,
-                                   tpx_error *err);
+typedef tpx_status (*tpx_local_fn)(tpx_comm *world, void *arg, tpx_error *err);
 
 /* Run fn on `nranks` threads (1..TPX_LOCAL_MAX_RANKS), one per rank of a
  * `local` world, and wait for all of them. Returns TPX_OK when every rank
@@ -171,11 +165,11 @@ typedef struct tpx_local_options {
    * 600). */
   double timeout_s;
 } tpx_local_options;
-#define TPX_LOCAL_OPTIONS_INIT { sizeof(tpx_local_options), 0, 0.0 }
+#define TPX_LOCAL_OPTIONS_INIT                                                 \
+  { sizeof(tpx_local_options), 0, 0.0 }
 
 /* tpx_local_run with options (NULL = defaults). */
-TPX_API tpx_status tpx_local_run_opts(int nranks,
-                                      const tpx_local_options *opts,
+TPX_API tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
                                       tpx_local_fn fn, void *arg,
                                       tpx_error *err);
 
@@ -234,8 +228,8 @@ typedef struct tpx_nccl_options {
 TPX_API tpx_status tpx_comm_create_nccl(const tpx_nccl_options *opts,
                                         tpx_comm **out, tpx_error *err);
 /* A new NCCL unique id for has_unique_id bootstrap. */
-TPX_API tpx_status tpx_nccl_unique_id(
-    unsigned char id[TPX_NCCL_UNIQUE_ID_BYTES], tpx_error *err);
+TPX_API tpx_status
+tpx_nccl_unique_id(unsigned char id[TPX_NCCL_UNIQUE_ID_BYTES], tpx_error *err);
 
 /* ---- mesh communicators ------------------------------------------------- */
 

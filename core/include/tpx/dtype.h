@@ -37,7 +37,7 @@ typedef enum tpx_dtype {
 #define TPX__DTYPE_ENUM(name, size, st, hf) TPX_DTYPE_##name,
   TPX_DTYPE_LIST(TPX__DTYPE_ENUM)
 #undef TPX__DTYPE_ENUM
-  TPX_DTYPE_COUNT
+      TPX_DTYPE_COUNT
 } tpx_dtype;
 
 /* Bytes per element; 0 for TPX_DTYPE_INVALID or out-of-range values. */

@@ -37,7 +37,7 @@ typedef enum tpx_status {
 #define TPX__STATUS_ENUM(name, str) TPX_##name,
   TPX_STATUS_LIST(TPX__STATUS_ENUM)
 #undef TPX__STATUS_ENUM
-  TPX_STATUS_COUNT
+      TPX_STATUS_COUNT
 } tpx_status;
 
 #define TPX_ERROR_MESSAGE_SIZE 512

@@ -34,11 +34,11 @@ TPX_BEGIN_DECLS
 
 /* Borrowed view of one FSDP unit. */
 typedef struct tpx_fsdp_unit {
-  int64_t module;    /* module index; 0 for the root */
-  const char *fqn;   /* "model.layers.3"; "" for the root */
+  int64_t module;  /* module index; 0 for the root */
+  const char *fqn; /* "model.layers.3"; "" for the root */
   int is_root;
-  int64_t group;     /* index of the module list it came from; -1 for the
-                        root and the embedding units */
+  int64_t group; /* index of the module list it came from; -1 for the
+                    root and the embedding units */
   int reshard_after_forward;
   size_t num_params; /* parameters it owns (tied aliases excluded) */
   size_t num_fwd_prefetch;
@@ -74,8 +74,7 @@ typedef struct tpx_mp_policy {
 TPX_API tpx_mp_policy tpx_sharding_mp_policy(const tpx_sharding *sh);
 
 TPX_API void tpx_fsdp_param_dtypes(const tpx_mp_policy *policy, tpx_dtype orig,
-                                   tpx_dtype *param_out,
-                                   tpx_dtype *reduce_out);
+                                   tpx_dtype *param_out, tpx_dtype *reduce_out);
 
 /* ---- layer groups (docs/SEMANTICS.md "FSDP2") ---- */
 

@@ -90,8 +90,7 @@ TPX_API tpx_status tpx_harness_to_text(const tpx_harness_result *result,
  *  "passed": N, "failed": N}; `indent` as jansson's JSON_INDENT. *out is
  * malloc'd; free() it. */
 TPX_API tpx_status tpx_harness_to_json(const tpx_harness_result *result,
-                                       int indent, char **out,
-                                       tpx_error *err);
+                                       int indent, char **out, tpx_error *err);
 
 TPX_END_DECLS
 

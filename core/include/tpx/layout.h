@@ -7,8 +7,9 @@
  *
  * Semantics (spec: torch DTensor / FSDP2):
  *  - Shard(d) over a mesh dim of size w splits the current piece of dim d as
- *    torch.chunk: chunk = ceil(n / w); index i holds [i*chunk, min(n,(i+1)*chunk))
- *    of the piece; trailing indices may be short or empty (offset clamps to n).
+ *    torch.chunk: chunk = ceil(n / w); index i holds [i*chunk,
+ * min(n,(i+1)*chunk)) of the piece; trailing indices may be short or empty
+ * (offset clamps to n).
  *  - Mesh dims apply left to right (DTensor's default order).
  *  - StridedShard(d, k) on a mesh dim is applied after the later mesh dims
  *    that shard d (FSDP2 over TP: TP splits first, then FSDP splits the
@@ -41,8 +42,7 @@ typedef struct tpx_slice {
 /* One split of a length-n extent over w parts: index i gets [*off, *off+*len).
  * torch.chunk rule. n >= 0, w >= 1, 0 <= i < w; otherwise TPX_OUT_OF_RANGE. */
 TPX_API tpx_status tpx_layout_chunk(int64_t n, int64_t w, int64_t i,
-                                    int64_t *off, int64_t *len,
-                                    tpx_error *err);
+                                    int64_t *off, int64_t *len, tpx_error *err);
 
 /* The slice `rank` holds of a tensor with global `shape[ndim]` laid out with
  * `placements[tpx_mesh_ndim(mesh)]`. ndim 0..TPX_MAX_TENSOR_DIMS; every dim

@@ -19,11 +19,11 @@
  *    both keys, the first such module and how many more;
  *  - warning "replicated-by-omission": a parameter of a module no key covers
  *    (no key matches the module or any ancestor: torch's distribute_module
- *    places every submodule's parameters of a styled module), while a sibling module (same parent) is sharded by a colwise / rowwise /
- *    vocab / gemma4 key and holds a parameter of the same name and shape
- *    (e.g. v_proj left out next to q_proj and k_proj). One diagnostic per
- *    generalized name (numeric atoms as '*'), subject
- *    "model.layers.*.self_attn.v_proj.weight", with a count. Tied
+ *    places every submodule's parameters of a styled module), while a sibling
+ * module (same parent) is sharded by a colwise / rowwise / vocab / gemma4 key
+ * and holds a parameter of the same name and shape (e.g. v_proj left out next
+ * to q_proj and k_proj). One diagnostic per generalized name (numeric atoms as
+ * '*'), subject "model.layers.*.self_attn.v_proj.weight", with a count. Tied
  *    parameters (tied_to >= 0) are not reported.
  * Diagnostics are in entry order (unmatched / duplicate per entry), then the
  * omission warnings in module order.

@@ -50,8 +50,10 @@ typedef struct tpx_memory_options {
 } tpx_memory_options;
 
 #define TPX_MEMORY_OPTIONS_INIT                                                \
-  { sizeof(tpx_memory_options), TPX_OPTIMIZER_ADAMW, 1, 0, 0,                  \
-    TPX_DTYPE_INVALID }
+  {                                                                            \
+    sizeof(tpx_memory_options), TPX_OPTIMIZER_ADAMW, 1, 0, 0,                  \
+        TPX_DTYPE_INVALID                                                      \
+  }
 
 /* Bytes one rank holds at its training peak, by term. */
 typedef struct tpx_memory {
@@ -80,9 +82,8 @@ TPX_API tpx_status tpx_memory_ranks(const tpx_sharding *sh,
                                     tpx_memory *out, tpx_error *err);
 /* One rank: tpx_memory_ranks with count 1. */
 TPX_API tpx_status tpx_memory_rank(const tpx_sharding *sh,
-                                   const tpx_memory_options *opts,
-                                   int64_t rank, tpx_memory *out,
-                                   tpx_error *err);
+                                   const tpx_memory_options *opts, int64_t rank,
+                                   tpx_memory *out, tpx_error *err);
 
 /* Bytes one rank sends in one training step (forward + backward of one
  * micro-batch and the gradient reduction), ring collectives. */

@@ -44,9 +44,9 @@ TPX_API tpx_status tpx_module_kind_parse(const char *text, tpx_module_kind *out,
 /* Borrowed view of one parameter; pointers valid while the model lives and
  * is not modified. */
 typedef struct tpx_param_info {
-  const char *fqn;     /* "model.layers.0.mlp.up_proj.weight" */
-  const char *name;    /* "weight" */
-  int64_t module;      /* index of the owning module */
+  const char *fqn;  /* "model.layers.0.mlp.up_proj.weight" */
+  const char *name; /* "weight" */
+  int64_t module;   /* index of the owning module */
   int ndim;
   int64_t shape[TPX_MAX_TENSOR_DIMS];
   tpx_dtype dtype;
@@ -92,8 +92,7 @@ TPX_API tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
 
 /* Add an architecture name ("LlamaForCausalLM"); the first is the primary. */
 TPX_API tpx_status tpx_model_add_architecture(tpx_model *model,
-                                              const char *arch,
-                                              tpx_error *err);
+                                              const char *arch, tpx_error *err);
 
 /* ---- loading ---- */
 
@@ -130,8 +129,7 @@ TPX_API tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
  * matches applies. tpx_model_add_safetensors reads every header name
  * through them, so a checkpoint under either naming matches the model.
  * Both strings copied; each must hold as many '*' atoms as the other. */
-TPX_API tpx_status tpx_model_add_name_alias(tpx_model *model,
-                                            const char *alias,
+TPX_API tpx_status tpx_model_add_name_alias(tpx_model *model, const char *alias,
                                             const char *canonical,
                                             tpx_error *err);
 TPX_API size_t tpx_model_num_name_aliases(const tpx_model *model);
@@ -139,8 +137,7 @@ TPX_API size_t tpx_model_num_name_aliases(const tpx_model *model);
  * end. */
 TPX_API tpx_status tpx_model_name_alias(const tpx_model *model, size_t index,
                                         const char **alias,
-                                        const char **canonical,
-                                        tpx_error *err);
+                                        const char **canonical, tpx_error *err);
 /* `name` through the rules into buf: 1 when a rule rewrote it, 0 when none
  * matched (buf holds `name`), -1 when buf is too small or an argument is
  * NULL. */

@@ -49,7 +49,7 @@ typedef enum tpx_style_family {
     "sequence_parallel_allgather_activation", SEQUENCE)                        \
   X(GEMMA4_VOCAB_PARALLEL_EMBEDDING, "gemma4_vocab_parallel_embedding",        \
     ROWWISE)                                                                   \
-  X(GEMMA4_ROWWISE_PARALLEL, "gemma4_rowwise_parallel", ROWWISE)             \
+  X(GEMMA4_ROWWISE_PARALLEL, "gemma4_rowwise_parallel", ROWWISE)               \
   X(REPLICATED_WITH_GRAD_ALLREDUCE, "replicated_with_grad_allreduce",          \
     REPLICATED)
 
@@ -57,7 +57,7 @@ typedef enum tpx_style_kind {
 #define TPX__STYLE_ENUM(name, str, family) TPX_STYLE_##name,
   TPX_STYLE_LIST(TPX__STYLE_ENUM)
 #undef TPX__STYLE_ENUM
-  TPX_STYLE_COUNT
+      TPX_STYLE_COUNT
 } tpx_style_kind;
 
 /* What code needs to know of a style kind, from its family. */
@@ -229,13 +229,14 @@ TPX_API tpx_status tpx_plan_from_hf(const char *hf_json, size_t len,
 /* As tpx_plan_from_hf, merging transformers' two levels of tp plan: the
  * model class's _tp_plan (`top_json`, keys used unprefixed, e.g.
  * {"lm_head": "colwise_rep"}) and the base model's base_model_tp_plan
- * (`inner_json`, keys prefixed with `prefix`); either may be NULL. Later sources override earlier ones (dict update: top, then
- * inner). A key exactly "lm_head" or "language_model.lm_head" with
- * "colwise_rep" becomes colwise(output shard(-1), use_local_output false). */
+ * (`inner_json`, keys prefixed with `prefix`); either may be NULL. Later
+ * sources override earlier ones (dict update: top, then inner). A key exactly
+ * "lm_head" or "language_model.lm_head" with "colwise_rep" becomes
+ * colwise(output shard(-1), use_local_output false). */
 TPX_API tpx_status tpx_plan_from_hf_class_and_base(
     const char *top_json, size_t top_len, const char *inner_json,
-    size_t inner_len, const char *prefix, tpx_plan **out,
-    tpx_diag_list *diags, tpx_error *err);
+    size_t inner_len, const char *prefix, tpx_plan **out, tpx_diag_list *diags,
+    tpx_error *err);
 
 TPX_END_DECLS
 

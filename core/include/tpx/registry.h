@@ -100,8 +100,7 @@ TPX_API tpx_status tpx_registry_set_child_limits(tpx_registry *reg,
  * `plugin-dir-unusable` warning naming it), then the directory
  * tpx_registry_default_dir names (and its subdirectories). Failures are
  * recorded as refusals, not returned as errors. */
-TPX_API tpx_status tpx_registry_load_default(tpx_registry *reg,
-                                             tpx_error *err);
+TPX_API tpx_status tpx_registry_load_default(tpx_registry *reg, tpx_error *err);
 /* The plugin directory searched after $TPX_PLUGIN_PATH, decided at run time
  * from where libtpx was loaded: the build tree's plugins/ when libtpx is
  * loaded from its build tree, else <libdir>/tpx/plugins next to the loaded
@@ -150,9 +149,8 @@ TPX_API tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,
                                          const tpx_model *model,
                                          const char *architecture,
                                          const char *plan_name,
-                                         int sequence_parallel,
-                                         int64_t tp_size, tpx_plan **out,
-                                         tpx_error *err);
+                                         int sequence_parallel, int64_t tp_size,
+                                         tpx_plan **out, tpx_error *err);
 
 TPX_END_DECLS
 

@@ -29,17 +29,17 @@ TPX_BEGIN_DECLS
 
 typedef struct tpx_report_options {
   size_t struct_size;
-  const char *plan_source;   /* "custom" | "plugin" | "hf" | "default"; NULL
-                                = "custom" */
-  const char *plugin_name;   /* may be NULL */
-  const char *plugin_path;   /* may be NULL */
-  const char *function;      /* may be NULL */
+  const char *plan_source; /* "custom" | "plugin" | "hf" | "default"; NULL
+                              = "custom" */
+  const char *plugin_name; /* may be NULL */
+  const char *plugin_path; /* may be NULL */
+  const char *function;    /* may be NULL */
   int sequence_parallel;
   size_t num_trace;
-  const char *const *trace;  /* selection trace lines */
+  const char *const *trace;             /* selection trace lines */
   const tpx_diag_list *selection_diags; /* listed before the sharding's; may
                                            be NULL */
-  int indent;                /* JSON indent (0 = compact) */
+  int indent;                           /* JSON indent (0 = compact) */
   /* Added after `indent` (a caller whose struct_size ends at `indent` gets
    * none): the upstream strategy's properties as "key=value" lines, from
    * tpx_selection_strategy (name, tensor_parallel, activation_checkpointing,

@@ -135,8 +135,8 @@ typedef enum tpx_runtime_mem_kind {
 /* What this rank holds of one parameter. Pointers are borrowed from the
  * runtime. A tied alias reports its target (param = the target index). */
 typedef struct tpx_runtime_param_info {
-  int64_t param;          /* parameter index (a tied alias -> its target) */
-  int64_t unit;           /* runtime unit (FSDP unit; 0 when FSDP is off) */
+  int64_t param;           /* parameter index (a tied alias -> its target) */
+  int64_t unit;            /* runtime unit (FSDP unit; 0 when FSDP is off) */
   tpx_dtype storage_dtype; /* dtype of `sharded` */
   tpx_dtype compute_dtype; /* dtype of `unsharded` and `unsharded_grad` */
   tpx_dtype reduce_dtype;  /* dtype of the data-parallel reduction */
@@ -148,13 +148,13 @@ typedef struct tpx_runtime_param_info {
   float *sharded_grad; /* f32 gradient of the shard, same shape */
   int64_t sharded_shape[TPX_MAX_TENSOR_DIMS];
   int64_t sharded_numel;
-  tpx_slice global;    /* tpx_sharding_local_slice of this rank */
+  tpx_slice global; /* tpx_sharding_local_slice of this rank */
   /* The TP-local (unsharded over dp) tensor. */
   int64_t local_shape[TPX_MAX_TENSOR_DIMS];
   int64_t local_numel;
-  tpx_slice tp_local;  /* the global slice the TP-local tensor covers */
-  void *unsharded;      /* compute dtype; NULL while the unit is sharded */
-  void *unsharded_grad; /* compute dtype; NULL unless unsharded for backward */
+  tpx_slice tp_local;    /* the global slice the TP-local tensor covers */
+  void *unsharded;       /* compute dtype; NULL while the unit is sharded */
+  void *unsharded_grad;  /* compute dtype; NULL unless unsharded for backward */
   int grad_tp_allreduce; /* 1: reduce_grads all-reduces it over tp (SP) */
 } tpx_runtime_param_info;
 
@@ -164,8 +164,7 @@ typedef struct tpx_runtime_param_info {
  * gradients are allocated zeroed. opts may be NULL (defaults). Errors:
  * TPX_INVALID_ARGUMENT (NULL, mesh mismatch), TPX_UNSUPPORTED naming a
  * parameter whose dtype is not f32 / bf16 / f16, TPX_NO_MEMORY. */
-TPX_API tpx_status tpx_runtime_create(const tpx_sharding *sh,
-                                      tpx_mesh_comm *mc,
+TPX_API tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                       const tpx_runtime_options *opts,
                                       tpx_runtime **out, tpx_error *err);
 /* Waits for the comm thread and frees everything. NULL is a no-op. */
@@ -188,7 +187,8 @@ TPX_API int tpx_runtime_unit_is_unsharded(const tpx_runtime *rt, size_t unit);
 
 /* Fill *out for parameter `param` (TPX_OUT_OF_RANGE naming the index). */
 TPX_API tpx_status tpx_runtime_param(const tpx_runtime *rt, int64_t param,
-                                     tpx_runtime_param_info *out, tpx_error *err);
+                                     tpx_runtime_param_info *out,
+                                     tpx_error *err);
 
 /* ---- loading and gathering --------------------------------------------- */
 
@@ -234,15 +234,13 @@ TPX_API tpx_status tpx_runtime_gather_grad(tpx_runtime *rt, int64_t param,
  * gradients are allocated zeroed (if not already). No-op gather when the
  * unit is already unsharded (reshard_after_forward false). */
 TPX_API tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
-                                       tpx_runtime_phase phase,
-                                       tpx_error *err);
+                                       tpx_runtime_phase phase, tpx_error *err);
 /* Free the unit's unsharded parameters: in phase FORWARD only when the
  * unit's reshard_after_forward is set, in BACKWARD always (after
  * reduce_grads; unreduced unsharded gradients are an error). Not collective.
  * Waits for a prefetch of the unit in flight. No-op with FSDP off. */
 TPX_API tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
-                                       tpx_runtime_phase phase,
-                                       tpx_error *err);
+                                       tpx_runtime_phase phase, tpx_error *err);
 /* Reduce the unit's unsharded gradients: cast to the reduce dtype,
  * reduce-scatter (sum) over dp_shard, all-reduce (sum) over dp_replicate
  * (HSDP), divide by the divide factor (dp_shard x dp_replicate), all-reduce
@@ -285,8 +283,7 @@ TPX_API tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
 TPX_API tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
                                           double total_norm, tpx_error *err);
 /* grad_norm then clip_grads; *total_out (may be NULL) = the pre-clip norm. */
-TPX_API tpx_status tpx_runtime_clip_grad_norm(tpx_runtime *rt,
-                                              double max_norm,
+TPX_API tpx_status tpx_runtime_clip_grad_norm(tpx_runtime *rt, double max_norm,
                                               double norm_type,
                                               double *total_out,
                                               tpx_error *err);

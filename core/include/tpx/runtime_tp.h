@@ -100,8 +100,7 @@ TPX_API tpx_status tpx_tp_redistribute(const tpx_sharding *sh,
  * no style applies to it, or when its style has no such input / output
  * (listing what it has). At tp == 1 a styled module has no transitions:
  * *out = NULL and TPX_OK. */
-TPX_API tpx_status tpx_tp_transition_get(const tpx_sharding *sh,
-                                         int64_t module,
+TPX_API tpx_status tpx_tp_transition_get(const tpx_sharding *sh, int64_t module,
                                          tpx_transition_side side, int index,
                                          const tpx_transition **out,
                                          tpx_error *err);
@@ -110,20 +109,17 @@ TPX_API tpx_status tpx_tp_transition_get(const tpx_sharding *sh,
  * (*out_layout) in the given direction (see the table above), and whether
  * it is a plain copy (*is_copy; may be NULL). */
 TPX_API tpx_status tpx_tp_transition_layouts(
-    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
-    int index, int backward, tpx_placement *in_layout,
-    tpx_placement *out_layout, int *is_copy, tpx_error *err);
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side, int index,
+    int backward, tpx_placement *in_layout, tpx_placement *out_layout,
+    int *is_copy, tpx_error *err);
 
 /* Local shapes of the input buffer (in_local, may be NULL) and output
  * buffer (out_local) mesh rank `rank` passes to tpx_tp_transition_run for
  * an activation of logical `shape[ndim]`, so the caller can allocate. */
-TPX_API tpx_status tpx_tp_transition_shape(const tpx_sharding *sh,
-                                           int64_t module,
-                                           tpx_transition_side side,
-                                           int index, int backward,
-                                           int64_t rank, const int64_t *shape,
-                                           int ndim, int64_t *in_local,
-                                           int64_t *out_local, tpx_error *err);
+TPX_API tpx_status tpx_tp_transition_shape(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side, int index,
+    int backward, int64_t rank, const int64_t *shape, int ndim,
+    int64_t *in_local, int64_t *out_local, tpx_error *err);
 
 /* Run the transition (forward: activation; backward: its gradient) on this
  * rank's buffers. `shape[in->ndim]` is the logical shape; in->shape and
@@ -177,13 +173,13 @@ TPX_API tpx_status tpx_tp_transition_run(const tpx_sharding *sh,
  * layouts are equal is not redistributed, so a DTensor keeps the layout it
  * arrived in (forward and backward are copies in `arrived`). */
 TPX_API tpx_status tpx_tp_transition_layouts_dt(
-    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
-    int index, int backward, const tpx_placement *arrived, int ndim,
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side, int index,
+    int backward, const tpx_placement *arrived, int ndim,
     tpx_placement *in_layout, tpx_placement *out_layout, int *is_copy,
     tpx_error *err);
 TPX_API tpx_status tpx_tp_transition_shape_dt(
-    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
-    int index, int backward, const tpx_placement *arrived, int64_t rank,
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side, int index,
+    int backward, const tpx_placement *arrived, int64_t rank,
     const int64_t *shape, int ndim, int64_t *in_local, int64_t *out_local,
     tpx_error *err);
 TPX_API tpx_status tpx_tp_transition_run_dt(
@@ -196,8 +192,8 @@ TPX_API tpx_status tpx_tp_transition_run_dt(
  * (the style's use_local_output is 0 and tp > 1), so the next styled
  * module's input hook sees it in its `to` layout (pass that as `arrived`);
  * 0 when it leaves as a plain local tensor, or on bad arguments. */
-TPX_API int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh,
-                                        int64_t module, int index);
+TPX_API int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh, int64_t module,
+                                        int index);
 
 /* ---- keyword inputs of prepare_module_input -----------------------------
  * A prepare_module_input style with input_kwarg_layouts /
@@ -222,8 +218,8 @@ TPX_API tpx_status tpx_tp_kwarg_transition_layouts(
     tpx_placement *out_layout, int *is_copy, tpx_error *err);
 TPX_API tpx_status tpx_tp_kwarg_transition_shape(
     const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
-    const tpx_placement *arrived, int64_t rank, const int64_t *shape,
-    int ndim, int64_t *in_local, int64_t *out_local, tpx_error *err);
+    const tpx_placement *arrived, int64_t rank, const int64_t *shape, int ndim,
+    int64_t *in_local, int64_t *out_local, tpx_error *err);
 TPX_API tpx_status tpx_tp_kwarg_transition_run(
     const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
     const char *kwarg, int backward, const tpx_placement *arrived,
@@ -341,27 +337,19 @@ TPX_API tpx_status tpx_tp_logprobs_backward(
  * rules of tpx_tp_logprobs_backward). loss_sum / count may be NULL. One
  * pass over the logits for the statistics, one for the gradient; 2
  * all-reduces over tp. */
-TPX_API tpx_status tpx_tp_cross_entropy(const tpx_sharding *sh,
-                                        tpx_mesh_comm *mc,
-                                        const tpx_tp_loss_options *opts,
-                                        const tpx_tensor *logits,
-                                        const tpx_tensor *targets,
-                                        double grad_scale,
-                                        tpx_tensor *grad_logits,
-                                        double *loss_sum, int64_t *count,
-                                        tpx_error *err);
+TPX_API tpx_status tpx_tp_cross_entropy(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_loss_options *opts,
+    const tpx_tensor *logits, const tpx_tensor *targets, double grad_scale,
+    tpx_tensor *grad_logits, double *loss_sum, int64_t *count, tpx_error *err);
 
 /* Mean cross-entropy over this rank's counted positions (torch
  * F.cross_entropy(reduction="mean") on the gathered logits) and, when
  * grad_logits is not NULL, d loss / d logits. No counted position: loss 0,
  * zero grad. */
-TPX_API tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh,
-                                             tpx_mesh_comm *mc,
-                                             const tpx_tp_loss_options *opts,
-                                             const tpx_tensor *logits,
-                                             const tpx_tensor *targets,
-                                             tpx_tensor *grad_logits,
-                                             double *loss, tpx_error *err);
+TPX_API tpx_status tpx_tp_cross_entropy_mean(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_loss_options *opts,
+    const tpx_tensor *logits, const tpx_tensor *targets,
+    tpx_tensor *grad_logits, double *loss, tpx_error *err);
 
 /* ---- parameters replicated over tp ------------------------------------- */
 
@@ -387,8 +375,8 @@ TPX_API int tpx_tp_param_grad_needs_allreduce(const tpx_sharding *sh,
  * Otherwise TPX_OK without communicating. grad: any shape, a reducible
  * dtype. */
 TPX_API tpx_status tpx_tp_param_grad_allreduce(const tpx_sharding *sh,
-                                               tpx_mesh_comm *mc,
-                                               int64_t param, tpx_tensor *grad,
+                                               tpx_mesh_comm *mc, int64_t param,
+                                               tpx_tensor *grad,
                                                tpx_error *err);
 
 TPX_END_DECLS

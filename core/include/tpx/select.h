@@ -42,10 +42,10 @@ TPX_API const char *tpx_plan_source_name(tpx_plan_source source);
 
 typedef struct tpx_select_options {
   size_t struct_size;
-  int64_t tp_size;          /* >= 1 */
-  int sequence_parallel;    /* 0 or 1 */
-  const tpx_plan *custom;   /* a custom plan, or NULL (borrowed) */
-  const char *plan_name;    /* a named plugin plan, or NULL */
+  int64_t tp_size;        /* >= 1 */
+  int sequence_parallel;  /* 0 or 1 */
+  const tpx_plan *custom; /* a custom plan, or NULL (borrowed) */
+  const char *plan_name;  /* a named plugin plan, or NULL */
 } tpx_select_options;
 
 #define TPX_SELECT_OPTIONS_INIT                                                \
@@ -53,11 +53,11 @@ typedef struct tpx_select_options {
 
 typedef struct tpx_selection tpx_selection;
 
-/* Choose the plan for `model` (docs/SEMANTICS.md "Plan selection") and run the selection-time
- * validation (validate_tp_mesh, Nemotron-NAS, plugin validate). Problems are
- * added to `diags` (e.g. remote-code-no-plan, heads-not-divisible); the
- * return is an error only when no plan at all can be produced or on bad
- * arguments. */
+/* Choose the plan for `model` (docs/SEMANTICS.md "Plan selection") and run the
+ * selection-time validation (validate_tp_mesh, Nemotron-NAS, plugin validate).
+ * Problems are added to `diags` (e.g. remote-code-no-plan,
+ * heads-not-divisible); the return is an error only when no plan at all can be
+ * produced or on bad arguments. */
 TPX_API tpx_status tpx_select_plan(const tpx_registry *reg,
                                    const tpx_model *model,
                                    const tpx_select_options *opts,
@@ -88,14 +88,13 @@ TPX_API const char *tpx_selection_fp32(const tpx_selection *sel, size_t i);
  * 0); tpx_selection_strategy_value gives the value of one key or NULL. Keys:
  * sdk/include/tpx/plugin.h (strategy_set). */
 TPX_API size_t tpx_selection_num_strategy(const tpx_selection *sel);
-TPX_API const char *tpx_selection_strategy(const tpx_selection *sel,
-                                           size_t i);
+TPX_API const char *tpx_selection_strategy(const tpx_selection *sel, size_t i);
 TPX_API const char *tpx_selection_strategy_value(const tpx_selection *sel,
                                                  const char *key);
 /* All of them as one borrowed array of tpx_selection_num_strategy lines
  * (NULL when there are none), ready for tpx_report_options.strategy. */
-TPX_API const char *const *tpx_selection_strategy_lines(
-    const tpx_selection *sel);
+TPX_API const char *const *
+tpx_selection_strategy_lines(const tpx_selection *sel);
 /* The strategy's mixed-precision default (keys mp_param_dtype,
  * mp_reduce_dtype, mp_output_dtype; "none" = None) written over *mp, field
  * by field, where the strategy gives one; the others are left as they are
@@ -103,13 +102,11 @@ TPX_API const char *const *tpx_selection_strategy_lines(
  * TPX_INVALID_ARGUMENT naming the key and the plugin for a value tpx cannot
  * parse (*mp unchanged then). */
 TPX_API tpx_status tpx_selection_strategy_mp(const tpx_selection *sel,
-                                             tpx_mp_policy *mp,
-                                             tpx_error *err);
+                                             tpx_mp_policy *mp, tpx_error *err);
 /* FSDP units the plugin chose, bottom-up (none = use tpx's rule).
  * *reshard_after_forward (may be NULL) is 0 or 1, or -1 for tpx's rule. */
 TPX_API size_t tpx_selection_num_fsdp_units(const tpx_selection *sel);
-TPX_API const char *tpx_selection_fsdp_unit(const tpx_selection *sel,
-                                            size_t i,
+TPX_API const char *tpx_selection_fsdp_unit(const tpx_selection *sel, size_t i,
                                             int *reshard_after_forward);
 
 /* ---- Hugging Face tp_plan files ---- */

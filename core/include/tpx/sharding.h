@@ -51,9 +51,9 @@ typedef struct tpx_sharding_options {
   int fwd_prefetch_depth;       /* 1 */
   int bwd_prefetch_depth;       /* 2 */
   int reshard_after_forward;    /* -1: Automodel's rule; 0/1: override */
-  tpx_dtype param_dtype;  /* FSDP mp param dtype, bf16; INVALID = none */
-  tpx_dtype reduce_dtype; /* f32; INVALID = none */
-  tpx_dtype output_dtype; /* f32; INVALID = none */
+  tpx_dtype param_dtype;        /* FSDP mp param dtype, bf16; INVALID = none */
+  tpx_dtype reduce_dtype;       /* f32; INVALID = none */
+  tpx_dtype output_dtype;       /* f32; INVALID = none */
   /* Units chosen by a plugin (tpx_selection_fsdp_unit), bottom-up, root
    * excluded; 0 units = tpx's rule (docs/SEMANTICS.md "FSDP2"). Borrowed during
    * tpx_sharding_create only. reshard may be NULL (then 1 each). */
@@ -120,10 +120,10 @@ TPX_API int tpx_sharding_ok(const tpx_sharding *sh);
 typedef struct tpx_param_sharding {
   int64_t param;                   /* parameter index */
   const tpx_placement *placements; /* [mesh ndim], mesh order */
-  int64_t plan_entry;   /* index in the plan of the key covering it, or -1 */
-  const char *plan_key; /* that key, or NULL */
-  int64_t styled_module; /* module the style was applied to, or -1 */
-  int64_t fsdp_unit;     /* FSDP unit index, or -1 when FSDP is off */
+  int64_t plan_entry;     /* index in the plan of the key covering it, or -1 */
+  const char *plan_key;   /* that key, or NULL */
+  int64_t styled_module;  /* module the style was applied to, or -1 */
+  int64_t fsdp_unit;      /* FSDP unit index, or -1 when FSDP is off */
   tpx_dtype param_dtype;  /* FSDP unsharded (compute) dtype after clearing */
   tpx_dtype reduce_dtype; /* gradient reduce dtype after clearing */
 } tpx_param_sharding;
@@ -138,8 +138,8 @@ TPX_API int tpx_sharding_param_keeps_fp32(const tpx_sharding *sh,
 /* The fp32 patterns the sharding was made with (copies; borrowed, valid
  * while the sharding lives), and how many parameters each matched. */
 TPX_API size_t tpx_sharding_num_fp32_patterns(const tpx_sharding *sh);
-TPX_API const char *tpx_sharding_fp32_pattern(const tpx_sharding *sh,
-                                              size_t i, size_t *num_matched);
+TPX_API const char *tpx_sharding_fp32_pattern(const tpx_sharding *sh, size_t i,
+                                              size_t *num_matched);
 
 /* The global slice `rank` holds of parameter `param` (delegates to
  * tpx_layout_local_slice with the parameter's placements). */

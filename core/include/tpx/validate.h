@@ -38,7 +38,8 @@ TPX_API tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
  * layouts are not given or contain a Shard. Only the plan is inspected. */
 TPX_API int tpx_plan_is_head_sharded(const tpx_plan *plan);
 
-/* Head counts after TP (docs/SEMANTICS.md "Plan selection"). `heads`/`kv_heads` are the config values
+/* Head counts after TP (docs/SEMANTICS.md "Plan selection"). `heads`/`kv_heads`
+ * are the config values
  * (-1 when absent), `local_*` the per-rank values (-1 when unknown), and
  * `head_dim` the config head_dim or hidden_size // num_attention_heads
  * (-1 when neither is known). `rewritten` is 1 when torch would rewrite the

@@ -8,16 +8,15 @@
 
 typedef struct dtype_info {
   size_t size;
-  const char *st;    /* safetensors header form */
-  const char *hf;    /* HF config / torch attribute form */
+  const char *st; /* safetensors header form */
+  const char *hf; /* HF config / torch attribute form */
 } dtype_info;
 
 /* Indexed by tpx_dtype; slot 0 is TPX_DTYPE_INVALID. The short names are
  * kept here rather than in the header list because only reports use them. */
 static const dtype_info k_info[TPX_DTYPE_COUNT] = {
     [TPX_DTYPE_INVALID] = {0, "INVALID", "invalid"},
-#define TPX__DTYPE_INFO(name, size, st, hf)                                    \
-  [TPX_DTYPE_##name] = {size, st, hf},
+#define TPX__DTYPE_INFO(name, size, st, hf) [TPX_DTYPE_##name] = {size, st, hf},
     TPX_DTYPE_LIST(TPX__DTYPE_INFO)
 #undef TPX__DTYPE_INFO
 };

@@ -8,24 +8,20 @@
 const char *tpx_status_name(tpx_status status) {
   switch (status) {
 #define TPX__STATUS_NAME(name, str)                                            \
-  case TPX_##name:                                                             \
-    return "TPX_" #name;
+  case TPX_##name: return "TPX_" #name;
     TPX_STATUS_LIST(TPX__STATUS_NAME)
 #undef TPX__STATUS_NAME
-  default:
-    return "TPX_UNKNOWN";
+  default: return "TPX_UNKNOWN";
   }
 }
 
 const char *tpx_status_str(tpx_status status) {
   switch (status) {
 #define TPX__STATUS_STR(name, str)                                             \
-  case TPX_##name:                                                             \
-    return str;
+  case TPX_##name: return str;
     TPX_STATUS_LIST(TPX__STATUS_STR)
 #undef TPX__STATUS_STR
-  default:
-    return "unknown status";
+  default: return "unknown status";
   }
 }
 

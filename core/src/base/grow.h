@@ -11,11 +11,10 @@
  * array is reallocated to the first doubling of *cap (or of `first` when
  * *cap is 0) that holds `need`. 0 on success; -1 when out of memory or the
  * size overflows, with the array and *cap untouched. */
-int tpx__grow(void *items, size_t *cap, size_t need, size_t elem,
-              size_t first);
+int tpx__grow(void *items, size_t *cap, size_t need, size_t elem, size_t first);
 
 /* The usual call: TPX_GROW(list->items, list->cap, list->count + 1, 16). */
-#define TPX_GROW(ptr, cap, need, first)                                      \
+#define TPX_GROW(ptr, cap, need, first)                                        \
   tpx__grow(&(ptr), &(cap), (need), sizeof *(ptr), (first))
 
 #endif /* TPX_BASE_GROW_H */

@@ -71,9 +71,8 @@ static tpx_status bad_placement(const tpx_mesh *mesh, int k, tpx_placement p,
 
 tpx_status tpx_layout_local_slice(const int64_t *shape, int ndim,
                                   const tpx_mesh *mesh,
-                                  const tpx_placement *placements,
-                                  int64_t rank, tpx_slice *out,
-                                  tpx_error *err) {
+                                  const tpx_placement *placements, int64_t rank,
+                                  tpx_slice *out, tpx_error *err) {
   if (mesh == NULL || placements == NULL || out == NULL ||
       (shape == NULL && ndim > 0))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -84,8 +83,8 @@ tpx_status tpx_layout_local_slice(const int64_t *shape, int ndim,
                                               : "shape");
   if (ndim < 0 || ndim > TPX_MAX_TENSOR_DIMS)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "layout: tensor ndim=%d is out of range (0..%d)",
-                         ndim, TPX_MAX_TENSOR_DIMS);
+                         "layout: tensor ndim=%d is out of range (0..%d)", ndim,
+                         TPX_MAX_TENSOR_DIMS);
   if (rank < 0 || rank >= mesh->world)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "layout: rank %lld is out of range [0, %lld)",
@@ -109,21 +108,18 @@ tpx_status tpx_layout_local_slice(const int64_t *shape, int ndim,
    * product of the later mesh dims sharding the same tensor dim is known:
    * it must equal the split factor, or the rank's piece is not one box. */
   int64_t later[TPX_MAX_TENSOR_DIMS];
-  for (int d = 0; d < ndim; d++)
-    later[d] = 1;
+  for (int d = 0; d < ndim; d++) later[d] = 1;
   for (int k = m - 1; k >= 0; k--) {
     tpx_placement p = placements[k];
     dims[k] = -1;
     switch (p.kind) {
-    case TPX_REPLICATE:
-      continue;
+    case TPX_REPLICATE: continue;
     case TPX_PARTIAL:
       if ((unsigned)p.op > (unsigned)TPX_REDUCE_MIN)
         return bad_placement(mesh, k, p, "unknown reduce op", ndim, err);
       continue;
     case TPX_SHARD:
-    case TPX_STRIDED_SHARD:
-      break;
+    case TPX_STRIDED_SHARD: break;
     default:
       return bad_placement(mesh, k, p, "unknown placement kind", ndim, err);
     }

@@ -45,16 +45,11 @@ int tpx_log_level(void) {
 
 const char *tpx_log_level_name(int level) {
   switch (level) {
-  case TPX_LOG_ERROR:
-    return "error";
-  case TPX_LOG_WARN:
-    return "warn";
-  case TPX_LOG_INFO:
-    return "info";
-  case TPX_LOG_TRACE:
-    return "trace";
-  default:
-    return "unknown";
+  case TPX_LOG_ERROR: return "error";
+  case TPX_LOG_WARN: return "warn";
+  case TPX_LOG_INFO: return "info";
+  case TPX_LOG_TRACE: return "trace";
+  default: return "unknown";
   }
 }
 

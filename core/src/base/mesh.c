@@ -14,8 +14,8 @@
 static tpx_status check_name(const char *name, const char *what, int index,
                              tpx_error *err) {
   if (name == NULL)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "mesh: %s %d is NULL",
-                         what, index);
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "mesh: %s %d is NULL", what,
+                         index);
   if (name[0] == '\0')
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "mesh: %s %d has an empty name", what, index);
@@ -113,8 +113,7 @@ int tpx_mesh_dim_index(const tpx_mesh *mesh, const char *name) {
   return -1;
 }
 
-static const tpx__mesh_view *find_view(const tpx_mesh *mesh,
-                                       const char *name) {
+static const tpx__mesh_view *find_view(const tpx_mesh *mesh, const char *name) {
   for (int i = 0; i < mesh->nviews; i++)
     if (strcmp(mesh->views[i].name, name) == 0)
       return &mesh->views[i];
@@ -139,10 +138,10 @@ static tpx_status resolve(const tpx_mesh *mesh, const char *name, int *dims,
     size_t used = 0;
     known[0] = '\0';
     for (int k = 0; k < mesh->ndim + mesh->nviews && used < sizeof known; k++) {
-      const char *n = k < mesh->ndim ? mesh->names[k]
-                                     : mesh->views[k - mesh->ndim].name;
-      int w = snprintf(known + used, sizeof known - used, "%s%s",
-                       k ? ", " : "", n);
+      const char *n =
+          k < mesh->ndim ? mesh->names[k] : mesh->views[k - mesh->ndim].name;
+      int w =
+          snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "", n);
       if (w < 0)
         break;
       used += (size_t)w;
@@ -163,13 +162,15 @@ tpx_status tpx_mesh_size_of(const tpx_mesh *mesh, const char *name,
   if (mesh == NULL || name == NULL || out == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_mesh_size_of: %s is NULL",
-                         mesh == NULL ? "mesh" : name == NULL ? "name" : "out");
+                         mesh == NULL   ? "mesh"
+                         : name == NULL ? "name"
+                                        : "out");
   int dims[TPX_MESH_MAX_DIMS], nd;
   return resolve(mesh, name, dims, &nd, out, err);
 }
 
-tpx_status tpx_mesh_coords(const tpx_mesh *mesh, int64_t rank,
-                           int64_t *coords, tpx_error *err) {
+tpx_status tpx_mesh_coords(const tpx_mesh *mesh, int64_t rank, int64_t *coords,
+                           tpx_error *err) {
   if (mesh == NULL || coords == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_mesh_coords: %s is NULL",
@@ -269,12 +270,14 @@ tpx_status tpx_mesh_flatten(tpx_mesh *mesh, const char *name,
 }
 
 tpx_status tpx_mesh_group_ranks(const tpx_mesh *mesh, const char *name,
-                                int64_t rank, int64_t *out,
-                                int64_t *index_out, tpx_error *err) {
+                                int64_t rank, int64_t *out, int64_t *index_out,
+                                tpx_error *err) {
   if (mesh == NULL || name == NULL || out == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_mesh_group_ranks: %s is NULL",
-                         mesh == NULL ? "mesh" : name == NULL ? "name" : "out");
+                         mesh == NULL   ? "mesh"
+                         : name == NULL ? "name"
+                                        : "out");
   int dims[TPX_MESH_MAX_DIMS], nd;
   int64_t size;
   tpx_status st = resolve(mesh, name, dims, &nd, &size, err);

@@ -36,15 +36,12 @@ int tpx_placement_equal(tpx_placement a, tpx_placement b) {
   if (a.kind != b.kind)
     return 0;
   switch (a.kind) {
-  case TPX_SHARD:
-    return a.dim == b.dim;
+  case TPX_SHARD: return a.dim == b.dim;
   case TPX_STRIDED_SHARD:
     return a.dim == b.dim && a.split_factor == b.split_factor;
-  case TPX_PARTIAL:
-    return a.op == b.op;
+  case TPX_PARTIAL: return a.op == b.op;
   case TPX_REPLICATE:
-  default:
-    return 1;
+  default: return 1;
   }
 }
 
@@ -71,16 +68,11 @@ tpx_status tpx_placement_normalize(tpx_placement p, int ndim,
 
 const char *tpx_reduce_op_name(tpx_reduce_op op) {
   switch (op) {
-  case TPX_REDUCE_SUM:
-    return "sum";
-  case TPX_REDUCE_AVG:
-    return "avg";
-  case TPX_REDUCE_MAX:
-    return "max";
-  case TPX_REDUCE_MIN:
-    return "min";
-  default:
-    return "unknown";
+  case TPX_REDUCE_SUM: return "sum";
+  case TPX_REDUCE_AVG: return "avg";
+  case TPX_REDUCE_MAX: return "max";
+  case TPX_REDUCE_MIN: return "min";
+  default: return "unknown";
   }
 }
 
@@ -91,10 +83,8 @@ int tpx_placement_format(tpx_placement p, char *buf, size_t size) {
     size = 1;
   }
   switch (p.kind) {
-  case TPX_REPLICATE:
-    return snprintf(buf, size, "replicate");
-  case TPX_SHARD:
-    return snprintf(buf, size, "shard(%d)", (int)p.dim);
+  case TPX_REPLICATE: return snprintf(buf, size, "replicate");
+  case TPX_SHARD: return snprintf(buf, size, "shard(%d)", (int)p.dim);
   case TPX_STRIDED_SHARD:
     return snprintf(buf, size, "strided_shard(%d,%d)", (int)p.dim,
                     (int)p.split_factor);
@@ -102,8 +92,7 @@ int tpx_placement_format(tpx_placement p, char *buf, size_t size) {
     if (p.op == TPX_REDUCE_SUM)
       return snprintf(buf, size, "partial");
     return snprintf(buf, size, "partial(%s)", tpx_reduce_op_name(p.op));
-  default:
-    return snprintf(buf, size, "invalid(%d)", (int)p.kind);
+  default: return snprintf(buf, size, "invalid(%d)", (int)p.kind);
   }
 }
 
@@ -114,8 +103,7 @@ typedef struct cursor {
 } cursor;
 
 static void skip_ws(cursor *c) {
-  while (isspace((unsigned char)*c->s))
-    c->s++;
+  while (isspace((unsigned char)*c->s)) c->s++;
 }
 
 /* Match a keyword case-insensitively, not followed by an identifier char. */

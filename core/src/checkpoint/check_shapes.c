@@ -22,8 +22,8 @@ static void shape_text(const tpx_param_info *p, char *buf, size_t size) {
 }
 
 tpx_status tpx_checkpoint_check_shapes(const tpx_model *model,
-                                       const char *weights,
-                                       size_t *differ_out, tpx_error *err) {
+                                       const char *weights, size_t *differ_out,
+                                       tpx_error *err) {
   if (differ_out)
     *differ_out = 0;
   if (model == NULL || weights == NULL)
@@ -55,8 +55,8 @@ tpx_status tpx_checkpoint_check_shapes(const tpx_model *model,
       shape_text(&wp, a, sizeof a);
       shape_text(&mp, b, sizeof b);
       snprintf(first, sizeof first,
-               "tensor '%s' is %s in the weights but %s from the config", wp.fqn,
-               a, b);
+               "tensor '%s' is %s in the weights but %s from the config",
+               wp.fqn, a, b);
     }
   }
   tpx_model_destroy(w);

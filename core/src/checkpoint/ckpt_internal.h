@@ -28,11 +28,11 @@ struct tpx_checkpoint_reader {
  * slice (or the whole tensor) is one run and a dim-1 slice of a matrix is
  * one run per row. */
 typedef struct tpx__box_runs {
-  int outer;                            /* dims before the run dim */
-  int64_t offset[TPX_MAX_TENSOR_DIMS];  /* box offsets of those dims */
-  int64_t length[TPX_MAX_TENSOR_DIMS];  /* box lengths of those dims */
-  int64_t stride[TPX_MAX_TENSOR_DIMS];  /* tensor element strides */
-  int64_t first;                        /* element offset inside a row */
+  int outer;                           /* dims before the run dim */
+  int64_t offset[TPX_MAX_TENSOR_DIMS]; /* box offsets of those dims */
+  int64_t length[TPX_MAX_TENSOR_DIMS]; /* box lengths of those dims */
+  int64_t stride[TPX_MAX_TENSOR_DIMS]; /* tensor element strides */
+  int64_t first;                       /* element offset inside a row */
   int64_t run_elems, num_runs, numel;
 } tpx__box_runs;
 
@@ -47,9 +47,9 @@ int64_t tpx__box_run_start(const tpx__box_runs *g, int64_t r);
 /* Reads box elements [e0, e1) of stored tensor `t` into dst (the element
  * e0 of the box lands at dst[0]) converting to `dtype`. Thread-safe. */
 tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
-                                const tpx__st_tensor *t,
-                                const tpx__box_runs *g, int64_t e0, int64_t e1,
-                                tpx_dtype dtype, void *dst, tpx_error *err);
+                                const tpx__st_tensor *t, const tpx__box_runs *g,
+                                int64_t e0, int64_t e1, tpx_dtype dtype,
+                                void *dst, tpx_error *err);
 
 /* 1 when tpx_checkpoint_convert can do from -> to (device/elem.h). */
 #define tpx__ckpt_can_convert tpx__elem_can_convert

@@ -62,8 +62,7 @@ tpx_status tpx_checkpoint_param_source(const tpx_checkpoint_reader *rd,
                            (long long)k + 1);
     out->tensor = ti;
     out->box.ndim = p.ndim;
-    for (int d = 0; d < p.ndim; d++)
-      out->box.length[d] = p.shape[d];
+    for (int d = 0; d < p.ndim; d++) out->box.length[d] = p.shape[d];
     return TPX_OK;
   }
   int scheme = scheme_of(rd, model, param);
@@ -112,7 +111,8 @@ tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
           rd->load.files[t->file].path, t->name,
           tpx__format_shape(a, sizeof a, t->shape, t->ndim),
           tpx_dtype_safetensors_name(t->dtype),
-          tpx__format_shape(o, sizeof o, src.box.offset, src.box.ndim), p.fqn, tpx__format_shape(b, sizeof b, p.shape, p.ndim),
+          tpx__format_shape(o, sizeof o, src.box.offset, src.box.ndim), p.fqn,
+          tpx__format_shape(b, sizeof b, p.shape, p.ndim),
           tpx_dtype_safetensors_name(p.dtype),
           tpx__format_shape(c, sizeof c, src.box.length + (drop > 0 ? drop : 0),
                             src.box.ndim - (drop > 0 ? drop : 0)),
@@ -131,16 +131,14 @@ tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
 static void place(char *dst, const int64_t *dlen, const int64_t *at,
                   const char *src, const int64_t *len, int ndim, size_t sz) {
   int64_t idx[TPX_MAX_TENSOR_DIMS] = {0}, rows = 1;
-  for (int d = 0; d + 1 < ndim; d++)
-    rows *= len[d];
+  for (int d = 0; d + 1 < ndim; d++) rows *= len[d];
   size_t row = (size_t)len[ndim - 1] * sz;
   for (int64_t r = 0; r < rows; r++) {
     int64_t off = 0;
     for (int d = 0; d < ndim; d++)
       off = off * dlen[d] + at[d] + (d + 1 < ndim ? idx[d] : 0);
     memcpy(dst + (size_t)off * sz, src + (size_t)r * row, row);
-    for (int d = ndim - 2; d >= 0 && ++idx[d] == len[d]; d--)
-      idx[d] = 0;
+    for (int d = ndim - 2; d >= 0 && ++idx[d] == len[d]; d--) idx[d] = 0;
   }
 }
 
@@ -150,8 +148,7 @@ tpx_status tpx__ckpt_read_folded(const tpx_checkpoint_reader *rd,
                                  void *dst, size_t dst_bytes, tpx_error *err) {
   size_t sz = tpx_dtype_size(dtype);
   int64_t numel = 1;
-  for (int d = 0; d < slice->ndim; d++)
-    numel *= slice->length[d];
+  for (int d = 0; d < slice->ndim; d++) numel *= slice->length[d];
   if ((uint64_t)numel * sz > dst_bytes)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "parameter %lld: the slice needs %lld bytes of %s, "
@@ -178,7 +175,7 @@ tpx_status tpx__ckpt_read_folded(const tpx_checkpoint_reader *rd,
     sub.ndim = nd - drop;
     for (int d = 0; d < nd; d++) {
       int64_t a = slice->offset[d] > src.box.offset[d] ? slice->offset[d]
-                                                        : src.box.offset[d];
+                                                       : src.box.offset[d];
       int64_t b0 = slice->offset[d] + slice->length[d];
       int64_t b1 = src.box.offset[d] + src.box.length[d];
       int64_t b = b0 < b1 ? b0 : b1;

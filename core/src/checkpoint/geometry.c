@@ -29,11 +29,9 @@ tpx_status tpx__box_runs_init(const int64_t *shape, int ndim,
   if (numel == 0)
     return TPX_OK;
   int j = ndim;
-  while (j > 0 && slice->length[j - 1] == shape[j - 1])
-    j--;
+  while (j > 0 && slice->length[j - 1] == shape[j - 1]) j--;
   int64_t inner = 1;
-  for (int d = ndim - 1; d >= j; d--)
-    inner *= shape[d];
+  for (int d = ndim - 1; d >= j; d--) inner *= shape[d];
   if (j == 0) { /* the whole tensor */
     out->run_elems = numel;
     out->num_runs = 1;

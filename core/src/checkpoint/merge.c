@@ -56,8 +56,7 @@ static void copy_box(void *full, const tpx_checkpoint_entry *e,
     memcpy(to_full ? at : in, to_full ? in : at, run);
     in += run;
     int d = nd - 2;
-    while (d >= 0 && ++idx[d] == box->length[d])
-      idx[d--] = 0;
+    while (d >= 0 && ++idx[d] == box->length[d]) idx[d--] = 0;
     if (d < 0)
       break;
   }
@@ -123,8 +122,8 @@ static tpx_status write_entry(tpx_checkpoint_writer *w,
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory for '%s'",
                            src->name);
     copy_box(full, e, &box, b->piece, 0);
-    tpx_status s = tpx_checkpoint_write_slice(w, src->name, &own, e->dtype,
-                                              b->piece, err);
+    tpx_status s =
+        tpx_checkpoint_write_slice(w, src->name, &own, e->dtype, b->piece, err);
     if (s != TPX_OK)
       return s;
   }
@@ -144,13 +143,11 @@ static tpx_status place_piece(const tpx__merge_set *s,
    * tensor: read straight into its place, saving a copy. */
   int rows = 1;
   size_t at = 0;
-  for (int d = 1; d < e->ndim; d++)
-    rows &= pc->box.length[d] == e->shape[d];
+  for (int d = 1; d < e->ndim; d++) rows &= pc->box.length[d] == e->shape[d];
   if (rows && e->ndim > 0 && e->shape[0] > 0)
     at = (size_t)pc->box.offset[0] * (nb / (size_t)e->shape[0]);
   if (!rows && grow(&b->piece, &b->piece_cap, pb) != 0)
-    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory for '%s'",
-                         e->name);
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory for '%s'", e->name);
   tpx_status st = tpx_checkpoint_read_slice(
       s->files[pc->file].rd, (int64_t)pc->tensor, &local, e->dtype,
       rows ? (char *)b->whole + at : b->piece, rows ? nb - at : pb, err);
@@ -199,8 +196,8 @@ static tpx_status write_all(const tpx__merge_set *s, tpx_checkpoint_writer *w,
       if (o->progress)
         o->progress(prog, o->progress_user);
     }
-    tpx_status st = write_entry(w, &s->files[0].meta.tensors[ent], e,
-                                b->whole, b, err);
+    tpx_status st =
+        write_entry(w, &s->files[0].meta.tensors[ent], e, b->whole, b, err);
     if (st != TPX_OK)
       return st;
   }
@@ -255,8 +252,7 @@ tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
   merge_bufs b = {NULL, NULL, 0, 0};
   tpx_status st = tpx__merge_set_open(in_dir, &s, err);
   if (st == TPX_OK)
-    st = tpx__out_dir_open(out_dir, TPX__OUT_MERGED, 0, o.replace, 0, &d,
-                           err);
+    st = tpx__out_dir_open(out_dir, TPX__OUT_MERGED, 0, o.replace, 0, &d, err);
   tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
   wo.max_shard_size = o.max_shard_size;
   if (st == TPX_OK)

@@ -51,8 +51,7 @@ static tpx_status list_files(tpx__merge_set *s, tpx_error *err) {
   closedir(d);
   if (st == TPX_OK && s->num_files == 0)
     st = tpx_error_set(err, TPX_NOT_FOUND,
-                       "%s: no rank-0000r-of-0000W.safetensors files",
-                       s->dir);
+                       "%s: no rank-0000r-of-0000W.safetensors files", s->dir);
   if (st == TPX_OK)
     qsort(s->files, s->num_files, sizeof *s->files, by_path);
   return st;
@@ -120,8 +119,8 @@ static tpx_status open_file(tpx__merge_set *s, size_t i, tpx_error *err) {
   tpx_error_clear(&perr);
   if (tpx_shard_meta_parse(mesh, mesh ? strlen(mesh) : 0, ts,
                            ts ? strlen(ts) : 0,
-                           tpx_checkpoint_metadata(f->rd, "tpx.rank"),
-                           &f->meta, &perr) != TPX_OK)
+                           tpx_checkpoint_metadata(f->rd, "tpx.rank"), &f->meta,
+                           &perr) != TPX_OK)
     return tpx_error_set(err, perr.status, "%s: %s", f->path, perr.message);
   const tpx_shard_meta *m = &f->meta, *m0 = &s->files[0].meta;
   const char *ws = tpx_checkpoint_metadata(f->rd, "tpx.world_size");
@@ -136,9 +135,8 @@ static tpx_status open_file(tpx__merge_set *s, size_t i, tpx_error *err) {
   if (m->mesh_ndim != m0->mesh_ndim ||
       memcmp(m->mesh_sizes, m0->mesh_sizes, sizeof m->mesh_sizes) != 0 ||
       memcmp(m->mesh_names, m0->mesh_names, sizeof m->mesh_names) != 0)
-    return tpx_error_set(err, TPX_VALIDATION,
-                         "%s: its mesh differs from %s's", f->path,
-                         s->files[0].path);
+    return tpx_error_set(err, TPX_VALIDATION, "%s: its mesh differs from %s's",
+                         f->path, s->files[0].path);
   tpx_status st2 = same_run(s, i, err);
   if (st2 != TPX_OK)
     return st2;
@@ -176,9 +174,9 @@ static void box_text(const int64_t *off, const int64_t *len, int ndim,
                      char *buf, size_t size) {
   size_t used = (size_t)snprintf(buf, size, "[");
   for (int d = 0; d < ndim && used < size; d++)
-    used += (size_t)snprintf(buf + used, size - used, "%s%lld:%lld",
-                             d ? ", " : "", (long long)off[d],
-                             (long long)(off[d] + len[d]));
+    used +=
+        (size_t)snprintf(buf + used, size - used, "%s%lld:%lld", d ? ", " : "",
+                         (long long)off[d], (long long)(off[d] + len[d]));
   if (used < size)
     snprintf(buf + used, size - used, "]");
 }
@@ -211,7 +209,8 @@ static tpx_status check_layout(const tpx__merge_set *s, size_t i, size_t k,
                              &lerr) != TPX_OK)
     return tpx_error_set(err, TPX_VALIDATION, "%s: tensor '%s': %s", f->path,
                          st->name, lerr.message);
-  if (memcmp(want.offset, st->offsets, (size_t)st->ndim * sizeof *want.offset) ||
+  if (memcmp(want.offset, st->offsets,
+             (size_t)st->ndim * sizeof *want.offset) ||
       memcmp(want.length, t->shape, (size_t)st->ndim * sizeof *want.length)) {
     char got[160], own[160];
     box_text(st->offsets, t->shape, st->ndim, got, sizeof got);
@@ -295,8 +294,8 @@ static tpx_status collect(tpx__merge_set *s, tpx_error *err) {
     const tpx_shard_meta *m = &s->files[i].meta;
     if (m->num_tensors != ne)
       return tpx_error_set(err, TPX_VALIDATION, "%s holds %zu tensors, %s %zu",
-                           s->files[i].path, m->num_tensors,
-                           s->files[0].path, ne);
+                           s->files[i].path, m->num_tensors, s->files[0].path,
+                           ne);
     for (size_t k = 0; k < m->num_tensors; k++) {
       tpx_status st = add_piece(s, i, k, err);
       if (st != TPX_OK)
@@ -343,8 +342,7 @@ static tpx_status coverage(tpx__merge_set *s, tpx_error *err) {
   tpx_status st = TPX_OK;
   for (size_t e = 0; e < s->num_entries && st == TPX_OK; e++) {
     int64_t want = 1;
-    for (int d = 0; d < s->entries[e].ndim; d++)
-      want *= s->entries[e].shape[d];
+    for (int d = 0; d < s->entries[e].ndim; d++) want *= s->entries[e].shape[d];
     if (covered[e] != want)
       st = tpx_error_set(err, TPX_VALIDATION,
                          "%s: tensor '%s': the rank files hold %lld distinct "
@@ -361,8 +359,7 @@ static tpx_status coverage(tpx__merge_set *s, tpx_error *err) {
 static tpx_status make_mesh(tpx__merge_set *s, tpx_error *err) {
   const tpx_shard_meta *m = &s->files[0].meta;
   const char *names[TPX_MESH_MAX_DIMS];
-  for (int d = 0; d < m->mesh_ndim; d++)
-    names[d] = m->mesh_names[d];
+  for (int d = 0; d < m->mesh_ndim; d++) names[d] = m->mesh_names[d];
   tpx_error merr;
   tpx_error_clear(&merr);
   if (tpx_mesh_create(names, m->mesh_sizes, m->mesh_ndim, &s->mesh, &merr) !=

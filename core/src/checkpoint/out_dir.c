@@ -71,8 +71,8 @@ static size_t walk_older(const tpx__out_dir *d,
         (remove && unlinkat(dirfd(dir), de->d_name, 0) != 0))
       continue;
     if (n < 3 && used < size)
-      used += (size_t)snprintf(buf + used, size - used, "%s%s",
-                               n ? ", " : "", de->d_name);
+      used += (size_t)snprintf(buf + used, size - used, "%s%s", n ? ", " : "",
+                               de->d_name);
     n++;
   }
   if (dir)
@@ -102,10 +102,11 @@ tpx_status tpx__out_dir_open(const char *path, int kind, int64_t world,
                          path, strerror(errno));
   d->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (d->fd < 0)
-    return tpx_error_set(err, TPX_IO, "%s: cannot open the directory: %s",
-                         path, strerror(errno));
+    return tpx_error_set(err, TPX_IO, "%s: cannot open the directory: %s", path,
+                         strerror(errno));
   if (flock(d->fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0)
-    return tpx_error_set(err, errno == EWOULDBLOCK ? TPX_ALREADY_EXISTS : TPX_IO,
+    return tpx_error_set(err,
+                         errno == EWOULDBLOCK ? TPX_ALREADY_EXISTS : TPX_IO,
                          "%s: another tpx shard or tpx merge is writing into "
                          "this directory%s%s; wait for it or use another "
                          "output directory",

@@ -100,7 +100,7 @@ static tpx_status write_index(tpx_checkpoint_writer *w, tpx_error *err) {
   if (text == NULL)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing the index");
   tpx_status st = tpx__ckpt_publish_text(w->dir, "model.safetensors.index.json",
-                                        text, 1, err);
+                                         text, 1, err);
   free(text);
   return st;
 }
@@ -114,8 +114,8 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
       return tpx_error_set(err, TPX_IO,
                            "%s: %s holds %lld bytes, %lld expected: a writer "
                            "did not write its pieces",
-                           wf->final_path, wf->tmp_path,
-                           (long long)sb.st_size, (long long)wf->size);
+                           wf->final_path, wf->tmp_path, (long long)sb.st_size,
+                           (long long)wf->size);
   }
   for (size_t f = 0; f < w->num_files; f++) {
     tpx__wfile *wf = &w->files[f];
@@ -123,8 +123,7 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
       int e = errno;
       struct stat sb;
       /* Another writer saw all markers too and got here first. */
-      if (e == ENOENT && lstat(wf->final_path, &sb) == 0 &&
-          S_ISREG(sb.st_mode))
+      if (e == ENOENT && lstat(wf->final_path, &sb) == 0 && S_ISREG(sb.st_mode))
         continue;
       return tpx_error_set(err, TPX_IO, "%s: cannot rename %s into place: %s",
                            wf->final_path, wf->tmp_path, strerror(e));
@@ -159,9 +158,9 @@ tpx_status tpx_checkpoint_writer_finish(tpx_checkpoint_writer *w,
   }
   if (w->num_writers > 1) {
     char *mine = marker_path(w, w->writer_rank);
-    int fd = mine ? open(mine, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-                         0644)
-                  : -1;
+    int fd = mine
+                 ? open(mine, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644)
+                 : -1;
     int e = errno;
     if (fd >= 0) {
       fsync(fd);

@@ -61,9 +61,9 @@ static tpx_status fetch(const tpx_checkpoint_reader *rd,
 }
 
 tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
-                                const tpx__st_tensor *t,
-                                const tpx__box_runs *g, int64_t e0, int64_t e1,
-                                tpx_dtype dtype, void *dst, tpx_error *err) {
+                                const tpx__st_tensor *t, const tpx__box_runs *g,
+                                int64_t e0, int64_t e1, tpx_dtype dtype,
+                                void *dst, tpx_error *err) {
   const tpx__st_file *f = &rd->load.files[t->file];
   int64_t base = f->data_start + t->begin;
   size_t ssz = tpx_dtype_size(t->dtype), dsz = tpx_dtype_size(dtype);
@@ -89,8 +89,8 @@ tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
       st = fetch(rd, t, off, (size_t)n * ssz, out, err);
     } else {
       for (int64_t k = 0; k < n && st == TPX_OK;) {
-        size_t m = (size_t)(n - k) < bounce_elems ? (size_t)(n - k)
-                                                   : bounce_elems;
+        size_t m =
+            (size_t)(n - k) < bounce_elems ? (size_t)(n - k) : bounce_elems;
         st = fetch(rd, t, off + k * (int64_t)ssz, m * ssz, bounce, err);
         if (st == TPX_OK)
           st = tpx_checkpoint_convert(out + (size_t)k * dsz, dtype, bounce,
@@ -116,13 +116,13 @@ tpx_status tpx_checkpoint_read_slice(const tpx_checkpoint_reader *rd,
                          (long long)tensor);
   const tpx__st_tensor *t = &rd->load.t[tensor];
   if (!tpx__ckpt_can_convert(t->dtype, dtype))
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "%s: tensor '%s': cannot read %s as %s",
-                         rd->load.files[t->file].path, t->name,
-                         tpx_dtype_short_name(t->dtype),
-                         tpx_dtype_short_name(dtype));
+    return tpx_error_set(
+        err, TPX_UNSUPPORTED, "%s: tensor '%s': cannot read %s as %s",
+        rd->load.files[t->file].path, t->name, tpx_dtype_short_name(t->dtype),
+        tpx_dtype_short_name(dtype));
   tpx__box_runs g;
-  tpx_status st = tpx__box_runs_init(t->shape, t->ndim, slice, t->name, &g, err);
+  tpx_status st =
+      tpx__box_runs_init(t->shape, t->ndim, slice, t->name, &g, err);
   if (st != TPX_OK)
     return st;
   if ((uint64_t)g.numel * tpx_dtype_size(dtype) > dst_bytes)

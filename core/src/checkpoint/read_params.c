@@ -31,7 +31,8 @@ static tpx_status check_param(const tpx_checkpoint_reader *rd,
     return tpx__ckpt_check_sources(rd, model, param, err);
   const tpx__st_tensor *t = &rd->load.t[ti];
   if (t->dtype != p.dtype || t->ndim != p.ndim ||
-      (p.ndim && memcmp(t->shape, p.shape, (size_t)p.ndim * sizeof *t->shape))) {
+      (p.ndim &&
+       memcmp(t->shape, p.shape, (size_t)p.ndim * sizeof *t->shape))) {
     char a[200], b[200];
     return tpx_error_set(err, TPX_VALIDATION,
                          "%s: tensor '%s' is %s %s, but the model's parameter "
@@ -78,8 +79,7 @@ tpx_status tpx_checkpoint_read_param(const tpx_checkpoint_reader *rd,
   if (ti < 0)
     return tpx__ckpt_read_folded(rd, model, param, &slice, dtype, dst,
                                  dst_bytes, err);
-  return tpx_checkpoint_read_slice(rd, ti, &slice, dtype, dst, dst_bytes,
-                                   err);
+  return tpx_checkpoint_read_slice(rd, ti, &slice, dtype, dst, dst_bytes, err);
 }
 
 /* ---- every parameter of a rank, on several threads ---- */
@@ -113,9 +113,9 @@ static void *worker(void *arg) {
     const work_item *it = &w->items[i];
     tpx_error e;
     tpx_error_clear(&e);
-    tpx_status st = tpx__ckpt_read_elems(w->rd, it->t, &w->geo[it->param],
-                                         it->e0, it->e1, it->dtype, it->dst,
-                                         &e);
+    tpx_status st =
+        tpx__ckpt_read_elems(w->rd, it->t, &w->geo[it->param], it->e0, it->e1,
+                             it->dtype, it->dst, &e);
     if (st != TPX_OK) {
       pthread_mutex_lock(&w->lock);
       if (!atomic_load(&w->failed)) {
@@ -132,8 +132,7 @@ static void *worker(void *arg) {
 
 /* Plans the items: each parameter's box cut into pieces of ~ITEM_BYTES. */
 static tpx_status plan_items(work *w, const tpx_sharding *sh, int64_t rank,
-                             const tpx_checkpoint_dest *dests,
-                             tpx_error *err) {
+                             const tpx_checkpoint_dest *dests, tpx_error *err) {
   const tpx_checkpoint_reader *rd = w->rd;
   const tpx_model *model = tpx_sharding_model(sh);
   size_t np = tpx_model_num_params(model), cap = 0;
@@ -150,8 +149,8 @@ static tpx_status plan_items(work *w, const tpx_sharding *sh, int64_t rank,
     if (st == TPX_OK)
       st = tpx_sharding_local_slice(sh, (int64_t)p, rank, &slice, err);
     if (st == TPX_OK)
-      st = tpx__box_runs_init(t->shape, t->ndim, &slice, info.fqn,
-                              &w->geo[p], err);
+      st = tpx__box_runs_init(t->shape, t->ndim, &slice, info.fqn, &w->geo[p],
+                              err);
     if (st != TPX_OK)
       return st;
     const tpx__box_runs *g = &w->geo[p];
@@ -172,9 +171,13 @@ static tpx_status plan_items(work *w, const tpx_sharding *sh, int64_t rank,
     for (int64_t e = 0; e < g->numel; e += per) {
       if (TPX_GROW(w->items, cap, w->num_items + 1, 64) != 0)
         return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-      w->items[w->num_items++] = (work_item){
-          t, (int64_t)p, e, e + per < g->numel ? e + per : g->numel,
-          dests[p].dtype, (char *)dests[p].data + (size_t)e * dsz};
+      w->items[w->num_items++] =
+          (work_item){t,
+                      (int64_t)p,
+                      e,
+                      e + per < g->numel ? e + per : g->numel,
+                      dests[p].dtype,
+                      (char *)dests[p].data + (size_t)e * dsz};
     }
   }
   return TPX_OK;
@@ -217,8 +220,7 @@ tpx_status tpx_checkpoint_read_rank(const tpx_checkpoint_reader *rd,
       if (pthread_create(&tids[started], NULL, worker, &w) == 0)
         started++;
     worker(&w); /* the caller's thread works too */
-    for (int i = 0; i < started; i++)
-      pthread_join(tids[i], NULL);
+    for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
     pthread_mutex_destroy(&w.lock);
     if (atomic_load(&w.failed))
       st = tpx_error_set(err, w.status, "%s", w.err.message);
@@ -231,9 +233,8 @@ tpx_status tpx_checkpoint_read_rank(const tpx_checkpoint_reader *rd,
     tpx_slice slice;
     st = tpx_sharding_local_slice(sh, (int64_t)p, rank, &slice, err);
     if (st == TPX_OK)
-      st = tpx__ckpt_read_folded(rd, model, (int64_t)p, &slice,
-                                 dests[p].dtype, dests[p].data,
-                                 dests[p].bytes, err);
+      st = tpx__ckpt_read_folded(rd, model, (int64_t)p, &slice, dests[p].dtype,
+                                 dests[p].data, dests[p].bytes, err);
   }
   free(w.items);
   free(w.geo);

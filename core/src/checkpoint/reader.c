@@ -34,8 +34,7 @@ static tpx_status open_files(tpx_checkpoint_reader *rd, tpx_error *err) {
   rd->fds = malloc((n ? n : 1) * sizeof *rd->fds);
   if (rd->fds == NULL)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory opening files");
-  for (size_t i = 0; i < n; i++)
-    rd->fds[i] = -1;
+  for (size_t i = 0; i < n; i++) rd->fds[i] = -1;
   if (rd->io_method == TPX_CHECKPOINT_IO_MMAP) {
     rd->maps = calloc(n ? n : 1, sizeof *rd->maps);
     if (rd->maps == NULL)
@@ -54,8 +53,8 @@ static tpx_status open_files(tpx_checkpoint_reader *rd, tpx_error *err) {
                            "header checked against %lld)",
                            f->path, (long long)sb.st_size, (long long)f->size);
     if (rd->maps && f->size > 0) {
-      void *m = mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED,
-                     rd->fds[i], 0);
+      void *m =
+          mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED, rd->fds[i], 0);
       if (m == MAP_FAILED)
         return tpx_error_set(err, TPX_IO, "%s: cannot mmap: %s", f->path,
                              strerror(errno));
@@ -65,9 +64,10 @@ static tpx_status open_files(tpx_checkpoint_reader *rd, tpx_error *err) {
   return TPX_OK;
 }
 
-tpx_status tpx_checkpoint_reader_create(
-    const char *path, const tpx_checkpoint_reader_options *opts,
-    tpx_checkpoint_reader **out, tpx_error *err) {
+tpx_status
+tpx_checkpoint_reader_create(const char *path,
+                             const tpx_checkpoint_reader_options *opts,
+                             tpx_checkpoint_reader **out, tpx_error *err) {
   if (out)
     *out = NULL;
   if (path == NULL || out == NULL)
@@ -111,8 +111,8 @@ size_t tpx_checkpoint_num_tensors(const tpx_checkpoint_reader *rd) {
   return rd ? rd->load.n : 0;
 }
 
-tpx_status tpx_checkpoint_tensor_info(const tpx_checkpoint_reader *rd,
-                                      size_t i, tpx_checkpoint_tensor *out,
+tpx_status tpx_checkpoint_tensor_info(const tpx_checkpoint_reader *rd, size_t i,
+                                      tpx_checkpoint_tensor *out,
                                       tpx_error *err) {
   if (rd == NULL || out == NULL || i >= rd->load.n)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
@@ -130,8 +130,7 @@ tpx_status tpx_checkpoint_tensor_info(const tpx_checkpoint_reader *rd,
   return TPX_OK;
 }
 
-int64_t tpx_checkpoint_find(const tpx_checkpoint_reader *rd,
-                            const char *name) {
+int64_t tpx_checkpoint_find(const tpx_checkpoint_reader *rd, const char *name) {
   int64_t i;
   if (rd == NULL || name == NULL ||
       !tpx__strmap_find(&rd->load.names, name, strlen(name), &i))

@@ -16,8 +16,7 @@
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n) {
   const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ p[i]) * 1099511628211ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
   return h;
 }
 
@@ -48,8 +47,7 @@ static tpx_status digest_file(const char *path, uint64_t *h, tpx_error *err) {
                          fd < 0 ? strerror(e) : "the file is too short");
   }
   uint64_t len = 0;
-  for (int b = 7; b >= 0; b--)
-    len = len << 8 | len8[b];
+  for (int b = 7; b >= 0; b--) len = len << 8 | len8[b];
   const char *base = strrchr(path, '/');
   base = base ? base + 1 : path;
   *h = fnv(*h, base, strlen(base) + 1);
@@ -67,8 +65,8 @@ static tpx_status digest_file(const char *path, uint64_t *h, tpx_error *err) {
   return st;
 }
 
-tpx_status tpx__shard_source_digest(const tpx_checkpoint_reader *rd,
-                                    char *out, size_t size, tpx_error *err) {
+tpx_status tpx__shard_source_digest(const tpx_checkpoint_reader *rd, char *out,
+                                    size_t size, tpx_error *err) {
   uint64_t h = 1469598103934665603ULL;
   for (size_t i = 0; i < tpx_checkpoint_num_files(rd); i++) {
     tpx_status st = digest_file(tpx_checkpoint_file(rd, i), &h, err);

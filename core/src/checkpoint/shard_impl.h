@@ -34,8 +34,8 @@ tpx_status tpx__shard_meta_build(const tpx_sharding *sh,
 /* shard_ids.c: "fnv1a64:<16 hex>" of the source's file names and raw
  * headers into out; a new random run id (32 hex) into out; 1 when `id` is
  * an acceptable run id (1..64 printable ASCII, no space). */
-tpx_status tpx__shard_source_digest(const tpx_checkpoint_reader *rd,
-                                    char *out, size_t size, tpx_error *err);
+tpx_status tpx__shard_source_digest(const tpx_checkpoint_reader *rd, char *out,
+                                    size_t size, tpx_error *err);
 void tpx__shard_new_run_id(char *out, size_t size);
 int tpx__shard_run_id_ok(const char *id);
 
@@ -58,7 +58,7 @@ typedef struct tpx__merge_set {
   const char *dir;
   tpx__merge_file *files;
   size_t num_files;
-  tpx_mesh *mesh; /* of the rank files */
+  tpx_mesh *mesh;                /* of the rank files */
   tpx_checkpoint_entry *entries; /* names borrowed from files[0].meta */
   size_t num_entries;
   tpx__merge_piece *pieces; /* sorted by entry and box */

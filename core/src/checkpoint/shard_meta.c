@@ -69,9 +69,9 @@ static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
   if (!json_is_array(fold) || n == 0 || n > (1u << 24) ||
       (e->fold = calloc(n, sizeof *e->fold)) == NULL) {
     tpx_error_set(err, TPX_PARSE,
-             "\"tpx.tensors\" entry '%s': \"fold\" must be a non-empty "
-             "list",
-             e->name);
+                  "\"tpx.tensors\" entry '%s': \"fold\" must be a non-empty "
+                  "list",
+                  e->name);
     return -1;
   }
   for (size_t i = 0; i < n; i++) {
@@ -79,8 +79,8 @@ static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
     tpx_shard_fold_source *src = &e->fold[i];
     const char *name = json_string_value(json_object_get(s, "name"));
     int no = 0, ok = name != NULL &&
-                     int_list(json_object_get(s, "offsets"), src->offsets,
-                              &no, TPX_MAX_TENSOR_DIMS) == 0 &&
+                     int_list(json_object_get(s, "offsets"), src->offsets, &no,
+                              TPX_MAX_TENSOR_DIMS) == 0 &&
                      int_list(json_object_get(s, "shape"), src->shape,
                               &src->ndim, TPX_MAX_TENSOR_DIMS) == 0 &&
                      no == e->ndim && src->ndim <= e->ndim;
@@ -95,10 +95,10 @@ static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
     e->num_fold = i + 1;
     if (!ok) {
       tpx_error_set(err, TPX_PARSE,
-               "\"tpx.tensors\" entry '%s': \"fold\" item %zu needs a "
-               "\"name\", \"offsets\" (one per dim) and a \"shape\" whose "
-               "box lies inside the tensor",
-               e->name, i);
+                    "\"tpx.tensors\" entry '%s': \"fold\" item %zu needs a "
+                    "\"name\", \"offsets\" (one per dim) and a \"shape\" whose "
+                    "box lies inside the tensor",
+                    e->name, i);
       return -1;
     }
   }
@@ -111,15 +111,15 @@ tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
                                 tpx_error *err) {
   memset(out, 0, sizeof *out);
   json_error_t je;
-  json_t *m = mesh ? json_loadb(mesh, mesh_len, JSON_REJECT_DUPLICATES, &je)
-                   : NULL;
-  json_t *t = tensors ? json_loadb(tensors, tensors_len,
-                                   JSON_REJECT_DUPLICATES, &je)
-                      : NULL;
+  json_t *m =
+      mesh ? json_loadb(mesh, mesh_len, JSON_REJECT_DUPLICATES, &je) : NULL;
+  json_t *t =
+      tensors ? json_loadb(tensors, tensors_len, JSON_REJECT_DUPLICATES, &je)
+              : NULL;
   tpx_status rc = TPX_PARSE;
   if (!json_is_object(m) || !json_is_object(t)) {
     rc = tpx_error_set(err, TPX_PARSE,
-             "\"tpx.mesh\" and \"tpx.tensors\" must be JSON objects");
+                       "\"tpx.mesh\" and \"tpx.tensors\" must be JSON objects");
     goto out;
   }
   json_t *names = json_object_get(m, "dims");
@@ -128,10 +128,11 @@ tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
       int_list(json_object_get(m, "sizes"), out->mesh_sizes, &nsizes,
                TPX_MESH_MAX_DIMS) != 0 ||
       json_array_size(names) != (size_t)nsizes || nsizes < 1) {
-    rc = tpx_error_set(err, TPX_PARSE,
-             "\"tpx.mesh\" needs \"dims\" (names) and \"sizes\" of equal "
-             "length, 1..%d",
-             TPX_MESH_MAX_DIMS);
+    rc = tpx_error_set(
+        err, TPX_PARSE,
+        "\"tpx.mesh\" needs \"dims\" (names) and \"sizes\" of equal "
+        "length, 1..%d",
+        TPX_MESH_MAX_DIMS);
     goto out;
   }
   out->mesh_ndim = nsizes;
@@ -140,7 +141,8 @@ tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
     const char *s = json_string_value(json_array_get(names, (size_t)i));
     if (s == NULL || strlen(s) >= TPX_MESH_NAME_MAX || out->mesh_sizes[i] < 1 ||
         out->mesh_sizes[i] > (1 << 20)) {
-      rc = tpx_error_set(err, TPX_PARSE, "\"tpx.mesh\" dim %d: bad name or size", i);
+      rc = tpx_error_set(err, TPX_PARSE,
+                         "\"tpx.mesh\" dim %d: bad name or size", i);
       goto out;
     }
     snprintf(out->mesh_names[i], TPX_MESH_NAME_MAX, "%s", s);
@@ -154,8 +156,9 @@ tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
   errno = 0;
   long long r = rank ? strtoll(rank, &end, 10) : -1;
   if (!rank || !*rank || *end || errno || r < 0 || r >= out->world_size) {
-    rc = tpx_error_set(err, TPX_PARSE, "\"tpx.rank\" '%s' is not a rank of the mesh",
-             rank ? rank : "(missing)");
+    rc = tpx_error_set(err, TPX_PARSE,
+                       "\"tpx.rank\" '%s' is not a rank of the mesh",
+                       rank ? rank : "(missing)");
     goto out;
   }
   out->rank = r;
@@ -176,10 +179,11 @@ tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
         int_list(json_object_get(v, "offsets"), e->offsets, &no,
                  TPX_MAX_TENSOR_DIMS) != 0 ||
         ns != no) {
-      rc = tpx_error_set(err, TPX_PARSE,
-               "\"tpx.tensors\" entry '%s' needs \"global_shape\" and "
-               "\"offsets\" lists of equal length of non-negative integers",
-               key);
+      rc = tpx_error_set(
+          err, TPX_PARSE,
+          "\"tpx.tensors\" entry '%s' needs \"global_shape\" and "
+          "\"offsets\" lists of equal length of non-negative integers",
+          key);
       goto out;
     }
     e->ndim = ns;
@@ -205,7 +209,6 @@ out:
   return rc;
 }
 
-
 void tpx_shard_file_name(int64_t rank, int64_t world_size, char *buf,
                          size_t size) {
   snprintf(buf, size, "rank-%05lld-of-%05lld.safetensors", (long long)rank,
@@ -216,8 +219,7 @@ int tpx_shard_is_file_name(const char *name) {
   long long r, w;
   int end = 0;
   return name != NULL &&
-         sscanf(name, "rank-%5lld-of-%5lld.safetensors%n", &r, &w, &end) ==
-             2 &&
+         sscanf(name, "rank-%5lld-of-%5lld.safetensors%n", &r, &w, &end) == 2 &&
          name[end] == '\0';
 }
 
@@ -243,8 +245,7 @@ static json_t *fold_json(const tpx_checkpoint_reader *rd,
     json_t *e = NULL;
     if (tpx_checkpoint_param_source(rd, model, param, k, &src, NULL) ==
             TPX_OK &&
-        tpx_checkpoint_tensor_info(rd, (size_t)src.tensor, &t, NULL) ==
-            TPX_OK)
+        tpx_checkpoint_tensor_info(rd, (size_t)src.tensor, &t, NULL) == TPX_OK)
       e = json_pack("{s:s, s:o*, s:o*}", "name", t.name, "offsets",
                     int_array(src.box.offset, src.box.ndim), "shape",
                     int_array(t.shape, t.ndim));
@@ -307,7 +308,8 @@ tpx_status tpx__shard_meta_build(const tpx_sharding *sh,
   int bad = !m || !dims || !sizes || !tj;
   for (int d = 0; d < tpx_mesh_ndim(mesh) && !bad; d++) {
     bad |= json_array_append_new(dims, json_string(tpx_mesh_dim_name(mesh, d)));
-    bad |= json_array_append_new(sizes, json_integer(tpx_mesh_dim_size(mesh, d)));
+    bad |=
+        json_array_append_new(sizes, json_integer(tpx_mesh_dim_size(mesh, d)));
   }
   if (!bad) {
     bad |= json_object_set(m, "dims", dims);

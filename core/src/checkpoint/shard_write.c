@@ -35,8 +35,8 @@ static tpx_status list_fused(const tpx_sharding *sh,
       is_source[src.tensor] = 1;
     }
     tpx__shard_out *o = &out[nt + *k];
-    *o = (tpx__shard_out){info.fqn, info.dtype, info.ndim, {0}, -1,
-                          (int64_t)p, {0}};
+    *o = (tpx__shard_out){info.fqn, info.dtype, info.ndim, {0},
+                          -1,       (int64_t)p, {0}};
     memcpy(o->shape, info.shape, sizeof o->shape);
     ++*k;
   }
@@ -68,8 +68,7 @@ static tpx_status list_tensors(const tpx_sharding *sh,
                          t.file, t.name);
       break;
     }
-    out[n] = (tpx__shard_out){t.name, t.dtype, t.ndim, {0}, (int64_t)i, p,
-                              {0}};
+    out[n] = (tpx__shard_out){t.name, t.dtype, t.ndim, {0}, (int64_t)i, p, {0}};
     memcpy(out[n].shape, t.shape, sizeof out[n].shape);
     n++;
   }
@@ -98,18 +97,17 @@ static tpx_status copy_pieces(const tpx_sharding *sh,
     size_t nb = (size_t)tpx_slice_nbytes(&t->slice, t->dtype);
     void *nbuf = realloc(buf, nb ? nb : 1);
     if (nbuf == NULL) {
-      st = tpx_error_set(err, TPX_NO_MEMORY,
-                         "out of memory for tensor '%s'", t->name);
+      st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory for tensor '%s'",
+                         t->name);
       break;
     }
     buf = nbuf;
     tpx_slice local = t->slice;
     memset(local.offset, 0, sizeof local.offset);
-    st = t->tensor >= 0
-             ? tpx_checkpoint_read_slice(rd, t->tensor, &t->slice, t->dtype,
-                                         buf, nb, err)
-             : tpx_checkpoint_read_param(rd, sh, t->param, rank, t->dtype,
-                                         buf, nb, err);
+    st = t->tensor >= 0 ? tpx_checkpoint_read_slice(rd, t->tensor, &t->slice,
+                                                    t->dtype, buf, nb, err)
+                        : tpx_checkpoint_read_param(rd, sh, t->param, rank,
+                                                    t->dtype, buf, nb, err);
     if (st == TPX_OK)
       st = tpx_checkpoint_write_slice(w, t->name, &local, t->dtype, buf, err);
     if (st == TPX_OK) {
@@ -144,9 +142,9 @@ static tpx_status shard_rank(const tpx_sharding *sh,
   tpx_checkpoint_entry *entries = calloc(cap ? cap : 1, sizeof *entries);
   char *mesh_json = NULL, *tensors_json = NULL;
   tpx_checkpoint_writer *w = NULL;
-  tpx_status st = !entries || !ts ? tpx_error_set(err, TPX_NO_MEMORY,
-                                                  "out of memory")
-                                  : TPX_OK;
+  tpx_status st = !entries || !ts
+                      ? tpx_error_set(err, TPX_NO_MEMORY, "out of memory")
+                      : TPX_OK;
   if (st == TPX_OK)
     st = list_tensors(sh, rd, rank, ts, &n, err);
   for (size_t i = 0; i < n && st == TPX_OK; i++) {
@@ -162,11 +160,11 @@ static tpx_status shard_rank(const tpx_sharding *sh,
     tpx_shard_file_name(rank, world, fname, sizeof fname);
     snprintf(rank_text, sizeof rank_text, "%lld", (long long)rank);
     snprintf(world_text, sizeof world_text, "%lld", (long long)world);
-    const char *keys[] = {"format",      "tpx.mesh",   "tpx.rank",
+    const char *keys[] = {"format",         "tpx.mesh",    "tpx.rank",
                           "tpx.world_size", "tpx.tensors", "tpx.run_id",
-                          "tpx.source",  "tpx.config"};
-    const char *vals[] = {TPX_SHARD_FORMAT, mesh_json,    rank_text,
-                          world_text,       tensors_json, ids->run_id,
+                          "tpx.source",     "tpx.config"};
+    const char *vals[] = {TPX_SHARD_FORMAT, mesh_json,     rank_text,
+                          world_text,       tensors_json,  ids->run_id,
                           ids->source,      o->config_json};
     tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
     wo.file_name = fname;
@@ -265,8 +263,7 @@ static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
   }
   /* the rest, oldest first; after an error only destroyed (no final name) */
   for (int64_t k = 0; k < PENDING; k++) {
-    tpx_checkpoint_writer **slot =
-        &pending[(last + 1 - first + k) % PENDING];
+    tpx_checkpoint_writer **slot = &pending[(last + 1 - first + k) % PENDING];
     if (*slot && st == TPX_OK)
       st = finish_one(slot, o, &prog, err);
     tpx_checkpoint_writer_destroy(*slot);
@@ -302,20 +299,21 @@ tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
     return st;
   tpx__out_dir d;
   /* runs of one set that each write some ranks may share the directory */
-  st = tpx__out_dir_open(dir, TPX__OUT_RANKS, world, o.replace, o.rank >= 0,
-                         &d, err);
+  st = tpx__out_dir_open(dir, TPX__OUT_RANKS, world, o.replace, o.rank >= 0, &d,
+                         err);
   if (st == TPX_OK)
     st = write_ranks(rd, sh, &d, &o, &ids, err);
   char names[256];
-  size_t removed = st == TPX_OK && o.replace
-                       ? tpx__out_dir_remove_older(&d, NULL, names,
-                                                   sizeof names)
-                       : 0;
+  size_t removed =
+      st == TPX_OK && o.replace
+          ? tpx__out_dir_remove_older(&d, NULL, names, sizeof names)
+          : 0;
   if (removed > 0 && o.note) {
     char msg[400];
     snprintf(msg, sizeof msg,
              "%s: removed %zu rank file%s of another mesh size (%s%s)", dir,
-             removed, removed > 1 ? "s" : "", names, removed > 3 ? ", ..." : "");
+             removed, removed > 1 ? "s" : "", names,
+             removed > 3 ? ", ..." : "");
     o.note(msg, o.note_user);
   }
   tpx__out_dir_close(&d);

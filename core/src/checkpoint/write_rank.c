@@ -44,9 +44,8 @@ tpx_status tpx_checkpoint_model_entries(const tpx_model *model,
 
 /* 1 when `rank` writes its box of parameter `param`: index 0 on every mesh
  * dim the parameter is replicated over. Partial cannot be written. */
-static tpx_status is_writer(const tpx_sharding *sh, int64_t param,
-                            int64_t rank, const char *name, int *out,
-                            tpx_error *err) {
+static tpx_status is_writer(const tpx_sharding *sh, int64_t param, int64_t rank,
+                            const char *name, int *out, tpx_error *err) {
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   int64_t coords[TPX_MESH_MAX_DIMS];
   tpx_param_sharding ps;
@@ -99,9 +98,9 @@ tpx_status tpx_checkpoint_write_rank(tpx_checkpoint_writer *w,
       continue;
     tpx_slice slice;
     st = tpx_sharding_local_slice(sh, (int64_t)p, rank, &slice, err);
-    if (st == TPX_OK && (uint64_t)tpx_slice_numel(&slice) *
-                                tpx_dtype_size(srcs[p].dtype) >
-                            srcs[p].bytes)
+    if (st == TPX_OK &&
+        (uint64_t)tpx_slice_numel(&slice) * tpx_dtype_size(srcs[p].dtype) >
+            srcs[p].bytes)
       st = tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "parameter '%s': rank %lld's slice is larger than "
                          "its buffer of %zu bytes",

@@ -25,8 +25,8 @@
  * the name is never followed; the processes of one multi-process write
  * must share theirs, ".NAME.tpx-tmp", opened with O_NOFOLLOW and refused
  * unless a regular file with one link (stale ones of a crashed run must be
- * removed before the next). rename() replaces whatever is at a final name, a link
- * included, without following it. */
+ * removed before the next). rename() replaces whatever is at a final name, a
+ * link included, without following it. */
 #define _GNU_SOURCE /* sync_file_range */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +42,8 @@
 #include "checkpoint/writer_impl.h"
 
 static tpx_status oom(tpx_error *err) {
-  return tpx_error_set(err, TPX_NO_MEMORY, "out of memory writing a checkpoint");
+  return tpx_error_set(err, TPX_NO_MEMORY,
+                       "out of memory writing a checkpoint");
 }
 
 static char *path_join(const char *dir, const char *prefix, const char *name,
@@ -161,7 +162,8 @@ static tpx_status plan_files(tpx_checkpoint_writer *w, int64_t max_shard,
         w->num_writers > 1
             ? path_join(w->dir, ".", w->files[f].name, ".tpx-tmp")
             : NULL;
-    if (!w->files[f].final_path || (w->num_writers > 1 && !w->files[f].tmp_path))
+    if (!w->files[f].final_path ||
+        (w->num_writers > 1 && !w->files[f].tmp_path))
       return oom(err);
   }
   return TPX_OK;
@@ -239,9 +241,8 @@ static tpx_status write_all(int fd, const void *buf, size_t len, int64_t off,
       continue;
     if (r <= 0)
       return tpx_error_set(err, TPX_IO,
-                           "%s: %s: writing %zu bytes at offset %lld: %s",
-                           file, what, len - done,
-                           (long long)(off + (int64_t)done),
+                           "%s: %s: writing %zu bytes at offset %lld: %s", file,
+                           what, len - done, (long long)(off + (int64_t)done),
                            r < 0 ? strerror(errno) : "no progress");
     done += (size_t)r;
   }
@@ -281,8 +282,8 @@ int tpx__ckpt_create_unique(const char *dir, const char *name,
 static int open_shared(const char *path) {
   int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   struct stat sb;
-  if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) ||
-                  sb.st_nlink != 1)) {
+  if (fd >= 0 &&
+      (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_nlink != 1)) {
     close(fd);
     errno = EINVAL;
     return -1;
@@ -297,10 +298,9 @@ static tpx_status open_temps(tpx_checkpoint_writer *w, tpx_error *err) {
                  ? open_shared(wf->tmp_path)
                  : tpx__ckpt_create_unique(w->dir, wf->name, &wf->tmp_path);
     if (wf->fd < 0)
-      return tpx_error_set(err, TPX_IO, "%s: cannot create %s: %s",
-                           wf->final_path,
-                           wf->tmp_path ? wf->tmp_path : "its temporary",
-                           strerror(errno));
+      return tpx_error_set(
+          err, TPX_IO, "%s: cannot create %s: %s", wf->final_path,
+          wf->tmp_path ? wf->tmp_path : "its temporary", strerror(errno));
     if (w->writer_rank == 0) {
       tpx_status st = write_all(wf->fd, wf->header, wf->header_len, 0,
                                 wf->final_path, "header", err);
@@ -403,9 +403,9 @@ static void start_writeback(int fd, int64_t off, int64_t len) {
 }
 
 tpx_status tpx_checkpoint_write_slice(tpx_checkpoint_writer *w,
-                                      const char *name,
-                                      const tpx_slice *slice, tpx_dtype dtype,
-                                      const void *src, tpx_error *err) {
+                                      const char *name, const tpx_slice *slice,
+                                      tpx_dtype dtype, const void *src,
+                                      tpx_error *err) {
   int64_t idx;
   if (w == NULL || name == NULL ||
       !tpx__strmap_find(&w->names, name, strlen(name), &idx))
@@ -424,21 +424,20 @@ tpx_status tpx_checkpoint_write_slice(tpx_checkpoint_writer *w,
                          wf->final_path, name, tpx_dtype_short_name(dtype),
                          tpx_dtype_short_name(e->e.dtype));
   tpx__box_runs g;
-  tpx_status st = tpx__box_runs_init(e->e.shape, e->e.ndim, slice, name, &g,
-                                     err);
+  tpx_status st =
+      tpx__box_runs_init(e->e.shape, e->e.ndim, slice, name, &g, err);
   if (st != TPX_OK || g.numel == 0)
     return st;
   if (src == NULL)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tensor '%s': NULL source", name);
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "tensor '%s': NULL source",
+                         name);
   size_t esz = tpx_dtype_size(e->e.dtype), ssz = tpx_dtype_size(dtype);
   size_t run_bytes = (size_t)g.run_elems * esz;
   char *bounce = NULL;
   if (dtype != e->e.dtype && (bounce = malloc(run_bytes)) == NULL)
     return oom(err);
   char what[300];
-  snprintf(what, sizeof what, "tensor '%s' (temporary %s)", name,
-           wf->tmp_path);
+  snprintf(what, sizeof what, "tensor '%s' (temporary %s)", name, wf->tmp_path);
   const char *in = src;
   for (int64_t r = 0; r < g.num_runs && st == TPX_OK; r++) {
     const void *buf = in;

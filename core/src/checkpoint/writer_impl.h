@@ -44,8 +44,7 @@ struct tpx_checkpoint_writer {
 /* Creates a new file ".NAME.tpx-tmp.PID.N" in `dir` with
  * O_CREAT|O_EXCL|O_NOFOLLOW (another N on a clash): its fd, and its path
  * in *path_out (malloc'd); -1 with errno. */
-int tpx__ckpt_create_unique(const char *dir, const char *name,
-                            char **path_out);
+int tpx__ckpt_create_unique(const char *dir, const char *name, char **path_out);
 
 /* publish.c: `text` (+ a newline when `newline`) as dir/name, complete or
  * not at all (a unique temporary, fsync, rename). Errors name the file. */

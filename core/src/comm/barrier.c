@@ -33,8 +33,8 @@ void tpx__barrier_init(tpx__barrier *b, unsigned n) {
 static void wake_all(tpx__barrier *b) {
   atomic_fetch_add_explicit(&b->wake, 1, memory_order_release);
 #if TPX_HAVE_FUTEX
-  syscall(SYS_futex, (void *)&b->wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
-          NULL, 0);
+  syscall(SYS_futex, (void *)&b->wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL,
+          0);
 #endif
 }
 
@@ -64,9 +64,8 @@ int tpx__barrier_arrive(tpx__barrier *b, uint32_t *gen) {
       return -1;
     int last = a + 1 >= b->n;
     uint64_t ns = last ? (uint64_t)(g + 1) << 32 : s + 1;
-    if (atomic_compare_exchange_weak_explicit(&b->state, &s, ns,
-                                              memory_order_acq_rel,
-                                              memory_order_acquire)) {
+    if (atomic_compare_exchange_weak_explicit(
+            &b->state, &s, ns, memory_order_acq_rel, memory_order_acquire)) {
       *gen = g;
       if (last && b->n > 1)
         wake_all(b);

@@ -71,13 +71,12 @@ tpx_status tpx__box_copy(const tpx__memspace *ms, tpx__copy_kind kind,
       f += idx[i] * from_stride[i];
     }
     tpx_status st = tpx__ms_copy2d(ms, (unsigned char *)to_buf + t, tpitch,
-                                   (const unsigned char *)from_buf + f,
-                                   fpitch, run, rows, kind, err);
+                                   (const unsigned char *)from_buf + f, fpitch,
+                                   run, rows, kind, err);
     if (st != TPX_OK)
       return st;
     int i = outer - 1;
-    while (i >= 0 && ++idx[i] == part->length[i])
-      idx[i--] = 0;
+    while (i >= 0 && ++idx[i] == part->length[i]) idx[i--] = 0;
     if (i < 0)
       break;
   }

@@ -73,10 +73,10 @@ tpx_status tpx__comm_fail_before(tpx_comm *comm, const char *what,
                                  tpx_status st, const tpx_error *err) {
   if (comm && comm->iface->abort) {
     char why[TPX_ERROR_MESSAGE_SIZE + 96];
-    snprintf(why, sizeof why, "%s failed on this rank before the "
-                              "collective: %s",
-             what, err && err->message[0] ? err->message
-                                          : tpx_status_str(st));
+    snprintf(why, sizeof why,
+             "%s failed on this rank before the "
+             "collective: %s",
+             what, err && err->message[0] ? err->message : tpx_status_str(st));
     comm->iface->abort(comm->ctx, why);
   }
   return st;
@@ -141,8 +141,8 @@ static tpx_status check_common(const char *what, const tpx_comm *comm,
   return TPX_OK;
 }
 
-static tpx_status check_buf(const char *what, const char *name,
-                            const void *p, size_t count, tpx_error *err) {
+static tpx_status check_buf(const char *what, const char *name, const void *p,
+                            size_t count, tpx_error *err) {
   if (!p && count > 0)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: %s buffer is NULL (count %zu)", what, name,
@@ -163,8 +163,8 @@ tpx_status tpx_comm_all_gather(tpx_comm *comm, const void *send, void *recv,
                                size_t count, tpx_dtype dtype, tpx_error *err) {
   const char *w = "all_gather";
   size_t bytes;
-  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1,
-                   &bytes, err));
+  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1, &bytes,
+                   err));
   TRY(check_buf(w, "send", send, count, err));
   TRY(check_buf(w, "recv", recv, count, err));
   return comm->iface->all_gather(comm->ctx, send, recv, count, dtype, err);
@@ -172,8 +172,8 @@ tpx_status tpx_comm_all_gather(tpx_comm *comm, const void *send, void *recv,
 
 /* all_reduce with the avg default applied. */
 static tpx_status do_all_reduce(tpx_comm *comm, const void *send, void *recv,
-                                size_t count, tpx_dtype dtype,
-                                tpx_reduce_op op, tpx_error *err) {
+                                size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                                tpx_error *err) {
   const tpx_comm_iface *f = comm->iface;
   if (op != TPX_REDUCE_AVG || f->has_avg)
     return f->all_reduce(comm->ctx, send, recv, count, dtype, op, err);
@@ -194,13 +194,13 @@ tpx_status tpx_comm_all_reduce(tpx_comm *comm, const void *send, void *recv,
   return do_all_reduce(comm, send, recv, count, dtype, op, err);
 }
 
-tpx_status tpx_comm_reduce_scatter(tpx_comm *comm, const void *send,
-                                   void *recv, size_t count, tpx_dtype dtype,
+tpx_status tpx_comm_reduce_scatter(tpx_comm *comm, const void *send, void *recv,
+                                   size_t count, tpx_dtype dtype,
                                    tpx_reduce_op op, tpx_error *err) {
   const char *w = "reduce_scatter";
   size_t bytes;
-  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1,
-                   &bytes, err));
+  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1, &bytes,
+                   err));
   TRY(check_buf(w, "send", send, count, err));
   TRY(check_buf(w, "recv", recv, count, err));
   TRY(tpx__reduce_check(w, dtype, op, err));
@@ -208,8 +208,8 @@ tpx_status tpx_comm_reduce_scatter(tpx_comm *comm, const void *send,
   if (f->reduce_scatter) {
     if (op != TPX_REDUCE_AVG || f->has_avg)
       return f->reduce_scatter(comm->ctx, send, recv, count, dtype, op, err);
-    TRY(f->reduce_scatter(comm->ctx, send, recv, count, dtype,
-                          TPX_REDUCE_SUM, err));
+    TRY(f->reduce_scatter(comm->ctx, send, recv, count, dtype, TPX_REDUCE_SUM,
+                          err));
     tpx__divide(recv, count, dtype, comm->size);
     return TPX_OK;
   }
@@ -218,15 +218,15 @@ tpx_status tpx_comm_reduce_scatter(tpx_comm *comm, const void *send,
   const tpx__memspace *ms = tpx__comm_ms(comm);
   size_t total = count * (size_t)comm->size;
   void *tmp = NULL;
-  tpx_status st = tpx__ms_alloc(ms, total * tpx_dtype_size(dtype), 0, &tmp,
-                                err);
+  tpx_status st =
+      tpx__ms_alloc(ms, total * tpx_dtype_size(dtype), 0, &tmp, err);
   if (st != TPX_OK)
     return tpx__comm_fail_before(comm, w, st, err);
   st = do_all_reduce(comm, send, tmp, total, dtype, op, err);
   if (st == TPX_OK)
     st = tpx__ms_copy(ms, recv,
-                      (unsigned char *)tmp + (size_t)comm->rank * bytes,
-                      bytes, TPX__D2D, err);
+                      (unsigned char *)tmp + (size_t)comm->rank * bytes, bytes,
+                      TPX__D2D, err);
   tpx__ms_free(ms, tmp);
   return st;
 }
@@ -239,21 +239,20 @@ tpx_status tpx_comm_broadcast(tpx_comm *comm, const void *send, void *recv,
   TRY(check_common(w, comm, count, dtype, 1, &bytes, err));
   if (root < 0 || root >= comm->size)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "%s: root %d out of range for a group of %d ranks",
-                         w, root, comm->size);
+                         "%s: root %d out of range for a group of %d ranks", w,
+                         root, comm->size);
   if (comm->rank == root)
     TRY(check_buf(w, "send (on the root)", send, count, err));
   TRY(check_buf(w, "recv", recv, count, err));
-  return comm->iface->broadcast(comm->ctx, send, recv, count, dtype, root,
-                                err);
+  return comm->iface->broadcast(comm->ctx, send, recv, count, dtype, root, err);
 }
 
 tpx_status tpx_comm_all_to_all(tpx_comm *comm, const void *send, void *recv,
                                size_t count, tpx_dtype dtype, tpx_error *err) {
   const char *w = "all_to_all";
   size_t bytes;
-  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1,
-                   &bytes, err));
+  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1, &bytes,
+                   err));
   TRY(check_buf(w, "send", send, count, err));
   TRY(check_buf(w, "recv", recv, count, err));
   if (send != recv || count == 0)

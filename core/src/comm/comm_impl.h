@@ -42,9 +42,8 @@ typedef struct tpx_comm_iface {
                            size_t count, tpx_dtype dtype, tpx_reduce_op op,
                            tpx_error *err);
   /* blocks; required. */
-  tpx_status (*broadcast)(void *ctx, const void *send, void *recv,
-                          size_t count, tpx_dtype dtype, int root,
-                          tpx_error *err);
+  tpx_status (*broadcast)(void *ctx, const void *send, void *recv, size_t count,
+                          tpx_dtype dtype, int root, tpx_error *err);
   /* blocks; never sees send == recv (the wrapper copies send first, into
    * a temporary of the comm's memory space). */
   tpx_status (*all_to_all)(void *ctx, const void *send, void *recv,
@@ -58,7 +57,7 @@ typedef struct tpx_comm_iface {
    * abort flag, checked by every wait). NULL: the peers wait out their
    * timeout. */
   void (*abort)(void *ctx, const char *why);
-  int has_avg;          /* all_reduce / reduce_scatter handle AVG themselves */
+  int has_avg; /* all_reduce / reduce_scatter handle AVG themselves */
 } tpx_comm_iface;
 
 struct tpx_comm {

@@ -50,17 +50,23 @@
 /* Outputs at least this large are written with non-temporal stores. */
 #define STREAM_BYTES ((size_t)1 << 20)
 
-enum { C_ALL_GATHER = 1, C_REDUCE_SCATTER, C_ALL_REDUCE, C_BROADCAST,
-       C_ALL_TO_ALL, C_BARRIER };
+enum {
+  C_ALL_GATHER = 1,
+  C_REDUCE_SCATTER,
+  C_ALL_REDUCE,
+  C_BROADCAST,
+  C_ALL_TO_ALL,
+  C_BARRIER
+};
 static const char *coll_name(int c) {
-  static const char *names[] = {"?", "all_gather", "reduce_scatter",
-                                "all_reduce", "broadcast", "all_to_all",
+  static const char *names[] = {"?",          "all_gather", "reduce_scatter",
+                                "all_reduce", "broadcast",  "all_to_all",
                                 "barrier"};
   return c >= 1 && c <= 6 ? names[c] : "?";
 }
 
 typedef struct lslot {
-  _Alignas(64) int coll; /* one cache line per rank: no false sharing */
+  _Alignas(64) int coll;   /* one cache line per rank: no false sharing */
   _Atomic uint64_t enters; /* collectives this rank entered in the group */
   int op;
   int root;
@@ -74,14 +80,14 @@ typedef struct lgroup {
   tpx__barrier bar;
   _Alignas(64) atomic_size_t next_item; /* work counter of the current call */
   int size;
-  int refs;            /* live handles; guarded by the universe mutex */
-  uint64_t id;         /* unique in the universe */
-  uint64_t parent_id;  /* split key: (parent_id, seq, leader) */
+  int refs;           /* live handles; guarded by the universe mutex */
+  uint64_t id;        /* unique in the universe */
+  uint64_t parent_id; /* split key: (parent_id, seq, leader) */
   uint64_t seq;
   int64_t leader;
   struct lgroup *next;
-  lslot *slots;        /* [size] */
-  int *world_rank;     /* [size] launcher rank of each member */
+  lslot *slots;    /* [size] */
+  int *world_rank; /* [size] launcher rank of each member */
 } lgroup;
 
 typedef struct luniverse {
@@ -168,9 +174,8 @@ static void local_destroy(void *ctx) {
   free(c);
 }
 
-static tpx_status local_split(tpx_comm *world, const int64_t *group,
-                              int gsize, int index, tpx_comm **out,
-                              tpx_error *err) {
+static tpx_status local_split(tpx_comm *world, const int64_t *group, int gsize,
+                              int index, tpx_comm **out, tpx_error *err) {
   lctx *w = world->ctx;
   uint64_t seq = ++w->splits;
   lctx *c = calloc(1, sizeof *c);
@@ -178,8 +183,8 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group,
     return tpx_error_set(err, TPX_NO_MEMORY, "local split");
   pthread_mutex_lock(&w->u->mu);
   lgroup *g = w->u->groups;
-  while (g && !(g->parent_id == w->g->id && g->seq == seq &&
-                g->leader == group[0]))
+  while (g &&
+         !(g->parent_id == w->g->id && g->seq == seq && g->leader == group[0]))
     g = g->next;
   if (!g) {
     g = group_new(w->u, gsize);
@@ -198,8 +203,7 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group,
   pthread_mutex_unlock(&w->u->mu);
   if (!g) {
     free(c);
-    return tpx_error_set(err, TPX_NO_MEMORY, "local split: group of %d",
-                         gsize);
+    return tpx_error_set(err, TPX_NO_MEMORY, "local split: group of %d", gsize);
   }
   c->u = w->u;
   c->g = g;
@@ -246,8 +250,8 @@ static tpx_status aborted_error(lctx *c, int coll, tpx_error *err) {
 
 static void local_abort(void *ctx, const char *why) {
   lctx *c = ctx;
-  world_abort(c->u, TPX_COMM, "rank %d failed: %s",
-              c->g->world_rank[c->rank], why);
+  world_abort(c->u, TPX_COMM, "rank %d failed: %s", c->g->world_rank[c->rank],
+              why);
 }
 
 static double now_s(void) {
@@ -260,8 +264,7 @@ static double now_s(void) {
  * lowest), or -1. */
 static int missing_member(const lgroup *g, uint64_t seq) {
   for (int j = 0; j < g->size; j++)
-    if (atomic_load_explicit(&g->slots[j].enters, memory_order_acquire) <
-        seq)
+    if (atomic_load_explicit(&g->slots[j].enters, memory_order_acquire) < seq)
       return j;
   return -1;
 }
@@ -290,8 +293,7 @@ static tpx_status wait_entry(lctx *c, int coll, uint64_t seq, uint32_t gen,
       if (wr >= 0)
         snprintf(who, sizeof who, "rank %d", wr);
       else
-        snprintf(who, sizeof who, "group member %d (not in the group yet)",
-                 m);
+        snprintf(who, sizeof who, "group member %d (not in the group yet)", m);
       if (wr >= 0 && u->done &&
           atomic_load_explicit(&u->done[wr], memory_order_acquire))
         world_abort(u, TPX_COMM,
@@ -365,9 +367,8 @@ static tpx_status enter(lctx *c, int coll, const void *send, void *recv,
           "op=%d, root=%d) but rank %d called %s(count=%zu, dtype=%s, op=%d, "
           "root=%d); every rank must make the same call",
           coll_name(coll), coll_name(a->coll), a->count,
-          tpx_dtype_short_name(a->dtype), a->op, a->root, j,
-          coll_name(b->coll), b->count, tpx_dtype_short_name(b->dtype),
-          b->op, b->root);
+          tpx_dtype_short_name(a->dtype), a->op, a->root, j, coll_name(b->coll),
+          b->count, tpx_dtype_short_name(b->dtype), b->op, b->root);
   }
   return synced;
 }
@@ -380,7 +381,8 @@ static tpx_status leave(lctx *c, int joined, tpx_status st, tpx_error *err) {
     return st;
   if (c->dev) {
     tpx_status synced = tpx__ms_sync(c->ms, st == TPX_OK ? err : NULL);
-    if (st == TPX_OK) st = synced;
+    if (st == TPX_OK)
+      st = synced;
   }
   tpx__barrier_wait(&c->g->bar);
   return st;
@@ -423,8 +425,8 @@ static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
   lctx *c = ctx;
   int joined;
   lgroup *g = c->g;
-  tpx_status st = enter(c, C_ALL_REDUCE, send, recv, count, dtype, op, 0, &joined,
-                        err);
+  tpx_status st =
+      enter(c, C_ALL_REDUCE, send, recv, count, dtype, op, 0, &joined, err);
   if (st == TPX_OK && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -449,16 +451,14 @@ static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
   return leave(c, joined, st, err);
 }
 
-static tpx_status local_reduce_scatter(void *ctx, const void *send,
-                                       void *recv, size_t count,
-                                       tpx_dtype dtype, tpx_reduce_op op,
-                                       tpx_error *err) {
+static tpx_status local_reduce_scatter(void *ctx, const void *send, void *recv,
+                                       size_t count, tpx_dtype dtype,
+                                       tpx_reduce_op op, tpx_error *err) {
   lctx *c = ctx;
   int joined;
   lgroup *g = c->g;
   tpx_status st =
-      enter(c, C_REDUCE_SCATTER, send, recv, count, dtype, op, 0, &joined,
-                        err);
+      enter(c, C_REDUCE_SCATTER, send, recv, count, dtype, op, 0, &joined, err);
   if (st == TPX_OK && count > 0 && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -474,10 +474,9 @@ static tpx_status local_reduce_scatter(void *ctx, const void *send,
       size_t n = count - lo < len ? count - lo : len;
       void *dst = (unsigned char *)g->slots[q].recv + lo * es;
       for (int j = 0; j < g->size; j++)
-        srcs[j] = (const unsigned char *)g->slots[j].send +
-                  (q * count + lo) * es;
-      tpx__reduce_into(&dst, 1, srcs, g->size, n, dtype, op, g->size,
-                       stream);
+        srcs[j] =
+            (const unsigned char *)g->slots[j].send + (q * count + lo) * es;
+      tpx__reduce_into(&dst, 1, srcs, g->size, n, dtype, op, g->size, stream);
     }
   }
   return leave(c, joined, st, err);
@@ -489,8 +488,8 @@ static tpx_status local_all_gather(void *ctx, const void *send, void *recv,
   lctx *c = ctx;
   int joined;
   lgroup *g = c->g;
-  tpx_status st = enter(c, C_ALL_GATHER, send, recv, count, dtype, 0, 0, &joined,
-                        err);
+  tpx_status st =
+      enter(c, C_ALL_GATHER, send, recv, count, dtype, 0, 0, &joined, err);
   if (st == TPX_OK && count > 0 && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -519,8 +518,7 @@ static tpx_status local_broadcast(void *ctx, const void *send, void *recv,
   lctx *c = ctx;
   int joined;
   tpx_status st =
-      enter(c, C_BROADCAST, send, recv, count, dtype, 0, root, &joined,
-                        err);
+      enter(c, C_BROADCAST, send, recv, count, dtype, 0, root, &joined, err);
   if (st == TPX_OK && count > 0 && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -549,8 +547,8 @@ static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
   lctx *c = ctx;
   int joined;
   lgroup *g = c->g;
-  tpx_status st = enter(c, C_ALL_TO_ALL, send, recv, count, dtype, 0, 0, &joined,
-                        err);
+  tpx_status st =
+      enter(c, C_ALL_TO_ALL, send, recv, count, dtype, 0, 0, &joined, err);
   if (st == TPX_OK && count > 0 && c->dev) {
     const void *sends[MAXR];
     void *recvs[MAXR];
@@ -561,8 +559,7 @@ static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
     unsigned char *mine = g->slots[c->rank].recv;
     for (int j = 0; j < g->size; j++)
       memcpy(mine + (size_t)j * bytes,
-             (const unsigned char *)g->slots[j].send +
-                 (size_t)c->rank * bytes,
+             (const unsigned char *)g->slots[j].send + (size_t)c->rank * bytes,
              bytes);
   }
   return leave(c, joined, st, err);
@@ -571,8 +568,8 @@ static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
 static tpx_status local_barrier(void *ctx, tpx_error *err) {
   lctx *c = ctx;
   int joined;
-  tpx_status st = enter(c, C_BARRIER, NULL, NULL, 0, TPX_DTYPE_U8, 0, 0,
-                        &joined, err);
+  tpx_status st =
+      enter(c, C_BARRIER, NULL, NULL, 0, TPX_DTYPE_U8, 0, 0, &joined, err);
   return leave(c, joined, st, err);
 }
 
@@ -626,8 +623,7 @@ typedef struct lthread {
 static void *rank_main(void *p) {
   lthread *t = p;
   pthread_mutex_lock(&t->gate->mu);
-  while (t->gate->state == 0)
-    pthread_cond_wait(&t->gate->cv, &t->gate->mu);
+  while (t->gate->state == 0) pthread_cond_wait(&t->gate->cv, &t->gate->mu);
   int go = t->gate->state > 0;
   pthread_mutex_unlock(&t->gate->mu);
   if (go && t->own_ms) /* the rank's thread works on the space's GPU */
@@ -639,8 +635,7 @@ static void *rank_main(void *p) {
      * lets them see it will never come (wait_entry). */
     if (t->st != TPX_OK)
       world_abort(t->u, TPX_COMM, "rank %d failed: %s", t->rank,
-                  t->err.message[0] ? t->err.message
-                                    : tpx_status_str(t->st));
+                  t->err.message[0] ? t->err.message : tpx_status_str(t->st));
     atomic_store_explicit(&t->u->done[t->rank], 1, memory_order_release);
   }
   return NULL;
@@ -657,8 +652,7 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
   int sim = 0, managed = 0;
   unsigned fail_ranks = 0;
   if (opts && opts->struct_size == sizeof(tpx__local_test_options) &&
-      ((const tpx__local_test_options *)opts)->magic ==
-          TPX__LOCAL_TEST_MAGIC) {
+      ((const tpx__local_test_options *)opts)->magic == TPX__LOCAL_TEST_MAGIC) {
     /* the tests' device switches (comm/local_test.h) */
     sim = ((const tpx__local_test_options *)opts)->sim_device_memory;
     fail_ranks = ((const tpx__local_test_options *)opts)->fail_alloc_ranks;
@@ -710,8 +704,7 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
   }
   world->refs = nranks;
   world->next = NULL;
-  for (int i = 0; i < nranks; i++)
-    world->world_rank[i] = i;
+  for (int i = 0; i < nranks; i++) world->world_rank[i] = i;
   u.groups = world;
   int made = 0;
   /* Every handle exists before any thread runs, so no rank can fail to
@@ -761,8 +754,7 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
   gate.state = started == nranks ? 1 : -1;
   pthread_cond_broadcast(&gate.cv);
   pthread_mutex_unlock(&gate.mu);
-  for (int i = 0; i < started; i++)
-    pthread_join(th[i].tid, NULL);
+  for (int i = 0; i < started; i++) pthread_join(th[i].tid, NULL);
   if (st != TPX_OK) {
     /* a rank's cuda space could not be made: err says why */
   } else if (made < nranks || started < nranks) {

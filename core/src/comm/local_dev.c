@@ -13,7 +13,8 @@ tpx_status tpx__ldev_all_reduce(const tpx__ldev_peers *p, size_t count,
                                 tpx_error *err) {
   size_t es = tpx_dtype_size(dtype), per = (count + p->n - 1) / p->n;
   size_t lo = per * (size_t)p->me;
-  if (lo >= count) return TPX_OK;
+  if (lo >= count)
+    return TPX_OK;
   size_t len = count - lo < per ? count - lo : per;
   const void *srcs[TPX__MS_MAX_PTRS];
   void *dsts[TPX__MS_MAX_PTRS];
@@ -46,10 +47,10 @@ tpx_status tpx__ldev_all_gather(const tpx__ldev_peers *p, size_t bytes,
   return st;
 }
 
-tpx_status tpx__ldev_broadcast(const tpx__ldev_peers *p, size_t bytes,
-                               int root, tpx_error *err) {
-  return tpx__ms_copy(p->ms, p->recvs[p->me], p->sends[root], bytes,
-                      TPX__D2D, err);
+tpx_status tpx__ldev_broadcast(const tpx__ldev_peers *p, size_t bytes, int root,
+                               tpx_error *err) {
+  return tpx__ms_copy(p->ms, p->recvs[p->me], p->sends[root], bytes, TPX__D2D,
+                      err);
 }
 
 tpx_status tpx__ldev_all_to_all(const tpx__ldev_peers *p, size_t bytes,
@@ -57,7 +58,7 @@ tpx_status tpx__ldev_all_to_all(const tpx__ldev_peers *p, size_t bytes,
   tpx_status st = TPX_OK;
   for (int j = 0; j < p->n && st == TPX_OK; j++)
     st = tpx__ms_copy(p->ms, AT(p->recvs[p->me], (size_t)j * bytes),
-                      AT(p->sends[j], (size_t)p->me * bytes), bytes,
-                      TPX__D2D, err);
+                      AT(p->sends[j], (size_t)p->me * bytes), bytes, TPX__D2D,
+                      err);
   return st;
 }

@@ -33,8 +33,8 @@ tpx_status tpx__ldev_reduce_scatter(const tpx__ldev_peers *p, size_t count,
                                     tpx_error *err);
 tpx_status tpx__ldev_all_gather(const tpx__ldev_peers *p, size_t bytes,
                                 tpx_error *err);
-tpx_status tpx__ldev_broadcast(const tpx__ldev_peers *p, size_t bytes,
-                               int root, tpx_error *err);
+tpx_status tpx__ldev_broadcast(const tpx__ldev_peers *p, size_t bytes, int root,
+                               tpx_error *err);
 tpx_status tpx__ldev_all_to_all(const tpx__ldev_peers *p, size_t bytes,
                                 tpx_error *err);
 

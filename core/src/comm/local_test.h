@@ -92,7 +92,8 @@ static inline void *tpx__test_dev_alloc(const void *src, size_t bytes) {
   }
 #endif
   p = calloc(1, bytes ? bytes : 1);
-  if (p && src) memcpy(p, src, bytes);
+  if (p && src)
+    memcpy(p, src, bytes);
   return tpx__sim_tag(p);
 }
 

@@ -9,8 +9,8 @@
 #include "comm/comm_impl.h"
 
 struct tpx_mesh_comm {
-  tpx_comm *world;       /* borrowed */
-  const tpx_mesh *mesh;  /* borrowed */
+  tpx_comm *world;      /* borrowed */
+  const tpx_mesh *mesh; /* borrowed */
   int ndim;
   tpx_comm *dims[TPX_MESH_MAX_DIMS]; /* owned */
 };
@@ -23,8 +23,10 @@ tpx_status tpx_comm_split_mesh_dim(tpx_comm *world, const tpx_mesh *mesh,
   if (!world || !mesh || !dim || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "split_mesh_dim: %s is NULL",
-                         !world ? "world" : !mesh ? "mesh" : !dim ? "dim"
-                                                                  : "out");
+                         !world  ? "world"
+                         : !mesh ? "mesh"
+                         : !dim  ? "dim"
+                                 : "out");
   if (tpx_mesh_world_size(mesh) != world->size)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "split_mesh_dim: the mesh has %lld ranks but the "
@@ -45,7 +47,7 @@ tpx_status tpx_comm_split_mesh_dim(tpx_comm *world, const tpx_mesh *mesh,
   free(group);
   if (st == TPX_OK) {
     (*out)->timeout_s = world->timeout_s;
-    snprintf((*out)->dim, sizeof (*out)->dim, "%s", dim);
+    snprintf((*out)->dim, sizeof(*out)->dim, "%s", dim);
   }
   return st;
 }
@@ -57,7 +59,9 @@ tpx_status tpx_mesh_comm_create(tpx_comm *world, const tpx_mesh *mesh,
   if (!world || !mesh || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "mesh_comm_create: %s is NULL",
-                         !world ? "world" : !mesh ? "mesh" : "out");
+                         !world  ? "world"
+                         : !mesh ? "mesh"
+                                 : "out");
   tpx_mesh_comm *mc = calloc(1, sizeof *mc);
   if (!mc)
     return tpx_error_set(err, TPX_NO_MEMORY, "mesh_comm_create");
@@ -79,8 +83,7 @@ tpx_status tpx_mesh_comm_create(tpx_comm *world, const tpx_mesh *mesh,
 void tpx_mesh_comm_destroy(tpx_mesh_comm *mc) {
   if (!mc)
     return;
-  for (int i = 0; i < mc->ndim; i++)
-    tpx_comm_destroy(mc->dims[i]);
+  for (int i = 0; i < mc->ndim; i++) tpx_comm_destroy(mc->dims[i]);
   free(mc);
 }
 

@@ -35,8 +35,8 @@
 
 typedef struct mctx {
   MPI_Comm comm;
-  int is_world; /* counts towards finalizing MPI if tpx initialised it */
-  tpx_comm *self;  /* the handle (timeout and mesh dim for messages) */
+  int is_world;   /* counts towards finalizing MPI if tpx initialised it */
+  tpx_comm *self; /* the handle (timeout and mesh dim for messages) */
   int rank, size;
   int *world_rank; /* [size] rank of each member in the tpx world */
   int64_t seq;     /* collectives started on this comm */
@@ -76,22 +76,23 @@ static MPI_Datatype mpi_type(tpx_dtype t) {
   case TPX_DTYPE_U32: return MPI_UINT32_T;
   case TPX_DTYPE_U16: return MPI_UINT16_T;
   /* Pure data movement for the rest: same bytes. */
-  case TPX_DTYPE_F16: case TPX_DTYPE_BF16: return MPI_UINT16_T;
+  case TPX_DTYPE_F16:
+  case TPX_DTYPE_BF16: return MPI_UINT16_T;
   default: return MPI_UINT8_T;
   }
 }
 
 static MPI_Op mpi_op(tpx_reduce_op op) {
-  return op == TPX_REDUCE_MAX ? MPI_MAX : op == TPX_REDUCE_MIN ? MPI_MIN
-                                                               : MPI_SUM;
+  return op == TPX_REDUCE_MAX   ? MPI_MAX
+         : op == TPX_REDUCE_MIN ? MPI_MIN
+                                : MPI_SUM;
 }
 
 static int is16(tpx_dtype t) {
   return t == TPX_DTYPE_F16 || t == TPX_DTYPE_BF16;
 }
 
-static tpx_status check_count(const char *what, size_t count,
-                              tpx_error *err) {
+static tpx_status check_count(const char *what, size_t count, tpx_error *err) {
   if (count > (size_t)INT_MAX)
     return tpx_error_set(err, TPX_UNSUPPORTED,
                          "mpi %s: count %zu exceeds INT_MAX (MPI counts are "
@@ -103,14 +104,14 @@ static tpx_status check_count(const char *what, size_t count,
 static void widen(float *dst, const void *src, size_t n, tpx_dtype t) {
   const uint16_t *s = src;
   for (size_t i = 0; i < n; i++)
-    dst[i] = t == TPX_DTYPE_F16 ? tpx__f16_to_f32(s[i])
-                                : tpx__bf16_to_f32(s[i]);
+    dst[i] =
+        t == TPX_DTYPE_F16 ? tpx__f16_to_f32(s[i]) : tpx__bf16_to_f32(s[i]);
 }
 static void narrow(void *dst, const float *src, size_t n, tpx_dtype t) {
   uint16_t *d = dst;
   for (size_t i = 0; i < n; i++)
-    d[i] = t == TPX_DTYPE_F16 ? tpx__f32_to_f16(src[i])
-                              : tpx__f32_to_bf16(src[i]);
+    d[i] =
+        t == TPX_DTYPE_F16 ? tpx__f32_to_f16(src[i]) : tpx__f32_to_bf16(src[i]);
 }
 
 static void mpi_destroy(void *ctx) {
@@ -148,8 +149,7 @@ static tpx_status wrap(MPI_Comm comm, const mctx *world, tpx_comm **out,
     return tpx_error_set(err, TPX_NO_MEMORY, "mpi communicator");
   }
   /* Members as world ranks, for messages. */
-  for (int i = 0; i < size; i++)
-    wr[i] = i;
+  for (int i = 0; i < size; i++) wr[i] = i;
   if (world) {
     MPI_Group g, wg;
     MPI_Comm_group(comm, &g);
@@ -175,8 +175,8 @@ static tpx_status mpi_split(tpx_comm *world, const int64_t *group, int gsize,
   mctx *w = world->ctx;
   MPI_Comm sub;
   (void)gsize;
-  MPI_TRY("MPI_Comm_split", MPI_Comm_split(w->comm, (int)group[0], index,
-                                           &sub));
+  MPI_TRY("MPI_Comm_split",
+          MPI_Comm_split(w->comm, (int)group[0], index, &sub));
   return wrap(sub, w, out, err);
 }
 
@@ -207,8 +207,7 @@ static void roll_call(mctx *c, double grace, int *here) {
   int64_t *got = calloc((size_t)n + 1, sizeof *got);
   MPI_Request *rr = calloc((size_t)n, sizeof *rr);
   MPI_Request *sr = calloc((size_t)n, sizeof *sr);
-  for (int j = 0; j < n; j++)
-    here[j] = j == c->rank;
+  for (int j = 0; j < n; j++) here[j] = j == c->rank;
   if (!got || !rr || !sr) {
     free(got);
     free(rr);
@@ -298,8 +297,8 @@ static tpx_status mpi_wait(mctx *c, MPI_Request *req, const char *what,
   snprintf(c->why, sizeof c->why,
            "%s %s did not arrive at %s over %s within %g s (the collective "
            "timeout: TPX_COMM_TIMEOUT or tpx_comm_set_timeout)",
-           missing == 1 ? "rank" : "ranks", missing ? who : "(unknown)",
-           what, tpx__comm_where(c->self, where, sizeof where), limit);
+           missing == 1 ? "rank" : "ranks", missing ? who : "(unknown)", what,
+           tpx__comm_where(c->self, where, sizeof where), limit);
   return tpx_error_set(err, TPX_TIMEOUT, "mpi %s over %s: %s", what, where,
                        c->why);
 }
@@ -314,10 +313,24 @@ static void mpi_abort_comm(void *ctx, const char *why) {
 }
 
 /* Start of every collective: refuse on a broken comm, count it. */
-#define MPI_BEGIN(what)                                                          do {                                                                             if (c->broken)                                                                   return broken_error(c, what, err);                                           c->seq++;                                                                    } while (0)
+#define MPI_BEGIN(what)                                                        \
+  do {                                                                         \
+    if (c->broken)                                                             \
+      return broken_error(c, what, err);                                       \
+    c->seq++;                                                                  \
+  } while (0)
 
 /* Start `call` (a non-blocking collective filling `req`) and wait. */
-#define MPI_RUN(what, call)                                                      do {                                                                             MPI_Request req = MPI_REQUEST_NULL;                                            int rc_ = (call);                                                              if (rc_ != MPI_SUCCESS)                                                          return mpi_fail(err, what, rc_);                                             tpx_status st_ = mpi_wait(c, &req, what, err);                                 if (st_ != TPX_OK)                                                               return st_;                                                                } while (0)
+#define MPI_RUN(what, call)                                                    \
+  do {                                                                         \
+    MPI_Request req = MPI_REQUEST_NULL;                                        \
+    int rc_ = (call);                                                          \
+    if (rc_ != MPI_SUCCESS)                                                    \
+      return mpi_fail(err, what, rc_);                                         \
+    tpx_status st_ = mpi_wait(c, &req, what, err);                             \
+    if (st_ != TPX_OK)                                                         \
+      return st_;                                                              \
+  } while (0)
 
 static tpx_status mpi_all_gather(void *ctx, const void *send, void *recv,
                                  size_t count, tpx_dtype dtype,
@@ -328,9 +341,9 @@ static tpx_status mpi_all_gather(void *ctx, const void *send, void *recv,
     return st;
   MPI_BEGIN("all_gather");
   size_t bytes = count * tpx_dtype_size(dtype);
-  const void *s =
-      send == (unsigned char *)recv + (size_t)c->rank * bytes ? MPI_IN_PLACE
-                                                              : send;
+  const void *s = send == (unsigned char *)recv + (size_t)c->rank * bytes
+                      ? MPI_IN_PLACE
+                      : send;
   MPI_RUN("all_gather",
           MPI_Iallgather(s, (int)count, mpi_type(dtype), recv, (int)count,
                          mpi_type(dtype), c->comm, &req));
@@ -458,8 +471,8 @@ static tpx_status mpi_broadcast(void *ctx, const void *send, void *recv,
   MPI_BEGIN("broadcast");
   if (c->rank == root && send != recv && count > 0)
     memcpy(recv, send, count * tpx_dtype_size(dtype));
-  MPI_RUN("broadcast", MPI_Ibcast(recv, (int)count, mpi_type(dtype), root,
-                                  c->comm, &req));
+  MPI_RUN("broadcast",
+          MPI_Ibcast(recv, (int)count, mpi_type(dtype), root, c->comm, &req));
   return TPX_OK;
 }
 
@@ -525,7 +538,8 @@ int tpx__mpi_thread_multiple(void) {
   int init = 0, fin = 0, provided = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
-  if (!init || fin) return 0;
+  if (!init || fin)
+    return 0;
   MPI_Query_thread(&provided);
   return provided == MPI_THREAD_MULTIPLE;
 }

@@ -35,8 +35,7 @@ static tpx_status cuda_fail(tpx_error *err, tpx_status st, const char *what,
   return tpx_error_set(err, st, "nccl backend: %s failed: %s (%s)", what,
                        cudaGetErrorString(e), cudaGetErrorName(e));
 }
-static tpx_status nccl_fail(tpx_error *err, const char *what,
-                            ncclResult_t r) {
+static tpx_status nccl_fail(tpx_error *err, const char *what, ncclResult_t r) {
   return tpx_error_set(err, TPX_COMM, "nccl backend: %s failed: %s", what,
                        ncclGetErrorString(r));
 }
@@ -62,8 +61,11 @@ static int nccl_type(tpx_dtype t, ncclDataType_t *out) {
   case TPX_DTYPE_I8: *out = ncclInt8; return 1;
   case TPX_DTYPE_U64: *out = ncclUint64; return 1;
   case TPX_DTYPE_U32: *out = ncclUint32; return 1;
-  case TPX_DTYPE_U8: case TPX_DTYPE_BOOL: case TPX_DTYPE_F8_E4M3:
-  case TPX_DTYPE_F8_E5M2: case TPX_DTYPE_F8_E8M0: *out = ncclUint8; return 1;
+  case TPX_DTYPE_U8:
+  case TPX_DTYPE_BOOL:
+  case TPX_DTYPE_F8_E4M3:
+  case TPX_DTYPE_F8_E5M2:
+  case TPX_DTYPE_F8_E8M0: *out = ncclUint8; return 1;
   default: return 0; /* i16 / u16: NCCL has no 16-bit integer type */
   }
 }
@@ -121,19 +123,18 @@ static tpx_status reduce_type(const char *what, tpx_dtype dtype,
                        tpx_dtype_short_name(dtype));
 }
 
-static tpx_status nccl_reduce_scatter(void *ctx, const void *send,
-                                      void *recv, size_t count,
-                                      tpx_dtype dtype, tpx_reduce_op op,
-                                      tpx_error *err) {
+static tpx_status nccl_reduce_scatter(void *ctx, const void *send, void *recv,
+                                      size_t count, tpx_dtype dtype,
+                                      tpx_reduce_op op, tpx_error *err) {
   nctx *c = ctx;
   ncclDataType_t t;
   tpx_status st = reduce_type("reduce_scatter", dtype, &t, err);
   if (st != TPX_OK)
     return st;
-  return finish(c, "ncclReduceScatter",
-                ncclReduceScatter(send, recv, count, t, nccl_op(op), c->comm,
-                                  c->stream),
-                err);
+  return finish(
+      c, "ncclReduceScatter",
+      ncclReduceScatter(send, recv, count, t, nccl_op(op), c->comm, c->stream),
+      err);
 }
 
 static tpx_status nccl_all_reduce(void *ctx, const void *send, void *recv,
@@ -144,10 +145,10 @@ static tpx_status nccl_all_reduce(void *ctx, const void *send, void *recv,
   tpx_status st = reduce_type("all_reduce", dtype, &t, err);
   if (st != TPX_OK)
     return st;
-  return finish(c, "ncclAllReduce",
-                ncclAllReduce(send, recv, count, t, nccl_op(op), c->comm,
-                              c->stream),
-                err);
+  return finish(
+      c, "ncclAllReduce",
+      ncclAllReduce(send, recv, count, t, nccl_op(op), c->comm, c->stream),
+      err);
 }
 
 static tpx_status nccl_broadcast(void *ctx, const void *send, void *recv,
@@ -174,15 +175,15 @@ static tpx_status nccl_all_to_all(void *ctx, const void *send, void *recv,
   ncclCommCount(c->comm, &n);
   ncclResult_t r = ncclGroupStart();
   for (int j = 0; j < n && r == ncclSuccess; j++) {
-    r = ncclSend((const unsigned char *)send + (size_t)j * count * es, count,
-                 t, j, c->comm, c->stream);
+    r = ncclSend((const unsigned char *)send + (size_t)j * count * es, count, t,
+                 j, c->comm, c->stream);
     if (r == ncclSuccess)
-      r = ncclRecv((unsigned char *)recv + (size_t)j * count * es, count, t,
-                   j, c->comm, c->stream);
+      r = ncclRecv((unsigned char *)recv + (size_t)j * count * es, count, t, j,
+                   c->comm, c->stream);
   }
   ncclResult_t r2 = ncclGroupEnd();
-  return finish(c, "all_to_all (ncclSend/ncclRecv)",
-                r != ncclSuccess ? r : r2, err);
+  return finish(c, "all_to_all (ncclSend/ncclRecv)", r != ncclSuccess ? r : r2,
+                err);
 }
 
 static tpx_status nccl_barrier(void *ctx, tpx_error *err) {
@@ -193,9 +194,8 @@ static tpx_status nccl_barrier(void *ctx, tpx_error *err) {
                 err);
 }
 
-static tpx_status nccl_split(tpx_comm *world, const int64_t *group,
-                             int gsize, int index, tpx_comm **out,
-                             tpx_error *err);
+static tpx_status nccl_split(tpx_comm *world, const int64_t *group, int gsize,
+                             int index, tpx_comm **out, tpx_error *err);
 
 static const tpx_comm_iface nccl_iface = {
     .name = "nccl",
@@ -244,9 +244,8 @@ static tpx_status wrap(ncclComm_t comm, int device, tpx_comm **out,
   return TPX_OK;
 }
 
-static tpx_status nccl_split(tpx_comm *world, const int64_t *group,
-                             int gsize, int index, tpx_comm **out,
-                             tpx_error *err) {
+static tpx_status nccl_split(tpx_comm *world, const int64_t *group, int gsize,
+                             int index, tpx_comm **out, tpx_error *err) {
   nctx *w = world->ctx;
   ncclComm_t sub = NULL;
   (void)gsize;
@@ -260,8 +259,9 @@ tpx_status tpx_nccl_unique_id(unsigned char id[TPX_NCCL_UNIQUE_ID_BYTES],
                               tpx_error *err) {
   ncclUniqueId uid;
   if (!id)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "nccl_unique_id: id is "
-                                                    "NULL");
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "nccl_unique_id: id is "
+                         "NULL");
   ncclResult_t r = ncclGetUniqueId(&uid);
   if (r != ncclSuccess)
     return nccl_fail(err, "ncclGetUniqueId", r);
@@ -272,13 +272,11 @@ tpx_status tpx_nccl_unique_id(unsigned char id[TPX_NCCL_UNIQUE_ID_BYTES],
 tpx_status tpx_comm_create_nccl(const tpx_nccl_options *opts, tpx_comm **out,
                                 tpx_error *err) {
   if (!out)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "create_nccl: out is NULL");
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "create_nccl: out is NULL");
   *out = NULL;
   tpx_nccl_options o = TPX_NCCL_OPTIONS_INIT;
   if (opts) {
-    if (opts->struct_size < sizeof(size_t) ||
-        opts->struct_size > sizeof o)
+    if (opts->struct_size < sizeof(size_t) || opts->struct_size > sizeof o)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                            "create_nccl: opts->struct_size %zu is not a "
                            "known size (use TPX_NCCL_OPTIONS_INIT)",

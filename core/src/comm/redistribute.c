@@ -66,8 +66,8 @@ static tpx_status copy(const rd *r, void *to, const void *from, size_t n) {
 static tpx_status box_copy(const rd *r, void *to_buf, const tpx_slice *to,
                            const void *from_buf, const tpx_slice *from,
                            const tpx_slice *part) {
-  return tpx__box_copy(r->ms, TPX__D2D, to_buf, to, from_buf, from, part,
-                       r->es, r->err);
+  return tpx__box_copy(r->ms, TPX__D2D, to_buf, to, from_buf, from, part, r->es,
+                       r->err);
 }
 
 /* The group along mesh dim m: members' world ranks and my index. */
@@ -135,8 +135,8 @@ static tpx_status step_gather(const rd *r, int m, const tpx_placement *cur,
                               void *out) {
   group g;
   tpx_status st = group_get(r, m, &g);
-  tpx_slice *boxes = st == TPX_OK ? malloc((size_t)g.size * sizeof *boxes)
-                                  : NULL;
+  tpx_slice *boxes =
+      st == TPX_OK ? malloc((size_t)g.size * sizeof *boxes) : NULL;
   tpx_slice after, mine;
   void *sendbuf = NULL, *recvbuf = NULL;
   if (st == TPX_OK && !boxes)
@@ -167,8 +167,8 @@ static tpx_status step_gather(const rd *r, int m, const tpx_placement *cur,
       st = tpx_comm_all_gather(g.comm, s, recvbuf, c, r->dtype, r->err);
     for (int j = 0; st == TPX_OK && j < g.size; j++)
       st = box_copy(r, out, &after,
-                    (unsigned char *)recvbuf + (size_t)j * c * r->es,
-                    &boxes[j], &boxes[j]);
+                    (unsigned char *)recvbuf + (size_t)j * c * r->es, &boxes[j],
+                    &boxes[j]);
   }
   release(r, sendbuf);
   release(r, recvbuf);
@@ -218,8 +218,8 @@ static tpx_status step_all_to_all(const rd *r, int m, const tpx_placement *cur,
     const tpx_slice *mine = &after[g.index];
     for (size_t i = 0; st == TPX_OK && i < n; i++) {
       tpx_slice x = tpx__box_intersect(&before[i], mine);
-      st = box_copy(r, out, mine, (unsigned char *)recvbuf + i * c * r->es,
-                    &x, &x);
+      st = box_copy(r, out, mine, (unsigned char *)recvbuf + i * c * r->es, &x,
+                    &x);
     }
   }
   release(r, sendbuf);
@@ -231,12 +231,12 @@ static tpx_status step_all_to_all(const rd *r, int m, const tpx_placement *cur,
 
 static tpx_status step_reduce_scatter(const rd *r, int m,
                                       const tpx_placement *cur,
-                                      const tpx_placement *nxt,
-                                      const void *in, void *out) {
+                                      const tpx_placement *nxt, const void *in,
+                                      void *out) {
   group g;
   tpx_status st = group_get(r, m, &g);
-  tpx_slice *boxes = st == TPX_OK ? malloc((size_t)g.size * sizeof *boxes)
-                                  : NULL;
+  tpx_slice *boxes =
+      st == TPX_OK ? malloc((size_t)g.size * sizeof *boxes) : NULL;
   tpx_slice whole;
   void *sendbuf = NULL;
   tpx_reduce_op op = cur[m].op;
@@ -258,8 +258,7 @@ static tpx_status step_reduce_scatter(const rd *r, int m,
       st = box_copy(r, (unsigned char *)sendbuf + (size_t)j * c * r->es,
                     &boxes[j], in, &whole, &boxes[j]);
     unsigned char *mine =
-        sendbuf ? (unsigned char *)sendbuf + (size_t)g.index * c * r->es
-                : NULL;
+        sendbuf ? (unsigned char *)sendbuf + (size_t)g.index * c * r->es : NULL;
     if (st == TPX_OK)
       st = tpx_comm_reduce_scatter(g.comm, sendbuf, mine, c, r->dtype, op,
                                    r->err);

@@ -34,13 +34,13 @@ tpx_status tpx__reduce_check(const char *what, tpx_dtype dtype,
  * `avg_div`. `stream` asks for non-temporal stores (large outputs that will
  * not be read again soon by this core); an sfence follows them. */
 void tpx__reduce_into(void *const *dsts, int ndst, const void *const *srcs,
-                      int nsrc, size_t count, tpx_dtype dtype,
-                      tpx_reduce_op op, int64_t avg_div, int stream);
+                      int nsrc, size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                      int64_t avg_div, int stream);
 
 /* Copy `bytes` from src to each of ndst destinations (one read of src per
  * block, kept in cache). A destination equal to src is skipped. */
-void tpx__copy_into(void *const *dsts, int ndst, const void *src,
-                    size_t bytes, int stream);
+void tpx__copy_into(void *const *dsts, int ndst, const void *src, size_t bytes,
+                    int stream);
 
 /* buf[i] /= div in place (for backends without a native avg). */
 void tpx__divide(void *buf, size_t count, tpx_dtype dtype, int64_t div);

@@ -1,8 +1,8 @@
 /* device/elem_bits.h — the f32 <-> bf16 / f16 conversions as integer bit
  * operations, one source for the host (elem_reduce.c's tpx__f32_to_bf16
  * etc., hence the host kernels) and the cuda kernels (ms_cuda_kernels.cu),
- * so both spaces convert bit for bit alike: round to nearest even, overflow to inf,
- * subnormals kept, NaN kept a NaN with its sign (f32 -> bf16 keeps the
+ * so both spaces convert bit for bit alike: round to nearest even, overflow to
+ * inf, subnormals kept, NaN kept a NaN with its sign (f32 -> bf16 keeps the
  * payload's top bits and sets the quiet bit; f32 -> f16 gives sign | 0x7e00;
  * f16 / bf16 -> f32 keep the payload). CUDA's own __float2half_rn /
  * __half2float canonicalise NaN (0x7fff, sign dropped), so the kernels do
@@ -72,8 +72,8 @@ TPX__HB uint16_t tpx__hb_f32_to_f16(float f) {
     /* round(a_value * 2^24) with ties to even, done in float exactly:
      * adding 0.5 (as 2^-1 * 2^24 scale) via the magic-number trick. */
     float v = tpx__hb_bits_f32(a) + 0.5f; /* 0.5 = 2^-1: ulp becomes 2^-24 */
-    return (uint16_t)(sign | (uint16_t)(tpx__hb_f32_bits(v) -
-                                        tpx__hb_f32_bits(0.5f)));
+    return (uint16_t)(sign |
+                      (uint16_t)(tpx__hb_f32_bits(v) - tpx__hb_f32_bits(0.5f)));
   }
   uint32_t mant_odd = (a >> 13) & 1u;
   a += 0xfffu + mant_odd; /* round to nearest even at bit 13 */

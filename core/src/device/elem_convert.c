@@ -41,7 +41,9 @@ static float e4m3_to_f32(uint8_t b) {
 }
 
 /* float8_e5m2 is the top byte of an IEEE half. */
-static float e5m2_to_f32(uint8_t b) { return tpx__f16_to_f32((uint16_t)(b << 8)); }
+static float e5m2_to_f32(uint8_t b) {
+  return tpx__f16_to_f32((uint16_t)(b << 8));
+}
 
 static float load_f32(const void *src, tpx_dtype from, size_t i,
                       const float *lut) {
@@ -61,8 +63,7 @@ static float load_f32(const void *src, tpx_dtype from, size_t i,
     memcpy(&h, (const char *)src + 2 * i, 2);
     return tpx__bf16_to_f32(h);
   }
-  default: /* f8: through the table */
-    return lut[((const uint8_t *)src)[i]];
+  default: /* f8: through the table */ return lut[((const uint8_t *)src)[i]];
   }
 }
 
@@ -103,9 +104,7 @@ tpx_status tpx__elem_convert(void *dst, tpx_dtype to, const void *src,
     else
       d = load_f32(src, from, i, lut);
     switch (to) {
-    case TPX_DTYPE_F64:
-      memcpy(out + 8 * i, &d, 8);
-      break;
+    case TPX_DTYPE_F64: memcpy(out + 8 * i, &d, 8); break;
     case TPX_DTYPE_F32: {
       float f = (float)d;
       memcpy(out + 4 * i, &f, 4);

@@ -29,11 +29,18 @@ tpx_status tpx__reduce_check(const char *what, tpx_dtype dtype,
                          "or min)",
                          what, (int)op);
   switch (dtype) {
-  case TPX_DTYPE_F64: case TPX_DTYPE_F32: case TPX_DTYPE_F16:
-  case TPX_DTYPE_BF16: case TPX_DTYPE_I64: case TPX_DTYPE_I32:
-  case TPX_DTYPE_I16: case TPX_DTYPE_I8: case TPX_DTYPE_U64:
-  case TPX_DTYPE_U32: case TPX_DTYPE_U16: case TPX_DTYPE_U8:
-    return TPX_OK;
+  case TPX_DTYPE_F64:
+  case TPX_DTYPE_F32:
+  case TPX_DTYPE_F16:
+  case TPX_DTYPE_BF16:
+  case TPX_DTYPE_I64:
+  case TPX_DTYPE_I32:
+  case TPX_DTYPE_I16:
+  case TPX_DTYPE_I8:
+  case TPX_DTYPE_U64:
+  case TPX_DTYPE_U32:
+  case TPX_DTYPE_U16:
+  case TPX_DTYPE_U8: return TPX_OK;
   default:
     return tpx_error_set(err, TPX_UNSUPPORTED,
                          "%s: cannot reduce dtype %s with op %s (reductions "
@@ -59,9 +66,13 @@ typedef enum { ACC_F32, ACC_F64, ACC_I64, ACC_U64 } acc_kind;
 static acc_kind kind_of(tpx_dtype t) {
   switch (t) {
   case TPX_DTYPE_F64: return ACC_F64;
-  case TPX_DTYPE_I64: case TPX_DTYPE_I32: case TPX_DTYPE_I16:
+  case TPX_DTYPE_I64:
+  case TPX_DTYPE_I32:
+  case TPX_DTYPE_I16:
   case TPX_DTYPE_I8: return ACC_I64;
-  case TPX_DTYPE_U64: case TPX_DTYPE_U32: case TPX_DTYPE_U16:
+  case TPX_DTYPE_U64:
+  case TPX_DTYPE_U32:
+  case TPX_DTYPE_U16:
   case TPX_DTYPE_U8: return ACC_U64;
   default: return ACC_F32;
   }
@@ -80,20 +91,34 @@ static void load(acc_block *a, const void *src, size_t n, tpx_dtype t) {
   switch (t) {
   case TPX_DTYPE_F32: memcpy(a->f, src, n * 4); break;
   case TPX_DTYPE_F16:
-    for (k = 0; k < n; k++) a->f[k] = tpx__f16_to_f32(((const uint16_t *)src)[k]);
+    for (k = 0; k < n; k++)
+      a->f[k] = tpx__f16_to_f32(((const uint16_t *)src)[k]);
     break;
   case TPX_DTYPE_BF16:
-    for (k = 0; k < n; k++) a->f[k] = tpx__bf16_to_f32(((const uint16_t *)src)[k]);
+    for (k = 0; k < n; k++)
+      a->f[k] = tpx__bf16_to_f32(((const uint16_t *)src)[k]);
     break;
   case TPX_DTYPE_F64: memcpy(a->d, src, n * 8); break;
   case TPX_DTYPE_I64: memcpy(a->i, src, n * 8); break;
-  case TPX_DTYPE_I32: for (k = 0; k < n; k++) a->i[k] = ((const int32_t *)src)[k]; break;
-  case TPX_DTYPE_I16: for (k = 0; k < n; k++) a->i[k] = ((const int16_t *)src)[k]; break;
-  case TPX_DTYPE_I8: for (k = 0; k < n; k++) a->i[k] = ((const int8_t *)src)[k]; break;
+  case TPX_DTYPE_I32:
+    for (k = 0; k < n; k++) a->i[k] = ((const int32_t *)src)[k];
+    break;
+  case TPX_DTYPE_I16:
+    for (k = 0; k < n; k++) a->i[k] = ((const int16_t *)src)[k];
+    break;
+  case TPX_DTYPE_I8:
+    for (k = 0; k < n; k++) a->i[k] = ((const int8_t *)src)[k];
+    break;
   case TPX_DTYPE_U64: memcpy(a->u, src, n * 8); break;
-  case TPX_DTYPE_U32: for (k = 0; k < n; k++) a->u[k] = ((const uint32_t *)src)[k]; break;
-  case TPX_DTYPE_U16: for (k = 0; k < n; k++) a->u[k] = ((const uint16_t *)src)[k]; break;
-  case TPX_DTYPE_U8: for (k = 0; k < n; k++) a->u[k] = ((const uint8_t *)src)[k]; break;
+  case TPX_DTYPE_U32:
+    for (k = 0; k < n; k++) a->u[k] = ((const uint32_t *)src)[k];
+    break;
+  case TPX_DTYPE_U16:
+    for (k = 0; k < n; k++) a->u[k] = ((const uint16_t *)src)[k];
+    break;
+  case TPX_DTYPE_U8:
+    for (k = 0; k < n; k++) a->u[k] = ((const uint8_t *)src)[k];
+    break;
   default: break;
   }
 }
@@ -123,8 +148,7 @@ static void combine(acc_block *restrict a, const acc_block *restrict x,
   case ACC_F32: COMBINE(f, float, acc[k] += in[k]); break;
   case ACC_F64: COMBINE(d, double, acc[k] += in[k]); break;
   case ACC_I64: /* wrap instead of signed overflow (UB) */
-    COMBINE(i, int64_t,
-            acc[k] = (int64_t)((uint64_t)acc[k] + (uint64_t)in[k]));
+    COMBINE(i, int64_t, acc[k] = (int64_t)((uint64_t)acc[k] + (uint64_t)in[k]));
     break;
   case ACC_U64: COMBINE(u, uint64_t, acc[k] += in[k]); break;
   }
@@ -196,9 +220,12 @@ static void pass_f32(float *restrict acc, const float *const *src, int m,
 #endif
   for (; k < n; k++) {
     float x = first ? s0[k] : sop(acc[k], s0[k], op);
-    if (s1) x = sop(x, s1[k], op);
-    if (s2) x = sop(x, s2[k], op);
-    if (s3) x = sop(x, s3[k], op);
+    if (s1)
+      x = sop(x, s1[k], op);
+    if (s2)
+      x = sop(x, s2[k], op);
+    if (s3)
+      x = sop(x, s3[k], op);
     acc[k] = x;
   }
 }
@@ -206,10 +233,18 @@ static void pass_f32(float *restrict acc, const float *const *src, int m,
 static void finish_avg(acc_block *a, size_t n, acc_kind kind, int64_t div) {
   size_t k;
   switch (kind) {
-  case ACC_F32: for (k = 0; k < n; k++) a->f[k] /= (float)div; break;
-  case ACC_F64: for (k = 0; k < n; k++) a->d[k] /= (double)div; break;
-  case ACC_I64: for (k = 0; k < n; k++) a->i[k] /= div; break;
-  case ACC_U64: for (k = 0; k < n; k++) a->u[k] /= (uint64_t)div; break;
+  case ACC_F32:
+    for (k = 0; k < n; k++) a->f[k] /= (float)div;
+    break;
+  case ACC_F64:
+    for (k = 0; k < n; k++) a->d[k] /= (double)div;
+    break;
+  case ACC_I64:
+    for (k = 0; k < n; k++) a->i[k] /= div;
+    break;
+  case ACC_U64:
+    for (k = 0; k < n; k++) a->u[k] /= (uint64_t)div;
+    break;
   }
 }
 
@@ -218,22 +253,49 @@ static void finish_avg(acc_block *a, size_t n, acc_kind kind, int64_t div) {
 static void store(void *out, const acc_block *a, size_t n, tpx_dtype t) {
   size_t k;
   switch (t) {
-  case TPX_DTYPE_F32: if (out != a->f) memcpy(out, a->f, n * 4); break;
+  case TPX_DTYPE_F32:
+    if (out != a->f)
+      memcpy(out, a->f, n * 4);
+    break;
   case TPX_DTYPE_F16:
     for (k = 0; k < n; k++) ((uint16_t *)out)[k] = tpx__f32_to_f16(a->f[k]);
     break;
   case TPX_DTYPE_BF16:
     for (k = 0; k < n; k++) ((uint16_t *)out)[k] = tpx__f32_to_bf16(a->f[k]);
     break;
-  case TPX_DTYPE_F64: if (out != a->d) memcpy(out, a->d, n * 8); break;
-  case TPX_DTYPE_I64: if (out != a->i) memcpy(out, a->i, n * 8); break;
-  case TPX_DTYPE_I32: for (k = 0; k < n; k++) ((int32_t *)out)[k] = (int32_t)(uint32_t)(uint64_t)a->i[k]; break;
-  case TPX_DTYPE_I16: for (k = 0; k < n; k++) ((int16_t *)out)[k] = (int16_t)(uint16_t)(uint64_t)a->i[k]; break;
-  case TPX_DTYPE_I8: for (k = 0; k < n; k++) ((int8_t *)out)[k] = (int8_t)(uint8_t)(uint64_t)a->i[k]; break;
-  case TPX_DTYPE_U64: if (out != a->u) memcpy(out, a->u, n * 8); break;
-  case TPX_DTYPE_U32: for (k = 0; k < n; k++) ((uint32_t *)out)[k] = (uint32_t)a->u[k]; break;
-  case TPX_DTYPE_U16: for (k = 0; k < n; k++) ((uint16_t *)out)[k] = (uint16_t)a->u[k]; break;
-  case TPX_DTYPE_U8: for (k = 0; k < n; k++) ((uint8_t *)out)[k] = (uint8_t)a->u[k]; break;
+  case TPX_DTYPE_F64:
+    if (out != a->d)
+      memcpy(out, a->d, n * 8);
+    break;
+  case TPX_DTYPE_I64:
+    if (out != a->i)
+      memcpy(out, a->i, n * 8);
+    break;
+  case TPX_DTYPE_I32:
+    for (k = 0; k < n; k++)
+      ((int32_t *)out)[k] = (int32_t)(uint32_t)(uint64_t)a->i[k];
+    break;
+  case TPX_DTYPE_I16:
+    for (k = 0; k < n; k++)
+      ((int16_t *)out)[k] = (int16_t)(uint16_t)(uint64_t)a->i[k];
+    break;
+  case TPX_DTYPE_I8:
+    for (k = 0; k < n; k++)
+      ((int8_t *)out)[k] = (int8_t)(uint8_t)(uint64_t)a->i[k];
+    break;
+  case TPX_DTYPE_U64:
+    if (out != a->u)
+      memcpy(out, a->u, n * 8);
+    break;
+  case TPX_DTYPE_U32:
+    for (k = 0; k < n; k++) ((uint32_t *)out)[k] = (uint32_t)a->u[k];
+    break;
+  case TPX_DTYPE_U16:
+    for (k = 0; k < n; k++) ((uint16_t *)out)[k] = (uint16_t)a->u[k];
+    break;
+  case TPX_DTYPE_U8:
+    for (k = 0; k < n; k++) ((uint8_t *)out)[k] = (uint8_t)a->u[k];
+    break;
   default: break;
   }
 }
@@ -248,7 +310,8 @@ static void put(void *dst, const void *src, size_t bytes, int stream) {
     unsigned char *d = dst;
     const unsigned char *s = src;
     size_t head = (16u - ((uintptr_t)d & 15u)) & 15u;
-    if (head > bytes) head = bytes;
+    if (head > bytes)
+      head = bytes;
     memcpy(d, s, head);
     d += head, s += head, bytes -= head;
     for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
@@ -280,8 +343,8 @@ static void fence(int stream) {
 /* ---- entry points ------------------------------------------------------- */
 
 void tpx__reduce_into(void *const *dsts, int ndst, const void *const *srcs,
-                      int nsrc, size_t count, tpx_dtype dtype,
-                      tpx_reduce_op op, int64_t avg_div, int stream) {
+                      int nsrc, size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                      int64_t avg_div, int stream) {
   /* On the stack (48 KiB), not TLS: libtpx may be dlopen'd. */
   _Alignas(64) acc_block acc, tmp, out16;
   size_t es = tpx_dtype_size(dtype);
@@ -319,14 +382,14 @@ void tpx__reduce_into(void *const *dsts, int ndst, const void *const *srcs,
   fence(stream);
 }
 
-void tpx__copy_into(void *const *dsts, int ndst, const void *src,
-                    size_t bytes, int stream) {
+void tpx__copy_into(void *const *dsts, int ndst, const void *src, size_t bytes,
+                    int stream) {
   const size_t blk = 16384;
   for (size_t base = 0; base < bytes; base += blk) {
     size_t n = bytes - base < blk ? bytes - base : blk;
     for (int d = 0; d < ndst; d++)
-      put((unsigned char *)dsts[d] + base, (const unsigned char *)src + base,
-          n, stream);
+      put((unsigned char *)dsts[d] + base, (const unsigned char *)src + base, n,
+          stream);
   }
   fence(stream);
 }

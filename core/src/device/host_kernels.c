@@ -23,40 +23,32 @@
 
 static float getf(const void *p, tpx_dtype dt, size_t i) {
   switch (dt) {
-  case TPX_DTYPE_BF16:
-    return tpx__bf16_to_f32(((const uint16_t *)p)[i]);
-  case TPX_DTYPE_F16:
-    return tpx__f16_to_f32(((const uint16_t *)p)[i]);
-  default:
-    return ((const float *)p)[i];
+  case TPX_DTYPE_BF16: return tpx__bf16_to_f32(((const uint16_t *)p)[i]);
+  case TPX_DTYPE_F16: return tpx__f16_to_f32(((const uint16_t *)p)[i]);
+  default: return ((const float *)p)[i];
   }
 }
 
 static void putf(void *p, tpx_dtype dt, size_t i, float v) {
   switch (dt) {
-  case TPX_DTYPE_BF16:
-    ((uint16_t *)p)[i] = tpx__f32_to_bf16(v);
-    break;
-  case TPX_DTYPE_F16:
-    ((uint16_t *)p)[i] = tpx__f32_to_f16(v);
-    break;
-  default:
-    ((float *)p)[i] = v;
-    break;
+  case TPX_DTYPE_BF16: ((uint16_t *)p)[i] = tpx__f32_to_bf16(v); break;
+  case TPX_DTYPE_F16: ((uint16_t *)p)[i] = tpx__f32_to_f16(v); break;
+  default: ((float *)p)[i] = v; break;
   }
 }
 
 static int64_t get_index(const void *ids, tpx_dtype idt, size_t i) {
-  if (idt == TPX_DTYPE_I32) return ((const int32_t *)ids)[i];
+  if (idt == TPX_DTYPE_I32)
+    return ((const int32_t *)ids)[i];
   return ((const int64_t *)ids)[i];
 }
 
 /* ---- kernels ---- */
 
-static tpx_status h_reduce(const tpx__memspace *ms, void *const *dsts,
-                           int ndst, const void *const *srcs, int nsrc,
-                           size_t count, tpx_dtype dtype, tpx_reduce_op op,
-                           int64_t avg_div, tpx_error *err) {
+static tpx_status h_reduce(const tpx__memspace *ms, void *const *dsts, int ndst,
+                           const void *const *srcs, int nsrc, size_t count,
+                           tpx_dtype dtype, tpx_reduce_op op, int64_t avg_div,
+                           tpx_error *err) {
   void *d[TPX__MS_MAX_PTRS];
   const void *s[TPX__MS_MAX_PTRS];
   (void)err;
@@ -92,8 +84,8 @@ static tpx_status h_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
 }
 
 static tpx_status h_add_f32(const tpx__memspace *ms, float *dst,
-                            const void *src, tpx_dtype sd, size_t n,
-                            float div, tpx_error *err) {
+                            const void *src, tpx_dtype sd, size_t n, float div,
+                            tpx_error *err) {
   dst = V(dst), src = V(src);
   (void)err;
   if (sd == TPX_DTYPE_F32) {
@@ -177,7 +169,8 @@ static tpx_status h_norm_acc(const tpx__memspace *ms, double *acc,
     m = next;
   }
   double total = lv[0];
-  if (lv != &one) free(lv);
+  if (lv != &one)
+    free(lv);
   *acc = inf ? nan_max(*acc, total) : *acc + total;
   return TPX_OK;
 }
@@ -185,7 +178,7 @@ static tpx_status h_norm_acc(const tpx__memspace *ms, double *acc,
 /* One AdamW element, in torch's order of operations. */
 static inline float adamw1(float p, float g, float *m, float *v,
                            const tpx__ms_adamw *h) {
-  float pi = p * h->decay; /* decay is 1 without weight decay: exact */
+  float pi = p * h->decay;    /* decay is 1 without weight decay: exact */
   *m = *m + h->w1 * (g - *m); /* lerp_(g, 1-b1), weight < 0.5 */
   *v = *v * h->b2 + h->w2 * g * g;
   float denom = sqrtf(*v) / h->bc2s + h->eps;
@@ -235,7 +228,8 @@ static tpx_status h_index_check(const tpx__memspace *ms, const void *ids,
   bad[1] = 0;
   for (size_t i = 0; i < n; i++) {
     int64_t id = get_index(ids, idt, i);
-    if (has_ignore && id == ignore) continue;
+    if (has_ignore && id == ignore)
+      continue;
     if (id < 0 || id >= V) {
       bad[0] = (int64_t)i;
       bad[1] = id;
@@ -272,15 +266,16 @@ static tpx_status h_embed_lookup(const tpx__memspace *ms, void *out,
 
 static tpx_status h_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
                                       tpx_dtype wdt, const void *g,
-                                      tpx_dtype gdt, size_t hl,
-                                      const void *ids, tpx_dtype idt,
-                                      size_t n, const tpx__ms_rows *rows,
+                                      tpx_dtype gdt, size_t hl, const void *ids,
+                                      tpx_dtype idt, size_t n,
+                                      const tpx__ms_rows *rows,
                                       tpx_error *err) {
   wgrad = V(wgrad), g = V(g), ids = V(ids);
   (void)err;
   for (size_t i = 0; i < n; i++) {
     int64_t r = row_of(rows, get_index(ids, idt, i));
-    if (r < 0) continue; /* masked: another rank's rows */
+    if (r < 0)
+      continue; /* masked: another rank's rows */
     for (size_t j = 0; j < hl; j++) {
       size_t k = (size_t)r * hl + j;
       putf(wgrad, wdt, k, getf(wgrad, wdt, k) + getf(g, gdt, i * hl + j));
@@ -340,8 +335,7 @@ static double sum_exp(const float *z, size_t len, float m) {
 }
 
 /* o[j] = k * exp(z[j] - m); o may alias z. */
-static void scaled_exp(const float *z, size_t len, float m, float k,
-                       float *o) {
+static void scaled_exp(const float *z, size_t len, float m, float k, float *o) {
   size_t j = 0;
   for (; j + LANES <= len; j += LANES) {
     float v[LANES];
@@ -366,7 +360,8 @@ static float row_max(const float *z, size_t len) {
 /* Row i of the logits as f32: a pointer into the buffer, or `scratch`
  * (len floats) filled from bf16. */
 static const float *row_f32(const tpx__ms_loss *l, size_t i, float *scratch) {
-  if (l->ldt == TPX_DTYPE_F32) return (const float *)l->logits + i * l->len;
+  if (l->ldt == TPX_DTYPE_F32)
+    return (const float *)l->logits + i * l->len;
   for (size_t j = 0; j < l->len; j++)
     scratch[j] = getf(l->logits, l->ldt, i * l->len + j);
   return scratch;
@@ -376,14 +371,13 @@ static tpx_status scratch_of(const tpx__ms_loss *l, float **out,
                              tpx_error *err) {
   *out = malloc((l->len ? l->len : 1) * sizeof **out);
   return *out ? TPX_OK
-              : tpx_error_set(err, TPX_NO_MEMORY,
-                              "loss: a row of %zu floats", l->len);
+              : tpx_error_set(err, TPX_NO_MEMORY, "loss: a row of %zu floats",
+                              l->len);
 }
 
 /* *u = the loss view with its buffers as host aliases, and a scratch row. */
 static tpx_status loss_begin(const tpx__memspace *ms, const tpx__ms_loss *l,
-                             tpx__ms_loss *u, float **scratch,
-                             tpx_error *err) {
+                             tpx__ms_loss *u, float **scratch, tpx_error *err) {
   *u = *l;
   u->logits = V(l->logits);
   u->targets = V(l->targets);
@@ -396,7 +390,8 @@ static tpx_status h_loss_row_max(const tpx__memspace *ms, float *mx,
   tpx__ms_loss u;
   float *scratch;
   tpx_status st = loss_begin(ms, l, &u, &scratch, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   l = &u;
   for (size_t i = 0; i < l->rows; i++)
     mx[i] = row_max(row_f32(l, i, scratch), l->len);
@@ -411,14 +406,16 @@ static tpx_status h_loss_row_sums(const tpx__memspace *ms, double *se,
   tpx__ms_loss u;
   float *scratch;
   tpx_status st = loss_begin(ms, l, &u, &scratch, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   l = &u;
   size_t rows = l->rows;
   int64_t len = (int64_t)l->len;
   for (size_t i = 0; i < rows; i++) {
     const float *z = row_f32(l, i, scratch);
     se[i] = sum_exp(z, l->len, mx[i]);
-    if (!want_tgt) continue;
+    if (!want_tgt)
+      continue;
     se[rows + i] = 0;
     int64_t t = get_index(l->targets, l->tdt, i);
     if (t != l->ignore && t >= l->off && t < l->off + len)
@@ -429,15 +426,15 @@ static tpx_status h_loss_row_sums(const tpx__memspace *ms, double *se,
 }
 
 static tpx_status h_loss_grad(const tpx__memspace *ms, void *grad,
-                              tpx_dtype gdt, const float *mx,
-                              const double *se, const float *gi, double scale,
-                              double sign, const tpx__ms_loss *l,
-                              tpx_error *err) {
+                              tpx_dtype gdt, const float *mx, const double *se,
+                              const float *gi, double scale, double sign,
+                              const tpx__ms_loss *l, tpx_error *err) {
   grad = V(grad), mx = V(mx), se = V(se), gi = V(gi);
   tpx__ms_loss u;
   float *scratch;
   tpx_status st = loss_begin(ms, l, &u, &scratch, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   l = &u;
   size_t len = l->len;
   int direct = gdt == TPX_DTYPE_F32;
@@ -473,7 +470,8 @@ static tpx_status h_loss_logprobs(const tpx__memspace *ms, float *out,
   for (size_t i = 0; i < rows; i++) {
     int ignored = get_index(targets, l->tdt, i) == l->ignore;
     double lp = ignored ? 0.0 : se[rows + i] - (double)mx[i] - log(se[i]);
-    if (out) out[i] = ignored ? 0.0f : (float)lp;
+    if (out)
+      out[i] = ignored ? 0.0f : (float)lp;
     if (sum_count && !ignored) {
       sum_count[0] -= lp;
       sum_count[1] += 1.0;

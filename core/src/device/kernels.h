@@ -75,14 +75,14 @@ struct tpx__ms_kernels {
   tpx_status (*add_f32)(const tpx__memspace *ms, float *dst, const void *src,
                         tpx_dtype sd, size_t n, float div, tpx_error *err);
   /* p[i] = divide ? p[i] / v : p[i] * v. */
-  tpx_status (*scale_f32)(const tpx__memspace *ms, float *p, size_t n,
-                          float v, int divide, tpx_error *err);
+  tpx_status (*scale_f32)(const tpx__memspace *ms, float *p, size_t n, float v,
+                          int divide, tpx_error *err);
   /* *acc (one f64 in the space) += sum g[i]^2 (inf = 0), or = max(*acc,
    * |g[i]|) with NaN winning (inf = 1), in f64, summed in one fixed tree
    * order every space shares (host_kernels.c "the norms"; the cuda space
    * runs it grid-wide): deterministic and the same bits in every space. */
-  tpx_status (*norm_acc)(const tpx__memspace *ms, double *acc,
-                         const float *g, size_t n, int inf, tpx_error *err);
+  tpx_status (*norm_acc)(const tpx__memspace *ms, double *acc, const float *g,
+                         size_t n, int inf, tpx_error *err);
   /* torch.optim.AdamW's single-tensor f32 update of p, m, v from g. */
   tpx_status (*adamw)(const tpx__memspace *ms, float *p, const float *g,
                       float *m, float *v, size_t n, const tpx__ms_adamw *h,
@@ -92,9 +92,8 @@ struct tpx__ms_kernels {
    * none): a validation verdict read back for the error message, never
    * used to steer the data path. */
   tpx_status (*index_check)(const tpx__memspace *ms, const void *ids,
-                            tpx_dtype idt, size_t n, int64_t V,
-                            int has_ignore, int64_t ignore, int64_t *bad,
-                            tpx_error *err);
+                            tpx_dtype idt, size_t n, int64_t V, int has_ignore,
+                            int64_t ignore, int64_t *bad, tpx_error *err);
   /* out row i = weight row map(ids[i]) (row_bytes each), zero when masked. */
   tpx_status (*embed_lookup)(const tpx__memspace *ms, void *out,
                              const void *weight, size_t row_bytes,
@@ -140,21 +139,19 @@ extern const tpx__ms_kernels tpx__ms_host_kernels;
 /* ---- the checked wrappers (kernels.c): the members above, with the
  * arguments checked (TPX_INVALID_ARGUMENT / TPX_UNSUPPORTED naming the
  * kernel) and n == 0 a no-op. convert of equal dtypes is a D2D copy. ---- */
-tpx_status tpx__ms_reduce(const tpx__memspace *ms, void *const *dsts,
-                          int ndst, const void *const *srcs, int nsrc,
-                          size_t count, tpx_dtype dtype, tpx_reduce_op op,
-                          int64_t avg_div, tpx_error *err);
+tpx_status tpx__ms_reduce(const tpx__memspace *ms, void *const *dsts, int ndst,
+                          const void *const *srcs, int nsrc, size_t count,
+                          tpx_dtype dtype, tpx_reduce_op op, int64_t avg_div,
+                          tpx_error *err);
 tpx_status tpx__ms_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
                            const void *src, tpx_dtype sd, size_t n,
                            tpx_error *err);
-tpx_status tpx__ms_add_f32(const tpx__memspace *ms, float *dst,
-                           const void *src, tpx_dtype sd, size_t n,
-                           float div, tpx_error *err);
+tpx_status tpx__ms_add_f32(const tpx__memspace *ms, float *dst, const void *src,
+                           tpx_dtype sd, size_t n, float div, tpx_error *err);
 tpx_status tpx__ms_scale_f32(const tpx__memspace *ms, float *p, size_t n,
                              float v, int divide, tpx_error *err);
 tpx_status tpx__ms_norm_acc(const tpx__memspace *ms, double *acc,
-                            const float *g, size_t n, int inf,
-                            tpx_error *err);
+                            const float *g, size_t n, int inf, tpx_error *err);
 tpx_status tpx__ms_adamw_update(const tpx__memspace *ms, float *p,
                                 const float *g, float *m, float *v, size_t n,
                                 const tpx__ms_adamw *h, tpx_error *err);
@@ -169,19 +166,18 @@ tpx_status tpx__ms_embed_lookup(const tpx__memspace *ms, void *out,
                                 const tpx__ms_rows *rows, tpx_error *err);
 tpx_status tpx__ms_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
                                      tpx_dtype wdt, const void *g,
-                                     tpx_dtype gdt, size_t hl,
-                                     const void *ids, tpx_dtype idt, size_t n,
-                                     const tpx__ms_rows *rows,
-                                     tpx_error *err);
+                                     tpx_dtype gdt, size_t hl, const void *ids,
+                                     tpx_dtype idt, size_t n,
+                                     const tpx__ms_rows *rows, tpx_error *err);
 tpx_status tpx__ms_loss_row_max(const tpx__memspace *ms, float *mx,
                                 const tpx__ms_loss *l, tpx_error *err);
 tpx_status tpx__ms_loss_row_sums(const tpx__memspace *ms, double *se,
                                  const float *mx, const tpx__ms_loss *l,
                                  int want_tgt, tpx_error *err);
-tpx_status tpx__ms_loss_grad(const tpx__memspace *ms, void *grad,
-                             tpx_dtype gdt, const float *mx, const double *se,
-                             const float *gi, double scale, double sign,
-                             const tpx__ms_loss *l, tpx_error *err);
+tpx_status tpx__ms_loss_grad(const tpx__memspace *ms, void *grad, tpx_dtype gdt,
+                             const float *mx, const double *se, const float *gi,
+                             double scale, double sign, const tpx__ms_loss *l,
+                             tpx_error *err);
 tpx_status tpx__ms_loss_logprobs(const tpx__memspace *ms, float *out,
                                  double *sum_count, const float *mx,
                                  const double *se, const tpx__ms_loss *l,

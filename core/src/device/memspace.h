@@ -107,8 +107,7 @@ tpx_status tpx__ms_bind_thread(const tpx__memspace *ms, tpx_error *err);
 static inline int tpx__ms_is_device(const tpx__memspace *ms) {
   return ms->buf->device;
 }
-static inline void *tpx__ms_host_view(const tpx__memspace *ms,
-                                      const void *p) {
+static inline void *tpx__ms_host_view(const tpx__memspace *ms, const void *p) {
   return ms->buf->host_view(ms, p);
 }
 static inline tpx_status tpx__ms_alloc(const tpx__memspace *ms, size_t bytes,
@@ -129,8 +128,7 @@ static inline tpx_status tpx__ms_copy(const tpx__memspace *ms, void *dst,
   return bytes && dst != src ? ms->buf->copy(ms, dst, src, bytes, kind, err)
                              : TPX_OK;
 }
-static inline tpx_status tpx__ms_sync(const tpx__memspace *ms,
-                                      tpx_error *err) {
+static inline tpx_status tpx__ms_sync(const tpx__memspace *ms, tpx_error *err) {
   return ms->buf->sync ? ms->buf->sync(ms, err) : TPX_OK;
 }
 static inline tpx_status tpx__ms_copy2d(const tpx__memspace *ms, void *dst,

@@ -39,9 +39,10 @@ static tpx_status queued(const char *what, cudaError_t e, tpx_error *err) {
 }
 
 /* The same, then the stream waited for (the host needs the result). */
-static tpx_status done(const tpx__memspace *ms, const char *what,
-                       cudaError_t e, tpx_error *err) {
-  if (e == cudaSuccess) e = cudaStreamSynchronize(stream_of(ms));
+static tpx_status done(const tpx__memspace *ms, const char *what, cudaError_t e,
+                       tpx_error *err) {
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(stream_of(ms));
   return e == cudaSuccess ? TPX_OK : fail(err, what, e);
 }
 
@@ -64,7 +65,8 @@ static tpx_status c_alloc(const tpx__memspace *ms, size_t bytes, int zero,
                          "cuda memory space: cudaMalloc of %zu bytes: %s",
                          bytes, cudaGetErrorString(e));
   }
-  if (!zero || !bytes) return TPX_OK;
+  if (!zero || !bytes)
+    return TPX_OK;
   tpx_status st = queued("cudaMemsetAsync",
                          cudaMemsetAsync(*out, 0, bytes, stream_of(ms)), err);
   if (st != TPX_OK) {
@@ -80,8 +82,8 @@ static tpx_status c_alloc(const tpx__memspace *ms, size_t bytes, int zero,
 static tpx_status c_alloc_managed(const tpx__memspace *ms, size_t bytes,
                                   int zero, void **out, tpx_error *err) {
   *out = NULL;
-  cudaError_t e = cudaMallocManaged(out, bytes ? bytes : 1,
-                                    cudaMemAttachGlobal);
+  cudaError_t e =
+      cudaMallocManaged(out, bytes ? bytes : 1, cudaMemAttachGlobal);
   if (e != cudaSuccess) {
     *out = NULL;
     return tpx_error_set(err, TPX_NO_MEMORY,
@@ -89,14 +91,16 @@ static tpx_status c_alloc_managed(const tpx__memspace *ms, size_t bytes,
                          "%s",
                          bytes, cudaGetErrorString(e));
   }
-  if (!zero || !bytes) return TPX_OK;
+  if (!zero || !bytes)
+    return TPX_OK;
   return queued("cudaMemsetAsync",
                 cudaMemsetAsync(*out, 0, bytes, stream_of(ms)), err);
 }
 
 static void c_free(const tpx__memspace *ms, void *p) {
   (void)ms;
-  if (p) cudaFree(p);
+  if (p)
+    cudaFree(p);
 }
 
 static tpx_status c_memset(const tpx__memspace *ms, void *dst, int byte,
@@ -125,7 +129,8 @@ static tpx_status c_copy(const tpx__memspace *ms, void *dst, const void *src,
     if (e == cudaSuccess)
       e = cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice,
                           stream_of(ms));
-    if (tmp) cudaFreeAsync(tmp, stream_of(ms));
+    if (tmp)
+      cudaFreeAsync(tmp, stream_of(ms));
     return queued("cudaMemcpyAsync (overlapping)", e, err);
   }
   cudaError_t e =
@@ -167,8 +172,7 @@ static const tpx__ms_buffers cuda_managed_buffers = {
     .sync = c_sync,
 };
 
-tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream,
-                             tpx_error *err) {
+tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream, tpx_error *err) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess)
@@ -190,7 +194,8 @@ tpx_status tpx__ms_cuda_create(tpx__memspace **out, int managed,
                                tpx_error *err) {
   *out = NULL;
   tpx__memspace *ms = calloc(1, sizeof *ms);
-  if (!ms) return tpx_error_set(err, TPX_NO_MEMORY, "cuda memory space");
+  if (!ms)
+    return tpx_error_set(err, TPX_NO_MEMORY, "cuda memory space");
   cudaStream_t stream = NULL;
   cudaError_t e = cudaStreamCreate(&stream);
   tpx_status st =
@@ -201,17 +206,20 @@ tpx_status tpx__ms_cuda_create(tpx__memspace **out, int managed,
                           "usable GPU?): %s (%s)",
                           cudaGetErrorString(e), cudaGetErrorName(e));
   if (st != TPX_OK) {
-    if (stream) cudaStreamDestroy(stream);
+    if (stream)
+      cudaStreamDestroy(stream);
     free(ms);
     return st;
   }
-  if (managed) ms->buf = &cuda_managed_buffers;
+  if (managed)
+    ms->buf = &cuda_managed_buffers;
   *out = ms;
   return TPX_OK;
 }
 
 void tpx__ms_cuda_destroy(tpx__memspace *ms) {
-  if (!ms) return;
+  if (!ms)
+    return;
   cudaSetDevice(ms->device);
   cudaStreamSynchronize(stream_of(ms));
   cudaStreamDestroy(stream_of(ms));
@@ -219,15 +227,15 @@ void tpx__ms_cuda_destroy(tpx__memspace *ms) {
 }
 
 tpx_status tpx__ms_bind_thread(const tpx__memspace *ms, tpx_error *err) {
-  if (ms->device < 0) return TPX_OK;
+  if (ms->device < 0)
+    return TPX_OK;
   cudaError_t e = cudaSetDevice(ms->device);
   return e == cudaSuccess ? TPX_OK : fail(err, "cudaSetDevice", e);
 }
 
 #else /* !TPX_HAVE_NCCL */
 
-tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream,
-                             tpx_error *err) {
+tpx_status tpx__ms_cuda_init(tpx__memspace *ms, void *stream, tpx_error *err) {
   (void)ms, (void)stream;
   return tpx_error_set(err, TPX_UNSUPPORTED,
                        "cuda memory space: libtpx was built without CUDA");

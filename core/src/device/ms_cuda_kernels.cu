@@ -45,7 +45,8 @@ __device__ void putf(void *p, int dt, size_t i, float v) {
 }
 
 __device__ int64_t get_index(const void *ids, int idt, size_t i) {
-  if (idt == TPX_DTYPE_I32) return ((const int32_t *)ids)[i];
+  if (idt == TPX_DTYPE_I32)
+    return ((const int32_t *)ids)[i];
   return ((const int64_t *)ids)[i];
 }
 
@@ -103,7 +104,8 @@ __global__ void k_norm_tiles(const void *in, size_t n, double *out) {
     double a = 0.0;
     for (int k = 0; k < kPer; k++) {
       size_t i = t * kTile + (size_t)k * kThreads + threadIdx.x;
-      if (i >= n) break;
+      if (i >= n)
+        break;
       double v = kSq ? (double)((const float *)in)[i] : ((const double *)in)[i];
       if (kInf)
         a = nan_max(a, kSq ? fabs(v) : v);
@@ -119,7 +121,8 @@ __global__ void k_norm_tiles(const void *in, size_t n, double *out) {
                  : __dadd_rn(part[threadIdx.x], part[threadIdx.x + s]);
     }
     __syncthreads();
-    if (threadIdx.x == 0) out[t] = part[0];
+    if (threadIdx.x == 0)
+      out[t] = part[0];
     __syncthreads(); /* part is reused by the next tile */
   }
 }
@@ -156,29 +159,37 @@ __device__ uint64_t ld_u(const void *p, int dt, size_t i) {
 /* Narrowing stores wrap, as the host's. */
 __device__ void st_u(void *p, int dt, size_t i, uint64_t v) {
   switch (dt) {
-  case TPX_DTYPE_I32: case TPX_DTYPE_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
-  case TPX_DTYPE_I16: case TPX_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
-  case TPX_DTYPE_I8: case TPX_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+  case TPX_DTYPE_I32:
+  case TPX_DTYPE_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+  case TPX_DTYPE_I16:
+  case TPX_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+  case TPX_DTYPE_I8:
+  case TPX_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
   default: ((uint64_t *)p)[i] = v; break;
   }
 }
 
-template <typename T>
-__device__ T red_op(T acc, T in, int op) {
-  if (op == TPX_REDUCE_MAX) return in > acc ? in : acc;
-  if (op == TPX_REDUCE_MIN) return in < acc ? in : acc;
+template <typename T> __device__ T red_op(T acc, T in, int op) {
+  if (op == TPX_REDUCE_MAX)
+    return in > acc ? in : acc;
+  if (op == TPX_REDUCE_MIN)
+    return in < acc ? in : acc;
   return acc + in;
 }
 
 __device__ float red_f32(float acc, float in, int op) {
-  if (op == TPX_REDUCE_MAX) return in > acc ? in : acc;
-  if (op == TPX_REDUCE_MIN) return in < acc ? in : acc;
+  if (op == TPX_REDUCE_MAX)
+    return in > acc ? in : acc;
+  if (op == TPX_REDUCE_MIN)
+    return in < acc ? in : acc;
   return __fadd_rn(acc, in);
 }
 
 __device__ double red_f64(double acc, double in, int op) {
-  if (op == TPX_REDUCE_MAX) return in > acc ? in : acc;
-  if (op == TPX_REDUCE_MIN) return in < acc ? in : acc;
+  if (op == TPX_REDUCE_MAX)
+    return in > acc ? in : acc;
+  if (op == TPX_REDUCE_MIN)
+    return in < acc ? in : acc;
   return __dadd_rn(acc, in);
 }
 
@@ -188,14 +199,17 @@ __global__ void k_reduce(RedPtrs a, int ndst, int nsrc, size_t n, int dt,
   GRID_STRIDE(i, n) {
     if (dt == TPX_DTYPE_F32 || dt == TPX_DTYPE_F16 || dt == TPX_DTYPE_BF16) {
       float acc = getf(a.s[0], dt, i);
-      for (int j = 1; j < nsrc; j++) acc = red_f32(acc, getf(a.s[j], dt, i), op);
-      if (avg) acc = __fdiv_rn(acc, (float)div);
+      for (int j = 1; j < nsrc; j++)
+        acc = red_f32(acc, getf(a.s[j], dt, i), op);
+      if (avg)
+        acc = __fdiv_rn(acc, (float)div);
       for (int d = 0; d < ndst; d++) putf(a.d[d], dt, i, acc);
     } else if (dt == TPX_DTYPE_F64) {
       double acc = ((const double *)a.s[0])[i];
       for (int j = 1; j < nsrc; j++)
         acc = red_f64(acc, ((const double *)a.s[j])[i], op);
-      if (avg) acc = __ddiv_rn(acc, (double)div);
+      if (avg)
+        acc = __ddiv_rn(acc, (double)div);
       for (int d = 0; d < ndst; d++) ((double *)a.d[d])[i] = acc;
     } else if (dt == TPX_DTYPE_I64 || dt == TPX_DTYPE_I32 ||
                dt == TPX_DTYPE_I16 || dt == TPX_DTYPE_I8) {
@@ -206,21 +220,23 @@ __global__ void k_reduce(RedPtrs a, int ndst, int nsrc, size_t n, int dt,
                   ? red_op<int64_t>(acc, in, op)
                   : (int64_t)((uint64_t)acc + (uint64_t)in); /* wraps */
       }
-      if (avg) acc /= div;
+      if (avg)
+        acc /= div;
       for (int d = 0; d < ndst; d++) st_u(a.d[d], dt, i, (uint64_t)acc);
     } else {
       uint64_t acc = ld_u(a.s[0], dt, i);
       for (int j = 1; j < nsrc; j++)
         acc = red_op<uint64_t>(acc, ld_u(a.s[j], dt, i), op);
-      if (avg) acc /= (uint64_t)div;
+      if (avg)
+        acc /= (uint64_t)div;
       for (int d = 0; d < ndst; d++) st_u(a.d[d], dt, i, acc);
     }
   }
 }
 
-__global__ void k_adamw(float *p, const float *g, float *m, float *v,
-                        size_t n, float decay, float w1, float b2, float w2,
-                        float bc2s, float eps, float step) {
+__global__ void k_adamw(float *p, const float *g, float *m, float *v, size_t n,
+                        float decay, float w1, float b2, float w2, float bc2s,
+                        float eps, float step) {
   GRID_STRIDE(i, n) {
     float pi = p[i] * decay;
     float mi = m[i] + w1 * (g[i] - m[i]);
@@ -239,22 +255,24 @@ __global__ void k_index_first(const void *ids, int idt, size_t n, int64_t V,
                               unsigned long long *first) {
   GRID_STRIDE(i, n) {
     int64_t id = get_index(ids, idt, i);
-    if (has_ignore && id == ignore) continue;
-    if (id < 0 || id >= V) atomicMin(first, (unsigned long long)i);
+    if (has_ignore && id == ignore)
+      continue;
+    if (id < 0 || id >= V)
+      atomicMin(first, (unsigned long long)i);
   }
 }
 
 /* bad[0..1] = the first bad index (or -1) and its id (or 0). */
 __global__ void k_index_verdict(const void *ids, int idt,
-                                const unsigned long long *first,
-                                int64_t *bad) {
+                                const unsigned long long *first, int64_t *bad) {
   unsigned long long m = *first;
   bad[0] = m == ~0ull ? -1 : (int64_t)m;
   bad[1] = m == ~0ull ? 0 : get_index(ids, idt, (size_t)m);
 }
 
 __device__ int64_t row_of(int64_t id, int64_t off, int64_t len, int masked) {
-  if (!masked) return id;
+  if (!masked)
+    return id;
   int64_t r = id - off;
   return r >= 0 && r < len ? r : -1;
 }
@@ -262,8 +280,7 @@ __device__ int64_t row_of(int64_t id, int64_t off, int64_t len, int masked) {
 /* Block i copies (or zeroes) output row i. */
 __global__ void k_embed_lookup(unsigned char *out, const unsigned char *w,
                                size_t row_bytes, const void *ids, int idt,
-                               size_t n, int64_t off, int64_t len,
-                               int masked) {
+                               size_t n, int64_t off, int64_t len, int masked) {
   for (size_t i = blockIdx.x; i < n; i += gridDim.x) {
     int64_t r = row_of(get_index(ids, idt, i), off, len, masked);
     for (size_t b = threadIdx.x; b < row_bytes; b += blockDim.x)
@@ -272,14 +289,15 @@ __global__ void k_embed_lookup(unsigned char *out, const unsigned char *w,
 }
 
 /* Thread j owns column j and walks the ids in order, as the host loop. */
-__global__ void k_embed_scatter_add(void *wg, int wdt, const void *g,
-                                    int gdt, size_t hl, const void *ids,
-                                    int idt, size_t n, int64_t off,
-                                    int64_t len, int masked) {
+__global__ void k_embed_scatter_add(void *wg, int wdt, const void *g, int gdt,
+                                    size_t hl, const void *ids, int idt,
+                                    size_t n, int64_t off, int64_t len,
+                                    int masked) {
   GRID_STRIDE(j, hl) {
     for (size_t i = 0; i < n; i++) {
       int64_t r = row_of(get_index(ids, idt, i), off, len, masked);
-      if (r < 0) continue;
+      if (r < 0)
+        continue;
       size_t k = (size_t)r * hl + j;
       putf(wg, wdt, k, getf(wg, wdt, k) + getf(g, gdt, i * hl + j));
     }
@@ -336,8 +354,7 @@ __global__ void k_row_max(float *mx, const void *z, int ldt, size_t rows,
  * f32, then one per tail column — in parallel; k_row_fold adds a row's
  * terms in order, one thread per row. `per` = terms per row. */
 __global__ void k_row_terms(float *terms, size_t per, const float *mx,
-                            const void *z, int ldt, size_t rows,
-                            size_t len) {
+                            const void *z, int ldt, size_t rows, size_t len) {
   size_t blocks = len / 8;
   GRID_STRIDE(k, rows * per) {
     size_t i = k / per, b = k % per;
@@ -359,8 +376,8 @@ __global__ void k_row_terms(float *terms, size_t per, const float *mx,
 
 __global__ void k_row_fold(double *se, const float *terms, size_t per,
                            const void *z, int ldt, const void *tg, int tdt,
-                           size_t rows, size_t len, int64_t off,
-                           int64_t ignore, int want_tgt) {
+                           size_t rows, size_t len, int64_t off, int64_t ignore,
+                           int want_tgt) {
   GRID_STRIDE(i, rows) {
     double s = 0;
     for (size_t b = 0; b < per; b++)
@@ -378,9 +395,9 @@ __global__ void k_row_fold(double *se, const float *terms, size_t per,
 /* Block i writes gradient row i. */
 __global__ void k_loss_grad(void *grad, int gdt, const float *mx,
                             const double *se, const float *gi, double scale,
-                            double sign, const void *z, int ldt,
-                            const void *tg, int tdt, size_t rows, size_t len,
-                            int64_t off, int64_t ignore) {
+                            double sign, const void *z, int ldt, const void *tg,
+                            int tdt, size_t rows, size_t len, int64_t off,
+                            int64_t ignore) {
   for (size_t i = blockIdx.x; i < rows; i += gridDim.x) {
     int64_t t = get_index(tg, tdt, i);
     double c = (gi ? (double)gi[i] : 1.0) * scale * sign;
@@ -391,7 +408,8 @@ __global__ void k_loss_grad(void *grad, int gdt, const float *mx,
         continue;
       }
       float o = __fmul_rn(k, exp_f32(getf(z, ldt, i * len + j) - mx[i]));
-      if ((int64_t)j + off == t) o -= (float)c;
+      if ((int64_t)j + off == t)
+        o -= (float)c;
       putf(grad, gdt, i * len + j, o);
     }
   }
@@ -403,13 +421,13 @@ __global__ void k_logprobs(float *out, double *sum_count, const float *mx,
   if (out) {
     GRID_STRIDE(i, rows) {
       int ign = get_index(tg, tdt, i) == ignore;
-      out[i] = ign ? 0.0f
-                   : (float)(se[rows + i] - (double)mx[i] - log(se[i]));
+      out[i] = ign ? 0.0f : (float)(se[rows + i] - (double)mx[i] - log(se[i]));
     }
   }
   if (sum_count && blockIdx.x == 0 && threadIdx.x == 0)
     for (size_t i = 0; i < rows; i++) {
-      if (get_index(tg, tdt, i) == ignore) continue;
+      if (get_index(tg, tdt, i) == ignore)
+        continue;
       sum_count[0] -= se[rows + i] - (double)mx[i] - log(se[i]);
       sum_count[1] += 1.0;
     }
@@ -428,8 +446,7 @@ tpx_status cuda_failed(const char *what, cudaError_t e, tpx_error *err) {
 
 /* The launch's status; the work stays in flight on the stream (ordered
  * before every later op of the space). */
-tpx_status launched(const tpx__memspace *ms, const char *what,
-                    tpx_error *err) {
+tpx_status launched(const tpx__memspace *ms, const char *what, tpx_error *err) {
   (void)ms;
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? TPX_OK : cuda_failed(what, e, err);
@@ -458,8 +475,7 @@ tpx_status c_reduce(const tpx__memspace *ms, void *const *dsts, int ndst,
  * wrappers in kernels.c ---- */
 
 tpx_status c_convert(const tpx__memspace *ms, void *dst, tpx_dtype dd,
-                     const void *src, tpx_dtype sd, size_t n,
-                     tpx_error *err) {
+                     const void *src, tpx_dtype sd, size_t n, tpx_error *err) {
   k_convert<<<blocks_for(n), kThreads, 0, S(ms)>>>(dst, dd, src, sd, n);
   return launched(ms, "convert", err);
 }
@@ -501,7 +517,8 @@ tpx_status c_norm_acc(const tpx__memspace *ms, double *acc, const float *g,
   }
   void *tmpv = NULL;
   tpx_status st = scratch(ms, "norm_acc", total * sizeof(double), &tmpv, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   double *tmp = (double *)tmpv;
   if (inf)
     norm_levels<true>(ms, g, n, tmp);
@@ -513,12 +530,10 @@ tpx_status c_norm_acc(const tpx__memspace *ms, double *acc, const float *g,
   return st;
 }
 
-tpx_status c_adamw(const tpx__memspace *ms, float *p, const float *g,
-                   float *m, float *v, size_t n, const tpx__ms_adamw *h,
-                   tpx_error *err) {
-  k_adamw<<<blocks_for(n), kThreads, 0, S(ms)>>>(p, g, m, v, n, h->decay,
-                                                 h->w1, h->b2, h->w2, h->bc2s,
-                                                 h->eps, h->step);
+tpx_status c_adamw(const tpx__memspace *ms, float *p, const float *g, float *m,
+                   float *v, size_t n, const tpx__ms_adamw *h, tpx_error *err) {
+  k_adamw<<<blocks_for(n), kThreads, 0, S(ms)>>>(
+      p, g, m, v, n, h->decay, h->w1, h->b2, h->w2, h->bc2s, h->eps, h->step);
   return launched(ms, "adamw", err);
 }
 
@@ -531,13 +546,13 @@ tpx_status c_index_check(const tpx__memspace *ms, const void *ids,
    * verdict, read back (the D2H copy waits: the host needs it). */
   void *wordv = NULL;
   tpx_status st = scratch(ms, "index_check", 3 * sizeof(int64_t), &wordv, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   unsigned long long *first = (unsigned long long *)wordv;
   int64_t *verdict = (int64_t *)wordv + 1;
   cudaMemsetAsync(first, 0xff, sizeof *first, S(ms));
-  k_index_first<<<blocks_for(n), kThreads, 0, S(ms)>>>(ids, idt, n, V,
-                                                       has_ignore, ignore,
-                                                       first);
+  k_index_first<<<blocks_for(n), kThreads, 0, S(ms)>>>(
+      ids, idt, n, V, has_ignore, ignore, first);
   k_index_verdict<<<1, 1, 0, S(ms)>>>(ids, idt, first, verdict);
   st = launched(ms, "index_check", err);
   if (st == TPX_OK)
@@ -547,12 +562,12 @@ tpx_status c_index_check(const tpx__memspace *ms, const void *ids,
 }
 
 tpx_status c_embed_lookup(const tpx__memspace *ms, void *out,
-                          const void *weight, size_t row_bytes,
-                          const void *ids, tpx_dtype idt, size_t n,
-                          const tpx__ms_rows *rows, tpx_error *err) {
+                          const void *weight, size_t row_bytes, const void *ids,
+                          tpx_dtype idt, size_t n, const tpx__ms_rows *rows,
+                          tpx_error *err) {
   k_embed_lookup<<<rows_grid(n), kThreads, 0, S(ms)>>>(
-      (unsigned char *)out, (const unsigned char *)weight, row_bytes, ids,
-      idt, n, rows->off, rows->len, rows->masked);
+      (unsigned char *)out, (const unsigned char *)weight, row_bytes, ids, idt,
+      n, rows->off, rows->len, rows->masked);
   return launched(ms, "embed_lookup", err);
 }
 
@@ -562,8 +577,7 @@ tpx_status c_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
                                size_t n, const tpx__ms_rows *rows,
                                tpx_error *err) {
   k_embed_scatter_add<<<blocks_for(hl), kThreads, 0, S(ms)>>>(
-      wgrad, wdt, g, gdt, hl, ids, idt, n, rows->off, rows->len,
-      rows->masked);
+      wgrad, wdt, g, gdt, hl, ids, idt, n, rows->off, rows->len, rows->masked);
   return launched(ms, "embed_scatter_add", err);
 }
 
@@ -574,14 +588,15 @@ tpx_status c_loss_row_max(const tpx__memspace *ms, float *mx,
   return launched(ms, "loss_row_max", err);
 }
 
-tpx_status c_loss_row_sums(const tpx__memspace *ms, double *se,
-                           const float *mx, const tpx__ms_loss *l,
-                           int want_tgt, tpx_error *err) {
+tpx_status c_loss_row_sums(const tpx__memspace *ms, double *se, const float *mx,
+                           const tpx__ms_loss *l, int want_tgt,
+                           tpx_error *err) {
   size_t per = l->len / 8 + l->len % 8; /* the host's terms per row */
   void *tv = NULL;
   tpx_status st = scratch(ms, "loss_row_sums",
                           l->rows * (per ? per : 1) * sizeof(float), &tv, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   float *terms = (float *)tv;
   if (per)
     k_row_terms<<<blocks_for(l->rows * per), kThreads, 0, S(ms)>>>(
@@ -599,27 +614,26 @@ tpx_status c_loss_grad(const tpx__memspace *ms, void *grad, tpx_dtype gdt,
                        double scale, double sign, const tpx__ms_loss *l,
                        tpx_error *err) {
   k_loss_grad<<<rows_grid(l->rows), kThreads, 0, S(ms)>>>(
-      grad, gdt, mx, se, gi, scale, sign, l->logits, l->ldt, l->targets,
-      l->tdt, l->rows, l->len, l->off, l->ignore);
+      grad, gdt, mx, se, gi, scale, sign, l->logits, l->ldt, l->targets, l->tdt,
+      l->rows, l->len, l->off, l->ignore);
   return launched(ms, "loss_grad", err);
 }
 
 tpx_status c_loss_logprobs(const tpx__memspace *ms, float *out,
-                           double *sum_count, const float *mx,
-                           const double *se, const tpx__ms_loss *l,
-                           tpx_error *err) {
+                           double *sum_count, const float *mx, const double *se,
+                           const tpx__ms_loss *l, tpx_error *err) {
   k_logprobs<<<blocks_for(l->rows), kThreads, 0, S(ms)>>>(
       out, sum_count, mx, se, l->targets, l->tdt, l->rows, l->ignore);
   return launched(ms, "loss_logprobs", err);
 }
 
-}  // namespace
+} // namespace
 
 /* In the order of struct tpx__ms_kernels (C++17: no designators). */
 extern "C" const tpx__ms_kernels tpx__ms_cuda_kernels = {
-    c_reduce,       c_convert,      c_add_f32,      c_scale_f32,
-    c_norm_acc,     c_adamw,        c_index_check,
-    c_embed_lookup, c_embed_scatter_add,
-    c_loss_row_max, c_loss_row_sums, c_loss_grad,
+    c_reduce,        c_convert,       c_add_f32,
+    c_scale_f32,     c_norm_acc,      c_adamw,
+    c_index_check,   c_embed_lookup,  c_embed_scatter_add,
+    c_loss_row_max,  c_loss_row_sums, c_loss_grad,
     c_loss_logprobs,
 };

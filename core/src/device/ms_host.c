@@ -16,8 +16,7 @@ static tpx_status h_alloc(const tpx__memspace *ms, size_t bytes, int zero,
   (void)ms;
   *out = zero ? calloc(1, bytes ? bytes : 1) : malloc(bytes ? bytes : 1);
   if (!*out)
-    return tpx_error_set(err, TPX_NO_MEMORY, "host memory: %zu bytes",
-                         bytes);
+    return tpx_error_set(err, TPX_NO_MEMORY, "host memory: %zu bytes", bytes);
   return TPX_OK;
 }
 

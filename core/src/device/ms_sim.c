@@ -53,8 +53,8 @@ static tpx_status s_copy2d(const tpx__memspace *ms, void *dst, size_t dpitch,
                            size_t rows, tpx__copy_kind kind, tpx_error *err) {
   (void)ms;
   return HB->copy2d(H, kind == TPX__D2H ? dst : U(dst), dpitch,
-                    kind == TPX__H2D ? src : U(src), spitch, width, rows,
-                    kind, err);
+                    kind == TPX__H2D ? src : U(src), spitch, width, rows, kind,
+                    err);
 }
 
 static const tpx__ms_buffers sim_buffers = {

@@ -30,8 +30,8 @@ struct tpx_harness_result {
   size_t passed, failed;
 };
 
-static tpx_status add_check(tpx_harness_result *r, int passed,
-                            const char *name, const char *detail) {
+static tpx_status add_check(tpx_harness_result *r, int passed, const char *name,
+                            const char *detail) {
   if (TPX_GROW(r->checks, r->cap, r->count + 1, 32) != 0)
     return TPX_NO_MEMORY;
   hcheck *c = &r->checks[r->count];
@@ -63,7 +63,8 @@ void tpx_harness_result_destroy(tpx_harness_result *r) {
   free(r);
 }
 
-/* ---- one child -------------------------------------------------------------- */
+/* ---- one child --------------------------------------------------------------
+ */
 
 typedef enum { JOB_LOAD, JOB_NEGOTIATION, JOB_ARCH } job_kind;
 
@@ -137,8 +138,8 @@ static tpx_status run_child(tpx_harness_result *r, learned *l, job_kind kind,
                             const tpx__h_job *job, const char *what,
                             double timeout, tpx_error *err) {
   child_job cj = {kind, job};
-  tpx__child_spec spec = {child_body, &cj, timeout,
-                          tpx__child_default_memory(), 0};
+  tpx__child_spec spec = {child_body, &cj, timeout, tpx__child_default_memory(),
+                          0};
   tpx__child_result res;
   tpx_error cerr = {0};
   tpx_status s = tpx__child_run(&spec, &res, &cerr);
@@ -197,7 +198,8 @@ static tpx_status run_child(tpx_harness_result *r, learned *l, job_kind kind,
   return TPX_OK;
 }
 
-/* ---- exports ------------------------------------------------------------------ */
+/* ---- exports
+ * ------------------------------------------------------------------ */
 
 static int is_optional_symbol(const char *s) {
   return strcmp(s, TPX_PLUGIN_SKELETON_SYMBOL) == 0 ||
@@ -211,9 +213,9 @@ static int is_optional_symbol(const char *s) {
 static int is_toolchain_symbol(const char *s) {
   return strncmp(s, "__odr_asan", 10) == 0 || strncmp(s, "__asan", 6) == 0 ||
          strncmp(s, "__ubsan", 7) == 0 || strncmp(s, "__sanitizer", 11) == 0 ||
-         strncmp(s, "__gcov", 6) == 0 || strcmp(s, "_init") == 0 || strcmp(s, "_fini") == 0 ||
-         strcmp(s, "_edata") == 0 || strcmp(s, "_end") == 0 ||
-         strcmp(s, "__bss_start") == 0;
+         strncmp(s, "__gcov", 6) == 0 || strcmp(s, "_init") == 0 ||
+         strcmp(s, "_fini") == 0 || strcmp(s, "_edata") == 0 ||
+         strcmp(s, "_end") == 0 || strcmp(s, "__bss_start") == 0;
 }
 
 static tpx_status check_exports(tpx_harness_result *r, const char *path) {
@@ -264,7 +266,8 @@ static tpx_status check_exports(tpx_harness_result *r, const char *path) {
   return add_check(r, has_reg && has_get, "exports", detail);
 }
 
-/* ---- the run -------------------------------------------------------------------- */
+/* ---- the run
+ * -------------------------------------------------------------------- */
 
 tpx_status tpx_harness_run(const char *path, const tpx_harness_options *opts,
                            tpx_harness_result **out, tpx_error *err) {
@@ -342,7 +345,8 @@ tpx_status tpx_harness_run(const char *path, const tpx_harness_options *opts,
   return TPX_OK;
 }
 
-/* ---- results ---------------------------------------------------------------------- */
+/* ---- results
+ * ---------------------------------------------------------------------- */
 
 size_t tpx_harness_num_checks(const tpx_harness_result *r) {
   return r ? r->count : 0;
@@ -398,16 +402,18 @@ tpx_status tpx_harness_to_json(const tpx_harness_result *r, int indent,
   json_t *root = json_object(), *checks = json_array();
   int bad = !root || !checks;
   for (size_t i = 0; !bad && i < r->count; i++) {
-    json_t *c = json_pack("{s:s, s:b, s:s}", "name", r->checks[i].name,
-                          "passed", r->checks[i].passed, "detail",
-                          r->checks[i].detail);
+    json_t *c =
+        json_pack("{s:s, s:b, s:s}", "name", r->checks[i].name, "passed",
+                  r->checks[i].passed, "detail", r->checks[i].detail);
     bad = !c || json_array_append_new(checks, c) != 0;
   }
   if (!bad)
     bad = json_object_set_new(root, "plugin", json_string(r->path)) ||
           json_object_set(root, "checks", checks) ||
-          json_object_set_new(root, "passed", json_integer((json_int_t)r->passed)) ||
-          json_object_set_new(root, "failed", json_integer((json_int_t)r->failed));
+          json_object_set_new(root, "passed",
+                              json_integer((json_int_t)r->passed)) ||
+          json_object_set_new(root, "failed",
+                              json_integer((json_int_t)r->failed));
   char *s = bad ? NULL
                 : json_dumps(root, JSON_PRESERVE_ORDER |
                                        (indent > 0 ? JSON_INDENT(indent)

@@ -52,8 +52,8 @@ static void run_get_plan(const tpx__plugin *p, const tpx_model *m,
                          const char *arch, int sp, int64_t tp, plan_run *r) {
   memset(r, 0, sizeof *r);
   tpx_error e = {0};
-  tpx__call c = {.op = TPX__OP_GET_PLAN, .model = m, .arch = arch,
-                 .sp = sp, .tp = tp};
+  tpx__call c = {
+      .op = TPX__OP_GET_PLAN, .model = m, .arch = arch, .sp = sp, .tp = tp};
   r->status = tpx__plugin_call(p, &c, &e);
   r->refused = c.refused;
   r->plan = c.plan;
@@ -94,8 +94,7 @@ static void appendf(char *buf, size_t size, const char *fmt, ...) {
 /* Every check on one successful plan; problems appended to `bad`, facts to
  * `ok`. */
 static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
-                       char *ok,
-                       size_t ok_size, char *bad, size_t bad_size) {
+                       char *ok, size_t ok_size, char *bad, size_t bad_size) {
   size_t n = tpx_plan_size(plan);
   appendf(ok, ok_size, "%zu entries", n);
   /* duplicate keys */
@@ -131,8 +130,10 @@ static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
       if (unmatched > 4)
         appendf(bad, bad_size, "; %zu more unmatched keys", unmatched - 4);
       if (!unmatched)
-        appendf(ok, ok_size, ", every required key matches one of %zu "
-                "modules", tpx_model_num_modules(m));
+        appendf(ok, ok_size,
+                ", every required key matches one of %zu "
+                "modules",
+                tpx_model_num_modules(m));
       /* tied parameters: apply the plan as tpx plan would (TP only) and
        * fail on the error-level tied-embeddings diagnostic: two styles
        * laying one tensor out two ways */
@@ -165,17 +166,16 @@ static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
         appendf(ok, ok_size, ", %zu tied parameter(s) agree", tied);
       tpx_match_destroy(match);
     }
-  }
-  else
+  } else
     appendf(ok, ok_size, ", keys not checked (no skeleton)");
 }
 
 /* What the host's own validate_tp_mesh (tpx_validate_tp_mesh, run after
- * selection on every plan that shards attention heads) says about `tp` on this model. Upstream's
- * plan functions never look at tp or the head counts, so a plugin may hand
- * out its plan at a tp the heads do not allow, or refuse with a message:
- * either way the host reports the problem once, as an error, and the plan is
- * not used. Writes that note into `note` and returns 1 when validation
+ * selection on every plan that shards attention heads) says about `tp` on this
+ * model. Upstream's plan functions never look at tp or the head counts, so a
+ * plugin may hand out its plan at a tp the heads do not allow, or refuse with a
+ * message: either way the host reports the problem once, as an error, and the
+ * plan is not used. Writes that note into `note` and returns 1 when validation
  * reports an error; returns 0 (note empty) when it reports none. */
 static int host_validation_note(const tpx_model *m, int64_t tp, char *note,
                                 size_t size) {
@@ -189,8 +189,7 @@ static int host_validation_note(const tpx_model *m, int64_t tp, char *note,
   if (tpx_validate_tp_mesh(m, tp, dl, NULL) == TPX_OK) {
     for (size_t i = 0; i < tpx_diag_count(dl) && !found; i++) {
       tpx_diag d;
-      if (tpx_diag_get(dl, i, &d, NULL) != TPX_OK ||
-          d.level != TPX_DIAG_ERROR)
+      if (tpx_diag_get(dl, i, &d, NULL) != TPX_OK || d.level != TPX_DIAG_ERROR)
         continue;
       found = 1;
       if (strcmp(d.code, "heads-not-divisible") == 0)
@@ -443,9 +442,8 @@ static void arch_concurrency(int fd, const tpx__h_job *job,
                   nt, (long long)ref->tp);
 }
 
-static void arch_capabilities(int fd, const tpx__plugin *p,
-                              const tpx_model *m, const char *arch,
-                              const char *label) {
+static void arch_capabilities(int fd, const tpx__plugin *p, const tpx_model *m,
+                              const char *arch, const char *label) {
   char name[700];
   snprintf(name, sizeof name, "capabilities %s", label);
   char ok[1024] = "", bad[1024] = "";
@@ -453,8 +451,7 @@ static void arch_capabilities(int fd, const tpx__plugin *p,
     tpx_diag_list *dl = NULL;
     tpx_error ve = {0};
     tpx__h_step(fd, "%s for %s", TPX_PLUGIN_VALIDATE_SYMBOL, label);
-    tpx__call c = {.op = TPX__OP_VALIDATE, .model = m, .arch = arch,
-                   .tp = 2};
+    tpx__call c = {.op = TPX__OP_VALIDATE, .model = m, .arch = arch, .tp = 2};
     tpx_status vs = tpx_diag_list_create(&dl, &ve);
     if (vs == TPX_OK) {
       c.diags = dl;

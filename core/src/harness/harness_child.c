@@ -15,7 +15,8 @@
 
 #include "harness/harness_internal.h"
 
-/* ---- the line protocol ---------------------------------------------------- */
+/* ---- the line protocol ----------------------------------------------------
+ */
 
 static void write_all(int fd, const char *s, size_t n) {
   while (n > 0) {
@@ -34,8 +35,7 @@ static void clean(char *s) {
       *s = ' ';
 }
 
-void tpx__h_result(int fd, int passed, const char *name, const char *fmt,
-                   ...) {
+void tpx__h_result(int fd, int passed, const char *name, const char *fmt, ...) {
   char detail[2048], nm[256], line[2400];
   va_list ap;
   va_start(ap, fmt);
@@ -58,7 +58,8 @@ void tpx__h_info(int fd, const char *key, const char *value) {
   snprintf(v, sizeof v, "%s", value);
   clean(v);
   int n = snprintf(line, sizeof line, "I\t%s\t%s\n", key, v);
-  write_all(fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+  write_all(fd, line,
+            (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
 }
 
 void tpx__h_step(int fd, const char *fmt, ...) {
@@ -69,7 +70,8 @@ void tpx__h_step(int fd, const char *fmt, ...) {
   va_end(ap);
   clean(text);
   int n = snprintf(line, sizeof line, "S\t%s\n", text);
-  write_all(fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
+  write_all(fd, line,
+            (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
 }
 
 /* Which check a load failure belongs to, from the loader's reason. */
@@ -129,7 +131,8 @@ void tpx__h_stdout_check(int fd, FILE *f, const char *during) {
   fclose(f);
 }
 
-/* ---- load and registration ------------------------------------------------ */
+/* ---- load and registration ------------------------------------------------
+ */
 
 static void load_checks(int fd, const tpx__h_job *job);
 
@@ -168,28 +171,27 @@ static void load_checks(int fd, const tpx__h_job *job) {
              p->plan_names[i]);
     tpx__h_info(fd, "plan_name", p->plan_names[i]);
   }
-  tpx__h_result(fd, 1, "registration",
-                "name '%s', version '%s', %zu architecture(s): %s; named "
-                "plans: %s; optional capabilities:%s%s%s%s%s%s",
-                p->name, p->version, p->num_archs, list,
-                p->num_plan_names ? names : "none",
-                p->skeleton_fn || p->validate_fn || p->fsdp_fn ||
-                        p->fp32_fn || p->strategy_fn
-                    ? ""
-                    : " none",
-                p->skeleton_fn ? " skeleton" : "",
-                p->validate_fn ? " validate" : "",
-                p->fsdp_fn ? " fsdp_units" : "",
-                p->fp32_fn ? " fp32_params" : "",
-                p->strategy_fn ? " strategy" : "");
+  tpx__h_result(
+      fd, 1, "registration",
+      "name '%s', version '%s', %zu architecture(s): %s; named "
+      "plans: %s; optional capabilities:%s%s%s%s%s%s",
+      p->name, p->version, p->num_archs, list,
+      p->num_plan_names ? names : "none",
+      p->skeleton_fn || p->validate_fn || p->fsdp_fn || p->fp32_fn ||
+              p->strategy_fn
+          ? ""
+          : " none",
+      p->skeleton_fn ? " skeleton" : "", p->validate_fn ? " validate" : "",
+      p->fsdp_fn ? " fsdp_units" : "", p->fp32_fn ? " fp32_params" : "",
+      p->strategy_fn ? " strategy" : "");
   tpx__h_step(fd, "%s", TPX__H_UNLOAD_STEP);
   tpx__plugin_free(p);
 }
 
 void tpx__h_child_negotiation(int fd, const tpx__h_job *job) {
   const int newer = job->negotiation > 0;
-  const char *name = newer ? "negotiation (host too new)"
-                           : "negotiation (host too old)";
+  const char *name =
+      newer ? "negotiation (host too new)" : "negotiation (host too old)";
   uint32_t lo, hi;
   if (newer) {
     lo = TPX_PLUGIN_ABI_VERSION(TPX_PLUGIN_ABI_MAJOR + 1, 0);
@@ -227,4 +229,3 @@ void tpx__h_child_negotiation(int fd, const tpx__h_job *job) {
                   l, h, reason);
   }
 }
-

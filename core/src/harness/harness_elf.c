@@ -37,8 +37,7 @@ static int cmp(const void *a, const void *b) {
 }
 
 void tpx__elf_exports_free(char **names, size_t count) {
-  for (size_t i = 0; i < count; i++)
-    free(names[i]);
+  for (size_t i = 0; i < count; i++) free(names[i]);
   free(names);
 }
 

@@ -108,8 +108,8 @@ int tpx_model_canonical_name(const tpx_model *model, const char *name,
   if (model == NULL || name == NULL || buf == NULL || size == 0)
     return -1;
   for (size_t r = 0; r < model->num_aliases; r++) {
-    const char *rest = match_rule(model->aliases[r].from, name, cap, cap_len,
-                                  MAX_CAPS, &ncap);
+    const char *rest =
+        match_rule(model->aliases[r].from, name, cap, cap_len, MAX_CAPS, &ncap);
     if (rest == NULL)
       continue;
     size_t o = 0, k = 0;

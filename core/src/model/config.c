@@ -33,8 +33,7 @@ enum { CONFIG_MAX_ARCH_LEN = 256 };
 
 static int ident_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '+' ||
-         c == '-';
+         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '+' || c == '-';
 }
 
 /* Length of the bare non-finite token at text[i] (and its replacement), or 0.
@@ -137,8 +136,8 @@ tpx_status tpx__config_parse(const char *text, size_t len, const char *source,
   if (root == NULL)
     /* Lines are unchanged by the rewrite; columns may shift after a
      * rewritten token on the same line. */
-    return tpx_error_set(err, TPX_PARSE, "%s: invalid JSON at line %d: %s",
-                         src, jerr.line, jerr.text);
+    return tpx_error_set(err, TPX_PARSE, "%s: invalid JSON at line %d: %s", src,
+                         jerr.line, jerr.text);
   if (!json_is_object(root)) {
     json_decref(root);
     return tpx_error_set(err, TPX_PARSE,
@@ -169,8 +168,8 @@ static tpx_status read_architectures(json_t *root, const char *src,
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                            "%s: \"_class_name\" is %zu characters long "
                            "(\"%.40s...\"); a class name has at most %d",
-                           src, json_string_length(cls),
-                           json_string_value(cls), (int)CONFIG_MAX_ARCH_LEN);
+                           src, json_string_length(cls), json_string_value(cls),
+                           (int)CONFIG_MAX_ARCH_LEN);
     const char **one = calloc(1, sizeof *one);
     if (one == NULL)
       return tpx_error_set(err, TPX_NO_MEMORY, "%s: out of memory", src);
@@ -241,8 +240,8 @@ tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
   return TPX_OK;
 }
 
-tpx_status tpx__model_read_file(const char *path, size_t max_bytes,
-                                char **out, size_t *len, tpx_error *err) {
+tpx_status tpx__model_read_file(const char *path, size_t max_bytes, char **out,
+                                size_t *len, tpx_error *err) {
   *out = NULL;
   *len = 0;
   FILE *f = fopen(path, "rb");
@@ -287,7 +286,8 @@ tpx_status tpx_model_load_config(const char *path, tpx_model **out,
   *out = NULL;
   char *text;
   size_t len;
-  tpx_status st = tpx__model_read_file(path, CONFIG_MAX_BYTES, &text, &len, err);
+  tpx_status st =
+      tpx__model_read_file(path, CONFIG_MAX_BYTES, &text, &len, err);
   if (st != TPX_OK)
     return st;
   tpx_model *model;
@@ -432,30 +432,22 @@ static const char *type_name(const json_t *v) {
   if (tpx__config_is_nonfinite(v))
     return "a non-finite number";
   switch (json_typeof(v)) {
-  case JSON_OBJECT:
-    return "an object";
-  case JSON_ARRAY:
-    return "a list";
-  case JSON_STRING:
-    return "a string";
-  case JSON_INTEGER:
-    return "an integer";
-  case JSON_REAL:
-    return "a real number";
+  case JSON_OBJECT: return "an object";
+  case JSON_ARRAY: return "a list";
+  case JSON_STRING: return "a string";
+  case JSON_INTEGER: return "an integer";
+  case JSON_REAL: return "a real number";
   case JSON_TRUE:
-  case JSON_FALSE:
-    return "a boolean";
-  default:
-    return "null";
+  case JSON_FALSE: return "a boolean";
+  default: return "null";
   }
 }
 
 static tpx_status mismatch(const tpx_model *model, const char *path,
                            const json_t *v, const char *want, tpx_error *err) {
-  return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                       "%s: config key '%s' is %s, expected %s",
-                       model->source ? model->source : "model config", path,
-                       type_name(v), want);
+  return tpx_error_set(
+      err, TPX_INVALID_ARGUMENT, "%s: config key '%s' is %s, expected %s",
+      model->source ? model->source : "model config", path, type_name(v), want);
 }
 
 tpx_status tpx_model_config_int(const tpx_model *model, const char *path,

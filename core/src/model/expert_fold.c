@@ -196,9 +196,9 @@ tpx_status tpx__expert_fold_try(tpx__expert_fold *f, const tpx_model *model,
       dtype != (tpx_dtype)p->dtype || (part != PART_DOWN && fs[1] % 2 != 0))
     return mismatch(file, name, shape, ndim, dtype, fused, want, err);
   int dup = 0;
-  tpx_status st = count_slice(
-      f, model, pi, part == PART_DOWN ? e : 2 * e + (part == PART_UP),
-      part == PART_DOWN ? fs[0] : 2 * fs[0], &dup, err);
+  tpx_status st = count_slice(f, model, pi,
+                              part == PART_DOWN ? e : 2 * e + (part == PART_UP),
+                              part == PART_DOWN ? fs[0] : 2 * fs[0], &dup, err);
   if (st == TPX_OK && dup)
     return tpx_error_set(err, TPX_VALIDATION,
                          "%s: tensor '%s' gives %s of expert %lld of '%s' a "
@@ -237,8 +237,7 @@ tpx_status tpx__expert_fold_finish(const tpx__expert_fold *f,
 void tpx__expert_fold_free(tpx__expert_fold *f) {
   if (f == NULL)
     return;
-  for (size_t i = 0; f->seen && i < f->n; i++)
-    free(f->seen[i]);
+  for (size_t i = 0; f->seen && i < f->n; i++) free(f->seen[i]);
   free(f->seen);
   free(f->counts);
   memset(f, 0, sizeof *f);
@@ -300,8 +299,7 @@ tpx_status tpx__expert_fold_source(const tpx_model *model, int64_t param,
   const int64_t *fs = model->dims + p->dims;
   memset(box, 0, sizeof *box);
   box->ndim = p->ndim;
-  for (int d = 0; d < p->ndim; d++)
-    box->length[d] = fs[d];
+  for (int d = 0; d < p->ndim; d++) box->length[d] = fs[d];
   int w;
   if (ends_with(n, len, ".mlp.gate.weight")) { /* Mixtral's router */
     size_t plen = len - strlen(".mlp.gate.weight");
@@ -324,7 +322,6 @@ tpx_status tpx__expert_fold_source(const tpx_model *model, int64_t param,
   }
   if (w < 0 || (size_t)w >= size)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "expert fold: the source name of '%s' is too long",
-                         n);
+                         "expert fold: the source name of '%s' is too long", n);
   return TPX_OK;
 }

@@ -15,7 +15,7 @@
  * fused parameter received. Zero-initialise; free with
  * tpx__expert_fold_free. */
 typedef struct tpx__expert_fold {
-  int64_t *counts; /* [num_params of the model when the first fold ran] */
+  int64_t *counts;      /* [num_params of the model when the first fold ran] */
   unsigned char **seen; /* [n]: per fused parameter, one flag per slice
                            (expert e's gate at 2e, up at 2e+1; down at e),
                            so a slice given twice is not counted twice */
@@ -62,7 +62,6 @@ int64_t tpx__expert_fold_num_sources(const tpx_model *model, int64_t param,
  * the whole box for the router). */
 tpx_status tpx__expert_fold_source(const tpx_model *model, int64_t param,
                                    int scheme, int64_t k, char *name,
-                                   size_t size, tpx_slice *box,
-                                   tpx_error *err);
+                                   size_t size, tpx_slice *box, tpx_error *err);
 
 #endif /* TPX_MODEL_EXPERT_FOLD_H */

@@ -114,24 +114,20 @@ char *tpx__arena_strndup(tpx__arena *arena, const char *s, size_t len) {
 size_t tpx__model_dtype_size(tpx_dtype dtype) {
   switch (dtype) {
 #define TPX__DTYPE_SIZE(name, size, st, hf)                                    \
-  case TPX_DTYPE_##name:                                                       \
-    return size;
+  case TPX_DTYPE_##name: return size;
     TPX_DTYPE_LIST(TPX__DTYPE_SIZE)
 #undef TPX__DTYPE_SIZE
-  default:
-    return 0;
+  default: return 0;
   }
 }
 
 const char *tpx__model_dtype_st_name(tpx_dtype dtype) {
   switch (dtype) {
 #define TPX__DTYPE_ST(name, size, st, hf)                                      \
-  case TPX_DTYPE_##name:                                                       \
-    return st;
+  case TPX_DTYPE_##name: return st;
     TPX_DTYPE_LIST(TPX__DTYPE_ST)
 #undef TPX__DTYPE_ST
-  default:
-    return "INVALID";
+  default: return "INVALID";
   }
 }
 
@@ -207,8 +203,7 @@ tpx_status tpx__model_check_fqn(const char *fqn, size_t len, const char *what,
   if (!bad && i > 0 && i < len)
     bad = fqn[i - 1] == '.' && fqn[i] == '.';
 #endif
-  for (; !bad && i + 1 < len; i++)
-    bad = fqn[i] == '.' && fqn[i + 1] == '.';
+  for (; !bad && i + 1 < len; i++) bad = fqn[i] == '.' && fqn[i + 1] == '.';
   if (bad)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s '%.*s' has an empty name component (leading, "
@@ -388,8 +383,9 @@ static int64_t new_module(tpx_model *model, const char *fqn, size_t len,
         char *raw = tpx__arena_alloc(&model->arena,
                                      ARENA_KIDS * sizeof *c + sizeof *c - 1);
         if (raw != NULL)
-          c = (int64_t *)(void *)(raw + (sizeof *c - (uintptr_t)raw % sizeof *c) %
-                                           sizeof *c);
+          c = (int64_t *)(void *)(raw +
+                                  (sizeof *c - (uintptr_t)raw % sizeof *c) %
+                                      sizeof *c);
       } else if (p->cap_children == ARENA_KIDS) {
         c = malloc(cap * sizeof *c);
         if (c != NULL)
@@ -455,7 +451,7 @@ static int64_t lookup_module(const tpx_model *model, const char *fqn,
 /* Length of the common prefix of a[0..n) and b[0..n). */
 static size_t common_prefix(const char *a, const char *b, size_t n) {
   size_t i = 0;
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) &&                           \
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) &&                            \
     __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   for (; i + 8 <= n; i += 8) {
     uint64_t x, y;
@@ -465,8 +461,7 @@ static size_t common_prefix(const char *a, const char *b, size_t n) {
       return i + (size_t)__builtin_ctzll(x ^ y) / 8;
   }
 #endif
-  while (i < n && a[i] == b[i])
-    i++;
+  while (i < n && a[i] == b[i]) i++;
   return i;
 }
 
@@ -487,12 +482,11 @@ static int chain_set(tpx_model *model, size_t depth, int64_t module) {
  * that is an ancestor of the FQN, so a builder adding in tree order looks
  * at one new atom per call. */
 static int64_t resolve_module(tpx_model *model, const char *fqn, size_t len,
-                              tpx_module_kind kind, int create,
-                              int *created) {
+                              tpx_module_kind kind, int create, int *created) {
   *created = 0;
   const tpx__module *last = &model->modules[model->last_module];
-  size_t common = common_prefix(last->fqn, fqn,
-                                last->fqn_len < len ? last->fqn_len : len);
+  size_t common =
+      common_prefix(last->fqn, fqn, last->fqn_len < len ? last->fqn_len : len);
   if (common == len && last->fqn_len == len)
     return model->last_module;
   /* Deepest chain entry that is a proper ancestor: its FQN is a prefix of
@@ -611,15 +605,16 @@ tpx_status tpx_model_add_module(tpx_model *model, const char *fqn,
 
 static tpx_status check_dtype(tpx_dtype dtype, const char *fqn,
                               tpx_error *err) {
-  if ((int)dtype <= (int)TPX_DTYPE_INVALID || (int)dtype >= (int)TPX_DTYPE_COUNT)
+  if ((int)dtype <= (int)TPX_DTYPE_INVALID ||
+      (int)dtype >= (int)TPX_DTYPE_COUNT)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "parameter '%s': invalid dtype %d", fqn, (int)dtype);
   return TPX_OK;
 }
 
 tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
-                               const char *name, const int64_t *shape,
-                               int ndim, tpx_dtype dtype, int64_t *index_out,
+                               const char *name, const int64_t *shape, int ndim,
+                               tpx_dtype dtype, int64_t *index_out,
                                tpx_error *err) {
   if (model == NULL || module_fqn == NULL || name == NULL ||
       (shape == NULL && ndim > 0))
@@ -630,7 +625,8 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
    * parameters, so the check is usually a compare. */
   const tpx__module *last = &model->modules[model->last_module];
   tpx_status st = TPX_OK;
-  int is_last = last->fqn_len == mlen && memcmp(last->fqn, module_fqn, mlen) == 0;
+  int is_last =
+      last->fqn_len == mlen && memcmp(last->fqn, module_fqn, mlen) == 0;
   if (!is_last)
     st = tpx__model_check_fqn(module_fqn, mlen, "module", err);
   if (st != TPX_OK)
@@ -664,17 +660,17 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "parameter '%s': shape %s has a negative or too "
                          "large dimension",
-                         fqn, tpx__format_shape(sbuf, sizeof sbuf, shape, ndim));
+                         fqn,
+                         tpx__format_shape(sbuf, sizeof sbuf, shape, ndim));
   }
   st = check_dtype(dtype, fqn, err);
   if (st != TPX_OK)
     return st;
   /* A duplicate can only sit in an existing module's list. */
   int created;
-  int64_t module =
-      is_last ? model->last_module
-              : resolve_module(model, module_fqn, mlen, TPX_MODULE_OTHER, 0,
-                               &created);
+  int64_t module = is_last ? model->last_module
+                           : resolve_module(model, module_fqn, mlen,
+                                            TPX_MODULE_OTHER, 0, &created);
   for (int64_t q = module >= 0 ? model->modules[module].first_param : -1;
        q >= 0; q = model->params[q].next_param)
     if (strcmp(model->params[q].fqn + model->params[q].name_off, name) == 0)
@@ -687,8 +683,8 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
            model->num_dims + (size_t)ndim, sizeof *model->dims) != 0)
     return no_memory(err);
   if (module < 0)
-    module = resolve_module(model, module_fqn, mlen, TPX_MODULE_OTHER, 1,
-                            &created);
+    module =
+        resolve_module(model, module_fqn, mlen, TPX_MODULE_OTHER, 1, &created);
   if (module < 0)
     return no_memory(err);
   int64_t index = (int64_t)model->num_params;
@@ -751,8 +747,8 @@ tpx_status tpx_model_tie(tpx_model *model, const char *param_fqn,
     if (r->ndim)
       memcpy(shape, model->dims + r->dims, r->ndim * sizeof *shape);
     tpx_status st =
-        tpx_model_add_param(model, module_fqn, dot ? dot + 1 : param_fqn,
-                            shape, r->ndim, (tpx_dtype)r->dtype, &param, err);
+        tpx_model_add_param(model, module_fqn, dot ? dot + 1 : param_fqn, shape,
+                            r->ndim, (tpx_dtype)r->dtype, &param, err);
     free(module_fqn);
     if (st != TPX_OK)
       return st;
@@ -814,14 +810,12 @@ tpx_status tpx__model_set_architectures(tpx_model *model,
   size_t kept = 0;
   for (size_t i = 0; i < n; i++) {
     int dup = 0;
-    for (size_t j = 0; j < kept; j++)
-      dup |= strcmp(list[j], names[i]) == 0;
+    for (size_t j = 0; j < kept; j++) dup |= strcmp(list[j], names[i]) == 0;
     if (dup)
       continue;
     list[kept] = strdup(names[i]);
     if (list[kept] == NULL) {
-      for (size_t j = 0; j < kept; j++)
-        free(list[j]);
+      for (size_t j = 0; j < kept; j++) free(list[j]);
       free(list);
       return no_memory(err);
     }

@@ -28,15 +28,15 @@ char *tpx__arena_alloc(tpx__arena *arena, size_t len);
 char *tpx__arena_strndup(tpx__arena *arena, const char *s, size_t len);
 
 typedef struct tpx__module { /* 48 bytes: big models have ~1M modules */
-  const char *fqn;     /* arena; "" for the root */
-  int64_t *children;   /* insertion order; the first few in the arena (cap
-                          <= 4), bigger arrays malloc'd */
-  int64_t first_param; /* newest parameter of this module, or -1 */
-  uint32_t fqn_len;    /* FQNs are checked to be < 2 GiB */
+  const char *fqn;           /* arena; "" for the root */
+  int64_t *children;         /* insertion order; the first few in the arena (cap
+                                <= 4), bigger arrays malloc'd */
+  int64_t first_param;       /* newest parameter of this module, or -1 */
+  uint32_t fqn_len;          /* FQNs are checked to be < 2 GiB */
   uint32_t num_children, cap_children;
-  uint32_t kid_map;    /* 1 + index in tpx_model.kid_maps, or 0 */
-  uint8_t kind;        /* tpx_module_kind (also in tpx_model.kinds) */
-} tpx__module; /* the parent is in tpx_model.parents */
+  uint32_t kid_map; /* 1 + index in tpx_model.kid_maps, or 0 */
+  uint8_t kind;     /* tpx_module_kind (also in tpx_model.kinds) */
+} tpx__module;      /* the parent is in tpx_model.parents */
 
 /* A module with more children than this gets a map from child name to
  * child index (tpx_model.kid_maps); a smaller family is scanned. */
@@ -45,13 +45,13 @@ typedef struct tpx__module { /* 48 bytes: big models have ~1M modules */
 typedef struct tpx__param {
   const char *fqn; /* arena; "<module fqn>.<name>" */
   int64_t module;
-  int64_t dims;    /* offset of the shape in tpx_model.dims */
-  int64_t tied_to; /* -1, or the parameter holding the storage (never tied) */
+  int64_t dims;      /* offset of the shape in tpx_model.dims */
+  int64_t tied_to;   /* -1, or the parameter holding the storage (never tied) */
   uint32_t name_off; /* name = fqn + name_off */
   uint8_t ndim;
   uint8_t dtype;
   uint8_t is_tie_target; /* some parameter has tied_to == this one */
-  int64_t next_param; /* the module's previous parameter, or -1 */
+  int64_t next_param;    /* the module's previous parameter, or -1 */
 } tpx__param;
 
 struct tpx_model {
@@ -91,7 +91,7 @@ struct tpx_model {
    * `from` into `to`; strings in the arena. */
   struct tpx__name_alias {
     const char *from, *to;
-  } *aliases;
+  } * aliases;
   size_t num_aliases, cap_aliases;
 };
 

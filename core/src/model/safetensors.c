@@ -27,10 +27,8 @@
 #define HEADER_MAX ((uint64_t)100 * 1024 * 1024)
 #define INDEX_MAX ((size_t)100 * 1024 * 1024)
 
-
 void tpx__st_load_free(tpx__st_load *l) {
-  for (size_t i = 0; i < l->num_files; i++)
-    json_decref(l->files[i].metadata);
+  for (size_t i = 0; i < l->num_files; i++) json_decref(l->files[i].metadata);
   free(l->t);
   free(l->files);
   tpx__arena_free(&l->arena);
@@ -46,8 +44,7 @@ static tpx_status oom(tpx_error *err) {
 
 static uint64_t le64(const unsigned char *b) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | b[i];
+  for (int i = 7; i >= 0; i--) v = (v << 8) | b[i];
   return v;
 }
 
@@ -87,8 +84,7 @@ static tpx_status read_header(const char *path, char **out, size_t *len,
     return tpx_error_set(err, TPX_PARSE,
                          "%s: header length %llu is beyond the end of the "
                          "file (%llu bytes)",
-                         path, (unsigned long long)n,
-                         (unsigned long long)size);
+                         path, (unsigned long long)n, (unsigned long long)size);
   }
   char *buf = malloc(n ? (size_t)n : 1);
   if (buf == NULL) {
@@ -121,7 +117,8 @@ static int json_nonneg_int(const json_t *v, int64_t *out) {
 
 /* Validates one tensor entry of `path`'s header into *t. */
 static tpx_status parse_entry(const char *path, const char *name, json_t *v,
-                              int64_t data_len, tpx__st_tensor *t, tpx_error *err) {
+                              int64_t data_len, tpx__st_tensor *t,
+                              tpx_error *err) {
   char sbuf[200];
   if (!json_is_object(v))
     return tpx_error_set(err, TPX_PARSE,
@@ -137,9 +134,8 @@ static tpx_status parse_entry(const char *path, const char *name, json_t *v,
                          name);
   t->dtype = tpx__model_dtype_from_st(json_string_value(dtype));
   if (t->dtype == TPX_DTYPE_INVALID)
-    return tpx_error_set(err, TPX_PARSE,
-                         "%s: tensor '%s': unknown dtype '%s'", path, name,
-                         json_string_value(dtype));
+    return tpx_error_set(err, TPX_PARSE, "%s: tensor '%s': unknown dtype '%s'",
+                         path, name, json_string_value(dtype));
   if (!json_is_array(shape))
     return tpx_error_set(err, TPX_PARSE,
                          "%s: tensor '%s': \"shape\" must be a list of "
@@ -166,10 +162,9 @@ static tpx_status parse_entry(const char *path, const char *name, json_t *v,
   }
   int64_t numel = tpx__shape_numel(t->shape, t->ndim);
   if (numel < 0)
-    return tpx_error_set(err, TPX_PARSE,
-                         "%s: tensor '%s': shape %s is too large", path, name,
-                         tpx__format_shape(sbuf, sizeof sbuf, t->shape,
-                                           t->ndim));
+    return tpx_error_set(
+        err, TPX_PARSE, "%s: tensor '%s': shape %s is too large", path, name,
+        tpx__format_shape(sbuf, sizeof sbuf, t->shape, t->ndim));
   if (!json_is_array(offs) || json_array_size(offs) != 2 ||
       !json_nonneg_int(json_array_get(offs, 0), &t->begin) ||
       !json_nonneg_int(json_array_get(offs, 1), &t->end))
@@ -191,14 +186,14 @@ static tpx_status parse_entry(const char *path, const char *name, json_t *v,
                          (long long)data_len);
   int64_t bytes = numel * (int64_t)tpx__model_dtype_size(t->dtype);
   if (t->end - t->begin != bytes)
-    return tpx_error_set(err, TPX_PARSE,
-                         "%s: tensor '%s': \"data_offsets\" [%lld, %lld] span "
-                         "%lld bytes but shape %s of %s needs %lld",
-                         path, name, (long long)t->begin, (long long)t->end,
-                         (long long)(t->end - t->begin),
-                         tpx__format_shape(sbuf, sizeof sbuf, t->shape,
-                                           t->ndim),
-                         tpx__model_dtype_st_name(t->dtype), (long long)bytes);
+    return tpx_error_set(
+        err, TPX_PARSE,
+        "%s: tensor '%s': \"data_offsets\" [%lld, %lld] span "
+        "%lld bytes but shape %s of %s needs %lld",
+        path, name, (long long)t->begin, (long long)t->end,
+        (long long)(t->end - t->begin),
+        tpx__format_shape(sbuf, sizeof sbuf, t->shape, t->ndim),
+        tpx__model_dtype_st_name(t->dtype), (long long)bytes);
   return TPX_OK;
 }
 
@@ -217,8 +212,8 @@ static int by_begin(const void *a, const void *b) {
 }
 
 /* Non-empty tensors t[first..l->n) of one file must not share bytes. */
-static tpx_status check_overlaps(tpx__st_load *l, size_t first, const char *path,
-                                 tpx_error *err) {
+static tpx_status check_overlaps(tpx__st_load *l, size_t first,
+                                 const char *path, tpx_error *err) {
   size_t count = l->n - first, k = 0;
   if (count < 2)
     return TPX_OK;
@@ -236,9 +231,8 @@ static tpx_status check_overlaps(tpx__st_load *l, size_t first, const char *path
       st = tpx_error_set(err, TPX_PARSE,
                          "%s: tensors '%s' [%lld, %lld] and '%s' [%lld, %lld] "
                          "have overlapping data_offsets",
-                         path, a->name, (long long)a->begin,
-                         (long long)a->end, b->name, (long long)b->begin,
-                         (long long)b->end);
+                         path, a->name, (long long)a->begin, (long long)a->end,
+                         b->name, (long long)b->begin, (long long)b->end);
   }
   free(sp);
   return st;
@@ -267,8 +261,8 @@ tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
                          jerr.position, jerr.text);
   if (!json_is_object(hdr)) {
     json_decref(hdr);
-    return tpx_error_set(err, TPX_PARSE,
-                         "%s: header must be a JSON object", path);
+    return tpx_error_set(err, TPX_PARSE, "%s: header must be a JSON object",
+                         path);
   }
   tpx_status st = TPX_OK;
   tpx__st_file *files =
@@ -282,8 +276,8 @@ tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
   }
   l->files = files;
   int file = (int)l->num_files;
-  files[l->num_files++] = (tpx__st_file){pcopy, (int64_t)(8 + len),
-                                         (int64_t)file_size, NULL};
+  files[l->num_files++] =
+      (tpx__st_file){pcopy, (int64_t)(8 + len), (int64_t)file_size, NULL};
   size_t first = l->n;
   const char *key;
   json_t *v;
@@ -298,7 +292,8 @@ tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
       continue;
     }
     size_t klen = strlen(key);
-    if (klen == 0 || tpx__model_check_fqn(key, klen, "tensor", NULL) != TPX_OK) {
+    if (klen == 0 ||
+        tpx__model_check_fqn(key, klen, "tensor", NULL) != TPX_OK) {
       st = tpx_error_set(err, TPX_PARSE,
                          "%s: tensor '%s': invalid name (empty, or an empty "
                          "component between dots)",
@@ -306,8 +301,7 @@ tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
       break;
     }
     size_t depth = 1;
-    for (size_t i = 0; i < klen; i++)
-      depth += key[i] == '.';
+    for (size_t i = 0; i < klen; i++) depth += key[i] == '.';
     if (depth > TPX__ST_MAX_NAME_DEPTH) {
       st = tpx_error_set(err, TPX_PARSE,
                          "%s: tensor '%.60s...' (%zu characters): its name "
@@ -329,17 +323,16 @@ tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
     t->name_len = klen;
     t->file = file;
     int64_t other;
-    int r = t->name ? tpx__strmap_put(&l->names, t->name, klen,
-                                      (int64_t)l->n, &other)
+    int r = t->name ? tpx__strmap_put(&l->names, t->name, klen, (int64_t)l->n,
+                                      &other)
                     : -1;
     if (r < 0) {
       st = oom(err);
       break;
     }
     if (r == 1) {
-      st = tpx_error_set(err, TPX_PARSE,
-                         "%s: tensor '%s' also appears in %s", path, key,
-                         l->files[l->t[other].file].path);
+      st = tpx_error_set(err, TPX_PARSE, "%s: tensor '%s' also appears in %s",
+                         path, key, l->files[l->t[other].file].path);
       break;
     }
     l->n++;
@@ -376,7 +369,8 @@ static char *join_path(const char *dir, size_t dlen, const char *name) {
   return p;
 }
 
-static tpx_status load_index(tpx__st_load *l, const char *path, tpx_error *err) {
+static tpx_status load_index(tpx__st_load *l, const char *path,
+                             tpx_error *err) {
   char *text;
   size_t len;
   tpx_status st = tpx__model_read_file(path, INDEX_MAX, &text, &len, err);
@@ -475,15 +469,11 @@ static int natural_cmp(const char *a, const char *b) {
   const char *a0 = a, *b0 = b;
   while (*a && *b) {
     if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
-      while (*a == '0')
-        a++;
-      while (*b == '0')
-        b++;
+      while (*a == '0') a++;
+      while (*b == '0') b++;
       size_t la = 0, lb = 0;
-      while (isdigit((unsigned char)a[la]))
-        la++;
-      while (isdigit((unsigned char)b[lb]))
-        lb++;
+      while (isdigit((unsigned char)a[la])) la++;
+      while (isdigit((unsigned char)b[lb])) lb++;
       if (la != lb)
         return la < lb ? -1 : 1;
       int c = memcmp(a, b, la);
@@ -512,8 +502,7 @@ static int contains_ci(const char *s, size_t len, const char *needle) {
   size_t n = strlen(needle);
   for (size_t i = 0; i + n <= len; i++) {
     size_t k = 0;
-    while (k < n && tolower((unsigned char)s[i + k]) == needle[k])
-      k++;
+    while (k < n && tolower((unsigned char)s[i + k]) == needle[k]) k++;
     if (k == n)
       return 1;
   }
@@ -521,8 +510,8 @@ static int contains_ci(const char *s, size_t len, const char *needle) {
 }
 
 static int atom_is_embedding(const char *a, size_t n) {
-  return contains_ci(a, n, "embed") || (n == 3 && (memcmp(a, "wte", 3) == 0 ||
-                                                    memcmp(a, "wpe", 3) == 0));
+  return contains_ci(a, n, "embed") ||
+         (n == 3 && (memcmp(a, "wte", 3) == 0 || memcmp(a, "wpe", 3) == 0));
 }
 
 static int atom_is_norm(const char *a, size_t n) {
@@ -538,8 +527,7 @@ enum { HAS_2D_WEIGHT = 1, NOT_ALL_1D = 2 };
 
 static tpx_module_kind infer_kind(const char *fqn, size_t len, int flags) {
   size_t start = len;
-  while (start > 0 && fqn[start - 1] != '.')
-    start--;
+  while (start > 0 && fqn[start - 1] != '.') start--;
   const char *atom = fqn + start;
   size_t n = len - start;
   if (flags & HAS_2D_WEIGHT)
@@ -552,8 +540,7 @@ static tpx_module_kind infer_kind(const char *fqn, size_t len, int flags) {
 
 static size_t module_len(const tpx__st_tensor *t) {
   size_t m = t->name_len;
-  while (m > 0 && t->name[m - 1] != '.')
-    m--;
+  while (m > 0 && t->name[m - 1] != '.') m--;
   return m ? m - 1 : 0;
 }
 
@@ -633,8 +620,7 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
     st = oom(err);
     goto done;
   }
-  for (size_t i = 0; i < l->n; i++)
-    order[i] = &l->t[i];
+  for (size_t i = 0; i < l->n; i++) order[i] = &l->t[i];
   qsort(order, l->n, sizeof *order, by_name);
 
   /* Pass 1: agree with what the model already holds; gather kind hints. */
@@ -710,14 +696,13 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
       if (mi < 0 || model->modules[mi].kind == TPX_MODULE_CONTAINER) {
         int64_t slot = 0;
         tpx__strmap_find(&mods, t->name, mlen, &slot);
-        st = tpx_model_add_module(model, mname,
-                                  infer_kind(t->name, mlen, flags[slot]), NULL,
-                                  err);
+        st = tpx_model_add_module(
+            model, mname, infer_kind(t->name, mlen, flags[slot]), NULL, err);
       }
     }
     if (st == TPX_OK)
-      st = tpx_model_add_param(model, mname, pname, t->shape, t->ndim,
-                               t->dtype, NULL, err);
+      st = tpx_model_add_param(model, mname, pname, t->shape, t->ndim, t->dtype,
+                               NULL, err);
   }
   if (st == TPX_OK)
     st = tpx__expert_fold_finish(&fold, model, err);
@@ -752,8 +737,7 @@ tpx_status tpx__st_load_path(tpx__st_load *l, const char *path,
                          strerror(errno));
   } else if (S_ISDIR(sb.st_mode)) {
     size_t dlen = strlen(path);
-    while (dlen > 1 && path[dlen - 1] == '/')
-      dlen--;
+    while (dlen > 1 && path[dlen - 1] == '/') dlen--;
     char *index = join_path(path, dlen, "model.safetensors.index.json");
     char *single = join_path(path, dlen, "model.safetensors");
     if (index == NULL || single == NULL)

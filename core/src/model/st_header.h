@@ -59,8 +59,7 @@ void tpx__st_load_free(tpx__st_load *l);
 /* Load `path`: one safetensors file, an index json (by its ".json" suffix),
  * or a directory holding model.safetensors.index.json or model.safetensors.
  * Errors (TPX_PARSE, TPX_NOT_FOUND, TPX_IO) name the file and tensor. */
-tpx_status tpx__st_load_path(tpx__st_load *l, const char *path,
-                             tpx_error *err);
+tpx_status tpx__st_load_path(tpx__st_load *l, const char *path, tpx_error *err);
 
 /* Parse one file's header from memory: `header` holds the JSON of `len`
  * bytes (the bytes after the 8-byte length), and the file is `file_size`

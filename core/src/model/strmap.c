@@ -96,8 +96,7 @@ static int rehash(tpx__strmap *map, size_t new_cap) {
       continue;
     /* Keys are distinct: find the first empty slot, no compares. */
     size_t j = (size_t)old.slots[i].hash & mask;
-    while (slots[j].key != NULL)
-      j = (j + 1) & mask;
+    while (slots[j].key != NULL) j = (j + 1) & mask;
     slots[j] = old.slots[i];
   }
   slots_free(old.slots, old.cap);
@@ -107,7 +106,8 @@ static int rehash(tpx__strmap *map, size_t new_cap) {
 int tpx__strmap_reserve(tpx__strmap *map, size_t n) {
   size_t cap = map->cap ? map->cap : 16;
   while (cap - cap / 4 < n) { /* load factor <= 3/4 */
-    if (cap >= ((size_t)1 << 31) || cap > SIZE_MAX / 4 / sizeof(tpx__strmap_slot))
+    if (cap >= ((size_t)1 << 31) ||
+        cap > SIZE_MAX / 4 / sizeof(tpx__strmap_slot))
       return -1;
     cap *= 2;
   }

@@ -34,7 +34,8 @@ typedef struct tpx__strmap {
 } tpx__strmap;
 
 /* An empty map; no allocation until the first insertion. */
-#define TPX__STRMAP_INIT {NULL, 0, 0}
+#define TPX__STRMAP_INIT                                                       \
+  { NULL, 0, 0 }
 
 void tpx__strmap_init(tpx__strmap *map);
 /* Frees the slot array (never the keys). Leaves an empty, reusable map. */

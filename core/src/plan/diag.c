@@ -25,12 +25,14 @@ tpx_status tpx_diag_list_create(tpx_diag_list **out, tpx_error *err) {
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_diag_list_create: NULL out");
   *out = calloc(1, sizeof **out);
-  if (!*out) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (diag)");
+  if (!*out)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (diag)");
   return TPX_OK;
 }
 
 void tpx_diag_list_destroy(tpx_diag_list *list) {
-  if (!list) return;
+  if (!list)
+    return;
   for (size_t i = 0; i < list->count; i++) free(list->items[i].code);
   free(list->items);
   free(list);
@@ -41,19 +43,23 @@ tpx_status tpx_diag_add(tpx_diag_list *list, tpx_diag_level level,
                         const char *fmt, ...) {
   if (!list || !code || !fmt)
     return TPX_INVALID_ARGUMENT; /* no err argument in this signature */
-  if (!subject) subject = "";
-  if (!fix) fix = "";
+  if (!subject)
+    subject = "";
+  if (!fix)
+    fix = "";
   va_list ap;
   va_start(ap, fmt);
   int mlen = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
-  if (mlen < 0) return TPX_INVALID_ARGUMENT;
-  size_t lc = strlen(code) + 1, ls = strlen(subject) + 1,
-         lm = (size_t)mlen + 1, lf = strlen(fix) + 1;
+  if (mlen < 0)
+    return TPX_INVALID_ARGUMENT;
+  size_t lc = strlen(code) + 1, ls = strlen(subject) + 1, lm = (size_t)mlen + 1,
+         lf = strlen(fix) + 1;
   if (TPX_GROW(list->items, list->cap, list->count + 1, 8))
     return TPX_NO_MEMORY;
   char *block = malloc(lc + ls + lm + lf);
-  if (!block) return TPX_NO_MEMORY;
+  if (!block)
+    return TPX_NO_MEMORY;
   diag_item *d = &list->items[list->count];
   d->level = level;
   d->code = block;
@@ -95,21 +101,19 @@ tpx_status tpx_diag_get(const tpx_diag_list *list, size_t index, tpx_diag *out,
 size_t tpx_diag_count_at_least(const tpx_diag_list *list,
                                tpx_diag_level level) {
   size_t n = 0;
-  if (!list) return 0;
+  if (!list)
+    return 0;
   for (size_t i = 0; i < list->count; i++)
-    if (list->items[i].level >= level) n++;
+    if (list->items[i].level >= level)
+      n++;
   return n;
 }
 
 const char *tpx_diag_level_name(tpx_diag_level level) {
   switch (level) {
-  case TPX_DIAG_INFO:
-    return "info";
-  case TPX_DIAG_WARNING:
-    return "warning";
-  case TPX_DIAG_ERROR:
-    return "error";
-  default:
-    return "unknown";
+  case TPX_DIAG_INFO: return "info";
+  case TPX_DIAG_WARNING: return "warning";
+  case TPX_DIAG_ERROR: return "error";
+  default: return "unknown";
   }
 }

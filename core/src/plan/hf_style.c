@@ -30,7 +30,8 @@ tpx_status tpx_plan_translate_hf_style(const char *key, const char *hf_style,
   if (!hf_style || !out || !skip)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_translate_hf_style: NULL argument");
-  if (!key) key = "?";
+  if (!key)
+    key = "?";
   *skip = 0;
   if (hf_skipped_early(hf_style) ||
       strcmp(hf_style, "replicated_with_grad_allreduce") == 0) {
@@ -89,7 +90,8 @@ static int is_lm_head_key(const char *k) {
 static char *join_key(const char *prefix, const char *key) {
   size_t lp = prefix ? strlen(prefix) : 0, lk = strlen(key);
   char *s = malloc(lp + lk + 2);
-  if (!s) return NULL;
+  if (!s)
+    return NULL;
   if (lp) {
     memcpy(s, prefix, lp);
     s[lp] = '.';
@@ -101,8 +103,7 @@ static char *join_key(const char *prefix, const char *key) {
 }
 
 static tpx_status translate_all(json_t *combined, tpx_plan *plan,
-                                tpx_diag_list *diags,
-                                tpx_error *err) {
+                                tpx_diag_list *diags, tpx_error *err) {
   const char *k;
   json_t *v;
   json_object_foreach(combined, k, v) {
@@ -119,42 +120,43 @@ static tpx_status translate_all(json_t *combined, tpx_plan *plan,
       style.use_local_output = 0;
     } else {
       tpx_status st = tpx_plan_translate_hf_style(k, hs, &style, &skip, err);
-      if (st != TPX_OK) return st;
+      if (st != TPX_OK)
+        return st;
     }
     if (skip) {
       if (diags)
-        tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-skipped", k,
-                     NULL,
+        tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-skipped", k, NULL,
                      "plan key '%s': Hugging Face style '%s' is dropped "
                      "(the module stays replicated), as Automodel does",
                      k, hs);
       continue;
     }
     tpx_status st = tpx_plan_set(plan, k, &style, 0, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   return TPX_OK;
 }
 
-tpx_status tpx_plan_from_hf_class_and_base(const char *top_json,
-                                           size_t top_len,
+tpx_status tpx_plan_from_hf_class_and_base(const char *top_json, size_t top_len,
                                            const char *inner_json,
-                                           size_t inner_len,
-                                           const char *prefix, tpx_plan **out,
-                                           tpx_diag_list *diags,
+                                           size_t inner_len, const char *prefix,
+                                           tpx_plan **out, tpx_diag_list *diags,
                                            tpx_error *err) {
   if (!out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_from_hf: NULL out");
   *out = NULL;
-  if (prefix && !prefix[0]) prefix = NULL;
+  if (prefix && !prefix[0])
+    prefix = NULL;
   json_t *top = NULL, *inner = NULL, *combined = json_object();
   tpx_plan *plan = NULL;
   char *pk = NULL;
   tpx_status st = TPX_OK;
-  if (!combined) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  if (top_json && (st = load_object(top_json, top_len, "model-class", &top,
-                                    err)) != TPX_OK)
+  if (!combined)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  if (top_json &&
+      (st = load_object(top_json, top_len, "model-class", &top, err)) != TPX_OK)
     goto done;
   if (inner_json && (st = load_object(inner_json, inner_len, "inner-model",
                                       &inner, err)) != TPX_OK)
@@ -163,7 +165,8 @@ tpx_status tpx_plan_from_hf_class_and_base(const char *top_json,
    * position when its value is replaced, as a dict update does. */
   const char *k;
   json_t *v;
-  if (top) json_object_foreach(top, k, v) json_object_set(combined, k, v);
+  if (top)
+    json_object_foreach(top, k, v) json_object_set(combined, k, v);
   if (inner) {
     json_object_foreach(inner, k, v) {
       pk = join_key(prefix, k);
@@ -190,7 +193,8 @@ tpx_status tpx_plan_from_hf_class_and_base(const char *top_json,
   if (!json_object_get(combined, pk))
     json_object_set_new(combined, pk, json_string("rowwise_rep"));
   st = tpx_plan_create(&plan, err);
-  if (st == TPX_OK) st = translate_all(combined, plan, diags, err);
+  if (st == TPX_OK)
+    st = translate_all(combined, plan, diags, err);
 done:
   free(pk);
   json_decref(top);
@@ -208,7 +212,8 @@ tpx_status tpx_plan_from_hf(const char *hf_json, size_t len, const char *prefix,
                             tpx_plan **out, tpx_diag_list *diags,
                             tpx_error *err) {
   if (!hf_json) {
-    if (out) *out = NULL;
+    if (out)
+      *out = NULL;
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_from_hf: NULL JSON");
   }

@@ -1,7 +1,7 @@
 /* match.c — resolve plan keys against a model's module tree with torch >= 2.9
- * parallelize_module semantics (docs/SEMANTICS.md "Plans and matching"): atom-by-atom
- * fnmatch over named_children in insertion order, "" = the root. Reports
- * unmatched and doubly-matched keys as diagnostics.
+ * parallelize_module semantics (docs/SEMANTICS.md "Plans and matching"):
+ * atom-by-atom fnmatch over named_children in insertion order, "" = the root.
+ * Reports unmatched and doubly-matched keys as diagnostics.
  *
  * Not style application. The atom matcher is our own (not fnmatch(3)) so it
  * follows Python's fnmatch exactly — backslash is literal, "[^a]" is a set
@@ -25,8 +25,11 @@
  * Invalid bytes count as one code point each. */
 static uint32_t utf8_next(const unsigned char *s, int *n) {
   uint32_t c = s[0];
-  int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
-                         : (c >> 3) == 30 ? 4 : 1;
+  int len = c < 0x80         ? 1
+            : (c >> 5) == 6  ? 2
+            : (c >> 4) == 14 ? 3
+            : (c >> 3) == 30 ? 4
+                             : 1;
   if (len == 1) {
     *n = 1;
     return c;
@@ -47,8 +50,10 @@ static uint32_t utf8_next(const unsigned char *s, int *n) {
  * else 0 (the '[' is then a literal, as in Python). */
 static size_t class_end(const char *p) {
   size_t j = 1;
-  if (p[j] == '!') j++;
-  if (p[j] == ']') j++;
+  if (p[j] == '!')
+    j++;
+  if (p[j] == ']')
+    j++;
   while (p[j] && p[j] != ']') j++;
   return p[j] ? j : 0;
 }
@@ -68,10 +73,12 @@ static int class_match(const char *p, size_t end, uint32_t c) {
     if (t + (size_t)n1 + 1 < end && p[t + n1] == '-') {
       int n2;
       uint32_t hi = utf8_next((const unsigned char *)p + t + n1 + 1, &n2);
-      if (lo <= c && c <= hi) hit = 1; /* a reversed range is empty */
+      if (lo <= c && c <= hi)
+        hit = 1; /* a reversed range is empty */
       t += (size_t)n1 + 1 + (size_t)n2;
     } else {
-      if (c == lo) hit = 1;
+      if (c == lo)
+        hit = 1;
       t += (size_t)n1;
     }
   }
@@ -83,7 +90,8 @@ static int glob_match(const char *p, const char *s) {
   for (;;) {
     if (*p == '*') {
       while (*p == '*') p++;
-      if (!*p) return 1;
+      if (!*p)
+        return 1;
       star_p = p;
       star_s = s;
       continue;
@@ -109,24 +117,26 @@ static int glob_match(const char *p, const char *s) {
     } else if (!*p) {
       return 1;
     }
-    if (!star_p) return 0;
+    if (!star_p)
+      return 0;
     /* Backtrack: the last '*' takes one more code point. */
     int n;
     utf8_next((const unsigned char *)star_s, &n);
-    if (!*star_s) return 0;
+    if (!*star_s)
+      return 0;
     star_s += n;
     p = star_p;
     s = star_s;
   }
 }
 
-static int atom_has_magic(const char *a) {
-  return strpbrk(a, "*?[") != NULL;
-}
+static int atom_has_magic(const char *a) { return strpbrk(a, "*?[") != NULL; }
 
 int tpx_match_atom(const char *pattern, const char *name) {
-  if (!pattern || !name) return 0;
-  if (!atom_has_magic(pattern)) return strcmp(pattern, name) == 0;
+  if (!pattern || !name)
+    return 0;
+  if (!atom_has_magic(pattern))
+    return strcmp(pattern, name) == 0;
   return glob_match(pattern, name);
 }
 
@@ -181,7 +191,8 @@ static int64_t literal_child(walk_ctx *w, const walk_frame *f, size_t depth) {
     return -1;
   }
   memcpy(w->namebuf, pm->fqn, plen);
-  if (f->cut) w->namebuf[plen++] = '.';
+  if (f->cut)
+    w->namebuf[plen++] = '.';
   memcpy(w->namebuf + plen, w->atoms[depth], w->alen[depth] + 1);
   int64_t c = tpx_model_find_module(w->model, w->namebuf);
   if (c < 0 || c >= w->m->nmodules || tpx__mv_parent(w->model, c) != f->module)
@@ -222,16 +233,19 @@ static void walk(walk_ctx *w, int64_t root) {
     if (mg == 0) { /* a literal atom: the one child of that name, if any */
       f->next = f->nc;
       c = literal_child(w, f, depth);
-      if (c < 0) continue;
+      if (c < 0)
+        continue;
     } else {
       c = tpx__mv_module(w->model, f->module)->children[f->next++];
-      if (c < 0 || c >= w->m->nmodules) continue;
+      if (c < 0 || c >= w->m->nmodules)
+        continue;
     }
     /* Names are FQN tails: a pattern is matched against the name; a bare
      * '*' takes every name without reading it. */
     if (mg == 1) {
       const tpx__module *cm = tpx__mv_module(w->model, c);
-      if (!glob_match(w->atoms[depth], cm->fqn + f->cut)) continue;
+      if (!glob_match(w->atoms[depth], cm->fqn + f->cut))
+        continue;
     }
     f->any = 1;
     if (depth + 1 == w->natoms) {
@@ -299,7 +313,8 @@ static void take_child(walk_ctx *w, group_key *keys, const group_index *gi,
     group_push(w, &keys[k], c);
   for (size_t j = 0; j < gi->nmagic; j++) {
     group_key *g = &keys[gi->magic[j]];
-    if (g->magic == 2 || glob_match(g->atom, name)) group_push(w, g, c);
+    if (g->magic == 2 || glob_match(g->atom, name))
+      group_push(w, g, c);
   }
 }
 
@@ -318,11 +333,13 @@ static void walk_group(walk_ctx *w, group_key *keys, const group_index *gi) {
     if (depth + 1 < w->natoms && w->magic[depth] == 0) {
       f->next = f->nc; /* a literal atom above the last level */
       int64_t c = literal_child(w, f, depth);
-      if (c >= 0) frame_enter(w, &fr[top++], c);
+      if (c >= 0)
+        frame_enter(w, &fr[top++], c);
       continue;
     }
     int64_t c = tpx__mv_module(w->model, f->module)->children[f->next++];
-    if (c < 0 || c >= w->m->nmodules) continue;
+    if (c < 0 || c >= w->m->nmodules)
+      continue;
     const tpx__module *cm = tpx__mv_module(w->model, c);
     const char *name = cm->fqn + f->cut;
     size_t nlen = (size_t)cm->fqn_len - f->cut;
@@ -331,10 +348,9 @@ static void walk_group(walk_ctx *w, group_key *keys, const group_index *gi) {
       continue;
     }
     int mg = w->magic[depth];
-    if (mg != 2 &&
-        (mg ? !glob_match(w->atoms[depth], name)
-            : nlen != w->alen[depth] ||
-                  memcmp(w->atoms[depth], name, nlen) != 0))
+    if (mg != 2 && (mg ? !glob_match(w->atoms[depth], name)
+                       : nlen != w->alen[depth] ||
+                             memcmp(w->atoms[depth], name, nlen) != 0))
       continue;
     frame_enter(w, &fr[top++], c);
   }
@@ -344,7 +360,8 @@ static void walk_group(walk_ctx *w, group_key *keys, const group_index *gi) {
 
 static size_t edit_distance(const char *a, const char *b) {
   size_t la = strlen(a), lb = strlen(b);
-  if (la > 128 || lb > 128) return la > lb ? la : lb;
+  if (la > 128 || lb > 128)
+    return la > lb ? la : lb;
   size_t row[129];
   for (size_t j = 0; j <= lb; j++) row[j] = j;
   for (size_t i = 1; i <= la; i++) {
@@ -353,8 +370,10 @@ static size_t edit_distance(const char *a, const char *b) {
     for (size_t j = 1; j <= lb; j++) {
       size_t cur = row[j];
       size_t best = prev + (a[i - 1] != b[j - 1]);
-      if (row[j] + 1 < best) best = row[j] + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      if (row[j] + 1 < best)
+        best = row[j] + 1;
+      if (row[j - 1] + 1 < best)
+        best = row[j - 1] + 1;
       row[j] = best;
       prev = cur;
     }
@@ -365,10 +384,13 @@ static size_t edit_distance(const char *a, const char *b) {
 /* Append to buf (bounded; truncation is fine for a message). */
 static void appendf(char *buf, size_t size, size_t *len, const char *fmt,
                     const char *s) {
-  if (*len >= size) return;
+  if (*len >= size)
+    return;
   int n = snprintf(buf + *len, size - *len, fmt, s);
-  if (n > 0) *len += (size_t)n;
-  if (*len >= size) *len = size - 1;
+  if (n > 0)
+    *len += (size_t)n;
+  if (*len >= size)
+    *len = size - 1;
 }
 
 /* Some descendant of `module` matches atoms[depth..] (the rest of the key
@@ -376,15 +398,18 @@ static void appendf(char *buf, size_t size, size_t *len, const char *fmt,
  * path that exists. Depth-first, stops at the first hit; recursion is at
  * most natoms deep. */
 static int rest_resolves(walk_ctx *w, int64_t module, size_t depth) {
-  if (depth >= w->natoms) return 1;
+  if (depth >= w->natoms)
+    return 1;
   size_t nc = tpx_model_module_num_children(w->model, module);
   for (size_t i = 0; i < nc; i++) {
     int64_t c = tpx_model_module_child(w->model, module, i);
-    if (c < 0 || c >= w->m->nmodules) continue;
+    if (c < 0 || c >= w->m->nmodules)
+      continue;
     if (w->magic[depth] != 2 &&
         !tpx_match_atom(w->atoms[depth], module_name(w, c)))
       continue;
-    if (rest_resolves(w, c, depth + 1)) return 1;
+    if (rest_resolves(w, c, depth + 1))
+      return 1;
   }
   return 0;
 }
@@ -395,13 +420,14 @@ static void suggestion_prefix(walk_ctx *w, size_t depth, const char *name,
   size_t len = 0;
   buf[0] = '\0';
   for (size_t i = 0; i < natoms; i++) {
-    if (i) appendf(buf, size, &len, "%s", ".");
+    if (i)
+      appendf(buf, size, &len, "%s", ".");
     appendf(buf, size, &len, "%s", i == depth ? name : w->atoms[i]);
   }
 }
 
-static void report_unmatched(walk_ctx *w, tpx_diag_list *diags,
-                             const char *key, int optional) {
+static void report_unmatched(walk_ctx *w, tpx_diag_list *diags, const char *key,
+                             int optional) {
   tpx_diag_level level = optional ? TPX_DIAG_INFO : TPX_DIAG_ERROR;
   const char *atom = w->atoms[w->fail_depth];
   const char *where = tpx_model_module_fqn(w->model, w->fail_module);
@@ -418,7 +444,8 @@ static void report_unmatched(walk_ctx *w, tpx_diag_list *diags,
   int full[3] = {0, 0, 0};
   for (size_t i = 0; i < nc; i++) {
     int64_t c = tpx_model_module_child(w->model, w->fail_module, i);
-    if (c < 0 || c >= w->m->nmodules) continue;
+    if (c < 0 || c >= w->m->nmodules)
+      continue;
     int resolves = rest_resolves(w, c, w->fail_depth + 1);
     /* resolving children rank ahead of all others */
     size_t d = edit_distance(atom, module_name(w, c)) +
@@ -477,8 +504,7 @@ static void report_duplicates(const tpx_plan *plan, const tpx_model *model,
     const char *mod = tpx_model_module_fqn(model, cs[i].first_module);
     char more[64] = "";
     if (cs[i].count > 1)
-      snprintf(more, sizeof more, " (and %zu more modules)",
-               cs[i].count - 1);
+      snprintf(more, sizeof more, " (and %zu more modules)", cs[i].count - 1);
     tpx_diag_add(diags, TPX_DIAG_ERROR, "duplicate-match", k2,
                  "remove one of the two keys or narrow its pattern so each "
                  "module gets one style",
@@ -496,19 +522,24 @@ static tpx_status split_key(const char *key, walk_ctx *w, char **buf,
                             size_t *cap_atoms, tpx_error *err) {
   size_t n = strlen(key);
   char *copy = malloc(n + 1);
-  if (!copy) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  if (!copy)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
   memcpy(copy, key, n + 1);
   size_t na = 1;
   for (size_t i = 0; i < n; i++) na += key[i] == '.';
   if (na > *cap_atoms) {
     char **a = realloc(w->atoms, na * sizeof *a);
-    if (a) w->atoms = a;
+    if (a)
+      w->atoms = a;
     int *mg = a ? realloc(w->magic, na * sizeof *mg) : NULL;
-    if (mg) w->magic = mg;
+    if (mg)
+      w->magic = mg;
     size_t *al = mg ? realloc(w->alen, na * sizeof *al) : NULL;
-    if (al) w->alen = al;
+    if (al)
+      w->alen = al;
     walk_frame *fr = al ? realloc(w->frames, na * sizeof *fr) : NULL;
-    if (fr) w->frames = fr;
+    if (fr)
+      w->frames = fr;
     if (!a || !mg || !al || !fr) {
       free(copy);
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
@@ -519,13 +550,16 @@ static tpx_status split_key(const char *key, walk_ctx *w, char **buf,
   char *s = copy;
   for (;;) {
     char *dot = strchr(s, '.');
-    if (dot) *dot = '\0';
+    if (dot)
+      *dot = '\0';
     w->atoms[w->natoms] = s;
     w->alen[w->natoms] = strlen(s);
-    w->magic[w->natoms] =
-        !atom_has_magic(s) ? 0 : s[strspn(s, "*")] == '\0' ? 2 : 1;
+    w->magic[w->natoms] = !atom_has_magic(s)          ? 0
+                          : s[strspn(s, "*")] == '\0' ? 2
+                                                      : 1;
     w->natoms++;
-    if (!dot) break;
+    if (!dot)
+      break;
     s = dot + 1;
   }
   free(*buf);
@@ -538,14 +572,14 @@ typedef struct match_run {
   const tpx_plan *plan;
   tpx_diag_list *diags;
   walk_ctx w;
-  char *keybuf;        /* the atoms of the key being walked */
+  char *keybuf; /* the atoms of the key being walked */
   size_t cap_atoms;
-  group_key *gkeys;    /* [ne] each key's last atom and its matches */
-  size_t *members;     /* [ne] one group's entries */
-  int64_t *next;       /* [ne] the next entry of the same group, or -1 */
-  conflict *cs;        /* duplicate matches of the current entry */
+  group_key *gkeys; /* [ne] each key's last atom and its matches */
+  size_t *members;  /* [ne] one group's entries */
+  int64_t *next;    /* [ne] the next entry of the same group, or -1 */
+  conflict *cs;     /* duplicate matches of the current entry */
   size_t ncs, capcs;
-  int64_t *slot;       /* [ne] entry -> index in cs, or -1 */
+  int64_t *slot; /* [ne] entry -> index in cs, or -1 */
 } match_run;
 
 static void match_run_free(match_run *r, size_t ne) {
@@ -567,7 +601,7 @@ static void group_key_init(group_key *g, const char *key) {
   const char *d = strrchr(key, '.');
   g->atom = d ? d + 1 : key;
   g->len = strlen(g->atom);
-  g->magic = !atom_has_magic(g->atom)              ? 0
+  g->magic = !atom_has_magic(g->atom)                ? 0
              : g->atom[strspn(g->atom, "*")] == '\0' ? 2
                                                      : 1;
 }
@@ -617,12 +651,14 @@ static tpx_status walk_groups(match_run *r, size_t ne, tpx_error *err) {
   tpx__strmap heads = TPX__STRMAP_INIT;
   int64_t *tail = malloc((ne ? ne : 1) * sizeof *tail);
   tpx_status st = TPX_OK;
-  if (!tail) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  if (!tail)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
   for (size_t e = 0; e < ne; e++) {
     const char *key = tpx__plan_key(r->plan, e);
     r->next[e] = -1;
     tail[e] = -1;
-    if (key[0] == '\0') continue;
+    if (key[0] == '\0')
+      continue;
     const char *ld = strrchr(key, '.');
     size_t plen = ld ? (size_t)(ld - key) : 0;
     int64_t head = -1;
@@ -639,10 +675,12 @@ static tpx_status walk_groups(match_run *r, size_t ne, tpx_error *err) {
   }
   /* Walk each group once, in the order of its first entry. */
   for (size_t e = 0; e < ne && st == TPX_OK && r->w.m->nmodules > 0; e++) {
-    if (tail[e] < 0) continue; /* not a group's first entry */
-    st = split_key(tpx__plan_key(r->plan, e), &r->w, &r->keybuf,
-                   &r->cap_atoms, err);
-    if (st != TPX_OK) break;
+    if (tail[e] < 0)
+      continue; /* not a group's first entry */
+    st = split_key(tpx__plan_key(r->plan, e), &r->w, &r->keybuf, &r->cap_atoms,
+                   err);
+    if (st != TPX_OK)
+      break;
     st = walk_one_group(r, (size_t)e, err);
   }
   free(tail);
@@ -663,29 +701,33 @@ static tpx_status collect_entry(match_run *r, size_t e, tpx_error *err) {
   w->fail_module = -1;
   w->fail_depth = 0;
   if (key[0] == '\0') {
-    if (nmod > 0) record(w, 0);
+    if (nmod > 0)
+      record(w, 0);
   } else if (r->gkeys[e].n) {
     group_key *g = &r->gkeys[e];
-    if (TPX_GROW(m->mods, m->capmods, m->nmods + g->n, 64)) goto oom;
+    if (TPX_GROW(m->mods, m->capmods, m->nmods + g->n, 64))
+      goto oom;
     memcpy(m->mods + m->nmods, g->mods, g->n * sizeof *g->mods);
     m->nmods += g->n;
     free(g->mods);
     g->mods = NULL;
   }
-  if (w->oom) goto oom;
+  if (w->oom)
+    goto oom;
   size_t cnt = m->nmods - start;
   if (cnt == 0 && r->diags && key[0] != '\0' && nmod > 0) {
     /* Where the key's own walk stops, for the message (matches none). */
     tpx_status st = split_key(key, w, &r->keybuf, &r->cap_atoms, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
     walk(w, 0);
-    if (w->oom) goto oom;
+    if (w->oom)
+      goto oom;
   }
   if (cnt == 0 && r->diags) {
     if (key[0] == '\0' || nmod <= 0 || w->fail_module < 0) {
       tpx_diag_add(r->diags,
-                   tpx__plan_optional(plan, e) ? TPX_DIAG_INFO
-                                               : TPX_DIAG_ERROR,
+                   tpx__plan_optional(plan, e) ? TPX_DIAG_INFO : TPX_DIAG_ERROR,
                    "unmatched-key", key, "the model has no modules",
                    "plan key '%s' matches no module", key);
     } else {
@@ -701,7 +743,8 @@ static tpx_status collect_entry(match_run *r, size_t e, tpx_error *err) {
       continue;
     }
     if (r->slot[prev] < 0) {
-      if (TPX_GROW(r->cs, r->capcs, r->ncs + 1, 8)) goto oom;
+      if (TPX_GROW(r->cs, r->capcs, r->ncs + 1, 8))
+        goto oom;
       r->cs[r->ncs].other = prev;
       r->cs[r->ncs].first_module = mod;
       r->cs[r->ncs].count = 0;
@@ -721,8 +764,7 @@ tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
                           tpx_match **out, tpx_diag_list *diags,
                           tpx_error *err) {
   if (!out)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_match_plan: NULL out");
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "tpx_match_plan: NULL out");
   *out = NULL;
   if (!plan || !model)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -734,7 +776,8 @@ tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
   match_run r;
   memset(&r, 0, sizeof r);
   tpx_status st = TPX_OK;
-  if (!m) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
+  if (!m)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (match)");
   r.plan = plan;
   r.diags = diags;
   r.w.model = model;
@@ -755,7 +798,8 @@ tpx_status tpx_match_plan(const tpx_plan *plan, const tpx_model *model,
   for (int64_t i = 0; i < nmod; i++) m->module_entry[i] = -1;
   for (size_t i = 0; i < ne; i++) r.slot[i] = -1;
   st = walk_groups(&r, ne, err);
-  for (size_t e = 0; e < ne && st == TPX_OK; e++) st = collect_entry(&r, e, err);
+  for (size_t e = 0; e < ne && st == TPX_OK; e++)
+    st = collect_entry(&r, e, err);
   m->off[ne] = m->nmods;
   if (st == TPX_OK && diags &&
       tpx__omission_by_sibling(m, plan, model, diags) != TPX_OK)
@@ -771,7 +815,8 @@ done:
 }
 
 void tpx_match_destroy(tpx_match *m) {
-  if (!m) return;
+  if (!m)
+    return;
   free(m->off);
   free(m->mods);
   free(m->module_entry);
@@ -779,22 +824,24 @@ void tpx_match_destroy(tpx_match *m) {
   free(m);
 }
 
-size_t tpx_match_entry_total(const tpx_match *m) {
-  return m ? m->nentries : 0;
-}
+size_t tpx_match_entry_total(const tpx_match *m) { return m ? m->nentries : 0; }
 
 size_t tpx_match_entry_count(const tpx_match *m, size_t entry) {
-  if (!m || entry >= m->nentries) return 0;
+  if (!m || entry >= m->nentries)
+    return 0;
   return m->off[entry + 1] - m->off[entry];
 }
 
 int64_t tpx_match_entry_module(const tpx_match *m, size_t entry, size_t i) {
-  if (!m || entry >= m->nentries) return -1;
-  if (i >= m->off[entry + 1] - m->off[entry]) return -1;
+  if (!m || entry >= m->nentries)
+    return -1;
+  if (i >= m->off[entry + 1] - m->off[entry])
+    return -1;
   return m->mods[m->off[entry] + i];
 }
 
 int64_t tpx_match_module_entry(const tpx_match *m, int64_t module) {
-  if (!m || module < 0 || module >= m->nmodules) return -1;
+  if (!m || module < 0 || module >= m->nmodules)
+    return -1;
   return m->module_entry[module];
 }

@@ -16,11 +16,12 @@ typedef struct tpx__name_set tpx__name_set;
 
 struct tpx_match {
   size_t nentries;
-  size_t *off;  /* [nentries + 1]: entry e's modules are mods[off[e]..off[e+1]) */
+  size_t
+      *off; /* [nentries + 1]: entry e's modules are mods[off[e]..off[e+1]) */
   int64_t *mods;
   size_t nmods, capmods;
   int64_t nmodules;
-  int64_t *module_entry; /* [nmodules]: first entry applied, or -1 */
+  int64_t *module_entry;  /* [nmodules]: first entry applied, or -1 */
   tpx__name_set *omitted; /* what matching warned about; NULL when none */
 };
 
@@ -46,8 +47,8 @@ typedef struct tpx__omission_in {
   const tpx_model *model;
   const tpx_match *match;
   size_t num_params;
-  const int64_t *param_styled; /* < 0: no style places the parameter */
-  const int64_t *param_entry;  /* the key that places it */
+  const int64_t *param_styled;   /* < 0: no style places the parameter */
+  const int64_t *param_entry;    /* the key that places it */
   const char *const *entry_keys; /* [num_entries] */
   size_t num_entries;
   const tpx_placement *tp_placement; /* [num_params * stride] */

@@ -53,7 +53,8 @@ static uint64_t hash_str(const char *s) {
 
 static void omission_add(omission_set *os, const char *fqn, int64_t param,
                          int64_t sibling_param, size_t entry) {
-  if (os->oom) return;
+  if (os->oom)
+    return;
   char *g = tpx__fqn_generalize_dup(fqn);
   if (!g) {
     os->oom = 1;
@@ -116,7 +117,8 @@ static void format_shape(const tpx_param_info *p, char *buf, size_t size) {
   for (int i = 0; i < p->ndim && len < size; i++)
     len += (size_t)snprintf(buf + len, size - len, "%s%lld", i ? ", " : "",
                             (long long)p->shape[i]);
-  if (len < size) snprintf(buf + len, size - len, "]");
+  if (len < size)
+    snprintf(buf + len, size - len, "]");
 }
 
 /* covered[mod] = 1 when `mod` or one of its ancestors is matched by a key.
@@ -142,7 +144,8 @@ static uint8_t *covered_modules(const tpx_match *m, const tpx_model *model) {
       chain[n++] = x;
       x = tpx__mv_parent(model, x);
     }
-    if (x >= 0 && x < nmod && cov[x] != 2) v = cov[x];
+    if (x >= 0 && x < nmod && cov[x] != 2)
+      v = cov[x];
     while (n) cov[chain[--n]] = v;
   }
   free(chain);
@@ -152,15 +155,16 @@ static uint8_t *covered_modules(const tpx_match *m, const tpx_model *model) {
 /* Parameters of module `mod` in index order (the model keeps them newest
  * first) into *buf, grown as needed; their count, or SIZE_MAX when out of
  * memory. */
-static size_t module_params(const tpx_model *model, int64_t mod,
-                            int64_t **buf, size_t *cap) {
+static size_t module_params(const tpx_model *model, int64_t mod, int64_t **buf,
+                            size_t *cap) {
   size_t n = 0;
   for (int64_t q = tpx__mv_module(model, mod)->first_param; q >= 0;
        q = tpx__mv_param(model, q)->next_param)
     n++;
   if (n > *cap) {
     int64_t *b = realloc(*buf, n * sizeof *b);
-    if (!b) return SIZE_MAX;
+    if (!b)
+      return SIZE_MAX;
     *buf = b;
     *cap = n;
   }
@@ -187,7 +191,8 @@ tpx_status tpx__omission_by_sibling(tpx_match *m, const tpx_plan *plan,
                                     tpx_diag_list *diags) {
   size_t np = tpx_model_num_params(model);
   int64_t nmod = m->nmodules;
-  if (np == 0 || nmod <= 0) return TPX_OK;
+  if (np == 0 || nmod <= 0)
+    return TPX_OK;
   /* Parents with at least one sharded child. */
   uint8_t *hot = calloc((size_t)nmod, 1);
   uint8_t *covered = NULL;
@@ -196,25 +201,29 @@ tpx_status tpx__omission_by_sibling(tpx_match *m, const tpx_plan *plan,
   omission_set os;
   memset(&os, 0, sizeof os);
   tpx_status st = TPX_OK;
-  if (!hot) return TPX_NO_MEMORY;
+  if (!hot)
+    return TPX_NO_MEMORY;
   int any = 0;
   for (int64_t mod = 0; mod < nmod; mod++) {
     int64_t e = m->module_entry[mod];
-    if (e < 0 || !shards_params(tpx__plan_style(plan, (size_t)e))) continue;
+    if (e < 0 || !shards_params(tpx__plan_style(plan, (size_t)e)))
+      continue;
     int64_t parent = tpx__mv_parent(model, mod);
     if (parent >= 0 && parent < nmod) {
       hot[parent] = 1;
       any = 1;
     }
   }
-  if (!any) goto done;
+  if (!any)
+    goto done;
   covered = covered_modules(m, model);
   if (!covered) {
     st = TPX_NO_MEMORY;
     goto done;
   }
   for (int64_t mod = 0; mod < nmod && !os.oom; mod++) {
-    if (covered[mod]) continue;
+    if (covered[mod])
+      continue;
     int64_t parent = tpx__mv_parent(model, mod);
     if (parent < 0 || parent >= nmod || !hot[parent] ||
         tpx__mv_module(model, mod)->first_param < 0)
@@ -227,11 +236,13 @@ tpx_status tpx__omission_by_sibling(tpx_match *m, const tpx_plan *plan,
     }
     for (size_t pi = 0; pi < nmine && !os.oom; pi++) {
       const tpx__param *p = tpx__mv_param(model, mine[pi]);
-      if (p->tied_to >= 0) continue; /* follows the tensor it aliases */
+      if (p->tied_to >= 0)
+        continue; /* follows the tensor it aliases */
       int found = 0;
       for (size_t c = 0; c < pm->num_children && !found && !os.oom; c++) {
         int64_t sib = pm->children[c];
-        if (sib < 0 || sib >= nmod || sib == mod) continue;
+        if (sib < 0 || sib >= nmod || sib == mod)
+          continue;
         int64_t e = m->module_entry[sib];
         if (e < 0 || !shards_params(tpx__plan_style(plan, (size_t)e)))
           continue;
@@ -273,21 +284,20 @@ tpx_status tpx__omission_by_sibling(tpx_match *m, const tpx_plan *plan,
              "if it is meant to stay replicated",
              gmod ? gmod : (mod ? mod : ""));
     free(gmod);
-    tpx_diag_add(diags, TPX_DIAG_WARNING, "replicated-by-omission",
-                 o->general, fix,
-                 "parameter '%s' %s stays replicated: no plan key covers "
-                 "module '%s', while its sibling '%s' of the same shape is "
-                 "sharded by '%s' (%s)%s",
-                 p.fqn, shape, mod ? mod : "", q.fqn,
-                 tpx__plan_key(plan, o->entry),
-                 tpx_style_kind_name(tpx__plan_style(plan, o->entry)->kind),
-                 more);
+    tpx_diag_add(
+        diags, TPX_DIAG_WARNING, "replicated-by-omission", o->general, fix,
+        "parameter '%s' %s stays replicated: no plan key covers "
+        "module '%s', while its sibling '%s' of the same shape is "
+        "sharded by '%s' (%s)%s",
+        p.fqn, shape, mod ? mod : "", q.fqn, tpx__plan_key(plan, o->entry),
+        tpx_style_kind_name(tpx__plan_style(plan, o->entry)->kind), more);
   }
 done:
   if (st == TPX_OK && os.count && (m->omitted = malloc(sizeof os)) != NULL) {
     *m->omitted = os; /* kept: the placement rule skips these names */
   } else {
-    if (st == TPX_OK && os.count) st = TPX_NO_MEMORY;
+    if (st == TPX_OK && os.count)
+      st = TPX_NO_MEMORY;
     for (size_t k = 0; k < os.count; k++) free(os.items[k].general);
     free(os.items);
     free(os.slots);
@@ -301,16 +311,19 @@ done:
 
 int tpx__match_omitted(const tpx_match *m, const char *general) {
   const omission_set *os = m ? m->omitted : NULL;
-  if (!os || !os->nslots) return 0;
+  if (!os || !os->nslots)
+    return 0;
   size_t mask = os->nslots - 1;
   for (size_t i = (size_t)hash_str(general) & mask; os->slots[i] >= 0;
        i = (i + 1) & mask)
-    if (strcmp(os->items[os->slots[i]].general, general) == 0) return 1;
+    if (strcmp(os->items[os->slots[i]].general, general) == 0)
+      return 1;
   return 0;
 }
 
 void tpx__name_set_destroy(tpx__name_set *s) {
-  if (!s) return;
+  if (!s)
+    return;
   for (size_t k = 0; k < s->count; k++) free(s->items[k].general);
   free(s->items);
   free(s->slots);
@@ -331,9 +344,11 @@ static uint64_t shape_hash(const char *name, int ndim, const int64_t *shape) {
 }
 
 static int same_name_shape(const tpx_param_info *a, const tpx_param_info *b) {
-  if (a->ndim != b->ndim || strcmp(a->name, b->name) != 0) return 0;
+  if (a->ndim != b->ndim || strcmp(a->name, b->name) != 0)
+    return 0;
   for (int d = 0; d < a->ndim; d++)
-    if (a->shape[d] != b->shape[d]) return 0;
+    if (a->shape[d] != b->shape[d])
+      return 0;
   return 1;
 }
 
@@ -371,8 +386,10 @@ tpx_status tpx__omission_by_placement(const tpx__omission_in *in,
   size_t nc = 0, nslots = 0;
   char gen_a[512], gen_b[512];
   for (size_t p = 0; p < np; p++)
-    if (in->param_styled[p] < 0 && phash[p]) nc++;
-  if (nc == 0) return TPX_OK;
+    if (in->param_styled[p] < 0 && phash[p])
+      nc++;
+  if (nc == 0)
+    return TPX_OK;
   nslots = 16;
   while (nslots < nc * 2) nslots *= 2;
   cand = malloc(nc * sizeof *cand);
@@ -389,7 +406,8 @@ tpx_status tpx__omission_by_placement(const tpx__omission_in *in,
   /* Candidates chained per hash slot (slots hold the chain head). */
   uint64_t shapes = 0;
   for (size_t p = 0; p < np; p++) {
-    if (in->param_styled[p] >= 0 || !phash[p]) continue;
+    if (in->param_styled[p] >= 0 || !phash[p])
+      continue;
     const tpx__param *r = tpx__mv_param(model, (int64_t)p);
     shapes |= (uint64_t)1 << shape_bit(r->ndim, tpx__mv_shape(model, r));
     phash[p] = param_hash(model, (int64_t)p);
@@ -408,13 +426,16 @@ tpx_status tpx__omission_by_placement(const tpx__omission_in *in,
       continue;
     uint64_t h = param_hash(model, (int64_t)p);
     int64_t c = slots[(size_t)h & (nslots - 1)];
-    if (c < 0) continue;
+    if (c < 0)
+      continue;
     tpx_param_info pi;
-    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK) continue;
+    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK)
+      continue;
     int64_t sparent = tpx_model_module_parent(model, pi.module);
     int have_gen = 0;
     for (; c >= 0; c = next[c]) {
-      if (example[c] >= 0 || phash[cand[c]] != h) continue;
+      if (example[c] >= 0 || phash[cand[c]] != h)
+        continue;
       tpx_param_info ci;
       if (tpx_model_param(model, cand[c], &ci, NULL) != TPX_OK ||
           !same_name_shape(&pi, &ci))
@@ -429,12 +450,14 @@ tpx_status tpx__omission_by_placement(const tpx__omission_in *in,
         tpx__fqn_generalize(ci.fqn, gen_b, sizeof gen_b);
         hit = strcmp(gen_a, gen_b) == 0; /* same place in another layer */
       }
-      if (hit) example[c] = (int64_t)p;
+      if (hit)
+        example[c] = (int64_t)p;
     }
   }
   /* One warning per generalized name, with the count of its parameters. */
   for (size_t c = 0; c < nc && st == TPX_OK; c++) {
-    if (example[c] < 0) continue;
+    if (example[c] < 0)
+      continue;
     tpx_param_info ci, si;
     if (tpx_model_param(model, cand[c], &ci, NULL) != TPX_OK ||
         tpx_model_param(model, example[c], &si, NULL) != TPX_OK)
@@ -442,9 +465,11 @@ tpx_status tpx__omission_by_placement(const tpx__omission_in *in,
     tpx__fqn_generalize(ci.fqn, gen_b, sizeof gen_b);
     int64_t count = 1;
     for (size_t k = c + 1; k < nc; k++) {
-      if (example[k] < 0) continue;
+      if (example[k] < 0)
+        continue;
       tpx_param_info ki;
-      if (tpx_model_param(model, cand[k], &ki, NULL) != TPX_OK) continue;
+      if (tpx_model_param(model, cand[k], &ki, NULL) != TPX_OK)
+        continue;
       tpx__fqn_generalize(ki.fqn, gen_a, sizeof gen_a);
       if (strcmp(gen_a, gen_b) == 0) {
         count++;
@@ -452,7 +477,8 @@ tpx_status tpx__omission_by_placement(const tpx__omission_in *in,
       }
     }
     /* matching warned about it already: one warning per parameter */
-    if (tpx__match_omitted(in->match, gen_b)) continue;
+    if (tpx__match_omitted(in->match, gen_b))
+      continue;
     char pl[48];
     tpx_placement_format(in->tp_placement[(size_t)example[c] * in->stride], pl,
                          sizeof pl);
@@ -461,17 +487,15 @@ tpx_status tpx__omission_by_placement(const tpx__omission_in *in,
       snprintf(more, sizeof more, " (%lld parameters like it)",
                (long long)count);
     int64_t e = in->param_entry[example[c]];
-    const char *key = e >= 0 && (size_t)e < in->num_entries
-                          ? in->entry_keys[e]
-                          : NULL;
-    st = tpx_diag_add(diags, TPX_DIAG_WARNING, "replicated-by-omission",
-                     ci.fqn,
-                     "add a plan key for its module if it should be sharded "
-                     "like its siblings (or mark it intentionally replicated)",
-                     "parameter '%s'%s is replicated because no plan key "
-                     "covers it, while '%s' of the same name and shape is "
-                     "sharded (%s on tp, key '%s')",
-                     ci.fqn, more, si.fqn, pl, key);
+    const char *key =
+        e >= 0 && (size_t)e < in->num_entries ? in->entry_keys[e] : NULL;
+    st = tpx_diag_add(diags, TPX_DIAG_WARNING, "replicated-by-omission", ci.fqn,
+                      "add a plan key for its module if it should be sharded "
+                      "like its siblings (or mark it intentionally replicated)",
+                      "parameter '%s'%s is replicated because no plan key "
+                      "covers it, while '%s' of the same name and shape is "
+                      "sharded (%s on tp, key '%s')",
+                      ci.fqn, more, si.fqn, pl, key);
     if (st != TPX_OK)
       st = tpx_error_set(err, st, "out of memory adding a diagnostic");
   }
@@ -482,4 +506,3 @@ done:
   free(slots);
   return st;
 }
-

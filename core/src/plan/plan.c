@@ -63,14 +63,16 @@ static uint64_t style_hash(const tpx_style *s) {
 
 static uint64_t str_hash(const char *s, size_t *len) {
   size_t n = strlen(s);
-  if (len) *len = n;
+  if (len)
+    *len = n;
   return fnv1a(s, n);
 }
 
 tpx_status tpx__plan_key_validate(const char *key, tpx_error *err) {
   if (!key)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "plan key is NULL");
-  if (key[0] == '\0') return TPX_OK; /* the root module */
+  if (key[0] == '\0')
+    return TPX_OK; /* the root module */
   size_t n = strlen(key);
   if (key[0] == '.')
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -95,13 +97,15 @@ tpx_status tpx_plan_create(tpx_plan **out, tpx_error *err) {
                          "tpx_plan_create: NULL out");
   *out = NULL;
   tpx_plan *p = calloc(1, sizeof *p);
-  if (!p) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
+  if (!p)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
   *out = p;
   return TPX_OK;
 }
 
 void tpx_plan_destroy(tpx_plan *plan) {
-  if (!plan) return;
+  if (!plan)
+    return;
   for (size_t i = 0; i < plan->count; i++) free(plan->entries[i].module);
   free(plan->entries);
   free(plan->slots);
@@ -114,11 +118,13 @@ void tpx_plan_destroy(tpx_plan *plan) {
 /* ---- key index ---- */
 
 static int64_t find_slot(const tpx_plan *p, const char *key, uint64_t h) {
-  if (!p->nslots) return -1;
+  if (!p->nslots)
+    return -1;
   size_t mask = p->nslots - 1;
   for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
     int64_t e = p->slots[i];
-    if (e < 0) return -1;
+    if (e < 0)
+      return -1;
     if (p->entries[e].hash == h && strcmp(p->entries[e].module, key) == 0)
       return e;
   }
@@ -133,7 +139,8 @@ static void index_insert(tpx_plan *p, int64_t e) {
 
 static tpx_status index_rebuild(tpx_plan *p, size_t nslots, tpx_error *err) {
   int64_t *slots = malloc(nslots * sizeof *slots);
-  if (!slots) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
+  if (!slots)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
   for (size_t i = 0; i < nslots; i++) slots[i] = -1;
   free(p->slots);
   p->slots = slots;
@@ -157,7 +164,8 @@ static tpx_status style_intern(tpx_plan *p, const tpx_style *canon,
     size_t mask = p->nstyle_slots - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
       int64_t s = p->style_slots[i];
-      if (s < 0) break;
+      if (s < 0)
+        break;
       if (p->style_hash[s] == h &&
           memcmp(&p->styles[s], canon, sizeof *canon) == 0) {
         *out = (uint32_t)s;
@@ -175,7 +183,8 @@ static tpx_status style_intern(tpx_plan *p, const tpx_style *canon,
   if ((p->nstyles + 1) * 2 > p->nstyle_slots) {
     size_t n = p->nstyle_slots ? p->nstyle_slots * 2 : 16;
     int64_t *slots = malloc(n * sizeof *slots);
-    if (!slots) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
+    if (!slots)
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
     for (size_t i = 0; i < n; i++) slots[i] = -1;
     for (size_t s = 0; s < p->nstyles; s++) {
       size_t i = (size_t)p->style_hash[s] & (n - 1);
@@ -206,9 +215,11 @@ tpx_status tpx__plan_set_nocheck(tpx_plan *plan, const char *module,
   uint64_t h = str_hash(module, &len);
   uint32_t sidx = 0;
   tpx_status st = style_intern(plan, canon, &sidx, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   int64_t e = find_slot(plan, module, h);
-  if (replaced) *replaced = e >= 0;
+  if (replaced)
+    *replaced = e >= 0;
   if (e >= 0) {
     plan->entries[e].style = sidx;
     plan->entries[e].optional = optional ? 1 : 0;
@@ -217,7 +228,8 @@ tpx_status tpx__plan_set_nocheck(tpx_plan *plan, const char *module,
   if (TPX_GROW(plan->entries, plan->cap, plan->count + 1, 16))
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
   char *copy = malloc(len + 1);
-  if (!copy) return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
+  if (!copy)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan)");
   memcpy(copy, module, len + 1);
   if ((plan->count + 1) * 2 > plan->nslots) {
     /* Grow before appending so a failure leaves the plan unchanged. */
@@ -243,7 +255,8 @@ tpx_status tpx_plan_set(tpx_plan *plan, const char *module,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_set: NULL argument");
   tpx_status st = tpx__plan_key_validate(module, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   tpx_error e = {0};
   if (tpx_style_validate(style, &e) != TPX_OK)
     return tpx_error_set(err, e.status, "plan key '%s' (%s): %s", module,
@@ -257,12 +270,12 @@ tpx_status tpx_plan_set(tpx_plan *plan, const char *module,
 }
 
 int64_t tpx_plan_find(const tpx_plan *plan, const char *module) {
-  if (!plan || !module) return -1;
+  if (!plan || !module)
+    return -1;
   return find_slot(plan, module, str_hash(module, NULL));
 }
 
-tpx_status tpx_plan_remove(tpx_plan *plan, const char *module,
-                           tpx_error *err) {
+tpx_status tpx_plan_remove(tpx_plan *plan, const char *module, tpx_error *err) {
   if (!plan || !module)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_remove: NULL argument");
@@ -284,13 +297,15 @@ tpx_status tpx_plan_update(tpx_plan *plan, const tpx_plan *overrides,
   if (!plan || !overrides)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_update: NULL argument");
-  if (plan == overrides) return TPX_OK; /* d.update(d) changes nothing */
+  if (plan == overrides)
+    return TPX_OK; /* d.update(d) changes nothing */
   for (size_t i = 0; i < overrides->count; i++) {
     const plan_entry *oe = &overrides->entries[i];
     tpx_status st =
         tpx__plan_set_nocheck(plan, oe->module, &overrides->styles[oe->style],
                               oe->optional, NULL, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   return TPX_OK;
 }
@@ -303,7 +318,8 @@ tpx_status tpx_plan_clone(const tpx_plan *plan, tpx_plan **out,
   *out = NULL;
   tpx_plan *c;
   tpx_status st = tpx_plan_create(&c, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   st = tpx_plan_update(c, plan, err);
   if (st != TPX_OK) {
     tpx_plan_destroy(c);

@@ -21,23 +21,15 @@
 
 static const char *json_type_name(const json_t *v) {
   switch (json_typeof(v)) {
-  case JSON_OBJECT:
-    return "an object";
-  case JSON_ARRAY:
-    return "an array";
-  case JSON_STRING:
-    return "a string";
-  case JSON_INTEGER:
-    return "an integer";
-  case JSON_REAL:
-    return "a number";
+  case JSON_OBJECT: return "an object";
+  case JSON_ARRAY: return "an array";
+  case JSON_STRING: return "a string";
+  case JSON_INTEGER: return "an integer";
+  case JSON_REAL: return "a number";
   case JSON_TRUE:
-  case JSON_FALSE:
-    return "a boolean";
-  case JSON_NULL:
-    return "null";
-  default:
-    return "an unknown JSON value";
+  case JSON_FALSE: return "a boolean";
+  case JSON_NULL: return "null";
+  default: return "an unknown JSON value";
   }
 }
 
@@ -82,9 +74,8 @@ static tpx_status parse_layout_list(const json_t *v, const char *field,
                          json_type_name(v));
   size_t n = json_array_size(v);
   if (n > TPX_STYLE_MAX_LAYOUTS)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "%s: %zu layouts (at most %d)", field, n,
-                         TPX_STYLE_MAX_LAYOUTS);
+    return tpx_error_set(err, TPX_OUT_OF_RANGE, "%s: %zu layouts (at most %d)",
+                         field, n, TPX_STYLE_MAX_LAYOUTS);
   out->count = (int32_t)n;
   for (size_t i = 0; i < n; i++) {
     const json_t *it = json_array_get(v, i);
@@ -97,7 +88,8 @@ static tpx_status parse_layout_list(const json_t *v, const char *field,
       continue;
     }
     tpx_status st = parse_layout(it, field, (int)i, &out->items[i], err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   return TPX_OK;
 }
@@ -105,15 +97,15 @@ static tpx_status parse_layout_list(const json_t *v, const char *field,
 static tpx_status parse_kwargs(const json_t *v, const char *field,
                                tpx_kwarg_layout_list *out, tpx_error *err) {
   memset(out, 0, sizeof *out);
-  if (json_is_null(v)) return TPX_OK; /* torch: None -> {} */
+  if (json_is_null(v))
+    return TPX_OK; /* torch: None -> {} */
   if (!json_is_object(v))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: expected an object {kwarg: layout}, got %s",
                          field, json_type_name(v));
   if (json_object_size(v) > TPX_STYLE_MAX_KWARGS)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "%s: %zu kwargs (at most %d)", field,
-                         json_object_size(v), TPX_STYLE_MAX_KWARGS);
+    return tpx_error_set(err, TPX_OUT_OF_RANGE, "%s: %zu kwargs (at most %d)",
+                         field, json_object_size(v), TPX_STYLE_MAX_KWARGS);
   const char *name;
   json_t *lv;
   json_object_foreach((json_t *)v, name, lv) {
@@ -128,7 +120,8 @@ static tpx_status parse_kwargs(const json_t *v, const char *field,
       k->is_none = 1;
     } else {
       tpx_status st = parse_layout(lv, field, (int)out->count, &k->layout, err);
-      if (st != TPX_OK) return st;
+      if (st != TPX_OK)
+        return st;
     }
     out->count++;
   }
@@ -147,23 +140,20 @@ static tpx_status parse_bool(const json_t *v, const char *field, int *out,
 
 /* Which fields each family accepts (besides module, style, optional). */
 static int field_allowed(tpx_style_family f, const char *k) {
-  if (strcmp(k, "use_local_output") == 0) return 1;
+  if (strcmp(k, "use_local_output") == 0)
+    return 1;
   switch (f) {
   case TPX_STYLE_FAMILY_COLWISE:
   case TPX_STYLE_FAMILY_ROWWISE:
     return !strcmp(k, "input_layouts") || !strcmp(k, "output_layouts");
-  case TPX_STYLE_FAMILY_SEQUENCE:
-    return !strcmp(k, "sequence_dim");
+  case TPX_STYLE_FAMILY_SEQUENCE: return !strcmp(k, "sequence_dim");
   case TPX_STYLE_FAMILY_PREPARE_INPUT:
-    return !strcmp(k, "input_layouts") ||
-           !strcmp(k, "desired_input_layouts") ||
+    return !strcmp(k, "input_layouts") || !strcmp(k, "desired_input_layouts") ||
            !strcmp(k, "input_kwarg_layouts") ||
            !strcmp(k, "desired_input_kwarg_layouts");
   case TPX_STYLE_FAMILY_PREPARE_OUTPUT:
-    return !strcmp(k, "output_layouts") ||
-           !strcmp(k, "desired_output_layouts");
-  default:
-    return 0;
+    return !strcmp(k, "output_layouts") || !strcmp(k, "desired_output_layouts");
+  default: return 0;
   }
 }
 
@@ -180,7 +170,8 @@ static tpx_status parse_style(const json_t *obj, tpx_style_kind kind,
   tpx_status st = TPX_OK;
   *optional = 0;
   json_object_foreach((json_t *)obj, k, v) {
-    if (!strcmp(k, "module") || !strcmp(k, "style")) continue;
+    if (!strcmp(k, "module") || !strcmp(k, "style"))
+      continue;
     if (!strcmp(k, "optional")) {
       st = parse_bool(v, "optional", optional, err);
     } else if (!field_allowed(fam, k)) {
@@ -213,10 +204,12 @@ static tpx_status parse_style(const json_t *obj, tpx_style_kind kind,
     } else if (!strcmp(k, "desired_input_kwarg_layouts")) {
       st = parse_kwargs(v, k, &s.desired_input_kwarg_layouts, err);
     }
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   st = tpx_style_validate(&s, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   tpx__style_canonical(&s, out);
   return TPX_OK;
 }
@@ -272,8 +265,9 @@ static tpx_status parse_doc(const char *text, size_t len, tpx_plan **out,
   json_error_t je;
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
   if (!root)
-    return tpx_error_set(err, TPX_PARSE, "invalid JSON at line %d column %d: %s",
-                         je.line, je.column, je.text);
+    return tpx_error_set(err, TPX_PARSE,
+                         "invalid JSON at line %d column %d: %s", je.line,
+                         je.column, je.text);
   tpx_status st = TPX_OK;
   tpx_plan *plan = NULL;
   if (!json_is_object(root)) {
@@ -299,7 +293,7 @@ static tpx_status parse_doc(const char *text, size_t len, tpx_plan **out,
     st = tpx_error_set(err, TPX_PARSE,
                        "\"format\" must be \"" FORMAT_NAME "\", got %s%s%s",
                        fmt && json_is_string(fmt) ? "'" : "",
-                       !fmt                 ? "nothing"
+                       !fmt                  ? "nothing"
                        : json_is_string(fmt) ? json_string_value(fmt)
                                              : json_type_name(fmt),
                        fmt && json_is_string(fmt) ? "'" : "");
@@ -313,10 +307,12 @@ static tpx_status parse_doc(const char *text, size_t len, tpx_plan **out,
     goto done;
   }
   st = tpx_plan_create(&plan, err);
-  if (st != TPX_OK) goto done;
+  if (st != TPX_OK)
+    goto done;
   for (size_t i = 0; i < json_array_size(ents); i++) {
     st = parse_entry(plan, json_array_get(ents, i), i, err);
-    if (st != TPX_OK) goto done;
+    if (st != TPX_OK)
+      goto done;
   }
 done:
   json_decref(root);
@@ -365,7 +361,8 @@ tpx_status tpx_plan_load(const char *path, tpx_plan **out, tpx_error *err) {
     }
     size_t n = fread(buf + len, 1, cap - len, f);
     len += n;
-    if (n == 0) break;
+    if (n == 0)
+      break;
   }
   int bad = ferror(f);
   fclose(f);
@@ -393,13 +390,16 @@ typedef struct sbuf {
 } sbuf;
 
 static void sb_grow(sbuf *b, size_t need) {
-  if (b->oom) return;
-  if (TPX_GROW(b->data, b->cap, b->len + need + 1, 4096)) b->oom = 1;
+  if (b->oom)
+    return;
+  if (TPX_GROW(b->data, b->cap, b->len + need + 1, 4096))
+    b->oom = 1;
 }
 
 static void sb_put(sbuf *b, const char *s, size_t n) {
   sb_grow(b, n);
-  if (b->oom) return;
+  if (b->oom)
+    return;
   memcpy(b->data + b->len, s, n);
   b->len += n;
   b->data[b->len] = '\0';
@@ -409,9 +409,11 @@ static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
 /* Newline plus indentation for nesting `depth` (nothing when compact). */
 static void sb_nl(sbuf *b, int depth) {
-  if (!b->indent) return;
+  if (!b->indent)
+    return;
   sb_grow(b, 1 + (size_t)(b->indent * depth));
-  if (b->oom) return;
+  if (b->oom)
+    return;
   b->data[b->len++] = '\n';
   for (int i = 0; i < b->indent * depth; i++) b->data[b->len++] = ' ';
   b->data[b->len] = '\0';
@@ -424,7 +426,8 @@ static void sb_json_str(sbuf *b, const char *s) {
   const char *run = s;
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c != '"' && c != '\\' && c >= 0x20) continue;
+    if (c != '"' && c != '\\' && c >= 0x20)
+      continue;
     sb_put(b, run, (size_t)(s - run));
     char esc[8];
     switch (c) {
@@ -447,7 +450,8 @@ static void sb_json_str(sbuf *b, const char *s) {
 
 /* `"key": ` at nesting depth; `first` says whether a comma is needed. */
 static void sb_key(sbuf *b, int depth, int *first, const char *key) {
-  if (!*first) sb_put(b, ",", 1);
+  if (!*first)
+    sb_put(b, ",", 1);
   *first = 0;
   sb_nl(b, depth);
   sb_json_str(b, key);
@@ -480,7 +484,8 @@ static void sb_layout_list(sbuf *b, int depth, int *first, const char *key,
   }
   sb_put(b, "[", 1);
   for (int32_t i = 0; i < l->count; i++) {
-    if (i) sb_put(b, ",", 1);
+    if (i)
+      sb_put(b, ",", 1);
     sb_nl(b, depth + 1);
     sb_layout(b, l->items[i], l->is_none[i]);
   }
@@ -545,11 +550,11 @@ static void sb_entry(sbuf *b, int depth, const char *key, const tpx_style *s,
     sb_layout_list(b, d, &first, "desired_output_layouts",
                    &s->desired_output_layouts);
     break;
-  default:
-    break;
+  default: break;
   }
   sb_bool(b, d, &first, "use_local_output", s->use_local_output);
-  if (optional) sb_bool(b, d, &first, "optional", 1);
+  if (optional)
+    sb_bool(b, d, &first, "optional", 1);
   sb_nl(b, depth);
   sb_put(b, "}", 1);
 }
@@ -576,7 +581,8 @@ tpx_status tpx_plan_to_json(const tpx_plan *plan, int indent, char **out,
   } else {
     sb_put(&b, "[", 1);
     for (size_t i = 0; i < n && !b.oom; i++) {
-      if (i) sb_put(&b, ",", 1);
+      if (i)
+        sb_put(&b, ",", 1);
       sb_nl(&b, 2);
       sb_entry(&b, 2, tpx__plan_key(plan, i), tpx__plan_style(plan, i),
                tpx__plan_optional(plan, i));
@@ -586,7 +592,8 @@ tpx_status tpx_plan_to_json(const tpx_plan *plan, int indent, char **out,
   }
   sb_nl(&b, 0);
   sb_put(&b, "}", 1);
-  if (indent) sb_put(&b, "\n", 1);
+  if (indent)
+    sb_put(&b, "\n", 1);
   if (b.oom) {
     free(b.data);
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (plan JSON)");

@@ -18,7 +18,8 @@ static const char *const style_names[TPX_STYLE_COUNT] = {
 };
 
 const char *tpx_style_kind_name(tpx_style_kind kind) {
-  if ((int)kind < 0 || kind >= TPX_STYLE_COUNT) return NULL;
+  if ((int)kind < 0 || kind >= TPX_STYLE_COUNT)
+    return NULL;
   return style_names[kind];
 }
 
@@ -54,7 +55,8 @@ static const tpx_style_family style_families[TPX_STYLE_COUNT] = {
 tpx_style_traits tpx_style_kind_traits(tpx_style_kind kind) {
   tpx_style_traits t;
   memset(&t, 0, sizeof t);
-  if ((int)kind < 0 || kind >= TPX_STYLE_COUNT) return t;
+  if ((int)kind < 0 || kind >= TPX_STYLE_COUNT)
+    return t;
   t.family = style_families[kind];
   t.shards_params = t.family == TPX_STYLE_FAMILY_COLWISE ||
                     t.family == TPX_STYLE_FAMILY_ROWWISE;
@@ -107,9 +109,7 @@ tpx_style tpx_style_default(tpx_style_kind kind) {
     s.sequence_dim = 1;
     s.use_local_output = 0;
     break;
-  case TPX_STYLE_FAMILY_PREPARE_INPUT:
-    s.use_local_output = 0;
-    break;
+  case TPX_STYLE_FAMILY_PREPARE_INPUT: s.use_local_output = 0; break;
   case TPX_STYLE_FAMILY_PREPARE_OUTPUT:
     /* Both layout lists are required by torch; left "not given" here so a
      * caller who forgets them gets a validation error. */
@@ -118,8 +118,7 @@ tpx_style tpx_style_default(tpx_style_kind kind) {
   case TPX_STYLE_FAMILY_REPLICATED:
     s.use_local_output = 1; /* activations pass as plain tensors */
     break;
-  default:
-    break;
+  default: break;
   }
   return s;
 }
@@ -128,8 +127,10 @@ static tpx_placement canon_placement(tpx_placement p) {
   tpx_placement c;
   memset(&c, 0, sizeof c);
   c.kind = p.kind;
-  if (p.kind == TPX_SHARD) c.dim = p.dim;
-  if (p.kind == TPX_PARTIAL) c.op = p.op;
+  if (p.kind == TPX_SHARD)
+    c.dim = p.dim;
+  if (p.kind == TPX_PARTIAL)
+    c.op = p.op;
   if (p.kind == TPX_STRIDED_SHARD) {
     c.dim = p.dim;
     c.split_factor = p.split_factor;
@@ -143,7 +144,8 @@ static tpx_layout_list canon_list(const tpx_layout_list *l) {
   c.count = l->count < 0 ? -1 : l->count;
   for (int32_t i = 0; i < c.count && i < TPX_STYLE_MAX_LAYOUTS; i++) {
     c.is_none[i] = l->is_none[i] ? 1 : 0;
-    if (!c.is_none[i]) c.items[i] = canon_placement(l->items[i]);
+    if (!c.is_none[i])
+      c.items[i] = canon_placement(l->items[i]);
   }
   return c;
 }
@@ -176,17 +178,13 @@ void tpx__style_canonical(const tpx_style *in, tpx_style *out) {
   case TPX_STYLE_FAMILY_ROWWISE: {
     /* "not given" means torch's default (x or Default()). */
     tpx_style d = tpx_style_default(in->kind);
-    c.input_layouts = canon_list(in->input_layouts.count < 0
-                                     ? &d.input_layouts
-                                     : &in->input_layouts);
-    c.output_layouts = canon_list(in->output_layouts.count < 0
-                                      ? &d.output_layouts
-                                      : &in->output_layouts);
+    c.input_layouts = canon_list(
+        in->input_layouts.count < 0 ? &d.input_layouts : &in->input_layouts);
+    c.output_layouts = canon_list(
+        in->output_layouts.count < 0 ? &d.output_layouts : &in->output_layouts);
     break;
   }
-  case TPX_STYLE_FAMILY_SEQUENCE:
-    c.sequence_dim = in->sequence_dim;
-    break;
+  case TPX_STYLE_FAMILY_SEQUENCE: c.sequence_dim = in->sequence_dim; break;
   case TPX_STYLE_FAMILY_PREPARE_INPUT:
     c.input_layouts = canon_list(&in->input_layouts);
     c.desired_input_layouts = canon_list(&in->desired_input_layouts);
@@ -198,26 +196,25 @@ void tpx__style_canonical(const tpx_style *in, tpx_style *out) {
     c.output_layouts = canon_list(&in->output_layouts);
     c.desired_output_layouts = canon_list(&in->desired_output_layouts);
     break;
-  default:
-    break;
+  default: break;
   }
   *out = c;
 }
 
 int tpx_style_equal(const tpx_style *a, const tpx_style *b) {
-  if (!a || !b) return a == b;
+  if (!a || !b)
+    return a == b;
   tpx_style ca, cb;
   tpx__style_canonical(a, &ca);
   tpx__style_canonical(b, &cb);
   return memcmp(&ca, &cb, sizeof ca) == 0;
 }
 
-static tpx_status check_placement(tpx_placement p, const char *field,
-                                  int32_t i, tpx_error *err) {
+static tpx_status check_placement(tpx_placement p, const char *field, int32_t i,
+                                  tpx_error *err) {
   switch (p.kind) {
   case TPX_REPLICATE:
-  case TPX_SHARD:
-    return TPX_OK;
+  case TPX_SHARD: return TPX_OK;
   case TPX_PARTIAL:
     if ((int)p.op < 0 || p.op > TPX_REDUCE_MIN)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -251,18 +248,20 @@ static tpx_status check_list(const tpx_layout_list *l, const char *field,
       continue;
     }
     tpx_status st = check_placement(l->items[i], field, i, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   return TPX_OK;
 }
 
 static tpx_status check_single(const tpx_layout_list *l, const char *field,
                                const char *kind, tpx_error *err) {
-  if (l->count == -1) return TPX_OK; /* default */
+  if (l->count == -1)
+    return TPX_OK; /* default */
   if (l->count != 1)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "%s: %s takes exactly one layout, got %d", field,
-                         kind, (int)l->count);
+                         "%s: %s takes exactly one layout, got %d", field, kind,
+                         (int)l->count);
   return check_list(l, field, 0, err);
 }
 
@@ -285,7 +284,8 @@ static tpx_status check_kwargs(const tpx_kwarg_layout_list *l,
                              "%s: duplicate kwarg '%s'", field, k->name);
     if (!k->is_none) {
       tpx_status st = check_placement(k->layout, field, i, err);
-      if (st != TPX_OK) return st;
+      if (st != TPX_OK)
+        return st;
     }
   }
   return TPX_OK;
@@ -305,14 +305,14 @@ tpx_status tpx_style_validate(const tpx_style *s, tpx_error *err) {
       st = check_single(&s->output_layouts, "output_layouts", kind, err);
     return st;
   case TPX_STYLE_FAMILY_SEQUENCE:
-  case TPX_STYLE_FAMILY_REPLICATED:
-    return TPX_OK;
+  case TPX_STYLE_FAMILY_REPLICATED: return TPX_OK;
   case TPX_STYLE_FAMILY_PREPARE_INPUT:
     st = check_list(&s->input_layouts, "input_layouts", 1, err);
     if (st == TPX_OK)
       st = check_list(&s->desired_input_layouts, "desired_input_layouts", 1,
                       err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
     /* torch asserts: given input layouts need desired ones of equal length.
      * Desired without input is accepted (torch's hook is then a no-op). */
     if (s->input_layouts.count >= 0) {
@@ -332,7 +332,8 @@ tpx_status tpx_style_validate(const tpx_style *s, tpx_error *err) {
     if (st == TPX_OK)
       st = check_kwargs(&s->desired_input_kwarg_layouts,
                         "desired_input_kwarg_layouts", err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
     if (s->input_kwarg_layouts.count != s->desired_input_kwarg_layouts.count)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                            "desired_input_kwarg_layouts: %d entries but "
@@ -353,7 +354,8 @@ tpx_status tpx_style_validate(const tpx_style *s, tpx_error *err) {
     if (st == TPX_OK)
       st = check_list(&s->desired_output_layouts, "desired_output_layouts", 1,
                       err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
     if (s->output_layouts.count != s->desired_output_layouts.count)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                            "desired_output_layouts: %d layouts but "

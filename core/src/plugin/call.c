@@ -28,8 +28,7 @@ static const char *call_message(const tpx_plugin_ctx *ctx, int rc, char *buf,
   if (ctx->has_invalid && rc != TPX_PLUGIN_REFUSED) {
     if (!ctx->has_message || strcmp(ctx->message, ctx->invalid) == 0)
       return ctx->invalid;
-    snprintf(buf, size, "%s (the plugin said: %s)", ctx->invalid,
-             ctx->message);
+    snprintf(buf, size, "%s (the plugin said: %s)", ctx->invalid, ctx->message);
     return buf;
   }
   if (ctx->has_message)
@@ -56,7 +55,8 @@ static tpx_status call_result(const tpx__plugin *p, const char *what, int rc,
     if (refused)
       *refused = 1;
     return tpx_error_set(err, TPX_PLUGIN, "plugin '%s' (%s) refused %s: %s",
-                         p->name, p->path, what, call_message(ctx, rc, buf, sizeof buf));
+                         p->name, p->path, what,
+                         call_message(ctx, rc, buf, sizeof buf));
   }
   if (rc == TPX_PLUGIN_NO_MEMORY)
     return tpx_error_set(err, TPX_NO_MEMORY,
@@ -66,7 +66,6 @@ static tpx_status call_result(const tpx__plugin *p, const char *what, int rc,
                        p->name, p->path, what, tpx__plugin_status_name(rc),
                        call_message(ctx, rc, buf, sizeof buf));
 }
-
 
 static void fill_request(tpx_plugin_plan_request *req, const tpx__call *c) {
   memset(req, 0, sizeof *req);
@@ -172,8 +171,7 @@ static tpx_status direct_strings(const tpx__plugin *p, tpx__call *c,
 static tpx_status check_capability(const tpx__plugin *p, tpx__plugin_op op,
                                    tpx_error *err) {
   switch (op) {
-  case TPX__OP_GET_PLAN:
-    return TPX_OK;
+  case TPX__OP_GET_PLAN: return TPX_OK;
   case TPX__OP_SKELETON:
     if (p->skeleton_fn)
       return TPX_OK;
@@ -220,7 +218,8 @@ tpx_status tpx__plugin_call_direct(const tpx__plugin *p, tpx__call *c,
   return s;
 }
 
-/* ---- isolated calls ------------------------------------------------------- */
+/* ---- isolated calls -------------------------------------------------------
+ */
 
 typedef struct isolated_arg {
   const tpx__plugin *p;
@@ -296,8 +295,8 @@ static tpx_status merge_model(tpx_model *dst, const tpx_model *src,
         const char *mod = tpx_model_module_fqn(src, pi.module);
         if (tpx_model_find_param(dst, pi.fqn) >= 0)
           continue; /* already known (e.g. from safetensors): keep it */
-        s = tpx_model_add_param(dst, mod ? mod : "", pi.name, pi.shape,
-                                pi.ndim, pi.dtype, NULL, err);
+        s = tpx_model_add_param(dst, mod ? mod : "", pi.name, pi.shape, pi.ndim,
+                                pi.dtype, NULL, err);
       } else if (pass == 1 && pi.tied_to >= 0) {
         tpx_param_info target;
         s = tpx_model_param(src, pi.tied_to, &target, err);
@@ -330,8 +329,7 @@ static int64_t config_max(json_t *cfg, const char *const *keys, size_t n,
       snprintf(path, sizeof path, "%s%s", nested ? "text_config." : "",
                keys[i]);
       int64_t v = 0;
-      if (tpx__config_integer(tpx__config_lookup(cfg, path), &v) &&
-          v > best) {
+      if (tpx__config_integer(tpx__config_lookup(cfg, path), &v) && v > best) {
         best = v;
         snprintf(which, which_size, "%s", path);
       }
@@ -339,27 +337,27 @@ static int64_t config_max(json_t *cfg, const char *const *keys, size_t n,
   return best;
 }
 
-static tpx_status check_skeleton_size(const tpx_model *model,
-                                      tpx_error *err) {
+static tpx_status check_skeleton_size(const tpx_model *model, tpx_error *err) {
   json_t *cfg = tpx__model_config(model);
   if (!cfg)
     return TPX_OK;
   static const char *const layer_keys[] = {"num_hidden_layers", "n_layer",
                                            "num_layers", "n_layers"};
-  static const char *const expert_keys[] = {
-      "num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"};
+  static const char *const expert_keys[] = {"num_local_experts", "num_experts",
+                                            "n_routed_experts",
+                                            "moe_num_experts"};
   char lkey[112] = "", ekey[112] = "";
   int64_t layers = config_max(cfg, layer_keys, 4, lkey, sizeof lkey);
   int64_t experts = config_max(cfg, expert_keys, 4, ekey, sizeof ekey);
-  double bytes = (double)layers * (TPX__SKELETON_LAYER_BYTES +
-                                   (double)experts *
-                                       TPX__SKELETON_EXPERT_BYTES);
+  double bytes =
+      (double)layers * (TPX__SKELETON_LAYER_BYTES +
+                        (double)experts * TPX__SKELETON_EXPERT_BYTES);
   if (bytes <= TPX__SKELETON_MAX_BYTES)
     return TPX_OK;
   char per[160] = "";
   if (experts > 0)
-    snprintf(per, sizeof per, " of %lld experts each (%s)",
-             (long long)experts, ekey);
+    snprintf(per, sizeof per, " of %lld experts each (%s)", (long long)experts,
+             ekey);
   return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                        "config %s %lld: the skeleton for %lld layers%s needs "
                        "about %.1f GiB; tpx builds skeletons of at most "
@@ -382,8 +380,10 @@ tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
     tpx_error merr = {0};
     s = merge_model(model, c.skeleton, &merr);
     if (s != TPX_OK)
-      tpx_error_set(err, s, "plugin '%s' (%s): skeleton does not fit the "
-                    "model: %s", p->name, p->path, merr.message);
+      tpx_error_set(err, s,
+                    "plugin '%s' (%s): skeleton does not fit the "
+                    "model: %s",
+                    p->name, p->path, merr.message);
   }
   tpx__call_release(&c);
   return s;
@@ -392,13 +392,15 @@ tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
 /* ---- shorthands for selection -------------------------------------------- */
 
 tpx_status tpx__plugin_get_plan(const tpx__plugin *p, const tpx_model *model,
-                                const char *architecture,
-                                const char *plan_name, int sequence_parallel,
-                                int64_t tp_size, tpx_plan **out,
-                                char **function_out, int *refused,
-                                tpx_error *err) {
-  tpx__call c = {.op = TPX__OP_GET_PLAN, .model = model, .arch = architecture,
-                 .plan_name = plan_name, .sp = sequence_parallel,
+                                const char *architecture, const char *plan_name,
+                                int sequence_parallel, int64_t tp_size,
+                                tpx_plan **out, char **function_out,
+                                int *refused, tpx_error *err) {
+  tpx__call c = {.op = TPX__OP_GET_PLAN,
+                 .model = model,
+                 .arch = architecture,
+                 .plan_name = plan_name,
+                 .sp = sequence_parallel,
                  .tp = tp_size};
   tpx_status s = tpx__plugin_call(p, &c, err);
   *out = c.plan;
@@ -414,22 +416,24 @@ tpx_status tpx__plugin_get_plan(const tpx__plugin *p, const tpx_model *model,
 }
 
 tpx_status tpx__plugin_validate(const tpx__plugin *p, const tpx_model *model,
-                                const char *architecture,
-                                const char *plan_name, int sequence_parallel,
-                                int64_t tp_size, tpx_diag_list *diags,
-                                tpx_error *err) {
-  tpx__call c = {.op = TPX__OP_VALIDATE, .model = model, .arch = architecture,
-                 .plan_name = plan_name, .sp = sequence_parallel,
-                 .tp = tp_size, .diags = diags};
+                                const char *architecture, const char *plan_name,
+                                int sequence_parallel, int64_t tp_size,
+                                tpx_diag_list *diags, tpx_error *err) {
+  tpx__call c = {.op = TPX__OP_VALIDATE,
+                 .model = model,
+                 .arch = architecture,
+                 .plan_name = plan_name,
+                 .sp = sequence_parallel,
+                 .tp = tp_size,
+                 .diags = diags};
   tpx_status s = tpx__plugin_call(p, &c, err);
   tpx__call_release(&c);
   return s;
 }
 
 tpx_status tpx__plugin_strings(const tpx__plugin *p, tpx__plugin_op op,
-                               const tpx_model *model,
-                               const char *architecture, tpx__strvec *out,
-                               tpx_error *err) {
+                               const tpx_model *model, const char *architecture,
+                               tpx__strvec *out, tpx_error *err) {
   tpx__call c = {.op = op, .model = model, .arch = architecture};
   tpx_status s = tpx__plugin_call(p, &c, err);
   *out = c.strings;

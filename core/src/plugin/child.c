@@ -126,8 +126,7 @@ static int read_some(int fd, tpx__child_result *res, size_t *cap) {
     res->out[res->len] = '\0';
   }
   ssize_t r;
-  do
-    r = read(fd, res->out + res->len, *cap - res->len - 1);
+  do r = read(fd, res->out + res->len, *cap - res->len - 1);
   while (r < 0 && errno == EINTR);
   if (r <= 0)
     return 0;

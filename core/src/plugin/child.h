@@ -49,8 +49,8 @@ typedef enum tpx__child_end {
 typedef struct tpx__child_result {
   tpx__child_end end;
   int code;
-  char *out;  /* everything the child wrote, NUL-terminated (malloc'd) */
-  size_t len; /* without the NUL */
+  char *out;     /* everything the child wrote, NUL-terminated (malloc'd) */
+  size_t len;    /* without the NUL */
   int held_open; /* the child ended but something it started (a grandchild)
                     still held the pipe open */
 } tpx__child_result;

@@ -43,8 +43,7 @@ int tpx__strvec_push(tpx__strvec *v, const char *s, int value) {
 }
 
 void tpx__strvec_free(tpx__strvec *v) {
-  for (size_t i = 0; i < v->count; i++)
-    free(v->items[i]);
+  for (size_t i = 0; i < v->count; i++) free(v->items[i]);
   free(v->items);
   free(v->ints);
   memset(v, 0, sizeof *v);
@@ -125,7 +124,8 @@ static int invalid(tpx_plugin_ctx *ctx, const char *fn, const char *fmt, ...) {
     ctx->has_invalid = 1;
   }
   tpx__log(TPX_LOG_WARN, "plugin %s: %s: host->%s refused: %s",
-           ctx->plugin ? ctx->plugin->name : "?", tpx__plugin_op_symbol(ctx->op), fn, buf);
+           ctx->plugin ? ctx->plugin->name : "?",
+           tpx__plugin_op_symbol(ctx->op), fn, buf);
   return TPX_PLUGIN_INVALID;
 }
 
@@ -143,8 +143,9 @@ static int str_ok(const char *s) {
 #define REQUIRE_OP(ctx, fn, want)                                              \
   do {                                                                         \
     if ((ctx)->op != (want))                                                   \
-      return invalid((ctx), (fn), "only available during %s, not %s",         \
-                     tpx__plugin_op_symbol(want), tpx__plugin_op_symbol((ctx)->op));                       \
+      return invalid((ctx), (fn), "only available during %s, not %s",          \
+                     tpx__plugin_op_symbol(want),                              \
+                     tpx__plugin_op_symbol((ctx)->op));                        \
   } while (0)
 
 /* ---- logging and errors ------------------------------------------------ */
@@ -336,8 +337,7 @@ static int host_model_has_module(tpx_plugin_ctx *ctx, const char *fqn) {
   return tpx_model_find_module(tree(ctx), fqn) >= 0;
 }
 
-static int64_t host_model_count_children(tpx_plugin_ctx *ctx,
-                                         const char *fqn) {
+static int64_t host_model_count_children(tpx_plugin_ctx *ctx, const char *fqn) {
   if (!ctx_ok(ctx) || !str_ok(fqn) || !tree(ctx))
     return -1;
   int64_t m = tpx_model_find_module(tree(ctx), fqn);
@@ -351,11 +351,11 @@ static int64_t host_model_count_children(tpx_plugin_ctx *ctx,
 /* Fill a layout list from the plugin's strings. allow_none: NULL items mean
  * None (prepare_module_* only). */
 static int parse_layouts(tpx_plugin_ctx *ctx, const char *label,
-                         const char *field, const char *const *items,
-                         int32_t n, int allow_none, tpx_layout_list *out) {
+                         const char *field, const char *const *items, int32_t n,
+                         int allow_none, tpx_layout_list *out) {
   if (n < 0 || n > TPX_STYLE_MAX_LAYOUTS)
-    return invalid(ctx, "plan_add", "%s: n_%s=%d is outside 0..%d",
-                   label, field, (int)n, TPX_STYLE_MAX_LAYOUTS);
+    return invalid(ctx, "plan_add", "%s: n_%s=%d is outside 0..%d", label,
+                   field, (int)n, TPX_STYLE_MAX_LAYOUTS);
   memset(out, 0, sizeof *out);
   out->count = n;
   for (int32_t i = 0; i < n; i++) {
@@ -369,8 +369,8 @@ static int parse_layouts(tpx_plugin_ctx *ctx, const char *label,
       continue;
     }
     if (!str_ok(items[i]))
-      return invalid(ctx, "plan_add", "%s: %s[%d] is too long", label,
-                     field, (int)i);
+      return invalid(ctx, "plan_add", "%s: %s[%d] is too long", label, field,
+                     (int)i);
     tpx_error e = {0};
     if (tpx_placement_parse(items[i], &out->items[i], &e) != TPX_OK)
       return invalid(ctx, "plan_add",
@@ -400,10 +400,9 @@ static int host_plan_add(tpx_plugin_ctx *ctx, const tpx_plugin_entry *e) {
   if (!e)
     return invalid(ctx, "plan_add", "entry is NULL");
   if (!HAS_FIELD(e, style))
-    return invalid(ctx, "plan_add",
-                   "entry struct_size %zu is too small (at least %zu)",
-                   e->struct_size,
-                   offsetof(tpx_plugin_entry, style) + sizeof(e->style));
+    return invalid(
+        ctx, "plan_add", "entry struct_size %zu is too small (at least %zu)",
+        e->struct_size, offsetof(tpx_plugin_entry, style) + sizeof(e->style));
   if (!str_ok(e->module))
     return invalid(ctx, "plan_add", "module is NULL or too long");
   if (!str_ok(e->style))
@@ -411,8 +410,8 @@ static int host_plan_add(tpx_plugin_ctx *ctx, const tpx_plugin_entry *e) {
   tpx_style_kind kind;
   tpx_error perr = {0};
   if (tpx_style_kind_parse(e->style, &kind, &perr) != TPX_OK)
-    return invalid(ctx, "plan_add", "key '%s': unknown style '%s'",
-                   e->module, e->style);
+    return invalid(ctx, "plan_add", "key '%s': unknown style '%s'", e->module,
+                   e->style);
   /* Every refusal below names the entry: its key and its style. */
   char label[2 * TPX__PLUGIN_MAX_STRING + 32];
   snprintf(label, sizeof label, "key '%s', style '%s'", e->module, e->style);
@@ -420,8 +419,8 @@ static int host_plan_add(tpx_plugin_ctx *ctx, const tpx_plugin_entry *e) {
   const int prep_in = kind == TPX_STYLE_PREPARE_MODULE_INPUT;
   const int prep_out = kind == TPX_STYLE_PREPARE_MODULE_OUTPUT;
 
-  const char *const *in = HAS_FIELD(e, n_input_layouts) ? e->input_layouts
-                                                         : NULL;
+  const char *const *in =
+      HAS_FIELD(e, n_input_layouts) ? e->input_layouts : NULL;
   const char *const *outl =
       HAS_FIELD(e, n_output_layouts) ? e->output_layouts : NULL;
   const char *const *des =
@@ -429,30 +428,35 @@ static int host_plan_add(tpx_plugin_ctx *ctx, const tpx_plugin_entry *e) {
   int rc;
   if (in) {
     if (!takes_io_layouts(kind) && !prep_in)
-      return invalid(ctx, "plan_add", "%s: the style takes no "
-                     "input_layouts", label);
-    rc = parse_layouts(ctx, label, "input_layouts", in,
-                       e->n_input_layouts, prep_in, &st.input_layouts);
+      return invalid(ctx, "plan_add",
+                     "%s: the style takes no "
+                     "input_layouts",
+                     label);
+    rc = parse_layouts(ctx, label, "input_layouts", in, e->n_input_layouts,
+                       prep_in, &st.input_layouts);
     if (rc)
       return rc;
   }
   if (outl) {
     if (!takes_io_layouts(kind) && !prep_out)
-      return invalid(ctx, "plan_add", "%s: the style takes no "
-                     "output_layouts", label);
-    rc = parse_layouts(ctx, label, "output_layouts", outl,
-                       e->n_output_layouts, prep_out, &st.output_layouts);
+      return invalid(ctx, "plan_add",
+                     "%s: the style takes no "
+                     "output_layouts",
+                     label);
+    rc = parse_layouts(ctx, label, "output_layouts", outl, e->n_output_layouts,
+                       prep_out, &st.output_layouts);
     if (rc)
       return rc;
   }
   if (des) {
     if (!prep_in && !prep_out)
-      return invalid(ctx, "plan_add", "%s: the style takes no "
-                     "desired_layouts", label);
-    rc = parse_layouts(ctx, label, "desired_layouts", des,
-                       e->n_desired_layouts, 1,
-                       prep_in ? &st.desired_input_layouts
-                               : &st.desired_output_layouts);
+      return invalid(ctx, "plan_add",
+                     "%s: the style takes no "
+                     "desired_layouts",
+                     label);
+    rc = parse_layouts(
+        ctx, label, "desired_layouts", des, e->n_desired_layouts, 1,
+        prep_in ? &st.desired_input_layouts : &st.desired_output_layouts);
     if (rc)
       return rc;
   }
@@ -467,19 +471,23 @@ static int host_plan_add(tpx_plugin_ctx *ctx, const tpx_plugin_entry *e) {
   }
   if (HAS_FIELD(e, sequence_dim) && e->sequence_dim != TPX_PLUGIN_DEFAULT) {
     if (!is_sequence_kind(kind))
-      return invalid(ctx, "plan_add",
-                     "%s: the style takes no sequence_dim", label);
+      return invalid(ctx, "plan_add", "%s: the style takes no sequence_dim",
+                     label);
     if (e->sequence_dim < -TPX_MAX_TENSOR_DIMS ||
         e->sequence_dim >= TPX_MAX_TENSOR_DIMS)
-      return invalid(ctx, "plan_add", "%s: sequence_dim=%d is out of "
-                     "range", label, (int)e->sequence_dim);
+      return invalid(ctx, "plan_add",
+                     "%s: sequence_dim=%d is out of "
+                     "range",
+                     label, (int)e->sequence_dim);
     st.sequence_dim = e->sequence_dim;
   }
   int optional = 0;
   if (HAS_FIELD(e, optional)) {
     if (e->optional != 0 && e->optional != 1)
-      return invalid(ctx, "plan_add", "%s: optional=%d (expected 0 or "
-                     "1)", label, (int)e->optional);
+      return invalid(ctx, "plan_add",
+                     "%s: optional=%d (expected 0 or "
+                     "1)",
+                     label, (int)e->optional);
     optional = e->optional;
   }
   tpx_error serr = {0};
@@ -509,8 +517,8 @@ static int host_plan_add_json(tpx_plugin_ctx *ctx, const char *entry_json) {
   memcpy(doc + sizeof head - 1 + n, tail, sizeof tail);
   tpx_plan *one = NULL;
   tpx_error e = {0};
-  tpx_status s = tpx_plan_from_json(doc, strlen(doc), "plan_add_json", &one,
-                                    &e);
+  tpx_status s =
+      tpx_plan_from_json(doc, strlen(doc), "plan_add_json", &one, &e);
   free(doc);
   if (s != TPX_OK) {
     tpx_plan_destroy(one);
@@ -561,7 +569,8 @@ static int host_skeleton_add_module(tpx_plugin_ctx *ctx, const char *fqn,
   CHECK_CTX(ctx);
   REQUIRE_OP(ctx, "skeleton_add_module", TPX__OP_SKELETON);
   if (!str_ok(fqn) || fqn[0] == '\0')
-    return invalid(ctx, "skeleton_add_module", "fqn is NULL, empty or too "
+    return invalid(ctx, "skeleton_add_module",
+                   "fqn is NULL, empty or too "
                    "long");
   if (!str_ok(kind))
     return invalid(ctx, "skeleton_add_module", "module '%s': kind is NULL",
@@ -584,9 +593,8 @@ static int host_skeleton_add_module(tpx_plugin_ctx *ctx, const char *fqn,
 
 /* The dtype a parameter gets when the plugin passes NULL: the config's. */
 static tpx_dtype config_dtype(tpx_plugin_ctx *ctx) {
-  static const char *const keys[] = {"torch_dtype", "dtype",
-                                     "text_config.torch_dtype",
-                                     "text_config.dtype"};
+  static const char *const keys[] = {
+      "torch_dtype", "dtype", "text_config.torch_dtype", "text_config.dtype"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     const char *s = NULL;
     if (host_config_get_string(ctx, keys[i], &s) == TPX_PLUGIN_OK) {
@@ -605,7 +613,8 @@ static int host_skeleton_add_param(tpx_plugin_ctx *ctx, const char *module_fqn,
   CHECK_CTX(ctx);
   REQUIRE_OP(ctx, "skeleton_add_param", TPX__OP_SKELETON);
   if (!str_ok(module_fqn))
-    return invalid(ctx, "skeleton_add_param", "module_fqn is NULL or too "
+    return invalid(ctx, "skeleton_add_param",
+                   "module_fqn is NULL or too "
                    "long");
   if (!str_ok(name) || name[0] == '\0' || strchr(name, '.'))
     return invalid(ctx, "skeleton_add_param",
@@ -630,8 +639,8 @@ static int host_skeleton_add_param(tpx_plugin_ctx *ctx, const char *module_fqn,
   } else {
     if (!str_ok(dtype) || tpx_dtype_parse(dtype, &dt, &e) != TPX_OK)
       return invalid(ctx, "skeleton_add_param",
-                     "parameter '%s.%s': unknown dtype '%s'", module_fqn,
-                     name, str_ok(dtype) ? dtype : "(too long)");
+                     "parameter '%s.%s': unknown dtype '%s'", module_fqn, name,
+                     str_ok(dtype) ? dtype : "(too long)");
   }
   tpx_status s = tpx_model_add_param(ctx->skeleton, module_fqn, name, shape,
                                      (int)ndim, dt, NULL, &e);
@@ -709,8 +718,8 @@ static int host_fsdp_add_unit(tpx_plugin_ctx *ctx, const char *fqn,
   for (size_t i = 0; i < ctx->strings.count; i++)
     if (strcmp(ctx->strings.items[i], fqn) == 0)
       return invalid(ctx, "fsdp_add_unit", "unit '%s' added twice", fqn);
-  int v = reshard_after_forward == TPX_PLUGIN_DEFAULT ? -1
-                                                      : reshard_after_forward;
+  int v =
+      reshard_after_forward == TPX_PLUGIN_DEFAULT ? -1 : reshard_after_forward;
   if (tpx__strvec_push(&ctx->strings, fqn, v) != 0)
     return TPX_PLUGIN_NO_MEMORY;
   return TPX_PLUGIN_OK;

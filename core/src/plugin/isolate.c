@@ -20,10 +20,10 @@
 #include "plugin/child.h"
 #include "plugin/plugin_internal.h"
 
-/* ---- the child's side ------------------------------------------------------ */
+/* ---- the child's side ------------------------------------------------------
+ */
 
-static json_t *plan_payload(const tpx__call *c, tpx_status *s,
-                            tpx_error *err) {
+static json_t *plan_payload(const tpx__call *c, tpx_status *s, tpx_error *err) {
   json_t *res = json_object();
   char *text = NULL;
   *s = tpx_plan_to_json(c->plan, 0, &text, err);
@@ -41,9 +41,9 @@ static json_t *skeleton_payload(const tpx_model *sk, tpx_status *s,
   json_t *mods = json_array(), *params = json_array(), *ties = json_array();
   for (size_t i = 1; i < tpx_model_num_modules(sk); i++)
     json_array_append_new(
-        mods, json_pack("{s:s, s:i}", "fqn",
-                        tpx_model_module_fqn(sk, (int64_t)i), "kind",
-                        (int)tpx_model_module_kind(sk, (int64_t)i)));
+        mods,
+        json_pack("{s:s, s:i}", "fqn", tpx_model_module_fqn(sk, (int64_t)i),
+                  "kind", (int)tpx_model_module_kind(sk, (int64_t)i)));
   for (size_t i = 0; i < tpx_model_num_params(sk) && *s == TPX_OK; i++) {
     tpx_param_info pi;
     *s = tpx_model_param(sk, (int64_t)i, &pi, err);
@@ -60,10 +60,10 @@ static json_t *skeleton_payload(const tpx_model *sk, tpx_status *s,
     for (int d = 0; d < pi.ndim; d++)
       json_array_append_new(shape, json_integer(pi.shape[d]));
     const char *mod = tpx_model_module_fqn(sk, pi.module);
-    json_array_append_new(
-        params, json_pack("{s:s, s:s, s:o, s:i}", "module", mod ? mod : "",
-                          "name", pi.name, "shape", shape, "dtype",
-                          (int)pi.dtype));
+    json_array_append_new(params,
+                          json_pack("{s:s, s:s, s:o, s:i}", "module",
+                                    mod ? mod : "", "name", pi.name, "shape",
+                                    shape, "dtype", (int)pi.dtype));
   }
   json_object_set_new(res, "modules", mods);
   json_object_set_new(res, "params", params);
@@ -77,11 +77,10 @@ static json_t *diags_payload(const tpx_diag_list *d) {
     tpx_diag g;
     if (tpx_diag_get(d, i, &g, NULL) != TPX_OK)
       continue;
-    json_array_append_new(arr, json_pack("[i, s, s, s, s]", (int)g.level,
-                                         g.code ? g.code : "",
-                                         g.subject ? g.subject : "",
-                                         g.fix ? g.fix : "",
-                                         g.message ? g.message : ""));
+    json_array_append_new(
+        arr, json_pack("[i, s, s, s, s]", (int)g.level, g.code ? g.code : "",
+                       g.subject ? g.subject : "", g.fix ? g.fix : "",
+                       g.message ? g.message : ""));
   }
   json_object_set_new(res, "diags", arr);
   return res;
@@ -90,8 +89,8 @@ static json_t *diags_payload(const tpx_diag_list *d) {
 static json_t *strings_payload(const tpx__strvec *v) {
   json_t *res = json_object(), *arr = json_array();
   for (size_t i = 0; i < v->count; i++)
-    json_array_append_new(arr, json_pack("[s, i]", v->items[i],
-                                         v->ints ? v->ints[i] : 0));
+    json_array_append_new(
+        arr, json_pack("[s, i]", v->items[i], v->ints ? v->ints[i] : 0));
   json_object_set_new(res, "strings", arr);
   return res;
 }
@@ -134,7 +133,8 @@ void tpx__isolate_send(int fd, const tpx__call *c, tpx_status status,
   }
 }
 
-/* ---- the parent's side ----------------------------------------------------- */
+/* ---- the parent's side -----------------------------------------------------
+ */
 
 /* The child's status and message, as the caller's status and error. */
 static tpx_status child_status(json_t *root, tpx_error *err) {
@@ -186,10 +186,9 @@ static tpx_status skel_rebuild(json_t *root, tpx_model *sk, tpx_error *err) {
     int64_t dims[TPX_MAX_TENSOR_DIMS] = {0};
     for (size_t d = 0; d < json_array_size(shape); d++)
       dims[d] = (int64_t)json_integer_value(json_array_get(shape, d));
-    tpx_status s = tpx_model_add_param(sk, mod, name, dims,
-                                       (int)json_array_size(shape),
-                                       (tpx_dtype)json_integer_value(dt),
-                                       NULL, err);
+    tpx_status s =
+        tpx_model_add_param(sk, mod, name, dims, (int)json_array_size(shape),
+                            (tpx_dtype)json_integer_value(dt), NULL, err);
     if (s != TPX_OK)
       return s;
   }
@@ -205,8 +204,8 @@ static tpx_status skel_rebuild(json_t *root, tpx_model *sk, tpx_error *err) {
   return TPX_OK;
 }
 
-static tpx_status receive_plan(const tpx__plugin *p, json_t *root,
-                               tpx__call *c, tpx_error *err) {
+static tpx_status receive_plan(const tpx__plugin *p, json_t *root, tpx__call *c,
+                               tpx_error *err) {
   const char *text = json_string_value(json_object_get(root, "plan"));
   const char *fn = json_string_value(json_object_get(root, "function"));
   tpx_error perr = {0};
@@ -249,9 +248,9 @@ static tpx_status receive_diags(const tpx__plugin *p, json_t *root,
     json_t *lv = json_array_get(v, 0);
     if (!code || !subj || !fix || !msg || !json_is_integer(lv))
       continue;
-    tpx_status s = tpx_diag_add(c->diags,
-                                (tpx_diag_level)json_integer_value(lv), code,
-                                subj, fix, "%s", msg);
+    tpx_status s =
+        tpx_diag_add(c->diags, (tpx_diag_level)json_integer_value(lv), code,
+                     subj, fix, "%s", msg);
     if (s != TPX_OK)
       return tpx_error_set(err, s, "out of memory adding a diagnostic");
   }
@@ -346,8 +345,7 @@ static tpx_status child_ended(const tpx__plugin *p, const char *what,
 }
 
 tpx_status tpx__isolate_receive(const tpx__plugin *p, tpx__call *c,
-                                const tpx__child_result *res,
-                                tpx_error *err) {
+                                const tpx__child_result *res, tpx_error *err) {
   const char *what = tpx__plugin_op_symbol(c->op);
   json_t *root = NULL;
   if (res->end == TPX__CHILD_EXITED && res->code == 0 && res->out) {

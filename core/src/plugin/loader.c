@@ -18,14 +18,11 @@
 void tpx__plugin_free(tpx__plugin *p) {
   if (!p)
     return;
-  for (size_t i = 0; i < p->num_archs; i++)
-    free(p->archs[i]);
+  for (size_t i = 0; i < p->num_archs; i++) free(p->archs[i]);
   free(p->archs);
-  for (size_t i = 0; i < p->num_plan_names; i++)
-    free(p->plan_names[i]);
+  for (size_t i = 0; i < p->num_plan_names; i++) free(p->plan_names[i]);
   free(p->plan_names);
-  for (size_t i = 0; i < p->num_traits; i++)
-    free(p->traits[i]);
+  for (size_t i = 0; i < p->num_traits; i++) free(p->traits[i]);
   free(p->traits);
   free(p->name);
   free(p->version);
@@ -40,14 +37,14 @@ void tpx__plugin_free(tpx__plugin *p) {
   free(p);
 }
 
-static tpx_status fail(char *reason, size_t size, tpx_status s,
-                       const char *fmt, ...)
+static tpx_status fail(char *reason, size_t size, tpx_status s, const char *fmt,
+                       ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-static tpx_status fail(char *reason, size_t size, tpx_status s,
-                       const char *fmt, ...) {
+static tpx_status fail(char *reason, size_t size, tpx_status s, const char *fmt,
+                       ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(reason, size, fmt, ap);
@@ -89,8 +86,7 @@ static const char *copy_list(const char *const *list, char ***out,
     return reason;
   }
   size_t n = 0;
-  while (n <= TPX__PLUGIN_MAX_LIST && list[n])
-    n++;
+  while (n <= TPX__PLUGIN_MAX_LIST && list[n]) n++;
   if (n > TPX__PLUGIN_MAX_LIST) {
     snprintf(reason, size,
              "registration: %s has more than %d items (missing NULL "
@@ -101,8 +97,10 @@ static const char *copy_list(const char *const *list, char ***out,
   if (n == 0) {
     if (!required)
       return NULL;
-    snprintf(reason, size, "registration: %s is empty (the plugin serves "
-             "nothing)", what);
+    snprintf(reason, size,
+             "registration: %s is empty (the plugin serves "
+             "nothing)",
+             what);
     return reason;
   }
   char **v = calloc(n, sizeof *v);
@@ -132,8 +130,7 @@ static const char *copy_list(const char *const *list, char ***out,
   *count = n;
   return NULL;
 bad:
-  for (size_t i = 0; i < n; i++)
-    free(v[i]);
+  for (size_t i = 0; i < n; i++) free(v[i]);
   free(v);
   return reason;
 }
@@ -163,8 +160,8 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
    * path is a file path, so "foo.so" means ./foo.so. */
   char local[PATH_MAX];
   const char *open_path = path;
-  if (!strchr(path, '/') && (size_t)snprintf(local, sizeof local, "./%s",
-                                             path) < sizeof local)
+  if (!strchr(path, '/') &&
+      (size_t)snprintf(local, sizeof local, "./%s", path) < sizeof local)
     open_path = local;
   dlerror();
   tpx__quiet_begin(); /* its constructors may print */
@@ -183,12 +180,11 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   sym = dlsym(p->handle, TPX_PLUGIN_GET_PLAN_SYMBOL);
   memcpy(&p->get_plan_fn, &sym, sizeof sym);
   if (!p->reg_fn || !p->get_plan_fn) {
-    const char *missing =
-        !p->reg_fn && !p->get_plan_fn
-            ? "'" TPX_PLUGIN_REGISTER_SYMBOL "' and '" TPX_PLUGIN_GET_PLAN_SYMBOL
-              "'"
-            : !p->reg_fn ? "'" TPX_PLUGIN_REGISTER_SYMBOL "'"
-                         : "'" TPX_PLUGIN_GET_PLAN_SYMBOL "'";
+    const char *missing = !p->reg_fn && !p->get_plan_fn
+                              ? "'" TPX_PLUGIN_REGISTER_SYMBOL
+                                "' and '" TPX_PLUGIN_GET_PLAN_SYMBOL "'"
+                          : !p->reg_fn ? "'" TPX_PLUGIN_REGISTER_SYMBOL "'"
+                                       : "'" TPX_PLUGIN_GET_PLAN_SYMBOL "'";
     tpx__plugin_free(p);
     return fail(reason, reason_size, TPX_PLUGIN,
                 "missing required symbol %s (not a tpx plugin?)", missing);
@@ -249,8 +245,7 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   const char *why;
   if ((why = check_string(info.name, 128, 0, 0))) {
     tpx__plugin_free(p);
-    return fail(reason, reason_size, TPX_PLUGIN, "registration: name %s",
-                why);
+    return fail(reason, reason_size, TPX_PLUGIN, "registration: name %s", why);
   }
   if ((why = check_string(info.version, 128, 0, 0))) {
     tpx__plugin_free(p);

@@ -64,9 +64,9 @@ struct tpx_registry {
   tpx__refusal *refused;
   size_t num_refused, cap_refused;
   tpx_diag_list *diags;
-  int probe; /* tpx_registry_set_probe: load each file in a child first */
-  int isolate;            /* tpx_registry_set_isolation */
-  double isolate_timeout; /* seconds */
+  int probe;   /* tpx_registry_set_probe: load each file in a child first */
+  int isolate; /* tpx_registry_set_isolation */
+  double isolate_timeout;          /* seconds */
   unsigned long long child_memory; /* tpx_registry_set_child_limits */
   double child_cpu;
 };
@@ -161,11 +161,11 @@ typedef struct tpx__call {
   int64_t tp;             /* GET_PLAN, VALIDATE: the TP size */
   tpx_diag_list *diags;   /* VALIDATE: where the diagnostics go (or NULL) */
   /* Results, owned by the call until taken (set the field to NULL). */
-  tpx_plan *plan;       /* GET_PLAN */
-  char *function;       /* GET_PLAN: plan_set_function, or NULL */
-  int refused;          /* the plugin declined (TPX_PLUGIN_REFUSED) */
-  tpx_model *skeleton;  /* SKELETON: a scratch model, not merged */
-  tpx__strvec strings;  /* FSDP_UNITS / FP32 / STRATEGY */
+  tpx_plan *plan;      /* GET_PLAN */
+  char *function;      /* GET_PLAN: plan_set_function, or NULL */
+  int refused;         /* the plugin declined (TPX_PLUGIN_REFUSED) */
+  tpx_model *skeleton; /* SKELETON: a scratch model, not merged */
+  tpx__strvec strings; /* FSDP_UNITS / FP32 / STRATEGY */
 } tpx__call;
 
 /* Make the call: in-process, or in a forked child (isolate.c's protocol
@@ -187,20 +187,17 @@ tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
 
 /* Shorthands over tpx__plugin_call for selection (select.c). */
 tpx_status tpx__plugin_get_plan(const tpx__plugin *p, const tpx_model *model,
-                                const char *architecture,
-                                const char *plan_name, int sequence_parallel,
-                                int64_t tp_size, tpx_plan **out,
-                                char **function_out, int *refused,
-                                tpx_error *err);
+                                const char *architecture, const char *plan_name,
+                                int sequence_parallel, int64_t tp_size,
+                                tpx_plan **out, char **function_out,
+                                int *refused, tpx_error *err);
 tpx_status tpx__plugin_validate(const tpx__plugin *p, const tpx_model *model,
-                                const char *architecture,
-                                const char *plan_name, int sequence_parallel,
-                                int64_t tp_size, tpx_diag_list *diags,
-                                tpx_error *err);
+                                const char *architecture, const char *plan_name,
+                                int sequence_parallel, int64_t tp_size,
+                                tpx_diag_list *diags, tpx_error *err);
 tpx_status tpx__plugin_strings(const tpx__plugin *p, tpx__plugin_op op,
-                               const tpx_model *model,
-                               const char *architecture, tpx__strvec *out,
-                               tpx_error *err);
+                               const tpx_model *model, const char *architecture,
+                               tpx__strvec *out, tpx_error *err);
 
 /* isolate.c — the protocol of an isolated call, nothing else. The child
  * writes the call's status, message and results to `fd` as one JSON

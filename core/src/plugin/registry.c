@@ -51,8 +51,7 @@ void tpx_registry_destroy(tpx_registry *reg) {
   if (!reg)
     return;
   /* Unload in reverse order of loading. */
-  for (size_t i = reg->num_plugins; i-- > 0;)
-    tpx__plugin_free(reg->plugins[i]);
+  for (size_t i = reg->num_plugins; i-- > 0;) tpx__plugin_free(reg->plugins[i]);
   free(reg->plugins);
   for (size_t i = 0; i < reg->num_refused; i++) {
     free(reg->refused[i].path);
@@ -191,8 +190,8 @@ static void probe_body(int fd, void *arg) {
 static int probe_file(const tpx_registry *reg, const char *path, char *reason,
                       size_t size) {
   const double timeout = TPX__CHILD_DEFAULT_TIMEOUT;
-  tpx__child_spec spec = {probe_body, (void *)path, timeout,
-                          reg->child_memory, reg->child_cpu};
+  tpx__child_spec spec = {probe_body, (void *)path, timeout, reg->child_memory,
+                          reg->child_cpu};
   tpx__child_result res;
   tpx_error ignored = {0};
   if (tpx__child_run(&spec, &res, &ignored) != TPX_OK)
@@ -248,8 +247,8 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
   }
   tpx__plugin *p = NULL;
   char reason[TPX_ERROR_MESSAGE_SIZE];
-  tpx_status s =
-      tpx__plugin_open(path, tpx__plugin_host_table(), &p, reason, sizeof reason);
+  tpx_status s = tpx__plugin_open(path, tpx__plugin_host_table(), &p, reason,
+                                  sizeof reason);
   if (s != TPX_OK)
     return refuse(reg, path, reason, s, err);
   /* Duplicate architectures: the first loaded keeps serving them; one
@@ -274,8 +273,7 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
              "architecture '%s' served by both %s and %s; using %s",
              p->archs[j], q->path, p->path, q->path);
   }
-  if (TPX_GROW(reg->plugins, reg->cap_plugins, reg->num_plugins + 1, 8) !=
-      0) {
+  if (TPX_GROW(reg->plugins, reg->cap_plugins, reg->num_plugins + 1, 8) != 0) {
     tpx__plugin_free(p);
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
@@ -321,8 +319,8 @@ static tpx_status scan_dir(tpx_registry *reg, const char *dir, int recurse,
     int e = errno;
     if (!warn)
       return TPX_OK;
-    tpx__log(TPX_LOG_WARN, "plugin directory '%s' cannot be searched: %s",
-             dir, strerror(e));
+    tpx__log(TPX_LOG_WARN, "plugin directory '%s' cannot be searched: %s", dir,
+             strerror(e));
     if (tpx_diag_add(reg->diags, TPX_DIAG_WARNING, "plugin-dir-unusable", dir,
                      "check the path given in TPX_PLUGIN_PATH or --dir",
                      "plugin directory '%s' cannot be searched: %s", dir,
@@ -379,10 +377,8 @@ static tpx_status scan_dir(tpx_registry *reg, const char *dir, int recurse,
     for (size_t i = 0; i < ns && s == TPX_OK; i++)
       s = scan_dir(reg, subdirs[i], 0, 1, err);
   }
-  for (size_t i = 0; i < nf; i++)
-    free(files[i]);
-  for (size_t i = 0; i < ns; i++)
-    free(subdirs[i]);
+  for (size_t i = 0; i < nf; i++) free(files[i]);
+  for (size_t i = 0; i < ns; i++) free(subdirs[i]);
   free(files);
   free(subdirs);
   if (s == TPX_NO_MEMORY)
@@ -552,7 +548,8 @@ const tpx__plugin *tpx__registry_at(const tpx_registry *reg, size_t index) {
   return p;
 }
 
-/* ---- calls ----------------------------------------------------------------- */
+/* ---- calls -----------------------------------------------------------------
+ */
 
 /* The serving plugin's name aliases for `arch` (traits
  * "name_alias=<class>:<alias>=<canonical>", docs/PLUGIN_ABI.md) onto the
@@ -627,8 +624,7 @@ tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,
                          "plugin index %zu is out of range", index);
   if (tp_size < 1)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tp_size=%lld; it must be >= 1",
-                         (long long)tp_size);
+                         "tp_size=%lld; it must be >= 1", (long long)tp_size);
   if (sequence_parallel != 0 && sequence_parallel != 1)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "sequence_parallel=%d; it must be 0 or 1",
@@ -647,12 +643,12 @@ tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,
   if (!architecture)
     architecture = p->archs[0];
   return tpx__plugin_get_plan(p, model, architecture, plan_name,
-                              sequence_parallel, tp_size, out, NULL, NULL,
-                              err);
+                              sequence_parallel, tp_size, out, NULL, NULL, err);
 }
 
 int tpx_registry_plugin_has_strategy(const tpx_registry *reg, size_t index) {
-  if (!reg) return 0;
+  if (!reg)
+    return 0;
   tpx_registry *r = (tpx_registry *)reg;
   pthread_rwlock_rdlock(&r->lock);
   int has = index < r->num_plugins && r->plugins[index]->strategy_fn != NULL;

@@ -36,7 +36,8 @@ static tpx_status put(char *buf, size_t size, const char *dir, tpx_error *err) {
   if ((size_t)snprintf(buf, size, "%s", dir) >= size)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "tpx_registry_default_dir: the directory '%s' does "
-                         "not fit in %zu bytes", dir, size);
+                         "not fit in %zu bytes",
+                         dir, size);
   return TPX_OK;
 }
 

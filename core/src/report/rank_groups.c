@@ -23,7 +23,8 @@ int tpx__rank_figures(const tpx_sharding *sh, const tpx_memory_options *mo,
   tpx_memory m;
   fig[0] = tpx_sharding_rank_param_bytes(sh, rank);
   fig[1] = tpx_sharding_rank_peak_bytes(sh, rank);
-  if (tpx_memory_rank(sh, mo, rank, &m, NULL) != TPX_OK) return -1;
+  if (tpx_memory_rank(sh, mo, rank, &m, NULL) != TPX_OK)
+    return -1;
   memory_figures(&m, fig + 2);
   return 0;
 }
@@ -50,8 +51,7 @@ static int by_first(const void *a, const void *b) {
   return (x->first > y->first) - (x->first < y->first);
 }
 
-int tpx__rank_groups_build(const tpx_sharding *sh,
-                           const tpx_memory_options *mo,
+int tpx__rank_groups_build(const tpx_sharding *sh, const tpx_memory_options *mo,
                            tpx__rank_groups *out) {
   memset(out, 0, sizeof *out);
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
@@ -126,9 +126,8 @@ void tpx__rank_groups_free(tpx__rank_groups *g) {
   memset(g, 0, sizeof *g);
 }
 
-int tpx__rank_groups_json(const tpx_sharding *sh,
-                          const tpx_memory_options *mo, char *const *names,
-                          int indent, tpx__sbuf *b) {
+int tpx__rank_groups_json(const tpx_sharding *sh, const tpx_memory_options *mo,
+                          char *const *names, int indent, tpx__sbuf *b) {
   tpx__rank_groups g;
   if (tpx__rank_groups_build(sh, mo, &g) != 0)
     return -1;
@@ -157,9 +156,8 @@ int tpx__rank_groups_json(const tpx_sharding *sh,
     for (int d = 0; d < nd; d++)
       tpx__sbuf_printf(b, "%s%s%s%lld", d ? comma : "", names[d], sep,
                        (long long)coords[d]);
-    tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld",
-                     comma, sep, (long long)fig[0], comma, sep,
-                     (long long)fig[1]);
+    tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld", comma,
+                     sep, (long long)fig[0], comma, sep, (long long)fig[1]);
     tpx_memory mem;
     if (tpx_memory_rank(sh, mo, m[0], &mem, NULL) != TPX_OK) {
       b->failed = 1;
@@ -170,8 +168,7 @@ int tpx__rank_groups_json(const tpx_sharding *sh,
                      (long long)count, comma, sep);
     for (int64_t i = 0; i < count;) {
       int64_t j = i;
-      while (j + 1 < count && m[j + 1] == m[j] + 1)
-        j++;
+      while (j + 1 < count && m[j + 1] == m[j] + 1) j++;
       tpx__sbuf_printf(b, "%s[%lld%s%lld]", i ? comma : "", (long long)m[i],
                        comma, (long long)m[j]);
       i = j + 1;

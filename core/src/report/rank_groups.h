@@ -24,14 +24,13 @@ int tpx__rank_figures(const tpx_sharding *sh, const tpx_memory_options *mo,
                       int64_t rank, int64_t fig[TPX__RANK_FIGURES]);
 
 typedef struct tpx__rank_groups {
-  int64_t *ranks;  /* every rank, grouped; ascending within a group */
-  int64_t *start;  /* group g is ranks[start[g] .. start[g + 1]) */
+  int64_t *ranks; /* every rank, grouped; ascending within a group */
+  int64_t *start; /* group g is ranks[start[g] .. start[g + 1]) */
   int64_t num_groups;
 } tpx__rank_groups;
 
 /* Groups ordered by their first rank. 0 ok, -1 out of memory. */
-int tpx__rank_groups_build(const tpx_sharding *sh,
-                           const tpx_memory_options *mo,
+int tpx__rank_groups_build(const tpx_sharding *sh, const tpx_memory_options *mo,
                            tpx__rank_groups *out);
 void tpx__rank_groups_free(tpx__rank_groups *g);
 
@@ -40,8 +39,7 @@ void tpx__rank_groups_free(tpx__rank_groups *g);
  * inclusive [first, last] ranges of its members). `names` are the mesh dim
  * names, JSON-escaped with quotes; `indent` 0 = compact. 0 ok, -1 out of
  * memory. */
-int tpx__rank_groups_json(const tpx_sharding *sh,
-                          const tpx_memory_options *mo, char *const *names,
-                          int indent, tpx__sbuf *b);
+int tpx__rank_groups_json(const tpx_sharding *sh, const tpx_memory_options *mo,
+                          char *const *names, int indent, tpx__sbuf *b);
 
 #endif /* TPX_REPORT_RANK_GROUPS_H */

@@ -72,9 +72,11 @@ static int module_params(const tpx_model *model, int64_t m, int64_t **out,
     count++;
   *out = NULL;
   *n = count;
-  if (!count) return 0;
+  if (!count)
+    return 0;
   int64_t *v = malloc(count * sizeof *v);
-  if (!v) return -1;
+  if (!v)
+    return -1;
   size_t i = count;
   for (int64_t p = tpx__mv_module(model, m)->first_param; p >= 0;
        p = tpx__mv_param(model, p)->next_param)
@@ -173,7 +175,8 @@ static void header(tpx__sbuf *b, const tpx_sharding *sh,
   if (opts->num_trace && opts->trace) {
     tpx__sbuf_printf(b, "<details><summary>Why this plan</summary><ul>");
     for (size_t i = 0; i < opts->num_trace; i++) {
-      if (!opts->trace[i]) continue;
+      if (!opts->trace[i])
+        continue;
       tpx__sbuf_printf(b, "<li>");
       esc(b, opts->trace[i]);
       tpx__sbuf_printf(b, "</li>");
@@ -187,8 +190,10 @@ static void header(tpx__sbuf *b, const tpx_sharding *sh,
                 tpx_diag_count_at_least(ad, TPX_DIAG_ERROR);
   size_t nd = (sd ? tpx_diag_count(sd) : 0) + tpx_diag_count(ad);
   if (nerr)
-    tpx__sbuf_printf(b, "<p class=\"bad\" id=\"verdict\">NOT OK: %zu error%s"
-                        "</p>\n", nerr, nerr == 1 ? "" : "s");
+    tpx__sbuf_printf(b,
+                     "<p class=\"bad\" id=\"verdict\">NOT OK: %zu error%s"
+                     "</p>\n",
+                     nerr, nerr == 1 ? "" : "s");
   else
     tpx__sbuf_printf(b, "<p class=\"ok\" id=\"verdict\">OK</p>\n");
   tpx__sbuf_printf(b, "<h2>Diagnostics (%zu)</h2>\n", nd);
@@ -221,7 +226,8 @@ static const char *const mem_term_colors[MEM_TERMS] = {
 static int mem_terms(const tpx_sharding *sh, const tpx_memory_options *mo,
                      int64_t rank, int64_t out[MEM_TERMS]) {
   tpx_memory m;
-  if (tpx_memory_rank(sh, mo, rank, &m, NULL) != TPX_OK) return -1;
+  if (tpx_memory_rank(sh, mo, rank, &m, NULL) != TPX_OK)
+    return -1;
   out[0] = m.params;
   out[1] = m.grads;
   out[2] = m.optimizer;
@@ -242,7 +248,8 @@ static void rank_ranges(tpx__sbuf *b, const int64_t *group_of, int64_t n,
   size_t start = b->len;
   int first = 1;
   for (int64_t r = 0; r < n; r++) {
-    if (group_of[r] != g || (r > 0 && group_of[r - 1] == g)) continue;
+    if (group_of[r] != g || (r > 0 && group_of[r - 1] == g))
+      continue;
     int64_t e = r;
     while (e + 1 < n && group_of[e + 1] == g) e++;
     if (b->len - start > (size_t)width / 8) {
@@ -263,7 +270,7 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh,
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
   int64_t drawn = world < HTML_MAX_RANKS ? world : HTML_MAX_RANKS;
   /* Group ranks with identical terms, in rank order of first appearance. */
-  int64_t (*terms)[MEM_TERMS] = calloc((size_t)drawn, sizeof *terms);
+  int64_t(*terms)[MEM_TERMS] = calloc((size_t)drawn, sizeof *terms);
   int64_t *group_of = malloc((size_t)drawn * sizeof *group_of);
   int64_t *first = malloc((size_t)drawn * sizeof *first);
   int64_t *count = calloc((size_t)drawn, sizeof *count);
@@ -281,12 +288,14 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh,
     while (g < ngroups &&
            memcmp(terms[first[g]], terms[r], sizeof terms[r]) != 0)
       g++;
-    if (g == ngroups) first[ngroups++] = r;
+    if (g == ngroups)
+      first[ngroups++] = r;
     group_of[r] = g;
     count[g]++;
     int64_t total = 0;
     for (int t = 0; t < MEM_TERMS; t++) total = sat_add(total, terms[r][t]);
-    if (total > max_total) max_total = total;
+    if (total > max_total)
+      max_total = total;
   }
   tpx__sbuf_printf(b, "<h2>Per-rank training memory</h2>\n<p>Optimizer %s; ",
                    tpx_optimizer_name(mo->optimizer));
@@ -302,20 +311,21 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh,
                      mem_term_colors[t], mem_term_names[t]);
   tpx__sbuf_printf(b, "</p>\n");
   if (drawn < world)
-    tpx__sbuf_printf(b, "<p>First %lld of %lld ranks.</p>\n",
-                     (long long)drawn, (long long)world);
+    tpx__sbuf_printf(b, "<p>First %lld of %lld ranks.</p>\n", (long long)drawn,
+                     (long long)world);
   /* A group's row: its ranks, the stacked bar, the total, and under the
    * bar every segment's figure. */
   const int bar_w = 640, row_h = 22, label_w = 170, group_h = 40;
-  tpx__sbuf_printf(b, "<svg id=\"memory\" width=\"%d\" height=\"%lld\" "
-                      "xmlns=\"http://www.w3.org/2000/svg\" "
-                      "font-size=\"12\">\n",
+  tpx__sbuf_printf(b,
+                   "<svg id=\"memory\" width=\"%d\" height=\"%lld\" "
+                   "xmlns=\"http://www.w3.org/2000/svg\" "
+                   "font-size=\"12\">\n",
                    label_w + bar_w + 120, (long long)(ngroups * group_h + 4));
   for (int64_t g = 0; g < ngroups; g++) {
     int64_t r0 = first[g], y = g * group_h + 2;
     char x[32];
-    tpx__sbuf_printf(b, "<text x=\"0\" y=\"%lld\">%s ",
-                     (long long)(y + 15), count[g] == 1 ? "rank" : "ranks");
+    tpx__sbuf_printf(b, "<text x=\"0\" y=\"%lld\">%s ", (long long)(y + 15),
+                     count[g] == 1 ? "rank" : "ranks");
     rank_ranges(b, group_of, drawn, g, label_w);
     tpx__sbuf_printf(b, "</text>\n");
     double x0 = label_w;
@@ -323,20 +333,21 @@ static void memory(tpx__sbuf *b, const tpx_sharding *sh,
     for (int t = 0; t < MEM_TERMS; t++) {
       double w = (double)terms[r0][t] / (double)max_total * bar_w;
       total = sat_add(total, terms[r0][t]);
-      tpx__sbuf_printf(b, "<rect x=\"%.1f\" y=\"%lld\" width=\"%.1f\" "
-                          "height=\"%d\" fill=\"%s\"><title>%s: %s (%lld "
-                          "bytes)</title></rect>\n",
-                       x0, (long long)y, w, row_h - 4, mem_term_colors[t],
-                       mem_term_names[t],
-                       tpx_format_bytes(terms[r0][t], x, sizeof x),
-                       (long long)terms[r0][t]);
+      tpx__sbuf_printf(
+          b,
+          "<rect x=\"%.1f\" y=\"%lld\" width=\"%.1f\" "
+          "height=\"%d\" fill=\"%s\"><title>%s: %s (%lld "
+          "bytes)</title></rect>\n",
+          x0, (long long)y, w, row_h - 4, mem_term_colors[t], mem_term_names[t],
+          tpx_format_bytes(terms[r0][t], x, sizeof x), (long long)terms[r0][t]);
       x0 += w;
     }
     tpx__sbuf_printf(b, "<text x=\"%.1f\" y=\"%lld\">%s</text>\n", x0 + 6,
                      (long long)(y + 15), tpx_format_bytes(total, x, sizeof x));
     /* Every segment's figure, in order, under the bar. */
-    tpx__sbuf_printf(b, "<text x=\"%d\" y=\"%lld\" font-size=\"11\" "
-                        "fill=\"#444\">",
+    tpx__sbuf_printf(b,
+                     "<text x=\"%d\" y=\"%lld\" font-size=\"11\" "
+                     "fill=\"#444\">",
                      label_w, (long long)(y + row_h + 9));
     for (int t = 0; t < MEM_TERMS; t++)
       tpx__sbuf_printf(b, "%s%s %s", t ? " · " : "", mem_term_names[t],
@@ -351,7 +362,8 @@ out:
   free(count);
 }
 
-/* ---- module tree ----------------------------------------------------------- */
+/* ---- module tree -----------------------------------------------------------
+ */
 
 typedef struct {
   tpx__sbuf *b;
@@ -368,7 +380,8 @@ static void subtree_sig(const tpx_sharding *sh, int64_t m, tpx__sbuf *sig) {
                    (long long)tpx_sharding_module_entry(sh, m));
   int64_t *params;
   size_t np;
-  if (module_params(model, m, &params, &np) != 0) sig->failed = 1;
+  if (module_params(model, m, &params, &np) != 0)
+    sig->failed = 1;
   for (size_t i = 0; i < np; i++) {
     tpx_param_info pi;
     tpx_param_sharding ps;
@@ -398,13 +411,16 @@ static void tree_node(tree_ctx *t, int64_t m, int depth, const char *label);
 static void tree_children(tree_ctx *t, int64_t m, int depth) {
   const tpx_model *model = tpx_sharding_model(t->sh);
   size_t nc = tpx_model_module_num_children(model, m);
-  if (!nc) return;
+  if (!nc)
+    return;
   tpx__sbuf_printf(t->b, "<ul class=\"tree\">\n");
   size_t i = 0;
   while (i < nc) {
     if (t->nodes >= HTML_MAX_TREE_NODES) {
-      tpx__sbuf_printf(t->b, "<li class=\"rep\">… (tree cut at %d modules)"
-                             "</li>\n", HTML_MAX_TREE_NODES);
+      tpx__sbuf_printf(t->b,
+                       "<li class=\"rep\">… (tree cut at %d modules)"
+                       "</li>\n",
+                       HTML_MAX_TREE_NODES);
       break;
     }
     int64_t c = tpx_model_module_child(model, m, i);
@@ -423,7 +439,8 @@ static void tree_children(tree_ctx *t, int64_t m, int depth) {
         subtree_sig(t->sh, c2, &s2);
         int same = s1.data && s2.data && strcmp(s1.data, s2.data) == 0;
         tpx__sbuf_free(&s2);
-        if (!same) break;
+        if (!same)
+          break;
         j++;
       }
       tpx__sbuf_free(&s1);
@@ -449,7 +466,8 @@ static void tree_node(tree_ctx *t, int64_t m, int depth, const char *label) {
   t->nodes++;
   int64_t *params;
   size_t np;
-  if (module_params(model, m, &params, &np) != 0) t->b->failed = 1;
+  if (module_params(model, m, &params, &np) != 0)
+    t->b->failed = 1;
   int has_kids = tpx_model_module_num_children(model, m) > 0 || np > 0;
   tpx__sbuf_printf(t->b, "<li>");
   if (has_kids)
@@ -461,8 +479,9 @@ static void tree_node(tree_ctx *t, int64_t m, int depth, const char *label) {
   int64_t e = tpx_sharding_module_entry(t->sh, m);
   tpx_plan_entry pe;
   if (e >= 0 && tpx_plan_get(plan, (size_t)e, &pe, NULL) == TPX_OK) {
-    tpx__sbuf_printf(t->b, " <span class=\"style\">%s</span> <span "
-                           "class=\"kind\">(",
+    tpx__sbuf_printf(t->b,
+                     " <span class=\"style\">%s</span> <span "
+                     "class=\"kind\">(",
                      tpx_style_kind_name(pe.style.kind));
     esc(t->b, pe.module);
     tpx__sbuf_printf(t->b, ")</span>");
@@ -472,7 +491,8 @@ static void tree_node(tree_ctx *t, int64_t m, int depth, const char *label) {
     return;
   }
   tpx__sbuf_printf(t->b, "</summary>\n");
-  if (np) tpx__sbuf_printf(t->b, "<ul class=\"tree\">\n");
+  if (np)
+    tpx__sbuf_printf(t->b, "<ul class=\"tree\">\n");
   for (size_t i = 0; i < np; i++) {
     int64_t p = params[i];
     tpx_param_info pi;
@@ -493,7 +513,8 @@ static void tree_node(tree_ctx *t, int64_t m, int depth, const char *label) {
     tpx__sbuf_printf(t->b, "</li>\n");
   }
   free(params);
-  if (np) tpx__sbuf_printf(t->b, "</ul>\n");
+  if (np)
+    tpx__sbuf_printf(t->b, "</ul>\n");
   tree_children(t, m, depth + 1);
   tpx__sbuf_printf(t->b, "</details></li>\n");
 }
@@ -506,7 +527,8 @@ static void module_tree(tpx__sbuf *b, const tpx_sharding *sh) {
   tpx__sbuf_printf(b, "</ul>\n");
 }
 
-/* ---- block maps ------------------------------------------------------------ */
+/* ---- block maps ------------------------------------------------------------
+ */
 
 /* One drawn block: a distinct box and the ranks holding it, with the tp
  * and dp_shard coordinates they share (-1 where they differ or the mesh
@@ -554,12 +576,13 @@ static void block_label(char *out, size_t size, const block_t *k) {
 }
 
 /* Distinct slices of parameter p over the drawn ranks; their count. */
-static size_t collect_blocks(const tpx_sharding *sh, const grid_t *g,
-                             int64_t p, int64_t drawn, block_t *blocks) {
+static size_t collect_blocks(const tpx_sharding *sh, const grid_t *g, int64_t p,
+                             int64_t drawn, block_t *blocks) {
   size_t nb = 0;
   for (int64_t r = 0; r < drawn; r++) {
     tpx_slice s;
-    if (tpx_sharding_local_slice(sh, p, r, &s, NULL) != TPX_OK) continue;
+    if (tpx_sharding_local_slice(sh, p, r, &s, NULL) != TPX_OK)
+      continue;
     size_t k = 0;
     while (k < nb && memcmp(&blocks[k].s, &s, sizeof s) != 0) k++;
     int64_t tc = coord_of(g, r, g->tp_dim), dc = coord_of(g, r, g->ds_dim);
@@ -571,8 +594,10 @@ static size_t collect_blocks(const tpx_sharding *sh, const grid_t *g,
       blocks[nb].ds = dc;
       nb++;
     }
-    if (blocks[k].tp != tc) blocks[k].tp = -1;
-    if (blocks[k].ds != dc) blocks[k].ds = -1;
+    if (blocks[k].tp != tc)
+      blocks[k].tp = -1;
+    if (blocks[k].ds != dc)
+      blocks[k].ds = -1;
     blocks[k].nranks++;
     blocks[k].last_rank = r;
   }
@@ -583,7 +608,7 @@ static size_t collect_blocks(const tpx_sharding *sh, const grid_t *g,
 typedef struct {
   double W, H, ml, mt; /* box size, left and top margins */
   int64_t rows, cols;
-  int rd, cd;          /* tensor dim drawn as rows / columns, or -1 */
+  int rd, cd; /* tensor dim drawn as rows / columns, or -1 */
 } geom_t;
 
 static void block_box(const geom_t *G, const tpx_slice *s, double *x0,
@@ -608,24 +633,31 @@ static void band_labels(tpx__sbuf *b, const geom_t *G, const block_t *blocks,
   for (int64_t j = 0; j < tp_size; j++) {
     double lo = 1e18, hi = -1e18;
     for (size_t k = 0; k < nb; k++) {
-      if (blocks[k].tp != j) continue;
+      if (blocks[k].tp != j)
+        continue;
       double x0, y0, w, h;
       block_box(G, &blocks[k].s, &x0, &y0, &w, &h);
       double a = by_rows ? y0 : x0, e = by_rows ? y0 + h : x0 + w;
-      if (a < lo) lo = a;
-      if (e > hi) hi = e;
+      if (a < lo)
+        lo = a;
+      if (e > hi)
+        hi = e;
     }
-    if (hi < lo) continue;
+    if (hi < lo)
+      continue;
     double mid = (lo + hi) / 2;
-    if (mid - last < 12) continue; /* too close to the previous label */
+    if (mid - last < 12)
+      continue; /* too close to the previous label */
     last = mid;
     if (by_rows)
-      tpx__sbuf_printf(b, "<text x=\"%.1f\" y=\"%.2f\" text-anchor=\"end\" "
-                          "dominant-baseline=\"middle\">tp %lld</text>",
+      tpx__sbuf_printf(b,
+                       "<text x=\"%.1f\" y=\"%.2f\" text-anchor=\"end\" "
+                       "dominant-baseline=\"middle\">tp %lld</text>",
                        G->ml - 3, mid, (long long)j);
     else
-      tpx__sbuf_printf(b, "<text x=\"%.2f\" y=\"%.1f\" "
-                          "text-anchor=\"middle\">tp %lld</text>",
+      tpx__sbuf_printf(b,
+                       "<text x=\"%.2f\" y=\"%.1f\" "
+                       "text-anchor=\"middle\">tp %lld</text>",
                        mid, G->mt - 3, (long long)j);
   }
 }
@@ -643,9 +675,10 @@ static void block_rect(tpx__sbuf *b, const geom_t *G, const block_t *k,
   char who[64], label[48], x[32];
   rank_list(who, sizeof who, k);
   block_label(label, sizeof label, k);
-  tpx__sbuf_printf(b, "<g><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
-                      "height=\"%.2f\" fill=\"hsl(%d,%d%%,%d%%)\" "
-                      "stroke=\"#333\" stroke-width=\"0.5\"/><title>%s\n",
+  tpx__sbuf_printf(b,
+                   "<g><rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+                   "height=\"%.2f\" fill=\"hsl(%d,%d%%,%d%%)\" "
+                   "stroke=\"#333\" stroke-width=\"0.5\"/><title>%s\n",
                    x0, y0, w, h, hue, sat, light, who);
   for (int d = 0; d < s->ndim; d++)
     tpx__sbuf_printf(b, "%sdim %d: [%lld, %lld)", d ? ", " : "", d,
@@ -657,11 +690,14 @@ static void block_rect(tpx__sbuf *b, const geom_t *G, const block_t *k,
                    tpx_slice_numel(s) == 0 ? " — empty shard" : "", label);
   /* The label at 11px, else at 9px, else the margin's band labels. */
   double len = (double)strlen(label);
-  int font = w > 6.5 * len + 6 && h > 13 ? 11 : w > 5.2 * len + 2 && h > 10 ? 9 : 0;
+  int font = w > 6.5 * len + 6 && h > 13   ? 11
+             : w > 5.2 * len + 2 && h > 10 ? 9
+                                           : 0;
   if (font)
-    tpx__sbuf_printf(b, "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" "
-                        "dominant-baseline=\"middle\" font-size=\"%d\">%s"
-                        "</text>",
+    tpx__sbuf_printf(b,
+                     "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"middle\" "
+                     "dominant-baseline=\"middle\" font-size=\"%d\">%s"
+                     "</text>",
                      x0 + w / 2, y0 + h / 2, font, label);
   else
     *small = 1;
@@ -686,7 +722,8 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
   }
   grid_t g = {mesh, tpx_mesh_dim_index(mesh, "tp"),
               tpx_mesh_dim_index(mesh, "dp_shard"), 1};
-  if (g.tp_dim >= 0) g.tp_size = tpx_mesh_dim_size(mesh, g.tp_dim);
+  if (g.tp_dim >= 0)
+    g.tp_size = tpx_mesh_dim_size(mesh, g.tp_dim);
   size_t nb = collect_blocks(sh, &g, p, drawn, blocks);
   /* Geometry: rows = dim 0, columns = dim 1 (1-D tensors are one row). */
   geom_t G;
@@ -694,23 +731,30 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
   G.cols = pi.ndim >= 2 ? pi.shape[1] : (pi.ndim == 1 ? pi.shape[0] : 1);
   G.rd = pi.ndim >= 2 ? 0 : -1;
   G.cd = pi.ndim >= 2 ? 1 : (pi.ndim ? 0 : -1);
-  if (G.rows < 1) G.rows = 1;
-  if (G.cols < 1) G.cols = 1;
+  if (G.rows < 1)
+    G.rows = 1;
+  if (G.cols < 1)
+    G.cols = 1;
   G.W = 320;
   G.H = pi.ndim >= 2 ? G.W * (double)G.rows / (double)G.cols : 26;
-  if (G.H < 26) G.H = 26;
-  if (G.H > 220) G.H = 220;
+  if (G.H < 26)
+    G.H = 26;
+  if (G.H > 220)
+    G.H = 220;
   /* Bands run along the dim the blocks split: rows when their row offsets
    * differ, else columns; their labels go in the margin on that side. */
   int by_rows = 0;
   for (size_t k = 1; k < nb && G.rd >= 0; k++)
-    if (blocks[k].s.offset[G.rd] != blocks[0].s.offset[G.rd]) by_rows = 1;
+    if (blocks[k].s.offset[G.rd] != blocks[0].s.offset[G.rd])
+      by_rows = 1;
   /* With tp and dp_shard splitting different dims, the tp bands follow the
    * dim on which the first blocks of tp ranks 0 and 1 differ. */
   const block_t *t0 = NULL, *t1 = NULL;
   for (size_t k = 0; k < nb; k++) {
-    if (blocks[k].tp == 0 && !t0) t0 = &blocks[k];
-    if (blocks[k].tp == 1 && !t1) t1 = &blocks[k];
+    if (blocks[k].tp == 0 && !t0)
+      t0 = &blocks[k];
+    if (blocks[k].tp == 1 && !t1)
+      t1 = &blocks[k];
   }
   if (t0 && t1 && G.rd >= 0)
     by_rows = t0->s.offset[G.rd] != t1->s.offset[G.rd];
@@ -718,39 +762,44 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
   G.mt = by_rows ? 0 : 14;
   tpx__sbuf_printf(b, "<div class=\"bm\"><div class=\"cap mono\">");
   esc(b, title);
-  if (copies > 1) tpx__sbuf_printf(b, " <span class=\"rep\">×%lld</span>",
-                                   (long long)copies);
+  if (copies > 1)
+    tpx__sbuf_printf(b, " <span class=\"rep\">×%lld</span>", (long long)copies);
   tpx__sbuf_printf(b, "<br>");
   shape_html(b, &pi);
   tpx__sbuf_printf(b, " · ");
   placements_html(b, sh, ps.placements);
-  tpx__sbuf_printf(b, "</div>\n<svg width=\"%.0f\" height=\"%.0f\" "
-                      "xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">\n",
+  tpx__sbuf_printf(b,
+                   "</div>\n<svg width=\"%.0f\" height=\"%.0f\" "
+                   "xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">\n",
                    G.W + 2 + G.ml, G.H + 2 + G.mt);
   int small = 0;
   for (size_t k = 0; k < nb; k++)
     block_rect(b, &G, &blocks[k], &pi, g.tp_size, &small);
-  if (small && g.tp_size > 1) band_labels(b, &G, blocks, nb, g.tp_size, by_rows);
+  if (small && g.tp_size > 1)
+    band_labels(b, &G, blocks, nb, g.tp_size, by_rows);
   tpx__sbuf_printf(b, "</svg>");
   if (small) {
     /* What the unlabelled blocks are: per tp band, one per dp_shard rank. */
     int64_t per = 0;
     const block_t *d0 = NULL, *d1 = NULL;
     for (size_t k = 0; k < nb; k++) {
-      if (blocks[k].tp != blocks[0].tp) continue;
+      if (blocks[k].tp != blocks[0].tp)
+        continue;
       per++;
-      if (blocks[k].ds == 0 && !d0) d0 = &blocks[k];
-      if (blocks[k].ds == 1 && !d1) d1 = &blocks[k];
+      if (blocks[k].ds == 0 && !d0)
+        d0 = &blocks[k];
+      if (blocks[k].ds == 1 && !d1)
+        d1 = &blocks[k];
     }
-    int ds_rows = d0 && d1 && G.rd >= 0 &&
-                  d0->s.offset[G.rd] != d1->s.offset[G.rd];
+    int ds_rows =
+        d0 && d1 && G.rd >= 0 && d0->s.offset[G.rd] != d1->s.offset[G.rd];
     if (per > 1 && blocks[0].ds >= 0)
-      tpx__sbuf_printf(b, "<div class=\"cap\">%s%lld blocks, one per dp_shard "
-                          "rank (s0 first, %s)</div>",
-                       g.tp_size > 1 && blocks[0].tp >= 0 ? "each tp band: "
-                                                           : "",
-                       (long long)per,
-                       ds_rows ? "top to bottom" : "left to right");
+      tpx__sbuf_printf(
+          b,
+          "<div class=\"cap\">%s%lld blocks, one per dp_shard "
+          "rank (s0 first, %s)</div>",
+          g.tp_size > 1 && blocks[0].tp >= 0 ? "each tp band: " : "",
+          (long long)per, ds_rows ? "top to bottom" : "left to right");
   }
   tpx__sbuf_printf(b, "</div>\n");
   free(blocks);
@@ -795,19 +844,20 @@ static void block_maps(tpx__sbuf *b, const tpx_sharding *sh) {
     copies[nreps] = 1;
     nreps++;
   }
-  tpx__sbuf_printf(b, "<h2>Who holds what</h2>\n<p>Each parameter as its "
-                      "blocks (rows = dim 0, columns = dim 1). Ranks are "
-                      "grouped by their place on the dp_shard × tp grid: a "
-                      "label <b>t1·s0</b> marks the block held by the ranks "
-                      "at tp rank 1 and dp_shard rank 0 (every dp_replicate "
-                      "replica of them), <b>t1</b> one that all dp_shard "
-                      "ranks of tp rank 1 share, <b>all</b> one every rank "
-                      "holds. Colour follows the tp rank (grey: the same on "
-                      "every tp rank), shade the dp_shard rank; where "
-                      "blocks are too small for a label, the margin names "
-                      "the tp bands. Hover a block for its ranks, offsets "
-                      "and bytes. Names with * stand for every layer.%s</p>"
-                      "\n<div id=\"blocks\">\n",
+  tpx__sbuf_printf(b,
+                   "<h2>Who holds what</h2>\n<p>Each parameter as its "
+                   "blocks (rows = dim 0, columns = dim 1). Ranks are "
+                   "grouped by their place on the dp_shard × tp grid: a "
+                   "label <b>t1·s0</b> marks the block held by the ranks "
+                   "at tp rank 1 and dp_shard rank 0 (every dp_replicate "
+                   "replica of them), <b>t1</b> one that all dp_shard "
+                   "ranks of tp rank 1 share, <b>all</b> one every rank "
+                   "holds. Colour follows the tp rank (grey: the same on "
+                   "every tp rank), shade the dp_shard rank; where "
+                   "blocks are too small for a label, the margin names "
+                   "the tp bands. Hover a block for its ranks, offsets "
+                   "and bytes. Names with * stand for every layer.%s</p>"
+                   "\n<div id=\"blocks\">\n",
                    world > HTML_MAX_RANKS ? " Only the first 256 ranks are "
                                             "drawn."
                                           : "");
@@ -822,7 +872,8 @@ out:
   tpx__strmap_free(&seen);
 }
 
-/* ---- FSDP units ------------------------------------------------------------ */
+/* ---- FSDP units ------------------------------------------------------------
+ */
 
 static const char *dtype_or_none(tpx_dtype d) {
   return d ? tpx_dtype_short_name(d) : "none";
@@ -832,8 +883,7 @@ static const char *dtype_or_none(tpx_dtype d) {
  * flag, parameter count and gathered bytes on rank 0). */
 static int same_unit_row(const tpx_sharding *sh, const tpx_fsdp_unit *a,
                          size_t i, const tpx_fsdp_unit *c, size_t j) {
-  return !a->is_root && !c->is_root && a->group >= 0 &&
-         a->group == c->group &&
+  return !a->is_root && !c->is_root && a->group >= 0 && a->group == c->group &&
          a->reshard_after_forward == c->reshard_after_forward &&
          a->num_params == c->num_params &&
          tpx_sharding_fsdp_unit_gathered_bytes(sh, i, 0) ==
@@ -850,13 +900,15 @@ static void fsdp_units(tpx__sbuf *b, const tpx_sharding *sh) {
     return;
   }
   tpx_mp_policy mp = tpx_sharding_mp_policy(sh);
-  tpx__sbuf_printf(b, "<p>Bottom-up, root last; mixed precision: param %s, "
-                      "reduce %s, output %s. Gathered = the unit's "
-                      "parameters all-gathered over data-parallel ranks on "
-                      "rank 0.</p>\n<table id=\"fsdp\"><tr><th>unit</th>"
-                      "<th>parameters</th><th>reshard after forward</th>"
-                      "<th>prefetch fwd / bwd</th><th>gathered</th></tr>\n",
-                   dtype_or_none(mp.param_dtype), dtype_or_none(mp.reduce_dtype),
+  tpx__sbuf_printf(b,
+                   "<p>Bottom-up, root last; mixed precision: param %s, "
+                   "reduce %s, output %s. Gathered = the unit's "
+                   "parameters all-gathered over data-parallel ranks on "
+                   "rank 0.</p>\n<table id=\"fsdp\"><tr><th>unit</th>"
+                   "<th>parameters</th><th>reshard after forward</th>"
+                   "<th>prefetch fwd / bwd</th><th>gathered</th></tr>\n",
+                   dtype_or_none(mp.param_dtype),
+                   dtype_or_none(mp.reduce_dtype),
                    dtype_or_none(mp.output_dtype));
   for (size_t i = 0; i < nu;) {
     tpx_fsdp_unit u, v;
@@ -872,11 +924,14 @@ static void fsdp_units(tpx__sbuf *b, const tpx_sharding *sh) {
     size_t lo[2] = {u.num_fwd_prefetch, u.num_bwd_prefetch};
     size_t hi[2] = {lo[0], lo[1]};
     for (size_t k = i + 1; k < j; k++) {
-      if (tpx_sharding_fsdp_unit(sh, k, &v, NULL) != TPX_OK) continue;
+      if (tpx_sharding_fsdp_unit(sh, k, &v, NULL) != TPX_OK)
+        continue;
       size_t c[2] = {v.num_fwd_prefetch, v.num_bwd_prefetch};
       for (int d = 0; d < 2; d++) {
-        if (c[d] < lo[d]) lo[d] = c[d];
-        if (c[d] > hi[d]) hi[d] = c[d];
+        if (c[d] < lo[d])
+          lo[d] = c[d];
+        if (c[d] > hi[d])
+          hi[d] = c[d];
       }
     }
     char x[32], pf[2][48];
@@ -890,26 +945,26 @@ static void fsdp_units(tpx__sbuf *b, const tpx_sharding *sh) {
       tpx__sbuf_printf(b, "(root)");
     } else {
       esc(b, u.fqn);
-      if (j - i > 1 &&
-          tpx_sharding_fsdp_unit(sh, j - 1, &v, NULL) == TPX_OK) {
+      if (j - i > 1 && tpx_sharding_fsdp_unit(sh, j - 1, &v, NULL) == TPX_OK) {
         tpx__sbuf_printf(b, " … ");
         esc(b, v.fqn);
         tpx__sbuf_printf(b, " (%zu units)", j - i);
       }
     }
-    tpx__sbuf_printf(b, "</td><td>%zu</td><td>%s</td><td>%s / %s</td>"
-                        "<td>%s</td></tr>\n",
-                     u.num_params, u.reshard_after_forward ? "yes" : "no",
-                     pf[0], pf[1],
-                     tpx_format_bytes(
-                         tpx_sharding_fsdp_unit_gathered_bytes(sh, i, 0), x,
+    tpx__sbuf_printf(
+        b,
+        "</td><td>%zu</td><td>%s</td><td>%s / %s</td>"
+        "<td>%s</td></tr>\n",
+        u.num_params, u.reshard_after_forward ? "yes" : "no", pf[0], pf[1],
+        tpx_format_bytes(tpx_sharding_fsdp_unit_gathered_bytes(sh, i, 0), x,
                          sizeof x));
     i = j;
   }
   tpx__sbuf_printf(b, "</table>\n");
 }
 
-/* ---- collectives ----------------------------------------------------------- */
+/* ---- collectives -----------------------------------------------------------
+ */
 
 static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
   const tpx_model *model = tpx_sharding_model(sh);
@@ -951,7 +1006,8 @@ static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
     }
     for (size_t i = 0; i < nt; i++) {
       tpx__sbuf_printf(b, "<tr><td class=\"mono\">");
-      if (i == 0) esc(b, t);
+      if (i == 0)
+        esc(b, t);
       tpx__sbuf_printf(b, "</td><td>%s</td><td>%s %d</td><td class=\"mono\">",
                        i == 0 ? tpx_style_kind_name(pe.style.kind) : "",
                        tr[i].side == TPX_TRANSITION_INPUT ? "input" : "output",
@@ -972,7 +1028,8 @@ static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
     rows++;
   }
   tpx__sbuf_printf(b, "</table>\n");
-  if (!rows) tpx__sbuf_printf(b, "<p>none (no style applies at this tp)</p>\n");
+  if (!rows)
+    tpx__sbuf_printf(b, "<p>none (no style applies at this tp)</p>\n");
   for (size_t i = 0; i < nkeys; i++) free(keys[i]);
   free(keys);
   tpx__strmap_free(&seen);
@@ -987,7 +1044,8 @@ tpx_status tpx_report_html(const tpx_sharding *sh,
                          "tpx_report_html: NULL sharding or out");
   *out = NULL;
   tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_html", err);
-  if (ost != TPX_OK) return ost;
+  if (ost != TPX_OK)
+    return ost;
   opts = &def;
   tpx__sbuf b = {NULL, 0, 0, 0};
   header(&b, sh, opts);

@@ -19,17 +19,24 @@ static size_t utf8_seq(const unsigned char *s) {
   unsigned c = s[0];
   size_t n;
   unsigned min;
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) n = 2, min = 0x80;
-  else if (c >= 0xE0 && c <= 0xEF) n = 3, min = 0x800;
-  else if (c >= 0xF0 && c <= 0xF4) n = 4, min = 0x10000;
-  else return 0;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    n = 2, min = 0x80;
+  else if (c >= 0xE0 && c <= 0xEF)
+    n = 3, min = 0x800;
+  else if (c >= 0xF0 && c <= 0xF4)
+    n = 4, min = 0x10000;
+  else
+    return 0;
   unsigned cp = c & (0x7Fu >> n);
   for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
     cp = (cp << 6) | (s[i] & 0x3Fu);
   }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+    return 0;
   return n;
 }
 
@@ -37,12 +44,15 @@ static size_t utf8_seq(const unsigned char *s) {
  * name or FQN in a legacy encoding) by returning NULL, which would silently
  * drop the field; such bytes become U+FFFD instead. NULL stays JSON null. */
 static json_t *jstr(const char *s) {
-  if (!s) return json_null();
+  if (!s)
+    return json_null();
   json_t *j = json_string(s);
-  if (j) return j;
+  if (j)
+    return j;
   size_t n = strlen(s);
   char *buf = malloc(3 * n + 1);
-  if (!buf) return NULL;
+  if (!buf)
+    return NULL;
   size_t o = 0;
   for (const unsigned char *p = (const unsigned char *)s; *p;) {
     size_t k = utf8_seq(p);
@@ -121,9 +131,12 @@ static json_t *selection_json(const tpx_report_options *o) {
   json_t *s = json_object(), *trace = json_array();
   const char *src = o->plan_source ? o->plan_source : "custom";
   json_object_set_new(s, "source", jstr(src));
-  if (o->plugin_name) json_object_set_new(s, "plugin", jstr(o->plugin_name));
-  if (o->plugin_path) json_object_set_new(s, "path", jstr(o->plugin_path));
-  if (o->function) json_object_set_new(s, "function", jstr(o->function));
+  if (o->plugin_name)
+    json_object_set_new(s, "plugin", jstr(o->plugin_name));
+  if (o->plugin_path)
+    json_object_set_new(s, "path", jstr(o->plugin_path));
+  if (o->function)
+    json_object_set_new(s, "function", jstr(o->function));
   json_object_set_new(s, "sequence_parallel",
                       json_boolean(o->sequence_parallel != 0));
   for (size_t i = 0; i < o->num_trace; i++)
@@ -135,7 +148,8 @@ static json_t *selection_json(const tpx_report_options *o) {
     json_t *st = json_object();
     for (size_t i = 0; o->strategy && i < o->num_strategy; i++) {
       const char *kv = o->strategy[i], *eq = kv ? strchr(kv, '=') : NULL;
-      if (!eq) continue;
+      if (!eq)
+        continue;
       char key[64];
       size_t n = (size_t)(eq - kv) < sizeof key - 1 ? (size_t)(eq - kv)
                                                     : sizeof key - 1;
@@ -155,12 +169,14 @@ static json_t *diag_json(const tpx_diag *d) {
   json_object_set_new(o, "message", jstr(d->message ? d->message : ""));
   if (d->subject && *d->subject)
     json_object_set_new(o, "subject", jstr(d->subject));
-  if (d->fix && *d->fix) json_object_set_new(o, "fix", jstr(d->fix));
+  if (d->fix && *d->fix)
+    json_object_set_new(o, "fix", jstr(d->fix));
   return o;
 }
 
 static void add_diags(json_t *arr, const tpx_diag_list *list) {
-  if (!list) return;
+  if (!list)
+    return;
   size_t n = tpx_diag_count(list);
   for (size_t i = 0; i < n; i++) {
     tpx_diag d;
@@ -196,13 +212,12 @@ static json_t *params_json(const tpx_sharding *sh, int64_t slices_rank) {
                           placement_json(ps.placements[d]));
     json_object_set_new(o, "placements", pl);
     tpx_fsdp_unit u;
-    json_object_set_new(
-        o, "fsdp_unit",
-        fsdp && ps.fsdp_unit >= 0 &&
-                tpx_sharding_fsdp_unit(sh, (size_t)ps.fsdp_unit, &u, NULL) ==
-                    TPX_OK
-            ? jstr(u.fqn)
-            : json_null());
+    json_object_set_new(o, "fsdp_unit",
+                        fsdp && ps.fsdp_unit >= 0 &&
+                                tpx_sharding_fsdp_unit(sh, (size_t)ps.fsdp_unit,
+                                                       &u, NULL) == TPX_OK
+                            ? jstr(u.fqn)
+                            : json_null());
     if (pi.tied_to >= 0) {
       tpx_param_info ti;
       if (tpx_model_param(model, pi.tied_to, &ti, NULL) == TPX_OK)
@@ -216,7 +231,8 @@ static json_t *params_json(const tpx_sharding *sh, int64_t slices_rank) {
                             : json_null());
     if (tpx_sharding_param_keeps_fp32(sh, (int64_t)p))
       json_object_set_new(o, "keep_fp32", json_true());
-    if (slices_rank >= 0) tpx__report_slice_json(o, sh, (int64_t)p, slices_rank);
+    if (slices_rank >= 0)
+      tpx__report_slice_json(o, sh, (int64_t)p, slices_rank);
     json_array_append_new(arr, o);
   }
   return arr;
@@ -231,7 +247,8 @@ static json_t *params_json(const tpx_sharding *sh, int64_t slices_rank) {
 static int per_rank_text(const tpx_sharding *sh, const tpx_memory_options *mo,
                          int indent, tpx__sbuf *b) {
   tpx__mem_window *mw = malloc(sizeof *mw);
-  if (!mw) return 0;
+  if (!mw)
+    return 0;
   mw->n = 0;
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   int nd = tpx_mesh_ndim(mesh);
@@ -243,7 +260,8 @@ static int per_rank_text(const tpx_sharding *sh, const tpx_memory_options *mo,
     json_t *j = jstr(tpx_mesh_dim_name(mesh, d));
     names[d] = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
     json_decref(j);
-    if (!names[d]) ok = 0;
+    if (!names[d])
+      ok = 0;
   }
   if (ok && world > TPX__PER_RANK_MAX) { /* grouped: see rank_groups.h */
     ok = tpx__rank_groups_json(sh, mo, names, indent, b) == 0;
@@ -255,23 +273,28 @@ static int per_rank_text(const tpx_sharding *sh, const tpx_memory_options *mo,
   const char *comma = indent > 0 ? ", " : ",";
   tpx__sbuf_printf(b, "[");
   for (int64_t r = 0; r < world && ok && !b->failed; r++) {
-    if (tpx_mesh_coords(mesh, r, coords, NULL) != TPX_OK) continue;
-    if (r) tpx__sbuf_printf(b, ",");
-    if (indent > 0) tpx__sbuf_printf(b, "\n%*s", 2 * indent, "");
+    if (tpx_mesh_coords(mesh, r, coords, NULL) != TPX_OK)
+      continue;
+    if (r)
+      tpx__sbuf_printf(b, ",");
+    if (indent > 0)
+      tpx__sbuf_printf(b, "\n%*s", 2 * indent, "");
     tpx__sbuf_printf(b, "{\"rank\"%s%lld%s\"coords\"%s{", sep, (long long)r,
                      comma, sep);
     for (int d = 0; d < nd; d++)
       tpx__sbuf_printf(b, "%s%s%s%lld", d ? comma : "", names[d], sep,
                        (long long)coords[d]);
-    tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld",
+    tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld", comma,
+                     sep, (long long)tpx_sharding_rank_param_bytes(sh, r),
                      comma, sep,
-                     (long long)tpx_sharding_rank_param_bytes(sh, r), comma,
-                     sep, (long long)tpx_sharding_rank_peak_bytes(sh, r));
-    if (!tpx__report_memory_json(sh, mo, mw, r, sep, comma, b)) ok = 0;
+                     (long long)tpx_sharding_rank_peak_bytes(sh, r));
+    if (!tpx__report_memory_json(sh, mo, mw, r, sep, comma, b))
+      ok = 0;
     tpx__sbuf_printf(b, "}");
   }
   free(mw);
-  if (indent > 0 && world > 0) tpx__sbuf_printf(b, "\n%*s", indent, "");
+  if (indent > 0 && world > 0)
+    tpx__sbuf_printf(b, "\n%*s", indent, "");
   tpx__sbuf_printf(b, "]");
   for (int d = 0; d < nd; d++) free(names[d]);
   return ok && !b->failed;
@@ -284,11 +307,13 @@ static char *splice_per_rank(const char *text, const tpx__sbuf *array) {
   const char *ph = "\"\\u0001tpx per_rank\\u0001\"";
   const char *k = strstr(text, key);
   const char *at = k ? strstr(k, ph) : NULL;
-  if (!at) return NULL;
+  if (!at)
+    return NULL;
   size_t pre = (size_t)(at - text), phl = strlen(ph);
   size_t post = strlen(at + phl);
   char *out = malloc(pre + array->len + post + 1);
-  if (!out) return NULL;
+  if (!out)
+    return NULL;
   memcpy(out, text, pre);
   memcpy(out + pre, array->data, array->len);
   memcpy(out + pre + array->len, at + phl, post + 1);
@@ -323,7 +348,8 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
   json_object_set_new(o, "mixed_precision", m);
   for (size_t i = 0; i < n; i++) {
     tpx_fsdp_unit u;
-    if (tpx_sharding_fsdp_unit(sh, i, &u, NULL) != TPX_OK) continue;
+    if (tpx_sharding_fsdp_unit(sh, i, &u, NULL) != TPX_OK)
+      continue;
     json_t *x = json_object(), *f = json_array(), *b = json_array();
     json_object_set_new(x, "module", jstr(u.fqn));
     json_object_set_new(x, "root", json_boolean(u.is_root));
@@ -365,8 +391,7 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
           arr = json_array();
           json_object_set_new(groups, g, arr);
         }
-        json_array_append_new(arr,
-                              jstr(tpx_model_module_fqn(model, mods[i])));
+        json_array_append_new(arr, jstr(tpx_model_module_fqn(model, mods[i])));
       }
     }
     free(mods);
@@ -383,9 +408,11 @@ static json_t *modules_json(const tpx_sharding *sh) {
   size_t nm = tpx_model_num_modules(model);
   for (size_t m = 0; m < nm; m++) {
     int64_t e = tpx_sharding_module_entry(sh, (int64_t)m);
-    if (e < 0) continue;
+    if (e < 0)
+      continue;
     tpx_plan_entry pe;
-    if (tpx_plan_get(plan, (size_t)e, &pe, NULL) != TPX_OK) continue;
+    if (tpx_plan_get(plan, (size_t)e, &pe, NULL) != TPX_OK)
+      continue;
     const tpx_transition *tr = NULL;
     size_t nt = 0;
     tpx_sharding_module_transitions(sh, (int64_t)m, &tr, &nt, NULL);
@@ -395,23 +422,19 @@ static json_t *modules_json(const tpx_sharding *sh) {
     json_object_set_new(o, "plan_key", jstr(pe.module));
     json_object_set_new(
         o, "kind",
-        jstr(tpx_module_kind_name(
-            tpx_model_module_kind(model, (int64_t)m))));
-    json_object_set_new(o, "style",
-                        jstr(tpx_style_kind_name(pe.style.kind)));
+        jstr(tpx_module_kind_name(tpx_model_module_kind(model, (int64_t)m))));
+    json_object_set_new(o, "style", jstr(tpx_style_kind_name(pe.style.kind)));
     for (size_t i = 0; i < nt; i++) {
       json_t *t = json_object();
-      json_object_set_new(t, "side", jstr(tr[i].side ==
-                                                         TPX_TRANSITION_INPUT
-                                                     ? "input"
-                                                     : "output"));
+      json_object_set_new(
+          t, "side",
+          jstr(tr[i].side == TPX_TRANSITION_INPUT ? "input" : "output"));
       json_object_set_new(t, "index", json_integer(tr[i].index));
-      json_object_set_new(t, "from", tr[i].from_is_none
-                                         ? json_null()
-                                         : placement_json(tr[i].from));
-      json_object_set_new(t, "to", tr[i].from_is_none
-                                       ? json_null()
-                                       : placement_json(tr[i].to));
+      json_object_set_new(t, "from",
+                          tr[i].from_is_none ? json_null()
+                                             : placement_json(tr[i].from));
+      json_object_set_new(
+          t, "to", tr[i].from_is_none ? json_null() : placement_json(tr[i].to));
       json_object_set_new(t, "forward", jstr(tr[i].forward));
       json_object_set_new(t, "backward", jstr(tr[i].backward));
       json_array_append_new(ts, t);
@@ -452,7 +475,8 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
                          "tpx_report_json: NULL sharding or out");
   *out = NULL;
   tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_json", err);
-  if (ost != TPX_OK) return ost;
+  if (ost != TPX_OK)
+    return ost;
   opts = &def;
   if (opts->slices_rank >= tpx_mesh_world_size(tpx_sharding_mesh(sh)))
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
@@ -461,10 +485,12 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
                          (long long)opts->slices_rank,
                          (long long)tpx_mesh_world_size(tpx_sharding_mesh(sh)));
   tpx_status mst = tpx__report_memory_check(sh, opts->memory, err);
-  if (mst != TPX_OK) return mst;
+  if (mst != TPX_OK)
+    return mst;
   char *plan_text = NULL;
   tpx_status st = tpx_plan_to_json(tpx_sharding_plan(sh), 0, &plan_text, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   json_error_t jerr;
   json_t *plan = json_loads(plan_text, 0, &jerr);
   free(plan_text);
@@ -494,16 +520,20 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
   json_object_set_new(root, "heads", heads_json(sh));
   size_t flags = JSON_PRESERVE_ORDER;
   int indent = opts->indent > 31 ? 31 : opts->indent;
-  if (indent > 0) flags |= JSON_INDENT(indent);
-  else flags |= JSON_COMPACT;
+  if (indent > 0)
+    flags |= JSON_INDENT(indent);
+  else
+    flags |= JSON_COMPACT;
   char *body = json_dumps(root, flags);
   json_decref(root);
   tpx__sbuf arr = {NULL, 0, 0, 0};
   char *text = NULL;
-  if (body && per_rank_text(sh, opts->memory, indent, &arr)) text = splice_per_rank(body, &arr);
+  if (body && per_rank_text(sh, opts->memory, indent, &arr))
+    text = splice_per_rank(body, &arr);
   free(body);
   tpx__sbuf_free(&arr);
-  if (!text) return tpx_error_set(err, TPX_NO_MEMORY, "tpx_report_json: out of memory");
+  if (!text)
+    return tpx_error_set(err, TPX_NO_MEMORY, "tpx_report_json: out of memory");
   *out = text;
   return TPX_OK;
 }

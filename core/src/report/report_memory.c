@@ -10,12 +10,14 @@
 
 static int fill(const tpx_sharding *sh, const tpx_memory_options *mo,
                 tpx__mem_window *w, int64_t r) {
-  if (w->n && r >= w->first && r < w->first + (int64_t)w->n) return 1;
+  if (w->n && r >= w->first && r < w->first + (int64_t)w->n)
+    return 1;
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
   size_t cap = sizeof w->m / sizeof w->m[0];
   size_t n = world - r < (int64_t)cap ? (size_t)(world - r) : cap;
   w->n = 0;
-  if (tpx_memory_ranks(sh, mo, r, n, w->m, NULL) != TPX_OK) return 0;
+  if (tpx_memory_ranks(sh, mo, r, n, w->m, NULL) != TPX_OK)
+    return 0;
   w->first = r;
   w->n = n;
   return 1;
@@ -37,7 +39,8 @@ int tpx__report_memory_json(const tpx_sharding *sh,
                             const tpx_memory_options *mo, tpx__mem_window *w,
                             int64_t r, const char *sep, const char *comma,
                             tpx__sbuf *b) {
-  if (!fill(sh, mo, w, r)) return 0;
+  if (!fill(sh, mo, w, r))
+    return 0;
   tpx__report_memory_write(b, &w->m[r - w->first], sep, comma);
   return 1;
 }
@@ -46,7 +49,8 @@ tpx_status tpx__report_memory_check(const tpx_sharding *sh,
                                     const tpx_memory_options *mo,
                                     tpx_error *err) {
   tpx_memory m;
-  if (tpx_mesh_world_size(tpx_sharding_mesh(sh)) < 1) return TPX_OK;
+  if (tpx_mesh_world_size(tpx_sharding_mesh(sh)) < 1)
+    return TPX_OK;
   return tpx_memory_rank(sh, mo, 0, &m, err);
 }
 
@@ -57,13 +61,12 @@ static int same(const tpx_memory *a, const tpx_memory *b) {
 void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
                              const tpx_memory_options *mo) {
   tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
-  if (mo) memcpy(&o, mo, mo->struct_size < sizeof o ? mo->struct_size
-                                                      : sizeof o);
+  if (mo)
+    memcpy(&o, mo, mo->struct_size < sizeof o ? mo->struct_size : sizeof o);
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
-  tpx__sbuf_printf(b, "\nTraining memory per rank (optimizer %s",
-                   tpx_optimizer_name(o.optimizer)
-                       ? tpx_optimizer_name(o.optimizer)
-                       : "?");
+  tpx__sbuf_printf(
+      b, "\nTraining memory per rank (optimizer %s",
+      tpx_optimizer_name(o.optimizer) ? tpx_optimizer_name(o.optimizer) : "?");
   if (o.seq > 0)
     tpx__sbuf_printf(b, "; activations for batch %lld x seq %lld%s",
                      (long long)o.batch, (long long)o.seq,
@@ -97,7 +100,8 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
   size_t groups = 0;
   int64_t r = 0;
   for (; r < world && groups < 16; r++) {
-    if (done[r]) continue;
+    if (done[r])
+      continue;
     if (!fill(sh, &o, w, r)) {
       tpx__sbuf_printf(b, "  (not available)\n");
       break;
@@ -119,7 +123,8 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
           !same(&scan->m[q - scan->first], &ref))
         continue;
       done[q] = 1;
-      if (q != hi + 1 && q != r) contiguous = 0;
+      if (q != hi + 1 && q != r)
+        contiguous = 0;
       hi = q;
       cnt++;
     }
@@ -161,10 +166,10 @@ void tpx__report_slice_json(json_t *o, const tpx_sharding *sh, int64_t p,
     json_array_append_new(shape, json_integer(sl.length[d]));
     json_array_append_new(off, json_integer(sl.offset[d]));
   }
-  tpx_dtype held = tpx_sharding_param_keeps_fp32(sh, p) &&
-                           tpx_dtype_is_float(pi.dtype)
-                       ? TPX_DTYPE_F32
-                       : pi.dtype;
+  tpx_dtype held =
+      tpx_sharding_param_keeps_fp32(sh, p) && tpx_dtype_is_float(pi.dtype)
+          ? TPX_DTYPE_F32
+          : pi.dtype;
   json_object_set_new(o, "local_shape", shape);
   json_object_set_new(o, "global_offset", off);
   json_object_set_new(o, "local_bytes",
@@ -173,8 +178,8 @@ void tpx__report_slice_json(json_t *o, const tpx_sharding *sh, int64_t p,
 
 json_t *tpx__report_memory_options_json(const tpx_memory_options *mo) {
   tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
-  if (mo) memcpy(&o, mo, mo->struct_size < sizeof o ? mo->struct_size
-                                                      : sizeof o);
+  if (mo)
+    memcpy(&o, mo, mo->struct_size < sizeof o ? mo->struct_size : sizeof o);
   const char *name = tpx_optimizer_name(o.optimizer);
   json_t *j = json_object();
   json_object_set_new(j, "optimizer", name ? json_string(name) : json_null());

@@ -23,9 +23,9 @@
 /* One collapsed table row: every parameter whose FQN differs only in its
  * numeric atoms and which has the same name, shape, style and placements. */
 typedef struct {
-  char *key;      /* template + attributes; owned, the map borrows it */
-  char *tmpl;     /* module FQN with "\x01" where a numeric atom stood */
-  int64_t first;  /* first parameter (its text is shown) */
+  char *key;     /* template + attributes; owned, the map borrows it */
+  char *tmpl;    /* module FQN with "\x01" where a numeric atom stood */
+  int64_t first; /* first parameter (its text is shown) */
   int64_t count;
   int nnum;
   int64_t *vals[MAX_NUM_ATOMS]; /* numbers seen per position */
@@ -46,7 +46,8 @@ static void render_set(tpx__sbuf *b, int64_t *v, size_t n) {
   qsort(v, n, sizeof *v, cmp_i64);
   size_t u = 0;
   for (size_t i = 0; i < n; i++)
-    if (u == 0 || v[u - 1] != v[i]) v[u++] = v[i];
+    if (u == 0 || v[u - 1] != v[i])
+      v[u++] = v[i];
   if (u == 1) {
     tpx__sbuf_printf(b, "%lld", (long long)v[0]);
   } else if (v[u - 1] - v[0] + 1 == (int64_t)u) {
@@ -55,7 +56,8 @@ static void render_set(tpx__sbuf *b, int64_t *v, size_t n) {
     tpx__sbuf_printf(b, "{");
     for (size_t i = 0; i < u && i < 8; i++)
       tpx__sbuf_printf(b, "%s%lld", i ? "," : "", (long long)v[i]);
-    if (u > 8) tpx__sbuf_printf(b, ",...+%zu", u - 8);
+    if (u > 8)
+      tpx__sbuf_printf(b, ",...+%zu", u - 8);
     tpx__sbuf_printf(b, "}");
   }
 }
@@ -80,11 +82,13 @@ static void placements_text(const tpx_sharding *sh, const tpx_placement *pl,
   out[0] = '\0';
   for (int d = 0; d < tpx_mesh_ndim(mesh) && o < size; d++) {
     char buf[48];
-    if (!all_one && tpx_mesh_dim_size(mesh, d) == 1) continue; /* noise */
+    if (!all_one && tpx_mesh_dim_size(mesh, d) == 1)
+      continue; /* noise */
     tpx_placement_format(pl[d], buf, sizeof buf);
     int w = snprintf(out + o, size - o, "%s%s=%s", o ? " " : "",
                      tpx_mesh_dim_name(mesh, d), buf);
-    if (w < 0) break;
+    if (w < 0)
+      break;
     o += (size_t)w;
   }
 }
@@ -96,10 +100,12 @@ static void shape_text(const tpx_param_info *pi, char *out, size_t size) {
   for (int d = 0; d < pi->ndim && o < size; d++) {
     w = snprintf(out + o, size - o, "%s%lld", d ? ", " : "",
                  (long long)pi->shape[d]);
-    if (w < 0) break;
+    if (w < 0)
+      break;
     o += (size_t)w;
   }
-  if (o < size) snprintf(out + o, size - o, "]");
+  if (o < size)
+    snprintf(out + o, size - o, "]");
 }
 
 /* The collapsed rows of the parameter table, and the map from a row key
@@ -125,8 +131,10 @@ static void row_table_free(row_table *t) {
 static row_t *row_for(row_table *t, const char *key, size_t klen,
                       const char *tmpl, int nnum, size_t p) {
   int64_t idx = -1;
-  if (tpx__strmap_find(&t->map, key, klen, &idx)) return &t->rows[idx];
-  if (TPX_GROW(t->rows, t->cap, t->n + 1, 64)) return NULL;
+  if (tpx__strmap_find(&t->map, key, klen, &idx))
+    return &t->rows[idx];
+  if (TPX_GROW(t->rows, t->cap, t->n + 1, 64))
+    return NULL;
   row_t *r = &t->rows[t->n];
   memset(r, 0, sizeof *r);
   r->key = malloc(klen + 1);
@@ -154,12 +162,14 @@ static row_t *row_for(row_table *t, const char *key, size_t klen,
  * success, -1 when out of memory. */
 static int row_count(row_t *r, const int64_t *nums) {
   r->count++;
-  if (r->nnum <= 0) return 0;
+  if (r->nnum <= 0)
+    return 0;
   if (r->nvals == r->capvals) {
     size_t cap = r->capvals;
     for (int k = 0; k < r->nnum; k++) {
       cap = r->capvals; /* each column grows to the same size */
-      if (TPX_GROW(r->vals[k], cap, r->nvals + 1, 8)) return -1;
+      if (TPX_GROW(r->vals[k], cap, r->nvals + 1, 8))
+        return -1;
     }
     r->capvals = cap;
   }
@@ -193,19 +203,21 @@ static void collect_rows(tpx__sbuf *b, const tpx_sharding *sh, row_table *t) {
     placements_text(sh, ps.placements, pls, sizeof pls);
     shape_text(&pi, shp, sizeof shp);
     const char *dts = tpx_dtype_short_name(pi.dtype);
-    size_t need = strlen(tmpl) + strlen(pi.name) + strlen(shp) +
-                  strlen(dts) + strlen(pls) + 32;
+    size_t need = strlen(tmpl) + strlen(pi.name) + strlen(shp) + strlen(dts) +
+                  strlen(pls) + 32;
     if (TPX_GROW(key, kcap, need, 1)) {
       b->failed = 1;
       break;
     }
-    int kl = snprintf(key, kcap, "%s|%s|%s|%s|%lld|%s|%d", tmpl, pi.name,
-                      shp, dts, (long long)ps.plan_entry, pls,
+    int kl = snprintf(key, kcap, "%s|%s|%s|%s|%lld|%s|%d", tmpl, pi.name, shp,
+                      dts, (long long)ps.plan_entry, pls,
                       tpx_sharding_param_keeps_fp32(sh, (int64_t)p));
-    if (kl < 0) continue;
+    if (kl < 0)
+      continue;
     size_t klen = (size_t)kl < kcap ? (size_t)kl : kcap - 1;
     row_t *r = row_for(t, key, klen, tmpl, n, p);
-    if (!r || row_count(r, nums) != 0) b->failed = 1;
+    if (!r || row_count(r, nums) != 0)
+      b->failed = 1;
   }
   free(tmpl);
   free(key);
@@ -217,8 +229,8 @@ static const char *row_style(const tpx_sharding *sh, const row_t *r) {
   tpx_plan_entry pe;
   if (tpx_sharding_param(sh, r->first, &ps, NULL) != TPX_OK ||
       ps.plan_entry < 0 || !ps.plan_key ||
-      tpx_plan_get(tpx_sharding_plan(sh), (size_t)ps.plan_entry, &pe,
-                   NULL) != TPX_OK)
+      tpx_plan_get(tpx_sharding_plan(sh), (size_t)ps.plan_entry, &pe, NULL) !=
+          TPX_OK)
     return NULL;
   return tpx_style_kind_name(pe.style.kind);
 }
@@ -242,14 +254,18 @@ static void measure_rows(tpx__sbuf *b, const tpx_sharding *sh,
       break;
     }
     names[i] = nb.data;
-    if (nb.len > *w_name) *w_name = nb.len;
+    if (nb.len > *w_name)
+      *w_name = nb.len;
     shape_text(&pi, shp, sizeof shp);
     size_t sl = strlen(shp) + 1 + strlen(tpx_dtype_short_name(pi.dtype));
-    if (sl > *w_shape) *w_shape = sl;
+    if (sl > *w_shape)
+      *w_shape = sl;
     const char *style = row_style(sh, &t->rows[i]);
-    if (style && strlen(style) > *w_style) *w_style = strlen(style);
+    if (style && strlen(style) > *w_style)
+      *w_style = strlen(style);
   }
-  if (*w_name > 90) *w_name = 90;
+  if (*w_name > 90)
+    *w_name = 90;
 }
 
 /* One line: name, shape and dtype, style, placements, and what else. */
@@ -267,9 +283,10 @@ static void print_row(tpx__sbuf *b, const tpx_sharding *sh, const row_t *r,
   snprintf(sd, sizeof sd, "%s %s", shp, tpx_dtype_short_name(pi.dtype));
   const char *style = row_style(sh, r);
   placements_text(sh, ps.placements, pls, sizeof pls);
-  tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s", (int)w_name, name,
-                   (int)w_shape, sd, (int)w_style, style ? style : "-", pls);
-  if (r->count > 1) tpx__sbuf_printf(b, "  x%lld", (long long)r->count);
+  tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s", (int)w_name, name, (int)w_shape,
+                   sd, (int)w_style, style ? style : "-", pls);
+  if (r->count > 1)
+    tpx__sbuf_printf(b, "  x%lld", (long long)r->count);
   if (tpx_sharding_param_keeps_fp32(sh, r->first))
     tpx__sbuf_printf(b, "  (kept in fp32)");
   if (pi.tied_to >= 0) {
@@ -288,8 +305,10 @@ static void table(tpx__sbuf *b, const tpx_sharding *sh) {
   /* Render the collapsed names first to size the columns. */
   char **names = calloc(t.n ? t.n : 1, sizeof *names);
   size_t w_name = 18, w_shape = 11, w_style = 5;
-  if (!names) b->failed = 1;
-  if (!b->failed) measure_rows(b, sh, &t, names, &w_name, &w_shape, &w_style);
+  if (!names)
+    b->failed = 1;
+  if (!b->failed)
+    measure_rows(b, sh, &t, names, &w_name, &w_shape, &w_style);
   tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s\n", (int)w_name,
                    "module.parameter", (int)w_shape, "shape dtype",
                    (int)w_style, "style", "placements");
@@ -317,20 +336,27 @@ static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
   for (size_t e = 0; e < ne; e++) first[e] = -1;
   for (size_t m = 0; m < nm; m++) {
     int64_t e = tpx_sharding_module_entry(sh, (int64_t)m);
-    if (e < 0 || (size_t)e >= ne) continue;
-    if (first[e] < 0) first[e] = (int64_t)m;
+    if (e < 0 || (size_t)e >= ne)
+      continue;
+    if (first[e] < 0)
+      first[e] = (int64_t)m;
     count[e]++;
   }
   int any = 0;
   for (size_t e = 0; e < ne; e++) {
-    if (first[e] < 0) continue;
+    if (first[e] < 0)
+      continue;
     const tpx_transition *tr = NULL;
     size_t nt = 0;
     tpx_sharding_module_transitions(sh, first[e], &tr, &nt, NULL);
-    if (!nt) continue;
+    if (!nt)
+      continue;
     tpx_plan_entry pe;
-    if (tpx_plan_get(plan, e, &pe, NULL) != TPX_OK) continue;
-    if (!any) tpx__sbuf_printf(b, "\nCollectives per styled module (forward / backward):\n");
+    if (tpx_plan_get(plan, e, &pe, NULL) != TPX_OK)
+      continue;
+    if (!any)
+      tpx__sbuf_printf(
+          b, "\nCollectives per styled module (forward / backward):\n");
     any = 1;
     tpx__sbuf_printf(b, "  %s  [%s, %lld module%s]\n", pe.module,
                      tpx_style_kind_name(pe.style.kind), (long long)count[e],
@@ -339,7 +365,8 @@ static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
       char f[48], t[48];
       if (tr[i].from_is_none) {
         tpx__sbuf_printf(b, "    %s %d: pass-through\n",
-                         tr[i].side == TPX_TRANSITION_INPUT ? "input" : "output",
+                         tr[i].side == TPX_TRANSITION_INPUT ? "input"
+                                                            : "output",
                          tr[i].index);
         continue;
       }
@@ -357,7 +384,8 @@ static void collectives(tpx__sbuf *b, const tpx_sharding *sh) {
 /* Parameters kept in fp32: one line per pattern with its match count. */
 static void fp32_lines(tpx__sbuf *b, const tpx_sharding *sh) {
   size_t n = tpx_sharding_num_fp32_patterns(sh);
-  if (!n) return;
+  if (!n)
+    return;
   tpx__sbuf_printf(b, "  kept in fp32 (held and all-gathered in f32, no "
                       "param-dtype cast):\n");
   for (size_t i = 0; i < n; i++) {
@@ -377,19 +405,18 @@ static void fsdp_section(tpx__sbuf *b, const tpx_sharding *sh) {
   }
   tpx__sbuf_printf(b, "\nFSDP2: %zu units (bottom-up, root last)\n", n);
   tpx_mp_policy mp = tpx_sharding_mp_policy(sh);
-  tpx__sbuf_printf(b, "  mixed precision: param %s, reduce %s, output %s\n",
-                   mp.param_dtype ? tpx_dtype_short_name(mp.param_dtype)
-                                  : "none",
-                   mp.reduce_dtype ? tpx_dtype_short_name(mp.reduce_dtype)
-                                   : "none",
-                   mp.output_dtype ? tpx_dtype_short_name(mp.output_dtype)
-                                   : "none");
+  tpx__sbuf_printf(
+      b, "  mixed precision: param %s, reduce %s, output %s\n",
+      mp.param_dtype ? tpx_dtype_short_name(mp.param_dtype) : "none",
+      mp.reduce_dtype ? tpx_dtype_short_name(mp.reduce_dtype) : "none",
+      mp.output_dtype ? tpx_dtype_short_name(mp.output_dtype) : "none");
   fp32_lines(b, sh);
   /* Collapse consecutive units that differ only in numbers. */
   size_t i = 0;
   while (i < n) {
     tpx_fsdp_unit u;
-    if (tpx_sharding_fsdp_unit(sh, i, &u, NULL) != TPX_OK) break;
+    if (tpx_sharding_fsdp_unit(sh, i, &u, NULL) != TPX_OK)
+      break;
     char t1[512];
     int64_t nums[MAX_NUM_ATOMS];
     templ(u.fqn, t1, sizeof t1, nums);
@@ -404,24 +431,30 @@ static void fsdp_section(tpx__sbuf *b, const tpx_sharding *sh) {
           v.group != u.group)
         break;
       templ(v.fqn, t2, sizeof t2, n2);
-      if (strcmp(t1, t2) != 0) break;
+      if (strcmp(t1, t2) != 0)
+        break;
       resharded += (size_t)v.reshard_after_forward;
-      if (!v.reshard_after_forward) last_no = v.fqn;
+      if (!v.reshard_after_forward)
+        last_no = v.fqn;
       j++;
     }
     if (u.is_root) {
       tpx__sbuf_printf(b, "  (root)  %zu params, reshard_after_forward=%s\n",
-                       u.num_params, u.reshard_after_forward ? "true" : "false");
+                       u.num_params,
+                       u.reshard_after_forward ? "true" : "false");
     } else if (j - i == 1) {
       tpx__sbuf_printf(b, "  %s  %zu params, reshard_after_forward=%s\n", u.fqn,
-                       u.num_params, u.reshard_after_forward ? "true" : "false");
+                       u.num_params,
+                       u.reshard_after_forward ? "true" : "false");
     } else {
       tpx_fsdp_unit l;
       tpx_sharding_fsdp_unit(sh, j - 1, &l, NULL);
-      tpx__sbuf_printf(b, "  %s .. %s  (%zu units), reshard_after_forward=true "
-                          "for %zu",
+      tpx__sbuf_printf(b,
+                       "  %s .. %s  (%zu units), reshard_after_forward=true "
+                       "for %zu",
                        u.fqn, l.fqn, j - i, resharded);
-      if (last_no) tpx__sbuf_printf(b, ", false for %s", last_no);
+      if (last_no)
+        tpx__sbuf_printf(b, ", false for %s", last_no);
       tpx__sbuf_printf(b, "; prefetch fwd %zu / bwd up to %zu\n",
                        u.num_fwd_prefetch, l.num_bwd_prefetch);
     }
@@ -444,7 +477,8 @@ static void memory_section(tpx__sbuf *b, const tpx_sharding *sh) {
     return;
   }
   for (r = 0; r < world && groups < 16; r++) {
-    if (done[r]) continue;
+    if (done[r])
+      continue;
     int64_t pb = tpx_sharding_rank_param_bytes(sh, r);
     int64_t pk = tpx_sharding_rank_peak_bytes(sh, r);
     int64_t cnt = 0, lo = r, hi = r, contiguous = 1;
@@ -453,7 +487,8 @@ static void memory_section(tpx__sbuf *b, const tpx_sharding *sh) {
           tpx_sharding_rank_peak_bytes(sh, q) != pk)
         continue;
       done[q] = 1;
-      if (q != hi + 1 && q != r) contiguous = 0;
+      if (q != hi + 1 && q != r)
+        contiguous = 0;
       hi = q;
       cnt++;
     }
@@ -463,7 +498,8 @@ static void memory_section(tpx__sbuf *b, const tpx_sharding *sh) {
     else if (contiguous)
       tpx__sbuf_printf(b, "%lld-%lld", (long long)lo, (long long)hi);
     else
-      tpx__sbuf_printf(b, "%lld,... (%lld ranks)", (long long)lo, (long long)cnt);
+      tpx__sbuf_printf(b, "%lld,... (%lld ranks)", (long long)lo,
+                       (long long)cnt);
     tpx__sbuf_pad(b, 24);
     tpx__sbuf_printf(b, "%s (%lld bytes), peak %s\n",
                      tpx_format_bytes(pb, a, sizeof a), (long long)pb,
@@ -473,7 +509,8 @@ static void memory_section(tpx__sbuf *b, const tpx_sharding *sh) {
   /* The loop stops after 16 groups; ranks already listed in those groups
    * may lie beyond r, so only an unlisted rank means more. */
   while (r < world && done[r]) r++;
-  if (r < world) tpx__sbuf_printf(b, "  ... (more ranks in the JSON report)\n");
+  if (r < world)
+    tpx__sbuf_printf(b, "  ... (more ranks in the JSON report)\n");
   free(done);
 }
 
@@ -486,10 +523,12 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
                          "tpx_report_text: NULL sharding or out");
   *out = NULL;
   tpx_status ost = tpx__report_opts(opts, &def, "tpx_report_text", err);
-  if (ost != TPX_OK) return ost;
+  if (ost != TPX_OK)
+    return ost;
   opts = &def;
   tpx_status mst = tpx__report_memory_check(sh, opts->memory, err);
-  if (mst != TPX_OK) return mst;
+  if (mst != TPX_OK)
+    return mst;
   const tpx_model *model = tpx_sharding_model(sh);
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   const tpx_plan *plan = tpx_sharding_plan(sh);
@@ -521,27 +560,31 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
                      (long long)tpx_mesh_dim_size(mesh, d));
   tpx__sbuf_printf(&b, " (world %lld)\n", (long long)tpx_mesh_world_size(mesh));
 
-  tpx__sbuf_printf(&b, "\nPlan: %s", opts->plan_source ? opts->plan_source
-                                                       : "custom");
+  tpx__sbuf_printf(&b, "\nPlan: %s",
+                   opts->plan_source ? opts->plan_source : "custom");
   if (opts->plugin_name)
     tpx__sbuf_printf(&b, " (plugin '%s'", opts->plugin_name);
   if (opts->function)
     tpx__sbuf_printf(&b, "%sfunction %s", opts->plugin_name ? ", " : " (",
                      opts->function);
-  if (opts->plugin_name || opts->function) tpx__sbuf_printf(&b, ")");
-  if (opts->plugin_path) tpx__sbuf_printf(&b, " from %s", opts->plugin_path);
+  if (opts->plugin_name || opts->function)
+    tpx__sbuf_printf(&b, ")");
+  if (opts->plugin_path)
+    tpx__sbuf_printf(&b, " from %s", opts->plugin_path);
   tpx__sbuf_printf(&b, "; sequence parallel %s; %zu entries\n",
                    opts->sequence_parallel ? "on" : "off", tpx_plan_size(plan));
-  tpx__sbuf_printf(&b, "Upstream: %s behaviour (validate_tp_mesh only for "
-                       "plans that shard attention heads; untied input and "
-                       "output embeddings as FSDP units)\n",
+  tpx__sbuf_printf(&b,
+                   "Upstream: %s behaviour (validate_tp_mesh only for "
+                   "plans that shard attention heads; untied input and "
+                   "output embeddings as FSDP units)\n",
                    TPX_UPSTREAM_VERSION);
   if (opts->num_strategy) {
     const char *name = tpx__report_strategy(opts, "name");
     tpx__sbuf_printf(&b, "Strategy: %s\n", name ? name : "(unnamed)");
     for (size_t i = 0; opts->strategy && i < opts->num_strategy; i++) {
       const char *kv = opts->strategy[i], *eq = kv ? strchr(kv, '=') : NULL;
-      if (!eq || strncmp(kv, "name=", 5) == 0) continue;
+      if (!eq || strncmp(kv, "name=", 5) == 0)
+        continue;
       tpx__sbuf_printf(&b, "  %.*s: %s\n", (int)(eq - kv), kv, eq + 1);
     }
   }
@@ -553,7 +596,8 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   }
   for (size_t i = 0; i < tpx_plan_size(plan); i++) {
     tpx_plan_entry pe;
-    if (tpx_plan_get(plan, i, &pe, NULL) != TPX_OK) continue;
+    if (tpx_plan_get(plan, i, &pe, NULL) != TPX_OK)
+      continue;
     tpx__sbuf_printf(&b, "  %-50s %s%s\n", pe.module[0] ? pe.module : "\"\"",
                      tpx_style_kind_name(pe.style.kind),
                      pe.optional ? " (optional)" : "");

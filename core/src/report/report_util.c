@@ -9,9 +9,8 @@
 #include "report/report_util.h"
 
 tpx_dtype tpx__report_model_dtype(const tpx_model *model) {
-  static const char *const keys[] = {"torch_dtype", "dtype",
-                                     "text_config.torch_dtype",
-                                     "text_config.dtype"};
+  static const char *const keys[] = {
+      "torch_dtype", "dtype", "text_config.torch_dtype", "text_config.dtype"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
     const char *s = NULL;
     tpx_dtype d;
@@ -24,15 +23,18 @@ tpx_dtype tpx__report_model_dtype(const tpx_model *model) {
   size_t n = tpx_model_num_params(model);
   for (size_t p = 0; p < n; p++) {
     tpx_param_info pi;
-    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK) continue;
-    if ((int)pi.dtype <= 0 || pi.dtype >= TPX_DTYPE_COUNT) continue;
+    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK)
+      continue;
+    if ((int)pi.dtype <= 0 || pi.dtype >= TPX_DTYPE_COUNT)
+      continue;
     int64_t e = 1;
     for (int d = 0; d < pi.ndim; d++) e *= pi.shape[d];
     per[pi.dtype] += e;
   }
   tpx_dtype best = TPX_DTYPE_INVALID;
   for (int d = 1; d < TPX_DTYPE_COUNT; d++)
-    if (per[d] > (best ? per[best] : 0)) best = (tpx_dtype)d;
+    if (per[d] > (best ? per[best] : 0))
+      best = (tpx_dtype)d;
   return best;
 }
 
@@ -45,7 +47,8 @@ int tpx_report_ok(const tpx_sharding *sh, const tpx_report_options *opts) {
 
 const char *tpx_format_bytes(int64_t bytes, char *buf, size_t size) {
   double b = (double)bytes;
-  if (!buf || size == 0) return buf;
+  if (!buf || size == 0)
+    return buf;
   if (bytes >= ((int64_t)1 << 30))
     snprintf(buf, size, "%.2f GiB", b / (double)((int64_t)1 << 30));
   else if (bytes >= ((int64_t)1 << 20))
@@ -58,7 +61,8 @@ const char *tpx_format_bytes(int64_t bytes, char *buf, size_t size) {
 }
 
 void tpx__sbuf_printf(tpx__sbuf *b, const char *fmt, ...) {
-  if (b->failed) return;
+  if (b->failed)
+    return;
   for (;;) {
     va_list ap;
     va_start(ap, fmt);
@@ -86,8 +90,10 @@ void tpx__sbuf_pad(tpx__sbuf *b, size_t col) {
   size_t start = b->len;
   while (start > 0 && b->data[start - 1] != '\n') start--;
   size_t have = b->len - start;
-  if (have < col) tpx__sbuf_printf(b, "%*s", (int)(col - have), "");
-  else tpx__sbuf_printf(b, " ");
+  if (have < col)
+    tpx__sbuf_printf(b, "%*s", (int)(col - have), "");
+  else
+    tpx__sbuf_printf(b, " ");
 }
 
 void tpx__sbuf_free(tpx__sbuf *b) {
@@ -102,23 +108,27 @@ tpx_status tpx__report_opts(const tpx_report_options *in,
   const tpx_report_options def = TPX_REPORT_OPTIONS_INIT;
   const size_t min = offsetof(tpx_report_options, indent) + sizeof(int);
   *out = def;
-  if (!in) return TPX_OK;
+  if (!in)
+    return TPX_OK;
   if (in->struct_size < min)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: options struct_size %zu too small "
                          "(use TPX_REPORT_OPTIONS_INIT)",
                          fn, in->struct_size);
-  memcpy(out, in, in->struct_size < sizeof *out ? in->struct_size
-                                                : sizeof *out);
+  memcpy(out, in,
+         in->struct_size < sizeof *out ? in->struct_size : sizeof *out);
   out->struct_size = sizeof *out;
   /* The selection handed over whole fills what the caller left unset. */
   const tpx_selection *sel = out->selection;
   if (sel) {
     if (!out->plan_source)
       out->plan_source = tpx_plan_source_name(tpx_selection_source(sel));
-    if (!out->plugin_name) out->plugin_name = tpx_selection_plugin_name(sel);
-    if (!out->plugin_path) out->plugin_path = tpx_selection_plugin_path(sel);
-    if (!out->function) out->function = tpx_selection_function(sel);
+    if (!out->plugin_name)
+      out->plugin_name = tpx_selection_plugin_name(sel);
+    if (!out->plugin_path)
+      out->plugin_path = tpx_selection_plugin_path(sel);
+    if (!out->function)
+      out->function = tpx_selection_function(sel);
     if (!out->num_trace) {
       out->num_trace = tpx_selection_trace_size(sel);
       out->trace = tpx_selection_trace_lines(sel);
@@ -131,12 +141,12 @@ tpx_status tpx__report_opts(const tpx_report_options *in,
   return TPX_OK;
 }
 
-const char *tpx__report_strategy(const tpx_report_options *o,
-                                 const char *key) {
+const char *tpx__report_strategy(const tpx_report_options *o, const char *key) {
   size_t n = strlen(key);
   for (size_t i = 0; o->strategy && i < o->num_strategy; i++) {
     const char *s = o->strategy[i];
-    if (s && strncmp(s, key, n) == 0 && s[n] == '=') return s + n + 1;
+    if (s && strncmp(s, key, n) == 0 && s[n] == '=')
+      return s + n + 1;
   }
   return NULL;
 }

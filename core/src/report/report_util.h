@@ -28,8 +28,7 @@ tpx_status tpx__report_opts(const tpx_report_options *in,
                             tpx_error *err);
 
 /* The text after '=' of a "key=value" strategy line for `key`, or NULL. */
-const char *tpx__report_strategy(const tpx_report_options *o,
-                                 const char *key);
+const char *tpx__report_strategy(const tpx_report_options *o, const char *key);
 
 void tpx__sbuf_printf(tpx__sbuf *b, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -69,8 +69,7 @@ static item_t *collect_items(const tpx_sharding *sh,
   const tpx_diag_list *lists[2] = {o->selection_diags,
                                    tpx_sharding_diagnostics(sh)};
   size_t total = 0;
-  for (int l = 0; l < 2; l++)
-    total += lists[l] ? tpx_diag_count(lists[l]) : 0;
+  for (int l = 0; l < 2; l++) total += lists[l] ? tpx_diag_count(lists[l]) : 0;
   item_t *it = calloc(total ? total : 1, sizeof *it);
   if (!it)
     return NULL;
@@ -111,7 +110,8 @@ static void diag_line(tpx__sbuf *b, const tpx_diag *d, int indent) {
 static item_t *collect(tpx__sbuf *b, const tpx_sharding *sh,
                        const tpx_report_options *o, size_t *n) {
   item_t *it = collect_items(sh, o, n);
-  if (!it) b->failed = 1;
+  if (!it)
+    b->failed = 1;
   return it;
 }
 
@@ -119,7 +119,8 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
                          const tpx_report_options *o) {
   size_t n = 0;
   item_t *it = collect(b, sh, o, &n);
-  if (!it) return;
+  if (!it)
+    return;
   size_t nerr = 0, nwarn = 0, nfolded = 0;
   for (size_t i = 0; i < n; i++) {
     if (it[i].d.level == TPX_DIAG_ERROR)
@@ -136,8 +137,7 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
     tpx__sbuf_printf(b, "Verdict: NOT OK (%zu error%s)\n", nerr,
                      nerr == 1 ? "" : "s");
   else
-    tpx__sbuf_printf(b, "Verdict: OK%s\n",
-                     nwarn ? " (with warnings)" : "");
+    tpx__sbuf_printf(b, "Verdict: OK%s\n", nwarn ? " (with warnings)" : "");
   tpx__sbuf_printf(b, "  model     %s, %lld parameters, %s\n",
                    tpx_model_num_architectures(model)
                        ? tpx_model_architecture(model, 0)
@@ -164,12 +164,16 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
   for (int64_t r = 0; r < world; r++) {
     int64_t pb = tpx_sharding_rank_param_bytes(sh, r);
     int64_t pk = tpx_sharding_rank_peak_bytes(sh, r);
-    if (lo < 0 || pb < lo) lo = pb;
-    if (pb > hi) hi = pb;
-    if (pk > peak) peak = pk;
+    if (lo < 0 || pb < lo)
+      lo = pb;
+    if (pb > hi)
+      hi = pb;
+    if (pk > peak)
+      peak = pk;
   }
   if (world > 0) {
-    tpx__sbuf_printf(b, "  per rank  parameters %s", tpx_format_bytes(hi, x, sizeof x));
+    tpx__sbuf_printf(b, "  per rank  parameters %s",
+                     tpx_format_bytes(hi, x, sizeof x));
     if (lo != hi)
       tpx__sbuf_printf(b, " (least loaded rank %s)",
                        tpx_format_bytes(lo, y, sizeof y));
@@ -187,8 +191,9 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
     }
     diag_line(b, &it[i].d, 2);
     if (it[i].num_folded)
-      tpx__sbuf_printf(b, "      (%d uneven-shard warning%s follow%s from it: "
-                          "the fix above removes %s)\n",
+      tpx__sbuf_printf(b,
+                       "      (%d uneven-shard warning%s follow%s from it: "
+                       "the fix above removes %s)\n",
                        it[i].num_folded, it[i].num_folded == 1 ? "" : "s",
                        it[i].num_folded == 1 ? "s" : "",
                        it[i].num_folded == 1 ? "it" : "them");
@@ -211,8 +216,7 @@ static int is_optional_unmatched(const tpx_diag *d) {
 /* The optional keys that matched nothing, folded into one line. */
 static void optional_line(tpx__sbuf *b, const item_t *it, size_t n) {
   size_t count = 0, listed = 0;
-  for (size_t i = 0; i < n; i++)
-    count += is_optional_unmatched(&it[i].d);
+  for (size_t i = 0; i < n; i++) count += is_optional_unmatched(&it[i].d);
   tpx__sbuf_printf(b,
                    "  info [unmatched-key] %zu optional key%s for other "
                    "checkpoint variants (e.g. fused projections) matched "
@@ -235,7 +239,8 @@ void tpx__report_diagnostics(tpx__sbuf *b, const tpx_sharding *sh,
                              const tpx_report_options *o) {
   size_t n = 0;
   item_t *it = collect(b, sh, o, &n);
-  if (!it) return;
+  if (!it)
+    return;
   tpx__sbuf_printf(b, "\nDiagnostics (%zu):\n", n);
   if (!n)
     tpx__sbuf_printf(b, "  none\n");

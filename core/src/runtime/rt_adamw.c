@@ -31,7 +31,8 @@ tpx_status tpx_runtime_adamw_step(tpx_runtime *rt,
                          "[0, 1))",
                          o.lr, o.beta1, o.beta2, o.eps, o.weight_decay);
   tpx_status st = tpx_runtime_wait(rt, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   for (size_t u = 0; rt->fsdp && u < rt->num_units; u++)
     if (rt->units[u].state != TPX__RT_SHARDED)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -56,8 +57,8 @@ tpx_status tpx_runtime_adamw_step(tpx_runtime *rt,
   double t = (double)rt->steps;
   double bc1 = 1.0 - pow(o.beta1, t);
   double bc2 = 1.0 - pow(o.beta2, t);
-  float decay = o.weight_decay != 0 ? (float)(1.0 - o.lr * o.weight_decay)
-                                    : 1.0f;
+  float decay =
+      o.weight_decay != 0 ? (float)(1.0 - o.lr * o.weight_decay) : 1.0f;
   tpx__ms_adamw h;
   h.decay = decay;
   h.w1 = (float)(1.0 - o.beta1);
@@ -71,15 +72,15 @@ tpx_status tpx_runtime_adamw_step(tpx_runtime *rt,
     const tpx__rt_param *p = &rt->params[i];
     tpx__rt_unit *un = &rt->units[p->unit];
     float *master = tpx__rt_master(rt, p);
-    if (!p->padded) continue;
-    st = tpx__ms_adamw_update(ms, master, un->grad + p->grad_off,
-                        un->exp_avg + p->grad_off,
-                        un->exp_avg_sq + p->grad_off, (size_t)p->padded, &h,
-                        err);
+    if (!p->padded)
+      continue;
+    st = tpx__ms_adamw_update(
+        ms, master, un->grad + p->grad_off, un->exp_avg + p->grad_off,
+        un->exp_avg_sq + p->grad_off, (size_t)p->padded, &h, err);
     if (st == TPX_OK && p->master_off >= 0)
       st = tpx__ms_convert(ms, (unsigned char *)un->flat + p->flat_off,
-                           p->storage, master, TPX_DTYPE_F32,
-                           (size_t)p->padded, err);
+                           p->storage, master, TPX_DTYPE_F32, (size_t)p->padded,
+                           err);
   }
   return st;
 }

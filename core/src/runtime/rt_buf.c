@@ -12,8 +12,7 @@ static int cached_kind(const tpx_runtime *rt, tpx_runtime_mem_kind kind) {
                                     kind == TPX_RUNTIME_MEM_UNSHARDED_GRADS);
 }
 
-void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind,
-                    size_t bytes) {
+void *tpx__rt_alloc(tpx_runtime *rt, tpx_runtime_mem_kind kind, size_t bytes) {
   return tpx__rt_alloc_raw(rt, kind, bytes, 1);
 }
 
@@ -32,11 +31,14 @@ void *tpx__rt_alloc_raw(tpx_runtime *rt, tpx_runtime_mem_kind kind,
         }
         break;
       }
-  if (!p && tpx__ms_alloc(rt->ms, bytes, 1, &p, NULL) != TPX_OK) return NULL;
-  if (!p) return NULL;
+  if (!p && tpx__ms_alloc(rt->ms, bytes, 1, &p, NULL) != TPX_OK)
+    return NULL;
+  if (!p)
+    return NULL;
   rt->cur[kind] += (int64_t)bytes;
   rt->cur[TPX_RUNTIME_MEM_TOTAL] += (int64_t)bytes;
-  if (rt->cur[kind] > rt->peak[kind]) rt->peak[kind] = rt->cur[kind];
+  if (rt->cur[kind] > rt->peak[kind])
+    rt->peak[kind] = rt->cur[kind];
   if (rt->cur[TPX_RUNTIME_MEM_TOTAL] > rt->peak[TPX_RUNTIME_MEM_TOTAL])
     rt->peak[TPX_RUNTIME_MEM_TOTAL] = rt->cur[TPX_RUNTIME_MEM_TOTAL];
   return p;
@@ -44,7 +46,8 @@ void *tpx__rt_alloc_raw(tpx_runtime *rt, tpx_runtime_mem_kind kind,
 
 void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
                   size_t bytes) {
-  if (!p) return;
+  if (!p)
+    return;
   rt->cur[kind] -= (int64_t)bytes;
   rt->cur[TPX_RUNTIME_MEM_TOTAL] -= (int64_t)bytes;
   if (cached_kind(rt, kind)) {

@@ -25,7 +25,8 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
                            u);
   tpx_checkpoint_reader *rd = NULL;
   tpx_status st = tpx_checkpoint_reader_create(path, NULL, &rd, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   tpx_checkpoint_dest *dests =
       calloc(rt->num_params ? rt->num_params : 1, sizeof *dests);
   if (!dests) {
@@ -42,7 +43,8 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
   unsigned char *stage = NULL;
   for (size_t i = 0; devp && i < rt->num_params; i++) {
     const tpx__rt_param *p = &rt->params[rt->param_slot[i]];
-    if (p->index != (int64_t)i) continue; /* a tied alias: its target reads */
+    if (p->index != (int64_t)i)
+      continue; /* a tied alias: its target reads */
     size_t n = (size_t)(p->shard_rows * p->row_numel);
     if (p->master_off >= 0) {
       devp[i] = tpx__rt_master(rt, p);
@@ -59,7 +61,8 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
   if (devp && tpx__ms_is_device(ms)) {
     stage = malloc(staged ? staged : 1);
     for (size_t i = 0, at = 0; stage && i < rt->num_params; i++) {
-      if (!devp[i]) continue;
+      if (!devp[i])
+        continue;
       dests[i].data = stage + at;
       at += dests[i].bytes;
     }
@@ -76,19 +79,20 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
   st = tpx_checkpoint_read_rank(rd, rt->sh, rt->rank, dests, err);
   for (size_t i = 0; stage && st == TPX_OK && i < rt->num_params; i++)
     if (devp[i])
-      st = tpx__ms_copy(ms, devp[i], dests[i].data, dests[i].bytes,
-                        TPX__H2D, err);
+      st = tpx__ms_copy(ms, devp[i], dests[i].data, dests[i].bytes, TPX__H2D,
+                        err);
   free(stage);
   free(devp);
   free(dests);
   tpx_checkpoint_reader_destroy(rd);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   for (size_t i = 0; i < rt->num_rt_params && st == TPX_OK; i++) {
     const tpx__rt_param *p = &rt->params[i];
-    if (p->master_off < 0) continue;
+    if (p->master_off < 0)
+      continue;
     st = tpx__ms_convert(ms,
-                         (unsigned char *)rt->units[p->unit].flat +
-                             p->flat_off,
+                         (unsigned char *)rt->units[p->unit].flat + p->flat_off,
                          p->storage, tpx__rt_master(rt, p), TPX_DTYPE_F32,
                          (size_t)(p->shard_rows * p->row_numel), err);
   }

@@ -13,7 +13,8 @@
 /* Stop at the first failing memory-space op (st is the running status). */
 #define MS(call)                                                               \
   do {                                                                         \
-    if (st == TPX_OK) st = (call);                                             \
+    if (st == TPX_OK)                                                          \
+      st = (call);                                                             \
   } while (0)
 
 static const char *phase_name(tpx_runtime_phase ph) {
@@ -22,8 +23,8 @@ static const char *phase_name(tpx_runtime_phase ph) {
 
 /* Rows [*off, *off + *len) of p's TP-local piece held by dp_shard index b
  * (every rank holds all of a parameter not split over dp). */
-static void block_rows(const tpx_runtime *rt, const tpx__rt_param *p,
-                       int64_t b, int64_t *off, int64_t *len) {
+static void block_rows(const tpx_runtime *rt, const tpx__rt_param *p, int64_t b,
+                       int64_t *off, int64_t *len) {
   if (!p->dp_split) {
     *off = 0;
     *len = p->rows;
@@ -80,23 +81,23 @@ static tpx_status gather_job(void *arg, tpx_error *err) {
                            err));
   else
     MS(tpx__ms_copy(ms, u->stage, send, u->cflat_bytes, TPX__D2D, err));
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   /* Copy-out: block b holds dp rank b's padded shards. */
   for (int64_t b = 0; b < rt->dps; b++) {
-    const unsigned char *blk = (const unsigned char *)u->stage +
-                               (size_t)b * u->cflat_bytes;
+    const unsigned char *blk =
+        (const unsigned char *)u->stage + (size_t)b * u->cflat_bytes;
     for (size_t i = 0; i < u->count; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
-      if (!p->dp_split && b > 0) continue;
+      if (!p->dp_split && b > 0)
+        continue;
       int64_t off, len;
       block_rows(rt, p, b, &off, &len);
       size_t row = (size_t)p->row_numel * tpx_dtype_size(p->compute);
       if (len > 0)
-        MS(tpx__ms_copy(ms,
-                        (unsigned char *)u->unsh + p->unsh_off +
-                            (size_t)off * row,
-                        blk + p->cflat_off, (size_t)len * row, TPX__D2D,
-                        err));
+        MS(tpx__ms_copy(
+            ms, (unsigned char *)u->unsh + p->unsh_off + (size_t)off * row,
+            blk + p->cflat_off, (size_t)len * row, TPX__D2D, err));
     }
   }
   return st;
@@ -112,8 +113,7 @@ void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u) {
 }
 
 /* Allocate the gather buffers and submit the unit's all-gather. */
-static tpx_status start_gather(tpx_runtime *rt, size_t unit,
-                               tpx_error *err) {
+static tpx_status start_gather(tpx_runtime *rt, size_t unit, tpx_error *err) {
   tpx__rt_unit *u = &rt->units[unit];
   /* Each is overwritten entirely by the gather job. */
   u->unsh = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER, u->unsh_bytes, 0);
@@ -137,10 +137,10 @@ static tpx_status start_gather(tpx_runtime *rt, size_t unit,
 }
 
 /* Wait for the unit's gather in flight and release its staging. */
-static tpx_status finish_gather(tpx_runtime *rt, size_t unit,
-                                tpx_error *err) {
+static tpx_status finish_gather(tpx_runtime *rt, size_t unit, tpx_error *err) {
   tpx__rt_unit *u = &rt->units[unit];
-  if (u->state != TPX__RT_INFLIGHT) return TPX_OK;
+  if (u->state != TPX__RT_INFLIGHT)
+    return TPX_OK;
   tpx_status st = tpx__rt_queue_wait(&rt->queue, &u->job, err);
   if (st != TPX_OK) {
     tpx__rt_free_unsharded(rt, u);
@@ -156,22 +156,26 @@ static tpx_status finish_gather(tpx_runtime *rt, size_t unit,
 
 static tpx_status gather_unit(tpx_runtime *rt, size_t unit, tpx_error *err) {
   tpx__rt_unit *u = &rt->units[unit];
-  if (u->state != TPX__RT_SHARDED) return TPX_OK;
+  if (u->state != TPX__RT_SHARDED)
+    return TPX_OK;
   return start_gather(rt, unit, err);
 }
 
 tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
                                tpx_runtime_phase phase, tpx_error *err) {
-  tpx_status st =
-      check_phase_call(rt, unit, phase, "tpx_runtime_unshard", err);
-  if (st != TPX_OK || !rt->fsdp) return st;
+  tpx_status st = check_phase_call(rt, unit, phase, "tpx_runtime_unshard", err);
+  if (st != TPX_OK || !rt->fsdp)
+    return st;
   tpx__rt_unit *u = &rt->units[unit];
   st = gather_unit(rt, unit, err);
-  if (st == TPX_OK) st = finish_gather(rt, unit, err);
-  if (st != TPX_OK) return st;
+  if (st == TPX_OK)
+    st = finish_gather(rt, unit, err);
+  if (st != TPX_OK)
+    return st;
   if (phase == TPX_RUNTIME_BACKWARD && u->reduce_pending)
     st = tpx__rt_finish_reduces(rt, err); /* a second micro-batch */
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   if (phase == TPX_RUNTIME_BACKWARD && !u->unsh_grad) {
     u->unsh_grad =
         tpx__rt_alloc(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->unsh_bytes);
@@ -181,25 +185,29 @@ tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
                            "unsharded gradients of unit %zu (%zu bytes)",
                            unit, u->unsh_bytes);
   }
-  if (!rt->opts.prefetch) return TPX_OK;
+  if (!rt->opts.prefetch)
+    return TPX_OK;
   const int64_t *list = phase == TPX_RUNTIME_FORWARD ? u->fwd : u->bwd;
   size_t n = phase == TPX_RUNTIME_FORWARD ? u->num_fwd : u->num_bwd;
   for (size_t i = 0; i < n; i++) {
-    if (list[i] < 0 || (size_t)list[i] >= rt->num_units) continue;
+    if (list[i] < 0 || (size_t)list[i] >= rt->num_units)
+      continue;
     st = gather_unit(rt, (size_t)list[i], err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   return TPX_OK;
 }
 
 tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
                                tpx_runtime_phase phase, tpx_error *err) {
-  tpx_status st =
-      check_phase_call(rt, unit, phase, "tpx_runtime_reshard", err);
-  if (st != TPX_OK || !rt->fsdp) return st;
+  tpx_status st = check_phase_call(rt, unit, phase, "tpx_runtime_reshard", err);
+  if (st != TPX_OK || !rt->fsdp)
+    return st;
   tpx__rt_unit *u = &rt->units[unit];
   st = finish_gather(rt, unit, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   if (phase == TPX_RUNTIME_FORWARD && !u->reshard_after_forward)
     return TPX_OK;
   if (u->unsh_grad && !u->reduce_pending)
@@ -219,7 +227,8 @@ tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err) {
   tpx_status first = tpx__rt_finish_reduces(rt, err);
   for (size_t u = 0; u < rt->num_units; u++) {
     tpx_status st = finish_gather(rt, u, err);
-    if (first == TPX_OK) first = st;
+    if (first == TPX_OK)
+      first = st;
   }
   return first;
 }
@@ -233,7 +242,8 @@ static tpx_status reduce_job(void *arg, tpx_error *err) {
   const tpx__memspace *ms = rt->ms;
   tpx_status st = TPX_OK;
   for (int64_t b = 0; b < rt->dps; b++) {
-    unsigned char *blk = (unsigned char *)u->rstage + (size_t)b * u->rflat_bytes;
+    unsigned char *blk =
+        (unsigned char *)u->rstage + (size_t)b * u->rflat_bytes;
     for (size_t i = 0; i < u->count; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
       int64_t off, len;
@@ -250,7 +260,8 @@ static tpx_status reduce_job(void *arg, tpx_error *err) {
                           ((size_t)p->padded - n) * rsz, err));
     }
   }
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   size_t count = u->rflat_bytes / rsz;
   tpx_comm *cs = tpx__rt_dim_comm(rt, rt->dps_dim);
   if (cs && rt->dps > 1)
@@ -268,21 +279,21 @@ static tpx_status reduce_job(void *arg, tpx_error *err) {
 /* tp all-reduce (sum) of the SP-partial parameters' reduced shards, in
  * place in `buf` (dtype dt, element offsets off_of(p)). */
 static tpx_status tp_allreduce(tpx_runtime *rt, tpx__rt_unit *u, void *buf,
-                               tpx_dtype dt, int use_grad_off,
-                               tpx_error *err) {
+                               tpx_dtype dt, int use_grad_off, tpx_error *err) {
   tpx_comm *ct = tpx__rt_dim_comm(rt, rt->tp_dim);
-  if (!ct || rt->tp <= 1) return TPX_OK;
+  if (!ct || rt->tp <= 1)
+    return TPX_OK;
   for (size_t i = 0; i < u->count; i++) {
     const tpx__rt_param *p = &rt->params[u->first + i];
-    if (!p->grad_tp_allreduce) continue;
+    if (!p->grad_tp_allreduce)
+      continue;
     size_t n = (size_t)(p->shard_rows * p->row_numel);
-    unsigned char *at = use_grad_off
-                            ? (unsigned char *)buf +
-                                  (size_t)p->grad_off * sizeof(float)
-                            : (unsigned char *)buf + p->rflat_off;
-    tpx_status st =
-        tpx_comm_all_reduce(ct, at, at, n, dt, TPX_REDUCE_SUM, err);
-    if (st != TPX_OK) return st;
+    unsigned char *at = use_grad_off ? (unsigned char *)buf +
+                                           (size_t)p->grad_off * sizeof(float)
+                                     : (unsigned char *)buf + p->rflat_off;
+    tpx_status st = tpx_comm_all_reduce(ct, at, at, n, dt, TPX_REDUCE_SUM, err);
+    if (st != TPX_OK)
+      return st;
   }
   return TPX_OK;
 }
@@ -296,11 +307,12 @@ static tpx_status reduce_plain(tpx_runtime *rt, tpx__rt_unit *u,
   if (st == TPX_OK)
     st = tpx__rt_all_reduce_dim(rt, rt->dpr_dim, u->grad, n, TPX_DTYPE_F32,
                                 TPX_REDUCE_SUM, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   if (rt->divide != 1.0 && n)
-    st = tpx__ms_scale_f32(rt->ms, u->grad, n, (float)rt->divide, 1,
-                                err);
-  if (st != TPX_OK) return st;
+    st = tpx__ms_scale_f32(rt->ms, u->grad, n, (float)rt->divide, 1, err);
+  if (st != TPX_OK)
+    return st;
   return tp_allreduce(rt, u, u->grad, TPX_DTYPE_F32, 1, err);
 }
 
@@ -318,9 +330,11 @@ static void free_reduce(tpx_runtime *rt, tpx__rt_unit *u) {
 /* Wait for unit u's reduction, then the tp part and the accumulation. */
 static tpx_status finish_reduce(tpx_runtime *rt, tpx__rt_unit *u,
                                 tpx_error *err) {
-  if (!u->reduce_pending) return TPX_OK;
+  if (!u->reduce_pending)
+    return TPX_OK;
   tpx_status st = tpx__rt_queue_wait(&rt->queue, &u->rjob, err);
-  if (st == TPX_OK) st = tp_allreduce(rt, u, u->rout, u->reduce, 0, err);
+  if (st == TPX_OK)
+    st = tp_allreduce(rt, u, u->rout, u->reduce, 0, err);
   if (st == TPX_OK) {
     float d = (float)rt->divide;
     for (size_t i = 0; i < u->count && st == TPX_OK; i++) {
@@ -328,9 +342,8 @@ static tpx_status finish_reduce(tpx_runtime *rt, tpx__rt_unit *u,
       size_t n = (size_t)(p->shard_rows * p->row_numel);
       if (n)
         st = tpx__ms_add_f32(rt->ms, u->grad + p->grad_off,
-                                  (const unsigned char *)u->rout +
-                                      p->rflat_off,
-                                  u->reduce, n, d, err);
+                             (const unsigned char *)u->rout + p->rflat_off,
+                             u->reduce, n, d, err);
     }
   }
   free_reduce(rt, u);
@@ -341,7 +354,8 @@ tpx_status tpx__rt_finish_reduces(tpx_runtime *rt, tpx_error *err) {
   tpx_status first = TPX_OK;
   for (size_t i = 0; i < rt->num_units; i++) {
     tpx_status st = finish_reduce(rt, &rt->units[i], err);
-    if (first == TPX_OK) first = st;
+    if (first == TPX_OK)
+      first = st;
   }
   return first;
 }
@@ -349,9 +363,11 @@ tpx_status tpx__rt_finish_reduces(tpx_runtime *rt, tpx_error *err) {
 tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
                                     tpx_error *err) {
   tpx_status st = check_unit(rt, unit, "tpx_runtime_reduce_grads", err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   tpx__rt_unit *u = &rt->units[unit];
-  if (!rt->fsdp) return reduce_plain(rt, u, err);
+  if (!rt->fsdp)
+    return reduce_plain(rt, u, err);
   if (!u->unsh_grad || u->reduce_pending)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_reduce_grads: unit %zu has no "
@@ -360,17 +376,17 @@ tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
                          unit);
   /* At most one reduction in flight, as FSDP2: finish the previous one. */
   st = tpx__rt_finish_reduces(rt, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   /* Overwritten entirely by the reduce job (padding included). */
   u->rstage = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
                                 u->rflat_bytes * (size_t)rt->dps, 0);
-  u->rout = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
-                              u->rflat_bytes, 0);
+  u->rout =
+      tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rflat_bytes, 0);
   if (!u->rstage || !u->rout) {
     tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rstage,
                  u->rflat_bytes * (size_t)rt->dps);
-    tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rout,
-                 u->rflat_bytes);
+    tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rout, u->rflat_bytes);
     u->rstage = u->rout = NULL;
     return tpx_error_set(err, TPX_NO_MEMORY,
                          "tpx_runtime_reduce_grads: out of memory for unit "
@@ -382,7 +398,8 @@ tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
   u->rjob.arg = u;
   u->reduce_pending = 1;
   tpx__rt_queue_submit(&rt->queue, &u->rjob);
-  if (!rt->queue.threaded) return finish_reduce(rt, u, err);
+  if (!rt->queue.threaded)
+    return finish_reduce(rt, u, err);
   return TPX_OK;
 }
 
@@ -391,7 +408,8 @@ tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_zero_grads: runtime is NULL");
   tpx_status st = tpx__rt_finish_reduces(rt, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   for (size_t i = 0; i < rt->num_units && st == TPX_OK; i++) {
     tpx__rt_unit *u = &rt->units[i];
     st = tpx__ms_memset(rt->ms, u->grad, 0,

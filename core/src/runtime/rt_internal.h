@@ -36,8 +36,7 @@ typedef struct tpx__rt_queue {
   int stop;
 } tpx__rt_queue;
 
-tpx_status tpx__rt_queue_start(tpx__rt_queue *q, int threaded,
-                               tpx_error *err);
+tpx_status tpx__rt_queue_start(tpx__rt_queue *q, int threaded, tpx_error *err);
 /* Drain, stop and join (no-op when never started). */
 void tpx__rt_queue_stop(tpx__rt_queue *q);
 /* Queue `job` (runs inline when not threaded). The job must stay alive
@@ -48,8 +47,8 @@ tpx_status tpx__rt_queue_wait(tpx__rt_queue *q, tpx__rt_job *job,
                               tpx_error *err);
 /* submit + wait. */
 tpx_status tpx__rt_queue_run(tpx__rt_queue *q,
-                             tpx_status (*fn)(void *, tpx_error *),
-                             void *arg, tpx_error *err);
+                             tpx_status (*fn)(void *, tpx_error *), void *arg,
+                             tpx_error *err);
 
 /* ---- dtypes ---- */
 
@@ -76,8 +75,8 @@ typedef struct tpx__rt_param {
   int ndim;
   int64_t local_shape[TPX_MAX_TENSOR_DIMS];
   int64_t local_numel;
-  int64_t rows;      /* local_shape[0]; 1 for ndim 0 */
-  int64_t row_numel; /* prod(local_shape[1:]); 1 for ndim 0 */
+  int64_t rows;       /* local_shape[0]; 1 for ndim 0 */
+  int64_t row_numel;  /* prod(local_shape[1:]); 1 for ndim 0 */
   tpx_slice global;   /* this rank's shard (tpx_sharding_local_slice) */
   tpx_slice tp_local; /* the TP-local piece (dp dims replicated) */
   int64_t shard_rows; /* rows of this rank's shard */
@@ -99,14 +98,14 @@ typedef struct tpx__rt_unit {
   int reshard_after_forward;
   const int64_t *fwd, *bwd; /* borrowed from the sharding */
   size_t num_fwd, num_bwd;
-  size_t flat_bytes;      /* storage flat buffer, per rank */
-  size_t cflat_bytes;     /* one rank's compute-dtype gather block */
-  size_t rflat_bytes;     /* one rank's reduce-dtype block */
-  tpx_dtype reduce;       /* the unit's reduce dtype */
-  int64_t grad_numel;     /* f32 flat grad / optimizer state */
-  int64_t master_numel;   /* f32 master elements (0: all storage f32) */
-  size_t unsh_bytes;      /* unsharded params (compute dtype) */
-  int cast_send;          /* the gather block differs from storage */
+  size_t flat_bytes;    /* storage flat buffer, per rank */
+  size_t cflat_bytes;   /* one rank's compute-dtype gather block */
+  size_t rflat_bytes;   /* one rank's reduce-dtype block */
+  tpx_dtype reduce;     /* the unit's reduce dtype */
+  int64_t grad_numel;   /* f32 flat grad / optimizer state */
+  int64_t master_numel; /* f32 master elements (0: all storage f32) */
+  size_t unsh_bytes;    /* unsharded params (compute dtype) */
+  int cast_send;        /* the gather block differs from storage */
   void *flat;
   float *master;
   float *grad;
@@ -154,7 +153,7 @@ struct tpx_runtime {
   struct tpx__rt_block {
     void *p;
     size_t bytes;
-  } *cache;
+  } * cache;
   size_t ncache, cache_cap;
   int64_t cached_bytes;
 };
@@ -185,8 +184,8 @@ int tpx__rt_dim_is_dp(const tpx_runtime *rt, int dim);
 /* All-reduce `count` elements of buf in place over mesh dim `dim`, on the
  * comm thread for dp dims, inline for others. */
 tpx_status tpx__rt_all_reduce_dim(tpx_runtime *rt, int dim, void *buf,
-                                  size_t count, tpx_dtype dt,
-                                  tpx_reduce_op op, tpx_error *err);
+                                  size_t count, tpx_dtype dt, tpx_reduce_op op,
+                                  tpx_error *err);
 /* ---- parameters (rt_runtime.c) ---- */
 
 /* Look up parameter `param` (alias -> target); NULL + error when bad. */

@@ -40,7 +40,8 @@ tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
                                   const void *full, tpx_dtype dtype,
                                   tpx_error *err) {
   tpx__rt_param *p = tpx__rt_lookup(rt, param, "tpx_runtime_load_param", err);
-  if (!p) return err ? err->status : TPX_INVALID_ARGUMENT;
+  if (!p)
+    return err ? err->status : TPX_INVALID_ARGUMENT;
   if (!full)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_load_param: '%s': the full tensor is "
@@ -60,7 +61,8 @@ tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
   int64_t numel;
   tpx_slice whole = whole_of(rt, p, &numel);
   size_t n = (size_t)(p->shard_rows * p->row_numel);
-  if (n == 0) return TPX_OK;
+  if (n == 0)
+    return TPX_OK;
   size_t es = tpx_dtype_size(dtype);
   /* Pack the slice on the host (the caller's tensor is host memory), one
    * H2D copy into a staging buffer, then convert where the shards live. */
@@ -70,13 +72,15 @@ tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
     return tpx_error_set(err, TPX_NO_MEMORY,
                          "tpx_runtime_load_param: '%s': out of memory",
                          fqn_of(rt, p));
-  tpx_status st = tpx__box_copy(&tpx__ms_host, TPX__D2D, tmp, &p->global,
-                                full, &whole, &p->global, es, err);
-  if (st == TPX_OK) st = tpx__ms_alloc(ms, n * es, 0, &dev, err);
-  if (st == TPX_OK) st = tpx__ms_copy(ms, dev, tmp, n * es, TPX__H2D, err);
+  tpx_status st = tpx__box_copy(&tpx__ms_host, TPX__D2D, tmp, &p->global, full,
+                                &whole, &p->global, es, err);
   if (st == TPX_OK)
-    st = tpx__ms_convert(ms, (unsigned char *)u->flat + p->flat_off,
-                         p->storage, dev, dtype, n, err);
+    st = tpx__ms_alloc(ms, n * es, 0, &dev, err);
+  if (st == TPX_OK)
+    st = tpx__ms_copy(ms, dev, tmp, n * es, TPX__H2D, err);
+  if (st == TPX_OK)
+    st = tpx__ms_convert(ms, (unsigned char *)u->flat + p->flat_off, p->storage,
+                         dev, dtype, n, err);
   if (st == TPX_OK && p->master_off >= 0)
     st = tpx__ms_convert(ms, u->master + p->master_off, TPX_DTYPE_F32, dev,
                          dtype, n, err);
@@ -89,7 +93,8 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
                               tpx_dtype dtype, int grad, const char *what,
                               tpx_error *err) {
   tpx__rt_param *p = tpx__rt_lookup(rt, param, what, err);
-  if (!p) return err ? err->status : TPX_INVALID_ARGUMENT;
+  if (!p)
+    return err ? err->status : TPX_INVALID_ARGUMENT;
   if (!full)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: '%s': the output buffer is NULL", what,
@@ -101,7 +106,8 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
                          what, fqn_of(rt, p), tpx_dtype_short_name(dtype));
   if (grad) {
     tpx_status st = tpx__rt_finish_reduces(rt, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   int64_t numel;
   tpx_slice whole = whole_of(rt, p, &numel);
@@ -112,18 +118,20 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
   size_t n = (size_t)(p->shard_rows * p->row_numel);
   void *dfull = NULL, *tmp = NULL;
   tpx_status st = tpx__ms_alloc(ms, (size_t)numel * es, 1, &dfull, err);
-  if (st == TPX_OK) st = tpx__ms_alloc(ms, n * es, 0, &tmp, err);
-  const float *src = grad ? rt->units[p->unit].grad + p->grad_off
-                          : tpx__rt_master(rt, p);
-  if (st == TPX_OK) st = tpx__ms_convert(ms, tmp, dtype, src, TPX_DTYPE_F32,
-                                         n, err);
   if (st == TPX_OK)
-    st = tpx__box_copy(ms, TPX__D2D, dfull, &whole, tmp, &p->global,
-                       &p->global, es, err);
+    st = tpx__ms_alloc(ms, n * es, 0, &tmp, err);
+  const float *src =
+      grad ? rt->units[p->unit].grad + p->grad_off : tpx__rt_master(rt, p);
+  if (st == TPX_OK)
+    st = tpx__ms_convert(ms, tmp, dtype, src, TPX_DTYPE_F32, n, err);
+  if (st == TPX_OK)
+    st = tpx__box_copy(ms, TPX__D2D, dfull, &whole, tmp, &p->global, &p->global,
+                       es, err);
   if (st != TPX_OK) /* the peers are about to all-reduce with this rank */
     tpx__comm_fail_before(tpx_mesh_comm_world(rt->mc), what, st, err);
   for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
-    if (!(p->shard_mask & (1u << d))) continue;
+    if (!(p->shard_mask & (1u << d)))
+      continue;
     st = tpx__rt_all_reduce_dim(rt, d, dfull, (size_t)numel, dtype,
                                 TPX_REDUCE_SUM, err);
   }
@@ -134,15 +142,13 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
   return st;
 }
 
-tpx_status tpx_runtime_gather_param(tpx_runtime *rt, int64_t param,
-                                    void *full, tpx_dtype dtype,
-                                    tpx_error *err) {
+tpx_status tpx_runtime_gather_param(tpx_runtime *rt, int64_t param, void *full,
+                                    tpx_dtype dtype, tpx_error *err) {
   return gather_full(rt, param, full, dtype, 0, "tpx_runtime_gather_param",
                      err);
 }
 
 tpx_status tpx_runtime_gather_grad(tpx_runtime *rt, int64_t param, void *full,
                                    tpx_dtype dtype, tpx_error *err) {
-  return gather_full(rt, param, full, dtype, 1, "tpx_runtime_gather_grad",
-                     err);
+  return gather_full(rt, param, full, dtype, 1, "tpx_runtime_gather_grad", err);
 }

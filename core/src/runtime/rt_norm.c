@@ -11,8 +11,8 @@
 
 #include "runtime/rt_internal.h"
 
-tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
-                                 double *out, tpx_error *err) {
+tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type, double *out,
+                                 tpx_error *err) {
   if (!rt || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_grad_norm: %s is NULL",
@@ -24,7 +24,8 @@ tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
                          "supported (2 or INFINITY)",
                          norm_type);
   tpx_status fst = tpx__rt_finish_reduces(rt, err);
-  if (fst != TPX_OK) return fst;
+  if (fst != TPX_OK)
+    return fst;
   /* The partial sums live in the runtime's memory space: slot s at acc[s],
    * a packing area after them. Only the reduced slots come back to the
    * host, in one copy of 2^ndim doubles (documented in docs/RUNTIME.md):
@@ -33,16 +34,17 @@ tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
   size_t nslots = (size_t)1 << rt->ndim;
   double host[1u << TPX_MESH_MAX_DIMS];
   void *accv = NULL;
-  tpx_status st = tpx__ms_alloc(ms, nslots * 2 * sizeof(double), 1, &accv,
-                                err);
-  if (st != TPX_OK) return st;
+  tpx_status st = tpx__ms_alloc(ms, nslots * 2 * sizeof(double), 1, &accv, err);
+  if (st != TPX_OK)
+    return st;
   double *acc = accv;
   double *pack = acc + nslots;
   for (size_t i = 0; i < rt->num_rt_params && st == TPX_OK; i++) {
     const tpx__rt_param *p = &rt->params[i];
     const float *g = rt->units[p->unit].grad + p->grad_off;
     size_t n = (size_t)(p->shard_rows * p->row_numel);
-    if (n) st = tpx__ms_norm_acc(ms, acc + p->shard_mask, g, n, inf, err);
+    if (n)
+      st = tpx__ms_norm_acc(ms, acc + p->shard_mask, g, n, inf, err);
   }
   for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
     size_t m = 0;
@@ -50,7 +52,8 @@ tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
       if (s & (1u << d))
         st = tpx__ms_copy(ms, pack + m++, acc + s, sizeof(double), TPX__D2D,
                           err);
-    if (m == 0 || st != TPX_OK) continue;
+    if (m == 0 || st != TPX_OK)
+      continue;
     st = tpx__rt_all_reduce_dim(rt, d, pack, m, TPX_DTYPE_F64,
                                 inf ? TPX_REDUCE_MAX : TPX_REDUCE_SUM, err);
     m = 0;
@@ -62,7 +65,8 @@ tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type,
   if (st == TPX_OK)
     st = tpx__ms_copy(ms, host, acc, nslots * sizeof(double), TPX__D2H, err);
   tpx__ms_free(ms, accv);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   double total = 0.0;
   for (size_t s = 0; s < nslots; s++)
     total = inf ? (host[s] > total || isnan(host[s]) ? host[s] : total)
@@ -84,18 +88,19 @@ tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
   /* torch: clip_coef = max_norm / (total_norm + 1e-6) on an f32 tensor
    * (a Python float over a tensor is reciprocal() * other), clamped to 1. */
   tpx_status st = tpx__rt_finish_reduces(rt, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   float denom = (float)total_norm + 1e-6f;
   float coef = (1.0f / denom) * (float)max_norm;
   /* clamp(coef, max=1) keeps a NaN, and torch multiplies by it: a NaN
    * norm makes every gradient NaN (a Python-float version of the clip would
    * skip scaling instead). coef == 1 changes nothing. */
-  if (!(coef < 1.0f) && !isnan(coef)) return TPX_OK;
+  if (!(coef < 1.0f) && !isnan(coef))
+    return TPX_OK;
   for (size_t u = 0; u < rt->num_units && st == TPX_OK; u++)
     if (rt->units[u].grad_numel)
       st = tpx__ms_scale_f32(rt->ms, rt->units[u].grad,
-                                  (size_t)rt->units[u].grad_numel, coef, 0,
-                                  err);
+                             (size_t)rt->units[u].grad_numel, coef, 0, err);
   return st;
 }
 
@@ -104,7 +109,9 @@ tpx_status tpx_runtime_clip_grad_norm(tpx_runtime *rt, double max_norm,
                                       tpx_error *err) {
   double total = 0.0;
   tpx_status st = tpx_runtime_grad_norm(rt, norm_type, &total, err);
-  if (st != TPX_OK) return st;
-  if (total_out) *total_out = total;
+  if (st != TPX_OK)
+    return st;
+  if (total_out)
+    *total_out = total;
   return tpx_runtime_clip_grads(rt, max_norm, total, err);
 }

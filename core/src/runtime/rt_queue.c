@@ -18,10 +18,12 @@ static void *thread_main(void *arg) {
   pthread_mutex_lock(&q->mu);
   for (;;) {
     while (!q->head && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
-    if (!q->head) break; /* stop with an empty queue */
+    if (!q->head)
+      break; /* stop with an empty queue */
     tpx__rt_job *job = q->head;
     q->head = job->next;
-    if (!q->head) q->tail = NULL;
+    if (!q->head)
+      q->tail = NULL;
     pthread_mutex_unlock(&q->mu);
     run_job(job);
     pthread_mutex_lock(&q->mu);
@@ -32,10 +34,10 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
-tpx_status tpx__rt_queue_start(tpx__rt_queue *q, int threaded,
-                               tpx_error *err) {
+tpx_status tpx__rt_queue_start(tpx__rt_queue *q, int threaded, tpx_error *err) {
   memset(q, 0, sizeof *q);
-  if (!threaded) return TPX_OK;
+  if (!threaded)
+    return TPX_OK;
   if (pthread_mutex_init(&q->mu, NULL) != 0)
     return tpx_error_set(err, TPX_INTERNAL,
                          "tpx_runtime_create: cannot make the comm thread's "
@@ -57,7 +59,8 @@ tpx_status tpx__rt_queue_start(tpx__rt_queue *q, int threaded,
 }
 
 void tpx__rt_queue_stop(tpx__rt_queue *q) {
-  if (!q->threaded) return;
+  if (!q->threaded)
+    return;
   pthread_mutex_lock(&q->mu);
   q->stop = 1;
   pthread_cond_broadcast(&q->cv);
@@ -100,8 +103,8 @@ tpx_status tpx__rt_queue_wait(tpx__rt_queue *q, tpx__rt_job *job,
 }
 
 tpx_status tpx__rt_queue_run(tpx__rt_queue *q,
-                             tpx_status (*fn)(void *, tpx_error *),
-                             void *arg, tpx_error *err) {
+                             tpx_status (*fn)(void *, tpx_error *), void *arg,
+                             tpx_error *err) {
   tpx__rt_job job;
   memset(&job, 0, sizeof job);
   job.fn = fn;

@@ -15,7 +15,8 @@ static size_t align_to(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 float *tpx__rt_master(const tpx_runtime *rt, const tpx__rt_param *p) {
   const tpx__rt_unit *u = &rt->units[p->unit];
-  if (p->master_off >= 0) return u->master + p->master_off;
+  if (p->master_off >= 0)
+    return u->master + p->master_off;
   return (float *)(void *)((unsigned char *)u->flat + p->flat_off);
 }
 
@@ -44,10 +45,12 @@ static tpx_status describe_param(tpx_runtime *rt, int64_t index,
   tpx_param_info info;
   tpx_param_sharding ps;
   tpx_status st = tpx_model_param(tpx_sharding_model(sh), index, &info, err);
-  if (st == TPX_OK) st = tpx_sharding_param(sh, index, &ps, err);
+  if (st == TPX_OK)
+    st = tpx_sharding_param(sh, index, &ps, err);
   if (st == TPX_OK)
     st = tpx_sharding_local_slice(sh, index, rt->rank, &p->global, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   p->index = index;
   p->unit = rt->fsdp ? (size_t)ps.fsdp_unit : 0;
   p->ndim = info.ndim;
@@ -56,11 +59,13 @@ static tpx_status describe_param(tpx_runtime *rt, int64_t index,
   tpx_placement pl[TPX_MESH_MAX_DIMS];
   for (int d = 0; d < rt->ndim; d++) {
     pl[d] = ps.placements[d];
-    if (tpx__rt_dim_is_dp(rt, d)) pl[d] = tpx_placement_replicate();
+    if (tpx__rt_dim_is_dp(rt, d))
+      pl[d] = tpx_placement_replicate();
   }
   st = tpx_layout_local_slice(info.shape, info.ndim, mesh, pl, rt->rank,
                               &p->tp_local, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   p->local_numel = 1;
   for (int i = 0; i < info.ndim; i++) {
     p->local_shape[i] = p->tp_local.length[i];
@@ -94,10 +99,10 @@ static tpx_status describe_param(tpx_runtime *rt, int64_t index,
                            "TP-local piece",
                            info.fqn);
   if (rt->fsdp) {
-    st = tpx_layout_fsdp_padded_numel(p->local_shape, info.ndim,
-                                      p->dp_split ? rt->dps : 1, &p->padded,
-                                      err);
-    if (st != TPX_OK) return st;
+    st = tpx_layout_fsdp_padded_numel(
+        p->local_shape, info.ndim, p->dp_split ? rt->dps : 1, &p->padded, err);
+    if (st != TPX_OK)
+      return st;
   } else {
     p->padded = p->local_numel;
   }
@@ -107,7 +112,8 @@ static tpx_status describe_param(tpx_runtime *rt, int64_t index,
   p->storage = rt->opts.storage_dtype != TPX_DTYPE_INVALID
                    ? rt->opts.storage_dtype
                    : info.dtype;
-  if (keep32) p->storage = TPX_DTYPE_F32;
+  if (keep32)
+    p->storage = TPX_DTYPE_F32;
   if (!tpx__rt_dtype_ok(p->storage))
     return tpx_error_set(err, TPX_UNSUPPORTED,
                          "tpx_runtime_create: parameter '%s' has dtype %s; "
@@ -168,7 +174,8 @@ static tpx_status layout_unit(tpx_runtime *rt, tpx__rt_unit *u,
       p->master_off = master;
       master += p->padded;
     }
-    if (p->compute != p->storage) u->cast_send = 1;
+    if (p->compute != p->storage)
+      u->cast_send = 1;
     flat += (size_t)p->padded * ssz;
     cflat += (size_t)p->padded * csz;
     rflat += (size_t)p->padded * rsz;
@@ -185,8 +192,8 @@ static tpx_status layout_unit(tpx_runtime *rt, tpx__rt_unit *u,
   u->master = master ? tpx__rt_alloc(rt, TPX_RUNTIME_MEM_PARAMS,
                                      (size_t)master * sizeof(float))
                      : NULL;
-  u->grad = tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GRADS,
-                          (size_t)grad * sizeof(float));
+  u->grad =
+      tpx__rt_alloc(rt, TPX_RUNTIME_MEM_GRADS, (size_t)grad * sizeof(float));
   if (!u->flat || (master && !u->master) || !u->grad)
     return tpx_error_set(err, TPX_NO_MEMORY,
                          "tpx_runtime_create: out of memory for the unit "
@@ -204,32 +211,37 @@ static tpx_status build(tpx_runtime *rt, tpx_error *err) {
   const tpx_sharding *sh = rt->sh;
   const tpx_model *model = tpx_sharding_model(sh);
   rt->num_params = tpx_model_num_params(model);
-  rt->param_slot = calloc(rt->num_params ? rt->num_params : 1,
-                          sizeof *rt->param_slot);
+  rt->param_slot =
+      calloc(rt->num_params ? rt->num_params : 1, sizeof *rt->param_slot);
   rt->units = calloc(rt->num_units, sizeof *rt->units);
   if (!rt->param_slot || !rt->units)
-    return tpx_error_set(err, TPX_NO_MEMORY, "tpx_runtime_create: out of "
-                                             "memory");
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "tpx_runtime_create: out of "
+                         "memory");
   /* Describe every non-alias parameter, in index order. */
   size_t n = 0;
   for (size_t i = 0; i < rt->num_params; i++) {
     tpx_param_info info;
     tpx_status st = tpx_model_param(model, (int64_t)i, &info, err);
-    if (st != TPX_OK) return st;
-    if (info.tied_to < 0) n++;
+    if (st != TPX_OK)
+      return st;
+    if (info.tied_to < 0)
+      n++;
   }
   tpx__rt_param *tmp = calloc(n ? n : 1, sizeof *tmp);
   rt->params = calloc(n ? n : 1, sizeof *rt->params);
   if (!tmp || !rt->params) {
     free(tmp);
-    return tpx_error_set(err, TPX_NO_MEMORY, "tpx_runtime_create: out of "
-                                             "memory");
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "tpx_runtime_create: out of "
+                         "memory");
   }
   size_t k = 0;
   for (size_t i = 0; i < rt->num_params; i++) {
     tpx_param_info info;
     tpx_model_param(model, (int64_t)i, &info, NULL);
-    if (info.tied_to >= 0) continue;
+    if (info.tied_to >= 0)
+      continue;
     tpx_status st = describe_param(rt, (int64_t)i, &tmp[k], err);
     if (st == TPX_OK && tmp[k].unit >= rt->num_units)
       st = tpx_error_set(err, TPX_INTERNAL,
@@ -247,7 +259,8 @@ static tpx_status build(tpx_runtime *rt, tpx_error *err) {
   for (size_t u = 0; u < rt->num_units; u++) {
     rt->units[u].first = pos;
     for (size_t j = 0; j < n; j++)
-      if (tmp[j].unit == u) rt->params[pos++] = tmp[j];
+      if (tmp[j].unit == u)
+        rt->params[pos++] = tmp[j];
     rt->units[u].count = pos - rt->units[u].first;
   }
   free(tmp);
@@ -272,7 +285,8 @@ static tpx_status build(tpx_runtime *rt, tpx_error *err) {
     if (rt->fsdp) {
       tpx_fsdp_unit fu;
       tpx_status st = tpx_sharding_fsdp_unit(sh, u, &fu, err);
-      if (st != TPX_OK) return st;
+      if (st != TPX_OK)
+        return st;
       un->reshard_after_forward = fu.reshard_after_forward;
       un->fwd = fu.fwd_prefetch;
       un->num_fwd = fu.num_fwd_prefetch;
@@ -280,7 +294,8 @@ static tpx_status build(tpx_runtime *rt, tpx_error *err) {
       un->num_bwd = fu.num_bwd_prefetch;
     }
     tpx_status st = layout_unit(rt, un, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   return TPX_OK;
 }
@@ -297,7 +312,8 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          "tpx_runtime_create: sharding is NULL");
   tpx_status st = tpx__mesh_comm_check(mc, tpx_sharding_mesh(sh),
                                        "tpx_runtime_create", err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   tpx_runtime_options o = TPX_RUNTIME_OPTIONS_INIT;
   if (opts) {
     if (opts->struct_size < sizeof(size_t) ||
@@ -309,7 +325,8 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
     memcpy(&o, opts, opts->struct_size);
     o.struct_size = sizeof o;
   }
-  if (o.storage_dtype != TPX_DTYPE_INVALID && !tpx__rt_dtype_ok(o.storage_dtype))
+  if (o.storage_dtype != TPX_DTYPE_INVALID &&
+      !tpx__rt_dtype_ok(o.storage_dtype))
     return tpx_error_set(err, TPX_UNSUPPORTED,
                          "tpx_runtime_create: storage_dtype %s; the runtime "
                          "stores f32, bf16 or f16",
@@ -321,8 +338,9 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          o.grad_divide_factor);
   tpx_runtime *rt = calloc(1, sizeof *rt);
   if (!rt)
-    return tpx_error_set(err, TPX_NO_MEMORY, "tpx_runtime_create: out of "
-                                             "memory");
+    return tpx_error_set(err, TPX_NO_MEMORY,
+                         "tpx_runtime_create: out of "
+                         "memory");
   rt->sh = sh;
   rt->mc = mc;
   rt->ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
@@ -364,7 +382,8 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
 }
 
 void tpx_runtime_destroy(tpx_runtime *rt) {
-  if (!rt) return;
+  if (!rt)
+    return;
   tpx__rt_queue_stop(&rt->queue);
   for (size_t u = 0; rt->units && u < rt->num_units; u++) {
     tpx__rt_unit *un = &rt->units[u];
@@ -413,11 +432,13 @@ size_t tpx_runtime_num_units(const tpx_runtime *rt) {
   return rt ? rt->num_units : 0;
 }
 int64_t tpx_runtime_param_unit(const tpx_runtime *rt, int64_t param) {
-  if (!rt || param < 0 || (size_t)param >= rt->num_params) return -1;
+  if (!rt || param < 0 || (size_t)param >= rt->num_params)
+    return -1;
   return (int64_t)rt->params[rt->param_slot[param]].unit;
 }
 int tpx_runtime_unit_is_unsharded(const tpx_runtime *rt, size_t unit) {
-  if (!rt || unit >= rt->num_units) return 0;
+  if (!rt || unit >= rt->num_units)
+    return 0;
   return rt->units[unit].state == TPX__RT_UNSHARDED;
 }
 int64_t tpx_runtime_optimizer_steps(const tpx_runtime *rt) {
@@ -427,7 +448,8 @@ int64_t tpx_runtime_optimizer_steps(const tpx_runtime *rt) {
 tpx_status tpx_runtime_param(const tpx_runtime *rt, int64_t param,
                              tpx_runtime_param_info *out, tpx_error *err) {
   tpx__rt_param *p = tpx__rt_lookup(rt, param, "tpx_runtime_param", err);
-  if (!p) return err ? err->status : TPX_INVALID_ARGUMENT;
+  if (!p)
+    return err ? err->status : TPX_INVALID_ARGUMENT;
   if (!out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_param: out is NULL");
@@ -453,10 +475,9 @@ tpx_status tpx_runtime_param(const tpx_runtime *rt, int64_t param,
   if (u->state == TPX__RT_UNSHARDED) {
     out->unsharded = (unsigned char *)u->unsh + p->unsh_off;
     if (u->unsh_grad)
-      out->unsharded_grad = rt->fsdp
-                                ? (void *)((unsigned char *)u->unsh_grad +
-                                           p->unsh_off)
-                                : (void *)(u->grad + p->grad_off);
+      out->unsharded_grad =
+          rt->fsdp ? (void *)((unsigned char *)u->unsh_grad + p->unsh_off)
+                   : (void *)(u->grad + p->grad_off);
   }
   out->grad_tp_allreduce = p->grad_tp_allreduce;
   return TPX_OK;
@@ -464,13 +485,15 @@ tpx_status tpx_runtime_param(const tpx_runtime *rt, int64_t param,
 
 int64_t tpx_runtime_allocated_bytes(const tpx_runtime *rt,
                                     tpx_runtime_mem_kind kind) {
-  if (!rt || (int)kind < 0 || kind > TPX_RUNTIME_MEM_TOTAL) return -1;
+  if (!rt || (int)kind < 0 || kind > TPX_RUNTIME_MEM_TOTAL)
+    return -1;
   return rt->cur[kind];
 }
 
 int64_t tpx_runtime_peak_bytes(const tpx_runtime *rt,
                                tpx_runtime_mem_kind kind) {
-  if (!rt || (int)kind < 0 || kind > TPX_RUNTIME_MEM_TOTAL) return -1;
+  if (!rt || (int)kind < 0 || kind > TPX_RUNTIME_MEM_TOTAL)
+    return -1;
   return rt->peak[kind];
 }
 

@@ -1,8 +1,8 @@
 /* select/default_plan.c — the default base plan, the last resort of plan
- * selection (docs/SEMANTICS.md "Plan selection"): embedding vocab-parallel, attention and
- * MLP projections colwise/rowwise, lm_head colwise with a replicated output;
- * with sequence parallelism the norms become sequence_parallel and the
- * rowwise outputs sequence-sharded.
+ * selection (docs/SEMANTICS.md "Plan selection"): embedding vocab-parallel,
+ * attention and MLP projections colwise/rowwise, lm_head colwise with a
+ * replicated output; with sequence parallelism the norms become
+ * sequence_parallel and the rowwise outputs sequence-sharded.
  *
  * Not the HF plan (hf_plan.c) and not selection (select.c). */
 #include <string.h>

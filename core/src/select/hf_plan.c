@@ -54,11 +54,16 @@ static const struct {
   const char *model_type;
   const char *config_class;
 } bundled[] = {
-    {"llama", "LlamaConfig"},       {"qwen2", "Qwen2Config"},
-    {"qwen3", "Qwen3Config"},       {"gemma3_text", "Gemma3TextConfig"},
-    {"gemma3", "Gemma3TextConfig"}, {"phi", "PhiConfig"},
-    {"phi3", "Phi3Config"},         {"mistral", "MistralConfig"},
-    {"mixtral", "MixtralConfig"},   {"qwen3_moe", "Qwen3MoeConfig"},
+    {"llama", "LlamaConfig"},
+    {"qwen2", "Qwen2Config"},
+    {"qwen3", "Qwen3Config"},
+    {"gemma3_text", "Gemma3TextConfig"},
+    {"gemma3", "Gemma3TextConfig"},
+    {"phi", "PhiConfig"},
+    {"phi3", "Phi3Config"},
+    {"mistral", "MistralConfig"},
+    {"mixtral", "MixtralConfig"},
+    {"qwen3_moe", "Qwen3MoeConfig"},
     {"qwen3_5_moe", "Qwen3_5MoeTextConfig"},
     {"qwen3_5_moe_text", "Qwen3_5MoeTextConfig"},
     {"deepseek_v4", "DeepseekV4Config"},
@@ -92,9 +97,9 @@ static json_t *config_object(json_t *root, const char *path) {
  * a model without that module, which torch's parallelize_module only warns
  * about, so it is optional there. */
 static tpx_status class_plan(const tpx_model *model, const char *bare,
-                             const char *prefix, const char *mt,
-                             tpx_plan **out, char *what, size_t what_size,
-                             tpx_diag_list *diags, tpx_error *err) {
+                             const char *prefix, const char *mt, tpx_plan **out,
+                             char *what, size_t what_size, tpx_diag_list *diags,
+                             tpx_error *err) {
   char name[256];
   snprintf(name, sizeof name, "%s._tp_plan", bare);
   const tpx__hf_table *t = tpx__hf_table_find(name);
@@ -110,8 +115,8 @@ static tpx_status class_plan(const tpx_model *model, const char *bare,
                          "QwenImage21Transformer2DModel, "
                          "FluxTransformer2DModel, Flux2Transformer2DModel)",
                          mt ? mt : "(none)", bare[0] ? bare : "(none)");
-  tpx_status s = tpx_plan_from_hf_class_and_base(
-      t->json, strlen(t->json), NULL, 0, prefix, out, diags, err);
+  tpx_status s = tpx_plan_from_hf_class_and_base(t->json, strlen(t->json), NULL,
+                                                 0, prefix, out, diags, err);
   if (s != TPX_OK) {
     snprintf(what, what_size, "the bundled %s", t->config_class);
     return s;
@@ -130,8 +135,10 @@ static tpx_status class_plan(const tpx_model *model, const char *bare,
       return s;
     }
   }
-  snprintf(what, what_size, "the bundled %s (the model class's own plan, "
-           "keys from the root)", t->config_class);
+  snprintf(what, what_size,
+           "the bundled %s (the model class's own plan, "
+           "keys from the root)",
+           t->config_class);
   return TPX_OK;
 }
 
@@ -142,8 +149,8 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
   snprintf(what, what_size, "none");
   json_t *root = tpx__model_config(model);
   const char *prefix = tpx__hf_prefix_for_arch(arch);
-  const char *bare = arch ? (strrchr(arch, '.') ? strrchr(arch, '.') + 1 : arch)
-                          : "";
+  const char *bare =
+      arch ? (strrchr(arch, '.') ? strrchr(arch, '.') + 1 : arch) : "";
   int has_head = ends_with(bare, "ForCausalLM") ||
                  ends_with(bare, "ForConditionalGeneration");
 
@@ -178,8 +185,10 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
       return class_plan(model, bare, prefix, mt, out, what, what_size, diags,
                         err);
     inner_json = t->json;
-    snprintf(what, what_size, "the bundled %s.base_model_tp_plan (model_type "
-             "'%s')", t->config_class, mt);
+    snprintf(what, what_size,
+             "the bundled %s.base_model_tp_plan (model_type "
+             "'%s')",
+             t->config_class, mt);
   }
   /* The class-level plan of the model with a head; a config tp_plan
    * replaces it. */

@@ -41,9 +41,8 @@ static int starts_at_root(const tpx_model *model, const char *key) {
 }
 
 tpx_status tpx_plan_load_hf(const char *path, const tpx_model *model,
-                            tpx_plan **out, tpx_diag_list *diags,
-                            char *summary, size_t summary_size,
-                            tpx_error *err) {
+                            tpx_plan **out, tpx_diag_list *diags, char *summary,
+                            size_t summary_size, tpx_error *err) {
   if (!path || !model || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_load_hf: NULL path, model or out");

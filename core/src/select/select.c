@@ -58,7 +58,7 @@ static tpx_status moe_default_fixup(tpx_selection *sel, const tpx_model *model,
       return s;
   }
   tpx__sel_trace(sel, "moe: the default plan's MLP keys are optional on fused "
-        "experts (torch warns that they cannot be resolved)");
+                      "experts (torch warns that they cannot be resolved)");
   tpx_status s = tpx_diag_add(
       diags, TPX_DIAG_WARNING, "moe-experts-replicated", arch ? arch : "",
       "expected with the default plan: upstream has no expert-parallel plan "
@@ -91,8 +91,8 @@ static tpx_status try_plugin(tpx_selection *sel, const tpx__plugin *p,
   }
   free(sel->function);
   sel->function = function;
-  if (!sel->function && set_str(&sel->function, plan_name ? plan_name
-                                                          : p->name))
+  if (!sel->function &&
+      set_str(&sel->function, plan_name ? plan_name : p->name))
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   return TPX_OK;
 }
@@ -119,10 +119,9 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
     snprintf(why, why_size, "%s", herr.message);
     if (s == TPX_UNSUPPORTED) {
       tpx_status d = tpx_diag_add(
-          diags, TPX_DIAG_WARNING, "hf-style-unsupported",
-          arch ? arch : "", "provide a custom plan (--plan FILE) or a plugin",
-          "the Hugging Face plan (%s) cannot be used: %s", what,
-          herr.message);
+          diags, TPX_DIAG_WARNING, "hf-style-unsupported", arch ? arch : "",
+          "provide a custom plan (--plan FILE) or a plugin",
+          "the Hugging Face plan (%s) cannot be used: %s", what, herr.message);
       if (d != TPX_OK)
         return diag_failed(d, err);
     }
@@ -151,12 +150,14 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
         "supports it",
         "%ssequence parallelism is not supported with a Hugging Face tp plan "
         "(%s); the plan is shown without sequence-parallel styles",
-        tp > 1 ? "" : "not applied at tp 1 (upstream applies no plan when "
-                      "tp is 1; this error would matter at tp > 1): ",
+        tp > 1 ? ""
+               : "not applied at tp 1 (upstream applies no plan when "
+                 "tp is 1; this error would matter at tp > 1): ",
         what);
     if (d != TPX_OK)
       return diag_failed(d, err);
-    tpx__sel_trace(sel, "hf: sequence parallelism requested, which the HF "
+    tpx__sel_trace(sel,
+                   "hf: sequence parallelism requested, which the HF "
                    "plan does not support (%s sp-with-hf-plan)",
                    tp > 1 ? "error" : "at tp 1 only information:");
   }
@@ -173,18 +174,19 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
   tpx_status s;
   if (p->validate_fn) {
     size_t before = tpx_diag_count(diags);
-    s = tpx__plugin_validate(p, model, arch, o->plan_name,
-                             o->sequence_parallel, o->tp_size, diags, &cerr);
+    s = tpx__plugin_validate(p, model, arch, o->plan_name, o->sequence_parallel,
+                             o->tp_size, diags, &cerr);
     if (s == TPX_NO_MEMORY)
       return tpx_error_set(err, s, "%s", cerr.message);
     if (s != TPX_OK) {
-      if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name,
-                       NULL, "%s", cerr.message) != TPX_OK)
+      if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name, NULL,
+                       "%s", cerr.message) != TPX_OK)
         return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-      tpx__sel_trace(sel, "plugin '%s': validate failed: %s", p->name, cerr.message);
+      tpx__sel_trace(sel, "plugin '%s': validate failed: %s", p->name,
+                     cerr.message);
     } else {
-      tpx__sel_trace(sel, "plugin '%s': validate ran (%zu diagnostics)", p->name,
-            tpx_diag_count(diags) - before);
+      tpx__sel_trace(sel, "plugin '%s': validate ran (%zu diagnostics)",
+                     p->name, tpx_diag_count(diags) - before);
     }
   }
   const tpx__plugin_op ops[3] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32,
@@ -203,11 +205,11 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
     if (s == TPX_NO_MEMORY)
       return tpx_error_set(err, s, "%s", cerr.message);
     if (s != TPX_OK) {
-      if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name,
-                       NULL, "%s", cerr.message) != TPX_OK)
+      if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name, NULL,
+                       "%s", cerr.message) != TPX_OK)
         return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
       tpx__sel_trace(sel, "plugin '%s': %s failed: %s", p->name, what[k],
-            cerr.message);
+                     cerr.message);
       continue;
     }
     tpx__strvec_free(dst[k]);
@@ -250,8 +252,8 @@ static tpx_status check_options(const tpx_select_options *opts,
                          opts->struct_size);
   tpx_select_options def = TPX_SELECT_OPTIONS_INIT;
   *o = def;
-  memcpy(o, opts, opts->struct_size < sizeof *o ? opts->struct_size
-                                                 : sizeof *o);
+  memcpy(o, opts,
+         opts->struct_size < sizeof *o ? opts->struct_size : sizeof *o);
   o->struct_size = sizeof *o;
   if (o->tp_size < 1)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -277,8 +279,10 @@ static tpx_status step_own_flow(step_ctx *c) {
       c->arch, c->o.custom ? "custom" : "named");
   if (s != TPX_OK)
     return oom(c);
-  tpx__sel_trace(c->sel, "custom/named plan: ignored (the %s strategy "
-                 "ignores tp_shard_plan)", c->arch);
+  tpx__sel_trace(c->sel,
+                 "custom/named plan: ignored (the %s strategy "
+                 "ignores tp_shard_plan)",
+                 c->arch);
   c->o.custom = NULL;
   c->o.plan_name = NULL;
   return TPX_OK;
@@ -297,7 +301,8 @@ static tpx_status step_custom(step_ctx *c) {
   sel->source = TPX_PLAN_SOURCE_CUSTOM;
   if (set_str(&sel->function, "custom"))
     return oom(c);
-  tpx__sel_trace(sel, "custom: used the given plan (%zu entries); it is not "
+  tpx__sel_trace(sel,
+                 "custom: used the given plan (%zu entries); it is not "
                  "validated against the architecture",
                  tpx_plan_size(c->o.custom));
   if (c->o.plan_name)
@@ -324,18 +329,19 @@ static tpx_status step_named(step_ctx *c) {
                          c->o.plan_name);
   const tpx__plugin *np = tpx__registry_at(c->reg, (size_t)ni);
   const char *narch = np == c->arch_plugin && c->matched ? c->matched
-                      : c->arch                         ? c->arch
-                                                        : np->archs[0];
+                      : c->arch                          ? c->arch
+                                                         : np->archs[0];
   int refused = 0;
-  tpx_status s = try_plugin(sel, np, c->model, narch, c->o.plan_name,
-                            c->o.sequence_parallel, c->o.tp_size, &refused,
-                            c->err);
+  tpx_status s =
+      try_plugin(sel, np, c->model, narch, c->o.plan_name,
+                 c->o.sequence_parallel, c->o.tp_size, &refused, c->err);
   if (s != TPX_OK)
     return s;
   sel->source = TPX_PLAN_SOURCE_CUSTOM;
-  tpx__sel_trace(sel, "named plan '%s': used, from plugin '%s' (%s), %zu "
-                 "entries", c->o.plan_name, np->name, np->path,
-                 tpx_plan_size(sel->plan));
+  tpx__sel_trace(sel,
+                 "named plan '%s': used, from plugin '%s' (%s), %zu "
+                 "entries",
+                 c->o.plan_name, np->name, np->path, tpx_plan_size(sel->plan));
   if (!c->cap_plugin) {
     c->cap_plugin = np;
     c->cap_arch = narch;
@@ -349,8 +355,10 @@ static tpx_status step_named(step_ctx *c) {
 static tpx_status step_plugin(step_ctx *c) {
   tpx_selection *sel = c->sel;
   if (c->have_plan) {
-    tpx__sel_trace(sel, "plugin: not asked for the architecture's plan (the "
-                   "%s plan was chosen)", c->o.custom ? "custom" : "named");
+    tpx__sel_trace(sel,
+                   "plugin: not asked for the architecture's plan (the "
+                   "%s plan was chosen)",
+                   c->o.custom ? "custom" : "named");
     return TPX_OK;
   }
   if (!c->arch) {
@@ -366,16 +374,18 @@ static tpx_status step_plugin(step_ctx *c) {
   }
   int refused = 0;
   tpx_error perr = {0};
-  tpx_status s = try_plugin(sel, p, c->model, c->matched, NULL,
-                            c->o.sequence_parallel, c->o.tp_size, &refused,
-                            &perr);
+  tpx_status s =
+      try_plugin(sel, p, c->model, c->matched, NULL, c->o.sequence_parallel,
+                 c->o.tp_size, &refused, &perr);
   if (s == TPX_NO_MEMORY)
     return tpx_error_set(c->err, s, "%s", perr.message);
   if (s == TPX_OK) {
     sel->source = TPX_PLAN_SOURCE_PLUGIN;
-    tpx__sel_trace(sel, "plugin: used '%s' %s (%s) for '%s' (function %s, "
-                   "%zu entries)", p->name, p->version, p->path, c->matched,
-                   sel->function, tpx_plan_size(sel->plan));
+    tpx__sel_trace(sel,
+                   "plugin: used '%s' %s (%s) for '%s' (function %s, "
+                   "%zu entries)",
+                   p->name, p->version, p->path, c->matched, sel->function,
+                   tpx_plan_size(sel->plan));
     c->have_plan = 1;
     return TPX_OK;
   }
@@ -392,9 +402,10 @@ static tpx_status step_plugin(step_ctx *c) {
                    "%s; falling back to the Hugging Face plan", perr.message);
   if (s != TPX_OK)
     return oom(c);
-  tpx__sel_trace(sel, "plugin: '%s' %s: %s; falling back to the HF plan, as "
-                 "upstream does", p->name, refused ? "refused" : "failed",
-                 perr.message);
+  tpx__sel_trace(sel,
+                 "plugin: '%s' %s: %s; falling back to the HF plan, as "
+                 "upstream does",
+                 p->name, refused ? "refused" : "failed", perr.message);
   return TPX_OK;
 }
 
@@ -405,9 +416,9 @@ static tpx_status step_hf(step_ctx *c) {
                    tpx_plan_source_name(c->sel->source));
     return TPX_OK;
   }
-  tpx_status s = try_hf(c->sel, c->model, c->arch, c->o.sequence_parallel,
-                        c->o.tp_size,
-                        c->diags, c->hf_why, sizeof c->hf_why, c->err);
+  tpx_status s =
+      try_hf(c->sel, c->model, c->arch, c->o.sequence_parallel, c->o.tp_size,
+             c->diags, c->hf_why, sizeof c->hf_why, c->err);
   if (s == TPX_OK)
     c->have_plan = 1;
   else if (s != TPX_NOT_FOUND && s != TPX_UNSUPPORTED)
@@ -425,8 +436,7 @@ static tpx_status default_plan_diag(step_ctx *c) {
     return TPX_OK;
   if (is_remote_code(root)) {
     s = tpx_diag_add(
-        c->diags, TPX_DIAG_ERROR, "remote-code-no-plan",
-        c->arch ? c->arch : "",
+        c->diags, TPX_DIAG_ERROR, "remote-code-no-plan", c->arch ? c->arch : "",
         "1) install a tpx plugin serving this architecture (TPX_PLUGIN_PATH); "
         "2) give the config a base_model_tp_plan with recognised styles "
         "(colwise, rowwise, colwise_rep, rowwise_rep); 3) pass a custom "
@@ -438,10 +448,12 @@ static tpx_status default_plan_diag(step_ctx *c) {
         arch, c->plugin_failed ? "a failing plugin" : "no plugin", c->hf_why);
     if (s != TPX_OK)
       return oom(c);
-    tpx__sel_trace(c->sel, "default: custom code (auto_map) at tp=%lld with "
+    tpx__sel_trace(c->sel,
+                   "default: custom code (auto_map) at tp=%lld with "
                    "no plugin and no HF plan is an error "
                    "(remote-code-no-plan); the default plan is shown for "
-                   "reference", (long long)c->o.tp_size);
+                   "reference",
+                   (long long)c->o.tp_size);
     return TPX_OK;
   }
   s = tpx_diag_add(c->diags, TPX_DIAG_WARNING, "default-plan-fallback",
@@ -491,14 +503,16 @@ static tpx_status step_validate(step_ctx *c) {
     return TPX_OK;
   }
   if (tpx__sel_own_flow(c->reg, c->arch)) {
-    tpx__sel_trace(sel, "validate_tp_mesh: skipped (the %s strategy does "
-                   "not run it)", c->arch);
+    tpx__sel_trace(sel,
+                   "validate_tp_mesh: skipped (the %s strategy does "
+                   "not run it)",
+                   c->arch);
     return TPX_OK;
   }
   if (!tpx_plan_is_head_sharded(sel->plan)) {
     tpx__sel_trace(sel, "validate_tp_mesh: skipped (the plan does not shard "
-                   "attention heads; Automodel 0.7.0 validates only plans "
-                   "that do)");
+                        "attention heads; Automodel 0.7.0 validates only plans "
+                        "that do)");
     return TPX_OK;
   }
   size_t before = tpx_diag_count(c->diags);
@@ -507,8 +521,10 @@ static tpx_status step_validate(step_ctx *c) {
     return s;
   size_t n = tpx_diag_count(c->diags) - before;
   if (n)
-    tpx__sel_trace(sel, "validate_tp_mesh: %zu problem(s) for tp=%lld (see "
-                   "diagnostics)", n, (long long)tp);
+    tpx__sel_trace(sel,
+                   "validate_tp_mesh: %zu problem(s) for tp=%lld (see "
+                   "diagnostics)",
+                   n, (long long)tp);
   else
     tpx__sel_trace(sel, "validate_tp_mesh: head counts fit tp=%lld",
                    (long long)tp);
@@ -536,17 +552,19 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.diags = diags;
   c.err = err;
   c.arch = tpx_model_architecture(model, 0);
-  tpx__sel_trace(c.sel, "request: architecture %s, tp=%lld, "
-                 "sequence_parallel=%s", c.arch ? c.arch : "(none)",
-                 (long long)c.o.tp_size, c.o.sequence_parallel ? "on" : "off");
+  tpx__sel_trace(c.sel,
+                 "request: architecture %s, tp=%lld, "
+                 "sequence_parallel=%s",
+                 c.arch ? c.arch : "(none)", (long long)c.o.tp_size,
+                 c.o.sequence_parallel ? "on" : "off");
   int64_t ai = reg ? tpx__registry_find_arch(reg, c.arch, &c.matched) : -1;
   c.arch_plugin = ai >= 0 ? tpx__registry_at(reg, (size_t)ai) : NULL;
   c.cap_plugin = c.arch_plugin;
   c.cap_arch = c.matched;
 
-  tpx_status (*const steps[])(step_ctx *) = {
-      step_own_flow, step_custom, step_named, step_plugin,
-      step_hf,       step_default};
+  tpx_status (*const steps[])(step_ctx *) = {step_own_flow, step_custom,
+                                             step_named,    step_plugin,
+                                             step_hf,       step_default};
   for (size_t i = 0; s == TPX_OK && i < sizeof steps / sizeof steps[0]; i++)
     s = steps[i](&c);
   /* Post-processing, for every source. */
@@ -554,12 +572,12 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
     s = tpx__sel_lm_head_fixup(reg, model, c.sel, err);
   if (s == TPX_OK)
     tpx__sel_trace(c.sel, "moe guard: not applicable (no Automodel MoE "
-                   "modules in a Hugging Face model tree)");
+                          "modules in a Hugging Face model tree)");
   if (s == TPX_OK)
     s = step_validate(&c);
   if (s == TPX_OK && c.cap_plugin)
-    s = plugin_capabilities(c.sel, c.cap_plugin, model, c.cap_arch, &c.o,
-                            diags, err);
+    s = plugin_capabilities(c.sel, c.cap_plugin, model, c.cap_arch, &c.o, diags,
+                            err);
   if (s != TPX_OK) {
     tpx_selection_destroy(c.sel);
     return s;

@@ -45,7 +45,8 @@ void tpx__sel_trace(tpx_selection *sel, const char *fmt, ...) {
   (void)tpx__strvec_push(&sel->trace, buf, 0); /* a lost line is harmless */
 }
 
-/* ---- accessors ------------------------------------------------------------ */
+/* ---- accessors ------------------------------------------------------------
+ */
 
 const tpx_plan *tpx_selection_plan(const tpx_selection *sel) {
   return sel ? sel->plan : NULL;
@@ -69,8 +70,7 @@ const char *tpx_selection_trace(const tpx_selection *sel, size_t i) {
   return sel && i < sel->trace.count ? sel->trace.items[i] : NULL;
 }
 const char *const *tpx_selection_trace_lines(const tpx_selection *sel) {
-  return sel && sel->trace.count ? (const char *const *)sel->trace.items
-                                 : NULL;
+  return sel && sel->trace.count ? (const char *const *)sel->trace.items : NULL;
 }
 size_t tpx_selection_num_fp32(const tpx_selection *sel) {
   return sel ? sel->fp32.count : 0;
@@ -85,9 +85,8 @@ const char *tpx_selection_strategy(const tpx_selection *sel, size_t i) {
   return sel && i < sel->strategy.count ? sel->strategy.items[i] : NULL;
 }
 const char *const *tpx_selection_strategy_lines(const tpx_selection *sel) {
-  return sel && sel->strategy.count
-             ? (const char *const *)sel->strategy.items
-             : NULL;
+  return sel && sel->strategy.count ? (const char *const *)sel->strategy.items
+                                    : NULL;
 }
 const char *tpx_selection_strategy_value(const tpx_selection *sel,
                                          const char *key) {
@@ -116,10 +115,9 @@ tpx_status tpx_selection_strategy_mp(const tpx_selection *sel,
     }
     tpx_error e = {0};
     if (tpx_dtype_parse(v, &got[k], &e) != TPX_OK)
-      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                           "plugin '%s' gives strategy %s=%s: %s",
-                           sel->plugin_name ? sel->plugin_name : "?", keys[k],
-                           v, e.message);
+      return tpx_error_set(
+          err, TPX_INVALID_ARGUMENT, "plugin '%s' gives strategy %s=%s: %s",
+          sel->plugin_name ? sel->plugin_name : "?", keys[k], v, e.message);
   }
   mp->param_dtype = got[0];
   mp->reduce_dtype = got[1];

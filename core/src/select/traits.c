@@ -119,14 +119,17 @@ tpx_status tpx__sel_lm_head_fixup(const tpx_registry *reg,
     if (s != TPX_OK)
       return s;
     if (outputs_shard(&e.style)) {
-      tpx__sel_trace(sel, "nemotron-flash: key '%s' kept (its output is "
-                     "sharded)", keys[k]);
+      tpx__sel_trace(sel,
+                     "nemotron-flash: key '%s' kept (its output is "
+                     "sharded)",
+                     keys[k]);
       continue;
     }
     s = tpx_plan_remove(sel->plan, keys[k], err);
     if (s != TPX_OK)
       return s;
-    tpx__sel_trace(sel, "nemotron-flash: key '%s' removed (its output is "
+    tpx__sel_trace(sel,
+                   "nemotron-flash: key '%s' removed (its output is "
                    "not sharded; the model's own head computes the logits)",
                    keys[k]);
   }

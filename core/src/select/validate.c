@@ -31,14 +31,17 @@ static const char *const vlm_arches[] = {
 };
 
 static const char *primary_arch(const tpx_model *model) {
-  if (tpx_model_num_architectures(model) == 0) return NULL;
+  if (tpx_model_num_architectures(model) == 0)
+    return NULL;
   return tpx_model_architecture(model, 0);
 }
 
 static int is_vlm(const char *arch) {
-  if (!arch) return 0;
+  if (!arch)
+    return 0;
   for (size_t i = 0; i < sizeof vlm_arches / sizeof vlm_arches[0]; i++)
-    if (strcmp(arch, vlm_arches[i]) == 0) return 1;
+    if (strcmp(arch, vlm_arches[i]) == 0)
+      return 1;
   return 0;
 }
 
@@ -46,7 +49,8 @@ static int is_vlm(const char *arch) {
 static int64_t cfg_int(const tpx_model *model, const char *path,
                        int64_t missing) {
   int64_t v = 0;
-  if (tpx_model_config_int(model, path, &v, NULL) != TPX_OK) return missing;
+  if (tpx_model_config_int(model, path, &v, NULL) != TPX_OK)
+    return missing;
   return v;
 }
 
@@ -57,7 +61,8 @@ static int64_t head_cfg(const tpx_model *model, const char *key,
   if (is_vlm(primary_arch(model))) {
     snprintf(path, sizeof path, "text_config.%s", key);
     int64_t v = cfg_int(model, path, INT64_MIN);
-    if (v != INT64_MIN) return v;
+    if (v != INT64_MIN)
+      return v;
   }
   return cfg_int(model, key, missing);
 }
@@ -112,7 +117,8 @@ static void effective_heads(const tpx_model *model, int64_t *heads,
   const head_defaults *d = class_defaults(model);
   *heads = head_cfg(model, "num_attention_heads", d ? d->heads : 0);
   *kv = head_cfg(model, "num_key_value_heads", INT64_MIN);
-  if (*kv != INT64_MIN) return;
+  if (*kv != INT64_MIN)
+    return;
   if (head_is_null(model, "num_key_value_heads") || (d && d->kv_is_heads))
     *kv = *heads;
   else
@@ -148,10 +154,12 @@ static void divisors_text(uint64_t g, char *buf, size_t size) {
   }
   uint64_t top = g < DIVISOR_LIMIT ? g : DIVISOR_LIMIT;
   for (uint64_t d = 1; d <= top && n < size; d++) {
-    if (g % d) continue;
+    if (g % d)
+      continue;
     int w = snprintf(buf + n, size - n, "%s%llu", n ? ", " : "",
                      (unsigned long long)d);
-    if (w < 0) break;
+    if (w < 0)
+      break;
     n += (size_t)w;
   }
   if (g > DIVISOR_LIMIT && n < size)
@@ -162,7 +170,8 @@ static void divisors_text(uint64_t g, char *buf, size_t size) {
 static int is_nemotron_nas(const tpx_model *model) {
   const char *arch = primary_arch(model);
   const char *mt = NULL;
-  if (!arch || strcmp(arch, "DeciLMForCausalLM") != 0) return 0;
+  if (!arch || strcmp(arch, "DeciLMForCausalLM") != 0)
+    return 0;
   if (tpx_model_config_string(model, "model_type", &mt, NULL) != TPX_OK)
     return 0;
   return mt && strcmp(mt, "nemotron-nas") == 0;
@@ -197,9 +206,11 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
     if (tpx_model_config_int(model, path, &iv, &e) == TPX_OK ||
         e.status == TPX_INVALID_ARGUMENT)
       ok = 1;
-    if (!ok) break;
+    if (!ok)
+      break;
     nblocks++;
-    if (nblocks > (int64_t)1 << 24) break;
+    if (nblocks > (int64_t)1 << 24)
+      break;
   }
   if (nblocks < layers) {
     st = tpx_diag_add(diags, TPX_DIAG_ERROR, "nemotron-nas-invalid",
@@ -212,24 +223,24 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
   for (int64_t i = 0; i < layers; i++) {
     int rwl = 0, noop = 0;
     int64_t group = 0;
-    snprintf(path, sizeof path, "block_configs[%lld].attention.replace_with_linear",
-             (long long)i);
+    snprintf(path, sizeof path,
+             "block_configs[%lld].attention.replace_with_linear", (long long)i);
     if (tpx_model_config_bool(model, path, &rwl, NULL) == TPX_OK && rwl) {
       st = tpx_diag_add(diags, TPX_DIAG_INFO, "nemotron-nas-linear-attention",
                         "block_configs", NULL,
                         "layer %lld: attention is replaced with a linear "
                         "layer; head divisibility is not checked",
                         (long long)i);
-      if (st != TPX_OK) return tpx_error_set(err, st, "out of memory");
+      if (st != TPX_OK)
+        return tpx_error_set(err, st, "out of memory");
       continue;
     }
-    snprintf(path, sizeof path, "block_configs[%lld].attention.n_heads_in_group",
-             (long long)i);
+    snprintf(path, sizeof path,
+             "block_configs[%lld].attention.n_heads_in_group", (long long)i);
     if (tpx_model_config_int(model, path, &group, NULL) == TPX_OK) {
       /* INT64_MIN / -1 overflows: no real config has it; treat as 0 */
-      int64_t kv = group == 0 || (group == -1 && heads == INT64_MIN)
-                       ? 0
-                       : heads / group;
+      int64_t kv =
+          group == 0 || (group == -1 && heads == INT64_MIN) ? 0 : heads / group;
       if (kv % tp != 0) {
         divisors_text(gcd64(kv, heads), valid, sizeof valid);
         st = tpx_diag_add(
@@ -240,7 +251,8 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
             "sizes that would work for this layer: %s",
             (long long)i, (long long)kv, (long long)heads, (long long)group,
             (long long)tp, valid);
-        if (st != TPX_OK) return tpx_error_set(err, st, "out of memory");
+        if (st != TPX_OK)
+          return tpx_error_set(err, st, "out of memory");
         return TPX_OK; /* torch's assert stops at the first failing layer */
       }
       continue;
@@ -248,13 +260,14 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
     snprintf(path, sizeof path, "block_configs[%lld].attention.no_op",
              (long long)i);
     if (tpx_model_config_bool(model, path, &noop, NULL) != TPX_OK || !noop) {
-      st = tpx_diag_add(diags, TPX_DIAG_ERROR, "nemotron-nas-invalid",
-                        "block_configs",
-                        "set attention.n_heads_in_group, or no_op: true",
-                        "layer %lld: attention has neither replace_with_linear, "
-                        "n_heads_in_group nor no_op == true",
-                        (long long)i);
-      if (st != TPX_OK) return tpx_error_set(err, st, "out of memory");
+      st = tpx_diag_add(
+          diags, TPX_DIAG_ERROR, "nemotron-nas-invalid", "block_configs",
+          "set attention.n_heads_in_group, or no_op: true",
+          "layer %lld: attention has neither replace_with_linear, "
+          "n_heads_in_group nor no_op == true",
+          (long long)i);
+      if (st != TPX_OK)
+        return tpx_error_set(err, st, "out of memory");
       return TPX_OK;
     }
   }
@@ -270,8 +283,10 @@ tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_validate_tp_mesh: tp size %lld must be >= 1",
                          (long long)tp);
-  if (tp == 1) return TPX_OK;
-  if (is_nemotron_nas(model)) return nas_validate(model, tp, diags, err);
+  if (tp == 1)
+    return TPX_OK;
+  if (is_nemotron_nas(model))
+    return nas_validate(model, tp, diags, err);
 
   int64_t heads, kv;
   effective_heads(model, &heads, &kv);
@@ -284,7 +299,8 @@ tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
     bad = "num_attention_heads";
     bad_n = heads;
   }
-  if (!bad) return TPX_OK;
+  if (!bad)
+    return TPX_OK;
   char valid[256], fix[320];
   divisors_text(gcd64(kv, heads), valid, sizeof valid);
   snprintf(fix, sizeof fix, "use a tp size from: %s", valid);
@@ -295,7 +311,8 @@ tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
       "would work: %s",
       bad, (long long)bad_n, (long long)tp, (long long)heads, (long long)kv,
       valid);
-  if (st != TPX_OK) return tpx_error_set(err, st, "out of memory");
+  if (st != TPX_OK)
+    return tpx_error_set(err, st, "out of memory");
   return TPX_OK;
 }
 
@@ -307,17 +324,22 @@ static int ends_with(const char *s, const char *suffix) {
 int tpx_plan_is_head_sharded(const tpx_plan *plan) {
   static const char *const keys[] = {"self_attn.q_proj", "self_attn.k_proj",
                                      "self_attn.v_proj", "self_attn.qkv_proj"};
-  if (!plan) return 0;
+  if (!plan)
+    return 0;
   size_t n = tpx_plan_size(plan);
   for (size_t i = 0; i < n; i++) {
     tpx_plan_entry e;
-    if (tpx_plan_get(plan, i, &e, NULL) != TPX_OK || !e.module) continue;
+    if (tpx_plan_get(plan, i, &e, NULL) != TPX_OK || !e.module)
+      continue;
     int match = 0;
     for (size_t k = 0; k < 4; k++)
-      if (ends_with(e.module, keys[k])) match = 1;
-    if (!match || e.style.kind != TPX_STYLE_COLWISE) continue;
+      if (ends_with(e.module, keys[k]))
+        match = 1;
+    if (!match || e.style.kind != TPX_STYLE_COLWISE)
+      continue;
     const tpx_layout_list *out = &e.style.output_layouts;
-    if (out->count < 0) return 1; /* not given (None) */
+    if (out->count < 0)
+      return 1; /* not given (None) */
     for (int32_t j = 0; j < out->count && j < TPX_STYLE_MAX_LAYOUTS; j++)
       if (!out->is_none[j] && (out->items[j].kind == TPX_SHARD ||
                                out->items[j].kind == TPX_STRIDED_SHARD))
@@ -346,7 +368,8 @@ tpx_status tpx_head_counts_after_tp(const tpx_model *model,
   out->head_dim = head_cfg(model, "head_dim", -1);
   if (out->head_dim < 0 && out->heads > 0) {
     int64_t hidden = head_cfg(model, "hidden_size", -1);
-    if (hidden >= 0) out->head_dim = hidden / out->heads;
+    if (hidden >= 0)
+      out->head_dim = hidden / out->heads;
   }
   out->rewritten = tp > 1 && out->heads >= 0 && plan &&
                    tpx_plan_size(plan) > 0 && tpx_plan_is_head_sharded(plan);

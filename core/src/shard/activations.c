@@ -17,13 +17,13 @@
 /* key, then text_config.key (VLMs). */
 static int cfg_int(const tpx_model *m, const char *key, int64_t *out) {
   char buf[128];
-  if (tpx_model_config_int(m, key, out, NULL) == TPX_OK) return 1;
+  if (tpx_model_config_int(m, key, out, NULL) == TPX_OK)
+    return 1;
   snprintf(buf, sizeof buf, "text_config.%s", key);
   return tpx_model_config_int(m, buf, out, NULL) == TPX_OK;
 }
 
-static tpx_status missing(const tpx_model *m, const char *key,
-                          tpx_error *err) {
+static tpx_status missing(const tpx_model *m, const char *key, tpx_error *err) {
   const char *src = tpx_model_source(m);
   return tpx_error_set(err, TPX_NOT_FOUND,
                        "activation estimate: the config%s%s has no positive "
@@ -34,14 +34,16 @@ static tpx_status missing(const tpx_model *m, const char *key,
 
 static tpx_status need(const tpx_model *m, const char *key, int64_t *out,
                        tpx_error *err) {
-  if (cfg_int(m, key, out) && *out > 0) return TPX_OK;
+  if (cfg_int(m, key, out) && *out > 0)
+    return TPX_OK;
   return missing(m, key, err);
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
 static int sequence_parallel(const tpx_sharding *sh) {
-  if (!sh->tp_applied) return 0;
+  if (!sh->tp_applied)
+    return 0;
   for (size_t e = 0; e < sh->num_entries; e++) {
     tpx_style_kind k = sh->entry_styles[e].kind;
     if (k == TPX_STYLE_SEQUENCE_PARALLEL ||
@@ -56,11 +58,13 @@ static int sequence_parallel(const tpx_sharding *sh) {
  * weight (tied or sole vocabulary matrix); -1 if none. */
 static int64_t output_weight(const tpx_model *m) {
   int64_t p = tpx_model_find_param(m, "lm_head.weight");
-  if (p >= 0) return p;
+  if (p >= 0)
+    return p;
   size_t np = tpx_model_num_params(m);
   for (size_t i = 0; i < np; i++) {
     tpx_param_info pi;
-    if (tpx_model_param(m, (int64_t)i, &pi, NULL) != TPX_OK) continue;
+    if (tpx_model_param(m, (int64_t)i, &pi, NULL) != TPX_OK)
+      continue;
     if (pi.ndim == 2 &&
         tpx_model_module_kind(m, pi.module) == TPX_MODULE_EMBEDDING)
       return (int64_t)i;
@@ -79,19 +83,23 @@ tpx_memory_options tpx__memory_options(const tpx_memory_options *opts) {
 }
 
 tpx_status tpx__act_dims_read(const tpx_sharding *sh,
-                              const tpx_memory_options *opts,
-                              tpx__act_dims *d, tpx_error *err) {
+                              const tpx_memory_options *opts, tpx__act_dims *d,
+                              tpx_error *err) {
   const tpx_model *m = sh->model;
   memset(d, 0, sizeof *d);
   int64_t t = sh->tp_applied ? sh->tp : 1;
   d->tokens = tpx__sat_mul(opts->batch, opts->seq);
   tpx_status st = need(m, "hidden_size", &d->hidden, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   tpx_head_counts hc = TPX_HEAD_COUNTS_INIT;
   st = tpx_head_counts_after_tp(m, sh->plan, t, &hc, err);
-  if (st != TPX_OK) return st;
-  if (hc.heads <= 0) return missing(m, "num_attention_heads", err);
-  if (hc.head_dim <= 0) return missing(m, "head_dim", err);
+  if (st != TPX_OK)
+    return st;
+  if (hc.heads <= 0)
+    return missing(m, "num_attention_heads", err);
+  if (hc.head_dim <= 0)
+    return missing(m, "head_dim", err);
   int64_t kv = hc.kv_heads > 0 ? hc.kv_heads : hc.heads;
   /* Heads and MLP width are split together by every shipped plan; the
    * head rewrite is what tells that attention is head-sharded. */
@@ -103,14 +111,16 @@ tpx_status tpx__act_dims_read(const tpx_sharding *sh,
   if (cfg_int(m, "num_experts_per_tok", &topk) && topk > 0) {
     if (!cfg_int(m, "moe_intermediate_size", &moe) || moe <= 0) {
       st = need(m, "intermediate_size", &moe, err);
-      if (st != TPX_OK) return st;
+      if (st != TPX_OK)
+        return st;
     }
     if (!cfg_int(m, "shared_expert_intermediate_size", &shared) || shared < 0)
       shared = 0;
     inter = tpx__sat_add(tpx__sat_mul(topk, moe), shared);
   } else {
     st = need(m, "intermediate_size", &inter, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   d->inter = ceil_div(inter, split);
   int64_t ow = output_weight(m);
@@ -122,10 +132,9 @@ tpx_status tpx__act_dims_read(const tpx_sharding *sh,
   }
   d->vocab_local = d->vocab;
   if (ow >= 0 && sh->tp_dim >= 0 && sh->tp_applied) {
-    tpx_placement p = sh->placements[(size_t)ow * (size_t)sh->ndim +
-                                     (size_t)sh->tp_dim];
-    if (tpx_model_param(m, ow, &pi, NULL) == TPX_OK &&
-        p.kind == TPX_SHARD &&
+    tpx_placement p =
+        sh->placements[(size_t)ow * (size_t)sh->ndim + (size_t)sh->tp_dim];
+    if (tpx_model_param(m, ow, &pi, NULL) == TPX_OK && p.kind == TPX_SHARD &&
         (p.dim == 0 || p.dim == -pi.ndim))
       d->vocab_local = ceil_div(d->vocab, t);
   }
@@ -137,22 +146,26 @@ tpx_status tpx__act_dims_read(const tpx_sharding *sh,
     if (all && gs &&
         tpx_model_layer_groups(m, all, gs, nl, &nl, NULL) == TPX_OK)
       for (size_t i = 0; i < nl; i++)
-        if (gs[i] != TPX_LAYERS_VISION) layers++;
+        if (gs[i] != TPX_LAYERS_VISION)
+          layers++;
     free(all);
     free(gs);
   }
   if (layers == 0) {
     st = need(m, "num_hidden_layers", &layers, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
   }
   d->layers = layers;
   d->sp_div = sequence_parallel(sh) ? t : 1;
   tpx_dtype e = opts->activation_dtype;
-  if (!e && sh->num_units > 0) e = sh->opts.param_dtype;
+  if (!e && sh->num_units > 0)
+    e = sh->opts.param_dtype;
   if (!e && sh->num_params > 0 && tpx_model_param(m, 0, &pi, NULL) == TPX_OK &&
       tpx_dtype_is_float(pi.dtype))
     e = pi.dtype;
-  if (!e) e = TPX_DTYPE_BF16;
+  if (!e)
+    e = TPX_DTYPE_BF16;
   d->elem = (int64_t)tpx_dtype_size(e);
   return TPX_OK;
 }
@@ -170,7 +183,8 @@ int64_t tpx__act_layer_bytes(const tpx__act_dims *d) {
           tpx__sat_mul(4, d->inter)));
   int64_t bytes = tpx__sat_mul(tpx__sat_mul(d->tokens, el), d->elem);
   /* attention log-sum-exp, f32 per token and head */
-  return tpx__sat_add(bytes, tpx__sat_mul(tpx__sat_mul(4, d->tokens), d->heads));
+  return tpx__sat_add(bytes,
+                      tpx__sat_mul(tpx__sat_mul(4, d->tokens), d->heads));
 }
 
 int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing) {
@@ -178,10 +192,10 @@ int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing) {
   /* final norm input (sequence-sharded under SP), lm_head input (full),
    * logits in the activation dtype and their f32 copy for the loss */
   int64_t head = tpx__sat_add(
-      tpx__sat_mul(tpx__sat_mul(d->tokens,
-                                tpx__sat_add(ceil_div(d->hidden, d->sp_div),
-                                             d->hidden)),
-                   d->elem),
+      tpx__sat_mul(
+          tpx__sat_mul(d->tokens,
+                       tpx__sat_add(ceil_div(d->hidden, d->sp_div), d->hidden)),
+          d->elem),
       tpx__sat_mul(tpx__sat_mul(d->tokens, d->vocab_local), d->elem + 4));
   if (!checkpointing)
     return tpx__sat_add(tpx__sat_mul(d->layers, layer), head);

@@ -9,17 +9,17 @@
 #include "tpx/memory.h"
 
 typedef struct tpx__act_dims {
-  int64_t tokens;     /* S = batch * seq */
-  int64_t hidden;     /* h */
-  int64_t heads;      /* a_l: attention heads per rank (ceil(a/t) if split) */
-  int64_t kv_heads;   /* k_l: kv heads per rank */
-  int64_t head_dim;   /* d */
-  int64_t inter;      /* i_l: MLP width per rank (top-k experts' for MoE) */
-  int64_t vocab;      /* V */
+  int64_t tokens;      /* S = batch * seq */
+  int64_t hidden;      /* h */
+  int64_t heads;       /* a_l: attention heads per rank (ceil(a/t) if split) */
+  int64_t kv_heads;    /* k_l: kv heads per rank */
+  int64_t head_dim;    /* d */
+  int64_t inter;       /* i_l: MLP width per rank (top-k experts' for MoE) */
+  int64_t vocab;       /* V */
   int64_t vocab_local; /* V_l: V / t when the output projection is split */
-  int64_t layers;     /* L: language layers */
-  int64_t sp_div;     /* t under sequence parallel, else 1 */
-  int64_t elem;       /* e: bytes of the activation dtype */
+  int64_t layers;      /* L: language layers */
+  int64_t sp_div;      /* t under sequence parallel, else 1 */
+  int64_t elem;        /* e: bytes of the activation dtype */
 } tpx__act_dims;
 
 /* Read the sizes (opts->seq must be > 0). TPX_NOT_FOUND naming the config

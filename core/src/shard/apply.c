@@ -1,8 +1,8 @@
 /* apply.c — what torch's parallelize_module does to parameters
- * (docs/SEMANTICS.md "Parallel styles"): the TP placement of every parameter, plus the
- * diagnostics of application: unsupported module kinds, tied parameters that
- * end with two placements, uneven shards, and parameters replicated by
- * omission.
+ * (docs/SEMANTICS.md "Parallel styles"): the TP placement of every parameter,
+ * plus the diagnostics of application: unsupported module kinds, tied
+ * parameters that end with two placements, uneven shards, and parameters
+ * replicated by omission.
  *
  * Placements only; the module transitions are transitions.c, the FSDP dims
  * fsdp.c. At tp == 1 Automodel skips parallelize_module, so nothing here
@@ -21,25 +21,30 @@
  * from the plan once (tpx_plan_get copies a whole style: too slow per
  * parameter for a million of them). */
 static const char *entry_key(const tpx_sharding *sh, int64_t e) {
-  if (e < 0 || (size_t)e >= sh->num_entries) return NULL;
+  if (e < 0 || (size_t)e >= sh->num_entries)
+    return NULL;
   return sh->entry_keys[e];
 }
 
 static const tpx_style *entry_style(const tpx_sharding *sh, int64_t e) {
-  if (e < 0 || (size_t)e >= sh->num_entries) return NULL;
+  if (e < 0 || (size_t)e >= sh->num_entries)
+    return NULL;
   return &sh->entry_styles[e];
 }
 
 static tpx_status diag_oom(tpx_status st, tpx_error *err) {
-  if (st == TPX_OK) return TPX_OK;
+  if (st == TPX_OK)
+    return TPX_OK;
   return tpx_error_set(err, st, "out of memory adding a diagnostic");
 }
 
 tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim) {
-  if (sh->tp_dim < 0) return tpx_placement_replicate();
+  if (sh->tp_dim < 0)
+    return tpx_placement_replicate();
   tpx_placement pl = sh->placements[p * sh->ndim + sh->tp_dim];
   tpx_placement norm;
-  if (tpx_placement_normalize(pl, ndim, &norm, NULL) == TPX_OK) return norm;
+  if (tpx_placement_normalize(pl, ndim, &norm, NULL) == TPX_OK)
+    return norm;
   return pl;
 }
 
@@ -59,7 +64,8 @@ static tpx_status cover_one(tpx_sharding *sh, int64_t m, uint8_t *keyed,
   int64_t own = -1;
   if (sh->module_entry[m] >= 0) {
     const tpx_style *s = entry_style(sh, sh->module_entry[m]);
-    if (s && tpx_style_kind_traits(s->kind).distributes_params) own = m;
+    if (s && tpx_style_kind_traits(s->kind).distributes_params)
+      own = m;
   }
   sh->module_cover[m] = own >= 0 ? own : inherited;
   if (own < 0 || inherited < 0 || !sh->tp_applied || *nested_reported)
@@ -91,7 +97,8 @@ static tpx_status compute_cover(tpx_sharding *sh, uint8_t *keyed,
     return st;
   }
   int64_t *stack = malloc((n ? n : 1) * sizeof *stack);
-  if (!stack) return tpx__shard_oom(err, "module stack");
+  if (!stack)
+    return tpx__shard_oom(err, "module stack");
   size_t top = 0;
   stack[top++] = 0;
   while (top && st == TPX_OK) {
@@ -100,7 +107,8 @@ static tpx_status compute_cover(tpx_sharding *sh, uint8_t *keyed,
     size_t nc = tpx_model_module_num_children(model, m);
     for (size_t i = nc; i-- > 0;) {
       int64_t c = tpx_model_module_child(model, m, i);
-      if (c >= 0 && (size_t)c < n && top < n) stack[top++] = c;
+      if (c >= 0 && (size_t)c < n && top < n)
+        stack[top++] = c;
     }
   }
   free(stack);
@@ -111,19 +119,23 @@ static tpx_status compute_cover(tpx_sharding *sh, uint8_t *keyed,
  * Embedding, once per entry; and entry_kinds. */
 static tpx_status check_kinds(tpx_sharding *sh, tpx_error *err) {
   uint8_t *seen = calloc(sh->num_entries ? sh->num_entries : 1, 1);
-  if (!seen) return tpx__shard_oom(err, "entry flags");
+  if (!seen)
+    return tpx__shard_oom(err, "entry flags");
   tpx_status st = TPX_OK;
   for (size_t m = 0; m < sh->num_modules && st == TPX_OK; m++) {
     int64_t e = sh->module_entry[m];
-    if (e < 0) continue;
-    tpx_module_kind k =
-        tpx__mv_kind(sh->model, (int64_t)m);
+    if (e < 0)
+      continue;
+    tpx_module_kind k = tpx__mv_kind(sh->model, (int64_t)m);
     /* Which module classes carry the entry, for its transitions. */
     sh->entry_kinds[e] |= k == TPX_MODULE_EMBEDDING ? 2 : 1;
-    if (seen[e]) continue;
+    if (seen[e])
+      continue;
     const tpx_style *s = entry_style(sh, e);
-    if (!s || !tpx_style_kind_traits(s->kind).shards_params) continue;
-    if (k == TPX_MODULE_LINEAR || k == TPX_MODULE_EMBEDDING) continue;
+    if (!s || !tpx_style_kind_traits(s->kind).shards_params)
+      continue;
+    if (k == TPX_MODULE_LINEAR || k == TPX_MODULE_EMBEDDING)
+      continue;
     seen[e] = 1;
     st = diag_oom(
         tpx_diag_add(sh->diags, TPX_DIAG_ERROR, "style-unsupported-module",
@@ -149,10 +161,11 @@ typedef struct {
   uint8_t *flag;
 } once_t;
 
-static tpx_status report_child_param(tpx_sharding *sh, once_t *once,
-                                     int64_t e, const char *fqn,
-                                     int64_t styled, const char *why) {
-  if (once->flag[e]) return TPX_OK;
+static tpx_status report_child_param(tpx_sharding *sh, once_t *once, int64_t e,
+                                     const char *fqn, int64_t styled,
+                                     const char *why) {
+  if (once->flag[e])
+    return TPX_OK;
   once->flag[e] = 1;
   return tpx_diag_add(
       sh->diags, TPX_DIAG_ERROR, "style-unsupported-module", fqn,
@@ -172,17 +185,20 @@ static tpx_placement tp_placement_for(const tpx_style *s, tpx_module_kind k,
       (f == TPX_STYLE_FAMILY_ROWWISE && k == TPX_MODULE_EMBEDDING)) {
     /* named_parameters() of the styled module is recursive, so a child's
      * parameter would be registered under a dotted name (KeyError). */
-    if (!own) *child_problem = 1;
+    if (!own)
+      *child_problem = 1;
     if (f == TPX_STYLE_FAMILY_COLWISE)
       return tpx_placement_shard(k == TPX_MODULE_EMBEDDING ? 1 : 0);
     return tpx_placement_shard(0);
   }
   if (f == TPX_STYLE_FAMILY_ROWWISE) {
     /* Linear: the partition fn runs on every submodule and reads .weight. */
-    if (strcmp(name, "weight") == 0) return tpx_placement_shard(1);
+    if (strcmp(name, "weight") == 0)
+      return tpx_placement_shard(1);
     return tpx_placement_replicate();
   }
-  if (f == TPX_STYLE_FAMILY_SEQUENCE && !own) *child_problem = 1;
+  if (f == TPX_STYLE_FAMILY_SEQUENCE && !own)
+    *child_problem = 1;
   return tpx_placement_replicate();
 }
 
@@ -198,11 +214,12 @@ typedef struct {
 
 #define UNEVEN_MAX 256
 
-static tpx_status emit_uneven(tpx_sharding *sh, const uneven_t *u,
-                              size_t nu, tpx_error *err) {
+static tpx_status emit_uneven(tpx_sharding *sh, const uneven_t *u, size_t nu,
+                              tpx_error *err) {
   for (size_t i = 0; i < nu; i++) {
     tpx_param_info pi;
-    if (tpx_model_param(sh->model, u[i].param, &pi, NULL) != TPX_OK) continue;
+    if (tpx_model_param(sh->model, u[i].param, &pi, NULL) != TPX_OK)
+      continue;
     int64_t c = (u[i].size + sh->tp - 1) / sh->tp;
     char sizes[160];
     size_t o = 0;
@@ -214,18 +231,18 @@ static tpx_status emit_uneven(tpx_sharding *sh, const uneven_t *u,
         o += (size_t)snprintf(sizes + o, sizeof sizes - o, ", ...");
         break;
       }
-      o += (size_t)snprintf(sizes + o, sizeof sizes - o, "%s%lld",
-                            r ? "," : "", (long long)len);
+      o += (size_t)snprintf(sizes + o, sizeof sizes - o, "%s%lld", r ? "," : "",
+                            (long long)len);
     }
     char more[64] = "";
     if (u[i].count > 1)
       snprintf(more, sizeof more, " (and %lld more like it)",
                (long long)(u[i].count - 1));
     /* What one unit along the split dim is, in words. */
-    const char *unit = pi.ndim == 1      ? "elements"
-                       : u[i].dim == 0   ? "rows"
-                       : u[i].dim == 1   ? "columns"
-                                         : "slices";
+    const char *unit = pi.ndim == 1    ? "elements"
+                       : u[i].dim == 0 ? "rows"
+                       : u[i].dim == 1 ? "columns"
+                                       : "slices";
     tpx_status st = tpx_diag_add(
         sh->diags, TPX_DIAG_WARNING, "uneven-shard", pi.fqn,
         "choose a tp size that divides the dim, or pad the tensor",
@@ -235,7 +252,8 @@ static tpx_status emit_uneven(tpx_sharding *sh, const uneven_t *u,
         "shards",
         pi.fqn, more, u[i].dim, (long long)u[i].size, (long long)sh->tp, sizes,
         unit, (long long)c);
-    if (st != TPX_OK) return diag_oom(st, err);
+    if (st != TPX_OK)
+      return diag_oom(st, err);
   }
   return TPX_OK;
 }
@@ -275,8 +293,7 @@ static tpx_status tied_one_styled(tpx_sharding *sh, size_t p,
         "inputs, and torch raises on the mixed Tensor/DTensor in F.linear "
         "unless the model's forward handles it (as Gemma4 E-series does, "
         "computing vocab-sharded logits itself)",
-        pi->fqn, ti->fqn, sb, kb ? kb : "none", pi->fqn, sb,
-        mod ? mod : "");
+        pi->fqn, ti->fqn, sb, kb ? kb : "none", pi->fqn, sb, mod ? mod : "");
   }
   /* The alias is styled, the target is not: the re-tie hands the alias the
    * target's plain tensor and undoes the alias's sharding. */
@@ -298,20 +315,25 @@ static tpx_status tied_one_styled(tpx_sharding *sh, size_t p,
 }
 
 static tpx_status check_tied(tpx_sharding *sh, tpx_error *err) {
-  if (sh->tp_dim < 0) return TPX_OK;
+  if (sh->tp_dim < 0)
+    return TPX_OK;
   for (size_t t = 0; t < sh->num_tied; t++) {
     size_t p = (size_t)sh->tied_params[t];
     tpx_param_info pi, ti;
-    if (tpx_model_param(sh->model, (int64_t)p, &pi, NULL) != TPX_OK) continue;
-    if (pi.tied_to < 0) continue;
-    if (tpx_model_param(sh->model, pi.tied_to, &ti, NULL) != TPX_OK) continue;
+    if (tpx_model_param(sh->model, (int64_t)p, &pi, NULL) != TPX_OK)
+      continue;
+    if (pi.tied_to < 0)
+      continue;
+    if (tpx_model_param(sh->model, pi.tied_to, &ti, NULL) != TPX_OK)
+      continue;
     tpx_placement a = tpx__tp_placement(sh, (int64_t)p, pi.ndim);
     tpx_placement b = tpx__tp_placement(sh, pi.tied_to, ti.ndim);
     int alias_styled = sh->param_styled[p] >= 0;
     int target_styled = sh->param_styled[pi.tied_to] >= 0;
     if (!tpx_placement_equal(a, b) && alias_styled != target_styled) {
       tpx_status st = tied_one_styled(sh, p, &pi, &ti, a, b);
-      if (st != TPX_OK) return diag_oom(st, err);
+      if (st != TPX_OK)
+        return diag_oom(st, err);
     } else if (!tpx_placement_equal(a, b)) {
       char sa[48], sb[48];
       tpx_placement_format(a, sa, sizeof sa);
@@ -330,7 +352,8 @@ static tpx_status check_tied(tpx_sharding *sh, tpx_error *err) {
           "weight in the wrong layout",
           pi.fqn, sa, ka ? "'" : "", ka ? ka : "none", ka ? "'" : "", ti.fqn,
           sb, kb ? "'" : "", kb ? kb : "none", kb ? "'" : "");
-      if (st != TPX_OK) return diag_oom(st, err);
+      if (st != TPX_OK)
+        return diag_oom(st, err);
     }
     /* ensure_tied_lm_head: the alias ends up holding the target's tensor. */
     sh->placements[p * sh->ndim + sh->tp_dim] =
@@ -388,20 +411,20 @@ static tpx_status check_child(tpx_sharding *sh, apply_pass *a, int64_t e,
             "KeyError)"),
         err);
   if (tpx_style_kind_traits(s->kind).family != TPX_STYLE_FAMILY_ROWWISE ||
-      k == TPX_MODULE_EMBEDDING ||
-      pi->module == styled)
+      k == TPX_MODULE_EMBEDDING || pi->module == styled)
     return TPX_OK;
   /* rowwise on a Linear runs on every submodule and reads .weight. */
   char fq[1024];
   snprintf(fq, sizeof fq, "%s%sweight", tpx_model_module_fqn(model, pi->module),
            *tpx_model_module_fqn(model, pi->module) ? "." : "");
-  if (tpx_model_find_param(model, fq) >= 0) return TPX_OK;
-  return diag_oom(report_child_param(
-                      sh, &a->once, e, pi->fqn, styled,
-                      "its submodule has no 'weight', which rowwise's "
-                      "partition function reads (torch raises "
-                      "AttributeError)"),
-                  err);
+  if (tpx_model_find_param(model, fq) >= 0)
+    return TPX_OK;
+  return diag_oom(
+      report_child_param(sh, &a->once, e, pi->fqn, styled,
+                         "its submodule has no 'weight', which rowwise's "
+                         "partition function reads (torch raises "
+                         "AttributeError)"),
+      err);
 }
 
 /* Parameter p: its covering style, entry and TP placement, with the
@@ -420,19 +443,21 @@ static tpx_status place_param(tpx_sharding *sh, apply_pass *a, size_t p,
   /* 0 = not compared: aliases, scalars, and unstyled parameters that a
    * key still covers (prepare_module_* on the module or an ancestor).
    * The omission rule hashes the rest, when needed. */
-  a->phash[p] = (pi->tied_to >= 0 || pndim < 1 ||
-                 (styled < 0 && a->keyed[pi->module]))
-                    ? 0
-                    : 1;
+  a->phash[p] =
+      (pi->tied_to >= 0 || pndim < 1 || (styled < 0 && a->keyed[pi->module]))
+          ? 0
+          : 1;
   if (pi->tied_to >= 0) {
     if (TPX_GROW(sh->tied_params, a->cap_tied, sh->num_tied + 1, 8))
       return tpx__shard_oom(err, "tied list");
     sh->tied_params[sh->num_tied++] = (int64_t)p;
   }
-  if (styled < 0) return TPX_OK;
+  if (styled < 0)
+    return TPX_OK;
   int64_t e = sh->param_entry[p];
   const tpx_style *s = entry_style(sh, e);
-  if (!s) return TPX_OK;
+  if (!s)
+    return TPX_OK;
   tpx_module_kind k = tpx__mv_kind(model, styled);
   if (tpx_style_kind_traits(s->kind).shards_params && k != TPX_MODULE_LINEAR &&
       k != TPX_MODULE_EMBEDDING)
@@ -441,7 +466,8 @@ static tpx_status place_param(tpx_sharding *sh, apply_pass *a, size_t p,
   tpx_placement pl =
       tp_placement_for(s, k, pname, pi->module == styled, &child_problem);
   tpx_status st = check_child(sh, a, e, pi, styled, s, k, child_problem, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   if (pl.kind == TPX_SHARD) {
     tpx_placement norm;
     if (tpx_placement_normalize(pl, pndim, &norm, NULL) != TPX_OK) {
@@ -453,7 +479,8 @@ static tpx_status place_param(tpx_sharding *sh, apply_pass *a, size_t p,
                        pi->fqn, pndim, entry_key(sh, e),
                        tpx_style_kind_name(s->kind), (int)pl.dim),
           err);
-      if (st != TPX_OK) return st;
+      if (st != TPX_OK)
+        return st;
       pl = tpx_placement_replicate();
     } else if (pi->tied_to < 0 && pshape[norm.dim] % sh->tp != 0) {
       note_uneven(a, e, p, norm.dim, pshape[norm.dim], pname);
@@ -477,8 +504,10 @@ static tpx_status place_all(tpx_sharding *sh, const tpx_match *match,
     st = tpx__shard_oom(err, "application scratch");
   for (size_t p = 0; p < sh->num_params && st == TPX_OK; p++)
     st = place_param(sh, &a, p, err);
-  if (st == TPX_OK) st = check_tied(sh, err);
-  if (st == TPX_OK) st = emit_uneven(sh, a.uneven, a.nu, err);
+  if (st == TPX_OK)
+    st = check_tied(sh, err);
+  if (st == TPX_OK)
+    st = emit_uneven(sh, a.uneven, a.nu, err);
   if (st == TPX_OK) {
     tpx__omission_in in = {
         .model = sh->model,
@@ -503,7 +532,8 @@ static tpx_status place_all(tpx_sharding *sh, const tpx_match *match,
 tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
   tpx_match *match = NULL;
   tpx_status st = tpx_match_plan(sh->plan, sh->model, &match, sh->diags, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   for (size_t m = 0; m < sh->num_modules; m++)
     sh->module_entry[m] = tpx_match_module_entry(match, (int64_t)m);
 
@@ -520,10 +550,14 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err) {
   }
 
   uint8_t *keyed = malloc(sh->num_modules ? sh->num_modules : 1);
-  if (!keyed) st = tpx__shard_oom(err, "module flags");
-  if (st == TPX_OK) st = compute_cover(sh, keyed, err);
-  if (st == TPX_OK) st = check_kinds(sh, err);
-  if (st == TPX_OK) st = place_all(sh, match, keyed, err);
+  if (!keyed)
+    st = tpx__shard_oom(err, "module flags");
+  if (st == TPX_OK)
+    st = compute_cover(sh, keyed, err);
+  if (st == TPX_OK)
+    st = check_kinds(sh, err);
+  if (st == TPX_OK)
+    st = place_all(sh, match, keyed, err);
   free(keyed);
   tpx_match_destroy(match);
   return st;

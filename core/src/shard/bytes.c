@@ -55,7 +55,8 @@ static int sig_equal(const sig_key *a, const sig_key *b, int mesh_ndim) {
       a->reduce != b->reduce)
     return 0;
   for (int i = 0; i < a->ndim; i++)
-    if (a->shape[i] != b->shape[i]) return 0;
+    if (a->shape[i] != b->shape[i])
+      return 0;
   for (int i = 0; i < mesh_ndim; i++)
     if (a->pl[i].kind != b->pl[i].kind || a->pl[i].dim != b->pl[i].dim ||
         a->pl[i].split_factor != b->pl[i].split_factor ||
@@ -72,7 +73,8 @@ static int sig_is(const sig_key *a, int ndim, const int64_t *shape,
       a->reduce != reduce)
     return 0;
   for (int i = 0; i < ndim; i++)
-    if (a->shape[i] != shape[i]) return 0;
+    if (a->shape[i] != shape[i])
+      return 0;
   for (int i = 0; i < mesh_ndim; i++)
     if (a->pl[i].kind != pl[i].kind || a->pl[i].dim != pl[i].dim ||
         a->pl[i].split_factor != pl[i].split_factor || a->pl[i].op != pl[i].op)
@@ -86,7 +88,8 @@ static int sig_is(const sig_key *a, int ndim, const int64_t *shape,
 static int sig_grow(sig_table *t) {
   size_t ns = t->nslots ? t->nslots * 2 : 64;
   int64_t *slots = malloc(ns * sizeof *slots);
-  if (!slots) return -1;
+  if (!slots)
+    return -1;
   for (size_t i = 0; i < ns; i++) slots[i] = -1;
   for (size_t i = 0; i < t->n; i++) {
     size_t s = (size_t)t->hashes[i] & (ns - 1);
@@ -102,11 +105,13 @@ static int sig_grow(sig_table *t) {
 /* Index of key in the table, inserting it; -1 when out of memory. */
 static int64_t sig_intern(sig_table *t, const sig_key *k, int mesh_ndim) {
   uint64_t h = sig_hash(k, mesh_ndim);
-  if ((t->n + 1) * 2 > t->nslots && sig_grow(t) != 0) return -1;
+  if ((t->n + 1) * 2 > t->nslots && sig_grow(t) != 0)
+    return -1;
   size_t s = (size_t)h & (t->nslots - 1);
   while (t->slots[s] >= 0) {
     int64_t i = t->slots[s];
-    if (t->hashes[i] == h && sig_equal(&t->keys[i], k, mesh_ndim)) return i;
+    if (t->hashes[i] == h && sig_equal(&t->keys[i], k, mesh_ndim))
+      return i;
     s = (s + 1) & (t->nslots - 1);
   }
   if (t->n == t->cap) {
@@ -164,9 +169,8 @@ static tpx_status sign_params(const tpx_sharding *sh, bytes_work *w,
      * built and hashed. */
     int64_t hit = -1;
     for (int i = 0; i < RECENT && hit < 0; i++)
-      if (recent[i] >= 0 &&
-          sig_is(&w->t.keys[recent[i]], r->ndim, shape, held, compute,
-                 reduce, pl, mnd))
+      if (recent[i] >= 0 && sig_is(&w->t.keys[recent[i]], r->ndim, shape, held,
+                                   compute, reduce, pl, mnd))
         hit = recent[i];
     if (hit < 0) {
       sig_key k;
@@ -179,7 +183,8 @@ static tpx_status sign_params(const tpx_sharding *sh, bytes_work *w,
       k.reduce = reduce;
       memcpy(k.pl, pl, (size_t)mnd * sizeof k.pl[0]);
       hit = sig_intern(&w->t, &k, mnd);
-      if (hit < 0) return tpx__shard_oom(err, "signatures");
+      if (hit < 0)
+        return tpx__shard_oom(err, "signatures");
       recent[next_recent] = hit;
       next_recent = (next_recent + 1) % RECENT;
     }
@@ -202,26 +207,32 @@ static tpx_status measure_signatures(tpx_sharding *sh, bytes_work *w,
     const sig_key *k = &w->t.keys[s];
     tpx_placement tponly[TPX_MESH_MAX_DIMS];
     memcpy(tponly, k->pl, (size_t)mnd * sizeof tponly[0]);
-    if (sh->dps_dim >= 0) tponly[sh->dps_dim] = tpx_placement_replicate();
-    if (sh->dpr_dim >= 0) tponly[sh->dpr_dim] = tpx_placement_replicate();
+    if (sh->dps_dim >= 0)
+      tponly[sh->dps_dim] = tpx_placement_replicate();
+    if (sh->dpr_dim >= 0)
+      tponly[sh->dpr_dim] = tpx_placement_replicate();
     for (size_t r = 0; r < nw; r++) {
       tpx_slice sl;
-      tpx_status st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh,
-                                             k->pl, (int64_t)r, &sl, err);
-      if (st != TPX_OK) return st;
+      tpx_status st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh, k->pl,
+                                             (int64_t)r, &sl, err);
+      if (st != TPX_OK)
+        return st;
       w->sharded[s * nw + r] = tpx_slice_nbytes(&sl, k->dtype);
       st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh, tponly,
                                   (int64_t)r, &sl, err);
-      if (st != TPX_OK) return st;
+      if (st != TPX_OK)
+        return st;
       w->gathered[s * nw + r] = tpx_slice_nbytes(&sl, k->compute);
       int64_t padded = 0;
       st = tpx_layout_fsdp_padded_numel(sl.length, sl.ndim, pad_dp, &padded,
                                         err);
-      if (st != TPX_OK) return st;
+      if (st != TPX_OK)
+        return st;
       int64_t *rs = &sh->rank_state[r * TPX__STATE_TERMS];
       int64_t n = sat_mul(w->count[s], padded);
-      rs[TPX__STATE_PARAM_BYTES] = sat_add(
-          rs[TPX__STATE_PARAM_BYTES], sat_mul(n, (int64_t)tpx_dtype_size(k->dtype)));
+      rs[TPX__STATE_PARAM_BYTES] =
+          sat_add(rs[TPX__STATE_PARAM_BYTES],
+                  sat_mul(n, (int64_t)tpx_dtype_size(k->dtype)));
       if (tpx_dtype_is_float(k->dtype)) {
         /* sharded grads: the FSDP reduce dtype; without FSDP, f32 (kept
          * next to the f32 master, as tpx's runtime does) */
@@ -244,18 +255,21 @@ static tpx_status unit_gathered(tpx_sharding *sh, const bytes_work *w,
   size_t nu = sh->num_units, ns = w->ns, nw = w->nw;
   for (size_t u = 0; u < nu; u++) {
     sh->units[u].gathered = calloc(nw, sizeof(int64_t));
-    if (!sh->units[u].gathered) return tpx__shard_oom(err, "unit bytes");
+    if (!sh->units[u].gathered)
+      return tpx__shard_oom(err, "unit bytes");
   }
   if (ns && nu <= ((size_t)1 << 26) / ns) {
     int64_t *ucount = calloc(nu * ns, sizeof *ucount);
-    if (!ucount) return tpx__shard_oom(err, "unit counts");
+    if (!ucount)
+      return tpx__shard_oom(err, "unit counts");
     for (size_t p = 0; p < w->np; p++)
       if (w->psig[p] >= 0 && sh->param_unit[p] >= 0)
         ucount[(size_t)sh->param_unit[p] * ns + (size_t)w->psig[p]]++;
     for (size_t u = 0; u < nu; u++)
       for (size_t s = 0; s < ns; s++) {
         int64_t c = ucount[u * ns + s];
-        if (!c) continue;
+        if (!c)
+          continue;
         for (size_t r = 0; r < nw; r++)
           sh->units[u].gathered[r] = sat_add(
               sh->units[u].gathered[r], sat_mul(c, w->gathered[s * nw + r]));
@@ -263,7 +277,8 @@ static tpx_status unit_gathered(tpx_sharding *sh, const bytes_work *w,
     free(ucount);
   } else {
     for (size_t p = 0; p < w->np; p++) {
-      if (w->psig[p] < 0 || sh->param_unit[p] < 0) continue;
+      if (w->psig[p] < 0 || sh->param_unit[p] < 0)
+        continue;
       int64_t *g = sh->units[sh->param_unit[p]].gathered;
       for (size_t r = 0; r < nw; r++)
         g[r] = sat_add(g[r], w->gathered[w->psig[p] * nw + r]);
@@ -291,8 +306,10 @@ static void rank_peaks(tpx_sharding *sh, size_t nw) {
         f = sat_add(f, sh->units[x->fwd[j]].gathered[r]);
       for (size_t j = 0; j < x->num_bwd; j++)
         b = sat_add(b, sh->units[x->bwd[j]].gathered[r]);
-      if (f > worst) worst = f;
-      if (b > worst) worst = b;
+      if (f > worst)
+        worst = f;
+      if (b > worst)
+        worst = b;
     }
     sh->rank_peak[r] = sat_add(
         sat_add(sat_add(sh->rank_bytes[r], sh->units[nu - 1].gathered[r]),
@@ -317,10 +334,12 @@ static tpx_status alloc_tables(tpx_sharding *sh, bytes_work *w,
   if (!w->count || !w->sharded || !w->gathered)
     return tpx__shard_oom(err, "per-rank bytes");
   for (size_t p = 0; p < w->np; p++)
-    if (w->psig[p] >= 0) w->count[w->psig[p]]++;
+    if (w->psig[p] >= 0)
+      w->count[w->psig[p]]++;
   free(sh->rank_state);
   sh->rank_state = calloc(nw * TPX__STATE_TERMS, sizeof *sh->rank_state);
-  if (!sh->rank_state) return tpx__shard_oom(err, "per-rank state bytes");
+  if (!sh->rank_state)
+    return tpx__shard_oom(err, "per-rank state bytes");
   return TPX_OK;
 }
 
@@ -331,23 +350,27 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
   w.nw = (size_t)sh->world;
   w.mnd = sh->ndim;
   w.psig = malloc((w.np ? w.np : 1) * sizeof *w.psig);
-  if (!w.psig) return tpx__shard_oom(err, "signatures");
+  if (!w.psig)
+    return tpx__shard_oom(err, "signatures");
   tpx_status st = sign_params(sh, &w, err);
   w.ns = w.t.n;
-  if (st == TPX_OK) st = alloc_tables(sh, &w, err);
-  if (st == TPX_OK) st = measure_signatures(sh, &w, err);
+  if (st == TPX_OK)
+    st = alloc_tables(sh, &w, err);
+  if (st == TPX_OK)
+    st = measure_signatures(sh, &w, err);
   if (st == TPX_OK) {
     size_t nw = w.nw;
     for (size_t r = 0; r < nw; r++) sh->rank_bytes[r] = 0;
     for (size_t s = 0; s < w.ns; s++)
       for (size_t r = 0; r < nw; r++)
-        sh->rank_bytes[r] = sat_add(
-            sh->rank_bytes[r], sat_mul(w.count[s], w.sharded[s * nw + r]));
+        sh->rank_bytes[r] = sat_add(sh->rank_bytes[r],
+                                    sat_mul(w.count[s], w.sharded[s * nw + r]));
     if (sh->num_units == 0) {
       for (size_t r = 0; r < nw; r++) sh->rank_peak[r] = sh->rank_bytes[r];
     } else {
       st = unit_gathered(sh, &w, err);
-      if (st == TPX_OK) rank_peaks(sh, nw);
+      if (st == TPX_OK)
+        rank_peaks(sh, nw);
     }
   }
   free(w.psig);

@@ -20,14 +20,21 @@
 static int fqn_match(char *pat, char *fqn) {
   for (;;) {
     char *pd = strchr(pat, '.'), *fd = strchr(fqn, '.');
-    if ((pd == NULL) != (fd == NULL)) return 0;
-    if (pd) *pd = '\0';
-    if (fd) *fd = '\0';
+    if ((pd == NULL) != (fd == NULL))
+      return 0;
+    if (pd)
+      *pd = '\0';
+    if (fd)
+      *fd = '\0';
     int ok = tpx_match_atom(pat, fqn);
-    if (pd) *pd = '.';
-    if (fd) *fd = '.';
-    if (!ok) return 0;
-    if (!pd) return 1;
+    if (pd)
+      *pd = '.';
+    if (fd)
+      *fd = '.';
+    if (!ok)
+      return 0;
+    if (!pd)
+      return 1;
     pat = pd + 1;
     fqn = fd + 1;
   }
@@ -43,8 +50,10 @@ tpx_status tpx__fp32_mark(tpx_sharding *sh, tpx_error *err) {
   size_t np = sh->num_params;
   size_t n = sh->opts.num_fp32_params;
   sh->param_fp32 = calloc(np ? np : 1, 1);
-  if (!sh->param_fp32) return tpx__shard_oom(err, "fp32 flags");
-  if (n == 0) return TPX_OK;
+  if (!sh->param_fp32)
+    return tpx__shard_oom(err, "fp32 flags");
+  if (n == 0)
+    return TPX_OK;
   if (!sh->opts.fp32_params)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_sharding_create: num_fp32_params %zu with NULL "
@@ -86,7 +95,8 @@ tpx_status tpx__fp32_mark(tpx_sharding *sh, tpx_error *err) {
   for (size_t p = 0; p < np && st == TPX_OK; p++) {
     tpx_param_info pi;
     tpx__mv_param_info(sh->model, (int64_t)p, &pi);
-    if (pi.tied_to >= 0) continue; /* follows its target, below */
+    if (pi.tied_to >= 0)
+      continue; /* follows its target, below */
     size_t len = strlen(pi.fqn), d = count_dots(pi.fqn);
     if (len + 1 > fcap) {
       char *f = realloc(fqn, len + 1);
@@ -98,7 +108,8 @@ tpx_status tpx__fp32_mark(tpx_sharding *sh, tpx_error *err) {
       fcap = len + 1;
     }
     for (size_t i = 0; i < n; i++) {
-      if (dots[i] != d) continue;
+      if (dots[i] != d)
+        continue;
       memcpy(fqn, pi.fqn, len + 1);
       if (fqn_match(work[i], fqn)) {
         sh->param_fp32[p] = 1;
@@ -134,9 +145,11 @@ size_t tpx_sharding_num_fp32_patterns(const tpx_sharding *sh) {
 const char *tpx_sharding_fp32_pattern(const tpx_sharding *sh, size_t i,
                                       size_t *num_matched) {
   if (!sh || i >= sh->num_fp32) {
-    if (num_matched) *num_matched = 0;
+    if (num_matched)
+      *num_matched = 0;
     return NULL;
   }
-  if (num_matched) *num_matched = sh->fp32_matched[i];
+  if (num_matched)
+    *num_matched = sh->fp32_matched[i];
   return sh->fp32_patterns[i];
 }

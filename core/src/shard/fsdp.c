@@ -18,17 +18,18 @@
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 
-
 /* A ModuleList in our tree: a container whose children are all named by
  * digits (at least one child). */
 static int is_module_list(const tpx_model *model, int64_t m) {
   if (m <= 0 || tpx_model_module_kind(model, m) != TPX_MODULE_CONTAINER)
     return 0;
   size_t n = tpx_model_module_num_children(model, m);
-  if (n == 0) return 0;
+  if (n == 0)
+    return 0;
   for (size_t i = 0; i < n; i++) {
     int64_t c = tpx_model_module_child(model, m, i);
-    if (c < 0 || !tpx__fqn_is_digits(tpx__fqn_last_atom(tpx_model_module_fqn(model, c))))
+    if (c < 0 ||
+        !tpx__fqn_is_digits(tpx__fqn_last_atom(tpx_model_module_fqn(model, c))))
       return 0;
   }
   return 1;
@@ -40,9 +41,9 @@ typedef struct {
   int64_t groups;
 } unit_vec;
 
-static int push_unit(unit_vec *v, int64_t module, int64_t group,
-                     int reshard) {
-  if (TPX_GROW(v->units, v->cap, v->n + 1, 16)) return -1;
+static int push_unit(unit_vec *v, int64_t module, int64_t group, int reshard) {
+  if (TPX_GROW(v->units, v->cap, v->n + 1, 16))
+    return -1;
   tpx__fsdp_unit_rec *r = &v->units[v->n++];
   memset(r, 0, sizeof *r);
   r->module = module;
@@ -58,14 +59,16 @@ static int set_prefetch(tpx__fsdp_unit_rec *u, size_t first, size_t n,
     if (fwd_depth > 0 && i + 1 < n) {
       size_t k = n - 1 - i < (size_t)fwd_depth ? n - 1 - i : (size_t)fwd_depth;
       r->fwd = malloc(k * sizeof *r->fwd);
-      if (!r->fwd) return -1;
+      if (!r->fwd)
+        return -1;
       for (size_t j = 0; j < k; j++) r->fwd[j] = (int64_t)(first + i + 1 + j);
       r->num_fwd = k;
     }
     if (bwd_depth > 0 && i >= 1) {
       size_t k = i < (size_t)bwd_depth ? i : (size_t)bwd_depth;
       r->bwd = malloc(k * sizeof *r->bwd);
-      if (!r->bwd) return -1;
+      if (!r->bwd)
+        return -1;
       for (size_t j = 0; j < k; j++) r->bwd[j] = (int64_t)(first + i - 1 - j);
       r->num_bwd = k;
     }
@@ -79,7 +82,8 @@ static int visit_list(const tpx_sharding *sh, unit_vec *v, int64_t list,
                       int depth) {
   const tpx_model *model = sh->model;
   size_t nc = tpx_model_module_num_children(model, list);
-  if (depth > 256) return 0;
+  if (depth > 256)
+    return 0;
   /* Nested lists first, as Automodel recurses before wrapping. */
   for (size_t i = 0; i < nc; i++) {
     int64_t c = tpx_model_module_child(model, list, i);
@@ -90,17 +94,20 @@ static int visit_list(const tpx_sharding *sh, unit_vec *v, int64_t list,
   int64_t group = v->groups++;
   for (size_t i = 0; i < nc; i++) {
     int64_t c = tpx_model_module_child(model, list, i);
-    if (is_module_list(model, c)) continue;
+    if (is_module_list(model, c))
+      continue;
     count++;
   }
   size_t k = 0;
   for (size_t i = 0; i < nc; i++) {
     int64_t c = tpx_model_module_child(model, list, i);
-    if (is_module_list(model, c)) continue;
+    if (is_module_list(model, c))
+      continue;
     int r = sh->opts.reshard_after_forward >= 0
                 ? (sh->opts.reshard_after_forward != 0)
                 : (k + 1 < count);
-    if (push_unit(v, c, group, r) != 0) return -1;
+    if (push_unit(v, c, group, r) != 0)
+      return -1;
     k++;
   }
   if (sh->opts.reshard_after_forward != 0 && count > 0 &&
@@ -113,30 +120,36 @@ static int visit_list(const tpx_sharding *sh, unit_vec *v, int64_t list,
 static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth) {
   const tpx_model *model = sh->model;
   size_t nc = tpx_model_module_num_children(model, m);
-  if (depth > 256) return 0;
+  if (depth > 256)
+    return 0;
   for (size_t i = 0; i < nc; i++) {
     int64_t c = tpx_model_module_child(model, m, i);
-    if (c < 0) continue;
+    if (c < 0)
+      continue;
     int rc = is_module_list(model, c) ? visit_list(sh, v, c, depth + 1)
                                       : visit(sh, v, c, depth + 1);
-    if (rc != 0) return -1;
+    if (rc != 0)
+      return -1;
   }
   return 0;
 }
 
-/* Multimodal tower names (docs/SEMANTICS.md "FSDP2"): an embed_tokens under one of
- * these is not the language model's input embedding. */
+/* Multimodal tower names (docs/SEMANTICS.md "FSDP2"): an embed_tokens under one
+ * of these is not the language model's input embedding. */
 static int in_tower(const char *fqn) {
   static const char *const towers[] = {
-      "visual", "vision_tower", "vision_model", "vit_model", "image_encoder",
-      "vision_encoder", "audio_tower", "audio_encoder", "audio_model"};
+      "visual",      "vision_tower",  "vision_model",
+      "vit_model",   "image_encoder", "vision_encoder",
+      "audio_tower", "audio_encoder", "audio_model"};
   const char *a = fqn;
   while (*a) {
     const char *dot = strchr(a, '.');
     size_t n = dot ? (size_t)(dot - a) : strlen(a);
     for (size_t k = 0; k < sizeof towers / sizeof towers[0]; k++)
-      if (strlen(towers[k]) == n && memcmp(a, towers[k], n) == 0) return 1;
-    if (!dot) break;
+      if (strlen(towers[k]) == n && memcmp(a, towers[k], n) == 0)
+        return 1;
+    if (!dot)
+      break;
     a = dot + 1;
   }
   return 0;
@@ -146,14 +159,16 @@ static int in_tower(const char *fqn) {
 static int under_unit(const tpx_model *model, const unit_vec *v, int64_t m) {
   for (; m > 0; m = tpx__mv_parent(model, m))
     for (size_t u = 0; u < v->n; u++)
-      if (v->units[u].module == m) return 1;
+      if (v->units[u].module == m)
+        return 1;
   return 0;
 }
 
 /* 1 when `p` is module m's parameter or a parameter below it. */
 static int param_under(const tpx_model *model, int64_t pm, int64_t m) {
   for (; pm >= 0; pm = tpx__mv_parent(model, pm))
-    if (pm == m) return 1;
+    if (pm == m)
+      return 1;
   return 0;
 }
 
@@ -172,13 +187,17 @@ static int embedding_units(const tpx_sharding *sh, unit_vec *v) {
   int64_t in = -1, out = -1;
   for (size_t m = 1; m < nm && in < 0; m++) {
     const char *fqn = tpx_model_module_fqn(model, (int64_t)m);
-    if (fqn && strcmp(tpx__fqn_last_atom(fqn), "embed_tokens") == 0 && !in_tower(fqn))
+    if (fqn && strcmp(tpx__fqn_last_atom(fqn), "embed_tokens") == 0 &&
+        !in_tower(fqn))
       in = (int64_t)m;
   }
   out = tpx_model_find_module(model, "lm_head");
-  if (out <= 0) out = tpx_model_find_module(model, "language_model.lm_head");
-  if (out <= 0) out = -1;
-  if (in < 0 && out < 0) return 0;
+  if (out <= 0)
+    out = tpx_model_find_module(model, "language_model.lm_head");
+  if (out <= 0)
+    out = -1;
+  if (in < 0 && out < 0)
+    return 0;
   int has_in = 0, has_out = 0;
   for (size_t p = 0; p < np; p++) {
     const tpx__param *pi = tpx__mv_param(model, (int64_t)p);
@@ -197,7 +216,8 @@ static int embedding_units(const tpx_sharding *sh, unit_vec *v) {
     int r = sh->opts.reshard_after_forward >= 0
                 ? sh->opts.reshard_after_forward != 0
                 : 1;
-    if (push_unit(v, in, -1, r) != 0) return -1;
+    if (push_unit(v, in, -1, r) != 0)
+      return -1;
   }
   if (out >= 0 && out != in && has_out && !under_unit(model, v, out) &&
       push_unit(v, out, -1, 0) != 0)
@@ -227,16 +247,23 @@ void tpx_fsdp_param_dtypes(const tpx_mp_policy *policy, tpx_dtype orig,
   tpx_dtype param = policy ? policy->param_dtype : TPX_DTYPE_INVALID;
   tpx_dtype reduce = policy ? policy->reduce_dtype : TPX_DTYPE_INVALID;
   if (!tpx_dtype_is_float(orig)) {
-    if (param_out) *param_out = orig;
-    if (reduce_out) *reduce_out = orig;
+    if (param_out)
+      *param_out = orig;
+    if (reduce_out)
+      *reduce_out = orig;
     return;
   }
-  if (reduce == TPX_DTYPE_INVALID) reduce = param; /* falls back to param */
-  if (reduce == param) reduce = TPX_DTYPE_INVALID; /* cleared */
-  if (param == orig) param = TPX_DTYPE_INVALID;    /* cleared */
+  if (reduce == TPX_DTYPE_INVALID)
+    reduce = param; /* falls back to param */
+  if (reduce == param)
+    reduce = TPX_DTYPE_INVALID; /* cleared */
+  if (param == orig)
+    param = TPX_DTYPE_INVALID; /* cleared */
   tpx_dtype compute = param != TPX_DTYPE_INVALID ? param : orig;
-  if (param_out) *param_out = compute;
-  if (reduce_out) *reduce_out = reduce != TPX_DTYPE_INVALID ? reduce : compute;
+  if (param_out)
+    *param_out = compute;
+  if (reduce_out)
+    *reduce_out = reduce != TPX_DTYPE_INVALID ? reduce : compute;
 }
 
 static tpx_status units_from_options(tpx_sharding *sh, unit_vec *v,
@@ -281,7 +308,8 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
     st = tpx__shard_oom(err, "FSDP units");
   sh->units = v.units;
   sh->num_units = v.n;
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
 
   /* Unit of every module: the nearest unit ancestor-or-self; the root
    * otherwise. Units are never nested below the root (except plugin-given
@@ -311,8 +339,10 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
       size_t nc = tpx_model_module_num_children(model, m);
       for (size_t i = 0; i < nc; i++) {
         int64_t c = tpx_model_module_child(model, m, i);
-        if (c < 0 || (size_t)c >= nm || top >= nm) continue;
-        if (unit_of[c] < 0) unit_of[c] = unit_of[m];
+        if (c < 0 || (size_t)c >= nm || top >= nm)
+          continue;
+        if (unit_of[c] < 0)
+          unit_of[c] = unit_of[m];
         stack[top++] = c;
       }
     }
@@ -341,13 +371,15 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
       int64_t tm = tpx__mv_param(model, pi->tied_to)->module;
       int64_t tu = unit_of[tm] >= 0 ? unit_of[tm] : root_unit;
       /* bottom-up: the lower unit index wraps first */
-      if (tu < u) u = tu;
+      if (tu < u)
+        u = tu;
     } else {
       sh->units[u].num_params++;
     }
     sh->param_unit[p] = u;
     tpx_placement *pl = &sh->placements[p * (size_t)sh->ndim];
-    if (sh->dpr_dim >= 0) pl[sh->dpr_dim] = tpx_placement_replicate();
+    if (sh->dpr_dim >= 0)
+      pl[sh->dpr_dim] = tpx_placement_replicate();
     if (sh->dps_dim >= 0) {
       tpx_placement tpp = tpx__tp_placement(sh, (int64_t)p, (int)pi->ndim);
       if ((int)pi->ndim == 0)
@@ -400,7 +432,8 @@ int64_t tpx_sharding_fsdp_unit_gathered_bytes(const tpx_sharding *sh,
 
 tpx_mp_policy tpx_sharding_mp_policy(const tpx_sharding *sh) {
   tpx_mp_policy mp = {TPX_DTYPE_INVALID, TPX_DTYPE_INVALID, TPX_DTYPE_INVALID};
-  if (!sh || !sh->opts.fsdp) return mp;
+  if (!sh || !sh->opts.fsdp)
+    return mp;
   mp.param_dtype = sh->opts.param_dtype;
   mp.reduce_dtype = sh->opts.reduce_dtype;
   mp.output_dtype = sh->opts.output_dtype;

@@ -1,6 +1,7 @@
 /* layers.c — layer extraction (docs/SEMANTICS.md "FSDP2", layer groups):
  * which modules are the language and vision layers of a model, by the
- * upstream table for known architectures, then model.layers / layers, then the largest module list.
+ * upstream table for known architectures, then model.layers / layers, then the
+ * largest module list.
  *
  * Reads the module tree only. Not the FSDP unit rule (fsdp.c). */
 #include <stdio.h>
@@ -43,7 +44,8 @@ static const arch_row table[] = {
     {{"Ministral3BidirectionalModel"}, {"layers"}, {NULL}},
     {{"LlamaNemotronVLModel"},
      {"language_model.layers"},
-     {"vision_model.vision_model.encoder.layers", "vision_model.encoder.layers"}},
+     {"vision_model.vision_model.encoder.layers",
+      "vision_model.encoder.layers"}},
     {{"Llama4ForConditionalGeneration"},
      {"language_model.model.layers"},
      {"vision_model.model.layers"}},
@@ -51,7 +53,9 @@ static const arch_row table[] = {
       "Qwen3VLMoeForConditionalGeneration"},
      {"model.language_model.layers"},
      {"model.visual.blocks"}},
-    {{"Gemma4ForConditionalGeneration"}, {"model.language_model.layers"}, {NULL}},
+    {{"Gemma4ForConditionalGeneration"},
+     {"model.language_model.layers"},
+     {NULL}},
     {{"KimiVLForConditionalGeneration", "KimiK25VLForConditionalGeneration"},
      {"model.language_model.layers"},
      {"model.vision_tower.encoder.blocks"}},
@@ -70,17 +74,12 @@ static const arch_row table[] = {
 
 const char *tpx_layer_group_name(tpx_layer_group group) {
   switch (group) {
-  case TPX_LAYERS_LANGUAGE:
-    return "language";
-  case TPX_LAYERS_VISION:
-    return "vision";
-  case TPX_LAYERS_UNKNOWN:
-    return "unknown";
-  default:
-    return "invalid";
+  case TPX_LAYERS_LANGUAGE: return "language";
+  case TPX_LAYERS_VISION: return "vision";
+  case TPX_LAYERS_UNKNOWN: return "unknown";
+  default: return "invalid";
   }
 }
-
 
 /* A ModuleList (or digit-keyed ModuleDict): a container whose children are
  * all named by digits. */
@@ -88,7 +87,8 @@ static int is_list(const tpx_model *m, int64_t mod) {
   if (mod < 0 || tpx_model_module_kind(m, mod) != TPX_MODULE_CONTAINER)
     return 0;
   size_t n = tpx_model_module_num_children(m, mod);
-  if (!n) return 0;
+  if (!n)
+    return 0;
   for (size_t i = 0; i < n; i++)
     if (!tpx__fqn_is_digits(tpx__fqn_last_atom(
             tpx_model_module_fqn(m, tpx_model_module_child(m, mod, i)))))
@@ -104,8 +104,10 @@ typedef struct {
 
 static void emit(out_t *o, int64_t mod, tpx_layer_group g) {
   if (o->count < o->cap) {
-    if (o->modules) o->modules[o->count] = mod;
-    if (o->groups) o->groups[o->count] = g;
+    if (o->modules)
+      o->modules[o->count] = mod;
+    if (o->groups)
+      o->groups[o->count] = g;
   }
   o->count++;
 }
@@ -115,7 +117,8 @@ static void expand(const tpx_model *m, int64_t mod, tpx_layer_group g,
                    out_t *o) {
   if (is_list(m, mod)) {
     size_t n = tpx_model_module_num_children(m, mod);
-    for (size_t i = 0; i < n; i++) emit(o, tpx_model_module_child(m, mod, i), g);
+    for (size_t i = 0; i < n; i++)
+      emit(o, tpx_model_module_child(m, mod, i), g);
   } else {
     emit(o, mod, g);
   }
@@ -140,7 +143,8 @@ static int first_resolving(const tpx_model *m, const char *prefix,
  * largest number of children wins; lists are searched inside too. */
 static void largest(const tpx_model *m, int64_t mod, int64_t *best,
                     size_t *best_n, int depth) {
-  if (depth > 256) return;
+  if (depth > 256)
+    return;
   if (is_list(m, mod)) {
     size_t n = tpx_model_module_num_children(m, mod);
     if (n > *best_n) {
@@ -166,9 +170,9 @@ tpx_status tpx_model_layer_groups(const tpx_model *model, int64_t *modules,
   const char *prefix = "";
   *count = 0;
   /* Bi/cross-encoder wrappers hold the real model at .model. */
-  if (arch && (!strcmp(arch, "BiEncoderModel") ||
-               !strcmp(arch, "CrossEncoderModel") ||
-               !strcmp(arch, "FSDPBiEncoderModel")) &&
+  if (arch &&
+      (!strcmp(arch, "BiEncoderModel") || !strcmp(arch, "CrossEncoderModel") ||
+       !strcmp(arch, "FSDPBiEncoderModel")) &&
       tpx_model_find_module(model, "model") > 0) {
     prefix = "model.";
     arch = NULL;
@@ -176,8 +180,10 @@ tpx_status tpx_model_layer_groups(const tpx_model *model, int64_t *modules,
   for (size_t r = 0; arch && r < sizeof table / sizeof table[0]; r++) {
     int hit = 0;
     for (size_t a = 0; a < 4 && table[r].arch[a]; a++)
-      if (!strcmp(arch, table[r].arch[a])) hit = 1;
-    if (!hit) continue;
+      if (!strcmp(arch, table[r].arch[a]))
+        hit = 1;
+    if (!hit)
+      continue;
     first_resolving(model, prefix, table[r].language, 3, TPX_LAYERS_LANGUAGE,
                     &o);
     first_resolving(model, prefix, table[r].vision, 3, TPX_LAYERS_VISION, &o);

@@ -72,7 +72,8 @@ tpx_status tpx_memory_ranks(const tpx_sharding *sh,
   if (o.seq > 0) {
     tpx__act_dims d;
     tpx_status st = tpx__act_dims_read(sh, &o, &d, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
     act = tpx__act_bytes(&d, o.activation_checkpointing);
   }
   int64_t states = opt_states(o.optimizer);
@@ -85,13 +86,12 @@ tpx_status tpx_memory_ranks(const tpx_sharding *sh,
     m->master = states ? tpx__sat_mul(4, rs[TPX__STATE_LOWP_NUMEL]) : 0;
     m->optimizer = tpx__sat_add(
         tpx__sat_mul(4 * states, rs[TPX__STATE_FLOAT_NUMEL]), m->master);
-    m->gather_peak =
-        sh->num_units ? sh->rank_peak[r] - sh->rank_bytes[r] : 0;
+    m->gather_peak = sh->num_units ? sh->rank_peak[r] - sh->rank_bytes[r] : 0;
     m->activations = act;
-    m->peak = tpx__sat_add(
-        tpx__sat_add(tpx__sat_add(m->params, m->grads),
-                     tpx__sat_add(m->optimizer, m->gather_peak)),
-        act);
+    m->peak =
+        tpx__sat_add(tpx__sat_add(tpx__sat_add(m->params, m->grads),
+                                  tpx__sat_add(m->optimizer, m->gather_peak)),
+                     act);
   }
   return TPX_OK;
 }

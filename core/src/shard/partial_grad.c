@@ -28,37 +28,48 @@
 /* The colwise sibling `<x>_proj` of module m named `<x>_norm`, or -1. */
 static int64_t colwise_sibling(const tpx_sharding *sh, int64_t m) {
   const char *fqn = tpx_model_module_fqn(sh->model, m);
-  if (!fqn) return -1;
+  if (!fqn)
+    return -1;
   const char *atom = tpx__fqn_last_atom(fqn);
   size_t n = strlen(atom);
-  if (n <= 5 || strcmp(atom + n - 5, "_norm") != 0) return -1;
+  if (n <= 5 || strcmp(atom + n - 5, "_norm") != 0)
+    return -1;
   char sib[512];
-  int w = snprintf(sib, sizeof sib, "%.*s%.*s_proj",
-                   (int)(atom - fqn), fqn, (int)(n - 5), atom);
-  if (w < 0 || (size_t)w >= sizeof sib) return -1;
+  int w = snprintf(sib, sizeof sib, "%.*s%.*s_proj", (int)(atom - fqn), fqn,
+                   (int)(n - 5), atom);
+  if (w < 0 || (size_t)w >= sizeof sib)
+    return -1;
   int64_t s = tpx_model_find_module(sh->model, sib);
-  if (s < 0 || sh->module_entry[s] < 0) return -1;
+  if (s < 0 || sh->module_entry[s] < 0)
+    return -1;
   const tpx_style *st = &sh->entry_styles[sh->module_entry[s]];
-  if (st->kind != TPX_STYLE_COLWISE) return -1;
+  if (st->kind != TPX_STYLE_COLWISE)
+    return -1;
   /* The output must stay sharded on the last dim (heads), not gathered. */
-  tpx_placement out = st->output_layouts.count >= 1 &&
-                              !st->output_layouts.is_none[0]
-                          ? st->output_layouts.items[0]
-                          : tpx_placement_shard(-1);
-  if (out.kind != TPX_SHARD || out.dim != -1) return -1;
+  tpx_placement out =
+      st->output_layouts.count >= 1 && !st->output_layouts.is_none[0]
+          ? st->output_layouts.items[0]
+          : tpx_placement_shard(-1);
+  if (out.kind != TPX_SHARD || out.dim != -1)
+    return -1;
   return s;
 }
 
 int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
                                int64_t *sibling) {
-  if (sibling) *sibling = -1;
-  if (!sh || param < 0 || (size_t)param >= sh->num_params) return 0;
-  if (!sh->tp_applied || sh->tp_dim < 0 || sh->tp <= 1) return 0;
+  if (sibling)
+    *sibling = -1;
+  if (!sh || param < 0 || (size_t)param >= sh->num_params)
+    return 0;
+  if (!sh->tp_applied || sh->tp_dim < 0 || sh->tp <= 1)
+    return 0;
   tpx_param_info pi;
-  if (tpx_model_param(sh->model, param, &pi, NULL) != TPX_OK) return 0;
+  if (tpx_model_param(sh->model, param, &pi, NULL) != TPX_OK)
+    return 0;
   if (pi.tied_to >= 0) {
     param = pi.tied_to;
-    if (tpx_model_param(sh->model, param, &pi, NULL) != TPX_OK) return 0;
+    if (tpx_model_param(sh->model, param, &pi, NULL) != TPX_OK)
+      return 0;
   }
   if (sh->param_entry[param] >= 0) /* a style covers it: does it sum? */
     return tpx_style_kind_traits(sh->entry_styles[sh->param_entry[param]].kind)
@@ -68,7 +79,8 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
   if (tpx_model_module_kind(sh->model, pi.module) != TPX_MODULE_NORM)
     return 0;
   int64_t s = colwise_sibling(sh, pi.module);
-  if (s < 0) return 0;
+  if (s < 0)
+    return 0;
   /* A per-head weight: its size divides the sibling's out-features into
    * several heads (a norm over the whole projection, e.g. OLMo2's, is
    * another matter). */
@@ -82,13 +94,16 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
     return 0;
   int64_t d = 1;
   for (int i = 0; i < pi.ndim; i++) d *= pi.shape[i];
-  if (d <= 0 || wi.shape[0] <= d || wi.shape[0] % d != 0) return 0;
-  if (sibling) *sibling = s;
+  if (d <= 0 || wi.shape[0] <= d || wi.shape[0] % d != 0)
+    return 0;
+  if (sibling)
+    *sibling = s;
   return 1;
 }
 
 tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
-  if (!sh->tp_applied) return TPX_OK;
+  if (!sh->tp_applied)
+    return TPX_OK;
   /* One warning per generalised module name, in parameter order. */
   char(*seen)[256] = NULL;
   size_t nseen = 0, cap = 0;
@@ -102,10 +117,11 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
       continue; /* s < 0: a replicated_with_grad_allreduce key covers it */
     char gen[256], sgen[256];
     tpx__fqn_generalize(tpx_model_module_fqn(sh->model, pi.module), gen,
-                              sizeof gen);
+                        sizeof gen);
     size_t k = 0;
     while (k < nseen && strcmp(seen[k], gen) != 0) k++;
-    if (k < nseen) continue;
+    if (k < nseen)
+      continue;
     if (TPX_GROW(seen, cap, nseen + 1, 8)) {
       st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
       break;
@@ -114,15 +130,15 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
     size_t count = 0;
     for (size_t m = 0; m < sh->num_modules; m++) {
       char g2[256];
-      tpx__fqn_generalize(tpx_model_module_fqn(sh->model, (int64_t)m),
-                                g2, sizeof g2);
+      tpx__fqn_generalize(tpx_model_module_fqn(sh->model, (int64_t)m), g2,
+                          sizeof g2);
       count += strcmp(g2, gen) == 0;
     }
     /* One module: its own names; several: the generalised ones. */
     const char *mname = tpx_model_module_fqn(sh->model, pi.module);
     if (count > 1)
       tpx__fqn_generalize(tpx_model_module_fqn(sh->model, s), sgen,
-                                sizeof sgen);
+                          sizeof sgen);
     else
       snprintf(sgen, sizeof sgen, "%s", tpx_model_module_fqn(sh->model, s));
     const char *key = sh->entry_keys[sh->module_entry[s]];

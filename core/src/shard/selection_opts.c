@@ -57,8 +57,7 @@ tpx_status tpx__selection_opts_apply(tpx_sharding_options *o,
       return tpx_error_set(err, TPX_NO_MEMORY,
                            "out of memory (the selection's fp32 "
                            "parameters)");
-    for (size_t i = 0; i < nf; i++)
-      s->fp32[i] = tpx_selection_fp32(sel, i);
+    for (size_t i = 0; i < nf; i++) s->fp32[i] = tpx_selection_fp32(sel, i);
     o->num_fp32_params = nf;
     o->fp32_params = s->fp32;
   }

@@ -48,24 +48,24 @@ typedef struct tpx__fsdp_unit_rec {
 } tpx__fsdp_unit_rec;
 
 struct tpx_sharding {
-  const tpx_model *model; /* borrowed */
-  const tpx_mesh *mesh;   /* borrowed */
-  tpx_plan *plan;         /* owned copy */
+  const tpx_model *model;    /* borrowed */
+  const tpx_mesh *mesh;      /* borrowed */
+  tpx_plan *plan;            /* owned copy */
   tpx_sharding_options opts; /* string pointers not kept past create */
 
-  int ndim;                            /* mesh dims */
-  int tp_dim, dps_dim, dpr_dim;        /* mesh dim index or -1 */
+  int ndim;                     /* mesh dims */
+  int tp_dim, dps_dim, dpr_dim; /* mesh dim index or -1 */
   int64_t tp, dps, dpr, world;
-  int tp_applied;                      /* tp > 1: parallelize_module ran */
+  int tp_applied; /* tp > 1: parallelize_module ran */
 
   size_t num_params, num_modules, num_entries;
-  int topo_modules; /* every module's parent has a smaller index */
-  const char **entry_keys;  /* [num_entries], borrowed from plan */
-  tpx_style *entry_styles;  /* [num_entries] */
-  uint8_t *entry_kinds;     /* [num_entries] bit 0: a non-embedding module
-                               carries the entry, bit 1: an embedding does
-                               (filled by apply.c when tp is applied) */
-  int64_t *tied_params;     /* parameters with tied_to >= 0 */
+  int topo_modules;        /* every module's parent has a smaller index */
+  const char **entry_keys; /* [num_entries], borrowed from plan */
+  tpx_style *entry_styles; /* [num_entries] */
+  uint8_t *entry_kinds;    /* [num_entries] bit 0: a non-embedding module
+                              carries the entry, bit 1: an embedding does
+                              (filled by apply.c when tp is applied) */
+  int64_t *tied_params;    /* parameters with tied_to >= 0 */
   size_t num_tied;
   tpx_placement *placements; /* [num_params * ndim] */
   int64_t *param_entry;      /* covering plan entry or -1 */
@@ -77,8 +77,8 @@ struct tpx_sharding {
   char **fp32_patterns;      /* [num_fp32] copies of opts.fp32_params */
   size_t *fp32_matched;      /* [num_fp32] parameters each matched */
   size_t num_fp32;
-  int64_t *module_entry;     /* entry applied to the module itself, or -1 */
-  int64_t *module_cover;     /* nearest styled ancestor-or-self, or -1 */
+  int64_t *module_entry; /* entry applied to the module itself, or -1 */
+  int64_t *module_cover; /* nearest styled ancestor-or-self, or -1 */
 
   tpx__transition_set *tsets; /* [num_entries * 2], computed at create */
   int *tset_valid;            /* [num_entries * 2] */

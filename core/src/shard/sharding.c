@@ -12,12 +12,14 @@
 #include "shard/selection_opts.h"
 
 static int dim_of(const tpx_mesh *mesh, const char *name) {
-  if (!name || !*name) return -1;
+  if (!name || !*name)
+    return -1;
   return tpx_mesh_dim_index(mesh, name);
 }
 
 void tpx_sharding_destroy(tpx_sharding *sh) {
-  if (!sh) return;
+  if (!sh)
+    return;
   tpx__fsdp_free(sh);
   tpx_plan_destroy(sh->plan);
   free(sh->placements);
@@ -67,14 +69,15 @@ static tpx_status alloc_arrays(tpx_sharding *sh, tpx_error *err) {
   sh->rank_peak = calloc(nw, sizeof *sh->rank_peak);
   if (!sh->placements || !sh->param_entry || !sh->param_styled ||
       !sh->param_unit || !sh->param_dtype || !sh->reduce_dtype ||
-      !sh->module_entry || !sh->module_cover || !sh->tsets ||
-      !sh->tset_valid || !sh->rank_bytes || !sh->rank_peak ||
-      !sh->entry_keys || !sh->entry_styles || !sh->entry_kinds)
+      !sh->module_entry || !sh->module_cover || !sh->tsets || !sh->tset_valid ||
+      !sh->rank_bytes || !sh->rank_peak || !sh->entry_keys ||
+      !sh->entry_styles || !sh->entry_kinds)
     return tpx__shard_oom(err, "sharding arrays");
   for (size_t e = 0; e < sh->num_entries; e++) {
     tpx_plan_entry pe;
     tpx_status st = tpx_plan_get(sh->plan, e, &pe, err);
-    if (st != TPX_OK) return st;
+    if (st != TPX_OK)
+      return st;
     sh->entry_keys[e] = pe.module;
     sh->entry_styles[e] = pe.style;
   }
@@ -97,16 +100,19 @@ static tpx_status alloc_arrays(tpx_sharding *sh, tpx_error *err) {
  * classes come from apply.c (entry_kinds). Transitions tell only embedding
  * from the rest, so a Linear stands for every non-embedding kind. */
 static void compute_transitions(tpx_sharding *sh) {
-  if (!sh->tp_applied) return; /* no hooks are registered at tp == 1 */
+  if (!sh->tp_applied)
+    return; /* no hooks are registered at tp == 1 */
   for (size_t e = 0; e < sh->num_entries; e++) {
     for (int emb = 0; emb < 2; emb++) {
-      if (!(sh->entry_kinds[e] & (1u << emb))) continue;
+      if (!(sh->entry_kinds[e] & (1u << emb)))
+        continue;
       size_t slot = e * 2 + (size_t)emb;
       tpx_plan_entry pe;
-      if (tpx_plan_get(sh->plan, e, &pe, NULL) != TPX_OK) continue;
-      tpx__transitions_compute(
-          &pe.style, emb ? TPX_MODULE_EMBEDDING : TPX_MODULE_LINEAR,
-          &sh->tsets[slot]);
+      if (tpx_plan_get(sh->plan, e, &pe, NULL) != TPX_OK)
+        continue;
+      tpx__transitions_compute(&pe.style,
+                               emb ? TPX_MODULE_EMBEDDING : TPX_MODULE_LINEAR,
+                               &sh->tsets[slot]);
       sh->tset_valid[slot] = 1;
     }
   }
@@ -124,14 +130,16 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
 static tpx_status match_not_applied(tpx_sharding *sh, tpx_error *err) {
   tpx_diag_list *kept = sh->diags, *found = NULL;
   tpx_status st = tpx_diag_list_create(&found, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   sh->diags = found;
   st = tpx__apply_tp(sh, err);
   sh->diags = kept;
   for (size_t i = 0; st == TPX_OK && i < tpx_diag_count(found); i++) {
     tpx_diag d;
     st = tpx_diag_get(found, i, &d, err);
-    if (st != TPX_OK) break;
+    if (st != TPX_OK)
+      break;
     if (d.level == TPX_DIAG_INFO)
       st = tpx_diag_add(kept, d.level, d.code, d.subject, d.fix, "%s",
                         d.message);
@@ -140,7 +148,8 @@ static tpx_status match_not_applied(tpx_sharding *sh, tpx_error *err) {
                         "not applied at tp 1 (upstream applies no plan "
                         "when tp is 1; this %s would matter at tp > 1): %s",
                         tpx_diag_level_name(d.level), d.message);
-    if (st != TPX_OK) st = tpx__shard_oom(err, "diagnostics");
+    if (st != TPX_OK)
+      st = tpx__shard_oom(err, "diagnostics");
   }
   tpx_diag_list_destroy(found);
   return st;
@@ -203,7 +212,8 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
                                  const tpx_sharding_options *opts,
                                  tpx_sharding **out, tpx_error *err) {
   tpx_sharding *sh = calloc(1, sizeof *sh);
-  if (!sh) return tpx__shard_oom(err, "sharding");
+  if (!sh)
+    return tpx__shard_oom(err, "sharding");
   sh->model = model;
   sh->mesh = mesh;
   sh->opts = *opts;
@@ -213,7 +223,8 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     st = tpx_plan_clone(plan, &sh->plan, err);
   else
     st = tpx_plan_create(&sh->plan, err);
-  if (st == TPX_OK) st = tpx_diag_list_create(&sh->diags, err);
+  if (st == TPX_OK)
+    st = tpx_diag_list_create(&sh->diags, err);
   if (st != TPX_OK) {
     tpx_sharding_destroy(sh);
     return st;
@@ -238,9 +249,9 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     tpx_sharding_destroy(sh);
     return st;
   }
-  if (sh->tp_dim >= 0 && (sh->tp_dim == sh->dps_dim ||
-                          sh->tp_dim == sh->dpr_dim ||
-                          (sh->dps_dim >= 0 && sh->dps_dim == sh->dpr_dim))) {
+  if (sh->tp_dim >= 0 &&
+      (sh->tp_dim == sh->dps_dim || sh->tp_dim == sh->dpr_dim ||
+       (sh->dps_dim >= 0 && sh->dps_dim == sh->dpr_dim))) {
     st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
                        "tpx_sharding_create: the tp, dp_shard and "
                        "dp_replicate dim names must name different mesh dims");
@@ -248,15 +259,18 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     return st;
   }
   st = alloc_arrays(sh, err);
-  if (st == TPX_OK) st = tpx__fp32_mark(sh, err);
-  if (st == TPX_OK) st = sh->tp_applied ? tpx__apply_tp(sh, err)
-                                         : match_not_applied(sh, err);
-  if (st == TPX_OK) st = tpx__partial_grad_diags(sh, err);
+  if (st == TPX_OK)
+    st = tpx__fp32_mark(sh, err);
+  if (st == TPX_OK)
+    st = sh->tp_applied ? tpx__apply_tp(sh, err) : match_not_applied(sh, err);
+  if (st == TPX_OK)
+    st = tpx__partial_grad_diags(sh, err);
   if (st == TPX_OK) {
     compute_transitions(sh);
     st = tpx__fsdp_build(sh, err);
   }
-  if (st == TPX_OK) st = tpx__bytes_compute(sh, err);
+  if (st == TPX_OK)
+    st = tpx__bytes_compute(sh, err);
   if (st != TPX_OK) {
     tpx_sharding_destroy(sh);
     return st;
@@ -321,19 +335,22 @@ tpx_status tpx_sharding_local_slice(const tpx_sharding *sh, int64_t param,
                          "tpx_sharding_local_slice: NULL argument");
   tpx_param_info pi;
   tpx_status st = tpx_model_param(sh->model, param, &pi, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   return tpx_layout_local_slice(
       pi.shape, pi.ndim, sh->mesh,
       &sh->placements[(size_t)param * (size_t)sh->ndim], rank, out, err);
 }
 
 int64_t tpx_sharding_rank_param_bytes(const tpx_sharding *sh, int64_t rank) {
-  if (!sh || rank < 0 || rank >= sh->world) return -1;
+  if (!sh || rank < 0 || rank >= sh->world)
+    return -1;
   return sh->rank_bytes[rank];
 }
 
 int64_t tpx_sharding_rank_peak_bytes(const tpx_sharding *sh, int64_t rank) {
-  if (!sh || rank < 0 || rank >= sh->world) return -1;
+  if (!sh || rank < 0 || rank >= sh->world)
+    return -1;
   return sh->rank_peak[rank];
 }
 
@@ -352,16 +369,19 @@ tpx_status tpx_sharding_module_transitions(const tpx_sharding *sh,
   *out = NULL;
   *count = 0;
   int64_t e = sh->module_entry[module];
-  if (e < 0) return TPX_OK;
+  if (e < 0)
+    return TPX_OK;
   tpx_module_kind k = tpx_model_module_kind(sh->model, module);
   size_t slot = (size_t)e * 2 + (k == TPX_MODULE_EMBEDDING ? 1 : 0);
-  if (!sh->tset_valid[slot]) return TPX_OK;
+  if (!sh->tset_valid[slot])
+    return TPX_OK;
   *out = sh->tsets[slot].views;
   *count = sh->tsets[slot].count;
   return TPX_OK;
 }
 
 int64_t tpx_sharding_module_entry(const tpx_sharding *sh, int64_t module) {
-  if (!sh || module < 0 || (size_t)module >= sh->num_modules) return -1;
+  if (!sh || module < 0 || (size_t)module >= sh->num_modules)
+    return -1;
   return sh->module_entry[module];
 }

@@ -27,9 +27,8 @@ typedef struct tpx__shard_dims {
 } tpx__shard_dims;
 
 static inline tpx__shard_dims tpx__sv_dims(const tpx_sharding *sh) {
-  tpx__shard_dims d = {sh->ndim, sh->tp_dim, sh->dps_dim, sh->dpr_dim,
-                       sh->tp,   sh->dps,    sh->dpr,     sh->world,
-                       sh->tp_applied};
+  tpx__shard_dims d = {sh->ndim, sh->tp_dim, sh->dps_dim, sh->dpr_dim,   sh->tp,
+                       sh->dps,  sh->dpr,    sh->world,   sh->tp_applied};
   return d;
 }
 
@@ -51,8 +50,7 @@ static inline size_t tpx__sv_num_params(const tpx_sharding *sh) {
 }
 
 /* The plan entry applied to module m itself, or -1. */
-static inline int64_t tpx__sv_module_entry(const tpx_sharding *sh,
-                                           int64_t m) {
+static inline int64_t tpx__sv_module_entry(const tpx_sharding *sh, int64_t m) {
   return sh->module_entry[m];
 }
 
@@ -62,14 +60,13 @@ static inline const tpx_style *tpx__sv_entry_style(const tpx_sharding *sh,
   return &sh->entry_styles[e];
 }
 
-static inline const char *tpx__sv_entry_key(const tpx_sharding *sh,
-                                            int64_t e) {
+static inline const char *tpx__sv_entry_key(const tpx_sharding *sh, int64_t e) {
   return sh->entry_keys[e];
 }
 
 /* Placement of parameter p on mesh dim d. */
-static inline tpx_placement tpx__sv_placement(const tpx_sharding *sh,
-                                              int64_t p, int d) {
+static inline tpx_placement tpx__sv_placement(const tpx_sharding *sh, int64_t p,
+                                              int d) {
   return sh->placements[p * sh->ndim + d];
 }
 
@@ -79,8 +76,7 @@ static inline int64_t tpx__sv_param_entry(const tpx_sharding *sh, int64_t p) {
   return sh->param_entry[p];
 }
 
-static inline int64_t tpx__sv_param_styled(const tpx_sharding *sh,
-                                           int64_t p) {
+static inline int64_t tpx__sv_param_styled(const tpx_sharding *sh, int64_t p) {
   return sh->param_styled[p];
 }
 

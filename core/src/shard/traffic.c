@@ -12,9 +12,11 @@
 /* Bytes a rank sends for one collective named like transitions.c names
  * them, moving a tensor of `x` bytes (global size) over `w` ranks. */
 static int64_t coll_bytes(const char *name, int64_t x, int64_t w) {
-  if (w <= 1 || !name) return 0;
+  if (w <= 1 || !name)
+    return 0;
   /* names may carry local steps first ("mask + all-reduce") */
-  if (strstr(name, "all-reduce")) return tpx__sat_mul(x, 2 * (w - 1)) / w;
+  if (strstr(name, "all-reduce"))
+    return tpx__sat_mul(x, 2 * (w - 1)) / w;
   if (strstr(name, "all-gather") || strstr(name, "reduce-scatter") ||
       strstr(name, "all-to-all"))
     return tpx__sat_mul(x, w - 1) / w;
@@ -25,11 +27,13 @@ static int64_t coll_bytes(const char *name, int64_t x, int64_t w) {
  * owning a 2-D non-embedding weight whose rows are the vocabulary. */
 static void mark_logit_modules(const tpx_model *model, int64_t vocab,
                                int64_t hidden, uint8_t *mark) {
-  if (vocab == hidden) return;
+  if (vocab == hidden)
+    return;
   size_t np = tpx_model_num_params(model);
   for (size_t p = 0; p < np; p++) {
     tpx_param_info pi;
-    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK) continue;
+    if (tpx_model_param(model, (int64_t)p, &pi, NULL) != TPX_OK)
+      continue;
     if (pi.ndim == 2 && pi.shape[0] == vocab &&
         tpx_model_module_kind(model, pi.module) != TPX_MODULE_EMBEDDING)
       mark[pi.module] = 1;
@@ -39,18 +43,22 @@ static void mark_logit_modules(const tpx_model *model, int64_t vocab,
 static tpx_status tp_bytes(const tpx_sharding *sh, const tpx_memory_options *o,
                            int64_t *out, tpx_error *err) {
   *out = 0;
-  if (!sh->tp_applied || o->seq <= 0) return TPX_OK;
+  if (!sh->tp_applied || o->seq <= 0)
+    return TPX_OK;
   tpx__act_dims d;
   tpx_status st = tpx__act_dims_read(sh, o, &d, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   int64_t hidden = tpx__sat_mul(tpx__sat_mul(d.tokens, d.hidden), d.elem);
   int64_t logits = tpx__sat_mul(tpx__sat_mul(d.tokens, d.vocab), d.elem);
   uint8_t *logit = calloc(sh->num_modules ? sh->num_modules : 1, 1);
-  if (!logit) return tpx__shard_oom(err, "traffic");
+  if (!logit)
+    return tpx__shard_oom(err, "traffic");
   mark_logit_modules(sh->model, d.vocab, d.hidden, logit);
   int64_t sum = 0;
   for (size_t m = 0; m < sh->num_modules; m++) {
-    if (sh->module_entry[m] < 0) continue;
+    if (sh->module_entry[m] < 0)
+      continue;
     const tpx_transition *tr = NULL;
     size_t nt = 0;
     if (tpx_sharding_module_transitions(sh, (int64_t)m, &tr, &nt, NULL) !=
@@ -70,8 +78,8 @@ static tpx_status tp_bytes(const tpx_sharding *sh, const tpx_memory_options *o,
 }
 
 static int64_t fsdp_bytes(const tpx_sharding *sh, int64_t rank) {
-  int64_t grads = sh->rank_state[(size_t)rank * TPX__STATE_TERMS +
-                                 TPX__STATE_GRAD_BYTES];
+  int64_t grads =
+      sh->rank_state[(size_t)rank * TPX__STATE_TERMS + TPX__STATE_GRAD_BYTES];
   int64_t dps = sh->dps_dim >= 0 ? sh->dps : 1;
   int64_t dpr = sh->dpr_dim >= 0 ? sh->dpr : 1;
   if (sh->num_units == 0) /* plain data parallel: all-reduce the grads */
@@ -82,8 +90,8 @@ static int64_t fsdp_bytes(const tpx_sharding *sh, int64_t rank) {
     int root = u + 1 == sh->num_units;
     int64_t times = (!root && x->reshard) ? 2 : 1;
     sum = tpx__sat_add(
-        sum, tpx__sat_mul(times, coll_bytes("all-gather", x->gathered[rank],
-                                            dps)));
+        sum,
+        tpx__sat_mul(times, coll_bytes("all-gather", x->gathered[rank], dps)));
   }
   /* reduce-scatter input = dps padded shards; a rank sends all but its own */
   sum = tpx__sat_add(sum, tpx__sat_mul(grads, dps - 1));
@@ -122,7 +130,8 @@ tpx_status tpx_traffic_ranks(const tpx_sharding *sh,
   /* TP traffic is the same on every rank: computed once */
   int64_t tp = 0;
   tpx_status st = count ? tp_bytes(sh, &o, &tp, err) : TPX_OK;
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   for (size_t i = 0; i < count; i++) {
     out[i].tp = tp;
     out[i].fsdp = fsdp_bytes(sh, first + (int64_t)i);

@@ -55,7 +55,8 @@ static void collective(tpx_placement from, tpx_placement to, side_t side,
 static tpx__transition_rec *push(tpx__transition_set *set,
                                  tpx_transition_side side, int index,
                                  tpx_placement from, tpx_placement to) {
-  if (set->count >= sizeof set->recs / sizeof set->recs[0]) return NULL;
+  if (set->count >= sizeof set->recs / sizeof set->recs[0])
+    return NULL;
   tpx__transition_rec *r = &set->recs[set->count++];
   memset(r, 0, sizeof *r);
   r->view.side = side;
@@ -68,7 +69,8 @@ static tpx__transition_rec *push(tpx__transition_set *set,
 }
 
 static tpx_placement first_or(const tpx_layout_list *l, tpx_placement dflt) {
-  if (l->count >= 1 && !l->is_none[0]) return l->items[0];
+  if (l->count >= 1 && !l->is_none[0])
+    return l->items[0];
   return dflt;
 }
 
@@ -94,7 +96,8 @@ static void do_rowwise(const tpx_style *s, tpx_module_kind kind,
   if (kind == TPX_MODULE_EMBEDDING) {
     tpx__transition_rec *r = push(set, TPX_TRANSITION_INPUT, 0,
                                   first_or(&s->input_layouts, rep), rep);
-    if (r) snprintf(r->bwd, sizeof r->bwd, "none"); /* ids have no grad */
+    if (r)
+      snprintf(r->bwd, sizeof r->bwd, "none"); /* ids have no grad */
     /* Vocab-parallel lookup: MaskPartial output, masked rows zeroed, then
      * reduced. */
     tpx_placement to = first_or(&s->output_layouts, rep);
@@ -103,7 +106,8 @@ static void do_rowwise(const tpx_style *s, tpx_module_kind kind,
     if (r) { /* "mask + all-reduce": masked rows are zeroed first */
       static const char prefix[] = "mask + ";
       size_t n = strlen(r->fwd);
-      if (n + sizeof prefix > sizeof r->fwd) n = sizeof r->fwd - sizeof prefix;
+      if (n + sizeof prefix > sizeof r->fwd)
+        n = sizeof r->fwd - sizeof prefix;
       memmove(r->fwd + sizeof prefix - 1, r->fwd, n);
       memcpy(r->fwd, prefix, sizeof prefix - 1);
       r->fwd[n + sizeof prefix - 1] = '\0';
@@ -137,8 +141,9 @@ static void do_sequence(const tpx_style *s, tpx__transition_set *set) {
     tpx__transition_rec *r = push(set, TPX_TRANSITION_OUTPUT, 0, seq, rep);
     /* The gathered DTensor feeds colwise matmuls whose input grad is
      * Partial: the dual of the gather is a reduce-scatter. */
-    if (r) snprintf(r->bwd, sizeof r->bwd, "reduce-scatter(dim=%d)",
-                    (int)s->sequence_dim);
+    if (r)
+      snprintf(r->bwd, sizeof r->bwd, "reduce-scatter(dim=%d)",
+               (int)s->sequence_dim);
     break;
   }
   default: /* sequence_parallel, qk_norm_sequence_parallel */
@@ -153,14 +158,15 @@ static void do_sequence(const tpx_style *s, tpx__transition_set *set) {
  * (Replicate) tensor and the gather's dual is a local chunk; without it the
  * DTensor reaches TP-sharded children whose input grads are Partial
  * (reduce-scatter). */
-static void do_prepare(const tpx_layout_list *have,
-                       const tpx_layout_list *want, tpx_transition_side side,
-                       int use_local_output, tpx__transition_set *set) {
+static void do_prepare(const tpx_layout_list *have, const tpx_layout_list *want,
+                       tpx_transition_side side, int use_local_output,
+                       tpx__transition_set *set) {
   for (int32_t i = 0; i < have->count && i < TPX_STYLE_MAX_LAYOUTS; i++) {
     int none = have->is_none[i];
     tpx_placement from = have->items[i];
     tpx_placement to = from;
-    if (!none && i < want->count && !want->is_none[i]) to = want->items[i];
+    if (!none && i < want->count && !want->is_none[i])
+      to = want->items[i];
     tpx__transition_rec *r = push(set, side, (int)i, from, to);
     if (r && !none && side == TPX_TRANSITION_INPUT && use_local_output &&
         is_shard(from) && to.kind == TPX_REPLICATE)
@@ -177,10 +183,12 @@ int tpx__transition_kwarg(const tpx_style *style, const char *name,
                           tpx__transition_rec *out) {
   const tpx_kwarg_layout_list *have = &style->input_kwarg_layouts;
   const tpx_kwarg_layout_list *want = &style->desired_input_kwarg_layouts;
-  if (style->kind != TPX_STYLE_PREPARE_MODULE_INPUT || !name) return 0;
+  if (style->kind != TPX_STYLE_PREPARE_MODULE_INPUT || !name)
+    return 0;
   int32_t k = 0;
   while (k < have->count && strcmp(have->items[k].name, name) != 0) k++;
-  if (k >= have->count) return 0;
+  if (k >= have->count)
+    return 0;
   /* One kwarg as a one-item positional list: the same rules. */
   tpx_layout_list h = {1, {have->items[k].layout}, {have->items[k].is_none}};
   tpx_layout_list w = {0, {tpx_placement_replicate()}, {1}};
@@ -204,15 +212,9 @@ void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,
                               tpx__transition_set *out) {
   memset(out, 0, sizeof *out);
   switch (tpx_style_kind_traits(style->kind).family) {
-  case TPX_STYLE_FAMILY_COLWISE:
-    do_colwise(style, kind, out);
-    break;
-  case TPX_STYLE_FAMILY_ROWWISE:
-    do_rowwise(style, kind, out);
-    break;
-  case TPX_STYLE_FAMILY_SEQUENCE:
-    do_sequence(style, out);
-    break;
+  case TPX_STYLE_FAMILY_COLWISE: do_colwise(style, kind, out); break;
+  case TPX_STYLE_FAMILY_ROWWISE: do_rowwise(style, kind, out); break;
+  case TPX_STYLE_FAMILY_SEQUENCE: do_sequence(style, out); break;
   case TPX_STYLE_FAMILY_PREPARE_INPUT:
     do_prepare(&style->input_layouts, &style->desired_input_layouts,
                TPX_TRANSITION_INPUT, style->use_local_output, out);
@@ -221,8 +223,7 @@ void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,
     do_prepare(&style->output_layouts, &style->desired_output_layouts,
                TPX_TRANSITION_OUTPUT, style->use_local_output, out);
     break;
-  default:
-    break;
+  default: break;
   }
   for (size_t i = 0; i < out->count; i++) {
     out->views[i] = out->recs[i].view;

@@ -30,26 +30,31 @@ typedef struct dt_source {
  * without it (the module's body then passes them to its children). */
 static int dt_sources(const tpx_sharding *sh, dt_source *out) {
   int n = 0;
-  if (!tpx__sv_tp_applied(sh)) return 0;
+  if (!tpx__sv_tp_applied(sh))
+    return 0;
   for (size_t m = 0; m < tpx__sv_num_modules(sh) && n < MAX_SOURCES; m++) {
     int64_t e = tpx__sv_module_entry(sh, m);
-    if (e < 0) continue;
+    if (e < 0)
+      continue;
     const tpx_style *s = tpx__sv_entry_style(sh, e);
-    if (s->use_local_output) continue;
+    if (s->use_local_output)
+      continue;
     const tpx_transition *tr;
     size_t nt;
     if (tpx_sharding_module_transitions(sh, (int64_t)m, &tr, &nt, NULL) !=
         TPX_OK)
       continue;
     for (size_t i = 0; i < nt && n < MAX_SOURCES; i++) {
-      if (tr[i].from_is_none) continue;
+      if (tr[i].from_is_none)
+        continue;
       if (tr[i].side == TPX_TRANSITION_INPUT &&
           s->kind != TPX_STYLE_PREPARE_MODULE_INPUT)
         continue;
       int seen = 0;
       for (int k = 0; k < n && !seen; k++)
         seen = tpx_placement_equal(out[k].layout, tr[i].to);
-      if (seen) continue;
+      if (seen)
+        continue;
       out[n].layout = tr[i].to;
       out[n].module = (int64_t)m;
       out[n].side = tr[i].side;
@@ -61,12 +66,13 @@ static int dt_sources(const tpx_sharding *sh, dt_source *out) {
 }
 
 static void pl_text(tpx_placement p, char *buf, size_t n) {
-  if (tpx_placement_format(p, buf, n) < 0) snprintf(buf, n, "?");
+  if (tpx_placement_format(p, buf, n) < 0)
+    snprintf(buf, n, "?");
 }
 
 /* 1 when the two resolutions differ (layouts normalised to ndim). */
-static int differ(tpx_placement i1, tpx_placement o1, int c1,
-                  tpx_placement i2, tpx_placement o2, int c2, int ndim) {
+static int differ(tpx_placement i1, tpx_placement o1, int c1, tpx_placement i2,
+                  tpx_placement o2, int c2, int ndim) {
   tpx_placement a, b, x, y;
   if (tpx_placement_normalize(i1, ndim, &a, NULL) != TPX_OK ||
       tpx_placement_normalize(o1, ndim, &b, NULL) != TPX_OK ||
@@ -79,7 +85,8 @@ static int differ(tpx_placement i1, tpx_placement o1, int c1,
 tpx_status tpx__tp_check_plain(const tpx_sharding *sh, int64_t module,
                                tpx_transition_side side, int index, int ndim,
                                const char *call, tpx_error *err) {
-  if (!sh || side != TPX_TRANSITION_INPUT) return TPX_OK;
+  if (!sh || side != TPX_TRANSITION_INPUT)
+    return TPX_OK;
   const tpx_transition *tr;
   /* A bad module / index is reported by the call itself. */
   if (tpx_tp_transition_get(sh, module, side, index, &tr, NULL) != TPX_OK ||
@@ -95,10 +102,11 @@ tpx_status tpx__tp_check_plain(const tpx_sharding *sh, int64_t module,
         int sc, dc;
         if (tpx__tp_resolve_tr(sh, module, tr, bwd, &si, &so, &sc, NULL) !=
                 TPX_OK ||
-            tpx__tp_resolve_dt_tr(sh, module, tr, bwd, &src[k].layout, nd,
-                                  &di, &dO, &dc, NULL) != TPX_OK)
+            tpx__tp_resolve_dt_tr(sh, module, tr, bwd, &src[k].layout, nd, &di,
+                                  &dO, &dc, NULL) != TPX_OK)
           continue; /* the layout does not fit this ndim */
-        if (!differ(si, so, sc, di, dO, dc, nd)) continue;
+        if (!differ(si, so, sc, di, dO, dc, nd))
+          continue;
         char a[32], p1[32], p2[32], q1[32], q2[32];
         pl_text(src[k].layout, a, sizeof a);
         pl_text(si, p1, sizeof p1);

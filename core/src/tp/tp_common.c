@@ -18,12 +18,12 @@ int64_t tpx__tp_size(const tpx_sharding *sh) {
 }
 
 void tpx__tp_activation_placements(const tpx_sharding *sh,
-                                   tpx_placement tp_layout,
-                                   tpx_placement *pl) {
+                                   tpx_placement tp_layout, tpx_placement *pl) {
   int tp_dim = tpx__sv_tp_dim(sh);
   for (int m = 0; m < tpx_mesh_ndim(tpx_sharding_mesh(sh)); m++)
     pl[m] = tpx_placement_replicate();
-  if (tp_dim >= 0) pl[tp_dim] = tp_layout;
+  if (tp_dim >= 0)
+    pl[tp_dim] = tp_layout;
 }
 
 tpx_status tpx__tp_check_comm(const tpx_sharding *sh, tpx_mesh_comm *mc,
@@ -50,7 +50,8 @@ static void fmt_shape(const int64_t *s, int n, char *buf, size_t size) {
   for (int i = 0; i < n && k < size; i++)
     k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? ", " : "",
                           (long long)s[i]);
-  if (k < size) snprintf(buf + k, size - k, "]");
+  if (k < size)
+    snprintf(buf + k, size - k, "]");
 }
 
 tpx_status tpx__tp_check_shape(const tpx_tensor *t, const int64_t *shape,
@@ -58,7 +59,8 @@ tpx_status tpx__tp_check_shape(const tpx_tensor *t, const int64_t *shape,
                                tpx_error *err) {
   int ok = t->ndim == ndim;
   for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
-  if (ok) return TPX_OK;
+  if (ok)
+    return TPX_OK;
   char have[160], want[160];
   fmt_shape(t->shape, t->ndim, have, sizeof have);
   fmt_shape(shape, ndim, want, sizeof want);

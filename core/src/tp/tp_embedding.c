@@ -29,7 +29,7 @@ typedef struct emb_plan {
   int64_t woff[2], wlen[2]; /* this rank's TP-local box of the weight */
   int has_tr;               /* the module has an output 0 transition */
   int gndim;                /* ids ndim + 1 */
-  int64_t gshape[TPX_MAX_TENSOR_DIMS]; /* logical output shape [.., H] */
+  int64_t gshape[TPX_MAX_TENSOR_DIMS];    /* logical output shape [.., H] */
   int64_t nat_local[TPX_MAX_TENSOR_DIMS]; /* lookup result, local */
   int64_t out_local[TPX_MAX_TENSOR_DIMS]; /* after the transition */
   int64_t bwd_local[TPX_MAX_TENSOR_DIMS]; /* grad after the dual */
@@ -42,8 +42,7 @@ static tpx_status plan_embed(const tpx_sharding *sh, int64_t module,
                              tpx_error *err) {
   memset(ep, 0, sizeof *ep);
   if (!sh || (!ids_shape && ids_ndim > 0))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: NULL argument",
-                         call);
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: NULL argument", call);
   if (module < 0 || (size_t)module >= tpx__sv_num_modules(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "%s: module index %lld outside 0..%zu", call,
@@ -52,18 +51,18 @@ static tpx_status plan_embed(const tpx_sharding *sh, int64_t module,
   snprintf(ep->ctx, sizeof ep->ctx, "%s of module '%s'", call, name);
   if (ids_ndim < 1 || ids_ndim + 1 > TPX_MAX_TENSOR_DIMS)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "%s: ids have %d dims; need 1..%d", ep->ctx,
-                         ids_ndim, TPX_MAX_TENSOR_DIMS - 1);
+                         "%s: ids have %d dims; need 1..%d", ep->ctx, ids_ndim,
+                         TPX_MAX_TENSOR_DIMS - 1);
   if (rank < 0 || rank >= tpx__sv_world(sh))
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "%s: rank %lld outside 0..%lld", ep->ctx,
-                         (long long)rank,
+    return tpx_error_set(err, TPX_OUT_OF_RANGE, "%s: rank %lld outside 0..%lld",
+                         ep->ctx, (long long)rank,
                          (long long)tpx__sv_world(sh) - 1);
-  if (tpx_model_module_kind(tpx_sharding_model(sh), module) != TPX_MODULE_EMBEDDING)
+  if (tpx_model_module_kind(tpx_sharding_model(sh), module) !=
+      TPX_MODULE_EMBEDDING)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: the module is a %s, not an embedding", ep->ctx,
-                         tpx_module_kind_name(
-                             tpx_model_module_kind(tpx_sharding_model(sh), module)));
+                         tpx_module_kind_name(tpx_model_module_kind(
+                             tpx_sharding_model(sh), module)));
   const char *fqn = tpx_model_module_fqn(tpx_sharding_model(sh), module);
   char pname[512];
   snprintf(pname, sizeof pname, "%s%sweight", fqn, fqn[0] ? "." : "");
@@ -71,8 +70,7 @@ static tpx_status plan_embed(const tpx_sharding *sh, int64_t module,
   tpx_param_info pi;
   if (p < 0 || tpx_model_param(tpx_sharding_model(sh), p, &pi, NULL) != TPX_OK)
     return tpx_error_set(err, TPX_NOT_FOUND,
-                         "%s: the model has no parameter '%s'", ep->ctx,
-                         pname);
+                         "%s: the model has no parameter '%s'", ep->ctx, pname);
   if (pi.tied_to >= 0) {
     p = pi.tied_to;
     TPX__TRY(tpx_model_param(tpx_sharding_model(sh), p, &pi, err));
@@ -85,14 +83,14 @@ static tpx_status plan_embed(const tpx_sharding *sh, int64_t module,
   ep->V = pi.shape[0];
   ep->H = pi.shape[1];
   int tp_dim = tpx__sv_tp_dim(sh);
-  tpx_placement wp = tp_dim >= 0
-                         ? tpx__sv_placement(sh, p, tp_dim)
-                         : tpx_placement_replicate();
+  tpx_placement wp = tp_dim >= 0 ? tpx__sv_placement(sh, p, tp_dim)
+                                 : tpx_placement_replicate();
   TPX__TRY(tpx_placement_normalize(wp, 2, &ep->wpl, err));
   tpx_placement pl[TPX_MESH_MAX_DIMS];
   tpx__tp_activation_placements(sh, ep->wpl, pl);
   tpx_slice ws;
-  TPX__TRY(tpx_layout_local_slice(pi.shape, 2, tpx_sharding_mesh(sh), pl, rank, &ws, err));
+  TPX__TRY(tpx_layout_local_slice(pi.shape, 2, tpx_sharding_mesh(sh), pl, rank,
+                                  &ws, err));
   for (int i = 0; i < 2; i++) {
     ep->woff[i] = ws.offset[i];
     ep->wlen[i] = ws.length[i];
@@ -121,9 +119,10 @@ static tpx_status plan_embed(const tpx_sharding *sh, int64_t module,
     return TPX_OK; /* unstyled: a plain lookup */
   }
   const tpx_transition *tr;
-  TPX__TRY(tpx_tp_transition_get(sh, module, TPX_TRANSITION_OUTPUT, 0, &tr,
-                                 err));
-  if (!tr) return TPX_OK; /* tp == 1 */
+  TPX__TRY(
+      tpx_tp_transition_get(sh, module, TPX_TRANSITION_OUTPUT, 0, &tr, err));
+  if (!tr)
+    return TPX_OK; /* tp == 1 */
   tpx_placement from;
   TPX__TRY(tpx_placement_normalize(tr->from, ep->gndim, &from, err));
   if (!tr->from_is_none && !tpx_placement_equal(from, nat)) {
@@ -193,8 +192,8 @@ static tpx_status check_common(const emb_plan *ep, const tpx__memspace *ms,
    * back to the host, the ids themselves are never read here. */
   int64_t n = tpx_tensor_numel(ids), bad[2] = {-1, 0};
   if (n > 0)
-    TPX__TRY(tpx__ms_index_check(ms, ids->data, ids->dtype, (size_t)n,
-                                  ep->V, 0, 0, bad, err));
+    TPX__TRY(tpx__ms_index_check(ms, ids->data, ids->dtype, (size_t)n, ep->V, 0,
+                                 0, bad, err));
   if (bad[0] >= 0)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "%s: ids[%lld] = %lld is outside the vocabulary "
@@ -224,8 +223,8 @@ tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
   TPX__TRY(tpx_tensor_check(weight, "weight", err));
   TPX__TRY(tpx_tensor_check(out, "output", err));
   emb_plan ep;
-  TPX__TRY(plan_embed(sh, module, tpx__tp_my_rank(mc), ids->shape, ids->ndim,
-                      w, &ep, err));
+  TPX__TRY(plan_embed(sh, module, tpx__tp_my_rank(mc), ids->shape, ids->ndim, w,
+                      &ep, err));
   const tpx__memspace *ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
   TPX__TRY(check_common(&ep, ms, ids, weight, "weight", err));
   if (out->dtype != weight->dtype)
@@ -233,13 +232,12 @@ tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          "%s: output dtype %s differs from the weight's %s",
                          ep.ctx, tpx_dtype_short_name(out->dtype),
                          tpx_dtype_short_name(weight->dtype));
-  TPX__TRY(tpx__tp_check_shape(out, ep.out_local, ep.gndim, "output", ep.ctx,
-                               err));
+  TPX__TRY(
+      tpx__tp_check_shape(out, ep.out_local, ep.gndim, "output", ep.ctx, err));
   int64_t n = tpx_tensor_numel(ids);
   size_t es = tpx_dtype_size(weight->dtype);
   size_t row = (size_t)ep.wlen[1] * es;
-  tpx_tensor nat = tpx_tensor_make(NULL, weight->dtype, ep.gndim,
-                                   ep.nat_local);
+  tpx_tensor nat = tpx_tensor_make(NULL, weight->dtype, ep.gndim, ep.nat_local);
   void *buf = NULL;
   if (ep.has_tr) {
     TPX__TRY(tpx__ms_alloc(ms, (size_t)n * row, 0, &buf, err));
@@ -251,7 +249,7 @@ tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
   tpx_status st = TPX_OK;
   if (n > 0 && row > 0)
     st = tpx__ms_embed_lookup(ms, nat.data, weight->data, row, ids->data,
-                               ids->dtype, (size_t)n, &rows, err);
+                              ids->dtype, (size_t)n, &rows, err);
   if (st == TPX_OK && ep.has_tr)
     st = tpx_tp_transition_run(sh, mc, module, TPX_TRANSITION_OUTPUT, 0, 0,
                                ep.gshape, &nat, out, err);
@@ -259,9 +257,8 @@ tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
   return st;
 }
 
-tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh,
-                                     tpx_mesh_comm *mc, int64_t module,
-                                     const tpx_tensor *ids,
+tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                     int64_t module, const tpx_tensor *ids,
                                      const tpx_tensor *grad_out,
                                      tpx_tensor *weight_grad, tpx_error *err) {
   const char *w = "tpx_tp_embedding_backward";
@@ -270,8 +267,8 @@ tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh,
   TPX__TRY(tpx_tensor_check(grad_out, "grad_out", err));
   TPX__TRY(tpx_tensor_check(weight_grad, "weight_grad", err));
   emb_plan ep;
-  TPX__TRY(plan_embed(sh, module, tpx__tp_my_rank(mc), ids->shape, ids->ndim,
-                      w, &ep, err));
+  TPX__TRY(plan_embed(sh, module, tpx__tp_my_rank(mc), ids->shape, ids->ndim, w,
+                      &ep, err));
   const tpx__memspace *ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
   TPX__TRY(check_common(&ep, ms, ids, weight_grad, "weight_grad", err));
   if (!is_float(grad_out->dtype))
@@ -288,9 +285,8 @@ tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh,
     size_t bytes = (size_t)(n * hl) * tpx_dtype_size(grad_out->dtype);
     TPX__TRY(tpx__ms_alloc(ms, bytes, 0, &buf, err));
     g = tpx_tensor_make(buf, grad_out->dtype, ep.gndim, ep.bwd_local);
-    tpx_status st = tpx_tp_transition_run(sh, mc, module,
-                                          TPX_TRANSITION_OUTPUT, 0, 1,
-                                          ep.gshape, grad_out, &g, err);
+    tpx_status st = tpx_tp_transition_run(sh, mc, module, TPX_TRANSITION_OUTPUT,
+                                          0, 1, ep.gshape, grad_out, &g, err);
     if (st != TPX_OK) {
       tpx__ms_free(ms, buf);
       return st;
@@ -300,8 +296,8 @@ tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh,
   tpx_status st = TPX_OK;
   if (n > 0 && hl > 0)
     st = tpx__ms_embed_scatter_add(ms, weight_grad->data, weight_grad->dtype,
-                                    g.data, g.dtype, (size_t)hl, ids->data,
-                                    ids->dtype, (size_t)n, &rows, err);
+                                   g.data, g.dtype, (size_t)hl, ids->data,
+                                   ids->dtype, (size_t)n, &rows, err);
   tpx__ms_free(ms, buf);
   return st;
 }

@@ -24,8 +24,7 @@ int64_t tpx__tp_size(const tpx_sharding *sh);
 /* pl[mesh ndim]: `tp_layout` on the tp dim, Replicate elsewhere (an
  * activation: every other mesh dim holds its own local data). */
 void tpx__tp_activation_placements(const tpx_sharding *sh,
-                                   tpx_placement tp_layout,
-                                   tpx_placement *pl);
+                                   tpx_placement tp_layout, tpx_placement *pl);
 
 /* The mesh of mc must be the sharding's (same dims and sizes). `what`
  * names the call. */

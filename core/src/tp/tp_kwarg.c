@@ -48,8 +48,8 @@ static tpx_status kwarg_tr(const tpx_sharding *sh, int64_t module,
     have[0] = '\0';
     for (int32_t i = 0; i < s->input_kwarg_layouts.count && n < sizeof have;
          i++)
-      n += (size_t)snprintf(have + n, sizeof have - n, "%s'%s'",
-                            i ? ", " : "", s->input_kwarg_layouts.items[i].name);
+      n += (size_t)snprintf(have + n, sizeof have - n, "%s'%s'", i ? ", " : "",
+                            s->input_kwarg_layouts.items[i].name);
     return tpx_error_set(err, TPX_NOT_FOUND,
                          "tp kwarg transition: module '%s' (plan key '%s') "
                          "has no layout for keyword input '%s' (torch passes "
@@ -57,7 +57,8 @@ static tpx_status kwarg_tr(const tpx_sharding *sh, int64_t module,
                          name, tpx__sv_entry_key(sh, e), kwarg,
                          n ? have : "none");
   }
-  if (tpx__sv_tp_applied(sh)) *tr = &rec->view; /* tp == 1: no hooks */
+  if (tpx__sv_tp_applied(sh))
+    *tr = &rec->view; /* tp == 1: no hooks */
   return TPX_OK;
 }
 
@@ -83,16 +84,19 @@ tpx_status tpx_tp_kwarg_transition_layouts(
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_kwarg_transition_layouts: NULL argument");
   int copy;
-  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, ndim,
-                         in_layout, out_layout, &copy, err));
-  if (is_copy) *is_copy = copy;
+  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, ndim, in_layout,
+                         out_layout, &copy, err));
+  if (is_copy)
+    *is_copy = copy;
   return TPX_OK;
 }
 
-tpx_status tpx_tp_kwarg_transition_shape(
-    const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
-    const tpx_placement *arrived, int64_t rank, const int64_t *shape,
-    int ndim, int64_t *in_local, int64_t *out_local, tpx_error *err) {
+tpx_status tpx_tp_kwarg_transition_shape(const tpx_sharding *sh, int64_t module,
+                                         const char *kwarg, int backward,
+                                         const tpx_placement *arrived,
+                                         int64_t rank, const int64_t *shape,
+                                         int ndim, int64_t *in_local,
+                                         int64_t *out_local, tpx_error *err) {
   if (!sh || !out_local || (!shape && ndim > 0))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_kwarg_transition_shape: NULL argument");
@@ -103,18 +107,20 @@ tpx_status tpx_tp_kwarg_transition_shape(
                          ndim, TPX_MAX_TENSOR_DIMS);
   tpx_placement in, out;
   int copy;
-  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, ndim, &in,
-                         &out, &copy, err));
+  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, ndim, &in, &out,
+                         &copy, err));
   if (in_local)
     TPX__TRY(tpx_tp_local_shape(sh, rank, in, shape, ndim, in_local, err));
   return tpx_tp_local_shape(sh, rank, out, shape, ndim, out_local, err);
 }
 
-tpx_status tpx_tp_kwarg_transition_run(
-    const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
-    const char *kwarg, int backward, const tpx_placement *arrived,
-    const int64_t *shape, const tpx_tensor *in, tpx_tensor *out,
-    tpx_error *err) {
+tpx_status tpx_tp_kwarg_transition_run(const tpx_sharding *sh,
+                                       tpx_mesh_comm *mc, int64_t module,
+                                       const char *kwarg, int backward,
+                                       const tpx_placement *arrived,
+                                       const int64_t *shape,
+                                       const tpx_tensor *in, tpx_tensor *out,
+                                       tpx_error *err) {
   TPX__TRY(tpx__tp_check_comm(sh, mc, "tpx_tp_kwarg_transition_run", err));
   if (!in || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -123,8 +129,8 @@ tpx_status tpx_tp_kwarg_transition_run(
   TPX__TRY(tpx_tensor_check(in, "input", err));
   tpx_placement from, to;
   int copy;
-  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, in->ndim,
-                         &from, &to, &copy, err));
+  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, in->ndim, &from,
+                         &to, &copy, err));
   char ctx[256];
   snprintf(ctx, sizeof ctx,
            "tp transition of module '%s' keyword input '%s' (%s)",

@@ -28,9 +28,9 @@
 
 typedef struct loss_ctx {
   const char *what;
-  int64_t V, off, len; /* vocab, this rank's range */
-  int64_t rows;        /* positions */
-  tpx_comm *tp;        /* NULL: no collective */
+  int64_t V, off, len;     /* vocab, this rank's range */
+  int64_t rows;            /* positions */
+  tpx_comm *tp;            /* NULL: no collective */
   const tpx__memspace *ms; /* where logits, targets and results live */
   tpx__ms_loss l;          /* the kernels' view of logits and targets */
 } loss_ctx;
@@ -38,8 +38,7 @@ typedef struct loss_ctx {
 static tpx_status check_opts(const tpx_tp_loss_options *opts, const char *w,
                              tpx_error *err) {
   if (!opts)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: options are NULL",
-                         w);
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: options are NULL", w);
   if (opts->struct_size < sizeof *opts)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: options struct_size %zu is smaller than %zu "
@@ -58,28 +57,28 @@ static tpx_status range_of(const tpx_sharding *sh, int64_t rank,
                            int64_t *len, tpx_error *err) {
   *off = 0;
   *len = opts->vocab;
-  if (!opts->vocab_parallel || tpx__tp_size(sh) == 1) return TPX_OK;
+  if (!opts->vocab_parallel || tpx__tp_size(sh) == 1)
+    return TPX_OK;
   tpx_placement pl[TPX_MESH_MAX_DIMS];
   tpx__tp_activation_placements(sh, tpx_placement_shard(0), pl);
   tpx_slice s;
-  TPX__TRY(tpx_layout_local_slice(&opts->vocab, 1, tpx_sharding_mesh(sh), pl, rank, &s,
-                                  err));
+  TPX__TRY(tpx_layout_local_slice(&opts->vocab, 1, tpx_sharding_mesh(sh), pl,
+                                  rank, &s, err));
   *off = s.offset[0];
   *len = s.length[0];
   return TPX_OK;
 }
 
 tpx_status tpx_tp_vocab_range(const tpx_sharding *sh, int64_t rank,
-                              const tpx_tp_loss_options *opts,
-                              int64_t *offset, int64_t *len, tpx_error *err) {
+                              const tpx_tp_loss_options *opts, int64_t *offset,
+                              int64_t *len, tpx_error *err) {
   const char *w = "tpx_tp_vocab_range";
   if (!sh || !offset || !len)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: NULL argument", w);
   TPX__TRY(check_opts(opts, w, err));
   if (rank < 0 || rank >= tpx__sv_world(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE, "%s: rank %lld outside 0..%lld",
-                         w, (long long)rank,
-                         (long long)tpx__sv_world(sh) - 1);
+                         w, (long long)rank, (long long)tpx__sv_world(sh) - 1);
   return range_of(sh, rank, opts, offset, len, err);
 }
 
@@ -121,8 +120,7 @@ static tpx_status setup(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          "%s: logits' last dim is %lld but this rank holds "
                          "%lld of the %lld vocab entries (offset %lld)",
                          w, (long long)logits->shape[logits->ndim - 1],
-                         (long long)c->len, (long long)c->V,
-                         (long long)c->off);
+                         (long long)c->len, (long long)c->V, (long long)c->off);
   TPX__TRY(tpx__tp_check_shape(targets, logits->shape, logits->ndim - 1,
                                "targets", w, err));
   if (like_logits) {
@@ -131,8 +129,8 @@ static tpx_status setup(const tpx_sharding *sh, tpx_mesh_comm *mc,
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                            "%s: %s must be f32 or bf16, not %s", w, ll_name,
                            tpx_dtype_short_name(like_logits->dtype));
-    TPX__TRY(tpx__tp_check_shape(like_logits, want, logits->ndim, ll_name, w,
-                                 err));
+    TPX__TRY(
+        tpx__tp_check_shape(like_logits, want, logits->ndim, ll_name, w, err));
   }
   if (like_targets) {
     TPX__TRY(tpx_tensor_check(like_targets, lt_name, err));
@@ -140,16 +138,16 @@ static tpx_status setup(const tpx_sharding *sh, tpx_mesh_comm *mc,
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                            "%s: %s must be f32, not %s", w, lt_name,
                            tpx_dtype_short_name(like_targets->dtype));
-    TPX__TRY(tpx__tp_check_shape(like_targets, logits->shape,
-                                 logits->ndim - 1, lt_name, w, err));
+    TPX__TRY(tpx__tp_check_shape(like_targets, logits->shape, logits->ndim - 1,
+                                 lt_name, w, err));
   }
   c->rows = tpx_tensor_numel(targets);
   c->ms = tpx__comm_ms(tpx_mesh_comm_world(mc));
   int64_t bad[2] = {-1, 0};
   if (c->rows > 0)
     TPX__TRY(tpx__ms_index_check(c->ms, targets->data, targets->dtype,
-                                     (size_t)c->rows, c->V, 1,
-                                     opts->ignore_index, bad, err));
+                                 (size_t)c->rows, c->V, 1, opts->ignore_index,
+                                 bad, err));
   if (bad[0] >= 0)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "%s: targets[%lld] = %lld is outside the "
@@ -194,16 +192,16 @@ static tpx_status row_stats(const loss_ctx *c, int want_tgt, row_buf *b,
   b->mx = mx;
   TPX__TRY(tpx__ms_alloc(ms, 2 * rows * sizeof(double), 1, &se, err));
   b->se = se;
-  if (rows == 0) return TPX_OK;
+  if (rows == 0)
+    return TPX_OK;
   TPX__TRY(tpx__ms_loss_row_max(ms, b->mx, &c->l, err));
   if (c->tp)
     TPX__TRY(tpx_comm_all_reduce(c->tp, b->mx, b->mx, rows, TPX_DTYPE_F32,
                                  TPX_REDUCE_MAX, err));
   TPX__TRY(tpx__ms_loss_row_sums(ms, b->se, b->mx, &c->l, want_tgt, err));
   if (c->tp)
-    TPX__TRY(tpx_comm_all_reduce(c->tp, b->se, b->se,
-                                 rows * (want_tgt ? 2 : 1), TPX_DTYPE_F64,
-                                 TPX_REDUCE_SUM, err));
+    TPX__TRY(tpx_comm_all_reduce(c->tp, b->se, b->se, rows * (want_tgt ? 2 : 1),
+                                 TPX_DTYPE_F64, TPX_REDUCE_SUM, err));
   return TPX_OK;
 }
 
@@ -212,9 +210,10 @@ static tpx_status row_stats(const loss_ctx *c, int want_tgt, row_buf *b,
 static tpx_status write_grad(const loss_ctx *c, const row_buf *b,
                              const float *gi, double scale, double sign,
                              tpx_tensor *grad, tpx_error *err) {
-  if (c->rows == 0) return TPX_OK;
-  return tpx__ms_loss_grad(c->ms, grad->data, grad->dtype, b->mx, b->se,
-                               gi, scale, sign, &c->l, err);
+  if (c->rows == 0)
+    return TPX_OK;
+  return tpx__ms_loss_grad(c->ms, grad->data, grad->dtype, b->mx, b->se, gi,
+                           scale, sign, &c->l, err);
 }
 
 tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
@@ -230,8 +229,8 @@ tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
   row_buf rb = {0};
   tpx_status st = row_stats(&c, 1, &rb, err);
   if (st == TPX_OK && c.rows)
-    st = tpx__ms_loss_logprobs(c.ms, logprobs->data, NULL, rb.mx, rb.se,
-                                  &c.l, err);
+    st = tpx__ms_loss_logprobs(c.ms, logprobs->data, NULL, rb.mx, rb.se, &c.l,
+                               err);
   free_stats(&c, &rb);
   return st;
 }
@@ -251,8 +250,7 @@ tpx_status tpx_tp_logprobs_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
   row_buf rb = {0};
   tpx_status st = row_stats(&c, 0, &rb, err);
   if (st == TPX_OK)
-    st = write_grad(&c, &rb, grad_logprobs->data, 1.0, -1.0, grad_logits,
-                    err);
+    st = write_grad(&c, &rb, grad_logprobs->data, 1.0, -1.0, grad_logits, err);
   free_stats(&c, &rb);
   return st;
 }
@@ -274,20 +272,25 @@ static tpx_status cross_entropy(const tpx_sharding *sh, tpx_mesh_comm *mc,
   tpx_status st = row_stats(&c, 1, &rb, err);
   double sc[2] = {0, 0}; /* sum, count */
   void *dsc = NULL;
-  if (st == TPX_OK) st = tpx__ms_alloc(c.ms, sizeof sc, 1, &dsc, err);
+  if (st == TPX_OK)
+    st = tpx__ms_alloc(c.ms, sizeof sc, 1, &dsc, err);
   if (st == TPX_OK && c.rows)
     st = tpx__ms_loss_logprobs(c.ms, NULL, dsc, rb.mx, rb.se, &c.l, err);
   if (st == TPX_OK)
     st = tpx__ms_copy(c.ms, sc, dsc, sizeof sc, TPX__D2H, err);
   tpx__ms_free(c.ms, dsc);
   int64_t n = (int64_t)sc[1];
-  if (mean) grad_scale = n ? 1.0 / (double)n : 0.0;
+  if (mean)
+    grad_scale = n ? 1.0 / (double)n : 0.0;
   if (st == TPX_OK && grad_logits)
     st = write_grad(&c, &rb, NULL, grad_scale, 1.0, grad_logits, err);
   free_stats(&c, &rb);
-  if (st != TPX_OK) return st;
-  if (loss_sum) *loss_sum = sc[0];
-  if (count) *count = n;
+  if (st != TPX_OK)
+    return st;
+  if (loss_sum)
+    *loss_sum = sc[0];
+  if (count)
+    *count = n;
   return TPX_OK;
 }
 
@@ -301,8 +304,7 @@ tpx_status tpx_tp_cross_entropy(const tpx_sharding *sh, tpx_mesh_comm *mc,
                        grad_logits, loss_sum, count, err);
 }
 
-tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh,
-                                     tpx_mesh_comm *mc,
+tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                      const tpx_tp_loss_options *opts,
                                      const tpx_tensor *logits,
                                      const tpx_tensor *targets,
@@ -313,6 +315,7 @@ tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh,
   int64_t cnt = 0;
   TPX__TRY(cross_entropy(sh, mc, opts, logits, targets, 1, 0.0, grad_logits,
                          &sum, &cnt, err));
-  if (loss) *loss = cnt ? sum / (double)cnt : 0.0;
+  if (loss)
+    *loss = cnt ? sum / (double)cnt : 0.0;
   return TPX_OK;
 }

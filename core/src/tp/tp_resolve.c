@@ -15,9 +15,11 @@
 
 int tpx__tp_prepare_keeps_arrival(const tpx_sharding *sh, int64_t module,
                                   const tpx_transition *tr, int ndim) {
-  if (!tr || tr->from_is_none || tr->side != TPX_TRANSITION_INPUT) return 0;
+  if (!tr || tr->from_is_none || tr->side != TPX_TRANSITION_INPUT)
+    return 0;
   int64_t e = tpx__sv_module_entry(sh, module);
-  if (e < 0 || tpx__sv_entry_style(sh, e)->kind != TPX_STYLE_PREPARE_MODULE_INPUT)
+  if (e < 0 ||
+      tpx__sv_entry_style(sh, e)->kind != TPX_STYLE_PREPARE_MODULE_INPUT)
     return 0;
   tpx_placement f, t;
   if (tpx_placement_normalize(tr->from, ndim, &f, NULL) != TPX_OK ||
@@ -48,7 +50,8 @@ tpx_status tpx_tp_transition_get(const tpx_sharding *sh, int64_t module,
                          "tp transition: module '%s' has no parallel style "
                          "(no plan entry applies to it)",
                          name);
-  if (!tpx__sv_tp_applied(sh)) return TPX_OK; /* tp == 1: no hooks */
+  if (!tpx__sv_tp_applied(sh))
+    return TPX_OK; /* tp == 1: no hooks */
   const tpx_transition *tr;
   size_t n;
   TPX__TRY(tpx_sharding_module_transitions(sh, module, &tr, &n, err));
@@ -61,9 +64,8 @@ tpx_status tpx_tp_transition_get(const tpx_sharding *sh, int64_t module,
       return TPX_OK;
     }
     if (k < sizeof have)
-      k += (size_t)snprintf(have + k, sizeof have - k, "%s%s %d",
-                            k ? ", " : "", tpx__tp_side_name(tr[i].side),
-                            tr[i].index);
+      k += (size_t)snprintf(have + k, sizeof have - k, "%s%s %d", k ? ", " : "",
+                            tpx__tp_side_name(tr[i].side), tr[i].index);
   }
   const char *style = tpx_style_kind_name(tpx__sv_entry_style(sh, entry)->kind);
   return tpx_error_set(err, TPX_NOT_FOUND,
@@ -76,10 +78,12 @@ tpx_status tpx_tp_transition_get(const tpx_sharding *sh, int64_t module,
 /* "<name>(dim=<d>)" -> d. */
 static int parse_dim(const char *s, const char *name, int32_t *d) {
   size_t n = strlen(name);
-  if (strncmp(s, name, n) != 0 || strncmp(s + n, "(dim=", 5) != 0) return 0;
+  if (strncmp(s, name, n) != 0 || strncmp(s + n, "(dim=", 5) != 0)
+    return 0;
   char *end;
   long v = strtol(s + n + 5, &end, 10);
-  if (*end != ')' || end[1] != '\0') return 0;
+  if (*end != ')' || end[1] != '\0')
+    return 0;
   *d = (int32_t)v;
   return 1;
 }
@@ -104,9 +108,11 @@ tpx_status tpx__tp_resolve_tr(const tpx_sharding *sh, int64_t module,
                               tpx_error *err) {
   *in = *out = tpx_placement_replicate();
   *copy = 1;
-  if (!tr || tr->from_is_none) return TPX_OK; /* tp == 1, or pass-through */
+  if (!tr || tr->from_is_none)
+    return TPX_OK; /* tp == 1, or pass-through */
   const char *c = backward ? tr->backward : tr->forward;
-  if (strncmp(c, "mask + ", 7) == 0) c += 7; /* rows zeroed by the caller */
+  if (strncmp(c, "mask + ", 7) == 0)
+    c += 7; /* rows zeroed by the caller */
   *copy = strcmp(c, "none") == 0;
   if (!backward) {
     *in = tr->from;
@@ -136,8 +142,8 @@ tpx_status tpx__tp_resolve_tr(const tpx_sharding *sh, int64_t module,
     return tpx_error_set(err, TPX_INTERNAL,
                          "tp transition: module '%s' %s %d: unknown backward "
                          "collective '%s'",
-                         tpx__tp_module_name(sh, module), tpx__tp_side_name(tr->side),
-                         tr->index, c);
+                         tpx__tp_module_name(sh, module),
+                         tpx__tp_side_name(tr->side), tr->index, c);
   }
   return TPX_OK;
 }
@@ -160,8 +166,8 @@ tpx_status tpx__tp_resolve(const tpx_sharding *sh, int64_t module,
                          index);
   const tpx_transition *tr;
   TPX__TRY(tpx_tp_transition_get(sh, module, side, index, &tr, err));
-  return tpx__tp_resolve_dt_tr(sh, module, tr, backward, arrived, ndim, in,
-                               out, copy, err);
+  return tpx__tp_resolve_dt_tr(sh, module, tr, backward, arrived, ndim, in, out,
+                               copy, err);
 }
 
 tpx_status tpx__tp_resolve_dt_tr(const tpx_sharding *sh, int64_t module,

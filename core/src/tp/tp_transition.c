@@ -29,7 +29,8 @@ static tpx_status local_shape(const tpx_sharding *sh, int64_t rank,
   TPX__TRY(tpx_placement_normalize(layout, ndim, &n, err));
   tpx__tp_activation_placements(sh, n, pl);
   tpx_slice s;
-  TPX__TRY(tpx_layout_local_slice(shape, ndim, tpx_sharding_mesh(sh), pl, rank, &s, err));
+  TPX__TRY(tpx_layout_local_slice(shape, ndim, tpx_sharding_mesh(sh), pl, rank,
+                                  &s, err));
   for (int i = 0; i < ndim; i++) local[i] = s.length[i];
   return TPX_OK;
 }
@@ -43,8 +44,7 @@ tpx_status tpx_tp_local_shape(const tpx_sharding *sh, int64_t rank,
   if (rank < 0 || rank >= tpx__sv_world(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "tpx_tp_local_shape: rank %lld outside 0..%lld",
-                         (long long)rank,
-                         (long long)tpx__sv_world(sh) - 1);
+                         (long long)rank, (long long)tpx__sv_world(sh) - 1);
   return local_shape(sh, rank, layout, shape, ndim, local, err);
 }
 
@@ -57,12 +57,12 @@ static tpx_status move(const tpx_sharding *sh, tpx_mesh_comm *mc,
   TPX__TRY(tpx_tensor_check(out, "output", err));
   if (in->dtype != out->dtype)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "%s: input dtype %s differs from output dtype %s",
-                         ctx, tpx_dtype_short_name(in->dtype),
+                         "%s: input dtype %s differs from output dtype %s", ctx,
+                         tpx_dtype_short_name(in->dtype),
                          tpx_dtype_short_name(out->dtype));
   if (!shape && in->ndim > 0)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "%s: logical shape is NULL", ctx);
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: logical shape is NULL",
+                         ctx);
   int ndim = in->ndim;
   int64_t me = tpx__tp_my_rank(mc);
   int64_t lin[TPX_MAX_TENSOR_DIMS], lout[TPX_MAX_TENSOR_DIMS];
@@ -103,7 +103,8 @@ tpx_status tpx_tp_redistribute(const tpx_sharding *sh, tpx_mesh_comm *mc,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: %s is NULL", w,
                          !in ? "input" : "output");
   int copy = tpx__tp_size(sh) == 1;
-  if (copy) from = to = tpx_placement_replicate();
+  if (copy)
+    from = to = tpx_placement_replicate();
   return move(sh, mc, shape, from, to, copy, in, out, w, err);
 }
 
@@ -118,18 +119,21 @@ tpx_status tpx_tp_transition_layouts(const tpx_sharding *sh, int64_t module,
                                       0, in_layout, out_layout, is_copy, err);
 }
 
-tpx_status tpx_tp_transition_layouts_dt(
-    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
-    int index, int backward, const tpx_placement *arrived, int ndim,
-    tpx_placement *in_layout, tpx_placement *out_layout, int *is_copy,
-    tpx_error *err) {
+tpx_status tpx_tp_transition_layouts_dt(const tpx_sharding *sh, int64_t module,
+                                        tpx_transition_side side, int index,
+                                        int backward,
+                                        const tpx_placement *arrived, int ndim,
+                                        tpx_placement *in_layout,
+                                        tpx_placement *out_layout, int *is_copy,
+                                        tpx_error *err) {
   if (!in_layout || !out_layout)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_transition_layouts: NULL argument");
   int copy;
   TPX__TRY(tpx__tp_resolve(sh, module, side, index, backward, arrived, ndim,
                            in_layout, out_layout, &copy, err));
-  if (is_copy) *is_copy = copy;
+  if (is_copy)
+    *is_copy = copy;
   return TPX_OK;
 }
 
@@ -146,28 +150,30 @@ tpx_status tpx_tp_transition_shape(const tpx_sharding *sh, int64_t module,
                                     err);
 }
 
-tpx_status tpx_tp_transition_shape_dt(
-    const tpx_sharding *sh, int64_t module, tpx_transition_side side,
-    int index, int backward, const tpx_placement *arrived, int64_t rank,
-    const int64_t *shape, int ndim, int64_t *in_local, int64_t *out_local,
-    tpx_error *err) {
+tpx_status tpx_tp_transition_shape_dt(const tpx_sharding *sh, int64_t module,
+                                      tpx_transition_side side, int index,
+                                      int backward,
+                                      const tpx_placement *arrived,
+                                      int64_t rank, const int64_t *shape,
+                                      int ndim, int64_t *in_local,
+                                      int64_t *out_local, tpx_error *err) {
   if (!sh || !out_local || (!shape && ndim > 0))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_transition_shape: NULL argument");
   if (ndim < 0 || ndim > TPX_MAX_TENSOR_DIMS)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tpx_tp_transition_shape: ndim %d outside 0..%d",
-                         ndim, TPX_MAX_TENSOR_DIMS);
+                         "tpx_tp_transition_shape: ndim %d outside 0..%d", ndim,
+                         TPX_MAX_TENSOR_DIMS);
   if (rank < 0 || rank >= tpx__sv_world(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "tpx_tp_transition_shape: rank %lld outside 0..%lld",
-                         (long long)rank,
-                         (long long)tpx__sv_world(sh) - 1);
+                         (long long)rank, (long long)tpx__sv_world(sh) - 1);
   tpx_placement in, out;
   int copy;
-  TPX__TRY(tpx__tp_resolve(sh, module, side, index, backward, arrived, ndim, &in,
-                      &out, &copy, err));
-  if (in_local) TPX__TRY(local_shape(sh, rank, in, shape, ndim, in_local, err));
+  TPX__TRY(tpx__tp_resolve(sh, module, side, index, backward, arrived, ndim,
+                           &in, &out, &copy, err));
+  if (in_local)
+    TPX__TRY(local_shape(sh, rank, in, shape, ndim, in_local, err));
   return local_shape(sh, rank, out, shape, ndim, out_local, err);
 }
 
@@ -182,11 +188,12 @@ tpx_status tpx_tp_transition_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                   shape, in, out, err);
 }
 
-tpx_status tpx_tp_transition_run_dt(
-    const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
-    tpx_transition_side side, int index, int backward,
-    const tpx_placement *arrived, const int64_t *shape, const tpx_tensor *in,
-    tpx_tensor *out, tpx_error *err) {
+tpx_status tpx_tp_transition_run_dt(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                    int64_t module, tpx_transition_side side,
+                                    int index, int backward,
+                                    const tpx_placement *arrived,
+                                    const int64_t *shape, const tpx_tensor *in,
+                                    tpx_tensor *out, tpx_error *err) {
   TPX__TRY(tpx__tp_check_comm(sh, mc, "tpx_tp_transition_run", err));
   if (!in || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -196,7 +203,7 @@ tpx_status tpx_tp_transition_run_dt(
   tpx_placement from, to;
   int copy;
   TPX__TRY(tpx__tp_resolve(sh, module, side, index, backward, arrived, in->ndim,
-                      &from, &to, &copy, err));
+                           &from, &to, &copy, err));
   char ctx[256];
   snprintf(ctx, sizeof ctx, "tp transition of module '%s' %s %d (%s)",
            tpx__tp_module_name(sh, module), tpx__tp_side_name(side), index,

@@ -74,7 +74,7 @@ typedef enum tpx_plugin_status {
   TPX_PLUGIN_INVALID = 4,         /* a bad argument (message set by host) */
   TPX_PLUGIN_ABI_UNSUPPORTED = 5, /* no common ABI version */
   TPX_PLUGIN_NO_MEMORY = 6,
-  TPX_PLUGIN_ERROR = 7            /* any other failure (message set) */
+  TPX_PLUGIN_ERROR = 7 /* any other failure (message set) */
 } tpx_plugin_status;
 
 /* Log levels for host->log. */
@@ -123,16 +123,16 @@ typedef struct tpx_plugin_entry {
   int32_t n_desired_layouts;
   int32_t use_local_output; /* 0, 1 or TPX_PLUGIN_DEFAULT */
   int32_t sequence_dim;     /* sequence styles; TPX_PLUGIN_DEFAULT = 1 */
-  int32_t optional; /* 1: the key exists only in some variants of the
-                       architecture; matching nothing is not an error */
+  int32_t optional;         /* 1: the key exists only in some variants of the
+                               architecture; matching nothing is not an error */
 } tpx_plugin_entry;
 
 /* What the host asks a plan for. */
 typedef struct tpx_plugin_plan_request {
   size_t struct_size;
-  const char *architecture; /* the string that selected this plugin */
-  const char *plan_name;    /* NULL: the default plan; else a named plan the
-                               plugin listed in info->plan_names */
+  const char *architecture;  /* the string that selected this plugin */
+  const char *plan_name;     /* NULL: the default plan; else a named plan the
+                                plugin listed in info->plan_names */
   int32_t sequence_parallel; /* 0 or 1 */
   int64_t tp_size;           /* >= 1 */
 } tpx_plugin_plan_request;
@@ -142,8 +142,8 @@ typedef struct tpx_plugin_plan_request {
  * struct_size before using one that is newer than ABI 1.0. */
 typedef struct tpx_plugin_host {
   size_t struct_size;
-  uint32_t abi_min; /* oldest ABI version the host speaks */
-  uint32_t abi_max; /* newest ABI version the host speaks */
+  uint32_t abi_min;         /* oldest ABI version the host speaks */
+  uint32_t abi_max;         /* newest ABI version the host speaks */
   const char *host_version; /* tpx version string, e.g. "0.1.0" */
 
   /* Logging through the host's logger (never printf from a plugin). */
@@ -166,8 +166,7 @@ typedef struct tpx_plugin_host {
   int (*config_get_string)(tpx_plugin_ctx *ctx, const char *path,
                            const char **out);
   /* Number of items of an array, or of keys of an object. */
-  int (*config_get_length)(tpx_plugin_ctx *ctx, const char *path,
-                           int64_t *out);
+  int (*config_get_length)(tpx_plugin_ctx *ctx, const char *path, int64_t *out);
   /* The idx-th key of an object (insertion order); borrowed as above. */
   int (*config_get_key)(tpx_plugin_ctx *ctx, const char *path, int64_t idx,
                         const char **out);
@@ -238,8 +237,7 @@ typedef struct tpx_plugin_host {
    *   tensor_parallel           e.g. "none: the strategy applies no TP"
    *   activation_checkpointing  e.g. "whole block: each blocks[i]"
    *   sequence_parallel, tp_shard_plan, validate_tp_mesh, fsdp, ... */
-  int (*strategy_set)(tpx_plugin_ctx *ctx, const char *key,
-                      const char *value);
+  int (*strategy_set)(tpx_plugin_ctx *ctx, const char *key, const char *value);
 } tpx_plugin_host;
 
 /* What the plugin tells the host at registration. The host zero-fills it and
@@ -248,9 +246,9 @@ typedef struct tpx_plugin_host {
  * the host copies them. */
 typedef struct tpx_plugin_info {
   size_t struct_size;
-  uint32_t abi_version;   /* the version the plugin speaks (in range) */
-  const char *name;       /* short family name, e.g. "llama" */
-  const char *version;    /* the plugin's own version, e.g. "1.0.0" */
+  uint32_t abi_version; /* the version the plugin speaks (in range) */
+  const char *name;     /* short family name, e.g. "llama" */
+  const char *version;  /* the plugin's own version, e.g. "1.0.0" */
   const char *description;
   /* NULL-terminated. Bare class names ("LlamaForCausalLM") and qualified
    * names ("transformers.models.llama.modeling_llama.LlamaForCausalLM"), both
@@ -345,8 +343,7 @@ typedef int (*tpx_plugin_strategy_fn)(const tpx_plugin_host *host,
 #ifdef TPX_PLUGIN_DECLARE_ENTRY_POINTS
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info);
-TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host,
-                               tpx_plugin_ctx *ctx,
+TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                                const tpx_plugin_plan_request *req);
 TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *host,
                                               tpx_plugin_ctx *ctx,

@@ -132,8 +132,7 @@ void fam_check_refused_tp(tpx_registry *reg, const tpx_model *model,
 
 void fam_check_plan_any_tp(tpx_registry *reg, const tpx_model *model,
                            const char *arch, const char *plan_name, int sp,
-                           int64_t tp, const char *family,
-                           const char *golden) {
+                           int64_t tp, const char *family, const char *golden) {
   static const int64_t refs[] = {1, 2};
   char msg[512];
   tpx_plan *plan = NULL;
@@ -262,8 +261,7 @@ static int implied_shard_dim(const tpx_model *model, const tpx_plan *plan,
       if (kind == TPX_MODULE_LINEAR)
         return is_weight ? 1 : -1;
       return -1;
-    default:
-      return -1;
+    default: return -1;
     }
   }
   return -1;
@@ -379,8 +377,7 @@ void fam_check_selected(tpx_registry *reg, const tpx_model *model,
                 "tp=%lld: the plugin failed", (long long)tp);
   if (refused) {
     ck_assert_msg(fam_diags_count(diags, "plugin-refused", NULL) == 1,
-                  "tp=%lld: want one plugin-refused diagnostic",
-                  (long long)tp);
+                  "tp=%lld: want one plugin-refused diagnostic", (long long)tp);
     ck_assert_int_ne(tpx_selection_source(sel), TPX_PLAN_SOURCE_PLUGIN);
   } else {
     ck_assert_msg(!fam_diags_have(diags, "plugin-refused", NULL),

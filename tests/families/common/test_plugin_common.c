@@ -129,8 +129,7 @@ static int m_add_param(tpx_plugin_ctx *c, const char *mod, const char *name,
   int i = c->n_params++, k;
   (void)dtype;
   snprintf(c->params[i], TPXP_FQN_MAX, "%s.%s", mod, name);
-  for (k = 0; k < ndim; k++)
-    c->shapes[i][k] = shape[k];
+  for (k = 0; k < ndim; k++) c->shapes[i][k] = shape[k];
   c->ndims[i] = ndim;
   return TPX_PLUGIN_OK;
 }
@@ -210,8 +209,8 @@ END_TEST
 START_TEST(test_register) {
   static const char *const archs[] = {"AForCausalLM", NULL};
   static const char *const plans[] = {"p", NULL};
-  static const tpxp_plugin_desc d = {"fam", "9.9.9", "a family", archs,
-                                     plans, NULL};
+  static const tpxp_plugin_desc d = {"fam", "9.9.9", "a family",
+                                     archs, plans,   NULL};
   tpx_plugin_host h = mock_host();
   tpx_plugin_info info;
   memset(&info, 0, sizeof info);
@@ -374,8 +373,8 @@ START_TEST(test_cfg_read) {
   ck_assert_int_eq(TPXP_CFG_READ(&h, c, "", keys), 0);
   ck_assert_int_eq(layers, 2);
   ck_assert_int_eq(size, 5);
-  ck_assert_int_eq(heads, 4);     /* new name absent: the old one */
-  ck_assert_int_eq(renamed, 64);  /* new name present: it wins */
+  ck_assert_int_eq(heads, 4);    /* new name absent: the old one */
+  ck_assert_int_eq(renamed, 64); /* new name present: it wins */
   ck_assert_int_eq(tie, 1);
   ck_assert(x == 2.5);
   ck_assert_str_eq(mt, "llama");
@@ -465,17 +464,17 @@ START_TEST(test_sk_rows) {
   tpx_plugin_host h = mock_host();
   tpx_plugin_ctx *c = new_ctx();
   const tpxp_sk_row rows[] = {
-      TPXP_SK_MOD("", "other"),
-      TPXP_SK_PRM("", "A_log", 8, -1),
-      TPXP_SK_LIN("proj", 3, 5, 1),
-      TPXP_SK_NRM("norm", 7, 0),
+      TPXP_SK_MOD("", "other"),     TPXP_SK_PRM("", "A_log", 8, -1),
+      TPXP_SK_LIN("proj", 3, 5, 1), TPXP_SK_NRM("norm", 7, 0),
       TPXP_SK_EMB("emb", 11, 4),
   };
-  const tpxp_sk_row bad[] = {TPXP_SK_NRM("n", 2, 0), {.suffix = "z"},
-                             TPXP_SK_NRM("never", 2, 0)};
+  const tpxp_sk_row bad[] = {
+      TPXP_SK_NRM("n", 2, 0), {.suffix = "z"}, TPXP_SK_NRM("never", 2, 0)};
   const tpxp_sk_row when[] = {
-      TPXP_SK_WHEN(0), TPXP_SK_NRM("skipped", 2, 0),
-      TPXP_SK_WHEN(7), TPXP_SK_NRM("kept", 2, 0),
+      TPXP_SK_WHEN(0),
+      TPXP_SK_NRM("skipped", 2, 0),
+      TPXP_SK_WHEN(7),
+      TPXP_SK_NRM("kept", 2, 0),
       TPXP_SK_NRM("plain", 2, 0),
       TPXP_SK_WHEN(0), /* last: skips nothing past the end */
   };
@@ -517,17 +516,17 @@ static int d_plan(const tpx_plugin_host *h, tpx_plugin_ctx *c,
   (void)r;
   return tpxp_add(h, c, "planned", "colwise", NULL, NULL, TPXP_DEF, 0);
 }
-static int d_skel(const tpx_plugin_host *h, tpx_plugin_ctx *c,
-                  const char *a) {
+static int d_skel(const tpx_plugin_host *h, tpx_plugin_ctx *c, const char *a) {
   (void)a;
   return tpxp_sk_module(h, c, "skel", "other");
 }
-static int d_fail(const tpx_plugin_host *h, tpx_plugin_ctx *c,
-                  const char *a) {
+static int d_fail(const tpx_plugin_host *h, tpx_plugin_ctx *c, const char *a) {
   return tpxp_fail(h, c, TPX_PLUGIN_ERROR, "fp32 of %s", a);
 }
 static const tpxp_arch_ops k_ops[] = {
-    {.bare = "AForCausalLM", .plan = d_plan, .skeleton = d_skel,
+    {.bare = "AForCausalLM",
+     .plan = d_plan,
+     .skeleton = d_skel,
      .fp32 = d_fail},
     {.bare = "BModel"},
 };
@@ -574,8 +573,7 @@ START_TEST(test_family) {
   /* the opening checks */
   ck_assert_int_eq(tpxp_family_skeleton(&k_fam, NULL, c, "AForCausalLM"),
                    TPX_PLUGIN_INVALID);
-  ck_assert_int_eq(tpxp_family_plan(&k_fam, NULL, c, &req),
-                   TPX_PLUGIN_INVALID);
+  ck_assert_int_eq(tpxp_family_plan(&k_fam, NULL, c, &req), TPX_PLUGIN_INVALID);
   c->error[0] = '\0';
   ck_assert_int_eq(tpxp_family_validate(&k_fam, &h, c, NULL),
                    TPX_PLUGIN_INVALID);

@@ -25,11 +25,12 @@ static void assert_dtype(const tpx_model *m, const char *fqn, tpx_dtype dt) {
   int64_t i = tpx_model_find_param(m, fqn);
   ck_assert_msg(i >= 0, "no parameter %s", fqn);
   ck_assert_int_eq(tpx_model_param(m, i, &p, &err), TPX_OK);
-  ck_assert_msg(p.dtype == dt, "%s: dtype %s", fqn, tpx_dtype_short_name(p.dtype));
+  ck_assert_msg(p.dtype == dt, "%s: dtype %s", fqn,
+                tpx_dtype_short_name(p.dtype));
 }
 
-static void assert_3d(const tpx_model *m, const char *fqn, int64_t a,
-                      int64_t b, int64_t c) {
+static void assert_3d(const tpx_model *m, const char *fqn, int64_t a, int64_t b,
+                      int64_t c) {
   tpx_param_info p;
   tpx_error err = {0};
   int64_t i = tpx_model_find_param(m, fqn);
@@ -54,9 +55,8 @@ START_TEST(test_flash_skeleton) {
   /* default schedule: layers 0, 1 HCA; then HCA, CSA alternating */
   fam_assert_param(m, "model.layers.0.self_attn.compressor.position_bias", 128,
                    512);
-  fam_assert_no_param(m,
-                      "model.layers.0.self_attn.compressor.indexer.kv_proj."
-                      "weight");
+  fam_assert_no_param(m, "model.layers.0.self_attn.compressor.indexer.kv_proj."
+                         "weight");
   fam_assert_param(m, "model.layers.3.self_attn.compressor.position_bias", 4,
                    1024);
   fam_assert_param(m, "model.layers.3.self_attn.compressor.kv_proj.weight",
@@ -111,19 +111,20 @@ START_TEST(test_small_skeletons) {
                    16);
   fam_assert_param(t, "model.layers.2.self_attn.compressor.position_bias", 4,
                    32);
+  fam_assert_param(
+      t, "model.layers.2.self_attn.compressor.indexer.position_bias", 4, 16);
   fam_assert_param(t,
-                   "model.layers.2.self_attn.compressor.indexer.position_bias",
-                   4, 16);
-  fam_assert_param(t, "model.layers.2.self_attn.compressor.indexer.kv_norm."
-                      "weight",
+                   "model.layers.2.self_attn.compressor.indexer.kv_norm."
+                   "weight",
                    8, -1);
   fam_assert_no_param(t, "model.layers.3.self_attn.compressor.position_bias");
   fam_assert_param(t, "model.layers.0.attn_hc.fn", 8, 128);
   /* legacy keys: compress_ratios [128, 4, 0], compress_rate_hca 32, tied */
   fam_assert_param(l, "model.layers.0.self_attn.compressor.position_bias", 32,
                    16);
-  fam_assert_param(l, "model.layers.1.self_attn.compressor.indexer.q_b_proj."
-                      "weight",
+  fam_assert_param(l,
+                   "model.layers.1.self_attn.compressor.indexer.q_b_proj."
+                   "weight",
                    16, 32);
   fam_assert_no_param(l, "model.layers.2.self_attn.compressor.kv_proj.weight");
   fam_assert_tied(l, "lm_head.weight", "model.embed_tokens.weight");
@@ -219,8 +220,7 @@ START_TEST(test_fp32) {
   ck_assert_int_eq(tpx_select_plan(reg, m, &o, &sel, diags, &err), TPX_OK);
   n = tpx_selection_num_fp32(sel);
   ck_assert_int_eq(n, 11);
-  for (i = 0; i < n; i++)
-    pats[i] = tpx_selection_fp32(sel, i);
+  for (i = 0; i < n; i++) pats[i] = tpx_selection_fp32(sel, i);
   so.num_fp32_params = n;
   so.fp32_params = pats;
   ck_assert_int_eq(tpx_mesh_create(names, sizes, 1, &mesh, &err), TPX_OK);
@@ -231,8 +231,7 @@ START_TEST(test_fp32) {
     int64_t pi = tpx_model_find_param(m, f32[i]);
     tpx_param_sharding ps;
     ck_assert_msg(pi >= 0, "no %s", f32[i]);
-    ck_assert_msg(tpx_sharding_param_keeps_fp32(sh, pi), "%s not fp32",
-                  f32[i]);
+    ck_assert_msg(tpx_sharding_param_keeps_fp32(sh, pi), "%s not fp32", f32[i]);
     ck_assert_int_eq(tpx_sharding_param(sh, pi, &ps, &err), TPX_OK);
     ck_assert_int_eq(ps.param_dtype, TPX_DTYPE_F32);
   }

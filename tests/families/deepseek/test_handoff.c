@@ -32,9 +32,8 @@ static void world_init(world *w, int64_t dps) {
   w->reg = fam_registry(FAM);
   w->model = fam_model(w->reg, FAM, "dsv4-tiny.config.json", 1);
   ck_assert_int_eq(tpx_diag_list_create(&w->diags, &err), TPX_OK);
-  ck_assert_int_eq(tpx_select_plan(w->reg, w->model, &o, &w->sel, w->diags,
-                                   &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_select_plan(w->reg, w->model, &o, &w->sel, w->diags, &err), TPX_OK);
   ck_assert_uint_gt(tpx_selection_num_fp32(w->sel), 0);
   ck_assert_int_eq(plan_mesh(1, dps, 1, &w->mesh, &err), TPX_OK);
 }
@@ -55,9 +54,9 @@ static tpx_sharding *trainer_sharding(const world *w) {
   opts.param_dtype = TPX_DTYPE_F32;
   opts.fsdp = 1;
   opts.selection = w->sel;
-  ck_assert_msg(tpx_sharding_create(w->model, NULL, w->mesh, &opts, &sh,
-                                    &err) == TPX_OK,
-                "%s", err.message);
+  ck_assert_msg(
+      tpx_sharding_create(w->model, NULL, w->mesh, &opts, &sh, &err) == TPX_OK,
+      "%s", err.message);
   return sh;
 }
 
@@ -80,8 +79,7 @@ static tpx_sharding *copied_sharding(const world *w, tpx_dtype mp_param) {
   opts.output_dtype = mp.output_dtype;
   for (size_t i = 0; i < nu; i++)
     units[i] = tpx_selection_fsdp_unit(w->sel, i, &reshard[i]);
-  for (size_t i = 0; i < nf; i++)
-    fp32[i] = tpx_selection_fp32(w->sel, i);
+  for (size_t i = 0; i < nf; i++) fp32[i] = tpx_selection_fp32(w->sel, i);
   opts.num_fsdp_units = nu;
   opts.fsdp_units = nu ? units : NULL;
   opts.fsdp_unit_reshard = nu ? reshard : NULL;
@@ -137,8 +135,7 @@ START_TEST(test_plan_and_trainer_agree) {
   tpx_error err = {0};
   tpx_sharding *plan = NULL;
   world_init(&w, dps[_i]);
-  ck_assert_int_eq(plan_shard(w.model, w.sel, w.mesh, 1, &plan, &err),
-                   TPX_OK);
+  ck_assert_int_eq(plan_shard(w.model, w.sel, w.mesh, 1, &plan, &err), TPX_OK);
   tpx_sharding *copied = copied_sharding(&w, TPX_DTYPE_BF16);
   assert_same(plan, copied, w.model, 1);
   tpx_sharding *train = trainer_sharding(&w);
@@ -211,9 +208,8 @@ START_TEST(test_caller_fields_win) {
   opts.selection = w.sel;
   opts.num_fsdp_units = 1;
   opts.fsdp_units = &unit;
-  ck_assert_int_eq(tpx_sharding_create(w.model, empty, w.mesh, &opts, &sh,
-                                       &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_sharding_create(w.model, empty, w.mesh, &opts, &sh, &err), TPX_OK);
   ck_assert_uint_eq(tpx_plan_size(tpx_sharding_plan(sh)), 0);
   ck_assert_uint_eq(tpx_sharding_num_fsdp_units(sh), 2); /* + the root */
   ck_assert_uint_gt(fp32_params(sh, w.model), 0);

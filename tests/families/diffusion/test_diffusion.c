@@ -33,8 +33,8 @@
 
 static const struct {
   const char *file, *arch;
-  int64_t params;   /* full-size parameter total */
-  int64_t elt;      /* bytes per element of the checkpoint dtype */
+  int64_t params; /* full-size parameter total */
+  int64_t elt;    /* bytes per element of the checkpoint dtype */
 } models[] = {
     /* No exact published count (the model card says 1.3B); Diffusers
      * 0.42.1 counts 1,418,996,800, which matches the published float32
@@ -154,9 +154,11 @@ START_TEST(test_skeleton_matches_diffusers) {
     n++;
   }
   fclose(f);
-  ck_assert_msg(fam_count_untied(m) == n, "%s: %lld skeleton params, %lld in "
-                "Diffusers", structures[_i].config,
-                (long long)fam_count_untied(m), (long long)n);
+  ck_assert_msg(fam_count_untied(m) == n,
+                "%s: %lld skeleton params, %lld in "
+                "Diffusers",
+                structures[_i].config, (long long)fam_count_untied(m),
+                (long long)n);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -207,9 +209,8 @@ START_TEST(test_wan_plan) {
     for (int64_t tp = 2; tp <= 8; tp *= 2) {
       tpx_plan *plan = NULL;
       char msg[256];
-      ck_assert_int_eq(fam_plan(reg, m, WAN, NULL, sp, tp, &plan, msg,
-                                sizeof msg),
-                       TPX_OK);
+      ck_assert_int_eq(
+          fam_plan(reg, m, WAN, NULL, sp, tp, &plan, msg, sizeof msg), TPX_OK);
       check_keys(plan, want, sizeof want / sizeof want[0]);
       tpx_plan_entry e;
       ck_assert_int_eq(tpx_plan_get(plan, 7, &e, NULL), TPX_OK);
@@ -261,25 +262,25 @@ START_TEST(test_other_plans) {
         tpx_plan_destroy(plan);
         continue;
       }
-      ck_assert_int_eq(fam_plan(reg, m, models[i].arch, NULL, sp, 4, &plan,
-                                msg, sizeof msg),
-                       TPX_PLUGIN);
+      ck_assert_int_eq(
+          fam_plan(reg, m, models[i].arch, NULL, sp, 4, &plan, msg, sizeof msg),
+          TPX_PLUGIN);
       ck_assert_ptr_nonnull(strstr(msg, "no plan function upstream"));
       plan = selected_plan(reg, m, sp);
       ck_assert_uint_eq(tpx_plan_size(plan), 13);
       static const char *const col[] = {
-          "transformer_blocks.*.attn.to_q", "transformer_blocks.*.attn.to_k",
+          "transformer_blocks.*.attn.to_q",
+          "transformer_blocks.*.attn.to_k",
           "transformer_blocks.*.attn.to_v",
           "transformer_blocks.*.attn.add_q_proj",
           "transformer_blocks.*.attn.add_k_proj",
           "transformer_blocks.*.attn.add_v_proj",
           "transformer_blocks.*.img_mlp.net.0.proj",
           "transformer_blocks.*.txt_mlp.net.0.proj"};
-      static const char *const row[] = {
-          "transformer_blocks.*.attn.to_out.0",
-          "transformer_blocks.*.attn.to_add_out",
-          "transformer_blocks.*.img_mlp.net.2",
-          "transformer_blocks.*.txt_mlp.net.2"};
+      static const char *const row[] = {"transformer_blocks.*.attn.to_out.0",
+                                        "transformer_blocks.*.attn.to_add_out",
+                                        "transformer_blocks.*.img_mlp.net.2",
+                                        "transformer_blocks.*.txt_mlp.net.2"};
       for (size_t k = 0; k < sizeof col / sizeof col[0]; k++) {
         tpx_plan_entry e;
         int64_t at = tpx_plan_find(plan, col[k]);
@@ -297,11 +298,10 @@ START_TEST(test_other_plans) {
         ck_assert(!e.optional);
       }
       tpx_plan_entry emb;
-      ck_assert_int_eq(tpx_plan_get(plan,
-                                    (size_t)tpx_plan_find(plan,
-                                                          "model.embed_tokens"),
-                                    &emb, NULL),
-                       TPX_OK);
+      ck_assert_int_eq(
+          tpx_plan_get(plan, (size_t)tpx_plan_find(plan, "model.embed_tokens"),
+                       &emb, NULL),
+          TPX_OK);
       ck_assert(emb.optional);
       ck_assert(!tpx_plan_is_head_sharded(plan));
       tpx_plan_destroy(plan);
@@ -323,12 +323,12 @@ START_TEST(test_selection) {
   tpx_model *hy = fam_model(reg, FAM, models[1].file, 1);
   tpx_model *ltx = fam_model(reg, FAM, models[2].file, 1);
   tpx_model *qi = fam_model(reg, FAM, models[3].file, 1);
-  fam_check_selected(reg, wan, NULL, 0, 5, 0, FAM, NULL,
-                     "heads-not-divisible", NULL, 0);
+  fam_check_selected(reg, wan, NULL, 0, 5, 0, FAM, NULL, "heads-not-divisible",
+                     NULL, 0);
   fam_check_selected(reg, wan, NULL, 1, 2, 0, FAM, NULL,
                      "sequence-parallel-ignored", NULL, 1);
-  fam_check_selected(reg, hy, NULL, 0, 5, 0, FAM, NULL,
-                     "heads-not-divisible", NULL, 0);
+  fam_check_selected(reg, hy, NULL, 0, 5, 0, FAM, NULL, "heads-not-divisible",
+                     NULL, 0);
   fam_check_selected(reg, hy, NULL, 0, 4, 0, FAM, NULL, "no-tensor-parallel",
                      "Hunyuan", 1);
   fam_check_selected(reg, hy, NULL, 0, 1, 0, FAM, NULL, "no-tensor-parallel",
@@ -364,8 +364,7 @@ END_TEST
 
 /* The strategy properties the host acts on and reports. */
 START_TEST(test_strategy) {
-  static const char *const out_dtype[NMODELS] = {"f32", "bf16", "bf16",
-                                                 "f32"};
+  static const char *const out_dtype[NMODELS] = {"f32", "bf16", "bf16", "f32"};
   static const char *const name[NMODELS] = {"Wan", "Hunyuan", "LTX2",
                                             "QwenImageEdit"};
   static const char *const ac[NMODELS] = {"blocks[i]", "transformer_blocks[i]",
@@ -383,10 +382,8 @@ START_TEST(test_strategy) {
   const char *v = tpx_selection_strategy_value(sel, "name");
   ck_assert_ptr_nonnull(v);
   ck_assert_msg(strncmp(v, name[_i], strlen(name[_i])) == 0, "%s", v);
-  ck_assert_str_eq(tpx_selection_strategy_value(sel, "mp_param_dtype"),
-                   "bf16");
-  ck_assert_str_eq(tpx_selection_strategy_value(sel, "mp_reduce_dtype"),
-                   "f32");
+  ck_assert_str_eq(tpx_selection_strategy_value(sel, "mp_param_dtype"), "bf16");
+  ck_assert_str_eq(tpx_selection_strategy_value(sel, "mp_reduce_dtype"), "f32");
   ck_assert_str_eq(tpx_selection_strategy_value(sel, "mp_output_dtype"),
                    out_dtype[_i]);
   v = tpx_selection_strategy_value(sel, "activation_checkpointing");
@@ -402,8 +399,8 @@ START_TEST(test_strategy) {
 }
 END_TEST
 
-static tpx_sharding *shard(const tpx_model *m, const tpx_plan *plan,
-                           int64_t dp, int64_t tp, tpx_mesh **mesh) {
+static tpx_sharding *shard(const tpx_model *m, const tpx_plan *plan, int64_t dp,
+                           int64_t tp, tpx_mesh **mesh) {
   const char *names[2] = {"dp_shard", "tp"};
   int64_t sizes[2] = {dp, tp};
   tpx_error err = {0};
@@ -425,9 +422,9 @@ START_TEST(test_rank_bytes) {
   if (_i == 3) /* QwenImage: the host's Hugging Face step */
     plan = selected_plan(reg, m, 0);
   else
-    ck_assert_int_eq(fam_plan(reg, m, models[_i].arch, NULL, 0, 2, &plan, msg,
-                              sizeof msg),
-                     TPX_OK);
+    ck_assert_int_eq(
+        fam_plan(reg, m, models[_i].arch, NULL, 0, 2, &plan, msg, sizeof msg),
+        TPX_OK);
   tpx_mesh *mesh = NULL;
   tpx_sharding *sh = shard(m, plan, 8, 1, &mesh);
   int64_t sum = 0;
@@ -484,8 +481,8 @@ START_TEST(test_fsdp_units) {
     ck_assert_uint_eq(tpx_sharding_num_fsdp_units(sh), cases[i].units);
     ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, 0, &u, NULL), TPX_OK);
     ck_assert_str_eq(u.fqn, cases[i].first);
-    ck_assert_int_eq(
-        tpx_sharding_fsdp_unit(sh, cases[i].units - 2, &u, NULL), TPX_OK);
+    ck_assert_int_eq(tpx_sharding_fsdp_unit(sh, cases[i].units - 2, &u, NULL),
+                     TPX_OK);
     ck_assert_str_eq(u.fqn, cases[i].last_layer);
     ck_assert_int_eq(u.reshard_after_forward, 0);
     tpx_sharding_destroy(sh);
@@ -520,9 +517,8 @@ START_TEST(test_custom_plan) {
                     "%s: %s", models[i].arch, err.message);
       ck_assert_uint_eq(fam_diags_count(diags, "custom-plan-ignored", NULL),
                         own ? 1 : 0);
-      ck_assert_int_eq(tpx_selection_source(sel), own
-                                                      ? TPX_PLAN_SOURCE_PLUGIN
-                                                      : TPX_PLAN_SOURCE_CUSTOM);
+      ck_assert_int_eq(tpx_selection_source(sel),
+                       own ? TPX_PLAN_SOURCE_PLUGIN : TPX_PLAN_SOURCE_CUSTOM);
       tpx_selection_destroy(sel);
       tpx_diag_list_destroy(diags);
       tpx_model_destroy(m);
@@ -551,10 +547,9 @@ START_TEST(test_bad_configs) {
       "{\"_class_name\": \"QwenImageTransformer2DModel\", \"out_channels\": "
       "\"16\"}",
   };
-  static const char *const needle[] = {"num_attention_heads", "num_layers",
-                                       "qk_norm", "mlp_ratio",
-                                       "activation_fn", "qk_norm",
-                                       "patch_size", "out_channels"};
+  static const char *const needle[] = {
+      "num_attention_heads", "num_layers", "qk_norm",    "mlp_ratio",
+      "activation_fn",       "qk_norm",    "patch_size", "out_channels"};
   tpx_registry *reg = fam_registry(FAM);
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     tpx_model *m = fam_model_json(bad[i]);

@@ -15,7 +15,8 @@
 #include "tpx/plugin.h"
 
 #define FAM "falcon_h1"
-#define QF "transformers.models.falcon_h1.modeling_falcon_h1.FalconH1ForCausalLM"
+#define QF                                                                     \
+  "transformers.models.falcon_h1.modeling_falcon_h1.FalconH1ForCausalLM"
 
 START_TEST(test_registration) {
   tpx_registry *reg = ft_registry(FAM);
@@ -43,8 +44,10 @@ typedef struct plan_case {
 
 /* One plan whatever sp and tp are. */
 static const plan_case plan_cases[] = {
-    {"FalconH1ForCausalLM", 0, 1}, {"FalconH1ForCausalLM", 1, 2},
-    {QF, 0, 2},                    {QF, 1, 1},
+    {"FalconH1ForCausalLM", 0, 1},
+    {"FalconH1ForCausalLM", 1, 2},
+    {QF, 0, 2},
+    {QF, 1, 1},
 };
 
 START_TEST(test_plan) {
@@ -85,8 +88,8 @@ START_TEST(test_heads_indivisible) {
   snprintf(want, sizeof want,
            "num_key_value_heads (2) must be divisible by TP size (%lld)",
            (long long)tps[_i]);
-  ft_assert_selected_plugin(reg, m, _i % 2, tps[_i], FAM,
-                            "plan-falcon_h1.json", 1, want);
+  ft_assert_selected_plugin(reg, m, _i % 2, tps[_i], FAM, "plan-falcon_h1.json",
+                            1, want);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -117,15 +120,15 @@ START_TEST(test_skeleton) {
   ft_assert_param(m, "model.layers.35.mamba.out_proj.weight", 1024, 1536, -1);
   ck_assert_int_eq(tpx_model_find_param(m, "model.layers.0.mamba.norm.weight"),
                    -1); /* mamba_rms_norm false */
-  ck_assert_int_eq(
-      tpx_model_find_param(m, "model.layers.0.mamba.in_proj.bias"), -1);
+  ck_assert_int_eq(tpx_model_find_param(m, "model.layers.0.mamba.in_proj.bias"),
+                   -1);
   ft_assert_param(m, "model.layers.5.self_attn.q_proj.weight", 512, 1024, -1);
   ft_assert_param(m, "model.layers.5.self_attn.k_proj.weight", 128, 1024, -1);
   ft_assert_param(m, "model.layers.5.self_attn.o_proj.weight", 1024, 512, -1);
-  ft_assert_param(m, "model.layers.9.feed_forward.gate_proj.weight", 2048,
-                  1024, -1);
-  ft_assert_param(m, "model.layers.9.feed_forward.down_proj.weight", 1024,
-                  2048, -1);
+  ft_assert_param(m, "model.layers.9.feed_forward.gate_proj.weight", 2048, 1024,
+                  -1);
+  ft_assert_param(m, "model.layers.9.feed_forward.down_proj.weight", 1024, 2048,
+                  -1);
   ft_assert_param(m, "model.layers.9.input_layernorm.weight", 1024, -1, -1);
   ft_assert_param(m, "model.layers.9.pre_ff_layernorm.weight", 1024, -1, -1);
   ft_assert_param(m, "model.final_layernorm.weight", 1024, -1, -1);
@@ -155,15 +158,22 @@ START_TEST(test_skeleton) {
   /* parameter order as torch's named_parameters(): FalconH1Mixer's own
    * dt_bias / A_log / D come before its conv1d, in_proj and out_proj */
   {
-    static const char *const params[] = {
-        "feed_forward.gate_proj.weight", "feed_forward.up_proj.weight",
-        "feed_forward.down_proj.weight", "mamba.dt_bias",
-        "mamba.A_log",                   "mamba.D",
-        "mamba.conv1d.weight",           "mamba.conv1d.bias",
-        "mamba.in_proj.weight",          "mamba.out_proj.weight",
-        "self_attn.q_proj.weight",       "self_attn.k_proj.weight",
-        "self_attn.v_proj.weight",       "self_attn.o_proj.weight",
-        "input_layernorm.weight",        "pre_ff_layernorm.weight"};
+    static const char *const params[] = {"feed_forward.gate_proj.weight",
+                                         "feed_forward.up_proj.weight",
+                                         "feed_forward.down_proj.weight",
+                                         "mamba.dt_bias",
+                                         "mamba.A_log",
+                                         "mamba.D",
+                                         "mamba.conv1d.weight",
+                                         "mamba.conv1d.bias",
+                                         "mamba.in_proj.weight",
+                                         "mamba.out_proj.weight",
+                                         "self_attn.q_proj.weight",
+                                         "self_attn.k_proj.weight",
+                                         "self_attn.v_proj.weight",
+                                         "self_attn.o_proj.weight",
+                                         "input_layernorm.weight",
+                                         "pre_ff_layernorm.weight"};
     ft_assert_param_order(m, "model.layers.0.", params,
                           sizeof params / sizeof params[0]);
   }
@@ -244,10 +254,10 @@ typedef struct null_case {
 } null_case;
 
 #define NULL_BASE                                                              \
-  "\"architectures\": [\"FalconH1ForCausalLM\"], \"torch_dtype\": "           \
-  "\"bfloat16\", \"vocab_size\": 256, \"hidden_size\": 64, "                 \
-  "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"head_dim\": 16, " \
-  "\"mamba_n_heads\": 4, \"mamba_d_state\": 8, \"mamba_n_groups\": 1, "      \
+  "\"architectures\": [\"FalconH1ForCausalLM\"], \"torch_dtype\": "            \
+  "\"bfloat16\", \"vocab_size\": 256, \"hidden_size\": 64, "                   \
+  "\"intermediate_size\": 128, \"num_hidden_layers\": 2, \"head_dim\": 16, "   \
+  "\"mamba_n_heads\": 4, \"mamba_d_state\": 8, \"mamba_n_groups\": 1, "        \
   "\"mamba_expand\": 2, "
 
 static const null_case null_cases[] = {
@@ -295,7 +305,8 @@ END_TEST
  * configs and on the real ones (skeleton, plan keys against it, heads,
  * ties, determinism, concurrency, capabilities). */
 START_TEST(test_check_plugin) {
-  static const char *const files[] = {"Falcon-H1-0.5B.json", "Falcon-H1-0.5B-d_ssm.json"};
+  static const char *const files[] = {"Falcon-H1-0.5B.json",
+                                      "Falcon-H1-0.5B-d_ssm.json"};
   ft_assert_harness(FAM, files, sizeof files / sizeof files[0]);
 }
 END_TEST

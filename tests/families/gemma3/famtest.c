@@ -103,8 +103,8 @@ void ft_assert_golden(const tpx_plan *plan, const char *family,
                   "%s entry %zu: key '%s', want '%s'", golden, i, pe.module,
                   ge.module);
     ck_assert_msg(tpx_style_equal(&ge.style, &pe.style),
-                  "%s entry %zu (%s): style differs (%s vs want %s)", golden,
-                  i, pe.module, tpx_style_kind_name(pe.style.kind),
+                  "%s entry %zu (%s): style differs (%s vs want %s)", golden, i,
+                  pe.module, tpx_style_kind_name(pe.style.kind),
                   tpx_style_kind_name(ge.style.kind));
     ck_assert_int_eq(ge.optional, pe.optional);
   }
@@ -126,8 +126,7 @@ void ft_assert_param(const tpx_model *m, const char *fqn, int64_t d0,
   want[0] = d0;
   want[1] = d1;
   want[2] = d2;
-  while (nd < 3 && want[nd] >= 0)
-    nd++;
+  while (nd < 3 && want[nd] >= 0) nd++;
   ck_assert_msg(idx >= 0, "no parameter '%s'", fqn);
   ck_assert_int_eq(tpx_model_param(m, idx, &pi, NULL), TPX_OK);
   ck_assert_msg(pi.ndim == nd, "%s: ndim %d, want %d", fqn, pi.ndim, nd);
@@ -137,7 +136,8 @@ void ft_assert_param(const tpx_model *m, const char *fqn, int64_t d0,
 }
 
 void ft_assert_tied(const tpx_model *m, const char *fqn, const char *target) {
-  int64_t idx = tpx_model_find_param(m, fqn), t = tpx_model_find_param(m, target);
+  int64_t idx = tpx_model_find_param(m, fqn),
+          t = tpx_model_find_param(m, target);
   tpx_param_info pi;
   ck_assert_msg(idx >= 0 && t >= 0, "no '%s' or '%s'", fqn, target);
   ck_assert_int_eq(tpx_model_param(m, idx, &pi, NULL), TPX_OK);
@@ -165,8 +165,8 @@ void ft_assert_param_order(const tpx_model *m, const char *prefix,
     ck_assert_int_eq(tpx_model_param(m, (int64_t)i, &pi, NULL), TPX_OK);
     if (strncmp(pi.fqn, prefix, lp) != 0)
       continue;
-    ck_assert_msg(k < n, "unexpected parameter '%s' (after %zu of %zu)",
-                  pi.fqn, k, n);
+    ck_assert_msg(k < n, "unexpected parameter '%s' (after %zu of %zu)", pi.fqn,
+                  k, n);
     ck_assert_msg(strcmp(pi.fqn + lp, names[k]) == 0,
                   "parameter %zu under '%s' is '%s', want '%s%s'", k, prefix,
                   pi.fqn, prefix, names[k]);

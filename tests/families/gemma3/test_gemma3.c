@@ -32,7 +32,8 @@ START_TEST(test_registration) {
       "Gemma3ForCausalLM",
       "Gemma3ForConditionalGeneration",
       "Gemma4ForConditionalGeneration",
-      "transformers.models.gemma4.modeling_gemma4.Gemma4ForConditionalGeneration",
+      "transformers.models.gemma4.modeling_gemma4."
+      "Gemma4ForConditionalGeneration",
       "nemo_automodel.components.models.gemma4_moe.model."
       "Gemma4ForConditionalGeneration"};
   size_t i;
@@ -207,7 +208,8 @@ static const plan_case gemma4_ok[] = {
     {"gemma4-e-series.json", "Gemma4ForConditionalGeneration", 0, 1,
      "plan-gemma4-e-series.json"},
     {"gemma4-e-series.json",
-     "transformers.models.gemma4.modeling_gemma4.Gemma4ForConditionalGeneration",
+     "transformers.models.gemma4.modeling_gemma4."
+     "Gemma4ForConditionalGeneration",
      1, 2, "plan-gemma4-e-series.json"},
     /* MoE is refused only when TP is actually on */
     {"gemma4-moe.json", "Gemma4ForConditionalGeneration", 0, 1,
@@ -301,8 +303,7 @@ START_TEST(test_gemma4_validate) {
   tpx_registry *reg = ft_registry(FAM);
   tpx_model *m = ft_config(FAM, c->config);
   if (c->code != NULL) {
-    ck_assert_int_eq(ft_select_diag(reg, m, 0, c->tp, c->code),
-                     TPX_DIAG_ERROR);
+    ck_assert_int_eq(ft_select_diag(reg, m, 0, c->tp, c->code), TPX_DIAG_ERROR);
   } else {
     ck_assert_int_eq(ft_select_diag(reg, m, 0, c->tp, "moe-tp-unsupported"),
                      -1);
@@ -342,10 +343,10 @@ START_TEST(test_skeleton_gemma3_1b) {
                   -1, -1);
   ft_assert_param(m, "model.norm.weight", 1152, -1, -1);
   ft_assert_tied(m, "lm_head.weight", "model.embed_tokens.weight");
-  ck_assert_int_eq(tpx_model_find_param(m, "model.layers.26.mlp.up_proj.weight"),
-                   -1);
-  ck_assert_int_eq(tpx_model_find_param(m, "model.layers.0.self_attn.q_proj.bias"),
-                   -1);
+  ck_assert_int_eq(
+      tpx_model_find_param(m, "model.layers.26.mlp.up_proj.weight"), -1);
+  ck_assert_int_eq(
+      tpx_model_find_param(m, "model.layers.0.self_attn.q_proj.bias"), -1);
   ck_assert_uint_eq(ft_count_suffix(m, "_layernorm.weight"), 26 * 4);
   ck_assert_int_eq(ft_kind(m, "model.rotary_emb"), TPX_MODULE_ROTARY);
   /* transformers v5: one rotary_emb serves both layer types */
@@ -357,23 +358,28 @@ START_TEST(test_skeleton_gemma3_1b) {
                    TPX_MODULE_LINEAR);
   ck_assert_int_eq(ft_kind(m, "lm_head"), TPX_MODULE_LINEAR);
   ck_assert_int_eq(ft_kind(m, "model.layers"), TPX_MODULE_CONTAINER);
-  ck_assert_int_eq(
-      tpx_model_module_num_children(m, tpx_model_find_module(m, "model.layers")),
-      26);
+  ck_assert_int_eq(tpx_model_module_num_children(
+                       m, tpx_model_find_module(m, "model.layers")),
+                   26);
   ck_assert_int_eq(tpx_model_param(m, 0, &pi, NULL), TPX_OK);
   ck_assert_str_eq(pi.fqn, "model.embed_tokens.weight");
   ck_assert_int_eq(pi.dtype, TPX_DTYPE_BF16);
   /* one layer, exactly the checkpoint's 13 tensors in torch's
    * named_parameters() order; the stack ends with norm, then lm_head */
   {
-    static const char *const layer[] = {
-        "self_attn.q_proj.weight",          "self_attn.k_proj.weight",
-        "self_attn.v_proj.weight",          "self_attn.o_proj.weight",
-        "self_attn.q_norm.weight",          "self_attn.k_norm.weight",
-        "mlp.gate_proj.weight",             "mlp.up_proj.weight",
-        "mlp.down_proj.weight",             "input_layernorm.weight",
-        "post_attention_layernorm.weight",  "pre_feedforward_layernorm.weight",
-        "post_feedforward_layernorm.weight"};
+    static const char *const layer[] = {"self_attn.q_proj.weight",
+                                        "self_attn.k_proj.weight",
+                                        "self_attn.v_proj.weight",
+                                        "self_attn.o_proj.weight",
+                                        "self_attn.q_norm.weight",
+                                        "self_attn.k_norm.weight",
+                                        "mlp.gate_proj.weight",
+                                        "mlp.up_proj.weight",
+                                        "mlp.down_proj.weight",
+                                        "input_layernorm.weight",
+                                        "post_attention_layernorm.weight",
+                                        "pre_feedforward_layernorm.weight",
+                                        "post_feedforward_layernorm.weight"};
     int64_t last = (int64_t)tpx_model_num_params(m) - 1;
     ft_assert_param_order(m, "model.layers.25.", layer,
                           sizeof layer / sizeof layer[0]);
@@ -400,8 +406,8 @@ START_TEST(test_skeleton_gemma3_4b_vlm) {
                   2048, 2560, -1);
   ft_assert_param(m, "model.language_model.layers.33.self_attn.k_proj.weight",
                   1024, 2560, -1);
-  ft_assert_param(m, "model.language_model.layers.0.mlp.down_proj.weight",
-                  2560, 10240, -1);
+  ft_assert_param(m, "model.language_model.layers.0.mlp.down_proj.weight", 2560,
+                  10240, -1);
   ft_assert_tied(m, "lm_head.weight",
                  "model.language_model.embed_tokens.weight");
   /* SigLIP tower, replicated by the plan */
@@ -439,12 +445,15 @@ START_TEST(test_skeleton_gemma3_4b_vlm) {
   /* module order: vision tower, projector, language model, head */
   {
     int64_t root = tpx_model_find_module(m, "model");
-    ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, root, 0)),
-                     "model.vision_tower");
-    ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, root, 1)),
-                     "model.multi_modal_projector");
-    ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, root, 2)),
-                     "model.language_model");
+    ck_assert_str_eq(
+        tpx_model_module_fqn(m, tpx_model_module_child(m, root, 0)),
+        "model.vision_tower");
+    ck_assert_str_eq(
+        tpx_model_module_fqn(m, tpx_model_module_child(m, root, 1)),
+        "model.multi_modal_projector");
+    ck_assert_str_eq(
+        tpx_model_module_fqn(m, tpx_model_module_child(m, root, 2)),
+        "model.language_model");
   }
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
@@ -549,9 +558,8 @@ START_TEST(test_bad_config) {
       "{\"architectures\": [\"Gemma3ForCausalLM\"], \"torch_dtype\": "
       "\"bfloat16\", \"hidden_size\": \"wide\"}";
   ck_assert_int_eq(tpx_model_create(&m, NULL), TPX_OK);
-  ck_assert_int_eq(tpx_model_set_config(m, bad, sizeof bad - 1, "bad.json",
-                                        NULL),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_set_config(m, bad, sizeof bad - 1, "bad.json", NULL), TPX_OK);
   ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
   ck_assert_msg(strstr(err.message, "hidden_size") != NULL, "%s", err.message);
   ck_assert_uint_eq(tpx_model_num_params(m), 0);
@@ -610,7 +618,8 @@ END_TEST
  * configs and on the real ones (skeleton, plan keys against it, heads,
  * ties, determinism, concurrency, capabilities). */
 START_TEST(test_check_plugin) {
-  static const char *const files[] = {"gemma-3-1b-it.json", "gemma-3-4b-it.json"};
+  static const char *const files[] = {"gemma-3-1b-it.json",
+                                      "gemma-3-4b-it.json"};
   ft_assert_harness(FAM, files, sizeof files / sizeof files[0]);
 }
 END_TEST
@@ -624,8 +633,7 @@ static Suite *gemma3_suite(void) {
   tcase_add_test(tc, test_registration);
   tcase_add_loop_test(tc, test_gemma3_plans, 0, N(gemma3_cases));
   tcase_add_test(tc, test_gemma3_sp1_is_sp0_updated);
-  tcase_add_loop_test(tc, test_gemma3_sp1_matches_skeleton, 0,
-                      N(match_cases));
+  tcase_add_loop_test(tc, test_gemma3_sp1_matches_skeleton, 0, N(match_cases));
   tcase_add_loop_test(tc, test_gemma3_heads_indivisible, 0, N(gemma3_heads));
   tcase_add_loop_test(tc, test_gemma4_plans, 0, N(gemma4_ok));
   tcase_add_loop_test(tc, test_gemma4_refusals, 0, N(gemma4_refusals));

@@ -27,8 +27,7 @@ static tpx_model *inline_skeleton(const tpx_registry *reg, const char *json,
   tpx_error err = {0};
   ck_assert_int_eq(tpx_model_create(&m, NULL), TPX_OK);
   ck_assert_int_eq(
-      tpx_model_set_config(m, json, strlen(json), "inline.json", NULL),
-      TPX_OK);
+      tpx_model_set_config(m, json, strlen(json), "inline.json", NULL), TPX_OK);
   if (tpx_registry_build_skeleton(reg, m, &err) != TPX_OK) {
     snprintf(msg, size, "%s", err.message);
     ck_assert_uint_eq(tpx_model_num_params(m), 0);
@@ -60,13 +59,12 @@ START_TEST(test_31b_totals) {
   ck_assert_uint_eq(ft_count_suffix(m, ".layer_scalar"), 60);
   ck_assert_uint_eq(ft_count_suffix(m, "_layernorm.weight"), 60 * 4 + 27 * 4);
   ck_assert_int_eq(ft_kind(m, LM "layers"), TPX_MODULE_CONTAINER);
-  ck_assert_int_eq(tpx_model_module_num_children(
-                       m, tpx_model_find_module(m, LM "layers")),
-                   60);
+  ck_assert_int_eq(
+      tpx_model_module_num_children(m, tpx_model_find_module(m, LM "layers")),
+      60);
   ck_assert_int_eq(ft_kind(m, LM "rotary_emb"), TPX_MODULE_ROTARY);
   ck_assert_int_eq(ft_kind(m, LM "embed_tokens"), TPX_MODULE_EMBEDDING);
-  ck_assert_int_eq(ft_kind(m, LM "layers.0.self_attn.v_norm"),
-                   TPX_MODULE_NORM);
+  ck_assert_int_eq(ft_kind(m, LM "layers.0.self_attn.v_norm"), TPX_MODULE_NORM);
   assert_absent(m, LM "layers.0.self_attn.v_norm.weight");
   /* no E-series or MoE tensors, no audio */
   ck_assert_int_eq(tpx_model_find_module(m, LM "embed_tokens_per_layer"), -1);
@@ -81,40 +79,37 @@ START_TEST(test_31b_layers) {
   tpx_registry *reg = ft_registry(FAM);
   tpx_model *m = ft_skeleton(reg, FAM, "gemma-4-31B-it.json");
   /* sliding layer: head_dim 256, 32 q heads, 16 kv heads */
-  static const char *const sliding[] = {
-      "layer_scalar",
-      "self_attn.q_proj.weight",
-      "self_attn.q_norm.weight",
-      "self_attn.k_norm.weight",
-      "self_attn.k_proj.weight",
-      "self_attn.v_proj.weight",
-      "self_attn.o_proj.weight",
-      "mlp.gate_proj.weight",
-      "mlp.up_proj.weight",
-      "mlp.down_proj.weight",
-      "input_layernorm.weight",
-      "post_attention_layernorm.weight",
-      "pre_feedforward_layernorm.weight",
-      "post_feedforward_layernorm.weight"};
+  static const char *const sliding[] = {"layer_scalar",
+                                        "self_attn.q_proj.weight",
+                                        "self_attn.q_norm.weight",
+                                        "self_attn.k_norm.weight",
+                                        "self_attn.k_proj.weight",
+                                        "self_attn.v_proj.weight",
+                                        "self_attn.o_proj.weight",
+                                        "mlp.gate_proj.weight",
+                                        "mlp.up_proj.weight",
+                                        "mlp.down_proj.weight",
+                                        "input_layernorm.weight",
+                                        "post_attention_layernorm.weight",
+                                        "pre_feedforward_layernorm.weight",
+                                        "post_feedforward_layernorm.weight"};
   /* full layer: global_head_dim 512, 4 global kv heads, keys are values */
-  static const char *const full[] = {
-      "layer_scalar",
-      "self_attn.q_proj.weight",
-      "self_attn.q_norm.weight",
-      "self_attn.k_norm.weight",
-      "self_attn.k_proj.weight",
-      "self_attn.o_proj.weight",
-      "mlp.gate_proj.weight",
-      "mlp.up_proj.weight",
-      "mlp.down_proj.weight",
-      "input_layernorm.weight",
-      "post_attention_layernorm.weight",
-      "pre_feedforward_layernorm.weight",
-      "post_feedforward_layernorm.weight"};
+  static const char *const full[] = {"layer_scalar",
+                                     "self_attn.q_proj.weight",
+                                     "self_attn.q_norm.weight",
+                                     "self_attn.k_norm.weight",
+                                     "self_attn.k_proj.weight",
+                                     "self_attn.o_proj.weight",
+                                     "mlp.gate_proj.weight",
+                                     "mlp.up_proj.weight",
+                                     "mlp.down_proj.weight",
+                                     "input_layernorm.weight",
+                                     "post_attention_layernorm.weight",
+                                     "pre_feedforward_layernorm.weight",
+                                     "post_feedforward_layernorm.weight"};
   ft_assert_param_order(m, LM "layers.4.", sliding,
                         sizeof sliding / sizeof sliding[0]);
-  ft_assert_param_order(m, LM "layers.59.", full,
-                        sizeof full / sizeof full[0]);
+  ft_assert_param_order(m, LM "layers.59.", full, sizeof full / sizeof full[0]);
   ft_assert_param(m, LM "layers.0.layer_scalar", 1, -1, -1);
   ft_assert_param(m, LM "layers.0.self_attn.q_proj.weight", 8192, 5376, -1);
   ft_assert_param(m, LM "layers.0.self_attn.k_proj.weight", 4096, 5376, -1);
@@ -233,8 +228,7 @@ START_TEST(test_eseries_shapes) {
   int64_t i;
   tpx_param_info pi;
   ft_assert_param(m, LM "embed_tokens_per_layer.weight", 262144, 5 * 256, -1);
-  ft_assert_param(m, LM "per_layer_model_projection.weight", 5 * 256, 1536,
-                  -1);
+  ft_assert_param(m, LM "per_layer_model_projection.weight", 5 * 256, 1536, -1);
   ft_assert_param(m, LM "per_layer_projection_norm.weight", 256, -1, -1);
   ck_assert_int_eq(ft_kind(m, LM "embed_tokens_per_layer"),
                    TPX_MODULE_EMBEDDING);
@@ -261,15 +255,14 @@ END_TEST
 START_TEST(test_moe_shapes) {
   tpx_registry *reg = ft_registry(FAM);
   tpx_model *m = ft_skeleton(reg, FAM, "gemma4-moe.json");
-  static const char *const moe_tail[] = {
-      "router.scale",
-      "router.per_expert_scale",
-      "router.proj.weight",
-      "experts.gate_up_proj",
-      "experts.down_proj",
-      "post_feedforward_layernorm_1.weight",
-      "post_feedforward_layernorm_2.weight",
-      "pre_feedforward_layernorm_2.weight"};
+  static const char *const moe_tail[] = {"router.scale",
+                                         "router.per_expert_scale",
+                                         "router.proj.weight",
+                                         "experts.gate_up_proj",
+                                         "experts.down_proj",
+                                         "post_feedforward_layernorm_1.weight",
+                                         "post_feedforward_layernorm_2.weight",
+                                         "pre_feedforward_layernorm_2.weight"};
   size_t i, n = 0;
   char prefix[128];
   ft_assert_param(m, LM "layers.1.router.scale", 2048, -1, -1);
@@ -294,8 +287,7 @@ START_TEST(test_moe_shapes) {
     tpx_param_info pi;
     ck_assert_uint_eq(n, 22);
     for (i = 0; i < sizeof moe_tail / sizeof moe_tail[0]; i++) {
-      ck_assert_int_eq(tpx_model_param(m, idx + (int64_t)i, &pi, NULL),
-                       TPX_OK);
+      ck_assert_int_eq(tpx_model_param(m, idx + (int64_t)i, &pi, NULL), TPX_OK);
       ck_assert_str_eq(pi.fqn + strlen(prefix), moe_tail[i]);
     }
   }
@@ -350,10 +342,10 @@ START_TEST(test_kv_shared_double_wide) {
   ft_assert_param(m, "lm_head.weight", 100, 64, -1);
   {
     tpx_param_info pi;
-    ck_assert_int_eq(
-        tpx_model_param(m, tpx_model_find_param(m, "lm_head.weight"), &pi,
-                        NULL),
-        TPX_OK);
+    ck_assert_int_eq(tpx_model_param(m,
+                                     tpx_model_find_param(m, "lm_head.weight"),
+                                     &pi, NULL),
+                     TPX_OK);
     ck_assert_int_eq(pi.tied_to, -1);
   }
   tpx_model_destroy(m);
@@ -370,13 +362,12 @@ START_TEST(test_audio_and_clipping) {
   int64_t idx;
   tpx_param_info pi;
   static const char *const ffw[] = {
-      "ffw_layer_1.input_min",  "ffw_layer_1.input_max",
-      "ffw_layer_1.output_min", "ffw_layer_1.output_max",
-      "ffw_layer_1.linear.weight",
-      "ffw_layer_2.input_min",  "ffw_layer_2.input_max",
-      "ffw_layer_2.output_min", "ffw_layer_2.output_max",
-      "ffw_layer_2.linear.weight",
-      "pre_layer_norm.weight",  "post_layer_norm.weight"};
+      "ffw_layer_1.input_min",     "ffw_layer_1.input_max",
+      "ffw_layer_1.output_min",    "ffw_layer_1.output_max",
+      "ffw_layer_1.linear.weight", "ffw_layer_2.input_min",
+      "ffw_layer_2.input_max",     "ffw_layer_2.output_min",
+      "ffw_layer_2.output_max",    "ffw_layer_2.linear.weight",
+      "pre_layer_norm.weight",     "post_layer_norm.weight"};
   ck_assert_msg(m != NULL, "%s", msg);
   snprintf(f, sizeof f, "%ssubsample_conv_projection.layer0.conv.weight", A);
   idx = tpx_model_find_param(m, f);
@@ -394,8 +385,8 @@ START_TEST(test_audio_and_clipping) {
   ck_assert_int_eq(pi.shape[1], 16);
   snprintf(f, sizeof f, "%ssubsample_conv_projection.layer1.norm.weight", A);
   ft_assert_param(m, f, 8, -1, -1);
-  snprintf(f, sizeof f,
-           "%ssubsample_conv_projection.input_proj_linear.weight", A);
+  snprintf(f, sizeof f, "%ssubsample_conv_projection.input_proj_linear.weight",
+           A);
   ft_assert_param(m, f, 32, (16 / 4) * 8, -1);
   snprintf(f, sizeof f, "%slayers.1.self_attn.per_dim_scale", A);
   ft_assert_param(m, f, 8, -1, -1);
@@ -424,8 +415,7 @@ START_TEST(test_audio_and_clipping) {
                   "model.vision_tower.encoder.layers.0.self_attn.o_proj."
                   "output_min",
                   -1, -1, -1);
-  ft_assert_param(m,
-                  "model.vision_tower.patch_embedder.input_proj.weight", 48,
+  ft_assert_param(m, "model.vision_tower.patch_embedder.input_proj.weight", 48,
                   3 * 4 * 4, -1);
   /* Gemma4Model order: vision tower, language model, audio tower, then the
    * embedders; the untied lm_head last */
@@ -491,13 +481,12 @@ START_TEST(test_defaults) {
       reg, "{\"architectures\": [\"" ARCH "\"], \"text_config\": {}}", msg,
       sizeof msg);
   ck_assert_msg(m != NULL, "%s", msg);
-  ck_assert_int_eq(tpx_model_module_num_children(
-                       m, tpx_model_find_module(m, LM "layers")),
-                   30);
+  ck_assert_int_eq(
+      tpx_model_module_num_children(m, tpx_model_find_module(m, LM "layers")),
+      30);
   ft_assert_param(m, LM "layers.4.self_attn.q_proj.weight", 8 * 256, 2304, -1);
   ft_assert_param(m, LM "layers.5.self_attn.q_proj.weight", 8 * 512, 2304, -1);
-  ft_assert_param(m, LM "embed_tokens_per_layer.weight", 262144, 30 * 256,
-                  -1);
+  ft_assert_param(m, LM "embed_tokens_per_layer.weight", 262144, 30 * 256, -1);
   ft_assert_tied(m, "lm_head.weight", LM "embed_tokens.weight");
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);

@@ -60,9 +60,11 @@ START_TEST(test_llama_plans) {
   /* Nemotron-Flash: the same plan, its mlp.* keys marked variant-only. */
   int flash = strcmp(arch, "NemotronFlashForCausalLM") == 0;
   fam_check_plan(reg, m, arch, NULL, 0, FAM,
-                 flash ? "plan_nemotron_flash_sp0.json" : "plan_llama_sp0.json");
+                 flash ? "plan_nemotron_flash_sp0.json"
+                       : "plan_llama_sp0.json");
   fam_check_plan(reg, m, arch, NULL, 1, FAM,
-                 flash ? "plan_nemotron_flash_sp1.json" : "plan_llama_sp1.json");
+                 flash ? "plan_nemotron_flash_sp1.json"
+                       : "plan_llama_sp1.json");
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -155,10 +157,10 @@ START_TEST(test_decilm_refusal) {
 END_TEST
 
 /* Nemotron-Flash post-processing (docs/SEMANTICS.md "Plan selection"; in
- * _get_parallel_plan after the plan function, for every source): lm_head stays when its output is Shard (the
- * Llama plan), is dropped when Replicate (the DeciLM plan reached by a
- * Nemotron-Flash-named config). The host applies it; the plugin's get_plan
- * is the bare plan function and keeps lm_head. */
+ * _get_parallel_plan after the plan function, for every source): lm_head stays
+ * when its output is Shard (the Llama plan), is dropped when Replicate (the
+ * DeciLM plan reached by a Nemotron-Flash-named config). The host applies it;
+ * the plugin's get_plan is the bare plan function and keeps lm_head. */
 START_TEST(test_nemotron_flash_rule) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *flash =
@@ -184,14 +186,14 @@ START_TEST(test_nemotron_flash_rule) {
                      "plan_nemotron_flash_sp0.json", NULL, NULL, 0);
   fam_check_selected(reg, flash, NULL, 1, 1, 0, FAM,
                      "plan_nemotron_flash_sp1.json", NULL, NULL, 0);
-  fam_check_selected(reg, named, NULL, 0, 1, 0, FAM, "plan_decilm_sp0_flash.json",
-                     NULL, NULL, 0);
+  fam_check_selected(reg, named, NULL, 0, 1, 0, FAM,
+                     "plan_decilm_sp0_flash.json", NULL, NULL, 0);
   fam_check_selected(reg, named, SUPER, 0, 1, 0, FAM,
                      "plan_decilm_sp0_flash.json", NULL, NULL, 0);
   /* "nemotron-flashy" still contains "nemotron-flash": upstream's substring
    * test, reproduced as is. */
-  fam_check_selected(reg, plain, NULL, 0, 1, 0, FAM, "plan_decilm_sp0_flash.json",
-                     NULL, NULL, 0);
+  fam_check_selected(reg, plain, NULL, 0, 1, 0, FAM,
+                     "plan_decilm_sp0_flash.json", NULL, NULL, 0);
   tpx_model_destroy(flash);
   tpx_model_destroy(named);
   tpx_model_destroy(plain);
@@ -450,8 +452,8 @@ START_TEST(test_divisible_tps) {
   static const int64_t good[] = {1, 2, 4, 8};
   size_t i;
   for (i = 0; i < sizeof good / sizeof good[0]; i++) {
-    fam_check_plan_any_tp(reg, llama, "LlamaForCausalLM", NULL, 1, good[i],
-                          FAM, "plan_llama_sp1.json");
+    fam_check_plan_any_tp(reg, llama, "LlamaForCausalLM", NULL, 1, good[i], FAM,
+                          "plan_llama_sp1.json");
     fam_check_selected(reg, llama, NULL, 1, good[i], 0, FAM,
                        "plan_llama_sp1.json", "heads-not-divisible", NULL, 0);
   }

@@ -49,8 +49,7 @@ START_TEST(test_small_skeleton) {
   /* hand count: memory tokens + embed + final norm; deltanet layer 9 mixer
    * tensors, mamba 8, attention 4 (kq_norm none); every layer ffn 3 + its
    * norm; mixer layers an input norm; tied head */
-  ck_assert_uint_eq(tpx_model_num_params(m),
-                    3 + 9 + 8 + 4 + 6 * 4 + 3 + 1);
+  ck_assert_uint_eq(tpx_model_num_params(m), 3 + 9 + 8 + 4 + 6 * 4 + 3 + 1);
   ck_assert_int_eq(tpx_model_total_params(m), 3462872);
   ck_assert_int_eq(tpx_model_total_bytes(m), 2 * 3462872LL);
   ck_assert_int_eq(tpx_model_param(m, 0, &pi, NULL), TPX_OK);
@@ -106,8 +105,8 @@ START_TEST(test_small_skeleton) {
     size_t i;
     ck_assert_uint_eq(tpx_model_module_num_children(m, L), 4);
     for (i = 0; i < 4; i++)
-      ck_assert_str_eq(
-          tpx_model_module_fqn(m, tpx_model_module_child(m, L, i)), kids[i]);
+      ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, L, i)),
+                       kids[i]);
   }
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
@@ -119,15 +118,15 @@ END_TEST
 START_TEST(test_options) {
   tpx_registry *reg = fam_registry(FAM);
   char msg[512] = "";
-  tpx_model *m = flash_model(
-      reg,
-      "{\"architectures\": [\"" ARCH "\"], \"vocab_size\": 100,"
-      " \"hidden_size\": 128, \"intermediate_size\": 0,"
-      " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
-      " \"num_key_value_heads\": 4, \"kq_norm\": \"rms\","
-      " \"ffn_expand_ratio\": 2.6, \"mlp_hidden_act\": \"relu2\","
-      " \"layer_types\": [\"a\", \"f\"]}",
-      msg, sizeof msg);
+  tpx_model *m =
+      flash_model(reg,
+                  "{\"architectures\": [\"" ARCH "\"], \"vocab_size\": 100,"
+                  " \"hidden_size\": 128, \"intermediate_size\": 0,"
+                  " \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+                  " \"num_key_value_heads\": 4, \"kq_norm\": \"rms\","
+                  " \"ffn_expand_ratio\": 2.6, \"mlp_hidden_act\": \"relu2\","
+                  " \"layer_types\": [\"a\", \"f\"]}",
+                  msg, sizeof msg);
   ck_assert_msg(m != NULL, "%s", msg);
   fam_assert_param(m, "model.layers.0.self_attn.k_norm.weight", 32, -1);
   fam_assert_param(m, "model.layers.0.self_attn.q_norm.weight", 32, -1);
@@ -209,8 +208,8 @@ START_TEST(test_plan_on_tree) {
   /* up_proj, gate_proj, down_proj and gate_up_proj, all variant-only */
   ck_assert_uint_eq(fam_diags_count(diags, "unmatched-key", ".mlp."), 4);
   ck_assert_uint_eq(tpx_diag_count_at_least(diags, TPX_DIAG_WARNING), 0);
-  ck_assert_uint_eq(fam_diags_count(diags, "unmatched-key", "self_attn.q_proj'"),
-                    0);
+  ck_assert_uint_eq(
+      fam_diags_count(diags, "unmatched-key", "self_attn.q_proj'"), 0);
   ck_assert_uint_eq(fam_diags_count(diags, "unmatched-key", "embed_tokens"), 0);
   ck_assert_uint_eq(fam_diags_count(diags, "unmatched-key", "'lm_head'"), 0);
   tpx_match_destroy(mt);

@@ -92,8 +92,10 @@ START_TEST(test_refusals) {
   fam_check_selected(reg, vlm, NULL, 0, 16, 0, FAM, "plan_mistral3_vlm.json",
                      "heads-not-divisible", "num_key_value_heads (8)", 1);
   fam_check_selected(reg, vlm, NULL, 0, 3, 0, FAM, "plan_mistral3_vlm.json",
-                     "heads-not-divisible", "tp sizes that would work: 1, 2, "
-                     "4, 8", 1);
+                     "heads-not-divisible",
+                     "tp sizes that would work: 1, 2, "
+                     "4, 8",
+                     1);
   fam_check_selected(reg, vlm, NULL, 1, 8, 0, FAM, "plan_mistral3_vlm.json",
                      "heads-not-divisible", NULL, 0);
   tpx_model_destroy(vlm);
@@ -245,8 +247,9 @@ START_TEST(test_muse_glimmer_aliases) {
     ck_assert_int_ge(tpx_model_find_param(m, buf), 0);
   }
   /* native names are left alone */
-  ck_assert_int_eq(tpx_model_canonical_name(m, "model.layers.0.post_ffn_norm."
-                                               "weight",
+  ck_assert_int_eq(tpx_model_canonical_name(m,
+                                            "model.layers.0.post_ffn_norm."
+                                            "weight",
                                             buf, sizeof buf),
                    0);
   tpx_model_destroy(m);
@@ -332,9 +335,8 @@ START_TEST(test_muse_glimmer_strategy) {
                      "sequence-parallel-ignored", "will be ignored", 1);
   fam_check_selected(reg, m, NULL, 0, 2, 0, FAM, NULL,
                      "sequence-parallel-ignored", NULL, 0);
-  ck_assert_int_eq(fam_plan(reg, m, k_mg[0], NULL, 0, 2, &plan, msg,
-                            sizeof msg),
-                   TPX_OK);
+  ck_assert_int_eq(
+      fam_plan(reg, m, k_mg[0], NULL, 0, 2, &plan, msg, sizeof msg), TPX_OK);
   fam_check_rank_bytes(m, plan);
   tpx_plan_destroy(plan);
   tpx_model_destroy(m);

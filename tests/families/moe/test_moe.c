@@ -4,10 +4,11 @@
  * Qwen3-30B-A3B: 30,532,122,624; both also what transformers 5.24 builds,
  * tests/data/families/moe/meta_totals.py) and the tiny configs; get_plan's
  * refusal and the host's fallback to upstream's path (the bundled
- * transformers-5 HF plan, unusable, then the default base plan); the fused experts replicated over tp and sharded on
- * dim 0 by FSDP; and a checkpoint storing experts one by one giving the same
- * module tree and per-rank bytes as the skeleton (folded onto the fused
- * tensors), with malformed checkpoints refused. */
+ * transformers-5 HF plan, unusable, then the default base plan); the fused
+ * experts replicated over tp and sharded on dim 0 by FSDP; and a checkpoint
+ * storing experts one by one giving the same module tree and per-rank bytes as
+ * the skeleton (folded onto the fused tensors), with malformed checkpoints
+ * refused. */
 #include <check.h>
 #include <dirent.h>
 #include <jansson.h>
@@ -48,8 +49,8 @@ START_TEST(test_published_totals) {
 }
 END_TEST
 
-static void assert_3d(const tpx_model *m, const char *fqn, int64_t a,
-                      int64_t b, int64_t c) {
+static void assert_3d(const tpx_model *m, const char *fqn, int64_t a, int64_t b,
+                      int64_t c) {
   tpx_param_info p;
   tpx_error err = {0};
   int64_t i = tpx_model_find_param(m, fqn);
@@ -143,10 +144,10 @@ START_TEST(test_selection) {
   tpx_model *qw = fam_model(reg, FAM, "Qwen3-30B-A3B.config.json", 1);
   fam_check_selected(reg, mx, NULL, 0, 2, 1, FAM, NULL, "hf-style-unsupported",
                      "packed_colwise", 1);
-  fam_check_selected(reg, mx, NULL, 0, 2, 1, FAM, NULL,
-                     "default-plan-fallback", NULL, 1);
-  fam_check_selected(reg, qw, NULL, 0, 4, 1, FAM, NULL,
-                     "default-plan-fallback", NULL, 1);
+  fam_check_selected(reg, mx, NULL, 0, 2, 1, FAM, NULL, "default-plan-fallback",
+                     NULL, 1);
+  fam_check_selected(reg, qw, NULL, 0, 4, 1, FAM, NULL, "default-plan-fallback",
+                     NULL, 1);
   fam_check_selected(reg, qw, NULL, 0, 4, 1, FAM, NULL, "hf-style-unsupported",
                      "Qwen3MoeConfig", 1);
   /* 4 kv heads: tp 8 is the host's error, as validate_tp_mesh upstream. */
@@ -181,8 +182,7 @@ START_TEST(test_refusal_diag) {
     found++;
     ck_assert_msg(strstr(d.fix, "fix the plugin") == NULL, "fix: %s", d.fix);
     ck_assert_msg(strstr(d.fix, "on purpose") != NULL, "fix: %s", d.fix);
-    ck_assert_msg(strstr(d.fix, "Hugging Face plan") != NULL, "fix: %s",
-                  d.fix);
+    ck_assert_msg(strstr(d.fix, "Hugging Face plan") != NULL, "fix: %s", d.fix);
     ck_assert_msg(strstr(d.message, "declines") != NULL, "%s", d.message);
     ck_assert_msg(strstr(d.message, "the same path: the Hugging Face plan, "
                                     "then the default base plan") != NULL,
@@ -197,8 +197,8 @@ START_TEST(test_refusal_diag) {
 END_TEST
 
 /* The selected plan applied on dp_shard x tp. */
-static tpx_sharding *shard(tpx_registry *reg, const tpx_model *m,
-                           int64_t dp, int64_t tp, tpx_mesh **mesh_out) {
+static tpx_sharding *shard(tpx_registry *reg, const tpx_model *m, int64_t dp,
+                           int64_t tp, tpx_mesh **mesh_out) {
   const char *names[] = {"dp_shard", "tp"};
   int64_t sizes[2];
   tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
@@ -264,8 +264,7 @@ START_TEST(test_fsdp_layout) {
   }
   /* Every byte is held once per tp-replica group at most: the dp ranks of
    * one tp rank together hold at least the model's share. */
-  for (r = 0; r < 8; r++)
-    sum += tpx_sharding_rank_param_bytes(sh, r);
+  for (r = 0; r < 8; r++) sum += tpx_sharding_rank_param_bytes(sh, r);
   ck_assert_int_ge(sum, tpx_model_total_bytes(qw));
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
@@ -388,8 +387,7 @@ static void write_checkpoint(const tpx_model *m, ck_kind kind) {
     lb[i] = (unsigned char)(((uint64_t)padded >> (8 * i)) & 0xff);
   ck_assert_int_eq(fwrite(lb, 1, 8, f), 8);
   ck_assert_int_eq(fwrite(text, 1, len, f), len);
-  for (size_t i = len; i < padded; i++)
-    fputc(' ', f);
+  for (size_t i = len; i < padded; i++) fputc(' ', f);
   fclose(f);
   free(text);
   ck_assert_int_eq(truncate(path, (off_t)(8 + padded + (size_t)off)), 0);

@@ -159,14 +159,16 @@ START_TEST(test_validate_diagnostics) {
   static const char tied[] =
       "{\"architectures\": [\"NemotronHForCausalLM\"], "
       "\"hybrid_override_pattern\": \"M-\", \"tie_word_embeddings\": true}";
-  ck_assert_int_eq(ft_select_diag(reg, m, 1, 2, "sequence-parallel-unsupported"),
-                   TPX_DIAG_ERROR);
-  ck_assert_int_eq(ft_select_diag(reg, m, 0, 2, "sequence-parallel-unsupported"),
-                   -1);
+  ck_assert_int_eq(
+      ft_select_diag(reg, m, 1, 2, "sequence-parallel-unsupported"),
+      TPX_DIAG_ERROR);
+  ck_assert_int_eq(
+      ft_select_diag(reg, m, 0, 2, "sequence-parallel-unsupported"), -1);
   ck_assert_int_eq(ft_select_diag(reg, m, 0, 2, "tied-lm-head-not-retied"), -1);
   ck_assert_int_eq(tpx_model_create(&t, NULL), TPX_OK);
   ck_assert_int_eq(
-      tpx_model_set_config(t, tied, sizeof tied - 1, "tied.json", NULL), TPX_OK);
+      tpx_model_set_config(t, tied, sizeof tied - 1, "tied.json", NULL),
+      TPX_OK);
   ck_assert_int_eq(ft_select_diag(reg, t, 0, 2, "tied-lm-head-not-retied"),
                    TPX_DIAG_WARNING);
   ck_assert_int_eq(ft_select_diag(reg, t, 0, 1, "tied-lm-head-not-retied"), -1);
@@ -224,18 +226,15 @@ START_TEST(test_skeleton_8b) {
   ft_assert_param(m, "backbone.embeddings.weight", 131072, 4096, -1);
   ft_assert_param(m, "backbone.layers.0.norm.weight", 4096, -1, -1);
   /* Mamba2: in_proj 2*8192 + 2*8*128 + 128 = 18560 rows */
-  ft_assert_param(m, "backbone.layers.0.mixer.in_proj.weight", 18560, 4096,
-                  -1);
+  ft_assert_param(m, "backbone.layers.0.mixer.in_proj.weight", 18560, 4096, -1);
   ft_assert_param(m, "backbone.layers.0.mixer.conv1d.weight", 10240, 1, 4);
   ft_assert_param(m, "backbone.layers.0.mixer.conv1d.bias", 10240, -1, -1);
   ft_assert_param(m, "backbone.layers.0.mixer.A_log", 128, -1, -1);
   ft_assert_param(m, "backbone.layers.0.mixer.D", 128, -1, -1);
   ft_assert_param(m, "backbone.layers.0.mixer.dt_bias", 128, -1, -1);
   ft_assert_param(m, "backbone.layers.0.mixer.norm.weight", 8192, -1, -1);
-  ft_assert_param(m, "backbone.layers.0.mixer.out_proj.weight", 4096, 8192,
-                  -1);
-  ft_assert_param(m, "backbone.layers.1.mixer.up_proj.weight", 21504, 4096,
-                  -1);
+  ft_assert_param(m, "backbone.layers.0.mixer.out_proj.weight", 4096, 8192, -1);
+  ft_assert_param(m, "backbone.layers.1.mixer.up_proj.weight", 21504, 4096, -1);
   ft_assert_param(m, "backbone.layers.1.mixer.down_proj.weight", 4096, 21504,
                   -1);
   ft_assert_param(m, "backbone.layers.7.mixer.q_proj.weight", 4096, 4096, -1);
@@ -257,9 +256,11 @@ START_TEST(test_skeleton_8b) {
    * dt_bias / A_log / D before its submodules; MLP and attention blocks */
   {
     static const char *const mamba_block[] = {
-        "norm.weight",         "mixer.dt_bias",        "mixer.A_log",
-        "mixer.D",             "mixer.conv1d.weight",  "mixer.conv1d.bias",
-        "mixer.in_proj.weight", "mixer.norm.weight",   "mixer.out_proj.weight"};
+        "norm.weight",          "mixer.dt_bias",
+        "mixer.A_log",          "mixer.D",
+        "mixer.conv1d.weight",  "mixer.conv1d.bias",
+        "mixer.in_proj.weight", "mixer.norm.weight",
+        "mixer.out_proj.weight"};
     static const char *const mlp_block[] = {
         "norm.weight", "mixer.up_proj.weight", "mixer.down_proj.weight"};
     static const char *const attn_block[] = {
@@ -394,8 +395,8 @@ START_TEST(test_rank_bytes_fp32) {
   ck_assert_int_eq(tpx_mesh_create(names, sizes, 1, &mesh, &err), TPX_OK);
   so.fsdp = 0;
   so.selection = sel;
-  ck_assert_msg(tpx_sharding_create(m, tpx_selection_plan(sel), mesh, &so,
-                                    &sh, &err) == TPX_OK,
+  ck_assert_msg(tpx_sharding_create(m, tpx_selection_plan(sel), mesh, &so, &sh,
+                                    &err) == TPX_OK,
                 "sharding: %s", err.message);
   for (i = 0; i < c->tp; i++)
     ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, i), c->bytes);
@@ -423,8 +424,8 @@ static void automodel_name(const char *fqn, char *out, size_t size) {
   for (k = 0; k < 3; k++) {
     const char *at = strstr(rest, own[k]);
     if (at != NULL && at[strlen(own[k])] == '\0') {
-      snprintf(out, size, "model.%.*s.mixer._fp32_params.%s",
-               (int)(at - rest), rest, own[k] + strlen(".mixer."));
+      snprintf(out, size, "model.%.*s.mixer._fp32_params.%s", (int)(at - rest),
+               rest, own[k] + strlen(".mixer."));
       return;
     }
   }
@@ -457,13 +458,12 @@ static void write_automodel_checkpoint(const tpx_model *m, const char *path) {
       json_array_append_new(shape, json_integer(p.shape[d]));
     }
     automodel_name(p.fqn, name, sizeof name);
-    json_object_set_new(hdr, name,
-                        json_pack("{s:s,s:o,s:[I,I]}", "dtype",
-                                  p.dtype == TPX_DTYPE_F32 ? "F32" : "BF16",
-                                  "shape", shape, "data_offsets",
-                                  (json_int_t)off,
-                                  (json_int_t)(off + tpx_dtype_size(p.dtype) *
-                                                         numel)));
+    json_object_set_new(
+        hdr, name,
+        json_pack("{s:s,s:o,s:[I,I]}", "dtype",
+                  p.dtype == TPX_DTYPE_F32 ? "F32" : "BF16", "shape", shape,
+                  "data_offsets", (json_int_t)off,
+                  (json_int_t)(off + tpx_dtype_size(p.dtype) * numel)));
     off += tpx_dtype_size(p.dtype) * numel;
   }
   text = json_dumps(hdr, JSON_COMPACT);
@@ -476,8 +476,7 @@ static void write_automodel_checkpoint(const tpx_model *m, const char *path) {
     lb[i] = (unsigned char)(((uint64_t)padded >> (8 * i)) & 0xff);
   ck_assert_int_eq(fwrite(lb, 1, 8, f), 8);
   ck_assert_int_eq(fwrite(text, 1, len, f), len);
-  for (i = len; i < padded; i++)
-    fputc(' ', f);
+  for (i = len; i < padded; i++) fputc(' ', f);
   fclose(f);
   free(text);
   ck_assert_int_eq(truncate(path, (off_t)(8 + padded + (size_t)off)), 0);
@@ -503,8 +502,9 @@ START_TEST(test_automodel_names) {
   ck_assert_int_eq(tpx_model_name_alias(m, 1, &from, &to, &err), TPX_OK);
   ck_assert_str_eq(from, "model");
   ck_assert_str_eq(to, "backbone");
-  ck_assert_int_eq(tpx_model_canonical_name(m, "model.layers.0.mixer."
-                                               "_fp32_params.A_log",
+  ck_assert_int_eq(tpx_model_canonical_name(m,
+                                            "model.layers.0.mixer."
+                                            "_fp32_params.A_log",
                                             buf, sizeof buf),
                    1);
   ck_assert_str_eq(buf, "backbone.layers.0.mixer.A_log");
@@ -512,9 +512,8 @@ START_TEST(test_automodel_names) {
       tpx_model_canonical_name(m, "model.embeddings.weight", buf, sizeof buf),
       1);
   ck_assert_str_eq(buf, "backbone.embeddings.weight");
-  ck_assert_int_eq(tpx_model_canonical_name(m, "lm_head.weight", buf,
-                                            sizeof buf),
-                   0);
+  ck_assert_int_eq(
+      tpx_model_canonical_name(m, "lm_head.weight", buf, sizeof buf), 0);
   ck_assert_str_eq(buf, "lm_head.weight");
   /* rules must be well formed */
   ck_assert_int_eq(tpx_model_add_name_alias(m, "a.*", "b", &err),
@@ -527,8 +526,7 @@ START_TEST(test_automodel_names) {
                    TPX_OUT_OF_RANGE);
   ck_assert_int_eq(tpx_model_canonical_name(m, "model.a", buf, 4), -1);
   /* "modelx" is not the atom "model" */
-  ck_assert_int_eq(tpx_model_canonical_name(m, "modelx.a", buf, sizeof buf),
-                   0);
+  ck_assert_int_eq(tpx_model_canonical_name(m, "modelx.a", buf, sizeof buf), 0);
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   write_automodel_checkpoint(m, path);
@@ -622,10 +620,10 @@ typedef struct kv_case {
 } kv_case;
 
 #define NH_BASE                                                                \
-  "\"architectures\": [\"NemotronHForCausalLM\"], \"torch_dtype\": "          \
-  "\"bfloat16\", \"vocab_size\": 64, \"hidden_size\": 64, "                  \
-  "\"intermediate_size\": 128, \"hybrid_override_pattern\": \"M*-\", "       \
-  "\"num_attention_heads\": 4, \"head_dim\": 16, \"mamba_num_heads\": 4, "   \
+  "\"architectures\": [\"NemotronHForCausalLM\"], \"torch_dtype\": "           \
+  "\"bfloat16\", \"vocab_size\": 64, \"hidden_size\": 64, "                    \
+  "\"intermediate_size\": 128, \"hybrid_override_pattern\": \"M*-\", "         \
+  "\"num_attention_heads\": 4, \"head_dim\": 16, \"mamba_num_heads\": 4, "     \
   "\"mamba_head_dim\": 16, \"n_groups\": 1, \"ssm_state_size\": 8"
 
 static const kv_case kv_cases[] = {
@@ -658,7 +656,9 @@ END_TEST
  * configs and on the real ones (skeleton, plan keys against it, heads,
  * ties, determinism, concurrency, capabilities). */
 START_TEST(test_check_plugin) {
-  static const char *const files[] = {"Nemotron-H-8B-Base-8K.json", "nemotron-h-moe-tiny.json", "nemotron-h-v5-list.json", "Nemotron-Labs-Diffusion-3B.json"};
+  static const char *const files[] = {
+      "Nemotron-H-8B-Base-8K.json", "nemotron-h-moe-tiny.json",
+      "nemotron-h-v5-list.json", "Nemotron-Labs-Diffusion-3B.json"};
   ft_assert_harness(FAM, files, sizeof files / sizeof files[0]);
 }
 END_TEST

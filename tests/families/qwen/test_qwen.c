@@ -133,19 +133,18 @@ static const struct {
   const char *golden, *needle;
 } k_indivisible[] = {
     /* Qwen2.5-0.5B: 14 heads, 2 kv heads */
-    {"Qwen2.5-0.5B.config.json", "Qwen2ForCausalLM", 0, 4,
-     "plan_qwen_sp0.json",
+    {"Qwen2.5-0.5B.config.json", "Qwen2ForCausalLM", 0, 4, "plan_qwen_sp0.json",
      "num_key_value_heads (2) must be divisible by TP size (4)"},
-    {"Qwen2.5-0.5B.config.json", "Qwen2ForCausalLM", 1, 4,
-     "plan_qwen_sp1.json", "num_key_value_heads (2)"},
+    {"Qwen2.5-0.5B.config.json", "Qwen2ForCausalLM", 1, 4, "plan_qwen_sp1.json",
+     "num_key_value_heads (2)"},
     /* tp=7 divides the 14 heads but not the 2 kv heads */
-    {"Qwen2.5-0.5B.config.json", "Qwen2ForCausalLM", 0, 7,
-     "plan_qwen_sp0.json", "num_key_value_heads (2)"},
+    {"Qwen2.5-0.5B.config.json", "Qwen2ForCausalLM", 0, 7, "plan_qwen_sp0.json",
+     "num_key_value_heads (2)"},
     /* Qwen3-0.6B: 16 heads, 8 kv heads */
-    {"Qwen3-0.6B.config.json", "Qwen3ForCausalLM", 1, 16,
-     "plan_qwen_sp1.json", "num_key_value_heads (8)"},
-    {"Qwen3-0.6B-seqcls.config.json", "Qwen3ForSequenceClassification", 1,
-     16, "plan_qwen_cls_sp1.json", "num_key_value_heads (8)"},
+    {"Qwen3-0.6B.config.json", "Qwen3ForCausalLM", 1, 16, "plan_qwen_sp1.json",
+     "num_key_value_heads (8)"},
+    {"Qwen3-0.6B-seqcls.config.json", "Qwen3ForSequenceClassification", 1, 16,
+     "plan_qwen_cls_sp1.json", "num_key_value_heads (8)"},
     {"Qwen3-0.6B-seqcls.config.json", "Qwen3ForSequenceClassification", 0, 3,
      "plan_qwen_cls_sp0.json", "num_key_value_heads (8)"},
     /* Qwen3.5 causal: 8 heads, 2 kv heads; sp has no effect */
@@ -185,8 +184,8 @@ START_TEST(test_divisible_tps) {
                      "heads-not-divisible", NULL, 0);
   fam_check_selected(reg, c35, NULL, 0, 2, 0, FAM, "plan_qwen3_5_causal.json",
                      "heads-not-divisible", NULL, 0);
-  fam_check_plan_any_tp(reg, v35, "Qwen3_5ForConditionalGeneration", NULL, 0,
-                        4, FAM, "plan_qwen3_5_vlm.json");
+  fam_check_plan_any_tp(reg, v35, "Qwen3_5ForConditionalGeneration", NULL, 0, 4,
+                        FAM, "plan_qwen3_5_vlm.json");
   fam_check_selected(reg, v35, NULL, 0, 4, 0, FAM, "plan_qwen3_5_vlm.json",
                      "heads-not-divisible", NULL, 0);
   tpx_model_destroy(q2);

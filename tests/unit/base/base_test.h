@@ -11,13 +11,13 @@
 /* Assert that `call` failed with `want_st` and that err.message mentions
  * `needle` (the name of the thing at fault). `call` passes `&e_` as its
  * error argument. */
-#define CHECK_FAILS(call, want_st, needle)                                      \
+#define CHECK_FAILS(call, want_st, needle)                                     \
   do {                                                                         \
     tpx_error e_ = {0};                                                        \
     tpx_status st_ = (call);                                                   \
-    ck_assert_msg(st_ == (want_st), "%s: expected %s, got %s (%s)", #call,      \
-                  tpx_status_name(want_st), tpx_status_name(st_), e_.message);  \
-    ck_assert_int_eq(e_.status, (want_st));                                     \
+    ck_assert_msg(st_ == (want_st), "%s: expected %s, got %s (%s)", #call,     \
+                  tpx_status_name(want_st), tpx_status_name(st_), e_.message); \
+    ck_assert_int_eq(e_.status, (want_st));                                    \
     ck_assert_msg(strstr(e_.message, (needle)) != NULL,                        \
                   "%s: message \"%s\" does not mention \"%s\"", #call,         \
                   e_.message, (needle));                                       \

@@ -80,8 +80,8 @@ START_TEST(test_sizes) {
       {TPX_DTYPE_F8_E8M0, 1}, {TPX_DTYPE_I64, 8},     {TPX_DTYPE_I32, 4},
       {TPX_DTYPE_I16, 2},     {TPX_DTYPE_I8, 1},      {TPX_DTYPE_U64, 8},
       {TPX_DTYPE_U32, 4},     {TPX_DTYPE_U16, 2},     {TPX_DTYPE_U8, 1},
-      {TPX_DTYPE_BOOL, 1},    {TPX_DTYPE_INVALID, 0},
-      {TPX_DTYPE_COUNT, 0},   {(tpx_dtype)-3, 0},     {(tpx_dtype)1000, 0},
+      {TPX_DTYPE_BOOL, 1},    {TPX_DTYPE_INVALID, 0}, {TPX_DTYPE_COUNT, 0},
+      {(tpx_dtype)-3, 0},     {(tpx_dtype)1000, 0},
   };
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
     ck_assert_uint_eq(tpx_dtype_size(sizes[i].d), sizes[i].size);
@@ -130,9 +130,10 @@ END_TEST
 
 START_TEST(test_parse_bad) {
   /* Case-sensitive as the files write them; the message quotes the text. */
-  static const char *bad[] = {"",        "bf",        "Bfloat16", "FLOAT32",
-                              "torch.",  "torch.F32", "BF16 ",    " bf16",
-                              "float8", "torch.torch.float32", "f32x"};
+  static const char *bad[] = {
+      "",          "bf",    "Bfloat16", "FLOAT32", "torch.",
+      "torch.F32", "BF16 ", " bf16",    "float8",  "torch.torch.float32",
+      "f32x"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     tpx_dtype d = TPX_DTYPE_F32;
     char quoted[64];

@@ -41,9 +41,9 @@ START_TEST(test_set_and_first_wins) {
   tpx_error_clear(&err);
   ck_assert_int_eq(err.status, TPX_OK);
   ck_assert_str_eq(err.message, "");
-  ck_assert_int_eq(tpx_error_set(&err, TPX_NOT_FOUND, "no key \"%s\" (%d)",
-                                 "tp_plan", 7),
-                   TPX_NOT_FOUND);
+  ck_assert_int_eq(
+      tpx_error_set(&err, TPX_NOT_FOUND, "no key \"%s\" (%d)", "tp_plan", 7),
+      TPX_NOT_FOUND);
   ck_assert_int_eq(err.status, TPX_NOT_FOUND);
   ck_assert_str_eq(err.message, "no key \"tp_plan\" (7)");
   /* A second error returns its own status but keeps the first message. */

@@ -36,8 +36,7 @@ static ilist ref_chunk(const ilist *l, int64_t chunks, int64_t which) {
 static ilist ref_dim(int64_t n, int d, int ndim, int m, const int64_t *sizes,
                      const tpx_placement *pl, const int64_t *coords) {
   ilist l = {0};
-  for (int64_t i = 0; i < n; i++)
-    l.idx[l.n++] = i;
+  for (int64_t i = 0; i < n; i++) l.idx[l.n++] = i;
   for (int k = 0; k < m; k++) {
     int pd = pl[k].dim < 0 ? pl[k].dim + ndim : pl[k].dim;
     if (pl[k].kind == TPX_SHARD && pd == d)
@@ -74,8 +73,7 @@ static int check_layout(const int64_t *shape, int ndim, int m,
   tpx_mesh *mesh = make_mesh(m, sizes);
   int64_t world = tpx_mesh_world_size(mesh);
   int64_t total = 1, copies = 1;
-  for (int d = 0; d < ndim; d++)
-    total *= shape[d];
+  for (int d = 0; d < ndim; d++) total *= shape[d];
   for (int k = 0; k < m; k++)
     if (pl[k].kind != TPX_SHARD && pl[k].kind != TPX_STRIDED_SHARD)
       copies *= sizes[k];
@@ -119,8 +117,7 @@ static int check_layout(const int64_t *shape, int ndim, int m,
     }
     int64_t numel = tpx_slice_numel(&s);
     int64_t want = 1;
-    for (int d = 0; d < ndim; d++)
-      want *= s.length[d];
+    for (int d = 0; d < ndim; d++) want *= s.length[d];
     ck_assert_int_eq(numel, want);
   }
   /* A rank's slice never depends on its coords in non-sharding mesh dims
@@ -143,12 +140,9 @@ START_TEST(test_chunk_table) {
     int64_t n, w;
     int64_t off[4], len[4];
   } cases[] = {
-      {10, 4, {0, 3, 6, 9}, {3, 3, 3, 1}},
-      {5, 4, {0, 2, 4, 5}, {2, 2, 1, 0}},
-      {2, 4, {0, 1, 2, 2}, {1, 1, 0, 0}},
-      {0, 4, {0, 0, 0, 0}, {0, 0, 0, 0}},
-      {8, 4, {0, 2, 4, 6}, {2, 2, 2, 2}},
-      {9, 4, {0, 3, 6, 9}, {3, 3, 3, 0}},
+      {10, 4, {0, 3, 6, 9}, {3, 3, 3, 1}}, {5, 4, {0, 2, 4, 5}, {2, 2, 1, 0}},
+      {2, 4, {0, 1, 2, 2}, {1, 1, 0, 0}},  {0, 4, {0, 0, 0, 0}, {0, 0, 0, 0}},
+      {8, 4, {0, 2, 4, 6}, {2, 2, 2, 2}},  {9, 4, {0, 3, 6, 9}, {3, 3, 3, 0}},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
     for (int64_t i = 0; i < cases[c].w; i++) {
@@ -168,8 +162,7 @@ START_TEST(test_chunk_exhaustive) {
   for (int64_t n = 0; n <= 40; n++)
     for (int64_t w = 1; w <= 12; w++) {
       ilist all = {0};
-      for (int64_t i = 0; i < n; i++)
-        all.idx[all.n++] = i;
+      for (int64_t i = 0; i < n; i++) all.idx[all.n++] = i;
       for (int64_t i = 0; i < w; i++) {
         int64_t off, len;
         ck_assert_int_eq(tpx_layout_chunk(n, w, i, &off, &len, NULL), TPX_OK);
@@ -189,9 +182,8 @@ START_TEST(test_chunk_large) {
   ck_assert_int_eq(tpx_layout_chunk(n, 1, 0, &off, &len, NULL), TPX_OK);
   ck_assert_int_eq(off, 0);
   ck_assert_int_eq(len, n);
-  ck_assert_int_eq(tpx_layout_chunk(5, INT64_MAX, INT64_MAX - 1, &off, &len,
-                                    NULL),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_layout_chunk(5, INT64_MAX, INT64_MAX - 1, &off, &len, NULL), TPX_OK);
   ck_assert_int_eq(off, 5);
   ck_assert_int_eq(len, 0);
 }
@@ -223,10 +215,10 @@ START_TEST(test_negative_dims) {
   for (int64_t r = 0; r < 4; r++) {
     tpx_slice a, b;
     tpx_placement neg = tpx_placement_shard(-1), pos = tpx_placement_shard(1);
-    ck_assert_int_eq(
-        tpx_layout_local_slice(shape, 2, mesh, &neg, r, &a, NULL), TPX_OK);
-    ck_assert_int_eq(
-        tpx_layout_local_slice(shape, 2, mesh, &pos, r, &b, NULL), TPX_OK);
+    ck_assert_int_eq(tpx_layout_local_slice(shape, 2, mesh, &neg, r, &a, NULL),
+                     TPX_OK);
+    ck_assert_int_eq(tpx_layout_local_slice(shape, 2, mesh, &pos, r, &b, NULL),
+                     TPX_OK);
     ck_assert_int_eq(a.ndim, b.ndim);
     for (int d = 0; d < 2; d++) {
       ck_assert_int_eq(a.offset[d], b.offset[d]);
@@ -237,8 +229,8 @@ START_TEST(test_negative_dims) {
     ck_assert_int_eq(a.offset[1], r < 3 ? 2 * r : 6);
     ck_assert_int_eq(a.length[1], r < 3 ? 2 : 0);
     neg = tpx_placement_shard(-2);
-    ck_assert_int_eq(
-        tpx_layout_local_slice(shape, 2, mesh, &neg, r, &a, NULL), TPX_OK);
+    ck_assert_int_eq(tpx_layout_local_slice(shape, 2, mesh, &neg, r, &a, NULL),
+                     TPX_OK);
     ck_assert_int_eq(a.offset[0], r);
     ck_assert_int_eq(a.length[0], 1);
   }
@@ -292,10 +284,11 @@ END_TEST
 START_TEST(test_2d_3d_meshes) {
   /* dp_replicate x dp_shard x tp and 2-D (dp, tp) meshes with the usual
    * TP / FSDP / HSDP placements, over several uneven shapes. */
-  const tpx_placement R = tpx_placement_replicate(), S0 = tpx_placement_shard(0),
-                      S1 = tpx_placement_shard(1), Sm1 = tpx_placement_shard(-1),
+  const tpx_placement R = tpx_placement_replicate(),
+                      S0 = tpx_placement_shard(0), S1 = tpx_placement_shard(1),
+                      Sm1 = tpx_placement_shard(-1),
                       P = tpx_placement_partial(TPX_REDUCE_SUM);
-  static const int64_t shapes[][2] = {{10, 4}, {7, 5}, {3, 9}, {1, 1},
+  static const int64_t shapes[][2] = {{10, 4}, {7, 5},   {3, 9}, {1, 1},
                                       {0, 6},  {16, 16}, {13, 2}};
   const int64_t meshes2[][2] = {{2, 4}, {3, 2}, {1, 4}, {4, 1}, {2, 3}};
   const tpx_placement pl2[][2] = {
@@ -345,7 +338,8 @@ START_TEST(test_compose_left_to_right) {
 }
 END_TEST
 
-/* ---- FSDP2 over TP -------------------------------------------------------- */
+/* ---- FSDP2 over TP --------------------------------------------------------
+ */
 
 START_TEST(test_strided_even) {
   /* Colwise weight [16, 4] on (dp=2, tp=4), (strided_shard(0,4), shard(0)):
@@ -490,10 +484,10 @@ START_TEST(test_fsdp_padded_numel) {
     int64_t dp, want;
   } cases[] = {
       {{10, 4, 0}, 2, 4, 12}, /* ceil(10/4)=3 rows of 4 */
-      {{8, 4, 0}, 2, 4, 8},   {{5, 0, 0}, 1, 4, 2},
-      {{2, 3, 0}, 2, 4, 3},   /* ranks 2,3 empty but padded to 1 row */
-      {{0, 7, 0}, 2, 3, 0},   {{7, 3, 2}, 3, 1, 42},
-      {{7, 3, 2}, 3, 2, 24},  {{0, 0, 0}, 0, 8, 1}, /* scalar */
+      {{8, 4, 0}, 2, 4, 8},       {{5, 0, 0}, 1, 4, 2},
+      {{2, 3, 0}, 2, 4, 3}, /* ranks 2,3 empty but padded to 1 row */
+      {{0, 7, 0}, 2, 3, 0},       {{7, 3, 2}, 3, 1, 42},
+      {{7, 3, 2}, 3, 2, 24},      {{0, 0, 0}, 0, 8, 1}, /* scalar */
       {{1, 4096, 0}, 2, 8, 4096},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {

@@ -72,8 +72,8 @@ START_TEST(test_levels_from_env) {
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                  "TPX_DEBUG=%s", cases[i].value);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "TPX_DEBUG=%s",
+                  cases[i].value);
   }
 }
 END_TEST
@@ -125,8 +125,7 @@ START_TEST(test_threads) {
   for (int i = 0; i < 4; i++)
     ck_assert_int_eq(pthread_create(&t[i], NULL, spam, i == 0 ? &g_cap : NULL),
                      0);
-  for (int i = 0; i < 4; i++)
-    pthread_join(t[i], NULL);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
   ck_assert_int_eq(g_cap.count, 8000);
   tpx_log_set_handler(NULL, NULL);
 }

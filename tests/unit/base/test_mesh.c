@@ -96,16 +96,14 @@ START_TEST(test_groups_partition) {
     const char *name = tpx_mesh_dim_name(m, d);
     for (int64_t r = 0; r < 24; r++) {
       int64_t g[8], idx, c[4];
-      ck_assert_int_eq(tpx_mesh_group_ranks(m, name, r, g, &idx, NULL),
-                       TPX_OK);
+      ck_assert_int_eq(tpx_mesh_group_ranks(m, name, r, g, &idx, NULL), TPX_OK);
       tpx_mesh_coords(m, r, c, NULL);
       ck_assert_int_eq(idx, c[d]);
       ck_assert_int_eq(g[idx], r);
       for (int64_t j = 0; j < tpx_mesh_dim_size(m, d); j++) {
         int64_t cj[4];
         tpx_mesh_coords(m, g[j], cj, NULL);
-        for (int k = 0; k < 4; k++)
-          ck_assert_int_eq(cj[k], k == d ? j : c[k]);
+        for (int k = 0; k < 4; k++) ck_assert_int_eq(cj[k], k == d ? j : c[k]);
       }
     }
   }
@@ -149,11 +147,9 @@ START_TEST(test_flatten) {
   static const int64_t want_dp[6] = {3, 7, 11, 15, 19, 23};
   ck_assert_mem_eq(g, want_dp, sizeof want_dp);
   /* "dp_cp": all ranks with tp=1, in row-major order. */
-  ck_assert_int_eq(tpx_mesh_group_ranks(m, "dp_cp", 19, g, &idx, NULL),
-                   TPX_OK);
+  ck_assert_int_eq(tpx_mesh_group_ranks(m, "dp_cp", 19, g, &idx, NULL), TPX_OK);
   ck_assert_int_eq(idx, 9);
-  for (int j = 0; j < 12; j++)
-    ck_assert_int_eq(g[j], 2 * j + 1);
+  for (int j = 0; j < 12; j++) ck_assert_int_eq(g[j], 2 * j + 1);
   tpx_mesh_destroy(m);
 }
 END_TEST
@@ -183,16 +179,16 @@ START_TEST(test_flatten_errors) {
               "dims");
   CHECK_FAILS(tpx_mesh_flatten(NULL, "x", one, 1, &e_), TPX_INVALID_ARGUMENT,
               "mesh");
-  CHECK_FAILS(tpx_mesh_flatten(m, "x", withnull, 2, &e_),
-              TPX_INVALID_ARGUMENT, "dim 1");
+  CHECK_FAILS(tpx_mesh_flatten(m, "x", withnull, 2, &e_), TPX_INVALID_ARGUMENT,
+              "dim 1");
   ck_assert_int_eq(tpx_mesh_flatten(m, "dp", other, 2, NULL), TPX_OK);
   CHECK_FAILS(tpx_mesh_flatten(m, "dp", one, 1, &e_), TPX_ALREADY_EXISTS,
               "\"dp\"");
   char longname[TPX_MESH_NAME_MAX + 4];
   memset(longname, 'v', sizeof longname - 1);
   longname[sizeof longname - 1] = '\0';
-  CHECK_FAILS(tpx_mesh_flatten(m, longname, one, 1, &e_),
-              TPX_INVALID_ARGUMENT, "too long");
+  CHECK_FAILS(tpx_mesh_flatten(m, longname, one, 1, &e_), TPX_INVALID_ARGUMENT,
+              "too long");
   /* Failed flattens added nothing. */
   int64_t sz;
   CHECK_FAILS(tpx_mesh_size_of(m, "x", &sz, &e_), TPX_NOT_FOUND, "\"x\"");
@@ -275,11 +271,9 @@ START_TEST(test_rank_errors) {
   int64_t c[4], r, g[24];
   CHECK_FAILS(tpx_mesh_coords(m, 24, c, &e_), TPX_OUT_OF_RANGE, "rank 24");
   CHECK_FAILS(tpx_mesh_coords(m, -1, c, &e_), TPX_OUT_OF_RANGE, "rank -1");
-  CHECK_FAILS(tpx_mesh_coords(m, 0, NULL, &e_), TPX_INVALID_ARGUMENT,
-              "coords");
+  CHECK_FAILS(tpx_mesh_coords(m, 0, NULL, &e_), TPX_INVALID_ARGUMENT, "coords");
   int64_t bad[4] = {0, 3, 0, 0};
-  CHECK_FAILS(tpx_mesh_rank(m, bad, &r, &e_), TPX_OUT_OF_RANGE,
-              "\"dp_shard\"");
+  CHECK_FAILS(tpx_mesh_rank(m, bad, &r, &e_), TPX_OUT_OF_RANGE, "\"dp_shard\"");
   bad[1] = -1;
   CHECK_FAILS(tpx_mesh_rank(m, bad, &r, &e_), TPX_OUT_OF_RANGE, "-1");
   CHECK_FAILS(tpx_mesh_rank(m, NULL, &r, &e_), TPX_INVALID_ARGUMENT, "coords");
@@ -288,8 +282,8 @@ START_TEST(test_rank_errors) {
   /* The message lists the names that do exist. */
   CHECK_FAILS(tpx_mesh_group_ranks(m, "pp", 0, g, NULL, &e_), TPX_NOT_FOUND,
               "dp_shard");
-  CHECK_FAILS(tpx_mesh_group_ranks(m, "tp", 99, g, NULL, &e_),
-              TPX_OUT_OF_RANGE, "rank 99");
+  CHECK_FAILS(tpx_mesh_group_ranks(m, "tp", 99, g, NULL, &e_), TPX_OUT_OF_RANGE,
+              "rank 99");
   CHECK_FAILS(tpx_mesh_group_ranks(m, "tp", 0, NULL, NULL, &e_),
               TPX_INVALID_ARGUMENT, "out");
   CHECK_FAILS(tpx_mesh_group_ranks(m, NULL, 0, g, NULL, &e_),

@@ -28,8 +28,8 @@ START_TEST(test_equal) {
   const tpx_placement S = tpx_placement_shard(1);
   ck_assert(tpx_placement_equal(S, tpx_placement_shard(1)));
   /* Literal dims: Shard(-1) != Shard(2), as torch compares them. */
-  ck_assert(!tpx_placement_equal(tpx_placement_shard(-1),
-                                 tpx_placement_shard(2)));
+  ck_assert(
+      !tpx_placement_equal(tpx_placement_shard(-1), tpx_placement_shard(2)));
   ck_assert(!tpx_placement_equal(S, tpx_placement_replicate()));
   ck_assert(!tpx_placement_equal(S, tpx_placement_strided_shard(1, 1)));
   ck_assert(!tpx_placement_equal(tpx_placement_strided_shard(0, 2),
@@ -53,15 +53,14 @@ START_TEST(test_normalize) {
     int ndim;
     int32_t want; /* -100: error */
   } cases[] = {
-      {-1, 3, 2},    {-3, 3, 0},   {0, 3, 0},     {2, 3, 2},
-      {3, 3, -100},  {-4, 3, -100}, {0, 0, -100}, {-1, 1, 0},
-      {7, 8, 7},     {-8, 8, 0},   {0, -1, -100},
+      {-1, 3, 2},   {-3, 3, 0},    {0, 3, 0},     {2, 3, 2},
+      {3, 3, -100}, {-4, 3, -100}, {0, 0, -100},  {-1, 1, 0},
+      {7, 8, 7},    {-8, 8, 0},    {0, -1, -100},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     for (int strided = 0; strided < 2; strided++) {
-      tpx_placement p = strided
-                            ? tpx_placement_strided_shard(cases[i].dim, 2)
-                            : tpx_placement_shard(cases[i].dim);
+      tpx_placement p = strided ? tpx_placement_strided_shard(cases[i].dim, 2)
+                                : tpx_placement_shard(cases[i].dim);
       tpx_placement out = tpx_placement_replicate();
       tpx_error err = {0};
       tpx_status st = tpx_placement_normalize(p, cases[i].ndim, &out, &err);
@@ -195,8 +194,8 @@ START_TEST(test_parse_bad) {
   }
   tpx_placement p;
   CHECK_FAILS(tpx_placement_parse(NULL, &p, &e_), TPX_INVALID_ARGUMENT, "text");
-  CHECK_FAILS(tpx_placement_parse("replicate", NULL, &e_),
-              TPX_INVALID_ARGUMENT, "out");
+  CHECK_FAILS(tpx_placement_parse("replicate", NULL, &e_), TPX_INVALID_ARGUMENT,
+              "out");
   ck_assert_int_eq(tpx_placement_parse("bogus", &p, NULL), TPX_PARSE);
 }
 END_TEST

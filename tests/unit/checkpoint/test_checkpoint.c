@@ -50,8 +50,7 @@ static void write_raw(const char *path, const char *header, const void *data,
   ck_assert_ptr_nonnull(f);
   uint64_t n = strlen(header);
   unsigned char len[8];
-  for (int i = 0; i < 8; i++)
-    len[i] = (unsigned char)(n >> (8 * i));
+  for (int i = 0; i < 8; i++) len[i] = (unsigned char)(n >> (8 * i));
   ck_assert_int_eq(fwrite(len, 1, 8, f), 8);
   ck_assert_int_eq(fwrite(header, 1, n, f), n);
   if (data_len)
@@ -83,13 +82,14 @@ static void write_sample(const char *path) {
   p += 6;
   unsigned char d[4] = {0x38, 0x40, 0xb8, 0x01};
   memcpy(p, d, 4);
-  write_raw(path,
-            "{\"__metadata__\":{\"format\":\"pt\"},"
-            "\"a\":{\"dtype\":\"F32\",\"shape\":[5,7],\"data_offsets\":[0,140]},"
-            "\"b\":{\"dtype\":\"BF16\",\"shape\":[4,6],\"data_offsets\":[140,188]},"
-            "\"c\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[188,194]},"
-            "\"d\":{\"dtype\":\"F8_E4M3\",\"shape\":[4],\"data_offsets\":[194,198]}}",
-            sample_data, sizeof sample_data);
+  write_raw(
+      path,
+      "{\"__metadata__\":{\"format\":\"pt\"},"
+      "\"a\":{\"dtype\":\"F32\",\"shape\":[5,7],\"data_offsets\":[0,140]},"
+      "\"b\":{\"dtype\":\"BF16\",\"shape\":[4,6],\"data_offsets\":[140,188]},"
+      "\"c\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[188,194]},"
+      "\"d\":{\"dtype\":\"F8_E4M3\",\"shape\":[4],\"data_offsets\":[194,198]}}",
+      sample_data, sizeof sample_data);
 }
 
 static tpx_slice box2(int64_t o0, int64_t l0, int64_t o1, int64_t l1) {
@@ -130,8 +130,7 @@ START_TEST(test_read_boxes) {
     o.io_method = method;
     tpx_checkpoint_reader *rd = NULL;
     tpx_error err = {0};
-    ck_assert_msg(tpx_checkpoint_reader_create(tmpdir, &o, &rd, &err) ==
-                      TPX_OK,
+    ck_assert_msg(tpx_checkpoint_reader_create(tmpdir, &o, &rd, &err) == TPX_OK,
                   "%s", err.message);
     int64_t a = tpx_checkpoint_find(rd, "a");
     ck_assert_int_ge(a, 0);
@@ -143,19 +142,18 @@ START_TEST(test_read_boxes) {
                   "%s: %s", c->what, err.message);
     for (int64_t i = 0; i < c->l0; i++)
       for (int64_t j = 0; j < c->l1; j++)
-        ck_assert_msg(out[i * c->l1 + j] ==
-                          (float)((c->o0 + i) * 7 + c->o1 + j),
-                      "%s: element (%lld, %lld)", c->what, (long long)i,
-                      (long long)j);
+        ck_assert_msg(
+            out[i * c->l1 + j] == (float)((c->o0 + i) * 7 + c->o1 + j),
+            "%s: element (%lld, %lld)", c->what, (long long)i, (long long)j);
     /* exactly the slice's bytes, in as many calls as contiguous runs */
     ck_assert_int_eq(tpx_checkpoint_bytes_read(rd), c->l0 * c->l1 * 4);
     ck_assert_int_eq(tpx_checkpoint_read_calls(rd), c->calls);
     /* the same box converted to bf16 and f64 */
     uint16_t h[35];
     double dd[35];
-    ck_assert_int_eq(tpx_checkpoint_read_slice(rd, a, &s, TPX_DTYPE_BF16, h,
-                                               sizeof h, &err),
-                     TPX_OK);
+    ck_assert_int_eq(
+        tpx_checkpoint_read_slice(rd, a, &s, TPX_DTYPE_BF16, h, sizeof h, &err),
+        TPX_OK);
     ck_assert_int_eq(tpx_checkpoint_read_slice(rd, a, &s, TPX_DTYPE_F64, dd,
                                                sizeof dd, &err),
                      TPX_OK);
@@ -177,9 +175,9 @@ START_TEST(test_read_conversions) {
   write_sample(tmp("model.safetensors"));
   tpx_checkpoint_reader *rd = NULL;
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_checkpoint_reader_create(tmp("model.safetensors"),
-                                                NULL, &rd, &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_checkpoint_reader_create(tmp("model.safetensors"), NULL, &rd, &err),
+      TPX_OK);
   /* bf16 dim-1 slice as f32 */
   float f[24];
   tpx_slice s = box2(1, 3, 2, 3);
@@ -209,9 +207,9 @@ START_TEST(test_read_conversions) {
             f[3] == 1.0f / 512.0f);
   /* integers only to themselves; a short buffer and a box outside */
   int32_t i32[4];
-  ck_assert_int_eq(tpx_checkpoint_convert(f, TPX_DTYPE_F32, i32,
-                                          TPX_DTYPE_I32, 4, &err),
-                   TPX_UNSUPPORTED);
+  ck_assert_int_eq(
+      tpx_checkpoint_convert(f, TPX_DTYPE_F32, i32, TPX_DTYPE_I32, 4, &err),
+      TPX_UNSUPPORTED);
   tpx_error e2 = {0};
   ck_assert_int_eq(tpx_checkpoint_read_slice(rd, tpx_checkpoint_find(rd, "d"),
                                              &v, TPX_DTYPE_F32, f, 8, &e2),
@@ -227,9 +225,9 @@ START_TEST(test_read_conversions) {
   float x[2] = {1.00390625f /* 1 + 2^-8: tie, to even = 1 */,
                 1.01171875f /* 1 + 3*2^-8: tie, to even = 1 + 2^-6 */};
   uint16_t hb[2];
-  ck_assert_int_eq(tpx_checkpoint_convert(hb, TPX_DTYPE_BF16, x,
-                                          TPX_DTYPE_F32, 2, &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_checkpoint_convert(hb, TPX_DTYPE_BF16, x, TPX_DTYPE_F32, 2, &err),
+      TPX_OK);
   ck_assert_uint_eq(hb[0], 0x3f80);
   ck_assert_uint_eq(hb[1], 0x3f82);
   ck_assert_str_eq(tpx_checkpoint_metadata(rd, "format"), "pt");
@@ -250,11 +248,11 @@ typedef struct bad_case {
 
 static const bad_case bad_cases[] = {
     {"truncated file (data section shorter than the offsets)",
-     "{\"w\":{\"dtype\":\"F32\",\"shape\":[5,7],\"data_offsets\":[0,140]}}", 100,
-     TPX_PARSE, "'w'"},
+     "{\"w\":{\"dtype\":\"F32\",\"shape\":[5,7],\"data_offsets\":[0,140]}}",
+     100, TPX_PARSE, "'w'"},
     {"offsets lie about the size",
-     "{\"w\":{\"dtype\":\"F32\",\"shape\":[5,7],\"data_offsets\":[0,136]}}", 140,
-     TPX_PARSE, "'w'"},
+     "{\"w\":{\"dtype\":\"F32\",\"shape\":[5,7],\"data_offsets\":[0,136]}}",
+     140, TPX_PARSE, "'w'"},
     {"overlapping tensors",
      "{\"p\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
      "\"q\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}",
@@ -285,8 +283,8 @@ START_TEST(test_bad_headers) {
                    c->want);
   ck_assert_ptr_null(rd);
   ck_assert_msg(strstr(err.message, path) && strstr(err.message, c->names),
-                "%s: message '%s' lacks the file or '%s'", c->what,
-                err.message, c->names);
+                "%s: message '%s' lacks the file or '%s'", c->what, err.message,
+                c->names);
   struct stat after;
   ck_assert_int_eq(stat(path, &after), 0); /* the source is not modified */
   ck_assert_int_eq(after.st_size, before.st_size);
@@ -343,27 +341,23 @@ static tpx_model *small_model(tpx_dtype wdtype, int64_t rows) {
                    TPX_OK);
   ck_assert_int_eq(tpx_model_add_module(m, "row", TPX_MODULE_LINEAR, NULL, &e),
                    TPX_OK);
-  ck_assert_int_eq(tpx_model_add_param(m, "col", "weight", cw, 2, wdtype, NULL,
-                                       &e),
-                   TPX_OK);
-  ck_assert_int_eq(tpx_model_add_param(m, "col", "bias", cb, 1,
-                                       TPX_DTYPE_F32, NULL, &e),
-                   TPX_OK);
-  ck_assert_int_eq(tpx_model_add_param(m, "row", "weight", rw, 2,
-                                       TPX_DTYPE_F32, NULL, &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(m, "col", "weight", cw, 2, wdtype, NULL, &e), TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(m, "col", "bias", cb, 1, TPX_DTYPE_F32, NULL, &e),
+      TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(m, "row", "weight", rw, 2, TPX_DTYPE_F32, NULL, &e),
+      TPX_OK);
   return m;
 }
 
 /* The model's checkpoint: element i of every tensor holds 1000*k + i. */
 static void write_model_file(const char *path) {
   float data[35 + 7 + 35];
-  for (int i = 0; i < 35; i++)
-    data[i] = (float)(1000 + i);
-  for (int i = 0; i < 7; i++)
-    data[35 + i] = (float)(2000 + i);
-  for (int i = 0; i < 35; i++)
-    data[42 + i] = (float)(3000 + i);
+  for (int i = 0; i < 35; i++) data[i] = (float)(1000 + i);
+  for (int i = 0; i < 7; i++) data[35 + i] = (float)(2000 + i);
+  for (int i = 0; i < 35; i++) data[42 + i] = (float)(3000 + i);
   write_raw(path,
             "{\"col.weight\":{\"dtype\":\"F32\",\"shape\":[7,5],"
             "\"data_offsets\":[0,140]},"
@@ -375,7 +369,7 @@ static void write_model_file(const char *path) {
 }
 
 static float model_value(const char *name, int64_t i) {
-  return (float)((strcmp(name, "col.weight") == 0   ? 1000
+  return (float)((strcmp(name, "col.weight") == 0 ? 1000
                   : strcmp(name, "col.bias") == 0 ? 2000
                                                   : 3000) +
                  i);
@@ -386,8 +380,8 @@ static tpx_sharding *plan_sharding(const tpx_model *m, const char *plan_json,
                                    tpx_mesh **mesh, int64_t dp, int64_t tp) {
   tpx_error e = {0};
   tpx_plan *plan = NULL;
-  ck_assert_msg(tpx_plan_from_json(plan_json, strlen(plan_json), "test",
-                                   &plan, &e) == TPX_OK,
+  ck_assert_msg(tpx_plan_from_json(plan_json, strlen(plan_json), "test", &plan,
+                                   &e) == TPX_OK,
                 "%s", e.message);
   const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
   int64_t sizes[3] = {1, dp, tp};
@@ -419,22 +413,20 @@ START_TEST(test_check_model) {
   ck_assert_int_eq(tpx_checkpoint_check_model(rd, good, &err), TPX_OK);
   /* shape disagrees with the config's model */
   tpx_model *shape = small_model(TPX_DTYPE_F32, 8);
-  ck_assert_int_eq(tpx_checkpoint_check_model(rd, shape, &err),
-                   TPX_VALIDATION);
+  ck_assert_int_eq(tpx_checkpoint_check_model(rd, shape, &err), TPX_VALIDATION);
   ck_assert_ptr_nonnull(strstr(err.message, "'col.weight'"));
   ck_assert_ptr_nonnull(strstr(err.message, "model.safetensors"));
   /* dtype disagrees */
   tpx_error e2 = {0};
   tpx_model *dtype = small_model(TPX_DTYPE_BF16, 7);
-  ck_assert_int_eq(tpx_checkpoint_check_model(rd, dtype, &e2),
-                   TPX_VALIDATION);
+  ck_assert_int_eq(tpx_checkpoint_check_model(rd, dtype, &e2), TPX_VALIDATION);
   ck_assert_ptr_nonnull(strstr(e2.message, "BF16"));
   /* a parameter the file lacks */
   tpx_error e3 = {0};
   int64_t s1[1] = {5};
-  ck_assert_int_eq(tpx_model_add_param(good, "row", "bias", s1, 1,
-                                       TPX_DTYPE_F32, NULL, &e3),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(good, "row", "bias", s1, 1, TPX_DTYPE_F32, NULL, &e3),
+      TPX_OK);
   ck_assert_int_eq(tpx_checkpoint_check_model(rd, good, &e3), TPX_NOT_FOUND);
   ck_assert_ptr_nonnull(strstr(e3.message, "'row.bias'"));
   tpx_model_destroy(good);
@@ -459,15 +451,13 @@ START_TEST(test_read_rank) {
   tpx_error err = {0};
   tpx_checkpoint_reader_options o = TPX_CHECKPOINT_READER_OPTIONS_INIT;
   o.num_threads = 3;
-  ck_assert_int_eq(tpx_checkpoint_reader_create(tmpdir, &o, &rd, &err),
-                   TPX_OK);
+  ck_assert_int_eq(tpx_checkpoint_reader_create(tmpdir, &o, &rd, &err), TPX_OK);
   int64_t total = 0;
   for (int64_t r = 0; r < dp * tp; r++) {
     float bufs[3][40];
     tpx_checkpoint_dest dests[3];
     for (int p = 0; p < 3; p++)
-      dests[p] = (tpx_checkpoint_dest){bufs[p], sizeof bufs[p],
-                                       TPX_DTYPE_F32};
+      dests[p] = (tpx_checkpoint_dest){bufs[p], sizeof bufs[p], TPX_DTYPE_F32};
     ck_assert_msg(tpx_checkpoint_read_rank(rd, sh, r, dests, &err) == TPX_OK,
                   "%s", err.message);
     for (int p = 0; p < 3; p++) {
@@ -482,11 +472,11 @@ START_TEST(test_read_rank) {
       int64_t o1 = s.ndim == 2 ? s.offset[1] : 0;
       for (int64_t i = 0; i < s.length[0]; i++)
         for (int64_t j = 0; j < l1; j++, k++)
-          ck_assert_msg(bufs[p][k] == model_value(info.fqn,
-                                                  (s.offset[0] + i) * cols +
-                                                      o1 + j),
-                        "rank %lld %s element %lld", (long long)r, info.fqn,
-                        (long long)k);
+          ck_assert_msg(
+              bufs[p][k] ==
+                  model_value(info.fqn, (s.offset[0] + i) * cols + o1 + j),
+              "rank %lld %s element %lld", (long long)r, info.fqn,
+              (long long)k);
     }
   }
   ck_assert_int_eq(tpx_checkpoint_bytes_read(rd), total);
@@ -554,10 +544,9 @@ static float moe_value(int kind, int e, int64_t i) {
  * shape. */
 static void write_moe_file(const char *path, int mixtral, int skip, int bad) {
   static char header[8192];
-  static float data[7 * MOE_H + MOE_E * MOE_H + MOE_E * 3 * MOE_I * MOE_H +
-                    64];
-  const char *blk = mixtral ? "model.layers.0.block_sparse_moe"
-                            : "model.layers.0.mlp";
+  static float data[7 * MOE_H + MOE_E * MOE_H + MOE_E * 3 * MOE_I * MOE_H + 64];
+  const char *blk =
+      mixtral ? "model.layers.0.block_sparse_moe" : "model.layers.0.mlp";
   const char *pn[3] = {mixtral ? "w1" : "gate_proj", mixtral ? "w3" : "up_proj",
                        mixtral ? "w2" : "down_proj"};
   size_t h = 0, off = 0;
@@ -604,10 +593,8 @@ static void write_moe_file(const char *path, int mixtral, int skip, int bad) {
 /* Element at global index idx of model parameter p (hand-built fused). */
 static float moe_expected(int p, const int64_t *idx) {
   switch (p) {
-  case 0:
-    return moe_value(0, 0, idx[0] * MOE_H + idx[1]);
-  case 1:
-    return moe_value(1, 0, idx[0] * MOE_H + idx[1]);
+  case 0: return moe_value(0, 0, idx[0] * MOE_H + idx[1]);
+  case 1: return moe_value(1, 0, idx[0] * MOE_H + idx[1]);
   case 2: /* gate_up_proj[e, r, h]: gate rows, then up rows */
     return idx[1] < MOE_I
                ? moe_value(2, (int)idx[0], idx[1] * MOE_H + idx[2])
@@ -635,8 +622,8 @@ static void moe_check_slice(const float *buf, int p, const tpx_slice *s,
       rest /= s->length[d];
     }
     ck_assert_msg(buf[k] == moe_expected(p, idx),
-                  "rank %lld param %d element %lld: %g, want %g",
-                  (long long)r, p, (long long)k, (double)buf[k],
+                  "rank %lld param %d element %lld: %g, want %g", (long long)r,
+                  p, (long long)k, (double)buf[k],
                   (double)moe_expected(p, idx));
   }
 }
@@ -668,28 +655,25 @@ START_TEST(test_read_folded_experts) {
   ck_assert_int_eq(tpx_checkpoint_param_source(rd, m, 2, 5, &src, &err),
                    TPX_OK);
   tpx_checkpoint_tensor ti;
-  ck_assert_int_eq(tpx_checkpoint_tensor_info(rd, (size_t)src.tensor, &ti,
-                                              &err),
-                   TPX_OK);
-  ck_assert_str_eq(ti.name, mixtral
-                                ? "model.layers.0.block_sparse_moe.experts.2."
-                                  "w3.weight"
-                                : "model.layers.0.mlp.experts.2.up_proj.weight");
+  ck_assert_int_eq(
+      tpx_checkpoint_tensor_info(rd, (size_t)src.tensor, &ti, &err), TPX_OK);
+  ck_assert_str_eq(ti.name,
+                   mixtral ? "model.layers.0.block_sparse_moe.experts.2."
+                             "w3.weight"
+                           : "model.layers.0.mlp.experts.2.up_proj.weight");
   ck_assert_int_eq(src.box.offset[0], 2);
   ck_assert_int_eq(src.box.offset[1], MOE_I);
   ck_assert_int_eq(src.box.length[0], 1);
   ck_assert_int_eq(src.box.length[1], MOE_I);
   ck_assert_int_eq(src.box.length[2], MOE_H);
-  ck_assert_int_eq(tpx_checkpoint_param_source(rd, m, 2, 2 * MOE_E, &src,
-                                               &err),
+  ck_assert_int_eq(tpx_checkpoint_param_source(rd, m, 2, 2 * MOE_E, &src, &err),
                    TPX_OUT_OF_RANGE);
   for (int64_t r = 0; r < dp * tp; r++) {
     float bufs[4][2 * MOE_E * MOE_I * MOE_H];
     tpx_checkpoint_dest dests[4];
     for (int p = 0; p < 4; p++) {
       memset(bufs[p], 0xff, sizeof bufs[p]);
-      dests[p] = (tpx_checkpoint_dest){bufs[p], sizeof bufs[p],
-                                       TPX_DTYPE_F32};
+      dests[p] = (tpx_checkpoint_dest){bufs[p], sizeof bufs[p], TPX_DTYPE_F32};
     }
     ck_assert_msg(tpx_checkpoint_read_rank(rd, sh, r, dests, &err) == TPX_OK,
                   "%s", err.message);
@@ -704,23 +688,21 @@ START_TEST(test_read_folded_experts) {
                                               half, sizeof half,
                                               &err) == TPX_OK,
                     "%s", err.message);
-      ck_assert_int_eq(tpx_checkpoint_convert(back, TPX_DTYPE_F32, half,
-                                              TPX_DTYPE_BF16,
-                                              (size_t)tpx_slice_numel(&s),
-                                              &err),
-                       TPX_OK);
+      ck_assert_int_eq(
+          tpx_checkpoint_convert(back, TPX_DTYPE_F32, half, TPX_DTYPE_BF16,
+                                 (size_t)tpx_slice_numel(&s), &err),
+          TPX_OK);
       for (int64_t k = 0; k < tpx_slice_numel(&s); k++) {
         float want = 0;
         ck_assert_int_eq(tpx_checkpoint_convert(&half[0], TPX_DTYPE_BF16,
                                                 &bufs[p][k], TPX_DTYPE_F32, 1,
                                                 &err),
                          TPX_OK);
-        ck_assert_int_eq(tpx_checkpoint_convert(&want, TPX_DTYPE_F32,
-                                                &half[0], TPX_DTYPE_BF16, 1,
-                                                &err),
+        ck_assert_int_eq(tpx_checkpoint_convert(&want, TPX_DTYPE_F32, &half[0],
+                                                TPX_DTYPE_BF16, 1, &err),
                          TPX_OK);
-        ck_assert_msg(back[k] == want, "bf16 read of param %d element %lld",
-                      p, (long long)k);
+        ck_assert_msg(back[k] == want, "bf16 read of param %d element %lld", p,
+                      (long long)k);
       }
     }
   }
@@ -729,8 +711,8 @@ START_TEST(test_read_folded_experts) {
   tpx_slice s0;
   ck_assert_int_eq(tpx_sharding_local_slice(sh, 2, 0, &s0, &err), TPX_OK);
   tpx_error e2 = {0};
-  ck_assert_int_eq(tpx_checkpoint_read_param(rd, sh, 2, 0, TPX_DTYPE_F32,
-                                             small, sizeof small, &e2),
+  ck_assert_int_eq(tpx_checkpoint_read_param(rd, sh, 2, 0, TPX_DTYPE_F32, small,
+                                             sizeof small, &e2),
                    tpx_slice_numel(&s0) > 1 ? TPX_OUT_OF_RANGE : TPX_OK);
   tpx_checkpoint_reader_destroy(rd);
   tpx_sharding_destroy(sh);
@@ -763,8 +745,7 @@ START_TEST(test_folded_experts_bad) {
   ck_assert_int_eq(tpx_checkpoint_reader_create(tmpdir, NULL, &rd, &err),
                    TPX_OK);
   ck_assert_int_eq(tpx_checkpoint_check_model(rd, m, &err), cases[_i].st);
-  ck_assert_msg(strstr(err.message, cases[_i].text) != NULL, "%s",
-                err.message);
+  ck_assert_msg(strstr(err.message, cases[_i].text) != NULL, "%s", err.message);
   ck_assert_ptr_nonnull(strstr(err.message, "model.safetensors"));
   tpx_checkpoint_reader_destroy(rd);
   tpx_model_destroy(m);
@@ -775,29 +756,26 @@ END_TEST
 /* ---- writer ---- */
 
 static void fill(float *buf, const char *name, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    buf[i] = model_value(name, i);
+  for (int64_t i = 0; i < n; i++) buf[i] = model_value(name, i);
 }
 
-static const char *const wnames[3] = {"col.weight", "col.bias",
-                                      "row.weight"};
+static const char *const wnames[3] = {"col.weight", "col.bias", "row.weight"};
 
 /* Rank r of `world` writes its pieces (cut from the full tensors) with
  * write_rank and finishes; *done tells whether it published. */
 static tpx_status write_one_rank(const tpx_model *m, const tpx_sharding *sh,
-                                 const tpx_checkpoint_entry *entries,
-                                 size_t ne, int64_t world, int64_t r,
-                                 int64_t max, int *done, tpx_error *err) {
+                                 const tpx_checkpoint_entry *entries, size_t ne,
+                                 int64_t world, int64_t r, int64_t max,
+                                 int *done, tpx_error *err) {
   float full[3][35], local[3][35];
-  for (int p = 0; p < 3; p++)
-    fill(full[p], wnames[p], 35);
+  for (int p = 0; p < 3; p++) fill(full[p], wnames[p], 35);
   tpx_checkpoint_writer_options o = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
   o.max_shard_size = max;
   o.num_writers = world;
   o.writer_rank = r;
   tpx_checkpoint_writer *w = NULL;
-  tpx_status st = tpx_checkpoint_writer_create(tmpdir, entries, ne, &o, &w,
-                                               err);
+  tpx_status st =
+      tpx_checkpoint_writer_create(tmpdir, entries, ne, &o, &w, err);
   if (st != TPX_OK)
     return st;
   tpx_checkpoint_dest src[3];
@@ -833,8 +811,7 @@ static void verify_written(size_t files) {
   closedir(d);
   tpx_checkpoint_reader *rd = NULL;
   tpx_error err = {0};
-  ck_assert_msg(tpx_checkpoint_reader_create(tmpdir, NULL, &rd, &err) ==
-                    TPX_OK,
+  ck_assert_msg(tpx_checkpoint_reader_create(tmpdir, NULL, &rd, &err) == TPX_OK,
                 "%s", err.message);
   ck_assert_uint_eq(tpx_checkpoint_num_files(rd), files);
   for (int p = 0; p < 3; p++) {
@@ -879,8 +856,8 @@ START_TEST(test_write_ranks) {
   ck_assert_int_eq(tpx_checkpoint_model_entries(m, &entries, &ne, &err),
                    TPX_OK);
   ck_assert_uint_eq(ne, 3);
-  const char *final = max ? "model.safetensors.index.json"
-                          : "model.safetensors";
+  const char *final =
+      max ? "model.safetensors.index.json" : "model.safetensors";
   pid_t kids[16];
   for (int64_t r = 0; r < world; r++) {
     int done = -1;
@@ -888,8 +865,8 @@ START_TEST(test_write_ranks) {
       kids[r] = fork();
       ck_assert_int_ge(kids[r], 0);
       if (kids[r] == 0)
-        _exit(write_one_rank(m, sh, entries, ne, world, r, max, &done,
-                             &err) == TPX_OK
+        _exit(write_one_rank(m, sh, entries, ne, world, r, max, &done, &err) ==
+                      TPX_OK
                   ? 0
                   : 1);
       continue;
@@ -922,9 +899,9 @@ START_TEST(test_write_abandoned) {
   make_tmpdir();
   tpx_checkpoint_writer *w = NULL;
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_checkpoint_writer_create(tmpdir, &big_entry, 1, NULL,
-                                                &w, &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_checkpoint_writer_create(tmpdir, &big_entry, 1, NULL, &w, &err),
+      TPX_OK);
   ck_assert_int_eq(count_files(), 1); /* the temporary */
   ck_assert(!exists(tmp("model.safetensors")));
   tpx_checkpoint_writer_destroy(w);
@@ -942,9 +919,8 @@ START_TEST(test_write_unwritable) {
   }
   tpx_checkpoint_writer *w = NULL;
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_checkpoint_writer_create(dir, &big_entry, 1, NULL, &w,
-                                                &err),
-                   TPX_IO);
+  ck_assert_int_eq(
+      tpx_checkpoint_writer_create(dir, &big_entry, 1, NULL, &w, &err), TPX_IO);
   ck_assert_ptr_null(w);
   ck_assert_ptr_nonnull(strstr(err.message, dir));
   tpx_error e2 = {0};
@@ -967,9 +943,9 @@ START_TEST(test_write_file_size_limit) {
   ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
   tpx_checkpoint_writer *w = NULL;
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_checkpoint_writer_create(tmpdir, &big_entry, 1, NULL,
-                                                &w, &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_checkpoint_writer_create(tmpdir, &big_entry, 1, NULL, &w, &err),
+      TPX_OK);
   static float data[64 * 64];
   tpx_slice s = box2(0, 64, 0, 64);
   ck_assert_int_eq(tpx_checkpoint_write_slice(w, "big.weight", &s,
@@ -991,29 +967,28 @@ START_TEST(test_write_bad_args) {
   tpx_checkpoint_entry two[2] = {big_entry, big_entry};
   tpx_checkpoint_writer *w = NULL;
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_checkpoint_writer_create(tmpdir, two, 2, NULL, &w,
-                                                &err),
+  ck_assert_int_eq(tpx_checkpoint_writer_create(tmpdir, two, 2, NULL, &w, &err),
                    TPX_ALREADY_EXISTS);
   ck_assert_ptr_nonnull(strstr(err.message, "big.weight"));
   ck_assert_int_eq(count_files(), 0);
-  ck_assert_int_eq(tpx_checkpoint_writer_create(tmpdir, &big_entry, 1, NULL,
-                                                &w, &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_checkpoint_writer_create(tmpdir, &big_entry, 1, NULL, &w, &err),
+      TPX_OK);
   tpx_slice s = box2(0, 65, 0, 64);
   static float data[65 * 64];
   tpx_error e2 = {0};
-  ck_assert_int_eq(tpx_checkpoint_write_slice(w, "big.weight", &s,
-                                              TPX_DTYPE_F32, data, &e2),
-                   TPX_OUT_OF_RANGE);
+  ck_assert_int_eq(
+      tpx_checkpoint_write_slice(w, "big.weight", &s, TPX_DTYPE_F32, data, &e2),
+      TPX_OUT_OF_RANGE);
   tpx_error e3 = {0};
-  ck_assert_int_eq(tpx_checkpoint_write_slice(w, "nope", &s, TPX_DTYPE_F32,
-                                              data, &e3),
-                   TPX_NOT_FOUND);
+  ck_assert_int_eq(
+      tpx_checkpoint_write_slice(w, "nope", &s, TPX_DTYPE_F32, data, &e3),
+      TPX_NOT_FOUND);
   /* finishing with a hole at the end is refused; nothing is published */
   s = box2(0, 32, 0, 64);
-  ck_assert_int_eq(tpx_checkpoint_write_slice(w, "big.weight", &s,
-                                              TPX_DTYPE_F32, data, &e3),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_checkpoint_write_slice(w, "big.weight", &s, TPX_DTYPE_F32, data, &e3),
+      TPX_OK);
   tpx_error e4 = {0};
   ck_assert_int_eq(tpx_checkpoint_writer_finish(w, NULL, &e4), TPX_IO);
   ck_assert(!exists(tmp("model.safetensors")));

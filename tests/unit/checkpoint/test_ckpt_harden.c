@@ -3,9 +3,9 @@
  * (nothing outside the directory changes, every final name is a regular
  * file), two writers into one directory never share a temporary (each
  * publishes a complete file), the index and the shared temporaries of a
- * multi-process write refuse links (symbolic and hard) too, and a path that is not a directory
- * is reported without an unrelated errno text. The CLI side (locks, run
- * ids, coverage) is tests/unit/checkpoint/cli_shard_merge.sh. */
+ * multi-process write refuse links (symbolic and hard) too, and a path that is
+ * not a directory is reported without an unrelated errno text. The CLI side
+ * (locks, run ids, coverage) is tests/unit/checkpoint/cli_shard_merge.sh. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,8 +32,7 @@ static tpx_slice whole(void) {
 }
 
 static void fill(float *v, float base) {
-  for (int i = 0; i < 16 * 8; i++)
-    v[i] = base + (float)i;
+  for (int i = 0; i < 16 * 8; i++) v[i] = base + (float)i;
 }
 
 /* A file outside the output directory that must never change. */
@@ -158,9 +157,8 @@ START_TEST(test_shared_temp_link_refused) {
   o.num_writers = 2;
   tpx_checkpoint_writer *w = NULL;
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_checkpoint_writer_create(tmpdir, &entry, 1, &o, &w,
-                                                &err),
-                   TPX_IO);
+  ck_assert_int_eq(
+      tpx_checkpoint_writer_create(tmpdir, &entry, 1, &o, &w, &err), TPX_IO);
   ck_assert_ptr_null(w);
   ck_assert_ptr_nonnull(strstr(err.message, ".model.safetensors.tpx-tmp"));
   check_victim();
@@ -205,9 +203,9 @@ START_TEST(test_not_a_directory_message) {
   tpx_checkpoint_writer *w = NULL;
   tpx_error err = {0};
   errno = ENOTTY; /* what an isatty() before the call leaves behind */
-  ck_assert_int_eq(tpx_checkpoint_writer_create(tmp("plain"), &entry, 1, NULL,
-                                                &w, &err),
-                   TPX_IO);
+  ck_assert_int_eq(
+      tpx_checkpoint_writer_create(tmp("plain"), &entry, 1, NULL, &w, &err),
+      TPX_IO);
   ck_assert_ptr_nonnull(strstr(err.message, "not a directory"));
   ck_assert_ptr_null(strstr(err.message, strerror(ENOTTY)));
   ck_assert_ptr_nonnull(strstr(err.message, "plain"));
@@ -229,9 +227,8 @@ START_TEST(test_shared_temp_hardlink_refused) {
   o.num_writers = 2;
   tpx_checkpoint_writer *w = NULL;
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_checkpoint_writer_create(tmpdir, &entry, 1, &o, &w,
-                                                &err),
-                   TPX_IO);
+  ck_assert_int_eq(
+      tpx_checkpoint_writer_create(tmpdir, &entry, 1, &o, &w, &err), TPX_IO);
   ck_assert_ptr_null(w);
   check_victim();
   unlink(tmp(".model.safetensors.tpx-tmp"));

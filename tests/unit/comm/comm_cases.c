@@ -25,9 +25,7 @@ static tpx_status failed(tpx_error *err, const char *fmt, ...) {
   return TPX_VALIDATION;
 }
 
-static tpx_status result(tpx_error *err) {
-  return err ? err->status : TPX_OK;
-}
+static tpx_status result(tpx_error *err) { return err ? err->status : TPX_OK; }
 
 /* ---- values ------------------------------------------------------------- */
 
@@ -38,9 +36,9 @@ static const tpx_dtype reduce_types[] = {
 #define N_REDUCE_TYPES (sizeof reduce_types / sizeof reduce_types[0])
 
 static const tpx_dtype move_types[] = {
-    TPX_DTYPE_F32, TPX_DTYPE_F16, TPX_DTYPE_BF16, TPX_DTYPE_F64,
-    TPX_DTYPE_I64, TPX_DTYPE_I8,  TPX_DTYPE_U16,  TPX_DTYPE_BOOL,
-    TPX_DTYPE_F8_E4M3};
+    TPX_DTYPE_F32, TPX_DTYPE_F16,  TPX_DTYPE_BF16,
+    TPX_DTYPE_F64, TPX_DTYPE_I64,  TPX_DTYPE_I8,
+    TPX_DTYPE_U16, TPX_DTYPE_BOOL, TPX_DTYPE_F8_E4M3};
 #define N_MOVE_TYPES (sizeof move_types / sizeof move_types[0])
 
 static int is_unsigned(tpx_dtype t) {
@@ -128,9 +126,12 @@ static double reference(tpx_dtype t, tpx_reduce_op op, int n, size_t i,
   double acc = val(t, 0, i, salt);
   for (int r = 1; r < n; r++) {
     double v = val(t, r, i, salt);
-    if (op == TPX_REDUCE_MAX) acc = v > acc ? v : acc;
-    else if (op == TPX_REDUCE_MIN) acc = v < acc ? v : acc;
-    else acc += v;
+    if (op == TPX_REDUCE_MAX)
+      acc = v > acc ? v : acc;
+    else if (op == TPX_REDUCE_MIN)
+      acc = v < acc ? v : acc;
+    else
+      acc += v;
   }
   if (op == TPX_REDUCE_AVG)
     acc = is_float(t) ? acc / n : (double)((long long)acc / n);
@@ -159,8 +160,8 @@ static void fill_pat(unsigned char *buf, int r, size_t first, size_t n,
 }
 /* Index of the first element of buf (n elements) that differs from rank r's
  * pattern starting at element `first`, or n. */
-static size_t diff_pat(const unsigned char *buf, int r, size_t first,
-                       size_t n, size_t es, int salt) {
+static size_t diff_pat(const unsigned char *buf, int r, size_t first, size_t n,
+                       size_t es, int salt) {
   for (size_t e = 0; e < n; e++)
     for (size_t b = 0; b < es; b++)
       if (buf[e * es + b] != pat(r, first + e, b, salt))
@@ -206,8 +207,7 @@ tpx_status case_all_reduce(tpx_comm *world, void *arg, tpx_error *err) {
           size_t cnt = counts[ci], es = tpx_dtype_size(t);
           int salt = (int)(ti + ci + (size_t)op);
           unsigned char *send = xmalloc(cnt * es), *recv = xmalloc(cnt * es);
-          for (size_t i = 0; i < cnt; i++)
-            put(t, send, i, val(t, me, i, salt));
+          for (size_t i = 0; i < cnt; i++) put(t, send, i, val(t, me, i, salt));
           tpx_error e = {0};
           tpx_status st =
               tpx_comm_all_reduce(world, send, inplace ? send : recv, cnt, t,
@@ -217,8 +217,8 @@ tpx_status case_all_reduce(tpx_comm *world, void *arg, tpx_error *err) {
             failed(err, "all_reduce %s %s n=%zu: %s", tpx_dtype_short_name(t),
                    tpx_reduce_op_name((tpx_reduce_op)op), cnt, e.message);
           if (st == TPX_OK)
-            check_reduced(err, "all_reduce", t, (tpx_reduce_op)op, cnt,
-                          inplace, n, me, out, 0, salt);
+            check_reduced(err, "all_reduce", t, (tpx_reduce_op)op, cnt, inplace,
+                          n, me, out, 0, salt);
           free(send);
           free(recv);
         }
@@ -239,8 +239,7 @@ tpx_status case_reduce_scatter(tpx_comm *world, void *arg, tpx_error *err) {
           unsigned char *send = xmalloc(total * es), *recv = xmalloc(cnt * es);
           for (size_t i = 0; i < total; i++)
             put(t, send, i, val(t, me, i, salt));
-          unsigned char *out =
-              inplace ? send + (size_t)me * cnt * es : recv;
+          unsigned char *out = inplace ? send + (size_t)me * cnt * es : recv;
           tpx_error e = {0};
           tpx_status st = tpx_comm_reduce_scatter(world, send, out, cnt, t,
                                                   (tpx_reduce_op)op, &e);
@@ -273,8 +272,7 @@ tpx_status case_all_gather(tpx_comm *world, void *arg, tpx_error *err) {
         tpx_error e = {0};
         tpx_status st = tpx_comm_all_gather(world, s, recv, cnt, t, &e);
         if (st != TPX_OK)
-          failed(err, "all_gather %s: %s", tpx_dtype_short_name(t),
-                 e.message);
+          failed(err, "all_gather %s: %s", tpx_dtype_short_name(t), e.message);
         for (int j = 0; st == TPX_OK && j < n; j++) {
           size_t bad =
               diff_pat(recv + (size_t)j * cnt * es, j, 0, cnt, es, salt);
@@ -309,12 +307,13 @@ tpx_status case_broadcast(tpx_comm *world, void *arg, tpx_error *err) {
             fill_pat(inplace ? recv : send, root, 0, cnt, es, salt);
           tpx_error e = {0};
           tpx_status st = tpx_comm_broadcast(
-              world, me == root ? (inplace ? recv : send) : NULL, recv, cnt,
-              t, root, &e);
+              world, me == root ? (inplace ? recv : send) : NULL, recv, cnt, t,
+              root, &e);
           if (st != TPX_OK)
             failed(err, "broadcast: %s", e.message);
           else if (diff_pat(recv, root, 0, cnt, es, salt) < cnt)
-            failed(err, "broadcast %s count=%zu root=%d ranks=%d: rank %d "
+            failed(err,
+                   "broadcast %s count=%zu root=%d ranks=%d: rank %d "
                    "got wrong data",
                    tpx_dtype_short_name(t), cnt, root, n, me);
           free(send);
@@ -336,15 +335,16 @@ tpx_status case_all_to_all(tpx_comm *world, void *arg, tpx_error *err) {
         unsigned char *send = xmalloc(total * es), *recv = xmalloc(total * es);
         fill_pat(send, me, 0, total, es, salt);
         tpx_error e = {0};
-        tpx_status st = tpx_comm_all_to_all(world, send, inplace ? send : recv,
-                                            cnt, t, &e);
+        tpx_status st =
+            tpx_comm_all_to_all(world, send, inplace ? send : recv, cnt, t, &e);
         const unsigned char *out = inplace ? send : recv;
         if (st != TPX_OK)
           failed(err, "all_to_all: %s", e.message);
         for (int j = 0; st == TPX_OK && j < n; j++)
-          if (diff_pat(out + (size_t)j * cnt * es, j, (size_t)me * cnt, cnt,
-                       es, salt) < cnt) {
-            failed(err, "all_to_all %s count=%zu %s ranks=%d rank %d: block "
+          if (diff_pat(out + (size_t)j * cnt * es, j, (size_t)me * cnt, cnt, es,
+                       salt) < cnt) {
+            failed(err,
+                   "all_to_all %s count=%zu %s ranks=%d rank %d: block "
                    "from rank %d wrong",
                    tpx_dtype_short_name(t), cnt,
                    inplace ? "in-place" : "out-of-place", n, me, j);
@@ -359,8 +359,8 @@ tpx_status case_all_to_all(tpx_comm *world, void *arg, tpx_error *err) {
 tpx_status case_chunked(tpx_comm *world, void *arg, tpx_error *err) {
   (void)arg;
   int n = tpx_comm_size(world), me = tpx_comm_rank(world);
-  size_t totals[] = {0, 1, (size_t)n - 1, (size_t)n + 1, 10,
-                     2 * (size_t)n + 3, 1001};
+  size_t totals[] = {
+      0, 1, (size_t)n - 1, (size_t)n + 1, 10, 2 * (size_t)n + 3, 1001};
   for (size_t k = 0; k < sizeof totals / sizeof totals[0]; k++) {
     size_t total = totals[k];
     int64_t off = 0, len = 0;
@@ -380,12 +380,11 @@ tpx_status case_chunked(tpx_comm *world, void *arg, tpx_error *err) {
     if (st != TPX_OK)
       failed(err, "all_gather_chunked total=%zu: %s", total, e.message);
     else if (diff_pat(full, 0, 0, total, es, 1) < total)
-      failed(err, "all_gather_chunked total=%zu ranks=%d rank %d: wrong",
-             total, n, me);
+      failed(err, "all_gather_chunked total=%zu ranks=%d rank %d: wrong", total,
+             n, me);
     /* reduce_scatter_chunked (sum and max) */
     for (int op = 0; op < 4; op += 2) {
-      for (size_t i = 0; i < total; i++)
-        put(t, full, i, val(t, me, i, 3));
+      for (size_t i = 0; i < total; i++) put(t, full, i, val(t, me, i, 3));
       st = tpx_comm_reduce_scatter_chunked(world, full, piece, total, t,
                                            (tpx_reduce_op)op, &e);
       if (st != TPX_OK) {
@@ -393,10 +392,10 @@ tpx_status case_chunked(tpx_comm *world, void *arg, tpx_error *err) {
         continue;
       }
       for (int64_t i = 0; i < len; i++) {
-        double want =
-            reference(t, (tpx_reduce_op)op, n, (size_t)(off + i), 3);
+        double want = reference(t, (tpx_reduce_op)op, n, (size_t)(off + i), 3);
         if (!close_enough(t, get(t, piece, (size_t)i), want)) {
-          failed(err, "reduce_scatter_chunked total=%zu ranks=%d rank %d: "
+          failed(err,
+                 "reduce_scatter_chunked total=%zu ranks=%d rank %d: "
                  "element %lld wrong",
                  total, n, me, (long long)i);
           break;
@@ -445,19 +444,18 @@ tpx_status case_split(tpx_comm *world, void *arg, tpx_error *err) {
     tpx_comm *sub = tpx_mesh_comm_dim(mc, m);
     int64_t group[8] = {0}, idx = -1, want = 0;
     tpx_mesh_group_ranks(mesh, names[m], me, group, &idx, &e);
-    for (int j = 0; j < sizes[m]; j++)
-      want += group[j];
+    for (int j = 0; j < sizes[m]; j++) want += group[j];
     int64_t mine = me, got = 0;
     if (tpx_comm_size(sub) != sizes[m] || tpx_comm_rank(sub) != idx)
       failed(err, "split %s: size %d rank %d, want %lld / %lld", names[m],
              tpx_comm_size(sub), tpx_comm_rank(sub), (long long)sizes[m],
              (long long)idx);
-    if (tpx_comm_all_reduce(sub, &mine, &got, 1, TPX_DTYPE_I64,
-                            TPX_REDUCE_SUM, &e) != TPX_OK)
+    if (tpx_comm_all_reduce(sub, &mine, &got, 1, TPX_DTYPE_I64, TPX_REDUCE_SUM,
+                            &e) != TPX_OK)
       failed(err, "all_reduce on %s: %s", names[m], e.message);
     else if (got != want)
-      failed(err, "group %s of rank %d: sum of ranks %lld, want %lld",
-             names[m], me, (long long)got, (long long)want);
+      failed(err, "group %s of rank %d: sum of ranks %lld, want %lld", names[m],
+             me, (long long)got, (long long)want);
   }
   if (tpx_mesh_comm_dim(mc, 2) != NULL || tpx_mesh_comm_world(mc) != world ||
       tpx_mesh_comm_mesh(mc) != mesh)
@@ -478,8 +476,7 @@ static double gval(size_t li) { return (double)((int)((li * 7) % 23) - 11); }
 
 static size_t linear(const int64_t *shape, int ndim, const int64_t *idx) {
   size_t li = 0;
-  for (int i = 0; i < ndim; i++)
-    li = li * (size_t)shape[i] + (size_t)idx[i];
+  for (int i = 0; i < ndim; i++) li = li * (size_t)shape[i] + (size_t)idx[i];
   return li;
 }
 
@@ -550,8 +547,7 @@ static void fmt_tuple(const tpx_placement *pl, int k, char *buf, size_t n) {
   for (int m = 0; m < k && used < n; m++) {
     char one[48];
     tpx_placement_format(pl[m], one, sizeof one);
-    used += (size_t)snprintf(buf + used, n - used, "%s%s", m ? "," : "(",
-                             one);
+    used += (size_t)snprintf(buf + used, n - used, "%s%s", m ? "," : "(", one);
   }
   if (used < n)
     snprintf(buf + used, n - used, ")");
@@ -585,8 +581,7 @@ static int one_pair(tpx_mesh_comm *mc, const int64_t *shape, int ndim,
   fmt_tuple(src, k, a, sizeof a);
   fmt_tuple(dst, k, b, sizeof b);
   tpx_placement rep[TPX_MESH_MAX_DIMS];
-  for (int m = 0; m < k; m++)
-    rep[m] = tpx_placement_replicate();
+  for (int m = 0; m < k; m++) rep[m] = tpx_placement_replicate();
   if (tpx_layout_local_slice(shape, ndim, mesh, src, me, &s_in, &e) ||
       tpx_layout_local_slice(shape, ndim, mesh, dst, me, &s_out, &e) ||
       tpx_layout_local_slice(shape, ndim, mesh, rep, me, &s_full, &e)) {
@@ -608,8 +603,8 @@ static int one_pair(tpx_mesh_comm *mc, const int64_t *shape, int ndim,
     cs = &s_full;
   }
   if (st != TPX_OK) {
-    failed(err, "redistribute %s %s -> %s: %s", tpx_dtype_short_name(t), a,
-           b, e.message);
+    failed(err, "redistribute %s %s -> %s: %s", tpx_dtype_short_name(t), a, b,
+           e.message);
     bad = 1;
   } else {
     double got = 0, want = 0;
@@ -620,8 +615,8 @@ static int one_pair(tpx_mesh_comm *mc, const int64_t *shape, int ndim,
              "rank %lld: local element %lld is %g, want %g",
              tpx_dtype_short_name(t), a, b, (long long)shape[0],
              (long long)(ndim > 1 ? shape[1] : 0),
-             (long long)(ndim > 2 ? shape[2] : 0), ndim, (long long)me, at,
-             got, want);
+             (long long)(ndim > 2 ? shape[2] : 0), ndim, (long long)me, at, got,
+             want);
       bad = 1;
     }
   }
@@ -639,8 +634,8 @@ tpx_status case_redistribute(tpx_comm *world, void *arg, tpx_error *err) {
     return failed(err, "mesh_comm_create: %s", e.message);
   int k = tpx_mesh_ndim(ra->mesh), ntuples = 0;
   const tpx_placement *tab = tuple_tables(k, ra->full, &ntuples);
-  static const int64_t shapes[][3] = {{5, 7, 3}, {8, 4, 6}, {10, 1, 1},
-                                      {0, 4, 1}};
+  static const int64_t shapes[][3] = {
+      {5, 7, 3}, {8, 4, 6}, {10, 1, 1}, {0, 4, 1}};
   static const int ndims[] = {3, 3, 1, 2};
   for (size_t si = 0; si < 4; si++)
     for (int i = 0; i < ntuples; i++)
@@ -649,8 +644,8 @@ tpx_status case_redistribute(tpx_comm *world, void *arg, tpx_error *err) {
         int nd = ndims[si];
         if (!valid_for(src, k, nd) || !valid_for(dst, k, nd))
           continue;
-        tpx_dtype t = (i + j + (int)si) % 3 == 0 ? TPX_DTYPE_I32
-                                                  : TPX_DTYPE_F32;
+        tpx_dtype t =
+            (i + j + (int)si) % 3 == 0 ? TPX_DTYPE_I32 : TPX_DTYPE_F32;
         one_pair(mc, shapes[si], nd, t, src, dst, err);
       }
   tpx_mesh_comm_destroy(mc);
@@ -659,17 +654,24 @@ tpx_status case_redistribute(tpx_comm *world, void *arg, tpx_error *err) {
 
 /* Tables of placement tuples (k entries each); constant, so rank threads
  * may share them. */
-#define P_R {TPX_REPLICATE, 0, TPX_REDUCE_SUM, 0}
-#define P_S(d) {TPX_SHARD, d, TPX_REDUCE_SUM, 0}
-#define P_P(op) {TPX_PARTIAL, 0, op, 0}
-static const tpx_placement one_dim[8][1] = {
-    {P_R}, {P_S(0)}, {P_S(1)}, {P_S(-1)}, {P_P(TPX_REDUCE_SUM)},
-    {P_P(TPX_REDUCE_AVG)}, {P_P(TPX_REDUCE_MAX)}, {P_P(TPX_REDUCE_MIN)}};
-#define ROW(a) {a, P_R}, {a, P_S(0)}, {a, P_S(1)}, {a, P_S(-1)},              \
-               {a, P_P(TPX_REDUCE_SUM)}
+#define P_R                                                                    \
+  { TPX_REPLICATE, 0, TPX_REDUCE_SUM, 0 }
+#define P_S(d)                                                                 \
+  { TPX_SHARD, d, TPX_REDUCE_SUM, 0 }
+#define P_P(op)                                                                \
+  { TPX_PARTIAL, 0, op, 0 }
+static const tpx_placement one_dim[8][1] = {{P_R},
+                                            {P_S(0)},
+                                            {P_S(1)},
+                                            {P_S(-1)},
+                                            {P_P(TPX_REDUCE_SUM)},
+                                            {P_P(TPX_REDUCE_AVG)},
+                                            {P_P(TPX_REDUCE_MAX)},
+                                            {P_P(TPX_REDUCE_MIN)}};
+#define ROW(a)                                                                 \
+  {a, P_R}, {a, P_S(0)}, {a, P_S(1)}, {a, P_S(-1)}, { a, P_P(TPX_REDUCE_SUM) }
 static const tpx_placement two_dim[25][2] = {
-    ROW(P_R), ROW(P_S(0)), ROW(P_S(1)), ROW(P_S(-1)),
-    ROW(P_P(TPX_REDUCE_SUM))};
+    ROW(P_R), ROW(P_S(0)), ROW(P_S(1)), ROW(P_S(-1)), ROW(P_P(TPX_REDUCE_SUM))};
 
 static const tpx_placement *tuple_tables(int k, int full, int *count) {
   if (k == 1) {

@@ -21,18 +21,23 @@ int main(int argc, char **argv) {
   int64_t sizes[] = {2, 2};
   MPI_Comm c = MPI_COMM_WORLD;
   tpx_status st = tpx_comm_create_mpi(&c, &world, &err);
-  if (st == TPX_OK) st = tpx_mesh_create(names, sizes, 2, &mesh, &err);
-  if (st == TPX_OK) st = tpx_mesh_comm_create(world, mesh, &mc, &err);
+  if (st == TPX_OK)
+    st = tpx_mesh_create(names, sizes, 2, &mesh, &err);
+  if (st == TPX_OK)
+    st = tpx_mesh_comm_create(world, mesh, &mc, &err);
   int rank = tpx_comm_rank(world);
-  if (st == TPX_OK && rank == 3) raise(SIGSTOP);
+  if (st == TPX_OK && rank == 3)
+    raise(SIGSTOP);
   float x = 1;
   if (st == TPX_OK)
-    st = tpx_comm_all_reduce(tpx_mesh_comm_dim(mc, 1), &x, &x, 1,
-                             TPX_DTYPE_F32, TPX_REDUCE_SUM, &err);
+    st = tpx_comm_all_reduce(tpx_mesh_comm_dim(mc, 1), &x, &x, 1, TPX_DTYPE_F32,
+                             TPX_REDUCE_SUM, &err);
   /* Ranks 0 and 1 reach the world barrier late, so rank 2's report (the
    * one naming the tp dim) comes first; theirs would follow. */
-  if (st == TPX_OK && rank < 2) sleep(3);
-  if (st == TPX_OK) st = tpx_comm_barrier(world, &err);
+  if (st == TPX_OK && rank < 2)
+    sleep(3);
+  if (st == TPX_OK)
+    st = tpx_comm_barrier(world, &err);
   if (st != TPX_OK) {
     fprintf(stderr, "mpi_hang: rank %d: %s: %s\n", rank, tpx_status_name(st),
             err.message);

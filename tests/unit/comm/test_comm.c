@@ -48,8 +48,8 @@ START_TEST(t_redistribute_1d) {
 }
 END_TEST
 
-static const int64_t meshes_2d[][2] = {{2, 2}, {2, 3}, {3, 2}, {1, 4},
-                                       {4, 1}, {2, 4}};
+static const int64_t meshes_2d[][2] = {{2, 2}, {2, 3}, {3, 2},
+                                       {1, 4}, {4, 1}, {2, 4}};
 START_TEST(t_redistribute_2d) {
   const char *names[] = {"dp", "tp"};
   tpx_mesh *mesh = NULL;
@@ -77,26 +77,26 @@ static tpx_status bad_args_body(tpx_comm *c, void *arg, tpx_error *err) {
                            __LINE__, tpx_status_name(st_), e.message,          \
                            tpx_status_name(status), needle);                   \
   } while (0)
-  EXPECT(tpx_comm_all_reduce(NULL, buf, out, 4, TPX_DTYPE_F32,
-                             TPX_REDUCE_SUM, &e),
-         TPX_INVALID_ARGUMENT, "comm is NULL");
-  EXPECT(tpx_comm_all_reduce(c, NULL, out, 4, TPX_DTYPE_F32, TPX_REDUCE_SUM,
-                             &e),
-         TPX_INVALID_ARGUMENT, "send buffer is NULL");
+  EXPECT(
+      tpx_comm_all_reduce(NULL, buf, out, 4, TPX_DTYPE_F32, TPX_REDUCE_SUM, &e),
+      TPX_INVALID_ARGUMENT, "comm is NULL");
+  EXPECT(
+      tpx_comm_all_reduce(c, NULL, out, 4, TPX_DTYPE_F32, TPX_REDUCE_SUM, &e),
+      TPX_INVALID_ARGUMENT, "send buffer is NULL");
   EXPECT(tpx_comm_all_gather(c, buf, NULL, 4, TPX_DTYPE_F32, &e),
          TPX_INVALID_ARGUMENT, "recv buffer is NULL");
-  EXPECT(tpx_comm_all_reduce(c, buf, out, 4, (tpx_dtype)999, TPX_REDUCE_SUM,
+  EXPECT(
+      tpx_comm_all_reduce(c, buf, out, 4, (tpx_dtype)999, TPX_REDUCE_SUM, &e),
+      TPX_INVALID_ARGUMENT, "unknown dtype 999");
+  EXPECT(tpx_comm_all_reduce(c, buf, out, 4, TPX_DTYPE_INVALID, TPX_REDUCE_SUM,
                              &e),
-         TPX_INVALID_ARGUMENT, "unknown dtype 999");
-  EXPECT(tpx_comm_all_reduce(c, buf, out, 4, TPX_DTYPE_INVALID,
-                             TPX_REDUCE_SUM, &e),
          TPX_INVALID_ARGUMENT, "unknown dtype");
-  EXPECT(tpx_comm_all_reduce(c, buf, out, 4, TPX_DTYPE_F32, (tpx_reduce_op)7,
-                             &e),
-         TPX_INVALID_ARGUMENT, "unknown reduce op 7");
-  EXPECT(tpx_comm_all_reduce(c, buf, out, 4, TPX_DTYPE_BOOL, TPX_REDUCE_SUM,
-                             &e),
-         TPX_UNSUPPORTED, "cannot reduce dtype bool");
+  EXPECT(
+      tpx_comm_all_reduce(c, buf, out, 4, TPX_DTYPE_F32, (tpx_reduce_op)7, &e),
+      TPX_INVALID_ARGUMENT, "unknown reduce op 7");
+  EXPECT(
+      tpx_comm_all_reduce(c, buf, out, 4, TPX_DTYPE_BOOL, TPX_REDUCE_SUM, &e),
+      TPX_UNSUPPORTED, "cannot reduce dtype bool");
   EXPECT(tpx_comm_reduce_scatter(c, buf, out, 2, TPX_DTYPE_F8_E4M3,
                                  TPX_REDUCE_MAX, &e),
          TPX_UNSUPPORTED, "f8_e4m3");
@@ -111,8 +111,8 @@ static tpx_status bad_args_body(tpx_comm *c, void *arg, tpx_error *err) {
   EXPECT(tpx_comm_all_to_all(c, buf, out, 4, TPX_DTYPE_COUNT, &e),
          TPX_INVALID_ARGUMENT, "unknown dtype");
   EXPECT(tpx_comm_barrier(NULL, &e), TPX_INVALID_ARGUMENT, "comm is NULL");
-  EXPECT(tpx_comm_split_mesh_dim(c, NULL, "tp", NULL, &e),
-         TPX_INVALID_ARGUMENT, "is NULL");
+  EXPECT(tpx_comm_split_mesh_dim(c, NULL, "tp", NULL, &e), TPX_INVALID_ARGUMENT,
+         "is NULL");
   EXPECT(tpx_mesh_comm_create(NULL, NULL, NULL, &e), TPX_INVALID_ARGUMENT,
          "world is NULL");
   /* A mesh whose size differs from the world. */
@@ -121,14 +121,14 @@ static tpx_status bad_args_body(tpx_comm *c, void *arg, tpx_error *err) {
   tpx_mesh *mesh = NULL;
   tpx_comm *sub = NULL;
   tpx_mesh_create(names, sizes, 1, &mesh, NULL);
-  EXPECT(tpx_comm_split_mesh_dim(c, mesh, "tp", &sub, &e),
-         TPX_INVALID_ARGUMENT, "the mesh has 3 ranks but the local world "
-                               "has 1");
+  EXPECT(tpx_comm_split_mesh_dim(c, mesh, "tp", &sub, &e), TPX_INVALID_ARGUMENT,
+         "the mesh has 3 ranks but the local world "
+         "has 1");
   tpx_mesh_destroy(mesh);
   /* Zero counts with NULL buffers are fine. */
-  EXPECT(tpx_comm_all_reduce(c, NULL, NULL, 0, TPX_DTYPE_F32, TPX_REDUCE_SUM,
-                             &e),
-         TPX_OK, "");
+  EXPECT(
+      tpx_comm_all_reduce(c, NULL, NULL, 0, TPX_DTYPE_F32, TPX_REDUCE_SUM, &e),
+      TPX_OK, "");
   if (tpx_comm_rank(NULL) != -1 || tpx_comm_size(NULL) != -1 ||
       strcmp(tpx_comm_backend(c), "local") != 0 ||
       strcmp(tpx_comm_backend(NULL), "(null)") != 0)
@@ -167,8 +167,7 @@ static tpx_status mismatch_body(tpx_comm *c, void *arg, tpx_error *err) {
   tpx_error_clear(&e);
   st = tpx_comm_all_reduce(c, buf, out, 8, TPX_DTYPE_F32, TPX_REDUCE_MAX, &e);
   if (st != TPX_OK || out[7] != 8)
-    return tpx_error_set(err, TPX_VALIDATION, "after mismatch: %s",
-                         e.message);
+    return tpx_error_set(err, TPX_VALIDATION, "after mismatch: %s", e.message);
   return TPX_OK;
 }
 START_TEST(t_mismatch) { run(4, mismatch_body, NULL); }
@@ -219,27 +218,21 @@ static tpx_status redist_bad_body(tpx_comm *c, void *arg, tpx_error *err) {
   if (result == TPX_OK && (st != (want) || !strstr(e.message, needle)))        \
     result = tpx_error_set(err, TPX_VALIDATION, "line %d: %s \"%s\"",          \
                            __LINE__, tpx_status_name(st), e.message);
-  CHECK_RD(tpx_redistribute(NULL, shape, 2, TPX_DTYPE_F32, s0, in, rr, out,
-                            &e),
+  CHECK_RD(tpx_redistribute(NULL, shape, 2, TPX_DTYPE_F32, s0, in, rr, out, &e),
            TPX_INVALID_ARGUMENT, "mesh comm is NULL");
-  CHECK_RD(tpx_redistribute(mc, shape, 2, TPX_DTYPE_F32, s0, NULL, rr, out,
-                            &e),
+  CHECK_RD(tpx_redistribute(mc, shape, 2, TPX_DTYPE_F32, s0, NULL, rr, out, &e),
            TPX_INVALID_ARGUMENT, "src buffer is NULL");
-  CHECK_RD(tpx_redistribute(mc, shape, 2, TPX_DTYPE_F32, s0, in, rr, NULL,
-                            &e),
+  CHECK_RD(tpx_redistribute(mc, shape, 2, TPX_DTYPE_F32, s0, in, rr, NULL, &e),
            TPX_INVALID_ARGUMENT, "dst buffer is NULL");
-  CHECK_RD(tpx_redistribute(mc, shape, 2, (tpx_dtype)77, s0, in, rr, out,
-                            &e),
+  CHECK_RD(tpx_redistribute(mc, shape, 2, (tpx_dtype)77, s0, in, rr, out, &e),
            TPX_INVALID_ARGUMENT, "unknown dtype");
-  CHECK_RD(tpx_redistribute(mc, shape, 9, TPX_DTYPE_F32, s0, in, rr, out,
-                            &e),
+  CHECK_RD(tpx_redistribute(mc, shape, 9, TPX_DTYPE_F32, s0, in, rr, out, &e),
            TPX_OUT_OF_RANGE, "ndim 9");
-  CHECK_RD(tpx_redistribute(mc, shape, 2, TPX_DTYPE_F32, s5, in, rr, out,
-                            &e),
+  CHECK_RD(tpx_redistribute(mc, shape, 2, TPX_DTYPE_F32, s5, in, rr, out, &e),
            TPX_OUT_OF_RANGE, "");
-  CHECK_RD(tpx_redistribute(mc, shape, 2, TPX_DTYPE_F32, strided, in, rr,
-                            out, &e),
-           TPX_UNSUPPORTED, "strided_shard");
+  CHECK_RD(
+      tpx_redistribute(mc, shape, 2, TPX_DTYPE_F32, strided, in, rr, out, &e),
+      TPX_UNSUPPORTED, "strided_shard");
   tpx_mesh_comm_destroy(mc);
   return result;
 }

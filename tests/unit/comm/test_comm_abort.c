@@ -49,8 +49,8 @@ static tpx_status record(ranks_out *o, int r, double t0, tpx_status st,
 
 static tpx_status run_opts(int n, double timeout_s, unsigned fail_ranks,
                            tpx_local_fn fn, ranks_out *o, tpx_error *err) {
-  tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, TPX__LOCAL_TEST_MAGIC,
-                               0, 0, fail_ranks};
+  tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, TPX__LOCAL_TEST_MAGIC, 0,
+                               0, fail_ranks};
   t.base.struct_size = sizeof t;
   t.base.timeout_s = timeout_s;
   return tpx_local_run_opts(n, &t.base, fn, o, err);
@@ -67,8 +67,8 @@ static tpx_status body_rank2_fails(tpx_comm *w, void *arg, tpx_error *err) {
     return tpx_error_set(err, TPX_IO, "cannot read the batch");
   }
   float x = 1;
-  tpx_status st = tpx_comm_all_reduce(w, &x, &x, 1, TPX_DTYPE_F32,
-                                      TPX_REDUCE_SUM, err);
+  tpx_status st =
+      tpx_comm_all_reduce(w, &x, &x, 1, TPX_DTYPE_F32, TPX_REDUCE_SUM, err);
   return record(o, r, t0, st, err);
 }
 
@@ -79,7 +79,8 @@ START_TEST(t_failed_rank_releases_peers) {
   tpx_status st = tpx_local_run(4, body_rank2_fails, &o, &e);
   ck_assert_int_ne(st, TPX_OK);
   for (int r = 0; r < 4; r++) {
-    if (r == 2) continue;
+    if (r == 2)
+      continue;
     ck_assert_int_eq(o.st[r], TPX_COMM);
     ck_assert_msg(strstr(o.msg[r], "all_reduce over the world") &&
                       strstr(o.msg[r], "rank 2 failed: cannot read the "
@@ -97,11 +98,12 @@ static tpx_status body_after_abort(tpx_comm *w, void *arg, tpx_error *err) {
   ranks_out *o = arg;
   int r = tpx_comm_rank(w);
   double t0 = now_s();
-  if (r == 1) return tpx_error_set(err, TPX_IO, "rank one gives up");
+  if (r == 1)
+    return tpx_error_set(err, TPX_IO, "rank one gives up");
   float x = 1;
   tpx_error e1 = {0};
-  tpx_status st = tpx_comm_all_reduce(w, &x, &x, 1, TPX_DTYPE_F32,
-                                      TPX_REDUCE_SUM, &e1);
+  tpx_status st =
+      tpx_comm_all_reduce(w, &x, &x, 1, TPX_DTYPE_F32, TPX_REDUCE_SUM, &e1);
   ck_assert_int_eq(st, TPX_COMM);
   st = tpx_comm_barrier(w, err);
   return record(o, r, t0, st, err);
@@ -120,16 +122,17 @@ START_TEST(t_aborted_world_stays_aborted) {
 }
 END_TEST
 
-/* ---- a rank that returns without joining ---------------------------------- */
+/* ---- a rank that returns without joining ----------------------------------
+ */
 
 static tpx_status body_rank1_leaves(tpx_comm *w, void *arg, tpx_error *err) {
   ranks_out *o = arg;
   int r = tpx_comm_rank(w);
   double t0 = now_s();
-  if (r == 1) return TPX_OK; /* forgets the all-gather */
+  if (r == 1)
+    return TPX_OK; /* forgets the all-gather */
   float x[3] = {1, 2, 3};
-  tpx_status st =
-      tpx_comm_all_gather(w, x, x, 1, TPX_DTYPE_F32, err);
+  tpx_status st = tpx_comm_all_gather(w, x, x, 1, TPX_DTYPE_F32, err);
   return record(o, r, t0, st, err);
 }
 
@@ -147,7 +150,8 @@ START_TEST(t_rank_returns_without_joining) {
 }
 END_TEST
 
-/* ---- the timeout ----------------------------------------------------------- */
+/* ---- the timeout -----------------------------------------------------------
+ */
 
 /* Mesh (dp 2, tp 2): tp groups {0, 1} and {2, 3}. Rank 3 arrives at its tp
  * all-reduce 3 s late; the timeout is 0.3 s. */
@@ -156,17 +160,21 @@ static tpx_status body_rank3_late(tpx_comm *w, void *arg, tpx_error *err) {
   int r = tpx_comm_rank(w);
   tpx_mesh_comm *mc = NULL;
   tpx_status st = tpx_mesh_comm_create(w, o->mesh, &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   ck_assert(fabs(tpx_comm_timeout(tpx_mesh_comm_dim(mc, 1)) - 0.3) < 1e-12);
   double t0 = now_s();
-  if (r == 3) sleep_s(3.0);
+  if (r == 3)
+    sleep_s(3.0);
   float x = 1;
-  st = tpx_comm_all_reduce(tpx_mesh_comm_dim(mc, 1), &x, &x, 1,
-                           TPX_DTYPE_F32, TPX_REDUCE_SUM, err);
+  st = tpx_comm_all_reduce(tpx_mesh_comm_dim(mc, 1), &x, &x, 1, TPX_DTYPE_F32,
+                           TPX_REDUCE_SUM, err);
   /* Ranks 0 and 1 reach the world barrier after rank 2 timed out, so the
    * cause they report is rank 3's, not their own wait for rank 2. */
-  if (st == TPX_OK && r < 2) sleep_s(1.5);
-  if (st == TPX_OK) st = tpx_comm_barrier(w, err);
+  if (st == TPX_OK && r < 2)
+    sleep_s(1.5);
+  if (st == TPX_OK)
+    st = tpx_comm_barrier(w, err);
   tpx_mesh_comm_destroy(mc);
   return record(o, r, t0, st, err);
 }
@@ -191,7 +199,8 @@ START_TEST(t_timeout_names_rank_and_dim) {
   /* Ranks 0 and 1 finished their tp all-reduce, then their world barrier
    * failed with the same cause; rank 3 found the world aborted. */
   for (int r = 0; r < 4; r++) {
-    if (r == 2) continue;
+    if (r == 2)
+      continue;
     ck_assert_int_eq(o.st[r], TPX_TIMEOUT);
     ck_assert_msg(strstr(o.msg[r], "rank 3 did not arrive at all_reduce "
                                    "over mesh dim 'tp' within 0.3 s"),
@@ -208,7 +217,8 @@ static tpx_status body_env(tpx_comm *w, void *arg, tpx_error *err) {
   int r = tpx_comm_rank(w);
   ck_assert(fabs(tpx_comm_timeout(w) - 0.25) < 1e-12);
   double t0 = now_s();
-  if (r == 0) sleep_s(1.5);
+  if (r == 0)
+    sleep_s(1.5);
   tpx_status st = tpx_comm_barrier(w, err);
   return record(o, r, t0, st, err);
 }
@@ -255,7 +265,8 @@ START_TEST(t_set_timeout) {
 }
 END_TEST
 
-/* ---- a temporary that fails inside a collective ---------------------------- */
+/* ---- a temporary that fails inside a collective ----------------------------
+ */
 
 /* Loop index: which collective. Rank 1's allocations fail; it does not
  * return at once (it sleeps 3 s), so only the collective's own abort can
@@ -273,31 +284,30 @@ static tpx_status body_alloc_fails(tpx_comm *w, void *arg, tpx_error *err) {
                                          TPX_REDUCE_SUM, err);
   else /* in place: the send copy is a temporary */
     st = tpx_comm_all_to_all(w, send, send, 2, TPX_DTYPE_F32, err);
-  if (r == 1) sleep_s(3.0);
+  if (r == 1)
+    sleep_s(3.0);
   return record(o, r, t0, st, err);
 }
 
-static const char *const alloc_colls[] = {"all_gather_chunked",
-                                          "reduce_scatter_chunked",
-                                          "all_to_all"};
+static const char *const alloc_colls[] = {
+    "all_gather_chunked", "reduce_scatter_chunked", "all_to_all"};
 
 START_TEST(t_alloc_failure_releases_peers) {
   ranks_out o;
   memset(&o, 0, sizeof o);
   o.which = _i;
-  ck_assert_int_ne(run_opts(3, 0, 1u << 1, body_alloc_fails, &o, NULL),
-                   TPX_OK);
+  ck_assert_int_ne(run_opts(3, 0, 1u << 1, body_alloc_fails, &o, NULL), TPX_OK);
   ck_assert_int_eq(o.st[1], TPX_NO_MEMORY);
   for (int r = 0; r < 3; r += 2) {
     ck_assert_int_eq(o.st[r], TPX_COMM);
     char want[160];
-    snprintf(want, sizeof want, "rank 1 failed: %s failed on this rank "
-                                "before the collective: injected allocation "
-                                "failure",
+    snprintf(want, sizeof want,
+             "rank 1 failed: %s failed on this rank "
+             "before the collective: injected allocation "
+             "failure",
              alloc_colls[_i]);
     ck_assert_msg(strstr(o.msg[r], want), "rank %d: %s", r, o.msg[r]);
-    ck_assert_msg(o.seconds[r] < 2.5, "rank %d waited %.2f s", r,
-                  o.seconds[r]);
+    ck_assert_msg(o.seconds[r] < 2.5, "rank %d waited %.2f s", r, o.seconds[r]);
   }
 }
 END_TEST

@@ -45,10 +45,9 @@ START_TEST(t_redistribute) {
     if (i == 1 && n % 2)
       continue;
     tpx_mesh *mesh = NULL;
-    ck_assert_int_eq(
-        tpx_mesh_create(nd == 1 ? names + 1 : names, shapes[i], nd, &mesh,
-                        NULL),
-        TPX_OK);
+    ck_assert_int_eq(tpx_mesh_create(nd == 1 ? names + 1 : names, shapes[i], nd,
+                                     &mesh, NULL),
+                     TPX_OK);
     redist_arg a = {mesh, nd == 1};
     char label[64];
     snprintf(label, sizeof label, "case_redistribute mesh %d", i);

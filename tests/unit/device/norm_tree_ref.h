@@ -33,7 +33,8 @@ static inline void ntr_level(const float *g, const double *in, size_t n,
       double a = 0.0;
       for (int k = 0; k < NTR_PER; k++) {
         size_t i = t * NTR_TILE + (size_t)k * NTR_LANES + (size_t)j;
-        if (i >= n) break;
+        if (i >= n)
+          break;
         double v = g ? (double)g[i] : in[i];
         if (inf)
           a = ntr_max(a, g ? fabs(v) : v);

@@ -117,12 +117,11 @@ typedef struct c2d {
 } c2d;
 
 static const c2d c2d_cases[] = {
-    {3, 5, 7, 9},  /* uneven pitches */
-    {4, 8, 8, 8},  /* contiguous */
-    {0, 8, 8, 8},  /* no rows */
-    {5, 0, 3, 4},  /* empty rows */
-    {1, 13, 13, 20},
-    {6, 1, 2, 3},
+    {3, 5, 7, 9}, /* uneven pitches */
+    {4, 8, 8, 8}, /* contiguous */
+    {0, 8, 8, 8}, /* no rows */
+    {5, 0, 3, 4}, /* empty rows */
+    {1, 13, 13, 20}, {6, 1, 2, 3},
 };
 
 START_TEST(test_copy2d) {
@@ -140,22 +139,22 @@ START_TEST(test_copy2d) {
     unsigned char *fill = malloc(dbytes);
     memset(fill, 0xee, dbytes);
     void *ds = up(ms, src, sbytes), *dd = up(ms, fill, dbytes);
-    ck_assert_int_eq(tpx__ms_copy2d(ms, dd, c->dpitch, ds, c->spitch,
-                                    c->width, c->rows, TPX__D2D, NULL),
+    ck_assert_int_eq(tpx__ms_copy2d(ms, dd, c->dpitch, ds, c->spitch, c->width,
+                                    c->rows, TPX__D2D, NULL),
                      TPX_OK);
     down(ms, got, dd, dbytes);
     ck_assert_int_eq(memcmp(got, want, dbytes), 0);
     /* H2D then D2H (host side is a plain pointer) */
     ck_assert_int_eq(tpx__ms_copy(ms, dd, fill, dbytes, TPX__H2D, NULL),
                      TPX_OK);
-    ck_assert_int_eq(tpx__ms_copy2d(ms, dd, c->dpitch, src, c->spitch,
-                                    c->width, c->rows, TPX__H2D, NULL),
+    ck_assert_int_eq(tpx__ms_copy2d(ms, dd, c->dpitch, src, c->spitch, c->width,
+                                    c->rows, TPX__H2D, NULL),
                      TPX_OK);
     down(ms, got, dd, dbytes);
     ck_assert_int_eq(memcmp(got, want, dbytes), 0);
     memcpy(got, fill, dbytes);
-    ck_assert_int_eq(tpx__ms_copy2d(ms, got, c->dpitch, ds, c->spitch,
-                                    c->width, c->rows, TPX__D2H, NULL),
+    ck_assert_int_eq(tpx__ms_copy2d(ms, got, c->dpitch, ds, c->spitch, c->width,
+                                    c->rows, TPX__D2H, NULL),
                      TPX_OK);
     ck_assert_int_eq(memcmp(got, want, dbytes), 0);
     tpx__ms_free(ms, ds);
@@ -188,8 +187,7 @@ END_TEST
 
 /* ---- kernels: sim == host, bit for bit ---- */
 
-static const tpx_dtype fdts[3] = {TPX_DTYPE_F32, TPX_DTYPE_BF16,
-                                  TPX_DTYPE_F16};
+static const tpx_dtype fdts[3] = {TPX_DTYPE_F32, TPX_DTYPE_BF16, TPX_DTYPE_F16};
 
 START_TEST(test_convert) {
   enum { N = 103 };
@@ -205,11 +203,11 @@ START_TEST(test_convert) {
       tpx__ms_convert(&tpx__ms_host, in, fdts[a], src, TPX_DTYPE_F32, N, NULL);
       for (int sim = 0; sim < 2; sim++) {
         const tpx__memspace *ms = space(sim);
-        size_t ib = N * tpx_dtype_size(fdts[a]), ob = N * tpx_dtype_size(fdts[b]);
+        size_t ib = N * tpx_dtype_size(fdts[a]),
+               ob = N * tpx_dtype_size(fdts[b]);
         void *di = up(ms, in, ib), *dout = up(ms, NULL, ob);
-        ck_assert_int_eq(tpx__ms_convert(ms, dout, fdts[b], di, fdts[a], N,
-                                         NULL),
-                         TPX_OK);
+        ck_assert_int_eq(
+            tpx__ms_convert(ms, dout, fdts[b], di, fdts[a], N, NULL), TPX_OK);
         down(ms, out[sim], dout, ob);
         tpx__ms_free(ms, di);
         tpx__ms_free(ms, dout);
@@ -270,19 +268,22 @@ START_TEST(test_half_bits) {
   for (uint32_t i = 0; i < 65536; i++) in[i] = (uint16_t)i;
   for (int bf = 0; bf < 2; bf++) {
     tpx_dtype dt = bf ? TPX_DTYPE_BF16 : TPX_DTYPE_F16;
-    ck_assert_int_eq(tpx__ms_convert(&tpx__ms_host, o32, TPX_DTYPE_F32, in,
-                                     dt, 65536, NULL),
-                     TPX_OK);
-    ck_assert_int_eq(tpx__ms_convert(&tpx__ms_host, o16, dt, o32,
-                                     TPX_DTYPE_F32, 65536, NULL),
+    ck_assert_int_eq(
+        tpx__ms_convert(&tpx__ms_host, o32, TPX_DTYPE_F32, in, dt, 65536, NULL),
+        TPX_OK);
+    ck_assert_int_eq(tpx__ms_convert(&tpx__ms_host, o16, dt, o32, TPX_DTYPE_F32,
+                                     65536, NULL),
                      TPX_OK);
     for (uint32_t i = 0; i < 65536; i++) {
       float want = bf ? tpx__hb_bf16_to_f32(in[i]) : tpx__hb_f16_to_f32(in[i]);
-      ck_assert_msg(memcmp(&o32[i], &want, 4) == 0, "%s %04x", bf ? "bf16" : "f16", i);
+      ck_assert_msg(memcmp(&o32[i], &want, 4) == 0, "%s %04x",
+                    bf ? "bf16" : "f16", i);
       int nan = bf ? (i & 0x7fff) > 0x7f80 : (i & 0x7fff) > 0x7c00;
-      uint16_t back = nan ? (uint16_t)(bf ? (i | 0x40) : ((i & 0x8000) | 0x7e00))
-                          : (uint16_t)i;
-      ck_assert_msg(o16[i] == back, "%s %04x -> %04x", bf ? "bf16" : "f16", i, o16[i]);
+      uint16_t back =
+          nan ? (uint16_t)(bf ? (i | 0x40) : ((i & 0x8000) | 0x7e00))
+              : (uint16_t)i;
+      ck_assert_msg(o16[i] == back, "%s %04x -> %04x", bf ? "bf16" : "f16", i,
+                    o16[i]);
     }
   }
 }
@@ -298,8 +299,7 @@ START_TEST(test_add_scale) {
       unsigned char src[N * 4];
       float s32[N];
       for (int i = 0; i < N; i++) s32[i] = fval(i, 3);
-      tpx__ms_convert(&tpx__ms_host, src, fdts[a], s32, TPX_DTYPE_F32, N,
-                      NULL);
+      tpx__ms_convert(&tpx__ms_host, src, fdts[a], s32, TPX_DTYPE_F32, N, NULL);
       float *d = up(ms, base, sizeof base);
       void *s = up(ms, src, N * tpx_dtype_size(fdts[a]));
       ck_assert_int_eq(tpx__ms_add_f32(ms, d, s, fdts[a], N, 3.0f, NULL),
@@ -348,7 +348,8 @@ START_TEST(test_norm_acc) {
   double s = 0.5, m = 0;
   for (int i = 0; i < N; i++) {
     s += (double)g[i] * (double)g[i];
-    if (fabs((double)g[i]) > m) m = fabs((double)g[i]);
+    if (fabs((double)g[i]) > m)
+      m = fabs((double)g[i]);
   }
   ck_assert(got[0][0] == s && got[1][0] == s);
   ck_assert(got[0][1] == m && got[1][1] == m);
@@ -373,7 +374,8 @@ START_TEST(test_adamw) {
     float *p = up(ms, p0, sizeof p0), *dg = up(ms, g, sizeof g),
           *m = up(ms, NULL, sizeof p0), *v = up(ms, NULL, sizeof p0);
     for (int step = 0; step < 2; step++)
-      ck_assert_int_eq(tpx__ms_adamw_update(ms, p, dg, m, v, N, &h, NULL), TPX_OK);
+      ck_assert_int_eq(tpx__ms_adamw_update(ms, p, dg, m, v, N, &h, NULL),
+                       TPX_OK);
     down(ms, res[sim][0], p, sizeof p0);
     down(ms, res[sim][1], m, sizeof p0);
     down(ms, res[sim][2], v, sizeof p0);
@@ -391,8 +393,8 @@ START_TEST(test_adamw) {
       float denom = sqrtf(v) / h.bc2s + h.eps;
       p = p + h.step * m / denom;
     }
-    ck_assert_msg(res[0][0][i] == p, "adamw[%d] %.9g vs %.9g", i,
-                  res[0][0][i], p);
+    ck_assert_msg(res[0][0][i] == p, "adamw[%d] %.9g vs %.9g", i, res[0][0][i],
+                  p);
   }
 }
 END_TEST
@@ -404,9 +406,9 @@ START_TEST(test_index_check) {
     const tpx__memspace *ms = space(sim);
     void *d64 = up(ms, ids64, sizeof ids64), *d32 = up(ms, ids32, sizeof ids32);
     int64_t bad[2];
-    ck_assert_int_eq(tpx__ms_index_check(ms, d64, TPX_DTYPE_I64, 5, 5, 0, 0,
-                                          bad, NULL),
-                     TPX_OK);
+    ck_assert_int_eq(
+        tpx__ms_index_check(ms, d64, TPX_DTYPE_I64, 5, 5, 0, 0, bad, NULL),
+        TPX_OK);
     ck_assert_int_eq(bad[0], 3);
     ck_assert_int_eq(bad[1], 5);
     tpx__ms_index_check(ms, d64, TPX_DTYPE_I64, 5, 6, 0, 0, bad, NULL);
@@ -448,11 +450,11 @@ START_TEST(test_embedding) {
              *dout = up(ms, NULL, N * H * es), *dg = up(ms, gc, N * H * es),
              *dwg = up(ms, wc, R * H * es);
         ck_assert_int_eq(tpx__ms_embed_lookup(ms, dout, dw, H * es, di,
-                                               TPX_DTYPE_I64, N, &rows, NULL),
+                                              TPX_DTYPE_I64, N, &rows, NULL),
                          TPX_OK);
         ck_assert_int_eq(tpx__ms_embed_scatter_add(ms, dwg, dt, dg, dt, H, di,
-                                                    TPX_DTYPE_I64, N, &rows,
-                                                    NULL),
+                                                   TPX_DTYPE_I64, N, &rows,
+                                                   NULL),
                          TPX_OK);
         down(ms, out[sim], dout, N * H * es);
         down(ms, wg[sim], dwg, R * H * es);
@@ -461,7 +463,8 @@ START_TEST(test_embedding) {
       }
       ck_assert_int_eq(memcmp(out[0], out[1], N * H * es), 0);
       ck_assert_int_eq(memcmp(wg[0], wg[1], R * H * es), 0);
-      if (bf) continue;
+      if (bf)
+        continue;
       /* f32 semantics: masked rows zero, scatter-add in id order */
       const float *o = (const float *)out[0], *gw = (const float *)wg[0];
       float want[R * H];
@@ -471,7 +474,8 @@ START_TEST(test_embedding) {
         int in = r >= 0 && r < R;
         for (int j = 0; j < H; j++) {
           ck_assert(o[i * H + j] == (in ? w[r * H + j] : 0.0f));
-          if (in) want[r * H + j] += go[i * H + j];
+          if (in)
+            want[r * H + j] += go[i * H + j];
         }
       }
       ck_assert_int_eq(memcmp(gw, want, sizeof want), 0);
@@ -484,8 +488,7 @@ END_TEST
  * it bit for bit, it is deterministic and near the plain sequential sum;
  * one, two and three levels of tiles, ragged last tiles. */
 START_TEST(test_norm_tree_order) {
-  static const size_t ns[] = {1, 255, 4095, 4096, 4097, 70001,
-                              4096 * 4096 + 3};
+  static const size_t ns[] = {1, 255, 4095, 4096, 4097, 70001, 4096 * 4096 + 3};
   for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
     size_t n = ns[c];
     float *g = malloc(n * sizeof *g);
@@ -504,13 +507,13 @@ START_TEST(test_norm_tree_order) {
       double t2 = tpx__norm_tree_ref(0.5, g, n, inf);
       ck_assert(memcmp(&t1, &t2, sizeof t1) == 0); /* deterministic */
       ck_assert_msg(memcmp(&got, &t1, sizeof t1) == 0,
-                    "n %zu inf %d: host kernel %.17g, order %.17g", n, inf,
-                    got, t1);
+                    "n %zu inf %d: host kernel %.17g, order %.17g", n, inf, got,
+                    t1);
       if (inf)
         ck_assert(t1 == mx);
       else
-        ck_assert_msg(fabs(t1 - seq) <= 1e-12 * seq, "n %zu: %.17g vs %.17g",
-                      n, t1, seq);
+        ck_assert_msg(fabs(t1 - seq) <= 1e-12 * seq, "n %zu: %.17g vs %.17g", n,
+                      t1, seq);
     }
     /* NaN wins in both orders */
     g[n / 2] = NAN;
@@ -524,8 +527,7 @@ END_TEST
 /* ---- the checked wrappers (kernels.c) ---- */
 
 /* A space whose kernels were not built (the cuda space without nvcc). */
-static const tpx__memspace no_kernels = {&tpx__ms_host_buffers, NULL, NULL,
-                                          -1};
+static const tpx__memspace no_kernels = {&tpx__ms_host_buffers, NULL, NULL, -1};
 
 START_TEST(test_wrappers_check) {
   const tpx__memspace *ms = &tpx__ms_host;
@@ -536,11 +538,10 @@ START_TEST(test_wrappers_check) {
   /* n == 0: no-op, even with NULL buffers; index_check still answers */
   ck_assert_int_eq(tpx__ms_add_f32(ms, NULL, NULL, TPX_DTYPE_F32, 0, 1, &e),
                    TPX_OK);
-  ck_assert_int_eq(tpx__ms_norm_acc(&no_kernels, NULL, NULL, 0, 0, &e),
-                   TPX_OK);
-  ck_assert_int_eq(tpx__ms_index_check(ms, NULL, TPX_DTYPE_I64, 0, 5, 0, 0,
-                                       bad, &e),
-                   TPX_OK);
+  ck_assert_int_eq(tpx__ms_norm_acc(&no_kernels, NULL, NULL, 0, 0, &e), TPX_OK);
+  ck_assert_int_eq(
+      tpx__ms_index_check(ms, NULL, TPX_DTYPE_I64, 0, 5, 0, 0, bad, &e),
+      TPX_OK);
   ck_assert(bad[0] == -1 && bad[1] == 0);
   /* NULL buffers with n > 0 */
   ck_assert_int_eq(tpx__ms_scale_f32(ms, NULL, 4, 2.0f, 0, &e),
@@ -552,14 +553,14 @@ START_TEST(test_wrappers_check) {
   ck_assert_ptr_nonnull(strstr(e.message, "buffer g"));
   /* dtypes a kernel does not take */
   tpx_error_clear(&e);
-  ck_assert_int_eq(tpx__ms_convert(ms, f, TPX_DTYPE_F64, f, TPX_DTYPE_F32, 2,
-                                   &e),
-                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(
+      tpx__ms_convert(ms, f, TPX_DTYPE_F64, f, TPX_DTYPE_F32, 2, &e),
+      TPX_INVALID_ARGUMENT);
   ck_assert_ptr_nonnull(strstr(e.message, "f64"));
   tpx_error_clear(&e);
-  ck_assert_int_eq(tpx__ms_index_check(ms, f, TPX_DTYPE_F32, 2, 5, 0, 0, bad,
-                                       &e),
-                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(
+      tpx__ms_index_check(ms, f, TPX_DTYPE_F32, 2, 5, 0, 0, bad, &e),
+      TPX_INVALID_ARGUMENT);
   tpx__ms_loss l = {f, TPX_DTYPE_I8, ids, TPX_DTYPE_I64, 1, 4, 0, -100};
   tpx_error_clear(&e);
   ck_assert_int_eq(tpx__ms_loss_row_max(ms, f, &l, &e), TPX_INVALID_ARGUMENT);
@@ -572,9 +573,9 @@ START_TEST(test_wrappers_check) {
   ck_assert_ptr_nonnull(strstr(e.message, "host memory space"));
   /* convert of equal dtypes is a copy, kernels or not */
   float g[4] = {0};
-  ck_assert_int_eq(tpx__ms_convert(&no_kernels, g, TPX_DTYPE_F32, f,
-                                   TPX_DTYPE_F32, 4, &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx__ms_convert(&no_kernels, g, TPX_DTYPE_F32, f, TPX_DTYPE_F32, 4, &e),
+      TPX_OK);
   ck_assert_int_eq(memcmp(f, g, sizeof f), 0);
 }
 END_TEST

@@ -28,8 +28,10 @@ typedef struct sarg {
 /* A buffer in the world's space holding n floats from host `src`. */
 static float *put(int sim, const float *src, size_t n) {
   float *h = malloc((n ? n : 1) * sizeof *h);
-  if (src) memcpy(h, src, n * sizeof *h);
-  else memset(h, 0, (n ? n : 1) * sizeof *h);
+  if (src)
+    memcpy(h, src, n * sizeof *h);
+  else
+    memset(h, 0, (n ? n : 1) * sizeof *h);
   return sim ? tpx__sim_tag(h) : h;
 }
 
@@ -44,7 +46,8 @@ static void take(int sim, float *p, size_t n, float *out, size_t *at) {
 #define TRY(x)                                                                 \
   do {                                                                         \
     tpx_status st_ = (x);                                                      \
-    if (st_ != TPX_OK) return st_;                                             \
+    if (st_ != TPX_OK)                                                         \
+      return st_;                                                              \
   } while (0)
 
 static tpx_status body(tpx_comm *w, void *arg, tpx_error *err) {
@@ -81,8 +84,7 @@ static tpx_status body(tpx_comm *w, void *arg, tpx_error *err) {
   take(sim, s, 5, out, &at);
   s = put(sim, x, (size_t)(3 * n));
   g = put(sim, NULL, 3);
-  TRY(tpx_comm_reduce_scatter(w, s, g, 3, TPX_DTYPE_F32, TPX_REDUCE_MAX,
-                              err));
+  TRY(tpx_comm_reduce_scatter(w, s, g, 3, TPX_DTYPE_F32, TPX_REDUCE_MAX, err));
   take(sim, s, 0, out, &at);
   take(sim, g, 3, out, &at);
   s = put(sim, x, 4);
@@ -120,10 +122,10 @@ END_TEST
  * gives the same bytes. Values wrap integers, tie 16-bit floats and carry
  * NaN / inf. */
 enum { RCOUNT = 20011 };
-static const tpx_dtype rdts[] = {
-    TPX_DTYPE_F64, TPX_DTYPE_F32, TPX_DTYPE_F16, TPX_DTYPE_BF16,
-    TPX_DTYPE_I64, TPX_DTYPE_I32, TPX_DTYPE_I16, TPX_DTYPE_I8,
-    TPX_DTYPE_U64, TPX_DTYPE_U32, TPX_DTYPE_U16, TPX_DTYPE_U8};
+static const tpx_dtype rdts[] = {TPX_DTYPE_F64,  TPX_DTYPE_F32, TPX_DTYPE_F16,
+                                 TPX_DTYPE_BF16, TPX_DTYPE_I64, TPX_DTYPE_I32,
+                                 TPX_DTYPE_I16,  TPX_DTYPE_I8,  TPX_DTYPE_U64,
+                                 TPX_DTYPE_U32,  TPX_DTYPE_U16, TPX_DTYPE_U8};
 enum { NRDT = sizeof rdts / sizeof rdts[0] };
 
 typedef struct rarg {
@@ -151,8 +153,8 @@ static tpx_status rbody(tpx_comm *w, void *arg, tpx_error *err) {
       void *buf = sim ? tpx__sim_tag(h) : h, *rs = NULL;
       unsigned char *o = malloc(RCOUNT * es);
       rs = sim ? tpx__sim_tag(o) : o;
-      TRY(tpx_comm_all_reduce(w, buf, buf, RCOUNT, rdts[d],
-                              (tpx_reduce_op)op, err));
+      TRY(tpx_comm_all_reduce(w, buf, buf, RCOUNT, rdts[d], (tpx_reduce_op)op,
+                              err));
       TRY(tpx_comm_reduce_scatter(w, buf, rs, RCOUNT, rdts[d],
                                   (tpx_reduce_op)op, err));
       memcpy(a->out[r] + at, h, RCOUNT * es);

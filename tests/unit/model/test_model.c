@@ -74,9 +74,9 @@ START_TEST(test_parents_auto_created) {
                    "model.layers.0.self_attn.q_proj");
   /* A container later declared as a leaf kind takes that kind. */
   int64_t again = -1;
-  ck_assert_int_eq(tpx_model_add_module(m, "model.layers", TPX_MODULE_OTHER,
-                                        &again, &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_module(m, "model.layers", TPX_MODULE_OTHER, &again, &err),
+      TPX_OK);
   ck_assert_int_eq(again, tpx_model_find_module(m, "model.layers"));
   ck_assert_int_eq(tpx_model_module_kind(m, again), TPX_MODULE_OTHER);
   ck_assert_uint_eq(tpx_model_num_modules(m), 6);
@@ -89,14 +89,18 @@ START_TEST(test_child_order_is_insertion_order) {
   tpx_error err = {0};
   /* Deliberately not alphabetical, and parents reached through deep adds. */
   static const char *adds[] = {
-      "model.embed_tokens", "model.layers.1.mlp", "model.layers.0.self_attn",
-      "model.layers.10",    "model.layers.2",     "model.norm",
-      "lm_head",            "model.layers.0.mlp",
+      "model.embed_tokens",
+      "model.layers.1.mlp",
+      "model.layers.0.self_attn",
+      "model.layers.10",
+      "model.layers.2",
+      "model.norm",
+      "lm_head",
+      "model.layers.0.mlp",
   };
   for (size_t i = 0; i < sizeof adds / sizeof *adds; i++)
     ck_assert_int_eq(
-        tpx_model_add_module(m, adds[i], TPX_MODULE_OTHER, NULL, &err),
-        TPX_OK);
+        tpx_model_add_module(m, adds[i], TPX_MODULE_OTHER, NULL, &err), TPX_OK);
   static const struct {
     const char *parent;
     const char *children[5];
@@ -112,13 +116,11 @@ START_TEST(test_child_order_is_insertion_order) {
     int64_t p = tpx_model_find_module(m, want[i].parent);
     ck_assert_int_ge(p, 0);
     size_t n = 0;
-    while (n < 5 && want[i].children[n])
-      n++;
+    while (n < 5 && want[i].children[n]) n++;
     ck_assert_uint_eq(tpx_model_module_num_children(m, p), n);
     for (size_t c = 0; c < n; c++)
-      ck_assert_str_eq(
-          tpx_model_module_fqn(m, tpx_model_module_child(m, p, c)),
-          want[i].children[c]);
+      ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, p, c)),
+                       want[i].children[c]);
   }
   tpx_model_destroy(m);
 }
@@ -143,12 +145,12 @@ START_TEST(test_bad_module_names) {
   ck_assert_uint_eq(tpx_model_num_modules(m), 1);
   ck_assert_uint_eq(tpx_model_num_params(m), 0);
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_model_add_module(m, "a", (tpx_module_kind)17, NULL,
-                                        &err),
-                   TPX_INVALID_ARGUMENT);
-  ck_assert_int_eq(tpx_model_add_module(NULL, "a", TPX_MODULE_LINEAR, NULL,
-                                        NULL),
-                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(
+      tpx_model_add_module(m, "a", (tpx_module_kind)17, NULL, &err),
+      TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(
+      tpx_model_add_module(NULL, "a", TPX_MODULE_LINEAR, NULL, NULL),
+      TPX_INVALID_ARGUMENT);
   tpx_model_destroy(m);
 }
 END_TEST
@@ -158,16 +160,15 @@ START_TEST(test_params_and_duplicates) {
   tpx_error err = {0};
   int64_t w = add_param(m, "model.layers.0.mlp.up_proj", "weight", 8192, 2048,
                         TPX_DTYPE_BF16);
-  int64_t b =
-      add_param(m, "model.layers.0.mlp.up_proj", "bias", 8192, -1,
-                TPX_DTYPE_BF16);
+  int64_t b = add_param(m, "model.layers.0.mlp.up_proj", "bias", 8192, -1,
+                        TPX_DTYPE_BF16);
   ck_assert_int_eq(w, 0);
   ck_assert_int_eq(b, 1);
   int64_t mod = tpx_model_find_module(m, "model.layers.0.mlp.up_proj");
   ck_assert_int_eq(tpx_model_module_kind(m, mod), TPX_MODULE_OTHER);
-  ck_assert_int_eq(tpx_model_module_kind(m, tpx_model_find_module(
-                                                m, "model.layers.0.mlp")),
-                   TPX_MODULE_CONTAINER);
+  ck_assert_int_eq(
+      tpx_model_module_kind(m, tpx_model_find_module(m, "model.layers.0.mlp")),
+      TPX_MODULE_CONTAINER);
   tpx_param_info info;
   ck_assert_int_eq(tpx_model_param(m, w, &info, &err), TPX_OK);
   ck_assert_str_eq(info.fqn, "model.layers.0.mlp.up_proj.weight");
@@ -193,18 +194,18 @@ START_TEST(test_params_and_duplicates) {
 
   /* A parameter on the root module. */
   tpx_error e2 = {0};
-  ck_assert_int_eq(tpx_model_add_param(m, "", "scale", NULL, 0, TPX_DTYPE_F32,
-                                       NULL, &e2),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(m, "", "scale", NULL, 0, TPX_DTYPE_F32, NULL, &e2),
+      TPX_OK);
   ck_assert_int_ge(tpx_model_find_param(m, "scale"), 0);
   /* An existing leaf module keeps its kind when a parameter is added. */
-  ck_assert_int_eq(tpx_model_add_module(m, "model.norm", TPX_MODULE_NORM, NULL,
-                                        &e2),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_module(m, "model.norm", TPX_MODULE_NORM, NULL, &e2),
+      TPX_OK);
   add_param(m, "model.norm", "weight", 2048, -1, TPX_DTYPE_F32);
-  ck_assert_int_eq(tpx_model_module_kind(m, tpx_model_find_module(
-                                                m, "model.norm")),
-                   TPX_MODULE_NORM);
+  ck_assert_int_eq(
+      tpx_model_module_kind(m, tpx_model_find_module(m, "model.norm")),
+      TPX_MODULE_NORM);
   tpx_error e3 = {0};
   ck_assert_int_eq(tpx_model_param(m, 99, &info, &e3), TPX_OUT_OF_RANGE);
   ck_assert_int_eq(tpx_model_param(m, -1, &info, NULL), TPX_OUT_OF_RANGE);
@@ -223,10 +224,20 @@ START_TEST(test_bad_params) {
   } cases[] = {
       {"a", "w", {-1}, 1, TPX_DTYPE_F32, TPX_OUT_OF_RANGE, "a.w"},
       {"a", "w", {4, -2}, 2, TPX_DTYPE_F32, TPX_OUT_OF_RANGE, "[4, -2]"},
-      {"a", "w", {1LL << 40, 1LL << 40}, 2, TPX_DTYPE_F32, TPX_OUT_OF_RANGE,
+      {"a",
+       "w",
+       {1LL << 40, 1LL << 40},
+       2,
+       TPX_DTYPE_F32,
+       TPX_OUT_OF_RANGE,
        "too large"},
-      {"a", "w", {1}, TPX_MAX_TENSOR_DIMS + 1, TPX_DTYPE_F32,
-       TPX_INVALID_ARGUMENT, "ndim"},
+      {"a",
+       "w",
+       {1},
+       TPX_MAX_TENSOR_DIMS + 1,
+       TPX_DTYPE_F32,
+       TPX_INVALID_ARGUMENT,
+       "ndim"},
       {"a", "w", {1}, -1, TPX_DTYPE_F32, TPX_INVALID_ARGUMENT, "ndim"},
       {"a", "w", {1}, 1, TPX_DTYPE_INVALID, TPX_INVALID_ARGUMENT, "dtype"},
       {"a", "w", {1}, 1, TPX_DTYPE_COUNT, TPX_INVALID_ARGUMENT, "dtype"},
@@ -237,10 +248,9 @@ START_TEST(test_bad_params) {
   tpx_model *m = new_model();
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     tpx_error err = {0};
-    tpx_status st =
-        tpx_model_add_param(m, cases[i].module, cases[i].name, cases[i].shape,
-                            cases[i].ndim, (tpx_dtype)cases[i].dtype, NULL,
-                            &err);
+    tpx_status st = tpx_model_add_param(m, cases[i].module, cases[i].name,
+                                        cases[i].shape, cases[i].ndim,
+                                        (tpx_dtype)cases[i].dtype, NULL, &err);
     ck_assert_msg(st == cases[i].want, "case %zu: %s (%s)", i,
                   tpx_status_name(st), err.message);
     ck_assert_msg(strstr(err.message, cases[i].msg) != NULL,
@@ -371,13 +381,13 @@ START_TEST(test_totals_by_dtype) {
   }
   /* Scalars and empty tensors. */
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_model_add_param(m, "s", "scalar", NULL, 0,
-                                       TPX_DTYPE_F32, NULL, &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(m, "s", "scalar", NULL, 0, TPX_DTYPE_F32, NULL, &err),
+      TPX_OK);
   int64_t zero[2] = {0, 7};
-  ck_assert_int_eq(tpx_model_add_param(m, "s", "empty", zero, 2, TPX_DTYPE_F32,
-                                       NULL, &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(m, "s", "empty", zero, 2, TPX_DTYPE_F32, NULL, &err),
+      TPX_OK);
   ck_assert_int_eq(tpx_model_total_params(m), want_params + 1);
   ck_assert_int_eq(tpx_model_total_bytes(m), want_bytes + 4);
   tpx_model_destroy(m);
@@ -465,13 +475,13 @@ START_TEST(test_million_params) {
     ck_assert_str_eq(info.fqn, fqn);
     ck_assert_str_eq(info.name, "weight");
     char want_mod[128];
-    snprintf(want_mod, sizeof want_mod, "model.layers.%d.mlp.experts.%d.up_proj",
-             l, (l * 7) % experts);
+    snprintf(want_mod, sizeof want_mod,
+             "model.layers.%d.mlp.experts.%d.up_proj", l, (l * 7) % experts);
     ck_assert_str_eq(tpx_model_module_fqn(m, info.module), want_mod);
     ck_assert_int_eq(tpx_model_module_kind(m, info.module), TPX_MODULE_OTHER);
-    ck_assert_int_eq(tpx_model_find_module(m, tpx_model_module_fqn(
-                                                  m, info.module)),
-                     info.module);
+    ck_assert_int_eq(
+        tpx_model_find_module(m, tpx_model_module_fqn(m, info.module)),
+        info.module);
   }
   ck_assert_int_eq(tpx_model_find_param(m, "model.layers.1303.mlp.experts.0."
                                            "up_proj.weight"),

@@ -43,16 +43,16 @@ static const struct {
      151936, 1, 1000000.0},
     {"Qwen3-0.6B", "Qwen3ForCausalLM", "qwen3", "bfloat16", 16, 8, 28, 1024,
      151936, 1, 1000000.0},
-    {"Qwen3-30B-A3B", "Qwen3MoeForCausalLM", "qwen3_moe", "bfloat16", 32, 4,
-     48, 2048, 151936, 0, 1000000.0},
+    {"Qwen3-30B-A3B", "Qwen3MoeForCausalLM", "qwen3_moe", "bfloat16", 32, 4, 48,
+     2048, 151936, 0, 1000000.0},
     {"Mixtral-8x7B-v0.1", "MixtralForCausalLM", "mixtral", "bfloat16", 32, 8,
      32, 4096, 32000, 0, 1000000.0},
     {"gemma-3-1b-it", "Gemma3ForCausalLM", "gemma3_text", "bfloat16", 4, 1, 26,
      1152, 262144, -1, 1000000.0},
     {"phi-2", "PhiForCausalLM", "phi", "float16", 32, 32, 32, 2560, 51200, 0,
      10000.0},
-    {"Falcon-H1-0.5B", "FalconH1ForCausalLM", "falcon_h1", "bfloat16", 8, 2,
-     36, 1024, 32784, 0, -1.0},
+    {"Falcon-H1-0.5B", "FalconH1ForCausalLM", "falcon_h1", "bfloat16", 8, 2, 36,
+     1024, 32784, 0, -1.0},
 };
 
 START_TEST(test_real_configs) {
@@ -79,8 +79,7 @@ START_TEST(test_real_configs) {
   const char *s = NULL;
   ck_assert_int_eq(tpx_model_config_string(m, "model_type", &s, &err), TPX_OK);
   ck_assert_str_eq(s, real[_i].model_type);
-  ck_assert_int_eq(tpx_model_config_string(m, "torch_dtype", &s, &err),
-                   TPX_OK);
+  ck_assert_int_eq(tpx_model_config_string(m, "torch_dtype", &s, &err), TPX_OK);
   ck_assert_str_eq(s, real[_i].torch_dtype);
   int tie = -5;
   tpx_status st = tpx_model_config_bool(m, "tie_word_embeddings", &tie, &err);
@@ -131,8 +130,7 @@ START_TEST(test_llama_nested_and_nulls) {
   ck_assert_msg(strstr(e2.message, "rope_scaling"), "%s", e2.message);
   /* eos_token_id is a list. */
   tpx_error e3 = {0};
-  ck_assert_int_eq(tpx_model_config_int(m, "eos_token_id[1]", &i, &e3),
-                   TPX_OK);
+  ck_assert_int_eq(tpx_model_config_int(m, "eos_token_id[1]", &i, &e3), TPX_OK);
   ck_assert_int_eq(i, 106);
   ck_assert_int_eq(tpx_model_config_int(m, "eos_token_id", &i, &e3),
                    TPX_INVALID_ARGUMENT);
@@ -160,9 +158,12 @@ START_TEST(test_nonfinite) {
     int kind; /* 0 finite, 1 +inf, -1 -inf, 2 nan */
     double value;
   } items[] = {
-      {"values[0]", 0, 1.0},   {"values[1]", 2, 0},
-      {"values[2]", -1, 0},    {"values[3]", 0, 2.5},
-      {"values[4]", 1, 0},     {"rope_scaling.high_freq_factor", 1, 0},
+      {"values[0]", 0, 1.0},
+      {"values[1]", 2, 0},
+      {"values[2]", -1, 0},
+      {"values[3]", 0, 2.5},
+      {"values[4]", 1, 0},
+      {"rope_scaling.high_freq_factor", 1, 0},
       {"nested.list[1].deep[1][1]", 2, 0},
       {"nested.list[1].deep[0][1]", 0, 20},
   };
@@ -171,17 +172,10 @@ START_TEST(test_nonfinite) {
     ck_assert_msg(tpx_model_config_float(m, items[k].path, &f, &e) == TPX_OK,
                   "%s: %s", items[k].path, e.message);
     switch (items[k].kind) {
-    case 0:
-      ck_assert_double_eq(f, items[k].value);
-      break;
-    case 1:
-      ck_assert(isinf(f) && f > 0);
-      break;
-    case -1:
-      ck_assert(isinf(f) && f < 0);
-      break;
-    default:
-      ck_assert(isnan(f));
+    case 0: ck_assert_double_eq(f, items[k].value); break;
+    case 1: ck_assert(isinf(f) && f > 0); break;
+    case -1: ck_assert(isinf(f) && f < 0); break;
+    default: ck_assert(isnan(f));
     }
   }
   /* Text inside strings is untouched; a key named Infinity too. */
@@ -389,9 +383,9 @@ START_TEST(test_typed_reads) {
   ck_assert_int_eq(tpx_model_config_bool(m, "tie_word_embeddings", &b, &err),
                    TPX_OK);
   ck_assert_int_eq(b, 1);
-  ck_assert_int_eq(tpx_model_config_bool(
-                       m, "block_configs[1].attention.no_op", &b, &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_config_bool(m, "block_configs[1].attention.no_op", &b, &err),
+      TPX_OK);
   ck_assert_int_eq(b, 1);
   static const struct {
     int type; /* 0 int, 1 float, 2 bool, 3 string */
@@ -415,21 +409,14 @@ START_TEST(test_typed_reads) {
     tpx_error e = {0};
     tpx_status st;
     switch (bad[k].type) {
-    case 0:
-      st = tpx_model_config_int(m, bad[k].path, &i, &e);
-      break;
-    case 1:
-      st = tpx_model_config_float(m, bad[k].path, &f, &e);
-      break;
-    case 2:
-      st = tpx_model_config_bool(m, bad[k].path, &b, &e);
-      break;
-    default:
-      st = tpx_model_config_string(m, bad[k].path, &s, &e);
+    case 0: st = tpx_model_config_int(m, bad[k].path, &i, &e); break;
+    case 1: st = tpx_model_config_float(m, bad[k].path, &f, &e); break;
+    case 2: st = tpx_model_config_bool(m, bad[k].path, &b, &e); break;
+    default: st = tpx_model_config_string(m, bad[k].path, &s, &e);
     }
     ck_assert_msg(st == bad[k].want, "case %zu: %s", k, tpx_status_name(st));
-    ck_assert_msg(strstr(e.message, bad[k].msg), "case %zu: '%s' lacks '%s'",
-                  k, e.message, bad[k].msg);
+    ck_assert_msg(strstr(e.message, bad[k].msg), "case %zu: '%s' lacks '%s'", k,
+                  e.message, bad[k].msg);
     ck_assert_msg(strstr(e.message, "config.json"), "case %zu: '%s'", k,
                   e.message);
   }
@@ -451,9 +438,13 @@ START_TEST(test_integral_floats) {
     int ok;
     int64_t v;
   } cases[] = {
-      {2.0, 1, 2},       {-3.0, 1, -3},     {0.0, 1, 0},
-      {2.5, 0, 0},       {1e18, 1, 1000000000000000000LL},
-      {1e19, 0, 0},      {-9223372036854775808.0, 1, INT64_MIN},
+      {2.0, 1, 2},
+      {-3.0, 1, -3},
+      {0.0, 1, 0},
+      {2.5, 0, 0},
+      {1e18, 1, 1000000000000000000LL},
+      {1e19, 0, 0},
+      {-9223372036854775808.0, 1, INT64_MIN},
       {9223372036854775808.0, 0, 0},
   };
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
@@ -512,9 +503,8 @@ START_TEST(test_config_bounds) {
 
   json_t *root = NULL;
   const char *nan_plan = "{\"p\": {\"x\": NaN, \"y\": -Infinity}}";
-  ck_assert_int_eq(tpx__config_parse(nan_plan, strlen(nan_plan), "t", &root,
-                                     &err),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx__config_parse(nan_plan, strlen(nan_plan), "t", &root, &err), TPX_OK);
   char *dumped = tpx__config_dumps(json_object_get(root, "p"));
   ck_assert_str_eq(dumped, "{\"x\":NaN,\"y\":-Infinity}");
   free(dumped);
@@ -526,9 +516,9 @@ END_TEST
 START_TEST(test_load_missing_file) {
   tpx_model *m = (tpx_model *)1;
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_model_load_config("/nonexistent/dir/config.json", &m,
-                                         &err),
-                   TPX_NOT_FOUND);
+  ck_assert_int_eq(
+      tpx_model_load_config("/nonexistent/dir/config.json", &m, &err),
+      TPX_NOT_FOUND);
   ck_assert_ptr_null(m);
   ck_assert_msg(strstr(err.message, "/nonexistent/dir/config.json"), "%s",
                 err.message);

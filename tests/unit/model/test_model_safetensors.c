@@ -65,10 +65,10 @@ static void write_st(const char *path, const gen_tensor *t, size_t n,
       json_array_append_new(shape, json_integer(t[i].shape[d]));
     }
     int64_t bytes = numel * st_size(t[i].dtype);
-    json_object_set_new(
-        hdr, t[i].name,
-        json_pack("{s:s,s:o,s:[I,I]}", "dtype", t[i].dtype, "shape", shape,
-                  "data_offsets", (json_int_t)off, (json_int_t)(off + bytes)));
+    json_object_set_new(hdr, t[i].name,
+                        json_pack("{s:s,s:o,s:[I,I]}", "dtype", t[i].dtype,
+                                  "shape", shape, "data_offsets",
+                                  (json_int_t)off, (json_int_t)(off + bytes)));
     off += bytes;
   }
   char *text = json_dumps(hdr, JSON_COMPACT);
@@ -83,8 +83,7 @@ static void write_st(const char *path, const gen_tensor *t, size_t n,
     lb[i] = (unsigned char)(((uint64_t)padded >> (8 * i)) & 0xff);
   ck_assert_int_eq(fwrite(lb, 1, 8, f), 8);
   ck_assert_int_eq(fwrite(text, 1, len, f), len);
-  for (size_t i = len; i < padded; i++)
-    fputc(' ', f);
+  for (size_t i = len; i < padded; i++) fputc(' ', f);
   fclose(f);
   free(text);
   ck_assert_int_eq(truncate(path, (off_t)(8 + padded + (size_t)off)), 0);
@@ -141,10 +140,9 @@ START_TEST(test_single_file_kinds_and_order) {
   tpx_model *m = model_with_config(NULL);
   tpx_error err = {0};
   /* Both the file and its directory are accepted. */
-  tpx_status st = _i == 0
-                      ? tpx_model_add_safetensors(m, tmp("model.safetensors"),
-                                                  &err)
-                      : tpx_model_add_safetensors(m, tmpdir, &err);
+  tpx_status st =
+      _i == 0 ? tpx_model_add_safetensors(m, tmp("model.safetensors"), &err)
+              : tpx_model_add_safetensors(m, tmpdir, &err);
   ck_assert_msg(st == TPX_OK, "%s", err.message);
   ck_assert_uint_eq(tpx_model_num_params(m), NTINY);
   for (size_t i = 0; i < NTINY; i++) {
@@ -183,24 +181,25 @@ START_TEST(test_single_file_kinds_and_order) {
   };
   for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
     ck_assert_msg(kind_of(m, kinds[i].fqn) == kinds[i].kind, "%s: %s",
-                  kinds[i].fqn,
-                  tpx_module_kind_name(kind_of(m, kinds[i].fqn)));
+                  kinds[i].fqn, tpx_module_kind_name(kind_of(m, kinds[i].fqn)));
   /* Layers come out in numeric order. */
   int64_t layers = tpx_model_find_module(m, "model.layers");
   ck_assert_uint_eq(tpx_model_module_num_children(m, layers), 3);
-  ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 0)),
-                   "model.layers.0");
-  ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 1)),
-                   "model.layers.2");
-  ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 2)),
-                   "model.layers.10");
+  ck_assert_str_eq(
+      tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 0)),
+      "model.layers.0");
+  ck_assert_str_eq(
+      tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 1)),
+      "model.layers.2");
+  ck_assert_str_eq(
+      tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 2)),
+      "model.layers.10");
   /* No config: no tie, no lm_head. */
   ck_assert_int_eq(tpx_model_find_param(m, "lm_head.weight"), -1);
   int64_t bytes = 0;
   for (size_t i = 0; i < NTINY; i++) {
     int64_t n = st_size(tiny[i].dtype);
-    for (int d = 0; d < tiny[i].ndim; d++)
-      n *= tiny[i].shape[d];
+    for (int d = 0; d < tiny[i].ndim; d++) n *= tiny[i].shape[d];
     bytes += n;
   }
   ck_assert_int_eq(tpx_model_total_bytes(m), bytes);
@@ -270,8 +269,8 @@ START_TEST(test_existing_tensors_must_agree) {
   ck_assert_int_eq(tpx_model_add_module(m, "model.embed_tokens",
                                         TPX_MODULE_OTHER, NULL, &err),
                    TPX_OK);
-  ck_assert_int_eq(tpx_model_add_param(m, "model.embed_tokens", "weight", s1,
-                                       2, TPX_DTYPE_BF16, NULL, &err),
+  ck_assert_int_eq(tpx_model_add_param(m, "model.embed_tokens", "weight", s1, 2,
+                                       TPX_DTYPE_BF16, NULL, &err),
                    TPX_OK);
   /* The skeleton already tied lm_head: the file lacks it, that is fine. */
   ck_assert_int_eq(
@@ -300,8 +299,7 @@ START_TEST(test_existing_tensors_must_agree) {
                                          bad[k].dtype, NULL, &err),
                      TPX_OK);
     tpx_error e = {0};
-    ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &e),
-                     TPX_VALIDATION);
+    ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &e), TPX_VALIDATION);
     ck_assert_msg(strstr(e.message, "model.embed_tokens.weight") &&
                       strstr(e.message, "model.safetensors") &&
                       strstr(e.message, bad[k].msg1) &&
@@ -330,8 +328,8 @@ static tpx_model *fused_model(void) {
                                        NULL, &err),
                    TPX_OK);
   ck_assert_int_eq(tpx_model_add_param(m, "model.layers.0.mlp.experts",
-                                       "down_proj", dn, 3, TPX_DTYPE_BF16,
-                                       NULL, &err),
+                                       "down_proj", dn, 3, TPX_DTYPE_BF16, NULL,
+                                       &err),
                    TPX_OK);
   ck_assert_int_eq(tpx_model_add_param(m, "model.layers.0.mlp.gate", "weight",
                                        rt, 2, TPX_DTYPE_BF16, NULL, &err),
@@ -404,18 +402,18 @@ START_TEST(test_expert_fold) {
     int drop;
     const char *want;
   } bad[] = {
-      {4, NULL, 3, 0, NULL, 0, "rows [I, 2I)"},    /* expert 1 up_proj short */
-      {2, NULL, 0, 5, NULL, 0, "the whole"},       /* down_proj wide */
-      {0, NULL, 0, 0, "F32", 0, "F32"},            /* gate_proj dtype */
+      {4, NULL, 3, 0, NULL, 0, "rows [I, 2I)"}, /* expert 1 up_proj short */
+      {2, NULL, 0, 5, NULL, 0, "the whole"},    /* down_proj wide */
+      {0, NULL, 0, 0, "F32", 0, "F32"},         /* gate_proj dtype */
       {0, "model.layers.0.mlp.experts.3.gate_proj.weight", 0, 0, NULL, 0,
-       "expert 3"},                                 /* expert out of range */
-      {9, NULL, 4, 0, NULL, 0, "Mixtral"},          /* router shape */
+       "expert 3"},                                   /* expert out of range */
+      {9, NULL, 4, 0, NULL, 0, "Mixtral"},            /* router shape */
       {5, NULL, 0, 0, NULL, 1, "needs 3 (down_proj"}, /* a down_proj missing */
       {3, NULL, 0, 0, NULL, 1, "needs 6 (gate_proj and up_proj"},
       /* expert 1's gate_proj renamed to a second expert-0 gate (Mixtral's
        * name): 6 slices counted, but expert 1's gate rows are missing */
-      {3, "model.layers.0.block_sparse_moe.experts.0.w1.weight", 0, 0, NULL,
-       0, "gate_proj rows of expert 0"},
+      {3, "model.layers.0.block_sparse_moe.experts.0.w1.weight", 0, 0, NULL, 0,
+       "gate_proj rows of expert 0"},
       {7, "model.layers.0.mlp.experts.1.w3.weight", 0, 0, NULL, 0,
        "up_proj rows of expert 1"},
   };
@@ -428,10 +426,14 @@ START_TEST(test_expert_fold) {
         continue;
       u[m_n] = t[i];
       if ((int)i == bad[b].k) {
-        if (bad[b].name) u[m_n].name = bad[b].name;
-        if (bad[b].d0) u[m_n].shape[0] = bad[b].d0;
-        if (bad[b].d1) u[m_n].shape[1] = bad[b].d1;
-        if (bad[b].dtype) u[m_n].dtype = bad[b].dtype;
+        if (bad[b].name)
+          u[m_n].name = bad[b].name;
+        if (bad[b].d0)
+          u[m_n].shape[0] = bad[b].d0;
+        if (bad[b].d1)
+          u[m_n].shape[1] = bad[b].d1;
+        if (bad[b].dtype)
+          u[m_n].dtype = bad[b].dtype;
       }
       m_n++;
     }
@@ -440,8 +442,7 @@ START_TEST(test_expert_fold) {
     tpx_model *m = fused_model();
     tpx_error e = {0};
     ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &e), TPX_VALIDATION);
-    ck_assert_msg(strstr(e.message, bad[b].want), "case %zu: %s", b,
-                  e.message);
+    ck_assert_msg(strstr(e.message, bad[b].want), "case %zu: %s", b, e.message);
     tpx_model_destroy(m);
     remove_tmpdir();
   }
@@ -463,18 +464,17 @@ START_TEST(test_skeleton_untied_lm_head) {
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     tpx_model *m = model_with_config("{\"tie_word_embeddings\": true}");
     tpx_error err = {0};
-    ck_assert_int_eq(tpx_model_add_module(m, "lm_head", TPX_MODULE_LINEAR,
-                                          NULL, &err),
-                     TPX_OK);
-    ck_assert_int_eq(tpx_model_add_param(m, "lm_head", "weight",
-                                         cases[k].shape, 2, TPX_DTYPE_BF16,
-                                         NULL, &err),
+    ck_assert_int_eq(
+        tpx_model_add_module(m, "lm_head", TPX_MODULE_LINEAR, NULL, &err),
+        TPX_OK);
+    ck_assert_int_eq(tpx_model_add_param(m, "lm_head", "weight", cases[k].shape,
+                                         2, TPX_DTYPE_BF16, NULL, &err),
                      TPX_OK);
     tpx_status st = tpx_model_add_safetensors(m, tmpdir, &err);
     ck_assert_msg(st == cases[k].want, "%zu: %s", k, err.message);
     tpx_param_info info;
-    ck_assert_int_eq(tpx_model_param(m, tpx_model_find_param(m,
-                                                             "lm_head.weight"),
+    ck_assert_int_eq(tpx_model_param(m,
+                                     tpx_model_find_param(m, "lm_head.weight"),
                                      &info, NULL),
                      TPX_OK);
     if (st == TPX_OK) {
@@ -525,8 +525,8 @@ START_TEST(test_tied_lm_head_names) {
   };
   make_tmpdir();
   write_st(tmp("model.safetensors"), t, 3, 0);
-  tpx_model *m = model_with_config(
-      "{\"text_config\": {\"tie_word_embeddings\": true}}");
+  tpx_model *m =
+      model_with_config("{\"text_config\": {\"tie_word_embeddings\": true}}");
   tpx_error err = {0};
   ck_assert_int_eq(tpx_model_add_safetensors(m, tmpdir, &err), TPX_OK);
   int64_t head = tpx_model_find_param(m, cases[_i].head);
@@ -613,10 +613,9 @@ START_TEST(test_phi2_index) {
   ck_assert_int_eq(tpx_model_total_params(m), 2779683840LL);
   /* tie_word_embeddings is false and lm_head is in the file, untied. */
   tpx_param_info info;
-  ck_assert_int_eq(
-      tpx_model_param(m, tpx_model_find_param(m, "lm_head.weight"), &info,
-                      &err),
-      TPX_OK);
+  ck_assert_int_eq(tpx_model_param(m, tpx_model_find_param(m, "lm_head.weight"),
+                                   &info, &err),
+                   TPX_OK);
   ck_assert_int_eq(info.tied_to, -1);
   ck_assert_int_eq(info.dtype, TPX_DTYPE_F16);
   ck_assert_int_eq(kind_of(m, "lm_head"), TPX_MODULE_LINEAR);
@@ -700,8 +699,7 @@ START_TEST(test_bad_inputs) {
       m = model_with_config(NULL);
       st = tpx_model_add_safetensors(m, dir, &err);
       /* A failed import leaves the model as it was. */
-      ck_assert_msg(tpx_model_num_params(m) == 0, "%s: params added",
-                    cases[i]);
+      ck_assert_msg(tpx_model_num_params(m) == 0, "%s: params added", cases[i]);
       ck_assert_msg(tpx_model_num_modules(m) == 1, "%s: modules added",
                     cases[i]);
       tpx_model_destroy(m);
@@ -724,9 +722,9 @@ END_TEST
 START_TEST(test_missing_paths) {
   tpx_model *m = model_with_config(NULL);
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_model_add_safetensors(m, "/nonexistent/x.safetensors",
-                                             &err),
-                   TPX_NOT_FOUND);
+  ck_assert_int_eq(
+      tpx_model_add_safetensors(m, "/nonexistent/x.safetensors", &err),
+      TPX_NOT_FOUND);
   ck_assert_msg(strstr(err.message, "/nonexistent/x.safetensors"), "%s",
                 err.message);
   tpx_error e2 = {0};
@@ -762,9 +760,9 @@ START_TEST(test_many_tensors) {
   ck_assert_uint_eq(tpx_model_num_params(m), n);
   int64_t layers = tpx_model_find_module(m, "model.layers");
   ck_assert_uint_eq(tpx_model_module_num_children(m, layers), L);
-  ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, layers,
-                                                                  199)),
-                   "model.layers.199");
+  ck_assert_str_eq(
+      tpx_model_module_fqn(m, tpx_model_module_child(m, layers, 199)),
+      "model.layers.199");
   int64_t ex = tpx_model_find_module(m, "model.layers.5.experts");
   ck_assert_str_eq(tpx_model_module_fqn(m, tpx_model_module_child(m, ex, 10)),
                    "model.layers.5.experts.10");

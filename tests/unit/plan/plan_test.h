@@ -12,13 +12,13 @@
 
 /* Assert that `call` failed with `want_st` and that err.message mentions
  * `needle`. `call` passes `&e_` as its error argument. */
-#define CHECK_FAILS(call, want_st, needle)                                      \
+#define CHECK_FAILS(call, want_st, needle)                                     \
   do {                                                                         \
     tpx_error e_ = {0};                                                        \
     tpx_status st_ = (call);                                                   \
-    ck_assert_msg(st_ == (want_st), "%s: expected %s, got %s (%s)", #call,      \
-                  tpx_status_name(want_st), tpx_status_name(st_), e_.message);  \
-    ck_assert_int_eq(e_.status, (want_st));                                     \
+    ck_assert_msg(st_ == (want_st), "%s: expected %s, got %s (%s)", #call,     \
+                  tpx_status_name(want_st), tpx_status_name(st_), e_.message); \
+    ck_assert_int_eq(e_.status, (want_st));                                    \
     ck_assert_msg(strstr(e_.message, (needle)) != NULL,                        \
                   "%s: message \"%s\" does not mention \"%s\"", #call,         \
                   e_.message, (needle));                                       \
@@ -43,11 +43,13 @@ static inline const char *plan_data_path(char *buf, size_t size,
 /* Whole file, NUL-terminated, malloc'd; NULL if unreadable. */
 static inline char *read_text(const char *path, size_t *len_out) {
   FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
+  if (!f)
+    return NULL;
   size_t cap = 4096, len = 0;
   char *buf = malloc(cap);
   for (;;) {
-    if (!buf) break;
+    if (!buf)
+      break;
     if (len + 1 >= cap) {
       char *nb = realloc(buf, cap * 2);
       if (!nb) {
@@ -60,11 +62,14 @@ static inline char *read_text(const char *path, size_t *len_out) {
     }
     size_t n = fread(buf + len, 1, cap - len - 1, f);
     len += n;
-    if (n == 0) break;
+    if (n == 0)
+      break;
   }
   fclose(f);
-  if (buf) buf[len] = '\0';
-  if (len_out) *len_out = len;
+  if (buf)
+    buf[len] = '\0';
+  if (len_out)
+    *len_out = len;
   return buf;
 }
 

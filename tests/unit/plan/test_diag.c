@@ -19,9 +19,9 @@ START_TEST(test_add_and_get) {
   ck_assert_int_eq(tpx_diag_add(l, TPX_DIAG_INFO, "hf-style-skipped", NULL,
                                 NULL, "%s", "skipped"),
                    TPX_OK);
-  ck_assert_int_eq(tpx_diag_add(l, TPX_DIAG_WARNING, "uneven-shard", "w", "",
-                                "uneven"),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_diag_add(l, TPX_DIAG_WARNING, "uneven-shard", "w", "", "uneven"),
+      TPX_OK);
   ck_assert_uint_eq(tpx_diag_count(l), 3);
   tpx_diag d;
   CHECK_OK(tpx_diag_get(l, 0, &d, &e_));

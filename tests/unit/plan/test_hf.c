@@ -66,8 +66,8 @@ START_TEST(test_translate_table) {
   tpx_style s;
   int skip = -1;
   tpx_error e = {0};
-  tpx_status st = tpx_plan_translate_hf_style("model.layers.*.x", c->s, &s,
-                                              &skip, &e);
+  tpx_status st =
+      tpx_plan_translate_hf_style("model.layers.*.x", c->s, &s, &skip, &e);
   switch (c->outcome) {
   case ACCEPT:
     ck_assert_int_eq(st, TPX_OK);
@@ -163,7 +163,8 @@ START_TEST(test_from_hf_files) {
       CHECK_OK(tpx_diag_get(diags, i, &d, &e_));
       ck_assert_int_eq(d.level, TPX_DIAG_INFO);
       ck_assert_str_eq(d.code, "hf-style-skipped");
-      ck_assert_ptr_nonnull(strstr(d.message, "replicated_with_grad_allreduce"));
+      ck_assert_ptr_nonnull(
+          strstr(d.message, "replicated_with_grad_allreduce"));
     }
     char *out = NULL;
     CHECK_OK(tpx_plan_to_json(p, 2, &out, &e_));
@@ -283,12 +284,12 @@ END_TEST
 START_TEST(test_from_hf_errors) {
   tpx_plan *p = (tpx_plan *)1;
   const char *empty = "{}";
-  CHECK_FAILS(tpx_plan_from_hf(empty, 2, "model", &p, NULL, &e_),
-              TPX_NOT_FOUND, "tp plan is empty");
+  CHECK_FAILS(tpx_plan_from_hf(empty, 2, "model", &p, NULL, &e_), TPX_NOT_FOUND,
+              "tp plan is empty");
   ck_assert_ptr_null(p);
-  CHECK_FAILS(tpx_plan_from_hf_class_and_base(NULL, 0, NULL, 0, "model", &p,
-                                              NULL, &e_),
-              TPX_NOT_FOUND, "empty");
+  CHECK_FAILS(
+      tpx_plan_from_hf_class_and_base(NULL, 0, NULL, 0, "model", &p, NULL, &e_),
+      TPX_NOT_FOUND, "empty");
   const char *nonstr = "{\"layers.*.q\": 1}";
   CHECK_FAILS(tpx_plan_from_hf(nonstr, strlen(nonstr), "model", &p, NULL, &e_),
               TPX_INVALID_ARGUMENT,
@@ -300,18 +301,19 @@ START_TEST(test_from_hf_errors) {
   const char *arr = "[\"colwise\"]";
   CHECK_FAILS(tpx_plan_from_hf_class_and_base(arr, strlen(arr), NULL, 0,
                                               "model", &p, NULL, &e_),
-              TPX_INVALID_ARGUMENT, "model-class tp plan: expected a JSON "
-                                    "object");
+              TPX_INVALID_ARGUMENT,
+              "model-class tp plan: expected a JSON "
+              "object");
   const char *badkey = "{\"layers..q\": \"colwise\"}";
-  CHECK_FAILS(tpx_plan_from_hf(badkey, strlen(badkey), "model", &p, NULL,
-                               &e_),
+  CHECK_FAILS(tpx_plan_from_hf(badkey, strlen(badkey), "model", &p, NULL, &e_),
               TPX_INVALID_ARGUMENT, "empty atom");
   const char *dup = "{\"a\": \"colwise\", \"a\": \"rowwise\"}";
   CHECK_FAILS(tpx_plan_from_hf(dup, strlen(dup), "model", &p, NULL, &e_),
               TPX_PARSE, "duplicate");
   const char *rej = "{\"a\": \"colwise\", \"b\": \"local\"}";
   CHECK_FAILS(tpx_plan_from_hf(rej, strlen(rej), "model", &p, NULL, &e_),
-              TPX_UNSUPPORTED, "plan key 'model.b': Hugging Face style 'local'");
+              TPX_UNSUPPORTED,
+              "plan key 'model.b': Hugging Face style 'local'");
   ck_assert_ptr_null(p);
   CHECK_FAILS(tpx_plan_from_hf(NULL, 0, "model", &p, NULL, &e_),
               TPX_INVALID_ARGUMENT, "NULL");

@@ -113,17 +113,17 @@ static const key_case keys[] = {
      "model.layers.0.mlp.experts.0.w1", "model.layers.0.mlp.experts.11.w1"},
     {"model.layers.*.mlp.*_proj", 3 * NLAYERS, "model.layers.0.mlp.gate_proj",
      "model.layers.11.mlp.down_proj"},
-    {"model.layers.*.*.*_proj", 7 * NLAYERS,
-     "model.layers.0.self_attn.q_proj", "model.layers.11.mlp.down_proj"},
+    {"model.layers.*.*.*_proj", 7 * NLAYERS, "model.layers.0.self_attn.q_proj",
+     "model.layers.11.mlp.down_proj"},
     {"model.layers.*.mlp.experts.1?.w1", 2 * NLAYERS,
      "model.layers.0.mlp.experts.10.w1", "model.layers.11.mlp.experts.11.w1"},
     {"*_head", 1, "lm_head", "lm_head"},
     {"lm_head", 1, "lm_head", "lm_head"},
-    {"LM_HEAD", 0, NULL, NULL}, /* case-sensitive */
+    {"LM_HEAD", 0, NULL, NULL},        /* case-sensitive */
     {"lm_head.weight", 0, NULL, NULL}, /* parameters are not modules */
     {"", 1, "<root>", "<root>"},
     {"model.layers.12", 0, NULL, NULL},
-    {"model.layers.*.mlp.experts.*.w1", NLAYERS * NEXPERTS,
+    {"model.layers.*.mlp.experts.*.w1", NLAYERS *NEXPERTS,
      "model.layers.0.mlp.experts.0.w1", "model.layers.11.mlp.experts.11.w1"},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
@@ -138,10 +138,10 @@ START_TEST(test_key_table) {
   if (c->first) {
     char want_start[256];
     snprintf(want_start, sizeof want_start, "%s", c->first);
-    ck_assert_msg(strncmp(got, want_start, strlen(want_start)) == 0 &&
-                      (got[strlen(want_start)] == ' ' ||
-                       got[strlen(want_start)] == '\0'),
-                  "'%s': first match of %s", c->key, got);
+    ck_assert_msg(
+        strncmp(got, want_start, strlen(want_start)) == 0 &&
+            (got[strlen(want_start)] == ' ' || got[strlen(want_start)] == '\0'),
+        "'%s': first match of %s", c->key, got);
     size_t gl = strlen(got), ll = strlen(c->last);
     ck_assert_msg(gl >= ll && strcmp(got + gl - ll, c->last) == 0,
                   "'%s': last match of %s", c->key, got);
@@ -173,19 +173,45 @@ typedef struct atom_case {
 
 /* Python fnmatch.fnmatchcase results for the same pairs. */
 static const atom_case atoms[] = {
-    {"q_proj", "q_proj", 1},  {"q_proj", "Q_proj", 0}, {"*", "", 1},
-    {"*", "anything", 1},     {"?", "", 0},            {"?", "a", 1},
-    {"?", "ab", 0},           {"?", "\xc3\xa9", 1},    {"??", "\xc3\xa9", 0},
-    {"a*b*c", "aXbYc", 1},    {"a*b*c", "aXbY", 0},    {"a*b*c", "abc", 1},
-    {"*proj", "q_proj", 1},   {"*proj*", "proj", 1},   {"**", "x", 1},
-    {"[abc]", "b", 1},        {"[abc]", "d", 0},       {"[a-c]", "b", 1},
-    {"[c-a]", "b", 0},        {"[!a-c]", "d", 1},      {"[!a-c]", "b", 0},
-    {"[^a]", "^", 1},         {"[^a]", "b", 0},        {"[a-]", "-", 1},
-    {"[]]", "]", 1},          {"[!]]", "a", 1},        {"[!]]", "]", 0},
-    {"[", "[", 1},            {"a[", "a[", 1},         {"[ab", "[ab", 1},
-    {"a\\b", "a\\b", 1},      {"\\*", "\\x", 1},       {"\\*", "*", 0},
-    {"[\\]", "\\", 1},        {"*[0-9]", "w10", 1},    {"w[0-9]", "w10", 0},
-    {"[0-9]*", "10", 1},      {"[é]", "\xc3\xa9", 1},  {"layers", "layer", 0},
+    {"q_proj", "q_proj", 1},
+    {"q_proj", "Q_proj", 0},
+    {"*", "", 1},
+    {"*", "anything", 1},
+    {"?", "", 0},
+    {"?", "a", 1},
+    {"?", "ab", 0},
+    {"?", "\xc3\xa9", 1},
+    {"??", "\xc3\xa9", 0},
+    {"a*b*c", "aXbYc", 1},
+    {"a*b*c", "aXbY", 0},
+    {"a*b*c", "abc", 1},
+    {"*proj", "q_proj", 1},
+    {"*proj*", "proj", 1},
+    {"**", "x", 1},
+    {"[abc]", "b", 1},
+    {"[abc]", "d", 0},
+    {"[a-c]", "b", 1},
+    {"[c-a]", "b", 0},
+    {"[!a-c]", "d", 1},
+    {"[!a-c]", "b", 0},
+    {"[^a]", "^", 1},
+    {"[^a]", "b", 0},
+    {"[a-]", "-", 1},
+    {"[]]", "]", 1},
+    {"[!]]", "a", 1},
+    {"[!]]", "]", 0},
+    {"[", "[", 1},
+    {"a[", "a[", 1},
+    {"[ab", "[ab", 1},
+    {"a\\b", "a\\b", 1},
+    {"\\*", "\\x", 1},
+    {"\\*", "*", 0},
+    {"[\\]", "\\", 1},
+    {"*[0-9]", "w10", 1},
+    {"w[0-9]", "w10", 0},
+    {"[0-9]*", "10", 1},
+    {"[é]", "\xc3\xa9", 1},
+    {"layers", "layer", 0},
 };
 #define NATOMS (sizeof atoms / sizeof atoms[0])
 
@@ -224,7 +250,8 @@ START_TEST(test_unmatched_required_and_optional) {
   ck_assert_int_eq(d.level, TPX_DIAG_ERROR);
   ck_assert_str_eq(d.code, "unmatched-key");
   ck_assert_str_eq(d.subject, "model.layers.*.self_attn.qkv_proj");
-  ck_assert_ptr_nonnull(strstr(d.message, "'model.layers.*.self_attn.qkv_proj'"));
+  ck_assert_ptr_nonnull(
+      strstr(d.message, "'model.layers.*.self_attn.qkv_proj'"));
   ck_assert_ptr_nonnull(strstr(d.message, "atom 'qkv_proj' (atom 5 of 5)"));
   ck_assert_ptr_nonnull(
       strstr(d.message, "no child of 'model.layers.0.self_attn'"));
@@ -243,11 +270,12 @@ START_TEST(test_unmatched_required_and_optional) {
   ck_assert_ptr_nonnull(strstr(d.fix, "'model.layers.*.mlp'"));
 
   d = get_diag(dl, 3);
-  ck_assert_ptr_nonnull(
-      strstr(d.message, "no child of the root module matches atom 'transformer'"));
+  ck_assert_ptr_nonnull(strstr(
+      d.message, "no child of the root module matches atom 'transformer'"));
 
   d = get_diag(dl, 4); /* a leaf has no children to suggest */
-  ck_assert_ptr_nonnull(strstr(d.message, "no child of 'lm_head' matches atom 'x'"));
+  ck_assert_ptr_nonnull(
+      strstr(d.message, "no child of 'lm_head' matches atom 'x'"));
   ck_assert_ptr_nonnull(strstr(d.fix, "'lm_head' has no submodules"));
 
   ck_assert_uint_eq(tpx_match_entry_count(mt, 0), 0);
@@ -365,9 +393,12 @@ START_TEST(test_duplicate_match) {
   ck_assert_int_eq(d.level, TPX_DIAG_ERROR);
   ck_assert_str_eq(d.code, "duplicate-match");
   ck_assert_str_eq(d.subject, "model.layers.*.mlp.*_proj");
-  ck_assert_ptr_nonnull(strstr(d.message, "'model.layers.*.mlp.up_proj' (entry 0)"));
-  ck_assert_ptr_nonnull(strstr(d.message, "'model.layers.*.mlp.*_proj' (entry 1)"));
-  ck_assert_ptr_nonnull(strstr(d.message, "module 'model.layers.0.mlp.up_proj'"));
+  ck_assert_ptr_nonnull(
+      strstr(d.message, "'model.layers.*.mlp.up_proj' (entry 0)"));
+  ck_assert_ptr_nonnull(
+      strstr(d.message, "'model.layers.*.mlp.*_proj' (entry 1)"));
+  ck_assert_ptr_nonnull(
+      strstr(d.message, "module 'model.layers.0.mlp.up_proj'"));
   ck_assert_ptr_nonnull(strstr(d.message, "(and 11 more modules)"));
   d = get_diag(dl, 1);
   ck_assert_ptr_nonnull(strstr(d.message, "'model.layers.1.mlp' (entry 2)"));
@@ -383,9 +414,8 @@ START_TEST(test_duplicate_match) {
   ck_assert_int_eq(tpx_match_module_entry(mt, mlp1), 2);
   ck_assert_int_eq(tpx_match_module_entry(mt, mlp2), 3);
   ck_assert_int_eq(tpx_match_module_entry(mt, 0), 4); /* root */
-  ck_assert_int_eq(tpx_match_module_entry(
-                       mt, tpx_model_find_module(m, "model.norm")),
-                   -1);
+  ck_assert_int_eq(
+      tpx_match_module_entry(mt, tpx_model_find_module(m, "model.norm")), -1);
   /* every entry still lists all its matches */
   ck_assert_uint_eq(tpx_match_entry_count(mt, 1), 3 * NLAYERS);
   ck_assert_uint_eq(tpx_match_entry_count(mt, 3), NLAYERS);
@@ -490,13 +520,14 @@ START_TEST(test_replicated_by_omission) {
   ck_assert_int_eq(d.level, TPX_DIAG_WARNING);
   ck_assert_str_eq(d.code, "replicated-by-omission");
   ck_assert_str_eq(d.subject, "model.layers.*.self_attn.v_proj.weight");
-  ck_assert_ptr_nonnull(strstr(
-      d.message, "parameter 'model.layers.0.self_attn.v_proj.weight' [64, 32]"));
+  ck_assert_ptr_nonnull(
+      strstr(d.message,
+             "parameter 'model.layers.0.self_attn.v_proj.weight' [64, 32]"));
   ck_assert_ptr_nonnull(strstr(d.message, "sibling "
                                           "'model.layers.0.self_attn.q_proj."
                                           "weight'"));
-  ck_assert_ptr_nonnull(
-      strstr(d.message, "sharded by 'model.layers.*.self_attn.q_proj' (colwise)"));
+  ck_assert_ptr_nonnull(strstr(
+      d.message, "sharded by 'model.layers.*.self_attn.q_proj' (colwise)"));
   ck_assert_ptr_nonnull(strstr(d.message, "(and 11 more like it)"));
   ck_assert_ptr_nonnull(strstr(d.fix, "'model.layers.*.self_attn.v_proj'"));
   d = get_diag(dl, 1);
@@ -512,8 +543,8 @@ START_TEST(test_replicated_by_omission) {
   tpx_style sp = tpx_style_default(TPX_STYLE_SEQUENCE_PARALLEL);
   tpx_style col = tpx_style_default(TPX_STYLE_COLWISE);
   CHECK_OK(tpx_plan_set(q, "model.layers.*.self_attn.q_proj", &sp, 0, &e_));
-  CHECK_OK(tpx_plan_set(q, "model.layers.*.self_attn.[kvo]_proj", &col, 0,
-                        &e_));
+  CHECK_OK(
+      tpx_plan_set(q, "model.layers.*.self_attn.[kvo]_proj", &col, 0, &e_));
   CHECK_OK(tpx_diag_list_create(&dl, &e_));
   CHECK_OK(tpx_match_plan(q, m, &mt, dl, &e_));
   ck_assert_uint_eq(tpx_diag_count(dl), 0);
@@ -529,8 +560,8 @@ START_TEST(test_replicated_by_omission) {
     CHECK_OK(tpx_plan_create(&q, &e_));
     if (with_layer_key)
       CHECK_OK(tpx_plan_set(q, "model.layers.*", &sp, 0, &e_));
-    CHECK_OK(tpx_plan_set(q, "model.layers.*.self_attn.[qkv]_proj", &col, 0,
-                          &e_));
+    CHECK_OK(
+        tpx_plan_set(q, "model.layers.*.self_attn.[qkv]_proj", &col, 0, &e_));
     CHECK_OK(tpx_diag_list_create(&dl, &e_));
     CHECK_OK(tpx_match_plan(q, m, &mt, dl, &e_));
     size_t omitted = 0;
@@ -604,7 +635,8 @@ START_TEST(test_many_entries) {
   for (int l = 0; l < layers; l++)
     for (int x = 0; x < per; x++) {
       snprintf(fqn, sizeof fqn,
-               wide ? "model.layers.%d.mlp.p%d" : "model.layers.%d.experts.%d.w1",
+               wide ? "model.layers.%d.mlp.p%d"
+                    : "model.layers.%d.experts.%d.w1",
                l, x);
       CHECK_OK(tpx_model_add_module(m, fqn, TPX_MODULE_LINEAR, NULL, &e_));
       if (wide)
@@ -623,8 +655,9 @@ START_TEST(test_many_entries) {
   ck_assert_uint_eq(tpx_diag_count(dl), 0);
   for (size_t e = 0; e < N; e += 9973) {
     ck_assert_uint_eq(tpx_match_entry_count(mt, e), 1);
-    ck_assert_int_eq(tpx_match_module_entry(mt, tpx_match_entry_module(mt, e, 0)),
-                     (int64_t)e);
+    ck_assert_int_eq(
+        tpx_match_module_entry(mt, tpx_match_entry_module(mt, e, 0)),
+        (int64_t)e);
   }
   ck_assert_msg(dt < 10.0, "%d entries took %.1f s", N, dt);
   tpx_match_destroy(mt);

@@ -17,7 +17,9 @@ static tpx_plan *new_plan(void) {
   return p;
 }
 
-static tpx_style sp(void) { return tpx_style_default(TPX_STYLE_SEQUENCE_PARALLEL); }
+static tpx_style sp(void) {
+  return tpx_style_default(TPX_STYLE_SEQUENCE_PARALLEL);
+}
 static tpx_style col(void) { return tpx_style_default(TPX_STYLE_COLWISE); }
 static tpx_style row(void) { return tpx_style_default(TPX_STYLE_ROWWISE); }
 
@@ -60,8 +62,10 @@ START_TEST(test_set_rejects) {
   static const struct {
     const char *key, *needle;
   } bad[] = {
-      {"a..b", "empty atom"},        {".a", "leading '.'"},
-      {"a.", "trailing '.'"},        {".", "leading '.'"},
+      {"a..b", "empty atom"},
+      {".a", "leading '.'"},
+      {"a.", "trailing '.'"},
+      {".", "leading '.'"},
       {"model..layers.*", "'model..layers.*'"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -83,16 +87,18 @@ END_TEST
  * appended — Python dict.update. */
 START_TEST(test_dict_update_order) {
   tpx_plan *base = new_plan(), *ov = new_plan();
-  CHECK_OK(tpx_plan_set(base, "model.embed_tokens", (tpx_style[]){row()}, 0, &e_));
-  CHECK_OK(tpx_plan_set(base, "model.layers.*.self_attn.q_proj", (tpx_style[]){col()}, 0,
-                        &e_));
+  CHECK_OK(
+      tpx_plan_set(base, "model.embed_tokens", (tpx_style[]){row()}, 0, &e_));
+  CHECK_OK(tpx_plan_set(base, "model.layers.*.self_attn.q_proj",
+                        (tpx_style[]){col()}, 0, &e_));
   CHECK_OK(tpx_plan_set(base, "model.norm", (tpx_style[]){col()}, 0, &e_));
   CHECK_OK(tpx_plan_set(base, "lm_head", (tpx_style[]){col()}, 0, &e_));
   tpx_style spag =
       tpx_style_default(TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION);
   CHECK_OK(tpx_plan_set(ov, "model.layers.*.input_layernorm", &spag, 0, &e_));
   CHECK_OK(tpx_plan_set(ov, "model.norm", (tpx_style[]){sp()}, 1, &e_));
-  CHECK_OK(tpx_plan_set(ov, "model.embed_tokens", (tpx_style[]){col()}, 0, &e_));
+  CHECK_OK(
+      tpx_plan_set(ov, "model.embed_tokens", (tpx_style[]){col()}, 0, &e_));
   CHECK_OK(tpx_plan_update(base, ov, &e_));
   const char *keys[] = {"model.embed_tokens", "model.layers.*.self_attn.q_proj",
                         "model.norm", "lm_head",
@@ -124,7 +130,8 @@ START_TEST(test_remove_and_clone) {
   char key[64];
   for (int i = 0; i < 100; i++) {
     snprintf(key, sizeof key, "model.layers.%d.mlp", i);
-    CHECK_OK(tpx_plan_set(p, key, i % 2 ? (tpx_style[]){col()} : (tpx_style[]){row()}, 0, &e_));
+    CHECK_OK(tpx_plan_set(
+        p, key, i % 2 ? (tpx_style[]){col()} : (tpx_style[]){row()}, 0, &e_));
   }
   tpx_plan *c = NULL;
   CHECK_OK(tpx_plan_clone(p, &c, &e_));
@@ -158,7 +165,8 @@ START_TEST(test_many_entries) {
   for (int i = 0; i < n; i++) {
     snprintf(key, sizeof key, "model.layers.%d.mlp.experts.%d.w1", i / 256,
              i % 256);
-    CHECK_OK(tpx_plan_set(p, key, (i % 3) ? (tpx_style[]){col()} : (tpx_style[]){row()}, 0, &e_));
+    CHECK_OK(tpx_plan_set(
+        p, key, (i % 3) ? (tpx_style[]){col()} : (tpx_style[]){row()}, 0, &e_));
   }
   ck_assert_uint_eq(tpx_plan_size(p), (size_t)n);
   ck_assert_int_eq(tpx_plan_find(p, "model.layers.100.mlp.experts.7.w1"),
@@ -192,8 +200,8 @@ START_TEST(test_json_golden_round_trip) {
   const char *inputs[] = {"golden.json", "minimal.json"};
   for (size_t i = 0; i < 2; i++) {
     tpx_plan *p = NULL;
-    CHECK_OK(tpx_plan_load(plan_data_path(path, sizeof path, inputs[i]), &p,
-                           &e_));
+    CHECK_OK(
+        tpx_plan_load(plan_data_path(path, sizeof path, inputs[i]), &p, &e_));
     char *out = NULL;
     CHECK_OK(tpx_plan_to_json(p, 2, &out, &e_));
     ck_assert_msg(strcmp(out, golden) == 0, "%s normalizes to:\n%s", inputs[i],
@@ -288,8 +296,8 @@ START_TEST(test_json_writer_matches_jansson) {
     json_error_t je;
     json_t *v = json_loads(mine, 0, &je);
     ck_assert_msg(v != NULL, "indent %d: not JSON: %s", indent, je.text);
-    char *ref = json_dumps(v, JSON_PRESERVE_ORDER |
-                                  (indent ? JSON_INDENT(indent) : JSON_COMPACT));
+    char *ref = json_dumps(
+        v, JSON_PRESERVE_ORDER | (indent ? JSON_INDENT(indent) : JSON_COMPACT));
     size_t rl = strlen(ref);
     ck_assert_uint_eq(strlen(mine), rl + (indent ? 1 : 0));
     ck_assert_msg(strncmp(mine, ref, rl) == 0, "indent %d differs:\n%s\n%s",
@@ -365,19 +373,19 @@ static int cmp_str(const void *a, const void *b) {
 static void scan_bad_cases(void) {
   char path[1024];
   DIR *d = opendir(plan_data_path(path, sizeof path, "bad"));
-  if (!d) return;
+  if (!d)
+    return;
   struct dirent *de;
   while ((de = readdir(d)) && n_bad_cases < MAX_CASES) {
-    if (de->d_name[0] == '.') continue;
+    if (de->d_name[0] == '.')
+      continue;
     bad_cases[n_bad_cases++] = strdup(de->d_name);
   }
   closedir(d);
   qsort(bad_cases, (size_t)n_bad_cases, sizeof bad_cases[0], cmp_str);
 }
 
-START_TEST(test_bad_case_count) {
-  ck_assert_int_ge(n_bad_cases, 30);
-}
+START_TEST(test_bad_case_count) { ck_assert_int_ge(n_bad_cases, 30); }
 END_TEST
 
 START_TEST(test_bad_case) {

@@ -8,8 +8,8 @@
 typedef struct default_case {
   tpx_style_kind kind;
   const char *name;
-  int family; /* 0 col/row, 1 sequence, 2 prepare input, 3 prepare output,
-                4 replicated */
+  int family;      /* 0 col/row, 1 sequence, 2 prepare input, 3 prepare output,
+                     4 replicated */
   const char *in;  /* single input layout (family 0) */
   const char *out; /* single output layout (family 0) */
   int local;
@@ -59,9 +59,7 @@ START_TEST(test_default_every_style) {
     assert_layout(&s.input_layouts, c->in);
     assert_layout(&s.output_layouts, c->out);
     break;
-  case 1:
-    ck_assert_int_eq(s.sequence_dim, 1);
-    break;
+  case 1: ck_assert_int_eq(s.sequence_dim, 1); break;
   case 2:
     ck_assert_int_eq(s.input_layouts.count, -1);
     ck_assert_int_eq(s.desired_input_layouts.count, -1);
@@ -119,8 +117,7 @@ START_TEST(test_kind_names) {
 }
 END_TEST
 
-static tpx_layout_list layouts(int n, const tpx_placement *p,
-                               const int *none) {
+static tpx_layout_list layouts(int n, const tpx_placement *p, const int *none) {
   tpx_layout_list l;
   memset(&l, 0, sizeof l);
   l.count = n;
@@ -227,7 +224,7 @@ START_TEST(test_equal_meaningful_fields) {
   tpx_style r = tpx_style_default(TPX_STYLE_ROWWISE);
   tpx_style v = tpx_style_default(TPX_STYLE_VOCAB_PARALLEL_EMBEDDING);
   ck_assert(!tpx_style_equal(&r, &v)); /* same fields, different class */
-  c.use_local_output = 7; /* any true value */
+  c.use_local_output = 7;              /* any true value */
   ck_assert(tpx_style_equal(&c, &(tpx_style){0}) == 0);
   tpx_style e = tpx_style_default(TPX_STYLE_COLWISE);
   ck_assert(tpx_style_equal(&c, &e));

@@ -51,10 +51,10 @@ static inline tpx_model *model_from_json(const char *json) {
 
 /* The test architecture's config (Llama-shaped, 2 layers). */
 #define TEST_CONFIG(extra)                                                     \
-  "{\"architectures\": [\"TestForCausalLM\"], \"model_type\": \"tpxtest\", "  \
-  "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 128, "      \
-  "\"intermediate_size\": 96, \"num_attention_heads\": 8, "                   \
-  "\"num_key_value_heads\": 4, \"torch_dtype\": \"bfloat16\", "               \
+  "{\"architectures\": [\"TestForCausalLM\"], \"model_type\": \"tpxtest\", "   \
+  "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 128, "       \
+  "\"intermediate_size\": 96, \"num_attention_heads\": 8, "                    \
+  "\"num_key_value_heads\": 4, \"torch_dtype\": \"bfloat16\", "                \
   "\"tie_word_embeddings\": true" extra "}"
 
 static inline int run_suite(Suite *s) {

@@ -155,8 +155,8 @@ START_TEST(extra_symbols_listed) {
   tpx_harness_check c;
   ck_assert(find(r, "exports", &c));
   ck_assert_int_eq(c.passed, 1);
-  ASSERT_CONTAINS(c.detail,
-                  "other exports: tpxtest_global_table, tpxtest_helper_function");
+  ASSERT_CONTAINS(
+      c.detail, "other exports: tpxtest_global_table, tpxtest_helper_function");
   ASSERT_CONTAINS(c.detail, "-fvisibility=hidden");
   tpx_harness_result_destroy(r);
 }
@@ -174,8 +174,9 @@ START_TEST(config_models) {
   ck_assert(find(r, "skeleton TestForCausalLM [", &c));
   ASSERT_CONTAINS(c.detail, "1 tied");
   /* A config the plugin does not serve is a failure. */
-  ck_assert(failed_with(r, "config ", "'LlamaForCausalLM' of the config is "
-                                      "not served by the plugin"));
+  ck_assert(failed_with(r, "config ",
+                        "'LlamaForCausalLM' of the config is "
+                        "not served by the plugin"));
   ck_assert_uint_eq(tpx_harness_num_failed(r), 1);
   free(text);
   tpx_harness_result_destroy(r);
@@ -187,7 +188,8 @@ START_TEST(misbehaving_plans_caught) {
   tpx_harness_result *r = run(GOOD("libtpxtest_good.so"), cfg, 1, 20);
   char *text = NULL;
   CHECK_OK(tpx_harness_to_text(r, &text, &e_));
-  ck_assert_msg(failed_with(r, "plan TestForCausalLM", "tied parameters "
+  ck_assert_msg(failed_with(r, "plan TestForCausalLM",
+                            "tied parameters "
                             "'lm_head.weight' (shard(0) on tp"),
                 "%s", text);
   ck_assert_msg(failed_with(r, "plan TestForCausalLM",
@@ -199,9 +201,9 @@ START_TEST(misbehaving_plans_caught) {
                 "%s", text);
   ck_assert_msg(failed_with(r, "plan TestForCausalLM", "not deterministic"),
                 "%s", text);
-  ck_assert_msg(failed_with(r, "concurrent TestForCausalLM",
-                            "different plan(s)"),
-                "%s", text);
+  ck_assert_msg(
+      failed_with(r, "concurrent TestForCausalLM", "different plan(s)"), "%s",
+      text);
   /* Indivisible heads are the host's diagnostic, never the harness's. */
   ck_assert_msg(!failed_with(r, "plan TestForCausalLM", "heads"), "%s", text);
   free(text);
@@ -256,9 +258,8 @@ START_TEST(indivisible_heads) {
     /* Extra arguments to snprintf are ignored: one or two %d. */
     snprintf(want, sizeof want, indivisible[_i].detail, tp, tp);
     if (tp == 4 || tp == 8) {
-      ck_assert_msg(c.passed == indivisible[_i].all_pass,
-                    "%s (plugin %s): %s", c.name, indivisible[_i].behaviour,
-                    c.detail);
+      ck_assert_msg(c.passed == indivisible[_i].all_pass, "%s (plugin %s): %s",
+                    c.name, indivisible[_i].behaviour, c.detail);
       ck_assert_msg(strstr(c.detail, want) != NULL, "%s: want \"%s\" in %s",
                     c.name, want, c.detail);
     } else {
@@ -305,8 +306,7 @@ START_TEST(bad_arguments) {
   ck_assert_int_eq(tpx_harness_run(NULL, NULL, &r, &e), TPX_INVALID_ARGUMENT);
   tpx_harness_options o = TPX_HARNESS_OPTIONS_INIT;
   o.num_configs = 1;
-  ck_assert_int_eq(tpx_harness_run("x.so", &o, &r, NULL),
-                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_harness_run("x.so", &o, &r, NULL), TPX_INVALID_ARGUMENT);
   ck_assert_ptr_null(r);
   tpx_harness_check c;
   ck_assert_int_eq(tpx_harness_check_get(NULL, 0, &c, NULL),

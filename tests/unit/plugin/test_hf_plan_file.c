@@ -27,7 +27,8 @@ static const struct {
   const char *text;
   int is_hf;
 } kinds[] = {
-    {"{\"layers.*.mlp.up_proj\": \"colwise\", \"lm_head\": \"colwise_rep\"}", 1},
+    {"{\"layers.*.mlp.up_proj\": \"colwise\", \"lm_head\": \"colwise_rep\"}",
+     1},
     {"{\"format\": \"tpx-plan/1\", \"entries\": []}", 0},
     {"{\"layers.*.mlp.up_proj\": {\"style\": \"colwise\"}}", 1},
     {"{\"entries\": []}", 0},
@@ -123,7 +124,8 @@ START_TEST(errors_name_the_file_and_key) {
   ck_assert_ptr_null(p);
   ASSERT_CONTAINS(e.message, bad);
   ASSERT_CONTAINS(e.message, "'model.layers.*.mlp.up_proj'");
-  ASSERT_CONTAINS(e.message, "'local_packed_rowwise' has no faithful translation");
+  ASSERT_CONTAINS(e.message,
+                  "'local_packed_rowwise' has no faithful translation");
   tpx_error e2 = {0};
   const char *tpxplan = write_file("tpx.json", "{\"format\": \"tpx-plan/1\"}");
   ck_assert_int_eq(tpx_plan_load_hf(tpxplan, m, &p, NULL, NULL, 0, &e2),
@@ -135,9 +137,9 @@ START_TEST(errors_name_the_file_and_key) {
                    TPX_INVALID_ARGUMENT);
   ASSERT_CONTAINS(e3.message, "key 'lm_head'");
   tpx_error e4 = {0};
-  ck_assert_int_eq(tpx_plan_load_hf("/nonexistent/x.json", m, &p, NULL, NULL,
-                                    0, &e4),
-                   TPX_PARSE);
+  ck_assert_int_eq(
+      tpx_plan_load_hf("/nonexistent/x.json", m, &p, NULL, NULL, 0, &e4),
+      TPX_PARSE);
   ASSERT_CONTAINS(e4.message, "/nonexistent/x.json");
   ck_assert_int_eq(tpx_plan_load_hf(NULL, m, &p, NULL, NULL, 0, NULL),
                    TPX_INVALID_ARGUMENT);

@@ -10,11 +10,11 @@
 #include "tpx/plugin.h"
 
 #define PROBE_CONFIG                                                           \
-  "{\"architectures\": [\"ProbeForCausalLM\"], \"model_type\": \"tpxtest\", " \
-  "\"num_attention_heads\": 32, \"two_float\": 2.0, \"rms_norm_eps\": "       \
-  "1e-05, \"hidden_size\": 64, \"tie_word_embeddings\": true, "               \
-  "\"null_value\": null, \"text_config\": {\"num_attention_heads\": 12, "     \
-  "\"second\": 1, \"third\": [1]}, \"block_configs\": [{\"n_heads\": 3}, "    \
+  "{\"architectures\": [\"ProbeForCausalLM\"], \"model_type\": \"tpxtest\", "  \
+  "\"num_attention_heads\": 32, \"two_float\": 2.0, \"rms_norm_eps\": "        \
+  "1e-05, \"hidden_size\": 64, \"tie_word_embeddings\": true, "                \
+  "\"null_value\": null, \"text_config\": {\"num_attention_heads\": 12, "      \
+  "\"second\": 1, \"third\": [1]}, \"block_configs\": [{\"n_heads\": 3}, "     \
   "{\"n_heads\": 5}]}"
 
 static char probe_result[4][2048];
@@ -28,16 +28,16 @@ static const char *probe(int part) {
   tpx_model *m = model_from_json(PROBE_CONFIG);
   CHECK_OK(tpx_model_add_module(m, "model.embed_tokens", TPX_MODULE_EMBEDDING,
                                 NULL, &e_));
-  CHECK_OK(tpx_model_add_module(m, "model.layers.0", TPX_MODULE_CONTAINER,
-                                NULL, &e_));
-  CHECK_OK(tpx_model_add_module(m, "model.layers.1", TPX_MODULE_CONTAINER,
-                                NULL, &e_));
-  CHECK_OK(tpx_model_add_module(m, "model.layers.2", TPX_MODULE_CONTAINER,
-                                NULL, &e_));
+  CHECK_OK(tpx_model_add_module(m, "model.layers.0", TPX_MODULE_CONTAINER, NULL,
+                                &e_));
+  CHECK_OK(tpx_model_add_module(m, "model.layers.1", TPX_MODULE_CONTAINER, NULL,
+                                &e_));
+  CHECK_OK(tpx_model_add_module(m, "model.layers.2", TPX_MODULE_CONTAINER, NULL,
+                                &e_));
   tpx_plan *p = NULL;
   tpx_error e = {0};
-  tpx_status s = tpx_registry_get_plan(r, 0, m, "ProbeForCausalLM", NULL, 0, part,
-                                       &p, &e);
+  tpx_status s =
+      tpx_registry_get_plan(r, 0, m, "ProbeForCausalLM", NULL, 0, part, &p, &e);
   ck_assert_int_eq(s, TPX_PLUGIN);
   const char *at = strstr(e.message, "refused get_plan: ");
   ck_assert_ptr_nonnull(at);
@@ -108,7 +108,8 @@ START_TEST(host_function_status) {
   int found = 0;
   for (int part = 1; part <= 4; part++)
     found |= strstr(probe(part), needle) != NULL;
-  ck_assert_msg(found, "probe results \"%s\" / \"%s\" / \"%s\" / \"%s\" lack \"%s\"",
+  ck_assert_msg(found,
+                "probe results \"%s\" / \"%s\" / \"%s\" / \"%s\" lack \"%s\"",
                 probe_result[0], probe_result[1], probe_result[2],
                 probe_result[3], needle);
 }
@@ -131,17 +132,17 @@ START_TEST(skeleton_built) {
   ck_assert_int_eq(pi.shape[0], 32); /* 4 kv heads x head_dim 8 */
   ck_assert_int_eq(pi.shape[1], 64);
   ck_assert_int_eq(pi.dtype, TPX_DTYPE_BF16); /* NULL dtype: the config's */
-  CHECK_OK(tpx_model_param(m, tpx_model_find_param(m, "model.norm.weight"),
-                           &pi, &e_));
+  CHECK_OK(tpx_model_param(m, tpx_model_find_param(m, "model.norm.weight"), &pi,
+                           &e_));
   ck_assert_int_eq(pi.dtype, TPX_DTYPE_F32);
   int64_t head = tpx_model_find_param(m, "lm_head.weight");
   ck_assert_int_ge(head, 0);
   CHECK_OK(tpx_model_param(m, head, &pi, &e_));
   ck_assert_int_eq(pi.tied_to,
                    tpx_model_find_param(m, "model.embed_tokens.weight"));
-  ck_assert_int_eq(tpx_model_module_kind(
-                       m, tpx_model_find_module(m, "model.embed_tokens")),
-                   TPX_MODULE_EMBEDDING);
+  ck_assert_int_eq(
+      tpx_model_module_kind(m, tpx_model_find_module(m, "model.embed_tokens")),
+      TPX_MODULE_EMBEDDING);
   tpx_model_destroy(m);
   tpx_registry_destroy(r);
 }

@@ -11,8 +11,7 @@
 #include "plugin_test.h"
 #include "tpx/plan.h"
 
-static tpx_registry *registry(const char *plugin, int isolate,
-                              double timeout) {
+static tpx_registry *registry(const char *plugin, int isolate, double timeout) {
   tpx_registry *reg = NULL;
   CHECK_OK(tpx_registry_create(&reg, &e_));
   /* Half the cases switch isolation on before loading, half after. */
@@ -31,7 +30,7 @@ static double now(void) {
 }
 
 #define BROKEN_CONFIG                                                          \
-  "{\"architectures\": [\"BrokenForCausalLM\"], \"model_type\": \"qwen2\", "  \
+  "{\"architectures\": [\"BrokenForCausalLM\"], \"model_type\": \"qwen2\", "   \
   "\"num_attention_heads\": 8, \"num_key_value_heads\": 8}"
 
 static const struct {
@@ -42,8 +41,7 @@ static const struct {
     {"get_plan_crashes.so", 10, "crashed with SIGSEGV in get_plan"},
     {"get_plan_hangs.so", 0.5, "did not return within 0.5 s from get_plan"},
     /* junk on the result pipe is named as such, not as exit() */
-    {"pipe_garbage.so", 10,
-     "get_plan returned, but its result pipe held"},
+    {"pipe_garbage.so", 10, "get_plan returned, but its result pipe held"},
 };
 
 /* A get_plan that leaves a process behind holding the result pipe (for
@@ -73,8 +71,7 @@ START_TEST(child_memory_limit) {
   tpx_model *m = model_from_json(BROKEN_CONFIG);
   tpx_plan *plan = NULL;
   tpx_error e = {0};
-  tpx_status s = tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan,
-                                       &e);
+  tpx_status s = tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan, &e);
 #if defined(__SANITIZE_ADDRESS__)
   /* AddressSanitizer's allocator ends the child at the limit instead of
    * returning NULL: the crash names the limit. */
@@ -119,9 +116,9 @@ START_TEST(broken_get_plan_is_an_error) {
   tpx_plan *plan = (tpx_plan *)1;
   tpx_error e = {0};
   double t0 = now();
-  ck_assert_int_eq(tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan,
-                                         &e),
-                   TPX_PLUGIN);
+  ck_assert_int_eq(
+      tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan, &e),
+      TPX_PLUGIN);
   ck_assert_double_lt(now() - t0, 5.0);
   ck_assert_ptr_null(plan);
   ASSERT_CONTAINS(e.message, broken_cases[_i].what);
@@ -129,9 +126,9 @@ START_TEST(broken_get_plan_is_an_error) {
   ASSERT_CONTAINS(e.message, "plugin '");
   /* The host is still here and can ask again. */
   tpx_error e2 = {0};
-  ck_assert_int_eq(tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan,
-                                         &e2),
-                   TPX_PLUGIN);
+  ck_assert_int_eq(
+      tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan, &e2),
+      TPX_PLUGIN);
   ck_assert_str_eq(e.message, e2.message);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
@@ -154,8 +151,7 @@ START_TEST(broken_get_plan_falls_back) {
   for (size_t i = 0; i < tpx_diag_count(diags); i++) {
     tpx_diag d;
     CHECK_OK(tpx_diag_get(diags, i, &d, &e_));
-    if (strcmp(d.code, "plugin-failed") == 0 &&
-        d.level == TPX_DIAG_WARNING &&
+    if (strcmp(d.code, "plugin-failed") == 0 && d.level == TPX_DIAG_WARNING &&
         strstr(d.message, broken_cases[_i].what) &&
         strstr(d.message, "falling back to the Hugging Face plan"))
       found = 1;
@@ -170,8 +166,8 @@ START_TEST(broken_get_plan_falls_back) {
 END_TEST
 
 /* Everything observable about one selection, as text. */
-static char *describe(tpx_registry *reg, const char *config, int64_t tp,
-                      int sp, const char *plan_name, char **plan_json) {
+static char *describe(tpx_registry *reg, const char *config, int64_t tp, int sp,
+                      const char *plan_name, char **plan_json) {
   tpx_model *m = model_from_json(config);
   /* The skeleton's outcome, refusal message included, is compared too. */
   tpx_error serr = {0};
@@ -250,9 +246,9 @@ START_TEST(good_plugin_same_with_isolation) {
   char *json_in = NULL, *json_iso = NULL;
   char *d_in = describe(in, good_cases[_i].config, good_cases[_i].tp,
                         good_cases[_i].sp, good_cases[_i].plan_name, &json_in);
-  char *d_iso = describe(iso, good_cases[_i].config, good_cases[_i].tp,
-                         good_cases[_i].sp, good_cases[_i].plan_name,
-                         &json_iso);
+  char *d_iso =
+      describe(iso, good_cases[_i].config, good_cases[_i].tp, good_cases[_i].sp,
+               good_cases[_i].plan_name, &json_iso);
   ck_assert_str_eq(json_in, json_iso);
   ck_assert_str_eq(d_in, d_iso);
   ASSERT_CONTAINS(d_iso, good_cases[_i].expect);
@@ -276,8 +272,7 @@ START_TEST(good_get_plan_and_skeleton_direct) {
     mods[k] = tpx_model_num_modules(m);
     params[k] = tpx_model_num_params(m);
     tpx_plan *plan = NULL;
-    CHECK_OK(tpx_registry_get_plan(reg[k], 0, m, NULL, NULL, 1, 2, &plan,
-                                   &e_));
+    CHECK_OK(tpx_registry_get_plan(reg[k], 0, m, NULL, NULL, 1, 2, &plan, &e_));
     CHECK_OK(tpx_plan_to_json(plan, 2, &json[k], &e_));
     tpx_plan_destroy(plan);
     tpx_model_destroy(m);

@@ -24,22 +24,29 @@ static const struct {
   tpx_status status;
   const char *reason[3];
 } refusals[] = {
-    {"no_symbols.so", TPX_PLUGIN,
+    {"no_symbols.so",
+     TPX_PLUGIN,
      {"missing required symbol", "'register_parallel_strategy' and 'get_plan'",
       NULL}},
-    {"missing_get_plan.so", TPX_PLUGIN,
+    {"missing_get_plan.so",
+     TPX_PLUGIN,
      {"missing required symbol 'get_plan'", NULL, NULL}},
-    {"abi_too_new.so", TPX_ABI_MISMATCH,
+    {"abi_too_new.so",
+     TPX_ABI_MISMATCH,
      {"ABI refused", "host speaks 1.0..1.", "plugin speaks 2.0"}},
-    {"abi_too_old.so", TPX_ABI_MISMATCH,
+    {"abi_too_old.so",
+     TPX_ABI_MISMATCH,
      {"ABI refused", "answered ABI 0.9", "range 1.0..1."}},
-    {"register_fails.so", TPX_PLUGIN,
+    {"register_fails.so",
+     TPX_PLUGIN,
      {"registration failed", "TPX_PLUGIN_ERROR",
       "the frobnicator table is missing"}},
     {"null_name.so", TPX_PLUGIN, {"registration: name is NULL", NULL, NULL}},
-    {"no_architectures.so", TPX_PLUGIN,
+    {"no_architectures.so",
+     TPX_PLUGIN,
      {"registration: architectures is empty", NULL, NULL}},
-    {"bad_traits.so", TPX_PLUGIN,
+    {"bad_traits.so",
+     TPX_PLUGIN,
      {"registration: traits[0] holds a space", NULL, NULL}},
     {"not_elf.so", TPX_PLUGIN, {"dlopen failed", "not_elf.so", NULL}},
     {"does_not_exist.so", TPX_PLUGIN, {"dlopen failed", NULL, NULL}},
@@ -69,8 +76,8 @@ static const struct {
   const char *file;
   const char *reason[2];
 } bad_plans[] = {
-    {"unknown_style.so", {"unknown style 'diagonalwise'",
-                          "model.layers.*.mlp.down_proj"}},
+    {"unknown_style.so",
+     {"unknown style 'diagonalwise'", "model.layers.*.mlp.down_proj"}},
     {"malformed_key.so", {"model..layers.*.mlp.up_proj", "invalid value"}},
 };
 
@@ -299,9 +306,9 @@ START_TEST(get_plan_refusal_names_plugin) {
   ck_assert_int_eq(en.style.input_layouts.items[0].kind, TPX_SHARD);
   ck_assert_int_eq(en.style.input_layouts.items[0].dim, 1);
   ck_assert_int_eq(en.style.use_local_output, 0);
-  CHECK_OK(tpx_plan_get(p, (size_t)tpx_plan_find(
-                               p, "model.layers.*.self_attn.qkv_proj"),
-                        &en, &e_));
+  CHECK_OK(tpx_plan_get(
+      p, (size_t)tpx_plan_find(p, "model.layers.*.self_attn.qkv_proj"), &en,
+      &e_));
   ck_assert_int_eq(en.optional, 1);
   tpx_plan_destroy(p);
   tpx_model_destroy(m);
@@ -351,15 +358,13 @@ START_TEST(concurrent_calls) {
     args[i] = (worker_arg){r, m, 0, NULL};
     ck_assert_int_eq(pthread_create(&th[i], NULL, worker, &args[i]), 0);
   }
-  for (int i = 0; i < 8; i++)
-    pthread_join(th[i], NULL);
+  for (int i = 0; i < 8; i++) pthread_join(th[i], NULL);
   for (int i = 0; i < 8; i++) {
     ck_assert_int_eq(args[i].failures, 0);
     ck_assert_ptr_nonnull(args[i].first);
     ck_assert_str_eq(args[i].first, args[0].first);
   }
-  for (int i = 0; i < 8; i++)
-    free(args[i].first);
+  for (int i = 0; i < 8; i++) free(args[i].first);
   tpx_model_destroy(m);
   tpx_registry_destroy(r);
 }
@@ -435,9 +440,8 @@ START_TEST(plugin_stdout_stays_off_stdout) {
   printf("host-before\n");
   tpx_registry *r = new_registry();
   CHECK_OK(tpx_registry_load_file(r, BROKEN("stdout_noise.so"), &e_));
-  tpx_model *m = model_from_json(
-      "{\"architectures\": [\"BrokenForCausalLM\"], "
-      "\"model_type\": \"qwen2\"}");
+  tpx_model *m = model_from_json("{\"architectures\": [\"BrokenForCausalLM\"], "
+                                 "\"model_type\": \"qwen2\"}");
   tpx_plan *plan = NULL;
   CHECK_OK(tpx_registry_get_plan(r, 0, m, NULL, NULL, 0, 2, &plan, &e_));
   tpx_plan_destroy(plan);
@@ -462,13 +466,11 @@ END_TEST
 START_TEST(host_reason_wins_over_generic_message) {
   tpx_registry *r = new_registry();
   CHECK_OK(tpx_registry_load_file(r, BROKEN("generic_message.so"), &e_));
-  tpx_model *m = model_from_json(
-      "{\"architectures\": [\"BrokenForCausalLM\"], "
-      "\"model_type\": \"qwen2\"}");
+  tpx_model *m = model_from_json("{\"architectures\": [\"BrokenForCausalLM\"], "
+                                 "\"model_type\": \"qwen2\"}");
   tpx_plan *plan = NULL;
   tpx_error e = {0};
-  ck_assert_int_eq(tpx_registry_get_plan(r, 0, m, NULL, NULL, 0, 2, &plan,
-                                         &e),
+  ck_assert_int_eq(tpx_registry_get_plan(r, 0, m, NULL, NULL, 0, 2, &plan, &e),
                    TPX_PLUGIN);
   ASSERT_CONTAINS(e.message,
                   "get_plan failed (TPX_PLUGIN_ERROR): host->plan_add: key "

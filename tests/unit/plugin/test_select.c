@@ -1,10 +1,10 @@
-/* test_select.c — plan selection (docs/SEMANTICS.md "Plan selection"): the priority
- * custom > named > plugin > HF > default, fallbacks and their diagnostics
- * (plugin-refused, plugin-failed, hf-style-unsupported, sp-with-hf-plan,
- * remote-code-no-plan, default-plan-fallback), the bundled HF tables and
- * their prefixes, Nemotron-Flash post-processing, the plugin's capabilities
- * and the trace. Only the suite's own plugins are loaded (and the llama
- * plugin for its Nemotron-Flash declaration). */
+/* test_select.c — plan selection (docs/SEMANTICS.md "Plan selection"): the
+ * priority custom > named > plugin > HF > default, fallbacks and their
+ * diagnostics (plugin-refused, plugin-failed, hf-style-unsupported,
+ * sp-with-hf-plan, remote-code-no-plan, default-plan-fallback), the bundled HF
+ * tables and their prefixes, Nemotron-Flash post-processing, the plugin's
+ * capabilities and the trace. Only the suite's own plugins are loaded (and the
+ * llama plugin for its Nemotron-Flash declaration). */
 #include <stdint.h>
 
 #include "plugin_test.h"
@@ -83,7 +83,8 @@ static tpx_model *load_data(const char *name) {
 START_TEST(strategy_bad_key) {
   fixture f;
   setup_reg(&f, GOOD("libtpxtest_good.so"));
-  f.model = model_from_json(TEST_CONFIG(", \"tpxtest_bad_strategy_key\": true"));
+  f.model =
+      model_from_json(TEST_CONFIG(", \"tpxtest_bad_strategy_key\": true"));
   CHECK_OK(tpx_registry_build_skeleton(f.reg, f.model, &e_));
   select_ok(&f, 2, 0, NULL, NULL);
   ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_PLUGIN);
@@ -221,9 +222,8 @@ END_TEST
 START_TEST(qualified_name_matches) {
   fixture f;
   setup_reg(&f, GOOD("libtpxtest_good.so"));
-  f.model = model_from_json(
-      "{\"architectures\": [\"QualOnlyForCausalLM\"], "
-      "\"num_attention_heads\": 8}");
+  f.model = model_from_json("{\"architectures\": [\"QualOnlyForCausalLM\"], "
+                            "\"num_attention_heads\": 8}");
   select_ok(&f, 1, 0, NULL, NULL);
   ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_PLUGIN);
   ck_assert(has_trace(&f, "tests.models.qual.QualOnlyForCausalLM"));
@@ -272,11 +272,11 @@ static const struct {
   const char *trace;
 } hf_cases[] = {
     /* lm_head + 7 base keys + embed_tokens */
-    {"Llama-3.2-1B.json", 9, "model.layers.*.mlp.down_proj",
-     TPX_STYLE_ROWWISE, "LlamaConfig"},
+    {"Llama-3.2-1B.json", 9, "model.layers.*.mlp.down_proj", TPX_STYLE_ROWWISE,
+     "LlamaConfig"},
     /* q_norm / k_norm replicated_with_grad_allreduce are dropped */
-    {"Qwen3-0.6B.json", 9, "model.layers.*.self_attn.k_proj",
-     TPX_STYLE_COLWISE, "Qwen3Config"},
+    {"Qwen3-0.6B.json", 9, "model.layers.*.self_attn.k_proj", TPX_STYLE_COLWISE,
+     "Qwen3Config"},
     {"Qwen2.5-0.5B.json", 9, "lm_head", TPX_STYLE_COLWISE, "Qwen2Config"},
     {"gemma-3-1b-it.json", 9, "model.embed_tokens", TPX_STYLE_ROWWISE,
      "Gemma3TextConfig"},
@@ -358,8 +358,8 @@ START_TEST(hf_with_sp_is_an_error) {
   f.model = load_data("Llama-3.2-1B.json");
   select_ok(&f, 1, 1, NULL, NULL);
   ck_assert(!has_diag(&f, "sp-with-hf-plan", TPX_DIAG_ERROR, NULL));
-  ck_assert(has_diag(&f, "sp-with-hf-plan", TPX_DIAG_INFO,
-                     "not applied at tp 1"));
+  ck_assert(
+      has_diag(&f, "sp-with-hf-plan", TPX_DIAG_INFO, "not applied at tp 1"));
   teardown(&f);
 }
 END_TEST
@@ -388,14 +388,13 @@ START_TEST(remote_code_without_plan) {
       "\"modeling_custom.CustomForCausalLM\"}}");
   select_ok(&f, 2, 0, NULL, NULL);
   ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
-  ck_assert(has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR,
-                     "CustomForCausalLM"));
+  ck_assert(
+      has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR, "CustomForCausalLM"));
   /* the three remedies */
   ck_assert(has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR, "plugin"));
   ck_assert(has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR,
                      "base_model_tp_plan"));
-  ck_assert(has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR,
-                     "custom plan"));
+  ck_assert(has_diag(&f, "remote-code-no-plan", TPX_DIAG_ERROR, "custom plan"));
   teardown(&f);
   /* At tp=1 it is fine. */
   setup_reg(&f, NULL);
@@ -429,7 +428,8 @@ START_TEST(default_base_plan) {
                 strcmp(e.module, "model.layers.*.mlp.gate_up_proj") == 0;
     ck_assert_msg(e.optional == fused, "entry %zu '%s': optional=%d", i,
                   e.module, e.optional);
-    if (fused) ck_assert(i == 4 || i == 6);
+    if (fused)
+      ck_assert(i == 4 || i == 6);
   }
   CHECK_OK(tpx_plan_get(p, 10, &e, &e_));
   ck_assert_str_eq(e.module, "lm_head");
@@ -449,16 +449,21 @@ START_TEST(default_base_plan) {
   /* A model with separate projections (no qkv_proj / gate_up_proj): the
    * last-resort plan gives no unmatched-key error, only infos for the two
    * optional fused keys. */
-  static const char *const mods[] = {
-      "model.embed_tokens",          "model.layers.0.self_attn.q_proj",
-      "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj",
-      "model.layers.0.self_attn.o_proj", "model.layers.0.mlp.gate_proj",
-      "model.layers.0.mlp.up_proj",  "model.layers.0.mlp.down_proj",
-      "model.layers.0.input_layernorm",
-      "model.layers.0.post_attention_layernorm", "model.norm", "lm_head"};
+  static const char *const mods[] = {"model.embed_tokens",
+                                     "model.layers.0.self_attn.q_proj",
+                                     "model.layers.0.self_attn.k_proj",
+                                     "model.layers.0.self_attn.v_proj",
+                                     "model.layers.0.self_attn.o_proj",
+                                     "model.layers.0.mlp.gate_proj",
+                                     "model.layers.0.mlp.up_proj",
+                                     "model.layers.0.mlp.down_proj",
+                                     "model.layers.0.input_layernorm",
+                                     "model.layers.0.post_attention_layernorm",
+                                     "model.norm",
+                                     "lm_head"};
   for (size_t i = 0; i < sizeof mods / sizeof mods[0]; i++) {
     int64_t w[2] = {16, 16};
-    tpx_module_kind k = strstr(mods[i], "norm") ? TPX_MODULE_NORM
+    tpx_module_kind k = strstr(mods[i], "norm")    ? TPX_MODULE_NORM
                         : strstr(mods[i], "embed") ? TPX_MODULE_EMBEDDING
                                                    : TPX_MODULE_LINEAR;
     CHECK_OK(tpx_model_add_module(f.model, mods[i], k, NULL, &e_));
@@ -489,7 +494,8 @@ END_TEST
  * nemotron plugin declares); the Default strategy runs it for the same
  * head counts. */
 START_TEST(nemotron_h_skips_validate_tp_mesh) {
-  static const char *const archs[] = {"NemotronHForCausalLM", "LlamaForCausalLM"};
+  static const char *const archs[] = {"NemotronHForCausalLM",
+                                      "LlamaForCausalLM"};
   for (int i = 0; i < 2; i++) {
     fixture f;
     char json[256];
@@ -497,20 +503,23 @@ START_TEST(nemotron_h_skips_validate_tp_mesh) {
                                "plugins/nemotron/libtpx_nemotron.so"));
     snprintf(json, sizeof json,
              "{\"architectures\": [\"%s\"], \"num_attention_heads\": 8, "
-             "\"num_key_value_heads\": 2}", archs[i]);
+             "\"num_key_value_heads\": 2}",
+             archs[i]);
     f.model = model_from_json(json);
     select_ok(&f, 4, 0, NULL, NULL);
     ck_assert_int_eq(has_diag(&f, "heads-not-divisible", TPX_DIAG_ERROR, NULL),
                      i == 1);
     ck_assert_int_eq(has_trace(&f, "validate_tp_mesh: skipped (the "
-                                   "NemotronHForCausalLM strategy"), i == 0);
+                                   "NemotronHForCausalLM strategy"),
+                     i == 0);
     teardown(&f);
   }
 }
 END_TEST
 
 /* The llama plugin, which declares the Nemotron-Flash lm_head traits. */
-#define LLAMA_PLUGIN fixture_path("TPX_BUILD_DIR", "plugins/llama/libtpx_llama.so")
+#define LLAMA_PLUGIN                                                           \
+  fixture_path("TPX_BUILD_DIR", "plugins/llama/libtpx_llama.so")
 
 /* Nemotron-Flash: lm_head kept only with a sharded output. The fix-up is
  * the llama plugin's declaration (lm_head_sharded_only traits), matched by
@@ -519,9 +528,9 @@ END_TEST
 START_TEST(nemotron_flash_lm_head) {
   fixture f;
   setup_reg(&f, LLAMA_PLUGIN);
-  f.model = model_from_json(
-      "{\"architectures\": [\"SomethingLM\"], \"model_type\": "
-      "\"nemotron_flash\"}");
+  f.model =
+      model_from_json("{\"architectures\": [\"SomethingLM\"], \"model_type\": "
+                      "\"nemotron_flash\"}");
   static const char *const docs[2] = {
       "{\"format\": \"tpx-plan/1\", \"entries\": [{\"module\": \"lm_head\", "
       "\"style\": \"colwise\"}, {\"module\": \"language_model.lm_head\", "

@@ -13,13 +13,15 @@
 static int subset(const json_t *want, const json_t *got, char *path,
                   size_t size) {
   if (json_is_object(want)) {
-    if (!json_is_object(got)) return 0;
+    if (!json_is_object(got))
+      return 0;
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)want, k, v) {
       size_t n = strlen(path);
       snprintf(path + n, size - n, ".%s", k);
-      if (!subset(v, json_object_get(got, k), path, size)) return 0;
+      if (!subset(v, json_object_get(got, k), path, size))
+        return 0;
       path[n] = '\0';
     }
     return 1;
@@ -79,8 +81,7 @@ START_TEST(json_matches_golden) {
   json_t *want = json_load_file(path, 0, &je);
   ck_assert_msg(want != NULL, "%s: %s", path, je.text);
   char where[512] = "";
-  ck_assert_msg(subset(want, got, where, sizeof where), "differs at %s",
-                where);
+  ck_assert_msg(subset(want, got, where, sizeof where), "differs at %s", where);
   json_decref(want);
   json_decref(got);
   tpx_sharding_destroy(sh);
@@ -143,7 +144,8 @@ START_TEST(json_fields) {
     ck_assert_int_eq(json_integer_value(json_object_get(v, "param_bytes")),
                      2 * (114688 / 8 + 320 / 2));
     json_t *c = json_object_get(v, "coords");
-    ck_assert_int_eq(json_integer_value(json_object_get(c, "tp")), (int)(i % 4));
+    ck_assert_int_eq(json_integer_value(json_object_get(c, "tp")),
+                     (int)(i % 4));
     ck_assert_int_eq(json_integer_value(json_object_get(c, "dp_replicate")),
                      (int)(i / 8));
   }
@@ -181,8 +183,7 @@ START_TEST(json_errors_and_tp1) {
     if (strcmp(json_string_value(json_object_get(v, "code")),
                "tied-embeddings") == 0) {
       saw = 1;
-      ck_assert_str_eq(json_string_value(json_object_get(v, "level")),
-                       "error");
+      ck_assert_str_eq(json_string_value(json_object_get(v, "level")), "error");
       ck_assert(json_string_value(json_object_get(v, "fix")) != NULL);
     }
   }
@@ -298,8 +299,8 @@ END_TEST
  * (before the strategy fields) still work and carry no strategy. */
 START_TEST(strategy_and_upstream) {
   static const char *const st[] = {"name=Wan", "mp_output_dtype=bf16",
-                                    "activation_checkpointing=whole block",
-                                    "no equals sign"};
+                                   "activation_checkpointing=whole block",
+                                   "no equals sign"};
   tpx_model *m = fx_llama();
   tpx_mesh *mesh = fx_mesh(1, 2, 1);
   tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
@@ -330,8 +331,8 @@ START_TEST(strategy_and_upstream) {
   ck_assert_ptr_nonnull(strstr(text, "Upstream: "));
   free(text);
   j = report_json(sh, &o);
-  ck_assert_ptr_null(json_object_get(json_object_get(j, "selection"),
-                                     "strategy"));
+  ck_assert_ptr_null(
+      json_object_get(json_object_get(j, "selection"), "strategy"));
   json_decref(j);
   /* one byte short of that is refused */
   o.struct_size -= 1;
@@ -357,9 +358,9 @@ START_TEST(json_non_utf8_strings) {
   ck_assert_int_eq(
       tpx_model_add_module(m, "l\xe9", TPX_MODULE_LINEAR, NULL, &e), TPX_OK);
   int64_t w[2] = {4, 4};
-  ck_assert_int_eq(tpx_model_add_param(m, "l\xe9", "weight", w, 2,
-                                       TPX_DTYPE_BF16, NULL, &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(m, "l\xe9", "weight", w, 2, TPX_DTYPE_BF16, NULL, &e),
+      TPX_OK);
   tpx_mesh *mesh = fx_mesh(1, 2, 1);
   tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
   static const char *const tr[2] = {"ok line", "bad \xc3( line"};
@@ -370,16 +371,16 @@ START_TEST(json_non_utf8_strings) {
   o.num_trace = 2;
   o.trace = tr;
   json_t *j = report_json(sh, &o);
-  ck_assert_str_eq(json_string_value(json_object_get(
-                       json_object_get(j, "model"), "source")),
-                   "dir/cf\xef\xbf\xbdg.json");
+  ck_assert_str_eq(
+      json_string_value(json_object_get(json_object_get(j, "model"), "source")),
+      "dir/cf\xef\xbf\xbdg.json");
   json_t *sel = json_object_get(j, "selection");
   ck_assert_str_eq(json_string_value(json_object_get(sel, "path")),
                    "/lib/\xef\xbf\xbd/libx.so");
   ck_assert_int_eq(json_array_size(json_object_get(sel, "trace")), 2);
-  ck_assert_str_eq(json_string_value(json_array_get(
-                       json_object_get(sel, "trace"), 1)),
-                   "bad \xef\xbf\xbd( line");
+  ck_assert_str_eq(
+      json_string_value(json_array_get(json_object_get(sel, "trace"), 1)),
+      "bad \xef\xbf\xbd( line");
   json_t *p0 = json_array_get(json_object_get(j, "parameters"), 0);
   ck_assert_str_eq(json_string_value(json_object_get(p0, "name")),
                    "l\xef\xbf\xbd.weight");
@@ -406,9 +407,9 @@ static tpx_model *staircase_model(int n) {
     int64_t w[1] = {j};
     ck_assert_int_eq(tpx_model_add_module(m, fqn, TPX_MODULE_NORM, NULL, &e),
                      TPX_OK);
-    ck_assert_int_eq(tpx_model_add_param(m, fqn, "weight", w, 1,
-                                         TPX_DTYPE_F32, NULL, &e),
-                     TPX_OK);
+    ck_assert_int_eq(
+        tpx_model_add_param(m, fqn, "weight", w, 1, TPX_DTYPE_F32, NULL, &e),
+        TPX_OK);
   }
   return m;
 }
@@ -426,8 +427,7 @@ START_TEST(text_memory_more_ranks) {
     tpx_model *m = staircase_model(cases[i].norms);
     tpx_mesh *mesh = fx_mesh(1, cases[i].dps, 1);
     tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
-    ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, 0),
-                     4 * cases[i].norms);
+    ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, 0), 4 * cases[i].norms);
     ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, cases[i].dps - 1), 0);
     char *text = NULL;
     ck_assert_int_eq(tpx_report_text(sh, NULL, &text, NULL), TPX_OK);
@@ -443,7 +443,8 @@ START_TEST(text_memory_more_ranks) {
 END_TEST
 
 /* The modules array names each styled module's kind (what the style's
- * placements depend on: colwise Linear Shard(0), colwise Embedding Shard(1)). */
+ * placements depend on: colwise Linear Shard(0), colwise Embedding Shard(1)).
+ */
 START_TEST(json_module_kind) {
   tpx_model *m = fx_llama();
   tpx_plan *p = fx_llama_plan();
@@ -539,14 +540,14 @@ START_TEST(text_long_names) {
   int64_t w[2] = {4, 4};
   ck_assert_int_eq(tpx_model_add_module(m, a, TPX_MODULE_LINEAR, NULL, &e),
                    TPX_OK);
-  ck_assert_int_eq(tpx_model_add_param(m, a, "weight", w, 2, TPX_DTYPE_BF16,
-                                       NULL, &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(m, a, "weight", w, 2, TPX_DTYPE_BF16, NULL, &e),
+      TPX_OK);
   ck_assert_int_eq(tpx_model_add_module(m, b, TPX_MODULE_LINEAR, NULL, &e),
                    TPX_OK);
-  ck_assert_int_eq(tpx_model_add_param(m, b, "weight", w, 2, TPX_DTYPE_BF16,
-                                       NULL, &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_param(m, b, "weight", w, 2, TPX_DTYPE_BF16, NULL, &e),
+      TPX_OK);
   tpx_mesh *mesh = fx_mesh(1, 2, 1);
   tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
   char *text = NULL;
@@ -583,11 +584,10 @@ START_TEST(fp32_params_in_report) {
   int kept = 0;
   json_array_foreach(json_object_get(j, "parameters"), i, v) {
     const char *name = json_string_value(json_object_get(v, "name"));
-    const char *dt =
-        json_string_value(json_object_get(v, "fsdp_param_dtype"));
+    const char *dt = json_string_value(json_object_get(v, "fsdp_param_dtype"));
     int norm = strstr(name, "input_layernorm") != NULL;
-    ck_assert_msg(dt && strcmp(dt, norm ? "f32" : "bf16") == 0, "%s: %s",
-                  name, dt ? dt : "null");
+    ck_assert_msg(dt && strcmp(dt, norm ? "f32" : "bf16") == 0, "%s: %s", name,
+                  dt ? dt : "null");
     ck_assert_int_eq(json_is_true(json_object_get(v, "keep_fp32")), norm);
     kept += norm;
   }
@@ -600,11 +600,9 @@ START_TEST(fp32_params_in_report) {
       json_string_value(json_object_get(json_array_get(f32, 0), "pattern")),
       pats[0]);
   ck_assert_int_eq(
-      json_integer_value(json_object_get(json_array_get(f32, 0), "params")),
-      2);
+      json_integer_value(json_object_get(json_array_get(f32, 0), "params")), 2);
   ck_assert_int_eq(
-      json_integer_value(json_object_get(json_array_get(f32, 1), "params")),
-      0);
+      json_integer_value(json_object_get(json_array_get(f32, 1), "params")), 0);
   json_decref(j);
   char *text = NULL;
   ck_assert_int_eq(tpx_report_text(sh, NULL, &text, NULL), TPX_OK);
@@ -622,9 +620,9 @@ START_TEST(fp32_params_in_report) {
   so.fsdp = 0;
   sh = fx_shard(m, p, mesh, &so);
   j = report_json(sh, NULL);
-  ck_assert(json_is_null(json_object_get(
-      json_array_get(json_object_get(j, "parameters"), 0),
-      "fsdp_param_dtype")));
+  ck_assert(json_is_null(
+      json_object_get(json_array_get(json_object_get(j, "parameters"), 0),
+                      "fsdp_param_dtype")));
   json_decref(j);
   ck_assert_int_eq(tpx_report_text(sh, NULL, &text, NULL), TPX_OK);
   ck_assert_ptr_nonnull(strstr(text, "FSDP: off\n  kept in fp32"));

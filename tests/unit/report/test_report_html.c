@@ -31,18 +31,26 @@ START_TEST(self_contained_page) {
   ck_assert_ptr_null(strstr(html, "@import"));
   ck_assert_ptr_null(strstr(html, "src="));
   /* The only URL is the SVG namespace (an identifier, never fetched). */
-  ck_assert_uint_eq(fx_occurrences(html, "http"), fx_occurrences(html, "xmlns=\"http://www.w3.org/2000/svg\""));
+  ck_assert_uint_eq(
+      fx_occurrences(html, "http"),
+      fx_occurrences(html, "xmlns=\"http://www.w3.org/2000/svg\""));
   ck_assert_ptr_nonnull(strstr(html, "id=\"verdict\">OK<"));
   ck_assert_ptr_nonnull(strstr(html, "id=\"memory\""));
   ck_assert_ptr_nonnull(strstr(html, "id=\"collectives\""));
   /* Two identical layers render once in the tree... */
   ck_assert_ptr_nonnull(strstr(html, "0 … 1 (2 identical)"));
   /* ...and each parameter template has one block map, marked ×2. */
-  ck_assert_uint_eq(fx_occurrences(html, ">model.layers.*.self_attn.q_proj.weight <span class=\"rep\">×2</span>"), 1);
+  ck_assert_uint_eq(
+      fx_occurrences(html, ">model.layers.*.self_attn.q_proj.weight <span "
+                           "class=\"rep\">×2</span>"),
+      1);
   /* q_proj [64, 64] colwise on tp=2 then FSDP over dp_shard=2 (strided
    * after TP): rank 1 (dp 0, tp 1) holds rows [32, 48), bf16 16x64x2 B. */
-  ck_assert_msg(strstr(html, "rank 1\ndim 0: [32, 48), dim 1: [0, 64)\n2.0 KiB (2048 bytes)") != NULL,
-                "rank 1's q_proj block is missing");
+  ck_assert_msg(
+      strstr(html,
+             "rank 1\ndim 0: [32, 48), dim 1: [0, 64)\n2.0 KiB (2048 bytes)") !=
+          NULL,
+      "rank 1's q_proj block is missing");
   /* Every drawn rect of q_proj has a title: 4 distinct blocks. */
   const char *q = strstr(html, "model.layers.*.self_attn.q_proj.weight <span");
   const char *next = strstr(q + 1, "<div class=\"bm\">");
@@ -64,9 +72,9 @@ START_TEST(errors_uneven_and_escaping) {
   fx_opts fo = {250, 0, 0, 0, NULL};
   tpx_model *m = fx_model(&fo);
   tpx_error e = {0};
-  ck_assert_int_eq(tpx_model_add_module(m, "model.x<y>&\"z\"", TPX_MODULE_NORM,
-                                        NULL, &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_module(m, "model.x<y>&\"z\"", TPX_MODULE_NORM, NULL, &e),
+      TPX_OK);
   tpx_plan *p = fx_llama_plan();
   tpx_mesh *mesh = fx_mesh(1, 1, 4);
   tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
@@ -83,7 +91,8 @@ START_TEST(errors_uneven_and_escaping) {
   ck_assert_ptr_nonnull(strstr(html, "heads &lt;8&gt; fail"));
   ck_assert_ptr_nonnull(strstr(html, "x&lt;y&gt;&amp;&quot;z&quot;"));
   ck_assert_ptr_null(strstr(html, "x<y>"));
-  ck_assert_ptr_nonnull(strstr(html, "rank 3\ndim 0: [189, 250), dim 1: [0, 64)"));
+  ck_assert_ptr_nonnull(
+      strstr(html, "rank 3\ndim 0: [189, 250), dim 1: [0, 64)"));
   free(html);
   tpx_diag_list_destroy(sel);
   tpx_sharding_destroy(sh);
@@ -96,7 +105,8 @@ END_TEST
 START_TEST(bad_arguments) {
   char *html = (char *)1;
   tpx_error e = {0};
-  ck_assert_int_eq(tpx_report_html(NULL, NULL, &html, &e), TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_report_html(NULL, NULL, &html, &e),
+                   TPX_INVALID_ARGUMENT);
   ck_assert_ptr_nonnull(strstr(e.message, "tpx_report_html"));
   tpx_model *m = fx_llama();
   tpx_mesh *mesh = fx_mesh(1, 1, 1);
@@ -128,12 +138,15 @@ START_TEST(grouped_ranks_8_and_64) {
   tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
   tpx_diag_list *sel = NULL;
   ck_assert_int_eq(tpx_diag_list_create(&sel, NULL), TPX_OK);
-  ck_assert_int_eq(tpx_diag_add(sel, TPX_DIAG_INFO, "i-code", "s", NULL, "%s",
-                                "an info"), TPX_OK);
+  ck_assert_int_eq(
+      tpx_diag_add(sel, TPX_DIAG_INFO, "i-code", "s", NULL, "%s", "an info"),
+      TPX_OK);
   ck_assert_int_eq(tpx_diag_add(sel, TPX_DIAG_WARNING, "w-code", "s", NULL,
-                                "%s", "a warning"), TPX_OK);
-  ck_assert_int_eq(tpx_diag_add(sel, TPX_DIAG_ERROR, "e-code", "s", NULL, "%s",
-                                "an error"), TPX_OK);
+                                "%s", "a warning"),
+                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_diag_add(sel, TPX_DIAG_ERROR, "e-code", "s", NULL, "%s", "an error"),
+      TPX_OK);
   tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
   o.selection_diags = sel;
   char *html = page(sh, &o);

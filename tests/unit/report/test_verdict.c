@@ -46,9 +46,11 @@ START_TEST(heads_error_folds_uneven_shards) {
 
   char *s = text_of(sh, &o, 1);
   ck_assert_msg(strncmp(s, "Verdict: NOT OK (1 error)\n", 26) == 0, "%s", s);
-  ck_assert_ptr_nonnull(strstr(s, "  plan      plugin 'llama' (function llama)"));
+  ck_assert_ptr_nonnull(
+      strstr(s, "  plan      plugin 'llama' (function llama)"));
   ck_assert_ptr_nonnull(strstr(s, "  per rank  parameters "));
-  ck_assert_ptr_nonnull(strstr(s, "error [heads-not-divisible] num_attention_heads (8)"));
+  ck_assert_ptr_nonnull(
+      strstr(s, "error [heads-not-divisible] num_attention_heads (8)"));
   char want[96];
   snprintf(want, sizeof want, "(%zu uneven-shard warning%s follow", uneven,
            uneven == 1 ? "" : "s");
@@ -57,9 +59,11 @@ START_TEST(heads_error_folds_uneven_shards) {
   ck_assert_ptr_null(strstr(s, "warning [uneven-shard]"));
 
   char *t = text_of(sh, &o, 0);
-  ck_assert_msg(strncmp(t, s, strlen(s)) == 0, "the report opens with the verdict");
+  ck_assert_msg(strncmp(t, s, strlen(s)) == 0,
+                "the report opens with the verdict");
   ck_assert_uint_eq(fx_occurrences(t, "\n  warning [uneven-shard]"), 0);
-  ck_assert_uint_eq(fx_occurrences(t, "\n        warning [uneven-shard]"), uneven);
+  ck_assert_uint_eq(fx_occurrences(t, "\n        warning [uneven-shard]"),
+                    uneven);
   ck_assert_ptr_nonnull(strstr(t, "      following from it ("));
   ck_assert_ptr_nonnull(strstr(t, "Result: NOT OK (1 error)"));
   free(s);
@@ -103,8 +107,10 @@ START_TEST(summary_bad_arguments) {
   tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
   char *t = NULL;
   tpx_error e = {0};
-  ck_assert_int_eq(tpx_report_summary(NULL, NULL, &t, &e), TPX_INVALID_ARGUMENT);
-  ck_assert_int_eq(tpx_report_summary(sh, NULL, NULL, NULL), TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_report_summary(NULL, NULL, &t, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_eq(tpx_report_summary(sh, NULL, NULL, NULL),
+                   TPX_INVALID_ARGUMENT);
   tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
   o.struct_size = 8;
   ck_assert_int_eq(tpx_report_summary(sh, &o, &t, NULL), TPX_INVALID_ARGUMENT);

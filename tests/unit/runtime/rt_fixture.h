@@ -24,9 +24,9 @@ static inline tpx_model *rt_model(int64_t vocab) {
   fx_opts o = {vocab, 0, 0, 0, NULL};
   tpx_model *m = fx_model(&o);
   tpx_error e = {0};
-  ck_assert_int_eq(tpx_model_add_module(m, "model.rotary_emb",
-                                        TPX_MODULE_ROTARY, NULL, &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_module(m, "model.rotary_emb", TPX_MODULE_ROTARY, NULL, &e),
+      TPX_OK);
   int64_t hd[1] = {8};
   for (int l = 0; l < 2; l++)
     for (int k = 0; k < 2; k++) {
@@ -44,8 +44,7 @@ static inline tpx_model *rt_model(int64_t vocab) {
 
 /* Plugin `family`'s plan for architecture `arch` (sp on / off) at tp. */
 static inline tpx_plan *rt_plugin_plan(const char *family, const char *arch,
-                                       const tpx_model *m, int sp,
-                                       int64_t tp) {
+                                       const tpx_model *m, int sp, int64_t tp) {
   const char *build = getenv("TPX_BUILD_DIR");
   ck_assert_msg(build != NULL, "TPX_BUILD_DIR is not set");
   char path[1024];
@@ -54,11 +53,11 @@ static inline tpx_plan *rt_plugin_plan(const char *family, const char *arch,
   tpx_registry *reg = NULL;
   tpx_error e = {0};
   ck_assert_int_eq(tpx_registry_create(&reg, &e), TPX_OK);
-  ck_assert_msg(tpx_registry_load_file(reg, path, &e) == TPX_OK, "%s: %s",
-                path, e.message);
+  ck_assert_msg(tpx_registry_load_file(reg, path, &e) == TPX_OK, "%s: %s", path,
+                e.message);
   tpx_plan *p = NULL;
-  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, arch, NULL, sp, tp, &p,
-                                      &e) == TPX_OK,
+  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, arch, NULL, sp, tp, &p, &e) ==
+                    TPX_OK,
                 "%s plan: %s", arch, e.message);
   tpx_registry_destroy(reg);
   return p;
@@ -72,7 +71,8 @@ static inline tpx_plan *rt_llama_plan(const tpx_model *m, int sp, int64_t tp) {
 static inline tpx_plan *rt_plan_json(const char *json) {
   tpx_plan *p = NULL;
   tpx_error e = {0};
-  ck_assert_msg(tpx_plan_from_json(json, strlen(json), "test", &p, &e) == TPX_OK,
+  ck_assert_msg(tpx_plan_from_json(json, strlen(json), "test", &p, &e) ==
+                    TPX_OK,
                 "plan json: %s", e.message);
   return p;
 }
@@ -165,13 +165,12 @@ static inline rt_world rt_config_world(const char *family, const char *config,
                 e.message);
   snprintf(path, sizeof path, "%s/%s", src, config);
   tpx_model *m = NULL;
-  ck_assert_msg(tpx_model_load_config(path, &m, &e) == TPX_OK, "%s",
-                e.message);
+  ck_assert_msg(tpx_model_load_config(path, &m, &e) == TPX_OK, "%s", e.message);
   ck_assert_msg(tpx_registry_build_skeleton(reg, m, &e) == TPX_OK, "%s",
                 e.message);
   tpx_plan *p = NULL;
-  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, arch, NULL, sp, tp, &p,
-                                      &e) == TPX_OK,
+  ck_assert_msg(tpx_registry_get_plan(reg, 0, m, arch, NULL, sp, tp, &p, &e) ==
+                    TPX_OK,
                 "%s", e.message);
   tpx_registry_destroy(reg);
   return rt_world_of(m, p, 1, tp);
@@ -223,10 +222,11 @@ static inline void rt_run_body(tpx_local_fn fn, const tpx_sharding *sh) {
   rt_run_body_mem(fn, sh, 0);
 }
 
-/* Run a case on local threads over the sharding's whole mesh. Run the case twice: on host memory, then with the world in the sim
- * memory space (every tensor a library call sees is a pointer that faults
- * on a host access); both pass their checks and every tensor after every
- * call is bit-identical (the per-rank digests match). */
+/* Run a case on local threads over the sharding's whole mesh. Run the case
+ * twice: on host memory, then with the world in the sim memory space (every
+ * tensor a library call sees is a pointer that faults on a host access); both
+ * pass their checks and every tensor after every call is bit-identical (the
+ * per-rank digests match). */
 static inline void rt_run(tpx_local_fn fn, rt_arg *a, const char *what) {
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(a->sh));
   ck_assert_int_le(world, RT_MAX_RANKS);
@@ -237,8 +237,8 @@ static inline void rt_run(tpx_local_fn fn, rt_arg *a, const char *what) {
     for (int r = 0; r < RT_MAX_RANKS; r++)
       rtu_digest[r] = 14695981039346656037ULL;
     tpx_status st = tpx__local_run_sim((int)world, sim, fn, a, &e);
-    ck_assert_msg(st == TPX_OK, "%s (world %lld%s): %s", what,
-                  (long long)world, sim ? ", sim memory" : "", e.message);
+    ck_assert_msg(st == TPX_OK, "%s (world %lld%s): %s", what, (long long)world,
+                  sim ? ", sim memory" : "", e.message);
     if (!sim) {
       memcpy(host, rtu_digest, sizeof host);
       host_runs = a->cases_run;

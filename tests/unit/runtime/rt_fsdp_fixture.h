@@ -105,7 +105,7 @@ static inline float rt_from_bf16(uint16_t h) {
 
 /* Inside a rank body (needs `rank`): the call succeeds, else the rank's
  * message. E_ is the error struct to pass. */
-#define RK_OK(call)                                                             \
+#define RK_OK(call)                                                            \
   do {                                                                         \
     tpx_error e_ = {0};                                                        \
     tpx_status st_ = (call);                                                   \

@@ -53,34 +53,28 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
     x[i] = rtu_rval(i, 1), R[i] = rtu_rval(i, 2);
   for (int64_t i = 0; i < I * H; i++)
     W1[i] = rtu_rval(i, 3), W2[i] = rtu_rval(i, 4);
-  for (int64_t i = 0; i < H; i++)
-    g[i] = 1.0 + rtu_rval(i, 5);
+  for (int64_t i = 0; i < H; i++) g[i] = 1.0 + rtu_rval(i, 5);
   for (int64_t t = 0; t < BT; t++) {
-    for (int64_t h = 0; h < H; h++)
-      n[t * H + h] = x[t * H + h] * g[h];
+    for (int64_t h = 0; h < H; h++) n[t * H + h] = x[t * H + h] * g[h];
     for (int64_t i = 0; i < I; i++) {
       double s = 0;
-      for (int64_t h = 0; h < H; h++)
-        s += n[t * H + h] * W1[i * H + h];
+      for (int64_t h = 0; h < H; h++) s += n[t * H + h] * W1[i * H + h];
       u[t * I + i] = s;
     }
     for (int64_t h = 0; h < H; h++) {
       double s = x[t * H + h];
-      for (int64_t i = 0; i < I; i++)
-        s += u[t * I + i] * W2[h * I + i];
+      for (int64_t i = 0; i < I; i++) s += u[t * I + i] * W2[h * I + i];
       y[t * H + h] = s;
     }
     /* backward: dy = R */
     for (int64_t i = 0; i < I; i++) {
       double s = 0;
-      for (int64_t h = 0; h < H; h++)
-        s += R[t * H + h] * W2[h * I + i];
+      for (int64_t h = 0; h < H; h++) s += R[t * H + h] * W2[h * I + i];
       du[t * I + i] = s;
     }
     for (int64_t h = 0; h < H; h++) {
       double s = 0;
-      for (int64_t i = 0; i < I; i++)
-        s += du[t * I + i] * W1[i * H + h];
+      for (int64_t i = 0; i < I; i++) s += du[t * I + i] * W1[i * H + h];
       dn[t * H + h] = s;
       dx[t * H + h] = R[t * H + h] + s * g[h];
       dg[h] += s * x[t * H + h];
@@ -109,8 +103,7 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   rtu_box_get(x, shapeH, 3, &sx, xl);
   tpx_tensor tx = rtu_talloc(TPX_DTYPE_F32, 3, sx.length);
   float *fx = tx.data;
-  for (int64_t i = 0; i < nx; i++)
-    fx[i] = (float)xl[i];
+  for (int64_t i = 0; i < nx; i++) fx[i] = (float)xl[i];
   /* local params */
   int64_t nl1 = tpx_slice_numel(&s_w1), nl2 = tpx_slice_numel(&s_w2);
   double *w1l = malloc((size_t)(nl1 ? nl1 : 1) * sizeof *w1l);
@@ -171,8 +164,7 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
                (long long)tpx_tensor_numel(&yo), (long long)nx);
   } else {
     float *yy = malloc((size_t)(nx ? nx : 1) * sizeof *yy);
-    for (int64_t i = 0; i < nx; i++)
-      yy[i] = fx[i] + ((float *)yo.data)[i];
+    for (int64_t i = 0; i < nx; i++) yy[i] = fx[i] + ((float *)yo.data)[i];
     rtu_cmp(&b, "y", yy, yref, nx);
     free(yy);
   }
@@ -180,8 +172,7 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor tdy = rtu_talloc(TPX_DTYPE_F32, 3, sx.length);
   double *dyl = malloc((size_t)nx * sizeof *dyl);
   rtu_box_get(R, shapeH, 3, &sx, dyl);
-  for (int64_t i = 0; i < nx; i++)
-    ((float *)tdy.data)[i] = (float)dyl[i];
+  for (int64_t i = 0; i < nx; i++) ((float *)tdy.data)[i] = (float)dyl[i];
   tpx_tensor dp, du1, du2, du3;
   rtu_xrun(&b, m_down, TPX_TRANSITION_OUTPUT, 1, NULL, shapeH, &tdy, &dp);
   du1 = rtu_talloc(TPX_DTYPE_F32, 3, ul_shape);
@@ -306,27 +297,23 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   for (int64_t i = 0; i < V * H; i++)
     E[i] = (double)(float)rtu_rval(i, 31),
     W[i] = (double)(float)rtu_rval(i, 32);
-  for (int64_t i = 0; i < H; i++)
-    g[i] = (double)(float)(1.0 + rtu_rval(i, 33));
+  for (int64_t i = 0; i < H; i++) g[i] = (double)(float)(1.0 + rtu_rval(i, 33));
   double *dE = calloc((size_t)(V * H), sizeof *dE);
   double *dW = calloc((size_t)(V * H), sizeof *dW);
   double *dg = calloc((size_t)H, sizeof *dg);
   double *z = malloc((size_t)V * sizeof *z), loss = 0;
   int64_t cnt = 0;
-  for (int64_t t = 0; t < BT; t++)
-    cnt += tg[t] >= 0;
+  for (int64_t t = 0; t < BT; t++) cnt += tg[t] >= 0;
   for (int64_t t = 0; t < BT; t++) {
     const double *h = E + ids[t] * H;
     double mx = -INFINITY, s = 0;
     for (int64_t v = 0; v < V; v++) {
       double acc = 0;
-      for (int64_t k = 0; k < H; k++)
-        acc += h[k] * g[k] * W[v * H + k];
+      for (int64_t k = 0; k < H; k++) acc += h[k] * g[k] * W[v * H + k];
       z[v] = (double)(float)acc;
       mx = fmax(mx, z[v]);
     }
-    for (int64_t v = 0; v < V; v++)
-      s += exp(z[v] - mx);
+    for (int64_t v = 0; v < V; v++) s += exp(z[v] - mx);
     if (tg[t] < 0)
       continue;
     loss += (mx + log(s) - z[tg[t]]) / (double)cnt;
@@ -350,8 +337,7 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   rtu_box_get(E, g_e, 2, &s_e, el);
   rtu_box_get(W, g_w, 2, &s_w, wl);
   tpx_tensor te = rtu_talloc(TPX_DTYPE_F32, 2, s_e.length);
-  for (int64_t i = 0; i < ne; i++)
-    ((float *)te.data)[i] = (float)el[i];
+  for (int64_t i = 0; i < ne; i++) ((float *)te.data)[i] = (float)el[i];
   int64_t hloc[3];
   if (tpx_tp_embedding_shape(sh, m_emb, b.me, is, 2, hloc, NULL, &e) != TPX_OK)
     rtu_lib_failed(err, "head: embedding shape", &e);
@@ -359,8 +345,8 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   e = (tpx_error){0};
   rtu_sim sm;
   RTU_SIM(&sm, b.mc, &tids, &te, &th);
-  tpx_status hst = tpx_tp_embedding_forward(sh, b.mc, m_emb, &tids, &te, &th,
-                                            &e);
+  tpx_status hst =
+      tpx_tp_embedding_forward(sh, b.mc, m_emb, &tids, &te, &th, &e);
   rtu_sim_end(&sm, b.me);
   if (hst != TPX_OK)
     rtu_lib_failed(err, "head: embedding forward", &e);
@@ -408,8 +394,8 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   double got_loss = 0;
   e = (tpx_error){0};
   RTU_SIM(&sm, b.mc, &lout, &ttg, &dz);
-  hst = tpx_tp_cross_entropy_mean(sh, b.mc, &o, &lout, &ttg, &dz, &got_loss,
-                                  &e);
+  hst =
+      tpx_tp_cross_entropy_mean(sh, b.mc, &o, &lout, &ttg, &dz, &got_loss, &e);
   rtu_sim_end(&sm, b.me);
   if (hst != TPX_OK)
     rtu_lib_failed(err, "head: cross entropy", &e);

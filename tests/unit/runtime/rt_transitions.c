@@ -88,8 +88,7 @@ static void one_transition(const rt_arg *a, tpx_mesh_comm *mc, int64_t mod,
   double *full = malloc((size_t)n * sizeof *full);
   double *pin = malloc((size_t)n * sizeof *pin);
   double *pout = malloc((size_t)n * sizeof *pout);
-  for (int64_t i = 0; i < n; i++)
-    full[i] = rtu_ival(i, salt);
+  for (int64_t i = 0; i < n; i++) full[i] = rtu_ival(i, salt);
   int64_t lin[3], lout[3], sin_[3], sout[3];
   tpx_status st = rtu_piece_of(sh, mc, in_pl, full, shape, ndim, pin, lin, &e);
   if (st == TPX_OK)

@@ -46,8 +46,7 @@ double rtu_rval(int64_t i, int64_t salt) {
 
 int64_t rtu_numel(const int64_t *shape, int ndim) {
   int64_t n = 1;
-  for (int i = 0; i < ndim; i++)
-    n *= shape[i];
+  for (int i = 0; i < ndim; i++) n *= shape[i];
   return n;
 }
 
@@ -58,8 +57,7 @@ void rtu_box_get(const double *full, const int64_t *shape, int ndim,
   int64_t n = tpx_slice_numel(s);
   for (int64_t k = 0; k < n; k++) {
     int64_t g = 0;
-    for (int d = 0; d < ndim; d++)
-      g = g * shape[d] + s->offset[d] + idx[d];
+    for (int d = 0; d < ndim; d++) g = g * shape[d] + s->offset[d] + idx[d];
     out[k] = full[g];
     for (int d = ndim - 1; d >= 0; d--) {
       if (++idx[d] < s->length[d])
@@ -117,7 +115,8 @@ void rtu_sim_begin(rtu_sim *s, tpx_mesh_comm *mc, tpx_tensor *const *ts,
   for (int i = 0; i < n; i++) {
     s->t[i] = ts[i];
     s->host[i] = ts[i]->data;
-    if (!on || !ts[i]->data) continue;
+    if (!on || !ts[i]->data)
+      continue;
     size_t bytes = (size_t)tpx_tensor_nbytes(ts[i]);
     ts[i]->data = tpx__test_dev_alloc(ts[i]->data, bytes);
   }
@@ -174,8 +173,7 @@ tpx_status rtu_piece_of(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                 shape, ndim, &s, e);
   if (st != TPX_OK)
     return st;
-  for (int d = 0; d < ndim; d++)
-    local_shape[d] = s.length[d];
+  for (int d = 0; d < ndim; d++) local_shape[d] = s.length[d];
   rtu_box_get(full, shape, ndim, &s, out);
   if (pl.kind == TPX_PARTIAL) {
     int64_t r = rtu_tp_coord(sh, mc), tp = tpx_sharding_tp_size(sh);
@@ -262,8 +260,7 @@ int64_t rtu_param_box(blk *b, const char *fqn, tpx_slice *s, int64_t *gshape) {
     memset(s, 0, sizeof *s);
     return -1;
   }
-  for (int d = 0; d < pi.ndim; d++)
-    gshape[d] = pi.shape[d];
+  for (int d = 0; d < pi.ndim; d++) gshape[d] = pi.shape[d];
   return p;
 }
 

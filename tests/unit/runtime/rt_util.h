@@ -33,12 +33,11 @@ typedef struct rtu_sim {
   tpx_tensor *t[8];
   void *host[8];
 } rtu_sim;
-void rtu_sim_begin(rtu_sim *s, tpx_mesh_comm *mc, tpx_tensor *const *ts,
-                   int n);
+void rtu_sim_begin(rtu_sim *s, tpx_mesh_comm *mc, tpx_tensor *const *ts, int n);
 void rtu_sim_end(rtu_sim *s, int64_t me);
 #define RTU_SIM(s, mc, ...)                                                    \
   rtu_sim_begin((s), (mc), (tpx_tensor *const[]){__VA_ARGS__},                 \
-                (int)(sizeof((tpx_tensor *const[]){__VA_ARGS__}) /            \
+                (int)(sizeof((tpx_tensor *const[]){__VA_ARGS__}) /             \
                       sizeof(tpx_tensor *)))
 
 tpx_status rtu_failed(tpx_error *err, const char *fmt, ...);

@@ -40,8 +40,7 @@ tpx_status case_embedding(tpx_comm *world, void *arg, tpx_error *err) {
   ids[B * T - 1] = ids[2]; /* a repeated id accumulates twice */
   tpx_tensor tids = tpx_tensor_make(ids, TPX_DTYPE_I64, 2, ids_shape);
   double *W = malloc((size_t)(V * H) * sizeof *W);
-  for (int64_t i = 0; i < V * H; i++)
-    W[i] = rtu_rval(i, 11);
+  for (int64_t i = 0; i < V * H; i++) W[i] = rtu_rval(i, 11);
   int64_t nw = tpx_slice_numel(&ws);
   double *wl = malloc((size_t)(nw ? nw : 1) * sizeof *wl);
   rtu_box_get(W, pi.shape, 2, &ws, wl);
@@ -54,8 +53,7 @@ tpx_status case_embedding(tpx_comm *world, void *arg, tpx_error *err) {
                (long long)wloc[0], (long long)wloc[1], (long long)ws.length[0],
                (long long)ws.length[1]);
   tpx_tensor tw = rtu_talloc(TPX_DTYPE_F32, 2, ws.length);
-  for (int64_t i = 0; i < nw; i++)
-    ((float *)tw.data)[i] = (float)wl[i];
+  for (int64_t i = 0; i < nw; i++) ((float *)tw.data)[i] = (float)wl[i];
   /* the layout of the output: the output transition's `to`, else full */
   const tpx_transition *tr = NULL;
   tpx_placement to = tpx_placement_replicate();
@@ -100,11 +98,9 @@ tpx_status case_embedding(tpx_comm *world, void *arg, tpx_error *err) {
   /* backward: grad_out in the output layout, accumulate onto 1.0 */
   tpx_tensor tg = rtu_talloc(TPX_DTYPE_F32, 3, os.length);
   rtu_box_get(G, oshape, 3, &os, ref);
-  for (int64_t i = 0; i < no; i++)
-    ((float *)tg.data)[i] = (float)ref[i];
+  for (int64_t i = 0; i < no; i++) ((float *)tg.data)[i] = (float)ref[i];
   tpx_tensor twg = rtu_talloc(TPX_DTYPE_F32, 2, ws.length);
-  for (int64_t i = 0; i < nw; i++)
-    ((float *)twg.data)[i] = 1.0f;
+  for (int64_t i = 0; i < nw; i++) ((float *)twg.data)[i] = 1.0f;
   e = (tpx_error){0};
   RTU_SIM(&sm, mc, &tids, &tg, &twg);
   cst = tpx_tp_embedding_backward(sh, mc, mod, &tids, &tg, &twg, &e);
@@ -178,10 +174,8 @@ tpx_status case_loss(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t cnt = 0;
   for (int64_t i = 0; i < N; i++) {
     double mx = -INFINITY, s = 0;
-    for (int64_t j = 0; j < V; j++)
-      mx = fmax(mx, Z[i * V + j]);
-    for (int64_t j = 0; j < V; j++)
-      s += exp(Z[i * V + j] - mx);
+    for (int64_t j = 0; j < V; j++) mx = fmax(mx, Z[i * V + j]);
+    for (int64_t j = 0; j < V; j++) s += exp(Z[i * V + j] - mx);
     lse[i] = mx + log(s);
     lp[i] = tg[i] < 0 ? 0.0 : Z[i * V + tg[i]] - lse[i];
     if (tg[i] >= 0)

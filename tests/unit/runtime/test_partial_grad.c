@@ -28,10 +28,12 @@ static void warned(const tpx_sharding *sh, char *buf, size_t size,
   for (size_t i = 0; i < tpx_diag_count(l); i++) {
     tpx_diag d;
     ck_assert_int_eq(tpx_diag_get(l, i, &d, NULL), TPX_OK);
-    if (strcmp(d.code, "partial-grad-replicated") != 0) continue;
+    if (strcmp(d.code, "partial-grad-replicated") != 0)
+      continue;
     ck_assert_int_eq(d.level, TPX_DIAG_WARNING);
     ck_assert(d.fix && d.fix[0]);
-    if (!first_msg[0]) snprintf(first_msg, msize, "%s", d.message);
+    if (!first_msg[0])
+      snprintf(first_msg, msize, "%s", d.message);
     n += (size_t)snprintf(buf + n, size - n, "%s|", d.subject);
     ck_assert(n < size);
   }
@@ -87,10 +89,10 @@ END_TEST
 
 /* Plans on the test llama (q / k norms of 8 per head, q_proj 64 out). */
 typedef struct hand_case {
-  const char *q_proj;  /* the q_proj entry's extra fields */
-  const char *q_norm;  /* a q_norm entry, or NULL */
-  int64_t norm_width;  /* q_norm weight size (8 per head; 64 = whole) */
-  int want;            /* q_norm's weight needs the all-reduce */
+  const char *q_proj; /* the q_proj entry's extra fields */
+  const char *q_norm; /* a q_norm entry, or NULL */
+  int64_t norm_width; /* q_norm weight size (8 per head; 64 = whole) */
+  int want;           /* q_norm's weight needs the all-reduce */
   int want_warning;
 } hand_case;
 
@@ -103,8 +105,9 @@ static const hand_case hand_cases[] = {
     /* a norm over the whole projection (OLMo2-like): not per head */
     {"", NULL, 64, 0, 0},
     /* styled q_norm: the SP rule, no warning */
-    {"", "{\"module\": \"model.layers.*.self_attn.q_norm\", \"style\": "
-         "\"qk_norm_sequence_parallel\", \"sequence_dim\": 2},",
+    {"",
+     "{\"module\": \"model.layers.*.self_attn.q_norm\", \"style\": "
+     "\"qk_norm_sequence_parallel\", \"sequence_dim\": 2},",
      8, 1, 0},
 };
 
@@ -132,8 +135,8 @@ START_TEST(test_hand_plans) {
                    c->want);
   char subj[512], msg[512];
   warned(wd.sh, subj, sizeof subj, msg, sizeof msg);
-  ck_assert_str_eq(subj, c->want_warning ? "model.layers.0.self_attn.q_norm|"
-                                         : "");
+  ck_assert_str_eq(subj,
+                   c->want_warning ? "model.layers.0.self_attn.q_norm|" : "");
   if (c->want_warning) /* one module: no count, key named when it differs */
     ck_assert_msg(strstr(msg, "'model.layers.0.self_attn.q_norm' is") &&
                       strstr(msg, "(key 'model.layers.*.self_attn.q_proj')"),

@@ -14,7 +14,6 @@
 
 #include "rt_fsdp_fixture.h"
 
-
 /* Write every non-alias parameter of `m` as rt_weight values in `dtype`
  * (F32 or BF16); `bad_shape` stores the first one with a wrong shape. */
 static void write_st(const tpx_model *m, const char *path, tpx_dtype dtype,
@@ -25,7 +24,8 @@ static void write_st(const tpx_model *m, const char *path, tpx_dtype dtype,
   for (size_t p = 0; p < np; p++) {
     tpx_param_info in;
     ck_assert_int_eq(tpx_model_param(m, (int64_t)p, &in, NULL), TPX_OK);
-    if (in.tied_to >= 0) continue;
+    if (in.tied_to >= 0)
+      continue;
     int64_t n = 1;
     char shape[128] = "";
     size_t sl = 0;
@@ -51,15 +51,16 @@ static void write_st(const tpx_model *m, const char *path, tpx_dtype dtype,
   for (size_t p = 0; p < np; p++) {
     tpx_param_info in;
     tpx_model_param(m, (int64_t)p, &in, NULL);
-    if (in.tied_to >= 0) continue;
+    if (in.tied_to >= 0)
+      continue;
     int64_t n = 1;
     for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
     for (int64_t i = 0; i < n; i++) {
       float v = rt_weight((int64_t)p, i);
       uint16_t b = rt_to_bf16(v);
-      ck_assert_uint_eq(fwrite(dtype == TPX_DTYPE_F32 ? (void *)&v : (void *)&b,
-                               es, 1, f),
-                        1);
+      ck_assert_uint_eq(
+          fwrite(dtype == TPX_DTYPE_F32 ? (void *)&v : (void *)&b, es, 1, f),
+          1);
     }
   }
   ck_assert_int_eq(fclose(f), 0);
@@ -79,12 +80,14 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   kctx *k = arg;
   tpx_mesh_comm *mc = NULL;
   tpx_status st = tpx_mesh_comm_create(world, k->mesh, &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   tpx_runtime_options ro = TPX_RUNTIME_OPTIONS_INIT;
   ro.storage_dtype = k->storage;
   tpx_runtime *rt = NULL;
   st = tpx_runtime_create(k->sh, mc, &ro, &rt, err);
-  if (st == TPX_OK) st = tpx_runtime_load_safetensors(rt, k->path, err);
+  if (st == TPX_OK)
+    st = tpx_runtime_load_safetensors(rt, k->path, err);
   if (k->expect_error || st != TPX_OK) {
     tpx_runtime_destroy(rt);
     tpx_mesh_comm_destroy(mc);
@@ -101,13 +104,15 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     int64_t src = in.tied_to >= 0 ? in.tied_to : (int64_t)p;
     for (int64_t i = 0; i < n && st == TPX_OK; i++) {
       float want = rt_weight(src, i);
-      if (k->file_dtype == TPX_DTYPE_BF16) want = rt_from_bf16(rt_to_bf16(want));
+      if (k->file_dtype == TPX_DTYPE_BF16)
+        want = rt_from_bf16(rt_to_bf16(want));
       if (full[i] != want)
         st = tpx_error_set(err, TPX_INTERNAL, "%s[%lld] = %g, stored %g",
                            in.fqn, (long long)i, full[i], want);
     }
     tpx_runtime_param_info ri;
-    if (st == TPX_OK) st = tpx_runtime_param(rt, (int64_t)p, &ri, err);
+    if (st == TPX_OK)
+      st = tpx_runtime_param(rt, (int64_t)p, &ri, err);
     if (st == TPX_OK && k->storage == TPX_DTYPE_BF16)
       for (int64_t i = 0; i < ri.sharded_numel; i++)
         if (((const uint16_t *)rt_hv(k->sim, ri.sharded))[i] !=
@@ -120,12 +125,10 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   if (st == TPX_OK && tpx_runtime_fsdp_enabled(rt)) {
     st = tpx_runtime_unshard(rt, 0, TPX_RUNTIME_FORWARD, err);
     tpx_error e2 = {0};
-    if (st == TPX_OK &&
-        (tpx_runtime_load_safetensors(rt, k->path, &e2) !=
-             TPX_INVALID_ARGUMENT ||
-         !strstr(e2.message, "unsharded")))
-      st = tpx_error_set(err, TPX_INTERNAL, "unsharded load: '%s'",
-                         e2.message);
+    if (st == TPX_OK && (tpx_runtime_load_safetensors(rt, k->path, &e2) !=
+                             TPX_INVALID_ARGUMENT ||
+                         !strstr(e2.message, "unsharded")))
+      st = tpx_error_set(err, TPX_INTERNAL, "unsharded load: '%s'", e2.message);
   }
   tpx_runtime_destroy(rt);
   tpx_mesh_comm_destroy(mc);
@@ -138,9 +141,12 @@ typedef struct kcase {
 } kcase;
 
 static const kcase kcases[] = {
-    {1, 1, TPX_DTYPE_F32, TPX_DTYPE_F32},  {2, 2, TPX_DTYPE_F32, TPX_DTYPE_F32},
-    {3, 1, TPX_DTYPE_F32, TPX_DTYPE_F32},  {1, 4, TPX_DTYPE_BF16, TPX_DTYPE_F32},
-    {3, 2, TPX_DTYPE_F32, TPX_DTYPE_BF16}, {2, 2, TPX_DTYPE_BF16, TPX_DTYPE_BF16},
+    {1, 1, TPX_DTYPE_F32, TPX_DTYPE_F32},
+    {2, 2, TPX_DTYPE_F32, TPX_DTYPE_F32},
+    {3, 1, TPX_DTYPE_F32, TPX_DTYPE_F32},
+    {1, 4, TPX_DTYPE_BF16, TPX_DTYPE_F32},
+    {3, 2, TPX_DTYPE_F32, TPX_DTYPE_BF16},
+    {2, 2, TPX_DTYPE_BF16, TPX_DTYPE_BF16},
 };
 
 static void tmp_path(char *buf, size_t n, const char *tag) {
@@ -151,8 +157,14 @@ START_TEST(t_load) {
   const kcase *c = &kcases[_i];
   char path[256];
   tmp_path(path, sizeof path, "ok");
-  kctx k = {rt_tiny_model_dt(c->file_dtype), fx_mesh(1, c->dps, c->tp), NULL,
-            path, c->file_dtype, c->storage, 0, 0};
+  kctx k = {rt_tiny_model_dt(c->file_dtype),
+            fx_mesh(1, c->dps, c->tp),
+            NULL,
+            path,
+            c->file_dtype,
+            c->storage,
+            0,
+            0};
   tpx_plan *plan = rt_tiny_plan(0);
   write_st(k.model, path, c->file_dtype, 0);
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
@@ -173,14 +185,16 @@ START_TEST(t_load) {
 END_TEST
 
 static void expect_fail(const char *path, int bad_shape, const char *text) {
-  kctx k = {rt_tiny_model(), fx_mesh(1, 2, 1), NULL, path, TPX_DTYPE_F32,
-            TPX_DTYPE_F32, 1, 0};
-  if (bad_shape) write_st(k.model, path, TPX_DTYPE_F32, 1);
+  kctx k = {rt_tiny_model(), fx_mesh(1, 2, 1), NULL, path,
+            TPX_DTYPE_F32,   TPX_DTYPE_F32,    1,    0};
+  if (bad_shape)
+    write_st(k.model, path, TPX_DTYPE_F32, 1);
   tpx_error e = {0};
   ck_assert_int_eq(tpx_sharding_create(k.model, NULL, k.mesh, NULL, &k.sh, &e),
                    TPX_OK);
   tpx_status st = tpx_local_run(2, body, &k, &e);
-  if (bad_shape) unlink(path);
+  if (bad_shape)
+    unlink(path);
   ck_assert_msg(st != TPX_OK, "loading %s succeeded", path);
   ck_assert_msg(strstr(e.message, text) != NULL, "message '%s' lacks '%s'",
                 e.message, text);

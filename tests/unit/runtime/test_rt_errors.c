@@ -28,16 +28,15 @@ static void one_init(one *o, int fsdp, tpx_dtype extra) {
   int64_t s[1] = {2};
   rt_add(o->model, "lin", TPX_MODULE_LINEAR, "weight", s, 1);
   if (extra != TPX_DTYPE_INVALID)
-    ck_assert_int_eq(tpx_model_add_param(o->model, "lin", "extra", s, 1,
-                                         extra, NULL, &e),
-                     TPX_OK);
+    ck_assert_int_eq(
+        tpx_model_add_param(o->model, "lin", "extra", s, 1, extra, NULL, &e),
+        TPX_OK);
   o->mesh = fx_mesh(1, 1, 1);
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
   so.fsdp = fsdp;
   so.param_dtype = TPX_DTYPE_INVALID;
-  ck_assert_int_eq(tpx_sharding_create(o->model, NULL, o->mesh, &so, &o->sh,
-                                       &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_sharding_create(o->model, NULL, o->mesh, &so, &o->sh, &e), TPX_OK);
   o->fsdp = fsdp;
 }
 
@@ -51,7 +50,8 @@ static tpx_status one_body(tpx_comm *world, void *arg, tpx_error *err) {
   one *o = arg;
   tpx_mesh_comm *mc = NULL;
   tpx_status st = tpx_mesh_comm_create(world, o->mesh, &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   st = o->fn(o, mc, err);
   tpx_mesh_comm_destroy(mc);
   return st;
@@ -105,8 +105,7 @@ static tpx_status bad_create(one *o, tpx_mesh_comm *mc, tpx_error *err) {
   tpx_mesh *other = NULL;
   ck_assert_int_eq(tpx_mesh_create(names, sizes, 2, &other, NULL), TPX_OK);
   tpx_sharding *sh2 = NULL;
-  ck_assert_int_eq(tpx_sharding_create(o->model, NULL, other, NULL, &sh2,
-                                       NULL),
+  ck_assert_int_eq(tpx_sharding_create(o->model, NULL, other, NULL, &sh2, NULL),
                    TPX_OK);
   EXPECT(tpx_runtime_create(sh2, mc, NULL, &rt, E_), TPX_INVALID_ARGUMENT,
          "differs");
@@ -125,8 +124,7 @@ static tpx_status bad_create(one *o, tpx_mesh_comm *mc, tpx_error *err) {
   EXPECT(tpx_runtime_grad_norm(NULL, 2.0, NULL, E_), TPX_INVALID_ARGUMENT,
          "NULL");
   EXPECT(tpx_runtime_zero_grads(NULL, E_), TPX_INVALID_ARGUMENT, "NULL");
-  EXPECT(tpx_runtime_adamw_step(NULL, NULL, E_), TPX_INVALID_ARGUMENT,
-         "NULL");
+  EXPECT(tpx_runtime_adamw_step(NULL, NULL, E_), TPX_INVALID_ARGUMENT, "NULL");
   return TPX_OK;
 }
 
@@ -167,7 +165,8 @@ END_TEST
 static tpx_status bad_calls(one *o, tpx_mesh_comm *mc, tpx_error *err) {
   tpx_runtime *rt = NULL;
   tpx_status st = tpx_runtime_create(o->sh, mc, NULL, &rt, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   float full[2] = {1, 2};
   tpx_runtime_param_info in;
   EXPECT(tpx_runtime_param(rt, 5, &in, E_), TPX_OUT_OF_RANGE, "index 5");
@@ -186,8 +185,8 @@ static tpx_status bad_calls(one *o, tpx_mesh_comm *mc, tpx_error *err) {
   EXPECT(tpx_runtime_gather_grad(rt, 0, full, TPX_DTYPE_U8, E_),
          TPX_UNSUPPORTED, "u8");
   size_t nu = tpx_runtime_num_units(rt);
-  EXPECT(tpx_runtime_unshard(rt, nu, TPX_RUNTIME_FORWARD, E_),
-         TPX_OUT_OF_RANGE, "unit");
+  EXPECT(tpx_runtime_unshard(rt, nu, TPX_RUNTIME_FORWARD, E_), TPX_OUT_OF_RANGE,
+         "unit");
   EXPECT(tpx_runtime_unshard(rt, 0, (tpx_runtime_phase)7, E_),
          TPX_INVALID_ARGUMENT, "phase 7");
   EXPECT(tpx_runtime_reshard(rt, nu + 3, TPX_RUNTIME_FORWARD, E_),
@@ -216,8 +215,7 @@ static tpx_status bad_calls(one *o, tpx_mesh_comm *mc, tpx_error *err) {
   EXPECT(tpx_runtime_clip_grads(rt, NAN, 1.0, E_), TPX_INVALID_ARGUMENT,
          "max_norm");
   ao.beta2 = 1.0;
-  EXPECT(tpx_runtime_adamw_step(rt, &ao, E_), TPX_INVALID_ARGUMENT,
-         "betas");
+  EXPECT(tpx_runtime_adamw_step(rt, &ao, E_), TPX_INVALID_ARGUMENT, "betas");
   ao = (tpx_adamw_options)TPX_ADAMW_OPTIONS_INIT;
   ao.struct_size = 3;
   EXPECT(tpx_runtime_adamw_step(rt, &ao, E_), TPX_INVALID_ARGUMENT,
@@ -252,7 +250,8 @@ static void set_grad(tpx_runtime *rt, const float *g) {
 static tpx_status by_hand(one *o, tpx_mesh_comm *mc, tpx_error *err) {
   tpx_runtime *rt = NULL;
   tpx_status st = tpx_runtime_create(o->sh, mc, NULL, &rt, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   float p0[2] = {1.0f, -2.0f}, g[2] = {3.0f, -4.0f}, out[2];
   OK(tpx_runtime_load_param(rt, 0, p0, TPX_DTYPE_F32, E_));
   set_grad(rt, g);

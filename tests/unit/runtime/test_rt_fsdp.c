@@ -151,7 +151,8 @@ static void ctx_init(ctx *x, const rcase *c) {
     x->numel[p] = n;
     x->alias[p] = info.tied_to >= 0;
     x->sp[p] = sp_plan && c->tp > 1 && strstr(info.fqn, "norm") != NULL;
-    if (x->alias[p]) continue;
+    if (x->alias[p])
+      continue;
     x->init[p] = malloc((size_t)n * sizeof(float));
     x->gmean[p] = malloc((size_t)n * sizeof(double));
     x->final[p] = calloc((size_t)n, sizeof(float));
@@ -161,7 +162,8 @@ static void ctx_init(ctx *x, const rcase *c) {
       for (int64_t d = 0; d < D; d++) s += (double)rt_grad((int64_t)p, i, d);
       x->gmean[p][i] = s / (double)D;
       sum += x->gmean[p][i] * x->gmean[p][i];
-      if (fabs(x->gmean[p][i]) > mx) mx = fabs(x->gmean[p][i]);
+      if (fabs(x->gmean[p][i]) > mx)
+        mx = fabs(x->gmean[p][i]);
     }
   }
   x->norm2 = sqrt(sum);
@@ -195,12 +197,12 @@ static int mpi_multiple; /* MPI_THREAD_MULTIPLE was provided */
 enum { mpi_multiple = 0 };
 #endif
 
-
 /* AdamW on one f32 element, torch's single-tensor order of operations. */
 static float ref_adamw(float p, float g, float *m, float *v, int64_t t,
                        double lr, double wd) {
   double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-  if (wd != 0) p *= (float)(1.0 - lr * wd);
+  if (wd != 0)
+    p *= (float)(1.0 - lr * wd);
   *m = *m + (float)(1.0 - b1) * (g - *m);
   *v = *v * (float)b2 + (float)(1.0 - b2) * g * g;
   double bc1 = 1.0 - pow(b1, (double)t), bc2 = 1.0 - pow(b2, (double)t);
@@ -215,7 +217,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_mesh_comm *mc = NULL;
   tpx_runtime *rt = NULL;
   tpx_status st = tpx_mesh_comm_create(world, x->mesh, &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   ck_assert_str_eq(tpx_comm_memspace(world),
                    x->sim ? tpx__test_device_name() : "host");
   RK_OK(tpx_runtime_create(x->sh, mc, &x->ro, &rt, E_));
@@ -227,10 +230,10 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   ck_assert_int_eq(tpx_runtime_fsdp_enabled(rt), c->fsdp);
   ck_assert_uint_eq(nu, c->fsdp ? tpx_sharding_num_fsdp_units(x->sh) : 1);
   /* a comm thread on the local backend, and on mpi under THREAD_MULTIPLE */
-  ck_assert_int_eq(tpx_runtime_is_async(rt),
-                   x->ro.async && c->dps * c->dpr > 1 &&
-                       (strcmp(tpx_comm_backend(world), "local") == 0 ||
-                        mpi_multiple));
+  ck_assert_int_eq(
+      tpx_runtime_is_async(rt),
+      x->ro.async && c->dps * c->dpr > 1 &&
+          (strcmp(tpx_comm_backend(world), "local") == 0 || mpi_multiple));
 
   /* Layout and bytes. */
   int64_t padded_sum = 0;
@@ -271,8 +274,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                    padded_sum * 4);
   ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GRADS),
                    padded_sum * 4);
-  ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GATHER),
-                   0);
+  ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GATHER), 0);
   ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_OPTIMIZER),
                    0);
 
@@ -281,7 +283,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
         **v = calloc(x->np, sizeof *v), **gg = calloc(x->np, sizeof *gg),
         **full = calloc(x->np, sizeof *full);
   for (size_t p = 0; p < x->np; p++) {
-    if (x->alias[p]) continue;
+    if (x->alias[p])
+      continue;
     size_t n = (size_t)x->numel[p];
     ref[p] = malloc(n * 4);
     memcpy(ref[p], x->init[p], n * 4);
@@ -289,8 +292,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     v[p] = calloc(n, 4);
     gg[p] = malloc(n * 4);
     full[p] = malloc(n * 4);
-    RK_OK(tpx_runtime_load_param(rt, (int64_t)p, x->init[p], TPX_DTYPE_F32,
-                                E_));
+    RK_OK(
+        tpx_runtime_load_param(rt, (int64_t)p, x->init[p], TPX_DTYPE_F32, E_));
   }
 
   size_t *order = calloc(nu, sizeof *order);
@@ -325,38 +328,39 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     }
     if (c->fsdp) {
       ck_assert(tpx_runtime_unit_is_unsharded(rt, nu - 1)); /* root kept */
-      ck_assert_int_gt(
-          tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GATHER), 0);
+      ck_assert_int_gt(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GATHER),
+                       0);
     }
     /* Backward: dp rank d writes its own gradients. Step 2 runs two
      * micro-batches (FSDP only: reduce_grads accumulates), so its reduced
      * gradient is twice the mean. */
     int mb = step == 2 && c->fsdp ? 2 : 1;
     for (int mbi = 0; mbi < mb; mbi++)
-    for (size_t k = nu; k-- > 0;) {
-      size_t u = order[k];
-      RK_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
-      for (size_t p = 0; p < x->np; p++) {
-        if (x->alias[p] || tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u)
-          continue;
-        tpx_runtime_param_info in;
-        RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
-        ck_assert_ptr_nonnull(in.unsharded_grad);
-        tpx_param_info info;
-        tpx_model_param(x->model, (int64_t)p, &info, NULL);
-        float *gr = rt_hv(x->sim, in.unsharded_grad);
-        float w = x->sp[p] ? (float)(t + 1) / (float)(T * (T + 1) / 2) : 1.0f;
-        for (int64_t i = 0; i < in.local_numel; i++) {
-          int64_t gi = rt_global_index(&in.tp_local, info.shape, i);
-          gr[i] += rt_grad((int64_t)p, gi, d) * w;
+      for (size_t k = nu; k-- > 0;) {
+        size_t u = order[k];
+        RK_OK(tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
+        for (size_t p = 0; p < x->np; p++) {
+          if (x->alias[p] ||
+              tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)u)
+            continue;
+          tpx_runtime_param_info in;
+          RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
+          ck_assert_ptr_nonnull(in.unsharded_grad);
+          tpx_param_info info;
+          tpx_model_param(x->model, (int64_t)p, &info, NULL);
+          float *gr = rt_hv(x->sim, in.unsharded_grad);
+          float w = x->sp[p] ? (float)(t + 1) / (float)(T * (T + 1) / 2) : 1.0f;
+          for (int64_t i = 0; i < in.local_numel; i++) {
+            int64_t gi = rt_global_index(&in.tp_local, info.shape, i);
+            gr[i] += rt_grad((int64_t)p, gi, d) * w;
+          }
         }
+        RK_OK(tpx_runtime_reduce_grads(rt, u, E_));
+        RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
       }
-      RK_OK(tpx_runtime_reduce_grads(rt, u, E_));
-      RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
-    }
     if (c->fsdp) {
-      ck_assert_int_eq(
-          tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GATHER), 0);
+      ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GATHER),
+                       0);
       /* the last reduction may still be in flight (overlap) until a sync */
       if (!tpx_runtime_is_async(rt))
         ck_assert_int_eq(
@@ -368,7 +372,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     }
     /* Reduced gradients: the mean, in the right shards. */
     for (size_t p = 0; p < x->np; p++) {
-      if (x->alias[p]) continue;
+      if (x->alias[p])
+        continue;
       RK_OK(tpx_runtime_gather_grad(rt, (int64_t)p, gg[p], TPX_DTYPE_F32, E_));
       tpx_param_info info;
       tpx_model_param(x->model, (int64_t)p, &info, NULL);
@@ -385,8 +390,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
       RK_OK(tpx_runtime_param(rt, (int64_t)p, &in, E_));
       const float *sg = rt_hv(x->sim, in.sharded_grad);
       for (int64_t i = 0; i < in.sharded_numel && bad < 0; i++)
-        if (sg[i] !=
-            gg[p][rt_global_index(&in.global, info.shape, i)])
+        if (sg[i] != gg[p][rt_global_index(&in.global, info.shape, i)])
           bad = i;
       ck_assert_msg(bad < 0, "rank %lld %s: sharded grad[%lld] misplaced",
                     (long long)rank, info.fqn, (long long)bad);
@@ -407,12 +411,14 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
       RK_OK(tpx_runtime_clip_grads(rt, 0.5 * n2, n2, E_));
       float coef = (1.0f / ((float)n2 + 1e-6f)) * (float)(0.5 * n2);
       for (size_t p = 0; p < x->np; p++) {
-        if (x->alias[p]) continue;
+        if (x->alias[p])
+          continue;
         RK_OK(tpx_runtime_gather_grad(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
-                                     E_));
+                                      E_));
         int64_t bad = -1;
         for (int64_t i = 0; i < x->numel[p]; i++) {
-          if (full[p][i] != gg[p][i] * coef && bad < 0) bad = i;
+          if (full[p][i] != gg[p][i] * coef && bad < 0)
+            bad = i;
           gg[p][i] = full[p][i];
         }
         ck_assert_msg(bad < 0, "param %zu: clipped grad[%lld]", p,
@@ -429,15 +435,17 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     RK_OK(tpx_runtime_adamw_step(rt, &ao, E_));
     ck_assert_int_eq(tpx_runtime_optimizer_steps(rt), step);
     for (size_t p = 0; p < x->np; p++) {
-      if (x->alias[p]) continue;
+      if (x->alias[p])
+        continue;
       for (int64_t i = 0; i < x->numel[p]; i++)
-        ref[p][i] = ref_adamw(ref[p][i], gg[p][i], &m[p][i], &v[p][i], step,
-                              0.01, 0.1);
-      RK_OK(tpx_runtime_gather_param(rt, (int64_t)p, full[p], TPX_DTYPE_F32,
-                                    E_));
+        ref[p][i] =
+            ref_adamw(ref[p][i], gg[p][i], &m[p][i], &v[p][i], step, 0.01, 0.1);
+      RK_OK(
+          tpx_runtime_gather_param(rt, (int64_t)p, full[p], TPX_DTYPE_F32, E_));
       int64_t bad = -1;
       for (int64_t i = 0; i < x->numel[p] && bad < 0; i++)
-        if (full[p][i] != ref[p][i]) bad = i; /* bit-identical */
+        if (full[p][i] != ref[p][i])
+          bad = i; /* bit-identical */
       ck_assert_msg(bad < 0, "rank %lld step %lld param %zu[%lld] %.9g vs %.9g",
                     (long long)rank, (long long)step, p, (long long)bad,
                     bad < 0 ? 0.0 : full[p][bad], bad < 0 ? 0.0 : ref[p][bad]);
@@ -487,16 +495,16 @@ START_TEST(t_case) {
   const rcase *c = &cases[_i];
   int world = (int)(c->dpr * c->dps * c->tp);
 #ifdef RT_MPI
-  if (world != tpx_comm_size(mpi_world)) return;
+  if (world != tpx_comm_size(mpi_world))
+    return;
 #endif
   ctx x;
   ctx_init(&x, c);
   /* prefetch on a comm thread, synchronous prefetch, no prefetch, the
    * comm thread without the buffer cache, and the first and second in the
    * sim memory space (local only): {prefetch, async, cache, sim} */
-  static const int variants[6][4] = {{1, 1, 1, 0}, {1, 0, 1, 0},
-                                     {0, 0, 1, 0}, {1, 1, 0, 0},
-                                     {1, 1, 1, 1}, {1, 0, 1, 1}};
+  static const int variants[6][4] = {{1, 1, 1, 0}, {1, 0, 1, 0}, {0, 0, 1, 0},
+                                     {1, 1, 0, 0}, {1, 1, 1, 1}, {1, 0, 1, 1}};
   float **first = calloc(x.np, sizeof *first);
   for (int k = 0; k < 6; k++) {
     x.ro.prefetch = variants[k][0];
@@ -505,14 +513,16 @@ START_TEST(t_case) {
     x.sim = variants[k][3];
     tpx_error e = {0};
 #ifdef RT_MPI
-    if (x.sim) continue;
+    if (x.sim)
+      continue;
     tpx_status st = body(mpi_world, &x, &e);
 #else
     tpx_status st = rt_local_run(world, x.sim, body, &x, &e);
 #endif
     ck_assert_msg(st == TPX_OK, "%s (variant %d): %s", c->name, k, e.message);
     for (size_t p = 0; p < x.np; p++) {
-      if (x.alias[p]) continue;
+      if (x.alias[p])
+        continue;
       size_t bytes = (size_t)x.numel[p] * 4;
       if (k == 0) {
         first[p] = malloc(bytes);

@@ -19,17 +19,17 @@
 
 typedef struct {
   const char *name;
-  int model;  /* 0: tiny llama (bf16), 1: runtime model (f32, odd sizes) */
+  int model; /* 0: tiny llama (bf16), 1: runtime model (f32, odd sizes) */
   int64_t dpr, dps, tp;
   int fsdp;
 } mcase;
 
 static const mcase cases[] = {
-    {"llama 1x1x1", 0, 1, 1, 1, 1},  {"llama 1x2x2", 0, 1, 2, 2, 1},
-    {"llama 1x3x1", 0, 1, 3, 1, 1},  {"llama 2x3x2", 0, 2, 3, 2, 1},
-    {"llama 1x1x4", 0, 1, 1, 4, 1},  {"odd 1x2x2 no fsdp", 1, 1, 2, 2, 0},
-    {"odd 1x3x2", 1, 1, 3, 2, 1},    {"odd 2x2x3", 1, 2, 2, 3, 1},
-    {"odd 1x4x1", 1, 1, 4, 1, 1},    {"odd 1x1x2 no fsdp", 1, 1, 1, 2, 0},
+    {"llama 1x1x1", 0, 1, 1, 1, 1}, {"llama 1x2x2", 0, 1, 2, 2, 1},
+    {"llama 1x3x1", 0, 1, 3, 1, 1}, {"llama 2x3x2", 0, 2, 3, 2, 1},
+    {"llama 1x1x4", 0, 1, 1, 4, 1}, {"odd 1x2x2 no fsdp", 1, 1, 2, 2, 0},
+    {"odd 1x3x2", 1, 1, 3, 2, 1},   {"odd 2x2x3", 1, 2, 2, 3, 1},
+    {"odd 1x4x1", 1, 1, 4, 1, 1},   {"odd 1x1x2 no fsdp", 1, 1, 1, 2, 0},
 };
 
 typedef struct {
@@ -43,7 +43,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_mesh_comm *mc = NULL;
   tpx_runtime *rt = NULL;
   tpx_status st = tpx_mesh_comm_create(world, x->mesh, &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   st = tpx_runtime_create(x->sh, mc, NULL, &rt, err);
   if (st != TPX_OK) {
     tpx_mesh_comm_destroy(mc);
@@ -59,8 +60,9 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                   "%lld",
                   (long long)rank, (long long)params, (long long)m.params,
                   (long long)m.master);
-    ck_assert_msg(grads == m.grads, "rank %lld: runtime grads %lld, "
-                                    "estimate %lld",
+    ck_assert_msg(grads == m.grads,
+                  "rank %lld: runtime grads %lld, "
+                  "estimate %lld",
                   (long long)rank, (long long)grads, (long long)m.grads);
     ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_OPTIMIZER),
                      0);
@@ -87,7 +89,8 @@ START_TEST(agree) {
   tpx_mesh *mesh = fx_mesh(c->dpr, c->dps, c->tp);
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
   so.fsdp = c->fsdp;
-  if (c->model) so.param_dtype = TPX_DTYPE_INVALID; /* f32 compute */
+  if (c->model)
+    so.param_dtype = TPX_DTYPE_INVALID; /* f32 compute */
   tpx_sharding *sh = fx_shard(model, plan, mesh, &so);
   ctx x = {sh, mesh};
   tpx_error e = {0};

@@ -16,7 +16,6 @@
 
 #include "rt_fsdp_fixture.h"
 
-
 typedef struct mcase {
   int64_t dps, tp;
   int bf16_storage; /* 0: f32 storage + bf16 compute; 1: bf16 storage */
@@ -35,14 +34,14 @@ typedef struct mctx {
   int sim; /* the world's buffers in the sim memory space */
 } mctx;
 
-
 static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   mctx *x = arg;
   const mcase *c = x->c;
   int64_t rank = tpx_comm_rank(world);
   tpx_mesh_comm *mc = NULL;
   tpx_status st = tpx_mesh_comm_create(world, x->mesh, &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   tpx_runtime_options ro = TPX_RUNTIME_OPTIONS_INIT;
   ro.storage_dtype = c->bf16_storage ? TPX_DTYPE_BF16 : TPX_DTYPE_F32;
   tpx_runtime *rt = NULL;
@@ -57,7 +56,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   for (size_t p = 0; p < np; p++) {
     tpx_param_info info;
     tpx_model_param(x->model, (int64_t)p, &info, NULL);
-    if (info.tied_to >= 0) continue;
+    if (info.tied_to >= 0)
+      continue;
     int64_t n = 1;
     for (int i = 0; i < info.ndim; i++) n *= info.shape[i];
     ref[p] = malloc((size_t)n * 4);
@@ -72,23 +72,25 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     int64_t pad = info.ndim ? (rows + c->dps - 1) / c->dps *
                                   (rows ? in.local_numel / rows : 0)
                             : 1;
-    if (info.ndim && rows == 0) pad = 0;
+    if (info.ndim && rows == 0)
+      pad = 0;
     padded += pad;
     tpx_fsdp_unit fu;
     RK_OK(tpx_sharding_fsdp_unit(x->sh, (size_t)in.unit, &fu, E_));
-    if (!fu.reshard_after_forward) kept_unsh += in.local_numel * 2;
+    if (!fu.reshard_after_forward)
+      kept_unsh += in.local_numel * 2;
     /* Shard and master. */
     const uint16_t *sb = rt_hv(x->sim, in.sharded);
     const float *ms = rt_hv(x->sim, in.master);
     for (int64_t i = 0; i < in.sharded_numel; i++) {
       float want = ref[p][rt_global_index(&in.global, info.shape, i)];
       ck_assert(ms[i] == want);
-      if (c->bf16_storage) ck_assert(sb[i] == rt_to_bf16(want));
+      if (c->bf16_storage)
+        ck_assert(sb[i] == rt_to_bf16(want));
     }
   }
   int64_t pb = padded * (c->bf16_storage ? 2 + 4 : 4);
-  ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_PARAMS),
-                   pb);
+  ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_PARAMS), pb);
   ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GRADS),
                    padded * 4);
 
@@ -111,8 +113,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
           if (un[i] !=
               rt_to_bf16(ref[p][rt_global_index(&in.tp_local, info.shape, i)]))
             bad = i;
-        ck_assert_msg(bad < 0, "rank %lld %s: unsharded[%lld]",
-                      (long long)rank, info.fqn, (long long)bad);
+        ck_assert_msg(bad < 0, "rank %lld %s: unsharded[%lld]", (long long)rank,
+                      info.fqn, (long long)bad);
       }
       RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_FORWARD, E_));
     }
@@ -140,7 +142,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
       RK_OK(tpx_runtime_reshard(rt, u, TPX_RUNTIME_BACKWARD, E_));
     }
     for (size_t p = 0; p < np; p++) {
-      if (!ref[p]) continue;
+      if (!ref[p])
+        continue;
       tpx_param_info info;
       tpx_model_param(x->model, (int64_t)p, &info, NULL);
       int64_t n = 1;
@@ -167,7 +170,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     for (size_t p = 0; p < np; p++)
       if (ref[p])
         RK_OK(tpx_runtime_gather_param(rt, (int64_t)p, ref[p], TPX_DTYPE_F32,
-                                      E_));
+                                       E_));
   }
   for (size_t p = 0; p < np; p++) free(ref[p]);
   free(ref);
@@ -178,8 +181,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
 
 START_TEST(t_mixed) {
   const mcase *c = &mcases[_i];
-  mctx x = {c, rt_tiny_model(), rt_tiny_plan(0), fx_mesh(1, c->dps, c->tp),
-            NULL, 0};
+  mctx x = {
+      c, rt_tiny_model(), rt_tiny_plan(0), fx_mesh(1, c->dps, c->tp), NULL, 0};
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
   so.param_dtype = c->bf16_storage ? TPX_DTYPE_INVALID : TPX_DTYPE_BF16;
   tpx_error e = {0};
@@ -201,8 +204,7 @@ static Suite *suite(void) {
   Suite *s = suite_create("rt_mixed");
   TCase *tc = tcase_create("mixed");
   tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, t_mixed, 0,
-                      (int)(sizeof mcases / sizeof mcases[0]));
+  tcase_add_loop_test(tc, t_mixed, 0, (int)(sizeof mcases / sizeof mcases[0]));
   suite_add_tcase(s, tc);
   return s;
 }

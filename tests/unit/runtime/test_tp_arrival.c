@@ -31,9 +31,10 @@ static tpx_status double_count_body(tpx_comm *world, void *arg,
   arr_arg *a = arg;
   const tpx_sharding *sh = a->sh;
   blk b = {sh, NULL, tpx_comm_rank(world), err, 1};
-  tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &b.mc,
-                                       err);
-  if (st != TPX_OK) return st;
+  tpx_status st =
+      tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &b.mc, err);
+  if (st != TPX_OK)
+    return st;
   int64_t q = rtu_find_module(sh, "model.layers.0.self_attn.q_proj");
   int64_t norm = rtu_find_module(sh, "model.layers.0.input_layernorm");
   int64_t tp = tpx_sharding_tp_size(sh);
@@ -48,7 +49,8 @@ static tpx_status double_count_body(tpx_comm *world, void *arg,
     for (int64_t i = 0; i < n; i++) {
       double v = rtu_rval(i, 40 + k);
       sum[i] += (double)(float)v;
-      if (k == r) ((float *)part.data)[i] = (float)v;
+      if (k == r)
+        ((float *)part.data)[i] = (float)v;
     }
   tpx_placement rep = tpx_placement_replicate();
   tpx_error e = {0};
@@ -56,8 +58,8 @@ static tpx_status double_count_body(tpx_comm *world, void *arg,
   tpx_tensor scratch = rtu_talloc(TPX_DTYPE_F32, 3, shape);
   int64_t lo[3];
   tpx_placement pi, po;
-  tpx_status s1 = tpx_tp_transition_run(sh, b.mc, q, TPX_TRANSITION_INPUT, 0,
-                                        1, shape, &part, &scratch, &e);
+  tpx_status s1 = tpx_tp_transition_run(sh, b.mc, q, TPX_TRANSITION_INPUT, 0, 1,
+                                        shape, &part, &scratch, &e);
   if (a->expect_refusal) {
     if (s1 != TPX_INVALID_ARGUMENT ||
         !strstr(e.message, "'model.layers.0.self_attn.q_proj' input 0") ||
@@ -65,9 +67,8 @@ static tpx_status double_count_body(tpx_comm *world, void *arg,
         !strstr(e.message, "may arrive as a DTensor"))
       rtu_failed(err, "plain run: %s '%s'", tpx_status_name(s1), e.message);
     e = (tpx_error){0};
-    if (tpx_tp_transition_shape(sh, q, TPX_TRANSITION_INPUT, 0, 1, b.me,
-                                shape, 3, NULL, lo, &e) !=
-            TPX_INVALID_ARGUMENT ||
+    if (tpx_tp_transition_shape(sh, q, TPX_TRANSITION_INPUT, 0, 1, b.me, shape,
+                                3, NULL, lo, &e) != TPX_INVALID_ARGUMENT ||
         !strstr(e.message, "tpx_tp_transition_shape: module"))
       rtu_failed(err, "plain shape: '%s'", e.message);
     e = (tpx_error){0};
@@ -76,8 +77,8 @@ static tpx_status double_count_body(tpx_comm *world, void *arg,
       rtu_failed(err, "plain layouts: '%s'", e.message);
     /* outputs are never ambiguous */
     e = (tpx_error){0};
-    if (tpx_tp_transition_layouts(sh, q, TPX_TRANSITION_OUTPUT, 0, 1, &pi,
-                                  &po, NULL, &e) != TPX_OK)
+    if (tpx_tp_transition_layouts(sh, q, TPX_TRANSITION_OUTPUT, 0, 1, &pi, &po,
+                                  NULL, &e) != TPX_OK)
       rtu_failed(err, "plain output layouts: '%s'", e.message);
   }
   /* 2. arrived = what the producer left (Replicate DTensor) vs the static
@@ -85,7 +86,8 @@ static tpx_status double_count_body(tpx_comm *world, void *arg,
   for (int path = 0; path < 2; path++) {
     const tpx_placement *arrived = path == 0 ? &rep : NULL;
     int producer_dt = tpx_tp_output_keeps_dtensor(sh, norm, 0);
-    if (path == 0 && !producer_dt) continue;
+    if (path == 0 && !producer_dt)
+      continue;
     tpx_tensor g1, g2;
     rtu_xrun(&b, q, TPX_TRANSITION_INPUT, 1, arrived, shape, &part, &g1);
     /* the norm's output backward: Partial -> Shard(1) (reduce-scatter) or,
@@ -94,9 +96,8 @@ static tpx_status double_count_body(tpx_comm *world, void *arg,
       rtu_xrun(&b, norm, TPX_TRANSITION_OUTPUT, 1, NULL, shape, &g1, &g2);
     else
       g2 = g1, g1.data = NULL;
-    tpx_placement lay = tpx_sharding_module_entry(sh, norm) >= 0
-                            ? tpx_placement_shard(1)
-                            : rep;
+    tpx_placement lay =
+        tpx_sharding_module_entry(sh, norm) >= 0 ? tpx_placement_shard(1) : rep;
     tpx_slice s;
     rtu_act_slice(sh, b.me, lay, shape, 3, &s, &e);
     int64_t nl = tpx_slice_numel(&s);
@@ -190,8 +191,8 @@ START_TEST(test_tp1_plain) {
   int64_t q = tpx_model_find_module(m, "model.layers.0.self_attn.q_proj");
   int64_t shape[3] = {2, 7, 64}, lo[3];
   tpx_error e = {0};
-  ck_assert_msg(tpx_tp_transition_shape(w.sh, q, TPX_TRANSITION_INPUT, 0, 1,
-                                        0, shape, 3, NULL, lo, &e) == TPX_OK,
+  ck_assert_msg(tpx_tp_transition_shape(w.sh, q, TPX_TRANSITION_INPUT, 0, 1, 0,
+                                        shape, 3, NULL, lo, &e) == TPX_OK,
                 "%s", e.message);
   ck_assert_int_eq(lo[1], 7);
   rt_world_free(&w);

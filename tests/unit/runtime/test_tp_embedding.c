@@ -93,9 +93,10 @@ static float unbf(uint16_t h) {
 static tpx_status bf16_body(tpx_comm *world, void *arg, tpx_error *err) {
   rt_sh_arg *b = arg;
   tpx_mesh_comm *mc;
-  tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(b->sh), &mc,
-                                       err);
-  if (st != TPX_OK) return st;
+  tpx_status st =
+      tpx_mesh_comm_create(world, tpx_sharding_mesh(b->sh), &mc, err);
+  if (st != TPX_OK)
+    return st;
   const tpx_model *m = tpx_sharding_model(b->sh);
   int64_t mod = tpx_model_find_module(m, "model.embed_tokens");
   int r = tpx_comm_rank(world);
@@ -120,16 +121,16 @@ static tpx_status bf16_body(tpx_comm *world, void *arg, tpx_error *err) {
     for (int h = 0; h < 64; h++) {
       float want = (float)ids[t] + (float)(h % 4) * 0.25f;
       if (unbf(o[t * 64 + h]) != want)
-        st = tpx_error_set(err, TPX_VALIDATION, "bf16 out[%d][%d] = %g", t,
-                           h, unbf(o[t * 64 + h]));
+        st = tpx_error_set(err, TPX_VALIDATION, "bf16 out[%d][%d] = %g", t, h,
+                           unbf(o[t * 64 + h]));
     }
   /* id 1 twice on rank 0 (row 1), id 7 once on rank 1 (row 2) */
   for (int i = 0; st == TPX_OK && i < 5 * 64; i++) {
     int row = i / 64;
     float want = r == 0 ? (row == 1 ? 2.0f : 0.0f) : (row == 2 ? 1.0f : 0.0f);
     if (unbf(wg[i]) != want)
-      st = tpx_error_set(err, TPX_VALIDATION, "bf16 grad[%d] = %g, want %g",
-                         i, unbf(wg[i]), want);
+      st = tpx_error_set(err, TPX_VALIDATION, "bf16 grad[%d] = %g, want %g", i,
+                         unbf(wg[i]), want);
   }
   tpx_mesh_comm_destroy(mc);
   return st;
@@ -147,13 +148,13 @@ END_TEST
 
 /* ---- bad input ---------------------------------------------------------- */
 
-
 static tpx_status bad_body(tpx_comm *world, void *arg, tpx_error *err) {
   rt_sh_arg *b = arg;
   const tpx_sharding *sh = b->sh;
   tpx_mesh_comm *mc;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   const tpx_model *m = tpx_sharding_model(sh);
   int64_t mod = tpx_model_find_module(m, "model.embed_tokens");
   int64_t lin = tpx_model_find_module(m, "model.layers.0.mlp.up_proj");
@@ -172,31 +173,32 @@ static tpx_status bad_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor tob = tpx_tensor_make(o, TPX_DTYPE_F32, 3, obad);
   tpx_tensor to16 = tpx_tensor_make(o, TPX_DTYPE_BF16, 3, os);
   RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &ti, &tw, &to, &e_),
-         TPX_OUT_OF_RANGE,
-         "of module 'model.embed_tokens': ids[1] = 10 is outside the "
-         "vocabulary [0, 10)");
+            TPX_OUT_OF_RANGE,
+            "of module 'model.embed_tokens': ids[1] = 10 is outside the "
+            "vocabulary [0, 10)");
   RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tf, &tw, &to, &e_),
-         TPX_INVALID_ARGUMENT, "ids must be int32 or int64, not f32");
+            TPX_INVALID_ARGUMENT, "ids must be int32 or int64, not f32");
   RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &twb, &to, &e_),
-         TPX_INVALID_ARGUMENT,
-         "weight has local shape [4, 64], expected [5, 64]");
+            TPX_INVALID_ARGUMENT,
+            "weight has local shape [4, 64], expected [5, 64]");
   RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &twi, &to, &e_),
-         TPX_INVALID_ARGUMENT, "weight must be f32 or bf16, not i32");
+            TPX_INVALID_ARGUMENT, "weight must be f32 or bf16, not i32");
   RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &tw, &tob, &e_),
-         TPX_INVALID_ARGUMENT,
-         "output has local shape [1, 2, 64], expected [1, 3, 64]");
+            TPX_INVALID_ARGUMENT,
+            "output has local shape [1, 2, 64], expected [1, 3, 64]");
   RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, &tok, &tw, &to16, &e_),
-         TPX_INVALID_ARGUMENT, "output dtype bf16 differs from the weight's");
+            TPX_INVALID_ARGUMENT,
+            "output dtype bf16 differs from the weight's");
   RT_EXPECT(tpx_tp_embedding_forward(sh, mc, lin, &tok, &tw, &to, &e_),
-         TPX_INVALID_ARGUMENT, "the module is a linear, not an embedding");
+            TPX_INVALID_ARGUMENT, "the module is a linear, not an embedding");
   RT_EXPECT(tpx_tp_embedding_backward(sh, mc, mod, &ti, &to, &tw, &e_),
-         TPX_OUT_OF_RANGE, "ids[1] = 10");
+            TPX_OUT_OF_RANGE, "ids[1] = 10");
   RT_EXPECT(tpx_tp_embedding_backward(sh, mc, mod, &tok, &tob, &tw, &e_),
-         TPX_INVALID_ARGUMENT, "grad_out has local shape [1, 2, 64]");
+            TPX_INVALID_ARGUMENT, "grad_out has local shape [1, 2, 64]");
   RT_EXPECT(tpx_tp_embedding_backward(sh, mc, mod, &tok, &to, &twb, &e_),
-         TPX_INVALID_ARGUMENT, "weight_grad has local shape [4, 64]");
+            TPX_INVALID_ARGUMENT, "weight_grad has local shape [4, 64]");
   RT_EXPECT(tpx_tp_embedding_forward(sh, mc, mod, NULL, &tw, &to, &e_),
-         TPX_INVALID_ARGUMENT, "ids: NULL tensor");
+            TPX_INVALID_ARGUMENT, "ids: NULL tensor");
   tpx_mesh_comm_destroy(mc);
   return TPX_OK;
 }

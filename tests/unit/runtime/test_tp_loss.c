@@ -17,10 +17,14 @@ typedef struct loss_case {
 } loss_case;
 
 static const loss_case cases[] = {
-    {1000, 9, 3, 1, TPX_DTYPE_F32}, {1000, 9, 2, 1, TPX_DTYPE_F32},
-    {1000, 9, 4, 1, TPX_DTYPE_F32}, {1000, 9, 1, 1, TPX_DTYPE_F32},
-    {10, 5, 3, 1, TPX_DTYPE_F32},   {10, 5, 4, 1, TPX_DTYPE_F32},
-    {3, 4, 4, 1, TPX_DTYPE_F32},    {10, 5, 2, 2, TPX_DTYPE_F32},
+    {1000, 9, 3, 1, TPX_DTYPE_F32},
+    {1000, 9, 2, 1, TPX_DTYPE_F32},
+    {1000, 9, 4, 1, TPX_DTYPE_F32},
+    {1000, 9, 1, 1, TPX_DTYPE_F32},
+    {10, 5, 3, 1, TPX_DTYPE_F32},
+    {10, 5, 4, 1, TPX_DTYPE_F32},
+    {3, 4, 4, 1, TPX_DTYPE_F32},
+    {10, 5, 2, 2, TPX_DTYPE_F32},
     {1000, 9, 3, 1, TPX_DTYPE_BF16},
     /* 10 over 4 = 3, 3, 3, 1 (torch.chunk): targets 1..9, among them 8
      * and 9, which the upstream utility's V // tp split gives to no rank */
@@ -87,14 +91,15 @@ START_TEST(test_uneven_vocab_not_seed_split) {
   int64_t covered = 0;
   for (int r = 0; r < 4; r++) {
     int64_t off, len;
-    ck_assert_int_eq(tpx_tp_vocab_range(w.sh, r, &o, &off, &len, NULL),
-                     TPX_OK);
+    ck_assert_int_eq(tpx_tp_vocab_range(w.sh, r, &o, &off, &len, NULL), TPX_OK);
     int64_t seed_off = r * (o.vocab / 4), seed_len = o.vocab / 4;
     int64_t divmod_len = o.vocab / 4 + (r < o.vocab % 4);
     ck_assert_int_eq(off, 3 * r); /* torch.chunk: ceil(10 / 4) = 3 */
-    if (r > 0) ck_assert_int_ne(off, seed_off);
+    if (r > 0)
+      ck_assert_int_ne(off, seed_off);
     ck_assert_int_ne(len, seed_len); /* 3, 3, 3, 1 vs 2, 2, 2, 2 */
-    if (r >= 2) ck_assert_int_ne(len, divmod_len);
+    if (r >= 2)
+      ck_assert_int_ne(len, divmod_len);
     covered += len;
   }
   ck_assert_int_eq(covered, 10); /* every id on exactly one rank */
@@ -104,13 +109,13 @@ END_TEST
 
 /* ---- not vocab-parallel, positions split over dp, bad input ------------- */
 
-
 static tpx_status misc_body(tpx_comm *world, void *arg, tpx_error *err) {
   rt_sh_arg *b = arg;
   const tpx_sharding *sh = b->sh; /* tp = 2: vocab 6 -> 3 + 3 */
   tpx_mesh_comm *mc;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   int r = tpx_comm_rank(world);
   tpx_tp_loss_options o = TPX_TP_LOSS_OPTIONS_INIT;
   o.vocab = 6;
@@ -124,8 +129,8 @@ static tpx_status misc_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor tz = tpx_tensor_make(loc, TPX_DTYPE_F32, 2, ls);
   tpx_tensor tfull = tpx_tensor_make(full, TPX_DTYPE_F32, 2, fs);
   tpx_tensor tt = tpx_tensor_make(tg, TPX_DTYPE_I32, 1, ts);
-  double want = -(5.0 - (6.0 + log(1 + exp(-1) + exp(-2) + exp(-3) +
-                                     exp(-4) + exp(-5))));
+  double want =
+      -(5.0 - (6.0 + log(1 + exp(-1) + exp(-2) + exp(-3) + exp(-4) + exp(-5))));
   double sum = 0, mean = 0, full_mean = 0;
   int64_t cnt = 0;
   st = tpx_tp_cross_entropy(sh, mc, &o, &tz, &tt, 1.0, NULL, &sum, &cnt, err);
@@ -137,9 +142,9 @@ static tpx_status misc_body(tpx_comm *world, void *arg, tpx_error *err) {
     st = tpx_tp_cross_entropy_mean(sh, mc, &o, &tfull, &tt, NULL, &full_mean,
                                    err);
   o.vocab_parallel = 1;
-  if (st == TPX_OK && (fabs(sum - want) > 1e-6 || cnt != 1 ||
-                       fabs(mean - want) > 1e-6 ||
-                       fabs(full_mean - want) > 1e-6))
+  if (st == TPX_OK &&
+      (fabs(sum - want) > 1e-6 || cnt != 1 || fabs(mean - want) > 1e-6 ||
+       fabs(full_mean - want) > 1e-6))
     st = tpx_error_set(err, TPX_VALIDATION,
                        "ce sum %g count %lld mean %g full %g, want %g", sum,
                        (long long)cnt, mean, full_mean, want);
@@ -187,35 +192,35 @@ static tpx_status misc_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor tlp = tpx_tensor_make(lp, TPX_DTYPE_F32, 1, ts);
   tpx_tensor tlp16 = tpx_tensor_make(lp, TPX_DTYPE_BF16, 1, ts);
   RT_EXPECT(tpx_tp_cross_entropy_mean(sh, mc, &o, &tz, &toob, NULL, &mean, &e_),
-         TPX_OUT_OF_RANGE,
-         "targets[0] = 6 is outside the vocabulary [0, 6) and is not "
-         "ignore_index (-100)");
-  RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tzb, &tt, &tlp, &e_),
-         TPX_INVALID_ARGUMENT,
-         "logits' last dim is 4 but this rank holds 3 of the 6 vocab entries");
+            TPX_OUT_OF_RANGE,
+            "targets[0] = 6 is outside the vocabulary [0, 6) and is not "
+            "ignore_index (-100)");
+  RT_EXPECT(
+      tpx_tp_logprobs(sh, mc, &o, &tzb, &tt, &tlp, &e_), TPX_INVALID_ARGUMENT,
+      "logits' last dim is 4 but this rank holds 3 of the 6 vocab entries");
   RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tzi, &tt, &tlp, &e_),
-         TPX_INVALID_ARGUMENT, "logits must be f32 or bf16, not i32");
+            TPX_INVALID_ARGUMENT, "logits must be f32 or bf16, not i32");
   RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tz, &ttf, &tlp, &e_),
-         TPX_INVALID_ARGUMENT, "targets must be int32 or int64, not f32");
+            TPX_INVALID_ARGUMENT, "targets must be int32 or int64, not f32");
   RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tz, &tt3, &tlp, &e_),
-         TPX_INVALID_ARGUMENT, "targets has local shape [3], expected [2]");
+            TPX_INVALID_ARGUMENT, "targets has local shape [3], expected [2]");
   RT_EXPECT(tpx_tp_logprobs(sh, mc, &o, &tz, &tt, &tlp16, &e_),
-         TPX_INVALID_ARGUMENT, "logprobs must be f32, not bf16");
+            TPX_INVALID_ARGUMENT, "logprobs must be f32, not bf16");
   RT_EXPECT(tpx_tp_logprobs_backward(sh, mc, &o, &tz, &tt, &tlp, &tzb, &e_),
-         TPX_INVALID_ARGUMENT, "grad_logits has local shape [2, 4]");
-  RT_EXPECT(tpx_tp_cross_entropy(sh, mc, NULL, &tz, &tt, 1, NULL, NULL, NULL,
-                              &e_),
-         TPX_INVALID_ARGUMENT, "options are NULL");
+            TPX_INVALID_ARGUMENT, "grad_logits has local shape [2, 4]");
+  RT_EXPECT(
+      tpx_tp_cross_entropy(sh, mc, NULL, &tz, &tt, 1, NULL, NULL, NULL, &e_),
+      TPX_INVALID_ARGUMENT, "options are NULL");
   tpx_tp_loss_options o2 = o;
   o2.vocab = 0;
-  RT_EXPECT(tpx_tp_cross_entropy(sh, mc, &o2, &tz, &tt, 1, NULL, NULL, NULL,
-                              &e_),
-         TPX_INVALID_ARGUMENT, "options.vocab must be > 0");
+  RT_EXPECT(
+      tpx_tp_cross_entropy(sh, mc, &o2, &tz, &tt, 1, NULL, NULL, NULL, &e_),
+      TPX_INVALID_ARGUMENT, "options.vocab must be > 0");
   o2 = o;
   o2.struct_size = 8;
-  RT_EXPECT(tpx_tp_cross_entropy(sh, mc, &o2, &tz, &tt, 1, NULL, NULL, NULL,
-                              &e_),
-         TPX_INVALID_ARGUMENT, "struct_size 8");
+  RT_EXPECT(
+      tpx_tp_cross_entropy(sh, mc, &o2, &tz, &tt, 1, NULL, NULL, NULL, &e_),
+      TPX_INVALID_ARGUMENT, "struct_size 8");
   tpx_mesh_comm_destroy(mc);
   return TPX_OK;
 }
@@ -240,7 +245,8 @@ static tpx_status dp_body(tpx_comm *world, void *arg, tpx_error *err) {
   const tpx_sharding *sh = b->sh; /* (dp_shard 2, tp 2) */
   tpx_mesh_comm *mc;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   int64_t tp = tpx_comm_rank(tpx_mesh_comm_dim(mc, 2));
   int64_t dp = tpx_comm_rank(tpx_mesh_comm_dim(mc, 1));
   tpx_tp_loss_options o = TPX_TP_LOSS_OPTIONS_INIT;
@@ -272,9 +278,10 @@ static tpx_status dp_body(tpx_comm *world, void *arg, tpx_error *err) {
   }
   want /= 3;
   if (st == TPX_OK && fabs(v[0] / v[1] - want) > 1e-6 * want)
-    st = tpx_error_set(err, TPX_VALIDATION, "dp mean %g, want %g",
-                       v[0] / v[1], want);
-  if (tpx_comm_rank(world) == 0) b->mean = v[0] / v[1];
+    st = tpx_error_set(err, TPX_VALIDATION, "dp mean %g, want %g", v[0] / v[1],
+                       want);
+  if (tpx_comm_rank(world) == 0)
+    b->mean = v[0] / v[1];
   tpx_mesh_comm_destroy(mc);
   return st;
 }
@@ -298,8 +305,8 @@ typedef struct head_case {
 } head_case;
 
 static const head_case head_cases[] = {
-    {0, 2, 7}, {0, 3, 7}, {0, 4, 7}, {1, 2, 7}, {1, 3, 7}, {1, 4, 7},
-    {1, 3, 2}, {0, 1, 7},
+    {0, 2, 7}, {0, 3, 7}, {0, 4, 7}, {1, 2, 7},
+    {1, 3, 7}, {1, 4, 7}, {1, 3, 2}, {0, 1, 7},
 };
 
 START_TEST(test_head_chain) {

@@ -25,7 +25,8 @@ static void with_sharding(int plan, int64_t dp, int64_t vocab,
                           void (*body)(rt_arg *, const char *),
                           const char *label) {
   int n = tpx_comm_size(world);
-  if (n % dp) return;
+  if (n % dp)
+    return;
   int64_t tp = n / dp;
   tpx_model *m = rt_model(vocab);
   tpx_plan *p = plan == 0   ? rt_plan_json(rt_zoo_plan)

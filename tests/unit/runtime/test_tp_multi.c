@@ -44,8 +44,8 @@ static const kw_want kw_wants[] = {
      "partial", "shard(1)", 0, 0, 0},
     {"model.layers.0.self_attn", "position_ids", "replicate", "shard(1)",
      "shard(1)", "replicate", 0, 0, 0},
-    {"model.layers.0.self_attn", "past", "replicate", "replicate",
-     "replicate", "replicate", 1, 1, 1},
+    {"model.layers.0.self_attn", "past", "replicate", "replicate", "replicate",
+     "replicate", 1, 1, 1},
     {"model.layers.0.self_attn", "bias", "partial", "replicate", "replicate",
      "replicate", 0, 1, 0},
     /* use_local_output: the gathered input's gradient comes back replicated
@@ -102,8 +102,8 @@ START_TEST(test_kwarg_layouts) {
                          TPX_OK);
         tpx_placement g = arr[a]; /* a DTensor's gradient: its layout */
         if (c->keeps) {
-          ck_assert_msg(pl_eq(in, g, 3) && pl_eq(out, g, 3) && copy,
-                        "%s kept", c->kwarg);
+          ck_assert_msg(pl_eq(in, g, 3) && pl_eq(out, g, 3) && copy, "%s kept",
+                        c->kwarg);
         } else if (!bwd) {
           ck_assert_msg(pl_eq(in, arr[a], 3) && pl_eq(out, pl(c->fout), 3),
                         "%s arrived fwd", c->kwarg);
@@ -171,8 +171,8 @@ static void kw_one(const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t mod,
   } else {
     for (int64_t i = 0; i < rtu_numel(lout, 3); i++)
       if (((float *)tout.data)[i] != (float)pout[i]) {
-        rtu_failed(err, "%s: element %lld = %g, want %g", where,
-                   (long long)i, ((float *)tout.data)[i], pout[i]);
+        rtu_failed(err, "%s: element %lld = %g, want %g", where, (long long)i,
+                   ((float *)tout.data)[i], pout[i]);
         break;
       }
   }
@@ -184,15 +184,16 @@ static tpx_status kw_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_mesh_comm *mc = NULL;
   tpx_status st =
       tpx_mesh_comm_create(world, tpx_sharding_mesh(a->sh), &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   const tpx_model *m = tpx_sharding_model(a->sh);
   tpx_placement arr[2] = {tpx_placement_replicate(), tpx_placement_shard(1)};
   int64_t salt = tpx_comm_rank(world) - rtu_tp_coord(a->sh, mc);
   for (size_t k = 0; k < N_KW; k++) {
     int64_t mod = tpx_model_find_module(m, kw_wants[k].module);
     for (int bwd = 0; bwd < 2; bwd++) {
-      kw_one(a->sh, mc, mod, kw_wants[k].kwarg, bwd, NULL,
-             salt + (int64_t)k, err);
+      kw_one(a->sh, mc, mod, kw_wants[k].kwarg, bwd, NULL, salt + (int64_t)k,
+             err);
       for (int j = 0; j < 2; j++)
         kw_one(a->sh, mc, mod, kw_wants[k].kwarg, bwd, &arr[j],
                salt + (int64_t)k + 7 * j, err);
@@ -218,7 +219,8 @@ static tpx_status kw_bad_body(tpx_comm *world, void *arg, tpx_error *err) {
   const tpx_sharding *sh = a->sh;
   tpx_mesh_comm *mc = NULL;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   const tpx_model *m = tpx_sharding_model(sh);
   int64_t attn = tpx_model_find_module(m, "model.layers.0.self_attn");
   int64_t q = tpx_model_find_module(m, "model.layers.0.self_attn.q_proj");
@@ -227,33 +229,35 @@ static tpx_status kw_bad_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor in = tpx_tensor_make(buf, TPX_DTYPE_F32, 3, shape);
   tpx_tensor o = tpx_tensor_make(out, TPX_DTYPE_F32, 3, shape);
   tpx_tensor o16 = tpx_tensor_make(out, TPX_DTYPE_BF16, 3, shape);
-  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, attn, "hidden", 0, NULL,
-                                        shape, &in, &o, &e_),
+  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, attn, "hidden", 0, NULL, shape,
+                                        &in, &o, &e_),
             TPX_NOT_FOUND,
             "has no layout for keyword input 'hidden' (torch passes it "
             "through untouched); it has: 'hidden_states', 'position_ids', "
             "'past', 'bias'");
-  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, q, "x", 0, NULL, shape, &in,
+  RT_EXPECT(
+      tpx_tp_kwarg_transition_run(sh, mc, q, "x", 0, NULL, shape, &in, &o, &e_),
+      TPX_NOT_FOUND,
+      "(style colwise, plan key "
+      "'model.layers.0.self_attn.q_proj') has no "
+      "keyword-input layouts");
+  RT_EXPECT(
+      tpx_tp_kwarg_transition_run(sh, mc, 0, "x", 0, NULL, shape, &in, &o, &e_),
+      TPX_NOT_FOUND, "module '(root)' has no parallel style");
+  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, attn, NULL, 0, NULL, shape, &in,
                                         &o, &e_),
-            TPX_NOT_FOUND, "(style colwise, plan key "
-                           "'model.layers.0.self_attn.q_proj') has no "
-                           "keyword-input layouts");
-  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, 0, "x", 0, NULL, shape, &in,
-                                        &o, &e_),
-            TPX_NOT_FOUND, "module '(root)' has no parallel style");
-  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, attn, NULL, 0, NULL, shape,
-                                        &in, &o, &e_),
             TPX_INVALID_ARGUMENT, "keyword name is NULL");
   /* hidden_states forward reads Shard(1): 7 over tp 2 is 4 / 3 */
-  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, attn, "hidden_states", 0,
-                                        NULL, shape, &in, &o, &e_),
+  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, attn, "hidden_states", 0, NULL,
+                                        shape, &in, &o, &e_),
             TPX_INVALID_ARGUMENT,
             "module 'model.layers.0.self_attn' keyword input "
             "'hidden_states' (forward): input has local shape [2, 7, 12]");
-  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, attn, "past", 0, NULL,
-                                        shape, &in, &o16, &e_),
-            TPX_INVALID_ARGUMENT, "input dtype f32 differs from output "
-                                  "dtype bf16");
+  RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, attn, "past", 0, NULL, shape,
+                                        &in, &o16, &e_),
+            TPX_INVALID_ARGUMENT,
+            "input dtype f32 differs from output "
+            "dtype bf16");
   RT_EXPECT(tpx_tp_kwarg_transition_run(sh, mc, attn, "past", 0, NULL, NULL,
                                         &in, &o, &e_),
             TPX_INVALID_ARGUMENT, "logical shape is NULL");
@@ -262,7 +266,8 @@ static tpx_status kw_bad_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_error e = {0};
   st = tpx_tp_kwarg_transition_run(sh, mc, attn, "past", 1, NULL, shape, &in,
                                    &in, &e);
-  if (st != TPX_OK) tpx_error_set(err, st, "in place: %s", e.message);
+  if (st != TPX_OK)
+    tpx_error_set(err, st, "in place: %s", e.message);
   for (int i = 0; st == TPX_OK && i < 2 * 7 * 12; i++)
     if (buf[i] != (float)i)
       st = tpx_error_set(err, TPX_VALIDATION, "in place [%d]", i);
@@ -277,20 +282,17 @@ START_TEST(test_kwarg_bad_input) {
   int64_t attn = tpx_model_find_module(m, "model.layers.0.self_attn");
   int64_t shape[3] = {2, 7, 12}, lo[3];
   tpx_placement a, b;
-  ck_assert_int_eq(tpx_tp_kwarg_transition_shape(w.sh, attn, "bias", 0, NULL,
-                                                 9, shape, 3, NULL, lo, NULL),
+  ck_assert_int_eq(tpx_tp_kwarg_transition_shape(w.sh, attn, "bias", 0, NULL, 9,
+                                                 shape, 3, NULL, lo, NULL),
                    TPX_OUT_OF_RANGE);
-  ck_assert_int_eq(tpx_tp_kwarg_transition_layouts(NULL, attn, "bias", 0,
-                                                   NULL, 3, &a, &b, NULL,
-                                                   NULL),
+  ck_assert_int_eq(tpx_tp_kwarg_transition_layouts(NULL, attn, "bias", 0, NULL,
+                                                   3, &a, &b, NULL, NULL),
                    TPX_INVALID_ARGUMENT);
   ck_assert_int_eq(tpx_tp_kwarg_transition_layouts(w.sh, 1 << 30, "bias", 0,
-                                                   NULL, 3, &a, &b, NULL,
-                                                   NULL),
+                                                   NULL, 3, &a, &b, NULL, NULL),
                    TPX_OUT_OF_RANGE);
-  ck_assert_int_eq(tpx_tp_kwarg_transition_layouts(w.sh, attn, "bias", 0,
-                                                   NULL, 3, NULL, &b, NULL,
-                                                   NULL),
+  ck_assert_int_eq(tpx_tp_kwarg_transition_layouts(w.sh, attn, "bias", 0, NULL,
+                                                   3, NULL, &b, NULL, NULL),
                    TPX_INVALID_ARGUMENT);
   rt_world_free(&w);
 }
@@ -303,24 +305,25 @@ static tpx_status rot_body(tpx_comm *world, void *arg, tpx_error *err) {
   const tpx_sharding *sh = a->sh;
   tpx_mesh_comm *mc = NULL;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &mc, err);
-  if (st != TPX_OK) return st;
-  int64_t rot = tpx_model_find_module(tpx_sharding_model(sh),
-                                      "model.rotary_emb");
+  if (st != TPX_OK)
+    return st;
+  int64_t rot =
+      tpx_model_find_module(tpx_sharding_model(sh), "model.rotary_emb");
   int64_t me = tpx_comm_rank(world);
   int64_t shape[3] = {2, 7, 8}; /* cos / sin: [B, T, head_dim] */
   for (int idx = 0; idx < 2 && st == TPX_OK; idx++)
     for (int bwd = 0; bwd < 2 && st == TPX_OK; bwd++) {
       int64_t lo[3];
       tpx_error e = {0};
-      st = tpx_tp_transition_shape(sh, rot, TPX_TRANSITION_OUTPUT, idx, bwd,
-                                   me, shape, 3, NULL, lo, &e);
+      st = tpx_tp_transition_shape(sh, rot, TPX_TRANSITION_OUTPUT, idx, bwd, me,
+                                   shape, 3, NULL, lo, &e);
       if (st != TPX_OK) {
         tpx_error_set(err, st, "output %d shape: %s", idx, e.message);
         break;
       }
       if (lo[1] != 7) /* the whole sequence on every rank */
-        st = tpx_error_set(err, TPX_VALIDATION, "output %d: local T %lld",
-                           idx, (long long)lo[1]);
+        st = tpx_error_set(err, TPX_VALIDATION, "output %d: local T %lld", idx,
+                           (long long)lo[1]);
       float x[2 * 7 * 8], y[2 * 7 * 8];
       for (int i = 0; i < 2 * 7 * 8; i++) x[i] = (float)(i + 100 * idx);
       tpx_tensor tx = tpx_tensor_make(x, TPX_DTYPE_F32, 3, shape);
@@ -328,8 +331,8 @@ static tpx_status rot_body(tpx_comm *world, void *arg, tpx_error *err) {
       if (st == TPX_OK) {
         rtu_sim sm;
         RTU_SIM(&sm, mc, &tx, &ty);
-        st = tpx_tp_transition_run(sh, mc, rot, TPX_TRANSITION_OUTPUT, idx,
-                                   bwd, shape, &tx, &ty, &e);
+        st = tpx_tp_transition_run(sh, mc, rot, TPX_TRANSITION_OUTPUT, idx, bwd,
+                                   shape, &tx, &ty, &e);
         rtu_sim_end(&sm, me);
         if (st != TPX_OK)
           tpx_error_set(err, st, "output %d run: %s", idx, e.message);
@@ -355,9 +358,9 @@ START_TEST(test_rotary_outputs) {
   const tpx_transition *tr;
   tpx_error e = {0};
   for (int idx = 0; idx < 2; idx++) {
-    ck_assert_int_eq(tpx_tp_transition_get(w.sh, rot, TPX_TRANSITION_OUTPUT,
-                                           idx, &tr, &e),
-                     TPX_OK);
+    ck_assert_int_eq(
+        tpx_tp_transition_get(w.sh, rot, TPX_TRANSITION_OUTPUT, idx, &tr, &e),
+        TPX_OK);
     ck_assert_int_eq(tr->from.kind, TPX_REPLICATE);
     ck_assert_int_eq(tr->to.kind, TPX_REPLICATE);
     ck_assert_str_eq(tr->forward, "none");
@@ -366,13 +369,13 @@ START_TEST(test_rotary_outputs) {
     ck_assert_int_eq(tpx_tp_output_keeps_dtensor(w.sh, rot, idx), 1);
   }
   /* inputs: hidden states sequence-sharded, position ids replicated */
-  ck_assert_int_eq(tpx_tp_transition_get(w.sh, rot, TPX_TRANSITION_INPUT, 1,
-                                         &tr, &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_tp_transition_get(w.sh, rot, TPX_TRANSITION_INPUT, 1, &tr, &e),
+      TPX_OK);
   ck_assert_int_eq(tr->from.kind, TPX_REPLICATE);
-  ck_assert_int_eq(tpx_tp_transition_get(w.sh, rot, TPX_TRANSITION_OUTPUT, 2,
-                                         &tr, &e),
-                   TPX_NOT_FOUND);
+  ck_assert_int_eq(
+      tpx_tp_transition_get(w.sh, rot, TPX_TRANSITION_OUTPUT, 2, &tr, &e),
+      TPX_NOT_FOUND);
   ck_assert_ptr_nonnull(strstr(e.message, "output 0, output 1"));
   rt_run_body_mem(rot_body, w.sh, 1);
   rt_world_free(&w);

@@ -21,7 +21,8 @@ static char *needing(const tpx_sharding *sh) {
   size_t cap = 4096, n = 0;
   char *s = calloc(cap, 1);
   for (size_t i = 0; i < tpx_model_num_params(m); i++) {
-    if (!tpx_tp_param_grad_needs_allreduce(sh, (int64_t)i)) continue;
+    if (!tpx_tp_param_grad_needs_allreduce(sh, (int64_t)i))
+      continue;
     tpx_param_info pi;
     ck_assert_int_eq(tpx_model_param(m, (int64_t)i, &pi, NULL), TPX_OK);
     n += (size_t)snprintf(s + n, cap - n, "%s;", pi.fqn);
@@ -93,7 +94,8 @@ START_TEST(test_zoo) {
       sh, pidx(m, "model.embed_tokens.weight")));
   ck_assert(!tpx_tp_param_grad_needs_allreduce(
       sh, pidx(m, "model.layers.0.self_attn.v_proj.weight")));
-  ck_assert(!tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "model.norm.weight")));
+  ck_assert(
+      !tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "model.norm.weight")));
   ck_assert(!tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "lm_head.weight")));
   rt_world_free(&w);
 }
@@ -107,7 +109,8 @@ START_TEST(test_tied) {
   rt_world w = rt_world_of(m, p, 1, 2);
   tpx_sharding *sh = w.sh;
   ck_assert(!tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "lm_head.weight")));
-  ck_assert(tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "model.norm.weight")));
+  ck_assert(
+      tpx_tp_param_grad_needs_allreduce(sh, pidx(m, "model.norm.weight")));
   rt_world_free(&w);
 }
 END_TEST
@@ -116,9 +119,10 @@ static tpx_status ar_body(tpx_comm *world, void *arg, tpx_error *err) {
   rt_sh_arg *a = arg;
   const tpx_model *m = tpx_sharding_model(a->sh);
   tpx_mesh_comm *mc;
-  tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(a->sh), &mc,
-                                       err);
-  if (st != TPX_OK) return st;
+  tpx_status st =
+      tpx_mesh_comm_create(world, tpx_sharding_mesh(a->sh), &mc, err);
+  if (st != TPX_OK)
+    return st;
   int r = tpx_comm_rank(world); /* mesh (1, 2, 3): tp index = r % 3 */
   int64_t s1[1] = {64};
   float g1[64], g2[64];
@@ -128,14 +132,15 @@ static tpx_status ar_body(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t norm = tpx_model_find_param(m, "model.norm.weight");
   int64_t q = tpx_model_find_param(m, "model.layers.0.self_attn.q_proj.weight");
   st = tpx_tp_param_grad_allreduce(a->sh, mc, norm, &t1, err);
-  if (st == TPX_OK) st = tpx_tp_param_grad_allreduce(a->sh, mc, q, &t2, err);
-  int base = r - r % 3; /* first rank of my tp group */
+  if (st == TPX_OK)
+    st = tpx_tp_param_grad_allreduce(a->sh, mc, q, &t2, err);
+  int base = r - r % 3;               /* first rank of my tp group */
   float want = (float)(3 * base + 6); /* (base+1) + (base+2) + (base+3) */
   for (int i = 0; st == TPX_OK && i < 64; i++)
     if (g1[i] != want || g2[i] != (float)(r + 1))
       st = tpx_error_set(err, TPX_VALIDATION,
-                         "rank %d: norm grad %g (want %g), q grad %g", r,
-                         g1[i], want, g2[i]);
+                         "rank %d: norm grad %g (want %g), q grad %g", r, g1[i],
+                         want, g2[i]);
   if (st == TPX_OK) {
     tpx_error e = {0};
     if (tpx_tp_param_grad_allreduce(a->sh, mc, -3, &t1, &e) !=

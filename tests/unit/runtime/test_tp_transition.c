@@ -22,18 +22,20 @@ typedef struct zoo_case {
 } zoo_case;
 
 static const zoo_case zoo_cases[] = {
-    {0, 1, 2, TPX_DTYPE_F32}, {0, 1, 3, TPX_DTYPE_F32},
-    {0, 1, 4, TPX_DTYPE_F32}, {0, 2, 2, TPX_DTYPE_F32},
+    {0, 1, 2, TPX_DTYPE_F32},  {0, 1, 3, TPX_DTYPE_F32},
+    {0, 1, 4, TPX_DTYPE_F32},  {0, 2, 2, TPX_DTYPE_F32},
     {0, 1, 3, TPX_DTYPE_BF16}, {1, 1, 2, TPX_DTYPE_F32},
-    {1, 1, 3, TPX_DTYPE_F32}, {1, 1, 4, TPX_DTYPE_F32},
-    {2, 1, 2, TPX_DTYPE_F32}, {2, 1, 3, TPX_DTYPE_F32},
-    {2, 1, 4, TPX_DTYPE_F32}, {2, 2, 2, TPX_DTYPE_BF16},
-    {4, 1, 3, TPX_DTYPE_F32}, {5, 1, 3, TPX_DTYPE_F32},
+    {1, 1, 3, TPX_DTYPE_F32},  {1, 1, 4, TPX_DTYPE_F32},
+    {2, 1, 2, TPX_DTYPE_F32},  {2, 1, 3, TPX_DTYPE_F32},
+    {2, 1, 4, TPX_DTYPE_F32},  {2, 2, 2, TPX_DTYPE_BF16},
+    {4, 1, 3, TPX_DTYPE_F32},  {5, 1, 3, TPX_DTYPE_F32},
 };
 
 static tpx_plan *plan_for(const tpx_model *m, int which, int64_t tp) {
-  if (which == 0) return rt_plan_json(rt_zoo_plan);
-  if (which == 3) return rt_plan_json(rt_sp_norm_plan);
+  if (which == 0)
+    return rt_plan_json(rt_zoo_plan);
+  if (which == 3)
+    return rt_plan_json(rt_sp_norm_plan);
   if (which >= 4)
     return rt_plugin_plan("qwen", "Qwen3ForCausalLM", m, which == 5, tp);
   return rt_llama_plan(m, which == 2, tp);
@@ -82,8 +84,8 @@ typedef struct blk_case {
 } blk_case;
 
 static const blk_case blk_cases[] = {
-    {1, 2}, {1, 3}, {1, 4}, {2, 2}, {2, 3}, {2, 4}, {3, 2}, {3, 3}, {3, 4},
-    {4, 3}, {5, 3}, {5, 4},
+    {1, 2}, {1, 3}, {1, 4}, {2, 2}, {2, 3}, {2, 4},
+    {3, 2}, {3, 3}, {3, 4}, {4, 3}, {5, 3}, {5, 4},
 };
 
 START_TEST(test_mlp_block) {
@@ -110,9 +112,8 @@ START_TEST(test_tp1_copies) {
   int64_t mod = tpx_model_find_module(m, "model.layers.0.self_attn.q_proj");
   const tpx_transition *tr = (const tpx_transition *)1;
   tpx_error e = {0};
-  ck_assert_int_eq(tpx_tp_transition_get(sh, mod, TPX_TRANSITION_INPUT, 0, &tr,
-                                         &e),
-                   TPX_OK);
+  ck_assert_int_eq(
+      tpx_tp_transition_get(sh, mod, TPX_TRANSITION_INPUT, 0, &tr, &e), TPX_OK);
   ck_assert_ptr_null(tr);
   int64_t shape[3] = {2, 7, 10}, lin[3], lout[3];
   ck_assert_int_eq(tpx_tp_transition_shape(sh, mod, TPX_TRANSITION_INPUT, 0, 1,
@@ -137,14 +138,14 @@ typedef struct bad_arg {
   const tpx_mesh *other_mesh;
 } bad_arg;
 
-
 static tpx_status bad_body(tpx_comm *world, void *arg, tpx_error *err) {
   bad_arg *b = arg;
   const tpx_sharding *sh = b->sh;
   const tpx_model *m = tpx_sharding_model(sh);
   tpx_mesh_comm *mc = NULL, *mc2 = NULL;
   tpx_status st = tpx_mesh_comm_create(world, tpx_sharding_mesh(sh), &mc, err);
-  if (st != TPX_OK) return st;
+  if (st != TPX_OK)
+    return st;
   int64_t q = tpx_model_find_module(m, "model.layers.0.self_attn.q_proj");
   int64_t mlp = tpx_model_find_module(m, "model.layers.0.mlp");
   int64_t shape[3] = {2, 7, 10};
@@ -211,11 +212,12 @@ static tpx_status bad_body(tpx_comm *world, void *arg, tpx_error *err) {
     tpx_error e_ = {0};
     st = tpx_tp_transition_run(sh, mc, o_proj, TPX_TRANSITION_OUTPUT, 0, 0,
                                shape, &in, &in, &e_);
-    if (st != TPX_OK) tpx_error_set(err, st, "in place: %s", e_.message);
+    if (st != TPX_OK)
+      tpx_error_set(err, st, "in place: %s", e_.message);
     for (int i = 0; st == TPX_OK && i < 140; i++)
       if (buf[i] != (float)(2 * (i % 7)))
-        st = tpx_error_set(err, TPX_VALIDATION, "in place [%d] = %g", i,
-                           buf[i]);
+        st =
+            tpx_error_set(err, TPX_VALIDATION, "in place [%d] = %g", i, buf[i]);
   }
   tpx_mesh_comm_destroy(mc);
   return st;
@@ -229,20 +231,18 @@ START_TEST(test_bad_input) {
   tpx_sharding *sh = w.sh;
   bad_arg b = {sh, other};
   tpx_error e = {0};
-  ck_assert_msg(tpx_local_run(2, bad_body, &b, &e) == TPX_OK, "%s",
-                e.message);
+  ck_assert_msg(tpx_local_run(2, bad_body, &b, &e) == TPX_OK, "%s", e.message);
   /* argument checks that need no comm */
   int64_t q = tpx_model_find_module(m, "model.layers.0.self_attn.q_proj");
   int64_t shape[3] = {2, 7, 10}, lo[3];
   e = (tpx_error){0};
-  ck_assert_int_eq(tpx_tp_transition_shape_dt(sh, q, TPX_TRANSITION_INPUT, 0,
-                                              0, NULL, 5, shape, 3, NULL, lo,
-                                              &e),
+  ck_assert_int_eq(tpx_tp_transition_shape_dt(sh, q, TPX_TRANSITION_INPUT, 0, 0,
+                                              NULL, 5, shape, 3, NULL, lo, &e),
                    TPX_OUT_OF_RANGE);
   ck_assert_ptr_nonnull(strstr(e.message, "rank 5"));
   e = (tpx_error){0};
-  ck_assert_int_eq(tpx_tp_transition_shape(sh, q, (tpx_transition_side)7, 0,
-                                           0, 0, shape, 3, NULL, lo, &e),
+  ck_assert_int_eq(tpx_tp_transition_shape(sh, q, (tpx_transition_side)7, 0, 0,
+                                           0, shape, 3, NULL, lo, &e),
                    TPX_INVALID_ARGUMENT);
   ck_assert_int_eq(tpx_tp_mesh_dim(NULL), -1);
   ck_assert_int_eq(tpx_tp_output_keeps_dtensor(sh, q, 0), 0);

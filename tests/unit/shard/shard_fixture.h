@@ -31,13 +31,13 @@
 typedef struct fx_opts {
   int64_t vocab;
   int tied;
-  int bias;       /* q/k/v/o biases */
+  int bias; /* q/k/v/o biases */
   int layers;
   const char *config; /* JSON; NULL = a llama config */
 } fx_opts;
 
-static inline void fx_linear(tpx_model *m, const char *fqn, int64_t out, int64_t in,
-                      int bias) {
+static inline void fx_linear(tpx_model *m, const char *fqn, int64_t out,
+                             int64_t in, int bias) {
   int64_t w[2] = {out, in}, b[1] = {out};
   tpx_error e = {0};
   ck_assert_int_eq(tpx_model_add_module(m, fqn, TPX_MODULE_LINEAR, NULL, &e),
@@ -134,14 +134,15 @@ static inline tpx_mesh *fx_mesh(int64_t dpr, int64_t dps, int64_t tp) {
 }
 
 static inline void fx_set(tpx_plan *p, const char *key, tpx_style_kind kind,
-                   int optional) {
+                          int optional) {
   tpx_style s = tpx_style_default(kind);
   tpx_error e = {0};
   ck_assert_msg(tpx_plan_set(p, key, &s, optional, &e) == TPX_OK, "%s",
                 e.message);
 }
 
-static inline void fx_set_style(tpx_plan *p, const char *key, const tpx_style *s) {
+static inline void fx_set_style(tpx_plan *p, const char *key,
+                                const tpx_style *s) {
   tpx_error e = {0};
   ck_assert_msg(tpx_plan_set(p, key, s, 0, &e) == TPX_OK, "%s", e.message);
 }
@@ -170,8 +171,8 @@ static inline tpx_plan *fx_llama_plan(void) {
 }
 
 static inline tpx_sharding *fx_shard(const tpx_model *m, const tpx_plan *p,
-                              const tpx_mesh *mesh,
-                              const tpx_sharding_options *o) {
+                                     const tpx_mesh *mesh,
+                                     const tpx_sharding_options *o) {
   tpx_sharding *sh = NULL;
   tpx_error e = {0};
   ck_assert_msg(tpx_sharding_create(m, p, mesh, o, &sh, &e) == TPX_OK, "%s",
@@ -187,8 +188,8 @@ static inline size_t fx_occurrences(const char *hay, const char *needle) {
 }
 
 /* Text form of param `fqn`'s placement on mesh dim `dim`. */
-static inline const char *fx_pl(const tpx_sharding *sh, const char *fqn, int dim,
-                         char *buf, size_t size) {
+static inline const char *fx_pl(const tpx_sharding *sh, const char *fqn,
+                                int dim, char *buf, size_t size) {
   int64_t p = tpx_model_find_param(tpx_sharding_model(sh), fqn);
   ck_assert_msg(p >= 0, "no parameter %s", fqn);
   tpx_param_sharding ps;
@@ -199,12 +200,13 @@ static inline const char *fx_pl(const tpx_sharding *sh, const char *fqn, int dim
 
 /* Number of diagnostics with `code` at exactly `level`. */
 static inline size_t fx_count(const tpx_diag_list *l, tpx_diag_level level,
-                       const char *code) {
+                              const char *code) {
   size_t n = 0;
   for (size_t i = 0; i < tpx_diag_count(l); i++) {
     tpx_diag d;
     ck_assert_int_eq(tpx_diag_get(l, i, &d, NULL), TPX_OK);
-    if (d.level == level && strcmp(d.code, code) == 0) n++;
+    if (d.level == level && strcmp(d.code, code) == 0)
+      n++;
   }
   return n;
 }
@@ -214,7 +216,8 @@ static inline const char *fx_msg(const tpx_diag_list *l, const char *code) {
   for (size_t i = 0; i < tpx_diag_count(l); i++) {
     tpx_diag d;
     ck_assert_int_eq(tpx_diag_get(l, i, &d, NULL), TPX_OK);
-    if (strcmp(d.code, code) == 0) return d.message;
+    if (strcmp(d.code, code) == 0)
+      return d.message;
   }
   return "";
 }
@@ -223,7 +226,8 @@ static inline const char *fx_fix(const tpx_diag_list *l, const char *code) {
   for (size_t i = 0; i < tpx_diag_count(l); i++) {
     tpx_diag d;
     ck_assert_int_eq(tpx_diag_get(l, i, &d, NULL), TPX_OK);
-    if (strcmp(d.code, code) == 0) return d.fix;
+    if (strcmp(d.code, code) == 0)
+      return d.fix;
   }
   return "";
 }

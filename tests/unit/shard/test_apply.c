@@ -40,9 +40,9 @@ START_TEST(llama_placements) {
                   llama_cases[i].tp);
   /* the optional fused keys match nothing: info, not error */
   ck_assert(tpx_sharding_ok(sh));
-  ck_assert_uint_eq(fx_count(tpx_sharding_diagnostics(sh), TPX_DIAG_INFO,
-                             "unmatched-key"),
-                    2);
+  ck_assert_uint_eq(
+      fx_count(tpx_sharding_diagnostics(sh), TPX_DIAG_INFO, "unmatched-key"),
+      2);
   /* plan keys per parameter */
   tpx_param_sharding ps;
   int64_t q = tpx_model_find_param(m, "model.layers.1.self_attn.q_proj.weight");
@@ -69,19 +69,19 @@ typedef struct {
 static const style_case style_cases[] = {
     {TPX_STYLE_COLWISE, "shard(0)", "shard(0)", "shard(1)", 1, 1},
     {TPX_STYLE_ROWWISE, "shard(1)", "replicate", "shard(0)", 1, 1},
-    {TPX_STYLE_VOCAB_PARALLEL_EMBEDDING, "shard(1)", "replicate", "shard(0)",
-     1, 1},
+    {TPX_STYLE_VOCAB_PARALLEL_EMBEDDING, "shard(1)", "replicate", "shard(0)", 1,
+     1},
     {TPX_STYLE_GEMMA4_VOCAB_PARALLEL_EMBEDDING, "shard(1)", "replicate",
      "shard(0)", 1, 1},
     {TPX_STYLE_GEMMA4_ROWWISE_PARALLEL, "shard(1)", "replicate", "shard(0)", 1,
      1},
     {TPX_STYLE_SEQUENCE_PARALLEL, "replicate", "replicate", "replicate", 1, 1},
-    {TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION, "replicate",
-     "replicate", "replicate", 1, 1},
+    {TPX_STYLE_SEQUENCE_PARALLEL_ALLGATHER_ACTIVATION, "replicate", "replicate",
+     "replicate", 1, 1},
     {TPX_STYLE_ROTARY_EMBED_PARALLEL, "replicate", "replicate", "replicate", 1,
      1},
-    {TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL, "replicate", "replicate",
-     "replicate", 1, 1},
+    {TPX_STYLE_QK_NORM_SEQUENCE_PARALLEL, "replicate", "replicate", "replicate",
+     1, 1},
 };
 
 START_TEST(style_table) {
@@ -169,8 +169,7 @@ START_TEST(colwise_on_norm_is_error) {
   tpx_mesh *mesh = fx_mesh(1, 1, 2);
   tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
   const tpx_diag_list *d = tpx_sharding_diagnostics(sh);
-  ck_assert_uint_eq(fx_count(d, TPX_DIAG_ERROR, "style-unsupported-module"),
-                    2);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_ERROR, "style-unsupported-module"), 2);
   ck_assert_ptr_nonnull(strstr(fx_msg(d, "style-unsupported-module"),
                                "nn.Linear and nn.Embedding"));
   char buf[64]; /* torch raises: nothing is applied */
@@ -195,9 +194,9 @@ START_TEST(tied_ok_and_conflicts) {
 
   tpx_plan *p = fx_llama_plan();
   tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
-  ck_assert_uint_eq(fx_count(tpx_sharding_diagnostics(sh), TPX_DIAG_ERROR,
-                             "tied-embeddings"),
-                    0);
+  ck_assert_uint_eq(
+      fx_count(tpx_sharding_diagnostics(sh), TPX_DIAG_ERROR, "tied-embeddings"),
+      0);
   ck_assert_str_eq(fx_pl(sh, "lm_head.weight", TP, buf, sizeof buf),
                    "shard(0)");
   /* counted once: the same bytes as the untied model minus lm_head */
@@ -327,13 +326,13 @@ START_TEST(replicated_by_omission) {
     tpx_diag_get(d, i, &g, NULL);
     fprintf(stderr, "%s: %s\n", g.code, g.message);
   }
-  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "replicated-by-omission"),
-                    2);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "replicated-by-omission"), 2);
   int saw_down = 0, saw_extra = 0;
   for (size_t i = 0; i < tpx_diag_count(d); i++) {
     tpx_diag g;
     tpx_diag_get(d, i, &g, NULL);
-    if (strcmp(g.code, "replicated-by-omission") != 0) continue;
+    if (strcmp(g.code, "replicated-by-omission") != 0)
+      continue;
     if (strcmp(g.subject, "model.layers.1.mlp.down_proj.weight") == 0) {
       saw_down = 1;
       ck_assert_ptr_nonnull(
@@ -358,15 +357,13 @@ START_TEST(replicated_by_omission) {
   fx_set(p, "model.layers.*.self_attn.[qkv]_proj", TPX_STYLE_COLWISE, 0);
   sh = fx_shard(m, p, mesh, NULL);
   d = tpx_sharding_diagnostics(sh);
-  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "replicated-by-omission"),
-                    0);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "replicated-by-omission"), 0);
   ck_assert_uint_eq(fx_count(d, TPX_DIAG_ERROR, "nested-styles"), 1);
   tpx_param_sharding ps;
   ck_assert_int_eq(
-      tpx_sharding_param(sh,
-                         tpx_model_find_param(
-                             m, "model.layers.0.self_attn.o_proj.weight"),
-                         &ps, NULL),
+      tpx_sharding_param(
+          sh, tpx_model_find_param(m, "model.layers.0.self_attn.o_proj.weight"),
+          &ps, NULL),
       TPX_OK);
   ck_assert_str_eq(ps.plan_key, "model.layers.*");
   tpx_sharding_destroy(sh);
@@ -387,10 +384,9 @@ START_TEST(replicated_by_omission) {
                   "%s", g.message);
   }
   /* gate_proj, same shape as the sharded up_proj, is still omitted */
-  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "replicated-by-omission"),
-                    1);
-  ck_assert_ptr_nonnull(strstr(fx_msg(d, "replicated-by-omission"),
-                               "gate_proj"));
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "replicated-by-omission"), 1);
+  ck_assert_ptr_nonnull(
+      strstr(fx_msg(d, "replicated-by-omission"), "gate_proj"));
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_plan_destroy(p);
@@ -441,16 +437,26 @@ START_TEST(collectives_per_style) {
   tpx_mesh *mesh = fx_mesh(1, 1, 2);
   tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
   static const tr_case cases[] = {
-      {"model.layers.0.self_attn.q_proj", 2, {"none", "none"},
+      {"model.layers.0.self_attn.q_proj",
+       2,
+       {"none", "none"},
        {"all-reduce", "none"}},
-      {"model.layers.0.mlp.down_proj", 2, {"none", "all-reduce"},
+      {"model.layers.0.mlp.down_proj",
+       2,
+       {"none", "all-reduce"},
        {"none", "none"}},
-      {"model.layers.1.self_attn.o_proj", 2, {"none", "reduce-scatter(dim=1)"},
+      {"model.layers.1.self_attn.o_proj",
+       2,
+       {"none", "reduce-scatter(dim=1)"},
        {"none", "all-gather(dim=1)"}},
-      {"model.embed_tokens", 2, {"none", "mask + all-reduce"},
+      {"model.embed_tokens",
+       2,
+       {"none", "mask + all-reduce"},
        {"none", "none"}},
       {"lm_head", 2, {"none", "none"}, {"all-reduce", "none"}},
-      {"model.layers.0.input_layernorm", 2, {"none", "all-gather(dim=1)"},
+      {"model.layers.0.input_layernorm",
+       2,
+       {"none", "all-gather(dim=1)"},
        {"none", "reduce-scatter(dim=1)"}},
       {"model.norm", 2, {"none", "none"}, {"none", "none"}},
       {"model.layers.0.self_attn", 0, {NULL, NULL}, {NULL, NULL}},
@@ -577,7 +583,8 @@ START_TEST(replicated_with_grad_allreduce_style) {
     ck_assert_uint_eq(fx_count(d, TPX_DIAG_WARNING, "partial-grad-replicated"),
                       styled ? 0 : 1);
     ck_assert(tpx_sharding_ok(sh));
-    int64_t w = tpx_model_find_param(m, "model.layers.0.self_attn.q_norm.weight");
+    int64_t w =
+        tpx_model_find_param(m, "model.layers.0.self_attn.q_norm.weight");
     char buf[64];
     ck_assert_str_eq(fx_pl(sh, "model.layers.0.self_attn.q_norm.weight", TP,
                            buf, sizeof buf),

@@ -192,10 +192,9 @@ START_TEST(units_vlm_and_nested) {
   for (size_t i = 0; i < 5; i++) {
     ck_assert_int_eq(
         tpx_model_add_module(m, extra[i], TPX_MODULE_LINEAR, NULL, &e), TPX_OK);
-    ck_assert_int_eq(
-        tpx_model_add_param(m, extra[i], "weight", w, 2, TPX_DTYPE_F32, NULL,
-                            &e),
-        TPX_OK);
+    ck_assert_int_eq(tpx_model_add_param(m, extra[i], "weight", w, 2,
+                                         TPX_DTYPE_F32, NULL, &e),
+                     TPX_OK);
   }
   tpx_mesh *mesh = fx_mesh(1, 2, 1);
   tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
@@ -308,8 +307,7 @@ static const mp_case mp_cases[] = {
      TPX_DTYPE_BF16},
     {TPX_DTYPE_INVALID, TPX_DTYPE_F32, TPX_DTYPE_BF16, TPX_DTYPE_BF16,
      TPX_DTYPE_F32},
-    {TPX_DTYPE_F32, TPX_DTYPE_F32, TPX_DTYPE_F32, TPX_DTYPE_F32,
-     TPX_DTYPE_F32},
+    {TPX_DTYPE_F32, TPX_DTYPE_F32, TPX_DTYPE_F32, TPX_DTYPE_F32, TPX_DTYPE_F32},
     {TPX_DTYPE_INVALID, TPX_DTYPE_INVALID, TPX_DTYPE_F16, TPX_DTYPE_F16,
      TPX_DTYPE_F16},
     {TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_I64, TPX_DTYPE_I64,
@@ -348,15 +346,14 @@ START_TEST(per_rank_bytes_table) {
         int64_t gathered_root = 2 * 64;
         int64_t gathered_table = 2 * (table / tp);
         int64_t gathered_layer = 2 * (layer / tp + 128);
-        int64_t peak = want + gathered_root + gathered_table +
-                       2 * gathered_layer;
+        int64_t peak =
+            want + gathered_root + gathered_table + 2 * gathered_layer;
         for (int64_t r = 0; r < tpx_mesh_world_size(mesh); r++) {
-          ck_assert_msg(tpx_sharding_rank_param_bytes(sh, r) == want,
-                        "tp=%lld dp=%lld dpr=%lld rank %lld: %lld != %lld",
-                        (long long)tp, (long long)dp, (long long)dpr,
-                        (long long)r,
-                        (long long)tpx_sharding_rank_param_bytes(sh, r),
-                        (long long)want);
+          ck_assert_msg(
+              tpx_sharding_rank_param_bytes(sh, r) == want,
+              "tp=%lld dp=%lld dpr=%lld rank %lld: %lld != %lld", (long long)tp,
+              (long long)dp, (long long)dpr, (long long)r,
+              (long long)tpx_sharding_rank_param_bytes(sh, r), (long long)want);
           ck_assert_int_eq(tpx_sharding_rank_peak_bytes(sh, r), peak);
         }
         ck_assert_int_eq(tpx_sharding_fsdp_unit_gathered_bytes(sh, 4, 0),
@@ -434,42 +431,79 @@ typedef struct {
 static const lg_case lg_cases[] = {
     {"LlamaForCausalLM",
      {"model.layers.0.fc", "model.layers.1.fc", "lm_head"},
-     2, "model.layers.0", "model.layers.1", TPX_LAYERS_LANGUAGE,
-     TPX_LAYERS_LANGUAGE, TPX_OK},
+     2,
+     "model.layers.0",
+     "model.layers.1",
+     TPX_LAYERS_LANGUAGE,
+     TPX_LAYERS_LANGUAGE,
+     TPX_OK},
     {"Gemma3ForConditionalGeneration",
      {"model.language_model.layers.0.fc", "model.language_model.layers.1.fc",
       "model.vision_tower.vision_model.encoder.layers.0.fc",
       "model.vision_tower.vision_model.encoder.layers.1.fc",
       "model.vision_tower.vision_model.encoder.layers.2.fc",
       "model.layers.0.fc"},
-     5, "model.language_model.layers.0",
-     "model.vision_tower.vision_model.encoder.layers.2", TPX_LAYERS_LANGUAGE,
-     TPX_LAYERS_VISION, TPX_OK},
+     5,
+     "model.language_model.layers.0",
+     "model.vision_tower.vision_model.encoder.layers.2",
+     TPX_LAYERS_LANGUAGE,
+     TPX_LAYERS_VISION,
+     TPX_OK},
     /* Qwen2-VL: the second language candidate, the second vision one */
     {"Qwen2VLForConditionalGeneration",
      {"model.layers.0.fc", "visual.blocks.0.fc", "visual.blocks.1.fc"},
-     3, "model.layers.0", "visual.blocks.1", TPX_LAYERS_LANGUAGE,
-     TPX_LAYERS_VISION, TPX_OK},
+     3,
+     "model.layers.0",
+     "visual.blocks.1",
+     TPX_LAYERS_LANGUAGE,
+     TPX_LAYERS_VISION,
+     TPX_OK},
     /* GPT-2 */
     {"GPT2LMHeadModel",
      {"transformer.h.0.fc", "transformer.h.1.fc", "transformer.h.2.fc"},
-     3, "transformer.h.0", "transformer.h.2", TPX_LAYERS_LANGUAGE,
-     TPX_LAYERS_LANGUAGE, TPX_OK},
+     3,
+     "transformer.h.0",
+     "transformer.h.2",
+     TPX_LAYERS_LANGUAGE,
+     TPX_LAYERS_LANGUAGE,
+     TPX_OK},
     /* known arch whose candidates do not resolve: nothing, no error */
-    {"SmolVLMForConditionalGeneration", {"model.layers.0.fc"}, 0, NULL, NULL,
-     TPX_LAYERS_LANGUAGE, TPX_LAYERS_LANGUAGE, TPX_OK},
+    {"SmolVLMForConditionalGeneration",
+     {"model.layers.0.fc"},
+     0,
+     NULL,
+     NULL,
+     TPX_LAYERS_LANGUAGE,
+     TPX_LAYERS_LANGUAGE,
+     TPX_OK},
     /* top-level layers */
-    {"FooModel", {"layers.0.fc", "layers.1.fc"}, 2, "layers.0", "layers.1",
-     TPX_LAYERS_LANGUAGE, TPX_LAYERS_LANGUAGE, TPX_OK},
+    {"FooModel",
+     {"layers.0.fc", "layers.1.fc"},
+     2,
+     "layers.0",
+     "layers.1",
+     TPX_LAYERS_LANGUAGE,
+     TPX_LAYERS_LANGUAGE,
+     TPX_OK},
     /* heuristic: the first strictly largest list, depth first */
     {"FooModel",
      {"enc.h.0.fc", "enc.h.1.fc", "dec.blocks.0.fc", "dec.blocks.1.fc",
       "dec.blocks.2.fc", "aux.blocks.0.fc", "aux.blocks.1.fc",
       "aux.blocks.2.fc"},
-     3, "dec.blocks.0", "dec.blocks.2", TPX_LAYERS_UNKNOWN, TPX_LAYERS_UNKNOWN,
+     3,
+     "dec.blocks.0",
+     "dec.blocks.2",
+     TPX_LAYERS_UNKNOWN,
+     TPX_LAYERS_UNKNOWN,
      TPX_OK},
-    {"FooModel", {"a.fc", "b.fc"}, 0, NULL, NULL, TPX_LAYERS_LANGUAGE,
-     TPX_LAYERS_LANGUAGE, TPX_NOT_FOUND},
+    {"FooModel",
+     {"a.fc", "b.fc"},
+     0,
+     NULL,
+     NULL,
+     TPX_LAYERS_LANGUAGE,
+     TPX_LAYERS_LANGUAGE,
+     TPX_NOT_FOUND},
 };
 
 START_TEST(layer_groups) {
@@ -516,9 +550,9 @@ START_TEST(per_rank_bytes_saturate) {
   for (size_t i = 0; i < 3; i++) {
     /* the model's limit is 2^60 elements; 2^62 bytes each in f64 */
     int64_t shape[1] = {(int64_t)1 << 59};
-    ck_assert_msg(tpx_model_add_module(m, mods[i], TPX_MODULE_LINEAR, NULL,
-                                       &e) == TPX_OK,
-                  "%s", e.message);
+    ck_assert_msg(
+        tpx_model_add_module(m, mods[i], TPX_MODULE_LINEAR, NULL, &e) == TPX_OK,
+        "%s", e.message);
     ck_assert_msg(tpx_model_add_param(m, mods[i], "weight", shape, 1,
                                       TPX_DTYPE_F64, NULL, &e) == TPX_OK,
                   "%s", e.message);

@@ -40,8 +40,8 @@ START_TEST(state_unsharded) {
     tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
     o.optimizer = cases[i].opt;
     tpx_memory x = mem_of(sh, &o, 0);
-    ck_assert_int_eq(x.params, 115008 * 2);  /* bf16 */
-    ck_assert_int_eq(x.grads, 115008 * 4);   /* f32 reduce dtype */
+    ck_assert_int_eq(x.params, 115008 * 2); /* bf16 */
+    ck_assert_int_eq(x.grads, 115008 * 4);  /* f32 reduce dtype */
     ck_assert_int_eq(x.optimizer, cases[i].optimizer);
     ck_assert_int_eq(x.master, cases[i].master);
     /* Untied embeddings are units of their own (NeMo Automodel 0.7.0):
@@ -174,7 +174,8 @@ START_TEST(activations_table) {
   const act_case *c = &act_cases[_i];
   tpx_model *m = fx_llama();
   tpx_plan *p = fx_llama_plan();
-  if (c->sp) fx_set(p, "model.norm", TPX_STYLE_SEQUENCE_PARALLEL, 0);
+  if (c->sp)
+    fx_set(p, "model.norm", TPX_STYLE_SEQUENCE_PARALLEL, 0);
   tpx_mesh *mesh = fx_mesh(1, 1, c->tp);
   tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
   tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
@@ -209,8 +210,7 @@ START_TEST(bad_input) {
   tpx_error_clear(&e);
   ck_assert_int_eq(tpx_memory_rank(sh, NULL, 2, x, &e), TPX_OUT_OF_RANGE);
   ck_assert_int_eq(tpx_memory_rank(sh, NULL, -1, x, NULL), TPX_OUT_OF_RANGE);
-  ck_assert_int_eq(tpx_memory_ranks(sh, NULL, 1, 2, x, NULL),
-                   TPX_OUT_OF_RANGE);
+  ck_assert_int_eq(tpx_memory_ranks(sh, NULL, 1, 2, x, NULL), TPX_OUT_OF_RANGE);
   ck_assert_int_eq(tpx_memory_ranks(sh, NULL, 0, 2, x, NULL), TPX_OK);
   ck_assert_int_eq(tpx_memory_rank(NULL, NULL, 0, x, NULL),
                    TPX_INVALID_ARGUMENT);
@@ -250,8 +250,7 @@ END_TEST
  * all-reduce of the grad shard over dp_replicate 2 (2 * 1/2). */
 START_TEST(traffic_fsdp) {
   tpx_model *m = fx_llama();
-  const int64_t ag = 2 * 16384 + 82176 + 41088 + 16384 + 64,
-                rs = 57504 * 4;
+  const int64_t ag = 2 * 16384 + 82176 + 41088 + 16384 + 64, rs = 57504 * 4;
   tpx_mesh *mesh = fx_mesh(1, 2, 1);
   tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
   tpx_traffic t;
@@ -296,8 +295,8 @@ END_TEST
 
 /* TP 2, batch 2 x seq 16, bf16: every collective moves 32*64*2 = 4096
  * bytes, an all-reduce over 2 ranks sends 4096. The llama plan's
- * collectives: embedding output mask + all-reduce (fwd); per layer q, k, v, gate,
- * up input grads all-reduced (bwd), o and down outputs all-reduced (fwd);
+ * collectives: embedding output mask + all-reduce (fwd); per layer q, k, v,
+ * gate, up input grads all-reduced (bwd), o and down outputs all-reduced (fwd);
  * lm_head input grad all-reduced (bwd): 1 + 2*7 + 1 = 16. */
 START_TEST(traffic_tp) {
   tpx_model *m = fx_llama();

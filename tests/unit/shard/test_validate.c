@@ -15,8 +15,8 @@ typedef struct {
   const char *config;
   int64_t tp;
   int ok;
-  const char *subject;  /* first failing count */
-  const char *valid;    /* listed tp sizes */
+  const char *subject; /* first failing count */
+  const char *valid;   /* listed tp sizes */
 } heads_case;
 
 static const heads_case heads_cases[] = {
@@ -131,11 +131,11 @@ static const nas_case nas_cases[] = {
     {"[{\"attention\":{\"n_heads_in_group\":null,\"no_op\":false}}]", 1, 2,
      "nemotron-nas-invalid", "layer 0"},
     /* too few block configs */
-    {"[{\"attention\":{\"n_heads_in_group\":8}}]", 3, 2,
-     "nemotron-nas-invalid", "number of block configs (1)"},
+    {"[{\"attention\":{\"n_heads_in_group\":8}}]", 3, 2, "nemotron-nas-invalid",
+     "number of block configs (1)"},
     /* heads not divisible */
-    {"[{\"attention\":{\"n_heads_in_group\":8}}]", 1, 3,
-     "heads-not-divisible", "num_attention_heads"},
+    {"[{\"attention\":{\"n_heads_in_group\":8}}]", 1, 3, "heads-not-divisible",
+     "num_attention_heads"},
     /* a negative group size is arithmetic, not a crash */
     {"[{\"attention\":{\"n_heads_in_group\":-1}}]", 1, 2, NULL, NULL},
 };
@@ -143,8 +143,9 @@ static const nas_case nas_cases[] = {
 START_TEST(nemotron_nas) {
   const nas_case *c = &nas_cases[_i];
   char json[1024];
-  snprintf(json, sizeof json, NAS_HEAD "\"num_hidden_layers\":%lld,"
-                                       "\"block_configs\":%s}",
+  snprintf(json, sizeof json,
+           NAS_HEAD "\"num_hidden_layers\":%lld,"
+                    "\"block_configs\":%s}",
            (long long)c->layers, c->blocks);
   tpx_model *m = cfg_model(json);
   tpx_diag_list *d = NULL;
@@ -152,11 +153,12 @@ START_TEST(nemotron_nas) {
   ck_assert_int_eq(tpx_validate_tp_mesh(m, c->tp, d, NULL), TPX_OK);
   size_t nerr = tpx_diag_count_at_least(d, TPX_DIAG_ERROR);
   if (!c->code) {
-    ck_assert_msg(nerr == 0, "case %d: %s", _i, fx_msg(d, "heads-not-divisible"));
+    ck_assert_msg(nerr == 0, "case %d: %s", _i,
+                  fx_msg(d, "heads-not-divisible"));
   } else {
     ck_assert_uint_eq(nerr, 1);
-    ck_assert_msg(strstr(fx_msg(d, c->code), c->needle) != NULL,
-                  "case %d: %s", _i, fx_msg(d, c->code));
+    ck_assert_msg(strstr(fx_msg(d, c->code), c->needle) != NULL, "case %d: %s",
+                  _i, fx_msg(d, c->code));
   }
   tpx_diag_list_destroy(d);
   tpx_model_destroy(m);
@@ -193,8 +195,10 @@ START_TEST(head_sharded_rule) {
   ck_assert_int_eq(tpx_plan_create(&p, NULL), TPX_OK);
   fx_set(p, "model.embed_tokens", TPX_STYLE_VOCAB_PARALLEL_EMBEDDING, 0);
   tpx_style s = tpx_style_default(c->kind);
-  if (c->out_kind == 0) s.output_layouts.items[0] = tpx_placement_replicate();
-  if (c->out_kind == 1) s.output_layouts.items[0] = tpx_placement_shard(-1);
+  if (c->out_kind == 0)
+    s.output_layouts.items[0] = tpx_placement_replicate();
+  if (c->out_kind == 1)
+    s.output_layouts.items[0] = tpx_placement_shard(-1);
   fx_set_style(p, c->key, &s);
   ck_assert_int_eq(tpx_plan_is_head_sharded(p), c->expect);
   tpx_plan_destroy(p);

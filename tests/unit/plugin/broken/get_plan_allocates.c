@@ -27,8 +27,7 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
     else
       memset(blocks[i], 1, 1 << 20);
   }
-  for (size_t i = 0; blocks && i < mb; i++)
-    free(blocks[i]);
+  for (size_t i = 0; blocks && i < mb; i++) free(blocks[i]);
   free(blocks);
   return rc == TPX_PLUGIN_OK ? fixture_add(h, ctx, "lm_head", "colwise") : rc;
 }

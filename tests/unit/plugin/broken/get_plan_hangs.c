@@ -13,7 +13,6 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
   (void)h;
   (void)ctx;
   (void)req;
-  for (;;)
-    pause();
+  for (;;) pause();
   return TPX_PLUGIN_OK;
 }

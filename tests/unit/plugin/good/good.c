@@ -23,8 +23,7 @@
 #endif
 
 static const char *const architectures[] = {
-    "TestForCausalLM",
-    "tests.models.test.modeling_test.TestForCausalLM",
+    "TestForCausalLM", "tests.models.test.modeling_test.TestForCausalLM",
     "tests.models.qual.QualOnlyForCausalLM",
 #ifdef GOOD_PROBE
     "ProbeForCausalLM",
@@ -93,47 +92,66 @@ static int probe(const tpx_plugin_host *h, tpx_plugin_ctx *ctx, int64_t part) {
     goto more_reads;
   note(r, sizeof r, "int", h->config_get_int(ctx, "num_attention_heads", &i64));
   note(r, sizeof r, "int_value", (int)i64);
-  note(r, sizeof r, "int_from_float", h->config_get_int(ctx, "two_float", &i64));
-  note(r, sizeof r, "int_from_frac", h->config_get_int(ctx, "rms_norm_eps", &i64));
+  note(r, sizeof r, "int_from_float",
+       h->config_get_int(ctx, "two_float", &i64));
+  note(r, sizeof r, "int_from_frac",
+       h->config_get_int(ctx, "rms_norm_eps", &i64));
   note(r, sizeof r, "float", h->config_get_float(ctx, "rms_norm_eps", &d));
   note(r, sizeof r, "float_x1e6", (int)(d * 1e6 + 0.5));
-  note(r, sizeof r, "float_from_int", h->config_get_float(ctx, "hidden_size", &d));
+  note(r, sizeof r, "float_from_int",
+       h->config_get_float(ctx, "hidden_size", &d));
   note(r, sizeof r, "bool", h->config_get_bool(ctx, "tie_word_embeddings", &b));
   note(r, sizeof r, "bool_value", b);
-  note(r, sizeof r, "bool_mismatch", h->config_get_bool(ctx, "hidden_size", &b));
+  note(r, sizeof r, "bool_mismatch",
+       h->config_get_bool(ctx, "hidden_size", &b));
   note(r, sizeof r, "string", h->config_get_string(ctx, "model_type", &s));
   note(r, sizeof r, "string_is_test", s && strcmp(s, "tpxtest") == 0);
   note(r, sizeof r, "missing", h->config_get_int(ctx, "no_such_key", &i64));
   note(r, sizeof r, "null", h->config_get_int(ctx, "null_value", &i64));
-  note(r, sizeof r, "nested", h->config_get_int(ctx, "text_config.num_attention_heads", &i64));
+  note(r, sizeof r, "nested",
+       h->config_get_int(ctx, "text_config.num_attention_heads", &i64));
   note(r, sizeof r, "nested_value", (int)i64);
-  note(r, sizeof r, "array_item", h->config_get_int(ctx, "block_configs[1].n_heads", &i64));
+  note(r, sizeof r, "array_item",
+       h->config_get_int(ctx, "block_configs[1].n_heads", &i64));
   note(r, sizeof r, "array_item_value", (int)i64);
   h->set_error(ctx, r);
   return TPX_PLUGIN_REFUSED;
 more_reads:
-  note(r, sizeof r, "length_array", h->config_get_length(ctx, "block_configs", &i64));
+  note(r, sizeof r, "length_array",
+       h->config_get_length(ctx, "block_configs", &i64));
   note(r, sizeof r, "length_array_value", (int)i64);
-  note(r, sizeof r, "length_object", h->config_get_length(ctx, "text_config", &i64));
+  note(r, sizeof r, "length_object",
+       h->config_get_length(ctx, "text_config", &i64));
   note(r, sizeof r, "length_object_value", (int)i64);
   note(r, sizeof r, "key", h->config_get_key(ctx, "text_config", 1, &s));
   note(r, sizeof r, "key_is_second", s && strcmp(s, "second") == 0);
-  note(r, sizeof r, "key_out_of_range", h->config_get_key(ctx, "text_config", 9, &s));
+  note(r, sizeof r, "key_out_of_range",
+       h->config_get_key(ctx, "text_config", 9, &s));
   note(r, sizeof r, "has", h->config_has(ctx, "rms_norm_eps"));
   note(r, sizeof r, "has_not", h->config_has(ctx, "nope"));
-  note(r, sizeof r, "has_module", h->model_has_module(ctx, "model.embed_tokens"));
-  note(r, sizeof r, "children", (int)h->model_count_children(ctx, "model.layers"));
-  note(r, sizeof r, "children_missing", (int)h->model_count_children(ctx, "model.nope"));
+  note(r, sizeof r, "has_module",
+       h->model_has_module(ctx, "model.embed_tokens"));
+  note(r, sizeof r, "children",
+       (int)h->model_count_children(ctx, "model.layers"));
+  note(r, sizeof r, "children_missing",
+       (int)h->model_count_children(ctx, "model.nope"));
   h->set_error(ctx, r);
   return TPX_PLUGIN_REFUSED;
 building:
   note(r, sizeof r, "null_ctx", h->config_get_int(NULL, "hidden_size", &i64));
-  note(r, sizeof r, "skeleton_in_get_plan", h->skeleton_add_module(ctx, "x", "linear"));
-  note(r, sizeof r, "bad_style", add(h, ctx, "a.b", "diagonalwise", NULL, NULL, TPX_PLUGIN_DEFAULT, 0));
-  note(r, sizeof r, "bad_layout", add(h, ctx, "a.b", "colwise", "sideways", NULL, TPX_PLUGIN_DEFAULT, 0));
-  note(r, sizeof r, "bad_key", add(h, ctx, "a..b", "colwise", NULL, NULL, TPX_PLUGIN_DEFAULT, 0));
-  note(r, sizeof r, "bad_local", add(h, ctx, "a.b", "colwise", NULL, NULL, 7, 0));
-  note(r, sizeof r, "sp_with_layouts", add(h, ctx, "a.b", "sequence_parallel", "replicate", NULL, TPX_PLUGIN_DEFAULT, 0));
+  note(r, sizeof r, "skeleton_in_get_plan",
+       h->skeleton_add_module(ctx, "x", "linear"));
+  note(r, sizeof r, "bad_style",
+       add(h, ctx, "a.b", "diagonalwise", NULL, NULL, TPX_PLUGIN_DEFAULT, 0));
+  note(r, sizeof r, "bad_layout",
+       add(h, ctx, "a.b", "colwise", "sideways", NULL, TPX_PLUGIN_DEFAULT, 0));
+  note(r, sizeof r, "bad_key",
+       add(h, ctx, "a..b", "colwise", NULL, NULL, TPX_PLUGIN_DEFAULT, 0));
+  note(r, sizeof r, "bad_local",
+       add(h, ctx, "a.b", "colwise", NULL, NULL, 7, 0));
+  note(r, sizeof r, "sp_with_layouts",
+       add(h, ctx, "a.b", "sequence_parallel", "replicate", NULL,
+           TPX_PLUGIN_DEFAULT, 0));
   {
     const char *in[2] = {"shard(1)", NULL}, *des[2] = {"replicate", NULL};
     tpx_plugin_entry e;
@@ -154,12 +172,15 @@ building:
     e.n_desired_layouts = 0;
     note(r, sizeof r, "none_in_colwise", h->plan_add(ctx, &e));
   }
-  note(r, sizeof r, "good_add", add(h, ctx, "a.b", "colwise", "replicate", "shard(-1)", 0, 0));
+  note(r, sizeof r, "good_add",
+       add(h, ctx, "a.b", "colwise", "replicate", "shard(-1)", 0, 0));
   h->set_error(ctx, r);
   return TPX_PLUGIN_REFUSED;
 more_building:
-  note(r, sizeof r, "json_add", h->plan_add_json(ctx, "{\"module\":\"c.d\",\"style\":\"rowwise\"}"));
-  note(r, sizeof r, "json_bad", h->plan_add_json(ctx, "{\"module\":\"c.d\",\"style\":\"bogus\"}"));
+  note(r, sizeof r, "json_add",
+       h->plan_add_json(ctx, "{\"module\":\"c.d\",\"style\":\"rowwise\"}"));
+  note(r, sizeof r, "json_bad",
+       h->plan_add_json(ctx, "{\"module\":\"c.d\",\"style\":\"bogus\"}"));
   note(r, sizeof r, "remove", h->plan_remove(ctx, "c.d"));
   note(r, sizeof r, "remove_missing", h->plan_remove(ctx, "c.d"));
   note(r, sizeof r, "function", h->plan_set_function(ctx, "probe_fn"));
@@ -209,8 +230,8 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
               TPX_PLUGIN_DEFAULT, 0);
   else
     rc |= add(h, ctx, "model.embed_tokens", "vocab_parallel_embedding",
-              "replicate", sp ? "shard(1)" : NULL,
-              sp ? 0 : TPX_PLUGIN_DEFAULT, 0);
+              "replicate", sp ? "shard(1)" : NULL, sp ? 0 : TPX_PLUGIN_DEFAULT,
+              0);
   if (unmatched)
     rc |= add(h, ctx, "model.layers.*.mlp.gate_proj", "colwise", NULL, NULL,
               TPX_PLUGIN_DEFAULT, 0);
@@ -287,7 +308,7 @@ TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *h,
   for (int64_t i = 0; i < layers && rc == 0; i++) {
     static const char *const lin[] = {"self_attn.q_proj", "self_attn.k_proj",
                                       "self_attn.v_proj", "self_attn.o_proj",
-                                      "mlp.up_proj", "mlp.down_proj"};
+                                      "mlp.up_proj",      "mlp.down_proj"};
     const int64_t shapes[6][2] = {{heads * hd, hidden}, {kv * hd, hidden},
                                   {kv * hd, hidden},    {hidden, heads * hd},
                                   {inter, hidden},      {hidden, inter}};
@@ -302,8 +323,8 @@ TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *h,
     rc |= h->skeleton_add_param(ctx, fqn, "weight", &hidden, 1, NULL);
   }
   rc |= h->skeleton_add_module(ctx, "model.norm", "norm");
-  rc |= h->skeleton_add_param(ctx, "model.norm", "weight", &hidden, 1,
-                              "float32");
+  rc |=
+      h->skeleton_add_param(ctx, "model.norm", "weight", &hidden, 1, "float32");
   rc |= h->skeleton_add_module(ctx, "lm_head", "linear");
   if (tie) {
     rc |= h->skeleton_tie(ctx, "lm_head.weight", "model.embed_tokens.weight");
@@ -352,12 +373,13 @@ TPX_PLUGIN_EXPORT int tpx_plugin_strategy(const tpx_plugin_host *h,
   if (h->struct_size <= offsetof(tpx_plugin_host, strategy_set))
     return TPX_PLUGIN_OK;
   h->config_get_bool(ctx, "tpxtest_bad_strategy_key", &bad);
-  if (bad) return h->strategy_set(ctx, "Bad Key", "x");
+  if (bad)
+    return h->strategy_set(ctx, "Bad Key", "x");
   h->config_get_bool(ctx, "tpxtest_bad_mp", &bad_mp);
-  if (bad_mp) return h->strategy_set(ctx, "mp_param_dtype", "float7");
+  if (bad_mp)
+    return h->strategy_set(ctx, "mp_param_dtype", "float7");
   if ((st = h->strategy_set(ctx, "name", "first")) != TPX_PLUGIN_OK ||
-      (st = h->strategy_set(ctx, "mp_output_dtype", "bf16")) !=
-          TPX_PLUGIN_OK ||
+      (st = h->strategy_set(ctx, "mp_output_dtype", "bf16")) != TPX_PLUGIN_OK ||
       (st = h->strategy_set(ctx, "activation_checkpointing",
                             "whole block: each model.layers[i]")) !=
           TPX_PLUGIN_OK)
