@@ -28,14 +28,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-bench-ckpt-fair.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 w=$work/weights
 mkdir -p "$w"
-cat >"$w/config.json" <<'JSON'
+cat >"$work/config.json" <<'JSON'
 {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
  "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 7,
  "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64,
  "vocab_size": 32000, "tie_word_embeddings": false,
  "torch_dtype": "bfloat16", "rms_norm_eps": 1e-05}
 JSON
-"$gen" gen "$w/config.json" "$w" 600MB >/dev/null
+"$gen" gen "$work/config.json" "$w" 600MB >/dev/null
+[ -f "$w/config.json" ] || cp "$work/config.json" "$w/config.json"
 bytes=$(cat "$w"/*.safetensors | wc -c)
 cores=$(nproc)
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
@@ -71,7 +72,7 @@ for p in $(seq "$pairs"); do
   timed shard shard
   timed cp-r copy
   clean "$work/merged" "$work/cat" "$work/copy"
-  cat "$work/ranks"/* >/dev/null
+  cat "$work/ranks"/* >/dev/null 2>&1 || true
   timed merge merge
   timed cat catall
   echo "## pair $p of $pairs done (load $(loadavg))"

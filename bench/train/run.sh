@@ -51,7 +51,7 @@ have_torch=0
 "$py" -c "import torch, transformers" 2>/dev/null && have_torch=1
 impl=none
 if [ "$have_torch" = 1 ]; then
-  impl=$("$py" "$here/torch_step.py" --which)
+  impl=$("$py" "$here/torch_step.py" --which 2>/dev/null)
 fi
 
 echo "machine: $cores cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
