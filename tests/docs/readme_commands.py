@@ -30,6 +30,8 @@ NOT_RUN = {
     "bench/coll/compare.sh": "a benchmark under mpirun",
     "bench/ckpt/run.sh": "a benchmark of minutes writing ~4 GB",
     "bench/train/run.sh": "a benchmark of minutes (54M-parameter training steps)",
+    "bench/ckpt/fair.sh": "a benchmark of minutes writing ~4 GB",
+    "tools/gpu-check.sh": "needs an NVIDIA GPU (the meson test gpu-check runs it)",
     "fuzz/run.sh": "minutes of fuzzing in the clang build",
 }
 
