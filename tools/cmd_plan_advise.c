@@ -466,12 +466,16 @@ static void print_text(const advice_t *a, const alts_t *s,
            tpx_format_bytes(x->gpu_mem - a->c[0].worst.device, l, sizeof l));
     return;
   }
-  if (shown)
+  if (shown) {
+    char cps[32] = "";
+    if (a->c[0].cp > 1)
+      snprintf(cps, sizeof cps, " cp=%lld", (long long)a->c[0].cp);
     printf("\nNo mesh fits in %s per GPU; the smallest peak is %s "
-           "(dp_replicate=%lld dp_shard=%lld tp=%lld)\n",
+           "(dp_replicate=%lld dp_shard=%lld%s tp=%lld)\n",
            g, tpx_format_bytes(a->c[0].worst.device, m, sizeof m),
-           (long long)a->c[0].dpr, (long long)a->c[0].dps,
+           (long long)a->c[0].dpr, (long long)a->c[0].dps, cps,
            (long long)a->c[0].tp);
+  }
   int any = 0;
   for (int k = 0; k < ALT_N; k++) {
     print_alt(s, k, pa);

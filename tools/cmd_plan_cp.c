@@ -18,7 +18,7 @@ int plan_cp_diags(const struct tpx_cli_plan_args *pa, const plan_extra *x,
   char fix[160];
   snprintf(fix, sizeof fix,
            "pad the sequences to a multiple of 2 x cp (--seq %lld) or "
-           "choose a cp for which seq / 2 divides evenly",
+           "choose a cp with 2 x cp dividing --seq",
            (long long)up);
   tpx_status st = tpx_diag_add(
       diags, TPX_DIAG_ERROR, "cp-seq-indivisible", "seq", fix,

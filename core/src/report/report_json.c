@@ -330,6 +330,14 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
   tpx_mp_policy mp = tpx_sharding_mp_policy(sh);
   json_t *m = json_object();
   json_object_set_new(o, "enabled", json_boolean(n > 0));
+  /* The dim or flattened view FSDP shards over, where it is not plain
+   * dp_shard (cp > 1: "dp_shard_cp"); absent otherwise, as before cp. */
+  int64_t over = 1;
+  const char *view = n ? tpx_sharding_fsdp_mesh_name(sh, &over) : NULL;
+  if (view && strcmp(view, "dp_shard") != 0) {
+    json_object_set_new(o, "mesh", jstr(view));
+    json_object_set_new(o, "mesh_size", json_integer(over));
+  }
   json_object_set_new(m, "param_dtype", dtype_or_null(mp.param_dtype));
   json_object_set_new(m, "reduce_dtype", dtype_or_null(mp.reduce_dtype));
   json_object_set_new(m, "output_dtype", dtype_or_null(mp.output_dtype));

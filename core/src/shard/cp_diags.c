@@ -48,8 +48,8 @@ static tpx_status linear_attention(tpx_sharding *sh, tpx_error *err) {
   return add_failed(
       tpx_diag_add(sh->diags, TPX_DIAG_INFO, "cp-linear-attention",
                    tpx_model_module_fqn(sh->model, first),
-                   "nothing to do: their recurrence runs over the whole "
-                   "sequence, passed between the cp ranks",
+                   "nothing to do in the plan: upstream's Qwen3.5 "
+                   "strategy hands these modules the cp mesh itself",
                    "%zu gated delta-net linear-attention module%s (%s%s%s) "
                    "receive the cp mesh of %lld ranks, as upstream's "
                    "CP-aware CPAwareGatedDeltaNet does",
