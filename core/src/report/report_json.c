@@ -116,6 +116,24 @@ static json_t *model_json(const tpx_model *model) {
   return o;
 }
 
+/* 1 when some parameter has a Joined placement (FSDP over a flattened
+ * view, cp > 1): a reader of tpx-report/1 that computes slices from the
+ * placements would not know it, so such reports say tpx-report/1.1
+ * (docs/REPORT_FORMAT.md). */
+static int uses_joined(const tpx_sharding *sh) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  int nd = tpx_mesh_ndim(tpx_sharding_mesh(sh));
+  for (size_t p = 0; p < tpx_model_num_params(model); p++) {
+    tpx_param_sharding ps;
+    if (tpx_sharding_param(sh, (int64_t)p, &ps, NULL) != TPX_OK)
+      continue;
+    for (int d = 0; d < nd; d++)
+      if (ps.placements[d].kind == TPX_JOINED)
+        return 1;
+  }
+  return 0;
+}
+
 static json_t *mesh_json(const tpx_mesh *mesh) {
   json_t *o = json_object(), *dims = json_array(), *sizes = json_array();
   for (int i = 0; i < tpx_mesh_ndim(mesh); i++) {
@@ -508,7 +526,9 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
                          jerr.text);
   json_t *root = json_object();
   json_t *diags = json_array();
-  json_object_set_new(root, "format", jstr("tpx-report/1"));
+  json_object_set_new(
+      root, "format",
+      jstr(uses_joined(sh) ? "tpx-report/1.1" : "tpx-report/1"));
   json_object_set_new(root, "model", model_json(tpx_sharding_model(sh)));
   json_object_set_new(root, "mesh", mesh_json(tpx_sharding_mesh(sh)));
   json_object_set_new(root, "selection", selection_json(opts));

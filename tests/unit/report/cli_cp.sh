@@ -101,6 +101,7 @@ for mesh in "--cp 2" "--dp-shard 2 --cp 2" "--dp-replicate 2 --dp-shard 2 --cp 2
     expect 0 "$fam $mesh" -- --config "$c" $mesh --format json
     py "$fam $mesh: every rank's bytes by hand, coords numbered as torch" "$HAND"
     py "$fam $mesh: FSDP over dp_shard_cp, cp joined" '
+assert r["format"] == "tpx-report/1.1", r["format"]
 assert r["fsdp"]["mesh"] == "dp_shard_cp", r["fsdp"].get("mesh")
 S = r["mesh"]["sizes"][1]; C = r["mesh"]["sizes"][2]
 assert r["mesh"]["dims"] == ["dp_replicate", "dp_shard", "cp", "tp"]
