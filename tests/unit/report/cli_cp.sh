@@ -22,21 +22,6 @@ out="$work/out"
 trap 'rm -rf "$work"' EXIT INT TERM
 . "$(dirname "$0")/cli_lib.sh"
 
-# py DESCRIPTION CODE: python3 CODE with the last output as JSON in `r`
-py() {
-  n=$((n + 1))
-  if ! command -v python3 >/dev/null 2>&1; then
-    echo "skip: $1 (no python3)"
-    return
-  fi
-  if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); $2" "$out"; then
-    echo "ok: $1"
-  else
-    echo "FAIL: $1"
-    fails=$((fails + 1))
-  fi
-}
-
 # Every rank's param_bytes from the parameters' global shapes alone:
 # torch.chunk by hand, TP dim by the family plan's style of each name
 # (colwise and the embedding: dim 0, rowwise: dim 1, norms none), the rank
