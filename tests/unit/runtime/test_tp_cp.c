@@ -4,7 +4,8 @@
  * order and its reduce-scatter backward against sums computed here, and
  * tpx_tp_logprobs_seq (logits vocab-sharded over tp, sequence-sharded over
  * cp) against an unsharded log-softmax at every position, on even and
- * uneven vocab splits; bad input. */
+ * uneven vocab splits, on host memory and in the sim memory space (the
+ * calls never read a buffer on the host); bad input. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -169,6 +170,42 @@ static double ref_logprob(const lp_case *c, int64_t i, int64_t p) {
   return logit(i, p, token(i, p + 1, c->vocab)) - mx - log(s);
 }
 
+/* The local logits gathered over cp into position order, then gathered
+ * gradients (the full logits again) summed back over cp: tpx-train's K/V
+ * path on another tensor, in the world's memory space (sim: every pointer
+ * the calls see faults on a host access). */
+static tpx_status check_gather(const lp_case *c, tpx_mesh_comm *mc,
+                               tpx_comm *cp, const tpx_tensor *tl, int64_t off,
+                               int64_t me, tpx_error *err) {
+  int64_t b = tl->shape[0], t = tl->shape[1], len = tl->shape[2];
+  int64_t fs[3] = {b, c->seq, len};
+  tpx_tensor tf = rtu_talloc(TPX_DTYPE_F32, 3, fs);
+  tpx_tensor back = rtu_talloc(TPX_DTYPE_F32, 3, tl->shape), loc = *tl;
+  rtu_sim sm;
+  RTU_SIM(&sm, mc, &loc, &tf, &back);
+  tpx_status st = tpx_cp_all_gather_seq(cp, c->layout, &loc, &tf, err);
+  if (!st)
+    st = tpx_cp_reduce_scatter_seq(cp, c->layout, &tf, &back, err);
+  rtu_sim_end(&sm, me);
+  const float *full = tf.data, *bk = back.data, *lg = tl->data;
+  for (int64_t x = 0; !st && x < b * c->seq * len; x++) {
+    float want = logit(x / (c->seq * len), x / len % c->seq, off + x % len);
+    if (full[x] != want)
+      st = tpx_error_set(err, TPX_VALIDATION,
+                         "gathered logits[%lld] = %g, "
+                         "want %g",
+                         (long long)x, full[x], want);
+  }
+  for (int64_t x = 0; !st && x < b * t * len; x++)
+    if (fabsf(bk[x] - (float)c->cp * lg[x]) > 1e-5f * (1 + fabsf(bk[x])))
+      st = tpx_error_set(err, TPX_VALIDATION,
+                         "reduce-scattered logits[%lld] = %g, want cp x %g",
+                         (long long)x, bk[x], lg[x]);
+  free(tf.data);
+  free(back.data);
+  return st;
+}
+
 static tpx_status lp_body(tpx_comm *world, void *arg, tpx_error *err) {
   const lp_arg *la = arg;
   const lp_case *c = la->c;
@@ -201,9 +238,15 @@ static tpx_status lp_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor tl = tpx_tensor_make(lg, TPX_DTYPE_F32, 3, ls);
   tpx_tensor ti = tpx_tensor_make(ids, TPX_DTYPE_I32, 2, is);
   tpx_tensor to = tpx_tensor_make(out, TPX_DTYPE_F32, 2, os);
+  tpx_tensor l2 = tl, i2 = ti;
+  rtu_sim sm;
+  RTU_SIM(&sm, mc, &l2, &i2, &to);
   if (!st)
-    st = tpx_tp_logprobs_seq(la->sh, mc, c->cp > 1 ? cp : NULL, &o, &tl, &ti,
+    st = tpx_tp_logprobs_seq(la->sh, mc, c->cp > 1 ? cp : NULL, &o, &l2, &i2,
                              ix, &to, err);
+  rtu_sim_end(&sm, r);
+  if (!st)
+    st = check_gather(c, mc, cp, &tl, off, r, err);
   for (int64_t i = 0; !st && i < b; i++)
     for (int64_t p = 0; p < T - 1; p++) {
       double want = ref_logprob(c, i, p), got = out[i * (T - 1) + p];
@@ -238,10 +281,15 @@ START_TEST(test_logprobs_seq) {
   tpx_model *m = rt_model(c->vocab);
   rt_world w = rt_world_of(m, rt_llama_plan(m, 0, c->tp), c->cp, c->tp);
   lp_arg a = {w.sh, c};
-  tpx_error e = {0};
-  ck_assert_msg(tpx_local_run((int)(c->cp * c->tp), lp_body, &a, &e) == TPX_OK,
-                "vocab %lld cp %lld tp %lld: %s", (long long)c->vocab,
-                (long long)c->cp, (long long)c->tp, e.message);
+  /* host memory, then the world in sim memory (RTU_SIM) */
+  for (int sim = 0; sim < 2; sim++) {
+    tpx_error e = {0};
+    ck_assert_msg(tpx__local_run_sim((int)(c->cp * c->tp), sim, lp_body, &a,
+                                     &e) == TPX_OK,
+                  "vocab %lld cp %lld tp %lld%s: %s", (long long)c->vocab,
+                  (long long)c->cp, (long long)c->tp,
+                  sim ? " (sim memory)" : "", e.message);
+  }
   rt_world_free(&w);
 }
 END_TEST
