@@ -293,7 +293,7 @@ static tpx_status h_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
  * x is raised to -100 first (-inf: no NaN), and 2^n for n < -126 is
  * flushed to 0 with integer ops, so no branch remains. */
 static inline float exp_f32(float x) {
-  x = fmaxf(x, -100.0f);
+  x = x > -100.0f ? x : -100.0f; /* fmaxf, NaN included, without a libm call */
   const float shifter = 12582912.0f; /* 1.5 * 2^23 */
   float t = x * 1.44269504088896341f + shifter;
   int32_t tb, sb;
@@ -320,10 +320,110 @@ static inline float exp_f32(float x) {
 /* Blocks of 8 lanes: straight-line code the compiler vectorises at -O2. */
 #define LANES 8
 
+#if defined(__SSE2__)
+/* exp_f32 on four lanes, op for op (mulps, addps, subps are the scalar
+ * IEEE operations; maxps(x, c) gives c for a NaN x, as the scalar
+ * comparison does), so every lane has the scalar function's bits. The
+ * compiler does not vectorise the scalar loop itself (int <-> float bit
+ * casts), and these loops are most of the loss's time. */
+static inline __m128 exp4_f32(__m128 x) {
+  const __m128 shifter = _mm_set1_ps(12582912.0f);
+  x = _mm_max_ps(x, _mm_set1_ps(-100.0f));
+  __m128 t =
+      _mm_add_ps(_mm_mul_ps(x, _mm_set1_ps(1.44269504088896341f)), shifter);
+  __m128 n = _mm_sub_ps(t, shifter);
+  __m128 r =
+      _mm_sub_ps(_mm_sub_ps(x, _mm_mul_ps(n, _mm_set1_ps(0.693145751953125f))),
+                 _mm_mul_ps(n, _mm_set1_ps(1.428606765330187e-06f)));
+  static const float c[7] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
+                             1.0f / 6.0f,   0.5f,          1.0f,
+                             1.0f};
+  __m128 p = _mm_set1_ps(1.0f / 5040.0f);
+  for (int k = 0; k < 7; k++)
+    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(c[k]));
+  __m128i e = _mm_add_epi32(
+      _mm_sub_epi32(_mm_castps_si128(t), _mm_castps_si128(shifter)),
+      _mm_set1_epi32(127));
+  e = _mm_andnot_si128(_mm_srai_epi32(e, 31), e); /* max(e, 0) */
+  return _mm_mul_ps(p, _mm_castsi128_ps(_mm_slli_epi32(e, 23)));
+}
+#endif
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* The same on eight lanes where the CPU has AVX2 (chosen at run time; no
+ * FMA, so no operation is fused and the bits stay the scalar ones). */
+#include <immintrin.h>
+#define TPX_HAVE_AVX2_PATH 1
+__attribute__((target("avx2"))) static inline __m256 exp8_f32(__m256 x) {
+  const __m256 shifter = _mm256_set1_ps(12582912.0f);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-100.0f));
+  __m256 t = _mm256_add_ps(
+      _mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), shifter);
+  __m256 n = _mm256_sub_ps(t, shifter);
+  __m256 r = _mm256_sub_ps(
+      _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693145751953125f))),
+      _mm256_mul_ps(n, _mm256_set1_ps(1.428606765330187e-06f)));
+  static const float c[7] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
+                             1.0f / 6.0f,   0.5f,          1.0f,
+                             1.0f};
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  for (int k = 0; k < 7; k++)
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(c[k]));
+  __m256i e = _mm256_add_epi32(
+      _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(shifter)),
+      _mm256_set1_epi32(127));
+  e = _mm256_andnot_si256(_mm256_srai_epi32(e, 31), e); /* max(e, 0) */
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
+}
+
+/* sum_exp's blocks [0, end) on eight lanes; returns end. */
+__attribute__((target("avx2"))) static size_t
+sum_exp_avx2(const float *z, size_t len, float m, double *s) {
+  const __m256 vm = _mm256_set1_ps(m);
+  size_t j = 0;
+  for (; j + LANES <= len; j += LANES) {
+    __m256 v = exp8_f32(_mm256_sub_ps(_mm256_loadu_ps(z + j), vm));
+    float u[4]; /* v[l] + v[l + 4] */
+    _mm_storeu_ps(
+        u, _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+    *s += (double)((u[0] + u[1]) + (u[2] + u[3]));
+  }
+  return j;
+}
+
+/* scaled_exp's blocks [0, end) on eight lanes; returns end. */
+__attribute__((target("avx2"))) static size_t
+scaled_exp_avx2(const float *z, size_t len, float m, float k, float *o) {
+  const __m256 vm = _mm256_set1_ps(m), vk = _mm256_set1_ps(k);
+  size_t j = 0;
+  for (; j + LANES <= len; j += LANES)
+    _mm256_storeu_ps(
+        o + j,
+        _mm256_mul_ps(vk, exp8_f32(_mm256_sub_ps(_mm256_loadu_ps(z + j), vm))));
+  return j;
+}
+
+static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#endif
+
 /* sum_j exp(z[j] - m), lanes summed per block in f32, blocks in f64. */
 static double sum_exp(const float *z, size_t len, float m) {
   double s = 0;
   size_t j = 0;
+#if defined(TPX_HAVE_AVX2_PATH)
+  if (have_avx2())
+    j = sum_exp_avx2(z, len, m, &s);
+#endif
+#if defined(__SSE2__)
+  const __m128 vm = _mm_set1_ps(m);
+  for (; j + LANES <= len; j += LANES) {
+    __m128 lo = exp4_f32(_mm_sub_ps(_mm_loadu_ps(z + j), vm));
+    __m128 hi = exp4_f32(_mm_sub_ps(_mm_loadu_ps(z + j + 4), vm));
+    float u[4];
+    _mm_storeu_ps(u, _mm_add_ps(lo, hi)); /* v[l] + v[l + 4] */
+    s += (double)((u[0] + u[1]) + (u[2] + u[3]));
+  }
+#endif
   for (; j + LANES <= len; j += LANES) {
     float v[LANES];
     for (int l = 0; l < LANES; l++) v[l] = exp_f32(z[j + l] - m);
@@ -337,6 +437,16 @@ static double sum_exp(const float *z, size_t len, float m) {
 /* o[j] = k * exp(z[j] - m); o may alias z. */
 static void scaled_exp(const float *z, size_t len, float m, float k, float *o) {
   size_t j = 0;
+#if defined(TPX_HAVE_AVX2_PATH)
+  if (have_avx2())
+    j = scaled_exp_avx2(z, len, m, k, o);
+#endif
+#if defined(__SSE2__)
+  const __m128 vm = _mm_set1_ps(m), vk = _mm_set1_ps(k);
+  for (; j + 4 <= len; j += 4)
+    _mm_storeu_ps(
+        o + j, _mm_mul_ps(vk, exp4_f32(_mm_sub_ps(_mm_loadu_ps(z + j), vm))));
+#endif
   for (; j + LANES <= len; j += LANES) {
     float v[LANES];
     for (int l = 0; l < LANES; l++) v[l] = k * exp_f32(z[j + l] - m);
