@@ -19,6 +19,15 @@
 /* The host alias of a buffer argument of the space `ms`. */
 #define V(p) tpx__ms_host_view(ms, p)
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* Eight-lane versions of the hot loops where the CPU has AVX2 (chosen at
+ * run time). No FMA: no operation is fused, so every lane has the bits of
+ * the scalar loop. */
+#include <immintrin.h>
+#define TPX_HAVE_AVX2_PATH 1
+static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#endif
+
 /* ---- element access ---- */
 
 static float getf(const void *p, tpx_dtype dt, size_t i) {
@@ -125,6 +134,30 @@ static inline double nan_max(double a, double v) {
   return (v > a || isnan(v)) ? v : a;
 }
 
+#if defined(TPX_HAVE_AVX2_PATH)
+/* sq_acc's lanes [0, returned end) four at a time. */
+__attribute__((target("avx2"))) static size_t
+sq_acc_avx2(double *part, const float *g, size_t m) {
+  size_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(g + j));
+    _mm256_storeu_pd(part + j, _mm256_add_pd(_mm256_loadu_pd(part + j),
+                                             _mm256_mul_pd(x, x)));
+  }
+  return j;
+}
+#endif
+
+/* part[j] += g[j]^2 in f64, j < m. */
+static void sq_acc(double *part, const float *g, size_t m) {
+  size_t j = 0;
+#if defined(TPX_HAVE_AVX2_PATH)
+  if (have_avx2())
+    j = sq_acc_avx2(part, g, m);
+#endif
+  for (; j < m; j++) part[j] += (double)g[j] * (double)g[j];
+}
+
 /* One tile of `len` <= NT_TILE values: g (f32, squared or |g|) when g,
  * else d (the previous level's values). */
 static double nt_tile(const float *g, const double *d, size_t len, int inf) {
@@ -137,8 +170,7 @@ static double nt_tile(const float *g, const double *d, size_t len, int inf) {
       for (size_t j = 0; j < m; j++)
         part[j] = nan_max(part[j], g ? fabs((double)g[o + j]) : d[o + j]);
     else if (g)
-      for (size_t j = 0; j < m; j++)
-        part[j] += (double)g[o + j] * (double)g[o + j];
+      sq_acc(part, g + o, m);
     else
       for (size_t j = 0; j < m; j++) part[j] += d[o + j];
   }
@@ -175,6 +207,34 @@ static tpx_status h_norm_acc(const tpx__memspace *ms, double *acc,
   return TPX_OK;
 }
 
+#if defined(TPX_HAVE_AVX2_PATH)
+/* h_adamw's loop on eight lanes, for [0, returned end). */
+__attribute__((target("avx2"))) static size_t
+adamw_avx2(float *restrict p, const float *restrict g, float *restrict m,
+           float *restrict v, size_t n, const tpx__ms_adamw *h) {
+  const __m256 vdecay = _mm256_set1_ps(h->decay), vw1 = _mm256_set1_ps(h->w1),
+               vb2 = _mm256_set1_ps(h->b2), vw2 = _mm256_set1_ps(h->w2),
+               vbc2s = _mm256_set1_ps(h->bc2s), veps = _mm256_set1_ps(h->eps),
+               vstep = _mm256_set1_ps(h->step);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 gi = _mm256_loadu_ps(g + i), mi = _mm256_loadu_ps(m + i),
+           vi = _mm256_loadu_ps(v + i);
+    __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);
+    mi = _mm256_add_ps(mi, _mm256_mul_ps(vw1, _mm256_sub_ps(gi, mi)));
+    vi = _mm256_add_ps(_mm256_mul_ps(vi, vb2),
+                       _mm256_mul_ps(_mm256_mul_ps(vw2, gi), gi));
+    __m256 denom =
+        _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc2s), veps);
+    pi = _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vstep, mi), denom));
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    _mm256_storeu_ps(p + i, pi);
+  }
+  return i;
+}
+#endif
+
 /* One AdamW element, in torch's order of operations. */
 static inline float adamw1(float p, float g, float *m, float *v,
                            const tpx__ms_adamw *h) {
@@ -196,6 +256,10 @@ static tpx_status h_adamw(const tpx__memspace *ms, float *restrict p,
   p = V(p), g = V(g), m = V(m), v = V(v);
   (void)err;
   size_t i = 0;
+#if defined(TPX_HAVE_AVX2_PATH)
+  if (have_avx2())
+    i = adamw_avx2(p, g, m, v, n, h);
+#endif
 #if defined(__SSE2__)
   const __m128 vdecay = _mm_set1_ps(h->decay), vw1 = _mm_set1_ps(h->w1),
                vb2 = _mm_set1_ps(h->b2), vw2 = _mm_set1_ps(h->w2),
@@ -349,11 +413,8 @@ static inline __m128 exp4_f32(__m128 x) {
 }
 #endif
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/* The same on eight lanes where the CPU has AVX2 (chosen at run time; no
- * FMA, so no operation is fused and the bits stay the scalar ones). */
-#include <immintrin.h>
-#define TPX_HAVE_AVX2_PATH 1
+#if defined(TPX_HAVE_AVX2_PATH)
+/* exp4_f32 on eight lanes. */
 __attribute__((target("avx2"))) static inline __m256 exp8_f32(__m256 x) {
   const __m256 shifter = _mm256_set1_ps(12582912.0f);
   x = _mm256_max_ps(x, _mm256_set1_ps(-100.0f));
@@ -403,7 +464,6 @@ scaled_exp_avx2(const float *z, size_t len, float m, float k, float *o) {
   return j;
 }
 
-static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #endif
 
 /* sum_j exp(z[j] - m), lanes summed per block in f32, blocks in f64. */
