@@ -350,22 +350,34 @@ static tpx_status h_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
 
 /* ---- the vocab-parallel loss (tp_loss.c's row loops) ---- */
 
-/* exp(x) in f32 without a libm call, so the row loops vectorise: x =
- * n ln2 + r with |r| <= ln2/2 (n rounded with the 1.5 * 2^23 trick), e^r by
- * its Taylor series to r^7 (truncation error < 6e-9 relative), times 2^n
- * built in the exponent bits. Only x <= 0 occurs here (logit - row max);
- * x is raised to -100 first (-inf: no NaN), and 2^n for n < -126 is
- * flushed to 0 with integer ops, so no branch remains. */
-static inline float exp_f32(float x) {
-  x = x > -100.0f ? x : -100.0f; /* fmaxf, NaN included, without a libm call */
-  const float shifter = 12582912.0f; /* 1.5 * 2^23 */
-  float t = x * 1.44269504088896341f + shifter;
-  int32_t tb, sb;
-  memcpy(&tb, &t, 4);
-  memcpy(&sb, &shifter, 4);
-  float n = t - shifter;
-  float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
-  float p = 1.0f / 5040.0f;
+/* The row loops on 8-lane vectors (GCC / clang vector extensions): SSE2
+ * pairs by default, one AVX2 register in the copies compiled for AVX2
+ * (chosen at run time; no FMA, so nothing is fused). A row's tail is one
+ * more block, padded. The compiler would not vectorise a scalar exp (int
+ * <-> float bit casts), and these loops are most of the loss's time. */
+#define LANES 8
+typedef float f8 __attribute__((vector_size(32)));
+typedef int32_t i8 __attribute__((vector_size(32)));
+typedef float f4 __attribute__((vector_size(16)));
+
+#define V8_INLINE static inline __attribute__((always_inline))
+
+/* *v = exp(*v) per lane in f32, without a libm call (by pointer: no vector
+ * crosses a call ABI): x = n ln2 + r with |r| <= ln2/2 (n rounded with the
+ * 1.5 * 2^23 trick), e^r by its Taylor series to r^7 (truncation error <
+ * 6e-9 relative), times 2^n built in the exponent bits. Only x <= 0 occurs
+ * here (logit - row max); x is raised to -100 first (-inf and NaN: -100),
+ * and 2^n for n < -126 is flushed to 0 with integer ops, so no branch
+ * remains. The cuda kernels run the same operations. */
+V8_INLINE void exp_v8(f8 *v) {
+  const f8 zero = {0}, shifter = zero + 12582912.0f, floor = zero - 100.0f;
+  f8 x = *v;
+  i8 keep = x > floor;
+  x = (f8)(((i8)x & keep) | ((i8)floor & ~keep));
+  f8 t = x * 1.44269504088896341f + shifter;
+  f8 n = t - shifter;
+  f8 r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+  f8 p = zero + 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
@@ -373,146 +385,93 @@ static inline float exp_f32(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t e = tb - sb + 127;
+  i8 e = (i8)t - (i8)shifter + 127;
   e &= ~(e >> 31); /* max(e, 0): 2^n below the normal range -> 0 */
-  e <<= 23;
-  float scale;
-  memcpy(&scale, &e, 4);
-  return p * scale;
+  *v = p * (f8)(e << 23);
 }
 
-/* Blocks of 8 lanes: straight-line code the compiler vectorises at -O2. */
-#define LANES 8
-
-#if defined(__SSE2__)
-/* exp_f32 on four lanes, op for op (mulps, addps, subps are the scalar
- * IEEE operations; maxps(x, c) gives c for a NaN x, as the scalar
- * comparison does), so every lane has the scalar function's bits. The
- * compiler does not vectorise the scalar loop itself (int <-> float bit
- * casts), and these loops are most of the loss's time. */
-static inline __m128 exp4_f32(__m128 x) {
-  const __m128 shifter = _mm_set1_ps(12582912.0f);
-  x = _mm_max_ps(x, _mm_set1_ps(-100.0f));
-  __m128 t =
-      _mm_add_ps(_mm_mul_ps(x, _mm_set1_ps(1.44269504088896341f)), shifter);
-  __m128 n = _mm_sub_ps(t, shifter);
-  __m128 r =
-      _mm_sub_ps(_mm_sub_ps(x, _mm_mul_ps(n, _mm_set1_ps(0.693145751953125f))),
-                 _mm_mul_ps(n, _mm_set1_ps(1.428606765330187e-06f)));
-  static const float c[7] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
-                             1.0f / 6.0f,   0.5f,          1.0f,
-                             1.0f};
-  __m128 p = _mm_set1_ps(1.0f / 5040.0f);
-  for (int k = 0; k < 7; k++)
-    p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(c[k]));
-  __m128i e = _mm_add_epi32(
-      _mm_sub_epi32(_mm_castps_si128(t), _mm_castps_si128(shifter)),
-      _mm_set1_epi32(127));
-  e = _mm_andnot_si128(_mm_srai_epi32(e, 31), e); /* max(e, 0) */
-  return _mm_mul_ps(p, _mm_castsi128_ps(_mm_slli_epi32(e, 23)));
-}
-#endif
-
-#if defined(TPX_HAVE_AVX2_PATH)
-/* exp4_f32 on eight lanes. */
-__attribute__((target("avx2"))) static inline __m256 exp8_f32(__m256 x) {
-  const __m256 shifter = _mm256_set1_ps(12582912.0f);
-  x = _mm256_max_ps(x, _mm256_set1_ps(-100.0f));
-  __m256 t = _mm256_add_ps(
-      _mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), shifter);
-  __m256 n = _mm256_sub_ps(t, shifter);
-  __m256 r = _mm256_sub_ps(
-      _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693145751953125f))),
-      _mm256_mul_ps(n, _mm256_set1_ps(1.428606765330187e-06f)));
-  static const float c[7] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
-                             1.0f / 6.0f,   0.5f,          1.0f,
-                             1.0f};
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  for (int k = 0; k < 7; k++)
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(c[k]));
-  __m256i e = _mm256_add_epi32(
-      _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_castps_si256(shifter)),
-      _mm256_set1_epi32(127));
-  e = _mm256_andnot_si256(_mm256_srai_epi32(e, 31), e); /* max(e, 0) */
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(_mm256_slli_epi32(e, 23)));
+/* *v = exp(z[l] - m) for l < cnt (<= LANES); lanes past cnt are junk. */
+V8_INLINE void exp_row_v8(f8 *v, const float *z, size_t cnt, float m) {
+  *v = (f8){0};
+  memcpy(v, z, cnt * sizeof(float));
+  *v -= m;
+  exp_v8(v);
 }
 
-/* sum_exp's blocks [0, end) on eight lanes; returns end. */
-__attribute__((target("avx2"))) static size_t
-sum_exp_avx2(const float *z, size_t len, float m, double *s) {
-  const __m256 vm = _mm256_set1_ps(m);
+/* sum_exp's whole blocks; returns where they end. Each block's lanes are
+ * summed in f32 as ((v0 + v4) + (v1 + v5)) + ((v2 + v6) + (v3 + v7)). */
+V8_INLINE size_t sum_exp_v8(const float *z, size_t len, float m, double *s) {
   size_t j = 0;
   for (; j + LANES <= len; j += LANES) {
-    __m256 v = exp8_f32(_mm256_sub_ps(_mm256_loadu_ps(z + j), vm));
-    float u[4]; /* v[l] + v[l + 4] */
-    _mm_storeu_ps(
-        u, _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
-    *s += (double)((u[0] + u[1]) + (u[2] + u[3]));
+    f8 v;
+    f4 lo, hi;
+    exp_row_v8(&v, z + j, LANES, m);
+    memcpy(&lo, &v, sizeof lo);
+    memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);
+    lo += hi;
+    *s += (double)((lo[0] + lo[1]) + (lo[2] + lo[3]));
   }
   return j;
 }
 
-/* scaled_exp's blocks [0, end) on eight lanes; returns end. */
-__attribute__((target("avx2"))) static size_t
-scaled_exp_avx2(const float *z, size_t len, float m, float k, float *o) {
-  const __m256 vm = _mm256_set1_ps(m), vk = _mm256_set1_ps(k);
+/* scaled_exp's whole blocks; returns where they end. */
+V8_INLINE size_t scaled_exp_v8(const float *z, size_t len, float m, float k,
+                               float *o) {
   size_t j = 0;
-  for (; j + LANES <= len; j += LANES)
-    _mm256_storeu_ps(
-        o + j,
-        _mm256_mul_ps(vk, exp8_f32(_mm256_sub_ps(_mm256_loadu_ps(z + j), vm))));
+  for (; j + LANES <= len; j += LANES) {
+    f8 v;
+    exp_row_v8(&v, z + j, LANES, m);
+    v = k * v;
+    memcpy(o + j, &v, sizeof v);
+  }
   return j;
 }
 
+#if defined(TPX_HAVE_AVX2_PATH)
+__attribute__((target("avx2"))) static size_t
+sum_exp_avx2(const float *z, size_t len, float m, double *s) {
+  return sum_exp_v8(z, len, m, s);
+}
+__attribute__((target("avx2"))) static size_t
+scaled_exp_avx2(const float *z, size_t len, float m, float k, float *o) {
+  return scaled_exp_v8(z, len, m, k, o);
+}
 #endif
 
-/* sum_j exp(z[j] - m), lanes summed per block in f32, blocks in f64. */
+/* sum_j exp(z[j] - m): whole blocks as sum_exp_v8 sums them, into an f64
+ * in block order, then the tail's terms one by one. */
 static double sum_exp(const float *z, size_t len, float m) {
   double s = 0;
-  size_t j = 0;
+  size_t j;
 #if defined(TPX_HAVE_AVX2_PATH)
   if (have_avx2())
     j = sum_exp_avx2(z, len, m, &s);
+  else
 #endif
-#if defined(__SSE2__)
-  const __m128 vm = _mm_set1_ps(m);
-  for (; j + LANES <= len; j += LANES) {
-    __m128 lo = exp4_f32(_mm_sub_ps(_mm_loadu_ps(z + j), vm));
-    __m128 hi = exp4_f32(_mm_sub_ps(_mm_loadu_ps(z + j + 4), vm));
-    float u[4];
-    _mm_storeu_ps(u, _mm_add_ps(lo, hi)); /* v[l] + v[l + 4] */
-    s += (double)((u[0] + u[1]) + (u[2] + u[3]));
+    j = sum_exp_v8(z, len, m, &s);
+  if (j < len) {
+    f8 v;
+    exp_row_v8(&v, z + j, len - j, m);
+    for (size_t l = 0; l < len - j; l++) s += (double)v[l];
   }
-#endif
-  for (; j + LANES <= len; j += LANES) {
-    float v[LANES];
-    for (int l = 0; l < LANES; l++) v[l] = exp_f32(z[j + l] - m);
-    float a = (v[0] + v[4]) + (v[1] + v[5]), b = (v[2] + v[6]) + (v[3] + v[7]);
-    s += (double)(a + b);
-  }
-  for (; j < len; j++) s += (double)exp_f32(z[j] - m);
   return s;
 }
 
 /* o[j] = k * exp(z[j] - m); o may alias z. */
 static void scaled_exp(const float *z, size_t len, float m, float k, float *o) {
-  size_t j = 0;
+  size_t j;
 #if defined(TPX_HAVE_AVX2_PATH)
   if (have_avx2())
     j = scaled_exp_avx2(z, len, m, k, o);
+  else
 #endif
-#if defined(__SSE2__)
-  const __m128 vm = _mm_set1_ps(m), vk = _mm_set1_ps(k);
-  for (; j + 4 <= len; j += 4)
-    _mm_storeu_ps(
-        o + j, _mm_mul_ps(vk, exp4_f32(_mm_sub_ps(_mm_loadu_ps(z + j), vm))));
-#endif
-  for (; j + LANES <= len; j += LANES) {
-    float v[LANES];
-    for (int l = 0; l < LANES; l++) v[l] = k * exp_f32(z[j + l] - m);
-    memcpy(o + j, v, sizeof v);
+    j = scaled_exp_v8(z, len, m, k, o);
+  if (j < len) {
+    f8 v;
+    exp_row_v8(&v, z + j, len - j, m);
+    v = k * v;
+    memcpy(o + j, &v, (len - j) * sizeof(float));
   }
-  for (; j < len; j++) o[j] = k * exp_f32(z[j] - m);
 }
 
 static float row_max(const float *z, size_t len) {
