@@ -6,9 +6,11 @@
  * writes the original tensors back). The pieces are read with the per-rank
  * reader (only the slice's bytes) and written with the checkpoint writer
  * (temporary + fsync + rename). Not the metadata's text (shard_meta.c). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint/shard_impl.h"
 #include "checkpoint/writer_impl.h"
@@ -191,6 +193,8 @@ static tpx_status shard_rank(const tpx_sharding *sh,
     wo.metadata_keys = keys;
     wo.metadata_values = vals;
     st = tpx_checkpoint_writer_create(dir, entries, n, &wo, &w, err);
+    if (st == TPX_OK)
+      w->defer_dir_sync = 1; /* once for all files: write_ranks */
   }
   if (st == TPX_OK)
     st = copy_pieces(sh, rd, rank, ts, n, w, o, prog, err);
@@ -288,6 +292,10 @@ static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
     tpx_checkpoint_writer_destroy(*slot);
     *slot = NULL;
   }
+  /* the new names, durable once for every file */
+  if (st == TPX_OK && fsync(d->fd) != 0)
+    st = tpx_error_set(err, TPX_IO, "%s: cannot flush the directory: %s",
+                       d->path, strerror(errno));
   return st;
 }
 

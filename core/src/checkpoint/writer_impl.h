@@ -40,6 +40,9 @@ struct tpx_checkpoint_writer {
   int sharded; /* more than one file: an index is written */
   int64_t num_writers, writer_rank;
   int finished;
+  /* 1: publish leaves the directory's fsync to the caller, who syncs it
+   * once after several writers (the shard's rank files) */
+  int defer_dir_sync;
   atomic_llong bytes;
 };
 
