@@ -8,13 +8,11 @@
  * pwritev's own faults would take one per 64 KiB). Used where no dtype
  * conversion is needed and the reader maps its files; a file truncated
  * underneath gives EFAULT here (an error naming it), not SIGBUS. */
-#define _GNU_SOURCE /* MADV_POPULATE_READ */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -27,19 +25,6 @@
 #else
 #define BATCH 16
 #endif
-
-/* Maps the page tables of [p, p + len) in one call, best effort. */
-static void populate(const unsigned char *p, size_t len) {
-#ifdef MADV_POPULATE_READ
-  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  uintptr_t a = (uintptr_t)p / page * page;
-  uintptr_t b = ((uintptr_t)p + len + page - 1) / page * page;
-  (void)madvise((void *)a, b - a, MADV_POPULATE_READ);
-#else
-  (void)p;
-  (void)len;
-#endif
-}
 
 tpx_status tpx__ckpt_copy_direct(const tpx_checkpoint_reader *rd,
                                  int64_t tensor, const tpx_slice *slice,
@@ -69,7 +54,7 @@ tpx_status tpx__ckpt_copy_direct(const tpx_checkpoint_reader *rd,
   size_t run_bytes = (size_t)g.run_elems * esz;
   int64_t first = tpx__box_run_start(&g, 0) * (int64_t)esz;
   int64_t last = tpx__box_run_start(&g, g.num_runs - 1) * (int64_t)esz;
-  populate(base + first, (size_t)(last - first) + run_bytes);
+  tpx__ckpt_populate(base + first, (size_t)(last - first) + run_bytes);
   char what[300];
   snprintf(what, sizeof what, "tensor '%s' (temporary %s)", name, wf->tmp_path);
   struct iovec iov[BATCH];

@@ -2,9 +2,14 @@
  * pwritev again after EINTR and after a short write (the pieces already
  * written dropped), an error naming the file on failure or no progress.
  * Its own file so the tests can compile it with a pwritev that misbehaves
- * on purpose (tests/unit/checkpoint/test_shard_io.c). */
+ * on purpose (tests/unit/checkpoint/test_shard_io.c). Also the page-table
+ * population of a mapped source range before such a write. */
+#define _GNU_SOURCE /* MADV_POPULATE_READ */
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "checkpoint/writer_impl.h"
 
@@ -37,4 +42,16 @@ tpx_status tpx__ckpt_pwritev_all(int fd, struct iovec *iov, int n, int64_t off,
     }
   }
   return TPX_OK;
+}
+
+void tpx__ckpt_populate(const void *p, size_t len) {
+#ifdef MADV_POPULATE_READ
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t a = (uintptr_t)p / page * page;
+  uintptr_t b = ((uintptr_t)p + len + page - 1) / page * page;
+  (void)madvise((void *)a, b - a, MADV_POPULATE_READ);
+#else
+  (void)p;
+  (void)len;
+#endif
 }

@@ -65,6 +65,11 @@ tpx_status tpx__ckpt_pwritev_all(int fd, struct iovec *iov, int n, int64_t off,
                                  tpx__pwritev_fn fn, const char *file,
                                  const char *what, tpx_error *err);
 
+/* Maps the page tables of the mapped range [p, p + len) in one call
+ * (MADV_POPULATE_READ) where a copy out of it would fault once per 64
+ * KiB; best effort. */
+void tpx__ckpt_populate(const void *p, size_t len);
+
 /* direct.c: stored tensor `tensor`'s box `slice` written as writer entry
  * `name` (the whole entry) straight from the reader's mapping: *done 1.
  * *done 0 and nothing written when that cannot be (the reader does not map
