@@ -2,7 +2,8 @@
  * back into one Hugging Face checkpoint: model.safetensors, or
  * model-0000k-of-0000n.safetensors + model.safetensors.index.json with
  * max_shard_size. Each distinct piece is written once (replicas skipped),
- * one whole tensor at a time; fused expert parameters are cut back into
+ * one whole tensor at a time (straight from the rank files' mappings where
+ * it can be: merge_direct.c); fused expert parameters are cut back into
  * their per-expert source tensors. Files appear under their final names
  * only when complete (checkpoint writer: temporary + fsync + rename). The
  * rank files, their pieces and coverage: merge_pieces.c. */
