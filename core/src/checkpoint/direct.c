@@ -7,7 +7,10 @@
  * source range is populated first (MADV_POPULATE_READ: one call where
  * pwritev's own faults would take one per 64 KiB). Used where no dtype
  * conversion is needed and the reader maps its files; a file truncated
- * underneath gives EFAULT here (an error naming it), not SIGBUS. */
+ * underneath gives EFAULT here (an error naming it), not SIGBUS. A piece
+ * that is one contiguous range of the source (a dim-0 slice, a whole
+ * tensor) is copied by copy_file_range instead, inside the kernel. */
+#define _GNU_SOURCE /* copy_file_range */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -25,6 +28,31 @@
 #else
 #define BATCH 16
 #endif
+
+/* A contiguous range copied inside the kernel (copy_file_range, as `cp`
+ * does): no page tables to populate and tear down. 1 done; 0 when the
+ * file systems cannot (nothing copied: the caller writes from the
+ * mapping); -1 with errno (EIO for a source that ends early). */
+static int copy_range(int in, int64_t src, int out, int64_t dst, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    off_t a = (off_t)(src + (int64_t)done), b = (off_t)(dst + (int64_t)done);
+    ssize_t r = copy_file_range(in, &a, out, &b, len - done, 0);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0 && done == 0 &&
+        (errno == EXDEV || errno == EINVAL || errno == ENOSYS ||
+         errno == EOPNOTSUPP || errno == EBADF))
+      return 0;
+    if (r <= 0) {
+      if (r == 0)
+        errno = EIO;
+      return -1;
+    }
+    done += (size_t)r;
+  }
+  return 1;
+}
 
 tpx_status tpx__ckpt_copy_direct(const tpx_checkpoint_reader *rd,
                                  int64_t tensor, const tpx_slice *slice,
@@ -54,12 +82,23 @@ tpx_status tpx__ckpt_copy_direct(const tpx_checkpoint_reader *rd,
   size_t run_bytes = (size_t)g.run_elems * esz;
   int64_t first = tpx__box_run_start(&g, 0) * (int64_t)esz;
   int64_t last = tpx__box_run_start(&g, g.num_runs - 1) * (int64_t)esz;
-  tpx__ckpt_populate(base + first, (size_t)(last - first) + run_bytes);
   char what[300];
   snprintf(what, sizeof what, "tensor '%s' (temporary %s)", name, wf->tmp_path);
+  int copied = 0;
+  if (g.num_runs == 1) {
+    const tpx__st_file *f = &rd->load.files[t->file];
+    copied = copy_range(rd->fds[t->file], f->data_start + t->begin + first,
+                        wf->fd, e->offset, run_bytes);
+    if (copied < 0)
+      st = tpx_error_set(err, TPX_IO, "%s: %s: copying %zu bytes from %s: %s",
+                         wf->final_path, what, run_bytes, f->path,
+                         strerror(errno));
+  }
+  if (!copied)
+    tpx__ckpt_populate(base + first, (size_t)(last - first) + run_bytes);
   struct iovec iov[BATCH];
   int64_t at = e->offset;
-  for (int64_t r = 0; r < g.num_runs && st == TPX_OK;) {
+  for (int64_t r = 0; !copied && r < g.num_runs && st == TPX_OK;) {
     int n = 0;
     for (; n < BATCH && r < g.num_runs; n++, r++) {
       iov[n].iov_base =
