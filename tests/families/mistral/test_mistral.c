@@ -7,9 +7,11 @@
  * native-name skeleton against transformers' totals, and the strategy's limit
  * of tp to divisors of the KV-head count. */
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fam_util.h"
 #include "tpx/registry.h"
@@ -267,22 +269,61 @@ START_TEST(test_muse_glimmer_aliases) {
 }
 END_TEST
 
+/* Appends the header entry of `name` (the skeleton parameter `info`) at
+ * data offset *off to the JSON text in buf. */
+static void header_entry(char *buf, size_t size, const char *name,
+                         const tpx_param_info *info, int64_t *off) {
+  int64_t n = (int64_t)tpx_dtype_size(info->dtype);
+  size_t o = strlen(buf);
+  o += (size_t)snprintf(
+      buf + o, size - o, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[",
+      o > 1 ? "," : "", name, tpx_dtype_safetensors_name(info->dtype));
+  for (int d = 0; d < info->ndim; d++) {
+    n *= info->shape[d];
+    o += (size_t)snprintf(buf + o, size - o, "%s%lld", d ? "," : "",
+                          (long long)info->shape[d]);
+  }
+  snprintf(buf + o, size - o, "],\"data_offsets\":[%lld,%lld]}",
+           (long long)*off, (long long)(*off + n));
+  *off += n;
+}
+
+/* A headers-only checkpoint (data a sparse hole) with the header `json`. */
+static void write_headers(const char *path, const char *json, int64_t data) {
+  size_t len = strlen(json), padded = (len + 7) / 8 * 8;
+  unsigned char lb[8];
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  for (int i = 0; i < 8; i++)
+    lb[i] = (unsigned char)(((uint64_t)padded >> (8 * i)) & 0xff);
+  ck_assert_uint_eq(fwrite(lb, 1, 8, f), 8);
+  ck_assert_uint_eq(fwrite(json, 1, len, f), len);
+  for (; len < padded; len++) fputc(' ', f);
+  fclose(f);
+  ck_assert_int_eq(truncate(path, (off_t)(8 + padded + (size_t)data)), 0);
+}
+
 /* Every tensor of transformers' own MuseGlimmer class (its checkpoint
  * naming, listed by tests/data/families/mistral/tf5_names.py) maps through
  * the aliases to a skeleton parameter of the same shape, each parameter
- * once: `--weights` in that naming matches the skeleton, vision tower
- * included (issue 18 item 1). */
+ * once, and a checkpoint under those names loads onto the skeleton adding
+ * nothing: `--weights` in that naming matches the skeleton, vision tower
+ * included, instead of falling back to the headers (issue 18 item 1). */
 START_TEST(test_muse_glimmer_tf5_names) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *m = fam_model(reg, FAM, "muse-glimmer-tiny.config.json", 1);
   size_t np = tpx_model_num_params(m), n = 0;
   char path[1024], line[512], buf[512];
-  char *seen = calloc(np, 1);
+  char *seen = calloc(np, 1), *json = calloc(1, 1 << 16);
+  int64_t off = 0;
+  tpx_error err = {0};
   FILE *f = fopen(
       fam_data_path(path, sizeof path, FAM, "muse-glimmer-tiny.tf5-names.txt"),
       "r");
   ck_assert_ptr_nonnull(f);
   ck_assert_ptr_nonnull(seen);
+  ck_assert_ptr_nonnull(json);
+  json[0] = '{';
   while (fgets(line, sizeof line, f)) {
     char *shape = strchr(line, ' ');
     ck_assert_ptr_nonnull(shape);
@@ -302,9 +343,21 @@ START_TEST(test_muse_glimmer_tf5_names) {
     ck_assert_msg(!seen[p], "%s: parameter %s named twice", line, buf);
     seen[p] = 1;
     n++;
+    header_entry(json, 1 << 16, line, &info, &off);
   }
   fclose(f);
   ck_assert_uint_eq(n, np);
+  strcat(json, "}");
+  snprintf(path, sizeof path, "/tmp/tpx_mg_tf5_%ld.safetensors",
+           (long)getpid());
+  write_headers(path, json, off);
+  int64_t bytes = tpx_model_total_bytes(m);
+  ck_assert_msg(tpx_model_add_safetensors(m, path, &err) == TPX_OK, "%s",
+                err.message);
+  ck_assert_uint_eq(tpx_model_num_params(m), np);
+  ck_assert_int_eq(tpx_model_total_bytes(m), bytes);
+  unlink(path);
+  free(json);
   free(seen);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
