@@ -1,10 +1,12 @@
 /* test_shard_io.c — the write path of `tpx shard` (core/src/checkpoint:
  * direct.c, write_io.c, shard_write.c) under failure: the pwritev loop
  * against a pwritev that is interrupted, writes short, fails or makes no
- * progress; the rank files of the direct path (pwritev from the mapping)
- * byte for byte those of the buffered path (pread reader); an fsync that
- * fails (this executable's fsync interposes libtpx's) and a run killed in
- * the middle leave no file under a final name that is not complete. */
+ * progress; the rank files of the direct paths (copy_file_range, pwritev
+ * from the mapping) byte for byte those of the buffered path (pread
+ * reader), with copy_file_range unsupported, interrupted or short too; a
+ * copy_file_range or an fsync that fails (this executable's definitions
+ * interpose libc's for libtpx too) and a run killed in the middle leave no
+ * file under a final name that is not complete. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -101,6 +103,33 @@ int fsync(int fd) {
     return -1;
   }
   return (int)syscall(SYS_fsync, fd);
+}
+
+/* ---- copy_file_range, interposed the same way: g_cfr_mode 0 the real
+ * one, 1 unsupported (ENOSYS), 2 interrupted then at most 12 bytes per
+ * call, 3 failing (EIO) from its second call ---- */
+
+static int g_cfr_mode, g_cfr_calls;
+
+ssize_t copy_file_range(int in, off_t *in_off, int out, off_t *out_off,
+                        size_t len, unsigned flags);
+
+ssize_t copy_file_range(int in, off_t *in_off, int out, off_t *out_off,
+                        size_t len, unsigned flags) {
+  g_cfr_calls++;
+  if (g_cfr_mode == 1 || (g_cfr_mode == 3 && g_cfr_calls > 1)) {
+    errno = g_cfr_mode == 1 ? ENOSYS : EIO;
+    return -1;
+  }
+  if (g_cfr_mode == 2) {
+    if (g_cfr_calls % 2) {
+      errno = EINTR;
+      return -1;
+    }
+    len = len < 12 ? len : 12;
+  }
+  return (ssize_t)syscall(SYS_copy_file_range, in, in_off, out, out_off, len,
+                          flags);
 }
 
 /* ---- a small model, its checkpoint and a dp 2 x tp 2 sharding ---- */
@@ -211,13 +240,21 @@ static char *slurp(const char *sub, const char *name, long *n) {
   return b;
 }
 
+/* The direct paths (copy_file_range for the dim-0 pieces of col.weight,
+ * pwritev from the mapping for the dim-1 pieces of row.weight) write the
+ * buffered path's files byte for byte, also when copy_file_range is
+ * unsupported (the pwritev fallback) or interrupted and short. */
 START_TEST(test_direct_equals_buffered) {
   fixture fx;
   tpx_error err = {0};
   fixture_init(&fx);
+  g_cfr_mode = _i;
+  g_cfr_calls = 0;
   ck_assert_msg(shard_into(&fx, "direct", TPX_CHECKPOINT_IO_MMAP, &err) ==
                     TPX_OK,
                 "%s", err.message);
+  g_cfr_mode = 0;
+  ck_assert_int_gt(g_cfr_calls, _i == 2 ? 8 : 0);
   ck_assert_msg(shard_into(&fx, "buffered", TPX_CHECKPOINT_IO_PREAD, &err) ==
                     TPX_OK,
                 "%s", err.message);
@@ -268,6 +305,24 @@ static int complete_files(const char *sub, int temps_ok) {
   closedir(d);
   return n;
 }
+
+/* copy_file_range failing in the middle: an error naming the file, and
+ * no file under a final name. */
+START_TEST(test_copy_fails) {
+  fixture fx;
+  tpx_error err = {0};
+  fixture_init(&fx);
+  g_cfr_mode = 3;
+  g_cfr_calls = 0;
+  ck_assert_int_eq(shard_into(&fx, "out", 0, &err), TPX_IO);
+  g_cfr_mode = 0;
+  ck_assert_ptr_nonnull(strstr(err.message, "copying"));
+  ck_assert_ptr_nonnull(strstr(err.message, "src.safetensors"));
+  ck_assert_ptr_nonnull(strstr(err.message, strerror(EIO)));
+  ck_assert_int_eq(complete_files("out", 0), 0);
+  fixture_free(&fx);
+}
+END_TEST
 
 START_TEST(test_fsync_fails) {
   fixture fx;
@@ -363,7 +418,8 @@ static Suite *io_suite(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, test_pwritev_retries);
   tcase_add_test(tc, test_pwritev_failures);
-  tcase_add_test(tc, test_direct_equals_buffered);
+  tcase_add_loop_test(tc, test_direct_equals_buffered, 0, 3);
+  tcase_add_test(tc, test_copy_fails);
   tcase_add_test(tc, test_fsync_fails);
   tcase_add_test(tc, test_killed_run);
   suite_add_tcase(s, tc);
