@@ -10,10 +10,8 @@ typedef struct tr_rank_setup {
   tpx_comm *world_comm; /* NULL at world 1 without a backend */
   int64_t world;
   int64_t rank;
-  /* context parallelism: the (dp_replicate, dp_shard, cp, tp) mesh whose
-   * cp dim groups the ranks that share a batch row (NULL: cp 1), and how
-   * the sequence is cut over them */
-  const tpx_mesh *cp_mesh;
+  /* context parallelism: how the sequence is cut over the sharding mesh's
+   * cp dim (absent: cp 1) */
   tpx_cp_layout cp_layout;
 } tr_rank_setup;
 

@@ -12,8 +12,8 @@ typedef struct tr_tp {
   int64_t rank;
   int64_t embed, m_embed;
   double comm_s;
-  /* context parallelism: the cp group (NULL at cp 1), this rank's place
-   * in it and how the sequence is cut */
+  /* context parallelism: the cp group (the mesh comm's cp dim; NULL at
+   * cp 1), this rank's place in it and how the sequence is cut */
   tpx_comm *cp;
   tr_cp cpi;
 } tr_tp;
