@@ -495,8 +495,12 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   tr_rank *r = NULL;
   int64_t world_size = tpx_mesh_world_size(tpx_sharding_mesh(j->sh));
   int64_t rank = world ? tpx_comm_rank(world) : 0;
-  tr_rank_setup su = {j->model,   j->sh, world,
-                      world_size, rank,  TPX_CP_HEAD_TAIL};
+  tr_rank_setup su = {.model = j->model,
+                      .sharding = j->sh,
+                      .world_comm = world,
+                      .world = world_size,
+                      .rank = rank,
+                      .cp_layout = TPX_CP_HEAD_TAIL};
   tpx_cp_layout_parse(j->a->cp_layout, &su.cp_layout, NULL);
   tpx_status s = tr_net_init(&net, j->model, err);
   if (!s)
