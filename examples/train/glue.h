@@ -31,6 +31,9 @@ int tr_rank_is_root(const tr_rank *r);
 /* Wall seconds this rank spent so far in collectives (TP transitions, FSDP
  * unshard / gradient reduction, grad norm); 0 without a runtime. */
 double tr_rank_comm_seconds(const tr_rank *r);
+/* Of those, the seconds in context parallelism's K/V all-gathers and
+ * reduce-scatters. */
+double tr_rank_cp_seconds(const tr_rank *r);
 double tr_now(void);
 /* What this rank's runtime allocated, in bytes (tpx_runtime_allocated_bytes
  * and _peak_bytes): the sharded parameters, gradients and optimizer state

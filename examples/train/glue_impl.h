@@ -16,6 +16,7 @@ typedef struct tr_tp {
    * cp 1), this rank's place in it and how the sequence is cut */
   tpx_comm *cp;
   tr_cp cpi;
+  double cp_s; /* of comm_s, the cp all-gathers / reduce-scatters */
 } tr_tp;
 
 /* Fill the shared part (creates the mesh comm). */

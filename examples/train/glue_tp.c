@@ -46,6 +46,7 @@ tpx_status tr_cp_gather(tr_rank *r, const float *local, float *full, int64_t b,
   double t0 = tr_now();
   tpx_status st = tpx_cp_all_gather_seq(tp->cp, tp->cpi.layout, &tl, &tf, err);
   tp->comm_s += tr_now() - t0;
+  tp->cp_s += tr_now() - t0;
   return st;
 }
 
@@ -60,12 +61,14 @@ tpx_status tr_cp_reduce_scatter(tr_rank *r, const float *full, float *local,
   tpx_status st =
       tpx_cp_reduce_scatter_seq(tp->cp, tp->cpi.layout, &tf, &tl, err);
   tp->comm_s += tr_now() - t0;
+  tp->cp_s += tr_now() - t0;
   return st;
 }
 
 double tr_rank_comm_seconds(const tr_rank *r) {
   return ((const tr_tp *)r)->comm_s;
 }
+double tr_rank_cp_seconds(const tr_rank *r) { return ((const tr_tp *)r)->cp_s; }
 int tr_rank_is_root(const tr_rank *r) { return ((const tr_tp *)r)->rank == 0; }
 
 static tpx_tensor t3(float *d, int64_t b, int64_t s, int64_t f) {

@@ -43,6 +43,7 @@ typedef struct step_record {
   double loss, grad_norm;
   double seconds; /* wall, rank 0 */
   double comm;    /* of which in collectives */
+  double cp;      /* of which in cp's K/V collectives */
   double cpu;     /* CPU seconds of the whole process */
 } step_record;
 
@@ -381,19 +382,25 @@ static void print_summary(const args *a, const job *j) {
     return;
   }
   /* steady state: the steps after the first (warm-up) */
-  double ts = 0, cs = 0, ps = 0;
+  double ts = 0, cs = 0, ps = 0, ks = 0;
   int64_t n = 0;
   for (int64_t i = a->steps > 1 ? 1 : 0; i < a->steps; i++, n++) {
     ts += j->steps[i].seconds;
     cs += j->steps[i].comm;
+    ks += j->steps[i].cp;
     ps += j->steps[i].cpu;
   }
-  if (n && ts > 0)
+  if (n && ts > 0) {
     printf("throughput %.1f tokens/s  step %.4f s  collectives %.1f%% of the "
-           "step (rank 0)  cpu %.4f s/step%s\n",
+           "step (rank 0)  cpu %.4f s/step%s",
            (double)(a->batch * a->seq) * (double)n / ts, ts / (double)n,
            100.0 * cs / ts, ps / (double)n,
            j->mpi ? " (this process)" : " (all ranks)");
+    /* of the collectives, cp's K/V all-gathers and reduce-scatters */
+    if (a->cp > 1)
+      printf("  cp collectives %.1f%% of the step", 100.0 * ks / ts);
+    printf("\n");
+  }
   if (j->has_memory)
     printf("memory (rank 0, bytes): params %lld  grads %lld  optimizer %lld  "
            "gather peak %lld  activations %lld  peak %lld\n",
@@ -458,6 +465,7 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
   for (int64_t step = 0; !s && step < a->steps; step++) {
     double loss = 0, gn = 0;
     double t0 = tr_now(), c0 = tr_rank_comm_seconds(r), p0 = cpu_now();
+    double k0 = tr_rank_cp_seconds(r);
     s = tr_net_step(net, r, rows, b, a->seq, &loss, err);
     double tg = tr_now();
     if (!s && a->dump_grads)
@@ -470,7 +478,8 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
       s = tr_dp_mean(r, &loss, err); /* reporting only: not timed */
     if (s)
       break;
-    step_record rec = {loss, gn, t1 - t0, c1 - c0, cpu_now() - p0};
+    step_record rec = {
+        loss, gn, t1 - t0, c1 - c0, tr_rank_cp_seconds(r) - k0, cpu_now() - p0};
     if (rank == 0) {
       j->steps[step] = rec;
       print_step(a, step, &rec);
