@@ -10,10 +10,8 @@ typedef struct tr_rank_setup {
   tpx_comm *world_comm; /* NULL at world 1 without a backend */
   int64_t world;
   int64_t rank;
-  /* context parallelism: the (dp_replicate, dp_shard, cp, tp) mesh whose
-   * cp dim groups the ranks that share a batch row (NULL: cp 1), and how
-   * the sequence is cut over them */
-  const tpx_mesh *cp_mesh;
+  /* context parallelism: how the sequence is cut over the sharding mesh's
+   * cp dim (absent: cp 1) */
   tpx_cp_layout cp_layout;
 } tr_rank_setup;
 
@@ -33,6 +31,9 @@ int tr_rank_is_root(const tr_rank *r);
 /* Wall seconds this rank spent so far in collectives (TP transitions, FSDP
  * unshard / gradient reduction, grad norm); 0 without a runtime. */
 double tr_rank_comm_seconds(const tr_rank *r);
+/* Of those, the seconds in context parallelism's K/V all-gathers and
+ * reduce-scatters. */
+double tr_rank_cp_seconds(const tr_rank *r);
 double tr_now(void);
 /* What this rank's runtime allocated, in bytes (tpx_runtime_allocated_bytes
  * and _peak_bytes): the sharded parameters, gradients and optimizer state

@@ -136,7 +136,12 @@ struct tpx_runtime {
   int ndim; /* mesh dims */
   int tp_dim, dps_dim, dpr_dim;
   int64_t tp, dps, dpr;
-  int64_t dps_index; /* this rank's index along dp_shard */
+  int64_t dps_index; /* this rank's index along dp_shard (or dp_shard_cp) */
+  /* FSDP over a flattened view (dp_shard_cp = dp_shard x cp): it spans
+   * dps_ndims mesh dims from dps_dim, and dps_comm (owned) is its group,
+   * which tpx__rt_dim_comm answers for dps_dim; NULL for a real dim. */
+  int dps_ndims;
+  tpx_comm *dps_comm;
   int fsdp;
   double divide;
   size_t num_params;   /* model parameters (aliases included) */
@@ -177,9 +182,12 @@ void tpx__rt_release_cache(tpx_runtime *rt);
 
 /* ---- mesh dims (rt_dim.c) ---- */
 
-/* The communicator of mesh dim `dim` (NULL when the mesh has none). */
+/* The communicator of mesh dim `dim` (NULL when the mesh has none); for
+ * FSDP's dim, its whole view (dp_shard_cp), so the FSDP collectives, the
+ * grad norm and full-tensor gathers reduce over the view's ranks. */
 tpx_comm *tpx__rt_dim_comm(const tpx_runtime *rt, int dim);
-/* 1 when `dim` is a data-parallel dim (its collectives go to the queue). */
+/* 1 when `dim` is a data-parallel dim (its collectives go to the queue);
+ * the dims a flattened FSDP view joins (cp) are. */
 int tpx__rt_dim_is_dp(const tpx_runtime *rt, int dim);
 /* All-reduce `count` elements of buf in place over mesh dim `dim`, on the
  * comm thread for dp dims, inline for others. */
