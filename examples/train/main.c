@@ -34,6 +34,7 @@ typedef struct args {
   int64_t tp, dp_shard, dp_replicate;
   double lr, clip, wd; /* clip <= 0: no clipping */
   int sp;              /* sequence parallel */
+  int offload;         /* --offload: FSDP2's CPUOffloadPolicy */
 } args;
 
 /* What rank 0 records of each step, for the report. */
@@ -65,7 +66,8 @@ static void usage(FILE *f) {
       "usage: tpx-train --model DIR --tokens FILE --batch B --seq T --steps K"
       " --lr LR\n"
       "                 [--clip C] [--weight-decay W] [--tp N] [--dp-shard M]\n"
-      "                 [--dp-replicate R] [--sp] [--backend local|mpi]\n"
+      "                 [--dp-replicate R] [--sp] [--offload]"
+      " [--backend local|mpi]\n"
       "                 [--format text|json] [--dump-params FILE]"
       " [--dump-grads FILE]\n\n"
       "Train K AdamW steps (betas 0.9/0.999, eps 1e-8) of an HF"
@@ -81,7 +83,13 @@ static void usage(FILE *f) {
       " (gathered) as an\n"
       "f32 safetensors file, for comparisons; --dump-grads the gathered"
       " pre-clip\n"
-      "gradients of every step k, tensors named PARAM@k.\n"
+      "gradients of every step k, tensors named PARAM@k. --offload keeps"
+      " the sharded\n"
+      "parameters, gradients and AdamW state in host memory (FSDP2's"
+      " CPUOffloadPolicy;\n"
+      "FSDP on even without data-parallel ranks); the memory report splits"
+      " device and\n"
+      "host bytes.\n"
       "Exit status: 0 ok, 1 bad input or a failed run, 2 bad arguments.\n");
 }
 
@@ -194,6 +202,10 @@ static int parse_args(int argc, char **argv, args *a) {
     }
     if (!strcmp(name, "--sp")) {
       a->sp = 1;
+      continue;
+    }
+    if (!strcmp(name, "--offload")) {
+      a->offload = 1;
       continue;
     }
     const struct option *o = NULL;
@@ -338,10 +350,12 @@ static void print_json(const args *a, const job *j) {
   if (j->has_memory)
     printf(",\"memory\":{\"rank\":0,\"params\":%lld,\"grads\":%lld,"
            "\"optimizer\":%lld,\"gather_peak\":%lld,\"activations\":%lld,"
-           "\"peak\":%lld}",
+           "\"peak\":%lld,\"device_peak\":%lld,\"host_peak\":%lld}",
            (long long)j->memory.params, (long long)j->memory.grads,
            (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
-           (long long)j->activations, (long long)peak_bytes(j));
+           (long long)j->activations, (long long)peak_bytes(j),
+           (long long)(j->memory.device_peak + j->activations),
+           (long long)j->memory.host_peak);
   printf("}\n");
 }
 
@@ -349,10 +363,10 @@ static void print_header(const args *a, const tpx_model *model) {
   if (!strcmp(a->format, "json"))
     return;
   printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld tp=%lld%s, "
-         "%s backend\n",
+         "%s backend%s\n",
          tpx_model_architecture(model, 0), (long long)a->dp_replicate,
          (long long)a->dp_shard, (long long)a->tp, a->sp ? " sp" : "",
-         a->backend);
+         a->backend, a->offload ? ", CPU offload" : "");
   fflush(stdout);
 }
 
@@ -377,10 +391,13 @@ static void print_summary(const args *a, const job *j) {
            j->mpi ? " (this process)" : " (all ranks)");
   if (j->has_memory)
     printf("memory (rank 0, bytes): params %lld  grads %lld  optimizer %lld  "
-           "gather peak %lld  activations %lld  peak %lld\n",
+           "gather peak %lld  activations %lld  peak %lld  (device peak %lld, "
+           "host peak %lld)\n",
            (long long)j->memory.params, (long long)j->memory.grads,
            (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
-           (long long)j->activations, (long long)peak_bytes(j));
+           (long long)j->activations, (long long)peak_bytes(j),
+           (long long)(j->memory.device_peak + j->activations),
+           (long long)j->memory.host_peak);
 }
 
 /* ---- one rank ---- */
@@ -472,7 +489,7 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   tr_rank *r = NULL;
   int64_t world_size = tpx_mesh_world_size(tpx_sharding_mesh(j->sh));
   int64_t rank = world ? tpx_comm_rank(world) : 0;
-  tr_rank_setup su = {j->model, j->sh, world, world_size, rank};
+  tr_rank_setup su = {j->model, j->sh, world, world_size, rank, j->a->offload};
   tpx_status s = tr_net_init(&net, j->model, err);
   if (!s)
     s = tr_rank_create(&su, &r, err);
@@ -523,8 +540,9 @@ static int build_sharding(const args *a, tpx_registry *reg,
   tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
   opts.param_dtype = TPX_DTYPE_F32; /* f32 training: no mixed precision */
   /* no data-parallel rank: nothing to shard, the runtime keeps the TP-local
-   * tensors themselves (no gather copies) */
-  opts.fsdp = a->dp_shard * a->dp_replicate > 1;
+   * tensors themselves (no gather copies); offload is an FSDP policy, so
+   * --offload keeps FSDP on (units over a dp_shard of 1) */
+  opts.fsdp = a->dp_shard * a->dp_replicate > 1 || a->offload;
   /* the selection whole: plan, FSDP units, fp32 parameters */
   opts.selection = *sel;
   if (tpx_sharding_create(model, NULL, *mesh, &opts, sh, err))
