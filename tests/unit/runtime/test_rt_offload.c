@@ -73,6 +73,16 @@ typedef struct octx {
   double norms[STEPS];
 } octx;
 
+/* Elements of parameter p; *alias = 1 for a tied alias. */
+static int64_t param_numel(const tpx_model *m, size_t p, int *alias) {
+  tpx_param_info info;
+  ck_assert_int_eq(tpx_model_param(m, (int64_t)p, &info, NULL), TPX_OK);
+  *alias = info.tied_to >= 0;
+  int64_t n = 1;
+  for (int i = 0; i < info.ndim; i++) n *= info.shape[i];
+  return n;
+}
+
 static void octx_init(octx *x, const ocase *c) {
   memset(x, 0, sizeof *x);
   x->c = c;
@@ -95,16 +105,10 @@ static void octx_init(octx *x, const ocase *c) {
   x->final = calloc(x->np, sizeof *x->final);
   x->grads = calloc(x->np, sizeof *x->grads);
   for (size_t p = 0; p < x->np; p++) {
-    tpx_param_info info;
-    ck_assert_int_eq(tpx_model_param(x->model, (int64_t)p, &info, NULL),
-                     TPX_OK);
-    int64_t n = 1;
-    for (int i = 0; i < info.ndim; i++) n *= info.shape[i];
-    x->numel[p] = n;
-    x->alias[p] = info.tied_to >= 0;
+    x->numel[p] = param_numel(x->model, p, &x->alias[p]);
     if (!x->alias[p]) {
-      x->final[p] = calloc((size_t)n, 4);
-      x->grads[p] = calloc((size_t)n, 4);
+      x->final[p] = calloc((size_t)x->numel[p], 4);
+      x->grads[p] = calloc((size_t)x->numel[p], 4);
     }
   }
 }
@@ -229,19 +233,28 @@ static void check_host_shard(const octx *x, tpx_runtime *rt, int64_t rank,
                 (long long)bad);
 }
 
+/* Gather every parameter (grad 0) or gradient (1) through tmp, check the
+ * host shards against it under offload; rank 0 keeps it in keep[p]. */
+static void gather_all(const octx *x, tpx_runtime *rt, int64_t rank, int grad,
+                       float *tmp, float **keep) {
+  for (size_t p = 0; p < x->np; p++) {
+    if (x->alias[p])
+      continue;
+    RK_OK(grad ? tpx_runtime_gather_grad(rt, (int64_t)p, tmp, TPX_DTYPE_F32, E_)
+               : tpx_runtime_gather_param(rt, (int64_t)p, tmp, TPX_DTYPE_F32,
+                                          E_));
+    if (x->offload)
+      check_host_shard(x, rt, rank, p, tmp, grad);
+    if (rank == 0)
+      memcpy(keep[p], tmp, (size_t)x->numel[p] * 4);
+  }
+}
+
 /* After a step's backward: the gathered gradients (rank 0 keeps them),
  * the host shards against them, the norm, a clip in step 1. */
 static void reduce_checks(octx *x, tpx_runtime *rt, int64_t rank, int64_t step,
                           float *tmp) {
-  for (size_t p = 0; p < x->np; p++) {
-    if (x->alias[p])
-      continue;
-    RK_OK(tpx_runtime_gather_grad(rt, (int64_t)p, tmp, TPX_DTYPE_F32, E_));
-    if (x->offload)
-      check_host_shard(x, rt, rank, p, tmp, 1);
-    if (rank == 0)
-      memcpy(x->grads[p], tmp, (size_t)x->numel[p] * 4);
-  }
+  gather_all(x, rt, rank, 1, tmp, x->grads);
   double n2 = 0;
   RK_OK(tpx_runtime_grad_norm(rt, 2.0, &n2, E_));
   ck_assert(n2 > 0 && isfinite(n2));
@@ -301,15 +314,7 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
     ck_assert_int_ge(tpx_runtime_space_bytes(rt, 0, 1),
                      tpx_runtime_space_bytes(rt, 0, 0));
   }
-  for (size_t p = 0; p < x->np; p++) {
-    if (x->alias[p])
-      continue;
-    RK_OK(tpx_runtime_gather_param(rt, (int64_t)p, tmp, TPX_DTYPE_F32, E_));
-    if (x->offload)
-      check_host_shard(x, rt, rank, p, tmp, 0);
-    if (rank == 0)
-      memcpy(x->final[p], tmp, (size_t)x->numel[p] * 4);
-  }
+  gather_all(x, rt, rank, 0, tmp, x->final);
   free(tmp);
   tpx_runtime_destroy(rt);
   tpx_mesh_comm_destroy(mc);
