@@ -17,7 +17,7 @@ tokens=$fix/tokens.bin
 batch=4 mesh="" world=1 prev=""
 for a in "$@"; do
   if [ "$a" = "--b6" ]; then tokens=$fix/tokens_b6.bin; batch=6; else mesh="$mesh $a"; fi
-  case $prev in --tp|--dp-shard|--dp-replicate) world=$((world * a)) ;; esac
+  case $prev in --tp|--dp-shard|--dp-replicate|--cp) world=$((world * a)) ;; esac
   prev=$a
 done
 tmp=$(mktemp -d)
