@@ -36,6 +36,7 @@ typedef struct args {
   int64_t cp;          /* context parallel: ranks sharing each sequence */
   double lr, clip, wd; /* clip <= 0: no clipping */
   int sp;              /* sequence parallel */
+  int offload;         /* --offload: FSDP2's CPUOffloadPolicy */
 } args;
 
 /* What rank 0 records of each step, for the report. */
@@ -70,7 +71,7 @@ static void usage(FILE *f) {
       "                 [--clip C] [--weight-decay W] [--tp N] [--dp-shard M]\n"
       "                 [--dp-replicate R] [--cp C] [--cp-layout head-tail|"
       "contiguous]\n"
-      "                 [--sp] [--backend local|mpi]\n"
+      "                 [--sp] [--offload] [--backend local|mpi]\n"
       "                 [--format text|json] [--dump-params FILE]"
       " [--dump-grads FILE]\n\n"
       "Train K AdamW steps (betas 0.9/0.999, eps 1e-8) of an HF"
@@ -90,7 +91,13 @@ static void usage(FILE *f) {
       " (gathered) as an\n"
       "f32 safetensors file, for comparisons; --dump-grads the gathered"
       " pre-clip\n"
-      "gradients of every step k, tensors named PARAM@k.\n"
+      "gradients of every step k, tensors named PARAM@k. --offload keeps"
+      " the sharded\n"
+      "parameters, gradients and AdamW state in host memory (FSDP2's"
+      " CPUOffloadPolicy;\n"
+      "FSDP on even without data-parallel ranks); the memory report splits"
+      " device and\n"
+      "host bytes.\n"
       "Exit status: 0 ok, 1 bad input or a failed run, 2 bad arguments.\n");
 }
 
@@ -212,6 +219,10 @@ static int parse_args(int argc, char **argv, args *a) {
     }
     if (!strcmp(name, "--sp")) {
       a->sp = 1;
+      continue;
+    }
+    if (!strcmp(name, "--offload")) {
+      a->offload = 1;
       continue;
     }
     const struct option *o = NULL;
@@ -356,10 +367,12 @@ static void print_json(const args *a, const job *j) {
   if (j->has_memory)
     printf(",\"memory\":{\"rank\":0,\"params\":%lld,\"grads\":%lld,"
            "\"optimizer\":%lld,\"gather_peak\":%lld,\"activations\":%lld,"
-           "\"peak\":%lld}",
+           "\"peak\":%lld,\"device_peak\":%lld,\"host_peak\":%lld}",
            (long long)j->memory.params, (long long)j->memory.grads,
            (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
-           (long long)j->activations, (long long)peak_bytes(j));
+           (long long)j->activations, (long long)peak_bytes(j),
+           (long long)(j->memory.device_peak + j->activations),
+           (long long)j->memory.host_peak);
   printf("}\n");
 }
 
@@ -371,8 +384,8 @@ static void print_header(const args *a, const tpx_model *model) {
          (long long)a->dp_shard);
   if (a->cp > 1)
     printf(" cp=%lld (%s)", (long long)a->cp, a->cp_layout);
-  printf(" tp=%lld%s, %s backend\n", (long long)a->tp, a->sp ? " sp" : "",
-         a->backend);
+  printf(" tp=%lld%s, %s backend%s\n", (long long)a->tp, a->sp ? " sp" : "",
+         a->backend, a->offload ? ", CPU offload" : "");
   fflush(stdout);
 }
 
@@ -403,10 +416,13 @@ static void print_summary(const args *a, const job *j) {
   }
   if (j->has_memory)
     printf("memory (rank 0, bytes): params %lld  grads %lld  optimizer %lld  "
-           "gather peak %lld  activations %lld  peak %lld\n",
+           "gather peak %lld  activations %lld  peak %lld  (device peak %lld, "
+           "host peak %lld)\n",
            (long long)j->memory.params, (long long)j->memory.grads,
            (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
-           (long long)j->activations, (long long)peak_bytes(j));
+           (long long)j->activations, (long long)peak_bytes(j),
+           (long long)(j->memory.device_peak + j->activations),
+           (long long)j->memory.host_peak);
 }
 
 /* ---- one rank ---- */
@@ -509,7 +525,8 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
                       .world_comm = world,
                       .world = world_size,
                       .rank = rank,
-                      .cp_layout = TPX_CP_HEAD_TAIL};
+                      .cp_layout = TPX_CP_HEAD_TAIL,
+                      .offload = j->a->offload};
   tpx_cp_layout_parse(j->a->cp_layout, &su.cp_layout, NULL);
   tpx_status s = tr_net_init(&net, j->model, err);
   if (!s)
@@ -567,8 +584,9 @@ static int build_sharding(const args *a, tpx_registry *reg,
   if (a->cp > 1)
     opts.dp_shard_dim = "dp_shard_cp";
   /* no data-parallel or cp rank: nothing to shard, the runtime keeps the
-   * TP-local tensors themselves (no gather copies) */
-  opts.fsdp = a->dp_shard * a->dp_replicate * a->cp > 1;
+   * TP-local tensors themselves (no gather copies); offload is an FSDP
+   * policy, so --offload keeps FSDP on (units over a dp_shard of 1) */
+  opts.fsdp = a->dp_shard * a->dp_replicate * a->cp > 1 || a->offload;
   /* the selection whole: plan, FSDP units, fp32 parameters */
   opts.selection = *sel;
   if (tpx_sharding_create(model, NULL, *mesh, &opts, sh, err))

@@ -115,6 +115,7 @@ typedef struct tpx__rt_unit {
   void *unsh;
   void *unsh_grad;
   void *send;  /* compute-dtype copy of the shard (cast_send) */
+  void *dflat; /* offload: the shard copied to the device (flat_bytes) */
   void *stage; /* all-gather output, dps blocks */
   tpx__rt_job job;
   /* Gradient reduction in flight (submitted, finished at the next sync). */
@@ -161,6 +162,9 @@ struct tpx_runtime {
   } * cache;
   size_t ncache, cache_cap;
   int64_t cached_bytes;
+  /* Of cur[TOTAL]: bytes in host memory outside rt->ms (offload); peaks of
+   * the host and the rt->ms parts. */
+  int64_t host_cur, host_peak, dev_peak;
 };
 
 /* ---- buffers (rt_buf.c) ---- */
@@ -179,6 +183,22 @@ void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
                   size_t bytes);
 /* Free the cached buffers (destroy). */
 void tpx__rt_release_cache(tpx_runtime *rt);
+
+/* ---- offload (rt_buf.c; tpx_runtime_options.offload) ---- */
+
+/* The space of the sharded state (PARAMS, GRADS, OPTIMIZER buffers): host
+ * memory under offload, else rt->ms. The buffers above are allocated
+ * there by kind; GATHER and UNSHARDED_GRADS are always in rt->ms. */
+const tpx__memspace *tpx__rt_state_ms(const tpx_runtime *rt);
+/* The copy kind that moves the sharded state into rt->ms (H2D under
+ * offload, else D2D). */
+tpx__copy_kind tpx__rt_state_to_ms(const tpx_runtime *rt);
+/* A host staging buffer (not cached, not zeroed) counted under `kind`
+ * and as host bytes; NULL on OOM. And its free (NULL: no-op). */
+void *tpx__rt_alloc_host(tpx_runtime *rt, tpx_runtime_mem_kind kind,
+                         size_t bytes);
+void tpx__rt_free_host(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
+                       size_t bytes);
 
 /* ---- mesh dims (rt_dim.c) ---- */
 

@@ -384,6 +384,13 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   rt->dpr = dims.dpr;
   rt->fsdp = tpx_sharding_num_fsdp_units(sh) > 0;
   rt->num_units = rt->fsdp ? tpx_sharding_num_fsdp_units(sh) : 1;
+  if (o.offload && !rt->fsdp) { /* CPUOffloadPolicy is an FSDP2 policy */
+    free(rt);
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "tpx_runtime_create: offload needs FSDP units (the "
+                         "sharding has none: turn tpx_sharding_options.fsdp "
+                         "on, as fully_shard with a CPUOffloadPolicy would)");
+  }
   rt->divide = o.grad_divide_factor > 0 ? o.grad_divide_factor
                                         : (double)(rt->dps * rt->dpr);
   rt->dps_ndims = dims.dps_ndims;
