@@ -24,7 +24,6 @@
 
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/mesh.h"
 #include "tpx/placement.h"
 

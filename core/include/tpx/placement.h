@@ -16,7 +16,6 @@
 #include <stdint.h>
 
 #include "tpx/error.h"
-#include "tpx/export.h"
 
 TPX_BEGIN_DECLS
 

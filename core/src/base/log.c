@@ -11,6 +11,8 @@
  * during one register call); the stdout diversion around plugin code
  * (plugin/quiet.c, fd 1 is the process's); and the MPI backend's count of
  * live worlds and whether tpx initialised MPI (comm/mpi.c). */
+#include "tpx/log.h"
+
 #include "base/log_view.h"
 
 #include <pthread.h>
