@@ -81,7 +81,6 @@
 #include "tpx/comm.h"
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/fsdp.h"
 #include "tpx/layout.h"
 #include "tpx/runtime_tp.h"

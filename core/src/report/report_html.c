@@ -66,10 +66,7 @@ static void shape_html(tpx__sbuf *b, const tpx_param_info *pi) {
  * first). *out is malloc'd (NULL when there are none); -1 on no memory. */
 static int module_params(const tpx_model *model, int64_t m, int64_t **out,
                          size_t *n) {
-  size_t count = 0;
-  for (int64_t p = tpx__mv_module(model, m)->first_param; p >= 0;
-       p = tpx__mv_param(model, p)->next_param)
-    count++;
+  size_t count = tpx__mv_module_params(model, m, NULL, 0);
   *out = NULL;
   *n = count;
   if (!count)
@@ -77,10 +74,7 @@ static int module_params(const tpx_model *model, int64_t m, int64_t **out,
   int64_t *v = malloc(count * sizeof *v);
   if (!v)
     return -1;
-  size_t i = count;
-  for (int64_t p = tpx__mv_module(model, m)->first_param; p >= 0;
-       p = tpx__mv_param(model, p)->next_param)
-    v[--i] = p;
+  tpx__mv_module_params(model, m, v, count);
   *out = v;
   return 0;
 }
