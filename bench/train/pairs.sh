@@ -83,8 +83,9 @@ torch_run() {
 bench_medians() {
   echo "## medians (min-max) over the pairs, tokens/s"
   awk -f "$lib/stats.awk" "$rec" >"$dir/stats"
-  awk '{ printf "  %-14s %9s  (%s-%s, %d runs, %d failed)\n", $1, $2, $3, $4, $5, $6 }' \
-    "$dir/stats"
+  awk 'NR == FNR { if (length($1) > w) w = length($1); next }
+    { printf "  %-" (w > 14 ? w : 14) "s %9s  (%s-%s, %d runs, %d failed)\n",
+        $1, $2, $3, $4, $5, $6 }' "$dir/stats" "$dir/stats"
 }
 med() { awk -v k="$1" '$1 == k { print $2 }' "$dir/stats"; }
 
