@@ -39,8 +39,9 @@ bench_header() {
 }
 
 # tpx_run SERIES WORLD ARGS...: one tpx-train run; records its tokens/s,
-# its share of the step in collectives (SERIES-coll) and, when tpx-train
-# reports it, the share in cp collectives (SERIES-cpcoll).
+# its share of the step in collectives (SERIES-coll) and, when tpx-train's
+# throughput line reports it ("cp collectives N%"), the share in cp
+# collectives (SERIES-cpcoll).
 tpx_run() {
   series=$1 world=$2
   shift 2
@@ -51,7 +52,7 @@ tpx_run() {
         echo "  $series: failed: $(echo "$out" | tail -1)"; return 0; }
   tok=$(echo "$out" | sed -n 's/^throughput \([0-9.]*\) tokens.*/\1/p')
   coll=$(echo "$out" | sed -n 's/^throughput .* s  collectives \([0-9.]*\)%.*/\1/p')
-  cpc=$(echo "$out" | sed -n 's/.*cp collectives \([0-9.]*\)%.*/\1/p')
+  cpc=$(echo "$out" | sed -n 's/^throughput .*[ (]cp[a-z ]* \([0-9.]*\)%.*/\1/p')
   echo "$series ${tok:-failed}" >>"$rec"
   echo "$series-coll ${coll:-failed}" >>"$rec"
   [ -z "$cpc" ] || echo "$series-cpcoll $cpc" >>"$rec"
