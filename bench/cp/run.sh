@@ -57,6 +57,7 @@ has_cp=0
 "$train" --help 2>&1 | grep -q -- "--cp" && has_cp=1
 [ "$has_cp" = 1 ] || echo "tpx-train: no --cp in this build; its cp meshes are skipped"
 bench_load before
+echo "tpx side: OMP_WAIT_POLICY=$omp_wait"
 
 for p in $(seq "$pairs"); do
   echo "## pair $p of $pairs (load $(loadavg))"

@@ -11,7 +11,7 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
 # bench_init NAME H L NH KV I V B T: checks the binaries (exit 2 when one is
 # not built), writes the random Llama and its [B, T+1] batch to $dir,
-# sets cores, rec (the records file) and have_torch.
+# sets cores, rec (the records file), have_torch and omp_wait.
 bench_init() {
   train=$build/examples/train/tpx-train
   gen=$build/bench/train/tpx-bench-train-model
@@ -27,6 +27,11 @@ bench_init() {
   : >"$rec"
   have_torch=0
   "$py" -c "import torch, transformers" 2>/dev/null && have_torch=1
+  # tpx-train's element-wise loops run on OpenMP threads beside OpenBLAS's
+  # own pthreads: with libgomp's default active wait, an idle OpenMP worker
+  # spins through the GEMMs on a core the BLAS needs (bench/README.md
+  # "Training"). Passive: it sleeps instead. The caller's setting wins.
+  omp_wait=${OMP_WAIT_POLICY:-passive}
   return 0
 }
 
@@ -46,7 +51,8 @@ tpx_run() {
   series=$1 world=$2
   shift 2
   th=$((cores / world)); [ "$th" -ge 1 ] || th=1
-  out=$(OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th "$train" --model "$dir" \
+  out=$(OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th OMP_WAIT_POLICY=$omp_wait \
+        "$train" --model "$dir" \
         --tokens "$dir/tokens.bin" --batch $B --seq $T --steps "$steps" \
         --lr 1e-4 --clip 1.0 "$@" 2>&1) || { echo "$series failed" >>"$rec"; \
         echo "  $series: failed: $(echo "$out" | tail -1)"; return 0; }

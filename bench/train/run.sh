@@ -51,6 +51,7 @@ if "$py" -c "import numpy" 2>/dev/null; then
   peak=$(echo "$line" | sed -n 's/^SGEMM gflops=\([0-9.]*\).*/\1/p')
 fi
 bench_load before
+echo "tpx side: OMP_WAIT_POLICY=$omp_wait"
 
 for p in $(seq "$pairs"); do
   echo "## pair $p of $pairs (load $(loadavg))"

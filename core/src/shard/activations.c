@@ -12,6 +12,7 @@
 
 #include "shard/activations.h"
 #include "shard/shard_internal.h"
+#include "tpx/mesh.h"
 #include "tpx/validate.h"
 
 /* key, then text_config.key (VLMs). */
@@ -82,13 +83,23 @@ tpx_memory_options tpx__memory_options(const tpx_memory_options *opts) {
   return o;
 }
 
+void tpx__act_dims_set_cp(tpx__act_dims *d, int64_t cp) {
+  d->cp = cp > 1 ? cp : 1;
+  d->cp_tokens = tpx__sat_mul(d->batch, d->seq);
+  d->tokens = tpx__sat_mul(d->batch, ceil_div(d->seq, d->cp));
+}
+
 tpx_status tpx__act_dims_read(const tpx_sharding *sh,
                               const tpx_memory_options *opts, tpx__act_dims *d,
                               tpx_error *err) {
   const tpx_model *m = sh->model;
   memset(d, 0, sizeof *d);
   int64_t t = sh->tp_applied ? sh->tp : 1;
-  d->tokens = tpx__sat_mul(opts->batch, opts->seq);
+  d->batch = opts->batch;
+  d->seq = opts->seq;
+  /* cp from the mesh's "cp" dimension when it has one */
+  int cpd = sh->mesh ? tpx_mesh_dim_index(sh->mesh, "cp") : -1;
+  tpx__act_dims_set_cp(d, cpd >= 0 ? tpx_mesh_dim_size(sh->mesh, cpd) : 1);
   tpx_status st = need(m, "hidden_size", &d->hidden, err);
   if (st != TPX_OK)
     return st;
@@ -197,6 +208,14 @@ int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing) {
                        tpx__sat_add(ceil_div(d->hidden, d->sp_div), d->hidden)),
           d->elem),
       tpx__sat_mul(tpx__sat_mul(d->tokens, d->vocab_local), d->elem + 4));
+  /* under cp, the K and V of one layer gathered over the full sequence
+   * (local heads), alive while that layer's attention runs */
+  int64_t gathered =
+      d->cp > 1 ? tpx__sat_mul(
+                      tpx__sat_mul(d->cp_tokens, d->elem),
+                      tpx__sat_mul(2, tpx__sat_mul(d->kv_heads, d->head_dim)))
+                : 0;
+  head = tpx__sat_add(head, gathered);
   if (!checkpointing)
     return tpx__sat_add(tpx__sat_mul(d->layers, layer), head);
   /* each layer keeps its input; one layer is recomputed at a time */

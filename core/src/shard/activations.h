@@ -9,7 +9,12 @@
 #include "tpx/memory.h"
 
 typedef struct tpx__act_dims {
-  int64_t tokens;      /* S = batch * seq */
+  int64_t tokens;      /* S = batch * seq / cp: the tokens one rank holds */
+  int64_t cp;          /* context-parallel degree (1 = none): the sequence
+                          is split over cp ranks, attention gathers the
+                          full K and V of one layer at a time */
+  int64_t cp_tokens;   /* batch * seq: the tokens of the gathered K/V */
+  int64_t batch, seq;  /* the options' batch and seq */
   int64_t hidden;      /* h */
   int64_t heads;       /* a_l: attention heads per rank (ceil(a/t) if split) */
   int64_t kv_heads;    /* k_l: kv heads per rank */
@@ -27,6 +32,9 @@ typedef struct tpx__act_dims {
 tpx_status tpx__act_dims_read(const tpx_sharding *sh,
                               const tpx_memory_options *opts,
                               tpx__act_dims *out, tpx_error *err);
+/* Set the context-parallel degree (tpx__act_dims_read takes it from the
+ * mesh dimension named "cp", else 1): tokens becomes batch * ceil(seq/cp). */
+void tpx__act_dims_set_cp(tpx__act_dims *d, int64_t cp);
 /* Activation bytes at the peak (docs/MEMORY.md "activations"). */
 int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing);
 /* Bytes of one layer's saved activations, without checkpointing. */
