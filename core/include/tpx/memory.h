@@ -38,6 +38,21 @@ TPX_API const char *tpx_optimizer_name(tpx_optimizer opt);
 TPX_API tpx_status tpx_optimizer_parse(const char *text, tpx_optimizer *out,
                                        tpx_error *err);
 
+/* The attention implementation the activation estimate assumes (what the
+ * model's attention saves for backward, docs/MEMORY.md "Activations"). */
+typedef enum tpx_attention {
+  TPX_ATTENTION_FLASH = 0, /* flash attention: q, k, v, output, f32 LSE */
+  TPX_ATTENTION_SDPA = 1,  /* torch SDPA: the same set as flash */
+  TPX_ATTENTION_EAGER = 2, /* matmul + softmax: also the f32 probabilities
+                              (seq x seq per head) and their cast copy */
+} tpx_attention;
+
+/* "flash", "sdpa", "eager"; NULL when out of range. */
+TPX_API const char *tpx_attention_name(tpx_attention attn);
+/* Parse one of the names above; TPX_INVALID_ARGUMENT naming the text. */
+TPX_API tpx_status tpx_attention_parse(const char *text, tpx_attention *out,
+                                       tpx_error *err);
+
 typedef struct tpx_memory_options {
   size_t struct_size;
   tpx_optimizer optimizer;      /* adamw */
@@ -47,12 +62,14 @@ typedef struct tpx_memory_options {
   int activation_checkpointing; /* 1: every layer is checkpointed */
   tpx_dtype activation_dtype;   /* INVALID: the FSDP param dtype, else the
                                    model's dtype */
+  /* Added after activation_dtype (a shorter struct gets flash). */
+  tpx_attention attention; /* flash */
 } tpx_memory_options;
 
 #define TPX_MEMORY_OPTIONS_INIT                                                \
   {                                                                            \
     sizeof(tpx_memory_options), TPX_OPTIMIZER_ADAMW, 1, 0, 0,                  \
-        TPX_DTYPE_INVALID                                                      \
+        TPX_DTYPE_INVALID, TPX_ATTENTION_FLASH                                 \
   }
 
 /* Bytes one rank holds at its training peak, by term. */
@@ -69,6 +86,13 @@ typedef struct tpx_memory {
    * bytes (0 with TPX_OPTIMIZER_NONE). A runtime that counts masters with
    * the parameters compares params + master and optimizer - master. */
   int64_t master;
+  /* The optimizer state torch's optimizer would hold on this rank: the
+   * same states and master copy on the UNPADDED local shard (torch's
+   * optimizer state follows the DTensor's local tensor, so the short last
+   * rank of an uneven dp_shard holds less), plus AdamW's 4-byte `step`
+   * tensor per parameter. Reported beside `optimizer`, not in `peak`
+   * (tpx's runtime allocates `optimizer`). */
+  int64_t optimizer_torch;
 } tpx_memory;
 
 /* The memory of ranks [first, first + count) into out[0..count). `opts` may

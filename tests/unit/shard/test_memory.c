@@ -151,23 +151,30 @@ typedef struct {
 } act_case;
 
 /* batch 2 x seq 16 = 32 tokens, bf16 (e = 2), head_dim 64/8 = 8, V = 256
- * from lm_head.weight (the fixture config has no vocab_size).
- * tp 1: layer = 32*2*(2*64 + 2*64 + 8*(2*8 + 2*8) + 4*128) + 4*32*8
- *             = 65536 + 1024 = 66560
- *       head  = 32*2*(64 + 64) + 32*256*(2 + 4) = 8192 + 49152 = 57344
- *       all: 2*66560 + 57344 = 190464
- *       checkpointed: 2*(32*64*2) + 66560 + 57344 = 132096
+ * from lm_head.weight (the fixture config has no vocab_size), flash
+ * attention, two hidden-sized norms per layer, no q/k norms.
+ * A norm into linears, per token: f32 input 4*64 + f32 rsqrt 4 + normalized
+ * 2*64 (sequence-sharded under SP), plus its output 2*64 (full):
+ *       32*388 + 32*128 = 16512
+ * tp 1: attention 32*(2*8*(2*8 + 2*8) + 4*8) = 32*544 = 17408
+ *       MLP 32*4*128*2 = 32768
+ *       layer = 2*16512 + 17408 + 32768 = 83200
+ *       head  = 16512 + 32*(4*256 + 16) + RoPE 2*16*8*2 + loss 4
+ *             = 16512 + 33280 + 512 + 4 = 50308
+ *       all: 2*83200 + 50308 = 216708
+ *       checkpointed: 2*(32*64*2) + 83200 + 50308 = 141700
  * tp 2 (heads 4, kv 4, I 64, V 128):
- *       layer = 32*2*(256 + 8*16 + 256) + 4*32*4 = 40960 + 512 = 41472
- *       head  = 8192 + 32*128*6 = 32768; all: 115712
- *       checkpointed: 8192 + 41472 + 32768 = 82432
- * tp 2 + SP (norm inputs and layer boundaries / 2):
- *       layer = 32*2*(64 + 128 + 128 + 256) + 512 = 37376
- *       head  = 32*2*(32 + 64) + 24576 = 30720; all: 105472
- *       checkpointed: 2*(32*32*2) + 37376 + 30720 = 72192 */
+ *       layer = 33024 + 32*(2*8*16 + 16) + 32*4*64*2 = 33024 + 8704 + 16384
+ *             = 58112
+ *       head  = 16512 + 32*(4*128 + 16) + 516 = 33924; all: 150148
+ *       checkpointed: 8192 + 58112 + 33924 = 100228
+ * tp 2 + SP (a norm's own bytes on 16 tokens: 16*388 + 32*128 = 10304):
+ *       layer = 2*10304 + 8704 + 16384 = 45696
+ *       head  = 10304 + 16896 + 516 = 27716; all: 119108
+ *       checkpointed: 2*(16*64*2) + 45696 + 27716 = 77508 */
 static const act_case act_cases[] = {
-    {1, 0, 0, 190464}, {1, 0, 1, 132096}, {2, 0, 0, 115712},
-    {2, 0, 1, 82432},  {2, 1, 0, 105472}, {2, 1, 1, 72192},
+    {1, 0, 0, 216708}, {1, 0, 1, 141700}, {2, 0, 0, 150148},
+    {2, 0, 1, 100228}, {2, 1, 0, 119108}, {2, 1, 1, 77508},
 };
 
 START_TEST(activations_table) {
