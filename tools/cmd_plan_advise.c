@@ -225,6 +225,10 @@ static void best_command(char *b, size_t size,
   cmd_arg(b, size, num);
   if (mo->activation_checkpointing)
     cmd_arg(b, size, "--activation-checkpointing");
+  if (mo->attention != TPX_ATTENTION_FLASH) {
+    cmd_arg(b, size, "--attention");
+    cmd_arg(b, size, tpx_attention_name(mo->attention));
+  }
 }
 
 static size_t count_fitting(const advice_t *a) {
@@ -255,6 +259,8 @@ static json_t *json_mesh(const cand_t *c) {
     json_object_set_new(m, "gather_peak", json_integer(c->worst.gather_peak));
     json_object_set_new(m, "activations", json_integer(c->worst.activations));
     json_object_set_new(m, "peak", json_integer(c->worst.peak));
+    json_object_set_new(m, "optimizer_torch",
+                        json_integer(c->worst.optimizer_torch));
     json_object_set_new(o, "memory", m);
     json_object_set_new(o, "comm_tp_bytes", json_integer(c->traffic.tp));
     json_object_set_new(o, "comm_fsdp_bytes", json_integer(c->traffic.fsdp));

@@ -143,6 +143,45 @@ START_TEST(state_fp32_and_no_fsdp) {
 }
 END_TEST
 
+/* torch's optimizer state follows the unpadded local shard (docs/MEMORY.md
+ * "Optimizer state"): on dp_shard 3 rank 2 holds q,k,v,o 20 rows, gate/up
+ * 42, down 20, norms 20, embed/lm_head 84 of 86:
+ *   per layer 4*20*64 + 2*42*64 + 20*128 + 2*20 = 13096
+ *   root 2*84*64 + 20 = 10772; all 2*13096 + 10772 = 36964
+ * ranks 0 and 1 hold full chunks: 39022 (the padded figure).
+ * AdamW: 2 f32 states + the f32 master of the bf16 parameters = 12 bytes
+ * an element, plus a 4-byte step for each of the 21 parameters. */
+START_TEST(state_torch_uneven) {
+  tpx_model *m = fx_llama();
+  tpx_mesh *mesh = fx_mesh(1, 3, 1);
+  tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+  tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
+  for (int64_t r = 0; r < 3; r++) {
+    int64_t n = r < 2 ? 39022 : 36964;
+    tpx_memory x = mem_of(sh, &o, r);
+    ck_assert_int_eq(x.optimizer, 39022 * 12); /* tpx: padded, as allocated */
+    ck_assert_int_eq(x.optimizer_torch, n * 12 + 21 * 4);
+  }
+  o.optimizer = TPX_OPTIMIZER_SGD; /* momentum + master, no step */
+  ck_assert_int_eq(mem_of(sh, &o, 2).optimizer_torch, 36964 * 8);
+  o.optimizer = TPX_OPTIMIZER_NONE;
+  ck_assert_int_eq(mem_of(sh, &o, 2).optimizer_torch, 0);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  /* dp_shard 128: rank 127's shard of every 64-row parameter is empty;
+   * it holds 1 row of gate and up (2 layers) and 2 of embed and lm_head,
+   * and a step for every parameter all the same */
+  mesh = fx_mesh(1, 128, 1);
+  sh = fx_shard(m, NULL, mesh, NULL);
+  o.optimizer = TPX_OPTIMIZER_ADAMW;
+  ck_assert_int_eq(mem_of(sh, &o, 127).optimizer_torch,
+                   (4 * 64 + 4 * 64) * 12 + 21 * 4);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 typedef struct {
   int64_t tp;
   int sp;
@@ -337,6 +376,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, state_padded);
   tcase_add_test(tc, state_tp_fsdp);
   tcase_add_test(tc, state_fp32_and_no_fsdp);
+  tcase_add_test(tc, state_torch_uneven);
   tcase_add_loop_test(tc, activations_table, 0,
                       (int)(sizeof act_cases / sizeof act_cases[0]));
   tcase_add_test(tc, bad_input);
