@@ -8,9 +8,11 @@
  * padded per-rank layout (each parameter's TP-local piece split on dim 0
  * over dp_shard, every rank padded to the full chunk:
  * tpx_layout_fsdp_padded_numel), which is what a runtime allocates; the
- * gather peak and the traffic use unpadded gathered sizes. Activations are
- * an estimate for a Llama-style decoder (docs/MEMORY.md lists what is and
- * is not counted).
+ * gather peak and the traffic use unpadded gathered sizes; optimizer_torch
+ * is torch's optimizer on the unpadded shard. Activations are what
+ * transformers' decoder modules save for backward, by the structure of the
+ * model's layers, the attention implementation and the activation dtype
+ * (docs/MEMORY.md "Activations" says how close, family by family).
  *
  * Not an allocator and not a profiler: nothing here touches a device. */
 #ifndef TPX_MEMORY_H
