@@ -4,7 +4,11 @@
  * in that order; the softmax between them runs over every row at once, on
  * as many threads as the BLAS (tr_threads), each row on one thread, so the
  * result does not depend on the thread count. Positions and RoPE are
- * applied by the caller; softmax probabilities are kept for backward. */
+ * applied by the caller; softmax probabilities are kept for backward.
+ * Under context parallelism the t local queries attend the tk = t·cp keys
+ * of the whole sequence (K and V gathered over cp, in position order):
+ * query i sees keys 0..qpos[i], its global position (the causal mask on
+ * global positions, as torch's context_parallel computes it). */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,16 +16,24 @@
 
 #include "train.h"
 
+/* Keys per query row: the whole sequence under cp, else t. */
+static int64_t keys(const tr_attn_shape *sh) { return sh->tk ? sh->tk : sh->t; }
+
+/* The last key query row i (of t) may see: its global position. */
+static int64_t last_key(const tr_attn_shape *sh, int64_t i) {
+  return sh->qpos ? sh->qpos[i] : i;
+}
+
 /* Where head h of batch row b starts in q / o (ld nh*hd) and in k / v (ld
- * nkv*hd: the kv head its group shares), and its [t, t] block of scores. */
+ * nkv*hd: the kv head its group shares), and its [t, tk] block of scores. */
 typedef struct head {
   int64_t q, kv, p;
 } head;
 
 static head head_at(const tr_attn_shape *sh, int64_t b, int64_t h) {
-  int64_t t = sh->t, hd = sh->hd, grp = sh->nh / sh->nkv;
-  head at = {b * t * sh->nh * hd + h * hd, b * t * sh->nkv * hd + h / grp * hd,
-             (b * sh->nh + h) * t * t};
+  int64_t t = sh->t, tk = keys(sh), hd = sh->hd, grp = sh->nh / sh->nkv;
+  head at = {b * t * sh->nh * hd + h * hd, b * tk * sh->nkv * hd + h / grp * hd,
+             (b * sh->nh + h) * t * tk};
   return at;
 }
 
@@ -47,54 +59,57 @@ static void softmax_row_bwd(float *ds, const float *p, int64_t i, int64_t t) {
 
 void tr_attn_fwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, float *p, float *o) {
-  int64_t t = sh->t, hd = sh->hd, rows = sh->b * sh->nh * t;
-  int ldq = (int)(sh->nh * hd), ldk = (int)(sh->nkv * hd), T = (int)t;
+  int64_t t = sh->t, tk = keys(sh), hd = sh->hd, rows = sh->b * sh->nh * t;
+  int ldq = (int)(sh->nh * hd), ldk = (int)(sh->nkv * hd), T = (int)t,
+      K = (int)tk;
   float scale = 1.0f / sqrtf((float)hd);
   /* scores p = scale q k^T */
   for (int64_t b = 0; b < sh->b; b++)
     for (int64_t h = 0; h < sh->nh; h++) {
       head at = head_at(sh, b, h);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, (int)hd, scale,
-                  q + at.q, ldq, k + at.kv, ldk, 0.0f, p + at.p, T);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, K, (int)hd, scale,
+                  q + at.q, ldq, k + at.kv, ldk, 0.0f, p + at.p, K);
     }
-  TR_PARALLEL_FOR(rows * t)
-  for (int64_t r = 0; r < rows; r++) softmax_row(p + r * t, r % t, t);
+  TR_PARALLEL_FOR(rows * tk)
+  for (int64_t r = 0; r < rows; r++)
+    softmax_row(p + r * tk, last_key(sh, r % t), tk);
   /* o = p v */
   for (int64_t b = 0; b < sh->b; b++)
     for (int64_t h = 0; h < sh->nh; h++) {
       head at = head_at(sh, b, h);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, (int)hd, T,
-                  1.0f, p + at.p, T, v + at.kv, ldk, 0.0f, o + at.q, ldq);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, (int)hd, K,
+                  1.0f, p + at.p, K, v + at.kv, ldk, 0.0f, o + at.q, ldq);
     }
 }
 
 void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, const float *p, const float *dout, float *dq,
                  float *dk, float *dv, float *ds) {
-  int64_t t = sh->t, hd = sh->hd, rows = sh->b * sh->nh * t;
-  int ldq = (int)(sh->nh * hd), ldk = (int)(sh->nkv * hd), T = (int)t;
+  int64_t t = sh->t, tk = keys(sh), hd = sh->hd, rows = sh->b * sh->nh * t;
+  int ldq = (int)(sh->nh * hd), ldk = (int)(sh->nkv * hd), T = (int)t,
+      K = (int)tk;
   float scale = 1.0f / sqrtf((float)hd);
-  memset(dk, 0, sizeof(float) * (size_t)(sh->b * t * sh->nkv * hd));
-  memset(dv, 0, sizeof(float) * (size_t)(sh->b * t * sh->nkv * hd));
+  memset(dk, 0, sizeof(float) * (size_t)(sh->b * tk * sh->nkv * hd));
+  memset(dv, 0, sizeof(float) * (size_t)(sh->b * tk * sh->nkv * hd));
   /* dV += P^T dO ; dS = dO V^T */
   for (int64_t b = 0; b < sh->b; b++)
     for (int64_t h = 0; h < sh->nh; h++) {
       head at = head_at(sh, b, h);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, (int)hd, T, 1.0f,
-                  p + at.p, T, dout + at.q, ldq, 1.0f, dv + at.kv, ldk);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, (int)hd, 1.0f,
-                  dout + at.q, ldq, v + at.kv, ldk, 0.0f, ds + at.p, T);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, (int)hd, T, 1.0f,
+                  p + at.p, K, dout + at.q, ldq, 1.0f, dv + at.kv, ldk);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, K, (int)hd, 1.0f,
+                  dout + at.q, ldq, v + at.kv, ldk, 0.0f, ds + at.p, K);
     }
-  TR_PARALLEL_FOR(rows * t)
+  TR_PARALLEL_FOR(rows * tk)
   for (int64_t r = 0; r < rows; r++)
-    softmax_row_bwd(ds + r * t, p + r * t, r % t, t);
+    softmax_row_bwd(ds + r * tk, p + r * tk, last_key(sh, r % t), tk);
   /* dQ = scale dS K ; dK += scale dS^T Q */
   for (int64_t b = 0; b < sh->b; b++)
     for (int64_t h = 0; h < sh->nh; h++) {
       head at = head_at(sh, b, h);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, (int)hd, T,
-                  scale, ds + at.p, T, k + at.kv, ldk, 0.0f, dq + at.q, ldq);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, (int)hd, T, scale,
-                  ds + at.p, T, q + at.q, ldq, 1.0f, dk + at.kv, ldk);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, (int)hd, K,
+                  scale, ds + at.p, K, k + at.kv, ldk, 0.0f, dq + at.q, ldq);
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, (int)hd, T, scale,
+                  ds + at.p, K, q + at.q, ldq, 1.0f, dk + at.kv, ldk);
     }
 }

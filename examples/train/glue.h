@@ -10,6 +10,11 @@ typedef struct tr_rank_setup {
   tpx_comm *world_comm; /* NULL at world 1 without a backend */
   int64_t world;
   int64_t rank;
+  /* context parallelism: the (dp_replicate, dp_shard, cp, tp) mesh whose
+   * cp dim groups the ranks that share a batch row (NULL: cp 1), and how
+   * the sequence is cut over them */
+  const tpx_mesh *cp_mesh;
+  tpx_cp_layout cp_layout;
 } tr_rank_setup;
 
 tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,

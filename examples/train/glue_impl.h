@@ -12,6 +12,10 @@ typedef struct tr_tp {
   int64_t rank;
   int64_t embed, m_embed;
   double comm_s;
+  /* context parallelism: the cp group (NULL at cp 1), this rank's place
+   * in it and how the sequence is cut */
+  tpx_comm *cp;
+  tr_cp cpi;
 } tr_tp;
 
 /* Fill the shared part (creates the mesh comm). */

@@ -15,13 +15,54 @@ tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err) {
   tp->rank = su->rank;
   tp->embed = tpx_model_find_param(su->model, "model.embed_tokens.weight");
   tp->m_embed = tpx_model_find_module(su->model, "model.embed_tokens");
-  return tpx_mesh_comm_create(su->world_comm, tpx_sharding_mesh(su->sharding),
-                              &tp->mc, err);
+  tp->cpi = (tr_cp){1, 0, su->cp_layout};
+  tpx_status st = tpx_mesh_comm_create(
+      su->world_comm, tpx_sharding_mesh(su->sharding), &tp->mc, err);
+  int cpd = su->cp_mesh ? tpx_mesh_dim_index(su->cp_mesh, "cp") : -1;
+  if (st || cpd < 0 || tpx_mesh_dim_size(su->cp_mesh, cpd) == 1)
+    return st;
+  /* the cp group: the ranks that differ only in their cp coordinate */
+  st = tpx_comm_split_mesh_dim(su->world_comm, su->cp_mesh, "cp", &tp->cp, err);
+  if (!st) {
+    tp->cpi.size = tpx_comm_size(tp->cp);
+    tp->cpi.rank = tpx_comm_rank(tp->cp);
+  }
+  return st;
 }
 
 void tr_tp_fini(tr_tp *tp) {
+  tpx_comm_destroy(tp->cp);
   tpx_mesh_comm_destroy(tp->mc);
   tp->mc = NULL;
+  tp->cp = NULL;
+}
+
+tr_cp tr_rank_cp(const tr_rank *r) { return ((const tr_tp *)r)->cpi; }
+
+tpx_status tr_cp_gather(tr_rank *r, const float *local, float *full, int64_t b,
+                        int64_t t, int64_t f, tpx_error *err) {
+  tr_tp *tp = (tr_tp *)r;
+  int64_t ls[3] = {b, t, f}, fs[3] = {b, t * tp->cpi.size, f};
+  tpx_tensor tl = tpx_tensor_make((void *)local, TPX_DTYPE_F32, 3, ls);
+  tpx_tensor tf = tpx_tensor_make(full, TPX_DTYPE_F32, 3, fs);
+  double t0 = tr_now();
+  tpx_status st = tpx_cp_all_gather_seq(tp->cp, tp->cpi.layout, &tl, &tf, err);
+  tp->comm_s += tr_now() - t0;
+  return st;
+}
+
+tpx_status tr_cp_reduce_scatter(tr_rank *r, const float *full, float *local,
+                                int64_t b, int64_t t, int64_t f,
+                                tpx_error *err) {
+  tr_tp *tp = (tr_tp *)r;
+  int64_t ls[3] = {b, t, f}, fs[3] = {b, t * tp->cpi.size, f};
+  tpx_tensor tl = tpx_tensor_make(local, TPX_DTYPE_F32, 3, ls);
+  tpx_tensor tf = tpx_tensor_make((void *)full, TPX_DTYPE_F32, 3, fs);
+  double t0 = tr_now();
+  tpx_status st =
+      tpx_cp_reduce_scatter_seq(tp->cp, tp->cpi.layout, &tf, &tl, err);
+  tp->comm_s += tr_now() - t0;
+  return st;
 }
 
 double tr_rank_comm_seconds(const tr_rank *r) {
@@ -190,7 +231,8 @@ tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) {
   int64_t n = 1;
   for (int d = 0; d < tpx_mesh_ndim(mesh); d++) {
     const char *name = tpx_mesh_dim_name(mesh, d);
-    if (strcmp(name, "dp_shard") && strcmp(name, "dp_replicate"))
+    if (strcmp(name, "dp_shard") && strcmp(name, "dp_replicate") &&
+        strcmp(name, "dp_shard_cp") && strcmp(name, "cp"))
       continue;
     if (tpx_mesh_dim_size(mesh, d) == 1)
       continue;

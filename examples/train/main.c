@@ -1,7 +1,7 @@
 /* main.c — tpx-train: the reference trainer's command line. Loads an HF
  * checkpoint, lets tpx choose the TP plan through its plugins (as `tpx plan`
- * does), applies it with FSDP2 on a (dp_replicate, dp_shard, tp) mesh, and
- * trains K AdamW steps on one token batch, ranks as threads (local) or
+ * does), applies it with FSDP2 on a (dp_replicate, dp_shard, cp, tp) mesh,
+ * and trains K AdamW steps on one token batch, ranks as threads (local) or
  * processes (mpi). Prints per-step loss and pre-clip grad norm. */
 #include <errno.h>
 #if defined(__GLIBC__) || defined(__linux__)
@@ -30,8 +30,10 @@ typedef struct args {
   const char *format;     /* text | json */
   const char *dump;       /* --dump-params FILE */
   const char *dump_grads; /* --dump-grads FILE */
+  const char *cp_layout;  /* --cp-layout head-tail | contiguous */
   int64_t batch, seq, steps;
   int64_t tp, dp_shard, dp_replicate;
+  int64_t cp;          /* context parallel: ranks sharing each sequence */
   double lr, clip, wd; /* clip <= 0: no clipping */
   int sp;              /* sequence parallel */
 } args;
@@ -51,6 +53,7 @@ typedef struct job {
   const tpx_sharding *sh;
   const int32_t *tokens;
   const tpx_checkpoint_reader *reader;
+  const tpx_mesh *cp_mesh; /* (dp_replicate, dp_shard, cp, tp) */
   int mpi;
   step_record *steps;  /* [a->steps], filled by rank 0 */
   int has_memory;      /* rank 0's runtime reported its memory */
@@ -65,19 +68,25 @@ static void usage(FILE *f) {
       "usage: tpx-train --model DIR --tokens FILE --batch B --seq T --steps K"
       " --lr LR\n"
       "                 [--clip C] [--weight-decay W] [--tp N] [--dp-shard M]\n"
-      "                 [--dp-replicate R] [--sp] [--backend local|mpi]\n"
+      "                 [--dp-replicate R] [--cp C] [--cp-layout head-tail|"
+      "contiguous]\n"
+      "                 [--sp] [--backend local|mpi]\n"
       "                 [--format text|json] [--dump-params FILE]"
       " [--dump-grads FILE]\n\n"
       "Train K AdamW steps (betas 0.9/0.999, eps 1e-8) of an HF"
       " LlamaForCausalLM,\n"
       "Qwen2ForCausalLM or Qwen3ForCausalLM checkpoint (config.json +\n"
       "model.safetensors) in f32 on CPU, on the mesh dp_replicate x dp_shard"
-      " x tp with\n"
+      " x cp x tp with\n"
       "the TP plan tpx selects. FILE holds little-endian int32 [B, T+1]:"
       " inputs\n"
       "[:, :T], targets [:, 1:], the same batch every step, split over the"
       " data-parallel\n"
-      "ranks. --dump-params writes the parameters after the last step"
+      "ranks; with --cp each sequence is split over C ranks (head-tail: 2C"
+      " chunks, rank i\n"
+      "holds chunks i and 2C-1-i; contiguous: chunk i of C), FSDP shards"
+      " over\n"
+      "dp_shard x cp. --dump-params writes the parameters after the last step"
       " (gathered) as an\n"
       "f32 safetensors file, for comparisons; --dump-grads the gathered"
       " pre-clip\n"
@@ -100,12 +109,14 @@ static const struct option {
     {"--format", TEXT, offsetof(args, format)},
     {"--dump-params", TEXT, offsetof(args, dump)},
     {"--dump-grads", TEXT, offsetof(args, dump_grads)},
+    {"--cp-layout", TEXT, offsetof(args, cp_layout)},
     {"--batch", POSITIVE, offsetof(args, batch)},
     {"--seq", POSITIVE, offsetof(args, seq)},
     {"--steps", COUNT, offsetof(args, steps)},
     {"--tp", POSITIVE, offsetof(args, tp)},
     {"--dp-shard", POSITIVE, offsetof(args, dp_shard)},
     {"--dp-replicate", POSITIVE, offsetof(args, dp_replicate)},
+    {"--cp", POSITIVE, offsetof(args, cp)},
     {"--lr", REAL_POSITIVE, offsetof(args, lr)},
     {"--clip", REAL_POSITIVE, offsetof(args, clip)},
     {"--weight-decay", REAL_NONNEG, offsetof(args, wd)},
@@ -168,12 +179,18 @@ static int check_args(const args *a) {
   }
   const int64_t max = TPX_LOCAL_MAX_RANKS;
   if (a->tp > max || a->dp_shard > max || a->dp_replicate > max ||
-      a->tp * a->dp_shard * a->dp_replicate > max) {
+      a->cp > max || a->tp * a->dp_shard * a->dp_replicate * a->cp > max) {
     fprintf(stderr,
-            "tpx-train: the mesh dp_replicate x dp_shard x tp = %lld x %lld x "
-            "%lld has more than %lld ranks\n",
+            "tpx-train: the mesh dp_replicate x dp_shard x cp x tp = %lld x "
+            "%lld x %lld x %lld has more than %lld ranks\n",
             (long long)a->dp_replicate, (long long)a->dp_shard,
-            (long long)a->tp, (long long)max);
+            (long long)a->cp, (long long)a->tp, (long long)max);
+    return -1;
+  }
+  tpx_cp_layout l;
+  tpx_error e = {0};
+  if (tpx_cp_layout_parse(a->cp_layout, &l, &e)) {
+    fprintf(stderr, "tpx-train: --cp-layout: %s\n", e.message);
     return -1;
   }
   return 0;
@@ -181,7 +198,8 @@ static int check_args(const args *a) {
 
 static int parse_args(int argc, char **argv, args *a) {
   memset(a, 0, sizeof *a);
-  a->tp = a->dp_shard = a->dp_replicate = 1;
+  a->tp = a->dp_shard = a->dp_replicate = a->cp = 1;
+  a->cp_layout = "head-tail";
   a->backend = "local";
   a->format = "text";
   a->lr = NAN; /* required */
@@ -348,10 +366,12 @@ static void print_json(const args *a, const job *j) {
 static void print_header(const args *a, const tpx_model *model) {
   if (!strcmp(a->format, "json"))
     return;
-  printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld tp=%lld%s, "
-         "%s backend\n",
+  printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld",
          tpx_model_architecture(model, 0), (long long)a->dp_replicate,
-         (long long)a->dp_shard, (long long)a->tp, a->sp ? " sp" : "",
+         (long long)a->dp_shard);
+  if (a->cp > 1)
+    printf(" cp=%lld (%s)", (long long)a->cp, a->cp_layout);
+  printf(" tp=%lld%s, %s backend\n", (long long)a->tp, a->sp ? " sp" : "",
          a->backend);
   fflush(stdout);
 }
@@ -406,12 +426,13 @@ static double cpu_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* This rank's rows of the batch: those of its data-parallel coordinate. */
+/* This rank's rows of the batch: those of its data-parallel coordinate
+ * (the cp ranks of one share them, each computing its positions). */
 static tpx_status my_rows(const job *j, int64_t rank, const int32_t **rows,
                           tpx_error *err) {
   const args *a = j->a;
-  int64_t c[3] = {0, 0, 0}; /* dp_replicate, dp_shard, tp */
-  tpx_status s = tpx_mesh_coords(tpx_sharding_mesh(j->sh), rank, c, err);
+  int64_t c[4] = {0, 0, 0, 0}; /* dp_replicate, dp_shard, cp, tp */
+  tpx_status s = tpx_mesh_coords(j->cp_mesh, rank, c, err);
   int64_t dp = c[0] * a->dp_shard + c[1];
   int64_t rows_per_rank = a->batch / (a->dp_replicate * a->dp_shard);
   *rows = j->tokens + dp * rows_per_rank * (a->seq + 1);
@@ -472,7 +493,9 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   tr_rank *r = NULL;
   int64_t world_size = tpx_mesh_world_size(tpx_sharding_mesh(j->sh));
   int64_t rank = world ? tpx_comm_rank(world) : 0;
-  tr_rank_setup su = {j->model, j->sh, world, world_size, rank};
+  tr_rank_setup su = {j->model, j->sh,      world,           world_size,
+                      rank,     j->cp_mesh, TPX_CP_HEAD_TAIL};
+  tpx_cp_layout_parse(j->a->cp_layout, &su.cp_layout, NULL);
   tpx_status s = tr_net_init(&net, j->model, err);
   if (!s)
     s = tr_rank_create(&su, &r, err);
@@ -505,8 +528,27 @@ static int first_error(const tpx_diag_list *dl, const char *what,
   return 0;
 }
 
+/* The mesh the sharding runs on. Under cp, FSDP shards over dp_shard x
+ * cp (upstream's dp_shard_cp): one dim of that name takes the place of
+ * dp_shard and cp, numbered as the flattened view of (dp_replicate,
+ * dp_shard, cp, tp) numbers it (rank r is the same rank in both), so the
+ * runtime's FSDP all-gather, gradient reduce-scatter (summing the cp
+ * ranks' partial gradients), averaging and grad norm run over it. The
+ * cp groups themselves come from the 4-dim mesh (cp_mesh). */
+static int build_meshes(const args *a, tpx_mesh **mesh, tpx_mesh **cp_mesh,
+                        tpx_error *err) {
+  const char *n4[4] = {"dp_replicate", "dp_shard", "cp", "tp"};
+  int64_t s4[4] = {a->dp_replicate, a->dp_shard, a->cp, a->tp};
+  if (tpx_mesh_create(n4, s4, 4, cp_mesh, err))
+    return 1;
+  const char *names[3] = {"dp_replicate",
+                          a->cp > 1 ? "dp_shard_cp" : "dp_shard", "tp"};
+  int64_t sizes[3] = {a->dp_replicate, a->dp_shard * a->cp, a->tp};
+  return tpx_mesh_create(names, sizes, 3, mesh, err) != TPX_OK;
+}
+
 static int build_sharding(const args *a, tpx_registry *reg,
-                          const tpx_model *model, tpx_mesh **mesh,
+                          const tpx_model *model, tpx_mesh *mesh,
                           tpx_selection **sel, tpx_diag_list *diags,
                           tpx_sharding **sh, tpx_error *err) {
   tpx_select_options so = TPX_SELECT_OPTIONS_INIT;
@@ -516,18 +558,16 @@ static int build_sharding(const args *a, tpx_registry *reg,
     return 1;
   if (first_error(diags, "plan", err))
     return 1;
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {a->dp_replicate, a->dp_shard, a->tp};
-  if (tpx_mesh_create(names, sizes, 3, mesh, err))
-    return 1;
   tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
   opts.param_dtype = TPX_DTYPE_F32; /* f32 training: no mixed precision */
-  /* no data-parallel rank: nothing to shard, the runtime keeps the TP-local
-   * tensors themselves (no gather copies) */
-  opts.fsdp = a->dp_shard * a->dp_replicate > 1;
+  if (a->cp > 1)
+    opts.dp_shard_dim = "dp_shard_cp";
+  /* no data-parallel or cp rank: nothing to shard, the runtime keeps the
+   * TP-local tensors themselves (no gather copies) */
+  opts.fsdp = a->dp_shard * a->dp_replicate * a->cp > 1;
   /* the selection whole: plan, FSDP units, fp32 parameters */
   opts.selection = *sel;
-  if (tpx_sharding_create(model, NULL, *mesh, &opts, sh, err))
+  if (tpx_sharding_create(model, NULL, mesh, &opts, sh, err))
     return 1;
   return first_error(tpx_sharding_diagnostics(*sh), "sharding", err);
 }
@@ -553,11 +593,28 @@ static int dump_grads_writable(const args *a, int root, int mpi) {
   return !bad;
 }
 
+/* --seq must split into the cp layout's equal chunks (as upstream's load
+ * balancer requires): 1 (and the message) when it does not. */
+static int cp_seq_bad(const args *a, tpx_error *err) {
+  tpx_cp_layout l = TPX_CP_HEAD_TAIL;
+  tpx_cp_layout_parse(a->cp_layout, &l, NULL);
+  int64_t parts = l == TPX_CP_HEAD_TAIL ? 2 * a->cp : a->cp;
+  if (a->seq % parts == 0)
+    return 0;
+  tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                "--seq %lld is not divisible by %s = %lld (--cp %lld, "
+                "--cp-layout %s cuts each sequence into %lld equal chunks)",
+                (long long)a->seq, l == TPX_CP_HEAD_TAIL ? "2 x cp" : "cp",
+                (long long)parts, (long long)a->cp, a->cp_layout,
+                (long long)parts);
+  return 1;
+}
+
 /* Everything a run holds, released by run_free. */
 typedef struct run {
   tpx_registry *reg;
   tpx_model *model;
-  tpx_mesh *mesh;
+  tpx_mesh *mesh, *cp_mesh;
   tpx_selection *sel;
   tpx_diag_list *diags;
   tpx_sharding *sh;
@@ -572,6 +629,7 @@ static void run_free(run *r) {
   tpx_selection_destroy(r->sel);
   tpx_diag_list_destroy(r->diags);
   tpx_mesh_destroy(r->mesh);
+  tpx_mesh_destroy(r->cp_mesh);
   tpx_model_destroy(r->model);
   tpx_registry_destroy(r->reg);
   free(r->tokens);
@@ -597,7 +655,8 @@ static tpx_status prepare(const args *a, run *r, tpx_error *err) {
     return st;
   if (!(r->tokens = read_tokens(a, vocab, err)))
     return TPX_VALIDATION;
-  if (build_sharding(a, r->reg, r->model, &r->mesh, &r->sel, r->diags, &r->sh,
+  if (build_meshes(a, &r->mesh, &r->cp_mesh, err) ||
+      build_sharding(a, r->reg, r->model, r->mesh, &r->sel, r->diags, &r->sh,
                      err))
     return TPX_VALIDATION;
   tpx_checkpoint_reader_options ro = TPX_CHECKPOINT_READER_OPTIONS_INIT;
@@ -691,7 +750,7 @@ int main(int argc, char **argv) {
   if (launched_without_mpi(&a))
     return 2;
   int mpi = !strcmp(a.backend, "mpi");
-  int64_t world = a.tp * a.dp_shard * a.dp_replicate;
+  int64_t world = a.tp * a.dp_shard * a.dp_replicate * a.cp;
   tpx_comm *mpi_world = NULL;
   int code = 1, root = 1;
   tpx_error err = {0};
@@ -716,13 +775,18 @@ int main(int argc, char **argv) {
     code = 2;
     goto out;
   }
+  if (a.cp > 1 && cp_seq_bad(&a, &err)) {
+    code = 2;
+    goto out;
+  }
   if (a.dump_grads && !dump_grads_writable(&a, root, mpi)) {
     tpx_error_set(&err, TPX_IO, "%s: cannot write", a.dump_grads);
     goto out;
   }
   if (prepare(&a, &r, &err))
     goto out;
-  job j = {&a, r.model, r.sh, r.tokens, r.reader, mpi, r.steps, 0, {0}, 0};
+  job j = {&a,  r.model, r.sh, r.tokens, r.reader, r.cp_mesh,
+           mpi, r.steps, 0,    {0},      0};
   if (root)
     print_header(&a, r.model);
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err)

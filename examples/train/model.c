@@ -2,7 +2,11 @@
  * glue: every styled module is entered and left through tr_transition, the
  * embedding and the loss go through the glue's vocab-parallel calls, and
  * every size is TP-local (read from the local parameter shapes), so the same
- * code runs on any mesh. A step's activations come from the net's arena
+ * code runs on any mesh. Under context parallelism each rank computes its
+ * positions of the sequence (tpx_cp_positions: RoPE at those global
+ * positions) and attention gathers K and V over cp (forward, and again in
+ * backward) and reduce-scatters their gradients (docs/SEMANTICS.md
+ * "Context parallelism"). A step's activations come from the net's arena
  * (arena.c); the step itself allocates nothing. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +37,7 @@ void tr_net_free(tr_net *net) {
   free(net->targets);
   free(net->rope_cos);
   free(net->rope_sin);
+  free(net->pos);
   tr_arena_free(&net->arena);
   memset(net, 0, sizeof *net);
 }
@@ -190,13 +195,56 @@ static tpx_status head_norm_bwd(ctx *c, const tr_module *mod, int64_t hd,
 /* The local heads q_proj / k_proj produced, checked against each other. */
 static tpx_status attn_shape(ctx *c, int64_t l, int64_t hd, tr_layer_acts *a) {
   tr_attn_shape *sh = &a->ash;
-  *sh = (tr_attn_shape){a->q.b, a->q.s, a->q.f / hd, a->k.f / hd, hd};
+  *sh = (tr_attn_shape){a->q.b, a->q.s, a->q.f / hd, a->k.f / hd, hd, 0, NULL};
   if (sh->nkv <= 0 || sh->nh % sh->nkv || a->k.s != sh->t || a->v.f != a->k.f)
     return tpx_error_set(
         c->err, TPX_INTERNAL,
         "layer %lld: local heads %lld / kv heads %lld do not fit", (long long)l,
         (long long)sh->nh, (long long)sh->nkv);
   return TPX_OK;
+}
+
+static int64_t attn_keys(const tr_attn_shape *sh) {
+  return sh->tk ? sh->tk : sh->t;
+}
+
+/* Under cp: the layer's K and V of the whole sequence, into the net's
+ * one-layer buffers (position order); queries see keys up to their
+ * global position. */
+static tpx_status gather_kv(tr_net *net, ctx *c, tr_layer_acts *a) {
+  tpx_status st;
+  tr_attn_shape *sh = &a->ash;
+  sh->tk = net->seq;
+  sh->qpos = net->pos;
+  CK(tr_cp_gather(c->r, a->k.d, net->k_full, sh->b, sh->t, a->k.f, c->err));
+  return tr_cp_gather(c->r, a->v.d, net->v_full, sh->b, sh->t, a->v.f, c->err);
+}
+
+/* Attention's backward: dq, dk, dv (this rank's positions) from dout.
+ * Under cp, K and V are gathered again (the forward's buffers hold the
+ * last layer's) and the gradients of the whole sequence's keys and values
+ * are summed over cp into this rank's positions. */
+static tpx_status attn_bwd(tr_net *net, ctx *c, tr_layer_acts *a,
+                           const tr_act *dout, tr_act *dq, tr_act *dk,
+                           tr_act *dv) {
+  tpx_status st;
+  const tr_attn_shape *sh = &a->ash;
+  float *ds, *dkf = dk->d, *dvf = dv->d;
+  const float *k = a->k.d, *v = a->v.d;
+  int64_t kv = sh->b * attn_keys(sh) * a->k.f;
+  CK(floats(c, &ds, sh->b * sh->nh * sh->t * attn_keys(sh)));
+  if (net->cp.size > 1) {
+    CK(gather_kv(net, c, a));
+    k = net->k_full;
+    v = net->v_full;
+    CK(floats(c, &dkf, kv));
+    CK(floats(c, &dvf, kv));
+  }
+  tr_attn_bwd(sh, a->q.d, k, v, a->att, dout->d, dq->d, dkf, dvf, ds);
+  if (net->cp.size == 1)
+    return TPX_OK;
+  CK(tr_cp_reduce_scatter(c->r, dkf, dk->d, sh->b, sh->t, a->k.f, c->err));
+  return tr_cp_reduce_scatter(c->r, dvf, dv->d, sh->b, sh->t, a->v.f, c->err);
 }
 
 /* h: the residual stream in, replaced by the layer's output. */
@@ -225,9 +273,15 @@ static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
   const tr_attn_shape *sh = &a->ash;
   tr_rope(a->q.d, sh->b, sh->t, sh->nh, hd, net->rope_cos, net->rope_sin, 0);
   tr_rope(a->k.d, sh->b, sh->t, sh->nkv, hd, net->rope_cos, net->rope_sin, 0);
-  CK(floats(c, &a->att, sh->b * sh->nh * sh->t * sh->t));
+  const float *k = a->k.d, *v = a->v.d;
+  if (net->cp.size > 1) {
+    CK(gather_kv(net, c, a));
+    k = net->k_full;
+    v = net->v_full;
+  }
+  CK(floats(c, &a->att, sh->b * sh->nh * sh->t * attn_keys(sh)));
   CK(act_like(c, &o, &a->q));
-  tr_attn_fwd(sh, a->q.d, a->k.d, a->v.d, a->att, o.d);
+  tr_attn_fwd(sh, a->q.d, k, v, a->att, o.d);
   CK(linear_fwd(c, &L->o_proj, &o, &a->o_in, &y));
   residual_add(h, &y);
 
@@ -248,7 +302,7 @@ static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
  * the output transition) and ends added into it. */
 static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   const tr_layer *L = &net->params.layers[l];
-  const tr_layer_acts *a = &net->acts[l];
+  tr_layer_acts *a = &net->acts[l];
   const tr_attn_shape *sh = &a->ash;
   int64_t hd = net->cfg.head_dim;
   tpx_status st;
@@ -267,14 +321,12 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
 
   /* attention */
   tr_act dout = {0}, dq, dk, dv, dxa = {0};
-  float *ds;
   dy = *dh;
   CK(linear_bwd(c, &L->o_proj, &a->o_in, &dy, &dout));
   CK(act_like(c, &dq, &a->q));
   CK(act_like(c, &dk, &a->k));
   CK(act_like(c, &dv, &a->v));
-  CK(floats(c, &ds, sh->b * sh->nh * sh->t * sh->t));
-  tr_attn_bwd(sh, a->q.d, a->k.d, a->v.d, a->att, dout.d, dq.d, dk.d, dv.d, ds);
+  CK(attn_bwd(net, c, a, &dout, &dq, &dk, &dv));
   tr_rope(dq.d, sh->b, sh->t, sh->nh, hd, net->rope_cos, net->rope_sin, 1);
   tr_rope(dk.d, sh->b, sh->t, sh->nkv, hd, net->rope_cos, net->rope_sin, 1);
   if (net->cfg.qk_norm) {
@@ -291,47 +343,85 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
 
 /* ---- the whole model ---- */
 
-/* The first step sizes what every step reuses: token buffers and the RoPE
- * tables of sequence t. */
-static tpx_status step_setup(tr_net *net, int64_t b, int64_t t,
-                             tpx_error *err) {
+/* The RoPE tables at this rank's positions: the whole sequence's, then
+ * the rows of pos. */
+static tpx_status rope_setup(tr_net *net, tpx_error *err) {
   const tr_config *cfg = &net->cfg;
+  size_t half = (size_t)(cfg->head_dim / 2);
+  size_t all = (size_t)net->seq * half + 1;
+  double *inv_freq = malloc(sizeof(double) * (half + 1));
+  float *c = malloc(sizeof(float) * all), *s = malloc(sizeof(float) * all);
+  net->rope_cos = malloc(sizeof(float) * ((size_t)net->t * half + 1));
+  net->rope_sin = malloc(sizeof(float) * ((size_t)net->t * half + 1));
+  tpx_status st = TPX_OK;
+  if (!inv_freq || !c || !s || !net->rope_cos || !net->rope_sin)
+    st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  if (!st) {
+    tr_rope_inv_freq(cfg, inv_freq);
+    tr_rope_tables(c, s, net->seq, cfg->head_dim, inv_freq);
+    for (int64_t j = 0; j < net->t; j++) {
+      memcpy(net->rope_cos + (size_t)j * half, c + net->pos[j] * (int64_t)half,
+             sizeof(float) * half);
+      memcpy(net->rope_sin + (size_t)j * half, s + net->pos[j] * (int64_t)half,
+             sizeof(float) * half);
+    }
+  }
+  free(inv_freq);
+  free(c);
+  free(s);
+  return st;
+}
+
+/* The first step sizes what every step reuses: this rank's positions of
+ * the sequence, token buffers and the RoPE tables. */
+static tpx_status step_setup(tr_net *net, tr_rank *r, int64_t b, int64_t seq,
+                             tpx_error *err) {
   if (net->ids) {
-    if (b == net->b && t == net->t)
+    if (b == net->b && seq == net->seq)
       return TPX_OK;
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "step of [%lld, %lld] tokens after [%lld, %lld]",
-                         (long long)b, (long long)t, (long long)net->b,
-                         (long long)net->t);
+                         (long long)b, (long long)seq, (long long)net->b,
+                         (long long)net->seq);
   }
-  size_t half = (size_t)(cfg->head_dim / 2);
-  size_t rope = (size_t)t * half + 1;
-  double *inv_freq = malloc(sizeof(double) * (half + 1));
+  net->cp = tr_rank_cp(r);
+  int64_t t = seq / net->cp.size;
+  net->pos = malloc(sizeof(int64_t) * (size_t)(t + 1));
   net->ids = malloc(sizeof(int32_t) * (size_t)(b * t + 1));
   net->targets = malloc(sizeof(int32_t) * (size_t)(b * t + 1));
-  net->rope_cos = malloc(sizeof(float) * rope);
-  net->rope_sin = malloc(sizeof(float) * rope);
-  if (!inv_freq || !net->ids || !net->targets || !net->rope_cos ||
-      !net->rope_sin) {
-    free(inv_freq);
+  if (!net->pos || !net->ids || !net->targets)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  }
-  tr_rope_inv_freq(cfg, inv_freq);
-  tr_rope_tables(net->rope_cos, net->rope_sin, t, cfg->head_dim, inv_freq);
-  free(inv_freq);
+  tpx_status st = tpx_cp_positions(seq, net->cp.size, net->cp.rank,
+                                   net->cp.layout, net->pos, err);
+  if (st)
+    return st;
   net->b = b;
   net->t = t;
-  return TPX_OK;
+  net->seq = seq;
+  return rope_setup(net, err);
 }
 
-/* Inputs tokens[:, :t], targets tokens[:, 1:]. */
+/* Inputs tokens[:, :seq], targets tokens[:, 1:], at this rank's
+ * positions. */
 static void split_tokens(tr_net *net, const int32_t *tokens) {
-  int64_t b = net->b, t = net->t;
+  int64_t b = net->b, t = net->t, row = net->seq + 1;
   for (int64_t i = 0; i < b; i++)
     for (int64_t j = 0; j < t; j++) {
-      net->ids[i * t + j] = tokens[i * (t + 1) + j];
-      net->targets[i * t + j] = tokens[i * (t + 1) + j + 1];
+      net->ids[i * t + j] = tokens[i * row + net->pos[j]];
+      net->targets[i * t + j] = tokens[i * row + net->pos[j] + 1];
     }
+}
+
+/* Under cp: the one-layer buffers of the gathered K and V, at the step's
+ * start (the arena gives everything back at the next). */
+static tpx_status kv_buffers(tr_net *net, ctx *c) {
+  if (net->cp.size == 1 || !net->cfg.layers)
+    return TPX_OK;
+  tpx_status st;
+  int64_t n =
+      net->b * net->seq * tr_param_dim(c->r, net->params.layers[0].k_proj.w, 0);
+  CK(floats(c, &net->k_full, n));
+  return floats(c, &net->v_full, n);
 }
 
 static tpx_status forward(tr_net *net, ctx *c, tr_act *logits, tr_act *fin_in,
@@ -378,9 +468,10 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
   tpx_status st;
   tr_act logits, dlogits, fin_in, lm_in;
   float *fin_rstd;
-  CK(step_setup(net, b, t, err));
+  CK(step_setup(net, r, b, t, err));
   CK(tr_arena_reset(&net->arena, err));
   split_tokens(net, tokens);
+  CK(kv_buffers(net, &c));
   CK(tr_zero_grads(r, err));
   CK(forward(net, &c, &logits, &fin_in, &fin_rstd, &lm_in));
   /* zeroed: the loss fills it */

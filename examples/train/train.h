@@ -122,11 +122,15 @@ void tr_swiglu_bwd(const float *g, const float *u, const float *dm, float *dg,
 /* ---- attention.c: causal GQA attention on local heads ---- */
 typedef struct tr_attn_shape {
   int64_t b, t, nh, nkv, hd;
+  /* context parallelism: tk keys (the whole sequence, 0: t) and the
+   * global position of each of the t queries (NULL: 0..t-1) */
+  int64_t tk;
+  const int64_t *qpos;
 } tr_attn_shape;
-/* q [b,t,nh*hd], k/v [b,t,nkv*hd] -> o [b,t,nh*hd]; p [b,nh,t,t] saved */
+/* q [b,t,nh*hd], k/v [b,tk,nkv*hd] -> o [b,t,nh*hd]; p [b,nh,t,tk] saved */
 void tr_attn_fwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, float *p, float *o);
-/* ds: scratch [b, nh, t, t] */
+/* dk / dv [b, tk, nkv*hd]; ds: scratch [b, nh, t, tk] */
 void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, const float *p, const float *dout, float *dq,
                  float *dk, float *dv, float *ds);
@@ -170,7 +174,24 @@ tpx_status tr_zero_grads(tr_rank *r, tpx_error *err);
 /* After backward: total pre-clip grad norm, clip, AdamW step (1-based). */
 tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd,
                              int64_t step, double *grad_norm, tpx_error *err);
-/* Mean of v over the data-parallel ranks (the step's loss). */
+/* Context parallelism: how many ranks share each sequence (size), this
+ * rank's place among them and how the sequence is cut (tpx/runtime_cp.h). */
+typedef struct tr_cp {
+  int64_t size, rank;
+  tpx_cp_layout layout;
+} tr_cp;
+tr_cp tr_rank_cp(const tr_rank *r);
+/* K or V of this rank's t positions [b, t, f] gathered over cp into the
+ * whole sequence [b, t*cp, f] in position order; and the backward: the
+ * gradient of the whole sequence summed over cp into this rank's
+ * positions. */
+tpx_status tr_cp_gather(tr_rank *r, const float *local, float *full, int64_t b,
+                        int64_t t, int64_t f, tpx_error *err);
+tpx_status tr_cp_reduce_scatter(tr_rank *r, const float *full, float *local,
+                                int64_t b, int64_t t, int64_t f,
+                                tpx_error *err);
+/* Mean of v over the data-parallel and cp ranks (the step's loss: each
+ * holds the mean over an equal share of the batch's tokens). */
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err);
 
 /* ---- model.c: the decoder over the glue ---- */
@@ -239,17 +260,25 @@ typedef struct tr_layer_acts {
 struct tr_net {
   tr_config cfg;
   tr_params params;
-  /* sized by the first step (batch b, sequence t), then fixed */
-  int64_t b, t;
+  /* sized by the first step (batch b, sequence seq), then fixed; t: the
+   * positions this rank holds (seq / cp) */
+  int64_t b, t, seq;
   tr_layer_acts *acts;        /* [layers] */
   int32_t *ids, *targets;     /* [b, t] */
-  float *rope_cos, *rope_sin; /* [t, hd/2] */
+  float *rope_cos, *rope_sin; /* [t, hd/2], at this rank's positions */
+  /* context parallelism (tr_rank_cp): pos[t] the global position of each
+   * local one; k_full / v_full [b, seq, kv width] the gathered K and V of
+   * the layer being computed (one layer's, from the arena) */
+  tr_cp cp;
+  int64_t *pos;
+  float *k_full, *v_full;
   tr_arena arena;
 };
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err);
 void tr_net_free(tr_net *net);
 /* One forward + backward on tokens [b, t+1] (inputs :t, targets 1:); b and
- * t are those of the first call. */
+ * t are those of the first call. Under cp the rank computes its positions
+ * of the sequence (tr_rank_cp) and its share of the loss. */
 tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
                        int64_t b, int64_t t, double *loss, tpx_error *err);
 /* Bytes of the activation arena (its high-water mark so far). */

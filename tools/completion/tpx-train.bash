@@ -11,9 +11,10 @@ _tpx_train() {
       COMPREPLY=($(compgen -f -X '!*.safetensors' -- "$cur") $(compgen -d -- "$cur")); return ;;
     --backend) COMPREPLY=($(compgen -W "local mpi" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
-    --tp|--dp-shard|--dp-replicate) COMPREPLY=($(compgen -W "1 2 4 8 16 32 64" -- "$cur")); return ;;
+    --cp-layout) COMPREPLY=($(compgen -W "head-tail contiguous" -- "$cur")); return ;;
+    --tp|--dp-shard|--dp-replicate|--cp) COMPREPLY=($(compgen -W "1 2 4 8 16 32 64" -- "$cur")); return ;;
     --batch|--seq|--steps|--lr|--clip|--weight-decay) return ;;
   esac
-  COMPREPLY=($(compgen -W "--model --tokens --batch --seq --steps --lr --clip --weight-decay --tp --dp-shard --dp-replicate --sp --backend --format --dump-params --dump-grads --help" -- "$cur"))
+  COMPREPLY=($(compgen -W "--model --tokens --batch --seq --steps --lr --clip --weight-decay --tp --dp-shard --dp-replicate --cp --cp-layout --sp --backend --format --dump-params --dump-grads --help" -- "$cur"))
 }
 complete -F _tpx_train tpx-train

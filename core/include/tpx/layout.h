@@ -14,6 +14,11 @@
  *  - StridedShard(d, k) on a mesh dim is applied after the later mesh dims
  *    that shard d (FSDP2 over TP: TP splits first, then FSDP splits the
  *    TP-local piece).
+ *  - Joined dims (placement.h) extend the placement of the nearest earlier
+ *    non-Joined mesh dim: the run splits as one mesh dim of the product
+ *    size, the rank's index being row-major over the run (FSDP2 over the
+ *    flattened dp_shard_cp: one torch.chunk into dp_shard*cp pieces, not a
+ *    chunk over dp_shard and then over cp).
  *  - Replicate and Partial do not split.
  */
 #ifndef TPX_LAYOUT_H

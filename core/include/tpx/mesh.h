@@ -63,6 +63,12 @@ TPX_API tpx_status tpx_mesh_flatten(tpx_mesh *mesh, const char *name,
                                     const char *const *dims, int ndims,
                                     tpx_error *err);
 
+/* The real dims a dim or flattened view `name` spans, in mesh order: up to
+ * TPX_MESH_MAX_DIMS indices into dims, their count in *ndims (1 for a real
+ * dim). TPX_NOT_FOUND names the unknown dim. */
+TPX_API tpx_status tpx_mesh_view_dims(const tpx_mesh *mesh, const char *name,
+                                      int *dims, int *ndims, tpx_error *err);
+
 /* The ranks in `rank`'s group along dim (or flattened view) `name`, ordered by
  * their index in that group. `out` must hold the group size (see
  * tpx_mesh_size_of); *index_out (may be NULL) receives `rank`'s own index in
@@ -70,6 +76,18 @@ TPX_API tpx_status tpx_mesh_flatten(tpx_mesh *mesh, const char *name,
 TPX_API tpx_status tpx_mesh_group_ranks(const tpx_mesh *mesh, const char *name,
                                         int64_t rank, int64_t *out,
                                         int64_t *index_out, tpx_error *err);
+
+/* Upstream's FSDP2 mesh (docs/SEMANTICS.md "Context parallelism"): dims
+ * ("dp_replicate", "dp_shard", "cp", "tp") numbered as torch's
+ * init_device_mesh (row-major, tp fastest), with the flattened views "dp"
+ * (dp_replicate x dp_shard), "dp_shard_cp" (dp_shard x cp, what FSDP shards
+ * over) and "dp_cp" (dp_replicate x dp_shard x cp, what the loss and the
+ * grad norm average over). With cp == 1 the cp dim is left out, the
+ * three-dim mesh tpx has always planned on, and the views span the dims
+ * that remain. Sizes >= 1. */
+TPX_API tpx_status tpx_mesh_create_fsdp2(int64_t dp_replicate, int64_t dp_shard,
+                                         int64_t cp, int64_t tp, tpx_mesh **out,
+                                         tpx_error *err);
 
 TPX_END_DECLS
 

@@ -7,8 +7,18 @@
  * mesh dim (TP) into split_factor pieces and each piece is split over this
  * mesh dim. Partial holds unreduced values with a reduce op.
  *
+ * Joined says that a mesh dim is part of a flattened view that starts at an
+ * earlier mesh dim: the placement of the view's first dim (the nearest
+ * earlier dim that is not Joined) applies to the whole run of dims as to
+ * one mesh dim whose size is their product and whose index is the rank's
+ * row-major index over them. That is how a placement on a flattened
+ * DeviceMesh view lays a tensor out: FSDP2 over "dp_shard_cp" puts Shard(0)
+ * on dp_shard and Joined on cp, and rank (s, c) holds torch.chunk piece
+ * s*cp + c of dp_shard*cp (docs/SEMANTICS.md "Context parallelism"). It is
+ * never a TP style layout.
+ *
  * Text forms: "replicate", "shard(-1)", "partial" (= sum), "partial(avg)",
- * "partial(max)", "partial(min)", "strided_shard(0,4)". */
+ * "partial(max)", "partial(min)", "strided_shard(0,4)", "joined". */
 #ifndef TPX_PLACEMENT_H
 #define TPX_PLACEMENT_H
 
@@ -25,6 +35,7 @@ typedef enum tpx_placement_kind {
   TPX_SHARD = 1,
   TPX_PARTIAL = 2,
   TPX_STRIDED_SHARD = 3,
+  TPX_JOINED = 4, /* part of the flattened view begun by an earlier dim */
 } tpx_placement_kind;
 
 typedef enum tpx_reduce_op {
@@ -47,6 +58,7 @@ TPX_API tpx_placement tpx_placement_shard(int32_t dim);
 TPX_API tpx_placement tpx_placement_partial(tpx_reduce_op op);
 TPX_API tpx_placement tpx_placement_strided_shard(int32_t dim,
                                                   int32_t split_factor);
+TPX_API tpx_placement tpx_placement_joined(void);
 
 /* True when the two are the same placement, comparing dims literally
  * (Shard(-1) != Shard(2), as torch compares them). */

@@ -44,8 +44,14 @@ typedef struct tpx_selection tpx_selection;
 
 typedef struct tpx_sharding_options {
   size_t struct_size;
-  const char *tp_dim;           /* "tp"; absent from the mesh = tp size 1 */
-  const char *dp_shard_dim;     /* "dp_shard" (FSDP Shard(0)) */
+  const char *tp_dim; /* "tp"; absent from the mesh = tp size 1 */
+  /* FSDP Shard(0): "dp_shard", or a flattened view of consecutive mesh
+   * dims ("dp_shard_cp" = dp_shard x cp, made by tpx_mesh_flatten), as
+   * upstream shards over dp_shard_cp: one torch.chunk over the view's size,
+   * the placement on its first dim and Joined on the others
+   * (docs/SEMANTICS.md "Context parallelism"). */
+  const char *dp_shard_dim;
+
   const char *dp_replicate_dim; /* "dp_replicate" (HSDP Replicate) */
   int fsdp;                     /* 1: FSDP2 over the dp dims (default) */
   int fwd_prefetch_depth;       /* 1 */
@@ -79,13 +85,18 @@ typedef struct tpx_sharding_options {
    * param_dtype / reduce_dtype / output_dtype where the strategy gives one.
    * Added after fp32_params: an older, shorter struct_size means none. */
   const tpx_selection *selection;
+  /* The context-parallel dim ("cp"; absent from the mesh = cp size 1): each
+   * cp rank holds 1/cp of every sequence (activations, traffic). FSDP
+   * shards over it only when dp_shard_dim names a view that spans it.
+   * Added after selection: an older, shorter struct_size means "cp". */
+  const char *cp_dim;
 } tpx_sharding_options;
 
 #define TPX_SHARDING_OPTIONS_INIT                                              \
   {                                                                            \
     sizeof(tpx_sharding_options), "tp", "dp_shard", "dp_replicate", 1, 1, 2,   \
         -1, TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32, 0, NULL, NULL, 0,    \
-        NULL, NULL                                                             \
+        NULL, NULL, "cp"                                                       \
   }
 
 typedef struct tpx_sharding tpx_sharding;
@@ -108,6 +119,15 @@ TPX_API const tpx_mesh *tpx_sharding_mesh(const tpx_sharding *sh);
 TPX_API const tpx_plan *tpx_sharding_plan(const tpx_sharding *sh);
 /* Size of the TP dim (1 when the mesh has none). */
 TPX_API int64_t tpx_sharding_tp_size(const tpx_sharding *sh);
+
+/* Size of the cp dim (1 when the mesh has none). */
+TPX_API int64_t tpx_sharding_cp_size(const tpx_sharding *sh);
+/* The mesh dim or flattened view FSDP shards over ("dp_shard",
+ * "dp_shard_cp"; upstream's dp_shard_cp_mesh_name), NULL when FSDP is off or
+ * the mesh has no such dim; *size (may be NULL) gets its size (1 when
+ * NULL is returned). Borrowed, valid while the sharding lives. */
+TPX_API const char *tpx_sharding_fsdp_mesh_name(const tpx_sharding *sh,
+                                                int64_t *size);
 
 /* Diagnostics from matching, application and FSDP. Borrowed. */
 TPX_API const tpx_diag_list *tpx_sharding_diagnostics(const tpx_sharding *sh);

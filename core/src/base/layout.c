@@ -59,6 +59,17 @@ static inline int64_t coord_of(const tpx_mesh *mesh, int k, int64_t rank) {
   return k == 0 ? q : q % mesh->sizes[k];
 }
 
+/* The index of `rank` in the run of mesh dims first..last (a placement and
+ * the Joined dims after it), row-major over them; `width` is the product of
+ * their sizes. A run of one dim is its coordinate. */
+static inline int64_t run_index(const tpx_mesh *mesh, int first, int last,
+                                int64_t width, int64_t rank) {
+  if (first == last)
+    return coord_of(mesh, first, rank);
+  int64_t q = rank / mesh->strides[last];
+  return first == 0 ? q : q % width;
+}
+
 static tpx_status bad_placement(const tpx_mesh *mesh, int k, tpx_placement p,
                                 const char *why, int ndim, tpx_error *err) {
   char buf[64];
@@ -103,15 +114,35 @@ tpx_status tpx_layout_local_slice(const int64_t *shape, int ndim,
 
   const int m = mesh->ndim;
   int dims[TPX_MESH_MAX_DIMS]; /* normalised tensor dim per mesh dim */
+  /* A placement followed by Joined dims acts over the run as one mesh dim:
+   * its width is the product of the run's sizes and its last dim `last`
+   * gives the index, (rank / stride(last)) % width (row-major over
+   * consecutive dims). A dim without Joined after it is a run of one. */
+  int64_t width[TPX_MESH_MAX_DIMS];
+  int last[TPX_MESH_MAX_DIMS];
 
   /* Validate and normalise right to left so that, for a strided shard, the
    * product of the later mesh dims sharding the same tensor dim is known:
    * it must equal the split factor, or the rank's piece is not one box. */
   int64_t later[TPX_MAX_TENSOR_DIMS];
   for (int d = 0; d < ndim; d++) later[d] = 1;
+  int64_t run_width = 1; /* sizes of the Joined dims just right of k */
+  int run_last = -1;
   for (int k = m - 1; k >= 0; k--) {
     tpx_placement p = placements[k];
     dims[k] = -1;
+    width[k] = mesh->sizes[k] * run_width;
+    last[k] = run_last >= 0 ? run_last : k;
+    if (p.kind == TPX_JOINED) {
+      if (k == 0)
+        return bad_placement(
+            mesh, k, p, "joined needs an earlier mesh dim to join", ndim, err);
+      run_width = width[k];
+      run_last = last[k];
+      continue;
+    }
+    run_width = 1;
+    run_last = -1;
     switch (p.kind) {
     case TPX_REPLICATE: continue;
     case TPX_PARTIAL:
@@ -136,20 +167,20 @@ tpx_status tpx_layout_local_slice(const int64_t *shape, int ndim,
           "tensor dim %d (%lld)",
           buf, mesh->names[k], (int)p.split_factor, d, (long long)later[d]);
     }
-    later[d] *= mesh->sizes[k];
+    later[d] *= width[k];
     dims[k] = d;
   }
 
   /* Plain shards left to right (DTensor's order), then strided shards right
    * to left: each one splits the piece left by the later mesh dims. */
   for (int k = 0; k < m; k++)
-    if (placements[k].kind == TPX_SHARD && mesh->sizes[k] > 1)
-      split(&s.offset[dims[k]], &s.length[dims[k]], mesh->sizes[k],
-            coord_of(mesh, k, rank));
+    if (placements[k].kind == TPX_SHARD && width[k] > 1)
+      split(&s.offset[dims[k]], &s.length[dims[k]], width[k],
+            run_index(mesh, k, last[k], width[k], rank));
   for (int k = m - 1; k >= 0; k--)
-    if (placements[k].kind == TPX_STRIDED_SHARD && mesh->sizes[k] > 1)
-      split(&s.offset[dims[k]], &s.length[dims[k]], mesh->sizes[k],
-            coord_of(mesh, k, rank));
+    if (placements[k].kind == TPX_STRIDED_SHARD && width[k] > 1)
+      split(&s.offset[dims[k]], &s.length[dims[k]], width[k],
+            run_index(mesh, k, last[k], width[k], rank));
   *out = s;
   return TPX_OK;
 }

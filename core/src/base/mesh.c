@@ -169,6 +169,15 @@ tpx_status tpx_mesh_size_of(const tpx_mesh *mesh, const char *name,
   return resolve(mesh, name, dims, &nd, out, err);
 }
 
+tpx_status tpx_mesh_view_dims(const tpx_mesh *mesh, const char *name, int *dims,
+                              int *ndims, tpx_error *err) {
+  if (mesh == NULL || name == NULL || dims == NULL || ndims == NULL)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_mesh_view_dims: a NULL argument");
+  int64_t size;
+  return resolve(mesh, name, dims, ndims, &size, err);
+}
+
 tpx_status tpx_mesh_coords(const tpx_mesh *mesh, int64_t rank, int64_t *coords,
                            tpx_error *err) {
   if (mesh == NULL || coords == NULL)

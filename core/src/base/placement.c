@@ -30,6 +30,11 @@ tpx_placement tpx_placement_strided_shard(int32_t dim, int32_t split_factor) {
   return p;
 }
 
+tpx_placement tpx_placement_joined(void) {
+  tpx_placement p = {TPX_JOINED, 0, TPX_REDUCE_SUM, 1};
+  return p;
+}
+
 /* Only the fields that matter for the kind are compared, so a zeroed
  * Replicate equals tpx_placement_replicate() whatever the spare fields say. */
 int tpx_placement_equal(tpx_placement a, tpx_placement b) {
@@ -88,6 +93,7 @@ int tpx_placement_format(tpx_placement p, char *buf, size_t size) {
   case TPX_STRIDED_SHARD:
     return snprintf(buf, size, "strided_shard(%d,%d)", (int)p.dim,
                     (int)p.split_factor);
+  case TPX_JOINED: return snprintf(buf, size, "joined");
   case TPX_PARTIAL:
     if (p.op == TPX_REDUCE_SUM)
       return snprintf(buf, size, "partial");
@@ -149,8 +155,8 @@ static tpx_status parse_error(const char *text, const char *why,
   return tpx_error_set(err, TPX_PARSE,
                        "cannot parse placement \"%.200s\": %s (expected "
                        "\"replicate\", \"shard(D)\", \"partial\", "
-                       "\"partial(sum|avg|max|min)\" or "
-                       "\"strided_shard(D,K)\")",
+                       "\"partial(sum|avg|max|min)\", "
+                       "\"strided_shard(D,K)\" or \"joined\")",
                        text, why);
 }
 
@@ -179,6 +185,8 @@ tpx_status tpx_placement_parse(const char *text, tpx_placement *out,
     if (k < 1)
       return parse_error(text, "the split factor must be >= 1", err);
     p = tpx_placement_strided_shard(d, k);
+  } else if (eat_word(&c, "joined")) {
+    p = tpx_placement_joined();
   } else if (eat_word(&c, "partial")) {
     p = tpx_placement_partial(TPX_REDUCE_SUM);
     if (eat_char(&c, '(')) {

@@ -46,7 +46,7 @@ static tpx_status parse_layout(const json_t *v, const char *field, int idx,
   const char *text = json_string_value(v);
   tpx_error pe = {0};
   if (tpx_placement_parse(text, out, &pe) != TPX_OK ||
-      out->kind == TPX_STRIDED_SHARD)
+      out->kind == TPX_STRIDED_SHARD || out->kind == TPX_JOINED)
     return tpx_error_set(err, TPX_PARSE,
                          "%s[%d]: layout '%s' does not parse (expected "
                          "\"replicate\", \"shard(N)\" or \"partial\")",

@@ -4,6 +4,10 @@
  * Per parameter, the local sum of squares (or max |g|) goes into the slot
  * of the set of mesh dims it is sharded on; slot s is then reduced over
  * exactly the dims in s, so replicated copies are never counted twice.
+ * The dims are reduced in mesh order, so the data-parallel and cp dims
+ * (dp_shard_cp under context parallelism) come before tp, the order of
+ * the upstream norm (docs/SEMANTICS.md "Context parallelism"), each
+ * gradient only over the dims it is sharded on.
  * Everything runs in the runtime's memory space (device/memspace.h); the
  * host reads back only the 2^ndim reduced slot values to form the norm. */
 #include <math.h>

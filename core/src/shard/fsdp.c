@@ -388,6 +388,10 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
         pl[sh->dps_dim] = tpx_placement_strided_shard(0, (int32_t)sh->tp);
       else
         pl[sh->dps_dim] = tpx_placement_shard(0);
+      /* The other dims of a flattened FSDP view (cp of dp_shard_cp) join
+       * the first: one split over the view's size. */
+      for (int j = 1; j < sh->dps_ndims; j++)
+        pl[sh->dps_dim + j] = tpx_placement_joined();
     }
   }
   free(unit_of);

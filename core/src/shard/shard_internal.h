@@ -57,6 +57,13 @@ struct tpx_sharding {
   int tp_dim, dps_dim, dpr_dim; /* mesh dim index or -1 */
   int64_t tp, dps, dpr, world;
   int tp_applied; /* tp > 1: parallelize_module ran */
+  /* FSDP's dim or flattened view (opts.dp_shard_dim): its first real dim is
+   * dps_dim, it spans dps_ndims consecutive dims and dps is its size
+   * (dp_shard x cp for "dp_shard_cp"); "" when the mesh has none. */
+  int dps_ndims;
+  char fsdp_mesh[TPX_MESH_NAME_MAX];
+  int cp_dim; /* mesh dim index or -1 */
+  int64_t cp; /* 1 when absent */
 
   size_t num_params, num_modules, num_entries;
   int topo_modules;        /* every module's parent has a smaller index */

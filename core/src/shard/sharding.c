@@ -4,6 +4,7 @@
  * The steps themselves live in apply.c, transitions.c, fsdp.c and bytes.c;
  * this file wires them and answers questions. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,41 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
                                  const tpx_sharding_options *opts,
                                  tpx_sharding **out, tpx_error *err);
 
+/* 1 when mesh dim d is one of the dims FSDP shards over. */
+static int in_fsdp_run(const tpx_sharding *sh, int d) {
+  return sh->dps_dim >= 0 && d >= sh->dps_dim &&
+         d < sh->dps_dim + sh->dps_ndims;
+}
+
+/* Resolve the FSDP dim or flattened view: absent means no dp_shard (size
+ * 1); a view must span consecutive mesh dims, so that the Joined
+ * placements after its first dim describe it (tpx/placement.h). */
+static tpx_status fsdp_dims(tpx_sharding *sh, const char *name,
+                            tpx_error *err) {
+  sh->dps_dim = -1;
+  sh->dps_ndims = 0;
+  sh->dps = 1;
+  sh->fsdp_mesh[0] = '\0';
+  int dims[TPX_MESH_MAX_DIMS], nd = 0;
+  if (!name || !*name ||
+      tpx_mesh_view_dims(sh->mesh, name, dims, &nd, NULL) != TPX_OK)
+    return TPX_OK;
+  for (int i = 1; i < nd; i++)
+    if (dims[i] != dims[i - 1] + 1)
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "tpx_sharding_create: FSDP view \"%s\" spans mesh "
+                           "dims that are not consecutive (\"%s\" and "
+                           "\"%s\"); flatten adjacent dims such as dp_shard "
+                           "and cp",
+                           name, tpx_mesh_dim_name(sh->mesh, dims[i - 1]),
+                           tpx_mesh_dim_name(sh->mesh, dims[i]));
+  sh->dps_dim = dims[0];
+  sh->dps_ndims = nd;
+  tpx_mesh_size_of(sh->mesh, name, &sh->dps, NULL);
+  snprintf(sh->fsdp_mesh, sizeof sh->fsdp_mesh, "%s", name);
+  return TPX_OK;
+}
+
 /* At tp 1 upstream applies no plan (parallelize_module runs only when the
  * tp mesh is larger than 1, docs/SEMANTICS.md "Plan selection"): the plan
  * is still matched for the report, but what matching finds cannot fail the
@@ -232,10 +268,15 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
   sh->ndim = tpx_mesh_ndim(mesh);
   sh->world = tpx_mesh_world_size(mesh);
   sh->tp_dim = dim_of(mesh, opts->tp_dim);
-  sh->dps_dim = dim_of(mesh, opts->dp_shard_dim);
   sh->dpr_dim = dim_of(mesh, opts->dp_replicate_dim);
+  sh->cp_dim = dim_of(mesh, opts->cp_dim);
+  sh->cp = sh->cp_dim >= 0 ? tpx_mesh_dim_size(mesh, sh->cp_dim) : 1;
   sh->tp = sh->tp_dim >= 0 ? tpx_mesh_dim_size(mesh, sh->tp_dim) : 1;
-  sh->dps = sh->dps_dim >= 0 ? tpx_mesh_dim_size(mesh, sh->dps_dim) : 1;
+  st = fsdp_dims(sh, opts->dp_shard_dim, err);
+  if (st != TPX_OK) {
+    tpx_sharding_destroy(sh);
+    return st;
+  }
   sh->dpr = sh->dpr_dim >= 0 ? tpx_mesh_dim_size(mesh, sh->dpr_dim) : 1;
   sh->tp_applied = sh->tp > 1;
   sh->num_params = tpx_model_num_params(model);
@@ -249,9 +290,9 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     tpx_sharding_destroy(sh);
     return st;
   }
-  if (sh->tp_dim >= 0 &&
-      (sh->tp_dim == sh->dps_dim || sh->tp_dim == sh->dpr_dim ||
-       (sh->dps_dim >= 0 && sh->dps_dim == sh->dpr_dim))) {
+  if ((sh->tp_dim >= 0 &&
+       (in_fsdp_run(sh, sh->tp_dim) || sh->tp_dim == sh->dpr_dim)) ||
+      (sh->dpr_dim >= 0 && in_fsdp_run(sh, sh->dpr_dim))) {
     st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
                        "tpx_sharding_create: the tp, dp_shard and "
                        "dp_replicate dim names must name different mesh dims");
@@ -276,6 +317,7 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     return st;
   }
   sh->opts.tp_dim = sh->opts.dp_shard_dim = sh->opts.dp_replicate_dim = NULL;
+  sh->opts.cp_dim = NULL;
   sh->opts.fsdp_units = NULL;
   sh->opts.fsdp_unit_reshard = NULL;
   sh->opts.fp32_params = NULL; /* copied into fp32_patterns */
@@ -293,6 +335,13 @@ const tpx_plan *tpx_sharding_plan(const tpx_sharding *sh) {
   return sh ? sh->plan : NULL;
 }
 int64_t tpx_sharding_tp_size(const tpx_sharding *sh) { return sh ? sh->tp : 0; }
+int64_t tpx_sharding_cp_size(const tpx_sharding *sh) { return sh ? sh->cp : 0; }
+const char *tpx_sharding_fsdp_mesh_name(const tpx_sharding *sh, int64_t *size) {
+  int on = sh && sh->opts.fsdp && sh->dps_dim >= 0;
+  if (size)
+    *size = on ? sh->dps : 1;
+  return on ? sh->fsdp_mesh : NULL;
+}
 const tpx_diag_list *tpx_sharding_diagnostics(const tpx_sharding *sh) {
   return sh ? sh->diags : NULL;
 }

@@ -17,18 +17,24 @@
 #include "shard/shard_internal.h"
 
 /* The mesh dims a sharding names: index (-1 when absent) and size (1 when
- * absent) of tp, dp_shard and dp_replicate. */
+ * absent) of tp, dp_shard (FSDP's dim or view), dp_replicate and cp. */
 typedef struct tpx__shard_dims {
   int ndim; /* mesh dims */
   int tp_dim, dps_dim, dpr_dim;
   int64_t tp, dps, dpr;
   int64_t world;  /* mesh world size */
   int tp_applied; /* tp > 1: parallelize_module ran (hooks exist) */
+  /* FSDP's view: dps_dim is its first dim, it spans dps_ndims consecutive
+   * dims (2 for dp_shard_cp) and dps is its size; cp as tp. */
+  int dps_ndims;
+  int cp_dim;
+  int64_t cp;
 } tpx__shard_dims;
 
 static inline tpx__shard_dims tpx__sv_dims(const tpx_sharding *sh) {
-  tpx__shard_dims d = {sh->ndim, sh->tp_dim, sh->dps_dim, sh->dpr_dim,   sh->tp,
-                       sh->dps,  sh->dpr,    sh->world,   sh->tp_applied};
+  tpx__shard_dims d = {sh->ndim,       sh->tp_dim,    sh->dps_dim, sh->dpr_dim,
+                       sh->tp,         sh->dps,       sh->dpr,     sh->world,
+                       sh->tp_applied, sh->dps_ndims, sh->cp_dim,  sh->cp};
   return d;
 }
 

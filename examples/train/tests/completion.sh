@@ -17,7 +17,7 @@ if [ "$want" != "$got" ]; then
   exit 1
 fi
 echo "PASS $(printf '%s\n' "$want" | wc -l) options"
-for v in "--backend:local mpi" "--format:text json"; do
+for v in "--backend:local mpi" "--format:text json" "--cp-layout:head-tail contiguous"; do
   got=$(bash -c '. "$1"; COMP_WORDS=(tpx-train "$2" ""); COMP_CWORD=2; _tpx_train
     printf "%s " "${COMPREPLY[@]}"' sh "$comp" "${v%%:*}")
   [ "$got" = "${v#*:} " ] || { echo "FAIL ${v%%:*} completes to '$got'"; exit 1; }

@@ -50,7 +50,7 @@ mesh|mpi)
     world=1
     set -- $args
     while [ $# -gt 0 ]; do
-      case $1 in --tp|--dp-shard|--dp-replicate) world=$((world * $2)); shift ;; esac
+      case $1 in --tp|--dp-shard|--dp-replicate|--cp) world=$((world * $2)); shift ;; esac
       shift
     done
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
