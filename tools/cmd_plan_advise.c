@@ -289,6 +289,8 @@ static void print_json(const advice_t *a, const advice_t *ac,
   json_object_set_new(root, "seq", json_integer(a->mo.seq));
   json_object_set_new(root, "activation_checkpointing",
                       json_boolean(a->mo.activation_checkpointing));
+  json_object_set_new(root, "attention",
+                      json_string(tpx_attention_name(a->mo.attention)));
   json_object_set_new(root, "rule", json_string(RANK_RULE));
   for (size_t i = 0; i < a->n; i++)
     json_array_append_new(arr, json_mesh(&a->c[i]));
@@ -359,11 +361,15 @@ static void print_text(const advice_t *a, const advice_t *ac,
                          : "(no architecture)";
   tpx_format_bytes(x->gpu_mem, g, sizeof g);
   printf("Mesh advice: %s on %lld GPUs of %s\n", arch, (long long)x->gpus, g);
-  printf("  optimizer %s; activations for batch %lld x seq %lld%s; worst "
-         "rank shown; docs/MEMORY.md\n",
+  printf("  optimizer %s; activations for batch %lld x seq %lld%s%s%s; "
+         "worst rank shown; docs/MEMORY.md\n",
          tpx_optimizer_name(a->mo.optimizer), (long long)a->mo.batch,
          (long long)a->mo.seq,
-         a->mo.activation_checkpointing ? ", activation checkpointing" : "");
+         a->mo.activation_checkpointing ? ", activation checkpointing" : "",
+         a->mo.attention != TPX_ATTENTION_FLASH ? ", attention " : "",
+         a->mo.attention != TPX_ATTENTION_FLASH
+             ? tpx_attention_name(a->mo.attention)
+             : "");
   printf("  order: %s\n\n", RANK_RULE);
   print_table(a);
   size_t shown = a->n && !a->c[0].rejected;

@@ -178,6 +178,43 @@ d = p["model.layers.0.mlp.down_proj.weight"]
 assert d["local_shape"] == [1024, 4096] and d["global_offset"] == [1024, 4096], d
 assert r["slices_rank"] == 3'
 
+# ---- --attention, --dtype for activations, the torch optimizer figure ----
+expect 2 "bad attention" -- --config "$l1" --attention flash2 --seq 512
+has "unknown attention implementation 'flash2' (expected flash, sdpa or eager)" "names the value and the choices"
+expect 2 "attention without a value" -- --config "$l1" --attention
+has "--attention needs a value" "says the value is missing"
+expect 0 "eager attention" -- --config "$l1" --tp 2 --seq 512 --attention eager
+has "activations for batch 1 x seq 512, no activation checkpointing, eager attention" "the header names the attention"
+has "optimizer as torch holds it (unpadded shard, step tensors)" "torch's optimizer line"
+expect 0 "eager json" -- --config "$l1" --tp 2 --seq 512 --attention eager --format json
+cp "$out" "$out.eager"
+expect 0 "sdpa json" -- --config "$l1" --tp 2 --seq 512 --attention sdpa --format json
+py "eager keeps more than sdpa (the seq x seq probabilities); options echo it" '
+e = json.load(open(sys.argv[1] + ".eager"))
+assert e["memory_options"]["attention"] == "eager"
+assert r["memory_options"]["attention"] == "sdpa"
+a, b = e["per_rank"][0]["memory"]["activations"], r["per_rank"][0]["memory"]["activations"]
+assert a > b > 0, (a, b)'
+rm -f "$out.eager"
+expect 0 "f32 activations" -- --config "$l1" --seq 512 --dtype f32 --no-fsdp --format json
+cp "$out" "$out.f32"
+expect 0 "bf16 activations" -- --config "$l1" --seq 512 --dtype bf16 --no-fsdp --format json
+py "--dtype f32 keeps more activation bytes than bf16" '
+f = json.load(open(sys.argv[1] + ".f32"))["per_rank"][0]["memory"]["activations"]
+b = r["per_rank"][0]["memory"]["activations"]
+assert f > b > 0, (f, b)'
+rm -f "$out.f32"
+expect 0 "uneven dp_shard: torch's optimizer" -- --config "$l1" --dp-shard 3 --format json
+py "torch holds less optimizer state on the short last rank, tpx the same padded figure" '
+m = [e["memory"] for e in r["per_rank"]]
+assert m[0]["optimizer"] == m[1]["optimizer"] == m[2]["optimizer"]
+assert m[2]["optimizer_torch"] < m[0]["optimizer_torch"], m
+assert all(x["peak"] == x["params"] + x["grads"] + x["optimizer"] + x["gather_peak"] + x["activations"] for x in m)'
+expect 0 "the advisor keeps --attention in its command" -- --config "$l1" --gpus 4 --seq 2048 --attention eager --format json
+py "advice JSON: attention, and the best command holds it" '
+assert r["attention"] == "eager"
+assert r["best"].endswith("--seq 2048 --attention eager"), r["best"]'
+
 # ---- byte counts past int64 ----
 # batch x seq at their limits: activations saturate at INT64_MAX (as every
 # byte count); the text peak and the HTML totals must saturate too, never
