@@ -106,6 +106,11 @@ TPX_API tpx_status tpx_memory_ranks(const tpx_sharding *sh,
                                     const tpx_memory_options *opts,
                                     int64_t first, size_t count,
                                     tpx_memory *out, tpx_error *err);
+/* The dtype the activation estimate counts in: opts->activation_dtype when
+ * set, else the FSDP compute dtype (the mixed-precision param_dtype), else
+ * the model's (its first parameter's) dtype, else bf16. */
+TPX_API tpx_dtype tpx_memory_activation_dtype(const tpx_sharding *sh,
+                                              const tpx_memory_options *opts);
 /* One rank: tpx_memory_ranks with count 1. */
 TPX_API tpx_status tpx_memory_rank(const tpx_sharding *sh,
                                    const tpx_memory_options *opts, int64_t rank,

@@ -76,7 +76,8 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
                          ? ", activation checkpointing"
                          : ", no activation checkpointing");
   if (o.seq > 0 && tpx_attention_name(o.attention))
-    tpx__sbuf_printf(b, ", %s attention", tpx_attention_name(o.attention));
+    tpx__sbuf_printf(b, ", %s attention, %s", tpx_attention_name(o.attention),
+                     tpx_dtype_short_name(tpx_memory_activation_dtype(sh, &o)));
   else
     tpx__sbuf_printf(b, "; activations not counted: give --seq T");
   tpx__sbuf_printf(b, "; formulas in docs/MEMORY.md):\n");
@@ -191,7 +192,8 @@ void tpx__report_slice_json(json_t *o, const tpx_sharding *sh, int64_t p,
                       json_integer(tpx_slice_nbytes(&sl, held)));
 }
 
-json_t *tpx__report_memory_options_json(const tpx_memory_options *mo) {
+json_t *tpx__report_memory_options_json(const tpx_sharding *sh,
+                                        const tpx_memory_options *mo) {
   tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
   if (mo)
     memcpy(&o, mo, mo->struct_size < sizeof o ? mo->struct_size : sizeof o);
@@ -204,5 +206,8 @@ json_t *tpx__report_memory_options_json(const tpx_memory_options *mo) {
                       json_boolean(o.activation_checkpointing));
   const char *attn = tpx_attention_name(o.attention);
   json_object_set_new(j, "attention", attn ? json_string(attn) : json_null());
+  const char *dt = tpx_dtype_short_name(tpx_memory_activation_dtype(sh, &o));
+  json_object_set_new(j, "activation_dtype",
+                      dt ? json_string(dt) : json_null());
   return j;
 }

@@ -206,14 +206,20 @@ tpx_status tpx__act_dims_read(const tpx_sharding *sh,
                          "tpx_attention (flash, sdpa or eager)",
                          (int)opts->attention);
   d->attention = opts->attention;
-  tpx_dtype e = opts->activation_dtype;
-  if (!e && sh->num_units > 0)
+  d->elem = (int64_t)tpx_dtype_size(tpx_memory_activation_dtype(sh, opts));
+  return TPX_OK;
+}
+
+tpx_dtype tpx_memory_activation_dtype(const tpx_sharding *sh,
+                                      const tpx_memory_options *opts) {
+  tpx_memory_options o = tpx__memory_options(opts);
+  tpx_dtype e = o.activation_dtype;
+  tpx_param_info pi;
+  if (!e && sh && sh->num_units > 0)
     e = sh->opts.param_dtype;
-  if (!e && sh->num_params > 0 && tpx_model_param(m, 0, &pi, NULL) == TPX_OK &&
+  if (!e && sh && sh->num_params > 0 &&
+      tpx_model_param(sh->model, 0, &pi, NULL) == TPX_OK &&
       tpx_dtype_is_float(pi.dtype))
     e = pi.dtype;
-  if (!e)
-    e = TPX_DTYPE_BF16;
-  d->elem = (int64_t)tpx_dtype_size(e);
-  return TPX_OK;
+  return e ? e : TPX_DTYPE_BF16;
 }

@@ -63,7 +63,7 @@ assert len(m) == 8
 assert all(x["peak"] == x["params"] + x["grads"] + x["optimizer"] + x["gather_peak"] + x["activations"] for x in m)
 assert all(x["activations"] > 0 and x["gather_peak"] > 0 for x in m)'
 py "memory_options echo the flags" '
-assert r["memory_options"] == {"optimizer": "sgd", "batch": 2, "seq": 512, "activation_checkpointing": True, "attention": "flash"}'
+assert r["memory_options"] == {"optimizer": "sgd", "batch": 2, "seq": 512, "activation_checkpointing": True, "attention": "flash", "activation_dtype": "bf16"}'
 # 1B in bf16 on 8 ranks: params 2*N/8 bytes (padded: every dim 0 here
 # divides evenly), sgd: one f32 state + the f32 master = 8 bytes a param
 py "sgd optimizer = 4x params bytes (state + master, f32 vs bf16)" '
@@ -184,7 +184,7 @@ has "unknown attention implementation 'flash2' (expected flash, sdpa or eager)" 
 expect 2 "attention without a value" -- --config "$l1" --attention
 has "--attention needs a value" "says the value is missing"
 expect 0 "eager attention" -- --config "$l1" --tp 2 --seq 512 --attention eager
-has "activations for batch 1 x seq 512, no activation checkpointing, eager attention" "the header names the attention"
+has "activations for batch 1 x seq 512, no activation checkpointing, eager attention, bf16;" "the header names the attention and the dtype"
 has "optimizer as torch holds it (unpadded shard, step tensors)" "torch's optimizer line"
 expect 0 "eager json" -- --config "$l1" --tp 2 --seq 512 --attention eager --format json
 cp "$out" "$out.eager"
@@ -200,6 +200,8 @@ expect 0 "f32 activations" -- --config "$l1" --seq 512 --dtype f32 --no-fsdp --f
 cp "$out" "$out.f32"
 expect 0 "bf16 activations" -- --config "$l1" --seq 512 --dtype bf16 --no-fsdp --format json
 py "--dtype f32 keeps more activation bytes than bf16" '
+assert r["memory_options"]["activation_dtype"] == "bf16"
+assert json.load(open(sys.argv[1] + ".f32"))["memory_options"]["activation_dtype"] == "f32"
 f = json.load(open(sys.argv[1] + ".f32"))["per_rank"][0]["memory"]["activations"]
 b = r["per_rank"][0]["memory"]["activations"]
 assert f > b > 0, (f, b)'

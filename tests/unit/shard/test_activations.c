@@ -128,6 +128,15 @@ START_TEST(f32_eager) {
   tpx_memory x;
   ck_assert_int_eq(tpx_memory_rank(sh, &o, 0, &x, NULL), TPX_OK);
   ck_assert_int_eq(x.activations, 387204);
+  ck_assert_int_eq(tpx_memory_activation_dtype(sh, &o), TPX_DTYPE_F32);
+  /* unset: no FSDP, so the parameters' dtype (bf16) */
+  ck_assert_int_eq(tpx_memory_activation_dtype(sh, NULL), TPX_DTYPE_BF16);
+  tpx_sharding_destroy(sh);
+  /* with FSDP: the mixed-precision param dtype */
+  so = (tpx_sharding_options)TPX_SHARDING_OPTIONS_INIT;
+  so.param_dtype = TPX_DTYPE_F16;
+  sh = fx_shard(m, NULL, mesh, &so);
+  ck_assert_int_eq(tpx_memory_activation_dtype(sh, NULL), TPX_DTYPE_F16);
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_model_destroy(m);
