@@ -1,5 +1,5 @@
 /* cmd_plan.c — `tpx plan`: choose a TP plan for a model, apply it on a
- * (dp_replicate, dp_shard, tp) mesh with FSDP, and print the report.
+ * (dp_replicate, dp_shard, [cp,] tp) mesh with FSDP, and print the report.
  *
  * Flow: config -> registry (default plugin path; every plugin call in a
  * child process with a timeout unless --no-isolation) -> module tree (the
@@ -34,7 +34,8 @@ static void usage(FILE *out) {
           "\n"
           "Choose the tensor-parallel plan for a model, apply it with FSDP2 "
           "on a\n"
-          "(dp_replicate, dp_shard, tp) mesh, and report placements, per-rank "
+          "(dp_replicate, dp_shard, cp, tp) mesh, and report placements, "
+          "per-rank "
           "memory\nand diagnostics.\n"
           "\n"
           "options:\n"
@@ -58,6 +59,15 @@ static void usage(FILE *out) {
           "  --tp N               tensor-parallel size (default 1)\n"
           "  --dp-shard N         FSDP shard size (default 1)\n"
           "  --dp-replicate N     HSDP replicate size (default 1)\n"
+          "  --cp N               context-parallel size (default 1): each "
+          "rank holds\n"
+          "                       1/N of every sequence; FSDP shards over "
+          "dp_shard x cp\n"
+          "  --offload            FSDP2 CPU offload: sharded params, grads "
+          "and optimizer\n"
+          "                       state in host memory (the memory report "
+          "splits device\n"
+          "                       and host bytes)\n"
           "  --sp                 sequence parallelism\n"
           "  --plan PATH|NAME     a custom plan: a tpx-plan/1 file, a "
           "Hugging Face\n"
@@ -112,7 +122,7 @@ typedef struct {
   const char *config, *weights, *plan, *format;
   const char *html;  /* --html FILE, or NULL */
   const char *dtype; /* --dtype: parameters' dtype of a config-only plan */
-  int64_t tp, dp_shard, dp_replicate;
+  int64_t tp, dp_shard, dp_replicate, cp;
   int sp, fsdp, isolate, summary;
   plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
 } args_t;
@@ -120,7 +130,7 @@ typedef struct {
 /* 0 ok, 1 help printed, -1 bad arguments (message printed). */
 static int parse_args(int argc, char **argv, args_t *a) {
   memset(a, 0, sizeof *a);
-  a->tp = a->dp_shard = a->dp_replicate = 1;
+  a->tp = a->dp_shard = a->dp_replicate = a->cp = 1;
   a->format = "text";
   a->fsdp = 1;
   a->isolate = 1;
@@ -140,6 +150,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
       a->sp = 1;
     } else if (!strcmp(arg, "--no-fsdp")) {
       a->fsdp = 0;
+    } else if (!strcmp(arg, "--offload")) {
+      a->x.mem.offload = 1;
     } else if (!strcmp(arg, "--no-isolation")) {
       a->isolate = 0;
     } else if (!strcmp(arg, "--summary")) {
@@ -148,7 +160,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
                !strcmp(arg, "--dp-replicate") || !strcmp(arg, "--html") ||
-               !strcmp(arg, "--dtype")) {
+               !strcmp(arg, "--dtype") || !strcmp(arg, "--cp")) {
       if (!val) {
         fprintf(stderr, "tpx plan: %s needs a value\n", arg);
         return -1;
@@ -171,6 +183,9 @@ static int parse_args(int argc, char **argv, args_t *a) {
           return -1;
       } else if (!strcmp(arg, "--dp-shard")) {
         if (parse_size(arg, val, &a->dp_shard))
+          return -1;
+      } else if (!strcmp(arg, "--cp")) {
+        if (parse_size(arg, val, &a->cp))
           return -1;
       } else if (parse_size(arg, val, &a->dp_replicate)) {
         return -1;
@@ -196,12 +211,19 @@ static int parse_args(int argc, char **argv, args_t *a) {
             a->format);
     return -1;
   }
-  if (a->tp * a->dp_shard * a->dp_replicate > (1LL << 20)) {
-    fprintf(stderr,
-            "tpx plan: the mesh (%lld x %lld x %lld) is too large: at most "
-            "%lld ranks\n",
-            (long long)a->dp_replicate, (long long)a->dp_shard,
-            (long long)a->tp, 1LL << 20);
+  if (a->tp * a->dp_shard * a->dp_replicate * a->cp > (1LL << 20)) {
+    if (a->cp > 1)
+      fprintf(stderr,
+              "tpx plan: the mesh (%lld x %lld x %lld x %lld) is too large: "
+              "at most %lld ranks\n",
+              (long long)a->dp_replicate, (long long)a->dp_shard,
+              (long long)a->cp, (long long)a->tp, 1LL << 20);
+    else
+      fprintf(stderr,
+              "tpx plan: the mesh (%lld x %lld x %lld) is too large: at most "
+              "%lld ranks\n",
+              (long long)a->dp_replicate, (long long)a->dp_shard,
+              (long long)a->tp, 1LL << 20);
     return -1;
   }
   if (a->summary && strcmp(a->format, "text") != 0) {
@@ -228,8 +250,15 @@ static int parse_args(int argc, char **argv, args_t *a) {
             "sharded over dp_shard, so its %lld ranks hold replicas (use "
             "--dp-replicate for plain data parallelism)\n",
             (long long)a->dp_shard, (long long)a->dp_shard);
-  return plan_extra_check(&a->x, a->tp, a->dp_shard, a->dp_replicate,
-                          a->format);
+  if (a->x.gpus && a->cp > 1 && a->x.gpus % a->cp != 0) {
+    fprintf(stderr, "tpx plan: --cp %lld does not divide --gpus %lld\n",
+            (long long)a->cp, (long long)a->x.gpus);
+    return -1;
+  }
+  /* --rank is checked against the whole mesh; with --gpus, --cp only
+   * restricts the advice (the mesh is not chosen yet). */
+  return plan_extra_check(&a->x, a->tp, a->dp_shard * (a->x.gpus ? 1 : a->cp),
+                          a->dp_replicate, a->format);
 }
 
 static int fail(const char *what, const tpx_error *err) {
@@ -302,7 +331,7 @@ int tpx_cmd_plan(int argc, char **argv) {
 
   tpx_cli_plan_args pa = {a.config,   a.weights,      a.plan, a.tp,
                           a.dp_shard, a.dp_replicate, a.sp,   a.fsdp,
-                          a.isolate,  a.dtype};
+                          a.isolate,  a.dtype,        a.cp};
   if ((rc = tpx_cli_plan_prepare("plan", &pa, &pl)) != 0) {
     code = rc;
     goto out;
@@ -314,6 +343,10 @@ int tpx_cmd_plan(int argc, char **argv) {
   }
   if ((rc = tpx_cli_plan_finish("plan", &pa, &pl)) != 0) {
     code = rc;
+    goto out;
+  }
+  if (plan_cp_diags(&pa, &a.x, pl.diags) != 0) {
+    fprintf(stderr, "tpx plan: out of memory\n");
     goto out;
   }
   tpx_selection *sel = pl.sel;

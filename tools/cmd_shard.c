@@ -34,6 +34,10 @@ static void usage(FILE *out) {
           "  --tp N               tensor-parallel size (default 1)\n"
           "  --dp-shard N         FSDP shard size (default 1)\n"
           "  --dp-replicate N     HSDP replicate size (default 1)\n"
+          "  --cp N               context-parallel size (default 1): FSDP "
+          "shards over\n"
+          "                       dp_shard x cp, so every cp rank gets its "
+          "own file\n"
           "  --sp                 sequence parallelism\n"
           "  --plan PATH|NAME     a tpx-plan/1 file or a plugin's named plan\n"
           "  --rank R             write only rank R (default: every rank)\n"
@@ -98,7 +102,7 @@ static void default_config(shard_args *a) {
 
 static int parse_args(int argc, char **argv, shard_args *a) {
   memset(a, 0, sizeof *a);
-  a->p.tp = a->p.dp_shard = a->p.dp_replicate = 1;
+  a->p.tp = a->p.dp_shard = a->p.dp_replicate = a->p.cp = 1;
   a->p.fsdp = a->p.isolate = 1;
   a->rank = -1;
   for (int i = 1; i < argc; i++) {
@@ -138,6 +142,9 @@ static int parse_args(int argc, char **argv, shard_args *a) {
     } else if (val && !strcmp(arg, "--dp-replicate")) {
       if (parse_count(arg, argv[++i], 1, &a->p.dp_replicate))
         return -1;
+    } else if (val && !strcmp(arg, "--cp")) {
+      if (parse_count(arg, argv[++i], 1, &a->p.cp))
+        return -1;
     } else if (val && !strcmp(arg, "--rank")) {
       if (parse_count(arg, argv[++i], 0, &a->rank))
         return -1;
@@ -153,14 +160,14 @@ static int parse_args(int argc, char **argv, shard_args *a) {
     fprintf(stderr, "tpx shard: --weights SRC and --out DIR are required\n");
     return -1;
   }
-  if (a->p.tp * a->p.dp_shard * a->p.dp_replicate > (1LL << 20)) {
+  int64_t world = a->p.tp * a->p.dp_shard * a->p.dp_replicate * a->p.cp;
+  if (world > (1LL << 20)) {
     fprintf(stderr, "tpx shard: the mesh is too large\n");
     return -1;
   }
-  if (a->rank >= a->p.tp * a->p.dp_shard * a->p.dp_replicate) {
+  if (a->rank >= world) {
     fprintf(stderr, "tpx shard: --rank %lld is outside the mesh of %lld\n",
-            (long long)a->rank,
-            (long long)(a->p.tp * a->p.dp_shard * a->p.dp_replicate));
+            (long long)a->rank, (long long)world);
     return -1;
   }
   if (!a->p.config)

@@ -32,13 +32,15 @@ int plan_extra_check(const plan_extra *x, int64_t tp, int64_t dp_shard,
                      int64_t dp_replicate, const char *format);
 
 /* The sharding of `model` on `mesh` with the selection's plan, FSDP units
- * and fp32 parameters (fsdp: 0 = TP only). */
+ * and fp32 parameters (fsdp: 0 = TP only); FSDP shards over dp_shard_cp
+ * when the mesh has a cp dim, else over dp_shard. */
 tpx_status plan_shard(const tpx_model *model, const tpx_selection *sel,
                       const tpx_mesh *mesh, int fsdp, tpx_sharding **out,
                       tpx_error *err);
-/* A (dp_replicate, dp_shard, tp) mesh. */
-tpx_status plan_mesh(int64_t dpr, int64_t dps, int64_t tp, tpx_mesh **out,
-                     tpx_error *err);
+/* The (dp_replicate, dp_shard, cp, tp) mesh with its flattened views
+ * (tpx_mesh_create_fsdp2; no cp dim when cp <= 1). */
+tpx_status plan_mesh(int64_t dpr, int64_t dps, int64_t cp, int64_t tp,
+                     tpx_mesh **out, tpx_error *err);
 
 /* --gpus: every mesh of x->gpus ranks, ranked (the rule is printed with
  * the advice); prints the advice (text or JSON), the best mesh as a
@@ -48,6 +50,12 @@ struct tpx_cli_plan_args;
 int plan_advise(const struct tpx_cli_plan_args *pa, const tpx_registry *reg,
                 const tpx_model *model, const tpx_select_options *base,
                 const plan_extra *x, int json);
+
+/* The cp checks that need the memory options (cmd_plan_cp.c): --seq not
+ * divisible by 2 x cp is an error-level diagnostic added to `diags`. 0, or
+ * -1 out of memory. */
+int plan_cp_diags(const struct tpx_cli_plan_args *pa, const plan_extra *x,
+                  tpx_diag_list *diags);
 
 /* --show: every parameter matching x->show drawn as a grid of its blocks
  * labelled with the ranks holding them, to `out`; color when `color`.

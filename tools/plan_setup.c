@@ -269,7 +269,8 @@ int tpx_cli_plan_finish(const char *cmd, const tpx_cli_plan_args *a,
     return fail_input(cmd, "selecting a plan", &err);
   if (sst != TPX_OK)
     return fail(cmd, "selecting a plan", &err);
-  if (plan_mesh(a->dp_replicate, a->dp_shard, a->tp, &p->mesh, &err) != TPX_OK)
+  if (plan_mesh(a->dp_replicate, a->dp_shard, a->cp, a->tp, &p->mesh, &err) !=
+      TPX_OK)
     return fail(cmd, "building the mesh", &err);
   if (plan_shard(p->model, p->sel, p->mesh, a->fsdp, &p->sh, &err) != TPX_OK)
     return fail(cmd, "applying the plan", &err);

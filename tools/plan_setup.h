@@ -2,7 +2,7 @@
  * by `tpx plan`, `tpx shard` (and whatever else must select the plan exactly
  * as `tpx plan` does): config -> registry -> module tree (skeleton and/or
  * safetensors headers) -> custom or named plan -> selection -> mesh
- * (dp_replicate, dp_shard, tp) -> sharding. Not the report. */
+ * (dp_replicate, dp_shard, [cp,] tp) -> sharding. Not the report. */
 #ifndef TPX_TOOLS_PLAN_SETUP_H
 #define TPX_TOOLS_PLAN_SETUP_H
 
@@ -21,6 +21,9 @@ typedef struct tpx_cli_plan_args {
    * (the parameters' dtype of a config-only plan; plugins' fp32 parameters
    * keep fp32), or NULL. Not with weights (cli_check_dtype). */
   const char *dtype;
+  /* --cp: the context-parallel size; 0 or 1 = none (the mesh keeps its
+   * three dims, docs/SEMANTICS.md "Context parallelism"). */
+  int64_t cp;
 } tpx_cli_plan_args;
 
 /* --dtype VALUE for command `cmd`: 0 when VALUE is a dtype tpx parses and no

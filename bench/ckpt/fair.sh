@@ -9,6 +9,8 @@
 # and the 8 rank files are
 #   A: merged back by `tpx merge`, then `sync`;
 #   B: concatenated by `cat > file`, then `sync`.
+# Besides the wall time, each run's CPU time (user + system of the command
+# and its sync, "-cpu" series): the part a loaded machine distorts least.
 # PAIRS interleaved A/B pairs each (the page cache warm, the outputs removed
 # and synced between runs), medians with min-max, the load average before
 # and after ("NOISY" when it exceeds the core count), and the ratios issue
@@ -43,13 +45,23 @@ loadavg() { cut -d' ' -f1 /proc/loadavg; }
 now() { date +%s.%N; }
 rec=$work/records
 : >"$rec"
+# CPU seconds (user + system) of this shell's children between two
+# `times` outputs (a plain builtin: run in this shell, not a subshell).
+cpu_between() {
+  awk 'FNR == 2 { split($1, u, "m"); split($2, s, "m")
+                  t[++n] = u[1] * 60 + u[2] + s[1] * 60 + s[2] }
+       END { printf "%.4f", t[2] - t[1] }' "$1" "$2"
+}
 timed() { # series command...
   series=$1
   shift
+  times >"$work/times0"
   a=$(now)
   if "$@" >/dev/null 2>"$work/err" && sync; then
     b=$(now)
+    times >"$work/times1"
     awk -v a="$a" -v b="$b" -v s="$series" 'BEGIN { printf "%s %.4f\n", s, b - a }' >>"$rec"
+    echo "$series-cpu $(cpu_between "$work/times0" "$work/times1")" >>"$rec"
   else
     echo "$series failed" >>"$rec"
     echo "  $series failed: $(tail -1 "$work/err")"
@@ -83,9 +95,9 @@ if "$gen" cmp "$w" "$work/merged" >/dev/null 2>&1; then
   echo "merged checkpoint: tensor data identical to the source"
 fi
 
-echo "## medians (min-max), seconds, each followed by sync"
+echo "## medians (min-max), seconds, each followed by sync; -cpu: CPU seconds"
 awk -f "$here/../train/stats.awk" "$rec" | awk '{
-  printf "  %-6s %7s s  (%s-%s, %d runs, %d failed)\n", $1, $2, $3, $4, $5, $6
+  printf "  %-9s %7s s  (%s-%s, %d runs, %d failed)\n", $1, $2, $3, $4, $5, $6
   m[$1] = $2 }
 END {
   if (m["shard"] + 0 > 0 && m["cp-r"] != "-")
@@ -93,7 +105,11 @@ END {
       m["cp-r"] / m["shard"], (m["cp-r"] / m["shard"] >= 0.9) ? "met" : "NOT met"
   if (m["merge"] + 0 > 0 && m["cat"] != "-")
     printf "  speed of tpx merge / cat:   %.2fx (target 0.9: %s)\n",
-      m["cat"] / m["merge"], (m["cat"] / m["merge"] >= 0.9) ? "met" : "NOT met" }'
+      m["cat"] / m["merge"], (m["cat"] / m["merge"] >= 0.9) ? "met" : "NOT met"
+  if (m["cp-r-cpu"] + 0 > 0 && m["shard-cpu"] != "-")
+    printf "  CPU time of tpx shard / cp -r: %.2fx\n", m["shard-cpu"] / m["cp-r-cpu"]
+  if (m["cat-cpu"] + 0 > 0 && m["merge-cpu"] != "-")
+    printf "  CPU time of tpx merge / cat:   %.2fx\n", m["merge-cpu"] / m["cat-cpu"] }'
 noisy=$(awk -v a="$load_before" -v b="$load_after" -v c="$cores" \
   'BEGIN { print (a > c || b > c) ? "NOISY" : "quiet" }')
 echo "## machine was $noisy (load $load_before before, $load_after after, $cores cores)"

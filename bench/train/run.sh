@@ -67,13 +67,21 @@ fi
 load_before=$(loadavg)
 echo "load average before: $load_before"
 
+# tpx-train's element-wise loops run on OpenMP threads beside OpenBLAS's
+# own pthreads: with libgomp's default active wait, an idle OpenMP worker
+# spins through the GEMMs on a core the BLAS needs (bench/README.md
+# "Training"). Passive: it sleeps instead. The caller's setting wins.
+omp_wait=${OMP_WAIT_POLICY:-passive}
+echo "tpx side: OMP_WAIT_POLICY=$omp_wait"
+
 rec=$dir/records
 : >"$rec"
 tpx_run() { # series world args...
   series=$1 world=$2
   shift 2
   th=$((cores / world)); [ "$th" -ge 1 ] || th=1
-  out=$(OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th "$train" --model "$dir" \
+  out=$(OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th OMP_WAIT_POLICY=$omp_wait \
+        "$train" --model "$dir" \
         --tokens "$dir/tokens.bin" --batch $B --seq $T --steps "$steps" \
         --lr 1e-4 --clip 1.0 "$@" 2>&1) || { echo "$series failed" >>"$rec"; \
         echo "  $series: failed: $(echo "$out" | tail -1)"; return 0; }

@@ -27,13 +27,26 @@ static const char *const k_archs[] = {
     NULL};
 
 /* MuseGlimmer's skeleton uses NeMo Automodel's native names; these are the
- * transformers-5 checkpoint names of its language model and vision adapter
- * as Automodel's state-dict adapter maps them (muse_glimmer.c). The vision
- * encoder's are not declared: its transformers-5 prefix is not one this
- * project has checked. */
+ * transformers-5 checkpoint names of its vision tower, language model and
+ * vision adapter as Automodel's state-dict adapter maps them
+ * (muse_glimmer.c), checked name by name against transformers' own class
+ * (tests/data/families/mistral/tf5_names.py). The first rule that matches
+ * applies: the renamed vision-layer modules come before their layer's. */
 #define MG "name_alias=MuseGlimmerForConditionalGeneration:"
 #define MG_LAYER "model.language_model.layers.*."
+#define MG_VT "model.vision_tower."
+#define MG_VE "model.vision_encoder."
 static const char *const k_traits[] = {
+    MG MG_VT "patch_embedder.patch_embedding=" MG_VE "conv1_linear",
+    MG MG_VT "patch_embedder.position_embedding_table.weight=" MG_VE
+             "positional_embedding_vlm",
+    MG MG_VT "layers.*.attn.proj=" MG_VE "transformer.*.attn.o_proj",
+    MG MG_VT "layers.*.mlp.fc1=" MG_VE "transformer.*.mlp.c_fc",
+    MG MG_VT "layers.*.mlp.fc2=" MG_VE "transformer.*.mlp.c_proj",
+    MG MG_VT "layers.*.norm1=" MG_VE "transformer.*.ln_1",
+    MG MG_VT "layers.*.norm2=" MG_VE "transformer.*.ln_2",
+    MG MG_VT "layers=" MG_VE "transformer",
+    MG "model.vision_tower=model.vision_encoder",
     MG MG_LAYER "self_attn.gate_proj=model.layers.*.self_attn.output_gate_proj",
     MG MG_LAYER "post_attention_layernorm=model.layers.*.post_attn_norm",
     MG MG_LAYER "pre_feedforward_layernorm=model.layers.*."
@@ -43,6 +56,8 @@ static const char *const k_traits[] = {
     MG "model.vision_adapter.fc1=model.vision_adapter.c_fc",
     MG "model.vision_adapter.fc2=model.vision_adapter.c_proj",
     NULL};
+#undef MG_VE
+#undef MG_VT
 #undef MG_LAYER
 #undef MG
 

@@ -13,9 +13,9 @@
  * c_fc/c_proj), vision_adapter.fc1/fc2 -> c_fc/c_proj. The skeleton is that
  * native tree with the shapes of transformers' muse_glimmer model (5.24);
  * parameterless modules (the scale-free qk_norm / embed_norm) are omitted.
- * The language model's and the adapter's renamings are declared as name
- * aliases (mistral.c k_traits), so --weights with a canonical checkpoint
- * matches them; the vision encoder's are not (see there). */
+ * These renamings are declared as name aliases (mistral.c k_traits), so
+ * --weights with a canonical (transformers-5) checkpoint matches the
+ * skeleton. */
 #include "muse_glimmer.h"
 
 #include <string.h>

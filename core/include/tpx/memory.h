@@ -64,14 +64,20 @@ typedef struct tpx_memory_options {
   int activation_checkpointing; /* 1: every layer is checkpointed */
   tpx_dtype activation_dtype;   /* INVALID: the FSDP param dtype, else the
                                    model's dtype */
-  /* Added after activation_dtype (a shorter struct gets flash). */
+  /* 1: FSDP2's CPUOffloadPolicy: the sharded parameters, their gradients
+   * and the optimizer state live in host memory (tpx_memory.host), the
+   * device holds the gathered units and the activations
+   * (tpx_memory.device). Added after activation_dtype: an older, shorter
+   * struct_size means 0. */
+  int offload;
+  /* Added after offload (a shorter struct gets flash). */
   tpx_attention attention; /* flash */
 } tpx_memory_options;
 
 #define TPX_MEMORY_OPTIONS_INIT                                                \
   {                                                                            \
     sizeof(tpx_memory_options), TPX_OPTIMIZER_ADAMW, 1, 0, 0,                  \
-        TPX_DTYPE_INVALID, TPX_ATTENTION_FLASH                                 \
+        TPX_DTYPE_INVALID, 0, TPX_ATTENTION_FLASH                              \
   }
 
 /* Bytes one rank holds at its training peak, by term. */
@@ -88,6 +94,11 @@ typedef struct tpx_memory {
    * bytes (0 with TPX_OPTIMIZER_NONE). A runtime that counts masters with
    * the parameters compares params + master and optimizer - master. */
   int64_t master;
+  /* Where the bytes live (docs/MEMORY.md "CPU offload"): without offload
+   * device = peak and host = 0; with tpx_memory_options.offload, host =
+   * params + grads + optimizer and device = gather_peak + activations. */
+  int64_t device;
+  int64_t host;
   /* The optimizer state torch's optimizer would hold on this rank: the
    * same states and master copy on the UNPADDED local shard (torch's
    * optimizer state follows the DTensor's local tensor, so the short last
@@ -122,6 +133,10 @@ typedef struct tpx_traffic {
   int64_t tp;   /* TP activation collectives (needs opts->seq > 0) */
   int64_t fsdp; /* FSDP all-gathers, reduce-scatters, HSDP all-reduce */
   int64_t total;
+  /* Context parallelism (needs opts->seq > 0 and cp > 1): K and V
+   * all-gathered over cp in every layer's forward, their gradients
+   * reduce-scattered in backward. Part of total. */
+  int64_t cp;
 } tpx_traffic;
 
 TPX_API tpx_status tpx_traffic_rank(const tpx_sharding *sh,

@@ -51,6 +51,12 @@ tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
                                 int64_t e0, int64_t e1, tpx_dtype dtype,
                                 void *dst, tpx_error *err);
 
+/* The stored tensor holding the model tensor `name`: under that name, or
+ * under a name one of the model's name aliases gives it (a checkpoint in
+ * the other naming); -1 when neither is stored. */
+int64_t tpx__ckpt_find_param_name(const tpx_checkpoint_reader *rd,
+                                  const tpx_model *model, const char *name);
+
 /* 1 when tpx_checkpoint_convert can do from -> to (device/elem.h). */
 #define tpx__ckpt_can_convert tpx__elem_can_convert
 

@@ -24,7 +24,7 @@ static int scheme_of(const tpx_checkpoint_reader *rd, const tpx_model *model,
     for (int64_t k = 0; k < n; k++)
       if (tpx__expert_fold_source(model, param, schemes[i], k, name,
                                   sizeof name, &box, NULL) == TPX_OK &&
-          tpx_checkpoint_find(rd, name) >= 0)
+          tpx__ckpt_find_param_name(rd, model, name) >= 0)
         return schemes[i];
   }
   return 0;
@@ -76,7 +76,7 @@ tpx_status tpx_checkpoint_param_source(const tpx_checkpoint_reader *rd,
                                &out->box, err);
   if (st != TPX_OK)
     return st;
-  out->tensor = tpx_checkpoint_find(rd, name);
+  out->tensor = tpx__ckpt_find_param_name(rd, model, name);
   if (out->tensor < 0)
     return tpx_error_set(err, TPX_NOT_FOUND,
                          "%s: tensor '%s' (part of the fused parameter '%s') "

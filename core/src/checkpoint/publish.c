@@ -129,8 +129,13 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
                            wf->final_path, wf->tmp_path, strerror(e));
     }
   }
-  fsync_dir(w->dir);
-  tpx_status st = w->sharded ? write_index(w, err) : TPX_OK;
+  if (!w->sharded) {
+    if (!w->defer_dir_sync)
+      fsync_dir(w->dir);
+    return TPX_OK;
+  }
+  fsync_dir(w->dir); /* the data files' names before the index names them */
+  tpx_status st = write_index(w, err);
   fsync_dir(w->dir);
   return st;
 }

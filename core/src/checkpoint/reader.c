@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "checkpoint/ckpt_internal.h"
+#include "model/aliases.h"
 
 void tpx_checkpoint_reader_destroy(tpx_checkpoint_reader *rd) {
   if (rd == NULL)
@@ -158,15 +159,26 @@ const char *tpx_checkpoint_metadata(const tpx_checkpoint_reader *rd,
   return tpx_checkpoint_file_metadata(rd, 0, key);
 }
 
+int64_t tpx__ckpt_find_param_name(const tpx_checkpoint_reader *rd,
+                                  const tpx_model *model, const char *name) {
+  int64_t t = tpx_checkpoint_find(rd, name);
+  size_t n = tpx_model_num_name_aliases(model);
+  char buf[1024];
+  for (size_t r = 0; t < 0 && r < n; r++)
+    if (tpx__model_alias_name(model, r, name, buf, sizeof buf) == 1)
+      t = tpx_checkpoint_find(rd, buf);
+  return t;
+}
+
 int64_t tpx_checkpoint_param_tensor(const tpx_checkpoint_reader *rd,
                                     const tpx_model *model, int64_t param) {
   tpx_param_info p;
   if (rd == NULL || tpx_model_param(model, param, &p, NULL) != TPX_OK)
     return -1;
-  int64_t t = tpx_checkpoint_find(rd, p.fqn);
+  int64_t t = tpx__ckpt_find_param_name(rd, model, p.fqn);
   if (t < 0 && p.tied_to >= 0 &&
       tpx_model_param(model, p.tied_to, &p, NULL) == TPX_OK)
-    t = tpx_checkpoint_find(rd, p.fqn);
+    t = tpx__ckpt_find_param_name(rd, model, p.fqn);
   return t;
 }
 

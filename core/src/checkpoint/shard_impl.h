@@ -74,6 +74,16 @@ tpx_status tpx__merge_set_open(const char *dir, tpx__merge_set *out,
                                tpx_error *err);
 void tpx__merge_set_free(tpx__merge_set *s);
 
+/* merge_direct.c: entry `e` written whole by `w` from pieces [k0, k1) of
+ * `s` (replicas skipped) straight from the rank files' mappings: *done 1.
+ * *done 0 and nothing written when that cannot be (a piece not mapped or
+ * not dense in e's dtype, runs that do not tile e, e not an entry of w):
+ * the caller places the pieces in a buffer. */
+tpx_status tpx__merge_write_direct(const tpx__merge_set *s, size_t k0,
+                                   size_t k1, const tpx_checkpoint_entry *e,
+                                   tpx_checkpoint_writer *w, int *done,
+                                   tpx_error *err);
+
 /* out_dir.c: the output directory of a shard or merge run. */
 enum { TPX__OUT_RANKS, TPX__OUT_MERGED };
 typedef struct tpx__out_dir {

@@ -6,11 +6,14 @@
  * writes the original tensors back). The pieces are read with the per-rank
  * reader (only the slice's bytes) and written with the checkpoint writer
  * (temporary + fsync + rename). Not the metadata's text (shard_meta.c). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checkpoint/shard_impl.h"
+#include "checkpoint/writer_impl.h"
 
 /* Marks the stored tensors that are sources of a fused parameter and
  * appends those parameters to out[nt...] (*k of them). */
@@ -61,7 +64,11 @@ static tpx_status list_tensors(const tpx_sharding *sh,
     tpx_checkpoint_tensor_info(rd, i, &t, NULL);
     if (is_source[i])
       continue;
+    char canon[1024];
     int64_t p = tpx_model_find_param(model, t.name);
+    if (p < 0 &&
+        tpx_model_canonical_name(model, t.name, canon, sizeof canon) == 1)
+      p = tpx_model_find_param(model, canon); /* stored under an alias */
     if (p < 0) {
       st = tpx_error_set(err, TPX_VALIDATION,
                          "%s: tensor '%s' is not a parameter of the model",
@@ -83,7 +90,17 @@ static tpx_status list_tensors(const tpx_sharding *sh,
   return st;
 }
 
-/* Reads each tensor's piece and writes it into the rank file. */
+static void piece_done(tpx_shard_progress *prog, size_t nb,
+                       const tpx_shard_write_options *o) {
+  prog->items += 1;
+  prog->bytes += (int64_t)nb;
+  if (o->progress)
+    o->progress(prog, o->progress_user);
+}
+
+/* Reads each tensor's piece and writes it into the rank file: a stored
+ * tensor of the file's dtype straight from the source's mapping
+ * (direct.c), the others through a buffer. */
 static tpx_status copy_pieces(const tpx_sharding *sh,
                               const tpx_checkpoint_reader *rd, int64_t rank,
                               const tpx__shard_out *ts, size_t n,
@@ -95,6 +112,14 @@ static tpx_status copy_pieces(const tpx_sharding *sh,
   for (size_t i = 0; i < n && st == TPX_OK; i++) {
     const tpx__shard_out *t = &ts[i];
     size_t nb = (size_t)tpx_slice_nbytes(&t->slice, t->dtype);
+    int done = 0;
+    if (t->tensor >= 0)
+      st = tpx__ckpt_copy_direct(rd, t->tensor, &t->slice, w, t->name, &done,
+                                 err);
+    if (st == TPX_OK && done)
+      piece_done(prog, nb, o);
+    if (st != TPX_OK || done)
+      continue;
     void *nbuf = realloc(buf, nb ? nb : 1);
     if (nbuf == NULL) {
       st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory for tensor '%s'",
@@ -110,12 +135,8 @@ static tpx_status copy_pieces(const tpx_sharding *sh,
                                                     t->dtype, buf, nb, err);
     if (st == TPX_OK)
       st = tpx_checkpoint_write_slice(w, t->name, &local, t->dtype, buf, err);
-    if (st == TPX_OK) {
-      prog->items += 1;
-      prog->bytes += (int64_t)nb;
-      if (o->progress)
-        o->progress(prog, o->progress_user);
-    }
+    if (st == TPX_OK)
+      piece_done(prog, nb, o);
   }
   free(buf);
   return st;
@@ -172,6 +193,8 @@ static tpx_status shard_rank(const tpx_sharding *sh,
     wo.metadata_keys = keys;
     wo.metadata_values = vals;
     st = tpx_checkpoint_writer_create(dir, entries, n, &wo, &w, err);
+    if (st == TPX_OK)
+      w->defer_dir_sync = 1; /* once for all files: write_ranks */
   }
   if (st == TPX_OK)
     st = copy_pieces(sh, rd, rank, ts, n, w, o, prog, err);
@@ -269,6 +292,10 @@ static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
     tpx_checkpoint_writer_destroy(*slot);
     *slot = NULL;
   }
+  /* the new names, durable once for every file */
+  if (st == TPX_OK && fsync(d->fd) != 0)
+    st = tpx_error_set(err, TPX_IO, "%s: cannot flush the directory: %s",
+                       d->path, strerror(errno));
   return st;
 }
 

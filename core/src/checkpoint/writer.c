@@ -391,7 +391,7 @@ int64_t tpx_checkpoint_bytes_written(const tpx_checkpoint_writer *w) {
  * while the caller reads and cuts the next pieces (as `cp` followed by
  * `sync` lets it), instead of idling until the fsync. Best effort: an
  * error here surfaces at the fsync. */
-static void start_writeback(int fd, int64_t off, int64_t len) {
+void tpx__ckpt_start_writeback(int fd, int64_t off, int64_t len) {
 #ifdef SYNC_FILE_RANGE_WRITE
   if (len >= (1 << 20))
     (void)sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
@@ -459,7 +459,7 @@ tpx_status tpx_checkpoint_write_slice(tpx_checkpoint_writer *w,
     int64_t end = e->offset +
                   tpx__box_run_start(&g, g.num_runs - 1) * (int64_t)esz +
                   (int64_t)run_bytes;
-    start_writeback(wf->fd, first, end - first);
+    tpx__ckpt_start_writeback(wf->fd, first, end - first);
   }
   return st;
 }

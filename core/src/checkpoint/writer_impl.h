@@ -7,6 +7,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #include "model/strmap.h"
 #include "tpx/checkpoint.h"
@@ -38,6 +40,9 @@ struct tpx_checkpoint_writer {
   int sharded; /* more than one file: an index is written */
   int64_t num_writers, writer_rank;
   int finished;
+  /* 1: publish leaves the directory's fsync to the caller, who syncs it
+   * once after several writers (the shard's rank files) */
+  int defer_dir_sync;
   atomic_llong bytes;
 };
 
@@ -45,6 +50,34 @@ struct tpx_checkpoint_writer {
  * O_CREAT|O_EXCL|O_NOFOLLOW (another N on a clash): its fd, and its path
  * in *path_out (malloc'd); -1 with errno. */
 int tpx__ckpt_create_unique(const char *dir, const char *name, char **path_out);
+
+/* Starts the writeback of a written range of at least 1 MiB without
+ * waiting (sync_file_range), so that the fsync finds most of it on disk;
+ * best effort (an error surfaces at the fsync). */
+void tpx__ckpt_start_writeback(int fd, int64_t off, int64_t len);
+
+/* pwritev of all of iov[0..n) at `off`, again after EINTR and short
+ * writes (iov is consumed); `fn` is pwritev (tests pass another). Errors
+ * name `file` and `what`. */
+typedef ssize_t (*tpx__pwritev_fn)(int fd, const struct iovec *iov, int n,
+                                   off_t off);
+tpx_status tpx__ckpt_pwritev_all(int fd, struct iovec *iov, int n, int64_t off,
+                                 tpx__pwritev_fn fn, const char *file,
+                                 const char *what, tpx_error *err);
+
+/* Maps the page tables of the mapped range [p, p + len) in one call
+ * (MADV_POPULATE_READ) where a copy out of it would fault once per 64
+ * KiB; best effort. */
+void tpx__ckpt_populate(const void *p, size_t len);
+
+/* direct.c: stored tensor `tensor`'s box `slice` written as writer entry
+ * `name` (the whole entry) straight from the reader's mapping: *done 1.
+ * *done 0 and nothing written when that cannot be (the reader does not map
+ * its files, or the dtypes differ): the caller copies through a buffer. */
+tpx_status tpx__ckpt_copy_direct(const tpx_checkpoint_reader *rd,
+                                 int64_t tensor, const tpx_slice *slice,
+                                 tpx_checkpoint_writer *w, const char *name,
+                                 int *done, tpx_error *err);
 
 /* publish.c: `text` (+ a newline when `newline`) as dir/name, complete or
  * not at all (a unique temporary, fsync, rename). Errors name the file. */

@@ -19,6 +19,15 @@
 /* The host alias of a buffer argument of the space `ms`. */
 #define V(p) tpx__ms_host_view(ms, p)
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* Eight-lane versions of the hot loops where the CPU has AVX2 (chosen at
+ * run time). No FMA: no operation is fused, so every lane has the bits of
+ * the scalar loop. */
+#include <immintrin.h>
+#define TPX_HAVE_AVX2_PATH 1
+static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#endif
+
 /* ---- element access ---- */
 
 static float getf(const void *p, tpx_dtype dt, size_t i) {
@@ -125,6 +134,30 @@ static inline double nan_max(double a, double v) {
   return (v > a || isnan(v)) ? v : a;
 }
 
+#if defined(TPX_HAVE_AVX2_PATH)
+/* sq_acc's lanes [0, returned end) four at a time. */
+__attribute__((target("avx2"))) static size_t
+sq_acc_avx2(double *part, const float *g, size_t m) {
+  size_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(g + j));
+    _mm256_storeu_pd(part + j, _mm256_add_pd(_mm256_loadu_pd(part + j),
+                                             _mm256_mul_pd(x, x)));
+  }
+  return j;
+}
+#endif
+
+/* part[j] += g[j]^2 in f64, j < m. */
+static void sq_acc(double *part, const float *g, size_t m) {
+  size_t j = 0;
+#if defined(TPX_HAVE_AVX2_PATH)
+  if (have_avx2())
+    j = sq_acc_avx2(part, g, m);
+#endif
+  for (; j < m; j++) part[j] += (double)g[j] * (double)g[j];
+}
+
 /* One tile of `len` <= NT_TILE values: g (f32, squared or |g|) when g,
  * else d (the previous level's values). */
 static double nt_tile(const float *g, const double *d, size_t len, int inf) {
@@ -137,8 +170,7 @@ static double nt_tile(const float *g, const double *d, size_t len, int inf) {
       for (size_t j = 0; j < m; j++)
         part[j] = nan_max(part[j], g ? fabs((double)g[o + j]) : d[o + j]);
     else if (g)
-      for (size_t j = 0; j < m; j++)
-        part[j] += (double)g[o + j] * (double)g[o + j];
+      sq_acc(part, g + o, m);
     else
       for (size_t j = 0; j < m; j++) part[j] += d[o + j];
   }
@@ -175,6 +207,34 @@ static tpx_status h_norm_acc(const tpx__memspace *ms, double *acc,
   return TPX_OK;
 }
 
+#if defined(TPX_HAVE_AVX2_PATH)
+/* h_adamw's loop on eight lanes, for [0, returned end). */
+__attribute__((target("avx2"))) static size_t
+adamw_avx2(float *restrict p, const float *restrict g, float *restrict m,
+           float *restrict v, size_t n, const tpx__ms_adamw *h) {
+  const __m256 vdecay = _mm256_set1_ps(h->decay), vw1 = _mm256_set1_ps(h->w1),
+               vb2 = _mm256_set1_ps(h->b2), vw2 = _mm256_set1_ps(h->w2),
+               vbc2s = _mm256_set1_ps(h->bc2s), veps = _mm256_set1_ps(h->eps),
+               vstep = _mm256_set1_ps(h->step);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 gi = _mm256_loadu_ps(g + i), mi = _mm256_loadu_ps(m + i),
+           vi = _mm256_loadu_ps(v + i);
+    __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), vdecay);
+    mi = _mm256_add_ps(mi, _mm256_mul_ps(vw1, _mm256_sub_ps(gi, mi)));
+    vi = _mm256_add_ps(_mm256_mul_ps(vi, vb2),
+                       _mm256_mul_ps(_mm256_mul_ps(vw2, gi), gi));
+    __m256 denom =
+        _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc2s), veps);
+    pi = _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vstep, mi), denom));
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    _mm256_storeu_ps(p + i, pi);
+  }
+  return i;
+}
+#endif
+
 /* One AdamW element, in torch's order of operations. */
 static inline float adamw1(float p, float g, float *m, float *v,
                            const tpx__ms_adamw *h) {
@@ -196,6 +256,10 @@ static tpx_status h_adamw(const tpx__memspace *ms, float *restrict p,
   p = V(p), g = V(g), m = V(m), v = V(v);
   (void)err;
   size_t i = 0;
+#if defined(TPX_HAVE_AVX2_PATH)
+  if (have_avx2())
+    i = adamw_avx2(p, g, m, v, n, h);
+#endif
 #if defined(__SSE2__)
   const __m128 vdecay = _mm_set1_ps(h->decay), vw1 = _mm_set1_ps(h->w1),
                vb2 = _mm_set1_ps(h->b2), vw2 = _mm_set1_ps(h->w2),
@@ -286,22 +350,34 @@ static tpx_status h_embed_scatter_add(const tpx__memspace *ms, void *wgrad,
 
 /* ---- the vocab-parallel loss (tp_loss.c's row loops) ---- */
 
-/* exp(x) in f32 without a libm call, so the row loops vectorise: x =
- * n ln2 + r with |r| <= ln2/2 (n rounded with the 1.5 * 2^23 trick), e^r by
- * its Taylor series to r^7 (truncation error < 6e-9 relative), times 2^n
- * built in the exponent bits. Only x <= 0 occurs here (logit - row max);
- * x is raised to -100 first (-inf: no NaN), and 2^n for n < -126 is
- * flushed to 0 with integer ops, so no branch remains. */
-static inline float exp_f32(float x) {
-  x = fmaxf(x, -100.0f);
-  const float shifter = 12582912.0f; /* 1.5 * 2^23 */
-  float t = x * 1.44269504088896341f + shifter;
-  int32_t tb, sb;
-  memcpy(&tb, &t, 4);
-  memcpy(&sb, &shifter, 4);
-  float n = t - shifter;
-  float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
-  float p = 1.0f / 5040.0f;
+/* The row loops on 8-lane vectors (GCC / clang vector extensions): SSE2
+ * pairs by default, one AVX2 register in the copies compiled for AVX2
+ * (chosen at run time; no FMA, so nothing is fused). A row's tail is one
+ * more block, padded. The compiler would not vectorise a scalar exp (int
+ * <-> float bit casts), and these loops are most of the loss's time. */
+#define LANES 8
+typedef float f8 __attribute__((vector_size(32)));
+typedef int32_t i8 __attribute__((vector_size(32)));
+typedef float f4 __attribute__((vector_size(16)));
+
+#define V8_INLINE static inline __attribute__((always_inline))
+
+/* *v = exp(*v) per lane in f32, without a libm call (by pointer: no vector
+ * crosses a call ABI): x = n ln2 + r with |r| <= ln2/2 (n rounded with the
+ * 1.5 * 2^23 trick), e^r by its Taylor series to r^7 (truncation error <
+ * 6e-9 relative), times 2^n built in the exponent bits. Only x <= 0 occurs
+ * here (logit - row max); x is raised to -100 first (-inf and NaN: -100),
+ * and 2^n for n < -126 is flushed to 0 with integer ops, so no branch
+ * remains. The cuda kernels run the same operations. */
+V8_INLINE void exp_v8(f8 *v) {
+  const f8 zero = {0}, shifter = zero + 12582912.0f, floor = zero - 100.0f;
+  f8 x = *v;
+  i8 keep = x > floor;
+  x = (f8)(((i8)x & keep) | ((i8)floor & ~keep));
+  f8 t = x * 1.44269504088896341f + shifter;
+  f8 n = t - shifter;
+  f8 r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+  f8 p = zero + 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
   p = p * r + 1.0f / 24.0f;
@@ -309,40 +385,93 @@ static inline float exp_f32(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t e = tb - sb + 127;
+  i8 e = (i8)t - (i8)shifter + 127;
   e &= ~(e >> 31); /* max(e, 0): 2^n below the normal range -> 0 */
-  e <<= 23;
-  float scale;
-  memcpy(&scale, &e, 4);
-  return p * scale;
+  *v = p * (f8)(e << 23);
 }
 
-/* Blocks of 8 lanes: straight-line code the compiler vectorises at -O2. */
-#define LANES 8
+/* *v = exp(z[l] - m) for l < cnt (<= LANES); lanes past cnt are junk. */
+V8_INLINE void exp_row_v8(f8 *v, const float *z, size_t cnt, float m) {
+  *v = (f8){0};
+  memcpy(v, z, cnt * sizeof(float));
+  *v -= m;
+  exp_v8(v);
+}
 
-/* sum_j exp(z[j] - m), lanes summed per block in f32, blocks in f64. */
-static double sum_exp(const float *z, size_t len, float m) {
-  double s = 0;
+/* sum_exp's whole blocks; returns where they end. Each block's lanes are
+ * summed in f32 as ((v0 + v4) + (v1 + v5)) + ((v2 + v6) + (v3 + v7)). */
+V8_INLINE size_t sum_exp_v8(const float *z, size_t len, float m, double *s) {
   size_t j = 0;
   for (; j + LANES <= len; j += LANES) {
-    float v[LANES];
-    for (int l = 0; l < LANES; l++) v[l] = exp_f32(z[j + l] - m);
-    float a = (v[0] + v[4]) + (v[1] + v[5]), b = (v[2] + v[6]) + (v[3] + v[7]);
-    s += (double)(a + b);
+    f8 v;
+    f4 lo, hi;
+    exp_row_v8(&v, z + j, LANES, m);
+    memcpy(&lo, &v, sizeof lo);
+    memcpy(&hi, (const char *)&v + sizeof lo, sizeof hi);
+    lo += hi;
+    *s += (double)((lo[0] + lo[1]) + (lo[2] + lo[3]));
   }
-  for (; j < len; j++) s += (double)exp_f32(z[j] - m);
+  return j;
+}
+
+/* scaled_exp's whole blocks; returns where they end. */
+V8_INLINE size_t scaled_exp_v8(const float *z, size_t len, float m, float k,
+                               float *o) {
+  size_t j = 0;
+  for (; j + LANES <= len; j += LANES) {
+    f8 v;
+    exp_row_v8(&v, z + j, LANES, m);
+    v = k * v;
+    memcpy(o + j, &v, sizeof v);
+  }
+  return j;
+}
+
+#if defined(TPX_HAVE_AVX2_PATH)
+__attribute__((target("avx2"))) static size_t
+sum_exp_avx2(const float *z, size_t len, float m, double *s) {
+  return sum_exp_v8(z, len, m, s);
+}
+__attribute__((target("avx2"))) static size_t
+scaled_exp_avx2(const float *z, size_t len, float m, float k, float *o) {
+  return scaled_exp_v8(z, len, m, k, o);
+}
+#endif
+
+/* sum_j exp(z[j] - m): whole blocks as sum_exp_v8 sums them, into an f64
+ * in block order, then the tail's terms one by one. */
+static double sum_exp(const float *z, size_t len, float m) {
+  double s = 0;
+  size_t j;
+#if defined(TPX_HAVE_AVX2_PATH)
+  if (have_avx2())
+    j = sum_exp_avx2(z, len, m, &s);
+  else
+#endif
+    j = sum_exp_v8(z, len, m, &s);
+  if (j < len) {
+    f8 v;
+    exp_row_v8(&v, z + j, len - j, m);
+    for (size_t l = 0; l < len - j; l++) s += (double)v[l];
+  }
   return s;
 }
 
 /* o[j] = k * exp(z[j] - m); o may alias z. */
 static void scaled_exp(const float *z, size_t len, float m, float k, float *o) {
-  size_t j = 0;
-  for (; j + LANES <= len; j += LANES) {
-    float v[LANES];
-    for (int l = 0; l < LANES; l++) v[l] = k * exp_f32(z[j + l] - m);
-    memcpy(o + j, v, sizeof v);
+  size_t j;
+#if defined(TPX_HAVE_AVX2_PATH)
+  if (have_avx2())
+    j = scaled_exp_avx2(z, len, m, k, o);
+  else
+#endif
+    j = scaled_exp_v8(z, len, m, k, o);
+  if (j < len) {
+    f8 v;
+    exp_row_v8(&v, z + j, len - j, m);
+    v = k * v;
+    memcpy(o + j, &v, (len - j) * sizeof(float));
   }
-  for (; j < len; j++) o[j] = k * exp_f32(z[j] - m);
 }
 
 static float row_max(const float *z, size_t len) {

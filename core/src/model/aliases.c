@@ -3,11 +3,14 @@
  * architecture, e.g. NeMo Automodel's own class beside the published
  * checkpoint's), as rules over leading dotted atoms ('*' one atom). A
  * family's plugin declares them (trait name_alias, docs/PLUGIN_ABI.md);
- * tpx_model_add_safetensors reads header names through them, and the
- * reports list them. Strings live in the model's arena. */
+ * tpx_model_add_safetensors reads header names through them, the
+ * checkpoint reader finds a parameter stored under an alias
+ * (tpx__model_alias_name, the way back), and the reports list them.
+ * Strings live in the model's arena. */
 #include <string.h>
 
 #include "base/grow.h"
+#include "model/aliases.h"
 #include "model/model_impl.h"
 
 static size_t count_stars(const char *p) {
@@ -100,9 +103,41 @@ static const char *match_rule(const char *from, const char *name,
   }
 }
 
+/* `pattern` with its '*' atoms replaced by the captures in order, then
+ * `rest`, into buf: 0, or -1 when it does not fit. */
+static int substitute(const char *pattern, const char *const *cap,
+                      const size_t *cap_len, size_t ncap, const char *rest,
+                      char *buf, size_t size) {
+  size_t o = 0, k = 0;
+  for (const char *t = pattern; *t;) {
+    size_t tl = atom_len(t);
+    const char *src = t;
+    size_t sl = tl;
+    if (tl == 1 && t[0] == '*' && k < ncap) {
+      src = cap[k];
+      sl = cap_len[k++];
+    }
+    if (o + sl + 1 >= size)
+      return -1;
+    memcpy(buf + o, src, sl);
+    o += sl;
+    t += tl;
+    if (*t == '.') {
+      buf[o++] = '.';
+      t++;
+    }
+  }
+  size_t rl = strlen(rest);
+  if (o + rl + 1 > size)
+    return -1;
+  memcpy(buf + o, rest, rl + 1);
+  return 0;
+}
+
+enum { MAX_CAPS = 16 };
+
 int tpx_model_canonical_name(const tpx_model *model, const char *name,
                              char *buf, size_t size) {
-  enum { MAX_CAPS = 16 };
   const char *cap[MAX_CAPS];
   size_t cap_len[MAX_CAPS], ncap;
   if (model == NULL || name == NULL || buf == NULL || size == 0)
@@ -110,36 +145,37 @@ int tpx_model_canonical_name(const tpx_model *model, const char *name,
   for (size_t r = 0; r < model->num_aliases; r++) {
     const char *rest =
         match_rule(model->aliases[r].from, name, cap, cap_len, MAX_CAPS, &ncap);
-    if (rest == NULL)
-      continue;
-    size_t o = 0, k = 0;
-    for (const char *t = model->aliases[r].to; *t;) {
-      size_t tl = atom_len(t);
-      const char *src = t;
-      size_t sl = tl;
-      if (tl == 1 && t[0] == '*' && k < ncap) {
-        src = cap[k];
-        sl = cap_len[k++];
-      }
-      if (o + sl + 1 >= size)
-        return -1;
-      memcpy(buf + o, src, sl);
-      o += sl;
-      t += tl;
-      if (*t == '.') {
-        buf[o++] = '.';
-        t++;
-      }
-    }
-    size_t rl = strlen(rest);
-    if (o + rl + 1 > size)
-      return -1;
-    memcpy(buf + o, rest, rl + 1);
-    return 1;
+    if (rest != NULL)
+      return substitute(model->aliases[r].to, cap, cap_len, ncap, rest, buf,
+                        size) == 0
+                 ? 1
+                 : -1;
   }
   size_t nl = strlen(name);
   if (nl + 1 > size)
     return -1;
   memcpy(buf, name, nl + 1);
   return 0;
+}
+
+int tpx__model_alias_name(const tpx_model *model, size_t rule,
+                          const char *canonical, char *buf, size_t size) {
+  const char *cap[MAX_CAPS];
+  size_t cap_len[MAX_CAPS], ncap;
+  if (model == NULL || canonical == NULL || rule >= model->num_aliases)
+    return 0;
+  const char *rest = match_rule(model->aliases[rule].to, canonical, cap,
+                                cap_len, MAX_CAPS, &ncap);
+  if (rest == NULL)
+    return 0;
+  if (substitute(model->aliases[rule].from, cap, cap_len, ncap, rest, buf,
+                 size) != 0)
+    return -1;
+  /* the first rule that matches a name applies: the alias name must come
+   * back to `canonical` through the rules */
+  char back[1024];
+  return tpx_model_canonical_name(model, buf, back, sizeof back) == 1 &&
+                 strcmp(back, canonical) == 0
+             ? 1
+             : 0;
 }

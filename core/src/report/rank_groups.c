@@ -163,7 +163,8 @@ int tpx__rank_groups_json(const tpx_sharding *sh, const tpx_memory_options *mo,
       b->failed = 1;
       break;
     }
-    tpx__report_memory_write(b, &mem, sep, comma);
+    tpx__report_memory_write(b, &mem, sep, comma,
+                             tpx__report_memory_offload(mo));
     tpx__sbuf_printf(b, "%s\"num_ranks\"%s%lld%s\"ranks\"%s[", comma, sep,
                      (long long)count, comma, sep);
     for (int64_t i = 0; i < count;) {

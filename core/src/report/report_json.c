@@ -116,6 +116,24 @@ static json_t *model_json(const tpx_model *model) {
   return o;
 }
 
+/* 1 when some parameter has a Joined placement (FSDP over a flattened
+ * view, cp > 1): a reader of tpx-report/1 that computes slices from the
+ * placements would not know it, so such reports say tpx-report/1.1
+ * (docs/REPORT_FORMAT.md). */
+static int uses_joined(const tpx_sharding *sh) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  int nd = tpx_mesh_ndim(tpx_sharding_mesh(sh));
+  for (size_t p = 0; p < tpx_model_num_params(model); p++) {
+    tpx_param_sharding ps;
+    if (tpx_sharding_param(sh, (int64_t)p, &ps, NULL) != TPX_OK)
+      continue;
+    for (int d = 0; d < nd; d++)
+      if (ps.placements[d].kind == TPX_JOINED)
+        return 1;
+  }
+  return 0;
+}
+
 static json_t *mesh_json(const tpx_mesh *mesh) {
   json_t *o = json_object(), *dims = json_array(), *sizes = json_array();
   for (int i = 0; i < tpx_mesh_ndim(mesh); i++) {
@@ -330,6 +348,14 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
   tpx_mp_policy mp = tpx_sharding_mp_policy(sh);
   json_t *m = json_object();
   json_object_set_new(o, "enabled", json_boolean(n > 0));
+  /* The dim or flattened view FSDP shards over, where it is not plain
+   * dp_shard (cp > 1: "dp_shard_cp"); absent otherwise, as before cp. */
+  int64_t over = 1;
+  const char *view = n ? tpx_sharding_fsdp_mesh_name(sh, &over) : NULL;
+  if (view && strcmp(view, "dp_shard") != 0) {
+    json_object_set_new(o, "mesh", jstr(view));
+    json_object_set_new(o, "mesh_size", json_integer(over));
+  }
   json_object_set_new(m, "param_dtype", dtype_or_null(mp.param_dtype));
   json_object_set_new(m, "reduce_dtype", dtype_or_null(mp.reduce_dtype));
   json_object_set_new(m, "output_dtype", dtype_or_null(mp.output_dtype));
@@ -500,7 +526,9 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
                          jerr.text);
   json_t *root = json_object();
   json_t *diags = json_array();
-  json_object_set_new(root, "format", jstr("tpx-report/1"));
+  json_object_set_new(
+      root, "format",
+      jstr(uses_joined(sh) ? "tpx-report/1.1" : "tpx-report/1"));
   json_object_set_new(root, "model", model_json(tpx_sharding_model(sh)));
   json_object_set_new(root, "mesh", mesh_json(tpx_sharding_mesh(sh)));
   json_object_set_new(root, "selection", selection_json(opts));

@@ -23,18 +23,30 @@ static int fill(const tpx_sharding *sh, const tpx_memory_options *mo,
   return 1;
 }
 
+int tpx__report_memory_offload(const tpx_memory_options *mo) {
+  tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
+  if (mo)
+    memcpy(&o, mo, mo->struct_size < sizeof o ? mo->struct_size : sizeof o);
+  return o.offload != 0;
+}
+
 void tpx__report_memory_write(tpx__sbuf *b, const tpx_memory *m,
-                              const char *sep, const char *comma) {
+                              const char *sep, const char *comma, int offload) {
   tpx__sbuf_printf(b,
                    "%s\"memory\"%s{\"params\"%s%lld%s\"grads\"%s%lld%s"
                    "\"optimizer\"%s%lld%s\"gather_peak\"%s%lld%s"
                    "\"activations\"%s%lld%s\"peak\"%s%lld%s"
-                   "\"optimizer_torch\"%s%lld}",
+                   "\"optimizer_torch\"%s%lld",
                    comma, sep, sep, (long long)m->params, comma, sep,
                    (long long)m->grads, comma, sep, (long long)m->optimizer,
                    comma, sep, (long long)m->gather_peak, comma, sep,
                    (long long)m->activations, comma, sep, (long long)m->peak,
                    comma, sep, (long long)m->optimizer_torch);
+  /* Only with offload, so that reports without it stay as they were. */
+  if (offload)
+    tpx__sbuf_printf(b, "%s\"device\"%s%lld%s\"host\"%s%lld", comma, sep,
+                     (long long)m->device, comma, sep, (long long)m->host);
+  tpx__sbuf_printf(b, "}");
 }
 
 int tpx__report_memory_json(const tpx_sharding *sh,
@@ -43,7 +55,8 @@ int tpx__report_memory_json(const tpx_sharding *sh,
                             tpx__sbuf *b) {
   if (!fill(sh, mo, w, r))
     return 0;
-  tpx__report_memory_write(b, &w->m[r - w->first], sep, comma);
+  tpx__report_memory_write(b, &w->m[r - w->first], sep, comma,
+                           tpx__report_memory_offload(mo));
   return 1;
 }
 
@@ -78,12 +91,16 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
   if (o.seq > 0 && tpx_attention_name(o.attention))
     tpx__sbuf_printf(b, ", %s attention, %s", tpx_attention_name(o.attention),
                      tpx_dtype_short_name(tpx_memory_activation_dtype(sh, &o)));
-  else
+  if (o.seq <= 0)
     tpx__sbuf_printf(b, "; activations not counted: give --seq T");
+  if (o.offload)
+    tpx__sbuf_printf(b, "; CPU offload: params, grads and optimizer on the "
+                        "host");
   tpx__sbuf_printf(b, "; formulas in docs/MEMORY.md):\n");
-  tpx__sbuf_printf(b, "  %-14s %11s %11s %11s %11s %11s %11s\n", "ranks",
+  tpx__sbuf_printf(b, "  %-14s %11s %11s %11s %11s %11s %11s", "ranks",
                    "params", "grads", "optimizer", "gather", "activations",
                    "peak");
+  tpx__sbuf_printf(b, o.offload ? " %11s %11s\n" : "\n", "device", "host");
   tpx__mem_window *w = malloc(sizeof *w);
   uint8_t *done = calloc(world > 0 ? (size_t)world : 1, 1);
   if (!w || !done) {
@@ -144,7 +161,7 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
     else
       snprintf(label, sizeof label, "%lld,.. (%lld)", (long long)lo,
                (long long)cnt);
-    tpx__sbuf_printf(b, "  %-14s %11s %11s %11s %11s %11s %11s\n", label,
+    tpx__sbuf_printf(b, "  %-14s %11s %11s %11s %11s %11s %11s", label,
                      tpx_format_bytes(show.params, c[0], sizeof c[0]),
                      tpx_format_bytes(show.grads, c[1], sizeof c[1]),
                      tpx_format_bytes(show.optimizer, c[2], sizeof c[2]),
@@ -156,6 +173,13 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
           torch_line + tl, sizeof torch_line - tl, "%s %s: %s",
           groups ? "," : "", label,
           tpx_format_bytes(show.optimizer_torch, c[0], sizeof c[0]));
+    if (o.offload) {
+      int64_t dev = act > INT64_MAX - ref.device ? INT64_MAX : ref.device + act;
+      tpx__sbuf_printf(b, " %11s %11s",
+                       tpx_format_bytes(dev, c[0], sizeof c[0]),
+                       tpx_format_bytes(ref.host, c[1], sizeof c[1]));
+    }
+    tpx__sbuf_printf(b, "\n");
     groups++;
   }
   if (groups && o.optimizer != TPX_OPTIMIZER_NONE)
@@ -209,5 +233,7 @@ json_t *tpx__report_memory_options_json(const tpx_sharding *sh,
   const char *dt = tpx_dtype_short_name(tpx_memory_activation_dtype(sh, &o));
   json_object_set_new(j, "activation_dtype",
                       dt ? json_string(dt) : json_null());
+  if (o.offload)
+    json_object_set_new(j, "offload", json_true());
   return j;
 }

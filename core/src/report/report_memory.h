@@ -19,9 +19,12 @@ typedef struct tpx__mem_window {
 
 /* Appends `,"memory":{...}` for rank r (ranks asked in increasing order).
  * 0 on failure (the options were checked by tpx__report_memory_check). */
-/* Appends `,"memory":{...}` with the figures of *m. */
+/* Appends `,"memory":{...}` with the figures of *m; with `offload` (the
+ * options' CPU offload) also "device" and "host". */
 void tpx__report_memory_write(tpx__sbuf *b, const tpx_memory *m,
-                              const char *sep, const char *comma);
+                              const char *sep, const char *comma, int offload);
+/* 1 when the options (NULL: defaults) ask for CPU offload. */
+int tpx__report_memory_offload(const tpx_memory_options *mo);
 int tpx__report_memory_json(const tpx_sharding *sh,
                             const tpx_memory_options *mo, tpx__mem_window *w,
                             int64_t r, const char *sep, const char *comma,
@@ -35,8 +38,8 @@ tpx_status tpx__report_memory_check(const tpx_sharding *sh,
 void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
                              const tpx_memory_options *mo);
 /* {"optimizer", "batch", "seq", "activation_checkpointing", "attention",
- * "activation_dtype"}: what the
- * per_rank memory was computed for. New reference. */
+ * "activation_dtype"} (+ "offload": true when on): what the per_rank memory
+ * was computed for. New reference. */
 json_t *tpx__report_memory_options_json(const tpx_sharding *sh,
                                         const tpx_memory_options *mo);
 /* local_shape, global_offset and local_bytes of `rank`'s slice of

@@ -404,6 +404,15 @@ static void fsdp_section(tpx__sbuf *b, const tpx_sharding *sh) {
     return;
   }
   tpx__sbuf_printf(b, "\nFSDP2: %zu units (bottom-up, root last)\n", n);
+  int64_t over = 1;
+  const char *view = tpx_sharding_fsdp_mesh_name(sh, &over);
+  /* Said only where it is not plain dp_shard (cp > 1): reports of cp-less
+   * meshes stay as they were. */
+  if (view && strcmp(view, "dp_shard") != 0)
+    tpx__sbuf_printf(b,
+                     "  sharded over %s (%lld ranks: one torch.chunk of dim "
+                     "0, docs/SEMANTICS.md \"Context parallelism\")\n",
+                     view, (long long)over);
   tpx_mp_policy mp = tpx_sharding_mp_policy(sh);
   tpx__sbuf_printf(
       b, "  mixed precision: param %s, reduce %s, output %s\n",

@@ -107,6 +107,15 @@ tpx_status tpx_memory_ranks(const tpx_sharding *sh,
         tpx__sat_add(tpx__sat_add(tpx__sat_add(m->params, m->grads),
                                   tpx__sat_add(m->optimizer, m->gather_peak)),
                      act);
+    /* CPUOffloadPolicy: the sharded state stays on the host; the device
+     * holds what is gathered for compute and the activations. */
+    if (o.offload) {
+      m->host = tpx__sat_add(tpx__sat_add(m->params, m->grads), m->optimizer);
+      m->device = tpx__sat_add(m->gather_peak, act);
+    } else {
+      m->host = 0;
+      m->device = m->peak;
+    }
   }
   return TPX_OK;
 }

@@ -146,6 +146,10 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err);
 tpx_dtype tpx__held_dtype(const tpx_sharding *sh, int64_t p, tpx_dtype orig);
 void tpx__fsdp_free(tpx_sharding *sh);
 
+/* ---- cp_diags.c ---- */
+/* The cp and data-parallel mesh diagnostics (after FSDP). */
+tpx_status tpx__cp_diags(tpx_sharding *sh, tpx_error *err);
+
 /* ---- fp32.c ---- */
 /* Match every parameter against the fp32 patterns (param_fp32,
  * fp32_matched); before the FSDP dtypes are set. */

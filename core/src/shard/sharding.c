@@ -311,6 +311,8 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     st = tpx__fsdp_build(sh, err);
   }
   if (st == TPX_OK)
+    st = tpx__cp_diags(sh, err);
+  if (st == TPX_OK)
     st = tpx__bytes_compute(sh, err);
   if (st != TPX_OK) {
     tpx_sharding_destroy(sh);

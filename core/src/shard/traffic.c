@@ -1,7 +1,8 @@
 /* traffic.c — bytes one rank sends per training step (tpx_traffic_rank):
  * the TP collectives of every styled module's transitions on activations of
- * batch x seq tokens, and FSDP's all-gathers, gradient reduce-scatter and
- * HSDP all-reduce, all as ring collectives. Formulas: docs/MEMORY.md. Not a
+ * batch x seq / cp tokens, FSDP's all-gathers, gradient reduce-scatter and
+ * HSDP all-reduce, and the cp all-gathers of K and V, all as ring
+ * collectives. Formulas: docs/MEMORY.md. Not a
  * timing model (no bandwidths, no overlap). */
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,25 @@ static tpx_status tp_bytes(const tpx_sharding *sh, const tpx_memory_options *o,
   return TPX_OK;
 }
 
+/* Context parallelism: every layer all-gathers K and V over cp in forward
+ * (a rank sends its piece to cp - 1 peers) and reduce-scatters their
+ * gradients in backward (the same bytes): 4 (cp - 1) pieces per layer, a
+ * piece being the rank's tokens x its kv heads x head_dim. */
+static tpx_status cp_bytes(const tpx_sharding *sh, const tpx_memory_options *o,
+                           int64_t *out, tpx_error *err) {
+  *out = 0;
+  if (sh->cp <= 1 || o->seq <= 0)
+    return TPX_OK;
+  tpx__act_dims d;
+  tpx_status st = tpx__act_dims_read(sh, o, &d, err);
+  if (st != TPX_OK)
+    return st;
+  int64_t piece = tpx__sat_mul(
+      tpx__sat_mul(d.tokens, tpx__sat_mul(d.kv_heads, d.head_dim)), d.elem);
+  *out = tpx__sat_mul(tpx__sat_mul(piece, 4 * (sh->cp - 1)), d.layers);
+  return TPX_OK;
+}
+
 static int64_t fsdp_bytes(const tpx_sharding *sh, int64_t rank) {
   int64_t grads =
       sh->rank_state[(size_t)rank * TPX__STATE_TERMS + TPX__STATE_GRAD_BYTES];
@@ -128,14 +148,17 @@ tpx_status tpx_traffic_ranks(const tpx_sharding *sh,
                          "%lld >= 0",
                          (long long)o.batch, (long long)o.seq);
   /* TP traffic is the same on every rank: computed once */
-  int64_t tp = 0;
+  int64_t tp = 0, cp = 0;
   tpx_status st = count ? tp_bytes(sh, &o, &tp, err) : TPX_OK;
+  if (st == TPX_OK && count)
+    st = cp_bytes(sh, &o, &cp, err);
   if (st != TPX_OK)
     return st;
   for (size_t i = 0; i < count; i++) {
     out[i].tp = tp;
+    out[i].cp = cp;
     out[i].fsdp = fsdp_bytes(sh, first + (int64_t)i);
-    out[i].total = tpx__sat_add(tp, out[i].fsdp);
+    out[i].total = tpx__sat_add(tpx__sat_add(tp, out[i].fsdp), cp);
   }
   return TPX_OK;
 }

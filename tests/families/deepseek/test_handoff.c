@@ -35,7 +35,7 @@ static void world_init(world *w, int64_t dps) {
   ck_assert_int_eq(
       tpx_select_plan(w->reg, w->model, &o, &w->sel, w->diags, &err), TPX_OK);
   ck_assert_uint_gt(tpx_selection_num_fp32(w->sel), 0);
-  ck_assert_int_eq(plan_mesh(1, dps, 1, &w->mesh, &err), TPX_OK);
+  ck_assert_int_eq(plan_mesh(1, dps, 1, 1, &w->mesh, &err), TPX_OK);
 }
 
 static void world_free(world *w) {

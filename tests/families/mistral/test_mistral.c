@@ -7,8 +7,11 @@
  * native-name skeleton against transformers' totals, and the strategy's limit
  * of tp to divisors of the KV-head count. */
 #include <check.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fam_util.h"
 #include "tpx/registry.h"
@@ -233,12 +236,21 @@ START_TEST(test_muse_glimmer_aliases) {
       {"model.language_model.embed_tokens.weight", "model.embed_tokens.weight"},
       {"model.vision_adapter.fc1.weight", "model.vision_adapter.c_fc.weight"},
       {"model.vision_adapter.fc2.weight", "model.vision_adapter.c_proj.weight"},
+      {"model.vision_tower.layers.1.attn.proj.bias",
+       "model.vision_encoder.transformer.1.attn.o_proj.bias"},
+      {"model.vision_tower.layers.0.norm2.weight",
+       "model.vision_encoder.transformer.0.ln_2.weight"},
+      {"model.vision_tower.layers.0.attn.q_proj.weight",
+       "model.vision_encoder.transformer.0.attn.q_proj.weight"},
+      {"model.vision_tower.patch_embedder.position_embedding_table.weight",
+       "model.vision_encoder.positional_embedding_vlm"},
+      {"model.vision_tower.ln_post.bias", "model.vision_encoder.ln_post.bias"},
   };
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *m = fam_model(reg, FAM, "muse-glimmer-tiny.config.json", 1);
   char buf[256];
   size_t i;
-  ck_assert_uint_eq(tpx_model_num_name_aliases(m), 7);
+  ck_assert_uint_eq(tpx_model_num_name_aliases(m), 16);
   for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ck_assert_int_eq(tpx_model_canonical_name(m, cases[i][0], buf, sizeof buf),
                      1);
@@ -252,6 +264,101 @@ START_TEST(test_muse_glimmer_aliases) {
                                             "weight",
                                             buf, sizeof buf),
                    0);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Appends the header entry of `name` (the skeleton parameter `info`) at
+ * data offset *off to the JSON text in buf. */
+static void header_entry(char *buf, size_t size, const char *name,
+                         const tpx_param_info *info, int64_t *off) {
+  int64_t n = (int64_t)tpx_dtype_size(info->dtype);
+  size_t o = strlen(buf);
+  o += (size_t)snprintf(
+      buf + o, size - o, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[",
+      o > 1 ? "," : "", name, tpx_dtype_safetensors_name(info->dtype));
+  for (int d = 0; d < info->ndim; d++) {
+    n *= info->shape[d];
+    o += (size_t)snprintf(buf + o, size - o, "%s%lld", d ? "," : "",
+                          (long long)info->shape[d]);
+  }
+  snprintf(buf + o, size - o, "],\"data_offsets\":[%lld,%lld]}",
+           (long long)*off, (long long)(*off + n));
+  *off += n;
+}
+
+/* A headers-only checkpoint (data a sparse hole) with the header `json`. */
+static void write_headers(const char *path, const char *json, int64_t data) {
+  size_t len = strlen(json), padded = (len + 7) / 8 * 8;
+  unsigned char lb[8];
+  FILE *f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  for (int i = 0; i < 8; i++)
+    lb[i] = (unsigned char)(((uint64_t)padded >> (8 * i)) & 0xff);
+  ck_assert_uint_eq(fwrite(lb, 1, 8, f), 8);
+  ck_assert_uint_eq(fwrite(json, 1, len, f), len);
+  for (; len < padded; len++) fputc(' ', f);
+  fclose(f);
+  ck_assert_int_eq(truncate(path, (off_t)(8 + padded + (size_t)data)), 0);
+}
+
+/* Every tensor of transformers' own MuseGlimmer class (its checkpoint
+ * naming, listed by tests/data/families/mistral/tf5_names.py) maps through
+ * the aliases to a skeleton parameter of the same shape, each parameter
+ * once, and a checkpoint under those names loads onto the skeleton adding
+ * nothing: `--weights` in that naming matches the skeleton, vision tower
+ * included, instead of falling back to the headers (issue 18 item 1). */
+START_TEST(test_muse_glimmer_tf5_names) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, FAM, "muse-glimmer-tiny.config.json", 1);
+  size_t np = tpx_model_num_params(m), n = 0;
+  char path[1024], line[512], buf[512];
+  char *seen = calloc(np, 1), *json = calloc(1, 1 << 16);
+  int64_t off = 0;
+  tpx_error err = {0};
+  FILE *f = fopen(
+      fam_data_path(path, sizeof path, FAM, "muse-glimmer-tiny.tf5-names.txt"),
+      "r");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_ptr_nonnull(seen);
+  ck_assert_ptr_nonnull(json);
+  json[0] = '{';
+  while (fgets(line, sizeof line, f)) {
+    char *shape = strchr(line, ' ');
+    ck_assert_ptr_nonnull(shape);
+    *shape++ = '\0';
+    ck_assert_int_ge(tpx_model_canonical_name(m, line, buf, sizeof buf), 0);
+    int64_t p = tpx_model_find_param(m, buf);
+    ck_assert_msg(p >= 0, "%s -> %s: not a skeleton parameter", line, buf);
+    tpx_param_info info;
+    ck_assert_int_eq(tpx_model_param(m, p, &info, NULL), TPX_OK);
+    char want[128] = "";
+    for (int d = 0; d < info.ndim; d++)
+      snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld",
+               d ? "," : "", (long long)info.shape[d]);
+    shape[strcspn(shape, "\n")] = '\0';
+    ck_assert_msg(strcmp(shape, want) == 0, "%s: [%s] in transformers, [%s]",
+                  line, shape, want);
+    ck_assert_msg(!seen[p], "%s: parameter %s named twice", line, buf);
+    seen[p] = 1;
+    n++;
+    header_entry(json, 1 << 16, line, &info, &off);
+  }
+  fclose(f);
+  ck_assert_uint_eq(n, np);
+  strcat(json, "}");
+  snprintf(path, sizeof path, "/tmp/tpx_mg_tf5_%ld.safetensors",
+           (long)getpid());
+  write_headers(path, json, off);
+  int64_t bytes = tpx_model_total_bytes(m);
+  ck_assert_msg(tpx_model_add_safetensors(m, path, &err) == TPX_OK, "%s",
+                err.message);
+  ck_assert_uint_eq(tpx_model_num_params(m), np);
+  ck_assert_int_eq(tpx_model_total_bytes(m), bytes);
+  unlink(path);
+  free(json);
+  free(seen);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -360,6 +467,7 @@ static Suite *mistral_suite(void) {
                       (int)(sizeof k_mg / sizeof k_mg[0]));
   tcase_add_test(tc, test_muse_glimmer_skeleton);
   tcase_add_test(tc, test_muse_glimmer_aliases);
+  tcase_add_test(tc, test_muse_glimmer_tf5_names);
   tcase_add_test(tc, test_muse_glimmer_strategy);
   suite_add_tcase(s, tc);
   return s;

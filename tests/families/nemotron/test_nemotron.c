@@ -8,6 +8,7 @@
  * (8,100,852,736 parameters), a MoE and a transformers-v5-style config and
  * Nemotron-Labs-Diffusion-3B (3,831,659,520); per-rank bytes for tp = 2, 4, 8;
  * bad patterns. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@
 #include <check.h>
 
 #include "famtest.h"
+#include "tpx/checkpoint.h"
+#include "tpx/checkpoint_shard.h"
 #include "tpx/diag.h"
 #include "tpx/plugin.h"
 
@@ -373,37 +376,51 @@ static const bytes_case fp32_bytes_cases[] = {
     {NH8B, NH, 8, 7863429120LL + 18432},
 };
 
-START_TEST(test_rank_bytes_fp32) {
-  const bytes_case *c = &fp32_bytes_cases[_i];
+/* A tp-only sharding of m (no FSDP) under the selected plan. */
+typedef struct tp_shard {
+  tpx_selection *sel;
+  tpx_diag_list *diags;
+  tpx_mesh *mesh;
+  tpx_sharding *sh;
+} tp_shard;
+
+static void tp_shard_make(tpx_registry *reg, tpx_model *m, int64_t tp,
+                          tp_shard *t) {
   const char *names[1] = {"tp"};
-  int64_t sizes[1];
-  tpx_registry *reg = ft_registry(FAM);
-  tpx_model *m = ft_skeleton(reg, FAM, c->config);
+  int64_t sizes[1] = {tp};
   tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
-  tpx_selection *sel = NULL;
-  tpx_diag_list *diags = NULL;
-  tpx_sharding *sh = NULL;
-  tpx_mesh *mesh = NULL;
   tpx_error err = {0};
-  int64_t i;
-  sizes[0] = c->tp;
-  o.tp_size = c->tp;
-  ck_assert_int_eq(tpx_diag_list_create(&diags, &err), TPX_OK);
-  ck_assert_msg(tpx_select_plan(reg, m, &o, &sel, diags, &err) == TPX_OK,
+  memset(t, 0, sizeof *t);
+  o.tp_size = tp;
+  ck_assert_int_eq(tpx_diag_list_create(&t->diags, &err), TPX_OK);
+  ck_assert_msg(tpx_select_plan(reg, m, &o, &t->sel, t->diags, &err) == TPX_OK,
                 "select: %s", err.message);
-  ck_assert_int_eq(tpx_mesh_create(names, sizes, 1, &mesh, &err), TPX_OK);
+  ck_assert_int_eq(tpx_mesh_create(names, sizes, 1, &t->mesh, &err), TPX_OK);
   so.fsdp = 0;
-  so.selection = sel;
-  ck_assert_msg(tpx_sharding_create(m, tpx_selection_plan(sel), mesh, &so, &sh,
-                                    &err) == TPX_OK,
+  so.selection = t->sel;
+  ck_assert_msg(tpx_sharding_create(m, tpx_selection_plan(t->sel), t->mesh, &so,
+                                    &t->sh, &err) == TPX_OK,
                 "sharding: %s", err.message);
+}
+
+static void tp_shard_free(tp_shard *t) {
+  tpx_sharding_destroy(t->sh);
+  tpx_mesh_destroy(t->mesh);
+  tpx_selection_destroy(t->sel);
+  tpx_diag_list_destroy(t->diags);
+}
+
+START_TEST(test_rank_bytes_fp32) {
+  const bytes_case *c = &fp32_bytes_cases[_i];
+  tpx_registry *reg = ft_registry(FAM);
+  tpx_model *m = ft_skeleton(reg, FAM, c->config);
+  tp_shard t;
+  int64_t i;
+  tp_shard_make(reg, m, c->tp, &t);
   for (i = 0; i < c->tp; i++)
-    ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, i), c->bytes);
-  tpx_sharding_destroy(sh);
-  tpx_mesh_destroy(mesh);
-  tpx_selection_destroy(sel);
-  tpx_diag_list_destroy(diags);
+    ck_assert_int_eq(tpx_sharding_rank_param_bytes(t.sh, i), c->bytes);
+  tp_shard_free(&t);
   tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
@@ -482,6 +499,66 @@ static void write_automodel_checkpoint(const tpx_model *m, const char *path) {
   ck_assert_int_eq(truncate(path, (off_t)(8 + padded + (size_t)off)), 0);
 }
 
+/* Removes the files of a flat directory, then it. */
+static void remove_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  char p[512];
+  while (d && (de = readdir(d)) != NULL)
+    if (de->d_name[0] != '.' || de->d_name[1] > '.') {
+      snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+      unlink(p);
+    }
+  if (d)
+    closedir(d);
+  rmdir(dir);
+}
+
+/* The checkpoint at `path`, stored under Automodel's names, read through
+ * the aliases: every parameter found, sharded at tp 2 (rank files keep the
+ * stored names) and merged back under them. */
+static void shard_aliased(tpx_registry *reg, tpx_model *m, const char *path,
+                          const char *dir) {
+  tpx_checkpoint_reader *rd = NULL, *r0 = NULL;
+  tpx_error err = {0};
+  char out[300], merged[300], file[400];
+  tp_shard t;
+  ck_assert_int_eq(tpx_checkpoint_reader_create(path, NULL, &rd, &err), TPX_OK);
+  ck_assert_msg(tpx_checkpoint_check_model(rd, m, &err) == TPX_OK, "%s",
+                err.message);
+  ck_assert_int_ge(
+      tpx_checkpoint_param_tensor(
+          rd, m, tpx_model_find_param(m, "backbone.norm_f.weight")),
+      0);
+  tp_shard_make(reg, m, 2, &t);
+  snprintf(out, sizeof out, "%s/ranks", dir);
+  snprintf(merged, sizeof merged, "%s/merged", dir);
+  ck_assert_msg(tpx_shard_write(rd, t.sh, out, NULL, &err) == TPX_OK, "%s",
+                err.message);
+  snprintf(file, sizeof file, "%s/rank-00000-of-00002.safetensors", out);
+  ck_assert_int_eq(tpx_checkpoint_reader_create(file, NULL, &r0, &err), TPX_OK);
+  ck_assert_int_ge(tpx_checkpoint_find(r0, "model.norm_f.weight"), 0);
+  ck_assert_int_lt(tpx_checkpoint_find(r0, "backbone.norm_f.weight"), 0);
+  tpx_checkpoint_reader_destroy(r0);
+  ck_assert_msg(tpx_shard_merge(out, merged, NULL, &err) == TPX_OK, "%s",
+                err.message);
+  ck_assert_int_eq(tpx_checkpoint_reader_create(merged, NULL, &r0, &err),
+                   TPX_OK);
+  ck_assert_uint_eq(tpx_checkpoint_num_tensors(r0),
+                    tpx_checkpoint_num_tensors(rd));
+  for (size_t i = 0; i < tpx_checkpoint_num_tensors(rd); i++) {
+    tpx_checkpoint_tensor ct;
+    ck_assert_int_eq(tpx_checkpoint_tensor_info(rd, i, &ct, NULL), TPX_OK);
+    ck_assert_msg(tpx_checkpoint_find(r0, ct.name) >= 0, "%s not merged",
+                  ct.name);
+  }
+  tpx_checkpoint_reader_destroy(r0);
+  tpx_checkpoint_reader_destroy(rd);
+  tp_shard_free(&t);
+  remove_dir(out);
+  remove_dir(merged);
+}
+
 /* Automodel's own names are aliases of the checkpoint's (issue 18 item 1):
  * the skeleton carries the plugin's two rules, a checkpoint written under
  * Automodel's names matches the skeleton tensor for tensor (nothing added),
@@ -535,6 +612,8 @@ START_TEST(test_automodel_names) {
   ck_assert_uint_eq(tpx_model_num_params(m), params);
   ck_assert_int_eq(tpx_model_total_bytes(m), bytes);
   ck_assert_int_lt(tpx_model_find_param(m, "model.norm_f.weight"), 0);
+  if (_i == 1) /* the tiny model: its bytes are written */
+    shard_aliased(reg, m, path, dir);
   unlink(path);
   rmdir(dir);
   tpx_model_destroy(m);

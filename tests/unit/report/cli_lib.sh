@@ -1,5 +1,5 @@
 # cli_lib.sh — helpers shared by the `tpx plan` end-to-end scripts
-# (cli_plan.sh, cli_memory.sh), sourced after they set `tpx` and `out`.
+# (cli_plan.sh, cli_memory.sh, cli_cp.sh), sourced after they set `tpx` and `out`.
 # Each check counts in `n` and failures in `fails`.
 fails=0
 n=0
@@ -40,5 +40,20 @@ lacks() {
     fails=$((fails + 1))
   else
     echo "ok: $2"
+  fi
+}
+
+# py DESCRIPTION CODE: run python3 CODE with the last output as JSON in `r`
+py() {
+  n=$((n + 1))
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "skip: $1 (no python3)"
+    return
+  fi
+  if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); $2" "$out"; then
+    echo "ok: $1"
+  else
+    echo "FAIL: $1"
+    fails=$((fails + 1))
   fi
 }

@@ -14,21 +14,6 @@ out=$(mktemp "${TMPDIR:-/tmp}/tpx-mem.XXXXXX")
 trap 'rm -f "$out"' EXIT INT TERM
 . "$(dirname "$0")/cli_lib.sh"
 
-# py DESCRIPTION CODE: run python3 CODE with the last output as JSON in `r`
-py() {
-  n=$((n + 1))
-  if ! command -v python3 >/dev/null 2>&1; then
-    echo "skip: $1 (no python3)"
-    return
-  fi
-  if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); $2" "$out"; then
-    echo "ok: $1"
-  else
-    echo "FAIL: $1"
-    fails=$((fails + 1))
-  fi
-}
-
 # ---- bad usage ----
 expect 2 "bad optimizer" -- --config "$l1" --optimizer adam
 has "unknown optimizer 'adam'" "names the optimizer"

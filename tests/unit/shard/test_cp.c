@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "shard_fixture.h"
+#include "tpx/memory.h"
 
 /* torch.chunk by hand: n over w pieces, piece i. */
 static void hand_chunk(int64_t n, int64_t w, int64_t i, int64_t *off,
@@ -259,6 +260,121 @@ START_TEST(placements_and_refusals) {
 }
 END_TEST
 
+/* Gradients, optimizer state and gather peaks follow dp_shard_cp: rank
+ * (s, c) of dp_shard 2 x cp 2 holds what rank 2s + c of dp_shard 4 holds
+ * (one chunk into 4 pieces either way). */
+START_TEST(memory_follows_dp_shard_cp) {
+  fx_opts fo = {250, 0, 0, 0, NULL};
+  tpx_model *m = fx_model(&fo);
+  tpx_plan *plan = fx_llama_plan();
+  tpx_mesh *cpm = cp_mesh(1, 2, 2, 2), *flat = NULL;
+  ck_assert_int_eq(tpx_mesh_create_fsdp2(1, 4, 1, 2, &flat, NULL), TPX_OK);
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  so.dp_shard_dim = "dp_shard_cp";
+  tpx_sharding *a = fx_shard(m, plan, cpm, &so);
+  tpx_sharding *b = fx_shard(m, plan, flat, NULL);
+  tpx_memory ma[8], mb[8];
+  ck_assert_int_eq(tpx_memory_ranks(a, NULL, 0, 8, ma, NULL), TPX_OK);
+  ck_assert_int_eq(tpx_memory_ranks(b, NULL, 0, 8, mb, NULL), TPX_OK);
+  for (int r = 0; r < 8; r++) {
+    /* the same rank number: (s, c, t) of the cp mesh is (2s + c, t) */
+    ck_assert_int_eq(ma[r].params, mb[r].params);
+    ck_assert_int_eq(ma[r].grads, mb[r].grads);
+    ck_assert_int_eq(ma[r].optimizer, mb[r].optimizer);
+    ck_assert_int_eq(ma[r].gather_peak, mb[r].gather_peak);
+    ck_assert_int_eq(ma[r].device, ma[r].peak);
+    ck_assert_int_eq(ma[r].host, 0);
+  }
+  tpx_sharding_destroy(a);
+  tpx_sharding_destroy(b);
+  tpx_mesh_destroy(cpm);
+  tpx_mesh_destroy(flat);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* CPU offload: the sharded state on the host, the gathered units and the
+ * activations on the device; the cp traffic term by hand: K and V of
+ * tokens/cp x kv heads x head_dim, all-gathered and reduce-scattered over
+ * cp in each of the 2 layers. */
+START_TEST(offload_and_cp_traffic) {
+  tpx_model *m = fx_llama();
+  tpx_plan *plan = fx_llama_plan();
+  tpx_mesh *mesh = cp_mesh(1, 1, 4, 2);
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  so.dp_shard_dim = "dp_shard_cp";
+  tpx_sharding *sh = fx_shard(m, plan, mesh, &so);
+  tpx_memory_options mo = TPX_MEMORY_OPTIONS_INIT;
+  mo.batch = 2;
+  mo.seq = 64;
+  mo.offload = 1;
+  tpx_memory mem;
+  tpx_error e = {0};
+  ck_assert_msg(tpx_memory_rank(sh, &mo, 5, &mem, &e) == TPX_OK, "%s",
+                e.message);
+  ck_assert_int_gt(mem.host, 0);
+  ck_assert_int_eq(mem.host, mem.params + mem.grads + mem.optimizer);
+  ck_assert_int_eq(mem.device, mem.gather_peak + mem.activations);
+  ck_assert_int_eq(mem.peak, mem.device + mem.host);
+  tpx_traffic t;
+  ck_assert_int_eq(tpx_traffic_rank(sh, &mo, 5, &t, &e), TPX_OK);
+  /* 2 x 64 / 4 = 32 tokens a rank; 8 kv heads / tp 2 = 4 of head_dim 8;
+   * bf16; 4 (cp - 1) pieces a layer; 2 layers */
+  int64_t piece = 32 * 4 * 8 * 2;
+  ck_assert_int_eq(t.cp, 4 * 3 * piece * 2);
+  ck_assert_int_eq(t.total, t.tp + t.fsdp + t.cp);
+  mo.seq = 0; /* no sequence: no cp traffic */
+  ck_assert_int_eq(tpx_traffic_rank(sh, &mo, 5, &t, &e), TPX_OK);
+  ck_assert_int_eq(t.cp, 0);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* The mesh diagnostics: pure replication noted, cp without FSDP and FSDP
+ * not over cp warned. */
+START_TEST(mesh_diagnostics) {
+  tpx_model *m = fx_llama();
+  tpx_plan *plan = fx_llama_plan();
+  tpx_mesh *rep = NULL, *cpm = cp_mesh(1, 2, 2, 1);
+  ck_assert_int_eq(tpx_mesh_create_fsdp2(2, 1, 1, 1, &rep, NULL), TPX_OK);
+  tpx_sharding *sh = fx_shard(m, plan, rep, NULL);
+  const tpx_diag_list *dl = tpx_sharding_diagnostics(sh);
+  int found = 0;
+  for (size_t i = 0; i < tpx_diag_count(dl); i++) {
+    tpx_diag d;
+    ck_assert_int_eq(tpx_diag_get(dl, i, &d, NULL), TPX_OK);
+    found |=
+        !strcmp(d.code, "upstream-refuses-mesh") && d.level == TPX_DIAG_INFO;
+  }
+  ck_assert(found);
+  ck_assert(tpx_sharding_ok(sh));
+  tpx_sharding_destroy(sh);
+  const char *codes[2] = {"cp-not-in-fsdp", "cp-without-fsdp"};
+  for (int k = 0; k < 2; k++) {
+    tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+    so.fsdp = k == 0;
+    sh = fx_shard(m, plan, cpm, &so); /* dp_shard_dim "dp_shard" */
+    dl = tpx_sharding_diagnostics(sh);
+    found = 0;
+    for (size_t i = 0; i < tpx_diag_count(dl); i++) {
+      tpx_diag d;
+      ck_assert_int_eq(tpx_diag_get(dl, i, &d, NULL), TPX_OK);
+      found |= !strcmp(d.code, codes[k]) && d.level == TPX_DIAG_WARNING;
+    }
+    ck_assert_msg(found, "no %s", codes[k]);
+    tpx_sharding_destroy(sh);
+  }
+  tpx_mesh_destroy(rep);
+  tpx_mesh_destroy(cpm);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *cp_suite(void) {
   Suite *s = suite_create("cp");
   TCase *tc = tcase_create("cp");
@@ -268,6 +384,9 @@ static Suite *cp_suite(void) {
   tcase_add_loop_test(tc, fsdp_over_dp_shard_cp, 0,
                       (int)(sizeof cp_cases / sizeof cp_cases[0]));
   tcase_add_test(tc, placements_and_refusals);
+  tcase_add_test(tc, memory_follows_dp_shard_cp);
+  tcase_add_test(tc, offload_and_cp_traffic);
+  tcase_add_test(tc, mesh_diagnostics);
   suite_add_tcase(s, tc);
   return s;
 }
