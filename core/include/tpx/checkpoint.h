@@ -35,7 +35,6 @@
 
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/layout.h"
 #include "tpx/model.h"
 #include "tpx/sharding.h"

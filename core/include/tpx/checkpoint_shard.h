@@ -16,7 +16,6 @@
 
 #include "tpx/checkpoint.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/mesh.h"
 #include "tpx/placement.h"
 #include "tpx/sharding.h"

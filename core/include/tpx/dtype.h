@@ -9,7 +9,6 @@
 #include <stddef.h>
 
 #include "tpx/error.h"
-#include "tpx/export.h"
 
 TPX_BEGIN_DECLS
 

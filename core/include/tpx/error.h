@@ -10,7 +10,26 @@
 
 #include <stddef.h>
 
-#include "tpx/export.h"
+/* TPX_API marks what libtpx exports: it is built with hidden symbol
+ * visibility, and the exported set is checked against core/tpx.symbols by
+ * a test. TPX_BEGIN_DECLS / TPX_END_DECLS are the C++ guards. They live
+ * here, in the header every public header includes, so the root of
+ * the public headers is one file (tpx/export.h includes this one). */
+#if defined(_WIN32)
+#define TPX_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define TPX_API __attribute__((visibility("default")))
+#else
+#define TPX_API
+#endif
+
+#ifdef __cplusplus
+#define TPX_BEGIN_DECLS extern "C" {
+#define TPX_END_DECLS }
+#else
+#define TPX_BEGIN_DECLS
+#define TPX_END_DECLS
+#endif
 
 TPX_BEGIN_DECLS
 

@@ -27,7 +27,6 @@
 
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/sharding.h"
 
 TPX_BEGIN_DECLS

@@ -29,7 +29,6 @@
 
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/mesh.h"
 #include "tpx/placement.h"
 

@@ -12,7 +12,7 @@
 #ifndef TPX_LOG_H
 #define TPX_LOG_H
 
-#include "tpx/export.h"
+#include "tpx/error.h"
 
 TPX_BEGIN_DECLS
 

@@ -23,7 +23,6 @@
 
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/sharding.h"
 
 TPX_BEGIN_DECLS

@@ -14,7 +14,6 @@
 #include <stdint.h>
 
 #include "tpx/error.h"
-#include "tpx/export.h"
 
 TPX_BEGIN_DECLS
 

@@ -20,7 +20,6 @@
 
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/layout.h"
 
 TPX_BEGIN_DECLS

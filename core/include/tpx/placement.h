@@ -26,7 +26,6 @@
 #include <stdint.h>
 
 #include "tpx/error.h"
-#include "tpx/export.h"
 
 TPX_BEGIN_DECLS
 

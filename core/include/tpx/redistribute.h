@@ -34,7 +34,6 @@
 #include "tpx/comm.h"
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/layout.h"
 #include "tpx/placement.h"
 

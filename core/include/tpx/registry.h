@@ -17,7 +17,6 @@
 
 #include "tpx/diag.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/fsdp.h"
 #include "tpx/model.h"
 #include "tpx/plan.h"

@@ -20,7 +20,6 @@
 
 #include "tpx/diag.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/memory.h"
 #include "tpx/select.h"
 #include "tpx/sharding.h"

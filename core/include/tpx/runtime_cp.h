@@ -25,7 +25,6 @@
 
 #include "tpx/comm.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/runtime_tp.h"
 #include "tpx/sharding.h"
 #include "tpx/tensor.h"

@@ -64,7 +64,6 @@
 
 #include "tpx/comm.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/placement.h"
 #include "tpx/sharding.h"
 #include "tpx/tensor.h"

@@ -20,7 +20,6 @@
 
 #include "tpx/diag.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/fsdp.h"
 #include "tpx/model.h"
 #include "tpx/plan.h"

@@ -30,7 +30,6 @@
 #include "tpx/diag.h"
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/layout.h"
 #include "tpx/mesh.h"
 #include "tpx/model.h"

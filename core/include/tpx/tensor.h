@@ -19,7 +19,6 @@
 
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/layout.h" /* TPX_MAX_TENSOR_DIMS */
 
 TPX_BEGIN_DECLS

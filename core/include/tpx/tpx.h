@@ -12,7 +12,6 @@
 #include "tpx/diag.h"
 #include "tpx/dtype.h"
 #include "tpx/error.h"
-#include "tpx/export.h"
 #include "tpx/fsdp.h"
 #include "tpx/layout.h"
 #include "tpx/log.h"

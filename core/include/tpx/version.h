@@ -2,7 +2,7 @@
 #ifndef TPX_VERSION_H
 #define TPX_VERSION_H
 
-#include "tpx/export.h"
+#include "tpx/error.h"
 
 TPX_BEGIN_DECLS
 

@@ -11,7 +11,9 @@
  * during one register call); the stdout diversion around plugin code
  * (plugin/quiet.c, fd 1 is the process's); and the MPI backend's count of
  * live worlds and whether tpx initialised MPI (comm/mpi.c). */
-#include "base/log_internal.h"
+#include "tpx/log.h"
+
+#include "base/log_view.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/try.h"
 #include "device/elem.h"
 #include "tpx_config.h"
 #include "tpx/layout.h"
@@ -150,46 +151,99 @@ static tpx_status check_buf(const char *what, const char *name, const void *p,
   return TPX_OK;
 }
 
-#define TRY(x)                                                                 \
-  do {                                                                         \
-    tpx_status st_ = (x);                                                      \
-    if (st_ != TPX_OK)                                                         \
-      return st_;                                                              \
-  } while (0)
+#define TRY TPX__TRY
+
+/* check_common and both buffers (each `count` elements, or NULL when
+ * count is 0); bytes_out may be NULL. */
+static tpx_status check_args(const char *what, const tpx_comm *comm,
+                             size_t count, tpx_dtype dtype, size_t blocks,
+                             const void *send, const void *recv,
+                             size_t *bytes_out, tpx_error *err) {
+  size_t bytes;
+  TRY(check_common(what, comm, count, dtype, blocks,
+                   bytes_out ? bytes_out : &bytes, err));
+  TRY(check_buf(what, "send", send, count, err));
+  return check_buf(what, "recv", recv, count, err);
+}
+
+/* The group size for the gathers' and scatters' checks (1 for NULL: the
+ * NULL is reported then). */
+static size_t blocks_of(const tpx_comm *comm) {
+  return comm ? (size_t)comm->size : 1;
+}
+
+/* A temporary of `bytes` in the comm's memory space (zeroed when `zero`);
+ * a failure is reported as this rank failing before the collective `w`. */
+static tpx_status temp_alloc(tpx_comm *comm, const char *w, size_t bytes,
+                             int zero, void **out, tpx_error *err) {
+  tpx_status st = tpx__ms_alloc(tpx__comm_ms(comm), bytes, zero, out, err);
+  return st == TPX_OK ? st : tpx__comm_fail_before(comm, w, st, err);
+}
+
+/* The uneven calls' checks and sizes: the group size, this rank's
+ * torch.chunk piece (len elements), the even chunk and the element size.
+ * The whole buffer (`total` elements) is recv for a gather, send for a
+ * scatter; the other holds the piece. */
+typedef struct chunked {
+  int64_t n, len;
+  size_t chunk, es;
+} chunked;
+
+static tpx_status check_chunked(const char *w, const tpx_comm *comm,
+                                const void *send, const void *recv,
+                                size_t total, tpx_dtype dtype, int gather,
+                                chunked *k, tpx_error *err) {
+  size_t bytes;
+  int64_t off = 0;
+  TRY(check_common(w, comm, total, dtype, 1, &bytes, err));
+  k->n = comm->size;
+  k->len = 0;
+  TRY(tpx_layout_chunk((int64_t)total, k->n, comm->rank, &off, &k->len, err));
+  k->chunk = (size_t)((int64_t)total + k->n - 1) / (size_t)k->n;
+  k->es = tpx_dtype_size(dtype);
+  TRY(check_buf(w, "send", send, gather ? (size_t)k->len : total, err));
+  return check_buf(w, "recv", recv, gather ? total : (size_t)k->len, err);
+}
 
 /* ---- collectives -------------------------------------------------------- */
 
 tpx_status tpx_comm_all_gather(tpx_comm *comm, const void *send, void *recv,
                                size_t count, tpx_dtype dtype, tpx_error *err) {
-  const char *w = "all_gather";
-  size_t bytes;
-  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1, &bytes,
-                   err));
-  TRY(check_buf(w, "send", send, count, err));
-  TRY(check_buf(w, "recv", recv, count, err));
+  TRY(check_args("all_gather", comm, count, dtype, blocks_of(comm), send, recv,
+                 NULL, err));
   return comm->iface->all_gather(comm->ctx, send, recv, count, dtype, err);
+}
+
+/* A reducing collective of the backend (all_reduce or reduce_scatter). */
+typedef tpx_status (*reduce_fn)(void *ctx, const void *send, void *recv,
+                                size_t count, tpx_dtype dtype, tpx_reduce_op op,
+                                tpx_error *err);
+
+/* `fn` with the avg default applied: a backend without avg sums, then the
+ * result (count elements) is divided by the group size. */
+static tpx_status reduce_avg(tpx_comm *comm, reduce_fn fn, const void *send,
+                             void *recv, size_t count, tpx_dtype dtype,
+                             tpx_reduce_op op, tpx_error *err) {
+  if (op != TPX_REDUCE_AVG || comm->iface->has_avg)
+    return fn(comm->ctx, send, recv, count, dtype, op, err);
+  TRY(fn(comm->ctx, send, recv, count, dtype, TPX_REDUCE_SUM, err));
+  tpx__divide(recv, count, dtype, comm->size);
+  return TPX_OK;
 }
 
 /* all_reduce with the avg default applied. */
 static tpx_status do_all_reduce(tpx_comm *comm, const void *send, void *recv,
                                 size_t count, tpx_dtype dtype, tpx_reduce_op op,
                                 tpx_error *err) {
-  const tpx_comm_iface *f = comm->iface;
-  if (op != TPX_REDUCE_AVG || f->has_avg)
-    return f->all_reduce(comm->ctx, send, recv, count, dtype, op, err);
-  TRY(f->all_reduce(comm->ctx, send, recv, count, dtype, TPX_REDUCE_SUM, err));
-  tpx__divide(recv, count, dtype, comm->size);
-  return TPX_OK;
+  return reduce_avg(comm, comm->iface->all_reduce, send, recv, count, dtype, op,
+                    err);
 }
 
 tpx_status tpx_comm_all_reduce(tpx_comm *comm, const void *send, void *recv,
                                size_t count, tpx_dtype dtype, tpx_reduce_op op,
                                tpx_error *err) {
   const char *w = "all_reduce";
-  size_t bytes;
-  TRY(check_common(w, comm, count, dtype, 1, &bytes, err));
-  TRY(check_buf(w, "send", send, count, err));
-  TRY(check_buf(w, "recv", recv, count, err));
+  TRY(check_args(w, comm, count, dtype, 1, send, recv, NULL, err));
   TRY(tpx__reduce_check(w, dtype, op, err));
   return do_all_reduce(comm, send, recv, count, dtype, op, err);
 }
@@ -199,30 +253,20 @@ tpx_status tpx_comm_reduce_scatter(tpx_comm *comm, const void *send, void *recv,
                                    tpx_reduce_op op, tpx_error *err) {
   const char *w = "reduce_scatter";
   size_t bytes;
-  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1, &bytes,
-                   err));
-  TRY(check_buf(w, "send", send, count, err));
-  TRY(check_buf(w, "recv", recv, count, err));
+  TRY(check_args(w, comm, count, dtype, blocks_of(comm), send, recv, &bytes,
+                 err));
   TRY(tpx__reduce_check(w, dtype, op, err));
   const tpx_comm_iface *f = comm->iface;
-  if (f->reduce_scatter) {
-    if (op != TPX_REDUCE_AVG || f->has_avg)
-      return f->reduce_scatter(comm->ctx, send, recv, count, dtype, op, err);
-    TRY(f->reduce_scatter(comm->ctx, send, recv, count, dtype, TPX_REDUCE_SUM,
-                          err));
-    tpx__divide(recv, count, dtype, comm->size);
-    return TPX_OK;
-  }
+  if (f->reduce_scatter)
+    return reduce_avg(comm, f->reduce_scatter, send, recv, count, dtype, op,
+                      err);
   /* Default: all-reduce the whole buffer, keep this rank's block (the
    * temporary lives in the comm's memory space). */
   const tpx__memspace *ms = tpx__comm_ms(comm);
   size_t total = count * (size_t)comm->size;
   void *tmp = NULL;
-  tpx_status st =
-      tpx__ms_alloc(ms, total * tpx_dtype_size(dtype), 0, &tmp, err);
-  if (st != TPX_OK)
-    return tpx__comm_fail_before(comm, w, st, err);
-  st = do_all_reduce(comm, send, tmp, total, dtype, op, err);
+  TRY(temp_alloc(comm, w, total * tpx_dtype_size(dtype), 0, &tmp, err));
+  tpx_status st = do_all_reduce(comm, send, tmp, total, dtype, op, err);
   if (st == TPX_OK)
     st = tpx__ms_copy(ms, recv,
                       (unsigned char *)tmp + (size_t)comm->rank * bytes, bytes,
@@ -251,19 +295,15 @@ tpx_status tpx_comm_all_to_all(tpx_comm *comm, const void *send, void *recv,
                                size_t count, tpx_dtype dtype, tpx_error *err) {
   const char *w = "all_to_all";
   size_t bytes;
-  TRY(check_common(w, comm, count, dtype, comm ? (size_t)comm->size : 1, &bytes,
-                   err));
-  TRY(check_buf(w, "send", send, count, err));
-  TRY(check_buf(w, "recv", recv, count, err));
+  TRY(check_args(w, comm, count, dtype, blocks_of(comm), send, recv, &bytes,
+                 err));
   if (send != recv || count == 0)
     return comm->iface->all_to_all(comm->ctx, send, recv, count, dtype, err);
   const tpx__memspace *ms = tpx__comm_ms(comm);
   size_t total = bytes * (size_t)comm->size;
   void *tmp = NULL;
-  tpx_status st = tpx__ms_alloc(ms, total, 0, &tmp, err);
-  if (st != TPX_OK)
-    return tpx__comm_fail_before(comm, w, st, err);
-  st = tpx__ms_copy(ms, tmp, send, total, TPX__D2D, err);
+  TRY(temp_alloc(comm, w, total, 0, &tmp, err));
+  tpx_status st = tpx__ms_copy(ms, tmp, send, total, TPX__D2D, err);
   if (st == TPX_OK)
     st = comm->iface->all_to_all(comm->ctx, tmp, recv, count, dtype, err);
   else
@@ -288,28 +328,20 @@ tpx_status tpx_comm_all_gather_chunked(tpx_comm *comm, const void *send,
                                        void *recv, size_t total,
                                        tpx_dtype dtype, tpx_error *err) {
   const char *w = "all_gather_chunked";
-  size_t bytes;
-  TRY(check_common(w, comm, total, dtype, 1, &bytes, err));
-  int64_t n = comm->size, off = 0, len = 0;
-  TRY(tpx_layout_chunk((int64_t)total, n, comm->rank, &off, &len, err));
-  size_t chunk = (size_t)((int64_t)total + n - 1) / (size_t)n;
-  size_t es = tpx_dtype_size(dtype);
-  TRY(check_buf(w, "send", send, (size_t)len, err));
-  TRY(check_buf(w, "recv", recv, total, err));
-  if (chunk * (size_t)n == total)
+  chunked k;
+  TRY(check_chunked(w, comm, send, recv, total, dtype, 1, &k, err));
+  size_t n = (size_t)k.n, chunk = k.chunk, es = k.es, len = (size_t)k.len;
+  if (chunk * n == total)
     return tpx_comm_all_gather(comm, send, recv, chunk, dtype, err);
   /* Pad to chunk * n: pieces land at r * chunk, which is where torch.chunk
    * puts them, so the first `total` elements are the result. The
    * temporary lives in the comm's memory space. */
   const tpx__memspace *ms = tpx__comm_ms(comm);
   void *tmpv = NULL;
-  tpx_status st =
-      tpx__ms_alloc(ms, (chunk * (size_t)n + chunk) * es, 1, &tmpv, err);
-  if (st != TPX_OK)
-    return tpx__comm_fail_before(comm, w, st, err);
+  TRY(temp_alloc(comm, w, (chunk * n + chunk) * es, 1, &tmpv, err));
   unsigned char *tmp = tmpv;
-  unsigned char *padded_send = tmp + chunk * (size_t)n * es;
-  st = tpx__ms_copy(ms, padded_send, send, (size_t)len * es, TPX__D2D, err);
+  unsigned char *padded_send = tmp + chunk * n * es;
+  tpx_status st = tpx__ms_copy(ms, padded_send, send, len * es, TPX__D2D, err);
   if (st == TPX_OK)
     st = tpx_comm_all_gather(comm, padded_send, tmp, chunk, dtype, err);
   else
@@ -325,24 +357,17 @@ tpx_status tpx_comm_reduce_scatter_chunked(tpx_comm *comm, const void *send,
                                            tpx_dtype dtype, tpx_reduce_op op,
                                            tpx_error *err) {
   const char *w = "reduce_scatter_chunked";
-  size_t bytes;
-  TRY(check_common(w, comm, total, dtype, 1, &bytes, err));
-  int64_t n = comm->size, off = 0, len = 0;
-  TRY(tpx_layout_chunk((int64_t)total, n, comm->rank, &off, &len, err));
-  size_t chunk = (size_t)((int64_t)total + n - 1) / (size_t)n;
-  size_t es = tpx_dtype_size(dtype);
-  TRY(check_buf(w, "send", send, total, err));
-  TRY(check_buf(w, "recv", recv, (size_t)len, err));
+  chunked k;
+  TRY(check_chunked(w, comm, send, recv, total, dtype, 0, &k, err));
   TRY(tpx__reduce_check(w, dtype, op, err));
-  if (chunk * (size_t)n == total)
+  size_t n = (size_t)k.n, chunk = k.chunk, es = k.es, len = (size_t)k.len;
+  if (chunk * n == total)
     return tpx_comm_reduce_scatter(comm, send, recv, chunk, dtype, op, err);
   const tpx__memspace *ms = tpx__comm_ms(comm);
   void *tmpv = NULL;
-  tpx_status st = tpx__ms_alloc(ms, chunk * (size_t)n * es, 1, &tmpv, err);
-  if (st != TPX_OK)
-    return tpx__comm_fail_before(comm, w, st, err);
+  TRY(temp_alloc(comm, w, chunk * n * es, 1, &tmpv, err));
   unsigned char *tmp = tmpv;
-  st = tpx__ms_copy(ms, tmp, send, total * es, TPX__D2D, err);
+  tpx_status st = tpx__ms_copy(ms, tmp, send, total * es, TPX__D2D, err);
   unsigned char *mine = tmp + (size_t)comm->rank * chunk * es;
   if (st == TPX_OK)
     st = tpx_comm_reduce_scatter(comm, tmp, mine, chunk, dtype, op, err);

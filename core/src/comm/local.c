@@ -419,158 +419,169 @@ static size_t take(lgroup *g) {
 
 #define MAXR TPX_LOCAL_MAX_RANKS
 
-static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
-                                   size_t count, tpx_dtype dtype,
-                                   tpx_reduce_op op, tpx_error *err) {
-  lctx *c = ctx;
-  int joined;
+/* One collective call, as every rank publishes it. */
+typedef struct lcall {
+  int coll;
+  const void *send;
+  void *recv;
+  size_t count;
+  tpx_dtype dtype;
+  tpx_reduce_op op;
+  int root;
+} lcall;
+
+/* The device path: each rank moves its share through its space's kernels
+ * and copies (comm/local_dev.h). */
+static tpx_status on_device(const lctx *c, const lcall *k, tpx_error *err) {
+  const void *sends[MAXR];
+  void *recvs[MAXR];
+  tpx__ldev_peers p = peers_of(c, sends, recvs);
+  size_t bytes = k->count * tpx_dtype_size(k->dtype);
+  switch (k->coll) {
+  case C_ALL_REDUCE:
+    return tpx__ldev_all_reduce(&p, k->count, k->dtype, k->op, err);
+  case C_REDUCE_SCATTER:
+    return tpx__ldev_reduce_scatter(&p, k->count, k->dtype, k->op, err);
+  case C_ALL_GATHER: return tpx__ldev_all_gather(&p, bytes, err);
+  case C_BROADCAST: return tpx__ldev_broadcast(&p, bytes, k->root, err);
+  default: return tpx__ldev_all_to_all(&p, bytes, err);
+  }
+}
+
+/* Host paths: the ranks take chunks of the work from a shared counter. */
+static void host_all_reduce(lgroup *g, const lcall *k) {
+  size_t count = k->count, es = tpx_dtype_size(k->dtype);
+  size_t len = chunk_len(count, es, g->size);
+  size_t nchunks = (count + len - 1) / len;
+  int stream = count * es >= STREAM_BYTES;
+  const void *srcs[MAXR];
+  void *dsts[MAXR];
+  for (size_t it; (it = take(g)) < nchunks;) {
+    size_t lo = it * len, n = count - lo < len ? count - lo : len;
+    for (int j = 0; j < g->size; j++) {
+      srcs[j] = (const unsigned char *)g->slots[j].send + lo * es;
+      dsts[j] = (unsigned char *)g->slots[j].recv + lo * es;
+    }
+    tpx__reduce_into(dsts, g->size, srcs, g->size, n, k->dtype, k->op, g->size,
+                     stream);
+  }
+}
+
+static void host_reduce_scatter(lgroup *g, const lcall *k) {
+  size_t count = k->count, es = tpx_dtype_size(k->dtype);
+  size_t len = chunk_len(count, es, 1);
+  size_t per = (count + len - 1) / len; /* chunks per block */
+  int stream = count * es >= STREAM_BYTES;
+  const void *srcs[MAXR];
+  for (size_t it; (it = take(g)) < per * (size_t)g->size;) {
+    size_t q = it / per, lo = (it % per) * len;
+    size_t n = count - lo < len ? count - lo : len;
+    void *dst = (unsigned char *)g->slots[q].recv + lo * es;
+    for (int j = 0; j < g->size; j++)
+      srcs[j] = (const unsigned char *)g->slots[j].send + (q * count + lo) * es;
+    tpx__reduce_into(&dst, 1, srcs, g->size, n, k->dtype, k->op, g->size,
+                     stream);
+  }
+}
+
+static void host_all_gather(lgroup *g, const lcall *k) {
+  size_t bytes = k->count * tpx_dtype_size(k->dtype);
+  size_t len = chunk_len(bytes, 1, 1), per = (bytes + len - 1) / len;
+  int stream = bytes >= STREAM_BYTES;
+  void *dsts[MAXR];
+  for (size_t it; (it = take(g)) < per * (size_t)g->size;) {
+    size_t q = it / per, lo = (it % per) * len;
+    size_t n = bytes - lo < len ? bytes - lo : len;
+    for (int j = 0; j < g->size; j++)
+      dsts[j] = (unsigned char *)g->slots[j].recv + q * bytes + lo;
+    tpx__copy_into(dsts, g->size, (const unsigned char *)g->slots[q].send + lo,
+                   n, stream);
+  }
+}
+
+static void host_broadcast(lgroup *g, const lcall *k) {
+  size_t bytes = k->count * tpx_dtype_size(k->dtype);
+  size_t len = chunk_len(bytes, 1, 1), per = (bytes + len - 1) / len;
+  int stream = bytes >= STREAM_BYTES;
+  const unsigned char *src = g->slots[k->root].send;
+  void *dsts[MAXR];
+  for (size_t it; (it = take(g)) < per;) {
+    size_t lo = it * len, n = bytes - lo < len ? bytes - lo : len;
+    for (int j = 0; j < g->size; j++)
+      dsts[j] = (unsigned char *)g->slots[j].recv + lo;
+    tpx__copy_into(dsts, g->size, src + lo, n, stream);
+  }
+}
+
+/* Each rank pulls its own block from every peer. */
+static void host_all_to_all(const lctx *c, const lcall *k) {
   lgroup *g = c->g;
-  tpx_status st =
-      enter(c, C_ALL_REDUCE, send, recv, count, dtype, op, 0, &joined, err);
-  if (st == TPX_OK && c->dev) {
-    const void *sends[MAXR];
-    void *recvs[MAXR];
-    tpx__ldev_peers p = peers_of(c, sends, recvs);
-    st = tpx__ldev_all_reduce(&p, count, dtype, op, err);
-  } else if (st == TPX_OK) {
-    size_t es = tpx_dtype_size(dtype), len = chunk_len(count, es, g->size);
-    size_t nchunks = (count + len - 1) / len;
-    int stream = count * es >= STREAM_BYTES;
-    const void *srcs[MAXR];
-    void *dsts[MAXR];
-    for (size_t it; (it = take(g)) < nchunks;) {
-      size_t lo = it * len, n = count - lo < len ? count - lo : len;
-      for (int j = 0; j < g->size; j++) {
-        srcs[j] = (const unsigned char *)g->slots[j].send + lo * es;
-        dsts[j] = (unsigned char *)g->slots[j].recv + lo * es;
-      }
-      tpx__reduce_into(dsts, g->size, srcs, g->size, n, dtype, op, g->size,
-                       stream);
+  size_t bytes = k->count * tpx_dtype_size(k->dtype);
+  unsigned char *mine = g->slots[c->rank].recv;
+  for (int j = 0; j < g->size; j++)
+    memcpy(mine + (size_t)j * bytes,
+           (const unsigned char *)g->slots[j].send + (size_t)c->rank * bytes,
+           bytes);
+}
+
+/* enter, the work (none for an empty call or a barrier), leave. */
+static tpx_status run(lctx *c, const lcall *k, tpx_error *err) {
+  int joined;
+  tpx_status st = enter(c, k->coll, k->send, k->recv, k->count, k->dtype, k->op,
+                        k->root, &joined, err);
+  if (st == TPX_OK && k->count > 0 && c->dev) {
+    st = on_device(c, k, err);
+  } else if (st == TPX_OK && k->count > 0) {
+    switch (k->coll) {
+    case C_ALL_REDUCE: host_all_reduce(c->g, k); break;
+    case C_REDUCE_SCATTER: host_reduce_scatter(c->g, k); break;
+    case C_ALL_GATHER: host_all_gather(c->g, k); break;
+    case C_BROADCAST: host_broadcast(c->g, k); break;
+    case C_ALL_TO_ALL: host_all_to_all(c, k); break;
+    default: break;
     }
   }
   return leave(c, joined, st, err);
+}
+
+static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
+                                   size_t count, tpx_dtype dtype,
+                                   tpx_reduce_op op, tpx_error *err) {
+  lcall k = {C_ALL_REDUCE, send, recv, count, dtype, op, 0};
+  return run(ctx, &k, err);
 }
 
 static tpx_status local_reduce_scatter(void *ctx, const void *send, void *recv,
                                        size_t count, tpx_dtype dtype,
                                        tpx_reduce_op op, tpx_error *err) {
-  lctx *c = ctx;
-  int joined;
-  lgroup *g = c->g;
-  tpx_status st =
-      enter(c, C_REDUCE_SCATTER, send, recv, count, dtype, op, 0, &joined, err);
-  if (st == TPX_OK && count > 0 && c->dev) {
-    const void *sends[MAXR];
-    void *recvs[MAXR];
-    tpx__ldev_peers p = peers_of(c, sends, recvs);
-    st = tpx__ldev_reduce_scatter(&p, count, dtype, op, err);
-  } else if (st == TPX_OK && count > 0) {
-    size_t es = tpx_dtype_size(dtype), len = chunk_len(count, es, 1);
-    size_t per = (count + len - 1) / len; /* chunks per block */
-    int stream = count * es >= STREAM_BYTES;
-    const void *srcs[MAXR];
-    for (size_t it; (it = take(g)) < per * (size_t)g->size;) {
-      size_t q = it / per, lo = (it % per) * len;
-      size_t n = count - lo < len ? count - lo : len;
-      void *dst = (unsigned char *)g->slots[q].recv + lo * es;
-      for (int j = 0; j < g->size; j++)
-        srcs[j] =
-            (const unsigned char *)g->slots[j].send + (q * count + lo) * es;
-      tpx__reduce_into(&dst, 1, srcs, g->size, n, dtype, op, g->size, stream);
-    }
-  }
-  return leave(c, joined, st, err);
+  lcall k = {C_REDUCE_SCATTER, send, recv, count, dtype, op, 0};
+  return run(ctx, &k, err);
 }
 
 static tpx_status local_all_gather(void *ctx, const void *send, void *recv,
                                    size_t count, tpx_dtype dtype,
                                    tpx_error *err) {
-  lctx *c = ctx;
-  int joined;
-  lgroup *g = c->g;
-  tpx_status st =
-      enter(c, C_ALL_GATHER, send, recv, count, dtype, 0, 0, &joined, err);
-  if (st == TPX_OK && count > 0 && c->dev) {
-    const void *sends[MAXR];
-    void *recvs[MAXR];
-    tpx__ldev_peers p = peers_of(c, sends, recvs);
-    st = tpx__ldev_all_gather(&p, count * tpx_dtype_size(dtype), err);
-  } else if (st == TPX_OK && count > 0) {
-    size_t bytes = count * tpx_dtype_size(dtype);
-    size_t len = chunk_len(bytes, 1, 1), per = (bytes + len - 1) / len;
-    int stream = bytes >= STREAM_BYTES;
-    void *dsts[MAXR];
-    for (size_t it; (it = take(g)) < per * (size_t)g->size;) {
-      size_t q = it / per, lo = (it % per) * len;
-      size_t n = bytes - lo < len ? bytes - lo : len;
-      for (int j = 0; j < g->size; j++)
-        dsts[j] = (unsigned char *)g->slots[j].recv + q * bytes + lo;
-      tpx__copy_into(dsts, g->size,
-                     (const unsigned char *)g->slots[q].send + lo, n, stream);
-    }
-  }
-  return leave(c, joined, st, err);
+  lcall k = {C_ALL_GATHER, send, recv, count, dtype, 0, 0};
+  return run(ctx, &k, err);
 }
 
 static tpx_status local_broadcast(void *ctx, const void *send, void *recv,
                                   size_t count, tpx_dtype dtype, int root,
                                   tpx_error *err) {
-  lctx *c = ctx;
-  int joined;
-  tpx_status st =
-      enter(c, C_BROADCAST, send, recv, count, dtype, 0, root, &joined, err);
-  if (st == TPX_OK && count > 0 && c->dev) {
-    const void *sends[MAXR];
-    void *recvs[MAXR];
-    tpx__ldev_peers p = peers_of(c, sends, recvs);
-    st = tpx__ldev_broadcast(&p, count * tpx_dtype_size(dtype), root, err);
-  } else if (st == TPX_OK && count > 0) {
-    lgroup *g = c->g;
-    size_t bytes = count * tpx_dtype_size(dtype);
-    size_t len = chunk_len(bytes, 1, 1), per = (bytes + len - 1) / len;
-    int stream = bytes >= STREAM_BYTES;
-    const unsigned char *src = g->slots[root].send;
-    void *dsts[MAXR];
-    for (size_t it; (it = take(g)) < per;) {
-      size_t lo = it * len, n = bytes - lo < len ? bytes - lo : len;
-      for (int j = 0; j < g->size; j++)
-        dsts[j] = (unsigned char *)g->slots[j].recv + lo;
-      tpx__copy_into(dsts, g->size, src + lo, n, stream);
-    }
-  }
-  return leave(c, joined, st, err);
+  lcall k = {C_BROADCAST, send, recv, count, dtype, 0, root};
+  return run(ctx, &k, err);
 }
 
 static tpx_status local_all_to_all(void *ctx, const void *send, void *recv,
                                    size_t count, tpx_dtype dtype,
                                    tpx_error *err) {
-  lctx *c = ctx;
-  int joined;
-  lgroup *g = c->g;
-  tpx_status st =
-      enter(c, C_ALL_TO_ALL, send, recv, count, dtype, 0, 0, &joined, err);
-  if (st == TPX_OK && count > 0 && c->dev) {
-    const void *sends[MAXR];
-    void *recvs[MAXR];
-    tpx__ldev_peers p = peers_of(c, sends, recvs);
-    st = tpx__ldev_all_to_all(&p, count * tpx_dtype_size(dtype), err);
-  } else if (st == TPX_OK && count > 0) {
-    size_t bytes = count * tpx_dtype_size(dtype);
-    unsigned char *mine = g->slots[c->rank].recv;
-    for (int j = 0; j < g->size; j++)
-      memcpy(mine + (size_t)j * bytes,
-             (const unsigned char *)g->slots[j].send + (size_t)c->rank * bytes,
-             bytes);
-  }
-  return leave(c, joined, st, err);
+  lcall k = {C_ALL_TO_ALL, send, recv, count, dtype, 0, 0};
+  return run(ctx, &k, err);
 }
 
 static tpx_status local_barrier(void *ctx, tpx_error *err) {
-  lctx *c = ctx;
-  int joined;
-  tpx_status st =
-      enter(c, C_BARRIER, NULL, NULL, 0, TPX_DTYPE_U8, 0, 0, &joined, err);
-  return leave(c, joined, st, err);
+  lcall k = {C_BARRIER, NULL, NULL, 0, TPX_DTYPE_U8, 0, 0};
+  return run(ctx, &k, err);
 }
 
 static const tpx_comm_iface local_iface = {

@@ -48,6 +48,11 @@ typedef struct mctx {
  * communicator carries no other point-to-point traffic). */
 #define ROLL_TAG 0x7478
 
+/* Process-wide because MPI itself is: MPI_Init and MPI_Finalize happen once
+ * per process, so whether tpx initialised MPI, and how many tpx worlds still
+ * use it, cannot live in any one communicator. The last world destroyed
+ * finalizes MPI only if tpx initialised it. Not locked: like MPI_Init and
+ * MPI_Finalize themselves, create and destroy mpi worlds from one thread. */
 static int mpi_inited_by_tpx; /* tpx called MPI_Init_thread */
 static int mpi_world_count;   /* live tpx mpi worlds */
 
@@ -158,12 +163,12 @@ static tpx_status wrap(MPI_Comm comm, const mctx *world, tpx_comm **out,
     MPI_Group_free(&g);
     MPI_Group_free(&wg);
   }
-  c->world_rank = wr;
-  c->rank = rank;
-  c->size = size;
-  c->self = h;
-  c->comm = comm;
-  c->is_world = is_world;
+  *c = (mctx){.comm = comm,
+              .is_world = is_world,
+              .self = h,
+              .rank = rank,
+              .size = size,
+              .world_rank = wr};
   if (is_world)
     mpi_world_count++;
   *out = h;

@@ -123,32 +123,38 @@ static tpx_status reduce_type(const char *what, tpx_dtype dtype,
                        tpx_dtype_short_name(dtype));
 }
 
+/* The two reducing collectives: all_reduce, or reduce_scatter when
+ * `scatter` is set. */
+static tpx_status nccl_reduce(void *ctx, int scatter, const void *send,
+                              void *recv, size_t count, tpx_dtype dtype,
+                              tpx_reduce_op op, tpx_error *err) {
+  nctx *c = ctx;
+  ncclDataType_t t;
+  tpx_status st =
+      reduce_type(scatter ? "reduce_scatter" : "all_reduce", dtype, &t, err);
+  if (st != TPX_OK)
+    return st;
+  if (scatter)
+    return finish(c, "ncclReduceScatter",
+                  ncclReduceScatter(send, recv, count, t, nccl_op(op), c->comm,
+                                    c->stream),
+                  err);
+  return finish(
+      c, "ncclAllReduce",
+      ncclAllReduce(send, recv, count, t, nccl_op(op), c->comm, c->stream),
+      err);
+}
+
 static tpx_status nccl_reduce_scatter(void *ctx, const void *send, void *recv,
                                       size_t count, tpx_dtype dtype,
                                       tpx_reduce_op op, tpx_error *err) {
-  nctx *c = ctx;
-  ncclDataType_t t;
-  tpx_status st = reduce_type("reduce_scatter", dtype, &t, err);
-  if (st != TPX_OK)
-    return st;
-  return finish(
-      c, "ncclReduceScatter",
-      ncclReduceScatter(send, recv, count, t, nccl_op(op), c->comm, c->stream),
-      err);
+  return nccl_reduce(ctx, 1, send, recv, count, dtype, op, err);
 }
 
 static tpx_status nccl_all_reduce(void *ctx, const void *send, void *recv,
                                   size_t count, tpx_dtype dtype,
                                   tpx_reduce_op op, tpx_error *err) {
-  nctx *c = ctx;
-  ncclDataType_t t;
-  tpx_status st = reduce_type("all_reduce", dtype, &t, err);
-  if (st != TPX_OK)
-    return st;
-  return finish(
-      c, "ncclAllReduce",
-      ncclAllReduce(send, recv, count, t, nccl_op(op), c->comm, c->stream),
-      err);
+  return nccl_reduce(ctx, 0, send, recv, count, dtype, op, err);
 }
 
 static tpx_status nccl_broadcast(void *ctx, const void *send, void *recv,

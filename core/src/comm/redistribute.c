@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/try.h"
 #include "comm/box.h"
 #include "comm/comm_impl.h"
 
@@ -34,12 +35,7 @@ typedef struct rd {
   const tpx__memspace *ms; /* the comm's: every buffer moves through it */
 } rd;
 
-#define TRY(x)                                                                 \
-  do {                                                                         \
-    tpx_status st_ = (x);                                                      \
-    if (st_ != TPX_OK)                                                         \
-      return st_;                                                              \
-  } while (0)
+#define TRY TPX__TRY
 
 static tpx_status slice_of(const rd *r, const tpx_placement *pl, int64_t rank,
                            tpx_slice *out) {
@@ -97,6 +93,24 @@ static tpx_status group_get(const rd *r, int m, group *g) {
   return TPX_OK;
 }
 
+/* Every member's box under `pl` (g->size of them, in a new array *out
+ * that the caller frees, also on failure) and the largest one's element
+ * count. */
+static tpx_status group_boxes(const rd *r, const group *g,
+                              const tpx_placement *pl, tpx_slice **out,
+                              size_t *c) {
+  *c = 0;
+  *out = malloc((size_t)g->size * sizeof **out);
+  if (!*out)
+    return tpx_error_set(r->err, TPX_NO_MEMORY, "redistribute: boxes");
+  for (int j = 0; j < g->size; j++) {
+    TRY(slice_of(r, pl, g->ranks[j], &(*out)[j]));
+    if (numel(&(*out)[j]) > *c)
+      *c = numel(&(*out)[j]);
+  }
+  return TPX_OK;
+}
+
 /* True when boxes[j] (j < n) each hold `c` elements and lie one after the
  * other, in order, from the start of a buffer holding `whole`; then a
  * collective can use that buffer directly. */
@@ -134,19 +148,12 @@ static tpx_status step_gather(const rd *r, int m, const tpx_placement *cur,
                               const tpx_placement *nxt, const void *in,
                               void *out) {
   group g;
-  tpx_status st = group_get(r, m, &g);
-  tpx_slice *boxes =
-      st == TPX_OK ? malloc((size_t)g.size * sizeof *boxes) : NULL;
-  tpx_slice after, mine;
+  tpx_slice *boxes = NULL, after, mine;
   void *sendbuf = NULL, *recvbuf = NULL;
-  if (st == TPX_OK && !boxes)
-    st = tpx_error_set(r->err, TPX_NO_MEMORY, "redistribute: boxes");
   size_t c = 0;
-  for (int j = 0; st == TPX_OK && j < g.size; j++) {
-    st = slice_of(r, cur, g.ranks[j], &boxes[j]);
-    if (st == TPX_OK && numel(&boxes[j]) > c)
-      c = numel(&boxes[j]);
-  }
+  tpx_status st = group_get(r, m, &g);
+  if (st == TPX_OK)
+    st = group_boxes(r, &g, cur, &boxes, &c);
   if (st == TPX_OK)
     st = slice_of(r, nxt, r->me, &after);
   if (st == TPX_OK)
@@ -234,22 +241,15 @@ static tpx_status step_reduce_scatter(const rd *r, int m,
                                       const tpx_placement *nxt, const void *in,
                                       void *out) {
   group g;
-  tpx_status st = group_get(r, m, &g);
-  tpx_slice *boxes =
-      st == TPX_OK ? malloc((size_t)g.size * sizeof *boxes) : NULL;
-  tpx_slice whole;
+  tpx_slice *boxes = NULL, whole;
   void *sendbuf = NULL;
   tpx_reduce_op op = cur[m].op;
-  if (st == TPX_OK && !boxes)
-    st = tpx_error_set(r->err, TPX_NO_MEMORY, "redistribute: boxes");
+  size_t c = 0;
+  tpx_status st = group_get(r, m, &g);
   if (st == TPX_OK)
     st = slice_of(r, cur, r->me, &whole);
-  size_t c = 0;
-  for (int j = 0; st == TPX_OK && j < g.size; j++) {
-    st = slice_of(r, nxt, g.ranks[j], &boxes[j]);
-    if (st == TPX_OK && numel(&boxes[j]) > c)
-      c = numel(&boxes[j]);
-  }
+  if (st == TPX_OK)
+    st = group_boxes(r, &g, nxt, &boxes, &c);
   if (st == TPX_OK && in_order(boxes, g.size, c, &whole)) {
     st = tpx_comm_reduce_scatter(g.comm, in, out, c, r->dtype, op, r->err);
   } else if (st == TPX_OK) {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "plugin/plugin_internal.h"
+#include "plugin/plugin_view.h"
 #include "tpx/harness.h"
 
 /* The defined, default-visibility dynamic symbols of the ELF file at `path`

@@ -51,6 +51,24 @@ static inline size_t tpx__mv_name_off(const tpx_model *model, int64_t m) {
   return parent > 0 ? (size_t)model->modules[parent].fqn_len + 1 : 0;
 }
 
+/* Module m's parameters in index order (the model links them newest
+ * first): their count; written to buf only when it is at most cap, so a
+ * caller may ask with cap 0 first and again with room. */
+static inline size_t tpx__mv_module_params(const tpx_model *model, int64_t m,
+                                           int64_t *buf, size_t cap) {
+  size_t n = 0;
+  for (int64_t p = model->modules[m].first_param; p >= 0;
+       p = model->params[p].next_param)
+    n++;
+  if (n > cap)
+    return n;
+  size_t i = n;
+  for (int64_t p = model->modules[m].first_param; p >= 0;
+       p = model->params[p].next_param)
+    buf[--i] = p;
+  return n;
+}
+
 /* tpx_model_param without the call and its checks. */
 static inline void tpx__mv_param_info(const tpx_model *model, int64_t p,
                                       tpx_param_info *out) {

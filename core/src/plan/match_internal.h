@@ -1,6 +1,7 @@
 /* plan/match_internal.h — the match result's layout, shared by matching
- * (match.c) and the replicated-by-omission producer (omission.c), and the
- * omission entry points the sharding's application calls. Internal. */
+ * (match.c) and the replicated-by-omission producer (omission.c).
+ * Internal to core/src/plan/; the sharding's application sees only
+ * plan/omission_view.h. */
 #ifndef TPX_PLAN_MATCH_INTERNAL_H
 #define TPX_PLAN_MATCH_INTERNAL_H
 
@@ -9,6 +10,7 @@
 
 #include "tpx/match.h"
 #include "tpx/placement.h"
+#include "plan/omission_view.h"
 
 /* Generalized parameter names (layer indices as '*') that a
  * replicated-by-omission warning already names. */
@@ -37,26 +39,5 @@ tpx_status tpx__omission_by_sibling(tpx_match *m, const tpx_plan *plan,
 int tpx__match_omitted(const tpx_match *m, const char *general);
 
 void tpx__name_set_destroy(tpx__name_set *s);
-
-/* replicated-by-omission, the placement rule (after the styles are
- * applied): a parameter no style places, while a parameter of the same
- * local name and shape is sharded on tp in a sibling module of the same
- * parent or at the same place in another layer. Names matching already
- * warned about are skipped, so each parameter is named once. */
-typedef struct tpx__omission_in {
-  const tpx_model *model;
-  const tpx_match *match;
-  size_t num_params;
-  const int64_t *param_styled;   /* < 0: no style places the parameter */
-  const int64_t *param_entry;    /* the key that places it */
-  const char *const *entry_keys; /* [num_entries] */
-  size_t num_entries;
-  const tpx_placement *tp_placement; /* [num_params * stride] */
-  size_t stride;
-  uint64_t *compare; /* [num_params] nonzero: compared; used as scratch */
-} tpx__omission_in;
-
-tpx_status tpx__omission_by_placement(const tpx__omission_in *in,
-                                      tpx_diag_list *diags, tpx_error *err);
 
 #endif /* TPX_PLAN_MATCH_INTERNAL_H */

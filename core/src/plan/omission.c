@@ -157,21 +157,15 @@ static uint8_t *covered_modules(const tpx_match *m, const tpx_model *model) {
  * memory. */
 static size_t module_params(const tpx_model *model, int64_t mod, int64_t **buf,
                             size_t *cap) {
-  size_t n = 0;
-  for (int64_t q = tpx__mv_module(model, mod)->first_param; q >= 0;
-       q = tpx__mv_param(model, q)->next_param)
-    n++;
+  size_t n = tpx__mv_module_params(model, mod, *buf, *cap);
   if (n > *cap) {
     int64_t *b = realloc(*buf, n * sizeof *b);
     if (!b)
       return SIZE_MAX;
     *buf = b;
     *cap = n;
+    tpx__mv_module_params(model, mod, b, n);
   }
-  size_t i = n;
-  for (int64_t q = tpx__mv_module(model, mod)->first_param; q >= 0;
-       q = tpx__mv_param(model, q)->next_param)
-    (*buf)[--i] = q;
   return n;
 }
 

@@ -71,7 +71,7 @@ tpx_style_family tpx__style_family_of(tpx_style_kind kind) {
   return tpx_style_kind_traits(kind).family;
 }
 
-static tpx_layout_list one_layout(tpx_placement p) {
+tpx_layout_list tpx__layout_one(tpx_placement p) {
   tpx_layout_list l;
   memset(&l, 0, sizeof l);
   l.count = 1;
@@ -96,13 +96,13 @@ tpx_style tpx_style_default(tpx_style_kind kind) {
   s.desired_output_layouts = no_layouts();
   switch (tpx__style_family_of(kind)) {
   case TPX_STYLE_FAMILY_COLWISE:
-    s.input_layouts = one_layout(tpx_placement_replicate());
-    s.output_layouts = one_layout(tpx_placement_shard(-1));
+    s.input_layouts = tpx__layout_one(tpx_placement_replicate());
+    s.output_layouts = tpx__layout_one(tpx_placement_shard(-1));
     s.use_local_output = 1;
     break;
   case TPX_STYLE_FAMILY_ROWWISE:
-    s.input_layouts = one_layout(tpx_placement_shard(-1));
-    s.output_layouts = one_layout(tpx_placement_replicate());
+    s.input_layouts = tpx__layout_one(tpx_placement_shard(-1));
+    s.output_layouts = tpx__layout_one(tpx_placement_replicate());
     s.use_local_output = 1;
     break;
   case TPX_STYLE_FAMILY_SEQUENCE:

@@ -4,6 +4,7 @@
 #ifndef TPX_PLAN_STYLE_INTERNAL_H
 #define TPX_PLAN_STYLE_INTERNAL_H
 
+#include "plan/style_view.h"
 #include "tpx/plan.h"
 
 /* The family column of the style list (tpx_style_kind_traits). */

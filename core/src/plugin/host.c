@@ -16,7 +16,7 @@
 #include <jansson.h>
 
 #include "base/grow.h"
-#include "base/log_internal.h"
+#include "base/log_view.h"
 #include "model/config.h"
 #include "plugin/plugin_internal.h"
 #include "tpx/dtype.h"

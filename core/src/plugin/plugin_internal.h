@@ -1,6 +1,7 @@
-/* plugin/plugin_internal.h — private types shared by the plugin area: one
- * loaded plugin, the registry object, and the per-call context handed to
- * plugin entry points (tpx_plugin_ctx).
+/* plugin/plugin_internal.h — private types shared by the plugin area: the
+ * registry object, the per-call context handed to plugin entry points
+ * (tpx_plugin_ctx) and the isolation protocol, on top of what other areas
+ * see (plugin/plugin_view.h).
  *
  * Not the public API (tpx/registry.h) and not the ABI (tpx/plugin.h). */
 #ifndef TPX_PLUGIN_INTERNAL_H
@@ -16,41 +17,13 @@
 #include "tpx/plan.h"
 #include "tpx/plugin.h"
 #include "tpx/registry.h"
+#include "plugin/plugin_view.h"
 
 /* Caps on what a plugin may hand over; beyond them the value is refused, so
  * a missing NUL terminator or list terminator cannot make the host walk off
  * into unrelated memory for long. */
 #define TPX__PLUGIN_MAX_STRING 4096
 #define TPX__PLUGIN_MAX_LIST 1024
-
-/* One plugin that registered successfully. Every string is a host copy. */
-typedef struct tpx__plugin {
-  char *path;      /* as found on the search path */
-  char *real_path; /* realpath(), to load each file once */
-  void *handle;    /* dlopen handle */
-  char *name, *version, *description;
-  uint32_t abi_version;
-  char **archs;
-  size_t num_archs;
-  char **plan_names;
-  size_t num_plan_names;
-  char **traits; /* tpx_plugin_info.traits: "key=value" */
-  size_t num_traits;
-  tpx_plugin_register_fn reg_fn;
-  tpx_plugin_get_plan_fn get_plan_fn;
-  tpx_plugin_skeleton_fn skeleton_fn;
-  tpx_plugin_validate_fn validate_fn;
-  tpx_plugin_fsdp_units_fn fsdp_fn;
-  tpx_plugin_fp32_params_fn fp32_fn;
-  tpx_plugin_strategy_fn strategy_fn;
-  /* tpx_registry_set_isolation, copied here by the registry so the calls
-   * below need no registry: run each call in a forked child. */
-  int isolate;
-  double isolate_timeout; /* seconds */
-  /* tpx_registry_set_child_limits: what an isolated child may use. */
-  unsigned long long child_memory; /* bytes of address space, 0: none */
-  double child_cpu;                /* seconds of CPU, 0: none */
-} tpx__plugin;
 
 typedef struct tpx__refusal {
   char *path;
@@ -70,28 +43,6 @@ struct tpx_registry {
   unsigned long long child_memory; /* tpx_registry_set_child_limits */
   double child_cpu;
 };
-
-/* What a call into the plugin is allowed to do. */
-typedef enum tpx__plugin_op {
-  TPX__OP_GET_PLAN = 1,
-  TPX__OP_SKELETON = 2,
-  TPX__OP_VALIDATE = 3,
-  TPX__OP_FSDP_UNITS = 4,
-  TPX__OP_FP32 = 5,
-  TPX__OP_STRATEGY = 6, /* strings are "key=value" */
-} tpx__plugin_op;
-
-/* A growable list of owned strings (+ one int each, for FSDP units). */
-typedef struct tpx__strvec {
-  char **items;
-  int *ints;
-  size_t count, cap;
-} tpx__strvec;
-
-int tpx__strvec_push(tpx__strvec *v, const char *s, int value);
-/* The entry point symbol an op calls ("get_plan", "tpx_plugin_strategy"). */
-const char *tpx__plugin_op_symbol(tpx__plugin_op op);
-void tpx__strvec_free(tpx__strvec *v);
 
 #define TPX__CTX_MAGIC 0x74707863u /* "tpxc" */
 
@@ -115,89 +66,22 @@ struct tpx_plugin_ctx {
   int has_invalid;
 };
 
-/* The host table handed to every plugin (constant, one per process). */
-const tpx_plugin_host *tpx__plugin_host_table(void);
-/* The same table with another ABI range; the harness uses it to test
- * negotiation. *out is filled, nothing allocated. */
-void tpx__plugin_host_table_with_range(uint32_t abi_min, uint32_t abi_max,
-                                       tpx_plugin_host *out);
-
 void tpx__ctx_init(tpx_plugin_ctx *ctx, tpx__plugin_op op,
                    const tpx__plugin *plugin, const tpx_model *model);
 void tpx__ctx_release(tpx_plugin_ctx *ctx);
 
-/* quiet.c: bracket every in-process run of plugin code; fd 1 points at the
- * sink (default: stderr) in between. Nestable, thread-safe. */
-void tpx__quiet_begin(void);
-void tpx__quiet_end(void);
-/* Where diverted output goes (the harness counts it); -1: stderr. */
-void tpx__quiet_sink(int fd);
-
 /* Text of a plugin status code ("TPX_PLUGIN_REFUSED"); static. */
 const char *tpx__plugin_status_name(int status);
 
-/* Open `path`, resolve symbols, negotiate with the host range, validate the
- * registration. On success *out is a new plugin; on failure the reason (path
- * not included) is written to `reason` and the status returned. */
-tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
-                            tpx__plugin **out, char *reason,
-                            size_t reason_size);
-void tpx__plugin_free(tpx__plugin *p);
 /* host.c: while `buf` is set (the loader, around one register call), the
  * first warning or error a plugin logs without a ctx is copied into it;
  * NULL ends the capture. Thread-local. */
 void tpx__plugin_capture_registration_log(char *buf, size_t size);
 
-/* One call into a plugin: what to ask (op and its arguments) and, after a
- * successful call, what came back. Fill the request half (designated
- * initialisers), call tpx__plugin_call, take the results, then
- * tpx__call_release. */
-typedef struct tpx__call {
-  tpx__plugin_op op;
-  const tpx_model *model; /* config and module tree the plugin reads */
-  const char *arch;       /* the registered string the call is for */
-  const char *plan_name;  /* GET_PLAN, VALIDATE: a named plan or NULL */
-  int sp;                 /* GET_PLAN, VALIDATE: sequence parallel */
-  int64_t tp;             /* GET_PLAN, VALIDATE: the TP size */
-  tpx_diag_list *diags;   /* VALIDATE: where the diagnostics go (or NULL) */
-  /* Results, owned by the call until taken (set the field to NULL). */
-  tpx_plan *plan;      /* GET_PLAN */
-  char *function;      /* GET_PLAN: plan_set_function, or NULL */
-  int refused;         /* the plugin declined (TPX_PLUGIN_REFUSED) */
-  tpx_model *skeleton; /* SKELETON: a scratch model, not merged */
-  tpx__strvec strings; /* FSDP_UNITS / FP32 / STRATEGY */
-} tpx__call;
-
-/* Make the call: in-process, or in a forked child (isolate.c's protocol
- * over child.c's runner) when the plugin's registry asked for isolation.
- * A failure names the plugin, its path and its words (or the crash, exit
- * or timeout of the child). TPX_NOT_FOUND when the plugin lacks the op's
- * optional capability. */
-tpx_status tpx__plugin_call(const tpx__plugin *p, tpx__call *c, tpx_error *err);
-/* The same, always in-process (what an isolated child runs). */
+/* tpx__plugin_call (plugin_view.h), always in-process (what an isolated
+ * child runs). */
 tpx_status tpx__plugin_call_direct(const tpx__plugin *p, tpx__call *c,
                                    tpx_error *err);
-/* Free the results still held by `c` (host.c, beside the ctx). */
-void tpx__call_release(tpx__call *c);
-
-/* Build the plugin's skeleton for `model` and merge it in; the model is
- * untouched when the plugin fails halfway. */
-tpx_status tpx__plugin_skeleton(const tpx__plugin *p, tpx_model *model,
-                                const char *architecture, tpx_error *err);
-
-/* Shorthands over tpx__plugin_call for selection (select.c). */
-tpx_status tpx__plugin_get_plan(const tpx__plugin *p, const tpx_model *model,
-                                const char *architecture, const char *plan_name,
-                                int sequence_parallel, int64_t tp_size,
-                                tpx_plan **out, char **function_out,
-                                int *refused, tpx_error *err);
-tpx_status tpx__plugin_validate(const tpx__plugin *p, const tpx_model *model,
-                                const char *architecture, const char *plan_name,
-                                int sequence_parallel, int64_t tp_size,
-                                tpx_diag_list *diags, tpx_error *err);
-tpx_status tpx__plugin_strings(const tpx__plugin *p, tpx__plugin_op op,
-                               const tpx_model *model, const char *architecture,
-                               tpx__strvec *out, tpx_error *err);
 
 /* isolate.c — the protocol of an isolated call, nothing else. The child
  * writes the call's status, message and results to `fd` as one JSON
@@ -209,16 +93,5 @@ void tpx__isolate_send(int fd, const tpx__call *c, tpx_status status,
 tpx_status tpx__isolate_receive(const tpx__plugin *p, tpx__call *c,
                                 const struct tpx__child_result *res,
                                 tpx_error *err);
-
-/* Registry internals used by selection and the harness. Index of the plugin
- * serving `arch` (exact match with any registered string first, then
- * matching the last component of qualified names), and the registered
- * string that matched (borrowed). -1 if none. */
-int64_t tpx__registry_find_arch(const tpx_registry *reg, const char *arch,
-                                const char **matched);
-/* Index of the first plugin listing `plan_name` in its plan_names, or -1. */
-int64_t tpx__registry_find_plan_name(const tpx_registry *reg,
-                                     const char *plan_name);
-const tpx__plugin *tpx__registry_at(const tpx_registry *reg, size_t index);
 
 #endif /* TPX_PLUGIN_INTERNAL_H */

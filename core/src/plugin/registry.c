@@ -18,7 +18,7 @@
 
 #include "base/grow.h"
 #include "base/fqn.h"
-#include "base/log_internal.h"
+#include "base/log_view.h"
 #include "plugin/child.h"
 #include "plugin/plugin_internal.h"
 #include "tpx_config.h"

@@ -7,15 +7,8 @@
  * Not the HF plan (hf_plan.c) and not selection (select.c). */
 #include <string.h>
 
+#include "plan/style_view.h"
 #include "select/select_internal.h"
-
-static tpx_layout_list one(tpx_placement p) {
-  tpx_layout_list l;
-  memset(&l, 0, sizeof l);
-  l.count = 1;
-  l.items[0] = p;
-  return l;
-}
 
 static tpx_style col(void) { return tpx_style_default(TPX_STYLE_COLWISE); }
 static tpx_style row(void) { return tpx_style_default(TPX_STYLE_ROWWISE); }
@@ -30,9 +23,9 @@ tpx_status tpx__default_base_plan(int sequence_parallel, tpx_plan **out,
   const tpx_placement R = tpx_placement_replicate();
 
   tpx_style embed = tpx_style_default(TPX_STYLE_VOCAB_PARALLEL_EMBEDDING);
-  embed.input_layouts = one(R);
+  embed.input_layouts = tpx__layout_one(R);
   tpx_style head = col();
-  head.output_layouts = one(R);
+  head.output_layouts = tpx__layout_one(R);
 
   /* sp0, in upstream insertion order. */
   /* The fused qkv_proj / gate_up_proj keys exist only in some variants
@@ -61,13 +54,13 @@ tpx_status tpx__default_base_plan(int sequence_parallel, tpx_plan **out,
 
   if (s == TPX_OK && sequence_parallel) {
     tpx_style sp_embed = embed;
-    sp_embed.output_layouts = one(tpx_placement_shard(1));
+    sp_embed.output_layouts = tpx__layout_one(tpx_placement_shard(1));
     sp_embed.use_local_output = 0;
     tpx_style sp_row = row();
-    sp_row.output_layouts = one(tpx_placement_shard(1));
+    sp_row.output_layouts = tpx__layout_one(tpx_placement_shard(1));
     sp_row.use_local_output = 0;
     tpx_style sp_head = head;
-    sp_head.input_layouts = one(tpx_placement_shard(1));
+    sp_head.input_layouts = tpx__layout_one(tpx_placement_shard(1));
     tpx_style sp = tpx_style_default(TPX_STYLE_SEQUENCE_PARALLEL);
     struct {
       const char *key;

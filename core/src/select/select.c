@@ -164,6 +164,23 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
   return TPX_OK;
 }
 
+/* A capability call `what` that failed with status `s` (the plugin's words
+ * in cerr): out of memory stops the selection; anything else becomes a
+ * plugin-failed warning and TPX_OK. */
+static tpx_status plugin_failed(tpx_selection *sel, tpx_diag_list *diags,
+                                const tpx__plugin *p, const char *what,
+                                tpx_status s, const tpx_error *cerr,
+                                tpx_error *err) {
+  if (s == TPX_NO_MEMORY)
+    return tpx_error_set(err, s, "%s", cerr->message);
+  if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name, NULL,
+                   "%s", cerr->message) != TPX_OK)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  tpx__sel_trace(sel, "plugin '%s': %s failed: %s", p->name, what,
+                 cerr->message);
+  return TPX_OK;
+}
+
 /* The plugin's capabilities, collected onto the selection. Failures are
  * warnings: the plan is still good. */
 static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
@@ -176,14 +193,10 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
     size_t before = tpx_diag_count(diags);
     s = tpx__plugin_validate(p, model, arch, o->plan_name, o->sequence_parallel,
                              o->tp_size, diags, &cerr);
-    if (s == TPX_NO_MEMORY)
-      return tpx_error_set(err, s, "%s", cerr.message);
     if (s != TPX_OK) {
-      if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name, NULL,
-                       "%s", cerr.message) != TPX_OK)
-        return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-      tpx__sel_trace(sel, "plugin '%s': validate failed: %s", p->name,
-                     cerr.message);
+      s = plugin_failed(sel, diags, p, "validate", s, &cerr, err);
+      if (s != TPX_OK)
+        return s;
     } else {
       tpx__sel_trace(sel, "plugin '%s': validate ran (%zu diagnostics)",
                      p->name, tpx_diag_count(diags) - before);
@@ -202,14 +215,10 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
     tpx__strvec v;
     tpx_error_clear(&cerr);
     s = tpx__plugin_strings(p, ops[k], model, arch, &v, &cerr);
-    if (s == TPX_NO_MEMORY)
-      return tpx_error_set(err, s, "%s", cerr.message);
     if (s != TPX_OK) {
-      if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name, NULL,
-                       "%s", cerr.message) != TPX_OK)
-        return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-      tpx__sel_trace(sel, "plugin '%s': %s failed: %s", p->name, what[k],
-                     cerr.message);
+      s = plugin_failed(sel, diags, p, what[k], s, &cerr, err);
+      if (s != TPX_OK)
+        return s;
       continue;
     }
     tpx__strvec_free(dst[k]);

@@ -2,8 +2,8 @@
  * files of core/src/select: the bundled Hugging Face tp plans, the default
  * base plan, and the HF-plan step.
  *
- * Not the public API (tpx/select.h) and not the plugin registry's internals
- * (plugin/plugin_internal.h). */
+ * Not the public API (tpx/select.h); of the plugin area it sees only
+ * plugin/plugin_view.h. */
 #ifndef TPX_SELECT_INTERNAL_H
 #define TPX_SELECT_INTERNAL_H
 
@@ -14,7 +14,7 @@
 #include "tpx/model.h"
 #include "tpx/plan.h"
 #include "tpx/select.h"
-#include "plugin/plugin_internal.h"
+#include "plugin/plugin_view.h"
 
 /* The bundled Hugging Face base_model_tp_plan tables: the JSON text of
  * core/src/select/hf_tp_plans/<ConfigClass>.json, embedded at build time

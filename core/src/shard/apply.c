@@ -13,7 +13,7 @@
 
 #include "base/grow.h"
 #include "model/model_view.h"
-#include "plan/match_internal.h"
+#include "plan/omission_view.h"
 #include "shard/shard_internal.h"
 #include "tpx/match.h"
 

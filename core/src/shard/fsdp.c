@@ -412,17 +412,18 @@ tpx_status tpx_sharding_fsdp_unit(const tpx_sharding *sh, size_t index,
                          "tpx_sharding_fsdp_unit: unit %zu outside 0..%zu",
                          index, sh->num_units);
   const tpx__fsdp_unit_rec *r = &sh->units[index];
-  memset(out, 0, sizeof *out);
-  out->module = r->module;
-  out->fqn = tpx_model_module_fqn(sh->model, r->module);
-  out->is_root = r->module == 0;
-  out->group = r->group;
-  out->reshard_after_forward = r->reshard;
-  out->num_params = r->num_params;
-  out->num_fwd_prefetch = r->num_fwd;
-  out->fwd_prefetch = r->fwd;
-  out->num_bwd_prefetch = r->num_bwd;
-  out->bwd_prefetch = r->bwd;
+  *out = (tpx_fsdp_unit){
+      .module = r->module,
+      .fqn = tpx_model_module_fqn(sh->model, r->module),
+      .is_root = r->module == 0,
+      .group = r->group,
+      .reshard_after_forward = r->reshard,
+      .num_params = r->num_params,
+      .num_fwd_prefetch = r->num_fwd,
+      .fwd_prefetch = r->fwd,
+      .num_bwd_prefetch = r->num_bwd,
+      .bwd_prefetch = r->bwd,
+  };
   return TPX_OK;
 }
 

@@ -69,6 +69,40 @@ tpx_status tpx__tp_check_shape(const tpx_tensor *t, const int64_t *shape,
                        ctx, what, have, want);
 }
 
+tpx_status tpx__tp_check_shape_args(const char *what, const tpx_sharding *sh,
+                                    const int64_t *out_local,
+                                    const int64_t *shape, int ndim,
+                                    tpx_error *err) {
+  if (!sh || !out_local || (!shape && ndim > 0))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: NULL argument", what);
+  if (ndim < 0 || ndim > TPX_MAX_TENSOR_DIMS)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE, "%s: ndim %d outside 0..%d",
+                         what, ndim, TPX_MAX_TENSOR_DIMS);
+  return TPX_OK;
+}
+
+tpx_status tpx__tp_module_in_range(const char *what, const tpx_sharding *sh,
+                                   int64_t module, tpx_error *err) {
+  if (module < 0 || (size_t)module >= tpx__sv_num_modules(sh))
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "%s: module index %lld outside 0..%zu", what,
+                         (long long)module, tpx__sv_num_modules(sh) - 1);
+  return TPX_OK;
+}
+
+tpx_status tpx__tp_module_styled(const char *what, const tpx_sharding *sh,
+                                 int64_t module, const char **name,
+                                 int64_t *entry, tpx_error *err) {
+  *name = tpx__tp_module_name(sh, module);
+  *entry = tpx__sv_module_entry(sh, module);
+  if (*entry < 0)
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "%s: module '%s' has no parallel style (no plan "
+                         "entry applies to it)",
+                         what, *name);
+  return TPX_OK;
+}
+
 const char *tpx__tp_module_name(const tpx_sharding *sh, int64_t module) {
   const char *n = tpx_model_module_fqn(tpx_sharding_model(sh), module);
   return !n ? "(unknown)" : n[0] ? n : "(root)";

@@ -7,14 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/try.h"
 #include "tpx/runtime_tp.h"
-
-#define TPX__TRY(x)                                                            \
-  do {                                                                         \
-    tpx_status st_ = (x);                                                      \
-    if (st_ != TPX_OK)                                                         \
-      return st_;                                                              \
-  } while (0)
 
 /* ---- tp_common.c ---- */
 
@@ -42,6 +36,23 @@ tpx_comm *tpx__tp_comm(const tpx_sharding *sh, tpx_mesh_comm *mc);
 tpx_status tpx__tp_check_shape(const tpx_tensor *t, const int64_t *shape,
                                int ndim, const char *what, const char *ctx,
                                tpx_error *err);
+
+/* The argument checks the *_transition_shape calls share (`what` names
+ * the call): sh and out_local set, shape set unless ndim is 0, ndim in
+ * 0..TPX_MAX_TENSOR_DIMS. */
+tpx_status tpx__tp_check_shape_args(const char *what, const tpx_sharding *sh,
+                                    const int64_t *out_local,
+                                    const int64_t *shape, int ndim,
+                                    tpx_error *err);
+
+/* Module `module` is in range (else TPX_OUT_OF_RANGE); then, for
+ * tpx__tp_module_styled, its plan entry (>= 0, else TPX_NOT_FOUND: no
+ * parallel style) and its name for messages. `what` prefixes messages. */
+tpx_status tpx__tp_module_in_range(const char *what, const tpx_sharding *sh,
+                                   int64_t module, tpx_error *err);
+tpx_status tpx__tp_module_styled(const char *what, const tpx_sharding *sh,
+                                 int64_t module, const char **name,
+                                 int64_t *entry, tpx_error *err);
 
 /* FQN of a module for messages ("(root)" for ""). */
 const char *tpx__tp_module_name(const tpx_sharding *sh, int64_t module);

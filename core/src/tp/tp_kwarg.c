@@ -21,18 +21,11 @@ static tpx_status kwarg_tr(const tpx_sharding *sh, int64_t module,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tp kwarg transition: %s is NULL",
                          !sh ? "sharding" : "keyword name");
-  if (module < 0 || (size_t)module >= tpx__sv_num_modules(sh))
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tp kwarg transition: module index %lld outside "
-                         "0..%zu",
-                         (long long)module, tpx__sv_num_modules(sh) - 1);
-  const char *name = tpx__tp_module_name(sh, module);
-  int64_t e = tpx__sv_module_entry(sh, module);
-  if (e < 0)
-    return tpx_error_set(err, TPX_NOT_FOUND,
-                         "tp kwarg transition: module '%s' has no parallel "
-                         "style (no plan entry applies to it)",
-                         name);
+  const char *name;
+  int64_t e;
+  TPX__TRY(tpx__tp_module_in_range("tp kwarg transition", sh, module, err));
+  TPX__TRY(
+      tpx__tp_module_styled("tp kwarg transition", sh, module, &name, &e, err));
   const tpx_style *s = tpx__sv_entry_style(sh, e);
   if (s->kind != TPX_STYLE_PREPARE_MODULE_INPUT) {
     const char *k = tpx_style_kind_name(s->kind);
@@ -97,14 +90,8 @@ tpx_status tpx_tp_kwarg_transition_shape(const tpx_sharding *sh, int64_t module,
                                          int64_t rank, const int64_t *shape,
                                          int ndim, int64_t *in_local,
                                          int64_t *out_local, tpx_error *err) {
-  if (!sh || !out_local || (!shape && ndim > 0))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_tp_kwarg_transition_shape: NULL argument");
-  if (ndim < 0 || ndim > TPX_MAX_TENSOR_DIMS)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tpx_tp_kwarg_transition_shape: ndim %d outside "
-                         "0..%d",
-                         ndim, TPX_MAX_TENSOR_DIMS);
+  TPX__TRY(tpx__tp_check_shape_args("tpx_tp_kwarg_transition_shape", sh,
+                                    out_local, shape, ndim, err));
   tpx_placement in, out;
   int copy;
   TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, ndim, &in, &out,

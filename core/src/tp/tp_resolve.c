@@ -35,21 +35,15 @@ tpx_status tpx_tp_transition_get(const tpx_sharding *sh, int64_t module,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_transition_get: NULL argument");
   *out = NULL;
-  if (module < 0 || (size_t)module >= tpx__sv_num_modules(sh))
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tp transition: module index %lld outside 0..%zu",
-                         (long long)module, tpx__sv_num_modules(sh) - 1);
+  TPX__TRY(tpx__tp_module_in_range("tp transition", sh, module, err));
   if (side != TPX_TRANSITION_INPUT && side != TPX_TRANSITION_OUTPUT)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tp transition: side %d is neither input nor output",
                          (int)side);
-  const char *name = tpx__tp_module_name(sh, module);
-  int64_t entry = tpx__sv_module_entry(sh, module);
-  if (entry < 0)
-    return tpx_error_set(err, TPX_NOT_FOUND,
-                         "tp transition: module '%s' has no parallel style "
-                         "(no plan entry applies to it)",
-                         name);
+  const char *name;
+  int64_t entry;
+  TPX__TRY(
+      tpx__tp_module_styled("tp transition", sh, module, &name, &entry, err));
   if (!tpx__sv_tp_applied(sh))
     return TPX_OK; /* tp == 1: no hooks */
   const tpx_transition *tr;

@@ -157,13 +157,8 @@ tpx_status tpx_tp_transition_shape_dt(const tpx_sharding *sh, int64_t module,
                                       int64_t rank, const int64_t *shape,
                                       int ndim, int64_t *in_local,
                                       int64_t *out_local, tpx_error *err) {
-  if (!sh || !out_local || (!shape && ndim > 0))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_tp_transition_shape: NULL argument");
-  if (ndim < 0 || ndim > TPX_MAX_TENSOR_DIMS)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tpx_tp_transition_shape: ndim %d outside 0..%d", ndim,
-                         TPX_MAX_TENSOR_DIMS);
+  TPX__TRY(tpx__tp_check_shape_args("tpx_tp_transition_shape", sh, out_local,
+                                    shape, ndim, err));
   if (rank < 0 || rank >= tpx__sv_world(sh))
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "tpx_tp_transition_shape: rank %lld outside 0..%lld",

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/log_internal.h"
+#include "base/log_view.h"
 #include "base_test.h"
 
 typedef struct capture {

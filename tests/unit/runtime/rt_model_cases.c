@@ -10,45 +10,28 @@
 
 #include "rt_util.h"
 
-tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
-  rt_arg *a = arg;
-  blk b = {a->sh, NULL, tpx_comm_rank(world), err, 1};
-  tpx_status st =
-      tpx_mesh_comm_create(world, tpx_sharding_mesh(a->sh), &b.mc, err);
-  if (st != TPX_OK)
-    return st;
-  const tpx_sharding *sh = a->sh;
-  int64_t m_norm =
-      rtu_find_module(sh, "model.layers.0.post_attention_layernorm");
-  int64_t m_up = rtu_find_module(sh, "model.layers.0.mlp.up_proj");
-  int64_t m_down = rtu_find_module(sh, "model.layers.0.mlp.down_proj");
-  tpx_slice s_w1, s_w2, s_g;
-  int64_t g_w1[2], g_w2[2], g_g[1];
-  rtu_param_box(&b, "model.layers.0.mlp.up_proj.weight", &s_w1, g_w1);
-  rtu_param_box(&b, "model.layers.0.mlp.down_proj.weight", &s_w2, g_w2);
-  int64_t p_g = rtu_param_box(
-      &b, "model.layers.0.post_attention_layernorm.weight", &s_g, g_g);
-  if (!b.ok || m_norm < 0 || m_up < 0 || m_down < 0) {
-    tpx_mesh_comm_destroy(b.mc);
-    return rtu_failed(err, "block: model lacks the layer-0 MLP modules");
-  }
-  const int64_t B = 2, T = a->T, H = g_w1[1], I = g_w1[0];
-  const int64_t BT = B * T;
-  /* ---- reference, full, double ---- */
-  double *x = malloc((size_t)(BT * H) * sizeof *x);
-  double *R = malloc((size_t)(BT * H) * sizeof *R);
-  double *W1 = malloc((size_t)(I * H) * sizeof *W1);
-  double *W2 = malloc((size_t)(H * I) * sizeof *W2);
-  double *g = malloc((size_t)H * sizeof *g);
-  double *n = calloc((size_t)(BT * H), sizeof *n);
-  double *u = calloc((size_t)(BT * I), sizeof *u);
-  double *y = calloc((size_t)(BT * H), sizeof *y);
-  double *du = calloc((size_t)(BT * I), sizeof *du);
-  double *dn = calloc((size_t)(BT * H), sizeof *dn);
-  double *dx = calloc((size_t)(BT * H), sizeof *dx);
-  double *dW1 = calloc((size_t)(I * H), sizeof *dW1);
-  double *dW2 = calloc((size_t)(H * I), sizeof *dW2);
-  double *dg = calloc((size_t)H, sizeof *dg);
+/* case_mlp_block's reference, full and in double: the inputs (x, the
+ * output gradient R, the weights W1, W2 and the norm weight g), the
+ * activations and every gradient. */
+typedef struct mlp_ref {
+  double *x, *R, *W1, *W2, *g, *n, *u, *y, *du, *dn, *dx, *dW1, *dW2, *dg;
+} mlp_ref;
+
+static void mlp_ref_compute(mlp_ref *r, int64_t BT, int64_t H, int64_t I) {
+  double *x = r->x = malloc((size_t)(BT * H) * sizeof *x);
+  double *R = r->R = malloc((size_t)(BT * H) * sizeof *R);
+  double *W1 = r->W1 = malloc((size_t)(I * H) * sizeof *W1);
+  double *W2 = r->W2 = malloc((size_t)(H * I) * sizeof *W2);
+  double *g = r->g = malloc((size_t)H * sizeof *g);
+  double *n = r->n = calloc((size_t)(BT * H), sizeof *n);
+  double *u = r->u = calloc((size_t)(BT * I), sizeof *u);
+  double *y = r->y = calloc((size_t)(BT * H), sizeof *y);
+  double *du = r->du = calloc((size_t)(BT * I), sizeof *du);
+  double *dn = r->dn = calloc((size_t)(BT * H), sizeof *dn);
+  double *dx = r->dx = calloc((size_t)(BT * H), sizeof *dx);
+  double *dW1 = r->dW1 = calloc((size_t)(I * H), sizeof *dW1);
+  double *dW2 = r->dW2 = calloc((size_t)(H * I), sizeof *dW2);
+  double *dg = r->dg = calloc((size_t)H, sizeof *dg);
   for (int64_t i = 0; i < BT * H; i++)
     x[i] = rtu_rval(i, 1), R[i] = rtu_rval(i, 2);
   for (int64_t i = 0; i < I * H; i++)
@@ -85,6 +68,182 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
         dW1[i * H + h] += du[t * I + i] * n[t * H + h];
       }
   }
+}
+
+static void mlp_ref_free(mlp_ref *r) {
+  free(r->x), free(r->R), free(r->W1), free(r->W2), free(r->g), free(r->n);
+  free(r->u), free(r->y), free(r->du), free(r->dn), free(r->dx);
+  free(r->dW1), free(r->dW2), free(r->dg);
+}
+
+/* case_head_chain's reference, full and in double: token ids and targets
+ * (one ignored), embedding E, lm_head W, norm weight g, the mean loss and
+ * the gradients. */
+typedef struct head_ref {
+  int64_t *ids, *tg;
+  double *E, *W, *g, *dE, *dW, *dg, *z;
+  double loss;
+} head_ref;
+
+static void head_ref_compute(head_ref *r, int64_t BT, int64_t V, int64_t H) {
+  int64_t *ids = r->ids = malloc((size_t)BT * sizeof *ids);
+  int64_t *tg = r->tg = malloc((size_t)BT * sizeof *tg);
+  for (int64_t i = 0; i < BT; i++) {
+    ids[i] = (i * 389 + 3) % V;
+    tg[i] = i == 4 ? -100 : (i * 613 + 11) % V;
+  }
+  double *E = r->E = malloc((size_t)(V * H) * sizeof *E);
+  double *W = r->W = malloc((size_t)(V * H) * sizeof *W);
+  double *g = r->g = malloc((size_t)H * sizeof *g);
+  for (int64_t i = 0; i < V * H; i++)
+    E[i] = (double)(float)rtu_rval(i, 31),
+    W[i] = (double)(float)rtu_rval(i, 32);
+  for (int64_t i = 0; i < H; i++) g[i] = (double)(float)(1.0 + rtu_rval(i, 33));
+  double *dE = r->dE = calloc((size_t)(V * H), sizeof *dE);
+  double *dW = r->dW = calloc((size_t)(V * H), sizeof *dW);
+  double *dg = r->dg = calloc((size_t)H, sizeof *dg);
+  double *z = r->z = malloc((size_t)V * sizeof *z);
+  r->loss = 0;
+  int64_t cnt = 0;
+  for (int64_t t = 0; t < BT; t++) cnt += tg[t] >= 0;
+  for (int64_t t = 0; t < BT; t++) {
+    const double *h = E + ids[t] * H;
+    double mx = -INFINITY, s = 0;
+    for (int64_t v = 0; v < V; v++) {
+      double acc = 0;
+      for (int64_t k = 0; k < H; k++) acc += h[k] * g[k] * W[v * H + k];
+      z[v] = (double)(float)acc;
+      mx = fmax(mx, z[v]);
+    }
+    for (int64_t v = 0; v < V; v++) s += exp(z[v] - mx);
+    if (tg[t] < 0)
+      continue;
+    r->loss += (mx + log(s) - z[tg[t]]) / (double)cnt;
+    for (int64_t v = 0; v < V; v++) {
+      double dz = (exp(z[v] - mx) / s - (v == tg[t])) / (double)cnt;
+      for (int64_t k = 0; k < H; k++) {
+        dW[v * H + k] += dz * h[k] * g[k];
+        double dn = dz * W[v * H + k];
+        dg[k] += dn * h[k];
+        dE[ids[t] * H + k] += dn * g[k];
+      }
+    }
+  }
+}
+
+static void head_ref_free(head_ref *r) {
+  free(r->ids), free(r->tg), free(r->E), free(r->W), free(r->g);
+  free(r->dE), free(r->dW), free(r->dg), free(r->z);
+}
+
+/* The norm's backward (y = x * g per channel) over n elements: dg += dy * x
+ * per channel, dx = dy * g. */
+static void norm_bwd(tpx_error *err, const char *what, const tpx_tensor *dy,
+                     const tpx_tensor *x, const double *g, int64_t H, int64_t n,
+                     tpx_tensor *dg, tpx_tensor *dx) {
+  if (tpx_tensor_numel(dy) != n) {
+    rtu_failed(err, "%s: norm output grad has %lld elements, x has %lld", what,
+               (long long)tpx_tensor_numel(dy), (long long)n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    float d = ((const float *)dy->data)[i];
+    ((float *)dg->data)[i % H] += d * ((const float *)x->data)[i];
+    ((float *)dx->data)[i] = d * (float)g[i % H];
+  }
+}
+
+/* This rank's box `s` of the full double tensor (shape[ndim]), in a new
+ * array (never of size 0). */
+static double *box_of(const double *full, const int64_t *shape, int ndim,
+                      const tpx_slice *s) {
+  int64_t n = tpx_slice_numel(s);
+  double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+  rtu_box_get(full, shape, ndim, s, v);
+  return v;
+}
+
+/* The same box as a new f32 tensor of the box's shape. */
+static tpx_tensor box_tensor(const double *full, const int64_t *shape, int ndim,
+                             const tpx_slice *s) {
+  double *v = box_of(full, shape, ndim, s);
+  tpx_tensor t = rtu_talloc(TPX_DTYPE_F32, ndim, s->length);
+  for (int64_t i = 0; i < tpx_slice_numel(s); i++)
+    ((float *)t.data)[i] = (float)v[i];
+  free(v);
+  return t;
+}
+
+/* A residual sum a + b (both the box sx of the activation shape[3])
+ * against the reference `full`; `what` names it. */
+static void cmp_sum(blk *b, const char *what, const tpx_tensor *x,
+                    const tpx_tensor *y, const double *full,
+                    const int64_t *shape, const tpx_slice *sx) {
+  int64_t n = tpx_slice_numel(sx);
+  if (tpx_tensor_numel(y) != n) {
+    rtu_failed(b->err, "block: %s: %lld elements, the residual has %lld", what,
+               (long long)tpx_tensor_numel(y), (long long)n);
+    return;
+  }
+  double *ref = box_of(full, shape, 3, sx);
+  float *sum = malloc((size_t)(n ? n : 1) * sizeof *sum);
+  for (int64_t i = 0; i < n; i++)
+    sum[i] = ((const float *)x->data)[i] + ((const float *)y->data)[i];
+  rtu_cmp(b, what, sum, ref, n);
+  free(sum);
+  free(ref);
+}
+
+/* All-reduce a replicated parameter's gradient over tp (`what` names the
+ * step in a failure). */
+static void grad_allreduce(blk *b, const char *what, int64_t p,
+                           tpx_tensor *grad) {
+  tpx_error e = {0};
+  rtu_sim sm;
+  RTU_SIM(&sm, b->mc, grad);
+  tpx_status st = tpx_tp_param_grad_allreduce(b->sh, b->mc, p, grad, &e);
+  rtu_sim_end(&sm, b->me);
+  if (st != TPX_OK)
+    rtu_lib_failed(b->err, what, &e);
+}
+
+/* The norm's forward (y = x * g per channel), into a new tensor. */
+static tpx_tensor norm_fwd(const tpx_tensor *x, const double *g, int64_t H) {
+  tpx_tensor y = rtu_talloc(TPX_DTYPE_F32, 3, x->shape);
+  for (int64_t i = 0; i < tpx_tensor_numel(&y); i++)
+    ((float *)y.data)[i] = ((const float *)x->data)[i] * (float)g[i % H];
+  return y;
+}
+
+tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
+  rt_arg *a = arg;
+  blk b = {a->sh, NULL, tpx_comm_rank(world), err, 1};
+  tpx_status st =
+      tpx_mesh_comm_create(world, tpx_sharding_mesh(a->sh), &b.mc, err);
+  if (st != TPX_OK)
+    return st;
+  const tpx_sharding *sh = a->sh;
+  int64_t m_norm =
+      rtu_find_module(sh, "model.layers.0.post_attention_layernorm");
+  int64_t m_up = rtu_find_module(sh, "model.layers.0.mlp.up_proj");
+  int64_t m_down = rtu_find_module(sh, "model.layers.0.mlp.down_proj");
+  tpx_slice s_w1, s_w2, s_g;
+  int64_t g_w1[2], g_w2[2], g_g[1];
+  rtu_param_box(&b, "model.layers.0.mlp.up_proj.weight", &s_w1, g_w1);
+  rtu_param_box(&b, "model.layers.0.mlp.down_proj.weight", &s_w2, g_w2);
+  int64_t p_g = rtu_param_box(
+      &b, "model.layers.0.post_attention_layernorm.weight", &s_g, g_g);
+  if (!b.ok || m_norm < 0 || m_up < 0 || m_down < 0) {
+    tpx_mesh_comm_destroy(b.mc);
+    return rtu_failed(err, "block: model lacks the layer-0 MLP modules");
+  }
+  const int64_t B = 2, T = a->T, H = g_w1[1], I = g_w1[0];
+  const int64_t BT = B * T;
+  /* ---- reference, full, double ---- */
+  mlp_ref rf;
+  mlp_ref_compute(&rf, BT, H, I);
+  const double *x = rf.x, *R = rf.R, *W1 = rf.W1, *W2 = rf.W2, *g = rf.g;
+  const double *y = rf.y, *dx = rf.dx, *dW1 = rf.dW1, *dW2 = rf.dW2;
   /* ---- the TP run ---- */
   int64_t shapeH[3] = {B, T, H}, shapeI[3] = {B, T, I};
   const tpx_transition *ntr = NULL;
@@ -99,17 +258,10 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_slice sx;
   rtu_act_slice(sh, b.me, Lx, shapeH, 3, &sx, &e);
   int64_t nx = tpx_slice_numel(&sx);
-  double *xl = malloc((size_t)nx * sizeof *xl);
-  rtu_box_get(x, shapeH, 3, &sx, xl);
-  tpx_tensor tx = rtu_talloc(TPX_DTYPE_F32, 3, sx.length);
-  float *fx = tx.data;
-  for (int64_t i = 0; i < nx; i++) fx[i] = (float)xl[i];
+  tpx_tensor tx = box_tensor(x, shapeH, 3, &sx);
   /* local params */
   int64_t nl1 = tpx_slice_numel(&s_w1), nl2 = tpx_slice_numel(&s_w2);
-  double *w1l = malloc((size_t)(nl1 ? nl1 : 1) * sizeof *w1l);
-  double *w2l = malloc((size_t)(nl2 ? nl2 : 1) * sizeof *w2l);
-  rtu_box_get(W1, g_w1, 2, &s_w1, w1l);
-  rtu_box_get(W2, g_w2, 2, &s_w2, w2l);
+  double *w1l = box_of(W1, g_w1, 2, &s_w1), *w2l = box_of(W2, g_w2, 2, &s_w2);
   int64_t Il = s_w1.length[0];
   if (s_w2.length[1] != Il || s_w1.length[1] != H || s_w2.length[0] != H)
     rtu_failed(err, "block: unexpected local weight boxes");
@@ -118,9 +270,7 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor nin = tx, nloc, nout, upin, uout, dnin;
   if (norm_styled)
     rtu_xrun(&b, m_norm, TPX_TRANSITION_INPUT, 0, &Lx, shapeH, &tx, &nin);
-  nloc = rtu_talloc(TPX_DTYPE_F32, 3, nin.shape);
-  for (int64_t i = 0; i < tpx_tensor_numel(&nloc); i++)
-    ((float *)nloc.data)[i] = ((float *)nin.data)[i] * (float)g[i % H];
+  nloc = norm_fwd(&nin, g, H);
   tpx_placement n_to;
   int n_dt = 0;
   if (norm_styled) {
@@ -157,22 +307,9 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
     rtu_lin_fwd(din.data, w2l, BT, H, Il, pl.data);
   rtu_xrun(&b, m_down, TPX_TRANSITION_OUTPUT, 0, NULL, shapeH, &pl, &yo);
   /* residual: y = x + out, both in Lx */
-  double *yref = malloc((size_t)nx * sizeof *yref);
-  rtu_box_get(y, shapeH, 3, &sx, yref);
-  if (tpx_tensor_numel(&yo) != nx) {
-    rtu_failed(err, "block: down_proj output has %lld elements, x has %lld",
-               (long long)tpx_tensor_numel(&yo), (long long)nx);
-  } else {
-    float *yy = malloc((size_t)(nx ? nx : 1) * sizeof *yy);
-    for (int64_t i = 0; i < nx; i++) yy[i] = fx[i] + ((float *)yo.data)[i];
-    rtu_cmp(&b, "y", yy, yref, nx);
-    free(yy);
-  }
+  cmp_sum(&b, "y", &tx, &yo, y, shapeH, &sx);
   /* ---- backward ---- */
-  tpx_tensor tdy = rtu_talloc(TPX_DTYPE_F32, 3, sx.length);
-  double *dyl = malloc((size_t)nx * sizeof *dyl);
-  rtu_box_get(R, shapeH, 3, &sx, dyl);
-  for (int64_t i = 0; i < nx; i++) ((float *)tdy.data)[i] = (float)dyl[i];
+  tpx_tensor tdy = box_tensor(R, shapeH, 3, &sx);
   tpx_tensor dp, du1, du2, du3;
   rtu_xrun(&b, m_down, TPX_TRANSITION_OUTPUT, 1, NULL, shapeH, &tdy, &dp);
   du1 = rtu_talloc(TPX_DTYPE_F32, 3, ul_shape);
@@ -198,39 +335,18 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t H1[1] = {H};
   tpx_tensor tdg = rtu_talloc(TPX_DTYPE_F32, 1, H1);
   tpx_tensor dxn = rtu_talloc(TPX_DTYPE_F32, 3, dnl.shape);
-  if (tpx_tensor_numel(&dnl) == nx) {
-    for (int64_t i = 0; i < nx; i++) {
-      float d = ((float *)dnl.data)[i];
-      ((float *)tdg.data)[i % H] += d * ((float *)nin.data)[i];
-      ((float *)dxn.data)[i] = d * (float)g[i % H];
-    }
-  } else {
-    rtu_failed(err, "block: norm output grad has %lld elements, x has %lld",
-               (long long)tpx_tensor_numel(&dnl), (long long)nx);
-  }
+  norm_bwd(err, "block", &dnl, &nin, g, H, nx, &tdg, &dxn);
   dnin = dxn;
   if (norm_styled)
     rtu_xrun(&b, m_norm, TPX_TRANSITION_INPUT, 1, &Lx, shapeH, &dxn, &dxn2);
   else
     dxn2 = dxn;
-  rtu_sim sm;
-  RTU_SIM(&sm, b.mc, &tdg);
-  tpx_status pst = tpx_tp_param_grad_allreduce(sh, b.mc, p_g, &tdg, &e);
-  rtu_sim_end(&sm, b.me);
-  if (pst != TPX_OK)
-    rtu_lib_failed(err, "block: norm grad all-reduce", &e);
+  grad_allreduce(&b, "block: norm grad all-reduce", p_g, &tdg);
   (void)dnin;
   /* ---- compare ---- */
   double *ref = malloc((size_t)(BT * H + I * H) * sizeof *ref);
-  rtu_box_get(dx, shapeH, 3, &sx, ref);
-  if (tpx_tensor_numel(&dxn2) == nx) {
-    float *dxx = malloc((size_t)(nx ? nx : 1) * sizeof *dxx);
-    for (int64_t i = 0; i < nx; i++)
-      dxx[i] = ((float *)tdy.data)[i] + ((float *)dxn2.data)[i];
-    rtu_cmp(&b, "dx", dxx, ref, nx);
-    free(dxx);
-  }
-  rtu_cmp(&b, "d norm weight", tdg.data, dg, H);
+  cmp_sum(&b, "dx", &tdy, &dxn2, dx, shapeH, &sx);
+  rtu_cmp(&b, "d norm weight", tdg.data, rf.dg, H);
   rtu_box_get(dW1, g_w1, 2, &s_w1, ref);
   rtu_cmp(&b, "d up_proj.weight", dw1, ref, nl1);
   rtu_box_get(dW2, g_w2, 2, &s_w2, ref);
@@ -242,15 +358,32 @@ tpx_status case_mlp_block(tpx_comm *world, void *arg, tpx_error *err) {
   free(din.data), free(pl.data), free(yo.data), free(tdy.data);
   free(dp.data), free(du1.data), free(du2.data), free(du3.data);
   free(dnp.data), free(dn1.data), free(tdg.data), free(dxn.data);
-  free(tx.data), free(dw1), free(dw2), free(ref), free(yref), free(dyl);
-  free(xl), free(w1l), free(w2l), free(x), free(R), free(W1), free(W2);
-  free(g), free(n), free(u), free(y), free(du), free(dn), free(dx);
-  free(dW1), free(dW2), free(dg);
+  free(tx.data), free(dw1), free(dw2), free(ref), free(w1l), free(w2l);
+  mlp_ref_free(&rf);
   tpx_mesh_comm_destroy(b.mc);
   return err->status;
 }
 
 /* ---- the head chain: embedding -> final norm -> lm_head -> loss --------- */
+
+/* The embedding's forward of `ids` (shape is[2]) over this rank's table
+ * te: the hidden states, in a new tensor. */
+static tpx_tensor emb_forward(blk *b, int64_t m, tpx_tensor *ids,
+                              tpx_tensor *te, const int64_t *is) {
+  tpx_error e = {0};
+  int64_t hloc[3];
+  if (tpx_tp_embedding_shape(b->sh, m, b->me, is, 2, hloc, NULL, &e) != TPX_OK)
+    rtu_lib_failed(b->err, "head: embedding shape", &e);
+  tpx_tensor th = rtu_talloc(TPX_DTYPE_F32, 3, hloc);
+  e = (tpx_error){0};
+  rtu_sim sm;
+  RTU_SIM(&sm, b->mc, ids, te, &th);
+  tpx_status st = tpx_tp_embedding_forward(b->sh, b->mc, m, ids, te, &th, &e);
+  rtu_sim_end(&sm, b->me);
+  if (st != TPX_OK)
+    rtu_lib_failed(b->err, "head: embedding forward", &e);
+  return th;
+}
 
 tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   rt_arg *a = arg;
@@ -285,71 +418,18 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
                (long long)s_w.offset[0], (long long)s_w.length[0],
                (long long)voff, (long long)vlen);
   /* ---- reference ---- */
-  int64_t *ids = malloc((size_t)BT * sizeof *ids);
-  int64_t *tg = malloc((size_t)BT * sizeof *tg);
-  for (int64_t i = 0; i < BT; i++) {
-    ids[i] = (i * 389 + 3) % V;
-    tg[i] = i == 4 ? -100 : (i * 613 + 11) % V;
-  }
-  double *E = malloc((size_t)(V * H) * sizeof *E);
-  double *W = malloc((size_t)(V * H) * sizeof *W);
-  double *g = malloc((size_t)H * sizeof *g);
-  for (int64_t i = 0; i < V * H; i++)
-    E[i] = (double)(float)rtu_rval(i, 31),
-    W[i] = (double)(float)rtu_rval(i, 32);
-  for (int64_t i = 0; i < H; i++) g[i] = (double)(float)(1.0 + rtu_rval(i, 33));
-  double *dE = calloc((size_t)(V * H), sizeof *dE);
-  double *dW = calloc((size_t)(V * H), sizeof *dW);
-  double *dg = calloc((size_t)H, sizeof *dg);
-  double *z = malloc((size_t)V * sizeof *z), loss = 0;
-  int64_t cnt = 0;
-  for (int64_t t = 0; t < BT; t++) cnt += tg[t] >= 0;
-  for (int64_t t = 0; t < BT; t++) {
-    const double *h = E + ids[t] * H;
-    double mx = -INFINITY, s = 0;
-    for (int64_t v = 0; v < V; v++) {
-      double acc = 0;
-      for (int64_t k = 0; k < H; k++) acc += h[k] * g[k] * W[v * H + k];
-      z[v] = (double)(float)acc;
-      mx = fmax(mx, z[v]);
-    }
-    for (int64_t v = 0; v < V; v++) s += exp(z[v] - mx);
-    if (tg[t] < 0)
-      continue;
-    loss += (mx + log(s) - z[tg[t]]) / (double)cnt;
-    for (int64_t v = 0; v < V; v++) {
-      double dz = (exp(z[v] - mx) / s - (v == tg[t])) / (double)cnt;
-      for (int64_t k = 0; k < H; k++) {
-        dW[v * H + k] += dz * h[k] * g[k];
-        double dn = dz * W[v * H + k];
-        dg[k] += dn * h[k];
-        dE[ids[t] * H + k] += dn * g[k];
-      }
-    }
-  }
+  head_ref rf;
+  head_ref_compute(&rf, BT, V, H);
+  int64_t *ids = rf.ids, *tg = rf.tg;
+  const double *E = rf.E, *W = rf.W, *g = rf.g, loss = rf.loss;
   /* ---- TP ---- */
   int64_t is[2] = {B, T}, shapeH[3] = {B, T, H}, shapeV[3] = {B, T, V};
   tpx_tensor tids = tpx_tensor_make(ids, TPX_DTYPE_I64, 2, is);
   tpx_tensor ttg = tpx_tensor_make(tg, TPX_DTYPE_I64, 2, is);
   int64_t ne = tpx_slice_numel(&s_e), nw = tpx_slice_numel(&s_w);
-  double *el = malloc((size_t)(ne + 1) * sizeof *el);
-  double *wl = malloc((size_t)(nw + 1) * sizeof *wl);
-  rtu_box_get(E, g_e, 2, &s_e, el);
-  rtu_box_get(W, g_w, 2, &s_w, wl);
-  tpx_tensor te = rtu_talloc(TPX_DTYPE_F32, 2, s_e.length);
-  for (int64_t i = 0; i < ne; i++) ((float *)te.data)[i] = (float)el[i];
-  int64_t hloc[3];
-  if (tpx_tp_embedding_shape(sh, m_emb, b.me, is, 2, hloc, NULL, &e) != TPX_OK)
-    rtu_lib_failed(err, "head: embedding shape", &e);
-  tpx_tensor th = rtu_talloc(TPX_DTYPE_F32, 3, hloc);
-  e = (tpx_error){0};
-  rtu_sim sm;
-  RTU_SIM(&sm, b.mc, &tids, &te, &th);
-  tpx_status hst =
-      tpx_tp_embedding_forward(sh, b.mc, m_emb, &tids, &te, &th, &e);
-  rtu_sim_end(&sm, b.me);
-  if (hst != TPX_OK)
-    rtu_lib_failed(err, "head: embedding forward", &e);
+  double *wl = box_of(W, g_w, 2, &s_w);
+  tpx_tensor te = box_tensor(E, g_e, 2, &s_e);
+  tpx_tensor th = emb_forward(&b, m_emb, &tids, &te, is);
   /* h's layout and whether it is a DTensor */
   const tpx_transition *etr = NULL, *ntr = NULL;
   tpx_placement Lh = tpx_placement_replicate(), n_to = Lh;
@@ -367,10 +447,8 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   if (norm_styled)
     rtu_xrun(&b, m_norm, TPX_TRANSITION_INPUT, 0, h_dt ? &Lh : NULL, shapeH,
              &th, &nin);
-  tpx_tensor nloc = rtu_talloc(TPX_DTYPE_F32, 3, nin.shape);
+  tpx_tensor nloc = norm_fwd(&nin, g, H);
   int64_t nn = tpx_tensor_numel(&nloc);
-  for (int64_t i = 0; i < nn; i++)
-    ((float *)nloc.data)[i] = ((float *)nin.data)[i] * (float)g[i % H];
   int n_dt = 0;
   if (norm_styled) {
     rtu_xrun(&b, m_norm, TPX_TRANSITION_OUTPUT, 0, NULL, shapeH, &nloc, &nout);
@@ -393,8 +471,9 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_tensor dz = rtu_talloc(TPX_DTYPE_F32, 3, zl_shape);
   double got_loss = 0;
   e = (tpx_error){0};
+  rtu_sim sm;
   RTU_SIM(&sm, b.mc, &lout, &ttg, &dz);
-  hst =
+  tpx_status hst =
       tpx_tp_cross_entropy_mean(sh, b.mc, &o, &lout, &ttg, &dz, &got_loss, &e);
   rtu_sim_end(&sm, b.me);
   if (hst != TPX_OK)
@@ -416,26 +495,13 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t H1[1] = {H};
   tpx_tensor tdg = rtu_talloc(TPX_DTYPE_F32, 1, H1);
   dh = rtu_talloc(TPX_DTYPE_F32, 3, dnl.shape);
-  if (tpx_tensor_numel(&dnl) == nn)
-    for (int64_t i = 0; i < nn; i++) {
-      float d = ((float *)dnl.data)[i];
-      ((float *)tdg.data)[i % H] += d * ((float *)nin.data)[i];
-      ((float *)dh.data)[i] = d * (float)g[i % H];
-    }
-  else
-    rtu_failed(err, "head: norm grad has %lld elements, want %lld",
-               (long long)tpx_tensor_numel(&dnl), (long long)nn);
+  norm_bwd(err, "head", &dnl, &nin, g, H, nn, &tdg, &dh);
   if (norm_styled)
     rtu_xrun(&b, m_norm, TPX_TRANSITION_INPUT, 1, h_dt ? &Lh : NULL, shapeH,
              &dh, &dh2);
   else
     dh2 = dh;
-  e = (tpx_error){0};
-  RTU_SIM(&sm, b.mc, &tdg);
-  hst = tpx_tp_param_grad_allreduce(sh, b.mc, p_g, &tdg, &e);
-  rtu_sim_end(&sm, b.me);
-  if (hst != TPX_OK)
-    rtu_lib_failed(err, "head: norm grad all-reduce", &e);
+  grad_allreduce(&b, "head: norm grad all-reduce", p_g, &tdg);
   tpx_tensor tde = rtu_talloc(TPX_DTYPE_F32, 2, s_e.length);
   e = (tpx_error){0};
   tpx_tensor dh2in = dh2;
@@ -446,19 +512,19 @@ tpx_status case_head_chain(tpx_comm *world, void *arg, tpx_error *err) {
     rtu_lib_failed(err, "head: embedding backward", &e);
   /* compare */
   double *ref = malloc((size_t)(V * H + 1) * sizeof *ref);
-  rtu_box_get(dE, g_e, 2, &s_e, ref);
+  rtu_box_get(rf.dE, g_e, 2, &s_e, ref);
   rtu_cmp(&b, "d embed_tokens.weight", tde.data, ref, ne);
-  rtu_box_get(dW, g_w, 2, &s_w, ref);
+  rtu_box_get(rf.dW, g_w, 2, &s_w, ref);
   rtu_cmp(&b, "d lm_head.weight", dwl, ref, nw);
-  rtu_cmp(&b, "d model.norm.weight", tdg.data, dg, H);
+  rtu_cmp(&b, "d model.norm.weight", tdg.data, rf.dg, H);
   /* free */
   if (norm_styled)
     free(nin.data), free(nout.data), free(dnl.data), free(dh2.data);
   free(nloc.data), free(lin.data), free(lout.data), free(zl.data);
   free(dz.data), free(dz2.data), free(dnp.data), free(dn1.data);
   free(tdg.data), free(dh.data), free(tde.data), free(te.data), free(th.data);
-  free(ids), free(tg), free(E), free(W), free(g), free(dE), free(dW), free(dg);
-  free(z), free(el), free(wl), free(dwl), free(ref);
+  free(wl), free(dwl), free(ref);
+  head_ref_free(&rf);
   tpx_mesh_comm_destroy(b.mc);
   return err->status;
 }

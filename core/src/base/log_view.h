@@ -1,7 +1,9 @@
-/* base/log_internal.h — how library code logs: tpx__log formats a message
- * and hands it to the embedder's handler (tpx/log.h). Never prints. */
-#ifndef TPX_BASE_LOG_INTERNAL_H
-#define TPX_BASE_LOG_INTERNAL_H
+/* base/log_view.h — how library code logs: tpx__log formats a message
+ * and hands it to the embedder's handler (tpx/log.h). Never prints.
+ * The two calls are all other folders see of the log; its settings stay
+ * in base/log.c. */
+#ifndef TPX_BASE_LOG_VIEW_H
+#define TPX_BASE_LOG_VIEW_H
 
 #include "tpx/log.h"
 
@@ -16,4 +18,4 @@ void tpx__log(int level, const char *fmt, ...)
 #endif
     ;
 
-#endif /* TPX_BASE_LOG_INTERNAL_H */
+#endif /* TPX_BASE_LOG_VIEW_H */
