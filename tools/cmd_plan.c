@@ -53,7 +53,9 @@ static void usage(FILE *out) {
           "                       f32), in place of the config's torch_dtype "
           "or the\n"
           "                       family's assumed one (Diffusers configs "
-          "name none)\n"
+          "name none),\n"
+          "                       and the activations' (default: the FSDP "
+          "compute dtype)\n"
           "  --tp N               tensor-parallel size (default 1)\n"
           "  --dp-shard N         FSDP shard size (default 1)\n"
           "  --dp-replicate N     HSDP replicate size (default 1)\n"
@@ -201,6 +203,9 @@ static int parse_args(int argc, char **argv, args_t *a) {
   }
   if (a->dtype && cli_check_dtype("plan", a->dtype, a->weights) != 0)
     return -1;
+  /* --dtype is also the activations' dtype (docs/MEMORY.md) */
+  if (a->dtype)
+    tpx_dtype_parse(a->dtype, &a->x.mem.activation_dtype, NULL);
   if (strcmp(a->format, "text") != 0 && strcmp(a->format, "json") != 0) {
     fprintf(stderr, "tpx plan: --format must be 'text' or 'json', got '%s'\n",
             a->format);

@@ -82,6 +82,10 @@ static void best_command(char *b, size_t size,
     cmd_arg(b, size, "--activation-checkpointing");
   if (mo->offload)
     cmd_arg(b, size, "--offload");
+  if (mo->attention != TPX_ATTENTION_FLASH) {
+    cmd_arg(b, size, "--attention");
+    cmd_arg(b, size, tpx_attention_name(mo->attention));
+  }
 }
 
 static json_t *json_mesh(const cand_t *c) {
@@ -109,6 +113,8 @@ static json_t *json_mesh(const cand_t *c) {
     json_object_set_new(m, "gather_peak", json_integer(c->worst.gather_peak));
     json_object_set_new(m, "activations", json_integer(c->worst.activations));
     json_object_set_new(m, "peak", json_integer(c->worst.peak));
+    json_object_set_new(m, "optimizer_torch",
+                        json_integer(c->worst.optimizer_torch));
     json_object_set_new(o, "memory", m);
     json_object_set_new(o, "comm_tp_bytes", json_integer(c->traffic.tp));
     json_object_set_new(o, "comm_fsdp_bytes", json_integer(c->traffic.fsdp));
@@ -160,6 +166,8 @@ void advise_print_json(const advice_t *a, const alts_t *s,
   json_object_set_new(root, "activation_checkpointing",
                       json_boolean(a->mo.activation_checkpointing));
   json_object_set_new(root, "offload", json_boolean(a->mo.offload));
+  json_object_set_new(root, "attention",
+                      json_string(tpx_attention_name(a->mo.attention)));
   json_object_set_new(root, "rule", json_string(RANK_RULE));
   for (size_t i = 0; i < a->n; i++)
     json_array_append_new(arr, json_mesh(&a->c[i]));
@@ -275,11 +283,15 @@ void advise_print_text(const advice_t *a, const alts_t *s,
                          : "(no architecture)";
   tpx_format_bytes(x->gpu_mem, g, sizeof g);
   printf("Mesh advice: %s on %lld GPUs of %s\n", arch, (long long)x->gpus, g);
-  printf("  optimizer %s; activations for batch %lld x seq %lld%s%s; worst "
-         "rank shown; docs/MEMORY.md\n",
+  printf("  optimizer %s; activations for batch %lld x seq %lld%s%s%s%s; "
+         "worst rank shown; docs/MEMORY.md\n",
          tpx_optimizer_name(a->mo.optimizer), (long long)a->mo.batch,
          (long long)a->mo.seq,
          a->mo.activation_checkpointing ? ", activation checkpointing" : "",
+         a->mo.attention != TPX_ATTENTION_FLASH ? ", attention " : "",
+         a->mo.attention != TPX_ATTENTION_FLASH
+             ? tpx_attention_name(a->mo.attention)
+             : "",
          a->mo.offload ? "; CPU offload (device bytes shown)" : "");
   printf("  order: %s\n\n", RANK_RULE);
   print_table(a);

@@ -84,9 +84,9 @@ int plan_extra_arg(plan_extra *x, const char *arg, const char *val) {
     x->mem.activation_checkpointing = 1;
     return 1;
   }
-  static const char *const valued[] = {"--optimizer", "--batch",   "--seq",
-                                       "--gpus",      "--gpu-mem", "--show",
-                                       "--rank"};
+  static const char *const valued[] = {"--optimizer", "--batch",    "--seq",
+                                       "--gpus",      "--gpu-mem",  "--show",
+                                       "--rank",      "--attention"};
   size_t i = 0;
   while (i < sizeof valued / sizeof valued[0] && strcmp(arg, valued[i])) i++;
   if (i == sizeof valued / sizeof valued[0])
@@ -123,7 +123,17 @@ int plan_extra_arg(plan_extra *x, const char *arg, const char *val) {
     }
     x->show = val;
     break;
-  default: rc = parse_count(arg, val, 0, ((int64_t)1 << 20) - 1, &x->rank);
+  case 6:
+    rc = parse_count(arg, val, 0, ((int64_t)1 << 20) - 1, &x->rank);
+    break;
+  default: {
+    tpx_error e;
+    tpx_error_clear(&e);
+    if (tpx_attention_parse(val, &x->mem.attention, &e) != TPX_OK) {
+      fprintf(stderr, "tpx plan: --attention: %s\n", e.message);
+      rc = -1;
+    }
+  }
   }
   return rc < 0 ? -1 : 2;
 }
@@ -140,6 +150,10 @@ void plan_extra_usage(FILE *out) {
           "  --seq T              tokens per sequence: adds activations "
           "(default: none)\n"
           "  --activation-checkpointing   every layer checkpointed\n"
+          "  --attention flash|sdpa|eager what attention saves for backward "
+          "(default\n"
+          "                       flash; eager also keeps the seq x seq "
+          "probabilities)\n"
           "mesh advisor:\n"
           "  --gpus N             rank every (dp_replicate, dp_shard, tp) "
           "with product N\n"

@@ -490,12 +490,13 @@ def check_memory(P, r, e, rep, msig, dims, sizes, coords, fsdp_enabled):
         P.add("memory_options.optimizer %r unknown" % opt)
         return
     dps = sizes[dims.index("dp_shard")] if fsdp_enabled and "dp_shard" in dims else 1
-    params = grads = fl = lowp = 0
+    params = grads = fl = lowp = fl_u = lowp_u = tensors = 0
     for (shape, held, red, pls), n in msig.items():
         tponly = [("R",) if dims[i] in ("dp_shard", "dp_replicate") else pl
                   for i, pl in enumerate(pls)]
         try:
             ln = local_lengths(list(shape), dims, sizes, tponly, coords)
+            own = local_lengths(list(shape), dims, sizes, pls, coords)
         except ValueError:
             return
         padded = numel(ln[1:]) * (-(-ln[0] // dps)) if ln else 1
@@ -503,12 +504,18 @@ def check_memory(P, r, e, rep, msig, dims, sizes, coords, fsdp_enabled):
         if held in FLOAT_DTYPES:
             grads += n * padded * DTYPE_SIZE[red]
             fl += n * padded
+            fl_u += n * numel(own)
+            tensors += n
             if DTYPE_SIZE[held] < 4:
                 lowp += n * padded
+                lowp_u += n * numel(own)
     states = OPT_STATES[opt]
     optimizer = 4 * states * fl + (4 * lowp if states else 0)
+    # torch's optimizer: the unpadded local shard, AdamW's f32 step each
+    torch_opt = (4 * states * fl_u + 4 * lowp_u + 4 * tensors * (opt == "adamw")
+                 if states else 0)
     for k, want in (("params", params), ("grads", grads),
-                    ("optimizer", optimizer)):
+                    ("optimizer", optimizer), ("optimizer_torch", torch_opt)):
         if mem[k] != want:
             P.add("per_rank[%d].memory.%s %d, recomputed %d (padded, %s)"
                   % (r, k, mem[k], want, opt))

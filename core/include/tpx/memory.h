@@ -8,9 +8,11 @@
  * padded per-rank layout (each parameter's TP-local piece split on dim 0
  * over dp_shard, every rank padded to the full chunk:
  * tpx_layout_fsdp_padded_numel), which is what a runtime allocates; the
- * gather peak and the traffic use unpadded gathered sizes. Activations are
- * an estimate for a Llama-style decoder (docs/MEMORY.md lists what is and
- * is not counted).
+ * gather peak and the traffic use unpadded gathered sizes; optimizer_torch
+ * is torch's optimizer on the unpadded shard. Activations are what
+ * transformers' decoder modules save for backward, by the structure of the
+ * model's layers, the attention implementation and the activation dtype
+ * (docs/MEMORY.md "Activations" says how close, family by family).
  *
  * Not an allocator and not a profiler: nothing here touches a device. */
 #ifndef TPX_MEMORY_H
@@ -37,6 +39,21 @@ TPX_API const char *tpx_optimizer_name(tpx_optimizer opt);
 TPX_API tpx_status tpx_optimizer_parse(const char *text, tpx_optimizer *out,
                                        tpx_error *err);
 
+/* The attention implementation the activation estimate assumes (what the
+ * model's attention saves for backward, docs/MEMORY.md "Activations"). */
+typedef enum tpx_attention {
+  TPX_ATTENTION_FLASH = 0, /* flash attention: q, k, v, output, f32 LSE */
+  TPX_ATTENTION_SDPA = 1,  /* torch SDPA: the same set as flash */
+  TPX_ATTENTION_EAGER = 2, /* matmul + softmax: also the f32 probabilities
+                              (seq x seq per head) and their cast copy */
+} tpx_attention;
+
+/* "flash", "sdpa", "eager"; NULL when out of range. */
+TPX_API const char *tpx_attention_name(tpx_attention attn);
+/* Parse one of the names above; TPX_INVALID_ARGUMENT naming the text. */
+TPX_API tpx_status tpx_attention_parse(const char *text, tpx_attention *out,
+                                       tpx_error *err);
+
 typedef struct tpx_memory_options {
   size_t struct_size;
   tpx_optimizer optimizer;      /* adamw */
@@ -52,12 +69,14 @@ typedef struct tpx_memory_options {
    * (tpx_memory.device). Added after activation_dtype: an older, shorter
    * struct_size means 0. */
   int offload;
+  /* Added after offload (a shorter struct gets flash). */
+  tpx_attention attention; /* flash */
 } tpx_memory_options;
 
 #define TPX_MEMORY_OPTIONS_INIT                                                \
   {                                                                            \
     sizeof(tpx_memory_options), TPX_OPTIMIZER_ADAMW, 1, 0, 0,                  \
-        TPX_DTYPE_INVALID, 0                                                   \
+        TPX_DTYPE_INVALID, 0, TPX_ATTENTION_FLASH                              \
   }
 
 /* Bytes one rank holds at its training peak, by term. */
@@ -79,6 +98,13 @@ typedef struct tpx_memory {
    * params + grads + optimizer and device = gather_peak + activations. */
   int64_t device;
   int64_t host;
+  /* The optimizer state torch's optimizer would hold on this rank: the
+   * same states and master copy on the UNPADDED local shard (torch's
+   * optimizer state follows the DTensor's local tensor, so the short last
+   * rank of an uneven dp_shard holds less), plus AdamW's 4-byte `step`
+   * tensor per parameter. Reported beside `optimizer`, not in `peak`
+   * (tpx's runtime allocates `optimizer`). */
+  int64_t optimizer_torch;
 } tpx_memory;
 
 /* The memory of ranks [first, first + count) into out[0..count). `opts` may
@@ -90,6 +116,11 @@ TPX_API tpx_status tpx_memory_ranks(const tpx_sharding *sh,
                                     const tpx_memory_options *opts,
                                     int64_t first, size_t count,
                                     tpx_memory *out, tpx_error *err);
+/* The dtype the activation estimate counts in: opts->activation_dtype when
+ * set, else the FSDP compute dtype (the mixed-precision param_dtype), else
+ * the model's (its first parameter's) dtype, else bf16. */
+TPX_API tpx_dtype tpx_memory_activation_dtype(const tpx_sharding *sh,
+                                              const tpx_memory_options *opts);
 /* One rank: tpx_memory_ranks with count 1. */
 TPX_API tpx_status tpx_memory_rank(const tpx_sharding *sh,
                                    const tpx_memory_options *opts, int64_t rank,

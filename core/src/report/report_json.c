@@ -538,7 +538,7 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
     json_object_set_new(root, "slices_rank", json_integer(opts->slices_rank));
   json_object_set_new(root, "per_rank", json_string(PER_RANK_PLACEHOLDER));
   json_object_set_new(root, "memory_options",
-                      tpx__report_memory_options_json(opts->memory));
+                      tpx__report_memory_options_json(sh, opts->memory));
   add_diags(diags, opts->selection_diags);
   add_diags(diags, tpx_sharding_diagnostics(sh));
   json_object_set_new(root, "diagnostics", diags);

@@ -35,11 +35,13 @@ void tpx__report_memory_write(tpx__sbuf *b, const tpx_memory *m,
   tpx__sbuf_printf(b,
                    "%s\"memory\"%s{\"params\"%s%lld%s\"grads\"%s%lld%s"
                    "\"optimizer\"%s%lld%s\"gather_peak\"%s%lld%s"
-                   "\"activations\"%s%lld%s\"peak\"%s%lld",
+                   "\"activations\"%s%lld%s\"peak\"%s%lld%s"
+                   "\"optimizer_torch\"%s%lld",
                    comma, sep, sep, (long long)m->params, comma, sep,
                    (long long)m->grads, comma, sep, (long long)m->optimizer,
                    comma, sep, (long long)m->gather_peak, comma, sep,
-                   (long long)m->activations, comma, sep, (long long)m->peak);
+                   (long long)m->activations, comma, sep, (long long)m->peak,
+                   comma, sep, (long long)m->optimizer_torch);
   /* Only with offload, so that reports without it stay as they were. */
   if (offload)
     tpx__sbuf_printf(b, "%s\"device\"%s%lld%s\"host\"%s%lld", comma, sep,
@@ -86,7 +88,10 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
                      o.activation_checkpointing
                          ? ", activation checkpointing"
                          : ", no activation checkpointing");
-  else
+  if (o.seq > 0 && tpx_attention_name(o.attention))
+    tpx__sbuf_printf(b, ", %s attention, %s", tpx_attention_name(o.attention),
+                     tpx_dtype_short_name(tpx_memory_activation_dtype(sh, &o)));
+  if (o.seq <= 0)
     tpx__sbuf_printf(b, "; activations not counted: give --seq T");
   if (o.offload)
     tpx__sbuf_printf(b, "; CPU offload: params, grads and optimizer on the "
@@ -105,6 +110,8 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
     return;
   }
   w->n = 0;
+  char torch_line[1024] = "";
+  size_t tl = 0;
   /* Activations are the same on every rank: computed once, and the scans
    * below compare the other terms only (no config reads per window). */
   tpx_memory first;
@@ -161,6 +168,11 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
                      tpx_format_bytes(show.gather_peak, c[3], sizeof c[3]),
                      tpx_format_bytes(show.activations, c[4], sizeof c[4]),
                      tpx_format_bytes(show.peak, c[5], sizeof c[5]));
+    if (tl < sizeof torch_line)
+      tl += (size_t)snprintf(
+          torch_line + tl, sizeof torch_line - tl, "%s %s: %s",
+          groups ? "," : "", label,
+          tpx_format_bytes(show.optimizer_torch, c[0], sizeof c[0]));
     if (o.offload) {
       int64_t dev = act > INT64_MAX - ref.device ? INT64_MAX : ref.device + act;
       tpx__sbuf_printf(b, " %11s %11s",
@@ -170,6 +182,10 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
     tpx__sbuf_printf(b, "\n");
     groups++;
   }
+  if (groups && o.optimizer != TPX_OPTIMIZER_NONE)
+    tpx__sbuf_printf(b, "  optimizer as torch holds it (unpadded shard%s):%s\n",
+                     o.optimizer == TPX_OPTIMIZER_ADAMW ? ", step tensors" : "",
+                     torch_line);
   while (r < world && done[r]) r++;
   if (r < world && groups >= 16)
     tpx__sbuf_printf(b, "  ... (more ranks in the JSON report)\n");
@@ -200,7 +216,8 @@ void tpx__report_slice_json(json_t *o, const tpx_sharding *sh, int64_t p,
                       json_integer(tpx_slice_nbytes(&sl, held)));
 }
 
-json_t *tpx__report_memory_options_json(const tpx_memory_options *mo) {
+json_t *tpx__report_memory_options_json(const tpx_sharding *sh,
+                                        const tpx_memory_options *mo) {
   tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
   if (mo)
     memcpy(&o, mo, mo->struct_size < sizeof o ? mo->struct_size : sizeof o);
@@ -211,6 +228,11 @@ json_t *tpx__report_memory_options_json(const tpx_memory_options *mo) {
   json_object_set_new(j, "seq", json_integer(o.seq));
   json_object_set_new(j, "activation_checkpointing",
                       json_boolean(o.activation_checkpointing));
+  const char *attn = tpx_attention_name(o.attention);
+  json_object_set_new(j, "attention", attn ? json_string(attn) : json_null());
+  const char *dt = tpx_dtype_short_name(tpx_memory_activation_dtype(sh, &o));
+  json_object_set_new(j, "activation_dtype",
+                      dt ? json_string(dt) : json_null());
   if (o.offload)
     json_object_set_new(j, "offload", json_true());
   return j;

@@ -37,10 +37,11 @@ tpx_status tpx__report_memory_check(const tpx_sharding *sh,
 /* The text section: per-rank memory by term, identical ranks grouped. */
 void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
                              const tpx_memory_options *mo);
-/* {"optimizer", "batch", "seq", "activation_checkpointing"} (+ "offload":
- * true when on): what the per_rank memory was computed for. New
- * reference. */
-json_t *tpx__report_memory_options_json(const tpx_memory_options *mo);
+/* {"optimizer", "batch", "seq", "activation_checkpointing", "attention",
+ * "activation_dtype"} (+ "offload": true when on): what the per_rank memory
+ * was computed for. New reference. */
+json_t *tpx__report_memory_options_json(const tpx_sharding *sh,
+                                        const tpx_memory_options *mo);
 /* local_shape, global_offset and local_bytes of `rank`'s slice of
  * parameter p, added to the parameter's object `o`. */
 void tpx__report_slice_json(json_t *o, const tpx_sharding *sh, int64_t p,

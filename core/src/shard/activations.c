@@ -1,11 +1,11 @@
-/* activations.c — the activation term of the training-memory estimate: the
- * bytes a Llama-style decoder saves for backward per layer, and at the head
- * (final norm, lm_head input, logits), for batch x seq tokens, with TP
- * dividing heads / MLP width / vocab and sequence parallel dividing what
- * is sequence-sharded (norm inputs, layer boundaries). docs/MEMORY.md has
- * the formulas and what they leave out.
+/* activations.c — the sizes the activation term of the training-memory
+ * estimate needs (act_formula.c holds the formula): hidden size, heads and
+ * MLP width per rank after TP, the local vocabulary, the language layers
+ * and their norms (from the module tree), tokens per rank (batch x seq /
+ * cp), sequence parallelism, the attention implementation and the
+ * activation dtype. docs/MEMORY.md "Activations".
  *
- * Reads the config and the sharding; not a profiler. */
+ * Reads the config, the module tree and the sharding; not a profiler. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +41,48 @@ static tpx_status need(const tpx_model *m, const char *key, int64_t *out,
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
+/* Language layers, and the module index of the first (-1 if unknown). */
+static int64_t count_layers(const tpx_model *m, int64_t *first) {
+  size_t nl = 0;
+  int64_t layers = 0;
+  if (tpx_model_layer_groups(m, NULL, NULL, 0, &nl, NULL) != TPX_OK || !nl)
+    return 0;
+  int64_t *all = malloc(nl * sizeof *all);
+  tpx_layer_group *gs = malloc(nl * sizeof *gs);
+  if (all && gs && tpx_model_layer_groups(m, all, gs, nl, &nl, NULL) == TPX_OK)
+    for (size_t i = 0; i < nl; i++)
+      if (gs[i] != TPX_LAYERS_VISION && layers++ == 0)
+        *first = all[i];
+  free(all);
+  free(gs);
+  return layers;
+}
+
+/* The norms of the first language layer, from the module tree: those over
+ * the hidden size (2, or 4 with post-norms), and whether q and k are normed
+ * per head (a norm over head_dim). A layer with no hidden-sized norm found
+ * (a tree from headers alone) counts as the usual 2. */
+static void scan_norms(const tpx_model *m, int64_t layer, tpx__act_dims *d) {
+  d->norms = 0;
+  d->qk_norm = 0;
+  const char *lf = layer >= 0 ? tpx_model_module_fqn(m, layer) : NULL;
+  size_t n = lf ? strlen(lf) : 0, np = tpx_model_num_params(m);
+  for (size_t i = 0; lf && i < np; i++) {
+    tpx_param_info pi;
+    if (tpx_model_param(m, (int64_t)i, &pi, NULL) != TPX_OK || pi.ndim != 1 ||
+        strcmp(pi.name, "weight") != 0 ||
+        tpx_model_module_kind(m, pi.module) != TPX_MODULE_NORM ||
+        strncmp(pi.fqn, lf, n) != 0 || pi.fqn[n] != '.')
+      continue;
+    if (pi.shape[0] == d->hidden)
+      d->norms++;
+    else if (pi.shape[0] == d->head_dim)
+      d->qk_norm = 1;
+  }
+  if (d->norms == 0)
+    d->norms = 2;
+}
 
 static int sequence_parallel(const tpx_sharding *sh) {
   if (!sh->tp_applied)
@@ -149,79 +191,35 @@ tpx_status tpx__act_dims_read(const tpx_sharding *sh,
         (p.dim == 0 || p.dim == -pi.ndim))
       d->vocab_local = ceil_div(d->vocab, t);
   }
-  size_t nl = 0;
-  int64_t layers = 0;
-  if (tpx_model_layer_groups(m, NULL, NULL, 0, &nl, NULL) == TPX_OK && nl) {
-    int64_t *all = malloc(nl * sizeof *all);
-    tpx_layer_group *gs = malloc(nl * sizeof *gs);
-    if (all && gs &&
-        tpx_model_layer_groups(m, all, gs, nl, &nl, NULL) == TPX_OK)
-      for (size_t i = 0; i < nl; i++)
-        if (gs[i] != TPX_LAYERS_VISION)
-          layers++;
-    free(all);
-    free(gs);
-  }
+  int64_t first = -1, layers = count_layers(m, &first);
   if (layers == 0) {
     st = need(m, "num_hidden_layers", &layers, err);
     if (st != TPX_OK)
       return st;
   }
+  scan_norms(m, first, d);
   d->layers = layers;
   d->sp_div = sequence_parallel(sh) ? t : 1;
-  tpx_dtype e = opts->activation_dtype;
-  if (!e && sh->num_units > 0)
-    e = sh->opts.param_dtype;
-  if (!e && sh->num_params > 0 && tpx_model_param(m, 0, &pi, NULL) == TPX_OK &&
-      tpx_dtype_is_float(pi.dtype))
-    e = pi.dtype;
-  if (!e)
-    e = TPX_DTYPE_BF16;
-  d->elem = (int64_t)tpx_dtype_size(e);
+  if ((unsigned)opts->attention > TPX_ATTENTION_EAGER)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "activation estimate: attention %d is not a "
+                         "tpx_attention (flash, sdpa or eager)",
+                         (int)opts->attention);
+  d->attention = opts->attention;
+  d->elem = (int64_t)tpx_dtype_size(tpx_memory_activation_dtype(sh, opts));
   return TPX_OK;
 }
 
-int64_t tpx__act_layer_bytes(const tpx__act_dims *d) {
-  /* per token, in elements: two norm inputs (sequence-sharded under SP),
-   * two full linear inputs (q/k/v and gate/up), q, k, v and the attention
-   * output, four MLP intermediates (gate, up, act(gate), act*up) */
-  int64_t el = tpx__sat_add(
-      tpx__sat_add(tpx__sat_mul(2, ceil_div(d->hidden, d->sp_div)),
-                   tpx__sat_mul(2, d->hidden)),
-      tpx__sat_add(
-          tpx__sat_mul(d->head_dim,
-                       tpx__sat_mul(2, tpx__sat_add(d->heads, d->kv_heads))),
-          tpx__sat_mul(4, d->inter)));
-  int64_t bytes = tpx__sat_mul(tpx__sat_mul(d->tokens, el), d->elem);
-  /* attention log-sum-exp, f32 per token and head */
-  return tpx__sat_add(bytes,
-                      tpx__sat_mul(tpx__sat_mul(4, d->tokens), d->heads));
-}
-
-int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing) {
-  int64_t layer = tpx__act_layer_bytes(d);
-  /* final norm input (sequence-sharded under SP), lm_head input (full),
-   * logits in the activation dtype and their f32 copy for the loss */
-  int64_t head = tpx__sat_add(
-      tpx__sat_mul(
-          tpx__sat_mul(d->tokens,
-                       tpx__sat_add(ceil_div(d->hidden, d->sp_div), d->hidden)),
-          d->elem),
-      tpx__sat_mul(tpx__sat_mul(d->tokens, d->vocab_local), d->elem + 4));
-  /* under cp, the K and V of one layer gathered over the full sequence
-   * (local heads), alive while that layer's attention runs */
-  int64_t gathered =
-      d->cp > 1 ? tpx__sat_mul(
-                      tpx__sat_mul(d->cp_tokens, d->elem),
-                      tpx__sat_mul(2, tpx__sat_mul(d->kv_heads, d->head_dim)))
-                : 0;
-  head = tpx__sat_add(head, gathered);
-  if (!checkpointing)
-    return tpx__sat_add(tpx__sat_mul(d->layers, layer), head);
-  /* each layer keeps its input; one layer is recomputed at a time */
-  int64_t kept = tpx__sat_mul(
-      tpx__sat_mul(tpx__sat_mul(d->tokens, ceil_div(d->hidden, d->sp_div)),
-                   d->elem),
-      d->layers);
-  return tpx__sat_add(tpx__sat_add(kept, layer), head);
+tpx_dtype tpx_memory_activation_dtype(const tpx_sharding *sh,
+                                      const tpx_memory_options *opts) {
+  tpx_memory_options o = tpx__memory_options(opts);
+  tpx_dtype e = o.activation_dtype;
+  tpx_param_info pi;
+  if (!e && sh && sh->num_units > 0)
+    e = sh->opts.param_dtype;
+  if (!e && sh && sh->num_params > 0 &&
+      tpx_model_param(sh->model, 0, &pi, NULL) == TPX_OK &&
+      tpx_dtype_is_float(pi.dtype))
+    e = pi.dtype;
+  return e ? e : TPX_DTYPE_BF16;
 }

@@ -1,6 +1,7 @@
-/* shard/activations.h — what memory.c, activations.c and traffic.c share:
- * the model sizes the activation and traffic formulas read from the config
- * and the sharding (docs/MEMORY.md). Private to the shard area. */
+/* shard/activations.h — what memory.c, activations.c, act_formula.c and
+ * traffic.c share: the model sizes the activation and traffic formulas read
+ * from the config, the module tree and the sharding (docs/MEMORY.md).
+ * Private to the shard area. */
 #ifndef TPX_SHARD_ACTIVATIONS_H
 #define TPX_SHARD_ACTIVATIONS_H
 
@@ -25,6 +26,10 @@ typedef struct tpx__act_dims {
   int64_t layers;      /* L: language layers */
   int64_t sp_div;      /* t under sequence parallel, else 1 */
   int64_t elem;        /* e: bytes of the activation dtype */
+  int64_t norms;       /* hidden-sized norms per layer (2; 4 with
+                          post-norms) */
+  int qk_norm;         /* 1: q and k are normed per head */
+  tpx_attention attention;
 } tpx__act_dims;
 
 /* Read the sizes (opts->seq must be > 0). TPX_NOT_FOUND naming the config

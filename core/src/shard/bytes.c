@@ -193,6 +193,19 @@ static tpx_status sign_params(const tpx_sharding *sh, bytes_work *w,
   return TPX_OK;
 }
 
+/* torch's view of a rank's optimizer state: the unpadded local shard
+ * (held bytes / element size) and one tensor per parameter. */
+static void state_unpadded(int64_t *rs, int64_t count, int64_t held_bytes,
+                           tpx_dtype dt) {
+  int64_t n = sat_mul(count, held_bytes / (int64_t)tpx_dtype_size(dt));
+  rs[TPX__STATE_FLOAT_NUMEL_UNPADDED] =
+      sat_add(rs[TPX__STATE_FLOAT_NUMEL_UNPADDED], n);
+  if (tpx_dtype_size(dt) < 4)
+    rs[TPX__STATE_LOWP_NUMEL_UNPADDED] =
+        sat_add(rs[TPX__STATE_LOWP_NUMEL_UNPADDED], n);
+  rs[TPX__STATE_FLOAT_TENSORS] = sat_add(rs[TPX__STATE_FLOAT_TENSORS], count);
+}
+
 /* Per signature and rank: held bytes, and the TP-local (dp dims treated as
  * Replicate) bytes in the compute dtype, which is what an FSDP all-gather
  * materialises; and each rank's rank_state terms. */
@@ -242,6 +255,7 @@ static tpx_status measure_signatures(tpx_sharding *sh, bytes_work *w,
         rs[TPX__STATE_FLOAT_NUMEL] = sat_add(rs[TPX__STATE_FLOAT_NUMEL], n);
         if (tpx_dtype_size(k->dtype) < 4)
           rs[TPX__STATE_LOWP_NUMEL] = sat_add(rs[TPX__STATE_LOWP_NUMEL], n);
+        state_unpadded(rs, w->count[s], w->sharded[s * nw + r], k->dtype);
       }
     }
   }

@@ -34,6 +34,20 @@ static int64_t opt_states(tpx_optimizer o) {
   return o == TPX_OPTIMIZER_ADAMW ? 2 : o == TPX_OPTIMIZER_SGD ? 1 : 0;
 }
 
+/* torch's optimizer on the unpadded shard, AdamW's step tensors (f32
+ * scalars, one per parameter) included. */
+static int64_t torch_optimizer(tpx_optimizer o, const int64_t *rs) {
+  int64_t states = opt_states(o);
+  if (!states)
+    return 0;
+  int64_t v = tpx__sat_add(
+      tpx__sat_mul(4 * states, rs[TPX__STATE_FLOAT_NUMEL_UNPADDED]),
+      tpx__sat_mul(4, rs[TPX__STATE_LOWP_NUMEL_UNPADDED]));
+  if (o == TPX_OPTIMIZER_ADAMW)
+    v = tpx__sat_add(v, tpx__sat_mul(4, rs[TPX__STATE_FLOAT_TENSORS]));
+  return v;
+}
+
 tpx_status tpx_memory_ranks(const tpx_sharding *sh,
                             const tpx_memory_options *opts, int64_t first,
                             size_t count, tpx_memory *out, tpx_error *err) {
@@ -86,6 +100,7 @@ tpx_status tpx_memory_ranks(const tpx_sharding *sh,
     m->master = states ? tpx__sat_mul(4, rs[TPX__STATE_LOWP_NUMEL]) : 0;
     m->optimizer = tpx__sat_add(
         tpx__sat_mul(4 * states, rs[TPX__STATE_FLOAT_NUMEL]), m->master);
+    m->optimizer_torch = torch_optimizer(o.optimizer, rs);
     m->gather_peak = sh->num_units ? sh->rank_peak[r] - sh->rank_bytes[r] : 0;
     m->activations = act;
     m->peak =

@@ -160,7 +160,12 @@ enum {
   TPX__STATE_GRAD_BYTES = 1,
   TPX__STATE_FLOAT_NUMEL = 2,
   TPX__STATE_LOWP_NUMEL = 3,
-  TPX__STATE_TERMS = 4
+  /* the unpadded local shard (what torch's optimizer state follows) and
+   * the floating-point tensors a rank holds (one AdamW step each) */
+  TPX__STATE_FLOAT_NUMEL_UNPADDED = 4,
+  TPX__STATE_LOWP_NUMEL_UNPADDED = 5,
+  TPX__STATE_FLOAT_TENSORS = 6,
+  TPX__STATE_TERMS = 7
 };
 
 /* ---- bytes.c ---- */

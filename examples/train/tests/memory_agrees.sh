@@ -27,8 +27,11 @@ trap 'rm -rf "$tmp"' EXIT
 "$train" --model "$fix/$case" --tokens "$tokens" --batch $batch --seq 16 --steps 2 \
   --lr 1e-3 --format json $mesh > "$tmp/train.json" || { echo "FAIL tpx-train$mesh"; exit 1; }
 # shellcheck disable=SC2086
+# --dtype f32 --attention eager: what tpx-train computes in (f32, the
+# attention probabilities kept), so the activation figures compare like
+# with like (docs/MEMORY.md "tpx-train's activations")
 "$tpx" plan --config "$fix/$case/config.json" --optimizer adamw --format json $mesh \
-  --seq 16 --batch $((batch / ndp)) \
+  --seq 16 --batch $((batch / ndp)) --dtype f32 --attention eager \
   > "$tmp/plan.json"
 [ $? -le 1 ] || { echo "FAIL tpx plan$mesh"; exit 1; }
 python3 - "$tmp/train.json" "$tmp/plan.json" "$case$mesh" <<'PY'

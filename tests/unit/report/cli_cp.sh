@@ -6,7 +6,7 @@
 # (TP first, then ONE chunk of dim 0 over dp_shard x cp) for Llama and Qwen,
 # cp 1 byte-identical to no --cp, the cp diagnostics, the CPU-offload
 # device/host split, the advisor proposing cp for Llama-3.1-70B at --seq
-# 131072 on 64 GPUs, and rank files of a cp mesh merging back
+# 131072 on 128 GPUs, and rank files of a cp mesh merging back
 # byte-identical. Usage: cli_cp.sh TPX TPX_CKPT_TEST SOURCE_DIR
 set -u
 tpx=$1
@@ -149,7 +149,7 @@ has "CPU offload: params, grads and optimizer on the host" "offload header"
 has "      device        host" "device and host columns"
 
 # ---- the advisor ----
-expect 1 "70B at 128k tokens on 64 GPUs: nothing fits at cp 1" -- --config "$l70" --gpus 64 --seq 131072
+expect 1 "70B at 128k tokens on 128 GPUs: nothing fits at cp 1" -- --config "$l70" --gpus 128 --seq 131072
 has "No mesh fits in 80.00 GiB per GPU" "says nothing fits"
 has "With context parallelism " "proposes cp"
 cmd=$(sed -n '/^With context parallelism /{n;p;}' "$out" | sed 's/^  tpx plan //')
@@ -162,7 +162,7 @@ esac
 expect 0 "the proposed cp mesh plans and fits" -- $cmd --format json
 py "its worst rank fits in 80 GiB" '
 assert max(e["memory"]["peak"] for e in r["per_rank"]) <= 80 * 2**30'
-expect 1 "advisor json lists the cp suggestion" -- --config "$l70" --gpus 64 --seq 131072 --format json
+expect 1 "advisor json lists the cp suggestion" -- --config "$l70" --gpus 128 --seq 131072 --format json
 py "suggestions: cp fits, its mesh has cp > 1" '
 s = {x["with"]: x for x in r["suggestions"]}
 assert s["cp"]["command"] and "--cp" in s["cp"]["command"], s["cp"]

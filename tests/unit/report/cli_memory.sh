@@ -48,7 +48,7 @@ assert len(m) == 8
 assert all(x["peak"] == x["params"] + x["grads"] + x["optimizer"] + x["gather_peak"] + x["activations"] for x in m)
 assert all(x["activations"] > 0 and x["gather_peak"] > 0 for x in m)'
 py "memory_options echo the flags" '
-assert r["memory_options"] == {"optimizer": "sgd", "batch": 2, "seq": 512, "activation_checkpointing": True}'
+assert r["memory_options"] == {"optimizer": "sgd", "batch": 2, "seq": 512, "activation_checkpointing": True, "attention": "flash", "activation_dtype": "bf16"}'
 # 1B in bf16 on 8 ranks: params 2*N/8 bytes (padded: every dim 0 here
 # divides evenly), sgd: one f32 state + the f32 master = 8 bytes a param
 py "sgd optimizer = 4x params bytes (state + master, f32 vs bf16)" '
@@ -72,10 +72,10 @@ rm -f "$out.full"
 
 # the README's Llama-3.1-70B figures (update the README when these move)
 expect 0 "README: 70B on 8 GPUs" -- --config "$l70" --tp 8 --seq 4096
-has "  0-7              16.43 GiB   32.86 GiB   98.58 GiB   862.6 MiB   30.66 GiB  179.36 GiB" "README 8-GPU row"
+has "  0-7              16.43 GiB   32.86 GiB   98.58 GiB   862.6 MiB   50.67 GiB  199.37 GiB" "README 8-GPU row"
 expect 0 "README: 70B on 64 GPUs" -- --config "$l70" --dp-shard 8 --tp 8 \
   --seq 4096 --activation-checkpointing
-has "  0-63              2.05 GiB    4.11 GiB   12.32 GiB   862.6 MiB    5.87 GiB   25.19 GiB" "README 64-GPU row"
+has "  0-63              2.05 GiB    4.11 GiB   12.32 GiB   862.6 MiB    6.12 GiB   25.45 GiB" "README 64-GPU row"
 
 # ---- mesh advisor ----
 # 70B with AdamW needs ~18 bytes a parameter before activations: 8 GPUs
@@ -114,11 +114,12 @@ rej = [x for x in a if x["rejected_because"] is not None]
 assert sorted(x["tp"] for x in rej) == [16, 16, 16, 32, 32, 64], rej
 assert all("num_key_value_heads" in x["rejected_because"] for x in rej)
 assert all(x["peak_bytes"] is None and x["fits"] is False for x in rej)'
-# Ranked by fit margin within a traffic band: on 16 GPUs Qwen3-30B-A3B's
-# (1, 16, 1) sends 7.7% more than (1, 8, 2) but peaks at 55 GiB, not 77 GiB.
+# Ranked by fit margin within a traffic band: on 16 GPUs of 96 GiB
+# Qwen3-30B-A3B's (1, 16, 1) sends 7.7% more than (1, 8, 2) but peaks at
+# 62 GiB, not 82 GiB.
 q30="$cfg/Qwen3-30B-A3B/config.json"
-expect 0 "advisor: fit margin within a traffic band" -- --config "$q30" --gpus 16 --format json
-py "the 55 GiB mesh ranks above the 77 GiB one of nearly the same traffic" '
+expect 0 "advisor: fit margin within a traffic band" -- --config "$q30" --gpus 16 --gpu-mem 96GiB --format json
+py "the 62 GiB mesh ranks above the 82 GiB one of nearly the same traffic" '
 a = [x for x in r["advice"] if x["fits"]]
 assert (a[0]["dp_shard"], a[0]["tp"]) == (16, 1), a[0]
 assert (a[1]["dp_shard"], a[1]["tp"]) == (8, 2), a[1]
@@ -128,11 +129,11 @@ assert a[0]["peak_bytes"] < a[1]["peak_bytes"]'
 # Nothing fits without activation checkpointing: the advice says what it
 # would take, as a command that plans exactly that.
 expect 1 "advisor: activation checkpointing suggested" -- --config "$l70" --gpus 16 --gpu-mem 96GiB --seq 8192
-has "With activation checkpointing 3 meshes fit; the best (peak 86.51 GiB):" "suggests activation checkpointing"
+has "With activation checkpointing 3 meshes fit; the best (peak 87.02 GiB):" "suggests activation checkpointing"
 has "  tpx plan --config $l70 --dp-replicate 1 --dp-shard 2 --tp 8 --batch 1 --seq 8192 --activation-checkpointing" "as a runnable command"
 expect 0 "the suggested command runs" -- --config "$l70" --dp-replicate 1 --dp-shard 2 --tp 8 --batch 1 --seq 8192 --activation-checkpointing --format json
 py "and plans the peak the advice named" '
-assert round(max(e["memory"]["peak"] for e in r["per_rank"]) / 2**30, 2) == 86.51'
+assert round(max(e["memory"]["peak"] for e in r["per_rank"]) / 2**30, 2) == 87.02'
 expect 1 "nothing fits in 1GiB" -- --config "$l70" --gpus 8 --gpu-mem 1GiB
 has "No mesh fits in 1.00 GiB per GPU" "says nothing fits"
 expect 0 "advisor 1B, tp 3 rejected on 6 GPUs" -- --config "$l1" --gpus 6 --seq 128
@@ -161,6 +162,45 @@ assert q["local_bytes"] == 512 * 2048 * 2
 d = p["model.layers.0.mlp.down_proj.weight"]
 assert d["local_shape"] == [1024, 4096] and d["global_offset"] == [1024, 4096], d
 assert r["slices_rank"] == 3'
+
+# ---- --attention, --dtype for activations, the torch optimizer figure ----
+expect 2 "bad attention" -- --config "$l1" --attention flash2 --seq 512
+has "unknown attention implementation 'flash2' (expected flash, sdpa or eager)" "names the value and the choices"
+expect 2 "attention without a value" -- --config "$l1" --attention
+has "--attention needs a value" "says the value is missing"
+expect 0 "eager attention" -- --config "$l1" --tp 2 --seq 512 --attention eager
+has "activations for batch 1 x seq 512, no activation checkpointing, eager attention, bf16;" "the header names the attention and the dtype"
+has "optimizer as torch holds it (unpadded shard, step tensors)" "torch's optimizer line"
+expect 0 "eager json" -- --config "$l1" --tp 2 --seq 512 --attention eager --format json
+cp "$out" "$out.eager"
+expect 0 "sdpa json" -- --config "$l1" --tp 2 --seq 512 --attention sdpa --format json
+py "eager keeps more than sdpa (the seq x seq probabilities); options echo it" '
+e = json.load(open(sys.argv[1] + ".eager"))
+assert e["memory_options"]["attention"] == "eager"
+assert r["memory_options"]["attention"] == "sdpa"
+a, b = e["per_rank"][0]["memory"]["activations"], r["per_rank"][0]["memory"]["activations"]
+assert a > b > 0, (a, b)'
+rm -f "$out.eager"
+expect 0 "f32 activations" -- --config "$l1" --seq 512 --dtype f32 --no-fsdp --format json
+cp "$out" "$out.f32"
+expect 0 "bf16 activations" -- --config "$l1" --seq 512 --dtype bf16 --no-fsdp --format json
+py "--dtype f32 keeps more activation bytes than bf16" '
+assert r["memory_options"]["activation_dtype"] == "bf16"
+assert json.load(open(sys.argv[1] + ".f32"))["memory_options"]["activation_dtype"] == "f32"
+f = json.load(open(sys.argv[1] + ".f32"))["per_rank"][0]["memory"]["activations"]
+b = r["per_rank"][0]["memory"]["activations"]
+assert f > b > 0, (f, b)'
+rm -f "$out.f32"
+expect 0 "uneven dp_shard: torch's optimizer" -- --config "$l1" --dp-shard 3 --format json
+py "torch holds less optimizer state on the short last rank, tpx the same padded figure" '
+m = [e["memory"] for e in r["per_rank"]]
+assert m[0]["optimizer"] == m[1]["optimizer"] == m[2]["optimizer"]
+assert m[2]["optimizer_torch"] < m[0]["optimizer_torch"], m
+assert all(x["peak"] == x["params"] + x["grads"] + x["optimizer"] + x["gather_peak"] + x["activations"] for x in m)'
+expect 0 "the advisor keeps --attention in its command" -- --config "$l1" --gpus 4 --seq 2048 --attention eager --format json
+py "advice JSON: attention, and the best command holds it" '
+assert r["attention"] == "eager"
+assert r["best"].endswith("--seq 2048 --attention eager"), r["best"]'
 
 # ---- byte counts past int64 ----
 # batch x seq at their limits: activations saturate at INT64_MAX (as every

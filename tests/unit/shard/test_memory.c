@@ -143,6 +143,45 @@ START_TEST(state_fp32_and_no_fsdp) {
 }
 END_TEST
 
+/* torch's optimizer state follows the unpadded local shard (docs/MEMORY.md
+ * "Optimizer state"): on dp_shard 3 rank 2 holds q,k,v,o 20 rows, gate/up
+ * 42, down 20, norms 20, embed/lm_head 84 of 86:
+ *   per layer 4*20*64 + 2*42*64 + 20*128 + 2*20 = 13096
+ *   root 2*84*64 + 20 = 10772; all 2*13096 + 10772 = 36964
+ * ranks 0 and 1 hold full chunks: 39022 (the padded figure).
+ * AdamW: 2 f32 states + the f32 master of the bf16 parameters = 12 bytes
+ * an element, plus a 4-byte step for each of the 21 parameters. */
+START_TEST(state_torch_uneven) {
+  tpx_model *m = fx_llama();
+  tpx_mesh *mesh = fx_mesh(1, 3, 1);
+  tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+  tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
+  for (int64_t r = 0; r < 3; r++) {
+    int64_t n = r < 2 ? 39022 : 36964;
+    tpx_memory x = mem_of(sh, &o, r);
+    ck_assert_int_eq(x.optimizer, 39022 * 12); /* tpx: padded, as allocated */
+    ck_assert_int_eq(x.optimizer_torch, n * 12 + 21 * 4);
+  }
+  o.optimizer = TPX_OPTIMIZER_SGD; /* momentum + master, no step */
+  ck_assert_int_eq(mem_of(sh, &o, 2).optimizer_torch, 36964 * 8);
+  o.optimizer = TPX_OPTIMIZER_NONE;
+  ck_assert_int_eq(mem_of(sh, &o, 2).optimizer_torch, 0);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  /* dp_shard 128: rank 127's shard of every 64-row parameter is empty;
+   * it holds 1 row of gate and up (2 layers) and 2 of embed and lm_head,
+   * and a step for every parameter all the same */
+  mesh = fx_mesh(1, 128, 1);
+  sh = fx_shard(m, NULL, mesh, NULL);
+  o.optimizer = TPX_OPTIMIZER_ADAMW;
+  ck_assert_int_eq(mem_of(sh, &o, 127).optimizer_torch,
+                   (4 * 64 + 4 * 64) * 12 + 21 * 4);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 typedef struct {
   int64_t tp;
   int sp;
@@ -151,23 +190,30 @@ typedef struct {
 } act_case;
 
 /* batch 2 x seq 16 = 32 tokens, bf16 (e = 2), head_dim 64/8 = 8, V = 256
- * from lm_head.weight (the fixture config has no vocab_size).
- * tp 1: layer = 32*2*(2*64 + 2*64 + 8*(2*8 + 2*8) + 4*128) + 4*32*8
- *             = 65536 + 1024 = 66560
- *       head  = 32*2*(64 + 64) + 32*256*(2 + 4) = 8192 + 49152 = 57344
- *       all: 2*66560 + 57344 = 190464
- *       checkpointed: 2*(32*64*2) + 66560 + 57344 = 132096
+ * from lm_head.weight (the fixture config has no vocab_size), flash
+ * attention, two hidden-sized norms per layer, no q/k norms.
+ * A norm into linears, per token: f32 input 4*64 + f32 rsqrt 4 + normalized
+ * 2*64 (sequence-sharded under SP), plus its output 2*64 (full):
+ *       32*388 + 32*128 = 16512
+ * tp 1: attention 32*(2*8*(2*8 + 2*8) + 4*8) = 32*544 = 17408
+ *       MLP 32*4*128*2 = 32768
+ *       layer = 2*16512 + 17408 + 32768 = 83200
+ *       head  = 16512 + 32*(4*256 + 16) + RoPE 2*16*8*2 + loss 4
+ *             = 16512 + 33280 + 512 + 4 = 50308
+ *       all: 2*83200 + 50308 = 216708
+ *       checkpointed: 2*(32*64*2) + 83200 + 50308 = 141700
  * tp 2 (heads 4, kv 4, I 64, V 128):
- *       layer = 32*2*(256 + 8*16 + 256) + 4*32*4 = 40960 + 512 = 41472
- *       head  = 8192 + 32*128*6 = 32768; all: 115712
- *       checkpointed: 8192 + 41472 + 32768 = 82432
- * tp 2 + SP (norm inputs and layer boundaries / 2):
- *       layer = 32*2*(64 + 128 + 128 + 256) + 512 = 37376
- *       head  = 32*2*(32 + 64) + 24576 = 30720; all: 105472
- *       checkpointed: 2*(32*32*2) + 37376 + 30720 = 72192 */
+ *       layer = 33024 + 32*(2*8*16 + 16) + 32*4*64*2 = 33024 + 8704 + 16384
+ *             = 58112
+ *       head  = 16512 + 32*(4*128 + 16) + 516 = 33924; all: 150148
+ *       checkpointed: 8192 + 58112 + 33924 = 100228
+ * tp 2 + SP (a norm's own bytes on 16 tokens: 16*388 + 32*128 = 10304):
+ *       layer = 2*10304 + 8704 + 16384 = 45696
+ *       head  = 10304 + 16896 + 516 = 27716; all: 119108
+ *       checkpointed: 2*(16*64*2) + 45696 + 27716 = 77508 */
 static const act_case act_cases[] = {
-    {1, 0, 0, 190464}, {1, 0, 1, 132096}, {2, 0, 0, 115712},
-    {2, 0, 1, 82432},  {2, 1, 0, 105472}, {2, 1, 1, 72192},
+    {1, 0, 0, 216708}, {1, 0, 1, 141700}, {2, 0, 0, 150148},
+    {2, 0, 1, 100228}, {2, 1, 0, 119108}, {2, 1, 1, 77508},
 };
 
 START_TEST(activations_table) {
@@ -330,6 +376,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, state_padded);
   tcase_add_test(tc, state_tp_fsdp);
   tcase_add_test(tc, state_fp32_and_no_fsdp);
+  tcase_add_test(tc, state_torch_uneven);
   tcase_add_loop_test(tc, activations_table, 0,
                       (int)(sizeof act_cases / sizeof act_cases[0]));
   tcase_add_test(tc, bad_input);
