@@ -26,17 +26,9 @@ pairs=${2:-5}
 steps=${3:-3}
 py=${PYTHON:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
-train=$build/examples/train/tpx-train
-gen=$build/bench/train/tpx-bench-train-model
-for b in "$train" "$gen"; do
-  [ -x "$b" ] || { echo "run.sh: $b not built" >&2; exit 2; }
-done
-dir=$(mktemp -d "${TMPDIR:-/tmp}/tpx-bench-train.XXXXXX")
-trap 'rm -rf "$dir"' EXIT INT TERM
-H=512 L=8 NH=8 KV=8 I=1024 V=32000 B=4 T=256
-"$gen" "$dir" $H $L $NH $KV $I $V $B $T >/dev/null
-cores=$(nproc)
-loadavg() { cut -d' ' -f1 /proc/loadavg; }
+lib=$here
+. "$lib/pairs.sh"
+bench_init train 512 8 8 8 1024 32000 4 256
 
 # FLOP per trained token: 6 x the matmul parameters (q, k, v, o, gate, up,
 # down per layer, and lm_head; the embedding is a lookup) plus attention's
@@ -47,81 +39,30 @@ flops=$(awk -v h=$H -v l=$L -v kv=$KV -v nh=$NH -v i=$I -v v=$V -v t=$T 'BEGIN {
   mm = l * (2 * h * h + 2 * h * kvd + 3 * h * i) + h * v
   printf "%.0f", 6 * mm + 12 * l * t * h }')
 
-have_torch=0
-"$py" -c "import torch, transformers" 2>/dev/null && have_torch=1
 impl=none
 if [ "$have_torch" = 1 ]; then
   impl=$("$py" "$here/torch_step.py" --which 2>/dev/null)
 fi
-
-echo "machine: $cores cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-echo "model: hidden $H, $L layers, $NH heads ($KV kv), intermediate $I," \
-     "vocab $V; batch $B x seq $T; $steps steps per run (first excluded)"
-echo "torch side: $impl"
+bench_header "$impl"
 peak=""
 if "$py" -c "import numpy" 2>/dev/null; then
   line=$("$py" "$here/sgemm_peak.py" "$cores")
   echo "$line"
   peak=$(echo "$line" | sed -n 's/^SGEMM gflops=\([0-9.]*\).*/\1/p')
 fi
-load_before=$(loadavg)
-echo "load average before: $load_before"
-
-# tpx-train's element-wise loops run on OpenMP threads beside OpenBLAS's
-# own pthreads: with libgomp's default active wait, an idle OpenMP worker
-# spins through the GEMMs on a core the BLAS needs (bench/README.md
-# "Training"). Passive: it sleeps instead. The caller's setting wins.
-omp_wait=${OMP_WAIT_POLICY:-passive}
+bench_load before
 echo "tpx side: OMP_WAIT_POLICY=$omp_wait"
 
-rec=$dir/records
-: >"$rec"
-tpx_run() { # series world args...
-  series=$1 world=$2
-  shift 2
-  th=$((cores / world)); [ "$th" -ge 1 ] || th=1
-  out=$(OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th OMP_WAIT_POLICY=$omp_wait \
-        "$train" --model "$dir" \
-        --tokens "$dir/tokens.bin" --batch $B --seq $T --steps "$steps" \
-        --lr 1e-4 --clip 1.0 "$@" 2>&1) || { echo "$series failed" >>"$rec"; \
-        echo "  $series: failed: $(echo "$out" | tail -1)"; return 0; }
-  tok=$(echo "$out" | sed -n 's/^throughput \([0-9.]*\) tokens.*/\1/p')
-  coll=$(echo "$out" | sed -n 's/.*collectives \([0-9.]*\)%.*/\1/p')
-  echo "$series ${tok:-failed}" >>"$rec"
-  echo "$series-coll ${coll:-failed}" >>"$rec"
-  echo "  $series: $tok tokens/s (collectives $coll%)"
-}
-torch_run() { # series tp
-  [ "$have_torch" = 1 ] || return 0
-  out=$("$py" "$here/torch_step.py" "$dir" "$dir/tokens.bin" $B $T "$steps" \
-        "$cores" "$2" 1 2>&1 || true)
-  tok=$(echo "$out" | sed -n 's/^RESULT .*tokens_s=\([0-9.]*\).*/\1/p')
-  echo "$1 ${tok:-failed}" >>"$rec"
-  [ -n "$tok" ] && echo "  $1: $tok tokens/s" \
-    || echo "  $1: failed: $(echo "$out" | tail -1)"
-}
 for p in $(seq "$pairs"); do
   echo "## pair $p of $pairs (load $(loadavg))"
   tpx_run tpx-w1 1
-  torch_run torch-w1 1
+  torch_run torch-w1 "$here/torch_step.py" 1 1
   tpx_run tpx-tp2 2 --tp 2
-  torch_run torch-tp2 2
+  torch_run torch-tp2 "$here/torch_step.py" 2 1
 done
-load_after=$(loadavg)
-echo "load average after: $load_after"
+bench_load after
 
-echo "## medians (min-max) over the pairs, tokens/s"
-awk -f "$here/stats.awk" "$rec" >"$dir/stats"
-awk '{ printf "  %-14s %9s  (%s-%s, %d runs, %d failed)\n", $1, $2, $3, $4, $5, $6 }' \
-  "$dir/stats"
-med() { awk -v k="$1" '$1 == k { print $2 }' "$dir/stats"; }
-ratio() { # label a b target
-  awk -v l="$1" -v a="$2" -v b="$3" -v t="$4" 'BEGIN {
-    if (a == "" || b == "" || a == "-" || b == "-" || b + 0 == 0) {
-      printf "  %-34s -\n", l; exit }
-    r = a / b
-    printf "  %-34s %.2fx  (target %s: %s)\n", l, r, t, (r >= t + 0) ? "met" : "NOT met" }'
-}
+bench_medians
 echo "## ratios (issue 19's targets)"
 ratio "world 1: tpx / torch" "$(med tpx-w1)" "$(med torch-w1)" 1.2
 ratio "tp2: tpx / torch" "$(med tpx-tp2)" "$(med torch-tp2)" 1.0
@@ -134,7 +75,4 @@ if [ -n "$peak" ]; then
       "world 1: share of the sgemm peak", 100 * s, tok * f / 1e9, f / 1e6, p,
       (s >= 0.55) ? "met" : "NOT met" }'
 fi
-noisy=$(awk -v a="$load_before" -v b="$load_after" -v c="$cores" \
-  'BEGIN { print (a > c || b > c) ? "NOISY" : "quiet" }')
-echo "## machine was $noisy (load $load_before before, $load_after after, $cores cores)"
-[ "$noisy" = quiet ] || echo "   a figure taken on a loaded machine is not a result: run again"
+bench_noisy

@@ -22,9 +22,9 @@ import torch
 import transformers
 
 
-def load(model_dir):
+def load(model_dir, attn="eager"):
     return transformers.AutoModelForCausalLM.from_pretrained(
-        model_dir, attn_implementation="eager", dtype=torch.float32)
+        model_dir, attn_implementation=attn, dtype=torch.float32)
 
 
 def batch(tokens, b, t):
@@ -96,9 +96,9 @@ def automodel_version():
     return getattr(nemo_automodel, "__version__", "unknown")
 
 
-def automodel_parallelize(model, tp, dp):
+def automodel_parallelize(model, tp, dp, cp=1):
     """NeMo Automodel's own FSDP2 mesh (pp, dp_replicate, dp_shard, cp, tp)
-    and its fsdp2_strategy_parallelize, in f32."""
+    and its fsdp2_strategy_parallelize, in f32 (FSDP over dp_shard x cp)."""
     from torch.distributed.fsdp import MixedPrecisionPolicy
     from nemo_automodel.components.distributed.mesh import ParallelismSizes
     from nemo_automodel.components.distributed.mesh_utils import _create_fsdp2_device_mesh
@@ -109,11 +109,50 @@ def automodel_parallelize(model, tp, dp):
         # longer has (nor calls): there is nothing to guard, so skip the patch.
         parallelizer._patch_fsdp_accumulated_grad_guard = lambda: None
     fsdp2_strategy_parallelize = parallelizer.fsdp2_strategy_parallelize
-    mesh, _ = _create_fsdp2_device_mesh(ParallelismSizes(dp_size=dp, tp_size=tp),
-                                        world_size=tp * dp)
+    mesh, _ = _create_fsdp2_device_mesh(
+        ParallelismSizes(dp_size=dp, tp_size=tp, cp_size=cp), world_size=tp * dp * cp)
     f32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32,
                                output_dtype=torch.float32)
     return fsdp2_strategy_parallelize(model, mesh, mp_policy=f32), mesh
+
+
+def loss_backward(logits, tgt):
+    """Mean cross-entropy of logits against tgt, and its backward; logits
+    that are a vocab-sharded DTensor go through loss_parallel."""
+    from torch.distributed.tensor.parallel import loss_parallel
+    import contextlib
+    ctx = loss_parallel() if hasattr(logits, "placements") else contextlib.nullcontext()
+    with ctx:
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 tgt.reshape(-1))
+        loss.backward()
+    return loss
+
+
+def train_steps(model, steps, rank, step, shown_loss=None):
+    """STEPS AdamW steps (clipped at 1.0), each timed between barriers:
+    step() runs forward and backward and returns the loss; rank 0 prints
+    shown_loss(loss) (default: the loss itself, gathered). Returns the
+    step times."""
+    import torch.distributed as dist
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.0)
+    times = []
+    for i in range(steps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = step()
+        gn = clip_mixed(model.parameters(), 1.0)
+        opt.step()
+        dist.barrier()
+        times.append(time.perf_counter() - t0)
+        lv = shown_loss(loss) if shown_loss else (
+            loss.full_tensor() if hasattr(loss, "full_tensor") else loss)
+        if rank == 0:
+            print(f"torch step {i} loss {lv.item():.6f} grad_norm {gn.item():.6f} "
+                  f"time {times[-1]:.3f} s", flush=True)
+    return times
 
 
 def mesh_rank(rank, args):
@@ -123,7 +162,7 @@ def mesh_rank(rank, args):
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   loss_parallel, parallelize_module)
+                                                   parallelize_module)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     dist.init_process_group("gloo", rank=rank, world_size=tp * dp)
     torch.set_num_threads(threads)
@@ -151,31 +190,10 @@ def mesh_rank(rank, args):
     bl = b // dp
     di = mesh.get_local_rank("dp_shard")
     inp, tgt = inp[di * bl:(di + 1) * bl], tgt[di * bl:(di + 1) * bl]
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999), eps=1e-8,
-                            weight_decay=0.0)
-    times = []
-    for step in range(steps):
-        dist.barrier()
-        t0 = time.perf_counter()
-        opt.zero_grad()
-        logits = model(input_ids=inp).logits
-        if hasattr(logits, "placements"):  # vocab-sharded DTensor logits
-            with loss_parallel():
-                loss = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
-                loss.backward()
-        else:
-            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                     tgt.reshape(-1))
-            loss.backward()
-        gn = clip_mixed(model.parameters(), 1.0)
-        opt.step()
-        dist.barrier()
-        times.append(time.perf_counter() - t0)
-        if rank == 0:
-            lv = loss.full_tensor() if hasattr(loss, "full_tensor") else loss
-            print(f"torch step {step} loss {lv.item():.6f} grad_norm {gn.item():.6f} "
-                  f"time {times[-1]:.3f} s", flush=True)
+
+    def step():
+        return loss_backward(model(input_ids=inp).logits, tgt)
+    times = train_steps(model, steps, rank, step)
     report(times, b, t, rank)
     dist.destroy_process_group()
 

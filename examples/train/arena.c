@@ -7,15 +7,9 @@
  * Under AddressSanitizer the arena keeps its eyes: every allocation is
  * followed by a poisoned red zone and what a step has given back is
  * poisoned until it is taken again, so an overrun or a use after the
- * step reads as it would on the heap.
- *
- * The block is asked for in transparent huge pages where the system
- * offers them on request (madvise): its first touch, in the second step,
- * then costs a few hundred 2 MiB faults instead of ~150k 4 KiB ones, and
- * the GEMMs reading it miss the TLB less. */
+ * step reads as it would on the heap. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "train.h"
 
@@ -38,22 +32,6 @@
 #endif
 
 #define ALIGN 64
-#define HUGE_PAGE ((size_t)2 << 20)
-
-/* The block of `bytes`, 2 MiB-aligned and advised as huge pages when it
- * spans at least one (a hint: the kernel may decline). */
-static char *block_alloc(size_t bytes) {
-#if defined(MADV_HUGEPAGE)
-  if (bytes >= HUGE_PAGE) {
-    size_t round = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    char *p = aligned_alloc(HUGE_PAGE, round);
-    if (p)
-      (void)madvise(p, round, MADV_HUGEPAGE);
-    return p;
-  }
-#endif
-  return aligned_alloc(ALIGN, bytes);
-}
 
 /* Record a heap block taken because the arena was full. */
 static int spill_push(tr_arena *a, void *p) {
@@ -118,7 +96,7 @@ tpx_status tr_arena_reset(tr_arena *a, tpx_error *err) {
   ASAN_UNPOISON_MEMORY_REGION(a->base, a->cap);
   free(a->base);
   a->cap = 0;
-  a->base = block_alloc(a->peak);
+  a->base = aligned_alloc(ALIGN, a->peak);
   if (!a->base)
     return tpx_error_set(err, TPX_NO_MEMORY,
                          "out of memory (activations: %zu bytes)", a->peak);

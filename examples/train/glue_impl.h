@@ -12,10 +12,11 @@ typedef struct tr_tp {
   int64_t rank;
   int64_t embed, m_embed;
   double comm_s;
-  /* context parallelism: the cp group (NULL at cp 1), this rank's place
-   * in it and how the sequence is cut */
+  /* context parallelism: the cp group (the mesh comm's cp dim; NULL at
+   * cp 1), this rank's place in it and how the sequence is cut */
   tpx_comm *cp;
   tr_cp cpi;
+  double cp_s; /* of comm_s, the cp all-gathers / reduce-scatters */
 } tr_tp;
 
 /* Fill the shared part (creates the mesh comm). */

@@ -31,6 +31,10 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
                          "tpx-train-ref runs world 1 and tp-only meshes "
                          "(data-parallel dims need tpx-train and the "
                          "runtime)");
+  if (su->offload)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "tpx-train-ref has no runtime to offload (--offload "
+                         "needs tpx-train)");
   tr_rank *r = calloc(1, sizeof *r);
   if (!r)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");

@@ -48,6 +48,7 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
   /* the trainer computes in f32 whatever the checkpoint's dtype (a bf16
    * checkpoint is read and upcast, as from_pretrained(dtype=float32)) */
   ro.storage_dtype = TPX_DTYPE_F32;
+  ro.offload = su->offload;
   if (!st)
     st = tpx_runtime_create(su->sharding, r->tp.mc, &ro, &r->rt, err);
   if (st) {
@@ -95,6 +96,8 @@ int tr_rank_memory(const tr_rank *r, tr_memory *out) {
       tpx_runtime_allocated_bytes(r->rt, TPX_RUNTIME_MEM_OPTIMIZER);
   out->gather_peak = tpx_runtime_peak_bytes(r->rt, TPX_RUNTIME_MEM_GATHER);
   out->peak = tpx_runtime_peak_bytes(r->rt, TPX_RUNTIME_MEM_TOTAL);
+  out->device_peak = tpx_runtime_space_bytes(r->rt, 0, 1);
+  out->host_peak = tpx_runtime_space_bytes(r->rt, 1, 1);
   return 1;
 }
 

@@ -18,20 +18,18 @@ tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err) {
   tp->cpi = (tr_cp){1, 0, su->cp_layout};
   tpx_status st = tpx_mesh_comm_create(
       su->world_comm, tpx_sharding_mesh(su->sharding), &tp->mc, err);
-  int cpd = su->cp_mesh ? tpx_mesh_dim_index(su->cp_mesh, "cp") : -1;
-  if (st || cpd < 0 || tpx_mesh_dim_size(su->cp_mesh, cpd) == 1)
-    return st;
   /* the cp group: the ranks that differ only in their cp coordinate */
-  st = tpx_comm_split_mesh_dim(su->world_comm, su->cp_mesh, "cp", &tp->cp, err);
-  if (!st) {
-    tp->cpi.size = tpx_comm_size(tp->cp);
-    tp->cpi.rank = tpx_comm_rank(tp->cp);
-  }
-  return st;
+  const tpx_mesh *mesh = tpx_sharding_mesh(su->sharding);
+  int cpd = tpx_mesh_dim_index(mesh, "cp");
+  if (st || cpd < 0 || tpx_mesh_dim_size(mesh, cpd) == 1)
+    return st;
+  tp->cp = tpx_mesh_comm_dim(tp->mc, cpd);
+  tp->cpi.size = tpx_comm_size(tp->cp);
+  tp->cpi.rank = tpx_comm_rank(tp->cp);
+  return TPX_OK;
 }
 
 void tr_tp_fini(tr_tp *tp) {
-  tpx_comm_destroy(tp->cp);
   tpx_mesh_comm_destroy(tp->mc);
   tp->mc = NULL;
   tp->cp = NULL;
@@ -48,6 +46,7 @@ tpx_status tr_cp_gather(tr_rank *r, const float *local, float *full, int64_t b,
   double t0 = tr_now();
   tpx_status st = tpx_cp_all_gather_seq(tp->cp, tp->cpi.layout, &tl, &tf, err);
   tp->comm_s += tr_now() - t0;
+  tp->cp_s += tr_now() - t0;
   return st;
 }
 
@@ -62,12 +61,14 @@ tpx_status tr_cp_reduce_scatter(tr_rank *r, const float *full, float *local,
   tpx_status st =
       tpx_cp_reduce_scatter_seq(tp->cp, tp->cpi.layout, &tf, &tl, err);
   tp->comm_s += tr_now() - t0;
+  tp->cp_s += tr_now() - t0;
   return st;
 }
 
 double tr_rank_comm_seconds(const tr_rank *r) {
   return ((const tr_tp *)r)->comm_s;
 }
+double tr_rank_cp_seconds(const tr_rank *r) { return ((const tr_tp *)r)->cp_s; }
 int tr_rank_is_root(const tr_rank *r) { return ((const tr_tp *)r)->rank == 0; }
 
 static tpx_tensor t3(float *d, int64_t b, int64_t s, int64_t f) {
@@ -232,7 +233,7 @@ tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) {
   for (int d = 0; d < tpx_mesh_ndim(mesh); d++) {
     const char *name = tpx_mesh_dim_name(mesh, d);
     if (strcmp(name, "dp_shard") && strcmp(name, "dp_replicate") &&
-        strcmp(name, "dp_shard_cp") && strcmp(name, "cp"))
+        strcmp(name, "cp"))
       continue;
     if (tpx_mesh_dim_size(mesh, d) == 1)
       continue;

@@ -36,6 +36,7 @@ typedef struct args {
   int64_t cp;          /* context parallel: ranks sharing each sequence */
   double lr, clip, wd; /* clip <= 0: no clipping */
   int sp;              /* sequence parallel */
+  int offload;         /* --offload: FSDP2's CPUOffloadPolicy */
 } args;
 
 /* What rank 0 records of each step, for the report. */
@@ -43,6 +44,7 @@ typedef struct step_record {
   double loss, grad_norm;
   double seconds; /* wall, rank 0 */
   double comm;    /* of which in collectives */
+  double cp;      /* of which in cp's K/V collectives */
   double cpu;     /* CPU seconds of the whole process */
 } step_record;
 
@@ -53,7 +55,6 @@ typedef struct job {
   const tpx_sharding *sh;
   const int32_t *tokens;
   const tpx_checkpoint_reader *reader;
-  const tpx_mesh *cp_mesh; /* (dp_replicate, dp_shard, cp, tp) */
   int mpi;
   step_record *steps;  /* [a->steps], filled by rank 0 */
   int has_memory;      /* rank 0's runtime reported its memory */
@@ -70,7 +71,7 @@ static void usage(FILE *f) {
       "                 [--clip C] [--weight-decay W] [--tp N] [--dp-shard M]\n"
       "                 [--dp-replicate R] [--cp C] [--cp-layout head-tail|"
       "contiguous]\n"
-      "                 [--sp] [--backend local|mpi]\n"
+      "                 [--sp] [--offload] [--backend local|mpi]\n"
       "                 [--format text|json] [--dump-params FILE]"
       " [--dump-grads FILE]\n\n"
       "Train K AdamW steps (betas 0.9/0.999, eps 1e-8) of an HF"
@@ -90,7 +91,13 @@ static void usage(FILE *f) {
       " (gathered) as an\n"
       "f32 safetensors file, for comparisons; --dump-grads the gathered"
       " pre-clip\n"
-      "gradients of every step k, tensors named PARAM@k.\n"
+      "gradients of every step k, tensors named PARAM@k. --offload keeps"
+      " the sharded\n"
+      "parameters, gradients and AdamW state in host memory (FSDP2's"
+      " CPUOffloadPolicy;\n"
+      "FSDP on even without data-parallel ranks); the memory report splits"
+      " device and\n"
+      "host bytes.\n"
       "Exit status: 0 ok, 1 bad input or a failed run, 2 bad arguments.\n");
 }
 
@@ -212,6 +219,10 @@ static int parse_args(int argc, char **argv, args *a) {
     }
     if (!strcmp(name, "--sp")) {
       a->sp = 1;
+      continue;
+    }
+    if (!strcmp(name, "--offload")) {
+      a->offload = 1;
       continue;
     }
     const struct option *o = NULL;
@@ -356,10 +367,12 @@ static void print_json(const args *a, const job *j) {
   if (j->has_memory)
     printf(",\"memory\":{\"rank\":0,\"params\":%lld,\"grads\":%lld,"
            "\"optimizer\":%lld,\"gather_peak\":%lld,\"activations\":%lld,"
-           "\"peak\":%lld}",
+           "\"peak\":%lld,\"device_peak\":%lld,\"host_peak\":%lld}",
            (long long)j->memory.params, (long long)j->memory.grads,
            (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
-           (long long)j->activations, (long long)peak_bytes(j));
+           (long long)j->activations, (long long)peak_bytes(j),
+           (long long)(j->memory.device_peak + j->activations),
+           (long long)j->memory.host_peak);
   printf("}\n");
 }
 
@@ -371,8 +384,8 @@ static void print_header(const args *a, const tpx_model *model) {
          (long long)a->dp_shard);
   if (a->cp > 1)
     printf(" cp=%lld (%s)", (long long)a->cp, a->cp_layout);
-  printf(" tp=%lld%s, %s backend\n", (long long)a->tp, a->sp ? " sp" : "",
-         a->backend);
+  printf(" tp=%lld%s, %s backend%s\n", (long long)a->tp, a->sp ? " sp" : "",
+         a->backend, a->offload ? ", CPU offload" : "");
   fflush(stdout);
 }
 
@@ -382,25 +395,34 @@ static void print_summary(const args *a, const job *j) {
     return;
   }
   /* steady state: the steps after the first (warm-up) */
-  double ts = 0, cs = 0, ps = 0;
+  double ts = 0, cs = 0, ps = 0, ks = 0;
   int64_t n = 0;
   for (int64_t i = a->steps > 1 ? 1 : 0; i < a->steps; i++, n++) {
     ts += j->steps[i].seconds;
     cs += j->steps[i].comm;
+    ks += j->steps[i].cp;
     ps += j->steps[i].cpu;
   }
-  if (n && ts > 0)
+  if (n && ts > 0) {
     printf("throughput %.1f tokens/s  step %.4f s  collectives %.1f%% of the "
-           "step (rank 0)  cpu %.4f s/step%s\n",
+           "step (rank 0)  cpu %.4f s/step%s",
            (double)(a->batch * a->seq) * (double)n / ts, ts / (double)n,
            100.0 * cs / ts, ps / (double)n,
            j->mpi ? " (this process)" : " (all ranks)");
+    /* of the collectives, cp's K/V all-gathers and reduce-scatters */
+    if (a->cp > 1)
+      printf("  cp collectives %.1f%% of the step", 100.0 * ks / ts);
+    printf("\n");
+  }
   if (j->has_memory)
     printf("memory (rank 0, bytes): params %lld  grads %lld  optimizer %lld  "
-           "gather peak %lld  activations %lld  peak %lld\n",
+           "gather peak %lld  activations %lld  peak %lld  (device peak %lld, "
+           "host peak %lld)\n",
            (long long)j->memory.params, (long long)j->memory.grads,
            (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
-           (long long)j->activations, (long long)peak_bytes(j));
+           (long long)j->activations, (long long)peak_bytes(j),
+           (long long)(j->memory.device_peak + j->activations),
+           (long long)j->memory.host_peak);
 }
 
 /* ---- one rank ---- */
@@ -431,9 +453,12 @@ static double cpu_now(void) {
 static tpx_status my_rows(const job *j, int64_t rank, const int32_t **rows,
                           tpx_error *err) {
   const args *a = j->a;
-  int64_t c[4] = {0, 0, 0, 0}; /* dp_replicate, dp_shard, cp, tp */
-  tpx_status s = tpx_mesh_coords(j->cp_mesh, rank, c, err);
-  int64_t dp = c[0] * a->dp_shard + c[1];
+  const tpx_mesh *mesh = tpx_sharding_mesh(j->sh);
+  int64_t c[TPX_MESH_MAX_DIMS] = {0};
+  tpx_status s = tpx_mesh_coords(mesh, rank, c, err);
+  int dr = tpx_mesh_dim_index(mesh, "dp_replicate");
+  int ds = tpx_mesh_dim_index(mesh, "dp_shard");
+  int64_t dp = (dr >= 0 ? c[dr] : 0) * a->dp_shard + (ds >= 0 ? c[ds] : 0);
   int64_t rows_per_rank = a->batch / (a->dp_replicate * a->dp_shard);
   *rows = j->tokens + dp * rows_per_rank * (a->seq + 1);
   return s;
@@ -456,6 +481,7 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
   for (int64_t step = 0; !s && step < a->steps; step++) {
     double loss = 0, gn = 0;
     double t0 = tr_now(), c0 = tr_rank_comm_seconds(r), p0 = cpu_now();
+    double k0 = tr_rank_cp_seconds(r);
     s = tr_net_step(net, r, rows, b, a->seq, &loss, err);
     double tg = tr_now();
     if (!s && a->dump_grads)
@@ -468,7 +494,8 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
       s = tr_dp_mean(r, &loss, err); /* reporting only: not timed */
     if (s)
       break;
-    step_record rec = {loss, gn, t1 - t0, c1 - c0, cpu_now() - p0};
+    step_record rec = {
+        loss, gn, t1 - t0, c1 - c0, tr_rank_cp_seconds(r) - k0, cpu_now() - p0};
     if (rank == 0) {
       j->steps[step] = rec;
       print_step(a, step, &rec);
@@ -493,8 +520,13 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   tr_rank *r = NULL;
   int64_t world_size = tpx_mesh_world_size(tpx_sharding_mesh(j->sh));
   int64_t rank = world ? tpx_comm_rank(world) : 0;
-  tr_rank_setup su = {j->model, j->sh,      world,           world_size,
-                      rank,     j->cp_mesh, TPX_CP_HEAD_TAIL};
+  tr_rank_setup su = {.model = j->model,
+                      .sharding = j->sh,
+                      .world_comm = world,
+                      .world = world_size,
+                      .rank = rank,
+                      .cp_layout = TPX_CP_HEAD_TAIL,
+                      .offload = j->a->offload};
   tpx_cp_layout_parse(j->a->cp_layout, &su.cp_layout, NULL);
   tpx_status s = tr_net_init(&net, j->model, err);
   if (!s)
@@ -528,27 +560,13 @@ static int first_error(const tpx_diag_list *dl, const char *what,
   return 0;
 }
 
-/* The mesh the sharding runs on. Under cp, FSDP shards over dp_shard x
- * cp (upstream's dp_shard_cp): one dim of that name takes the place of
- * dp_shard and cp, numbered as the flattened view of (dp_replicate,
- * dp_shard, cp, tp) numbers it (rank r is the same rank in both), so the
- * runtime's FSDP all-gather, gradient reduce-scatter (summing the cp
- * ranks' partial gradients), averaging and grad norm run over it. The
- * cp groups themselves come from the 4-dim mesh (cp_mesh). */
-static int build_meshes(const args *a, tpx_mesh **mesh, tpx_mesh **cp_mesh,
-                        tpx_error *err) {
-  const char *n4[4] = {"dp_replicate", "dp_shard", "cp", "tp"};
-  int64_t s4[4] = {a->dp_replicate, a->dp_shard, a->cp, a->tp};
-  if (tpx_mesh_create(n4, s4, 4, cp_mesh, err))
-    return 1;
-  const char *names[3] = {"dp_replicate",
-                          a->cp > 1 ? "dp_shard_cp" : "dp_shard", "tp"};
-  int64_t sizes[3] = {a->dp_replicate, a->dp_shard * a->cp, a->tp};
-  return tpx_mesh_create(names, sizes, 3, mesh, err) != TPX_OK;
-}
-
+/* Upstream's mesh (dp_replicate, dp_shard, cp, tp), torch's numbering;
+ * at cp 1 without the cp dim. Under cp, FSDP shards over its flattened
+ * dp_shard_cp view (docs/SEMANTICS.md "Context parallelism"): the runtime
+ * gathers, reduce-scatters (summing the cp ranks' partial gradients),
+ * averages and takes the grad norm over it. */
 static int build_sharding(const args *a, tpx_registry *reg,
-                          const tpx_model *model, tpx_mesh *mesh,
+                          const tpx_model *model, tpx_mesh **mesh,
                           tpx_selection **sel, tpx_diag_list *diags,
                           tpx_sharding **sh, tpx_error *err) {
   tpx_select_options so = TPX_SELECT_OPTIONS_INIT;
@@ -558,16 +576,20 @@ static int build_sharding(const args *a, tpx_registry *reg,
     return 1;
   if (first_error(diags, "plan", err))
     return 1;
+  if (tpx_mesh_create_fsdp2(a->dp_replicate, a->dp_shard, a->cp, a->tp, mesh,
+                            err))
+    return 1;
   tpx_sharding_options opts = TPX_SHARDING_OPTIONS_INIT;
   opts.param_dtype = TPX_DTYPE_F32; /* f32 training: no mixed precision */
   if (a->cp > 1)
     opts.dp_shard_dim = "dp_shard_cp";
   /* no data-parallel or cp rank: nothing to shard, the runtime keeps the
-   * TP-local tensors themselves (no gather copies) */
-  opts.fsdp = a->dp_shard * a->dp_replicate * a->cp > 1;
+   * TP-local tensors themselves (no gather copies); offload is an FSDP
+   * policy, so --offload keeps FSDP on (units over a dp_shard of 1) */
+  opts.fsdp = a->dp_shard * a->dp_replicate * a->cp > 1 || a->offload;
   /* the selection whole: plan, FSDP units, fp32 parameters */
   opts.selection = *sel;
-  if (tpx_sharding_create(model, NULL, mesh, &opts, sh, err))
+  if (tpx_sharding_create(model, NULL, *mesh, &opts, sh, err))
     return 1;
   return first_error(tpx_sharding_diagnostics(*sh), "sharding", err);
 }
@@ -614,7 +636,7 @@ static int cp_seq_bad(const args *a, tpx_error *err) {
 typedef struct run {
   tpx_registry *reg;
   tpx_model *model;
-  tpx_mesh *mesh, *cp_mesh;
+  tpx_mesh *mesh;
   tpx_selection *sel;
   tpx_diag_list *diags;
   tpx_sharding *sh;
@@ -629,7 +651,6 @@ static void run_free(run *r) {
   tpx_selection_destroy(r->sel);
   tpx_diag_list_destroy(r->diags);
   tpx_mesh_destroy(r->mesh);
-  tpx_mesh_destroy(r->cp_mesh);
   tpx_model_destroy(r->model);
   tpx_registry_destroy(r->reg);
   free(r->tokens);
@@ -655,8 +676,7 @@ static tpx_status prepare(const args *a, run *r, tpx_error *err) {
     return st;
   if (!(r->tokens = read_tokens(a, vocab, err)))
     return TPX_VALIDATION;
-  if (build_meshes(a, &r->mesh, &r->cp_mesh, err) ||
-      build_sharding(a, r->reg, r->model, r->mesh, &r->sel, r->diags, &r->sh,
+  if (build_sharding(a, r->reg, r->model, &r->mesh, &r->sel, r->diags, &r->sh,
                      err))
     return TPX_VALIDATION;
   tpx_checkpoint_reader_options ro = TPX_CHECKPOINT_READER_OPTIONS_INIT;
@@ -785,8 +805,7 @@ int main(int argc, char **argv) {
   }
   if (prepare(&a, &r, &err))
     goto out;
-  job j = {&a,  r.model, r.sh, r.tokens, r.reader, r.cp_mesh,
-           mpi, r.steps, 0,    {0},      0};
+  job j = {&a, r.model, r.sh, r.tokens, r.reader, mpi, r.steps, 0, {0}, 0};
   if (root)
     print_header(&a, r.model);
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err)

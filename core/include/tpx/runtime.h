@@ -66,7 +66,9 @@
  * shapes and layouts); copies, casts, the norm, clip and AdamW run as that
  * space's copies and kernels. The caller's full tensors of load_param /
  * gather_* stay host memory. On nccl the runtime runs synchronously (no
- * comm thread). docs/RUNTIME.md "Device memory" has the details.
+ * comm thread). docs/RUNTIME.md "Device memory" has the details. With
+ * tpx_runtime_options.offload the sharded state lives in host memory
+ * instead (docs/RUNTIME.md "CPU offload").
  *
  * Not here: TP activation transitions and vocab-parallel math
  * (tpx/runtime_tp.h), the checkpoint reader itself (tpx/checkpoint.h). */
@@ -108,10 +110,23 @@ typedef struct tpx_runtime_options {
    * at destroy. tpx_runtime_allocated_bytes counts buffers in use only;
    * tpx_runtime_cached_bytes the cached ones. 0: free them at once. */
   int cache_buffers;
+  /* 1: FSDP2's CPUOffloadPolicy. The sharded parameters (and f32
+   * masters), sharded gradients and AdamW state live in host memory
+   * instead of the comm's memory space; unshard copies the unit's shard
+   * to the device (H2D) before its all-gather, reduce_grads copies the
+   * reduced gradient shard back (D2H) and accumulates it on the host, and
+   * the grad norm, clip and AdamW run on the host. The unsharded
+   * parameters and gradients and every collective stay on the device.
+   * The pointers sharded / master / sharded_grad of
+   * tpx_runtime_param_info are then host memory. Needs FSDP on
+   * (TPX_UNSUPPORTED otherwise). 0 (default): everything in the comm's
+   * space. Results are bit-identical either way (docs/RUNTIME.md
+   * "CPU offload"). */
+  int offload;
 } tpx_runtime_options;
 
 #define TPX_RUNTIME_OPTIONS_INIT                                               \
-  { sizeof(tpx_runtime_options), 1, 1, TPX_DTYPE_INVALID, 0.0, 1 }
+  { sizeof(tpx_runtime_options), 1, 1, TPX_DTYPE_INVALID, 0.0, 1, 0 }
 
 /* Which pass an unshard / reshard belongs to. */
 typedef enum tpx_runtime_phase {
@@ -326,6 +341,18 @@ TPX_API int64_t tpx_runtime_peak_bytes(const tpx_runtime *rt,
 /* Bytes freed but kept for reuse (tpx_runtime_options.cache_buffers);
  * -1 for NULL. Not part of any kind above. */
 TPX_API int64_t tpx_runtime_cached_bytes(const tpx_runtime *rt);
+
+/* Where the bytes above live: `host` 0 counts the buffers in the comm's
+ * memory space (tpx_comm_memspace: the GPU on nccl, host memory on local
+ * and mpi), 1 the buffers the runtime keeps in host memory because of
+ * tpx_runtime_options.offload (the sharded state and its D2H staging,
+ * counted as host bytes on every backend; 0 without offload). `peak` 0: bytes
+ * allocated now; 1: the high-water mark since create. The two "now" figures sum
+ * to TPX_RUNTIME_MEM_TOTAL. -1 for NULL. */
+TPX_API int64_t tpx_runtime_space_bytes(const tpx_runtime *rt, int host,
+                                        int peak);
+/* 1 when the runtime offloads its sharded state (options.offload). */
+TPX_API int tpx_runtime_is_offloaded(const tpx_runtime *rt);
 
 TPX_END_DECLS
 

@@ -538,6 +538,9 @@ typedef struct {
   const tpx_mesh *mesh;
   int tp_dim, ds_dim;
   int64_t tp_size;
+  /* cp dim joined to dp_shard (FSDP over dp_shard_cp), else -1: a block's
+   * "s" index is then its index in dp_shard_cp, s * cp + c */
+  int cp_dim;
 } grid_t;
 
 static int64_t coord_of(const grid_t *g, int64_t rank, int dim) {
@@ -546,6 +549,16 @@ static int64_t coord_of(const grid_t *g, int64_t rank, int dim) {
       tpx_mesh_coords(g->mesh, rank, c, NULL) != TPX_OK)
     return -1;
   return c[dim];
+}
+
+/* The FSDP shard index of `rank`: its dp_shard coordinate, or its index in
+ * dp_shard_cp when cp is joined to dp_shard. */
+static int64_t shard_of(const grid_t *g, int64_t rank) {
+  int64_t s = coord_of(g, rank, g->ds_dim);
+  if (s < 0 || g->cp_dim < 0)
+    return s;
+  return s * tpx_mesh_dim_size(g->mesh, g->cp_dim) +
+         coord_of(g, rank, g->cp_dim);
 }
 
 static void rank_list(char *out, size_t size, const block_t *k) {
@@ -579,7 +592,7 @@ static size_t collect_blocks(const tpx_sharding *sh, const grid_t *g, int64_t p,
       continue;
     size_t k = 0;
     while (k < nb && memcmp(&blocks[k].s, &s, sizeof s) != 0) k++;
-    int64_t tc = coord_of(g, r, g->tp_dim), dc = coord_of(g, r, g->ds_dim);
+    int64_t tc = coord_of(g, r, g->tp_dim), dc = shard_of(g, r);
     if (k == nb) {
       blocks[nb].s = s;
       blocks[nb].first_rank = r;
@@ -714,8 +727,12 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
     b->failed = 1;
     return;
   }
+  const char *view = tpx_sharding_fsdp_mesh_name(sh, NULL);
   grid_t g = {mesh, tpx_mesh_dim_index(mesh, "tp"),
-              tpx_mesh_dim_index(mesh, "dp_shard"), 1};
+              tpx_mesh_dim_index(mesh, "dp_shard"), 1,
+              view && !strcmp(view, "dp_shard_cp")
+                  ? tpx_mesh_dim_index(mesh, "cp")
+                  : -1};
   if (g.tp_dim >= 0)
     g.tp_size = tpx_mesh_dim_size(mesh, g.tp_dim);
   size_t nb = collect_blocks(sh, &g, p, drawn, blocks);
@@ -790,10 +807,11 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
     if (per > 1 && blocks[0].ds >= 0)
       tpx__sbuf_printf(
           b,
-          "<div class=\"cap\">%s%lld blocks, one per dp_shard "
+          "<div class=\"cap\">%s%lld blocks, one per %s "
           "rank (s0 first, %s)</div>",
           g.tp_size > 1 && blocks[0].tp >= 0 ? "each tp band: " : "",
-          (long long)per, ds_rows ? "top to bottom" : "left to right");
+          (long long)per, g.cp_dim >= 0 ? "dp_shard_cp" : "dp_shard",
+          ds_rows ? "top to bottom" : "left to right");
   }
   tpx__sbuf_printf(b, "</div>\n");
   free(blocks);

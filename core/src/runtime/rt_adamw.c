@@ -2,7 +2,9 @@
  * sharded flat buffers: the f32 masters with the sharded f32 gradients;
  * low-precision storage is refreshed from the masters afterwards. Padding
  * stays zero (zero gradient, zero state, zero parameter). The update is the
- * memory space's adamw kernel (device/host_kernels.c holds the loop). */
+ * memory space's adamw kernel (device/host_kernels.c holds the loop), run
+ * where the state lives: the host under offload (FSDP2's
+ * CPUOffloadPolicy steps the optimizer on the CPU). */
 #include <math.h>
 #include <string.h>
 
@@ -67,7 +69,8 @@ tpx_status tpx_runtime_adamw_step(tpx_runtime *rt,
   h.bc2s = (float)sqrt(bc2);
   h.eps = (float)o.eps;
   h.step = (float)(-(o.lr / bc1));
-  const tpx__memspace *ms = rt->ms;
+  /* Where the sharded state lives: host memory under offload. */
+  const tpx__memspace *ms = tpx__rt_state_ms(rt);
   for (size_t i = 0; i < rt->num_rt_params && st == TPX_OK; i++) {
     const tpx__rt_param *p = &rt->params[i];
     tpx__rt_unit *un = &rt->units[p->unit];

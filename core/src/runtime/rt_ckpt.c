@@ -4,7 +4,8 @@
  * straight into its flat unit buffers (into the f32 master first when the
  * storage is low precision, then rounded into storage). On a device
  * memory space the reader fills one host staging buffer that is copied
- * H2D parameter by parameter.
+ * H2D parameter by parameter. Under offload the shards are host memory
+ * and are read straight into.
  * Not a writer, and not collective. */
 #include <stdlib.h>
 
@@ -37,7 +38,7 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
   /* The reader writes host memory: on a device memory space each rank's
    * bytes go to one host staging buffer first, then one H2D copy per
    * parameter (host space: straight into the flat buffers). */
-  const tpx__memspace *ms = rt->ms;
+  const tpx__memspace *ms = tpx__rt_state_ms(rt); /* host under offload */
   void **devp = calloc(rt->num_params ? rt->num_params : 1, sizeof *devp);
   size_t staged = 0;
   unsigned char *stage = NULL;

@@ -1,15 +1,22 @@
 /* runtime/rt_dim.c — the runtime's mesh dims: the communicator of each, which
  * are data-parallel, and an in-place all-reduce over one (on the comm
  * thread for dp dims, so it is ordered with the FSDP collectives there).
+ * FSDP over a flattened view (dp_shard_cp) is one "dim" here: its first
+ * mesh dim answers with the view's group, and the dims it joins carry no
+ * shard of their own (their placement is Joined).
  * Not here: the FSDP collectives themselves (rt_fsdp.c). */
 #include "runtime/rt_internal.h"
 
 tpx_comm *tpx__rt_dim_comm(const tpx_runtime *rt, int dim) {
+  if (dim >= 0 && dim == rt->dps_dim && rt->dps_comm)
+    return rt->dps_comm;
   return dim < 0 ? NULL : tpx_mesh_comm_dim(rt->mc, dim);
 }
 
 int tpx__rt_dim_is_dp(const tpx_runtime *rt, int dim) {
-  return dim >= 0 && (dim == rt->dps_dim || dim == rt->dpr_dim);
+  int in_view = rt->dps_dim >= 0 && dim >= rt->dps_dim &&
+                dim < rt->dps_dim + (rt->dps_ndims > 1 ? rt->dps_ndims : 1);
+  return dim >= 0 && (in_view || dim == rt->dpr_dim);
 }
 
 typedef struct ar_args {

@@ -3,6 +3,10 @@
  * TP-local tensors), prefetch, reshard, and gradient reduction
  * (reduce-scatter over dp_shard, all-reduce over dp_replicate, divide, tp
  * all-reduce of sequence-parallel partial gradients).
+ * Under offload (tpx_runtime_options.offload) the shards are host memory:
+ * the gather job copies the unit's shard H2D before casting and gathering,
+ * and the reduced shard is copied D2H before it is added into the host
+ * gradients.
  * Which rows of the TP-local piece dp rank b holds: tpx_layout_chunk, the
  * same split tpx_sharding_local_slice applies (rt_runtime.c checks this
  * rank's shard against it). */
@@ -65,13 +69,16 @@ static tpx_status gather_job(void *arg, tpx_error *err) {
   const tpx__memspace *ms = rt->ms;
   tpx_status st = TPX_OK;
   const unsigned char *send = u->flat;
+  if (u->dflat) { /* offload: the host shard to the device first */
+    MS(tpx__ms_copy(ms, u->dflat, u->flat, u->flat_bytes, TPX__H2D, err));
+    send = u->dflat;
+  }
   if (u->cast_send) {
     for (size_t i = 0; i < u->count; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
       MS(tpx__ms_convert(ms, (unsigned char *)u->send + p->cflat_off,
-                         p->compute,
-                         (const unsigned char *)u->flat + p->flat_off,
-                         p->storage, (size_t)p->padded, err));
+                         p->compute, send + p->flat_off, p->storage,
+                         (size_t)p->padded, err));
     }
     send = u->send;
   }
@@ -104,11 +111,12 @@ static tpx_status gather_job(void *arg, tpx_error *err) {
 }
 
 void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u) {
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->dflat, u->flat_bytes);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->send, u->cflat_bytes);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->stage,
                u->cflat_bytes * (size_t)rt->dps);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->unsh, u->unsh_bytes);
-  u->send = u->stage = u->unsh = NULL;
+  u->dflat = u->send = u->stage = u->unsh = NULL;
   u->state = TPX__RT_SHARDED;
 }
 
@@ -121,7 +129,10 @@ static tpx_status start_gather(tpx_runtime *rt, size_t unit, tpx_error *err) {
                                u->cflat_bytes * (size_t)rt->dps, 0);
   if (u->cast_send)
     u->send = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER, u->cflat_bytes, 0);
-  if (!u->unsh || !u->stage || (u->cast_send && !u->send)) {
+  if (rt->opts.offload)
+    u->dflat = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER, u->flat_bytes, 0);
+  if (!u->unsh || !u->stage || (u->cast_send && !u->send) ||
+      (rt->opts.offload && !u->dflat)) {
     tpx__rt_free_unsharded(rt, u);
     return tpx_error_set(err, TPX_NO_MEMORY,
                          "tpx_runtime_unshard: out of memory gathering unit "
@@ -146,10 +157,11 @@ static tpx_status finish_gather(tpx_runtime *rt, size_t unit, tpx_error *err) {
     tpx__rt_free_unsharded(rt, u);
     return st;
   }
+  tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->dflat, u->flat_bytes);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->send, u->cflat_bytes);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->stage,
                u->cflat_bytes * (size_t)rt->dps);
-  u->send = u->stage = NULL;
+  u->dflat = u->send = u->stage = NULL;
   u->state = TPX__RT_UNSHARDED;
   return TPX_OK;
 }
@@ -335,17 +347,34 @@ static tpx_status finish_reduce(tpx_runtime *rt, tpx__rt_unit *u,
   tpx_status st = tpx__rt_queue_wait(&rt->queue, &u->rjob, err);
   if (st == TPX_OK)
     st = tp_allreduce(rt, u, u->rout, u->reduce, 0, err);
+  /* Offload: the reduced shard comes back to the host, where the sharded
+   * gradients accumulate (the same kernel, so the same bits). */
+  const void *rout = u->rout;
+  void *host = NULL;
+  if (st == TPX_OK && rt->opts.offload) {
+    host =
+        tpx__rt_alloc_host(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rflat_bytes);
+    if (!host && u->rflat_bytes)
+      st = tpx_error_set(err, TPX_NO_MEMORY,
+                         "tpx_runtime_reduce_grads: out of host memory for "
+                         "unit %zu's reduced gradients (%zu bytes)",
+                         (size_t)(u - rt->units), u->rflat_bytes);
+    if (st == TPX_OK)
+      st = tpx__ms_copy(rt->ms, host, u->rout, u->rflat_bytes, TPX__D2H, err);
+    rout = host;
+  }
   if (st == TPX_OK) {
     float d = (float)rt->divide;
     for (size_t i = 0; i < u->count && st == TPX_OK; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
       size_t n = (size_t)(p->shard_rows * p->row_numel);
       if (n)
-        st = tpx__ms_add_f32(rt->ms, u->grad + p->grad_off,
-                             (const unsigned char *)u->rout + p->rflat_off,
+        st = tpx__ms_add_f32(tpx__rt_state_ms(rt), u->grad + p->grad_off,
+                             (const unsigned char *)rout + p->rflat_off,
                              u->reduce, n, d, err);
     }
   }
+  tpx__rt_free_host(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, host, u->rflat_bytes);
   free_reduce(rt, u);
   return st;
 }
@@ -412,7 +441,7 @@ tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
     return st;
   for (size_t i = 0; i < rt->num_units && st == TPX_OK; i++) {
     tpx__rt_unit *u = &rt->units[i];
-    st = tpx__ms_memset(rt->ms, u->grad, 0,
+    st = tpx__ms_memset(tpx__rt_state_ms(rt), u->grad, 0,
                         (size_t)u->grad_numel * sizeof(float), err);
     if (st == TPX_OK && rt->fsdp && u->unsh_grad)
       st = tpx__ms_memset(rt->ms, u->unsh_grad, 0, u->unsh_bytes, err);

@@ -115,6 +115,7 @@ typedef struct tpx__rt_unit {
   void *unsh;
   void *unsh_grad;
   void *send;  /* compute-dtype copy of the shard (cast_send) */
+  void *dflat; /* offload: the shard copied to the device (flat_bytes) */
   void *stage; /* all-gather output, dps blocks */
   tpx__rt_job job;
   /* Gradient reduction in flight (submitted, finished at the next sync). */
@@ -136,7 +137,12 @@ struct tpx_runtime {
   int ndim; /* mesh dims */
   int tp_dim, dps_dim, dpr_dim;
   int64_t tp, dps, dpr;
-  int64_t dps_index; /* this rank's index along dp_shard */
+  int64_t dps_index; /* this rank's index along dp_shard (or dp_shard_cp) */
+  /* FSDP over a flattened view (dp_shard_cp = dp_shard x cp): it spans
+   * dps_ndims mesh dims from dps_dim, and dps_comm (owned) is its group,
+   * which tpx__rt_dim_comm answers for dps_dim; NULL for a real dim. */
+  int dps_ndims;
+  tpx_comm *dps_comm;
   int fsdp;
   double divide;
   size_t num_params;   /* model parameters (aliases included) */
@@ -156,6 +162,9 @@ struct tpx_runtime {
   } * cache;
   size_t ncache, cache_cap;
   int64_t cached_bytes;
+  /* Of cur[TOTAL]: bytes in host memory outside rt->ms (offload); peaks of
+   * the host and the rt->ms parts. */
+  int64_t host_cur, host_peak, dev_peak;
 };
 
 /* ---- buffers (rt_buf.c) ---- */
@@ -175,11 +184,30 @@ void tpx__rt_free(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
 /* Free the cached buffers (destroy). */
 void tpx__rt_release_cache(tpx_runtime *rt);
 
+/* ---- offload (rt_buf.c; tpx_runtime_options.offload) ---- */
+
+/* The space of the sharded state (PARAMS, GRADS, OPTIMIZER buffers): host
+ * memory under offload, else rt->ms. The buffers above are allocated
+ * there by kind; GATHER and UNSHARDED_GRADS are always in rt->ms. */
+const tpx__memspace *tpx__rt_state_ms(const tpx_runtime *rt);
+/* The copy kind that moves the sharded state into rt->ms (H2D under
+ * offload, else D2D). */
+tpx__copy_kind tpx__rt_state_to_ms(const tpx_runtime *rt);
+/* A host staging buffer (not cached, not zeroed) counted under `kind`
+ * and as host bytes; NULL on OOM. And its free (NULL: no-op). */
+void *tpx__rt_alloc_host(tpx_runtime *rt, tpx_runtime_mem_kind kind,
+                         size_t bytes);
+void tpx__rt_free_host(tpx_runtime *rt, tpx_runtime_mem_kind kind, void *p,
+                       size_t bytes);
+
 /* ---- mesh dims (rt_dim.c) ---- */
 
-/* The communicator of mesh dim `dim` (NULL when the mesh has none). */
+/* The communicator of mesh dim `dim` (NULL when the mesh has none); for
+ * FSDP's dim, its whole view (dp_shard_cp), so the FSDP collectives, the
+ * grad norm and full-tensor gathers reduce over the view's ranks. */
 tpx_comm *tpx__rt_dim_comm(const tpx_runtime *rt, int dim);
-/* 1 when `dim` is a data-parallel dim (its collectives go to the queue). */
+/* 1 when `dim` is a data-parallel dim (its collectives go to the queue);
+ * the dims a flattened FSDP view joins (cp) are. */
 int tpx__rt_dim_is_dp(const tpx_runtime *rt, int dim);
 /* All-reduce `count` elements of buf in place over mesh dim `dim`, on the
  * comm thread for dp dims, inline for others. */

@@ -65,8 +65,9 @@ tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
     return TPX_OK;
   size_t es = tpx_dtype_size(dtype);
   /* Pack the slice on the host (the caller's tensor is host memory), one
-   * H2D copy into a staging buffer, then convert where the shards live. */
-  const tpx__memspace *ms = rt->ms;
+   * H2D copy into a staging buffer, then convert where the shards live
+   * (host memory under offload). */
+  const tpx__memspace *ms = tpx__rt_state_ms(rt);
   void *tmp = malloc(n * es), *dev = NULL;
   if (!tmp)
     return tpx_error_set(err, TPX_NO_MEMORY,
@@ -113,20 +114,21 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
   tpx_slice whole = whole_of(rt, p, &numel);
   size_t es = tpx_dtype_size(dtype);
   /* The full tensor is assembled and summed in the runtime's memory space,
-   * then copied once to the caller's host buffer. */
-  const tpx__memspace *ms = rt->ms;
+   * then copied once to the caller's host buffer. The shard is converted
+   * where it lives (host memory under offload: then placed by H2D). */
+  const tpx__memspace *ms = rt->ms, *sms = tpx__rt_state_ms(rt);
   size_t n = (size_t)(p->shard_rows * p->row_numel);
   void *dfull = NULL, *tmp = NULL;
   tpx_status st = tpx__ms_alloc(ms, (size_t)numel * es, 1, &dfull, err);
   if (st == TPX_OK)
-    st = tpx__ms_alloc(ms, n * es, 0, &tmp, err);
+    st = tpx__ms_alloc(sms, n * es, 0, &tmp, err);
   const float *src =
       grad ? rt->units[p->unit].grad + p->grad_off : tpx__rt_master(rt, p);
   if (st == TPX_OK)
-    st = tpx__ms_convert(ms, tmp, dtype, src, TPX_DTYPE_F32, n, err);
+    st = tpx__ms_convert(sms, tmp, dtype, src, TPX_DTYPE_F32, n, err);
   if (st == TPX_OK)
-    st = tpx__box_copy(ms, TPX__D2D, dfull, &whole, tmp, &p->global, &p->global,
-                       es, err);
+    st = tpx__box_copy(ms, tpx__rt_state_to_ms(rt), dfull, &whole, tmp,
+                       &p->global, &p->global, es, err);
   if (st != TPX_OK) /* the peers are about to all-reduce with this rank */
     tpx__comm_fail_before(tpx_mesh_comm_world(rt->mc), what, st, err);
   for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
@@ -137,7 +139,7 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
   }
   if (st == TPX_OK)
     st = tpx__ms_copy(ms, full, dfull, (size_t)numel * es, TPX__D2H, err);
-  tpx__ms_free(ms, tmp);
+  tpx__ms_free(sms, tmp);
   tpx__ms_free(ms, dfull);
   return st;
 }

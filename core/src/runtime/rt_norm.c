@@ -43,13 +43,20 @@ tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type, double *out,
     return st;
   double *acc = accv;
   double *pack = acc + nslots;
+  /* Offload: the gradients are host memory; the sums form there and go
+   * to the device once. */
+  double hacc[1u << TPX_MESH_MAX_DIMS] = {0};
+  double *sacc = rt->opts.offload ? hacc : acc;
   for (size_t i = 0; i < rt->num_rt_params && st == TPX_OK; i++) {
     const tpx__rt_param *p = &rt->params[i];
     const float *g = rt->units[p->unit].grad + p->grad_off;
     size_t n = (size_t)(p->shard_rows * p->row_numel);
     if (n)
-      st = tpx__ms_norm_acc(ms, acc + p->shard_mask, g, n, inf, err);
+      st = tpx__ms_norm_acc(tpx__rt_state_ms(rt), sacc + p->shard_mask, g, n,
+                            inf, err);
   }
+  if (st == TPX_OK && sacc != acc)
+    st = tpx__ms_copy(ms, acc, sacc, nslots * sizeof(double), TPX__H2D, err);
   for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
     size_t m = 0;
     for (size_t s = 0; s < nslots && st == TPX_OK; s++)
@@ -103,7 +110,7 @@ tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
     return TPX_OK;
   for (size_t u = 0; u < rt->num_units && st == TPX_OK; u++)
     if (rt->units[u].grad_numel)
-      st = tpx__ms_scale_f32(rt->ms, rt->units[u].grad,
+      st = tpx__ms_scale_f32(tpx__rt_state_ms(rt), rt->units[u].grad,
                              (size_t)rt->units[u].grad_numel, coef, 0, err);
   return st;
 }

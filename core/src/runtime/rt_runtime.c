@@ -79,8 +79,10 @@ static tpx_status describe_param(tpx_runtime *rt, int64_t index,
   }
   for (int d = 0; d < rt->ndim; d++) {
     tpx_placement_kind k = ps.placements[d].kind;
-    if ((k == TPX_SHARD || k == TPX_STRIDED_SHARD) &&
-        tpx_mesh_dim_size(mesh, d) > 1)
+    /* FSDP's dim splits over its whole view (dp_shard_cp: dp_shard 1 x
+     * cp 2 still splits in two) */
+    int64_t size = d == rt->dps_dim ? rt->dps : tpx_mesh_dim_size(mesh, d);
+    if ((k == TPX_SHARD || k == TPX_STRIDED_SHARD) && size > 1)
       p->shard_mask |= 1u << d;
   }
   p->dp_split = 0;
@@ -300,6 +302,32 @@ static tpx_status build(tpx_runtime *rt, tpx_error *err) {
   return TPX_OK;
 }
 
+/* This rank's index in FSDP's dim or view (row-major over the view's
+ * dims: dp_shard_index * cp + cp_index), and the view's group when it
+ * spans several dims (split from the world: collective, as creating the
+ * runtime is on every rank). */
+static tpx_status fsdp_view(tpx_runtime *rt, tpx_error *err) {
+  const tpx_mesh *mesh = tpx_sharding_mesh(rt->sh);
+  int64_t coords[TPX_MESH_MAX_DIMS];
+  tpx_status st = tpx_mesh_coords(mesh, rt->rank, coords, err);
+  if (st != TPX_OK || rt->dps_dim < 0)
+    return st;
+  int n = rt->dps_ndims > 1 ? rt->dps_ndims : 1;
+  rt->dps_index = 0;
+  for (int d = rt->dps_dim; d < rt->dps_dim + n; d++)
+    rt->dps_index = rt->dps_index * tpx_mesh_dim_size(mesh, d) + coords[d];
+  if (n == 1)
+    return TPX_OK;
+  const char *view = tpx_sharding_fsdp_mesh_name(rt->sh, NULL);
+  if (!view)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "tpx_runtime_create: a data-parallel view over %d "
+                         "mesh dims needs FSDP (the sharding has it off)",
+                         n);
+  return tpx_comm_split_mesh_dim(tpx_mesh_comm_world(rt->mc), mesh, view,
+                                 &rt->dps_comm, err);
+}
+
 tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
                               const tpx_runtime_options *opts,
                               tpx_runtime **out, tpx_error *err) {
@@ -356,14 +384,19 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   rt->dpr = dims.dpr;
   rt->fsdp = tpx_sharding_num_fsdp_units(sh) > 0;
   rt->num_units = rt->fsdp ? tpx_sharding_num_fsdp_units(sh) : 1;
+  if (o.offload && !rt->fsdp) { /* CPUOffloadPolicy is an FSDP2 policy */
+    free(rt);
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "tpx_runtime_create: offload needs FSDP units (the "
+                         "sharding has none: turn tpx_sharding_options.fsdp "
+                         "on, as fully_shard with a CPUOffloadPolicy would)");
+  }
   rt->divide = o.grad_divide_factor > 0 ? o.grad_divide_factor
                                         : (double)(rt->dps * rt->dpr);
-  int64_t coords[TPX_MESH_MAX_DIMS];
-  st = tpx_mesh_coords(tpx_sharding_mesh(sh), rt->rank, coords, err);
-  if (st == TPX_OK) {
-    rt->dps_index = rt->dps_dim >= 0 ? coords[rt->dps_dim] : 0;
+  rt->dps_ndims = dims.dps_ndims;
+  st = fsdp_view(rt, err);
+  if (st == TPX_OK)
     st = build(rt, err);
-  }
   if (st == TPX_OK) {
     /* A comm thread for the dp collectives: local threads always; mpi
      * only under MPI_THREAD_MULTIPLE; nccl never (synchronous). */
@@ -385,6 +418,7 @@ void tpx_runtime_destroy(tpx_runtime *rt) {
   if (!rt)
     return;
   tpx__rt_queue_stop(&rt->queue);
+  tpx_comm_destroy(rt->dps_comm);
   for (size_t u = 0; rt->units && u < rt->num_units; u++) {
     tpx__rt_unit *un = &rt->units[u];
     if (rt->fsdp) {

@@ -2,7 +2,9 @@
  * op on the host space and on the sim space gives bit-identical results
  * (strided copies with uneven and empty rows, casts between f32 / bf16 /
  * f16, add, scale, norm reductions, AdamW, index check, embedding lookup /
- * scatter-add), and the sim space really catches host access (a forked
+ * scatter-add, the loss's row max / sums / gradient against the order
+ * written plainly in loss_exp_ref.h), and the sim space really catches
+ * host access (a forked
  * child that dereferences a sim pointer dies on a signal), and the checked
  * kernel wrappers refuse bad arguments and missing kernels by name. The
  * host and sim sources are compiled in (the shared library hides them). */
@@ -19,6 +21,7 @@
 #include "device/kernels.h"
 #include "../shard/shard_fixture.h"
 #include "device/sim_tag.h"
+#include "loss_exp_ref.h"
 #include "norm_tree_ref.h"
 
 static const tpx__memspace *space(int sim) {
@@ -524,6 +527,83 @@ START_TEST(test_norm_tree_order) {
 }
 END_TEST
 
+/* The loss kernels on rows of uneven lengths (below, at and past the
+ * 8-lane blocks) with -inf, NaN and far-below-max logits, a masked vocab
+ * range (off 2: targets outside it), an ignored row: row max, sums and
+ * gradient bit for bit those of loss_exp_ref.h, in both spaces. */
+static const size_t loss_lens[] = {1, 3, 7, 8, 9, 15, 16, 17, 33, 4099};
+
+static void loss_ref_row(const float *z, size_t len, int64_t t, float m,
+                         double se, double c, float *o) {
+  if (t == -100) {
+    memset(o, 0, len * sizeof *o);
+    return;
+  }
+  float k = (float)(c / se);
+  for (size_t j = 0; j < len; j++) o[j] = k * ler_exp(z[j] - m);
+  if (t >= 2 && t < 2 + (int64_t)len)
+    o[t - 2] -= (float)c;
+}
+
+START_TEST(test_loss_rows) {
+  enum { R = 5 };
+  size_t len = loss_lens[_i];
+  float *z = malloc(R * len * sizeof *z), *g[2];
+  int64_t tg[R] = {2, 1 + (int64_t)len, -100, 3, 1};
+  float gi[R] = {1.0f, 0.5f, 2.0f, -1.0f, 0.25f}, mx[2][R];
+  double se[2][2 * R];
+  ck_assert_ptr_nonnull(z);
+  for (size_t i = 0; i < R * len; i++) z[i] = 8.0f * fval((int64_t)i, 4);
+  z[len - 1] = -INFINITY;
+  z[len + len / 2] = NAN;
+  z[3 * len] = -1e30f;
+  z[4 * len + len / 3] = 30.0f; /* the max: the others' exp underflow */
+  for (int sim = 0; sim < 2; sim++) {
+    const tpx__memspace *ms = space(sim);
+    void *dz = up(ms, z, R * len * sizeof *z), *dt = up(ms, tg, sizeof tg),
+         *dgi = up(ms, gi, sizeof gi), *dmx = up(ms, NULL, sizeof mx[0]),
+         *dse = up(ms, NULL, sizeof se[0]),
+         *dg = up(ms, NULL, R * len * sizeof(float));
+    tpx__ms_loss l = {dz, TPX_DTYPE_F32, dt, TPX_DTYPE_I64, R, len, 2, -100};
+    ck_assert_int_eq(tpx__ms_loss_row_max(ms, dmx, &l, NULL), TPX_OK);
+    ck_assert_int_eq(tpx__ms_loss_row_sums(ms, dse, dmx, &l, 1, NULL), TPX_OK);
+    ck_assert_int_eq(tpx__ms_loss_grad(ms, dg, TPX_DTYPE_F32, dmx, dse, dgi,
+                                       0.5, -1.0, &l, NULL),
+                     TPX_OK);
+    g[sim] = malloc(R * len * sizeof(float));
+    ck_assert_ptr_nonnull(g[sim]);
+    down(ms, mx[sim], dmx, sizeof mx[0]);
+    down(ms, se[sim], dse, sizeof se[0]);
+    down(ms, g[sim], dg, R * len * sizeof(float));
+    tpx__ms_free(ms, dz), tpx__ms_free(ms, dt), tpx__ms_free(ms, dgi),
+        tpx__ms_free(ms, dmx), tpx__ms_free(ms, dse), tpx__ms_free(ms, dg);
+  }
+  ck_assert_int_eq(memcmp(mx[0], mx[1], sizeof mx[0]), 0);
+  ck_assert_int_eq(memcmp(se[0], se[1], sizeof se[0]), 0);
+  ck_assert_int_eq(memcmp(g[0], g[1], R * len * sizeof(float)), 0);
+  float *want = malloc(len * sizeof *want);
+  ck_assert_ptr_nonnull(want);
+  for (int i = 0; i < R; i++) {
+    const float *row = z + (size_t)i * len;
+    float m = -INFINITY;
+    for (size_t j = 0; j < len; j++) m = row[j] > m ? row[j] : m;
+    ck_assert_msg(mx[0][i] == m, "len %zu row %d: max %g vs %g", len, i,
+                  mx[0][i], m);
+    double s = ler_sum_exp(row, len, mx[0][i]);
+    ck_assert_msg(memcmp(&se[0][i], &s, sizeof s) == 0,
+                  "len %zu row %d: sum %.17g vs %.17g", len, i, se[0][i], s);
+    int in = tg[i] >= 2 && tg[i] < 2 + (int64_t)len;
+    double tv = in ? (double)row[tg[i] - 2] : 0.0; /* NaN for len 1 */
+    ck_assert(memcmp(&se[0][R + i], &tv, sizeof tv) == 0);
+    loss_ref_row(row, len, tg[i], mx[0][i], se[0][i], gi[i] * 0.5 * -1.0, want);
+    ck_assert_msg(memcmp(g[0] + (size_t)i * len, want, len * sizeof *want) == 0,
+                  "len %zu row %d: gradient differs from the plain order", len,
+                  i);
+  }
+  free(want), free(g[0]), free(g[1]), free(z);
+}
+END_TEST
+
 /* ---- the checked wrappers (kernels.c) ---- */
 
 /* A space whose kernels were not built (the cuda space without nvcc). */
@@ -614,6 +694,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_embedding);
   tcase_add_test(tc, test_wrappers_check);
   tcase_add_test(tc, test_norm_tree_order);
+  tcase_add_loop_test(tc, test_loss_rows, 0,
+                      (int)(sizeof loss_lens / sizeof loss_lens[0]));
   suite_add_tcase(s, tc);
   return s;
 }

@@ -175,6 +175,10 @@ assert all(x["dp_replicate"] * x["dp_shard"] * x["cp"] * x["tp"] == 64 for x in 
 expect 2 "advisor --cp needs 2 cp to divide --seq" -- --config "$l70" --gpus 64 --cp 8 --seq 1000
 has "needs --seq divisible by 2 x cp = 16" "says why"
 
+expect 0 "advisor with --offload: the device bytes decide" -- --config "$l70" --gpus 8 --offload --activation-checkpointing
+has "CPU offload (device bytes shown)" "says the column is the device"
+has "--activation-checkpointing --offload" "the best command keeps --offload"
+
 # ---- tpx shard --cp and tpx merge ----
 # (3 kv heads in the shrunken checkpoint: tp 3; dp_shard 3 x cp 2 = 6
 # pieces of dim 0, uneven; test_cp_shard.c checks each slice by hand)

@@ -195,10 +195,41 @@ START_TEST(grouped_ranks_8_and_64) {
 }
 END_TEST
 
+/* Under cp the blocks are the FSDP shards of dp_shard_cp: q_proj [64, 64]
+ * on dp_shard 2 x cp 2 x tp 2 is 8 row blocks of 8 rows, labelled with
+ * their index in dp_shard_cp (s0..s3), rank (s 1, c 0, t 1) = 5 holding
+ * rows [32 + 2 * 8, +8) = [48, 56) of its tp half. */
+START_TEST(cp_blocks_by_dp_shard_cp) {
+  tpx_model *m = fx_llama();
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = NULL;
+  ck_assert_int_eq(tpx_mesh_create_fsdp2(1, 2, 2, 2, &mesh, NULL), TPX_OK);
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  so.dp_shard_dim = "dp_shard_cp";
+  tpx_sharding *sh = fx_shard(m, p, mesh, &so);
+  tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+  char *html = page(sh, &o);
+  const char *q = strstr(html, "model.layers.*.self_attn.q_proj.weight <span");
+  ck_assert_ptr_nonnull(q);
+  const char *next = strstr(q + 1, "<div class=\"bm\">");
+  char *qmap = strndup(q, next ? (size_t)(next - q) : strlen(q));
+  ck_assert_ptr_nonnull(strstr(qmap, ">t1·s3</text>"));
+  ck_assert_ptr_nonnull(
+      strstr(qmap, "rank 5\ndim 0: [48, 56), dim 1: [0, 64)"));
+  free(qmap);
+  free(html);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *html_suite(void) {
   Suite *s = suite_create("report-html");
   TCase *tc = tcase_create("report-html");
   tcase_add_test(tc, self_contained_page);
+  tcase_add_test(tc, cp_blocks_by_dp_shard_cp);
   tcase_add_test(tc, errors_uneven_and_escaping);
   tcase_add_test(tc, bad_arguments);
   tcase_add_loop_test(tc, grouped_ranks_8_and_64, 0, 2);

@@ -43,28 +43,41 @@ typedef struct rcase {
   rmodel model;
   int64_t dpr, dps, tp;
   int fsdp;
+  int64_t cp; /* > 1: mesh (dp_replicate, dp_shard, cp, tp), FSDP over the
+                 flattened dp_shard_cp (0: no cp dim) */
 } rcase;
 
+/* FSDP's group size: dp_shard, times cp when it joins it */
+static int64_t dps_of(const rcase *c) {
+  return c->dps * (c->cp > 1 ? c->cp : 1);
+}
+
 static const rcase cases[] = {
-    {"tiny 1x1x1", M_TINY, 1, 1, 1, 1},
-    {"tiny dp2", M_TINY, 1, 2, 1, 1},
-    {"tiny dp3 uneven", M_TINY, 1, 3, 1, 1},
-    {"tiny dp2 tp2", M_TINY, 1, 2, 2, 1},
-    {"tiny tp4", M_TINY, 1, 1, 4, 1},
-    {"tiny hsdp 2x2", M_TINY, 2, 2, 1, 1},
-    {"tiny dp3 tp2", M_TINY, 1, 3, 2, 1},
-    {"tiny sp dp2 tp2", M_TINY_SP, 1, 2, 2, 1},
-    {"tiny sp tp4", M_TINY_SP, 1, 1, 4, 1},
-    {"tiny no-fsdp tp2", M_TINY, 1, 1, 2, 0},
-    {"tiny no-fsdp ddp2 tp2", M_TINY_SP, 1, 2, 2, 0},
-    {"llama dp2 tp2", M_LLAMA, 1, 2, 2, 1},
-    {"llama hsdp 2x2", M_LLAMA, 2, 2, 1, 1},
-    {"llama dp3", M_LLAMA, 1, 3, 1, 1},
-    {"llama plugin sp dp2 tp2", M_LLAMA_PLUG, 1, 2, 2, 1},
-    {"llama plugin sp tp4", M_LLAMA_PLUG, 1, 1, 4, 1},
-    {"tiny sp hsdp 2x1 tp2", M_TINY_SP, 2, 1, 2, 1},
-    {"llama plugin sp hsdp 2x1 tp2", M_LLAMA_PLUG, 2, 1, 2, 1},
-    {"tiny hsdp 2x3 uneven", M_TINY, 2, 3, 1, 1},
+    {"tiny 1x1x1", M_TINY, 1, 1, 1, 1, 1},
+    {"tiny dp2", M_TINY, 1, 2, 1, 1, 1},
+    {"tiny dp3 uneven", M_TINY, 1, 3, 1, 1, 1},
+    {"tiny dp2 tp2", M_TINY, 1, 2, 2, 1, 1},
+    {"tiny tp4", M_TINY, 1, 1, 4, 1, 1},
+    {"tiny hsdp 2x2", M_TINY, 2, 2, 1, 1, 1},
+    {"tiny dp3 tp2", M_TINY, 1, 3, 2, 1, 1},
+    {"tiny sp dp2 tp2", M_TINY_SP, 1, 2, 2, 1, 1},
+    {"tiny sp tp4", M_TINY_SP, 1, 1, 4, 1, 1},
+    {"tiny no-fsdp tp2", M_TINY, 1, 1, 2, 0, 1},
+    {"tiny no-fsdp ddp2 tp2", M_TINY_SP, 1, 2, 2, 0, 1},
+    {"llama dp2 tp2", M_LLAMA, 1, 2, 2, 1, 1},
+    {"llama hsdp 2x2", M_LLAMA, 2, 2, 1, 1, 1},
+    {"llama dp3", M_LLAMA, 1, 3, 1, 1, 1},
+    {"llama plugin sp dp2 tp2", M_LLAMA_PLUG, 1, 2, 2, 1, 1},
+    {"llama plugin sp tp4", M_LLAMA_PLUG, 1, 1, 4, 1, 1},
+    {"tiny sp hsdp 2x1 tp2", M_TINY_SP, 2, 1, 2, 1, 1},
+    {"llama plugin sp hsdp 2x1 tp2", M_LLAMA_PLUG, 2, 1, 2, 1, 1},
+    {"tiny hsdp 2x3 uneven", M_TINY, 2, 3, 1, 1, 1},
+    /* context parallelism: FSDP over dp_shard_cp (one torch.chunk over
+     * dp_shard x cp; cp ranks hold different shards) */
+    {"tiny cp2", M_TINY, 1, 1, 1, 1, 2},
+    {"tiny dp3 cp2 uneven", M_TINY, 1, 3, 1, 1, 2},
+    {"llama plugin sp dp2 cp2 tp2", M_LLAMA_PLUG, 1, 2, 2, 1, 2},
+    {"tiny hsdp 2x1 cp2 tp2", M_TINY_SP, 2, 1, 2, 1, 2},
 };
 
 typedef struct ctx {
@@ -120,15 +133,23 @@ static void ctx_init(ctx *x, const rcase *c) {
     x->plan =
         c->model == M_LLAMA ? fx_llama_plan() : plugin_plan(x->model, c->tp);
   }
-  x->mesh = fx_mesh(c->dpr, c->dps, c->tp);
+  if (c->cp > 1)
+    ck_assert_int_eq(
+        tpx_mesh_create_fsdp2(c->dpr, c->dps, c->cp, c->tp, &x->mesh, NULL),
+        TPX_OK);
+  else
+    x->mesh = fx_mesh(c->dpr, c->dps, c->tp);
   const char *tn[1] = {"tp"};
   int64_t ts[1] = {c->tp};
   ck_assert_int_eq(tpx_mesh_create(tn, ts, 1, &x->tp_mesh, NULL), TPX_OK);
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
   so.fsdp = c->fsdp;
   so.param_dtype = TPX_DTYPE_INVALID;
+  if (c->cp > 1)
+    so.dp_shard_dim = "dp_shard_cp";
   x->sh = fx_shard(x->model, x->plan, x->mesh, &so);
   so.fsdp = 0;
+  so.dp_shard_dim = "dp_shard";
   x->sh_tp = fx_shard(x->model, x->plan, x->tp_mesh, &so);
   tpx_runtime_options ro = TPX_RUNTIME_OPTIONS_INIT;
   ro.storage_dtype = TPX_DTYPE_F32;
@@ -140,7 +161,7 @@ static void ctx_init(ctx *x, const rcase *c) {
   x->init = calloc(x->np, sizeof *x->init);
   x->gmean = calloc(x->np, sizeof *x->gmean);
   x->final = calloc(x->np, sizeof *x->final);
-  int64_t D = c->dpr * c->dps;
+  int64_t D = c->dpr * dps_of(c);
   double sum = 0, mx = 0;
   for (size_t p = 0; p < x->np; p++) {
     tpx_param_info info;
@@ -255,7 +276,7 @@ static int64_t check_layout(const rank_run *r) {
     int64_t rows = info.ndim ? tl.length[0] : 1, rest = 1;
     for (int i = 1; i < info.ndim; i++) rest *= tl.length[i];
     if (c->fsdp && info.ndim)
-      padded_sum += (rows + c->dps - 1) / c->dps * rest;
+      padded_sum += (rows + dps_of(c) - 1) / dps_of(c) * rest;
     else
       padded_sum += rows * rest;
     ck_assert_int_eq(in.storage_dtype, TPX_DTYPE_F32);
@@ -519,21 +540,24 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   ck_assert_str_eq(tpx_comm_memspace(world),
                    x->sim ? tpx__test_device_name() : "host");
   RK_OK(tpx_runtime_create(x->sh, mc, &x->ro, &rt, E_));
-  int64_t co[3];
+  int64_t co[4];
   RK_OK(tpx_mesh_coords(x->mesh, rank, co, E_));
   size_t nu = tpx_runtime_num_units(rt);
   rank_run r = {.x = x,
                 .rt = rt,
                 .rank = rank,
-                .d = co[0] * c->dps + co[1],
-                .t = co[2],
+                /* the data-parallel index: row-major over
+                 * (dp_replicate, dp_shard[, cp]) */
+                .d = c->cp > 1 ? (co[0] * c->dps + co[1]) * c->cp + co[2]
+                               : co[0] * c->dps + co[1],
+                .t = co[c->cp > 1 ? 3 : 2],
                 .nu = nu};
   ck_assert_int_eq(tpx_runtime_fsdp_enabled(rt), c->fsdp);
   ck_assert_uint_eq(nu, c->fsdp ? tpx_sharding_num_fsdp_units(x->sh) : 1);
   /* a comm thread on the local backend, and on mpi under THREAD_MULTIPLE */
   ck_assert_int_eq(
       tpx_runtime_is_async(rt),
-      x->ro.async && c->dps * c->dpr > 1 &&
+      x->ro.async && dps_of(c) * c->dpr > 1 &&
           (strcmp(tpx_comm_backend(world), "local") == 0 || mpi_multiple));
 
   int64_t padded_sum = check_layout(&r);
@@ -571,7 +595,7 @@ static tpx_comm *mpi_world;
 
 START_TEST(t_case) {
   const rcase *c = &cases[_i];
-  int world = (int)(c->dpr * c->dps * c->tp);
+  int world = (int)(c->dpr * dps_of(c) * c->tp);
 #ifdef RT_MPI
   if (world != tpx_comm_size(mpi_world))
     return;
