@@ -12,6 +12,8 @@
 #include "tpx/checkpoint.h"
 #include "tpx/model.h"
 
+#include "model/model_view.h"
+
 static void shape_text(const tpx_param_info *p, char *buf, size_t size) {
   size_t o = (size_t)snprintf(buf, size, "[");
   for (int d = 0; d < p->ndim && o < size; d++)
@@ -43,11 +45,7 @@ tpx_status tpx_checkpoint_check_shapes(const tpx_model *model,
     tpx_param_info wp, mp;
     if (tpx_model_param(w, (int64_t)i, &wp, NULL) != TPX_OK)
       continue;
-    char canon[1024];
-    int64_t j = tpx_model_find_param(model, wp.fqn);
-    if (j < 0 &&
-        tpx_model_canonical_name(model, wp.fqn, canon, sizeof canon) == 1)
-      j = tpx_model_find_param(model, canon); /* stored under an alias */
+    int64_t j = tpx__mv_find_param_aliased(model, wp.fqn);
     if (j < 0 || tpx_model_param(model, j, &mp, NULL) != TPX_OK)
       continue;
     shared++;

@@ -14,6 +14,7 @@
 
 #include "checkpoint/shard_impl.h"
 #include "checkpoint/writer_impl.h"
+#include "model/model_view.h"
 
 /* Marks the stored tensors that are sources of a fused parameter and
  * appends those parameters to out[nt...] (*k of them). */
@@ -64,11 +65,7 @@ static tpx_status list_tensors(const tpx_sharding *sh,
     tpx_checkpoint_tensor_info(rd, i, &t, NULL);
     if (is_source[i])
       continue;
-    char canon[1024];
-    int64_t p = tpx_model_find_param(model, t.name);
-    if (p < 0 &&
-        tpx_model_canonical_name(model, t.name, canon, sizeof canon) == 1)
-      p = tpx_model_find_param(model, canon); /* stored under an alias */
+    int64_t p = tpx__mv_find_param_aliased(model, t.name);
     if (p < 0) {
       st = tpx_error_set(err, TPX_VALIDATION,
                          "%s: tensor '%s' is not a parameter of the model",

@@ -69,6 +69,18 @@ static inline size_t tpx__mv_module_params(const tpx_model *model, int64_t m,
   return n;
 }
 
+/* Parameter `name`, or, when no parameter has that name, the one it names
+ * under the model's name aliases (a checkpoint stored under the other
+ * spelling); -1 when neither. */
+static inline int64_t tpx__mv_find_param_aliased(const tpx_model *model,
+                                                 const char *name) {
+  char canon[1024];
+  int64_t p = tpx_model_find_param(model, name);
+  if (p < 0 && tpx_model_canonical_name(model, name, canon, sizeof canon) == 1)
+    p = tpx_model_find_param(model, canon);
+  return p;
+}
+
 /* tpx_model_param without the call and its checks. */
 static inline void tpx__mv_param_info(const tpx_model *model, int64_t p,
                                       tpx_param_info *out) {
