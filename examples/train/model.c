@@ -479,5 +479,8 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
   dlogits.S = logits.S;
   dlogits.F = logits.F;
   CK(tr_cross_entropy(r, &logits, net->targets, loss, &dlogits, err));
-  return backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in);
+  CK(backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in));
+  /* the step's activations are dead: give them back now, so the first
+   * step (the warm-up) regrows the block and the next ones find it ready */
+  return tr_arena_reset(&net->arena, err);
 }

@@ -40,7 +40,7 @@ void tr_rope_inv_freq(const tr_config *c, double *inv);
  * back at the next step's start (tr_arena_reset), so the step itself never
  * calls malloc. The block is sized by the first step: what did not fit was
  * taken from the heap then, and the block is regrown once to the
- * high-water mark before the second step. */
+ * high-water mark, its pages touched, at the end of that step. */
 typedef struct tr_arena {
   char *base;   /* the block */
   size_t cap;   /* its size in bytes */
@@ -57,8 +57,8 @@ float *tr_arena_floats(tr_arena *a, int64_t n, int zero, tpx_error *err);
  * temporaries, once it is done). */
 size_t tr_arena_mark(const tr_arena *a);
 void tr_arena_pop(tr_arena *a, size_t mark);
-/* A step's start: everything is given back; the block grows to the
- * high-water mark if the last step spilled. */
+/* A step's start or end: everything is given back; the block grows to
+ * the high-water mark, every page touched, if the step spilled. */
 tpx_status tr_arena_reset(tr_arena *a, tpx_error *err);
 void tr_arena_free(tr_arena *a);
 
