@@ -353,6 +353,21 @@ static int64_t peak_bytes(const job *j) {
   return j->memory.peak + j->activations;
 }
 
+/* Rank 0's memory figures in the order both formats print them: params,
+ * grads, optimizer, gather peak, activations, peak, device peak (the
+ * runtime's device bytes + the activations), host peak. */
+enum { MEM_N = 8 };
+static void memory_figures(const job *j, long long m[MEM_N]) {
+  m[0] = (long long)j->memory.params;
+  m[1] = (long long)j->memory.grads;
+  m[2] = (long long)j->memory.optimizer;
+  m[3] = (long long)j->memory.gather_peak;
+  m[4] = (long long)j->activations;
+  m[5] = (long long)peak_bytes(j);
+  m[6] = (long long)(j->memory.device_peak + j->activations);
+  m[7] = (long long)j->memory.host_peak;
+}
+
 static void print_json(const args *a, const job *j) {
   printf("{\"steps\":[");
   for (int64_t i = 0; i < a->steps; i++) {
@@ -364,15 +379,14 @@ static void print_json(const args *a, const job *j) {
            (long long)i, l, g);
   }
   printf("]");
-  if (j->has_memory)
+  if (j->has_memory) {
+    long long m[MEM_N];
+    memory_figures(j, m);
     printf(",\"memory\":{\"rank\":0,\"params\":%lld,\"grads\":%lld,"
            "\"optimizer\":%lld,\"gather_peak\":%lld,\"activations\":%lld,"
            "\"peak\":%lld,\"device_peak\":%lld,\"host_peak\":%lld}",
-           (long long)j->memory.params, (long long)j->memory.grads,
-           (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
-           (long long)j->activations, (long long)peak_bytes(j),
-           (long long)(j->memory.device_peak + j->activations),
-           (long long)j->memory.host_peak);
+           m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]);
+  }
   printf("}\n");
 }
 
@@ -414,15 +428,14 @@ static void print_summary(const args *a, const job *j) {
       printf("  cp collectives %.1f%% of the step", 100.0 * ks / ts);
     printf("\n");
   }
-  if (j->has_memory)
+  if (j->has_memory) {
+    long long m[MEM_N];
+    memory_figures(j, m);
     printf("memory (rank 0, bytes): params %lld  grads %lld  optimizer %lld  "
            "gather peak %lld  activations %lld  peak %lld  (device peak %lld, "
            "host peak %lld)\n",
-           (long long)j->memory.params, (long long)j->memory.grads,
-           (long long)j->memory.optimizer, (long long)j->memory.gather_peak,
-           (long long)j->activations, (long long)peak_bytes(j),
-           (long long)(j->memory.device_peak + j->activations),
-           (long long)j->memory.host_peak);
+           m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]);
+  }
 }
 
 /* ---- one rank ---- */

@@ -123,6 +123,22 @@ static inline float rt_grad(int64_t p, int64_t i, int64_t d) {
                  (1.0 + 0.1 * (double)d));
 }
 
+/* rt_grad(p, i, 0) for i < n, as `es`-byte elements (2: bf16, 4: f32):
+ * the unsharded gradient a test writes in the runtime's compute dtype. The
+ * caller frees it. */
+static inline unsigned char *rt_grad_bytes(int64_t p, size_t n, size_t es) {
+  unsigned char *g = malloc((n ? n : 1) * es);
+  for (size_t i = 0; g && i < n; i++) {
+    float v = rt_grad(p, (int64_t)i, 0);
+    uint16_t h = rt_to_bf16(v);
+    if (es == 2)
+      memcpy(g + 2 * i, &h, 2);
+    else
+      memcpy(g + 4 * i, &v, 4);
+  }
+  return g;
+}
+
 /* Element `idx` (row-major in `box`) -> its flat index in the full tensor
  * of `shape`. */
 static inline int64_t rt_global_index(const tpx_slice *box,

@@ -67,15 +67,7 @@ static tpx_status step(tpx_comm *w, void *arg, tpx_error *err) {
        * harness self-test) */
       size_t n = (size_t)in.local_numel;
       size_t es = tpx_dtype_size(in.compute_dtype);
-      unsigned char *g = malloc((n ? n : 1) * es);
-      for (size_t i = 0; i < n; i++) {
-        float v = rt_grad((int64_t)p, (int64_t)i, 0);
-        uint16_t h = rt_to_bf16(v);
-        if (es == 2)
-          memcpy(g + 2 * i, &h, 2);
-        else
-          memcpy(g + 4 * i, &v, 4);
-      }
+      unsigned char *g = rt_grad_bytes((int64_t)p, n, es);
 #if TPX_HAVE_NCCL
       if (dev)
         cudaMemcpy(in.unsharded_grad, g, n * es, cudaMemcpyHostToDevice);
