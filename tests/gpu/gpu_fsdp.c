@@ -58,24 +58,6 @@ static tpx_status write_grads(tpx_runtime *rt, const tpx_model *m, size_t u,
   return TPX_OK;
 }
 
-static tpx_status load(tpx_runtime *rt, const tpx_model *m, tpx_error *err) {
-  size_t np = tpx_model_num_params(m);
-  tpx_status st = TPX_OK;
-  for (size_t p = 0; p < np && st == TPX_OK; p++) {
-    tpx_param_info in;
-    tpx_model_param(m, (int64_t)p, &in, NULL);
-    if (in.tied_to >= 0)
-      continue;
-    int64_t n = 1;
-    for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
-    float *full = malloc((size_t)(n ? n : 1) * 4);
-    for (int64_t i = 0; i < n; i++) full[i] = rt_weight((int64_t)p, i);
-    st = tpx_runtime_load_param(rt, (int64_t)p, full, TPX_DTYPE_F32, err);
-    free(full);
-  }
-  return st;
-}
-
 static tpx_status step(tpx_comm *w, void *arg, tpx_error *err) {
   frun *r = arg;
   /* 1: cuda; 2: sim (the harness self-test) */
@@ -88,7 +70,7 @@ static tpx_status step(tpx_comm *w, void *arg, tpx_error *err) {
   if (st == TPX_OK)
     st = tpx_runtime_create(r->sh, mc, NULL, &rt, err);
   if (st == TPX_OK)
-    st = load(rt, r->model, err);
+    st = rt_load_weights(rt, r->model, err);
   double t0 = now(), coll = 0;
   size_t nu = st == TPX_OK ? tpx_runtime_num_units(rt) : 0;
   for (size_t u = nu; st == TPX_OK && u-- > 0;) {

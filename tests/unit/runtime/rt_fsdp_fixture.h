@@ -139,6 +139,27 @@ static inline unsigned char *rt_grad_bytes(int64_t p, size_t n, size_t es) {
   return g;
 }
 
+/* Loads rt_weight(p, i) into every (non-alias) parameter of the runtime,
+ * as full f32 tensors. */
+static inline tpx_status rt_load_weights(tpx_runtime *rt, const tpx_model *m,
+                                         tpx_error *err) {
+  size_t np = tpx_model_num_params(m);
+  tpx_status st = TPX_OK;
+  for (size_t p = 0; p < np && st == TPX_OK; p++) {
+    tpx_param_info in;
+    tpx_model_param(m, (int64_t)p, &in, NULL);
+    if (in.tied_to >= 0)
+      continue;
+    int64_t n = 1;
+    for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
+    float *full = malloc((size_t)(n ? n : 1) * 4);
+    for (int64_t i = 0; i < n; i++) full[i] = rt_weight((int64_t)p, i);
+    st = tpx_runtime_load_param(rt, (int64_t)p, full, TPX_DTYPE_F32, err);
+    free(full);
+  }
+  return st;
+}
+
 /* Element `idx` (row-major in `box`) -> its flat index in the full tensor
  * of `shape`. */
 static inline int64_t rt_global_index(const tpx_slice *box,

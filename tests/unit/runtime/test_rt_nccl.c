@@ -39,19 +39,9 @@ static tpx_status step(tpx_comm *w, void *arg, tpx_error *err) {
   tpx_status st = tpx_mesh_comm_create(w, r->mesh, &mc, err);
   if (st == TPX_OK)
     st = tpx_runtime_create(r->sh, mc, NULL, &rt, err);
+  if (st == TPX_OK)
+    st = rt_load_weights(rt, r->model, err);
   size_t np = tpx_model_num_params(r->model);
-  for (size_t p = 0; p < np && st == TPX_OK; p++) {
-    tpx_param_info in;
-    tpx_model_param(r->model, (int64_t)p, &in, NULL);
-    if (in.tied_to >= 0)
-      continue;
-    int64_t n = 1;
-    for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
-    float *full = malloc((size_t)(n ? n : 1) * 4);
-    for (int64_t i = 0; i < n; i++) full[i] = rt_weight((int64_t)p, i);
-    st = tpx_runtime_load_param(rt, (int64_t)p, full, TPX_DTYPE_F32, err);
-    free(full);
-  }
   size_t nu = tpx_runtime_num_units(rt);
   for (size_t u = nu; st == TPX_OK && u-- > 0;) {
     st = tpx_runtime_unshard(rt, u, TPX_RUNTIME_BACKWARD, err);
