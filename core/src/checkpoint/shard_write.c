@@ -158,9 +158,10 @@ static tpx_status shard_rank(const tpx_sharding *sh,
          n = 0;
   tpx__shard_out *ts = calloc(cap ? cap : 1, sizeof *ts);
   tpx_checkpoint_entry *entries = calloc(cap ? cap : 1, sizeof *entries);
+  int64_t *sources = calloc(cap ? cap : 1, sizeof *sources);
   char *mesh_json = NULL, *tensors_json = NULL;
   tpx_checkpoint_writer *w = NULL;
-  tpx_status st = !entries || !ts
+  tpx_status st = !entries || !ts || !sources
                       ? tpx_error_set(err, TPX_NO_MEMORY, "out of memory")
                       : TPX_OK;
   if (st == TPX_OK)
@@ -170,6 +171,10 @@ static tpx_status shard_rank(const tpx_sharding *sh,
     entries[i].dtype = ts[i].dtype;
     entries[i].ndim = ts[i].ndim;
     memcpy(entries[i].shape, ts[i].slice.length, sizeof entries[i].shape);
+    sources[i] = ts[i].tensor >= 0
+                     ? tpx__ckpt_direct_source_offset(rd, ts[i].tensor,
+                                                      &ts[i].slice, ts[i].dtype)
+                     : -1;
   }
   if (st == TPX_OK)
     st = tpx__shard_meta_build(sh, rd, ts, n, &mesh_json, &tensors_json, err);
@@ -189,7 +194,7 @@ static tpx_status shard_rank(const tpx_sharding *sh,
     wo.num_metadata = o->config_json ? 8 : 7;
     wo.metadata_keys = keys;
     wo.metadata_values = vals;
-    st = tpx_checkpoint_writer_create(dir, entries, n, &wo, &w, err);
+    st = tpx__ckpt_writer_create_from(dir, entries, sources, n, &wo, &w, err);
     if (st == TPX_OK)
       w->defer_dir_sync = 1; /* once for all files: write_ranks */
   }
@@ -202,6 +207,7 @@ static tpx_status shard_rank(const tpx_sharding *sh,
   free(mesh_json);
   free(tensors_json);
   free(entries);
+  free(sources);
   free(ts);
   return st;
 }

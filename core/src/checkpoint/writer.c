@@ -85,7 +85,8 @@ void tpx_checkpoint_writer_destroy(tpx_checkpoint_writer *w) {
 
 /* Checks and copies the entries, sorted by name. */
 static tpx_status copy_entries(tpx_checkpoint_writer *w,
-                               const tpx_checkpoint_entry *entries, size_t n,
+                               const tpx_checkpoint_entry *entries,
+                               const int64_t *sources, size_t n,
                                tpx_error *err) {
   w->entries = calloc(n ? n : 1, sizeof *w->entries);
   if (w->entries == NULL)
@@ -106,6 +107,7 @@ static tpx_status copy_entries(tpx_checkpoint_writer *w,
                            e->name);
     tpx__wentry *we = &w->entries[i];
     we->e = *e;
+    we->source = sources ? sources[i] : -1;
     we->e.name = strdup(e->name);
     w->num_entries = i + 1;
     if (we->e.name == NULL)
@@ -169,7 +171,46 @@ static tpx_status plan_files(tpx_checkpoint_writer *w, int64_t max_shard,
   return TPX_OK;
 }
 
-/* Header JSON of every file, padded to 8 bytes; absolute offsets. */
+/* Page size the copies align to (tpx__ckpt_writer_create_from). */
+#define COPY_PAGE 4096
+
+/* The padded header length of file f whose JSON is `len` bytes: a
+ * multiple of 8, plus the spaces that put the most kernel-copied bytes at
+ * their source's offset modulo the page (in 8-byte steps: the data section
+ * stays 8-aligned). */
+static size_t header_padding(const tpx_checkpoint_writer *w, size_t f,
+                             size_t len) {
+  size_t padded = (len + 7) / 8 * 8;
+  int64_t *weight = NULL;
+  for (size_t i = 0; i < w->num_entries; i++) {
+    const tpx__wentry *e = &w->entries[i];
+    if (e->file != (int)f || e->source < 0)
+      continue;
+    if (weight == NULL &&
+        (weight = calloc(COPY_PAGE / 8, sizeof *weight)) == NULL)
+      return padded; /* best effort */
+    /* the data section's start that lands e on its source's page offset */
+    int64_t want =
+        ((e->source - e->offset) % COPY_PAGE + COPY_PAGE) % COPY_PAGE;
+    if (want % 8 == 0)
+      weight[want / 8] += e->nbytes;
+  }
+  if (weight == NULL)
+    return padded;
+  size_t best = 0;
+  for (size_t r = 1; r < COPY_PAGE / 8; r++)
+    if (weight[r] > weight[best])
+      best = r;
+  if (weight[best] > 0) {
+    size_t at = (8 + padded) % COPY_PAGE, to = best * 8;
+    padded += (to + COPY_PAGE - at) % COPY_PAGE;
+  }
+  free(weight);
+  return padded;
+}
+
+/* Header JSON of every file, padded to 8 bytes (and to the copies' page
+ * offset: header_padding); absolute offsets. */
 static tpx_status build_headers(tpx_checkpoint_writer *w,
                                 const tpx_checkpoint_writer_options *o,
                                 tpx_error *err) {
@@ -205,7 +246,7 @@ static tpx_status build_headers(tpx_checkpoint_writer *w,
                            "cannot build the header of %s (metadata keys and "
                            "values must be UTF-8 strings)",
                            w->files[f].name);
-    size_t len = strlen(text), padded = (len + 7) / 8 * 8;
+    size_t len = strlen(text), padded = header_padding(w, f, len);
     tpx__wfile *wf = &w->files[f];
     wf->header = malloc(8 + padded);
     if (wf->header == NULL) {
@@ -315,6 +356,16 @@ tpx_status tpx_checkpoint_writer_create(
     const char *dir, const tpx_checkpoint_entry *entries, size_t num_entries,
     const tpx_checkpoint_writer_options *opts, tpx_checkpoint_writer **out,
     tpx_error *err) {
+  return tpx__ckpt_writer_create_from(dir, entries, NULL, num_entries, opts,
+                                      out, err);
+}
+
+tpx_status
+tpx__ckpt_writer_create_from(const char *dir,
+                             const tpx_checkpoint_entry *entries,
+                             const int64_t *sources, size_t num_entries,
+                             const tpx_checkpoint_writer_options *opts,
+                             tpx_checkpoint_writer **out, tpx_error *err) {
   if (out)
     *out = NULL;
   if (dir == NULL || out == NULL || (entries == NULL && num_entries > 0))
@@ -358,7 +409,7 @@ tpx_status tpx_checkpoint_writer_create(
   w->dir = strdup(dir);
   tpx_status st = w->dir ? TPX_OK : oom(err);
   if (st == TPX_OK)
-    st = copy_entries(w, entries, num_entries, err);
+    st = copy_entries(w, entries, sources, num_entries, err);
   if (st == TPX_OK)
     st = plan_files(w, o.max_shard_size, single, err);
   if (st == TPX_OK)

@@ -18,6 +18,7 @@ typedef struct tpx__wentry {
   int file;
   int64_t offset; /* absolute, in its file */
   int64_t nbytes;
+  int64_t source; /* where the kernel copies it from, or -1 (create_from) */
 } tpx__wentry;
 
 typedef struct tpx__wfile {
@@ -45,6 +46,21 @@ struct tpx_checkpoint_writer {
   int defer_dir_sync;
   atomic_llong bytes;
 };
+
+/* tpx_checkpoint_writer_create, told where each entry's bytes will be
+ * copied from by the kernel (copy_file_range): sources[i] is entry i's
+ * absolute offset in its source file, or -1 (NULL: none). Each file's
+ * header is then padded (spaces, up to a page) so that most of those bytes
+ * land at their source's offset modulo the page size: ext4 copies a page
+ * onto a page then, where a shifted copy straddles two destination pages
+ * per source page and runs ~1.6x slower (bench/README.md "Checkpoints"). */
+tpx_status tpx__ckpt_writer_create_from(const char *dir,
+                                        const tpx_checkpoint_entry *entries,
+                                        const int64_t *sources,
+                                        size_t num_entries,
+                                        const tpx_checkpoint_writer_options *o,
+                                        tpx_checkpoint_writer **out,
+                                        tpx_error *err);
 
 /* Creates a new file ".NAME.tpx-tmp.PID.N" in `dir` with
  * O_CREAT|O_EXCL|O_NOFOLLOW (another N on a clash): its fd, and its path
@@ -74,6 +90,14 @@ void tpx__ckpt_populate(const void *p, size_t len);
  * `name` (the whole entry) straight from the reader's mapping: *done 1.
  * *done 0 and nothing written when that cannot be (the reader does not map
  * its files, or the dtypes differ): the caller copies through a buffer. */
+/* Where tpx__ckpt_copy_direct would copy stored tensor `tensor`'s box
+ * `slice` from inside the kernel (one contiguous run of a mapped file,
+ * no conversion to `dtype`): its absolute offset in the source file, or
+ * -1 when it would not. */
+int64_t tpx__ckpt_direct_source_offset(const tpx_checkpoint_reader *rd,
+                                       int64_t tensor, const tpx_slice *slice,
+                                       tpx_dtype dtype);
+
 tpx_status tpx__ckpt_copy_direct(const tpx_checkpoint_reader *rd,
                                  int64_t tensor, const tpx_slice *slice,
                                  tpx_checkpoint_writer *w, const char *name,

@@ -1,9 +1,11 @@
 /* test_shard_io.c — the write path of `tpx shard` (core/src/checkpoint:
  * direct.c, write_io.c, shard_write.c) under failure: the pwritev loop
  * against a pwritev that is interrupted, writes short, fails or makes no
- * progress; the rank files of the direct paths (copy_file_range, pwritev
- * from the mapping) byte for byte those of the buffered path (pread
- * reader), with copy_file_range unsupported, interrupted or short too; a
+ * progress; the rank files of the direct paths (copy_file_range, the
+ * bounce buffer, pwritev from the mapping) byte for byte those of the
+ * buffered path (pread reader), with copy_file_range unsupported,
+ * interrupted or short too, and their one-run pieces at their source's
+ * offset modulo the page; a
  * copy_file_range or an fsync that fails (this executable's definitions
  * interpose libc's for libtpx too) and a run killed in the middle leave no
  * file under a final name that is not complete. */
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -274,6 +277,187 @@ START_TEST(test_direct_equals_buffered) {
 }
 END_TEST
 
+/* ---- every way of the direct path (direct.c): a model whose pieces are
+ * one run ("a", colwise: copy_file_range), short rows close together
+ * ("b", rowwise at tp 2: the bounce buffer), short rows far apart ("b"
+ * and "c" at tp 8: the mapping) and long rows ("c", 80000-byte rows at
+ * tp 2: copy_file_range per row) ---- */
+
+typedef struct ways {
+  tpx_model *m;
+  tpx_mesh *mesh;
+  tpx_sharding *sh;
+  char src[1100];
+} ways;
+
+static void ways_source(const char *dir, const int64_t (*shapes)[2],
+                        const char *const *names) {
+  tpx_checkpoint_entry e[3];
+  tpx_checkpoint_writer *w = NULL;
+  tpx_error err = {0};
+  for (int i = 0; i < 3; i++)
+    e[i] = (tpx_checkpoint_entry){
+        names[i], TPX_DTYPE_F32, 2, {shapes[i][0], shapes[i][1]}};
+  ck_assert_int_eq(tpx_checkpoint_writer_create(dir, e, 3, NULL, &w, &err),
+                   TPX_OK);
+  for (int i = 0; i < 3; i++) {
+    int64_t n = shapes[i][0] * shapes[i][1];
+    float *v = malloc((size_t)n * sizeof *v);
+    ck_assert_ptr_nonnull(v);
+    for (int64_t k = 0; k < n; k++) v[k] = (float)(i * 1000000 + k);
+    tpx_slice all = {2, {0, 0}, {shapes[i][0], shapes[i][1]}};
+    ck_assert_int_eq(
+        tpx_checkpoint_write_slice(w, names[i], &all, TPX_DTYPE_F32, v, &err),
+        TPX_OK);
+    free(v);
+  }
+  ck_assert_int_eq(tpx_checkpoint_writer_finish(w, NULL, &err), TPX_OK);
+  tpx_checkpoint_writer_destroy(w);
+}
+
+static void ways_init(ways *x, int64_t tp) {
+  static const int64_t shapes[3][2] = {{7, 5}, {5, 7}, {3, 40000}};
+  static const char *const names[3] = {"a.weight", "b.weight", "c.weight"};
+  static const char *const modules[3] = {"a", "b", "c"};
+  static const char plan_json[] = "{\"format\":\"tpx-plan/1\",\"entries\":["
+                                  "{\"module\":\"a\",\"style\":\"colwise\"},"
+                                  "{\"module\":\"b\",\"style\":\"rowwise\"},"
+                                  "{\"module\":\"c\",\"style\":\"rowwise\"}]}";
+  const char *mesh_names[2] = {"dp_shard", "tp"};
+  int64_t sizes[2] = {2, tp};
+  tpx_plan *plan = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_create(&x->m, &e), TPX_OK);
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(
+        tpx_model_add_module(x->m, modules[i], TPX_MODULE_LINEAR, NULL, &e),
+        TPX_OK);
+    ck_assert_int_eq(tpx_model_add_param(x->m, modules[i], "weight", shapes[i],
+                                         2, TPX_DTYPE_F32, NULL, &e),
+                     TPX_OK);
+  }
+  ck_assert_int_eq(
+      tpx_plan_from_json(plan_json, strlen(plan_json), "t", &plan, &e), TPX_OK);
+  ck_assert_int_eq(tpx_mesh_create(mesh_names, sizes, 2, &x->mesh, &e), TPX_OK);
+  ck_assert_msg(tpx_sharding_create(x->m, plan, x->mesh, NULL, &x->sh, &e) ==
+                    TPX_OK,
+                "%s", e.message);
+  tpx_plan_destroy(plan);
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%.1000s", tmp("src"));
+  ck_assert_int_eq(mkdir(dir, 0755), 0);
+  ways_source(dir, shapes, names);
+  snprintf(x->src, sizeof x->src, "%.1000s/model.safetensors", dir);
+}
+
+static void ways_free(ways *x) {
+  tpx_sharding_destroy(x->sh);
+  tpx_mesh_destroy(x->mesh);
+  tpx_model_destroy(x->m);
+}
+
+static tpx_status ways_shard(const ways *x, const char *sub, int io,
+                             tpx_error *err) {
+  tpx_checkpoint_reader_options ro = TPX_CHECKPOINT_READER_OPTIONS_INIT;
+  tpx_shard_write_options wo = TPX_SHARD_WRITE_OPTIONS_INIT;
+  tpx_checkpoint_reader *rd = NULL;
+  char out[1024];
+  ro.io_method = io;
+  wo.run_id = "test-run";
+  snprintf(out, sizeof out, "%s", tmp(sub));
+  ck_assert_int_eq(tpx_checkpoint_reader_create(x->src, &ro, &rd, err), TPX_OK);
+  tpx_status st = tpx_shard_write(rd, x->sh, out, &wo, err);
+  tpx_checkpoint_reader_destroy(rd);
+  return st;
+}
+
+/* The data offset of tensor `name` in file `path`. */
+static int64_t data_offset(const char *path, const char *name) {
+  tpx_checkpoint_reader *rd = NULL;
+  tpx_checkpoint_tensor t;
+  ck_assert_int_eq(tpx_checkpoint_reader_create(path, NULL, &rd, NULL), TPX_OK);
+  int64_t i = tpx_checkpoint_find(rd, name);
+  ck_assert_int_ge(i, 0);
+  ck_assert_int_eq(tpx_checkpoint_tensor_info(rd, (size_t)i, &t, NULL), TPX_OK);
+  tpx_checkpoint_reader_destroy(rd);
+  return t.data_offset;
+}
+
+/* Where the data section of safetensors file `path` starts. */
+static int64_t data_start(const char *path) {
+  unsigned char len[8];
+  int64_t n = 0;
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fread(len, 1, 8, f), 8);
+  fclose(f);
+  for (int b = 7; b >= 0; b--) n = n * 256 + len[b];
+  return 8 + n;
+}
+
+/* Of rank r's one-run pieces (copy_file_range) that an 8-byte step of the
+ * header can align, the largest sits in `path` at its source's offset modulo
+ * the page: the header's padding chose it. */
+static void ways_check_aligned(const ways *x, int64_t r, const char *path) {
+  static const char *const names[3] = {"a.weight", "b.weight", "c.weight"};
+  int64_t best = -1, best_bytes = 0, best_src = 0;
+  for (int64_t p = 0; p < 3; p++) {
+    tpx_slice sl;
+    tpx_param_info info;
+    ck_assert_int_eq(tpx_sharding_local_slice(x->sh, p, r, &sl, NULL), TPX_OK);
+    ck_assert_int_eq(tpx_model_param(x->m, p, &info, NULL), TPX_OK);
+    int64_t cols = info.shape[1], bytes = sl.length[0] * sl.length[1] * 4;
+    int one_run = sl.length[1] == cols || sl.length[0] <= 1;
+    int64_t src = data_offset(x->src, names[p]) +
+                  (sl.offset[0] * cols + sl.offset[1]) * 4;
+    /* its offset in the data section, which the padding cannot change */
+    int64_t rel = data_offset(path, names[p]) - data_start(path);
+    if (one_run && (src - rel) % 8 == 0 && bytes > best_bytes) {
+      best = p;
+      best_bytes = bytes;
+      best_src = src;
+    }
+  }
+  if (best >= 0)
+    ck_assert_int_eq(data_offset(path, names[best]) % 4096, best_src % 4096);
+}
+
+/* _i / 3: tp 2 or 8; _i % 3: copy_file_range real, unsupported, or
+ * interrupted and short. Every rank file equals the buffered path's byte
+ * for byte, and its largest one-run piece sits at its source's offset
+ * modulo the page (the header's padding). */
+START_TEST(test_direct_ways) {
+  ways x;
+  tpx_error err = {0};
+  int64_t tp = _i / 3 ? 8 : 2, world = 2 * tp;
+  ways_init(&x, tp);
+  g_cfr_mode = _i % 3;
+  g_cfr_calls = 0;
+  ck_assert_msg(ways_shard(&x, "direct", TPX_CHECKPOINT_IO_MMAP, &err) ==
+                    TPX_OK,
+                "%s", err.message);
+  g_cfr_mode = 0;
+  ck_assert_msg(ways_shard(&x, "buffered", TPX_CHECKPOINT_IO_PREAD, &err) ==
+                    TPX_OK,
+                "%s", err.message);
+  for (int64_t r = 0; r < world; r++) {
+    char name[96], path[1200];
+    long na = 0, nb = 0;
+    tpx_shard_file_name(r, world, name, sizeof name);
+    char *a = slurp("direct", name, &na), *b = slurp("buffered", name, &nb);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(na, nb);
+    ck_assert_msg(memcmp(a, b, (size_t)na) == 0, "%s differs", name);
+    free(a);
+    free(b);
+    snprintf(path, sizeof path, "%s/%s", tmp("direct"), name);
+    ways_check_aligned(&x, r, path);
+  }
+  ways_free(&x);
+}
+END_TEST
+
 /* Every entry of tmpdir/<sub>: each rank file a complete one (it opens:
  * its header's sizes match), no temporary left unless `temps_ok`, nothing
  * else. Returns the number of rank files. */
@@ -305,6 +489,30 @@ static int complete_files(const char *sub, int temps_ok) {
   closedir(d);
   return n;
 }
+
+/* The source truncated after the reader opened it: every way of the
+ * direct path stops with an I/O error naming the source (a short copy or
+ * pread, EFAULT from the mapping), never SIGBUS, and no rank file is left
+ * under a final name. */
+START_TEST(test_direct_truncated) {
+  ways x;
+  tpx_error err = {0};
+  ways_init(&x, _i ? 8 : 2);
+  tpx_checkpoint_reader *rd = NULL;
+  tpx_shard_write_options wo = TPX_SHARD_WRITE_OPTIONS_INIT;
+  char out[1024];
+  snprintf(out, sizeof out, "%s", tmp("out"));
+  ck_assert_int_eq(tpx_checkpoint_reader_create(x.src, NULL, &rd, &err),
+                   TPX_OK);
+  ck_assert_int_eq(truncate(x.src, 4096), 0);
+  ck_assert_int_eq(tpx_shard_write(rd, x.sh, out, &wo, &err), TPX_IO);
+  tpx_checkpoint_reader_destroy(rd);
+  ck_assert_msg(strstr(err.message, "model.safetensors") != NULL, "%s",
+                err.message);
+  ck_assert_int_eq(complete_files("out", 0), 0);
+  ways_free(&x);
+}
+END_TEST
 
 /* copy_file_range failing in the middle: an error naming the file, and
  * no file under a final name. */
@@ -395,7 +603,8 @@ static void setup(void) { make_tmpdir(); }
 
 /* The subdirectories' files, then the scratch directory's. */
 static void teardown(void) {
-  static const char *const subs[] = {"direct", "buffered", "out", "killed"};
+  static const char *const subs[] = {"direct", "buffered", "out", "killed",
+                                     "src"};
   for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
     char p[1024], f[1400];
     snprintf(p, sizeof p, "%s", tmp(subs[i]));
@@ -419,6 +628,8 @@ static Suite *io_suite(void) {
   tcase_add_test(tc, test_pwritev_retries);
   tcase_add_test(tc, test_pwritev_failures);
   tcase_add_loop_test(tc, test_direct_equals_buffered, 0, 3);
+  tcase_add_loop_test(tc, test_direct_ways, 0, 6);
+  tcase_add_loop_test(tc, test_direct_truncated, 0, 2);
   tcase_add_test(tc, test_copy_fails);
   tcase_add_test(tc, test_fsync_fails);
   tcase_add_test(tc, test_killed_run);
