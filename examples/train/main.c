@@ -3,6 +3,7 @@
  * does), applies it with FSDP2 on a (dp_replicate, dp_shard, cp, tp) mesh,
  * and trains K AdamW steps on one token batch, ranks as threads (local) or
  * processes (mpi). Prints per-step loss and pre-clip grad norm. */
+#include <cblas.h>
 #include <errno.h>
 #if defined(__GLIBC__) || defined(__linux__)
 #include <malloc.h>
@@ -542,6 +543,9 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
                       .offload = j->a->offload};
   tpx_cp_layout_parse(j->a->cp_layout, &su.cp_layout, NULL);
   tpx_status s = tr_net_init(&net, j->model, err);
+  /* one rank in this process: attention's tasks may use the BLAS's threads */
+  if (!strcmp(j->a->backend, "mpi") || world_size == 1)
+    net.attn_threads = openblas_get_num_threads();
   if (!s)
     s = tr_rank_create(&su, &r, err);
   if (!s)

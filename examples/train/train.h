@@ -126,6 +126,9 @@ typedef struct tr_attn_shape {
    * global position of each of the t queries (NULL: 0..t-1) */
   int64_t tk;
   const int64_t *qpos;
+  /* threads the (batch row, kv head) tasks run on, the BLAS set to one
+   * meanwhile; 1: one after the other on the BLAS's own threads */
+  int threads;
 } tr_attn_shape;
 /* q [b,t,nh*hd], k/v [b,tk,nkv*hd] -> o [b,t,nh*hd]; p [b,nh,t,tk] saved */
 void tr_attn_fwd(const tr_attn_shape *sh, const float *q, const float *k,
@@ -273,6 +276,10 @@ struct tr_net {
   int64_t *pos;
   float *k_full, *v_full;
   tr_arena arena;
+  /* tr_attn_shape.threads: set by the caller after tr_net_init (1 unless
+   * this process holds one rank: the BLAS's thread count is the
+   * process's, and rank threads must not change it under each other) */
+  int attn_threads;
 };
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err);
 void tr_net_free(tr_net *net);
