@@ -27,11 +27,10 @@ bench_init() {
   : >"$rec"
   have_torch=0
   "$py" -c "import torch, transformers" 2>/dev/null && have_torch=1
-  # tpx-train's element-wise loops run on OpenMP threads beside OpenBLAS's
-  # own pthreads: with libgomp's default active wait, an idle OpenMP worker
-  # spins through the GEMMs on a core the BLAS needs (bench/README.md
-  # "Training"). Passive: it sleeps instead. The caller's setting wins.
-  omp_wait=${OMP_WAIT_POLICY:-passive}
+  # tpx-train runs its products and loops on one OpenMP team per rank
+  # (docs/TRAIN.md), so libgomp's default wait is left alone; the caller's
+  # setting wins, and the header says which.
+  omp_wait=${OMP_WAIT_POLICY:-default}
   return 0
 }
 
@@ -51,7 +50,8 @@ tpx_run() {
   series=$1 world=$2
   shift 2
   th=$((cores / world)); [ "$th" -ge 1 ] || th=1
-  out=$(OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th OMP_WAIT_POLICY=$omp_wait \
+  wait_env=""; [ "$omp_wait" = default ] || wait_env="OMP_WAIT_POLICY=$omp_wait"
+  out=$(env $wait_env OPENBLAS_NUM_THREADS=$th OMP_NUM_THREADS=$th \
         "$train" --model "$dir" \
         --tokens "$dir/tokens.bin" --batch $B --seq $T --steps "$steps" \
         --lr 1e-4 --clip 1.0 "$@" 2>&1) || { echo "$series failed" >>"$rec"; \

@@ -3,11 +3,10 @@
  * backward. Each (batch row, kv head) is one task: its heads' products go
  * through cblas_sgemm 64 query rows at a time, each block over only the
  * keys its rows may see (the causal mask skips the rest), with the softmax
- * between them. Where the process holds one rank, the
- * tasks run on as many threads as the BLAS (tr_attn_shape.threads), the
- * BLAS set to one thread meanwhile: a (b, head) product is too small to
- * split across cores. Each task's sums run in the same order whatever
- * the thread count. Positions and RoPE are applied by
+ * between them. The tasks run on the rank's threads (tr_threads), each
+ * task's products on one (the BLAS runs single-threaded: tr_threads_init;
+ * a (b, head) product is too small to split). Each task's sums run in the
+ * same order whatever the thread count. Positions and RoPE are applied by
  * the caller; softmax probabilities are kept for backward.
  * Under context parallelism the t local queries attend the tk = t·cp keys
  * of the whole sequence (K and V gathered over cp, in position order):
@@ -74,8 +73,8 @@ static void softmax_row_bwd(float *ds, const float *p, int64_t i, int64_t t) {
   for (int64_t j = i + 1; j < t; j++) ds[j] = 0;
 }
 
-/* Runs task(sh, b, g, ...) for every batch row b and kv head g: one after
- * the other, or on sh->threads threads with the BLAS on one meanwhile. */
+/* Runs task(sh, b, g, ...) for every batch row b and kv head g on the
+ * rank's threads. */
 typedef struct attn_args {
   const float *q, *k, *v, *p, *dout;
   float *pw, *o, *dq, *dk, *dv, *ds;
@@ -86,17 +85,12 @@ typedef void (*attn_task)(const tr_attn_shape *sh, int64_t b, int64_t g,
 static void run_tasks(const tr_attn_shape *sh, attn_task task,
                       const attn_args *a) {
   int64_t n = sh->b * sh->nkv;
-  int threads = sh->threads, blas = openblas_get_num_threads();
-  if (threads < 2 || n < 2) {
-    for (int64_t i = 0; i < n; i++) task(sh, i / sh->nkv, i % sh->nkv, a);
-    return;
-  }
-  openblas_set_num_threads(1);
+  int threads = tr_threads(sh->b * sh->nh * sh->t * keys(sh));
+  (void)threads; /* without OpenMP: one after the other */
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(dynamic) num_threads(threads)
 #endif
   for (int64_t i = 0; i < n; i++) task(sh, i / sh->nkv, i % sh->nkv, a);
-  openblas_set_num_threads(blas);
 }
 
 static void fwd_task(const tr_attn_shape *sh, int64_t b, int64_t g,

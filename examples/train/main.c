@@ -3,7 +3,6 @@
  * does), applies it with FSDP2 on a (dp_replicate, dp_shard, cp, tp) mesh,
  * and trains K AdamW steps on one token batch, ranks as threads (local) or
  * processes (mpi). Prints per-step loss and pre-clip grad norm. */
-#include <cblas.h>
 #include <errno.h>
 #if defined(__GLIBC__) || defined(__linux__)
 #include <malloc.h>
@@ -543,9 +542,6 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
                       .offload = j->a->offload};
   tpx_cp_layout_parse(j->a->cp_layout, &su.cp_layout, NULL);
   tpx_status s = tr_net_init(&net, j->model, err);
-  /* one rank in this process: attention's tasks may use the BLAS's threads */
-  if (!strcmp(j->a->backend, "mpi") || world_size == 1)
-    net.attn_threads = openblas_get_num_threads();
   if (!s)
     s = tr_rank_create(&su, &r, err);
   if (!s)
@@ -784,6 +780,7 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  tr_threads_init(); /* before any rank thread starts */
   if (launched_without_mpi(&a))
     return 2;
   int mpi = !strcmp(a.backend, "mpi");

@@ -16,7 +16,6 @@
 
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err) {
   memset(net, 0, sizeof *net);
-  net->attn_threads = 1;
   if (tr_config_read(model, &net->cfg, err))
     return err ? err->status : TPX_VALIDATION;
   tpx_status st = tr_params_find(model, &net->cfg, &net->params, err);
@@ -54,7 +53,6 @@ typedef struct ctx {
   tr_rank *r;
   tr_arena *ar;
   tpx_error *err;
-  int attn_threads; /* tr_net.attn_threads */
 } ctx;
 
 #define CK(x)                                                                  \
@@ -197,8 +195,7 @@ static tpx_status head_norm_bwd(ctx *c, const tr_module *mod, int64_t hd,
 /* The local heads q_proj / k_proj produced, checked against each other. */
 static tpx_status attn_shape(ctx *c, int64_t l, int64_t hd, tr_layer_acts *a) {
   tr_attn_shape *sh = &a->ash;
-  *sh = (tr_attn_shape){a->q.b, a->q.s, a->q.f / hd, a->k.f / hd,
-                        hd,     0,      NULL,        c->attn_threads};
+  *sh = (tr_attn_shape){a->q.b, a->q.s, a->q.f / hd, a->k.f / hd, hd, 0, NULL};
   if (sh->nkv <= 0 || sh->nh % sh->nkv || a->k.s != sh->t || a->v.f != a->k.f)
     return tpx_error_set(
         c->err, TPX_INTERNAL,
@@ -467,7 +464,7 @@ static tpx_status backward(tr_net *net, ctx *c, tr_act *dlogits,
 
 tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
                        int64_t b, int64_t t, double *loss, tpx_error *err) {
-  ctx c = {r, &net->arena, err, net->attn_threads};
+  ctx c = {r, &net->arena, err};
   tpx_status st;
   tr_act logits, dlogits, fin_in, lm_in;
   float *fin_rstd;

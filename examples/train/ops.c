@@ -1,9 +1,9 @@
 /* ops.c — dense f32 kernels of the reference trainer: linear (cblas_sgemm),
  * RMSNorm, rotary embedding, SwiGLU, forward and backward, on local buffers.
- * The element-wise loops run on as many threads as the BLAS (tr_threads),
- * split so that every sum runs in the same order as on one thread: the
- * results do not depend on the thread count. No communication and no
- * knowledge of the model here. */
+ * The rank's threads (tr_threads_init) run both the products (tr_sgemm) and
+ * the element-wise loops, split so that every sum runs in the same order
+ * as on one thread: the results do not depend on the thread count. No
+ * communication and no knowledge of the model here. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -12,11 +12,65 @@
 
 #include "glue.h"
 
+/* The rank's threads (tr_threads_init): written once by main before any
+ * rank starts, read-only after. */
+static int rank_threads = 0;
+
+void tr_threads_init(void) {
+  int n = openblas_get_num_threads();
+  rank_threads = n < 1 ? 1 : n;
+#if defined(_OPENMP)
+  openblas_set_num_threads(1);
+#endif
+}
+
 int tr_threads(int64_t work) {
   /* below this many elements a loop is done before the threads start */
   const int64_t grain = 1 << 14;
-  int n = openblas_get_num_threads();
+#if defined(_OPENMP)
+  int n = rank_threads ? rank_threads : openblas_get_num_threads();
+#else
+  int n = 1;
+#endif
   return work < grain || n < 1 ? 1 : n;
+}
+
+/* A product smaller than this many multiply-adds runs on one thread. */
+#define SPLIT_MNK (1 << 21)
+
+void tr_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float *a, int64_t lda, const float *b,
+              int64_t ldb, float beta, float *c, int64_t ldc) {
+  enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans,
+                       tb = trans_b ? CblasTrans : CblasNoTrans;
+  int nt = m * n * k < SPLIT_MNK ? 1 : tr_threads(m * n * k);
+  if (nt < 2) {
+    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a,
+                (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    return;
+  }
+  /* the longer side of C in nt parts: rows take A's rows (columns when A
+   * is transposed), columns take B's columns (rows when B is) */
+  int by_rows = m >= n;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+  for (int t = 0; t < nt; t++) {
+    int64_t len = by_rows ? m : n;
+    int64_t i0 = len * t / nt, i1 = len * (t + 1) / nt;
+    const float *ap = a, *bp = b;
+    float *cp = c;
+    if (by_rows) {
+      ap += trans_a ? i0 : i0 * lda;
+      cp += i0 * ldc;
+    } else {
+      bp += trans_b ? i0 * ldb : i0;
+      cp += i0;
+    }
+    cblas_sgemm(CblasRowMajor, ta, tb, (int)(by_rows ? i1 - i0 : m),
+                (int)(by_rows ? n : i1 - i0), (int)k, alpha, ap, (int)lda, bp,
+                (int)ldb, beta, cp, (int)ldc);
+  }
 }
 
 double tr_now(void) {
@@ -46,8 +100,7 @@ void tr_linear_fwd(const float *x, const float *w, const float *bias, float *y,
   if (in == 0) {
     memset(y, 0, sizeof(float) * (size_t)(n * out));
   } else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out,
-                (int)in, 1.0f, x, (int)in, w, (int)in, 0.0f, y, (int)out);
+    tr_sgemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
   if (!bias)
     return;
   TR_PARALLEL_FOR(n * out)
@@ -65,14 +118,12 @@ void tr_linear_bwd(const float *x, const float *w, const float *dy, float *dx,
       if (!accumulate_dx)
         memset(dx, 0, sizeof(float) * (size_t)(n * in));
     } else {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in,
-                  (int)out, 1.0f, dy, (int)out, w, (int)in,
-                  accumulate_dx ? 1.0f : 0.0f, dx, (int)in);
+      tr_sgemm(0, 0, n, in, out, 1.0f, dy, out, w, in,
+               accumulate_dx ? 1.0f : 0.0f, dx, in);
     }
   }
   if (dw && out > 0)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in,
-                (int)n, 1.0f, dy, (int)out, x, (int)in, 1.0f, dw, (int)in);
+    tr_sgemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
   if (db)
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < out; j++) db[j] += dy[i * out + j];

@@ -84,11 +84,25 @@ tpx_status tr_act_alloc(tr_arena *ar, tr_act *a, int64_t b, int64_t s,
                         int64_t f, int zero, tpx_error *err);
 
 /* ---- ops.c: dense math on local buffers ---- */
-/* Threads for an element-wise loop over `work` elements: the BLAS's
- * (OPENBLAS_NUM_THREADS; one per rank when ranks are threads), 1 for a
- * small loop. TR_PARALLEL_FOR(work) before a for loop runs its iterations
- * on them (OpenMP; nothing when built without it). */
+/* Takes the BLAS's threads over, once, before any rank starts: each rank
+ * gets as many threads as OPENBLAS_NUM_THREADS says (one per rank when
+ * ranks are threads on a machine of as many cores), as an OpenMP team of
+ * its own, and OpenBLAS is set to one thread: tr_sgemm splits a large
+ * product across the team. One pool per rank, where OpenBLAS's own
+ * workers would spin through every element-wise loop between two products
+ * on the cores those loops use. Nothing changes when built without
+ * OpenMP. */
+void tr_threads_init(void);
+/* Threads for a loop over `work` elements: the rank's team, 1 for a small
+ * loop. TR_PARALLEL_FOR(work) before a for loop runs its iterations on
+ * them (OpenMP; nothing when built without it). */
 int tr_threads(int64_t work);
+/* cblas_sgemm (row-major), the rows or the columns of C split across
+ * tr_threads(m·n·k): each element's sum runs in the same order whatever
+ * the thread count. */
+void tr_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float *a, int64_t lda, const float *b,
+              int64_t ldb, float beta, float *c, int64_t ldc);
 #if defined(_OPENMP)
 #define TR_PRAGMA(x) _Pragma(#x)
 #define TR_PARALLEL_FOR(work)                                                  \
@@ -126,9 +140,6 @@ typedef struct tr_attn_shape {
    * global position of each of the t queries (NULL: 0..t-1) */
   int64_t tk;
   const int64_t *qpos;
-  /* threads the (batch row, kv head) tasks run on, the BLAS set to one
-   * meanwhile; 1: one after the other on the BLAS's own threads */
-  int threads;
 } tr_attn_shape;
 /* q [b,t,nh*hd], k/v [b,tk,nkv*hd] -> o [b,t,nh*hd]; p [b,nh,t,tk] saved */
 void tr_attn_fwd(const tr_attn_shape *sh, const float *q, const float *k,
@@ -276,10 +287,6 @@ struct tr_net {
   int64_t *pos;
   float *k_full, *v_full;
   tr_arena arena;
-  /* tr_attn_shape.threads: set by the caller after tr_net_init (1 unless
-   * this process holds one rank: the BLAS's thread count is the
-   * process's, and rank threads must not change it under each other) */
-  int attn_threads;
 };
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err);
 void tr_net_free(tr_net *net);
