@@ -14,7 +14,7 @@ set -u
 BUILD=${1:-build}
 BYTES=${2:-64M}
 ITERS=${3:-20}
-shift 3 2>/dev/null || shift $#
+if [ $# -ge 3 ]; then shift 3; else shift $#; fi
 OPS=${*:-all_reduce all_gather reduce_scatter}
 NP=4
 BENCH="$BUILD/bench/coll/tpx-bench-coll"
