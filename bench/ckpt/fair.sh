@@ -52,9 +52,17 @@ cpu_between() {
                   t[++n] = u[1] * 60 + u[2] + s[1] * 60 + s[2] }
        END { printf "%.4f", t[2] - t[1] }' "$1" "$2"
 }
+# This VM hands the memory its guest frees back to the host (virtio-balloon
+# free page reporting, ~2 s after the free); the first write to such a page
+# faults on the host, inside whatever kernel copy touches it: `cp`'s or
+# `tpx shard`'s page-cache writes then take 2-5x their CPU, by luck of which
+# pages they get. Touching and freeing 1.2 GB just before each timed
+# command gives both sides pages the host still backs.
+warm_memory() { dd if=/dev/zero of=/dev/null bs=1200M count=1 2>/dev/null || true; }
 timed() { # series command...
   series=$1
   shift
+  warm_memory
   times >"$work/times0"
   a=$(now)
   if "$@" >/dev/null 2>"$work/err" && sync; then

@@ -7,11 +7,13 @@
  * reader (only the slice's bytes) and written with the checkpoint writer
  * (temporary + fsync + rename). Not the metadata's text (shard_meta.c). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "checkpoint/ckpt_internal.h"
 #include "checkpoint/shard_impl.h"
 #include "checkpoint/writer_impl.h"
 #include "model/model_view.h"
@@ -87,12 +89,38 @@ static tpx_status list_tensors(const tpx_sharding *sh,
   return st;
 }
 
-static void piece_done(tpx_shard_progress *prog, size_t nb,
-                       const tpx_shard_write_options *o) {
-  prog->items += 1;
-  prog->bytes += (int64_t)nb;
-  if (o->progress)
-    o->progress(prog, o->progress_user);
+/* What every rank file of the run carries besides its own metadata. */
+typedef struct run_ids {
+  char run_id[72];
+  char source[40];
+} run_ids;
+
+/* What the writing threads share (write_ranks): the ranks left, the
+ * progress, the first failure; all under `lock`. */
+typedef struct pool {
+  const tpx_checkpoint_reader *rd;
+  const tpx_sharding *sh;
+  const tpx__out_dir *d;
+  const tpx_shard_write_options *o;
+  const run_ids *ids;
+  int pending; /* finished files each thread keeps open (see PENDING) */
+  pthread_mutex_t lock;
+  int64_t next, last;
+  tpx_shard_progress prog;
+  tpx_status st;
+  tpx_error err;
+} pool;
+
+/* Progress: `items` more pieces of `bytes` bytes, `files` more files; the
+ * caller's callback sees one count at a time. */
+static void progress(pool *p, int64_t items, int64_t bytes, int64_t files) {
+  pthread_mutex_lock(&p->lock);
+  p->prog.items += items;
+  p->prog.bytes += bytes;
+  p->prog.files += files;
+  if (p->o->progress)
+    p->o->progress(&p->prog, p->o->progress_user);
+  pthread_mutex_unlock(&p->lock);
 }
 
 /* Reads each tensor's piece and writes it into the rank file: a stored
@@ -101,9 +129,8 @@ static void piece_done(tpx_shard_progress *prog, size_t nb,
 static tpx_status copy_pieces(const tpx_sharding *sh,
                               const tpx_checkpoint_reader *rd, int64_t rank,
                               const tpx__shard_out *ts, size_t n,
-                              tpx_checkpoint_writer *w,
-                              const tpx_shard_write_options *o,
-                              tpx_shard_progress *prog, tpx_error *err) {
+                              tpx_checkpoint_writer *w, pool *pl,
+                              tpx_error *err) {
   void *buf = NULL;
   tpx_status st = TPX_OK;
   for (size_t i = 0; i < n && st == TPX_OK; i++) {
@@ -114,7 +141,7 @@ static tpx_status copy_pieces(const tpx_sharding *sh,
       st = tpx__ckpt_copy_direct(rd, t->tensor, &t->slice, w, t->name, &done,
                                  err);
     if (st == TPX_OK && done)
-      piece_done(prog, nb, o);
+      progress(pl, 1, (int64_t)nb, 0);
     if (st != TPX_OK || done)
       continue;
     void *nbuf = realloc(buf, nb ? nb : 1);
@@ -133,25 +160,21 @@ static tpx_status copy_pieces(const tpx_sharding *sh,
     if (st == TPX_OK)
       st = tpx_checkpoint_write_slice(w, t->name, &local, t->dtype, buf, err);
     if (st == TPX_OK)
-      piece_done(prog, nb, o);
+      progress(pl, 1, (int64_t)nb, 0);
   }
   free(buf);
   return st;
 }
 
-/* What every rank file of the run carries besides its own metadata. */
-typedef struct run_ids {
-  char run_id[72];
-  char source[40];
-} run_ids;
-
 /* Writes rank `rank`'s file up to its finish: *w_out is the unfinished
  * writer (its data written, writeback started), finished by the caller. */
-static tpx_status shard_rank(const tpx_sharding *sh,
-                             const tpx_checkpoint_reader *rd, int64_t rank,
-                             const char *dir, const tpx_shard_write_options *o,
-                             const run_ids *ids, tpx_shard_progress *prog,
+static tpx_status shard_rank(pool *pl, int64_t rank,
                              tpx_checkpoint_writer **w_out, tpx_error *err) {
+  const tpx_sharding *sh = pl->sh;
+  const tpx_checkpoint_reader *rd = pl->rd;
+  const tpx_shard_write_options *o = pl->o;
+  const run_ids *ids = pl->ids;
+  const char *dir = pl->d->path;
   int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
   size_t cap = tpx_checkpoint_num_tensors(rd) +
                tpx_model_num_params(tpx_sharding_model(sh)),
@@ -199,7 +222,7 @@ static tpx_status shard_rank(const tpx_sharding *sh,
       w->defer_dir_sync = 1; /* once for all files: write_ranks */
   }
   if (st == TPX_OK)
-    st = copy_pieces(sh, rd, rank, ts, n, w, o, prog, err);
+    st = copy_pieces(sh, rd, rank, ts, n, w, pl, err);
   if (st == TPX_OK)
     *w_out = w;
   else
@@ -239,27 +262,85 @@ static tpx_status make_ids(const tpx_checkpoint_reader *rd,
   return tpx__shard_source_digest(rd, ids->source, sizeof ids->source, err);
 }
 
-/* Writes ranks first..last into the locked directory. */
 /* Rank files whose data is written but not yet fsync'd: finishing each
  * right after its writes would leave the disk idle while the next file is
  * read and cut, and the CPU idle during each fsync. The writer starts the
  * writeback of every large piece as it goes (sync_file_range), and up to
- * PENDING files stay open before the oldest is finished (fsync + rename),
- * by which time most of its data is on disk. */
+ * PENDING files (over all threads) stay open before the oldest is
+ * finished (fsync + rename), by which time most of its data is on disk. */
 #define PENDING 4
 
-static tpx_status finish_one(tpx_checkpoint_writer **w,
-                             const tpx_shard_write_options *o,
-                             tpx_shard_progress *prog, tpx_error *err) {
+static tpx_status finish_one(pool *p, tpx_checkpoint_writer **w,
+                             tpx_error *err) {
   tpx_status st = tpx_checkpoint_writer_finish(*w, NULL, err);
   tpx_checkpoint_writer_destroy(*w);
   *w = NULL;
-  if (st == TPX_OK) {
-    prog->files++;
-    if (o->progress)
-      o->progress(prog, o->progress_user);
-  }
+  if (st == TPX_OK)
+    progress(p, 0, 0, 1);
   return st;
+}
+
+static int failed(pool *p) {
+  pthread_mutex_lock(&p->lock);
+  int f = p->st != TPX_OK;
+  pthread_mutex_unlock(&p->lock);
+  return f;
+}
+
+/* One writing thread: takes the next rank until none is left or a thread
+ * failed; keeps its last p->pending files open (see PENDING). */
+static void *write_worker(void *arg) {
+  pool *p = arg;
+  tpx_checkpoint_writer *pending[PENDING] = {NULL};
+  tpx_error err = {0};
+  tpx_status st = TPX_OK;
+  int64_t k = 0;
+  while (st == TPX_OK) {
+    pthread_mutex_lock(&p->lock);
+    int64_t r = p->st == TPX_OK && p->next <= p->last ? p->next++ : -1;
+    pthread_mutex_unlock(&p->lock);
+    if (r < 0)
+      break;
+    tpx_checkpoint_writer **slot = &pending[k++ % p->pending];
+    if (*slot) /* the oldest pending file */
+      st = finish_one(p, slot, &err);
+    if (st == TPX_OK)
+      st = shard_rank(p, r, slot, &err);
+  }
+  /* the rest, oldest first; after an error here or in another thread only
+   * destroyed (no final name) */
+  for (int64_t j = 0; j < p->pending; j++) {
+    tpx_checkpoint_writer **slot = &pending[(k + j) % p->pending];
+    if (*slot && st == TPX_OK && !failed(p))
+      st = finish_one(p, slot, &err);
+    tpx_checkpoint_writer_destroy(*slot);
+    *slot = NULL;
+  }
+  pthread_mutex_lock(&p->lock);
+  if (st != TPX_OK && p->st == TPX_OK) {
+    p->st = st;
+    p->err = err;
+  }
+  pthread_mutex_unlock(&p->lock);
+  return NULL;
+}
+
+/* Threads that write rank files at once: up to the reader's thread count,
+ * the online CPUs (the kernel's copies are CPU work) and the ranks. One
+ * where a piece is read out of the reader's mapping in user space (a fused
+ * expert parameter): a file truncated underneath raises SIGBUS in the
+ * thread that reads, which must be the caller's. */
+static int writer_threads(const tpx_checkpoint_reader *rd,
+                          const tpx_sharding *sh, int64_t ranks) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  if (rd->maps != NULL)
+    for (size_t i = 0; i < tpx_model_num_params(model); i++)
+      if (tpx_checkpoint_param_tensor(rd, model, (int64_t)i) < 0)
+        return 1;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t n = rd->num_threads > 0 ? rd->num_threads : 1;
+  n = cpus > 0 && n > cpus ? cpus : n;
+  return (int)(n > ranks ? ranks : n);
 }
 
 /* Writes ranks first..last into the locked directory. */
@@ -271,35 +352,41 @@ static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
   int64_t first = o->rank >= 0 ? o->rank : 0;
   int64_t last = o->rank >= 0 ? o->rank : world - 1;
   int64_t per_rank = tensors_per_rank(rd, tpx_sharding_model(sh));
-  tpx_shard_progress prog = {0, 0, 0, 0, 0};
+  pool p = {rd,
+            sh,
+            d,
+            o,
+            ids,
+            PENDING,
+            PTHREAD_MUTEX_INITIALIZER,
+            first,
+            last,
+            {0, 0, 0, 0, 0},
+            TPX_OK,
+            {0}};
   for (int64_t r = first; r <= last; r++) {
-    prog.total_bytes += tpx_sharding_rank_param_bytes(sh, r);
-    prog.total_items += per_rank;
+    p.prog.total_bytes += tpx_sharding_rank_param_bytes(sh, r);
+    p.prog.total_items += per_rank;
   }
   if (o->progress)
-    o->progress(&prog, o->progress_user);
-  tpx_checkpoint_writer *pending[PENDING] = {NULL};
-  tpx_status st = TPX_OK;
-  for (int64_t r = first; r <= last && st == TPX_OK; r++) {
-    tpx_checkpoint_writer **slot = &pending[(r - first) % PENDING];
-    if (*slot) /* the oldest pending file */
-      st = finish_one(slot, o, &prog, err);
-    if (st == TPX_OK)
-      st = shard_rank(sh, rd, r, d->path, o, ids, &prog, slot, err);
-  }
-  /* the rest, oldest first; after an error only destroyed (no final name) */
-  for (int64_t k = 0; k < PENDING; k++) {
-    tpx_checkpoint_writer **slot = &pending[(last + 1 - first + k) % PENDING];
-    if (*slot && st == TPX_OK)
-      st = finish_one(slot, o, &prog, err);
-    tpx_checkpoint_writer_destroy(*slot);
-    *slot = NULL;
-  }
+    o->progress(&p.prog, o->progress_user);
+  int nt = writer_threads(rd, sh, last - first + 1);
+  p.pending = PENDING / nt > 1 ? PENDING / nt : 1;
+  pthread_t tids[64];
+  int started = 0;
+  for (int i = 1; i < nt && started < 64; i++)
+    if (pthread_create(&tids[started], NULL, write_worker, &p) == 0)
+      started++;
+  write_worker(&p); /* the caller's thread writes too */
+  for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+  pthread_mutex_destroy(&p.lock);
+  if (p.st != TPX_OK)
+    return tpx_error_set(err, p.st, "%s", p.err.message);
   /* the new names, durable once for every file */
-  if (st == TPX_OK && fsync(d->fd) != 0)
-    st = tpx_error_set(err, TPX_IO, "%s: cannot flush the directory: %s",
-                       d->path, strerror(errno));
-  return st;
+  if (fsync(d->fd) != 0)
+    return tpx_error_set(err, TPX_IO, "%s: cannot flush the directory: %s",
+                         d->path, strerror(errno));
+  return TPX_OK;
 }
 
 tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
