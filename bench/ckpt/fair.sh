@@ -52,17 +52,16 @@ cpu_between() {
                   t[++n] = u[1] * 60 + u[2] + s[1] * 60 + s[2] }
        END { printf "%.4f", t[2] - t[1] }' "$1" "$2"
 }
-# This VM hands the memory its guest frees back to the host (virtio-balloon
-# free page reporting, ~2 s after the free); the first write to such a page
-# faults on the host, inside whatever kernel copy touches it: `cp`'s or
-# `tpx shard`'s page-cache writes then take 2-5x their CPU, by luck of which
-# pages they get. Touching and freeing 1.2 GB just before each timed
-# command gives both sides pages the host still backs.
-warm_memory() { dd if=/dev/zero of=/dev/null bs=1200M count=1 2>/dev/null || true; }
+# This VM hands the memory its guest frees back to the host a few seconds
+# after the free (virtio-balloon free page reporting); a kernel copy into
+# such a page faults on the host and runs 5-10x slower. A command that
+# runs right after another freed 1.1 GB gets warm pages; the one after it
+# gets cold ones. So each command's own output of the pair before is
+# removed right before it runs: every command frees, then fills, the same
+# 1.1 GB (bench/README.md "Checkpoints").
 timed() { # series command...
   series=$1
   shift
-  warm_memory
   times >"$work/times0"
   a=$(now)
   if "$@" >/dev/null 2>"$work/err" && sync; then
@@ -70,6 +69,7 @@ timed() { # series command...
     times >"$work/times1"
     awk -v a="$a" -v b="$b" -v s="$series" 'BEGIN { printf "%s %.4f\n", s, b - a }' >>"$rec"
     echo "$series-cpu $(cpu_between "$work/times0" "$work/times1")" >>"$rec"
+    tail -2 "$rec" | tr '\n' ' ' | sed 's/^/  /; s/ $/\n/'
   else
     echo "$series failed" >>"$rec"
     echo "  $series failed: $(tail -1 "$work/err")"
@@ -88,12 +88,14 @@ cat "$w"/*.safetensors >/dev/null # warm the page cache
 load_before=$(loadavg)
 echo "load average before: $load_before"
 for p in $(seq "$pairs"); do
-  clean "$work/ranks" "$work/copy"
+  clean "$work/ranks"
   timed shard shard
+  clean "$work/copy"
   timed cp-r copy
-  clean "$work/merged" "$work/cat" "$work/copy"
   cat "$work/ranks"/* >/dev/null 2>&1 || true
+  clean "$work/merged"
   timed merge merge
+  clean "$work/cat"
   timed cat catall
   echo "## pair $p of $pairs done (load $(loadavg))"
 done

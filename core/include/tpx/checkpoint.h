@@ -49,7 +49,8 @@ typedef struct tpx_checkpoint_reader tpx_checkpoint_reader;
 
 typedef struct tpx_checkpoint_reader_options {
   size_t struct_size;
-  /* Threads per tpx_checkpoint_read_rank call; 0 = 4. */
+  /* Threads per tpx_checkpoint_read_rank call, and rank files
+   * tpx_shard_write writes at once (no more than the online CPUs); 0 = 4. */
   int num_threads;
   /* I/O method: 0 = default (mmap, measured the faster: see
    * core/src/checkpoint/read.c), 1 = pread (no SIGBUS if a file is
