@@ -178,19 +178,15 @@ typedef struct fixture {
   tpx_model *m;
   tpx_mesh *mesh;
   tpx_sharding *sh;
-  char src[1024];
+  char src[1100];
 } fixture;
 
-static void fixture_init(fixture *fx) {
-  static const char plan_json[] =
-      "{\"format\":\"tpx-plan/1\",\"entries\":["
-      "{\"module\":\"col\",\"style\":\"colwise\"},"
-      "{\"module\":\"row\",\"style\":\"rowwise\"}]}";
+/* fx->mesh (dp_shard 2 x tp) and fx->sh: fx->m under `plan_json`. */
+static void fixture_shard(fixture *fx, const char *plan_json, int64_t tp) {
   const char *names[2] = {"dp_shard", "tp"};
-  int64_t sizes[2] = {2, 2};
+  int64_t sizes[2] = {2, tp};
   tpx_plan *plan = NULL;
   tpx_error e = {0};
-  fx->m = small_model();
   ck_assert_int_eq(
       tpx_plan_from_json(plan_json, strlen(plan_json), "t", &plan, &e), TPX_OK);
   ck_assert_int_eq(tpx_mesh_create(names, sizes, 2, &fx->mesh, &e), TPX_OK);
@@ -198,6 +194,15 @@ static void fixture_init(fixture *fx) {
                     TPX_OK,
                 "%s", e.message);
   tpx_plan_destroy(plan);
+}
+
+static void fixture_init(fixture *fx) {
+  static const char plan_json[] =
+      "{\"format\":\"tpx-plan/1\",\"entries\":["
+      "{\"module\":\"col\",\"style\":\"colwise\"},"
+      "{\"module\":\"row\",\"style\":\"rowwise\"}]}";
+  fx->m = small_model();
+  fixture_shard(fx, plan_json, 2);
   snprintf(fx->src, sizeof fx->src, "%s", tmp("src.safetensors"));
   write_source(fx->src);
 }
@@ -208,14 +213,17 @@ static void fixture_free(fixture *fx) {
   tpx_model_destroy(fx->m);
 }
 
-/* tpx_shard_write of the fixture into tmpdir/<sub> with reader io `io`. */
+/* tpx_shard_write of the fixture into tmpdir/<sub> with reader io `io`
+ * and `threads` (the reader's num_threads, up to which rank files are
+ * written at once; 0: its default). */
 static tpx_status shard_into(const fixture *fx, const char *sub, int io,
-                             tpx_error *err) {
+                             int threads, tpx_error *err) {
   tpx_checkpoint_reader_options ro = TPX_CHECKPOINT_READER_OPTIONS_INIT;
   tpx_shard_write_options wo = TPX_SHARD_WRITE_OPTIONS_INIT;
   tpx_checkpoint_reader *rd = NULL;
   char out[1024];
   ro.io_method = io;
+  ro.num_threads = threads;
   wo.run_id = "test-run";
   snprintf(out, sizeof out, "%s", tmp(sub));
   ck_assert_int_eq(tpx_checkpoint_reader_create(fx->src, &ro, &rd, err),
@@ -253,12 +261,12 @@ START_TEST(test_direct_equals_buffered) {
   fixture_init(&fx);
   g_cfr_mode = _i;
   g_cfr_calls = 0;
-  ck_assert_msg(shard_into(&fx, "direct", TPX_CHECKPOINT_IO_MMAP, &err) ==
+  ck_assert_msg(shard_into(&fx, "direct", TPX_CHECKPOINT_IO_MMAP, 0, &err) ==
                     TPX_OK,
                 "%s", err.message);
   g_cfr_mode = 0;
   ck_assert_int_gt(g_cfr_calls, _i == 2 ? 8 : 0);
-  ck_assert_msg(shard_into(&fx, "buffered", TPX_CHECKPOINT_IO_PREAD, &err) ==
+  ck_assert_msg(shard_into(&fx, "buffered", TPX_CHECKPOINT_IO_PREAD, 0, &err) ==
                     TPX_OK,
                 "%s", err.message);
   for (int r = 0; r < 4; r++) {
@@ -282,13 +290,6 @@ END_TEST
  * ("b", rowwise at tp 2: the bounce buffer), short rows far apart ("b"
  * and "c" at tp 8: the mapping) and long rows ("c", 80000-byte rows at
  * tp 2: copy_file_range per row) ---- */
-
-typedef struct ways {
-  tpx_model *m;
-  tpx_mesh *mesh;
-  tpx_sharding *sh;
-  char src[1100];
-} ways;
 
 static void ways_source(const char *dir, const int64_t (*shapes)[2],
                         const char *const *names) {
@@ -315,7 +316,7 @@ static void ways_source(const char *dir, const int64_t (*shapes)[2],
   tpx_checkpoint_writer_destroy(w);
 }
 
-static void ways_init(ways *x, int64_t tp) {
+static void ways_init(fixture *x, int64_t tp) {
   static const int64_t shapes[3][2] = {{7, 5}, {5, 7}, {3, 40000}};
   static const char *const names[3] = {"a.weight", "b.weight", "c.weight"};
   static const char *const modules[3] = {"a", "b", "c"};
@@ -323,9 +324,6 @@ static void ways_init(ways *x, int64_t tp) {
                                   "{\"module\":\"a\",\"style\":\"colwise\"},"
                                   "{\"module\":\"b\",\"style\":\"rowwise\"},"
                                   "{\"module\":\"c\",\"style\":\"rowwise\"}]}";
-  const char *mesh_names[2] = {"dp_shard", "tp"};
-  int64_t sizes[2] = {2, tp};
-  tpx_plan *plan = NULL;
   tpx_error e = {0};
   ck_assert_int_eq(tpx_model_create(&x->m, &e), TPX_OK);
   for (int i = 0; i < 3; i++) {
@@ -336,42 +334,12 @@ static void ways_init(ways *x, int64_t tp) {
                                          2, TPX_DTYPE_F32, NULL, &e),
                      TPX_OK);
   }
-  ck_assert_int_eq(
-      tpx_plan_from_json(plan_json, strlen(plan_json), "t", &plan, &e), TPX_OK);
-  ck_assert_int_eq(tpx_mesh_create(mesh_names, sizes, 2, &x->mesh, &e), TPX_OK);
-  ck_assert_msg(tpx_sharding_create(x->m, plan, x->mesh, NULL, &x->sh, &e) ==
-                    TPX_OK,
-                "%s", e.message);
-  tpx_plan_destroy(plan);
+  fixture_shard(x, plan_json, tp);
   char dir[1024];
   snprintf(dir, sizeof dir, "%.1000s", tmp("src"));
   ck_assert_int_eq(mkdir(dir, 0755), 0);
   ways_source(dir, shapes, names);
   snprintf(x->src, sizeof x->src, "%.1000s/model.safetensors", dir);
-}
-
-static void ways_free(ways *x) {
-  tpx_sharding_destroy(x->sh);
-  tpx_mesh_destroy(x->mesh);
-  tpx_model_destroy(x->m);
-}
-
-/* threads: the reader's num_threads, up to which rank files are written
- * at once (0: its default) */
-static tpx_status ways_shard(const ways *x, const char *sub, int io,
-                             int threads, tpx_error *err) {
-  tpx_checkpoint_reader_options ro = TPX_CHECKPOINT_READER_OPTIONS_INIT;
-  tpx_shard_write_options wo = TPX_SHARD_WRITE_OPTIONS_INIT;
-  tpx_checkpoint_reader *rd = NULL;
-  char out[1024];
-  ro.io_method = io;
-  ro.num_threads = threads;
-  wo.run_id = "test-run";
-  snprintf(out, sizeof out, "%s", tmp(sub));
-  ck_assert_int_eq(tpx_checkpoint_reader_create(x->src, &ro, &rd, err), TPX_OK);
-  tpx_status st = tpx_shard_write(rd, x->sh, out, &wo, err);
-  tpx_checkpoint_reader_destroy(rd);
-  return st;
 }
 
 /* The data offset of tensor `name` in file `path`. */
@@ -401,7 +369,7 @@ static int64_t data_start(const char *path) {
 /* Of rank r's one-run pieces (copy_file_range) that an 8-byte step of the
  * header can align, the largest sits in `path` at its source's offset modulo
  * the page: the header's padding chose it. */
-static void ways_check_aligned(const ways *x, int64_t r, const char *path) {
+static void ways_check_aligned(const fixture *x, int64_t r, const char *path) {
   static const char *const names[3] = {"a.weight", "b.weight", "c.weight"};
   int64_t best = -1, best_bytes = 0, best_src = 0;
   for (int64_t p = 0; p < 3; p++) {
@@ -431,18 +399,18 @@ static void ways_check_aligned(const ways *x, int64_t r, const char *path) {
  * byte for byte, and its largest one-run piece sits at its source's offset
  * modulo the page (the header's padding). */
 START_TEST(test_direct_ways) {
-  ways x;
+  fixture x;
   tpx_error err = {0};
   int64_t tp = _i / 3 ? 8 : 2, world = 2 * tp;
   ways_init(&x, tp);
   g_cfr_mode = _i % 3;
   g_cfr_calls = 0;
-  ck_assert_msg(ways_shard(&x, "direct", TPX_CHECKPOINT_IO_MMAP, 2, &err) ==
+  ck_assert_msg(shard_into(&x, "direct", TPX_CHECKPOINT_IO_MMAP, 2, &err) ==
                     TPX_OK,
                 "%s", err.message);
   g_cfr_mode = 0;
   /* one rank file at a time, through the buffered path */
-  ck_assert_msg(ways_shard(&x, "buffered", TPX_CHECKPOINT_IO_PREAD, 1, &err) ==
+  ck_assert_msg(shard_into(&x, "buffered", TPX_CHECKPOINT_IO_PREAD, 1, &err) ==
                     TPX_OK,
                 "%s", err.message);
   for (int64_t r = 0; r < world; r++) {
@@ -459,7 +427,7 @@ START_TEST(test_direct_ways) {
     snprintf(path, sizeof path, "%s/%s", tmp("direct"), name);
     ways_check_aligned(&x, r, path);
   }
-  ways_free(&x);
+  fixture_free(&x);
 }
 END_TEST
 
@@ -500,7 +468,7 @@ static int complete_files(const char *sub, int temps_ok) {
  * pread, EFAULT from the mapping), never SIGBUS, and no rank file is left
  * under a final name. */
 START_TEST(test_direct_truncated) {
-  ways x;
+  fixture x;
   tpx_error err = {0};
   ways_init(&x, _i ? 8 : 2);
   tpx_checkpoint_reader *rd = NULL;
@@ -515,7 +483,7 @@ START_TEST(test_direct_truncated) {
   ck_assert_msg(strstr(err.message, "model.safetensors") != NULL, "%s",
                 err.message);
   ck_assert_int_eq(complete_files("out", 0), 0);
-  ways_free(&x);
+  fixture_free(&x);
 }
 END_TEST
 
@@ -527,7 +495,7 @@ START_TEST(test_copy_fails) {
   fixture_init(&fx);
   g_cfr_mode = 3;
   g_cfr_calls = 0;
-  ck_assert_int_eq(shard_into(&fx, "out", 0, &err), TPX_IO);
+  ck_assert_int_eq(shard_into(&fx, "out", 0, 0, &err), TPX_IO);
   g_cfr_mode = 0;
   ck_assert_ptr_nonnull(strstr(err.message, "copying"));
   ck_assert_ptr_nonnull(strstr(err.message, "src.safetensors"));
@@ -543,7 +511,7 @@ START_TEST(test_fsync_fails) {
   fixture_init(&fx);
   g_fsync_calls = 0;
   g_fsync_fail_at = 2; /* the second rank file's */
-  ck_assert_int_eq(shard_into(&fx, "out", 0, &err), TPX_IO);
+  ck_assert_int_eq(shard_into(&fx, "out", 0, 0, &err), TPX_IO);
   g_fsync_fail_at = 0;
   ck_assert_ptr_nonnull(strstr(err.message, strerror(EIO)));
   ck_assert_ptr_nonnull(strstr(err.message, "rank-0000"));
@@ -552,7 +520,8 @@ START_TEST(test_fsync_fails) {
   ck_assert_int_le(complete_files("out", 0), 3);
   /* the directory is usable again at once */
   tpx_error_clear(&err);
-  ck_assert_msg(shard_into(&fx, "out", 0, &err) == TPX_OK, "%s", err.message);
+  ck_assert_msg(shard_into(&fx, "out", 0, 0, &err) == TPX_OK, "%s",
+                err.message);
   ck_assert_int_eq(complete_files("out", 0), 4);
   fixture_free(&fx);
 }
@@ -599,7 +568,7 @@ START_TEST(test_killed_run) {
   }
   /* the next run removes the temporaries and writes every file */
   tpx_error err = {0};
-  ck_assert_msg(shard_into(&fx, "killed", 0, &err) == TPX_OK, "%s",
+  ck_assert_msg(shard_into(&fx, "killed", 0, 0, &err) == TPX_OK, "%s",
                 err.message);
   ck_assert_int_eq(complete_files("killed", 0), 4);
   fixture_free(&fx);
