@@ -251,6 +251,21 @@ static char *slurp(const char *sub, const char *name, long *n) {
   return b;
 }
 
+/* Rank file r of `world` in tmpdir/direct and tmpdir/buffered: the same
+ * bytes. */
+static void same_rank_files(int64_t r, int64_t world) {
+  char name[96];
+  long na = 0, nb = 0;
+  tpx_shard_file_name(r, world, name, sizeof name);
+  char *a = slurp("direct", name, &na), *b = slurp("buffered", name, &nb);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_int_eq(na, nb);
+  ck_assert_msg(memcmp(a, b, (size_t)na) == 0, "%s differs", name);
+  free(a);
+  free(b);
+}
+
 /* The direct paths (copy_file_range for the dim-0 pieces of col.weight,
  * pwritev from the mapping for the dim-1 pieces of row.weight) write the
  * buffered path's files byte for byte, also when copy_file_range is
@@ -269,18 +284,7 @@ START_TEST(test_direct_equals_buffered) {
   ck_assert_msg(shard_into(&fx, "buffered", TPX_CHECKPOINT_IO_PREAD, 0, &err) ==
                     TPX_OK,
                 "%s", err.message);
-  for (int r = 0; r < 4; r++) {
-    char name[96];
-    long na = 0, nb = 0;
-    tpx_shard_file_name(r, 4, name, sizeof name);
-    char *a = slurp("direct", name, &na), *b = slurp("buffered", name, &nb);
-    ck_assert_ptr_nonnull(a);
-    ck_assert_ptr_nonnull(b);
-    ck_assert_int_eq(na, nb);
-    ck_assert_msg(memcmp(a, b, (size_t)na) == 0, "%s differs", name);
-    free(a);
-    free(b);
-  }
+  for (int r = 0; r < 4; r++) same_rank_files(r, 4);
   fixture_free(&fx);
 }
 END_TEST
@@ -415,15 +419,8 @@ START_TEST(test_direct_ways) {
                 "%s", err.message);
   for (int64_t r = 0; r < world; r++) {
     char name[96], path[1200];
-    long na = 0, nb = 0;
+    same_rank_files(r, world);
     tpx_shard_file_name(r, world, name, sizeof name);
-    char *a = slurp("direct", name, &na), *b = slurp("buffered", name, &nb);
-    ck_assert_ptr_nonnull(a);
-    ck_assert_ptr_nonnull(b);
-    ck_assert_int_eq(na, nb);
-    ck_assert_msg(memcmp(a, b, (size_t)na) == 0, "%s differs", name);
-    free(a);
-    free(b);
     snprintf(path, sizeof path, "%s/%s", tmp("direct"), name);
     ways_check_aligned(&x, r, path);
   }
