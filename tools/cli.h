@@ -3,7 +3,8 @@
 #ifndef TPX_TOOLS_CLI_H
 #define TPX_TOOLS_CLI_H
 
-int tpx_cmd_plan(int argc, char **argv);
+/* `prog`: argv[0] of the tpx command, for the commands it suggests. */
+int tpx_cmd_plan(const char *prog, int argc, char **argv);
 int tpx_cmd_plugins(int argc, char **argv);
 int tpx_cmd_check_plugin(int argc, char **argv);
 int tpx_cmd_shard(int argc, char **argv);

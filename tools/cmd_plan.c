@@ -310,7 +310,7 @@ static int html_check(const char *path, int *created) {
   return 0;
 }
 
-int tpx_cmd_plan(int argc, char **argv) {
+int tpx_cmd_plan(const char *prog, int argc, char **argv) {
   args_t a;
   int rc = parse_args(argc, argv, &a);
   if (rc == 1)
@@ -331,7 +331,7 @@ int tpx_cmd_plan(int argc, char **argv) {
 
   tpx_cli_plan_args pa = {a.config,   a.weights,      a.plan, a.tp,
                           a.dp_shard, a.dp_replicate, a.sp,   a.fsdp,
-                          a.isolate,  a.dtype,        a.cp};
+                          a.isolate,  a.dtype,        a.cp,   prog};
   if ((rc = tpx_cli_plan_prepare("plan", &pa, &pl)) != 0) {
     code = rc;
     goto out;

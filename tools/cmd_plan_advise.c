@@ -16,7 +16,10 @@
  * again with what would lower the device memory, each alone: context
  * parallelism (every cp > 1 dividing N whose 2 cp divides --seq),
  * activation checkpointing and CPU offload (then the device bytes must
- * fit); when none of them alone fits, all three together. The best of each
+ * fit in --gpu-mem and every rank's host bytes in --host-mem); when none
+ * of them alone fits, all three together. A mesh the sharding says
+ * upstream would refuse (upstream-refuses-mesh, cp-without-fsdp) is
+ * ranked as any other and marked "(upstream refuses: ...)". The best of each
  * is suggested. The output is cmd_plan_advise_print.c's. */
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +93,30 @@ static const char *first_error(const tpx_diag_list *l) {
   return NULL;
 }
 
+/* The sharding's diagnostics that say upstream would refuse a mesh tpx
+ * plans (core/src/shard/cp_diags.c), with the reason shown beside it. */
+static const struct {
+  const char *code, *why;
+} upstream_refusals[] = {
+    {"upstream-refuses-mesh", "\"DDP usecase is not supported by FSDP2\""},
+    {"cp-without-fsdp", "cp runs only under FSDP2"},
+};
+
+static void upstream_refuses(cand_t *c, const tpx_diag_list *l) {
+  for (size_t i = 0; l && i < tpx_diag_count(l); i++) {
+    tpx_diag d;
+    if (tpx_diag_get(l, i, &d, NULL) != TPX_OK)
+      continue;
+    for (size_t k = 0;
+         k < sizeof upstream_refusals / sizeof upstream_refusals[0]; k++)
+      if (!strcmp(d.code, upstream_refusals[k].code)) {
+        size_t len = strlen(c->upstream);
+        snprintf(c->upstream + len, sizeof c->upstream - len, "%s%s",
+                 len ? "; " : "", upstream_refusals[k].why);
+      }
+  }
+}
+
 /* Plan and cost one mesh whose tp selection is `sel` (NULL: rejected
  * already). */
 static void cost(cand_t *c, const tpx_model *model, const tpx_selection *sel,
@@ -112,6 +139,7 @@ static void cost(cand_t *c, const tpx_model *model, const tpx_selection *sel,
     snprintf(c->why, sizeof c->why, "%s", e);
     goto out;
   }
+  upstream_refuses(c, tpx_sharding_diagnostics(sh));
   if (tpx_memory_ranks(sh, mo, 0, (size_t)n, buf, &err) != TPX_OK) {
     c->rejected = 1;
     snprintf(c->why, sizeof c->why, "%s", err.message);
@@ -119,9 +147,13 @@ static void cost(cand_t *c, const tpx_model *model, const tpx_selection *sel,
   }
   /* the rank needing the most device memory (the peak without offload) */
   c->worst = buf[0];
-  for (int64_t r = 1; r < n; r++)
+  c->host_max = buf[0].host;
+  for (int64_t r = 1; r < n; r++) {
     if (buf[r].device > c->worst.device)
       c->worst = buf[r];
+    if (buf[r].host > c->host_max)
+      c->host_max = buf[r].host;
+  }
   /* the rank sending most (TP traffic is the same on every rank, computed
    * once; FSDP traffic differs by uneven shards) */
   if (tpx_traffic_ranks(sh, mo, 0, (size_t)n, tbuf, &err) != TPX_OK) {
@@ -132,7 +164,9 @@ static void cost(cand_t *c, const tpx_model *model, const tpx_selection *sel,
   for (int64_t r = 0; r < n; r++)
     if (r == 0 || tbuf[r].total > c->traffic.total)
       c->traffic = tbuf[r];
-  c->fits = c->worst.device <= x->gpu_mem;
+  /* with offload the host holds the shards: they must fit there too */
+  c->fits = c->worst.device <= x->gpu_mem &&
+            (!mo->offload || c->host_max <= x->host_mem);
 out:
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);

@@ -35,13 +35,17 @@ static void cmd_arg(char *b, size_t size, const char *arg) {
 }
 
 /* The `tpx plan` command that plans mesh `c` as the advice costed it: the
- * same inputs, the same memory options (--seq always: the advisor's
- * default, 4096, is not plan's). */
+ * program as the user ran it (argv[0]: a build tree's tools/tpx is not on
+ * PATH), the same inputs, the same memory options (--seq always: the
+ * advisor's default, 4096, is not plan's). */
 static void best_command(char *b, size_t size,
                          const struct tpx_cli_plan_args *pa, const cand_t *c,
                          const tpx_memory_options *mo) {
   char num[32];
-  snprintf(b, size, "tpx plan");
+  b[0] = '\0';
+  cmd_arg(b, size, pa->prog && *pa->prog ? pa->prog : "tpx");
+  memmove(b, b + 1, strlen(b)); /* cmd_arg's leading space */
+  cmd_arg(b, size, "plan");
   cmd_arg(b, size, "--config");
   cmd_arg(b, size, pa->config);
   if (pa->weights) {
@@ -105,6 +109,10 @@ static json_t *json_mesh(const cand_t *c) {
                       jint_or_null(ok, c->traffic.total));
   json_object_set_new(o, "rejected_because",
                       ok ? json_null() : json_string(c->why));
+  json_object_set_new(o, "upstream_refuses",
+                      ok && c->upstream[0] ? json_string(c->upstream)
+                                           : json_null());
+  json_object_set_new(o, "host_bytes_max", jint_or_null(ok, c->host_max));
   if (ok) {
     json_t *m = json_object();
     json_object_set_new(m, "params", json_integer(c->worst.params));
@@ -159,6 +167,7 @@ void advise_print_json(const advice_t *a, const alts_t *s,
                       arch ? json_string(arch) : json_null());
   json_object_set_new(root, "gpus", json_integer(x->gpus));
   json_object_set_new(root, "gpu_mem", json_integer(x->gpu_mem));
+  json_object_set_new(root, "host_mem", json_integer(x->host_mem));
   json_object_set_new(root, "optimizer",
                       json_string(tpx_optimizer_name(a->mo.optimizer)));
   json_object_set_new(root, "batch", json_integer(a->mo.batch));
@@ -225,12 +234,17 @@ static void print_table(const advice_t *a) {
            (long long)c->dps);
     if (with_cp)
       printf(" %4lld", (long long)c->cp);
-    printf(" %4lld %11s %5s %4s %12s %12s %12s\n", (long long)c->tp,
+    printf(" %4lld %11s %5s %4s %12s %12s %12s", (long long)c->tp,
            tpx_format_bytes(c->worst.device, p, sizeof p),
            c->fits ? "yes" : "no", band,
            tpx_format_bytes(c->traffic.total, t, sizeof t),
            tpx_format_bytes(c->traffic.tp, d, sizeof d),
            tpx_format_bytes(c->traffic.fsdp, e, sizeof e));
+    if (a->mo.offload)
+      printf("  host %s", tpx_format_bytes(c->host_max, p, sizeof p));
+    if (c->upstream[0])
+      printf("  (upstream refuses: %s)", c->upstream);
+    printf("\n");
   }
   if (!shown)
     printf("  (no mesh the model allows)\n");
@@ -250,8 +264,8 @@ static void print_table(const advice_t *a) {
 /* One alternative's line(s) when nothing fits: activation checkpointing
  * keeps the wording it always had. */
 static void print_alt(const alts_t *s, int k,
-                      const struct tpx_cli_plan_args *pa) {
-  char m[32], h[32], cmd[4096];
+                      const struct tpx_cli_plan_args *pa, int64_t host_mem) {
+  char m[32], h[32], g[32], cmd[4096];
   const advice_t *r = &s->run[k];
   if (!s->costed[k] || !r->n)
     return;
@@ -263,14 +277,20 @@ static void print_alt(const alts_t *s, int k,
            tpx_format_bytes(r->c[0].worst.device, m, sizeof m));
     if (r->mo.offload)
       printf(" on the device, %s on the host",
-             tpx_format_bytes(r->c[0].worst.host, h, sizeof h));
+             tpx_format_bytes(r->c[0].host_max, h, sizeof h));
     printf("):\n  %s\n", cmd);
+    if (r->c[0].upstream[0])
+      printf("  (upstream refuses: %s)\n", r->c[0].upstream);
   } else if (!r->c[0].rejected) {
-    printf("Even with %s nothing fits (smallest peak %s)%s\n", alt_name[k],
-           tpx_format_bytes(r->c[0].worst.device, m, sizeof m),
-           k == ALT_AC ? ": use more GPUs, a smaller --batch or --seq, or a "
-                         "lighter --optimizer"
-                       : "");
+    printf("Even with %s nothing fits (smallest peak %s", alt_name[k],
+           tpx_format_bytes(r->c[0].worst.device, m, sizeof m));
+    if (r->mo.offload)
+      printf(" on the device, %s on the host; --host-mem %s per rank",
+             tpx_format_bytes(r->c[0].host_max, h, sizeof h),
+             tpx_format_bytes(host_mem, g, sizeof g));
+    printf(")%s\n", k == ALT_AC ? ": use more GPUs, a smaller --batch or "
+                                  "--seq, or a lighter --optimizer"
+                                : "");
   }
 }
 
@@ -292,7 +312,9 @@ void advise_print_text(const advice_t *a, const alts_t *s,
          a->mo.attention != TPX_ATTENTION_FLASH
              ? tpx_attention_name(a->mo.attention)
              : "",
-         a->mo.offload ? "; CPU offload (device bytes shown)" : "");
+         a->mo.offload ? "; CPU offload (device bytes shown, host bytes "
+                         "within --host-mem)"
+                       : "");
   printf("  order: %s\n\n", RANK_RULE);
   print_table(a);
   size_t shown = a->n && !a->c[0].rejected;
@@ -301,6 +323,8 @@ void advise_print_text(const advice_t *a, const alts_t *s,
     printf("\nBest: %s\n  (peak %s of %s, %s left)\n", cmd,
            tpx_format_bytes(a->c[0].worst.device, m, sizeof m), g,
            tpx_format_bytes(x->gpu_mem - a->c[0].worst.device, l, sizeof l));
+    if (a->c[0].upstream[0])
+      printf("  (upstream refuses: %s)\n", a->c[0].upstream);
     return;
   }
   if (shown) {
@@ -315,7 +339,7 @@ void advise_print_text(const advice_t *a, const alts_t *s,
   }
   int any = 0;
   for (int k = 0; k < ALT_N; k++) {
-    print_alt(s, k, pa);
+    print_alt(s, k, pa, x->host_mem);
     any |= s->costed[k];
   }
   if (!any && shown && a->mo.activation_checkpointing)

@@ -25,8 +25,12 @@ typedef struct {
   char why[512];
   tpx_memory worst;    /* the rank with the largest peak */
   tpx_traffic traffic; /* the rank sending most */
-  int fits;
+  int64_t host_max;    /* the most host bytes of any rank (offload) */
+  int fits;            /* device (and, with offload, host) memory fit */
   int band; /* traffic band among the fitting meshes, 0 first; -1 none */
+  /* Why upstream (NeMo Automodel) would refuse this mesh although tpx
+   * plans it (from the sharding's diagnostics), or "". */
+  char upstream[160];
 } cand_t;
 
 static inline int kind_of(const cand_t *c) {

@@ -14,6 +14,8 @@ void plan_extra_init(plan_extra *x) {
   memset(x, 0, sizeof *x);
   x->mem = mo;
   x->gpu_mem = (int64_t)80 << 30;
+  /* 1 TiB of host memory for a node of 8 GPUs */
+  x->host_mem = (int64_t)128 << 30;
   x->rank = -1;
 }
 
@@ -84,9 +86,9 @@ int plan_extra_arg(plan_extra *x, const char *arg, const char *val) {
     x->mem.activation_checkpointing = 1;
     return 1;
   }
-  static const char *const valued[] = {"--optimizer", "--batch",    "--seq",
-                                       "--gpus",      "--gpu-mem",  "--show",
-                                       "--rank",      "--attention"};
+  static const char *const valued[] = {
+      "--optimizer", "--batch", "--seq",       "--gpus",    "--gpu-mem",
+      "--show",      "--rank",  "--attention", "--host-mem"};
   size_t i = 0;
   while (i < sizeof valued / sizeof valued[0] && strcmp(arg, valued[i])) i++;
   if (i == sizeof valued / sizeof valued[0])
@@ -126,6 +128,10 @@ int plan_extra_arg(plan_extra *x, const char *arg, const char *val) {
   case 6:
     rc = parse_count(arg, val, 0, ((int64_t)1 << 20) - 1, &x->rank);
     break;
+  case 8:
+    rc = parse_bytes(arg, val, &x->host_mem);
+    x->host_mem_given = 1;
+    break;
   default: {
     tpx_error e;
     tpx_error_clear(&e);
@@ -162,6 +168,9 @@ void plan_extra_usage(FILE *out) {
           "                       --batch/--seq (default --seq 4096)\n"
           "  --gpu-mem SIZE       memory per GPU (default 80GiB; also GB, "
           "MiB, bytes)\n"
+          "  --host-mem SIZE      host memory per rank for --offload meshes "
+          "(default\n"
+          "                       128GiB: 1 TiB per node of 8 GPUs)\n"
           "pictures and slices:\n"
           "  --show PATTERN       draw each matching parameter's blocks "
           "with the ranks\n"
@@ -183,6 +192,12 @@ int plan_extra_check(const plan_extra *x, int64_t tp, int64_t dp_shard,
     fprintf(stderr, "tpx plan: --gpu-mem is the memory of one GPU for the "
                     "mesh advisor; add --gpus N (the report of one mesh "
                     "does not use it)\n");
+    return -1;
+  }
+  if (x->host_mem_given && !x->gpus) {
+    fprintf(stderr, "tpx plan: --host-mem is the host memory of one rank "
+                    "for the mesh advisor's --offload meshes; add --gpus N "
+                    "(the report of one mesh does not use it)\n");
     return -1;
   }
   if (x->gpus && (x->show || x->rank >= 0)) {

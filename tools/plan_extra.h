@@ -17,8 +17,11 @@ typedef struct plan_extra {
   int64_t gpus;      /* --gpus N: the mesh advisor; 0 = off */
   int64_t gpu_mem;   /* --gpu-mem SIZE in bytes (default 80 GiB) */
   int gpu_mem_given; /* --gpu-mem was on the command line */
-  const char *show;  /* --show PATTERN */
-  int64_t rank;      /* --rank R; -1 = off */
+  int64_t host_mem;  /* --host-mem SIZE: host bytes per rank for offload
+                        (default 128 GiB) */
+  int host_mem_given;
+  const char *show; /* --show PATTERN */
+  int64_t rank;     /* --rank R; -1 = off */
 } plan_extra;
 
 void plan_extra_init(plan_extra *x);

@@ -24,6 +24,9 @@ typedef struct tpx_cli_plan_args {
   /* --cp: the context-parallel size; 0 or 1 = none (the mesh keeps its
    * three dims, docs/SEMANTICS.md "Context parallelism"). */
   int64_t cp;
+  /* argv[0] as the user ran it (the advisor's commands start with it), or
+   * NULL for "tpx". */
+  const char *prog;
 } tpx_cli_plan_args;
 
 /* --dtype VALUE for command `cmd`: 0 when VALUE is a dtype tpx parses and no

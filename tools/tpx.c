@@ -28,8 +28,10 @@ static void usage(FILE *out) {
           "Run 'tpx <command> --help' for a command's options.\n");
 }
 
-/* TPX_DEBUG=warn|info|trace: the library's log on stderr (the library
- * itself never prints; its log goes to the handler the program sets). */
+/* TPX_DEBUG=warn|info|trace (or 1, debug, ...: tpx/log.h): the library's
+ * log on stderr (the library itself never prints; its log goes to the
+ * handler the program sets, which also hears once of a value that names no
+ * level). */
 static void log_to_stderr(void *user, int level, const char *message) {
   (void)user;
   fprintf(stderr, "tpx: %s: %s\n", tpx_log_level_name(level), message);
@@ -54,7 +56,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(cmd, "plan") == 0)
-    return tpx_cmd_plan(argc - 1, argv + 1);
+    return tpx_cmd_plan(argv[0], argc - 1, argv + 1);
   if (strcmp(cmd, "plugins") == 0)
     return tpx_cmd_plugins(argc - 1, argv + 1);
   if (strcmp(cmd, "check-plugin") == 0)

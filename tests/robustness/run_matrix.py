@@ -495,8 +495,10 @@ def advisor_case(tpx, src, cfg, n):
     best = adv.get("best")
     if best is not None:
         words = shlex.split(best)
-        if words[:2] != ["tpx", "plan"]:
-            probs.append("%s: best %r is not a tpx plan command" % (tag, best))
+        # the program as run (argv[0]), then "plan"
+        if words[:2] != [tpx, "plan"]:
+            probs.append("%s: best %r is not a %s plan command"
+                         % (tag, best, tpx))
         else:
             prc, pout, perr = run(tpx, words[2:] + ["--format", "json"])
             try:

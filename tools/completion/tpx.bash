@@ -20,12 +20,12 @@ _tpx() {
     --dtype) COMPREPLY=($(compgen -W "bf16 f16 f32" -- "$cur")); return ;;
     --attention) COMPREPLY=($(compgen -W "flash sdpa eager" -- "$cur")); return ;;
     --html) COMPREPLY=($(compgen -f -X '!*.html' -- "$cur") $(compgen -d -- "$cur")); return ;;
-    --batch|--seq|--gpu-mem|--show|--rank) return ;;
+    --batch|--seq|--gpu-mem|--host-mem|--show|--rank) return ;;
     --timeout|--threads) return ;;
   esac
   case $cmd in
     plan)
-      COMPREPLY=($(compgen -W "--config --weights --dtype --tp --dp-shard --dp-replicate --cp --offload --sp --plan --no-fsdp --no-isolation --summary --format --html --optimizer --batch --seq --activation-checkpointing --attention --gpus --gpu-mem --show --rank --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "--config --weights --dtype --tp --dp-shard --dp-replicate --cp --offload --sp --plan --no-fsdp --no-isolation --summary --format --html --optimizer --batch --seq --activation-checkpointing --attention --gpus --gpu-mem --host-mem --show --rank --help" -- "$cur")) ;;
     plugins)
       COMPREPLY=($(compgen -W "--format --dir --help" -- "$cur")) ;;
     shard)

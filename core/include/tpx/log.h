@@ -3,8 +3,11 @@
  * libtpx never prints. Messages at or below the threshold (tpx_log_level)
  * go to the handler set here; with no handler nothing is logged at all. The
  * threshold comes from the environment variable TPX_DEBUG=warn|info|trace,
- * read once, at the first log call or the first tpx_log_level() call;
- * unset or anything else means errors only.
+ * read once, at the first log call, tpx_log_level() or
+ * tpx_log_set_handler() call; unset, "", 0, off, none or error mean errors
+ * only; 1, on, yes, true and debug mean info; 2 and all mean trace (any
+ * case). Any other value means warnings, and the first handler installed
+ * receives one TPX_LOG_WARN message naming the value.
  *
  * Thread safety: the handler may be set from any thread at any time; it may
  * be called from several threads at once, so it must be thread-safe itself.

@@ -38,7 +38,10 @@ static int ident_char(char c) {
 
 /* Length of the bare non-finite token at text[i] (and its replacement), or 0.
  * A token counts only with a non-identifier character on both sides, so
- * "NaNx" or "1Infinity" stay as they are for jansson to reject. */
+ * "NaNx" or "1Infinity" stay as they are for jansson to reject, and only
+ * where a value stands: a bare key ({NaN: 1}) is not JSON (nor Python's
+ * json), and rewritten it would become a key holding the internal
+ * sentinel. */
 static size_t nonfinite_token(const char *text, size_t len, size_t i,
                               const char **repl) {
   static const struct {
@@ -51,6 +54,10 @@ static size_t nonfinite_token(const char *text, size_t len, size_t i,
     size_t n = strlen(toks[k].tok);
     if (len - i >= n && memcmp(text + i, toks[k].tok, n) == 0 &&
         (i + n == len || !ident_char(text[i + n]))) {
+      size_t j = i + n;
+      while (j < len && strchr(" \t\r\n", text[j]) && text[j]) j++;
+      if (j < len && text[j] == ':')
+        return 0;
       *repl = toks[k].json;
       return n;
     }

@@ -611,23 +611,95 @@ static size_t collect_blocks(const tpx_sharding *sh, const grid_t *g, int64_t p,
   return nb;
 }
 
+/* The thinnest a non-empty block is drawn, in px: at many ranks a
+ * proportional stripe (k_proj [512, 2048] on 64 ranks: 1.25 px) would not
+ * be seen, let alone hovered. */
+#define HTML_MIN_BLOCK_PX 3.0
+/* Cuts along one axis: each block's start and end, and the box's ends. */
+#define HTML_MAX_CUTS (2 * HTML_MAX_RANKS + 2)
+
+/* Where element offsets land along one axis: cut[i] is drawn at px[i].
+ * Between cuts the scale is the box's (size / extent), except that no
+ * non-empty interval is drawn thinner than HTML_MIN_BLOCK_PX: the axis
+ * then grows rather than a stripe vanishing. */
+typedef struct {
+  int64_t cut[HTML_MAX_CUTS];
+  double px[HTML_MAX_CUTS];
+  size_t n;
+} axis_t;
+
 /* Block geometry in the drawing. */
 typedef struct {
   double W, H, ml, mt; /* box size, left and top margins */
   int64_t rows, cols;
-  int rd, cd; /* tensor dim drawn as rows / columns, or -1 */
+  int rd, cd;   /* tensor dim drawn as rows / columns, or -1 */
+  axis_t ax[2]; /* [0] columns, [1] rows */
 } geom_t;
+
+static int cut_cmp(const void *pa, const void *pb) {
+  int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+  return a < b ? -1 : a > b;
+}
+
+/* Fills axis `a` from the blocks' extents along tensor dim `dim` (-1: the
+ * whole axis is one interval) over `extent` elements drawn in about
+ * `size` px; returns the axis's drawn size. */
+static double axis_build(axis_t *a, const block_t *blocks, size_t nb, int dim,
+                         int64_t extent, double size) {
+  a->n = 0;
+  a->cut[a->n++] = 0;
+  a->cut[a->n++] = extent;
+  for (size_t k = 0; dim >= 0 && k < nb && a->n + 2 <= HTML_MAX_CUTS; k++) {
+    a->cut[a->n++] = blocks[k].s.offset[dim];
+    a->cut[a->n++] = blocks[k].s.offset[dim] + blocks[k].s.length[dim];
+  }
+  qsort(a->cut, a->n, sizeof a->cut[0], cut_cmp);
+  size_t u = 0;
+  for (size_t i = 0; i < a->n; i++)
+    if (u == 0 || a->cut[i] != a->cut[u - 1])
+      a->cut[u++] = a->cut[i];
+  a->n = u;
+  a->px[0] = 0;
+  for (size_t i = 1; i < a->n; i++) {
+    double seg = size * (double)(a->cut[i] - a->cut[i - 1]) / (double)extent;
+    if (seg > 0 && seg < HTML_MIN_BLOCK_PX)
+      seg = HTML_MIN_BLOCK_PX;
+    a->px[i] = a->px[i - 1] + seg;
+  }
+  return a->px[a->n - 1];
+}
+
+/* The drawn position of element offset v on axis a (a cut, found by
+ * bisection; anything else is placed proportionally between its cuts). */
+static double axis_at(const axis_t *a, int64_t v) {
+  size_t lo = 0, hi = a->n - 1;
+  if (v <= a->cut[0])
+    return a->px[0];
+  if (v >= a->cut[hi])
+    return a->px[hi];
+  while (hi - lo > 1) {
+    size_t mid = (lo + hi) / 2;
+    if (a->cut[mid] <= v)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return a->px[lo] + (a->px[hi] - a->px[lo]) * (double)(v - a->cut[lo]) /
+                         (double)(a->cut[hi] - a->cut[lo]);
+}
 
 static void block_box(const geom_t *G, const tpx_slice *s, double *x0,
                       double *y0, double *w, double *h) {
   *x0 = G->ml + 1, *y0 = G->mt + 1, *w = G->W, *h = G->H;
   if (G->cd >= 0) {
-    *x0 = G->ml + 1 + G->W * (double)s->offset[G->cd] / (double)G->cols;
-    *w = G->W * (double)s->length[G->cd] / (double)G->cols;
+    double a = axis_at(&G->ax[0], s->offset[G->cd]);
+    *x0 = G->ml + 1 + a;
+    *w = axis_at(&G->ax[0], s->offset[G->cd] + s->length[G->cd]) - a;
   }
   if (G->rd >= 0) {
-    *y0 = G->mt + 1 + G->H * (double)s->offset[G->rd] / (double)G->rows;
-    *h = G->H * (double)s->length[G->rd] / (double)G->rows;
+    double a = axis_at(&G->ax[1], s->offset[G->rd]);
+    *y0 = G->mt + 1 + a;
+    *h = axis_at(&G->ax[1], s->offset[G->rd] + s->length[G->rd]) - a;
   }
 }
 
@@ -752,6 +824,8 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
     G.H = 26;
   if (G.H > 220)
     G.H = 220;
+  G.W = axis_build(&G.ax[0], blocks, nb, G.cd, G.cols, G.W);
+  G.H = axis_build(&G.ax[1], blocks, nb, G.rd, G.rows, G.H);
   /* Bands run along the dim the blocks split: rows when their row offsets
    * differ, else columns; their labels go in the margin on that side. */
   int by_rows = 0;

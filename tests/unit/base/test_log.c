@@ -60,7 +60,11 @@ START_TEST(test_levels_from_env) {
     int level;
   } cases[] = {{"warn", TPX_LOG_WARN},   {"info", TPX_LOG_INFO},
                {"trace", TPX_LOG_TRACE}, {"TRACE", TPX_LOG_TRACE},
-               {"bogus", TPX_LOG_ERROR}, {"", TPX_LOG_ERROR}};
+               {"1", TPX_LOG_INFO},      {"debug", TPX_LOG_INFO},
+               {"DEBUG", TPX_LOG_INFO},  {"on", TPX_LOG_INFO},
+               {"2", TPX_LOG_TRACE},     {"0", TPX_LOG_ERROR},
+               {"off", TPX_LOG_ERROR},   {"error", TPX_LOG_ERROR},
+               {"bogus", TPX_LOG_WARN},  {"", TPX_LOG_ERROR}};
   /* The threshold is read once per process: test each value in a child. */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     fflush(NULL);
@@ -75,6 +79,40 @@ START_TEST(test_levels_from_env) {
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "TPX_DEBUG=%s",
                   cases[i].value);
   }
+}
+END_TEST
+
+/* TPX_DEBUG=1 and =debug log (they printed nothing); an unknown value is
+ * one warning to the first handler installed, naming it, and warnings. */
+START_TEST(test_alias_logs) {
+  setenv("TPX_DEBUG", "1", 1);
+  capture c = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  tpx_log_set_handler(on_log, &c);
+  ck_assert_int_eq(c.count, 0); /* a known value: nothing to say */
+  tpx__log(TPX_LOG_INFO, "loaded %s", "x.so");
+  ck_assert_int_eq(c.count, 1);
+  ck_assert_str_eq(c.last, "loaded x.so");
+  tpx_log_set_handler(NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_unknown_value_warned_once) {
+  setenv("TPX_DEBUG", "verbose", 1);
+  capture c = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  tpx_log_set_handler(on_log, &c);
+  ck_assert_int_eq(c.count, 1);
+  ck_assert_int_eq(c.last_level, TPX_LOG_WARN);
+  ck_assert_msg(strstr(c.last, "TPX_DEBUG='verbose' is not a log level") &&
+                    strstr(c.last, "trace"),
+                "%s", c.last);
+  tpx__log(TPX_LOG_WARN, "w");
+  tpx__log(TPX_LOG_INFO, "dropped");
+  ck_assert_int_eq(c.count, 2);
+  tpx_log_set_handler(on_log, &c); /* once per process, not per install */
+  tpx_log_set_handler(NULL, NULL);
+  tpx_log_set_handler(on_log, &c);
+  ck_assert_int_eq(c.count, 2);
+  tpx_log_set_handler(NULL, NULL);
 }
 END_TEST
 
@@ -147,6 +185,8 @@ static Suite *log_suite(void) {
   tcase_add_test(tc, test_default_errors_only);
   tcase_add_test(tc, test_no_handler_no_output);
   tcase_add_test(tc, test_levels_from_env);
+  tcase_add_test(tc, test_alias_logs);
+  tcase_add_test(tc, test_unknown_value_warned_once);
   tcase_add_test(tc, test_read_once);
   tcase_add_test(tc, test_long_message_truncated);
   tcase_add_test(tc, test_threads);

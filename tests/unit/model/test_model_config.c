@@ -513,6 +513,39 @@ START_TEST(test_config_bounds) {
 }
 END_TEST
 
+/* A bare NaN / Infinity where a key stands is not JSON: refused with
+ * jansson's message, never a key holding the internal sentinel (which
+ * dumped back as NaN, or showed as an empty key). Values stay accepted. */
+START_TEST(test_nonfinite_key_refused) {
+  static const char *const bad[] = {
+      "{\"architectures\": [\"X\"], NaN: 1}",
+      "{\"p\": {NaN : \"colwise\"}}",
+      "{\"p\": {\n  -Infinity\n: 1}}",
+      "{Infinity:2}",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    json_t *root = NULL;
+    tpx_error err = {0};
+    ck_assert_int_eq(
+        tpx__config_parse(bad[i], strlen(bad[i]), "k.json", &root, &err),
+        TPX_PARSE);
+    ck_assert_ptr_null(root);
+    ck_assert_msg(strstr(err.message, "k.json: invalid JSON") &&
+                      !strstr(err.message, "tpx:"),
+                  "%s", err.message);
+  }
+  json_t *root = NULL;
+  tpx_error err = {0};
+  const char *ok = "{\"NaN\": NaN, \"a\": [Infinity , NaN]}";
+  ck_assert_int_eq(tpx__config_parse(ok, strlen(ok), "ok", &root, &err),
+                   TPX_OK);
+  char *dumped = tpx__config_dumps(root);
+  ck_assert_str_eq(dumped, "{\"NaN\":NaN,\"a\":[Infinity,NaN]}");
+  free(dumped);
+  json_decref(root);
+}
+END_TEST
+
 START_TEST(test_load_missing_file) {
   tpx_model *m = (tpx_model *)1;
   tpx_error err = {0};
@@ -545,6 +578,7 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_integral_floats);
   tcase_add_test(tc, test_load_missing_file);
   tcase_add_test(tc, test_config_bounds);
+  tcase_add_test(tc, test_nonfinite_key_refused);
   suite_add_tcase(s, tc);
   return s;
 }

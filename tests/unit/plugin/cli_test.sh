@@ -44,6 +44,11 @@ expect "plugins refused reason" 1 "missing required symbol 'get_plan'" env TPX_P
 expect "plugins abi reason" 1 "the host speaks 1.0..1.0, the plugin speaks 2.0" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
 expect "plugins subdirectory" 1 "$WORK/mixed/sub/libtpxtest_good.so" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
 expect "TPX_DEBUG prints the library's log" 0 "tpx: info: loaded plugin 'tpxtest'" env TPX_DEBUG=info "$TPX" plugins --dir "$GOOD"
+expect "TPX_DEBUG=1 is info" 0 "tpx: info: loaded plugin 'tpxtest'" env TPX_DEBUG=1 "$TPX" plugins --dir "$GOOD"
+expect "TPX_DEBUG=debug is info" 0 "tpx: info: loaded plugin 'tpxtest'" env TPX_DEBUG=debug "$TPX" plugins --dir "$GOOD"
+out=$(TPX_DEBUG=loud "$TPX" plugins --dir "$GOOD" 2>&1 >/dev/null)
+n=$(printf '%s\n' "$out" | grep -c "^tpx: warn: TPX_DEBUG='loud' is not a log level")
+if [ "$n" -eq 1 ]; then echo "PASS TPX_DEBUG unknown value warned once"; else echo "FAIL TPX_DEBUG unknown value warned $n times: $out"; fails=$((fails + 1)); fi
 out=$(TPX_DEBUG= "$TPX" plugins --dir "$GOOD" 2>&1 >/dev/null)
 if [ -z "$out" ]; then echo "PASS no TPX_DEBUG, no log"; else echo "FAIL no TPX_DEBUG, no log: $out"; fails=$((fails + 1)); fi
 expect "plugins survives a crashing plugin" 1 "crashed with SIGSEGV (signal 11) while loading" "$TPX" plugins --dir "$BROKEN"

@@ -152,7 +152,7 @@ has "      device        host" "device and host columns"
 expect 1 "70B at 128k tokens on 128 GPUs: nothing fits at cp 1" -- --config "$l70" --gpus 128 --seq 131072
 has "No mesh fits in 80.00 GiB per GPU" "says nothing fits"
 has "With context parallelism " "proposes cp"
-cmd=$(sed -n '/^With context parallelism /{n;p;}' "$out" | sed 's/^  tpx plan //')
+cmd=$(sed -n '/^With context parallelism /{n;p;}' "$out" | sed "s|^  $tpx plan ||")
 n=$((n + 1))
 case "$cmd" in
 *"--cp "*) echo "ok: the proposal is a command with --cp" ;;
@@ -175,8 +175,8 @@ assert all(x["dp_replicate"] * x["dp_shard"] * x["cp"] * x["tp"] == 64 for x in 
 expect 2 "advisor --cp needs 2 cp to divide --seq" -- --config "$l70" --gpus 64 --cp 8 --seq 1000
 has "needs --seq divisible by 2 x cp = 16" "says why"
 
-expect 0 "advisor with --offload: the device bytes decide" -- --config "$l70" --gpus 8 --offload --activation-checkpointing
-has "CPU offload (device bytes shown)" "says the column is the device"
+expect 0 "advisor with --offload: the device bytes decide" -- --config "$l70" --gpus 8 --offload --activation-checkpointing --host-mem 160GiB
+has "CPU offload (device bytes shown, host bytes within --host-mem)" "says the column is the device"
 has "--activation-checkpointing --offload" "the best command keeps --offload"
 
 # ---- tpx shard --cp and tpx merge ----

@@ -85,7 +85,7 @@ has "Mesh advice: LlamaForCausalLM on 8 GPUs of 80.00 GiB" "advisor header"
 has "No mesh fits in 80.00 GiB per GPU; the smallest peak is" "names the smallest peak"
 has "Even with activation checkpointing nothing fits (smallest peak" "says activation checkpointing is not enough either"
 expect 0 "advisor 70B on 64 GPUs" -- --config "$l70" --gpus 64
-has "Best: tpx plan --config $l70 --dp-replicate 1 --dp-shard 8 --tp 8 --batch 1 --seq 4096" "the best mesh as a runnable command"
+has "Best: $tpx plan --config $l70 --dp-replicate 1 --dp-shard 8 --tp 8 --batch 1 --seq 4096" "the best mesh as a runnable command, with the program as run"
 has "order: meshes that fit, in traffic bands" "states the ranking rule"
 expect 0 "advisor 70B on 64 GPUs json" -- --config "$l70" --gpus 64 --format json
 py "64 GPUs: 28 meshes, products 64, fitting first, tp 16/32/64 rejected for kv heads" '
@@ -105,7 +105,7 @@ for b in set(bands):
     lo = min(x["comm_bytes_per_step"] for x in inb)
     assert all(x["comm_bytes_per_step"] <= lo * 1.1 + (1 << 20) for x in inb)
 assert all(x["traffic_band"] is None for x in a if not x["fits"])
-assert r["best"].startswith("tpx plan --config ") and "--seq 4096" in r["best"], r["best"]
+assert r["best"].startswith("'"$tpx"' plan --config ") and "--seq 4096" in r["best"], r["best"]
 assert r["suggestion"] is None
 assert "traffic bands" in r["rule"]
 assert all(x["peak_bytes"] <= r["gpu_mem"] for x in fitting)
@@ -130,10 +130,39 @@ assert a[0]["peak_bytes"] < a[1]["peak_bytes"]'
 # would take, as a command that plans exactly that.
 expect 1 "advisor: activation checkpointing suggested" -- --config "$l70" --gpus 16 --gpu-mem 96GiB --seq 8192
 has "With activation checkpointing 3 meshes fit; the best (peak 87.02 GiB):" "suggests activation checkpointing"
-has "  tpx plan --config $l70 --dp-replicate 1 --dp-shard 2 --tp 8 --batch 1 --seq 8192 --activation-checkpointing" "as a runnable command"
+has "  $tpx plan --config $l70 --dp-replicate 1 --dp-shard 2 --tp 8 --batch 1 --seq 8192 --activation-checkpointing" "as a runnable command"
 expect 0 "the suggested command runs" -- --config "$l70" --dp-replicate 1 --dp-shard 2 --tp 8 --batch 1 --seq 8192 --activation-checkpointing --format json
 py "and plans the peak the advice named" '
 assert round(max(e["memory"]["peak"] for e in r["per_rank"]) / 2**30, 2) == 87.02'
+# The suggested commands start with the program as run (a build tree's
+# tools/tpx is not on PATH: "tpx: not found"); a relative path stays so.
+n=$((n + 1))
+(cd "$(dirname "$tpx")" && ./"$(basename "$tpx")" plan --config "$l70" --gpus 64) >"$out" 2>&1
+has "Best: ./$(basename "$tpx") plan --config $l70 --dp-replicate 1" "Best: starts with argv[0] as run"
+lacks "Best: tpx plan" "not a bare tpx"
+# Meshes upstream refuses (dp_replicate > 1 with dp_shard 1: "DDP usecase
+# is not supported by FSDP2") are marked, in the table and in JSON.
+expect 0 "advisor 1B on 2 GPUs" -- --config "$l1" --gpus 2 --seq 128
+has "  3         2        1    1   21.82 GiB   yes    2     4.60 GiB          0 B     4.60 GiB  (upstream refuses: \"DDP usecase is not supported by FSDP2\")" "marks the (2, 1, 1) mesh"
+expect 0 "advisor 1B on 2 GPUs json" -- --config "$l1" --gpus 2 --seq 128 --format json
+py "upstream_refuses: only where dp_shard is 1 and dp_replicate > 1" '
+for x in r["advice"]:
+    refused = x["dp_replicate"] > 1 and x["dp_shard"] == 1
+    assert (x["upstream_refuses"] is not None) == refused, x
+    assert refused or x["upstream_refuses"] is None'
+# --offload proposals must fit the host too: 70B on 8 GPUs offloads
+# 148 GiB a rank, over the default --host-mem of 128 GiB
+expect 1 "offload over the default host memory fits nothing" -- --config "$l70" --gpus 8 --activation-checkpointing
+has "Even with CPU offload nothing fits (smallest peak 6.97 GiB on the device, 147.86 GiB on the host; --host-mem 128.00 GiB per rank)" "names the host bytes and the limit"
+lacks "With CPU offload" "proposes no offload mesh"
+expect 1 "with --host-mem 160GiB offload fits" -- --config "$l70" --gpus 8 --activation-checkpointing --host-mem 160GiB --format json
+py "the offload suggestion fits within host_mem" '
+s = {x["with"]: x for x in r["suggestions"]}
+assert r["host_mem"] == 160 * 2**30
+assert s["offload"]["command"] and s["offload"]["mesh"]["fits"], s["offload"]
+assert s["offload"]["mesh"]["host_bytes_max"] <= r["host_mem"]'
+expect 2 "--host-mem without --gpus" -- --config "$l1" --host-mem 64GiB
+has "--host-mem is the host memory of one rank" "says what it is for"
 expect 1 "nothing fits in 1GiB" -- --config "$l70" --gpus 8 --gpu-mem 1GiB
 has "No mesh fits in 1.00 GiB per GPU" "says nothing fits"
 expect 0 "advisor 1B, tp 3 rejected on 6 GPUs" -- --config "$l1" --gpus 6 --seq 128

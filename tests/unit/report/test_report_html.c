@@ -4,6 +4,8 @@
  * collapsed, each parameter's block map with the slice every rank holds in
  * its hover text, the collectives table; names are escaped; ranks grouped
  * on the dp_shard × tp grid at 8 and 64 ranks. */
+#include <math.h>
+
 #include "../shard/shard_fixture.h"
 #include "tpx/report.h"
 
@@ -225,6 +227,73 @@ START_TEST(cp_blocks_by_dp_shard_cp) {
 }
 END_TEST
 
+/* At 64 ranks k_proj [512, 2048] colwise on tp 8 then FSDP over dp_shard
+ * 8 is 64 row blocks of 8 rows: drawn in proportion (80 px tall) they were
+ * 1.25 px stripes. No block of any map is drawn thinner than 3 px, and the
+ * blocks still tile their map in order (each starts where the one above
+ * ends). */
+START_TEST(no_block_thinner_than_3px) {
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
+  ck_assert_int_eq(tpx_model_set_config(m, fx_llama_config,
+                                        strlen(fx_llama_config), "fx", &e),
+                   TPX_OK);
+  fx_linear(m, "model.layers.0.self_attn.q_proj", 2048, 2048, 0);
+  fx_linear(m, "model.layers.0.self_attn.k_proj", 512, 2048, 1);
+  fx_linear(m, "model.layers.0.self_attn.v_proj", 512, 2048, 0);
+  fx_linear(m, "model.layers.0.self_attn.o_proj", 2048, 2048, 0);
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(1, 8, 8);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  tpx_report_options o = TPX_REPORT_OPTIONS_INIT;
+  char *html = page(sh, &o);
+  const char *maps = strstr(html, "<h2>Who holds what</h2>");
+  ck_assert_ptr_nonnull(maps);
+  const char *end = strstr(maps + 1, "<h2>");
+  size_t rects = 0;
+  for (const char *r = strstr(maps, "<rect "); r && (!end || r < end);
+       r = strstr(r + 1, "<rect ")) {
+    double x, y, w, h;
+    ck_assert_int_eq(sscanf(r,
+                            "<rect x=\"%lf\" y=\"%lf\" width=\"%lf\" "
+                            "height=\"%lf\"",
+                            &x, &y, &w, &h),
+                     4);
+    ck_assert_msg(w >= 3.0 && h >= 3.0, "a %.2f x %.2f px block: %.120s", w, h,
+                  r);
+    rects++;
+  }
+  /* q, k, v (weights, k's bias) and o: 64 blocks each */
+  ck_assert_uint_eq(rects, 5 * 64);
+  /* k_proj: 64 stripes of the same height, none overlapping another */
+  const char *k = strstr(maps, "self_attn.k_proj.weight");
+  ck_assert_ptr_nonnull(k);
+  double ys[64], hs[64];
+  const char *r = strstr(k, "<rect ");
+  for (int i = 0; i < 64; i++, r = strstr(r + 1, "<rect ")) {
+    double x, w;
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(sscanf(r,
+                            "<rect x=\"%lf\" y=\"%lf\" width=\"%lf\" "
+                            "height=\"%lf\"",
+                            &x, &ys[i], &w, &hs[i]),
+                     4);
+    ck_assert_msg(fabs(hs[i] - hs[0]) < 0.01, "block %d is %.2f px", i, hs[i]);
+  }
+  for (int i = 0; i < 64; i++)
+    for (int j = 0; j < 64; j++)
+      ck_assert_msg(i == j || ys[j] >= ys[i] + hs[i] - 0.01 ||
+                        ys[i] >= ys[j] + hs[j] - 0.01,
+                    "blocks %d and %d overlap", i, j);
+  free(html);
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *html_suite(void) {
   Suite *s = suite_create("report-html");
   TCase *tc = tcase_create("report-html");
@@ -232,6 +301,7 @@ static Suite *html_suite(void) {
   tcase_add_test(tc, cp_blocks_by_dp_shard_cp);
   tcase_add_test(tc, errors_uneven_and_escaping);
   tcase_add_test(tc, bad_arguments);
+  tcase_add_test(tc, no_block_thinner_than_3px);
   tcase_add_loop_test(tc, grouped_ranks_8_and_64, 0, 2);
   suite_add_tcase(s, tc);
   return s;
