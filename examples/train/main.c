@@ -174,11 +174,12 @@ static const char *set_value(args *a, const struct option *o, const char *v) {
 }
 
 /* A bad command line: one line saying why, not the whole usage. */
+static void bad_arg(const char *fmt, ...)
 #if defined(__GNUC__)
-__attribute__((format(printf, 1, 2)))
+    __attribute__((format(printf, 1, 2)))
 #endif
-static void
-bad_arg(const char *fmt, ...) {
+    ;
+static void bad_arg(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "tpx-train: ");
@@ -877,8 +878,14 @@ int main(int argc, char **argv) {
   }
   if (prepare(&a, &r, &err))
     goto out;
-  job j = {&a,      r.model, r.sh, r.tokens, r.reader,  mpi,
-           r.steps, 0,       {0},  0,        &out_errno};
+  job j = {.a = &a,
+           .model = r.model,
+           .sh = r.sh,
+           .tokens = r.tokens,
+           .reader = r.reader,
+           .mpi = mpi,
+           .steps = r.steps,
+           .out_errno = &out_errno};
   if (root)
     print_header(&a, r.model, &out_errno);
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err)
