@@ -10,6 +10,12 @@ int tpx_cmd_check_plugin(int argc, char **argv);
 int tpx_cmd_shard(int argc, char **argv);
 int tpx_cmd_merge(int argc, char **argv);
 
+/* cli_output.c: flush standard output; 1 after printing "CMD: cannot
+ * write output to standard output: REASON" on stderr when anything printed
+ * did not reach it (then cleared, so it is said once), else 0.
+ * write_errno: the errno of a write the caller saw fail (0: none seen). */
+int cli_output_failed(const char *cmd, int write_errno);
+
 #include <stddef.h>
 typedef struct tpx_registry tpx_registry;
 /* cli_registry.c: print each plugin-dir-unusable warning of `reg` on stderr

@@ -362,7 +362,7 @@ int tpx_cmd_plan(const char *prog, int argc, char **argv) {
       goto out;
     }
     code =
-        fflush(stdout) == 0 && tpx_report_ok(sh, NULL) &&
+        !cli_output_failed("tpx plan", 0) && tpx_report_ok(sh, NULL) &&
                 (!diags || tpx_diag_count_at_least(diags, TPX_DIAG_ERROR) == 0)
             ? 0
             : 1;
@@ -400,14 +400,12 @@ int tpx_cmd_plan(const char *prog, int argc, char **argv) {
     code = fail("writing the report", &err);
     goto out;
   }
-  fputs(text, stdout);
-  if (strcmp(a.format, "json") == 0)
-    fputc('\n', stdout);
+  int werr = fputs(text, stdout) == EOF ? errno : 0;
+  if (strcmp(a.format, "json") == 0 && fputc('\n', stdout) == EOF && !werr)
+    werr = errno;
   /* A report that did not reach its reader (disk full, closed pipe) must not
    * exit 0: scripts take 0 as "planned, and the report is there". */
-  if (fflush(stdout) != 0 || ferror(stdout)) {
-    fprintf(stderr, "tpx plan: writing the report to standard output: %s\n",
-            strerror(errno));
+  if (cli_output_failed("tpx plan", werr)) {
     code = 1;
     goto out;
   }

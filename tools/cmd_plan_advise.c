@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "plan_advise.h"
 
 #define BAND_REL 0.10
@@ -317,7 +318,7 @@ int plan_advise(const struct tpx_cli_plan_args *pa, const tpx_registry *reg,
   else
     advise_print_text(&a, &s, model, x, pa);
   code = a.n && kind_of(&a.c[0]) == 0 ? 0 : 1;
-  if (fflush(stdout) != 0)
+  if (cli_output_failed("tpx plan", 0))
     code = 1;
 out:
   free(a.c);

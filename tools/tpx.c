@@ -37,10 +37,23 @@ static void log_to_stderr(void *user, int level, const char *message) {
   fprintf(stderr, "tpx: %s: %s\n", tpx_log_level_name(level), message);
 }
 
-int main(int argc, char **argv) {
-  const char *debug = getenv("TPX_DEBUG");
-  if (debug && debug[0])
-    tpx_log_set_handler(log_to_stderr, NULL);
+/* The subcommands: the name typed, the name messages give, the handler
+ * (which returns the exit code; run_self also gets argv[0], for commands
+ * that print command lines to paste). */
+static const struct command {
+  const char *name, *prog;
+  int (*run)(int argc, char **argv);
+  int (*run_self)(const char *self, int argc, char **argv);
+} commands[] = {
+    {"plan", "tpx plan", NULL, tpx_cmd_plan},
+    {"plugins", "tpx plugins", tpx_cmd_plugins, NULL},
+    {"check-plugin", "tpx check-plugin", tpx_cmd_check_plugin, NULL},
+    {"shard", "tpx shard", tpx_cmd_shard, NULL},
+    {"merge", "tpx merge", tpx_cmd_merge, NULL},
+};
+
+static int dispatch(int argc, char **argv, const char **prog) {
+  *prog = "tpx";
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -55,17 +68,27 @@ int main(int argc, char **argv) {
     printf("tpx %s\n", tpx_version());
     return 0;
   }
-  if (strcmp(cmd, "plan") == 0)
-    return tpx_cmd_plan(argv[0], argc - 1, argv + 1);
-  if (strcmp(cmd, "plugins") == 0)
-    return tpx_cmd_plugins(argc - 1, argv + 1);
-  if (strcmp(cmd, "check-plugin") == 0)
-    return tpx_cmd_check_plugin(argc - 1, argv + 1);
-  if (strcmp(cmd, "shard") == 0)
-    return tpx_cmd_shard(argc - 1, argv + 1);
-  if (strcmp(cmd, "merge") == 0)
-    return tpx_cmd_merge(argc - 1, argv + 1);
+  for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+    if (strcmp(cmd, commands[i].name) == 0) {
+      *prog = commands[i].prog;
+      if (commands[i].run_self) /* wants the path the user ran */
+        return commands[i].run_self(argv[0], argc - 1, argv + 1);
+      return commands[i].run(argc - 1, argv + 1);
+    }
   fprintf(stderr, "tpx: unknown command '%s'\n\n", cmd);
   usage(stderr);
   return 2;
+}
+
+int main(int argc, char **argv) {
+  const char *debug = getenv("TPX_DEBUG");
+  if (debug && debug[0])
+    tpx_log_set_handler(log_to_stderr, NULL);
+  const char *prog;
+  int code = dispatch(argc, argv, &prog);
+  /* every command: output that did not reach stdout is a failure (exit 1,
+   * docs/tpx.1), whatever the command thought of its result */
+  if (cli_output_failed(prog, 0) && code == 0)
+    code = 1;
+  return code;
 }

@@ -1,7 +1,9 @@
 /* dump.c — tpx-train's --dump-params and --dump-grads files: the gathered
  * parameters (or pre-clip gradients of every step) as one f32 safetensors
- * file that rank 0 writes, for the tests' comparisons (check.c). Every
- * call is collective: each rank joins every gather. */
+ * file that rank 0 writes, for the tests' comparisons (check.c), whole or
+ * not at all (outfile.h). Every call is collective: each rank joins every
+ * gather. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,11 +60,12 @@ static char *dump_header(const tpx_model *model, int64_t steps, size_t *len) {
   return h;
 }
 
-/* Rank 0 creates `path` and writes the header (of `steps` steps, see
- * dump_header); the other ranks get NULL and TPX_OK. */
+/* Rank 0 opens `path` (a temporary renamed into place by tr_dump_close,
+ * outfile.h) and writes the header (of `steps` steps, see dump_header);
+ * the other ranks get an unopened *out and TPX_OK. */
 tpx_status tr_dump_open(const char *path, const tpx_model *model, int64_t steps,
-                        tr_rank *r, FILE **out, tpx_error *err) {
-  *out = NULL;
+                        tr_rank *r, tr_file *out, tpx_error *err) {
+  memset(out, 0, sizeof *out);
   if (!tr_rank_is_root(r))
     return TPX_OK;
   size_t hl = 0;
@@ -73,9 +76,10 @@ tpx_status tr_dump_open(const char *path, const tpx_model *model, int64_t steps,
   tpx_status s = TPX_OK;
   if (!h)
     s = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  else if (!(*out = fopen(path, "wb")) || fwrite(len8, 1, 8, *out) != 8 ||
-           fwrite(h, 1, hl, *out) != hl)
-    s = tpx_error_set(err, TPX_IO, "%s: cannot write", path);
+  else if (!(s = tr_file_open(out, path, err)) &&
+           (fwrite(len8, 1, 8, out->f) != 8 || fwrite(h, 1, hl, out->f) != hl))
+    s = tpx_error_set(err, TPX_IO, "%s: cannot write: %s", path,
+                      strerror(errno));
   free(h);
   return s;
 }
@@ -85,8 +89,8 @@ tpx_status tr_dump_open(const char *path, const tpx_model *model, int64_t steps,
  * it, and every rank joins each gather even after an error. A write error
  * (rank 0 alone) goes to *ws, not to the returned status, so it never
  * takes rank 0 out of collectives the other ranks still run. */
-tpx_status tr_dump_append(FILE *f, const char *path, const tpx_model *model,
-                          tr_rank *r, int grads, tpx_status s, tpx_status *ws,
+tpx_status tr_dump_append(tr_file *f, const tpx_model *model, tr_rank *r,
+                          int grads, tpx_status s, tpx_status *ws,
                           tpx_error *err) {
   float *buf = NULL;
   for (size_t p = 0; p < tpx_model_num_params(model); p++) {
@@ -107,27 +111,29 @@ tpx_status tr_dump_append(FILE *f, const char *path, const tpx_model *model,
               : tr_rank_gather(r, (int64_t)p, buf, err); /* collective */
     if (g && !s)
       s = g;
-    if (f && !s && !*ws &&
-        fwrite(buf, sizeof(float), (size_t)n, f) != (size_t)n)
-      *ws = tpx_error_set(err, TPX_IO, "%s: write failed", path);
+    if (f->f && !s && !*ws &&
+        fwrite(buf, sizeof(float), (size_t)n, f->f) != (size_t)n)
+      *ws = tpx_error_set(err, TPX_IO, "%s: cannot write: %s", f->path,
+                          strerror(errno));
   }
   free(buf);
   return s;
 }
 
-tpx_status tr_dump_close(FILE *f, const char *path, tpx_status s,
-                         tpx_error *err) {
-  if (f && fclose(f) && !s)
-    s = tpx_error_set(err, TPX_IO, "%s: write failed", path);
-  return s;
+tpx_status tr_dump_close(tr_file *f, tpx_status s, tpx_error *err) {
+  if (s) {
+    tr_file_discard(f); /* the final name keeps what it held */
+    return s;
+  }
+  return tr_file_commit(f, err);
 }
 
 /* --dump-params: the gathered parameters after the last step, as an f32
  * safetensors file (rank 0 writes; every rank joins each gather). */
 tpx_status tr_dump_params(const char *path, const tpx_model *model, tr_rank *r,
                           tpx_error *err) {
-  FILE *f = NULL;
+  tr_file f;
   tpx_status ws = tr_dump_open(path, model, 0, r, &f, err);
-  tpx_status s = tr_dump_append(f, path, model, r, 0, TPX_OK, &ws, err);
-  return tr_dump_close(f, path, s ? s : ws, err);
+  tpx_status s = tr_dump_append(&f, model, r, 0, TPX_OK, &ws, err);
+  return tr_dump_close(&f, s ? s : ws, err);
 }

@@ -8,6 +8,7 @@
 #include <malloc.h>
 #endif
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 
 #include "dump.h"
 #include "glue.h"
+#include "outfile.h"
 #include "tpx_config.h"
 
 #if TPX_HAVE_MPI
@@ -35,6 +37,8 @@ typedef struct args {
   int64_t tp, dp_shard, dp_replicate;
   int64_t cp;          /* context parallel: ranks sharing each sequence */
   double lr, clip, wd; /* clip <= 0: no clipping */
+  double diverge;      /* --diverge-factor: stop when a step's loss is
+                          above this x step 0's (0: never) */
   int sp;              /* sequence parallel */
   int offload;         /* --offload: FSDP2's CPUOffloadPolicy */
 } args;
@@ -61,6 +65,7 @@ typedef struct job {
   tr_memory memory;    /* rank 0, after the last step (so the AdamW state
                           exists) */
   int64_t activations; /* rank 0's activation arena, bytes */
+  int *out_errno;      /* rank 0's first failed flush of stdout (outfile.h) */
 } job;
 
 static void usage(FILE *f) {
@@ -73,7 +78,8 @@ static void usage(FILE *f) {
       "contiguous]\n"
       "                 [--sp] [--offload] [--backend local|mpi]\n"
       "                 [--format text|json] [--dump-params FILE]"
-      " [--dump-grads FILE]\n\n"
+      " [--dump-grads FILE]\n"
+      "                 [--diverge-factor F]\n\n"
       "Train K AdamW steps (betas 0.9/0.999, eps 1e-8) of an HF"
       " LlamaForCausalLM,\n"
       "Qwen2ForCausalLM or Qwen3ForCausalLM checkpoint (config.json +\n"
@@ -97,8 +103,12 @@ static void usage(FILE *f) {
       " CPUOffloadPolicy;\n"
       "FSDP on even without data-parallel ranks); the memory report splits"
       " device and\n"
-      "host bytes.\n"
-      "Exit status: 0 ok, 1 bad input or a failed run, 2 bad arguments.\n");
+      "host bytes. A loss that is not finite, or above F x step 0's loss\n"
+      "(--diverge-factor F, default 4; 0: no limit), stops the run as"
+      " diverged.\n"
+      "Exit status: 0 ok, 1 bad input or a failed run (diverged, output not"
+      " written),\n"
+      "2 bad arguments.\n");
 }
 
 /* ---- the command line ---- */
@@ -127,6 +137,7 @@ static const struct option {
     {"--lr", REAL_POSITIVE, offsetof(args, lr)},
     {"--clip", REAL_POSITIVE, offsetof(args, clip)},
     {"--weight-decay", REAL_NONNEG, offsetof(args, wd)},
+    {"--diverge-factor", REAL_NONNEG, offsetof(args, diverge)},
 };
 
 /* Store v as option o's value; NULL, or why v is not one. */
@@ -162,6 +173,21 @@ static const char *set_value(args *a, const struct option *o, const char *v) {
   return NULL;
 }
 
+/* A bad command line: one line saying why, not the whole usage. */
+static void bad_arg(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+static void bad_arg(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "tpx-train: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "; see tpx-train --help\n");
+  va_end(ap);
+}
+
 /* Check the parsed arguments as a whole: -1 (with a message) when wrong. */
 static int check_args(const args *a) {
   const char *miss = !a->model      ? "--model"
@@ -171,25 +197,22 @@ static int check_args(const args *a) {
                      : isnan(a->lr) ? "--lr"
                                     : NULL;
   if (miss) {
-    fprintf(stderr, "tpx-train: %s is required\n", miss);
+    bad_arg("%s is required", miss);
     return -1;
   }
   if (strcmp(a->backend, "local") && strcmp(a->backend, "mpi")) {
-    fprintf(stderr, "tpx-train: --backend must be local or mpi, not '%s'\n",
-            a->backend);
+    bad_arg("--backend must be local or mpi, not '%s'", a->backend);
     return -1;
   }
   if (strcmp(a->format, "text") && strcmp(a->format, "json")) {
-    fprintf(stderr, "tpx-train: --format must be text or json, not '%s'\n",
-            a->format);
+    bad_arg("--format must be text or json, not '%s'", a->format);
     return -1;
   }
   const int64_t max = TPX_LOCAL_MAX_RANKS;
   if (a->tp > max || a->dp_shard > max || a->dp_replicate > max ||
       a->cp > max || a->tp * a->dp_shard * a->dp_replicate * a->cp > max) {
-    fprintf(stderr,
-            "tpx-train: the mesh dp_replicate x dp_shard x cp x tp = %lld x "
-            "%lld x %lld x %lld has more than %lld ranks\n",
+    bad_arg("the mesh dp_replicate x dp_shard x cp x tp = %lld x "
+            "%lld x %lld x %lld has more than %lld ranks",
             (long long)a->dp_replicate, (long long)a->dp_shard,
             (long long)a->cp, (long long)a->tp, (long long)max);
     return -1;
@@ -197,12 +220,13 @@ static int check_args(const args *a) {
   tpx_cp_layout l;
   tpx_error e = {0};
   if (tpx_cp_layout_parse(a->cp_layout, &l, &e)) {
-    fprintf(stderr, "tpx-train: --cp-layout: %s\n", e.message);
+    bad_arg("--cp-layout: %s", e.message);
     return -1;
   }
   return 0;
 }
 
+/* 0: run; 1: --help asked; -1: wrong (message printed). */
 static int parse_args(int argc, char **argv, args *a) {
   memset(a, 0, sizeof *a);
   a->tp = a->dp_shard = a->dp_replicate = a->cp = 1;
@@ -211,12 +235,11 @@ static int parse_args(int argc, char **argv, args *a) {
   a->format = "text";
   a->lr = NAN; /* required */
   a->clip = -1;
+  a->diverge = 4;
   for (int i = 1; i < argc; i++) {
     const char *name = argv[i];
-    if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
-      usage(stdout);
-      exit(0);
-    }
+    if (!strcmp(name, "-h") || !strcmp(name, "--help"))
+      return 1;
     if (!strcmp(name, "--sp")) {
       a->sp = 1;
       continue;
@@ -230,16 +253,16 @@ static int parse_args(int argc, char **argv, args *a) {
       if (!strcmp(name, options[k].name))
         o = &options[k];
     if (!o) {
-      fprintf(stderr, "tpx-train: unknown option %s\n", name);
+      bad_arg("unknown option %s", name);
       return -1;
     }
     if (i + 1 >= argc) {
-      fprintf(stderr, "tpx-train: %s needs a value\n", name);
+      bad_arg("%s needs a value", name);
       return -1;
     }
     const char *v = argv[++i], *why = set_value(a, o, v);
     if (why) {
-      fprintf(stderr, "tpx-train: bad value for %s: '%s' (%s)\n", name, v, why);
+      bad_arg("bad value for %s: '%s' (%s)", name, v, why);
       return -1;
     }
   }
@@ -329,7 +352,8 @@ static void json_number(char *buf, size_t size, double v) {
     snprintf(buf, size, "null");
 }
 
-static void print_step(const args *a, int64_t i, const step_record *s) {
+static void print_step(const job *j, int64_t i, const step_record *s) {
+  const args *a = j->a;
   if (!strcmp(a->format, "json")) {
     char l[32], g[32];
     json_number(l, sizeof l, s->loss);
@@ -341,7 +365,7 @@ static void print_step(const args *a, int64_t i, const step_record *s) {
            "collectives %.3f s  cpu %.3f s\n",
            (long long)i, s->loss, s->grad_norm, s->seconds, s->comm, s->cpu);
   }
-  fflush(stdout);
+  tr_stdout_flush(j->out_errno); /* a failure is reported at the end */
 }
 
 /* Rank 0's memory beside `tpx plan`'s per-rank figures (docs/MEMORY.md):
@@ -390,7 +414,8 @@ static void print_json(const args *a, const job *j) {
   printf("}\n");
 }
 
-static void print_header(const args *a, const tpx_model *model) {
+static void print_header(const args *a, const tpx_model *model,
+                         int *out_errno) {
   if (!strcmp(a->format, "json"))
     return;
   printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld",
@@ -400,7 +425,7 @@ static void print_header(const args *a, const tpx_model *model) {
     printf(" cp=%lld (%s)", (long long)a->cp, a->cp_layout);
   printf(" tp=%lld%s, %s backend%s\n", (long long)a->tp, a->sp ? " sp" : "",
          a->backend, a->offload ? ", CPU offload" : "");
-  fflush(stdout);
+  tr_stdout_flush(out_errno);
 }
 
 static void print_summary(const args *a, const job *j) {
@@ -477,6 +502,30 @@ static tpx_status my_rows(const job *j, int64_t rank, const int32_t **rows,
   return s;
 }
 
+/* Whether the run stops after `step`, whose mean loss and grad norm every
+ * rank holds alike (so all stop at once): a non-finite loss or norm, or a
+ * loss above --diverge-factor x step 0's `first` (a loss that rises far
+ * above its start while staying finite, as a too-large learning rate
+ * makes it). */
+static tpx_status diverged(const args *a, int64_t step, double loss, double gn,
+                           double first, tpx_error *err) {
+  if (!isfinite(loss) || !isfinite(gn))
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "step %lld: the %s is %g: training diverged (a "
+                         "non-finite loss or gradient norm stops the run)",
+                         (long long)step,
+                         isfinite(loss) ? "gradient norm" : "loss",
+                         isfinite(loss) ? gn : loss);
+  if (a->diverge > 0 && loss > a->diverge * first)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "step %lld: the loss is %g, above %g x step 0's loss "
+                         "%g = %g: training diverged (--diverge-factor sets "
+                         "the factor, 0 turns the check off)",
+                         (long long)step, loss, a->diverge, first,
+                         a->diverge * first);
+  return TPX_OK;
+}
+
 /* The training loop of one rank: forward + backward, (the gradients'
  * dump), the optimizer step, the step's mean loss for the report. */
 static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
@@ -487,8 +536,9 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
   tpx_status s = my_rows(j, rank, &rows, err);
   /* --dump-grads: the gathered pre-clip gradients of every step; rank 0's
    * open / write errors (ws) are reported after the run */
-  FILE *gf = NULL;
+  tr_file gf = {0};
   tpx_status ws = TPX_OK;
+  double first = 0; /* step 0's loss */
   if (!s && a->dump_grads)
     ws = tr_dump_open(a->dump_grads, j->model, a->steps, r, &gf, err);
   for (int64_t step = 0; !s && step < a->steps; step++) {
@@ -498,7 +548,7 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
     s = tr_net_step(net, r, rows, b, a->seq, &loss, err);
     double tg = tr_now();
     if (!s && a->dump_grads)
-      s = tr_dump_append(gf, a->dump_grads, j->model, r, 1, s, &ws, err);
+      s = tr_dump_append(&gf, j->model, r, 1, s, &ws, err);
     t0 += tr_now() - tg; /* not timed */
     if (!s)
       s = tr_optimizer_step(r, a->clip, a->lr, a->wd, step + 1, &gn, err);
@@ -511,19 +561,14 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
         loss, gn, t1 - t0, c1 - c0, tr_rank_cp_seconds(r) - k0, cpu_now() - p0};
     if (rank == 0) {
       j->steps[step] = rec;
-      print_step(a, step, &rec);
+      print_step(j, step, &rec);
     }
-    /* every rank holds the same loss and norm here, so all stop at once */
-    if (!isfinite(loss) || !isfinite(gn))
-      s = tpx_error_set(err, TPX_VALIDATION,
-                        "step %lld: the %s is %g: training diverged (a "
-                        "non-finite loss or gradient norm stops the run)",
-                        (long long)step,
-                        isfinite(loss) ? "gradient norm" : "loss",
-                        isfinite(loss) ? gn : loss);
+    if (step == 0)
+      first = loss;
+    s = diverged(a, step, loss, gn, first, err);
   }
   if (a->dump_grads)
-    s = tr_dump_close(gf, a->dump_grads, s ? s : ws, err);
+    s = tr_dump_close(&gf, s ? s : ws, err);
   return s;
 }
 
@@ -611,13 +656,16 @@ static int build_sharding(const args *a, tpx_registry *reg,
 
 /* --dump-grads is opened by rank 0 inside the ranks, before the first
  * step: failing there alone would leave the other ranks waiting in the
- * step's collectives. So check it can be created first, and let every
- * process know the root's verdict. */
-static int dump_grads_writable(const args *a, int root, int mpi) {
+ * step's collectives. So check it can be created first (its temporary,
+ * removed again: the final name is not touched), and let every process
+ * know the root's verdict. */
+static int dump_grads_writable(const args *a, int root, int mpi,
+                               tpx_error *err) {
   int bad = 0;
   if (root) {
-    FILE *f = fopen(a->dump_grads, "wb");
-    bad = !f || fclose(f) != 0;
+    tr_file f;
+    bad = tr_file_open(&f, a->dump_grads, err) != TPX_OK;
+    tr_file_discard(&f);
   }
 #if TPX_HAVE_MPI
   if (mpi)
@@ -776,9 +824,20 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-  if (parse_args(argc, argv, &a)) {
+  if (argc < 2) { /* nothing asked: what could be */
     usage(stderr);
     return 2;
+  }
+  int pa = parse_args(argc, argv, &a), out_errno = 0;
+  if (pa < 0)
+    return 2;
+  tpx_error err = {0};
+  if (pa > 0) { /* --help */
+    usage(stdout);
+    if (tr_stdout_check(&out_errno, &err) == TPX_OK)
+      return 0;
+    fprintf(stderr, "tpx-train: %s\n", err.message);
+    return 1;
   }
   tr_threads_init(); /* before any rank thread starts */
   if (launched_without_mpi(&a))
@@ -787,7 +846,6 @@ int main(int argc, char **argv) {
   int64_t world = a.tp * a.dp_shard * a.dp_replicate * a.cp;
   tpx_comm *mpi_world = NULL;
   int code = 1, root = 1;
-  tpx_error err = {0};
   run r = {0};
   if (mpi) {
     int rc = mpi_start(&argc, &argv, world, &root, &mpi_world, &err);
@@ -813,22 +871,35 @@ int main(int argc, char **argv) {
     code = 2;
     goto out;
   }
-  if (a.dump_grads && !dump_grads_writable(&a, root, mpi)) {
-    tpx_error_set(&err, TPX_IO, "%s: cannot write", a.dump_grads);
+  if (a.dump_grads && !dump_grads_writable(&a, root, mpi, &err)) {
+    if (!err.message[0])
+      tpx_error_set(&err, TPX_IO, "%s: cannot write", a.dump_grads);
     goto out;
   }
   if (prepare(&a, &r, &err))
     goto out;
-  job j = {&a, r.model, r.sh, r.tokens, r.reader, mpi, r.steps, 0, {0}, 0};
+  job j = {.a = &a,
+           .model = r.model,
+           .sh = r.sh,
+           .tokens = r.tokens,
+           .reader = r.reader,
+           .mpi = mpi,
+           .steps = r.steps,
+           .out_errno = &out_errno};
   if (root)
-    print_header(&a, r.model);
+    print_header(&a, r.model, &out_errno);
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err)
                      : tpx_local_run((int)world, rank_main, &j, &err);
   if (s)
     goto out;
   code = 0;
-  if (root)
+  if (root) {
     print_summary(&a, &j);
+    /* the log that did not reach its reader (a full disk, /dev/full) is a
+     * failed run, not exit 0 */
+    if (tr_stdout_check(&out_errno, &err))
+      code = 1;
+  }
 out:
   if (code && root)
     fprintf(stderr, "tpx-train: %s\n", err.message[0] ? err.message : "failed");

@@ -140,7 +140,7 @@ if [ -w /dev/full ]; then
   else
     echo "ok: stdout on /dev/full fails"
   fi
-  has "writing the report to standard output" "names the failed write"
+  has "cannot write output to standard output: No space left on device" "names the failed write"
 fi
 
 # A plugin that crashes inside get_plan: plugin calls run in a child by
