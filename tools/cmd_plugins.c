@@ -55,12 +55,13 @@ static void abi_text(uint32_t v, char *buf, size_t size) {
            (unsigned)TPX_PLUGIN_ABI_VERSION_MINOR(v));
 }
 
-/* The registry's plugin-failed warnings repeat its refusals, which are
- * listed on their own. */
+/* The registry's plugin-failed and plugin-untrusted warnings repeat its
+ * refusals, which are listed on their own. */
 static int is_refusal(const tpx_diag_list *dl, size_t i) {
   tpx_diag d;
   return tpx_diag_get(dl, i, &d, NULL) == TPX_OK &&
-         strcmp(d.code, "plugin-failed") == 0;
+         (strcmp(d.code, "plugin-failed") == 0 ||
+          strcmp(d.code, "plugin-untrusted") == 0);
 }
 
 static void print_text(const tpx_registry *reg) {

@@ -48,7 +48,7 @@ static const struct {
     {"bad_traits.so",
      TPX_PLUGIN,
      {"registration: traits[0] holds a space", NULL, NULL}},
-    {"not_elf.so", TPX_PLUGIN, {"dlopen failed", "not_elf.so", NULL}},
+    {"not_elf.so", TPX_PLUGIN, {"not an ELF file", "no ELF magic", NULL}},
     {"does_not_exist.so", TPX_PLUGIN, {"dlopen failed", NULL, NULL}},
 };
 

@@ -1,0 +1,189 @@
+/* plugin/trust.c — what a file must be before the registry opens it as a
+ * plugin: a regular file (a FIFO named p.so would block the opener), an ELF
+ * shared object of this machine's word size (junk is refused from its
+ * first bytes, without a child process), and trusted: a plugin runs as the
+ * tpx user, so nobody else may be able to change it.
+ *
+ * Trusted, as ssh (StrictModes) and sudo judge their files: the file and
+ * the directory holding it (both the one it was found in and the one its
+ * real path lies in) are owned by the caller's effective uid or by root,
+ * and writable by no one else — not by others, and not by the group unless
+ * the group is the owner's user-private group (named after the owner, with
+ * no other member; umask 002 systems build group-writable files). A sticky
+ * directory (1777, /tmp) is still writable by anyone: refused. Ancestors
+ * above the holding directory are not checked.
+ * TPX_PLUGIN_TRUST_ANY=1 switches the ownership and mode checks off.
+ *
+ * Not the loading itself (loader.c) nor the bookkeeping (registry.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plugin/plugin_internal.h"
+
+static const char *kind_name(mode_t m) {
+  if (S_ISDIR(m))
+    return "a directory";
+  if (S_ISFIFO(m))
+    return "a FIFO";
+  if (S_ISSOCK(m))
+    return "a socket";
+  if (S_ISCHR(m))
+    return "a character device";
+  if (S_ISBLK(m))
+    return "a block device";
+  return "not a regular file";
+}
+
+int tpx__plugin_trust_any(void) {
+  const char *v = getenv("TPX_PLUGIN_TRUST_ANY");
+  return v && strcmp(v, "1") == 0;
+}
+
+/* The group of `st` is its owner's user-private group: named after the
+ * owner, not root's, and listing nobody else. */
+static int private_group(const struct stat *st) {
+  if (st->st_gid == 0)
+    return 0;
+  struct passwd *pw = getpwuid(st->st_uid);
+  if (!pw || pw->pw_gid != st->st_gid)
+    return 0;
+  char owner[256];
+  snprintf(owner, sizeof owner, "%s", pw->pw_name);
+  struct group *gr = getgrgid(st->st_gid);
+  if (!gr || strcmp(gr->gr_name, owner) != 0)
+    return 0;
+  for (char **m = gr->gr_mem; m && *m; m++)
+    if (strcmp(*m, owner) != 0)
+      return 0;
+  return 1;
+}
+
+static void owner_text(uid_t uid, char *buf, size_t size) {
+  struct passwd *pw = getpwuid(uid);
+  if (pw)
+    snprintf(buf, size, "%s (uid %lu)", pw->pw_name, (unsigned long)uid);
+  else
+    snprintf(buf, size, "uid %lu", (unsigned long)uid);
+}
+
+/* 0 when `st` (the file or directory `what` at `path`) is trusted; else -1
+ * with the reason. */
+static int trusted(const char *what, const char *path, const struct stat *st,
+                   char *reason, size_t size) {
+  const uid_t me = geteuid();
+  const char *why = NULL;
+  if (st->st_uid != me && st->st_uid != 0)
+    why = "is owned by someone else (only your files and root's are loaded)";
+  else if (st->st_mode & S_IWOTH)
+    why = st->st_mode & S_ISVTX ? "is writable by anyone (sticky or not)"
+                                : "is writable by anyone";
+  else if ((st->st_mode & S_IWGRP) && !private_group(st))
+    why = "is writable by its group";
+  if (!why)
+    return 0;
+  char owner[300];
+  owner_text(st->st_uid, owner, sizeof owner);
+  snprintf(reason, size,
+           "untrusted: %s %s (mode %04o, owner %s) %s, so someone else could "
+           "run code as you through it; fix the owner or mode (chmod go-w), "
+           "or set TPX_PLUGIN_TRUST_ANY=1 to load it anyway",
+           what, path, (unsigned)(st->st_mode & 07777), owner, why);
+  return -1;
+}
+
+/* The directory part of `path` ("." when there is none). */
+static void dir_of(const char *path, char *buf, size_t size) {
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(buf, size, ".");
+  else if (slash == path)
+    snprintf(buf, size, "/");
+  else
+    snprintf(buf, size, "%.*s", (int)(slash - path), path);
+}
+
+static int trusted_dir(const char *file, char *reason, size_t size) {
+  char dir[PATH_MAX];
+  dir_of(file, dir, sizeof dir);
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    snprintf(reason, size, "untrusted: its directory %s cannot be examined: %s",
+             dir, strerror(errno));
+    return -1;
+  }
+  return trusted("the directory", dir, &st, reason, size);
+}
+
+/* The first bytes of an ELF shared object for this machine's word size. */
+static int elf_check(const char *path, char *reason, size_t size) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(reason, size, "cannot be opened: %s", strerror(errno));
+    return -1;
+  }
+  unsigned char h[18];
+  ssize_t n;
+  do n = read(fd, h, sizeof h);
+  while (n < 0 && errno == EINTR);
+  close(fd);
+  const unsigned char cls = sizeof(void *) == 8 ? 2 : 1; /* ELFCLASS64/32 */
+  const uint16_t one = 1;
+  const int little = *(const unsigned char *)&one == 1;
+  if (n < (ssize_t)sizeof h || memcmp(h, "\177ELF", 4) != 0) {
+    snprintf(reason, size, "not an ELF file (%s); not loaded",
+             n < 4 ? "too short" : "no ELF magic number");
+    return -1;
+  }
+  if (h[4] != cls) {
+    snprintf(reason, size,
+             "an ELF file of the other word size (%d-bit); not "
+             "loaded",
+             h[4] == 1 ? 32 : 64);
+    return -1;
+  }
+  unsigned type =
+      little ? h[16] | (unsigned)h[17] << 8 : (unsigned)h[16] << 8 | h[17];
+  if (h[5] != (little ? 1 : 2) || type != 3 /* ET_DYN */) {
+    snprintf(reason, size,
+             "an ELF file but not a shared object for this machine (type "
+             "%u); not loaded",
+             type);
+    return -1;
+  }
+  return 0;
+}
+
+int tpx__plugin_vet(const char *path, const struct stat *st, int *untrusted,
+                    char *reason, size_t size) {
+  *untrusted = 0;
+  if (!S_ISREG(st->st_mode)) {
+    snprintf(reason, size, "%s, not a regular file; not opened",
+             kind_name(st->st_mode));
+    return -1;
+  }
+  if (!tpx__plugin_trust_any()) {
+    char real[PATH_MAX];
+    int bad = trusted("the file", path, st, reason, size) != 0 ||
+              trusted_dir(path, reason, size) != 0;
+    if (!bad && realpath(path, real) && strcmp(real, path) != 0) {
+      char d1[PATH_MAX], d2[PATH_MAX];
+      dir_of(path, d1, sizeof d1);
+      dir_of(real, d2, sizeof d2);
+      bad = strcmp(d1, d2) != 0 && trusted_dir(real, reason, size) != 0;
+    }
+    if (bad) {
+      *untrusted = 1;
+      return -1;
+    }
+  }
+  return elf_check(path, reason, size);
+}
