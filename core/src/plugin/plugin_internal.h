@@ -32,6 +32,7 @@ typedef struct tpx__refusal {
   tpx_status status;
   dev_t dev; /* the file refused (0/0: it could not be examined) */
   ino_t ino;
+  int untrusted; /* by the trust check: it depends on the path too */
 } tpx__refusal;
 
 /* A directory already searched: one entry per (device, inode), so a
@@ -114,6 +115,11 @@ tpx_status tpx__isolate_receive(const tpx__plugin *p, tpx__call *c,
  * with the reason, and *untrusted set when the trust check refused it. */
 int tpx__plugin_vet(const char *path, const struct stat *st, int *untrusted,
                     char *reason, size_t size);
+/* elf_peek.c: 0 when the file may be a plugin for this machine (an ELF
+ * shared object whose dynamic symbols define both entry points, or one
+ * that cannot be judged without loading it); else -1 with the reason. */
+int tpx__plugin_elf_peek(const char *path, const struct stat *st, char *reason,
+                         size_t size);
 /* TPX_PLUGIN_TRUST_ANY=1: the trust check is off. */
 int tpx__plugin_trust_any(void);
 

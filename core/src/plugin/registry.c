@@ -68,13 +68,14 @@ void tpx_registry_destroy(tpx_registry *reg) {
 
 static tpx_status add_refusal(tpx_registry *reg, const char *path,
                               const char *reason, tpx_status status,
-                              const struct stat *st) {
+                              const struct stat *st, int untrusted) {
   if (TPX_GROW(reg->refused, reg->cap_refused, reg->num_refused + 1, 8) != 0)
     return TPX_NO_MEMORY;
   tpx__refusal *r = &reg->refused[reg->num_refused];
   r->status = status;
   r->dev = st ? st->st_dev : 0;
   r->ino = st ? st->st_ino : 0;
+  r->untrusted = untrusted;
   r->path = strdup(path);
   r->reason = strdup(reason);
   if (!r->path || !r->reason) {
@@ -87,13 +88,18 @@ static tpx_status add_refusal(tpx_registry *reg, const char *path,
 }
 
 /* The refusal of the file `st` describes, when it was refused before (the
- * same file reached twice on the search path is examined once). */
+ * same file reached twice on the search path is examined once). A file
+ * refused as untrusted is the same only under the same path: through
+ * another directory (a hard link) it may be trusted. */
 static const tpx__refusal *refused_before(const tpx_registry *reg,
+                                          const char *path,
                                           const struct stat *st) {
-  for (size_t i = 0; i < reg->num_refused; i++)
-    if ((reg->refused[i].dev || reg->refused[i].ino) &&
-        reg->refused[i].dev == st->st_dev && reg->refused[i].ino == st->st_ino)
-      return &reg->refused[i];
+  for (size_t i = 0; i < reg->num_refused; i++) {
+    const tpx__refusal *r = &reg->refused[i];
+    if ((r->dev || r->ino) && r->dev == st->st_dev && r->ino == st->st_ino &&
+        (!r->untrusted || strcmp(r->path, path) == 0))
+      return r;
+  }
   return NULL;
 }
 
@@ -259,7 +265,7 @@ static tpx_status refuse(tpx_registry *reg, const char *path,
                          const char *reason, tpx_status s,
                          const struct stat *st, int untrusted, tpx_error *err) {
   tpx__log(TPX_LOG_WARN, "plugin %s refused: %s", path, reason);
-  if (add_refusal(reg, path, reason, s, st) != TPX_OK ||
+  if (add_refusal(reg, path, reason, s, st, untrusted) != TPX_OK ||
       tpx_diag_add(reg->diags, TPX_DIAG_WARNING,
                    untrusted ? "plugin-untrusted" : "plugin-failed", path,
                    untrusted ? "make the file and its directory writable "
@@ -281,7 +287,7 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
   struct stat st;
   const int examined = stat(path, &st) == 0;
   if (examined) {
-    const tpx__refusal *before = refused_before(reg, &st);
+    const tpx__refusal *before = refused_before(reg, path, &st);
     if (before)
       return tpx_error_set(err, before->status, "plugin %s refused: %s", path,
                            before->reason);

@@ -1,8 +1,8 @@
 /* plugin/trust.c — what a file must be before the registry opens it as a
  * plugin: a regular file (a FIFO named p.so would block the opener), an ELF
  * shared object of this machine's word size (junk is refused from its
- * first bytes, without a child process), and trusted: a plugin runs as the
- * tpx user, so nobody else may be able to change it.
+ * bytes, elf_peek.c), and trusted: a plugin runs as the tpx user, so
+ * nobody else may be able to change it.
  *
  * Trusted, as ssh (StrictModes) and sudo judge their files: the file and
  * the directory holding it (both the one it was found in and the one its
@@ -16,11 +16,9 @@
  *
  * Not the loading itself (loader.c) nor the bookkeeping (registry.c). */
 #include <errno.h>
-#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,45 +121,6 @@ static int trusted_dir(const char *file, char *reason, size_t size) {
   return trusted("the directory", dir, &st, reason, size);
 }
 
-/* The first bytes of an ELF shared object for this machine's word size. */
-static int elf_check(const char *path, char *reason, size_t size) {
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    snprintf(reason, size, "cannot be opened: %s", strerror(errno));
-    return -1;
-  }
-  unsigned char h[18];
-  ssize_t n;
-  do n = read(fd, h, sizeof h);
-  while (n < 0 && errno == EINTR);
-  close(fd);
-  const unsigned char cls = sizeof(void *) == 8 ? 2 : 1; /* ELFCLASS64/32 */
-  const uint16_t one = 1;
-  const int little = *(const unsigned char *)&one == 1;
-  if (n < (ssize_t)sizeof h || memcmp(h, "\177ELF", 4) != 0) {
-    snprintf(reason, size, "not an ELF file (%s); not loaded",
-             n < 4 ? "too short" : "no ELF magic number");
-    return -1;
-  }
-  if (h[4] != cls) {
-    snprintf(reason, size,
-             "an ELF file of the other word size (%d-bit); not "
-             "loaded",
-             h[4] == 1 ? 32 : 64);
-    return -1;
-  }
-  unsigned type =
-      little ? h[16] | (unsigned)h[17] << 8 : (unsigned)h[16] << 8 | h[17];
-  if (h[5] != (little ? 1 : 2) || type != 3 /* ET_DYN */) {
-    snprintf(reason, size,
-             "an ELF file but not a shared object for this machine (type "
-             "%u); not loaded",
-             type);
-    return -1;
-  }
-  return 0;
-}
-
 int tpx__plugin_vet(const char *path, const struct stat *st, int *untrusted,
                     char *reason, size_t size) {
   *untrusted = 0;
@@ -185,5 +144,5 @@ int tpx__plugin_vet(const char *path, const struct stat *st, int *untrusted,
       return -1;
     }
   }
-  return elf_check(path, reason, size);
+  return tpx__plugin_elf_peek(path, st, reason, size);
 }
