@@ -52,6 +52,8 @@ size_t cli_report_plugin_failures(const tpx_diag_list *diags, const char *cmd) {
         (strcmp(d.code, "plugin-failed") != 0 &&
          strcmp(d.code, "plugin-untrusted") != 0))
       continue;
+    if (d.level >= TPX_DIAG_ERROR)
+      continue; /* a failed get_plan: among the plan's errors */
     fprintf(stderr, "%s: warning: %s\n", cmd, d.message);
     n++;
   }
