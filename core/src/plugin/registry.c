@@ -268,9 +268,7 @@ static tpx_status refuse(tpx_registry *reg, const char *path,
   if (add_refusal(reg, path, reason, s, st, untrusted) != TPX_OK ||
       tpx_diag_add(reg->diags, TPX_DIAG_WARNING,
                    untrusted ? "plugin-untrusted" : "plugin-failed", path,
-                   untrusted ? "make the file and its directory writable "
-                               "only by you (chmod go-w) and owned by you "
-                               "or root, or set TPX_PLUGIN_TRUST_ANY=1"
+                   untrusted ? NULL /* the reason says how */
                              : "fix or remove the file (`tpx check-plugin` "
                                "tells more)",
                    "plugin %s refused: %s", path, reason) != TPX_OK)

@@ -78,23 +78,25 @@ static void owner_text(uid_t uid, char *buf, size_t size) {
 static int trusted(const char *what, const char *path, const struct stat *st,
                    char *reason, size_t size) {
   const uid_t me = geteuid();
-  const char *why = NULL;
-  if (st->st_uid != me && st->st_uid != 0)
-    why = "is owned by someone else (only your files and root's are loaded)";
-  else if (st->st_mode & S_IWOTH)
+  const char *why = NULL, *fix = "chmod go-w";
+  if (st->st_uid != me && st->st_uid != 0) {
+    why = "is owned by someone else (only yours or root's are loaded)";
+    fix = "chown it to you or root";
+  } else if (st->st_mode & S_IWOTH) {
     why = st->st_mode & S_ISVTX ? "is writable by anyone (sticky or not)"
                                 : "is writable by anyone";
-  else if ((st->st_mode & S_IWGRP) && !private_group(st))
+  } else if ((st->st_mode & S_IWGRP) && !private_group(st)) {
     why = "is writable by its group";
+  }
   if (!why)
     return 0;
   char owner[300];
   owner_text(st->st_uid, owner, sizeof owner);
   snprintf(reason, size,
-           "untrusted: %s %s (mode %04o, owner %s) %s, so someone else could "
-           "run code as you through it; fix the owner or mode (chmod go-w), "
-           "or set TPX_PLUGIN_TRUST_ANY=1 to load it anyway",
-           what, path, (unsigned)(st->st_mode & 07777), owner, why);
+           "untrusted: %s %s (mode %04o, owner %s) %s: someone else could run "
+           "code as you through it; %s, or set TPX_PLUGIN_TRUST_ANY=1 to load "
+           "it anyway",
+           what, path, (unsigned)(st->st_mode & 07777), owner, why, fix);
   return -1;
 }
 

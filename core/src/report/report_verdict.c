@@ -20,6 +20,8 @@
 
 /* Errors listed on the verdict screen before "... and N more". */
 #define VERDICT_MAX_ERRORS 8
+/* Refused plugin files listed on the verdict screen. */
+#define VERDICT_MAX_REFUSED 3
 /* Optional keys named on the folded line before "... (N more)". */
 #define OPTIONAL_LISTED 6
 
@@ -125,6 +127,29 @@ static void diag_line(tpx__sbuf *b, const tpx_diag *d, int indent) {
     tpx__sbuf_printf(b, "%*s    fix: %s\n", indent, "", d->fix);
 }
 
+/* Plugin files refused while loading (registry warnings plugin-failed and
+ * plugin-untrusted, copied into the selection's diagnostics by the CLI):
+ * on the verdict screen too, since a refused file may be the family's
+ * plugin whose plan is missing. */
+static void refused_lines(tpx__sbuf *b, const item_t *it, size_t n) {
+  size_t shown = 0, total = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (it[i].d.level != TPX_DIAG_WARNING ||
+        (strcmp(it[i].d.code, "plugin-failed") != 0 &&
+         strcmp(it[i].d.code, "plugin-untrusted") != 0))
+      continue;
+    if (total++ < VERDICT_MAX_REFUSED) {
+      diag_line(b, &it[i].d, 2);
+      shown++;
+    }
+  }
+  if (total > shown)
+    tpx__sbuf_printf(b,
+                     "  ... and %zu more refused plugin(s) under "
+                     "Diagnostics\n",
+                     total - shown);
+}
+
 /* The items, or NULL with the buffer marked failed (out of memory). */
 static item_t *collect(tpx__sbuf *b, const tpx_sharding *sh,
                        const tpx_report_options *o, size_t *n) {
@@ -218,6 +243,7 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
                        it[i].num_folded == 1 ? "s" : "",
                        it[i].num_folded == 1 ? "it" : "them");
   }
+  refused_lines(b, it, n);
   if (nwarn)
     tpx__sbuf_printf(b, "  %zu warning%s under Diagnostics\n", nwarn,
                      nwarn == 1 ? "" : "s");
