@@ -38,7 +38,7 @@ static const char *kind_name(mode_t m) {
     return "a character device";
   if (S_ISBLK(m))
     return "a block device";
-  return "not a regular file";
+  return "something else";
 }
 
 int tpx__plugin_trust_any(void) {
@@ -46,28 +46,31 @@ int tpx__plugin_trust_any(void) {
   return v && strcmp(v, "1") == 0;
 }
 
-/* The group of `st` is its owner's user-private group: named after the
- * owner, not root's, and listing nobody else. */
+/* The group of `st` is its owner's user-private group: the owner's
+ * primary group, named after the owner, not root's, and listing nobody
+ * else as a member. (The _r lookups: the host may have threads.) */
 static int private_group(const struct stat *st) {
   if (st->st_gid == 0)
     return 0;
-  struct passwd *pw = getpwuid(st->st_uid);
-  if (!pw || pw->pw_gid != st->st_gid)
+  char pbuf[4096], gbuf[16384];
+  struct passwd pwd, *pw = NULL;
+  struct group grp, *gr = NULL;
+  if (getpwuid_r(st->st_uid, &pwd, pbuf, sizeof pbuf, &pw) != 0 || !pw ||
+      pw->pw_gid != st->st_gid)
     return 0;
-  char owner[256];
-  snprintf(owner, sizeof owner, "%s", pw->pw_name);
-  struct group *gr = getgrgid(st->st_gid);
-  if (!gr || strcmp(gr->gr_name, owner) != 0)
+  if (getgrgid_r(st->st_gid, &grp, gbuf, sizeof gbuf, &gr) != 0 || !gr ||
+      strcmp(gr->gr_name, pw->pw_name) != 0)
     return 0;
   for (char **m = gr->gr_mem; m && *m; m++)
-    if (strcmp(*m, owner) != 0)
+    if (strcmp(*m, pw->pw_name) != 0)
       return 0;
   return 1;
 }
 
 static void owner_text(uid_t uid, char *buf, size_t size) {
-  struct passwd *pw = getpwuid(uid);
-  if (pw)
+  char pbuf[4096];
+  struct passwd pwd, *pw = NULL;
+  if (getpwuid_r(uid, &pwd, pbuf, sizeof pbuf, &pw) == 0 && pw)
     snprintf(buf, size, "%s (uid %lu)", pw->pw_name, (unsigned long)uid);
   else
     snprintf(buf, size, "uid %lu", (unsigned long)uid);
