@@ -60,6 +60,13 @@ chmod 700 "$WORK/loose"
 mkfifo "$WORK/fifo/p.so"
 expect "plugins skips a FIFO" 1 "a FIFO, not a regular file; not opened" timeout 5 "$TPX" plugins --dir "$WORK/fifo"
 
+# One directory named 2,000 times is searched once: its plugin listed once.
+many=$GOOD
+i=0
+while [ $i -lt 2000 ]; do many="$many:$GOOD"; i=$((i + 1)); done
+n=$(TPX_PLUGIN_PATH="$many" timeout 20 "$TPX" plugins 2>&1 | grep -c "^  path: $GOOD/libtpxtest_good.so\$")
+if [ "$n" = 1 ]; then echo "PASS a directory named 2,000 times is listed once"; else echo "FAIL a directory named 2,000 times: listed $n times"; fails=$((fails + 1)); fi
+
 expect "TPX_DEBUG prints the library's log" 0 "tpx: info: loaded plugin 'tpxtest'" env TPX_DEBUG=info "$TPX" plugins --dir "$GOOD"
 out=$(TPX_DEBUG= "$TPX" plugins --dir "$GOOD" 2>&1 >/dev/null)
 if [ -z "$out" ]; then echo "PASS no TPX_DEBUG, no log"; else echo "FAIL no TPX_DEBUG, no log: $out"; fails=$((fails + 1)); fi
