@@ -22,13 +22,14 @@ typedef struct tpx_registry tpx_registry;
  * prefixed with `cmd`; returns how many there were. */
 size_t cli_report_unusable_dirs(const tpx_registry *reg, const char *cmd);
 #include "tpx/diag.h"
-/* cli_registry.c: copy the registry's plugin-failed warnings (plugins
- * refused while loading) into `diags` (the report's), so `tpx plan` names
- * them in text and JSON. */
+/* cli_registry.c: copy the registry's plugin-failed and plugin-untrusted
+ * warnings (plugins refused while loading) into `diags` (the report's), so
+ * `tpx plan` names them in text and JSON. */
 tpx_status cli_registry_warnings_into(const tpx_registry *reg,
                                       tpx_diag_list *diags, tpx_error *err);
 /* cli_registry.c: for a command without a report (tpx shard), print each
- * plugin-failed diagnostic of `diags` on stderr; returns how many. */
+ * plugin-failed / plugin-untrusted warning of `diags` on stderr (a failed
+ * get_plan is an error, listed with the plan's errors); returns how many. */
 size_t cli_report_plugin_failures(const tpx_diag_list *diags, const char *cmd);
 
 typedef struct tpx_model tpx_model;

@@ -2,7 +2,8 @@
  * itself: directories named by --dir or TPX_PLUGIN_PATH that could not be
  * searched are printed on stderr, and plugins that failed (refused while
  * loading: a crash, exit() or hang in the load probe, a wrong ABI version;
- * or failing a call) are plugin-failed diagnostics of the report, or lines
+ * or failing a call) are plugin-failed diagnostics (plugin-untrusted when
+ * the file or its directory is writable by others) of the report, or lines
  * on stderr for commands without one: neither passes silently. Not the
  * plugin listing (cmd_plugins.c). */
 #include <stdio.h>
@@ -32,7 +33,8 @@ tpx_status cli_registry_warnings_into(const tpx_registry *reg,
   for (size_t i = 0; i < tpx_diag_count(dl); i++) {
     tpx_diag d;
     if (tpx_diag_get(dl, i, &d, NULL) != TPX_OK ||
-        strcmp(d.code, "plugin-failed") != 0)
+        (strcmp(d.code, "plugin-failed") != 0 &&
+         strcmp(d.code, "plugin-untrusted") != 0))
       continue;
     tpx_status s =
         tpx_diag_add(diags, d.level, d.code, d.subject, d.fix, "%s", d.message);
@@ -47,8 +49,11 @@ size_t cli_report_plugin_failures(const tpx_diag_list *diags, const char *cmd) {
   for (size_t i = 0; i < tpx_diag_count(diags); i++) {
     tpx_diag d;
     if (tpx_diag_get(diags, i, &d, NULL) != TPX_OK ||
-        strcmp(d.code, "plugin-failed") != 0)
+        (strcmp(d.code, "plugin-failed") != 0 &&
+         strcmp(d.code, "plugin-untrusted") != 0))
       continue;
+    if (d.level >= TPX_DIAG_ERROR)
+      continue; /* a failed get_plan: among the plan's errors */
     fprintf(stderr, "%s: warning: %s\n", cmd, d.message);
     n++;
   }

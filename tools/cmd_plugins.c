@@ -41,6 +41,10 @@ static void usage(FILE *out) {
           "that is missing, not\na directory or unreadable (a --dir or a "
           "TPX_PLUGIN_PATH entry) is a\nplugin-dir-unusable warning naming "
           "it, also printed on stderr.\n"
+          "A file that others could change (it or its directory writable by "
+          "others or\nby a group not the owner's own, or owned by neither "
+          "you nor root) is refused\nas untrusted; TPX_PLUGIN_TRUST_ANY=1 "
+          "loads it anyway.\n"
           "\n"
           "Exit status: 0 when every plugin found loaded, 1 when some were "
           "refused or\na directory could not be searched, 2 on bad usage or "
@@ -55,12 +59,13 @@ static void abi_text(uint32_t v, char *buf, size_t size) {
            (unsigned)TPX_PLUGIN_ABI_VERSION_MINOR(v));
 }
 
-/* The registry's plugin-failed warnings repeat its refusals, which are
- * listed on their own. */
+/* The registry's plugin-failed and plugin-untrusted warnings repeat its
+ * refusals, which are listed on their own. */
 static int is_refusal(const tpx_diag_list *dl, size_t i) {
   tpx_diag d;
   return tpx_diag_get(dl, i, &d, NULL) == TPX_OK &&
-         strcmp(d.code, "plugin-failed") == 0;
+         (strcmp(d.code, "plugin-failed") == 0 ||
+          strcmp(d.code, "plugin-untrusted") == 0);
 }
 
 static void print_text(const tpx_registry *reg) {

@@ -102,10 +102,30 @@ static void child_main(int fd, const tpx__child_spec *spec) {
   _exit(0);
 }
 
+/* The process's resident memory now (bytes), from /proc; 0 when it cannot
+ * be read. */
+static unsigned long long current_rss(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f)
+    return 0;
+  unsigned long long size = 0, pages = 0;
+  if (fscanf(f, "%llu %llu", &size, &pages) != 2)
+    pages = 0;
+  fclose(f);
+  long ps = sysconf(_SC_PAGESIZE);
+  return pages * (unsigned long long)(ps > 0 ? ps : 4096);
+}
+
+/* waitpid, keeping the child's resource usage when it is reaped. */
+static pid_t reap(pid_t pid, int *status, int flags, struct rusage *ru) {
+  return wait4(pid, status, flags, ru);
+}
+
 /* Wait for `pid` until `deadline`; 1 when it ended (*status filled). */
-static int wait_until(pid_t pid, int *status, double deadline) {
+static int wait_until(pid_t pid, int *status, double deadline,
+                      struct rusage *ru) {
   for (;;) {
-    pid_t w = waitpid(pid, status, WNOHANG);
+    pid_t w = reap(pid, status, WNOHANG, ru);
     if (w == pid)
       return 1;
     if (w < 0 && errno != EINTR)
@@ -140,7 +160,8 @@ static int read_some(int fd, tpx__child_result *res, size_t *cap) {
  * `deadline`. 1 at EOF or the child's end, 0 at the deadline, -1 out of
  * memory. */
 static int read_until(int fd, pid_t pid, int *status, int *reaped,
-                      tpx__child_result *res, double deadline) {
+                      tpx__child_result *res, double deadline,
+                      struct rusage *ru) {
   size_t cap = 0;
   for (;;) {
     double left = deadline - tpx__child_now();
@@ -160,7 +181,7 @@ static int read_until(int fd, pid_t pid, int *status, int *reaped,
         res->held_open = 1;
         return 1; /* the child is gone and the pipe is drained */
       }
-      pid_t w = waitpid(pid, status, WNOHANG);
+      pid_t w = reap(pid, status, WNOHANG, ru);
       if (w == pid || (w < 0 && errno != EINTR))
         *reaped = 1;
       continue;
@@ -182,6 +203,9 @@ tpx_status tpx__child_run(const tpx__child_spec *spec, tpx__child_result *res,
   /* A plugin that calls exit() in the child flushes the stdio buffers it
    * inherited; empty them first so nothing is written twice. */
   fflush(NULL);
+  const unsigned long long rss_at_fork = current_rss();
+  struct rusage ru;
+  memset(&ru, 0, sizeof ru);
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
@@ -196,16 +220,20 @@ tpx_status tpx__child_run(const tpx__child_spec *spec, tpx__child_result *res,
   close(fds[1]);
   const double deadline = tpx__child_now() + spec->timeout;
   int status = 0, reaped = 0;
-  int rd = read_until(fds[0], pid, &status, &reaped, res, deadline);
+  int rd = read_until(fds[0], pid, &status, &reaped, res, deadline, &ru);
   close(fds[0]);
   /* A child that closed its output is finishing: one more second. */
   int ended = reaped;
   if (rd == 1 && !ended)
-    ended = wait_until(pid, &status, deadline + 1.0);
+    ended = wait_until(pid, &status, deadline + 1.0, &ru);
   if (!ended) {
     kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
+    reap(pid, &status, 0, &ru);
   }
+  /* ru_maxrss is in KiB; the child started with (at most) the parent's
+   * resident pages. */
+  const unsigned long long peak = (unsigned long long)ru.ru_maxrss << 10;
+  res->rss_growth = peak > rss_at_fork ? peak - rss_at_fork : 0;
   if (rd < 0) {
     tpx__child_result_free(res);
     return tpx_error_set(err, TPX_NO_MEMORY,

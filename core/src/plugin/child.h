@@ -53,6 +53,10 @@ typedef struct tpx__child_result {
   size_t len;    /* without the NUL */
   int held_open; /* the child ended but something it started (a grandchild)
                     still held the pipe open */
+  /* How far the child's peak resident memory rose above what the parent
+   * held when it forked (bytes; 0 when unknown): the evidence for "out of
+   * memory" when a child dies under a memory limit. */
+  unsigned long long rss_growth;
 } tpx__child_result;
 
 /* Fork, run spec->body in the child, read its output until it closes the

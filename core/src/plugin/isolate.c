@@ -280,19 +280,25 @@ static tpx_status child_ended(const tpx__plugin *p, const char *what,
                               const tpx__child_result *res, tpx_error *err);
 
 /* How the child ended, when it did not send a result: a TPX_PLUGIN error
- * naming the plugin and what happened, and the memory limit when one was
- * set (an allocator that cannot return NULL aborts at it). */
+ * naming the plugin and what happened; and the memory limit when one was
+ * set and the evidence points at it: the child's resident memory grew to
+ * at least half the address space it may add (an allocator that cannot
+ * return NULL aborts at the limit; a plugin that ignores NULL crashes
+ * there). A crash with little memory in use (a plain NULL write) is not
+ * blamed on memory. */
 static tpx_status child_failed(const tpx__plugin *p, const char *what,
                                const tpx__child_result *res, tpx_error *err) {
   tpx_status s = child_ended(p, what, res, err);
-  if (p->child_memory && err && res->end != TPX__CHILD_TIMED_OUT) {
+  if (p->child_memory && err && res->end != TPX__CHILD_TIMED_OUT &&
+      res->rss_growth >= p->child_memory / 2) {
     char m[TPX_ERROR_MESSAGE_SIZE];
     snprintf(m, sizeof m, "%s", err->message);
     tpx_error_clear(err);
     tpx_error_set(err, s,
-                  "%s (the isolated child may add at most %llu MiB of "
-                  "address space: out of memory?)",
-                  m, p->child_memory >> 20);
+                  "%s (it had grown by %llu MiB; the isolated child may add "
+                  "at most %llu MiB of address space: out of memory? "
+                  "TPX_PLUGIN_MEMORY_MB or tpx_registry_set_child_limits)",
+                  m, res->rss_growth >> 20, p->child_memory >> 20);
   }
   return s;
 }

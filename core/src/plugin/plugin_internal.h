@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "tpx/diag.h"
 #include "tpx/error.h"
@@ -28,7 +29,19 @@
 typedef struct tpx__refusal {
   char *path;
   char *reason;
+  tpx_status status;
+  dev_t dev; /* the file refused (0/0: it could not be examined) */
+  ino_t ino;
+  int untrusted; /* by the trust check: it depends on the path too */
 } tpx__refusal;
+
+/* A directory already searched: one entry per (device, inode), so a
+ * directory named many times (TPX_PLUGIN_PATH=d:d:d, a symlink to it) is
+ * scanned once. */
+typedef struct tpx__dir_id {
+  dev_t dev;
+  ino_t ino;
+} tpx__dir_id;
 
 struct tpx_registry {
   pthread_rwlock_t lock; /* writers: loading; readers: lookups and calls */
@@ -37,6 +50,8 @@ struct tpx_registry {
   tpx__refusal *refused;
   size_t num_refused, cap_refused;
   tpx_diag_list *diags;
+  tpx__dir_id *dirs; /* searched directories */
+  size_t num_dirs, cap_dirs;
   int probe;   /* tpx_registry_set_probe: load each file in a child first */
   int isolate; /* tpx_registry_set_isolation */
   double isolate_timeout;          /* seconds */
@@ -93,5 +108,19 @@ void tpx__isolate_send(int fd, const tpx__call *c, tpx_status status,
 tpx_status tpx__isolate_receive(const tpx__plugin *p, tpx__call *c,
                                 const struct tpx__child_result *res,
                                 tpx_error *err);
+
+/* trust.c: 0 when the file at `path` (stat'ed into `st`, symlinks
+ * followed) may be opened as a plugin: a regular file, trusted (owner and
+ * mode of the file and its directory) and an ELF shared object. Else -1
+ * with the reason, and *untrusted set when the trust check refused it. */
+int tpx__plugin_vet(const char *path, const struct stat *st, int *untrusted,
+                    char *reason, size_t size);
+/* elf_peek.c: 0 when the file may be a plugin for this machine (an ELF
+ * shared object whose dynamic symbols define both entry points, or one
+ * that cannot be judged without loading it); else -1 with the reason. */
+int tpx__plugin_elf_peek(const char *path, const struct stat *st, char *reason,
+                         size_t size);
+/* TPX_PLUGIN_TRUST_ANY=1: the trust check is off. */
+int tpx__plugin_trust_any(void);
 
 #endif /* TPX_PLUGIN_INTERNAL_H */

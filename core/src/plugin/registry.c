@@ -58,6 +58,7 @@ void tpx_registry_destroy(tpx_registry *reg) {
     free(reg->refused[i].reason);
   }
   free(reg->refused);
+  free(reg->dirs);
   tpx_diag_list_destroy(reg->diags);
   pthread_rwlock_destroy(&reg->lock);
   free(reg);
@@ -66,10 +67,15 @@ void tpx_registry_destroy(tpx_registry *reg) {
 /* ---- loading ------------------------------------------------------------- */
 
 static tpx_status add_refusal(tpx_registry *reg, const char *path,
-                              const char *reason) {
+                              const char *reason, tpx_status status,
+                              const struct stat *st, int untrusted) {
   if (TPX_GROW(reg->refused, reg->cap_refused, reg->num_refused + 1, 8) != 0)
     return TPX_NO_MEMORY;
   tpx__refusal *r = &reg->refused[reg->num_refused];
+  r->status = status;
+  r->dev = st ? st->st_dev : 0;
+  r->ino = st ? st->st_ino : 0;
+  r->untrusted = untrusted;
   r->path = strdup(path);
   r->reason = strdup(reason);
   if (!r->path || !r->reason) {
@@ -79,6 +85,35 @@ static tpx_status add_refusal(tpx_registry *reg, const char *path,
   }
   reg->num_refused++;
   return TPX_OK;
+}
+
+/* The refusal of the file `st` describes, when it was refused before (the
+ * same file reached twice on the search path is examined once). A file
+ * refused as untrusted is the same only under the same path: through
+ * another directory (a hard link) it may be trusted. */
+static const tpx__refusal *refused_before(const tpx_registry *reg,
+                                          const char *path,
+                                          const struct stat *st) {
+  for (size_t i = 0; i < reg->num_refused; i++) {
+    const tpx__refusal *r = &reg->refused[i];
+    if ((r->dev || r->ino) && r->dev == st->st_dev && r->ino == st->st_ino &&
+        (!r->untrusted || strcmp(r->path, path) == 0))
+      return r;
+  }
+  return NULL;
+}
+
+/* 1 when the directory `st` describes was searched before; else records it
+ * (-1: out of memory). */
+static int dir_searched(tpx_registry *reg, const struct stat *st) {
+  for (size_t i = 0; i < reg->num_dirs; i++)
+    if (reg->dirs[i].dev == st->st_dev && reg->dirs[i].ino == st->st_ino)
+      return 1;
+  if (TPX_GROW(reg->dirs, reg->cap_dirs, reg->num_dirs + 1, 8) != 0)
+    return -1;
+  reg->dirs[reg->num_dirs].dev = st->st_dev;
+  reg->dirs[reg->num_dirs++].ino = st->st_ino;
+  return 0;
 }
 
 static int already_seen(const tpx_registry *reg, const char *real_path) {
@@ -223,13 +258,19 @@ static int probe_file(const tpx_registry *reg, const char *path, char *reason,
 }
 
 /* Record a refusal: the list, the log, and a `plugin-failed` warning
- * naming the file (so `tpx plan` and friends mention it). */
+ * (`plugin-untrusted` when the trust check refused it) naming the file, so
+ * `tpx plan` and friends mention it. `st`: the file, when it could be
+ * examined (a second visit then repeats the refusal without a new one). */
 static tpx_status refuse(tpx_registry *reg, const char *path,
-                         const char *reason, tpx_status s, tpx_error *err) {
+                         const char *reason, tpx_status s,
+                         const struct stat *st, int untrusted, tpx_error *err) {
   tpx__log(TPX_LOG_WARN, "plugin %s refused: %s", path, reason);
-  if (add_refusal(reg, path, reason) != TPX_OK ||
-      tpx_diag_add(reg->diags, TPX_DIAG_WARNING, "plugin-failed", path,
-                   "fix or remove the file (`tpx check-plugin` tells more)",
+  if (add_refusal(reg, path, reason, s, st, untrusted) != TPX_OK ||
+      tpx_diag_add(reg->diags, TPX_DIAG_WARNING,
+                   untrusted ? "plugin-untrusted" : "plugin-failed", path,
+                   untrusted ? NULL /* the reason says how */
+                             : "fix or remove the file (`tpx check-plugin` "
+                               "tells more)",
                    "plugin %s refused: %s", path, reason) != TPX_OK)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   return tpx_error_set(err, s, "plugin %s refused: %s", path, reason);
@@ -240,17 +281,31 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
   char rp[PATH_MAX];
   if (realpath(path, rp) && already_seen(reg, rp))
     return TPX_OK; /* the same file reached twice on the search path */
+  /* What cannot be examined (a missing file) is dlopen's to report. */
+  struct stat st;
+  const int examined = stat(path, &st) == 0;
+  if (examined) {
+    const tpx__refusal *before = refused_before(reg, path, &st);
+    if (before)
+      return tpx_error_set(err, before->status, "plugin %s refused: %s", path,
+                           before->reason);
+    char why[TPX_ERROR_MESSAGE_SIZE];
+    int untrusted = 0;
+    if (tpx__plugin_vet(path, &st, &untrusted, why, sizeof why) != 0)
+      return refuse(reg, path, why, TPX_PLUGIN, &st, untrusted, err);
+  }
+  const struct stat *id = examined ? &st : NULL;
   if (reg->probe) {
     char why[TPX_ERROR_MESSAGE_SIZE];
     if (probe_file(reg, path, why, sizeof why) != 0)
-      return refuse(reg, path, why, TPX_PLUGIN, err);
+      return refuse(reg, path, why, TPX_PLUGIN, id, 0, err);
   }
   tpx__plugin *p = NULL;
   char reason[TPX_ERROR_MESSAGE_SIZE];
   tpx_status s = tpx__plugin_open(path, tpx__plugin_host_table(), &p, reason,
                                   sizeof reason);
   if (s != TPX_OK)
-    return refuse(reg, path, reason, s, err);
+    return refuse(reg, path, reason, s, id, 0, err);
   /* Duplicate architectures: the first loaded keeps serving them; one
    * warning per architecture, naming the file that serves it. */
   for (size_t j = 0; j < p->num_archs; j++) {
@@ -327,6 +382,13 @@ static tpx_status scan_dir(tpx_registry *reg, const char *dir, int recurse,
                      strerror(e)) != TPX_OK)
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
     return TPX_OK;
+  }
+  struct stat dst;
+  int seen = fstat(dirfd(d), &dst) == 0 ? dir_searched(reg, &dst) : 0;
+  if (seen != 0) {
+    closedir(d);
+    return seen > 0 ? TPX_OK
+                    : tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
   char **files = NULL, **subdirs = NULL;
   size_t nf = 0, ns = 0, cf = 0, cs = 0;

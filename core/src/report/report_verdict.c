@@ -11,6 +11,7 @@
  * The infos for optional plan keys that matched nothing (keys for fused
  * or other checkpoint variants) fold into one line.
  * Not the rest of the text report (report_text.c). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,8 @@
 
 /* Errors listed on the verdict screen before "... and N more". */
 #define VERDICT_MAX_ERRORS 8
+/* Refused plugin files listed on the verdict screen. */
+#define VERDICT_MAX_REFUSED 3
 /* Optional keys named on the folded line before "... (N more)". */
 #define OPTIONAL_LISTED 6
 
@@ -99,11 +102,52 @@ static item_t *collect_items(const tpx_sharding *sh,
   return it;
 }
 
+#define PLUGIN_FALLBACK_SIZE 4200
+/* ": the plugin <path> failed; fell back to the <source> plan" when the
+ * family's plugin failed in get_plan (selection's plugin-failed error, its
+ * subject the plugin's path), written into `buf`; else "". */
+static const char *plugin_fallback(const item_t *it, size_t n,
+                                   const tpx_report_options *o, char *buf) {
+  for (size_t i = 0; i < n; i++)
+    if (it[i].d.level == TPX_DIAG_ERROR &&
+        strcmp(it[i].d.code, "plugin-failed") == 0) {
+      snprintf(buf, PLUGIN_FALLBACK_SIZE,
+               ": the plugin %s failed; fell back to the %s plan",
+               it[i].d.subject ? it[i].d.subject : "(unknown)",
+               o->plan_source ? o->plan_source : "custom");
+      return buf;
+    }
+  return "";
+}
+
 static void diag_line(tpx__sbuf *b, const tpx_diag *d, int indent) {
   tpx__sbuf_printf(b, "%*s%s [%s] %s\n", indent, "",
                    tpx_diag_level_name(d->level), d->code, d->message);
   if (d->fix && *d->fix)
     tpx__sbuf_printf(b, "%*s    fix: %s\n", indent, "", d->fix);
+}
+
+/* Plugin files refused while loading (registry warnings plugin-failed and
+ * plugin-untrusted, copied into the selection's diagnostics by the CLI):
+ * on the verdict screen too, since a refused file may be the family's
+ * plugin whose plan is missing. */
+static void refused_lines(tpx__sbuf *b, const item_t *it, size_t n) {
+  size_t shown = 0, total = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (it[i].d.level != TPX_DIAG_WARNING ||
+        (strcmp(it[i].d.code, "plugin-failed") != 0 &&
+         strcmp(it[i].d.code, "plugin-untrusted") != 0))
+      continue;
+    if (total++ < VERDICT_MAX_REFUSED) {
+      diag_line(b, &it[i].d, 2);
+      shown++;
+    }
+  }
+  if (total > shown)
+    tpx__sbuf_printf(b,
+                     "  ... and %zu more refused plugin(s) under "
+                     "Diagnostics\n",
+                     total - shown);
 }
 
 /* The items, or NULL with the buffer marked failed (out of memory). */
@@ -133,9 +177,10 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
   const tpx_model *model = tpx_sharding_model(sh);
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   char x[32], y[32], z[32];
+  char fb[PLUGIN_FALLBACK_SIZE];
   if (nerr)
-    tpx__sbuf_printf(b, "Verdict: NOT OK (%zu error%s)\n", nerr,
-                     nerr == 1 ? "" : "s");
+    tpx__sbuf_printf(b, "Verdict: NOT OK (%zu error%s)%s\n", nerr,
+                     nerr == 1 ? "" : "s", plugin_fallback(it, n, o, fb));
   else
     tpx__sbuf_printf(b, "Verdict: OK%s\n", nwarn ? " (with warnings)" : "");
   tpx__sbuf_printf(b, "  model     %s, %lld parameters, %s\n",
@@ -198,6 +243,7 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
                        it[i].num_folded == 1 ? "s" : "",
                        it[i].num_folded == 1 ? "it" : "them");
   }
+  refused_lines(b, it, n);
   if (nwarn)
     tpx__sbuf_printf(b, "  %zu warning%s under Diagnostics\n", nwarn,
                      nwarn == 1 ? "" : "s");

@@ -242,7 +242,9 @@ typedef struct step_ctx {
   const tpx__plugin *cap_plugin; /* whose capabilities the selection gets */
   const char *cap_arch;
   int have_plan;
-  int plugin_failed;
+  int plugin_failed;  /* the plugin's get_plan failed or refused */
+  int plugin_refused; /* ... on purpose (TPX_PLUGIN_REFUSED) */
+  char plugin_why[TPX_ERROR_MESSAGE_SIZE];
   char hf_why[TPX_ERROR_MESSAGE_SIZE];
 } step_ctx;
 
@@ -398,19 +400,10 @@ static tpx_status step_plugin(step_ctx *c) {
     c->have_plan = 1;
     return TPX_OK;
   }
+  /* The diagnostic waits for the fallback's outcome (step_fallback). */
   c->plugin_failed = 1;
-  /* A refusal is the plugin declining on purpose (its message says why),
-   * as upstream's plan function raises or is absent: nothing to fix. */
-  s = tpx_diag_add(c->diags, TPX_DIAG_WARNING,
-                   refused ? "plugin-refused" : "plugin-failed", p->name,
-                   refused ? "nothing to fix in the plugin: it declines this "
-                             "request on purpose; tpx goes on as upstream "
-                             "does (the Hugging Face plan, else the default "
-                             "plan); pass --plan to choose a plan yourself"
-                           : "fix the plugin, or pass a custom plan",
-                   "%s; falling back to the Hugging Face plan", perr.message);
-  if (s != TPX_OK)
-    return oom(c);
+  c->plugin_refused = refused;
+  snprintf(c->plugin_why, sizeof c->plugin_why, "%s", perr.message);
   tpx__sel_trace(sel,
                  "plugin: '%s' %s: %s; falling back to the HF plan, as "
                  "upstream does",
@@ -499,6 +492,30 @@ static tpx_status step_default(step_ctx *c) {
   return moe_default_fixup(sel, c->model, c->arch, c->diags, c->err);
 }
 
+/* 5b. The plugin's failure or refusal (step 3), once the plan that
+ * replaced it is known. A refusal is the plugin declining on purpose (its
+ * message says why), as upstream's plan function raises or is absent:
+ * nothing to fix, a warning. A failure (an error status, a crash, a hang,
+ * a bad plan) is an error: the plan asked for is not the one shown. */
+static tpx_status step_fallback(step_ctx *c) {
+  if (!c->plugin_failed)
+    return TPX_OK;
+  const tpx_selection *sel = c->sel;
+  const int r = c->plugin_refused;
+  tpx_status s = tpx_diag_add(
+      c->diags, r ? TPX_DIAG_WARNING : TPX_DIAG_ERROR,
+      r ? "plugin-refused" : "plugin-failed", c->arch_plugin->path,
+      r ? "nothing to fix in the plugin: it declines this request on "
+          "purpose; tpx goes on as upstream does (the Hugging Face plan, "
+          "else the default plan); pass --plan to choose a plan yourself"
+        : "fix or remove the plugin (`tpx check-plugin` tells more), or "
+          "pass a plan yourself (--plan)",
+      "%s; fell back to the %s plan%s%s%s", c->plugin_why,
+      tpx_plan_source_name(sel->source), sel->function ? " (" : "",
+      sel->function ? sel->function : "", sel->function ? ")" : "");
+  return s == TPX_OK ? TPX_OK : oom(c);
+}
+
 /* 6. validate_tp_mesh: NeMo Automodel 0.7.0 runs it after plan selection and
  * only when the plan shards attention heads (docs/SEMANTICS.md "Plan
  * selection"), so a plan that shards MLPs alone or keeps attention
@@ -571,9 +588,9 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.cap_plugin = c.arch_plugin;
   c.cap_arch = c.matched;
 
-  tpx_status (*const steps[])(step_ctx *) = {step_own_flow, step_custom,
-                                             step_named,    step_plugin,
-                                             step_hf,       step_default};
+  tpx_status (*const steps[])(step_ctx *) = {
+      step_own_flow, step_custom,  step_named,   step_plugin,
+      step_hf,       step_default, step_fallback};
   for (size_t i = 0; s == TPX_OK && i < sizeof steps / sizeof steps[0]; i++)
     s = steps[i](&c);
   /* Post-processing, for every source. */

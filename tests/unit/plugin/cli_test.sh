@@ -43,6 +43,30 @@ expect "plugins refused" 1 "4 plugin(s) refused" env TPX_PLUGIN_PATH="$WORK/mixe
 expect "plugins refused reason" 1 "missing required symbol 'get_plan'" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
 expect "plugins abi reason" 1 "the host speaks 1.0..1.0, the plugin speaks 2.0" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
 expect "plugins subdirectory" 1 "$WORK/mixed/sub/libtpxtest_good.so" env TPX_PLUGIN_PATH="$WORK/mixed" "$TPX" plugins
+# A plugin others can write runs code as the tpx user: refused as
+# plugin-untrusted, naming path, mode and owner; TPX_PLUGIN_TRUST_ANY=1
+# loads it anyway (issue 28 A1). A FIFO named .so is never opened (A2).
+mkdir -p "$WORK/loose" "$WORK/fifo"
+cp "$GOOD/libtpxtest_good.so" "$WORK/loose/lib.so"
+chmod 666 "$WORK/loose/lib.so"
+expect "plugins refuses a file others can write" 1 "untrusted: the file $WORK/loose/lib.so (mode 0666, owner" "$TPX" plugins --dir "$WORK/loose"
+expect "plan names the untrusted plugin" 0 "[plugin-untrusted] plugin $WORK/loose/lib.so refused" env TPX_PLUGIN_PATH="$WORK/loose" "$TPX" plan --config "$TPX_SOURCE_DIR/tests/data/configs/Llama-3.2-1B/config.json"
+expect "plan --summary shows the refusal" 0 "  warning [plugin-untrusted] plugin $WORK/loose/lib.so refused: untrusted" env TPX_PLUGIN_PATH="$WORK/loose" "$TPX" plan --summary --config "$TPX_SOURCE_DIR/tests/data/configs/Llama-3.2-1B/config.json"
+expect "TPX_PLUGIN_TRUST_ANY=1 loads it" 0 "tpxtest 1.2.3 (ABI 1.0)" env TPX_PLUGIN_TRUST_ANY=1 "$TPX" plugins --dir "$WORK/loose"
+chmod 644 "$WORK/loose/lib.so"
+chmod 1777 "$WORK/loose"
+expect "plugins refuses a sticky world-writable directory" 1 "untrusted: the directory $WORK/loose (mode 1777" "$TPX" plugins --dir "$WORK/loose"
+chmod 700 "$WORK/loose"
+mkfifo "$WORK/fifo/p.so"
+expect "plugins skips a FIFO" 1 "a FIFO, not a regular file; not opened" timeout 5 "$TPX" plugins --dir "$WORK/fifo"
+
+# One directory named 2,000 times is searched once: its plugin listed once.
+many=$GOOD
+i=0
+while [ $i -lt 2000 ]; do many="$many:$GOOD"; i=$((i + 1)); done
+n=$(TPX_PLUGIN_PATH="$many" timeout 20 "$TPX" plugins 2>&1 | grep -c "^  path: $GOOD/libtpxtest_good.so\$")
+if [ "$n" = 1 ]; then echo "PASS a directory named 2,000 times is listed once"; else echo "FAIL a directory named 2,000 times: listed $n times"; fails=$((fails + 1)); fi
+
 expect "TPX_DEBUG prints the library's log" 0 "tpx: info: loaded plugin 'tpxtest'" env TPX_DEBUG=info "$TPX" plugins --dir "$GOOD"
 expect "TPX_DEBUG=1 is info" 0 "tpx: info: loaded plugin 'tpxtest'" env TPX_DEBUG=1 "$TPX" plugins --dir "$GOOD"
 expect "TPX_DEBUG=debug is info" 0 "tpx: info: loaded plugin 'tpxtest'" env TPX_DEBUG=debug "$TPX" plugins --dir "$GOOD"
@@ -52,7 +76,7 @@ if [ "$n" -eq 1 ]; then echo "PASS TPX_DEBUG unknown value warned once"; else ec
 out=$(TPX_DEBUG= "$TPX" plugins --dir "$GOOD" 2>&1 >/dev/null)
 if [ -z "$out" ]; then echo "PASS no TPX_DEBUG, no log"; else echo "FAIL no TPX_DEBUG, no log: $out"; fails=$((fails + 1)); fi
 expect "plugins survives a crashing plugin" 1 "crashed with SIGSEGV (signal 11) while loading" "$TPX" plugins --dir "$BROKEN"
-expect "plugins json" 1 '"reason": "dlopen failed: ' "$TPX" plugins --dir "$WORK/mixed" --format json
+expect "plugins json" 1 '"reason": "not an ELF file' "$TPX" plugins --dir "$WORK/mixed" --format json
 out=$("$TPX" plugins --dir "$WORK/mixed" --format json 2>/dev/null)
 if printf '%s' "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["format"]=="tpx-plugins/1"; assert len(d["plugins"])==1 and len(d["refused"])==4; assert d["plugins"][0]["architectures"][0]=="TestForCausalLM"; assert d["default_dir"]["build_tree"] is True and d["default_dir"]["path"].endswith("/plugins")'; then
   echo "PASS plugins json parses"

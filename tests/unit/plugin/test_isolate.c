@@ -92,6 +92,50 @@ START_TEST(child_memory_limit) {
 }
 END_TEST
 
+/* A plain NULL write with almost no memory in use is a crash, not "out of
+ * memory?" — even under a small memory limit (issue 28 C15). */
+START_TEST(null_write_not_blamed_on_memory) {
+  const char *path = BROKEN("get_plan_null_write.so");
+  tpx_registry *reg = registry(path, 2, 10);
+  CHECK_OK(tpx_registry_set_child_limits(reg, 128ull << 20, 0, &e_));
+  tpx_model *m = model_from_json(BROKEN_CONFIG);
+  tpx_plan *plan = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(
+      tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan, &e),
+      TPX_PLUGIN);
+  ASSERT_CONTAINS(e.message, path);
+  ASSERT_CONTAINS(e.message, "in get_plan");
+  ASSERT_CONTAINS(e.message, "crashed with SIGSEGV in get_plan");
+  ck_assert_msg(!strstr(e.message, "memory"), "blamed on memory: %s",
+                e.message);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* A plugin that ignores a failed malloc and crashes after filling its
+ * memory limit: there the guess is made, naming the limit. */
+START_TEST(crash_at_the_limit_blamed_on_memory) {
+  setenv("TPX_TEST_ALLOCATE_MB", "1024", 1);
+  setenv("TPX_TEST_ALLOCATE_CRASH", "1", 1);
+  tpx_registry *reg = registry(BROKEN("get_plan_allocates.so"), 2, 30);
+  CHECK_OK(tpx_registry_set_child_limits(reg, 128ull << 20, 0, &e_));
+  tpx_model *m = model_from_json(BROKEN_CONFIG);
+  tpx_plan *plan = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(
+      tpx_registry_get_plan(reg, 0, m, NULL, NULL, 0, 2, &plan, &e),
+      TPX_PLUGIN);
+  ASSERT_CONTAINS(e.message, "out of memory?");
+  ASSERT_CONTAINS(e.message, "may add at most 128 MiB of address space");
+  unsetenv("TPX_TEST_ALLOCATE_CRASH");
+  unsetenv("TPX_TEST_ALLOCATE_MB");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 /* tpx_registry_set_child_limits checks its arguments. */
 START_TEST(child_limits_arguments) {
   tpx_registry *reg = NULL;
@@ -151,9 +195,11 @@ START_TEST(broken_get_plan_falls_back) {
   for (size_t i = 0; i < tpx_diag_count(diags); i++) {
     tpx_diag d;
     CHECK_OK(tpx_diag_get(diags, i, &d, &e_));
-    if (strcmp(d.code, "plugin-failed") == 0 && d.level == TPX_DIAG_WARNING &&
+    /* An error (issue 28 C15): the plan shown is not the family's. */
+    if (strcmp(d.code, "plugin-failed") == 0 && d.level == TPX_DIAG_ERROR &&
+        strcmp(d.subject, path) == 0 &&
         strstr(d.message, broken_cases[_i].what) &&
-        strstr(d.message, "falling back to the Hugging Face plan"))
+        strstr(d.message, "fell back to the hf plan (get_hf_tp_shard_plan)"))
       found = 1;
   }
   ck_assert_msg(found, "no plugin-failed diagnostic naming '%s'",
@@ -327,6 +373,8 @@ int main(void) {
   tcase_add_test(tc, grandchild_holding_the_pipe);
   tcase_add_test(tc, child_memory_limit);
   tcase_add_test(tc, child_limits_arguments);
+  tcase_add_test(tc, null_write_not_blamed_on_memory);
+  tcase_add_test(tc, crash_at_the_limit_blamed_on_memory);
   tcase_add_loop_test(tc, good_plugin_same_with_isolation, 0,
                       (int)(sizeof good_cases / sizeof good_cases[0]));
   tcase_add_test(tc, good_get_plan_and_skeleton_direct);

@@ -257,8 +257,11 @@ START_TEST(plugin_fails_falls_back) {
       "\"qwen2\"}");
   select_ok(&f, 2, 0, NULL, NULL);
   ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
-  ck_assert(has_diag(&f, "plugin-failed", TPX_DIAG_WARNING,
+  /* an error: the plan shown is not the plugin's (issue 28 C15) */
+  ck_assert(has_diag(&f, "plugin-failed", TPX_DIAG_ERROR,
                      "unknown style 'diagonalwise'"));
+  ck_assert(has_diag(&f, "plugin-failed", TPX_DIAG_ERROR,
+                     "fell back to the hf plan (get_hf_tp_shard_plan)"));
   teardown(&f);
 }
 END_TEST

@@ -186,6 +186,24 @@ JSON
     has "get_plan_crashes.so" "crashing plugin ($fmt): names the file"
   done
   has '"source": "hf"' "crashing plugin: falls back to the HF plan"
+  # The verdict screen says so: NOT OK (the plan shown is not the family's),
+  # naming the plugin's file and the fallback taken (issue 28 C15); the
+  # crash is not blamed on memory.
+  n=$((n + 1))
+  TPX_PLUGIN_PATH="$iso/plugins" "$tpx" plan --config "$iso/config.json" \
+    --weights "$iso/model.safetensors" --tp 2 --summary >"$out" 2>&1
+  got=$?
+  if [ "$got" -eq 1 ]; then
+    echo "ok: crashing plugin --summary: exit 1"
+  else
+    echo "FAIL: crashing plugin --summary: exit $got, want 1"
+    fails=$((fails + 1))
+  fi
+  has "): the plugin $iso/plugins/get_plan_crashes.so failed; fell back to the hf plan" \
+    "crashing plugin --summary: the verdict names plugin and fallback"
+  has "Verdict: NOT OK (" "crashing plugin --summary: not OK"
+  has "error [plugin-failed] plugin 'get-plan-crashes' ($iso/plugins/get_plan_crashes.so) crashed with SIGSEGV in get_plan; fell back to the hf plan (get_hf_tp_shard_plan)" \
+    "crashing plugin --summary: the error line, no memory guess"
   # --no-isolation calls the plugin in-process, as before: it dies with it.
   n=$((n + 1))
   TPX_PLUGIN_PATH="$iso/plugins" "$tpx" plan --config "$iso/config.json" \
