@@ -66,6 +66,10 @@ TPX_API void tpx_selection_destroy(tpx_selection *sel);
 /* Borrowed; valid while the selection lives. */
 TPX_API const tpx_plan *tpx_selection_plan(const tpx_selection *sel);
 TPX_API tpx_plan_source tpx_selection_source(const tpx_selection *sel);
+/* The tp size the plan was selected and validated for
+ * (tpx_select_options.tp_size); 0 for NULL. tpx_sharding_create refuses a
+ * selection whose tp size is not the mesh's. */
+TPX_API int64_t tpx_selection_tp_size(const tpx_selection *sel);
 /* Plugin name / path; NULL when the plan is not from a plugin (a named plan
  * is source CUSTOM with its plugin's name and path). The function names the
  * plan: the plugin's plan_set_function text (else its name or the plan

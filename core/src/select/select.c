@@ -556,6 +556,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.sel = calloc(1, sizeof *c.sel);
   if (!c.sel)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  c.sel->tp_size = c.o.tp_size;
   c.reg = reg;
   c.model = model;
   c.diags = diags;

@@ -52,6 +52,7 @@ const char *tpx__hf_prefix_for_arch(const char *arch);
 struct tpx_selection {
   tpx_plan *plan;
   tpx_plan_source source;
+  int64_t tp_size; /* the tp the plan was selected and validated for */
   char *plugin_name, *plugin_path, *function;
   tpx__strvec trace;
   tpx__strvec fp32;
