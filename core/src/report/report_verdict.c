@@ -241,7 +241,15 @@ void tpx__report_diagnostics(tpx__sbuf *b, const tpx_sharding *sh,
   item_t *it = collect(b, sh, o, &n);
   if (!it)
     return;
-  tpx__sbuf_printf(b, "\nDiagnostics (%zu):\n", n);
+  /* The optional unmatched keys share one line: say so in the count, so
+   * that it matches the lines below. */
+  size_t nopt = 0;
+  for (size_t i = 0; i < n; i++) nopt += is_optional_unmatched(&it[i].d);
+  if (nopt > 1)
+    tpx__sbuf_printf(b, "\nDiagnostics (%zu, on %zu line%s):\n", n,
+                     n - nopt + 1, n - nopt + 1 == 1 ? "" : "s");
+  else
+    tpx__sbuf_printf(b, "\nDiagnostics (%zu):\n", n);
   if (!n)
     tpx__sbuf_printf(b, "  none\n");
   int optional_done = 0;
