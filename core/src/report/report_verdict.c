@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/report_memory.h"
 #include "report/report_verdict.h"
 #include "tpx/validate.h"
 
@@ -177,8 +178,19 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
     if (lo != hi)
       tpx__sbuf_printf(b, " (least loaded rank %s)",
                        tpx_format_bytes(lo, y, sizeof y));
-    tpx__sbuf_printf(b, ", peak %s while FSDP units are gathered\n",
-                     tpx_format_bytes(peak, z, sizeof z));
+    int64_t tpeak = 0, trank = 0;
+    int off = tpx__report_memory_offload(o->memory);
+    if (tpx__report_training_peak(sh, o->memory, &tpeak, &trank))
+      tpx__sbuf_printf(
+          b, ", training peak %s%s (rank %lld, batch %lld x seq %lld, %s)\n",
+          tpx_format_bytes(tpeak, z, sizeof z), off ? " on the device" : "",
+          (long long)trank, (long long)o->memory->batch,
+          (long long)o->memory->seq,
+          off ? "gathered units and activations; the rest on the host"
+              : "with gradients, optimizer and activations");
+    else
+      tpx__sbuf_printf(b, ", peak %s while FSDP units are gathered\n",
+                       tpx_format_bytes(peak, z, sizeof z));
   }
   size_t shown = 0;
   for (size_t i = 0; i < n; i++) {

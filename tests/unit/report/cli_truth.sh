@@ -1,7 +1,7 @@
 #!/bin/sh
 # cli_truth.sh — what `tpx plan` says is true (issue 28): no per-rank head
 # count for a split tp cannot make; a Diagnostics count that says how many
-# lines follow. Usage: cli_truth.sh TPX_BINARY SOURCE_DIR
+# lines follow; the training peak on the verdict screen when --seq is given. Usage: cli_truth.sh TPX_BINARY SOURCE_DIR
 set -u
 tpx=$1
 src=$2
@@ -21,6 +21,23 @@ has "per rank after TP: 7 heads, 1 kv heads" "a split that happens is shown"
 expect 0 "llama tp2" -- --config "$cfg/Llama-3.2-1B/config.json" --tp 2
 has "Diagnostics (2, on 1 line):" "the count matches the lines"
 lacks "Diagnostics (2):" "not a bare 2 over one line"
+
+# D14: with --seq the verdict's peak is the training peak of the table
+# below (and --summary shows it), not the parameter memory.
+L70="$cfg/Llama-3.1-70B/config.json"
+expect 0 "70b tp8 cp8 seq 131072" -- --config "$L70" --tp 8 --cp 8 \
+  --dp-shard 1 --seq 131072
+has "training peak 222.05 GiB (rank 0, batch 1 x seq 131072, with gradients, optimizer and activations)" "verdict: the training peak"
+has "  0-63              2.05 GiB    4.11 GiB   12.32 GiB   862.6 MiB  202.72 GiB  222.05 GiB" "the table's peak is the same"
+lacks ", peak 2.90 GiB while FSDP units are gathered" "not the parameter peak"
+expect 0 "70b --summary" -- --config "$L70" --tp 8 --cp 8 --dp-shard 1 \
+  --seq 131072 --summary
+has "training peak 222.05 GiB" "--summary shows the training peak"
+expect 0 "70b --summary --offload" -- --config "$L70" --tp 8 --cp 8 \
+  --dp-shard 1 --seq 131072 --summary --offload
+has "training peak 203.57 GiB on the device" "offload: the device peak"
+expect 0 "70b without --seq" -- --config "$L70" --tp 8 --summary
+has "while FSDP units are gathered" "without --seq: the parameter peak, so named"
 
 echo "$n checks, $fails failed"
 [ "$fails" -eq 0 ]
