@@ -25,8 +25,7 @@
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 
-/* The colwise sibling `<x>_proj` of module m named `<x>_norm`, or -1. */
-static int64_t colwise_sibling(const tpx_sharding *sh, int64_t m) {
+int64_t tpx__norm_colwise_sibling(const tpx_sharding *sh, int64_t m) {
   const char *fqn = tpx_model_module_fqn(sh->model, m);
   if (!fqn)
     return -1;
@@ -78,7 +77,7 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
     return 0;
   if (tpx_model_module_kind(sh->model, pi.module) != TPX_MODULE_NORM)
     return 0;
-  int64_t s = colwise_sibling(sh, pi.module);
+  int64_t s = tpx__norm_colwise_sibling(sh, pi.module);
   if (s < 0)
     return 0;
   /* A per-head weight: its size divides the sibling's out-features into

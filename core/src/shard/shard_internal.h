@@ -114,6 +114,9 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err);
 tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim);
 
 /* ---- partial_grad.c ---- */
+/* The sibling `<x>_proj` of module m named `<x>_norm` when that projection
+ * is colwise with its output sharded on the last dim (heads), else -1. */
+int64_t tpx__norm_colwise_sibling(const tpx_sharding *sh, int64_t m);
 /* 1 when param (a tied alias: its target) is replicated over tp > 1, no
  * style covers it, and it is the weight of a per-head norm `<x>_norm` whose
  * sibling `<x>_proj` is colwise with its output sharded on the last dim:
@@ -123,6 +126,12 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
                                int64_t *sibling);
 /* The `partial-grad-replicated` warnings (after tpx__apply_tp). */
 tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err);
+
+/* ---- qk_norm.c ---- */
+/* `qk-norm-whole-width` errors for norms over a colwise projection's whole
+ * output width, and the `upstream-qk-norm-whole-width` info (after
+ * tpx__apply_tp). */
+tpx_status tpx__qk_norm_diags(tpx_sharding *sh, tpx_error *err);
 
 /* ---- transitions.c ---- */
 /* Transitions of entry `entry` on a module of `kind`. */

@@ -338,6 +338,8 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     st = sh->tp_applied ? tpx__apply_tp(sh, err) : match_not_applied(sh, err);
   if (st == TPX_OK)
     st = tpx__partial_grad_diags(sh, err);
+  if (st == TPX_OK)
+    st = tpx__qk_norm_diags(sh, err);
   if (st == TPX_OK) {
     compute_transitions(sh);
     st = tpx__fsdp_build(sh, err);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # cli_truth.sh — what `tpx plan` says is true (issue 28): no per-rank head
 # count for a split tp cannot make; a Diagnostics count that says how many
-# lines follow; the training peak on the verdict screen when --seq is given. Usage: cli_truth.sh TPX_BINARY SOURCE_DIR
+# lines follow; the training peak on the verdict screen when --seq is given;
+# OLMo-2's whole-width q/k norms under a column-wise q/k. Usage: cli_truth.sh TPX_BINARY SOURCE_DIR
 set -u
 tpx=$1
 src=$2
@@ -38,6 +39,26 @@ expect 0 "70b --summary --offload" -- --config "$L70" --tp 8 --cp 8 \
 has "training peak 203.57 GiB on the device" "offload: the device peak"
 expect 0 "70b without --seq" -- --config "$L70" --tp 8 --summary
 has "while FSDP units are gathered" "without --seq: the parameter peak, so named"
+
+# D16: OLMo-2's q_norm / k_norm normalise over all heads (width hidden);
+# the default plan shards q/k_proj column-wise: an error with the fix, and
+# an info that upstream does the same without a word. The checkpoint is
+# header-true and sparse (no data written).
+olmo="$cfg/OLMo-2-0425-1B/config.json"
+wdir=$(mktemp -d "${TMPDIR:-/tmp}/tpx-olmo.XXXXXX")
+trap 'rm -f "$out"; rm -rf "$wdir"' EXIT INT TERM
+if python3 "$src/tests/unit/report/gen_olmo2.py" "$olmo" "$wdir"; then
+  expect 1 "olmo2 tp4" -- --config "$olmo" --weights "$wdir" --tp 4
+  has "error [qk-norm-whole-width] 'model.layers.*.self_attn.q_norm' (16 modules) normalises over the whole output width 2048 of the colwise 'model.layers.*.self_attn.q_proj', whose output is sharded over tp 4 (512 per rank)" "q_norm refused"
+  has "error [qk-norm-whole-width] 'model.layers.*.self_attn.k_norm' (16 modules)" "k_norm refused"
+  has "colwise_rep" "the fix names transformers' plan"
+  has "info [upstream-qk-norm-whole-width] upstream applies this plan as it is, without a word" "upstream's silence noted"
+  lacks "partial-grad-replicated" "not a per-head norm"
+  expect 0 "olmo2 tp1" -- --config "$olmo" --weights "$wdir" --tp 1
+  lacks "qk-norm-whole-width" "nothing at tp 1"
+else
+  echo "skip: olmo2 (no python3)"
+fi
 
 echo "$n checks, $fails failed"
 [ "$fails" -eq 0 ]
