@@ -54,6 +54,9 @@ const tpx_plan *tpx_selection_plan(const tpx_selection *sel) {
 int64_t tpx_selection_tp_size(const tpx_selection *sel) {
   return sel ? sel->tp_size : 0;
 }
+int tpx_selection_tp_grad_sync(const tpx_selection *sel) {
+  return sel ? sel->tp_grad_sync : 0;
+}
 tpx_plan_source tpx_selection_source(const tpx_selection *sel) {
   return sel ? sel->source : TPX_PLAN_SOURCE_DEFAULT;
 }

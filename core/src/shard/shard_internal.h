@@ -56,7 +56,9 @@ struct tpx_sharding {
   int ndim;                     /* mesh dims */
   int tp_dim, dps_dim, dpr_dim; /* mesh dim index or -1 */
   int64_t tp, dps, dpr, world;
-  int tp_applied; /* tp > 1: parallelize_module ran */
+  int tp_applied;   /* tp > 1: parallelize_module ran */
+  int tp_grad_sync; /* the selection's strategy sums partial gradients of
+                       tp replicas (tpx_selection_tp_grad_sync) */
   /* FSDP's dim or flattened view (opts.dp_shard_dim): its first real dim is
    * dps_dim, it spans dps_ndims consecutive dims and dps is its size
    * (dp_shard x cp for "dp_shard_cp"); "" when the mesh has none. */

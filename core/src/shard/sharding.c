@@ -311,6 +311,7 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     return st;
   }
   sh->tp_applied = sh->tp > 1;
+  sh->tp_grad_sync = tpx_selection_tp_grad_sync(opts->selection);
   sh->num_params = tpx_model_num_params(model);
   sh->num_modules = tpx_model_num_modules(model);
   sh->num_entries = tpx_plan_size(sh->plan);
