@@ -44,7 +44,7 @@ has "while FSDP units are gathered" "without --seq: the parameter peak, so named
 # the default plan shards q/k_proj column-wise: an error with the fix, and
 # an info that upstream does the same without a word. The checkpoint is
 # header-true and sparse (no data written).
-olmo="$cfg/OLMo-2-0425-1B/config.json"
+olmo="$src/tests/data/report/OLMo-2-0425-1B/config.json"
 wdir=$(mktemp -d "${TMPDIR:-/tmp}/tpx-olmo.XXXXXX")
 trap 'rm -f "$out"; rm -rf "$wdir"' EXIT INT TERM
 if python3 "$src/tests/unit/report/gen_olmo2.py" "$olmo" "$wdir"; then
