@@ -36,6 +36,16 @@ static const char *const k_archs[] = {
     "Qwen3_5MoeForConditionalGeneration",
     NULL};
 
+/* NeMo Automodel 0.7.0's Qwen plan styles q_norm / k_norm
+ * ReplicatedWithGradAllReduce and its recipe syncs tp replicas' gradients
+ * before clipping (synchronize_tp_replica_gradients): the partial gradients
+ * this plugin's plans leave on them (see k_qwen_sp0) are summed upstream,
+ * so the host notes them in one info line instead of warning. Not Qwen3.5,
+ * whose HF-derived plan drops that style. */
+static const char *const k_traits[] = {
+    "tp_grad_sync=Qwen3ForCausalLM",
+    "tp_grad_sync=Qwen3ForSequenceClassification", NULL};
+
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
   static const tpxp_plugin_desc desc = {
@@ -50,7 +60,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "experts; upstream's HF-plan path to the default plan)",
       .architectures = k_archs,
       .plans = NULL,
-      .traits = NULL,
+      .traits = k_traits,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -66,6 +66,17 @@ TPX_API void tpx_selection_destroy(tpx_selection *sel);
 /* Borrowed; valid while the selection lives. */
 TPX_API const tpx_plan *tpx_selection_plan(const tpx_selection *sel);
 TPX_API tpx_plan_source tpx_selection_source(const tpx_selection *sel);
+/* The tp size the plan was selected and validated for
+ * (tpx_select_options.tp_size); 0 for NULL. tpx_sharding_create refuses a
+ * selection whose tp size is not the mesh's. */
+TPX_API int64_t tpx_selection_tp_size(const tpx_selection *sel);
+/* 1 when the plan is the serving plugin's own and the plugin declares that
+ * upstream's strategy sums over tp the gradients the plan leaves partial on
+ * replicated parameters (trait tp_grad_sync, docs/PLUGIN_ABI.md "Traits":
+ * NeMo Automodel 0.7.0's Qwen3 q_norm / k_norm); tpx_sharding_create then
+ * reports those parameters as one info instead of partial-grad-replicated
+ * warnings. 0 otherwise and for NULL. */
+TPX_API int tpx_selection_tp_grad_sync(const tpx_selection *sel);
 /* Plugin name / path; NULL when the plan is not from a plugin (a named plan
  * is source CUSTOM with its plugin's name and path). The function names the
  * plan: the plugin's plan_set_function text (else its name or the plan

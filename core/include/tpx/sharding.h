@@ -82,6 +82,9 @@ typedef struct tpx_sharding_options {
    * parameters when num_fp32_params is 0, and the strategy's
    * mixed-precision default (tpx_selection_strategy_mp) written over
    * param_dtype / reduce_dtype / output_dtype where the strategy gives one.
+   * Its tp size (tpx_selection_tp_size) must be the mesh's tp_dim size
+   * (1 when the mesh has no such dim): the plan was chosen and validated for
+   * it, so another is refused with TPX_INVALID_ARGUMENT naming both.
    * Added after fp32_params: an older, shorter struct_size means none. */
   const tpx_selection *selection;
   /* The context-parallel dim ("cp"; absent from the mesh = cp size 1): each

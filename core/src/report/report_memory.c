@@ -193,6 +193,44 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
   free(w);
 }
 
+int tpx__report_training_peak(const tpx_sharding *sh,
+                              const tpx_memory_options *mo, int64_t *peak,
+                              int64_t *rank) {
+  tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT;
+  if (!mo)
+    return 0;
+  memcpy(&o, mo, mo->struct_size < sizeof o ? mo->struct_size : sizeof o);
+  int64_t world = tpx_mesh_world_size(tpx_sharding_mesh(sh));
+  tpx_memory first;
+  if (o.seq <= 0 || world < 1 ||
+      tpx_memory_rank(sh, &o, 0, &first, NULL) != TPX_OK)
+    return 0;
+  /* Activations are the same on every rank (as in the table): the other
+   * terms per rank, the activations added once. */
+  int64_t act = first.activations;
+  o.seq = 0;
+  tpx__mem_window *w = malloc(sizeof *w);
+  if (!w)
+    return 0;
+  w->n = 0;
+  int64_t best = -1, at = 0;
+  for (int64_t r = 0; r < world; r++) {
+    if (!fill(sh, &o, w, r)) {
+      free(w);
+      return 0;
+    }
+    int64_t d = w->m[r - w->first].device;
+    if (d > best) {
+      best = d;
+      at = r;
+    }
+  }
+  free(w);
+  *peak = act > INT64_MAX - best ? INT64_MAX : best + act;
+  *rank = at;
+  return 1;
+}
+
 void tpx__report_slice_json(json_t *o, const tpx_sharding *sh, int64_t p,
                             int64_t rank) {
   const tpx_model *model = tpx_sharding_model(sh);

@@ -37,6 +37,13 @@ tpx_status tpx__report_memory_check(const tpx_sharding *sh,
 /* The text section: per-rank memory by term, identical ranks grouped. */
 void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
                              const tpx_memory_options *mo);
+/* With activations asked for (mo->seq > 0): 1 and the largest training
+ * peak on the device over all ranks (the text table's `peak`, or its
+ * `device` column with offload) in *peak, the first rank holding it in
+ * *rank. 0 without seq or when it cannot be computed. */
+int tpx__report_training_peak(const tpx_sharding *sh,
+                              const tpx_memory_options *mo, int64_t *peak,
+                              int64_t *rank);
 /* {"optimizer", "batch", "seq", "activation_checkpointing", "attention",
  * "activation_dtype"} (+ "offload": true when on): what the per_rank memory
  * was computed for. New reference. */

@@ -622,7 +622,14 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
     tpx__sbuf_printf(&b, "Attention: %lld heads, %lld kv heads, head_dim %lld",
                      (long long)hc.heads, (long long)hc.kv_heads,
                      (long long)hc.head_dim);
-    if (hc.rewritten)
+    int64_t tp = tpx_sharding_tp_size(sh);
+    if (hc.rewritten &&
+        (hc.heads % tp != 0 || (hc.kv_heads > 0 && hc.kv_heads % tp != 0)))
+      tpx__sbuf_printf(&b,
+                       "; tp %lld cannot split them per rank "
+                       "(heads-not-divisible)\n",
+                       (long long)tp);
+    else if (hc.rewritten)
       tpx__sbuf_printf(&b, "; per rank after TP: %lld heads, %lld kv heads\n",
                        (long long)hc.local_heads, (long long)hc.local_kv_heads);
     else

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/report_memory.h"
 #include "report/report_verdict.h"
 #include "tpx/validate.h"
 
@@ -222,8 +223,19 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
     if (lo != hi)
       tpx__sbuf_printf(b, " (least loaded rank %s)",
                        tpx_format_bytes(lo, y, sizeof y));
-    tpx__sbuf_printf(b, ", peak %s while FSDP units are gathered\n",
-                     tpx_format_bytes(peak, z, sizeof z));
+    int64_t tpeak = 0, trank = 0;
+    int off = tpx__report_memory_offload(o->memory);
+    if (tpx__report_training_peak(sh, o->memory, &tpeak, &trank))
+      tpx__sbuf_printf(
+          b, ", training peak %s%s (rank %lld, batch %lld x seq %lld, %s)\n",
+          tpx_format_bytes(tpeak, z, sizeof z), off ? " on the device" : "",
+          (long long)trank, (long long)o->memory->batch,
+          (long long)o->memory->seq,
+          off ? "gathered units and activations; the rest on the host"
+              : "with gradients, optimizer and activations");
+    else
+      tpx__sbuf_printf(b, ", peak %s while FSDP units are gathered\n",
+                       tpx_format_bytes(peak, z, sizeof z));
   }
   size_t shown = 0;
   for (size_t i = 0; i < n; i++) {
@@ -287,7 +299,15 @@ void tpx__report_diagnostics(tpx__sbuf *b, const tpx_sharding *sh,
   item_t *it = collect(b, sh, o, &n);
   if (!it)
     return;
-  tpx__sbuf_printf(b, "\nDiagnostics (%zu):\n", n);
+  /* The optional unmatched keys share one line: say so in the count, so
+   * that it matches the lines below. */
+  size_t nopt = 0;
+  for (size_t i = 0; i < n; i++) nopt += is_optional_unmatched(&it[i].d);
+  if (nopt > 1)
+    tpx__sbuf_printf(b, "\nDiagnostics (%zu, on %zu line%s):\n", n,
+                     n - nopt + 1, n - nopt + 1 == 1 ? "" : "s");
+  else
+    tpx__sbuf_printf(b, "\nDiagnostics (%zu):\n", n);
   if (!n)
     tpx__sbuf_printf(b, "  none\n");
   int optional_done = 0;

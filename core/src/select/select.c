@@ -573,6 +573,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.sel = calloc(1, sizeof *c.sel);
   if (!c.sel)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  c.sel->tp_size = c.o.tp_size;
   c.reg = reg;
   c.model = model;
   c.diags = diags;
@@ -609,6 +610,14 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
     return s;
   }
   tpx_selection *sel = c.sel;
+  if (sel->source == TPX_PLAN_SOURCE_PLUGIN &&
+      tpx__sel_tp_grad_sync(c.arch_plugin, c.arch)) {
+    sel->tp_grad_sync = 1;
+    tpx__sel_trace(sel,
+                   "plugin '%s': its strategy sums over tp the partial "
+                   "gradients of replicated parameters (trait tp_grad_sync)",
+                   c.arch_plugin->name);
+  }
   tpx__sel_trace(sel, "selected: %s plan%s%s (%zu entries)",
                  tpx_plan_source_name(sel->source),
                  sel->function ? ", function " : "",

@@ -52,6 +52,9 @@ const char *tpx__hf_prefix_for_arch(const char *arch);
 struct tpx_selection {
   tpx_plan *plan;
   tpx_plan_source source;
+  int64_t tp_size;  /* the tp the plan was selected and validated for */
+  int tp_grad_sync; /* the plugin's plan, whose strategy sums tp replicas'
+                       partial gradients (trait tp_grad_sync) */
   char *plugin_name, *plugin_path, *function;
   tpx__strvec trace;
   tpx__strvec fp32;
@@ -70,6 +73,10 @@ void tpx__sel_trace(tpx_selection *sel, const char *fmt, ...)
  * (tpx_plugin_info.traits, docs/PLUGIN_ABI.md). 1 when some plugin declares
  * own_flow for `arch` (compared by bare class name), else 0. */
 int tpx__sel_own_flow(const tpx_registry *reg, const char *arch);
+/* 1 when plugin p declares tp_grad_sync for `arch` (bare class names):
+ * upstream's strategy, with the plan p gives, sums over tp the gradients
+ * its plan leaves partial on replicated parameters. */
+int tpx__sel_tp_grad_sync(const tpx__plugin *p, const char *arch);
 /* lm_head_sharded_only: when some plugin's declaration matches `model`,
  * remove the plan's lm_head keys whose output is not sharded (traced). */
 tpx_status tpx__sel_lm_head_fixup(const tpx_registry *reg,

@@ -51,6 +51,12 @@ void tpx__sel_trace(tpx_selection *sel, const char *fmt, ...) {
 const tpx_plan *tpx_selection_plan(const tpx_selection *sel) {
   return sel ? sel->plan : NULL;
 }
+int64_t tpx_selection_tp_size(const tpx_selection *sel) {
+  return sel ? sel->tp_size : 0;
+}
+int tpx_selection_tp_grad_sync(const tpx_selection *sel) {
+  return sel ? sel->tp_grad_sync : 0;
+}
 tpx_plan_source tpx_selection_source(const tpx_selection *sel) {
   return sel ? sel->source : TPX_PLAN_SOURCE_DEFAULT;
 }

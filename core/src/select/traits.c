@@ -1,7 +1,8 @@
 /* select/traits.c — what loaded plugins declare about the upstream
  * strategies they serve beyond their plans (tpx_plugin_info.traits,
- * docs/PLUGIN_ABI.md "Traits"): strategies with their own flow, and the
- * lm_head post-processing some families get after selection. The core
+ * docs/PLUGIN_ABI.md "Traits"): strategies with their own flow, the
+ * lm_head post-processing some families get after selection, and the
+ * strategies that sum partial gradients of tp replicas. The core
  * knows no model class: a family's plugin names it.
  *
  * Not plugin loading (plugin/loader.c copies the declarations) and not the
@@ -36,6 +37,15 @@ int tpx__sel_own_flow(const tpx_registry *reg, const char *arch) {
       if (v && strcmp(bare_name(v), bare_name(arch)) == 0)
         return 1;
     }
+  }
+  return 0;
+}
+
+int tpx__sel_tp_grad_sync(const tpx__plugin *p, const char *arch) {
+  for (size_t k = 0; p && arch && k < p->num_traits; k++) {
+    const char *v = trait_value(p->traits[k], "tp_grad_sync");
+    if (v && strcmp(bare_name(v), bare_name(arch)) == 0)
+      return 1;
   }
   return 0;
 }

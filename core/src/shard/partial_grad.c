@@ -14,7 +14,9 @@
  * parameter a replicated_with_grad_allreduce key covers), used by the
  * runtime's tpx_tp_param_grad_needs_allreduce, and the
  * `partial-grad-replicated` warning for the unstyled ones only, one per
- * generalised module name (layer indices as '*').
+ * generalised module name (layer indices as '*') — or, where the
+ * selection's strategy sums them itself (tpx_selection_tp_grad_sync, the
+ * plugin's own plan for Qwen3), one info line for all of them.
  * Not here: styled SP norms (runtime/tp_param.c), placements (apply.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +27,7 @@
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 
-/* The colwise sibling `<x>_proj` of module m named `<x>_norm`, or -1. */
-static int64_t colwise_sibling(const tpx_sharding *sh, int64_t m) {
+int64_t tpx__norm_colwise_sibling(const tpx_sharding *sh, int64_t m) {
   const char *fqn = tpx_model_module_fqn(sh->model, m);
   if (!fqn)
     return -1;
@@ -78,7 +79,7 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
     return 0;
   if (tpx_model_module_kind(sh->model, pi.module) != TPX_MODULE_NORM)
     return 0;
-  int64_t s = colwise_sibling(sh, pi.module);
+  int64_t s = tpx__norm_colwise_sibling(sh, pi.module);
   if (s < 0)
     return 0;
   /* A per-head weight: its size divides the sibling's out-features into
@@ -101,12 +102,35 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
   return 1;
 }
 
+/* The selection's strategy sums these gradients itself (upstream's
+ * replicated_with_grad_allreduce and its recipe's tp replica sync, declared
+ * by the plugin: trait tp_grad_sync): one short info instead of a warning
+ * per module name. */
+static tpx_status synced_info(tpx_sharding *sh, char (*seen)[256], size_t nseen,
+                              size_t total, tpx_error *err) {
+  char names[512];
+  size_t n = 0;
+  names[0] = '\0';
+  for (size_t i = 0; i < nseen && n < sizeof names; i++)
+    n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
+                          tpx__fqn_last_atom(seen[i]));
+  if (tpx_diag_add(sh->diags, TPX_DIAG_INFO, "partial-grad-replicated", seen[0],
+                   NULL,
+                   "%s (%zu module%s): replicated over tp with partial "
+                   "gradients, summed over tp by this plan's strategy as "
+                   "upstream does (replicated_with_grad_allreduce), and by "
+                   "tpx's runtime",
+                   names, total, total == 1 ? "" : "s") != TPX_OK)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  return TPX_OK;
+}
+
 tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
   if (!sh->tp_applied)
     return TPX_OK;
   /* One warning per generalised module name, in parameter order. */
   char(*seen)[256] = NULL;
-  size_t nseen = 0, cap = 0;
+  size_t nseen = 0, cap = 0, total = 0;
   tpx_status st = TPX_OK;
   for (size_t p = 0; p < sh->num_params && st == TPX_OK; p++) {
     int64_t s;
@@ -134,6 +158,9 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
                           sizeof g2);
       count += strcmp(g2, gen) == 0;
     }
+    total += count;
+    if (sh->tp_grad_sync)
+      continue; /* handled: one info for all below */
     /* One module: its own names; several: the generalised ones. */
     const char *mname = tpx_model_module_fqn(sh->model, pi.module);
     if (count > 1)
@@ -162,6 +189,8 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
             count > 1 ? gen : mname, more, sgen, via, pi.name) != TPX_OK)
       st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
+  if (st == TPX_OK && sh->tp_grad_sync && nseen)
+    st = synced_info(sh, seen, nseen, total, err);
   free(seen);
   return st;
 }

@@ -56,7 +56,9 @@ struct tpx_sharding {
   int ndim;                     /* mesh dims */
   int tp_dim, dps_dim, dpr_dim; /* mesh dim index or -1 */
   int64_t tp, dps, dpr, world;
-  int tp_applied; /* tp > 1: parallelize_module ran */
+  int tp_applied;   /* tp > 1: parallelize_module ran */
+  int tp_grad_sync; /* the selection's strategy sums partial gradients of
+                       tp replicas (tpx_selection_tp_grad_sync) */
   /* FSDP's dim or flattened view (opts.dp_shard_dim): its first real dim is
    * dps_dim, it spans dps_ndims consecutive dims and dps is its size
    * (dp_shard x cp for "dp_shard_cp"); "" when the mesh has none. */
@@ -114,6 +116,9 @@ tpx_status tpx__apply_tp(tpx_sharding *sh, tpx_error *err);
 tpx_placement tpx__tp_placement(const tpx_sharding *sh, int64_t p, int ndim);
 
 /* ---- partial_grad.c ---- */
+/* The sibling `<x>_proj` of module m named `<x>_norm` when that projection
+ * is colwise with its output sharded on the last dim (heads), else -1. */
+int64_t tpx__norm_colwise_sibling(const tpx_sharding *sh, int64_t m);
 /* 1 when param (a tied alias: its target) is replicated over tp > 1, no
  * style covers it, and it is the weight of a per-head norm `<x>_norm` whose
  * sibling `<x>_proj` is colwise with its output sharded on the last dim:
@@ -123,6 +128,12 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
                                int64_t *sibling);
 /* The `partial-grad-replicated` warnings (after tpx__apply_tp). */
 tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err);
+
+/* ---- qk_norm.c ---- */
+/* `qk-norm-whole-width` errors for norms over a colwise projection's whole
+ * output width, and the `upstream-qk-norm-whole-width` info (after
+ * tpx__apply_tp). */
+tpx_status tpx__qk_norm_diags(tpx_sharding *sh, tpx_error *err);
 
 /* ---- transitions.c ---- */
 /* Transitions of entry `entry` on a module of `kind`. */

@@ -11,6 +11,7 @@
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 #include "shard/selection_opts.h"
+#include "tpx/select.h"
 
 static int dim_of(const tpx_mesh *mesh, const char *name) {
   if (!name || !*name)
@@ -242,6 +243,32 @@ tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
   return st;
 }
 
+/* The selection's plan was chosen and validated (heads % tp) for its own
+ * tp size: applied on a mesh with another tp it would shard without those
+ * checks (e.g. 2 KV heads over tp 4, a quarter head per rank), so the
+ * mismatch is refused rather than guessed at. */
+static tpx_status selection_tp_matches(const tpx_sharding *sh,
+                                       const tpx_sharding_options *opts,
+                                       tpx_error *err) {
+  int64_t want = opts->selection ? tpx_selection_tp_size(opts->selection) : 0;
+  if (!opts->selection || want == sh->tp)
+    return TPX_OK;
+  char dim[96];
+  if (sh->tp_dim >= 0)
+    snprintf(dim, sizeof dim, "the mesh's tp dim \"%s\" has size %lld",
+             opts->tp_dim, (long long)sh->tp);
+  else
+    snprintf(dim, sizeof dim, "the mesh has no tp dim \"%s\" (tp 1)",
+             opts->tp_dim ? opts->tp_dim : "");
+  return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                       "tpx_sharding_create: the selection was made for tp "
+                       "%lld but %s; select the plan with "
+                       "tpx_select_options.tp_size = %lld (the mesh's tp), or "
+                       "build the mesh with tp %lld",
+                       (long long)want, dim, (long long)sh->tp,
+                       (long long)want);
+}
+
 /* tpx_sharding_create past its argument checks: `opts` is complete. */
 static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
                                  const tpx_mesh *mesh,
@@ -278,7 +305,13 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     return st;
   }
   sh->dpr = sh->dpr_dim >= 0 ? tpx_mesh_dim_size(mesh, sh->dpr_dim) : 1;
+  st = selection_tp_matches(sh, opts, err);
+  if (st != TPX_OK) {
+    tpx_sharding_destroy(sh);
+    return st;
+  }
   sh->tp_applied = sh->tp > 1;
+  sh->tp_grad_sync = tpx_selection_tp_grad_sync(opts->selection);
   sh->num_params = tpx_model_num_params(model);
   sh->num_modules = tpx_model_num_modules(model);
   sh->num_entries = tpx_plan_size(sh->plan);
@@ -306,6 +339,8 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     st = sh->tp_applied ? tpx__apply_tp(sh, err) : match_not_applied(sh, err);
   if (st == TPX_OK)
     st = tpx__partial_grad_diags(sh, err);
+  if (st == TPX_OK)
+    st = tpx__qk_norm_diags(sh, err);
   if (st == TPX_OK) {
     compute_transitions(sh);
     st = tpx__fsdp_build(sh, err);

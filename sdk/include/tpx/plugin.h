@@ -283,6 +283,14 @@ typedef struct tpx_plugin_info {
    *       the serving plugin's rules to the model after its skeleton, in
    *       the order declared (the first that matches applies), reads
    *       safetensors headers through them and reports them.
+   *   tp_grad_sync=<architecture>
+   *       upstream's strategy for <architecture>, with the plan this plugin
+   *       gives for it, sums over tp the gradients that plan leaves partial
+   *       on replicated parameters (NeMo Automodel 0.7.0: Qwen3's q_norm /
+   *       k_norm ReplicatedWithGradAllReduce plus the recipe's tp replica
+   *       sync). When the serving plugin's own plan is selected, the host
+   *       reports them in one info line instead of partial-grad-replicated
+   *       warnings (tpx_selection_tp_grad_sync).
    * An unknown key is ignored (newer plugin, older host). */
   const char *const *traits;
 } tpx_plugin_info;

@@ -9,7 +9,9 @@
 
 #include "plugin_test.h"
 #include "tpx/match.h"
+#include "tpx/mesh.h"
 #include "tpx/plan.h"
+#include "tpx/sharding.h"
 
 typedef struct fixture {
   tpx_registry *reg;
@@ -666,6 +668,59 @@ START_TEST(bad_arguments) {
 }
 END_TEST
 
+/* Issue 28 D13: a selection made for one tp applied on a mesh with another
+ * is refused, naming both sizes and the fix (it used to shard 2 KV heads
+ * over tp 4 without a word); the same tp, or tp 1 on a mesh without a tp
+ * dim, is accepted. */
+START_TEST(selection_tp_must_match_mesh) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(
+      "{\"architectures\": [\"Qwen2ForCausalLM\"], \"model_type\": "
+      "\"qwen2\", \"num_attention_heads\": 14, \"num_key_value_heads\": 2, "
+      "\"hidden_size\": 896}");
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_tp_size(f.sel), 2);
+  ck_assert_int_eq(tpx_selection_tp_size(NULL), 0);
+  const char *dims[] = {"dp_shard", "tp"};
+  const int64_t sizes[] = {1, 4}, sizes2[] = {2, 2};
+  const char *dims1[] = {"dp_shard"};
+  const int64_t sizes1[] = {4};
+  tpx_mesh *m4 = NULL, *m2 = NULL, *m1 = NULL;
+  CHECK_OK(tpx_mesh_create(dims, sizes, 2, &m4, &e_));
+  CHECK_OK(tpx_mesh_create(dims, sizes2, 2, &m2, &e_));
+  CHECK_OK(tpx_mesh_create(dims1, sizes1, 1, &m1, &e_));
+  tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  so.selection = f.sel;
+  tpx_sharding *sh = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_sharding_create(f.model, NULL, m4, &so, &sh, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_null(sh);
+  ASSERT_CONTAINS(e.message, "selection was made for tp 2");
+  ASSERT_CONTAINS(e.message, "\"tp\" has size 4");
+  ASSERT_CONTAINS(e.message, "tp_size = 4");
+  tpx_error e1 = {0};
+  ck_assert_int_eq(tpx_sharding_create(f.model, NULL, m1, &so, &sh, &e1),
+                   TPX_INVALID_ARGUMENT);
+  ASSERT_CONTAINS(e1.message, "no tp dim");
+  CHECK_OK(tpx_sharding_create(f.model, NULL, m2, &so, &sh, &e_));
+  tpx_sharding_destroy(sh);
+  sh = NULL;
+  /* tp 1 on a mesh without a tp dim */
+  tpx_selection_destroy(f.sel);
+  f.sel = NULL;
+  select_ok(&f, 1, 0, NULL, NULL);
+  so.selection = f.sel;
+  CHECK_OK(tpx_sharding_create(f.model, NULL, m1, &so, &sh, &e_));
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(m4);
+  tpx_mesh_destroy(m2);
+  tpx_mesh_destroy(m1);
+  teardown(&f);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("plugin-select");
   TCase *tc = tcase_create("select");
@@ -689,6 +744,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, nemotron_flash_lm_head, 0, 2);
   tcase_add_loop_test(tc, diffusers_class_plans, 0, 4);
   tcase_add_test(tc, bad_arguments);
+  tcase_add_test(tc, selection_tp_must_match_mesh);
   tcase_add_test(tc, nemotron_h_skips_validate_tp_mesh);
   suite_add_tcase(s, tc);
   return s;

@@ -5,7 +5,8 @@
  * plugin's plans (tp 2 and 4: warned and reduced; tp 1: neither),
  * Llama-3.2-1B (no q / k norms: nothing), and hand-made plans on the test
  * llama: q_proj gathered (every rank sees every head), a norm over the
- * whole projection (not per head), a styled q_norm. */
+ * whole projection (not per head; the qk-norm-whole-width error when the
+ * output stays sharded), a styled q_norm. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,21 +95,25 @@ typedef struct hand_case {
   int64_t norm_width; /* q_norm weight size (8 per head; 64 = whole) */
   int want;           /* q_norm's weight needs the all-reduce */
   int want_warning;
+  int want_whole; /* the qk-norm-whole-width error (issue 28 D16) */
 } hand_case;
 
 static const hand_case hand_cases[] = {
-    {"", NULL, 8, 1, 1},
+    {"", NULL, 8, 1, 1, 0},
     /* gathered output: every rank normalises every head */
-    {", \"output_layouts\": [\"replicate\"]", NULL, 8, 0, 0},
+    {", \"output_layouts\": [\"replicate\"]", NULL, 8, 0, 0, 0},
     /* output resharded on the sequence: not the heads */
-    {", \"output_layouts\": [\"shard(1)\"]", NULL, 8, 0, 0},
-    /* a norm over the whole projection (OLMo2-like): not per head */
-    {"", NULL, 64, 0, 0},
+    {", \"output_layouts\": [\"shard(1)\"]", NULL, 8, 0, 0, 0},
+    /* a norm over the whole projection (OLMo2-like): not per head, and
+     * wrong on a sharded output */
+    {"", NULL, 64, 0, 0, 1},
+    /* the same norm after a gathered output (transformers' colwise_rep) */
+    {", \"output_layouts\": [\"replicate\"]", NULL, 64, 0, 0, 0},
     /* styled q_norm: the SP rule, no warning */
     {"",
      "{\"module\": \"model.layers.*.self_attn.q_norm\", \"style\": "
      "\"qk_norm_sequence_parallel\", \"sequence_dim\": 2},",
-     8, 1, 0},
+     8, 1, 0, 0},
 };
 
 START_TEST(test_hand_plans) {
@@ -137,6 +142,27 @@ START_TEST(test_hand_plans) {
   warned(wd.sh, subj, sizeof subj, msg, sizeof msg);
   ck_assert_str_eq(subj,
                    c->want_warning ? "model.layers.0.self_attn.q_norm|" : "");
+  /* the whole-width norm: an error naming both modules, and upstream's
+   * silence as an info */
+  size_t whole = 0, upstream = 0;
+  const tpx_diag_list *l = tpx_sharding_diagnostics(wd.sh);
+  for (size_t i = 0; i < tpx_diag_count(l); i++) {
+    tpx_diag d;
+    ck_assert_int_eq(tpx_diag_get(l, i, &d, NULL), TPX_OK);
+    if (strcmp(d.code, "qk-norm-whole-width") == 0) {
+      whole++;
+      ck_assert_int_eq(d.level, TPX_DIAG_ERROR);
+      ck_assert_str_eq(d.subject, "model.layers.0.self_attn.q_norm");
+      ck_assert_msg(strstr(d.message, "whole output width 64") &&
+                        strstr(d.message, "'model.layers.0.self_attn.q_proj'"),
+                    "%s", d.message);
+      ck_assert(d.fix && strstr(d.fix, "tp 1"));
+    }
+    upstream += strcmp(d.code, "upstream-qk-norm-whole-width") == 0 &&
+                d.level == TPX_DIAG_INFO;
+  }
+  ck_assert_uint_eq(whole, (size_t)c->want_whole);
+  ck_assert_uint_eq(upstream, (size_t)c->want_whole);
   if (c->want_warning) /* one module: no count, key named when it differs */
     ck_assert_msg(strstr(msg, "'model.layers.0.self_attn.q_norm' is") &&
                       strstr(msg, "(key 'model.layers.*.self_attn.q_proj')"),
