@@ -795,7 +795,7 @@ int main(int argc, char **argv) {
   int mpi = !strcmp(a.backend, "mpi");
   int64_t world = a.tp * a.dp_shard * a.dp_replicate * a.cp;
   tpx_comm *mpi_world = NULL;
-  int code = 1, root = 1;
+  int code = 1, root = 1, hung = 0;
   tpx_error err = {0};
   run r = {0};
   /* MPI_Init / MPI_Finalize under the collective timeout (startup.h); a
@@ -839,6 +839,9 @@ int main(int argc, char **argv) {
     print_header(&a, r.model);
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err)
                      : tpx_local_run((int)world, rank_main, &j, &err);
+  /* a rank thread tpx_local_run left running (hung) may still use the run:
+   * the process exits without freeing it */
+  hung = !mpi && s == TPX_TIMEOUT;
   if (s)
     goto out;
   code = 0;
@@ -859,7 +862,8 @@ out:
     MPI_Abort(MPI_COMM_WORLD, code);
   }
 #endif
-  run_free(&r);
+  if (!hung)
+    run_free(&r);
   tpx_comm_destroy(mpi_world);
 #if TPX_HAVE_MPI
   if (mpi) {

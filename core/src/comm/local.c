@@ -31,6 +31,14 @@
  * once a group is inside a collective, each rank still reads the others'
  * buffers until all are done.
  *
+ * A hung rank (one that never comes back from its own code) cannot be
+ * returned from, so once the world is aborted the launcher stops waiting
+ * for a rank that has run its own code past its timeout (each rank's
+ * lclock) and leaves its thread running, detached. Everything such a
+ * thread can still touch (the universe, the groups, its handles, the
+ * launcher's gate) lives in one heap block, lrun, freed by whoever leaves
+ * last: the launcher, or the detached thread if it returns after all.
+ *
  * Also here: tpx_local_run, the launcher. Not here: argument checks and
  * defaults (comm.c), the reduction kernels (device/elem_reduce.c). */
 #include <pthread.h>
