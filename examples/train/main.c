@@ -828,7 +828,12 @@ int main(int argc, char **argv) {
     code = 2;
     goto out;
   }
-  if (a.dump_grads && !dump_grads_writable(&a, root, mpi)) {
+  /* the root's verdict is an MPI_Bcast, which has no timeout */
+  tr_watchdog_enter(wd, "start-up phase --dump-grads check (MPI_Bcast)",
+                    "dump-grads", 0);
+  int unwritable = a.dump_grads && !dump_grads_writable(&a, root, mpi);
+  tr_watchdog_leave(wd);
+  if (unwritable) {
     tpx_error_set(&err, TPX_IO, "%s: cannot write", a.dump_grads);
     goto out;
   }

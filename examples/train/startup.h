@@ -1,11 +1,11 @@
 /* startup.h — tpx-train's watchdog for the MPI phases no timeout covers.
  *
- * MPI_Init and MPI_Finalize wait for every process of the job, with no
- * timeout of their own, and a call stuck in them cannot be returned from:
- * a rank stopped during start-up would hang the rest of the job there for
- * good. So tpx-train runs each such phase under this watchdog, a thread
- * that, when the phase has not completed within the collective timeout
- * (TPX_COMM_TIMEOUT, else 600 s), prints
+ * MPI_Init and MPI_Finalize wait for every process of the job (as does
+ * the MPI_Bcast of --dump-grads' check), with no timeout of their own, and a
+ * call stuck in them cannot be returned from: a rank stopped during start-up
+ * would hang the rest of the job there for good. So tpx-train runs each such
+ * phase under this watchdog, a thread that, when the phase has not completed
+ * within the collective timeout (TPX_COMM_TIMEOUT, else 600 s), prints
  *   tpx-train: rank R: start-up phase MPI_Init did not complete within N s
  *   (...)
  * and ends the process with _exit(3). The stuck call goes with the
@@ -18,7 +18,7 @@
  *
  * For tests: TPX_TRAIN_TEST_STOP=R:PHASE makes rank R (the launcher's rank
  * number) stop itself with SIGSTOP as it enters PHASE ("MPI_Init",
- * "world"), as a hung rank would. */
+ * "world", "dump-grads", "MPI_Finalize"), as a hung rank would. */
 #ifndef TR_STARTUP_H
 #define TR_STARTUP_H
 
