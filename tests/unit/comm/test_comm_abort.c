@@ -209,9 +209,12 @@ START_TEST(t_timeout_names_rank_and_dim) {
   /* Rank 3, asleep for 3 s past a timeout of 0.3 s, counts as hung:
    * tpx_local_run returned without it. */
   ck_assert_msg(now_s() - t0 < 2.9, "tpx_local_run took %.2f s", now_s() - t0);
-  ck_assert_msg(strstr(e.message, "local rank 3 did not return") == e.message,
+  ck_assert_msg(strstr(e.message, "local rank") == e.message &&
+                    strstr(e.message, "3 did not return"),
                 "%s", e.message);
-  wait_recorded(&o, 3, 20);
+  /* (a rank stalled past the timeout on a loaded machine would be left
+   * running too: wait for every one before reading `o`) */
+  for (int r = 0; r < 4; r++) wait_recorded(&o, r, 20);
   /* Rank 2 waited for rank 3 in the tp all-reduce and timed out. */
   ck_assert_int_eq(o.st[2], TPX_TIMEOUT);
   ck_assert_msg(strstr(o.msg[2], "local all_reduce over mesh dim 'tp': "
@@ -254,7 +257,8 @@ START_TEST(t_env_timeout) {
   ranks_out o;
   memset(&o, 0, sizeof o);
   ck_assert_int_ne(tpx_local_run(2, body_env, &o, NULL), TPX_OK);
-  wait_recorded(&o, 0, 20); /* rank 0 slept past the timeout: detached */
+  /* rank 0 slept past the timeout: left running */
+  for (int r = 0; r < 2; r++) wait_recorded(&o, r, 20);
   ck_assert_int_eq(o.st[1], TPX_TIMEOUT);
   ck_assert_msg(strstr(o.msg[1], "rank 0 did not arrive at barrier over the "
                                  "world within 0.25 s"),
@@ -348,8 +352,11 @@ START_TEST(t_hung_rank_left_running) {
                                   "world: rank 2 did not arrive at barrier "
                                   "over the world within 0.3 s"),
                 "%s", e.message);
-  for (int r = 0; r < 2; r++) ck_assert_int_eq(o.st[r], TPX_TIMEOUT);
   ck_assert(!atomic_load(&o.recorded[2]));
+  for (int r = 0; r < 2; r++) {
+    wait_recorded(&o, r, 20);
+    ck_assert_int_eq(o.st[r], TPX_TIMEOUT);
+  }
   /* Release it: it finds the world aborted and cleans up after itself. */
   ck_assert_int_eq(write(hang_pipe[1], "x", 1), 1);
   wait_recorded(&o, 2, 20);
