@@ -29,17 +29,10 @@
  * naming the collective, the mesh dim and the rank at fault, and every
  * later collective fails at once. The exit barrier is never abandoned:
  * once a group is inside a collective, each rank still reads the others'
- * buffers until all are done.
+ * buffers until all are done. Each collective also keeps this rank's
+ * clock (local_impl.h), by which the launcher tells a hung rank.
  *
- * A hung rank (one that never comes back from its own code) cannot be
- * returned from, so once the world is aborted the launcher stops waiting
- * for a rank that has run its own code past its timeout (each rank's
- * lclock) and leaves its thread running, detached. Everything such a
- * thread can still touch (the universe, the groups, its handles, the
- * launcher's gate) lives in one heap block, lrun, freed by whoever leaves
- * last: the launcher, or the detached thread if it returns after all.
- *
- * Also here: tpx_local_run, the launcher. Not here: argument checks and
+ * Not here: tpx_local_run, the launcher (local_run.c), argument checks and
  * defaults (comm.c), the reduction kernels (device/elem_reduce.c). */
 #include <pthread.h>
 #include <stdarg.h>
@@ -50,9 +43,8 @@
 #include <time.h>
 
 #include "comm/barrier.h"
-#include "comm/comm_impl.h"
 #include "comm/local_dev.h"
-#include "comm/local_test.h"
+#include "comm/local_impl.h"
 #include "device/elem.h"
 
 /* Outputs at least this large are written with non-temporal stores. */
@@ -73,78 +65,9 @@ static const char *coll_name(int c) {
   return c >= 1 && c <= 6 ? names[c] : "?";
 }
 
-typedef struct lslot {
-  _Alignas(64) int coll;   /* one cache line per rank: no false sharing */
-  _Atomic uint64_t enters; /* collectives this rank entered in the group */
-  int op;
-  int root;
-  tpx_dtype dtype;
-  size_t count;
-  const void *send;
-  void *recv;
-} lslot;
-
-typedef struct lgroup {
-  tpx__barrier bar;
-  _Alignas(64) atomic_size_t next_item; /* work counter of the current call */
-  int size;
-  int refs;           /* live handles; guarded by the universe mutex */
-  uint64_t id;        /* unique in the universe */
-  uint64_t parent_id; /* split key: (parent_id, seq, leader) */
-  uint64_t seq;
-  int64_t leader;
-  struct lgroup *next;
-  lslot *slots;    /* [size] */
-  int *world_rank; /* [size] launcher rank of each member */
-} lgroup;
-
-/* When a rank that runs its own code (outside tpx's collectives) counts as
- * hung once the world is aborted. */
-typedef struct lclock {
-  /* CLOCK_MONOTONIC ns: when it last left a collective (or started) plus
-   * its comm's timeout; INT64_MAX while it is inside a collective (it
-   * returns from there once the world is aborted). */
-  _Atomic int64_t idle_until;
-  _Atomic int64_t timeout_ns; /* that comm's timeout */
-  int named; /* under mu: a collective timed out waiting for this rank */
-} lclock;
-
-typedef struct luniverse {
-  pthread_mutex_t mu;
-  lgroup *groups;
-  uint64_t next_id;
-  /* The abort: why is written once (under mu) before aborted is set. */
-  atomic_int aborted;
-  tpx_status why_status;
-  char why[TPX_ERROR_MESSAGE_SIZE];
-  atomic_int *done; /* [world size] 1 once the rank's function returned */
-  /* [world size] each rank's clock, read by the launcher (wait_ranks) */
-  struct lclock *clock;
-  int64_t aborted_ns; /* under mu: when the world was aborted */
-  /* With mu: a rank's thread finished or the world was aborted (the
-   * launcher waits on it). */
-  pthread_cond_t changed;
-} luniverse;
-
-typedef struct lctx {
-  luniverse *u;
-  lgroup *g;
-  tpx_comm *self; /* the handle (timeout and mesh dim for messages) */
-  int rank;
-  lclock *clock;   /* this rank's entry of u->clock */
-  uint64_t splits; /* how many splits this handle made (same on all ranks) */
-  const tpx__memspace *ms; /* host, sim or cuda: this rank's space */
-  /* 1: the device path (sim, cuda): slots hold the buffers' own pointers
-   * and the work goes through the memory space (local_dev.c), with this
-   * rank's stream synced around the rendezvous. 0: host shared memory. */
-  int dev;
-} lctx;
-
-static const tpx_comm_iface local_iface;
-
 /* ---- groups ------------------------------------------------------------- */
 
-static lgroup *group_new(luniverse *u, int size) {
+lgroup *tpx__lgroup_new(luniverse *u, int size) {
   lgroup *g = aligned_alloc(64, (sizeof(lgroup) + 63) / 64 * 64);
   if (!g)
     return NULL;
@@ -169,7 +92,7 @@ static lgroup *group_new(luniverse *u, int size) {
   return g;
 }
 
-static void group_free(lgroup *g) {
+void tpx__lgroup_free(lgroup *g) {
   if (g) {
     free(g->world_rank);
     free(g->slots);
@@ -187,7 +110,7 @@ static void group_release(luniverse *u, lgroup *g) {
         break;
       }
     }
-    group_free(g);
+    tpx__lgroup_free(g);
   }
   pthread_mutex_unlock(&u->mu);
 }
@@ -213,7 +136,7 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group, int gsize,
          !(g->parent_id == w->g->id && g->seq == seq && g->leader == group[0]))
     g = g->next;
   if (!g) {
-    g = group_new(w->u, gsize);
+    g = tpx__lgroup_new(w->u, gsize);
     if (g) {
       g->parent_id = w->g->id;
       g->seq = seq;
@@ -237,7 +160,7 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group, int gsize,
   c->clock = w->clock;
   c->ms = w->ms;
   c->dev = w->dev;
-  *out = tpx__comm_new(&local_iface, c, index, gsize);
+  *out = tpx__comm_new(&tpx__local_iface, c, index, gsize);
   if (!*out) {
     local_destroy(c);
     return tpx_error_set(err, TPX_NO_MEMORY, "local split");
@@ -255,35 +178,9 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* t + d in ns, saturating (tpx_comm_set_timeout has no upper bound). */
-static int64_t add_ns(int64_t t, int64_t d) {
-  return d >= INT64_MAX - t ? INT64_MAX : t + d;
-}
-
-/* This rank is in tpx's code (inside a collective: never hung) or leaves
- * it now, to run its own code for at most `timeout_s` before it counts as
- * hung (once the world is aborted). */
-static void mark_busy(lclock *k) {
-  atomic_store_explicit(&k->idle_until, INT64_MAX, memory_order_release);
-}
-static void mark_idle(lclock *k, double timeout_s) {
-  double ns = timeout_s * 1e9;
-  int64_t d = ns >= 9e18 ? INT64_MAX : (int64_t)ns;
-  atomic_store_explicit(&k->timeout_ns, d, memory_order_relaxed);
-  atomic_store_explicit(&k->idle_until, add_ns(now_ns(), d),
-                        memory_order_release);
-}
-
 /* ---- the abort ---------------------------------------------------------- */
 
-/* Abort the world (the first reason wins). */
-static void world_abort(luniverse *u, tpx_status st, const char *fmt, ...) {
+void tpx__lworld_abort(luniverse *u, tpx_status st, const char *fmt, ...) {
   pthread_mutex_lock(&u->mu);
   if (!atomic_load_explicit(&u->aborted, memory_order_relaxed)) {
     va_list ap;
@@ -298,10 +195,6 @@ static void world_abort(luniverse *u, tpx_status st, const char *fmt, ...) {
   pthread_mutex_unlock(&u->mu);
 }
 
-static int is_aborted(const luniverse *u) {
-  return atomic_load_explicit(&u->aborted, memory_order_acquire);
-}
-
 /* This rank's error for `coll` once the world is aborted. */
 static tpx_status aborted_error(lctx *c, int coll, tpx_error *err) {
   char where[64];
@@ -312,8 +205,8 @@ static tpx_status aborted_error(lctx *c, int coll, tpx_error *err) {
 
 static void local_abort(void *ctx, const char *why) {
   lctx *c = ctx;
-  world_abort(c->u, TPX_COMM, "rank %d failed: %s", c->g->world_rank[c->rank],
-              why);
+  tpx__lworld_abort(c->u, TPX_COMM, "rank %d failed: %s",
+                    c->g->world_rank[c->rank], why);
 }
 
 /* Group member that has not entered this rank's `seq`-th collective (the
@@ -365,17 +258,17 @@ static tpx_status wait_entry(lctx *c, int coll, uint64_t seq, uint32_t gen,
         snprintf(who, sizeof who, "group member %d (not in the group yet)", m);
       if (wr >= 0 && u->done &&
           atomic_load_explicit(&u->done[wr], memory_order_acquire)) {
-        world_abort(u, TPX_COMM,
-                    "rank %d returned from its function without joining "
-                    "%s over %s",
-                    wr, coll_name(coll), where);
+        tpx__lworld_abort(u, TPX_COMM,
+                          "rank %d returned from its function without joining "
+                          "%s over %s",
+                          wr, coll_name(coll), where);
       } else if (now_s() - t0 > limit) {
         name_missing(c, seq);
-        world_abort(u, TPX_TIMEOUT,
-                    "%s did not arrive at %s over %s within %g s "
-                    "(the collective timeout: TPX_COMM_TIMEOUT or "
-                    "tpx_comm_set_timeout)",
-                    who, coll_name(coll), where, limit);
+        tpx__lworld_abort(u, TPX_TIMEOUT,
+                          "%s did not arrive at %s over %s within %g s "
+                          "(the collective timeout: TPX_COMM_TIMEOUT or "
+                          "tpx_comm_set_timeout)",
+                          who, coll_name(coll), where, limit);
       } else {
         continue;
       }
@@ -658,7 +551,7 @@ static tpx_status local_barrier(void *ctx, tpx_error *err) {
   return run(ctx, &k, err);
 }
 
-static const tpx_comm_iface local_iface = {
+const tpx_comm_iface tpx__local_iface = {
     .name = "local",
     .split = local_split,
     .destroy = local_destroy,
@@ -671,393 +564,3 @@ static const tpx_comm_iface local_iface = {
     .abort = local_abort,
     .has_avg = 1,
 };
-
-/* ---- launcher ----------------------------------------------------------- */
-
-/* The tests' failing host space (comm/local_test.h, fail_alloc_ranks). */
-static tpx_status fail_alloc(const tpx__memspace *ms, size_t bytes, int zero,
-                             void **out, tpx_error *err) {
-  (void)ms;
-  (void)zero;
-  *out = NULL;
-  return tpx_error_set(err, TPX_NO_MEMORY,
-                       "injected allocation failure of %zu bytes (the "
-                       "tests' fail_alloc_ranks)",
-                       bytes);
-}
-
-typedef struct lgate {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int state; /* 0 wait, 1 go, -1 abort (not every thread could start) */
-} lgate;
-
-struct lrun;
-
-typedef struct lthread {
-  pthread_t tid;
-  struct lrun *run;
-  int rank;
-  tpx_comm *comm;
-  tpx_local_fn fn;
-  void *arg;
-  tpx__memspace *own_ms; /* cuda_memory: this rank's space (its stream) */
-  tpx_status st;
-  tpx_error err;
-  int finished; /* under u.mu: the thread is past fn (or never ran it) */
-  int detached; /* under u.mu: the launcher returned without it */
-} lthread;
-
-/* What the rank threads share with the launcher. On the heap: a hung rank
- * (below) may outlive tpx_local_run, so whoever leaves last frees it, the
- * launcher or a detached thread that returns after all. */
-typedef struct lrun {
-  luniverse u;
-  lgate gate;
-  int refs;                 /* under u.mu: the launcher + detached threads */
-  lthread *th;              /* [nranks] */
-  tpx__ms_buffers fail_buf; /* the tests' failing space (fail_alloc_ranks) */
-  tpx__memspace fail_ms;
-} lrun;
-
-/* Frees r with the groups left (sub-groups whose handles ranks leaked). */
-static void lrun_free(lrun *r) {
-  while (r->u.groups) {
-    lgroup *g = r->u.groups;
-    r->u.groups = g->next;
-    group_free(g);
-  }
-  free(r->th);
-  free(r->u.done);
-  free(r->u.clock);
-  pthread_cond_destroy(&r->u.changed);
-  pthread_cond_destroy(&r->gate.cv);
-  pthread_mutex_destroy(&r->gate.mu);
-  pthread_mutex_destroy(&r->u.mu);
-  free(r);
-}
-
-/* A run of `n` ranks with its world group (every rank's reference taken);
- * NULL when out of memory. */
-static lrun *lrun_new(int n) {
-  lrun *r = calloc(1, sizeof *r);
-  if (!r)
-    return NULL;
-  atomic_init(&r->u.aborted, 0);
-  pthread_mutex_init(&r->u.mu, NULL);
-  pthread_mutex_init(&r->gate.mu, NULL);
-  pthread_cond_init(&r->gate.cv, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&r->u.changed, &ca);
-  pthread_condattr_destroy(&ca);
-  r->refs = 1;
-  r->th = calloc((size_t)n, sizeof *r->th);
-  r->u.done = calloc((size_t)n, sizeof *r->u.done);
-  r->u.clock = calloc((size_t)n, sizeof *r->u.clock);
-  lgroup *world = r->th && r->u.done && r->u.clock ? group_new(&r->u, n) : NULL;
-  if (!world) {
-    lrun_free(r);
-    return NULL;
-  }
-  for (int i = 0; i < n; i++) {
-    atomic_init(&r->u.clock[i].idle_until, INT64_MAX); /* not started */
-    atomic_init(&r->u.clock[i].timeout_ns, 0);
-    world->world_rank[i] = i;
-  }
-  world->refs = n;
-  r->u.groups = world;
-  r->fail_buf = tpx__ms_host_buffers;
-  r->fail_buf.alloc = fail_alloc;
-  r->fail_ms = tpx__ms_host;
-  r->fail_ms.buf = &r->fail_buf;
-  return r;
-}
-
-/* Drop one reference to r; the last frees it. */
-static void lrun_release(lrun *r) {
-  pthread_mutex_lock(&r->u.mu);
-  int last = --r->refs == 0;
-  pthread_mutex_unlock(&r->u.mu);
-  if (last)
-    lrun_free(r);
-}
-
-static void *rank_main(void *p) {
-  lthread *t = p;
-  lrun *r = t->run;
-  pthread_mutex_lock(&r->gate.mu);
-  while (r->gate.state == 0) pthread_cond_wait(&r->gate.cv, &r->gate.mu);
-  int go = r->gate.state > 0;
-  pthread_mutex_unlock(&r->gate.mu);
-  if (go && t->own_ms) /* the rank's thread works on the space's GPU */
-    t->st = tpx__ms_bind_thread(t->own_ms, &t->err);
-  if (go) {
-    mark_idle(&r->u.clock[t->rank], t->comm->timeout_s);
-    if (t->st == TPX_OK)
-      t->st = t->fn(t->comm, t->arg, &t->err);
-    /* A failed rank releases the peers that wait for it; one that is done
-     * lets them see it will never come (wait_entry). */
-    if (t->st != TPX_OK)
-      world_abort(&r->u, TPX_COMM, "rank %d failed: %s", t->rank,
-                  t->err.message[0] ? t->err.message : tpx_status_str(t->st));
-    atomic_store_explicit(&r->u.done[t->rank], 1, memory_order_release);
-  }
-  pthread_mutex_lock(&r->u.mu);
-  t->finished = 1;
-  int detached = t->detached;
-  pthread_cond_broadcast(&r->u.changed);
-  pthread_mutex_unlock(&r->u.mu);
-  if (detached) { /* tpx_local_run returned without this rank: clean up */
-    tpx_comm_destroy(t->comm);
-    tpx__ms_cuda_destroy(t->own_ms);
-    lrun_release(r);
-  }
-  return NULL;
-}
-
-/* Under u->mu, the world aborted: rank i has run its own code past its
- * timeout. A rank a collective timed out for is past it from its last
- * collective on; any other gets its timeout from the abort on too (it may
- * just be busy: it returns at its next collective). */
-static int is_hung(const luniverse *u, int i, int64_t now) {
-  const lclock *k = &u->clock[i];
-  int64_t until = atomic_load_explicit(&k->idle_until, memory_order_acquire);
-  if (until == INT64_MAX)
-    return 0; /* inside a collective: it returns from there */
-  if (!k->named) {
-    int64_t t =
-        add_ns(u->aborted_ns,
-               atomic_load_explicit(&k->timeout_ns, memory_order_relaxed));
-    until = t > until ? t : until;
-  }
-  return now > until;
-}
-
-/* Wait until every started thread finished, or the world is aborted and
- * each one still running is hung: it has run its own code (outside tpx's
- * collectives) past its comm's timeout. Those are marked detached (each
- * holds a reference to r); returns how many. */
-static int wait_ranks(lrun *r, int started) {
-  luniverse *u = &r->u;
-  int hung = 0;
-  pthread_mutex_lock(&u->mu);
-  for (;;) {
-    int running = 0, aborted = is_aborted(u);
-    int64_t now = now_ns();
-    hung = 0;
-    for (int i = 0; i < started; i++) {
-      if (r->th[i].finished)
-        continue;
-      running++;
-      hung += aborted && is_hung(u, i, now);
-    }
-    if (running == hung)
-      break;
-    if (!aborted) {
-      pthread_cond_wait(&u->changed, &u->mu);
-      continue;
-    }
-    /* poll: the ranks' clocks do not signal `changed` */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 20 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&r->u.changed, &u->mu, &ts);
-  }
-  for (int i = 0; i < started; i++) {
-    if (!r->th[i].finished) {
-      r->th[i].detached = 1;
-      r->refs++;
-    }
-  }
-  pthread_mutex_unlock(&u->mu);
-  return hung;
-}
-
-/* The run's verdict once the threads are joined or detached (`hung` of
- * them): the lowest failing rank's error, after the hung ranks. */
-static tpx_status verdict(const lrun *r, int nranks, int hung, tpx_error *err) {
-  const lthread *th = r->th;
-  int first = -1;
-  for (int i = 0; i < nranks && first < 0; i++)
-    if (!th[i].detached && th[i].st != TPX_OK)
-      first = i;
-  const char *msg = "";
-  if (first >= 0)
-    msg = th[first].err.message[0] ? th[first].err.message
-                                   : tpx_status_str(th[first].st);
-  if (!hung)
-    return first < 0 ? TPX_OK
-                     : tpx_error_set(err, th[first].st, "local rank %d: %s",
-                                     first, msg);
-  char who[96] = "";
-  size_t k = 0;
-  for (int i = 0, n = 0; i < nranks && k + 16 < sizeof who; i++)
-    if (th[i].detached)
-      k +=
-          (size_t)snprintf(who + k, sizeof who - k, "%s%d", n++ ? ", " : "", i);
-  char first_err[TPX_ERROR_MESSAGE_SIZE + 32] = "";
-  if (first >= 0)
-    snprintf(first_err, sizeof first_err, "; local rank %d: %s", first, msg);
-  return tpx_error_set(
-      err, TPX_TIMEOUT,
-      "local rank%s %s did not return: the world was aborted and %s ran its "
-      "own code past the collective timeout without entering a collective; "
-      "tpx_local_run returns without %s (left running, detached: end the "
-      "process)%s",
-      hung > 1 ? "s" : "", who, hung > 1 ? "they" : "it",
-      hung > 1 ? "them" : "it", first_err);
-}
-
-/* How the ranks of a run are made. */
-typedef struct lspec {
-  const tpx__memspace *ms; /* host or sim */
-  int dev;                 /* the device path (local_dev.c) */
-  int cuda, managed;       /* a cuda space (and stream) per rank */
-  unsigned fail_ranks;     /* the tests' failing ranks */
-  double timeout_s;
-  tpx_local_fn fn;
-  void *arg;
-} lspec;
-
-/* Every rank's handle, before any thread runs, so no rank can fail to join
- * a collective for lack of memory. *made = the handles made (each to be
- * destroyed); an error when a rank's cuda space could not be made. */
-static tpx_status make_ranks(lrun *r, int nranks, const lspec *sp, int *made,
-                             tpx_error *err) {
-  tpx_status st = TPX_OK;
-  for (*made = 0; *made < nranks && st == TPX_OK; ++*made) {
-    int i = *made;
-    lctx *c = calloc(1, sizeof *c);
-    tpx_comm *comm = c ? tpx__comm_new(&local_iface, c, i, nranks) : NULL;
-    if (!comm) {
-      free(c);
-      return TPX_OK; /* *made < nranks says it */
-    }
-    lthread *t = &r->th[i];
-    *c = (lctx){.u = &r->u,
-                .g = r->u.groups,
-                .self = comm,
-                .rank = i,
-                .clock = &r->u.clock[i],
-                .ms = sp->ms,
-                .dev = sp->dev};
-    if (sp->cuda) { /* a stream per rank, freed with the handle */
-      st = tpx__ms_cuda_create(&t->own_ms, sp->managed, err);
-      c->ms = t->own_ms ? t->own_ms : sp->ms;
-    } else if (i < 32 && (sp->fail_ranks >> i & 1u) &&
-               sp->ms == &tpx__ms_host) {
-      c->ms = &r->fail_ms;
-    }
-    comm->ms = c->ms;
-    comm->timeout_s = sp->timeout_s;
-    *t = (lthread){.run = r,
-                   .rank = i,
-                   .comm = comm,
-                   .fn = sp->fn,
-                   .arg = sp->arg,
-                   .own_ms = t->own_ms};
-  }
-  return st;
-}
-
-/* The options, the tests' switches among them (comm/local_test.h). */
-static tpx_status read_options(const tpx_local_options *opts, lspec *sp,
-                               tpx_error *err) {
-  tpx_local_options o = TPX_LOCAL_OPTIONS_INIT;
-  int sim = 0;
-  if (opts && opts->struct_size == sizeof(tpx__local_test_options) &&
-      ((const tpx__local_test_options *)opts)->magic == TPX__LOCAL_TEST_MAGIC) {
-    const tpx__local_test_options *t = (const tpx__local_test_options *)opts;
-    sim = t->sim_device_memory;
-    sp->fail_ranks = t->fail_alloc_ranks;
-    sp->managed = t->cuda_managed;
-    memcpy(&o, opts, sizeof o);
-    o.struct_size = sizeof o;
-    o.cuda_memory |= sp->managed;
-  } else if (opts) {
-    if (opts->struct_size < sizeof(size_t) || opts->struct_size > sizeof o)
-      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                           "local_run: options struct_size %zu is not a "
-                           "tpx_local_options size (use "
-                           "TPX_LOCAL_OPTIONS_INIT)",
-                           opts->struct_size);
-    memcpy(&o, opts, opts->struct_size);
-  }
-  if (!(o.timeout_s >= 0) || o.timeout_s > 1e9)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "local_run: timeout_s %g must be >= 0 seconds (0 = "
-                         "the default)",
-                         o.timeout_s);
-  sp->ms = sim ? &tpx__ms_sim : &tpx__ms_host;
-  sp->dev = sim || o.cuda_memory;
-  sp->cuda = o.cuda_memory;
-  sp->timeout_s = o.timeout_s;
-  /* 0: the default, TPX_COMM_TIMEOUT (refused when malformed) or 600 */
-  return o.timeout_s > 0 ? TPX_OK : tpx__comm_env_timeout(&sp->timeout_s, err);
-}
-
-tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
-                         tpx_error *err) {
-  return tpx_local_run_opts(nranks, NULL, fn, arg, err);
-}
-
-tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
-                              tpx_local_fn fn, void *arg, tpx_error *err) {
-  lspec sp = {.fn = fn, .arg = arg};
-  tpx_status st = read_options(opts, &sp, err);
-  if (st != TPX_OK)
-    return st;
-  if (!fn)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "local_run: fn is NULL");
-  if (nranks < 1 || nranks > TPX_LOCAL_MAX_RANKS)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "local_run: nranks %d out of range 1..%d", nranks,
-                         TPX_LOCAL_MAX_RANKS);
-  lrun *r = lrun_new(nranks);
-  if (!r)
-    return tpx_error_set(err, TPX_NO_MEMORY, "local_run: %d ranks", nranks);
-  int made = 0, started = 0;
-  st = make_ranks(r, nranks, &sp, &made, err);
-  if (made == nranks && st == TPX_OK) {
-    for (; started < nranks; started++)
-      if (pthread_create(&r->th[started].tid, NULL, rank_main, &r->th[started]))
-        break;
-  }
-  pthread_mutex_lock(&r->gate.mu);
-  r->gate.state = started == nranks ? 1 : -1;
-  pthread_cond_broadcast(&r->gate.cv);
-  pthread_mutex_unlock(&r->gate.mu);
-  int hung = wait_ranks(r, started);
-  for (int i = 0; i < started; i++) {
-    if (r->th[i].detached)
-      pthread_detach(r->th[i].tid);
-    else
-      pthread_join(r->th[i].tid, NULL);
-  }
-  if (st != TPX_OK) {
-    /* a rank's cuda space could not be made: err says why */
-  } else if (made < nranks || started < nranks) {
-    st = tpx_error_set(err, made < nranks ? TPX_NO_MEMORY : TPX_INTERNAL,
-                       "local_run: could not %s rank %d of %d",
-                       made < nranks ? "allocate" : "start a thread for",
-                       made < nranks ? made : started, nranks);
-  } else {
-    st = verdict(r, nranks, hung, err);
-  }
-  /* Handles release the world (and free it with the last one); a detached
-   * rank releases its own when it returns, if it ever does. */
-  for (int i = 0; i < made; i++) {
-    if (!r->th[i].detached) {
-      tpx_comm_destroy(r->th[i].comm);
-      tpx__ms_cuda_destroy(r->th[i].own_ms);
-    }
-  }
-  lrun_release(r);
-  return st;
-}
