@@ -491,7 +491,7 @@ static void host_all_to_all(const lctx *c, const lcall *k) {
 /* enter, the work (none for an empty call or a barrier), leave. */
 static tpx_status run(lctx *c, const lcall *k, tpx_error *err) {
   int joined;
-  mark_busy(c->clock);
+  lclock_enter(c->clock);
   tpx_status st = enter(c, k->coll, k->send, k->recv, k->count, k->dtype, k->op,
                         k->root, &joined, err);
   if (st == TPX_OK && k->count > 0 && c->dev) {
@@ -507,7 +507,7 @@ static tpx_status run(lctx *c, const lcall *k, tpx_error *err) {
     }
   }
   st = leave(c, joined, st, err);
-  mark_idle(c->clock, c->self->timeout_s);
+  lclock_leave(c->clock, c->self->timeout_s);
   return st;
 }
 

@@ -39,11 +39,15 @@ typedef struct lgroup {
 } lgroup;
 
 /* When a rank that runs its own code (outside tpx's collectives) counts as
- * hung once the world is aborted. */
+ * hung once the world is aborted (local_run.c). One cache line per rank:
+ * every collective writes it. */
 typedef struct lclock {
+  /* collectives this rank is inside (its thread, and a runtime comm
+   * thread's on its behalf): never hung then, it returns from there once
+   * the world is aborted */
+  _Alignas(64) atomic_int busy;
   /* CLOCK_MONOTONIC ns: when it last left a collective (or started) plus
-   * its comm's timeout; INT64_MAX while it is inside a collective (it
-   * returns from there once the world is aborted). */
+   * that comm's timeout; INT64_MAX before it started */
   _Atomic int64_t idle_until;
   _Atomic int64_t timeout_ns; /* that comm's timeout */
   int named; /* under mu: a collective timed out waiting for this rank */
@@ -107,18 +111,22 @@ static inline int64_t add_ns(int64_t t, int64_t d) {
   return d >= INT64_MAX - t ? INT64_MAX : t + d;
 }
 
-/* This rank is in tpx's code (inside a collective: never hung) or leaves
- * it now, to run its own code for at most `timeout_s` before it counts as
- * hung (once the world is aborted). */
-static inline void mark_busy(lclock *k) {
-  atomic_store_explicit(&k->idle_until, INT64_MAX, memory_order_release);
-}
-static inline void mark_idle(lclock *k, double timeout_s) {
+/* The rank starts, or leaves tpx's code, to run its own code for at most
+ * `timeout_s` before it counts as hung (once the world is aborted). */
+static inline void lclock_idle(lclock *k, double timeout_s) {
   double ns = timeout_s * 1e9;
   int64_t d = ns >= 9e18 ? INT64_MAX : (int64_t)ns;
   atomic_store_explicit(&k->timeout_ns, d, memory_order_relaxed);
   atomic_store_explicit(&k->idle_until, add_ns(now_ns(), d),
                         memory_order_release);
+}
+/* Around every collective. */
+static inline void lclock_enter(lclock *k) {
+  atomic_fetch_add_explicit(&k->busy, 1, memory_order_acq_rel);
+}
+static inline void lclock_leave(lclock *k, double timeout_s) {
+  lclock_idle(k, timeout_s);
+  atomic_fetch_sub_explicit(&k->busy, 1, memory_order_acq_rel);
 }
 
 #endif /* TPX_COMM_LOCAL_IMPL_H */

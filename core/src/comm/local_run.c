@@ -102,7 +102,9 @@ static lrun *lrun_new(int n) {
   r->refs = 1;
   r->th = calloc((size_t)n, sizeof *r->th);
   r->u.done = calloc((size_t)n, sizeof *r->u.done);
-  r->u.clock = calloc((size_t)n, sizeof *r->u.clock);
+  r->u.clock = aligned_alloc(64, (size_t)n * sizeof *r->u.clock);
+  if (r->u.clock)
+    memset(r->u.clock, 0, (size_t)n * sizeof *r->u.clock);
   lgroup *world =
       r->th && r->u.done && r->u.clock ? tpx__lgroup_new(&r->u, n) : NULL;
   if (!world) {
@@ -110,6 +112,7 @@ static lrun *lrun_new(int n) {
     return NULL;
   }
   for (int i = 0; i < n; i++) {
+    atomic_init(&r->u.clock[i].busy, 0);
     atomic_init(&r->u.clock[i].idle_until, INT64_MAX); /* not started */
     atomic_init(&r->u.clock[i].timeout_ns, 0);
     world->world_rank[i] = i;
@@ -142,7 +145,7 @@ static void *rank_main(void *p) {
   if (go && t->own_ms) /* the rank's thread works on the space's GPU */
     t->st = tpx__ms_bind_thread(t->own_ms, &t->err);
   if (go) {
-    mark_idle(&r->u.clock[t->rank], t->comm->timeout_s);
+    lclock_idle(&r->u.clock[t->rank], t->comm->timeout_s);
     if (t->st == TPX_OK)
       t->st = t->fn(t->comm, t->arg, &t->err);
     /* A failed rank releases the peers that wait for it; one that is done
@@ -172,9 +175,9 @@ static void *rank_main(void *p) {
  * just be busy: it returns at its next collective). */
 static int is_hung(const luniverse *u, int i, int64_t now) {
   const lclock *k = &u->clock[i];
-  int64_t until = atomic_load_explicit(&k->idle_until, memory_order_acquire);
-  if (until == INT64_MAX)
+  if (atomic_load_explicit(&k->busy, memory_order_acquire) > 0)
     return 0; /* inside a collective: it returns from there */
+  int64_t until = atomic_load_explicit(&k->idle_until, memory_order_acquire);
   if (!k->named) {
     int64_t t =
         add_ns(u->aborted_ns,
