@@ -581,7 +581,7 @@ tpx_status tpx_comm_create_mpi(const void *mpi_comm, tpx_comm **out,
     return tpx_error_set(err, TPX_TIMEOUT,
                          "mpi create_mpi: rank %d: start-up phase "
                          "MPI_Comm_dup (the world communicator) did not "
-                         "complete within %g s: a rank of the %d has not "
+                         "complete within %g s: one of the %d ranks has not "
                          "reached it (stopped, hung or still starting; the "
                          "collective timeout: TPX_COMM_TIMEOUT); the request "
                          "is left to MPI: end the job",
