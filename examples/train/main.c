@@ -19,6 +19,7 @@
 #include "dump.h"
 #include "glue.h"
 #include "outfile.h"
+#include "startup.h"
 #include "tpx_config.h"
 
 #if TPX_HAVE_MPI
@@ -788,15 +789,18 @@ static int launched_without_mpi(const args *a) {
   return 1;
 }
 
-/* Initialise MPI and check its world matches the mesh; the exit status
- * to leave with (2) or 0. */
+/* Initialise MPI (under the watchdog: MPI_Init has no timeout) and check
+ * its world matches the mesh; the exit status to leave with (2) or 0. */
 static int mpi_start(int *argc, char ***argv, int64_t world, int *root,
-                     tpx_comm **comm, tpx_error *err) {
+                     tr_watchdog *wd, tpx_comm **comm, tpx_error *err) {
 #if TPX_HAVE_MPI
+  tr_watchdog_enter(wd, "start-up phase MPI_Init", "MPI_Init", 0);
   MPI_Init(argc, argv);
+  tr_watchdog_leave(wd);
   int ws = 0, wr = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ws);
   MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+  tr_watchdog_set_rank(wd, wr);
   *root = wr == 0;
   if (ws != world) {
     if (*root)
@@ -807,10 +811,15 @@ static int mpi_start(int *argc, char ***argv, int64_t world, int *root,
     return 2;
   }
   MPI_Comm c = MPI_COMM_WORLD;
+  /* timed by libtpx (TPX_TIMEOUT, then MPI_Abort in main); the watchdog
+   * is a backstop behind it */
+  tr_watchdog_enter(wd, "start-up phase MPI_Comm_dup (the world)", "world", 5);
   tpx_comm_create_mpi(&c, comm, err);
+  tr_watchdog_leave(wd);
   return 0;
 #else
-  (void)argc, (void)argv, (void)world, (void)root, (void)comm, (void)err;
+  (void)argc, (void)argv, (void)world, (void)root, (void)wd, (void)comm;
+  (void)err;
   fprintf(stderr, "tpx-train: built without MPI (--backend mpi unavailable)\n");
   return 2;
 #endif
@@ -845,12 +854,18 @@ int main(int argc, char **argv) {
   int mpi = !strcmp(a.backend, "mpi");
   int64_t world = a.tp * a.dp_shard * a.dp_replicate * a.cp;
   tpx_comm *mpi_world = NULL;
-  int code = 1, root = 1;
+  int code = 1, root = 1, hung = 0;
   run r = {0};
+  /* MPI_Init / MPI_Finalize under the collective timeout (startup.h); a
+   * malformed TPX_COMM_TIMEOUT means 600 here, and tpx_comm_create_mpi
+   * refuses it */
+  tr_watchdog *wd = mpi ? tr_watchdog_start(tpx_comm_timeout(NULL)) : NULL;
   if (mpi) {
-    int rc = mpi_start(&argc, &argv, world, &root, &mpi_world, &err);
-    if (rc)
+    int rc = mpi_start(&argc, &argv, world, &root, wd, &mpi_world, &err);
+    if (rc) {
+      tr_watchdog_stop(wd);
       return rc;
+    }
     if (!mpi_world)
       goto out;
   }
@@ -871,7 +886,12 @@ int main(int argc, char **argv) {
     code = 2;
     goto out;
   }
-  if (a.dump_grads && !dump_grads_writable(&a, root, mpi, &err)) {
+  /* the root's verdict is an MPI_Bcast, which has no timeout */
+  tr_watchdog_enter(wd, "start-up phase --dump-grads check (MPI_Bcast)",
+                    "dump-grads", 0);
+  int unwritable = a.dump_grads && !dump_grads_writable(&a, root, mpi, &err);
+  tr_watchdog_leave(wd);
+  if (unwritable) {
     if (!err.message[0])
       tpx_error_set(&err, TPX_IO, "%s: cannot write", a.dump_grads);
     goto out;
@@ -890,6 +910,9 @@ int main(int argc, char **argv) {
     print_header(&a, r.model, &out_errno);
   tpx_status s = mpi ? rank_main(mpi_world, &j, &err)
                      : tpx_local_run((int)world, rank_main, &j, &err);
+  /* a rank thread tpx_local_run left running (hung) may still use the run:
+   * the process exits without freeing it */
+  hung = !mpi && s == TPX_TIMEOUT;
   if (s)
     goto out;
   code = 0;
@@ -915,11 +938,17 @@ out:
     MPI_Abort(MPI_COMM_WORLD, code);
   }
 #endif
-  run_free(&r);
+  if (!hung)
+    run_free(&r);
   tpx_comm_destroy(mpi_world);
 #if TPX_HAVE_MPI
-  if (mpi)
+  if (mpi) {
+    /* waits for every rank too */
+    tr_watchdog_enter(wd, "shut-down phase MPI_Finalize", "MPI_Finalize", 0);
     MPI_Finalize();
+    tr_watchdog_leave(wd);
+  }
 #endif
+  tr_watchdog_stop(wd);
   return code;
 }

@@ -142,7 +142,20 @@ typedef tpx_status (*tpx_local_fn)(tpx_comm *world, void *arg, tpx_error *err);
  * wait in, or call later, returns TPX_COMM naming that rank and its error,
  * so tpx_local_run never blocks on a failed rank. A rank that returns
  * TPX_OK while its peers wait for it in a collective aborts the world the
- * same way. */
+ * same way.
+ * A hung rank: once the world is aborted (a failure, or a collective's
+ * timeout), a rank still running its own code, outside tpx's collectives,
+ * past its collective timeout (counted from its last collective when a
+ * timeout named it, else also from the abort) is not waited for:
+ * tpx_local_run returns TPX_TIMEOUT, "local rank R did not return: ...",
+ * followed by the lowest failing rank's message, within about the timeout.
+ * That rank's thread is left running, detached: it still holds `arg` and
+ * its communicators (whose shared state is kept alive for it and freed
+ * when it returns, if it ever does), so keep `arg` valid and end the
+ * process rather than go on. A world that is not aborted waits for every
+ * rank however long it runs. A TPX_COMM_TIMEOUT that is not a number of
+ * seconds in (0, 1e9] is refused (TPX_INVALID_ARGUMENT naming it) unless
+ * tpx_local_options.timeout_s is given. */
 #define TPX_LOCAL_MAX_RANKS 256
 TPX_API tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
                                  tpx_error *err);
@@ -179,10 +192,13 @@ TPX_API tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
  * a message naming the collective, the mesh dim and the rank(s) that did
  * not arrive; the communicator (local: the whole world) is then unusable:
  * later collectives fail at once. The default is the TPX_COMM_TIMEOUT
- * environment variable when it holds a positive number, else 600 (torch's
- * NCCL default). Comms split from `comm` afterwards (tpx_mesh_comm_create,
- * tpx_comm_split_mesh_dim) inherit it, so set it on the world first.
- * Backends: local and mpi; nccl ignores it (NCCL's own watchdog applies). */
+ * environment variable (a number of seconds in (0, 1e9], no unit), else
+ * 600 (torch's NCCL default); creating a local or mpi world refuses any
+ * other value of it ("5s", "0", "abc": TPX_INVALID_ARGUMENT naming the
+ * variable and the value), and tpx_comm_timeout(NULL) then says 600. Comms
+ * split from `comm` afterwards (tpx_mesh_comm_create, tpx_comm_split_mesh_dim)
+ * inherit it, so set it on the world first. Backends: local and mpi; nccl
+ * ignores it (NCCL's own watchdog applies). */
 TPX_API tpx_status tpx_comm_set_timeout(tpx_comm *comm, double seconds,
                                         tpx_error *err);
 /* The timeout of comm (the default for NULL). */
@@ -199,7 +215,15 @@ TPX_API int tpx_comm_backend_compiled(const char *name);
 /* mpi: a world communicator over a duplicate of `mpi_comm` (a pointer to an
  * MPI_Comm; NULL means MPI_COMM_WORLD). Initialises MPI (thread level
  * FUNNELED) when the program has not; then the last tpx_comm_destroy of an
- * mpi world finalizes it. TPX_UNSUPPORTED when built without MPI. */
+ * mpi world finalizes it. TPX_UNSUPPORTED when built without MPI.
+ * Collective over mpi_comm, under the collective timeout: a rank that does
+ * not arrive within TPX_COMM_TIMEOUT (else 600 s) makes the others return
+ * TPX_TIMEOUT naming this start-up phase; the pending duplicate is then
+ * left to MPI and the job should end (MPI_Abort). MPI_Init_thread, when
+ * tpx calls it, is not under the timeout (a call stuck in it cannot be
+ * returned from): a program that needs that initialises MPI itself under
+ * a watchdog, as tpx-train does (docs/RUNTIME.md "A rank that fails or
+ * hangs"). */
 TPX_API tpx_status tpx_comm_create_mpi(const void *mpi_comm, tpx_comm **out,
                                        tpx_error *err);
 

@@ -33,15 +33,31 @@ tpx_comm *tpx__comm_new(const tpx_comm_iface *iface, void *ctx, int rank,
   return c;
 }
 
-double tpx__comm_default_timeout(void) {
+/* The largest timeout a world accepts (about 31 years; as
+ * tpx_local_options.timeout_s): a bigger one is a typo, not a wish. */
+#define TIMEOUT_MAX_S 1e9
+
+tpx_status tpx__comm_env_timeout(double *out, tpx_error *err) {
   const char *v = getenv("TPX_COMM_TIMEOUT");
-  if (v && *v) {
-    char *end = NULL;
-    double t = strtod(v, &end);
-    if (end && *end == '\0' && isfinite(t) && t > 0)
-      return t;
-  }
-  return 600.0;
+  *out = 600.0;
+  if (!v || !*v)
+    return TPX_OK;
+  char *end = NULL;
+  double t = strtod(v, &end);
+  if (end == v || *end != '\0' || !isfinite(t) || t <= 0 || t > TIMEOUT_MAX_S)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "TPX_COMM_TIMEOUT='%.64s' is not a collective "
+                         "timeout: give a number of seconds > 0 and <= 1e9 "
+                         "with no unit (e.g. TPX_COMM_TIMEOUT=5 or 0.5), or "
+                         "unset it for the default of 600",
+                         v);
+  *out = t;
+  return TPX_OK;
+}
+
+double tpx__comm_default_timeout(void) {
+  double t = 600.0;
+  return tpx__comm_env_timeout(&t, NULL) == TPX_OK ? t : 600.0;
 }
 
 const char *tpx__comm_where(const tpx_comm *comm, char *buf, size_t size) {

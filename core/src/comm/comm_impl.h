@@ -79,8 +79,13 @@ struct tpx_comm {
 };
 
 /* The default collective timeout: TPX_COMM_TIMEOUT when it holds a
- * positive number of seconds, else 600 (torch's NCCL default). */
+ * number of seconds in (0, 1e9], else 600 (torch's NCCL default). */
 double tpx__comm_default_timeout(void);
+/* TPX_COMM_TIMEOUT parsed: *out = its seconds, or 600 when it is unset or
+ * empty; TPX_INVALID_ARGUMENT naming the variable and its value when it is
+ * anything else than a number in (0, 1e9] ("5s", "abc", "0", "-1", "inf",
+ * "1e999"). Called where a local or mpi world is created, which refuses. */
+tpx_status tpx__comm_env_timeout(double *out, tpx_error *err);
 
 /* "mesh dim 'tp'" or "the world" (for messages). */
 const char *tpx__comm_where(const tpx_comm *comm, char *buf, size_t size);

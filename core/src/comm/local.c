@@ -29,9 +29,10 @@
  * naming the collective, the mesh dim and the rank at fault, and every
  * later collective fails at once. The exit barrier is never abandoned:
  * once a group is inside a collective, each rank still reads the others'
- * buffers until all are done.
+ * buffers until all are done. Each collective also keeps this rank's
+ * clock (local_impl.h), by which the launcher tells a hung rank.
  *
- * Also here: tpx_local_run, the launcher. Not here: argument checks and
+ * Not here: tpx_local_run, the launcher (local_run.c), argument checks and
  * defaults (comm.c), the reduction kernels (device/elem_reduce.c). */
 #include <pthread.h>
 #include <stdarg.h>
@@ -42,9 +43,8 @@
 #include <time.h>
 
 #include "comm/barrier.h"
-#include "comm/comm_impl.h"
 #include "comm/local_dev.h"
-#include "comm/local_test.h"
+#include "comm/local_impl.h"
 #include "device/elem.h"
 
 /* Outputs at least this large are written with non-temporal stores. */
@@ -65,60 +65,9 @@ static const char *coll_name(int c) {
   return c >= 1 && c <= 6 ? names[c] : "?";
 }
 
-typedef struct lslot {
-  _Alignas(64) int coll;   /* one cache line per rank: no false sharing */
-  _Atomic uint64_t enters; /* collectives this rank entered in the group */
-  int op;
-  int root;
-  tpx_dtype dtype;
-  size_t count;
-  const void *send;
-  void *recv;
-} lslot;
-
-typedef struct lgroup {
-  tpx__barrier bar;
-  _Alignas(64) atomic_size_t next_item; /* work counter of the current call */
-  int size;
-  int refs;           /* live handles; guarded by the universe mutex */
-  uint64_t id;        /* unique in the universe */
-  uint64_t parent_id; /* split key: (parent_id, seq, leader) */
-  uint64_t seq;
-  int64_t leader;
-  struct lgroup *next;
-  lslot *slots;    /* [size] */
-  int *world_rank; /* [size] launcher rank of each member */
-} lgroup;
-
-typedef struct luniverse {
-  pthread_mutex_t mu;
-  lgroup *groups;
-  uint64_t next_id;
-  /* The abort: why is written once (under mu) before aborted is set. */
-  atomic_int aborted;
-  tpx_status why_status;
-  char why[TPX_ERROR_MESSAGE_SIZE];
-  atomic_int *done; /* [world size] 1 once the rank's function returned */
-} luniverse;
-
-typedef struct lctx {
-  luniverse *u;
-  lgroup *g;
-  tpx_comm *self; /* the handle (timeout and mesh dim for messages) */
-  int rank;
-  uint64_t splits; /* how many splits this handle made (same on all ranks) */
-  const tpx__memspace *ms; /* host, sim or cuda: this rank's space */
-  /* 1: the device path (sim, cuda): slots hold the buffers' own pointers
-   * and the work goes through the memory space (local_dev.c), with this
-   * rank's stream synced around the rendezvous. 0: host shared memory. */
-  int dev;
-} lctx;
-
-static const tpx_comm_iface local_iface;
-
 /* ---- groups ------------------------------------------------------------- */
 
-static lgroup *group_new(luniverse *u, int size) {
+lgroup *tpx__lgroup_new(luniverse *u, int size) {
   lgroup *g = aligned_alloc(64, (sizeof(lgroup) + 63) / 64 * 64);
   if (!g)
     return NULL;
@@ -143,7 +92,7 @@ static lgroup *group_new(luniverse *u, int size) {
   return g;
 }
 
-static void group_free(lgroup *g) {
+void tpx__lgroup_free(lgroup *g) {
   if (g) {
     free(g->world_rank);
     free(g->slots);
@@ -161,7 +110,7 @@ static void group_release(luniverse *u, lgroup *g) {
         break;
       }
     }
-    group_free(g);
+    tpx__lgroup_free(g);
   }
   pthread_mutex_unlock(&u->mu);
 }
@@ -187,7 +136,7 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group, int gsize,
          !(g->parent_id == w->g->id && g->seq == seq && g->leader == group[0]))
     g = g->next;
   if (!g) {
-    g = group_new(w->u, gsize);
+    g = tpx__lgroup_new(w->u, gsize);
     if (g) {
       g->parent_id = w->g->id;
       g->seq = seq;
@@ -208,9 +157,10 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group, int gsize,
   c->u = w->u;
   c->g = g;
   c->rank = index;
+  c->clock = w->clock;
   c->ms = w->ms;
   c->dev = w->dev;
-  *out = tpx__comm_new(&local_iface, c, index, gsize);
+  *out = tpx__comm_new(&tpx__local_iface, c, index, gsize);
   if (!*out) {
     local_destroy(c);
     return tpx_error_set(err, TPX_NO_MEMORY, "local split");
@@ -220,10 +170,17 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group, int gsize,
   return TPX_OK;
 }
 
+/* ---- clocks ------------------------------------------------------------ */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* ---- the abort ---------------------------------------------------------- */
 
-/* Abort the world (the first reason wins). */
-static void world_abort(luniverse *u, tpx_status st, const char *fmt, ...) {
+void tpx__lworld_abort(luniverse *u, tpx_status st, const char *fmt, ...) {
   pthread_mutex_lock(&u->mu);
   if (!atomic_load_explicit(&u->aborted, memory_order_relaxed)) {
     va_list ap;
@@ -231,13 +188,11 @@ static void world_abort(luniverse *u, tpx_status st, const char *fmt, ...) {
     vsnprintf(u->why, sizeof u->why, fmt, ap);
     va_end(ap);
     u->why_status = st;
+    u->aborted_ns = now_ns();
     atomic_store_explicit(&u->aborted, 1, memory_order_release);
+    pthread_cond_broadcast(&u->changed);
   }
   pthread_mutex_unlock(&u->mu);
-}
-
-static int is_aborted(const luniverse *u) {
-  return atomic_load_explicit(&u->aborted, memory_order_acquire);
 }
 
 /* This rank's error for `coll` once the world is aborted. */
@@ -250,14 +205,8 @@ static tpx_status aborted_error(lctx *c, int coll, tpx_error *err) {
 
 static void local_abort(void *ctx, const char *why) {
   lctx *c = ctx;
-  world_abort(c->u, TPX_COMM, "rank %d failed: %s", c->g->world_rank[c->rank],
-              why);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+  tpx__lworld_abort(c->u, TPX_COMM, "rank %d failed: %s",
+                    c->g->world_rank[c->rank], why);
 }
 
 /* Group member that has not entered this rank's `seq`-th collective (the
@@ -267,6 +216,19 @@ static int missing_member(const lgroup *g, uint64_t seq) {
     if (atomic_load_explicit(&g->slots[j].enters, memory_order_acquire) < seq)
       return j;
   return -1;
+}
+
+/* A collective timed out for the members that have not entered this
+ * rank's `seq`-th one: the launcher counts them hung from their last
+ * collective on (is_hung). */
+static void name_missing(const lctx *c, uint64_t seq) {
+  const lgroup *g = c->g;
+  pthread_mutex_lock(&c->u->mu);
+  for (int j = 0; j < g->size; j++)
+    if (atomic_load_explicit(&g->slots[j].enters, memory_order_acquire) < seq &&
+        g->world_rank[j] >= 0)
+      c->u->clock[g->world_rank[j]].named = 1;
+  pthread_mutex_unlock(&c->u->mu);
 }
 
 /* Wait at the entry barrier of this rank's `seq`-th collective. Gives up
@@ -295,19 +257,21 @@ static tpx_status wait_entry(lctx *c, int coll, uint64_t seq, uint32_t gen,
       else
         snprintf(who, sizeof who, "group member %d (not in the group yet)", m);
       if (wr >= 0 && u->done &&
-          atomic_load_explicit(&u->done[wr], memory_order_acquire))
-        world_abort(u, TPX_COMM,
-                    "rank %d returned from its function without joining "
-                    "%s over %s",
-                    wr, coll_name(coll), where);
-      else if (now_s() - t0 > limit)
-        world_abort(u, TPX_TIMEOUT,
-                    "%s did not arrive at %s over %s within %g s "
-                    "(the collective timeout: TPX_COMM_TIMEOUT or "
-                    "tpx_comm_set_timeout)",
-                    who, coll_name(coll), where, limit);
-      else
+          atomic_load_explicit(&u->done[wr], memory_order_acquire)) {
+        tpx__lworld_abort(u, TPX_COMM,
+                          "rank %d returned from its function without joining "
+                          "%s over %s",
+                          wr, coll_name(coll), where);
+      } else if (now_s() - t0 > limit) {
+        name_missing(c, seq);
+        tpx__lworld_abort(u, TPX_TIMEOUT,
+                          "%s did not arrive at %s over %s within %g s "
+                          "(the collective timeout: TPX_COMM_TIMEOUT or "
+                          "tpx_comm_set_timeout)",
+                          who, coll_name(coll), where, limit);
+      } else {
         continue;
+      }
     }
     /* Aborted (or cancelled by a peer): leave unless everyone is in. */
     if (tpx__barrier_cancel(&g->bar, gen) == 0)
@@ -527,6 +491,7 @@ static void host_all_to_all(const lctx *c, const lcall *k) {
 /* enter, the work (none for an empty call or a barrier), leave. */
 static tpx_status run(lctx *c, const lcall *k, tpx_error *err) {
   int joined;
+  lclock_enter(c->clock);
   tpx_status st = enter(c, k->coll, k->send, k->recv, k->count, k->dtype, k->op,
                         k->root, &joined, err);
   if (st == TPX_OK && k->count > 0 && c->dev) {
@@ -541,7 +506,9 @@ static tpx_status run(lctx *c, const lcall *k, tpx_error *err) {
     default: break;
     }
   }
-  return leave(c, joined, st, err);
+  st = leave(c, joined, st, err);
+  lclock_leave(c->clock, c->self->timeout_s);
+  return st;
 }
 
 static tpx_status local_all_reduce(void *ctx, const void *send, void *recv,
@@ -584,7 +551,7 @@ static tpx_status local_barrier(void *ctx, tpx_error *err) {
   return run(ctx, &k, err);
 }
 
-static const tpx_comm_iface local_iface = {
+const tpx_comm_iface tpx__local_iface = {
     .name = "local",
     .split = local_split,
     .destroy = local_destroy,
@@ -597,210 +564,3 @@ static const tpx_comm_iface local_iface = {
     .abort = local_abort,
     .has_avg = 1,
 };
-
-/* ---- launcher ----------------------------------------------------------- */
-
-/* The tests' failing host space (comm/local_test.h, fail_alloc_ranks). */
-static tpx_status fail_alloc(const tpx__memspace *ms, size_t bytes, int zero,
-                             void **out, tpx_error *err) {
-  (void)ms;
-  (void)zero;
-  *out = NULL;
-  return tpx_error_set(err, TPX_NO_MEMORY,
-                       "injected allocation failure of %zu bytes (the "
-                       "tests' fail_alloc_ranks)",
-                       bytes);
-}
-
-typedef struct lgate {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int state; /* 0 wait, 1 go, -1 abort (not every thread could start) */
-} lgate;
-
-typedef struct lthread {
-  pthread_t tid;
-  lgate *gate;
-  luniverse *u;
-  int rank;
-  tpx_comm *comm;
-  tpx_local_fn fn;
-  void *arg;
-  tpx__memspace *own_ms; /* cuda_memory: this rank's space (its stream) */
-  tpx_status st;
-  tpx_error err;
-} lthread;
-
-static void *rank_main(void *p) {
-  lthread *t = p;
-  pthread_mutex_lock(&t->gate->mu);
-  while (t->gate->state == 0) pthread_cond_wait(&t->gate->cv, &t->gate->mu);
-  int go = t->gate->state > 0;
-  pthread_mutex_unlock(&t->gate->mu);
-  if (go && t->own_ms) /* the rank's thread works on the space's GPU */
-    t->st = tpx__ms_bind_thread(t->own_ms, &t->err);
-  if (go) {
-    if (t->st == TPX_OK)
-      t->st = t->fn(t->comm, t->arg, &t->err);
-    /* A failed rank releases the peers that wait for it; one that is done
-     * lets them see it will never come (wait_entry). */
-    if (t->st != TPX_OK)
-      world_abort(t->u, TPX_COMM, "rank %d failed: %s", t->rank,
-                  t->err.message[0] ? t->err.message : tpx_status_str(t->st));
-    atomic_store_explicit(&t->u->done[t->rank], 1, memory_order_release);
-  }
-  return NULL;
-}
-
-tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
-                         tpx_error *err) {
-  return tpx_local_run_opts(nranks, NULL, fn, arg, err);
-}
-
-tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
-                              tpx_local_fn fn, void *arg, tpx_error *err) {
-  tpx_local_options o = TPX_LOCAL_OPTIONS_INIT;
-  int sim = 0, managed = 0;
-  unsigned fail_ranks = 0;
-  if (opts && opts->struct_size == sizeof(tpx__local_test_options) &&
-      ((const tpx__local_test_options *)opts)->magic == TPX__LOCAL_TEST_MAGIC) {
-    /* the tests' device switches (comm/local_test.h) */
-    sim = ((const tpx__local_test_options *)opts)->sim_device_memory;
-    fail_ranks = ((const tpx__local_test_options *)opts)->fail_alloc_ranks;
-    managed = ((const tpx__local_test_options *)opts)->cuda_managed;
-    memcpy(&o, opts, sizeof o);
-    o.struct_size = sizeof o;
-    o.cuda_memory |= managed;
-  } else if (opts) {
-    if (opts->struct_size < sizeof(size_t) || opts->struct_size > sizeof o)
-      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                           "local_run: options struct_size %zu is not a "
-                           "tpx_local_options size (use "
-                           "TPX_LOCAL_OPTIONS_INIT)",
-                           opts->struct_size);
-    memcpy(&o, opts, opts->struct_size);
-  }
-  const tpx__memspace *ms = sim ? &tpx__ms_sim : &tpx__ms_host;
-  tpx__ms_buffers fail_buf = tpx__ms_host_buffers;
-  fail_buf.alloc = fail_alloc;
-  tpx__memspace fail_ms = tpx__ms_host;
-  fail_ms.buf = &fail_buf;
-  if (!(o.timeout_s >= 0) || o.timeout_s > 1e9)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "local_run: timeout_s %g must be >= 0 seconds (0 = "
-                         "the default)",
-                         o.timeout_s);
-  int dev = sim || o.cuda_memory; /* the device path (local_dev.c) */
-  if (!fn)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "local_run: fn is NULL");
-  if (nranks < 1 || nranks > TPX_LOCAL_MAX_RANKS)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "local_run: nranks %d out of range 1..%d", nranks,
-                         TPX_LOCAL_MAX_RANKS);
-  luniverse u;
-  memset(&u, 0, sizeof u);
-  atomic_init(&u.aborted, 0);
-  pthread_mutex_init(&u.mu, NULL);
-  lgate gate;
-  pthread_mutex_init(&gate.mu, NULL);
-  pthread_cond_init(&gate.cv, NULL);
-  gate.state = 0;
-  tpx_status st = TPX_OK;
-  lthread *th = calloc((size_t)nranks, sizeof *th);
-  lgroup *world = group_new(&u, nranks);
-  u.done = calloc((size_t)nranks, sizeof *u.done);
-  if (!th || !world || !u.done) {
-    st = tpx_error_set(err, TPX_NO_MEMORY, "local_run: %d ranks", nranks);
-    goto out_early;
-  }
-  world->refs = nranks;
-  world->next = NULL;
-  for (int i = 0; i < nranks; i++) world->world_rank[i] = i;
-  u.groups = world;
-  int made = 0;
-  /* Every handle exists before any thread runs, so no rank can fail to
-   * join a collective for lack of memory. */
-  for (; made < nranks; made++) {
-    lctx *c = calloc(1, sizeof *c);
-    tpx_comm *comm = c ? tpx__comm_new(&local_iface, c, made, nranks) : NULL;
-    if (!comm) {
-      free(c);
-      break;
-    }
-    c->u = &u;
-    c->g = world;
-    c->rank = made;
-    c->dev = dev;
-    c->ms = ms;
-    if (o.cuda_memory) { /* a stream per rank, freed below */
-      tpx__memspace *own = NULL;
-      st = tpx__ms_cuda_create(&own, managed, err);
-      th[made].own_ms = own;
-      c->ms = own ? own : ms;
-    } else if (made < 32 && (fail_ranks >> made & 1u) && !sim) {
-      c->ms = &fail_ms;
-    }
-    c->self = comm;
-    comm->ms = c->ms;
-    if (o.timeout_s > 0)
-      comm->timeout_s = o.timeout_s;
-    th[made].comm = comm;
-    if (st != TPX_OK) {
-      made++; /* destroyed below with the others */
-      break;
-    }
-    th[made].gate = &gate;
-    th[made].u = &u;
-    th[made].rank = made;
-    th[made].fn = fn;
-    th[made].arg = arg;
-  }
-  int started = 0;
-  if (made == nranks && st == TPX_OK) {
-    for (; started < nranks; started++)
-      if (pthread_create(&th[started].tid, NULL, rank_main, &th[started]))
-        break;
-  }
-  pthread_mutex_lock(&gate.mu);
-  gate.state = started == nranks ? 1 : -1;
-  pthread_cond_broadcast(&gate.cv);
-  pthread_mutex_unlock(&gate.mu);
-  for (int i = 0; i < started; i++) pthread_join(th[i].tid, NULL);
-  if (st != TPX_OK) {
-    /* a rank's cuda space could not be made: err says why */
-  } else if (made < nranks || started < nranks) {
-    st = tpx_error_set(err, made < nranks ? TPX_NO_MEMORY : TPX_INTERNAL,
-                       "local_run: could not %s rank %d of %d",
-                       made < nranks ? "allocate" : "start a thread for",
-                       made < nranks ? made : started, nranks);
-  } else {
-    for (int i = 0; i < nranks; i++) {
-      if (th[i].st != TPX_OK) {
-        st = tpx_error_set(err, th[i].st, "local rank %d: %s", i,
-                           th[i].err.message[0] ? th[i].err.message
-                                                : tpx_status_str(th[i].st));
-        break;
-      }
-    }
-  }
-  /* Handles release the world (and free it with the last one). */
-  for (int i = 0; i < made; i++) {
-    tpx_comm_destroy(th[i].comm);
-    tpx__ms_cuda_destroy(th[i].own_ms);
-  }
-  /* Sub-groups whose handles the ranks leaked. */
-  while (u.groups) {
-    lgroup *g = u.groups;
-    u.groups = g->next;
-    group_free(g);
-  }
-  world = NULL;
-out_early:
-  group_free(world);
-  free(th);
-  free(u.done);
-  pthread_cond_destroy(&gate.cv);
-  pthread_mutex_destroy(&gate.mu);
-  pthread_mutex_destroy(&u.mu);
-  return st;
-}

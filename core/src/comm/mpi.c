@@ -16,7 +16,15 @@
  * The comm is then broken: the pending request cannot be cancelled (MPI
  * forbids it for collectives), so its buffers stay owned by MPI (a
  * temporary of ours is leaked on purpose) and every later call fails at
- * once. The program should end the job (tpx-train calls MPI_Abort). */
+ * once. The program should end the job (tpx-train calls MPI_Abort).
+ *
+ * Start-up is under the same timeout where MPI allows it: the world's
+ * MPI_Comm_dup is MPI_Comm_idup polled against it, and a split first
+ * meets the group in a timed barrier (MPI has no non-blocking split; a
+ * rank that stops between that barrier and MPI_Comm_split still hangs the
+ * others there). MPI_Init_thread, when tpx calls it, is not: a call stuck
+ * in it cannot be returned from, so a program that needs a deadline there
+ * initialises MPI itself under a watchdog (tpx-train does). */
 #include "tpx_config.h"
 
 #include <stdlib.h>
@@ -175,16 +183,6 @@ static tpx_status wrap(MPI_Comm comm, const mctx *world, tpx_comm **out,
   return TPX_OK;
 }
 
-static tpx_status mpi_split(tpx_comm *world, const int64_t *group, int gsize,
-                            int index, tpx_comm **out, tpx_error *err) {
-  mctx *w = world->ctx;
-  MPI_Comm sub;
-  (void)gsize;
-  MPI_TRY("MPI_Comm_split",
-          MPI_Comm_split(w->comm, (int)group[0], index, &sub));
-  return wrap(sub, w, out, err);
-}
-
 /* ---- waiting with a timeout -------------------------------------------- */
 
 static tpx_status broken_error(const mctx *c, const char *what,
@@ -265,27 +263,38 @@ static void roll_call(mctx *c, double grace, int *here) {
   free(sr);
 }
 
+/* Poll `req` until it completes (1), fails (-1, *rc = the MPI error) or
+ * `limit` seconds pass (0: the request is still pending). */
+static int poll_request(MPI_Request *req, double limit, int *rc) {
+  double t0 = MPI_Wtime();
+  for (long polls = 0;; polls++) {
+    int done = 0;
+    *rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (*rc != MPI_SUCCESS)
+      return -1;
+    if (done)
+      return 1;
+    if (polls < 2000)
+      continue; /* a short collective: spin */
+    if (MPI_Wtime() - t0 > limit)
+      return 0;
+    pause_us(polls < 20000 ? 20 : 200);
+  }
+}
+
 /* Wait for the collective `req` (`what`) against the comm's timeout. On
  * a timeout the comm is broken and the request abandoned. */
 static tpx_status mpi_wait(mctx *c, MPI_Request *req, const char *what,
                            tpx_error *err) {
-  double t0 = MPI_Wtime(), limit = c->self->timeout_s;
-  for (long polls = 0;; polls++) {
-    int done = 0;
-    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      c->broken = 1;
-      snprintf(c->why, sizeof c->why, "mpi %s failed", what);
-      return mpi_fail(err, what, rc);
-    }
-    if (done)
-      return TPX_OK;
-    if (polls < 2000)
-      continue; /* a short collective: spin */
-    if (MPI_Wtime() - t0 > limit)
-      break;
-    pause_us(polls < 20000 ? 20 : 200);
+  double limit = c->self->timeout_s;
+  int rc = MPI_SUCCESS, got = poll_request(req, limit, &rc);
+  if (got < 0) {
+    c->broken = 1;
+    snprintf(c->why, sizeof c->why, "mpi %s failed", what);
+    return mpi_fail(err, what, rc);
   }
+  if (got > 0)
+    return TPX_OK;
   int n = c->size, *here = calloc((size_t)n, sizeof *here);
   char who[160] = "", where[64];
   size_t k = 0;
@@ -502,6 +511,21 @@ static tpx_status mpi_barrier(void *ctx, tpx_error *err) {
   return TPX_OK;
 }
 
+/* MPI_Comm_split blocks with no timeout, so the group meets first in a
+ * timed barrier ("split"): a rank that is not there is named within the
+ * timeout, as for any collective, and the world is broken. */
+static tpx_status mpi_split(tpx_comm *world, const int64_t *group, int gsize,
+                            int index, tpx_comm **out, tpx_error *err) {
+  mctx *c = world->ctx;
+  MPI_Comm sub;
+  (void)gsize;
+  MPI_BEGIN("split");
+  MPI_RUN("split", MPI_Ibarrier(c->comm, &req));
+  MPI_TRY("MPI_Comm_split",
+          MPI_Comm_split(c->comm, (int)group[0], index, &sub));
+  return wrap(sub, c, out, err);
+}
+
 static const tpx_comm_iface mpi_iface = {
     .name = "mpi",
     .split = mpi_split,
@@ -521,6 +545,10 @@ tpx_status tpx_comm_create_mpi(const void *mpi_comm, tpx_comm **out,
   if (!out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "create_mpi: out is NULL");
   *out = NULL;
+  double timeout = 600;
+  tpx_status st = tpx__comm_env_timeout(&timeout, err);
+  if (st != TPX_OK)
+    return st;
   int flag = 0;
   MPI_Finalized(&flag);
   if (flag)
@@ -534,9 +562,34 @@ tpx_status tpx_comm_create_mpi(const void *mpi_comm, tpx_comm **out,
     mpi_inited_by_tpx = 1;
   }
   MPI_Comm base = mpi_comm ? *(const MPI_Comm *)mpi_comm : MPI_COMM_WORLD;
-  MPI_Comm dup;
-  MPI_TRY("MPI_Comm_dup", MPI_Comm_dup(base, &dup));
-  return wrap(dup, NULL, out, err);
+  /* Where MPI writes the duplicate once every rank is there: left to MPI
+   * (leaked) when the timeout passes first. */
+  MPI_Comm *dup = malloc(sizeof *dup);
+  if (!dup)
+    return tpx_error_set(err, TPX_NO_MEMORY, "create_mpi");
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Comm_idup(base, dup, &req);
+  int got = rc == MPI_SUCCESS ? poll_request(&req, timeout, &rc) : -1;
+  if (got < 0) {
+    free(dup);
+    return mpi_fail(err, "MPI_Comm_idup", rc);
+  }
+  if (got == 0) {
+    int rank = -1, size = 0;
+    MPI_Comm_rank(base, &rank);
+    MPI_Comm_size(base, &size);
+    return tpx_error_set(err, TPX_TIMEOUT,
+                         "mpi create_mpi: rank %d: start-up phase "
+                         "MPI_Comm_dup (the world communicator) did not "
+                         "complete within %g s: one of the %d ranks has not "
+                         "reached it (stopped, hung or still starting; the "
+                         "collective timeout: TPX_COMM_TIMEOUT); the request "
+                         "is left to MPI: end the job",
+                         rank, timeout, size);
+  }
+  MPI_Comm d = *dup;
+  free(dup);
+  return wrap(d, NULL, out, err);
 }
 
 int tpx__mpi_thread_multiple(void) {

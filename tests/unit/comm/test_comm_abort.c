@@ -5,14 +5,19 @@
  * (chunked all-gather / reduce-scatter, in-place all-to-all). Every peer
  * returns an error naming the collective, the mesh dim and the rank at
  * fault; tpx_local_run returns. Without the abort path these cases hang
- * (Check's timeout fails them). Also the timeout's configuration:
- * TPX_COMM_TIMEOUT, tpx_local_options.timeout_s, tpx_comm_set_timeout. */
+ * (Check's timeout fails them). A rank that hangs in its own code (never
+ * reaches a collective) does not hold up tpx_local_run past the timeout:
+ * it is left running, detached. Also the timeout's configuration:
+ * TPX_COMM_TIMEOUT (a value it cannot parse is refused),
+ * tpx_local_options.timeout_s, tpx_comm_set_timeout. */
 #include <check.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "comm/local_test.h"
 #include "tpx/comm.h"
@@ -25,7 +30,8 @@ typedef struct ranks_out {
   char msg[MAXR][TPX_ERROR_MESSAGE_SIZE];
   double seconds[MAXR]; /* time spent in the rank's function */
   const tpx_mesh *mesh;
-  int which; /* the case of a loop test */
+  int which;                 /* the case of a loop test */
+  atomic_int recorded[MAXR]; /* 1 once the rank called record() */
 } ranks_out;
 
 static double now_s(void) {
@@ -44,7 +50,16 @@ static tpx_status record(ranks_out *o, int r, double t0, tpx_status st,
   o->st[r] = st;
   snprintf(o->msg[r], sizeof o->msg[r], "%s", e->message);
   o->seconds[r] = now_s() - t0;
+  atomic_store(&o->recorded[r], 1);
   return st;
+}
+
+/* A rank tpx_local_run left running (detached) may still write to `o`:
+ * wait until it recorded (at most `limit` s) before `o` goes away. */
+static void wait_recorded(ranks_out *o, int r, double limit) {
+  double t0 = now_s();
+  while (!atomic_load(&o->recorded[r]) && now_s() - t0 < limit) sleep_s(0.01);
+  ck_assert_msg(atomic_load(&o->recorded[r]), "rank %d never returned", r);
 }
 
 static tpx_status run_opts(int n, double timeout_s, unsigned fail_ranks,
@@ -170,9 +185,10 @@ static tpx_status body_rank3_late(tpx_comm *w, void *arg, tpx_error *err) {
   st = tpx_comm_all_reduce(tpx_mesh_comm_dim(mc, 1), &x, &x, 1, TPX_DTYPE_F32,
                            TPX_REDUCE_SUM, err);
   /* Ranks 0 and 1 reach the world barrier after rank 2 timed out, so the
-   * cause they report is rank 3's, not their own wait for rank 2. */
-  if (st == TPX_OK && r < 2)
-    sleep_s(1.5);
+   * cause they report is rank 3's, not their own wait for rank 2. (Not by
+   * sleeping past the timeout: after the abort, tpx_local_run would count
+   * them hung too.) */
+  while (st == TPX_OK && r < 2 && !atomic_load(&o->recorded[2])) sleep_s(0.01);
   if (st == TPX_OK)
     st = tpx_comm_barrier(w, err);
   tpx_mesh_comm_destroy(mc);
@@ -188,7 +204,17 @@ START_TEST(t_timeout_names_rank_and_dim) {
   memset(&o, 0, sizeof o);
   o.mesh = mesh;
   tpx_error e = {0};
-  ck_assert_int_ne(run_opts(4, 0.3, 0, body_rank3_late, &o, &e), TPX_OK);
+  double t0 = now_s();
+  ck_assert_int_eq(run_opts(4, 0.3, 0, body_rank3_late, &o, &e), TPX_TIMEOUT);
+  /* Rank 3, asleep for 3 s past a timeout of 0.3 s, counts as hung:
+   * tpx_local_run returned without it. */
+  ck_assert_msg(now_s() - t0 < 2.9, "tpx_local_run took %.2f s", now_s() - t0);
+  ck_assert_msg(strstr(e.message, "local rank") == e.message &&
+                    strstr(e.message, "3 did not return"),
+                "%s", e.message);
+  /* (a rank stalled past the timeout on a loaded machine would be left
+   * running too: wait for every one before reading `o`) */
+  for (int r = 0; r < 4; r++) wait_recorded(&o, r, 20);
   /* Rank 2 waited for rank 3 in the tp all-reduce and timed out. */
   ck_assert_int_eq(o.st[2], TPX_TIMEOUT);
   ck_assert_msg(strstr(o.msg[2], "local all_reduce over mesh dim 'tp': "
@@ -223,23 +249,142 @@ static tpx_status body_env(tpx_comm *w, void *arg, tpx_error *err) {
   return record(o, r, t0, st, err);
 }
 
+static tpx_status body_set_timeout(tpx_comm *w, void *arg, tpx_error *err);
+
 START_TEST(t_env_timeout) {
   setenv("TPX_COMM_TIMEOUT", "0.25", 1);
   ck_assert(fabs(tpx_comm_timeout(NULL) - 0.25) < 1e-12);
   ranks_out o;
   memset(&o, 0, sizeof o);
   ck_assert_int_ne(tpx_local_run(2, body_env, &o, NULL), TPX_OK);
+  /* rank 0 slept past the timeout: left running */
+  for (int r = 0; r < 2; r++) wait_recorded(&o, r, 20);
   ck_assert_int_eq(o.st[1], TPX_TIMEOUT);
   ck_assert_msg(strstr(o.msg[1], "rank 0 did not arrive at barrier over the "
                                  "world within 0.25 s"),
                 "%s", o.msg[1]);
-  /* Not a positive number: the default. */
-  setenv("TPX_COMM_TIMEOUT", "soon", 1);
-  ck_assert(tpx_comm_timeout(NULL) == 600.0);
-  setenv("TPX_COMM_TIMEOUT", "-3", 1);
-  ck_assert(tpx_comm_timeout(NULL) == 600.0);
   unsetenv("TPX_COMM_TIMEOUT");
   ck_assert(tpx_comm_timeout(NULL) == 600.0);
+  setenv("TPX_COMM_TIMEOUT", "", 1); /* empty: unset */
+  ck_assert_int_eq(tpx_local_run(2, body_set_timeout, NULL, NULL), TPX_OK);
+}
+END_TEST
+
+/* A TPX_COMM_TIMEOUT that is not a number of seconds in (0, 1e9] is
+ * refused where the world is created, naming the variable and the value
+ * (it used to mean the 600 s default, silently). */
+static const char *const bad_timeouts[] = {
+    "5s", "abc", "-1", "0", "1e999", "1e10", "inf", "nan", " ", "5 ", "0x"};
+
+static tpx_status body_never(tpx_comm *w, void *arg, tpx_error *err) {
+  (void)w, (void)arg;
+  return tpx_error_set(err, TPX_INTERNAL, "a rank ran");
+}
+
+START_TEST(t_env_timeout_refused) {
+  const char *v = bad_timeouts[_i];
+  setenv("TPX_COMM_TIMEOUT", v, 1);
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_local_run(2, body_never, NULL, &e),
+                   TPX_INVALID_ARGUMENT);
+  char want[64];
+  snprintf(want, sizeof want, "TPX_COMM_TIMEOUT='%s' is not a", v);
+  ck_assert_msg(strstr(e.message, want) == e.message, "%s", e.message);
+  ck_assert_msg(strstr(e.message, "number of seconds"), "%s", e.message);
+  /* The getter of no comm keeps the default. */
+  ck_assert(tpx_comm_timeout(NULL) == 600.0);
+  /* An explicit timeout does not read the variable. */
+  tpx_local_options lo = TPX_LOCAL_OPTIONS_INIT;
+  lo.timeout_s = 2;
+  ck_assert_int_eq(tpx_local_run_opts(2, &lo, body_set_timeout, NULL, NULL),
+                   TPX_OK);
+}
+END_TEST
+
+/* The largest accepted values, and the forms strtod reads. */
+START_TEST(t_env_timeout_accepted) {
+  const char *ok[] = {"1e9", "5", "0.5", "  7", "1E2"};
+  const double want[] = {1e9, 5, 0.5, 7, 100};
+  for (int i = 0; i < 5; i++) {
+    setenv("TPX_COMM_TIMEOUT", ok[i], 1);
+    ck_assert_msg(tpx_comm_timeout(NULL) == want[i], "%s", ok[i]);
+    ck_assert_int_eq(tpx_local_run(1, body_set_timeout, NULL, NULL), TPX_OK);
+  }
+}
+END_TEST
+
+/* ---- a rank that hangs in its own code ------------------------------------
+ */
+
+/* Rank 2 blocks on a pipe (its own code, not a collective) while ranks 0
+ * and 1 wait for it at a barrier with a 0.3 s timeout. tpx_local_run
+ * returns the timeout naming rank 2 within about the timeout, leaving
+ * rank 2's thread running; it used to wait for that thread (forever here,
+ * so Check's timeout failed the case). */
+static int hang_pipe[2];
+
+static tpx_status body_rank2_hangs(tpx_comm *w, void *arg, tpx_error *err) {
+  ranks_out *o = arg;
+  int r = tpx_comm_rank(w);
+  double t0 = now_s();
+  if (r == 2) {
+    char b;
+    ck_assert_int_eq(read(hang_pipe[0], &b, 1), 1);
+  }
+  tpx_status st = tpx_comm_barrier(w, err);
+  return record(o, r, t0, st, err);
+}
+
+START_TEST(t_hung_rank_left_running) {
+  ck_assert_int_eq(pipe(hang_pipe), 0);
+  ranks_out o;
+  memset(&o, 0, sizeof o);
+  tpx_error e = {0};
+  double t0 = now_s();
+  ck_assert_int_eq(run_opts(3, 0.3, 0, body_rank2_hangs, &o, &e), TPX_TIMEOUT);
+  double took = now_s() - t0;
+  ck_assert_msg(took < 10, "tpx_local_run took %.2f s", took);
+  ck_assert_msg(strstr(e.message, "local rank 2 did not return: the world "
+                                  "was aborted") == e.message,
+                "%s", e.message);
+  ck_assert_msg(strstr(e.message, "left running, detached"), "%s", e.message);
+  ck_assert_msg(strstr(e.message, "; local rank 0: local barrier over the "
+                                  "world: rank 2 did not arrive at barrier "
+                                  "over the world within 0.3 s"),
+                "%s", e.message);
+  ck_assert(!atomic_load(&o.recorded[2]));
+  for (int r = 0; r < 2; r++) {
+    wait_recorded(&o, r, 20);
+    ck_assert_int_eq(o.st[r], TPX_TIMEOUT);
+  }
+  /* Release it: it finds the world aborted and cleans up after itself. */
+  ck_assert_int_eq(write(hang_pipe[1], "x", 1), 1);
+  wait_recorded(&o, 2, 20);
+  ck_assert_int_eq(o.st[2], TPX_TIMEOUT);
+}
+END_TEST
+
+/* A rank busy in its own code for less than the timeout after the abort
+ * is waited for, not left behind. */
+static tpx_status body_rank1_busy(tpx_comm *w, void *arg, tpx_error *err) {
+  ranks_out *o = arg;
+  int r = tpx_comm_rank(w);
+  double t0 = now_s();
+  if (r == 0)
+    return tpx_error_set(err, TPX_IO, "rank zero gives up");
+  sleep_s(0.5);
+  return record(o, r, t0, TPX_OK, err);
+}
+
+START_TEST(t_busy_rank_waited_for) {
+  ranks_out o;
+  memset(&o, 0, sizeof o);
+  tpx_error e = {0};
+  ck_assert_int_eq(run_opts(2, 20, 0, body_rank1_busy, &o, &e), TPX_IO);
+  ck_assert(atomic_load(&o.recorded[1]));
+  ck_assert_msg(strstr(e.message, "local rank 0: rank zero gives up") ==
+                    e.message,
+                "%s", e.message);
 }
 END_TEST
 
@@ -321,6 +466,11 @@ static Suite *suite(void) {
   tcase_add_test(tc, t_rank_returns_without_joining);
   tcase_add_test(tc, t_timeout_names_rank_and_dim);
   tcase_add_test(tc, t_env_timeout);
+  tcase_add_loop_test(tc, t_env_timeout_refused, 0,
+                      (int)(sizeof bad_timeouts / sizeof *bad_timeouts));
+  tcase_add_test(tc, t_env_timeout_accepted);
+  tcase_add_test(tc, t_hung_rank_left_running);
+  tcase_add_test(tc, t_busy_rank_waited_for);
   tcase_add_test(tc, t_set_timeout);
   tcase_add_loop_test(tc, t_alloc_failure_releases_peers, 0, 3);
   suite_add_tcase(s, tc);
