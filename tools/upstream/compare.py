@@ -110,13 +110,13 @@ def compare_case(golden, report, sizes):
     big = {d for d, s in zip(report['mesh']['dims'], report['mesh']['sizes']) if s > 1}
     gparams = {p['name']: p for p in golden['parameters']}
     tparams = {p['name']: p for p in report['parameters']}
-    for name in gparams:
-        if name not in tparams:
-            return 'upstream parameter %s not in tpx (%d vs %d parameters)' % (
-                name, len(gparams), len(tparams))
-    for name in tparams:
-        if name not in gparams and not tparams[name].get('tied_to'):
-            return 'tpx parameter %s not upstream' % name
+    up_only = [n for n in gparams if n not in tparams]
+    tpx_only = [n for n in tparams if n not in gparams and not tparams[n].get('tied_to')]
+    if up_only:
+        return 'upstream parameter %s not in tpx (%d such; %d tpx names not upstream%s)' % (
+            up_only[0], len(up_only), len(tpx_only), ', first ' + tpx_only[0] if tpx_only else '')
+    if tpx_only:
+        return 'tpx parameter %s not upstream (%d such)' % (tpx_only[0], len(tpx_only))
     for name, g in gparams.items():
         t = tparams[name]
         if list(t['shape']) != g['shape']:

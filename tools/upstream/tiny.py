@@ -16,7 +16,7 @@ SCALARS = {
     'num_experts_per_tok': 2, 'moe_topk': 2, 'top_k': 2,
     'n_group': 1, 'topk_group': 1,
     'mamba_n_heads': 8, 'mamba_d_head': 16, 'mamba_d_state': 16,
-    'mamba_n_groups': 1, 'mamba_expand': 2, 'mamba_chunk_size': 16,
+    'mamba_n_groups': 1, 'vocab_size_per_layer_input': 512, 'hidden_size_per_layer_input': 16, 'mamba_d_ssm': 128, 'index_num_heads': 2, 'index_n_heads': 2, 'mamba_expand': 2, 'mamba_chunk_size': 16,
     'linear_num_key_heads': 2, 'linear_num_value_heads': 4,
     'linear_key_head_dim': 16, 'linear_value_head_dim': 16,
     'state_size': 16, 'n_embd': 64, 'n_head': 4, 'n_layer': 2,
@@ -31,8 +31,10 @@ OVERRIDES = {
               'expert_layer_period': 2, 'expert_layer_offset': 1},
     'bamba': {'attn_layer_indices': [1]},
     'longcat_flash': {'num_layers': 1},
+    'gemma3n_text': {'num_hidden_layers': 4, 'num_kv_shared_layers': 2,
+                     'layer_types': ['sliding_attention', 'full_attention'] * 2},
     'lfm2_moe': {'layer_types': ['conv', 'full_attention']},
-    'dots1': {'num_local_experts': 4},
+    'dots1': {'num_local_experts': 4, 'first_k_dense_replace': 1, 'n_shared_experts': 1},
 }
 
 
@@ -85,26 +87,27 @@ def tiny_config(model_type):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     cls = CONFIG_MAPPING[model_type]
     d0 = cls()
+    dd = d0.to_dict()
     kw = {}
     for k, v in SCALARS.items():
-        cur = getattr(d0, k, None)
+        cur = dd.get(k)
         if k == 'num_key_value_heads':
             continue
-        if cur is None and k in NONE_OK and k in d0.to_dict():
+        if cur is None and k in NONE_OK and k in dd:
             kw[k] = v
         if not isinstance(cur, int) or isinstance(cur, bool):
             continue
         kw[k] = v
-    heads = getattr(d0, 'num_attention_heads', None)
+    heads = dd.get('num_attention_heads')
     if isinstance(heads, int):
         kw['num_attention_heads'] = 4
-        kv = getattr(d0, 'num_key_value_heads', None)
-        if isinstance(kv, int) or kv is None and 'num_key_value_heads' in d0.to_dict():
+        kv = dd.get('num_key_value_heads')
+        if isinstance(kv, int) or kv is None and 'num_key_value_heads' in dd:
             kw['num_key_value_heads'] = _kv_heads(heads, kv)
-    old_n = getattr(d0, 'num_hidden_layers', None)
+    old_n = dd.get('num_hidden_layers')
     n = 2
     for k in ('first_k_dense_replace', 'first_dense_layers', 'num_dense_layers'):
-        v = getattr(d0, k, None)
+        v = dd.get(k)
         if isinstance(v, int) and v > 0:
             kw[k] = 1
             n = 2
@@ -112,7 +115,7 @@ def tiny_config(model_type):
         kw['num_hidden_layers'] = n
     kw.update(OVERRIDES.get(model_type, {}))
     n = kw.get('num_hidden_layers', n)
-    for k, v in d0.to_dict().items():
+    for k, v in dd.items():
         if isinstance(v, list) and isinstance(old_n, int) and len(v) == old_n and old_n > n \
                 and k not in kw:
             if all(isinstance(x, str) for x in v):
@@ -122,7 +125,7 @@ def tiny_config(model_type):
                          for x in v[:n]]
             else:
                 kw[k] = v[:n]
-    for k, v in d0.to_dict().items():
+    for k, v in dd.items():
         if k.endswith('token_id') and isinstance(v, int) and v >= kw.get('vocab_size', 1 << 30):
             kw[k] = 1
         if k.endswith('token_id') and isinstance(v, list):
