@@ -159,7 +159,9 @@ def cause(golden_case, report, verdict, detail):
         code, _, subject = detail.partition(' ')
         subject = subject.strip('()')
         if code == 'unmatched-key':
-            return '1' if _key_matches(subject, names) else '3'
+            keys = [d.get('subject', '') for d in (report or {}).get('diagnostics', [])
+                    if d.get('level') == 'error' and d.get('code') == 'unmatched-key'] or [subject]
+            return '1' if any(_key_matches(k, names) for k in keys) else '3'
         if fell_back and src in ('hf', 'plugin'):
             return '4'
         return 'other'
