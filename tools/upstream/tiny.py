@@ -8,7 +8,7 @@ import torch
 SCALARS = {
     'hidden_size': 64, 'intermediate_size': 128, 'moe_intermediate_size': 32,
     'shared_expert_intermediate_size': 32, 'expert_intermediate_size': 32,
-    'ffn_hidden_size': 128, 'head_dim': 16, 'vocab_size': 512,
+    'ffn_hidden_size': 128, 'head_dim': 16, 'vocab_size': 512, 'unpadded_vocab_size': 500,
     'q_lora_rank': 32, 'kv_lora_rank': 32, 'qk_rope_head_dim': 8,
     'qk_nope_head_dim': 8, 'v_head_dim': 16, 'qk_head_dim': 16,
     'n_routed_experts': 4, 'num_local_experts': 4, 'num_experts': 4,
