@@ -36,7 +36,6 @@ CASES = [('tp2', 1, False), ('tp2_sp', 1, True), ('dp2_tp2', 2, False), ('dp2_tp
 ST_DTYPE = {'bf16': ('BF16', 2), 'f16': ('F16', 2), 'f32': ('F32', 4), 'f64': ('F64', 8),
             'i64': ('I64', 8), 'i32': ('I32', 4), 'bool': ('BOOL', 1), 'u8': ('U8', 1),
             'i8': ('I8', 1)}
-DTYPE_BYTES = {k: v[1] for k, v in ST_DTYPE.items()}
 
 
 KNOWN_HEADER = """\
@@ -74,13 +73,6 @@ def write_sparse_safetensors(path, tensors):
         f.truncate(8 + len(blob) + off)
 
 
-def numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def run_tpx(tpx, tdir, case_dp, sp):
     cmd = [tpx, 'plan', '--config', os.path.join(tdir, 'config.json'), '--weights', tdir,
            '--tp', '2', '--no-isolation', '--format', 'json']
@@ -105,7 +97,7 @@ def first_error(report, proc):
     return None
 
 
-def compare_case(golden, report, sizes):
+def compare_case(golden, report):
     """None when they agree, else the first difference (a string)."""
     big = {d for d, s in zip(report['mesh']['dims'], report['mesh']['sizes']) if s > 1}
     gparams = {p['name']: p for p in golden['parameters']}
@@ -196,7 +188,7 @@ def check_type(tpx, model_type, data):
             elif terr:
                 verdict, detail = 'tpx refuses', terr
             else:
-                diff = compare_case(g, report, None)
+                diff = compare_case(g, report)
                 verdict, detail = ('agree' if diff is None else 'differ'), diff or ''
             why = cause(g, report, verdict, detail) if verdict not in ('agree', 'both refuse') else ''
             out.append((case, verdict, detail, why))
