@@ -31,11 +31,14 @@ tpx_status tpx__shard_meta_build(const tpx_sharding *sh,
                                  char **mesh_out, char **tensors_out,
                                  tpx_error *err);
 
-/* shard_ids.c: "fnv1a64:<16 hex>" of the source's file names and raw
- * headers into out; a new random run id (32 hex) into out; 1 when `id` is
- * an acceptable run id (1..64 printable ASCII, no space). */
+/* source_digest.c: "xxh64:<16 hex>", the digest of every byte of the
+ * source's files (names, headers, tensor data) into out (23 bytes and
+ * more); the same for every run on the same files. Errors name the file
+ * that cannot be read. */
 tpx_status tpx__shard_source_digest(const tpx_checkpoint_reader *rd, char *out,
                                     size_t size, tpx_error *err);
+/* shard_ids.c: a new random run id (32 hex) into out; 1 when `id` is an
+ * acceptable run id (1..64 printable ASCII, no space). */
 void tpx__shard_new_run_id(char *out, size_t size);
 int tpx__shard_run_id_ok(const char *id);
 
