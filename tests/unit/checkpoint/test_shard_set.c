@@ -5,7 +5,8 @@
  * names and headers, other values) under one run id refused, naming both
  * files; --rank runs on the same source agreeing whatever their reader,
  * threads or directory; rank files of an older tpx (an "fnv1a64:" digest)
- * merging among themselves and not with new ones; a crafted piece offset
+ * merging among themselves (with a note saying what that digest cannot
+ * tell) and not with new ones; a crafted piece offset
  * of 2^63 - 1 refused with its box printed right (no signed overflow). */
 #define _XOPEN_SOURCE 700
 #include <check.h>
@@ -173,12 +174,22 @@ static void copy_file(const char *from, const char *to) {
   fclose(b);
 }
 
-/* tpx_shard_merge of tmpdir/<in> into tmpdir/<out>. */
+static char g_note[1024]; /* the merge's last note */
+
+static void keep_note(const char *message, void *user) {
+  (void)user;
+  snprintf(g_note, sizeof g_note, "%s", message);
+}
+
+/* tpx_shard_merge of tmpdir/<in> into tmpdir/<out>; its note in g_note. */
 static tpx_status merge(const char *in, const char *out, tpx_error *err) {
   char a[1200], b[1200];
+  tpx_shard_merge_options mo = TPX_SHARD_MERGE_OPTIONS_INIT;
+  mo.note = keep_note;
+  g_note[0] = '\0';
   snprintf(a, sizeof a, "%s", tmp(in));
   snprintf(b, sizeof b, "%s", tmp(out));
-  return tpx_shard_merge(a, b, NULL, err);
+  return tpx_shard_merge(a, b, &mo, err);
 }
 
 /* Rewrites the header of safetensors file `path`: the text after the
@@ -307,13 +318,14 @@ START_TEST(test_rank_runs_agree) {
     ck_assert_str_eq(s, s0);
   }
   ck_assert_msg(merge("ra", "m", &err) == TPX_OK, "%s", err.message);
+  ck_assert_str_eq(g_note, ""); /* nothing to say about a data digest */
   fixture_free(&fx);
 }
 END_TEST
 
 /* Rank files of an older tpx carry "fnv1a64:…" (names and headers only):
- * a set of them still merges; one beside new files is refused, naming
- * both. */
+ * a set of them still merges, with a note; one beside new files is
+ * refused, naming both. */
 START_TEST(test_old_digest) {
   fixture fx;
   tpx_error err = {0};
@@ -332,6 +344,8 @@ START_TEST(test_old_digest) {
                  "fnv1a64:0123456789abcdef");
   tpx_error_clear(&err);
   ck_assert_msg(merge("ra", "m", &err) == TPX_OK, "%s", err.message);
+  ck_assert_msg(strstr(g_note, "older tpx") && strstr(g_note, "not told apart"),
+                "%s", g_note);
   fixture_free(&fx);
 }
 END_TEST
