@@ -169,14 +169,44 @@ static tpx_status flush_files(tpx_checkpoint_writer *w, tpx_error *err) {
   return TPX_OK;
 }
 
-tpx_status tpx__ckpt_writer_seal(tpx_checkpoint_writer *w, char **tmp_out,
+/* The first `find` in file 0's header replaced by `put` (as long), in the
+ * buffer and in the file. */
+static tpx_status patch_header(tpx_checkpoint_writer *w, const char *find,
+                               const char *put, tpx_error *err) {
+  tpx__wfile *wf = &w->files[0];
+  size_t n = strlen(find), at = 0;
+  while (at + n <= wf->header_len && memcmp(wf->header + at, find, n) != 0)
+    at++;
+  if (strlen(put) != n || at + n > wf->header_len)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: the header holds no '%s' to replace",
+                         wf->final_path, find);
+  memcpy(wf->header + at, put, n);
+  for (size_t done = 0; done < n;) {
+    ssize_t r =
+        pwrite(wf->fd, wf->header + at + done, n - done, (off_t)(at + done));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return tpx_error_set(err, TPX_IO, "%s: header: writing %s: %s",
+                           wf->final_path, wf->tmp_path,
+                           r < 0 ? strerror(errno) : "no progress");
+    done += (size_t)r;
+  }
+  return TPX_OK;
+}
+
+tpx_status tpx__ckpt_writer_seal(tpx_checkpoint_writer *w, const char *find,
+                                 const char *put, char **tmp_out,
                                  char **final_out, tpx_error *err) {
   *tmp_out = *final_out = NULL;
   if (w == NULL || w->finished || w->num_writers != 1 || w->num_files != 1)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx__ckpt_writer_seal: one unfinished writer of one "
                          "file needed");
-  tpx_status st = flush_files(w, err);
+  tpx_status st = find ? patch_header(w, find, put, err) : TPX_OK;
+  if (st == TPX_OK)
+    st = flush_files(w, err);
   if (st == TPX_OK)
     st = check_sizes(w, err);
   if (st != TPX_OK)

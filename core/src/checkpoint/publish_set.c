@@ -28,13 +28,14 @@ tpx_status tpx__ckpt_set_init(tpx__ckpt_set *s, size_t n, tpx_error *err) {
 }
 
 tpx_status tpx__ckpt_set_add(tpx__ckpt_set *s, size_t i,
-                             tpx_checkpoint_writer *w, tpx_error *err) {
+                             tpx_checkpoint_writer *w, const char *find,
+                             const char *put, tpx_error *err) {
   if (i >= s->n || s->tmp[i] != NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx__ckpt_set_add: slot %zu is outside the set or "
                          "taken",
                          i);
-  return tpx__ckpt_writer_seal(w, &s->tmp[i], &s->final[i], err);
+  return tpx__ckpt_writer_seal(w, find, put, &s->tmp[i], &s->final[i], err);
 }
 
 tpx_status tpx__ckpt_set_publish(tpx__ckpt_set *s, int dir_fd, const char *dir,

@@ -91,11 +91,16 @@ static tpx_status list_tensors(const tpx_sharding *sh,
   return st;
 }
 
-/* What every rank file of the run carries besides its own metadata. */
+/* What every rank file of the run carries besides its own metadata. The
+ * source digest is computed while the files are written: they are written
+ * with SOURCE_PENDING in its place, replaced when each is sealed. */
 typedef struct run_ids {
   char run_id[72];
   char source[40];
 } run_ids;
+
+#define SOURCE_PENDING "xxh64:----------------"
+#define SOURCE_KEY "\"tpx.source\":\""
 
 /* What the writing threads share (write_ranks): the ranks left, the
  * progress, the first failure; all under `lock`. */
@@ -105,7 +110,8 @@ typedef struct pool {
   const tpx__out_dir *d;
   const tpx_shard_write_options *o;
   const run_ids *ids;
-  tpx__ckpt_set *set; /* slot r - first: rank r's sealed file */
+  tpx__source_digest *digest; /* the value SOURCE_PENDING stands for */
+  tpx__ckpt_set *set;         /* slot r - first: rank r's sealed file */
   int64_t first;
   int pending; /* written files each thread keeps open (see PENDING) */
   pthread_mutex_t lock;
@@ -248,15 +254,14 @@ static int64_t tensors_per_rank(const tpx_checkpoint_reader *rd,
   return n;
 }
 
-/* The run's ids: the caller's run id or a new one, the source digest. */
-static tpx_status make_ids(const tpx_checkpoint_reader *rd,
-                           const tpx_shard_write_options *o, run_ids *ids,
-                           tpx_error *err) {
+/* The run's ids: the caller's run id or a new one, the source digest's
+ * stand-in. */
+static void make_ids(const tpx_shard_write_options *o, run_ids *ids) {
   if (o->run_id)
     snprintf(ids->run_id, sizeof ids->run_id, "%s", o->run_id);
   else
     tpx__shard_new_run_id(ids->run_id, sizeof ids->run_id);
-  return tpx__shard_source_digest(rd, ids->source, sizeof ids->source, err);
+  snprintf(ids->source, sizeof ids->source, "%s", SOURCE_PENDING);
 }
 
 /* Rank files whose data is written but not yet fsync'd: sealing each
@@ -274,9 +279,17 @@ typedef struct pending_file {
   int64_t rank;
 } pending_file;
 
+/* Seals a written rank file: its source digest in place (waiting for the
+ * digest threads the first time), fsync'd under its temporary name. */
 static tpx_status seal_one(pool *p, pending_file *f, tpx_error *err) {
+  char digest[40], find[64], put[64];
   tpx_status st =
-      tpx__ckpt_set_add(p->set, (size_t)(f->rank - p->first), f->w, err);
+      tpx__source_digest_finish(p->digest, digest, sizeof digest, err);
+  snprintf(find, sizeof find, "%s%s", SOURCE_KEY, SOURCE_PENDING);
+  snprintf(put, sizeof put, "%s%s", SOURCE_KEY, digest);
+  if (st == TPX_OK)
+    st = tpx__ckpt_set_add(p->set, (size_t)(f->rank - p->first), f->w, find,
+                           put, err);
   tpx_checkpoint_writer_destroy(f->w);
   f->w = NULL;
   if (st == TPX_OK)
@@ -327,6 +340,8 @@ static void *write_worker(void *arg) {
     p->err = err;
   }
   pthread_mutex_unlock(&p->lock);
+  if (st != TPX_OK) /* its result is of no more use */
+    tpx__source_digest_stop(p->digest);
   return NULL;
 }
 
@@ -358,14 +373,27 @@ static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
   int64_t last = o->rank >= 0 ? o->rank : world - 1;
   int64_t per_rank = tensors_per_rank(rd, tpx_sharding_model(sh));
   tpx__ckpt_set set;
+  tpx__source_digest *digest = NULL;
   tpx_status st = tpx__ckpt_set_init(&set, (size_t)(last - first + 1), err);
-  if (st != TPX_OK)
+  if (st == TPX_OK) /* read by threads of its own while the files are cut */
+    st = tpx__source_digest_start(rd, &digest, err);
+  if (st != TPX_OK) {
+    tpx__ckpt_set_free(&set);
     return st;
-  pool p = {rd,     sh,      d,
-            o,      ids,     &set,
-            first,  PENDING, PTHREAD_MUTEX_INITIALIZER,
-            first,  last,    {0, 0, 0, 0, 0},
-            TPX_OK, {0}};
+  }
+  pool p = {.rd = rd,
+            .sh = sh,
+            .d = d,
+            .o = o,
+            .ids = ids,
+            .digest = digest,
+            .set = &set,
+            .first = first,
+            .pending = PENDING,
+            .lock = PTHREAD_MUTEX_INITIALIZER,
+            .next = first,
+            .last = last,
+            .st = TPX_OK};
   for (int64_t r = first; r <= last; r++) {
     p.prog.total_bytes += tpx_sharding_rank_param_bytes(sh, r);
     p.prog.total_items += per_rank;
@@ -382,6 +410,7 @@ static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
   write_worker(&p); /* the caller's thread writes too */
   for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
   pthread_mutex_destroy(&p.lock);
+  tpx__source_digest_destroy(digest); /* after a failure, stopped early */
   /* every file complete: the set under its final names, the directory
    * fsync'd once; after a failure, no final name of this run */
   st = p.st != TPX_OK ? tpx_error_set(err, p.st, "%s", p.err.message)
@@ -421,8 +450,7 @@ tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
   tpx_status st = tpx__out_dir_open(dir, TPX__OUT_RANKS, world, o.replace,
                                     o.rank >= 0, &d, err);
   run_ids ids;
-  if (st == TPX_OK) /* the source read once, after the lock is ours */
-    st = make_ids(rd, &o, &ids, err);
+  make_ids(&o, &ids);
   if (st == TPX_OK)
     st = write_ranks(rd, sh, &d, &o, &ids, err);
   char names[256];

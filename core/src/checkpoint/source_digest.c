@@ -9,7 +9,9 @@
  * no rank could digest the bytes it copies and agree with the others. Each
  * run instead reads the source's files once, sequentially, by pread (no
  * SIGBUS if one is truncated underneath: a short read names it), in chunks
- * of CHUNK bytes hashed by up to the reader's num_threads threads at once.
+ * of CHUNK bytes hashed by up to the reader's num_threads threads, while
+ * the rank files are being written (shard_write.c waits for the value
+ * before it seals the first file).
  *
  * The value: "xxh64:" + 16 hex digits, XXH64 (seed 0) of, for each source
  * file in the reader's order, its base name and a NUL, its size (8 bytes
@@ -38,15 +40,22 @@ typedef struct chunk {
   uint64_t hash;
 } chunk;
 
-/* What the hashing threads share; `next`, `st` and `err` under `lock`. */
-typedef struct job {
+/* The digest job: what the hashing threads share; `next`, `stop`, `st`
+ * and `err` under `lock`; the result under `done_lock`. */
+struct tpx__source_digest {
   const tpx_checkpoint_reader *rd;
   chunk *chunks;
   size_t num_chunks, next;
+  int stop; /* no more chunks: the run failed */
   pthread_mutex_t lock;
   tpx_status st;
   tpx_error err;
-} job;
+  pthread_t tids[64];
+  size_t num_threads;
+  pthread_mutex_t done_lock;
+  int done;       /* threads joined, value or st final */
+  char value[32]; /* "xxh64:" + 16 hex */
+};
 
 /* The XXH64 of chunk c, read with pread into buf (READ_SIZE bytes). */
 static tpx_status hash_chunk(const tpx_checkpoint_reader *rd, chunk *c,
@@ -76,7 +85,7 @@ static tpx_status hash_chunk(const tpx_checkpoint_reader *rd, chunk *c,
 /* One hashing thread: takes the next chunk until none is left or a thread
  * failed. */
 static void *hash_worker(void *arg) {
-  job *j = arg;
+  tpx__source_digest *j = arg;
   unsigned char *buf = malloc(READ_SIZE);
   tpx_error err = {0};
   tpx_status st = buf ? TPX_OK
@@ -134,37 +143,75 @@ static size_t hash_threads(const tpx_checkpoint_reader *rd, size_t chunks) {
   return n > chunks ? (chunks ? chunks : 1) : n;
 }
 
-tpx_status tpx__shard_source_digest(const tpx_checkpoint_reader *rd, char *out,
-                                    size_t size, tpx_error *err) {
+tpx_status tpx__source_digest_start(const tpx_checkpoint_reader *rd,
+                                    tpx__source_digest **out, tpx_error *err) {
   size_t n = 0;
   for (size_t f = 0; f < rd->load.num_files; f++)
     n += (size_t)((rd->load.files[f].size + CHUNK - 1) / CHUNK);
-  job j = {rd, calloc(n ? n : 1, sizeof(chunk)), n,
-           0,  PTHREAD_MUTEX_INITIALIZER,        TPX_OK,
-           {0}};
-  if (j.chunks == NULL)
+  tpx__source_digest *j = calloc(1, sizeof *j);
+  chunk *c = calloc(n ? n : 1, sizeof *c);
+  if (j == NULL || c == NULL) {
+    free(j);
+    free(c);
     return tpx_error_set(err, TPX_NO_MEMORY,
                          "out of memory digesting the source");
+  }
   size_t k = 0;
   for (size_t f = 0; f < rd->load.num_files; f++)
     for (int64_t off = 0; off < rd->load.files[f].size; off += CHUNK) {
       int64_t left = rd->load.files[f].size - off;
-      j.chunks[k++] = (chunk){f, off, left < CHUNK ? left : CHUNK, 0};
+      c[k++] = (chunk){f, off, left < CHUNK ? left : CHUNK, 0};
     }
-  size_t nt = hash_threads(rd, n), started = 0;
-  pthread_t tids[64];
-  for (size_t i = 1; i < nt && started < 64; i++)
-    if (pthread_create(&tids[started], NULL, hash_worker, &j) == 0)
-      started++;
-  hash_worker(&j); /* the caller's thread hashes too */
-  for (size_t i = 0; i < started; i++) pthread_join(tids[i], NULL);
-  pthread_mutex_destroy(&j.lock);
-  tpx_status st = j.st;
-  if (st != TPX_OK)
-    st = tpx_error_set(err, st, "%s", j.err.message);
-  else
-    snprintf(out, size, "xxh64:%016llx",
-             (unsigned long long)combine(rd, j.chunks, n));
-  free(j.chunks);
-  return st;
+  j->rd = rd;
+  j->chunks = c;
+  j->num_chunks = n;
+  j->st = TPX_OK;
+  pthread_mutex_init(&j->lock, NULL);
+  pthread_mutex_init(&j->done_lock, NULL);
+  /* none started (no threads to be had): finish hashes on its caller */
+  for (size_t i = 0; i < hash_threads(rd, n) && i < 64; i++)
+    if (pthread_create(&j->tids[j->num_threads], NULL, hash_worker, j) == 0)
+      j->num_threads++;
+  *out = j;
+  return TPX_OK;
+}
+
+void tpx__source_digest_stop(tpx__source_digest *j) {
+  if (j == NULL)
+    return;
+  pthread_mutex_lock(&j->lock);
+  j->stop = 1;
+  pthread_mutex_unlock(&j->lock);
+}
+
+tpx_status tpx__source_digest_finish(tpx__source_digest *j, char *out,
+                                     size_t size, tpx_error *err) {
+  pthread_mutex_lock(&j->done_lock);
+  if (!j->done) {
+    for (size_t i = 0; i < j->num_threads; i++) pthread_join(j->tids[i], NULL);
+    hash_worker(j); /* what is left: all of it when no thread started */
+    if (j->st == TPX_OK && j->stop)
+      j->st = tpx_error_set(&j->err, TPX_IO, "the source digest was stopped");
+    if (j->st == TPX_OK)
+      snprintf(j->value, sizeof j->value, "xxh64:%016llx",
+               (unsigned long long)combine(j->rd, j->chunks, j->num_chunks));
+    j->done = 1;
+  }
+  pthread_mutex_unlock(&j->done_lock);
+  if (j->st != TPX_OK)
+    return tpx_error_set(err, j->st, "%s", j->err.message);
+  snprintf(out, size, "%s", j->value);
+  return TPX_OK;
+}
+
+void tpx__source_digest_destroy(tpx__source_digest *j) {
+  if (j == NULL)
+    return;
+  tpx__source_digest_stop(j);
+  char v[32];
+  (void)tpx__source_digest_finish(j, v, sizeof v, NULL); /* joins */
+  pthread_mutex_destroy(&j->lock);
+  pthread_mutex_destroy(&j->done_lock);
+  free(j->chunks);
+  free(j);
 }

@@ -109,9 +109,13 @@ tpx_status tpx__ckpt_publish_text(const char *dir, const char *name,
 /* publish.c: the data of a single writer of one file made durable under
  * its temporary name (fsync, close, size check), not published: the
  * temporary's and the final path (malloc'd, the caller's) into *tmp_out and
- * *final_out; the writer is finished (destroy leaves the temporary). After
- * an error the writer still owns (and destroy removes) its temporary. */
-tpx_status tpx__ckpt_writer_seal(tpx_checkpoint_writer *w, char **tmp_out,
+ * *final_out; the writer is finished (destroy leaves the temporary). With
+ * `find` (may be NULL), its first occurrence in the header is first
+ * replaced by `put`, of the same length (a value known only once the data
+ * is written). After an error the writer still owns (and destroy removes)
+ * its temporary. */
+tpx_status tpx__ckpt_writer_seal(tpx_checkpoint_writer *w, const char *find,
+                                 const char *put, char **tmp_out,
                                  char **final_out, tpx_error *err);
 
 /* publish_set.c: files published together, after every one is complete
@@ -125,10 +129,11 @@ typedef struct tpx__ckpt_set {
 
 /* n empty slots. TPX_NO_MEMORY. */
 tpx_status tpx__ckpt_set_init(tpx__ckpt_set *s, size_t n, tpx_error *err);
-/* Seals w (tpx__ckpt_writer_seal) into slot i; threads may fill distinct
- * slots at once. */
+/* Seals w (tpx__ckpt_writer_seal, `find` and `put` included) into slot i;
+ * threads may fill distinct slots at once. */
 tpx_status tpx__ckpt_set_add(tpx__ckpt_set *s, size_t i,
-                             tpx_checkpoint_writer *w, tpx_error *err);
+                             tpx_checkpoint_writer *w, const char *find,
+                             const char *put, tpx_error *err);
 /* Renames every slot's temporary to its final name (all slots must be
  * filled), then fsyncs the directory `dir_fd` (`dir` in errors). */
 tpx_status tpx__ckpt_set_publish(tpx__ckpt_set *s, int dir_fd, const char *dir,
