@@ -101,6 +101,8 @@ typedef struct run_ids {
 
 #define SOURCE_PENDING "xxh64:----------------"
 #define SOURCE_KEY "\"tpx.source\":\""
+_Static_assert(sizeof SOURCE_PENDING - 1 == TPX__SOURCE_DIGEST_LEN,
+               "the stand-in is replaced in place: same length");
 
 /* What the writing threads share (write_ranks): the ranks left, the
  * progress, the first failure; all under `lock`. */
