@@ -93,8 +93,9 @@ static void *hash_worker(void *arg) {
                                       "out of memory digesting the source");
   while (st == TPX_OK) {
     pthread_mutex_lock(&j->lock);
-    size_t k =
-        j->st == TPX_OK && j->next < j->num_chunks ? j->next++ : SIZE_MAX;
+    size_t k = j->st == TPX_OK && !j->stop && j->next < j->num_chunks
+                   ? j->next++
+                   : SIZE_MAX;
     pthread_mutex_unlock(&j->lock);
     if (k == SIZE_MAX)
       break;
@@ -190,7 +191,7 @@ tpx_status tpx__source_digest_finish(tpx__source_digest *j, char *out,
   if (!j->done) {
     for (size_t i = 0; i < j->num_threads; i++) pthread_join(j->tids[i], NULL);
     hash_worker(j); /* what is left: all of it when no thread started */
-    if (j->st == TPX_OK && j->stop)
+    if (j->st == TPX_OK && j->next < j->num_chunks) /* stopped early */
       j->st = tpx_error_set(&j->err, TPX_IO, "the source digest was stopped");
     if (j->st == TPX_OK)
       snprintf(j->value, sizeof j->value, "xxh64:%016llx",
