@@ -248,6 +248,24 @@ static void note_removed(const tpx__out_dir *d, const tpx_checkpoint_writer *w,
   o->note(msg, o->note_user);
 }
 
+/* Rank files of a tpx before the data digest carry "fnv1a64:…" of the
+ * source's names and headers only: they merge (among themselves), and the
+ * caller hears what that digest cannot tell. */
+static void note_old_digest(const tpx__merge_set *s,
+                            const tpx_shard_merge_options *o) {
+  const char *v = tpx_checkpoint_metadata(s->files[0].rd, "tpx.source");
+  if (v == NULL || strncmp(v, "fnv1a64:", 8) != 0 || o->note == NULL)
+    return;
+  char msg[600];
+  snprintf(msg, sizeof msg,
+           "%s: the rank files' \"tpx.source\" is an older tpx's digest of "
+           "the source's names and headers only: rank files of two "
+           "checkpoints of one model are not told apart (shard again from "
+           "the source for a digest of its data)",
+           s->dir);
+  o->note(msg, o->note_user);
+}
+
 tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
                            const tpx_shard_merge_options *opts,
                            tpx_error *err) {
@@ -270,6 +288,8 @@ tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
   tpx_checkpoint_writer *w = NULL;
   merge_bufs b = {NULL, NULL, 0, 0};
   tpx_status st = tpx__merge_set_open(in_dir, &s, err);
+  if (st == TPX_OK)
+    note_old_digest(&s, &o);
   if (st == TPX_OK)
     st = tpx__out_dir_open(out_dir, TPX__OUT_MERGED, 0, o.replace, 0, &d, err);
   tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;

@@ -169,14 +169,18 @@ static int same_fold(const tpx_shard_tensor *a, const tpx_shard_tensor *b) {
   return 1;
 }
 
-/* "[o0:o0+l0, o1:o1+l1]" of a box into buf. */
+/* "[o0:o0+l0, o1:o1+l1]" of a box into buf. Offsets and lengths are
+ * non-negative (the metadata parser's and the header's checks), but a
+ * crafted file may put them anywhere up to 2^63 - 1: the end is summed
+ * unsigned, where it always fits. */
 static void box_text(const int64_t *off, const int64_t *len, int ndim,
                      char *buf, size_t size) {
   size_t used = (size_t)snprintf(buf, size, "[");
   for (int d = 0; d < ndim && used < size; d++)
-    used +=
-        (size_t)snprintf(buf + used, size - used, "%s%lld:%lld", d ? ", " : "",
-                         (long long)off[d], (long long)(off[d] + len[d]));
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld:%llu",
+                             d ? ", " : "", (long long)off[d],
+                             (unsigned long long)off[d] +
+                                 (unsigned long long)len[d]);
   if (used < size)
     snprintf(buf + used, size - used, "]");
 }

@@ -1,6 +1,8 @@
 /* publish.c — finishing a checkpoint write: fsync this writer's data, mark
  * it done, and (the last writer) rename the temporaries to their final
- * names and write the index. See writer.c for the protocol. */
+ * names and write the index. See writer.c for the protocol. Also the
+ * sealing of one writer's file whose publication the caller does with a
+ * set of others (tpx__ckpt_writer_seal, publish_set.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -105,10 +107,10 @@ static tpx_status write_index(tpx_checkpoint_writer *w, tpx_error *err) {
   return st;
 }
 
-/* Every writer is done: temporaries to final names, then the index. */
-static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
+/* Every temporary holds its file's full size. */
+static tpx_status check_sizes(const tpx_checkpoint_writer *w, tpx_error *err) {
   for (size_t f = 0; f < w->num_files; f++) {
-    tpx__wfile *wf = &w->files[f];
+    const tpx__wfile *wf = &w->files[f];
     struct stat sb;
     if (lstat(wf->tmp_path, &sb) == 0 && (int64_t)sb.st_size != wf->size)
       return tpx_error_set(err, TPX_IO,
@@ -117,6 +119,14 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
                            wf->final_path, wf->tmp_path, (long long)sb.st_size,
                            (long long)wf->size);
   }
+  return TPX_OK;
+}
+
+/* Every writer is done: temporaries to final names, then the index. */
+static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
+  tpx_status cst = check_sizes(w, err);
+  if (cst != TPX_OK)
+    return cst;
   for (size_t f = 0; f < w->num_files; f++) {
     tpx__wfile *wf = &w->files[f];
     if (rename(wf->tmp_path, wf->final_path) != 0) {
@@ -130,8 +140,7 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
     }
   }
   if (!w->sharded) {
-    if (!w->defer_dir_sync)
-      fsync_dir(w->dir);
+    fsync_dir(w->dir);
     return TPX_OK;
   }
   fsync_dir(w->dir); /* the data files' names before the index names them */
@@ -140,16 +149,12 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
   return st;
 }
 
-tpx_status tpx_checkpoint_writer_finish(tpx_checkpoint_writer *w,
-                                        int *all_done_out, tpx_error *err) {
-  if (all_done_out)
-    *all_done_out = 0;
-  if (w == NULL || w->finished)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_checkpoint_writer_finish: no writer, or "
-                         "finished already");
+/* fsync and close every temporary of this writer. */
+static tpx_status flush_files(tpx_checkpoint_writer *w, tpx_error *err) {
   for (size_t f = 0; f < w->num_files; f++) {
     tpx__wfile *wf = &w->files[f];
+    if (wf->fd < 0)
+      continue;
     int bad = fsync(wf->fd) != 0;
     int e = errno;
     if (close(wf->fd) != 0 && !bad) {
@@ -161,6 +166,69 @@ tpx_status tpx_checkpoint_writer_finish(tpx_checkpoint_writer *w,
       return tpx_error_set(err, TPX_IO, "%s: cannot flush %s: %s",
                            wf->final_path, wf->tmp_path, strerror(e));
   }
+  return TPX_OK;
+}
+
+/* The first `find` in file 0's header replaced by `put` (as long), in the
+ * buffer and in the file. */
+static tpx_status patch_header(tpx_checkpoint_writer *w, const char *find,
+                               const char *put, tpx_error *err) {
+  tpx__wfile *wf = &w->files[0];
+  size_t n = strlen(find), at = 0;
+  while (at + n <= wf->header_len && memcmp(wf->header + at, find, n) != 0)
+    at++;
+  if (strlen(put) != n || at + n > wf->header_len)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: the header holds no '%s' to replace",
+                         wf->final_path, find);
+  memcpy(wf->header + at, put, n);
+  for (size_t done = 0; done < n;) {
+    ssize_t r =
+        pwrite(wf->fd, wf->header + at + done, n - done, (off_t)(at + done));
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return tpx_error_set(err, TPX_IO, "%s: header: writing %s: %s",
+                           wf->final_path, wf->tmp_path,
+                           r < 0 ? strerror(errno) : "no progress");
+    done += (size_t)r;
+  }
+  return TPX_OK;
+}
+
+tpx_status tpx__ckpt_writer_seal(tpx_checkpoint_writer *w, const char *find,
+                                 const char *put, char **tmp_out,
+                                 char **final_out, tpx_error *err) {
+  *tmp_out = *final_out = NULL;
+  if (w == NULL || w->finished || w->num_writers != 1 || w->num_files != 1)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx__ckpt_writer_seal: one unfinished writer of one "
+                         "file needed");
+  tpx_status st = find ? patch_header(w, find, put, err) : TPX_OK;
+  if (st == TPX_OK)
+    st = flush_files(w, err);
+  if (st == TPX_OK)
+    st = check_sizes(w, err);
+  if (st != TPX_OK)
+    return st;     /* destroy removes the temporary */
+  w->finished = 1; /* the temporary now belongs to the caller */
+  *tmp_out = w->files[0].tmp_path;
+  *final_out = w->files[0].final_path;
+  w->files[0].tmp_path = w->files[0].final_path = NULL;
+  return TPX_OK;
+}
+
+tpx_status tpx_checkpoint_writer_finish(tpx_checkpoint_writer *w,
+                                        int *all_done_out, tpx_error *err) {
+  if (all_done_out)
+    *all_done_out = 0;
+  if (w == NULL || w->finished)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_checkpoint_writer_finish: no writer, or "
+                         "finished already");
+  tpx_status fst = flush_files(w, err);
+  if (fst != TPX_OK)
+    return fst;
   if (w->num_writers > 1) {
     char *mine = marker_path(w, w->writer_rank);
     int fd = mine

@@ -31,11 +31,23 @@ tpx_status tpx__shard_meta_build(const tpx_sharding *sh,
                                  char **mesh_out, char **tensors_out,
                                  tpx_error *err);
 
-/* shard_ids.c: "fnv1a64:<16 hex>" of the source's file names and raw
- * headers into out; a new random run id (32 hex) into out; 1 when `id` is
- * an acceptable run id (1..64 printable ASCII, no space). */
-tpx_status tpx__shard_source_digest(const tpx_checkpoint_reader *rd, char *out,
-                                    size_t size, tpx_error *err);
+/* source_digest.c: "xxh64:<16 hex>", the digest of every byte of the
+ * source's files (names, headers, tensor data), the same for every run on
+ * the same files; computed by threads of its own while the caller goes
+ * on. start: the job (TPX_NO_MEMORY). finish: waits for the value, into
+ * out (23 bytes and more); any thread may call it, any number of times;
+ * errors name the file that cannot be read. stop: no more chunks (finish
+ * then fails). destroy: stops, joins and frees (NULL: nothing). */
+#define TPX__SOURCE_DIGEST_LEN 22
+typedef struct tpx__source_digest tpx__source_digest;
+tpx_status tpx__source_digest_start(const tpx_checkpoint_reader *rd,
+                                    tpx__source_digest **out, tpx_error *err);
+tpx_status tpx__source_digest_finish(tpx__source_digest *j, char *out,
+                                     size_t size, tpx_error *err);
+void tpx__source_digest_stop(tpx__source_digest *j);
+void tpx__source_digest_destroy(tpx__source_digest *j);
+/* shard_ids.c: a new random run id (32 hex) into out; 1 when `id` is an
+ * acceptable run id (1..64 printable ASCII, no space). */
 void tpx__shard_new_run_id(char *out, size_t size);
 int tpx__shard_run_id_ok(const char *id);
 

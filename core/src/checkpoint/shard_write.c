@@ -5,7 +5,9 @@
  * piece, with the per-expert names in its "fold" metadata, so that a merge
  * writes the original tensors back). The pieces are read with the per-rank
  * reader (only the slice's bytes) and written with the checkpoint writer
- * (temporary + fsync + rename). Not the metadata's text (shard_meta.c). */
+ * into temporaries, fsync'd, and renamed to their final names together
+ * once every file of the run is complete (publish_set.c). Not the
+ * metadata's text (shard_meta.c) nor the source digest (source_digest.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -89,11 +91,18 @@ static tpx_status list_tensors(const tpx_sharding *sh,
   return st;
 }
 
-/* What every rank file of the run carries besides its own metadata. */
+/* What every rank file of the run carries besides its own metadata. The
+ * source digest is computed while the files are written: they are written
+ * with SOURCE_PENDING in its place, replaced when each is sealed. */
 typedef struct run_ids {
   char run_id[72];
   char source[40];
 } run_ids;
+
+#define SOURCE_PENDING "xxh64:----------------"
+#define SOURCE_KEY "\"tpx.source\":\""
+_Static_assert(sizeof SOURCE_PENDING - 1 == TPX__SOURCE_DIGEST_LEN,
+               "the stand-in is replaced in place: same length");
 
 /* What the writing threads share (write_ranks): the ranks left, the
  * progress, the first failure; all under `lock`. */
@@ -103,7 +112,10 @@ typedef struct pool {
   const tpx__out_dir *d;
   const tpx_shard_write_options *o;
   const run_ids *ids;
-  int pending; /* finished files each thread keeps open (see PENDING) */
+  tpx__source_digest *digest; /* the value SOURCE_PENDING stands for */
+  tpx__ckpt_set *set;         /* slot r - first: rank r's sealed file */
+  int64_t first;
+  int pending; /* written files each thread keeps open (see PENDING) */
   pthread_mutex_t lock;
   int64_t next, last;
   tpx_shard_progress prog;
@@ -218,8 +230,6 @@ static tpx_status shard_rank(pool *pl, int64_t rank,
     wo.metadata_keys = keys;
     wo.metadata_values = vals;
     st = tpx__ckpt_writer_create_from(dir, entries, sources, n, &wo, &w, err);
-    if (st == TPX_OK)
-      w->defer_dir_sync = 1; /* once for all files: write_ranks */
   }
   if (st == TPX_OK)
     st = copy_pieces(sh, rd, rank, ts, n, w, pl, err);
@@ -246,35 +256,44 @@ static int64_t tensors_per_rank(const tpx_checkpoint_reader *rd,
   return n;
 }
 
-/* The run's ids: the caller's run id or a new one, the source digest. */
-static tpx_status make_ids(const tpx_checkpoint_reader *rd,
-                           const tpx_shard_write_options *o, run_ids *ids,
-                           tpx_error *err) {
-  if (o->run_id && !tpx__shard_run_id_ok(o->run_id))
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "run id '%.80s' must be 1 to 64 printable ASCII "
-                         "characters without spaces",
-                         o->run_id);
+/* The run's ids: the caller's run id or a new one, the source digest's
+ * stand-in. */
+static void make_ids(const tpx_shard_write_options *o, run_ids *ids) {
   if (o->run_id)
     snprintf(ids->run_id, sizeof ids->run_id, "%s", o->run_id);
   else
     tpx__shard_new_run_id(ids->run_id, sizeof ids->run_id);
-  return tpx__shard_source_digest(rd, ids->source, sizeof ids->source, err);
+  snprintf(ids->source, sizeof ids->source, "%s", SOURCE_PENDING);
 }
 
-/* Rank files whose data is written but not yet fsync'd: finishing each
+/* Rank files whose data is written but not yet fsync'd: sealing each
  * right after its writes would leave the disk idle while the next file is
  * read and cut, and the CPU idle during each fsync. The writer starts the
  * writeback of every large piece as it goes (sync_file_range), and up to
- * PENDING files (over all threads) stay open before the oldest is
- * finished (fsync + rename), by which time most of its data is on disk. */
+ * PENDING files (over all threads) stay open before the oldest is sealed
+ * (fsync, under its temporary name: publish_set.c), by which time most of
+ * its data is on disk. */
 #define PENDING 4
 
-static tpx_status finish_one(pool *p, tpx_checkpoint_writer **w,
-                             tpx_error *err) {
-  tpx_status st = tpx_checkpoint_writer_finish(*w, NULL, err);
-  tpx_checkpoint_writer_destroy(*w);
-  *w = NULL;
+/* A rank file written, not yet sealed. */
+typedef struct pending_file {
+  tpx_checkpoint_writer *w;
+  int64_t rank;
+} pending_file;
+
+/* Seals a written rank file: its source digest in place (waiting for the
+ * digest threads the first time), fsync'd under its temporary name. */
+static tpx_status seal_one(pool *p, pending_file *f, tpx_error *err) {
+  char digest[40], find[64], put[64];
+  tpx_status st =
+      tpx__source_digest_finish(p->digest, digest, sizeof digest, err);
+  snprintf(find, sizeof find, "%s%s", SOURCE_KEY, SOURCE_PENDING);
+  snprintf(put, sizeof put, "%s%s", SOURCE_KEY, digest);
+  if (st == TPX_OK)
+    st = tpx__ckpt_set_add(p->set, (size_t)(f->rank - p->first), f->w, find,
+                           put, err);
+  tpx_checkpoint_writer_destroy(f->w);
+  f->w = NULL;
   if (st == TPX_OK)
     progress(p, 0, 0, 1);
   return st;
@@ -291,7 +310,7 @@ static int failed(pool *p) {
  * failed; keeps its last p->pending files open (see PENDING). */
 static void *write_worker(void *arg) {
   pool *p = arg;
-  tpx_checkpoint_writer *pending[PENDING] = {NULL};
+  pending_file pending[PENDING] = {{NULL, 0}};
   tpx_error err = {0};
   tpx_status st = TPX_OK;
   int64_t k = 0;
@@ -301,20 +320,21 @@ static void *write_worker(void *arg) {
     pthread_mutex_unlock(&p->lock);
     if (r < 0)
       break;
-    tpx_checkpoint_writer **slot = &pending[k++ % p->pending];
-    if (*slot) /* the oldest pending file */
-      st = finish_one(p, slot, &err);
+    pending_file *slot = &pending[k++ % p->pending];
+    if (slot->w) /* the oldest pending file */
+      st = seal_one(p, slot, &err);
+    slot->rank = r;
     if (st == TPX_OK)
-      st = shard_rank(p, r, slot, &err);
+      st = shard_rank(p, r, &slot->w, &err);
   }
   /* the rest, oldest first; after an error here or in another thread only
-   * destroyed (no final name) */
+   * destroyed (their temporaries removed) */
   for (int64_t j = 0; j < p->pending; j++) {
-    tpx_checkpoint_writer **slot = &pending[(k + j) % p->pending];
-    if (*slot && st == TPX_OK && !failed(p))
-      st = finish_one(p, slot, &err);
-    tpx_checkpoint_writer_destroy(*slot);
-    *slot = NULL;
+    pending_file *slot = &pending[(k + j) % p->pending];
+    if (slot->w && st == TPX_OK && !failed(p))
+      st = seal_one(p, slot, &err);
+    tpx_checkpoint_writer_destroy(slot->w);
+    slot->w = NULL;
   }
   pthread_mutex_lock(&p->lock);
   if (st != TPX_OK && p->st == TPX_OK) {
@@ -322,6 +342,8 @@ static void *write_worker(void *arg) {
     p->err = err;
   }
   pthread_mutex_unlock(&p->lock);
+  if (st != TPX_OK) /* its result is of no more use */
+    tpx__source_digest_stop(p->digest);
   return NULL;
 }
 
@@ -352,18 +374,28 @@ static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
   int64_t first = o->rank >= 0 ? o->rank : 0;
   int64_t last = o->rank >= 0 ? o->rank : world - 1;
   int64_t per_rank = tensors_per_rank(rd, tpx_sharding_model(sh));
-  pool p = {rd,
-            sh,
-            d,
-            o,
-            ids,
-            PENDING,
-            PTHREAD_MUTEX_INITIALIZER,
-            first,
-            last,
-            {0, 0, 0, 0, 0},
-            TPX_OK,
-            {0}};
+  tpx__ckpt_set set;
+  tpx__source_digest *digest = NULL;
+  tpx_status st = tpx__ckpt_set_init(&set, (size_t)(last - first + 1), err);
+  if (st == TPX_OK) /* read by threads of its own while the files are cut */
+    st = tpx__source_digest_start(rd, &digest, err);
+  if (st != TPX_OK) {
+    tpx__ckpt_set_free(&set);
+    return st;
+  }
+  pool p = {.rd = rd,
+            .sh = sh,
+            .d = d,
+            .o = o,
+            .ids = ids,
+            .digest = digest,
+            .set = &set,
+            .first = first,
+            .pending = PENDING,
+            .lock = PTHREAD_MUTEX_INITIALIZER,
+            .next = first,
+            .last = last,
+            .st = TPX_OK};
   for (int64_t r = first; r <= last; r++) {
     p.prog.total_bytes += tpx_sharding_rank_param_bytes(sh, r);
     p.prog.total_items += per_rank;
@@ -380,13 +412,13 @@ static tpx_status write_ranks(const tpx_checkpoint_reader *rd,
   write_worker(&p); /* the caller's thread writes too */
   for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
   pthread_mutex_destroy(&p.lock);
-  if (p.st != TPX_OK)
-    return tpx_error_set(err, p.st, "%s", p.err.message);
-  /* the new names, durable once for every file */
-  if (fsync(d->fd) != 0)
-    return tpx_error_set(err, TPX_IO, "%s: cannot flush the directory: %s",
-                         d->path, strerror(errno));
-  return TPX_OK;
+  tpx__source_digest_destroy(digest); /* after a failure, stopped early */
+  /* every file complete: the set under its final names, the directory
+   * fsync'd once; after a failure, no final name of this run */
+  st = p.st != TPX_OK ? tpx_error_set(err, p.st, "%s", p.err.message)
+                      : tpx__ckpt_set_publish(&set, d->fd, d->path, err);
+  tpx__ckpt_set_free(&set);
+  return st;
 }
 
 tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
@@ -410,14 +442,17 @@ tpx_status tpx_shard_write(const tpx_checkpoint_reader *rd,
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "rank %lld is outside the mesh of %lld",
                          (long long)o.rank, (long long)world);
-  run_ids ids;
-  tpx_status st = make_ids(rd, &o, &ids, err);
-  if (st != TPX_OK)
-    return st;
+  if (o.run_id && !tpx__shard_run_id_ok(o.run_id))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "run id '%.80s' must be 1 to 64 printable ASCII "
+                         "characters without spaces",
+                         o.run_id);
   tpx__out_dir d;
   /* runs of one set that each write some ranks may share the directory */
-  st = tpx__out_dir_open(dir, TPX__OUT_RANKS, world, o.replace, o.rank >= 0, &d,
-                         err);
+  tpx_status st = tpx__out_dir_open(dir, TPX__OUT_RANKS, world, o.replace,
+                                    o.rank >= 0, &d, err);
+  run_ids ids;
+  make_ids(&o, &ids);
   if (st == TPX_OK)
     st = write_ranks(rd, sh, &d, &o, &ids, err);
   char names[256];

@@ -41,9 +41,6 @@ struct tpx_checkpoint_writer {
   int sharded; /* more than one file: an index is written */
   int64_t num_writers, writer_rank;
   int finished;
-  /* 1: publish leaves the directory's fsync to the caller, who syncs it
-   * once after several writers (the shard's rank files) */
-  int defer_dir_sync;
   atomic_llong bytes;
 };
 
@@ -108,5 +105,40 @@ tpx_status tpx__ckpt_copy_direct(const tpx_checkpoint_reader *rd,
 tpx_status tpx__ckpt_publish_text(const char *dir, const char *name,
                                   const char *text, int newline,
                                   tpx_error *err);
+
+/* publish.c: the data of a single writer of one file made durable under
+ * its temporary name (fsync, close, size check), not published: the
+ * temporary's and the final path (malloc'd, the caller's) into *tmp_out and
+ * *final_out; the writer is finished (destroy leaves the temporary). With
+ * `find` (may be NULL), its first occurrence in the header is first
+ * replaced by `put`, of the same length (a value known only once the data
+ * is written). After an error the writer still owns (and destroy removes)
+ * its temporary. */
+tpx_status tpx__ckpt_writer_seal(tpx_checkpoint_writer *w, const char *find,
+                                 const char *put, char **tmp_out,
+                                 char **final_out, tpx_error *err);
+
+/* publish_set.c: files published together, after every one is complete
+ * (tpx_shard_write's rank files): a run that fails before leaves no final
+ * name of its own, and whatever stood under those names (an older set)
+ * whole. Slot i holds the sealed temporary of file i. */
+typedef struct tpx__ckpt_set {
+  char **tmp, **final; /* [n], NULL: not (yet) sealed */
+  size_t n;
+} tpx__ckpt_set;
+
+/* n empty slots. TPX_NO_MEMORY. */
+tpx_status tpx__ckpt_set_init(tpx__ckpt_set *s, size_t n, tpx_error *err);
+/* Seals w (tpx__ckpt_writer_seal, `find` and `put` included) into slot i;
+ * threads may fill distinct slots at once. */
+tpx_status tpx__ckpt_set_add(tpx__ckpt_set *s, size_t i,
+                             tpx_checkpoint_writer *w, const char *find,
+                             const char *put, tpx_error *err);
+/* Renames every slot's temporary to its final name (all slots must be
+ * filled), then fsyncs the directory `dir_fd` (`dir` in errors). */
+tpx_status tpx__ckpt_set_publish(tpx__ckpt_set *s, int dir_fd, const char *dir,
+                                 tpx_error *err);
+/* Removes the temporaries not published, frees the slots. */
+void tpx__ckpt_set_free(tpx__ckpt_set *s);
 
 #endif /* TPX_CHECKPOINT_WRITER_IMPL_H */

@@ -317,6 +317,41 @@ run "--rank 1 of the other source" "$tpx" shard --weights "$work/src-L-sharded" 
 cp "$work/r-src/rank-00001-of-00003.safetensors" "$work/r-id/"
 bad_input "merge: rank files of two sources" "another source checkpoint" \
   "$tpx" merge --in "$work/r-id" --out "$work/out14"
+# two checkpoints of one model (two training steps): the same names and
+# headers, other values (here the source's last byte); its rank 1 under the
+# same --run-id is refused, naming both files (this merged silently when
+# tpx.source covered the headers only)
+rm -rf "$work/r-id"
+for r in 0 1 2; do
+  run "--rank $r --run-id, again" "$tpx" shard --weights "$L" --tp 3 \
+    --rank $r --run-id job-8 --out "$work/r-id"
+done
+mkdir -p "$work/src-L-step2"
+cp "$L"/* "$work/src-L-step2/"
+last=$(($(wc -c <"$L/model.safetensors") - 1))
+printf 'x' | dd of="$work/src-L-step2/model.safetensors" bs=1 seek="$last" \
+  conv=notrunc 2>/dev/null
+run "--rank 1 of the second step" "$tpx" shard --weights "$work/src-L-step2" \
+  --tp 3 --rank 1 --run-id job-8 --out "$work/r-step2"
+cp "$work/r-step2/rank-00001-of-00003.safetensors" "$work/r-id/"
+bad_input "merge: rank files of two checkpoints of one model" \
+  "another source checkpoint" \
+  "$tpx" merge --in "$work/r-id" --out "$work/out14b"
+grep -qF "rank-00001-of-00003.safetensors: cut from another source checkpoint than $work/r-id/rank-00000-of-00003.safetensors" \
+  "$work/log" && ok "merge of two steps: both files named" ||
+  bad "merge of two steps: both files named"
+no_final "$work/out14b" "merge of two steps"
+# a re-shard over a complete set that fails on a full disk (a file-size
+# limit) leaves that set whole: every file of the earlier run, mergeable
+run "tp=3: a complete set" "$tpx" shard --weights "$L" --tp 3 --out "$work/r-full"
+before="$(sums "$work/r-full") $(ls -A "$work/r-full" | tr '\n' ' ')"
+fails_with "shard over a complete set: file-size limit hit" "-of-00003.safetensors" \
+  sh -c "ulimit -f 1; exec '$tpx' shard --weights '$L' --tp 3 --out '$work/r-full'"
+[ "$(sums "$work/r-full") $(ls -A "$work/r-full" | tr '\n' ' ')" = "$before" ] &&
+  ok "failed re-shard: the earlier set unchanged, no temporary left" ||
+  bad "failed re-shard: the earlier set unchanged, no temporary left"
+run "failed re-shard: the earlier set merges" "$tpx" merge --in "$work/r-full" \
+  --out "$work/m-full"
 
 # errors `tpx plan` reports stop `tpx shard` (3 kv heads over tp 2);
 # --allow-errors writes anyway

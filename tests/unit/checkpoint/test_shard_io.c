@@ -8,7 +8,7 @@
  * offset modulo the page; a
  * copy_file_range or an fsync that fails (this executable's definitions
  * interpose libc's for libtpx too) and a run killed in the middle leave no
- * file under a final name that is not complete. */
+ * file of theirs under a final name, and an earlier set whole. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -216,6 +216,8 @@ static void fixture_free(fixture *fx) {
 /* tpx_shard_write of the fixture into tmpdir/<sub> with reader io `io`
  * and `threads` (the reader's num_threads, up to which rank files are
  * written at once; 0: its default). */
+static const char *g_run_id = "test-run"; /* shard_into's run id */
+
 static tpx_status shard_into(const fixture *fx, const char *sub, int io,
                              int threads, tpx_error *err) {
   tpx_checkpoint_reader_options ro = TPX_CHECKPOINT_READER_OPTIONS_INIT;
@@ -224,7 +226,7 @@ static tpx_status shard_into(const fixture *fx, const char *sub, int io,
   char out[1024];
   ro.io_method = io;
   ro.num_threads = threads;
-  wo.run_id = "test-run";
+  wo.run_id = g_run_id;
   snprintf(out, sizeof out, "%s", tmp(sub));
   ck_assert_int_eq(tpx_checkpoint_reader_create(fx->src, &ro, &rd, err),
                    TPX_OK);
@@ -502,24 +504,74 @@ START_TEST(test_copy_fails) {
 }
 END_TEST
 
+/* Every rank file of tmpdir/<sub> holds "tpx.run_id" `id`: the count. */
+static int files_of_run(const char *sub, const char *id) {
+  int n = 0;
+  for (int64_t r = 0; r < 4; r++) {
+    char name[96], f[1200];
+    tpx_checkpoint_reader *rd = NULL;
+    tpx_shard_file_name(r, 4, name, sizeof name);
+    snprintf(f, sizeof f, "%s/%s", tmp(sub), name);
+    if (tpx_checkpoint_reader_create(f, NULL, &rd, NULL) != TPX_OK)
+      continue;
+    const char *v = tpx_checkpoint_metadata(rd, "tpx.run_id");
+    n += v && strcmp(v, id) == 0;
+    tpx_checkpoint_reader_destroy(rd);
+  }
+  return n;
+}
+
+/* tmpdir/<sub> merges (into tmpdir/merged, removed after). */
+static void merges(const char *sub) {
+  char in[1024], out[1024];
+  tpx_error err = {0};
+  snprintf(in, sizeof in, "%s", tmp(sub));
+  snprintf(out, sizeof out, "%s", tmp("merged"));
+  ck_assert_msg(tpx_shard_merge(in, out, NULL, &err) == TPX_OK, "%s",
+                err.message);
+  unlink(tmp("merged/model.safetensors"));
+  rmdir(tmp("merged"));
+}
+
+/* An fsync failing at the second rank file (a disk failing after some
+ * files): the run fails naming it and publishes nothing, into an empty
+ * directory (no final name) as over a complete set of an earlier run
+ * (all four of its files stay, and merge). Files used to be renamed one
+ * by one as each completed, leaving a partial set, or two runs mixed. */
 START_TEST(test_fsync_fails) {
   fixture fx;
   tpx_error err = {0};
   fixture_init(&fx);
-  g_fsync_calls = 0;
-  g_fsync_fail_at = 2; /* the second rank file's */
-  ck_assert_int_eq(shard_into(&fx, "out", 0, 0, &err), TPX_IO);
-  g_fsync_fail_at = 0;
-  ck_assert_ptr_nonnull(strstr(err.message, strerror(EIO)));
-  ck_assert_ptr_nonnull(strstr(err.message, "rank-0000"));
-  /* files another writing thread finished first stay, complete; the
-   * failed one and those pending are not under a final name */
-  ck_assert_int_le(complete_files("out", 0), 3);
-  /* the directory is usable again at once */
-  tpx_error_clear(&err);
-  ck_assert_msg(shard_into(&fx, "out", 0, 0, &err) == TPX_OK, "%s",
-                err.message);
-  ck_assert_int_eq(complete_files("out", 0), 4);
+  g_run_id = "new-run";
+  for (int over_old = 0; over_old < 2; over_old++) {
+    const char *sub = over_old ? "killed" : "out";
+    if (over_old) {
+      g_run_id = "old-run";
+      ck_assert_msg(shard_into(&fx, sub, 0, 0, &err) == TPX_OK, "%s",
+                    err.message);
+      g_run_id = "new-run";
+    }
+    g_fsync_calls = 0;
+    g_fsync_fail_at = 2; /* the second rank file's */
+    ck_assert_int_eq(shard_into(&fx, sub, 0, 0, &err), TPX_IO);
+    g_fsync_fail_at = 0;
+    ck_assert_ptr_nonnull(strstr(err.message, strerror(EIO)));
+    ck_assert_ptr_nonnull(strstr(err.message, "rank-0000"));
+    /* no temporary left, no file of the failed run */
+    ck_assert_int_eq(complete_files(sub, 0), over_old ? 4 : 0);
+    ck_assert_int_eq(files_of_run(sub, "new-run"), 0);
+    if (over_old) {
+      ck_assert_int_eq(files_of_run(sub, "old-run"), 4);
+      merges(sub);
+    }
+    /* the directory is usable again at once */
+    tpx_error_clear(&err);
+    ck_assert_msg(shard_into(&fx, sub, 0, 0, &err) == TPX_OK, "%s",
+                  err.message);
+    ck_assert_int_eq(complete_files(sub, 0), 4);
+    ck_assert_int_eq(files_of_run(sub, "new-run"), 4);
+  }
+  g_run_id = "test-run";
   fixture_free(&fx);
 }
 END_TEST
@@ -531,11 +583,17 @@ static void kill_self(const tpx_shard_progress *p, void *user) {
     raise(SIGKILL);
 }
 
-/* A run killed after some pieces or files leaves complete files under
- * final names, nothing else but temporaries. */
+/* A run killed after some pieces or some completed (sealed) files, over
+ * a complete set of an earlier run: that set stays whole (its four files,
+ * nothing of the killed run under a final name) beside the temporaries. */
 START_TEST(test_killed_run) {
   fixture fx;
+  tpx_error err = {0};
   fixture_init(&fx);
+  g_run_id = "old-run";
+  ck_assert_msg(shard_into(&fx, "killed", 0, 0, &err) == TPX_OK, "%s",
+                err.message);
+  g_run_id = "test-run";
   static const int64_t at[] = {1, 5, -1, -3};
   for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
     int64_t items = at[i];
@@ -558,13 +616,12 @@ START_TEST(test_killed_run) {
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
     ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     /* temporaries of the killed run stay until the next run removes them;
-     * under a final name only complete files */
-    int64_t named = complete_files("killed", 1);
-    if (items < 0) /* the files it completed are there */
-      ck_assert_int_ge(named, -items);
+     * under the final names the earlier set, whole */
+    ck_assert_int_eq(complete_files("killed", 1), 4);
+    ck_assert_int_eq(files_of_run("killed", "old-run"), 4);
   }
+  merges("killed");
   /* the next run removes the temporaries and writes every file */
-  tpx_error err = {0};
   ck_assert_msg(shard_into(&fx, "killed", 0, 0, &err) == TPX_OK, "%s",
                 err.message);
   ck_assert_int_eq(complete_files("killed", 0), 4);
@@ -576,8 +633,8 @@ static void setup(void) { make_tmpdir(); }
 
 /* The subdirectories' files, then the scratch directory's. */
 static void teardown(void) {
-  static const char *const subs[] = {"direct", "buffered", "out", "killed",
-                                     "src"};
+  static const char *const subs[] = {"direct", "buffered", "out",
+                                     "killed", "merged",   "src"};
   for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
     char p[1024], f[1400];
     snprintf(p, sizeof p, "%s", tmp(subs[i]));
