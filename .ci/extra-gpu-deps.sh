@@ -1,5 +1,5 @@
 #!/bin/sh
-# The lent GPU machines' bare image (no jansson, check or pkg-config), on a
+# The lent GPU machines' bare image (no jansson, xxhash, check or pkg-config), on a
 # CPU: tools/gpu-deps/bootstrap.sh unpacks the committed .debs where the
 # machine's own pkg-config sees nothing (PKG_CONFIG_LIBDIR = an empty
 # folder), then a CPU-only tree (-Dcuda=disabled) is configured against

@@ -4,7 +4,7 @@
 # CUDA + NCCL for the GPU found, run every device check, print one line per
 # group, exit 0 only if all pass. Without a usable GPU: exit 77 within
 # seconds, naming why. Nothing is fetched from the network: what the lent
-# GPU machines lack (jansson, check, pkg-config) comes from the Debian
+# GPU machines lack (jansson, xxhash, check, pkg-config) comes from the Debian
 # packages committed in tools/gpu-deps/ (bootstrap.sh unpacks them into
 # BUILD_DIR/deps); CUDA is found by nvcc when /usr/local/cuda is absent,
 # NCCL in the pip package nvidia-nccl-cu13 when CUDA's root lacks it.

@@ -1,18 +1,19 @@
 # tools/gpu-deps/bootstrap.sh — sourced (POSIX sh), not run: provides
-# gpu_deps_bootstrap DEPS_DIR, which makes jansson, check and pkg-config
+# gpu_deps_bootstrap DEPS_DIR, which makes jansson, xxhash, check and pkg-config
 # available to a build on a machine that lacks them (the lent GPU
-# machines: no network, a different image). When pkg-config, jansson or
-# check is missing it unpacks the Debian 12 packages committed beside this
+# machines: no network, a different image). When pkg-config, jansson,
+# libxxhash or check is missing it unpacks the Debian 12 packages committed beside this
 # file into DEPS_DIR (never into /), rewrites their .pc files' prefix to
 # that folder and exports PATH, PKG_CONFIG, PKG_CONFIG_PATH,
 # LD_LIBRARY_PATH, LIBRARY_PATH and CPATH for the build and the test runs.
 # Says on stdout what it did. Returns non-zero only when it cannot unpack.
 # TPX_GPU_DEPS=force unpacks and uses them even when the machine has all
-# three (the CPU check of this path: .ci/extra-gpu-deps.sh).
+# four (the CPU check of this path: .ci/extra-gpu-deps.sh).
 
-gpu_deps_have() { # -> 0 when pkg-config, jansson >= 2.11 and check are there
+gpu_deps_have() { # -> 0 when pkg-config, jansson >= 2.11, libxxhash and check are there
   command -v pkg-config >/dev/null 2>&1 &&
     pkg-config --exists 'jansson >= 2.11' 2>/dev/null &&
+    pkg-config --exists libxxhash 2>/dev/null &&
     pkg-config --exists check 2>/dev/null
 }
 
@@ -31,7 +32,7 @@ gpu_deps_unpack() { # deb dest: dpkg -x, or ar + tar where dpkg is absent
 
 gpu_deps_bootstrap() { # DEPS_DIR
   if [ "${TPX_GPU_DEPS:-}" != force ] && gpu_deps_have; then
-    echo "gpu-deps: pkg-config, jansson and check found on this machine"
+    echo "gpu-deps: pkg-config, jansson, libxxhash and check found on this machine"
     return 0
   fi
   # the .debs beside this file; callers source it from the repository root
@@ -57,7 +58,7 @@ gpu_deps_bootstrap() { # DEPS_DIR
   CPATH=$_d/usr/include${CPATH:+:$CPATH}
   export PATH PKG_CONFIG PKG_CONFIG_PATH LD_LIBRARY_PATH LIBRARY_PATH CPATH
   echo "gpu-deps: unpacked $(find "$_debs" -name '*.deb' | wc -l) committed packages" \
-    "(jansson, check, pkg-config) into $_d; PATH, PKG_CONFIG(_PATH)," \
+    "(jansson, xxhash, check, pkg-config) into $_d; PATH, PKG_CONFIG(_PATH)," \
     "LD_LIBRARY_PATH, LIBRARY_PATH, CPATH point there"
   echo "gpu-deps: jansson $(pkg-config --modversion jansson)," \
     "check $(pkg-config --modversion check), $(command -v pkg-config)"

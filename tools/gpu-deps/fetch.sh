@@ -8,5 +8,5 @@ set -eu
 cd "$(dirname "$0")"
 rm -f ./*.deb
 apt-get download libjansson4 libjansson-dev check libsubunit0 \
-  libsubunit-dev pkgconf-bin libpkgconf3
+  libsubunit-dev pkgconf-bin libpkgconf3 libxxhash0 libxxhash-dev
 ls -l ./*.deb

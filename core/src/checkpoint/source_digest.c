@@ -26,9 +26,12 @@
 #include <string.h>
 #include <unistd.h>
 
+/* the state on the stack (libxxhash, Debian's libxxhash-dev) */
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 #include "checkpoint/ckpt_internal.h"
 #include "checkpoint/shard_impl.h"
-#include "checkpoint/xxh64.h"
 
 #define CHUNK ((int64_t)64 << 20) /* bytes of a chunk: a unit of work */
 #define READ_SIZE ((size_t)1 << 20)
@@ -62,8 +65,8 @@ static tpx_status hash_chunk(const tpx_checkpoint_reader *rd, chunk *c,
                              unsigned char *buf, tpx_error *err) {
   const char *path = rd->load.files[c->file].path;
   int fd = rd->fds[c->file];
-  tpx__xxh64_state s;
-  tpx__xxh64_init(&s, 0);
+  XXH64_state_t s;
+  XXH64_reset(&s, 0);
   for (int64_t at = 0; at < c->len;) {
     size_t want =
         c->len - at < (int64_t)READ_SIZE ? (size_t)(c->len - at) : READ_SIZE;
@@ -75,10 +78,10 @@ static tpx_status hash_chunk(const tpx_checkpoint_reader *rd, chunk *c,
           err, TPX_IO, "%s: cannot read it to digest the source: %s", path,
           r < 0 ? strerror(errno)
                 : "the file is shorter than when it was opened");
-    tpx__xxh64_update(&s, buf, (size_t)r);
+    XXH64_update(&s, buf, (size_t)r);
     at += r;
   }
-  c->hash = tpx__xxh64_digest(&s);
+  c->hash = XXH64_digest(&s);
   return TPX_OK;
 }
 
@@ -111,27 +114,27 @@ static void *hash_worker(void *arg) {
   return NULL;
 }
 
-static void put64(tpx__xxh64_state *s, uint64_t v) {
+static void put64(XXH64_state_t *s, uint64_t v) {
   unsigned char b[8];
   for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-  tpx__xxh64_update(s, b, 8);
+  XXH64_update(s, b, 8);
 }
 
 /* The digest of the chunk hashes (see the top of the file). */
 static uint64_t combine(const tpx_checkpoint_reader *rd, const chunk *c,
                         size_t n) {
-  tpx__xxh64_state s;
-  tpx__xxh64_init(&s, 0);
+  XXH64_state_t s;
+  XXH64_reset(&s, 0);
   size_t k = 0;
   for (size_t f = 0; f < rd->load.num_files; f++) {
     const char *path = rd->load.files[f].path;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    tpx__xxh64_update(&s, base, strlen(base) + 1);
+    XXH64_update(&s, base, strlen(base) + 1);
     put64(&s, (uint64_t)rd->load.files[f].size);
     for (; k < n && c[k].file == f; k++) put64(&s, c[k].hash);
   }
-  return tpx__xxh64_digest(&s);
+  return XXH64_digest(&s);
 }
 
 /* Threads that hash at once: the reader's thread count, no more than the
