@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/grow.h"
 #include "model/config.h"
 #include "model/expert_fold.h"
@@ -53,15 +54,11 @@ static uint64_t le64(const unsigned char *b) {
 static tpx_status read_header(const char *path, char **out, size_t *len,
                               uint64_t *file_size, tpx_error *err) {
   *out = NULL;
-  int fd = open(path, O_RDONLY);
-  if (fd < 0)
-    return tpx_error_set(err, errno == ENOENT ? TPX_NOT_FOUND : TPX_IO,
-                         "%s: cannot open: %s", path, strerror(errno));
+  int fd;
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return tpx_error_set(err, TPX_IO, "%s: not a regular file", path);
-  }
+  tpx_status st = tpx__file_open(path, &fd, &sb, err);
+  if (st != TPX_OK)
+    return st;
   uint64_t size = (uint64_t)sb.st_size;
   unsigned char lenbuf[8];
   if (size < 8 || pread(fd, lenbuf, 8, 0) != 8) {
@@ -373,7 +370,7 @@ static tpx_status load_index(tpx__st_load *l, const char *path,
                              tpx_error *err) {
   char *text;
   size_t len;
-  tpx_status st = tpx__model_read_file(path, INDEX_MAX, &text, &len, err);
+  tpx_status st = tpx__file_read(path, INDEX_MAX, &text, &len, err);
   if (st != TPX_OK)
     return st;
   json_error_t jerr;
@@ -718,9 +715,11 @@ done:
   return st;
 }
 
-static int is_regular(const char *path) {
+/* Present at all: a FIFO or directory in its place is then refused by
+ * the reader with a message naming it, not skipped. */
+static int exists(const char *path) {
   struct stat sb;
-  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+  return stat(path, &sb) == 0;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -742,9 +741,9 @@ tpx_status tpx__st_load_path(tpx__st_load *l, const char *path,
     char *single = join_path(path, dlen, "model.safetensors");
     if (index == NULL || single == NULL)
       st = oom(err);
-    else if (is_regular(index))
+    else if (exists(index))
       st = load_index(l, index, err);
-    else if (is_regular(single))
+    else if (exists(single))
       st = load_file(l, single, err);
     else
       st = tpx_error_set(err, TPX_NOT_FOUND,
