@@ -26,6 +26,13 @@
  * A deeper name is refused. */
 #define TPX__ST_MAX_NAME_DEPTH 256
 
+/* The most tensors one load reads (a file, or all the files of an index
+ * together); a header that would pass it is refused before it is parsed,
+ * naming the file and this limit. Real checkpoints hold up to a few
+ * hundred thousand; the import costs about 0.3 KB and a few microseconds
+ * per tensor, so the limit bounds a load to about a gigabyte. */
+#define TPX__ST_MAX_TENSORS 2000000
+
 typedef struct tpx__st_tensor {
   const char *name; /* in the load arena */
   size_t name_len;
