@@ -2,7 +2,7 @@
 # cli_inputs.sh TPX SOURCE_DIR — inputs that must be refused at once, never
 # waited on (issue 28): a FIFO, a device or a directory where tpx expects a
 # file (--config, --weights, an index or its shard, config.json beside the
-# weights, --plan, a merge's rank file), an --out that cannot be written
+# weights, --plan, a merge's rank file, a plugin on the search path), an --out that cannot be written
 # (exit 2, as tpx.1 says), and a safetensors header of many tensors (linear
 # and small, or refused over the limit, naming it). Every command runs
 # under `timeout`: a hang is a failure, not a stuck suite.
@@ -71,6 +71,16 @@ run 2 "merge of a FIFO rank file" merge --in "$W/ranks" --out "$W/o3"
 has "rank-00000-of-00001.safetensors: not a regular file (a FIFO)" "merge FIFO: named"
 run 2 "merge --in FIFO" merge --in "$W/fifo" --out "$W/o4"
 has "$W/fifo" "merge --in FIFO: named"
+
+# a FIFO named like a plugin on the search path: refused, not dlopen'ed
+mkdir "$W/plugins" && mkfifo "$W/plugins/x.so"
+saved=${TPX_PLUGIN_PATH-}
+export TPX_PLUGIN_PATH="$W/plugins${saved:+:$saved}"
+run 1 "plugin FIFO on TPX_PLUGIN_PATH" plugins
+if [ -n "$saved" ]; then TPX_PLUGIN_PATH=$saved; else unset TPX_PLUGIN_PATH; fi
+if grep -qF "x.so: not a regular file (a FIFO)" "$W/out" "$W/err"; then
+  echo "PASS plugin FIFO: named"; else
+  echo "FAIL plugin FIFO: not named"; fails=$((fails + 1)); fi
 
 # --out that cannot be a directory: exit 2 before any work (tpx.1)
 : > "$W/regular"
