@@ -8,7 +8,10 @@
  * its file's data section and span exactly shape x dtype size bytes; no two
  * tensors of a file share bytes; names are valid FQNs, unique over all files;
  * an index's weight_map names only existing files, in its own directory, and
- * agrees with their headers. Not a data reader. */
+ * agrees with their headers; every file is a regular file (opened through
+ * base/file.h, never blocking); at most TPX__ST_MAX_TENSORS tensors in all.
+ * Headers are parsed entry by entry (model/st_members.h). Not a data
+ * reader. */
 #ifndef TPX_MODEL_ST_HEADER_H
 #define TPX_MODEL_ST_HEADER_H
 
