@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -146,4 +147,23 @@ void tpx_cli_report_sigbus(const char *cmd, const char *path) {
             "the file being written was left unfinished (no final name)\n",
             cmd, path);
   tpx_checkpoint_reader_destroy(rd);
+}
+
+int tpx_cli_check_out_dir(const char *cmd, const char *dir) {
+  struct stat sb;
+  const char *why = NULL;
+  if (stat(dir, &sb) == 0) {
+    if (!S_ISDIR(sb.st_mode))
+      why = "not a directory";
+    else if (access(dir, W_OK | X_OK) != 0)
+      why = strerror(errno);
+  } else if (errno != ENOENT || mkdir(dir, 0755) != 0) {
+    why = strerror(errno);
+  }
+  /* kept once made: removing it again could pull it from under another
+   * --rank run writing into the same new directory */
+  if (why)
+    fprintf(stderr, "%s: --out %s: cannot write the output there: %s\n", cmd,
+            dir, why);
+  return why ? -1 : 0;
 }

@@ -40,6 +40,13 @@ void tpx_cli_note_cb(const char *message, void *user);
 void tpx_cli_summary(const char *cmd, int64_t files, int64_t bytes,
                      const char *dir);
 
+/* --out DIR, checked before any work (docs/tpx.1: an output path that
+ * cannot be written is exit 2, not a failure after the planning): DIR is
+ * an existing, writable directory, or is created now (the write would
+ * create it anyway). Otherwise prints "CMD: --out DIR: reason" on stderr
+ * and returns -1. */
+int tpx_cli_check_out_dir(const char *cmd, const char *dir);
+
 /* Runs fn(ctx) and returns its value, or -2 when a SIGBUS stopped it: the
  * checkpoint reader maps files, and a file another process truncates
  * while it is read faults instead of failing a read. What fn allocated

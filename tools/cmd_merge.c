@@ -116,6 +116,8 @@ int tpx_cmd_merge(int argc, char **argv) {
             stat(in, &sb) != 0 ? strerror(errno) : "not a directory");
     return 2;
   }
+  if (tpx_cli_check_out_dir("tpx merge", outdir) != 0)
+    return 2;
   signal(SIGXFSZ, SIG_IGN); /* report EFBIG instead of dying */
   tpx_cli_progress prog;
   memset(&prog, 0, sizeof prog);
@@ -134,10 +136,12 @@ int tpx_cmd_merge(int argc, char **argv) {
   }
   if (rc != 0) {
     fprintf(stderr, "tpx merge: %s\n", run.err.message);
-    /* what the rank files say (missing, unparsable, inconsistent) is a bad
-     * input; an I/O failure may be the output's, so it stays 1 */
+    /* what the rank files say (missing, not regular files, unparsable,
+     * inconsistent) is a bad input; an I/O failure may be the output's, so
+     * it stays 1 */
     return run.err.status == TPX_NOT_FOUND || run.err.status == TPX_PARSE ||
-                   run.err.status == TPX_VALIDATION
+                   run.err.status == TPX_VALIDATION ||
+                   run.err.status == TPX_INVALID_ARGUMENT
                ? 2
                : 1;
   }

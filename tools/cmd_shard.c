@@ -299,6 +299,8 @@ int tpx_cmd_shard(int argc, char **argv) {
             strerror(errno));
     return 2; /* an input that cannot be used (docs/tpx.1) */
   }
+  if (tpx_cli_check_out_dir("tpx shard", a.out) != 0)
+    return 2;
   tpx_cli_planned pl;
   int code = tpx_cli_plan_build("shard", &a.p, &pl); /* 2: bad input */
   if (code != 0)

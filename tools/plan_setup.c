@@ -139,24 +139,23 @@ int cli_check_dtype(const char *cmd, const char *dtype, const char *weights) {
  * skeleton gives every parameter the plugin does not pin that dtype. */
 static tpx_status load_config(const tpx_cli_plan_args *a, tpx_model **out,
                               char *trace, tpx_error *err) {
-  if (!a->dtype)
-    return tpx_model_load_config(a->config, out, err);
+  /* The library reads it first: it names what is wrong, and refuses a
+   * FIFO or device without blocking (json_load_file would wait). */
+  tpx_status st = tpx_model_load_config(a->config, out, err);
+  if (st != TPX_OK || !a->dtype)
+    return st;
   json_error_t je;
   json_t *root = json_load_file(a->config, JSON_ALLOW_NUL, &je);
   if (!root || !json_is_object(root)) {
     json_decref(root);
-    /* the library's own reader names the problem */
-    return tpx_model_load_config(a->config, out, err);
+    return TPX_OK;
   }
   char *text = NULL;
   if (json_object_set_new(root, "torch_dtype", json_string(a->dtype)) == 0)
     text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(root);
-  if (!text)
-    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  tpx_status st = tpx_model_create(out, err);
-  if (st == TPX_OK)
-    st = tpx_model_set_config(*out, text, strlen(text), a->config, err);
+  st = text ? tpx_model_set_config(*out, text, strlen(text), a->config, err)
+            : tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   free(text);
   if (st != TPX_OK) {
     tpx_model_destroy(*out);

@@ -4,6 +4,7 @@
  * and trains K AdamW steps on one token batch, ranks as threads (local) or
  * processes (mpi). Prints per-step loss and pre-clip grad norm. */
 #include <errno.h>
+#include <fcntl.h>
 #if defined(__GLIBC__) || defined(__linux__)
 #include <malloc.h>
 #endif
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dump.h"
 #include "glue.h"
@@ -272,16 +274,35 @@ static int parse_args(int argc, char **argv, args *a) {
 
 /* ---- inputs ---- */
 
-static int32_t *read_tokens(const args *a, int64_t vocab, tpx_error *err) {
-  FILE *f = fopen(a->tokens, "rb");
-  if (!f) {
-    tpx_error_set(err, TPX_IO, "%s: cannot open: %s", a->tokens,
-                  strerror(errno));
-    return NULL;
+/* --tokens opened as libtpx opens its inputs: O_NONBLOCK, so a FIFO
+ * cannot hang the open, and only a regular file is read. */
+static FILE *open_tokens(const char *path, struct stat *sb, tpx_error *err) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || fstat(fd, sb) != 0) {
+    tpx_error_set(err, TPX_IO, "%s: cannot open: %s", path, strerror(errno));
+  } else if (!S_ISREG(sb->st_mode)) {
+    tpx_error_set(err, TPX_IO, "%s: not a regular file (%s)", path,
+                  S_ISDIR(sb->st_mode)    ? "a directory"
+                  : S_ISFIFO(sb->st_mode) ? "a FIFO"
+                                          : "a device or socket");
+  } else {
+    FILE *f = fdopen(fd, "rb");
+    if (f)
+      return f;
+    tpx_error_set(err, TPX_IO, "%s: cannot open: %s", path, strerror(errno));
   }
+  if (fd >= 0)
+    close(fd);
+  return NULL;
+}
+
+static int32_t *read_tokens(const args *a, int64_t vocab, tpx_error *err) {
   struct stat sb;
+  FILE *f = open_tokens(a->tokens, &sb, err);
+  if (!f)
+    return NULL;
   int64_t want = a->batch * (a->seq + 1);
-  if (fstat(fileno(f), &sb) || (int64_t)sb.st_size != want * 4) {
+  if ((int64_t)sb.st_size != want * 4) {
     fclose(f);
     tpx_error_set(err, TPX_VALIDATION,
                   "%s: %lld bytes, but --batch %lld --seq %lld needs int32 "

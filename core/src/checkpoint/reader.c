@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "checkpoint/ckpt_internal.h"
 #include "model/aliases.h"
 
@@ -43,11 +44,12 @@ static tpx_status open_files(tpx_checkpoint_reader *rd, tpx_error *err) {
   }
   for (size_t i = 0; i < n; i++) {
     const tpx__st_file *f = &rd->load.files[i];
-    rd->fds[i] = open(f->path, O_RDONLY | O_CLOEXEC);
+    /* the header was read from a regular file; what is there now may
+     * have been swapped for a FIFO, which must not block the open */
     struct stat sb;
-    if (rd->fds[i] < 0 || fstat(rd->fds[i], &sb) != 0)
-      return tpx_error_set(err, TPX_IO, "%s: cannot open: %s", f->path,
-                           strerror(errno));
+    tpx_status st = tpx__file_open(f->path, &rd->fds[i], &sb, err);
+    if (st != TPX_OK)
+      return st;
     if ((int64_t)sb.st_size != f->size)
       return tpx_error_set(err, TPX_IO,
                            "%s: changed size while being opened (%lld bytes, "

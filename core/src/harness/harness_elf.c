@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/file.h"
 #include "base/grow.h"
 #include "harness/harness_internal.h"
 
@@ -45,8 +48,18 @@ int tpx__elf_exports(const char *path, char ***names, size_t *count,
                      char *reason, size_t reason_size) {
   *names = NULL;
   *count = 0;
-  FILE *f = fopen(path, "rb");
+  /* through the one opener: a FIFO would block fopen forever */
+  int fd;
+  struct stat sb;
+  tpx_error ferr = {0};
+  FILE *f = NULL;
+  if (tpx__file_open(path, &fd, &sb, &ferr) != TPX_OK) {
+    snprintf(reason, reason_size, "%s", ferr.message);
+    return -1;
+  }
+  f = fdopen(fd, "rb");
   if (!f) {
+    close(fd);
     snprintf(reason, reason_size, "cannot open the file");
     return -1;
   }

@@ -3,13 +3,12 @@
  * Diffusers config's "_class_name" when it has none), and path
  * lookups for the typed public reads. Not a JSON parser: jansson parses; the
  * pre-pass here only rewrites three bare tokens. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "base/file.h"
 #include "base/grow.h"
 #include "model/config.h"
 #include "model/model_impl.h"
@@ -247,44 +246,6 @@ tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
   return TPX_OK;
 }
 
-tpx_status tpx__model_read_file(const char *path, size_t max_bytes, char **out,
-                                size_t *len, tpx_error *err) {
-  *out = NULL;
-  *len = 0;
-  FILE *f = fopen(path, "rb");
-  if (f == NULL)
-    return tpx_error_set(err, errno == ENOENT ? TPX_NOT_FOUND : TPX_IO,
-                         "%s: cannot open: %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    fclose(f);
-    return tpx_error_set(err, TPX_IO, "%s: not a regular file", path);
-  }
-  if ((uint64_t)sb.st_size > max_bytes) {
-    fclose(f);
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "%s: file of %lld bytes exceeds the %zu-byte limit",
-                         path, (long long)sb.st_size, max_bytes);
-  }
-  size_t size = (size_t)sb.st_size;
-  char *buf = malloc(size + 1);
-  if (buf == NULL) {
-    fclose(f);
-    return tpx_error_set(err, TPX_NO_MEMORY, "%s: out of memory", path);
-  }
-  size_t got = fread(buf, 1, size, f);
-  int failed = ferror(f);
-  fclose(f);
-  if (failed || got != size) {
-    free(buf);
-    return tpx_error_set(err, TPX_IO, "%s: read error", path);
-  }
-  buf[size] = '\0';
-  *out = buf;
-  *len = size;
-  return TPX_OK;
-}
-
 tpx_status tpx_model_load_config(const char *path, tpx_model **out,
                                  tpx_error *err) {
   if (path == NULL || out == NULL)
@@ -293,8 +254,7 @@ tpx_status tpx_model_load_config(const char *path, tpx_model **out,
   *out = NULL;
   char *text;
   size_t len;
-  tpx_status st =
-      tpx__model_read_file(path, CONFIG_MAX_BYTES, &text, &len, err);
+  tpx_status st = tpx__file_read(path, CONFIG_MAX_BYTES, &text, &len, err);
   if (st != TPX_OK)
     return st;
   tpx_model *model;

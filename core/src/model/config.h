@@ -50,9 +50,4 @@ char *tpx__config_dumps(const json_t *v);
 tpx_status tpx__config_parse(const char *text, size_t len, const char *source,
                              json_t **out, tpx_error *err);
 
-/* Read a whole (small) file into a malloc'd, NUL-terminated buffer; refuses
- * files larger than max_bytes. Errors name the path. */
-tpx_status tpx__model_read_file(const char *path, size_t max_bytes, char **out,
-                                size_t *len, tpx_error *err);
-
 #endif /* TPX_MODEL_CONFIG_H */

@@ -325,27 +325,94 @@ static int map_child(tpx_model *model, int64_t parent, int64_t c) {
              : 0;
 }
 
+/* A new, empty map at the end of the pool: its number (1 + index), or 0
+ * when out of memory. Map numbers are stored in 32 bits (0 = none). */
+static uint32_t pool_map(tpx_model *model) {
+  if (model->num_kid_maps == model->cap_kid_maps &&
+      (model->cap_kid_maps ? 2 * model->cap_kid_maps : 8) > UINT32_MAX / 2)
+    return 0;
+  if (TPX_GROW(model->kid_maps, model->cap_kid_maps, model->num_kid_maps + 1,
+               8) != 0)
+    return 0;
+  tpx__strmap_init(&model->kid_maps[model->num_kid_maps]);
+  return (uint32_t)++model->num_kid_maps;
+}
+
+/* Drop the map just made by pool_map (the last one). */
+static void pool_unmap(tpx_model *model) {
+  tpx__strmap_free(&model->kid_maps[--model->num_kid_maps]);
+}
+
 /* Give module `parent` a kid map holding its children. 0 ok, -1 no memory
  * (the module is then left without a map). */
 static int new_kid_map(tpx_model *model, int64_t parent) {
-  /* Kid-map numbers are stored in 32 bits (0 = none). */
-  if (model->num_kid_maps == model->cap_kid_maps &&
-      (model->cap_kid_maps ? 2 * model->cap_kid_maps : 8) > UINT32_MAX / 2)
+  uint32_t map = pool_map(model);
+  if (map == 0)
     return -1;
-  if (TPX_GROW(model->kid_maps, model->cap_kid_maps, model->num_kid_maps + 1,
-               8) != 0)
-    return -1;
-  tpx__strmap *map = &model->kid_maps[model->num_kid_maps];
-  tpx__strmap_init(map);
   tpx__module *p = &model->modules[parent];
-  p->kid_map = (uint32_t)++model->num_kid_maps;
+  p->kid_map = map;
   for (uint32_t i = 0; i < p->num_children; i++)
     if (map_child(model, parent, p->children[i]) != 0) {
-      tpx__strmap_free(map);
-      model->num_kid_maps--;
+      pool_unmap(model);
       p->kid_map = 0;
       return -1;
     }
+  return 0;
+}
+
+/* Parameter `name` of module m, or -1: through the module's parameter map
+ * when it has one, else by scanning its (at most TPX__MODEL_FANOUT)
+ * parameters. */
+static int64_t module_param(const tpx_model *model, int64_t m, const char *name,
+                            size_t nlen) {
+  const tpx__module *mod = &model->modules[m];
+  int64_t found;
+  if (mod->param_map != 0)
+    return tpx__strmap_find(&model->kid_maps[mod->param_map - 1], name, nlen,
+                            &found)
+               ? found
+               : -1;
+  for (int64_t q = mod->first_param; q >= 0; q = model->params[q].next_param) {
+    const tpx__param *p = &model->params[q];
+    const char *pn = p->fqn + p->name_off;
+    if (strncmp(pn, name, nlen) == 0 && pn[nlen] == '\0')
+      return q;
+  }
+  return -1;
+}
+
+/* Enter parameter `index` (named name[0..nlen), not yet linked) into module
+ * m's parameter map, making the map when the module's list reaches the
+ * fan-out. 0 ok, -1 no memory (the module's map is then as it was). */
+static int map_param(tpx_model *model, int64_t m, const char *name, size_t nlen,
+                     int64_t index) {
+  tpx__module *mod = &model->modules[m];
+  if (mod->param_map != 0)
+    return tpx__strmap_put(&model->kid_maps[mod->param_map - 1], name, nlen,
+                           index, NULL) < 0
+               ? -1
+               : 0;
+  size_t n = 0;
+  for (int64_t q = mod->first_param; q >= 0; q = model->params[q].next_param)
+    n++;
+  if (n < TPX__MODEL_FANOUT)
+    return 0;
+  uint32_t map = pool_map(model);
+  if (map == 0)
+    return -1;
+  tpx__strmap *pm = &model->kid_maps[map - 1];
+  int bad = tpx__strmap_put(pm, name, nlen, index, NULL) < 0;
+  for (int64_t q = mod->first_param; q >= 0 && !bad;
+       q = model->params[q].next_param) {
+    const tpx__param *p = &model->params[q];
+    const char *pn = p->fqn + p->name_off;
+    bad = tpx__strmap_put(pm, pn, strlen(pn), q, NULL) < 0;
+  }
+  if (bad) {
+    pool_unmap(model);
+    return -1;
+  }
+  mod->param_map = map;
   return 0;
 }
 
@@ -671,11 +738,9 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   int64_t module = is_last ? model->last_module
                            : resolve_module(model, module_fqn, mlen,
                                             TPX_MODULE_OTHER, 0, &created);
-  for (int64_t q = module >= 0 ? model->modules[module].first_param : -1;
-       q >= 0; q = model->params[q].next_param)
-    if (strcmp(model->params[q].fqn + model->params[q].name_off, name) == 0)
-      return tpx_error_set(err, TPX_ALREADY_EXISTS,
-                           "parameter '%s' already exists", fqn);
+  if (module >= 0 && module_param(model, module, name, nlen) >= 0)
+    return tpx_error_set(err, TPX_ALREADY_EXISTS,
+                         "parameter '%s' already exists", fqn);
 
   if (grow((void **)&model->params, &model->cap_params, model->num_params + 1,
            sizeof *model->params) != 0 ||
@@ -688,6 +753,8 @@ tpx_status tpx_model_add_param(tpx_model *model, const char *module_fqn,
   if (module < 0)
     return no_memory(err);
   int64_t index = (int64_t)model->num_params;
+  if (map_param(model, module, fqn + flen - nlen, nlen, index) != 0)
+    return no_memory(err);
   tpx__param *p = &model->params[index];
   p->fqn = fqn;
   p->name_off = (uint32_t)(flen - nlen);
@@ -914,11 +981,7 @@ int64_t tpx_model_find_param(const tpx_model *model, const char *fqn) {
   int64_t m = dot ? lookup_module(model, fqn, (size_t)(dot - fqn)) : 0;
   if (m < 0 || (dot && dot == fqn))
     return -1;
-  for (int64_t q = model->modules[m].first_param; q >= 0;
-       q = model->params[q].next_param)
-    if (strcmp(model->params[q].fqn + model->params[q].name_off, name) == 0)
-      return q;
-  return -1;
+  return module_param(model, m, name, strlen(name));
 }
 
 size_t tpx_model_num_architectures(const tpx_model *model) {

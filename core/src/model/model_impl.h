@@ -34,12 +34,15 @@ typedef struct tpx__module { /* 48 bytes: big models have ~1M modules */
   int64_t first_param;       /* newest parameter of this module, or -1 */
   uint32_t fqn_len;          /* FQNs are checked to be < 2 GiB */
   uint32_t num_children, cap_children;
-  uint32_t kid_map; /* 1 + index in tpx_model.kid_maps, or 0 */
-  uint8_t kind;     /* tpx_module_kind (also in tpx_model.kinds) */
-} tpx__module;      /* the parent is in tpx_model.parents */
+  uint32_t kid_map;   /* 1 + index in tpx_model.kid_maps, or 0 */
+  uint32_t param_map; /* the same for the parameter names, or 0 */
+  uint8_t kind;       /* tpx_module_kind (also in tpx_model.kinds) */
+} tpx__module;        /* the parent is in tpx_model.parents */
 
 /* A module with more children than this gets a map from child name to
- * child index (tpx_model.kid_maps); a smaller family is scanned. */
+ * child index (tpx_model.kid_maps), and one with more parameters a map from
+ * parameter name to parameter index (in the same pool); a smaller family is
+ * scanned. */
 #define TPX__MODEL_FANOUT 8
 
 typedef struct tpx__param {
@@ -73,7 +76,10 @@ struct tpx_model {
    * children's FQNs. Other modules are found by scanning their parent's few
    * children, and parameters through their module's list. A builder adding
    * one family at a time then probes one small, cached map, where a global
-   * FQN map of a million-tensor model missed the cache on every probe. */
+   * FQN map of a million-tensor model missed the cache on every probe.
+   * The pool also holds the parameter maps of modules with more than
+   * TPX__MODEL_FANOUT parameters (a header of a million tensors in one
+   * module made each addition scan all the others). */
   tpx__strmap *kid_maps;
   size_t num_kid_maps, cap_kid_maps;
   tpx__arena arena;

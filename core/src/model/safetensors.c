@@ -17,11 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/grow.h"
 #include "model/config.h"
 #include "model/expert_fold.h"
 #include "model/model_impl.h"
 #include "model/st_header.h"
+#include "model/st_members.h"
 #include "model/strmap.h"
 
 #define HEADER_MAX ((uint64_t)100 * 1024 * 1024)
@@ -53,15 +55,11 @@ static uint64_t le64(const unsigned char *b) {
 static tpx_status read_header(const char *path, char **out, size_t *len,
                               uint64_t *file_size, tpx_error *err) {
   *out = NULL;
-  int fd = open(path, O_RDONLY);
-  if (fd < 0)
-    return tpx_error_set(err, errno == ENOENT ? TPX_NOT_FOUND : TPX_IO,
-                         "%s: cannot open: %s", path, strerror(errno));
+  int fd;
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return tpx_error_set(err, TPX_IO, "%s: not a regular file", path);
-  }
+  tpx_status st = tpx__file_open(path, &fd, &sb, err);
+  if (st != TPX_OK)
+    return st;
   uint64_t size = (uint64_t)sb.st_size;
   unsigned char lenbuf[8];
   if (size < 8 || pread(fd, lenbuf, 8, 0) != 8) {
@@ -243,6 +241,155 @@ void tpx__st_load_init(tpx__st_load *l) {
   tpx__strmap_init(&l->names);
 }
 
+/* Appends file `path` to the load: its index, or -1 when out of memory. */
+static int add_file(tpx__st_load *l, const char *path, size_t len,
+                    uint64_t file_size) {
+  tpx__st_file *files =
+      realloc(l->files, (l->num_files + 1) * sizeof *l->files);
+  if (files == NULL)
+    return -1;
+  l->files = files;
+  char *pcopy = tpx__arena_strndup(&l->arena, path, strlen(path));
+  if (pcopy == NULL)
+    return -1;
+  files[l->num_files] =
+      (tpx__st_file){pcopy, (int64_t)(8 + len), (int64_t)file_size, NULL};
+  return (int)l->num_files++;
+}
+
+/* One member of file `file`'s header: "__metadata__", or tensor `key`
+ * (klen bytes, NUL-terminated, in the load's arena) with entry v. */
+static tpx_status add_member(tpx__st_load *l, const char *path, int file,
+                             const char *key, size_t klen, json_t *v,
+                             int64_t data_len, tpx_error *err) {
+  if (strcmp(key, "__metadata__") == 0) {
+    if (!json_is_object(v))
+      return tpx_error_set(err, TPX_PARSE,
+                           "%s: \"__metadata__\" must be an object", path);
+    if (l->files[file].metadata != NULL)
+      return tpx_error_set(err, TPX_PARSE,
+                           "%s: header has a duplicate object key: "
+                           "\"__metadata__\" appears twice",
+                           path);
+    l->files[file].metadata = json_incref(v);
+    return TPX_OK;
+  }
+  if (klen == 0 || strlen(key) != klen ||
+      tpx__model_check_fqn(key, klen, "tensor", NULL) != TPX_OK)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%s': invalid name (empty, or an empty "
+                         "component between dots)",
+                         path, key);
+  size_t depth = 1;
+  for (size_t i = 0; i < klen; i++) depth += key[i] == '.';
+  if (depth > TPX__ST_MAX_NAME_DEPTH)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: tensor '%.60s...' (%zu characters): its name "
+                         "has %zu dot-separated components, more than the "
+                         "%d tpx accepts",
+                         path, key, klen, depth, TPX__ST_MAX_NAME_DEPTH);
+  if (TPX_GROW(l->t, l->cap, l->n + 1, 256))
+    return oom(err);
+  tpx__st_tensor *t = &l->t[l->n];
+  memset(t, 0, sizeof *t);
+  tpx_status st = parse_entry(path, key, v, data_len, t, err);
+  if (st != TPX_OK)
+    return st;
+  t->name = key;
+  t->name_len = klen;
+  t->file = file;
+  int64_t other;
+  int r = tpx__strmap_put(&l->names, t->name, klen, (int64_t)l->n, &other);
+  if (r < 0)
+    return oom(err);
+  if (r == 1 && l->t[other].file == file)
+    return tpx_error_set(err, TPX_PARSE,
+                         "%s: header has a duplicate object key: tensor "
+                         "'%s' appears twice",
+                         path, key);
+  if (r == 1)
+    return tpx_error_set(err, TPX_PARSE, "%s: tensor '%s' also appears in %s",
+                         path, key, l->files[l->t[other].file].path);
+  l->n++;
+  return TPX_OK;
+}
+
+static tpx_status json_fault(const char *path, size_t at,
+                             const json_error_t *jerr, tpx_error *err) {
+  return tpx_error_set(
+      err, TPX_PARSE, "%s: header is not valid JSON (byte %zu: %s)", path,
+      at + (size_t)(jerr->position > 0 ? jerr->position : 0), jerr->text);
+}
+
+/* The header's members one at a time (st_members.h), each value parsed
+ * on its own and dropped once read. */
+static tpx_status parse_members(tpx__st_load *l, const char *path,
+                                const char *header, size_t len, int file,
+                                int64_t data_len, tpx_error *err) {
+  size_t pos = 0;
+  tpx__st_member m;
+  tpx_status st = TPX_OK;
+  while (st == TPX_OK && tpx__st_next_member(header, len, &pos, &m) == 1) {
+    json_error_t jerr;
+    const char *key = header + m.key;
+    size_t klen = m.key_len;
+    json_t *k = NULL;
+    if (!m.plain) { /* escapes or UTF-8: jansson decodes (and checks) it */
+      k = json_loadb(header + m.key - 1, m.key_len + 2, JSON_DECODE_ANY, &jerr);
+      if (k == NULL)
+        return json_fault(path, m.key - 1, &jerr, err);
+      key = json_string_value(k);
+      klen = json_string_length(k);
+    }
+    char *name = tpx__arena_strndup(&l->arena, key, klen);
+    json_decref(k);
+    if (name == NULL)
+      return oom(err);
+    /* A repeated key inside an entry would otherwise keep the last. */
+    json_t *v = json_loadb(header + m.value, m.value_len,
+                           JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+    if (v == NULL)
+      return json_fault(path, m.value, &jerr, err);
+    st = add_member(l, path, file, name, klen, v, data_len, err);
+    json_decref(v);
+  }
+  return st;
+}
+
+/* The whole header as one document: only for a header st_members.h finds
+ * misshapen, so the message is jansson's. */
+static tpx_status parse_whole(tpx__st_load *l, const char *path,
+                              const char *header, size_t len,
+                              uint64_t file_size, int64_t data_len,
+                              tpx_error *err) {
+  json_error_t jerr;
+  json_t *hdr = json_loadb(header, len, JSON_REJECT_DUPLICATES, &jerr);
+  if (hdr == NULL)
+    return json_fault(path, 0, &jerr, err);
+  if (!json_is_object(hdr)) {
+    json_decref(hdr);
+    return tpx_error_set(err, TPX_PARSE, "%s: header must be a JSON object",
+                         path);
+  }
+  size_t first = l->n;
+  int file = add_file(l, path, len, file_size);
+  tpx_status st = file < 0 ? oom(err) : TPX_OK;
+  const char *key;
+  json_t *v;
+  json_object_foreach(hdr, key, v) {
+    if (st != TPX_OK)
+      break;
+    size_t klen = strlen(key);
+    char *name = tpx__arena_strndup(&l->arena, key, klen);
+    st = name ? add_member(l, path, file, name, klen, v, data_len, err)
+              : oom(err);
+  }
+  json_decref(hdr);
+  if (st == TPX_OK)
+    st = check_overlaps(l, first, path, err);
+  return st;
+}
+
 tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
                                 const char *header, size_t len,
                                 uint64_t file_size, tpx_error *err) {
@@ -252,92 +399,30 @@ tpx_status tpx__st_parse_header(tpx__st_load *l, const char *path,
                          "file (%llu bytes)",
                          path, len, (unsigned long long)file_size);
   int64_t data_len = (int64_t)(file_size - 8 - len);
-  json_error_t jerr;
-  /* A repeated tensor name would otherwise silently keep the last entry. */
-  json_t *hdr = json_loadb(header, len, JSON_REJECT_DUPLICATES, &jerr);
-  if (hdr == NULL)
-    return tpx_error_set(err, TPX_PARSE,
-                         "%s: header is not valid JSON (byte %d: %s)", path,
-                         jerr.position, jerr.text);
-  if (!json_is_object(hdr)) {
-    json_decref(hdr);
-    return tpx_error_set(err, TPX_PARSE, "%s: header must be a JSON object",
-                         path);
-  }
-  tpx_status st = TPX_OK;
-  tpx__st_file *files =
-      realloc(l->files, (l->num_files + 1) * sizeof *l->files);
-  char *pcopy = tpx__arena_strndup(&l->arena, path, strlen(path));
-  if (files == NULL || pcopy == NULL) {
-    if (files != NULL)
-      l->files = files;
-    json_decref(hdr);
+  /* Count the entries first: a header over the limit is refused before
+   * anything of it is parsed. */
+  size_t pos = 0, count = 0;
+  tpx__st_member m;
+  int r;
+  while ((r = tpx__st_next_member(header, len, &pos, &m)) == 1) count++;
+  if (r < 0)
+    return parse_whole(l, path, header, len, file_size, data_len, err);
+  if (count > TPX__ST_MAX_TENSORS)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "%s: header lists %zu entries, more than the %d "
+                         "tensors tpx reads from one checkpoint",
+                         path, count, TPX__ST_MAX_TENSORS);
+  if (l->n > TPX__ST_MAX_TENSORS - count)
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "%s: header lists %zu entries; with the %zu tensors "
+                         "of the files read before it, more than the %d "
+                         "tensors tpx reads from one checkpoint",
+                         path, count, l->n, TPX__ST_MAX_TENSORS);
+  int file = add_file(l, path, len, file_size);
+  if (file < 0)
     return oom(err);
-  }
-  l->files = files;
-  int file = (int)l->num_files;
-  files[l->num_files++] =
-      (tpx__st_file){pcopy, (int64_t)(8 + len), (int64_t)file_size, NULL};
   size_t first = l->n;
-  const char *key;
-  json_t *v;
-  json_object_foreach(hdr, key, v) {
-    if (strcmp(key, "__metadata__") == 0) {
-      if (!json_is_object(v)) {
-        st = tpx_error_set(err, TPX_PARSE,
-                           "%s: \"__metadata__\" must be an object", path);
-        break;
-      }
-      l->files[file].metadata = json_incref(v);
-      continue;
-    }
-    size_t klen = strlen(key);
-    if (klen == 0 ||
-        tpx__model_check_fqn(key, klen, "tensor", NULL) != TPX_OK) {
-      st = tpx_error_set(err, TPX_PARSE,
-                         "%s: tensor '%s': invalid name (empty, or an empty "
-                         "component between dots)",
-                         path, key);
-      break;
-    }
-    size_t depth = 1;
-    for (size_t i = 0; i < klen; i++) depth += key[i] == '.';
-    if (depth > TPX__ST_MAX_NAME_DEPTH) {
-      st = tpx_error_set(err, TPX_PARSE,
-                         "%s: tensor '%.60s...' (%zu characters): its name "
-                         "has %zu dot-separated components, more than the "
-                         "%d tpx accepts",
-                         path, key, klen, depth, TPX__ST_MAX_NAME_DEPTH);
-      break;
-    }
-    if (TPX_GROW(l->t, l->cap, l->n + 1, 256)) {
-      st = oom(err);
-      break;
-    }
-    tpx__st_tensor *t = &l->t[l->n];
-    memset(t, 0, sizeof *t);
-    st = parse_entry(path, key, v, data_len, t, err);
-    if (st != TPX_OK)
-      break;
-    t->name = tpx__arena_strndup(&l->arena, key, klen);
-    t->name_len = klen;
-    t->file = file;
-    int64_t other;
-    int r = t->name ? tpx__strmap_put(&l->names, t->name, klen, (int64_t)l->n,
-                                      &other)
-                    : -1;
-    if (r < 0) {
-      st = oom(err);
-      break;
-    }
-    if (r == 1) {
-      st = tpx_error_set(err, TPX_PARSE, "%s: tensor '%s' also appears in %s",
-                         path, key, l->files[l->t[other].file].path);
-      break;
-    }
-    l->n++;
-  }
-  json_decref(hdr);
+  tpx_status st = parse_members(l, path, header, len, file, data_len, err);
   if (st == TPX_OK)
     st = check_overlaps(l, first, path, err);
   return st;
@@ -373,7 +458,7 @@ static tpx_status load_index(tpx__st_load *l, const char *path,
                              tpx_error *err) {
   char *text;
   size_t len;
-  tpx_status st = tpx__model_read_file(path, INDEX_MAX, &text, &len, err);
+  tpx_status st = tpx__file_read(path, INDEX_MAX, &text, &len, err);
   if (st != TPX_OK)
     return st;
   json_error_t jerr;
@@ -718,9 +803,11 @@ done:
   return st;
 }
 
-static int is_regular(const char *path) {
+/* Present at all: a FIFO or directory in its place is then refused by
+ * the reader with a message naming it, not skipped. */
+static int exists(const char *path) {
   struct stat sb;
-  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+  return stat(path, &sb) == 0;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -742,9 +829,9 @@ tpx_status tpx__st_load_path(tpx__st_load *l, const char *path,
     char *single = join_path(path, dlen, "model.safetensors");
     if (index == NULL || single == NULL)
       st = oom(err);
-    else if (is_regular(index))
+    else if (exists(index))
       st = load_index(l, index, err);
-    else if (is_regular(single))
+    else if (exists(single))
       st = load_file(l, single, err);
     else
       st = tpx_error_set(err, TPX_NOT_FOUND,

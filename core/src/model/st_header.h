@@ -8,7 +8,10 @@
  * its file's data section and span exactly shape x dtype size bytes; no two
  * tensors of a file share bytes; names are valid FQNs, unique over all files;
  * an index's weight_map names only existing files, in its own directory, and
- * agrees with their headers. Not a data reader. */
+ * agrees with their headers; every file is a regular file (opened through
+ * base/file.h, never blocking); at most TPX__ST_MAX_TENSORS tensors in all.
+ * Headers are parsed entry by entry (model/st_members.h). Not a data
+ * reader. */
 #ifndef TPX_MODEL_ST_HEADER_H
 #define TPX_MODEL_ST_HEADER_H
 
@@ -25,6 +28,13 @@
  * deep name costs memory quadratic in its depth (50 000 components: GBs).
  * A deeper name is refused. */
 #define TPX__ST_MAX_NAME_DEPTH 256
+
+/* The most tensors one load reads (a file, or all the files of an index
+ * together); a header that would pass it is refused before it is parsed,
+ * naming the file and this limit. Real checkpoints hold up to a few
+ * hundred thousand; the import costs about 0.3 KB and a few microseconds
+ * per tensor, so the limit bounds a load to about a gigabyte. */
+#define TPX__ST_MAX_TENSORS 2000000
 
 typedef struct tpx__st_tensor {
   const char *name; /* in the load arena */

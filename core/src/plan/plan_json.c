@@ -5,13 +5,14 @@
  * "optional" only when true).
  *
  * Not the HF tp-plan reader (hf_style.c). */
-#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "base/file.h"
 #include "base/grow.h"
 #include "plan/plan_internal.h"
 #include "plan/style_internal.h"
@@ -347,30 +348,13 @@ tpx_status tpx_plan_load(const char *path, tpx_plan **out, tpx_error *err) {
   *out = NULL;
   if (!path)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "tpx_plan_load: NULL path");
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return tpx_error_set(err, TPX_IO, "%s: cannot open plan: %s", path,
-                         strerror(errno));
-  char *buf = NULL;
-  size_t len = 0, cap = 0;
-  for (;;) {
-    if (TPX_GROW(buf, cap, len + 1, 65536)) {
-      free(buf);
-      fclose(f);
-      return tpx_error_set(err, TPX_NO_MEMORY, "%s: out of memory", path);
-    }
-    size_t n = fread(buf + len, 1, cap - len, f);
-    len += n;
-    if (n == 0)
-      break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    free(buf);
-    return tpx_error_set(err, TPX_IO, "%s: read error", path);
-  }
-  tpx_status st = tpx_plan_from_json(buf, len, path, out, err);
+  char *buf;
+  size_t len;
+  /* no size limit of its own: a caller that wants one checks first */
+  tpx_status st = tpx__file_read(path, SIZE_MAX - 1, &buf, &len, err);
+  if (st != TPX_OK)
+    return st;
+  st = tpx_plan_from_json(buf, len, path, out, err);
   free(buf);
   return st;
 }

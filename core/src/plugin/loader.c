@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/file.h"
 #include "plugin/plugin_internal.h"
 
 void tpx__plugin_free(tpx__plugin *p) {
@@ -163,6 +166,19 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   if (!strchr(path, '/') &&
       (size_t)snprintf(local, sizeof local, "./%s", path) < sizeof local)
     open_path = local;
+  /* dlopen would wait forever on a FIFO (and read a device without end):
+   * what is not a regular file is refused; a missing or unreadable one is
+   * left to dlopen, whose message says why */
+  int fd;
+  struct stat sb;
+  tpx_error ferr = {0};
+  tpx_status fst = tpx__file_open(open_path, &fd, &sb, &ferr);
+  if (fst == TPX_INVALID_ARGUMENT) {
+    tpx__plugin_free(p);
+    return fail(reason, reason_size, TPX_PLUGIN, "%s", ferr.message);
+  }
+  if (fst == TPX_OK)
+    close(fd);
   dlerror();
   tpx__quiet_begin(); /* its constructors may print */
   p->handle = dlopen(open_path, RTLD_NOW | RTLD_LOCAL);

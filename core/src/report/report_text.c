@@ -253,7 +253,9 @@ static void measure_rows(tpx__sbuf *b, const tpx_sharding *sh,
       tpx__sbuf_free(&nb);
       break;
     }
-    names[i] = nb.data;
+    /* The buffer starts at 4 KiB: kept per row, a million rows held GBs. */
+    char *fit = realloc(nb.data, nb.len + 1);
+    names[i] = fit ? fit : nb.data;
     if (nb.len > *w_name)
       *w_name = nb.len;
     shape_text(&pi, shp, sizeof shp);

@@ -7,18 +7,41 @@
  * start at the model's root are used as they are, and the strings are
  * translated by tpx_plan_from_hf_class_and_base. Not tpx-plan/1 files
  * (plan_json.c). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
+#include "base/file.h"
 #include "select/select_internal.h"
+
+/* The JSON of file `path` (a new reference), or NULL: with *st (may be
+ * NULL) set and err filled. Read through the one file opener, so a FIFO or
+ * a device is refused instead of blocking. */
+static json_t *load(const char *path, tpx_status *st, tpx_error *err) {
+  char *text;
+  size_t len;
+  tpx_status s = tpx__file_read(path, SIZE_MAX - 1, &text, &len, err);
+  json_t *root = NULL;
+  if (s == TPX_OK) {
+    json_error_t je;
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
+    if (!root)
+      s = tpx_error_set(err, TPX_PARSE, "%s: invalid JSON at line %d: %s", path,
+                        je.line, je.text);
+  }
+  if (st)
+    *st = s;
+  return root;
+}
 
 int tpx_plan_file_is_hf(const char *path) {
   if (!path)
     return 0;
-  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+  json_t *root = load(path, NULL, NULL);
   /* Not tpx-plan/1 (which has "format" and "entries"): whether its values
    * are all style strings is for tpx_plan_load_hf to say, naming the key. */
   int yes = json_is_object(root) && json_object_size(root) > 0 &&
@@ -49,12 +72,10 @@ tpx_status tpx_plan_load_hf(const char *path, const tpx_model *model,
   *out = NULL;
   if (summary && summary_size)
     summary[0] = '\0';
-  json_error_t je;
-  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  tpx_status st;
+  json_t *root = load(path, &st, err);
   if (!root)
-    return tpx_error_set(err, TPX_PARSE, "%s: invalid JSON at line %d: %s",
-                         path, je.line, je.text);
-  tpx_status st = TPX_OK;
+    return st;
   json_t *top = json_object(), *inner = json_object();
   char *top_text = NULL, *inner_text = NULL;
   if (!top || !inner) {

@@ -106,6 +106,11 @@ bad)
   hl=$(od -An -t u8 -N 8 "$fix/llama/model.safetensors" | tr -d ' ')
   printf '\000\000\300\177' | dd of="$tmp/nan-weights/model.safetensors" \
     bs=1 seek=$((8 + hl)) conv=notrunc 2> /dev/null
+  # a FIFO as --tokens and as the model's config.json: refused at once
+  mkfifo "$tmp/fifo"
+  mkdir -p "$tmp/cfgfifo"
+  cp "$fix/llama/model.safetensors" "$tmp/cfgfifo/"
+  mkfifo "$tmp/cfgfifo/config.json"
   i=0; : > "$tmp/big.bin"
   while [ $i -lt 68 ]; do printf '\210\023\000\000' >> "$tmp/big.bin"; i=$((i + 1)); done
   set -- $(echo "$args" | sed "s#@TMP@#$tmp#g; s#@FIX@#$fix#g")

@@ -1,6 +1,7 @@
 /* test_model.c — the module tree builder, queries and totals (model.c),
  * and the private string hash map (strmap.c). */
 #include <check.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,6 +541,53 @@ START_TEST(test_strmap_many) {
 }
 END_TEST
 
+/* Many parameters on one module (a safetensors header of flat names): past
+ * the fan-out the module's names go into a map, so each addition and lookup
+ * stays constant time (200 000 scanned each other's names: minutes), and
+ * duplicates are still found, before and after the map is made. */
+START_TEST(test_wide_module) {
+  tpx_model *m = new_model();
+  tpx_error err = {0};
+  int64_t shape[1] = {1};
+  char name[32], fqn[48];
+  const int n = 200000;
+  clock_t start = clock();
+  for (int i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "t%d", i);
+    ck_assert_int_eq(tpx_model_add_param(m, "flat", name, shape, 1,
+                                         TPX_DTYPE_U8, NULL, &err),
+                     TPX_OK);
+    if (i == 3 || i == 20) { /* before and after the map */
+      ck_assert_int_eq(tpx_model_add_param(m, "flat", "t1", shape, 1,
+                                           TPX_DTYPE_U8, NULL, &err),
+                       TPX_ALREADY_EXISTS);
+      ck_assert_msg(strstr(err.message, "flat.t1"), "%s", err.message);
+    }
+  }
+  ck_assert_uint_eq(tpx_model_num_params(m), (size_t)n);
+  /* about a second of CPU even under the sanitizers; the scans took two
+   * minutes */
+  double cpu = (double)(clock() - start) / CLOCKS_PER_SEC;
+  ck_assert_msg(cpu < 15, "200 000 parameters on one module took %.1f s", cpu);
+  for (int i = 0; i < n; i += 997) {
+    snprintf(fqn, sizeof fqn, "flat.t%d", i);
+    ck_assert_int_eq(tpx_model_find_param(m, fqn), i);
+  }
+  ck_assert_int_eq(tpx_model_find_param(m, "flat.t200000"), -1);
+  ck_assert_int_eq(tpx_model_find_param(m, "flat.t"), -1);
+  /* the root module's own parameters, past the fan-out too */
+  for (int i = 0; i < 20; i++) {
+    snprintf(name, sizeof name, "r%d", i);
+    ck_assert_int_eq(
+        tpx_model_add_param(m, "", name, shape, 1, TPX_DTYPE_U8, NULL, &err),
+        TPX_OK);
+  }
+  ck_assert_int_eq(tpx_model_find_param(m, "r19"), n + 19);
+  ck_assert_int_eq(tpx_model_find_param(m, "r0"), n);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *model_suite(void) {
   Suite *s = suite_create("model");
   TCase *tc = tcase_create("builder");
@@ -561,6 +609,7 @@ static Suite *model_suite(void) {
   TCase *big = tcase_create("scale");
   tcase_set_timeout(big, 600);
   tcase_add_test(big, test_million_params);
+  tcase_add_test(big, test_wide_module);
   suite_add_tcase(s, big);
   TCase *tm = tcase_create("strmap");
   tcase_set_timeout(tm, 120);

@@ -4,6 +4,10 @@
  * tests/data/plan/bad/<case>/{plan.json,expected}. */
 #include <check.h>
 #include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -268,8 +272,21 @@ START_TEST(test_json_empty_plan_and_args) {
   free(out);
   CHECK_FAILS(tpx_plan_to_json(p, -1, &out, &e_), TPX_OUT_OF_RANGE, "indent");
   tpx_plan_destroy(p);
-  CHECK_FAILS(tpx_plan_load("/nonexistent/plan.json", &p, &e_), TPX_IO,
+  CHECK_FAILS(tpx_plan_load("/nonexistent/plan.json", &p, &e_), TPX_NOT_FOUND,
               "/nonexistent/plan.json");
+  ck_assert_ptr_null(p);
+  /* a FIFO is refused at once, never waited on; so is a directory */
+  char fifo[] = "/tmp/tpx-plan-fifo-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(fifo));
+  char path[64];
+  snprintf(path, sizeof path, "%s/plan.json", fifo);
+  ck_assert_int_eq(mkfifo(path, 0600), 0);
+  CHECK_FAILS(tpx_plan_load(path, &p, &e_), TPX_INVALID_ARGUMENT,
+              "not a regular file (a FIFO)");
+  CHECK_FAILS(tpx_plan_load(fifo, &p, &e_), TPX_INVALID_ARGUMENT,
+              "not a regular file (a directory)");
+  unlink(path);
+  rmdir(fifo);
   ck_assert_ptr_null(p);
   /* `len` bounds the text: the closing brace is cut off */
   CHECK_FAILS(tpx_plan_from_json(doc, strlen(doc) - 1, "cut.json", &p, &e_),

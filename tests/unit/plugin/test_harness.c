@@ -8,6 +8,10 @@
  * fails; the text and JSON reports. */
 #include <jansson.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "plugin_test.h"
 #include "tpx/harness.h"
@@ -318,6 +322,20 @@ START_TEST(bad_arguments) {
   ck_assert_uint_eq(tpx_harness_num_failed(r), 2);
   ck_assert_int_eq(tpx_harness_check_get(r, 5, &c, &e), TPX_OUT_OF_RANGE);
   tpx_harness_result_destroy(r);
+  /* A FIFO: failed checks naming it at once, nothing waits on a writer. */
+  char dir[] = "/tmp/tpx-harness-fifo-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char fifo[64];
+  snprintf(fifo, sizeof fifo, "%s/p.so", dir);
+  ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+  r = run(fifo, NULL, 0, 5);
+  ck_assert_uint_eq(tpx_harness_num_passed(r), 0);
+  ck_assert(find(r, "exports", &c));
+  ck_assert_msg(strstr(c.detail, "not a regular file (a FIFO)"), "%s",
+                c.detail);
+  tpx_harness_result_destroy(r);
+  unlink(fifo);
+  rmdir(dir);
 }
 END_TEST
 

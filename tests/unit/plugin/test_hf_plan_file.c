@@ -139,7 +139,7 @@ START_TEST(errors_name_the_file_and_key) {
   tpx_error e4 = {0};
   ck_assert_int_eq(
       tpx_plan_load_hf("/nonexistent/x.json", m, &p, NULL, NULL, 0, &e4),
-      TPX_PARSE);
+      TPX_NOT_FOUND);
   ASSERT_CONTAINS(e4.message, "/nonexistent/x.json");
   ck_assert_int_eq(tpx_plan_load_hf(NULL, m, &p, NULL, NULL, 0, NULL),
                    TPX_INVALID_ARGUMENT);
