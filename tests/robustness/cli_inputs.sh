@@ -78,7 +78,7 @@ saved=${TPX_PLUGIN_PATH-}
 export TPX_PLUGIN_PATH="$W/plugins${saved:+:$saved}"
 run 1 "plugin FIFO on TPX_PLUGIN_PATH" plugins
 if [ -n "$saved" ]; then TPX_PLUGIN_PATH=$saved; else unset TPX_PLUGIN_PATH; fi
-if grep -qF "x.so: not a regular file (a FIFO)" "$W/out" "$W/err"; then
+if grep -A1 -F "x.so" "$W/out" "$W/err" | grep -qF "not a regular file (a FIFO)"; then
   echo "PASS plugin FIFO: named"; else
   echo "FAIL plugin FIFO: not named"; fails=$((fails + 1)); fi
 

@@ -130,7 +130,7 @@ int tpx__plugin_vet(const char *path, const struct stat *st, int *untrusted,
                     char *reason, size_t size) {
   *untrusted = 0;
   if (!S_ISREG(st->st_mode)) {
-    snprintf(reason, size, "%s, not a regular file; not opened",
+    snprintf(reason, size, "not a regular file (%s); not opened",
              kind_name(st->st_mode));
     return -1;
   }

@@ -58,7 +58,7 @@ chmod 1777 "$WORK/loose"
 expect "plugins refuses a sticky world-writable directory" 1 "untrusted: the directory $WORK/loose (mode 1777" "$TPX" plugins --dir "$WORK/loose"
 chmod 700 "$WORK/loose"
 mkfifo "$WORK/fifo/p.so"
-expect "plugins skips a FIFO" 1 "a FIFO, not a regular file; not opened" timeout 5 "$TPX" plugins --dir "$WORK/fifo"
+expect "plugins skips a FIFO" 1 "not a regular file (a FIFO); not opened" timeout 5 "$TPX" plugins --dir "$WORK/fifo"
 
 # One directory named 2,000 times is searched once: its plugin listed once.
 many=$GOOD
