@@ -143,6 +143,29 @@ TPX_API tpx_status tpx_model_name_alias(const tpx_model *model, size_t index,
 TPX_API int tpx_model_canonical_name(const tpx_model *model, const char *name,
                                      char *buf, size_t size);
 
+/* ---- buffers ----
+ * Tensors a checkpoint holds that the module tree keeps as buffers, not
+ * parameters (e.g. a MoE router's e_score_correction_bias): listed with
+ * their bytes, never sharded, never counted as parameters.
+ * tpx_model_add_safetensors records them from transformers' tables
+ * (docs/CONVERSION.md); a builder may add its own. The name is copied; it
+ * must not name a parameter. */
+TPX_API tpx_status tpx_model_add_buffer(tpx_model *model, const char *fqn,
+                                        const int64_t *shape, int ndim,
+                                        tpx_dtype dtype, tpx_error *err);
+TPX_API size_t tpx_model_num_buffers(const tpx_model *model);
+/* Borrowed name and shape valid while the model lives; any out pointer
+ * may be NULL; TPX_OUT_OF_RANGE past the end. */
+TPX_API tpx_status tpx_model_buffer(const tpx_model *model, size_t index,
+                                    const char **fqn, const int64_t **shape,
+                                    int *ndim, tpx_dtype *dtype,
+                                    tpx_error *err);
+/* Bytes of buffer `index` (0 out of range). */
+TPX_API int64_t tpx_model_buffer_bytes(const tpx_model *model, size_t index);
+/* One sentence on the checkpoint conversion tpx_model_add_safetensors
+ * applied (transformers version, rules), or NULL when none did. */
+TPX_API const char *tpx_model_conversion_note(const tpx_model *model);
+
 /* ---- queries ---- */
 
 TPX_API size_t tpx_model_num_modules(const tpx_model *model);

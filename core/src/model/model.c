@@ -641,6 +641,8 @@ void tpx_model_destroy(tpx_model *model) {
   free(model->architectures);
   free(model->source);
   free(model->aliases);
+  free(model->buffers);
+  free(model->conversion_note);
   free(model);
 }
 

@@ -99,6 +99,16 @@ struct tpx_model {
     const char *from, *to;
   } * aliases;
   size_t num_aliases, cap_aliases;
+  /* Saved tensors that are buffers of the module tree (buffers.c): never
+   * parameters, never sharded; fqn and shape in the arena. */
+  struct tpx__buffer {
+    const char *fqn;
+    const int64_t *shape;
+    int ndim;
+    tpx_dtype dtype;
+  } * buffers;
+  size_t num_buffers, cap_buffers;
+  char *conversion_note; /* malloc'd; what the conversion did, or NULL */
 };
 
 /* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is

@@ -20,6 +20,7 @@
 #include "base/file.h"
 #include "base/grow.h"
 #include "model/config.h"
+#include "model/conversion_load.h"
 #include "model/expert_fold.h"
 #include "model/model_impl.h"
 #include "model/st_header.h"
@@ -712,6 +713,8 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
   size_t num_mods = 0;
   for (size_t k = 0; k < l->n && st == TPX_OK; k++) {
     const tpx__st_tensor *t = order[k];
+    if (t->skip)
+      continue; /* converted or a buffer (conversion_load.c) */
     int64_t pi = tpx_model_find_param(model, t->name);
     if (pi >= 0) {
       const tpx__param *p = &model->params[pi];
@@ -759,7 +762,7 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
   /* Pass 2: add the new tensors. */
   for (size_t k = 0; k < l->n && st == TPX_OK; k++) {
     const tpx__st_tensor *t = order[k];
-    if (folded[k] || tpx_model_find_param(model, t->name) >= 0)
+    if (t->skip || folded[k] || tpx_model_find_param(model, t->name) >= 0)
       continue;
     size_t mlen = module_len(t);
     if (t->name_len + 1 > scratch_cap) {
@@ -882,11 +885,17 @@ tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
                          "tpx_model_add_safetensors: NULL argument");
   tpx__st_load l;
   tpx__st_load_init(&l);
+  tpx__conv *conv = NULL;
   tpx_status st = tpx__st_load_path(&l, path, err);
   if (st == TPX_OK)
+    st = tpx__conv_load_renames(model, &l, &conv, err);
+  if (st == TPX_OK)
     st = rename_through_aliases(model, &l, err);
+  if (st == TPX_OK && conv != NULL)
+    st = tpx__conv_load_convert(model, conv, &l, err);
   if (st == TPX_OK)
     st = apply(model, &l, err);
+  tpx__conv_free(conv);
   tpx__st_load_free(&l);
   return st;
 }

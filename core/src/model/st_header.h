@@ -44,6 +44,8 @@ typedef struct tpx__st_tensor {
   int64_t shape[TPX_MAX_TENSOR_DIMS];
   tpx_dtype dtype;
   int64_t begin, end; /* data_offsets, relative to the data section */
+  unsigned char skip; /* conversion_load.c: converted or a buffer, not a
+                         parameter of its own */
 } tpx__st_tensor;
 
 typedef struct tpx__st_file {

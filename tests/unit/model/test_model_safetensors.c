@@ -824,6 +824,144 @@ START_TEST(test_deep_name_bounded) {
 }
 END_TEST
 
+/* ---- transformers' conversion rules (issue 26) ---- */
+
+static int64_t shape_of(const tpx_model *m, const char *fqn, int64_t *out) {
+  int64_t i = tpx_model_find_param(m, fqn);
+  ck_assert_msg(i >= 0, "no parameter %s", fqn);
+  tpx_param_info info;
+  ck_assert_int_eq(tpx_model_param(m, i, &info, NULL), TPX_OK);
+  memcpy(out, info.shape, (size_t)info.ndim * sizeof *out);
+  return info.ndim;
+}
+
+/* olmoe: per-expert tensors become the fused 3-D parameters
+ * (MergeModulelist + Concatenate), as from_pretrained builds them. */
+static const gen_tensor olmoe_file[] = {
+    {"model.embed_tokens.weight", "BF16", 2, {64, 16}},
+    {"model.layers.0.mlp.gate.weight", "BF16", 2, {3, 16}},
+    {"model.layers.0.mlp.experts.0.gate_proj.weight", "BF16", 2, {8, 16}},
+    {"model.layers.0.mlp.experts.0.up_proj.weight", "BF16", 2, {8, 16}},
+    {"model.layers.0.mlp.experts.0.down_proj.weight", "BF16", 2, {16, 8}},
+    {"model.layers.0.mlp.experts.1.gate_proj.weight", "BF16", 2, {8, 16}},
+    {"model.layers.0.mlp.experts.1.up_proj.weight", "BF16", 2, {8, 16}},
+    {"model.layers.0.mlp.experts.1.down_proj.weight", "BF16", 2, {16, 8}},
+    {"model.layers.0.mlp.experts.2.gate_proj.weight", "BF16", 2, {8, 16}},
+    {"model.layers.0.mlp.experts.2.up_proj.weight", "BF16", 2, {8, 16}},
+    {"model.layers.0.mlp.experts.2.down_proj.weight", "BF16", 2, {16, 8}},
+};
+
+START_TEST(test_conversion_fused_experts) {
+  write_st(tmp("olmoe.safetensors"), olmoe_file,
+           sizeof olmoe_file / sizeof *olmoe_file, 1);
+  tpx_model *m = model_with_config("{\"model_type\": \"olmoe\"}");
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmp("olmoe.safetensors"), &err),
+                   TPX_OK);
+  int64_t sh[8];
+  ck_assert_int_eq(shape_of(m, "model.layers.0.mlp.experts.gate_up_proj", sh),
+                   3);
+  ck_assert_int_eq(sh[0], 3);
+  ck_assert_int_eq(sh[1], 16); /* gate and up rows concatenated */
+  ck_assert_int_eq(sh[2], 16);
+  ck_assert_int_eq(shape_of(m, "model.layers.0.mlp.experts.down_proj", sh), 3);
+  ck_assert_int_eq(sh[0], 3);
+  ck_assert_int_eq(sh[1], 16);
+  ck_assert_int_eq(sh[2], 8);
+  ck_assert_int_lt(
+      tpx_model_find_param(m, "model.layers.0.mlp.experts.0.gate_proj.weight"),
+      0);
+  ck_assert_int_eq(tpx_model_num_params(m), 4);
+  ck_assert_ptr_nonnull(strstr(tpx_model_conversion_note(m), "5.25"));
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* exaone: transformer.h.* etc. renamed to the module tree; the checkpoint
+ * names stay as aliases. gpt_neox: embed_out -> lm_head. */
+static const gen_tensor exaone_file[] = {
+    {"transformer.wte.weight", "BF16", 2, {64, 16}},
+    {"transformer.h.0.ln_1.weight", "BF16", 1, {16}},
+    {"transformer.h.0.attn.attention.q_proj.weight", "BF16", 2, {16, 16}},
+    {"transformer.h.0.attn.attention.out_proj.weight", "BF16", 2, {16, 16}},
+    {"transformer.h.0.mlp.c_fc_0.weight", "BF16", 2, {32, 16}},
+    {"transformer.h.1.mlp.c_proj.weight", "BF16", 2, {16, 32}},
+    {"transformer.ln_f.weight", "BF16", 1, {16}},
+    {"embed_out.weight", "BF16", 2, {64, 16}},
+};
+
+START_TEST(test_conversion_renames) {
+  write_st(tmp("exaone.safetensors"), exaone_file,
+           sizeof exaone_file / sizeof *exaone_file, 1);
+  tpx_model *m = model_with_config(_i == 0 ? "{\"model_type\": \"exaone\"}"
+                                           : "{\"model_type\": \"llama\"}");
+  tpx_error err = {0};
+  ck_assert_int_eq(
+      tpx_model_add_safetensors(m, tmp("exaone.safetensors"), &err), TPX_OK);
+  const char *want[] = {
+      "model.embed_tokens.weight",
+      "model.layers.0.input_layernorm.weight",
+      "model.layers.0.self_attn.q_proj.weight",
+      "model.layers.0.self_attn.o_proj.weight",
+      "model.layers.0.mlp.gate_proj.weight",
+      "model.layers.1.mlp.down_proj.weight",
+      "model.norm.weight",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    ck_assert_msg((tpx_model_find_param(m, want[i]) >= 0) == (_i == 0), "%s",
+                  want[i]);
+  ck_assert_int_eq(tpx_model_find_param(m, "transformer.h.0.ln_1.weight") >= 0,
+                   _i == 1);
+  if (_i == 0) {
+    char buf[256];
+    ck_assert_int_eq(
+        tpx_model_canonical_name(
+            m, "transformer.h.7.attn.attention.q_proj.bias", buf, sizeof buf),
+        1);
+    ck_assert_str_eq(buf, "model.layers.7.self_attn.q_proj.bias");
+    ck_assert_ptr_nonnull(tpx_model_conversion_note(m));
+  } else {
+    ck_assert_ptr_null(tpx_model_conversion_note(m));
+  }
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* deepseek_v3's router bias is a buffer: listed with its bytes, not a
+ * parameter. */
+static const gen_tensor ds_file[] = {
+    {"model.layers.1.mlp.gate.weight", "BF16", 2, {4, 16}},
+    {"model.layers.1.mlp.gate.e_score_correction_bias", "F32", 1, {4}},
+};
+
+START_TEST(test_conversion_buffers) {
+  write_st(tmp("ds.safetensors"), ds_file, 2, 1);
+  tpx_model *m = model_with_config("{\"model_type\": \"deepseek_v3\"}");
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmp("ds.safetensors"), &err),
+                   TPX_OK);
+  ck_assert_int_eq(tpx_model_num_params(m), 1);
+  ck_assert_int_lt(tpx_model_find_param(
+                       m, "model.layers.1.mlp.gate.e_score_correction_bias"),
+                   0);
+  ck_assert_uint_eq(tpx_model_num_buffers(m), 1);
+  const char *fqn;
+  const int64_t *shape;
+  int ndim;
+  tpx_dtype dt;
+  ck_assert_int_eq(tpx_model_buffer(m, 0, &fqn, &shape, &ndim, &dt, &err),
+                   TPX_OK);
+  ck_assert_str_eq(fqn, "model.layers.1.mlp.gate.e_score_correction_bias");
+  ck_assert_int_eq(ndim, 1);
+  ck_assert_int_eq(shape[0], 4);
+  ck_assert_int_eq(dt, TPX_DTYPE_F32);
+  ck_assert_int_eq(tpx_model_buffer_bytes(m, 0), 16);
+  ck_assert_int_eq(tpx_model_buffer(m, 1, NULL, NULL, NULL, NULL, &err),
+                   TPX_OUT_OF_RANGE);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *st_suite(void) {
   Suite *s = suite_create("model_safetensors");
   TCase *tc = tcase_create("safetensors");
@@ -839,6 +977,9 @@ static Suite *st_suite(void) {
   tcase_add_test(tc, test_missing_paths);
   tcase_add_test(tc, test_many_tensors);
   tcase_add_test(tc, test_deep_name_bounded);
+  tcase_add_test(tc, test_conversion_fused_experts);
+  tcase_add_loop_test(tc, test_conversion_renames, 0, 2);
+  tcase_add_test(tc, test_conversion_buffers);
   suite_add_tcase(s, tc);
   return s;
 }
