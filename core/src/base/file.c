@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *kind_name(mode_t mode) {
+const char *tpx__file_kind_name(mode_t mode) {
   if (S_ISDIR(mode))
     return "a directory";
   if (S_ISFIFO(mode))
@@ -43,7 +43,7 @@ tpx_status tpx__file_open(const char *path, int *fd, struct stat *sb,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: not a regular file (%s); tpx reads only "
                          "regular files",
-                         path, kind_name(sb->st_mode));
+                         path, tpx__file_kind_name(sb->st_mode));
   }
   int flags = fcntl(f, F_GETFL);
   if (flags < 0 || fcntl(f, F_SETFL, flags & ~O_NONBLOCK) != 0) {

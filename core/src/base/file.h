@@ -18,6 +18,9 @@
  * is; a missing path is TPX_NOT_FOUND, another failure TPX_IO with the
  * system's reason.
  * *fd is -1 on failure. */
+/* What a non-regular file is, for messages: "a FIFO", "a directory", ... */
+const char *tpx__file_kind_name(mode_t mode);
+
 tpx_status tpx__file_open(const char *path, int *fd, struct stat *sb,
                           tpx_error *err);
 

@@ -25,21 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "plugin/plugin_internal.h"
-
-static const char *kind_name(mode_t m) {
-  if (S_ISDIR(m))
-    return "a directory";
-  if (S_ISFIFO(m))
-    return "a FIFO";
-  if (S_ISSOCK(m))
-    return "a socket";
-  if (S_ISCHR(m))
-    return "a character device";
-  if (S_ISBLK(m))
-    return "a block device";
-  return "something else";
-}
 
 int tpx__plugin_trust_any(void) {
   const char *v = getenv("TPX_PLUGIN_TRUST_ANY");
@@ -131,7 +118,7 @@ int tpx__plugin_vet(const char *path, const struct stat *st, int *untrusted,
   *untrusted = 0;
   if (!S_ISREG(st->st_mode)) {
     snprintf(reason, size, "not a regular file (%s); not opened",
-             kind_name(st->st_mode));
+             tpx__file_kind_name(st->st_mode));
     return -1;
   }
   if (!tpx__plugin_trust_any()) {
