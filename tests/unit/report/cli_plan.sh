@@ -62,6 +62,20 @@ has "[tied-embeddings]" "tied diagnostic with its code"
 has "fix:" "with a fix"
 has "Plan: custom" "custom plan chosen"
 
+# A plan key that matches no module (here a typo, v_prj) is a warning, as
+# torch's parallelize_module warns and skips it and Automodel proceeds
+# (issue 26, cause 3): exit 0, the closest modules and the fix named, and
+# what the key meant stays replicated (v_proj beside sharded q/k_proj).
+expect 0 "custom plan with an unmatched key: a warning" -- \
+  --config "$cfg/Llama-3.2-1B/config.json" --tp 2 \
+  --plan "$src/tests/data/report/unmatched_key_plan.json"
+has "warning [unmatched-key] plan key 'model.layers.*.self_attn.v_prj' matches no module" \
+  "unmatched key is a warning"
+has "closest existing: 'model.layers.*.self_attn.v_proj'" "closest module named"
+has "stays replicated over tp" "says what it leaves"
+has "[replicated-by-omission]" "the module left replicated is reported"
+has "Verdict: OK (with warnings)" "verdict OK"
+
 # Tied weights with only the embedding styled (Gemma4 E-series: lm_head is
 # left out because the model computes vocab-sharded logits itself): the
 # re-tie decides the placement, a warning, not an error.
