@@ -136,14 +136,17 @@ START_TEST(test_refuses_to_hf_flow) {
 END_TEST
 
 /* Selection on the real configs: the plugin refuses, the host goes to the
- * HF plan (both bundled plans hold 'packed_colwise': unusable) and ends at
- * the default base plan, as upstream does. */
+ * HF plan (unusable: transformers 5's class plan lm_head
+ * colwise_gather_output comes first, and both bundled plans hold
+ * 'packed_colwise' too) and ends at the default base plan, as upstream
+ * does. */
 START_TEST(test_selection) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *mx = fam_model(reg, FAM, "Mixtral-8x7B-v0.1.config.json", 1);
   tpx_model *qw = fam_model(reg, FAM, "Qwen3-30B-A3B.config.json", 1);
   fam_check_selected(reg, mx, NULL, 0, 2, 1, FAM, NULL, "hf-style-unsupported",
-                     "packed_colwise", 1);
+                     "'lm_head': Hugging Face style 'colwise_gather_output'",
+                     1);
   fam_check_selected(reg, mx, NULL, 0, 2, 1, FAM, NULL, "default-plan-fallback",
                      NULL, 1);
   fam_check_selected(reg, qw, NULL, 0, 4, 1, FAM, NULL, "default-plan-fallback",
