@@ -441,6 +441,29 @@ START_TEST(hf_transformers_5_falls_back) {
 }
 END_TEST
 
+/* A per-layer attribute (transformers 5.25's per_layer_config) that
+ * Automodel 0.7.0 reads globally for a head-sharded plan: upstream refuses
+ * (AmbiguousGlobalPerLayerAttributeError), tpx plans and says so. */
+START_TEST(upstream_per_layer_config) {
+  static const char cfg[] =
+      "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": \"foo\", "
+      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+      "\"per_layer_config\": {\"0\": {\"num_attention_heads\": 4}}}";
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(cfg);
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert(has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO,
+                     "'num_attention_heads' is a per-layer attribute"));
+  teardown(&f);
+  setup_reg(&f, NULL); /* tp 1: upstream applies no plan, reads nothing */
+  f.model = model_from_json(cfg);
+  select_ok(&f, 1, 0, NULL, NULL);
+  ck_assert(!has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO, NULL));
+  teardown(&f);
+}
+END_TEST
+
 START_TEST(hf_style_unsupported_falls_to_default) {
   fixture f;
   setup_reg(&f, NULL);
@@ -812,6 +835,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, hf_with_sp_is_an_error);
   tcase_add_test(tc, hf_style_unsupported_falls_to_default);
   tcase_add_test(tc, hf_transformers_5_falls_back);
+  tcase_add_test(tc, upstream_per_layer_config);
   tcase_add_test(tc, remote_code_without_plan);
   tcase_add_loop_test(tc, default_base_plan, 0, 2);
   tcase_add_loop_test(tc, nemotron_flash_lm_head, 0, 2);
