@@ -252,7 +252,7 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
     snprintf(what, what_size,
              "the bundled %s.base_model_tp_plan (model_type "
              "'%s')",
-             t->config_class, mt);
+             t->config_class, mt ? mt : "(none)");
   }
   /* The class-level plan of the model with a head, as transformers 5.25
    * has it; a config tp_plan replaces it. */
