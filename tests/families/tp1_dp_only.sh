@@ -39,10 +39,13 @@ out=$("$tpx" plan --config "$data/families/diffusion/Qwen-Image.config.json" \
 [ $? -eq 0 ] || { echo "FAIL: Qwen-Image --sp at tp 1 is not OK" >&2; fails=$((fails + 1)); }
 printf '%s\n' "$out" | grep -q "info \[sp-with-hf-plan\] not applied at tp 1" ||
   { echo "FAIL: Qwen-Image --sp at tp 1: no sp-with-hf-plan info" >&2; fails=$((fails + 1)); }
-# At tp 2 the same keys are errors again (and heads-not-divisible).
+# At tp 2 the same keys are warnings again, as torch's parallelize_module
+# warns (issue 26, cause 3); heads-not-divisible is the error.
 out=$("$tpx" plan --config "$data/families/deepseek/DeepSeek-V4-Flash.config.json" --tp 2)
 [ $? -eq 1 ] || { echo "FAIL: DeepSeek-V4 at tp 2 does not fail" >&2; fails=$((fails + 1)); }
-printf '%s\n' "$out" | grep -q "error \[unmatched-key\]" ||
-  { echo "FAIL: DeepSeek-V4 at tp 2 lost its unmatched-key errors" >&2; fails=$((fails + 1)); }
+printf '%s\n' "$out" | grep -q "warning \[unmatched-key\]" ||
+  { echo "FAIL: DeepSeek-V4 at tp 2 lost its unmatched-key warnings" >&2; fails=$((fails + 1)); }
+printf '%s\n' "$out" | grep -q "error \[unmatched-key\]" &&
+  { echo "FAIL: DeepSeek-V4 at tp 2: unmatched-key is an error" >&2; fails=$((fails + 1)); }
 echo "$n runs, $fails failures"
 [ $fails -eq 0 ]

@@ -10,9 +10,11 @@
  * order (depth-first, children in insertion order).
  *
  * Diagnostics (tpx/diag.h), added to `diags` when it is not NULL:
- *  - error "unmatched-key": a required entry matches no module; the message
- *    names the key and the deepest atom that failed, the fix suggests the
- *    closest existing child names or marking the entry optional;
+ *  - warning "unmatched-key": a required entry matches no module (torch's
+ *    parallelize_module warns and skips it; what it meant to style stays
+ *    replicated); the message names the key and the deepest atom that
+ *    failed, the fix suggests the closest existing child names, removing
+ *    the key or marking the entry optional;
  *  - info "unmatched-key": the same for an optional entry;
  *  - error "duplicate-match": two entries resolve to the same module (torch
  *    would distribute it twice); one diagnostic per pair of entries, naming

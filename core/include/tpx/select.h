@@ -6,7 +6,10 @@
  *
  * Order (docs/SEMANTICS.md "Plan selection"): custom plan > named plan >
  * plugin plan > Hugging Face plan (the config's own tp plan, else the
- * bundled per-model_type table) > default base plan, then the plugin's
+ * bundled per-model_type table, built as transformers 5.25 builds it and
+ * used only where NeMo Automodel 0.7.0 translates every style, which a
+ * transformers 5 plan's lm_head colwise_gather_output and embed_tokens
+ * embedding_rowwise prevent) > default base plan, then the plugin's
  * post-processing declarations, validate_tp_mesh and the plugin's
  * capabilities.
  *
@@ -44,7 +47,9 @@ typedef struct tpx_select_options {
   int64_t tp_size;        /* >= 1 */
   int sequence_parallel;  /* 0 or 1 */
   const tpx_plan *custom; /* a custom plan, or NULL (borrowed) */
-  const char *plan_name;  /* a named plugin plan, or NULL */
+  const char *plan_name;  /* a named plugin plan, or NULL; "hf": the
+                             model's Hugging Face plan with transformers'
+                             own styles translated (`tpx plan --plan hf`) */
 } tpx_select_options;
 
 #define TPX_SELECT_OPTIONS_INIT                                                \

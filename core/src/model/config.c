@@ -11,6 +11,7 @@
 #include "base/file.h"
 #include "base/grow.h"
 #include "model/config.h"
+#include "model/config_attrs.h"
 #include "model/model_impl.h"
 
 /* Sentinel strings (NUL first, so the length must be compared too). */
@@ -239,6 +240,12 @@ tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
   if (st != TPX_OK) {
     json_decref(root);
     return st;
+  }
+  /* Config keys under both the names transformers reads and writes
+   * (num_experts / num_local_experts, ...). */
+  if (tpx__config_apply_attrs(root) < 0) {
+    json_decref(root);
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory (%s)", src);
   }
   if (model->config != NULL)
     json_decref(model->config);

@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "plan/hf_style_view.h"
 #include "plan/plan_internal.h"
 #include "plan/style_internal.h"
 #include "tpx/plan.h"
@@ -62,6 +63,37 @@ tpx_status tpx_plan_translate_hf_style(const char *key, const char *hf_style,
   return TPX_OK;
 }
 
+/* transformers' own strings (TPX__HF_TRANSFORMERS), as transformers 5.25's
+ * tensor_parallel.py applies them: *skip for the styles that hold no
+ * parameter of their own; 0 when `hf_style` is none of them. */
+static int transformers_style(const char *hf_style, tpx_style *out, int *skip) {
+  static const char *const dropped[] = {"gather", "local", "replicate",
+                                        "all_reduce"};
+  for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++)
+    if (strcmp(hf_style, dropped[i]) == 0) {
+      *skip = 1;
+      return 1;
+    }
+  if (strcmp(hf_style, "embedding_rowwise") == 0 ||
+      strcmp(hf_style, "rowwise_split_input") == 0) {
+    /* vocab-sharded table, masked lookup, all-reduced output: torch's
+     * RowwiseParallel on an Embedding; rowwise_split_input: a replicated
+     * input split locally, i.e. rowwise_rep */
+    *out = tpx_style_default(TPX_STYLE_ROWWISE);
+    out->input_layouts.items[0] = tpx_placement_replicate();
+  } else if (strcmp(hf_style, "colwise_gather_output") == 0) {
+    *out = tpx_style_default(TPX_STYLE_COLWISE);
+    out->output_layouts.items[0] = tpx_placement_replicate();
+  } else if (strcmp(hf_style, "local_colwise") == 0) {
+    *out = tpx_style_default(TPX_STYLE_COLWISE); /* the same slices */
+  } else if (strcmp(hf_style, "local_rowwise") == 0) {
+    *out = tpx_style_default(TPX_STYLE_ROWWISE);
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 static tpx_status load_object(const char *text, size_t len, const char *what,
                               json_t **out, tpx_error *err) {
   json_error_t je;
@@ -102,8 +134,9 @@ static char *join_key(const char *prefix, const char *key) {
   return s;
 }
 
-static tpx_status translate_all(json_t *combined, tpx_plan *plan,
-                                tpx_diag_list *diags, tpx_error *err) {
+static tpx_status translate_all(json_t *combined, tpx__hf_mode mode,
+                                tpx_plan *plan, tpx_diag_list *diags,
+                                tpx_error *err) {
   const char *k;
   json_t *v;
   json_object_foreach(combined, k, v) {
@@ -118,8 +151,24 @@ static tpx_status translate_all(json_t *combined, tpx_plan *plan,
     if (is_lm_head_key(k) && strcmp(hs, "colwise_rep") == 0) {
       style = tpx_style_default(TPX_STYLE_COLWISE);
       style.use_local_output = 0;
+    } else if (mode == TPX__HF_TRANSFORMERS &&
+               transformers_style(hs, &style, &skip)) {
+      if (diags && !skip)
+        tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-translated", k, NULL,
+                     "plan key '%s': Hugging Face style '%s' is applied as "
+                     "transformers applies it (NeMo Automodel 0.7.0 cannot "
+                     "translate it and would fall back to its default plan)",
+                     k, hs);
     } else {
       tpx_status st = tpx_plan_translate_hf_style(k, hs, &style, &skip, err);
+      if (st == TPX_UNSUPPORTED && mode == TPX__HF_TRANSFORMERS)
+        return tpx_error_set(
+            err, st,
+            "plan key '%s': transformers style '%s' has no tpx translation "
+            "(packed_* styles give each rank its chunk of both halves of a "
+            "fused weight, which no torch.chunk placement describes; MoE and "
+            "inference styles are not planned); provide a custom plan",
+            k, hs);
       if (st != TPX_OK)
         return st;
     }
@@ -143,6 +192,15 @@ tpx_status tpx_plan_from_hf_class_and_base(const char *top_json, size_t top_len,
                                            size_t inner_len, const char *prefix,
                                            tpx_plan **out, tpx_diag_list *diags,
                                            tpx_error *err) {
+  return tpx__plan_from_hf_mode(top_json, top_len, inner_json, inner_len,
+                                prefix, TPX__HF_AUTOMODEL, out, diags, err);
+}
+
+tpx_status tpx__plan_from_hf_mode(const char *top_json, size_t top_len,
+                                  const char *inner_json, size_t inner_len,
+                                  const char *prefix, tpx__hf_mode mode,
+                                  tpx_plan **out, tpx_diag_list *diags,
+                                  tpx_error *err) {
   if (!out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_plan_from_hf: NULL out");
@@ -194,7 +252,7 @@ tpx_status tpx_plan_from_hf_class_and_base(const char *top_json, size_t top_len,
     json_object_set_new(combined, pk, json_string("rowwise_rep"));
   st = tpx_plan_create(&plan, err);
   if (st == TPX_OK)
-    st = translate_all(combined, plan, diags, err);
+    st = translate_all(combined, mode, plan, diags, err);
 done:
   free(pk);
   json_decref(top);

@@ -428,7 +428,7 @@ static void suggestion_prefix(walk_ctx *w, size_t depth, const char *name,
 
 static void report_unmatched(walk_ctx *w, tpx_diag_list *diags, const char *key,
                              int optional) {
-  tpx_diag_level level = optional ? TPX_DIAG_INFO : TPX_DIAG_ERROR;
+  tpx_diag_level level = optional ? TPX_DIAG_INFO : TPX_DIAG_WARNING;
   const char *atom = w->atoms[w->fail_depth];
   const char *where = tpx_model_module_fqn(w->model, w->fail_module);
   int root = !where || !where[0];
@@ -480,13 +480,18 @@ static void report_unmatched(walk_ctx *w, tpx_diag_list *diags, const char *key,
   }
   appendf(fix, sizeof fix, &flen, "%s",
           optional ? "the entry is optional, so it is ignored"
-                   : "fix the key, or mark the entry optional if the module "
+                   : "if the key is meant for this model, fix it; else "
+                     "remove it, or mark the entry optional if the module "
                      "exists only in some variants");
   tpx_diag_add(diags, level, "unmatched-key", key, fix,
                "plan key '%s' matches no module: no child of %s%s%s matches "
-               "atom '%s' (atom %zu of %zu)",
+               "atom '%s' (atom %zu of %zu)%s",
                key, root ? "the root module" : "'", root ? "" : where,
-               root ? "" : "'", atom, w->fail_depth + 1, w->natoms);
+               root ? "" : "'", atom, w->fail_depth + 1, w->natoms,
+               optional ? ""
+                        : "; the entry is skipped, as torch's "
+                          "parallelize_module skips it with a warning, and "
+                          "what it meant to style stays replicated over tp");
 }
 
 typedef struct conflict {
@@ -727,7 +732,8 @@ static tpx_status collect_entry(match_run *r, size_t e, tpx_error *err) {
   if (cnt == 0 && r->diags) {
     if (key[0] == '\0' || nmod <= 0 || w->fail_module < 0) {
       tpx_diag_add(r->diags,
-                   tpx__plan_optional(plan, e) ? TPX_DIAG_INFO : TPX_DIAG_ERROR,
+                   tpx__plan_optional(plan, e) ? TPX_DIAG_INFO
+                                               : TPX_DIAG_WARNING,
                    "unmatched-key", key, "the model has no modules",
                    "plan key '%s' matches no module", key);
     } else {

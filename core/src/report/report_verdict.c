@@ -263,7 +263,7 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
 }
 
 /* An optional plan key that matched nothing (info level; a required one
- * is an error): expected, as such keys serve other checkpoint variants. */
+ * is a warning): expected, as such keys serve other checkpoint variants. */
 static int is_optional_unmatched(const tpx_diag *d) {
   /* a required key at tp 1 is an info too (no plan is applied there, see
    * shard/sharding.c match_not_applied), but not an optional one: listed */

@@ -30,7 +30,7 @@ tpx_status tpx__default_base_plan(int sequence_parallel, tpx_plan **out,
   /* sp0, in upstream insertion order. */
   /* The fused qkv_proj / gate_up_proj keys exist only in some variants
    * (Phi-3-style checkpoints), so they are optional: a model with separate
-   * projections does not get an unmatched-key error from the last resort
+   * projections does not get an unmatched-key warning from the last resort
    * (torch itself only warns that such a key could not be resolved). */
   struct {
     const char *key;

@@ -113,8 +113,9 @@ static void bundled_tables(char *buf, size_t size) {
  * a model without that module, which torch's parallelize_module only warns
  * about, so it is optional there. */
 static tpx_status class_plan(const tpx_model *model, const char *bare,
-                             const char *prefix, const char *mt, tpx_plan **out,
-                             char *what, size_t what_size, tpx_diag_list *diags,
+                             const char *prefix, const char *mt,
+                             tpx__hf_mode mode, tpx_plan **out, char *what,
+                             size_t what_size, tpx_diag_list *diags,
                              tpx_error *err) {
   char name[256];
   snprintf(name, sizeof name, "%s._tp_plan", bare);
@@ -128,8 +129,8 @@ static tpx_status class_plan(const tpx_model *model, const char *bare,
                          "and class '%s' no bundled _tp_plan (bundled: %s)",
                          mt ? mt : "(none)", bare[0] ? bare : "(none)", names);
   }
-  tpx_status s = tpx_plan_from_hf_class_and_base(t->json, strlen(t->json), NULL,
-                                                 0, prefix, out, diags, err);
+  tpx_status s = tpx__plan_from_hf_mode(t->json, strlen(t->json), NULL, 0,
+                                        prefix, mode, out, diags, err);
   if (s != TPX_OK) {
     snprintf(what, what_size, "the bundled %s", t->config_class);
     return s;
@@ -155,9 +156,59 @@ static tpx_status class_plan(const tpx_model *model, const char *bare,
   return TPX_OK;
 }
 
+/* transformers 5.x (distributed/mixin.py, init_parallel_plans): a base
+ * model whose plan is non-empty and whose embed_tokens is an nn.Embedding
+ * gets {"embed_tokens": "embedding_rowwise", **plan} when it is built, so
+ * the key comes first and a plan that names embed_tokens keeps its own
+ * style. The inner plan as transformers 5.25 holds it, as new JSON text in
+ * *out (NULL when nothing is added). */
+static tpx_status with_embedding_rowwise(const tpx_model *model,
+                                         const char *prefix, const char *inner,
+                                         char **out, tpx_error *err) {
+  *out = NULL;
+  char key[256];
+  snprintf(key, sizeof key, "%s.embed_tokens", prefix);
+  int64_t mod = tpx_model_find_module(model, key);
+  if (!inner || mod < 0 ||
+      tpx_model_module_kind(model, mod) != TPX_MODULE_EMBEDDING)
+    return TPX_OK;
+  json_t *plan = json_loads(inner, JSON_REJECT_DUPLICATES, NULL);
+  if (!plan || !json_is_object(plan) || json_object_size(plan) == 0 ||
+      json_object_get(plan, "embed_tokens")) {
+    json_decref(plan);
+    return TPX_OK; /* a bad plan is reported by the translation */
+  }
+  json_t *merged = json_object();
+  if (!merged ||
+      json_object_set_new(merged, "embed_tokens",
+                          json_string("embedding_rowwise")) != 0 ||
+      json_object_update(merged, plan) != 0 ||
+      !(*out = tpx__config_dumps(merged))) {
+    json_decref(merged);
+    json_decref(plan);
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  }
+  json_decref(merged);
+  json_decref(plan);
+  return TPX_OK;
+}
+
+/* The class-level _tp_plan transformers 5.25 gives its *ForCausalLM /
+ * *ForConditionalGeneration classes: colwise_gather_output, except the
+ * Inkling ones (rowwise_split_input). */
+static const char *head_plan_for(json_t *root) {
+  const char *mt = config_string(root, "model_type");
+  if (!mt)
+    mt = config_string(root, "text_config.model_type");
+  return mt && strncmp(mt, "inkling", 7) == 0
+             ? "{\"lm_head\":\"rowwise_split_input\"}"
+             : "{\"lm_head\":\"colwise_gather_output\"}";
+}
+
 tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
-                                  tpx_plan **out, char *what, size_t what_size,
-                                  tpx_diag_list *diags, tpx_error *err) {
+                                  tpx__hf_mode mode, tpx_plan **out, char *what,
+                                  size_t what_size, tpx_diag_list *diags,
+                                  tpx_error *err) {
   *out = NULL;
   snprintf(what, what_size, "none");
   json_t *root = tpx__model_config(model);
@@ -195,28 +246,35 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
     }
     const tpx__hf_table *t = tpx__hf_table_find(cls);
     if (!t)
-      return class_plan(model, bare, prefix, mt, out, what, what_size, diags,
-                        err);
+      return class_plan(model, bare, prefix, mt, mode, out, what, what_size,
+                        diags, err);
     inner_json = t->json;
     snprintf(what, what_size,
              "the bundled %s.base_model_tp_plan (model_type "
              "'%s')",
-             t->config_class, mt);
+             t->config_class, mt ? mt : "(none)");
   }
-  /* The class-level plan of the model with a head; a config tp_plan
-   * replaces it. */
-  static const char head_plan[] = "{\"lm_head\":\"colwise_rep\"}";
+  /* The class-level plan of the model with a head, as transformers 5.25
+   * has it; a config tp_plan replaces it. */
+  const char *head_plan = head_plan_for(root);
   const char *top_json = top_text ? top_text : has_head ? head_plan : NULL;
   const int added_head = !top_text && has_head;
-  tpx_status s = tpx_plan_from_hf_class_and_base(
-      top_json, top_json ? strlen(top_json) : 0, inner_json,
-      inner_json ? strlen(inner_json) : 0, prefix, out, diags, err);
+  char *embedded = NULL;
+  tpx_status s =
+      with_embedding_rowwise(model, prefix, inner_json, &embedded, err);
+  if (s == TPX_OK && embedded)
+    inner_json = embedded;
+  if (s == TPX_OK)
+    s = tpx__plan_from_hf_mode(top_json, top_json ? strlen(top_json) : 0,
+                               inner_json, inner_json ? strlen(inner_json) : 0,
+                               prefix, mode, out, diags, err);
+  free(embedded);
   free(inner_text);
   free(top_text);
-  if (s == TPX_OK) {
-    size_t n = strlen(what);
-    snprintf(what + n, what_size - n, ", prefix '%s'%s", prefix,
-             added_head ? ", with the class plan lm_head colwise_rep" : "");
-  }
+  size_t n = strlen(what);
+  snprintf(
+      what + n, what_size - n, ", prefix '%s'%s%s%s", prefix,
+      added_head ? ", with the class plan " : "", added_head ? head_plan : "",
+      embedded ? ", with transformers 5's embed_tokens embedding_rowwise" : "");
   return s;
 }

@@ -105,23 +105,29 @@ static tpx_status diag_failed(tpx_status s, tpx_error *err) {
 /* The HF step; TPX_OK with sel->plan set, or TPX_NOT_FOUND / TPX_UNSUPPORTED
  * with `why` filled (the plan is then unusable and selection goes on). */
 static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
-                         const char *arch, int sp, int64_t tp,
-                         tpx_diag_list *diags, char *why, size_t why_size,
-                         tpx_error *err) {
-  char what[256];
+                         const char *arch, tpx__hf_mode mode, int sp,
+                         int64_t tp, tpx_diag_list *diags, char *why,
+                         size_t why_size, tpx_error *err) {
+  char what[512];
   tpx_plan *plan = NULL;
   tpx_error herr = {0};
-  tpx_status s = tpx__hf_plan_for_model(model, arch, &plan, what, sizeof what,
-                                        diags, &herr);
+  tpx_status s = tpx__hf_plan_for_model(model, arch, mode, &plan, what,
+                                        sizeof what, diags, &herr);
   if (s == TPX_NO_MEMORY)
     return tpx_error_set(err, s, "%s", herr.message);
   if (s != TPX_OK) {
     snprintf(why, why_size, "%s", herr.message);
-    if (s == TPX_UNSUPPORTED) {
+    if (s == TPX_UNSUPPORTED && mode == TPX__HF_AUTOMODEL) {
       tpx_status d = tpx_diag_add(
           diags, TPX_DIAG_WARNING, "hf-style-unsupported", arch ? arch : "",
-          "provide a custom plan (--plan FILE) or a plugin",
-          "the Hugging Face plan (%s) cannot be used: %s", what, herr.message);
+          "expected with transformers 5: NeMo Automodel 0.7.0 falls back to "
+          "its default base plan here too; `--plan hf` applies the Hugging "
+          "Face plan with transformers' styles translated, or provide a "
+          "custom plan (--plan FILE) or a plugin",
+          "the Hugging Face plan (%s) cannot be used, so the default base "
+          "plan is (as upstream's get_hf_tp_shard_plan raises \"Unknown "
+          "parallel style\" and it falls back): %s",
+          what, herr.message);
       if (d != TPX_OK)
         return diag_failed(d, err);
     }
@@ -130,7 +136,7 @@ static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
   }
   if (tpx_plan_size(plan) == 0) {
     tpx_plan_destroy(plan);
-    snprintf(why, why_size, "the Hugging Face plan (%s) is empty", what);
+    snprintf(why, why_size, "the Hugging Face plan (%.400s) is empty", what);
     tpx__sel_trace(sel, "hf: not used: %s", why);
     return TPX_NOT_FOUND;
   }
@@ -323,6 +329,48 @@ static tpx_status step_custom(step_ctx *c) {
   return TPX_OK;
 }
 
+/* 2a. the named plan "hf": the Hugging Face plan with transformers' own
+ * styles translated, whatever upstream would choose (which is said). */
+static tpx_status step_named_hf(step_ctx *c) {
+  char why[TPX_ERROR_MESSAGE_SIZE];
+  tpx_status s = try_hf(c->sel, c->model, c->arch, TPX__HF_TRANSFORMERS,
+                        c->o.sequence_parallel, c->o.tp_size, c->diags, why,
+                        sizeof why, c->err);
+  if (s == TPX_NOT_FOUND || s == TPX_UNSUPPORTED)
+    return tpx_error_set(c->err, s, "--plan hf: %s", why);
+  if (s != TPX_OK)
+    return s;
+  c->sel->source = TPX_PLAN_SOURCE_CUSTOM;
+  c->have_plan = 1;
+  /* What upstream would choose instead: the plugin's (Automodel's
+   * optimized) plan, else the HF plan only if Automodel translates it. */
+  tpx_plan *probe = NULL;
+  char what[512];
+  tpx_error perr = {0};
+  s = c->arch_plugin
+          ? TPX_OK
+          : tpx__hf_plan_for_model(c->model, c->arch, TPX__HF_AUTOMODEL, &probe,
+                                   what, sizeof what, NULL, &perr);
+  tpx_plan_destroy(probe);
+  if (s == TPX_NO_MEMORY)
+    return tpx_error_set(c->err, s, "%s", perr.message);
+  if (s == TPX_OK && !c->arch_plugin)
+    return TPX_OK;
+  s = tpx_diag_add(
+      c->diags, TPX_DIAG_INFO, "upstream-plan-differs", c->arch ? c->arch : "",
+      "drop --plan hf to plan what upstream plans",
+      "--plan hf applies the Hugging Face plan; NeMo Automodel 0.7.0 with "
+      "transformers 5.25 would use %s%s%s",
+      c->arch_plugin ? "the plugin's plan (its optimized plan for the class)"
+                     : "its default base plan: ",
+      c->arch_plugin ? "" : perr.message, "");
+  if (s != TPX_OK)
+    return oom(c);
+  tpx__sel_trace(c->sel, "named plan 'hf': differs from upstream's choice "
+                         "(upstream-plan-differs)");
+  return TPX_OK;
+}
+
 /* 2. named plan: upstream raises when it fails, so there is no fallback */
 static tpx_status step_named(step_ctx *c) {
   tpx_selection *sel = c->sel;
@@ -332,6 +380,8 @@ static tpx_status step_named(step_ctx *c) {
     tpx__sel_trace(sel, "named plan: none requested");
     return TPX_OK;
   }
+  if (strcmp(c->o.plan_name, "hf") == 0)
+    return step_named_hf(c);
   int64_t ni = tpx__registry_find_plan_name(c->reg, c->o.plan_name);
   if (ni < 0)
     return tpx_error_set(c->err, TPX_NOT_FOUND,
@@ -418,9 +468,9 @@ static tpx_status step_hf(step_ctx *c) {
                    tpx_plan_source_name(c->sel->source));
     return TPX_OK;
   }
-  tpx_status s =
-      try_hf(c->sel, c->model, c->arch, c->o.sequence_parallel, c->o.tp_size,
-             c->diags, c->hf_why, sizeof c->hf_why, c->err);
+  tpx_status s = try_hf(c->sel, c->model, c->arch, TPX__HF_AUTOMODEL,
+                        c->o.sequence_parallel, c->o.tp_size, c->diags,
+                        c->hf_why, sizeof c->hf_why, c->err);
   if (s == TPX_OK)
     c->have_plan = 1;
   else if (s != TPX_NOT_FOUND && s != TPX_UNSUPPORTED)
@@ -516,6 +566,44 @@ static tpx_status step_fallback(step_ctx *c) {
   return s == TPX_OK ? TPX_OK : oom(c);
 }
 
+/* With transformers 5.25 a config with per_layer_config (Gemma-4 text,
+ * dots3) answers a global read of an attribute some layer sets with
+ * AmbiguousGlobalPerLayerAttributeError; Automodel 0.7.0 reads the global
+ * head counts / head_dim where it validates and rewrites a head-sharded
+ * plan, so upstream refuses what tpx plans per layer: an info says so. */
+static tpx_status upstream_per_layer(step_ctx *c) {
+  static const char *const read_globally[] = {
+      "num_attention_heads", "num_key_value_heads", "head_dim"};
+  json_t *root = tpx__model_config(c->model);
+  json_t *cfgs[2] = {root, root ? json_object_get(root, "text_config") : NULL};
+  for (size_t k = 0; k < 2; k++) {
+    json_t *per = json_object_get(cfgs[k], "per_layer_config");
+    const char *layer;
+    json_t *lc;
+    if (!json_is_object(per))
+      continue;
+    json_object_foreach(per, layer, lc) {
+      for (size_t i = 0; i < 3; i++) {
+        if (!json_is_object(lc) || !json_object_get(lc, read_globally[i]))
+          continue;
+        tpx_status s = tpx_diag_add(
+            c->diags, TPX_DIAG_INFO, "upstream-per-layer-config",
+            read_globally[i],
+            "nothing to fix for tpx; upstream needs the config's "
+            "allow_global_per_layer_attribute_access (or tp 1)",
+            "'%s' is a per-layer attribute (%sper_layer_config, layer %s): "
+            "tpx plans each layer with its own value, where upstream "
+            "refuses: NeMo Automodel 0.7.0 reads the global value for a "
+            "head-sharded plan and transformers 5.25 raises "
+            "AmbiguousGlobalPerLayerAttributeError",
+            read_globally[i], k ? "text_config." : "", layer);
+        return s == TPX_OK ? TPX_OK : oom(c);
+      }
+    }
+  }
+  return TPX_OK;
+}
+
 /* 6. validate_tp_mesh: NeMo Automodel 0.7.0 runs it after plan selection and
  * only when the plan shards attention heads (docs/SEMANTICS.md "Plan
  * selection"), so a plan that shards MLPs alone or keeps attention
@@ -554,7 +642,7 @@ static tpx_status step_validate(step_ctx *c) {
   else
     tpx__sel_trace(sel, "validate_tp_mesh: head counts fit tp=%lld",
                    (long long)tp);
-  return TPX_OK;
+  return upstream_per_layer(c);
 }
 
 tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,

@@ -14,6 +14,7 @@
 #include "tpx/model.h"
 #include "tpx/plan.h"
 #include "tpx/select.h"
+#include "plan/hf_style_view.h"
 #include "plugin/plugin_view.h"
 
 /* The bundled Hugging Face base_model_tp_plan tables: the JSON text of
@@ -36,13 +37,16 @@ tpx_status tpx__default_base_plan(int sequence_parallel, tpx_plan **out,
 
 /* The Hugging Face plan of `model` (docs/SEMANTICS.md "Plan selection"):
  * the config's own base_model_tp_plan / tp_plan, else the bundled table for
- * its model_type, prefixed for the class `arch`. TPX_NOT_FOUND when there is
- * no source (the message says why), TPX_UNSUPPORTED when a style string
- * cannot translate. *what (static or NULL) describes the source used, for
- * the trace. */
+ * its model_type, prefixed for the class `arch`, as transformers 5.25 builds
+ * it (the class plan lm_head colwise_gather_output, embed_tokens
+ * embedding_rowwise first), its styles translated by `mode`'s rules.
+ * TPX_NOT_FOUND when there is no source (the message says why), TPX_UNSUPPORTED
+ * when a style string cannot translate. *what (static or NULL) describes the
+ * source used, for the trace. */
 tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
-                                  tpx_plan **out, char *what, size_t what_size,
-                                  tpx_diag_list *diags, tpx_error *err);
+                                  tpx__hf_mode mode, tpx_plan **out, char *what,
+                                  size_t what_size, tpx_diag_list *diags,
+                                  tpx_error *err);
 
 /* The inner-model prefix get_hf_tp_shard_plan uses for class `arch`
  * ("model" or "model.language_model", ...); static. */

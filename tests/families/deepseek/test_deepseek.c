@@ -176,7 +176,8 @@ START_TEST(test_plan_path) {
   fam_check_selected(reg, m, NULL, 0, 8, 1, FAM, NULL, "default-plan-fallback",
                      NULL, 1);
   fam_check_selected(reg, m, NULL, 0, 8, 1, FAM, NULL, "hf-style-unsupported",
-                     "packed_colwise", 1);
+                     "'lm_head': Hugging Face style 'colwise_gather_output'",
+                     1);
   fam_check_selected(reg, m, NULL, 0, 1, 1, FAM, NULL, "heads-not-divisible",
                      NULL, 0);
   tpx_model_destroy(m);

@@ -49,6 +49,28 @@ START_TEST(test_published_totals) {
 }
 END_TEST
 
+/* Issue 26, cause 5: a Qwen3-MoE config.json as transformers 5.25 writes
+ * it holds num_local_experts, not num_experts; the skeleton has that many
+ * experts (it assumed the class default, 128, before). */
+START_TEST(test_qwen3_moe_config_5_25) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model_json(
+      "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": "
+      "\"qwen3_moe\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+      "\"moe_intermediate_size\": 32, \"num_local_experts\": 4, "
+      "\"num_experts_per_tok\": 2, \"num_hidden_layers\": 2, "
+      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+      "\"head_dim\": 16, \"vocab_size\": 512, \"torch_dtype\": "
+      "\"bfloat16\", \"transformers_version\": \"5.25.0\"}");
+  tpx_error err = {0};
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.mlp.gate.weight", 4, 64);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static void assert_3d(const tpx_model *m, const char *fqn, int64_t a, int64_t b,
                       int64_t c) {
   tpx_param_info p;
@@ -136,14 +158,17 @@ START_TEST(test_refuses_to_hf_flow) {
 END_TEST
 
 /* Selection on the real configs: the plugin refuses, the host goes to the
- * HF plan (both bundled plans hold 'packed_colwise': unusable) and ends at
- * the default base plan, as upstream does. */
+ * HF plan (unusable: transformers 5's class plan lm_head
+ * colwise_gather_output comes first, and both bundled plans hold
+ * 'packed_colwise' too) and ends at the default base plan, as upstream
+ * does. */
 START_TEST(test_selection) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *mx = fam_model(reg, FAM, "Mixtral-8x7B-v0.1.config.json", 1);
   tpx_model *qw = fam_model(reg, FAM, "Qwen3-30B-A3B.config.json", 1);
   fam_check_selected(reg, mx, NULL, 0, 2, 1, FAM, NULL, "hf-style-unsupported",
-                     "packed_colwise", 1);
+                     "'lm_head': Hugging Face style 'colwise_gather_output'",
+                     1);
   fam_check_selected(reg, mx, NULL, 0, 2, 1, FAM, NULL, "default-plan-fallback",
                      NULL, 1);
   fam_check_selected(reg, qw, NULL, 0, 4, 1, FAM, NULL, "default-plan-fallback",
@@ -463,6 +488,7 @@ static Suite *moe_suite(void) {
   TCase *tc = tcase_create("moe");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_abi);
+  tcase_add_test(tc, test_qwen3_moe_config_5_25);
   tcase_add_test(tc, test_published_totals);
   tcase_add_test(tc, test_fused_experts);
   tcase_add_loop_test(tc, test_refuses_to_hf_flow, 0,

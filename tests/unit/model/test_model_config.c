@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/config.h"
+#include "model/config_attrs.h"
 #include "tpx/model.h"
 
 static char *data_path(const char *rel) {
@@ -516,6 +517,59 @@ END_TEST
 /* A bare NaN / Infinity where a key stands is not JSON: refused with
  * jansson's message, never a key holding the internal sentinel (which
  * dumped back as NaN, or showed as an empty key). Values stay accepted. */
+/* Issue 26, cause 5: transformers 5.25 writes Qwen3-MoE's expert count as
+ * num_local_experts (attribute_map num_experts -> num_local_experts), older
+ * releases num_experts; both names answer, as transformers' config does,
+ * in a nested text_config too, and a key present is never overwritten. */
+START_TEST(test_attribute_map_aliases) {
+  static const char *const cfgs[] = {
+      "{\"model_type\": \"qwen3_moe\", \"num_local_experts\": 4}",
+      "{\"model_type\": \"qwen3_moe\", \"num_experts\": 4}",
+      "{\"model_type\": \"x\", \"text_config\": {\"model_type\": "
+      "\"qwen3_moe\", \"num_local_experts\": 4}}",
+  };
+  static const char *const keys[][2] = {
+      {"num_experts", "num_local_experts"},
+      {"num_experts", "num_local_experts"},
+      {"text_config.num_experts", "text_config.num_local_experts"},
+  };
+  for (size_t i = 0; i < 3; i++) {
+    tpx_model *m = NULL;
+    tpx_error err = {0};
+    ck_assert_int_eq(tpx_model_create(&m, &err), TPX_OK);
+    ck_assert_int_eq(
+        tpx_model_set_config(m, cfgs[i], strlen(cfgs[i]), NULL, &err), TPX_OK);
+    for (size_t k = 0; k < 2; k++) {
+      int64_t v = 0;
+      ck_assert_msg(tpx_model_config_int(m, keys[i][k], &v, &err) == TPX_OK,
+                    "%s in %s: %s", keys[i][k], cfgs[i], err.message);
+      ck_assert_int_eq(v, 4);
+    }
+    tpx_model_destroy(m);
+  }
+  /* both present, different: each keeps its own */
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  const char *both = "{\"model_type\": \"mixtral\", \"num_experts\": 2, "
+                     "\"num_local_experts\": 8}";
+  ck_assert_int_eq(tpx_model_create(&m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_model_set_config(m, both, strlen(both), NULL, &err),
+                   TPX_OK);
+  int64_t v = 0;
+  ck_assert_int_eq(tpx_model_config_int(m, "num_local_experts", &v, &err),
+                   TPX_OK);
+  ck_assert_int_eq(v, 8);
+  tpx_model_destroy(m);
+  /* the table is transformers 5.25's, the version the HF tables follow */
+  ck_assert_str_eq(tpx__config_attr_version, "5.25.0");
+  ck_assert_uint_gt(tpx__num_config_attrs, 100);
+  for (size_t i = 1; i < tpx__num_config_attrs; i++)
+    ck_assert_int_le(strcmp(tpx__config_attrs[i - 1].model_type,
+                            tpx__config_attrs[i].model_type),
+                     0);
+}
+END_TEST
+
 START_TEST(test_nonfinite_key_refused) {
   static const char *const bad[] = {
       "{\"architectures\": [\"X\"], NaN: 1}",
@@ -579,6 +633,7 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_load_missing_file);
   tcase_add_test(tc, test_config_bounds);
   tcase_add_test(tc, test_nonfinite_key_refused);
+  tcase_add_test(tc, test_attribute_map_aliases);
   suite_add_tcase(s, tc);
   return s;
 }

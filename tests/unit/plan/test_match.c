@@ -244,10 +244,13 @@ START_TEST(test_unmatched_required_and_optional) {
   tpx_match *mt = NULL;
   CHECK_OK(tpx_match_plan(p, m, &mt, dl, &e_));
   ck_assert_uint_eq(tpx_diag_count(dl), 5);
-  ck_assert_uint_eq(tpx_diag_count_at_least(dl, TPX_DIAG_ERROR), 4);
+  /* torch's parallelize_module warns and skips such a key (issue 26,
+   * cause 3): a warning, never an error */
+  ck_assert_uint_eq(tpx_diag_count_at_least(dl, TPX_DIAG_ERROR), 0);
+  ck_assert_uint_eq(tpx_diag_count_at_least(dl, TPX_DIAG_WARNING), 4);
 
   tpx_diag d = get_diag(dl, 0);
-  ck_assert_int_eq(d.level, TPX_DIAG_ERROR);
+  ck_assert_int_eq(d.level, TPX_DIAG_WARNING);
   ck_assert_str_eq(d.code, "unmatched-key");
   ck_assert_str_eq(d.subject, "model.layers.*.self_attn.qkv_proj");
   ck_assert_ptr_nonnull(
@@ -258,6 +261,7 @@ START_TEST(test_unmatched_required_and_optional) {
   ck_assert_ptr_nonnull(strstr(d.fix, "'model.layers.*.self_attn.q_proj'"));
   ck_assert_ptr_nonnull(strstr(d.fix, "'model.layers.*.self_attn.k_proj'"));
   ck_assert_ptr_nonnull(strstr(d.fix, "optional"));
+  ck_assert_ptr_nonnull(strstr(d.message, "stays replicated over tp"));
 
   d = get_diag(dl, 1); /* optional: info, same code */
   ck_assert_int_eq(d.level, TPX_DIAG_INFO);

@@ -234,6 +234,9 @@ START_TEST(qualified_name_matches) {
 }
 END_TEST
 
+/* The HF step is tried, and transformers 5.25's plan (the class plan
+ * lm_head colwise_gather_output) does not translate for Automodel 0.7.0,
+ * which then takes its default plan (issue 26, cause 4). */
 START_TEST(plugin_refuses_falls_back_to_hf) {
   fixture f;
   setup_reg(&f, GOOD("libtpxtest_good.so"));
@@ -241,12 +244,15 @@ START_TEST(plugin_refuses_falls_back_to_hf) {
       "{\"architectures\": [\"TestForCausalLM\"], \"model_type\": \"llama\", "
       "\"num_attention_heads\": 6, \"num_key_value_heads\": 6}");
   select_ok(&f, 4, 0, NULL, NULL);
-  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
+  ck_assert(has_diag(&f, "hf-style-unsupported", TPX_DIAG_WARNING,
+                     "'lm_head': Hugging Face style 'colwise_gather_output'"));
   ck_assert(has_diag(&f, "plugin-refused", TPX_DIAG_WARNING,
                      "not divisible by tp=4"));
   ck_assert(has_diag(&f, "heads-not-divisible", TPX_DIAG_ERROR, NULL));
   ck_assert(has_trace(&f, "falling back to the HF plan"));
-  ck_assert(has_trace(&f, "LlamaConfig"));
+  ck_assert(
+      has_diag(&f, "hf-style-unsupported", TPX_DIAG_WARNING, "LlamaConfig"));
   teardown(&f);
 }
 END_TEST
@@ -258,17 +264,19 @@ START_TEST(plugin_fails_falls_back) {
       "{\"architectures\": [\"BrokenForCausalLM\"], \"model_type\": "
       "\"qwen2\"}");
   select_ok(&f, 2, 0, NULL, NULL);
-  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
   /* an error: the plan shown is not the plugin's (issue 28 C15) */
   ck_assert(has_diag(&f, "plugin-failed", TPX_DIAG_ERROR,
                      "unknown style 'diagonalwise'"));
   ck_assert(has_diag(&f, "plugin-failed", TPX_DIAG_ERROR,
-                     "fell back to the hf plan (get_hf_tp_shard_plan)"));
+                     "fell back to the default plan (default_base_plan)"));
   teardown(&f);
 }
 END_TEST
 
-/* The bundled HF tables: file, architecture, expected keys. */
+/* The bundled HF tables: file, architecture, expected keys; `--plan hf`
+ * (the named plan "hf"), since by default transformers 5.25's plan does not
+ * translate for Automodel 0.7.0 (hf_transformers_5_falls_back). */
 static const struct {
   const char *config;
   size_t entries;
@@ -293,16 +301,18 @@ START_TEST(hf_bundled_tables) {
   fixture f;
   setup_reg(&f, NULL);
   f.model = load_data(hf_cases[_i].config);
-  select_ok(&f, 1, 0, NULL, NULL);
-  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  select_ok(&f, 1, 0, NULL, "hf");
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_CUSTOM);
   ck_assert_uint_eq(tpx_plan_size(tpx_selection_plan(f.sel)),
                     hf_cases[_i].entries);
   ck_assert_int_eq(entry(&f, hf_cases[_i].key).style.kind, hf_cases[_i].kind);
   ck_assert(has_trace(&f, hf_cases[_i].trace));
-  /* lm_head colwise_rep -> vocab-sharded DTensor output */
+  /* lm_head colwise_gather_output: colwise, output gathered */
   tpx_plan_entry head = entry(&f, "lm_head");
-  ck_assert_int_eq(head.style.output_layouts.items[0].kind, TPX_SHARD);
-  ck_assert_int_eq(head.style.use_local_output, 0);
+  ck_assert_int_eq(head.style.kind, TPX_STYLE_COLWISE);
+  ck_assert_int_eq(head.style.output_layouts.items[0].kind, TPX_REPLICATE);
+  ck_assert(has_diag(&f, "hf-style-translated", TPX_DIAG_INFO,
+                     "'colwise_gather_output'"));
   /* embed_tokens added as rowwise_rep (plain rowwise, replicated input) */
   tpx_plan_entry emb = entry(&f, "model.embed_tokens");
   ck_assert_int_eq(emb.style.kind, TPX_STYLE_ROWWISE);
@@ -324,8 +334,8 @@ START_TEST(hf_vlm_prefix) {
       "\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": "
       "\"gemma3_text\", \"num_attention_heads\": 8, \"num_key_value_heads\": "
       "4}}");
-  select_ok(&f, 2, 0, NULL, NULL);
-  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  select_ok(&f, 2, 0, NULL, "hf");
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_CUSTOM);
   entry(&f, "model.language_model.layers.*.self_attn.q_proj");
   entry(&f, "model.language_model.embed_tokens");
   ck_assert(has_trace(&f, "prefix 'model.language_model'"));
@@ -339,7 +349,8 @@ START_TEST(hf_config_own_plan) {
   f.model = model_from_json(
       "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": \"foo\", "
       "\"base_model_tp_plan\": {\"blocks.*.attn.qkv\": \"colwise\", "
-      "\"blocks.*.attn.out\": \"rowwise\"}}");
+      "\"blocks.*.attn.out\": \"rowwise\"}, "
+      "\"tp_plan\": {\"lm_head\": \"colwise_rep\"}}");
   select_ok(&f, 2, 0, NULL, NULL);
   ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
   entry(&f, "model.blocks.*.attn.qkv");
@@ -354,17 +365,101 @@ START_TEST(hf_with_sp_is_an_error) {
   fixture f;
   setup_reg(&f, NULL);
   f.model = load_data("Llama-3.2-1B.json");
-  select_ok(&f, 2, 1, NULL, NULL);
-  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  select_ok(&f, 2, 1, NULL, "hf");
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_CUSTOM);
   ck_assert(has_diag(&f, "sp-with-hf-plan", TPX_DIAG_ERROR, NULL));
   teardown(&f);
   /* At tp 1 no plan is applied upstream, so it cannot raise: information. */
   setup_reg(&f, NULL);
   f.model = load_data("Llama-3.2-1B.json");
-  select_ok(&f, 1, 1, NULL, NULL);
+  select_ok(&f, 1, 1, NULL, "hf");
   ck_assert(!has_diag(&f, "sp-with-hf-plan", TPX_DIAG_ERROR, NULL));
   ck_assert(
       has_diag(&f, "sp-with-hf-plan", TPX_DIAG_INFO, "not applied at tp 1"));
+  teardown(&f);
+}
+END_TEST
+
+/* Issue 26, cause 4: transformers 5.x builds every model's plan with
+ * {"embed_tokens": "embedding_rowwise"} first (distributed/mixin.py) and
+ * the class plan lm_head colwise_gather_output; NeMo Automodel 0.7.0
+ * translates neither ("Unknown parallel style") and falls back to its
+ * default plan, as tpx does by default, naming the style. `--plan hf`
+ * applies the HF plan with both translated and says upstream differs. */
+START_TEST(hf_transformers_5_falls_back) {
+  static const char cfg[] =
+      "{\"architectures\": [\"MistralForCausalLM\"], \"model_type\": "
+      "\"mistral\", \"num_attention_heads\": 8, \"num_key_value_heads\": 4}";
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(cfg);
+  CHECK_OK(tpx_model_add_module(f.model, "model.embed_tokens",
+                                TPX_MODULE_EMBEDDING, NULL, &e_));
+  select_ok(&f, 2, 1, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_DEFAULT);
+  ck_assert(has_diag(&f, "hf-style-unsupported", TPX_DIAG_WARNING,
+                     "'lm_head': Hugging Face style 'colwise_gather_output'"));
+  ck_assert(has_diag(&f, "hf-style-unsupported", TPX_DIAG_WARNING,
+                     "embed_tokens embedding_rowwise"));
+  /* the default plan takes sp, as upstream's does: no sp-with-hf-plan */
+  ck_assert(!has_diag(&f, "sp-with-hf-plan", TPX_DIAG_ERROR, NULL));
+  teardown(&f);
+
+  setup_reg(&f, NULL);
+  f.model = model_from_json(cfg);
+  CHECK_OK(tpx_model_add_module(f.model, "model.embed_tokens",
+                                TPX_MODULE_EMBEDDING, NULL, &e_));
+  select_ok(&f, 2, 0, NULL, "hf");
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_CUSTOM);
+  ck_assert_str_eq(tpx_selection_function(f.sel), "get_hf_tp_shard_plan");
+  /* embedding_rowwise: a vocab-sharded table behind a replicated input */
+  tpx_plan_entry emb = entry(&f, "model.embed_tokens");
+  ck_assert_int_eq(emb.style.kind, TPX_STYLE_ROWWISE);
+  ck_assert_int_eq(emb.style.input_layouts.items[0].kind, TPX_REPLICATE);
+  tpx_plan_entry first;
+  CHECK_OK(tpx_plan_get(tpx_selection_plan(f.sel), 1, &first, &e_));
+  ck_assert_str_eq(first.module, "model.embed_tokens"); /* after lm_head */
+  ck_assert(has_diag(&f, "hf-style-translated", TPX_DIAG_INFO,
+                     "'embedding_rowwise'"));
+  ck_assert(has_diag(&f, "upstream-plan-differs", TPX_DIAG_INFO,
+                     "would use its default base plan"));
+  teardown(&f);
+
+  /* A plan that names embed_tokens keeps its own style; a config tp_plan
+   * replaces the class plan: Automodel translates it, the HF plan is used */
+  setup_reg(&f, NULL);
+  f.model = model_from_json(
+      "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": \"foo\", "
+      "\"base_model_tp_plan\": {\"embed_tokens\": \"rowwise_rep\", "
+      "\"layers.*.o\": \"rowwise\"}, \"tp_plan\": {\"lm_head\": "
+      "\"colwise_rep\"}}");
+  CHECK_OK(tpx_model_add_module(f.model, "model.embed_tokens",
+                                TPX_MODULE_EMBEDDING, NULL, &e_));
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert_int_eq(tpx_selection_source(f.sel), TPX_PLAN_SOURCE_HF);
+  teardown(&f);
+}
+END_TEST
+
+/* A per-layer attribute (transformers 5.25's per_layer_config) that
+ * Automodel 0.7.0 reads globally for a head-sharded plan: upstream refuses
+ * (AmbiguousGlobalPerLayerAttributeError), tpx plans and says so. */
+START_TEST(upstream_per_layer_config) {
+  static const char cfg[] =
+      "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": \"foo\", "
+      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+      "\"per_layer_config\": {\"0\": {\"num_attention_heads\": 4}}}";
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(cfg);
+  select_ok(&f, 2, 0, NULL, NULL);
+  ck_assert(has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO,
+                     "'num_attention_heads' is a per-layer attribute"));
+  teardown(&f);
+  setup_reg(&f, NULL); /* tp 1: upstream applies no plan, reads nothing */
+  f.model = model_from_json(cfg);
+  select_ok(&f, 1, 0, NULL, NULL);
+  ck_assert(!has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO, NULL));
   teardown(&f);
 }
 END_TEST
@@ -739,6 +834,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, hf_config_own_plan);
   tcase_add_test(tc, hf_with_sp_is_an_error);
   tcase_add_test(tc, hf_style_unsupported_falls_to_default);
+  tcase_add_test(tc, hf_transformers_5_falls_back);
+  tcase_add_test(tc, upstream_per_layer_config);
   tcase_add_test(tc, remote_code_without_plan);
   tcase_add_loop_test(tc, default_base_plan, 0, 2);
   tcase_add_loop_test(tc, nemotron_flash_lm_head, 0, 2);
