@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "model/config.h"
+#include "model/expert_fold.h"
 #include "model/conversion_load.h"
 #include "model/st_header.h"
 
@@ -105,6 +106,60 @@ static int fused_shape(const tpx__conv *c, int rule, size_t ti,
   return 1;
 }
 
+/* Records where each member of the group sits in the one parameter
+ * `param` it made (model/expert_fold.h, scheme RULES), so that `tpx shard`
+ * reads it from them and `tpx merge` writes them back. Only for a merge on
+ * dim 0 and/or a concatenation (a chunk splits a tensor over several
+ * parameters: not recorded). */
+static tpx_status record_sources(tpx_model *model, const tpx__conv *c,
+                                 const tpx__st_load *l, const member *m,
+                                 size_t n, int64_t param, int ndim,
+                                 tpx_error *err) {
+  int dim, merge = -1, concat = -1;
+  for (size_t k = 0; k < 4; k++) {
+    int op = tpx__conv_op(c, m[0].rule, k, &dim);
+    if (op == TPX__CONV_MERGE)
+      merge = dim;
+    else if (op == TPX__CONV_CONCAT)
+      concat = dim;
+    else if (op == TPX__CONV_CHUNK)
+      return TPX_OK;
+  }
+  if (merge > 0)
+    return TPX_OK;
+  int64_t run = 0; /* along the concat dim */
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && m[j].source == m[i].source) j++;
+    int64_t part = 0;
+    for (size_t k = i; k < j; k++) {
+      const tpx__st_tensor *t = &l->t[m[k].tensor];
+      tpx_slice box;
+      memset(&box, 0, sizeof box);
+      box.ndim = ndim;
+      for (int dd = 0, d = 0; dd < ndim; dd++) {
+        if (dd == merge) {
+          box.offset[dd] = m[k].index;
+          box.length[dd] = 1;
+          continue;
+        }
+        box.length[dd] = t->shape[d++];
+        if (dd == concat) {
+          box.offset[dd] = run;
+          part = box.length[dd];
+        }
+      }
+      tpx_status st =
+          tpx__expert_fold_add_source(model, param, t->name, &box, err);
+      if (st != TPX_OK)
+        return st;
+    }
+    run += part;
+    i = j;
+  }
+  return TPX_OK;
+}
+
 static tpx_status add_fused(tpx_model *model, const tpx__conv *c,
                             tpx__st_load *l, const member *m, size_t n,
                             size_t *fused, size_t *made, tpx_error *err) {
@@ -133,6 +188,9 @@ static tpx_status add_fused(tpx_model *model, const tpx__conv *c,
     if (st == TPX_OK)
       st = tpx_model_add_param(model, mod, pname, shape, ndim,
                                l->t[m[0].tensor].dtype, NULL, err);
+    if (st == TPX_OK && nt == 1)
+      st = record_sources(model, c, l, m, n,
+                          (int64_t)tpx_model_num_params(model) - 1, ndim, err);
     if (st != TPX_OK)
       return st;
   }
