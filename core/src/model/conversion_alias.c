@@ -232,6 +232,8 @@ static int note_name(alias_work *w, const char *name, const char *renamed) {
   if (na != nb || na > 16 || memcmp(a, b, na * sizeof *a) != 0) {
     free(go);
     free(gn);
+    if (strcmp(name, renamed) == 0)
+      return 0; /* untouched, more indices than are compared */
     alias_rule r;
     size_t d;
     if (derive_rule(name, renamed, SIZE_MAX, &d, &r) < 0) {
