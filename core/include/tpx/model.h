@@ -165,6 +165,10 @@ TPX_API int64_t tpx_model_buffer_bytes(const tpx_model *model, size_t index);
 /* One sentence on the checkpoint conversion tpx_model_add_safetensors
  * applied (transformers version, rules), or NULL when none did. */
 TPX_API const char *tpx_model_conversion_note(const tpx_model *model);
+/* The transformers release the embedded conversion rules were generated
+ * from ("5.25.0"; static). A config whose `transformers_version` is newer
+ * gets the info diagnostic `conversion-table-older` when planned. */
+TPX_API const char *tpx_model_conversion_table_version(void);
 
 /* ---- queries ---- */
 

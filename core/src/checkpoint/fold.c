@@ -15,7 +15,7 @@
  * source is stored; the first is looked up first), or 0. */
 static int scheme_of(const tpx_checkpoint_reader *rd, const tpx_model *model,
                      int64_t param) {
-  static const int schemes[] = {TPX__EXPERT_NAMES_HF,
+  static const int schemes[] = {TPX__EXPERT_NAMES_RULES, TPX__EXPERT_NAMES_HF,
                                 TPX__EXPERT_NAMES_MIXTRAL};
   for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
     char name[600];

@@ -263,7 +263,8 @@ static json_t *tensor_json(const tpx_sharding *sh,
                            const tpx__shard_out *t) {
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   tpx_param_sharding ps;
-  if (tpx_sharding_param(sh, t->param, &ps, NULL) != TPX_OK)
+  memset(&ps, 0, sizeof ps);
+  if (t->param >= 0 && tpx_sharding_param(sh, t->param, &ps, NULL) != TPX_OK)
     return NULL;
   json_t *e = json_object(), *gs = json_array(), *off = json_array(),
          *pl = json_array();
@@ -274,7 +275,10 @@ static json_t *tensor_json(const tpx_sharding *sh,
   }
   for (int d = 0; d < tpx_mesh_ndim(mesh) && !bad; d++) {
     char buf[64];
-    tpx_placement_format(ps.placements[d], buf, sizeof buf);
+    /* a buffer (param -1): replicated whole on every rank */
+    tpx_placement_format(t->param >= 0 ? ps.placements[d]
+                                       : tpx_placement_replicate(),
+                         buf, sizeof buf);
     bad |= json_array_append_new(pl, json_string(buf));
   }
   json_t *fold = t->tensor < 0 && !bad

@@ -20,6 +20,22 @@
 #include "checkpoint/writer_impl.h"
 #include "model/model_view.h"
 
+/* 1 when stored tensor `name` is one of the model's buffers (under its
+ * module name or the checkpoint's, tpx_model_canonical_name). */
+static int is_buffer(const tpx_model *model, const char *name) {
+  char canon[1024];
+  size_t nb = tpx_model_num_buffers(model);
+  if (nb == 0 || tpx_model_canonical_name(model, name, canon, sizeof canon) < 0)
+    return 0;
+  for (size_t b = 0; b < nb; b++) {
+    const char *fqn = NULL;
+    if (tpx_model_buffer(model, b, &fqn, NULL, NULL, NULL, NULL) == TPX_OK &&
+        strcmp(fqn, canon) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 /* Marks the stored tensors that are sources of a fused parameter and
  * appends those parameters to out[nt...] (*k of them). */
 static tpx_status list_fused(const tpx_sharding *sh,
@@ -70,6 +86,16 @@ static tpx_status list_tensors(const tpx_sharding *sh,
     if (is_source[i])
       continue;
     int64_t p = tpx__mv_find_param_aliased(model, t.name);
+    if (p < 0 && is_buffer(model, t.name)) {
+      /* a buffer: whole on every rank, never sharded */
+      out[n] =
+          (tpx__shard_out){t.name, t.dtype, t.ndim, {0}, (int64_t)i, -1, {0}};
+      memcpy(out[n].shape, t.shape, sizeof out[n].shape);
+      out[n].slice.ndim = t.ndim;
+      memcpy(out[n].slice.length, t.shape, sizeof t.shape[0] * (size_t)t.ndim);
+      n++;
+      continue;
+    }
     if (p < 0) {
       st = tpx_error_set(err, TPX_VALIDATION,
                          "%s: tensor '%s' is not a parameter of the model",
@@ -86,7 +112,8 @@ static tpx_status list_tensors(const tpx_sharding *sh,
   memmove(out + n, out + nt, k * sizeof *out);
   n += k;
   for (size_t i = 0; i < n && st == TPX_OK; i++)
-    st = tpx_sharding_local_slice(sh, out[i].param, rank, &out[i].slice, err);
+    if (out[i].param >= 0)
+      st = tpx_sharding_local_slice(sh, out[i].param, rank, &out[i].slice, err);
   *count = n;
   return st;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/conversion.h"
 #include "model/model_impl.h"
 
 tpx_status tpx_model_add_buffer(tpx_model *model, const char *fqn,
@@ -81,4 +82,8 @@ int64_t tpx_model_buffer_bytes(const tpx_model *model, size_t index) {
 
 const char *tpx_model_conversion_note(const tpx_model *model) {
   return model ? model->conversion_note : NULL;
+}
+
+const char *tpx_model_conversion_table_version(void) {
+  return tpx__conv_version;
 }

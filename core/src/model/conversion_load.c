@@ -11,152 +11,12 @@
 #include <string.h>
 
 #include "model/config.h"
+#include "model/expert_fold.h"
 #include "model/conversion_load.h"
 #include "model/st_header.h"
 
 static tpx_status oom(tpx_error *err) {
   return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-}
-
-static int atom_is_digits(const char *a, size_t n) {
-  if (n == 0)
-    return 0;
-  for (size_t i = 0; i < n; i++)
-    if (a[i] < '0' || a[i] > '9')
-      return 0;
-  return 1;
-}
-
-/* "a.0.b" -> "a.*.b" into out; the digit atoms in order into idx (up to
- * 16), their count returned. */
-static size_t generalise(const char *s, size_t len, char *out, int64_t *idx) {
-  size_t n = 0, at = 0;
-  for (size_t i = 0; i < len;) {
-    size_t j = i;
-    while (j < len && s[j] != '.') j++;
-    if (atom_is_digits(s + i, j - i)) {
-      if (n < 16)
-        idx[n] = strtoll(s + i, NULL, 10);
-      n++;
-      out[at++] = '*';
-    } else {
-      memcpy(out + at, s + i, j - i);
-      at += j - i;
-    }
-    if (j < len)
-      out[at++] = '.';
-    i = j + 1;
-  }
-  out[at] = '\0';
-  return n;
-}
-
-static size_t count_atoms(const char *s) {
-  size_t n = 1;
-  for (; *s; s++) n += *s == '.';
-  return n;
-}
-
-typedef struct alias_rule {
-  char *from, *to;
-} alias_rule;
-
-static int by_depth(const void *a, const void *b) {
-  size_t x = count_atoms(((const alias_rule *)a)->from);
-  size_t y = count_atoms(((const alias_rule *)b)->from);
-  return x < y   ? 1
-         : x > y ? -1
-                 : strcmp(((const alias_rule *)a)->from,
-                          ((const alias_rule *)b)->from);
-}
-
-/* The alias rule that takes checkpoint name `old` to module name `new`:
- * their common trailing atoms dropped, digit atoms generalised to '*'
- * when both hold the same indices in the same order. */
-static int derive_rule(const char *old, const char *new, alias_rule *r) {
-  size_t lo = strlen(old), ln = strlen(new);
-  /* drop common trailing atoms, keeping at least one atom on each side */
-  for (;;) {
-    const char *po = memchr(old, '.', lo) ? old + lo : NULL;
-    size_t so = lo, sn = ln;
-    while (so > 0 && old[so - 1] != '.') so--;
-    while (sn > 0 && new[sn - 1] != '.') sn--;
-    if (po == NULL || so == 0 || sn == 0 || lo - so != ln - sn ||
-        memcmp(old + so, new + sn, lo - so) != 0)
-      break;
-    lo = so - 1;
-    ln = sn - 1;
-  }
-  r->from = malloc(lo + 1);
-  r->to = malloc(ln + 1);
-  if (r->from == NULL || r->to == NULL)
-    return -1;
-  int64_t a[16], b[16];
-  size_t na = generalise(old, lo, r->from, a);
-  size_t nb = generalise(new, ln, r->to, b);
-  if (na != nb || na > 16 || memcmp(a, b, na * sizeof *a) != 0) {
-    memcpy(r->from, old, lo);
-    r->from[lo] = '\0';
-    memcpy(r->to, new, ln);
-    r->to[ln] = '\0';
-  }
-  return 0;
-}
-
-/* Renames: alias rules from every renamed tensor, most specific first. */
-static tpx_status add_aliases(tpx_model *model, const tpx__conv *c,
-                              const tpx__st_load *l, size_t *renamed,
-                              tpx_error *err) {
-  alias_rule *rules = NULL;
-  size_t n = 0, cap = 0;
-  tpx_status st = TPX_OK;
-  char buf[1024];
-  for (size_t k = 0; k < l->n && st == TPX_OK; k++) {
-    int r = tpx__conv_rename(c, l->t[k].name, buf, sizeof buf);
-    if (r < 0)
-      st = tpx_error_set(err, TPX_VALIDATION,
-                         "tensor '%s': its converted name is too long",
-                         l->t[k].name);
-    if (r <= 0)
-      continue;
-    (*renamed)++;
-    alias_rule ar;
-    if (derive_rule(l->t[k].name, buf, &ar) < 0) {
-      free(ar.from);
-      free(ar.to);
-      st = oom(err);
-      break;
-    }
-    int dup = 0;
-    for (size_t i = 0; i < n && !dup; i++)
-      dup = strcmp(rules[i].from, ar.from) == 0;
-    if (!dup && n == cap) {
-      cap = cap ? 2 * cap : 16;
-      void *p = realloc(rules, cap * sizeof *rules);
-      if (p == NULL) {
-        dup = 1;
-        st = oom(err);
-      } else {
-        rules = p;
-      }
-    }
-    if (dup) {
-      free(ar.from);
-      free(ar.to);
-    } else {
-      rules[n++] = ar;
-    }
-  }
-  if (st == TPX_OK && n > 0)
-    qsort(rules, n, sizeof *rules, by_depth);
-  for (size_t i = 0; i < n && st == TPX_OK; i++)
-    st = tpx_model_add_name_alias(model, rules[i].from, rules[i].to, err);
-  for (size_t i = 0; i < n; i++) {
-    free(rules[i].from);
-    free(rules[i].to);
-  }
-  free(rules);
-  return st;
 }
 
 /* One converted tensor: its target-0 name, rule, source and index. */
@@ -246,6 +106,60 @@ static int fused_shape(const tpx__conv *c, int rule, size_t ti,
   return 1;
 }
 
+/* Records where each member of the group sits in the one parameter
+ * `param` it made (model/expert_fold.h, scheme RULES), so that `tpx shard`
+ * reads it from them and `tpx merge` writes them back. Only for a merge on
+ * dim 0 and/or a concatenation (a chunk splits a tensor over several
+ * parameters: not recorded). */
+static tpx_status record_sources(tpx_model *model, const tpx__conv *c,
+                                 const tpx__st_load *l, const member *m,
+                                 size_t n, int64_t param, int ndim,
+                                 tpx_error *err) {
+  int dim, merge = -1, concat = -1;
+  for (size_t k = 0; k < 4; k++) {
+    int op = tpx__conv_op(c, m[0].rule, k, &dim);
+    if (op == TPX__CONV_MERGE)
+      merge = dim;
+    else if (op == TPX__CONV_CONCAT)
+      concat = dim;
+    else if (op == TPX__CONV_CHUNK)
+      return TPX_OK;
+  }
+  if (merge > 0)
+    return TPX_OK;
+  int64_t run = 0; /* along the concat dim */
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && m[j].source == m[i].source) j++;
+    int64_t part = 0;
+    for (size_t k = i; k < j; k++) {
+      const tpx__st_tensor *t = &l->t[m[k].tensor];
+      tpx_slice box;
+      memset(&box, 0, sizeof box);
+      box.ndim = ndim;
+      for (int dd = 0, d = 0; dd < ndim; dd++) {
+        if (dd == merge) {
+          box.offset[dd] = m[k].index;
+          box.length[dd] = 1;
+          continue;
+        }
+        box.length[dd] = t->shape[d++];
+        if (dd == concat) {
+          box.offset[dd] = run;
+          part = box.length[dd];
+        }
+      }
+      tpx_status st =
+          tpx__expert_fold_add_source(model, param, t->name, &box, err);
+      if (st != TPX_OK)
+        return st;
+    }
+    run += part;
+    i = j;
+  }
+  return TPX_OK;
+}
+
 static tpx_status add_fused(tpx_model *model, const tpx__conv *c,
                             tpx__st_load *l, const member *m, size_t n,
                             size_t *fused, size_t *made, tpx_error *err) {
@@ -274,6 +188,9 @@ static tpx_status add_fused(tpx_model *model, const tpx__conv *c,
     if (st == TPX_OK)
       st = tpx_model_add_param(model, mod, pname, shape, ndim,
                                l->t[m[0].tensor].dtype, NULL, err);
+    if (st == TPX_OK && nt == 1)
+      st = record_sources(model, c, l, m, n,
+                          (int64_t)tpx_model_num_params(model) - 1, ndim, err);
     if (st != TPX_OK)
       return st;
   }
@@ -353,7 +270,7 @@ tpx_status tpx__conv_load_renames(tpx_model *model, const tpx__st_load *l,
   if (st != TPX_OK || c == NULL)
     return st;
   size_t renamed = 0;
-  st = add_aliases(model, c, l, &renamed, err);
+  st = tpx__conv_add_aliases(model, c, l, &renamed, err);
   if (st != TPX_OK) {
     tpx__conv_free(c);
     return st;

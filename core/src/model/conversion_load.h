@@ -14,6 +14,13 @@
  * (NULL when none apply; free with tpx__conv_free). */
 tpx_status tpx__conv_load_renames(tpx_model *model, const tpx__st_load *l,
                                   tpx__conv **out, tpx_error *err);
+/* conversion_alias.c: the alias rules taking the load's renamed checkpoint
+ * names to module names (*renamed: how many tensors the renames touch),
+ * each as general as it can be without renaming another tensor of the load
+ * wrongly, most specific first. */
+tpx_status tpx__conv_add_aliases(tpx_model *model, const tpx__conv *c,
+                                 const tpx__st_load *l, size_t *renamed,
+                                 tpx_error *err);
 /* After: converters make their fused parameters (sources marked skip) and
  * buffers are recorded (marked skip); the model's conversion note set. */
 tpx_status tpx__conv_load_convert(tpx_model *model, const tpx__conv *c,

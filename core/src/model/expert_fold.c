@@ -266,6 +266,10 @@ int64_t tpx__expert_fold_num_sources(const tpx_model *model, int64_t param,
                                      int scheme) {
   if (model == NULL || param < 0 || (size_t)param >= model->num_params)
     return 0;
+  if (scheme == TPX__EXPERT_NAMES_RULES) {
+    size_t first;
+    return tpx__expert_fold_rules_find(model, param, &first);
+  }
   const tpx__param *p = &model->params[param];
   const char *n = p->fqn;
   size_t len = strlen(n);
@@ -293,6 +297,19 @@ tpx_status tpx__expert_fold_source(const tpx_model *model, int64_t param,
                          "expert fold: source %lld of parameter %lld is out "
                          "of range",
                          (long long)k, (long long)param);
+  if (scheme == TPX__EXPERT_NAMES_RULES) {
+    size_t first = 0;
+    tpx__expert_fold_rules_find(model, param, &first);
+    const struct tpx__fold_src *src = &model->fold_srcs[first + (size_t)k];
+    *box = src->box;
+    size_t nl = strlen(src->name);
+    if (nl + 1 > size)
+      return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                           "expert fold: the source name '%s' is too long",
+                           src->name);
+    memcpy(name, src->name, nl + 1);
+    return TPX_OK;
+  }
   const tpx__param *p = &model->params[param];
   const char *n = p->fqn;
   size_t len = strlen(n);

@@ -47,7 +47,26 @@ void tpx__expert_fold_free(tpx__expert_fold *f);
 const char *tpx__expert_fold_note(const tpx_model *model);
 
 /* Naming schemes of per-expert checkpoint tensors. */
-enum { TPX__EXPERT_NAMES_HF = 1, TPX__EXPERT_NAMES_MIXTRAL = 2 };
+enum {
+  TPX__EXPERT_NAMES_HF = 1,
+  TPX__EXPERT_NAMES_MIXTRAL = 2,
+  /* the sources the conversion rules fused the parameter from, as
+   * recorded by tpx__expert_fold_add_source (any MoE the rules describe,
+   * or a concatenation such as bailing_hybrid's conv1d) */
+  TPX__EXPERT_NAMES_RULES = 3
+};
+
+/* Records (fold_sources.c) that parameter `param` is made of checkpoint
+ * tensor `name` (copied) at `box` of it (the tensor's shape is the box's
+ * lengths without leading length-1 dims). Parameters in increasing order,
+ * each one's sources in a run. */
+tpx_status tpx__expert_fold_add_source(tpx_model *model, int64_t param,
+                                       const char *name, const tpx_slice *box,
+                                       tpx_error *err);
+/* The number of recorded sources of `param` (0: none) and the index of the
+ * first in *first. */
+int64_t tpx__expert_fold_rules_find(const tpx_model *model, int64_t param,
+                                    size_t *first);
 
 /* The checkpoint tensors parameter `param` is made of under naming scheme
  * `scheme`: 2E for …mlp.experts.gate_up_proj [E, 2I, H] (source 2e is

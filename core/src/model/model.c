@@ -643,6 +643,8 @@ void tpx_model_destroy(tpx_model *model) {
   free(model->aliases);
   free(model->buffers);
   free(model->conversion_note);
+  free(model->fold_srcs);
+  free(model->fold_params);
   free(model);
 }
 

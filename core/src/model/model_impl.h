@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "model/strmap.h"
+#include "tpx/layout.h"
 #include "tpx/model.h"
 
 /* Bump allocator for strings that live as long as the model. Strings never
@@ -109,6 +110,20 @@ struct tpx_model {
   } * buffers;
   size_t num_buffers, cap_buffers;
   char *conversion_note; /* malloc'd; what the conversion did, or NULL */
+  /* Where a parameter the conversion rules fused from several checkpoint
+   * tensors takes them from (fold_sources.c): per fused parameter, in
+   * increasing param order, a run of sources (tensor name in the arena,
+   * its box in the parameter). */
+  struct tpx__fold_src {
+    const char *name;
+    tpx_slice box;
+  } * fold_srcs;
+  size_t num_fold_srcs, cap_fold_srcs;
+  struct tpx__fold_param {
+    int64_t param;
+    size_t first, count;
+  } * fold_params;
+  size_t num_fold_params, cap_fold_params;
 };
 
 /* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is

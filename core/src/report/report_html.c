@@ -17,6 +17,7 @@
 #include "base/grow.h"
 #include "model/model_view.h"
 #include "model/strmap.h"
+#include "report/report_buffers.h"
 #include "report/report_util.h"
 #include "tpx/fsdp.h"
 #include "tpx/memory.h"
@@ -146,6 +147,12 @@ static void header(tpx__sbuf *b, const tpx_sharding *sh,
   tpx__sbuf_printf(b, "<p>%lld parameters, %s",
                    (long long)tpx_model_total_params(model),
                    tpx_format_bytes(tpx_model_total_bytes(model), x, sizeof x));
+  size_t nbuf = tpx_model_num_buffers(model);
+  if (nbuf)
+    tpx__sbuf_printf(
+        b, "; %zu buffer%s, %s, whole on every rank (never sharded)", nbuf,
+        nbuf == 1 ? "" : "s",
+        tpx_format_bytes(tpx__report_buffer_bytes(model), x, sizeof x));
   if (tpx_model_source(model)) {
     tpx__sbuf_printf(b, " — ");
     esc(b, tpx_model_source(model));

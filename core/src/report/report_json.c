@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/expert_fold.h"
+#include "report/report_buffers.h"
 #include "report/report_memory.h"
 #include "report/report_util.h"
 #include "report/rank_groups.h"
@@ -113,6 +114,10 @@ static json_t *model_json(const tpx_model *model) {
     }
     json_object_set_new(o, "name_aliases", a);
   }
+  /* Added field: the checkpoint conversion applied (docs/CONVERSION.md). */
+  const char *conv = tpx_model_conversion_note(model);
+  if (conv)
+    json_object_set_new(o, "conversion", jstr(conv));
   return o;
 }
 
@@ -534,6 +539,10 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
   json_object_set_new(root, "selection", selection_json(opts));
   json_object_set_new(root, "plan", plan);
   json_object_set_new(root, "parameters", params_json(sh, opts->slices_rank));
+  /* Added section, only when the model has buffers: replicated, unsharded. */
+  if (tpx_model_num_buffers(tpx_sharding_model(sh)))
+    json_object_set_new(root, "buffers",
+                        tpx__report_buffers_json(tpx_sharding_model(sh)));
   if (opts->slices_rank >= 0)
     json_object_set_new(root, "slices_rank", json_integer(opts->slices_rank));
   json_object_set_new(root, "per_rank", json_string(PER_RANK_PLACEHOLDER));

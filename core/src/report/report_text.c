@@ -12,6 +12,7 @@
 #include "base/grow.h"
 #include "model/expert_fold.h"
 #include "model/strmap.h"
+#include "report/report_buffers.h"
 #include "report/report_memory.h"
 #include "report/report_util.h"
 #include "report/report_verdict.h"
@@ -565,6 +566,8 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
     tpx_model_name_alias(model, i, &from, &to, NULL);
     tpx__sbuf_printf(&b, "  also named: %s.* = %s.*\n", from, to);
   }
+  if (tpx_model_conversion_note(model))
+    tpx__sbuf_printf(&b, "  converted: %s\n", tpx_model_conversion_note(model));
   tpx__sbuf_printf(&b, "Mesh:");
   for (int d = 0; d < tpx_mesh_ndim(mesh); d++)
     tpx__sbuf_printf(&b, " %s=%lld", tpx_mesh_dim_name(mesh, d),
@@ -643,6 +646,7 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   const char *fold_note = tpx__expert_fold_note(model);
   if (fold_note)
     tpx__sbuf_printf(&b, "  Fused experts: %s\n", fold_note);
+  tpx__report_buffers_text(&b, model);
   collectives(&b, sh);
   fsdp_section(&b, sh);
   memory_section(&b, sh);

@@ -135,6 +135,11 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err);
  * tpx__apply_tp). */
 tpx_status tpx__qk_norm_diags(tpx_sharding *sh, tpx_error *err);
 
+/* ---- table_version.c ---- */
+/* `conversion-table-older` (info) when the config's transformers_version is
+ * newer than the embedded conversion table's. */
+tpx_status tpx__table_version_diags(tpx_sharding *sh, tpx_error *err);
+
 /* ---- transitions.c ---- */
 /* Transitions of entry `entry` on a module of `kind`. */
 void tpx__transitions_compute(const tpx_style *style, tpx_module_kind kind,

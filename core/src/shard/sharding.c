@@ -341,6 +341,8 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     st = tpx__partial_grad_diags(sh, err);
   if (st == TPX_OK)
     st = tpx__qk_norm_diags(sh, err);
+  if (st == TPX_OK)
+    st = tpx__table_version_diags(sh, err);
   if (st == TPX_OK) {
     compute_transitions(sh);
     st = tpx__fsdp_build(sh, err);

@@ -168,6 +168,53 @@ for fam in Mixtral-8x7B-v0.1 Qwen3-30B-A3B; do
     bad "$fam: source unchanged"
 done
 
+# Issue 26: a model type whose module tree comes from transformers'
+# conversion rules (bailing_hybrid, tests/data/upstream: its tiny config
+# and the tensors save_pretrained writes). Parameters the rules fuse are
+# read from their checkpoint tensors, whatever their names: the per-expert
+# experts.{e}.gate_proj / up_proj / down_proj into experts.gate_up_proj /
+# down_proj, and attention.{q,k,v}_conv1d into self_attn.conv1d (a
+# Concatenate that is no expert fold); the rank files hold the fused
+# pieces with those tensors in their "fold" lists; the router's
+# expert_bias, a buffer, is in every rank file whole (replicated); and
+# `tpx merge` writes the checkpoint back byte for byte.
+if command -v python3 >/dev/null 2>&1; then
+  bh="$src/tests/data/upstream/bailing_hybrid"
+  s="$work/src-bh"
+  mkdir -p "$s"
+  python3 -c 'import json, sys
+for n, d, s in json.load(open(sys.argv[1]))["tensors"]:
+    print(n, d.upper(), *s)' "$bh/recipe.json" >"$work/list-bh"
+  run "bailing_hybrid: generate" "$tool" gen-list "$bh/config.json" \
+    "$work/list-bh" "$s"
+  before=$(sums "$s")
+  for mesh in "2 2 1" "1 3 1"; do
+    set -- $mesh
+    tag="bailing_hybrid tp=$1 dp_shard=$2"
+    r="$work/ranks-bh-$1-$2"
+    m="$work/merged-bh-$1-$2"
+    run "$tag: shard" "$tpx" shard --weights "$s" --tp "$1" --dp-shard "$2" \
+      --out "$r"
+    f0=$(ls "$r"/rank-00000-of-*)
+    fl=$(ls "$r"/rank-* | tail -1)
+    if grep -qF '"model.layers.1.self_attn.conv1d.weight":{"dtype"' "$f0" &&
+       grep -qF 'model.layers.1.attention.q_conv1d.weight' "$f0" &&
+       ! grep -qF '"model.layers.1.attention.q_conv1d.weight":{"dtype"' "$f0" &&
+       grep -qF '"model.layers.0.mlp.experts.gate_up_proj":{"dtype"' "$f0" &&
+       grep -qF '"model.layers.0.mlp.gate.expert_bias":{"dtype":"F32","shape":[4]' "$fl"; then
+      ok "$tag: fused pieces with their sources, the buffer whole"
+    else
+      bad "$tag: fused pieces with their sources, the buffer whole"
+    fi
+    run "$tag: merge" "$tpx" merge --in "$r" --out "$m"
+    run "$tag: merged file byte-identical" cmp "$s/model.safetensors" \
+      "$m/model.safetensors"
+    rm -rf "$r" "$m"
+  done
+  [ "$(sums "$s")" = "$before" ] && ok "bailing_hybrid: source unchanged" ||
+    bad "bailing_hybrid: source unchanged"
+fi
+
 # A rank file whose "fold" puts a source outside the fused tensor (up rows
 # of expert 0 moved from offset 20 to 29 of 40): merge refuses, naming it.
 s="$work/src-Qwen3-30B-A3B"

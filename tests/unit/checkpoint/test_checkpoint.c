@@ -753,6 +753,59 @@ START_TEST(test_folded_experts_bad) {
 }
 END_TEST
 
+/* Issue 26: a parameter transformers' conversion rules fuse from tensors
+ * with no expert naming (bailing_hybrid: attention.{q,k,v}_conv1d ->
+ * self_attn.conv1d, a Concatenate on dim 0) is read from them: three
+ * sources at rows 0, 4, 8, under the checkpoint's names. */
+START_TEST(test_rule_fused_sources) {
+  make_tmpdir();
+  static const char header[] =
+      "{\"model.layers.0.attention.q_conv1d.weight\":{\"dtype\":\"F32\","
+      "\"shape\":[4,1,2],\"data_offsets\":[0,32]},"
+      "\"model.layers.0.attention.k_conv1d.weight\":{\"dtype\":\"F32\","
+      "\"shape\":[4,1,2],\"data_offsets\":[32,64]},"
+      "\"model.layers.0.attention.v_conv1d.weight\":{\"dtype\":\"F32\","
+      "\"shape\":[4,1,2],\"data_offsets\":[64,96]}}";
+  float data[24];
+  for (int i = 0; i < 24; i++) data[i] = (float)i;
+  write_raw(tmp("model.safetensors"), header, data, sizeof data);
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  static const char cfg[] = "{\"model_type\": \"bailing_hybrid\"}";
+  ck_assert_int_eq(tpx_model_create(&m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_model_set_config(m, cfg, strlen(cfg), "t", &err),
+                   TPX_OK);
+  ck_assert_msg(tpx_model_add_safetensors(m, tmpdir, &err) == TPX_OK, "%s",
+                err.message);
+  int64_t p = tpx_model_find_param(m, "model.layers.0.self_attn.conv1d.weight");
+  ck_assert_int_ge(p, 0);
+  tpx_checkpoint_reader *rd = NULL;
+  ck_assert_int_eq(tpx_checkpoint_reader_create(tmpdir, NULL, &rd, &err),
+                   TPX_OK);
+  ck_assert_msg(tpx_checkpoint_check_model(rd, m, &err) == TPX_OK, "%s",
+                err.message);
+  ck_assert_int_lt(tpx_checkpoint_param_tensor(rd, m, p), 0);
+  ck_assert_int_eq(tpx_checkpoint_param_num_sources(rd, m, p), 3);
+  static const char *const names[3] = {"q_conv1d", "k_conv1d", "v_conv1d"};
+  for (int k = 0; k < 3; k++) {
+    tpx_checkpoint_source src;
+    ck_assert_int_eq(tpx_checkpoint_param_source(rd, m, p, k, &src, &err),
+                     TPX_OK);
+    tpx_checkpoint_tensor t;
+    ck_assert_int_eq(
+        tpx_checkpoint_tensor_info(rd, (size_t)src.tensor, &t, &err), TPX_OK);
+    ck_assert_ptr_nonnull(strstr(t.name, names[k]));
+    ck_assert_int_eq(src.box.ndim, 3);
+    ck_assert_int_eq(src.box.offset[0], 4 * k);
+    ck_assert_int_eq(src.box.length[0], 4);
+    ck_assert_int_eq(src.box.length[2], 2);
+  }
+  tpx_checkpoint_reader_destroy(rd);
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
 /* ---- writer ---- */
 
 static void fill(float *buf, const char *name, int64_t n) {
@@ -1005,6 +1058,7 @@ static Suite *ckpt_suite(void) {
   tcase_add_loop_test(tc, test_read_boxes, 0,
                       (int)(sizeof box_cases / sizeof *box_cases));
   tcase_add_test(tc, test_read_conversions);
+  tcase_add_test(tc, test_rule_fused_sources);
   tcase_add_loop_test(tc, test_bad_headers, 0,
                       (int)(sizeof bad_cases / sizeof *bad_cases));
   tcase_add_test(tc, test_header_beyond_file);

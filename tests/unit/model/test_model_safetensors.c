@@ -962,6 +962,60 @@ START_TEST(test_conversion_buffers) {
 }
 END_TEST
 
+/* An alias rule is only as general as the load allows: axk1's
+ * post_mlp_layernorm -> mlp.post_mlp_layernorm must not move self_attn
+ * under mlp; bailing_hybrid's attention.A_log -> self_attn.forget_gate.A_log
+ * must not lose to attention -> self_attn (nor turn q_proj into
+ * forget_gate.q_proj). */
+static const gen_tensor axk1_file[] = {
+    {"model.layers.0.post_mlp_layernorm.weight", "BF16", 1, {16}},
+    {"model.layers.0.self_attn.o_proj.weight", "BF16", 2, {16, 16}},
+    {"model.layers.1.post_mlp_layernorm.weight", "BF16", 1, {16}},
+    {"model.layers.1.self_attn.o_proj.weight", "BF16", 2, {16, 16}},
+};
+static const gen_tensor bailing_file[] = {
+    {"model.layers.0.attention.q_proj.weight", "BF16", 2, {16, 16}},
+    {"model.layers.0.attention.A_log", "F32", 1, {4}},
+    {"model.layers.0.attention.f_proj.weight", "BF16", 2, {4, 16}},
+    {"model.layers.0.attention.dense.weight", "BF16", 2, {16, 16}},
+};
+
+START_TEST(test_conversion_alias_specific) {
+  const gen_tensor *file = _i == 0 ? axk1_file : bailing_file;
+  write_st(tmp("alias.safetensors"), file, 4, 1);
+  tpx_model *m =
+      model_with_config(_i == 0 ? "{\"model_type\": \"axk1\"}"
+                                : "{\"model_type\": \"bailing_hybrid\"}");
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmp("alias.safetensors"), &err),
+                   TPX_OK);
+  static const char *const want0[] = {
+      "model.layers.0.mlp.post_mlp_layernorm.weight",
+      "model.layers.0.self_attn.o_proj.weight",
+      "model.layers.1.mlp.post_mlp_layernorm.weight",
+      "model.layers.1.self_attn.o_proj.weight"};
+  static const char *const want1[] = {
+      "model.layers.0.self_attn.q_proj.weight",
+      "model.layers.0.self_attn.forget_gate.A_log",
+      "model.layers.0.self_attn.forget_gate.f_proj.weight",
+      "model.layers.0.self_attn.o_proj.weight"};
+  const char *const *want = _i == 0 ? want0 : want1;
+  ck_assert_uint_eq(tpx_model_num_params(m), 4);
+  for (size_t i = 0; i < 4; i++)
+    ck_assert_msg(tpx_model_find_param(m, want[i]) >= 0, "no %s", want[i]);
+  char buf[256];
+  ck_assert_int_eq(tpx_model_canonical_name(
+                       m,
+                       _i == 0 ? "model.layers.7.post_mlp_layernorm.weight"
+                               : "model.layers.7.attention.A_log",
+                       buf, sizeof buf),
+                   1);
+  ck_assert_str_eq(buf, _i == 0 ? "model.layers.7.mlp.post_mlp_layernorm.weight"
+                                : "model.layers.7.self_attn.forget_gate.A_log");
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *st_suite(void) {
   Suite *s = suite_create("model_safetensors");
   TCase *tc = tcase_create("safetensors");
@@ -980,6 +1034,7 @@ static Suite *st_suite(void) {
   tcase_add_test(tc, test_conversion_fused_experts);
   tcase_add_loop_test(tc, test_conversion_renames, 0, 2);
   tcase_add_test(tc, test_conversion_buffers);
+  tcase_add_loop_test(tc, test_conversion_alias_specific, 0, 2);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -634,6 +634,86 @@ START_TEST(fp32_params_in_report) {
 }
 END_TEST
 
+/* Buffers (issue 26): a `buffers` section with name, shape, dtype and
+ * bytes, replicated; the per-rank parameter bytes do not count them, as
+ * upstream's per_rank_param_bytes do not (tests/data/upstream goldens). */
+START_TEST(buffers_in_report) {
+  tpx_model *m = fx_llama(), *plain = fx_llama();
+  tpx_error e = {0};
+  int64_t shape[1] = {4};
+  ck_assert_int_eq(
+      tpx_model_add_buffer(m, "model.layers.0.mlp.gate.e_score_correction_bias",
+                           shape, 1, TPX_DTYPE_F32, &e),
+      TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_buffer(m, "model.layers.1.mlp.gate.e_score_correction_bias",
+                           shape, 1, TPX_DTYPE_F32, &e),
+      TPX_OK);
+  ck_assert_int_eq(tpx_model_add_buffer(m, "model.rotary_emb.inv_freq", NULL, 0,
+                                        TPX_DTYPE_BF16, &e),
+                   TPX_OK);
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(1, 2, 2);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  tpx_sharding *sh0 = fx_shard(plain, p, mesh, NULL);
+  for (int64_t r = 0; r < 4; r++) {
+    ck_assert_int_eq(tpx_sharding_rank_param_bytes(sh, r),
+                     tpx_sharding_rank_param_bytes(sh0, r));
+    ck_assert_int_eq(tpx_sharding_rank_peak_bytes(sh, r),
+                     tpx_sharding_rank_peak_bytes(sh0, r));
+  }
+  json_t *j = report_json(sh, NULL);
+  json_t *b = json_object_get(j, "buffers");
+  ck_assert_ptr_nonnull(b);
+  ck_assert_str_eq(json_string_value(json_object_get(b, "placement")),
+                   "replicate");
+  ck_assert_int_eq(json_integer_value(json_object_get(b, "total_bytes")), 34);
+  json_t *items = json_object_get(b, "items");
+  ck_assert_uint_eq(json_array_size(items), 3);
+  json_t *it = json_array_get(items, 0);
+  ck_assert_str_eq(json_string_value(json_object_get(it, "name")),
+                   "model.layers.0.mlp.gate.e_score_correction_bias");
+  ck_assert_int_eq(
+      json_integer_value(json_array_get(json_object_get(it, "shape"), 0)), 4);
+  ck_assert_str_eq(json_string_value(json_object_get(it, "dtype")), "f32");
+  ck_assert_int_eq(json_integer_value(json_object_get(it, "bytes")), 16);
+  it = json_array_get(items, 2);
+  ck_assert_uint_eq(json_array_size(json_object_get(it, "shape")), 0);
+  ck_assert_int_eq(json_integer_value(json_object_get(it, "bytes")), 2);
+  /* no buffer is a parameter */
+  size_t i;
+  json_t *v;
+  json_array_foreach(json_object_get(j, "parameters"), i, v)
+      ck_assert_ptr_null(strstr(json_string_value(json_object_get(v, "name")),
+                                "e_score_correction_bias"));
+  json_decref(j);
+  j = report_json(sh0, NULL);
+  ck_assert_ptr_null(json_object_get(j, "buffers"));
+  json_decref(j);
+  char *text = NULL;
+  ck_assert_int_eq(tpx_report_text(sh, NULL, &text, NULL), TPX_OK);
+  ck_assert_ptr_nonnull(strstr(text, "\nBuffers ("));
+  ck_assert_ptr_nonnull(strstr(text, "never sharded"));
+  ck_assert_msg(
+      strstr(text, "model.layers.*.mlp.gate.e_score_correction_bias") &&
+          strstr(text, "[4] f32, 16 B each, x2\n"),
+      "%s", text);
+  ck_assert_ptr_nonnull(strstr(text, "model.rotary_emb.inv_freq"));
+  ck_assert_ptr_nonnull(strstr(text, "3 buffers, 34 B on every rank\n"));
+  free(text);
+  ck_assert_int_eq(tpx_report_html(sh, NULL, &text, NULL), TPX_OK);
+  ck_assert_ptr_nonnull(
+      strstr(text, "; 3 buffers, 34 B, whole on every rank (never sharded)"));
+  free(text);
+  tpx_sharding_destroy(sh);
+  tpx_sharding_destroy(sh0);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+  tpx_model_destroy(plain);
+}
+END_TEST
+
 static Suite *report_suite(void) {
   Suite *s = suite_create("report");
   TCase *tc = tcase_create("report");
@@ -649,6 +729,7 @@ static Suite *report_suite(void) {
   tcase_add_test(tc, json_per_rank_text);
   tcase_add_test(tc, text_long_names);
   tcase_add_test(tc, fp32_params_in_report);
+  tcase_add_test(tc, buffers_in_report);
   suite_add_tcase(s, tc);
   return s;
 }

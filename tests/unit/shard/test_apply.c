@@ -625,6 +625,49 @@ START_TEST(replicated_with_grad_allreduce_style) {
 }
 END_TEST
 
+/* Issue 26: a config written by a transformers newer than the embedded
+ * conversion table gets the conversion-table-older info naming both
+ * versions and the regeneration doc; the table's own release, older ones
+ * and a config without the key get nothing. */
+START_TEST(conversion_table_older) {
+  static const char *const versions[] = {"5.26.0.dev0", "6.0",    "5.25.1",
+                                         "5.25.0",      "4.57.1", NULL};
+  const char *v = versions[_i];
+  char cfg[512];
+  snprintf(cfg, sizeof cfg,
+           "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": "
+           "\"llama\", \"hidden_size\": 64, \"num_attention_heads\": 8, "
+           "\"num_key_value_heads\": 8, \"num_hidden_layers\": 2%s%s%s}",
+           v ? ", \"transformers_version\": \"" : "", v ? v : "",
+           v ? "\"" : "");
+  fx_opts o = {0, 0, 0, 0, cfg};
+  tpx_model *m = fx_model(&o);
+  tpx_plan *p = fx_llama_plan();
+  tpx_mesh *mesh = fx_mesh(1, 1, 2);
+  tpx_sharding *sh = fx_shard(m, p, mesh, NULL);
+  const tpx_diag_list *d = tpx_sharding_diagnostics(sh);
+  int newer = _i < 3;
+  ck_assert_str_eq(tpx_model_conversion_table_version(), "5.25.0");
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_INFO, "conversion-table-older"),
+                    (size_t)newer);
+  for (size_t i = 0; i < tpx_diag_count(d); i++) {
+    tpx_diag g;
+    tpx_diag_get(d, i, &g, NULL);
+    if (strcmp(g.code, "conversion-table-older") != 0)
+      continue;
+    ck_assert_int_eq(g.level, TPX_DIAG_INFO);
+    ck_assert_str_eq(g.subject, "transformers_version");
+    ck_assert_msg(strstr(g.message, v) && strstr(g.message, "5.25.0"), "%s",
+                  g.message);
+    ck_assert_ptr_nonnull(strstr(g.fix, "docs/CONVERSION.md"));
+  }
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_plan_destroy(p);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *apply_suite(void) {
   Suite *s = suite_create("apply");
   TCase *tc = tcase_create("apply");
@@ -641,6 +684,7 @@ static Suite *apply_suite(void) {
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, custom_dim_names);
   tcase_add_test(tc, replicated_with_grad_allreduce_style);
+  tcase_add_loop_test(tc, conversion_table_older, 0, 6);
   suite_add_tcase(s, tc);
   return s;
 }
