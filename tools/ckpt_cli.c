@@ -152,14 +152,16 @@ void tpx_cli_report_sigbus(const char *cmd, const char *path) {
 int tpx_cli_check_out_dir(const char *cmd, const char *dir) {
   struct stat sb;
   const char *why = NULL;
-  if (stat(dir, &sb) == 0) {
-    if (!S_ISDIR(sb.st_mode))
-      why = "not a directory";
-    else if (access(dir, W_OK | X_OK) != 0)
-      why = strerror(errno);
-  } else if (errno != ENOENT || mkdir(dir, 0755) != 0) {
+  /* made when missing; EEXIST: a run beside this one made it first */
+  if (stat(dir, &sb) != 0 && errno == ENOENT && mkdir(dir, 0755) != 0 &&
+      errno != EEXIST)
     why = strerror(errno);
-  }
+  else if (stat(dir, &sb) != 0)
+    why = strerror(errno);
+  else if (!S_ISDIR(sb.st_mode))
+    why = "not a directory";
+  else if (access(dir, W_OK | X_OK) != 0)
+    why = strerror(errno);
   /* kept once made: removing it again could pull it from under another
    * --rank run writing into the same new directory */
   if (why)
