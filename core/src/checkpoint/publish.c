@@ -139,11 +139,9 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
                            wf->final_path, wf->tmp_path, strerror(e));
     }
   }
-  if (!w->sharded) {
-    fsync_dir(w->dir);
-    return TPX_OK;
-  }
   fsync_dir(w->dir); /* the data files' names before the index names them */
+  if (!w->sharded)
+    return TPX_OK;
   tpx_status st = write_index(w, err);
   fsync_dir(w->dir);
   return st;
