@@ -143,6 +143,17 @@ static void version_text(uint32_t v, char *buf, size_t size) {
            (unsigned)TPX_PLUGIN_ABI_VERSION_MINOR(v));
 }
 
+tpx_status tpx__plugin_missing_entry(int have_register, int have_get_plan,
+                                     char *reason, size_t size) {
+  return fail(reason, size, TPX_PLUGIN,
+              "missing required symbol %s (not a tpx plugin?)",
+              !have_register && !have_get_plan
+                  ? "'" TPX_PLUGIN_REGISTER_SYMBOL
+                    "' and '" TPX_PLUGIN_GET_PLAN_SYMBOL "'"
+              : !have_register ? "'" TPX_PLUGIN_REGISTER_SYMBOL "'"
+                               : "'" TPX_PLUGIN_GET_PLAN_SYMBOL "'");
+}
+
 /* What registration answered, checked and copied into p (names, version,
  * description, lists); on failure p is left to the caller to free. */
 static tpx_status keep_info(tpx__plugin *p, const tpx_plugin_info *info,
@@ -231,14 +242,9 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   sym = dlsym(p->handle, TPX_PLUGIN_GET_PLAN_SYMBOL);
   memcpy(&p->get_plan_fn, &sym, sizeof sym);
   if (!p->reg_fn || !p->get_plan_fn) {
-    const char *missing = !p->reg_fn && !p->get_plan_fn
-                              ? "'" TPX_PLUGIN_REGISTER_SYMBOL
-                                "' and '" TPX_PLUGIN_GET_PLAN_SYMBOL "'"
-                          : !p->reg_fn ? "'" TPX_PLUGIN_REGISTER_SYMBOL "'"
-                                       : "'" TPX_PLUGIN_GET_PLAN_SYMBOL "'";
+    int have_reg = p->reg_fn != NULL, have_get = p->get_plan_fn != NULL;
     tpx__plugin_free(p);
-    return fail(reason, reason_size, TPX_PLUGIN,
-                "missing required symbol %s (not a tpx plugin?)", missing);
+    return tpx__plugin_missing_entry(have_reg, have_get, reason, reason_size);
   }
   sym = dlsym(p->handle, TPX_PLUGIN_SKELETON_SYMBOL);
   memcpy(&p->skeleton_fn, &sym, sizeof sym);

@@ -121,6 +121,11 @@ int tpx__plugin_vet(const char *path, const char *real, const struct stat *st,
  * that cannot be judged without loading it); else -1 with the reason. */
 int tpx__plugin_elf_peek(const char *path, const struct stat *st, char *reason,
                          size_t size);
+/* loader.c: "missing required symbol 'X' (not a tpx plugin?)" into
+ * reason, naming the entry points that are not there (have_register,
+ * have_get_plan: 0 when missing; at least one is). Returns TPX_PLUGIN. */
+tpx_status tpx__plugin_missing_entry(int have_register, int have_get_plan,
+                                     char *reason, size_t size);
 /* TPX_PLUGIN_TRUST_ANY=1: the trust check is off. */
 int tpx__plugin_trust_any(void);
 
