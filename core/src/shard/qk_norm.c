@@ -4,9 +4,10 @@
  * rank holds only its slice of that width, so the norm would take its
  * statistics over a slice (and its whole-width weight does not fit the
  * slice). The default plan does this to OLMo-2, and upstream applies the
- * same plan without a word; tpx refuses it (`qk-norm-whole-width`, one
- * error per norm, identical layers together) and notes that upstream does
- * not (`upstream-qk-norm-whole-width`).
+ * same plan without a word (its first forward then fails: the norm's
+ * whole-width weight does not fit the slice); tpx refuses it
+ * (`qk-norm-whole-width`, one error per norm, identical layers together)
+ * and notes upstream's silence (`upstream-qk-norm-whole-width`).
  *
  * Not per-head norms (Qwen3's, width head_dim: partial_grad.c). */
 #include <stdio.h>
@@ -115,8 +116,8 @@ tpx_status tpx__qk_norm_diags(tpx_sharding *sh, tpx_error *err) {
                    "upstream too: give it (tp_shard_plan) the plan the "
                    "qk-norm-whole-width fix names",
                    "upstream applies this plan as it is, without a word: "
-                   "its run would normalise each rank's slice of %s the same "
-                   "way",
+                   "the run it starts fails at %s, whose whole-width weight "
+                   "does not fit each rank's slice",
                    seen.count > 1 ? "these norms" : "this norm") != TPX_OK)
     st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   tpx__gen_names_free(&seen);
