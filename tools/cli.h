@@ -22,6 +22,9 @@ typedef struct tpx_registry tpx_registry;
  * prefixed with `cmd`; returns how many there were. */
 size_t cli_report_unusable_dirs(const tpx_registry *reg, const char *cmd);
 #include "tpx/diag.h"
+/* cli_registry.c: 1 when `code` is one the registry gives a plugin file it
+ * refused (plugin-failed, plugin-untrusted), else 0. */
+int cli_is_refusal_code(const char *code);
 /* cli_registry.c: copy the registry's plugin-failed and plugin-untrusted
  * warnings (plugins refused while loading) into `diags` (the report's), so
  * `tpx plan` names them in text and JSON. */

@@ -27,14 +27,17 @@ size_t cli_report_unusable_dirs(const tpx_registry *reg, const char *cmd) {
   return n;
 }
 
+int cli_is_refusal_code(const char *code) {
+  return strcmp(code, "plugin-failed") == 0 ||
+         strcmp(code, "plugin-untrusted") == 0;
+}
+
 tpx_status cli_registry_warnings_into(const tpx_registry *reg,
                                       tpx_diag_list *diags, tpx_error *err) {
   const tpx_diag_list *dl = tpx_registry_diagnostics(reg);
   for (size_t i = 0; i < tpx_diag_count(dl); i++) {
     tpx_diag d;
-    if (tpx_diag_get(dl, i, &d, NULL) != TPX_OK ||
-        (strcmp(d.code, "plugin-failed") != 0 &&
-         strcmp(d.code, "plugin-untrusted") != 0))
+    if (tpx_diag_get(dl, i, &d, NULL) != TPX_OK || !cli_is_refusal_code(d.code))
       continue;
     tpx_status s =
         tpx_diag_add(diags, d.level, d.code, d.subject, d.fix, "%s", d.message);
@@ -49,8 +52,7 @@ size_t cli_report_plugin_failures(const tpx_diag_list *diags, const char *cmd) {
   for (size_t i = 0; i < tpx_diag_count(diags); i++) {
     tpx_diag d;
     if (tpx_diag_get(diags, i, &d, NULL) != TPX_OK ||
-        (strcmp(d.code, "plugin-failed") != 0 &&
-         strcmp(d.code, "plugin-untrusted") != 0))
+        !cli_is_refusal_code(d.code))
       continue;
     if (d.level >= TPX_DIAG_ERROR)
       continue; /* a failed get_plan: among the plan's errors */

@@ -13,9 +13,11 @@ static json_t *jint_or_null(int ok, int64_t v) {
   return ok ? json_integer(v) : json_null();
 }
 
-/* Appends `arg` to the command in `b` (shell-quoted when it needs it). */
+/* Appends `arg` to the command in `b` (shell-quoted when it needs it),
+ * after a space unless it is the first word. */
 static void cmd_arg(char *b, size_t size, const char *arg) {
   size_t len = strlen(b);
+  const char *sep = len ? " " : "";
   int plain = *arg != '\0';
   for (const char *p = arg; *p; p++)
     if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -23,10 +25,10 @@ static void cmd_arg(char *b, size_t size, const char *arg) {
                 *p))
       plain = 0;
   if (plain) {
-    snprintf(b + len, size - len, " %s", arg);
+    snprintf(b + len, size - len, "%s%s", sep, arg);
     return;
   }
-  len += (size_t)snprintf(b + len, size - len, " '");
+  len += (size_t)snprintf(b + len, size - len, "%s'", sep);
   for (const char *p = arg; *p && len + 5 < size; p++)
     len +=
         (size_t)snprintf(b + len, size - len, *p == '\'' ? "'\\''" : "%c", *p);
@@ -44,7 +46,6 @@ static void best_command(char *b, size_t size,
   char num[32];
   b[0] = '\0';
   cmd_arg(b, size, pa->prog && *pa->prog ? pa->prog : "tpx");
-  memmove(b, b + 1, strlen(b)); /* cmd_arg's leading space */
   cmd_arg(b, size, "plan");
   cmd_arg(b, size, "--config");
   cmd_arg(b, size, pa->config);

@@ -63,9 +63,7 @@ static void abi_text(uint32_t v, char *buf, size_t size) {
  * refusals, which are listed on their own. */
 static int is_refusal(const tpx_diag_list *dl, size_t i) {
   tpx_diag d;
-  return tpx_diag_get(dl, i, &d, NULL) == TPX_OK &&
-         (strcmp(d.code, "plugin-failed") == 0 ||
-          strcmp(d.code, "plugin-untrusted") == 0);
+  return tpx_diag_get(dl, i, &d, NULL) == TPX_OK && cli_is_refusal_code(d.code);
 }
 
 static void print_text(const tpx_registry *reg) {

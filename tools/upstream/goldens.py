@@ -125,14 +125,8 @@ def one_rank(model_type, arch, rank, world, dp, sp):
                 pls, local = {}, list(p.shape)
             params.append([name, list(p.shape), DTYPES.get(p.dtype, str(p.dtype)), pls, local,
                            p.element_size()])
-        bufs = []
-        for mod_name, mod in model.named_modules():
-            for bname, b in mod.named_buffers(recurse=False):
-                if b is None:
-                    continue
-                full = mod_name + '.' + bname if mod_name else bname
-                bufs.append([full, list(b.shape), DTYPES.get(b.dtype, str(b.dtype)),
-                             bname not in mod._non_persistent_buffers_set])
+        bufs = [[full, list(b.shape), DTYPES.get(b.dtype, str(b.dtype)), persistent]
+                for full, b, persistent in tiny.buffers(model)]
         return params, bufs, tied
     finally:
         dist.destroy_process_group()

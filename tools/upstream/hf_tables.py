@@ -116,20 +116,15 @@ def per_type(model_type, arch):
     model = tiny.meta_model(model_type, arch, cfg)
     rules = [transform_data(t) for t in cm.get_model_conversion_mapping(model, add_legacy=False)]
     bufs = []
-    for mod_name, mod in model.named_modules():
-        for bname, b in mod.named_buffers(recurse=False):
-            if b is None:
-                continue
-            full = mod_name + '.' + bname if mod_name else bname
-            persistent = bname not in mod._non_persistent_buffers_set
-            saved = None
-            if persistent and full not in set(model._keys_to_ignore_on_save or ()):
-                try:
-                    saved = list(revert_weight_conversion(model, {full: b}).keys())
-                except Exception:  # noqa: BLE001 - a converter that needs its siblings
-                    saved = [full]
-            bufs.append({'name': full, 'persistent': persistent,
-                         'saved_as': saved, 'dtype': DTYPES.get(b.dtype, str(b.dtype))})
+    for full, b, persistent in tiny.buffers(model):
+        saved = None
+        if persistent and full not in set(model._keys_to_ignore_on_save or ()):
+            try:
+                saved = list(revert_weight_conversion(model, {full: b}).keys())
+            except Exception:  # noqa: BLE001 - a converter that needs its siblings
+                saved = [full]
+        bufs.append({'name': full, 'persistent': persistent,
+                     'saved_as': saved, 'dtype': DTYPES.get(b.dtype, str(b.dtype))})
     return rules, bufs
 
 

@@ -146,3 +146,14 @@ def meta_model(model_type, arch, cfg):
     cfg.architectures = [arch]
     with torch.device('meta'):
         return cls._from_config(cfg, dtype=torch.bfloat16)
+
+
+def buffers(model):
+    """(name, buffer, persistent) for each buffer of model, module by module
+    in named_modules order, an empty (None) slot skipped: the buffers
+    goldens.py and hf_tables.py record."""
+    for mod_name, mod in model.named_modules():
+        for bname, b in mod.named_buffers(recurse=False):
+            if b is not None:
+                full = mod_name + '.' + bname if mod_name else bname
+                yield full, b, bname not in mod._non_persistent_buffers_set

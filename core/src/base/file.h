@@ -18,9 +18,6 @@
  * is; a missing path is TPX_NOT_FOUND, another failure TPX_IO with the
  * system's reason.
  * *fd is -1 on failure. */
-/* What a non-regular file is, for messages: "a FIFO", "a directory", ... */
-const char *tpx__file_kind_name(mode_t mode);
-
 tpx_status tpx__file_open(const char *path, int *fd, struct stat *sb,
                           tpx_error *err);
 
@@ -30,5 +27,8 @@ tpx_status tpx__file_open(const char *path, int *fd, struct stat *sb,
  * Errors name the path. */
 tpx_status tpx__file_read(const char *path, size_t max_bytes, char **out,
                           size_t *len, tpx_error *err);
+
+/* What a non-regular file is, for messages: "a FIFO", "a directory", ... */
+const char *tpx__file_kind_name(mode_t mode);
 
 #endif /* TPX_BASE_FILE_H */

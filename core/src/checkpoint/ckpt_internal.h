@@ -21,6 +21,10 @@ struct tpx_checkpoint_reader {
   atomic_llong bytes_read, read_calls;
 };
 
+/* Threads to share `items` units of work on rd (reader.c): its thread
+ * count, no more than the online CPUs or the items; at least 1. */
+size_t tpx__ckpt_threads(const tpx_checkpoint_reader *rd, size_t items);
+
 /* A box of a row-major tensor as equal runs of contiguous elements: run r
  * starts at element run_start(r) of the tensor; the box's elements, in
  * row-major box order, are runs [0, num_runs) each of run_elems. The

@@ -139,11 +139,9 @@ static tpx_status publish(tpx_checkpoint_writer *w, tpx_error *err) {
                            wf->final_path, wf->tmp_path, strerror(e));
     }
   }
-  if (!w->sharded) {
-    fsync_dir(w->dir);
-    return TPX_OK;
-  }
   fsync_dir(w->dir); /* the data files' names before the index names them */
+  if (!w->sharded)
+    return TPX_OK;
   tpx_status st = write_index(w, err);
   fsync_dir(w->dir);
   return st;
@@ -182,18 +180,9 @@ static tpx_status patch_header(tpx_checkpoint_writer *w, const char *find,
                          "%s: the header holds no '%s' to replace",
                          wf->final_path, find);
   memcpy(wf->header + at, put, n);
-  for (size_t done = 0; done < n;) {
-    ssize_t r =
-        pwrite(wf->fd, wf->header + at + done, n - done, (off_t)(at + done));
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return tpx_error_set(err, TPX_IO, "%s: header: writing %s: %s",
-                           wf->final_path, wf->tmp_path,
-                           r < 0 ? strerror(errno) : "no progress");
-    done += (size_t)r;
-  }
-  return TPX_OK;
+  struct iovec iov = {.iov_base = wf->header + at, .iov_len = n};
+  return tpx__ckpt_pwritev_all(wf->fd, &iov, 1, (int64_t)at, pwritev,
+                               wf->final_path, "header", err);
 }
 
 tpx_status tpx__ckpt_writer_seal(tpx_checkpoint_writer *w, const char *find,

@@ -161,6 +161,14 @@ const char *tpx_checkpoint_metadata(const tpx_checkpoint_reader *rd,
   return tpx_checkpoint_file_metadata(rd, 0, key);
 }
 
+size_t tpx__ckpt_threads(const tpx_checkpoint_reader *rd, size_t items) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  size_t n = rd->num_threads > 0 ? (size_t)rd->num_threads : 1;
+  if (cpus > 0 && n > (size_t)cpus)
+    n = (size_t)cpus;
+  return n > items ? (items ? items : 1) : n;
+}
+
 int64_t tpx__ckpt_find_param_name(const tpx_checkpoint_reader *rd,
                                   const tpx_model *model, const char *name) {
   int64_t t = tpx_checkpoint_find(rd, name);

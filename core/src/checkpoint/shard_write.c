@@ -386,10 +386,7 @@ static int writer_threads(const tpx_checkpoint_reader *rd,
     for (size_t i = 0; i < tpx_model_num_params(model); i++)
       if (tpx_checkpoint_param_tensor(rd, model, (int64_t)i) < 0)
         return 1;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int64_t n = rd->num_threads > 0 ? rd->num_threads : 1;
-  n = cpus > 0 && n > cpus ? cpus : n;
-  return (int)(n > ranks ? ranks : n);
+  return (int)tpx__ckpt_threads(rd, (size_t)ranks);
 }
 
 /* Writes ranks first..last into the locked directory. */

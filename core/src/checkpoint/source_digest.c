@@ -137,16 +137,6 @@ static uint64_t combine(const tpx_checkpoint_reader *rd, const chunk *c,
   return XXH64_digest(&s);
 }
 
-/* Threads that hash at once: the reader's thread count, no more than the
- * online CPUs or the chunks. */
-static size_t hash_threads(const tpx_checkpoint_reader *rd, size_t chunks) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  size_t n = rd->num_threads > 0 ? (size_t)rd->num_threads : 1;
-  if (cpus > 0 && n > (size_t)cpus)
-    n = (size_t)cpus;
-  return n > chunks ? (chunks ? chunks : 1) : n;
-}
-
 tpx_status tpx__source_digest_start(const tpx_checkpoint_reader *rd,
                                     tpx__source_digest **out, tpx_error *err) {
   size_t n = 0;
@@ -173,7 +163,8 @@ tpx_status tpx__source_digest_start(const tpx_checkpoint_reader *rd,
   pthread_mutex_init(&j->lock, NULL);
   pthread_mutex_init(&j->done_lock, NULL);
   /* none started (no threads to be had): finish hashes on its caller */
-  for (size_t i = 0; i < hash_threads(rd, n) && i < 64; i++)
+  size_t nt = tpx__ckpt_threads(rd, n);
+  for (size_t i = 0; i < nt && i < 64; i++)
     if (pthread_create(&j->tids[j->num_threads], NULL, hash_worker, j) == 0)
       j->num_threads++;
   *out = j;

@@ -40,7 +40,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm/barrier.h"
 #include "comm/local_dev.h"
@@ -170,14 +169,6 @@ static tpx_status local_split(tpx_comm *world, const int64_t *group, int gsize,
   return TPX_OK;
 }
 
-/* ---- clocks ------------------------------------------------------------ */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- the abort ---------------------------------------------------------- */
 
 void tpx__lworld_abort(luniverse *u, tpx_status st, const char *fmt, ...) {
@@ -238,7 +229,8 @@ static tpx_status wait_entry(lctx *c, int coll, uint64_t seq, uint32_t gen,
                              tpx_error *err) {
   lgroup *g = c->g;
   luniverse *u = c->u;
-  double t0 = now_s(), limit = c->self->timeout_s;
+  int64_t t0 = now_ns(); /* local_impl.h */
+  double limit = c->self->timeout_s;
   for (;;) {
     int r = tpx__barrier_wait_gen(&g->bar, gen, 20);
     if (r > 0)
@@ -262,7 +254,7 @@ static tpx_status wait_entry(lctx *c, int coll, uint64_t seq, uint32_t gen,
                           "rank %d returned from its function without joining "
                           "%s over %s",
                           wr, coll_name(coll), where);
-      } else if (now_s() - t0 > limit) {
+      } else if ((double)(now_ns() - t0) * 1e-9 > limit) {
         name_missing(c, seq);
         tpx__lworld_abort(u, TPX_TIMEOUT,
                           "%s did not arrive at %s over %s within %g s "

@@ -60,24 +60,26 @@ void tpx__child_result_free(tpx__child_result *res) {
   res->len = 0;
 }
 
-/* The address space the process holds now (bytes), from /proc; 0 when it
- * cannot be read. A limit is set on top of it: the child inherits the
- * parent's mappings (under AddressSanitizer, terabytes of shadow). */
-static unsigned long long current_vm(void) {
+/* Field `which` of /proc/self/statm in bytes (0: the address space the
+ * process holds now, 1: its resident memory); 0 when it cannot be read. */
+static unsigned long long statm_bytes(int which) {
   FILE *f = fopen("/proc/self/statm", "r");
   if (!f)
     return 0;
-  unsigned long long pages = 0;
-  if (fscanf(f, "%llu", &pages) != 1)
-    pages = 0;
+  unsigned long long pages[2] = {0, 0};
+  int n = fscanf(f, "%llu %llu", &pages[0], &pages[1]);
   fclose(f);
+  if (n <= which)
+    return 0;
   long ps = sysconf(_SC_PAGESIZE);
-  return pages * (unsigned long long)(ps > 0 ? ps : 4096);
+  return pages[which] * (unsigned long long)(ps > 0 ? ps : 4096);
 }
 
 static void set_limits(const tpx__child_spec *spec) {
   if (spec->max_memory) {
-    unsigned long long vm = current_vm();
+    /* a limit on top of what it holds: the child inherits the parent's
+     * mappings (under AddressSanitizer, terabytes of shadow) */
+    unsigned long long vm = statm_bytes(0);
     struct rlimit rl = {(rlim_t)(vm + spec->max_memory),
                         (rlim_t)(vm + spec->max_memory)};
     if (vm)
@@ -100,20 +102,6 @@ static void child_main(int fd, const tpx__child_spec *spec) {
   spec->body(fd, spec->arg);
   close(fd);
   _exit(0);
-}
-
-/* The process's resident memory now (bytes), from /proc; 0 when it cannot
- * be read. */
-static unsigned long long current_rss(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  if (!f)
-    return 0;
-  unsigned long long size = 0, pages = 0;
-  if (fscanf(f, "%llu %llu", &size, &pages) != 2)
-    pages = 0;
-  fclose(f);
-  long ps = sysconf(_SC_PAGESIZE);
-  return pages * (unsigned long long)(ps > 0 ? ps : 4096);
 }
 
 /* waitpid, keeping the child's resource usage when it is reaped. */
@@ -203,7 +191,7 @@ tpx_status tpx__child_run(const tpx__child_spec *spec, tpx__child_result *res,
   /* A plugin that calls exit() in the child flushes the stdio buffers it
    * inherited; empty them first so nothing is written twice. */
   fflush(NULL);
-  const unsigned long long rss_at_fork = current_rss();
+  const unsigned long long rss_at_fork = statm_bytes(1);
   struct rusage ru;
   memset(&ru, 0, sizeof ru);
   pid_t pid = fork();

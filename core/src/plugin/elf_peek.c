@@ -123,11 +123,7 @@ static int check_symbols(int fd, const ElfW(Ehdr) * h, uint64_t len,
       int get =
           defines(sym, nsym, str, st->sh_size, TPX_PLUGIN_GET_PLAN_SYMBOL);
       if (!reg || !get) {
-        snprintf(reason, size, "missing required symbol %s (not a tpx plugin?)",
-                 !reg && !get ? "'" TPX_PLUGIN_REGISTER_SYMBOL
-                                "' and '" TPX_PLUGIN_GET_PLAN_SYMBOL "'"
-                 : !reg ? "'" TPX_PLUGIN_REGISTER_SYMBOL "'"
-                        : "'" TPX_PLUGIN_GET_PLAN_SYMBOL "'");
+        (void)tpx__plugin_missing_entry(reg, get, reason, size);
         rc = -1;
       }
     }

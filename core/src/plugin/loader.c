@@ -143,6 +143,52 @@ static void version_text(uint32_t v, char *buf, size_t size) {
            (unsigned)TPX_PLUGIN_ABI_VERSION_MINOR(v));
 }
 
+tpx_status tpx__plugin_missing_entry(int have_register, int have_get_plan,
+                                     char *reason, size_t size) {
+  return fail(reason, size, TPX_PLUGIN,
+              "missing required symbol %s (not a tpx plugin?)",
+              !have_register && !have_get_plan
+                  ? "'" TPX_PLUGIN_REGISTER_SYMBOL
+                    "' and '" TPX_PLUGIN_GET_PLAN_SYMBOL "'"
+              : !have_register ? "'" TPX_PLUGIN_REGISTER_SYMBOL "'"
+                               : "'" TPX_PLUGIN_GET_PLAN_SYMBOL "'");
+}
+
+/* What registration answered, checked and copied into p (names, version,
+ * description, lists); on failure p is left to the caller to free. */
+static tpx_status keep_info(tpx__plugin *p, const tpx_plugin_info *info,
+                            char *reason, size_t size) {
+  const char *why;
+  if ((why = check_string(info->name, 128, 0, 0)))
+    return fail(reason, size, TPX_PLUGIN, "registration: name %s", why);
+  if ((why = check_string(info->version, 128, 0, 0)))
+    return fail(reason, size, TPX_PLUGIN,
+                "registration: version %s (plugin '%s')", why, info->name);
+  /* The description is free text: only its length is checked; control
+   * characters (a newline) are turned into spaces below. */
+  if (info->description && !memchr(info->description, '\0', 1025)) {
+    why = "is too long or not NUL-terminated";
+    return fail(reason, size, TPX_PLUGIN,
+                "registration: description %s (plugin '%s')", why, info->name);
+  }
+  p->name = strdup(info->name);
+  p->version = strdup(info->version);
+  p->description = strdup(info->description ? info->description : "");
+  if (!p->name || !p->version || !p->description)
+    return fail(reason, size, TPX_NO_MEMORY, "out of memory");
+  for (char *c = p->description; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f)
+      *c = ' ';
+  if (copy_list(info->architectures, &p->archs, &p->num_archs, 1,
+                "architectures", reason, size) ||
+      copy_list(info->plan_names, &p->plan_names, &p->num_plan_names, 0,
+                "plan_names", reason, size) ||
+      copy_list(info->traits, &p->traits, &p->num_traits, 0, "traits", reason,
+                size))
+    return TPX_PLUGIN;
+  return TPX_OK;
+}
+
 tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
                             tpx__plugin **out, char *reason,
                             size_t reason_size) {
@@ -196,14 +242,9 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   sym = dlsym(p->handle, TPX_PLUGIN_GET_PLAN_SYMBOL);
   memcpy(&p->get_plan_fn, &sym, sizeof sym);
   if (!p->reg_fn || !p->get_plan_fn) {
-    const char *missing = !p->reg_fn && !p->get_plan_fn
-                              ? "'" TPX_PLUGIN_REGISTER_SYMBOL
-                                "' and '" TPX_PLUGIN_GET_PLAN_SYMBOL "'"
-                          : !p->reg_fn ? "'" TPX_PLUGIN_REGISTER_SYMBOL "'"
-                                       : "'" TPX_PLUGIN_GET_PLAN_SYMBOL "'";
+    int have_reg = p->reg_fn != NULL, have_get = p->get_plan_fn != NULL;
     tpx__plugin_free(p);
-    return fail(reason, reason_size, TPX_PLUGIN,
-                "missing required symbol %s (not a tpx plugin?)", missing);
+    return tpx__plugin_missing_entry(have_reg, have_get, reason, reason_size);
   }
   sym = dlsym(p->handle, TPX_PLUGIN_SKELETON_SYMBOL);
   memcpy(&p->skeleton_fn, &sym, sizeof sym);
@@ -258,42 +299,10 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   }
   p->abi_version = info.abi_version;
 
-  const char *why;
-  if ((why = check_string(info.name, 128, 0, 0))) {
+  tpx_status kst = keep_info(p, &info, reason, reason_size);
+  if (kst != TPX_OK) {
     tpx__plugin_free(p);
-    return fail(reason, reason_size, TPX_PLUGIN, "registration: name %s", why);
-  }
-  if ((why = check_string(info.version, 128, 0, 0))) {
-    tpx__plugin_free(p);
-    return fail(reason, reason_size, TPX_PLUGIN,
-                "registration: version %s (plugin '%s')", why, info.name);
-  }
-  /* The description is free text: only its length is checked; control
-   * characters (a newline) are turned into spaces below. */
-  if (info.description && !memchr(info.description, '\0', 1025)) {
-    why = "is too long or not NUL-terminated";
-    tpx__plugin_free(p);
-    return fail(reason, reason_size, TPX_PLUGIN,
-                "registration: description %s (plugin '%s')", why, info.name);
-  }
-  p->name = strdup(info.name);
-  p->version = strdup(info.version);
-  p->description = strdup(info.description ? info.description : "");
-  if (!p->name || !p->version || !p->description) {
-    tpx__plugin_free(p);
-    return fail(reason, reason_size, TPX_NO_MEMORY, "out of memory");
-  }
-  for (char *c = p->description; *c; c++)
-    if ((unsigned char)*c < 0x20 || *c == 0x7f)
-      *c = ' ';
-  if (copy_list(info.architectures, &p->archs, &p->num_archs, 1,
-                "architectures", reason, reason_size) ||
-      copy_list(info.plan_names, &p->plan_names, &p->num_plan_names, 0,
-                "plan_names", reason, reason_size) ||
-      copy_list(info.traits, &p->traits, &p->num_traits, 0, "traits", reason,
-                reason_size)) {
-    tpx__plugin_free(p);
-    return TPX_PLUGIN;
+    return kst;
   }
   *out = p;
   return TPX_OK;

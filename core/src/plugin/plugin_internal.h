@@ -110,16 +110,22 @@ tpx_status tpx__isolate_receive(const tpx__plugin *p, tpx__call *c,
                                 tpx_error *err);
 
 /* trust.c: 0 when the file at `path` (stat'ed into `st`, symlinks
- * followed) may be opened as a plugin: a regular file, trusted (owner and
- * mode of the file and its directory) and an ELF shared object. Else -1
- * with the reason, and *untrusted set when the trust check refused it. */
-int tpx__plugin_vet(const char *path, const struct stat *st, int *untrusted,
-                    char *reason, size_t size);
+ * followed; `real` its realpath, or NULL when there is none) may be opened
+ * as a plugin: a regular file, trusted (owner and mode of the file and its
+ * directory) and an ELF shared object. Else -1 with the reason, and
+ * *untrusted set when the trust check refused it. */
+int tpx__plugin_vet(const char *path, const char *real, const struct stat *st,
+                    int *untrusted, char *reason, size_t size);
 /* elf_peek.c: 0 when the file may be a plugin for this machine (an ELF
  * shared object whose dynamic symbols define both entry points, or one
  * that cannot be judged without loading it); else -1 with the reason. */
 int tpx__plugin_elf_peek(const char *path, const struct stat *st, char *reason,
                          size_t size);
+/* loader.c: "missing required symbol 'X' (not a tpx plugin?)" into
+ * reason, naming the entry points that are not there (have_register,
+ * have_get_plan: 0 when missing; at least one is). Returns TPX_PLUGIN. */
+tpx_status tpx__plugin_missing_entry(int have_register, int have_get_plan,
+                                     char *reason, size_t size);
 /* TPX_PLUGIN_TRUST_ANY=1: the trust check is off. */
 int tpx__plugin_trust_any(void);
 

@@ -279,7 +279,8 @@ static tpx_status refuse(tpx_registry *reg, const char *path,
 static tpx_status load_file_locked(tpx_registry *reg, const char *path,
                                    tpx_error *err) {
   char rp[PATH_MAX];
-  if (realpath(path, rp) && already_seen(reg, rp))
+  const char *real = realpath(path, rp);
+  if (real && already_seen(reg, rp))
     return TPX_OK; /* the same file reached twice on the search path */
   /* What cannot be examined (a missing file) is dlopen's to report. */
   struct stat st;
@@ -291,7 +292,7 @@ static tpx_status load_file_locked(tpx_registry *reg, const char *path,
                            before->reason);
     char why[TPX_ERROR_MESSAGE_SIZE];
     int untrusted = 0;
-    if (tpx__plugin_vet(path, &st, &untrusted, why, sizeof why) != 0)
+    if (tpx__plugin_vet(path, real, &st, &untrusted, why, sizeof why) != 0)
       return refuse(reg, path, why, TPX_PLUGIN, &st, untrusted, err);
   }
   const struct stat *id = examined ? &st : NULL;

@@ -19,11 +19,9 @@
  * plugin's own plan for Qwen3), one info line for all of them.
  * Not here: styled SP norms (runtime/tp_param.c), placements (apply.c). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/fqn.h"
-#include "base/grow.h"
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 
@@ -106,16 +104,16 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
  * replicated_with_grad_allreduce and its recipe's tp replica sync, declared
  * by the plugin: trait tp_grad_sync): one short info instead of a warning
  * per module name. */
-static tpx_status synced_info(tpx_sharding *sh, char (*seen)[256], size_t nseen,
+static tpx_status synced_info(tpx_sharding *sh, const tpx__gen_names *seen,
                               size_t total, tpx_error *err) {
   char names[512];
   size_t n = 0;
   names[0] = '\0';
-  for (size_t i = 0; i < nseen && n < sizeof names; i++)
+  for (size_t i = 0; i < seen->count && n < sizeof names; i++)
     n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
-                          tpx__fqn_last_atom(seen[i]));
-  if (tpx_diag_add(sh->diags, TPX_DIAG_INFO, "partial-grad-replicated", seen[0],
-                   NULL,
+                          tpx__fqn_last_atom(seen->names[i]));
+  if (tpx_diag_add(sh->diags, TPX_DIAG_INFO, "partial-grad-replicated",
+                   seen->names[0], NULL,
                    "%s (%zu module%s): replicated over tp with partial "
                    "gradients, summed over tp by this plan's strategy as "
                    "upstream does (replicated_with_grad_allreduce), and by "
@@ -129,8 +127,8 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
   if (!sh->tp_applied)
     return TPX_OK;
   /* One warning per generalised module name, in parameter order. */
-  char(*seen)[256] = NULL;
-  size_t nseen = 0, cap = 0, total = 0;
+  tpx__gen_names seen = {0};
+  size_t total = 0;
   tpx_status st = TPX_OK;
   for (size_t p = 0; p < sh->num_params && st == TPX_OK; p++) {
     int64_t s;
@@ -139,25 +137,15 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
         tpx_model_param(sh->model, (int64_t)p, &pi, NULL) != TPX_OK ||
         pi.tied_to >= 0)
       continue; /* s < 0: a replicated_with_grad_allreduce key covers it */
-    char gen[256], sgen[256];
-    tpx__fqn_generalize(tpx_model_module_fqn(sh->model, pi.module), gen,
-                        sizeof gen);
-    size_t k = 0;
-    while (k < nseen && strcmp(seen[k], gen) != 0) k++;
-    if (k < nseen)
-      continue;
-    if (TPX_GROW(seen, cap, nseen + 1, 8)) {
+    char gen[TPX__GEN_NAME_MAX], sgen[256];
+    int added = tpx__gen_names_add(&seen, sh, pi.module, gen);
+    if (added < 0) {
       st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
       break;
     }
-    snprintf(seen[nseen++], sizeof seen[0], "%s", gen);
-    size_t count = 0;
-    for (size_t m = 0; m < sh->num_modules; m++) {
-      char g2[256];
-      tpx__fqn_generalize(tpx_model_module_fqn(sh->model, (int64_t)m), g2,
-                          sizeof g2);
-      count += strcmp(g2, gen) == 0;
-    }
+    if (added == 0)
+      continue;
+    size_t count = tpx__gen_names_count(sh, gen, NULL);
     total += count;
     if (sh->tp_grad_sync)
       continue; /* handled: one info for all below */
@@ -189,8 +177,8 @@ tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err) {
             count > 1 ? gen : mname, more, sgen, via, pi.name) != TPX_OK)
       st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
-  if (st == TPX_OK && sh->tp_grad_sync && nseen)
-    st = synced_info(sh, seen, nseen, total, err);
-  free(seen);
+  if (st == TPX_OK && sh->tp_grad_sync && seen.count)
+    st = synced_info(sh, &seen, total, err);
+  tpx__gen_names_free(&seen);
   return st;
 }

@@ -11,11 +11,8 @@
  *
  * Not per-head norms (Qwen3's, width head_dim: partial_grad.c). */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "base/fqn.h"
-#include "base/grow.h"
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 
@@ -87,48 +84,42 @@ static tpx_status add(tpx_sharding *sh, int64_t m, int64_t s, int64_t width,
   return TPX_OK;
 }
 
+/* keep for tpx__gen_names_count: m is such a norm. */
+static int is_whole_width(const tpx_sharding *sh, int64_t m) {
+  int64_t width = 0;
+  return whole_width_of(sh, m, &width) >= 0;
+}
+
 tpx_status tpx__qk_norm_diags(tpx_sharding *sh, tpx_error *err) {
   if (!sh->tp_applied || sh->tp_dim < 0)
     return TPX_OK;
-  char(*seen)[256] = NULL;
-  size_t nseen = 0, cap = 0;
+  tpx__gen_names seen = {0};
   tpx_status st = TPX_OK;
   for (size_t m = 0; m < sh->num_modules && st == TPX_OK; m++) {
     int64_t width = 0, s = whole_width_of(sh, (int64_t)m, &width);
     if (s < 0)
       continue;
-    char gen[256];
-    tpx__fqn_generalize(tpx_model_module_fqn(sh->model, (int64_t)m), gen,
-                        sizeof gen);
-    size_t k = 0;
-    while (k < nseen && strcmp(seen[k], gen) != 0) k++;
-    if (k < nseen)
-      continue;
-    if (TPX_GROW(seen, cap, nseen + 1, 8)) {
+    char gen[TPX__GEN_NAME_MAX];
+    int added = tpx__gen_names_add(&seen, sh, (int64_t)m, gen);
+    if (added < 0) {
       st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
       break;
     }
-    snprintf(seen[nseen++], sizeof seen[0], "%s", gen);
-    size_t count = 0;
-    for (size_t q = 0; q < sh->num_modules; q++) {
-      char g2[256];
-      int64_t w2 = 0;
-      tpx__fqn_generalize(tpx_model_module_fqn(sh->model, (int64_t)q), g2,
-                          sizeof g2);
-      count += strcmp(g2, gen) == 0 && whole_width_of(sh, (int64_t)q, &w2) >= 0;
-    }
+    if (added == 0)
+      continue;
+    size_t count = tpx__gen_names_count(sh, gen, is_whole_width);
     st = add(sh, (int64_t)m, s, width, count, err);
   }
-  if (st == TPX_OK && nseen &&
+  if (st == TPX_OK && seen.count &&
       tpx_diag_add(sh->diags, TPX_DIAG_INFO, "upstream-qk-norm-whole-width",
-                   seen[0],
+                   seen.names[0],
                    "upstream too: give it (tp_shard_plan) the plan the "
                    "qk-norm-whole-width fix names",
                    "upstream applies this plan as it is, without a word: "
                    "the run it starts fails at %s, whose whole-width weight "
                    "does not fit each rank's slice",
-                   nseen > 1 ? "these norms" : "this norm") != TPX_OK)
+                   seen.count > 1 ? "these norms" : "this norm") != TPX_OK)
     st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  free(seen);
+  tpx__gen_names_free(&seen);
   return st;
 }

@@ -129,6 +129,25 @@ int tpx__param_partial_over_tp(const tpx_sharding *sh, int64_t param,
 /* The `partial-grad-replicated` warnings (after tpx__apply_tp). */
 tpx_status tpx__partial_grad_diags(tpx_sharding *sh, tpx_error *err);
 
+/* ---- gen_names.c ---- */
+/* Generalised module names (tpx__fqn_generalize), each once, in the order
+ * first added: one diagnostic per group of identical layers. Zero-init;
+ * tpx__gen_names_free. */
+#define TPX__GEN_NAME_MAX 256
+typedef struct tpx__gen_names {
+  char (*names)[TPX__GEN_NAME_MAX]; /* [count]; malloc'd */
+  size_t count, cap;
+} tpx__gen_names;
+/* Generalise module m's name into gen and add it: 1 when it is new, 0 when
+ * already there, -1 when out of memory. */
+int tpx__gen_names_add(tpx__gen_names *set, const tpx_sharding *sh, int64_t m,
+                       char gen[TPX__GEN_NAME_MAX]);
+/* The modules whose generalised name is gen and, keep non-NULL, for which
+ * keep(sh, module) is non-zero. */
+size_t tpx__gen_names_count(const tpx_sharding *sh, const char *gen,
+                            int (*keep)(const tpx_sharding *, int64_t));
+void tpx__gen_names_free(tpx__gen_names *set);
+
 /* ---- qk_norm.c ---- */
 /* `qk-norm-whole-width` errors for norms over a colwise projection's whole
  * output width, and the `upstream-qk-norm-whole-width` info (after

@@ -29,6 +29,20 @@ run() {
 has() { # FILE NEEDLE NAME
   if grep -qF -- "$2" "$tmp/$1"; then ok "$3"; else bad "$3: $1 lacks '$2'"; fi
 }
+# full_disk BLOCKS STDOUT NAME ARGS...: tpx-train ARGS where no file may
+# grow past BLOCKS x 512 bytes (a "full disk": SIGXFSZ ignored, so the
+# write fails with EFBIG), stdout to STDOUT, stderr $tmp/err; want exit 1
+full_disk() {
+  blocks=$1 dest=$2 name=$3
+  shift 3
+  (
+    trap '' XFSZ
+    ulimit -f "$blocks"
+    exec "$train" "$@" > "$dest" 2> "$tmp/err"
+  )
+  rc=$?
+  [ $rc -eq 1 ] && ok "$name: exit 1" || bad "$name: exit $rc, want 1"
+}
 no_temps() { # DIR NAME
   if ls -A "$1" | grep -q '\.tmp-'; then bad "$2: a temporary was left: $(ls -A "$1")"; else ok "$2"; fi
 }
@@ -37,24 +51,12 @@ no_temps() { # DIR NAME
 # the dumps are ~860 KB, the log goes to /dev/null) ----
 mkdir -p "$tmp/d"
 echo old > "$tmp/d/params.st"
-(
-  trap '' XFSZ
-  ulimit -f 100
-  exec "$train" $std --dump-params "$tmp/d/params.st" > /dev/null 2> "$tmp/err"
-)
-rc=$?
-[ $rc -eq 1 ] && ok "--dump-params on a full disk: exit 1" || bad "--dump-params on a full disk: exit $rc, want 1"
+full_disk 100 /dev/null "--dump-params on a full disk" $std --dump-params "$tmp/d/params.st"
 has err "params.st: cannot write: File too large" "the error names the file and the reason"
 [ "$(cat "$tmp/d/params.st")" = old ] && ok "the existing file is as it was" ||
   bad "the existing file was overwritten ($(wc -c < "$tmp/d/params.st") bytes)"
 no_temps "$tmp/d" "no temporary left (params)"
-(
-  trap '' XFSZ
-  ulimit -f 100
-  exec "$train" $std --dump-grads "$tmp/d/grads.st" > /dev/null 2> "$tmp/err"
-)
-rc=$?
-[ $rc -eq 1 ] && ok "--dump-grads on a full disk: exit 1" || bad "--dump-grads on a full disk: exit $rc, want 1"
+full_disk 100 /dev/null "--dump-grads on a full disk" $std --dump-grads "$tmp/d/grads.st"
 has err "grads.st: cannot write: File too large" "the error names the file and the reason"
 [ -e "$tmp/d/grads.st" ] && bad "a partial file is at the final name ($(wc -c < "$tmp/d/grads.st") bytes)" ||
   ok "nothing at the final name"
@@ -98,13 +100,7 @@ else
 fi
 # the JSON log on a full disk (512 bytes allowed: the log is longer, the
 # message on stderr shorter)
-(
-  trap '' XFSZ
-  ulimit -f 1
-  exec "$train" $std --steps 6 --format json > "$tmp/log.json" 2> "$tmp/err"
-)
-rc=$?
-[ $rc -eq 1 ] && ok "the JSON log on a full disk: exit 1" || bad "the JSON log on a full disk: exit $rc, want 1"
+full_disk 1 "$tmp/log.json" "the JSON log on a full disk" $std --steps 6 --format json
 has err "tpx-train: cannot write output: File too large" "says why"
 
 # ---- item 18: a bad value is one line, not the usage ----

@@ -1,5 +1,6 @@
 # cli_lib.sh — helpers shared by the `tpx plan` end-to-end scripts
-# (cli_plan.sh, cli_memory.sh, cli_cp.sh), sourced after they set `tpx` and `out`.
+# (cli_plan.sh, cli_memory.sh, cli_cp.sh, cli_partial_grad.sh, cli_truth.sh),
+# sourced after they set `tpx` and `out`.
 # Each check counts in `n` and failures in `fails`.
 fails=0
 n=0
