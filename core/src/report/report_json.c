@@ -491,9 +491,12 @@ static json_t *heads_json(const tpx_sharding *sh) {
   json_object_set_new(o, "num_key_value_heads", count_json(hc.kv_heads));
   json_object_set_new(o, "head_dim", count_json(hc.head_dim));
   json_object_set_new(o, "head_sharded", json_boolean(hc.rewritten));
-  json_object_set_new(o, "local_attention_heads", count_json(hc.local_heads));
+  /* null where tp cannot split them (heads-not-divisible) */
+  int split = tpx__report_heads_split(&hc, tpx_sharding_tp_size(sh));
+  json_object_set_new(o, "local_attention_heads",
+                      count_json(split ? hc.local_heads : -1));
   json_object_set_new(o, "local_key_value_heads",
-                      count_json(hc.local_kv_heads));
+                      count_json(split ? hc.local_kv_heads : -1));
   return o;
 }
 

@@ -628,8 +628,7 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
                      (long long)hc.heads, (long long)hc.kv_heads,
                      (long long)hc.head_dim);
     int64_t tp = tpx_sharding_tp_size(sh);
-    if (hc.rewritten &&
-        (hc.heads % tp != 0 || (hc.kv_heads > 0 && hc.kv_heads % tp != 0)))
+    if (hc.rewritten && !tpx__report_heads_split(&hc, tp))
       tpx__sbuf_printf(&b,
                        "; tp %lld cannot split them per rank "
                        "(heads-not-divisible)\n",

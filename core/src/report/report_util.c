@@ -150,3 +150,8 @@ const char *tpx__report_strategy(const tpx_report_options *o, const char *key) {
   }
   return NULL;
 }
+
+int tpx__report_heads_split(const tpx_head_counts *hc, int64_t tp) {
+  return tp >= 1 && hc->heads >= 0 && hc->heads % tp == 0 &&
+         (hc->kv_heads <= 0 || hc->kv_heads % tp == 0);
+}

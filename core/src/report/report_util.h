@@ -9,10 +9,16 @@
 
 #include "tpx/dtype.h"
 #include "tpx/report.h"
+#include "tpx/validate.h"
 
 /* The model's dtype: config torch_dtype / dtype (text_config too), else the
  * dtype holding most parameter elements; TPX_DTYPE_INVALID without params. */
 tpx_dtype tpx__report_model_dtype(const tpx_model *model);
+
+/* Whether a head-sharded plan's tp splits the heads (and kv heads) evenly:
+ * otherwise the per-rank counts (torch's integer division) describe a
+ * split that cannot happen (heads-not-divisible). */
+int tpx__report_heads_split(const tpx_head_counts *hc, int64_t tp);
 
 typedef struct tpx__sbuf {
   char *data;

@@ -17,6 +17,12 @@ has "Attention: 14 heads, 2 kv heads, head_dim 64; tp 4 cannot split them per ra
 lacks "per rank after TP: 3 heads" "no 3 heads, 0 kv heads"
 expect 0 "qwen2.5 tp2" -- --config "$cfg/Qwen2.5-0.5B/config.json" --tp 2
 has "per rank after TP: 7 heads, 1 kv heads" "a split that happens is shown"
+# the JSON report likewise: no local counts for tp 4, 7 and 1 for tp 2
+expect 1 "qwen2.5 tp4 json" -- --config "$cfg/Qwen2.5-0.5B/config.json" --tp 4 --format json
+has '"local_attention_heads": null' "json: no impossible split"
+has '"local_key_value_heads": null' "json: no impossible kv split"
+expect 0 "qwen2.5 tp2 json" -- --config "$cfg/Qwen2.5-0.5B/config.json" --tp 2 --format json
+has '"local_attention_heads": 7' "json: a split that happens is shown"
 
 # Two optional keys share one line: the count says so.
 expect 0 "llama tp2" -- --config "$cfg/Llama-3.2-1B/config.json" --tp 2
