@@ -1,14 +1,15 @@
 #!/bin/sh
-# blas_kernel.sh TRAIN CHECK FIXTURES — issue 30: an OpenBLAS fallback
+# blas_kernel.sh TRAIN CHECK FIXTURES [mpi] — issue 30: an OpenBLAS fallback
 # kernel is said and fixed. TPX_TEST_FAKE_COREDETECT pretends OpenBLAS
 # chose Prescott on an Intel AVX2 CPU: tpx-train must say so on stderr,
 # run itself again with OPENBLAS_CORETYPE=Haswell (the header's kernel),
 # and train to torch's losses; an OPENBLAS_CORETYPE set by the user and
 # TPX_BLAS_FIX=0 are left alone; the header and --blas-info name the BLAS.
-# Skipped (77) on a CPU without AVX2 + FMA (the Haswell kernel would not
+# With "mpi": the same under mpirun -np 2 (tp 2): each rank runs again,
+# rank 0 alone says so. Skipped (77) on a CPU without AVX2 + FMA (the Haswell kernel would not
 # run) or off x86.
 set -u
-train=$1 check=$2 fix=$3
+train=$1 check=$2 fix=$3 mpi=${4:-}
 grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo ||
   { echo "SKIP no AVX2 + FMA here"; exit 77; }
 tmp=$(mktemp -d)
@@ -56,4 +57,14 @@ has "$tmp/out.txt" "blas: OpenBLAS $ver, kernel Sandybridge (OPENBLAS_CORETYPE=S
 hasnt "$tmp/err" "chose its" "no fallback here: nothing said"
 grep -Eq "^blas: OpenBLAS $ver, kernel [A-Za-z0-9_]+ \(detected\), [0-9]+ threads?$" "$tmp/out.txt" &&
   pass "header line" || { fail "header line"; cat "$tmp/out.txt"; }
+# under mpirun: every rank re-runs itself (before MPI_Init), one line said
+if [ "$mpi" = mpi ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  mpirun -np 2 -x TPX_TEST_FAKE_COREDETECT="$fake" "$train" $common --tp 2 --backend mpi \
+    --format json > "$tmp/out.json" 2> "$tmp/err" || { fail "mpirun run failed"; cat "$tmp/err"; }
+  [ "$(grep -c 'chose its' "$tmp/err")" = 1 ] && pass "mpirun: said once" ||
+    { fail "mpirun: said $(grep -c 'chose its' "$tmp/err") times"; cat "$tmp/err"; }
+  has "$tmp/out.json" '"kernel":"Haswell"' "mpirun: rank 0 on Haswell"
+  "$check" steps "$tmp/out.json" "$fix/expected.json" llama 1e-5 && pass "mpirun: losses as torch's" || fail "mpirun: losses"
+fi
 [ $fails = 0 ]
