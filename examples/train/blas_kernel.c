@@ -90,12 +90,20 @@ void tr_blas_check(char **argv) {
             strerror(e), core);
 }
 
-void tr_blas_info_get(tr_blas_info *b) {
+/* the fields go into JSON strings: no quote, backslash or control byte
+ * (a user's OPENBLAS_CORETYPE could hold one) */
+static void plain(char *s) {
+  for (; *s; s++)
+    if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20)
+      *s = '?';
+}
+
+void tr_blas_info_get(tr_blas_info *b, int threads) {
   memset(b, 0, sizeof *b);
   blas_version(b->name, sizeof b->name, b->version, sizeof b->version);
   const char *c = openblas_get_corename();
   snprintf(b->kernel, sizeof b->kernel, "%s", c ? c : "?");
-  b->threads = openblas_get_num_threads();
+  b->threads = threads;
   const char *set = getenv("OPENBLAS_CORETYPE");
   const char *from = getenv(FIXED_VAR);
   if (!set)
@@ -106,10 +114,11 @@ void tr_blas_info_get(tr_blas_info *b) {
              b->name, from);
   else
     snprintf(b->chosen_by, sizeof b->chosen_by, "OPENBLAS_CORETYPE=%.64s", set);
+  plain(b->name), plain(b->version), plain(b->kernel), plain(b->chosen_by);
 }
 
 void tr_blas_info_line(const tr_blas_info *b, char *buf, size_t n) {
-  snprintf(buf, n, "blas: %s %s, kernel %s (%s), %d thread%s", b->name,
+  snprintf(buf, n, "blas: %s %s, kernel %s (%s), %d thread%s per rank", b->name,
            b->version, b->kernel, b->chosen_by, b->threads,
            b->threads == 1 ? "" : "s");
 }

@@ -68,13 +68,15 @@ typedef struct tr_blas_info {
   char name[32];       /* "OpenBLAS" */
   char version[32];    /* "0.3.21" */
   char kernel[32];     /* openblas_get_corename() */
-  int threads;         /* openblas_get_num_threads() */
+  int threads;         /* the threads a rank's products run on */
   char chosen_by[160]; /* "detected", "OPENBLAS_CORETYPE (the user's)",
                          "tpx-train (OpenBLAS chose Prescott)" */
 } tr_blas_info;
-void tr_blas_info_get(tr_blas_info *b);
+/* `threads`: the caller's (tpx-train: an OpenMP team per rank with
+ * OpenBLAS single-threaded inside, tr_threads) */
+void tr_blas_info_get(tr_blas_info *b, int threads);
 /* One line for text headers:
- * "blas: OpenBLAS 0.3.21, kernel Haswell (detected), 2 threads" */
+ * "blas: OpenBLAS 0.3.21, kernel Haswell (detected), 2 threads per rank" */
 void tr_blas_info_line(const tr_blas_info *b, char *buf, size_t n);
 
 #endif

@@ -435,7 +435,7 @@ static void print_json(const args *a, const job *j) {
   }
   printf("]");
   tr_blas_info b;
-  tr_blas_info_get(&b);
+  tr_blas_info_get(&b, tr_threads(INT64_MAX));
   printf(",\"blas\":{\"name\":\"%s\",\"version\":\"%s\",\"kernel\":\"%s\","
          "\"chosen_by\":\"%s\",\"threads\":%d}",
          b.name, b.version, b.kernel, b.chosen_by, b.threads);
@@ -456,7 +456,7 @@ static void print_header(const args *a, const tpx_model *model,
     return;
   tr_blas_info b;
   char line[384];
-  tr_blas_info_get(&b);
+  tr_blas_info_get(&b, tr_threads(INT64_MAX));
   tr_blas_info_line(&b, line, sizeof line);
   printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld",
          tpx_model_architecture(model, 0), (long long)a->dp_replicate,
@@ -887,7 +887,7 @@ int main(int argc, char **argv) {
   if (pa == 2) { /* --blas-info */
     tr_blas_info b;
     char line[384];
-    tr_blas_info_get(&b);
+    tr_blas_info_get(&b, tr_threads(INT64_MAX));
     tr_blas_info_line(&b, line, sizeof line);
     printf("%s\n", line);
   } else if (pa > 0) { /* --help */

@@ -55,7 +55,7 @@ has "$tmp/out.txt" "blas: OpenBLAS $ver, kernel Sandybridge (OPENBLAS_CORETYPE=S
 # no fallback: nothing said, the header names the detected kernel
 "$train" $common > "$tmp/out.txt" 2> "$tmp/err" || fail "plain run failed"
 hasnt "$tmp/err" "chose its" "no fallback here: nothing said"
-grep -Eq "^blas: OpenBLAS $ver, kernel [A-Za-z0-9_]+ \(detected\), [0-9]+ threads?$" "$tmp/out.txt" &&
+grep -Eq "^blas: OpenBLAS $ver, kernel [A-Za-z0-9_]+ \(detected\), [0-9]+ threads? per rank$" "$tmp/out.txt" &&
   pass "header line" || { fail "header line"; cat "$tmp/out.txt"; }
 # under mpirun: every rank re-runs itself (before MPI_Init), one line said
 if [ "$mpi" = mpi ]; then
