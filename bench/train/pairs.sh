@@ -34,9 +34,13 @@ bench_init() {
   return 0
 }
 
-# bench_header TORCH_SIDE: the machine, the model, the torch side.
+# bench_header TORCH_SIDE: the machine, tpx-train's BLAS (name, version,
+# kernel, threads at world 1: `tpx-train --blas-info`, with its stderr line
+# when OpenBLAS chose a fallback kernel on this CPU; docs/TRAIN.md), the
+# model, the torch side.
 bench_header() {
   echo "machine: $cores cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+  OPENBLAS_NUM_THREADS=$cores "$train" --blas-info 2>&1 | sed 's/^/tpx side: /'
   echo "model: hidden $H, $L layers, $NH heads ($KV kv), intermediate $I," \
        "vocab $V; batch $B x seq $T; $steps steps per run (first excluded)"
   echo "torch side: $1"

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blas_kernel.h"
 #include "dump.h"
 #include "glue.h"
 #include "outfile.h"
@@ -82,7 +83,8 @@ static void usage(FILE *f) {
       "                 [--sp] [--offload] [--backend local|mpi]\n"
       "                 [--format text|json] [--dump-params FILE]"
       " [--dump-grads FILE]\n"
-      "                 [--diverge-factor F]\n\n"
+      "                 [--diverge-factor F]\n"
+      "       tpx-train --blas-info\n\n"
       "Train K AdamW steps (betas 0.9/0.999, eps 1e-8) of an HF"
       " LlamaForCausalLM,\n"
       "Qwen2ForCausalLM or Qwen3ForCausalLM checkpoint (config.json +\n"
@@ -109,6 +111,11 @@ static void usage(FILE *f) {
       "host bytes. A loss that is not finite, or above F x step 0's loss\n"
       "(--diverge-factor F, default 4; 0: no limit), stops the run as"
       " diverged.\n"
+      "The header names the BLAS, its version, kernel and threads"
+      " (--blas-info: that line\n"
+      "alone); an OpenBLAS kernel older than the CPU (a fallback) is said"
+      " and fixed by\n"
+      "running again with OPENBLAS_CORETYPE (TPX_BLAS_FIX=0: said only).\n"
       "Exit status: 0 ok, 1 bad input or a failed run (diverged, output not"
       " written),\n"
       "2 bad arguments.\n");
@@ -229,7 +236,7 @@ static int check_args(const args *a) {
   return 0;
 }
 
-/* 0: run; 1: --help asked; -1: wrong (message printed). */
+/* 0: run; 1: --help asked; 2: --blas-info; -1: wrong (message printed). */
 static int parse_args(int argc, char **argv, args *a) {
   memset(a, 0, sizeof *a);
   a->tp = a->dp_shard = a->dp_replicate = a->cp = 1;
@@ -243,6 +250,8 @@ static int parse_args(int argc, char **argv, args *a) {
     const char *name = argv[i];
     if (!strcmp(name, "-h") || !strcmp(name, "--help"))
       return 1;
+    if (!strcmp(name, "--blas-info"))
+      return 2;
     if (!strcmp(name, "--sp")) {
       a->sp = 1;
       continue;
@@ -425,6 +434,11 @@ static void print_json(const args *a, const job *j) {
            (long long)i, l, g);
   }
   printf("]");
+  tr_blas_info b;
+  tr_blas_info_get(&b, tr_threads(INT64_MAX));
+  printf(",\"blas\":{\"name\":\"%s\",\"version\":\"%s\",\"kernel\":\"%s\","
+         "\"chosen_by\":\"%s\",\"threads\":%d}",
+         b.name, b.version, b.kernel, b.chosen_by, b.threads);
   if (j->has_memory) {
     long long m[MEM_N];
     memory_figures(j, m);
@@ -440,6 +454,10 @@ static void print_header(const args *a, const tpx_model *model,
                          int *out_errno) {
   if (!strcmp(a->format, "json"))
     return;
+  tr_blas_info b;
+  char line[384];
+  tr_blas_info_get(&b, tr_threads(INT64_MAX));
+  tr_blas_info_line(&b, line, sizeof line);
   printf("tpx-train: %s, mesh dp_replicate=%lld dp_shard=%lld",
          tpx_model_architecture(model, 0), (long long)a->dp_replicate,
          (long long)a->dp_shard);
@@ -447,6 +465,7 @@ static void print_header(const args *a, const tpx_model *model,
     printf(" cp=%lld (%s)", (long long)a->cp, a->cp_layout);
   printf(" tp=%lld%s, %s backend%s\n", (long long)a->tp, a->sp ? " sp" : "",
          a->backend, a->offload ? ", CPU offload" : "");
+  printf("%s\n", line);
   tr_stdout_flush(out_errno);
 }
 
@@ -854,6 +873,9 @@ int main(int argc, char **argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
+  /* an OpenBLAS fallback kernel: said, and this program run again with
+   * the right one (blas_kernel.h); before anything else */
+  tr_blas_check(argv);
   if (argc < 2) { /* nothing asked: what could be */
     usage(stderr);
     return 2;
@@ -862,8 +884,16 @@ int main(int argc, char **argv) {
   if (pa < 0)
     return 2;
   tpx_error err = {0};
-  if (pa > 0) { /* --help */
+  if (pa == 2) { /* --blas-info */
+    tr_blas_info b;
+    char line[384];
+    tr_blas_info_get(&b, tr_threads(INT64_MAX));
+    tr_blas_info_line(&b, line, sizeof line);
+    printf("%s\n", line);
+  } else if (pa > 0) { /* --help */
     usage(stdout);
+  }
+  if (pa > 0) {
     if (tr_stdout_check(&out_errno, &err) == TPX_OK)
       return 0;
     fprintf(stderr, "tpx-train: %s\n", err.message);
