@@ -29,13 +29,16 @@ name Automodel maps to its own class):
                  "moe") with placements by mesh dim, each rank's local shape;
                  per-rank parameter bytes; the FSDP units ([module FQN, the
                  mesh dims it shards over, how many parameters it holds]); both meshes' rank layout and each
-                 rank's coordinates; or the refusal (exception type, message).
+                 rank's coordinates; the buffers ([FQN, shape, dtype,
+                 persistent]); or the refusal (exception type, message).
   hf_names.json  the family's state-dict adapter: for every Automodel
                  parameter, the HF checkpoint tensors it is made of
                  (adapter.to_hf on the model's state dict of meta tensors,
                  one Automodel key at a time), and the full HF key list.
-Shim: as goldens.py, a no-op FSDPParam.to_accumulated_grad_if_needed
-(torch 2.15 lacks it; Automodel patches it unconditionally).
+Shims: as goldens.py, a no-op FSDPParam.to_accumulated_grad_if_needed
+(torch 2.15 lacks it; Automodel patches it unconditionally); and, on a
+machine without CUDA, torch.cuda.current_device() answers 0 (four families
+name cuda:<current device> for their rotary embedding, which only stores it).
 """
 import contextlib
 import io
@@ -58,6 +61,11 @@ from torch.distributed.fsdp._fully_shard._fsdp_param import FSDPParam  # noqa: E
 
 if not hasattr(FSDPParam, 'to_accumulated_grad_if_needed'):
     FSDPParam.to_accumulated_grad_if_needed = lambda self: None
+if not torch.cuda.is_available():
+    # Qwen3-MoE, GLM-4-MoE, GPT-OSS, Qwen3-Next build their rotary embedding
+    # with device=cuda:{torch.cuda.current_device()}, which raises without a
+    # driver; the device is only stored (the tables are made at forward).
+    torch.cuda.current_device = lambda: 0
 
 from nemo_automodel._transformers.registry import ModelRegistry  # noqa: E402
 from nemo_automodel.components.distributed.config import FSDP2Config  # noqa: E402
@@ -77,6 +85,10 @@ FAMILIES = {
     'qwen3_next': ('qwen3_next', 'Qwen3NextForCausalLM'),
     'minimax_m2': ('minimax_m2', 'MiniMaxM2ForCausalLM'),
     'ernie4_5_moe': ('ernie4_5_moe', 'Ernie4_5_MoeForCausalLM'),
+    'deepseek_v32': ('deepseek_v32', 'DeepseekV32ForCausalLM'),
+    'glm_moe_dsa': ('glm_moe_dsa', 'GlmMoeDsaForCausalLM'),
+    'qwen3_5_moe_text': ('qwen3_5_moe_text', 'Qwen3_5MoeForCausalLM'),
+    'kimi_linear': ('kimi_linear', 'KimiLinear48BForCausalLM'),
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)
@@ -174,6 +186,14 @@ def one_rank(arch, cfg, rank, dp, tp, ep):
                 which, pls, local = None, {}, list(p.shape)
             params.append([name, list(p.shape), goldens.DTYPES.get(p.dtype, str(p.dtype)), which,
                            pls, local, p.element_size()])
+        bufs = []
+        for mod_name, mod in model.named_modules():
+            for bname, b in mod.named_buffers(recurse=False):
+                if b is not None:
+                    bufs.append([mod_name + '.' + bname if mod_name else bname, list(b.shape),
+                                 goldens.DTYPES.get(b.dtype, str(b.dtype)),
+                                 bname not in mod._non_persistent_buffers_set])
+        params.append(bufs)
         coords = {'main': main.get_coordinate(),
                   'moe': moe.get_coordinate() if moe is not None else None}
         return params, fsdp_units(model), mesh_layout(main), mesh_layout(moe), coords
@@ -198,6 +218,9 @@ def run_case(arch, cfg, dp, tp, ep):
                                         'rank': rank}}
     finally:
         logging.getLogger().removeHandler(cap)
+    buffers = ranks[0][0][-1]
+    for r in ranks:
+        r[0].pop()
     params = []
     for i, (name, shape, dtype, which, pls, _, _) in enumerate(ranks[0][0]):
         params.append({'name': name, 'shape': shape, 'dtype': dtype, 'mesh': which,
@@ -206,7 +229,7 @@ def run_case(arch, cfg, dp, tp, ep):
             'coordinates': [r[4] for r in ranks],
             'parameters': params,
             'per_rank_param_bytes': [sum(goldens._numel(p[5]) * p[6] for p in r[0]) for r in ranks],
-            'fsdp_units': ranks[0][1],
+            'fsdp_units': ranks[0][1], 'buffers': buffers,
             'warnings': [w[:400] for w in cap.lines if 'deprecated' not in w]}
 
 
