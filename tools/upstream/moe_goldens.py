@@ -120,9 +120,14 @@ def tiny_moe_config(model_type, arch, experts=EXPERTS):
     n = 3
     old = d.get('num_hidden_layers')
     cfg.num_hidden_layers = n
+    if isinstance(d.get('moe_layer_end_index'), int):
+        cfg.moe_layer_end_index = n - 1       # ernie4_5_moe: MoE in layers 1..2
     for k, v in d.items():
         if isinstance(v, list) and isinstance(old, int) and len(v) == old and v:
             setattr(cfg, k, (v * n)[:n] if len(v) < n else v[:n])
+        if isinstance(v, list) and v and set(v) <= {'dense', 'sparse'}:
+            setattr(cfg, k, ['dense'] + ['sparse'] * (n - 1))  # glm_moe_dsa's mlp_layer_types
+            dense_first = True
     if model_type == 'qwen3_next':
         cfg.layer_types = ['linear_attention', 'linear_attention', 'full_attention']
     if model_type == 'gpt_oss':
@@ -254,6 +259,33 @@ def hf_names(arch, cfg):
     return {'adapter': type(adapter).__name__, 'to_hf': table, 'hf_tensors': full}
 
 
+def dense_refusal():
+    """A dense model (transformers' LlamaForCausalLM, the generic path)
+    with ep 2: the MoE parallelizer finds no moe_config."""
+    cfg = tiny.tiny_config('llama')
+    cfg.architectures = ['LlamaForCausalLM']
+
+    def one(rank):
+        dist.init_process_group('fake', store=FakeStore(), rank=rank, world_size=WORLD)
+        try:
+            model = tiny.meta_model('llama', 'LlamaForCausalLM', cfg)
+            ctx = MeshContext.build(FSDP2Config(), ParallelismSizes(dp_size=4, ep_size=2),
+                                    world_size=WORLD)
+            parallelize_model(model, ctx)
+        finally:
+            dist.destroy_process_group()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            one(0)
+        return {'dp_shard': 4, 'tp': 1, 'ep': 2, 'refused': None}
+    except Exception as e:  # noqa: BLE001
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        return {'dp_shard': 4, 'tp': 1, 'ep': 2,
+                'refused': {'type': type(e).__name__, 'message': str(e)[:600],
+                            'where': '%s:%d' % (os.path.basename(tb.filename), tb.lineno),
+                            'rank': 0}}
+
+
 def main():
     only = set(sys.argv[1:])
     index_path = os.path.join(OUT, 'INDEX.json')
@@ -290,6 +322,9 @@ def main():
                                 for k, v in golden['cases'].items()}}
         print(fam, ' '.join('%s:%s' % (k, v) for k, v in index[fam]['cases'].items()),
               file=sys.stderr)
+    if not only or 'dense_llama' in only:
+        index['dense_llama'] = {'arch': 'LlamaForCausalLM', 'model_type': 'llama',
+                                'status': 'refusal-only', 'dp4_ep2': dense_refusal()}
     goldens.dump(index_path, dict(goldens.versions(), families=dict(sorted(index.items()))))
 
 
