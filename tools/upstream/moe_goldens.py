@@ -29,7 +29,8 @@ name Automodel maps to its own class):
                  "moe") with placements by mesh dim, each rank's local shape;
                  per-rank parameter bytes; the FSDP units ([module FQN, the
                  mesh dims it shards over, how many parameters it holds]); both meshes' rank layout and each
-                 rank's coordinates; the buffers ([FQN, shape, dtype,
+                 rank's coordinates; tied aliases (alias -> FQN kept);
+                 the buffers ([FQN, shape, dtype,
                  persistent]); or the refusal (exception type, message).
   hf_names.json  the family's state-dict adapter: for every Automodel
                  parameter, the HF checkpoint tensors it is made of
@@ -179,8 +180,12 @@ def one_rank(arch, cfg, rank, dp, tp, ep):
                                 world_size=WORLD)
         main, moe = ctx.device_mesh, ctx.moe_mesh
         model = parallelize_model(model, ctx)
-        params = []
-        for name, p in model.named_parameters():
+        params, seen, tied = [], {}, {}
+        for name, p in model.named_parameters(remove_duplicate=False):
+            if id(p) in seen:
+                tied[name] = seen[id(p)]
+                continue
+            seen[id(p)] = name
             if hasattr(p, 'placements'):
                 m = p.device_mesh
                 dims = [str(getattr(d, 'value', d)) for d in m.mesh_dim_names]
@@ -199,6 +204,7 @@ def one_rank(arch, cfg, rank, dp, tp, ep):
                                  goldens.DTYPES.get(b.dtype, str(b.dtype)),
                                  bname not in mod._non_persistent_buffers_set])
         params.append(bufs)
+        params.append(tied)
         coords = {'main': main.get_coordinate(),
                   'moe': moe.get_coordinate() if moe is not None else None}
         return params, fsdp_units(model), mesh_layout(main), mesh_layout(moe), coords
@@ -223,9 +229,9 @@ def run_case(arch, cfg, dp, tp, ep):
                                         'rank': rank}}
     finally:
         logging.getLogger().removeHandler(cap)
-    buffers = ranks[0][0][-1]
+    tied, buffers = ranks[0][0][-1], ranks[0][0][-2]
     for r in ranks:
-        r[0].pop()
+        del r[0][-2:]
     params = []
     for i, (name, shape, dtype, which, pls, _, _) in enumerate(ranks[0][0]):
         params.append({'name': name, 'shape': shape, 'dtype': dtype, 'mesh': which,
@@ -234,7 +240,7 @@ def run_case(arch, cfg, dp, tp, ep):
             'coordinates': [r[4] for r in ranks],
             'parameters': params,
             'per_rank_param_bytes': [sum(goldens._numel(p[5]) * p[6] for p in r[0]) for r in ranks],
-            'fsdp_units': ranks[0][1], 'buffers': buffers,
+            'tied': tied, 'fsdp_units': ranks[0][1], 'buffers': buffers,
             'warnings': [w[:400] for w in cap.lines if 'deprecated' not in w]}
 
 
