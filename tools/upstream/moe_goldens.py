@@ -28,10 +28,10 @@ name Automodel maps to its own class):
                  names), global shape, dtype, the mesh it lives on ("main" or
                  "moe") with placements by mesh dim, each rank's local shape;
                  per-rank parameter bytes; the FSDP units ([module FQN, the
-                 mesh dims it shards over, how many parameters it holds]); both meshes' rank layout and each
-                 rank's coordinates; tied aliases (alias -> FQN kept);
-                 the buffers ([FQN, shape, dtype,
-                 persistent]); or the refusal (exception type, message).
+                 mesh dims it shards over, how many parameters it holds]);
+                 both meshes' rank layout and each rank's coordinates; tied
+                 aliases (alias -> FQN kept); the buffers ([FQN, shape,
+                 dtype, persistent]); or the refusal (type, message, where).
   hf_names.json  the family's state-dict adapter: for every Automodel
                  parameter, the HF checkpoint tensors it is made of
                  (adapter.to_hf on the model's state dict of meta tensors,
