@@ -1,0 +1,338 @@
+#!/usr/bin/env python3
+"""moe_goldens.py -- record what NeMo Automodel 0.7.0 does to the MoE models
+it serves through its OWN classes (MODEL_ARCH_MAPPING), as goldens for
+issue 27 (expert parallelism).
+
+Pinned stack (README.md here): transformers 5.25.0, nemo-automodel 0.7.0
+(installed --no-deps), torch 2.15.0; CPU only, nothing is downloaded.
+Regenerate:  /work/upstream-venv/bin/python tools/upstream/moe_goldens.py [FAMILY...]
+(writes tests/data/upstream_moe/<family>/ and tests/data/upstream_moe/INDEX.json).
+
+Per family (FAMILIES below: the transformers model_type and the architecture
+name Automodel maps to its own class):
+  config.json    a tiny HF config (tiny.tiny_config's shrinking, then 8
+                 routed experts, 2 per token, 3 layers with the first dense
+                 where the family has first-dense layers), as
+                 PretrainedConfig.to_json_string(use_diff=False) writes it
+  golden.json    per case (world 4: dp_shard 4 with ep 1, 2, 4; refusals:
+                 ep 3, ep 8 (does not divide the world), tp 2 with ep 1 and
+                 ep 2, and ep 4 with 6 experts): Automodel's own class built
+                 the way its loader builds it (model_init: model_cls(hf_config)
+                 under local_torch_dtype(bf16), here on the meta device), the
+                 meshes of MeshContext.build(FSDP2Config(), ParallelismSizes)
+                 (_create_fsdp2_device_mesh; with ep > 1 _create_moe_mesh),
+                 then the recipe's entry, model_parallelizer.parallelize_model
+                 (ep > 1: components/moe/parallelizer.parallelize_model; ep 1:
+                 the generic FSDP2 path), under torch.distributed's "fake"
+                 backend, once per rank: each parameter's FQN (Automodel's
+                 names), global shape, dtype, the mesh it lives on ("main" or
+                 "moe") with placements by mesh dim, each rank's local shape;
+                 per-rank parameter bytes; the FSDP units ([module FQN, the
+                 mesh dims it shards over, how many parameters it holds]);
+                 both meshes' rank layout and each rank's coordinates; tied
+                 aliases (alias -> FQN kept); the buffers ([FQN, shape,
+                 dtype, persistent]); or the refusal (type, message, where).
+  hf_names.json  the family's state-dict adapter: for every Automodel
+                 parameter, the HF checkpoint tensors it is made of
+                 (adapter.to_hf on the model's state dict of meta tensors,
+                 one Automodel key at a time), and the full HF key list.
+Shims: as goldens.py, a no-op FSDPParam.to_accumulated_grad_if_needed
+(torch 2.15 lacks it; Automodel patches it unconditionally); and, on a
+machine without CUDA, torch.cuda.current_device() answers 0 (four families
+name cuda:<current device> for their rotary embedding, which only stores it).
+"""
+import contextlib
+import io
+import json
+import logging
+import os
+import sys
+import traceback
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+OUT = os.path.join(ROOT, 'tests', 'data', 'upstream_moe')
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
+from torch.distributed.fsdp._fully_shard._fsdp_param import FSDPParam  # noqa: E402
+
+if not hasattr(FSDPParam, 'to_accumulated_grad_if_needed'):
+    FSDPParam.to_accumulated_grad_if_needed = lambda self: None
+if not torch.cuda.is_available():
+    # Qwen3-MoE, GLM-4-MoE, GPT-OSS, Qwen3-Next build their rotary embedding
+    # with device=cuda:{torch.cuda.current_device()}, which raises without a
+    # driver; the device is only stored (the tables are made at forward).
+    torch.cuda.current_device = lambda: 0
+
+from nemo_automodel._transformers.registry import ModelRegistry  # noqa: E402
+from nemo_automodel.components.distributed.config import FSDP2Config  # noqa: E402
+from nemo_automodel.components.distributed.mesh import MeshContext, ParallelismSizes  # noqa: E402
+from nemo_automodel.components.distributed.model_parallelizer import parallelize_model  # noqa: E402
+import goldens  # noqa: E402  (versions, placement_str, render, dump, DTYPES, Capture)
+import tiny  # noqa: E402
+
+WORLD = 4
+# family -> (transformers model_type, architecture in MODEL_ARCH_MAPPING)
+FAMILIES = {
+    'deepseek_v3': ('deepseek_v3', 'DeepseekV3ForCausalLM'),
+    'qwen3_moe': ('qwen3_moe', 'Qwen3MoeForCausalLM'),
+    'glm4_moe': ('glm4_moe', 'Glm4MoeForCausalLM'),
+    'gpt_oss': ('gpt_oss', 'GptOssForCausalLM'),
+    'glm4_moe_lite': ('glm4_moe_lite', 'Glm4MoeLiteForCausalLM'),
+    'qwen3_next': ('qwen3_next', 'Qwen3NextForCausalLM'),
+    'minimax_m2': ('minimax_m2', 'MiniMaxM2ForCausalLM'),
+    'ernie4_5_moe': ('ernie4_5_moe', 'Ernie4_5_MoeForCausalLM'),
+    'deepseek_v32': ('deepseek_v32', 'DeepseekV32ForCausalLM'),
+    'glm_moe_dsa': ('glm_moe_dsa', 'GlmMoeDsaForCausalLM'),
+    'qwen3_5_moe_text': ('qwen3_5_moe_text', 'Qwen3_5MoeForCausalLM'),
+    'kimi_linear': ('kimi_linear', 'KimiLinear48BForCausalLM'),
+}
+EXPERTS = 8
+# case -> (dp_shard, tp, ep, experts)
+CASES = {
+    'dp4_ep1': (4, 1, 1, EXPERTS),
+    'dp4_ep2': (4, 1, 2, EXPERTS),
+    'dp4_ep4': (4, 1, 4, EXPERTS),
+    'dp4_ep3': (4, 1, 3, EXPERTS),        # ep does not divide the world
+    'dp4_ep8': (4, 1, 8, EXPERTS),        # ep larger than the world
+    'dp4_ep4_e6': (4, 1, 4, 6),           # ep does not divide the experts
+    'dp2_tp2_ep1': (2, 2, 1, EXPERTS),    # tp on a custom MoE model
+    'dp2_tp2_ep2': (2, 2, 2, EXPERTS),
+}
+EXPERT_KEYS = ('n_routed_experts', 'num_local_experts', 'num_experts', 'moe_num_experts')
+
+
+def tiny_moe_config(model_type, arch, experts=EXPERTS):
+    cfg = tiny.tiny_config(model_type)
+    d = cfg.to_dict()
+    for k in EXPERT_KEYS:
+        if isinstance(d.get(k), int):
+            setattr(cfg, k, experts)
+    dense_first = False
+    for k in ('first_k_dense_replace', 'first_dense_layers', 'num_dense_layers',
+              'moe_layer_start_index'):
+        if isinstance(d.get(k), int):
+            setattr(cfg, k, 1)
+            dense_first = True
+    n = 3
+    old = d.get('num_hidden_layers')
+    cfg.num_hidden_layers = n
+    if isinstance(d.get('moe_layer_end_index'), int):
+        cfg.moe_layer_end_index = n - 1       # ernie4_5_moe: MoE in layers 1..2
+    for k, v in d.items():
+        if isinstance(v, list) and isinstance(old, int) and len(v) == old and v:
+            setattr(cfg, k, (v * n)[:n] if len(v) < n else v[:n])
+        if isinstance(v, list) and v and set(v) <= {'dense', 'sparse'}:
+            setattr(cfg, k, ['dense'] + ['sparse'] * (n - 1))  # glm_moe_dsa's mlp_layer_types
+            dense_first = True
+    if model_type == 'qwen3_next':
+        cfg.layer_types = ['linear_attention', 'linear_attention', 'full_attention']
+    if model_type == 'gpt_oss':
+        cfg.layer_types = ['sliding_attention', 'full_attention', 'sliding_attention']
+    cfg.architectures = [arch]
+    cfg.dtype = torch.bfloat16
+    return cfg, dense_first
+
+
+def build(arch, cfg):
+    """As model_init.__init_model's custom path: model_cls(hf_config) under
+    local_torch_dtype(bf16); here on the meta device."""
+    from nemo_automodel._transformers.model_init import local_torch_dtype
+    cls = ModelRegistry.resolve_custom_model_cls(arch, cfg)
+    with torch.device('meta'), local_torch_dtype(torch.bfloat16, cls.__name__):
+        return cls(cfg)
+
+
+def mesh_layout(mesh):
+    if mesh is None:
+        return None
+    return {'dims': [str(getattr(d, 'value', d)) for d in mesh.mesh_dim_names],
+            'sizes': list(mesh.mesh.shape), 'ranks': mesh.mesh.tolist()}
+
+
+def fsdp_units(model):
+    units = []
+    for name, mod in model.named_modules():
+        if not hasattr(mod, '_get_fsdp_state'):
+            continue
+        try:
+            state = mod._get_fsdp_state()
+        except Exception:  # noqa: BLE001
+            continue
+        pg = state._fsdp_param_group
+        if pg is None:
+            continue
+        mesh = pg.mesh_info.mesh
+        units.append([name, [str(getattr(d, 'value', d)) for d in mesh.mesh_dim_names],
+                      len(pg.fsdp_params)])
+    return units
+
+
+def one_rank(arch, cfg, rank, dp, tp, ep):
+    dist.init_process_group('fake', store=FakeStore(), rank=rank, world_size=WORLD)
+    try:
+        model = build(arch, cfg)
+        ctx = MeshContext.build(FSDP2Config(), ParallelismSizes(dp_size=dp, tp_size=tp, ep_size=ep),
+                                world_size=WORLD)
+        main, moe = ctx.device_mesh, ctx.moe_mesh
+        model = parallelize_model(model, ctx)
+        params, seen, tied = [], {}, {}
+        for name, p in model.named_parameters(remove_duplicate=False):
+            if id(p) in seen:
+                tied[name] = seen[id(p)]
+                continue
+            seen[id(p)] = name
+            if hasattr(p, 'placements'):
+                m = p.device_mesh
+                dims = [str(getattr(d, 'value', d)) for d in m.mesh_dim_names]
+                which = 'moe' if 'ep' in dims or 'ep_shard' in dims else 'main'
+                pls = dict(zip(dims, (goldens.placement_str(x) for x in p.placements)))
+                local = list(p.to_local().shape)
+            else:
+                which, pls, local = None, {}, list(p.shape)
+            params.append([name, list(p.shape), goldens.DTYPES.get(p.dtype, str(p.dtype)), which,
+                           pls, local, p.element_size()])
+        bufs = []
+        for mod_name, mod in model.named_modules():
+            for bname, b in mod.named_buffers(recurse=False):
+                if b is not None:
+                    bufs.append([mod_name + '.' + bname if mod_name else bname, list(b.shape),
+                                 goldens.DTYPES.get(b.dtype, str(b.dtype)),
+                                 bname not in mod._non_persistent_buffers_set])
+        params.append(bufs)
+        params.append(tied)
+        coords = {'main': main.get_coordinate(),
+                  'moe': moe.get_coordinate() if moe is not None else None}
+        return params, fsdp_units(model), mesh_layout(main), mesh_layout(moe), coords
+    finally:
+        dist.destroy_process_group()
+
+
+def run_case(arch, cfg, dp, tp, ep):
+    cap = goldens.Capture()
+    logging.getLogger().addHandler(cap)
+    ranks = []
+    try:
+        with warnings.catch_warnings(record=True), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter('always')
+            for rank in range(WORLD):
+                try:
+                    ranks.append(one_rank(arch, cfg, rank, dp, tp, ep))
+                except Exception as e:  # noqa: BLE001 - an upstream refusal is data
+                    tb = traceback.extract_tb(e.__traceback__)[-1]
+                    return {'refused': {'type': type(e).__name__, 'message': str(e)[:600],
+                                        'where': '%s:%d' % (os.path.basename(tb.filename), tb.lineno),
+                                        'rank': rank}}
+    finally:
+        logging.getLogger().removeHandler(cap)
+    tied, buffers = ranks[0][0][-1], ranks[0][0][-2]
+    for r in ranks:
+        del r[0][-2:]
+    params = []
+    for i, (name, shape, dtype, which, pls, _, _) in enumerate(ranks[0][0]):
+        params.append({'name': name, 'shape': shape, 'dtype': dtype, 'mesh': which,
+                       'placements': pls, 'local_shapes': [r[0][i][5] for r in ranks]})
+    return {'main_mesh': ranks[0][2], 'moe_mesh': ranks[0][3],
+            'coordinates': [r[4] for r in ranks],
+            'parameters': params,
+            'per_rank_param_bytes': [sum(goldens._numel(p[5]) * p[6] for p in r[0]) for r in ranks],
+            'tied': tied, 'fsdp_units': ranks[0][1], 'buffers': buffers,
+            'warnings': [w[:400] for w in cap.lines if 'deprecated' not in w]}
+
+
+def hf_names(arch, cfg):
+    model = build(arch, cfg)
+    adapter = getattr(model, 'state_dict_adapter', None)
+    if adapter is None:
+        return {'adapter': None}
+    sd = model.state_dict()
+    table = {}
+    for k, v in sd.items():
+        try:
+            out = adapter.to_hf({k: v})
+            table[k] = sorted(out)
+        except Exception as e:  # noqa: BLE001
+            table[k] = {'error': '%s: %s' % (type(e).__name__, str(e)[:200])}
+    try:
+        full = adapter.to_hf(dict(sd))
+        full = [[n, goldens.DTYPES.get(t.dtype, str(t.dtype)), list(t.shape)] for n, t in full.items()]
+    except Exception as e:  # noqa: BLE001
+        full = {'error': '%s: %s' % (type(e).__name__, str(e)[:300])}
+    return {'adapter': type(adapter).__name__, 'to_hf': table, 'hf_tensors': full}
+
+
+def dense_refusal():
+    """A dense model (transformers' LlamaForCausalLM, the generic path)
+    with ep 2: the MoE parallelizer finds no moe_config."""
+    cfg = tiny.tiny_config('llama')
+    cfg.architectures = ['LlamaForCausalLM']
+
+    def one(rank):
+        dist.init_process_group('fake', store=FakeStore(), rank=rank, world_size=WORLD)
+        try:
+            model = tiny.meta_model('llama', 'LlamaForCausalLM', cfg)
+            ctx = MeshContext.build(FSDP2Config(), ParallelismSizes(dp_size=4, ep_size=2),
+                                    world_size=WORLD)
+            parallelize_model(model, ctx)
+        finally:
+            dist.destroy_process_group()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            one(0)
+        return {'dp_shard': 4, 'tp': 1, 'ep': 2, 'refused': None}
+    except Exception as e:  # noqa: BLE001
+        tb = traceback.extract_tb(e.__traceback__)[-1]
+        return {'dp_shard': 4, 'tp': 1, 'ep': 2,
+                'refused': {'type': type(e).__name__, 'message': str(e)[:600],
+                            'where': '%s:%d' % (os.path.basename(tb.filename), tb.lineno),
+                            'rank': 0}}
+
+
+def main():
+    only = set(sys.argv[1:])
+    index_path = os.path.join(OUT, 'INDEX.json')
+    index = {}
+    if only and os.path.exists(index_path):
+        with open(index_path, encoding='utf-8') as f:
+            index = json.load(f)['families']
+    for fam, (model_type, arch) in FAMILIES.items():
+        if only and fam not in only:
+            continue
+        try:
+            cfg, dense_first = tiny_moe_config(model_type, arch)
+            build(arch, cfg)
+        except Exception as e:  # noqa: BLE001
+            index[fam] = {'arch': arch, 'status': 'no-tiny-model',
+                          'why': '%s: %s' % (type(e).__name__, str(e)[:300])}
+            print('skip', fam, type(e).__name__, str(e)[:200], file=sys.stderr)
+            continue
+        d = os.path.join(OUT, fam)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, 'config.json'), 'w', encoding='utf-8') as f:
+            f.write(cfg.to_json_string(use_diff=False))
+        golden = dict(goldens.versions(), family=fam, model_type=model_type, arch=arch,
+                      world_size=WORLD, cases={})
+        for case, (dp, tp, ep, experts) in CASES.items():
+            c = cfg if experts == EXPERTS else tiny_moe_config(model_type, arch, experts)[0]
+            golden['cases'][case] = dict({'dp_shard': dp, 'tp': tp, 'ep': ep, 'experts': experts},
+                                         **run_case(arch, c, dp, tp, ep))
+        goldens.dump(os.path.join(d, 'golden.json'), golden)
+        goldens.dump(os.path.join(d, 'hf_names.json'), dict(goldens.versions(), **hf_names(arch, cfg)))
+        index[fam] = {'arch': arch, 'model_type': model_type, 'status': 'golden',
+                      'first_layer_dense': dense_first,
+                      'cases': {k: 'refused' if 'refused' in v else 'ok'
+                                for k, v in golden['cases'].items()}}
+        print(fam, ' '.join('%s:%s' % (k, v) for k, v in index[fam]['cases'].items()),
+              file=sys.stderr)
+    if not only or 'dense_llama' in only:
+        index['dense_llama'] = {'arch': 'LlamaForCausalLM', 'model_type': 'llama',
+                                'status': 'refusal-only', 'dp4_ep2': dense_refusal()}
+    goldens.dump(index_path, dict(goldens.versions(), families=dict(sorted(index.items()))))
+
+
+if __name__ == '__main__':
+    main()
