@@ -76,24 +76,17 @@ static tpx_tensor t3(float *d, int64_t b, int64_t s, int64_t f) {
   return tpx_tensor_make(d, TPX_DTYPE_F32, 3, sh);
 }
 
+/* One styled module's input / output transition: resolved once into a
+ * tpx_tp_resolved (present, copy, layouts, local shapes, DTensor or not),
+ * then run: two library calls per transition that communicates, one
+ * otherwise. */
 tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
                          int backward, tr_act *x, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
-  const tpx_transition *tr = NULL;
   tpx_transition_side side =
       output ? TPX_TRANSITION_OUTPUT : TPX_TRANSITION_INPUT;
-  if (module < 0 || tpx_sharding_module_entry(tp->sh, module) < 0)
-    return TPX_OK; /* unstyled */
-  tpx_error e = {0};
-  tpx_status st = tpx_tp_transition_get(tp->sh, module, side, 0, &tr, &e);
-  if (st == TPX_NOT_FOUND)
-    return TPX_OK; /* the style has no such side */
-  if (st) {
-    *err = e;
-    return st;
-  }
-  if (!tr)
-    return TPX_OK; /* tp == 1: torch registers no hooks */
+  if (module < 0)
+    return TPX_OK; /* no such module */
   /* an input that arrives as a DTensor (forward: this activation; backward:
    * the forward input this gradient belongs to) */
   const tpx_placement *arrived = NULL;
@@ -101,29 +94,29 @@ tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
     arrived = &x->arrl;
   if (!output && backward && x->in_arr)
     arrived = &x->in_arrl;
-  int64_t shape[3] = {x->b, x->S, x->F}, in_l[3], out_l[3];
-  tpx_placement lin, lout;
-  int copy = 0;
-  st = tpx_tp_transition_layouts_dt(tp->sh, module, side, 0, backward, arrived,
-                                    3, &lin, &lout, &copy, err);
+  int64_t shape[3] = {x->b, x->S, x->F};
+  tpx_tp_resolved rs = TPX_TP_RESOLVED_INIT;
+  tpx_status st =
+      tpx_tp_transition_resolve(tp->sh, module, side, 0, NULL, backward,
+                                arrived, tp->rank, shape, 3, &rs, err);
   if (st)
     return st;
-  if (copy) { /* no collective: keep the buffer, update what it is */
+  if (!rs.present)
+    return TPX_OK; /* unstyled, no such side, or tp == 1: no hooks */
+  int keeps = output && !backward && rs.keeps_dtensor;
+  if (rs.is_copy) { /* no collective: keep the buffer, update what it is */
     if (!output && !backward) {
       x->in_arr = x->arr;
       x->in_arrl = x->arrl;
       x->arr = 0;
     }
-    if (output && !backward && tpx_tp_output_keeps_dtensor(tp->sh, module, 0)) {
+    if (keeps) {
       x->arr = 1;
-      x->arrl = lout;
+      x->arrl = rs.out_layout;
     }
     return TPX_OK;
   }
-  st = tpx_tp_transition_shape_dt(tp->sh, module, side, 0, backward, arrived,
-                                  tp->rank, shape, 3, in_l, out_l, err);
-  if (st)
-    return st;
+  const int64_t *in_l = rs.in_local, *out_l = rs.out_local;
   if (in_l[0] != x->b || in_l[1] != x->s || in_l[2] != x->f)
     return tpx_error_set(err, TPX_INTERNAL,
                          "module %s %s %s: local [%lld,%lld,%lld], transition "
@@ -142,14 +135,13 @@ tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
     y.in_arr = x->arr;
     y.in_arrl = x->arrl;
   }
-  if (output && !backward && tpx_tp_output_keeps_dtensor(tp->sh, module, 0)) {
+  if (keeps) {
     y.arr = 1;
-    y.arrl = lout;
+    y.arrl = rs.out_layout;
   }
   tpx_tensor in = t3(x->d, x->b, x->s, x->f), o = t3(y.d, y.b, y.s, y.f);
   double t0 = tr_now();
-  st = tpx_tp_transition_run_dt(tp->sh, tp->mc, module, side, 0, backward,
-                                arrived, shape, &in, &o, err);
+  st = tpx_tp_transition_run_resolved(tp->sh, tp->mc, &rs, &in, &o, err);
   tp->comm_s += tr_now() - t0;
   if (st)
     return st;

@@ -94,6 +94,101 @@ TPX_API tpx_status tpx_tp_redistribute(const tpx_sharding *sh,
 
 /* ---- module transitions ------------------------------------------------ */
 
+/* ---- one resolved transition --------------------------------------------
+ * The call pair to use: tpx_tp_transition_resolve answers, in one lookup,
+ * everything about one direction of one input / output / keyword input of a
+ * module (whether a hook runs at all, whether it is a copy, the layouts,
+ * this rank's local shapes, whether the output leaves as a DTensor), and
+ * tpx_tp_transition_run_resolved runs it. The sharding is fixed, so a
+ * caller may resolve once per (module, side, index or kwarg, direction,
+ * arrival, logical shape) and keep the struct for every step. The nine
+ * calls below (layouts / shape / run, plain, _dt and kwarg_) are thin
+ * wrappers over the same resolution, kept for compatibility. */
+
+/* One direction of one transition, resolved (plain data; fill with
+ * tpx_tp_transition_resolve). Initialise with TPX_TP_RESOLVED_INIT: it
+ * sets struct_size, which resolve checks (this version's size or more;
+ * fields are only ever appended). */
+typedef struct tpx_tp_resolved {
+  size_t struct_size;
+  /* What was asked. */
+  int64_t module;           /* module index */
+  tpx_transition_side side; /* INPUT or OUTPUT (INPUT for a kwarg) */
+  int index;                /* input / output index (0 for a kwarg) */
+  const char *kwarg;        /* the keyword input, NULL for a positional one
+                               (borrowed from the caller's argument) */
+  int backward;             /* 0 forward (activation), 1 backward (grad) */
+  int arrived_set;          /* 1: `arrived` was given (a DTensor input) */
+  tpx_placement arrived;    /* that layout as given (Replicate when unset) */
+  /* The answer. */
+  int present;       /* 1: torch registers a hook here (styled module whose
+                        style has this input / output / kwarg, tp > 1);
+                        0: nothing runs (no style, the style has no such
+                        input / output / kwarg, or tp == 1): the activation
+                        passes through; run_resolved then copies */
+  int is_copy;       /* 1: no collective runs (same layout in and out; always
+                        1 when !present) */
+  int keeps_dtensor; /* 1: a forward output that leaves as a DTensor (the
+                        style's use_local_output is 0, present): the next
+                        styled module's input sees it in out_layout (its
+                        `arrived`); as tpx_tp_output_keeps_dtensor. 0 for
+                        inputs, kwargs and plain outputs */
+  tpx_placement in_layout;  /* layout over tp of the buffer the run reads
+                               (the forward activation or backward grad);
+                               when !present: `arrived`, or Replicate */
+  tpx_placement out_layout; /* layout of the buffer it writes */
+  int ndim;                 /* the activation's ndim */
+  int64_t shape[TPX_MAX_TENSOR_DIMS];     /* [ndim] logical shape */
+  int64_t rank;                           /* mesh rank of the local shapes */
+  int64_t in_local[TPX_MAX_TENSOR_DIMS];  /* [ndim] local shape of the input
+                                             buffer on `rank` */
+  int64_t out_local[TPX_MAX_TENSOR_DIMS]; /* [ndim] local shape of the output
+                                             buffer on `rank` */
+} tpx_tp_resolved;
+
+#define TPX_TP_RESOLVED_REPLICATE_                                             \
+  { TPX_REPLICATE, 0, TPX_REDUCE_SUM, 1 }
+#define TPX_TP_RESOLVED_INIT                                                   \
+  {                                                                            \
+    sizeof(tpx_tp_resolved), 0, TPX_TRANSITION_INPUT, 0, NULL, 0, 0,           \
+        TPX_TP_RESOLVED_REPLICATE_, 0, 1, 0, TPX_TP_RESOLVED_REPLICATE_,       \
+        TPX_TP_RESOLVED_REPLICATE_, 0, {0}, 0, {0}, {                          \
+      0                                                                        \
+    }                                                                          \
+  }
+
+/* Resolve one direction (`backward`) of input / output `index` of module
+ * `module` (or, when `kwarg` is not NULL, of its prepare_module_input
+ * keyword input `kwarg`: side must then be INPUT; index is ignored) for an
+ * activation of logical `shape[ndim]` on mesh rank `rank`, into *out.
+ * `arrived`: the layout of a DTensor input (see "inputs that arrive as
+ * DTensors" below), NULL to state a plain tensor (as the _dt calls: no
+ * ambiguity check); outputs take NULL only. A module without a style, a
+ * style without such an input / output / kwarg, and tp == 1 are not errors:
+ * out->present = 0. Errors: NULL sh / out, struct_size too small, ndim
+ * outside 0..TPX_MAX_TENSOR_DIMS, shape NULL with ndim > 0, side neither
+ * input nor output, a kwarg with side OUTPUT (TPX_INVALID_ARGUMENT), module
+ * or rank out of range (TPX_OUT_OF_RANGE), `arrived` on an output
+ * (TPX_INVALID_ARGUMENT), a shard dim outside ndim. Local only: no
+ * collective. */
+TPX_API tpx_status tpx_tp_transition_resolve(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side, int index,
+    const char *kwarg, int backward, const tpx_placement *arrived, int64_t rank,
+    const int64_t *shape, int ndim, tpx_tp_resolved *out, tpx_error *err);
+
+/* Run a resolved transition on this rank's buffers: in->shape must be
+ * r->in_local, out->shape r->out_local, out->dtype == in->dtype, and this
+ * rank (of mc's world) must be r->rank (else TPX_INVALID_ARGUMENT naming
+ * the module). Not present or a copy: copies in to out (nothing to do
+ * when they are the same tensor; the caller may skip the call). Otherwise
+ * collective over the tp group as tpx_tp_transition_run. `in` and `out` may
+ * be the same tensor. */
+TPX_API tpx_status tpx_tp_transition_run_resolved(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_resolved *r,
+    const tpx_tensor *in, tpx_tensor *out, tpx_error *err);
+
+/* ---- module transitions: the calls before the resolved pair ------------ */
+
 /* The transition of input / output `index` of styled module `module`
  * (borrowed, valid while sh lives). TPX_NOT_FOUND naming the module when
  * no style applies to it, or when its style has no such input / output

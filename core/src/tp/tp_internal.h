@@ -96,6 +96,39 @@ tpx_status tpx__tp_move(const tpx_sharding *sh, tpx_mesh_comm *mc,
                         tpx_placement to, int copy, const tpx_tensor *in,
                         tpx_tensor *out, const char *ctx, tpx_error *err);
 
+/* Local shape on mesh rank `rank` of an activation of logical shape[ndim]
+ * in `layout` over tp (no argument checks). */
+tpx_status tpx__tp_local_shape(const tpx_sharding *sh, int64_t rank,
+                               tpx_placement layout, const int64_t *shape,
+                               int ndim, int64_t *local, tpx_error *err);
+
+/* ---- tp_kwarg.c ---- */
+/* Keyword input `kwarg` of `module`, one direction: layouts and copy flag
+ * as tpx__tp_resolve (TPX_NOT_FOUND when the module has no style, its
+ * style is not prepare_module_input or lists no layout for kwarg). */
+tpx_status tpx__tp_kwarg_resolve(const tpx_sharding *sh, int64_t module,
+                                 const char *kwarg, int backward,
+                                 const tpx_placement *arrived, int ndim,
+                                 tpx_placement *in, tpx_placement *out,
+                                 int *copy, tpx_error *err);
+
+/* ---- tp_resolved.c ---- */
+/* Fill r's question (module, side, index, kwarg, backward, arrived, ndim)
+ * and answer (present, is_copy, keeps_dtensor, layouts); not the shapes.
+ * strict: a missing style / input / output / kwarg is the old calls'
+ * TPX_NOT_FOUND instead of present = 0. */
+tpx_status tpx__tp_resolve_into(const tpx_sharding *sh, int64_t module,
+                                tpx_transition_side side, int index,
+                                const char *kwarg, int backward,
+                                const tpx_placement *arrived, int ndim,
+                                int strict, tpx_tp_resolved *r, tpx_error *err);
+
+/* Move in -> out as r says, for logical `shape` (checked); messages name
+ * r's module and input / output / kwarg. */
+tpx_status tpx__tp_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                       const tpx_tp_resolved *r, const int64_t *shape,
+                       const tpx_tensor *in, tpx_tensor *out, tpx_error *err);
+
 /* ---- tp_arrival.c ---- */
 /* TPX_OK when the plain (static) description of input `index` of `module`
  * is what torch runs whatever arrives; TPX_INVALID_ARGUMENT naming the

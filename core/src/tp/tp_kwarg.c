@@ -4,7 +4,8 @@
  * plain tensor in its layout, redistribute to the desired one when given
  * and different; a kwarg listed as None, or with no desired layout, passes
  * through). The description is shard/transitions.c (tpx__transition_kwarg);
- * the layouts per direction and the data movement are tp_transition.c's.
+ * the layouts per direction are tp_resolve.c's, the calls here wrappers
+ * over the resolved pair (tp_resolved.c).
  * Not here: positional inputs (tp_transition.c). */
 #include <stdio.h>
 #include <string.h>
@@ -55,11 +56,11 @@ static tpx_status kwarg_tr(const tpx_sharding *sh, int64_t module,
   return TPX_OK;
 }
 
-static tpx_status kwarg_resolve(const tpx_sharding *sh, int64_t module,
-                                const char *kwarg, int backward,
-                                const tpx_placement *arrived, int ndim,
-                                tpx_placement *in, tpx_placement *out,
-                                int *copy, tpx_error *err) {
+tpx_status tpx__tp_kwarg_resolve(const tpx_sharding *sh, int64_t module,
+                                 const char *kwarg, int backward,
+                                 const tpx_placement *arrived, int ndim,
+                                 tpx_placement *in, tpx_placement *out,
+                                 int *copy, tpx_error *err) {
   tpx__transition_rec rec;
   const tpx_transition *tr;
   TPX__TRY(kwarg_tr(sh, module, kwarg, &rec, &tr, err));
@@ -69,6 +70,20 @@ static tpx_status kwarg_resolve(const tpx_sharding *sh, int64_t module,
   return tpx__tp_resolve_tr(sh, module, tr, backward, in, out, copy, err);
 }
 
+/* The kwarg's transition, one direction, as the old calls report it (a
+ * missing style or kwarg is TPX_NOT_FOUND). */
+static tpx_status resolve(const tpx_sharding *sh, int64_t module,
+                          const char *kwarg, int backward,
+                          const tpx_placement *arrived, int ndim,
+                          tpx_tp_resolved *r, tpx_error *err) {
+  if (!sh || !kwarg) /* the message names the kwarg call */
+    return tpx__tp_kwarg_resolve(sh, module, kwarg, backward, arrived, ndim,
+                                 &r->in_layout, &r->out_layout, &r->is_copy,
+                                 err);
+  return tpx__tp_resolve_into(sh, module, TPX_TRANSITION_INPUT, 0, kwarg,
+                              backward, arrived, ndim, 1, r, err);
+}
+
 tpx_status tpx_tp_kwarg_transition_layouts(
     const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
     const tpx_placement *arrived, int ndim, tpx_placement *in_layout,
@@ -76,11 +91,12 @@ tpx_status tpx_tp_kwarg_transition_layouts(
   if (!in_layout || !out_layout)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_kwarg_transition_layouts: NULL argument");
-  int copy;
-  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, ndim, in_layout,
-                         out_layout, &copy, err));
+  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
+  TPX__TRY(resolve(sh, module, kwarg, backward, arrived, ndim, &r, err));
+  *in_layout = r.in_layout;
+  *out_layout = r.out_layout;
   if (is_copy)
-    *is_copy = copy;
+    *is_copy = r.is_copy;
   return TPX_OK;
 }
 
@@ -92,13 +108,13 @@ tpx_status tpx_tp_kwarg_transition_shape(const tpx_sharding *sh, int64_t module,
                                          int64_t *out_local, tpx_error *err) {
   TPX__TRY(tpx__tp_check_shape_args("tpx_tp_kwarg_transition_shape", sh,
                                     out_local, shape, ndim, err));
-  tpx_placement in, out;
-  int copy;
-  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, ndim, &in, &out,
-                         &copy, err));
+  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
+  TPX__TRY(resolve(sh, module, kwarg, backward, arrived, ndim, &r, err));
   if (in_local)
-    TPX__TRY(tpx_tp_local_shape(sh, rank, in, shape, ndim, in_local, err));
-  return tpx_tp_local_shape(sh, rank, out, shape, ndim, out_local, err);
+    TPX__TRY(
+        tpx_tp_local_shape(sh, rank, r.in_layout, shape, ndim, in_local, err));
+  return tpx_tp_local_shape(sh, rank, r.out_layout, shape, ndim, out_local,
+                            err);
 }
 
 tpx_status tpx_tp_kwarg_transition_run(const tpx_sharding *sh,
@@ -114,14 +130,7 @@ tpx_status tpx_tp_kwarg_transition_run(const tpx_sharding *sh,
                          "tpx_tp_kwarg_transition_run: %s is NULL",
                          !in ? "input" : "output");
   TPX__TRY(tpx_tensor_check(in, "input", err));
-  tpx_placement from, to;
-  int copy;
-  TPX__TRY(kwarg_resolve(sh, module, kwarg, backward, arrived, in->ndim, &from,
-                         &to, &copy, err));
-  char ctx[256];
-  snprintf(ctx, sizeof ctx,
-           "tp transition of module '%s' keyword input '%s' (%s)",
-           tpx__tp_module_name(sh, module), kwarg,
-           backward ? "backward" : "forward");
-  return tpx__tp_move(sh, mc, shape, from, to, copy, in, out, ctx, err);
+  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
+  TPX__TRY(resolve(sh, module, kwarg, backward, arrived, in->ndim, &r, err));
+  return tpx__tp_run(sh, mc, &r, shape, in, out, err);
 }

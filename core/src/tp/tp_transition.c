@@ -6,6 +6,8 @@
  * to the pair of gradient layouts and runs that. The data movement is
  * tpx_redistribute with Replicate on every mesh dim but tp.
  *
+ * The _dt calls are wrappers over the resolved pair (tp_resolved.c).
+ *
  * Not here: resolving the layouts (tp_resolve.c), the DTensor-arrival
  * check (tp_arrival.c), the shared helpers (tp_common.c), what the styles
  * are (plan, shard areas), the collectives (comm area), the embedding and
@@ -129,11 +131,13 @@ tpx_status tpx_tp_transition_layouts_dt(const tpx_sharding *sh, int64_t module,
   if (!in_layout || !out_layout)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_tp_transition_layouts: NULL argument");
-  int copy;
-  TPX__TRY(tpx__tp_resolve(sh, module, side, index, backward, arrived, ndim,
-                           in_layout, out_layout, &copy, err));
+  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
+  TPX__TRY(tpx__tp_resolve_into(sh, module, side, index, NULL, backward,
+                                arrived, ndim, 1, &r, err));
+  *in_layout = r.in_layout;
+  *out_layout = r.out_layout;
   if (is_copy)
-    *is_copy = copy;
+    *is_copy = r.is_copy;
   return TPX_OK;
 }
 
@@ -163,13 +167,12 @@ tpx_status tpx_tp_transition_shape_dt(const tpx_sharding *sh, int64_t module,
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
                          "tpx_tp_transition_shape: rank %lld outside 0..%lld",
                          (long long)rank, (long long)tpx__sv_world(sh) - 1);
-  tpx_placement in, out;
-  int copy;
-  TPX__TRY(tpx__tp_resolve(sh, module, side, index, backward, arrived, ndim,
-                           &in, &out, &copy, err));
+  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
+  TPX__TRY(tpx__tp_resolve_into(sh, module, side, index, NULL, backward,
+                                arrived, ndim, 1, &r, err));
   if (in_local)
-    TPX__TRY(local_shape(sh, rank, in, shape, ndim, in_local, err));
-  return local_shape(sh, rank, out, shape, ndim, out_local, err);
+    TPX__TRY(local_shape(sh, rank, r.in_layout, shape, ndim, in_local, err));
+  return local_shape(sh, rank, r.out_layout, shape, ndim, out_local, err);
 }
 
 tpx_status tpx_tp_transition_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
@@ -195,15 +198,10 @@ tpx_status tpx_tp_transition_run_dt(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          "tpx_tp_transition_run: %s is NULL",
                          !in ? "input" : "output");
   TPX__TRY(tpx_tensor_check(in, "input", err));
-  tpx_placement from, to;
-  int copy;
-  TPX__TRY(tpx__tp_resolve(sh, module, side, index, backward, arrived, in->ndim,
-                           &from, &to, &copy, err));
-  char ctx[256];
-  snprintf(ctx, sizeof ctx, "tp transition of module '%s' %s %d (%s)",
-           tpx__tp_module_name(sh, module), tpx__tp_side_name(side), index,
-           backward ? "backward" : "forward");
-  return move(sh, mc, shape, from, to, copy, in, out, ctx, err);
+  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
+  TPX__TRY(tpx__tp_resolve_into(sh, module, side, index, NULL, backward,
+                                arrived, in->ndim, 1, &r, err));
+  return tpx__tp_run(sh, mc, &r, shape, in, out, err);
 }
 
 int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh, int64_t module,
@@ -215,6 +213,12 @@ int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh, int64_t module,
     return 0;
   int64_t e = tpx__sv_module_entry(sh, module);
   return e >= 0 && !tpx__sv_entry_style(sh, e)->use_local_output;
+}
+
+tpx_status tpx__tp_local_shape(const tpx_sharding *sh, int64_t rank,
+                               tpx_placement layout, const int64_t *shape,
+                               int ndim, int64_t *local, tpx_error *err) {
+  return local_shape(sh, rank, layout, shape, ndim, local, err);
 }
 
 tpx_status tpx__tp_move(const tpx_sharding *sh, tpx_mesh_comm *mc,
