@@ -49,7 +49,8 @@ const char *tpx__hf_prefix_for_arch(const char *arch) {
   return "model";
 }
 
-/* model_type -> the config class whose base_model_tp_plan is bundled. */
+/* model_type -> the config class whose hand-kept base_model_tp_plan
+ * (hf_tp_plans/) is bundled. */
 static const struct {
   const char *model_type;
   const char *config_class;
@@ -69,11 +70,13 @@ static const struct {
     {"deepseek_v4", "DeepseekV4Config"},
 };
 
+/* The hand-kept map first (its tables predate the generated ones and keep
+ * their results), then transformers 5.25's own (tp_plans.json). */
 static const char *bundled_class(const char *model_type) {
   for (size_t i = 0; model_type && i < sizeof bundled / sizeof bundled[0]; i++)
     if (strcmp(bundled[i].model_type, model_type) == 0)
       return bundled[i].config_class;
-  return NULL;
+  return tpx__hf_model_type_class(model_type);
 }
 
 static int ends_with(const char *s, const char *suffix) {

@@ -666,8 +666,11 @@ START_TEST(nemotron_flash_lm_head) {
   ck_assert_int_lt(tpx_plan_find(tpx_selection_plan(f.sel), "lm_head"), 0);
   teardown(&f);
   setup_reg(&f, LLAMA_PLUGIN);
-  f.model = model_from_json("{\"architectures\": [\"Y\"], \"model_type\": "
-                            "\"nemotron\"}");
+  /* (a head class: transformers' NemotronConfig plan, bundled, gets the
+   * class plan's lm_head colwise_gather_output, so the default plan is
+   * chosen, as upstream chooses it) */
+  f.model = model_from_json("{\"architectures\": [\"NemotronForCausalLM\"], "
+                            "\"model_type\": \"nemotron\"}");
   select_ok(&f, 1, 0, NULL, NULL);
   ck_assert_int_ge(tpx_plan_find(tpx_selection_plan(f.sel), "lm_head"), 0);
   teardown(&f);
