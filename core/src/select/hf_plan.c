@@ -94,22 +94,6 @@ static json_t *config_object(json_t *root, const char *path) {
   return v && json_is_object(v) && json_object_size(v) ? v : NULL;
 }
 
-/* The bundled tables' names (LlamaConfig, ...,
- * <DiffusersClass>._tp_plan), comma-separated into buf (cut
- * short when it does not fit), read from the tables themselves so the
- * message never falls behind them. */
-static void bundled_tables(char *buf, size_t size) {
-  size_t used = 0;
-  buf[0] = '\0';
-  for (size_t i = 0; i < tpx__num_hf_tables && used + 1 < size; i++) {
-    int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
-                     tpx__hf_tables[i].config_class);
-    if (n < 0)
-      break;
-    used += (size_t)n < size - used ? (size_t)n : size - used - 1;
-  }
-}
-
 /* The model class's own _tp_plan when one is bundled (Diffusers classes,
  * "<Class>._tp_plan"): its keys start at the model's root. The
  * `<prefix>.embed_tokens: rowwise_rep` the HF step adds matches nothing in
@@ -124,13 +108,13 @@ static tpx_status class_plan(const tpx_model *model, const char *bare,
   snprintf(name, sizeof name, "%s._tp_plan", bare);
   const tpx__hf_table *t = tpx__hf_table_find(name);
   if (!t) {
-    char names[1024];
-    bundled_tables(names, sizeof names);
-    return tpx_error_set(err, TPX_NOT_FOUND,
-                         "the config has no base_model_tp_plan or tp_plan, "
-                         "model_type '%s' has no bundled Hugging Face plan "
-                         "and class '%s' no bundled _tp_plan (bundled: %s)",
-                         mt ? mt : "(none)", bare[0] ? bare : "(none)", names);
+    return tpx_error_set(
+        err, TPX_NOT_FOUND,
+        "the config has no base_model_tp_plan or tp_plan, model_type '%s' "
+        "has no bundled Hugging Face plan and class '%s' no bundled _tp_plan "
+        "(%zu tables bundled: every base_model_tp_plan of transformers 5.25 "
+        "and the Diffusers classes' _tp_plan; docs/MODEL_TYPES.md)",
+        mt ? mt : "(none)", bare[0] ? bare : "(none)", tpx__num_hf_tables);
   }
   tpx_status s = tpx__plan_from_hf_mode(t->json, strlen(t->json), NULL, 0,
                                         prefix, mode, out, diags, err);
