@@ -182,12 +182,13 @@ static tpx_status translate_all(json_t *combined, tpx__hf_mode mode,
                            k);
     const char *hs = json_string_value(v);
     tpx_style style;
-    int skip = 0;
+    int skip = 0, by_transformers = 0;
     if (is_lm_head_key(k) && strcmp(hs, "colwise_rep") == 0) {
       style = tpx_style_default(TPX_STYLE_COLWISE);
       style.use_local_output = 0;
     } else if (mode == TPX__HF_TRANSFORMERS &&
                transformers_style(hs, &style, &skip)) {
+      by_transformers = 1;
       if (diags && !skip)
         tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-translated", k, NULL,
                      "plan key '%s': Hugging Face style '%s' is applied as "
@@ -207,7 +208,12 @@ static tpx_status translate_all(json_t *combined, tpx__hf_mode mode,
                              k, hs, why_untranslated(hs));
     }
     if (skip) {
-      if (diags)
+      if (diags && by_transformers)
+        tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-skipped", k, NULL,
+                     "plan key '%s': transformers style '%s' is dropped: "
+                     "transformers places no parameter with it",
+                     k, hs);
+      else if (diags)
         tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-skipped", k, NULL,
                      "plan key '%s': Hugging Face style '%s' is dropped "
                      "(the module stays replicated), as Automodel does",

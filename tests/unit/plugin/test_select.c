@@ -698,6 +698,9 @@ START_TEST(hf_transformers_more_styles) {
       tpx_plan_find(tpx_selection_plan(f.sel), "model.layers.*.self_attn"), 0);
   ck_assert(has_diag(&f, "hf-style-translated", TPX_DIAG_INFO,
                      "'embedding_colwise'"));
+  ck_assert(has_diag(&f, "hf-style-skipped", TPX_DIAG_INFO,
+                     "'local_params' is dropped: transformers places no "
+                     "parameter"));
   teardown(&f);
 
   static const struct {
