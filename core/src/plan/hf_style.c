@@ -67,8 +67,11 @@ tpx_status tpx_plan_translate_hf_style(const char *key, const char *hf_style,
  * tensor_parallel.py applies them: *skip for the styles that hold no
  * parameter of their own; 0 when `hf_style` is none of them. */
 static int transformers_style(const char *hf_style, tpx_style *out, int *skip) {
+  /* local_params: the owner's forward runs on local tensors; the
+   * parameters are placed by their own entries, so this entry places
+   * nothing */
   static const char *const dropped[] = {"gather", "local", "replicate",
-                                        "all_reduce"};
+                                        "all_reduce", "local_params"};
   for (size_t i = 0; i < sizeof dropped / sizeof dropped[0]; i++)
     if (strcmp(hf_style, dropped[i]) == 0) {
       *skip = 1;
@@ -84,6 +87,12 @@ static int transformers_style(const char *hf_style, tpx_style *out, int *skip) {
   } else if (strcmp(hf_style, "colwise_gather_output") == 0) {
     *out = tpx_style_default(TPX_STYLE_COLWISE);
     out->output_layouts.items[0] = tpx_placement_replicate();
+  } else if (strcmp(hf_style, "embedding_colwise") == 0) {
+    /* EmbeddingParallel(shard_dim=1): the table sharded on the hidden dim
+     * (a colwise style on an Embedding places shard(1)), replicated ids,
+     * the output's hidden slices gathered to Replicate */
+    *out = tpx_style_default(TPX_STYLE_COLWISE);
+    out->output_layouts.items[0] = tpx_placement_replicate();
   } else if (strcmp(hf_style, "local_colwise") == 0) {
     *out = tpx_style_default(TPX_STYLE_COLWISE); /* the same slices */
   } else if (strcmp(hf_style, "local_rowwise") == 0) {
@@ -92,6 +101,32 @@ static int transformers_style(const char *hf_style, tpx_style *out, int *skip) {
     return 0;
   }
   return 1;
+}
+
+/* Why a transformers 5.25 style string has no tpx translation (what
+ * transformers' tensor_parallel.py does that tpx's styles cannot say). */
+static const char *why_untranslated(const char *hf_style) {
+  if (strncmp(hf_style, "packed_", 7) == 0 ||
+      strcmp(hf_style, "local_packed_rowwise") == 0)
+    return "it places the fused gate|up weight as _StridedShard(split_factor "
+           "2), each rank holding its chunk of both halves; a tpx style "
+           "places only shard(d) on tp";
+  if (strcmp(hf_style, "moe_tp_experts") == 0 ||
+      strcmp(hf_style, "grouped_gemm") == 0 ||
+      strncmp(hf_style, "megamoe_", 8) == 0 ||
+      strcmp(hf_style, "moe_identity_expert") == 0)
+    return "fused 3-D expert parameters and their routed forward are not "
+           "planned by tpx's styles, which shard nn.Linear / nn.Embedding "
+           "weights";
+  if (strcmp(hf_style, "mla_kv_a_proj") == 0)
+    return "it keeps the weight replicated but all-reduces the gradient of "
+           "the rope slice of its output only; replicated_with_grad_allreduce "
+           "would sum the whole gradient";
+  if (strncmp(hf_style, "unit_", 5) == 0)
+    return "it shards whole heads over a 2-D unit mesh, replicating heads "
+           "when they are fewer than tp ranks; a tpx style places one "
+           "shard(d) on tp";
+  return "not one of transformers 5.25's styles tpx knows";
 }
 
 static tpx_status load_object(const char *text, size_t len, const char *what,
@@ -147,12 +182,13 @@ static tpx_status translate_all(json_t *combined, tpx__hf_mode mode,
                            k);
     const char *hs = json_string_value(v);
     tpx_style style;
-    int skip = 0;
+    int skip = 0, by_transformers = 0;
     if (is_lm_head_key(k) && strcmp(hs, "colwise_rep") == 0) {
       style = tpx_style_default(TPX_STYLE_COLWISE);
       style.use_local_output = 0;
     } else if (mode == TPX__HF_TRANSFORMERS &&
                transformers_style(hs, &style, &skip)) {
+      by_transformers = 1;
       if (diags && !skip)
         tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-translated", k, NULL,
                      "plan key '%s': Hugging Face style '%s' is applied as "
@@ -160,20 +196,24 @@ static tpx_status translate_all(json_t *combined, tpx__hf_mode mode,
                      "translate it and would fall back to its default plan)",
                      k, hs);
     } else {
-      tpx_status st = tpx_plan_translate_hf_style(k, hs, &style, &skip, err);
-      if (st == TPX_UNSUPPORTED && mode == TPX__HF_TRANSFORMERS)
-        return tpx_error_set(
-            err, st,
-            "plan key '%s': transformers style '%s' has no tpx translation "
-            "(packed_* styles give each rank its chunk of both halves of a "
-            "fused weight, which no torch.chunk placement describes; MoE and "
-            "inference styles are not planned); provide a custom plan",
-            k, hs);
-      if (st != TPX_OK)
-        return st;
+      tpx_error why = {0}; /* the first error set wins: keep it local */
+      tpx_status st = tpx_plan_translate_hf_style(k, hs, &style, &skip, &why);
+      if (st != TPX_OK &&
+          (st != TPX_UNSUPPORTED || mode != TPX__HF_TRANSFORMERS))
+        return tpx_error_set(err, st, "%s", why.message);
+      if (st == TPX_UNSUPPORTED)
+        return tpx_error_set(err, st,
+                             "plan key '%s': transformers style '%s' has no "
+                             "tpx translation (%s); provide a custom plan",
+                             k, hs, why_untranslated(hs));
     }
     if (skip) {
-      if (diags)
+      if (diags && by_transformers)
+        tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-skipped", k, NULL,
+                     "plan key '%s': transformers style '%s' is dropped: "
+                     "transformers places no parameter with it",
+                     k, hs);
+      else if (diags)
         tpx_diag_add(diags, TPX_DIAG_INFO, "hf-style-skipped", k, NULL,
                      "plan key '%s': Hugging Face style '%s' is dropped "
                      "(the module stays replicated), as Automodel does",

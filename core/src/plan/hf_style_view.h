@@ -19,9 +19,11 @@ typedef enum tpx__hf_mode {
    * transformers writes is refused (TPX_UNSUPPORTED) */
   TPX__HF_AUTOMODEL = 0,
   /* besides those, transformers' own styles: embedding_rowwise,
-   * colwise_gather_output, rowwise_split_input, local_colwise,
-   * local_rowwise; gather, local, replicate and all_reduce hold no
-   * parameters of their own and are dropped (`tpx plan --plan hf`) */
+   * embedding_colwise, colwise_gather_output, rowwise_split_input,
+   * local_colwise, local_rowwise; gather, local, replicate, all_reduce and
+   * local_params place no parameters of their own and are dropped
+   * (`tpx plan --plan hf`); packed_*, MoE, unit_* and mla_kv_a_proj are
+   * refused, the reason named */
   TPX__HF_TRANSFORMERS = 1,
 } tpx__hf_mode;
 

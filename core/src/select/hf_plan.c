@@ -49,7 +49,8 @@ const char *tpx__hf_prefix_for_arch(const char *arch) {
   return "model";
 }
 
-/* model_type -> the config class whose base_model_tp_plan is bundled. */
+/* model_type -> the config class whose hand-kept base_model_tp_plan
+ * (hf_tp_plans/) is bundled. */
 static const struct {
   const char *model_type;
   const char *config_class;
@@ -69,11 +70,13 @@ static const struct {
     {"deepseek_v4", "DeepseekV4Config"},
 };
 
+/* The hand-kept map first (its tables predate the generated ones and keep
+ * their results), then transformers 5.25's own (tp_plans.json). */
 static const char *bundled_class(const char *model_type) {
   for (size_t i = 0; model_type && i < sizeof bundled / sizeof bundled[0]; i++)
     if (strcmp(bundled[i].model_type, model_type) == 0)
       return bundled[i].config_class;
-  return NULL;
+  return tpx__hf_model_type_class(model_type);
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -91,22 +94,6 @@ static json_t *config_object(json_t *root, const char *path) {
   return v && json_is_object(v) && json_object_size(v) ? v : NULL;
 }
 
-/* The bundled tables' names (LlamaConfig, ...,
- * <DiffusersClass>._tp_plan), comma-separated into buf (cut
- * short when it does not fit), read from the tables themselves so the
- * message never falls behind them. */
-static void bundled_tables(char *buf, size_t size) {
-  size_t used = 0;
-  buf[0] = '\0';
-  for (size_t i = 0; i < tpx__num_hf_tables && used + 1 < size; i++) {
-    int n = snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
-                     tpx__hf_tables[i].config_class);
-    if (n < 0)
-      break;
-    used += (size_t)n < size - used ? (size_t)n : size - used - 1;
-  }
-}
-
 /* The model class's own _tp_plan when one is bundled (Diffusers classes,
  * "<Class>._tp_plan"): its keys start at the model's root. The
  * `<prefix>.embed_tokens: rowwise_rep` the HF step adds matches nothing in
@@ -121,13 +108,13 @@ static tpx_status class_plan(const tpx_model *model, const char *bare,
   snprintf(name, sizeof name, "%s._tp_plan", bare);
   const tpx__hf_table *t = tpx__hf_table_find(name);
   if (!t) {
-    char names[1024];
-    bundled_tables(names, sizeof names);
-    return tpx_error_set(err, TPX_NOT_FOUND,
-                         "the config has no base_model_tp_plan or tp_plan, "
-                         "model_type '%s' has no bundled Hugging Face plan "
-                         "and class '%s' no bundled _tp_plan (bundled: %s)",
-                         mt ? mt : "(none)", bare[0] ? bare : "(none)", names);
+    return tpx_error_set(
+        err, TPX_NOT_FOUND,
+        "the config has no base_model_tp_plan or tp_plan, model_type '%s' "
+        "has no bundled Hugging Face plan and class '%s' no bundled _tp_plan "
+        "(%zu tables bundled: every base_model_tp_plan of transformers 5.25 "
+        "and the Diffusers classes' _tp_plan; docs/MODEL_TYPES.md)",
+        mt ? mt : "(none)", bare[0] ? bare : "(none)", tpx__num_hf_tables);
   }
   tpx_status s = tpx__plan_from_hf_mode(t->json, strlen(t->json), NULL, 0,
                                         prefix, mode, out, diags, err);

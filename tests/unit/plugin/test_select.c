@@ -666,11 +666,74 @@ START_TEST(nemotron_flash_lm_head) {
   ck_assert_int_lt(tpx_plan_find(tpx_selection_plan(f.sel), "lm_head"), 0);
   teardown(&f);
   setup_reg(&f, LLAMA_PLUGIN);
-  f.model = model_from_json("{\"architectures\": [\"Y\"], \"model_type\": "
-                            "\"nemotron\"}");
+  /* (a head class: transformers' NemotronConfig plan, bundled, gets the
+   * class plan's lm_head colwise_gather_output, so the default plan is
+   * chosen, as upstream chooses it) */
+  f.model = model_from_json("{\"architectures\": [\"NemotronForCausalLM\"], "
+                            "\"model_type\": \"nemotron\"}");
   select_ok(&f, 1, 0, NULL, NULL);
   ck_assert_int_ge(tpx_plan_find(tpx_selection_plan(f.sel), "lm_head"), 0);
   teardown(&f);
+}
+END_TEST
+
+/* Issue 26: `--plan hf` translates embedding_colwise (EmbeddingParallel
+ * with shard_dim 1: the table's hidden dim sharded, the output gathered)
+ * and drops local_params (the parameters are placed by their own entries);
+ * the styles tpx cannot place exactly are refused naming key, style and
+ * why. */
+START_TEST(hf_transformers_more_styles) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json(
+      "{\"architectures\": [\"FooModel\"], \"model_type\": \"foo\", "
+      "\"base_model_tp_plan\": {\"layers.*.ple\": \"embedding_colwise\", "
+      "\"layers.*.self_attn\": \"local_params\", \"layers.*.o\": "
+      "\"rowwise\"}}");
+  select_ok(&f, 2, 0, NULL, "hf");
+  tpx_plan_entry ple = entry(&f, "model.layers.*.ple");
+  ck_assert_int_eq(ple.style.kind, TPX_STYLE_COLWISE);
+  ck_assert_int_eq(ple.style.output_layouts.items[0].kind, TPX_REPLICATE);
+  ck_assert_int_lt(
+      tpx_plan_find(tpx_selection_plan(f.sel), "model.layers.*.self_attn"), 0);
+  ck_assert(has_diag(&f, "hf-style-translated", TPX_DIAG_INFO,
+                     "'embedding_colwise'"));
+  ck_assert(has_diag(&f, "hf-style-skipped", TPX_DIAG_INFO,
+                     "'local_params' is dropped: transformers places no "
+                     "parameter"));
+  teardown(&f);
+
+  static const struct {
+    const char *style, *why;
+  } refused[] = {
+      {"packed_colwise", "_StridedShard(split_factor 2)"},
+      {"packed_rowwise", "each rank holding its chunk of both halves"},
+      {"moe_tp_experts", "fused 3-D expert parameters"},
+      {"grouped_gemm", "fused 3-D expert parameters"},
+      {"mla_kv_a_proj", "the rope slice"},
+      {"unit_colwise", "2-D unit mesh"},
+  };
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    char cfg[256], want[128];
+    snprintf(cfg, sizeof cfg,
+             "{\"architectures\": [\"FooModel\"], \"model_type\": "
+             "\"foo\", \"base_model_tp_plan\": {\"layers.*.x\": \"%s\"}}",
+             refused[i].style);
+    setup_reg(&f, NULL);
+    f.model = model_from_json(cfg);
+    tpx_select_options o = TPX_SELECT_OPTIONS_INIT;
+    o.tp_size = 2;
+    o.plan_name = "hf";
+    tpx_error e = {0};
+    ck_assert_int_eq(tpx_select_plan(f.reg, f.model, &o, &f.sel, f.diags, &e),
+                     TPX_UNSUPPORTED);
+    snprintf(want, sizeof want,
+             "plan key 'model.layers.*.x': transformers style '%s'",
+             refused[i].style);
+    ck_assert_msg(strstr(e.message, want), "%s", e.message);
+    ck_assert_msg(strstr(e.message, refused[i].why), "%s", e.message);
+    teardown(&f);
+  }
 }
 END_TEST
 
@@ -840,6 +903,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, default_base_plan, 0, 2);
   tcase_add_loop_test(tc, nemotron_flash_lm_head, 0, 2);
   tcase_add_loop_test(tc, diffusers_class_plans, 0, 4);
+  tcase_add_test(tc, hf_transformers_more_styles);
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, selection_tp_must_match_mesh);
   tcase_add_test(tc, nemotron_h_skips_validate_tp_mesh);
