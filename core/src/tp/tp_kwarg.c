@@ -4,8 +4,8 @@
  * plain tensor in its layout, redistribute to the desired one when given
  * and different; a kwarg listed as None, or with no desired layout, passes
  * through). The description is shard/transitions.c (tpx__transition_kwarg);
- * the layouts per direction are tp_resolve.c's, the calls here wrappers
- * over the resolved pair (tp_resolved.c).
+ * the layouts per direction are tp_resolve.c's; the public kwarg_ calls
+ * are wrappers over the resolved pair (tp_calls.c).
  * Not here: positional inputs (tp_transition.c). */
 #include <stdio.h>
 #include <string.h>
@@ -68,69 +68,4 @@ tpx_status tpx__tp_kwarg_resolve(const tpx_sharding *sh, int64_t module,
     return tpx__tp_resolve_dt_tr(sh, module, tr, backward, arrived, ndim, in,
                                  out, copy, err);
   return tpx__tp_resolve_tr(sh, module, tr, backward, in, out, copy, err);
-}
-
-/* The kwarg's transition, one direction, as the old calls report it (a
- * missing style or kwarg is TPX_NOT_FOUND). */
-static tpx_status resolve(const tpx_sharding *sh, int64_t module,
-                          const char *kwarg, int backward,
-                          const tpx_placement *arrived, int ndim,
-                          tpx_tp_resolved *r, tpx_error *err) {
-  if (!sh || !kwarg) /* the message names the kwarg call */
-    return tpx__tp_kwarg_resolve(sh, module, kwarg, backward, arrived, ndim,
-                                 &r->in_layout, &r->out_layout, &r->is_copy,
-                                 err);
-  return tpx__tp_resolve_into(sh, module, TPX_TRANSITION_INPUT, 0, kwarg,
-                              backward, arrived, ndim, 1, r, err);
-}
-
-tpx_status tpx_tp_kwarg_transition_layouts(
-    const tpx_sharding *sh, int64_t module, const char *kwarg, int backward,
-    const tpx_placement *arrived, int ndim, tpx_placement *in_layout,
-    tpx_placement *out_layout, int *is_copy, tpx_error *err) {
-  if (!in_layout || !out_layout)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_tp_kwarg_transition_layouts: NULL argument");
-  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
-  TPX__TRY(resolve(sh, module, kwarg, backward, arrived, ndim, &r, err));
-  *in_layout = r.in_layout;
-  *out_layout = r.out_layout;
-  if (is_copy)
-    *is_copy = r.is_copy;
-  return TPX_OK;
-}
-
-tpx_status tpx_tp_kwarg_transition_shape(const tpx_sharding *sh, int64_t module,
-                                         const char *kwarg, int backward,
-                                         const tpx_placement *arrived,
-                                         int64_t rank, const int64_t *shape,
-                                         int ndim, int64_t *in_local,
-                                         int64_t *out_local, tpx_error *err) {
-  TPX__TRY(tpx__tp_check_shape_args("tpx_tp_kwarg_transition_shape", sh,
-                                    out_local, shape, ndim, err));
-  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
-  TPX__TRY(resolve(sh, module, kwarg, backward, arrived, ndim, &r, err));
-  if (in_local)
-    TPX__TRY(
-        tpx_tp_local_shape(sh, rank, r.in_layout, shape, ndim, in_local, err));
-  return tpx_tp_local_shape(sh, rank, r.out_layout, shape, ndim, out_local,
-                            err);
-}
-
-tpx_status tpx_tp_kwarg_transition_run(const tpx_sharding *sh,
-                                       tpx_mesh_comm *mc, int64_t module,
-                                       const char *kwarg, int backward,
-                                       const tpx_placement *arrived,
-                                       const int64_t *shape,
-                                       const tpx_tensor *in, tpx_tensor *out,
-                                       tpx_error *err) {
-  TPX__TRY(tpx__tp_check_comm(sh, mc, "tpx_tp_kwarg_transition_run", err));
-  if (!in || !out)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_tp_kwarg_transition_run: %s is NULL",
-                         !in ? "input" : "output");
-  TPX__TRY(tpx_tensor_check(in, "input", err));
-  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
-  TPX__TRY(resolve(sh, module, kwarg, backward, arrived, in->ndim, &r, err));
-  return tpx__tp_run(sh, mc, &r, shape, in, out, err);
 }

@@ -6,7 +6,8 @@
  * to the pair of gradient layouts and runs that. The data movement is
  * tpx_redistribute with Replicate on every mesh dim but tp.
  *
- * The _dt calls are wrappers over the resolved pair (tp_resolved.c).
+ * The positional _dt calls and their plain forms are wrappers over the
+ * resolved pair (tp_calls.c).
  *
  * Not here: resolving the layouts (tp_resolve.c), the DTensor-arrival
  * check (tp_arrival.c), the shared helpers (tp_common.c), what the styles
@@ -108,100 +109,6 @@ tpx_status tpx_tp_redistribute(const tpx_sharding *sh, tpx_mesh_comm *mc,
   if (copy)
     from = to = tpx_placement_replicate();
   return move(sh, mc, shape, from, to, copy, in, out, w, err);
-}
-
-tpx_status tpx_tp_transition_layouts(const tpx_sharding *sh, int64_t module,
-                                     tpx_transition_side side, int index,
-                                     int backward, tpx_placement *in_layout,
-                                     tpx_placement *out_layout, int *is_copy,
-                                     tpx_error *err) {
-  TPX__TRY(tpx__tp_check_plain(sh, module, side, index, 0,
-                               "tpx_tp_transition_layouts", err));
-  return tpx_tp_transition_layouts_dt(sh, module, side, index, backward, NULL,
-                                      0, in_layout, out_layout, is_copy, err);
-}
-
-tpx_status tpx_tp_transition_layouts_dt(const tpx_sharding *sh, int64_t module,
-                                        tpx_transition_side side, int index,
-                                        int backward,
-                                        const tpx_placement *arrived, int ndim,
-                                        tpx_placement *in_layout,
-                                        tpx_placement *out_layout, int *is_copy,
-                                        tpx_error *err) {
-  if (!in_layout || !out_layout)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_tp_transition_layouts: NULL argument");
-  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
-  TPX__TRY(tpx__tp_resolve_into(sh, module, side, index, NULL, backward,
-                                arrived, ndim, 1, &r, err));
-  *in_layout = r.in_layout;
-  *out_layout = r.out_layout;
-  if (is_copy)
-    *is_copy = r.is_copy;
-  return TPX_OK;
-}
-
-tpx_status tpx_tp_transition_shape(const tpx_sharding *sh, int64_t module,
-                                   tpx_transition_side side, int index,
-                                   int backward, int64_t rank,
-                                   const int64_t *shape, int ndim,
-                                   int64_t *in_local, int64_t *out_local,
-                                   tpx_error *err) {
-  TPX__TRY(tpx__tp_check_plain(sh, module, side, index, ndim,
-                               "tpx_tp_transition_shape", err));
-  return tpx_tp_transition_shape_dt(sh, module, side, index, backward, NULL,
-                                    rank, shape, ndim, in_local, out_local,
-                                    err);
-}
-
-tpx_status tpx_tp_transition_shape_dt(const tpx_sharding *sh, int64_t module,
-                                      tpx_transition_side side, int index,
-                                      int backward,
-                                      const tpx_placement *arrived,
-                                      int64_t rank, const int64_t *shape,
-                                      int ndim, int64_t *in_local,
-                                      int64_t *out_local, tpx_error *err) {
-  TPX__TRY(tpx__tp_check_shape_args("tpx_tp_transition_shape", sh, out_local,
-                                    shape, ndim, err));
-  if (rank < 0 || rank >= tpx__sv_world(sh))
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tpx_tp_transition_shape: rank %lld outside 0..%lld",
-                         (long long)rank, (long long)tpx__sv_world(sh) - 1);
-  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
-  TPX__TRY(tpx__tp_resolve_into(sh, module, side, index, NULL, backward,
-                                arrived, ndim, 1, &r, err));
-  if (in_local)
-    TPX__TRY(local_shape(sh, rank, r.in_layout, shape, ndim, in_local, err));
-  return local_shape(sh, rank, r.out_layout, shape, ndim, out_local, err);
-}
-
-tpx_status tpx_tp_transition_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                                 int64_t module, tpx_transition_side side,
-                                 int index, int backward, const int64_t *shape,
-                                 const tpx_tensor *in, tpx_tensor *out,
-                                 tpx_error *err) {
-  TPX__TRY(tpx__tp_check_plain(sh, module, side, index, in ? in->ndim : 0,
-                               "tpx_tp_transition_run", err));
-  return tpx_tp_transition_run_dt(sh, mc, module, side, index, backward, NULL,
-                                  shape, in, out, err);
-}
-
-tpx_status tpx_tp_transition_run_dt(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                                    int64_t module, tpx_transition_side side,
-                                    int index, int backward,
-                                    const tpx_placement *arrived,
-                                    const int64_t *shape, const tpx_tensor *in,
-                                    tpx_tensor *out, tpx_error *err) {
-  TPX__TRY(tpx__tp_check_comm(sh, mc, "tpx_tp_transition_run", err));
-  if (!in || !out)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_tp_transition_run: %s is NULL",
-                         !in ? "input" : "output");
-  TPX__TRY(tpx_tensor_check(in, "input", err));
-  tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
-  TPX__TRY(tpx__tp_resolve_into(sh, module, side, index, NULL, backward,
-                                arrived, in->ndim, 1, &r, err));
-  return tpx__tp_run(sh, mc, &r, shape, in, out, err);
 }
 
 int tpx_tp_output_keeps_dtensor(const tpx_sharding *sh, int64_t module,
