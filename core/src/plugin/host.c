@@ -801,6 +801,7 @@ static const tpx_plugin_host host_table = {
     host_fsdp_add_unit,
     host_fp32_add,
     host_strategy_set,
+    NULL, /* skeleton_add_source: not served yet (sdk/include/tpx/plugin.h) */
 };
 
 const tpx_plugin_host *tpx__plugin_host_table(void) { return &host_table; }

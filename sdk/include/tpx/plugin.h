@@ -238,6 +238,24 @@ typedef struct tpx_plugin_host {
    *   activation_checkpointing  e.g. "whole block: each blocks[i]"
    *   sequence_parallel, tp_shard_plan, validate_tp_mesh, fsdp, ... */
   int (*strategy_set)(tpx_plugin_ctx *ctx, const char *key, const char *value);
+
+  /* ---- stored sources of a parameter (tpx_plugin_get_skeleton) ----
+   * Added after strategy_set (ABI 1.0, additive): use it only when
+   * host->struct_size > offsetof(tpx_plugin_host, skeleton_add_source) and
+   * the pointer is not NULL. Declares that parameter `param_fqn` (already
+   * added) is stored in the checkpoint, in part, as tensor `source_name`:
+   * the source fills the box start[0..ndim) + len[0..ndim) of the parameter
+   * (ndim = the parameter's ndim). With transpose 0 the source's shape is the
+   * box's lengths without leading length-1 dims; with transpose 1 it is
+   * that shape with its last two dims swapped (the box holds source^T, as
+   * NeMo Automodel's grouped experts hold gate_proj.weight^T). Sources of
+   * one parameter are declared in a run, must not overlap and must cover
+   * the parameter whole. `tpx shard` reads a rank's slice from them and
+   * `tpx merge` writes them back, byte for byte. */
+  int (*skeleton_add_source)(tpx_plugin_ctx *ctx, const char *param_fqn,
+                             const char *source_name, const int64_t *start,
+                             const int64_t *len, int32_t ndim,
+                             int32_t transpose);
 } tpx_plugin_host;
 
 /* What the plugin tells the host at registration. The host zero-fills it and
@@ -291,6 +309,19 @@ typedef struct tpx_plugin_info {
    *       sync). When the serving plugin's own plan is selected, the host
    *       reports them in one info line instead of partial-grad-replicated
    *       warnings (tpx_selection_tp_grad_sync).
+   *   moe_custom=<architecture>
+   *       upstream serves <architecture> with NeMo Automodel's own MoE
+   *       implementation and its MoE parallelizer (expert parallelism):
+   *       `ep` > 1 is accepted for it and for no other architecture, and
+   *       tp > 1 is refused with upstream's messages unless this plugin
+   *       gives a plan for <architecture>.
+   *   expert_param=<architecture>:<pattern>
+   *       parameters of <architecture> matching <pattern> (dotted FQN
+   *       pattern, per-atom fnmatch) are routed-expert parameters, dim 0
+   *       the expert dim: with ep > 1 they live on the MoE mesh
+   *       (ep_shard, ep), Shard(0) over ep and Shard(1) over ep_shard, and
+   *       their module is an FSDP unit of its own over ep_shard (none when
+   *       ep_shard is 1); with ep 1 they stay on the main mesh.
    * An unknown key is ignored (newer plugin, older host). */
   const char *const *traits;
 } tpx_plugin_info;
