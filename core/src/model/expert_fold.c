@@ -331,6 +331,19 @@ const char *tpx__expert_fold_note(const tpx_model *model) {
   return NULL;
 }
 
+const char *tpx__fold_sources_note(const tpx_model *model) {
+  for (size_t i = 0; model && i < model->num_fold_srcs; i++)
+    if (model->fold_srcs[i].transpose)
+      return "some parameters are stored in the checkpoint as several "
+             "tensors, transposed (declared by the family plugin's "
+             "skeleton; e.g. grouped experts [E, H, 2I] from per-expert "
+             "[I, H] tensors: a tensor's box in the parameter holds it with "
+             "its last two dims swapped): `tpx shard` reads each rank's "
+             "slice from them and transposes it, `tpx merge` writes them "
+             "back as they were, byte for byte";
+  return NULL;
+}
+
 int64_t tpx__expert_fold_num_sources(const tpx_model *model, int64_t param,
                                      int scheme) {
   if (model == NULL || param < 0 || (size_t)param >= model->num_params)

@@ -46,6 +46,10 @@ void tpx__expert_fold_free(tpx__expert_fold *f);
  * fused expert parameter. */
 const char *tpx__expert_fold_note(const tpx_model *model);
 
+/* The same for parameters whose recorded sources are stored transposed
+ * (tpx_model_add_param_source); NULL when none is. */
+const char *tpx__fold_sources_note(const tpx_model *model);
+
 /* Naming schemes of per-expert checkpoint tensors. */
 enum {
   TPX__EXPERT_NAMES_HF = 1,

@@ -109,12 +109,13 @@ static tpx_status direct_skeleton(const tpx__plugin *p, tpx__call *c,
   s = call_result(p, TPX_PLUGIN_SKELETON_SYMBOL, rc, &ctx, NULL, err);
   tpx_error cerr = {0};
   if (s == TPX_OK &&
-      (s = tpx_model_check_param_sources(ctx.skeleton, &cerr)) != TPX_OK)
-    tpx_error_set(err, TPX_PLUGIN,
-                  "plugin '%s' (%s): %s declared stored sources "
-                  "(host->skeleton_add_source) that do not tile their "
-                  "parameter: %s",
-                  p->name, p->path, TPX_PLUGIN_SKELETON_SYMBOL, cerr.message);
+      tpx_model_check_param_sources(ctx.skeleton, &cerr) != TPX_OK)
+    s = tpx_error_set(err, TPX_PLUGIN,
+                      "plugin '%s' (%s): %s declared stored sources "
+                      "(host->skeleton_add_source) that do not tile their "
+                      "parameter: %s",
+                      p->name, p->path, TPX_PLUGIN_SKELETON_SYMBOL,
+                      cerr.message);
   if (s == TPX_OK) {
     c->skeleton = ctx.skeleton;
     ctx.skeleton = NULL;

@@ -432,6 +432,87 @@ START_TEST(cover_checked) {
 }
 END_TEST
 
+/* ---- the plugin host: host->skeleton_add_source ---- */
+
+#define MOE_CONFIG(extra)                                                      \
+  "{\"architectures\": [\"TpxTestMoeForCausalLM\"], \"hidden_size\": 16, "     \
+  "\"moe_intermediate_size\": 4, \"num_local_experts\": 3, "                   \
+  "\"num_hidden_layers\": 2, \"vocab_size\": 32, \"num_attention_heads\": 2, " \
+  "\"dtype\": \"bfloat16\"" extra "}"
+
+static tpx_model *skeleton(int isolate, const char *config, tpx_status want,
+                           tpx_error *err) {
+  const char *path = getenv("TPX_TEST_MOE_PLUGIN");
+  ck_assert_ptr_nonnull(path);
+  tpx_registry *r = NULL;
+  tpx_model *m = NULL;
+  CHECK_OK(tpx_registry_create(&r, &e_));
+  CHECK_OK(tpx_registry_set_isolation(r, isolate, 60, &e_));
+  CHECK_OK(tpx_registry_load_file(r, path, &e_));
+  CHECK_OK(tpx_model_create(&m, &e_));
+  CHECK_OK(tpx_model_set_config(m, config, strlen(config), "test", &e_));
+  tpx_error_clear(err);
+  ck_assert_msg(tpx_registry_build_skeleton(r, m, err) == want, "%s",
+                err->message);
+  tpx_registry_destroy(r);
+  return m;
+}
+
+/* The test plugin's sources reach the model, in-process and isolated. */
+START_TEST(host_takes_sources) {
+  tpx_error err;
+  tpx_model *m = skeleton(_i, MOE_CONFIG(""), TPX_OK, &err);
+  int64_t gu = tpx_model_find_param(m, "model.layers.1.mlp.experts."
+                                       "gate_and_up_projs");
+  int64_t dn = tpx_model_find_param(m, "model.layers.1.mlp.experts.down_projs");
+  ck_assert_int_ge(gu, 0);
+  ck_assert_uint_eq(tpx_model_num_param_sources(m, gu), 6);
+  ck_assert_uint_eq(tpx_model_num_param_sources(m, dn), 3);
+  const char *name = NULL;
+  tpx_slice b;
+  int tr = 0;
+  CHECK_OK(tpx_model_param_source(m, gu, 5, &name, &b, &tr, &e_));
+  ck_assert_str_eq(name, "model.layers.1.mlp.experts.2.up_proj.weight");
+  ck_assert_int_eq(tr, 1);
+  ck_assert_int_eq(b.ndim, 3);
+  ck_assert_int_eq(b.offset[0], 2);
+  ck_assert_int_eq(b.offset[2], 4);
+  ck_assert_int_eq(b.length[1], 16);
+  ck_assert_int_eq(b.length[2], 4);
+  CHECK_OK(tpx_model_check_param_sources(m, &e_));
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* Misdeclared sources fail the skeleton, naming the plugin, the parameter
+ * and the source; the caller's model keeps nothing. Loop: case x
+ * isolation. */
+START_TEST(host_refuses_bad_sources) {
+  static const struct {
+    const char *bad, *a, *b;
+  } cases[] = {
+      {"overlap", "experts.1.up_proj.weight", "overlap"},
+      {"gap", "gate_and_up_projs", "cover 320 of its 384"},
+      {"outside", "experts.2.up_proj.weight", "outside"},
+      {"param", "no.such.param", "experts.0.gate_proj.weight"},
+      {"run", "experts.0.up_proj.weight", "in a run"},
+      {"shape", "experts.0.down_proj.weight", "transpose=2"},
+  };
+  int c = _i / 2, isolate = _i % 2;
+  char config[512];
+  snprintf(config, sizeof config,
+           MOE_CONFIG(", \"tpxtest_bad_source\": \"%s\""), cases[c].bad);
+  tpx_error err;
+  tpx_model *m = skeleton(isolate, config, TPX_PLUGIN, &err);
+  ck_assert_msg(strstr(err.message, "tpxtest-moe") &&
+                    strstr(err.message, cases[c].a) &&
+                    strstr(err.message, cases[c].b),
+                "%s: %s", cases[c].bad, err.message);
+  ck_assert_uint_eq(tpx_model_num_params(m), 0);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("checkpoint-transposed");
   TCase *tc = tcase_create("transposed");
@@ -442,6 +523,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, headers_fold_sources);
   tcase_add_test(tc, declarations_refused);
   tcase_add_test(tc, cover_checked);
+  tcase_add_loop_test(tc, host_takes_sources, 0, 2);
+  tcase_add_loop_test(tc, host_refuses_bad_sources, 0, 12);
   suite_add_tcase(s, tc);
   return s;
 }
