@@ -34,6 +34,24 @@ sed -e 's/"Qwen3MoeForCausalLM"/"TpxTestMoeForCausalLM"/' \
   -e 's/"qwen3_moe"/"tpxtest_moe"/' \
   "$src/tests/data/upstream_moe/qwen3_moe/config.json" >"$cfg"
 E=8 H=64 I=32 V=512 L=3 HD=16
+so="$TPX_PLUGIN_PATH/libtpxtest_moe.so"
+
+# The conformance harness counts the sources, and fails a skeleton whose
+# sources leave part of a parameter out.
+run "check-plugin: the skeleton's stored sources counted" sh -c \
+  '"$1" check-plugin "$2" --config "$3" | grep -q "72 stored sources (72 transposed)"' \
+  sh "$tpx" "$so" "$cfg"
+sed 's/"tie_word_embeddings"/"tpxtest_bad_source": "gap", &/' "$cfg" \
+  >"$work/gap.json"
+"$tpx" check-plugin "$so" --config "$work/gap.json" >"$work/log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "FAIL skeleton.*do not tile.*gate_and_up_projs" \
+  "$work/log"; then
+  ok "check-plugin: sources that do not tile fail the skeleton check"
+else
+  echo "    (exit $rc)"
+  bad "check-plugin: sources that do not tile fail the skeleton check"
+fi
 list() { # [SWAP_DOWN]: the HF tensors (down_proj of expert 1 the wrong way)
   echo "model.embed_tokens.weight BF16 $V $H"
   echo "model.norm.weight BF16 $H"
