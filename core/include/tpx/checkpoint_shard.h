@@ -33,7 +33,8 @@ typedef struct tpx_shard_fold_source {
   char *name;
   int ndim;
   /* 1: the tensor holds its box transposed ("transpose": true). In what
-   * was padding after ndim, so the struct keeps its size and offsets. */
+   * was padding after ndim (64-bit targets), so the struct keeps its size
+   * and offsets. */
   int transpose;
   int64_t shape[TPX_MAX_TENSOR_DIMS];
   int64_t offsets[TPX_MAX_TENSOR_DIMS];

@@ -9,7 +9,8 @@
 # source (cmp), at dp_shard 2, 3 (uneven) and 4; a source stored the wrong
 # way round is refused naming it.
 # Usage: cli_transposed.sh TPX TPX_CKPT_TEST SOURCE_DIR PLUGIN_DIR [FLAG...]
-# Extra flags go to every `tpx shard` (e.g. --ep 2).
+# Extra flags go to every `tpx shard` (e.g. --ep 2); TPX_TEST_DP_SHARDS
+# (default "2 3 4") lists the dp_shard sizes to cut.
 set -u
 tpx=$1
 tool=$2
@@ -91,12 +92,12 @@ run "generate the per-expert checkpoint" "$tool" gen-list "$cfg" \
 run "tpx plan --weights: the report says the experts are stored transposed" \
   sh -c '"$1" plan --config "$2/config.json" --weights "$2" --dp-shard 2 | grep -q "Stored transposed"' \
   sh "$tpx" "$s"
-for dp in 2 3 4; do
+for dp in ${TPX_TEST_DP_SHARDS:-2 3 4}; do
   r="$work/ranks-$dp"
   m="$work/merged-$dp"
   run "dp_shard $dp $*: shard" "$tpx" shard --weights "$s" --dp-shard "$dp" \
     --out "$r" "$@"
-  if grep -q '\\"transpose\\":true' "$r/rank-00000-of-0000$dp.safetensors"; then
+  if grep -q '\\"transpose\\":true' "$r"/rank-00000-of-*.safetensors; then
     ok "dp_shard $dp: the fold lists say transpose"
   else
     echo "no \"transpose\":true in rank 0's metadata" >"$work/log"
