@@ -6,8 +6,9 @@
 # moe_plugin/moe.c declares the sources; Qwen3-MoE's shapes: E 8, H 64,
 # I 32, bf16): each rank file's expert slice holds the transposed per-expert
 # tensors (check_expert_slices.py), the merge is byte-identical to the
-# source (cmp), at dp_shard 2, 3 (uneven) and 4; a source stored the wrong
-# way round is refused naming it.
+# source (cmp), at dp_shard 2, 3 (uneven) and 4, and in f32 at 3; a source
+# stored the wrong way round is refused naming it; the report and the
+# conformance harness say what the plugin declared.
 # Usage: cli_transposed.sh TPX TPX_CKPT_TEST SOURCE_DIR PLUGIN_DIR [FLAG...]
 # Extra flags go to every `tpx shard` (e.g. --ep 2); TPX_TEST_DP_SHARDS
 # (default "2 3 4") lists the dp_shard sizes to cut.
@@ -110,6 +111,21 @@ for dp in ${TPX_TEST_DP_SHARDS:-2 3 4}; do
     "$m/model.safetensors"
   rm -rf "$r" "$m"
 done
+
+# f32 (config and tensors), dp_shard 3.
+sed 's/"bfloat16"/"float32"/' "$cfg" >"$work/cfg32.json"
+f="$work/src32"
+mkdir -p "$f"
+list | sed 's/ BF16 / F32 /' >"$work/list32"
+run "f32: generate" "$tool" gen-list "$work/cfg32.json" "$work/list32" "$f"
+run "f32 dp_shard 3: shard" "$tpx" shard --weights "$f" --dp-shard 3 \
+  --out "$work/r32" "$@"
+run "f32 dp_shard 3: expert slices hold the transposed tensors" python3 \
+  "$src/tests/unit/checkpoint/check_expert_slices.py" "$f" "$work/r32"
+run "f32 dp_shard 3: merge" "$tpx" merge --in "$work/r32" --out "$work/m32"
+run "f32 dp_shard 3: merged file byte-identical" cmp "$f/model.safetensors" \
+  "$work/m32/model.safetensors"
+rm -rf "$f" "$work/r32" "$work/m32"
 
 # The header check: a transposed source stored the wrong way round.
 w="$work/swapped"
