@@ -9,7 +9,10 @@
 
 #include "checkpoint/ckpt_internal.h"
 
-#define TILE 32
+/* 16 x 16: measured against 8, 32 and 64 on 134 MB of bf16 grouped experts
+ * (E 64, H 1024, I 512; dim-0 and dim-1 boxes), 16 took the least CPU
+ * (32: +25% on dim-0 boxes, 64: +75%). */
+#define TILE 16
 
 #define TRANSPOSE_TILES(T)                                                     \
   do {                                                                         \
