@@ -134,16 +134,27 @@ typedef struct tpx_checkpoint_source {
  * …block_sparse_moe.experts.{e}.w1|w3|w2.weight), 2E resp. E (gate_up
  * source 2e is expert e's gate rows [0, I), 2e+1 its up rows [I, 2I));
  * 1 for Mixtral's router …block_sparse_moe.gate.weight read as
- * …mlp.gate.weight. 0 when the checkpoint holds none of these. */
+ * …mlp.gate.weight; for a parameter with sources the model declares
+ * (tpx_model_add_param_source), their count. 0 when the checkpoint holds
+ * none of these. */
 TPX_API int64_t tpx_checkpoint_param_num_sources(
     const tpx_checkpoint_reader *rd, const tpx_model *model, int64_t param);
 /* Source k of parameter `param` (0 <= k < the count above); TPX_NOT_FOUND
- * naming the tensor when a per-expert tensor is missing. */
+ * naming the tensor when a per-expert tensor is missing. A parameter with
+ * stored sources the model declares (tpx_model_add_param_source) has
+ * those; a source may hold its box transposed: see below. */
 TPX_API tpx_status tpx_checkpoint_param_source(const tpx_checkpoint_reader *rd,
                                                const tpx_model *model,
                                                int64_t param, int64_t k,
                                                tpx_checkpoint_source *out,
                                                tpx_error *err);
+/* 1 when source k of parameter `param` stores its box transposed (the
+ * tensor's last two dims are the box's last two swapped), 0 when as it
+ * is, -1 when there is no such source. */
+TPX_API int
+tpx_checkpoint_param_source_transposed(const tpx_checkpoint_reader *rd,
+                                       const tpx_model *model, int64_t param,
+                                       int64_t k);
 
 /* Every parameter of `model` is stored (itself, through its tie target, or
  * as per-expert source tensors: tpx_checkpoint_param_source) with the

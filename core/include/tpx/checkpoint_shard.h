@@ -27,10 +27,15 @@ TPX_BEGIN_DECLS
 
 /* One source checkpoint tensor of a fused parameter ("fold"): its name,
  * its own shape, and its offsets in the fused tensor (the fused tensor's
- * ndim; its box there is its shape with leading length-1 dims added). */
+ * ndim; its box there is its shape with leading length-1 dims added, the
+ * last two swapped first when `transpose`). */
 typedef struct tpx_shard_fold_source {
   char *name;
   int ndim;
+  /* 1: the tensor holds its box transposed ("transpose": true). In what
+   * was padding after ndim (64-bit targets), so the struct keeps its size
+   * and offsets. */
+  int transpose;
   int64_t shape[TPX_MAX_TENSOR_DIMS];
   int64_t offsets[TPX_MAX_TENSOR_DIMS];
 } tpx_shard_fold_source;

@@ -170,6 +170,44 @@ TPX_API const char *tpx_model_conversion_note(const tpx_model *model);
  * gets the info diagnostic `conversion-table-older` when planned. */
 TPX_API const char *tpx_model_conversion_table_version(void);
 
+/* ---- stored sources ----
+ * A parameter that checkpoints store as several tensors, e.g. NeMo
+ * Automodel's grouped experts (experts.gate_and_up_projs [E, H, 2I], whose
+ * [e, :, 0:I] is the Hugging Face tensor experts.{e}.gate_proj.weight
+ * [I, H] transposed). Source `source_name` fills the box `box` of the
+ * parameter (box->ndim = the parameter's ndim, inside it, no length 0):
+ * with transpose 0 the stored tensor's shape is the box's lengths without
+ * leading length-1 dims; with transpose 1 it is that shape with its last
+ * two dims swapped (at least 2 dims kept; the parameter needs ndim >= 2).
+ * Declared by a family plugin's skeleton (host->skeleton_add_source), by
+ * transformers' conversion rules, or by a builder. tpx_model_add_safetensors
+ * checks such tensors against their boxes instead of adding them; the
+ * checkpoint reader reads a rank's slice from them, `tpx merge` writes
+ * them back. A parameter's sources are added in a run (TPX_INVALID_ARGUMENT
+ * after another parameter's); a source name is used once and never names a
+ * parameter; the name is copied. TPX_NOT_FOUND naming an unknown
+ * parameter. */
+TPX_API tpx_status tpx_model_add_param_source(tpx_model *model,
+                                              const char *param_fqn,
+                                              const char *source_name,
+                                              const tpx_slice *box,
+                                              int transpose, tpx_error *err);
+/* Number of sources of parameter `param` (0: none, or out of range). */
+TPX_API size_t tpx_model_num_param_sources(const tpx_model *model,
+                                           int64_t param);
+/* Source k of parameter `param`: its name (borrowed, valid while the model
+ * lives), box and transpose flag (any out pointer may be NULL);
+ * TPX_OUT_OF_RANGE past the end. */
+TPX_API tpx_status tpx_model_param_source(const tpx_model *model, int64_t param,
+                                          size_t k, const char **source_name,
+                                          tpx_slice *box, int *transpose,
+                                          tpx_error *err);
+/* Every parameter with sources is covered by them exactly: no two boxes
+ * overlap and together they fill the parameter. TPX_VALIDATION naming the
+ * parameter and the sources at fault. */
+TPX_API tpx_status tpx_model_check_param_sources(const tpx_model *model,
+                                                 tpx_error *err);
+
 /* ---- queries ---- */
 
 TPX_API size_t tpx_model_num_modules(const tpx_model *model);

@@ -12,6 +12,7 @@
 #include "tpx/checkpoint.h"
 #include "tpx/model.h"
 
+#include "model/expert_fold.h"
 #include "model/model_view.h"
 
 static void shape_text(const tpx_param_info *p, char *buf, size_t size) {
@@ -21,6 +22,53 @@ static void shape_text(const tpx_param_info *p, char *buf, size_t size) {
                           (long long)p->shape[d]);
   if (o < size)
     snprintf(buf + o, size - o, "]");
+}
+
+/* The stored sources the model declares (tpx_model_add_param_source)
+ * against the weights' headers: a source the weights hold with another
+ * shape than its box asks (swapped when transposed) differs. */
+static void sources_differ(const tpx_model *model, const char *weights,
+                           size_t *shared, size_t *differ, char *first,
+                           size_t size) {
+  tpx_checkpoint_reader *rd = NULL;
+  size_t np = tpx_model_num_params(model), any = 0;
+  for (size_t i = 0; i < np && !any; i++)
+    any = tpx_model_num_param_sources(model, (int64_t)i);
+  if (!any || tpx_checkpoint_reader_create(weights, NULL, &rd, NULL) != TPX_OK)
+    return;
+  for (size_t i = 0; i < np; i++) {
+    size_t n = tpx_model_num_param_sources(model, (int64_t)i);
+    for (size_t k = 0; k < n; k++) {
+      const char *name = NULL;
+      tpx_slice box;
+      int tr = 0;
+      tpx_checkpoint_tensor t;
+      int64_t ti = -1;
+      if (tpx_model_param_source(model, (int64_t)i, k, &name, &box, &tr,
+                                 NULL) == TPX_OK)
+        ti = tpx_checkpoint_find(rd, name);
+      if (ti < 0 ||
+          tpx_checkpoint_tensor_info(rd, (size_t)ti, &t, NULL) != TPX_OK)
+        continue;
+      ++*shared;
+      if (tpx__fold_source_fits(&box, tr, t.shape, t.ndim))
+        continue;
+      if ((*differ)++ == 0) {
+        int64_t want[TPX_MAX_TENSOR_DIMS];
+        int wn = tpx__fold_source_shape(&box, tr, want);
+        char a[128], b[128], c[128];
+        snprintf(first, size,
+                 "tensor '%s' is %s in the weights but %s from the config "
+                 "(the part %s of '%s'%s)",
+                 name, tpx__format_shape(a, sizeof a, t.shape, t.ndim),
+                 tpx__format_shape(b, sizeof b, want, wn),
+                 tpx__fold_box_text(c, sizeof c, &box),
+                 tpx__mv_param(model, (int64_t)i)->fqn,
+                 tr ? ", stored transposed" : "");
+      }
+    }
+  }
+  tpx_checkpoint_reader_destroy(rd);
 }
 
 tpx_status tpx_checkpoint_check_shapes(const tpx_model *model,
@@ -62,6 +110,7 @@ tpx_status tpx_checkpoint_check_shapes(const tpx_model *model,
     }
   }
   tpx_model_destroy(w);
+  sources_differ(model, weights, &shared, &differ, first, sizeof first);
   if (differ_out)
     *differ_out = differ;
   if (!differ)

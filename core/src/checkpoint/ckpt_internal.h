@@ -64,6 +64,19 @@ int64_t tpx__ckpt_find_param_name(const tpx_checkpoint_reader *rd,
 /* 1 when tpx_checkpoint_convert can do from -> to (device/elem.h). */
 #define tpx__ckpt_can_convert tpx__elem_can_convert
 
+/* transpose.c: dst[j * dst_stride + i] = src[i * src_stride + j] for
+ * i < rows, j < cols (elements of sz bytes; the buffers do not overlap). */
+void tpx__ckpt_transpose(void *dst, int64_t dst_stride, const void *src,
+                         int64_t src_stride, int64_t rows, int64_t cols,
+                         size_t sz);
+
+/* fold.c: tpx_checkpoint_param_source, and whether the stored tensor holds
+ * its box transposed (*transpose, may be NULL). */
+tpx_status tpx__ckpt_param_source(const tpx_checkpoint_reader *rd,
+                                  const tpx_model *model, int64_t param,
+                                  int64_t k, tpx_checkpoint_source *out,
+                                  int *transpose, tpx_error *err);
+
 /* fold.c: a parameter read from several stored tensors (per-expert
  * tensors of a fused expert parameter, a renamed router). Check: every
  * source is stored with its box's shape and the parameter's dtype (or the

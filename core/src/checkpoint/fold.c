@@ -23,7 +23,7 @@ static int scheme_of(const tpx_checkpoint_reader *rd, const tpx_model *model,
     int64_t n = tpx__expert_fold_num_sources(model, param, schemes[i]);
     for (int64_t k = 0; k < n; k++)
       if (tpx__expert_fold_source(model, param, schemes[i], k, name,
-                                  sizeof name, &box, NULL) == TPX_OK &&
+                                  sizeof name, &box, NULL, NULL) == TPX_OK &&
           tpx__ckpt_find_param_name(rd, model, name) >= 0)
         return schemes[i];
   }
@@ -46,7 +46,28 @@ tpx_status tpx_checkpoint_param_source(const tpx_checkpoint_reader *rd,
                                        const tpx_model *model, int64_t param,
                                        int64_t k, tpx_checkpoint_source *out,
                                        tpx_error *err) {
+  return tpx__ckpt_param_source(rd, model, param, k, out, NULL, err);
+}
+
+int tpx_checkpoint_param_source_transposed(const tpx_checkpoint_reader *rd,
+                                           const tpx_model *model,
+                                           int64_t param, int64_t k) {
+  tpx_checkpoint_source src;
+  int transpose = 0;
+  if (rd == NULL || model == NULL ||
+      tpx__ckpt_param_source(rd, model, param, k, &src, &transpose, NULL) !=
+          TPX_OK)
+    return -1;
+  return transpose;
+}
+
+tpx_status tpx__ckpt_param_source(const tpx_checkpoint_reader *rd,
+                                  const tpx_model *model, int64_t param,
+                                  int64_t k, tpx_checkpoint_source *out,
+                                  int *transpose, tpx_error *err) {
   tpx_param_info p;
+  if (transpose)
+    *transpose = 0;
   if (rd == NULL || out == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_checkpoint_param_source: NULL argument");
@@ -73,7 +94,7 @@ tpx_status tpx_checkpoint_param_source(const tpx_checkpoint_reader *rd,
                          p.fqn, p.tied_to >= 0 ? " (nor its tie target)" : "");
   char name[600];
   st = tpx__expert_fold_source(model, param, scheme, k, name, sizeof name,
-                               &out->box, err);
+                               &out->box, transpose, err);
   if (st != TPX_OK)
     return st;
   out->tensor = tpx__ckpt_find_param_name(rd, model, name);
@@ -94,30 +115,30 @@ tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
   int64_t n = tpx_checkpoint_param_num_sources(rd, model, param);
   for (int64_t k = 0; st == TPX_OK && k < n; k++) {
     tpx_checkpoint_source src;
-    st = tpx_checkpoint_param_source(rd, model, param, k, &src, err);
+    int tr = 0;
+    st = tpx__ckpt_param_source(rd, model, param, k, &src, &tr, err);
     if (st != TPX_OK)
       break;
     const tpx__st_tensor *t = &rd->load.t[src.tensor];
-    int drop = src.box.ndim - t->ndim, ok = drop >= 0 && t->dtype == p.dtype;
-    for (int d = 0; ok && d < src.box.ndim; d++)
-      ok = d < drop ? src.box.length[d] == 1
-                    : src.box.length[d] == t->shape[d - drop];
-    if (!ok) {
-      char a[200], b[200], c[200], o[200];
-      return tpx_error_set(
-          err, TPX_VALIDATION,
-          "%s: tensor '%s' is %s %s, but as the part at offsets %s of the "
-          "model's parameter '%s' (%s %s) it must be %s %s",
-          rd->load.files[t->file].path, t->name,
-          tpx__format_shape(a, sizeof a, t->shape, t->ndim),
-          tpx_dtype_safetensors_name(t->dtype),
-          tpx__format_shape(o, sizeof o, src.box.offset, src.box.ndim), p.fqn,
-          tpx__format_shape(b, sizeof b, p.shape, p.ndim),
-          tpx_dtype_safetensors_name(p.dtype),
-          tpx__format_shape(c, sizeof c, src.box.length + (drop > 0 ? drop : 0),
-                            src.box.ndim - (drop > 0 ? drop : 0)),
-          tpx_dtype_safetensors_name(p.dtype));
-    }
+    if (t->dtype == p.dtype &&
+        tpx__fold_source_fits(&src.box, tr, t->shape, t->ndim))
+      continue;
+    char a[200], b[200], c[200], o[200];
+    int64_t want[TPX_MAX_TENSOR_DIMS];
+    int wn = tpx__fold_source_shape(&src.box, tr, want);
+    return tpx_error_set(
+        err, TPX_VALIDATION,
+        "%s: tensor '%s' is %s %s, but as the part %s of the model's "
+        "parameter '%s' (%s %s)%s it must be %s %s",
+        rd->load.files[t->file].path, t->name,
+        tpx__format_shape(a, sizeof a, t->shape, t->ndim),
+        tpx_dtype_safetensors_name(t->dtype),
+        tpx__fold_box_text(o, sizeof o, &src.box), p.fqn,
+        tpx__format_shape(b, sizeof b, p.shape, p.ndim),
+        tpx_dtype_safetensors_name(p.dtype),
+        tr ? ", stored transposed (its last two dims swapped)," : "",
+        tpx__format_shape(c, sizeof c, want, wn),
+        tpx_dtype_safetensors_name(p.dtype));
   }
   if (st == TPX_OK && n == 0) {
     tpx_checkpoint_source none;
@@ -126,20 +147,62 @@ tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
   return st;
 }
 
-/* Copies the dense box `src` (lengths len[], ndim dims) into the dense
- * buffer `dst` of lengths dlen[] at offsets at[], element size sz. */
+/* Copies the dense box `src` (lengths len[], ndim dims; with `transpose`
+ * stored with its last two dims swapped) into the dense buffer `dst` of
+ * lengths dlen[] at offsets at[], element size sz. */
 static void place(char *dst, const int64_t *dlen, const int64_t *at,
-                  const char *src, const int64_t *len, int ndim, size_t sz) {
-  int64_t idx[TPX_MAX_TENSOR_DIMS] = {0}, rows = 1;
-  for (int d = 0; d + 1 < ndim; d++) rows *= len[d];
-  size_t row = (size_t)len[ndim - 1] * sz;
-  for (int64_t r = 0; r < rows; r++) {
+                  const char *src, const int64_t *len, int ndim, size_t sz,
+                  int transpose) {
+  int inner = transpose ? 2 : 1; /* dims one step copies */
+  int64_t idx[TPX_MAX_TENSOR_DIMS] = {0}, steps = 1;
+  for (int d = 0; d + inner < ndim; d++) steps *= len[d];
+  size_t step = (size_t)len[ndim - 1] * sz;
+  if (transpose)
+    step *= (size_t)len[ndim - 2];
+  for (int64_t r = 0; r < steps; r++) {
     int64_t off = 0;
     for (int d = 0; d < ndim; d++)
-      off = off * dlen[d] + at[d] + (d + 1 < ndim ? idx[d] : 0);
-    memcpy(dst + (size_t)off * sz, src + (size_t)r * row, row);
-    for (int d = ndim - 2; d >= 0 && ++idx[d] == len[d]; d--) idx[d] = 0;
+      off = off * dlen[d] + at[d] + (d + inner < ndim ? idx[d] : 0);
+    if (transpose) /* src [len[n-1], len[n-2]] -> dst rows of dlen[n-1] */
+      tpx__ckpt_transpose(dst + (size_t)off * sz, dlen[ndim - 1],
+                          src + (size_t)r * step, len[ndim - 2], len[ndim - 1],
+                          len[ndim - 2], sz);
+    else
+      memcpy(dst + (size_t)off * sz, src + (size_t)r * step, step);
+    for (int d = ndim - inner - 1; d >= 0 && ++idx[d] == len[d]; d--)
+      idx[d] = 0;
   }
+}
+
+/* The part of source `src` (of stored rank `tndim`, transposed or not)
+ * that box `slice` of the parameter covers: its place in the slice
+ * (lo[], len[], the slice's ndim) and the box to read in the stored
+ * tensor's own coordinates (*sub). 0 when they do not meet. */
+static int intersect(const tpx_slice *slice, const tpx_checkpoint_source *src,
+                     int tndim, int transpose, int64_t *lo, int64_t *len,
+                     tpx_slice *sub) {
+  int nd = slice->ndim, drop = nd - tndim;
+  memset(sub, 0, sizeof *sub);
+  sub->ndim = tndim;
+  for (int d = 0; d < nd; d++) {
+    int64_t a = slice->offset[d] > src->box.offset[d] ? slice->offset[d]
+                                                      : src->box.offset[d];
+    int64_t b0 = slice->offset[d] + slice->length[d];
+    int64_t b1 = src->box.offset[d] + src->box.length[d];
+    int64_t b = b0 < b1 ? b0 : b1;
+    if (b <= a)
+      return 0;
+    lo[d] = a - slice->offset[d];
+    len[d] = b - a;
+    if (d < drop)
+      continue;
+    int sd = d - drop; /* the stored tensor's dim */
+    if (transpose && sd >= tndim - 2)
+      sd = sd == tndim - 2 ? tndim - 1 : tndim - 2;
+    sub->offset[sd] = a - src->box.offset[d];
+    sub->length[sd] = b - a;
+  }
+  return 1;
 }
 
 tpx_status tpx__ckpt_read_folded(const tpx_checkpoint_reader *rd,
@@ -166,43 +229,27 @@ tpx_status tpx__ckpt_read_folded(const tpx_checkpoint_reader *rd,
   size_t tmp_cap = 0;
   for (int64_t k = 0; st == TPX_OK && k < n; k++) {
     tpx_checkpoint_source src;
-    st = tpx_checkpoint_param_source(rd, model, param, k, &src, err);
+    int tr = 0;
+    st = tpx__ckpt_param_source(rd, model, param, k, &src, &tr, err);
     if (st != TPX_OK)
       break;
-    int nd = slice->ndim, drop = nd - rd->load.t[src.tensor].ndim, empty = 0;
-    int64_t lo[TPX_MAX_TENSOR_DIMS], len[TPX_MAX_TENSOR_DIMS], cnt = 1;
-    tpx_slice sub = {0};
-    sub.ndim = nd - drop;
-    for (int d = 0; d < nd; d++) {
-      int64_t a = slice->offset[d] > src.box.offset[d] ? slice->offset[d]
-                                                       : src.box.offset[d];
-      int64_t b0 = slice->offset[d] + slice->length[d];
-      int64_t b1 = src.box.offset[d] + src.box.length[d];
-      int64_t b = b0 < b1 ? b0 : b1;
-      empty |= b <= a;
-      lo[d] = a - slice->offset[d];
-      len[d] = b - a;
-      cnt *= b > a ? b - a : 0;
-      if (d >= drop) {
-        sub.offset[d - drop] = a - src.box.offset[d];
-        sub.length[d - drop] = b - a;
-      }
-    }
-    if (empty)
+    int64_t lo[TPX_MAX_TENSOR_DIMS], len[TPX_MAX_TENSOR_DIMS];
+    tpx_slice sub;
+    if (!intersect(slice, &src, rd->load.t[src.tensor].ndim, tr, lo, len, &sub))
       continue;
-    if ((size_t)cnt * sz > tmp_cap) {
+    size_t nb = (size_t)tpx_slice_numel(&sub) * sz;
+    if (nb > tmp_cap) {
       free(tmp);
-      tmp_cap = (size_t)cnt * sz;
+      tmp_cap = nb;
       tmp = malloc(tmp_cap);
       if (tmp == NULL) {
         st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
         break;
       }
     }
-    st = tpx_checkpoint_read_slice(rd, src.tensor, &sub, dtype, tmp,
-                                   (size_t)cnt * sz, err);
+    st = tpx_checkpoint_read_slice(rd, src.tensor, &sub, dtype, tmp, nb, err);
     if (st == TPX_OK)
-      place(dst, slice->length, lo, tmp, len, nd, sz);
+      place(dst, slice->length, lo, tmp, len, slice->ndim, sz, tr);
   }
   free(tmp);
   return st;

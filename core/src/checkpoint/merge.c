@@ -11,13 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/ckpt_internal.h"
 #include "checkpoint/shard_impl.h"
 #include "checkpoint/writer_impl.h"
 
-/* Reusable buffers of one merge. */
+/* Reusable buffers of one merge (flip: a transposed source's bytes). */
 typedef struct merge_bufs {
-  void *whole, *piece;
-  size_t whole_cap, piece_cap;
+  void *whole, *piece, *flip;
+  size_t whole_cap, piece_cap, flip_cap;
 } merge_bufs;
 
 static int grow(void **buf, size_t *cap, size_t n) {
@@ -113,18 +114,32 @@ static tpx_status write_entry(tpx_checkpoint_writer *w,
     memset(&own, 0, sizeof own);
     box.ndim = e->ndim;
     own.ndim = src->ndim;
+    int nd = src->ndim, tr = src->transpose && nd >= 2;
     for (int d = 0; d < e->ndim; d++) {
+      int sd = d - drop; /* the stored tensor's dim */
+      if (tr && sd >= nd - 2)
+        sd = sd == nd - 2 ? nd - 1 : nd - 2;
       box.offset[d] = src->offsets[d];
-      box.length[d] = d < drop ? 1 : src->shape[d - drop];
+      box.length[d] = d < drop ? 1 : src->shape[sd];
     }
     memcpy(own.length, src->shape, sizeof own.length);
     size_t nb = (size_t)tpx_slice_nbytes(&box, e->dtype);
-    if (grow(&b->piece, &b->piece_cap, nb ? nb : 1) != 0)
+    if (grow(&b->piece, &b->piece_cap, nb ? nb : 1) != 0 ||
+        (tr && grow(&b->flip, &b->flip_cap, nb ? nb : 1) != 0))
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory for '%s'",
                            src->name);
     copy_box(full, e, &box, b->piece, 0);
+    void *out = b->piece;
+    if (tr) { /* each [a, b] matrix of the box back to the stored [b, a] */
+      int64_t rb = src->shape[nd - 1], cb = src->shape[nd - 2];
+      size_t mat = (size_t)(rb * cb) * tpx_dtype_size(e->dtype);
+      for (size_t at = 0; mat && at < nb; at += mat)
+        tpx__ckpt_transpose((char *)b->flip + at, rb, (char *)b->piece + at, cb,
+                            rb, cb, tpx_dtype_size(e->dtype));
+      out = b->flip;
+    }
     tpx_status s =
-        tpx_checkpoint_write_slice(w, src->name, &own, e->dtype, b->piece, err);
+        tpx_checkpoint_write_slice(w, src->name, &own, e->dtype, out, err);
     if (s != TPX_OK)
       return s;
   }
@@ -286,7 +301,7 @@ tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
   tpx_checkpoint_entry *wentries = NULL;
   size_t nw = 0;
   tpx_checkpoint_writer *w = NULL;
-  merge_bufs b = {NULL, NULL, 0, 0};
+  merge_bufs b = {NULL, NULL, NULL, 0, 0, 0};
   tpx_status st = tpx__merge_set_open(in_dir, &s, err);
   if (st == TPX_OK)
     note_old_digest(&s, &o);
@@ -314,6 +329,7 @@ tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
   tpx_checkpoint_writer_destroy(w);
   tpx__out_dir_close(&d);
   free(b.piece);
+  free(b.flip);
   free(b.whole);
   free(wentries);
   tpx__merge_set_free(&s);

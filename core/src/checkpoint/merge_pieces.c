@@ -162,6 +162,7 @@ static int same_fold(const tpx_shard_tensor *a, const tpx_shard_tensor *b) {
   for (size_t k = 0; k < a->num_fold; k++)
     if (strcmp(a->fold[k].name, b->fold[k].name) != 0 ||
         a->fold[k].ndim != b->fold[k].ndim ||
+        a->fold[k].transpose != b->fold[k].transpose ||
         memcmp(a->fold[k].shape, b->fold[k].shape, sizeof a->fold[k].shape) ||
         memcmp(a->fold[k].offsets, b->fold[k].offsets,
                sizeof a->fold[k].offsets))

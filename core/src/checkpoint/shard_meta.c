@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/ckpt_internal.h"
 #include "checkpoint/shard_impl.h"
 
 void tpx_shard_meta_free(tpx_shard_meta *m) {
@@ -84,9 +85,16 @@ static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
                      int_list(json_object_get(s, "shape"), src->shape,
                               &src->ndim, TPX_MAX_TENSOR_DIMS) == 0 &&
                      no == e->ndim && src->ndim <= e->ndim;
+    json_t *tr = json_object_get(s, "transpose");
+    src->transpose = json_is_true(tr);
+    ok = ok && (tr == NULL || json_is_boolean(tr)) &&
+         (!src->transpose || src->ndim >= 2);
     int drop = e->ndim - src->ndim;
     for (int d = 0; ok && d < e->ndim; d++) {
-      int64_t len = d < drop ? 1 : src->shape[d - drop];
+      int sd = d - drop;
+      if (src->transpose && sd >= src->ndim - 2)
+        sd = sd == src->ndim - 2 ? src->ndim - 1 : src->ndim - 2;
+      int64_t len = d < drop ? 1 : src->shape[sd];
       ok = src->offsets[d] <= e->global_shape[d] &&
            len <= e->global_shape[d] - src->offsets[d];
     }
@@ -97,7 +105,8 @@ static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
       tpx_error_set(err, TPX_PARSE,
                     "\"tpx.tensors\" entry '%s': \"fold\" item %zu needs a "
                     "\"name\", \"offsets\" (one per dim) and a \"shape\" whose "
-                    "box lies inside the tensor",
+                    "box lies inside the tensor (\"transpose\", if given, a "
+                    "boolean, with 2 dims or more)",
                     e->name, i);
       return -1;
     }
@@ -243,12 +252,18 @@ static json_t *fold_json(const tpx_checkpoint_reader *rd,
     tpx_checkpoint_source src;
     tpx_checkpoint_tensor t;
     json_t *e = NULL;
-    if (tpx_checkpoint_param_source(rd, model, param, k, &src, NULL) ==
+    int tr = 0;
+    if (tpx__ckpt_param_source(rd, model, param, k, &src, &tr, NULL) ==
             TPX_OK &&
         tpx_checkpoint_tensor_info(rd, (size_t)src.tensor, &t, NULL) == TPX_OK)
       e = json_pack("{s:s, s:o*, s:o*}", "name", t.name, "offsets",
                     int_array(src.box.offset, src.box.ndim), "shape",
                     int_array(t.shape, t.ndim));
+    /* Only a transposed source says so: files without it read as before. */
+    if (e && tr && json_object_set_new(e, "transpose", json_true()) != 0) {
+      json_decref(e);
+      e = NULL;
+    }
     if (e == NULL || json_array_append_new(fold, e) != 0) {
       json_decref(fold);
       fold = NULL;

@@ -306,18 +306,32 @@ static void arch_skeleton(int fd, const tpx__h_job *job, const tpx__plugin *p,
   tpx_error se = {0};
   tpx_status s = tpx__plugin_skeleton(p, m, arch, &se);
   if (s == TPX_OK) {
-    size_t tied = 0, np = tpx_model_num_params(m);
+    size_t tied = 0, np = tpx_model_num_params(m), srcs = 0, flipped = 0;
     for (size_t i = 0; i < np; i++) {
       tpx_param_info pi;
       if (tpx_model_param(m, (int64_t)i, &pi, NULL) == TPX_OK &&
           pi.tied_to >= 0)
         tied++;
+      size_t ns = tpx_model_num_param_sources(m, (int64_t)i);
+      for (size_t k = 0; k < ns; k++) {
+        int tr = 0;
+        srcs++;
+        if (tpx_model_param_source(m, (int64_t)i, k, NULL, NULL, &tr, NULL) ==
+                TPX_OK &&
+            tr)
+          flipped++;
+      }
     }
-    tpx__h_result(fd, np > 0, name, "%zu modules, %zu parameters, %zu tied%s",
-                  tpx_model_num_modules(m), np, tied,
+    char more[96] = "";
+    if (srcs) /* host->skeleton_add_source, checked to tile each parameter */
+      snprintf(more, sizeof more, ", %zu stored sources (%zu transposed)", srcs,
+               flipped);
+    tpx__h_result(fd, np > 0, name, "%zu modules, %zu parameters, %zu tied%s%s",
+                  tpx_model_num_modules(m), np, tied, more,
                   np ? "" : " (a skeleton without parameters is useless)");
   } else if (!job->config && !strstr(se.message, "gave no message") &&
              !strstr(se.message, "invalid value") &&
+             !strstr(se.message, "do not tile") &&
              !strstr(se.message, "does not fit")) {
     /* A synthetic config may lack what a real one has: a refusal or an
      * error with a message is fine here; --config checks for real. */

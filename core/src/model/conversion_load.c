@@ -150,7 +150,7 @@ static tpx_status record_sources(tpx_model *model, const tpx__conv *c,
         }
       }
       tpx_status st =
-          tpx__expert_fold_add_source(model, param, t->name, &box, err);
+          tpx__expert_fold_add_source(model, param, t->name, &box, 0, err);
       if (st != TPX_OK)
         return st;
     }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/aliases.h"
 #include "model/model_impl.h"
 
 static int ends_with(const char *s, size_t n, const char *suffix) {
@@ -117,6 +118,54 @@ static tpx_status mismatch(const char *file, const char *name,
                        tpx__model_dtype_st_name(dtype), fused, want);
 }
 
+/* The recorded source named `name` (or, for a header name the model's
+ * aliases rewrote, under the name before that), or -1. */
+static int64_t declared_source(const tpx_model *model, const char *name) {
+  int64_t si = tpx__fold_source_find(model, name);
+  char buf[1024];
+  for (size_t r = 0; si < 0 && model->num_fold_srcs && r < model->num_aliases;
+       r++)
+    if (tpx__model_alias_name(model, r, name, buf, sizeof buf) == 1)
+      si = tpx__fold_source_find(model, buf);
+  return si;
+}
+
+/* Tensor `name` is recorded source si: its shape and dtype must fit. */
+static tpx_status try_declared(tpx__expert_fold *f, const tpx_model *model,
+                               int64_t si, const char *name,
+                               const int64_t *shape, int ndim, tpx_dtype dtype,
+                               const char *file, tpx_error *err) {
+  const struct tpx__fold_src *src = &model->fold_srcs[si];
+  const tpx__param *p = &model->params[src->param];
+  size_t first = 0;
+  int64_t count = tpx__expert_fold_rules_find(model, src->param, &first);
+  if (dtype != (tpx_dtype)p->dtype ||
+      !tpx__fold_source_fits(&src->box, src->transpose, shape, ndim)) {
+    int64_t want[TPX_MAX_TENSOR_DIMS];
+    int wn = tpx__fold_source_shape(&src->box, src->transpose, want);
+    char a[200], b[200], c[200];
+    return tpx_error_set(
+        err, TPX_VALIDATION,
+        "%s: tensor '%s' has shape %s %s, but as the source of '%s' at %s "
+        "(stored %s) it must be %s %s",
+        file, name, tpx__format_shape(a, sizeof a, shape, ndim),
+        tpx__model_dtype_st_name(dtype), p->fqn,
+        tpx__fold_box_text(b, sizeof b, &src->box),
+        src->transpose ? "transposed: the box's last two dims swapped"
+                       : "as the box",
+        tpx__format_shape(c, sizeof c, want, wn),
+        tpx__model_dtype_st_name((tpx_dtype)p->dtype));
+  }
+  int dup = 0;
+  tpx_status st = count_slice(f, model, src->param,
+                              (int64_t)si - (int64_t)first, count, &dup, err);
+  if (st == TPX_OK && dup)
+    st = tpx_error_set(err, TPX_VALIDATION,
+                       "%s: tensor '%s' (a source of '%s') is stored twice",
+                       file, name, p->fqn);
+  return st;
+}
+
 tpx_status tpx__expert_fold_try(tpx__expert_fold *f, const tpx_model *model,
                                 const char *name, const int64_t *shape,
                                 int ndim, tpx_dtype dtype, const char *file,
@@ -126,6 +175,13 @@ tpx_status tpx__expert_fold_try(tpx__expert_fold *f, const tpx_model *model,
   char fused[512], want[256], b[200];
   size_t len = strlen(name);
   *folded = 0;
+  int64_t si = declared_source(model, name);
+  if (si >= 0) {
+    tpx_status st =
+        try_declared(f, model, si, name, shape, ndim, dtype, file, err);
+    *folded = st == TPX_OK;
+    return st;
+  }
   if (!ends_with(name, len, ".weight"))
     return TPX_OK;
   if (ends_with(name, len, router)) {
@@ -220,6 +276,19 @@ tpx_status tpx__expert_fold_finish(const tpx__expert_fold *f,
     if (f->counts[i] == 0)
       continue;
     const tpx__param *p = &model->params[i];
+    size_t first = 0;
+    int64_t declared = tpx__expert_fold_rules_find(model, (int64_t)i, &first);
+    if (declared > 0) {
+      int64_t k = 0;
+      while (k < declared && f->seen[i][k]) k++;
+      if (f->counts[i] == declared)
+        continue;
+      return tpx_error_set(err, TPX_VALIDATION,
+                           "the checkpoint holds %lld of the %lld source "
+                           "tensors of '%s'; '%s' is missing",
+                           (long long)f->counts[i], (long long)declared, p->fqn,
+                           model->fold_srcs[first + (size_t)k].name);
+    }
     int gate_up = strcmp(p->fqn + p->name_off, "gate_up_proj") == 0;
     int64_t want = model->dims[p->dims] * (gate_up ? 2 : 1);
     if (f->counts[i] != want)
@@ -262,6 +331,19 @@ const char *tpx__expert_fold_note(const tpx_model *model) {
   return NULL;
 }
 
+const char *tpx__fold_sources_note(const tpx_model *model) {
+  for (size_t i = 0; model && i < model->num_fold_srcs; i++)
+    if (model->fold_srcs[i].transpose)
+      return "some parameters are stored in the checkpoint as several "
+             "tensors, transposed (declared by the family plugin's "
+             "skeleton; e.g. grouped experts [E, H, 2I] from per-expert "
+             "[I, H] tensors: a tensor's box in the parameter holds it with "
+             "its last two dims swapped): `tpx shard` reads each rank's "
+             "slice from them and transposes it, `tpx merge` writes them "
+             "back as they were, byte for byte";
+  return NULL;
+}
+
 int64_t tpx__expert_fold_num_sources(const tpx_model *model, int64_t param,
                                      int scheme) {
   if (model == NULL || param < 0 || (size_t)param >= model->num_params)
@@ -289,8 +371,10 @@ int64_t tpx__expert_fold_num_sources(const tpx_model *model, int64_t param,
 
 tpx_status tpx__expert_fold_source(const tpx_model *model, int64_t param,
                                    int scheme, int64_t k, char *name,
-                                   size_t size, tpx_slice *box,
+                                   size_t size, tpx_slice *box, int *transpose,
                                    tpx_error *err) {
+  if (transpose)
+    *transpose = 0;
   int64_t count = tpx__expert_fold_num_sources(model, param, scheme);
   if (k < 0 || k >= count)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
@@ -302,6 +386,8 @@ tpx_status tpx__expert_fold_source(const tpx_model *model, int64_t param,
     tpx__expert_fold_rules_find(model, param, &first);
     const struct tpx__fold_src *src = &model->fold_srcs[first + (size_t)k];
     *box = src->box;
+    if (transpose)
+      *transpose = src->transpose;
     size_t nl = strlen(src->name);
     if (nl + 1 > size)
       return tpx_error_set(err, TPX_OUT_OF_RANGE,

@@ -46,6 +46,10 @@ void tpx__expert_fold_free(tpx__expert_fold *f);
  * fused expert parameter. */
 const char *tpx__expert_fold_note(const tpx_model *model);
 
+/* The same for parameters whose recorded sources are stored transposed
+ * (tpx_model_add_param_source); NULL when none is. */
+const char *tpx__fold_sources_note(const tpx_model *model);
+
 /* Naming schemes of per-expert checkpoint tensors. */
 enum {
   TPX__EXPERT_NAMES_HF = 1,
@@ -56,17 +60,32 @@ enum {
   TPX__EXPERT_NAMES_RULES = 3
 };
 
-/* Records (fold_sources.c) that parameter `param` is made of checkpoint
- * tensor `name` (copied) at `box` of it (the tensor's shape is the box's
- * lengths without leading length-1 dims). Parameters in increasing order,
- * each one's sources in a run. */
+/* Records (fold_sources.c) that parameter `param` is stored, in part, as
+ * checkpoint tensor `name` (copied) at `box` of it, transposed or not
+ * (tpx_model_add_param_source says what the tensor's shape then is). A
+ * parameter's sources come in a run; a name is a source once. No check of
+ * the box here: tpx_model_add_param_source makes them. */
 tpx_status tpx__expert_fold_add_source(tpx_model *model, int64_t param,
                                        const char *name, const tpx_slice *box,
-                                       tpx_error *err);
+                                       int transpose, tpx_error *err);
 /* The number of recorded sources of `param` (0: none) and the index of the
  * first in *first. */
 int64_t tpx__expert_fold_rules_find(const tpx_model *model, int64_t param,
                                     size_t *first);
+/* The index in the model's recorded sources of the one named `name`, or
+ * -1. */
+int64_t tpx__fold_source_find(const tpx_model *model, const char *name);
+/* The shape a source of box `box` is stored with, leading length-1 dims
+ * left out (the last two kept when transposed) and the last two swapped
+ * when transposed, into shape; its ndim. */
+int tpx__fold_source_shape(const tpx_slice *box, int transpose, int64_t *shape);
+/* 1 when a stored tensor of shape[ndim] fits box `box`: the box's lengths
+ * (the last two swapped when transposed) with any number of leading
+ * length-1 dims left out. */
+int tpx__fold_source_fits(const tpx_slice *box, int transpose,
+                          const int64_t *shape, int ndim);
+/* "[o0:e0, o1:e1, ...]" of a box into buf; returns buf. */
+const char *tpx__fold_box_text(char *buf, size_t size, const tpx_slice *box);
 
 /* The checkpoint tensors parameter `param` is made of under naming scheme
  * `scheme`: 2E for …mlp.experts.gate_up_proj [E, 2I, H] (source 2e is
@@ -78,9 +97,11 @@ int64_t tpx__expert_fold_num_sources(const tpx_model *model, int64_t param,
 /* Source k (0 <= k < count): its tensor name into name[size] and its box in
  * the parameter (param's ndim; the source tensor's shape is the box's
  * lengths without the leading length-1 expert dim for the fused experts,
- * the whole box for the router). */
+ * the whole box for the router; *transpose (may be NULL) 1 when the
+ * tensor holds the box transposed: only recorded sources are). */
 tpx_status tpx__expert_fold_source(const tpx_model *model, int64_t param,
                                    int scheme, int64_t k, char *name,
-                                   size_t size, tpx_slice *box, tpx_error *err);
+                                   size_t size, tpx_slice *box, int *transpose,
+                                   tpx_error *err);
 
 #endif /* TPX_MODEL_EXPERT_FOLD_H */

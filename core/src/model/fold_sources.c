@@ -1,9 +1,13 @@
-/* model/fold_sources.c — the checkpoint tensors each parameter the
- * conversion rules fused is made of (model/expert_fold.h, scheme
- * TPX__EXPERT_NAMES_RULES): recorded by conversion_load.c as it fuses them,
- * read by the checkpoint reader (`tpx shard`) and written back by
- * `tpx merge` through the shard's "fold" lists. Any MoE or concatenation
- * the rules describe, not only the HF and Mixtral expert names. */
+/* model/fold_sources.c — the checkpoint tensors a parameter is stored as
+ * (model/expert_fold.h, scheme TPX__EXPERT_NAMES_RULES): recorded by
+ * conversion_load.c as it fuses them, or declared by a family plugin's
+ * skeleton (host->skeleton_add_source: NeMo Automodel's grouped experts,
+ * whose sources are the Hugging Face per-expert tensors, transposed) and
+ * by builders (tpx_model_add_param_source). Read by the checkpoint reader
+ * (`tpx shard`) and written back by `tpx merge` through the shard's
+ * "fold" lists. The storage, the public calls and the shape a source
+ * must have; the cover check is source_check.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,42 +25,10 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
   return q;
 }
 
-tpx_status tpx__expert_fold_add_source(tpx_model *model, int64_t param,
-                                       const char *name, const tpx_slice *box,
-                                       tpx_error *err) {
-  size_t np = model->num_fold_params;
-  struct tpx__fold_param *last = np ? &model->fold_params[np - 1] : NULL;
-  if (param < 0 || (last && param < last->param))
-    return tpx_error_set(err, TPX_INTERNAL,
-                         "fold source '%s': parameters out of order", name);
-  void *p = grow(model->fold_srcs, &model->cap_fold_srcs,
-                 model->num_fold_srcs + 1, sizeof *model->fold_srcs);
-  if (p == NULL)
-    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  model->fold_srcs = p;
-  if (last == NULL || last->param != param) {
-    p = grow(model->fold_params, &model->cap_fold_params, np + 1,
-             sizeof *model->fold_params);
-    if (p == NULL)
-      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-    model->fold_params = p;
-    last = &model->fold_params[model->num_fold_params++];
-    last->param = param;
-    last->first = model->num_fold_srcs;
-    last->count = 0;
-  }
-  char *copy = tpx__arena_strndup(&model->arena, name, strlen(name));
-  if (copy == NULL)
-    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  struct tpx__fold_src *s = &model->fold_srcs[model->num_fold_srcs++];
-  s->name = copy;
-  s->box = *box;
-  last->count++;
-  return TPX_OK;
-}
-
-int64_t tpx__expert_fold_rules_find(const tpx_model *model, int64_t param,
-                                    size_t *first) {
+/* The position of `param` in fold_params (binary search): its index when
+ * *found, else where it goes. */
+static size_t fold_param_pos(const tpx_model *model, int64_t param,
+                             int *found) {
   size_t lo = 0, hi = model->num_fold_params;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -65,8 +37,233 @@ int64_t tpx__expert_fold_rules_find(const tpx_model *model, int64_t param,
     else
       hi = mid;
   }
-  if (lo == model->num_fold_params || model->fold_params[lo].param != param)
+  *found = lo < model->num_fold_params && model->fold_params[lo].param == param;
+  return lo;
+}
+
+tpx_status tpx__expert_fold_add_source(tpx_model *model, int64_t param,
+                                       const char *name, const tpx_slice *box,
+                                       int transpose, tpx_error *err) {
+  if (param < 0 || (size_t)param >= model->num_params)
+    return tpx_error_set(err, TPX_INTERNAL,
+                         "fold source '%s': no parameter %lld", name,
+                         (long long)param);
+  int found = 0;
+  size_t at = fold_param_pos(model, param, &found);
+  struct tpx__fold_param *fp = found ? &model->fold_params[at] : NULL;
+  if (fp && fp->first + fp->count != model->num_fold_srcs)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "source '%s' of parameter '%s': the parameter's "
+                         "sources must be added in a run (another "
+                         "parameter's came between)",
+                         name, model->params[param].fqn);
+  size_t len = strlen(name);
+  int64_t dup = -1;
+  if (tpx__strmap_find(&model->fold_names, name, len, &dup))
+    return tpx_error_set(
+        err, TPX_INVALID_ARGUMENT,
+        "source '%s' of parameter '%s': the tensor is already a source (of "
+        "'%s')",
+        name, model->params[param].fqn,
+        model->params[model->fold_srcs[dup].param].fqn);
+  void *p = grow(model->fold_srcs, &model->cap_fold_srcs,
+                 model->num_fold_srcs + 1, sizeof *model->fold_srcs);
+  if (p == NULL)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  model->fold_srcs = p;
+  if (fp == NULL) {
+    p = grow(model->fold_params, &model->cap_fold_params,
+             model->num_fold_params + 1, sizeof *model->fold_params);
+    if (p == NULL)
+      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    model->fold_params = p;
+    memmove(model->fold_params + at + 1, model->fold_params + at,
+            (model->num_fold_params - at) * sizeof *model->fold_params);
+    model->num_fold_params++;
+    fp = &model->fold_params[at];
+    fp->param = param;
+    fp->first = model->num_fold_srcs;
+    fp->count = 0;
+  }
+  char *copy = tpx__arena_strndup(&model->arena, name, len);
+  if (copy == NULL || tpx__strmap_put(&model->fold_names, copy, len,
+                                      (int64_t)model->num_fold_srcs, NULL) < 0)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  struct tpx__fold_src *s = &model->fold_srcs[model->num_fold_srcs++];
+  s->name = copy;
+  s->box = *box;
+  s->transpose = transpose ? 1 : 0;
+  s->param = param;
+  fp->count++;
+  return TPX_OK;
+}
+
+int64_t tpx__expert_fold_rules_find(const tpx_model *model, int64_t param,
+                                    size_t *first) {
+  int found = 0;
+  size_t at = fold_param_pos(model, param, &found);
+  if (!found)
     return 0;
-  *first = model->fold_params[lo].first;
-  return (int64_t)model->fold_params[lo].count;
+  *first = model->fold_params[at].first;
+  return (int64_t)model->fold_params[at].count;
+}
+
+int64_t tpx__fold_source_find(const tpx_model *model, const char *name) {
+  int64_t v = -1;
+  if (model->num_fold_srcs == 0 ||
+      !tpx__strmap_find(&model->fold_names, name, strlen(name), &v))
+    return -1;
+  return v;
+}
+
+int tpx__fold_source_shape(const tpx_slice *box, int transpose,
+                           int64_t *shape) {
+  int keep = transpose ? 2 : 0, d0 = 0;
+  while (d0 < box->ndim - keep && box->length[d0] == 1) d0++;
+  int n = box->ndim - d0;
+  memcpy(shape, box->length + d0, (size_t)n * sizeof *shape);
+  if (transpose && n >= 2) {
+    int64_t t = shape[n - 1];
+    shape[n - 1] = shape[n - 2];
+    shape[n - 2] = t;
+  }
+  return n;
+}
+
+int tpx__fold_source_fits(const tpx_slice *box, int transpose,
+                          const int64_t *shape, int ndim) {
+  int drop = box->ndim - ndim;
+  if (drop < 0 || (transpose && ndim < 2))
+    return 0;
+  for (int d = 0; d < box->ndim; d++) {
+    int64_t want = box->length[d];
+    if (d < drop) {
+      if (want != 1)
+        return 0;
+      continue;
+    }
+    int sd = d - drop;
+    if (transpose && sd >= ndim - 2)
+      sd = sd == ndim - 2 ? ndim - 1 : ndim - 2;
+    if (shape[sd] != want)
+      return 0;
+  }
+  return 1;
+}
+
+/* ---- the public calls ---- */
+
+/* "[o0:e0, o1:e1]" of a box into buf. */
+const char *tpx__fold_box_text(char *buf, size_t size, const tpx_slice *box) {
+  size_t used = (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < box->ndim && used < size; d++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld:%lld",
+                             d ? ", " : "", (long long)box->offset[d],
+                             (long long)(box->offset[d] + box->length[d]));
+  if (used < size)
+    snprintf(buf + used, size - used, "]");
+  return buf;
+}
+
+/* The box lies inside the parameter and is not empty; transpose needs 2
+ * dims. */
+static tpx_status check_box(const tpx_model *model, int64_t pi,
+                            const char *name, const tpx_slice *box,
+                            int transpose, tpx_error *err) {
+  const tpx__param *p = &model->params[pi];
+  const int64_t *shape = model->dims + p->dims;
+  char b[200], s[200];
+  if (box->ndim != p->ndim)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "source '%s' of parameter '%s': the box has %d dims, "
+                         "the parameter %d",
+                         name, p->fqn, box->ndim, p->ndim);
+  for (int d = 0; d < box->ndim; d++)
+    if (box->offset[d] < 0 || box->length[d] <= 0 ||
+        box->length[d] > shape[d] || box->offset[d] > shape[d] - box->length[d])
+      return tpx_error_set(
+          err, TPX_INVALID_ARGUMENT,
+          "source '%s' of parameter '%s': the box %s is empty or outside the "
+          "parameter's shape %s (dim %d)",
+          name, p->fqn,
+          box->offset[d] < 0 || box->length[d] < 0
+              ? "(negative offset or length)"
+              : tpx__fold_box_text(b, sizeof b, box),
+          tpx__format_shape(s, sizeof s, shape, p->ndim), d);
+  if (transpose && p->ndim < 2)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "source '%s' of parameter '%s': a transposed source "
+                         "needs a parameter of 2 dims or more (it has %d)",
+                         name, p->fqn, p->ndim);
+  return TPX_OK;
+}
+
+tpx_status tpx_model_add_param_source(tpx_model *model, const char *param_fqn,
+                                      const char *source_name,
+                                      const tpx_slice *box, int transpose,
+                                      tpx_error *err) {
+  if (model == NULL || param_fqn == NULL || source_name == NULL || box == NULL)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_model_add_param_source: NULL argument");
+  int64_t pi = tpx_model_find_param(model, param_fqn);
+  if (pi < 0)
+    return tpx_error_set(err, TPX_NOT_FOUND,
+                         "source '%s': the model has no parameter '%s' (add "
+                         "the parameter first)",
+                         source_name, param_fqn);
+  if (model->params[pi].tied_to >= 0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "source '%s': parameter '%s' is tied (not stored)",
+                         source_name, param_fqn);
+  size_t len = strlen(source_name);
+  tpx_status st =
+      len == 0 ? tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                               "parameter '%s': empty source name", param_fqn)
+               : tpx__model_check_fqn(source_name, len, "source tensor", err);
+  if (st != TPX_OK)
+    return st;
+  if (tpx_model_find_param(model, source_name) >= 0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "source '%s' of parameter '%s': the name is a "
+                         "parameter of the model",
+                         source_name, param_fqn);
+  if (box->ndim < 0 || box->ndim > TPX_MAX_TENSOR_DIMS)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "source '%s' of parameter '%s': box ndim %d",
+                         source_name, param_fqn, box->ndim);
+  st = check_box(model, pi, source_name, box, transpose, err);
+  if (st == TPX_OK)
+    st = tpx__expert_fold_add_source(model, pi, source_name, box, transpose,
+                                     err);
+  return st;
+}
+
+size_t tpx_model_num_param_sources(const tpx_model *model, int64_t param) {
+  size_t first = 0;
+  if (model == NULL || param < 0 || (size_t)param >= model->num_params)
+    return 0;
+  return (size_t)tpx__expert_fold_rules_find(model, param, &first);
+}
+
+tpx_status tpx_model_param_source(const tpx_model *model, int64_t param,
+                                  size_t k, const char **source_name,
+                                  tpx_slice *box, int *transpose,
+                                  tpx_error *err) {
+  size_t first = 0;
+  if (model == NULL)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_model_param_source: NULL model");
+  if (k >= tpx_model_num_param_sources(model, param))
+    return tpx_error_set(err, TPX_OUT_OF_RANGE,
+                         "parameter %lld has no source %zu", (long long)param,
+                         k);
+  tpx__expert_fold_rules_find(model, param, &first);
+  const struct tpx__fold_src *s = &model->fold_srcs[first + k];
+  if (source_name)
+    *source_name = s->name;
+  if (box)
+    *box = s->box;
+  if (transpose)
+    *transpose = s->transpose;
+  return TPX_OK;
 }

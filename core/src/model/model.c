@@ -645,6 +645,7 @@ void tpx_model_destroy(tpx_model *model) {
   free(model->conversion_note);
   free(model->fold_srcs);
   free(model->fold_params);
+  tpx__strmap_free(&model->fold_names);
   free(model);
 }
 

@@ -110,13 +110,19 @@ struct tpx_model {
   } * buffers;
   size_t num_buffers, cap_buffers;
   char *conversion_note; /* malloc'd; what the conversion did, or NULL */
-  /* Where a parameter the conversion rules fused from several checkpoint
-   * tensors takes them from (fold_sources.c): per fused parameter, in
-   * increasing param order, a run of sources (tensor name in the arena,
-   * its box in the parameter). */
+  /* Where a parameter stored as several checkpoint tensors takes them
+   * from (fold_sources.c): the conversion rules' fused parameters and the
+   * sources a plugin's skeleton (or the builder) declares. fold_srcs holds
+   * each parameter's sources in a run (tensor name in the arena, its box in
+   * the parameter, stored transposed or not); fold_params, in increasing
+   * param order, where each run is; fold_names, source name -> index in
+   * fold_srcs. */
   struct tpx__fold_src {
     const char *name;
     tpx_slice box;
+    int transpose; /* the tensor is the box's content with its last two
+                      dims swapped */
+    int64_t param;
   } * fold_srcs;
   size_t num_fold_srcs, cap_fold_srcs;
   struct tpx__fold_param {
@@ -124,6 +130,7 @@ struct tpx_model {
     size_t first, count;
   } * fold_params;
   size_t num_fold_params, cap_fold_params;
+  tpx__strmap fold_names;
 };
 
 /* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is

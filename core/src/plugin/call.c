@@ -107,6 +107,15 @@ static tpx_status direct_skeleton(const tpx__plugin *p, tpx__call *c,
     return s;
   int rc = p->skeleton_fn(tpx__plugin_host_table(), &ctx, c->arch);
   s = call_result(p, TPX_PLUGIN_SKELETON_SYMBOL, rc, &ctx, NULL, err);
+  tpx_error cerr = {0};
+  if (s == TPX_OK &&
+      tpx_model_check_param_sources(ctx.skeleton, &cerr) != TPX_OK)
+    s = tpx_error_set(err, TPX_PLUGIN,
+                      "plugin '%s' (%s): %s declared stored sources "
+                      "(host->skeleton_add_source) that do not tile their "
+                      "parameter: %s",
+                      p->name, p->path, TPX_PLUGIN_SKELETON_SYMBOL,
+                      cerr.message);
   if (s == TPX_OK) {
     c->skeleton = ctx.skeleton;
     ctx.skeleton = NULL;
@@ -269,7 +278,37 @@ tpx_status tpx__plugin_call(const tpx__plugin *p, tpx__call *c,
   return s;
 }
 
-/* Copy every module, parameter and tie of `src` into `dst`, in order. */
+/* The stored sources `src` declares (host->skeleton_add_source), onto the
+ * parameters of the same names in `dst`; a parameter `dst` already has
+ * sources for keeps them. */
+static tpx_status merge_sources(tpx_model *dst, const tpx_model *src,
+                                tpx_error *err) {
+  size_t np = tpx_model_num_params(src);
+  for (size_t i = 0; i < np; i++) {
+    size_t n = tpx_model_num_param_sources(src, (int64_t)i);
+    tpx_param_info pi;
+    if (n == 0)
+      continue;
+    tpx_status s = tpx_model_param(src, (int64_t)i, &pi, err);
+    int64_t di = s == TPX_OK ? tpx_model_find_param(dst, pi.fqn) : -1;
+    if (s == TPX_OK && di >= 0 && tpx_model_num_param_sources(dst, di) > 0)
+      continue;
+    for (size_t k = 0; s == TPX_OK && k < n; k++) {
+      const char *name = NULL;
+      tpx_slice box;
+      int tr = 0;
+      s = tpx_model_param_source(src, (int64_t)i, k, &name, &box, &tr, err);
+      if (s == TPX_OK)
+        s = tpx_model_add_param_source(dst, pi.fqn, name, &box, tr, err);
+    }
+    if (s != TPX_OK)
+      return s;
+  }
+  return TPX_OK;
+}
+
+/* Copy every module, parameter, tie and stored source of `src` into
+ * `dst`, in order. */
 static tpx_status merge_model(tpx_model *dst, const tpx_model *src,
                               tpx_error *err) {
   size_t nm = tpx_model_num_modules(src);
@@ -307,7 +346,7 @@ static tpx_status merge_model(tpx_model *dst, const tpx_model *src,
         return s;
     }
   }
-  return TPX_OK;
+  return merge_sources(dst, src, err);
 }
 
 /* What a skeleton costs, about: a layer's modules and parameters (measured

@@ -668,6 +668,46 @@ static int host_skeleton_tie(tpx_plugin_ctx *ctx, const char *param_fqn,
   return TPX_PLUGIN_OK;
 }
 
+/* Parameter `param_fqn` is stored, in part, as checkpoint tensor
+ * `source_name` at the box start/len, transposed or not. The box and the
+ * run are checked here (tpx_model_add_param_source); the cover of each
+ * parameter once the skeleton is complete (call.c). */
+static int host_skeleton_add_source(tpx_plugin_ctx *ctx, const char *param_fqn,
+                                    const char *source_name,
+                                    const int64_t *start, const int64_t *len,
+                                    int32_t ndim, int32_t transpose) {
+  CHECK_CTX(ctx);
+  REQUIRE_OP(ctx, "skeleton_add_source", TPX__OP_SKELETON);
+  if (!str_ok(param_fqn) || !str_ok(source_name))
+    return invalid(ctx, "skeleton_add_source",
+                   "param_fqn or source_name is NULL or too long");
+  if (ndim < 0 || ndim > TPX_MAX_TENSOR_DIMS || (ndim > 0 && (!start || !len)))
+    return invalid(ctx, "skeleton_add_source",
+                   "source '%s' of parameter '%s': ndim=%d is outside 0..%d "
+                   "or start / len is NULL",
+                   source_name, param_fqn, (int)ndim, TPX_MAX_TENSOR_DIMS);
+  if (transpose != 0 && transpose != 1)
+    return invalid(ctx, "skeleton_add_source",
+                   "source '%s' of parameter '%s': transpose=%d (expected 0 "
+                   "or 1)",
+                   source_name, param_fqn, (int)transpose);
+  tpx_slice box;
+  memset(&box, 0, sizeof box);
+  box.ndim = (int)ndim;
+  for (int32_t d = 0; d < ndim; d++) {
+    box.offset[d] = start[d];
+    box.length[d] = len[d];
+  }
+  tpx_error e = {0};
+  tpx_status s = tpx_model_add_param_source(ctx->skeleton, param_fqn,
+                                            source_name, &box, transpose, &e);
+  if (s == TPX_NO_MEMORY)
+    return TPX_PLUGIN_NO_MEMORY;
+  if (s != TPX_OK)
+    return invalid(ctx, "skeleton_add_source", "%s", e.message);
+  return TPX_PLUGIN_OK;
+}
+
 /* ---- diagnostics, FSDP units, fp32 ------------------------------------- */
 
 static int kebab_ok(const char *code) {
@@ -801,7 +841,7 @@ static const tpx_plugin_host host_table = {
     host_fsdp_add_unit,
     host_fp32_add,
     host_strategy_set,
-    NULL, /* skeleton_add_source: not served yet (sdk/include/tpx/plugin.h) */
+    host_skeleton_add_source,
 };
 
 const tpx_plugin_host *tpx__plugin_host_table(void) { return &host_table; }

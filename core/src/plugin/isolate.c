@@ -35,6 +35,35 @@ static json_t *plan_payload(const tpx__call *c, tpx_status *s, tpx_error *err) {
   return res;
 }
 
+static json_t *int_list(const int64_t *v, int n) {
+  json_t *a = json_array();
+  for (int d = 0; d < n; d++) json_array_append_new(a, json_integer(v[d]));
+  return a;
+}
+
+/* The stored sources (host->skeleton_add_source) as [param, name, offsets,
+ * lengths, transpose] items. */
+static json_t *sources_payload(const tpx_model *sk) {
+  json_t *arr = json_array();
+  for (size_t i = 0; i < tpx_model_num_params(sk); i++) {
+    size_t n = tpx_model_num_param_sources(sk, (int64_t)i);
+    tpx_param_info pi;
+    if (n == 0 || tpx_model_param(sk, (int64_t)i, &pi, NULL) != TPX_OK)
+      continue;
+    for (size_t k = 0; k < n; k++) {
+      const char *name = NULL;
+      tpx_slice b;
+      int tr = 0;
+      if (tpx_model_param_source(sk, (int64_t)i, k, &name, &b, &tr, NULL) ==
+          TPX_OK)
+        json_array_append_new(arr, json_pack("[s, s, o, o, b]", pi.fqn, name,
+                                             int_list(b.offset, b.ndim),
+                                             int_list(b.length, b.ndim), tr));
+    }
+  }
+  return arr;
+}
+
 static json_t *skeleton_payload(const tpx_model *sk, tpx_status *s,
                                 tpx_error *err) {
   json_t *res = json_object();
@@ -68,6 +97,8 @@ static json_t *skeleton_payload(const tpx_model *sk, tpx_status *s,
   json_object_set_new(res, "modules", mods);
   json_object_set_new(res, "params", params);
   json_object_set_new(res, "ties", ties);
+  if (*s == TPX_OK)
+    json_object_set_new(res, "sources", sources_payload(sk));
   return res;
 }
 
@@ -154,6 +185,39 @@ static tpx_status bad_result(const tpx__plugin *p, const char *what,
                        p->name, p->path, what);
 }
 
+/* The stored sources the child sent (absent: none). */
+static tpx_status sources_rebuild(json_t *arr, tpx_model *sk, tpx_error *err) {
+  size_t i;
+  json_t *v;
+  if (arr == NULL)
+    return TPX_OK;
+  if (!json_is_array(arr))
+    return TPX_PARSE;
+  json_array_foreach(arr, i, v) {
+    const char *param = json_string_value(json_array_get(v, 0));
+    const char *name = json_string_value(json_array_get(v, 1));
+    json_t *off = json_array_get(v, 2), *len = json_array_get(v, 3);
+    json_t *tr = json_array_get(v, 4);
+    size_t nd = json_array_size(off);
+    if (!param || !name || !json_is_array(off) || !json_is_array(len) ||
+        json_array_size(len) != nd || nd > TPX_MAX_TENSOR_DIMS ||
+        !json_is_boolean(tr))
+      return TPX_PARSE;
+    tpx_slice box;
+    memset(&box, 0, sizeof box);
+    box.ndim = (int)nd;
+    for (size_t d = 0; d < nd; d++) {
+      box.offset[d] = (int64_t)json_integer_value(json_array_get(off, d));
+      box.length[d] = (int64_t)json_integer_value(json_array_get(len, d));
+    }
+    tpx_status s = tpx_model_add_param_source(sk, param, name, &box,
+                                              json_is_true(tr), err);
+    if (s != TPX_OK)
+      return s;
+  }
+  return TPX_OK;
+}
+
 /* Rebuild the scratch skeleton the child described. */
 static tpx_status skel_rebuild(json_t *root, tpx_model *sk, tpx_error *err) {
   json_t *mods = json_object_get(root, "modules");
@@ -201,7 +265,7 @@ static tpx_status skel_rebuild(json_t *root, tpx_model *sk, tpx_error *err) {
     if (s != TPX_OK)
       return s;
   }
-  return TPX_OK;
+  return sources_rebuild(json_object_get(root, "sources"), sk, err);
 }
 
 static tpx_status receive_plan(const tpx__plugin *p, json_t *root, tpx__call *c,

@@ -100,6 +100,11 @@ static json_t *model_json(const tpx_model *model) {
   const char *fold = tpx__expert_fold_note(model);
   if (fold)
     json_object_set_new(o, "fused_experts", jstr(fold));
+  /* Added field: parameters stored as several tensors, transposed, when
+   * the model has any (tpx_model_add_param_source). */
+  const char *tsrc = tpx__fold_sources_note(model);
+  if (tsrc)
+    json_object_set_new(o, "stored_transposed", jstr(tsrc));
   /* Added field: other namings of the tensors (tpx_model_name_alias), as
    * {"alias", "canonical"} rules, when the model has any. */
   if (tpx_model_num_name_aliases(model)) {

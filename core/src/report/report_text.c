@@ -645,6 +645,9 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   const char *fold_note = tpx__expert_fold_note(model);
   if (fold_note)
     tpx__sbuf_printf(&b, "  Fused experts: %s\n", fold_note);
+  const char *src_note = tpx__fold_sources_note(model);
+  if (src_note)
+    tpx__sbuf_printf(&b, "  Stored transposed: %s\n", src_note);
   tpx__report_buffers_text(&b, model);
   collectives(&b, sh);
   fsdp_section(&b, sh);

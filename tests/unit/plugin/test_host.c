@@ -100,6 +100,8 @@ static const struct {
     {"diag_bad_code", TPX_PLUGIN_INVALID},
     {"fp32_in_get_plan", TPX_PLUGIN_INVALID},
     {"strategy_in_get_plan", TPX_PLUGIN_INVALID},
+    {"has_add_source", 1},
+    {"source_in_get_plan", TPX_PLUGIN_INVALID},
 };
 
 START_TEST(host_function_status) {

@@ -187,6 +187,11 @@ more_building:
   note(r, sizeof r, "diag_bad_code", h->diagnose(ctx, 1, "Bad Code", "m"));
   note(r, sizeof r, "fp32_in_get_plan", h->fp32_add(ctx, "x"));
   note(r, sizeof r, "strategy_in_get_plan", h->strategy_set(ctx, "name", "x"));
+  note(r, sizeof r, "has_add_source",
+       h->struct_size > offsetof(tpx_plugin_host, skeleton_add_source) &&
+           h->skeleton_add_source != NULL);
+  note(r, sizeof r, "source_in_get_plan",
+       h->skeleton_add_source(ctx, "x.w", "y.w", NULL, NULL, 0, 0));
   h->set_error(ctx, r);
   return TPX_PLUGIN_REFUSED;
 }
