@@ -9,7 +9,9 @@
  * implementation (moe_custom), which parameters are routed experts
  * (expert_param: the GroupedExperts tensors, dim 0 the expert) and the
  * checkpoint's other names for renamed tensors (name_alias, from each
- * family's state-dict adapter); the strategy's properties. get_plan refuses:
+ * family's state-dict adapter) and the routers' e_score_correction_bias
+ * as a buffer (buffer: Automodel registers it as one; a checkpoint holds
+ * it); the strategy's properties. get_plan refuses:
  * Automodel 0.7.0 registers no tensor-parallel plan for these classes, and
  * the host refuses tp > 1 for a moe_custom architecture as upstream does.
  * Not: the MoE mesh and ep itself (the host's). */
@@ -43,7 +45,8 @@ static const char *const k_archs[] = {
     NULL};
 
 #define MOE(cls)                                                               \
-  "moe_custom=" cls, "expert_param=" cls ":model.layers.*.mlp.experts.*"
+  "moe_custom=" cls, "expert_param=" cls ":model.layers.*.mlp.experts.*",      \
+      "buffer=" cls ":model.layers.*.mlp.gate.e_score_correction_bias"
 #define L "model.layers.*."
 
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the

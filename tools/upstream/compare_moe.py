@@ -57,6 +57,11 @@ KNOWN_HEADER = """\
 # upstream-moe-goldens): a case that does not agree must be listed here; a
 # listed case that agrees is reported so it can leave the list.
 # Columns: family case  # verdict: first difference
+# Why they are here (issue 27): `--ep` (the MoE mesh, expert placements,
+# upstream's ep / tp refusals) is the host's work, not yet on this branch;
+# `weights` needs the host's skeleton_add_source (the per-expert checkpoint
+# tensors read as sources of the fused experts).
+# Written by compare_moe.py --write-known.
 """
 
 

@@ -4,13 +4,16 @@
  * Automodel's class has (names, shapes, dtypes, tied); Qwen3-30B-A3B's
  * published total under Automodel's names; which layers are MoE from each
  * family's keys; the traits (moe_custom, expert_param, name_alias) and the
- * plan refusal; config errors named. */
+ * plan refusal; config errors named; a checkpoint's router
+ * e_score_correction_bias recorded as a buffer (trait buffer), under
+ * Automodel's name whatever the family's checkpoint calls it. */
 #include <check.h>
 #include <dlfcn.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fam_util.h"
 #include "tpx/plugin.h"
@@ -291,6 +294,116 @@ START_TEST(test_traits) {
 }
 END_TEST
 
+/* A header-only safetensors file of `n` tensors "name:DT:d0[,d1]" (data
+ * zeros) at `path`. */
+static void write_header(const char *path, const char *const *tensors,
+                         size_t n) {
+  json_t *h = json_object();
+  int64_t off = 0;
+  size_t k;
+  char *text;
+  uint64_t len;
+  FILE *f;
+  for (k = 0; k < n; k++) {
+    char name[256], dt[8];
+    long long d0 = 0, d1 = -1, bytes;
+    json_t *t = json_object(), *shape = json_array();
+    ck_assert(sscanf(tensors[k], "%255[^:]:%7[^:]:%lld,%lld", name, dt, &d0,
+                     &d1) >= 3);
+    json_array_append_new(shape, json_integer(d0));
+    bytes = d0 * (strcmp(dt, "F32") == 0 ? 4 : 2);
+    if (d1 >= 0) {
+      json_array_append_new(shape, json_integer(d1));
+      bytes *= d1;
+    }
+    json_object_set_new(t, "dtype", json_string(dt));
+    json_object_set_new(t, "shape", shape);
+    json_object_set_new(
+        t, "data_offsets",
+        json_pack("[I,I]", (json_int_t)off, (json_int_t)(off + bytes)));
+    json_object_set_new(h, name, t);
+    off += bytes;
+  }
+  text = json_dumps(h, JSON_COMPACT);
+  len = strlen(text);
+  f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(&len, 8, 1, f), 1);
+  ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+  for (; off > 0; off--) fputc(0, f);
+  fclose(f);
+  free(text);
+  json_decref(h);
+}
+
+/* The router's correction bias as each family's checkpoint stores it
+ * (DeepSeek-V3: mlp.gate.e_score_correction_bias [E]; ERNIE:
+ * mlp.moe_statics.e_score_correction_bias [1, E]; MiniMax-M2:
+ * block_sparse_moe.e_score_correction_bias [E]) becomes buffer
+ * model.layers.1.mlp.gate.e_score_correction_bias, not a parameter. */
+START_TEST(test_buffer_from_checkpoint) {
+  static const char *const cases[][3] = {
+      {"deepseek_v3", "model.layers.1.mlp.gate.weight:BF16:8,64",
+       "model.layers.1.mlp.gate.e_score_correction_bias:F32:8"},
+      {"ernie4_5_moe", "model.layers.1.mlp.gate.weight:F32:8,64",
+       "model.layers.1.mlp.moe_statics.e_score_correction_bias:F32:1,8"},
+      {"minimax_m2", "model.layers.1.block_sparse_moe.gate.weight:F32:8,64",
+       "model.layers.1.block_sparse_moe.e_score_correction_bias:F32:8"}};
+  const char *src = getenv("TPX_SOURCE_DIR");
+  const char *tmp = getenv("TMPDIR");
+  char dir[512], path[1024];
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  const char *fqn = NULL;
+  const int64_t *shape = NULL;
+  int ndim = 0;
+  tpx_dtype dt;
+  int64_t before;
+  snprintf(dir, sizeof dir, "%s/tpx-am-XXXXXX", tmp ? tmp : "/tmp");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/tests/data/upstream_moe/%s/config.json", src,
+           cases[_i][0]);
+  ck_assert_int_eq(tpx_model_load_config(path, &m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_buffer_rules(m), 1);
+  ck_assert_str_eq(tpx_model_buffer_rule(m, 0),
+                   "model.layers.*.mlp.gate.e_score_correction_bias");
+  before = tpx_model_total_params(m);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  write_header(path, &cases[_i][1], 2);
+  ck_assert_msg(tpx_model_add_safetensors(m, path, &err) == TPX_OK, "%s",
+                err.message);
+  unlink(path);
+  rmdir(dir);
+  ck_assert_int_eq(tpx_model_total_params(m), before);
+  fam_assert_no_param(m, "model.layers.1.mlp.gate.e_score_correction_bias");
+  ck_assert_uint_eq(tpx_model_num_buffers(m), 1);
+  ck_assert_int_eq(tpx_model_buffer(m, 0, &fqn, &shape, &ndim, &dt, &err),
+                   TPX_OK);
+  ck_assert_str_eq(fqn, "model.layers.1.mlp.gate.e_score_correction_bias");
+  ck_assert_int_eq(shape[ndim - 1], 8);
+  ck_assert_int_eq(dt, TPX_DTYPE_F32);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_buffer_rule_api) {
+  tpx_model *m = fam_model_json("{}");
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_buffer_rule(NULL, "a", &err),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_ne(tpx_model_add_buffer_rule(m, "", &err), TPX_OK);
+  ck_assert_int_ne(tpx_model_add_buffer_rule(m, "a..b", &err), TPX_OK);
+  ck_assert_int_eq(tpx_model_add_buffer_rule(m, "a.*.b", &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_buffer_rules(m), 1);
+  ck_assert_ptr_null(tpx_model_buffer_rule(m, 1));
+  ck_assert_uint_eq(tpx_model_num_buffer_rules(NULL), 0);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *automodel_moe_suite(void) {
   Suite *s = suite_create("families-automodel-moe");
   TCase *tc = tcase_create("automodel_moe");
@@ -304,6 +417,8 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_refuses_plan);
   tcase_add_test(tc, test_name_aliases);
   tcase_add_test(tc, test_traits);
+  tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 3);
+  tcase_add_test(tc, test_buffer_rule_api);
   suite_add_tcase(s, tc);
   return s;
 }
