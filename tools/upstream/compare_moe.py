@@ -23,7 +23,9 @@ planned with --weights at dp_shard 4 must give dp4_ep1's parameters, bytes
 and persistent buffers (name, shape as the checkpoint stores it, dtype).
 The dense_llama case: a dense Llama config at --ep 2 must be refused.
 One line per case: agree | differ: FIRST DIFFERENCE | tpx refuses: WHY |
-upstream refuses: WHY | both refuse | tpx rejects the command line: WHY,
+upstream refuses: WHY | both refuse (tpx's refusal names tp or ep / experts,
+as upstream's cause) | tpx refuses for another cause | tpx rejects the
+command line: WHY,
 then the counts per case. With --ratchet, the cases listed in --known
 (default tests/data/upstream_moe/known_differences.txt: "FAMILY CASE  #
 note") may fail to agree; the exit status is 1 when a case not listed does
@@ -33,6 +35,7 @@ the list).
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -44,6 +47,10 @@ sys.path.insert(0, HERE)
 import compare  # noqa: E402  (write_sparse_safetensors)
 
 EXPERT_KEYS = ('n_routed_experts', 'num_local_experts', 'num_experts', 'moe_num_experts')
+# What a tpx refusal must name to count as upstream's cause: tp for the
+# tensor-parallel refusals, ep / experts for the expert-parallel ones.
+TP_CAUSE = re.compile(r'\btp\b|tensor.parallel', re.I)
+EP_CAUSE = re.compile(r'\bep\b|expert|moe', re.I)
 CLI_ERRORS = ('unknown argument', 'unknown option', 'expects', 'see tpx plan --help')
 DENSE_LLAMA = {
     'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'hidden_size': 64,
@@ -219,7 +226,12 @@ def verdict(g, kind, why, diff_fn):
         return 'tpx rejects the command line', why
     if 'refused' in g:
         uerr = '%s: %s' % (g['refused']['type'], g['refused']['message'].splitlines()[0][:120])
-        return ('both refuse' if kind else 'upstream refuses'), uerr
+        if not kind:
+            return 'upstream refuses', uerr
+        cause = TP_CAUSE if g.get('tp', 1) > 1 and 'tensor-parallel' in uerr else EP_CAUSE
+        if not cause.search(why):
+            return 'tpx refuses for another cause', '%s (upstream: %s)' % (why, uerr)
+        return 'both refuse', uerr
     if kind:
         return 'tpx refuses', why
     diff = diff_fn()
