@@ -35,7 +35,8 @@ START_TEST(test_published_totals) {
   fam_assert_param(mx, "model.layers.0.self_attn.k_proj.weight", 1024, 4096);
   fam_assert_param(mx, "lm_head.weight", 32000, 4096);
   fam_assert_no_param(mx, "model.layers.0.mlp.gate_proj.weight");
-
+  fam_assert_module(mx, "model.rotary_emb", TPX_MODULE_ROTARY);
+  tpx_model_destroy(mx);
   tpx_registry_destroy(reg);
 }
 END_TEST
