@@ -11,9 +11,10 @@
  * checkpoint's other names for renamed tensors (name_alias, from each
  * family's state-dict adapter) and the routers' e_score_correction_bias
  * as a buffer (buffer: Automodel registers it as one; a checkpoint holds
- * it); the strategy's properties. get_plan refuses:
- * Automodel 0.7.0 registers no tensor-parallel plan for these classes, and
- * the host refuses tp > 1 for a moe_custom architecture as upstream does.
+ * it); the strategy's properties. get_plan refuses but for ERNIE-4.5-MoE
+ * (its class's own _tp_plan, ep 1 only): Automodel 0.7.0 registers no
+ * tensor-parallel plan for these classes, and the host refuses tp > 1 for
+ * a moe_custom architecture as upstream does.
  * Not: the MoE mesh and ep itself (the host's). */
 #include <string.h>
 
@@ -112,6 +113,26 @@ static int am_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    req->architecture != NULL ? req->architecture : "(null)");
 }
 
+/* ERNIE-4.5-MoE: Automodel's class carries a _tp_plan ({"lm_head":
+ * "colwise_rep"}), so at ep 1 the generic path takes get_hf_tp_shard_plan:
+ * lm_head colwise with Shard(-1) outputs kept as DTensors, then the
+ * embed_tokens entry it adds ("rowwise_rep": rowwise, replicated input).
+ * Neither touches an expert or router, so _validate_moe_tp_plan lets it
+ * through; with ep > 1 upstream refuses tp > 1 all the same (no plan in
+ * PARALLELIZE_FUNCTIONS). */
+static int ernie_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const tpx_plugin_plan_request *req) {
+  static const tpxp_rule rules[] = {
+      TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR,
+               .rooted = 1),
+      TPXP_ROW("model.embed_tokens", .in = TPXP_R, .rooted = 1),
+  };
+  (void)req;
+  TPXP_CHK(host->plan_set_function(ctx, "get_hf_tp_shard_plan (the class "
+                                        "_tp_plan)"));
+  return TPXP_ADD_RULES(host, ctx, "", rules);
+}
+
 static int am_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        const char *arch) {
   static const char *const kv[][2] = {
@@ -143,11 +164,19 @@ static int am_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   }
 
 static const tpxp_arch_ops am_ops[] = {
-    ROW("DeepseekV3ForCausalLM"), ROW("DeepseekV32ForCausalLM"),
-    ROW("Qwen3MoeForCausalLM"),   ROW("Qwen3NextForCausalLM"),
-    ROW("Glm4MoeForCausalLM"),    ROW("Glm4MoeLiteForCausalLM"),
-    ROW("GlmMoeDsaForCausalLM"),  ROW("GptOssForCausalLM"),
-    ROW("MiniMaxM2ForCausalLM"),  ROW("Ernie4_5_MoeForCausalLM"),
+    ROW("DeepseekV3ForCausalLM"),
+    ROW("DeepseekV32ForCausalLM"),
+    ROW("Qwen3MoeForCausalLM"),
+    ROW("Qwen3NextForCausalLM"),
+    ROW("Glm4MoeForCausalLM"),
+    ROW("Glm4MoeLiteForCausalLM"),
+    ROW("GlmMoeDsaForCausalLM"),
+    ROW("GptOssForCausalLM"),
+    ROW("MiniMaxM2ForCausalLM"),
+    {.bare = "Ernie4_5_MoeForCausalLM",
+     .plan = ernie_plan,
+     .skeleton = am_skeleton,
+     .strategy = am_strategy},
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

@@ -215,6 +215,32 @@ START_TEST(test_refuses_plan) {
 }
 END_TEST
 
+/* ERNIE-4.5-MoE: its class's _tp_plan through get_hf_tp_shard_plan, as
+ * upstream plans it at ep 1 (lm_head colwise to Shard(-1), then
+ * embed_tokens rowwise with replicated input). */
+START_TEST(test_ernie_plan) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, "moe", "qwen3moe-tiny.config.json", 0);
+  tpx_plan *plan = NULL;
+  tpx_plan_entry e;
+  tpx_error err = {0};
+  char msg[256];
+  ck_assert_int_eq(fam_plan(reg, m, "Ernie4_5_MoeForCausalLM", NULL, 0, 2,
+                            &plan, msg, sizeof msg),
+                   TPX_OK);
+  ck_assert_uint_eq(tpx_plan_size(plan), 2);
+  ck_assert_int_eq(tpx_plan_get(plan, 0, &e, &err), TPX_OK);
+  ck_assert_str_eq(e.module, "lm_head");
+  ck_assert_int_eq(e.style.kind, TPX_STYLE_COLWISE);
+  ck_assert_int_eq(tpx_plan_get(plan, 1, &e, &err), TPX_OK);
+  ck_assert_str_eq(e.module, "model.embed_tokens");
+  ck_assert_int_eq(e.style.kind, TPX_STYLE_ROWWISE);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 /* The renames of the state-dict adapters reach the model as name aliases
  * (GPT-OSS: three), so headers under the checkpoint's names match. */
 START_TEST(test_name_aliases) {
@@ -415,6 +441,7 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_sparse_layers);
   tcase_add_test(tc, test_bad_configs);
   tcase_add_test(tc, test_refuses_plan);
+  tcase_add_test(tc, test_ernie_plan);
   tcase_add_test(tc, test_name_aliases);
   tcase_add_test(tc, test_traits);
   tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 3);
