@@ -148,12 +148,16 @@ static int am_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                "the MoE parallelizer's units"},
   };
   size_t i;
-  (void)arch;
   if (host->struct_size <= offsetof(tpx_plugin_host, strategy_set) ||
       host->strategy_set == NULL)
     return TPX_PLUGIN_OK;
   for (i = 0; i < TPXP_N_OF(kv); i++)
     TPXP_CHK(host->strategy_set(ctx, kv[i][0], kv[i][1]));
+  if (tpxp_arch_is(arch, "Ernie4_5_MoeForCausalLM"))
+    TPXP_CHK(host->strategy_set(
+        ctx, "tensor_parallel",
+        "ep 1: the class's _tp_plan through get_hf_tp_shard_plan (lm_head "
+        "colwise, embed_tokens rowwise); ep > 1: none, tp > 1 refused"));
   return TPX_PLUGIN_OK;
 }
 
