@@ -136,6 +136,7 @@ static int ernie_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int am_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                        const char *arch) {
   static const char *const kv[][2] = {
+      {"name", "Automodel custom MoE"},
       {"tensor_parallel",
        "none: NeMo Automodel 0.7.0 registers no tensor-parallel plan for its "
        "custom MoE classes and refuses tp > 1"},
