@@ -141,7 +141,7 @@ static int am_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
        "none: NeMo Automodel 0.7.0 registers no tensor-parallel plan for its "
        "custom MoE classes and refuses tp > 1"},
       {"expert_parallel",
-       "ep > 1: components/moe/parallelizer.py; routed experts "
+       "ep > 1: Automodel's MoE parallelizer; routed experts "
        "(mlp.experts.*) Shard(0) over ep on the MoE mesh (ep_shard, ep), "
        "Shard(1) over ep_shard"},
       {"fsdp", "ep 1: the generic FSDP2 path (one unit per decoder layer, "
