@@ -162,6 +162,19 @@ TPX_API tpx_status tpx_model_buffer(const tpx_model *model, size_t index,
                                     tpx_error *err);
 /* Bytes of buffer `index` (0 out of range). */
 TPX_API int64_t tpx_model_buffer_bytes(const tpx_model *model, size_t index);
+/* A buffer rule: a checkpoint tensor that is no parameter of the model and
+ * whose name (through the name aliases) matches `pattern` (dotted atoms;
+ * '*', '?', '[..]' match within one atom) is recorded as a buffer by
+ * tpx_model_add_safetensors, not added as a parameter. A family's plugin
+ * declares them (trait buffer, docs/PLUGIN_ABI.md), e.g. NeMo Automodel's
+ * MoE routers' e_score_correction_bias, which its skeleton cannot name as
+ * a parameter. The pattern is copied. */
+TPX_API tpx_status tpx_model_add_buffer_rule(tpx_model *model,
+                                             const char *pattern,
+                                             tpx_error *err);
+TPX_API size_t tpx_model_num_buffer_rules(const tpx_model *model);
+/* Rule `index`, borrowed while the model lives; NULL out of range. */
+TPX_API const char *tpx_model_buffer_rule(const tpx_model *model, size_t index);
 /* One sentence on the checkpoint conversion tpx_model_add_safetensors
  * applied (transformers version, rules), or NULL when none did. */
 TPX_API const char *tpx_model_conversion_note(const tpx_model *model);

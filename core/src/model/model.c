@@ -641,6 +641,7 @@ void tpx_model_destroy(tpx_model *model) {
   free(model->architectures);
   free(model->source);
   free(model->aliases);
+  free(model->buffer_rules);
   free(model->buffers);
   free(model->conversion_note);
   free(model->fold_srcs);

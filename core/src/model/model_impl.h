@@ -109,6 +109,10 @@ struct tpx_model {
     tpx_dtype dtype;
   } * buffers;
   size_t num_buffers, cap_buffers;
+  /* Patterns of checkpoint tensors kept as buffers although the skeleton
+   * does not name them (buffer_rules.c); strings in the arena. */
+  const char **buffer_rules;
+  size_t num_buffer_rules, cap_buffer_rules;
   char *conversion_note; /* malloc'd; what the conversion did, or NULL */
   /* Where a parameter stored as several checkpoint tensors takes them
    * from (fold_sources.c): the conversion rules' fused parameters and the

@@ -21,6 +21,7 @@
 #include "base/grow.h"
 #include "model/config.h"
 #include "model/conversion_load.h"
+#include "model/buffer_rules.h"
 #include "model/expert_fold.h"
 #include "model/model_impl.h"
 #include "model/st_header.h"
@@ -697,8 +698,9 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
   char *scratch = NULL;
   size_t scratch_cap = 0;
   tpx__strmap mods = TPX__STRMAP_INIT; /* module fqn -> slot in flags */
-  /* Per-expert tensors folded onto fused expert parameters (by sorted
-   * position): checked in pass 1, never added in pass 2. */
+  /* Per-expert tensors folded onto fused expert parameters, and tensors
+   * recorded as buffers (by sorted position): checked in pass 1, never
+   * added in pass 2. */
   char *folded = calloc(l->n ? l->n : 1, 1);
   tpx__expert_fold fold = {0};
   tpx_status st = TPX_OK;
@@ -732,6 +734,14 @@ static tpx_status apply(tpx_model *model, tpx__st_load *l, tpx_error *err) {
             tpx__format_shape(b, sizeof b, model->dims + p->dims, p->ndim),
             tpx__model_dtype_st_name((tpx_dtype)p->dtype));
       }
+      continue;
+    }
+    /* A tensor the plugin says is a buffer of the module tree (trait
+     * buffer): recorded as one, never a parameter. */
+    if (tpx__model_buffer_rule_matches(model, t->name)) {
+      st = tpx_model_add_buffer(model, t->name, t->shape, t->ndim, t->dtype,
+                                err);
+      folded[k] = 1;
       continue;
     }
     int is_fold = 0;

@@ -644,6 +644,30 @@ static tpx_status add_name_aliases(const tpx__plugin *p, tpx_model *model,
   return TPX_OK;
 }
 
+/* The serving plugin's buffer rules for `arch` (traits
+ * "buffer=<class>:<pattern>", docs/PLUGIN_ABI.md) onto the model, so the
+ * checkpoint tensors they name are recorded as buffers. */
+static tpx_status add_buffer_rules(const tpx__plugin *p, tpx_model *model,
+                                   const char *arch, tpx_error *err) {
+  static const char key[] = "buffer=";
+  const char *dot = strrchr(arch, '.');
+  const char *bare = dot ? dot + 1 : arch;
+  size_t bl = strlen(bare);
+  for (size_t k = 0; k < p->num_traits; k++) {
+    const char *t = p->traits[k];
+    if (strncmp(t, key, sizeof key - 1) != 0)
+      continue;
+    t += sizeof key - 1;
+    const char *colon = strchr(t, ':');
+    if (!colon || (size_t)(colon - t) != bl || strncmp(t, bare, bl) != 0)
+      continue;
+    tpx_status st = tpx_model_add_buffer_rule(model, colon + 1, err);
+    if (st != TPX_OK)
+      return st;
+  }
+  return TPX_OK;
+}
+
 tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
                                        tpx_model *model, tpx_error *err) {
   if (!reg || !model)
@@ -666,7 +690,9 @@ tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
                          arch);
   const tpx__plugin *p = tpx__registry_at(reg, (size_t)i);
   tpx_status st = tpx__plugin_skeleton(p, model, matched, err);
-  return st == TPX_OK ? add_name_aliases(p, model, arch, err) : st;
+  if (st == TPX_OK)
+    st = add_name_aliases(p, model, arch, err);
+  return st == TPX_OK ? add_buffer_rules(p, model, arch, err) : st;
 }
 
 tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,

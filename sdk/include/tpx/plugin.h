@@ -301,6 +301,13 @@ typedef struct tpx_plugin_info {
    *       the serving plugin's rules to the model after its skeleton, in
    *       the order declared (the first that matches applies), reads
    *       safetensors headers through them and reports them.
+   *   buffer=<class>:<pattern>
+   *       checkpoint tensors of <class> whose name (through the name
+   *       aliases) matches <pattern> (dotted FQN pattern, per-atom fnmatch)
+   *       and that the skeleton has no parameter of are buffers of
+   *       upstream's module tree (e.g. NeMo Automodel's MoE routers'
+   *       e_score_correction_bias): reading safetensors headers, the host
+   *       records them as buffers, never parameters, never sharded.
    *   tp_grad_sync=<architecture>
    *       upstream's strategy for <architecture>, with the plan this plugin
    *       gives for it, sums over tp the gradients that plan leaves partial

@@ -1,0 +1,102 @@
+/* am.h — the tpx_automodel_moe plugin's shared declarations: the mixture-of-
+ * experts architectures NeMo Automodel 0.7.0 trains with its OWN model
+ * classes (its MODEL_ARCH_MAPPING), read from a Hugging Face config into one
+ * description (am_config.c) and built as Automodel's module tree
+ * (am_skeleton.c). Not: transformers' classes for the same configs (they
+ * name and shape the experts differently), expert parallelism itself (the
+ * host's, from this plugin's moe_custom / expert_param traits). */
+#ifndef TPX_AUTOMODEL_MOE_AM_H
+#define TPX_AUTOMODEL_MOE_AM_H
+
+#include <stdint.h>
+
+#include "tpxp_common.h"
+
+#define AM_F32 "float32"
+
+/* The self-attention Automodel builds for a family. */
+typedef enum am_attn {
+  AM_ATTN_GQA = 1, /* q/k/v/o projections (+ optional biases, qk norms) */
+  AM_ATTN_MLA,     /* DeepSeek's multi-head latent attention */
+  AM_ATTN_HYBRID   /* Qwen3-Next: gated-delta-net or gated full attention */
+} am_attn;
+
+/* How a family's config says which layers are MoE layers. */
+typedef enum am_sparse_rule {
+  AM_SPARSE_ALL = 1,     /* every layer (GPT-OSS, MiniMax-M2) */
+  AM_SPARSE_FIRST_K,     /* i >= first_k_dense_replace (DeepSeek-V3/V3.2,
+                            GLM-4-MoE) */
+  AM_SPARSE_LAYER_TYPES, /* mlp_layer_types[i] == "sparse", else first_k
+                            (GLM-4-MoE-Lite, GLM-MoE-DSA) */
+  AM_SPARSE_STEP,        /* not in mlp_only_layers and (i + 1) %
+                            decoder_sparse_step == 0 (Qwen3-MoE, -Next) */
+  AM_SPARSE_ERNIE        /* (i + 1) % moe_layer_interval == 0 and
+                            moe_layer_start_index <= i <= end_index */
+} am_sparse_rule;
+
+/* One architecture: its config keys and module-tree features. */
+typedef struct am_arch {
+  const char *bare;             /* "DeepseekV3ForCausalLM" */
+  am_attn attn;                 /* the attention block */
+  am_sparse_rule sparse;        /* which layers are MoE */
+  const char *experts_key;      /* the routed-expert count key */
+  const char *moe_inter_key;    /* per-expert intermediate size key; NULL:
+                                   intermediate_size */
+  const char *shared_key;       /* shared-expert count key; NULL: none */
+  const char *shared_inter_key; /* NULL: moe_inter * shared count */
+  const char *gate_dtype;       /* router weight dtype; NULL: the config's */
+  int indexer;             /* DeepSeek-V3.2 / GLM-MoE-DSA lightning indexer */
+  int tie_default;         /* tie_word_embeddings when absent */
+  const char *bias_key;    /* config key of the q/k/v biases (GQA);
+                              NULL: none (GPT-OSS: always, see gpt_oss) */
+  int o_bias;              /* o_proj takes the same bias as q/k/v */
+  int gpt_oss;             /* biases everywhere, sinks, router bias */
+  int ernie;               /* use_bias on the MLPs and experts too */
+  int shared_gate;         /* Qwen3-Next's shared_expert_gate [1, H] */
+  int qk_norm;             /* 0: none; 1: per head [head_dim] (Qwen3,
+                              GLM-4 use_qk_norm); 2: over the flattened
+                              projections (MiniMax-M2 use_qk_norm) */
+  const char *qk_norm_key; /* key that enables qk_norm; NULL: always */
+  int fp32_linear_attn;    /* Qwen3-Next: A_log / dt_bias in _fp32_params */
+  int minimax_names;       /* checkpoint: block_sparse_moe, w1 / w3 / w2 */
+  int fused_in_ckpt;       /* checkpoint already holds fused experts */
+} am_arch;
+
+/* A config read for one architecture. */
+typedef struct am_cfg {
+  const am_arch *a;
+  int64_t layers, hidden, heads, kv_heads, head_dim, inter, vocab;
+  int tie, attn_bias, use_bias, qk_norm;
+  /* MLA */
+  int64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
+  int64_t idx_heads, idx_dim;
+  /* MoE */
+  int64_t experts, moe_inter, shared_inter;
+  /* Qwen3-Next gated delta net */
+  int64_t lin_kh, lin_kd, lin_vh, lin_vd, conv_k;
+} am_cfg;
+
+/* The architecture row for `arch` (bare or qualified), or NULL. */
+const am_arch *am_find(const char *arch);
+/* All rows, for registration. */
+const am_arch *am_archs(size_t *n);
+
+/* Read the config for `a` into c (errors name the key). */
+int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
+            am_cfg *c);
+/* Is layer i an MoE layer? */
+int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const am_cfg *c, int64_t i, int *sparse);
+/* Is layer i a Qwen3-Next linear-attention layer (layer_types)? */
+int am_layer_linear(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const am_cfg *c, int64_t i, int *linear);
+
+/* The whole skeleton (tpx_plugin_get_skeleton). */
+int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                const char *arch);
+/* The MoE block at "<layer>.mlp": router, grouped experts (with their
+ * checkpoint sources), shared experts. */
+int am_sk_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_cfg *c,
+              const char *layer);
+
+#endif /* TPX_AUTOMODEL_MOE_AM_H */

@@ -1,0 +1,307 @@
+/* am_config.c — the ten architectures NeMo Automodel 0.7.0 trains with its
+ * own MoE classes, as a table of config keys and module-tree features, and
+ * the config reads that turn a Hugging Face config.json into an am_cfg
+ * (layer counts and sizes, which layers are MoE, which attention). Not the
+ * module tree itself (am_skeleton.c). */
+#include <string.h>
+
+#include "am.h"
+
+/* Rows in MODEL_ARCH_MAPPING order. Config keys are transformers 5.25's
+ * (Qwen3-MoE's num_experts is written num_local_experts there; the old name
+ * is read too). */
+static const am_arch k_archs[] = {
+    {.bare = "DeepseekV3ForCausalLM",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts"},
+    {.bare = "DeepseekV32ForCausalLM",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .indexer = 1},
+    {.bare = "Qwen3MoeForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_STEP,
+     .experts_key = "num_local_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .bias_key = "attention_bias",
+     .o_bias = 1,
+     .qk_norm = 1},
+    {.bare = "Qwen3NextForCausalLM",
+     .attn = AM_ATTN_HYBRID,
+     .sparse = AM_SPARSE_STEP,
+     .experts_key = "num_local_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "",
+     .shared_inter_key = "shared_expert_intermediate_size",
+     .shared_gate = 1,
+     .qk_norm = 1,
+     .fp32_linear_attn = 1},
+    {.bare = "Glm4MoeForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .bias_key = "attention_bias",
+     .qk_norm = 1,
+     .qk_norm_key = "use_qk_norm"},
+    {.bare = "Glm4MoeLiteForCausalLM",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_LAYER_TYPES,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts"},
+    {.bare = "GlmMoeDsaForCausalLM",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_LAYER_TYPES,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .indexer = 1},
+    {.bare = "GptOssForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "num_local_experts",
+     .o_bias = 1,
+     .gpt_oss = 1,
+     .fused_in_ckpt = 1},
+    {.bare = "MiniMaxM2ForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "num_local_experts",
+     .gate_dtype = AM_F32,
+     .qk_norm = 2,
+     .qk_norm_key = "use_qk_norm",
+     .minimax_names = 1},
+    {.bare = "Ernie4_5_MoeForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ERNIE,
+     .experts_key = "moe_num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "moe_num_shared_experts",
+     .gate_dtype = AM_F32,
+     .bias_key = "use_bias",
+     .o_bias = 1,
+     .ernie = 1,
+     .tie_default = 1},
+};
+
+const am_arch *am_archs(size_t *n) {
+  *n = TPXP_N_OF(k_archs);
+  return k_archs;
+}
+
+const am_arch *am_find(const char *arch) {
+  size_t i;
+  for (i = 0; arch != NULL && i < TPXP_N_OF(k_archs); i++)
+    if (tpxp_arch_is(arch, k_archs[i].bare))
+      return &k_archs[i];
+  return NULL;
+}
+
+static int read_mla(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    am_cfg *c) {
+  const tpxp_key keys[] = {
+      TPXP_KEY_I("q_lora_rank", &c->q_lora, 0),
+      TPXP_KEY_Z("kv_lora_rank", &c->kv_lora, 512),
+      TPXP_KEY_Z("qk_nope_head_dim", &c->qk_nope, 128),
+      TPXP_KEY_Z("qk_rope_head_dim", &c->qk_rope, 64),
+      TPXP_KEY_Z("v_head_dim", &c->v_head, 128),
+      TPXP_KEY_Z("index_n_heads", &c->idx_heads, 64),
+      TPXP_KEY_Z("index_head_dim", &c->idx_dim, 128),
+  };
+  return TPXP_CFG_READ(host, ctx, "", keys);
+}
+
+static int read_linear_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            am_cfg *c) {
+  const tpxp_key keys[] = {
+      TPXP_KEY_Z("linear_num_key_heads", &c->lin_kh, 16),
+      TPXP_KEY_Z("linear_key_head_dim", &c->lin_kd, 128),
+      TPXP_KEY_Z("linear_num_value_heads", &c->lin_vh, 32),
+      TPXP_KEY_Z("linear_value_head_dim", &c->lin_vd, 128),
+      TPXP_KEY_Z("linear_conv_kernel_dim", &c->conv_k, 4),
+  };
+  return TPXP_CFG_READ(host, ctx, "", keys);
+}
+
+/* Routed experts, their size, and the shared experts' total width. */
+static int read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const am_arch *a, am_cfg *c) {
+  int64_t shared = 0;
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, a->experts_key, -1, &c->experts));
+  if (c->experts < 0 && strcmp(a->experts_key, "num_local_experts") == 0)
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "num_experts", -1, &c->experts));
+  if (c->experts <= 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "automodel_moe: %s: config %s must be a positive expert "
+                     "count",
+                     a->bare, a->experts_key);
+  c->moe_inter = c->inter;
+  if (a->moe_inter_key != NULL)
+    TPXP_CHK(tpxp_cfg_int_req(host, ctx, a->moe_inter_key, &c->moe_inter));
+  if (a->shared_key != NULL && a->shared_key[0] != '\0')
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, a->shared_key, 0, &shared));
+  c->shared_inter = shared * c->moe_inter;
+  if (a->shared_inter_key != NULL)
+    TPXP_CHK(
+        tpxp_cfg_int_opt(host, ctx, a->shared_inter_key, 0, &c->shared_inter));
+  if (c->moe_inter <= 0 || c->shared_inter < 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "automodel_moe: %s: expert sizes must be positive "
+                     "(moe_intermediate_size %lld, shared %lld)",
+                     a->bare, (long long)c->moe_inter,
+                     (long long)c->shared_inter);
+  return TPX_PLUGIN_OK;
+}
+
+int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
+            am_cfg *c) {
+  int64_t hd = 0;
+  memset(c, 0, sizeof *c);
+  c->a = a;
+  {
+    const tpxp_key keys[] = {
+        {.key = "num_hidden_layers",
+         .type = TPXP_KEY_INT,
+         .out = &c->layers,
+         .required = 1},
+        {.key = "hidden_size",
+         .type = TPXP_KEY_SIZE,
+         .out = &c->hidden,
+         .required = 1},
+        {.key = "num_attention_heads",
+         .type = TPXP_KEY_SIZE,
+         .out = &c->heads,
+         .required = 1},
+        {.key = "vocab_size",
+         .type = TPXP_KEY_SIZE,
+         .out = &c->vocab,
+         .required = 1},
+        TPXP_KEY_I("num_key_value_heads", &c->kv_heads, 0),
+        TPXP_KEY_I("head_dim", &hd, 0),
+        TPXP_KEY_I("intermediate_size", &c->inter, 0),
+        TPXP_KEY_B("tie_word_embeddings", &c->tie, a->tie_default),
+    };
+    TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
+  }
+  if (c->layers < 0)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "automodel_moe: config num_hidden_layers must be >= 0");
+  if (c->kv_heads <= 0)
+    c->kv_heads = c->heads;
+  c->head_dim = hd > 0 ? hd : c->hidden / c->heads;
+  if (a->bias_key != NULL)
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->bias_key, 0, &c->attn_bias));
+  c->use_bias = a->ernie ? c->attn_bias : 0;
+  c->qk_norm = a->qk_norm;
+  if (a->qk_norm && a->qk_norm_key != NULL) {
+    int on = 0;
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->qk_norm_key, 0, &on));
+    c->qk_norm = on ? a->qk_norm : 0;
+  }
+  if (a->attn == AM_ATTN_MLA)
+    TPXP_CHK(read_mla(host, ctx, c));
+  if (a->attn == AM_ATTN_HYBRID)
+    TPXP_CHK(read_linear_attn(host, ctx, c));
+  return read_moe(host, ctx, a, c);
+}
+
+/* 1 when the integer list at `key` holds i. */
+static int list_has(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *key, int64_t i, int *has) {
+  int64_t n = 0, j, v;
+  char p[64];
+  int st = host->config_get_length(ctx, key, &n);
+  *has = 0;
+  if (st == TPX_PLUGIN_NOT_FOUND)
+    return TPX_PLUGIN_OK;
+  if (st != TPX_PLUGIN_OK)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                     "automodel_moe: config %s must be a list of layer "
+                     "indices",
+                     key);
+  for (j = 0; j < n; j++) {
+    tpxp_fmt(p, sizeof p, "%s[%lld]", key, (long long)j);
+    TPXP_CHK(tpxp_cfg_int_req(host, ctx, p, &v));
+    if (v == i)
+      *has = 1;
+  }
+  return TPX_PLUGIN_OK;
+}
+
+/* The string at "<key>[i]", or NULL when the list is absent. */
+static int list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const char *key, int64_t i, const char **out) {
+  char p[64];
+  *out = NULL;
+  if (!host->config_has(ctx, key))
+    return TPX_PLUGIN_OK;
+  tpxp_fmt(p, sizeof p, "%s[%lld]", key, (long long)i);
+  return tpxp_cfg_str_opt(host, ctx, p, NULL, out);
+}
+
+static int first_k(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int64_t i,
+                   int *sparse) {
+  int64_t k = 0;
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "first_k_dense_replace", 0, &k));
+  *sparse = i >= k;
+  return TPX_PLUGIN_OK;
+}
+
+int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const am_cfg *c, int64_t i, int *sparse) {
+  const char *s = NULL;
+  int64_t step = 1, start = 0, end = 0, every = 1;
+  int only = 0;
+  switch (c->a->sparse) {
+  case AM_SPARSE_ALL: *sparse = 1; return TPX_PLUGIN_OK;
+  case AM_SPARSE_FIRST_K: return first_k(host, ctx, i, sparse);
+  case AM_SPARSE_LAYER_TYPES:
+    TPXP_CHK(list_str(host, ctx, "mlp_layer_types", i, &s));
+    if (s == NULL)
+      return first_k(host, ctx, i, sparse);
+    *sparse = strcmp(s, "sparse") == 0;
+    return TPX_PLUGIN_OK;
+  case AM_SPARSE_STEP:
+    TPXP_CHK(list_has(host, ctx, "mlp_only_layers", i, &only));
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "decoder_sparse_step", 1, &step));
+    *sparse = !only && step > 0 && (i + 1) % step == 0;
+    return TPX_PLUGIN_OK;
+  case AM_SPARSE_ERNIE:
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "moe_layer_interval", 1, &every));
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "moe_layer_start_index", 0, &start));
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "moe_layer_end_index", c->layers - 1,
+                              &end));
+    if (end < 0)
+      end = c->layers - 1;
+    *sparse = every > 0 && (i + 1) % every == 0 && i >= start && i <= end;
+    return TPX_PLUGIN_OK;
+  }
+  return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
+                   "automodel_moe: no sparse-layer rule for %s", c->a->bare);
+}
+
+int am_layer_linear(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const am_cfg *c, int64_t i, int *linear) {
+  const char *s = NULL;
+  int64_t every = 4;
+  *linear = 0;
+  if (c->a->attn != AM_ATTN_HYBRID)
+    return TPX_PLUGIN_OK;
+  TPXP_CHK(list_str(host, ctx, "layer_types", i, &s));
+  if (s != NULL) {
+    *linear = strcmp(s, "linear_attention") == 0;
+    return TPX_PLUGIN_OK;
+  }
+  /* transformers' default: every full_attention_interval-th is full. */
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "full_attention_interval", 4, &every));
+  *linear = every <= 0 || (i + 1) % every != 0;
+  return TPX_PLUGIN_OK;
+}

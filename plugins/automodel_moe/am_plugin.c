@@ -1,0 +1,191 @@
+/* am_plugin.c — the tpx_automodel_moe family plugin: the mixture-of-experts
+ * architectures NeMo Automodel 0.7.0 trains with its own model classes
+ * (docs/MOE_FAMILIES.md "Automodel's own MoE classes"): DeepSeek-V3 and
+ * V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE and -Lite, GLM-MoE-DSA, GPT-OSS,
+ * MiniMax-M2 and ERNIE-4.5-MoE.
+ *
+ * What it declares: the config-only skeleton under Automodel's names
+ * (am_skeleton.c); traits saying upstream serves these with its MoE
+ * implementation (moe_custom), which parameters are routed experts
+ * (expert_param: the GroupedExperts tensors, dim 0 the expert) and the
+ * checkpoint's other names for renamed tensors (name_alias, from each
+ * family's state-dict adapter) and the routers' e_score_correction_bias
+ * as a buffer (buffer: Automodel registers it as one; a checkpoint holds
+ * it); the strategy's properties. get_plan refuses but for ERNIE-4.5-MoE
+ * (its class's own _tp_plan, ep 1 only): Automodel 0.7.0 registers no
+ * tensor-parallel plan for these classes, and the host refuses tp > 1 for
+ * a moe_custom architecture as upstream does.
+ * Not: the MoE mesh and ep itself (the host's). */
+#include <string.h>
+
+#include "am.h"
+
+#define QUAL(mod, cls) "transformers.models." mod ".modeling_" mod "." cls
+
+static const char *const k_archs[] = {
+    "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "Qwen3NextForCausalLM",
+    "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM",
+    "GlmMoeDsaForCausalLM",
+    "GptOssForCausalLM",
+    "MiniMaxM2ForCausalLM",
+    "Ernie4_5_MoeForCausalLM",
+    QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
+    QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
+    QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
+    QUAL("qwen3_next", "Qwen3NextForCausalLM"),
+    QUAL("glm4_moe", "Glm4MoeForCausalLM"),
+    QUAL("glm4_moe_lite", "Glm4MoeLiteForCausalLM"),
+    QUAL("glm_moe_dsa", "GlmMoeDsaForCausalLM"),
+    QUAL("gpt_oss", "GptOssForCausalLM"),
+    QUAL("minimax_m2", "MiniMaxM2ForCausalLM"),
+    QUAL("ernie4_5_moe", "Ernie4_5_MoeForCausalLM"),
+    NULL};
+
+#define MOE(cls)                                                               \
+  "moe_custom=" cls, "expert_param=" cls ":model.layers.*.mlp.experts.*",      \
+      "buffer=" cls ":model.layers.*.mlp.gate.e_score_correction_bias"
+#define L "model.layers.*."
+
+/* The state-dict adapters' renames, checkpoint name = Automodel's name (the
+ * per-expert tensors are declared as sources by the skeleton instead). */
+static const char *const k_traits[] = {
+    MOE("DeepseekV3ForCausalLM"),
+    MOE("DeepseekV32ForCausalLM"),
+    MOE("Qwen3MoeForCausalLM"),
+    MOE("Qwen3NextForCausalLM"),
+    "name_alias=Qwen3NextForCausalLM:" L "mlp.shared_expert=" L
+    "mlp.shared_experts",
+    "name_alias=Qwen3NextForCausalLM:" L "linear_attn.A_log=" L
+    "linear_attn._fp32_params.A_log",
+    "name_alias=Qwen3NextForCausalLM:" L "linear_attn.dt_bias=" L
+    "linear_attn._fp32_params.dt_bias",
+    MOE("Glm4MoeForCausalLM"),
+    MOE("Glm4MoeLiteForCausalLM"),
+    MOE("GlmMoeDsaForCausalLM"),
+    MOE("GptOssForCausalLM"),
+    "name_alias=GptOssForCausalLM:" L "mlp.router=" L "mlp.gate",
+    "name_alias=GptOssForCausalLM:" L "mlp.experts.gate_up_proj=" L
+    "mlp.experts.gate_and_up_projs",
+    "name_alias=GptOssForCausalLM:" L "mlp.experts.down_proj=" L
+    "mlp.experts.down_projs",
+    MOE("MiniMaxM2ForCausalLM"),
+    "name_alias=MiniMaxM2ForCausalLM:" L
+    "block_sparse_moe.e_score_correction_bias=" L
+    "mlp.gate.e_score_correction_bias",
+    "name_alias=MiniMaxM2ForCausalLM:" L "block_sparse_moe=" L "mlp",
+    MOE("Ernie4_5_MoeForCausalLM"),
+    "name_alias=Ernie4_5_MoeForCausalLM:" L "mlp.moe_statics=" L "mlp.gate",
+    NULL};
+
+int register_parallel_strategy(const tpx_plugin_host *host,
+                               tpx_plugin_info *info) {
+  static const tpxp_plugin_desc desc = {
+      .name = "automodel_moe",
+      .version = "1.0.0",
+      .description =
+          "NeMo Automodel 0.7.0's own MoE classes (MODEL_ARCH_MAPPING): "
+          "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
+          "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE. Config-only "
+          "skeletons under Automodel's names with GroupedExperts' fused "
+          "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
+          "checkpoint's names as aliases and sources; expert parameters "
+          "and moe_custom declared for expert parallelism. No plan: "
+          "upstream registers no tensor-parallel plan for these classes",
+      .architectures = k_archs,
+      .plans = NULL,
+      .traits = k_traits,
+  };
+  return tpxp_register(host, info, &desc);
+}
+
+/* No plan: Automodel 0.7.0 has none for its custom MoE classes. */
+static int am_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const tpx_plugin_plan_request *req) {
+  return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                   "automodel_moe: declines '%s' on purpose: NeMo Automodel "
+                   "0.7.0 serves it with its own MoE class and registers no "
+                   "tensor-parallel plan for it (tp > 1 is refused upstream); "
+                   "at tp 1 no plan applies",
+                   req->architecture != NULL ? req->architecture : "(null)");
+}
+
+/* ERNIE-4.5-MoE: Automodel's class carries a _tp_plan ({"lm_head":
+ * "colwise_rep"}), so at ep 1 the generic path takes get_hf_tp_shard_plan:
+ * lm_head colwise with Shard(-1) outputs kept as DTensors, then the
+ * embed_tokens entry it adds ("rowwise_rep": rowwise, replicated input).
+ * Neither touches an expert or router, so _validate_moe_tp_plan lets it
+ * through; with ep > 1 upstream refuses tp > 1 all the same (no plan in
+ * PARALLELIZE_FUNCTIONS). */
+static int ernie_plan(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const tpx_plugin_plan_request *req) {
+  static const tpxp_rule rules[] = {
+      TPXP_COL("lm_head", .out = TPXP_SM1, .local = TPXP_KEEP_DTENSOR,
+               .rooted = 1),
+      TPXP_ROW("model.embed_tokens", .in = TPXP_R, .rooted = 1),
+  };
+  (void)req;
+  TPXP_CHK(host->plan_set_function(ctx, "get_hf_tp_shard_plan (the class "
+                                        "_tp_plan)"));
+  return TPXP_ADD_RULES(host, ctx, "", rules);
+}
+
+static int am_strategy(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       const char *arch) {
+  static const char *const kv[][2] = {
+      {"name", "Automodel custom MoE"},
+      {"tensor_parallel",
+       "none: NeMo Automodel 0.7.0 registers no tensor-parallel plan for its "
+       "custom MoE classes and refuses tp > 1"},
+      {"expert_parallel",
+       "ep > 1: Automodel's MoE parallelizer; routed experts "
+       "(mlp.experts.*) Shard(0) over ep on the MoE mesh (ep_shard, ep), "
+       "Shard(1) over ep_shard"},
+      {"fsdp", "ep 1: the generic FSDP2 path (one unit per decoder layer, "
+               "embed_tokens and lm_head when untied, the root); ep > 1: "
+               "the MoE parallelizer's units"},
+  };
+  size_t i;
+  if (host->struct_size <= offsetof(tpx_plugin_host, strategy_set) ||
+      host->strategy_set == NULL)
+    return TPX_PLUGIN_OK;
+  for (i = 0; i < TPXP_N_OF(kv); i++)
+    TPXP_CHK(host->strategy_set(ctx, kv[i][0], kv[i][1]));
+  if (tpxp_arch_is(arch, "Ernie4_5_MoeForCausalLM"))
+    TPXP_CHK(host->strategy_set(
+        ctx, "tensor_parallel",
+        "ep 1: the class's _tp_plan through get_hf_tp_shard_plan (lm_head "
+        "colwise, embed_tokens rowwise); ep > 1: none, tp > 1 refused"));
+  return TPX_PLUGIN_OK;
+}
+
+#define ROW(cls)                                                               \
+  {                                                                            \
+    .bare = cls, .plan = am_plan, .skeleton = am_skeleton,                     \
+    .strategy = am_strategy                                                    \
+  }
+
+static const tpxp_arch_ops am_ops[] = {
+    ROW("DeepseekV3ForCausalLM"),
+    ROW("DeepseekV32ForCausalLM"),
+    ROW("Qwen3MoeForCausalLM"),
+    ROW("Qwen3NextForCausalLM"),
+    ROW("Glm4MoeForCausalLM"),
+    ROW("Glm4MoeLiteForCausalLM"),
+    ROW("GlmMoeDsaForCausalLM"),
+    ROW("GptOssForCausalLM"),
+    ROW("MiniMaxM2ForCausalLM"),
+    {.bare = "Ernie4_5_MoeForCausalLM",
+     .plan = ernie_plan,
+     .skeleton = am_skeleton,
+     .strategy = am_strategy},
+};
+static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
+                                          TPXP_N_OF(am_ops)};
+
+TPXP_EXPORT_GET_PLAN(automodel_moe)
+TPXP_EXPORT_SKELETON(automodel_moe)
+TPXP_EXPORT_STRATEGY(automodel_moe)

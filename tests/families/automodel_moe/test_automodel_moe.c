@@ -1,0 +1,460 @@
+/* test_automodel_moe.c — the tpx_automodel_moe plugin (NeMo Automodel
+ * 0.7.0's own MoE classes): every tiny config recorded from Automodel
+ * (tests/data/upstream_moe/<family>/) gives exactly the parameters
+ * Automodel's class has (names, shapes, dtypes, tied); Qwen3-30B-A3B's
+ * published total under Automodel's names; which layers are MoE from each
+ * family's keys; the traits (moe_custom, expert_param, name_alias) and the
+ * plan refusal; config errors named; a checkpoint's router
+ * e_score_correction_bias recorded as a buffer (trait buffer), under
+ * Automodel's name whatever the family's checkpoint calls it. */
+#include <check.h>
+#include <dlfcn.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fam_util.h"
+#include "tpx/plugin.h"
+#include "tpx/registry.h"
+
+#define FAM "automodel_moe"
+
+static const char *const k_families[] = {
+    "deepseek_v3", "deepseek_v32", "ernie4_5_moe", "glm4_moe",  "glm4_moe_lite",
+    "glm_moe_dsa", "gpt_oss",      "minimax_m2",   "qwen3_moe", "qwen3_next"};
+
+START_TEST(test_abi) { fam_check_abi(FAM); }
+END_TEST
+
+static const char *dtype_short(tpx_dtype d) {
+  switch (d) {
+  case TPX_DTYPE_BF16: return "bf16";
+  case TPX_DTYPE_F32: return "f32";
+  case TPX_DTYPE_F16: return "f16";
+  default: return "?";
+  }
+}
+
+/* The skeleton of a recorded tiny config against golden.json's dp4_ep1
+ * parameters: same names, shapes and dtypes, nothing more, same ties. */
+START_TEST(test_tiny_goldens) {
+  const char *fam = k_families[_i];
+  const char *src = getenv("TPX_SOURCE_DIR");
+  char path[1024];
+  json_error_t je;
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  json_t *g, *params, *p, *tied;
+  size_t k, n = 0;
+  ck_assert_ptr_nonnull(src);
+  snprintf(path, sizeof path, "%s/tests/data/upstream_moe/%s/config.json", src,
+           fam);
+  ck_assert_int_eq(tpx_model_load_config(path, &m, &err), TPX_OK);
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s: %s",
+                fam, err.message);
+  snprintf(path, sizeof path, "%s/tests/data/upstream_moe/%s/golden.json", src,
+           fam);
+  g = json_load_file(path, 0, &je);
+  ck_assert_msg(g != NULL, "%s: %s", path, je.text);
+  params = json_object_get(
+      json_object_get(json_object_get(g, "cases"), "dp4_ep1"), "parameters");
+  tied = json_object_get(
+      json_object_get(json_object_get(g, "cases"), "dp4_ep1"), "tied");
+  json_array_foreach(params, k, p) {
+    const char *name = json_string_value(json_object_get(p, "name"));
+    json_t *shape = json_object_get(p, "shape");
+    tpx_param_info info;
+    int64_t i = tpx_model_find_param(m, name);
+    size_t d;
+    ck_assert_msg(i >= 0, "%s: no parameter %s", fam, name);
+    ck_assert_int_eq(tpx_model_param(m, i, &info, &err), TPX_OK);
+    ck_assert_int_eq(info.ndim, (int)json_array_size(shape));
+    for (d = 0; d < json_array_size(shape); d++)
+      ck_assert_msg(info.shape[d] ==
+                        json_integer_value(json_array_get(shape, d)),
+                    "%s: %s dim %zu", fam, name, d);
+    ck_assert_str_eq(dtype_short(info.dtype),
+                     json_string_value(json_object_get(p, "dtype")));
+    n++;
+  }
+  /* Nothing beyond upstream's parameters but its tied aliases. */
+  ck_assert_int_eq(fam_count_untied(m), (int64_t)n);
+  {
+    const char *alias;
+    json_t *target;
+    json_object_foreach(tied, alias, target) {
+      fam_assert_tied(m, alias, json_string_value(target));
+    }
+  }
+  json_decref(g);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Qwen3-30B-A3B under Automodel's class: the published total (the same
+ * elements as transformers' class, fused the other way round). */
+START_TEST(test_qwen3_30b) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *qw = fam_model(reg, "moe", "Qwen3-30B-A3B.config.json", 1);
+  ck_assert_int_eq(tpx_model_total_params(qw), 30532122624LL);
+  ck_assert_int_eq(tpx_model_total_bytes(qw), 2 * 30532122624LL);
+  fam_assert_param(qw, "model.layers.47.mlp.gate.weight", 128, 2048);
+  fam_assert_param(qw, "model.layers.0.self_attn.q_norm.weight", 128, -1);
+  fam_assert_no_param(qw, "model.layers.5.mlp.experts.gate_up_proj");
+  {
+    tpx_param_info p;
+    tpx_error err = {0};
+    int64_t i = tpx_model_find_param(
+        qw, "model.layers.5.mlp.experts.gate_and_up_projs");
+    ck_assert_int_ge(i, 0);
+    ck_assert_int_eq(tpx_model_param(qw, i, &p, &err), TPX_OK);
+    ck_assert_int_eq(p.shape[0], 128);
+    ck_assert_int_eq(p.shape[1], 2048);
+    ck_assert_int_eq(p.shape[2], 1536);
+    i = tpx_model_find_param(qw, "model.layers.5.mlp.experts.down_projs");
+    ck_assert_int_eq(tpx_model_param(qw, i, &p, &err), TPX_OK);
+    ck_assert_int_eq(p.shape[1], 768);
+    ck_assert_int_eq(p.shape[2], 2048);
+  }
+  tpx_model_destroy(qw);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Which layers are MoE: Qwen3's mlp_only_layers (and the old num_experts
+ * key), transformers 5.25's num_local_experts, ERNIE's start / end /
+ * interval, GLM-Lite's mlp_layer_types. */
+START_TEST(test_sparse_layers) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  tpx_model *tq = fam_model(reg, "moe", "qwen3moe-tiny.config.json", 1);
+  tpx_model *m;
+  fam_assert_param(tq, "model.layers.2.mlp.gate_proj.weight", 96, 64);
+  fam_assert_no_param(tq, "model.layers.2.mlp.gate.weight");
+  fam_assert_param(tq, "model.layers.3.mlp.gate.weight", 6, 64);
+  fam_assert_tied(tq, "lm_head.weight", "model.embed_tokens.weight");
+  tpx_model_destroy(tq);
+  m = fam_model_json(
+      "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"hidden_size\": 64, "
+      "\"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+      "\"num_local_experts\": 4, \"num_hidden_layers\": 2, "
+      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+      "\"vocab_size\": 512, \"decoder_sparse_step\": 2}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.mlp.up_proj.weight", 128, 64);
+  fam_assert_param(m, "model.layers.1.mlp.gate.weight", 4, 64);
+  tpx_model_destroy(m);
+  m = fam_model_json(
+      "{\"architectures\": [\"Ernie4_5_MoeForCausalLM\"], \"hidden_size\": "
+      "64, \"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+      "\"moe_num_experts\": 4, \"moe_num_shared_experts\": 0, "
+      "\"num_hidden_layers\": 4, \"num_attention_heads\": 4, "
+      "\"vocab_size\": 512, \"moe_layer_start_index\": 1, "
+      "\"moe_layer_end_index\": -1, \"moe_layer_interval\": 2, "
+      "\"use_bias\": true}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.mlp.down_proj.bias", 64, -1);
+  fam_assert_param(m, "model.layers.1.mlp.experts.down_proj_bias", 4, 64);
+  fam_assert_param(m, "model.layers.2.mlp.gate_proj.weight", 128, 64);
+  fam_assert_param(m, "model.layers.3.mlp.gate.weight", 4, 64);
+  fam_assert_no_param(m, "model.layers.3.mlp.shared_experts.up_proj.weight");
+  fam_assert_tied(m, "lm_head.weight", "model.embed_tokens.weight");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_bad_configs) {
+  static const char *const bad[][2] = {
+      {"{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"hidden_size\": 8, "
+       "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+       "\"intermediate_size\": 8, \"moe_intermediate_size\": 4, "
+       "\"num_experts\": 2, \"vocab_size\": 10, \"mlp_only_layers\": \"0\"}",
+       "mlp_only_layers"},
+      {"{\"architectures\": [\"MiniMaxM2ForCausalLM\"], \"hidden_size\": 8, "
+       "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+       "\"intermediate_size\": 8, \"vocab_size\": 10, "
+       "\"num_local_experts\": 0}",
+       "num_local_experts"},
+      {"{\"architectures\": [\"DeepseekV32ForCausalLM\"], \"hidden_size\": 8, "
+       "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+       "\"intermediate_size\": 8, \"moe_intermediate_size\": 4, "
+       "\"n_routed_experts\": 2, \"vocab_size\": 10, \"q_lora_rank\": null}",
+       "q_lora_rank"},
+      {"{\"architectures\": [\"GptOssForCausalLM\"], \"hidden_size\": 8}",
+       "num_hidden_layers"}};
+  tpx_registry *reg = fam_registry(FAM);
+  size_t k;
+  for (k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    tpx_model *b = fam_model_json(bad[k][0]);
+    tpx_error err = {0};
+    ck_assert_int_ne(tpx_registry_build_skeleton(reg, b, &err), TPX_OK);
+    ck_assert_msg(strstr(err.message, bad[k][1]) != NULL, "%s", err.message);
+    tpx_model_destroy(b);
+  }
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* No plan: upstream registers none for its custom MoE classes. */
+START_TEST(test_refuses_plan) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, "moe", "qwen3moe-tiny.config.json", 0);
+  fam_check_refused(reg, m, "Qwen3MoeForCausalLM", NULL, 0,
+                    "registers no tensor-parallel plan");
+  fam_check_refused(reg, m, "DeepseekV3ForCausalLM", NULL, 1, "own MoE class");
+  fam_check_refused(reg, m, "MixtralForCausalLM", NULL, 1, "not served");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* ERNIE-4.5-MoE: its class's _tp_plan through get_hf_tp_shard_plan, as
+ * upstream plans it at ep 1 (lm_head colwise to Shard(-1), then
+ * embed_tokens rowwise with replicated input). */
+START_TEST(test_ernie_plan) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = fam_model(reg, "moe", "qwen3moe-tiny.config.json", 0);
+  tpx_plan *plan = NULL;
+  tpx_plan_entry e;
+  tpx_error err = {0};
+  char msg[256];
+  ck_assert_int_eq(fam_plan(reg, m, "Ernie4_5_MoeForCausalLM", NULL, 0, 2,
+                            &plan, msg, sizeof msg),
+                   TPX_OK);
+  ck_assert_uint_eq(tpx_plan_size(plan), 2);
+  ck_assert_int_eq(tpx_plan_get(plan, 0, &e, &err), TPX_OK);
+  ck_assert_str_eq(e.module, "lm_head");
+  ck_assert_int_eq(e.style.kind, TPX_STYLE_COLWISE);
+  ck_assert_int_eq(tpx_plan_get(plan, 1, &e, &err), TPX_OK);
+  ck_assert_str_eq(e.module, "model.embed_tokens");
+  ck_assert_int_eq(e.style.kind, TPX_STYLE_ROWWISE);
+  tpx_plan_destroy(plan);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* The renames of the state-dict adapters reach the model as name aliases
+ * (GPT-OSS: three), so headers under the checkpoint's names match. */
+START_TEST(test_name_aliases) {
+  tpx_registry *reg = fam_registry(FAM);
+  char path[1024];
+  const char *src = getenv("TPX_SOURCE_DIR");
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  char buf[256];
+  snprintf(path, sizeof path, "%s/tests/data/upstream_moe/gpt_oss/config.json",
+           src);
+  ck_assert_int_eq(tpx_model_load_config(path, &m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_name_aliases(m), 3);
+  ck_assert_int_eq(tpx_model_canonical_name(m, "model.layers.2.mlp.router.bias",
+                                            buf, sizeof buf),
+                   1);
+  ck_assert_str_eq(buf, "model.layers.2.mlp.gate.bias");
+  ck_assert_int_eq(
+      tpx_model_canonical_name(m, "model.layers.0.mlp.experts.gate_up_proj",
+                               buf, sizeof buf),
+      1);
+  ck_assert_str_eq(buf, "model.layers.0.mlp.experts.gate_and_up_projs");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+static int has_trait(const char *const *traits, const char *t) {
+  for (; traits && *traits; traits++)
+    if (strcmp(*traits, t) == 0)
+      return 1;
+  return 0;
+}
+
+/* Registration through dlopen: every architecture is moe_custom with its
+ * routed experts declared expert parameters. */
+START_TEST(test_traits) {
+  static const char *const archs[] = {
+      "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+      "Qwen3MoeForCausalLM",   "Qwen3NextForCausalLM",
+      "Glm4MoeForCausalLM",    "Glm4MoeLiteForCausalLM",
+      "GlmMoeDsaForCausalLM",  "GptOssForCausalLM",
+      "MiniMaxM2ForCausalLM",  "Ernie4_5_MoeForCausalLM"};
+  const char *build = getenv("TPX_BUILD_DIR");
+  char path[1024], t[256];
+  tpx_plugin_host host;
+  tpx_plugin_info info;
+  tpx_plugin_register_fn reg_fn;
+  void *h;
+  size_t k;
+  ck_assert_ptr_nonnull(build);
+  snprintf(path, sizeof path,
+           "%s/plugins/automodel_moe/libtpx_automodel_moe.so", build);
+  h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(h != NULL, "%s", dlerror());
+  *(void **)(&reg_fn) = dlsym(h, TPX_PLUGIN_REGISTER_SYMBOL);
+  ck_assert_ptr_nonnull(*(void **)(&reg_fn));
+  memset(&host, 0, sizeof host);
+  host.struct_size = sizeof host;
+  host.abi_min = host.abi_max = TPX_PLUGIN_ABI_CURRENT;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  ck_assert_int_eq(reg_fn(&host, &info), TPX_PLUGIN_OK);
+  for (k = 0; k < sizeof archs / sizeof archs[0]; k++) {
+    snprintf(t, sizeof t, "moe_custom=%s", archs[k]);
+    ck_assert_msg(has_trait(info.traits, t), "%s", t);
+    snprintf(t, sizeof t, "expert_param=%s:model.layers.*.mlp.experts.*",
+             archs[k]);
+    ck_assert_msg(has_trait(info.traits, t), "%s", t);
+  }
+  ck_assert(has_trait(info.traits, "name_alias=MiniMaxM2ForCausalLM:"
+                                   "model.layers.*.block_sparse_moe="
+                                   "model.layers.*.mlp"));
+  ck_assert(!has_trait(info.traits, "moe_custom=MixtralForCausalLM"));
+  dlclose(h);
+}
+END_TEST
+
+/* A header-only safetensors file of `n` tensors "name:DT:d0[,d1]" (data
+ * zeros) at `path`. */
+static void write_header(const char *path, const char *const *tensors,
+                         size_t n) {
+  json_t *h = json_object();
+  int64_t off = 0;
+  size_t k;
+  char *text;
+  uint64_t len;
+  FILE *f;
+  for (k = 0; k < n; k++) {
+    char name[256], dt[8];
+    long long d0 = 0, d1 = -1, bytes;
+    json_t *t = json_object(), *shape = json_array();
+    ck_assert(sscanf(tensors[k], "%255[^:]:%7[^:]:%lld,%lld", name, dt, &d0,
+                     &d1) >= 3);
+    json_array_append_new(shape, json_integer(d0));
+    bytes = d0 * (strcmp(dt, "F32") == 0 ? 4 : 2);
+    if (d1 >= 0) {
+      json_array_append_new(shape, json_integer(d1));
+      bytes *= d1;
+    }
+    json_object_set_new(t, "dtype", json_string(dt));
+    json_object_set_new(t, "shape", shape);
+    json_object_set_new(
+        t, "data_offsets",
+        json_pack("[I,I]", (json_int_t)off, (json_int_t)(off + bytes)));
+    json_object_set_new(h, name, t);
+    off += bytes;
+  }
+  text = json_dumps(h, JSON_COMPACT);
+  len = strlen(text);
+  f = fopen(path, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(fwrite(&len, 8, 1, f), 1);
+  ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+  for (; off > 0; off--) fputc(0, f);
+  fclose(f);
+  free(text);
+  json_decref(h);
+}
+
+/* The router's correction bias as each family's checkpoint stores it
+ * (DeepSeek-V3: mlp.gate.e_score_correction_bias [E]; ERNIE:
+ * mlp.moe_statics.e_score_correction_bias [1, E]; MiniMax-M2:
+ * block_sparse_moe.e_score_correction_bias [E]) becomes buffer
+ * model.layers.1.mlp.gate.e_score_correction_bias, not a parameter. */
+START_TEST(test_buffer_from_checkpoint) {
+  static const char *const cases[][3] = {
+      {"deepseek_v3", "model.layers.1.mlp.gate.weight:BF16:8,64",
+       "model.layers.1.mlp.gate.e_score_correction_bias:F32:8"},
+      {"ernie4_5_moe", "model.layers.1.mlp.gate.weight:F32:8,64",
+       "model.layers.1.mlp.moe_statics.e_score_correction_bias:F32:1,8"},
+      {"minimax_m2", "model.layers.1.block_sparse_moe.gate.weight:F32:8,64",
+       "model.layers.1.block_sparse_moe.e_score_correction_bias:F32:8"}};
+  const char *src = getenv("TPX_SOURCE_DIR");
+  const char *tmp = getenv("TMPDIR");
+  char dir[512], path[1024];
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  const char *fqn = NULL;
+  const int64_t *shape = NULL;
+  int ndim = 0;
+  tpx_dtype dt;
+  int64_t before;
+  snprintf(dir, sizeof dir, "%s/tpx-am-XXXXXX", tmp ? tmp : "/tmp");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/tests/data/upstream_moe/%s/config.json", src,
+           cases[_i][0]);
+  ck_assert_int_eq(tpx_model_load_config(path, &m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_buffer_rules(m), 1);
+  ck_assert_str_eq(tpx_model_buffer_rule(m, 0),
+                   "model.layers.*.mlp.gate.e_score_correction_bias");
+  before = tpx_model_total_params(m);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  write_header(path, &cases[_i][1], 2);
+  ck_assert_msg(tpx_model_add_safetensors(m, path, &err) == TPX_OK, "%s",
+                err.message);
+  unlink(path);
+  rmdir(dir);
+  ck_assert_int_eq(tpx_model_total_params(m), before);
+  fam_assert_no_param(m, "model.layers.1.mlp.gate.e_score_correction_bias");
+  ck_assert_uint_eq(tpx_model_num_buffers(m), 1);
+  ck_assert_int_eq(tpx_model_buffer(m, 0, &fqn, &shape, &ndim, &dt, &err),
+                   TPX_OK);
+  ck_assert_str_eq(fqn, "model.layers.1.mlp.gate.e_score_correction_bias");
+  ck_assert_int_eq(shape[ndim - 1], 8);
+  ck_assert_int_eq(dt, TPX_DTYPE_F32);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(test_buffer_rule_api) {
+  tpx_model *m = fam_model_json("{}");
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_buffer_rule(NULL, "a", &err),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_int_ne(tpx_model_add_buffer_rule(m, "", &err), TPX_OK);
+  ck_assert_int_ne(tpx_model_add_buffer_rule(m, "a..b", &err), TPX_OK);
+  ck_assert_int_eq(tpx_model_add_buffer_rule(m, "a.*.b", &err), TPX_OK);
+  ck_assert_uint_eq(tpx_model_num_buffer_rules(m), 1);
+  ck_assert_ptr_null(tpx_model_buffer_rule(m, 1));
+  ck_assert_uint_eq(tpx_model_num_buffer_rules(NULL), 0);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+static Suite *automodel_moe_suite(void) {
+  Suite *s = suite_create("families-automodel-moe");
+  TCase *tc = tcase_create("automodel_moe");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_abi);
+  tcase_add_loop_test(tc, test_tiny_goldens, 0,
+                      (int)(sizeof k_families / sizeof k_families[0]));
+  tcase_add_test(tc, test_qwen3_30b);
+  tcase_add_test(tc, test_sparse_layers);
+  tcase_add_test(tc, test_bad_configs);
+  tcase_add_test(tc, test_refuses_plan);
+  tcase_add_test(tc, test_ernie_plan);
+  tcase_add_test(tc, test_name_aliases);
+  tcase_add_test(tc, test_traits);
+  tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 3);
+  tcase_add_test(tc, test_buffer_rule_api);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(automodel_moe_suite());
+  int failed;
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
