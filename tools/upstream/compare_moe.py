@@ -174,7 +174,7 @@ def compare_buffers(golden, report, hf):
             continue
         srcs = hf['to_hf'].get(name, [name])
         want[name] = (dtype, shapes.get(srcs[0], shape))
-    got = {b['name']: (b['dtype'], list(b['shape'])) for b in report.get('buffers') or []}
+    got = {b['name']: (b['dtype'], list(b['shape'])) for b in (report.get('buffers') or {}).get('items', [])}
     if got != want:
         return 'buffers %s vs upstream %s' % (sorted(got), sorted(want))
     return None

@@ -1,0 +1,37 @@
+#!/bin/sh
+# round_trip.sh TPX CKPT_TEST DATA [SHARD_ARGS...]: for every family recorded
+# from NeMo Automodel 0.7.0 (DATA/<family>/{config.json,hf_names.json}), a
+# checkpoint holding the Hugging Face tensors its state-dict adapter reads
+# (per-expert, distinct values) is sharded onto Automodel's module tree
+# (grouped experts cut from transposed per-expert tensors) with SHARD_ARGS
+# (default --dp-shard 4), merged back, and compared byte for byte.
+set -u
+tpx=$1 tool=$2 data=$3
+shift 3
+[ $# -gt 0 ] || set -- --dp-shard 4
+work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-am-rt.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+fails=0
+for d in "$data"/*/; do
+  fam=$(basename "$d")
+  [ -f "$d/hf_names.json" ] || continue
+  w="$work/$fam"
+  mkdir -p "$w/src"
+  python3 -c '
+import json, sys
+for name, dtype, shape in json.load(open(sys.argv[1]))["hf_tensors"]:
+    print(name, dtype.upper(), *shape)' "$d/hf_names.json" >"$w/list" &&
+    "$tool" gen-list "$d/config.json" "$w/list" "$w/src" >"$w/log" 2>&1 &&
+    "$tpx" shard --weights "$w/src" --out "$w/ranks" "$@" >>"$w/log" 2>&1 &&
+    "$tpx" merge --in "$w/ranks" --out "$w/merged" >>"$w/log" 2>&1 &&
+    cmp "$w/src/model.safetensors" "$w/merged/model.safetensors" >>"$w/log" 2>&1
+  if [ $? -eq 0 ]; then
+    echo "ok   $fam $*: shard + merge byte-identical"
+  else
+    echo "FAIL $fam $*:"
+    sed 's/^/     /' "$w/log"
+    fails=$((fails + 1))
+  fi
+  rm -rf "$w"
+done
+[ "$fails" -eq 0 ]
