@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint/shard_impl.h"
+#include "checkpoint/rankfile_impl.h"
 #include "checkpoint/writer_impl.h"
 
 /* Reusable buffers of one merge. */
