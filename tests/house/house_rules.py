@@ -6,6 +6,8 @@ usage: house_rules.py SOURCE_ROOT CHECK
   names       "shard" names files in core/src/shard only (the checkpoint's
               rank-file code is rankfile_*), "memory" the training-memory
               estimate only (core/src/shard, and its report)
+  views       a folder of core/src includes of another folder only headers
+              not named *_internal.h / *_impl.h (README "Layout")
 Prints one line per violation and exits 1 when there is any.
 """
 import os
@@ -34,7 +36,29 @@ def check_names(root):
     return bad
 
 
-CHECKS = {"names": check_names}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z0-9_]+)/([A-Za-z0-9_.]+)"',
+                     re.M)
+
+
+def check_views(root):
+    bad = []
+    for rel in core_files(root):
+        if not rel.endswith((".c", ".h", ".cu")):
+            continue
+        folder = rel.split("/")[2]
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            text = f.read()
+        for m in INCLUDE.finditer(text):
+            area, header = m.group(1), m.group(2)
+            if area in (folder, "tpx"):
+                continue
+            if re.search(r"_(internal|impl)\.h$", header):
+                bad.append("%s: includes %s/%s, another folder's private "
+                           "header (read its *_view.h)" % (rel, area, header))
+    return bad
+
+
+CHECKS = {"names": check_names, "views": check_views}
 
 
 def main(argv):
