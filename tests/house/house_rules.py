@@ -8,10 +8,16 @@ usage: house_rules.py SOURCE_ROOT CHECK
               estimate only (core/src/shard, and its report)
   views       a folder of core/src includes of another folder only headers
               not named *_internal.h / *_impl.h (README "Layout")
+  file-refs   comments (C, shell, Python, meson) that name a file of the
+              project's kinds (.c .h .cu .md .sh .build) name one that
+              exists: in the tree (a bare name anywhere, a path from the
+              root, the file's folder, core/src/ or an include dir), or
+              one the build generates (an output named in a meson.build)
 Prints one line per violation and exits 1 when there is any.
 """
 import os
 import re
+import subprocess
 import sys
 
 
@@ -58,7 +64,82 @@ def check_views(root):
     return bad
 
 
-CHECKS = {"names": check_names, "views": check_views}
+# Files of other projects that comments cite by their own names.
+OTHER_PROJECTS = {
+    "llm.c",  # Karpathy's llm.c, the reference trainer's model
+    "driver/others/dynamic.c",  # OpenBLAS's core table
+    "transformer.h",  # a checkpoint's module prefix (exaone), not a file
+}
+FILE_REF = re.compile(
+    r"(?<![\w./<-])((?:[\w.-]+/)*[\w-]+\.(?:c|h|cu|md|sh|build))(?![\w>])")
+C_COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"', re.S)
+
+
+def tracked(root):
+    out = subprocess.run(["git", "-C", root, "ls-files"], check=True,
+                         capture_output=True, text=True).stdout
+    return [f for f in out.splitlines() if os.path.exists(
+        os.path.join(root, f))]
+
+
+def comment_spans(rel, text):
+    """(line, comment text) of every comment of a tracked file."""
+    if rel.endswith((".c", ".h", ".cu")):
+        for m in C_COMMENT.finditer(text):
+            if not m.group(0).startswith('"'):
+                yield text.count("\n", 0, m.start()) + 1, m.group(0)
+    elif rel.endswith((".sh", ".py")) or os.path.basename(rel) == \
+            "meson.build":
+        for n, line in enumerate(text.splitlines(), 1):
+            for m in re.finditer(r"(^|\s)#", line):
+                before = line[:m.start()]
+                if before.count("'") % 2 == 0 and before.count('"') % 2 == 0:
+                    yield n, line[m.end() - 1:]
+                    break
+
+
+def check_file_refs(root):
+    files = tracked(root)
+    fset = set(files)
+    dirs = {os.path.dirname(f) for f in files}
+    bases = {os.path.basename(f) for f in files}
+    generated = set()
+    for f in files:
+        if os.path.basename(f) == "meson.build":
+            with open(os.path.join(root, f), encoding="utf-8") as fh:
+                generated.update(re.findall(r"'([\w.-]+)'", fh.read()))
+
+    def exists(ref, rel):
+        if ref in OTHER_PROJECTS or ref in generated:
+            return True
+        if "/" not in ref:
+            return ref in bases
+        for c in (ref, os.path.join(os.path.dirname(rel), ref),
+                  "core/src/" + ref, "core/include/" + ref,
+                  "sdk/include/" + ref, "core/" + ref):
+            c = os.path.normpath(c)
+            if c in fset or c in dirs:
+                return True
+        return False
+
+    bad = []
+    for rel in files:
+        if not rel.endswith((".c", ".h", ".cu", ".sh", ".py", "meson.build")):
+            continue
+        with open(os.path.join(root, rel), encoding="utf-8",
+                  errors="replace") as fh:
+            text = fh.read()
+        for line, comment in comment_spans(rel, text):
+            for m in FILE_REF.finditer(comment):
+                if not exists(m.group(1), rel):
+                    at = line + comment.count("\n", 0, m.start())
+                    bad.append("%s:%d: names %s, which does not exist" %
+                               (rel, at, m.group(1)))
+    return bad
+
+
+CHECKS = {"names": check_names, "views": check_views,
+          "file-refs": check_file_refs}
 
 
 def main(argv):
