@@ -235,6 +235,10 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
             err.message);
     return 1;
   }
+  /* What the plugins declare about the class (its layer lists, ...), also
+   * for a module tree read from the safetensors headers alone. */
+  if (tpx_registry_describe_model(p->reg, p->model, &err) != TPX_OK)
+    return fail(cmd, "planning", &err);
   if (a->plan && is_file(a->plan)) {
     if (cli_load_plan_file(a->plan, p->model, p->diags, &p->custom,
                            p->plan_trace, sizeof p->plan_trace, &err) != TPX_OK)

@@ -6,6 +6,8 @@ usage: house_rules.py SOURCE_ROOT CHECK
   names       "shard" names files in core/src/shard only (the checkpoint's
               rank-file code is rankfile_*), "memory" the training-memory
               estimate only (core/src/shard, and its report)
+  class-names no model class name in core/src (code or comment): what is
+              special about a family is a trait its plugin declares
   views       a folder of core/src includes of another folder only headers
               not named *_internal.h / *_impl.h (README "Layout")
   file-refs   comments (C, shell, Python, meson) that name a file of the
@@ -138,7 +140,31 @@ def check_file_refs(root):
     return bad
 
 
-CHECKS = {"names": check_names, "views": check_views,
+# A model class as transformers / NeMo Automodel / Diffusers name them:
+# <Name>For<Task>, <Name>Model, <Name>LMHeadModel (a '*' before the suffix,
+# as in "*ForCausalLM", is a pattern, not a name).
+CLASS_NAME = re.compile(
+    r"(?<![\w*])[A-Z][A-Za-z0-9_]*?(For(CausalLM|ConditionalGeneration|"
+    r"SequenceClassification|TokenClassification|QuestionAnswering|"
+    r"UnifiedMultimodal|MaskedLM)|[A-Za-z0-9]Model|LMHeadModel)\b")
+# Data the core embeds from transformers, generated (not written by hand).
+GENERATED = ("core/src/model/hf_conversion/", "core/src/select/hf_tp_plans/")
+
+
+def check_class_names(root):
+    bad = []
+    for rel in core_files(root):
+        if rel.startswith(GENERATED) or not rel.endswith((".c", ".h", ".cu")):
+            continue
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                for m in CLASS_NAME.finditer(line):
+                    bad.append("%s:%d: names the model class %s" %
+                               (rel, n, m.group(0)))
+    return bad
+
+
+CHECKS = {"class-names": check_class_names, "names": check_names, "views": check_views,
           "file-refs": check_file_refs}
 
 

@@ -278,6 +278,12 @@ static tpx_model *arch_model(int fd, const tpx__h_job *job,
     tpx_model_destroy(m);
     return NULL;
   }
+  if (tpx__plugin_describe_model(p, m, &e) != TPX_OK) {
+    tpx__h_result(fd, 0, name, "cannot apply the plugin's traits: %s",
+                  e.message);
+    tpx_model_destroy(m);
+    return NULL;
+  }
   snprintf(label, label_size, "%s [%s]", *arch, job->config);
   return m;
 }

@@ -645,6 +645,7 @@ void tpx_model_destroy(tpx_model *model) {
   free(model->conversion_note);
   free(model->fold_srcs);
   free(model->fold_params);
+  tpx__family_free(&model->family);
   free(model);
 }
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/family_view.h"
 #include "model/strmap.h"
 #include "tpx/layout.h"
 #include "tpx/model.h"
@@ -124,6 +125,8 @@ struct tpx_model {
     size_t first, count;
   } * fold_params;
   size_t num_fold_params, cap_fold_params;
+  /* What the primary architecture's plugin declares (family.c). */
+  tpx__family family;
 };
 
 /* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is

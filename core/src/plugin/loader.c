@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "model/family_view.h"
 #include "plugin/plugin_internal.h"
 
 void tpx__plugin_free(tpx__plugin *p) {
@@ -186,6 +187,15 @@ static tpx_status keep_info(tpx__plugin *p, const tpx_plugin_info *info,
       copy_list(info->traits, &p->traits, &p->num_traits, 0, "traits", reason,
                 size))
     return TPX_PLUGIN;
+  /* A family trait (model/family_view.h) is checked here, once: a model
+   * later takes it as it is. */
+  for (size_t i = 0; i < p->num_traits; i++) {
+    tpx_error e = {0};
+    if (tpx__family_is_trait(p->traits[i]) &&
+        tpx__family_add(NULL, p->traits[i], NULL, NULL, &e) != TPX_OK)
+      return fail(reason, size, TPX_PLUGIN, "registration: %s (plugin '%s')",
+                  e.message, p->name);
+  }
   return TPX_OK;
 }
 

@@ -153,4 +153,14 @@ int64_t tpx__registry_find_plan_name(const tpx_registry *reg,
                                      const char *plan_name);
 const tpx__plugin *tpx__registry_at(const tpx_registry *reg, size_t index);
 
+/* describe.c: the loaded plugins' family traits about `arch` into *out
+ * (model/family_view.h; free it with tpx__family_free). */
+struct tpx__family;
+tpx_status tpx__registry_family(const tpx_registry *reg, const char *arch,
+                                struct tpx__family *out, tpx_error *err);
+/* One plugin's family traits about the model's primary architecture onto
+ * the model (tpx_model_add_trait). */
+tpx_status tpx__plugin_describe_model(const tpx__plugin *p, tpx_model *model,
+                                      tpx_error *err);
+
 #endif /* TPX_PLUGIN_VIEW_H */

@@ -139,7 +139,7 @@ static int64_t find_arch_unlocked(const tpx_registry *reg, const char *arch,
         return (int64_t)i;
       }
   /* Then the class name against the last component of qualified names (a
-   * config only knows "LlamaForCausalLM"). */
+   * config only knows the bare class name). */
   const char *want = tpx__fqn_bare_arch(arch);
   for (size_t i = 0; i < reg->num_plugins; i++)
     for (size_t j = 0; j < reg->plugins[i]->num_archs; j++)
@@ -666,7 +666,9 @@ tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
                          arch);
   const tpx__plugin *p = tpx__registry_at(reg, (size_t)i);
   tpx_status st = tpx__plugin_skeleton(p, model, matched, err);
-  return st == TPX_OK ? add_name_aliases(p, model, arch, err) : st;
+  if (st == TPX_OK)
+    st = add_name_aliases(p, model, arch, err);
+  return st == TPX_OK ? tpx_registry_describe_model(reg, model, err) : st;
 }
 
 tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,

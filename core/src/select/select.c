@@ -20,6 +20,7 @@
 
 #include "model/config.h"
 #include "model/expert_fold.h"
+#include "model/family_view.h"
 #include "select/select_internal.h"
 #include "tpx/validate.h"
 
@@ -105,13 +106,14 @@ static tpx_status diag_failed(tpx_status s, tpx_error *err) {
 /* The HF step; TPX_OK with sel->plan set, or TPX_NOT_FOUND / TPX_UNSUPPORTED
  * with `why` filled (the plan is then unusable and selection goes on). */
 static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
-                         const char *arch, tpx__hf_mode mode, int sp,
-                         int64_t tp, tpx_diag_list *diags, char *why,
-                         size_t why_size, tpx_error *err) {
+                         const char *arch, const char *prefix,
+                         tpx__hf_mode mode, int sp, int64_t tp,
+                         tpx_diag_list *diags, char *why, size_t why_size,
+                         tpx_error *err) {
   char what[512];
   tpx_plan *plan = NULL;
   tpx_error herr = {0};
-  tpx_status s = tpx__hf_plan_for_model(model, arch, mode, &plan, what,
+  tpx_status s = tpx__hf_plan_for_model(model, arch, prefix, mode, &plan, what,
                                         sizeof what, diags, &herr);
   if (s == TPX_NO_MEMORY)
     return tpx_error_set(err, s, "%s", herr.message);
@@ -252,6 +254,11 @@ typedef struct step_ctx {
   int plugin_refused; /* ... on purpose (TPX_PLUGIN_REFUSED) */
   char plugin_why[TPX_ERROR_MESSAGE_SIZE];
   char hf_why[TPX_ERROR_MESSAGE_SIZE];
+  /* The class's family facts: the model's own, else what the loaded
+   * plugins declare (model/family_view.h). */
+  tpx__family reg_family;
+  const tpx__family *family;
+  const char *hf_prefix; /* the HF tp plan's inner model */
 } step_ctx;
 
 static tpx_status oom(step_ctx *c) {
@@ -333,9 +340,9 @@ static tpx_status step_custom(step_ctx *c) {
  * styles translated, whatever upstream would choose (which is said). */
 static tpx_status step_named_hf(step_ctx *c) {
   char why[TPX_ERROR_MESSAGE_SIZE];
-  tpx_status s = try_hf(c->sel, c->model, c->arch, TPX__HF_TRANSFORMERS,
-                        c->o.sequence_parallel, c->o.tp_size, c->diags, why,
-                        sizeof why, c->err);
+  tpx_status s = try_hf(c->sel, c->model, c->arch, c->hf_prefix,
+                        TPX__HF_TRANSFORMERS, c->o.sequence_parallel,
+                        c->o.tp_size, c->diags, why, sizeof why, c->err);
   if (s == TPX_NOT_FOUND || s == TPX_UNSUPPORTED)
     return tpx_error_set(c->err, s, "--plan hf: %s", why);
   if (s != TPX_OK)
@@ -347,10 +354,10 @@ static tpx_status step_named_hf(step_ctx *c) {
   tpx_plan *probe = NULL;
   char what[512];
   tpx_error perr = {0};
-  s = c->arch_plugin
-          ? TPX_OK
-          : tpx__hf_plan_for_model(c->model, c->arch, TPX__HF_AUTOMODEL, &probe,
-                                   what, sizeof what, NULL, &perr);
+  s = c->arch_plugin ? TPX_OK
+                     : tpx__hf_plan_for_model(c->model, c->arch, c->hf_prefix,
+                                              TPX__HF_AUTOMODEL, &probe, what,
+                                              sizeof what, NULL, &perr);
   tpx_plan_destroy(probe);
   if (s == TPX_NO_MEMORY)
     return tpx_error_set(c->err, s, "%s", perr.message);
@@ -468,9 +475,9 @@ static tpx_status step_hf(step_ctx *c) {
                    tpx_plan_source_name(c->sel->source));
     return TPX_OK;
   }
-  tpx_status s = try_hf(c->sel, c->model, c->arch, TPX__HF_AUTOMODEL,
-                        c->o.sequence_parallel, c->o.tp_size, c->diags,
-                        c->hf_why, sizeof c->hf_why, c->err);
+  tpx_status s = try_hf(c->sel, c->model, c->arch, c->hf_prefix,
+                        TPX__HF_AUTOMODEL, c->o.sequence_parallel, c->o.tp_size,
+                        c->diags, c->hf_why, sizeof c->hf_why, c->err);
   if (s == TPX_OK)
     c->have_plan = 1;
   else if (s != TPX_NOT_FOUND && s != TPX_UNSUPPORTED)
@@ -630,7 +637,8 @@ static tpx_status step_validate(step_ctx *c) {
     return TPX_OK;
   }
   size_t before = tpx_diag_count(c->diags);
-  tpx_status s = tpx_validate_tp_mesh(c->model, tp, c->diags, c->err);
+  tpx_status s =
+      tpx__validate_tp_mesh(c->model, c->family, tp, c->diags, c->err);
   if (s != TPX_OK)
     return s;
   size_t n = tpx_diag_count(c->diags) - before;
@@ -676,6 +684,9 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.arch_plugin = ai >= 0 ? tpx__registry_at(reg, (size_t)ai) : NULL;
   c.cap_plugin = c.arch_plugin;
   c.cap_arch = c.matched;
+  s = tpx__registry_family(reg, c.arch, &c.reg_family, err);
+  c.family = tpx__family_pick(tpx__model_family(model), &c.reg_family);
+  c.hf_prefix = c.family->hf_prefix ? c.family->hf_prefix : "model";
 
   tpx_status (*const steps[])(step_ctx *) = {
       step_own_flow, step_custom,  step_named,   step_plugin,
@@ -693,6 +704,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   if (s == TPX_OK && c.cap_plugin)
     s = plugin_capabilities(c.sel, c.cap_plugin, model, c.cap_arch, &c.o, diags,
                             err);
+  tpx__family_free(&c.reg_family);
   if (s != TPX_OK) {
     tpx_selection_destroy(c.sel);
     return s;
