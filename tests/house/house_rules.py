@@ -10,6 +10,10 @@ usage: house_rules.py SOURCE_ROOT CHECK
               special about a family is a trait its plugin declares
   views       a folder of core/src includes of another folder only headers
               not named *_internal.h / *_impl.h (README "Layout")
+  plugin-view plugin/plugin_view.h shows a loaded plugin through accessors
+              only (its layout stays in plugin_internal.h), and the call's
+              helpers (string lists, result release, op symbol) live in
+              plugin/call.c
   file-refs   comments (C, shell, Python, meson) that name a file of the
               project's kinds (.c .h .cu .md .sh .build) name one that
               exists: in the tree (a bare name anywhere, a path from the
@@ -164,7 +168,29 @@ def check_class_names(root):
     return bad
 
 
-CHECKS = {"class-names": check_class_names, "names": check_names, "views": check_views,
+def check_plugin_view(root):
+    bad = []
+    base = os.path.join(root, "core", "src", "plugin")
+    with open(os.path.join(base, "plugin_view.h"), encoding="utf-8") as f:
+        view = f.read()
+    if re.search(r"struct\s+tpx__plugin\s*\{", view):
+        bad.append("core/src/plugin/plugin_view.h: defines struct tpx__plugin "
+                   "(its layout belongs in plugin_internal.h)")
+    helpers = ("tpx__strvec_push", "tpx__strvec_free", "tpx__call_release",
+               "tpx__plugin_op_symbol")
+    for name in sorted(os.listdir(base)):
+        if not name.endswith(".c") or name == "call.c":
+            continue
+        with open(os.path.join(base, name), encoding="utf-8") as f:
+            text = f.read()
+        for h in helpers:
+            if re.search(r"^[a-z].*\b%s\(" % h, text, re.M):
+                bad.append("core/src/plugin/%s: defines %s, a helper of the "
+                           "call (call.c)" % (name, h))
+    return bad
+
+
+CHECKS = {"class-names": check_class_names, "plugin-view": check_plugin_view, "names": check_names, "views": check_views,
           "file-refs": check_file_refs}
 
 

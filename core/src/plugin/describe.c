@@ -6,7 +6,7 @@
  * declaration about the class counts, in load order. Not the loader's
  * check of their form (loader.c). */
 #include "model/family_view.h"
-#include "plugin/plugin_view.h"
+#include "plugin/plugin_internal.h"
 
 tpx_status tpx__registry_family(const tpx_registry *reg, const char *arch,
                                 tpx__family *out, tpx_error *err) {

@@ -525,21 +525,7 @@ tpx_status tpx_registry_plugin(const tpx_registry *reg, size_t index,
                       "plugin index %zu is out of range (%zu loaded)", index,
                       r->num_plugins);
   } else {
-    const tpx__plugin *p = r->plugins[index];
-    memset(out, 0, sizeof *out);
-    out->path = p->path;
-    out->name = p->name;
-    out->version = p->version;
-    out->description = p->description;
-    out->abi_version = p->abi_version;
-    out->num_architectures = p->num_archs;
-    out->architectures = (const char *const *)p->archs;
-    out->num_plan_names = p->num_plan_names;
-    out->plan_names = (const char *const *)p->plan_names;
-    out->has_skeleton = p->skeleton_fn != NULL;
-    out->has_validate = p->validate_fn != NULL;
-    out->has_fsdp_units = p->fsdp_fn != NULL;
-    out->has_fp32_params = p->fp32_fn != NULL;
+    tpx__plugin_desc_of(r->plugins[index], out);
   }
   pthread_rwlock_unlock(&r->lock);
   return s;

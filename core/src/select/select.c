@@ -85,15 +85,15 @@ static tpx_status try_plugin(tpx_selection *sel, const tpx__plugin *p,
     return s;
   tpx_plan_destroy(sel->plan);
   sel->plan = plan;
-  if (set_str(&sel->plugin_name, p->name) ||
-      set_str(&sel->plugin_path, p->path)) {
+  if (set_str(&sel->plugin_name, tpx__plugin_name(p)) ||
+      set_str(&sel->plugin_path, tpx__plugin_path(p))) {
     free(function);
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
   free(sel->function);
   sel->function = function;
   if (!sel->function &&
-      set_str(&sel->function, plan_name ? plan_name : p->name))
+      set_str(&sel->function, plan_name ? plan_name : tpx__plugin_name(p)))
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   return TPX_OK;
 }
@@ -181,10 +181,10 @@ static tpx_status plugin_failed(tpx_selection *sel, tpx_diag_list *diags,
                                 tpx_error *err) {
   if (s == TPX_NO_MEMORY)
     return tpx_error_set(err, s, "%s", cerr->message);
-  if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name, NULL,
-                   "%s", cerr->message) != TPX_OK)
+  if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed",
+                   tpx__plugin_name(p), NULL, "%s", cerr->message) != TPX_OK)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  tpx__sel_trace(sel, "plugin '%s': %s failed: %s", p->name, what,
+  tpx__sel_trace(sel, "plugin '%s': %s failed: %s", tpx__plugin_name(p), what,
                  cerr->message);
   return TPX_OK;
 }
@@ -197,7 +197,9 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
                                       tpx_diag_list *diags, tpx_error *err) {
   tpx_error cerr = {0};
   tpx_status s;
-  if (p->validate_fn) {
+  tpx_plugin_desc d;
+  tpx__plugin_desc_of(p, &d);
+  if (d.has_validate) {
     size_t before = tpx_diag_count(diags);
     s = tpx__plugin_validate(p, model, arch, o->plan_name, o->sequence_parallel,
                              o->tp_size, diags, &cerr);
@@ -207,13 +209,13 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
         return s;
     } else {
       tpx__sel_trace(sel, "plugin '%s': validate ran (%zu diagnostics)",
-                     p->name, tpx_diag_count(diags) - before);
+                     tpx__plugin_name(p), tpx_diag_count(diags) - before);
     }
   }
   const tpx__plugin_op ops[3] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32,
                                  TPX__OP_STRATEGY};
-  const int has[3] = {p->fsdp_fn != NULL, p->fp32_fn != NULL,
-                      p->strategy_fn != NULL};
+  const int has[3] = {d.has_fsdp_units, d.has_fp32_params,
+                      tpx__plugin_has_strategy(p)};
   tpx__strvec *dst[3] = {&sel->units, &sel->fp32, &sel->strategy};
   const char *what[3] = {"FSDP units", "fp32 parameters",
                          "strategy properties"};
@@ -231,7 +233,8 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
     }
     tpx__strvec_free(dst[k]);
     *dst[k] = v;
-    tpx__sel_trace(sel, "plugin '%s': %zu %s", p->name, v.count, what[k]);
+    tpx__sel_trace(sel, "plugin '%s': %zu %s", tpx__plugin_name(p), v.count,
+                   what[k]);
   }
   return TPX_OK;
 }
@@ -396,9 +399,11 @@ static tpx_status step_named(step_ctx *c) {
                          "(see `tpx plugins` for the named plans)",
                          c->o.plan_name);
   const tpx__plugin *np = tpx__registry_at(c->reg, (size_t)ni);
+  tpx_plugin_desc nd;
+  tpx__plugin_desc_of(np, &nd);
   const char *narch = np == c->arch_plugin && c->matched ? c->matched
                       : c->arch                          ? c->arch
-                                                         : np->archs[0];
+                                                         : nd.architectures[0];
   int refused = 0;
   tpx_status s =
       try_plugin(sel, np, c->model, narch, c->o.plan_name,
@@ -409,7 +414,8 @@ static tpx_status step_named(step_ctx *c) {
   tpx__sel_trace(sel,
                  "named plan '%s': used, from plugin '%s' (%s), %zu "
                  "entries",
-                 c->o.plan_name, np->name, np->path, tpx_plan_size(sel->plan));
+                 c->o.plan_name, tpx__plugin_name(np), tpx__plugin_path(np),
+                 tpx_plan_size(sel->plan));
   if (!c->cap_plugin) {
     c->cap_plugin = np;
     c->cap_arch = narch;
@@ -440,6 +446,8 @@ static tpx_status step_plugin(step_ctx *c) {
                    c->arch);
     return TPX_OK;
   }
+  tpx_plugin_desc pd;
+  tpx__plugin_desc_of(p, &pd);
   int refused = 0;
   tpx_error perr = {0};
   tpx_status s =
@@ -452,7 +460,7 @@ static tpx_status step_plugin(step_ctx *c) {
     tpx__sel_trace(sel,
                    "plugin: used '%s' %s (%s) for '%s' (function %s, "
                    "%zu entries)",
-                   p->name, p->version, p->path, c->matched, sel->function,
+                   pd.name, pd.version, pd.path, c->matched, sel->function,
                    tpx_plan_size(sel->plan));
     c->have_plan = 1;
     return TPX_OK;
@@ -464,7 +472,8 @@ static tpx_status step_plugin(step_ctx *c) {
   tpx__sel_trace(sel,
                  "plugin: '%s' %s: %s; falling back to the HF plan, as "
                  "upstream does",
-                 p->name, refused ? "refused" : "failed", perr.message);
+                 tpx__plugin_name(p), refused ? "refused" : "failed",
+                 perr.message);
   return TPX_OK;
 }
 
@@ -561,7 +570,7 @@ static tpx_status step_fallback(step_ctx *c) {
   const int r = c->plugin_refused;
   tpx_status s = tpx_diag_add(
       c->diags, r ? TPX_DIAG_WARNING : TPX_DIAG_ERROR,
-      r ? "plugin-refused" : "plugin-failed", c->arch_plugin->path,
+      r ? "plugin-refused" : "plugin-failed", tpx__plugin_path(c->arch_plugin),
       r ? "nothing to fix in the plugin: it declines this request on "
           "purpose; tpx goes on as upstream does (the Hugging Face plan, "
           "else the default plan); pass --plan to choose a plan yourself"
@@ -716,7 +725,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
     tpx__sel_trace(sel,
                    "plugin '%s': its strategy sums over tp the partial "
                    "gradients of replicated parameters (trait tp_grad_sync)",
-                   c.arch_plugin->name);
+                   tpx__plugin_name(c.arch_plugin));
   }
   tpx__sel_trace(sel, "selected: %s plan%s%s (%zu entries)",
                  tpx_plan_source_name(sel->source),
