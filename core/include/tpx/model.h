@@ -89,6 +89,15 @@ TPX_API tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
                                         size_t len, const char *source,
                                         tpx_error *err);
 
+/* The parameters' dtype of a model built from its config: the config's
+ * torch_dtype becomes `dtype` (a floating-point one; its Hugging Face
+ * name), so a plugin skeleton built afterwards gives it to every parameter
+ * the plugin does not pin (fp32 router weights stay fp32), as if
+ * config.json said so (`tpx plan --dtype`). TPX_INVALID_ARGUMENT for
+ * another dtype or a model without a config. */
+TPX_API tpx_status tpx_model_set_config_dtype(tpx_model *model, tpx_dtype dtype,
+                                              tpx_error *err);
+
 /* Add an architecture name ("LlamaForCausalLM"); the first is the primary. */
 TPX_API tpx_status tpx_model_add_architecture(tpx_model *model,
                                               const char *arch, tpx_error *err);
