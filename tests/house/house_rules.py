@@ -5,7 +5,8 @@ checked on the source tree (python3 stdlib only; no build needed).
 usage: house_rules.py SOURCE_ROOT CHECK
   names       "shard" names files in core/src/shard only (the checkpoint's
               rank-file code is rankfile_*), "memory" the training-memory
-              estimate only (core/src/shard, and its report)
+              estimate only (core/src/shard, and its report); `tpx plan`'s
+              files are in tools/plan/
   class-names no model class name in core/src (code or comment): what is
               special about a family is a trait its plugin declares
   views       a folder of core/src includes of another folder only headers
@@ -45,6 +46,10 @@ def check_names(root):
             if re.search(r"(^|_)%s(_|$)" % word, stem) and folder not in ok:
                 bad.append("%s: '%s' names a file outside %s" %
                            (rel, word, " / ".join(sorted(ok))))
+    for name in sorted(os.listdir(os.path.join(root, "tools"))):
+        if re.match(r"(cmd_plan|plan_)\w*\.[ch]$", name):
+            bad.append("tools/%s: a file of `tpx plan` outside tools/plan/" %
+                       name)
     return bad
 
 
