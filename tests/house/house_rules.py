@@ -13,8 +13,8 @@ usage: house_rules.py SOURCE_ROOT CHECK
               not named *_internal.h / *_impl.h (README "Layout")
   plugin-view plugin/plugin_view.h shows a loaded plugin through accessors
               only (its layout stays in plugin_internal.h), and the call's
-              helpers (string lists, result release, op symbol) live in
-              plugin/call.c
+              data helpers (string lists, result release, op symbol) live
+              in plugin/call_result.c, beside the call (not in host.c)
   file-refs   comments (C, shell, Python, meson) that name a file of the
               project's kinds (.c .h .cu .md .sh .build) name one that
               exists: in the tree (a bare name anywhere, a path from the
@@ -184,14 +184,14 @@ def check_plugin_view(root):
     helpers = ("tpx__strvec_push", "tpx__strvec_free", "tpx__call_release",
                "tpx__plugin_op_symbol")
     for name in sorted(os.listdir(base)):
-        if not name.endswith(".c") or name == "call.c":
+        if not name.endswith(".c") or name == "call_result.c":
             continue
         with open(os.path.join(base, name), encoding="utf-8") as f:
             text = f.read()
         for h in helpers:
             if re.search(r"^[a-z].*\b%s\(" % h, text, re.M):
                 bad.append("core/src/plugin/%s: defines %s, a helper of the "
-                           "call (call.c)" % (name, h))
+                           "call (call_result.c)" % (name, h))
     return bad
 
 

@@ -175,7 +175,8 @@ tpx_status tpx_model_add_trait(tpx_model *model, const char *trait,
   if (!model || !trait)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_model_add_trait: NULL argument");
-  const char *arch = tpx_model_architecture(model, 0);
+  /* the primary architecture, read in place (model.c owns the list) */
+  const char *arch = model->num_architectures ? model->architectures[0] : NULL;
   if (!arch)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_model_add_trait: trait '%s': the model has no "

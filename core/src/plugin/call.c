@@ -5,9 +5,8 @@
  * Calls are reentrant: nothing here is shared between two calls, so several
  * threads may ask the same plugin at once (the ABI's threading promise).
  *
- * Every call is one tpx__call request (plugin_view.h), with its helpers
- * here (the string lists results come in, their release, the entry point
- * an op calls). With isolation
+ * Every call is one tpx__call request (plugin_view.h; the helpers of its
+ * data in call_result.c). With isolation
  * on (tpx_registry_set_isolation) the in-process call runs in a child
  * (child.c) and comes back over isolate.c's protocol. */
 #include <stdio.h>
@@ -16,62 +15,9 @@
 
 #include <jansson.h>
 
-#include "base/grow.h"
 #include "model/config.h"
 #include "plugin/child.h"
 #include "plugin/plugin_internal.h"
-
-/* ---- the call's helpers: its string lists, its results, its symbol ---- */
-
-int tpx__strvec_push(tpx__strvec *v, const char *s, int value) {
-  if (v->count == v->cap) {
-    /* Two parallel arrays: grow both, then publish the one capacity. */
-    size_t cap = v->cap, cap_ints = v->cap;
-    if (TPX_GROW(v->items, cap, v->count + 1, 8) != 0 ||
-        TPX_GROW(v->ints, cap_ints, v->count + 1, 8) != 0)
-      return -1;
-    v->cap = cap;
-  }
-  char *copy = strdup(s);
-  if (!copy)
-    return -1;
-  v->items[v->count] = copy;
-  v->ints[v->count] = value;
-  v->count++;
-  return 0;
-}
-
-void tpx__strvec_free(tpx__strvec *v) {
-  for (size_t i = 0; i < v->count; i++) free(v->items[i]);
-  free(v->items);
-  free(v->ints);
-  memset(v, 0, sizeof *v);
-}
-
-void tpx__call_release(tpx__call *c) {
-  tpx_plan_destroy(c->plan);
-  c->plan = NULL;
-  free(c->function);
-  c->function = NULL;
-  tpx_model_destroy(c->skeleton);
-  c->skeleton = NULL;
-  tpx__strvec_free(&c->strings);
-}
-
-const char *tpx__plugin_op_symbol(tpx__plugin_op op) {
-  switch (op) {
-  case TPX__OP_GET_PLAN: return "get_plan";
-  case TPX__OP_SKELETON: return TPX_PLUGIN_SKELETON_SYMBOL;
-  case TPX__OP_VALIDATE: return TPX_PLUGIN_VALIDATE_SYMBOL;
-  case TPX__OP_FSDP_UNITS: return TPX_PLUGIN_FSDP_UNITS_SYMBOL;
-  case TPX__OP_FP32: return TPX_PLUGIN_FP32_PARAMS_SYMBOL;
-  case TPX__OP_STRATEGY: return TPX_PLUGIN_STRATEGY_SYMBOL;
-  }
-  return "?";
-}
-
-/* ---- one call ----------------------------------------------------------
- */
 
 /* The message of a failed call. A call that failed after the host refused
  * one of its values: the host's reason (it names the key, the style, the
