@@ -1,5 +1,5 @@
 /* fuzz_shard_meta.c — libFuzzer target: the tpx-shard/1 metadata parser
- * (core/src/checkpoint/shard_meta.c, tpx_shard_meta_parse). The input is
+ * (core/src/checkpoint/rankfile_meta.c, tpx_shard_meta_parse). The input is
  * "MESH\nRANK\nTENSORS": the "tpx.mesh" JSON, the "tpx.rank" text and the
  * "tpx.tensors" JSON of a rank file. An accepted result must be in range. */
 #include <stdint.h>

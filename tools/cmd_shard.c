@@ -1,7 +1,7 @@
 /* cmd_shard.c — `tpx shard`: cut a Hugging Face checkpoint into one
  * tpx-shard/1 file per rank, rank-0000r-of-0000W.safetensors
  * (docs/CHECKPOINT.md). The options, the plan (selected exactly as
- * `tpx plan` selects it: tools/plan_setup.c) and the messages; the rank
+ * `tpx plan` selects it: tools/plan/plan_setup.c) and the messages; the rank
  * files are the library's (tpx_shard_write, core/src/checkpoint/).
  *
  * Exit status: 0 done, 1 failed (message on stderr), 2 bad arguments or an

@@ -3,7 +3,7 @@
  *   tpx-bench-ckpt WEIGHTS_DIR TP DP_SHARD [--io pread|mmap] [--threads N]
  *                  [--dump-slices PATH]
  *
- * Selects the plan as `tpx plan` does (tools/plan_setup.c) for the config
+ * Selects the plan as `tpx plan` does (tools/plan/plan_setup.c) for the config
  * beside the weights, then reads every rank's slices of every parameter
  * (tpx_checkpoint_read_rank, one rank after the other, N threads each) into
  * buffers of the model dtype. Prints per-rank bytes read against slice

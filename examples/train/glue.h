@@ -1,4 +1,5 @@
-/* glue.h — creating and feeding one rank's glue (glue.c); the per-step
+/* glue.h — creating and feeding one rank's glue (glue_rt.c,
+ * or glue_local.c for tpx-train-ref; glue_tp.c for both); the per-step
  * calls the model makes are declared in train.h. */
 #ifndef TPX_TRAIN_GLUE_H
 #define TPX_TRAIN_GLUE_H

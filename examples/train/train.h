@@ -3,7 +3,7 @@
  * A Llama-family decoder (LlamaForCausalLM, Qwen2ForCausalLM,
  * Qwen3ForCausalLM) in f32 on CPU. Every layer works on TP-LOCAL shapes
  * (local heads = local q_proj rows / head_dim, local intermediate, local
- * vocab) and goes through the glue (glue.c) around each styled module, so
+ * vocab) and goes through the glue (glue_*.c) around each styled module, so
  * one code path runs every mesh. Not part of libtpx: an example that embeds
  * it. */
 #ifndef TPX_TRAIN_H
@@ -149,7 +149,7 @@ void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k,
                  const float *v, const float *p, const float *dout, float *dq,
                  float *dk, float *dv, float *ds);
 
-/* ---- glue.c: where the model meets tpx (params, transitions, losses,
+/* ---- glue_*.c: where the model meets tpx (params, transitions, losses,
  * FSDP units, optimizer). One object per rank. ---- */
 typedef struct tr_rank tr_rank;
 typedef struct tr_net tr_net;

@@ -29,6 +29,16 @@ static const char *const k_archs[] = {
     "DeepseekV4ForCausalLM",
     "DeepseekV4ForCausalLM", NULL};
 
+/* The family facts (docs/PLUGIN_ABI.md "Traits"): the layer lists of the
+ * DeepSeek-V3-based Kimi VLMs (NeMo Automodel 0.7.0's layer table). */
+#define KIMI_VL(cls)                                                           \
+  "layers=" cls ":language:model.language_model.layers",                       \
+      "layers=" cls ":vision:model.vision_tower.encoder.blocks"
+static const char *const k_family_traits[] = {
+    KIMI_VL("KimiVLForConditionalGeneration"),
+    KIMI_VL("KimiK25VLForConditionalGeneration"), NULL};
+#undef KIMI_VL
+
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
   static const tpxp_plugin_desc desc = {
@@ -43,7 +53,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "(one KV head); config-only skeleton with fused routed experts",
       .architectures = k_archs,
       .plans = NULL,
-      .traits = NULL,
+      .traits = k_family_traits,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -24,6 +24,24 @@ static const char *const gemma3_architectures[] = {
     "Gemma4ForConditionalGeneration",
     NULL};
 
+/* The family facts (docs/PLUGIN_ABI.md "Traits"): the VLMs' layer lists
+ * (NeMo Automodel 0.7.0's layer table; Gemma4's has no vision list), head
+ * counts in text_config, Gemma3's Hugging Face tp plan under its language
+ * model (model.model.language_model in the conditional-generation class). */
+static const char *const gemma3_traits[] = {
+    "layers=Gemma3ForConditionalGeneration:language:"
+    "model.language_model.layers,language_model.model.layers",
+    "layers=Gemma3ForConditionalGeneration:vision:"
+    "model.vision_tower.vision_model.encoder.layers,"
+    "model.vision_tower.encoder.layers,"
+    "vision_tower.vision_model.encoder.layers",
+    "text_config_heads=Gemma3ForConditionalGeneration",
+    "hf_prefix=Gemma3ForConditionalGeneration:model.language_model",
+    "layers=Gemma4ForConditionalGeneration:language:"
+    "model.language_model.layers",
+    "text_config_heads=Gemma4ForConditionalGeneration",
+    NULL};
+
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
   static const tpxp_plugin_desc desc = {
@@ -35,7 +53,7 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
           "refused)",
       .architectures = gemma3_architectures,
       .plans = NULL,
-      .traits = NULL,
+      .traits = gemma3_traits,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -27,10 +27,43 @@ static const char *const k_archs[] = {
 static const char *const k_plans[] = {SUPER_PLAN, NULL};
 /* _is_nemotron_flash_config: after selection, whatever the plan's source,
  * upstream drops an lm_head whose output is not sharded for these models. */
+/* The family facts (docs/PLUGIN_ABI.md "Traits"): DeciLM's per-layer
+ * block_configs; the Llama-based VLMs' layer lists (NeMo Automodel 0.7.0's
+ * layer table), head counts in text_config and the inner model of their
+ * Hugging Face tp plan; the retrieval wrappers around a Llama; GPT-2. */
+#define LLAVA_LANG "model.language_model.layers,language_model.model.layers"
+#define LLAVA_VIS                                                              \
+  "model.vision_tower.vision_model.encoder.layers,"                            \
+  "model.vision_tower.encoder.layers,vision_tower.vision_model.encoder.layers"
+#define LLAVA(cls)                                                             \
+  "layers=" cls ":language:" LLAVA_LANG, "layers=" cls ":vision:" LLAVA_VIS,   \
+      "text_config_heads=" cls, "hf_prefix=" cls ":model.language_model"
 static const char *const k_traits[] = {
     "lm_head_sharded_only=arch:NemotronFlashForCausalLM",
     "lm_head_sharded_only=model_type:nemotron_flash",
-    "lm_head_sharded_only=name_or_path:nemotron-flash", NULL};
+    "lm_head_sharded_only=name_or_path:nemotron-flash",
+    "block_configs=DeciLMForCausalLM:nemotron-nas",
+    LLAVA("LlavaForConditionalGeneration"),
+    LLAVA("LlavaNextForConditionalGeneration"),
+    LLAVA("LlavaNextVideoForConditionalGeneration"),
+    LLAVA("LlavaOnevisionForConditionalGeneration"),
+    "layers=Llama4ForConditionalGeneration:language:"
+    "language_model.model.layers",
+    "layers=Llama4ForConditionalGeneration:vision:vision_model.model.layers",
+    "text_config_heads=Llama4ForConditionalGeneration",
+    "hf_prefix=Llama4ForConditionalGeneration:language_model.model",
+    "layers=LlamaNemotronVLModel:language:language_model.layers",
+    "layers=LlamaNemotronVLModel:vision:"
+    "vision_model.vision_model.encoder.layers,vision_model.encoder.layers",
+    "layers=SmolVLMForConditionalGeneration:language:model.text_model.layers",
+    "layers=SmolVLMForConditionalGeneration:vision:"
+    "model.vision_model.encoder.layers",
+    "text_config_heads=SmolVLMForConditionalGeneration",
+    "inner_model=BiEncoderModel:model",
+    "inner_model=CrossEncoderModel:model",
+    "inner_model=FSDPBiEncoderModel:model",
+    "layers=GPT2LMHeadModel:language:transformer.h",
+    NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {

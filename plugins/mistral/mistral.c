@@ -36,6 +36,11 @@ static const char *const k_archs[] = {
 #define MG_LAYER "model.language_model.layers.*."
 #define MG_VT "model.vision_tower."
 #define MG_VE "model.vision_encoder."
+#define MISTRAL3_VLM(cls)                                                      \
+  "layers=" cls ":language:model.language_model.layers",                       \
+      "layers=" cls ":vision:model.vision_tower.encoder.layers,"               \
+      "model.vision_tower.vision_model.encoder.layers,"                        \
+      "model.vision_tower.transformer.layers"
 static const char *const k_traits[] = {
     MG MG_VT "patch_embedder.patch_embedding=" MG_VE "conv1_linear",
     MG MG_VT "patch_embedder.position_embedding_table.weight=" MG_VE
@@ -55,7 +60,15 @@ static const char *const k_traits[] = {
     MG "model.language_model=model",
     MG "model.vision_adapter.fc1=model.vision_adapter.c_fc",
     MG "model.vision_adapter.fc2=model.vision_adapter.c_proj",
-    NULL};
+    /* The family facts (docs/PLUGIN_ABI.md "Traits"): the VLMs' layer
+     * lists (NeMo Automodel 0.7.0's layer table), head counts in
+     * text_config and the inner model of their Hugging Face tp plan. */
+    MISTRAL3_VLM("Mistral3ForConditionalGeneration"),
+    "text_config_heads=Mistral3ForConditionalGeneration",
+    "hf_prefix=Mistral3ForConditionalGeneration:model.language_model",
+    MISTRAL3_VLM("Mistral3FP8VLMForConditionalGeneration"),
+    "layers=Ministral3BidirectionalModel:language:layers", NULL};
+#undef MISTRAL3_VLM
 #undef MG_VE
 #undef MG_VT
 #undef MG_LAYER

@@ -23,6 +23,18 @@ static const char *const k_archs[] = {
     "transformers.models.mixtral.modeling_mixtral.MixtralForCausalLM",
     "MixtralForCausalLM", NULL};
 
+/* The family facts (docs/PLUGIN_ABI.md "Traits"): the layer lists of the
+ * sparse-MoE VLMs (NeMo Automodel 0.7.0's layer table). */
+static const char *const k_family_traits[] = {
+    "layers=MiniMaxM3SparseForConditionalGeneration:language:model.layers",
+    "layers=MiniMaxM3SparseForConditionalGeneration:vision:"
+    "vision_tower.vision_model.encoder.layers",
+    "layers=Step3p7ForConditionalGeneration:language:"
+    "model.language_model.layers",
+    "layers=Step3p7ForConditionalGeneration:vision:"
+    "model.vision_model.transformer.resblocks",
+    NULL};
+
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {
   static const tpxp_plugin_desc desc = {
@@ -38,7 +50,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "experts on dim 0",
       .architectures = k_archs,
       .plans = NULL,
-      .traits = NULL,
+      .traits = k_family_traits,
   };
   return tpxp_register(host, info, &desc);
 }

@@ -38,7 +38,9 @@ static const char *const nemotron_traits[] = {
      * and dt_bias in mixer._fp32_params. */
     "name_alias=NemotronHForCausalLM:model.layers.*.mixer._fp32_params="
     "backbone.layers.*.mixer",
-    "name_alias=NemotronHForCausalLM:model=backbone", NULL};
+    "name_alias=NemotronHForCausalLM:model=backbone",
+    /* its layer list (NeMo Automodel 0.7.0's layer table) */
+    "layers=NemotronHForCausalLM:language:backbone.layers,model.layers", NULL};
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {

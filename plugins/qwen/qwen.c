@@ -42,9 +42,30 @@ static const char *const k_archs[] = {
  * this plugin's plans leave on them (see k_qwen_sp0) are summed upstream,
  * so the host notes them in one info line instead of warning. Not Qwen3.5,
  * whose HF-derived plan drops that style. */
+/* The family facts of the Qwen VLMs (docs/PLUGIN_ABI.md "Traits"): layer
+ * lists (NeMo Automodel 0.7.0's layer table), head counts in text_config
+ * and the inner model of their Hugging Face tp plan; Bagel's Qwen2. */
+#define QWEN2VL(cls)                                                           \
+  "layers=" cls ":language:model.language_model.layers,model.layers",          \
+      "layers=" cls ":vision:model.visual.blocks,visual.blocks",               \
+      "text_config_heads=" cls, "hf_prefix=" cls ":model.language_model"
+#define QWEN3VL(cls)                                                           \
+  "layers=" cls ":language:model.language_model.layers",                       \
+      "layers=" cls ":vision:model.visual.blocks"
 static const char *const k_traits[] = {
     "tp_grad_sync=Qwen3ForCausalLM",
-    "tp_grad_sync=Qwen3ForSequenceClassification", NULL};
+    "tp_grad_sync=Qwen3ForSequenceClassification",
+    QWEN2VL("Qwen2VLForConditionalGeneration"),
+    QWEN2VL("Qwen2_5_VLForConditionalGeneration"),
+    QWEN3VL("Qwen3_5ForConditionalGeneration"),
+    "hf_prefix=Qwen3_5ForConditionalGeneration:model.language_model",
+    QWEN3VL("Qwen3_5MoeForConditionalGeneration"),
+    QWEN3VL("Qwen3VLMoeForConditionalGeneration"),
+    "layers=BagelForUnifiedMultimodal:language:"
+    "model.language_model.model.layers",
+    "layers=BagelForUnifiedMultimodal:vision:"
+    "model.vit_model.vision_model.encoder.layers",
+    NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
                                tpx_plugin_info *info) {

@@ -89,6 +89,15 @@ TPX_API tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
                                         size_t len, const char *source,
                                         tpx_error *err);
 
+/* The parameters' dtype of a model built from its config: the config's
+ * torch_dtype becomes `dtype` (a floating-point one; its Hugging Face
+ * name), so a plugin skeleton built afterwards gives it to every parameter
+ * the plugin does not pin (fp32 router weights stay fp32), as if
+ * config.json said so (`tpx plan --dtype`). TPX_INVALID_ARGUMENT for
+ * another dtype or a model without a config. */
+TPX_API tpx_status tpx_model_set_config_dtype(tpx_model *model, tpx_dtype dtype,
+                                              tpx_error *err);
+
 /* Add an architecture name ("LlamaForCausalLM"); the first is the primary. */
 TPX_API tpx_status tpx_model_add_architecture(tpx_model *model,
                                               const char *arch, tpx_error *err);
@@ -142,6 +151,21 @@ TPX_API tpx_status tpx_model_name_alias(const tpx_model *model, size_t index,
  * NULL. */
 TPX_API int tpx_model_canonical_name(const tpx_model *model, const char *name,
                                      char *buf, size_t size);
+
+/* ---- family traits ----
+ * What a model class's plugin declares about it beyond its plan, as the
+ * plugin ABI spells it ("layers=<class>:language:<fqn>[,...]",
+ * "text_config_heads=<class>", "hf_prefix=<class>:<prefix>",
+ * "inner_model=<class>:<module>", "block_configs=<class>:<model_type>";
+ * docs/PLUGIN_ABI.md "Traits"): where the FSDP layer lists are
+ * (tpx_model_layer_groups), where the head counts live
+ * (tpx_validate_tp_mesh), the inner model of the Hugging Face tp plan. The
+ * trait's class must be the model's primary architecture
+ * (TPX_INVALID_ARGUMENT otherwise, or when malformed; TPX_NOT_FOUND for
+ * another key). tpx_registry_build_skeleton and
+ * tpx_registry_describe_model add the loaded plugins' traits. */
+TPX_API tpx_status tpx_model_add_trait(tpx_model *model, const char *trait,
+                                       tpx_error *err);
 
 /* ---- buffers ----
  * Tensors a checkpoint holds that the module tree keeps as buffers, not

@@ -142,6 +142,15 @@ TPX_API tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
                                                tpx_model *model,
                                                tpx_error *err);
 
+/* Give `model` what the loaded plugins declare about its primary
+ * architecture beyond their plans (tpx_model_add_trait: its layer lists,
+ * where its head counts live, ...). tpx_registry_build_skeleton does it
+ * itself; call it for a model read from config.json and safetensors
+ * headers. TPX_OK when no plugin declares anything about it. */
+TPX_API tpx_status tpx_registry_describe_model(const tpx_registry *reg,
+                                               tpx_model *model,
+                                               tpx_error *err);
+
 /* Ask plugin `index` for its plan directly (no fallback). A refusal is
  * TPX_PLUGIN with the plugin's message. *out is a new plan. */
 TPX_API tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,

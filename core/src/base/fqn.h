@@ -15,8 +15,8 @@ int tpx__fqn_is_digits(const char *s);
  * into `fqn`. */
 const char *tpx__fqn_last_atom(const char *fqn);
 
-/* The bare class name of an architecture string: "pkg.mod.LlamaForCausalLM"
- * -> "LlamaForCausalLM"; a pointer into `arch`. */
+/* The bare class name of an architecture string: "pkg.mod.<Class>" ->
+ * "<Class>"; a pointer into `arch`. */
 const char *tpx__fqn_bare_arch(const char *arch);
 
 /* `fqn` with every all-digit atom replaced by '*' into `out` (`size` bytes,

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "checkpoint/ckpt_internal.h"
-#include "checkpoint/shard_impl.h"
+#include "checkpoint/rankfile_impl.h"
 #include "checkpoint/writer_impl.h"
 
 /* Reusable buffers of one merge (flip: a transposed source's bytes). */

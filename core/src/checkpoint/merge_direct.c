@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "checkpoint/ckpt_internal.h"
-#include "checkpoint/shard_impl.h"
+#include "checkpoint/rankfile_impl.h"
 #include "checkpoint/writer_impl.h"
 
 #define BATCH 1024

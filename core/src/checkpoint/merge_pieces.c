@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "base/grow.h"
-#include "checkpoint/shard_impl.h"
+#include "checkpoint/rankfile_impl.h"
 
 static tpx_status oom(tpx_error *err) {
   return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint/shard_impl.h"
+#include "checkpoint/rankfile_impl.h"
 
 /* A file of an older checkpoint for this kind of run: for a merge, a
  * consolidated checkpoint's files; for a shard, rank files of another

@@ -10,7 +10,7 @@
  * run instead reads the source's files once, sequentially, by pread (no
  * SIGBUS if one is truncated underneath: a short read names it), in chunks
  * of CHUNK bytes hashed by up to the reader's num_threads threads, while
- * the rank files are being written (shard_write.c waits for the value
+ * the rank files are being written (rankfile_write.c waits for the value
  * before it seals the first file).
  *
  * The value: "xxh64:" + 16 hex digits, XXH64 (seed 0) of, for each source
@@ -18,7 +18,7 @@
  * little-endian) and the XXH64 of each of its CHUNK-byte chunks (8 bytes
  * little-endian each). It depends on the files' names and bytes only (not
  * on their directory, the mesh, the rank or the thread count). Not the run
- * id (shard_ids.c). */
+ * id (rankfile_ids.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -31,7 +31,7 @@
 #include <xxhash.h>
 
 #include "checkpoint/ckpt_internal.h"
-#include "checkpoint/shard_impl.h"
+#include "checkpoint/rankfile_impl.h"
 
 #define CHUNK ((int64_t)64 << 20) /* bytes of a chunk: a unit of work */
 #define READ_SIZE ((size_t)1 << 20)

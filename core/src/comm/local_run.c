@@ -271,6 +271,7 @@ typedef struct lspec {
   const tpx__memspace *ms; /* host or sim */
   int dev;                 /* the device path (local_dev.c) */
   int cuda, managed;       /* a cuda space (and stream) per rank */
+  int sim;                 /* the tests' sim space */
   unsigned fail_ranks;     /* the tests' failing ranks */
   double timeout_s;
   tpx_local_fn fn;
@@ -318,21 +319,12 @@ static tpx_status make_ranks(lrun *r, int nranks, const lspec *sp, int *made,
   return st;
 }
 
-/* The options, the tests' switches among them (comm/local_test.h). */
+/* The public options (NULL = defaults): a tpx_local_options of this or an
+ * older size, nothing larger. */
 static tpx_status read_options(const tpx_local_options *opts, lspec *sp,
                                tpx_error *err) {
   tpx_local_options o = TPX_LOCAL_OPTIONS_INIT;
-  int sim = 0;
-  if (opts && opts->struct_size == sizeof(tpx__local_test_options) &&
-      ((const tpx__local_test_options *)opts)->magic == TPX__LOCAL_TEST_MAGIC) {
-    const tpx__local_test_options *t = (const tpx__local_test_options *)opts;
-    sim = t->sim_device_memory;
-    sp->fail_ranks = t->fail_alloc_ranks;
-    sp->managed = t->cuda_managed;
-    memcpy(&o, opts, sizeof o);
-    o.struct_size = sizeof o;
-    o.cuda_memory |= sp->managed;
-  } else if (opts) {
+  if (opts) {
     if (opts->struct_size < sizeof(size_t) || opts->struct_size > sizeof o)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                            "local_run: options struct_size %zu is not a "
@@ -346,8 +338,9 @@ static tpx_status read_options(const tpx_local_options *opts, lspec *sp,
                          "local_run: timeout_s %g must be >= 0 seconds (0 = "
                          "the default)",
                          o.timeout_s);
-  sp->ms = sim ? &tpx__ms_sim : &tpx__ms_host;
-  sp->dev = sim || o.cuda_memory;
+  o.cuda_memory |= sp->managed;
+  sp->ms = sp->sim ? &tpx__ms_sim : &tpx__ms_host;
+  sp->dev = sp->sim || o.cuda_memory;
   sp->cuda = o.cuda_memory;
   sp->timeout_s = o.timeout_s;
   /* 0: the default, TPX_COMM_TIMEOUT (refused when malformed) or 600 */
@@ -359,13 +352,14 @@ tpx_status tpx_local_run(int nranks, tpx_local_fn fn, void *arg,
   return tpx_local_run_opts(nranks, NULL, fn, arg, err);
 }
 
-tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
-                              tpx_local_fn fn, void *arg, tpx_error *err) {
-  lspec sp = {.fn = fn, .arg = arg};
+/* One world: `sp` holds the body and the tests' switches, the rest comes
+ * from the public options. */
+static tpx_status run_world(int nranks, const tpx_local_options *opts, lspec sp,
+                            tpx_error *err) {
   tpx_status st = read_options(opts, &sp, err);
   if (st != TPX_OK)
     return st;
-  if (!fn)
+  if (!sp.fn)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "local_run: fn is NULL");
   if (nranks < 1 || nranks > TPX_LOCAL_MAX_RANKS)
     return tpx_error_set(err, TPX_OUT_OF_RANGE,
@@ -412,4 +406,23 @@ tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
   }
   lrun_release(r);
   return st;
+}
+
+tpx_status tpx_local_run_opts(int nranks, const tpx_local_options *opts,
+                              tpx_local_fn fn, void *arg, tpx_error *err) {
+  lspec sp = {.fn = fn, .arg = arg};
+  return run_world(nranks, opts, sp, err);
+}
+
+/* The tests' entry (comm/local_test.h): the public options plus the
+ * switches no caller of the public API can reach. */
+tpx_status tpx__local_run_test(int nranks, const tpx__local_test_options *opts,
+                               tpx_local_fn fn, void *arg, tpx_error *err) {
+  lspec sp = {.fn = fn, .arg = arg};
+  if (opts) {
+    sp.sim = opts->sim_device_memory;
+    sp.fail_ranks = opts->fail_alloc_ranks;
+    sp.managed = opts->cuda_managed;
+  }
+  return run_world(nranks, opts ? &opts->base : NULL, sp, err);
 }

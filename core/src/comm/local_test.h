@@ -20,8 +20,10 @@
  * Also a rank whose allocations fail (fail_alloc_ranks), for the abort
  * path of a rank that fails before a collective.
  *
- * The switch rides on tpx_local_run_opts: an options struct whose
- * struct_size is this extension's size and whose magic matches. */
+ * The switches reach the library through tpx__local_run_test, a private
+ * entry exported for the tests only (declared here, in no public header);
+ * the public tpx_local_run_opts takes tpx_local_options and nothing
+ * larger. */
 #ifndef TPX_COMM_LOCAL_TEST_H
 #define TPX_COMM_LOCAL_TEST_H
 
@@ -37,11 +39,8 @@
 
 TPX_BEGIN_DECLS
 
-#define TPX__LOCAL_TEST_MAGIC 0x7473696du /* "tsim" */
-
 typedef struct tpx__local_test_options {
-  tpx_local_options base; /* base.struct_size = sizeof this struct */
-  unsigned magic;         /* TPX__LOCAL_TEST_MAGIC */
+  tpx_local_options base; /* the public options (TPX_LOCAL_OPTIONS_INIT) */
   int sim_device_memory;  /* 1: the world's buffers are in the sim space */
   int cuda_managed;       /* 1: cuda_memory with cudaMallocManaged buffers */
   /* Bit r set: every buffer allocation of rank r (< 32) through its comms'
@@ -49,6 +48,13 @@ typedef struct tpx__local_test_options {
    * a rank meets in a collective's temporaries. 0: none. */
   unsigned fail_alloc_ranks;
 } tpx__local_test_options;
+
+/* tpx_local_run_opts with the tests' switches (NULL = defaults). Exported
+ * for the tests and tools/gpu-check.sh's programs; not public API. */
+TPX_API tpx_status tpx__local_run_test(int nranks,
+                                       const tpx__local_test_options *opts,
+                                       tpx_local_fn fn, void *arg,
+                                       tpx_error *err);
 
 /* 1 when the tests' device worlds are CUDA (TPX_TEST_DEVICE=cuda) rather
  * than the sim space. */
@@ -69,10 +75,8 @@ static inline tpx_status tpx__local_run_sim(int nranks, int sim,
                                             tpx_local_fn fn, void *arg,
                                             tpx_error *err) {
   int cuda = sim && tpx__test_device_cuda();
-  tpx__local_test_options o = {TPX_LOCAL_OPTIONS_INIT, TPX__LOCAL_TEST_MAGIC,
-                               sim && !cuda, cuda, 0};
-  o.base.struct_size = sizeof o;
-  return tpx_local_run_opts(nranks, &o.base, fn, arg, err);
+  tpx__local_test_options o = {TPX_LOCAL_OPTIONS_INIT, sim && !cuda, cuda, 0};
+  return tpx__local_run_test(nranks, &o, fn, arg, err);
 }
 
 /* A test's own buffer for a device world (`bytes` from host src, or

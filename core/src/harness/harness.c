@@ -74,8 +74,8 @@ typedef struct learned {
   int dlopen_ok;
 } learned;
 
-/* Lines of the child's report the child did not write (protocol.c's tags
- * only): the first one, for the message. */
+/* Lines of the child's report the child did not write (harness_child.c's
+ * tags only): the first one, for the message. */
 typedef struct foreign {
   size_t count;
   char first[64];

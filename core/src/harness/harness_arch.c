@@ -261,20 +261,28 @@ static tpx_model *arch_model(int fd, const tpx__h_job *job,
     return NULL;
   }
   const char *carch = tpx_model_architecture(m, 0);
+  tpx_plugin_desc d;
+  tpx__plugin_desc_of(p, &d);
   *arch = NULL;
   /* The plugin's own string that serves the config's class. */
-  for (size_t i = 0; carch && i < p->num_archs && !*arch; i++)
-    if (strcmp(p->archs[i], carch) == 0)
-      *arch = p->archs[i];
-  for (size_t i = 0; carch && i < p->num_archs && !*arch; i++) {
-    if (strcmp(tpx__fqn_bare_arch(p->archs[i]), carch) == 0)
-      *arch = p->archs[i];
+  for (size_t i = 0; carch && i < d.num_architectures && !*arch; i++)
+    if (strcmp(d.architectures[i], carch) == 0)
+      *arch = d.architectures[i];
+  for (size_t i = 0; carch && i < d.num_architectures && !*arch; i++) {
+    if (strcmp(tpx__fqn_bare_arch(d.architectures[i]), carch) == 0)
+      *arch = d.architectures[i];
   }
   if (!*arch) {
     tpx__h_result(fd, 0, name,
                   "architecture '%s' of the config is not served by the "
                   "plugin",
                   carch ? carch : "(none)");
+    tpx_model_destroy(m);
+    return NULL;
+  }
+  if (tpx__plugin_describe_model(p, m, &e) != TPX_OK) {
+    tpx__h_result(fd, 0, name, "cannot apply the plugin's traits: %s",
+                  e.message);
     tpx_model_destroy(m);
     return NULL;
   }
@@ -297,8 +305,9 @@ static int passes_unrun(int fd, char *name, size_t size, const char *what,
 static void arch_skeleton(int fd, const tpx__h_job *job, const tpx__plugin *p,
                           tpx_model *m, const char *arch, const char *label) {
   char name[700];
-  if (passes_unrun(fd, name, sizeof name, "skeleton", label,
-                   p->skeleton_fn != NULL,
+  tpx_plugin_desc d;
+  tpx__plugin_desc_of(p, &d);
+  if (passes_unrun(fd, name, sizeof name, "skeleton", label, d.has_skeleton,
                    "no skeleton capability; plan keys are not checked "
                    "against a module tree"))
     return;
@@ -461,7 +470,9 @@ static void arch_capabilities(int fd, const tpx__plugin *p, const tpx_model *m,
   char name[700];
   snprintf(name, sizeof name, "capabilities %s", label);
   char ok[1024] = "", bad[1024] = "";
-  if (p->validate_fn) {
+  tpx_plugin_desc d;
+  tpx__plugin_desc_of(p, &d);
+  if (d.has_validate) {
     tpx_diag_list *dl = NULL;
     tpx_error ve = {0};
     tpx__h_step(fd, "%s for %s", TPX_PLUGIN_VALIDATE_SYMBOL, label);
@@ -481,8 +492,8 @@ static void arch_capabilities(int fd, const tpx__plugin *p, const tpx_model *m,
   }
   const tpx__plugin_op ops[3] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32,
                                  TPX__OP_STRATEGY};
-  const int has[3] = {p->fsdp_fn != NULL, p->fp32_fn != NULL,
-                      p->strategy_fn != NULL};
+  const int has[3] = {d.has_fsdp_units, d.has_fp32_params,
+                      tpx__plugin_has_strategy(p)};
   const char *what[3] = {"fsdp units", "fp32 params", "strategy properties"};
   for (int k = 0; k < 3; k++) {
     if (!has[k])

@@ -155,35 +155,39 @@ static void load_checks(int fd, const tpx__h_job *job) {
     return;
   }
   tpx__h_info(fd, "dlopen", "ok");
+  tpx_plugin_desc d;
+  tpx__plugin_desc_of(p, &d);
+  const int strategy = tpx__plugin_has_strategy(p);
   char abi[32];
-  version_text(p->abi_version, abi, sizeof abi);
-  tpx__h_result(fd, 1, "load", "plugin '%s' version %s, ABI %s", p->name,
-                p->version, abi);
+  version_text(d.abi_version, abi, sizeof abi);
+  tpx__h_result(fd, 1, "load", "plugin '%s' version %s, ABI %s", d.name,
+                d.version, abi);
   char list[1024] = "", names[512] = "";
-  for (size_t i = 0; i < p->num_archs; i++) {
+  for (size_t i = 0; i < d.num_architectures; i++) {
     size_t n = strlen(list);
-    snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", p->archs[i]);
-    tpx__h_info(fd, "arch", p->archs[i]);
+    snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "",
+             d.architectures[i]);
+    tpx__h_info(fd, "arch", d.architectures[i]);
   }
-  for (size_t i = 0; i < p->num_plan_names; i++) {
+  for (size_t i = 0; i < d.num_plan_names; i++) {
     size_t n = strlen(names);
     snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
-             p->plan_names[i]);
-    tpx__h_info(fd, "plan_name", p->plan_names[i]);
+             d.plan_names[i]);
+    tpx__h_info(fd, "plan_name", d.plan_names[i]);
   }
   tpx__h_result(
       fd, 1, "registration",
       "name '%s', version '%s', %zu architecture(s): %s; named "
       "plans: %s; optional capabilities:%s%s%s%s%s%s",
-      p->name, p->version, p->num_archs, list,
-      p->num_plan_names ? names : "none",
-      p->skeleton_fn || p->validate_fn || p->fsdp_fn || p->fp32_fn ||
-              p->strategy_fn
+      d.name, d.version, d.num_architectures, list,
+      d.num_plan_names ? names : "none",
+      d.has_skeleton || d.has_validate || d.has_fsdp_units ||
+              d.has_fp32_params || strategy
           ? ""
           : " none",
-      p->skeleton_fn ? " skeleton" : "", p->validate_fn ? " validate" : "",
-      p->fsdp_fn ? " fsdp_units" : "", p->fp32_fn ? " fp32_params" : "",
-      p->strategy_fn ? " strategy" : "");
+      d.has_skeleton ? " skeleton" : "", d.has_validate ? " validate" : "",
+      d.has_fsdp_units ? " fsdp_units" : "",
+      d.has_fp32_params ? " fp32_params" : "", strategy ? " strategy" : "");
   tpx__h_step(fd, "%s", TPX__H_UNLOAD_STEP);
   tpx__plugin_free(p);
 }
@@ -215,7 +219,9 @@ void tpx__h_child_negotiation(int fd, const tpx__h_job *job) {
     tpx__h_result(fd, 1, name, "refused cleanly: %s", reason);
   } else if (s == TPX_OK) {
     char a[32];
-    version_text(p->abi_version, a, sizeof a);
+    tpx_plugin_desc d;
+    tpx__plugin_desc_of(p, &d);
+    version_text(d.abi_version, a, sizeof a);
     tpx__h_result(fd, 0, name,
                   "the plugin accepted a host speaking only %s..%s and "
                   "answered ABI %s; it must return TPX_PLUGIN_ABI_UNSUPPORTED "

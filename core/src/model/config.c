@@ -253,6 +253,26 @@ tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
   return TPX_OK;
 }
 
+tpx_status tpx_model_set_config_dtype(tpx_model *model, tpx_dtype dtype,
+                                      tpx_error *err) {
+  if (model == NULL)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_model_set_config_dtype: NULL model");
+  if (!tpx_dtype_is_float(dtype))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_model_set_config_dtype: %s is not a "
+                         "floating-point dtype (bf16, f16, f32, ...)",
+                         tpx_dtype_short_name(dtype));
+  if (model->config == NULL)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_model_set_config_dtype: the model has no "
+                         "config (tpx_model_load_config first)");
+  if (json_object_set_new(model->config, "torch_dtype",
+                          json_string(tpx_dtype_hf_name(dtype))) != 0)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  return TPX_OK;
+}
+
 tpx_status tpx_model_load_config(const char *path, tpx_model **out,
                                  tpx_error *err) {
   if (path == NULL || out == NULL)

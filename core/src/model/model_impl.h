@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/family_view.h"
 #include "model/strmap.h"
 #include "tpx/layout.h"
 #include "tpx/model.h"
@@ -135,6 +136,8 @@ struct tpx_model {
   } * fold_params;
   size_t num_fold_params, cap_fold_params;
   tpx__strmap fold_names;
+  /* What the primary architecture's plugin declares (family.c). */
+  tpx__family family;
 };
 
 /* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is

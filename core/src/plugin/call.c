@@ -5,7 +5,8 @@
  * Calls are reentrant: nothing here is shared between two calls, so several
  * threads may ask the same plugin at once (the ABI's threading promise).
  *
- * Every call is one tpx__call request (plugin_internal.h). With isolation
+ * Every call is one tpx__call request (plugin_view.h; the helpers of its
+ * data in call_result.c). With isolation
  * on (tpx_registry_set_isolation) the in-process call runs in a child
  * (child.c) and comes back over isolate.c's protocol. */
 #include <stdio.h>

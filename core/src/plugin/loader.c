@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "model/family_view.h"
 #include "plugin/plugin_internal.h"
 
 void tpx__plugin_free(tpx__plugin *p) {
@@ -186,6 +187,15 @@ static tpx_status keep_info(tpx__plugin *p, const tpx_plugin_info *info,
       copy_list(info->traits, &p->traits, &p->num_traits, 0, "traits", reason,
                 size))
     return TPX_PLUGIN;
+  /* A family trait (model/family_view.h) is checked here, once: a model
+   * later takes it as it is. */
+  for (size_t i = 0; i < p->num_traits; i++) {
+    tpx_error e = {0};
+    if (tpx__family_is_trait(p->traits[i]) &&
+        tpx__family_add(NULL, p->traits[i], NULL, NULL, &e) != TPX_OK)
+      return fail(reason, size, TPX_PLUGIN, "registration: %s (plugin '%s')",
+                  e.message, p->name);
+  }
   return TPX_OK;
 }
 
@@ -306,4 +316,40 @@ tpx_status tpx__plugin_open(const char *path, const tpx_plugin_host *host,
   }
   *out = p;
   return TPX_OK;
+}
+
+/* ---- accessors (plugin_view.h) ------------------------------------------
+ */
+
+void tpx__plugin_desc_of(const tpx__plugin *p, tpx_plugin_desc *out) {
+  memset(out, 0, sizeof *out);
+  out->path = p->path;
+  out->name = p->name;
+  out->version = p->version;
+  out->description = p->description;
+  out->abi_version = p->abi_version;
+  out->num_architectures = p->num_archs;
+  out->architectures = (const char *const *)p->archs;
+  out->num_plan_names = p->num_plan_names;
+  out->plan_names = (const char *const *)p->plan_names;
+  out->has_skeleton = p->skeleton_fn != NULL;
+  out->has_validate = p->validate_fn != NULL;
+  out->has_fsdp_units = p->fsdp_fn != NULL;
+  out->has_fp32_params = p->fp32_fn != NULL;
+}
+
+const char *tpx__plugin_name(const tpx__plugin *p) { return p->name; }
+
+const char *tpx__plugin_path(const tpx__plugin *p) { return p->path; }
+
+int tpx__plugin_has_strategy(const tpx__plugin *p) {
+  return p && p->strategy_fn != NULL;
+}
+
+size_t tpx__plugin_num_traits(const tpx__plugin *p) {
+  return p ? p->num_traits : 0;
+}
+
+const char *tpx__plugin_trait(const tpx__plugin *p, size_t i) {
+  return p && i < p->num_traits ? p->traits[i] : NULL;
 }

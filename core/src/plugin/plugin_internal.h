@@ -20,6 +20,35 @@
 #include "tpx/registry.h"
 #include "plugin/plugin_view.h"
 
+/* One plugin that registered successfully. Every string is a host copy. */
+struct tpx__plugin {
+  char *path;      /* as found on the search path */
+  char *real_path; /* realpath(), to load each file once */
+  void *handle;    /* dlopen handle */
+  char *name, *version, *description;
+  uint32_t abi_version;
+  char **archs;
+  size_t num_archs;
+  char **plan_names;
+  size_t num_plan_names;
+  char **traits; /* tpx_plugin_info.traits: "key=value" */
+  size_t num_traits;
+  tpx_plugin_register_fn reg_fn;
+  tpx_plugin_get_plan_fn get_plan_fn;
+  tpx_plugin_skeleton_fn skeleton_fn;
+  tpx_plugin_validate_fn validate_fn;
+  tpx_plugin_fsdp_units_fn fsdp_fn;
+  tpx_plugin_fp32_params_fn fp32_fn;
+  tpx_plugin_strategy_fn strategy_fn;
+  /* tpx_registry_set_isolation, copied here by the registry so the calls
+   * below need no registry: run each call in a forked child. */
+  int isolate;
+  double isolate_timeout; /* seconds */
+  /* tpx_registry_set_child_limits: what an isolated child may use. */
+  unsigned long long child_memory; /* bytes of address space, 0: none */
+  double child_cpu;                /* seconds of CPU, 0: none */
+};
+
 /* Caps on what a plugin may hand over; beyond them the value is refused, so
  * a missing NUL terminator or list terminator cannot make the host walk off
  * into unrelated memory for long. */

@@ -2,11 +2,11 @@
  * conformance harness (core/src/harness/) see of the plugin area: one
  * loaded plugin (read-only), opening one, the one call request, the
  * registry's lookups, the host table and the stdout diversion around
- * plugin code.
+ * plugin code, all through functions.
  *
- * The registry's and the call context's layout, the isolation protocol and
- * the loader's log capture stay in plugin/plugin_internal.h, which only
- * core/src/plugin/ includes. */
+ * The plugin's, the registry's and the call context's layout, the isolation
+ * protocol and the loader's log capture stay in plugin/plugin_internal.h, which
+ * only core/src/plugin/ includes. */
 #ifndef TPX_PLUGIN_VIEW_H
 #define TPX_PLUGIN_VIEW_H
 
@@ -20,34 +20,22 @@
 #include "tpx/plugin.h"
 #include "tpx/registry.h"
 
-/* One plugin that registered successfully. Every string is a host copy. */
-typedef struct tpx__plugin {
-  char *path;      /* as found on the search path */
-  char *real_path; /* realpath(), to load each file once */
-  void *handle;    /* dlopen handle */
-  char *name, *version, *description;
-  uint32_t abi_version;
-  char **archs;
-  size_t num_archs;
-  char **plan_names;
-  size_t num_plan_names;
-  char **traits; /* tpx_plugin_info.traits: "key=value" */
-  size_t num_traits;
-  tpx_plugin_register_fn reg_fn;
-  tpx_plugin_get_plan_fn get_plan_fn;
-  tpx_plugin_skeleton_fn skeleton_fn;
-  tpx_plugin_validate_fn validate_fn;
-  tpx_plugin_fsdp_units_fn fsdp_fn;
-  tpx_plugin_fp32_params_fn fp32_fn;
-  tpx_plugin_strategy_fn strategy_fn;
-  /* tpx_registry_set_isolation, copied here by the registry so the calls
-   * below need no registry: run each call in a forked child. */
-  int isolate;
-  double isolate_timeout; /* seconds */
-  /* tpx_registry_set_child_limits: what an isolated child may use. */
-  unsigned long long child_memory; /* bytes of address space, 0: none */
-  double child_cpu;                /* seconds of CPU, 0: none */
-} tpx__plugin;
+/* One plugin that registered successfully (its layout: plugin_internal.h).
+ * Read it through the accessors below; every string is a host copy that
+ * lives as long as the plugin. */
+typedef struct tpx__plugin tpx__plugin;
+
+/* Its name ("llama") and path as found on the search path. */
+const char *tpx__plugin_name(const tpx__plugin *p);
+const char *tpx__plugin_path(const tpx__plugin *p);
+/* The plugin's name, path, version, ABI, architectures, plan names and
+ * optional entry points, as tpx_registry_plugin shows them (borrowed). */
+void tpx__plugin_desc_of(const tpx__plugin *p, tpx_plugin_desc *out);
+/* 1 when it exports tpx_plugin_strategy. */
+int tpx__plugin_has_strategy(const tpx__plugin *p);
+/* Its tpx_plugin_info.traits ("key=value"), borrowed. */
+size_t tpx__plugin_num_traits(const tpx__plugin *p);
+const char *tpx__plugin_trait(const tpx__plugin *p, size_t i);
 
 /* What a call into the plugin is allowed to do. */
 typedef enum tpx__plugin_op {
@@ -120,7 +108,7 @@ typedef struct tpx__call {
  * optional capability. */
 tpx_status tpx__plugin_call(const tpx__plugin *p, tpx__call *c, tpx_error *err);
 
-/* Free the results still held by `c` (host.c, beside the ctx). */
+/* Free the results still held by `c`. */
 void tpx__call_release(tpx__call *c);
 
 /* Build the plugin's skeleton for `model` and merge it in; the model is
@@ -152,5 +140,15 @@ int64_t tpx__registry_find_arch(const tpx_registry *reg, const char *arch,
 int64_t tpx__registry_find_plan_name(const tpx_registry *reg,
                                      const char *plan_name);
 const tpx__plugin *tpx__registry_at(const tpx_registry *reg, size_t index);
+
+/* describe.c: the loaded plugins' family traits about `arch` into *out
+ * (model/family_view.h; free it with tpx__family_free). */
+struct tpx__family;
+tpx_status tpx__registry_family(const tpx_registry *reg, const char *arch,
+                                struct tpx__family *out, tpx_error *err);
+/* One plugin's family traits about the model's primary architecture onto
+ * the model (tpx_model_add_trait). */
+tpx_status tpx__plugin_describe_model(const tpx__plugin *p, tpx_model *model,
+                                      tpx_error *err);
 
 #endif /* TPX_PLUGIN_VIEW_H */

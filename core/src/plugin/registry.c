@@ -19,6 +19,7 @@
 #include "base/grow.h"
 #include "base/fqn.h"
 #include "base/log_view.h"
+#include "model/family_view.h"
 #include "plugin/child.h"
 #include "plugin/plugin_internal.h"
 #include "tpx_config.h"
@@ -139,7 +140,7 @@ static int64_t find_arch_unlocked(const tpx_registry *reg, const char *arch,
         return (int64_t)i;
       }
   /* Then the class name against the last component of qualified names (a
-   * config only knows "LlamaForCausalLM"). */
+   * config only knows the bare class name). */
   const char *want = tpx__fqn_bare_arch(arch);
   for (size_t i = 0; i < reg->num_plugins; i++)
     for (size_t j = 0; j < reg->plugins[i]->num_archs; j++)
@@ -525,21 +526,7 @@ tpx_status tpx_registry_plugin(const tpx_registry *reg, size_t index,
                       "plugin index %zu is out of range (%zu loaded)", index,
                       r->num_plugins);
   } else {
-    const tpx__plugin *p = r->plugins[index];
-    memset(out, 0, sizeof *out);
-    out->path = p->path;
-    out->name = p->name;
-    out->version = p->version;
-    out->description = p->description;
-    out->abi_version = p->abi_version;
-    out->num_architectures = p->num_archs;
-    out->architectures = (const char *const *)p->archs;
-    out->num_plan_names = p->num_plan_names;
-    out->plan_names = (const char *const *)p->plan_names;
-    out->has_skeleton = p->skeleton_fn != NULL;
-    out->has_validate = p->validate_fn != NULL;
-    out->has_fsdp_units = p->fsdp_fn != NULL;
-    out->has_fp32_params = p->fp32_fn != NULL;
+    tpx__plugin_desc_of(r->plugins[index], out);
   }
   pthread_rwlock_unlock(&r->lock);
   return s;
@@ -692,7 +679,43 @@ tpx_status tpx_registry_build_skeleton(const tpx_registry *reg,
   tpx_status st = tpx__plugin_skeleton(p, model, matched, err);
   if (st == TPX_OK)
     st = add_name_aliases(p, model, arch, err);
-  return st == TPX_OK ? add_buffer_rules(p, model, arch, err) : st;
+  if (st == TPX_OK)
+    st = add_buffer_rules(p, model, arch, err);
+  return st == TPX_OK ? tpx_registry_describe_model(reg, model, err) : st;
+}
+
+/* ---- family traits (model/family_view.h) ----
+ * Any loaded plugin's declaration about the model's class counts, in load
+ * order; each plugin's part is describe.c's. */
+
+tpx_status tpx__registry_family(const tpx_registry *reg, const char *arch,
+                                tpx__family *out, tpx_error *err) {
+  for (size_t i = 0; reg && arch && i < tpx_registry_num_plugins(reg); i++) {
+    const tpx__plugin *p = tpx__registry_at(reg, i);
+    for (size_t k = 0; p && k < p->num_traits; k++) {
+      if (!tpx__family_is_trait(p->traits[k]))
+        continue;
+      tpx_status st = tpx__family_add(out, p->traits[k], arch, NULL, err);
+      if (st != TPX_OK)
+        return st;
+    }
+  }
+  return TPX_OK;
+}
+
+tpx_status tpx_registry_describe_model(const tpx_registry *reg,
+                                       tpx_model *model, tpx_error *err) {
+  if (!reg || !model)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_registry_describe_model: registry or model is "
+                         "NULL");
+  for (size_t i = 0; i < tpx_registry_num_plugins(reg); i++) {
+    tpx_status st =
+        tpx__plugin_describe_model(tpx__registry_at(reg, i), model, err);
+    if (st != TPX_OK)
+      return st;
+  }
+  return TPX_OK;
 }
 
 tpx_status tpx_registry_get_plan(const tpx_registry *reg, size_t index,

@@ -18,37 +18,6 @@
 #include "model/config.h"
 #include "select/select_internal.h"
 
-/* Inner model and prefix by model class, as get_hf_tp_shard_plan has them
- * (docs/SEMANTICS.md "Plan selection"). */
-static const struct {
-  const char *arch;
-  const char *prefix;
-} prefixes[] = {
-    {"Qwen2VLForConditionalGeneration", "model.language_model"},
-    {"Qwen2_5_VLForConditionalGeneration", "model.language_model"},
-    /* The text plan of Gemma3ForConditionalGeneration applies to the
-     * language model under the inner model (model.model.language_model). */
-    {"Gemma3ForConditionalGeneration", "model.language_model"},
-    {"Llama4ForConditionalGeneration", "language_model.model"},
-    {"LlavaForConditionalGeneration", "model.language_model"},
-    {"LlavaNextForConditionalGeneration", "model.language_model"},
-    {"LlavaNextVideoForConditionalGeneration", "model.language_model"},
-    {"LlavaOnevisionForConditionalGeneration", "model.language_model"},
-    {"Mistral3ForConditionalGeneration", "model.language_model"},
-    {"Qwen3_5ForConditionalGeneration", "model.language_model"},
-};
-
-const char *tpx__hf_prefix_for_arch(const char *arch) {
-  if (arch) {
-    const char *dot = strrchr(arch, '.');
-    const char *bare = dot ? dot + 1 : arch;
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-      if (strcmp(prefixes[i].arch, bare) == 0)
-        return prefixes[i].prefix;
-  }
-  return "model";
-}
-
 /* model_type -> the config class whose hand-kept base_model_tp_plan
  * (hf_tp_plans/) is bundled. */
 static const struct {
@@ -193,13 +162,12 @@ static const char *head_plan_for(json_t *root) {
 }
 
 tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
-                                  tpx__hf_mode mode, tpx_plan **out, char *what,
-                                  size_t what_size, tpx_diag_list *diags,
-                                  tpx_error *err) {
+                                  const char *prefix, tpx__hf_mode mode,
+                                  tpx_plan **out, char *what, size_t what_size,
+                                  tpx_diag_list *diags, tpx_error *err) {
   *out = NULL;
   snprintf(what, what_size, "none");
   json_t *root = tpx__model_config(model);
-  const char *prefix = tpx__hf_prefix_for_arch(arch);
   const char *bare =
       arch ? (strrchr(arch, '.') ? strrchr(arch, '.') + 1 : arch) : "";
   int has_head = ends_with(bare, "ForCausalLM") ||

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "base/file.h"
+#include "model/family_view.h"
 #include "select/select_internal.h"
 
 /* The JSON of file `path` (a new reference), or NULL: with *st (may be
@@ -104,10 +105,12 @@ tpx_status tpx_plan_load_hf(const char *path, const tpx_model *model,
     }
     json_object_set(starts_at_root(model, k) ? top : inner, k, v);
   }
-  const char *arch = tpx_model_num_architectures(model)
-                         ? tpx_model_architecture(model, 0)
-                         : NULL;
-  const char *prefix = tpx__hf_prefix_for_arch(arch);
+  const char *arch = tpx_model_architecture(model, 0);
+  /* The inner model the class's plugin declares (hf_prefix), else
+   * "model" (model/family_view.h). */
+  const char *prefix = tpx__model_family(model)->hf_prefix
+                           ? tpx__model_family(model)->hf_prefix
+                           : "model";
   top_text = json_object_size(top) ? json_dumps(top, JSON_COMPACT) : NULL;
   inner_text = json_object_size(inner) ? json_dumps(inner, JSON_COMPACT) : NULL;
   if ((json_object_size(top) && !top_text) ||

@@ -20,6 +20,7 @@
 
 #include "model/config.h"
 #include "model/expert_fold.h"
+#include "model/family_view.h"
 #include "select/select_internal.h"
 #include "tpx/validate.h"
 
@@ -84,15 +85,15 @@ static tpx_status try_plugin(tpx_selection *sel, const tpx__plugin *p,
     return s;
   tpx_plan_destroy(sel->plan);
   sel->plan = plan;
-  if (set_str(&sel->plugin_name, p->name) ||
-      set_str(&sel->plugin_path, p->path)) {
+  if (set_str(&sel->plugin_name, tpx__plugin_name(p)) ||
+      set_str(&sel->plugin_path, tpx__plugin_path(p))) {
     free(function);
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   }
   free(sel->function);
   sel->function = function;
   if (!sel->function &&
-      set_str(&sel->function, plan_name ? plan_name : p->name))
+      set_str(&sel->function, plan_name ? plan_name : tpx__plugin_name(p)))
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   return TPX_OK;
 }
@@ -105,13 +106,14 @@ static tpx_status diag_failed(tpx_status s, tpx_error *err) {
 /* The HF step; TPX_OK with sel->plan set, or TPX_NOT_FOUND / TPX_UNSUPPORTED
  * with `why` filled (the plan is then unusable and selection goes on). */
 static tpx_status try_hf(tpx_selection *sel, const tpx_model *model,
-                         const char *arch, tpx__hf_mode mode, int sp,
-                         int64_t tp, tpx_diag_list *diags, char *why,
-                         size_t why_size, tpx_error *err) {
+                         const char *arch, const char *prefix,
+                         tpx__hf_mode mode, int sp, int64_t tp,
+                         tpx_diag_list *diags, char *why, size_t why_size,
+                         tpx_error *err) {
   char what[512];
   tpx_plan *plan = NULL;
   tpx_error herr = {0};
-  tpx_status s = tpx__hf_plan_for_model(model, arch, mode, &plan, what,
+  tpx_status s = tpx__hf_plan_for_model(model, arch, prefix, mode, &plan, what,
                                         sizeof what, diags, &herr);
   if (s == TPX_NO_MEMORY)
     return tpx_error_set(err, s, "%s", herr.message);
@@ -179,10 +181,10 @@ static tpx_status plugin_failed(tpx_selection *sel, tpx_diag_list *diags,
                                 tpx_error *err) {
   if (s == TPX_NO_MEMORY)
     return tpx_error_set(err, s, "%s", cerr->message);
-  if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed", p->name, NULL,
-                   "%s", cerr->message) != TPX_OK)
+  if (tpx_diag_add(diags, TPX_DIAG_WARNING, "plugin-failed",
+                   tpx__plugin_name(p), NULL, "%s", cerr->message) != TPX_OK)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  tpx__sel_trace(sel, "plugin '%s': %s failed: %s", p->name, what,
+  tpx__sel_trace(sel, "plugin '%s': %s failed: %s", tpx__plugin_name(p), what,
                  cerr->message);
   return TPX_OK;
 }
@@ -195,7 +197,9 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
                                       tpx_diag_list *diags, tpx_error *err) {
   tpx_error cerr = {0};
   tpx_status s;
-  if (p->validate_fn) {
+  tpx_plugin_desc d;
+  tpx__plugin_desc_of(p, &d);
+  if (d.has_validate) {
     size_t before = tpx_diag_count(diags);
     s = tpx__plugin_validate(p, model, arch, o->plan_name, o->sequence_parallel,
                              o->tp_size, diags, &cerr);
@@ -205,13 +209,13 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
         return s;
     } else {
       tpx__sel_trace(sel, "plugin '%s': validate ran (%zu diagnostics)",
-                     p->name, tpx_diag_count(diags) - before);
+                     tpx__plugin_name(p), tpx_diag_count(diags) - before);
     }
   }
   const tpx__plugin_op ops[3] = {TPX__OP_FSDP_UNITS, TPX__OP_FP32,
                                  TPX__OP_STRATEGY};
-  const int has[3] = {p->fsdp_fn != NULL, p->fp32_fn != NULL,
-                      p->strategy_fn != NULL};
+  const int has[3] = {d.has_fsdp_units, d.has_fp32_params,
+                      tpx__plugin_has_strategy(p)};
   tpx__strvec *dst[3] = {&sel->units, &sel->fp32, &sel->strategy};
   const char *what[3] = {"FSDP units", "fp32 parameters",
                          "strategy properties"};
@@ -229,7 +233,8 @@ static tpx_status plugin_capabilities(tpx_selection *sel, const tpx__plugin *p,
     }
     tpx__strvec_free(dst[k]);
     *dst[k] = v;
-    tpx__sel_trace(sel, "plugin '%s': %zu %s", p->name, v.count, what[k]);
+    tpx__sel_trace(sel, "plugin '%s': %zu %s", tpx__plugin_name(p), v.count,
+                   what[k]);
   }
   return TPX_OK;
 }
@@ -252,6 +257,11 @@ typedef struct step_ctx {
   int plugin_refused; /* ... on purpose (TPX_PLUGIN_REFUSED) */
   char plugin_why[TPX_ERROR_MESSAGE_SIZE];
   char hf_why[TPX_ERROR_MESSAGE_SIZE];
+  /* The class's family facts: the model's own, else what the loaded
+   * plugins declare (model/family_view.h). */
+  tpx__family reg_family;
+  const tpx__family *family;
+  const char *hf_prefix; /* the HF tp plan's inner model */
 } step_ctx;
 
 static tpx_status oom(step_ctx *c) {
@@ -333,9 +343,9 @@ static tpx_status step_custom(step_ctx *c) {
  * styles translated, whatever upstream would choose (which is said). */
 static tpx_status step_named_hf(step_ctx *c) {
   char why[TPX_ERROR_MESSAGE_SIZE];
-  tpx_status s = try_hf(c->sel, c->model, c->arch, TPX__HF_TRANSFORMERS,
-                        c->o.sequence_parallel, c->o.tp_size, c->diags, why,
-                        sizeof why, c->err);
+  tpx_status s = try_hf(c->sel, c->model, c->arch, c->hf_prefix,
+                        TPX__HF_TRANSFORMERS, c->o.sequence_parallel,
+                        c->o.tp_size, c->diags, why, sizeof why, c->err);
   if (s == TPX_NOT_FOUND || s == TPX_UNSUPPORTED)
     return tpx_error_set(c->err, s, "--plan hf: %s", why);
   if (s != TPX_OK)
@@ -347,10 +357,10 @@ static tpx_status step_named_hf(step_ctx *c) {
   tpx_plan *probe = NULL;
   char what[512];
   tpx_error perr = {0};
-  s = c->arch_plugin
-          ? TPX_OK
-          : tpx__hf_plan_for_model(c->model, c->arch, TPX__HF_AUTOMODEL, &probe,
-                                   what, sizeof what, NULL, &perr);
+  s = c->arch_plugin ? TPX_OK
+                     : tpx__hf_plan_for_model(c->model, c->arch, c->hf_prefix,
+                                              TPX__HF_AUTOMODEL, &probe, what,
+                                              sizeof what, NULL, &perr);
   tpx_plan_destroy(probe);
   if (s == TPX_NO_MEMORY)
     return tpx_error_set(c->err, s, "%s", perr.message);
@@ -389,9 +399,11 @@ static tpx_status step_named(step_ctx *c) {
                          "(see `tpx plugins` for the named plans)",
                          c->o.plan_name);
   const tpx__plugin *np = tpx__registry_at(c->reg, (size_t)ni);
+  tpx_plugin_desc nd;
+  tpx__plugin_desc_of(np, &nd);
   const char *narch = np == c->arch_plugin && c->matched ? c->matched
                       : c->arch                          ? c->arch
-                                                         : np->archs[0];
+                                                         : nd.architectures[0];
   int refused = 0;
   tpx_status s =
       try_plugin(sel, np, c->model, narch, c->o.plan_name,
@@ -402,7 +414,8 @@ static tpx_status step_named(step_ctx *c) {
   tpx__sel_trace(sel,
                  "named plan '%s': used, from plugin '%s' (%s), %zu "
                  "entries",
-                 c->o.plan_name, np->name, np->path, tpx_plan_size(sel->plan));
+                 c->o.plan_name, tpx__plugin_name(np), tpx__plugin_path(np),
+                 tpx_plan_size(sel->plan));
   if (!c->cap_plugin) {
     c->cap_plugin = np;
     c->cap_arch = narch;
@@ -433,6 +446,8 @@ static tpx_status step_plugin(step_ctx *c) {
                    c->arch);
     return TPX_OK;
   }
+  tpx_plugin_desc pd;
+  tpx__plugin_desc_of(p, &pd);
   int refused = 0;
   tpx_error perr = {0};
   tpx_status s =
@@ -445,7 +460,7 @@ static tpx_status step_plugin(step_ctx *c) {
     tpx__sel_trace(sel,
                    "plugin: used '%s' %s (%s) for '%s' (function %s, "
                    "%zu entries)",
-                   p->name, p->version, p->path, c->matched, sel->function,
+                   pd.name, pd.version, pd.path, c->matched, sel->function,
                    tpx_plan_size(sel->plan));
     c->have_plan = 1;
     return TPX_OK;
@@ -457,7 +472,8 @@ static tpx_status step_plugin(step_ctx *c) {
   tpx__sel_trace(sel,
                  "plugin: '%s' %s: %s; falling back to the HF plan, as "
                  "upstream does",
-                 p->name, refused ? "refused" : "failed", perr.message);
+                 tpx__plugin_name(p), refused ? "refused" : "failed",
+                 perr.message);
   return TPX_OK;
 }
 
@@ -468,9 +484,9 @@ static tpx_status step_hf(step_ctx *c) {
                    tpx_plan_source_name(c->sel->source));
     return TPX_OK;
   }
-  tpx_status s = try_hf(c->sel, c->model, c->arch, TPX__HF_AUTOMODEL,
-                        c->o.sequence_parallel, c->o.tp_size, c->diags,
-                        c->hf_why, sizeof c->hf_why, c->err);
+  tpx_status s = try_hf(c->sel, c->model, c->arch, c->hf_prefix,
+                        TPX__HF_AUTOMODEL, c->o.sequence_parallel, c->o.tp_size,
+                        c->diags, c->hf_why, sizeof c->hf_why, c->err);
   if (s == TPX_OK)
     c->have_plan = 1;
   else if (s != TPX_NOT_FOUND && s != TPX_UNSUPPORTED)
@@ -554,7 +570,7 @@ static tpx_status step_fallback(step_ctx *c) {
   const int r = c->plugin_refused;
   tpx_status s = tpx_diag_add(
       c->diags, r ? TPX_DIAG_WARNING : TPX_DIAG_ERROR,
-      r ? "plugin-refused" : "plugin-failed", c->arch_plugin->path,
+      r ? "plugin-refused" : "plugin-failed", tpx__plugin_path(c->arch_plugin),
       r ? "nothing to fix in the plugin: it declines this request on "
           "purpose; tpx goes on as upstream does (the Hugging Face plan, "
           "else the default plan); pass --plan to choose a plan yourself"
@@ -630,7 +646,8 @@ static tpx_status step_validate(step_ctx *c) {
     return TPX_OK;
   }
   size_t before = tpx_diag_count(c->diags);
-  tpx_status s = tpx_validate_tp_mesh(c->model, tp, c->diags, c->err);
+  tpx_status s =
+      tpx__validate_tp_mesh(c->model, c->family, tp, c->diags, c->err);
   if (s != TPX_OK)
     return s;
   size_t n = tpx_diag_count(c->diags) - before;
@@ -676,6 +693,9 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.arch_plugin = ai >= 0 ? tpx__registry_at(reg, (size_t)ai) : NULL;
   c.cap_plugin = c.arch_plugin;
   c.cap_arch = c.matched;
+  s = tpx__registry_family(reg, c.arch, &c.reg_family, err);
+  c.family = tpx__family_pick(tpx__model_family(model), &c.reg_family);
+  c.hf_prefix = c.family->hf_prefix ? c.family->hf_prefix : "model";
 
   tpx_status (*const steps[])(step_ctx *) = {
       step_own_flow, step_custom,  step_named,   step_plugin,
@@ -693,6 +713,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   if (s == TPX_OK && c.cap_plugin)
     s = plugin_capabilities(c.sel, c.cap_plugin, model, c.cap_arch, &c.o, diags,
                             err);
+  tpx__family_free(&c.reg_family);
   if (s != TPX_OK) {
     tpx_selection_destroy(c.sel);
     return s;
@@ -704,7 +725,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
     tpx__sel_trace(sel,
                    "plugin '%s': its strategy sums over tp the partial "
                    "gradients of replicated parameters (trait tp_grad_sync)",
-                   c.arch_plugin->name);
+                   tpx__plugin_name(c.arch_plugin));
   }
   tpx__sel_trace(sel, "selected: %s plan%s%s (%zu entries)",
                  tpx_plan_source_name(sel->source),

@@ -42,20 +42,24 @@ tpx_status tpx__default_base_plan(int sequence_parallel, tpx_plan **out,
 
 /* The Hugging Face plan of `model` (docs/SEMANTICS.md "Plan selection"):
  * the config's own base_model_tp_plan / tp_plan, else the bundled table for
- * its model_type, prefixed for the class `arch`, as transformers 5.25 builds
+ * its model_type, under `prefix` (the inner model of the class `arch`, as
+ * its plugin declares it; "model" else), as transformers 5.25 builds
  * it (the class plan lm_head colwise_gather_output, embed_tokens
  * embedding_rowwise first), its styles translated by `mode`'s rules.
  * TPX_NOT_FOUND when there is no source (the message says why), TPX_UNSUPPORTED
  * when a style string cannot translate. *what (static or NULL) describes the
  * source used, for the trace. */
 tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
-                                  tpx__hf_mode mode, tpx_plan **out, char *what,
-                                  size_t what_size, tpx_diag_list *diags,
-                                  tpx_error *err);
+                                  const char *prefix, tpx__hf_mode mode,
+                                  tpx_plan **out, char *what, size_t what_size,
+                                  tpx_diag_list *diags, tpx_error *err);
 
-/* The inner-model prefix get_hf_tp_shard_plan uses for class `arch`
- * ("model" or "model.language_model", ...); static. */
-const char *tpx__hf_prefix_for_arch(const char *arch);
+/* validate.c: tpx_validate_tp_mesh with the class's family facts `f` (the
+ * model's own, or the loaded plugins'; may be NULL). */
+struct tpx__family;
+tpx_status tpx__validate_tp_mesh(const tpx_model *model,
+                                 const struct tpx__family *f, int64_t tp,
+                                 tpx_diag_list *diags, tpx_error *err);
 
 /* The selection object (select.c builds it, selection.c answers queries). */
 struct tpx_selection {

@@ -32,8 +32,8 @@ int tpx__sel_own_flow(const tpx_registry *reg, const char *arch) {
     return 0;
   for (size_t i = 0; i < tpx_registry_num_plugins(reg); i++) {
     const tpx__plugin *p = tpx__registry_at(reg, i);
-    for (size_t k = 0; p && k < p->num_traits; k++) {
-      const char *v = trait_value(p->traits[k], "own_flow");
+    for (size_t k = 0; p && k < tpx__plugin_num_traits(p); k++) {
+      const char *v = trait_value(tpx__plugin_trait(p, k), "own_flow");
       if (v && strcmp(bare_name(v), bare_name(arch)) == 0)
         return 1;
     }
@@ -42,8 +42,8 @@ int tpx__sel_own_flow(const tpx_registry *reg, const char *arch) {
 }
 
 int tpx__sel_tp_grad_sync(const tpx__plugin *p, const char *arch) {
-  for (size_t k = 0; p && arch && k < p->num_traits; k++) {
-    const char *v = trait_value(p->traits[k], "tp_grad_sync");
+  for (size_t k = 0; p && arch && k < tpx__plugin_num_traits(p); k++) {
+    const char *v = trait_value(tpx__plugin_trait(p, k), "tp_grad_sync");
     if (v && strcmp(bare_name(v), bare_name(arch)) == 0)
       return 1;
   }
@@ -93,8 +93,9 @@ static int model_matches(const tpx_model *model, const char *match) {
 static int lm_head_declared(const tpx_registry *reg, const tpx_model *model) {
   for (size_t i = 0; reg && i < tpx_registry_num_plugins(reg); i++) {
     const tpx__plugin *p = tpx__registry_at(reg, i);
-    for (size_t k = 0; p && k < p->num_traits; k++) {
-      const char *v = trait_value(p->traits[k], "lm_head_sharded_only");
+    for (size_t k = 0; p && k < tpx__plugin_num_traits(p); k++) {
+      const char *v =
+          trait_value(tpx__plugin_trait(p, k), "lm_head_sharded_only");
       if (v && model_matches(model, v))
         return 1;
     }

@@ -13,36 +13,14 @@
 #include <jansson.h>
 
 #include "model/config.h"
+#include "model/family_view.h"
+#include "select/select_internal.h"
 
-/* VLM classes whose head counts come from the language model's config
- * (text_config in config.json; a flat config falls back to the top level). */
-static const char *const vlm_arches[] = {
-    "Qwen2_5_VLForConditionalGeneration",
-    "Qwen2VLForConditionalGeneration",
-    "SmolVLMForConditionalGeneration",
-    "LlavaForConditionalGeneration",
-    "LlavaNextForConditionalGeneration",
-    "LlavaNextVideoForConditionalGeneration",
-    "LlavaOnevisionForConditionalGeneration",
-    "Mistral3ForConditionalGeneration",
-    "Llama4ForConditionalGeneration",
-    "Gemma3ForConditionalGeneration",
-    "Gemma4ForConditionalGeneration",
-};
-
-static const char *primary_arch(const tpx_model *model) {
-  if (tpx_model_num_architectures(model) == 0)
-    return NULL;
-  return tpx_model_architecture(model, 0);
-}
-
-static int is_vlm(const char *arch) {
-  if (!arch)
-    return 0;
-  for (size_t i = 0; i < sizeof vlm_arches / sizeof vlm_arches[0]; i++)
-    if (strcmp(arch, vlm_arches[i]) == 0)
-      return 1;
-  return 0;
+/* Where the class keeps its head counts: text_config for a VLM whose
+ * plugin declares text_config_heads (a flat config falls back to the top
+ * level). */
+static int in_text_config(const tpx__family *f) {
+  return f && f->text_config_heads;
 }
 
 /* Integer config value, or `missing` when absent/null/not an integer. */
@@ -55,10 +33,10 @@ static int64_t cfg_int(const tpx_model *model, const char *path,
 }
 
 /* Head-related config value: text_config first for VLMs, else top level. */
-static int64_t head_cfg(const tpx_model *model, const char *key,
-                        int64_t missing) {
+static int64_t head_cfg(const tpx_model *model, const tpx__family *f,
+                        const char *key, int64_t missing) {
   char path[96];
-  if (is_vlm(primary_arch(model))) {
+  if (in_text_config(f)) {
     snprintf(path, sizeof path, "text_config.%s", key);
     int64_t v = cfg_int(model, path, INT64_MIN);
     if (v != INT64_MIN)
@@ -86,11 +64,12 @@ static const head_defaults k_head_defaults[] = {
     {"phi3", 32, 0, 1},
 };
 
-static const head_defaults *class_defaults(const tpx_model *model) {
+static const head_defaults *class_defaults(const tpx_model *model,
+                                           const tpx__family *f) {
   const char *mt = NULL;
   char path[64];
   snprintf(path, sizeof path, "%smodel_type",
-           is_vlm(primary_arch(model)) ? "text_config." : "");
+           in_text_config(f) ? "text_config." : "");
   if (tpx_model_config_string(model, path, &mt, NULL) != TPX_OK &&
       tpx_model_config_string(model, "model_type", &mt, NULL) != TPX_OK)
     return NULL;
@@ -102,24 +81,25 @@ static const head_defaults *class_defaults(const tpx_model *model) {
 }
 
 /* 1 if the head key is present in the section read, with JSON null. */
-static int head_is_null(const tpx_model *model, const char *key) {
+static int head_is_null(const tpx_model *model, const tpx__family *f,
+                        const char *key) {
   char path[96];
-  snprintf(path, sizeof path, "%s%s",
-           is_vlm(primary_arch(model)) ? "text_config." : "", key);
+  snprintf(path, sizeof path, "%s%s", in_text_config(f) ? "text_config." : "",
+           key);
   json_t *root = tpx__model_config(model);
   json_t *v = root ? tpx__config_lookup(root, path) : NULL;
   return v != NULL && json_is_null(v);
 }
 
 /* The head counts upstream's config object holds (see head_defaults). */
-static void effective_heads(const tpx_model *model, int64_t *heads,
-                            int64_t *kv) {
-  const head_defaults *d = class_defaults(model);
-  *heads = head_cfg(model, "num_attention_heads", d ? d->heads : 0);
-  *kv = head_cfg(model, "num_key_value_heads", INT64_MIN);
+static void effective_heads(const tpx_model *model, const tpx__family *f,
+                            int64_t *heads, int64_t *kv) {
+  const head_defaults *d = class_defaults(model, f);
+  *heads = head_cfg(model, f, "num_attention_heads", d ? d->heads : 0);
+  *kv = head_cfg(model, f, "num_key_value_heads", INT64_MIN);
   if (*kv != INT64_MIN)
     return;
-  if (head_is_null(model, "num_key_value_heads") || (d && d->kv_is_heads))
+  if (head_is_null(model, f, "num_key_value_heads") || (d && d->kv_is_heads))
     *kv = *heads;
   else
     *kv = d ? d->kv : 0;
@@ -167,14 +147,16 @@ static void divisors_text(uint64_t g, char *buf, size_t size) {
              (unsigned long long)DIVISOR_LIMIT);
 }
 
-static int is_nemotron_nas(const tpx_model *model) {
-  const char *arch = primary_arch(model);
+/* A config whose layers are described one by one in block_configs (the
+ * class's plugin declares block_configs=<class>:<model_type>, e.g.
+ * Nemotron-NAS). */
+static int has_block_configs(const tpx_model *model, const tpx__family *f) {
   const char *mt = NULL;
-  if (!arch || strcmp(arch, "DeciLMForCausalLM") != 0)
+  if (!f || !f->block_configs)
     return 0;
   if (tpx_model_config_string(model, "model_type", &mt, NULL) != TPX_OK)
     return 0;
-  return mt && strcmp(mt, "nemotron-nas") == 0;
+  return mt && strcmp(mt, f->block_configs) == 0;
 }
 
 static tpx_status nas_validate(const tpx_model *model, int64_t tp,
@@ -274,8 +256,9 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
   return TPX_OK;
 }
 
-tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
-                                tpx_diag_list *diags, tpx_error *err) {
+tpx_status tpx__validate_tp_mesh(const tpx_model *model, const tpx__family *f,
+                                 int64_t tp, tpx_diag_list *diags,
+                                 tpx_error *err) {
   if (!model || !diags)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_validate_tp_mesh: NULL model or diagnostics");
@@ -285,11 +268,11 @@ tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
                          (long long)tp);
   if (tp == 1)
     return TPX_OK;
-  if (is_nemotron_nas(model))
+  if (has_block_configs(model, f))
     return nas_validate(model, tp, diags, err);
 
   int64_t heads, kv;
-  effective_heads(model, &heads, &kv);
+  effective_heads(model, f, &heads, &kv);
   const char *bad = NULL;
   int64_t bad_n = 0;
   if (kv % tp != 0) {
@@ -314,6 +297,12 @@ tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
   if (st != TPX_OK)
     return tpx_error_set(err, st, "out of memory");
   return TPX_OK;
+}
+
+tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
+                                tpx_diag_list *diags, tpx_error *err) {
+  return tpx__validate_tp_mesh(model, model ? tpx__model_family(model) : NULL,
+                               tp, diags, err);
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -363,11 +352,12 @@ tpx_status tpx_head_counts_after_tp(const tpx_model *model,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_head_counts_after_tp: tp size %lld must be >= 1",
                          (long long)tp);
-  out->heads = head_cfg(model, "num_attention_heads", -1);
-  out->kv_heads = head_cfg(model, "num_key_value_heads", -1);
-  out->head_dim = head_cfg(model, "head_dim", -1);
+  const tpx__family *f = tpx__model_family(model);
+  out->heads = head_cfg(model, f, "num_attention_heads", -1);
+  out->kv_heads = head_cfg(model, f, "num_key_value_heads", -1);
+  out->head_dim = head_cfg(model, f, "head_dim", -1);
   if (out->head_dim < 0 && out->heads > 0) {
-    int64_t hidden = head_cfg(model, "hidden_size", -1);
+    int64_t hidden = head_cfg(model, f, "hidden_size", -1);
     if (hidden >= 0)
       out->head_dim = hidden / out->heads;
   }

@@ -1,6 +1,7 @@
 /* layers.c — layer extraction (docs/SEMANTICS.md "FSDP2", layer groups):
  * which modules are the language and vision layers of a model, by the
- * upstream table for known architectures, then model.layers / layers, then the
+ * layer lists its class's plugin declares (trait `layers`, the upstream
+ * table; model/family_view.h), then model.layers / layers, then the
  * largest module list.
  *
  * Reads the module tree only. Not the FSDP unit rule (fsdp.c). */
@@ -8,69 +9,8 @@
 #include <string.h>
 
 #include "base/fqn.h"
+#include "model/family_view.h"
 #include "tpx/fsdp.h"
-
-#define GEMMA3_LANG "model.language_model.layers", "language_model.model.layers"
-#define GEMMA3_VIS                                                             \
-  "model.vision_tower.vision_model.encoder.layers",                            \
-      "model.vision_tower.encoder.layers",                                     \
-      "vision_tower.vision_model.encoder.layers"
-
-typedef struct {
-  const char *const arch[4];
-  const char *const language[3];
-  const char *const vision[3];
-} arch_row;
-
-static const arch_row table[] = {
-    {{"Gemma3ForConditionalGeneration", "LlavaForConditionalGeneration",
-      "LlavaNextForConditionalGeneration",
-      "LlavaNextVideoForConditionalGeneration"},
-     {GEMMA3_LANG},
-     {GEMMA3_VIS}},
-    {{"LlavaOnevisionForConditionalGeneration"}, {GEMMA3_LANG}, {GEMMA3_VIS}},
-    {{"Qwen2VLForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration"},
-     {"model.language_model.layers", "model.layers"},
-     {"model.visual.blocks", "visual.blocks"}},
-    {{"SmolVLMForConditionalGeneration"},
-     {"model.text_model.layers"},
-     {"model.vision_model.encoder.layers"}},
-    {{"Mistral3ForConditionalGeneration",
-      "Mistral3FP8VLMForConditionalGeneration"},
-     {"model.language_model.layers"},
-     {"model.vision_tower.encoder.layers",
-      "model.vision_tower.vision_model.encoder.layers",
-      "model.vision_tower.transformer.layers"}},
-    {{"Ministral3BidirectionalModel"}, {"layers"}, {NULL}},
-    {{"LlamaNemotronVLModel"},
-     {"language_model.layers"},
-     {"vision_model.vision_model.encoder.layers",
-      "vision_model.encoder.layers"}},
-    {{"Llama4ForConditionalGeneration"},
-     {"language_model.model.layers"},
-     {"vision_model.model.layers"}},
-    {{"Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-      "Qwen3VLMoeForConditionalGeneration"},
-     {"model.language_model.layers"},
-     {"model.visual.blocks"}},
-    {{"Gemma4ForConditionalGeneration"},
-     {"model.language_model.layers"},
-     {NULL}},
-    {{"KimiVLForConditionalGeneration", "KimiK25VLForConditionalGeneration"},
-     {"model.language_model.layers"},
-     {"model.vision_tower.encoder.blocks"}},
-    {{"MiniMaxM3SparseForConditionalGeneration"},
-     {"model.layers"},
-     {"vision_tower.vision_model.encoder.layers"}},
-    {{"Step3p7ForConditionalGeneration"},
-     {"model.language_model.layers"},
-     {"model.vision_model.transformer.resblocks"}},
-    {{"BagelForUnifiedMultimodal"},
-     {"model.language_model.model.layers"},
-     {"model.vit_model.vision_model.encoder.layers"}},
-    {{"NemotronHForCausalLM"}, {"backbone.layers", "model.layers"}, {NULL}},
-    {{"GPT2LMHeadModel"}, {"transformer.h"}, {NULL}},
-};
 
 const char *tpx_layer_group_name(tpx_layer_group group) {
   switch (group) {
@@ -164,29 +104,22 @@ tpx_status tpx_model_layer_groups(const tpx_model *model, int64_t *modules,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_model_layer_groups: NULL argument");
   out_t o = {modules, groups, cap, 0};
-  const char *arch = tpx_model_num_architectures(model)
-                         ? tpx_model_architecture(model, 0)
-                         : NULL;
+  const tpx__family *f = tpx__model_family(model);
+  const char *arch = tpx_model_architecture(model, 0);
   const char *prefix = "";
+  char inner[256];
   *count = 0;
-  /* Bi/cross-encoder wrappers hold the real model at .model. */
-  if (arch &&
-      (!strcmp(arch, "BiEncoderModel") || !strcmp(arch, "CrossEncoderModel") ||
-       !strcmp(arch, "FSDPBiEncoderModel")) &&
-      tpx_model_find_module(model, "model") > 0) {
-    prefix = "model.";
-    arch = NULL;
-  }
-  for (size_t r = 0; arch && r < sizeof table / sizeof table[0]; r++) {
-    int hit = 0;
-    for (size_t a = 0; a < 4 && table[r].arch[a]; a++)
-      if (!strcmp(arch, table[r].arch[a]))
-        hit = 1;
-    if (!hit)
-      continue;
-    first_resolving(model, prefix, table[r].language, 3, TPX_LAYERS_LANGUAGE,
-                    &o);
-    first_resolving(model, prefix, table[r].vision, 3, TPX_LAYERS_VISION, &o);
+  /* A wrapper (its plugin declares inner_model) holds the real model at a
+   * module of its own: its lists are searched there, by the heuristics. */
+  if (f->inner_model && tpx_model_find_module(model, f->inner_model) > 0 &&
+      (size_t)snprintf(inner, sizeof inner, "%s.", f->inner_model) <
+          sizeof inner) {
+    prefix = inner;
+  } else if (f->has_layers) {
+    first_resolving(model, prefix, (const char *const *)f->language,
+                    f->num_language, TPX_LAYERS_LANGUAGE, &o);
+    first_resolving(model, prefix, (const char *const *)f->vision,
+                    f->num_vision, TPX_LAYERS_VISION, &o);
     *count = o.count; /* Automodel warns and returns nothing when 0 */
     return TPX_OK;
   }
@@ -197,7 +130,7 @@ tpx_status tpx_model_layer_groups(const tpx_model *model, int64_t *modules,
       *count = o.count;
       return TPX_OK;
     }
-  int64_t root = *prefix ? tpx_model_find_module(model, "model") : 0;
+  int64_t root = *prefix ? tpx_model_find_module(model, f->inner_model) : 0;
   int64_t best = -1;
   size_t best_n = 0;
   largest(model, root, &best, &best_n, 0);
@@ -205,7 +138,7 @@ tpx_status tpx_model_layer_groups(const tpx_model *model, int64_t *modules,
     return tpx_error_set(err, TPX_NOT_FOUND,
                          "unknown model type %s and no module list found in "
                          "the model structure",
-                         arch ? arch : "(no architecture)");
+                         arch && !*prefix ? arch : "(no architecture)");
   expand(model, best, TPX_LAYERS_UNKNOWN, &o);
   *count = o.count;
   return TPX_OK;

@@ -17,7 +17,7 @@
  * generalised module name (layer indices as '*') — or, where the
  * selection's strategy sums them itself (tpx_selection_tp_grad_sync, the
  * plugin's own plan for Qwen3), one info line for all of them.
- * Not here: styled SP norms (runtime/tp_param.c), placements (apply.c). */
+ * Not here: styled SP norms (tp/tp_param.c), placements (apply.c). */
 #include <stdio.h>
 #include <string.h>
 

@@ -329,6 +329,24 @@ typedef struct tpx_plugin_info {
    *       (ep_shard, ep), Shard(0) over ep and Shard(1) over ep_shard, and
    *       their module is an FSDP unit of its own over ep_shard (none when
    *       ep_shard is 1); with ep 1 they stay on the main mesh.
+   * The family facts, each about one model class (any loaded plugin's
+   * declaration about the model's class counts; a malformed one refuses the
+   * plugin at load):
+   *   layers=<class>:language:<fqn>[,<fqn>...]
+   *   layers=<class>:vision:<fqn>[,<fqn>...]
+   *       <class>'s FSDP layer lists, candidates in order (the first
+   *       module that exists wins; a module list gives its children); a
+   *       class with layers gets no other guess.
+   *   text_config_heads=<class>
+   *       <class>'s head counts live in its config's text_config.
+   *   hf_prefix=<class>:<prefix>
+   *       the inner model <class>'s Hugging Face tp plan applies to
+   *       (default "model").
+   *   inner_model=<class>:<module>
+   *       <class> wraps the real model at <module>: its layers are there.
+   *   block_configs=<class>:<model_type>
+   *       a <class> config of that model_type lists every layer in
+   *       block_configs (heterogeneous blocks, validated per block).
    * An unknown key is ignored (newer plugin, older host). */
   const char *const *traits;
 } tpx_plugin_info;

@@ -1,6 +1,6 @@
 /* test_handoff.c — the selection handed whole to the sharding
  * (tpx_sharding_options.selection), on DeepSeek-V4, a family whose strategy
- * keeps parameters in fp32: `tpx plan`'s sharding (tools/plan_shard.c,
+ * keeps parameters in fp32: `tpx plan`'s sharding (tools/plan/plan_shard.c,
  * linked in) and tpx-train's (examples/train/main.c build_sharding: the
  * selection, f32 param dtype, FSDP on) hold the same bytes on every rank,
  * byte for byte, and equal the sharding built from the selection's parts
@@ -60,7 +60,7 @@ static tpx_sharding *trainer_sharding(const world *w) {
   return sh;
 }
 
-/* The parts copied by hand, as tools/plan_shard.c did before the
+/* The parts copied by hand, as tools/plan/plan_shard.c did before the
  * selection travelled whole (param dtype: `mp_param`). */
 static tpx_sharding *copied_sharding(const world *w, tpx_dtype mp_param) {
   tpx_error err = {0};

@@ -1,5 +1,5 @@
 /* test_shard_io.c — the write path of `tpx shard` (core/src/checkpoint:
- * direct.c, write_io.c, shard_write.c) under failure: the pwritev loop
+ * direct.c, write_io.c, rankfile_write.c) under failure: the pwritev loop
  * against a pwritev that is interrupted, writes short, fails or makes no
  * progress; the rank files of the direct paths (copy_file_range, the
  * bounce buffer, pwritev from the mapping) byte for byte those of the

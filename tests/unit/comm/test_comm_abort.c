@@ -64,11 +64,9 @@ static void wait_recorded(ranks_out *o, int r, double limit) {
 
 static tpx_status run_opts(int n, double timeout_s, unsigned fail_ranks,
                            tpx_local_fn fn, ranks_out *o, tpx_error *err) {
-  tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, TPX__LOCAL_TEST_MAGIC, 0,
-                               0, fail_ranks};
-  t.base.struct_size = sizeof t;
+  tpx__local_test_options t = {TPX_LOCAL_OPTIONS_INIT, 0, 0, fail_ranks};
   t.base.timeout_s = timeout_s;
-  return tpx_local_run_opts(n, &t.base, fn, o, err);
+  return tpx__local_run_test(n, &t, fn, o, err);
 }
 
 /* ---- a rank that returns an error ---------------------------------------- */

@@ -1,7 +1,7 @@
 /* loss_exp_ref.h — the loss kernels' exp and order of summation written
  * plainly (one element at a time, no vectors), as core/src/device/
  * host_kernels.c ("the vocab-parallel loss") and the cuda kernels must both
- * follow it; test_loss_kernels.c holds the host kernels against it bit for
+ * follow it; test_memspace.c holds the host kernels against it bit for
  * bit.
  *
  * exp(x), f32: x raised to -100 (a NaN x too); n = round(x / ln2) by adding

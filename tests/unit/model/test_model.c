@@ -588,6 +588,33 @@ START_TEST(test_wide_module) {
 }
 END_TEST
 
+/* `tpx plan --dtype` through the library (issue 30: the CLI no longer
+ * rewrites config.json itself). */
+START_TEST(test_config_dtype) {
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  const char *cfg = "{\"torch_dtype\": \"float32\", \"hidden_size\": 8}";
+  ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
+  ck_assert_int_eq(tpx_model_set_config_dtype(m, TPX_DTYPE_BF16, &e),
+                   TPX_INVALID_ARGUMENT); /* no config yet */
+  ck_assert_int_eq(tpx_model_set_config(m, cfg, strlen(cfg), "c", &e), TPX_OK);
+  ck_assert_int_eq(tpx_model_set_config_dtype(m, TPX_DTYPE_BF16, &e), TPX_OK);
+  const char *s = NULL;
+  ck_assert_int_eq(tpx_model_config_string(m, "torch_dtype", &s, &e), TPX_OK);
+  ck_assert_str_eq(s, "bfloat16");
+  int64_t h = 0;
+  ck_assert_int_eq(tpx_model_config_int(m, "hidden_size", &h, &e), TPX_OK);
+  ck_assert_int_eq(h, 8);
+  tpx_error_clear(&e);
+  ck_assert_int_eq(tpx_model_set_config_dtype(m, TPX_DTYPE_I32, &e),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(e.message, "floating-point"));
+  ck_assert_int_eq(tpx_model_set_config_dtype(NULL, TPX_DTYPE_F16, NULL),
+                   TPX_INVALID_ARGUMENT);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *model_suite(void) {
   Suite *s = suite_create("model");
   TCase *tc = tcase_create("builder");
@@ -604,6 +631,7 @@ static Suite *model_suite(void) {
   tcase_add_test(tc, test_totals_by_dtype);
   tcase_add_test(tc, test_kind_names);
   tcase_add_test(tc, test_architectures);
+  tcase_add_test(tc, test_config_dtype);
   suite_add_tcase(s, tc);
   /* Alone, with room for sanitizer builds on a busy machine. */
   TCase *big = tcase_create("scale");

@@ -58,6 +58,12 @@ static tpx_model *model_with(const char *arch, const char *inner) {
   snprintf(fqn, sizeof fqn, "%s.layers.0.mlp.up_proj", inner);
   CHECK_OK(tpx_model_add_module(m, fqn, TPX_MODULE_LINEAR, NULL, &e_));
   CHECK_OK(tpx_model_add_module(m, "lm_head", TPX_MODULE_LINEAR, NULL, &e_));
+  /* the inner model is what the class's plugin declares (hf_prefix) */
+  tpx_registry *reg = NULL;
+  CHECK_OK(tpx_registry_create(&reg, &e_));
+  CHECK_OK(tpx_registry_load_default(reg, &e_));
+  CHECK_OK(tpx_registry_describe_model(reg, m, &e_));
+  tpx_registry_destroy(reg);
   return m;
 }
 

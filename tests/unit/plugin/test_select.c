@@ -326,9 +326,13 @@ START_TEST(hf_bundled_tables) {
 }
 END_TEST
 
+/* The inner model comes from the gemma3 plugin's hf_prefix trait, read
+ * from the registry when the model was given none (issue 30: no class
+ * name in core). */
 START_TEST(hf_vlm_prefix) {
   fixture f;
   setup_reg(&f, NULL);
+  CHECK_OK(tpx_registry_load_default(f.reg, &e_));
   f.model = model_from_json(
       "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], "
       "\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": "

@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "shard_fixture.h"
+#include "tpx/registry.h"
 
 typedef struct {
   const char *fqn;
@@ -514,6 +515,13 @@ START_TEST(layer_groups) {
   ck_assert_int_eq(tpx_model_add_architecture(m, c->arch, &e), TPX_OK);
   for (size_t i = 0; i < 8 && c->modules[i]; i++)
     fx_linear(m, c->modules[i], 4, 4, 0);
+  /* the layer lists are what the class's plugin declares (trait layers) */
+  tpx_registry *reg = NULL;
+  ck_assert_int_eq(tpx_registry_create(&reg, &e), TPX_OK);
+  ck_assert_int_eq(tpx_registry_load_default(reg, &e), TPX_OK);
+  ck_assert_msg(tpx_registry_describe_model(reg, m, &e) == TPX_OK, "%s",
+                e.message);
+  tpx_registry_destroy(reg);
   int64_t mods[16];
   tpx_layer_group groups[16];
   size_t n = 99;
@@ -534,6 +542,53 @@ START_TEST(layer_groups) {
   size_t n2 = 0;
   tpx_model_layer_groups(m, NULL, NULL, 0, &n2, NULL);
   ck_assert_uint_eq(n2, c->count);
+  tpx_model_destroy(m);
+}
+END_TEST
+
+/* A builder's own class: its layer lists as traits on the model
+ * (tpx_model_add_trait), the same form a plugin declares them in. */
+START_TEST(layer_groups_from_traits) {
+  tpx_model *m = NULL;
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
+  ck_assert_int_eq(tpx_model_add_architecture(m, "pkg.FooVLM", &e), TPX_OK);
+  static const char *const mods[] = {"lm.blocks.0", "lm.blocks.1",
+                                     "lm.blocks.2", "vis.blocks.0"};
+  for (size_t i = 0; i < 4; i++) fx_linear(m, mods[i], 4, 4, 0);
+  int64_t got[8];
+  tpx_layer_group g[8];
+  size_t n = 0;
+  /* no trait: the largest list, group unknown */
+  ck_assert_int_eq(tpx_model_layer_groups(m, got, g, 8, &n, &e), TPX_OK);
+  ck_assert_uint_eq(n, 3);
+  ck_assert_int_eq(g[0], TPX_LAYERS_UNKNOWN);
+  ck_assert_int_eq(
+      tpx_model_add_trait(m, "layers=FooVLM:language:model.x,lm.blocks", &e),
+      TPX_OK);
+  ck_assert_int_eq(
+      tpx_model_add_trait(m, "layers=FooVLM:vision:vis.blocks", &e), TPX_OK);
+  ck_assert_int_eq(tpx_model_layer_groups(m, got, g, 8, &n, &e), TPX_OK);
+  ck_assert_uint_eq(n, 4);
+  ck_assert_int_eq(g[0], TPX_LAYERS_LANGUAGE);
+  ck_assert_int_eq(g[3], TPX_LAYERS_VISION);
+  ck_assert_str_eq(tpx_model_module_fqn(m, got[3]), "vis.blocks.0");
+  /* malformed, another class's, another key */
+  static const struct {
+    const char *trait;
+    tpx_status st;
+  } bad[] = {{"layers=FooVLM:text:lm.blocks", TPX_INVALID_ARGUMENT},
+             {"layers=FooVLM:language:", TPX_INVALID_ARGUMENT},
+             {"layers=FooVLM:language:a..b", TPX_INVALID_ARGUMENT},
+             {"hf_prefix=FooVLM", TPX_INVALID_ARGUMENT},
+             {"text_config_heads=FooVLM:x", TPX_INVALID_ARGUMENT},
+             {"layers=BarVLM:language:lm.blocks", TPX_INVALID_ARGUMENT},
+             {"own_flow=FooVLM", TPX_NOT_FOUND}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    tpx_error_clear(&e);
+    ck_assert_int_eq(tpx_model_add_trait(m, bad[i].trait, &e), bad[i].st);
+    ck_assert_msg(strstr(e.message, bad[i].trait) != NULL, "%s", e.message);
+  }
   tpx_model_destroy(m);
 }
 END_TEST
@@ -714,6 +769,7 @@ static Suite *fsdp_suite(void) {
   tcase_add_test(tc, bad_prefetch_depth);
   tcase_add_test(tc, per_rank_bytes_saturate);
   tcase_add_test(tc, fp32_params);
+  tcase_add_test(tc, layer_groups_from_traits);
   tcase_add_loop_test(tc, layer_groups, 0,
                       (int)(sizeof lg_cases / sizeof lg_cases[0]));
   suite_add_tcase(s, tc);

@@ -1,13 +1,23 @@
 /* test_validate.c — validate_tp_mesh, Nemotron-NAS, the head-sharded rule
  * and local head counts (docs/SEMANTICS.md "Plan selection"). */
 #include "shard_fixture.h"
+#include "tpx/registry.h"
 
+/* A model of `json`, given what the bundled plugins declare about its
+ * class (where a VLM keeps its head counts, DeciLM's block_configs): the
+ * core knows no class by name (issue 30). */
 static tpx_model *cfg_model(const char *json) {
   tpx_model *m = NULL;
+  tpx_registry *reg = NULL;
   tpx_error e = {0};
   ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
   ck_assert_msg(tpx_model_set_config(m, json, strlen(json), "t", &e) == TPX_OK,
                 "%s", e.message);
+  ck_assert_int_eq(tpx_registry_create(&reg, &e), TPX_OK);
+  ck_assert_int_eq(tpx_registry_load_default(reg, &e), TPX_OK);
+  ck_assert_msg(tpx_registry_describe_model(reg, m, &e) == TPX_OK, "%s",
+                e.message);
+  tpx_registry_destroy(reg);
   return m;
 }
 

@@ -1,8 +1,8 @@
-/* shard_meta.c — the tpx-shard/1 metadata of a rank file, both ways:
+/* rankfile_meta.c — the tpx-shard/1 metadata of a rank file, both ways:
  * parsing the "tpx.mesh", "tpx.rank" and "tpx.tensors" values (byte
  * buffers, so a fuzzer can drive it), building them for a rank of a
  * sharding, and the rank file names. Format: docs/CHECKPOINT.md. Not the
- * writing of rank files (shard_write.c) or merging them (merge*.c). */
+ * writing of rank files (rankfile_write.c) or merging them (merge*.c). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "checkpoint/ckpt_internal.h"
-#include "checkpoint/shard_impl.h"
+#include "checkpoint/rankfile_impl.h"
 
 void tpx_shard_meta_free(tpx_shard_meta *m) {
   if (m == NULL)
@@ -316,11 +316,11 @@ static json_t *tensor_json(const tpx_sharding *sh,
   return e;
 }
 
-tpx_status tpx__shard_meta_build(const tpx_sharding *sh,
-                                 const tpx_checkpoint_reader *rd,
-                                 const tpx__shard_out *ts, size_t n,
-                                 char **mesh_out, char **tensors_out,
-                                 tpx_error *err) {
+tpx_status tpx__rankfile_meta_build(const tpx_sharding *sh,
+                                    const tpx_checkpoint_reader *rd,
+                                    const tpx__shard_out *ts, size_t n,
+                                    char **mesh_out, char **tensors_out,
+                                    tpx_error *err) {
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   json_t *m = json_object(), *dims = json_array(), *sizes = json_array();
   json_t *tj = json_object();

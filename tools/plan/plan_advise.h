@@ -2,7 +2,7 @@
  * (`tpx plan --gpus N`): the candidate meshes and their costs, one advice
  * run, and the alternatives costed when nothing fits. cmd_plan_advise.c
  * enumerates, costs and ranks; cmd_plan_advise_print.c prints the advice
- * as text or tpx-advice/1 JSON. Private to tools/. */
+ * as text or tpx-advice/1 JSON. Private to tools/plan/. */
 #ifndef TPX_TOOLS_PLAN_ADVISE_H
 #define TPX_TOOLS_PLAN_ADVISE_H
 

@@ -1,4 +1,4 @@
-/* shard_write.c — tpx_shard_write: a Hugging Face checkpoint cut into one
+/* rankfile_write.c — tpx_shard_write: a Hugging Face checkpoint cut into one
  * tpx-shard/1 file per rank, rank-0000r-of-0000W.safetensors, each holding
  * that rank's local piece of every stored tensor under its global name
  * (fused MoE expert parameters stored per expert: the fused parameter's
@@ -7,7 +7,7 @@
  * reader (only the slice's bytes) and written with the checkpoint writer
  * into temporaries, fsync'd, and renamed to their final names together
  * once every file of the run is complete (publish_set.c). Not the
- * metadata's text (shard_meta.c) nor the source digest (source_digest.c). */
+ * metadata's text (rankfile_meta.c) nor the source digest (source_digest.c). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "checkpoint/ckpt_internal.h"
-#include "checkpoint/shard_impl.h"
+#include "checkpoint/rankfile_impl.h"
 #include "checkpoint/writer_impl.h"
 #include "model/model_view.h"
 
@@ -239,7 +239,8 @@ static tpx_status shard_rank(pool *pl, int64_t rank,
                      : -1;
   }
   if (st == TPX_OK)
-    st = tpx__shard_meta_build(sh, rd, ts, n, &mesh_json, &tensors_json, err);
+    st =
+        tpx__rankfile_meta_build(sh, rd, ts, n, &mesh_json, &tensors_json, err);
   if (st == TPX_OK) {
     char fname[96], rank_text[32], world_text[32];
     tpx_shard_file_name(rank, world, fname, sizeof fname);

@@ -1,4 +1,4 @@
-/* shard_ids.c — the run id that ties the rank files of one `tpx shard` run
+/* rankfile_ids.c — the run id that ties the rank files of one `tpx shard` run
  * together (random unless the caller gives one), kept in every rank file
  * so that a merge refuses files of different runs. The source digest
  * beside it: source_digest.c. */
@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "checkpoint/shard_impl.h"
+#include "checkpoint/rankfile_impl.h"
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n) {
   const unsigned char *p = data;

@@ -1,9 +1,9 @@
-/* checkpoint/shard_impl.h — shared by the files of the tpx-shard/1 format:
- * shard_meta.c (the metadata, both ways), shard_write.c (rank files from a
- * checkpoint), merge_pieces.c (rank files -> pieces and their coverage) and
+/* checkpoint/rankfile_impl.h — shared by the files of the tpx-shard/1 format:
+ * rankfile_meta.c (the metadata, both ways), rankfile_write.c (rank files from
+ * a checkpoint), merge_pieces.c (rank files -> pieces and their coverage) and
  * merge.c (pieces -> one checkpoint). Not public. */
-#ifndef TPX_CHECKPOINT_SHARD_IMPL_H
-#define TPX_CHECKPOINT_SHARD_IMPL_H
+#ifndef TPX_CHECKPOINT_RANKFILE_IMPL_H
+#define TPX_CHECKPOINT_RANKFILE_IMPL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -25,11 +25,11 @@ typedef struct tpx__shard_out {
 
 /* The "tpx.mesh" and "tpx.tensors" metadata values of a rank file holding
  * `ts[n]` (malloc'd JSON text). TPX_NO_MEMORY when they cannot be built. */
-tpx_status tpx__shard_meta_build(const tpx_sharding *sh,
-                                 const tpx_checkpoint_reader *rd,
-                                 const tpx__shard_out *ts, size_t n,
-                                 char **mesh_out, char **tensors_out,
-                                 tpx_error *err);
+tpx_status tpx__rankfile_meta_build(const tpx_sharding *sh,
+                                    const tpx_checkpoint_reader *rd,
+                                    const tpx__shard_out *ts, size_t n,
+                                    char **mesh_out, char **tensors_out,
+                                    tpx_error *err);
 
 /* source_digest.c: "xxh64:<16 hex>", the digest of every byte of the
  * source's files (names, headers, tensor data), the same for every run on
@@ -46,7 +46,7 @@ tpx_status tpx__source_digest_finish(tpx__source_digest *j, char *out,
                                      size_t size, tpx_error *err);
 void tpx__source_digest_stop(tpx__source_digest *j);
 void tpx__source_digest_destroy(tpx__source_digest *j);
-/* shard_ids.c: a new random run id (32 hex) into out; 1 when `id` is an
+/* rankfile_ids.c: a new random run id (32 hex) into out; 1 when `id` is an
  * acceptable run id (1..64 printable ASCII, no space). */
 void tpx__shard_new_run_id(char *out, size_t size);
 int tpx__shard_run_id_ok(const char *id);
@@ -121,4 +121,4 @@ size_t tpx__out_dir_remove_older(const tpx__out_dir *d,
                                  size_t size);
 void tpx__out_dir_close(tpx__out_dir *d);
 
-#endif /* TPX_CHECKPOINT_SHARD_IMPL_H */
+#endif /* TPX_CHECKPOINT_RANKFILE_IMPL_H */

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <jansson.h>
-
 #include "cli.h"
 #include "plan_extra.h"
 #include "plan_setup.h"
@@ -135,28 +133,18 @@ int cli_check_dtype(const char *cmd, const char *dtype, const char *weights) {
   return 0;
 }
 
-/* The config, with its torch_dtype replaced by --dtype when given: the
- * skeleton gives every parameter the plugin does not pin that dtype. */
+/* The config, with its torch_dtype replaced by --dtype when given
+ * (tpx_model_set_config_dtype): the skeleton gives every parameter the
+ * plugin does not pin that dtype. */
 static tpx_status load_config(const tpx_cli_plan_args *a, tpx_model **out,
                               char *trace, tpx_error *err) {
-  /* The library reads it first: it names what is wrong, and refuses a
-   * FIFO or device without blocking (json_load_file would wait). */
   tpx_status st = tpx_model_load_config(a->config, out, err);
   if (st != TPX_OK || !a->dtype)
     return st;
-  json_error_t je;
-  json_t *root = json_load_file(a->config, JSON_ALLOW_NUL, &je);
-  if (!root || !json_is_object(root)) {
-    json_decref(root);
-    return TPX_OK;
-  }
-  char *text = NULL;
-  if (json_object_set_new(root, "torch_dtype", json_string(a->dtype)) == 0)
-    text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  json_decref(root);
-  st = text ? tpx_model_set_config(*out, text, strlen(text), a->config, err)
-            : tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  free(text);
+  tpx_dtype d = TPX_DTYPE_INVALID;
+  st = tpx_dtype_parse(a->dtype, &d, err);
+  if (st == TPX_OK)
+    st = tpx_model_set_config_dtype(*out, d, err);
   if (st != TPX_OK) {
     tpx_model_destroy(*out);
     *out = NULL;
@@ -235,6 +223,10 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
             err.message);
     return 1;
   }
+  /* What the plugins declare about the class (its layer lists, ...), also
+   * for a module tree read from the safetensors headers alone. */
+  if (tpx_registry_describe_model(p->reg, p->model, &err) != TPX_OK)
+    return fail(cmd, "planning", &err);
   if (a->plan && is_file(a->plan)) {
     if (cli_load_plan_file(a->plan, p->model, p->diags, &p->custom,
                            p->plan_trace, sizeof p->plan_trace, &err) != TPX_OK)
