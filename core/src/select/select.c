@@ -566,44 +566,6 @@ static tpx_status step_fallback(step_ctx *c) {
   return s == TPX_OK ? TPX_OK : oom(c);
 }
 
-/* With transformers 5.25 a config with per_layer_config (Gemma-4 text,
- * dots3) answers a global read of an attribute some layer sets with
- * AmbiguousGlobalPerLayerAttributeError; Automodel 0.7.0 reads the global
- * head counts / head_dim where it validates and rewrites a head-sharded
- * plan, so upstream refuses what tpx plans per layer: an info says so. */
-static tpx_status upstream_per_layer(step_ctx *c) {
-  static const char *const read_globally[] = {
-      "num_attention_heads", "num_key_value_heads", "head_dim"};
-  json_t *root = tpx__model_config(c->model);
-  json_t *cfgs[2] = {root, root ? json_object_get(root, "text_config") : NULL};
-  for (size_t k = 0; k < 2; k++) {
-    json_t *per = json_object_get(cfgs[k], "per_layer_config");
-    const char *layer;
-    json_t *lc;
-    if (!json_is_object(per))
-      continue;
-    json_object_foreach(per, layer, lc) {
-      for (size_t i = 0; i < 3; i++) {
-        if (!json_is_object(lc) || !json_object_get(lc, read_globally[i]))
-          continue;
-        tpx_status s = tpx_diag_add(
-            c->diags, TPX_DIAG_INFO, "upstream-per-layer-config",
-            read_globally[i],
-            "nothing to fix for tpx; upstream needs the config's "
-            "allow_global_per_layer_attribute_access (or tp 1)",
-            "'%s' is a per-layer attribute (%sper_layer_config, layer %s): "
-            "tpx plans each layer with its own value, where upstream "
-            "refuses: NeMo Automodel 0.7.0 reads the global value for a "
-            "head-sharded plan and transformers 5.25 raises "
-            "AmbiguousGlobalPerLayerAttributeError",
-            read_globally[i], k ? "text_config." : "", layer);
-        return s == TPX_OK ? TPX_OK : oom(c);
-      }
-    }
-  }
-  return TPX_OK;
-}
-
 /* 6. validate_tp_mesh: NeMo Automodel 0.7.0 runs it after plan selection and
  * only when the plan shards attention heads (docs/SEMANTICS.md "Plan
  * selection"), so a plan that shards MLPs alone or keeps attention
@@ -623,6 +585,12 @@ static tpx_status step_validate(step_ctx *c) {
                    c->arch);
     return TPX_OK;
   }
+  /* Before the head-count check: upstream's reads of per-layer head
+   * attributes raise at tp > 1 whatever the plan (per_layer.c). */
+  tpx_status s = tpx__sel_per_layer(
+      c->model, tpx_plan_is_head_sharded(sel->plan), c->diags, c->err);
+  if (s != TPX_OK)
+    return s;
   if (!tpx_plan_is_head_sharded(sel->plan)) {
     tpx__sel_trace(sel, "validate_tp_mesh: skipped (the plan does not shard "
                         "attention heads; Automodel 0.7.0 validates only plans "
@@ -630,7 +598,7 @@ static tpx_status step_validate(step_ctx *c) {
     return TPX_OK;
   }
   size_t before = tpx_diag_count(c->diags);
-  tpx_status s = tpx_validate_tp_mesh(c->model, tp, c->diags, c->err);
+  s = tpx_validate_tp_mesh(c->model, tp, c->diags, c->err);
   if (s != TPX_OK)
     return s;
   size_t n = tpx_diag_count(c->diags) - before;
@@ -642,7 +610,7 @@ static tpx_status step_validate(step_ctx *c) {
   else
     tpx__sel_trace(sel, "validate_tp_mesh: head counts fit tp=%lld",
                    (long long)tp);
-  return upstream_per_layer(c);
+  return TPX_OK;
 }
 
 tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,

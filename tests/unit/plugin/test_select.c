@@ -442,25 +442,67 @@ START_TEST(hf_transformers_5_falls_back) {
 END_TEST
 
 /* A per-layer attribute (transformers 5.25's per_layer_config) that
- * Automodel 0.7.0 reads globally for a head-sharded plan: upstream refuses
- * (AmbiguousGlobalPerLayerAttributeError), tpx plans and says so. */
-START_TEST(upstream_per_layer_config) {
-  static const char cfg[] =
-      "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": \"foo\", "
-      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-      "\"per_layer_config\": {\"0\": {\"num_attention_heads\": 4}}}";
+ * Automodel 0.7.0 reads globally at tp > 1: upstream refuses
+ * (AmbiguousGlobalPerLayerAttributeError), and so does tpx, naming it. The
+ * head counts are read for every plan, head_dim only after a head-sharded
+ * one; an entry equal to the global value is no per-layer attribute; with
+ * allow_global_per_layer_attribute_access upstream reads the global value
+ * and tpx only says so. */
+#define PER_LAYER_CFG(extra, per)                                              \
+  "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": \"foo\", "        \
+  "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": "     \
+  "16" extra ", \"per_layer_config\": {" per "}}"
+static void per_layer_case(const char *cfg, int64_t tp, const tpx_plan *custom,
+                           tpx_diag_level level, const char *needle) {
   fixture f;
   setup_reg(&f, NULL);
   f.model = model_from_json(cfg);
-  select_ok(&f, 2, 0, NULL, NULL);
-  ck_assert(has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO,
-                     "'num_attention_heads' is a per-layer attribute"));
+  select_ok(&f, tp, 0, custom, NULL);
+  if (needle)
+    ck_assert_msg(has_diag(&f, "upstream-per-layer-config", level, needle),
+                  "no %s diag '%s' for %s", level ? "error" : "info", needle,
+                  cfg);
+  else
+    ck_assert_msg(
+        !has_diag(&f, "upstream-per-layer-config", TPX_DIAG_ERROR, NULL) &&
+            !has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO, NULL),
+        "unexpected upstream-per-layer-config for %s", cfg);
   teardown(&f);
-  setup_reg(&f, NULL); /* tp 1: upstream applies no plan, reads nothing */
-  f.model = model_from_json(cfg);
-  select_ok(&f, 1, 0, NULL, NULL);
-  ck_assert(!has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO, NULL));
-  teardown(&f);
+}
+
+START_TEST(upstream_per_layer_config) {
+  const char *heads = PER_LAYER_CFG("", "\"0\": {\"num_attention_heads\": 64}");
+  const char *kv = PER_LAYER_CFG("", "\"1\": {\"num_key_value_heads\": 8}");
+  const char *hd = PER_LAYER_CFG("", "\"0\": {\"head_dim\": 512}");
+  tpx_plan *mlp_only = NULL;
+  static const char mlp_json[] =
+      "{\"format\": \"tpx-plan/1\", \"entries\": [{\"module\": "
+      "\"model.layers.*.mlp.down_proj\", \"style\": \"rowwise\"}]}";
+  CHECK_OK(tpx_plan_from_json(mlp_json, sizeof mlp_json - 1, "test", &mlp_only,
+                              &e_));
+  per_layer_case(heads, 2, NULL, TPX_DIAG_ERROR,
+                 "'num_attention_heads' is a per-layer attribute "
+                 "(per_layer_config, layer 0: 64, global 4)");
+  per_layer_case(heads, 2, NULL, TPX_DIAG_ERROR,
+                 "AmbiguousGlobalPerLayerAttributeError");
+  per_layer_case(heads, 2, mlp_only, TPX_DIAG_ERROR, "validate_tp_mesh");
+  per_layer_case(kv, 2, mlp_only, TPX_DIAG_ERROR, "'num_key_value_heads'");
+  per_layer_case(hd, 2, NULL, TPX_DIAG_ERROR, "'head_dim'");
+  per_layer_case(hd, 2, mlp_only, 0, NULL); /* not head-sharded: not read */
+  per_layer_case(heads, 1, NULL, 0, NULL);  /* tp 1: upstream reads nothing */
+  per_layer_case(PER_LAYER_CFG("", "\"0\": {\"num_attention_heads\": 4.0}"), 2,
+                 NULL, 0, NULL); /* equal to the global: dropped upstream */
+  per_layer_case(PER_LAYER_CFG(", \"allow_global_per_layer_attribute_access\": "
+                               "true",
+                               "\"0\": {\"head_dim\": 512}"),
+                 2, NULL, TPX_DIAG_INFO, "reads the global value");
+  per_layer_case(
+      "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": "
+      "\"foo\", \"text_config\": {\"num_attention_heads\": 4, "
+      "\"per_layer_config\": {\"1\": {\"num_attention_heads\": 2}}}}",
+      2, NULL, TPX_DIAG_ERROR,
+      "(text_config.per_layer_config, layer 1: 2, global 4)");
+  tpx_plan_destroy(mlp_only);
 }
 END_TEST
 
