@@ -49,6 +49,25 @@ const char *tpx__hf_prefix_for_arch(const char *arch) {
   return "model";
 }
 
+const char *tpx__hf_prefix_for_model(const tpx_model *model, const char *arch,
+                                     char *buf, size_t size) {
+  const char *p = tpx__hf_prefix_for_arch(arch);
+  if (strcmp(p, "model") != 0 || !model ||
+      tpx_model_find_module(model, "model") >= 0)
+    return p;
+  for (size_t i = 0; i < tpx_model_num_modules(model); i++) {
+    const char *fqn = tpx_model_module_fqn(model, (int64_t)i);
+    const char *dot = fqn ? strchr(fqn, '.') : NULL;
+    if (!dot || dot == fqn || (size_t)(dot - fqn) >= size ||
+        (strcmp(dot, ".layers") != 0 && strcmp(dot, ".h") != 0))
+      continue;
+    memcpy(buf, fqn, (size_t)(dot - fqn));
+    buf[dot - fqn] = '\0';
+    return buf;
+  }
+  return p;
+}
+
 /* model_type -> the config class whose hand-kept base_model_tp_plan
  * (hf_tp_plans/) is bundled. */
 static const struct {
@@ -199,7 +218,8 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
   *out = NULL;
   snprintf(what, what_size, "none");
   json_t *root = tpx__model_config(model);
-  const char *prefix = tpx__hf_prefix_for_arch(arch);
+  char base[128];
+  const char *prefix = tpx__hf_prefix_for_model(model, arch, base, sizeof base);
   const char *bare =
       arch ? (strrchr(arch, '.') ? strrchr(arch, '.') + 1 : arch) : "";
   int has_head = ends_with(bare, "ForCausalLM") ||

@@ -107,7 +107,8 @@ tpx_status tpx_plan_load_hf(const char *path, const tpx_model *model,
   const char *arch = tpx_model_num_architectures(model)
                          ? tpx_model_architecture(model, 0)
                          : NULL;
-  const char *prefix = tpx__hf_prefix_for_arch(arch);
+  char base[128];
+  const char *prefix = tpx__hf_prefix_for_model(model, arch, base, sizeof base);
   top_text = json_object_size(top) ? json_dumps(top, JSON_COMPACT) : NULL;
   inner_text = json_object_size(inner) ? json_dumps(inner, JSON_COMPACT) : NULL;
   if ((json_object_size(top) && !top_text) ||

@@ -57,6 +57,16 @@ tpx_status tpx__hf_plan_for_model(const tpx_model *model, const char *arch,
  * ("model" or "model.language_model", ...); static. */
 const char *tpx__hf_prefix_for_arch(const char *arch);
 
+/* The prefix for `model`: get_hf_tp_shard_plan prefixes the plan with the
+ * module that owns it, the base model (transformers' base_model_prefix:
+ * "model" for most classes, "gpt_neox" for GPT-NeoX, "transformer" for
+ * GPT-J and CodeGen). tpx has the tree, not the class: where the class
+ * table says "model" and the tree has no module "model", the top-level
+ * module holding the decoder layers ("<X>.layers" / "<X>.h") is the base
+ * model. Returns the class's prefix or buf (size bytes) holding <X>. */
+const char *tpx__hf_prefix_for_model(const tpx_model *model, const char *arch,
+                                     char *buf, size_t size);
+
 /* The selection object (select.c builds it, selection.c answers queries). */
 struct tpx_selection {
   tpx_plan *plan;

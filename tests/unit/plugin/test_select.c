@@ -441,6 +441,40 @@ START_TEST(hf_transformers_5_falls_back) {
 }
 END_TEST
 
+/* --plan hf prefixes the base model's plan with the module that owns it
+ * (get_hf_tp_shard_plan's _tp_plan_owner): GPT-NeoX's base model is
+ * `gpt_neox`, not `model`, so the keys are gpt_neox.layers.*... as
+ * transformers 5.25's model.tp_plan has them. */
+START_TEST(hf_plan_base_model_prefix) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json("{\"architectures\": [\"GPTNeoXForCausalLM\"], "
+                            "\"model_type\": \"gpt_neox\", "
+                            "\"num_attention_heads\": 4}");
+  static const char *const mods[] = {
+      "gpt_neox.embed_in", "gpt_neox.layers.0.attention.dense", "lm_head"};
+  const int64_t w[2] = {64, 64};
+  for (size_t i = 0; i < 3; i++) {
+    CHECK_OK(tpx_model_add_module(f.model, mods[i],
+                                  i ? TPX_MODULE_LINEAR : TPX_MODULE_EMBEDDING,
+                                  NULL, &e_));
+    CHECK_OK(tpx_model_add_param(f.model, mods[i], "weight", w, 2,
+                                 TPX_DTYPE_BF16, NULL, &e_));
+  }
+  select_ok(&f, 2, 0, NULL, "hf");
+  ck_assert_int_ge(tpx_plan_find(tpx_selection_plan(f.sel),
+                                 "gpt_neox.layers.*.attention.dense"),
+                   0);
+  ck_assert_int_ge(
+      tpx_plan_find(tpx_selection_plan(f.sel), "gpt_neox.embed_in"), 0);
+  ck_assert_int_lt(tpx_plan_find(tpx_selection_plan(f.sel),
+                                 "model.layers.*.attention.dense"),
+                   0);
+  ck_assert(has_trace(&f, "prefix 'gpt_neox'"));
+  teardown(&f);
+}
+END_TEST
+
 /* A per-layer attribute (transformers 5.25's per_layer_config) that
  * Automodel 0.7.0 reads globally at tp > 1: upstream refuses
  * (AmbiguousGlobalPerLayerAttributeError), and so does tpx, naming it. The
@@ -941,6 +975,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, hf_style_unsupported_falls_to_default);
   tcase_add_test(tc, hf_transformers_5_falls_back);
   tcase_add_test(tc, upstream_per_layer_config);
+  tcase_add_test(tc, hf_plan_base_model_prefix);
   tcase_add_test(tc, remote_code_without_plan);
   tcase_add_loop_test(tc, default_base_plan, 0, 2);
   tcase_add_loop_test(tc, nemotron_flash_lm_head, 0, 2);
