@@ -17,9 +17,11 @@
  *     num_attention_heads, head_dim, num_key_value_heads of the model's
  *     config.
  * The first per-layer one of those is upstream's refusal, and tpx's: an
- * error naming the attribute. With the access allowed upstream reads the
- * global value and goes on; tpx plans each layer with its own values and
- * says so (an info).
+ * error naming the attribute. select.c calls this twice: for the reads of
+ * validate_tp_mesh before the plan is chosen, and for the update's reads
+ * once a head-sharded plan is chosen (only when validation passed). With the
+ * access allowed upstream reads the global value and goes on; tpx plans each
+ * layer with its own values and says so (an info).
  *
  * Not the head-count validation itself (validate.c), and not attribute_map
  * aliases: no config class with a per_layer_config aliases these names. */
@@ -108,7 +110,17 @@ static tpx_status add(tpx_diag_list *diags, int allowed, const read_site *r,
                      : tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
 }
 
-tpx_status tpx__sel_per_layer(const tpx_model *model, int head_sharded,
+/* 1 when a validate_tp_mesh site already read r's attribute of the same
+ * config (the update re-reads num_attention_heads): said once, there. */
+static int read_in_validate(json_t *const cfgs[3], const read_site *r) {
+  for (size_t i = 0; r->head_sharded && i < sizeof sites / sizeof sites[0]; i++)
+    if (!sites[i].head_sharded && cfgs[sites[i].cfg] == cfgs[r->cfg] &&
+        strcmp(sites[i].attr, r->attr) == 0)
+      return 1;
+  return 0;
+}
+
+tpx_status tpx__sel_per_layer(const tpx_model *model, int after_plan,
                               tpx_diag_list *diags, tpx_error *err) {
   json_t *root = tpx__model_config(model);
   json_t *text = json_object_get(root, "text_config");
@@ -124,7 +136,7 @@ tpx_status tpx__sel_per_layer(const tpx_model *model, int head_sharded,
     const read_site *r = &sites[i];
     json_t *cfg = cfgs[r->cfg];
     json_t *val = NULL;
-    if (!cfg || (r->head_sharded && !head_sharded))
+    if (!cfg || r->head_sharded != !!after_plan || read_in_validate(cfgs, r))
       continue;
     const char *layer = per_layer_key(cfg, r->attr, &val);
     if (!layer)

@@ -1,8 +1,8 @@
 /* select/select.c — plan selection (docs/SEMANTICS.md "Plan selection"):
  * custom plan > named plugin plan > the plugin's plan for the architecture
  * > the Hugging Face plan > the default base plan, then the post-processing
- * plugins declare (traits.c), validate_tp_mesh when the plan shards
- * attention heads (NeMo Automodel 0.7.0), and the plugin's validate / FSDP
+ * plugins declare (traits.c), with validate_tp_mesh first at tp > 1 for
+ * every plan (NeMo Automodel 0.7.0), and the plugin's validate / FSDP
  * unit / fp32 / strategy capabilities. One function per numbered step;
  * tpx_select_plan runs them in order.
  *
@@ -252,6 +252,8 @@ typedef struct step_ctx {
   int plugin_refused; /* ... on purpose (TPX_PLUGIN_REFUSED) */
   char plugin_why[TPX_ERROR_MESSAGE_SIZE];
   char hf_why[TPX_ERROR_MESSAGE_SIZE];
+  int validate_skipped; /* the strategy has its own flow */
+  int validate_failed;  /* validate_tp_mesh reported an error */
 } step_ctx;
 
 static tpx_status oom(step_ctx *c) {
@@ -566,11 +568,11 @@ static tpx_status step_fallback(step_ctx *c) {
   return s == TPX_OK ? TPX_OK : oom(c);
 }
 
-/* 6. validate_tp_mesh: NeMo Automodel 0.7.0 runs it after plan selection and
- * only when the plan shards attention heads (docs/SEMANTICS.md "Plan
- * selection"), so a plan that shards MLPs alone or keeps attention
- * replicated places no head-count constraint; strategies with their own
- * flow never run it. Earlier releases ran it before selection, always. */
+/* 0b. validate_tp_mesh: NeMo Automodel 0.7.0 runs it at tp > 1 before it
+ * chooses the plan, whatever the plan will be (custom, named, optimized,
+ * HF or default; docs/SEMANTICS.md "Plan selection"); only strategies with
+ * their own flow skip it. Its reads of per-layer head attributes come first
+ * (per_layer.c): upstream raises there and never reaches the head counts. */
 static tpx_status step_validate(step_ctx *c) {
   tpx_selection *sel = c->sel;
   const int64_t tp = c->o.tp_size;
@@ -583,34 +585,48 @@ static tpx_status step_validate(step_ctx *c) {
                    "validate_tp_mesh: skipped (the %s strategy does "
                    "not run it)",
                    c->arch);
-    return TPX_OK;
-  }
-  /* Before the head-count check: upstream's reads of per-layer head
-   * attributes raise at tp > 1 whatever the plan (per_layer.c). */
-  tpx_status s = tpx__sel_per_layer(
-      c->model, tpx_plan_is_head_sharded(sel->plan), c->diags, c->err);
-  if (s != TPX_OK)
-    return s;
-  if (!tpx_plan_is_head_sharded(sel->plan)) {
-    tpx__sel_trace(sel, "validate_tp_mesh: skipped (the plan does not shard "
-                        "attention heads; Automodel 0.7.0 validates only plans "
-                        "that do)");
+    c->validate_skipped = 1;
     return TPX_OK;
   }
   size_t before = tpx_diag_count(c->diags);
+  size_t errors = tpx_diag_count_at_least(c->diags, TPX_DIAG_ERROR);
+  tpx_status s = tpx__sel_per_layer(c->model, 0, c->diags, c->err);
+  if (s != TPX_OK)
+    return s;
+  if (tpx_diag_count_at_least(c->diags, TPX_DIAG_ERROR) > errors) {
+    tpx__sel_trace(sel, "validate_tp_mesh: a per-layer head attribute read "
+                        "globally (see diagnostics); upstream stops there");
+    c->validate_failed = 1;
+    return TPX_OK;
+  }
   s = tpx_validate_tp_mesh(c->model, tp, c->diags, c->err);
   if (s != TPX_OK)
     return s;
   size_t n = tpx_diag_count(c->diags) - before;
+  c->validate_failed =
+      tpx_diag_count_at_least(c->diags, TPX_DIAG_ERROR) > errors;
   if (n)
     tpx__sel_trace(sel,
                    "validate_tp_mesh: %zu problem(s) for tp=%lld (see "
-                   "diagnostics)",
+                   "diagnostics; run before the plan is chosen, for every "
+                   "plan)",
                    n, (long long)tp);
   else
-    tpx__sel_trace(sel, "validate_tp_mesh: head counts fit tp=%lld",
+    tpx__sel_trace(sel,
+                   "validate_tp_mesh: head counts fit tp=%lld (run before "
+                   "the plan is chosen, for every plan)",
                    (long long)tp);
   return TPX_OK;
+}
+
+/* 6. After a head-sharded plan is applied, Automodel 0.7.0 updates the
+ * attention head counts, reading more per-layer attributes (head_dim);
+ * reached only when validate_tp_mesh passed (per_layer.c). */
+static tpx_status step_head_update(step_ctx *c) {
+  if (c->o.tp_size <= 1 || c->validate_skipped || c->validate_failed ||
+      !tpx_plan_is_head_sharded(c->sel->plan))
+    return TPX_OK;
+  return tpx__sel_per_layer(c->model, 1, c->diags, c->err);
 }
 
 tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
@@ -646,8 +662,8 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.cap_arch = c.matched;
 
   tpx_status (*const steps[])(step_ctx *) = {
-      step_own_flow, step_custom,  step_named,   step_plugin,
-      step_hf,       step_default, step_fallback};
+      step_own_flow, step_validate, step_custom,  step_named,
+      step_plugin,   step_hf,       step_default, step_fallback};
   for (size_t i = 0; s == TPX_OK && i < sizeof steps / sizeof steps[0]; i++)
     s = steps[i](&c);
   /* Post-processing, for every source. */
@@ -657,7 +673,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
     tpx__sel_trace(c.sel, "moe guard: not applicable (no Automodel MoE "
                           "modules in a Hugging Face model tree)");
   if (s == TPX_OK)
-    s = step_validate(&c);
+    s = step_head_update(&c);
   if (s == TPX_OK && c.cap_plugin)
     s = plugin_capabilities(c.sel, c.cap_plugin, model, c.cap_arch, &c.o, diags,
                             err);

@@ -103,11 +103,13 @@ tpx_status tpx__sel_lm_head_fixup(const tpx_registry *reg,
                                   tpx_error *err);
 
 /* transformers 5.25's per-layer head attributes (per_layer_config) that
- * NeMo Automodel 0.7.0 reads globally at tp > 1 (head_dim only for a
- * head-sharded plan): an upstream-per-layer-config error for the first one
- * it reads (upstream raises there), or an info where the config allows the
- * global access. Call at tp > 1 on the generic flow only (per_layer.c). */
-tpx_status tpx__sel_per_layer(const tpx_model *model, int head_sharded,
+ * NeMo Automodel 0.7.0 reads globally at tp > 1: validate_tp_mesh's reads
+ * (after_plan 0, every plan) or, after a head-sharded plan, the head-count
+ * update's (after_plan 1: head_dim, ...). An upstream-per-layer-config
+ * error for the first one it reads (upstream raises there), or an info
+ * where the config allows the global access. Call at tp > 1 on the generic
+ * flow only (per_layer.c). */
+tpx_status tpx__sel_per_layer(const tpx_model *model, int after_plan,
                               tpx_diag_list *diags, tpx_error *err);
 
 #endif /* TPX_SELECT_INTERNAL_H */

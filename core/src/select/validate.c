@@ -54,24 +54,29 @@ static int64_t cfg_int(const tpx_model *model, const char *path,
   return v;
 }
 
-/* Head-related config value: text_config first for VLMs, else top level. */
-static int64_t head_cfg(const tpx_model *model, const char *key,
-                        int64_t missing) {
+/* Head-related config value into *v: text_config first for VLMs, else top
+ * level; 0 when neither holds an integer. */
+static int head_lookup(const tpx_model *model, const char *key, int64_t *v) {
   char path[96];
   if (is_vlm(primary_arch(model))) {
     snprintf(path, sizeof path, "text_config.%s", key);
-    int64_t v = cfg_int(model, path, INT64_MIN);
-    if (v != INT64_MIN)
-      return v;
+    if (tpx_model_config_int(model, path, v, NULL) == TPX_OK)
+      return 1;
   }
-  return cfg_int(model, key, missing);
+  return tpx_model_config_int(model, key, v, NULL) == TPX_OK;
+}
+
+static int64_t head_cfg(const tpx_model *model, const char *key,
+                        int64_t missing) {
+  int64_t v = 0;
+  return head_lookup(model, key, &v) ? v : missing;
 }
 
 /* Upstream reads head counts from the instantiated config object, not from
  * config.json: an absent count takes the config class's default, and the
  * classes' __init__ turn num_key_value_heads=None into num_attention_heads.
- * Only defaults checked against transformers are listed; anything else
- * absent counts as 0 (passes), as getattr(config, ..., 0) would. */
+ * Only defaults checked against transformers are listed; an absent
+ * num_attention_heads of another class counts as 0 (passes). */
 typedef struct head_defaults {
   const char *model_type;
   int64_t heads;   /* num_attention_heads default, 0 = not listed */
@@ -111,18 +116,22 @@ static int head_is_null(const tpx_model *model, const char *key) {
   return v != NULL && json_is_null(v);
 }
 
-/* The head counts upstream's config object holds (see head_defaults). */
+/* The head counts upstream's config object holds (see head_defaults).
+ * validate_tp_mesh takes num_key_value_heads as num_attention_heads where
+ * the config has none (GPT-NeoX, GPT-J, CodeGen, Diffusers configs: no such
+ * attribute) or where it is 0 or None; an absent count of a class listed
+ * above takes that class's default. */
 static void effective_heads(const tpx_model *model, int64_t *heads,
                             int64_t *kv) {
   const head_defaults *d = class_defaults(model);
   *heads = head_cfg(model, "num_attention_heads", d ? d->heads : 0);
-  *kv = head_cfg(model, "num_key_value_heads", INT64_MIN);
-  if (*kv != INT64_MIN)
-    return;
-  if (head_is_null(model, "num_key_value_heads") || (d && d->kv_is_heads))
+  int have_kv = head_lookup(model, "num_key_value_heads", kv);
+  if (!have_kv)
+    *kv = d && !d->kv_is_heads && !head_is_null(model, "num_key_value_heads")
+              ? d->kv
+              : 0;
+  if (*kv == 0)
     *kv = *heads;
-  else
-    *kv = d ? d->kv : 0;
 }
 
 /* gcd of |a| and |b|, in unsigned arithmetic: -INT64_MIN is not an int64_t
@@ -188,8 +197,9 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
     st = tpx_diag_add(
         diags, TPX_DIAG_ERROR, "heads-not-divisible", "num_attention_heads",
         "choose a tp size that divides the head count",
-        "num_attention_heads in config (%lld) does not match the TP size "
-        "(%lld) (Nemotron-NAS); tp sizes that would work: %s",
+        "num_attention_heads in config does not match the TP size "
+        "(Nemotron-NAS: num_attention_heads=%lld, tp=%lld); tp sizes that "
+        "would work: %s",
         (long long)heads, (long long)tp, valid);
     return st == TPX_OK ? TPX_OK : tpx_error_set(err, st, "out of memory");
   }
@@ -215,8 +225,9 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
   if (nblocks < layers) {
     st = tpx_diag_add(diags, TPX_DIAG_ERROR, "nemotron-nas-invalid",
                       "block_configs", "fix the config's block_configs list",
-                      "num_hidden_layers in config (%lld) does not match the "
-                      "number of block configs (%lld)",
+                      "num_hidden_layers in config does not match the number "
+                      "of block configs (num_hidden_layers=%lld, %lld block "
+                      "configs)",
                       (long long)layers, (long long)nblocks);
     return st == TPX_OK ? TPX_OK : tpx_error_set(err, st, "out of memory");
   }
@@ -246,8 +257,8 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
         st = tpx_diag_add(
             diags, TPX_DIAG_ERROR, "heads-not-divisible", "block_configs",
             "choose a tp size that divides every layer's KV-head count",
-            "layer %lld: num_key_value_heads in config (%lld = %lld heads / "
-            "n_heads_in_group %lld) does not match the TP size (%lld); tp "
+            "layer %lld: num_key_value_heads in config does not match the TP "
+            "size (%lld = %lld heads / n_heads_in_group %lld, tp=%lld); tp "
             "sizes that would work for this layer: %s",
             (long long)i, (long long)kv, (long long)heads, (long long)group,
             (long long)tp, valid);
@@ -263,8 +274,9 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
       st = tpx_diag_add(
           diags, TPX_DIAG_ERROR, "nemotron-nas-invalid", "block_configs",
           "set attention.n_heads_in_group, or no_op: true",
-          "layer %lld: attention has neither replace_with_linear, "
-          "n_heads_in_group nor no_op == true",
+          "layer %lld: attention must define grouped heads, a linear "
+          "replacement, or no_op (it has neither replace_with_linear, "
+          "n_heads_in_group nor no_op == true)",
           (long long)i);
       if (st != TPX_OK)
         return tpx_error_set(err, st, "out of memory");

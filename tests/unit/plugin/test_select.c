@@ -666,6 +666,86 @@ START_TEST(default_base_plan) {
 }
 END_TEST
 
+/* Index of the first trace line holding `needle`, or -1. */
+static long trace_at(const fixture *f, const char *needle) {
+  for (size_t i = 0; i < tpx_selection_trace_size(f->sel); i++)
+    if (strstr(tpx_selection_trace(f->sel, i), needle))
+      return (long)i;
+  return -1;
+}
+
+/* NeMo Automodel 0.7.0 runs validate_tp_mesh at tp > 1 before it chooses
+ * the plan, for every plan, head-sharded or not
+ * (tests/data/upstream/validate_tp_mesh): 6 heads at tp 4 are its error,
+ * with its message, on every path: a custom MLP-only plan, a named plan,
+ * Phi-3's optimized plan (its fused qkv_proj rowwise), `--plan hf` on
+ * GPT-NeoX (attention.query_key_value, not self_attn.*), the default plan.
+ * At tp 2 the same head counts pass. */
+static void validate_case(const char *plugin, const char *json,
+                          const tpx_plan *custom, const char *plan_name,
+                          const char *step) {
+  for (int64_t tp = 2; tp <= 4; tp += 2) {
+    fixture f;
+    setup_reg(&f, plugin);
+    f.model = model_from_json(json);
+    if (strstr(json, "GPTNeoX")) {
+      const int64_t w[2] = {48, 48};
+      CHECK_OK(tpx_model_add_module(f.model,
+                                    "gpt_neox.layers.0.attention."
+                                    "query_key_value",
+                                    TPX_MODULE_LINEAR, NULL, &e_));
+      CHECK_OK(tpx_model_add_param(f.model,
+                                   "gpt_neox.layers.0.attention."
+                                   "query_key_value",
+                                   "weight", w, 2, TPX_DTYPE_BF16, NULL, &e_));
+    }
+    select_ok(&f, tp, 0, custom, plan_name);
+    ck_assert_msg(has_trace(&f, step), "%s: no trace '%s'", json, step);
+    ck_assert_int_eq(has_diag(&f, "heads-not-divisible", TPX_DIAG_ERROR,
+                              "num_key_value_heads (6) must be divisible by "
+                              "TP size (4)"),
+                     tp == 4);
+    ck_assert_int_eq(has_diag(&f, "heads-not-divisible", TPX_DIAG_ERROR, NULL),
+                     tp == 4);
+    long v = trace_at(&f, "validate_tp_mesh: "), p = trace_at(&f, step);
+    ck_assert_msg(v >= 0 && v < p, "validate_tp_mesh after the plan (%ld, %ld)",
+                  v, p);
+    ck_assert(has_trace(&f, "before the plan is chosen, for every plan"));
+    teardown(&f);
+  }
+}
+
+START_TEST(validate_tp_mesh_every_plan) {
+  const char *llama = "{\"architectures\": [\"LlamaForCausalLM\"], "
+                      "\"model_type\": \"llama\", \"num_attention_heads\": 6, "
+                      "\"num_key_value_heads\": 6}";
+  static const char mlp_json[] =
+      "{\"format\": \"tpx-plan/1\", \"entries\": [{\"module\": "
+      "\"model.layers.*.mlp.down_proj\", \"style\": \"rowwise\"}]}";
+  tpx_plan *mlp_only = NULL;
+  CHECK_OK(tpx_plan_from_json(mlp_json, sizeof mlp_json - 1, "test", &mlp_only,
+                              &e_));
+  validate_case(NULL, llama, mlp_only, NULL, "custom: used the given plan");
+  tpx_plan_destroy(mlp_only);
+  validate_case(fixture_path("TPX_BUILD_DIR", "plugins/llama/libtpx_llama.so"),
+                llama, NULL, "llama_nemotron_super_tp_plan",
+                "named plan 'llama_nemotron_super_tp_plan': used");
+  validate_case(fixture_path("TPX_BUILD_DIR", "plugins/phi/libtpx_phi.so"),
+                "{\"architectures\": [\"Phi3ForCausalLM\"], \"model_type\": "
+                "\"phi3\", \"num_attention_heads\": 6, "
+                "\"num_key_value_heads\": 6}",
+                NULL, NULL, "function phi3");
+  validate_case(NULL,
+                "{\"architectures\": [\"GPTNeoXForCausalLM\"], "
+                "\"model_type\": \"gpt_neox\", \"num_attention_heads\": 6}",
+                NULL, "hf", "hf: used");
+  validate_case(NULL,
+                "{\"architectures\": [\"UnknownLM\"], \"num_attention_heads\": "
+                "6, \"num_key_value_heads\": 6}",
+                NULL, NULL, "default");
+}
+END_TEST
+
 /* The NemotronH strategy skips validate_tp_mesh (its own flow, which the
  * nemotron plugin declares); the Default strategy runs it for the same
  * head counts. */
@@ -984,6 +1064,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, selection_tp_must_match_mesh);
   tcase_add_test(tc, nemotron_h_skips_validate_tp_mesh);
+  tcase_add_test(tc, validate_tp_mesh_every_plan);
   suite_add_tcase(s, tc);
   return s;
 }

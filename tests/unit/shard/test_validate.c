@@ -36,11 +36,15 @@ static const heads_case heads_cases[] = {
      NULL},
     {"{\"num_attention_heads\":6,\"num_key_value_heads\":4}", 4, 0,
      "num_attention_heads", "1, 2"},
-    /* missing counts are 0 and pass */
+    /* a missing head count is 0 and passes; a missing (or 0) kv count is
+     * num_attention_heads, as upstream's getattr(config,
+     * "num_key_value_heads", heads) or heads */
     {"{\"hidden_size\":64}", 7, 1, NULL, NULL},
     {"{\"num_attention_heads\":32}", 4, 1, NULL, NULL},
-    {"{\"num_attention_heads\":30}", 4, 0, "num_attention_heads",
+    {"{\"num_attention_heads\":30}", 4, 0, "num_key_value_heads",
      "1, 2, 3, 5, 6, 10, 15, 30"},
+    {"{\"num_attention_heads\":6,\"num_key_value_heads\":0}", 4, 0,
+     "num_key_value_heads", "1, 2, 3, 6"},
     /* VLM: heads from text_config */
     {"{\"architectures\":[\"Gemma3ForConditionalGeneration\"],"
      "\"text_config\":{\"num_attention_heads\":8,\"num_key_value_heads\":4}}",
@@ -54,12 +58,12 @@ static const heads_case heads_cases[] = {
     {"{\"num_attention_heads\":3,"
      "\"num_key_value_heads\":-9223372036854775808}",
      2, 0, "num_attention_heads", ": 1"},
-    {"{\"num_attention_heads\":999999999989}", 2, 0, "num_attention_heads",
+    {"{\"num_attention_heads\":999999999989}", 2, 0, "num_key_value_heads",
      "1 (none larger than 16777216 listed)"},
     {"{\"num_attention_heads\":-6,\"num_key_value_heads\":4}", 4, 0,
      "num_attention_heads", "1, 2"},
     {"{\"num_attention_heads\":9223372036854775807}", 2, 0,
-     "num_attention_heads", "1, 7, 49, 73, 127, 337, 511, 889, 2359"},
+     "num_key_value_heads", "1, 7, 49, 73, 127, 337, 511, 889, 2359"},
     /* upstream reads the config object: Gemma3TextConfig's defaults (8
      * heads, 4 kv heads) when text_config omits them */
     {"{\"architectures\":[\"Gemma3ForConditionalGeneration\"],"
@@ -132,7 +136,7 @@ static const nas_case nas_cases[] = {
      "nemotron-nas-invalid", "layer 0"},
     /* too few block configs */
     {"[{\"attention\":{\"n_heads_in_group\":8}}]", 3, 2, "nemotron-nas-invalid",
-     "number of block configs (1)"},
+     "number of block configs (num_hidden_layers=3, 1 block configs)"},
     /* heads not divisible */
     {"[{\"attention\":{\"n_heads_in_group\":8}}]", 1, 3, "heads-not-divisible",
      "num_attention_heads"},
