@@ -7,7 +7,9 @@ optimized plan, a custom plan, a named plan, the default plan), whether or
 not the plan shards attention heads; a strategy with its own flow
 (Nemotron-H) does not run it. Where upstream refuses, tpx's error
 heads-not-divisible carries upstream's message; where it does not, tpx
-reports no heads-not-divisible.
+reports no heads-not-divisible. config_cases: head counts of 0 or less,
+absent or null, alone in a config (upstream's "Invalid attention head
+counts" is tpx's heads-invalid).
 Usage: test_validate_tp_mesh.py TPX  (Python 3 standard library only)."""
 import json
 import os
@@ -63,10 +65,37 @@ def check(tpx, name, case, tmp):
     return None
 
 
+def check_config(tpx, i, case, tmp):
+    """config_cases: the attributes alone in a config, one embedding tensor
+    (the default plan; upstream called validate_tp_mesh directly)."""
+    d = os.path.join(tmp, 'config_case_%d' % i)
+    os.makedirs(d)
+    with open(os.path.join(d, 'config.json'), 'w', encoding='utf-8') as f:
+        json.dump(dict(case['config'], architectures=[case['class']]), f)
+    compare.write_sparse_safetensors(os.path.join(d, 'model.safetensors'),
+                                     [['model.embed_tokens.weight', 'bf16', [64, 64]]])
+    cmd = [tpx, 'plan', '--config', os.path.join(d, 'config.json'), '--weights', d,
+           '--tp', str(case['tp']), '--no-isolation', '--format', 'json']
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    try:
+        report = json.loads(p.stdout.decode('utf-8', 'replace'))
+    except ValueError:
+        return 'exit %d: %s' % (p.returncode, p.stderr.decode('utf-8', 'replace')[-300:])
+    heads = [x for x in report.get('diagnostics', [])
+             if x.get('code') in ('heads-not-divisible', 'heads-invalid')]
+    if case['upstream'] == 'ok':
+        return 'tpx reports %s; upstream passes' % heads[0]['message'] if heads else None
+    want = case['upstream']['refused']['message']
+    if not any(x.get('level') == 'error' and want in x.get('message', '') for x in heads):
+        return 'upstream: %s; tpx: %s' % (want, [x.get('message') for x in heads])
+    return None
+
+
 def main():
     tpx = sys.argv[1]
     with open(os.path.join(DATA, 'cases.json'), encoding='utf-8') as f:
-        cases = json.load(f)['cases']
+        data = json.load(f)
+    cases = data['cases']
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, case in cases.items():
@@ -75,6 +104,15 @@ def main():
                                          'ok' if case['upstream'] == 'ok' else 'refuse',
                                          'agree' if not why else 'DIFFER: ' + why))
             bad += why is not None
+        configs = data.get('config_cases', [])
+        for i, case in enumerate(configs):
+            why = check_config(tpx, i, case, tmp)
+            print('config %-60s tp=%-2d %-6s %s' % (
+                json.dumps(case['config'], separators=(',', ':')), case['tp'],
+                'ok' if case['upstream'] == 'ok' else 'refuse',
+                'agree' if not why else 'DIFFER: ' + why))
+            bad += why is not None
+        cases = dict(cases, **{'config_%d' % i: c for i, c in enumerate(configs)})
     print('%d of %d cases agree' % (len(cases) - bad, len(cases)))
     return 1 if bad else 0
 

@@ -25,6 +25,9 @@ chosen the way `tpx plan` chooses it:
 Each runs fsdp2_strategy_parallelize (or the parallelizer's _apply) on a tp 2
 mesh under torch's fake process group, rank 0 and 1, and records either
 "ok" or the refusal (exception type, message, raising function).
+config_cases: validate_tp_mesh itself on a module holding only a config
+(a namespace of the attributes given; FooForCausalLM, else M), for head
+counts no real config class builds: 0, negative, absent, None.
 Writes <case>/config.json and <case>/recipe.json (the header-only
 checkpoint, as goldens.py writes it), plan_<name>.json and cases.json
 (not golden.json: compare.py takes a folder holding one for a model type).
@@ -71,6 +74,35 @@ CASES = {
     'own_flow_nemotron_h_heads3': ('nemotron_h', 'NemotronHForCausalLM', 3, 3,
                                    'own_flow', None),
 }
+
+
+# (class name, config attributes, tp)
+CONFIG_CASES = [
+    ('FooForCausalLM', {'num_attention_heads': 0}, 2),
+    ('M', {'num_attention_heads': -6, 'num_key_value_heads': 4}, 4),
+    ('M', {'num_attention_heads': 3, 'num_key_value_heads': -9223372036854775808}, 2),
+    ('M', {'num_attention_heads': 6}, 4),
+    ('M', {'num_attention_heads': 6, 'num_key_value_heads': 0}, 4),
+    ('M', {'num_attention_heads': 6, 'num_key_value_heads': None}, 4),
+    ('M', {'hidden_size': 64}, 2),
+]
+
+
+def config_case(cls_name, attrs, tp):
+    import types
+    import torch.nn as nn
+    from nemo_automodel.components.distributed.parallelizer import validate_tp_mesh
+
+    def init(self):
+        nn.Module.__init__(self)
+        self.config = types.SimpleNamespace(**attrs)
+    model = type(cls_name, (nn.Module,), {'__init__': init})()
+    mesh = types.SimpleNamespace(size=lambda: tp)
+    try:
+        validate_tp_mesh(model, mesh)
+    except Exception as e:  # noqa: BLE001 - an upstream refusal is data
+        return {'refused': {'type': type(e).__name__, 'message': str(e)}}
+    return 'ok'
 
 
 def config_for(model_type, arch, heads, kv):
@@ -143,6 +175,8 @@ def main():
                                  'num_attention_heads': heads, 'num_key_value_heads': kv,
                                  'path': path, 'plan': plan, 'upstream': result}
         print(name, result, file=sys.stderr)
+    golden['config_cases'] = [{'class': c, 'config': a, 'tp': tp, 'upstream': config_case(c, a, tp)}
+                              for c, a, tp in CONFIG_CASES]
     goldens.dump(os.path.join(OUT, 'cases.json'), golden)
 
 

@@ -286,6 +286,28 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
   return TPX_OK;
 }
 
+/* A head count the config gives as 0 or less (kv: less than 0; 0 reads as
+ * num_attention_heads): upstream's "Invalid attention head counts" error,
+ * whatever tp. An absent num_attention_heads is the class default upstream
+ * and not this error. */
+static tpx_status invalid_counts(const tpx_model *model, int64_t heads,
+                                 int64_t kv, tpx_diag_list *diags,
+                                 tpx_error *err) {
+  const char *arch = primary_arch(model);
+  const char *dot = arch ? strrchr(arch, '.') : NULL;
+  tpx_status st = tpx_diag_add(
+      diags, TPX_DIAG_ERROR, "heads-invalid",
+      heads <= 0 ? "num_attention_heads" : "num_key_value_heads",
+      "fix the config's head counts (both must be positive)",
+      "Invalid attention head counts for %s. (num_attention_heads=%lld, "
+      "num_key_value_heads=%lld)",
+      dot    ? dot + 1
+      : arch ? arch
+             : "the model",
+      (long long)heads, (long long)kv);
+  return st == TPX_OK ? TPX_OK : tpx_error_set(err, st, "out of memory");
+}
+
 tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
                                 tpx_diag_list *diags, tpx_error *err) {
   if (!model || !diags)
@@ -302,6 +324,10 @@ tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
 
   int64_t heads, kv;
   effective_heads(model, &heads, &kv);
+  int64_t given = 0;
+  if ((head_lookup(model, "num_attention_heads", &given) && heads <= 0) ||
+      kv < 0)
+    return invalid_counts(model, heads, kv, diags, err);
   const char *bad = NULL;
   int64_t bad_n = 0;
   if (kv % tp != 0) {
