@@ -56,6 +56,12 @@ Columns:
   whose style Automodel cannot translate (`hf-style-unsupported`).
 - **`--plan hf`**: `applied` when the model's own HF plan is applied with
   transformers' styles translated (docs/SEMANTICS.md), else why not.
+- **vs upstream (tp 2)**: `tools/upstream/compare.py`'s verdict on the tp 2
+  case (the default path against the golden of NeMo Automodel 0.7.0 +
+  transformers 5.25): `agree`, `both refuse` (the same named cause, with
+  tpx's diagnostic code), `deliberate` (tpx refuses on purpose what upstream
+  applies and then cannot run; see "Deliberate deviations" below), or the
+  difference (all four cases of every type: `known_differences.txt`).
 
 Types without a fixture (Automodel's own model classes, configs that do not
 build tiny) are not planned here: their row says whether a tpx plugin serves
@@ -69,8 +75,19 @@ Where a hand-kept table of the same config class exists
 `base_model_ep_plan`), `Gemma3TextConfig` lacks 5.25's `q_norm` / `k_norm`
 (`replicated_with_grad_allreduce`, dropped either way).
 
-| model type | architecture | HF plan | default path | fallback forced by | `--plan hf` |
-|---|---|---|---|---|---|
+| model type | architecture | HF plan | default path | fallback forced by | `--plan hf` | vs upstream (tp 2) |
+|---|---|---|---|---|---|---|
+"""
+
+DELIBERATE_HEADER = """
+## Deliberate deviations
+
+Where tpx refuses a plan that NeMo Automodel 0.7.0 applies, on purpose,
+because upstream's run then fails (proven by
+`tools/upstream/forward_check.py`, which runs one forward of upstream's
+parallelized model); `compare.py` counts these cases as `deliberate`, apart
+from the real differences:
+
 """
 
 
@@ -150,6 +167,20 @@ def hf_column(report, proc):
     return 'refused: %s' % (lines[0][:80] if lines else 'exit %d' % proc.returncode)
 
 
+def versus(fixture, report, proc, deliberate):
+    """compare.py's verdict on the tp 2 case, short; deliberate refusals are
+    collected by code into DELIBERATE."""
+    with open(os.path.join(fixture, 'golden.json'), encoding='utf-8') as f:
+        golden = json.load(f)['cases']['tp2']
+    verdict, detail = compare.judge(golden, report, proc)
+    code = compare.error_parts(report)[0]
+    if verdict in ('both refuse', 'deliberate', 'tpx refuses', 'refuse differently'):
+        if verdict == 'deliberate':
+            deliberate.setdefault(code, []).append(os.path.basename(fixture))
+        return '%s: `%s`' % (verdict, code)
+    return verdict if verdict != 'differ' else 'differ: %s' % detail[:60]
+
+
 def cell(text):
     return text.replace('|', '\\|')
 
@@ -159,7 +190,7 @@ def render(tpx):
         types = json.load(f)['types']
     classes = classes_by_type()
     served = plugins_by_arch(tpx)
-    rows = []
+    rows, deliberate = [], {}
     with tempfile.TemporaryDirectory(prefix='tpx-types.') as tmp:
         for mt in sorted(types):
             info = types[mt]
@@ -169,7 +200,7 @@ def render(tpx):
                 arch = info.get('arch', '?')
                 path = ('plugin `%s` serves the class (no fixture: %s)' % (served[arch], info.get('status', '?'))
                         if arch in served else 'not planned (no fixture: %s)' % info.get('status', '?'))
-                rows.append((mt, arch, cls, path, '', ''))
+                rows.append((mt, arch, cls, path, '', '', ''))
                 continue
             tdir = os.path.join(tmp, mt)
             os.mkdir(tdir)
@@ -178,9 +209,11 @@ def render(tpx):
             compare.write_sparse_safetensors(os.path.join(tdir, 'model.safetensors'),
                                              recipe['tensors'])
             cfg = os.path.join(fixture, 'config.json')
-            path, forced = default_path(*run(tpx, tdir, cfg, []))
+            report, proc = run(tpx, tdir, cfg, [])
+            path, forced = default_path(report, proc)
             hf = hf_column(*run(tpx, tdir, cfg, ['--plan', 'hf']))
-            rows.append((mt, info.get('arch', '?'), cls, path, forced, hf))
+            rows.append((mt, info.get('arch', '?'), cls, path, forced, hf,
+                         versus(fixture, report, proc, deliberate)))
     out = [HEADER]
     for r in rows:
         out.append('| %s |\n' % ' | '.join(cell(c) if c else '' for c in
@@ -190,6 +223,11 @@ def render(tpx):
         key = 'plugin' if r[3].startswith('plugin') else r[3].split(' (')[0]
         counts[key] = counts.get(key, 0) + 1
     out.append('\nTotals: %s.\n' % ', '.join('%s %d' % (k, counts[k]) for k in sorted(counts)))
+    out.append(DELIBERATE_HEADER)
+    for code in sorted(compare.DELIBERATE):
+        out.append('- `%s` (%s): %s.\n' % (
+            code, ', '.join('`%s`' % t for t in deliberate.get(code, [])) or 'no type here',
+            compare.DELIBERATE[code]))
     return ''.join(out)
 
 

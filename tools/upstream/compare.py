@@ -15,7 +15,9 @@ and compares, parameter by parameter, the placement on every mesh dim of
 size > 1 (a dim of size 1 holds the whole tensor either way) and every
 rank's parameter bytes with golden.json. One line per case:
   agree | differ: FIRST DIFFERENCE | tpx refuses: CODE | upstream refuses: ...
-  | both refuse
+  | both refuse (the same named cause: SAME_CAUSE) | refuse differently
+  | deliberate (a tpx refusal of what upstream applies and then cannot run:
+    DELIBERATE, each proven by forward_check.py)
 then the counts. With --ratchet, the cases listed in --known (default
 tests/data/upstream/known_differences.txt: "TYPE CASE CAUSE  # note") may
 differ; the exit status is 1 when a case not listed does not agree, and
@@ -37,6 +39,29 @@ ST_DTYPE = {'bf16': ('BF16', 2), 'f16': ('F16', 2), 'f32': ('F32', 4), 'f64': ('
             'i64': ('I64', 8), 'i32': ('I32', 4), 'bool': ('BOOL', 1), 'u8': ('U8', 1),
             'i8': ('I8', 1)}
 
+# A tpx refusal and an upstream one are "both refuse" when they name the same
+# cause: tpx's error code -> (upstream's exception type, a text its message
+# holds; '{subject}' is the tpx diagnostic's subject). Anything else that
+# both refuse is "refuse differently", a difference like any other.
+SAME_CAUSE = {
+    # Automodel's rewrite of a module tree whose plan-key module owns a
+    # submodule's parameters (torch: 'parameter name can't contain "."').
+    'style-unsupported-module': ('KeyError', 't contain "."'),
+    # transformers 5.25 raises on Automodel's global read of a per-layer
+    # head attribute (docs/SEMANTICS.md "Per-layer attributes").
+    'upstream-per-layer-config': ('AmbiguousGlobalPerLayerAttributeError',
+                                  "'{subject}' is a per-layer attribute"),
+}
+
+# tpx refusals of a plan upstream applies, kept on purpose because upstream's
+# run then fails (tools/upstream/forward_check.py shows the failure): code ->
+# why. Counted as "deliberate", apart from the real differences.
+DELIBERATE = {
+    'qk-norm-whole-width': 'upstream applies colwise q/k under a whole-width q/k norm and its '
+                           'first forward fails (forward_check.py olmo2 Olmo2ForCausalLM: '
+                           '"The size of tensor a (64) must match the size of tensor b (32)")',
+}
+
 
 KNOWN_HEADER = """\
 # Cases where `tpx plan` does not agree today with what NeMo Automodel 0.7.0
@@ -49,7 +74,9 @@ KNOWN_HEADER = """\
 # tree (conversion: fused experts, renames, splits); 2 a persistent buffer
 # counted as a parameter; 3 an unmatched plan key is an error in tpx, a
 # warning upstream; 4 upstream falls back to its default plan (the
-# embed_tokens entry transformers 5 adds); 5 config drift; other.
+# embed_tokens entry transformers 5 adds); 5 config drift; other;
+# deliberate: tpx refuses on purpose what upstream applies and then cannot
+# run (compare.py DELIBERATE, proven by forward_check.py), listed last.
 # Written by compare.py --write-known (the cause is its heuristic; correct
 # it by hand where you know better).
 """
@@ -85,6 +112,22 @@ def run_tpx(tpx, tdir, case_dp, sp):
         return json.loads(p.stdout.decode('utf-8', 'replace')), p
     except ValueError:
         return None, p
+
+
+def error_parts(report):
+    """(code, subject) of tpx's first error diagnostic, or (None, None)."""
+    for d in (report or {}).get('diagnostics', []):
+        if d.get('level') == 'error':
+            return d.get('code'), d.get('subject', '')
+    return None, None
+
+
+def same_cause(refused, report):
+    """Whether tpx's refusal names the cause of upstream's (SAME_CAUSE)."""
+    code, subject = error_parts(report)
+    want = SAME_CAUSE.get(code)
+    return bool(want) and refused['type'] == want[0] and \
+        want[1].replace('{subject}', subject or '') in refused['message']
 
 
 def first_error(report, proc):
@@ -142,7 +185,9 @@ def cause(golden_case, report, verdict, detail):
     2 a buffer taken for a parameter, 3 an unmatched plan key refused,
     4 upstream fell back to its default plan where tpx did not, other."""
     fell_back = any('Falling back to the default' in w for w in golden_case.get('warnings', []))
-    if verdict == 'upstream refuses':
+    if verdict == 'deliberate':
+        return 'deliberate'
+    if verdict in ('upstream refuses', 'refuse differently'):
         return 'other'
     names = [p['name'] for p in golden_case.get('parameters', [])]
     bufs = {b[0] for b in golden_case.get('buffers', [])}
@@ -166,6 +211,26 @@ def cause(golden_case, report, verdict, detail):
     return 'other'
 
 
+def judge(g, report, proc):
+    """(verdict, detail) of one case: golden case G against tpx's REPORT
+    (None when tpx printed no JSON; PROC is the finished process)."""
+    terr = first_error(report, proc)
+    if 'refused' in g:
+        uerr = '%s: %s' % (g['refused']['type'], g['refused']['message'].splitlines()[0][:120])
+        if not terr:
+            return 'upstream refuses', uerr
+        if same_cause(g['refused'], report):
+            return 'both refuse', uerr
+        return 'refuse differently', 'tpx %s; upstream %s' % (terr, uerr)
+    code = error_parts(report)[0]
+    if terr and code in DELIBERATE:
+        return 'deliberate', '%s: %s' % (terr, DELIBERATE[code])
+    if terr:
+        return 'tpx refuses', terr
+    diff = compare_case(g, report)
+    return ('agree' if diff is None else 'differ'), diff or ''
+
+
 def check_type(tpx, model_type, data):
     d = os.path.join(data, model_type)
     with open(os.path.join(d, 'golden.json'), encoding='utf-8') as f:
@@ -181,15 +246,7 @@ def check_type(tpx, model_type, data):
         for case, dp, sp in CASES:
             g = golden['cases'][case]
             report, proc = run_tpx(tpx, tdir, dp, sp)
-            terr = first_error(report, proc)
-            if 'refused' in g:
-                uerr = '%s: %s' % (g['refused']['type'], g['refused']['message'].splitlines()[0][:120])
-                verdict, detail = ('both refuse' if terr else 'upstream refuses'), uerr
-            elif terr:
-                verdict, detail = 'tpx refuses', terr
-            else:
-                diff = compare_case(g, report)
-                verdict, detail = ('agree' if diff is None else 'differ'), diff or ''
+            verdict, detail = judge(g, report, proc)
             why = cause(g, report, verdict, detail) if verdict not in ('agree', 'both refuse') else ''
             out.append((case, verdict, detail, why))
     return out
@@ -241,7 +298,8 @@ def main():
     if a.write_known:
         with open(a.write_known, 'w', encoding='utf-8') as f:
             f.write(KNOWN_HEADER)
-            f.write('\n'.join(rows) + '\n')
+            rows.sort(key=lambda r: r.split()[2] == 'deliberate')
+            f.write('\n'.join(rows) + '\n' if rows else '')
     for mt, case in now_ok:
         print('NOW AGREES (remove from known_differences.txt): %s %s' % (mt, case))
     for mt, case, verdict, detail in new_bad:

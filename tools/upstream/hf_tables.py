@@ -17,6 +17,7 @@ Sources read: transformers/models/auto/configuration_auto.py CONFIG_MAPPING
 _checkpoint_conversion_mapping and _tp_plan, and each text decoder built
 tiny on the meta device (tiny.py) for its resolved rules and its buffers.
 """
+import copy
 import json
 import os
 import sys
@@ -109,12 +110,62 @@ def class_tables(arch):
     return out
 
 
+def _split_targets(model, rule):
+    """{target pattern: the size along the split dim} of a Split rule, as
+    transformers' Split reads them from the built model (the first
+    parameter that holds the first target, the others by replacement)."""
+    tg = rule['target']
+    dim = next(o['dim'] for o in rule['operations'] if o['op'] == 'Split')
+    names = [n for n, _ in model.named_parameters() if tg[0] in n]
+    if not names:
+        return None
+    return [model.get_parameter(names[0].replace(tg[0], t)).shape[dim] for t in tg]
+
+
+def split_sizes(model_type, arch, cfg, model, rule):
+    """Each Split target's size as a function of the config, found by
+    building the model again with one integer attribute doubled at a time:
+    a size that doubles with each attribute it depends on and with no other
+    is  coef * product(attributes)  -> [[coef, attr, ...]]; one target that
+    fits no product is "rest" (the source's size less the others'). None
+    when more than one target does not fit (the rule stays unapplied)."""
+    base = _split_targets(model, rule)
+    if base is None:
+        return None
+    ints = sorted(k for k, v in cfg.to_dict().items()
+                  if isinstance(v, int) and not isinstance(v, bool) and v > 0)
+    moved = {}
+    for attr in ints:
+        c = copy.deepcopy(cfg)
+        setattr(c, attr, getattr(cfg, attr) * 2)
+        try:
+            moved[attr] = _split_targets(tiny.meta_model(model_type, arch, c), rule)
+        except Exception:  # noqa: BLE001 - a doubled attribute the class refuses
+            moved[attr] = None
+    out, rest = [], 0
+    for i, size in enumerate(base):
+        deps = [a for a in ints if moved[a] is not None and moved[a][i] != size]
+        prod = 1
+        for a in deps:
+            prod *= getattr(cfg, a)
+        fits = deps and size % prod == 0 and all(moved[a][i] == 2 * size for a in deps)
+        if fits:
+            out.append([[size // prod] + deps])
+        else:
+            out.append('rest')
+            rest += 1
+    return out if rest <= 1 else None
+
+
 def per_type(model_type, arch):
     """The rules get_model_conversion_mapping resolves for the CausalLM class
     (fusions and scopes included; the legacy list apart), and its buffers."""
     cfg = tiny.tiny_config(model_type)
     model = tiny.meta_model(model_type, arch, cfg)
     rules = [transform_data(t) for t in cm.get_model_conversion_mapping(model, add_legacy=False)]
+    for r in rules:
+        if any(o['op'] == 'Split' for o in r.get('operations', [])):
+            r['split_sizes'] = split_sizes(model_type, arch, cfg, model, r)
     bufs = []
     for full, b, persistent in tiny.buffers(model):
         saved = None

@@ -35,7 +35,23 @@ OVERRIDES = {
                      'layer_types': ['sliding_attention', 'full_attention'] * 2},
     'lfm2_moe': {'layer_types': ['conv', 'full_attention']},
     'dots1': {'num_local_experts': 4, 'first_k_dense_replace': 1, 'n_shared_experts': 1},
+    # the class default ({}) names no rope for its layer type, which the
+    # model's rotary embedding reads (KeyError: 'full_attention'); a real
+    # config names one
+    'cohere_compass_text': {'rope_parameters': {'full_attention': {
+        'rope_type': 'default', 'rope_theta': 10000.0}}},
+    # the CausalLM class carries the vision and audio encoders: shrunk too
+    'phi4_multimodal': {
+        'vision_config': {'hidden_size': 64, 'intermediate_size': 128, 'num_hidden_layers': 2,
+                          'num_attention_heads': 4},
+        'audio_config': {'hidden_size': 64, 'intermediate_size': 128, 'num_blocks': 2,
+                         'num_attention_heads': 4, 'ext_pw_out_channel': 64,
+                         'depthwise_separable_out_channel': 64, 'nemo_conv_channels': 64}},
 }
+# Composite configs whose CausalLM class is built from the text config (as
+# AutoModelForCausalLM.from_config builds it): the text config is shrunk as
+# its own model type.
+TEXT_CONFIG_TYPES = ('llama4',)
 
 
 def text_decoder_types():
@@ -114,6 +130,8 @@ def tiny_config(model_type):
     if isinstance(old_n, int):
         kw['num_hidden_layers'] = n
     kw.update(OVERRIDES.get(model_type, {}))
+    if model_type in TEXT_CONFIG_TYPES:
+        kw['text_config'] = tiny_config(d0.text_config.model_type).to_dict()
     n = kw.get('num_hidden_layers', n)
     for k, v in dd.items():
         if isinstance(v, list) and isinstance(old_n, int) and len(v) == old_n and old_n > n \
@@ -145,6 +163,8 @@ def meta_model(model_type, arch, cfg):
     cls = getattr(transformers, arch)
     cfg.architectures = [arch]
     with torch.device('meta'):
+        if not isinstance(cfg, cls.config_class):  # a composite config (llama4)
+            return transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
         return cls._from_config(cfg, dtype=torch.bfloat16)
 
 

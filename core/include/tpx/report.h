@@ -66,7 +66,7 @@ typedef struct tpx_report_options {
   }
 
 /* Which upstream release's behaviour the selection, FSDP units and reports
- * reproduce (validate_tp_mesh only for plans that shard attention heads;
+ * reproduce (validate_tp_mesh at tp > 1 for every plan, before choosing it;
  * untied input and output embeddings as FSDP units of their own). Plans
  * themselves follow docs/SEMANTICS.md "Family plans". */
 #define TPX_UPSTREAM_VERSION "NeMo Automodel 0.7.0"

@@ -4,10 +4,14 @@
  *
  * validate_tp_mesh: at tp == 1 nothing is checked. Otherwise the KV-head count
  * and then the attention-head count (read from text_config for VLMs; a missing
- * count is 0 and passes) must be divisible by tp; a failure adds the error
- * diagnostic "heads-not-divisible" naming the counts and the tp sizes that
- * would work. Nemotron-NAS ("DeciLMForCausalLM" + model_type "nemotron-nas")
- * is validated per block config instead.
+ * attention-head count is 0 and passes, a missing or 0 KV-head count is the
+ * attention-head count) must be divisible by tp; a failure adds the error
+ * diagnostic "heads-not-divisible" with NeMo Automodel 0.7.0's message, the
+ * counts and the tp sizes that would work; a given count of 0 or less (KV:
+ * below 0) is the error "heads-invalid". Plan selection runs it at tp > 1
+ * for every plan, before choosing one, as upstream does. Nemotron-NAS
+ * ("DeciLMForCausalLM" + model_type "nemotron-nas") is validated per block
+ * config instead.
  *
  * Not plan selection (tpx/registry.h) and not application (tpx/sharding.h). */
 #ifndef TPX_VALIDATE_H
@@ -24,9 +28,9 @@
 TPX_BEGIN_DECLS
 
 /* Validate `tp` against the model's config. Problems are added to `diags`
- * (error "heads-not-divisible", or "nemotron-nas-invalid" for a malformed
- * Nemotron-NAS block config); the return is an error only on bad arguments
- * (NULL model / diags, tp < 1) or out of memory. */
+ * (error "heads-not-divisible" or "heads-invalid", or "nemotron-nas-invalid"
+ * for a malformed Nemotron-NAS block config); the return is an error only on
+ * bad arguments (NULL model / diags, tp < 1) or out of memory. */
 TPX_API tpx_status tpx_validate_tp_mesh(const tpx_model *model, int64_t tp,
                                         tpx_diag_list *diags, tpx_error *err);
 

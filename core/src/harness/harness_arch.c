@@ -14,6 +14,7 @@
 
 #include "base/fqn.h"
 #include "harness/harness_internal.h"
+#include "select/select_view.h"
 #include "tpx/match.h"
 #include "tpx/sharding.h"
 #include "tpx/validate.h"
@@ -170,8 +171,8 @@ static void check_plan(const tpx_model *m, const tpx_plan *plan, int64_t tp,
     appendf(ok, ok_size, ", keys not checked (no skeleton)");
 }
 
-/* What the host's own validate_tp_mesh (tpx_validate_tp_mesh, run after
- * selection on every plan that shards attention heads) says about `tp` on this
+/* What the host's own validate_tp_mesh (tpx_validate_tp_mesh, run at tp > 1
+ * before selection, for every plan) says about `tp` on this
  * model. Upstream's plan functions never look at tp or the head counts, so a
  * plugin may hand out its plan at a tp the heads do not allow, or refuse with a
  * message: either way the host reports the problem once, as an error, and the
@@ -383,9 +384,9 @@ static void arch_plan(int fd, const tpx__plugin *p, const tpx_model *m,
       ((!a.function && !b.function) ||
        (a.function && b.function && strcmp(a.function, b.function) == 0));
   char note[256];
-  /* Only a plan that shards attention heads is validated (a refusal falls
-   * back to plans that may): docs/SEMANTICS.md "Plan selection". */
-  int invalid = a.status == TPX_OK && !tpx_plan_is_head_sharded(a.plan)
+  /* The host validates every plan at tp > 1, before choosing it, unless the
+   * strategy has its own flow: docs/SEMANTICS.md "Plan selection". */
+  int invalid = tpx__sel_plugin_own_flow(p, arch)
                     ? (note[0] = '\0', 0)
                     : host_validation_note(m, tp, note, sizeof note);
   if (a.status == TPX_OK) {

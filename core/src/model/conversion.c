@@ -1,13 +1,15 @@
 /* model/conversion.c — the rule engine over transformers' conversion
  * table (conversion.h): per model type, renaming rules applied in order to
- * a checkpoint name, converters (fused experts, concatenations, chunks)
- * matched against the renamed name, and the buffer patterns. Sources are
+ * a checkpoint name, converters (fused experts, concatenations, chunks,
+ * splits with their sizes from the config) matched against the renamed
+ * name, and the buffer patterns. Sources are
  * POSIX extended regexes (embed_conversion.py translates transformers'
  * Python ones); transformers' trailing negative lookahead is checked by
  * hand on the character after a match. */
 #include "model/conversion.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <regex.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@ typedef struct conv_rule {
   size_t num_targets;
   int ops[4], dims[4];
   size_t num_ops;
+  json_t *sizes; /* a Split's "z": per target [[coef, attr...]...] or "rest" */
 } conv_rule;
 
 struct tpx__conv {
@@ -49,6 +52,7 @@ void tpx__conv_free(tpx__conv *c) {
     for (size_t k = 0; k < r->num_targets; k++) free(r->targets[k]);
     free(r->src);
     free(r->targets);
+    json_decref(r->sizes);
   }
   for (size_t i = 0; i < c->num_buffers; i++) free(c->buffers[i]);
   free(c->buffers);
@@ -78,6 +82,8 @@ static int op_code(const char *name) {
     return TPX__CONV_CONCAT;
   if (strcmp(name, "Chunk") == 0)
     return TPX__CONV_CHUNK;
+  if (strcmp(name, "Split") == 0)
+    return TPX__CONV_SPLIT;
   return 0;
 }
 
@@ -110,6 +116,7 @@ static tpx_status load_rule(conv_rule *r, json_t *j, const char *model_type,
     r->ops[r->num_ops] = op_code(json_string_value(json_array_get(op, 0)));
     r->dims[r->num_ops++] = (int)json_integer_value(json_array_get(op, 1));
   }
+  r->sizes = json_incref(json_object_get(j, "z"));
   return TPX_OK;
 }
 
@@ -268,6 +275,45 @@ int tpx__conv_op(const tpx__conv *c, int rule, size_t k, int *dim) {
     return 0;
   *dim = r->dims[k];
   return r->ops[k];
+}
+
+/* A config attribute as a positive integer (the config's own key, else
+ * text_config's), or -1. */
+static int64_t config_int(json_t *config, const char *attr) {
+  json_t *v = json_object_get(config, attr);
+  if (v == NULL)
+    v = json_object_get(json_object_get(config, "text_config"), attr);
+  if (json_is_integer(v))
+    return json_integer_value(v);
+  if (json_is_real(v) &&
+      json_real_value(v) == (double)(int64_t)json_real_value(v))
+    return (int64_t)json_real_value(v);
+  return -1;
+}
+
+int64_t tpx__conv_split_size(const tpx__conv *c, int rule, size_t target,
+                             json_t *config) {
+  json_t *z = json_array_get(c->rules[rule].sizes, target);
+  if (json_is_string(z))
+    return strcmp(json_string_value(z), "rest") == 0 ? -2 : -1;
+  if (!json_is_array(z) || json_array_size(z) == 0)
+    return -1;
+  int64_t total = 0;
+  for (size_t t = 0; t < json_array_size(z); t++) {
+    json_t *term = json_array_get(z, t);
+    int64_t prod = json_integer_value(json_array_get(term, 0));
+    for (size_t k = 1; k < json_array_size(term); k++) {
+      int64_t v =
+          config_int(config, json_string_value(json_array_get(term, k)));
+      if (v <= 0 || prod > INT64_MAX / v)
+        return -1;
+      prod *= v;
+    }
+    if (prod <= 0 || total > INT64_MAX - prod)
+      return -1;
+    total += prod;
+  }
+  return total;
 }
 
 /* Atom-wise match; '*' in the pattern is one atom. */

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "tpx/error.h"
 
 /* One model type's rules as compact JSON (see embed_conversion.py). */
@@ -23,7 +25,12 @@ extern const tpx__conv_entry tpx__conv_entries[];
 extern const size_t tpx__conv_num_entries;
 
 /* Operations of a converter this engine knows. */
-enum { TPX__CONV_MERGE = 1, TPX__CONV_CONCAT = 2, TPX__CONV_CHUNK = 3 };
+enum {
+  TPX__CONV_MERGE = 1,
+  TPX__CONV_CONCAT = 2,
+  TPX__CONV_CHUNK = 3,
+  TPX__CONV_SPLIT = 4 /* one tensor into the targets, sized from the config */
+};
 
 typedef struct tpx__conv tpx__conv;
 
@@ -52,6 +59,13 @@ int tpx__conv_convert(const tpx__conv *c, const char *name, size_t target,
 size_t tpx__conv_num_targets(const tpx__conv *c, int rule);
 size_t tpx__conv_num_sources(const tpx__conv *c, int rule);
 int tpx__conv_op(const tpx__conv *c, int rule, size_t k, int *dim);
+
+/* A Split converter's size of target `target` along its dim, from the
+ * config (the table's products of config attributes, as transformers' built
+ * module has it): > 0; -2 for the target that takes the rest of the source;
+ * -1 when the config lacks an attribute (the split is then not applied). */
+int64_t tpx__conv_split_size(const tpx__conv *c, int rule, size_t target,
+                             json_t *config);
 
 /* 1 when module-side tensor name `name` is a persistent buffer. */
 int tpx__conv_is_buffer(const tpx__conv *c, const char *name);

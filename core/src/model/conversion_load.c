@@ -160,6 +160,43 @@ static tpx_status record_sources(tpx_model *model, const tpx__conv *c,
   return TPX_OK;
 }
 
+/* A Split converter (conversion.h): its dim, or -1. */
+static int split_dim(const tpx__conv *c, int rule) {
+  int dim;
+  for (size_t k = 0; k < 4; k++)
+    if (tpx__conv_op(c, rule, k, &dim) == TPX__CONV_SPLIT)
+      return dim;
+  return -1;
+}
+
+/* The size of each of the nt targets of Split rule `rule` along its dim
+ * `dim` into sizes: the table's sizes from the config, the "rest" target
+ * the source's size less the others'. 0 when they do not fit the source
+ * (one tensor; sizes positive, summing to the source's). */
+static int split_sizes(const tpx_model *model, const tpx__conv *c, int rule,
+                       int dim, const tpx__st_tensor *t, size_t nt,
+                       int64_t *sizes) {
+  int64_t sum = 0;
+  size_t rest = nt;
+  if (dim < 0 || dim >= t->ndim)
+    return 0;
+  for (size_t i = 0; i < nt; i++) {
+    sizes[i] = tpx__conv_split_size(c, rule, i, tpx__model_config(model));
+    if (sizes[i] == -2 && rest == nt) {
+      rest = i;
+      continue;
+    }
+    if (sizes[i] <= 0)
+      return 0;
+    sum += sizes[i];
+  }
+  if (rest < nt)
+    sizes[rest] = t->shape[dim] - sum;
+  else if (sum != t->shape[dim])
+    return 0;
+  return rest == nt || sizes[rest] > 0;
+}
+
 static tpx_status add_fused(tpx_model *model, const tpx__conv *c,
                             tpx__st_load *l, const member *m, size_t n,
                             size_t *fused, size_t *made, tpx_error *err) {
@@ -167,11 +204,22 @@ static tpx_status add_fused(tpx_model *model, const tpx__conv *c,
   int64_t idx;
   char name[1024];
   size_t nt = tpx__conv_num_targets(c, rule);
-  int64_t shape[TPX_MAX_TENSOR_DIMS];
-  int ndim;
-  if (!fused_shape(c, rule, 0, l, m, n, shape, &ndim))
+  int64_t shape[TPX_MAX_TENSOR_DIMS], sizes[16];
+  int ndim, split = split_dim(c, rule);
+  if (split >= 0) {
+    /* one tensor into nt parameters (lara_mini's linear_attn.in_proj) */
+    const tpx__st_tensor *t = &l->t[m[0].tensor];
+    if (n != 1 || nt > sizeof sizes / sizeof *sizes ||
+        !split_sizes(model, c, rule, split, t, nt, sizes))
+      return TPX_OK; /* left as the checkpoint has it */
+    ndim = t->ndim;
+    memcpy(shape, t->shape, (size_t)ndim * sizeof *shape);
+  } else if (!fused_shape(c, rule, 0, l, m, n, shape, &ndim)) {
     return TPX_OK; /* left as the checkpoint has them */
+  }
   for (size_t ti = 0; ti < nt; ti++) {
+    if (split >= 0)
+      shape[split] = sizes[ti];
     if (tpx__conv_convert(c, l->t[m[0].tensor].name, ti, name, sizeof name,
                           &rule, &src, &idx) != 1)
       return tpx_error_set(err, TPX_VALIDATION,

@@ -17,16 +17,21 @@ with a rule {"c": 0 rename | 1 converter, "s": [[ERE, lookahead]...],
     layer index) becomes the group "([0-9]+)".
   - "g": the source's index in the rule as written (for MergeModulelist /
     Concatenate order).
+  - "z" (a Split only): each target's size along the split dim, from
+    hf_tables.py's "split_sizes": [[coef, config attribute, ...], ...] (a
+    sum of products of config attributes) or "rest" (the source's size less
+    the other targets').
 Rules this build cannot apply (kinds other than WeightRenaming /
 PrefixChange / WeightConverter, converters with operations other than
-MergeModulelist / Concatenate / Chunk) are left out and counted in "x".
+MergeModulelist / Concatenate / Chunk / Split, a Split whose sizes
+hf_tables.py could not express) are left out and counted in "x".
 "b": the module-side names of the persistent buffers save_pretrained
 writes, with every all-digit atom replaced by '*' (deduplicated)."""
 import json
 import re
 import sys
 
-SUPPORTED_OPS = {'MergeModulelist', 'Concatenate', 'Chunk'}
+SUPPORTED_OPS = {'MergeModulelist', 'Concatenate', 'Chunk', 'Split'}
 
 
 def c_string(text):
@@ -83,14 +88,20 @@ def compact_rule(rule):
         conv = 1
     else:
         return None
+    split = any(o['op'] == 'Split' for o in ops)
+    if split and not rule.get('split_sizes'):
+        return None
     pieces = split_regex(rule['regex'])
-    return {
+    out = {
         'c': conv,
         's': [to_ere(p, conv) for _, p in pieces],
         'g': [g for g, _ in pieces],
         't': [target_of(rule, i) for i in range(len(rule['target']))],
         'ops': [[o['op'], o.get('dim', 0)] for o in ops],
     }
+    if split:
+        out['z'] = rule['split_sizes']
+    return out
 
 
 def buffer_patterns(entries):

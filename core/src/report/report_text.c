@@ -588,8 +588,8 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   tpx__sbuf_printf(&b, "; sequence parallel %s; %zu entries\n",
                    opts->sequence_parallel ? "on" : "off", tpx_plan_size(plan));
   tpx__sbuf_printf(&b,
-                   "Upstream: %s behaviour (validate_tp_mesh only for "
-                   "plans that shard attention heads; untied input and "
+                   "Upstream: %s behaviour (validate_tp_mesh at tp > 1 "
+                   "for every plan, before choosing it; untied input and "
                    "output embeddings as FSDP units)\n",
                    TPX_UPSTREAM_VERSION);
   if (opts->num_strategy) {

@@ -18,6 +18,31 @@
 #include "model/config.h"
 #include "select/select_internal.h"
 
+/* The module the class's HF tp plan is prefixed with: the inner model its
+ * plugin declares (hf_prefix), else "model"; where the tree has no "model"
+ * module, the base model that holds the layer list (gpt_neox.layers,
+ * transformer.h), as Automodel finds it (docs/SEMANTICS.md "Plan
+ * selection"). A found name is written to buf. */
+const char *tpx__hf_prefix_for_model(const tpx_model *model,
+                                     const char *declared, char *buf,
+                                     size_t size) {
+  const char *p = declared ? declared : "model";
+  if (strcmp(p, "model") != 0 || !model ||
+      tpx_model_find_module(model, "model") >= 0)
+    return p;
+  for (size_t i = 0; i < tpx_model_num_modules(model); i++) {
+    const char *fqn = tpx_model_module_fqn(model, (int64_t)i);
+    const char *dot = fqn ? strchr(fqn, '.') : NULL;
+    if (!dot || dot == fqn || (size_t)(dot - fqn) >= size ||
+        (strcmp(dot, ".layers") != 0 && strcmp(dot, ".h") != 0))
+      continue;
+    memcpy(buf, fqn, (size_t)(dot - fqn));
+    buf[dot - fqn] = '\0';
+    return buf;
+  }
+  return p;
+}
+
 /* model_type -> the config class whose hand-kept base_model_tp_plan
  * (hf_tp_plans/) is bundled. */
 static const struct {

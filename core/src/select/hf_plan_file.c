@@ -106,11 +106,11 @@ tpx_status tpx_plan_load_hf(const char *path, const tpx_model *model,
     json_object_set(starts_at_root(model, k) ? top : inner, k, v);
   }
   const char *arch = tpx_model_architecture(model, 0);
-  /* The inner model the class's plugin declares (hf_prefix), else
-   * "model" (model/family_view.h). */
-  const char *prefix = tpx__model_family(model)->hf_prefix
-                           ? tpx__model_family(model)->hf_prefix
-                           : "model";
+  /* The inner model the class's plugin declares (hf_prefix), else "model"
+   * or the base model holding the layers (model/family_view.h). */
+  char base[128];
+  const char *prefix = tpx__hf_prefix_for_model(
+      model, tpx__model_family(model)->hf_prefix, base, sizeof base);
   top_text = json_object_size(top) ? json_dumps(top, JSON_COMPACT) : NULL;
   inner_text = json_object_size(inner) ? json_dumps(inner, JSON_COMPACT) : NULL;
   if ((json_object_size(top) && !top_text) ||

@@ -1,8 +1,8 @@
 /* select/select.c — plan selection (docs/SEMANTICS.md "Plan selection"):
  * custom plan > named plugin plan > the plugin's plan for the architecture
  * > the Hugging Face plan > the default base plan, then the post-processing
- * plugins declare (traits.c), validate_tp_mesh when the plan shards
- * attention heads (NeMo Automodel 0.7.0), and the plugin's validate / FSDP
+ * plugins declare (traits.c), with validate_tp_mesh first at tp > 1 for
+ * every plan (NeMo Automodel 0.7.0), and the plugin's validate / FSDP
  * unit / fp32 / strategy capabilities. One function per numbered step;
  * tpx_select_plan runs them in order.
  *
@@ -262,6 +262,9 @@ typedef struct step_ctx {
   tpx__family reg_family;
   const tpx__family *family;
   const char *hf_prefix; /* the HF tp plan's inner model */
+  char hf_prefix_buf[128];
+  int validate_skipped; /* the strategy has its own flow */
+  int validate_failed;  /* validate_tp_mesh reported an error */
 } step_ctx;
 
 static tpx_status oom(step_ctx *c) {
@@ -582,49 +585,11 @@ static tpx_status step_fallback(step_ctx *c) {
   return s == TPX_OK ? TPX_OK : oom(c);
 }
 
-/* With transformers 5.25 a config with per_layer_config (Gemma-4 text,
- * dots3) answers a global read of an attribute some layer sets with
- * AmbiguousGlobalPerLayerAttributeError; Automodel 0.7.0 reads the global
- * head counts / head_dim where it validates and rewrites a head-sharded
- * plan, so upstream refuses what tpx plans per layer: an info says so. */
-static tpx_status upstream_per_layer(step_ctx *c) {
-  static const char *const read_globally[] = {
-      "num_attention_heads", "num_key_value_heads", "head_dim"};
-  json_t *root = tpx__model_config(c->model);
-  json_t *cfgs[2] = {root, root ? json_object_get(root, "text_config") : NULL};
-  for (size_t k = 0; k < 2; k++) {
-    json_t *per = json_object_get(cfgs[k], "per_layer_config");
-    const char *layer;
-    json_t *lc;
-    if (!json_is_object(per))
-      continue;
-    json_object_foreach(per, layer, lc) {
-      for (size_t i = 0; i < 3; i++) {
-        if (!json_is_object(lc) || !json_object_get(lc, read_globally[i]))
-          continue;
-        tpx_status s = tpx_diag_add(
-            c->diags, TPX_DIAG_INFO, "upstream-per-layer-config",
-            read_globally[i],
-            "nothing to fix for tpx; upstream needs the config's "
-            "allow_global_per_layer_attribute_access (or tp 1)",
-            "'%s' is a per-layer attribute (%sper_layer_config, layer %s): "
-            "tpx plans each layer with its own value, where upstream "
-            "refuses: NeMo Automodel 0.7.0 reads the global value for a "
-            "head-sharded plan and transformers 5.25 raises "
-            "AmbiguousGlobalPerLayerAttributeError",
-            read_globally[i], k ? "text_config." : "", layer);
-        return s == TPX_OK ? TPX_OK : oom(c);
-      }
-    }
-  }
-  return TPX_OK;
-}
-
-/* 6. validate_tp_mesh: NeMo Automodel 0.7.0 runs it after plan selection and
- * only when the plan shards attention heads (docs/SEMANTICS.md "Plan
- * selection"), so a plan that shards MLPs alone or keeps attention
- * replicated places no head-count constraint; strategies with their own
- * flow never run it. Earlier releases ran it before selection, always. */
+/* 0b. validate_tp_mesh: NeMo Automodel 0.7.0 runs it at tp > 1 before it
+ * chooses the plan, whatever the plan will be (custom, named, optimized,
+ * HF or default; docs/SEMANTICS.md "Plan selection"); only strategies with
+ * their own flow skip it. Its reads of per-layer head attributes come first
+ * (per_layer.c): upstream raises there and never reaches the head counts. */
 static tpx_status step_validate(step_ctx *c) {
   tpx_selection *sel = c->sel;
   const int64_t tp = c->o.tp_size;
@@ -637,29 +602,48 @@ static tpx_status step_validate(step_ctx *c) {
                    "validate_tp_mesh: skipped (the %s strategy does "
                    "not run it)",
                    c->arch);
-    return TPX_OK;
-  }
-  if (!tpx_plan_is_head_sharded(sel->plan)) {
-    tpx__sel_trace(sel, "validate_tp_mesh: skipped (the plan does not shard "
-                        "attention heads; Automodel 0.7.0 validates only plans "
-                        "that do)");
+    c->validate_skipped = 1;
     return TPX_OK;
   }
   size_t before = tpx_diag_count(c->diags);
-  tpx_status s =
-      tpx__validate_tp_mesh(c->model, c->family, tp, c->diags, c->err);
+  size_t errors = tpx_diag_count_at_least(c->diags, TPX_DIAG_ERROR);
+  tpx_status s = tpx__sel_per_layer(c->model, 0, c->diags, c->err);
+  if (s != TPX_OK)
+    return s;
+  if (tpx_diag_count_at_least(c->diags, TPX_DIAG_ERROR) > errors) {
+    tpx__sel_trace(sel, "validate_tp_mesh: a per-layer head attribute read "
+                        "globally (see diagnostics); upstream stops there");
+    c->validate_failed = 1;
+    return TPX_OK;
+  }
+  s = tpx__validate_tp_mesh(c->model, c->family, tp, c->diags, c->err);
   if (s != TPX_OK)
     return s;
   size_t n = tpx_diag_count(c->diags) - before;
+  c->validate_failed =
+      tpx_diag_count_at_least(c->diags, TPX_DIAG_ERROR) > errors;
   if (n)
     tpx__sel_trace(sel,
                    "validate_tp_mesh: %zu problem(s) for tp=%lld (see "
-                   "diagnostics)",
+                   "diagnostics; run before the plan is chosen, for every "
+                   "plan)",
                    n, (long long)tp);
   else
-    tpx__sel_trace(sel, "validate_tp_mesh: head counts fit tp=%lld",
+    tpx__sel_trace(sel,
+                   "validate_tp_mesh: head counts fit tp=%lld (run before "
+                   "the plan is chosen, for every plan)",
                    (long long)tp);
-  return upstream_per_layer(c);
+  return TPX_OK;
+}
+
+/* 6. After a head-sharded plan is applied, Automodel 0.7.0 updates the
+ * attention head counts, reading more per-layer attributes (head_dim);
+ * reached only when validate_tp_mesh passed (per_layer.c). */
+static tpx_status step_head_update(step_ctx *c) {
+  if (c->o.tp_size <= 1 || c->validate_skipped || c->validate_failed ||
+      !tpx_plan_is_head_sharded(c->sel->plan))
+    return TPX_OK;
+  return tpx__sel_per_layer(c->model, 1, c->diags, c->err);
 }
 
 tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
@@ -695,11 +679,13 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.cap_arch = c.matched;
   s = tpx__registry_family(reg, c.arch, &c.reg_family, err);
   c.family = tpx__family_pick(tpx__model_family(model), &c.reg_family);
-  c.hf_prefix = c.family->hf_prefix ? c.family->hf_prefix : "model";
+  c.hf_prefix = tpx__hf_prefix_for_model(model, c.family->hf_prefix,
+                                         c.hf_prefix_buf,
+                                         sizeof c.hf_prefix_buf);
 
   tpx_status (*const steps[])(step_ctx *) = {
-      step_own_flow, step_custom,  step_named,   step_plugin,
-      step_hf,       step_default, step_fallback};
+      step_own_flow, step_validate, step_custom,  step_named,
+      step_plugin,   step_hf,       step_default, step_fallback};
   for (size_t i = 0; s == TPX_OK && i < sizeof steps / sizeof steps[0]; i++)
     s = steps[i](&c);
   /* Post-processing, for every source. */
@@ -709,7 +695,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
     tpx__sel_trace(c.sel, "moe guard: not applicable (no Automodel MoE "
                           "modules in a Hugging Face model tree)");
   if (s == TPX_OK)
-    s = step_validate(&c);
+    s = step_head_update(&c);
   if (s == TPX_OK && c.cap_plugin)
     s = plugin_capabilities(c.sel, c.cap_plugin, model, c.cap_arch, &c.o, diags,
                             err);

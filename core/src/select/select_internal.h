@@ -61,6 +61,18 @@ tpx_status tpx__validate_tp_mesh(const tpx_model *model,
                                  const struct tpx__family *f, int64_t tp,
                                  tpx_diag_list *diags, tpx_error *err);
 
+/* The prefix for `model`: get_hf_tp_shard_plan prefixes the plan with the
+ * module that owns it, the base model (transformers' base_model_prefix:
+ * "model" for most classes, "gpt_neox" for GPT-NeoX, "transformer" for
+ * GPT-J and CodeGen). tpx has the tree, not the class: `declared` is the
+ * inner model the class's plugin declares (hf_prefix; NULL: "model");
+ * where that is "model" and the tree has no module "model", the top-level
+ * module holding the decoder layers ("<X>.layers" / "<X>.h") is the base
+ * model. Returns `declared`, "model" or buf (size bytes) holding <X>. */
+const char *tpx__hf_prefix_for_model(const tpx_model *model,
+                                     const char *declared, char *buf,
+                                     size_t size);
+
 /* The selection object (select.c builds it, selection.c answers queries). */
 struct tpx_selection {
   tpx_plan *plan;
@@ -95,5 +107,15 @@ int tpx__sel_tp_grad_sync(const tpx__plugin *p, const char *arch);
 tpx_status tpx__sel_lm_head_fixup(const tpx_registry *reg,
                                   const tpx_model *model, tpx_selection *sel,
                                   tpx_error *err);
+
+/* transformers 5.25's per-layer head attributes (per_layer_config) that
+ * NeMo Automodel 0.7.0 reads globally at tp > 1: validate_tp_mesh's reads
+ * (after_plan 0, every plan) or, after a head-sharded plan, the head-count
+ * update's (after_plan 1: head_dim, ...). An upstream-per-layer-config
+ * error for the first one it reads (upstream raises there), or an info
+ * where the config allows the global access. Call at tp > 1 on the generic
+ * flow only (per_layer.c). */
+tpx_status tpx__sel_per_layer(const tpx_model *model, int after_plan,
+                              tpx_diag_list *diags, tpx_error *err);
 
 #endif /* TPX_SELECT_INTERNAL_H */

@@ -15,6 +15,7 @@
 
 #include "model/config.h"
 #include "select/select_internal.h"
+#include "select/select_view.h"
 
 static const char *bare_name(const char *arch) {
   const char *dot = strrchr(arch, '.');
@@ -27,17 +28,21 @@ static const char *trait_value(const char *t, const char *key) {
   return strncmp(t, key, n) == 0 && t[n] == '=' ? t + n + 1 : NULL;
 }
 
+int tpx__sel_plugin_own_flow(const tpx__plugin *p, const char *arch) {
+  for (size_t k = 0; p && arch && k < tpx__plugin_num_traits(p); k++) {
+    const char *v = trait_value(tpx__plugin_trait(p, k), "own_flow");
+    if (v && strcmp(bare_name(v), bare_name(arch)) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 int tpx__sel_own_flow(const tpx_registry *reg, const char *arch) {
   if (!reg || !arch)
     return 0;
-  for (size_t i = 0; i < tpx_registry_num_plugins(reg); i++) {
-    const tpx__plugin *p = tpx__registry_at(reg, i);
-    for (size_t k = 0; p && k < tpx__plugin_num_traits(p); k++) {
-      const char *v = trait_value(tpx__plugin_trait(p, k), "own_flow");
-      if (v && strcmp(bare_name(v), bare_name(arch)) == 0)
-        return 1;
-    }
-  }
+  for (size_t i = 0; i < tpx_registry_num_plugins(reg); i++)
+    if (tpx__sel_plugin_own_flow(tpx__registry_at(reg, i), arch))
+      return 1;
   return 0;
 }
 

@@ -16,6 +16,12 @@
 #include "model/family_view.h"
 #include "select/select_internal.h"
 
+static const char *primary_arch(const tpx_model *model) {
+  if (tpx_model_num_architectures(model) == 0)
+    return NULL;
+  return tpx_model_architecture(model, 0);
+}
+
 /* Where the class keeps its head counts: text_config for a VLM whose
  * plugin declares text_config_heads (a flat config falls back to the top
  * level). */
@@ -32,24 +38,30 @@ static int64_t cfg_int(const tpx_model *model, const char *path,
   return v;
 }
 
-/* Head-related config value: text_config first for VLMs, else top level. */
-static int64_t head_cfg(const tpx_model *model, const tpx__family *f,
-                        const char *key, int64_t missing) {
+/* Head-related config value into *v: text_config first for VLMs, else top
+ * level; 0 when neither holds an integer. */
+static int head_lookup(const tpx_model *model, const tpx__family *f,
+                       const char *key, int64_t *v) {
   char path[96];
   if (in_text_config(f)) {
     snprintf(path, sizeof path, "text_config.%s", key);
-    int64_t v = cfg_int(model, path, INT64_MIN);
-    if (v != INT64_MIN)
-      return v;
+    if (tpx_model_config_int(model, path, v, NULL) == TPX_OK)
+      return 1;
   }
-  return cfg_int(model, key, missing);
+  return tpx_model_config_int(model, key, v, NULL) == TPX_OK;
+}
+
+static int64_t head_cfg(const tpx_model *model, const tpx__family *f,
+                        const char *key, int64_t missing) {
+  int64_t v = 0;
+  return head_lookup(model, f, key, &v) ? v : missing;
 }
 
 /* Upstream reads head counts from the instantiated config object, not from
  * config.json: an absent count takes the config class's default, and the
  * classes' __init__ turn num_key_value_heads=None into num_attention_heads.
- * Only defaults checked against transformers are listed; anything else
- * absent counts as 0 (passes), as getattr(config, ..., 0) would. */
+ * Only defaults checked against transformers are listed; an absent
+ * num_attention_heads of another class counts as 0 (passes). */
 typedef struct head_defaults {
   const char *model_type;
   int64_t heads;   /* num_attention_heads default, 0 = not listed */
@@ -84,25 +96,29 @@ static const head_defaults *class_defaults(const tpx_model *model,
 static int head_is_null(const tpx_model *model, const tpx__family *f,
                         const char *key) {
   char path[96];
-  snprintf(path, sizeof path, "%s%s", in_text_config(f) ? "text_config." : "",
-           key);
+  snprintf(path, sizeof path, "%s%s",
+           in_text_config(f) ? "text_config." : "", key);
   json_t *root = tpx__model_config(model);
   json_t *v = root ? tpx__config_lookup(root, path) : NULL;
   return v != NULL && json_is_null(v);
 }
 
-/* The head counts upstream's config object holds (see head_defaults). */
+/* The head counts upstream's config object holds (see head_defaults).
+ * validate_tp_mesh takes num_key_value_heads as num_attention_heads where
+ * the config has none (GPT-NeoX, GPT-J, CodeGen, Diffusers configs: no such
+ * attribute) or where it is 0 or None; an absent count of a class listed
+ * above takes that class's default. */
 static void effective_heads(const tpx_model *model, const tpx__family *f,
                             int64_t *heads, int64_t *kv) {
   const head_defaults *d = class_defaults(model, f);
   *heads = head_cfg(model, f, "num_attention_heads", d ? d->heads : 0);
-  *kv = head_cfg(model, f, "num_key_value_heads", INT64_MIN);
-  if (*kv != INT64_MIN)
-    return;
-  if (head_is_null(model, f, "num_key_value_heads") || (d && d->kv_is_heads))
+  int have_kv = head_lookup(model, f, "num_key_value_heads", kv);
+  if (!have_kv)
+    *kv = d && !d->kv_is_heads && !head_is_null(model, f, "num_key_value_heads")
+              ? d->kv
+              : 0;
+  if (*kv == 0)
     *kv = *heads;
-  else
-    *kv = d ? d->kv : 0;
 }
 
 /* gcd of |a| and |b|, in unsigned arithmetic: -INT64_MIN is not an int64_t
@@ -170,8 +186,9 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
     st = tpx_diag_add(
         diags, TPX_DIAG_ERROR, "heads-not-divisible", "num_attention_heads",
         "choose a tp size that divides the head count",
-        "num_attention_heads in config (%lld) does not match the TP size "
-        "(%lld) (Nemotron-NAS); tp sizes that would work: %s",
+        "num_attention_heads in config does not match the TP size "
+        "(Nemotron-NAS: num_attention_heads=%lld, tp=%lld); tp sizes that "
+        "would work: %s",
         (long long)heads, (long long)tp, valid);
     return st == TPX_OK ? TPX_OK : tpx_error_set(err, st, "out of memory");
   }
@@ -197,8 +214,9 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
   if (nblocks < layers) {
     st = tpx_diag_add(diags, TPX_DIAG_ERROR, "nemotron-nas-invalid",
                       "block_configs", "fix the config's block_configs list",
-                      "num_hidden_layers in config (%lld) does not match the "
-                      "number of block configs (%lld)",
+                      "num_hidden_layers in config does not match the number "
+                      "of block configs (num_hidden_layers=%lld, %lld block "
+                      "configs)",
                       (long long)layers, (long long)nblocks);
     return st == TPX_OK ? TPX_OK : tpx_error_set(err, st, "out of memory");
   }
@@ -228,8 +246,8 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
         st = tpx_diag_add(
             diags, TPX_DIAG_ERROR, "heads-not-divisible", "block_configs",
             "choose a tp size that divides every layer's KV-head count",
-            "layer %lld: num_key_value_heads in config (%lld = %lld heads / "
-            "n_heads_in_group %lld) does not match the TP size (%lld); tp "
+            "layer %lld: num_key_value_heads in config does not match the TP "
+            "size (%lld = %lld heads / n_heads_in_group %lld, tp=%lld); tp "
             "sizes that would work for this layer: %s",
             (long long)i, (long long)kv, (long long)heads, (long long)group,
             (long long)tp, valid);
@@ -245,8 +263,9 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
       st = tpx_diag_add(
           diags, TPX_DIAG_ERROR, "nemotron-nas-invalid", "block_configs",
           "set attention.n_heads_in_group, or no_op: true",
-          "layer %lld: attention has neither replace_with_linear, "
-          "n_heads_in_group nor no_op == true",
+          "layer %lld: attention must define grouped heads, a linear "
+          "replacement, or no_op (it has neither replace_with_linear, "
+          "n_heads_in_group nor no_op == true)",
           (long long)i);
       if (st != TPX_OK)
         return tpx_error_set(err, st, "out of memory");
@@ -254,6 +273,28 @@ static tpx_status nas_validate(const tpx_model *model, int64_t tp,
     }
   }
   return TPX_OK;
+}
+
+/* A head count the config gives as 0 or less (kv: less than 0; 0 reads as
+ * num_attention_heads): upstream's "Invalid attention head counts" error,
+ * whatever tp. An absent num_attention_heads is the class default upstream
+ * and not this error. */
+static tpx_status invalid_counts(const tpx_model *model, int64_t heads,
+                                 int64_t kv, tpx_diag_list *diags,
+                                 tpx_error *err) {
+  const char *arch = primary_arch(model);
+  const char *dot = arch ? strrchr(arch, '.') : NULL;
+  tpx_status st = tpx_diag_add(
+      diags, TPX_DIAG_ERROR, "heads-invalid",
+      heads <= 0 ? "num_attention_heads" : "num_key_value_heads",
+      "fix the config's head counts (both must be positive)",
+      "Invalid attention head counts for %s. (num_attention_heads=%lld, "
+      "num_key_value_heads=%lld)",
+      dot    ? dot + 1
+      : arch ? arch
+             : "the model",
+      (long long)heads, (long long)kv);
+  return st == TPX_OK ? TPX_OK : tpx_error_set(err, st, "out of memory");
 }
 
 tpx_status tpx__validate_tp_mesh(const tpx_model *model, const tpx__family *f,
@@ -273,6 +314,10 @@ tpx_status tpx__validate_tp_mesh(const tpx_model *model, const tpx__family *f,
 
   int64_t heads, kv;
   effective_heads(model, f, &heads, &kv);
+  int64_t given = 0;
+  if ((head_lookup(model, f, "num_attention_heads", &given) && heads <= 0) ||
+      kv < 0)
+    return invalid_counts(model, heads, kv, diags, err);
   const char *bad = NULL;
   int64_t bad_n = 0;
   if (kv % tp != 0) {

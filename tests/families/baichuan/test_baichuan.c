@@ -40,18 +40,21 @@ START_TEST(test_plans) {
                  "plan_baichuan.json");
   fam_check_plan(reg, m, q, NULL, 1, FAM, "plan_baichuan.json");
   fam_check_refused(reg, m, q, "some_plan", 0, "some_plan");
-  /* no attention key is planned, so validate_tp_mesh does not run: NeMo
-   * Automodel 0.7.0 validates head counts only for a plan that shards
-   * attention heads (0.5 asserted on the 32 heads at tp=3). The plan
-   * function never looks at tp, so the plan is the same at every tp and
-   * stays selected. */
+  /* no attention key is planned, and validate_tp_mesh still runs: NeMo
+   * Automodel 0.7.0 checks the head counts at tp > 1 before it chooses any
+   * plan, head-sharding or not, so 32 heads at tp=3 are the host's error
+   * (at tp 8 they fit). The plan function never looks at tp, so the plan
+   * is the same at every tp and stays selected. */
   fam_check_plan_any_tp(reg, m, "BaichuanForCausalLM", NULL, 0, 3, FAM,
                         "plan_baichuan.json");
   fam_check_plan_any_tp(reg, m, q, NULL, 1, 64, FAM, "plan_baichuan.json");
   fam_check_selected(reg, m, NULL, 0, 3, 0, FAM, NULL, "plugin-refused", NULL,
                      0);
   fam_check_selected(reg, m, NULL, 0, 3, 0, FAM, "plan_baichuan.json",
-                     "heads-not-divisible", NULL, 0);
+                     "heads-not-divisible",
+                     "num_key_value_heads (32) must be divisible by TP size "
+                     "(3)",
+                     1);
   fam_check_selected(reg, m, NULL, 1, 8, 0, FAM, "plan_baichuan.json",
                      "heads-not-divisible", NULL, 0);
   tpx_model_destroy(m);

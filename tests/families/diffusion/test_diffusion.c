@@ -313,10 +313,13 @@ START_TEST(test_other_plans) {
 END_TEST
 
 /* validate_tp_mesh: never in the Wan / Hunyuan / LTX2 flows (12 and 16
- * heads at tp=5 pass); QwenImage's Diffusers plan does not shard heads by
- * upstream's test (no self_attn.* key), so 24 heads at tp=5 pass too, as in
- * NeMo Automodel 0.7.0. The strategies' silent behaviours are
- * diagnostics. */
+ * heads at tp=5 pass); QwenImage's strategy runs the generic flow, which
+ * checks the head counts at tp > 1 before choosing any plan (NeMo
+ * Automodel 0.7.0), so its 24 heads at tp=5 are an error, with upstream's
+ * message (a Diffusers config has no num_key_value_heads: upstream reads
+ * num_attention_heads for it), although its Diffusers plan does not shard
+ * heads by upstream's test (no self_attn.* key). The strategies' silent
+ * behaviours are diagnostics. */
 START_TEST(test_selection) {
   tpx_registry *reg = fam_registry(FAM);
   tpx_model *wan = fam_model(reg, FAM, models[0].file, 1);
@@ -336,7 +339,9 @@ START_TEST(test_selection) {
   fam_check_selected(reg, ltx, NULL, 0, 3, 0, FAM, NULL, "no-tensor-parallel",
                      "LTX2", 1);
   fam_check_selected(reg, qi, NULL, 0, 5, 1, FAM, NULL, "heads-not-divisible",
-                     NULL, 0);
+                     "num_key_value_heads (24) must be divisible by TP size "
+                     "(5)",
+                     1);
   fam_check_selected(reg, qi, NULL, 0, 4, 1, FAM, NULL, "heads-not-divisible",
                      NULL, 0);
   fam_check_selected(reg, qi, NULL, 0, 4, 1, FAM, NULL, "no-tensor-parallel",

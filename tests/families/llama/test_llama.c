@@ -420,7 +420,7 @@ static const struct {
     {"decilm-nas-small.config.json", "DeciLMForCausalLM", SUPER, 1, 2,
      "plan_decilm_sp1.json", "layer 4"},
     {"decilm-nas-small.config.json", "DeciLMForCausalLM", NULL, 0, 3,
-     "plan_decilm_sp0.json", "num_attention_heads in config (16)"},
+     "plan_decilm_sp0.json", "num_attention_heads=16, tp=3"},
     {"decilm-nas-small-tp2ok.config.json", "DeciLMForCausalLM", NULL, 1, 4,
      "plan_decilm_sp1.json", "layer 0"},
 };

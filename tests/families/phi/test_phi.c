@@ -54,17 +54,22 @@ START_TEST(test_phi3_plans) {
   fam_check_plan(reg, m, "Phi3ForCausalLM", NULL, 1, FAM, "plan_phi3.json");
   fam_check_plan(reg, m, q, NULL, 1, FAM, "plan_phi3.json");
   fam_check_refused(reg, m, q, "named", 0, "named");
-  /* Phi-3's plan does not shard attention heads, so validate_tp_mesh does
-   * not run (NeMo Automodel 0.7.0 validates only head-sharding plans; 0.5
-   * asserted on the 32 heads here). The plan function never looks at tp, so
-   * the plan is the same at every tp and is selected. */
+  /* Phi-3's plan does not shard attention heads, and validate_tp_mesh still
+   * runs: NeMo Automodel 0.7.0 checks the head counts at tp > 1 before it
+   * chooses any plan (tests/data/upstream/validate_tp_mesh,
+   * plugin_phi3_heads3). The plan function never looks at tp, so the plan
+   * is the same at every tp and is selected; 32 heads at tp 64 and 3 are the
+   * host's error, at tp 8 they fit. */
   fam_check_plan_any_tp(reg, m, "Phi3ForCausalLM", NULL, 0, 64, FAM,
                         "plan_phi3.json");
   fam_check_plan_any_tp(reg, m, q, NULL, 1, 3, FAM, "plan_phi3.json");
   fam_check_selected(reg, m, NULL, 0, 64, 0, FAM, "plan_phi3.json",
-                     "heads-not-divisible", NULL, 0);
+                     "heads-not-divisible",
+                     "num_key_value_heads (32) must be divisible by TP size "
+                     "(64)",
+                     1);
   fam_check_selected(reg, m, NULL, 1, 3, 0, FAM, "plan_phi3.json",
-                     "heads-not-divisible", NULL, 0);
+                     "heads-not-divisible", NULL, 1);
   fam_check_selected(reg, m, NULL, 1, 8, 0, FAM, "plan_phi3.json",
                      "heads-not-divisible", NULL, 0);
   tpx_model_destroy(m);

@@ -115,6 +115,37 @@ START_TEST(test_convert_chunk_targets) {
 }
 END_TEST
 
+/* Split: each target's size from the config (a product of attributes, or
+ * the rest of the source); -1 where the config lacks one. */
+START_TEST(test_split_sizes) {
+  const char *json =
+      "{\"r\":[{\"c\":1,\"s\":[[\"in_proj\",\"w\"]],\"g\":[0],"
+      "\"t\":[\"in_proj_qkv\",\"in_proj_z\",\"in_proj_b\"],"
+      "\"ops\":[[\"Split\",0]],"
+      "\"z\":[\"rest\",[[1,\"nv\",\"dv\"]],[[2,\"nv\"],[1,\"nk\"]]]}],"
+      "\"b\":[],\"x\":0}";
+  tpx__conv *c = NULL;
+  ck_assert_int_eq(tpx__conv_open("t", json, &c, NULL), TPX_OK);
+  char buf[64];
+  int rule, source, dim;
+  int64_t index;
+  ck_assert_int_eq(tpx__conv_convert(c, "l.0.in_proj.weight", 2, buf,
+                                     sizeof buf, &rule, &source, &index),
+                   1);
+  ck_assert_str_eq(buf, "l.0.in_proj_b.weight");
+  ck_assert_int_eq(tpx__conv_op(c, rule, 0, &dim), TPX__CONV_SPLIT);
+  json_t *cfg = json_loads("{\"nv\": 4, \"dv\": 16, \"nk\": 3.0}", 0, NULL);
+  ck_assert_int_eq(tpx__conv_split_size(c, rule, 0, cfg), -2);
+  ck_assert_int_eq(tpx__conv_split_size(c, rule, 1, cfg), 64);
+  ck_assert_int_eq(tpx__conv_split_size(c, rule, 2, cfg), 11);
+  ck_assert_int_eq(tpx__conv_split_size(c, rule, 3, cfg), -1);
+  json_object_del(cfg, "dv");
+  ck_assert_int_eq(tpx__conv_split_size(c, rule, 1, cfg), -1);
+  json_decref(cfg);
+  tpx__conv_free(c);
+}
+END_TEST
+
 START_TEST(test_buffers) {
   tpx__conv *c = open_type("deepseek_v3");
   ck_assert(tpx__conv_is_buffer(
@@ -159,6 +190,7 @@ static Suite *conv_suite(void) {
   tcase_add_test(tc, test_rename_lookahead);
   tcase_add_test(tc, test_convert_experts);
   tcase_add_test(tc, test_convert_chunk_targets);
+  tcase_add_test(tc, test_split_sizes);
   tcase_add_test(tc, test_buffers);
   tcase_add_test(tc, test_own_table);
   suite_add_tcase(s, tc);

@@ -877,6 +877,54 @@ START_TEST(test_conversion_fused_experts) {
 }
 END_TEST
 
+/* lara_mini: Split makes one saved tensor (linear_attn.in_proj) into the
+ * module's four projections, sized from the config as transformers' built
+ * module has them (qkv takes the rest); a config without the sizes, or
+ * sizes that do not fit the tensor, leave it as saved. */
+static const gen_tensor lara_file[] = {
+    {"model.layers.0.linear_attn.in_proj.weight", "BF16", 2, {200, 64}},
+    {"model.layers.0.linear_attn.out_norm.weight", "BF16", 1, {16}},
+};
+
+START_TEST(test_conversion_split) {
+  static const char *const cfgs[] = {
+      "{\"model_type\": \"lara_mini\", \"linear_num_value_heads\": 4, "
+      "\"linear_value_head_dim\": 16}",
+      "{\"model_type\": \"lara_mini\", \"linear_num_value_heads\": 4}",
+      "{\"model_type\": \"lara_mini\", \"linear_num_value_heads\": 8, "
+      "\"linear_value_head_dim\": 32}",
+  };
+  write_st(tmp("lara.safetensors"), lara_file,
+           sizeof lara_file / sizeof *lara_file, 1);
+  tpx_model *m = model_with_config(cfgs[_i]);
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_model_add_safetensors(m, tmp("lara.safetensors"), &err),
+                   TPX_OK);
+  static const char *const names[] = {"qkv", "z", "b", "a"};
+  static const int64_t rows[] = {128, 64, 4, 4};
+  int64_t sh[8];
+  char fqn[128];
+  for (size_t i = 0; i < 4; i++) {
+    snprintf(fqn, sizeof fqn, "model.layers.0.linear_attn.in_proj_%s.weight",
+             names[i]);
+    if (_i != 0) {
+      ck_assert_int_lt(tpx_model_find_param(m, fqn), 0);
+      continue;
+    }
+    ck_assert_int_eq(shape_of(m, fqn, sh), 2);
+    ck_assert_int_eq(sh[0], rows[i]);
+    ck_assert_int_eq(sh[1], 64);
+  }
+  ck_assert_int_eq(
+      tpx_model_find_param(m, "model.layers.0.linear_attn.in_proj.weight") >= 0,
+      _i != 0);
+  ck_assert_int_ge(
+      tpx_model_find_param(m, "model.layers.0.linear_attn.norm.weight"), 0);
+  ck_assert_int_eq(tpx_model_num_params(m), _i == 0 ? 5 : 2);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 /* exaone: transformer.h.* etc. renamed to the module tree; the checkpoint
  * names stay as aliases. gpt_neox: embed_out -> lm_head. */
 static const gen_tensor exaone_file[] = {
@@ -1032,6 +1080,7 @@ static Suite *st_suite(void) {
   tcase_add_test(tc, test_many_tensors);
   tcase_add_test(tc, test_deep_name_bounded);
   tcase_add_test(tc, test_conversion_fused_experts);
+  tcase_add_loop_test(tc, test_conversion_split, 0, 3);
   tcase_add_loop_test(tc, test_conversion_renames, 0, 2);
   tcase_add_test(tc, test_conversion_buffers);
   tcase_add_loop_test(tc, test_conversion_alias_specific, 0, 2);

@@ -445,26 +445,102 @@ START_TEST(hf_transformers_5_falls_back) {
 }
 END_TEST
 
+/* --plan hf prefixes the base model's plan with the module that owns it
+ * (get_hf_tp_shard_plan's _tp_plan_owner): GPT-NeoX's base model is
+ * `gpt_neox`, not `model`, so the keys are gpt_neox.layers.*... as
+ * transformers 5.25's model.tp_plan has them. */
+START_TEST(hf_plan_base_model_prefix) {
+  fixture f;
+  setup_reg(&f, NULL);
+  f.model = model_from_json("{\"architectures\": [\"GPTNeoXForCausalLM\"], "
+                            "\"model_type\": \"gpt_neox\", "
+                            "\"num_attention_heads\": 4}");
+  static const char *const mods[] = {
+      "gpt_neox.embed_in", "gpt_neox.layers.0.attention.dense", "lm_head"};
+  const int64_t w[2] = {64, 64};
+  for (size_t i = 0; i < 3; i++) {
+    CHECK_OK(tpx_model_add_module(f.model, mods[i],
+                                  i ? TPX_MODULE_LINEAR : TPX_MODULE_EMBEDDING,
+                                  NULL, &e_));
+    CHECK_OK(tpx_model_add_param(f.model, mods[i], "weight", w, 2,
+                                 TPX_DTYPE_BF16, NULL, &e_));
+  }
+  select_ok(&f, 2, 0, NULL, "hf");
+  ck_assert_int_ge(tpx_plan_find(tpx_selection_plan(f.sel),
+                                 "gpt_neox.layers.*.attention.dense"),
+                   0);
+  ck_assert_int_ge(
+      tpx_plan_find(tpx_selection_plan(f.sel), "gpt_neox.embed_in"), 0);
+  ck_assert_int_lt(tpx_plan_find(tpx_selection_plan(f.sel),
+                                 "model.layers.*.attention.dense"),
+                   0);
+  ck_assert(has_trace(&f, "prefix 'gpt_neox'"));
+  teardown(&f);
+}
+END_TEST
+
 /* A per-layer attribute (transformers 5.25's per_layer_config) that
- * Automodel 0.7.0 reads globally for a head-sharded plan: upstream refuses
- * (AmbiguousGlobalPerLayerAttributeError), tpx plans and says so. */
-START_TEST(upstream_per_layer_config) {
-  static const char cfg[] =
-      "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": \"foo\", "
-      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
-      "\"per_layer_config\": {\"0\": {\"num_attention_heads\": 4}}}";
+ * Automodel 0.7.0 reads globally at tp > 1: upstream refuses
+ * (AmbiguousGlobalPerLayerAttributeError), and so does tpx, naming it. The
+ * head counts are read for every plan, head_dim only after a head-sharded
+ * one; an entry equal to the global value is no per-layer attribute; with
+ * allow_global_per_layer_attribute_access upstream reads the global value
+ * and tpx only says so. */
+#define PER_LAYER_CFG(extra, per)                                              \
+  "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": \"foo\", "        \
+  "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": "     \
+  "16" extra ", \"per_layer_config\": {" per "}}"
+static void per_layer_case(const char *cfg, int64_t tp, const tpx_plan *custom,
+                           tpx_diag_level level, const char *needle) {
   fixture f;
   setup_reg(&f, NULL);
   f.model = model_from_json(cfg);
-  select_ok(&f, 2, 0, NULL, NULL);
-  ck_assert(has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO,
-                     "'num_attention_heads' is a per-layer attribute"));
+  select_ok(&f, tp, 0, custom, NULL);
+  if (needle)
+    ck_assert_msg(has_diag(&f, "upstream-per-layer-config", level, needle),
+                  "no %s diag '%s' for %s", level ? "error" : "info", needle,
+                  cfg);
+  else
+    ck_assert_msg(
+        !has_diag(&f, "upstream-per-layer-config", TPX_DIAG_ERROR, NULL) &&
+            !has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO, NULL),
+        "unexpected upstream-per-layer-config for %s", cfg);
   teardown(&f);
-  setup_reg(&f, NULL); /* tp 1: upstream applies no plan, reads nothing */
-  f.model = model_from_json(cfg);
-  select_ok(&f, 1, 0, NULL, NULL);
-  ck_assert(!has_diag(&f, "upstream-per-layer-config", TPX_DIAG_INFO, NULL));
-  teardown(&f);
+}
+
+START_TEST(upstream_per_layer_config) {
+  const char *heads = PER_LAYER_CFG("", "\"0\": {\"num_attention_heads\": 64}");
+  const char *kv = PER_LAYER_CFG("", "\"1\": {\"num_key_value_heads\": 8}");
+  const char *hd = PER_LAYER_CFG("", "\"0\": {\"head_dim\": 512}");
+  tpx_plan *mlp_only = NULL;
+  static const char mlp_json[] =
+      "{\"format\": \"tpx-plan/1\", \"entries\": [{\"module\": "
+      "\"model.layers.*.mlp.down_proj\", \"style\": \"rowwise\"}]}";
+  CHECK_OK(tpx_plan_from_json(mlp_json, sizeof mlp_json - 1, "test", &mlp_only,
+                              &e_));
+  per_layer_case(heads, 2, NULL, TPX_DIAG_ERROR,
+                 "'num_attention_heads' is a per-layer attribute "
+                 "(per_layer_config, layer 0: 64, global 4)");
+  per_layer_case(heads, 2, NULL, TPX_DIAG_ERROR,
+                 "AmbiguousGlobalPerLayerAttributeError");
+  per_layer_case(heads, 2, mlp_only, TPX_DIAG_ERROR, "validate_tp_mesh");
+  per_layer_case(kv, 2, mlp_only, TPX_DIAG_ERROR, "'num_key_value_heads'");
+  per_layer_case(hd, 2, NULL, TPX_DIAG_ERROR, "'head_dim'");
+  per_layer_case(hd, 2, mlp_only, 0, NULL); /* not head-sharded: not read */
+  per_layer_case(heads, 1, NULL, 0, NULL);  /* tp 1: upstream reads nothing */
+  per_layer_case(PER_LAYER_CFG("", "\"0\": {\"num_attention_heads\": 4.0}"), 2,
+                 NULL, 0, NULL); /* equal to the global: dropped upstream */
+  per_layer_case(PER_LAYER_CFG(", \"allow_global_per_layer_attribute_access\": "
+                               "true",
+                               "\"0\": {\"head_dim\": 512}"),
+                 2, NULL, TPX_DIAG_INFO, "reads the global value");
+  per_layer_case(
+      "{\"architectures\": [\"FooForCausalLM\"], \"model_type\": "
+      "\"foo\", \"text_config\": {\"num_attention_heads\": 4, "
+      "\"per_layer_config\": {\"1\": {\"num_attention_heads\": 2}}}}",
+      2, NULL, TPX_DIAG_ERROR,
+      "(text_config.per_layer_config, layer 1: 2, global 4)");
+  tpx_plan_destroy(mlp_only);
 }
 END_TEST
 
@@ -591,6 +667,86 @@ START_TEST(default_base_plan) {
   tpx_match_destroy(mt);
   tpx_diag_list_destroy(md);
   teardown(&f);
+}
+END_TEST
+
+/* Index of the first trace line holding `needle`, or -1. */
+static long trace_at(const fixture *f, const char *needle) {
+  for (size_t i = 0; i < tpx_selection_trace_size(f->sel); i++)
+    if (strstr(tpx_selection_trace(f->sel, i), needle))
+      return (long)i;
+  return -1;
+}
+
+/* NeMo Automodel 0.7.0 runs validate_tp_mesh at tp > 1 before it chooses
+ * the plan, for every plan, head-sharded or not
+ * (tests/data/upstream/validate_tp_mesh): 6 heads at tp 4 are its error,
+ * with its message, on every path: a custom MLP-only plan, a named plan,
+ * Phi-3's optimized plan (its fused qkv_proj rowwise), `--plan hf` on
+ * GPT-NeoX (attention.query_key_value, not self_attn.*), the default plan.
+ * At tp 2 the same head counts pass. */
+static void validate_case(const char *plugin, const char *json,
+                          const tpx_plan *custom, const char *plan_name,
+                          const char *step) {
+  for (int64_t tp = 2; tp <= 4; tp += 2) {
+    fixture f;
+    setup_reg(&f, plugin);
+    f.model = model_from_json(json);
+    if (strstr(json, "GPTNeoX")) {
+      const int64_t w[2] = {48, 48};
+      CHECK_OK(tpx_model_add_module(f.model,
+                                    "gpt_neox.layers.0.attention."
+                                    "query_key_value",
+                                    TPX_MODULE_LINEAR, NULL, &e_));
+      CHECK_OK(tpx_model_add_param(f.model,
+                                   "gpt_neox.layers.0.attention."
+                                   "query_key_value",
+                                   "weight", w, 2, TPX_DTYPE_BF16, NULL, &e_));
+    }
+    select_ok(&f, tp, 0, custom, plan_name);
+    ck_assert_msg(has_trace(&f, step), "%s: no trace '%s'", json, step);
+    ck_assert_int_eq(has_diag(&f, "heads-not-divisible", TPX_DIAG_ERROR,
+                              "num_key_value_heads (6) must be divisible by "
+                              "TP size (4)"),
+                     tp == 4);
+    ck_assert_int_eq(has_diag(&f, "heads-not-divisible", TPX_DIAG_ERROR, NULL),
+                     tp == 4);
+    long v = trace_at(&f, "validate_tp_mesh: "), p = trace_at(&f, step);
+    ck_assert_msg(v >= 0 && v < p, "validate_tp_mesh after the plan (%ld, %ld)",
+                  v, p);
+    ck_assert(has_trace(&f, "before the plan is chosen, for every plan"));
+    teardown(&f);
+  }
+}
+
+START_TEST(validate_tp_mesh_every_plan) {
+  const char *llama = "{\"architectures\": [\"LlamaForCausalLM\"], "
+                      "\"model_type\": \"llama\", \"num_attention_heads\": 6, "
+                      "\"num_key_value_heads\": 6}";
+  static const char mlp_json[] =
+      "{\"format\": \"tpx-plan/1\", \"entries\": [{\"module\": "
+      "\"model.layers.*.mlp.down_proj\", \"style\": \"rowwise\"}]}";
+  tpx_plan *mlp_only = NULL;
+  CHECK_OK(tpx_plan_from_json(mlp_json, sizeof mlp_json - 1, "test", &mlp_only,
+                              &e_));
+  validate_case(NULL, llama, mlp_only, NULL, "custom: used the given plan");
+  tpx_plan_destroy(mlp_only);
+  validate_case(fixture_path("TPX_BUILD_DIR", "plugins/llama/libtpx_llama.so"),
+                llama, NULL, "llama_nemotron_super_tp_plan",
+                "named plan 'llama_nemotron_super_tp_plan': used");
+  validate_case(fixture_path("TPX_BUILD_DIR", "plugins/phi/libtpx_phi.so"),
+                "{\"architectures\": [\"Phi3ForCausalLM\"], \"model_type\": "
+                "\"phi3\", \"num_attention_heads\": 6, "
+                "\"num_key_value_heads\": 6}",
+                NULL, NULL, "function phi3");
+  validate_case(NULL,
+                "{\"architectures\": [\"GPTNeoXForCausalLM\"], "
+                "\"model_type\": \"gpt_neox\", \"num_attention_heads\": 6}",
+                NULL, "hf", "hf: used");
+  validate_case(NULL,
+                "{\"architectures\": [\"UnknownLM\"], \"num_attention_heads\": "
+                "6, \"num_key_value_heads\": 6}",
+                NULL, NULL, "default");
 }
 END_TEST
 
@@ -903,6 +1059,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, hf_style_unsupported_falls_to_default);
   tcase_add_test(tc, hf_transformers_5_falls_back);
   tcase_add_test(tc, upstream_per_layer_config);
+  tcase_add_test(tc, hf_plan_base_model_prefix);
   tcase_add_test(tc, remote_code_without_plan);
   tcase_add_loop_test(tc, default_base_plan, 0, 2);
   tcase_add_loop_test(tc, nemotron_flash_lm_head, 0, 2);
@@ -911,6 +1068,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, selection_tp_must_match_mesh);
   tcase_add_test(tc, nemotron_h_skips_validate_tp_mesh);
+  tcase_add_test(tc, validate_tp_mesh_every_plan);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -46,11 +46,15 @@ static const heads_case heads_cases[] = {
      NULL},
     {"{\"num_attention_heads\":6,\"num_key_value_heads\":4}", 4, 0,
      "num_attention_heads", "1, 2"},
-    /* missing counts are 0 and pass */
+    /* a missing head count is 0 and passes; a missing (or 0) kv count is
+     * num_attention_heads, as upstream's getattr(config,
+     * "num_key_value_heads", heads) or heads */
     {"{\"hidden_size\":64}", 7, 1, NULL, NULL},
     {"{\"num_attention_heads\":32}", 4, 1, NULL, NULL},
-    {"{\"num_attention_heads\":30}", 4, 0, "num_attention_heads",
+    {"{\"num_attention_heads\":30}", 4, 0, "num_key_value_heads",
      "1, 2, 3, 5, 6, 10, 15, 30"},
+    {"{\"num_attention_heads\":6,\"num_key_value_heads\":0}", 4, 0,
+     "num_key_value_heads", "1, 2, 3, 6"},
     /* VLM: heads from text_config */
     {"{\"architectures\":[\"Gemma3ForConditionalGeneration\"],"
      "\"text_config\":{\"num_attention_heads\":8,\"num_key_value_heads\":4}}",
@@ -61,15 +65,10 @@ static const heads_case heads_cases[] = {
     /* Regressions: any integer a config holds. gcd of INT64_MIN negated an
      * int64_t (UB); a huge prime head count made the "tp sizes that would
      * work" list walk every integer up to it (a hang). */
-    {"{\"num_attention_heads\":3,"
-     "\"num_key_value_heads\":-9223372036854775808}",
-     2, 0, "num_attention_heads", ": 1"},
-    {"{\"num_attention_heads\":999999999989}", 2, 0, "num_attention_heads",
+    {"{\"num_attention_heads\":999999999989}", 2, 0, "num_key_value_heads",
      "1 (none larger than 16777216 listed)"},
-    {"{\"num_attention_heads\":-6,\"num_key_value_heads\":4}", 4, 0,
-     "num_attention_heads", "1, 2"},
     {"{\"num_attention_heads\":9223372036854775807}", 2, 0,
-     "num_attention_heads", "1, 7, 49, 73, 127, 337, 511, 889, 2359"},
+     "num_key_value_heads", "1, 7, 49, 73, 127, 337, 511, 889, 2359"},
     /* upstream reads the config object: Gemma3TextConfig's defaults (8
      * heads, 4 kv heads) when text_config omits them */
     {"{\"architectures\":[\"Gemma3ForConditionalGeneration\"],"
@@ -113,6 +112,47 @@ START_TEST(heads_table) {
 }
 END_TEST
 
+/* Head counts of 0 or less (kv: less than 0) are upstream's "Invalid
+ * attention head counts for <class>." whatever tp > 1
+ * (tests/data/upstream/validate_tp_mesh/cases.json, config_cases); the
+ * negative ones used to be heads-not-divisible. Regression: a kv count of
+ * INT64_MIN no longer reaches the gcd (it negated an int64_t). */
+typedef struct {
+  const char *config;
+  int64_t tp;
+  const char *needle; /* in heads-invalid's message; NULL: no error */
+} invalid_case;
+
+static const invalid_case invalid_cases[] = {
+    {"{\"architectures\":[\"FooForCausalLM\"],\"num_attention_heads\":0}", 2,
+     "Invalid attention head counts for FooForCausalLM."},
+    {"{\"num_attention_heads\":-6,\"num_key_value_heads\":4}", 4,
+     "Invalid attention head counts for the model."},
+    {"{\"num_attention_heads\":3,"
+     "\"num_key_value_heads\":-9223372036854775808}",
+     2, "num_key_value_heads=-9223372036854775808"},
+    {"{\"num_attention_heads\":0}", 1, NULL}, /* tp 1: nothing is read */
+    {"{\"hidden_size\":64}", 2, NULL},        /* no head count: passes */
+};
+
+START_TEST(invalid_counts) {
+  const invalid_case *c = &invalid_cases[_i];
+  tpx_model *m = cfg_model(c->config);
+  tpx_diag_list *d = NULL;
+  ck_assert_int_eq(tpx_diag_list_create(&d, NULL), TPX_OK);
+  ck_assert_int_eq(tpx_validate_tp_mesh(m, c->tp, d, NULL), TPX_OK);
+  ck_assert_uint_eq(fx_count(d, TPX_DIAG_ERROR, "heads-invalid"),
+                    c->needle ? 1u : 0u);
+  ck_assert_uint_eq(tpx_diag_count_at_least(d, TPX_DIAG_ERROR),
+                    c->needle ? 1u : 0u);
+  if (c->needle)
+    ck_assert_msg(strstr(fx_msg(d, "heads-invalid"), c->needle) != NULL,
+                  "case %d: %s", _i, fx_msg(d, "heads-invalid"));
+  tpx_diag_list_destroy(d);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 typedef struct {
   const char *blocks;
   int64_t layers, tp;
@@ -142,7 +182,7 @@ static const nas_case nas_cases[] = {
      "nemotron-nas-invalid", "layer 0"},
     /* too few block configs */
     {"[{\"attention\":{\"n_heads_in_group\":8}}]", 3, 2, "nemotron-nas-invalid",
-     "number of block configs (1)"},
+     "number of block configs (num_hidden_layers=3, 1 block configs)"},
     /* heads not divisible */
     {"[{\"attention\":{\"n_heads_in_group\":8}}]", 1, 3, "heads-not-divisible",
      "num_attention_heads"},
@@ -292,6 +332,8 @@ static Suite *validate_suite(void) {
   TCase *tc = tcase_create("validate");
   tcase_add_loop_test(tc, heads_table, 0,
                       (int)(sizeof heads_cases / sizeof heads_cases[0]));
+  tcase_add_loop_test(tc, invalid_counts, 0,
+                      (int)(sizeof invalid_cases / sizeof invalid_cases[0]));
   tcase_add_loop_test(tc, nemotron_nas, 0,
                       (int)(sizeof nas_cases / sizeof nas_cases[0]));
   tcase_add_loop_test(tc, head_sharded_rule, 0,
