@@ -90,12 +90,21 @@ static void residual_add(tr_act *h, tr_act *y) {
   h->d = y->d;
 }
 
+/* A linear module's input side: *in = T_in(x), kept for backward. A
+ * recompute stops here at a region's last linear, whose output nothing in
+ * backward needs (torch's non-reentrant checkpoint stops its recompute
+ * once every saved tensor is back). */
+static tpx_status linear_in(ctx *c, const tr_module *mod, const tr_act *x,
+                            tr_act *in) {
+  *in = *x;
+  return tr_transition(c->r, c->ar, mod->m, 0, 0, in, c->err);
+}
+
 /* A linear module: *in = T_in(x), kept for backward; y = T_out(in W^T + b). */
 static tpx_status linear_fwd(ctx *c, const tr_module *mod, const tr_act *x,
                              tr_act *in, tr_act *y) {
   tpx_status st;
-  *in = *x;
-  CK(tr_transition(c->r, c->ar, mod->m, 0, 0, in, c->err));
+  CK(linear_in(c, mod, x, in));
   int64_t out = tr_param_dim(c->r, mod->w, 0);
   int64_t width = tr_param_dim(c->r, mod->w, 1);
   if (in->f != width)
@@ -247,22 +256,21 @@ static tpx_status attn_bwd(tr_net *net, ctx *c, tr_layer_acts *a,
   return tr_cp_reduce_scatter(c->r, dvf, dv->d, sh->b, sh->t, a->v.f, c->err);
 }
 
-/* h: the residual stream in, replaced by the layer's output. */
-static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
+/* self_attn: x (input_layernorm's output) -> y (o_proj's output, the
+ * residual stream's layout). `full` 0, a recompute, stops at o_proj's
+ * input (linear_in). */
+static tpx_status attn_fwd(tr_net *net, ctx *c, int64_t l, const tr_act *x,
+                           tr_act *y, int full) {
   const tr_config *cfg = &net->cfg;
   const tr_layer *L = &net->params.layers[l];
   tr_layer_acts *a = &net->acts[l];
   int64_t hd = cfg->head_dim;
   tpx_status st;
-  tr_act x, o, y;
-  memset(a, 0, sizeof *a);
-
-  /* attention: x = norm(h); q, k, v; RoPE; softmax(q k^T) v; o_proj */
-  CK(norm_fwd(c, &L->input_layernorm, cfg->eps, h, &a->ln1_in, &a->ln1_rstd,
-              &x));
-  CK(linear_fwd(c, &L->q_proj, &x, &a->q_in, &a->q));
-  CK(linear_fwd(c, &L->k_proj, &x, &a->k_in, &a->k));
-  CK(linear_fwd(c, &L->v_proj, &x, &a->v_in, &a->v));
+  tr_act o;
+  /* q, k, v; RoPE; softmax(q k^T) v; o_proj */
+  CK(linear_fwd(c, &L->q_proj, x, &a->q_in, &a->q));
+  CK(linear_fwd(c, &L->k_proj, x, &a->k_in, &a->k));
+  CK(linear_fwd(c, &L->v_proj, x, &a->v_in, &a->v));
   CK(attn_shape(c, l, hd, a));
   if (cfg->qk_norm) {
     CK(head_norm_fwd(c, &L->q_norm, cfg->eps, hd, &a->q, &a->q_raw,
@@ -282,32 +290,110 @@ static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
   CK(floats(c, &a->att, sh->b * sh->nh * sh->t * attn_keys(sh)));
   CK(act_like(c, &o, &a->q));
   tr_attn_fwd(sh, a->q.d, k, v, a->att, o.d);
-  CK(linear_fwd(c, &L->o_proj, &o, &a->o_in, &y));
-  residual_add(h, &y);
+  if (!full)
+    return linear_in(c, &L->o_proj, &o, &a->o_in);
+  return linear_fwd(c, &L->o_proj, &o, &a->o_in, y);
+}
 
-  /* MLP: x = norm(h); down(silu(gate(x)) * up(x)) */
-  CK(norm_fwd(c, &L->post_attention_layernorm, cfg->eps, h, &a->ln2_in,
-              &a->ln2_rstd, &x));
-  CK(linear_fwd(c, &L->gate_proj, &x, &a->gate_in, &a->gate));
-  CK(linear_fwd(c, &L->up_proj, &x, &a->up_in, &a->up));
-  CK(act_like(c, &o, &a->gate));
-  tr_swiglu_fwd(a->gate.d, a->up.d, o.d, tr_act_numel(&o));
-  CK(linear_fwd(c, &L->down_proj, &o, &a->down_in, &y));
-  residual_add(h, &y);
+/* mlp: x (post_attention_layernorm's output) -> y = down(silu(gate(x)) *
+ * up(x)); a recompute (`full` 0) stops at down_proj's input. */
+static tpx_status mlp_fwd(tr_net *net, ctx *c, int64_t l, const tr_act *x,
+                          tr_act *y, int full) {
+  const tr_layer *L = &net->params.layers[l];
+  tr_layer_acts *a = &net->acts[l];
+  tpx_status st;
+  tr_act m;
+  CK(linear_fwd(c, &L->gate_proj, x, &a->gate_in, &a->gate));
+  CK(linear_fwd(c, &L->up_proj, x, &a->up_in, &a->up));
+  CK(act_like(c, &m, &a->gate));
+  tr_swiglu_fwd(a->gate.d, a->up.d, m.d, tr_act_numel(&m));
+  if (!full)
+    return linear_in(c, &L->down_proj, &m, &a->down_in);
+  return linear_fwd(c, &L->down_proj, &m, &a->down_in, y);
+}
+
+/* A region run forward without keeping its activations (checkpointing):
+ * its output y, shaped as the residual stream h, lands in a buffer taken
+ * before the region, and all the region took after it is given back at
+ * once; backward runs the region again (recompute). */
+typedef tpx_status (*region_fwd)(tr_net *net, ctx *c, int64_t l,
+                                 const tr_act *x, tr_act *y, int full);
+
+static tpx_status dropped_fwd(tr_net *net, ctx *c, int64_t l, region_fwd f,
+                              const tr_act *x, const tr_act *h, tr_act *y) {
+  tpx_status st;
+  tr_act keep;
+  CK(act_like(c, &keep, h));
+  size_t mark = tr_arena_mark(c->ar);
+  CK(f(net, c, l, x, y, 1));
+  if (tr_act_numel(y) != tr_act_numel(h))
+    return tpx_error_set(c->err, TPX_INTERNAL,
+                         "layer %lld: a region's output holds %lld values, "
+                         "the residual stream %lld",
+                         (long long)l, (long long)tr_act_numel(y),
+                         (long long)tr_act_numel(h));
+  memcpy(keep.d, y->d, sizeof(float) * (size_t)tr_act_numel(h));
+  tr_arena_pop(c->ar, mark);
+  y->d = keep.d;
   return TPX_OK;
 }
 
-/* dh: the grad of the layer's output, replaced by the grad of its input.
- * Each block's gradient starts from dh (dy: the same buffer, consumed by
- * the output transition) and ends added into it. */
-static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
+/* The layer on h, the residual stream in, replaced by the layer's output:
+ * input_layernorm, self_attn, the residual; post_attention_layernorm,
+ * mlp, the residual. Under TR_CKPT_MODULES self_attn and mlp keep nothing
+ * (dropped_fwd), the norms keep what they keep without. A recompute
+ * (`full` 0, TR_CKPT_LAYER's backward) stops at down_proj's input. */
+static tpx_status layer_body(tr_net *net, ctx *c, int64_t l, tr_act *h,
+                             int full) {
+  const tr_config *cfg = &net->cfg;
   const tr_layer *L = &net->params.layers[l];
   tr_layer_acts *a = &net->acts[l];
-  const tr_attn_shape *sh = &a->ash;
-  int64_t hd = net->cfg.head_dim;
+  int drop = net->ckpt == TR_CKPT_MODULES;
   tpx_status st;
+  tr_act y;
+  CK(norm_fwd(c, &L->input_layernorm, cfg->eps, h, &a->ln1_in, &a->ln1_rstd,
+              &a->attn_x));
+  CK(drop ? dropped_fwd(net, c, l, attn_fwd, &a->attn_x, h, &y)
+          : attn_fwd(net, c, l, &a->attn_x, &y, 1));
+  residual_add(h, &y);
+  CK(norm_fwd(c, &L->post_attention_layernorm, cfg->eps, h, &a->ln2_in,
+              &a->ln2_rstd, &a->mlp_x));
+  CK(drop ? dropped_fwd(net, c, l, mlp_fwd, &a->mlp_x, h, &y)
+          : mlp_fwd(net, c, l, &a->mlp_x, &y, full));
+  if (full)
+    residual_add(h, &y);
+  return TPX_OK;
+}
 
-  /* MLP */
+/* The whole layer as a region (TR_CKPT_LAYER): x in, y out. */
+static tpx_status layer_region(tr_net *net, ctx *c, int64_t l, const tr_act *x,
+                               tr_act *y, int full) {
+  *y = *x;
+  return layer_body(net, c, l, y, full);
+}
+
+/* h: the residual stream in, replaced by the layer's output. */
+static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
+  tr_layer_acts *a = &net->acts[l];
+  tpx_status st;
+  tr_act y;
+  memset(a, 0, sizeof *a);
+  a->in = *h;
+  if (net->ckpt != TR_CKPT_LAYER)
+    return layer_body(net, c, l, h, 1);
+  CK(dropped_fwd(net, c, l, layer_region, h, h, &y));
+  h->d = y.d;
+  return TPX_OK;
+}
+
+/* The MLP's backward: dh, the grad of the layer's output, gets the grad
+ * of the MLP's input through post_attention_layernorm added in. The
+ * gradient starts from dh (dy: the same buffer, consumed by the output
+ * transition). */
+static tpx_status mlp_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
+  const tr_layer *L = &net->params.layers[l];
+  tr_layer_acts *a = &net->acts[l];
+  tpx_status st;
   tr_act dy = *dh, dm = {0}, dg, du, dx = {0}, dn;
   CK(linear_bwd(c, &L->down_proj, &a->down_in, &dy, &dm));
   CK(act_like(c, &dg, &dm));
@@ -318,10 +404,18 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   CK(norm_bwd(c, &L->post_attention_layernorm, &a->ln2_in, a->ln2_rstd, &dx,
               &dn));
   act_add(dh, &dn);
+  return TPX_OK;
+}
 
-  /* attention */
-  tr_act dout = {0}, dq, dk, dv, dxa = {0};
-  dy = *dh;
+/* The attention's backward, as mlp_bwd: dh (the grad of the attention's
+ * residual output) gets the grad through input_layernorm added in. */
+static tpx_status attn_block_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
+  const tr_layer *L = &net->params.layers[l];
+  tr_layer_acts *a = &net->acts[l];
+  const tr_attn_shape *sh = &a->ash;
+  int64_t hd = net->cfg.head_dim;
+  tpx_status st;
+  tr_act dy = *dh, dout = {0}, dq, dk, dv, dxa = {0}, dn;
   CK(linear_bwd(c, &L->o_proj, &a->o_in, &dy, &dout));
   CK(act_like(c, &dq, &a->q));
   CK(act_like(c, &dk, &a->k));
@@ -339,6 +433,32 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   CK(norm_bwd(c, &L->input_layernorm, &a->ln1_in, a->ln1_rstd, &dxa, &dn));
   act_add(dh, &dn);
   return TPX_OK;
+}
+
+/* dh: the grad of the layer's output, replaced by the grad of its input.
+ * Under checkpointing the dropped regions run forward again first, with
+ * the layer's unit unsharded for backward (the caller's), as FSDP2's
+ * pre-backward unshard precedes checkpoint's recompute: the whole layer
+ * from its input (TR_CKPT_LAYER), or the MLP from its input, its
+ * backward, what it took given back, then the attention the same way
+ * (TR_CKPT_MODULES). The values are those of the forward, bit for bit:
+ * the same kernels on the same inputs, the same transitions. */
+static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
+  tr_layer_acts *a = &net->acts[l];
+  int modules = net->ckpt == TR_CKPT_MODULES;
+  tpx_status st;
+  tr_act h = a->in, y;
+  if (net->ckpt == TR_CKPT_LAYER)
+    CK(layer_body(net, c, l, &h, 0));
+  size_t mark = tr_arena_mark(c->ar);
+  if (modules)
+    CK(mlp_fwd(net, c, l, &a->mlp_x, &y, 0));
+  CK(mlp_bwd(net, c, l, dh));
+  if (modules) {
+    tr_arena_pop(c->ar, mark);
+    CK(attn_fwd(net, c, l, &a->attn_x, &y, 0));
+  }
+  return attn_block_bwd(net, c, l, dh);
 }
 
 /* ---- the whole model ---- */

@@ -269,7 +269,24 @@ typedef struct tr_layer_acts {
   tr_act gate_in, up_in; /* [b, t, hidden] */
   tr_act gate, up;       /* [b, t, inter] */
   tr_act down_in;        /* [b, t, inter] SwiGLU's output */
+  /* under activation checkpointing (tr_net.ckpt), what stays between the
+   * forward and the recompute: the layer's input (TR_CKPT_LAYER) or the
+   * inputs of its attention and MLP blocks, the norms' outputs
+   * (TR_CKPT_MODULES; the norms keep theirs as without) */
+  tr_act in, attn_x, mlp_x;
 } tr_layer_acts;
+
+/* Activation checkpointing (--activation-checkpointing): which regions of
+ * a decoder layer drop their activations after the forward and run their
+ * forward again in backward (torch's checkpoint_wrapper, NO_REENTRANT;
+ * docs/TRAIN.md "Activation checkpointing"). */
+typedef enum tr_ckpt {
+  TR_CKPT_NONE,
+  TR_CKPT_LAYER,  /* the whole decoder layer (Automodel 0.7.0 on
+                     transformers' decoder layers) */
+  TR_CKPT_MODULES /* self_attn and mlp, each on its own (Automodel's
+                     submodule wrapping) */
+} tr_ckpt;
 
 struct tr_net {
   tr_config cfg;
@@ -287,6 +304,7 @@ struct tr_net {
   int64_t *pos;
   float *k_full, *v_full;
   tr_arena arena;
+  tr_ckpt ckpt; /* set after tr_net_init, before the first step */
 };
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err);
 void tr_net_free(tr_net *net);
