@@ -7,7 +7,11 @@
  * positions) and attention gathers K and V over cp (forward, and again in
  * backward) and reduce-scatters their gradients (docs/SEMANTICS.md
  * "Context parallelism"). A step's activations come from the net's arena
- * (arena.c); the step itself allocates nothing. */
+ * (arena.c); the step itself allocates nothing. Under activation
+ * checkpointing (tr_net.ckpt) a layer, or its attention and MLP, gives
+ * its activations back to the arena after the forward and runs its
+ * forward again in backward (layer_bwd; docs/TRAIN.md "Activation
+ * checkpointing"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
