@@ -444,9 +444,10 @@ static tpx_status attn_block_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
  * the layer's unit unsharded for backward (the caller's), as FSDP2's
  * pre-backward unshard precedes checkpoint's recompute: the whole layer
  * from its input (TR_CKPT_LAYER), or the MLP from its input, its
- * backward, what it took given back, then the attention the same way
- * (TR_CKPT_MODULES). The values are those of the forward, bit for bit:
- * the same kernels on the same inputs, the same transitions. */
+ * backward, then the attention the same way (TR_CKPT_MODULES). What the
+ * MLP's backward took is given back before the attention's. The values are
+ * those of the forward, bit for bit: the same kernels on the same inputs, the
+ * same transitions. */
 static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   tr_layer_acts *a = &net->acts[l];
   int modules = net->ckpt == TR_CKPT_MODULES;
@@ -458,10 +459,10 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   if (modules)
     CK(mlp_fwd(net, c, l, &a->mlp_x, &y, 0));
   CK(mlp_bwd(net, c, l, dh));
-  if (modules) {
-    tr_arena_pop(c->ar, mark);
+  /* the MLP's gradients (and its recompute) are dead: dh holds the sum */
+  tr_arena_pop(c->ar, mark);
+  if (modules)
     CK(attn_fwd(net, c, l, &a->attn_x, &y, 0));
-  }
   return attn_block_bwd(net, c, l, dh);
 }
 
@@ -598,10 +599,15 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
   CK(kv_buffers(net, &c));
   CK(tr_zero_grads(r, err));
   CK(forward(net, &c, &logits, &fin_in, &fin_rstd, &lm_in));
-  /* zeroed: the loss fills it */
-  CK(tr_act_alloc(c.ar, &dlogits, logits.b, logits.s, logits.f, 1, err));
-  dlogits.S = logits.S;
-  dlogits.F = logits.F;
+  /* the loss writes the gradient over the logits (runtime_tp.h allows
+   * it): one [b, t, vocab] buffer through backward, not two, as torch's
+   * loss keeps one f32 log-softmax */
+  dlogits = (tr_act){.d = logits.d,
+                     .b = logits.b,
+                     .s = logits.s,
+                     .f = logits.f,
+                     .S = logits.S,
+                     .F = logits.F};
   CK(tr_cross_entropy(r, &logits, net->targets, loss, &dlogits, err));
   CK(backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in));
   /* the step's activations are dead: give them back now, so the first
