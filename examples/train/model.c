@@ -85,6 +85,21 @@ static void act_add(tr_act *dst, const tr_act *src) {
   for (int64_t i = 0; i < n; i++) dst->d[i] += src->d[i];
 }
 
+/* x, the last thing taken from the arena, keeps its values and takes the
+ * place of everything taken since the mark: an output transition's
+ * result replaces the local output it was reduced or gathered from, a
+ * backward's result the temporaries it came from (torch frees those once
+ * nothing refers to them). */
+static tpx_status keep_only(ctx *c, size_t mark, tr_act *x) {
+  if (tr_arena_mark(c->ar) == mark)
+    return TPX_OK;
+  float *d = tr_arena_lower(c->ar, mark, x->d, tr_act_numel(x), c->err);
+  if (!d)
+    return TPX_NO_MEMORY;
+  x->d = d;
+  return TPX_OK;
+}
+
 /* The residual stream: h = h + y, written into y's buffer (y is not kept),
  * so the old h, which a norm keeps as its input, stays intact. */
 static void residual_add(tr_act *h, tr_act *y) {
@@ -115,12 +130,15 @@ static tpx_status linear_fwd(ctx *c, const tr_module *mod, const tr_act *x,
     return tpx_error_set(c->err, TPX_INTERNAL,
                          "linear module %lld: input width %lld, weight in %lld",
                          (long long)mod->m, (long long)in->f, (long long)width);
+  size_t mark = tr_arena_mark(c->ar);
   CK(tr_act_alloc(c->ar, y, in->b, in->s, out, 0, c->err));
   y->S = in->S;
   y->F = tr_param_full_dim(c->r, mod->w, 0);
   tr_linear_fwd(in->d, tr_param_w(c->r, mod->w), tr_param_w(c->r, mod->b), y->d,
                 in->b * in->s, width, out);
-  return tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err);
+  float *local = y->d;
+  CK(tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err));
+  return y->d == local ? TPX_OK : keep_only(c, mark, y);
 }
 
 /* dy is consumed (transitioned); dx (the shape of the module's input
@@ -129,6 +147,7 @@ static tpx_status linear_bwd(ctx *c, const tr_module *mod, const tr_act *in,
                              tr_act *dy, tr_act *dx) {
   tpx_status st;
   tr_act dxi;
+  size_t mark = tr_arena_mark(c->ar);
   CK(tr_transition(c->r, c->ar, mod->m, 1, 1, dy, c->err));
   int64_t out = tr_param_dim(c->r, mod->w, 0);
   int64_t width = tr_param_dim(c->r, mod->w, 1);
@@ -139,10 +158,13 @@ static tpx_status linear_bwd(ctx *c, const tr_module *mod, const tr_act *in,
                 tr_param_g(c->r, mod->w), tr_param_g(c->r, mod->b),
                 in->b * in->s, width, out, 0);
   CK(tr_transition(c->r, c->ar, mod->m, 0, 1, &dxi, c->err));
-  if (!dx->d)
+  /* dy's transition, dxi and its transition are dead once dx holds them */
+  if (!dx->d) {
     *dx = dxi;
-  else
-    act_add(dx, &dxi);
+    return keep_only(c, mark, dx);
+  }
+  act_add(dx, &dxi);
+  tr_arena_pop(c->ar, mark);
   return TPX_OK;
 }
 
@@ -155,22 +177,27 @@ static tpx_status norm_fwd(ctx *c, const tr_module *mod, double eps,
   CK(tr_transition(c->r, c->ar, mod->m, 0, 0, in, c->err));
   int64_t n = in->b * in->s;
   CK(floats(c, rstd, n));
+  size_t mark = tr_arena_mark(c->ar);
   CK(act_like(c, y, in));
   tr_rmsnorm_fwd(in->d, tr_param_w(c->r, mod->w), y->d, *rstd, n, in->f, eps);
-  return tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err);
+  float *local = y->d;
+  CK(tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err));
+  return y->d == local ? TPX_OK : keep_only(c, mark, y);
 }
 
 /* dy is consumed; *dx is set to the grad of the module's input. */
 static tpx_status norm_bwd(ctx *c, const tr_module *mod, const tr_act *in,
                            const float *rstd, tr_act *dy, tr_act *dx) {
   tpx_status st;
+  size_t mark = tr_arena_mark(c->ar);
   CK(tr_transition(c->r, c->ar, mod->m, 1, 1, dy, c->err));
   CK(act_like(c, dx, in));
   dx->in_arr = in->in_arr;
   dx->in_arrl = in->in_arrl;
   tr_rmsnorm_bwd(in->d, tr_param_w(c->r, mod->w), rstd, dy->d, dx->d,
                  tr_param_g(c->r, mod->w), in->b * in->s, in->f);
-  return tr_transition(c->r, c->ar, mod->m, 0, 1, dx, c->err);
+  CK(tr_transition(c->r, c->ar, mod->m, 0, 1, dx, c->err));
+  return keep_only(c, mark, dx);
 }
 
 /* Qwen3's q_norm / k_norm: RMSNorm over each head of x [b, t, n*hd];
@@ -549,8 +576,10 @@ static tpx_status kv_buffers(tr_net *net, ctx *c) {
   return floats(c, &net->v_full, n);
 }
 
+/* *head: the arena's mark where the final norm and lm_head begin (what
+ * backward gives back once the gradient reaches the last layer). */
 static tpx_status forward(tr_net *net, ctx *c, tr_act *logits, tr_act *fin_in,
-                          float **fin_rstd, tr_act *lm_in) {
+                          float **fin_rstd, tr_act *lm_in, size_t *head) {
   const tr_params *P = &net->params;
   tpx_status st;
   tr_act h, x;
@@ -561,19 +590,24 @@ static tpx_status forward(tr_net *net, ctx *c, tr_act *logits, tr_act *fin_in,
     CK(layer_fwd(net, c, l, &h));
     CK(tr_unit_reshard(c->r, l, 0, c->err));
   }
+  *head = tr_arena_mark(c->ar);
   CK(norm_fwd(c, &P->norm, net->cfg.eps, &h, fin_in, fin_rstd, &x));
   return linear_fwd(c, &P->lm_head, &x, lm_in, logits);
 }
 
 static tpx_status backward(tr_net *net, ctx *c, tr_act *dlogits,
                            const tr_act *fin_in, const float *fin_rstd,
-                           const tr_act *lm_in) {
+                           const tr_act *lm_in, size_t head) {
   const tr_params *P = &net->params;
   tpx_status st;
   tr_act dx = {0}, dh;
   CK(tr_unit_unshard(c->r, -1, 1, c->err));
   CK(linear_bwd(c, &P->lm_head, lm_in, dlogits, &dx));
   CK(norm_bwd(c, &P->norm, fin_in, fin_rstd, &dx, &dh));
+  /* the head's activations and the logits' gradient are dead: the layers'
+   * backward runs without the [b, t, vocab] buffer, as torch's has given
+   * its loss's buffers back by then */
+  CK(keep_only(c, head, &dh));
   for (int64_t l = net->cfg.layers - 1; l >= 0; l--) {
     size_t mark = tr_arena_mark(c->ar); /* dh stays below it */
     CK(tr_unit_unshard(c->r, l, 1, c->err));
@@ -593,12 +627,13 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
   tpx_status st;
   tr_act logits, dlogits, fin_in, lm_in;
   float *fin_rstd;
+  size_t head;
   CK(step_setup(net, r, b, t, err));
   CK(tr_arena_reset(&net->arena, err));
   split_tokens(net, tokens);
   CK(kv_buffers(net, &c));
   CK(tr_zero_grads(r, err));
-  CK(forward(net, &c, &logits, &fin_in, &fin_rstd, &lm_in));
+  CK(forward(net, &c, &logits, &fin_in, &fin_rstd, &lm_in, &head));
   /* the loss writes the gradient over the logits (runtime_tp.h allows
    * it): one [b, t, vocab] buffer through backward, not two, as torch's
    * loss keeps one f32 log-softmax */
@@ -609,7 +644,7 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
                      .S = logits.S,
                      .F = logits.F};
   CK(tr_cross_entropy(r, &logits, net->targets, loss, &dlogits, err));
-  CK(backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in));
+  CK(backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in, head));
   /* the step's activations are dead: give them back now, so the first
    * step (the warm-up) regrows the block and the next ones find it ready */
   return tr_arena_reset(&net->arena, err);

@@ -57,6 +57,13 @@ float *tr_arena_floats(tr_arena *a, int64_t n, int zero, tpx_error *err);
  * temporaries, once it is done). */
 size_t tr_arena_mark(const tr_arena *a);
 void tr_arena_pop(tr_arena *a, size_t mark);
+/* Keep one buffer and give back the rest since the mark: the n floats at
+ * src (the last thing taken) move down to the mark, and the new place is
+ * returned (NULL and err set when out of memory). A collective's result
+ * taking the place of its input, as torch frees a tensor whose last
+ * reference is gone. */
+float *tr_arena_lower(tr_arena *a, size_t mark, const float *src, int64_t n,
+                      tpx_error *err);
 /* A step's start or end: everything is given back; the block grows to
  * the high-water mark, every page touched, if the step spilled. */
 tpx_status tr_arena_reset(tr_arena *a, tpx_error *err);

@@ -1,12 +1,16 @@
 """Peak of live activation bytes (saved tensors + transients, forward and
 backward) of a transformers Llama step, with and without NeMo Automodel's
-activation checkpointing, on CPU: every tensor an op creates is counted
-from its creation until its storage's last tensor dies; parameters and
-their final gradients are left out. Not a test input: docs/MEMORY.md
-quotes what it prints.
+activation checkpointing, on CPU: every storage an op creates is counted
+from that op until the storage itself is freed (a weak reference to the
+storage, polled at every op: deterministic, unlike a Python object's
+finalizer); parameters, buffers and the parameters' gradients are left
+out. Each mode prints the step's peak and, as "layers", the peak once the
+loss's log-softmax is given back (the decoder layers' backward). Not a
+test input: docs/MEMORY.md quotes what it prints.
 usage: ckpt_peak.py MODEL_DIR BATCH SEQ   (MODEL_DIR: a config.json)"""
-import json, sys, weakref
+import json, sys
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from transformers import AutoConfig, AutoModelForCausalLM
@@ -14,30 +18,29 @@ from transformers import AutoConfig, AutoModelForCausalLM
 class Live(TorchDispatchMode):
     def __init__(self):
         super().__init__()
-        self.refs = {}     # storage key -> [count, bytes]
-        self.events = []   # (key, +bytes | -bytes)
-        self.seen = weakref.WeakSet()
-    def _drop(self, key):
-        r = self.refs[key]
-        r[0] -= 1
-        if r[0] == 0:
-            self.events.append((key, -r[1]))
-            del self.refs[key]
+        self.alive = {}    # data_ptr -> entry, storages not yet freed
+        self.entries = []  # [weak ref, bytes, born, freed or None, op, data_ptr]
+        self.op = 0
+    def poll(self):
+        for key, e in list(self.alive.items()):
+            if e[0].expired():
+                e[3] = self.op
+                del self.alive[key]
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.op += 1
+        self.poll()  # what was freed since the last op, before this one's outputs
         out = func(*args, **(kwargs or {}))
+        self.op += 1
         for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor) or t in self.seen:
+            if not isinstance(t, torch.Tensor):
                 continue
-            self.seen.add(t)
             st = t.untyped_storage()
             key = st.data_ptr()
-            if key == 0 or st.nbytes() == 0:
+            if key == 0 or st.nbytes() == 0 or key in self.alive:
                 continue
-            if key not in self.refs:
-                self.refs[key] = [0, st.nbytes()]
-                self.events.append((key, st.nbytes()))
-            self.refs[key][0] += 1
-            weakref.finalize(t, self._drop, key)
+            e = [StorageWeakRef(st), st.nbytes(), self.op, None, str(func), key]
+            self.alive[key] = e
+            self.entries.append(e)
         return out
 
 def run(cfg_path, b, t, mode):
@@ -61,16 +64,28 @@ def run(cfg_path, b, t, mode):
         del logits
         loss.backward()
         del loss
-    grads = {p.grad.untyped_storage().data_ptr() for p in model.parameters() if p.grad is not None}
-    grads |= {p.untyped_storage().data_ptr() for p in model.parameters()}
-    grads |= {bf.untyped_storage().data_ptr() for bf in model.buffers()}
-    live = peak = 0
-    for key, d in m.events:
-        if key in grads:
-            continue
+    m.op += 1
+    m.poll()
+    held = {p.grad.untyped_storage().data_ptr() for p in model.parameters() if p.grad is not None}
+    held |= {p.untyped_storage().data_ptr() for p in model.parameters()}
+    held |= {bf.untyped_storage().data_ptr() for bf in model.buffers()}
+    delta = [0] * (m.op + 2)
+    loss_end = None
+    for e in m.entries:
+        if e[3] is None and e[5] in held:
+            continue  # a gradient (or parameter) still held: not an activation
+        delta[e[2]] += e[1]
+        if e[3] is not None:
+            delta[e[3]] -= e[1]
+        if loss_end is None and "_log_softmax.default" in e[4]:
+            loss_end = e[3]
+    live = peak = layers = 0
+    for i, d in enumerate(delta):
         live += d
         peak = max(peak, live)
-    return peak
+        if loss_end is not None and i >= loss_end:
+            layers = max(layers, live)
+    return {"peak": peak, "layers": layers}
 
 if __name__ == "__main__":
     cfg, b, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
