@@ -5,7 +5,8 @@ from that op until the storage itself is freed (a weak reference to the
 storage, polled at every op: deterministic, unlike a Python object's
 finalizer); parameters, buffers and the parameters' gradients are left
 out. Each mode prints the step's peak and, as "layers", the peak once the
-loss's log-softmax is given back (the decoder layers' backward). Not a
+last logits-sized buffer (the loss's and lm_head's) is given back: the
+decoder layers' backward. Not a
 test input: docs/MEMORY.md quotes what it prints.
 usage: ckpt_peak.py MODEL_DIR BATCH SEQ   (MODEL_DIR: a config.json)"""
 import json, sys
@@ -71,14 +72,15 @@ def run(cfg_path, b, t, mode):
     held |= {bf.untyped_storage().data_ptr() for bf in model.buffers()}
     delta = [0] * (m.op + 2)
     loss_end = None
+    vocab_bytes = b * t * cfg.vocab_size * 4
     for e in m.entries:
         if e[3] is None and e[5] in held:
             continue  # a gradient (or parameter) still held: not an activation
         delta[e[2]] += e[1]
         if e[3] is not None:
             delta[e[3]] -= e[1]
-        if loss_end is None and "_log_softmax.default" in e[4]:
-            loss_end = e[3]
+        if e[1] >= vocab_bytes and e[3] is not None:  # logits-sized: the head's
+            loss_end = max(loss_end or 0, e[3])
     live = peak = layers = 0
     for i, d in enumerate(delta):
         live += d
