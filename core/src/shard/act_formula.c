@@ -115,12 +115,14 @@ int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing) {
    * cross_entropy then also holds the gradients of its f32 log-softmax
    * and of the logits; an in-place loss none), or, once those are given
    * back, one layer recomputed with its MLP's backward buffers (the
-   * gradients of act(gate) * up and of one factor, [S, i_l] each) and
-   * under cp the gathered K and V. */
+   * gradients of act(gate) * up and of one factor, [S, i_l] each, and of
+   * the MLP's input, [S, h], whole under SP) and under cp the gathered K
+   * and V. */
   int64_t kept = mul(mul(mul(sp_tokens(d), d->hidden), d->elem), d->layers);
   if (!d->loss_in_place)
     head = add(head, mul(mul(2, d->tokens), mul(4, d->vocab_local)));
-  int64_t bwd = add(add(layer, mul(mul(2, d->tokens), mul(d->inter, d->elem))),
-                    cp_kv_bytes(d));
+  int64_t grads =
+      mul(mul(d->tokens, d->elem), add(mul(2, d->inter), d->hidden));
+  int64_t bwd = add(add(layer, grads), cp_kv_bytes(d));
   return add(kept, head > bwd ? head : bwd);
 }
