@@ -7,7 +7,10 @@
  * positions) and attention gathers K and V over cp (forward, and again in
  * backward) and reduce-scatters their gradients (docs/SEMANTICS.md
  * "Context parallelism"). A step's activations come from the net's arena
- * (arena.c); the step itself allocates nothing. Under activation
+ * (arena.c); the step itself allocates nothing, and what is dead below a
+ * live buffer is given back as torch frees it (keep_only: a transition's
+ * local input, a backward's temporaries, the head and its logits before
+ * the layers' backward). Under activation
  * checkpointing (tr_net.ckpt) a layer, or its attention and MLP, gives
  * its activations back to the arena after the forward and runs its
  * forward again in backward (layer_bwd; docs/TRAIN.md "Activation
