@@ -87,6 +87,29 @@ void tr_arena_pop(tr_arena *a, size_t mark) {
   a->used = mark;
 }
 
+float *tr_arena_lower(tr_arena *a, size_t mark, const float *src, int64_t n,
+                      tpx_error *err) {
+  size_t want = sizeof(float) * (size_t)(n > 0 ? n : 1);
+  char *to = a->base ? a->base + mark : NULL;
+  if (to && to == (const char *)src && a->used <= a->cap)
+    return (float *)to; /* the only thing taken since the mark */
+  if (a->used <= a->cap && to && to <= (const char *)src) {
+    /* in the block: src is above the mark, so a downward move; the
+     * bytes under the mark's new owner (red zones included) are ours */
+    ASAN_UNPOISON_MEMORY_REGION(to, want);
+    memmove(to, src, want);
+    tr_arena_pop(a, mark);
+    return tr_arena_floats(a, n, 0, err);
+  }
+  /* spilled (the first step): src is a heap block of its own, kept to
+   * the step's end, so the copy can come after the pop */
+  tr_arena_pop(a, mark);
+  float *p = tr_arena_floats(a, n, 0, err);
+  if (p && p != src)
+    memmove(p, src, want);
+  return p;
+}
+
 tpx_status tr_arena_reset(tr_arena *a, tpx_error *err) {
   a->used = 0;
   if (!a->nspill && a->cap >= a->peak) {

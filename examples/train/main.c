@@ -45,6 +45,7 @@ typedef struct args {
                           above this x step 0's (0: never) */
   int sp;              /* sequence parallel */
   int offload;         /* --offload: FSDP2's CPUOffloadPolicy */
+  tr_ckpt ckpt;        /* --activation-checkpointing[-modules] */
 } args;
 
 /* What rank 0 records of each step, for the report. */
@@ -80,7 +81,9 @@ static void usage(FILE *f) {
       "                 [--clip C] [--weight-decay W] [--tp N] [--dp-shard M]\n"
       "                 [--dp-replicate R] [--cp C] [--cp-layout head-tail|"
       "contiguous]\n"
-      "                 [--sp] [--offload] [--backend local|mpi]\n"
+      "                 [--sp] [--offload] [--activation-checkpointing]\n"
+      "                 [--activation-checkpointing-modules]"
+      " [--backend local|mpi]\n"
       "                 [--format text|json] [--dump-params FILE]"
       " [--dump-grads FILE]\n"
       "                 [--diverge-factor F]\n"
@@ -108,7 +111,18 @@ static void usage(FILE *f) {
       " CPUOffloadPolicy;\n"
       "FSDP on even without data-parallel ranks); the memory report splits"
       " device and\n"
-      "host bytes. A loss that is not finite, or above F x step 0's loss\n"
+      "host bytes. --activation-checkpointing keeps each decoder layer's"
+      " input only and\n"
+      "runs the layer forward again in its backward (torch's"
+      " checkpoint_wrapper, as\n"
+      "Automodel wraps transformers' decoder layers);"
+      " --activation-checkpointing-modules\n"
+      "does it for each layer's self_attn and mlp on their own"
+      " (Automodel's submodule\n"
+      "wrapping). Either gives the same numbers as without, bit for bit;"
+      " the memory\n"
+      "report's activations (the arena's peak) drop.\n"
+      "A loss that is not finite, or above F x step 0's loss\n"
       "(--diverge-factor F, default 4; 0: no limit), stops the run as"
       " diverged.\n"
       "The header names the BLAS, its version, kernel and threads"
@@ -258,6 +272,12 @@ static int parse_args(int argc, char **argv, args *a) {
     }
     if (!strcmp(name, "--offload")) {
       a->offload = 1;
+      continue;
+    }
+    if (!strcmp(name, "--activation-checkpointing") ||
+        !strcmp(name, "--activation-checkpointing-modules")) {
+      a->ckpt = strcmp(name, "--activation-checkpointing") ? TR_CKPT_MODULES
+                                                           : TR_CKPT_LAYER;
       continue;
     }
     const struct option *o = NULL;
@@ -463,8 +483,12 @@ static void print_header(const args *a, const tpx_model *model,
          (long long)a->dp_shard);
   if (a->cp > 1)
     printf(" cp=%lld (%s)", (long long)a->cp, a->cp_layout);
-  printf(" tp=%lld%s, %s backend%s\n", (long long)a->tp, a->sp ? " sp" : "",
-         a->backend, a->offload ? ", CPU offload" : "");
+  printf(" tp=%lld%s, %s backend%s%s\n", (long long)a->tp, a->sp ? " sp" : "",
+         a->backend, a->offload ? ", CPU offload" : "",
+         a->ckpt == TR_CKPT_LAYER     ? ", activation checkpointing (layers)"
+         : a->ckpt == TR_CKPT_MODULES ? ", activation checkpointing "
+                                        "(self_attn, mlp)"
+                                      : "");
   printf("%s\n", line);
   tr_stdout_flush(out_errno);
 }
@@ -628,6 +652,7 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
                       .offload = j->a->offload};
   tpx_cp_layout_parse(j->a->cp_layout, &su.cp_layout, NULL);
   tpx_status s = tr_net_init(&net, j->model, err);
+  net.ckpt = j->a->ckpt;
   if (!s)
     s = tr_rank_create(&su, &r, err);
   if (!s)

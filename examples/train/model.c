@@ -7,7 +7,14 @@
  * positions) and attention gathers K and V over cp (forward, and again in
  * backward) and reduce-scatters their gradients (docs/SEMANTICS.md
  * "Context parallelism"). A step's activations come from the net's arena
- * (arena.c); the step itself allocates nothing. */
+ * (arena.c); the step itself allocates nothing, and what is dead below a
+ * live buffer is given back as torch frees it (keep_only: a transition's
+ * local input, a backward's temporaries, the head and its logits before
+ * the layers' backward). Under activation
+ * checkpointing (tr_net.ckpt) a layer, or its attention and MLP, gives
+ * its activations back to the arena after the forward and runs its
+ * forward again in backward (layer_bwd; docs/TRAIN.md "Activation
+ * checkpointing"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +88,21 @@ static void act_add(tr_act *dst, const tr_act *src) {
   for (int64_t i = 0; i < n; i++) dst->d[i] += src->d[i];
 }
 
+/* x, the last thing taken from the arena, keeps its values and takes the
+ * place of everything taken since the mark: an output transition's
+ * result replaces the local output it was reduced or gathered from, a
+ * backward's result the temporaries it came from (torch frees those once
+ * nothing refers to them). */
+static tpx_status keep_only(ctx *c, size_t mark, tr_act *x) {
+  if (tr_arena_mark(c->ar) == mark)
+    return TPX_OK;
+  float *d = tr_arena_lower(c->ar, mark, x->d, tr_act_numel(x), c->err);
+  if (!d)
+    return TPX_NO_MEMORY;
+  x->d = d;
+  return TPX_OK;
+}
+
 /* The residual stream: h = h + y, written into y's buffer (y is not kept),
  * so the old h, which a norm keeps as its input, stays intact. */
 static void residual_add(tr_act *h, tr_act *y) {
@@ -90,24 +112,36 @@ static void residual_add(tr_act *h, tr_act *y) {
   h->d = y->d;
 }
 
+/* A linear module's input side: *in = T_in(x), kept for backward. A
+ * recompute stops here at a region's last linear, whose output nothing in
+ * backward needs (torch's non-reentrant checkpoint stops its recompute
+ * once every saved tensor is back). */
+static tpx_status linear_in(ctx *c, const tr_module *mod, const tr_act *x,
+                            tr_act *in) {
+  *in = *x;
+  return tr_transition(c->r, c->ar, mod->m, 0, 0, in, c->err);
+}
+
 /* A linear module: *in = T_in(x), kept for backward; y = T_out(in W^T + b). */
 static tpx_status linear_fwd(ctx *c, const tr_module *mod, const tr_act *x,
                              tr_act *in, tr_act *y) {
   tpx_status st;
-  *in = *x;
-  CK(tr_transition(c->r, c->ar, mod->m, 0, 0, in, c->err));
+  CK(linear_in(c, mod, x, in));
   int64_t out = tr_param_dim(c->r, mod->w, 0);
   int64_t width = tr_param_dim(c->r, mod->w, 1);
   if (in->f != width)
     return tpx_error_set(c->err, TPX_INTERNAL,
                          "linear module %lld: input width %lld, weight in %lld",
                          (long long)mod->m, (long long)in->f, (long long)width);
+  size_t mark = tr_arena_mark(c->ar);
   CK(tr_act_alloc(c->ar, y, in->b, in->s, out, 0, c->err));
   y->S = in->S;
   y->F = tr_param_full_dim(c->r, mod->w, 0);
   tr_linear_fwd(in->d, tr_param_w(c->r, mod->w), tr_param_w(c->r, mod->b), y->d,
                 in->b * in->s, width, out);
-  return tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err);
+  float *local = y->d;
+  CK(tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err));
+  return y->d == local ? TPX_OK : keep_only(c, mark, y);
 }
 
 /* dy is consumed (transitioned); dx (the shape of the module's input
@@ -116,6 +150,7 @@ static tpx_status linear_bwd(ctx *c, const tr_module *mod, const tr_act *in,
                              tr_act *dy, tr_act *dx) {
   tpx_status st;
   tr_act dxi;
+  size_t mark = tr_arena_mark(c->ar);
   CK(tr_transition(c->r, c->ar, mod->m, 1, 1, dy, c->err));
   int64_t out = tr_param_dim(c->r, mod->w, 0);
   int64_t width = tr_param_dim(c->r, mod->w, 1);
@@ -126,10 +161,13 @@ static tpx_status linear_bwd(ctx *c, const tr_module *mod, const tr_act *in,
                 tr_param_g(c->r, mod->w), tr_param_g(c->r, mod->b),
                 in->b * in->s, width, out, 0);
   CK(tr_transition(c->r, c->ar, mod->m, 0, 1, &dxi, c->err));
-  if (!dx->d)
+  /* dy's transition, dxi and its transition are dead once dx holds them */
+  if (!dx->d) {
     *dx = dxi;
-  else
-    act_add(dx, &dxi);
+    return keep_only(c, mark, dx);
+  }
+  act_add(dx, &dxi);
+  tr_arena_pop(c->ar, mark);
   return TPX_OK;
 }
 
@@ -142,22 +180,27 @@ static tpx_status norm_fwd(ctx *c, const tr_module *mod, double eps,
   CK(tr_transition(c->r, c->ar, mod->m, 0, 0, in, c->err));
   int64_t n = in->b * in->s;
   CK(floats(c, rstd, n));
+  size_t mark = tr_arena_mark(c->ar);
   CK(act_like(c, y, in));
   tr_rmsnorm_fwd(in->d, tr_param_w(c->r, mod->w), y->d, *rstd, n, in->f, eps);
-  return tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err);
+  float *local = y->d;
+  CK(tr_transition(c->r, c->ar, mod->m, 1, 0, y, c->err));
+  return y->d == local ? TPX_OK : keep_only(c, mark, y);
 }
 
 /* dy is consumed; *dx is set to the grad of the module's input. */
 static tpx_status norm_bwd(ctx *c, const tr_module *mod, const tr_act *in,
                            const float *rstd, tr_act *dy, tr_act *dx) {
   tpx_status st;
+  size_t mark = tr_arena_mark(c->ar);
   CK(tr_transition(c->r, c->ar, mod->m, 1, 1, dy, c->err));
   CK(act_like(c, dx, in));
   dx->in_arr = in->in_arr;
   dx->in_arrl = in->in_arrl;
   tr_rmsnorm_bwd(in->d, tr_param_w(c->r, mod->w), rstd, dy->d, dx->d,
                  tr_param_g(c->r, mod->w), in->b * in->s, in->f);
-  return tr_transition(c->r, c->ar, mod->m, 0, 1, dx, c->err);
+  CK(tr_transition(c->r, c->ar, mod->m, 0, 1, dx, c->err));
+  return keep_only(c, mark, dx);
 }
 
 /* Qwen3's q_norm / k_norm: RMSNorm over each head of x [b, t, n*hd];
@@ -247,22 +290,21 @@ static tpx_status attn_bwd(tr_net *net, ctx *c, tr_layer_acts *a,
   return tr_cp_reduce_scatter(c->r, dvf, dv->d, sh->b, sh->t, a->v.f, c->err);
 }
 
-/* h: the residual stream in, replaced by the layer's output. */
-static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
+/* self_attn: x (input_layernorm's output) -> y (o_proj's output, the
+ * residual stream's layout). `full` 0, a recompute, stops at o_proj's
+ * input (linear_in). */
+static tpx_status attn_fwd(tr_net *net, ctx *c, int64_t l, const tr_act *x,
+                           tr_act *y, int full) {
   const tr_config *cfg = &net->cfg;
   const tr_layer *L = &net->params.layers[l];
   tr_layer_acts *a = &net->acts[l];
   int64_t hd = cfg->head_dim;
   tpx_status st;
-  tr_act x, o, y;
-  memset(a, 0, sizeof *a);
-
-  /* attention: x = norm(h); q, k, v; RoPE; softmax(q k^T) v; o_proj */
-  CK(norm_fwd(c, &L->input_layernorm, cfg->eps, h, &a->ln1_in, &a->ln1_rstd,
-              &x));
-  CK(linear_fwd(c, &L->q_proj, &x, &a->q_in, &a->q));
-  CK(linear_fwd(c, &L->k_proj, &x, &a->k_in, &a->k));
-  CK(linear_fwd(c, &L->v_proj, &x, &a->v_in, &a->v));
+  tr_act o;
+  /* q, k, v; RoPE; softmax(q k^T) v; o_proj */
+  CK(linear_fwd(c, &L->q_proj, x, &a->q_in, &a->q));
+  CK(linear_fwd(c, &L->k_proj, x, &a->k_in, &a->k));
+  CK(linear_fwd(c, &L->v_proj, x, &a->v_in, &a->v));
   CK(attn_shape(c, l, hd, a));
   if (cfg->qk_norm) {
     CK(head_norm_fwd(c, &L->q_norm, cfg->eps, hd, &a->q, &a->q_raw,
@@ -282,32 +324,110 @@ static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
   CK(floats(c, &a->att, sh->b * sh->nh * sh->t * attn_keys(sh)));
   CK(act_like(c, &o, &a->q));
   tr_attn_fwd(sh, a->q.d, k, v, a->att, o.d);
-  CK(linear_fwd(c, &L->o_proj, &o, &a->o_in, &y));
-  residual_add(h, &y);
+  if (!full)
+    return linear_in(c, &L->o_proj, &o, &a->o_in);
+  return linear_fwd(c, &L->o_proj, &o, &a->o_in, y);
+}
 
-  /* MLP: x = norm(h); down(silu(gate(x)) * up(x)) */
-  CK(norm_fwd(c, &L->post_attention_layernorm, cfg->eps, h, &a->ln2_in,
-              &a->ln2_rstd, &x));
-  CK(linear_fwd(c, &L->gate_proj, &x, &a->gate_in, &a->gate));
-  CK(linear_fwd(c, &L->up_proj, &x, &a->up_in, &a->up));
-  CK(act_like(c, &o, &a->gate));
-  tr_swiglu_fwd(a->gate.d, a->up.d, o.d, tr_act_numel(&o));
-  CK(linear_fwd(c, &L->down_proj, &o, &a->down_in, &y));
-  residual_add(h, &y);
+/* mlp: x (post_attention_layernorm's output) -> y = down(silu(gate(x)) *
+ * up(x)); a recompute (`full` 0) stops at down_proj's input. */
+static tpx_status mlp_fwd(tr_net *net, ctx *c, int64_t l, const tr_act *x,
+                          tr_act *y, int full) {
+  const tr_layer *L = &net->params.layers[l];
+  tr_layer_acts *a = &net->acts[l];
+  tpx_status st;
+  tr_act m;
+  CK(linear_fwd(c, &L->gate_proj, x, &a->gate_in, &a->gate));
+  CK(linear_fwd(c, &L->up_proj, x, &a->up_in, &a->up));
+  CK(act_like(c, &m, &a->gate));
+  tr_swiglu_fwd(a->gate.d, a->up.d, m.d, tr_act_numel(&m));
+  if (!full)
+    return linear_in(c, &L->down_proj, &m, &a->down_in);
+  return linear_fwd(c, &L->down_proj, &m, &a->down_in, y);
+}
+
+/* A region run forward without keeping its activations (checkpointing):
+ * its output y, shaped as the residual stream h, lands in a buffer taken
+ * before the region, and all the region took after it is given back at
+ * once; backward runs the region again (recompute). */
+typedef tpx_status (*region_fwd)(tr_net *net, ctx *c, int64_t l,
+                                 const tr_act *x, tr_act *y, int full);
+
+static tpx_status dropped_fwd(tr_net *net, ctx *c, int64_t l, region_fwd f,
+                              const tr_act *x, const tr_act *h, tr_act *y) {
+  tpx_status st;
+  tr_act keep;
+  CK(act_like(c, &keep, h));
+  size_t mark = tr_arena_mark(c->ar);
+  CK(f(net, c, l, x, y, 1));
+  if (tr_act_numel(y) != tr_act_numel(h))
+    return tpx_error_set(c->err, TPX_INTERNAL,
+                         "layer %lld: a region's output holds %lld values, "
+                         "the residual stream %lld",
+                         (long long)l, (long long)tr_act_numel(y),
+                         (long long)tr_act_numel(h));
+  memcpy(keep.d, y->d, sizeof(float) * (size_t)tr_act_numel(h));
+  tr_arena_pop(c->ar, mark);
+  y->d = keep.d;
   return TPX_OK;
 }
 
-/* dh: the grad of the layer's output, replaced by the grad of its input.
- * Each block's gradient starts from dh (dy: the same buffer, consumed by
- * the output transition) and ends added into it. */
-static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
+/* The layer on h, the residual stream in, replaced by the layer's output:
+ * input_layernorm, self_attn, the residual; post_attention_layernorm,
+ * mlp, the residual. Under TR_CKPT_MODULES self_attn and mlp keep nothing
+ * (dropped_fwd), the norms keep what they keep without. A recompute
+ * (`full` 0, TR_CKPT_LAYER's backward) stops at down_proj's input. */
+static tpx_status layer_body(tr_net *net, ctx *c, int64_t l, tr_act *h,
+                             int full) {
+  const tr_config *cfg = &net->cfg;
   const tr_layer *L = &net->params.layers[l];
   tr_layer_acts *a = &net->acts[l];
-  const tr_attn_shape *sh = &a->ash;
-  int64_t hd = net->cfg.head_dim;
+  int drop = net->ckpt == TR_CKPT_MODULES;
   tpx_status st;
+  tr_act y;
+  CK(norm_fwd(c, &L->input_layernorm, cfg->eps, h, &a->ln1_in, &a->ln1_rstd,
+              &a->attn_x));
+  CK(drop ? dropped_fwd(net, c, l, attn_fwd, &a->attn_x, h, &y)
+          : attn_fwd(net, c, l, &a->attn_x, &y, 1));
+  residual_add(h, &y);
+  CK(norm_fwd(c, &L->post_attention_layernorm, cfg->eps, h, &a->ln2_in,
+              &a->ln2_rstd, &a->mlp_x));
+  CK(drop ? dropped_fwd(net, c, l, mlp_fwd, &a->mlp_x, h, &y)
+          : mlp_fwd(net, c, l, &a->mlp_x, &y, full));
+  if (full)
+    residual_add(h, &y);
+  return TPX_OK;
+}
 
-  /* MLP */
+/* The whole layer as a region (TR_CKPT_LAYER): x in, y out. */
+static tpx_status layer_region(tr_net *net, ctx *c, int64_t l, const tr_act *x,
+                               tr_act *y, int full) {
+  *y = *x;
+  return layer_body(net, c, l, y, full);
+}
+
+/* h: the residual stream in, replaced by the layer's output. */
+static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
+  tr_layer_acts *a = &net->acts[l];
+  tpx_status st;
+  tr_act y;
+  memset(a, 0, sizeof *a);
+  a->in = *h;
+  if (net->ckpt != TR_CKPT_LAYER)
+    return layer_body(net, c, l, h, 1);
+  CK(dropped_fwd(net, c, l, layer_region, h, h, &y));
+  h->d = y.d;
+  return TPX_OK;
+}
+
+/* The MLP's backward: dh, the grad of the layer's output, gets the grad
+ * of the MLP's input through post_attention_layernorm added in. The
+ * gradient starts from dh (dy: the same buffer, consumed by the output
+ * transition). */
+static tpx_status mlp_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
+  const tr_layer *L = &net->params.layers[l];
+  tr_layer_acts *a = &net->acts[l];
+  tpx_status st;
   tr_act dy = *dh, dm = {0}, dg, du, dx = {0}, dn;
   CK(linear_bwd(c, &L->down_proj, &a->down_in, &dy, &dm));
   CK(act_like(c, &dg, &dm));
@@ -318,10 +438,18 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   CK(norm_bwd(c, &L->post_attention_layernorm, &a->ln2_in, a->ln2_rstd, &dx,
               &dn));
   act_add(dh, &dn);
+  return TPX_OK;
+}
 
-  /* attention */
-  tr_act dout = {0}, dq, dk, dv, dxa = {0};
-  dy = *dh;
+/* The attention's backward, as mlp_bwd: dh (the grad of the attention's
+ * residual output) gets the grad through input_layernorm added in. */
+static tpx_status attn_block_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
+  const tr_layer *L = &net->params.layers[l];
+  tr_layer_acts *a = &net->acts[l];
+  const tr_attn_shape *sh = &a->ash;
+  int64_t hd = net->cfg.head_dim;
+  tpx_status st;
+  tr_act dy = *dh, dout = {0}, dq, dk, dv, dxa = {0}, dn;
   CK(linear_bwd(c, &L->o_proj, &a->o_in, &dy, &dout));
   CK(act_like(c, &dq, &a->q));
   CK(act_like(c, &dk, &a->k));
@@ -339,6 +467,33 @@ static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   CK(norm_bwd(c, &L->input_layernorm, &a->ln1_in, a->ln1_rstd, &dxa, &dn));
   act_add(dh, &dn);
   return TPX_OK;
+}
+
+/* dh: the grad of the layer's output, replaced by the grad of its input.
+ * Under checkpointing the dropped regions run forward again first, with
+ * the layer's unit unsharded for backward (the caller's), as FSDP2's
+ * pre-backward unshard precedes checkpoint's recompute: the whole layer
+ * from its input (TR_CKPT_LAYER), or the MLP from its input, its
+ * backward, then the attention the same way (TR_CKPT_MODULES). What the
+ * MLP's backward took is given back before the attention's. The values are
+ * those of the forward, bit for bit: the same kernels on the same inputs, the
+ * same transitions. */
+static tpx_status layer_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
+  tr_layer_acts *a = &net->acts[l];
+  int modules = net->ckpt == TR_CKPT_MODULES;
+  tpx_status st;
+  tr_act h = a->in, y;
+  if (net->ckpt == TR_CKPT_LAYER)
+    CK(layer_body(net, c, l, &h, 0));
+  size_t mark = tr_arena_mark(c->ar);
+  if (modules)
+    CK(mlp_fwd(net, c, l, &a->mlp_x, &y, 0));
+  CK(mlp_bwd(net, c, l, dh));
+  /* the MLP's gradients (and its recompute) are dead: dh holds the sum */
+  tr_arena_pop(c->ar, mark);
+  if (modules)
+    CK(attn_fwd(net, c, l, &a->attn_x, &y, 0));
+  return attn_block_bwd(net, c, l, dh);
 }
 
 /* ---- the whole model ---- */
@@ -424,8 +579,10 @@ static tpx_status kv_buffers(tr_net *net, ctx *c) {
   return floats(c, &net->v_full, n);
 }
 
+/* *head: the arena's mark where the final norm and lm_head begin (what
+ * backward gives back once the gradient reaches the last layer). */
 static tpx_status forward(tr_net *net, ctx *c, tr_act *logits, tr_act *fin_in,
-                          float **fin_rstd, tr_act *lm_in) {
+                          float **fin_rstd, tr_act *lm_in, size_t *head) {
   const tr_params *P = &net->params;
   tpx_status st;
   tr_act h, x;
@@ -436,19 +593,24 @@ static tpx_status forward(tr_net *net, ctx *c, tr_act *logits, tr_act *fin_in,
     CK(layer_fwd(net, c, l, &h));
     CK(tr_unit_reshard(c->r, l, 0, c->err));
   }
+  *head = tr_arena_mark(c->ar);
   CK(norm_fwd(c, &P->norm, net->cfg.eps, &h, fin_in, fin_rstd, &x));
   return linear_fwd(c, &P->lm_head, &x, lm_in, logits);
 }
 
 static tpx_status backward(tr_net *net, ctx *c, tr_act *dlogits,
                            const tr_act *fin_in, const float *fin_rstd,
-                           const tr_act *lm_in) {
+                           const tr_act *lm_in, size_t head) {
   const tr_params *P = &net->params;
   tpx_status st;
   tr_act dx = {0}, dh;
   CK(tr_unit_unshard(c->r, -1, 1, c->err));
   CK(linear_bwd(c, &P->lm_head, lm_in, dlogits, &dx));
   CK(norm_bwd(c, &P->norm, fin_in, fin_rstd, &dx, &dh));
+  /* the head's activations and the logits' gradient are dead: the layers'
+   * backward runs without the [b, t, vocab] buffer, as torch's has given
+   * its loss's buffers back by then */
+  CK(keep_only(c, head, &dh));
   for (int64_t l = net->cfg.layers - 1; l >= 0; l--) {
     size_t mark = tr_arena_mark(c->ar); /* dh stays below it */
     CK(tr_unit_unshard(c->r, l, 1, c->err));
@@ -468,18 +630,24 @@ tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,
   tpx_status st;
   tr_act logits, dlogits, fin_in, lm_in;
   float *fin_rstd;
+  size_t head;
   CK(step_setup(net, r, b, t, err));
   CK(tr_arena_reset(&net->arena, err));
   split_tokens(net, tokens);
   CK(kv_buffers(net, &c));
   CK(tr_zero_grads(r, err));
-  CK(forward(net, &c, &logits, &fin_in, &fin_rstd, &lm_in));
-  /* zeroed: the loss fills it */
-  CK(tr_act_alloc(c.ar, &dlogits, logits.b, logits.s, logits.f, 1, err));
-  dlogits.S = logits.S;
-  dlogits.F = logits.F;
+  CK(forward(net, &c, &logits, &fin_in, &fin_rstd, &lm_in, &head));
+  /* the loss writes the gradient over the logits (runtime_tp.h allows
+   * it): one [b, t, vocab] buffer through backward, not two, as torch's
+   * loss keeps one f32 log-softmax */
+  dlogits = (tr_act){.d = logits.d,
+                     .b = logits.b,
+                     .s = logits.s,
+                     .f = logits.f,
+                     .S = logits.S,
+                     .F = logits.F};
   CK(tr_cross_entropy(r, &logits, net->targets, loss, &dlogits, err));
-  CK(backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in));
+  CK(backward(net, &c, &dlogits, &fin_in, fin_rstd, &lm_in, head));
   /* the step's activations are dead: give them back now, so the first
    * step (the warm-up) regrows the block and the next ones find it ready */
   return tr_arena_reset(&net->arena, err);

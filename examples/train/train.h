@@ -57,6 +57,13 @@ float *tr_arena_floats(tr_arena *a, int64_t n, int zero, tpx_error *err);
  * temporaries, once it is done). */
 size_t tr_arena_mark(const tr_arena *a);
 void tr_arena_pop(tr_arena *a, size_t mark);
+/* Keep one buffer and give back the rest since the mark: the n floats at
+ * src (the last thing taken) move down to the mark, and the new place is
+ * returned (NULL and err set when out of memory). A collective's result
+ * taking the place of its input, as torch frees a tensor whose last
+ * reference is gone. */
+float *tr_arena_lower(tr_arena *a, size_t mark, const float *src, int64_t n,
+                      tpx_error *err);
 /* A step's start or end: everything is given back; the block grows to
  * the high-water mark, every page touched, if the step spilled. */
 tpx_status tr_arena_reset(tr_arena *a, tpx_error *err);
@@ -269,7 +276,24 @@ typedef struct tr_layer_acts {
   tr_act gate_in, up_in; /* [b, t, hidden] */
   tr_act gate, up;       /* [b, t, inter] */
   tr_act down_in;        /* [b, t, inter] SwiGLU's output */
+  /* under activation checkpointing (tr_net.ckpt), what stays between the
+   * forward and the recompute: the layer's input (TR_CKPT_LAYER) or the
+   * inputs of its attention and MLP blocks, the norms' outputs
+   * (TR_CKPT_MODULES; the norms keep theirs as without) */
+  tr_act in, attn_x, mlp_x;
 } tr_layer_acts;
+
+/* Activation checkpointing (--activation-checkpointing): which regions of
+ * a decoder layer drop their activations after the forward and run their
+ * forward again in backward (torch's checkpoint_wrapper, NO_REENTRANT;
+ * docs/TRAIN.md "Activation checkpointing"). */
+typedef enum tr_ckpt {
+  TR_CKPT_NONE,
+  TR_CKPT_LAYER,  /* the whole decoder layer (Automodel 0.7.0 on
+                     transformers' decoder layers) */
+  TR_CKPT_MODULES /* self_attn and mlp, each on its own (Automodel's
+                     submodule wrapping) */
+} tr_ckpt;
 
 struct tr_net {
   tr_config cfg;
@@ -287,6 +311,7 @@ struct tr_net {
   int64_t *pos;
   float *k_full, *v_full;
   tr_arena arena;
+  tr_ckpt ckpt; /* set after tr_net_init, before the first step */
 };
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err);
 void tr_net_free(tr_net *net);

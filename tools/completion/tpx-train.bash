@@ -15,6 +15,6 @@ _tpx_train() {
     --tp|--dp-shard|--dp-replicate|--cp) COMPREPLY=($(compgen -W "1 2 4 8 16 32 64" -- "$cur")); return ;;
     --batch|--seq|--steps|--lr|--clip|--weight-decay|--diverge-factor) return ;;
   esac
-  COMPREPLY=($(compgen -W "--model --tokens --batch --seq --steps --lr --clip --weight-decay --tp --dp-shard --dp-replicate --cp --cp-layout --sp --offload --backend --format --dump-params --dump-grads --diverge-factor --blas-info --help" -- "$cur"))
+  COMPREPLY=($(compgen -W "--model --tokens --batch --seq --steps --lr --clip --weight-decay --tp --dp-shard --dp-replicate --cp --cp-layout --sp --offload --activation-checkpointing --activation-checkpointing-modules --backend --format --dump-params --dump-grads --diverge-factor --blas-info --help" -- "$cur"))
 }
 complete -F _tpx_train tpx-train

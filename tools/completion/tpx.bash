@@ -25,7 +25,7 @@ _tpx() {
   esac
   case $cmd in
     plan)
-      COMPREPLY=($(compgen -W "--config --weights --dtype --tp --dp-shard --dp-replicate --cp --offload --sp --plan --no-fsdp --no-isolation --summary --format --html --optimizer --batch --seq --activation-checkpointing --attention --gpus --gpu-mem --host-mem --show --rank --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "--config --weights --dtype --tp --dp-shard --dp-replicate --cp --offload --sp --plan --no-fsdp --no-isolation --summary --format --html --optimizer --batch --seq --activation-checkpointing --attention --loss-in-place --gpus --gpu-mem --host-mem --show --rank --help" -- "$cur")) ;;
     plugins)
       COMPREPLY=($(compgen -W "--format --dir --help" -- "$cur")) ;;
     shard)

@@ -91,6 +91,8 @@ static void best_command(char *b, size_t size,
     cmd_arg(b, size, "--attention");
     cmd_arg(b, size, tpx_attention_name(mo->attention));
   }
+  if (mo->loss_in_place)
+    cmd_arg(b, size, "--loss-in-place");
 }
 
 static json_t *json_mesh(const cand_t *c) {

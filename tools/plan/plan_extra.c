@@ -86,6 +86,10 @@ int plan_extra_arg(plan_extra *x, const char *arg, const char *val) {
     x->mem.activation_checkpointing = 1;
     return 1;
   }
+  if (!strcmp(arg, "--loss-in-place")) {
+    x->mem.loss_in_place = 1;
+    return 1;
+  }
   static const char *const valued[] = {
       "--optimizer", "--batch", "--seq",       "--gpus",    "--gpu-mem",
       "--show",      "--rank",  "--attention", "--host-mem"};
@@ -160,6 +164,8 @@ void plan_extra_usage(FILE *out) {
           "(default\n"
           "                       flash; eager also keeps the seq x seq "
           "probabilities)\n"
+          "  --loss-in-place      a loss that writes its gradient over the "
+          "logits\n"
           "mesh advisor:\n"
           "  --gpus N             rank every (dp_replicate, dp_shard, tp) "
           "with product N\n"

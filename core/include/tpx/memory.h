@@ -71,12 +71,21 @@ typedef struct tpx_memory_options {
   int offload;
   /* Added after offload (a shorter struct gets flash). */
   tpx_attention attention; /* flash */
+  /* 1: the loss writes the logits' gradient over the logits (a fused
+   * cross-entropy such as TransformerEngine's or Liger's, tpx-train's):
+   * its backward takes no [tokens, vocab] buffers of its own. 0: torch's
+   * cross_entropy, whose backward holds the gradients of its f32
+   * log-softmax and of the logits beside the log-softmax. Only the
+   * checkpointed figure, a step's peak, counts the difference
+   * (docs/MEMORY.md "Activations"). Added after attention (a shorter
+   * struct gets 0). */
+  int loss_in_place;
 } tpx_memory_options;
 
 #define TPX_MEMORY_OPTIONS_INIT                                                \
   {                                                                            \
     sizeof(tpx_memory_options), TPX_OPTIMIZER_ADAMW, 1, 0, 0,                  \
-        TPX_DTYPE_INVALID, 0, TPX_ATTENTION_FLASH                              \
+        TPX_DTYPE_INVALID, 0, TPX_ATTENTION_FLASH, 0                           \
   }
 
 /* Bytes one rank holds at its training peak, by term. */

@@ -428,9 +428,11 @@ TPX_API tpx_status tpx_tp_logprobs_backward(
  * their number (identical on every tp rank). When grad_logits is not NULL
  * it receives grad_scale * d(loss_sum)/d(logits) = grad_scale * (softmax -
  * onehot) on counted rows, 0 on ignored rows (overwritten; shape and dtype
- * rules of tpx_tp_logprobs_backward). loss_sum / count may be NULL. One
- * pass over the logits for the statistics, one for the gradient; 2
- * all-reduces over tp. */
+ * rules of tpx_tp_logprobs_backward); grad_logits may be the logits
+ * themselves (same data, shape and dtype: the gradient is written over
+ * them, each row read before it is written). loss_sum / count may be
+ * NULL. One pass over the logits for the statistics, one for the
+ * gradient; 2 all-reduces over tp. */
 TPX_API tpx_status tpx_tp_cross_entropy(
     const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_loss_options *opts,
     const tpx_tensor *logits, const tpx_tensor *targets, double grad_scale,

@@ -91,6 +91,8 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
   if (o.seq > 0 && tpx_attention_name(o.attention))
     tpx__sbuf_printf(b, ", %s attention, %s", tpx_attention_name(o.attention),
                      tpx_dtype_short_name(tpx_memory_activation_dtype(sh, &o)));
+  if (o.seq > 0 && o.loss_in_place)
+    tpx__sbuf_printf(b, ", in-place loss");
   if (o.seq <= 0)
     tpx__sbuf_printf(b, "; activations not counted: give --seq T");
   if (o.offload)
@@ -273,5 +275,7 @@ json_t *tpx__report_memory_options_json(const tpx_sharding *sh,
                       dt ? json_string(dt) : json_null());
   if (o.offload)
     json_object_set_new(j, "offload", json_true());
+  if (o.loss_in_place)
+    json_object_set_new(j, "loss_in_place", json_true());
   return j;
 }

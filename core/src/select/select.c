@@ -679,9 +679,8 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.cap_arch = c.matched;
   s = tpx__registry_family(reg, c.arch, &c.reg_family, err);
   c.family = tpx__family_pick(tpx__model_family(model), &c.reg_family);
-  c.hf_prefix = tpx__hf_prefix_for_model(model, c.family->hf_prefix,
-                                         c.hf_prefix_buf,
-                                         sizeof c.hf_prefix_buf);
+  c.hf_prefix = tpx__hf_prefix_for_model(
+      model, c.family->hf_prefix, c.hf_prefix_buf, sizeof c.hf_prefix_buf);
 
   tpx_status (*const steps[])(step_ctx *) = {
       step_own_flow, step_validate, step_custom,  step_named,

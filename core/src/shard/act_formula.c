@@ -96,18 +96,33 @@ static int64_t head_bytes(const tpx__act_dims *d) {
   return add(add(norm_into_linear(d), mul(d->tokens, per_token)), add(rope, 4));
 }
 
+/* Under cp, the K and V of one layer gathered over the full sequence
+ * (local heads), alive while that layer's attention runs. */
+static int64_t cp_kv_bytes(const tpx__act_dims *d) {
+  if (d->cp <= 1)
+    return 0;
+  return mul(mul(d->cp_tokens, d->elem), mul(2, mul(d->kv_heads, d->head_dim)));
+}
+
 int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing) {
   int64_t layer = tpx__act_layer_bytes(d);
   int64_t head = head_bytes(d);
-  /* under cp, the K and V of one layer gathered over the full sequence
-   * (local heads), alive while that layer's attention runs */
-  if (d->cp > 1)
-    head = add(head, mul(mul(d->cp_tokens, d->elem),
-                         mul(2, mul(d->kv_heads, d->head_dim))));
   if (!checkpointing)
-    return add(mul(d->layers, layer), head);
-  /* each layer keeps its input (sequence-sharded under SP); one layer is
-   * recomputed at a time */
+    return add(add(mul(d->layers, layer), head), cp_kv_bytes(d));
+  /* Checkpointed, the step's peak (tools/upstream/ckpt_peak.py measures
+   * torch's): each layer keeps its input (sequence-sharded under SP), and
+   * on top of that either the head at the loss's backward (torch's
+   * cross_entropy then also holds the gradients of its f32 log-softmax
+   * and of the logits; an in-place loss none), or, once those are given
+   * back, one layer recomputed with its MLP's backward buffers (the
+   * gradients of act(gate) * up and of one factor, [S, i_l] each, and of
+   * the MLP's input, [S, h], whole under SP) and under cp the gathered K
+   * and V. */
   int64_t kept = mul(mul(mul(sp_tokens(d), d->hidden), d->elem), d->layers);
-  return add(add(kept, layer), head);
+  if (!d->loss_in_place)
+    head = add(head, mul(mul(2, d->tokens), mul(4, d->vocab_local)));
+  int64_t grads =
+      mul(mul(d->tokens, d->elem), add(mul(2, d->inter), d->hidden));
+  int64_t bwd = add(add(layer, grads), cp_kv_bytes(d));
+  return add(kept, head > bwd ? head : bwd);
 }

@@ -206,6 +206,7 @@ tpx_status tpx__act_dims_read(const tpx_sharding *sh,
                          "tpx_attention (flash, sdpa or eager)",
                          (int)opts->attention);
   d->attention = opts->attention;
+  d->loss_in_place = opts->loss_in_place != 0;
   d->elem = (int64_t)tpx_dtype_size(tpx_memory_activation_dtype(sh, opts));
   return TPX_OK;
 }

@@ -30,6 +30,8 @@ typedef struct tpx__act_dims {
                           post-norms) */
   int qk_norm;         /* 1: q and k are normed per head */
   tpx_attention attention;
+  int loss_in_place; /* the options': the loss's backward needs no
+                        [S, V_l] buffers of its own */
 } tpx__act_dims;
 
 /* Read the sizes (opts->seq must be > 0). TPX_NOT_FOUND naming the config
@@ -40,7 +42,9 @@ tpx_status tpx__act_dims_read(const tpx_sharding *sh,
 /* Set the context-parallel degree (tpx__act_dims_read takes it from the
  * mesh dimension named "cp", else 1): tokens becomes batch * ceil(seq/cp). */
 void tpx__act_dims_set_cp(tpx__act_dims *d, int64_t cp);
-/* Activation bytes at the peak (docs/MEMORY.md "activations"). */
+/* Activation bytes at the peak (docs/MEMORY.md "Activations"): what is
+ * saved for backward at the end of forward; with checkpointing, the
+ * step's peak, backward's buffers included. */
 int64_t tpx__act_bytes(const tpx__act_dims *d, int checkpointing);
 /* Bytes of one layer's saved activations, without checkpointing. */
 int64_t tpx__act_layer_bytes(const tpx__act_dims *d);

@@ -3,7 +3,7 @@
  * reference: even and uneven vocab splits (1000 over 2, 3, 4; 10 over 3 and
  * 4; 3 over 4 with an empty shard), tp = 1, bf16 logits, ignore_index, the
  * gradient by finite differences on small vocabularies, logits that are not
- * vocab-parallel, and bad input. */
+ * vocab-parallel, the gradient written over the logits, and bad input. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -233,6 +233,49 @@ START_TEST(test_misc) {
 }
 END_TEST
 
+/* grad_logits may be the logits themselves (runtime_tp.h): the gradient
+ * written over the logits in place equals, bit for bit, the one written
+ * beside them (tpx-train's loss does so to keep one [rows, vocab] buffer,
+ * not two). Vocab 38 over tp 2: 19 a rank, two blocks of 8 and a tail;
+ * row 2's target ignored. */
+static tpx_status in_place_body(tpx_comm *world, void *arg, tpx_error *err) {
+  rt_sh_arg *b = arg;
+  tpx_mesh_comm *mc;
+  tpx_status st =
+      tpx_mesh_comm_create(world, tpx_sharding_mesh(b->sh), &mc, err);
+  if (st != TPX_OK)
+    return st;
+  tpx_tp_loss_options o = TPX_TP_LOSS_OPTIONS_INIT;
+  o.vocab = 38;
+  enum { ROWS = 3, LEN = 19 };
+  float z[ROWS * LEN], g[ROWS * LEN];
+  for (int i = 0; i < ROWS * LEN; i++)
+    z[i] = (float)((i * 37 + 11 * tpx_comm_rank(world)) % 23) / 7.0f - 1.5f;
+  int32_t tg[ROWS] = {3, 30, -100};
+  int64_t ls[2] = {ROWS, LEN}, ts[1] = {ROWS};
+  tpx_tensor tz = tpx_tensor_make(z, TPX_DTYPE_F32, 2, ls);
+  tpx_tensor tgr = tpx_tensor_make(g, TPX_DTYPE_F32, 2, ls);
+  tpx_tensor tt = tpx_tensor_make(tg, TPX_DTYPE_I32, 1, ts);
+  double beside = 0, over = 0;
+  st = tpx_tp_cross_entropy_mean(b->sh, mc, &o, &tz, &tt, &tgr, &beside, err);
+  if (st == TPX_OK)
+    st = tpx_tp_cross_entropy_mean(b->sh, mc, &o, &tz, &tt, &tz, &over, err);
+  if (st == TPX_OK && (memcmp(z, g, sizeof z) || over != beside))
+    st = tpx_error_set(err, TPX_VALIDATION,
+                       "in place: the gradient or the loss (%.17g, beside "
+                       "%.17g) differs",
+                       over, beside);
+  tpx_mesh_comm_destroy(mc);
+  return st;
+}
+
+START_TEST(test_in_place) {
+  rt_world w = mk(1, 2);
+  rt_run_body(in_place_body, w.sh);
+  rt_world_free(&w);
+}
+END_TEST
+
 /* Positions split over dp: each dp rank's (sum, count), all-reduced over
  * dp, give the loss over all positions. */
 typedef struct dp_arg {
@@ -327,6 +370,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_vocab_range);
   tcase_add_test(tc, test_uneven_vocab_not_seed_split);
   tcase_add_test(tc, test_misc);
+  tcase_add_test(tc, test_in_place);
   tcase_add_test(tc, test_dp_split);
   tcase_add_loop_test(tc, test_head_chain, 0,
                       (int)(sizeof head_cases / sizeof head_cases[0]));

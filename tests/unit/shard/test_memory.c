@@ -187,6 +187,7 @@ typedef struct {
   int sp;
   int ckpt;
   int64_t want;
+  int in_place; /* loss_in_place */
 } act_case;
 
 /* batch 2 x seq 16 = 32 tokens, bf16 (e = 2), head_dim 64/8 = 8, V = 256
@@ -201,19 +202,25 @@ typedef struct {
  *       head  = 16512 + 32*(4*256 + 16) + RoPE 2*16*8*2 + loss 4
  *             = 16512 + 33280 + 512 + 4 = 50308
  *       all: 2*83200 + 50308 = 216708
- *       checkpointed: 2*(32*64*2) + 83200 + 50308 = 141700
+ *       checkpointed: the kept inputs 2*(32*64*2) = 8192, and the larger
+ *       of the head with torch's loss buffers 50308 + 2*32*4*256 = 115844
+ *       and a layer with its MLP's backward 83200 + 32*(2*128 + 64)*2
+ *       = 103680: 124036; with an in-place loss 8192 + 103680 = 111872
  * tp 2 (heads 4, kv 4, I 64, V 128):
  *       layer = 33024 + 32*(2*8*16 + 16) + 32*4*64*2 = 33024 + 8704 + 16384
  *             = 58112
  *       head  = 16512 + 32*(4*128 + 16) + 516 = 33924; all: 150148
- *       checkpointed: 8192 + 58112 + 33924 = 100228
+ *       checkpointed: 8192 + max(33924 + 32768, 58112 + 32*(2*64 + 64)*2)
+ *       = 8192 + 70400 = 78592
  * tp 2 + SP (a norm's own bytes on 16 tokens: 16*388 + 32*128 = 10304):
  *       layer = 2*10304 + 8704 + 16384 = 45696
  *       head  = 10304 + 16896 + 516 = 27716; all: 119108
- *       checkpointed: 2*(16*64*2) + 45696 + 27716 = 77508 */
+ *       checkpointed: 2*(16*64*2) + max(27716 + 32768, 45696 + 12288)
+ *       = 64580; in-place loss 4096 + 57984 = 62080 */
 static const act_case act_cases[] = {
-    {1, 0, 0, 216708}, {1, 0, 1, 141700}, {2, 0, 0, 150148},
-    {2, 0, 1, 100228}, {2, 1, 0, 119108}, {2, 1, 1, 77508},
+    {1, 0, 0, 216708, 0}, {1, 0, 1, 124036, 0}, {2, 0, 0, 150148, 0},
+    {2, 0, 1, 78592, 0},  {2, 1, 0, 119108, 0}, {2, 1, 1, 64580, 0},
+    {1, 0, 1, 111872, 1}, {2, 1, 1, 62080, 1},
 };
 
 START_TEST(activations_table) {
@@ -228,9 +235,11 @@ START_TEST(activations_table) {
   o.batch = 2;
   o.seq = 16;
   o.activation_checkpointing = c->ckpt;
+  o.loss_in_place = c->in_place;
   tpx_memory x = mem_of(sh, &o, 0);
-  ck_assert_msg(x.activations == c->want, "tp %lld sp %d ckpt %d: %lld",
-                (long long)c->tp, c->sp, c->ckpt, (long long)x.activations);
+  ck_assert_msg(x.activations == c->want,
+                "tp %lld sp %d ckpt %d in-place %d: %lld", (long long)c->tp,
+                c->sp, c->ckpt, c->in_place, (long long)x.activations);
   tpx_sharding_destroy(sh);
   tpx_mesh_destroy(mesh);
   tpx_plan_destroy(p);
