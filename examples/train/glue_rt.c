@@ -13,16 +13,6 @@ struct tr_rank {
   tr_tp tp; /* first: the shared TP half (glue_tp.c) */
   const tpx_model *model;
   tpx_runtime *rt;
-  int64_t embed;
-  int64_t *layer_param; /* a parameter of each layer (its unit) */
-  int64_t nlayers;
-  size_t nunits;
-  unsigned char *unsharded_fwd, *unsharded_bwd, *reduced;
-  /* units holding parameters outside the decoder layers (embedding, final
-   * norm, lm_head: the root and, for untied embeddings, their own units),
-   * in forward order; "layer -1" stands for all of them */
-  int64_t root_units[8];
-  int nroot;
 };
 
 /* time a collective call into r->comm_s */
@@ -33,8 +23,6 @@ struct tr_rank {
     (r)->tp.comm_s += tr_now() - t0_;                                          \
     return s_;                                                                 \
   } while (0)
-
-static int fsdp_on(const tr_rank *r) { return tpx_runtime_fsdp_enabled(r->rt); }
 
 tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
                           tpx_error *err) {
@@ -51,42 +39,11 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
   ro.offload = su->offload;
   if (!st)
     st = tpx_runtime_create(su->sharding, r->tp.mc, &ro, &r->rt, err);
-  if (st) {
+  if (st)
     tr_rank_destroy(r);
-    return st;
-  }
-  r->embed = r->tp.embed;
-  int64_t nl = 0;
-  tpx_model_config_int(r->model, "num_hidden_layers", &nl, NULL);
-  r->nlayers = nl;
-  r->layer_param = calloc((size_t)(nl + 1), sizeof *r->layer_param);
-  r->nunits = tpx_runtime_num_units(r->rt);
-  r->unsharded_fwd = calloc(r->nunits + 1, 1);
-  r->unsharded_bwd = calloc(r->nunits + 1, 1);
-  r->reduced = calloc(r->nunits + 1, 1);
-  if (!r->layer_param || !r->unsharded_fwd || !r->unsharded_bwd ||
-      !r->reduced) {
-    tr_rank_destroy(r);
-    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  }
-  for (int64_t l = 0; l < nl; l++) {
-    char b[128];
-    snprintf(b, sizeof b, "model.layers.%lld.self_attn.q_proj.weight",
-             (long long)l);
-    r->layer_param[l] = tpx_model_find_param(r->model, b);
-  }
-  const char *outside[] = {"model.embed_tokens.weight", "model.norm.weight",
-                           "lm_head.weight"};
-  for (size_t i = 0; i < sizeof outside / sizeof *outside; i++) {
-    int64_t u = tpx_runtime_param_unit(
-        r->rt, tpx_model_find_param(r->model, outside[i]));
-    int seen = u < 0;
-    for (int k = 0; k < r->nroot; k++) seen |= r->root_units[k] == u;
-    if (!seen)
-      r->root_units[r->nroot++] = u;
-  }
-  *out = r;
-  return TPX_OK;
+  else
+    *out = r;
+  return st;
 }
 
 int tr_rank_memory(const tr_rank *r, tr_memory *out) {
@@ -106,10 +63,6 @@ void tr_rank_destroy(tr_rank *r) {
     return;
   tpx_runtime_destroy(r->rt);
   tr_tp_fini(&r->tp);
-  free(r->layer_param);
-  free(r->unsharded_fwd);
-  free(r->unsharded_bwd);
-  free(r->reduced);
   free(r);
 }
 
@@ -160,95 +113,44 @@ int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) {
   return pi.shape[d];
 }
 
-static int64_t unit_of(tr_rank *r, int64_t layer) {
-  return tpx_runtime_param_unit(r->rt, r->layer_param[layer]);
-}
-
-static int is_root_unit(const tr_rank *r, int64_t u) {
-  for (int k = 0; k < r->nroot; k++)
-    if (r->root_units[k] == u)
-      return 1;
-  return 0;
+/* FSDP2's hooks, by module name: the runtime finds each layer's unit,
+ * gathers it once per pass, reduces it once per backward, and keeps the
+ * root units (embedding, final norm, lm_head) gathered from
+ * forward_begin to backward_end (layer -1 stands for them). */
+static const char *layer_name(int64_t layer, char *b, size_t n) {
+  snprintf(b, n, "model.layers.%lld", (long long)layer);
+  return b;
 }
 
 tpx_status tr_zero_grads(tr_rank *r, tpx_error *err) {
-  memset(r->unsharded_fwd, 0, r->nunits + 1);
-  memset(r->unsharded_bwd, 0, r->nunits + 1);
-  memset(r->reduced, 0, r->nunits + 1);
   return tpx_runtime_zero_grads(r->rt, err);
-}
-
-/* Each unit is unsharded once per pass and reduced once per step, whoever
- * asks first (a layer may share a root unit; FSDP off is one pseudo-unit).
- * Root units (layer -1) are gathered first and released last. */
-static tpx_status unshard_one(tr_rank *r, int64_t u, int backward,
-                              tpx_error *err) {
-  if (u < 0 || (size_t)u >= r->nunits)
-    return tpx_error_set(err, TPX_INTERNAL, "no runtime unit %lld",
-                         (long long)u);
-  unsigned char *done = backward ? r->unsharded_bwd : r->unsharded_fwd;
-  if (done[u])
-    return TPX_OK;
-  done[u] = 1;
-  TIMED(r, tpx_runtime_unshard(
-               r->rt, (size_t)u,
-               backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err));
 }
 
 tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward,
                            tpx_error *err) {
-  if (layer >= 0)
-    return unshard_one(r, unit_of(r, layer), backward, err);
-  for (int k = 0; k < r->nroot; k++) {
-    tpx_status st = unshard_one(r, r->root_units[k], backward, err);
-    if (st)
-      return st;
-  }
-  return TPX_OK;
-}
-
-static tpx_status reduce_one(tr_rank *r, int64_t u, tpx_error *err) {
-  if (r->reduced[u])
-    return TPX_OK;
-  r->reduced[u] = 1;
-  TIMED(r, tpx_runtime_reduce_grads(r->rt, (size_t)u, err));
+  char b[64];
+  if (layer < 0)
+    TIMED(r, backward ? tpx_runtime_backward_begin(r->rt, err)
+                      : tpx_runtime_forward_begin(r->rt, err));
+  layer_name(layer, b, sizeof b);
+  TIMED(r, backward ? tpx_runtime_pre_backward(r->rt, b, err)
+                    : tpx_runtime_pre_forward(r->rt, b, err));
 }
 
 tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) {
-  if (layer >= 0) {
-    int64_t u = unit_of(r, layer);
-    if (!fsdp_on(r) || is_root_unit(r, u))
-      return TPX_OK; /* with the root, at the end */
-    return reduce_one(r, u, err);
-  }
-  for (int k = 0; k < r->nroot; k++) {
-    tpx_status st = reduce_one(r, r->root_units[k], err);
-    if (st)
-      return st;
-  }
-  return TPX_OK;
+  char b[64];
+  TIMED(r, layer < 0 ? tpx_runtime_backward_end(r->rt, err)
+                     : tpx_runtime_post_backward(
+                           r->rt, layer_name(layer, b, sizeof b), err));
 }
 
+/* backward: post_backward / backward_end above resharded already */
 tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward,
                            tpx_error *err) {
-  if (!fsdp_on(r))
+  char b[64];
+  if (backward || layer < 0)
     return TPX_OK;
-  if (layer >= 0) {
-    int64_t u = unit_of(r, layer);
-    if (is_root_unit(r, u) || (backward && !r->reduced[u]))
-      return TPX_OK;
-    return tpx_runtime_reshard(
-        r->rt, (size_t)u, backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD,
-        err);
-  }
-  for (int k = 0; k < r->nroot; k++) {
-    tpx_status st = tpx_runtime_reshard(
-        r->rt, (size_t)r->root_units[k],
-        backward ? TPX_RUNTIME_BACKWARD : TPX_RUNTIME_FORWARD, err);
-    if (st)
-      return st;
-  }
-  return TPX_OK;
+  return tpx_runtime_post_forward(r->rt, layer_name(layer, b, sizeof b), err);
 }
 
 tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd,

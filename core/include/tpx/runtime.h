@@ -43,7 +43,9 @@
  * "prefetch" is an eager synchronous all-gather: results are identical,
  * there is just no overlap. tpx_runtime_is_async says which applies.
  *
- * A trainer's step (every rank runs the same calls in the same order):
+ * A trainer's step (every rank runs the same calls in the same order; the
+ * module hooks below make these unit calls for a trainer that names its
+ * modules instead):
  *
  *   tpx_runtime_zero_grads(rt, err);
  *   for each unit u in forward order (root first, then layers):
@@ -279,6 +281,84 @@ TPX_API tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
 TPX_API tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err);
 /* Zero the sharded gradients (and any live unsharded gradients). Local. */
 TPX_API tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err);
+
+/* ---- FSDP2 module hooks (the runtime keeps the unit bookkeeping) -------- */
+
+/* The calls above take unit indices and leave the "which unit, has it been
+ * gathered this pass, is it reduced yet" questions to the caller. The calls
+ * below answer them inside, as FSDP2's hooks on fully_shard modules do: a
+ * trainer names the module it is about to run (its full dotted name, as
+ * tpx_model_find_module takes it) and the runtime finds its unit (the
+ * nearest enclosing FSDP unit module, else the root's; the one pseudo-unit
+ * when FSDP is off). A step:
+ *
+ *   tpx_runtime_zero_grads(rt, err);
+ *   tpx_runtime_forward_begin(rt, err);   // root units gathered
+ *   for each layer: pre_forward("model.layers.3") ... post_forward(same)
+ *   tpx_runtime_backward_begin(rt, err);  // ends the forward
+ *   for each layer, last first:
+ *     pre_backward("model.layers.3") ... post_backward(same)
+ *   tpx_runtime_backward_end(rt, err);    // root units reduced, all freed
+ *
+ * Root units are the units outside every module list (tpx_fsdp_unit.group
+ * < 0): the root (final norm, tied embeddings) and the untied input and
+ * output embeddings' own units. They are unsharded (with their prefetch)
+ * when a pass begins, in forward order (the order of their first
+ * parameters) for the forward and the reverse for the backward, stay
+ * gathered from the forward through the backward, and are reduced and
+ * resharded at backward_end; hooks on their modules are no-ops.
+ * Idempotence: a unit is unsharded once per forward and once per backward
+ * (prefetch included) and its gradients reduced once per backward, however
+ * many of its modules call the hooks. Every rank must make the same calls in
+ * the same order (they are collective as the unit calls they make are).
+ * Activation checkpointing: between backward_begin and backward_end,
+ * pre_forward acts as pre_backward and post_forward does nothing (the
+ * recomputed forward finds the unit gathered for the backward), as FSDP2
+ * skips its reshard while a module's backward is pending. Each pass may be
+ * run again (gradient accumulation: every backward_end adds its reduced
+ * gradients into the sharded ones). Errors: TPX_NOT_FOUND naming a module
+ * the model lacks, TPX_INVALID_ARGUMENT for a hook outside its pass, a
+ * post_backward with no pre_backward, a pre_backward after its unit's
+ * gradients were reduced; and whatever the unit calls return. */
+
+/* The runtime unit of `module` into *unit. Not collective. */
+TPX_API tpx_status tpx_runtime_module_unit(const tpx_runtime *rt,
+                                           const char *module, size_t *unit,
+                                           tpx_error *err);
+/* 1 when `unit` is a root unit (see above); 0 otherwise or out of range. */
+TPX_API int tpx_runtime_unit_is_root(const tpx_runtime *rt, size_t unit);
+/* Open a forward pass (ending an open one): the per-pass flags are cleared
+ * and the root units unsharded for the forward. */
+TPX_API tpx_status tpx_runtime_forward_begin(tpx_runtime *rt, tpx_error *err);
+/* End the forward: every non-root unit gathered in it is resharded as its
+ * reshard_after_forward says (the root units stay). backward_begin calls it
+ * when a forward is open. */
+TPX_API tpx_status tpx_runtime_forward_end(tpx_runtime *rt, tpx_error *err);
+/* Open a backward pass: the root units unsharded for the backward. */
+TPX_API tpx_status tpx_runtime_backward_begin(tpx_runtime *rt, tpx_error *err);
+/* End the backward: every unit gathered in it whose gradients are not
+ * reduced yet (the root units, and any whose post_backward did not come) is
+ * reduced and resharded, then tpx_runtime_wait: the sharded gradients are
+ * final when it returns. */
+TPX_API tpx_status tpx_runtime_backward_end(tpx_runtime *rt, tpx_error *err);
+/* Before `module`'s forward: its unit unsharded (tpx_runtime_unshard,
+ * FORWARD, with its prefetch) unless this forward did so already. */
+TPX_API tpx_status tpx_runtime_pre_forward(tpx_runtime *rt, const char *module,
+                                           tpx_error *err);
+/* After it: the unit resharded (tpx_runtime_reshard, FORWARD: only when its
+ * reshard_after_forward is set). No-op for a root unit. */
+TPX_API tpx_status tpx_runtime_post_forward(tpx_runtime *rt, const char *module,
+                                            tpx_error *err);
+/* Before `module`'s backward: its unit unsharded for the backward
+ * (gradients allocated, its backward prefetch issued), once per backward. */
+TPX_API tpx_status tpx_runtime_pre_backward(tpx_runtime *rt, const char *module,
+                                            tpx_error *err);
+/* After it: the unit's gradients reduced (tpx_runtime_reduce_grads) and the
+ * unit resharded, once per backward; for a root unit, at backward_end. Call
+ * it after the backward of every module of the unit. */
+TPX_API tpx_status tpx_runtime_post_backward(tpx_runtime *rt,
+                                             const char *module,
+                                             tpx_error *err);
 
 /* ---- gradient norm and clip (torch clip_grad_norm_) --------------------- */
 
