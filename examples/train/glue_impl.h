@@ -16,7 +16,8 @@ typedef struct tr_tp {
    * cp 1), this rank's place in it and how the sequence is cut */
   tpx_comm *cp;
   tr_cp cpi;
-  double cp_s; /* of comm_s, the cp all-gathers / reduce-scatters */
+  tpx_comm *dp_cp; /* the loss's average: dp_replicate x dp_shard x cp */
+  double cp_s;     /* of comm_s, the cp all-gathers / reduce-scatters */
 } tr_tp;
 
 /* Fill the shared part (creates the mesh comm). */

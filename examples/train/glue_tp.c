@@ -16,10 +16,13 @@ tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err) {
   tp->embed = tpx_model_find_param(su->model, "model.embed_tokens.weight");
   tp->m_embed = tpx_model_find_module(su->model, "model.embed_tokens");
   tp->cpi = (tr_cp){1, 0, su->cp_layout};
-  tpx_status st = tpx_mesh_comm_create(
-      su->world_comm, tpx_sharding_mesh(su->sharding), &tp->mc, err);
-  /* the cp group: the ranks that differ only in their cp coordinate */
   const tpx_mesh *mesh = tpx_sharding_mesh(su->sharding);
+  tpx_status st = tpx_mesh_comm_create(su->world_comm, mesh, &tp->mc, err);
+  /* the ranks the loss is averaged over (the mesh's dp_cp view) */
+  if (!st)
+    st = tpx_comm_split_mesh_dim(tpx_mesh_comm_world(tp->mc), mesh, "dp_cp",
+                                 &tp->dp_cp, err);
+  /* the cp group: the ranks that differ only in their cp coordinate */
   int cpd = tpx_mesh_dim_index(mesh, "cp");
   if (st || cpd < 0 || tpx_mesh_dim_size(mesh, cpd) == 1)
     return st;
@@ -30,6 +33,7 @@ tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err) {
 }
 
 void tr_tp_fini(tr_tp *tp) {
+  tpx_comm_destroy(tp->dp_cp);
   tpx_mesh_comm_destroy(tp->mc);
   tp->mc = NULL;
   tp->cp = NULL;
@@ -103,48 +107,31 @@ tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
     return st;
   if (!rs.present)
     return TPX_OK; /* unstyled, no such side, or tp == 1: no hooks */
-  int keeps = output && !backward && rs.keeps_dtensor;
-  if (rs.is_copy) { /* no collective: keep the buffer, update what it is */
-    if (!output && !backward) {
-      x->in_arr = x->arr;
-      x->in_arrl = x->arrl;
-      x->arr = 0;
-    }
-    if (keeps) {
-      x->arr = 1;
-      x->arrl = rs.out_layout;
-    }
-    return TPX_OK;
+  tr_act y = *x;
+  if (!rs.is_copy) { /* a collective, into a new buffer from the arena (the
+                        run checks x's local shape, naming the module) */
+    const int64_t *o = rs.out_local;
+    y = (tr_act){0};
+    if ((st = tr_act_alloc(ar, &y, o[0], o[1], o[2], 1, err)))
+      return st;
+    y.S = x->S;
+    y.F = x->F;
+    tpx_tensor in = t3(x->d, x->b, x->s, x->f), out = t3(y.d, y.b, y.s, y.f);
+    double t0 = tr_now();
+    st = tpx_tp_transition_run_resolved(tp->sh, tp->mc, &rs, &in, &out, err);
+    tp->comm_s += tr_now() - t0;
+    if (st)
+      return st;
   }
-  const int64_t *in_l = rs.in_local, *out_l = rs.out_local;
-  if (in_l[0] != x->b || in_l[1] != x->s || in_l[2] != x->f)
-    return tpx_error_set(err, TPX_INTERNAL,
-                         "module %s %s %s: local [%lld,%lld,%lld], transition "
-                         "expects [%lld,%lld,%lld]",
-                         tpx_model_module_fqn(tp->model, module),
-                         output ? "output" : "input",
-                         backward ? "backward" : "forward", (long long)x->b,
-                         (long long)x->s, (long long)x->f, (long long)in_l[0],
-                         (long long)in_l[1], (long long)in_l[2]);
-  tr_act y = {0};
-  if ((st = tr_act_alloc(ar, &y, out_l[0], out_l[1], out_l[2], 1, err)))
-    return st;
-  y.S = x->S;
-  y.F = x->F;
-  if (!output && !backward) {
+  if (!output && !backward) { /* its backward needs how x arrived */
     y.in_arr = x->arr;
     y.in_arrl = x->arrl;
+    y.arr = 0;
   }
-  if (keeps) {
+  if (output && !backward && rs.keeps_dtensor) { /* a DTensor to the next */
     y.arr = 1;
     y.arrl = rs.out_layout;
   }
-  tpx_tensor in = t3(x->d, x->b, x->s, x->f), o = t3(y.d, y.b, y.s, y.f);
-  double t0 = tr_now();
-  st = tpx_tp_transition_run_resolved(tp->sh, tp->mc, &rs, &in, &o, err);
-  tp->comm_s += tr_now() - t0;
-  if (st)
-    return st;
   *x = y;
   return TPX_OK;
 }
@@ -220,22 +207,9 @@ tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits,
 
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
-  const tpx_mesh *mesh = tpx_sharding_mesh(tp->sh);
-  int64_t n = 1;
-  for (int d = 0; d < tpx_mesh_ndim(mesh); d++) {
-    const char *name = tpx_mesh_dim_name(mesh, d);
-    if (strcmp(name, "dp_shard") && strcmp(name, "dp_replicate") &&
-        strcmp(name, "cp"))
-      continue;
-    if (tpx_mesh_dim_size(mesh, d) == 1)
-      continue;
-    double x = *v;
-    tpx_status st = tpx_comm_all_reduce(tpx_mesh_comm_dim(tp->mc, d), &x, v, 1,
-                                        TPX_DTYPE_F64, TPX_REDUCE_SUM, err);
-    if (st)
-      return st;
-    n *= tpx_mesh_dim_size(mesh, d);
-  }
-  *v /= (double)n;
-  return TPX_OK;
+  double x = *v;
+  tpx_status st = tpx_comm_all_reduce(tp->dp_cp, &x, v, 1, TPX_DTYPE_F64,
+                                      TPX_REDUCE_SUM, err);
+  *v /= (double)tpx_comm_size(tp->dp_cp);
+  return st;
 }
