@@ -1,8 +1,8 @@
 /* glue_rt.c — the trainer's parameters through the tpx runtime
- * (tpx/runtime.h), one object per rank: storage, FSDP2 units (unshard,
- * reshard, gradient reduction), grad norm / clip and AdamW. The TP half
- * (transitions, vocab-parallel embedding and loss) is glue_tp.c. */
-#include <math.h>
+ * (tpx/runtime.h), one object per rank: storage, FSDP2 through the
+ * runtime's module hooks (which keep the unit bookkeeping), grad norm /
+ * clip and AdamW. The TP half (transitions, vocab-parallel embedding and
+ * loss) is glue_tp.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +70,8 @@ void tr_rank_destroy(tr_rank *r) {
  * sharded for f32 storage), whose global box is this rank's local slice */
 tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p) {
   tpx_checkpoint_dest d = {NULL, 0, TPX_DTYPE_F32};
-  tpx_param_info mi;
-  tpx_runtime_param_info pi;
-  if (tpx_model_param(r->model, p, &mi, NULL) || mi.tied_to >= 0 ||
-      tpx_runtime_param(r->rt, p, &pi, NULL))
+  tpx_runtime_param_info pi; /* a tied alias reports its target */
+  if (tpx_runtime_param(r->rt, p, &pi, NULL) || pi.param != p)
     return d;
   d.data = pi.master;
   d.bytes = sizeof(float) * (size_t)pi.sharded_numel;
