@@ -121,16 +121,16 @@ static tpx_status unshard_fwd(tpx_runtime *rt, size_t u, tpx_error *err) {
   return tpx_runtime_unshard(rt, u, TPX_RUNTIME_FORWARD, err);
 }
 
-static tpx_status unshard_bwd(tpx_runtime *rt, size_t u, const char *module,
-                              tpx_error *err) {
+static tpx_status unshard_bwd(tpx_runtime *rt, size_t u, const char *what,
+                              const char *module, tpx_error *err) {
   tpx__rt_unit *un = &rt->units[u];
   if (un->reduced)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_runtime_pre_backward('%s'): unit %zu's "
+                         "%s('%s'): unit %zu's "
                          "gradients were already reduced in this backward "
                          "pass (its modules' backward must run before "
                          "tpx_runtime_post_backward of any of them)",
-                         module, u);
+                         what, module, u);
   if (un->bwd_done)
     return TPX_OK;
   un->bwd_done = 1;
@@ -209,7 +209,8 @@ tpx_status tpx_runtime_backward_begin(tpx_runtime *rt, tpx_error *err) {
     rt->units[u].bwd_done = rt->units[u].reduced = 0;
   rt->pass = PASS_BACKWARD;
   for (size_t k = rt->num_root; k-- > 0;) {
-    tpx_status st = unshard_bwd(rt, rt->root_units[k], "(root)", err);
+    tpx_status st = unshard_bwd(rt, rt->root_units[k],
+                                "tpx_runtime_backward_begin", "", err);
     if (st != TPX_OK)
       return st;
   }
@@ -254,7 +255,7 @@ tpx_status tpx_runtime_pre_forward(tpx_runtime *rt, const char *module,
   /* a forward run again inside the backward (activation checkpointing's
    * recompute) needs the unit as the backward has it */
   if (rt->pass == PASS_BACKWARD)
-    return unshard_bwd(rt, u, module, err);
+    return unshard_bwd(rt, u, "tpx_runtime_pre_forward", module, err);
   return unshard_fwd(rt, u, err);
 }
 
@@ -276,7 +277,9 @@ tpx_status tpx_runtime_pre_backward(tpx_runtime *rt, const char *module,
                        "tpx_runtime_pre_backward('%s'): the runtime is in a "
                        "forward pass (call tpx_runtime_backward_begin first)",
                        module);
-  return st != TPX_OK ? st : unshard_bwd(rt, u, module, err);
+  return st != TPX_OK
+             ? st
+             : unshard_bwd(rt, u, "tpx_runtime_pre_backward", module, err);
 }
 
 tpx_status tpx_runtime_post_backward(tpx_runtime *rt, const char *module,
