@@ -92,6 +92,8 @@
 TPX_BEGIN_DECLS
 
 typedef struct tpx_runtime tpx_runtime;
+/* tpx/checkpoint.h's reader (C11 allows the repeated typedef) */
+typedef struct tpx_checkpoint_reader tpx_checkpoint_reader;
 
 typedef struct tpx_runtime_options {
   size_t struct_size;
@@ -228,6 +230,13 @@ TPX_API tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
 TPX_API tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt,
                                                 const char *path,
                                                 tpx_error *err);
+/* tpx_runtime_load_safetensors through a reader the caller opened
+ * (tpx_checkpoint_reader_create), which it keeps: several ranks' runtimes
+ * (threads of one process) may read through one reader at once, so a
+ * checkpoint is opened once, not once per rank. Same rules and errors. */
+TPX_API tpx_status tpx_runtime_load_checkpoint(tpx_runtime *rt,
+                                               const tpx_checkpoint_reader *rd,
+                                               tpx_error *err);
 /* Collective over the whole mesh: every rank gets the full parameter (from
  * the f32 masters) / full sharded gradient in `full` (host memory on every
  * backend; global shape, dtype f32, bf16 or f16). For tests and
@@ -311,6 +320,10 @@ TPX_API tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err);
  * (prefetch included) and its gradients reduced once per backward, however
  * many of its modules call the hooks. Every rank must make the same calls in
  * the same order (they are collective as the unit calls they make are).
+ * The model itself (module "", FSDP2's root module) opens and closes the
+ * passes: pre_forward("") is forward_begin, post_forward("") forward_end,
+ * pre_backward("") backward_begin and post_backward("") backward_end, so a
+ * trainer may wrap its whole model in hooks as it wraps each layer.
  * Activation checkpointing: between backward_begin and backward_end,
  * pre_forward acts as pre_backward and post_forward does nothing (the
  * recomputed forward finds the unit gathered for the backward), as FSDP2
@@ -433,6 +446,23 @@ TPX_API int64_t tpx_runtime_space_bytes(const tpx_runtime *rt, int host,
                                         int peak);
 /* 1 when the runtime offloads its sharded state (options.offload). */
 TPX_API int tpx_runtime_is_offloaded(const tpx_runtime *rt);
+
+/* Every figure above at once (what a trainer reports after a step). */
+typedef struct tpx_runtime_memory {
+  size_t struct_size;
+  int64_t allocated[TPX_RUNTIME_MEM_TOTAL + 1]; /* by kind: bytes now */
+  int64_t peak[TPX_RUNTIME_MEM_TOTAL + 1];      /* by kind: high-water mark */
+  int64_t cached;                               /* tpx_runtime_cached_bytes */
+  int64_t device, device_peak; /* tpx_runtime_space_bytes(rt, 0, 0 / 1) */
+  int64_t host, host_peak;     /* tpx_runtime_space_bytes(rt, 1, 0 / 1) */
+} tpx_runtime_memory;
+#define TPX_RUNTIME_MEMORY_INIT                                                \
+  { sizeof(tpx_runtime_memory), {0}, {0}, 0, 0, 0, 0, 0 }
+
+/* Fill *out (struct_size from TPX_RUNTIME_MEMORY_INIT). Local. */
+TPX_API tpx_status tpx_runtime_memory_stats(const tpx_runtime *rt,
+                                            tpx_runtime_memory *out,
+                                            tpx_error *err);
 
 TPX_END_DECLS
 

@@ -4,13 +4,15 @@
  * once per backward, whoever asks first) and the root units (those outside
  * every module list: the root, and the untied input / output embeddings'
  * own units), gathered when a pass begins and reduced and released when the
- * backward ends, as FSDP2's root hooks and final callback do.
+ * backward ends, as FSDP2's root hooks and final callback do; the hooks
+ * of the model itself (module "") open and close the passes.
  * Not here: the collectives themselves (rt_fsdp.c); the order a trainer
  * runs its modules in (its forward). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/rt_internal.h"
+#include "comm/comm_view.h"
 
 enum { PASS_NONE = 0, PASS_FORWARD = 1, PASS_BACKWARD = 2 };
 
@@ -149,7 +151,7 @@ static tpx_status release_bwd(tpx_runtime *rt, size_t u, tpx_error *err) {
   return st;
 }
 
-tpx_status tpx_runtime_forward_end(tpx_runtime *rt, tpx_error *err) {
+static tpx_status clocked_runtime_forward_end(tpx_runtime *rt, tpx_error *err) {
   if (!rt)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_forward_end: runtime is NULL");
@@ -169,7 +171,8 @@ tpx_status tpx_runtime_forward_end(tpx_runtime *rt, tpx_error *err) {
   return TPX_OK;
 }
 
-tpx_status tpx_runtime_forward_begin(tpx_runtime *rt, tpx_error *err) {
+static tpx_status clocked_runtime_forward_begin(tpx_runtime *rt,
+                                                tpx_error *err) {
   if (!rt)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_forward_begin: runtime is NULL");
@@ -192,7 +195,8 @@ tpx_status tpx_runtime_forward_begin(tpx_runtime *rt, tpx_error *err) {
   return TPX_OK;
 }
 
-tpx_status tpx_runtime_backward_begin(tpx_runtime *rt, tpx_error *err) {
+static tpx_status clocked_runtime_backward_begin(tpx_runtime *rt,
+                                                 tpx_error *err) {
   if (!rt)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_backward_begin: runtime is NULL");
@@ -217,7 +221,8 @@ tpx_status tpx_runtime_backward_begin(tpx_runtime *rt, tpx_error *err) {
   return TPX_OK;
 }
 
-tpx_status tpx_runtime_backward_end(tpx_runtime *rt, tpx_error *err) {
+static tpx_status clocked_runtime_backward_end(tpx_runtime *rt,
+                                               tpx_error *err) {
   if (!rt)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_backward_end: runtime is NULL");
@@ -246,8 +251,11 @@ tpx_status tpx_runtime_backward_end(tpx_runtime *rt, tpx_error *err) {
   return st;
 }
 
-tpx_status tpx_runtime_pre_forward(tpx_runtime *rt, const char *module,
-                                   tpx_error *err) {
+static tpx_status clocked_runtime_pre_forward(tpx_runtime *rt,
+                                              const char *module,
+                                              tpx_error *err) {
+  if (module && !module[0]) /* the model: FSDP2's root module */
+    return tpx_runtime_forward_begin(rt, err);
   size_t u;
   tpx_status st = hook_unit(rt, module, "tpx_runtime_pre_forward", &u, err);
   if (st != TPX_OK)
@@ -259,8 +267,11 @@ tpx_status tpx_runtime_pre_forward(tpx_runtime *rt, const char *module,
   return unshard_fwd(rt, u, err);
 }
 
-tpx_status tpx_runtime_post_forward(tpx_runtime *rt, const char *module,
-                                    tpx_error *err) {
+static tpx_status clocked_runtime_post_forward(tpx_runtime *rt,
+                                               const char *module,
+                                               tpx_error *err) {
+  if (module && !module[0]) /* the model: FSDP2's root module */
+    return tpx_runtime_forward_end(rt, err);
   size_t u;
   tpx_status st = hook_unit(rt, module, "tpx_runtime_post_forward", &u, err);
   if (st != TPX_OK || rt->pass == PASS_BACKWARD || rt->units[u].root)
@@ -268,8 +279,11 @@ tpx_status tpx_runtime_post_forward(tpx_runtime *rt, const char *module,
   return tpx_runtime_reshard(rt, u, TPX_RUNTIME_FORWARD, err);
 }
 
-tpx_status tpx_runtime_pre_backward(tpx_runtime *rt, const char *module,
-                                    tpx_error *err) {
+static tpx_status clocked_runtime_pre_backward(tpx_runtime *rt,
+                                               const char *module,
+                                               tpx_error *err) {
+  if (module && !module[0]) /* the model: FSDP2's root module */
+    return tpx_runtime_backward_begin(rt, err);
   size_t u;
   tpx_status st = hook_unit(rt, module, "tpx_runtime_pre_backward", &u, err);
   if (st == TPX_OK && rt->pass != PASS_BACKWARD)
@@ -282,8 +296,11 @@ tpx_status tpx_runtime_pre_backward(tpx_runtime *rt, const char *module,
              : unshard_bwd(rt, u, "tpx_runtime_pre_backward", module, err);
 }
 
-tpx_status tpx_runtime_post_backward(tpx_runtime *rt, const char *module,
-                                     tpx_error *err) {
+static tpx_status clocked_runtime_post_backward(tpx_runtime *rt,
+                                                const char *module,
+                                                tpx_error *err) {
+  if (module && !module[0]) /* the model: FSDP2's root module */
+    return tpx_runtime_backward_end(rt, err);
   size_t u;
   tpx_status st = hook_unit(rt, module, "tpx_runtime_post_backward", &u, err);
   if (st != TPX_OK)
@@ -297,4 +314,50 @@ tpx_status tpx_runtime_post_backward(tpx_runtime *rt, const char *module,
   if (rt->units[u].root)
     return TPX_OK; /* with the root, at tpx_runtime_backward_end */
   return release_bwd(rt, u, err);
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_runtime_forward_begin(tpx_runtime *rt, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_forward_begin(rt, err));
+}
+
+tpx_status tpx_runtime_forward_end(tpx_runtime *rt, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_forward_end(rt, err));
+}
+
+tpx_status tpx_runtime_backward_begin(tpx_runtime *rt, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_backward_begin(rt, err));
+}
+
+tpx_status tpx_runtime_backward_end(tpx_runtime *rt, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_backward_end(rt, err));
+}
+
+tpx_status tpx_runtime_pre_forward(tpx_runtime *rt, const char *module,
+                                   tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_pre_forward(rt, module, err));
+}
+
+tpx_status tpx_runtime_post_forward(tpx_runtime *rt, const char *module,
+                                    tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_post_forward(rt, module, err));
+}
+
+tpx_status tpx_runtime_pre_backward(tpx_runtime *rt, const char *module,
+                                    tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_pre_backward(rt, module, err));
+}
+
+tpx_status tpx_runtime_post_backward(tpx_runtime *rt, const char *module,
+                                     tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_post_backward(rt, module, err));
 }
