@@ -24,12 +24,11 @@ void tr_rank_destroy(tr_rank *r);
  * own bytes, straight into its storage. */
 tpx_status tr_rank_load(tr_rank *r, const tpx_checkpoint_reader *rd,
                         tpx_error *err);
-/* The full (gathered) parameter p; collective: every rank calls it, `full`
- * is filled on every rank. */
-tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err);
-/* The same for its gradient (after a step's backward: reduced, pre-clip). */
-tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full,
-                               tpx_error *err);
+/* The full (gathered) parameter p, or with `grad` its gradient (after a
+ * step's backward: reduced, pre-clip); collective: every rank calls it,
+ * `full` is filled on every rank. */
+tpx_status tr_rank_gather(tr_rank *r, int64_t p, int grad, float *full,
+                          tpx_error *err);
 int tr_rank_is_root(const tr_rank *r);
 /* How long this rank spent so far in tpx's calls that communicate (TP
  * transitions, FSDP unshard / gradient reduction, grad norm), and of

@@ -190,13 +190,9 @@ static tpx_status gather(tr_rank *r, int64_t p, float **bufs, float *full,
   return st;
 }
 
-tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
-  return gather(r, p, r->w, full, err);
-}
-
-tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full,
-                               tpx_error *err) {
-  return gather(r, p, r->g, full, err);
+tpx_status tr_rank_gather(tr_rank *r, int64_t p, int grad, float *full,
+                          tpx_error *err) {
+  return gather(r, p, grad ? r->g : r->w, full, err);
 }
 
 float *tr_param_w(tr_rank *r, int64_t p) {

@@ -56,13 +56,10 @@ tpx_status tr_rank_load(tr_rank *r, const tpx_checkpoint_reader *rd,
   return tpx_runtime_load_checkpoint(r->rt, rd, err);
 }
 
-tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
-  return tpx_runtime_gather_param(r->rt, p, full, TPX_DTYPE_F32, err);
-}
-
-tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full,
-                               tpx_error *err) {
-  return tpx_runtime_gather_grad(r->rt, p, full, TPX_DTYPE_F32, err);
+tpx_status tr_rank_gather(tr_rank *r, int64_t p, int grad, float *full,
+                          tpx_error *err) {
+  return grad ? tpx_runtime_gather_grad(r->rt, p, full, TPX_DTYPE_F32, err)
+              : tpx_runtime_gather_param(r->rt, p, full, TPX_DTYPE_F32, err);
 }
 
 float *tr_param_w(tr_rank *r, int64_t p) {

@@ -15,7 +15,9 @@
  *    bit, as the same step through the unit calls;
  *  - order and prefetch on a comm thread (dp_shard 2): pre_forward of
  *    layer 0 gathers layer 1 too (not layer 2), pre_backward of the last
- *    layer the two before it; hooks outside their pass are refused. */
+ *    layer the two before it; hooks outside their pass are refused;
+ *  - the model's own hooks (module "") open and close the passes: a step
+ *    through them gives the unit calls' gradients, bit for bit. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,13 +314,51 @@ static tpx_status units_fn(hx *x, tpx_runtime *rt, int64_t rank,
   return TPX_OK;
 }
 
-static void hooks_case(int64_t dps) {
+/* The model's hooks (module "", FSDP2's root module) instead of
+ * forward_begin ... backward_end. */
+static tpx_status root_fn(hx *x, tpx_runtime *rt, int64_t rank,
+                          tpx_error *err) {
+  (void)err;
+  RK_OK(tpx_runtime_zero_grads(rt, E_));
+  RK_OK(tpx_runtime_pre_forward(rt, "", E_)); /* forward_begin */
+  for (int k = 0; k < 3; k++)
+    ck_assert(tpx_runtime_unit_is_unsharded(rt, unit_of(rt, roots[k])));
+  for (int l = 0; l < NL; l++) {
+    RK_OK(tpx_runtime_pre_forward(rt, layer(l), E_));
+    RK_OK(tpx_runtime_post_forward(rt, layer(l), E_));
+  }
+  RK_OK(tpx_runtime_post_forward(rt, "", E_)); /* forward_end */
+  /* the last layer is not resharded after the forward (FSDP2) */
+  ck_assert(tpx_runtime_unit_is_unsharded(rt, unit_of(rt, layer(NL - 1))));
+  ck_assert(!tpx_runtime_unit_is_unsharded(rt, unit_of(rt, layer(0))));
+  tpx_error e = {0};
+  ck_assert_int_eq(tpx_runtime_post_forward(rt, "", &e), TPX_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(e.message, "tpx_runtime_forward_end"), "%s", e.message);
+  RK_OK(tpx_runtime_pre_backward(rt, "", E_)); /* backward_begin */
+  tpx_error e2 = {0};
+  ck_assert_int_eq(tpx_runtime_pre_forward(rt, "", &e2), TPX_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(e2.message, "tpx_runtime_backward_end"), "%s",
+                e2.message);
+  for (int k = 0; k < 3; k++) write_grads(x, rt, unit_of(rt, roots[k]), rank);
+  for (int l = NL - 1; l >= 0; l--) {
+    RK_OK(tpx_runtime_pre_backward(rt, layer(l), E_));
+    write_grads(x, rt, unit_of(rt, layer(l)), rank);
+    RK_OK(tpx_runtime_post_backward(rt, layer(l), E_));
+  }
+  RK_OK(tpx_runtime_post_backward(rt, "", E_)); /* backward_end */
+  for (size_t u = 0; u < tpx_runtime_num_units(rt); u++)
+    ck_assert(!tpx_runtime_unit_is_unsharded(rt, u));
+  gather_grads(x, rt, rank == 0 ? x->grads[0] : NULL);
+  return TPX_OK;
+}
+
+static void hooks_case(int64_t dps, int root) {
   hx x;
   hx_init(&x, dps, 1);
   size_t np = tpx_model_num_params(x.model);
   x.grads[0] = calloc(np, sizeof(float *));
   x.grads[1] = calloc(np, sizeof(float *));
-  x.fn = hooks_fn;
+  x.fn = root ? root_fn : hooks_fn;
   hx_run(&x);
   x.fn = units_fn;
   hx_run(&x);
@@ -336,10 +376,13 @@ static void hooks_case(int64_t dps) {
   hx_free(&x);
 }
 
-START_TEST(idempotent_world1) { hooks_case(1); }
+START_TEST(idempotent_world1) { hooks_case(1, 0); }
 END_TEST
 
-START_TEST(idempotent_dp2) { hooks_case(2); }
+START_TEST(idempotent_dp2) { hooks_case(2, 0); }
+END_TEST
+
+START_TEST(root_module_dp2) { hooks_case(2, 1); }
 END_TEST
 
 /* ---- order, prefetch and refusals ---- */
@@ -434,6 +477,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, no_fsdp);
   tcase_add_test(tc, idempotent_world1);
   tcase_add_test(tc, idempotent_dp2);
+  tcase_add_test(tc, root_module_dp2);
   tcase_add_test(tc, order_prefetch);
   tcase_add_test(tc, null_runtime);
   suite_add_tcase(s, tc);
