@@ -8,15 +8,10 @@
 
 tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err) {
   const tpx_mesh *mesh = tpx_sharding_mesh(su->sharding);
-  *tp = (tr_tp){su->model,
-                su->sharding,
-                NULL,
-                su->rank,
-                tpx_model_find_param(su->model, "model.embed_tokens.weight"),
-                tpx_model_find_module(su->model, "model.embed_tokens"),
-                NULL,
-                (tr_cp){1, 0, su->cp_layout},
-                NULL};
+  *tp = (tr_tp){.model = su->model, .sh = su->sharding, .rank = su->rank};
+  tp->cpi = (tr_cp){1, 0, su->cp_layout}; /* cp 1 unless the mesh has cp */
+  tp->embed = tpx_model_find_param(su->model, "model.embed_tokens.weight");
+  tp->m_embed = tpx_model_find_module(su->model, "model.embed_tokens");
   tpx_status st = tpx_mesh_comm_create(su->world_comm, mesh, &tp->mc, err);
   if (!st) /* the ranks the loss is averaged over */
     st = tpx_mesh_comm_view(tp->mc, "dp_cp", &tp->dp_cp, err);
