@@ -9,11 +9,10 @@
 #include <string.h>
 
 #include "runtime/rt_internal.h"
-#include "comm/comm_view.h"
 
-static tpx_status clocked_runtime_adamw_step(tpx_runtime *rt,
-                                             const tpx_adamw_options *opts,
-                                             tpx_error *err) {
+tpx_status tpx_runtime_adamw_step(tpx_runtime *rt,
+                                  const tpx_adamw_options *opts,
+                                  tpx_error *err) {
   if (!rt || !opts)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_adamw_step: %s is NULL",
@@ -87,13 +86,4 @@ static tpx_status clocked_runtime_adamw_step(tpx_runtime *rt,
                            err);
   }
   return st;
-}
-
-/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
-
-tpx_status tpx_runtime_adamw_step(tpx_runtime *rt,
-                                  const tpx_adamw_options *opts,
-                                  tpx_error *err) {
-  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
-               clocked_runtime_adamw_step(rt, opts, err));
 }

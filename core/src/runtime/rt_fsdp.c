@@ -435,11 +435,15 @@ static tpx_status clocked_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
   return TPX_OK;
 }
 
-static tpx_status clocked_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
+tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
   if (!rt)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_zero_grads: runtime is NULL");
+  /* clocked: the reductions still in flight (the zeroing is compute) */
+  tpx__comm_clock *clk = tpx__mesh_comm_clock(rt->mc);
+  double t0 = tpx__clock_enter(clk);
   tpx_status st = tpx__rt_finish_reduces(rt, err);
+  tpx__clock_leave(clk, TPX__CLOCK_RUNTIME, t0);
   if (st != TPX_OK)
     return st;
   for (size_t i = 0; i < rt->num_units && st == TPX_OK; i++) {
@@ -475,9 +479,4 @@ tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
 tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err) {
   TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
                clocked_runtime_wait(rt, err));
-}
-
-tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
-  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
-               clocked_runtime_zero_grads(rt, err));
 }
