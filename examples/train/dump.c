@@ -107,8 +107,7 @@ tpx_status tr_dump_append(tr_file *f, const tpx_model *model, tr_rank *r,
     }
     buf = nb;
     tpx_status g =
-        grads ? tr_rank_gather_grad(r, (int64_t)p, buf, err)
-              : tr_rank_gather(r, (int64_t)p, buf, err); /* collective */
+        tr_rank_gather(r, (int64_t)p, grads, buf, err); /* collective */
     if (g && !s)
       s = g;
     if (f->f && !s && !*ws &&

@@ -20,33 +20,29 @@ typedef struct tr_rank_setup {
 tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
                           tpx_error *err);
 void tr_rank_destroy(tr_rank *r);
-/* Where this rank's slice (tpx_sharding_local_slice) of parameter p lives,
- * f32, for tpx_checkpoint_read_rank; data NULL for a tied alias. */
-tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p);
-/* The full (gathered) parameter p; collective: every rank calls it, `full`
- * is filled on every rank. */
-tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err);
-/* The same for its gradient (after a step's backward: reduced, pre-clip). */
-tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full,
-                               tpx_error *err);
+/* Read this rank's slice (tpx_sharding_local_slice) of every parameter
+ * through the checkpoint reader (shared by the ranks' threads): only its
+ * own bytes, straight into its storage. */
+tpx_status tr_rank_load(tr_rank *r, const tpx_checkpoint_reader *rd,
+                        tpx_error *err);
+/* The full (gathered) parameter p, or with `grad` its gradient (after a
+ * step's backward: reduced, pre-clip); collective: every rank calls it,
+ * `full` is filled on every rank. */
+tpx_status tr_rank_gather(tr_rank *r, int64_t p, int grad, float *full,
+                          tpx_error *err);
 int tr_rank_is_root(const tr_rank *r);
-/* Wall seconds this rank spent so far in collectives (TP transitions, FSDP
- * unshard / gradient reduction, grad norm); 0 without a runtime. */
-double tr_rank_comm_seconds(const tr_rank *r);
-/* Of those, the seconds in context parallelism's K/V all-gathers and
- * reduce-scatters. */
-double tr_rank_cp_seconds(const tr_rank *r);
+/* How long this rank spent so far in tpx's calls that communicate (TP
+ * transitions, FSDP unshard / gradient reduction, grad norm), and of
+ * those in context parallelism's K/V all-gathers and reduce-scatters
+ * (tpx_mesh_comm_time: the library clocks its own calls). */
+tpx_comm_time tr_rank_comm_time(const tr_rank *r);
 double tr_now(void);
-/* What this rank's runtime allocated, in bytes (tpx_runtime_allocated_bytes
- * and _peak_bytes): the sharded parameters, gradients and optimizer state
- * now, the peak of the unsharded parameters and all-gather staging
- * (gather_peak), and the peak of everything the runtime held at once; and
- * (tpx_runtime_space_bytes) the peaks of its device part and of its host
- * part (the offloaded state; 0 without --offload). */
-typedef struct tr_memory {
-  int64_t params, grads, optimizer, gather_peak, peak;
-  int64_t device_peak, host_peak;
-} tr_memory;
+/* What this rank's runtime allocated, in bytes (tpx_runtime_memory_stats):
+ * the sharded parameters, gradients and optimizer state now, the peak of
+ * the unsharded parameters and all-gather staging (peak[GATHER]), the peak
+ * of everything the runtime held at once, and the peaks of its device part
+ * and of its host part (the offloaded state; 0 without --offload). */
+typedef tpx_runtime_memory tr_memory;
 /* 1 and *out filled; 0 without a runtime (tpx-train-ref keeps its own
  * storage and reports none). */
 int tr_rank_memory(const tr_rank *r, tr_memory *out);

@@ -1,6 +1,6 @@
 /* glue_impl.h — the part of a rank's glue both implementations share (the
- * TP side: sharding, mesh comm, rank, time in collectives). Each glue's
- * struct tr_rank starts with a tr_tp, so glue_tp.c can serve both. */
+ * TP side: sharding, mesh comm, rank). Each glue's struct tr_rank starts
+ * with a tr_tp, so glue_tp.c can serve both. */
 #ifndef TPX_TRAIN_GLUE_IMPL_H
 #define TPX_TRAIN_GLUE_IMPL_H
 #include "glue.h"
@@ -8,15 +8,14 @@
 typedef struct tr_tp {
   const tpx_model *model;
   const tpx_sharding *sh;
-  tpx_mesh_comm *mc;
+  tpx_mesh_comm *mc; /* times its own calls (tpx_mesh_comm_time) */
   int64_t rank;
   int64_t embed, m_embed;
-  double comm_s;
   /* context parallelism: the cp group (the mesh comm's cp dim; NULL at
    * cp 1), this rank's place in it and how the sequence is cut */
   tpx_comm *cp;
   tr_cp cpi;
-  double cp_s; /* of comm_s, the cp all-gathers / reduce-scatters */
+  tpx_comm *dp_cp; /* the loss's average: the mesh comm's dp_cp view */
 } tr_tp;
 
 /* Fill the shared part (creates the mesh comm). */

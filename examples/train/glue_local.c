@@ -135,13 +135,20 @@ static int64_t full_cols(tr_rank *r, int64_t p) {
   return pi.ndim > 1 ? pi.shape[1] : 1;
 }
 
-tpx_checkpoint_dest tr_rank_dest(tr_rank *r, int64_t p) {
-  tpx_checkpoint_dest d = {NULL, 0, TPX_DTYPE_F32};
-  if (r->owner[p] != p)
-    return d;
-  d.data = r->w[p];
-  d.bytes = sizeof(float) * (size_t)nelem(&r->sl[p]);
-  return d;
+/* each parameter's slice straight into its buffer (a tied alias: its
+ * target's) */
+tpx_status tr_rank_load(tr_rank *r, const tpx_checkpoint_reader *rd,
+                        tpx_error *err) {
+  tpx_checkpoint_dest *d = calloc(r->np ? r->np : 1, sizeof *d);
+  if (!d)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  for (size_t p = 0; p < r->np; p++)
+    if (r->owner[p] == (int64_t)p)
+      d[p] = (tpx_checkpoint_dest){
+          r->w[p], sizeof(float) * (size_t)nelem(&r->sl[p]), TPX_DTYPE_F32};
+  tpx_status st = tpx_checkpoint_read_rank(rd, r->tp.sh, r->tp.rank, d, err);
+  free(d);
+  return st;
 }
 
 /* all-gather the tp group's slices (padded to the largest) and place each */
@@ -183,13 +190,9 @@ static tpx_status gather(tr_rank *r, int64_t p, float **bufs, float *full,
   return st;
 }
 
-tpx_status tr_rank_gather(tr_rank *r, int64_t p, float *full, tpx_error *err) {
-  return gather(r, p, r->w, full, err);
-}
-
-tpx_status tr_rank_gather_grad(tr_rank *r, int64_t p, float *full,
-                               tpx_error *err) {
-  return gather(r, p, r->g, full, err);
+tpx_status tr_rank_gather(tr_rank *r, int64_t p, int grad, float *full,
+                          tpx_error *err) {
+  return gather(r, p, grad ? r->g : r->w, full, err);
 }
 
 float *tr_param_w(tr_rank *r, int64_t p) {
@@ -201,12 +204,6 @@ float *tr_param_g(tr_rank *r, int64_t p) {
 int64_t tr_param_dim(tr_rank *r, int64_t p, int d) {
   const tpx_slice *s = &r->sl[r->owner[p]];
   return d < s->ndim ? s->length[d] : 1;
-}
-int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) {
-  tpx_param_info pi;
-  if (tpx_model_param(r->tp.model, p, &pi, NULL) || d >= pi.ndim)
-    return 1;
-  return pi.shape[d];
 }
 
 tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward,
@@ -229,10 +226,8 @@ tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) {
       continue;
     int64_t n = nelem(&r->sl[p]);
     tpx_tensor g = tpx_tensor_make(r->g[p], TPX_DTYPE_F32, 1, &n);
-    double t0 = tr_now();
     tpx_status st =
         tpx_tp_param_grad_allreduce(r->tp.sh, r->tp.mc, (int64_t)p, &g, err);
-    r->tp.comm_s += tr_now() - t0;
     if (st)
       return st;
   }
@@ -260,11 +255,10 @@ tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd,
   }
   int tpd = tpx_mesh_dim_index(tpx_sharding_mesh(r->tp.sh), "tp");
   if (tpd >= 0 && tpx_sharding_tp_size(r->tp.sh) > 1) {
-    double x = sq[1], t0 = tr_now();
+    double x = sq[1];
     tpx_status st =
         tpx_comm_all_reduce(tpx_mesh_comm_dim(r->tp.mc, tpd), &x, &sq[1], 1,
                             TPX_DTYPE_F64, TPX_REDUCE_SUM, err);
-    r->tp.comm_s += tr_now() - t0;
     if (st)
       return st;
   }

@@ -1,206 +1,123 @@
 /* glue_tp.c — the tensor-parallel half of the glue, shared by both glues:
  * every styled module's transition, the vocab-parallel embedding and
- * cross-entropy through tpx/runtime_tp.h, and the reported loss's average
- * over the data-parallel ranks. Parameters come from the glue in use
- * (tr_param_w / tr_param_g). */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
+ * cross-entropy through tpx/runtime_tp.h, context parallelism's K/V
+ * collectives, and the reported loss's average over the data-parallel
+ * ranks. Parameters come from the glue in use (tr_param_w / tr_param_g);
+ * the mesh comm clocks every call (tpx_mesh_comm_time). */
 #include "glue_impl.h"
 
 tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err) {
-  tp->model = su->model;
-  tp->sh = su->sharding;
-  tp->rank = su->rank;
+  const tpx_mesh *mesh = tpx_sharding_mesh(su->sharding);
+  *tp = (tr_tp){.model = su->model, .sh = su->sharding, .rank = su->rank};
+  tp->cpi = (tr_cp){1, 0, su->cp_layout}; /* cp 1 unless the mesh has cp */
   tp->embed = tpx_model_find_param(su->model, "model.embed_tokens.weight");
   tp->m_embed = tpx_model_find_module(su->model, "model.embed_tokens");
-  tp->cpi = (tr_cp){1, 0, su->cp_layout};
-  tpx_status st = tpx_mesh_comm_create(
-      su->world_comm, tpx_sharding_mesh(su->sharding), &tp->mc, err);
+  tpx_status st = tpx_mesh_comm_create(su->world_comm, mesh, &tp->mc, err);
+  if (!st) /* the ranks the loss is averaged over */
+    st = tpx_mesh_comm_view(tp->mc, "dp_cp", &tp->dp_cp, err);
   /* the cp group: the ranks that differ only in their cp coordinate */
-  const tpx_mesh *mesh = tpx_sharding_mesh(su->sharding);
-  int cpd = tpx_mesh_dim_index(mesh, "cp");
-  if (st || cpd < 0 || tpx_mesh_dim_size(mesh, cpd) == 1)
-    return st;
-  tp->cp = tpx_mesh_comm_dim(tp->mc, cpd);
-  tp->cpi.size = tpx_comm_size(tp->cp);
-  tp->cpi.rank = tpx_comm_rank(tp->cp);
-  return TPX_OK;
+  if ((tp->cp = tpx_mesh_comm_dim(tp->mc, tpx_mesh_dim_index(mesh, "cp"))))
+    tp->cpi =
+        (tr_cp){tpx_comm_size(tp->cp), tpx_comm_rank(tp->cp), su->cp_layout};
+  return st;
 }
 
-void tr_tp_fini(tr_tp *tp) {
-  tpx_mesh_comm_destroy(tp->mc);
-  tp->mc = NULL;
-  tp->cp = NULL;
-}
+void tr_tp_fini(tr_tp *tp) { tpx_mesh_comm_destroy(tp->mc); }
 
+tpx_comm_time tr_rank_comm_time(const tr_rank *r) {
+  tpx_comm_time t = TPX_COMM_TIME_INIT;
+  tpx_mesh_comm_time(((const tr_tp *)r)->mc, &t, NULL);
+  return t;
+}
+int tr_rank_is_root(const tr_rank *r) { return ((const tr_tp *)r)->rank == 0; }
 tr_cp tr_rank_cp(const tr_rank *r) { return ((const tr_tp *)r)->cpi; }
+
+int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) {
+  tpx_param_info pi;
+  if (tpx_model_param(((tr_tp *)r)->model, p, &pi, NULL) || d >= pi.ndim)
+    return 1;
+  return pi.shape[d];
+}
+
+static tpx_tensor t3(const float *d, int64_t b, int64_t s, int64_t f) {
+  int64_t sh[3] = {b, s, f};
+  return tpx_tensor_make((void *)d, TPX_DTYPE_F32, 3, sh);
+}
 
 tpx_status tr_cp_gather(tr_rank *r, const float *local, float *full, int64_t b,
                         int64_t t, int64_t f, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
-  int64_t ls[3] = {b, t, f}, fs[3] = {b, t * tp->cpi.size, f};
-  tpx_tensor tl = tpx_tensor_make((void *)local, TPX_DTYPE_F32, 3, ls);
-  tpx_tensor tf = tpx_tensor_make(full, TPX_DTYPE_F32, 3, fs);
-  double t0 = tr_now();
-  tpx_status st = tpx_cp_all_gather_seq(tp->cp, tp->cpi.layout, &tl, &tf, err);
-  tp->comm_s += tr_now() - t0;
-  tp->cp_s += tr_now() - t0;
-  return st;
+  tpx_tensor tl = t3(local, b, t, f), tf = t3(full, b, t * tp->cpi.size, f);
+  return tpx_cp_all_gather_seq(tp->cp, tp->cpi.layout, &tl, &tf, err);
 }
 
 tpx_status tr_cp_reduce_scatter(tr_rank *r, const float *full, float *local,
                                 int64_t b, int64_t t, int64_t f,
                                 tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
-  int64_t ls[3] = {b, t, f}, fs[3] = {b, t * tp->cpi.size, f};
-  tpx_tensor tl = tpx_tensor_make(local, TPX_DTYPE_F32, 3, ls);
-  tpx_tensor tf = tpx_tensor_make((void *)full, TPX_DTYPE_F32, 3, fs);
-  double t0 = tr_now();
-  tpx_status st =
-      tpx_cp_reduce_scatter_seq(tp->cp, tp->cpi.layout, &tf, &tl, err);
-  tp->comm_s += tr_now() - t0;
-  tp->cp_s += tr_now() - t0;
-  return st;
+  tpx_tensor tl = t3(local, b, t, f), tf = t3(full, b, t * tp->cpi.size, f);
+  return tpx_cp_reduce_scatter_seq(tp->cp, tp->cpi.layout, &tf, &tl, err);
 }
 
-double tr_rank_comm_seconds(const tr_rank *r) {
-  return ((const tr_tp *)r)->comm_s;
-}
-double tr_rank_cp_seconds(const tr_rank *r) { return ((const tr_tp *)r)->cp_s; }
-int tr_rank_is_root(const tr_rank *r) { return ((const tr_tp *)r)->rank == 0; }
-
-static tpx_tensor t3(float *d, int64_t b, int64_t s, int64_t f) {
-  int64_t sh[3] = {b, s, f};
-  return tpx_tensor_make(d, TPX_DTYPE_F32, 3, sh);
-}
-
-/* One styled module's input / output transition: resolved once into a
- * tpx_tp_resolved (present, copy, layouts, local shapes, DTensor or not),
- * then run: two library calls per transition that communicates, one
- * otherwise. */
+/* One styled module's input / output transition, resolved with the
+ * DTensor state x carries (tpx_tp_transition_resolve_flow), then run when
+ * it moves data: into a new buffer from the arena. */
 tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
                          int backward, tr_act *x, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
-  tpx_transition_side side =
-      output ? TPX_TRANSITION_OUTPUT : TPX_TRANSITION_INPUT;
-  if (module < 0)
-    return TPX_OK; /* no such module */
-  /* an input that arrives as a DTensor (forward: this activation; backward:
-   * the forward input this gradient belongs to) */
-  const tpx_placement *arrived = NULL;
-  if (!output && !backward && x->arr)
-    arrived = &x->arrl;
-  if (!output && backward && x->in_arr)
-    arrived = &x->in_arrl;
   int64_t shape[3] = {x->b, x->S, x->F};
   tpx_tp_resolved rs = TPX_TP_RESOLVED_INIT;
-  tpx_status st =
-      tpx_tp_transition_resolve(tp->sh, module, side, 0, NULL, backward,
-                                arrived, tp->rank, shape, 3, &rs, err);
-  if (st)
-    return st;
-  if (!rs.present)
-    return TPX_OK; /* unstyled, no such side, or tp == 1: no hooks */
-  int keeps = output && !backward && rs.keeps_dtensor;
-  if (rs.is_copy) { /* no collective: keep the buffer, update what it is */
-    if (!output && !backward) {
-      x->in_arr = x->arr;
-      x->in_arrl = x->arrl;
-      x->arr = 0;
-    }
-    if (keeps) {
-      x->arr = 1;
-      x->arrl = rs.out_layout;
-    }
-    return TPX_OK;
-  }
-  const int64_t *in_l = rs.in_local, *out_l = rs.out_local;
-  if (in_l[0] != x->b || in_l[1] != x->s || in_l[2] != x->f)
-    return tpx_error_set(err, TPX_INTERNAL,
-                         "module %s %s %s: local [%lld,%lld,%lld], transition "
-                         "expects [%lld,%lld,%lld]",
-                         tpx_model_module_fqn(tp->model, module),
-                         output ? "output" : "input",
-                         backward ? "backward" : "forward", (long long)x->b,
-                         (long long)x->s, (long long)x->f, (long long)in_l[0],
-                         (long long)in_l[1], (long long)in_l[2]);
-  tr_act y = {0};
-  if ((st = tr_act_alloc(ar, &y, out_l[0], out_l[1], out_l[2], 1, err)))
+  tpx_status st = tpx_tp_transition_resolve_flow(
+      tp->sh, module, output ? TPX_TRANSITION_OUTPUT : TPX_TRANSITION_INPUT, 0,
+      backward, &x->flow, tp->rank, shape, 3, &rs, err);
+  x->flow = st ? x->flow : rs.flow;
+  if (st || rs.is_copy)
+    return st; /* a copy: x is the result, its flow changed */
+  tr_act y;
+  const int64_t *o = rs.out_local;
+  if ((st = tr_act_alloc(ar, &y, o[0], o[1], o[2], 1, err)))
     return st;
   y.S = x->S;
   y.F = x->F;
-  if (!output && !backward) {
-    y.in_arr = x->arr;
-    y.in_arrl = x->arrl;
-  }
-  if (keeps) {
-    y.arr = 1;
-    y.arrl = rs.out_layout;
-  }
-  tpx_tensor in = t3(x->d, x->b, x->s, x->f), o = t3(y.d, y.b, y.s, y.f);
-  double t0 = tr_now();
-  st = tpx_tp_transition_run_resolved(tp->sh, tp->mc, &rs, &in, &o, err);
-  tp->comm_s += tr_now() - t0;
-  if (st)
-    return st;
-  *x = y;
-  return TPX_OK;
+  y.flow = x->flow;
+  tpx_tensor in = t3(x->d, x->b, x->s, x->f), out = t3(y.d, y.b, y.s, y.f);
+  st = tpx_tp_transition_run_resolved(tp->sh, tp->mc, &rs, &in, &out, err);
+  if (!st)
+    *x = y;
+  return st;
 }
 
-/* The embedding call's tensors: ids [b, t] and the TP-local weight (or its
- * gradient); ol = the local output shape. */
-static tpx_status embed_args(tr_rank *r, const int32_t *ids, int64_t b,
-                             int64_t t, int grad, int64_t ish[2], int64_t ol[3],
-                             tpx_tensor *ti, tpx_tensor *tw, tpx_error *err) {
+/* The vocab-parallel embedding (forward when given the arena, which x
+ * then comes from; else backward, x the output's gradient) on the
+ * TP-local weight or its gradient. */
+static tpx_status embed(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b,
+                        int64_t t, tr_act *x, tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
-  int64_t wl[2];
-  ish[0] = b;
-  ish[1] = t;
+  int64_t e = tp->embed, ish[2] = {b, t}, ol[3], wl[2];
   tpx_status st = tpx_tp_embedding_shape(tp->sh, tp->m_embed, tp->rank, ish, 2,
                                          ol, wl, err);
-  if (st)
+  if (st || (ar && (st = tr_act_alloc(ar, x, ol[0], ol[1], ol[2], 1, err))))
     return st;
-  *ti = tpx_tensor_make((void *)ids, TPX_DTYPE_I32, 2, ish);
-  *tw = tpx_tensor_make(grad ? tr_param_g(r, tp->embed)
-                             : tr_param_w(r, tp->embed),
-                        TPX_DTYPE_F32, 2, wl);
-  return TPX_OK;
+  tpx_tensor ti = tpx_tensor_make((void *)ids, TPX_DTYPE_I32, 2, ish);
+  tpx_tensor tw = tpx_tensor_make(ar ? tr_param_w(r, e) : tr_param_g(r, e),
+                                  TPX_DTYPE_F32, 2, wl);
+  tpx_tensor tx = t3(x->d, x->b, x->s, x->f);
+  if (!ar)
+    return tpx_tp_embedding_backward(tp->sh, tp->mc, tp->m_embed, &ti, &tx, &tw,
+                                     err);
+  x->S = t;
+  x->F = tr_param_full_dim(r, e, 1);
+  return tpx_tp_embedding_forward(tp->sh, tp->mc, tp->m_embed, &ti, &tw, &tx,
+                                  err);
 }
 
 tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b,
                         int64_t t, tr_act *out, tpx_error *err) {
-  tr_tp *tp = (tr_tp *)r;
-  int64_t ish[2], ol[3];
-  tpx_tensor ti, tw;
-  tpx_status st = embed_args(r, ids, b, t, 0, ish, ol, &ti, &tw, err);
-  if (st || (st = tr_act_alloc(ar, out, ol[0], ol[1], ol[2], 1, err)))
-    return st;
-  out->S = t;
-  out->F = tr_param_full_dim(r, tp->embed, 1);
-  tpx_tensor to = t3(out->d, ol[0], ol[1], ol[2]);
-  double t0 = tr_now();
-  st =
-      tpx_tp_embedding_forward(tp->sh, tp->mc, tp->m_embed, &ti, &tw, &to, err);
-  tp->comm_s += tr_now() - t0;
-  return st;
+  return embed(r, ar, ids, b, t, out, err);
 }
-
 tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t,
                         tr_act *dout, tpx_error *err) {
-  tr_tp *tp = (tr_tp *)r;
-  int64_t ish[2], ol[3];
-  tpx_tensor ti, tw;
-  tpx_status st = embed_args(r, ids, b, t, 1, ish, ol, &ti, &tw, err);
-  if (st)
-    return st;
-  tpx_tensor tg = t3(dout->d, dout->b, dout->s, dout->f);
-  double t0 = tr_now();
-  st = tpx_tp_embedding_backward(tp->sh, tp->mc, tp->m_embed, &ti, &tg, &tw,
-                                 err);
-  tp->comm_s += tr_now() - t0;
-  return st;
+  return embed(r, NULL, ids, b, t, dout, err);
 }
 
 tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits,
@@ -219,23 +136,6 @@ tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits,
 }
 
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err) {
-  tr_tp *tp = (tr_tp *)r;
-  const tpx_mesh *mesh = tpx_sharding_mesh(tp->sh);
-  int64_t n = 1;
-  for (int d = 0; d < tpx_mesh_ndim(mesh); d++) {
-    const char *name = tpx_mesh_dim_name(mesh, d);
-    if (strcmp(name, "dp_shard") && strcmp(name, "dp_replicate") &&
-        strcmp(name, "cp"))
-      continue;
-    if (tpx_mesh_dim_size(mesh, d) == 1)
-      continue;
-    double x = *v;
-    tpx_status st = tpx_comm_all_reduce(tpx_mesh_comm_dim(tp->mc, d), &x, v, 1,
-                                        TPX_DTYPE_F64, TPX_REDUCE_SUM, err);
-    if (st)
-      return st;
-    n *= tpx_mesh_dim_size(mesh, d);
-  }
-  *v /= (double)n;
-  return TPX_OK;
+  return tpx_comm_all_reduce(((tr_tp *)r)->dp_cp, v, v, 1, TPX_DTYPE_F64,
+                             TPX_REDUCE_AVG, err);
 }

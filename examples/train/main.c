@@ -425,7 +425,7 @@ static void print_step(const job *j, int64_t i, const step_record *s) {
  * the activations (as the plan adds them: an upper bound of the two at
  * once). */
 static int64_t peak_bytes(const job *j) {
-  return j->memory.peak + j->activations;
+  return j->memory.peak[TPX_RUNTIME_MEM_TOTAL] + j->activations;
 }
 
 /* Rank 0's memory figures in the order both formats print them: params,
@@ -433,10 +433,10 @@ static int64_t peak_bytes(const job *j) {
  * runtime's device bytes + the activations), host peak. */
 enum { MEM_N = 8 };
 static void memory_figures(const job *j, long long m[MEM_N]) {
-  m[0] = (long long)j->memory.params;
-  m[1] = (long long)j->memory.grads;
-  m[2] = (long long)j->memory.optimizer;
-  m[3] = (long long)j->memory.gather_peak;
+  m[0] = (long long)j->memory.allocated[TPX_RUNTIME_MEM_PARAMS];
+  m[1] = (long long)j->memory.allocated[TPX_RUNTIME_MEM_GRADS];
+  m[2] = (long long)j->memory.allocated[TPX_RUNTIME_MEM_OPTIMIZER];
+  m[3] = (long long)j->memory.peak[TPX_RUNTIME_MEM_GATHER];
   m[4] = (long long)j->activations;
   m[5] = (long long)peak_bytes(j);
   m[6] = (long long)(j->memory.device_peak + j->activations);
@@ -530,20 +530,6 @@ static void print_summary(const args *a, const job *j) {
 
 /* ---- one rank ---- */
 
-/* Each rank reads only its own bytes: its slice of every parameter, straight
- * into the storage the glue names (the runtime's shard buffers). */
-static tpx_status load_weights(const job *j, int64_t rank, tr_rank *r,
-                               tpx_error *err) {
-  size_t np = tpx_model_num_params(j->model);
-  tpx_checkpoint_dest *d = calloc(np ? np : 1, sizeof *d);
-  if (!d)
-    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  for (size_t p = 0; p < np; p++) d[p] = tr_rank_dest(r, (int64_t)p);
-  tpx_status s = tpx_checkpoint_read_rank(j->reader, j->sh, rank, d, err);
-  free(d);
-  return s;
-}
-
 /* CPU seconds of the process (every rank thread with the local backend) */
 static double cpu_now(void) {
   struct timespec ts;
@@ -608,22 +594,28 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
     ws = tr_dump_open(a->dump_grads, j->model, a->steps, r, &gf, err);
   for (int64_t step = 0; !s && step < a->steps; step++) {
     double loss = 0, gn = 0;
-    double t0 = tr_now(), c0 = tr_rank_comm_seconds(r), p0 = cpu_now();
-    double k0 = tr_rank_cp_seconds(r);
+    double t0 = tr_now(), p0 = cpu_now();
+    tpx_comm_time c0 = tr_rank_comm_time(r);
     s = tr_net_step(net, r, rows, b, a->seq, &loss, err);
-    double tg = tr_now();
+    double tg = tr_now(), cg = tr_rank_comm_time(r).seconds;
     if (!s && a->dump_grads)
       s = tr_dump_append(&gf, j->model, r, 1, s, &ws, err);
     t0 += tr_now() - tg; /* not timed */
+    c0.seconds += tr_rank_comm_time(r).seconds - cg;
     if (!s)
       s = tr_optimizer_step(r, a->clip, a->lr, a->wd, step + 1, &gn, err);
-    double t1 = tr_now(), c1 = tr_rank_comm_seconds(r);
+    double t1 = tr_now();
+    tpx_comm_time c1 = tr_rank_comm_time(r);
     if (!s)
       s = tr_dp_mean(r, &loss, err); /* reporting only: not timed */
     if (s)
       break;
-    step_record rec = {
-        loss, gn, t1 - t0, c1 - c0, tr_rank_cp_seconds(r) - k0, cpu_now() - p0};
+    step_record rec = {loss,
+                       gn,
+                       t1 - t0,
+                       c1.seconds - c0.seconds,
+                       c1.cp_seconds - c0.cp_seconds,
+                       cpu_now() - p0};
     if (rank == 0) {
       j->steps[step] = rec;
       print_step(j, step, &rec);
@@ -656,7 +648,7 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   if (!s)
     s = tr_rank_create(&su, &r, err);
   if (!s)
-    s = load_weights(j, rank, r, err);
+    s = tr_rank_load(r, j->reader, err);
   if (!s)
     s = train(j, &net, r, rank, err);
   if (!s && rank == 0) {

@@ -155,8 +155,7 @@ static tpx_status linear_bwd(ctx *c, const tr_module *mod, const tr_act *in,
   int64_t out = tr_param_dim(c->r, mod->w, 0);
   int64_t width = tr_param_dim(c->r, mod->w, 1);
   CK(act_like(c, &dxi, in));
-  dxi.in_arr = in->in_arr;
-  dxi.in_arrl = in->in_arrl;
+  dxi.flow = in->flow;
   tr_linear_bwd(in->d, tr_param_w(c->r, mod->w), dy->d, dxi.d,
                 tr_param_g(c->r, mod->w), tr_param_g(c->r, mod->b),
                 in->b * in->s, width, out, 0);
@@ -195,8 +194,7 @@ static tpx_status norm_bwd(ctx *c, const tr_module *mod, const tr_act *in,
   size_t mark = tr_arena_mark(c->ar);
   CK(tr_transition(c->r, c->ar, mod->m, 1, 1, dy, c->err));
   CK(act_like(c, dx, in));
-  dx->in_arr = in->in_arr;
-  dx->in_arrl = in->in_arrl;
+  dx->flow = in->flow;
   tr_rmsnorm_bwd(in->d, tr_param_w(c->r, mod->w), rstd, dy->d, dx->d,
                  tr_param_g(c->r, mod->w), in->b * in->s, in->f);
   CK(tr_transition(c->r, c->ar, mod->m, 0, 1, dx, c->err));

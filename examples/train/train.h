@@ -77,13 +77,11 @@ typedef struct tr_act {
   float *d;
   int64_t b, s, f;
   int64_t S, F;
-  /* arr: this activation is a DTensor in layout arrl (the styled module
-   * that produced it kept its output a DTensor), so the next styled
-   * module's input hook redistributes it (runtime_tp.h "_dt" calls).
-   * in_arr / in_arrl: on a module's transitioned input, how its source
-   * arrived; the input-grad transition in backward needs it. */
-  int arr, in_arr;
-  tpx_placement arrl, in_arrl;
+  /* whether it is a DTensor (the styled module that produced it kept its
+   * output one) and, on a module's transitioned input, how its source
+   * arrived, which the input's gradient takes over for its backward
+   * transition (tpx_tp_flow, runtime_tp.h) */
+  tpx_tp_flow flow;
 } tr_act;
 int64_t tr_act_numel(const tr_act *a);
 /* An activation [b, s, f] from the arena; zeroed when `zero`. */

@@ -267,6 +267,42 @@ TPX_API tpx_comm *tpx_mesh_comm_world(const tpx_mesh_comm *mc);
 TPX_API tpx_comm *tpx_mesh_comm_dim(const tpx_mesh_comm *mc, int dim);
 TPX_API const tpx_mesh *tpx_mesh_comm_mesh(const tpx_mesh_comm *mc);
 
+/* The communicator of mesh dim or flattened view `name` (tpx/mesh.h:
+ * "dp", "dp_shard_cp", "dp_cp", ...), borrowed, valid while mc lives: a
+ * real dim's is tpx_mesh_comm_dim's; a view's is split the first time it
+ * is asked for and kept by mc (that first call is collective over the
+ * world, as tpx_comm_split_mesh_dim: every rank asks for the same views in
+ * the same order; later calls are local). TPX_NOT_FOUND / _INVALID_ARGUMENT
+ * naming a name the mesh has neither as dim nor as view. */
+TPX_API tpx_status tpx_mesh_comm_view(tpx_mesh_comm *mc, const char *name,
+                                      tpx_comm **out, tpx_error *err);
+
+/* How long this rank's thread spent in the calls that communicate over mc,
+ * as tpx measures it (wall seconds since mc was created): the calls of
+ * tpx/runtime_tp.h (transitions, embeddings, losses, tp gradient
+ * all-reduces) and tpx/runtime.h (FSDP unshard / reshard and the waits for
+ * prefetches, gradient reduction, the module hooks, grad norm, AdamW's
+ * sync, gathers) given mc, and those of tpx/runtime_cp.h given one of mc's
+ * dim or view comms. A call made inside another (a runtime call's tp
+ * all-reduce) counts once, in the outer call's kind. Plain tpx_comm_*
+ * collectives are not counted, nor the runtime's comm thread (the time a
+ * prefetch or reduction overlaps compute: only the caller's wait for it). */
+typedef struct tpx_comm_time {
+  size_t struct_size;
+  double seconds;         /* all of the below */
+  double tp_seconds;      /* tpx/runtime_tp.h calls */
+  double cp_seconds;      /* tpx/runtime_cp.h's K/V all-gather and
+                             reduce-scatter */
+  double runtime_seconds; /* tpx/runtime.h calls */
+  int64_t calls;          /* outermost calls counted */
+} tpx_comm_time;
+#define TPX_COMM_TIME_INIT                                                     \
+  { sizeof(tpx_comm_time), 0.0, 0.0, 0.0, 0.0, 0 }
+
+/* Fill *out (struct_size from TPX_COMM_TIME_INIT) with mc's figures. Local. */
+TPX_API tpx_status tpx_mesh_comm_time(const tpx_mesh_comm *mc,
+                                      tpx_comm_time *out, tpx_error *err);
+
 TPX_END_DECLS
 
 #endif /* TPX_COMM_H */

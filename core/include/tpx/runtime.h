@@ -43,7 +43,9 @@
  * "prefetch" is an eager synchronous all-gather: results are identical,
  * there is just no overlap. tpx_runtime_is_async says which applies.
  *
- * A trainer's step (every rank runs the same calls in the same order):
+ * A trainer's step (every rank runs the same calls in the same order; the
+ * module hooks below make these unit calls for a trainer that names its
+ * modules instead):
  *
  *   tpx_runtime_zero_grads(rt, err);
  *   for each unit u in forward order (root first, then layers):
@@ -90,6 +92,8 @@
 TPX_BEGIN_DECLS
 
 typedef struct tpx_runtime tpx_runtime;
+/* tpx/checkpoint.h's reader (C11 allows the repeated typedef) */
+typedef struct tpx_checkpoint_reader tpx_checkpoint_reader;
 
 typedef struct tpx_runtime_options {
   size_t struct_size;
@@ -226,6 +230,13 @@ TPX_API tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
 TPX_API tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt,
                                                 const char *path,
                                                 tpx_error *err);
+/* tpx_runtime_load_safetensors through a reader the caller opened
+ * (tpx_checkpoint_reader_create), which it keeps: several ranks' runtimes
+ * (threads of one process) may read through one reader at once, so a
+ * checkpoint is opened once, not once per rank. Same rules and errors. */
+TPX_API tpx_status tpx_runtime_load_checkpoint(tpx_runtime *rt,
+                                               const tpx_checkpoint_reader *rd,
+                                               tpx_error *err);
 /* Collective over the whole mesh: every rank gets the full parameter (from
  * the f32 masters) / full sharded gradient in `full` (host memory on every
  * backend; global shape, dtype f32, bf16 or f16). For tests and
@@ -279,6 +290,88 @@ TPX_API tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
 TPX_API tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err);
 /* Zero the sharded gradients (and any live unsharded gradients). Local. */
 TPX_API tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err);
+
+/* ---- FSDP2 module hooks (the runtime keeps the unit bookkeeping) -------- */
+
+/* The calls above take unit indices and leave the "which unit, has it been
+ * gathered this pass, is it reduced yet" questions to the caller. The calls
+ * below answer them inside, as FSDP2's hooks on fully_shard modules do: a
+ * trainer names the module it is about to run (its full dotted name, as
+ * tpx_model_find_module takes it) and the runtime finds its unit (the
+ * nearest enclosing FSDP unit module, else the root's; the one pseudo-unit
+ * when FSDP is off). A step:
+ *
+ *   tpx_runtime_zero_grads(rt, err);
+ *   tpx_runtime_forward_begin(rt, err);   // root units gathered
+ *   for each layer: pre_forward("model.layers.3") ... post_forward(same)
+ *   tpx_runtime_backward_begin(rt, err);  // ends the forward
+ *   for each layer, last first:
+ *     pre_backward("model.layers.3") ... post_backward(same)
+ *   tpx_runtime_backward_end(rt, err);    // root units reduced, all freed
+ *
+ * Root units are the units outside every module list (tpx_fsdp_unit.group
+ * < 0): the root (final norm, tied embeddings) and the untied input and
+ * output embeddings' own units. They are unsharded (with their prefetch)
+ * when a pass begins, in forward order (the order of their first
+ * parameters) for the forward and the reverse for the backward, stay
+ * gathered from the forward through the backward, and are reduced and
+ * resharded at backward_end; hooks on their modules are no-ops.
+ * Idempotence: a unit is unsharded once per forward and once per backward
+ * (prefetch included) and its gradients reduced once per backward, however
+ * many of its modules call the hooks. Every rank must make the same calls in
+ * the same order (they are collective as the unit calls they make are).
+ * The model itself (module "", FSDP2's root module) opens and closes the
+ * passes: pre_forward("") is forward_begin, post_forward("") forward_end,
+ * pre_backward("") backward_begin and post_backward("") backward_end, so a
+ * trainer may wrap its whole model in hooks as it wraps each layer.
+ * Activation checkpointing: between backward_begin and backward_end,
+ * pre_forward acts as pre_backward and post_forward does nothing (the
+ * recomputed forward finds the unit gathered for the backward), as FSDP2
+ * skips its reshard while a module's backward is pending. Each pass may be
+ * run again (gradient accumulation: every backward_end adds its reduced
+ * gradients into the sharded ones). Errors: TPX_NOT_FOUND naming a module
+ * the model lacks, TPX_INVALID_ARGUMENT for a hook outside its pass, a
+ * post_backward with no pre_backward, a pre_backward after its unit's
+ * gradients were reduced; and whatever the unit calls return. */
+
+/* The runtime unit of `module` into *unit. Not collective. */
+TPX_API tpx_status tpx_runtime_module_unit(const tpx_runtime *rt,
+                                           const char *module, size_t *unit,
+                                           tpx_error *err);
+/* 1 when `unit` is a root unit (see above); 0 otherwise or out of range. */
+TPX_API int tpx_runtime_unit_is_root(const tpx_runtime *rt, size_t unit);
+/* Open a forward pass (ending an open one): the per-pass flags are cleared
+ * and the root units unsharded for the forward. */
+TPX_API tpx_status tpx_runtime_forward_begin(tpx_runtime *rt, tpx_error *err);
+/* End the forward: every non-root unit gathered in it is resharded as its
+ * reshard_after_forward says (the root units stay). backward_begin calls it
+ * when a forward is open. */
+TPX_API tpx_status tpx_runtime_forward_end(tpx_runtime *rt, tpx_error *err);
+/* Open a backward pass: the root units unsharded for the backward. */
+TPX_API tpx_status tpx_runtime_backward_begin(tpx_runtime *rt, tpx_error *err);
+/* End the backward: every unit gathered in it whose gradients are not
+ * reduced yet (the root units, and any whose post_backward did not come) is
+ * reduced and resharded, then tpx_runtime_wait: the sharded gradients are
+ * final when it returns. */
+TPX_API tpx_status tpx_runtime_backward_end(tpx_runtime *rt, tpx_error *err);
+/* Before `module`'s forward: its unit unsharded (tpx_runtime_unshard,
+ * FORWARD, with its prefetch) unless this forward did so already. */
+TPX_API tpx_status tpx_runtime_pre_forward(tpx_runtime *rt, const char *module,
+                                           tpx_error *err);
+/* After it: the unit resharded (tpx_runtime_reshard, FORWARD: only when its
+ * reshard_after_forward is set). No-op for a root unit. */
+TPX_API tpx_status tpx_runtime_post_forward(tpx_runtime *rt, const char *module,
+                                            tpx_error *err);
+/* Before `module`'s backward: its unit unsharded for the backward
+ * (gradients allocated, its backward prefetch issued), once per backward. */
+TPX_API tpx_status tpx_runtime_pre_backward(tpx_runtime *rt, const char *module,
+                                            tpx_error *err);
+/* After it: the unit's gradients reduced (tpx_runtime_reduce_grads) and the
+ * unit resharded, once per backward; for a root unit, at backward_end. Call
+ * it after the backward of every module of the unit. */
+TPX_API tpx_status tpx_runtime_post_backward(tpx_runtime *rt,
+                                             const char *module,
+                                             tpx_error *err);
 
 /* ---- gradient norm and clip (torch clip_grad_norm_) --------------------- */
 
@@ -353,6 +446,23 @@ TPX_API int64_t tpx_runtime_space_bytes(const tpx_runtime *rt, int host,
                                         int peak);
 /* 1 when the runtime offloads its sharded state (options.offload). */
 TPX_API int tpx_runtime_is_offloaded(const tpx_runtime *rt);
+
+/* Every figure above at once (what a trainer reports after a step). */
+typedef struct tpx_runtime_memory {
+  size_t struct_size;
+  int64_t allocated[TPX_RUNTIME_MEM_TOTAL + 1]; /* by kind: bytes now */
+  int64_t peak[TPX_RUNTIME_MEM_TOTAL + 1];      /* by kind: high-water mark */
+  int64_t cached;                               /* tpx_runtime_cached_bytes */
+  int64_t device, device_peak; /* tpx_runtime_space_bytes(rt, 0, 0 / 1) */
+  int64_t host, host_peak;     /* tpx_runtime_space_bytes(rt, 1, 0 / 1) */
+} tpx_runtime_memory;
+#define TPX_RUNTIME_MEMORY_INIT                                                \
+  { sizeof(tpx_runtime_memory), {0}, {0}, 0, 0, 0, 0, 0 }
+
+/* Fill *out (struct_size from TPX_RUNTIME_MEMORY_INIT). Local. */
+TPX_API tpx_status tpx_runtime_memory_stats(const tpx_runtime *rt,
+                                            tpx_runtime_memory *out,
+                                            tpx_error *err);
 
 TPX_END_DECLS
 

@@ -105,10 +105,27 @@ TPX_API tpx_status tpx_tp_redistribute(const tpx_sharding *sh,
  * calls below (layouts / shape / run, plain, _dt and kwarg_) are thin
  * wrappers over the same resolution, kept for compatibility. */
 
+/* What an activation carries from one styled module to the next about
+ * DTensors (plain data, zeroed = a plain tensor; see "inputs that arrive as
+ * DTensors" below): whether it is a DTensor and in which layout (a styled
+ * module kept its output one), and, on a module's transitioned input, how
+ * the tensor it came from arrived (its backward returns the gradient in
+ * that layout). A trainer keeps one with each activation and hands it to
+ * tpx_tp_transition_resolve_flow, which says what the result carries
+ * (tpx_tp_resolved.flow); the gradient of a module's input takes the flow
+ * of that input as the forward left it. */
+typedef struct tpx_tp_flow {
+  int dtensor;                /* 1: a DTensor in `layout` */
+  tpx_placement layout;       /* over the tp dim */
+  int input_dtensor;          /* on a transitioned input: its source was a */
+  tpx_placement input_layout; /* DTensor in input_layout */
+} tpx_tp_flow;
+
 /* One direction of one transition, resolved (plain data; fill with
  * tpx_tp_transition_resolve). Initialise with TPX_TP_RESOLVED_INIT: it
- * sets struct_size, which resolve checks (this version's size or more;
- * fields are only ever appended). */
+ * sets struct_size, which resolve checks (the size of the first version,
+ * up to `out_local`, or more; fields are only ever appended, and written
+ * only when struct_size covers them). */
 typedef struct tpx_tp_resolved {
   size_t struct_size;
   /* What was asked. */
@@ -144,6 +161,10 @@ typedef struct tpx_tp_resolved {
                                              buffer on `rank` */
   int64_t out_local[TPX_MAX_TENSOR_DIMS]; /* [ndim] local shape of the output
                                              buffer on `rank` */
+  /* Appended (tpx_tp_transition_resolve_flow): the DTensor state the run's
+   * result carries on to the next module (tpx_tp_flow below). Written only
+   * when struct_size covers it. */
+  tpx_tp_flow flow;
 } tpx_tp_resolved;
 
 #define TPX_TP_RESOLVED_REPLICATE_                                             \
@@ -152,8 +173,8 @@ typedef struct tpx_tp_resolved {
   {                                                                            \
     sizeof(tpx_tp_resolved), 0, TPX_TRANSITION_INPUT, 0, NULL, 0, 0,           \
         TPX_TP_RESOLVED_REPLICATE_, 0, 1, 0, TPX_TP_RESOLVED_REPLICATE_,       \
-        TPX_TP_RESOLVED_REPLICATE_, 0, {0}, 0, {0}, {                          \
-      0                                                                        \
+        TPX_TP_RESOLVED_REPLICATE_, 0, {0}, 0, {0}, {0}, {                     \
+      0, TPX_TP_RESOLVED_REPLICATE_, 0, TPX_TP_RESOLVED_REPLICATE_             \
     }                                                                          \
   }
 
@@ -186,6 +207,23 @@ TPX_API tpx_status tpx_tp_transition_resolve(
 TPX_API tpx_status tpx_tp_transition_run_resolved(
     const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_resolved *r,
     const tpx_tensor *in, tpx_tensor *out, tpx_error *err);
+
+/* tpx_tp_transition_resolve for an activation that carries `flow` (NULL:
+ * a zeroed one, a plain tensor): the DTensor arrival is taken from it (a
+ * forward input: flow->dtensor / layout; an input's backward:
+ * flow->input_dtensor / input_layout, as that input's forward left them;
+ * outputs: none), and out->flow says what the result carries:
+ *  - a forward input that runs (present): input_* = how this one arrived,
+ *    and a plain tensor (dtensor 0) to the module;
+ *  - a forward output that runs: a DTensor in out_layout when
+ *    keeps_dtensor, else a plain tensor (input_* as given);
+ *  - backward, and anything not present: `flow` unchanged.
+ * out->struct_size must cover `flow` (TPX_TP_RESOLVED_INIT of this
+ * version). Errors as tpx_tp_transition_resolve. Local only. */
+TPX_API tpx_status tpx_tp_transition_resolve_flow(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side, int index,
+    int backward, const tpx_tp_flow *flow, int64_t rank, const int64_t *shape,
+    int ndim, tpx_tp_resolved *out, tpx_error *err);
 
 /* ---- module transitions: the calls before the resolved pair ------------ */
 

@@ -76,6 +76,10 @@ struct tpx_comm {
    * timeout of the comm they are split from. */
   double timeout_s;
   char dim[32];
+  /* The clock of the mesh comm this comm is a dim or view of (NULL
+   * otherwise): the calls of tpx/runtime_cp.h on it count there
+   * (tpx_mesh_comm_time). */
+  tpx__comm_clock *clock;
 };
 
 /* The default collective timeout: TPX_COMM_TIMEOUT when it holds a

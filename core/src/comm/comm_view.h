@@ -7,6 +7,8 @@
 #ifndef TPX_COMM_COMM_VIEW_H
 #define TPX_COMM_COMM_VIEW_H
 
+#include <stdint.h>
+
 #include "device/memspace.h"
 #include "tpx/error.h"
 #include "tpx/mesh.h"
@@ -38,5 +40,43 @@ tpx_status tpx__mesh_comm_check(tpx_mesh_comm *mc, const tpx_mesh *mesh,
  * this on failure (issue: a rank that returned early hung its peers). */
 tpx_status tpx__comm_fail_before(tpx_comm *comm, const char *what,
                                  tpx_status st, const tpx_error *err);
+
+/* ---- the mesh comm's clock (clock.c; tpx_mesh_comm_time) ----
+ * The wall seconds the calling thread spends in the public calls of
+ * tpx/runtime_tp.h, tpx/runtime_cp.h and tpx/runtime.h that may
+ * communicate, by kind. Only the outermost clocked call counts (a runtime
+ * call that runs a tp all-reduce inside counts once, as runtime). Only the
+ * rank's own thread enters it: the runtime's comm thread runs plain
+ * collectives, which are not clocked. */
+typedef enum tpx__clock_kind {
+  TPX__CLOCK_TP = 0,
+  TPX__CLOCK_CP = 1,
+  TPX__CLOCK_RUNTIME = 2,
+  TPX__CLOCK_KINDS = 3,
+} tpx__clock_kind;
+typedef struct tpx__comm_clock {
+  int depth; /* clocked calls open on this thread */
+  double seconds[TPX__CLOCK_KINDS];
+  int64_t calls[TPX__CLOCK_KINDS];
+} tpx__comm_clock;
+/* mc's clock; NULL for NULL. */
+tpx__comm_clock *tpx__mesh_comm_clock(const tpx_mesh_comm *mc);
+/* The clock of the mesh comm `comm` belongs to (a dim or view of it), else
+ * NULL. */
+tpx__comm_clock *tpx__comm_clock_of(const tpx_comm *comm);
+/* Open a clocked call: the start time when it is the outermost, else 0.
+ * NULL clock: nothing. */
+double tpx__clock_enter(tpx__comm_clock *c);
+/* Close it; the outermost adds its seconds to `kind`. */
+void tpx__clock_leave(tpx__comm_clock *c, tpx__clock_kind kind, double t0);
+/* `return expr;` clocked on clk as kind (the public call's whole body). */
+#define TPX__CLOCKED(clk, kind, expr)                                          \
+  do {                                                                         \
+    tpx__comm_clock *clk_ = (clk);                                             \
+    double t0_ = tpx__clock_enter(clk_);                                       \
+    tpx_status st_ = (expr);                                                   \
+    tpx__clock_leave(clk_, (kind), t0_);                                       \
+    return st_;                                                                \
+  } while (0)
 
 #endif /* TPX_COMM_COMM_VIEW_H */

@@ -1,5 +1,7 @@
 /* mesh_comm.c — a world communicator bound to a mesh, plus one sub-group
- * communicator per mesh dim (split with tpx_mesh_group_ranks).
+ * communicator per mesh dim (split with tpx_mesh_group_ranks), the
+ * flattened views asked for (tpx_mesh_comm_view) and the clock of the
+ * calls made over it (tpx_mesh_comm_time; clock.c).
  *
  * Not a backend: splitting is delegated to the world's backend. */
 #include <stdio.h>
@@ -13,6 +15,11 @@ struct tpx_mesh_comm {
   const tpx_mesh *mesh; /* borrowed */
   int ndim;
   tpx_comm *dims[TPX_MESH_MAX_DIMS]; /* owned */
+  /* flattened views split on first request (owned), by name */
+  int nviews;
+  char view_names[TPX_MESH_MAX_DIMS][32];
+  tpx_comm *views[TPX_MESH_MAX_DIMS];
+  tpx__comm_clock clock;
 };
 
 tpx_status tpx_comm_split_mesh_dim(tpx_comm *world, const tpx_mesh *mesh,
@@ -75,6 +82,7 @@ tpx_status tpx_mesh_comm_create(tpx_comm *world, const tpx_mesh *mesh,
       tpx_mesh_comm_destroy(mc);
       return st;
     }
+    mc->dims[i]->clock = &mc->clock;
   }
   *out = mc;
   return TPX_OK;
@@ -84,6 +92,7 @@ void tpx_mesh_comm_destroy(tpx_mesh_comm *mc) {
   if (!mc)
     return;
   for (int i = 0; i < mc->ndim; i++) tpx_comm_destroy(mc->dims[i]);
+  for (int i = 0; i < mc->nviews; i++) tpx_comm_destroy(mc->views[i]);
   free(mc);
 }
 
@@ -97,6 +106,69 @@ tpx_comm *tpx_mesh_comm_dim(const tpx_mesh_comm *mc, int dim) {
 }
 const tpx_mesh *tpx_mesh_comm_mesh(const tpx_mesh_comm *mc) {
   return mc ? mc->mesh : NULL;
+}
+
+tpx_status tpx_mesh_comm_view(tpx_mesh_comm *mc, const char *name,
+                              tpx_comm **out, tpx_error *err) {
+  if (out)
+    *out = NULL;
+  if (!mc || !name || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "mesh_comm_view: %s is NULL",
+                         !mc     ? "mesh comm"
+                         : !name ? "name"
+                                 : "out");
+  int d = tpx_mesh_dim_index(mc->mesh, name);
+  if (d >= 0) {
+    *out = mc->dims[d];
+    return TPX_OK;
+  }
+  for (int i = 0; i < mc->nviews; i++)
+    if (strcmp(mc->view_names[i], name) == 0) {
+      *out = mc->views[i];
+      return TPX_OK;
+    }
+  if (mc->nviews == TPX_MESH_MAX_DIMS || strlen(name) >= 32)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "mesh_comm_view: cannot keep view '%s' (at most %d "
+                         "views, names under 32 bytes)",
+                         name, TPX_MESH_MAX_DIMS);
+  /* the split checks the name against the mesh's dims and views */
+  tpx_comm *c = NULL;
+  tpx_status st = tpx_comm_split_mesh_dim(mc->world, mc->mesh, name, &c, err);
+  if (st)
+    return st;
+  c->clock = &mc->clock;
+  snprintf(mc->view_names[mc->nviews], 32, "%s", name);
+  mc->views[mc->nviews++] = c;
+  *out = c;
+  return TPX_OK;
+}
+
+tpx__comm_clock *tpx__mesh_comm_clock(const tpx_mesh_comm *mc) {
+  return mc ? (tpx__comm_clock *)&mc->clock : NULL;
+}
+
+tpx_status tpx_mesh_comm_time(const tpx_mesh_comm *mc, tpx_comm_time *out,
+                              tpx_error *err) {
+  if (!mc || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "mesh_comm_time: %s is NULL",
+                         !mc ? "mesh comm" : "out");
+  if (out->struct_size < sizeof(tpx_comm_time))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "mesh_comm_time: out->struct_size %zu is smaller "
+                         "than tpx_comm_time (%zu); initialise it with "
+                         "TPX_COMM_TIME_INIT",
+                         out->struct_size, sizeof(tpx_comm_time));
+  const tpx__comm_clock *c = &mc->clock;
+  out->tp_seconds = c->seconds[TPX__CLOCK_TP];
+  out->cp_seconds = c->seconds[TPX__CLOCK_CP];
+  out->runtime_seconds = c->seconds[TPX__CLOCK_RUNTIME];
+  out->seconds = out->tp_seconds + out->cp_seconds + out->runtime_seconds;
+  out->calls = c->calls[TPX__CLOCK_TP] + c->calls[TPX__CLOCK_CP] +
+               c->calls[TPX__CLOCK_RUNTIME];
+  return TPX_OK;
 }
 
 tpx_status tpx__mesh_comm_check(tpx_mesh_comm *mc, const tpx_mesh *mesh,

@@ -145,3 +145,27 @@ int64_t tpx_runtime_space_bytes(const tpx_runtime *rt, int host, int peak) {
 int tpx_runtime_is_offloaded(const tpx_runtime *rt) {
   return rt ? rt->opts.offload != 0 : 0;
 }
+
+tpx_status tpx_runtime_memory_stats(const tpx_runtime *rt,
+                                    tpx_runtime_memory *out, tpx_error *err) {
+  if (!rt || !out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_memory_stats: %s is NULL",
+                         !rt ? "runtime" : "out");
+  if (out->struct_size < sizeof *out)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_memory_stats: out->struct_size %zu is "
+                         "smaller than tpx_runtime_memory (%zu); initialise "
+                         "it with TPX_RUNTIME_MEMORY_INIT",
+                         out->struct_size, sizeof *out);
+  for (int k = 0; k <= TPX_RUNTIME_MEM_TOTAL; k++) {
+    out->allocated[k] = rt->cur[k];
+    out->peak[k] = rt->peak[k];
+  }
+  out->cached = rt->cached_bytes;
+  out->device = tpx_runtime_space_bytes(rt, 0, 0);
+  out->device_peak = tpx_runtime_space_bytes(rt, 0, 1);
+  out->host = tpx_runtime_space_bytes(rt, 1, 0);
+  out->host_peak = tpx_runtime_space_bytes(rt, 1, 1);
+  return TPX_OK;
+}

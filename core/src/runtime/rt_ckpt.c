@@ -12,29 +12,46 @@
 #include "runtime/rt_internal.h"
 #include "tpx/checkpoint.h"
 
+static tpx_status load(tpx_runtime *rt, const tpx_checkpoint_reader *rd,
+                       const char *what, tpx_error *err);
+
 tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
                                         tpx_error *err) {
   if (!rt || !path)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_load_safetensors: %s is NULL",
                          !rt ? "runtime" : "path");
+  tpx_checkpoint_reader *rd = NULL;
+  tpx_status st = tpx_checkpoint_reader_create(path, NULL, &rd, err);
+  if (st == TPX_OK)
+    st = load(rt, rd, "tpx_runtime_load_safetensors", err);
+  tpx_checkpoint_reader_destroy(rd);
+  return st;
+}
+
+tpx_status tpx_runtime_load_checkpoint(tpx_runtime *rt,
+                                       const tpx_checkpoint_reader *rd,
+                                       tpx_error *err) {
+  if (!rt || !rd)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_load_checkpoint: %s is NULL",
+                         !rt ? "runtime" : "reader");
+  return load(rt, rd, "tpx_runtime_load_checkpoint", err);
+}
+
+static tpx_status load(tpx_runtime *rt, const tpx_checkpoint_reader *rd,
+                       const char *what, tpx_error *err) {
   for (size_t u = 0; rt->fsdp && u < rt->num_units; u++)
     if (rt->units[u].state != TPX__RT_SHARDED)
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                           "tpx_runtime_load_safetensors: unit %zu is "
+                           "%s: unit %zu is "
                            "unsharded; reshard every unit before loading",
-                           u);
-  tpx_checkpoint_reader *rd = NULL;
-  tpx_status st = tpx_checkpoint_reader_create(path, NULL, &rd, err);
-  if (st != TPX_OK)
-    return st;
+                           what, u);
+  tpx_status st;
   tpx_checkpoint_dest *dests =
       calloc(rt->num_params ? rt->num_params : 1, sizeof *dests);
-  if (!dests) {
-    tpx_checkpoint_reader_destroy(rd);
-    return tpx_error_set(err, TPX_NO_MEMORY,
-                         "tpx_runtime_load_safetensors: out of memory");
-  }
+  if (!dests)
+    return tpx_error_set(err, TPX_NO_MEMORY, "%s: out of memory", what);
   /* The reader writes host memory: on a device memory space each rank's
    * bytes go to one host staging buffer first, then one H2D copy per
    * parameter (host space: straight into the flat buffers). */
@@ -71,10 +88,8 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
   if (!devp || (tpx__ms_is_device(ms) && !stage)) {
     free(devp);
     free(dests);
-    tpx_checkpoint_reader_destroy(rd);
     return tpx_error_set(err, TPX_NO_MEMORY,
-                         "tpx_runtime_load_safetensors: out of memory "
-                         "(%zu bytes of staging)",
+                         "%s: out of memory (%zu bytes of staging)", what,
                          staged);
   }
   st = tpx_checkpoint_read_rank(rd, rt->sh, rt->rank, dests, err);
@@ -85,7 +100,6 @@ tpx_status tpx_runtime_load_safetensors(tpx_runtime *rt, const char *path,
   free(stage);
   free(devp);
   free(dests);
-  tpx_checkpoint_reader_destroy(rd);
   if (st != TPX_OK)
     return st;
   for (size_t i = 0; i < rt->num_rt_params && st == TPX_OK; i++) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "runtime/rt_internal.h"
+#include "comm/comm_view.h"
 
 /* Stop at the first failing memory-space op (st is the running status). */
 #define MS(call)                                                               \
@@ -173,8 +174,9 @@ static tpx_status gather_unit(tpx_runtime *rt, size_t unit, tpx_error *err) {
   return start_gather(rt, unit, err);
 }
 
-tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
-                               tpx_runtime_phase phase, tpx_error *err) {
+static tpx_status clocked_runtime_unshard(tpx_runtime *rt, size_t unit,
+                                          tpx_runtime_phase phase,
+                                          tpx_error *err) {
   tpx_status st = check_phase_call(rt, unit, phase, "tpx_runtime_unshard", err);
   if (st != TPX_OK || !rt->fsdp)
     return st;
@@ -211,8 +213,9 @@ tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
   return TPX_OK;
 }
 
-tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
-                               tpx_runtime_phase phase, tpx_error *err) {
+static tpx_status clocked_runtime_reshard(tpx_runtime *rt, size_t unit,
+                                          tpx_runtime_phase phase,
+                                          tpx_error *err) {
   tpx_status st = check_phase_call(rt, unit, phase, "tpx_runtime_reshard", err);
   if (st != TPX_OK || !rt->fsdp)
     return st;
@@ -232,7 +235,7 @@ tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
   return TPX_OK;
 }
 
-tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err) {
+static tpx_status clocked_runtime_wait(tpx_runtime *rt, tpx_error *err) {
   if (!rt)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_wait: runtime is NULL");
@@ -389,8 +392,8 @@ tpx_status tpx__rt_finish_reduces(tpx_runtime *rt, tpx_error *err) {
   return first;
 }
 
-tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
-                                    tpx_error *err) {
+static tpx_status clocked_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
+                                               tpx_error *err) {
   tpx_status st = check_unit(rt, unit, "tpx_runtime_reduce_grads", err);
   if (st != TPX_OK)
     return st;
@@ -436,7 +439,11 @@ tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
   if (!rt)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_zero_grads: runtime is NULL");
+  /* clocked: the reductions still in flight (the zeroing is compute) */
+  tpx__comm_clock *clk = tpx__mesh_comm_clock(rt->mc);
+  double t0 = tpx__clock_enter(clk);
   tpx_status st = tpx__rt_finish_reduces(rt, err);
+  tpx__clock_leave(clk, TPX__CLOCK_RUNTIME, t0);
   if (st != TPX_OK)
     return st;
   for (size_t i = 0; i < rt->num_units && st == TPX_OK; i++) {
@@ -447,4 +454,29 @@ tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err) {
       st = tpx__ms_memset(rt->ms, u->unsh_grad, 0, u->unsh_bytes, err);
   }
   return st;
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_runtime_unshard(tpx_runtime *rt, size_t unit,
+                               tpx_runtime_phase phase, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_unshard(rt, unit, phase, err));
+}
+
+tpx_status tpx_runtime_reshard(tpx_runtime *rt, size_t unit,
+                               tpx_runtime_phase phase, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_reshard(rt, unit, phase, err));
+}
+
+tpx_status tpx_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
+                                    tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_reduce_grads(rt, unit, err));
+}
+
+tpx_status tpx_runtime_wait(tpx_runtime *rt, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_wait(rt, err));
 }

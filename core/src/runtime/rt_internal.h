@@ -3,7 +3,8 @@
  * accounting), rt_dim.c (mesh-dim communicators), rt_queue.c (the
  * comm thread), rt_fsdp.c (unshard, reshard,
  * prefetch, gradient reduction), rt_load.c (load / gather full tensors),
- * rt_norm.c (grad norm and clip), rt_adamw.c (AdamW).
+ * rt_norm.c (grad norm and clip), rt_adamw.c (AdamW), rt_hooks.c (module
+ * names to units, the per-pass hooks).
  * Not for other areas: they use tpx/runtime.h. */
 #ifndef TPX_RUNTIME_RT_INTERNAL_H
 #define TPX_RUNTIME_RT_INTERNAL_H
@@ -123,6 +124,11 @@ typedef struct tpx__rt_unit {
   void *rstage; /* reduce-dtype blocks, dps of them */
   void *rout;   /* this rank's reduced block */
   tpx__rt_job rjob;
+  /* The hooks (rt_hooks.c): a root unit (outside every module list) is
+   * gathered when a pass begins and reduced when the backward ends; the
+   * flags say what this pass did already. */
+  int root;
+  int fwd_done, bwd_done, reduced;
 } tpx__rt_unit;
 
 struct tpx_runtime {
@@ -165,6 +171,13 @@ struct tpx_runtime {
   /* Of cur[TOTAL]: bytes in host memory outside rt->ms (offload); peaks of
    * the host and the rt->ms parts. */
   int64_t host_cur, host_peak, dev_peak;
+  /* The hooks (rt_hooks.c): the unit each unit's module heads (-1 for
+   * other modules), the root units in forward order, the open pass. */
+  int64_t *unit_at;
+  size_t num_modules;
+  size_t *root_units;
+  size_t num_root;
+  int pass;
 };
 
 /* ---- buffers (rt_buf.c) ---- */
@@ -228,5 +241,11 @@ void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u);
  * Every public call that reads or writes sharded gradients calls it first,
  * so all ranks finish reductions at the same points of the program. */
 tpx_status tpx__rt_finish_reduces(tpx_runtime *rt, tpx_error *err);
+
+/* ---- hooks (rt_hooks.c) ---- */
+
+/* The module -> unit map and the root units (create, after the units). */
+tpx_status tpx__rt_hooks_init(tpx_runtime *rt, tpx_error *err);
+void tpx__rt_hooks_free(tpx_runtime *rt);
 
 #endif /* TPX_RUNTIME_RT_INTERNAL_H */

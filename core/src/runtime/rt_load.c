@@ -144,13 +144,29 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
   return st;
 }
 
-tpx_status tpx_runtime_gather_param(tpx_runtime *rt, int64_t param, void *full,
-                                    tpx_dtype dtype, tpx_error *err) {
+static tpx_status clocked_runtime_gather_param(tpx_runtime *rt, int64_t param,
+                                               void *full, tpx_dtype dtype,
+                                               tpx_error *err) {
   return gather_full(rt, param, full, dtype, 0, "tpx_runtime_gather_param",
                      err);
 }
 
+static tpx_status clocked_runtime_gather_grad(tpx_runtime *rt, int64_t param,
+                                              void *full, tpx_dtype dtype,
+                                              tpx_error *err) {
+  return gather_full(rt, param, full, dtype, 1, "tpx_runtime_gather_grad", err);
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_runtime_gather_param(tpx_runtime *rt, int64_t param, void *full,
+                                    tpx_dtype dtype, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_gather_param(rt, param, full, dtype, err));
+}
+
 tpx_status tpx_runtime_gather_grad(tpx_runtime *rt, int64_t param, void *full,
                                    tpx_dtype dtype, tpx_error *err) {
-  return gather_full(rt, param, full, dtype, 1, "tpx_runtime_gather_grad", err);
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_gather_grad(rt, param, full, dtype, err));
 }

@@ -14,9 +14,10 @@
 #include <string.h>
 
 #include "runtime/rt_internal.h"
+#include "comm/comm_view.h"
 
-tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type, double *out,
-                                 tpx_error *err) {
+static tpx_status clocked_runtime_grad_norm(tpx_runtime *rt, double norm_type,
+                                            double *out, tpx_error *err) {
   if (!rt || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_grad_norm: %s is NULL",
@@ -115,9 +116,11 @@ tpx_status tpx_runtime_clip_grads(tpx_runtime *rt, double max_norm,
   return st;
 }
 
-tpx_status tpx_runtime_clip_grad_norm(tpx_runtime *rt, double max_norm,
-                                      double norm_type, double *total_out,
-                                      tpx_error *err) {
+static tpx_status clocked_runtime_clip_grad_norm(tpx_runtime *rt,
+                                                 double max_norm,
+                                                 double norm_type,
+                                                 double *total_out,
+                                                 tpx_error *err) {
   double total = 0.0;
   tpx_status st = tpx_runtime_grad_norm(rt, norm_type, &total, err);
   if (st != TPX_OK)
@@ -125,4 +128,20 @@ tpx_status tpx_runtime_clip_grad_norm(tpx_runtime *rt, double max_norm,
   if (total_out)
     *total_out = total;
   return tpx_runtime_clip_grads(rt, max_norm, total, err);
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_runtime_grad_norm(tpx_runtime *rt, double norm_type, double *out,
+                                 tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+               clocked_runtime_grad_norm(rt, norm_type, out, err));
+}
+
+tpx_status tpx_runtime_clip_grad_norm(tpx_runtime *rt, double max_norm,
+                                      double norm_type, double *total_out,
+                                      tpx_error *err) {
+  TPX__CLOCKED(
+      tpx__mesh_comm_clock(rt ? rt->mc : NULL), TPX__CLOCK_RUNTIME,
+      clocked_runtime_clip_grad_norm(rt, max_norm, norm_type, total_out, err));
 }

@@ -397,6 +397,8 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   st = fsdp_view(rt, err);
   if (st == TPX_OK)
     st = build(rt, err);
+  if (st == TPX_OK)
+    st = tpx__rt_hooks_init(rt, err);
   if (st == TPX_OK) {
     /* A comm thread for the dp collectives: local threads always; mpi
      * only under MPI_THREAD_MULTIPLE; nccl never (synchronous). */
@@ -441,6 +443,7 @@ void tpx_runtime_destroy(tpx_runtime *rt) {
                  (size_t)un->grad_numel * sizeof(float));
   }
   tpx__rt_release_cache(rt);
+  tpx__rt_hooks_free(rt);
   free(rt->units);
   free(rt->params);
   free(rt->param_slot);

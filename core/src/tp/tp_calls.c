@@ -11,6 +11,7 @@
 
 #include "tp/tp_internal.h"
 #include "shard/sharding_view.h"
+#include "comm/comm_view.h"
 
 /* ---- positional inputs and outputs -------------------------------------- */
 
@@ -81,23 +82,23 @@ tpx_status tpx_tp_transition_shape_dt(const tpx_sharding *sh, int64_t module,
                              err);
 }
 
-tpx_status tpx_tp_transition_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                                 int64_t module, tpx_transition_side side,
-                                 int index, int backward, const int64_t *shape,
-                                 const tpx_tensor *in, tpx_tensor *out,
-                                 tpx_error *err) {
+static tpx_status clocked_tp_transition_run(const tpx_sharding *sh,
+                                            tpx_mesh_comm *mc, int64_t module,
+                                            tpx_transition_side side, int index,
+                                            int backward, const int64_t *shape,
+                                            const tpx_tensor *in,
+                                            tpx_tensor *out, tpx_error *err) {
   TPX__TRY(tpx__tp_check_plain(sh, module, side, index, in ? in->ndim : 0,
                                "tpx_tp_transition_run", err));
   return tpx_tp_transition_run_dt(sh, mc, module, side, index, backward, NULL,
                                   shape, in, out, err);
 }
 
-tpx_status tpx_tp_transition_run_dt(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                                    int64_t module, tpx_transition_side side,
-                                    int index, int backward,
-                                    const tpx_placement *arrived,
-                                    const int64_t *shape, const tpx_tensor *in,
-                                    tpx_tensor *out, tpx_error *err) {
+static tpx_status clocked_tp_transition_run_dt(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, int64_t module,
+    tpx_transition_side side, int index, int backward,
+    const tpx_placement *arrived, const int64_t *shape, const tpx_tensor *in,
+    tpx_tensor *out, tpx_error *err) {
   TPX__TRY(tpx__tp_check_comm(sh, mc, "tpx_tp_transition_run", err));
   if (!in || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -159,13 +160,12 @@ tpx_status tpx_tp_kwarg_transition_shape(const tpx_sharding *sh, int64_t module,
                             err);
 }
 
-tpx_status tpx_tp_kwarg_transition_run(const tpx_sharding *sh,
-                                       tpx_mesh_comm *mc, int64_t module,
-                                       const char *kwarg, int backward,
-                                       const tpx_placement *arrived,
-                                       const int64_t *shape,
-                                       const tpx_tensor *in, tpx_tensor *out,
-                                       tpx_error *err) {
+static tpx_status
+clocked_tp_kwarg_transition_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                int64_t module, const char *kwarg, int backward,
+                                const tpx_placement *arrived,
+                                const int64_t *shape, const tpx_tensor *in,
+                                tpx_tensor *out, tpx_error *err) {
   TPX__TRY(tpx__tp_check_comm(sh, mc, "tpx_tp_kwarg_transition_run", err));
   if (!in || !out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -175,4 +175,40 @@ tpx_status tpx_tp_kwarg_transition_run(const tpx_sharding *sh,
   tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
   TPX__TRY(resolve(sh, module, kwarg, backward, arrived, in->ndim, &r, err));
   return tpx__tp_run(sh, mc, &r, shape, in, out, err);
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_tp_transition_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                 int64_t module, tpx_transition_side side,
+                                 int index, int backward, const int64_t *shape,
+                                 const tpx_tensor *in, tpx_tensor *out,
+                                 tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_transition_run(sh, mc, module, side, index, backward,
+                                         shape, in, out, err));
+}
+
+tpx_status tpx_tp_transition_run_dt(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                    int64_t module, tpx_transition_side side,
+                                    int index, int backward,
+                                    const tpx_placement *arrived,
+                                    const int64_t *shape, const tpx_tensor *in,
+                                    tpx_tensor *out, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_transition_run_dt(sh, mc, module, side, index,
+                                            backward, arrived, shape, in, out,
+                                            err));
+}
+
+tpx_status tpx_tp_kwarg_transition_run(const tpx_sharding *sh,
+                                       tpx_mesh_comm *mc, int64_t module,
+                                       const char *kwarg, int backward,
+                                       const tpx_placement *arrived,
+                                       const int64_t *shape,
+                                       const tpx_tensor *in, tpx_tensor *out,
+                                       tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_kwarg_transition_run(sh, mc, module, kwarg, backward,
+                                               arrived, shape, in, out, err));
 }

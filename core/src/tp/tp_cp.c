@@ -204,14 +204,32 @@ static tpx_status cp_move(tpx_comm *cp, tpx_cp_layout layout,
   return st;
 }
 
+static tpx_status clocked_cp_all_gather_seq(tpx_comm *cp, tpx_cp_layout layout,
+                                            const tpx_tensor *local,
+                                            tpx_tensor *full, tpx_error *err) {
+  return cp_move(cp, layout, local, full, 1, err);
+}
+
+static tpx_status clocked_cp_reduce_scatter_seq(tpx_comm *cp,
+                                                tpx_cp_layout layout,
+                                                const tpx_tensor *full,
+                                                tpx_tensor *local,
+                                                tpx_error *err) {
+  return cp_move(cp, layout, local, full, 0, err);
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
 tpx_status tpx_cp_all_gather_seq(tpx_comm *cp, tpx_cp_layout layout,
                                  const tpx_tensor *local, tpx_tensor *full,
                                  tpx_error *err) {
-  return cp_move(cp, layout, local, full, 1, err);
+  TPX__CLOCKED(tpx__comm_clock_of(cp), TPX__CLOCK_CP,
+               clocked_cp_all_gather_seq(cp, layout, local, full, err));
 }
 
 tpx_status tpx_cp_reduce_scatter_seq(tpx_comm *cp, tpx_cp_layout layout,
                                      const tpx_tensor *full, tpx_tensor *local,
                                      tpx_error *err) {
-  return cp_move(cp, layout, local, full, 0, err);
+  TPX__CLOCKED(tpx__comm_clock_of(cp), TPX__CLOCK_CP,
+               clocked_cp_reduce_scatter_seq(cp, layout, full, local, err));
 }

@@ -138,12 +138,12 @@ static tpx_status gather_out(const lp_ctx *c, const float *lp,
   return st;
 }
 
-tpx_status tpx_tp_logprobs_seq(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                               tpx_comm *cp, const tpx_tp_loss_options *opts,
-                               const tpx_tensor *logits,
-                               const tpx_tensor *input_ids,
-                               const int64_t *seq_index, tpx_tensor *logprobs,
-                               tpx_error *err) {
+static tpx_status
+clocked_tp_logprobs_seq(const tpx_sharding *sh, tpx_mesh_comm *mc, tpx_comm *cp,
+                        const tpx_tp_loss_options *opts,
+                        const tpx_tensor *logits, const tpx_tensor *input_ids,
+                        const int64_t *seq_index, tpx_tensor *logprobs,
+                        tpx_error *err) {
   lp_ctx c = {.w = "tpx_tp_logprobs_seq", .cp = cp};
   TPX__TRY(tpx__tp_check_comm(sh, mc, c.w, err));
   c.n = tpx__cp_size(cp);
@@ -167,4 +167,17 @@ tpx_status tpx_tp_logprobs_seq(const tpx_sharding *sh, tpx_mesh_comm *mc,
   tpx__ms_free(c.ms, tg);
   tpx__ms_free(c.ms, lp);
   return st;
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_tp_logprobs_seq(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                               tpx_comm *cp, const tpx_tp_loss_options *opts,
+                               const tpx_tensor *logits,
+                               const tpx_tensor *input_ids,
+                               const int64_t *seq_index, tpx_tensor *logprobs,
+                               tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_logprobs_seq(sh, mc, cp, opts, logits, input_ids,
+                                       seq_index, logprobs, err));
 }

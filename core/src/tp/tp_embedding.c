@@ -213,10 +213,11 @@ static tpx__ms_rows rows_of(const emb_plan *ep) {
   return r;
 }
 
-tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                                    int64_t module, const tpx_tensor *ids,
-                                    const tpx_tensor *weight, tpx_tensor *out,
-                                    tpx_error *err) {
+static tpx_status
+clocked_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                             int64_t module, const tpx_tensor *ids,
+                             const tpx_tensor *weight, tpx_tensor *out,
+                             tpx_error *err) {
   const char *w = "tpx_tp_embedding_forward";
   TPX__TRY(tpx__tp_check_comm(sh, mc, w, err));
   TPX__TRY(tpx_tensor_check(ids, "ids", err));
@@ -257,10 +258,11 @@ tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
   return st;
 }
 
-tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                                     int64_t module, const tpx_tensor *ids,
-                                     const tpx_tensor *grad_out,
-                                     tpx_tensor *weight_grad, tpx_error *err) {
+static tpx_status
+clocked_tp_embedding_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                              int64_t module, const tpx_tensor *ids,
+                              const tpx_tensor *grad_out,
+                              tpx_tensor *weight_grad, tpx_error *err) {
   const char *w = "tpx_tp_embedding_backward";
   TPX__TRY(tpx__tp_check_comm(sh, mc, w, err));
   TPX__TRY(tpx_tensor_check(ids, "ids", err));
@@ -300,4 +302,24 @@ tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                    ids->dtype, (size_t)n, &rows, err);
   tpx__ms_free(ms, buf);
   return st;
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_tp_embedding_forward(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                    int64_t module, const tpx_tensor *ids,
+                                    const tpx_tensor *weight, tpx_tensor *out,
+                                    tpx_error *err) {
+  TPX__CLOCKED(
+      tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+      clocked_tp_embedding_forward(sh, mc, module, ids, weight, out, err));
+}
+
+tpx_status tpx_tp_embedding_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                     int64_t module, const tpx_tensor *ids,
+                                     const tpx_tensor *grad_out,
+                                     tpx_tensor *weight_grad, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_embedding_backward(sh, mc, module, ids, grad_out,
+                                             weight_grad, err));
 }

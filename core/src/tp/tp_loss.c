@@ -216,10 +216,11 @@ static tpx_status write_grad(const loss_ctx *c, const row_buf *b,
                            scale, sign, &c->l, err);
 }
 
-tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                           const tpx_tp_loss_options *opts,
-                           const tpx_tensor *logits, const tpx_tensor *targets,
-                           tpx_tensor *logprobs, tpx_error *err) {
+static tpx_status clocked_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                      const tpx_tp_loss_options *opts,
+                                      const tpx_tensor *logits,
+                                      const tpx_tensor *targets,
+                                      tpx_tensor *logprobs, tpx_error *err) {
   loss_ctx c = {.what = "tpx_tp_logprobs"};
   if (!logprobs)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: logprobs is NULL",
@@ -235,12 +236,10 @@ tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
   return st;
 }
 
-tpx_status tpx_tp_logprobs_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                                    const tpx_tp_loss_options *opts,
-                                    const tpx_tensor *logits,
-                                    const tpx_tensor *targets,
-                                    const tpx_tensor *grad_logprobs,
-                                    tpx_tensor *grad_logits, tpx_error *err) {
+static tpx_status clocked_tp_logprobs_backward(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_loss_options *opts,
+    const tpx_tensor *logits, const tpx_tensor *targets,
+    const tpx_tensor *grad_logprobs, tpx_tensor *grad_logits, tpx_error *err) {
   loss_ctx c = {.what = "tpx_tp_logprobs_backward"};
   if (!grad_logprobs || !grad_logits)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: %s is NULL", c.what,
@@ -294,22 +293,18 @@ static tpx_status cross_entropy(const tpx_sharding *sh, tpx_mesh_comm *mc,
   return TPX_OK;
 }
 
-tpx_status tpx_tp_cross_entropy(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                                const tpx_tp_loss_options *opts,
-                                const tpx_tensor *logits,
-                                const tpx_tensor *targets, double grad_scale,
-                                tpx_tensor *grad_logits, double *loss_sum,
-                                int64_t *count, tpx_error *err) {
+static tpx_status clocked_tp_cross_entropy(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_loss_options *opts,
+    const tpx_tensor *logits, const tpx_tensor *targets, double grad_scale,
+    tpx_tensor *grad_logits, double *loss_sum, int64_t *count, tpx_error *err) {
   return cross_entropy(sh, mc, opts, logits, targets, 0, grad_scale,
                        grad_logits, loss_sum, count, err);
 }
 
-tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                                     const tpx_tp_loss_options *opts,
-                                     const tpx_tensor *logits,
-                                     const tpx_tensor *targets,
-                                     tpx_tensor *grad_logits, double *loss,
-                                     tpx_error *err) {
+static tpx_status clocked_tp_cross_entropy_mean(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_loss_options *opts,
+    const tpx_tensor *logits, const tpx_tensor *targets,
+    tpx_tensor *grad_logits, double *loss, tpx_error *err) {
   /* The count comes with the sum, before the gradient is written. */
   double sum = 0;
   int64_t cnt = 0;
@@ -318,4 +313,49 @@ tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh, tpx_mesh_comm *mc,
   if (loss)
     *loss = cnt ? sum / (double)cnt : 0.0;
   return TPX_OK;
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_tp_logprobs(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                           const tpx_tp_loss_options *opts,
+                           const tpx_tensor *logits, const tpx_tensor *targets,
+                           tpx_tensor *logprobs, tpx_error *err) {
+  TPX__CLOCKED(
+      tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+      clocked_tp_logprobs(sh, mc, opts, logits, targets, logprobs, err));
+}
+
+tpx_status tpx_tp_logprobs_backward(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                    const tpx_tp_loss_options *opts,
+                                    const tpx_tensor *logits,
+                                    const tpx_tensor *targets,
+                                    const tpx_tensor *grad_logprobs,
+                                    tpx_tensor *grad_logits, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_logprobs_backward(sh, mc, opts, logits, targets,
+                                            grad_logprobs, grad_logits, err));
+}
+
+tpx_status tpx_tp_cross_entropy(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                const tpx_tp_loss_options *opts,
+                                const tpx_tensor *logits,
+                                const tpx_tensor *targets, double grad_scale,
+                                tpx_tensor *grad_logits, double *loss_sum,
+                                int64_t *count, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_cross_entropy(sh, mc, opts, logits, targets,
+                                        grad_scale, grad_logits, loss_sum,
+                                        count, err));
+}
+
+tpx_status tpx_tp_cross_entropy_mean(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                                     const tpx_tp_loss_options *opts,
+                                     const tpx_tensor *logits,
+                                     const tpx_tensor *targets,
+                                     tpx_tensor *grad_logits, double *loss,
+                                     tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_cross_entropy_mean(sh, mc, opts, logits, targets,
+                                             grad_logits, loss, err));
 }

@@ -7,6 +7,7 @@
  * Not here: FSDP reduction and grad norms (the runtime object). */
 #include "tp/tp_internal.h"
 #include "shard/sharding_view.h"
+#include "comm/comm_view.h"
 
 int tpx_tp_param_grad_needs_allreduce(const tpx_sharding *sh, int64_t param) {
   if (!sh || param < 0 || (size_t)param >= tpx__sv_num_params(sh))
@@ -38,9 +39,11 @@ int tpx_tp_param_grad_needs_allreduce(const tpx_sharding *sh, int64_t param) {
   }
 }
 
-tpx_status tpx_tp_param_grad_allreduce(const tpx_sharding *sh,
-                                       tpx_mesh_comm *mc, int64_t param,
-                                       tpx_tensor *grad, tpx_error *err) {
+static tpx_status clocked_tp_param_grad_allreduce(const tpx_sharding *sh,
+                                                  tpx_mesh_comm *mc,
+                                                  int64_t param,
+                                                  tpx_tensor *grad,
+                                                  tpx_error *err) {
   const char *w = "tpx_tp_param_grad_allreduce";
   TPX__TRY(tpx__tp_check_comm(sh, mc, w, err));
   if (param < 0 || (size_t)param >= tpx__sv_num_params(sh))
@@ -53,4 +56,13 @@ tpx_status tpx_tp_param_grad_allreduce(const tpx_sharding *sh,
   int64_t n = tpx_tensor_numel(grad);
   return tpx_comm_all_reduce(tpx__tp_comm(sh, mc), grad->data, grad->data,
                              (size_t)n, grad->dtype, TPX_REDUCE_SUM, err);
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_tp_param_grad_allreduce(const tpx_sharding *sh,
+                                       tpx_mesh_comm *mc, int64_t param,
+                                       tpx_tensor *grad, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_param_grad_allreduce(sh, mc, param, grad, err));
 }

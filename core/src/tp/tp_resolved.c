@@ -7,11 +7,13 @@
  *
  * Not here: the layout rules (tp_resolve.c), the DTensor-arrival check of
  * the plain calls (tp_arrival.c), the data movement (tp_transition.c). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "shard/sharding_view.h"
 #include "tp/tp_internal.h"
+#include "comm/comm_view.h"
 
 static tpx_placement grad_of(tpx_placement p) {
   return p.kind == TPX_PARTIAL ? tpx_placement_replicate() : p;
@@ -66,21 +68,80 @@ tpx_status tpx__tp_resolve_into(const tpx_sharding *sh, int64_t module,
   return TPX_OK;
 }
 
+/* The size of the first tpx_tp_resolved (up to out_local). */
+#define RESOLVED_V1 offsetof(tpx_tp_resolved, flow)
+
+static tpx_status resolve(const tpx_sharding *sh, int64_t module,
+                          tpx_transition_side side, int index,
+                          const char *kwarg, int backward,
+                          const tpx_placement *arrived, const tpx_tp_flow *flow,
+                          int64_t rank, const int64_t *shape, int ndim,
+                          size_t need, const char *w, tpx_tp_resolved *out,
+                          tpx_error *err);
+static tpx_tp_flow flow_after(const tpx_tp_resolved *r, const tpx_tp_flow *in);
+
 tpx_status tpx_tp_transition_resolve(const tpx_sharding *sh, int64_t module,
                                      tpx_transition_side side, int index,
                                      const char *kwarg, int backward,
                                      const tpx_placement *arrived, int64_t rank,
                                      const int64_t *shape, int ndim,
                                      tpx_tp_resolved *out, tpx_error *err) {
-  const char *w = "tpx_tp_transition_resolve";
+  return resolve(sh, module, side, index, kwarg, backward, arrived, NULL, rank,
+                 shape, ndim, RESOLVED_V1, "tpx_tp_transition_resolve", out,
+                 err);
+}
+
+tpx_status tpx_tp_transition_resolve_flow(
+    const tpx_sharding *sh, int64_t module, tpx_transition_side side, int index,
+    int backward, const tpx_tp_flow *flow, int64_t rank, const int64_t *shape,
+    int ndim, tpx_tp_resolved *out, tpx_error *err) {
+  tpx_tp_flow none;
+  memset(&none, 0, sizeof none);
+  const tpx_tp_flow *f = flow ? flow : &none;
+  const tpx_placement *arrived = NULL;
+  if (side == TPX_TRANSITION_INPUT && !backward && f->dtensor)
+    arrived = &f->layout;
+  if (side == TPX_TRANSITION_INPUT && backward && f->input_dtensor)
+    arrived = &f->input_layout;
+  return resolve(sh, module, side, index, NULL, backward, arrived, f, rank,
+                 shape, ndim, sizeof(tpx_tp_resolved),
+                 "tpx_tp_transition_resolve_flow", out, err);
+}
+
+/* What the result of r carries when its source carried `in`
+ * (tpx_tp_transition_resolve_flow's rules). */
+static tpx_tp_flow flow_after(const tpx_tp_resolved *r, const tpx_tp_flow *in) {
+  tpx_tp_flow f = *in;
+  if (!r->present || r->backward)
+    return f;
+  if (r->side == TPX_TRANSITION_INPUT) {
+    f.input_dtensor = in->dtensor;
+    f.input_layout = in->layout;
+    f.dtensor = 0;
+  } else {
+    f.dtensor = r->keeps_dtensor;
+  }
+  f.layout = f.dtensor ? r->out_layout : tpx_placement_replicate();
+  if (!f.input_dtensor)
+    f.input_layout = tpx_placement_replicate();
+  return f;
+}
+
+static tpx_status resolve(const tpx_sharding *sh, int64_t module,
+                          tpx_transition_side side, int index,
+                          const char *kwarg, int backward,
+                          const tpx_placement *arrived, const tpx_tp_flow *flow,
+                          int64_t rank, const int64_t *shape, int ndim,
+                          size_t need, const char *w, tpx_tp_resolved *out,
+                          tpx_error *err) {
   if (!out)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: out is NULL", w);
-  if (out->struct_size < sizeof(tpx_tp_resolved))
+  if (out->struct_size < need)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: out->struct_size %zu is smaller than "
                          "tpx_tp_resolved (%zu); initialise it with "
                          "TPX_TP_RESOLVED_INIT",
-                         w, out->struct_size, sizeof(tpx_tp_resolved));
+                         w, out->struct_size, need);
   tpx_tp_resolved r = TPX_TP_RESOLVED_INIT;
   TPX__TRY(tpx__tp_check_shape_args(w, sh, r.out_local, shape, ndim, err));
   if (kwarg && side != TPX_TRANSITION_INPUT)
@@ -98,7 +159,18 @@ tpx_status tpx_tp_transition_resolve(const tpx_sharding *sh, int64_t module,
       tpx__tp_local_shape(sh, rank, r.in_layout, shape, ndim, r.in_local, err));
   TPX__TRY(tpx__tp_local_shape(sh, rank, r.out_layout, shape, ndim, r.out_local,
                                err));
-  *out = r;
+  /* the plain call: a flow of what `arrived` states */
+  tpx_tp_flow plain;
+  memset(&plain, 0, sizeof plain);
+  if (!flow && arrived) {
+    *(backward ? &plain.input_dtensor : &plain.dtensor) = 1;
+    *(backward ? &plain.input_layout : &plain.layout) = *arrived;
+  }
+  r.flow = flow_after(&r, flow ? flow : &plain);
+  /* an older caller's struct ends sooner: its own size, its own fields */
+  size_t n = out->struct_size < sizeof r ? out->struct_size : sizeof r;
+  r.struct_size = out->struct_size;
+  memcpy(out, &r, n);
   return TPX_OK;
 }
 
@@ -119,11 +191,9 @@ tpx_status tpx__tp_run(const tpx_sharding *sh, tpx_mesh_comm *mc,
                       in, out, ctx, err);
 }
 
-tpx_status tpx_tp_transition_run_resolved(const tpx_sharding *sh,
-                                          tpx_mesh_comm *mc,
-                                          const tpx_tp_resolved *r,
-                                          const tpx_tensor *in, tpx_tensor *out,
-                                          tpx_error *err) {
+static tpx_status clocked_tp_transition_run_resolved(
+    const tpx_sharding *sh, tpx_mesh_comm *mc, const tpx_tp_resolved *r,
+    const tpx_tensor *in, tpx_tensor *out, tpx_error *err) {
   const char *w = "tpx_tp_transition_run_resolved";
   TPX__TRY(tpx__tp_check_comm(sh, mc, w, err));
   if (!r || !in || !out)
@@ -131,11 +201,11 @@ tpx_status tpx_tp_transition_run_resolved(const tpx_sharding *sh,
                          !r    ? "resolved"
                          : !in ? "input"
                                : "output");
-  if (r->struct_size < sizeof(tpx_tp_resolved))
+  if (r->struct_size < RESOLVED_V1)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: r->struct_size %zu is smaller than "
                          "tpx_tp_resolved (%zu)",
-                         w, r->struct_size, sizeof(tpx_tp_resolved));
+                         w, r->struct_size, (size_t)RESOLVED_V1);
   TPX__TRY(tpx__tp_module_in_range(w, sh, r->module, err));
   TPX__TRY(tpx_tensor_check(in, "input", err));
   int64_t me = tpx__tp_my_rank(mc);
@@ -146,4 +216,15 @@ tpx_status tpx_tp_transition_run_resolved(const tpx_sharding *sh,
                          w, tpx__tp_module_name(sh, r->module),
                          (long long)r->rank, r->ndim, (long long)me, in->ndim);
   return tpx__tp_run(sh, mc, r, r->shape, in, out, err);
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_tp_transition_run_resolved(const tpx_sharding *sh,
+                                          tpx_mesh_comm *mc,
+                                          const tpx_tp_resolved *r,
+                                          const tpx_tensor *in, tpx_tensor *out,
+                                          tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_transition_run_resolved(sh, mc, r, in, out, err));
 }

@@ -96,10 +96,12 @@ static tpx_status move(const tpx_sharding *sh, tpx_mesh_comm *mc,
   return st;
 }
 
-tpx_status tpx_tp_redistribute(const tpx_sharding *sh, tpx_mesh_comm *mc,
-                               const int64_t *shape, tpx_placement from,
-                               tpx_placement to, const tpx_tensor *in,
-                               tpx_tensor *out, tpx_error *err) {
+static tpx_status clocked_tp_redistribute(const tpx_sharding *sh,
+                                          tpx_mesh_comm *mc,
+                                          const int64_t *shape,
+                                          tpx_placement from, tpx_placement to,
+                                          const tpx_tensor *in, tpx_tensor *out,
+                                          tpx_error *err) {
   const char *w = "tpx_tp_redistribute";
   TPX__TRY(tpx__tp_check_comm(sh, mc, w, err));
   if (!in || !out)
@@ -133,4 +135,14 @@ tpx_status tpx__tp_move(const tpx_sharding *sh, tpx_mesh_comm *mc,
                         tpx_placement to, int copy, const tpx_tensor *in,
                         tpx_tensor *out, const char *ctx, tpx_error *err) {
   return move(sh, mc, shape, from, to, copy, in, out, ctx, err);
+}
+
+/* ---- the public calls, clocked (tpx_mesh_comm_time) ---- */
+
+tpx_status tpx_tp_redistribute(const tpx_sharding *sh, tpx_mesh_comm *mc,
+                               const int64_t *shape, tpx_placement from,
+                               tpx_placement to, const tpx_tensor *in,
+                               tpx_tensor *out, tpx_error *err) {
+  TPX__CLOCKED(tpx__mesh_comm_clock(mc), TPX__CLOCK_TP,
+               clocked_tp_redistribute(sh, mc, shape, from, to, in, out, err));
 }

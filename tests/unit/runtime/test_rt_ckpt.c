@@ -1,7 +1,8 @@
-/* test_rt_ckpt.c — tpx_runtime_load_safetensors on the tiny model over local
- * threads: a safetensors file written here by hand (f32 or bf16, a model of
- * the same dtype, the runtime storing f32 or bf16; the tied
- * head stored only through emb.weight) loads into every mesh so that the
+/* test_rt_ckpt.c — tpx_runtime_load_safetensors (and
+ * tpx_runtime_load_checkpoint, through one reader the ranks' threads share)
+ * on the tiny model over local threads: a safetensors file written here by hand
+ * (f32 or bf16, a model of the same dtype, the runtime storing f32 or bf16; the
+ * tied head stored only through emb.weight) loads into every mesh so that the
  * gathered parameters equal the stored values exactly (bf16 storage: the
  * f32 master exact, the shard its rounding); a missing file, a wrong shape
  * and an unsharded unit are clear errors. */
@@ -74,6 +75,7 @@ typedef struct kctx {
   tpx_dtype file_dtype, storage;
   int expect_error; /* 0: loads; 1: the load fails (message in err) */
   int sim;          /* the world's buffers in the sim memory space */
+  const tpx_checkpoint_reader *rd; /* set: load through it, shared */
 } kctx;
 
 static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
@@ -87,7 +89,8 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_runtime *rt = NULL;
   st = tpx_runtime_create(k->sh, mc, &ro, &rt, err);
   if (st == TPX_OK)
-    st = tpx_runtime_load_safetensors(rt, k->path, err);
+    st = k->rd ? tpx_runtime_load_checkpoint(rt, k->rd, err)
+               : tpx_runtime_load_safetensors(rt, k->path, err);
   if (k->expect_error || st != TPX_OK) {
     tpx_runtime_destroy(rt);
     tpx_mesh_comm_destroy(mc);
@@ -164,7 +167,8 @@ START_TEST(t_load) {
             c->file_dtype,
             c->storage,
             0,
-            0};
+            0,
+            NULL};
   tpx_plan *plan = rt_tiny_plan(0);
   write_st(k.model, path, c->file_dtype, 0);
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
@@ -175,6 +179,15 @@ START_TEST(t_load) {
   tpx_status st = TPX_OK;
   for (k.sim = 0; k.sim < 2 && st == TPX_OK; k.sim++) /* host, sim memory */
     st = rt_local_run((int)(c->dps * c->tp), k.sim, body, &k, &e);
+  /* one reader, opened once, for every rank's thread */
+  tpx_checkpoint_reader *rd = NULL;
+  if (st == TPX_OK)
+    st = tpx_checkpoint_reader_create(path, NULL, &rd, &e);
+  k.rd = rd;
+  k.sim = 0;
+  if (st == TPX_OK)
+    st = rt_local_run((int)(c->dps * c->tp), 0, body, &k, &e);
+  tpx_checkpoint_reader_destroy(rd);
   unlink(path);
   ck_assert_msg(st == TPX_OK, "%s", e.message);
   tpx_sharding_destroy(k.sh);
@@ -185,8 +198,15 @@ START_TEST(t_load) {
 END_TEST
 
 static void expect_fail(const char *path, int bad_shape, const char *text) {
-  kctx k = {rt_tiny_model(), fx_mesh(1, 2, 1), NULL, path,
-            TPX_DTYPE_F32,   TPX_DTYPE_F32,    1,    0};
+  kctx k = {rt_tiny_model(),
+            fx_mesh(1, 2, 1),
+            NULL,
+            path,
+            TPX_DTYPE_F32,
+            TPX_DTYPE_F32,
+            1,
+            0,
+            NULL};
   if (bad_shape)
     write_st(k.model, path, TPX_DTYPE_F32, 1);
   tpx_error e = {0};
@@ -212,6 +232,11 @@ START_TEST(t_errors) {
   tpx_error e = {0};
   ck_assert_int_eq(tpx_runtime_load_safetensors(NULL, path, &e),
                    TPX_INVALID_ARGUMENT);
+  tpx_error e2 = {0};
+  ck_assert_int_eq(tpx_runtime_load_checkpoint(NULL, NULL, &e2),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_msg(strstr(e2.message, "tpx_runtime_load_checkpoint"), "%s",
+                e2.message);
 }
 END_TEST
 

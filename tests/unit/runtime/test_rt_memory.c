@@ -12,7 +12,9 @@
  * Models: the bf16 tiny llama of the shard tests (masters; even and uneven
  * splits) and the f32 runtime model with odd sizes, a 0-d parameter and a
  * tied head. Without FSDP the runtime computes in the storage dtype and
- * needs f32, so those cases use the f32 model. */
+ * needs f32, so those cases use the f32 model. tpx_runtime_memory_stats
+ * gives every figure of the single accessors at once (checked after the
+ * step, and its refusals). */
 #include "../shard/shard_fixture.h"
 #include "rt_fsdp_fixture.h"
 #include "tpx/runtime.h"
@@ -76,6 +78,26 @@ static tpx_status body(tpx_comm *world, void *arg, tpx_error *err) {
                   "%lld",
                   (long long)rank, (long long)opt, (long long)m.optimizer,
                   (long long)m.master);
+    tpx_runtime_memory ms = TPX_RUNTIME_MEMORY_INIT;
+    st = tpx_runtime_memory_stats(rt, &ms, err);
+    for (int k = 0; st == TPX_OK && k <= TPX_RUNTIME_MEM_TOTAL; k++) {
+      ck_assert_int_eq(ms.allocated[k], tpx_runtime_allocated_bytes(rt, k));
+      ck_assert_int_eq(ms.peak[k], tpx_runtime_peak_bytes(rt, k));
+    }
+    ck_assert_int_eq(ms.cached, tpx_runtime_cached_bytes(rt));
+    ck_assert_int_eq(ms.device, tpx_runtime_space_bytes(rt, 0, 0));
+    ck_assert_int_eq(ms.device_peak, tpx_runtime_space_bytes(rt, 0, 1));
+    ck_assert_int_eq(ms.host, tpx_runtime_space_bytes(rt, 1, 0));
+    ck_assert_int_eq(ms.host_peak, tpx_runtime_space_bytes(rt, 1, 1));
+    ck_assert_int_eq(ms.device + ms.host, ms.allocated[TPX_RUNTIME_MEM_TOTAL]);
+    tpx_runtime_memory small = {0};
+    tpx_error e2 = {0};
+    ck_assert_int_eq(tpx_runtime_memory_stats(rt, &small, &e2),
+                     TPX_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(e2.message, "TPX_RUNTIME_MEMORY_INIT"), "%s",
+                  e2.message);
+    ck_assert_int_eq(tpx_runtime_memory_stats(NULL, &ms, NULL),
+                     TPX_INVALID_ARGUMENT);
   }
   tpx_runtime_destroy(rt);
   tpx_mesh_comm_destroy(mc);

@@ -7,8 +7,15 @@
  * keeps_dtensor equal what tpx_tp_transition_get / _layouts_dt / _shape_dt
  * / tpx_tp_output_keeps_dtensor / tpx_tp_kwarg_transition_* return; a
  * missing transition is present = 0, not an error; run_resolved moves the
- * same bytes as tpx_tp_transition_run_dt; bad input. */
+ * same bytes as tpx_tp_transition_run_dt; bad input.
+ * tpx_tp_transition_resolve_flow: a flow that states the same arrival
+ * resolves the same transition, reads only the field its direction needs
+ * (a forward input the activation's DTensor state, an input's backward how
+ * that input arrived), and says what the result carries; a caller built
+ * against the first tpx_tp_resolved (struct_size up to out_local) is served
+ * without its tail being written, and refused by resolve_flow. */
 #include <check.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +37,65 @@ static int same_pl(tpx_placement a, tpx_placement b) {
 
 static int same_shape(const int64_t *a, const int64_t *b, int n) {
   return memcmp(a, b, sizeof(int64_t) * (size_t)n) == 0;
+}
+
+static int same_flow_pl(int set, tpx_placement a, tpx_placement b) {
+  return set ? same_pl(a, b) : a.kind == TPX_REPLICATE;
+}
+
+/* resolve_flow with a flow stating `arr` (and a decoy in the field this
+ * direction must not read) against the plain resolve r of the same case. */
+static void check_flow(const tpx_sharding *sh, int64_t mod,
+                       tpx_transition_side side, int index, int bwd,
+                       const tpx_placement *arr, int64_t rank,
+                       const tpx_tp_resolved *r, const char *where) {
+  int64_t shape[3] = {2, 7, 12};
+  tpx_placement rep = tpx_placement_replicate(), decoy = tpx_placement_shard(0);
+  tpx_tp_flow f = {0, rep, 0, rep};
+  if (bwd) { /* the activation's own state is not the input's arrival */
+    f.dtensor = 1;
+    f.layout = decoy;
+    if (arr) {
+      f.input_dtensor = 1;
+      f.input_layout = *arr;
+    }
+  } else {
+    f.input_dtensor = 1; /* a forward input overwrites it; an output keeps */
+    f.input_layout = decoy;
+    if (arr) {
+      f.dtensor = 1;
+      f.layout = *arr;
+    }
+  }
+  tpx_tp_resolved q = TPX_TP_RESOLVED_INIT;
+  tpx_error e = {0};
+  tpx_status st = tpx_tp_transition_resolve_flow(sh, mod, side, index, bwd, &f,
+                                                 rank, shape, 3, &q, &e);
+  ck_assert_msg(st == TPX_OK, "%s: flow: %s", where, e.message);
+  ck_assert_msg(q.present == r->present && q.is_copy == r->is_copy &&
+                    q.keeps_dtensor == r->keeps_dtensor &&
+                    same_pl(q.in_layout, r->in_layout) &&
+                    same_pl(q.out_layout, r->out_layout) &&
+                    same_shape(q.in_local, r->in_local, 3) &&
+                    same_shape(q.out_local, r->out_local, 3),
+                "%s: flow resolves another transition", where);
+  tpx_tp_flow w = f; /* backward, or nothing runs: unchanged */
+  if (r->present && !bwd && side == TPX_TRANSITION_INPUT) {
+    w.input_dtensor = f.dtensor;
+    w.input_layout = f.dtensor ? f.layout : rep;
+    w.dtensor = 0;
+    w.layout = rep;
+  } else if (r->present && !bwd) {
+    w.dtensor = r->keeps_dtensor;
+    w.layout = r->keeps_dtensor ? r->out_layout : rep;
+  }
+  ck_assert_msg(
+      q.flow.dtensor == w.dtensor &&
+          same_flow_pl(w.dtensor, q.flow.layout, w.layout) &&
+          q.flow.input_dtensor == w.input_dtensor &&
+          same_flow_pl(w.input_dtensor, q.flow.input_layout, w.input_layout),
+      "%s: flow after: dtensor %d input_dtensor %d", where, q.flow.dtensor,
+      q.flow.input_dtensor);
 }
 
 typedef struct counts {
@@ -101,6 +167,8 @@ static void check_one(const tpx_sharding *sh, int64_t mod,
   ck_assert(r.module == mod && r.backward == bwd && r.rank == rank &&
             r.ndim == 3 && same_shape(r.shape, shape, 3) &&
             r.arrived_set == (arr != NULL));
+  if (!kwarg)
+    check_flow(sh, mod, side, index, bwd, arr, rank, &r, where);
   n->present += r.present;
   n->copies += r.present && r.is_copy;
   n->moves += r.present && !r.is_copy;
@@ -251,6 +319,29 @@ START_TEST(test_bad_input) {
   BAD(tpx_tp_transition_resolve(w.sh, mod, TPX_TRANSITION_INPUT, 0, NULL, 0,
                                 NULL, 0, shape, 3, &small, &e),
       TPX_INVALID_ARGUMENT, "TPX_TP_RESOLVED_INIT");
+  /* the first version's struct: served, its (absent) tail untouched */
+  struct {
+    tpx_tp_resolved r;
+    unsigned char pad[64];
+  } v1;
+  memset(&v1, 0xab, sizeof v1);
+  v1.r.struct_size = offsetof(tpx_tp_resolved, flow);
+  memset(&e, 0, sizeof e);
+  ck_assert_int_eq(tpx_tp_transition_resolve(w.sh, mod, TPX_TRANSITION_INPUT, 0,
+                                             NULL, 0, NULL, 0, shape, 3, &v1.r,
+                                             &e),
+                   TPX_OK);
+  ck_assert_uint_eq(v1.r.struct_size, offsetof(tpx_tp_resolved, flow));
+  ck_assert(v1.r.present && !v1.r.is_copy);
+  const unsigned char *tail = (const unsigned char *)&v1.r.flow;
+  for (size_t i = 0; i < sizeof v1.r.flow; i++)
+    ck_assert_uint_eq(tail[i], 0xab);
+  BAD(tpx_tp_transition_resolve_flow(w.sh, mod, TPX_TRANSITION_INPUT, 0, 0,
+                                     NULL, 0, shape, 3, &v1.r, &e),
+      TPX_INVALID_ARGUMENT, "TPX_TP_RESOLVED_INIT");
+  BAD(tpx_tp_transition_resolve_flow(w.sh, 100000, TPX_TRANSITION_INPUT, 0, 0,
+                                     NULL, 0, shape, 3, &r, &e),
+      TPX_OUT_OF_RANGE, "100000");
   BAD(tpx_tp_transition_resolve(w.sh, 100000, TPX_TRANSITION_INPUT, 0, NULL, 0,
                                 NULL, 0, shape, 3, &r, &e),
       TPX_OUT_OF_RANGE, "100000");
