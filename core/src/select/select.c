@@ -276,6 +276,11 @@ static tpx_status check_options(const tpx_select_options *opts,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tp_size=%lld; it must be >= 1",
                          (long long)o->tp_size);
+  if (o->ep < 0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "ep=%lld; it must be >= 1",
+                         (long long)o->ep);
+  if (o->ep == 0)
+    o->ep = 1;
   if (o->sequence_parallel != 0 && o->sequence_parallel != 1)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "sequence_parallel=%d; it must be 0 or 1",
@@ -466,6 +471,18 @@ static tpx_status step_hf(step_ctx *c) {
   if (c->have_plan) {
     tpx__sel_trace(c->sel, "hf: not needed (the %s plan was chosen)",
                    tpx_plan_source_name(c->sel->source));
+    return TPX_OK;
+  }
+  if (tpx__sel_moe_custom(c->reg, c->arch)) {
+    /* NeMo Automodel's own MoE class is not transformers': the config's
+     * (or model_type's) Hugging Face plan is not its plan. */
+    tpx__sel_trace(c->sel,
+                   "hf: skipped ('%s' is served by upstream's own MoE "
+                   "implementation, trait moe_custom: the config's "
+                   "Hugging Face plan is not that class's)",
+                   c->arch);
+    snprintf(c->hf_why, sizeof c->hf_why,
+             "a custom MoE architecture has no Hugging Face plan");
     return TPX_OK;
   }
   tpx_status s = try_hf(c->sel, c->model, c->arch, TPX__HF_AUTOMODEL,
@@ -668,10 +685,10 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.err = err;
   c.arch = tpx_model_architecture(model, 0);
   tpx__sel_trace(c.sel,
-                 "request: architecture %s, tp=%lld, "
+                 "request: architecture %s, tp=%lld, ep=%lld, "
                  "sequence_parallel=%s",
                  c.arch ? c.arch : "(none)", (long long)c.o.tp_size,
-                 c.o.sequence_parallel ? "on" : "off");
+                 (long long)c.o.ep, c.o.sequence_parallel ? "on" : "off");
   int64_t ai = reg ? tpx__registry_find_arch(reg, c.arch, &c.matched) : -1;
   c.arch_plugin = ai >= 0 ? tpx__registry_at(reg, (size_t)ai) : NULL;
   c.cap_plugin = c.arch_plugin;
@@ -686,8 +703,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   if (s == TPX_OK)
     s = tpx__sel_lm_head_fixup(reg, model, c.sel, err);
   if (s == TPX_OK)
-    tpx__sel_trace(c.sel, "moe guard: not applicable (no Automodel MoE "
-                          "modules in a Hugging Face model tree)");
+    s = tpx__sel_moe(reg, model, c.arch, &c.o, c.sel, diags, err);
   if (s == TPX_OK)
     s = step_validate(&c);
   if (s == TPX_OK && c.cap_plugin)

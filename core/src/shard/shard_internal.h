@@ -45,6 +45,7 @@ typedef struct tpx__fsdp_unit_rec {
   int64_t *bwd; /* malloc'd */
   size_t num_bwd;
   int64_t *gathered; /* [world] bytes gathered on each rank; malloc'd */
+  int on_moe;        /* routed experts: shards over ep_shard (MoE mesh) */
 } tpx__fsdp_unit_rec;
 
 struct tpx_sharding {
@@ -105,8 +106,37 @@ struct tpx_sharding {
    * 4 bytes. */
   int64_t *rank_state;
 
+  /* Expert parallelism (ep.c): at ep > 1 the MoE mesh (owned), ep_shard
+   * = world / ep, which parameters live on it, and their placements on
+   * it, rows of moe_w = max(ndim, 2) entries (the MoE mesh's two, then
+   * Replicate), so a reader that walks a row with the main mesh's ndim
+   * stays inside it. NULL / 1 / 0 at ep 1. */
+  tpx_mesh *moe_mesh;
+  int64_t ep, ep_shard;
+  int ep_fsdp; /* experts units over ep_shard: FSDP on (over more than one
+                  rank, as upstream's fsdp_enabled) and ep_shard > 1 */
+  int moe_w;
+  uint8_t *param_moe;            /* [num_params] */
+  tpx_placement *moe_placements; /* [num_params * moe_w] */
+
   tpx_diag_list *diags;
 };
+
+/* ---- ep.c ---- */
+/* At ep > 1 (sh->ep): the MoE mesh, param_moe from the expert patterns,
+ * and moe_placements (before FSDP). */
+tpx_status tpx__ep_setup(tpx_sharding *sh, tpx_error *err);
+/* The placements row of param p on the mesh it lives on. */
+const tpx_placement *tpx__param_row(const tpx_sharding *sh, int64_t p);
+/* The mesh param p lives on. */
+const tpx_mesh *tpx__param_mesh(const tpx_sharding *sh, int64_t p);
+/* Called by fsdp.c at ep > 1: units of their own for the modules holding
+ * expert parameters when ep_shard > 1 (on_moe), and the inner model's root
+ * unit ("model") when the embeddings are not tied across it; -1 out of
+ * memory. `push` adds a unit as fsdp.c does. */
+int tpx__ep_units(const tpx_sharding *sh, void *vec,
+                  int (*push)(void *vec, int64_t module, int64_t group,
+                              int reshard, int on_moe));
 
 /* ---- apply.c ---- */
 /* Fill module_entry (from matching), module_cover, param_entry, param_styled
