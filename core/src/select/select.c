@@ -569,9 +569,15 @@ static tpx_status step_fallback(step_ctx *c) {
     return TPX_OK;
   const tpx_selection *sel = c->sel;
   const int r = c->plugin_refused;
+  /* A custom MoE architecture (trait moe_custom) has no registered plan
+   * upstream either: declining is the expected answer, an info. */
+  const tpx_diag_level lv = !r ? TPX_DIAG_ERROR
+                            : tpx__sel_moe_custom(c->reg, c->arch)
+                                ? TPX_DIAG_INFO
+                                : TPX_DIAG_WARNING;
   tpx_status s = tpx_diag_add(
-      c->diags, r ? TPX_DIAG_WARNING : TPX_DIAG_ERROR,
-      r ? "plugin-refused" : "plugin-failed", c->arch_plugin->path,
+      c->diags, lv, r ? "plugin-refused" : "plugin-failed",
+      c->arch_plugin->path,
       r ? "nothing to fix in the plugin: it declines this request on "
           "purpose; tpx goes on as upstream does (the Hugging Face plan, "
           "else the default plan); pass --plan to choose a plan yourself"
