@@ -63,6 +63,12 @@ static void usage(FILE *out) {
           "rank holds\n"
           "                       1/N of every sequence; FSDP shards over "
           "dp_shard x cp\n"
+          "  --ep N               expert parallelism (default 1): a custom "
+          "MoE model's\n"
+          "                       routed experts on the MoE mesh (ep_shard, "
+          "ep), Shard(0)\n"
+          "                       over ep (N consecutive ranks), Shard(1) "
+          "over ep_shard\n"
           "  --offload            FSDP2 CPU offload: sharded params, grads "
           "and optimizer\n"
           "                       state in host memory (the memory report "
@@ -125,7 +131,7 @@ typedef struct {
   const char *config, *weights, *plan, *format;
   const char *html;  /* --html FILE, or NULL */
   const char *dtype; /* --dtype: parameters' dtype of a config-only plan */
-  int64_t tp, dp_shard, dp_replicate, cp;
+  int64_t tp, dp_shard, dp_replicate, cp, ep;
   int sp, fsdp, isolate, summary;
   plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
 } args_t;
@@ -133,7 +139,7 @@ typedef struct {
 /* 0 ok, 1 help printed, -1 bad arguments (message printed). */
 static int parse_args(int argc, char **argv, args_t *a) {
   memset(a, 0, sizeof *a);
-  a->tp = a->dp_shard = a->dp_replicate = a->cp = 1;
+  a->tp = a->dp_shard = a->dp_replicate = a->cp = a->ep = 1;
   a->format = "text";
   a->fsdp = 1;
   a->isolate = 1;
@@ -163,7 +169,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
                !strcmp(arg, "--dp-replicate") || !strcmp(arg, "--html") ||
-               !strcmp(arg, "--dtype") || !strcmp(arg, "--cp")) {
+               !strcmp(arg, "--dtype") || !strcmp(arg, "--cp") ||
+               !strcmp(arg, "--ep")) {
       if (!val) {
         fprintf(stderr, "tpx plan: %s needs a value\n", arg);
         return -1;
@@ -189,6 +196,9 @@ static int parse_args(int argc, char **argv, args_t *a) {
           return -1;
       } else if (!strcmp(arg, "--cp")) {
         if (parse_size(arg, val, &a->cp))
+          return -1;
+      } else if (!strcmp(arg, "--ep")) {
+        if (parse_size(arg, val, &a->ep))
           return -1;
       } else if (parse_size(arg, val, &a->dp_replicate)) {
         return -1;
@@ -334,7 +344,8 @@ int tpx_cmd_plan(const char *prog, int argc, char **argv) {
 
   tpx_cli_plan_args pa = {a.config,   a.weights,      a.plan, a.tp,
                           a.dp_shard, a.dp_replicate, a.sp,   a.fsdp,
-                          a.isolate,  a.dtype,        a.cp,   prog};
+                          a.isolate,  a.dtype,        a.cp,   prog,
+                          a.ep};
   if ((rc = tpx_cli_plan_prepare("plan", &pa, &pl)) != 0) {
     code = rc;
     goto out;
