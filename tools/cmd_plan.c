@@ -263,6 +263,11 @@ static int parse_args(int argc, char **argv, args_t *a) {
             "sharded over dp_shard, so its %lld ranks hold replicas (use "
             "--dp-replicate for plain data parallelism)\n",
             (long long)a->dp_shard, (long long)a->dp_shard);
+  if (a->x.gpus && a->ep > 1 && a->x.gpus % a->ep != 0) {
+    fprintf(stderr, "tpx plan: --ep %lld does not divide --gpus %lld\n",
+            (long long)a->ep, (long long)a->x.gpus);
+    return -1;
+  }
   if (a->x.gpus && a->cp > 1 && a->x.gpus % a->cp != 0) {
     fprintf(stderr, "tpx plan: --cp %lld does not divide --gpus %lld\n",
             (long long)a->cp, (long long)a->x.gpus);

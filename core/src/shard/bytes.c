@@ -270,8 +270,11 @@ static tpx_status measure_signatures(tpx_sharding *sh, bytes_work *w,
         /* sharded grads: the FSDP reduce dtype; without FSDP, f32 (kept
          * next to the f32 master, as tpx's runtime does) */
         tpx_dtype gd = sh->num_units > 0 ? k->reduce : TPX_DTYPE_F32;
-        rs[TPX__STATE_GRAD_BYTES] = sat_add(
-            rs[TPX__STATE_GRAD_BYTES], sat_mul(n, (int64_t)tpx_dtype_size(gd)));
+        int64_t gb = sat_mul(n, (int64_t)tpx_dtype_size(gd));
+        rs[TPX__STATE_GRAD_BYTES] = sat_add(rs[TPX__STATE_GRAD_BYTES], gb);
+        if (k->moe)
+          rs[TPX__STATE_MOE_GRAD_BYTES] =
+              sat_add(rs[TPX__STATE_MOE_GRAD_BYTES], gb);
         rs[TPX__STATE_FLOAT_NUMEL] = sat_add(rs[TPX__STATE_FLOAT_NUMEL], n);
         if (tpx_dtype_size(k->dtype) < 4)
           rs[TPX__STATE_LOWP_NUMEL] = sat_add(rs[TPX__STATE_LOWP_NUMEL], n);

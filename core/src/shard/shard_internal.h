@@ -17,6 +17,7 @@
 
 #include "tpx/diag.h"
 #include "tpx/fsdp.h"
+#include "tpx/memory.h"
 #include "tpx/sharding.h"
 
 /* One styled module's transitions with their collective names stored inline;
@@ -121,6 +122,15 @@ struct tpx_sharding {
 
   tpx_diag_list *diags;
 };
+
+/* ---- ep_cost.c ---- */
+/* At ep > 1 (docs/MEMORY.md "Expert parallelism"): the token-dispatch
+ * buffers of one MoE layer and what EP adds to the saved activations
+ * (*dispatch, *saved), and the bytes a rank sends over ep per step
+ * (*traffic); all 0 at ep 1 or seq 0. */
+tpx_status tpx__ep_costs(const tpx_sharding *sh, const tpx_memory_options *o,
+                         int64_t *dispatch, int64_t *saved, int64_t *traffic,
+                         tpx_error *err);
 
 /* ---- ep.c ---- */
 /* At ep > 1 (sh->ep): the MoE mesh, param_moe from the expert patterns,
@@ -230,7 +240,10 @@ enum {
   TPX__STATE_FLOAT_NUMEL_UNPADDED = 4,
   TPX__STATE_LOWP_NUMEL_UNPADDED = 5,
   TPX__STATE_FLOAT_TENSORS = 6,
-  TPX__STATE_TERMS = 7
+  /* the part of GRAD_BYTES on the MoE mesh (expert parameters, ep > 1):
+   * reduce-scattered over ep_shard, not dp_shard */
+  TPX__STATE_MOE_GRAD_BYTES = 7,
+  TPX__STATE_TERMS = 8
 };
 
 /* ---- bytes.c ---- */
