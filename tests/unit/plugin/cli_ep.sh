@@ -89,6 +89,30 @@ expect "plan --ep 1 keeps the experts on the main mesh" 0 \
   "experts.down_projs           [8, 32, 64] bf16  -      dp_shard=shard(0)" \
   "$tpx" plan --config "$cfg" --dp-shard 4
 
+# --- the advisor enumerates ep for a custom MoE model ---------------------
+"$tpx" plan --config "$cfg" --gpus 4 --seq 256 --format json \
+  >"$work/advice.json" 2>"$work/log"
+if python3 - "$work/advice.json" <<'EOF' >"$work/log" 2>&1; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = [(m["dp_shard"], m.get("ep", 1)) for m in d["advice"]
+      if m["rejected_because"] is None and m["tp"] == 1 and m["dp_replicate"] == 1]
+assert sorted(ok) == [(4, 1), (4, 2), (4, 4)], ok
+m = [m for m in d["advice"] if m.get("ep") == 2 and m["rejected_because"] is None][0]
+assert m["comm_ep_bytes"] > 0, m
+tp2 = [m for m in d["advice"] if m["tp"] == 2 and m.get("ep") == 2]
+assert tp2 and all("No safe tensor-parallel plan" in m["rejected_because"]
+                   for m in tp2), tp2
+EOF
+  ok "advisor: ep 1, 2, 4 costed, tp 2 refused with upstream's words"
+else
+  bad "advisor: ep 1, 2, 4 costed, tp 2 refused with upstream's words"
+fi
+expect "advisor --ep 2 keeps to ep 2, best command has --ep 2" 0 "--ep 2" \
+  "$tpx" plan --config "$cfg" --gpus 4 --seq 256 --ep 2
+expect "advisor --ep 3 does not divide --gpus 4" 2 "--ep 3 does not divide --gpus 4" \
+  "$tpx" plan --config "$cfg" --gpus 4 --ep 3
+
 # --- upstream's refusals ------------------------------------------------
 expect "ep 3 on 4 ranks" 1 \
   "non_pp_size=4 must be a multiple of ep_size=3" \

@@ -13,6 +13,7 @@
 
 #include "plugin_test.h"
 #include "tpx/fsdp.h"
+#include "tpx/memory.h"
 #include "tpx/mesh.h"
 #include "tpx/placement.h"
 #include "tpx/select.h"
@@ -395,6 +396,93 @@ START_TEST(ep_world_and_fsdp_off) {
 }
 END_TEST
 
+/* Memory and traffic at ep 2 (docs/MEMORY.md "Expert parallelism"), S = 128
+ * tokens, H 64, bf16, k 2, 3 MoE layers: one layer's dispatch buffers
+ * 2·128·(2·64·2 + 12·2 + 1), the saved gathered tokens 3·1·128·(64·2 + 4·2)
+ * more activations than at ep 1, the token exchange 3·1·128·(6·64·2 + 16·2
+ * + 1) bytes sent per step; nothing of it at ep 1. */
+START_TEST(memory_and_traffic_over_ep) {
+  tpx_memory m1, m2;
+  tpx_traffic t1, t2;
+  tpx_memory_options mo = TPX_MEMORY_OPTIONS_INIT;
+  mo.seq = 128;
+  fixture f;
+  setup(&f, MOE_CONFIG("TpxMoeForCausalLM", 8));
+  CHECK_OK(plan(&f, 4, 1, 1, &e_));
+  CHECK_OK(tpx_memory_rank(f.sh, &mo, 0, &m1, &e_));
+  CHECK_OK(tpx_traffic_rank(f.sh, &mo, 0, &t1, &e_));
+  teardown(&f);
+  setup(&f, MOE_CONFIG("TpxMoeForCausalLM", 8));
+  CHECK_OK(plan(&f, 4, 1, 2, &e_));
+  CHECK_OK(tpx_memory_rank(f.sh, &mo, 0, &m2, &e_));
+  CHECK_OK(tpx_traffic_rank(f.sh, &mo, 0, &t2, &e_));
+  ck_assert_int_eq(m1.moe_dispatch, 0);
+  ck_assert_int_eq(t1.ep, 0);
+  ck_assert_int_eq(m2.moe_dispatch, 2 * 128 * (2 * 64 * 2 + 12 * 2 + 1));
+  ck_assert_int_eq(m2.activations - m1.activations,
+                   m2.moe_dispatch + 3 * 1 * 128 * (64 * 2 + 4 * 2));
+  ck_assert_int_eq(t2.ep, 3 * 1 * 128 * (6 * 64 * 2 + 16 * 2 + 1));
+  ck_assert_int_eq(t2.total, t2.tp + t2.fsdp + t2.cp + t2.ep);
+  /* the parameters are the same bytes per rank (upstream's goldens), the
+   * padded state too: 8 experts split evenly either way */
+  ck_assert_int_eq(m2.params, m1.params);
+  teardown(&f);
+  /* activation checkpointing keeps only the one layer's buffers */
+  mo.activation_checkpointing = 1;
+  setup(&f, MOE_CONFIG("TpxMoeForCausalLM", 8));
+  CHECK_OK(plan(&f, 4, 1, 1, &e_));
+  CHECK_OK(tpx_memory_rank(f.sh, &mo, 0, &m1, &e_));
+  teardown(&f);
+  setup(&f, MOE_CONFIG("TpxMoeForCausalLM", 8));
+  CHECK_OK(plan(&f, 4, 1, 2, &e_));
+  CHECK_OK(tpx_memory_rank(f.sh, &mo, 0, &m2, &e_));
+  ck_assert_int_eq(m2.activations - m1.activations, m2.moe_dispatch);
+  teardown(&f);
+}
+END_TEST
+
+/* The experts' FSDP traffic: at ep 4 (no experts unit) an expert parameter
+ * is neither gathered nor reduced, so the FSDP bytes are those of the other
+ * parameters alone; at ep 2 its unit gathers over ep_shard 2. */
+START_TEST(fsdp_traffic_of_experts) {
+  tpx_traffic t4, t2;
+  tpx_memory_options mo = TPX_MEMORY_OPTIONS_INIT;
+  fixture f;
+  setup(&f, MOE_CONFIG("TpxMoeForCausalLM", 8));
+  CHECK_OK(plan(&f, 4, 1, 4, &e_));
+  CHECK_OK(tpx_traffic_rank(f.sh, &mo, 0, &t4, &e_));
+  /* no expert unit: every unit is over dp_shard 4 */
+  int64_t want = 0, grads = 0;
+  for (size_t u = 0; u < tpx_sharding_num_fsdp_units(f.sh); u++) {
+    tpx_fsdp_unit fu;
+    CHECK_OK(tpx_sharding_fsdp_unit(f.sh, u, &fu, &e_));
+    ck_assert_str_eq(tpx_sharding_fsdp_unit_dim(f.sh, u), "dp_shard");
+    int64_t g = tpx_sharding_fsdp_unit_gathered_bytes(f.sh, u, 0);
+    want += (!fu.is_root && fu.reshard_after_forward ? 2 : 1) * g * 3 / 4;
+  }
+  /* f32 gradients of the non-expert parameters: bf16 bytes x 2 */
+  for (int64_t p = 0; p < (int64_t)tpx_model_num_params(f.model); p++) {
+    tpx_slice sl;
+    if (tpx_sharding_param_mesh(f.sh, p) != f.mesh)
+      continue;
+    CHECK_OK(tpx_sharding_local_slice(f.sh, p, 0, &sl, &e_));
+    grads += tpx_slice_nbytes(&sl, TPX_DTYPE_F32);
+  }
+  ck_assert_int_eq(t4.fsdp, want + 3 * grads);
+  teardown(&f);
+  setup(&f, MOE_CONFIG("TpxMoeForCausalLM", 8));
+  CHECK_OK(plan(&f, 4, 1, 2, &e_));
+  CHECK_OK(tpx_traffic_rank(f.sh, &mo, 0, &t2, &e_));
+  size_t experts_units = 0;
+  for (size_t u = 0; u < tpx_sharding_num_fsdp_units(f.sh); u++)
+    experts_units +=
+        strcmp(tpx_sharding_fsdp_unit_dim(f.sh, u), "ep_shard") == 0;
+  ck_assert_int_eq(experts_units, 3);
+  ck_assert_int_gt(t2.fsdp, t4.fsdp);
+  teardown(&f);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("ep");
   TCase *tc = tcase_create("ep");
@@ -409,6 +497,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, refuse_custom_plan_on_experts);
   tcase_add_test(tc, world8_tp2_ep2_folds_tp_peers);
   tcase_add_test(tc, ep_world_and_fsdp_off);
+  tcase_add_test(tc, memory_and_traffic_over_ep);
+  tcase_add_test(tc, fsdp_traffic_of_experts);
   suite_add_tcase(s, tc);
   return s;
 }
