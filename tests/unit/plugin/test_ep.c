@@ -16,6 +16,7 @@
 #include "tpx/memory.h"
 #include "tpx/mesh.h"
 #include "tpx/placement.h"
+#include "tpx/runtime.h"
 #include "tpx/select.h"
 #include "tpx/sharding.h"
 
@@ -392,6 +393,12 @@ START_TEST(ep_world_and_fsdp_off) {
                    tpx_sharding_moe_mesh(f.sh));
   ck_assert_ptr_eq(tpx_sharding_param_mesh(f.sh, p), f.mesh);
   ck_assert_ptr_null(tpx_sharding_param_mesh(f.sh, 100000));
+  /* the runtime runs ep 1 only: it says so rather than run it wrong */
+  tpx_runtime *rt = NULL;
+  tpx_error rerr = {0};
+  ck_assert_int_eq(tpx_runtime_create(f.sh, NULL, NULL, &rt, &rerr),
+                   TPX_UNSUPPORTED);
+  ASSERT_CONTAINS(rerr.message, "expert parallelism (ep 2)");
   teardown(&f);
 }
 END_TEST
