@@ -4,8 +4,10 @@
  * routed-expert parameters (trait expert_param), and what upstream refuses
  * for them, each refusal an error diagnostic carrying upstream's own
  * message:
- *  - tp > 1 at ep > 1 without a registered plan (the plugin's own, or a
- *    custom / named one): "No safe tensor-parallel plan is registered ...";
+ *  - tp > 1 at ep > 1 without a registered plan (the plugin's own, unless
+ *    it names its function get_hf_tp_shard_plan: the class's _tp_plan, or
+ *    a custom / named one): "No safe tensor-parallel plan is registered
+ *    ...";
  *  - tp > 1 on such a model (any ep): a plan key that targets experts or
  *    the router, or that matches no module (upstream's
  *    _validate_moe_tp_plan);
@@ -190,8 +192,14 @@ static tpx_status check_tp(moe_ctx *c) {
                   "TP path yet; use sequence_parallel=False so replicated "
                   "router/attention activations remain correct.");
   tpx_plan_source src = c->sel->source;
-  if (ep > 1 && src != TPX_PLAN_SOURCE_PLUGIN &&
-      src != TPX_PLAN_SOURCE_CUSTOM) {
+  /* A plugin that gives the class's own _tp_plan names it as upstream's
+   * get_hf_tp_shard_plan: upstream's dense path (ep 1) uses that plan, the
+   * MoE path (ep > 1) does not count it as registered. */
+  const char *fn = c->sel->function;
+  int registered = src == TPX_PLAN_SOURCE_CUSTOM ||
+                   (src == TPX_PLAN_SOURCE_PLUGIN &&
+                    !(fn && strcmp(fn, "get_hf_tp_shard_plan") == 0));
+  if (ep > 1 && !registered) {
     char msg[640];
     snprintf(msg, sizeof msg,
              "No safe tensor-parallel plan is registered for custom MoE "

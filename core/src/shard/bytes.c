@@ -334,7 +334,9 @@ static void rank_peaks(tpx_sharding *sh, size_t nw) {
     int64_t worst = 0, kept = 0;
     for (size_t u = 0; u + 1 < nu; u++) {
       const tpx__fsdp_unit_rec *x = &sh->units[u];
-      if (x->group < 0 && !x->reshard) {
+      /* kept gathered: an unlisted unit that never reshards (lm_head), and
+       * at ep > 1 every unit that does not (upstream's MoE default) */
+      if (!x->reshard && (x->group < 0 || sh->ep > 1)) {
         kept = sat_add(kept, x->gathered[r]);
         continue;
       }

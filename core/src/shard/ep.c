@@ -51,6 +51,7 @@ tpx_status tpx__ep_setup(tpx_sharding *sh, tpx_error *err) {
       calloc(np * (size_t)sh->moe_w, sizeof *sh->moe_placements);
   if (!sh->param_moe || !sh->moe_placements)
     return tpx__shard_oom(err, "expert placements");
+  size_t found = 0;
   for (size_t p = 0; p < sh->num_params; p++) {
     tpx_placement *row = &sh->moe_placements[p * (size_t)sh->moe_w];
     for (int d = 0; d < sh->moe_w; d++) row[d] = tpx_placement_replicate();
@@ -68,7 +69,18 @@ tpx_status tpx__ep_setup(tpx_sharding *sh, tpx_error *err) {
     /* Its main-mesh row says nothing: Replicate everywhere. */
     tpx_placement *mrow = &sh->placements[p * (size_t)sh->ndim];
     for (int d = 0; d < sh->ndim; d++) mrow[d] = tpx_placement_replicate();
+    found++;
   }
+  if (found == 0 &&
+      tpx_diag_add(sh->diags, TPX_DIAG_WARNING, "ep-no-experts", "",
+                   "declare the routed-expert parameters (a plugin's "
+                   "expert_param trait, or tpx_sharding_options."
+                   "expert_params), or plan with ep 1",
+                   "ep is %lld but no parameter matches an expert pattern "
+                   "(%zu given): nothing lives on the MoE mesh, every "
+                   "parameter is planned as at ep 1",
+                   (long long)sh->ep, sh->opts.num_expert_params) != TPX_OK)
+    return tpx__shard_oom(err, "diagnostics");
   return TPX_OK;
 }
 

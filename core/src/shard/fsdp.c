@@ -317,6 +317,11 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
   }
   if (st == TPX_OK && tpx__ep_units(sh, &v, push_ep_unit) != 0)
     st = tpx__shard_oom(err, "FSDP units");
+  /* At ep > 1 upstream's MoE parallelizer wraps with its own
+   * reshard_after_forward, False unless the strategy overrides it
+   * (MoEParallelizerConfig): no unit reshards after forward. */
+  if (st == TPX_OK && sh->ep > 1 && sh->opts.reshard_after_forward < 0)
+    for (size_t u = 0; u < v.n; u++) v.units[u].reshard = 0;
   if (st == TPX_OK && push_unit(&v, 0, -1, 0) != 0)
     st = tpx__shard_oom(err, "FSDP units");
   sh->units = v.units;

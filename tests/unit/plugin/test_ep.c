@@ -393,6 +393,22 @@ START_TEST(ep_world_and_fsdp_off) {
                    tpx_sharding_moe_mesh(f.sh));
   ck_assert_ptr_eq(tpx_sharding_param_mesh(f.sh, p), f.mesh);
   ck_assert_ptr_null(tpx_sharding_param_mesh(f.sh, 100000));
+  /* patterns that match nothing: a warning, nothing on the MoE mesh */
+  tpx_sharding_destroy(f.sh);
+  f.sh = NULL;
+  const char *none[1] = {"model.layers.*.mlp.nothing"};
+  o2.expert_params = none;
+  CHECK_OK(tpx_sharding_create(f.model, NULL, f.mesh, &o2, &f.sh, &e_));
+  ck_assert_ptr_eq(tpx_sharding_param_mesh(f.sh, d), f.mesh);
+  int warned = 0;
+  const tpx_diag_list *dl = tpx_sharding_diagnostics(f.sh);
+  for (size_t i = 0; i < tpx_diag_count(dl); i++) {
+    tpx_diag dg;
+    if (tpx_diag_get(dl, i, &dg, NULL) == TPX_OK &&
+        strcmp(dg.code, "ep-no-experts") == 0)
+      warned = dg.level == TPX_DIAG_WARNING;
+  }
+  ck_assert(warned);
   /* the runtime runs ep 1 only: it says so rather than run it wrong */
   tpx_runtime *rt = NULL;
   tpx_error rerr = {0};
@@ -486,6 +502,42 @@ START_TEST(fsdp_traffic_of_experts) {
         strcmp(tpx_sharding_fsdp_unit_dim(f.sh, u), "ep_shard") == 0;
   ck_assert_int_eq(experts_units, 3);
   ck_assert_int_gt(t2.fsdp, t4.fsdp);
+  /* upstream's MoE parallelizer reshards nothing after forward by default
+   * (MoEParallelizerConfig.reshard_after_forward False): every unit stays
+   * gathered, the peak holds them all */
+  int64_t all = tpx_sharding_rank_param_bytes(f.sh, 1);
+  for (size_t u = 0; u < tpx_sharding_num_fsdp_units(f.sh); u++) {
+    tpx_fsdp_unit fu;
+    CHECK_OK(tpx_sharding_fsdp_unit(f.sh, u, &fu, &e_));
+    ck_assert_int_eq(fu.reshard_after_forward, 0);
+    all += tpx_sharding_fsdp_unit_gathered_bytes(f.sh, u, 1);
+  }
+  ck_assert_int_eq(tpx_sharding_rank_peak_bytes(f.sh, 1), all);
+  teardown(&f);
+}
+END_TEST
+
+/* A plugin plan named get_hf_tp_shard_plan is the class's own _tp_plan
+ * (ERNIE-4.5-MoE's): upstream's dense path takes it at tp 2 ep 1, its MoE
+ * path does not count it as registered at ep 2. */
+START_TEST(class_plan_at_ep1_only) {
+  static const char *cfg =
+      "{\"architectures\": [\"TpxMoePlannedForCausalLM\"], "
+      "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"vocab_size\": 512, "
+      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+      "\"moe_intermediate_size\": 32, \"num_local_experts\": 8, "
+      "\"tpxtest_class_plan\": true}";
+  fixture f;
+  setup(&f, cfg);
+  select_ep(&f, 2, 1);
+  ck_assert_str_eq(errors(&f), "");
+  ck_assert_str_eq(tpx_selection_function(f.sel), "get_hf_tp_shard_plan");
+  teardown(&f);
+  setup(&f, cfg);
+  select_ep(&f, 2, 2);
+  ASSERT_CONTAINS(errors(&f), "[moe-tp-no-plan] No safe tensor-parallel plan "
+                              "is registered for custom MoE model "
+                              "'TpxMoePlannedForCausalLM' at tp_size=2.");
   teardown(&f);
 }
 END_TEST
@@ -506,6 +558,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, ep_world_and_fsdp_off);
   tcase_add_test(tc, memory_and_traffic_over_ep);
   tcase_add_test(tc, fsdp_traffic_of_experts);
+  tcase_add_test(tc, class_plan_at_ep1_only);
   suite_add_tcase(s, tc);
   return s;
 }

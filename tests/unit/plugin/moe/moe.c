@@ -7,7 +7,10 @@
  *    the default plan is selected and tp > 1 is refused as upstream
  *    refuses it;
  *  - TpxMoePlannedForCausalLM: a registered plan that leaves the experts
- *    and the router alone (attention and lm_head only), accepted at tp > 1.
+ *    and the router alone (attention and lm_head only), accepted at tp > 1;
+ *    with "tpxtest_class_plan": true in the config the same plan given as
+ *    the class's own _tp_plan (function get_hf_tp_shard_plan), which
+ *    upstream uses at ep 1 only.
  * The skeleton is Automodel's Qwen3-MoE module tree (config keys as
  * tests/data/upstream_moe/qwen3_moe/config.json): per layer self_attn
  * q/k/v/o_proj and q_norm / k_norm, mlp.gate [E, H], mlp.experts with
@@ -75,7 +78,13 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
   rc |= add(h, ctx, "model.layers.*.self_attn.v_proj", "colwise", NULL);
   rc |= add(h, ctx, "model.layers.*.self_attn.o_proj", "rowwise", NULL);
   rc |= add(h, ctx, "lm_head", "colwise", "replicate");
-  h->plan_set_function(ctx, "tpxtest_moe_plan");
+  /* "tpxtest_class_plan": true gives the plan as the class's own _tp_plan
+   * (upstream's get_hf_tp_shard_plan), as ERNIE-4.5-MoE's is. */
+  int class_plan = 0;
+  if (h->config_get_bool(ctx, "tpxtest_class_plan", &class_plan))
+    class_plan = 0;
+  h->plan_set_function(ctx, class_plan ? "get_hf_tp_shard_plan"
+                                       : "tpxtest_moe_plan");
   return rc == TPX_PLUGIN_OK ? TPX_PLUGIN_OK : TPX_PLUGIN_ERROR;
 }
 
