@@ -63,12 +63,9 @@ static void usage(FILE *out) {
           "rank holds\n"
           "                       1/N of every sequence; FSDP shards over "
           "dp_shard x cp\n"
-          "  --ep N               expert parallelism (default 1): a custom "
-          "MoE model's\n"
-          "                       routed experts on the MoE mesh (ep_shard, "
-          "ep), Shard(0)\n"
-          "                       over ep (N consecutive ranks), Shard(1) "
-          "over ep_shard\n"
+          "  --ep N               expert parallelism (default 1): routed "
+          "experts on the\n"
+          "                       MoE mesh (ep_shard, ep); custom MoE models\n"
           "  --offload            FSDP2 CPU offload: sharded params, grads "
           "and optimizer\n"
           "                       state in host memory (the memory report "
@@ -133,6 +130,10 @@ typedef struct {
   const char *dtype; /* --dtype: parameters' dtype of a config-only plan */
   int64_t tp, dp_shard, dp_replicate, cp, ep;
   int sp, fsdp, isolate, summary;
+  /* --help: the errno of a write of the usage that failed (a usage longer
+   * than stdout's buffer meets the failure before the final flush, which
+   * then has no reason left to tell) */
+  int help_errno;
   plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
 } args_t;
 
@@ -153,7 +154,9 @@ static int parse_args(int argc, char **argv, args_t *a) {
     if (took) {
       i += took - 1;
     } else if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+      errno = 0;
       usage(stdout);
+      a->help_errno = ferror(stdout) ? errno : 0;
       return 1;
     } else if (!strcmp(arg, "--sp")) {
       a->sp = 1;
@@ -332,7 +335,7 @@ int tpx_cmd_plan(const char *prog, int argc, char **argv) {
   args_t a;
   int rc = parse_args(argc, argv, &a);
   if (rc == 1)
-    return 0;
+    return a.help_errno && cli_output_failed("tpx plan", a.help_errno) ? 1 : 0;
   if (rc < 0)
     return 2;
   int html_created = 0, html_written = 0;
