@@ -5,7 +5,7 @@
  * for them, each refusal an error diagnostic carrying upstream's own
  * message:
  *  - tp > 1 at ep > 1 without a registered plan (the plugin's own, unless
- *    it names its function get_hf_tp_shard_plan: the class's _tp_plan, or
+ *    it names its function get_hf_tp_shard_plan...: the class's _tp_plan, or
  *    a custom / named one): "No safe tensor-parallel plan is registered
  *    ...";
  *  - tp > 1 on such a model (any ep): a plan key that targets experts or
@@ -193,12 +193,13 @@ static tpx_status check_tp(moe_ctx *c) {
                   "router/attention activations remain correct.");
   tpx_plan_source src = c->sel->source;
   /* A plugin that gives the class's own _tp_plan names it as upstream's
-   * get_hf_tp_shard_plan: upstream's dense path (ep 1) uses that plan, the
+   * get_hf_tp_shard_plan (the name may go on, "get_hf_tp_shard_plan (the
+   * class _tp_plan)"): upstream's dense path (ep 1) uses that plan, the
    * MoE path (ep > 1) does not count it as registered. */
   const char *fn = c->sel->function;
   int registered = src == TPX_PLAN_SOURCE_CUSTOM ||
                    (src == TPX_PLAN_SOURCE_PLUGIN &&
-                    !(fn && strcmp(fn, "get_hf_tp_shard_plan") == 0));
+                    !(fn && strncmp(fn, "get_hf_tp_shard_plan", 20) == 0));
   if (ep > 1 && !registered) {
     char msg[640];
     snprintf(msg, sizeof msg,

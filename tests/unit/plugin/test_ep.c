@@ -531,7 +531,8 @@ START_TEST(class_plan_at_ep1_only) {
   setup(&f, cfg);
   select_ep(&f, 2, 1);
   ck_assert_str_eq(errors(&f), "");
-  ck_assert_str_eq(tpx_selection_function(f.sel), "get_hf_tp_shard_plan");
+  ck_assert_str_eq(tpx_selection_function(f.sel),
+                   "get_hf_tp_shard_plan (the class _tp_plan)");
   teardown(&f);
   setup(&f, cfg);
   select_ep(&f, 2, 2);

@@ -83,8 +83,9 @@ TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
   int class_plan = 0;
   if (h->config_get_bool(ctx, "tpxtest_class_plan", &class_plan))
     class_plan = 0;
-  h->plan_set_function(ctx, class_plan ? "get_hf_tp_shard_plan"
-                                       : "tpxtest_moe_plan");
+  h->plan_set_function(ctx, class_plan
+                                ? "get_hf_tp_shard_plan (the class _tp_plan)"
+                                : "tpxtest_moe_plan");
   return rc == TPX_PLUGIN_OK ? TPX_PLUGIN_OK : TPX_PLUGIN_ERROR;
 }
 
