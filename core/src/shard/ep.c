@@ -112,12 +112,100 @@ static int tied_across(const tpx_model *model, int64_t a, int64_t b) {
   return 0;
 }
 
-int tpx__ep_units(const tpx_sharding *sh, void *vec,
+/* 1 when module m is `top` or below it. */
+static int under(const tpx_model *model, int64_t m, int64_t top) {
+  for (; m >= 0; m = m ? tpx__mv_parent(model, m) : -1)
+    if (m == top)
+      return 1;
+  return 0;
+}
+
+/* The dtype group of parameter p in upstream's fully_shard_by_dtype: its
+ * held dtype (f32 for a kept-fp32 one), which decides its compute dtype. */
+static int dtype_key(const tpx_sharding *sh, int64_t p) {
+  return (int)tpx__held_dtype(sh, p,
+                              (tpx_dtype)tpx__mv_param(sh->model, p)->dtype);
+}
+
+/* The key all counted parameters under module m share, -1 when they differ,
+ * -2 when there are none. */
+static int subtree_key(const tpx_sharding *sh, const int64_t *ps, size_t n,
+                       int64_t m) {
+  int key = -2;
+  for (size_t i = 0; i < n; i++) {
+    if (!under(sh->model, tpx__mv_param(sh->model, ps[i])->module, m))
+      continue;
+    int k = dtype_key(sh, ps[i]);
+    if (key == -2)
+      key = k;
+    else if (key != k)
+      return -1;
+  }
+  return key;
+}
+
+/* NeMo Automodel 0.7.0's MoE path wraps each block with
+ * fully_shard_by_dtype, the experts ignored: with two dtype groups among
+ * the block's floating-point parameters, every maximal subtree holding only
+ * the smaller group's becomes a unit of its own (a kept-fp32 router gate,
+ * linear attention's _fp32_params); with three or more, every maximal
+ * uniform subtree. 0, or -1 out of memory. */
+static int dtype_units(const tpx_sharding *sh, int64_t block, int reshard,
+                       void *vec,
+                       int (*push)(void *, int64_t, int64_t, int, int)) {
+  const tpx_model *model = sh->model;
+  int64_t *ps = malloc((sh->num_params ? sh->num_params : 1) * sizeof *ps);
+  if (!ps)
+    return -1;
+  size_t n = 0;
+  int keys[8], counts[8], nk = 0;
+  for (size_t p = 0; p < sh->num_params; p++) {
+    const tpx__param *pi = tpx__mv_param(model, (int64_t)p);
+    if (sh->param_moe[p] || pi->tied_to >= 0 ||
+        !tpx_dtype_is_float((tpx_dtype)pi->dtype) ||
+        !under(model, pi->module, block))
+      continue;
+    ps[n++] = (int64_t)p;
+    int k = dtype_key(sh, (int64_t)p), j = 0;
+    while (j < nk && keys[j] != k) j++;
+    if (j == nk && nk < 8) {
+      keys[nk] = k;
+      counts[nk++] = 0;
+    }
+    if (j < nk)
+      counts[j]++;
+  }
+  int least = 0;
+  for (int j = 1; j < nk; j++)
+    if (counts[j] < counts[least])
+      least = j;
+  int rc = 0;
+  for (size_t m = 1; nk >= 2 && m < sh->num_modules && rc == 0; m++) {
+    int64_t parent = tpx__mv_parent(model, (int64_t)m);
+    if ((int64_t)m == block || !under(model, (int64_t)m, block))
+      continue;
+    int k = subtree_key(sh, ps, n, (int64_t)m);
+    if (k < 0 || (nk == 2 && k != keys[least]))
+      continue;
+    if (parent != block && subtree_key(sh, ps, n, parent) == k)
+      continue; /* not maximal */
+    rc = push(vec, (int64_t)m, -1, reshard, 0);
+  }
+  free(ps);
+  return rc;
+}
+
+int tpx__ep_units(const tpx_sharding *sh, const int64_t *blocks,
+                  size_t num_blocks, void *vec,
                   int (*push)(void *vec, int64_t module, int64_t group,
                               int reshard, int on_moe)) {
   const tpx_model *model = sh->model;
   if (sh->ep <= 1)
     return 0;
+  const int block_reshard = sh->opts.reshard_after_forward > 0;
+  for (size_t b = 0; b < num_blocks; b++)
+    if (dtype_units(sh, blocks[b], block_reshard, vec, push) != 0)
+      return -1;
   if (sh->ep_fsdp) {
     int64_t last = -1;
     for (size_t p = 0; p < sh->num_params; p++) {

@@ -315,8 +315,17 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
   } else if (visit(sh, &v, 0, 0) != 0 || embedding_units(sh, &v) != 0) {
     st = tpx__shard_oom(err, "FSDP units");
   }
-  if (st == TPX_OK && tpx__ep_units(sh, &v, push_ep_unit) != 0)
-    st = tpx__shard_oom(err, "FSDP units");
+  if (st == TPX_OK && sh->ep > 1) {
+    /* the blocks upstream's MoE path wraps: the units of module lists */
+    int64_t *blocks = malloc((v.n ? v.n : 1) * sizeof *blocks);
+    size_t nb = 0;
+    for (size_t u = 0; blocks && u < v.n; u++)
+      if (v.units[u].group >= 0)
+        blocks[nb++] = v.units[u].module;
+    if (!blocks || tpx__ep_units(sh, blocks, nb, &v, push_ep_unit) != 0)
+      st = tpx__shard_oom(err, "FSDP units");
+    free(blocks);
+  }
   /* At ep > 1 upstream's MoE parallelizer wraps with its own
    * reshard_after_forward, False unless the strategy overrides it
    * (MoEParallelizerConfig): no unit reshards after forward. */
