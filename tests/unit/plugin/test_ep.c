@@ -20,7 +20,7 @@
 #include "tpx/select.h"
 #include "tpx/sharding.h"
 
-#define MOE_PLUGIN fixture_path("TPX_TEST_MOE_DIR", "libtpxtest_moe.so")
+#define MOE_PLUGIN fixture_path("TPX_TEST_MOE_DIR", "libtpxtest_ep.so")
 
 /* tests/data/upstream_moe/qwen3_moe/config.json's sizes. */
 #define MOE_CONFIG(arch, experts)                                              \

@@ -1,4 +1,4 @@
-/* moe.c — a test plugin ("tpxtest-moe") serving a made-up custom MoE
+/* moe.c — a test plugin ("tpxtest-ep") serving a made-up custom MoE
  * architecture the way NeMo Automodel 0.7.0 serves Qwen3-MoE with its own
  * implementation, so the expert-parallel tests do not depend on the family
  * plugins. Two architectures, both declared moe_custom with the fused
@@ -41,7 +41,7 @@ TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
   if (host->abi_min > mine || host->abi_max < mine)
     return TPX_PLUGIN_ABI_UNSUPPORTED;
   info->abi_version = mine;
-  info->name = "tpxtest-moe";
+  info->name = "tpxtest-ep";
   info->version = "1.0.0";
   info->description = "tpx test plugin (tests/unit/plugin/moe)";
   info->architectures = architectures;
