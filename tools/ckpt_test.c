@@ -7,9 +7,10 @@
  *        tensors listed in LIST ("NAME DTYPE DIM..." lines)
  *   cmp A B                               tensor names, dtypes, shapes and
  *        bytes of two checkpoints are identical (any file layout)
- *   check-ranks WEIGHTS RANKDIR TP DP_SHARD DP_REPLICATE [sp]
+ *   check-ranks WEIGHTS RANKDIR TP DP_SHARD DP_REPLICATE [sp] [ep=N]
  *        every rank file holds exactly rank r's slice (layout function,
- *        plan selected as `tpx plan` does) of every tensor, bytes equal
+ *        plan selected as `tpx plan` does; an expert parameter's on the
+ *        MoE mesh with ep=N) of every tensor, bytes equal
  *   sigbus FILE   opens FILE with the reader (mapped), truncates it to its
  *        header, and reads every tensor under the CLI's SIGBUS guard (the
  *        one `tpx shard` and `tpx merge` read under): exit 1 with the
@@ -275,7 +276,12 @@ static int check_ranks(int argc, char **argv) {
   pa.tp = atoll(argv[2]);
   pa.dp_shard = atoll(argv[3]);
   pa.dp_replicate = atoll(argv[4]);
-  pa.sp = argc > 5 && !strcmp(argv[5], "sp");
+  for (int k = 5; k < argc; k++) { /* [sp] [ep=N] */
+    if (!strcmp(argv[k], "sp"))
+      pa.sp = 1;
+    else if (!strncmp(argv[k], "ep=", 3))
+      pa.ep = atoll(argv[k] + 3);
+  }
   pa.fsdp = pa.isolate = 1;
   tpx_cli_planned pl;
   tpx_checkpoint_reader *src = NULL;
@@ -445,6 +451,6 @@ int main(int argc, char **argv) {
   fprintf(stderr, "usage: tpx-ckpt-test gen CONFIG OUTDIR [MAX_SHARD] | "
                   "gen-list CONFIG LIST OUTDIR [MAX_SHARD] | cmp "
                   "A B | check-ranks WEIGHTS RANKDIR TP DP_SHARD DP_REPLICATE "
-                  "[sp] | sigbus FILE\n");
+                  "[sp] [ep=N] | sigbus FILE\n");
   return 2;
 }

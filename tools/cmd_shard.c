@@ -38,6 +38,10 @@ static void usage(FILE *out) {
           "shards over\n"
           "                       dp_shard x cp, so every cp rank gets its "
           "own file\n"
+          "  --ep N               expert parallelism (default 1): each rank "
+          "file holds\n"
+          "                       its EP rank's experts (the MoE mesh "
+          "ep_shard x ep)\n"
           "  --sp                 sequence parallelism\n"
           "  --plan PATH|NAME     a tpx-plan/1 file or a plugin's named plan\n"
           "  --rank R             write only rank R (default: every rank)\n"
@@ -102,7 +106,7 @@ static void default_config(shard_args *a) {
 
 static int parse_args(int argc, char **argv, shard_args *a) {
   memset(a, 0, sizeof *a);
-  a->p.tp = a->p.dp_shard = a->p.dp_replicate = a->p.cp = 1;
+  a->p.tp = a->p.dp_shard = a->p.dp_replicate = a->p.cp = a->p.ep = 1;
   a->p.fsdp = a->p.isolate = 1;
   a->rank = -1;
   for (int i = 1; i < argc; i++) {
@@ -144,6 +148,9 @@ static int parse_args(int argc, char **argv, shard_args *a) {
         return -1;
     } else if (val && !strcmp(arg, "--cp")) {
       if (parse_count(arg, argv[++i], 1, &a->p.cp))
+        return -1;
+    } else if (val && !strcmp(arg, "--ep")) {
+      if (parse_count(arg, argv[++i], 1, &a->p.ep))
         return -1;
     } else if (val && !strcmp(arg, "--rank")) {
       if (parse_count(arg, argv[++i], 0, &a->rank))

@@ -564,8 +564,8 @@ ADVICE_MEM = ("params", "grads", "optimizer", "gather_peak", "activations",
 def check_advice(adv, gpus=None):
     """Problems in `tpx plan --gpus N --format json` (tpx-advice/1,
     docs/MEMORY.md): one candidate per (dp_replicate, dp_shard, tp) with
-    product N; fits == peak <= gpu_mem; memory terms summing to the peak;
-    TP + FSDP traffic == the total; sorted fitting (by traffic, then peak),
+    product N (a custom MoE model's once per ep); fits == peak <= gpu_mem;
+    memory terms summing to the peak; TP + FSDP + EP traffic == the total; sorted fitting (by traffic, then peak),
     then not fitting (by peak), then rejected (with a reason, no figures)."""
     P = Problems()
     if not isinstance(adv, dict) or adv.get("format") != "tpx-advice/1":
@@ -580,8 +580,14 @@ def check_advice(adv, gpus=None):
         return P + ["advice.advice is not a list"]
     want = sorted((n // t // s, s, t) for t in range(1, n + 1) if n % t == 0
                   for s in range(1, n // t + 1) if (n // t) % s == 0)
-    got = sorted((x.get("dp_replicate"), x.get("dp_shard"), x.get("tp"))
-                 for x in a)
+    # A custom MoE model's advice repeats a mesh once per ep (docs/MEMORY.md
+    # "Expert parallelism"): every triple is there, each ep at most once.
+    got = sorted(set((x.get("dp_replicate"), x.get("dp_shard"), x.get("tp"))
+                     for x in a))
+    eps = [(x.get("dp_replicate"), x.get("dp_shard"), x.get("tp"),
+            x.get("ep", 1)) for x in a]
+    if len(set(eps)) != len(eps):
+        P.add("advice lists a mesh twice with the same ep")
     if got != want:
         P.add("advice lists meshes %r, want every product-%d triple %r"
               % (got[:6], n, want[:6]))
@@ -609,11 +615,14 @@ def check_advice(adv, gpus=None):
         if x.get("fits") is not (pk <= mem):
             P.add("%s: fits %r but peak %d vs gpu_mem %d"
                   % (tag, x.get("fits"), pk, mem))
-        tot, ctp, cf = (x.get("comm_bytes_per_step"), x.get("comm_tp_bytes"),
-                        x.get("comm_fsdp_bytes"))
-        if not all(isinstance(v, int) and v >= 0 for v in (tot, ctp, cf)) or \
-                tot != min(ctp + cf, INT64_MAX):
-            P.add("%s: traffic %r != tp %r + fsdp %r" % (tag, tot, ctp, cf))
+        tot, ctp, cf, cep = (x.get("comm_bytes_per_step"),
+                             x.get("comm_tp_bytes"), x.get("comm_fsdp_bytes"),
+                             x.get("comm_ep_bytes", 0))
+        if not all(isinstance(v, int) and v >= 0
+                   for v in (tot, ctp, cf, cep)) or \
+                tot != min(ctp + cf + cep, INT64_MAX):
+            P.add("%s: traffic %r != tp %r + fsdp %r + ep %r"
+                  % (tag, tot, ctp, cf, cep))
             continue
         band = x.get("traffic_band")
         if x["fits"] != isinstance(band, int):

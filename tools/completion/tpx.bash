@@ -15,7 +15,7 @@ _tpx() {
     --dir|--in|--out) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --max-shard-size|--rank|--run-id) return ;;
     --format) COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
-    --tp|--dp-shard|--dp-replicate|--cp|--gpus) COMPREPLY=($(compgen -W "1 2 4 8 16 32 64" -- "$cur")); return ;;
+    --tp|--dp-shard|--dp-replicate|--cp|--ep|--gpus) COMPREPLY=($(compgen -W "1 2 4 8 16 32 64" -- "$cur")); return ;;
     --optimizer) COMPREPLY=($(compgen -W "adamw sgd none" -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "bf16 f16 f32" -- "$cur")); return ;;
     --attention) COMPREPLY=($(compgen -W "flash sdpa eager" -- "$cur")); return ;;
@@ -25,11 +25,11 @@ _tpx() {
   esac
   case $cmd in
     plan)
-      COMPREPLY=($(compgen -W "--config --weights --dtype --tp --dp-shard --dp-replicate --cp --offload --sp --plan --no-fsdp --no-isolation --summary --format --html --optimizer --batch --seq --activation-checkpointing --attention --loss-in-place --gpus --gpu-mem --host-mem --show --rank --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "--config --weights --dtype --tp --dp-shard --dp-replicate --cp --ep --offload --sp --plan --no-fsdp --no-isolation --summary --format --html --optimizer --batch --seq --activation-checkpointing --attention --loss-in-place --gpus --gpu-mem --host-mem --show --rank --help" -- "$cur")) ;;
     plugins)
       COMPREPLY=($(compgen -W "--format --dir --help" -- "$cur")) ;;
     shard)
-      COMPREPLY=($(compgen -W "--weights --config --tp --dp-shard --dp-replicate --cp --sp --plan --rank --no-fsdp --no-isolation --out --allow-errors --run-id --force --help" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "--weights --config --tp --dp-shard --dp-replicate --cp --ep --sp --plan --rank --no-fsdp --no-isolation --out --allow-errors --run-id --force --help" -- "$cur")) ;;
     merge)
       COMPREPLY=($(compgen -W "--in --out --max-shard-size --force --help" -- "$cur")) ;;
     check-plugin)

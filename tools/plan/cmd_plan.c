@@ -63,6 +63,9 @@ static void usage(FILE *out) {
           "rank holds\n"
           "                       1/N of every sequence; FSDP shards over "
           "dp_shard x cp\n"
+          "  --ep N               expert parallelism (default 1): routed "
+          "experts on the\n"
+          "                       MoE mesh (ep_shard, ep); custom MoE models\n"
           "  --offload            FSDP2 CPU offload: sharded params, grads "
           "and optimizer\n"
           "                       state in host memory (the memory report "
@@ -125,15 +128,19 @@ typedef struct {
   const char *config, *weights, *plan, *format;
   const char *html;  /* --html FILE, or NULL */
   const char *dtype; /* --dtype: parameters' dtype of a config-only plan */
-  int64_t tp, dp_shard, dp_replicate, cp;
+  int64_t tp, dp_shard, dp_replicate, cp, ep;
   int sp, fsdp, isolate, summary;
+  /* --help: the errno of a write of the usage that failed (a usage longer
+   * than stdout's buffer meets the failure before the final flush, which
+   * then has no reason left to tell) */
+  int help_errno;
   plan_extra x; /* memory, advisor, picture, slices (plan_extra.c) */
 } args_t;
 
 /* 0 ok, 1 help printed, -1 bad arguments (message printed). */
 static int parse_args(int argc, char **argv, args_t *a) {
   memset(a, 0, sizeof *a);
-  a->tp = a->dp_shard = a->dp_replicate = a->cp = 1;
+  a->tp = a->dp_shard = a->dp_replicate = a->cp = a->ep = 1;
   a->format = "text";
   a->fsdp = 1;
   a->isolate = 1;
@@ -147,7 +154,9 @@ static int parse_args(int argc, char **argv, args_t *a) {
     if (took) {
       i += took - 1;
     } else if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+      errno = 0;
       usage(stdout);
+      a->help_errno = ferror(stdout) ? errno : 0;
       return 1;
     } else if (!strcmp(arg, "--sp")) {
       a->sp = 1;
@@ -163,7 +172,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
                !strcmp(arg, "--plan") || !strcmp(arg, "--format") ||
                !strcmp(arg, "--tp") || !strcmp(arg, "--dp-shard") ||
                !strcmp(arg, "--dp-replicate") || !strcmp(arg, "--html") ||
-               !strcmp(arg, "--dtype") || !strcmp(arg, "--cp")) {
+               !strcmp(arg, "--dtype") || !strcmp(arg, "--cp") ||
+               !strcmp(arg, "--ep")) {
       if (!val) {
         fprintf(stderr, "tpx plan: %s needs a value\n", arg);
         return -1;
@@ -189,6 +199,9 @@ static int parse_args(int argc, char **argv, args_t *a) {
           return -1;
       } else if (!strcmp(arg, "--cp")) {
         if (parse_size(arg, val, &a->cp))
+          return -1;
+      } else if (!strcmp(arg, "--ep")) {
+        if (parse_size(arg, val, &a->ep))
           return -1;
       } else if (parse_size(arg, val, &a->dp_replicate)) {
         return -1;
@@ -253,6 +266,11 @@ static int parse_args(int argc, char **argv, args_t *a) {
             "sharded over dp_shard, so its %lld ranks hold replicas (use "
             "--dp-replicate for plain data parallelism)\n",
             (long long)a->dp_shard, (long long)a->dp_shard);
+  if (a->x.gpus && a->ep > 1 && a->x.gpus % a->ep != 0) {
+    fprintf(stderr, "tpx plan: --ep %lld does not divide --gpus %lld\n",
+            (long long)a->ep, (long long)a->x.gpus);
+    return -1;
+  }
   if (a->x.gpus && a->cp > 1 && a->x.gpus % a->cp != 0) {
     fprintf(stderr, "tpx plan: --cp %lld does not divide --gpus %lld\n",
             (long long)a->cp, (long long)a->x.gpus);
@@ -317,7 +335,7 @@ int tpx_cmd_plan(const char *prog, int argc, char **argv) {
   args_t a;
   int rc = parse_args(argc, argv, &a);
   if (rc == 1)
-    return 0;
+    return a.help_errno && cli_output_failed("tpx plan", a.help_errno) ? 1 : 0;
   if (rc < 0)
     return 2;
   int html_created = 0, html_written = 0;
@@ -334,7 +352,8 @@ int tpx_cmd_plan(const char *prog, int argc, char **argv) {
 
   tpx_cli_plan_args pa = {a.config,   a.weights,      a.plan, a.tp,
                           a.dp_shard, a.dp_replicate, a.sp,   a.fsdp,
-                          a.isolate,  a.dtype,        a.cp,   prog};
+                          a.isolate,  a.dtype,        a.cp,   prog,
+                          a.ep};
   if ((rc = tpx_cli_plan_prepare("plan", &pa, &pl)) != 0) {
     code = rc;
     goto out;

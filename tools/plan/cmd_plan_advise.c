@@ -1,6 +1,7 @@
 /* cmd_plan_advise.c — `tpx plan --gpus N`: the mesh advisor. Every
  * (dp_replicate, dp_shard, tp) with product N (with --cp C: every
- * (dp_replicate, dp_shard, C, tp)) is planned as `tpx plan`
+ * (dp_replicate, dp_shard, C, tp); for a custom MoE model each with every
+ * ep dividing N, or the --ep given) is planned as `tpx plan`
  * would plan it (selection per tp size, so heads-not-divisible and invalid
  * plans are rejected with the selection's own message), then costed with
  * the library's training-memory and traffic estimates (tpx/memory.h) on its
@@ -33,6 +34,8 @@
 static int tie_cmp(const cand_t *a, const cand_t *b) {
   if (a->tp != b->tp)
     return a->tp < b->tp ? -1 : 1;
+  if (a->ep != b->ep)
+    return a->ep < b->ep ? -1 : 1;
   if (a->cp != b->cp)
     return a->cp < b->cp ? -1 : 1;
   if (a->dps != b->dps)
@@ -179,19 +182,71 @@ static int cp_allowed(int64_t cp, int64_t seq) {
   return cp == 1 || (seq > 0 && seq % (2 * cp) == 0);
 }
 
+/* 1 when a plugin declares the model a custom MoE architecture (its
+ * expert parallelism is enumerated). */
+static int is_custom_moe(const tpx_registry *reg, const tpx_model *model,
+                         const tpx_select_options *base) {
+  tpx_select_options so = *base;
+  so.tp_size = 1;
+  so.ep = 1;
+  tpx_selection *sel = NULL;
+  tpx_diag_list *diags = NULL;
+  int moe = tpx_diag_list_create(&diags, NULL) == TPX_OK &&
+            tpx_select_plan(reg, model, &so, &sel, diags, NULL) == TPX_OK &&
+            tpx_selection_moe_custom(sel);
+  tpx_selection_destroy(sel);
+  tpx_diag_list_destroy(diags);
+  return moe;
+}
+
+/* The meshes of one tp and ep: every (dp_replicate, dp_shard, cp), the
+ * selection `sel` (or its refusal `why`) costed on each. */
+static void add_meshes(advice_t *a, int64_t N, int64_t t, int64_t e,
+                       int64_t cp_only, const char *why, const tpx_model *model,
+                       const tpx_selection *sel, int fsdp, const plan_extra *x,
+                       const tpx_memory_options *mo, tpx_memory *buf,
+                       tpx_traffic *tbuf) {
+  for (int64_t c = 1; c <= N / t; c++) {
+    if ((N / t) % c || (cp_only ? c != cp_only : c == 1) ||
+        !cp_allowed(c, mo->seq))
+      continue;
+    for (int64_t s = 1; s <= N / t / c; s++) {
+      if ((N / t / c) % s)
+        continue;
+      cand_t *k = &a->c[a->n++];
+      k->tp = t;
+      k->ep = e;
+      k->cp = c;
+      k->dps = s;
+      k->dpr = N / t / c / s;
+      if (why) {
+        k->rejected = 1;
+        snprintf(k->why, sizeof k->why, "%s", why);
+      } else {
+        cost(k, model, sel, fsdp, x, mo, buf, tbuf);
+      }
+    }
+  }
+}
+
 /* Plans and costs every mesh of x->gpus ranks with memory options `mo`
- * into *a (ranked): cp `cp_only` (0: every cp > 1 the sequence allows).
- * 0, or -1 out of memory (printed). */
+ * into *a (ranked): cp `cp_only` (0: every cp > 1 the sequence allows),
+ * and for a custom MoE model every ep dividing the world (`ep_only` > 1:
+ * that one). 0, or -1 out of memory (printed). */
 static int advise_run(const tpx_registry *reg, const tpx_model *model,
                       const tpx_select_options *base, int fsdp,
                       const plan_extra *x, const tpx_memory_options *mo,
-                      int64_t cp_only, advice_t *a) {
+                      int64_t cp_only, int64_t ep_only, advice_t *a) {
   int64_t N = x->gpus;
-  size_t cap = 0;
+  size_t cap = 0, neps = 0;
+  int moe = ep_only > 1 || is_custom_moe(reg, model, base);
+  for (int64_t e = 1; e <= N; e++)
+    neps += N % e == 0 && (ep_only > 1 ? e == ep_only : moe || e == 1);
   for (int64_t t = 1; t <= N; t++)
     for (int64_t c = 1; N % t == 0 && c <= N / t; c++)
       for (int64_t s = 1; (N / t) % c == 0 && s <= N / t / c; s++)
         cap += (N / t / c) % s == 0;
+  cap *= neps;
   a->mo = *mo;
   a->n = 0;
   a->c = calloc(cap ? cap : 1, sizeof *a->c);
@@ -204,42 +259,26 @@ static int advise_run(const tpx_registry *reg, const tpx_model *model,
     return -1;
   }
   for (int64_t t = 1; t <= N; t++) {
-    if (N % t)
-      continue;
-    tpx_select_options so = *base;
-    so.tp_size = t;
-    tpx_selection *sel = NULL;
-    tpx_diag_list *diags = NULL;
-    tpx_error err;
-    tpx_error_clear(&err);
-    const char *why = NULL;
-    if (tpx_diag_list_create(&diags, &err) != TPX_OK ||
-        tpx_select_plan(reg, model, &so, &sel, diags, &err) != TPX_OK)
-      why = err.message;
-    else
-      why = first_error(diags);
-    for (int64_t c = 1; c <= N / t; c++) {
-      if ((N / t) % c || (cp_only ? c != cp_only : c == 1) ||
-          !cp_allowed(c, mo->seq))
+    for (int64_t e = 1; N % t == 0 && e <= N; e++) {
+      if (N % e || (ep_only > 1 ? e != ep_only : !moe && e != 1))
         continue;
-      for (int64_t s = 1; s <= N / t / c; s++) {
-        if ((N / t / c) % s)
-          continue;
-        cand_t *k = &a->c[a->n++];
-        k->tp = t;
-        k->cp = c;
-        k->dps = s;
-        k->dpr = N / t / c / s;
-        if (why) {
-          k->rejected = 1;
-          snprintf(k->why, sizeof k->why, "%s", why);
-        } else {
-          cost(k, model, sel, fsdp, x, mo, buf, tbuf);
-        }
-      }
+      tpx_select_options so = *base;
+      so.tp_size = t;
+      so.ep = e;
+      tpx_selection *sel = NULL;
+      tpx_diag_list *diags = NULL;
+      tpx_error err;
+      tpx_error_clear(&err);
+      const char *why = NULL;
+      if (tpx_diag_list_create(&diags, &err) != TPX_OK ||
+          tpx_select_plan(reg, model, &so, &sel, diags, &err) != TPX_OK)
+        why = err.message;
+      else
+        why = first_error(diags);
+      add_meshes(a, N, t, e, cp_only, why, model, sel, fsdp, x, mo, buf, tbuf);
+      tpx_selection_destroy(sel);
+      tpx_diag_list_destroy(diags);
     }
-    tpx_selection_destroy(sel);
-    tpx_diag_list_destroy(diags);
   }
   rank(a->c, a->n);
   free(buf);
@@ -276,7 +315,8 @@ static int advise_alternatives(const tpx_registry *reg, const tpx_model *model,
       only = 0;
     m.activation_checkpointing |= k == ALT_AC || k == ALT_ALL;
     m.offload |= k == ALT_OFFLOAD || k == ALT_ALL;
-    if (advise_run(reg, model, base, pa->fsdp, x, &m, only, &s->run[k]) != 0)
+    if (advise_run(reg, model, base, pa->fsdp, x, &m, only, pa->ep,
+                   &s->run[k]) != 0)
       return -1;
     s->costed[k] = 1;
   }
@@ -308,7 +348,7 @@ int plan_advise(const struct tpx_cli_plan_args *pa, const tpx_registry *reg,
   alts_t s;
   memset(&s, 0, sizeof s);
   int code = 1;
-  if (advise_run(reg, model, base, pa->fsdp, x, &mo, cp, &a) != 0)
+  if (advise_run(reg, model, base, pa->fsdp, x, &mo, cp, pa->ep, &a) != 0)
     goto out;
   if (!(a.n && kind_of(&a.c[0]) == 0) && a.n && !a.c[0].rejected &&
       advise_alternatives(reg, model, base, pa, x, &mo, cp, &s) != 0)

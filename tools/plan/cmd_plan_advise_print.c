@@ -73,6 +73,10 @@ static void best_command(char *b, size_t size,
     len = strlen(b);
     snprintf(b + len, size - len, " --cp %lld", (long long)c->cp);
   }
+  if (c->ep > 1) {
+    len = strlen(b);
+    snprintf(b + len, size - len, " --ep %lld", (long long)c->ep);
+  }
   if (mo->optimizer != TPX_OPTIMIZER_ADAMW) {
     cmd_arg(b, size, "--optimizer");
     cmd_arg(b, size, tpx_optimizer_name(mo->optimizer));
@@ -102,6 +106,8 @@ static json_t *json_mesh(const cand_t *c) {
   json_object_set_new(o, "dp_shard", json_integer(c->dps));
   json_object_set_new(o, "tp", json_integer(c->tp));
   json_object_set_new(o, "cp", json_integer(c->cp));
+  if (c->ep > 1) /* only for a custom MoE model's expert-parallel meshes */
+    json_object_set_new(o, "ep", json_integer(c->ep));
   json_object_set_new(o, "peak_bytes", jint_or_null(ok, c->worst.peak));
   json_object_set_new(o, "device_bytes", jint_or_null(ok, c->worst.device));
   json_object_set_new(o, "host_bytes", jint_or_null(ok, c->worst.host));
@@ -130,6 +136,8 @@ static json_t *json_mesh(const cand_t *c) {
     json_object_set_new(o, "comm_tp_bytes", json_integer(c->traffic.tp));
     json_object_set_new(o, "comm_fsdp_bytes", json_integer(c->traffic.fsdp));
     json_object_set_new(o, "comm_cp_bytes", json_integer(c->traffic.cp));
+    if (c->ep > 1)
+      json_object_set_new(o, "comm_ep_bytes", json_integer(c->traffic.ep));
   }
   return o;
 }
@@ -216,11 +224,14 @@ void advise_print_json(const advice_t *a, const alts_t *s,
  * mesh has cp > 1. */
 static void print_table(const advice_t *a) {
   char p[32], t[32], d[32], e[32];
-  int with_cp = 0;
+  int with_cp = 0, with_ep = 0;
   for (size_t i = 0; i < a->n; i++) with_cp |= a->c[i].cp > 1;
+  for (size_t i = 0; i < a->n; i++) with_ep |= a->c[i].ep > 1;
   printf("  %-4s %6s %8s", "", "dp_rep", "dp_shard");
   if (with_cp)
     printf(" %4s", "cp");
+  if (with_ep)
+    printf(" %4s", "ep");
   printf(" %4s %11s %5s %4s %12s %12s %12s\n", "tp", "peak/rank", "fits",
          "band", "sent/step", "tp", "fsdp");
   size_t shown = 0, rej = 0;
@@ -237,6 +248,8 @@ static void print_table(const advice_t *a) {
            (long long)c->dps);
     if (with_cp)
       printf(" %4lld", (long long)c->cp);
+    if (with_ep)
+      printf(" %4lld", (long long)(c->ep > 1 ? c->ep : 1));
     printf(" %4lld %11s %5s %4s %12s %12s %12s", (long long)c->tp,
            tpx_format_bytes(c->worst.device, p, sizeof p),
            c->fits ? "yes" : "no", band,
@@ -259,6 +272,8 @@ static void print_table(const advice_t *a) {
                (long long)a->c[i].dps);
         if (a->c[i].cp > 1)
           printf(" cp=%lld", (long long)a->c[i].cp);
+        if (a->c[i].ep > 1)
+          printf(" ep=%lld", (long long)a->c[i].ep);
         printf(" tp=%lld: %s\n", (long long)a->c[i].tp, a->c[i].why);
       }
   }
@@ -331,9 +346,12 @@ void advise_print_text(const advice_t *a, const alts_t *s,
     return;
   }
   if (shown) {
-    char cps[32] = "";
+    char cps[64] = "";
     if (a->c[0].cp > 1)
       snprintf(cps, sizeof cps, " cp=%lld", (long long)a->c[0].cp);
+    if (a->c[0].ep > 1)
+      snprintf(cps + strlen(cps), sizeof cps - strlen(cps), " ep=%lld",
+               (long long)a->c[0].ep);
     printf("\nNo mesh fits in %s per GPU; the smallest peak is %s "
            "(dp_replicate=%lld dp_shard=%lld%s tp=%lld)\n",
            g, tpx_format_bytes(a->c[0].worst.device, m, sizeof m),

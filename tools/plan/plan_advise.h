@@ -21,6 +21,8 @@
 
 typedef struct {
   int64_t dpr, dps, cp, tp;
+  int64_t ep; /* expert parallelism (1 for a model that is not a custom
+                 MoE model) */
   int rejected;
   char why[512];
   tpx_memory worst;    /* the rank with the largest peak */

@@ -246,6 +246,7 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
   so.sequence_parallel = a->sp;
   so.custom = p->custom;
   so.plan_name = (a->plan && !p->custom) ? a->plan : NULL;
+  so.ep = a->ep > 1 ? a->ep : 1;
   p->so = so;
   return 0;
 }
@@ -263,6 +264,13 @@ int tpx_cli_plan_finish(const char *cmd, const tpx_cli_plan_args *a,
   if (plan_mesh(a->dp_replicate, a->dp_shard, a->cp, a->tp, &p->mesh, &err) !=
       TPX_OK)
     return fail(cmd, "building the mesh", &err);
+  if (a->ep > 1) { /* upstream builds the MoE mesh before it plans */
+    tpx_mesh *moe = NULL;
+    tpx_status mst = tpx_mesh_create_moe(p->mesh, a->ep, &moe, &err);
+    tpx_mesh_destroy(moe);
+    if (mst != TPX_OK)
+      return fail(cmd, "building the MoE mesh", &err);
+  }
   if (plan_shard(p->model, p->sel, p->mesh, a->fsdp, &p->sh, &err) != TPX_OK)
     return fail(cmd, "applying the plan", &err);
   return 0;

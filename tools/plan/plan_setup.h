@@ -2,7 +2,8 @@
  * by `tpx plan`, `tpx shard` (and whatever else must select the plan exactly
  * as `tpx plan` does): config -> registry -> module tree (skeleton and/or
  * safetensors headers) -> custom or named plan -> selection -> mesh
- * (dp_replicate, dp_shard, [cp,] tp) -> sharding. Not the report. */
+ * (dp_replicate, dp_shard, [cp,] tp; with --ep the MoE mesh beside it) ->
+ * sharding. Not the report. */
 #ifndef TPX_TOOLS_PLAN_SETUP_H
 #define TPX_TOOLS_PLAN_SETUP_H
 
@@ -27,6 +28,9 @@ typedef struct tpx_cli_plan_args {
   /* argv[0] as the user ran it (the advisor's commands start with it), or
    * NULL for "tpx". */
   const char *prog;
+  /* --ep: expert parallelism (docs/SEMANTICS.md "Expert parallelism"); 0 or
+   * 1 = none. The MoE mesh (ep_shard, ep) is built over the same ranks. */
+  int64_t ep;
 } tpx_cli_plan_args;
 
 /* --dtype VALUE for command `cmd`: 0 when VALUE is a dtype tpx parses and no

@@ -332,7 +332,10 @@ size_t plan_show(FILE *out, const tpx_sharding *sh, const char *pattern,
     for (int d = 0; d < pi.ndim && o > 0 && (size_t)o < sizeof key; d++)
       o += snprintf(key + o, sizeof key - (size_t)o, "%lld,",
                     (long long)pi.shape[d]);
-    for (int d = 0; d < tpx_mesh_ndim(mesh) && o > 0 && (size_t)o < sizeof key;
+    const tpx_mesh *pm = tpx_sharding_param_mesh(sh, (int64_t)p);
+    if (pm != mesh && o > 0 && (size_t)o < sizeof key)
+      o += snprintf(key + o, sizeof key - (size_t)o, "|moe");
+    for (int d = 0; d < tpx_mesh_ndim(pm) && o > 0 && (size_t)o < sizeof key;
          d++) {
       char b[48];
       tpx_placement_format(ps.placements[d], b, sizeof b);
@@ -404,10 +407,13 @@ size_t plan_show(FILE *out, const tpx_sharding *sh, const char *pattern,
     if (g[k].count > 1)
       fprintf(out, " (%zu identical)", g[k].count);
     fprintf(out, "\n  placements:");
-    for (int d = 0; d < tpx_mesh_ndim(mesh); d++) {
+    const tpx_mesh *pm = tpx_sharding_param_mesh(sh, g[k].first);
+    if (pm != mesh)
+      fprintf(out, " (MoE mesh)");
+    for (int d = 0; d < tpx_mesh_ndim(pm); d++) {
       char b[48];
       tpx_placement_format(ps.placements[d], b, sizeof b);
-      fprintf(out, " %s=%s", tpx_mesh_dim_name(mesh, d), b);
+      fprintf(out, " %s=%s", tpx_mesh_dim_name(pm, d), b);
     }
     fprintf(out, "; cells: [start:end) of each dim, labelled with the "
                  "ranks holding them\n");

@@ -54,6 +54,10 @@ typedef struct tpx_shard_tensor {
   tpx_placement placements[TPX_MESH_MAX_DIMS];
   tpx_shard_fold_source *fold;
   size_t num_fold;
+  /* 1 when the placements are over the MoE mesh ("mesh": "moe": an expert
+   * parameter at ep > 1, tpx_shard_meta.ep), 0 over the main mesh. Added
+   * after num_fold. */
+  int on_moe;
 } tpx_shard_tensor;
 
 /* The parsed tpx-shard/1 metadata of one rank file. */
@@ -64,6 +68,10 @@ typedef struct tpx_shard_meta {
   int64_t rank, world_size;
   tpx_shard_tensor *tensors;
   size_t num_tensors;
+  /* Expert parallelism: "tpx.mesh" "moe" {"dims": ["ep_shard", "ep"],
+   * "sizes": [world / ep, ep]}, the MoE mesh over the same ranks
+   * (tpx_mesh_create_moe); 1 when absent. Added after num_tensors. */
+  int64_t ep;
 } tpx_shard_meta;
 
 /* Parse the "tpx.mesh" (JSON text of `mesh_len` bytes) and "tpx.tensors"

@@ -50,6 +50,12 @@ typedef struct tpx_fsdp_unit {
 TPX_API size_t tpx_sharding_num_fsdp_units(const tpx_sharding *sh);
 TPX_API tpx_status tpx_sharding_fsdp_unit(const tpx_sharding *sh, size_t index,
                                           tpx_fsdp_unit *out, tpx_error *err);
+/* The mesh dim or flattened view unit `index` shards over: "ep_shard" (on
+ * the MoE mesh, tpx_sharding_moe_mesh) for a routed-experts unit at ep > 1,
+ * else the FSDP view (tpx_sharding_fsdp_mesh_name). Borrowed; NULL out of
+ * range. */
+TPX_API const char *tpx_sharding_fsdp_unit_dim(const tpx_sharding *sh,
+                                               size_t index);
 /* Bytes of unit `index` gathered (all-gathered over dp, TP-local) on `rank`,
  * in the param dtype of each parameter. -1 when out of range. */
 TPX_API int64_t tpx_sharding_fsdp_unit_gathered_bytes(const tpx_sharding *sh,

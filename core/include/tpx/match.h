@@ -73,6 +73,11 @@ TPX_API int64_t tpx_match_module_entry(const tpx_match *m, int64_t module);
  * rules (see above); both NUL-terminated. 1 on match. Exposed for tools and
  * tests. */
 TPX_API int tpx_match_atom(const char *pattern, const char *name);
+/* A dotted `pattern` against a dotted `fqn`, atom for atom with
+ * tpx_match_atom (the same number of atoms; `*` never crosses a dot), as
+ * fp32 and expert-parameter patterns are matched. 1 on match (0 also when
+ * out of memory). */
+TPX_API int tpx_match_fqn(const char *pattern, const char *fqn);
 
 TPX_END_DECLS
 

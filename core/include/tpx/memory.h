@@ -114,6 +114,12 @@ typedef struct tpx_memory {
    * tensor per parameter. Reported beside `optimizer`, not in `peak`
    * (tpx's runtime allocates `optimizer`). */
   int64_t optimizer_torch;
+  /* Part of `activations` at ep > 1 (docs/MEMORY.md "Expert
+   * parallelism"): the token-dispatch buffers of one MoE layer, the tokens
+   * of the rank's EP group gathered with their routing (top-k weights and
+   * expert ids) and the combined output; 0 at ep 1. Added after
+   * optimizer_torch. */
+  int64_t moe_dispatch;
 } tpx_memory;
 
 /* The memory of ranks [first, first + count) into out[0..count). `opts` may
@@ -145,6 +151,12 @@ typedef struct tpx_traffic {
    * all-gathered over cp in every layer's forward, their gradients
    * reduce-scattered in backward. Part of total. */
   int64_t cp;
+  /* Expert parallelism (needs opts->seq > 0 and ep > 1): every MoE layer
+   * all-gathers its tokens and their routing over ep and all-reduces the
+   * combined output, the duals in backward (docs/MEMORY.md "Expert
+   * parallelism"). Part of total; the experts' FSDP gathers over ep_shard
+   * are in fsdp. Added after cp. */
+  int64_t ep;
 } tpx_traffic;
 
 TPX_API tpx_status tpx_traffic_rank(const tpx_sharding *sh,

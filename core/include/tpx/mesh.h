@@ -88,6 +88,19 @@ TPX_API tpx_status tpx_mesh_create_fsdp2(int64_t dp_replicate, int64_t dp_shard,
                                          int64_t cp, int64_t tp, tpx_mesh **out,
                                          tpx_error *err);
 
+/* Upstream's MoE mesh for expert parallelism `ep` (docs/SEMANTICS.md
+ * "Expert parallelism"): the ranks of `main_mesh` (all of them: tpx models
+ * no pipeline parallelism) in rank order, unflattened to dims
+ * ("ep_shard", "ep") = (world / ep, ep), as NeMo Automodel 0.7.0's
+ * _create_moe_mesh builds it: rank r has coordinates (r / ep, r % ep), an EP
+ * group is ep consecutive ranks (it may fold tp peers). A rank's number is
+ * the same on both meshes. TPX_INVALID_ARGUMENT with upstream's message
+ * "non_pp_size=W must be a multiple of ep_size=E" when ep does not divide
+ * the world size; ep >= 1 (ep 1 gives (world, 1), a mesh upstream does not
+ * build). *out is a new mesh the caller destroys. */
+TPX_API tpx_status tpx_mesh_create_moe(const tpx_mesh *main_mesh, int64_t ep,
+                                       tpx_mesh **out, tpx_error *err);
+
 TPX_END_DECLS
 
 #endif /* TPX_MESH_H */

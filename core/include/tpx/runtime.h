@@ -181,7 +181,8 @@ typedef struct tpx_runtime_param_info {
  * must have the same dims and sizes. Not collective. Parameters and
  * gradients are allocated zeroed. opts may be NULL (defaults). Errors:
  * TPX_INVALID_ARGUMENT (NULL, mesh mismatch), TPX_UNSUPPORTED naming a
- * parameter whose dtype is not f32 / bf16 / f16, TPX_NO_MEMORY. */
+ * parameter whose dtype is not f32 / bf16 / f16 or a sharding with expert
+ * parallelism (ep > 1 is planned, not run), TPX_NO_MEMORY. */
 TPX_API tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                       const tpx_runtime_options *opts,
                                       tpx_runtime **out, tpx_error *err);

@@ -50,10 +50,17 @@ typedef struct tpx_select_options {
   const char *plan_name;  /* a named plugin plan, or NULL; "hf": the
                              model's Hugging Face plan with transformers'
                              own styles translated (`tpx plan --plan hf`) */
+  /* Expert parallelism (docs/SEMANTICS.md "Expert parallelism"): >= 1; 0
+   * means 1. Above 1 the selection refuses, with NeMo Automodel 0.7.0's
+   * messages, what upstream refuses: a model no plugin declares a
+   * moe_custom architecture for, an expert count ep does not divide, tp > 1
+   * without a plugin's or a custom plan. Added after plan_name: an older,
+   * shorter struct_size means 1. */
+  int64_t ep;
 } tpx_select_options;
 
 #define TPX_SELECT_OPTIONS_INIT                                                \
-  { sizeof(tpx_select_options), 1, 0, NULL, NULL }
+  { sizeof(tpx_select_options), 1, 0, NULL, NULL, 1 }
 
 typedef struct tpx_selection tpx_selection;
 
@@ -82,6 +89,20 @@ TPX_API int64_t tpx_selection_tp_size(const tpx_selection *sel);
  * reports those parameters as one info instead of partial-grad-replicated
  * warnings. 0 otherwise and for NULL. */
 TPX_API int tpx_selection_tp_grad_sync(const tpx_selection *sel);
+/* Expert parallelism (docs/SEMANTICS.md "Expert parallelism"). The ep the
+ * selection was made for (tpx_select_options.ep; 1 for NULL). */
+TPX_API int64_t tpx_selection_ep(const tpx_selection *sel);
+/* 1 when a loaded plugin declares the architecture moe_custom (upstream
+ * serves it with NeMo Automodel's own MoE implementation: ep > 1 is
+ * possible, tp > 1 is checked as upstream's MoE path checks it), else 0. */
+TPX_API int tpx_selection_moe_custom(const tpx_selection *sel);
+/* The routed-expert parameter patterns plugins declare for the
+ * architecture (trait expert_param; dotted FQN patterns matched per atom,
+ * dim 0 the expert dim), in declaration order; borrowed. */
+TPX_API size_t tpx_selection_num_expert_params(const tpx_selection *sel);
+TPX_API const char *tpx_selection_expert_param(const tpx_selection *sel,
+                                               size_t i);
+
 /* Plugin name / path; NULL when the plan is not from a plugin (a named plan
  * is source CUSTOM with its plugin's name and path). The function names the
  * plan: the plugin's plan_set_function text (else its name or the plan

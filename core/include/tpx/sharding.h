@@ -92,13 +92,28 @@ typedef struct tpx_sharding_options {
    * shards over it only when dp_shard_dim names a view that spans it.
    * Added after selection: an older, shorter struct_size means "cp". */
   const char *cp_dim;
+  /* Expert parallelism (docs/SEMANTICS.md "Expert parallelism"): ep > 1
+   * builds upstream's MoE mesh (tpx_mesh_create_moe: ("ep_shard", "ep") =
+   * (world / ep, ep) over the same ranks) and places every routed-expert
+   * parameter on it, Shard(0) over ep and, when ep_shard > 1, Shard(1)
+   * over ep_shard in an FSDP unit of its own (the experts module); with
+   * ep_shard 1 an expert parameter is in no FSDP unit. 0 = the selection's
+   * ep (tpx_selection_ep), else 1. An ep that does not divide the world
+   * fails with upstream's message. Expert parameters are those matching
+   * expert_params (FQN patterns matched per atom, tpx_match_fqn; dim 0 the
+   * expert dim); 0 patterns = the selection's (tpx_selection_expert_param).
+   * Borrowed during tpx_sharding_create only. Added after cp_dim: an older,
+   * shorter struct_size means the selection's (or none). */
+  int64_t ep;
+  size_t num_expert_params;
+  const char *const *expert_params;
 } tpx_sharding_options;
 
 #define TPX_SHARDING_OPTIONS_INIT                                              \
   {                                                                            \
     sizeof(tpx_sharding_options), "tp", "dp_shard", "dp_replicate", 1, 1, 2,   \
         -1, TPX_DTYPE_BF16, TPX_DTYPE_F32, TPX_DTYPE_F32, 0, NULL, NULL, 0,    \
-        NULL, NULL, "cp"                                                       \
+        NULL, NULL, "cp", 0, 0, NULL                                           \
   }
 
 typedef struct tpx_sharding tpx_sharding;
@@ -131,6 +146,21 @@ TPX_API int64_t tpx_sharding_cp_size(const tpx_sharding *sh);
 TPX_API const char *tpx_sharding_fsdp_mesh_name(const tpx_sharding *sh,
                                                 int64_t *size);
 
+/* ---- expert parallelism (docs/SEMANTICS.md "Expert parallelism") ---- */
+/* The ep the sharding was made with (1 without expert parallelism; 0 for
+ * NULL). */
+TPX_API int64_t tpx_sharding_ep_size(const tpx_sharding *sh);
+/* The MoE mesh ("ep_shard", "ep"), owned by the sharding (borrowed, valid
+ * while it lives); NULL at ep 1, as upstream builds none. */
+TPX_API const tpx_mesh *tpx_sharding_moe_mesh(const tpx_sharding *sh);
+/* The mesh parameter `param` lives on: the MoE mesh for a routed-expert
+ * parameter at ep > 1, else the main mesh (tpx_sharding_mesh). Its
+ * placements (tpx_param_sharding.placements) are one per dim of that mesh,
+ * and a rank's coordinates on it are tpx_mesh_coords(that mesh, rank): a
+ * rank's number is the same on both meshes. NULL out of range. */
+TPX_API const tpx_mesh *tpx_sharding_param_mesh(const tpx_sharding *sh,
+                                                int64_t param);
+
 /* Diagnostics from matching, application and FSDP. Borrowed. */
 TPX_API const tpx_diag_list *tpx_sharding_diagnostics(const tpx_sharding *sh);
 /* 1 when no error-level diagnostic is present. */
@@ -141,11 +171,14 @@ TPX_API int tpx_sharding_ok(const tpx_sharding *sh);
 /* Borrowed view of one parameter's sharding. */
 typedef struct tpx_param_sharding {
   int64_t param;                   /* parameter index */
-  const tpx_placement *placements; /* [mesh ndim], mesh order */
+  const tpx_placement *placements; /* [mesh ndim], mesh order, of the
+                                      mesh the parameter lives on
+                                      (tpx_sharding_param_mesh) */
   int64_t plan_entry;     /* index in the plan of the key covering it, or -1 */
   const char *plan_key;   /* that key, or NULL */
   int64_t styled_module;  /* module the style was applied to, or -1 */
-  int64_t fsdp_unit;      /* FSDP unit index, or -1 when FSDP is off */
+  int64_t fsdp_unit;      /* FSDP unit index, or -1 when FSDP is off
+                             (and for an expert parameter at ep = world) */
   tpx_dtype param_dtype;  /* FSDP unsharded (compute) dtype after clearing */
   tpx_dtype reduce_dtype; /* gradient reduce dtype after clearing */
 } tpx_param_sharding;

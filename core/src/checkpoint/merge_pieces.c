@@ -132,7 +132,7 @@ static tpx_status open_file(tpx__merge_set *s, size_t i, tpx_error *err) {
                          "%lld ranks",
                          f->path, ws ? ws : "(missing)",
                          (long long)m->world_size);
-  if (m->mesh_ndim != m0->mesh_ndim ||
+  if (m->mesh_ndim != m0->mesh_ndim || m->ep != m0->ep ||
       memcmp(m->mesh_sizes, m0->mesh_sizes, sizeof m->mesh_sizes) != 0 ||
       memcmp(m->mesh_names, m0->mesh_names, sizeof m->mesh_names) != 0)
     return tpx_error_set(err, TPX_VALIDATION, "%s: its mesh differs from %s's",
@@ -200,6 +200,10 @@ static tpx_status check_layout(const tpx__merge_set *s, size_t i, size_t k,
     return tpx_error_set(err, TPX_VALIDATION,
                          "%s: tensor '%s' has no \"placements\"", f->path,
                          st->name);
+  if (st->on_moe != st0->on_moe || st->num_placements != st0->num_placements)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: tensor '%s': its mesh differs from %s's", f->path,
+                         st->name, s->files[0].path);
   for (int d = 0; d < st->num_placements; d++)
     if (!tpx_placement_equal(st->placements[d], st0->placements[d]))
       return tpx_error_set(err, TPX_VALIDATION,
@@ -209,9 +213,10 @@ static tpx_status check_layout(const tpx__merge_set *s, size_t i, size_t k,
   tpx_slice want;
   tpx_error lerr;
   tpx_error_clear(&lerr);
-  if (tpx_layout_local_slice(st->global_shape, st->ndim, s->mesh,
-                             st->placements, (int64_t)i, &want,
-                             &lerr) != TPX_OK)
+  /* an expert parameter's placements are over the MoE mesh (ep > 1) */
+  if (tpx_layout_local_slice(st->global_shape, st->ndim,
+                             st->on_moe ? s->moe_mesh : s->mesh, st->placements,
+                             (int64_t)i, &want, &lerr) != TPX_OK)
     return tpx_error_set(err, TPX_VALIDATION, "%s: tensor '%s': %s", f->path,
                          st->name, lerr.message);
   if (memcmp(want.offset, st->offsets,
@@ -368,7 +373,9 @@ static tpx_status make_mesh(tpx__merge_set *s, tpx_error *err) {
   tpx_error merr;
   tpx_error_clear(&merr);
   if (tpx_mesh_create(names, m->mesh_sizes, m->mesh_ndim, &s->mesh, &merr) !=
-      TPX_OK)
+          TPX_OK ||
+      (m->ep > 1 &&
+       tpx_mesh_create_moe(s->mesh, m->ep, &s->moe_mesh, &merr) != TPX_OK))
     return tpx_error_set(err, TPX_VALIDATION, "%s: \"tpx.mesh\": %s",
                          s->files[0].path, merr.message);
   return TPX_OK;
@@ -404,6 +411,7 @@ void tpx__merge_set_free(tpx__merge_set *s) {
   }
   free(s->files);
   tpx_mesh_destroy(s->mesh);
+  tpx_mesh_destroy(s->moe_mesh);
   free(s->entries);
   free(s->pieces);
   memset(s, 0, sizeof *s);

@@ -71,6 +71,7 @@ typedef struct tpx__merge_set {
   tpx__merge_file *files;
   size_t num_files;
   tpx_mesh *mesh;                /* of the rank files */
+  tpx_mesh *moe_mesh;            /* at ep > 1 ("tpx.mesh" "moe"), else NULL */
   tpx_checkpoint_entry *entries; /* names borrowed from files[0].meta */
   size_t num_entries;
   tpx__merge_piece *pieces; /* sorted by entry and box */

@@ -114,6 +114,32 @@ static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
   return 0;
 }
 
+/* The optional "moe" of "tpx.mesh": {"dims": ["ep_shard", "ep"], "sizes":
+ * [world / ep, ep]} into out->ep (1 when absent). */
+static int parse_moe(json_t *moe, tpx_shard_meta *out, tpx_error *err) {
+  out->ep = 1;
+  if (moe == NULL)
+    return 0;
+  json_t *names = json_object_get(moe, "dims");
+  int64_t sizes[TPX_MESH_MAX_DIMS];
+  int n = 0;
+  const char *d0 = json_string_value(json_array_get(names, 0));
+  const char *d1 = json_string_value(json_array_get(names, 1));
+  if (!json_is_array(names) || json_array_size(names) != 2 || !d0 || !d1 ||
+      strcmp(d0, "ep_shard") != 0 || strcmp(d1, "ep") != 0 ||
+      int_list(json_object_get(moe, "sizes"), sizes, &n, 2) != 0 || n != 2 ||
+      sizes[0] < 1 || sizes[1] < 1 || sizes[0] * sizes[1] != out->world_size) {
+    tpx_error_set(err, TPX_PARSE,
+                  "\"tpx.mesh\" \"moe\" needs \"dims\" [\"ep_shard\", "
+                  "\"ep\"] and \"sizes\" whose product is the world size "
+                  "(%lld)",
+                  (long long)out->world_size);
+    return -1;
+  }
+  out->ep = sizes[1];
+  return 0;
+}
+
 tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
                                 const char *tensors, size_t tensors_len,
                                 const char *rank, tpx_shard_meta *out,
@@ -161,6 +187,8 @@ tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
       goto out;
     }
   }
+  if (parse_moe(json_object_get(m, "moe"), out, err) != 0)
+    goto out;
   char *end = NULL;
   errno = 0;
   long long r = rank ? strtoll(rank, &end, 10) : -1;
@@ -202,8 +230,18 @@ tpx_status tpx_shard_meta_parse(const char *mesh, size_t mesh_len,
       goto out;
     }
     out->num_tensors = ++k;
-    if (parse_placements(json_object_get(v, "placements"), e, out->mesh_ndim,
-                         err) != 0 ||
+    json_t *on = json_object_get(v, "mesh");
+    if (on && (!json_is_string(on) ||
+               strcmp(json_string_value(on), "moe") != 0 || out->ep <= 1)) {
+      rc = tpx_error_set(err, TPX_PARSE,
+                         "\"tpx.tensors\" entry '%s': \"mesh\" must be "
+                         "\"moe\", and only with a \"tpx.mesh\" \"moe\"",
+                         key);
+      goto out;
+    }
+    e->on_moe = on != NULL;
+    if (parse_placements(json_object_get(v, "placements"), e,
+                         e->on_moe ? 2 : out->mesh_ndim, err) != 0 ||
         parse_fold(json_object_get(v, "fold"), e, err) != 0) {
       rc = TPX_PARSE;
       goto out;
@@ -281,6 +319,13 @@ static json_t *tensor_json(const tpx_sharding *sh,
   memset(&ps, 0, sizeof ps);
   if (t->param >= 0 && tpx_sharding_param(sh, t->param, &ps, NULL) != TPX_OK)
     return NULL;
+  /* An expert parameter at ep > 1: its placements are over the MoE mesh
+   * ("tpx.mesh" "moe"), and the entry says so ("mesh": "moe"). */
+  const int on_moe =
+      t->param >= 0 && tpx_sharding_moe_mesh(sh) &&
+      tpx_sharding_param_mesh(sh, t->param) == tpx_sharding_moe_mesh(sh);
+  if (on_moe)
+    mesh = tpx_sharding_moe_mesh(sh);
   json_t *e = json_object(), *gs = json_array(), *off = json_array(),
          *pl = json_array();
   int bad = !e || !gs || !off || !pl;
@@ -311,6 +356,8 @@ static json_t *tensor_json(const tpx_sharding *sh,
   json_object_set_new(e, "global_shape", gs);
   json_object_set_new(e, "offsets", off);
   json_object_set_new(e, "placements", pl);
+  if (on_moe)
+    json_object_set_new(e, "mesh", json_string("moe"));
   if (fold)
     json_object_set_new(e, "fold", fold);
   return e;
@@ -333,6 +380,24 @@ tpx_status tpx__rankfile_meta_build(const tpx_sharding *sh,
   if (!bad) {
     bad |= json_object_set(m, "dims", dims);
     bad |= json_object_set(m, "sizes", sizes);
+  }
+  const tpx_mesh *moe = tpx_sharding_moe_mesh(sh);
+  if (moe && !bad) { /* at ep > 1: {"dims": [ep_shard, ep], "sizes": ...} */
+    json_t *mo = json_object(), *md = json_array(), *ms = json_array();
+    bad |= !mo || !md || !ms;
+    for (int d = 0; d < tpx_mesh_ndim(moe) && !bad; d++) {
+      bad |= json_array_append_new(md, json_string(tpx_mesh_dim_name(moe, d)));
+      bad |= json_array_append_new(ms, json_integer(tpx_mesh_dim_size(moe, d)));
+    }
+    if (!bad) {
+      bad |= json_object_set_new(mo, "dims", md);
+      bad |= json_object_set_new(mo, "sizes", ms);
+      bad |= json_object_set_new(m, "moe", mo);
+    } else {
+      json_decref(mo);
+      json_decref(md);
+      json_decref(ms);
+    }
   }
   for (size_t i = 0; i < n && !bad; i++) {
     json_t *e = tensor_json(sh, rd, &ts[i]);

@@ -46,7 +46,10 @@ tpx_status tpx_checkpoint_model_entries(const tpx_model *model,
  * dim the parameter is replicated over. Partial cannot be written. */
 static tpx_status is_writer(const tpx_sharding *sh, int64_t param, int64_t rank,
                             const char *name, int *out, tpx_error *err) {
-  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  /* the mesh the parameter lives on (the MoE mesh for an expert at ep > 1) */
+  const tpx_mesh *mesh = tpx_sharding_param_mesh(sh, param);
+  if (!mesh)
+    mesh = tpx_sharding_mesh(sh);
   int64_t coords[TPX_MESH_MAX_DIMS];
   tpx_param_sharding ps;
   tpx_status st = tpx_mesh_coords(mesh, rank, coords, err);

@@ -140,6 +140,37 @@ int tpx_match_atom(const char *pattern, const char *name) {
   return glob_match(pattern, name);
 }
 
+int tpx_match_fqn(const char *pattern, const char *fqn) {
+  if (!pattern || !fqn)
+    return 0;
+  size_t lp = strlen(pattern), lf = strlen(fqn);
+  char *buf = malloc(lp + lf + 2);
+  if (!buf)
+    return 0;
+  char *pat = memcpy(buf, pattern, lp + 1);
+  char *name = memcpy(buf + lp + 1, fqn, lf + 1);
+  int ok = 1;
+  for (;;) {
+    char *pd = strchr(pat, '.'), *fd = strchr(name, '.');
+    if ((pd == NULL) != (fd == NULL)) {
+      ok = 0;
+      break;
+    }
+    if (pd)
+      *pd = *fd = '\0';
+    if (!tpx_match_atom(pat, name)) {
+      ok = 0;
+      break;
+    }
+    if (!pd)
+      break;
+    pat = pd + 1;
+    name = fd + 1;
+  }
+  free(buf);
+  return ok;
+}
+
 /* ---- the walk ---- */
 
 typedef struct walk_frame {

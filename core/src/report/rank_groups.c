@@ -156,6 +156,7 @@ int tpx__rank_groups_json(const tpx_sharding *sh, const tpx_memory_options *mo,
     for (int d = 0; d < nd; d++)
       tpx__sbuf_printf(b, "%s%s%s%lld", d ? comma : "", names[d], sep,
                        (long long)coords[d]);
+    tpx__report_moe_coords(sh, m[0], sep, comma, b);
     tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld", comma,
                      sep, (long long)fig[0], comma, sep, (long long)fig[1]);
     tpx_memory mem;

@@ -45,9 +45,13 @@ static char *name_template(const char *fqn) {
   return tpx__fqn_generalize_dup(fqn);
 }
 
-static void placements_html(tpx__sbuf *b, const tpx_sharding *sh,
+/* Over the dims of the mesh parameter p lives on ("moe:" first for the
+ * MoE mesh, ep > 1). */
+static void placements_html(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
                             const tpx_placement *pl) {
-  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  const tpx_mesh *mesh = tpx_sharding_param_mesh(sh, p);
+  if (mesh == tpx_sharding_moe_mesh(sh))
+    tpx__sbuf_printf(b, "moe: ");
   for (int d = 0; d < tpx_mesh_ndim(mesh); d++) {
     char buf[48];
     tpx_placement_format(pl[d], buf, sizeof buf);
@@ -392,7 +396,10 @@ static void subtree_sig(const tpx_sharding *sh, int64_t m, tpx__sbuf *sig) {
     tpx__sbuf_printf(sig, " %s", pi.name);
     for (int d = 0; d < pi.ndim; d++)
       tpx__sbuf_printf(sig, ",%lld", (long long)pi.shape[d]);
-    for (int d = 0; d < tpx_mesh_ndim(tpx_sharding_mesh(sh)); d++)
+    const tpx_mesh *pm = tpx_sharding_param_mesh(sh, params[i]);
+    if (pm != tpx_sharding_mesh(sh))
+      tpx__sbuf_printf(sig, "/moe");
+    for (int d = 0; d < tpx_mesh_ndim(pm); d++)
       tpx__sbuf_printf(sig, "/%d.%d", (int)ps.placements[d].kind,
                        (int)ps.placements[d].dim);
   }
@@ -506,7 +513,7 @@ static void tree_node(tree_ctx *t, int64_t m, int depth, const char *label) {
     tpx__sbuf_printf(t->b, " ");
     shape_html(t->b, &pi);
     tpx__sbuf_printf(t->b, " %s · ", tpx_dtype_short_name(pi.dtype));
-    placements_html(t->b, t->sh, ps.placements);
+    placements_html(t->b, t->sh, p, ps.placements);
     if (pi.tied_to >= 0) {
       tpx__sbuf_printf(t->b, " · tied to ");
       esc(t->b, tpx__mv_param(model, pi.tied_to)->fqn);
@@ -859,7 +866,7 @@ static void block_map(tpx__sbuf *b, const tpx_sharding *sh, int64_t p,
   tpx__sbuf_printf(b, "<br>");
   shape_html(b, &pi);
   tpx__sbuf_printf(b, " · ");
-  placements_html(b, sh, ps.placements);
+  placements_html(b, sh, p, ps.placements);
   tpx__sbuf_printf(b,
                    "</div>\n<svg width=\"%.0f\" height=\"%.0f\" "
                    "xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">\n",

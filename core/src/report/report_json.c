@@ -131,6 +131,8 @@ static json_t *model_json(const tpx_model *model) {
  * placements would not know it, so such reports say tpx-report/1.1
  * (docs/REPORT_FORMAT.md). */
 static int uses_joined(const tpx_sharding *sh) {
+  if (tpx_sharding_moe_mesh(sh))
+    return 1; /* the format says 1.2, which includes 1.1 */
   const tpx_model *model = tpx_sharding_model(sh);
   int nd = tpx_mesh_ndim(tpx_sharding_mesh(sh));
   for (size_t p = 0; p < tpx_model_num_params(model); p++) {
@@ -215,10 +217,9 @@ static void add_diags(json_t *arr, const tpx_diag_list *list) {
 
 static json_t *params_json(const tpx_sharding *sh, int64_t slices_rank) {
   const tpx_model *model = tpx_sharding_model(sh);
-  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  const tpx_mesh *moe = tpx_sharding_moe_mesh(sh);
   json_t *arr = json_array();
   size_t n = tpx_model_num_params(model);
-  int nd = tpx_mesh_ndim(mesh);
   int fsdp = tpx_sharding_num_fsdp_units(sh) > 0;
   for (size_t p = 0; p < n; p++) {
     tpx_param_info pi;
@@ -235,6 +236,11 @@ static json_t *params_json(const tpx_sharding *sh, int64_t slices_rank) {
     json_object_set_new(o, "module",
                         jstr(tpx_model_module_fqn(model, pi.module)));
     json_object_set_new(o, "plan_key", jstr_or_null(ps.plan_key));
+    /* its placements are over the dims of the mesh it lives on */
+    const tpx_mesh *mesh = tpx_sharding_param_mesh(sh, (int64_t)p);
+    int nd = tpx_mesh_ndim(mesh);
+    if (moe)
+      json_object_set_new(o, "mesh", jstr(mesh == moe ? "moe" : "main"));
     for (int d = 0; d < nd; d++)
       json_object_set_new(pl, tpx_mesh_dim_name(mesh, d),
                           placement_json(ps.placements[d]));
@@ -312,6 +318,7 @@ static int per_rank_text(const tpx_sharding *sh, const tpx_memory_options *mo,
     for (int d = 0; d < nd; d++)
       tpx__sbuf_printf(b, "%s%s%s%lld", d ? comma : "", names[d], sep,
                        (long long)coords[d]);
+    tpx__report_moe_coords(sh, r, sep, comma, b);
     tpx__sbuf_printf(b, "}%s\"param_bytes\"%s%lld%s\"peak_bytes\"%s%lld", comma,
                      sep, (long long)tpx_sharding_rank_param_bytes(sh, r),
                      comma, sep,
@@ -392,6 +399,10 @@ static json_t *fsdp_json(const tpx_sharding *sh) {
     json_object_set_new(x, "reshard_after_forward",
                         json_boolean(u.reshard_after_forward));
     json_object_set_new(x, "params", json_integer((json_int_t)u.num_params));
+    /* Added field, only for a routed-experts unit (ep > 1): it shards over
+     * ep_shard on the MoE mesh. */
+    if (strcmp(tpx_sharding_fsdp_unit_dim(sh, i), "ep_shard") == 0)
+      json_object_set_new(x, "mesh_dim", jstr("ep_shard"));
     for (size_t j = 0; j < u.num_fwd_prefetch; j++) {
       tpx_fsdp_unit t;
       if (tpx_sharding_fsdp_unit(sh, (size_t)u.fwd_prefetch[j], &t, NULL) ==
@@ -539,11 +550,18 @@ tpx_status tpx_report_json(const tpx_sharding *sh,
                          jerr.text);
   json_t *root = json_object();
   json_t *diags = json_array();
-  json_object_set_new(
-      root, "format",
-      jstr(uses_joined(sh) ? "tpx-report/1.1" : "tpx-report/1"));
+  /* 1.2: parameters on the MoE mesh, their placements over ep_shard and
+   * ep (docs/REPORT_FORMAT.md); 1.1: a Joined placement. */
+  json_object_set_new(root, "format",
+                      jstr(tpx_sharding_moe_mesh(sh) ? "tpx-report/1.2"
+                           : uses_joined(sh)         ? "tpx-report/1.1"
+                                                     : "tpx-report/1"));
   json_object_set_new(root, "model", model_json(tpx_sharding_model(sh)));
   json_object_set_new(root, "mesh", mesh_json(tpx_sharding_mesh(sh)));
+  /* Added field, only at ep > 1: upstream's MoE mesh (ep_shard, ep) over
+   * the same ranks. */
+  if (tpx_sharding_moe_mesh(sh))
+    json_object_set_new(root, "moe_mesh", mesh_json(tpx_sharding_moe_mesh(sh)));
   json_object_set_new(root, "selection", selection_json(opts));
   json_object_set_new(root, "plan", plan);
   json_object_set_new(root, "parameters", params_json(sh, opts->slices_rank));

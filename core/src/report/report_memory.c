@@ -46,6 +46,10 @@ void tpx__report_memory_write(tpx__sbuf *b, const tpx_memory *m,
   if (offload)
     tpx__sbuf_printf(b, "%s\"device\"%s%lld%s\"host\"%s%lld", comma, sep,
                      (long long)m->device, comma, sep, (long long)m->host);
+  /* Only at ep > 1 with --seq: part of activations. */
+  if (m->moe_dispatch)
+    tpx__sbuf_printf(b, "%s\"moe_dispatch\"%s%lld", comma, sep,
+                     (long long)m->moe_dispatch);
   tpx__sbuf_printf(b, "}");
 }
 
@@ -191,6 +195,14 @@ void tpx__report_memory_text(tpx__sbuf *b, const tpx_sharding *sh,
   while (r < world && done[r]) r++;
   if (r < world && groups >= 16)
     tpx__sbuf_printf(b, "  ... (more ranks in the JSON report)\n");
+  if (groups && act > 0 && first.moe_dispatch > 0) {
+    char d[32];
+    tpx__sbuf_printf(b,
+                     "  activations include one MoE layer's token-dispatch "
+                     "buffers over ep: %s (docs/MEMORY.md \"Expert "
+                     "parallelism\")\n",
+                     tpx_format_bytes(first.moe_dispatch, d, sizeof d));
+  }
   free(done);
   free(w);
 }

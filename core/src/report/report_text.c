@@ -75,12 +75,18 @@ static void render_module(tpx__sbuf *b, row_t *r) {
   }
 }
 
-static void placements_text(const tpx_sharding *sh, const tpx_placement *pl,
-                            char *out, size_t size) {
-  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+/* Placements of parameter p over the dims of the mesh it lives on; an
+ * expert parameter on the MoE mesh (ep > 1) says so first ("moe:"). */
+static void placements_text(const tpx_sharding *sh, int64_t p,
+                            const tpx_placement *pl, char *out, size_t size) {
+  const tpx_mesh *mesh = tpx_sharding_param_mesh(sh, p);
   size_t o = 0;
   int all_one = tpx_mesh_world_size(mesh) == 1;
   out[0] = '\0';
+  if (mesh == tpx_sharding_moe_mesh(sh)) {
+    int w = snprintf(out, size, "moe:");
+    o = w > 0 ? (size_t)w : 0;
+  }
   for (int d = 0; d < tpx_mesh_ndim(mesh) && o < size; d++) {
     char buf[48];
     if (!all_one && tpx_mesh_dim_size(mesh, d) == 1)
@@ -201,7 +207,7 @@ static void collect_rows(tpx__sbuf *b, const tpx_sharding *sh, row_table *t) {
       break;
     }
     int n = templ(mfqn, tmpl, tcap, nums);
-    placements_text(sh, ps.placements, pls, sizeof pls);
+    placements_text(sh, (int64_t)p, ps.placements, pls, sizeof pls);
     shape_text(&pi, shp, sizeof shp);
     const char *dts = tpx_dtype_short_name(pi.dtype);
     size_t need = strlen(tmpl) + strlen(pi.name) + strlen(shp) + strlen(dts) +
@@ -285,7 +291,7 @@ static void print_row(tpx__sbuf *b, const tpx_sharding *sh, const row_t *r,
   shape_text(&pi, shp, sizeof shp);
   snprintf(sd, sizeof sd, "%s %s", shp, tpx_dtype_short_name(pi.dtype));
   const char *style = row_style(sh, r);
-  placements_text(sh, ps.placements, pls, sizeof pls);
+  placements_text(sh, r->first, ps.placements, pls, sizeof pls);
   tpx__sbuf_printf(b, "  %-*s  %-*s  %-*s  %s", (int)w_name, name, (int)w_shape,
                    sd, (int)w_style, style ? style : "-", pls);
   if (r->count > 1)
@@ -399,6 +405,13 @@ static void fp32_lines(tpx__sbuf *b, const tpx_sharding *sh) {
   }
 }
 
+/* A routed-experts unit (ep > 1) shards over ep_shard on the MoE mesh. */
+static const char *over_ep_shard(const tpx_sharding *sh, size_t unit) {
+  const char *dim = tpx_sharding_fsdp_unit_dim(sh, unit);
+  return dim && strcmp(dim, "ep_shard") == 0 ? ", over ep_shard (MoE mesh)"
+                                             : "";
+}
+
 static void fsdp_section(tpx__sbuf *b, const tpx_sharding *sh) {
   size_t n = tpx_sharding_num_fsdp_units(sh);
   if (!n) {
@@ -455,9 +468,10 @@ static void fsdp_section(tpx__sbuf *b, const tpx_sharding *sh) {
                        u.num_params,
                        u.reshard_after_forward ? "true" : "false");
     } else if (j - i == 1) {
-      tpx__sbuf_printf(b, "  %s  %zu params, reshard_after_forward=%s\n", u.fqn,
-                       u.num_params,
-                       u.reshard_after_forward ? "true" : "false");
+      tpx__sbuf_printf(b, "  %s  %zu params, reshard_after_forward=%s%s\n",
+                       u.fqn, u.num_params,
+                       u.reshard_after_forward ? "true" : "false",
+                       over_ep_shard(sh, i));
     } else {
       tpx_fsdp_unit l;
       tpx_sharding_fsdp_unit(sh, j - 1, &l, NULL);
@@ -467,8 +481,9 @@ static void fsdp_section(tpx__sbuf *b, const tpx_sharding *sh) {
                        u.fqn, l.fqn, j - i, resharded);
       if (last_no)
         tpx__sbuf_printf(b, ", false for %s", last_no);
-      tpx__sbuf_printf(b, "; prefetch fwd %zu / bwd up to %zu\n",
-                       u.num_fwd_prefetch, l.num_bwd_prefetch);
+      tpx__sbuf_printf(b, "; prefetch fwd %zu / bwd up to %zu%s\n",
+                       u.num_fwd_prefetch, l.num_bwd_prefetch,
+                       over_ep_shard(sh, i));
     }
     i = j;
   }
@@ -573,6 +588,15 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
     tpx__sbuf_printf(&b, " %s=%lld", tpx_mesh_dim_name(mesh, d),
                      (long long)tpx_mesh_dim_size(mesh, d));
   tpx__sbuf_printf(&b, " (world %lld)\n", (long long)tpx_mesh_world_size(mesh));
+  const tpx_mesh *moe = tpx_sharding_moe_mesh(sh);
+  if (moe)
+    tpx__sbuf_printf(&b,
+                     "MoE mesh: ep_shard=%lld ep=%lld (the same ranks, %lld "
+                     "consecutive per EP group; expert parameters live on "
+                     "it, marked moe: below)\n",
+                     (long long)tpx_mesh_dim_size(moe, 0),
+                     (long long)tpx_mesh_dim_size(moe, 1),
+                     (long long)tpx_mesh_dim_size(moe, 1));
 
   tpx__sbuf_printf(&b, "\nPlan: %s",
                    opts->plan_source ? opts->plan_source : "custom");

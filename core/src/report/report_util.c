@@ -155,3 +155,14 @@ int tpx__report_heads_split(const tpx_head_counts *hc, int64_t tp) {
   return tp >= 1 && hc->heads >= 0 && hc->heads % tp == 0 &&
          (hc->kv_heads <= 0 || hc->kv_heads % tp == 0);
 }
+
+void tpx__report_moe_coords(const tpx_sharding *sh, int64_t rank,
+                            const char *sep, const char *comma, tpx__sbuf *b) {
+  const tpx_mesh *moe = tpx_sharding_moe_mesh(sh);
+  int64_t c[TPX_MESH_MAX_DIMS];
+  if (!moe || tpx_mesh_coords(moe, rank, c, NULL) != TPX_OK)
+    return;
+  for (int d = 0; d < tpx_mesh_ndim(moe); d++)
+    tpx__sbuf_printf(b, "%s\"%s\"%s%lld", comma, tpx_mesh_dim_name(moe, d), sep,
+                     (long long)c[d]);
+}

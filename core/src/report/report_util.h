@@ -44,4 +44,10 @@ void tpx__sbuf_printf(tpx__sbuf *b, const char *fmt, ...)
 void tpx__sbuf_pad(tpx__sbuf *b, size_t col);
 void tpx__sbuf_free(tpx__sbuf *b);
 
+/* At ep > 1: `rank`'s coordinates on the MoE mesh appended to a JSON
+ * coords object already holding the main mesh's, as ,"ep_shard":I,"ep":J
+ * (`sep` after a key, `comma` between members). Nothing at ep 1. */
+void tpx__report_moe_coords(const tpx_sharding *sh, int64_t rank,
+                            const char *sep, const char *comma, tpx__sbuf *b);
+
 #endif /* TPX_REPORT_REPORT_UTIL_H */

@@ -195,6 +195,11 @@ void tpx__report_verdict(tpx__sbuf *b, const tpx_sharding *sh,
     tpx__sbuf_printf(b, " %s=%lld", tpx_mesh_dim_name(mesh, d),
                      (long long)tpx_mesh_dim_size(mesh, d));
   tpx__sbuf_printf(b, " (world %lld)\n", (long long)tpx_mesh_world_size(mesh));
+  const tpx_mesh *moe = tpx_sharding_moe_mesh(sh);
+  if (moe)
+    tpx__sbuf_printf(b, "  moe mesh  ep_shard=%lld ep=%lld (experts)\n",
+                     (long long)tpx_mesh_dim_size(moe, 0),
+                     (long long)tpx_mesh_dim_size(moe, 1));
   const char *src = o->plan_source ? o->plan_source : "custom";
   if (o->plugin_name && strcmp(src, "plugin") == 0)
     tpx__sbuf_printf(b, "  plan      plugin '%s'", o->plugin_name);

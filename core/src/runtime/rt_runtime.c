@@ -338,6 +338,13 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   if (!sh)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_create: sharding is NULL");
+  /* Expert parallelism is planned (placements, bytes, checkpoints), not
+   * run: the token exchange over ep is not in the runtime. */
+  if (tpx_sharding_ep_size(sh) > 1)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "tpx_runtime_create: the sharding has expert "
+                         "parallelism (ep %lld); the runtime runs ep 1 only",
+                         (long long)tpx_sharding_ep_size(sh));
   tpx_status st = tpx__mesh_comm_check(mc, tpx_sharding_mesh(sh),
                                        "tpx_runtime_create", err);
   if (st != TPX_OK)

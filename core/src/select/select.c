@@ -289,6 +289,11 @@ static tpx_status check_options(const tpx_select_options *opts,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tp_size=%lld; it must be >= 1",
                          (long long)o->tp_size);
+  if (o->ep < 0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "ep=%lld; it must be >= 1",
+                         (long long)o->ep);
+  if (o->ep == 0)
+    o->ep = 1;
   if (o->sequence_parallel != 0 && o->sequence_parallel != 1)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "sequence_parallel=%d; it must be 0 or 1",
@@ -487,6 +492,18 @@ static tpx_status step_hf(step_ctx *c) {
                    tpx_plan_source_name(c->sel->source));
     return TPX_OK;
   }
+  if (tpx__sel_moe_custom(c->reg, c->arch)) {
+    /* NeMo Automodel's own MoE class is not transformers': the config's
+     * (or model_type's) Hugging Face plan is not its plan. */
+    tpx__sel_trace(c->sel,
+                   "hf: skipped ('%s' is served by upstream's own MoE "
+                   "implementation, trait moe_custom: the config's "
+                   "Hugging Face plan is not that class's)",
+                   c->arch);
+    snprintf(c->hf_why, sizeof c->hf_why,
+             "a custom MoE architecture has no Hugging Face plan");
+    return TPX_OK;
+  }
   tpx_status s = try_hf(c->sel, c->model, c->arch, c->hf_prefix,
                         TPX__HF_AUTOMODEL, c->o.sequence_parallel, c->o.tp_size,
                         c->diags, c->hf_why, sizeof c->hf_why, c->err);
@@ -571,9 +588,15 @@ static tpx_status step_fallback(step_ctx *c) {
     return TPX_OK;
   const tpx_selection *sel = c->sel;
   const int r = c->plugin_refused;
+  /* A custom MoE architecture (trait moe_custom) has no registered plan
+   * upstream either: declining is the expected answer, an info. */
+  const tpx_diag_level lv = !r ? TPX_DIAG_ERROR
+                            : tpx__sel_moe_custom(c->reg, c->arch)
+                                ? TPX_DIAG_INFO
+                                : TPX_DIAG_WARNING;
   tpx_status s = tpx_diag_add(
-      c->diags, r ? TPX_DIAG_WARNING : TPX_DIAG_ERROR,
-      r ? "plugin-refused" : "plugin-failed", tpx__plugin_path(c->arch_plugin),
+      c->diags, lv, r ? "plugin-refused" : "plugin-failed",
+      tpx__plugin_path(c->arch_plugin),
       r ? "nothing to fix in the plugin: it declines this request on "
           "purpose; tpx goes on as upstream does (the Hugging Face plan, "
           "else the default plan); pass --plan to choose a plan yourself"
@@ -669,10 +692,10 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   c.err = err;
   c.arch = tpx_model_architecture(model, 0);
   tpx__sel_trace(c.sel,
-                 "request: architecture %s, tp=%lld, "
+                 "request: architecture %s, tp=%lld, ep=%lld, "
                  "sequence_parallel=%s",
                  c.arch ? c.arch : "(none)", (long long)c.o.tp_size,
-                 c.o.sequence_parallel ? "on" : "off");
+                 (long long)c.o.ep, c.o.sequence_parallel ? "on" : "off");
   int64_t ai = reg ? tpx__registry_find_arch(reg, c.arch, &c.matched) : -1;
   c.arch_plugin = ai >= 0 ? tpx__registry_at(reg, (size_t)ai) : NULL;
   c.cap_plugin = c.arch_plugin;
@@ -691,8 +714,7 @@ tpx_status tpx_select_plan(const tpx_registry *reg, const tpx_model *model,
   if (s == TPX_OK)
     s = tpx__sel_lm_head_fixup(reg, model, c.sel, err);
   if (s == TPX_OK)
-    tpx__sel_trace(c.sel, "moe guard: not applicable (no Automodel MoE "
-                          "modules in a Hugging Face model tree)");
+    s = tpx__sel_moe(reg, model, c.arch, &c.o, c.sel, diags, err);
   if (s == TPX_OK)
     s = step_head_update(&c);
   if (s == TPX_OK && c.cap_plugin)

@@ -85,6 +85,9 @@ struct tpx_selection {
   tpx__strvec fp32;
   tpx__strvec units;    /* ints: reshard_after_forward, -1 = tpx's rule */
   tpx__strvec strategy; /* "key=value" */
+  int64_t ep;           /* expert parallelism the selection was made for */
+  int moe_custom;       /* a plugin declares the architecture moe_custom */
+  tpx__strvec experts;  /* expert_param patterns for the architecture */
 };
 
 /* One trace line (a lost line, out of memory, is harmless). */
@@ -102,6 +105,22 @@ int tpx__sel_own_flow(const tpx_registry *reg, const char *arch);
  * upstream's strategy, with the plan p gives, sums over tp the gradients
  * its plan leaves partial on replicated parameters. */
 int tpx__sel_tp_grad_sync(const tpx__plugin *p, const char *arch);
+/* moe.c: expert parallelism at selection (docs/SEMANTICS.md "Expert
+ * parallelism"): the moe_custom and expert_param traits for `arch` copied
+ * into sel, then upstream's refusals as error diagnostics with its
+ * messages (tp > 1 on a custom MoE model, a dense model at ep > 1, experts
+ * not divisible by ep). */
+tpx_status tpx__sel_moe(const tpx_registry *reg, const tpx_model *model,
+                        const char *arch, const tpx_select_options *o,
+                        tpx_selection *sel, tpx_diag_list *diags,
+                        tpx_error *err);
+/* 1 when some plugin declares moe_custom for `arch` (bare class names). */
+int tpx__sel_moe_custom(const tpx_registry *reg, const char *arch);
+/* Every expert_param=<arch>:<pattern> some plugin declares for `arch`
+ * pushed onto *out; -1 out of memory. */
+int tpx__sel_expert_patterns(const tpx_registry *reg, const char *arch,
+                             tpx__strvec *out);
+
 /* lm_head_sharded_only: when some plugin's declaration matches `model`,
  * remove the plan's lm_head keys whose output is not sharded (traced). */
 tpx_status tpx__sel_lm_head_fixup(const tpx_registry *reg,

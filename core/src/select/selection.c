@@ -33,6 +33,7 @@ void tpx_selection_destroy(tpx_selection *sel) {
   tpx__strvec_free(&sel->fp32);
   tpx__strvec_free(&sel->units);
   tpx__strvec_free(&sel->strategy);
+  tpx__strvec_free(&sel->experts);
   free(sel);
 }
 
@@ -56,6 +57,18 @@ int64_t tpx_selection_tp_size(const tpx_selection *sel) {
 }
 int tpx_selection_tp_grad_sync(const tpx_selection *sel) {
   return sel ? sel->tp_grad_sync : 0;
+}
+int64_t tpx_selection_ep(const tpx_selection *sel) {
+  return sel && sel->ep > 1 ? sel->ep : 1;
+}
+int tpx_selection_moe_custom(const tpx_selection *sel) {
+  return sel ? sel->moe_custom : 0;
+}
+size_t tpx_selection_num_expert_params(const tpx_selection *sel) {
+  return sel ? sel->experts.count : 0;
+}
+const char *tpx_selection_expert_param(const tpx_selection *sel, size_t i) {
+  return sel && i < sel->experts.count ? sel->experts.items[i] : NULL;
 }
 tpx_plan_source tpx_selection_source(const tpx_selection *sel) {
   return sel ? sel->source : TPX_PLAN_SOURCE_DEFAULT;

@@ -2,7 +2,9 @@
  * strategies they serve beyond their plans (tpx_plugin_info.traits,
  * docs/PLUGIN_ABI.md "Traits"): strategies with their own flow, the
  * lm_head post-processing some families get after selection, and the
- * strategies that sum partial gradients of tp replicas. The core
+ * strategies that sum partial gradients of tp replicas, the architectures
+ * upstream serves with its own MoE implementation and their routed-expert
+ * parameters (moe_custom, expert_param). The core
  * knows no model class: a family's plugin names it.
  *
  * Not plugin loading (plugin/loader.c copies the declarations) and not the
@@ -51,6 +53,43 @@ int tpx__sel_tp_grad_sync(const tpx__plugin *p, const char *arch) {
     const char *v = trait_value(tpx__plugin_trait(p, k), "tp_grad_sync");
     if (v && strcmp(bare_name(v), bare_name(arch)) == 0)
       return 1;
+  }
+  return 0;
+}
+
+int tpx__sel_moe_custom(const tpx_registry *reg, const char *arch) {
+  for (size_t i = 0; reg && arch && i < tpx_registry_num_plugins(reg); i++) {
+    const tpx__plugin *p = tpx__registry_at(reg, i);
+    for (size_t k = 0; p && k < tpx__plugin_num_traits(p); k++) {
+      const char *v = trait_value(tpx__plugin_trait(p, k), "moe_custom");
+      if (v && strcmp(bare_name(v), bare_name(arch)) == 0)
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* expert_param=<architecture>:<pattern>: the architecture ends at the
+ * first ':' (class names hold none; the qualified ones use dots). */
+int tpx__sel_expert_patterns(const tpx_registry *reg, const char *arch,
+                             tpx__strvec *out) {
+  for (size_t i = 0; reg && arch && i < tpx_registry_num_plugins(reg); i++) {
+    const tpx__plugin *p = tpx__registry_at(reg, i);
+    for (size_t k = 0; p && k < tpx__plugin_num_traits(p); k++) {
+      const char *v = trait_value(tpx__plugin_trait(p, k), "expert_param");
+      const char *colon = v ? strchr(v, ':') : NULL;
+      if (!colon || !colon[1])
+        continue;
+      char a[256];
+      size_t n = (size_t)(colon - v);
+      if (n >= sizeof a)
+        continue;
+      memcpy(a, v, n);
+      a[n] = '\0';
+      if (strcmp(bare_name(a), bare_name(arch)) == 0 &&
+          tpx__strvec_push(out, colon + 1, 0) != 0)
+        return -1;
+    }
   }
   return 0;
 }

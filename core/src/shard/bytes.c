@@ -22,6 +22,7 @@ typedef struct {
   tpx_dtype compute;
   tpx_dtype reduce;
   tpx_placement pl[TPX_MESH_MAX_DIMS];
+  int moe; /* placements on the MoE mesh (ep.c) */
 } sig_key;
 
 typedef struct {
@@ -40,8 +41,8 @@ static uint64_t mix(uint64_t h, uint64_t v) {
 static uint64_t sig_hash(const sig_key *k, int mesh_ndim) {
   uint64_t h = (uint64_t)k->ndim * 0x100000001b3ULL;
   for (int i = 0; i < k->ndim; i++) h = mix(h, (uint64_t)k->shape[i]);
-  h = mix(h, ((uint64_t)k->reduce << 16) | ((uint64_t)k->dtype << 8) |
-                 (uint64_t)k->compute);
+  h = mix(h, ((uint64_t)k->moe << 24) | ((uint64_t)k->reduce << 16) |
+                 ((uint64_t)k->dtype << 8) | (uint64_t)k->compute);
   for (int i = 0; i < mesh_ndim; i++)
     h = mix(h, ((uint64_t)k->pl[i].kind << 48) ^
                    ((uint64_t)(uint32_t)k->pl[i].dim << 16) ^
@@ -52,7 +53,7 @@ static uint64_t sig_hash(const sig_key *k, int mesh_ndim) {
 
 static int sig_equal(const sig_key *a, const sig_key *b, int mesh_ndim) {
   if (a->ndim != b->ndim || a->dtype != b->dtype || a->compute != b->compute ||
-      a->reduce != b->reduce)
+      a->reduce != b->reduce || a->moe != b->moe)
     return 0;
   for (int i = 0; i < a->ndim; i++)
     if (a->shape[i] != b->shape[i])
@@ -68,9 +69,9 @@ static int sig_equal(const sig_key *a, const sig_key *b, int mesh_ndim) {
 /* sig_equal against a parameter's fields, without building its key. */
 static int sig_is(const sig_key *a, int ndim, const int64_t *shape,
                   tpx_dtype dtype, tpx_dtype compute, tpx_dtype reduce,
-                  const tpx_placement *pl, int mesh_ndim) {
+                  const tpx_placement *pl, int mesh_ndim, int moe) {
   if (a->ndim != ndim || a->dtype != dtype || a->compute != compute ||
-      a->reduce != reduce)
+      a->reduce != reduce || a->moe != moe)
     return 0;
   for (int i = 0; i < ndim; i++)
     if (a->shape[i] != shape[i])
@@ -163,14 +164,21 @@ static tpx_status sign_params(const tpx_sharding *sh, bytes_work *w,
     tpx_dtype held = tpx__held_dtype(sh, (int64_t)p, (tpx_dtype)r->dtype);
     tpx_dtype compute = (tpx_dtype)sh->param_dtype[p];
     tpx_dtype reduce = (tpx_dtype)sh->reduce_dtype[p];
-    const tpx_placement *pl = &sh->placements[p * (size_t)mnd];
+    /* The row on the parameter's own mesh, as mnd entries (a main-mesh
+     * row padded with Replicate when the MoE rows are wider). */
+    tpx_placement pl[TPX_MESH_MAX_DIMS];
+    const int moe = sh->param_moe && sh->param_moe[p];
+    const int have = moe ? sh->moe_w : sh->ndim;
+    const tpx_placement *row = tpx__param_row(sh, (int64_t)p);
+    for (int d = 0; d < mnd; d++)
+      pl[d] = d < have ? row[d] : tpx_placement_replicate();
     /* Models repeat a few signatures in a short cycle (gate, up, down of
      * each expert): the last few are compared in place before a key is
      * built and hashed. */
     int64_t hit = -1;
     for (int i = 0; i < RECENT && hit < 0; i++)
       if (recent[i] >= 0 && sig_is(&w->t.keys[recent[i]], r->ndim, shape, held,
-                                   compute, reduce, pl, mnd))
+                                   compute, reduce, pl, mnd, moe))
         hit = recent[i];
     if (hit < 0) {
       sig_key k;
@@ -181,6 +189,7 @@ static tpx_status sign_params(const tpx_sharding *sh, bytes_work *w,
       k.dtype = held;
       k.compute = compute;
       k.reduce = reduce;
+      k.moe = moe;
       memcpy(k.pl, pl, (size_t)mnd * sizeof k.pl[0]);
       hit = sig_intern(&w->t, &k, mnd);
       if (hit < 0)
@@ -220,27 +229,38 @@ static tpx_status measure_signatures(tpx_sharding *sh, bytes_work *w,
     const sig_key *k = &w->t.keys[s];
     tpx_placement tponly[TPX_MESH_MAX_DIMS];
     memcpy(tponly, k->pl, (size_t)mnd * sizeof tponly[0]);
-    if (sh->dps_dim >= 0)
-      tponly[sh->dps_dim] = tpx_placement_replicate();
-    if (sh->dpr_dim >= 0)
-      tponly[sh->dpr_dim] = tpx_placement_replicate();
+    /* An expert parameter on the MoE mesh: what its unit gathers is the
+     * ep-local piece (ep_shard replicated), padded over ep_shard when that
+     * unit exists; EP alone shards it otherwise. */
+    const tpx_mesh *mesh = k->moe ? sh->moe_mesh : sh->mesh;
+    int64_t pad = k->moe ? 1 : pad_dp;
+    if (k->moe) {
+      tponly[0] = tpx_placement_replicate();
+    } else {
+      if (sh->dps_dim >= 0)
+        tponly[sh->dps_dim] = tpx_placement_replicate();
+      if (sh->dpr_dim >= 0)
+        tponly[sh->dpr_dim] = tpx_placement_replicate();
+    }
     for (size_t r = 0; r < nw; r++) {
       tpx_slice sl;
-      tpx_status st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh, k->pl,
+      tpx_status st = tpx_layout_local_slice(k->shape, k->ndim, mesh, k->pl,
                                              (int64_t)r, &sl, err);
       if (st != TPX_OK)
         return st;
       w->sharded[s * nw + r] = tpx_slice_nbytes(&sl, k->dtype);
-      st = tpx_layout_local_slice(k->shape, k->ndim, sh->mesh, tponly,
-                                  (int64_t)r, &sl, err);
+      st = tpx_layout_local_slice(k->shape, k->ndim, mesh, tponly, (int64_t)r,
+                                  &sl, err);
       if (st != TPX_OK)
         return st;
       w->gathered[s * nw + r] = tpx_slice_nbytes(&sl, k->compute);
       int64_t padded = 0;
-      st = tpx_layout_fsdp_padded_numel(sl.length, sl.ndim, pad_dp, &padded,
-                                        err);
+      st = tpx_layout_fsdp_padded_numel(sl.length, sl.ndim, pad, &padded, err);
       if (st != TPX_OK)
         return st;
+      if (k->moe && sh->ep_fsdp && sl.ndim >= 2) /* Shard(1) over ep_shard */
+        padded = sat_mul(padded / (sl.length[1] ? sl.length[1] : 1),
+                         (sl.length[1] + sh->ep_shard - 1) / sh->ep_shard);
       int64_t *rs = &sh->rank_state[r * TPX__STATE_TERMS];
       int64_t n = sat_mul(w->count[s], padded);
       rs[TPX__STATE_PARAM_BYTES] =
@@ -250,8 +270,11 @@ static tpx_status measure_signatures(tpx_sharding *sh, bytes_work *w,
         /* sharded grads: the FSDP reduce dtype; without FSDP, f32 (kept
          * next to the f32 master, as tpx's runtime does) */
         tpx_dtype gd = sh->num_units > 0 ? k->reduce : TPX_DTYPE_F32;
-        rs[TPX__STATE_GRAD_BYTES] = sat_add(
-            rs[TPX__STATE_GRAD_BYTES], sat_mul(n, (int64_t)tpx_dtype_size(gd)));
+        int64_t gb = sat_mul(n, (int64_t)tpx_dtype_size(gd));
+        rs[TPX__STATE_GRAD_BYTES] = sat_add(rs[TPX__STATE_GRAD_BYTES], gb);
+        if (k->moe)
+          rs[TPX__STATE_MOE_GRAD_BYTES] =
+              sat_add(rs[TPX__STATE_MOE_GRAD_BYTES], gb);
         rs[TPX__STATE_FLOAT_NUMEL] = sat_add(rs[TPX__STATE_FLOAT_NUMEL], n);
         if (tpx_dtype_size(k->dtype) < 4)
           rs[TPX__STATE_LOWP_NUMEL] = sat_add(rs[TPX__STATE_LOWP_NUMEL], n);
@@ -311,7 +334,9 @@ static void rank_peaks(tpx_sharding *sh, size_t nw) {
     int64_t worst = 0, kept = 0;
     for (size_t u = 0; u + 1 < nu; u++) {
       const tpx__fsdp_unit_rec *x = &sh->units[u];
-      if (x->group < 0 && !x->reshard) {
+      /* kept gathered: an unlisted unit that never reshards (lm_head), and
+       * at ep > 1 every unit that does not (upstream's MoE default) */
+      if (!x->reshard && (x->group < 0 || sh->ep > 1)) {
         kept = sat_add(kept, x->gathered[r]);
         continue;
       }
@@ -362,7 +387,7 @@ tpx_status tpx__bytes_compute(tpx_sharding *sh, tpx_error *err) {
   memset(&w, 0, sizeof w);
   w.np = sh->num_params;
   w.nw = (size_t)sh->world;
-  w.mnd = sh->ndim;
+  w.mnd = sh->moe_mesh && sh->moe_w > sh->ndim ? sh->moe_w : sh->ndim;
   w.psig = malloc((w.np ? w.np : 1) * sizeof *w.psig);
   if (!w.psig)
     return tpx__shard_oom(err, "signatures");

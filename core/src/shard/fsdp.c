@@ -8,7 +8,8 @@
  * children are all named by digits) contributes each non-list child as a
  * unit, after recursing into its nested lists first; units are not descended
  * into. Then, as NeMo Automodel 0.7.0 does, untied input and output
- * embeddings become units of their own (embedding_units). The root is the
+ * embeddings become units of their own (embedding_units); at ep > 1 the
+ * routed experts and the inner model get theirs (ep.c). The root is the
  * last unit. Bytes are computed in bytes.c. */
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,16 @@ static int push_unit(unit_vec *v, int64_t module, int64_t group, int reshard) {
   r->module = module;
   r->group = group;
   r->reshard = reshard;
+  return 0;
+}
+
+/* tpx__ep_units' way in (the unit vector is private to this file). */
+static int push_ep_unit(void *vec, int64_t module, int64_t group, int reshard,
+                        int on_moe) {
+  unit_vec *v = vec;
+  if (push_unit(v, module, group, reshard) != 0)
+    return -1;
+  v->units[v->n - 1].on_moe = on_moe;
   return 0;
 }
 
@@ -304,6 +315,22 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
   } else if (visit(sh, &v, 0, 0) != 0 || embedding_units(sh, &v) != 0) {
     st = tpx__shard_oom(err, "FSDP units");
   }
+  if (st == TPX_OK && sh->ep > 1) {
+    /* the blocks upstream's MoE path wraps: the units of module lists */
+    int64_t *blocks = malloc((v.n ? v.n : 1) * sizeof *blocks);
+    size_t nb = 0;
+    for (size_t u = 0; blocks && u < v.n; u++)
+      if (v.units[u].group >= 0)
+        blocks[nb++] = v.units[u].module;
+    if (!blocks || tpx__ep_units(sh, blocks, nb, &v, push_ep_unit) != 0)
+      st = tpx__shard_oom(err, "FSDP units");
+    free(blocks);
+  }
+  /* At ep > 1 upstream's MoE parallelizer wraps with its own
+   * reshard_after_forward, False unless the strategy overrides it
+   * (MoEParallelizerConfig): no unit reshards after forward. */
+  if (st == TPX_OK && sh->ep > 1 && sh->opts.reshard_after_forward < 0)
+    for (size_t u = 0; u < v.n; u++) v.units[u].reshard = 0;
   if (st == TPX_OK && push_unit(&v, 0, -1, 0) != 0)
     st = tpx__shard_oom(err, "FSDP units");
   sh->units = v.units;
@@ -365,6 +392,16 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
     sh->param_dtype[p] = (uint8_t)pd;
     sh->reduce_dtype[p] = (uint8_t)rd;
     int64_t u = unit_of[pi->module] >= 0 ? unit_of[pi->module] : root_unit;
+    if (sh->param_moe && sh->param_moe[p]) {
+      /* On the MoE mesh (ep.c): its experts unit over ep_shard, or no unit
+       * at all when ep_shard is 1 (EP alone shards it). */
+      if (!sh->units[u].on_moe)
+        u = -1;
+      else
+        sh->units[u].num_params++;
+      sh->param_unit[p] = u;
+      continue;
+    }
     if (pi->tied_to >= 0) {
       /* An alias belongs where its storage is owned: fully_shard groups a
        * Parameter object once, by the first unit that reaches it. */
@@ -396,6 +433,12 @@ tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err) {
   }
   free(unit_of);
   return st;
+}
+
+const char *tpx_sharding_fsdp_unit_dim(const tpx_sharding *sh, size_t index) {
+  if (!sh || index >= sh->num_units)
+    return NULL;
+  return sh->units[index].on_moe ? "ep_shard" : sh->fsdp_mesh;
 }
 
 size_t tpx_sharding_num_fsdp_units(const tpx_sharding *sh) {

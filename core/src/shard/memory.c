@@ -90,6 +90,11 @@ tpx_status tpx_memory_ranks(const tpx_sharding *sh,
       return st;
     act = tpx__act_bytes(&d, o.activation_checkpointing);
   }
+  int64_t dispatch = 0, saved = 0, unused = 0;
+  tpx_status est = tpx__ep_costs(sh, &o, &dispatch, &saved, &unused, err);
+  if (est != TPX_OK)
+    return est;
+  act = tpx__sat_add(act, tpx__sat_add(dispatch, saved));
   int64_t states = opt_states(o.optimizer);
   for (size_t i = 0; i < count; i++) {
     int64_t r = first + (int64_t)i;
@@ -103,6 +108,7 @@ tpx_status tpx_memory_ranks(const tpx_sharding *sh,
     m->optimizer_torch = torch_optimizer(o.optimizer, rs);
     m->gather_peak = sh->num_units ? sh->rank_peak[r] - sh->rank_bytes[r] : 0;
     m->activations = act;
+    m->moe_dispatch = dispatch;
     m->peak =
         tpx__sat_add(tpx__sat_add(tpx__sat_add(m->params, m->grads),
                                   tpx__sat_add(m->optimizer, m->gather_peak)),

@@ -1,9 +1,9 @@
 /* shard/selection_opts.c — what tpx_sharding_create takes from the selection
  * handed to it whole (tpx_sharding_options.selection): the plan, the
- * plugin's FSDP units with their reshard flags, its fp32 parameters and the
- * strategy's mixed-precision default. The one place a selection becomes
- * sharding options, so no caller copies them by hand (and none can drop
- * one).
+ * plugin's FSDP units with their reshard flags, its fp32 parameters, the
+ * ep and expert parameters, and the strategy's mixed-precision default. The one
+ * place a selection becomes sharding options, so no caller copies them by hand
+ * (and none can drop one).
  *
  * Not selection itself (core/src/select) and not FSDP (fsdp.c). */
 #include <stdlib.h>
@@ -15,9 +15,11 @@ void tpx__selection_opts_free(tpx__selection_opts *s) {
   free(s->units);
   free(s->reshard);
   free(s->fp32);
+  free(s->experts);
   s->units = NULL;
   s->reshard = NULL;
   s->fp32 = NULL;
+  s->experts = NULL;
 }
 
 tpx_status tpx__selection_opts_apply(tpx_sharding_options *o,
@@ -60,6 +62,20 @@ tpx_status tpx__selection_opts_apply(tpx_sharding_options *o,
     for (size_t i = 0; i < nf; i++) s->fp32[i] = tpx_selection_fp32(sel, i);
     o->num_fp32_params = nf;
     o->fp32_params = s->fp32;
+  }
+  if (o->ep == 0)
+    o->ep = tpx_selection_ep(sel);
+  size_t ne = tpx_selection_num_expert_params(sel);
+  if (o->num_expert_params == 0 && ne > 0) {
+    s->experts = calloc(ne, sizeof *s->experts);
+    if (!s->experts)
+      return tpx_error_set(err, TPX_NO_MEMORY,
+                           "out of memory (the selection's expert "
+                           "parameters)");
+    for (size_t i = 0; i < ne; i++)
+      s->experts[i] = tpx_selection_expert_param(sel, i);
+    o->num_expert_params = ne;
+    o->expert_params = s->experts;
   }
   return TPX_OK;
 }

@@ -10,13 +10,15 @@
 
 /* The options' selection (tpx_sharding_options.selection)
  * turned into plain options, in place: *o gets the selection's FSDP units,
- * reshard flags and fp32 parameters where it has none of its own, and the
+ * reshard flags, fp32 parameters, ep and expert patterns where it has none
+ * of its own, and the
  * strategy's mixed-precision default; *plan (when NULL) the selection's
  * plan. The arrays live in *s until tpx__selection_opts_free. */
 typedef struct tpx__selection_opts {
   const char **units;
   int *reshard;
   const char **fp32;
+  const char **experts;
 } tpx__selection_opts;
 tpx_status tpx__selection_opts_apply(tpx_sharding_options *o,
                                      const tpx_plan **plan,

@@ -17,6 +17,7 @@
 
 #include "tpx/diag.h"
 #include "tpx/fsdp.h"
+#include "tpx/memory.h"
 #include "tpx/sharding.h"
 
 /* One styled module's transitions with their collective names stored inline;
@@ -45,6 +46,7 @@ typedef struct tpx__fsdp_unit_rec {
   int64_t *bwd; /* malloc'd */
   size_t num_bwd;
   int64_t *gathered; /* [world] bytes gathered on each rank; malloc'd */
+  int on_moe;        /* routed experts: shards over ep_shard (MoE mesh) */
 } tpx__fsdp_unit_rec;
 
 struct tpx_sharding {
@@ -105,8 +107,49 @@ struct tpx_sharding {
    * 4 bytes. */
   int64_t *rank_state;
 
+  /* Expert parallelism (ep.c): at ep > 1 the MoE mesh (owned), ep_shard
+   * = world / ep, which parameters live on it, and their placements on
+   * it, rows of moe_w = max(ndim, 2) entries (the MoE mesh's two, then
+   * Replicate), so a reader that walks a row with the main mesh's ndim
+   * stays inside it. NULL / 1 / 0 at ep 1. */
+  tpx_mesh *moe_mesh;
+  int64_t ep, ep_shard;
+  int ep_fsdp; /* experts units over ep_shard: FSDP on (over more than one
+                  rank, as upstream's fsdp_enabled) and ep_shard > 1 */
+  int moe_w;
+  uint8_t *param_moe;            /* [num_params] */
+  tpx_placement *moe_placements; /* [num_params * moe_w] */
+
   tpx_diag_list *diags;
 };
+
+/* ---- ep_cost.c ---- */
+/* At ep > 1 (docs/MEMORY.md "Expert parallelism"): the token-dispatch
+ * buffers of one MoE layer and what EP adds to the saved activations
+ * (*dispatch, *saved), and the bytes a rank sends over ep per step
+ * (*traffic); all 0 at ep 1 or seq 0. */
+tpx_status tpx__ep_costs(const tpx_sharding *sh, const tpx_memory_options *o,
+                         int64_t *dispatch, int64_t *saved, int64_t *traffic,
+                         tpx_error *err);
+
+/* ---- ep.c ---- */
+/* At ep > 1 (sh->ep): the MoE mesh, param_moe from the expert patterns,
+ * and moe_placements (before FSDP). */
+tpx_status tpx__ep_setup(tpx_sharding *sh, tpx_error *err);
+/* The placements row of param p on the mesh it lives on. */
+const tpx_placement *tpx__param_row(const tpx_sharding *sh, int64_t p);
+/* The mesh param p lives on. */
+const tpx_mesh *tpx__param_mesh(const tpx_sharding *sh, int64_t p);
+/* Called by fsdp.c at ep > 1: units of their own for the modules holding
+ * expert parameters when ep_shard > 1 (on_moe), for the dtype-minority
+ * subtrees of each block (blocks[0..num_blocks): the layer units, as
+ * upstream's fully_shard_by_dtype splits them), and the inner model's root
+ * unit ("model") when the embeddings are not tied across it; -1 out of
+ * memory. `push` adds a unit as fsdp.c does. */
+int tpx__ep_units(const tpx_sharding *sh, const int64_t *blocks,
+                  size_t num_blocks, void *vec,
+                  int (*push)(void *vec, int64_t module, int64_t group,
+                              int reshard, int on_moe));
 
 /* ---- apply.c ---- */
 /* Fill module_entry (from matching), module_cover, param_entry, param_styled
@@ -200,7 +243,10 @@ enum {
   TPX__STATE_FLOAT_NUMEL_UNPADDED = 4,
   TPX__STATE_LOWP_NUMEL_UNPADDED = 5,
   TPX__STATE_FLOAT_TENSORS = 6,
-  TPX__STATE_TERMS = 7
+  /* the part of GRAD_BYTES on the MoE mesh (expert parameters, ep > 1):
+   * reduce-scattered over ep_shard, not dp_shard */
+  TPX__STATE_MOE_GRAD_BYTES = 7,
+  TPX__STATE_TERMS = 8
 };
 
 /* ---- bytes.c ---- */

@@ -24,6 +24,9 @@ void tpx_sharding_destroy(tpx_sharding *sh) {
     return;
   tpx__fsdp_free(sh);
   tpx_plan_destroy(sh->plan);
+  tpx_mesh_destroy(sh->moe_mesh);
+  free(sh->param_moe);
+  free(sh->moe_placements);
   free(sh->placements);
   free(sh->param_entry);
   free(sh->param_styled);
@@ -219,7 +222,7 @@ tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
     def.struct_size = sizeof def;
   }
   /* The selection handed over whole fills what the options leave unset. */
-  tpx__selection_opts from_sel = {NULL, NULL, NULL};
+  tpx__selection_opts from_sel = {NULL, NULL, NULL, NULL};
   tpx_status sst = tpx__selection_opts_apply(&def, &plan, &from_sel, err);
   if (sst != TPX_OK) {
     tpx__selection_opts_free(&from_sel);
@@ -232,6 +235,11 @@ tpx_status tpx_sharding_create(const tpx_model *model, const tpx_plan *plan,
                        "tpx_sharding_create: prefetch depths must be >= 0 "
                        "(got fwd %d, bwd %d)",
                        opts->fwd_prefetch_depth, opts->bwd_prefetch_depth);
+  else if (opts->ep < 0 || (opts->num_expert_params && !opts->expert_params))
+    st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                       "tpx_sharding_create: ep %lld (must be >= 0) or "
+                       "num_expert_params %zu with NULL expert_params",
+                       (long long)opts->ep, opts->num_expert_params);
   else if (opts->num_fsdp_units && !opts->fsdp_units)
     st = tpx_error_set(err, TPX_INVALID_ARGUMENT,
                        "tpx_sharding_create: num_fsdp_units %zu with NULL "
@@ -332,6 +340,8 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     tpx_sharding_destroy(sh);
     return st;
   }
+  sh->ep = opts->ep > 1 ? opts->ep : 1;
+  sh->ep_shard = 1;
   st = alloc_arrays(sh, err);
   if (st == TPX_OK)
     st = tpx__fp32_mark(sh, err);
@@ -343,6 +353,8 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
     st = tpx__qk_norm_diags(sh, err);
   if (st == TPX_OK)
     st = tpx__table_version_diags(sh, err);
+  if (st == TPX_OK)
+    st = tpx__ep_setup(sh, err);
   if (st == TPX_OK) {
     compute_transitions(sh);
     st = tpx__fsdp_build(sh, err);
@@ -359,7 +371,9 @@ static tpx_status sharding_build(const tpx_model *model, const tpx_plan *plan,
   sh->opts.cp_dim = NULL;
   sh->opts.fsdp_units = NULL;
   sh->opts.fsdp_unit_reshard = NULL;
-  sh->opts.fp32_params = NULL; /* copied into fp32_patterns */
+  sh->opts.fp32_params = NULL;    /* copied into fp32_patterns */
+  sh->opts.num_expert_params = 0; /* applied: param_moe */
+  sh->opts.expert_params = NULL;
   *out = sh;
   return TPX_OK;
 }
@@ -400,7 +414,7 @@ tpx_status tpx_sharding_param(const tpx_sharding *sh, int64_t param,
                          (long long)param, sh->num_params);
   memset(out, 0, sizeof *out);
   out->param = param;
-  out->placements = &sh->placements[(size_t)param * (size_t)sh->ndim];
+  out->placements = tpx__param_row(sh, param);
   out->plan_entry = sh->param_entry[param];
   out->plan_key = NULL;
   if (out->plan_entry >= 0) {
@@ -425,9 +439,18 @@ tpx_status tpx_sharding_local_slice(const tpx_sharding *sh, int64_t param,
   tpx_status st = tpx_model_param(sh->model, param, &pi, err);
   if (st != TPX_OK)
     return st;
-  return tpx_layout_local_slice(
-      pi.shape, pi.ndim, sh->mesh,
-      &sh->placements[(size_t)param * (size_t)sh->ndim], rank, out, err);
+  return tpx_layout_local_slice(pi.shape, pi.ndim, tpx__param_mesh(sh, param),
+                                tpx__param_row(sh, param), rank, out, err);
+}
+
+int64_t tpx_sharding_ep_size(const tpx_sharding *sh) { return sh ? sh->ep : 0; }
+const tpx_mesh *tpx_sharding_moe_mesh(const tpx_sharding *sh) {
+  return sh ? sh->moe_mesh : NULL;
+}
+const tpx_mesh *tpx_sharding_param_mesh(const tpx_sharding *sh, int64_t param) {
+  if (!sh || param < 0 || (size_t)param >= sh->num_params)
+    return NULL;
+  return tpx__param_mesh(sh, param);
 }
 
 int64_t tpx_sharding_rank_param_bytes(const tpx_sharding *sh, int64_t rank) {

@@ -1,7 +1,8 @@
 /* traffic.c — bytes one rank sends per training step (tpx_traffic_rank):
  * the TP collectives of every styled module's transitions on activations of
  * batch x seq / cp tokens, FSDP's all-gathers, gradient reduce-scatter and
- * HSDP all-reduce, and the cp all-gathers of K and V, all as ring
+ * HSDP all-reduce (expert units over ep_shard), the cp all-gathers of K
+ * and V, and the MoE token exchange over ep (ep_cost.c), all as ring
  * collectives. Formulas: docs/MEMORY.md. Not a
  * timing model (no bandwidths, no overlap). */
 #include <stdlib.h>
@@ -98,8 +99,12 @@ static tpx_status cp_bytes(const tpx_sharding *sh, const tpx_memory_options *o,
 }
 
 static int64_t fsdp_bytes(const tpx_sharding *sh, int64_t rank) {
-  int64_t grads =
-      sh->rank_state[(size_t)rank * TPX__STATE_TERMS + TPX__STATE_GRAD_BYTES];
+  const int64_t *rs = &sh->rank_state[(size_t)rank * TPX__STATE_TERMS];
+  /* expert gradients (ep > 1) are not reduced over the dp dims: their
+   * unit reduce-scatters them over ep_shard; without one (ep = world) each
+   * EP rank owns its experts' gradients whole */
+  int64_t moe = rs[TPX__STATE_MOE_GRAD_BYTES];
+  int64_t grads = rs[TPX__STATE_GRAD_BYTES] - moe;
   int64_t dps = sh->dps_dim >= 0 ? sh->dps : 1;
   int64_t dpr = sh->dpr_dim >= 0 ? sh->dpr : 1;
   if (sh->num_units == 0) /* plain data parallel: all-reduce the grads */
@@ -110,11 +115,13 @@ static int64_t fsdp_bytes(const tpx_sharding *sh, int64_t rank) {
     int root = u + 1 == sh->num_units;
     int64_t times = (!root && x->reshard) ? 2 : 1;
     sum = tpx__sat_add(
-        sum,
-        tpx__sat_mul(times, coll_bytes("all-gather", x->gathered[rank], dps)));
+        sum, tpx__sat_mul(times, coll_bytes("all-gather", x->gathered[rank],
+                                            x->on_moe ? sh->ep_shard : dps)));
   }
   /* reduce-scatter input = dps padded shards; a rank sends all but its own */
   sum = tpx__sat_add(sum, tpx__sat_mul(grads, dps - 1));
+  if (sh->ep_fsdp)
+    sum = tpx__sat_add(sum, tpx__sat_mul(moe, sh->ep_shard - 1));
   return tpx__sat_add(sum, coll_bytes("all-reduce", grads, dpr));
 }
 
@@ -148,17 +155,21 @@ tpx_status tpx_traffic_ranks(const tpx_sharding *sh,
                          "%lld >= 0",
                          (long long)o.batch, (long long)o.seq);
   /* TP traffic is the same on every rank: computed once */
-  int64_t tp = 0, cp = 0;
+  int64_t tp = 0, cp = 0, ep = 0, unused = 0;
   tpx_status st = count ? tp_bytes(sh, &o, &tp, err) : TPX_OK;
   if (st == TPX_OK && count)
     st = cp_bytes(sh, &o, &cp, err);
+  if (st == TPX_OK && count)
+    st = tpx__ep_costs(sh, &o, &unused, &unused, &ep, err);
   if (st != TPX_OK)
     return st;
   for (size_t i = 0; i < count; i++) {
     out[i].tp = tp;
     out[i].cp = cp;
+    out[i].ep = ep;
     out[i].fsdp = fsdp_bytes(sh, first + (int64_t)i);
-    out[i].total = tpx__sat_add(tpx__sat_add(tp, out[i].fsdp), cp);
+    out[i].total =
+        tpx__sat_add(tpx__sat_add(tpx__sat_add(tp, out[i].fsdp), cp), ep);
   }
   return TPX_OK;
 }

@@ -321,7 +321,10 @@ typedef struct tpx_plugin_info {
    *       implementation and its MoE parallelizer (expert parallelism):
    *       `ep` > 1 is accepted for it and for no other architecture, and
    *       tp > 1 is refused with upstream's messages unless this plugin
-   *       gives a plan for <architecture>.
+   *       gives a plan for <architecture> (at ep > 1 not one whose
+   *       plan_set_function text starts "get_hf_tp_shard_plan": the class's own
+   *       _tp_plan, which upstream's MoE path does not count as
+   *       registered).
    *   expert_param=<architecture>:<pattern>
    *       parameters of <architecture> matching <pattern> (dotted FQN
    *       pattern, per-atom fnmatch) are routed-expert parameters, dim 0

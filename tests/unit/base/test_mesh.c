@@ -311,6 +311,59 @@ START_TEST(test_one_dim_mesh) {
 }
 END_TEST
 
+/* Upstream's MoE mesh (_create_moe_mesh): the ranks in order, unflattened
+ * to (ep_shard, ep); an EP group is ep consecutive ranks (tp peers folded
+ * on a tp 2 mesh); an ep that does not divide the world is refused in
+ * upstream's words. */
+START_TEST(test_moe_mesh) {
+  tpx_mesh *main4 = NULL, *main8 = NULL, *moe = NULL;
+  tpx_error err = {0};
+  ck_assert_int_eq(tpx_mesh_create_fsdp2(1, 4, 1, 1, &main4, &err), TPX_OK);
+  ck_assert_int_eq(tpx_mesh_create_fsdp2(1, 4, 1, 2, &main8, &err), TPX_OK);
+  const int64_t eps[3] = {1, 2, 4};
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(tpx_mesh_create_moe(main4, eps[i], &moe, &err), TPX_OK);
+    ck_assert_str_eq(tpx_mesh_dim_name(moe, 0), "ep_shard");
+    ck_assert_str_eq(tpx_mesh_dim_name(moe, 1), "ep");
+    ck_assert_int_eq(tpx_mesh_dim_size(moe, 0), 4 / eps[i]);
+    ck_assert_int_eq(tpx_mesh_dim_size(moe, 1), eps[i]);
+    for (int64_t r = 0; r < 4; r++) {
+      int64_t c[2];
+      ck_assert_int_eq(tpx_mesh_coords(moe, r, c, &err), TPX_OK);
+      ck_assert_int_eq(c[0], r / eps[i]);
+      ck_assert_int_eq(c[1], r % eps[i]);
+    }
+    tpx_mesh_destroy(moe);
+    moe = NULL;
+  }
+  /* world 8 = dp_shard 4 x tp 2, ep 2: the EP group of rank 5 is {4, 5},
+   * the two tp ranks of dp_shard 2 */
+  ck_assert_int_eq(tpx_mesh_create_moe(main8, 2, &moe, &err), TPX_OK);
+  int64_t g[2], idx = -1;
+  ck_assert_int_eq(tpx_mesh_group_ranks(moe, "ep", 5, g, &idx, &err), TPX_OK);
+  ck_assert_int_eq(g[0], 4);
+  ck_assert_int_eq(g[1], 5);
+  ck_assert_int_eq(idx, 1);
+  tpx_mesh_destroy(moe);
+  moe = NULL;
+  ck_assert_int_eq(tpx_mesh_create_moe(main4, 3, &moe, &err),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_str_eq(err.message,
+                   "non_pp_size=4 must be a multiple of ep_size=3");
+  ck_assert_ptr_null(moe);
+  tpx_error_clear(&err);
+  ck_assert_int_eq(tpx_mesh_create_moe(main4, 8, &moe, &err),
+                   TPX_INVALID_ARGUMENT);
+  ck_assert_str_eq(err.message,
+                   "non_pp_size=4 must be a multiple of ep_size=8");
+  ck_assert_int_eq(tpx_mesh_create_moe(main4, 0, &moe, NULL), TPX_OUT_OF_RANGE);
+  ck_assert_int_eq(tpx_mesh_create_moe(NULL, 2, &moe, NULL),
+                   TPX_INVALID_ARGUMENT);
+  tpx_mesh_destroy(main4);
+  tpx_mesh_destroy(main8);
+}
+END_TEST
+
 static Suite *mesh_suite(void) {
   Suite *s = suite_create("mesh");
   TCase *tc = tcase_create("core");
@@ -325,6 +378,7 @@ static Suite *mesh_suite(void) {
   tcase_add_test(tc, test_create_errors);
   tcase_add_test(tc, test_rank_errors);
   tcase_add_test(tc, test_one_dim_mesh);
+  tcase_add_test(tc, test_moe_mesh);
   suite_add_tcase(s, tc);
   return s;
 }
