@@ -96,8 +96,8 @@ static const head_defaults *class_defaults(const tpx_model *model,
 static int head_is_null(const tpx_model *model, const tpx__family *f,
                         const char *key) {
   char path[96];
-  snprintf(path, sizeof path, "%s%s",
-           in_text_config(f) ? "text_config." : "", key);
+  snprintf(path, sizeof path, "%s%s", in_text_config(f) ? "text_config." : "",
+           key);
   json_t *root = tpx__model_config(model);
   json_t *v = root ? tpx__config_lookup(root, path) : NULL;
   return v != NULL && json_is_null(v);
