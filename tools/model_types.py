@@ -59,9 +59,10 @@ Columns:
 - **vs upstream (tp 2)**: `tools/upstream/compare.py`'s verdict on the tp 2
   case (the default path against the golden of NeMo Automodel 0.7.0 +
   transformers 5.25): `agree`, `both refuse` (the same named cause, with
-  tpx's diagnostic code), `deliberate` (tpx refuses on purpose what upstream
-  applies and then cannot run; see "Deliberate deviations" below), or the
-  difference (all four cases of every type: `known_differences.txt`).
+  tpx's diagnostic code), `agree+flagged` (the same placements and bytes,
+  and tpx reports an error upstream does not, because upstream's run then
+  fails; see "Flagged plans" below), or the difference (all four cases of
+  every type: `known_differences.txt`).
 
 Types without a fixture (Automodel's own model classes, configs that do not
 build tiny) are not planned here: their row says whether a tpx plugin serves
@@ -80,13 +81,14 @@ Where a hand-kept table of the same config class exists
 """
 
 DELIBERATE_HEADER = """
-## Deliberate deviations
+## Flagged plans
 
-Where tpx refuses a plan that NeMo Automodel 0.7.0 applies, on purpose,
-because upstream's run then fails (proven by
+Where tpx plans exactly what NeMo Automodel 0.7.0 applies (every
+parameter's placement, every rank's bytes) and reports an error upstream
+does not raise, because upstream's run then fails (proven by
 `tools/upstream/forward_check.py`, which runs one forward of upstream's
-parallelized model); `compare.py` counts these cases as `deliberate`, apart
-from the real differences:
+parallelized model); `compare.py` counts these cases as `agree+flagged`
+(`deliberate` if the plan also differed):
 
 """
 
@@ -174,8 +176,9 @@ def versus(fixture, report, proc, deliberate):
         golden = json.load(f)['cases']['tp2']
     verdict, detail = compare.judge(golden, report, proc)
     code = compare.error_parts(report)[0]
-    if verdict in ('both refuse', 'deliberate', 'tpx refuses', 'refuse differently'):
-        if verdict == 'deliberate':
+    if verdict in ('both refuse', 'deliberate', 'agree+flagged', 'tpx refuses',
+                   'refuse differently'):
+        if verdict in ('deliberate', 'agree+flagged'):
             deliberate.setdefault(code, []).append(os.path.basename(fixture))
         return '%s: `%s`' % (verdict, code)
     return verdict if verdict != 'differ' else 'differ: %s' % detail[:60]

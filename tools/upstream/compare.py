@@ -16,8 +16,10 @@ size > 1 (a dim of size 1 holds the whole tensor either way) and every
 rank's parameter bytes with golden.json. One line per case:
   agree | differ: FIRST DIFFERENCE | tpx refuses: CODE | upstream refuses: ...
   | both refuse (the same named cause: SAME_CAUSE) | refuse differently
-  | deliberate (a tpx refusal of what upstream applies and then cannot run:
-    DELIBERATE, each proven by forward_check.py)
+  | agree+flagged (the same placements and bytes, and tpx reports an error
+    upstream does not: what upstream applies and then cannot run, DELIBERATE,
+    each proven by forward_check.py) | deliberate (such an error, and a
+    difference besides)
 then the counts. With --ratchet, the cases listed in --known (default
 tests/data/upstream/known_differences.txt: "TYPE CASE CAUSE  # note") may
 differ; the exit status is 1 when a case not listed does not agree, and
@@ -56,6 +58,11 @@ SAME_CAUSE = {
 # tpx refusals of a plan upstream applies, kept on purpose because upstream's
 # run then fails (tools/upstream/forward_check.py shows the failure): code ->
 # why. Counted as "deliberate", apart from the real differences.
+# Verdicts that need no listing: the same plan (agree+flagged: the same
+# placements and bytes, and tpx's error diagnostic says the run would fail),
+# or the same refusal.
+OK_VERDICTS = ('agree', 'agree+flagged', 'both refuse')
+
 DELIBERATE = {
     'qk-norm-whole-width': 'upstream applies colwise q/k under a whole-width q/k norm and its '
                            'first forward fails (forward_check.py olmo2 Olmo2ForCausalLM: '
@@ -224,7 +231,12 @@ def judge(g, report, proc):
         return 'refuse differently', 'tpx %s; upstream %s' % (terr, uerr)
     code = error_parts(report)[0]
     if terr and code in DELIBERATE:
-        return 'deliberate', '%s: %s' % (terr, DELIBERATE[code])
+        # tpx still plans what upstream plans and reports it whole; only its
+        # verdict is louder. Same placements and bytes: agree, flagged.
+        diff = compare_case(g, report) if report and report.get('parameters') else 'no plan'
+        if diff is None:
+            return 'agree+flagged', '%s: %s' % (terr, DELIBERATE[code])
+        return 'deliberate', '%s: %s (and %s)' % (terr, DELIBERATE[code], diff)
     if terr:
         return 'tpx refuses', terr
     diff = compare_case(g, report)
@@ -247,7 +259,7 @@ def check_type(tpx, model_type, data):
             g = golden['cases'][case]
             report, proc = run_tpx(tpx, tdir, dp, sp)
             verdict, detail = judge(g, report, proc)
-            why = cause(g, report, verdict, detail) if verdict not in ('agree', 'both refuse') else ''
+            why = cause(g, report, verdict, detail) if verdict not in OK_VERDICTS else ''
             out.append((case, verdict, detail, why))
     return out
 
@@ -288,9 +300,9 @@ def main():
             listed = (mt, case) in known
             print('%-22s %-11s %-16s %s%s' % (mt, case, verdict, detail,
                                              '  [known: %s]' % known[(mt, case)] if listed else ''))
-            if verdict == 'agree' and listed:
+            if verdict in ('agree', 'agree+flagged') and listed:
                 now_ok.append((mt, case))
-            elif verdict != 'agree' and verdict != 'both refuse' and not listed:
+            elif verdict not in OK_VERDICTS and not listed:
                 new_bad.append((mt, case, verdict, detail))
     total = sum(counts.values())
     print('summary: %d cases, %s' % (total, ', '.join('%s %d' % kv for kv in sorted(counts.items()))))
