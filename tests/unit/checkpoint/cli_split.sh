@@ -7,8 +7,9 @@
 # from mlp.down_proj (dim 1). A real checkpoint of distinct values
 # (tpx-ckpt-test gen-list), bf16, at dp_shard 2, 3 (uneven) and 4, tp 2
 # (colwise q/k/v/gate/up, rowwise down_lo/down_hi: dim-1 slices of the
-# dim-1 split) and dp_shard 3 x tp 2, and f32 at dp_shard 3: each rank's
-# slice is the stored tensor at the parameter's offset
+# dim-1 split), dp_shard 3 x tp 2, the plugin in this process (the others
+# run it isolated: the parts cross the child's pipe), and f32 at dp_shard 3:
+# each rank's slice is the stored tensor at the parameter's offset
 # (check_split_slices.py), the merge is byte-identical (cmp); the report
 # says which tensors are split; a stored tensor whose shape is not the sum
 # of its parts and a declaration that leaves a row to no parameter are
@@ -77,7 +78,7 @@ run "tpx plan --json: model.stored_split" \
   sh -c '"$1" plan --config "$2/config.json" --weights "$2" --format json | grep -q "\"stored_split\""' \
   sh "$tpx" "$s"
 for mesh in "--dp-shard 2" "--dp-shard 3" "--dp-shard 4" "--tp 2" \
-  "--dp-shard 3 --tp 2"; do
+  "--dp-shard 3 --tp 2" "--dp-shard 2 --no-isolation"; do
   r="$work/ranks"
   m="$work/merged"
   # shellcheck disable=SC2086
