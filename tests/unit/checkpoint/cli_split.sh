@@ -91,6 +91,23 @@ for mesh in "--dp-shard 2" "--dp-shard 3" "--dp-shard 4" "--tp 2" \
   rm -rf "$r" "$m"
 done
 
+# Rank files whose "fold" moves k_proj one row up in qkv_proj (every rank,
+# so they agree): the merge refuses the overlap, naming the tensor and both
+# parameters.
+run "dp_shard 2: shard for a bad fold" "$tpx" shard --weights "$s" \
+  --dp-shard 2 --out "$work/r-fold"
+for f in "$work"/r-fold/rank-*.safetensors; do
+  LC_ALL=C sed 's/\\"offsets\\":\[-64,0\]/\\"offsets\\":[-63,0]/' "$f" \
+    >"$f.bad" && mv "$f.bad" "$f"
+done
+"$tpx" merge --in "$work/r-fold" --out "$work/m-fold" >"$work/log" 2>&1
+rc=$?
+refused "merge: parts of a stored tensor that overlap are refused, named" \
+  "model.layers.0.self_attn.qkv_proj.weight" \
+  "model.layers.0.self_attn.q_proj.weight" \
+  "model.layers.0.self_attn.k_proj.weight" "overlap"
+rm -rf "$work/r-fold" "$work/m-fold"
+
 # f32 (config and tensors), dp_shard 3.
 sed 's/"bfloat16"/"float32"/' "$cfg" >"$work/cfg32.json"
 f="$work/src32"
