@@ -322,8 +322,9 @@ static void arch_skeleton(int fd, const tpx__h_job *job, const tpx__plugin *p,
             TPX_OK)
           continue;
         flipped += tr != 0;
-        for (int d = 0; d < b.ndim; d++)
-          past |= b.offset[d] < 0 || b.offset[d] + b.length[d] > pi.shape[d];
+        for (int dim = 0; dim < b.ndim; dim++)
+          past |= b.offset[dim] < 0 ||
+                  b.offset[dim] + b.length[dim] > pi.shape[dim];
         parts += past; /* a part of a bigger (split) stored tensor */
       }
     }
