@@ -151,5 +151,30 @@ refused "parts that leave a gap are refused, naming the tensor and parameters" \
   "model.layers.0.self_attn.qkv_proj.weight" \
   "model.layers.0.self_attn.k_proj.weight" "[64:65)"
 
+# transformers' Split applied by the conversion rules: lara_mini's
+# linear_attn.in_proj [200, 64] cut into in_proj_qkv / _z / _b / _a (no
+# plugin: the module tree from the headers), its shapes from the recorded
+# upstream recipe, through tpx shard and tpx merge.
+lara="$src/tests/data/upstream/lara_mini"
+python3 -c '
+import json, sys
+for n, dt, sh in json.load(open(sys.argv[1]))["tensors"]:
+    print(n, dt.upper(), *sh)' "$lara/recipe.json" >"$work/lara.list"
+ls="$work/lara"
+mkdir -p "$ls"
+run "lara_mini: generate" "$tool" gen-list "$lara/config.json" \
+  "$work/lara.list" "$ls"
+for mesh in "--dp-shard 3" "--tp 2" "--dp-shard 2 --tp 2"; do
+  # shellcheck disable=SC2086
+  run "lara_mini $mesh: shard" "$tpx" shard --weights "$ls" $mesh \
+    --out "$work/lr"
+  run "lara_mini $mesh: slices of in_proj" python3 \
+    "$src/tests/unit/checkpoint/check_split_slices.py" "$ls" "$work/lr"
+  run "lara_mini $mesh: merge" "$tpx" merge --in "$work/lr" --out "$work/lm"
+  run "lara_mini $mesh: merged file byte-identical" cmp \
+    "$ls/model.safetensors" "$work/lm/model.safetensors"
+  rm -rf "$work/lr" "$work/lm"
+done
+
 echo "$n checks, $fails failed"
 [ "$fails" -eq 0 ]
