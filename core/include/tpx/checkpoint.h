@@ -119,7 +119,10 @@ TPX_API int64_t tpx_checkpoint_param_tensor(const tpx_checkpoint_reader *rd,
 
 /* Where a parameter's data comes from: a stored tensor and its region
  * (`box`, in the parameter's coordinates). The tensor's shape is the box's
- * lengths, less leading length-1 dims the tensor lacks. */
+ * lengths, less leading length-1 dims the tensor lacks. For a stored
+ * tensor cut into several parameters (tpx_model_add_split_source) the box
+ * reaches past the parameter (offsets negative, or an end past its shape):
+ * the parameter is what the box covers of it. */
 typedef struct tpx_checkpoint_source {
   int64_t tensor; /* stored tensor index */
   tpx_slice box;

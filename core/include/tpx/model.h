@@ -229,6 +229,37 @@ TPX_API tpx_status tpx_model_add_param_source(tpx_model *model,
                                               const char *source_name,
                                               const tpx_slice *box,
                                               int transpose, tpx_error *err);
+/* A stored tensor bigger than the parameter: the parameter is a box of
+ * it, and other parameters take the rest (transformers' Split / Chunk:
+ * one saved tensor cut into several parameters). As
+ * tpx_model_add_param_source, except that `box` (in the parameter's
+ * coordinates, its lengths the stored tensor's shape as there) may reach
+ * past the parameter on any dim, offsets negative included: what it
+ * covers of the parameter is this parameter's part of the tensor. It must
+ * meet the parameter. Several parameters may name the same source (the
+ * same box lengths and transpose, parameters of one dtype); their parts
+ * must tile the tensor (tpx_model_check_param_sources). A box inside the
+ * parameter is an ordinary source. */
+TPX_API tpx_status tpx_model_add_param_source_box(
+    tpx_model *model, const char *param_fqn, const char *source_name,
+    const tpx_slice *box, int transpose, tpx_error *err);
+/* Stored tensor `source_name` is cut along `dim` (negative counts from the
+ * end) into the parameters param_fqns[0..num_params) (added first): all
+ * of one ndim and dtype, of the same shape off `dim`; parameter i is the
+ * slice [offsets[i], offsets[i] + its length) of the tensor along `dim`
+ * (offsets NULL: one after the other, in order). The tensor's shape is
+ * theirs with the sum of their lengths along `dim`. The slices must tile
+ * it (TPX_VALIDATION naming the tensor and the parameters at a gap or an
+ * overlap; nothing is recorded then). Each parameter gets the tensor as a
+ * source (tpx_model_add_param_source_box): the checkpoint's headers accept
+ * the tensor, `tpx shard` reads each rank's slice from its offset in it
+ * and `tpx merge` writes it back whole. */
+TPX_API tpx_status tpx_model_add_split_source(tpx_model *model,
+                                              const char *source_name, int dim,
+                                              const char *const *param_fqns,
+                                              const int64_t *offsets,
+                                              size_t num_params,
+                                              tpx_error *err);
 /* Number of sources of parameter `param` (0: none, or out of range). */
 TPX_API size_t tpx_model_num_param_sources(const tpx_model *model,
                                            int64_t param);
@@ -240,8 +271,10 @@ TPX_API tpx_status tpx_model_param_source(const tpx_model *model, int64_t param,
                                           tpx_slice *box, int *transpose,
                                           tpx_error *err);
 /* Every parameter with sources is covered by them exactly: no two boxes
- * overlap and together they fill the parameter. TPX_VALIDATION naming the
- * parameter and the sources at fault. */
+ * overlap and together they fill the parameter; and every stored tensor
+ * cut into several parameters (tpx_model_add_param_source_box) is tiled by
+ * their parts. TPX_VALIDATION naming the parameter or tensor and the
+ * sources at fault. */
 TPX_API tpx_status tpx_model_check_param_sources(const tpx_model *model,
                                                  tpx_error *err);
 

@@ -4,7 +4,8 @@
  * max_shard_size. Each distinct piece is written once (replicas skipped),
  * one whole tensor at a time (straight from the rank files' mappings where
  * it can be: merge_direct.c); fused expert parameters are cut back into
- * their per-expert source tensors. Files appear under their final names
+ * their per-expert source tensors, and tensors cut from one stored tensor
+ * written back into it (merge_fold.c). Files appear under their final names
  * only when complete (checkpoint writer: temporary + fsync + rename). The
  * rank files, their pieces and coverage: merge_pieces.c. */
 #include <stdio.h>
@@ -14,12 +15,6 @@
 #include "checkpoint/ckpt_internal.h"
 #include "checkpoint/rankfile_impl.h"
 #include "checkpoint/writer_impl.h"
-
-/* Reusable buffers of one merge (flip: a transposed source's bytes). */
-typedef struct merge_bufs {
-  void *whole, *piece, *flip;
-  size_t whole_cap, piece_cap, flip_cap;
-} merge_bufs;
 
 static int grow(void **buf, size_t *cap, size_t n) {
   if (n <= *cap)
@@ -32,126 +27,12 @@ static int grow(void **buf, size_t *cap, size_t n) {
   return 0;
 }
 
-/* Copies the dense piece `part` (the box `box` of tensor `e`) into its
- * place in the dense whole tensor `full` (to_full), or cuts it out of
- * `full` (!to_full): one contiguous run per index of the leading dims. The
- * box comes from the rank file's metadata, checked to lie inside the
- * tensor. */
-static void copy_box(void *full, const tpx_checkpoint_entry *e,
-                     const tpx_slice *box, void *part, int to_full) {
-  size_t esz = tpx_dtype_size(e->dtype);
-  int nd = e->ndim;
-  if (tpx_slice_numel(box) == 0)
-    return;
-  if (nd == 0) {
-    memcpy(to_full ? full : part, to_full ? part : full, esz);
-    return;
-  }
-  size_t run = (size_t)box->length[nd - 1] * esz;
-  int64_t idx[TPX_MAX_TENSOR_DIMS] = {0};
-  char *in = part;
-  for (;;) {
-    int64_t off = 0;
-    for (int d = 0; d < nd; d++)
-      off = off * e->shape[d] + box->offset[d] + (d < nd - 1 ? idx[d] : 0);
-    char *at = (char *)full + (size_t)off * esz;
-    memcpy(to_full ? at : in, to_full ? in : at, run);
-    in += run;
-    int d = nd - 2;
-    while (d >= 0 && ++idx[d] == box->length[d]) idx[d--] = 0;
-    if (d < 0)
-      break;
-  }
-}
-
-/* The tensors of the merged checkpoint: each entry, or for a fused
- * expert parameter its per-expert source tensors (rank 0's "fold"), in the
- * dtype of the fused parameter. *out is malloc'd; names borrowed. */
-static tpx_status out_entries(const tpx__merge_set *s,
-                              tpx_checkpoint_entry **out, size_t *n_out,
-                              tpx_error *err) {
-  const tpx_shard_meta *m0 = &s->files[0].meta;
-  size_t n = 0;
-  for (size_t i = 0; i < s->num_entries; i++)
-    n += m0->tensors[i].num_fold ? m0->tensors[i].num_fold : 1;
-  tpx_checkpoint_entry *o = calloc(n + 1, sizeof *o);
-  if (o == NULL)
-    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  n = 0;
-  for (size_t i = 0; i < s->num_entries; i++) {
-    const tpx_shard_tensor *st = &m0->tensors[i];
-    if (st->num_fold == 0)
-      o[n++] = s->entries[i];
-    for (size_t k = 0; k < st->num_fold; k++, n++) {
-      o[n].name = st->fold[k].name;
-      o[n].dtype = s->entries[i].dtype;
-      o[n].ndim = st->fold[k].ndim;
-      memcpy(o[n].shape, st->fold[k].shape, sizeof o[n].shape);
-    }
-  }
-  *out = o;
-  *n_out = n;
-  return TPX_OK;
-}
-
-/* Writes the whole tensor `full` of entry e: as itself, or cut into the
- * per-expert source tensors of its "fold". */
-static tpx_status write_entry(tpx_checkpoint_writer *w,
-                              const tpx_shard_tensor *st,
-                              const tpx_checkpoint_entry *e, void *full,
-                              merge_bufs *b, tpx_error *err) {
-  tpx_slice whole;
-  memset(&whole, 0, sizeof whole);
-  whole.ndim = e->ndim;
-  memcpy(whole.length, e->shape, sizeof whole.length);
-  if (st->num_fold == 0)
-    return tpx_checkpoint_write_slice(w, e->name, &whole, e->dtype, full, err);
-  for (size_t k = 0; k < st->num_fold; k++) {
-    const tpx_shard_fold_source *src = &st->fold[k];
-    int drop = e->ndim - src->ndim;
-    tpx_slice box, own;
-    memset(&box, 0, sizeof box);
-    memset(&own, 0, sizeof own);
-    box.ndim = e->ndim;
-    own.ndim = src->ndim;
-    int nd = src->ndim, tr = src->transpose && nd >= 2;
-    for (int d = 0; d < e->ndim; d++) {
-      int sd = d - drop; /* the stored tensor's dim */
-      if (tr && sd >= nd - 2)
-        sd = sd == nd - 2 ? nd - 1 : nd - 2;
-      box.offset[d] = src->offsets[d];
-      box.length[d] = d < drop ? 1 : src->shape[sd];
-    }
-    memcpy(own.length, src->shape, sizeof own.length);
-    size_t nb = (size_t)tpx_slice_nbytes(&box, e->dtype);
-    if (grow(&b->piece, &b->piece_cap, nb ? nb : 1) != 0 ||
-        (tr && grow(&b->flip, &b->flip_cap, nb ? nb : 1) != 0))
-      return tpx_error_set(err, TPX_NO_MEMORY, "out of memory for '%s'",
-                           src->name);
-    copy_box(full, e, &box, b->piece, 0);
-    void *out = b->piece;
-    if (tr) { /* each [a, b] matrix of the box back to the stored [b, a] */
-      int64_t rb = src->shape[nd - 1], cb = src->shape[nd - 2];
-      size_t mat = (size_t)(rb * cb) * tpx_dtype_size(e->dtype);
-      for (size_t at = 0; mat && at < nb; at += mat)
-        tpx__ckpt_transpose((char *)b->flip + at, rb, (char *)b->piece + at, cb,
-                            rb, cb, tpx_dtype_size(e->dtype));
-      out = b->flip;
-    }
-    tpx_status s =
-        tpx_checkpoint_write_slice(w, src->name, &own, e->dtype, out, err);
-    if (s != TPX_OK)
-      return s;
-  }
-  return TPX_OK;
-}
-
 /* Reads piece `pc` of entry e into its place in the whole tensor
  * b->whole (nb bytes). */
 static tpx_status place_piece(const tpx__merge_set *s,
                               const tpx__merge_piece *pc,
                               const tpx_checkpoint_entry *e, size_t nb,
-                              merge_bufs *b, tpx_error *err) {
+                              tpx__merge_bufs *b, tpx_error *err) {
   size_t pb = (size_t)tpx_slice_nbytes(&pc->box, e->dtype);
   tpx_slice local = pc->box;
   memset(local.offset, 0, sizeof local.offset);
@@ -168,7 +49,7 @@ static tpx_status place_piece(const tpx__merge_set *s,
       s->files[pc->file].rd, (int64_t)pc->tensor, &local, e->dtype,
       rows ? (char *)b->whole + at : b->piece, rows ? nb - at : pb, err);
   if (st == TPX_OK && !rows)
-    copy_box(b->whole, e, &pc->box, b->piece, 1);
+    tpx__merge_copy_box(b->whole, e, &pc->box, b->piece, 1);
   return st;
 }
 
@@ -187,8 +68,9 @@ static void piece_done(tpx_shard_progress *prog, int64_t nb,
  * instead (one write per row of a dim-1 piece) measured 2.9x slower than
  * cp in bench/ckpt (scattered small writes). */
 static tpx_status write_all(const tpx__merge_set *s, tpx_checkpoint_writer *w,
-                            const tpx_shard_merge_options *o, merge_bufs *b,
-                            tpx_shard_progress *prog, tpx_error *err) {
+                            const tpx_shard_merge_options *o,
+                            tpx__merge_bufs *b, tpx_shard_progress *prog,
+                            tpx_error *err) {
   const tpx__merge_piece *p = s->pieces;
   *prog = (tpx_shard_progress){0, s->distinct, 0, s->total_bytes, 0};
   if (o->progress)
@@ -231,7 +113,12 @@ static tpx_status write_all(const tpx__merge_set *s, tpx_checkpoint_writer *w,
         return st;
       piece_done(prog, tpx_slice_nbytes(&p[k].box, e->dtype), o);
     }
-    st = write_entry(w, &s->files[0].meta.tensors[ent], e, b->whole, b, err);
+    const tpx_shard_tensor *mt = &s->files[0].meta.tensors[ent];
+    if (mt->num_fold == 0)
+      st = tpx_checkpoint_write_slice(w, e->name, &whole, e->dtype, b->whole,
+                                      err);
+    else
+      st = tpx__merge_write_folded(w, mt, e, b->whole, b, err);
     if (st != TPX_OK)
       return st;
   }
@@ -301,7 +188,7 @@ tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
   tpx_checkpoint_entry *wentries = NULL;
   size_t nw = 0;
   tpx_checkpoint_writer *w = NULL;
-  merge_bufs b = {NULL, NULL, NULL, 0, 0, 0};
+  tpx__merge_bufs b = {NULL, NULL, NULL, 0, 0, 0};
   tpx_status st = tpx__merge_set_open(in_dir, &s, err);
   if (st == TPX_OK)
     note_old_digest(&s, &o);
@@ -310,7 +197,7 @@ tpx_status tpx_shard_merge(const char *in_dir, const char *out_dir,
   tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
   wo.max_shard_size = o.max_shard_size;
   if (st == TPX_OK)
-    st = out_entries(&s, &wentries, &nw, err);
+    st = tpx__merge_out_entries(&s, &wentries, &nw, err);
   if (st == TPX_OK)
     st = tpx_checkpoint_writer_create(out_dir, wentries, nw, &wo, &w, err);
   tpx_shard_progress prog = {0, 0, 0, 0, 0};

@@ -261,11 +261,15 @@ static tpx_status add_piece(tpx__merge_set *s, size_t i, size_t k,
     e[k].ndim = st->ndim;
     memcpy(e[k].shape, st->global_shape, sizeof e[k].shape);
   } else if (ei == ne || e[ei].dtype != t.dtype ||
-             memcmp(e[ei].shape, st->global_shape, sizeof e[ei].shape) != 0 ||
-             !same_fold(st, &s->files[0].meta.tensors[ei])) {
+             memcmp(e[ei].shape, st->global_shape, sizeof e[ei].shape) != 0) {
     return tpx_error_set(err, TPX_VALIDATION,
                          "%s: tensor '%s' disagrees with %s in name, dtype "
                          "or global shape",
+                         f->path, st->name, s->files[0].path);
+  } else if (!same_fold(st, &s->files[0].meta.tensors[ei])) {
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "%s: tensor '%s': its \"fold\" (the stored tensors "
+                         "it was read from, and where) differs from %s's",
                          f->path, st->name, s->files[0].path);
   }
   tpx_status lst = check_layout(s, i, k, ei, &t, err);

@@ -97,6 +97,33 @@ tpx_status tpx__merge_write_direct(const tpx__merge_set *s, size_t k0,
                                    tpx_checkpoint_writer *w, int *done,
                                    tpx_error *err);
 
+/* Reusable buffers of one merge (flip: a transposed source's bytes). */
+typedef struct tpx__merge_bufs {
+  void *whole, *piece, *flip;
+  size_t whole_cap, piece_cap, flip_cap;
+} tpx__merge_bufs;
+
+/* merge_fold.c: copies the dense piece `part` (the box `box` of tensor e)
+ * into its place in the dense whole tensor `full` (to_full), or cuts it
+ * out of `full` (!to_full). */
+void tpx__merge_copy_box(void *full, const tpx_checkpoint_entry *e,
+                         const tpx_slice *box, void *part, int to_full);
+/* merge_fold.c: the tensors of the merged checkpoint (*out malloc'd, names
+ * borrowed): each entry, or for one read from stored tensors (rank 0's
+ * "fold") those, each stored tensor once though several entries were cut
+ * from it, in the entry's dtype. TPX_VALIDATION when the parts of a stored
+ * tensor cut into several do not tile it. */
+tpx_status tpx__merge_out_entries(const tpx__merge_set *s,
+                                  tpx_checkpoint_entry **out, size_t *n_out,
+                                  tpx_error *err);
+/* merge_fold.c: writes the whole tensor `full` of entry e (rank 0's
+ * metadata st, num_fold > 0) as its share of each of its stored tensors. */
+tpx_status tpx__merge_write_folded(tpx_checkpoint_writer *w,
+                                   const tpx_shard_tensor *st,
+                                   const tpx_checkpoint_entry *e,
+                                   const void *full, tpx__merge_bufs *b,
+                                   tpx_error *err);
+
 /* out_dir.c: the output directory of a shard or merge run. */
 enum { TPX__OUT_RANKS, TPX__OUT_MERGED };
 typedef struct tpx__out_dir {

@@ -5,6 +5,7 @@
  * writing of rank files (rankfile_write.c) or merging them (merge*.c). */
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,21 @@ static int int_list(json_t *a, int64_t *out, int *n, int max) {
   return 0;
 }
 
+/* A "fold" item's "offsets": one integer per dim, negative ones too (a
+ * stored tensor bigger than the parameter starts before it). */
+static int offset_list(json_t *a, int64_t *out, int *n, int max) {
+  if (!json_is_array(a) || json_array_size(a) > (size_t)max)
+    return -1;
+  *n = (int)json_array_size(a);
+  for (int i = 0; i < *n; i++) {
+    json_t *v = json_array_get(a, (size_t)i);
+    if (!json_is_integer(v) || json_integer_value(v) <= -INT64_MAX)
+      return -1;
+    out[i] = (int64_t)json_integer_value(v);
+  }
+  return 0;
+}
+
 /* The optional "placements" list of entry `e`: one text form per mesh dim
  * (tpx_placement_parse). */
 static int parse_placements(json_t *pl, tpx_shard_tensor *e, int mesh_ndim,
@@ -62,7 +78,9 @@ static int parse_placements(json_t *pl, tpx_shard_tensor *e, int mesh_ndim,
 }
 
 /* The optional "fold" list of tensor entry `e` (global shape known): each
- * source's box must lie inside the fused tensor. */
+ * source's box must lie inside the fused tensor, or, for a stored tensor
+ * bigger than it (negative offsets, or an end past the tensor's), meet
+ * it. */
 static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
   if (fold == NULL)
     return 0;
@@ -80,8 +98,8 @@ static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
     tpx_shard_fold_source *src = &e->fold[i];
     const char *name = json_string_value(json_object_get(s, "name"));
     int no = 0, ok = name != NULL &&
-                     int_list(json_object_get(s, "offsets"), src->offsets, &no,
-                              TPX_MAX_TENSOR_DIMS) == 0 &&
+                     offset_list(json_object_get(s, "offsets"), src->offsets,
+                                 &no, TPX_MAX_TENSOR_DIMS) == 0 &&
                      int_list(json_object_get(s, "shape"), src->shape,
                               &src->ndim, TPX_MAX_TENSOR_DIMS) == 0 &&
                      no == e->ndim && src->ndim <= e->ndim;
@@ -94,9 +112,12 @@ static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
       int sd = d - drop;
       if (src->transpose && sd >= src->ndim - 2)
         sd = sd == src->ndim - 2 ? src->ndim - 1 : src->ndim - 2;
-      int64_t len = d < drop ? 1 : src->shape[sd];
-      ok = src->offsets[d] <= e->global_shape[d] &&
-           len <= e->global_shape[d] - src->offsets[d];
+      int64_t len = d < drop ? 1 : src->shape[sd], o = src->offsets[d];
+      /* inside, or meeting the tensor (o + len cannot overflow then) */
+      ok = (o >= 0 && o <= e->global_shape[d] &&
+            len <= e->global_shape[d] - o) ||
+           (len > 0 && o < e->global_shape[d] && o > -len &&
+            (o <= 0 || len <= INT64_MAX - o));
     }
     if (ok)
       ok = (src->name = strdup(name)) != NULL;
@@ -105,8 +126,8 @@ static int parse_fold(json_t *fold, tpx_shard_tensor *e, tpx_error *err) {
       tpx_error_set(err, TPX_PARSE,
                     "\"tpx.tensors\" entry '%s': \"fold\" item %zu needs a "
                     "\"name\", \"offsets\" (one per dim) and a \"shape\" whose "
-                    "box lies inside the tensor (\"transpose\", if given, a "
-                    "boolean, with 2 dims or more)",
+                    "box lies inside the tensor or meets it (\"transpose\", "
+                    "if given, a boolean, with 2 dims or more)",
                     e->name, i);
       return -1;
     }

@@ -317,23 +317,34 @@ static void arch_skeleton(int fd, const tpx__h_job *job, const tpx__plugin *p,
   tpx_status s = tpx__plugin_skeleton(p, m, arch, &se);
   if (s == TPX_OK) {
     size_t tied = 0, np = tpx_model_num_params(m), srcs = 0, flipped = 0;
+    size_t parts = 0;
     for (size_t i = 0; i < np; i++) {
       tpx_param_info pi;
-      if (tpx_model_param(m, (int64_t)i, &pi, NULL) == TPX_OK &&
-          pi.tied_to >= 0)
+      int ok = tpx_model_param(m, (int64_t)i, &pi, NULL) == TPX_OK;
+      if (ok && pi.tied_to >= 0)
         tied++;
       size_t ns = tpx_model_num_param_sources(m, (int64_t)i);
-      for (size_t k = 0; k < ns; k++) {
-        int tr = 0;
+      for (size_t k = 0; ok && k < ns; k++) {
+        int tr = 0, past = 0;
+        tpx_slice b;
         srcs++;
-        if (tpx_model_param_source(m, (int64_t)i, k, NULL, NULL, &tr, NULL) ==
-                TPX_OK &&
-            tr)
-          flipped++;
+        if (tpx_model_param_source(m, (int64_t)i, k, NULL, &b, &tr, NULL) !=
+            TPX_OK)
+          continue;
+        flipped += tr != 0;
+        for (int dim = 0; dim < b.ndim; dim++)
+          past |= b.offset[dim] < 0 ||
+                  b.offset[dim] + b.length[dim] > pi.shape[dim];
+        parts += past; /* a part of a bigger (split) stored tensor */
       }
     }
-    char more[96] = "";
-    if (srcs) /* host->skeleton_add_source, checked to tile each parameter */
+    char more[128] = "";
+    if (srcs && parts) /* host->skeleton_add_split_source, checked to tile */
+      snprintf(more, sizeof more,
+               ", %zu stored sources (%zu transposed, %zu parts of split "
+               "tensors)",
+               srcs, flipped, parts);
+    else if (srcs) /* host->skeleton_add_source, checked to tile each one */
       snprintf(more, sizeof more, ", %zu stored sources (%zu transposed)", srcs,
                flipped);
     tpx__h_result(fd, np > 0, name, "%zu modules, %zu parameters, %zu tied%s%s",

@@ -242,6 +242,23 @@ static tpx_status add_fused(tpx_model *model, const tpx__conv *c,
     if (st != TPX_OK)
       return st;
   }
+  if (split >= 0) {
+    /* the saved tensor, read back at each target's offset
+     * (tpx_model_add_split_source) */
+    const char *fqns[sizeof sizes / sizeof *sizes];
+    size_t np = tpx_model_num_params(model);
+    for (size_t ti = 0; ti < nt; ti++) {
+      tpx_param_info pi;
+      tpx_status st = tpx_model_param(model, (int64_t)(np - nt + ti), &pi, err);
+      if (st != TPX_OK)
+        return st;
+      fqns[ti] = pi.fqn;
+    }
+    tpx_status st = tpx_model_add_split_source(model, l->t[m[0].tensor].name,
+                                               split, fqns, NULL, nt, err);
+    if (st != TPX_OK)
+      return st;
+  }
   for (size_t j = 0; j < n; j++) l->t[m[j].tensor].skip = 1;
   *fused += n;
   *made += nt;

@@ -131,10 +131,46 @@ static int64_t declared_source(const tpx_model *model, const char *name) {
 }
 
 /* Tensor `name` is recorded source si: its shape and dtype must fit. */
+static tpx_status try_one(tpx__expert_fold *f, const tpx_model *model,
+                          int64_t si, const char *name, const int64_t *shape,
+                          int ndim, tpx_dtype dtype, const char *file,
+                          tpx_error *err);
+
+/* Tensor `name` is recorded source si and the sources chained after it
+ * (the parameters a bigger stored tensor is cut into). */
 static tpx_status try_declared(tpx__expert_fold *f, const tpx_model *model,
                                int64_t si, const char *name,
                                const int64_t *shape, int ndim, tpx_dtype dtype,
                                const char *file, tpx_error *err) {
+  const struct tpx__fold_src *s0 = &model->fold_srcs[si];
+  const tpx__param *p0 = &model->params[s0->param];
+  if (tpx__fold_source_is_part(model, (size_t)si) &&
+      (dtype != (tpx_dtype)p0->dtype ||
+       !tpx__fold_source_fits(&s0->box, s0->transpose, shape, ndim))) {
+    int64_t want[TPX_MAX_TENSOR_DIMS];
+    int wn = tpx__fold_source_shape(&s0->box, s0->transpose, want);
+    char a[200], c[200], list[600];
+    return tpx_error_set(
+        err, TPX_VALIDATION,
+        "%s: tensor '%s' has shape %s %s, but it is cut into the model's "
+        "parameters %s%s, so it must be %s %s",
+        file, name, tpx__format_shape(a, sizeof a, shape, ndim),
+        tpx__model_dtype_st_name(dtype),
+        tpx__fold_parts_text(model, si, 8, list, sizeof list),
+        s0->transpose ? " (stored transposed)" : "",
+        tpx__format_shape(c, sizeof c, want, wn),
+        tpx__model_dtype_st_name((tpx_dtype)p0->dtype));
+  }
+  tpx_status st = TPX_OK;
+  for (; si >= 0 && st == TPX_OK; si = model->fold_srcs[si].next)
+    st = try_one(f, model, si, name, shape, ndim, dtype, file, err);
+  return st;
+}
+
+static tpx_status try_one(tpx__expert_fold *f, const tpx_model *model,
+                          int64_t si, const char *name, const int64_t *shape,
+                          int ndim, tpx_dtype dtype, const char *file,
+                          tpx_error *err) {
   const struct tpx__fold_src *src = &model->fold_srcs[si];
   const tpx__param *p = &model->params[src->param];
   size_t first = 0;

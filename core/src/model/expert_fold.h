@@ -84,6 +84,39 @@ int tpx__fold_source_shape(const tpx_slice *box, int transpose, int64_t *shape);
  * length-1 dims left out. */
 int tpx__fold_source_fits(const tpx_slice *box, int transpose,
                           const int64_t *shape, int ndim);
+/* split_sources.c: stored tensors bigger than their parameters, each
+ * parameter's source box reaching past it (tpx_model_add_split_source,
+ * tpx_model_add_param_source_box). */
+struct tpx__fold_src;
+/* Source `first` (chained by `next`) names the tensor a new source of
+ * `param` (box, transpose) names too: they must agree on the stored shape
+ * and transposition, the parameters on dtype, and `param` must not hold it
+ * already. *last gets the chain's end. */
+tpx_status tpx__fold_source_share(const tpx_model *model, int64_t param,
+                                  int64_t first, const tpx_slice *box,
+                                  int transpose, const char *name,
+                                  int64_t *last, tpx_error *err);
+/* What of its box source `src` fills of its parameter (*in_param) and where
+ * that lies in the stored tensor (*in_stored, its own dims); 0 when
+ * nothing. */
+int tpx__fold_source_part(const tpx_model *model,
+                          const struct tpx__fold_src *src, tpx_slice *in_param,
+                          tpx_slice *in_stored);
+/* Every stored tensor shared by parameters or bigger than its parameter is
+ * tiled by its parts (TPX_VALIDATION naming the tensor and parameters). */
+tpx_status tpx__fold_check_stored(const tpx_model *model, tpx_error *err);
+/* 1 when source i is a part of a bigger stored tensor: shared with other
+ * parameters, or its box reaches past its parameter. */
+int tpx__fold_source_is_part(const tpx_model *model, size_t i);
+/* "'a' [0:4, 0:8], 'b' [4:6, 0:8], ..." of the parts of the stored tensor
+ * whose first source is `first` (at most `max`), into buf; returns buf. */
+const char *tpx__fold_parts_text(const tpx_model *model, int64_t first, int max,
+                                 char *buf, size_t size);
+/* For reports: how many stored tensors are cut into parameters, the
+ * first one's parts, into buf; NULL when none is. */
+const char *tpx__fold_split_note(const tpx_model *model, char *buf,
+                                 size_t size);
+
 /* "[o0:e0, o1:e1, ...]" of a box into buf; returns buf. */
 const char *tpx__fold_box_text(char *buf, size_t size, const tpx_slice *box);
 

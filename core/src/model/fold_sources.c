@@ -7,6 +7,7 @@
  * (`tpx shard`) and written back by `tpx merge` through the shard's
  * "fold" lists. The storage, the public calls and the shape a source
  * must have; the cover check is source_check.c. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,14 +59,13 @@ tpx_status tpx__expert_fold_add_source(tpx_model *model, int64_t param,
                          "parameter's came between)",
                          name, model->params[param].fqn);
   size_t len = strlen(name);
-  int64_t dup = -1;
-  if (tpx__strmap_find(&model->fold_names, name, len, &dup))
-    return tpx_error_set(
-        err, TPX_INVALID_ARGUMENT,
-        "source '%s' of parameter '%s': the tensor is already a source (of "
-        "'%s')",
-        name, model->params[param].fqn,
-        model->params[model->fold_srcs[dup].param].fqn);
+  int64_t dup = -1, last = -1;
+  if (tpx__strmap_find(&model->fold_names, name, len, &dup)) {
+    tpx_status st = tpx__fold_source_share(model, param, dup, box, transpose,
+                                           name, &last, err);
+    if (st != TPX_OK)
+      return st;
+  }
   void *p = grow(model->fold_srcs, &model->cap_fold_srcs,
                  model->num_fold_srcs + 1, sizeof *model->fold_srcs);
   if (p == NULL)
@@ -85,12 +85,17 @@ tpx_status tpx__expert_fold_add_source(tpx_model *model, int64_t param,
     fp->first = model->num_fold_srcs;
     fp->count = 0;
   }
-  char *copy = tpx__arena_strndup(&model->arena, name, len);
-  if (copy == NULL || tpx__strmap_put(&model->fold_names, copy, len,
-                                      (int64_t)model->num_fold_srcs, NULL) < 0)
+  const char *copy = last >= 0 ? model->fold_srcs[last].name
+                               : tpx__arena_strndup(&model->arena, name, len);
+  if (copy == NULL ||
+      (last < 0 && tpx__strmap_put(&model->fold_names, copy, len,
+                                   (int64_t)model->num_fold_srcs, NULL) < 0))
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  if (last >= 0)
+    model->fold_srcs[last].next = (int64_t)model->num_fold_srcs;
   struct tpx__fold_src *s = &model->fold_srcs[model->num_fold_srcs++];
   s->name = copy;
+  s->next = -1;
   s->box = *box;
   s->transpose = transpose ? 1 : 0;
   s->param = param;
@@ -165,11 +170,38 @@ const char *tpx__fold_box_text(char *buf, size_t size, const tpx_slice *box) {
   return buf;
 }
 
-/* The box lies inside the parameter and is not empty; transpose needs 2
- * dims. */
+/* A part's box (one that may reach past its parameter: the stored tensor
+ * is bigger) meets the parameter, and its end and element count fit in
+ * int64. */
+static tpx_status check_part_box(const tpx__param *p, const int64_t *shape,
+                                 const char *name, const tpx_slice *box,
+                                 tpx_error *err) {
+  char b[200], s[200];
+  int64_t numel = 1;
+  for (int d = 0; d < box->ndim; d++) {
+    int64_t o = box->offset[d], l = box->length[d];
+    int ok = l > 0 && o < shape[d] && o > -l &&
+             (o <= 0 || l <= INT64_MAX - o) && numel <= INT64_MAX / l;
+    if (ok)
+      numel *= l;
+    else
+      return tpx_error_set(
+          err, TPX_INVALID_ARGUMENT,
+          "source '%s' of parameter '%s': the box %s is empty or does not "
+          "meet the parameter's shape %s (dim %d)",
+          name, p->fqn,
+          l <= 0 ? "(length 0 or negative)"
+                 : tpx__fold_box_text(b, sizeof b, box),
+          tpx__format_shape(s, sizeof s, shape, p->ndim), d);
+  }
+  return TPX_OK;
+}
+
+/* The box lies inside the parameter (or, for a part, meets it) and is not
+ * empty; transpose needs 2 dims. */
 static tpx_status check_box(const tpx_model *model, int64_t pi,
                             const char *name, const tpx_slice *box,
-                            int transpose, tpx_error *err) {
+                            int transpose, int part, tpx_error *err) {
   const tpx__param *p = &model->params[pi];
   const int64_t *shape = model->dims + p->dims;
   char b[200], s[200];
@@ -178,7 +210,10 @@ static tpx_status check_box(const tpx_model *model, int64_t pi,
                          "source '%s' of parameter '%s': the box has %d dims, "
                          "the parameter %d",
                          name, p->fqn, box->ndim, p->ndim);
-  for (int d = 0; d < box->ndim; d++)
+  tpx_status st = part ? check_part_box(p, shape, name, box, err) : TPX_OK;
+  if (st != TPX_OK)
+    return st;
+  for (int d = 0; d < box->ndim && !part; d++)
     if (box->offset[d] < 0 || box->length[d] <= 0 ||
         box->length[d] > shape[d] || box->offset[d] > shape[d] - box->length[d])
       return tpx_error_set(
@@ -198,13 +233,14 @@ static tpx_status check_box(const tpx_model *model, int64_t pi,
   return TPX_OK;
 }
 
-tpx_status tpx_model_add_param_source(tpx_model *model, const char *param_fqn,
-                                      const char *source_name,
-                                      const tpx_slice *box, int transpose,
-                                      tpx_error *err) {
+/* tpx_model_add_param_source (part 0) and _box (part 1). */
+static tpx_status add_source(tpx_model *model, const char *param_fqn,
+                             const char *source_name, const tpx_slice *box,
+                             int transpose, int part, tpx_error *err) {
   if (model == NULL || param_fqn == NULL || source_name == NULL || box == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tpx_model_add_param_source: NULL argument");
+                         "tpx_model_add_param_source%s: NULL argument",
+                         part ? "_box" : "");
   int64_t pi = tpx_model_find_param(model, param_fqn);
   if (pi < 0)
     return tpx_error_set(err, TPX_NOT_FOUND,
@@ -231,11 +267,33 @@ tpx_status tpx_model_add_param_source(tpx_model *model, const char *param_fqn,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "source '%s' of parameter '%s': box ndim %d",
                          source_name, param_fqn, box->ndim);
-  st = check_box(model, pi, source_name, box, transpose, err);
+  int64_t dup = tpx__fold_source_find(model, source_name);
+  if (dup >= 0 && !part) /* parts share their tensor: _box */
+    return tpx_error_set(
+        err, TPX_INVALID_ARGUMENT,
+        "source '%s' of parameter '%s': the tensor is already a source (of "
+        "'%s')",
+        source_name, param_fqn, model->params[model->fold_srcs[dup].param].fqn);
+  st = check_box(model, pi, source_name, box, transpose, part, err);
   if (st == TPX_OK)
     st = tpx__expert_fold_add_source(model, pi, source_name, box, transpose,
                                      err);
   return st;
+}
+
+tpx_status tpx_model_add_param_source(tpx_model *model, const char *param_fqn,
+                                      const char *source_name,
+                                      const tpx_slice *box, int transpose,
+                                      tpx_error *err) {
+  return add_source(model, param_fqn, source_name, box, transpose, 0, err);
+}
+
+tpx_status tpx_model_add_param_source_box(tpx_model *model,
+                                          const char *param_fqn,
+                                          const char *source_name,
+                                          const tpx_slice *box, int transpose,
+                                          tpx_error *err) {
+  return add_source(model, param_fqn, source_name, box, transpose, 1, err);
 }
 
 size_t tpx_model_num_param_sources(const tpx_model *model, int64_t param) {

@@ -121,13 +121,18 @@ struct tpx_model {
    * each parameter's sources in a run (tensor name in the arena, its box in
    * the parameter, stored transposed or not); fold_params, in increasing
    * param order, where each run is; fold_names, source name -> index in
-   * fold_srcs. */
+   * fold_srcs of its first source (the others chained by `next`). */
   struct tpx__fold_src {
     const char *name;
     tpx_slice box;
     int transpose; /* the tensor is the box's content with its last two
                       dims swapped */
     int64_t param;
+    /* the next source (another parameter's) of the same stored tensor,
+     * -1: a stored tensor bigger than each of its parameters, cut into
+     * them (transformers' Split), has one source per parameter, each box
+     * reaching past its parameter (split_sources.c) */
+    int64_t next;
   } * fold_srcs;
   size_t num_fold_srcs, cap_fold_srcs;
   struct tpx__fold_param {

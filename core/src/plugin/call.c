@@ -113,8 +113,9 @@ static tpx_status direct_skeleton(const tpx__plugin *p, tpx__call *c,
       tpx_model_check_param_sources(ctx.skeleton, &cerr) != TPX_OK)
     s = tpx_error_set(err, TPX_PLUGIN,
                       "plugin '%s' (%s): %s declared stored sources "
-                      "(host->skeleton_add_source) that do not tile their "
-                      "parameter: %s",
+                      "(host->skeleton_add_source / "
+                      "skeleton_add_split_source) that do not tile their "
+                      "parameter or tensor: %s",
                       p->name, p->path, TPX_PLUGIN_SKELETON_SYMBOL,
                       cerr.message);
   if (s == TPX_OK) {
@@ -300,7 +301,7 @@ static tpx_status merge_sources(tpx_model *dst, const tpx_model *src,
       int tr = 0;
       s = tpx_model_param_source(src, (int64_t)i, k, &name, &box, &tr, err);
       if (s == TPX_OK)
-        s = tpx_model_add_param_source(dst, pi.fqn, name, &box, tr, err);
+        s = tpx_model_add_param_source_box(dst, pi.fqn, name, &box, tr, err);
     }
     if (s != TPX_OK)
       return s;

@@ -660,6 +660,37 @@ static int host_skeleton_add_source(tpx_plugin_ctx *ctx, const char *param_fqn,
   return TPX_PLUGIN_OK;
 }
 
+/* Checkpoint tensor `source_name` is cut along `dim` into the parameters
+ * param_fqns[0..num_params) (tpx_model_add_split_source checks the tiling). */
+static int host_skeleton_add_split_source(tpx_plugin_ctx *ctx,
+                                          const char *source_name, int32_t dim,
+                                          const char *const *param_fqns,
+                                          const int64_t *offsets,
+                                          int32_t num_params) {
+  CHECK_CTX(ctx);
+  REQUIRE_OP(ctx, "skeleton_add_split_source", TPX__OP_SKELETON);
+  if (!str_ok(source_name) || param_fqns == NULL || num_params < 1 ||
+      num_params > 4096)
+    return invalid(ctx, "skeleton_add_split_source",
+                   "source_name or param_fqns is NULL or too long, or "
+                   "num_params=%d is outside 1..4096",
+                   (int)num_params);
+  for (int32_t i = 0; i < num_params; i++)
+    if (!str_ok(param_fqns[i]))
+      return invalid(ctx, "skeleton_add_split_source",
+                     "split of '%s': param_fqns[%d] is NULL or too long",
+                     source_name, (int)i);
+  tpx_error e = {0};
+  tpx_status s =
+      tpx_model_add_split_source(ctx->skeleton, source_name, (int)dim,
+                                 param_fqns, offsets, (size_t)num_params, &e);
+  if (s == TPX_NO_MEMORY)
+    return TPX_PLUGIN_NO_MEMORY;
+  if (s != TPX_OK)
+    return invalid(ctx, "skeleton_add_split_source", "%s", e.message);
+  return TPX_PLUGIN_OK;
+}
+
 /* ---- diagnostics, FSDP units, fp32 ------------------------------------- */
 
 static int kebab_ok(const char *code) {
@@ -794,6 +825,7 @@ static const tpx_plugin_host host_table = {
     host_fp32_add,
     host_strategy_set,
     host_skeleton_add_source,
+    host_skeleton_add_split_source,
 };
 
 const tpx_plugin_host *tpx__plugin_host_table(void) { return &host_table; }

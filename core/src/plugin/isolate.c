@@ -210,8 +210,9 @@ static tpx_status sources_rebuild(json_t *arr, tpx_model *sk, tpx_error *err) {
       box.offset[d] = (int64_t)json_integer_value(json_array_get(off, d));
       box.length[d] = (int64_t)json_integer_value(json_array_get(len, d));
     }
-    tpx_status s = tpx_model_add_param_source(sk, param, name, &box,
-                                              json_is_true(tr), err);
+    /* _box: a part of a tensor cut into several parameters too */
+    tpx_status s = tpx_model_add_param_source_box(sk, param, name, &box,
+                                                  json_is_true(tr), err);
     if (s != TPX_OK)
       return s;
   }

@@ -105,6 +105,12 @@ static json_t *model_json(const tpx_model *model) {
   const char *tsrc = tpx__fold_sources_note(model);
   if (tsrc)
     json_object_set_new(o, "stored_transposed", jstr(tsrc));
+  /* Added field: checkpoint tensors cut into several parameters
+   * (tpx_model_add_split_source), when the model has any. */
+  char split_buf[1200];
+  const char *split = tpx__fold_split_note(model, split_buf, sizeof split_buf);
+  if (split)
+    json_object_set_new(o, "stored_split", jstr(split));
   /* Added field: other namings of the tensors (tpx_model_name_alias), as
    * {"alias", "canonical"} rules, when the model has any. */
   if (tpx_model_num_name_aliases(model)) {

@@ -672,6 +672,11 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   const char *src_note = tpx__fold_sources_note(model);
   if (src_note)
     tpx__sbuf_printf(&b, "  Stored transposed: %s\n", src_note);
+  char split_buf[1200];
+  const char *split_note =
+      tpx__fold_split_note(model, split_buf, sizeof split_buf);
+  if (split_note)
+    tpx__sbuf_printf(&b, "  Stored split: %s\n", split_note);
   tpx__report_buffers_text(&b, model);
   collectives(&b, sh);
   fsdp_section(&b, sh);

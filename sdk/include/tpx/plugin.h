@@ -256,6 +256,21 @@ typedef struct tpx_plugin_host {
                              const char *source_name, const int64_t *start,
                              const int64_t *len, int32_t ndim,
                              int32_t transpose);
+
+  /* ---- a stored tensor cut into parameters (tpx_plugin_get_skeleton) ----
+   * Added after skeleton_add_source (ABI 1.0, additive): use it only when
+   * host->struct_size > offsetof(tpx_plugin_host, skeleton_add_split_source)
+   * and the pointer is not NULL. Declares that checkpoint tensor
+   * `source_name` is cut along `dim` (negative counts from the end) into
+   * the parameters param_fqns[0..num_params) (already added; one ndim and
+   * dtype, the same shape off `dim`): parameter i is the slice starting at
+   * offsets[i] along `dim` (offsets NULL: one after the other, in order),
+   * and the slices must tile the tensor (as transformers' Split cuts a
+   * fused qkv projection into q, k and v). `tpx shard` reads each rank's
+   * slice from the tensor, `tpx merge` writes it back whole. */
+  int (*skeleton_add_split_source)(tpx_plugin_ctx *ctx, const char *source_name,
+                                   int32_t dim, const char *const *param_fqns,
+                                   const int64_t *offsets, int32_t num_params);
 } tpx_plugin_host;
 
 /* What the plugin tells the host at registration. The host zero-fills it and
