@@ -24,6 +24,12 @@ TPX_BEGIN_DECLS
 
 /* The "format" value of a rank file's "__metadata__". */
 #define TPX_SHARD_FORMAT "tpx-shard/1"
+/* ... of a rank file that an older reader of tpx-shard/1 would misread:
+ * one whose metadata carries the MoE mesh (ep > 1), a transposed "fold"
+ * source or a "fold" source bigger than its parameter (a stored tensor cut
+ * into several parameters). tpx writes tpx-shard/1 otherwise, and reads
+ * both (docs/CHECKPOINT.md "Format versions"). */
+#define TPX_SHARD_FORMAT_1_1 "tpx-shard/1.1"
 
 /* One source checkpoint tensor of a fused parameter ("fold"): its name,
  * its own shape, and its offsets in the fused tensor (the fused tensor's

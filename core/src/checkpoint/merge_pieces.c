@@ -111,10 +111,11 @@ static tpx_status open_file(tpx__merge_set *s, size_t i, tpx_error *err) {
   const char *fmt = tpx_checkpoint_metadata(f->rd, "format");
   const char *mesh = tpx_checkpoint_metadata(f->rd, "tpx.mesh");
   const char *ts = tpx_checkpoint_metadata(f->rd, "tpx.tensors");
-  if (fmt == NULL || strcmp(fmt, TPX_SHARD_FORMAT) != 0)
-    return tpx_error_set(err, TPX_PARSE,
-                         "%s: __metadata__ format is '%s', not '%s'", f->path,
-                         fmt ? fmt : "(none)", TPX_SHARD_FORMAT);
+  if (fmt == NULL || (strcmp(fmt, TPX_SHARD_FORMAT) != 0 &&
+                      strcmp(fmt, TPX_SHARD_FORMAT_1_1) != 0))
+    return tpx_error_set(
+        err, TPX_PARSE, "%s: __metadata__ format is '%s', not '%s' or '%s'",
+        f->path, fmt ? fmt : "(none)", TPX_SHARD_FORMAT, TPX_SHARD_FORMAT_1_1);
   tpx_error perr;
   tpx_error_clear(&perr);
   if (tpx_shard_meta_parse(mesh, mesh ? strlen(mesh) : 0, ts,

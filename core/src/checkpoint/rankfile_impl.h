@@ -24,12 +24,14 @@ typedef struct tpx__shard_out {
 } tpx__shard_out;
 
 /* The "tpx.mesh" and "tpx.tensors" metadata values of a rank file holding
- * `ts[n]` (malloc'd JSON text). TPX_NO_MEMORY when they cannot be built. */
+ * `ts[n]` (malloc'd JSON text), and its "format" (TPX_SHARD_FORMAT_1_1
+ * where they use what an older reader would misread, else
+ * TPX_SHARD_FORMAT). TPX_NO_MEMORY when they cannot be built. */
 tpx_status tpx__rankfile_meta_build(const tpx_sharding *sh,
                                     const tpx_checkpoint_reader *rd,
                                     const tpx__shard_out *ts, size_t n,
                                     char **mesh_out, char **tensors_out,
-                                    tpx_error *err);
+                                    const char **format_out, tpx_error *err);
 
 /* source_digest.c: "xxh64:<16 hex>", the digest of every byte of the
  * source's files (names, headers, tensor data), the same for every run on

@@ -384,11 +384,39 @@ static json_t *tensor_json(const tpx_sharding *sh,
   return e;
 }
 
+static int64_t numel_of(const json_t *shape) {
+  int64_t n = 1;
+  for (size_t d = 0; d < json_array_size(shape); d++)
+    n *= json_integer_value(json_array_get(shape, d));
+  return n;
+}
+
+/* Whether a rank file with this metadata needs a reader newer than
+ * tpx-shard/1's: the MoE mesh, a transposed fold source, or a fold source
+ * with more elements than its parameter (a part of a stored tensor). */
+static int needs_1_1(const json_t *m, const json_t *tj) {
+  const char *name;
+  const json_t *e;
+  if (json_object_get(m, "moe"))
+    return 1;
+  json_object_foreach((json_t *)tj, name, e) {
+    const json_t *fold = json_object_get(e, "fold");
+    int64_t whole = numel_of(json_object_get(e, "global_shape"));
+    for (size_t k = 0; k < json_array_size(fold); k++) {
+      const json_t *src = json_array_get(fold, k);
+      if (json_is_true(json_object_get(src, "transpose")) ||
+          numel_of(json_object_get(src, "shape")) > whole)
+        return 1;
+    }
+  }
+  return 0;
+}
+
 tpx_status tpx__rankfile_meta_build(const tpx_sharding *sh,
                                     const tpx_checkpoint_reader *rd,
                                     const tpx__shard_out *ts, size_t n,
                                     char **mesh_out, char **tensors_out,
-                                    tpx_error *err) {
+                                    const char **format_out, tpx_error *err) {
   const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   json_t *m = json_object(), *dims = json_array(), *sizes = json_array();
   json_t *tj = json_object();
@@ -424,6 +452,8 @@ tpx_status tpx__rankfile_meta_build(const tpx_sharding *sh,
     json_t *e = tensor_json(sh, rd, &ts[i]);
     bad |= e == NULL || json_object_set_new(tj, ts[i].name, e);
   }
+  *format_out =
+      !bad && needs_1_1(m, tj) ? TPX_SHARD_FORMAT_1_1 : TPX_SHARD_FORMAT;
   *mesh_out = bad ? NULL : json_dumps(m, JSON_COMPACT);
   *tensors_out = bad ? NULL : json_dumps(tj, JSON_COMPACT);
   json_decref(dims);

@@ -222,6 +222,7 @@ static tpx_status shard_rank(pool *pl, int64_t rank,
   tpx_checkpoint_entry *entries = calloc(cap ? cap : 1, sizeof *entries);
   int64_t *sources = calloc(cap ? cap : 1, sizeof *sources);
   char *mesh_json = NULL, *tensors_json = NULL;
+  const char *format = TPX_SHARD_FORMAT;
   tpx_checkpoint_writer *w = NULL;
   tpx_status st = !entries || !ts || !sources
                       ? tpx_error_set(err, TPX_NO_MEMORY, "out of memory")
@@ -239,8 +240,8 @@ static tpx_status shard_rank(pool *pl, int64_t rank,
                      : -1;
   }
   if (st == TPX_OK)
-    st =
-        tpx__rankfile_meta_build(sh, rd, ts, n, &mesh_json, &tensors_json, err);
+    st = tpx__rankfile_meta_build(sh, rd, ts, n, &mesh_json, &tensors_json,
+                                  &format, err);
   if (st == TPX_OK) {
     char fname[96], rank_text[32], world_text[32];
     tpx_shard_file_name(rank, world, fname, sizeof fname);
@@ -249,9 +250,9 @@ static tpx_status shard_rank(pool *pl, int64_t rank,
     const char *keys[] = {"format",         "tpx.mesh",    "tpx.rank",
                           "tpx.world_size", "tpx.tensors", "tpx.run_id",
                           "tpx.source",     "tpx.config"};
-    const char *vals[] = {TPX_SHARD_FORMAT, mesh_json,     rank_text,
-                          world_text,       tensors_json,  ids->run_id,
-                          ids->source,      o->config_json};
+    const char *vals[] = {format,      mesh_json,     rank_text,
+                          world_text,  tensors_json,  ids->run_id,
+                          ids->source, o->config_json};
     tpx_checkpoint_writer_options wo = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
     wo.file_name = fname;
     wo.num_metadata = o->config_json ? 8 : 7;

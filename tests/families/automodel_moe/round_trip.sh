@@ -9,6 +9,7 @@ set -u
 tpx=$1 tool=$2 data=$3
 shift 3
 [ $# -gt 0 ] || set -- --dp-shard 4
+ep=$(printf '%s\n' "$@" | sed -n '/^--ep$/{n;p;}')
 work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-am-rt.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
 fails=0
@@ -23,6 +24,21 @@ for name, dtype, shape in json.load(open(sys.argv[1]))["hf_tensors"]:
     print(name, dtype.upper(), *shape)' "$d/hf_names.json" >"$w/list" &&
     "$tool" gen-list "$d/config.json" "$w/list" "$w/src" >"$w/log" 2>&1 &&
     "$tpx" shard --weights "$w/src" --out "$w/ranks" "$@" >>"$w/log" 2>&1 &&
+    python3 -c '
+# The rank files say tpx-shard/1.1 exactly where an older reader would
+# misread them: experts cut from transposed per-expert tensors (a
+# parameter the adapter reads from several HF tensors), or ep > 1.
+import glob, json, struct, sys
+names, ranks, ep = sys.argv[1], sys.argv[2], sys.argv[3] not in ("", "1")
+fused = any(len(v) > 1 for v in json.load(open(names))["to_hf"].values())
+want = "tpx-shard/1.1" if fused or ep else "tpx-shard/1"
+for f in glob.glob(ranks + "/rank-*.safetensors"):
+    with open(f, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        got = json.loads(fh.read(n))["__metadata__"]["format"]
+    if got != want:
+        sys.exit("%s: format %s, want %s" % (f, got, want))' \
+      "$d/hf_names.json" "$w/ranks" "$ep" >>"$w/log" 2>&1 &&
     "$tpx" merge --in "$w/ranks" --out "$w/merged" >>"$w/log" 2>&1 &&
     cmp "$w/src/model.safetensors" "$w/merged/model.safetensors" >>"$w/log" 2>&1
   if [ $? -eq 0 ]; then
