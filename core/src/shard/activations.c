@@ -8,6 +8,7 @@
  * Reads the config, the module tree and the sharding; not a profiler. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "shard/activations.h"
@@ -123,6 +124,21 @@ tpx_memory_options tpx__memory_options(const tpx_memory_options *opts) {
     o.struct_size = sizeof o;
   }
   return o;
+}
+
+static int before_ep(const tpx_memory_options *opts) {
+  return opts &&
+         opts->struct_size < offsetof(tpx_memory_options, loss_in_place) +
+                                 sizeof opts->loss_in_place;
+}
+
+size_t tpx__memory_out_size(const tpx_memory_options *opts) {
+  return before_ep(opts) ? offsetof(tpx_memory, moe_dispatch)
+                         : sizeof(tpx_memory);
+}
+
+size_t tpx__traffic_out_size(const tpx_memory_options *opts) {
+  return before_ep(opts) ? offsetof(tpx_traffic, ep) : sizeof(tpx_traffic);
 }
 
 void tpx__act_dims_set_cp(tpx__act_dims *d, int64_t cp) {

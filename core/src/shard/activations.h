@@ -51,5 +51,11 @@ int64_t tpx__act_layer_bytes(const tpx__act_dims *d);
 
 /* Options with the defaults filled in for a NULL or shorter struct. */
 tpx_memory_options tpx__memory_options(const tpx_memory_options *opts);
+/* The size of one tpx_memory / tpx_traffic the caller's array holds: a
+ * caller built before moe_dispatch / ep were appended passes options
+ * without loss_in_place (appended with them) and gets the older layout;
+ * NULL options or newer ones, the whole struct (tpx/memory.h). */
+size_t tpx__memory_out_size(const tpx_memory_options *opts);
+size_t tpx__traffic_out_size(const tpx_memory_options *opts);
 
 #endif /* TPX_SHARD_ACTIVATIONS_H */

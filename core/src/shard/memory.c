@@ -96,10 +96,11 @@ tpx_status tpx_memory_ranks(const tpx_sharding *sh,
     return est;
   act = tpx__sat_add(act, tpx__sat_add(dispatch, saved));
   int64_t states = opt_states(o.optimizer);
+  size_t stride = tpx__memory_out_size(opts);
   for (size_t i = 0; i < count; i++) {
     int64_t r = first + (int64_t)i;
     const int64_t *rs = &sh->rank_state[(size_t)r * TPX__STATE_TERMS];
-    tpx_memory *m = &out[i];
+    tpx_memory whole, *m = &whole;
     m->params = rs[TPX__STATE_PARAM_BYTES];
     m->grads = rs[TPX__STATE_GRAD_BYTES];
     m->master = states ? tpx__sat_mul(4, rs[TPX__STATE_LOWP_NUMEL]) : 0;
@@ -122,6 +123,7 @@ tpx_status tpx_memory_ranks(const tpx_sharding *sh,
       m->host = 0;
       m->device = m->peak;
     }
+    memcpy((char *)out + i * stride, m, stride);
   }
   return TPX_OK;
 }

@@ -163,13 +163,15 @@ tpx_status tpx_traffic_ranks(const tpx_sharding *sh,
     st = tpx__ep_costs(sh, &o, &unused, &unused, &ep, err);
   if (st != TPX_OK)
     return st;
+  size_t stride = tpx__traffic_out_size(opts);
   for (size_t i = 0; i < count; i++) {
-    out[i].tp = tp;
-    out[i].cp = cp;
-    out[i].ep = ep;
-    out[i].fsdp = fsdp_bytes(sh, first + (int64_t)i);
-    out[i].total =
-        tpx__sat_add(tpx__sat_add(tpx__sat_add(tp, out[i].fsdp), cp), ep);
+    tpx_traffic t;
+    t.tp = tp;
+    t.cp = cp;
+    t.ep = ep;
+    t.fsdp = fsdp_bytes(sh, first + (int64_t)i);
+    t.total = tpx__sat_add(tpx__sat_add(tpx__sat_add(tp, t.fsdp), cp), ep);
+    memcpy((char *)out + i * stride, &t, stride);
   }
   return TPX_OK;
 }

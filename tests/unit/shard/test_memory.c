@@ -8,6 +8,9 @@
  *              down 64*128 = 8192; 2 norms 128       -> 41088 elements
  *   root: embed 16384 + lm_head 16384 + norm 64      -> 32832
  *   total 2*41088 + 32832 = 115008 elements. */
+#include <stddef.h>
+#include <string.h>
+
 #include "shard_fixture.h"
 
 static tpx_memory mem_of(const tpx_sharding *sh, const tpx_memory_options *o,
@@ -377,6 +380,47 @@ START_TEST(traffic_tp) {
 }
 END_TEST
 
+/* A caller built before tpx_memory.moe_dispatch and tpx_traffic.ep were
+ * appended passes options ending before loss_in_place (appended with them)
+ * and arrays of the older, shorter structs: they are filled at that stride,
+ * nothing written past them, each element equal to the new call's. */
+START_TEST(older_caller_layout) {
+  tpx_model *m = fx_llama();
+  tpx_mesh *mesh = fx_mesh(1, 4, 1);
+  tpx_sharding *sh = fx_shard(m, NULL, mesh, NULL);
+  tpx_memory_options o = TPX_MEMORY_OPTIONS_INIT, old;
+  o.seq = 16;
+  old = o;
+  old.struct_size = offsetof(tpx_memory_options, loss_in_place);
+  const size_t ms = offsetof(tpx_memory, moe_dispatch);
+  const size_t ts = offsetof(tpx_traffic, ep);
+  unsigned char buf[4 * sizeof(tpx_memory) + 64];
+  memset(buf, 0xA5, sizeof buf);
+  ck_assert_int_eq(tpx_memory_ranks(sh, &old, 0, 4, (tpx_memory *)buf, NULL),
+                   TPX_OK);
+  for (size_t i = 4 * ms; i < sizeof buf; i++) ck_assert_uint_eq(buf[i], 0xA5);
+  for (int r = 0; r < 4; r++) {
+    tpx_memory now, then;
+    ck_assert_int_eq(tpx_memory_rank(sh, &o, r, &now, NULL), TPX_OK);
+    memcpy(&then, buf + (size_t)r * ms, ms);
+    ck_assert_int_eq(memcmp(&then, &now, ms), 0);
+  }
+  memset(buf, 0xA5, sizeof buf);
+  ck_assert_int_eq(tpx_traffic_ranks(sh, &old, 0, 4, (tpx_traffic *)buf, NULL),
+                   TPX_OK);
+  for (size_t i = 4 * ts; i < sizeof buf; i++) ck_assert_uint_eq(buf[i], 0xA5);
+  for (int r = 0; r < 4; r++) {
+    tpx_traffic now, then;
+    ck_assert_int_eq(tpx_traffic_rank(sh, &o, r, &now, NULL), TPX_OK);
+    memcpy(&then, buf + (size_t)r * ts, ts);
+    ck_assert_int_eq(memcmp(&then, &now, ts), 0);
+  }
+  tpx_sharding_destroy(sh);
+  tpx_mesh_destroy(mesh);
+  tpx_model_destroy(m);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("memory");
   TCase *tc = tcase_create("memory");
@@ -391,6 +435,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, bad_input);
   tcase_add_test(tc, traffic_fsdp);
   tcase_add_test(tc, traffic_tp);
+  tcase_add_test(tc, older_caller_layout);
   suite_add_tcase(s, tc);
   return s;
 }
