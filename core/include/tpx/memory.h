@@ -127,10 +127,11 @@ typedef struct tpx_memory {
  * whose struct_size ends before loss_in_place (a caller built before
  * moe_dispatch was appended) get out elements without moe_dispatch, so an
  * older binary's array is filled at its own stride; the same holds for
- * tpx_traffic and its ep. With NULL options the whole struct is written. Activations are the same on every rank (the largest
- * rank's when TP splits heads unevenly). TPX_NOT_FOUND naming the config key
- * when opts->seq > 0 and the config lacks a size the activation formula
- * needs; TPX_OUT_OF_RANGE for ranks outside the mesh. */
+ * tpx_traffic and its ep. With NULL options the whole struct is written.
+ * Activations are the same on every rank (the largest rank's when TP splits
+ * heads unevenly). TPX_NOT_FOUND naming the config key when opts->seq > 0 and
+ * the config lacks a size the activation formula needs; TPX_OUT_OF_RANGE for
+ * ranks outside the mesh. */
 TPX_API tpx_status tpx_memory_ranks(const tpx_sharding *sh,
                                     const tpx_memory_options *opts,
                                     int64_t first, size_t count,
