@@ -88,10 +88,10 @@ int tpx__fold_source_fits(const tpx_slice *box, int transpose,
  * parameter's source box reaching past it (tpx_model_add_split_source,
  * tpx_model_add_param_source_box). */
 struct tpx__fold_src;
-/* Source `first` (chained by `next`) names the tensor a new source of
- * `param` (box, transpose) names too: they must agree on the stored shape
- * and transposition, the parameters on dtype, and `param` must not hold it
- * already. *last gets the chain's end. */
+/* fold_sources.c: source `first` (chained by `next`) names the tensor a new
+ * source of `param` (box, transpose) names too: they must agree on the stored
+ * shape and transposition, the parameters on dtype, and `param` must not hold
+ * it already. *last gets the chain's end. */
 tpx_status tpx__fold_source_share(const tpx_model *model, int64_t param,
                                   int64_t first, const tpx_slice *box,
                                   int transpose, const char *name,

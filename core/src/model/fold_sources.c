@@ -170,6 +170,36 @@ const char *tpx__fold_box_text(char *buf, size_t size, const tpx_slice *box) {
   return buf;
 }
 
+tpx_status tpx__fold_source_share(const tpx_model *model, int64_t param,
+                                  int64_t first, const tpx_slice *box,
+                                  int transpose, const char *name,
+                                  int64_t *last, tpx_error *err) {
+  const tpx__param *p = &model->params[param];
+  for (int64_t i = first; i >= 0; i = model->fold_srcs[i].next) {
+    const struct tpx__fold_src *o = &model->fold_srcs[i];
+    const tpx__param *q = &model->params[o->param];
+    char a[200], b[200];
+    if (o->param == param)
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "source '%s' of parameter '%s': the tensor is "
+                           "already a source of it",
+                           name, p->fqn);
+    if (o->box.ndim != box->ndim || o->transpose != transpose ||
+        q->dtype != p->dtype ||
+        memcmp(o->box.length, box->length,
+               (size_t)box->ndim * sizeof *box->length) != 0)
+      return tpx_error_set(
+          err, TPX_INVALID_ARGUMENT,
+          "source '%s' of parameter '%s' %s: the tensor is also a source of "
+          "'%s' %s, with another shape, dtype or transposition (the "
+          "parameters sharing a stored tensor must agree on it)",
+          name, p->fqn, tpx__fold_box_text(a, sizeof a, box), q->fqn,
+          tpx__fold_box_text(b, sizeof b, &o->box));
+    *last = i;
+  }
+  return TPX_OK;
+}
+
 /* A part's box (one that may reach past its parameter: the stored tensor
  * is bigger) meets the parameter, and its end and element count fit in
  * int64. */

@@ -4,8 +4,8 @@
  * parameter records the tensor as a source whose box, in the parameter's
  * coordinates, reaches past the parameter (fold_sources.c: the box is the
  * whole stored tensor placed so that the parameter's part of it lands on
- * the parameter); the sources of one tensor are chained by `next`. Here:
- * sharing a tensor between parameters, tpx_model_add_split_source, where a
+ * the parameter); the sources of one tensor are chained by `next`
+ * (fold_sources.c shares them). Here: tpx_model_add_split_source, where a
  * source's part lies in its tensor, and the check that the parts of each
  * tensor tile it. Not the boxes of one parameter (source_check.c). */
 #include <stdint.h>
@@ -15,36 +15,6 @@
 
 #include "model/expert_fold.h"
 #include "model/model_impl.h"
-
-tpx_status tpx__fold_source_share(const tpx_model *model, int64_t param,
-                                  int64_t first, const tpx_slice *box,
-                                  int transpose, const char *name,
-                                  int64_t *last, tpx_error *err) {
-  const tpx__param *p = &model->params[param];
-  for (int64_t i = first; i >= 0; i = model->fold_srcs[i].next) {
-    const struct tpx__fold_src *o = &model->fold_srcs[i];
-    const tpx__param *q = &model->params[o->param];
-    char a[200], b[200];
-    if (o->param == param)
-      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                           "source '%s' of parameter '%s': the tensor is "
-                           "already a source of it",
-                           name, p->fqn);
-    if (o->box.ndim != box->ndim || o->transpose != transpose ||
-        q->dtype != p->dtype ||
-        memcmp(o->box.length, box->length,
-               (size_t)box->ndim * sizeof *box->length) != 0)
-      return tpx_error_set(
-          err, TPX_INVALID_ARGUMENT,
-          "source '%s' of parameter '%s' %s: the tensor is also a source of "
-          "'%s' %s, with another shape, dtype or transposition (the "
-          "parameters sharing a stored tensor must agree on it)",
-          name, p->fqn, tpx__fold_box_text(a, sizeof a, box), q->fqn,
-          tpx__fold_box_text(b, sizeof b, &o->box));
-    *last = i;
-  }
-  return TPX_OK;
-}
 
 int tpx__fold_source_part(const tpx_model *model,
                           const struct tpx__fold_src *src, tpx_slice *in_param,

@@ -4,10 +4,11 @@
  * parameter FQN, atom by atom with fnmatch (tpx_match_atom), as plan keys
  * are matched against module FQNs.
  *
- * Only the marking; fsdp.c gives marked parameters f32 as their held and
- * FSDP param dtype (Automodel's fully_shard_by_dtype puts them in an fp32
- * group, so they are neither stored nor all-gathered in bf16), and bytes.c
- * counts them so. */
+ * The marking, and the held dtype it implies (tpx__held_dtype); fsdp.c
+ * gives marked parameters f32 as their held and FSDP param dtype
+ * (Automodel's fully_shard_by_dtype puts them in an fp32 group, so they
+ * are neither stored nor all-gathered in bf16), and bytes.c counts them
+ * so. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,4 +153,10 @@ const char *tpx_sharding_fp32_pattern(const tpx_sharding *sh, size_t i,
   if (num_matched)
     *num_matched = sh->fp32_matched[i];
   return sh->fp32_patterns[i];
+}
+
+tpx_dtype tpx__held_dtype(const tpx_sharding *sh, int64_t p, tpx_dtype orig) {
+  if (sh->param_fp32 && sh->param_fp32[p] && tpx_dtype_is_float(orig))
+    return TPX_DTYPE_F32;
+  return orig;
 }

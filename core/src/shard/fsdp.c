@@ -236,12 +236,6 @@ static int embedding_units(const tpx_sharding *sh, unit_vec *v) {
   return 0;
 }
 
-tpx_dtype tpx__held_dtype(const tpx_sharding *sh, int64_t p, tpx_dtype orig) {
-  if (sh->param_fp32 && sh->param_fp32[p] && tpx_dtype_is_float(orig))
-    return TPX_DTYPE_F32;
-  return orig;
-}
-
 void tpx__fsdp_free(tpx_sharding *sh) {
   for (size_t i = 0; i < sh->num_units; i++) {
     free(sh->units[i].fwd);

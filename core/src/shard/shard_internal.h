@@ -218,10 +218,6 @@ int tpx__transition_kwarg(const tpx_style *style, const char *name,
 /* Units, reshard/prefetch, dp placements and mixed-precision dtypes
  * (fp32-kept parameters: f32). */
 tpx_status tpx__fsdp_build(tpx_sharding *sh, tpx_error *err);
-/* The dtype parameter p is held in: f32 for a floating-point parameter that
- * matches an fp32 pattern (HF keeps such modules in fp32 whatever the
- * checkpoint dtype), else `orig`. */
-tpx_dtype tpx__held_dtype(const tpx_sharding *sh, int64_t p, tpx_dtype orig);
 void tpx__fsdp_free(tpx_sharding *sh);
 
 /* ---- cp_diags.c ---- */
@@ -232,6 +228,10 @@ tpx_status tpx__cp_diags(tpx_sharding *sh, tpx_error *err);
 /* Match every parameter against the fp32 patterns (param_fp32,
  * fp32_matched); before the FSDP dtypes are set. */
 tpx_status tpx__fp32_mark(tpx_sharding *sh, tpx_error *err);
+/* The dtype parameter p is held in: f32 for a floating-point parameter that
+ * matches an fp32 pattern (HF keeps such modules in fp32 whatever the
+ * checkpoint dtype), else `orig`. */
+tpx_dtype tpx__held_dtype(const tpx_sharding *sh, int64_t p, tpx_dtype orig);
 
 enum {
   TPX__STATE_PARAM_BYTES = 0,
