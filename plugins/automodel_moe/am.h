@@ -50,6 +50,8 @@ typedef struct am_arch {
   const char *bias_key;    /* config key of the q/k/v biases (GQA);
                               NULL: none (GPT-OSS: always, see gpt_oss) */
   int o_bias;              /* o_proj takes the same bias as q/k/v */
+  const char *o_bias_key;  /* config key of o_proj's own bias (Ling-V2
+                              use_bias); NULL: as o_bias says */
   int gpt_oss;             /* biases everywhere, sinks, router bias */
   int ernie;               /* use_bias on the MLPs and experts too */
   int shared_gate;         /* Qwen3-Next's shared_expert_gate [1, H] */
@@ -57,6 +59,7 @@ typedef struct am_arch {
                               GLM-4 use_qk_norm); 2: over the flattened
                               projections (MiniMax-M2 use_qk_norm) */
   const char *qk_norm_key; /* key that enables qk_norm; NULL: always */
+  int qk_norm_default;     /* qk_norm_key's value when absent */
   int fp32_linear_attn;    /* Qwen3-Next: A_log / dt_bias in _fp32_params */
   int minimax_names;       /* checkpoint: block_sparse_moe, w1 / w3 / w2 */
   int fused_in_ckpt;       /* checkpoint already holds fused experts */
@@ -66,7 +69,7 @@ typedef struct am_arch {
 typedef struct am_cfg {
   const am_arch *a;
   int64_t layers, hidden, heads, kv_heads, head_dim, inter, vocab;
-  int tie, attn_bias, use_bias, qk_norm;
+  int tie, attn_bias, o_bias, use_bias, qk_norm;
   /* MLA */
   int64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
   int64_t idx_heads, idx_dim;

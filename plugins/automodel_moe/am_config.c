@@ -1,4 +1,4 @@
-/* am_config.c — the ten architectures NeMo Automodel 0.7.0 trains with its
+/* am_config.c — the eleven architectures NeMo Automodel 0.7.0 trains with its
  * own MoE classes, as a table of config keys and module-tree features, and
  * the config reads that turn a Hugging Face config.json into an am_cfg
  * (layer counts and sizes, which layers are MoE, which attention). Not the
@@ -90,6 +90,19 @@ static const am_arch k_archs[] = {
      .o_bias = 1,
      .ernie = 1,
      .tie_default = 1},
+    /* Ling 2.0 (Automodel's own BailingMoeV2Config, model_type bailing_moe):
+     * q/k/v split out of the checkpoint's fused query_key_value. */
+    {.bare = "BailingMoeV2ForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "num_shared_experts",
+     .bias_key = "use_qkv_bias",
+     .o_bias_key = "use_bias",
+     .qk_norm = 1,
+     .qk_norm_key = "use_qk_norm",
+     .qk_norm_default = 1},
 };
 
 const am_arch *am_archs(size_t *n) {
@@ -200,10 +213,14 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
   if (a->bias_key != NULL)
     TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->bias_key, 0, &c->attn_bias));
   c->use_bias = a->ernie ? c->attn_bias : 0;
+  c->o_bias = a->o_bias && c->attn_bias;
+  if (a->o_bias_key != NULL)
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->o_bias_key, 0, &c->o_bias));
   c->qk_norm = a->qk_norm;
   if (a->qk_norm && a->qk_norm_key != NULL) {
     int on = 0;
-    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->qk_norm_key, 0, &on));
+    TPXP_CHK(
+        tpxp_cfg_bool_opt(host, ctx, a->qk_norm_key, a->qk_norm_default, &on));
     c->qk_norm = on ? a->qk_norm : 0;
   }
   if (a->attn == AM_ATTN_MLA)

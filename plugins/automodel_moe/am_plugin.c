@@ -2,7 +2,7 @@
  * architectures NeMo Automodel 0.7.0 trains with its own model classes
  * (docs/MOE_FAMILIES.md "Automodel's own MoE classes"): DeepSeek-V3 and
  * V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE and -Lite, GLM-MoE-DSA, GPT-OSS,
- * MiniMax-M2 and ERNIE-4.5-MoE.
+ * MiniMax-M2, ERNIE-4.5-MoE and Ling-V2 (BailingMoeV2).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -33,6 +33,7 @@ static const char *const k_archs[] = {
     "GptOssForCausalLM",
     "MiniMaxM2ForCausalLM",
     "Ernie4_5_MoeForCausalLM",
+    "BailingMoeV2ForCausalLM",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -79,6 +80,17 @@ static const char *const k_traits[] = {
     "name_alias=MiniMaxM2ForCausalLM:" L "block_sparse_moe=" L "mlp",
     MOE("Ernie4_5_MoeForCausalLM"),
     "name_alias=Ernie4_5_MoeForCausalLM:" L "mlp.moe_statics=" L "mlp.gate",
+    MOE("BailingMoeV2ForCausalLM"),
+    "name_alias=BailingMoeV2ForCausalLM:model.word_embeddings=model.embed_"
+    "tokens",
+    "name_alias=BailingMoeV2ForCausalLM:" L "attention.dense=" L
+    "self_attn.o_proj",
+    "name_alias=BailingMoeV2ForCausalLM:" L "attention.query_layernorm=" L
+    "self_attn.q_norm",
+    "name_alias=BailingMoeV2ForCausalLM:" L "attention.key_layernorm=" L
+    "self_attn.k_norm",
+    "name_alias=BailingMoeV2ForCausalLM:" L "mlp.gate.expert_bias=" L
+    "mlp.gate.e_score_correction_bias",
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -89,7 +101,8 @@ int register_parallel_strategy(const tpx_plugin_host *host,
       .description =
           "NeMo Automodel 0.7.0's own MoE classes (MODEL_ARCH_MAPPING): "
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
-          "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE. Config-only "
+          "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2. "
+          "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
           "checkpoint's names as aliases and sources; expert parameters "
@@ -182,6 +195,7 @@ static const tpxp_arch_ops am_ops[] = {
      .plan = ernie_plan,
      .skeleton = am_skeleton,
      .strategy = am_strategy},
+    ROW("BailingMoeV2ForCausalLM"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

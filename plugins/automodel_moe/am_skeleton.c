@@ -22,7 +22,7 @@ static int sk_gqa(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int64_t h = c->hidden, q = c->heads * c->head_dim;
   int64_t kv = c->kv_heads * c->head_dim;
   int b = c->a->gpt_oss || c->attn_bias;
-  int ob = c->a->gpt_oss || (c->a->o_bias && c->attn_bias);
+  int ob = c->a->gpt_oss || c->o_bias;
   const tpxp_sk_row rows[] = {
       TPXP_SK_MOD("", "other"),
       TPXP_SK_WHEN(c->a->gpt_oss),

@@ -90,6 +90,8 @@ FAMILIES = {
     'glm_moe_dsa': ('glm_moe_dsa', 'GlmMoeDsaForCausalLM'),
     'qwen3_5_moe_text': ('qwen3_5_moe_text', 'Qwen3_5MoeForCausalLM'),
     'kimi_linear': ('kimi_linear', 'KimiLinear48BForCausalLM'),
+    # Automodel's own config class (registered with AutoConfig on import)
+    'ling_v2': ('bailing_moe', 'BailingMoeV2ForCausalLM'),
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)
