@@ -30,8 +30,10 @@ typedef enum am_sparse_rule {
                             (GLM-4-MoE-Lite, GLM-MoE-DSA) */
   AM_SPARSE_STEP,        /* not in mlp_only_layers and (i + 1) %
                             decoder_sparse_step == 0 (Qwen3-MoE, -Next) */
-  AM_SPARSE_ERNIE        /* (i + 1) % moe_layer_interval == 0 and
+  AM_SPARSE_ERNIE,       /* (i + 1) % moe_layer_interval == 0 and
                             moe_layer_start_index <= i <= end_index */
+  AM_SPARSE_LAGUNA       /* as STEP; mlp_only_layers when absent: the
+                            "dense" entries of mlp_layer_types, else [0] */
 } am_sparse_rule;
 
 /* One architecture: its config keys and module-tree features. */
@@ -63,6 +65,9 @@ typedef struct am_arch {
   int fp32_linear_attn;    /* Qwen3-Next: A_log / dt_bias in _fp32_params */
   int minimax_names;       /* checkpoint: block_sparse_moe, w1 / w3 / w2 */
   int fused_in_ckpt;       /* checkpoint already holds fused experts */
+  int laguna;              /* per-layer heads (num_attention_heads_per_
+                              layer), output gate g_proj (gating /
+                              gating_types) */
 } am_arch;
 
 /* A config read for one architecture. */
@@ -90,6 +95,9 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
 /* Is layer i an MoE layer? */
 int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_cfg *c, int64_t i, int *sparse);
+/* Laguna's layer i: its query heads and its g_proj width (0: none). */
+int am_laguna_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const am_cfg *c, int64_t i, int64_t *heads, int64_t *g_out);
 /* Is layer i a Qwen3-Next linear-attention layer (layer_types)? */
 int am_layer_linear(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_cfg *c, int64_t i, int *linear);

@@ -2,7 +2,7 @@
  * architectures NeMo Automodel 0.7.0 trains with its own model classes
  * (docs/MOE_FAMILIES.md "Automodel's own MoE classes"): DeepSeek-V3 and
  * V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE and -Lite, GLM-MoE-DSA, GPT-OSS,
- * MiniMax-M2, ERNIE-4.5-MoE and Ling-V2 (BailingMoeV2).
+ * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2) and Laguna.
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -34,6 +34,7 @@ static const char *const k_archs[] = {
     "MiniMaxM2ForCausalLM",
     "Ernie4_5_MoeForCausalLM",
     "BailingMoeV2ForCausalLM",
+    "LagunaForCausalLM",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -91,6 +92,11 @@ static const char *const k_traits[] = {
     "self_attn.k_norm",
     "name_alias=BailingMoeV2ForCausalLM:" L "mlp.gate.expert_bias=" L
     "mlp.gate.e_score_correction_bias",
+    MOE("LagunaForCausalLM"),
+    "name_alias=LagunaForCausalLM:" L "mlp.experts.e_score_correction_bias=" L
+    "mlp.gate.e_score_correction_bias",
+    "name_alias=LagunaForCausalLM:" L "mlp.shared_expert=" L
+    "mlp.shared_experts",
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -101,7 +107,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
       .description =
           "NeMo Automodel 0.7.0's own MoE classes (MODEL_ARCH_MAPPING): "
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
-          "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2. "
+          "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna. "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -196,6 +202,7 @@ static const tpxp_arch_ops am_ops[] = {
      .skeleton = am_skeleton,
      .strategy = am_strategy},
     ROW("BailingMoeV2ForCausalLM"),
+    ROW("LagunaForCausalLM"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

@@ -18,8 +18,9 @@
 /* ---- attention ---- */
 
 static int sk_gqa(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const am_cfg *c, const char *attn, int gated) {
-  int64_t h = c->hidden, q = c->heads * c->head_dim;
+                  const am_cfg *c, const char *attn, int gated, int64_t heads,
+                  int64_t g_out) {
+  int64_t h = c->hidden, q = heads * c->head_dim;
   int64_t kv = c->kv_heads * c->head_dim;
   int b = c->a->gpt_oss || c->attn_bias;
   int ob = c->a->gpt_oss || c->o_bias;
@@ -31,6 +32,8 @@ static int sk_gqa(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_SK_LIN("k_proj", h, kv, b),
       TPXP_SK_LIN("v_proj", h, kv, b),
       TPXP_SK_LIN("o_proj", q, h, ob),
+      TPXP_SK_WHEN(g_out > 0),
+      TPXP_SK_LIN("g_proj", h, g_out, 0),
       TPXP_SK_WHEN(c->qk_norm),
       TPXP_SK_NRM("q_norm", c->qk_norm == 2 ? q : c->head_dim, 0),
       TPXP_SK_WHEN(c->qk_norm),
@@ -213,12 +216,14 @@ static int am_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   const am_cfg *c = user;
   char f[TPXP_FQN_MAX];
   int sparse = 0, linear = 0;
+  int64_t heads = c->heads, g_out = 0;
   const tpxp_sk_row norms[] = {
       TPXP_SK_NRM("input_layernorm", c->hidden, 0),
       TPXP_SK_NRM("post_attention_layernorm", c->hidden, 0),
   };
   TPXP_CHK(am_layer_linear(host, ctx, c, i, &linear));
   TPXP_CHK(am_layer_sparse(host, ctx, c, i, &sparse));
+  TPXP_CHK(am_laguna_attn(host, ctx, c, i, &heads, &g_out));
   TPXP_CHK(tpxp_sk_module(host, ctx, layer, "container"));
   tpxp_fmt(f, sizeof f, "%s.%s", layer, linear ? "linear_attn" : "self_attn");
   if (linear)
@@ -226,7 +231,8 @@ static int am_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   else if (c->a->attn == AM_ATTN_MLA)
     TPXP_CHK(sk_mla(host, ctx, c, f));
   else
-    TPXP_CHK(sk_gqa(host, ctx, c, f, c->a->attn == AM_ATTN_HYBRID));
+    TPXP_CHK(
+        sk_gqa(host, ctx, c, f, c->a->attn == AM_ATTN_HYBRID, heads, g_out));
   if (sparse) {
     TPXP_CHK(am_sk_moe(host, ctx, c, layer));
   } else {

@@ -92,6 +92,7 @@ FAMILIES = {
     'kimi_linear': ('kimi_linear', 'KimiLinear48BForCausalLM'),
     # Automodel's own config class (registered with AutoConfig on import)
     'ling_v2': ('bailing_moe', 'BailingMoeV2ForCausalLM'),
+    'laguna': ('laguna', 'LagunaForCausalLM'),
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)
@@ -145,6 +146,11 @@ def build(arch, cfg):
     local_torch_dtype(bf16); here on the meta device."""
     from nemo_automodel._transformers.model_init import local_torch_dtype
     cls = ModelRegistry.resolve_custom_model_cls(arch, cfg)
+    if cls is None:  # the registry's lazy import failed quietly: say why
+        import importlib
+        from nemo_automodel._transformers.registry import MODEL_ARCH_MAPPING
+        importlib.import_module(MODEL_ARCH_MAPPING[arch][0])
+        raise LookupError('no Automodel class for %s' % arch)
     with torch.device('meta'), local_torch_dtype(torch.bfloat16, cls.__name__):
         return cls(cfg)
 

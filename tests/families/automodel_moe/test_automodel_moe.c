@@ -328,6 +328,50 @@ START_TEST(test_ling_v2) {
 }
 END_TEST
 
+/* Laguna: per-layer query heads, g_proj per element or per head
+ * (gating_types over gating), dense layers from mlp_layer_types when
+ * mlp_only_layers is absent; what Automodel's class will not build. */
+START_TEST(test_laguna) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  tpx_model *m = fam_model_json(
+      "{\"architectures\": [\"LagunaForCausalLM\"], \"hidden_size\": 64, "
+      "\"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+      "\"num_experts\": 4, \"shared_expert_intermediate_size\": 48, "
+      "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, "
+      "\"num_attention_heads_per_layer\": [4, 8, 4], "
+      "\"num_key_value_heads\": 2, \"head_dim\": 16, \"vocab_size\": 512, "
+      "\"gating\": true, \"gating_types\": [\"per-element\", \"per_head\", "
+      "\"none\"], \"mlp_layer_types\": [\"sparse\", \"dense\", \"sparse\"], "
+      "\"attention_bias\": true}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.self_attn.g_proj.weight", 64, 64);
+  fam_assert_param(m, "model.layers.1.self_attn.q_proj.weight", 128, 64);
+  fam_assert_param(m, "model.layers.1.self_attn.g_proj.weight", 8, 64);
+  fam_assert_param(m, "model.layers.1.self_attn.o_proj.bias", 64, -1);
+  fam_assert_no_param(m, "model.layers.1.self_attn.q_proj.bias");
+  fam_assert_no_param(m, "model.layers.2.self_attn.g_proj.weight");
+  fam_assert_param(m, "model.layers.0.mlp.gate.weight", 4, 64);
+  fam_assert_param(m, "model.layers.0.mlp.shared_experts.up_proj.weight", 48,
+                   64);
+  fam_assert_param(m, "model.layers.1.mlp.up_proj.weight", 128, 64);
+  fam_assert_param(m, "model.layers.2.mlp.gate.weight", 4, 64);
+  tpx_model_destroy(m);
+  m = fam_model_json(
+      "{\"architectures\": [\"LagunaForCausalLM\"], \"hidden_size\": 64, "
+      "\"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+      "\"num_experts\": 4, \"num_hidden_layers\": 2, "
+      "\"num_attention_heads\": 4, \"head_dim\": 16, \"vocab_size\": 512, "
+      "\"swa_attention_sink_enabled\": true}");
+  ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_msg(strstr(err.message, "swa_attention_sink_enabled") != NULL, "%s",
+                err.message);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -339,12 +383,12 @@ static int has_trait(const char *const *traits, const char *t) {
  * routed experts declared expert parameters. */
 START_TEST(test_traits) {
   static const char *const archs[] = {
-      "DeepseekV3ForCausalLM",  "DeepseekV32ForCausalLM",
-      "Qwen3MoeForCausalLM",    "Qwen3NextForCausalLM",
-      "Glm4MoeForCausalLM",     "Glm4MoeLiteForCausalLM",
-      "GlmMoeDsaForCausalLM",   "GptOssForCausalLM",
-      "MiniMaxM2ForCausalLM",   "Ernie4_5_MoeForCausalLM",
-      "BailingMoeV2ForCausalLM"};
+      "DeepseekV3ForCausalLM",   "DeepseekV32ForCausalLM",
+      "Qwen3MoeForCausalLM",     "Qwen3NextForCausalLM",
+      "Glm4MoeForCausalLM",      "Glm4MoeLiteForCausalLM",
+      "GlmMoeDsaForCausalLM",    "GptOssForCausalLM",
+      "MiniMaxM2ForCausalLM",    "Ernie4_5_MoeForCausalLM",
+      "BailingMoeV2ForCausalLM", "LagunaForCausalLM"};
   const char *build = getenv("TPX_BUILD_DIR");
   char path[1024], t[256];
   tpx_plugin_host host;
@@ -426,7 +470,8 @@ static void write_header(const char *path, const char *const *tensors,
  * (DeepSeek-V3: mlp.gate.e_score_correction_bias [E]; ERNIE:
  * mlp.moe_statics.e_score_correction_bias [1, E]; MiniMax-M2:
  * block_sparse_moe.e_score_correction_bias [E]; Ling-V2:
- * mlp.gate.expert_bias [E]) becomes buffer
+ * mlp.gate.expert_bias [E]; Laguna: mlp.experts.e_score_correction_bias
+ * [E]) becomes buffer
  * model.layers.1.mlp.gate.e_score_correction_bias, not a parameter. */
 START_TEST(test_buffer_from_checkpoint) {
   static const char *const cases[][3] = {
@@ -437,7 +482,9 @@ START_TEST(test_buffer_from_checkpoint) {
       {"minimax_m2", "model.layers.1.block_sparse_moe.gate.weight:F32:8,64",
        "model.layers.1.block_sparse_moe.e_score_correction_bias:F32:8"},
       {"ling_v2", "model.layers.1.mlp.gate.weight:BF16:8,64",
-       "model.layers.1.mlp.gate.expert_bias:F32:8"}};
+       "model.layers.1.mlp.gate.expert_bias:F32:8"},
+      {"laguna", "model.layers.1.mlp.gate.weight:BF16:8,64",
+       "model.layers.1.mlp.experts.e_score_correction_bias:F32:8"}};
   const char *src = getenv("TPX_SOURCE_DIR");
   const char *tmp = getenv("TMPDIR");
   char dir[512], path[1024];
@@ -507,8 +554,9 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_ernie_plan);
   tcase_add_test(tc, test_name_aliases);
   tcase_add_test(tc, test_ling_v2);
+  tcase_add_test(tc, test_laguna);
   tcase_add_test(tc, test_traits);
-  tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 4);
+  tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 5);
   tcase_add_test(tc, test_buffer_rule_api);
   suite_add_tcase(s, tc);
   return s;
