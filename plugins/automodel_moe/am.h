@@ -18,7 +18,9 @@
 typedef enum am_attn {
   AM_ATTN_GQA = 1, /* q/k/v/o projections (+ optional biases, qk norms) */
   AM_ATTN_MLA,     /* DeepSeek's multi-head latent attention */
-  AM_ATTN_HYBRID   /* Qwen3-Next: gated-delta-net or gated full attention */
+  AM_ATTN_HYBRID,  /* Qwen3-Next: gated-delta-net or gated full attention */
+  AM_ATTN_MIMO     /* MiMo-V2: full or sliding-window sizes per layer
+                      (am_mimo.c) */
 } am_attn;
 
 /* How a family's config says which layers are MoE layers. */
@@ -32,6 +34,7 @@ typedef enum am_sparse_rule {
                             decoder_sparse_step == 0 (Qwen3-MoE, -Next) */
   AM_SPARSE_ERNIE,       /* (i + 1) % moe_layer_interval == 0 and
                             moe_layer_start_index <= i <= end_index */
+  AM_SPARSE_FREQ,        /* moe_layer_freq[i] (MiMo-V2) */
   AM_SPARSE_LAGUNA       /* as STEP; mlp_only_layers when absent: the
                             "dense" entries of mlp_layer_types, else [0] */
 } am_sparse_rule;
@@ -65,6 +68,8 @@ typedef struct am_arch {
   int fp32_linear_attn;    /* Qwen3-Next: A_log / dt_bias in _fp32_params */
   int minimax_names;       /* checkpoint: block_sparse_moe, w1 / w3 / w2 */
   int fused_in_ckpt;       /* checkpoint already holds fused experts */
+  int mimo_fused;          /* MiMo-V2.5: qkv_proj when
+                              attention_projection_layout is fused_qkv */
   int laguna;              /* per-layer heads (num_attention_heads_per_
                               layer), output gate g_proj (gating /
                               gating_types) */
@@ -101,6 +106,13 @@ int am_laguna_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 /* Is layer i a Qwen3-Next linear-attention layer (layer_types)? */
 int am_layer_linear(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_cfg *c, int64_t i, int *linear);
+
+/* MiMo-V2 (am_mimo.c): is layer i MoE (moe_layer_freq); its attention
+ * at `attn`. */
+int am_mimo_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const am_cfg *c, int64_t i, int *sparse);
+int am_sk_mimo_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const am_cfg *c, const char *attn, int64_t i);
 
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

@@ -117,6 +117,30 @@ static const am_arch k_archs[] = {
      .o_bias_key = "attention_bias",
      .qk_norm = 1,
      .laguna = 1},
+    /* MiMo-V2-Flash, and MiMo-V2.5 checkpoints (model type mimo_v2) on the
+     * same class; MiMo-V2.5's own class (MiMoV25ForCausalLM). */
+    {.bare = "MiMoV2FlashForCausalLM",
+     .attn = AM_ATTN_MIMO,
+     .sparse = AM_SPARSE_FREQ,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .bias_key = "attention_bias"},
+    {.bare = "MiMoV2ForCausalLM",
+     .attn = AM_ATTN_MIMO,
+     .sparse = AM_SPARSE_FREQ,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .bias_key = "attention_bias"},
+    {.bare = "MiMoV25ForCausalLM",
+     .attn = AM_ATTN_MIMO,
+     .sparse = AM_SPARSE_FREQ,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .bias_key = "attention_bias",
+     .mimo_fused = 1},
 };
 
 const am_arch *am_archs(size_t *n) {
@@ -409,6 +433,7 @@ int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     *sparse = !only && step > 0 && (i + 1) % step == 0;
     return TPX_PLUGIN_OK;
   case AM_SPARSE_LAGUNA: return laguna_sparse(host, ctx, c, i, sparse);
+  case AM_SPARSE_FREQ: return am_mimo_sparse(host, ctx, c, i, sparse);
   case AM_SPARSE_ERNIE:
     TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "moe_layer_interval", 1, &every));
     TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "moe_layer_start_index", 0, &start));

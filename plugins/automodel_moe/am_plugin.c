@@ -2,7 +2,8 @@
  * architectures NeMo Automodel 0.7.0 trains with its own model classes
  * (docs/MOE_FAMILIES.md "Automodel's own MoE classes"): DeepSeek-V3 and
  * V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE and -Lite, GLM-MoE-DSA, GPT-OSS,
- * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2) and Laguna.
+ * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2), Laguna and MiMo-V2
+ * (-Flash, V2.5).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -35,6 +36,9 @@ static const char *const k_archs[] = {
     "Ernie4_5_MoeForCausalLM",
     "BailingMoeV2ForCausalLM",
     "LagunaForCausalLM",
+    "MiMoV2FlashForCausalLM",
+    "MiMoV2ForCausalLM",
+    "MiMoV25ForCausalLM",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -51,6 +55,9 @@ static const char *const k_archs[] = {
   "moe_custom=" cls, "expert_param=" cls ":model.layers.*.mlp.experts.*",      \
       "buffer=" cls ":model.layers.*.mlp.gate.e_score_correction_bias"
 #define L "model.layers.*."
+/* MiMo-V2: the attention sink is a float32 buffer Automodel keeps out of
+ * the parameters. */
+#define MIMO(cls) MOE(cls), "buffer=" cls ":" L "self_attn.attention_sink_bias"
 
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
@@ -97,6 +104,9 @@ static const char *const k_traits[] = {
     "mlp.gate.e_score_correction_bias",
     "name_alias=LagunaForCausalLM:" L "mlp.shared_expert=" L
     "mlp.shared_experts",
+    MIMO("MiMoV2FlashForCausalLM"),
+    MIMO("MiMoV2ForCausalLM"),
+    MIMO("MiMoV25ForCausalLM"),
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -107,7 +117,8 @@ int register_parallel_strategy(const tpx_plugin_host *host,
       .description =
           "NeMo Automodel 0.7.0's own MoE classes (MODEL_ARCH_MAPPING): "
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
-          "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna. "
+          "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
+          "MiMo-V2 (-Flash, V2.5). "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -203,6 +214,9 @@ static const tpxp_arch_ops am_ops[] = {
      .strategy = am_strategy},
     ROW("BailingMoeV2ForCausalLM"),
     ROW("LagunaForCausalLM"),
+    ROW("MiMoV2FlashForCausalLM"),
+    ROW("MiMoV2ForCausalLM"),
+    ROW("MiMoV25ForCausalLM"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

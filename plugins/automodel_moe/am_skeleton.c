@@ -228,6 +228,8 @@ static int am_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   tpxp_fmt(f, sizeof f, "%s.%s", layer, linear ? "linear_attn" : "self_attn");
   if (linear)
     TPXP_CHK(sk_linear_attn(host, ctx, c, f));
+  else if (c->a->attn == AM_ATTN_MIMO)
+    TPXP_CHK(am_sk_mimo_attn(host, ctx, c, f, i));
   else if (c->a->attn == AM_ATTN_MLA)
     TPXP_CHK(sk_mla(host, ctx, c, f));
   else

@@ -93,6 +93,9 @@ FAMILIES = {
     # Automodel's own config class (registered with AutoConfig on import)
     'ling_v2': ('bailing_moe', 'BailingMoeV2ForCausalLM'),
     'laguna': ('laguna', 'LagunaForCausalLM'),
+    'mimo_v2_flash': ('mimo_v2_flash', 'MiMoV2FlashForCausalLM'),
+    'mimo_v2': ('mimo_v2', 'MiMoV2ForCausalLM'),
+    'mimo_v25': ('mimo_v2', 'MiMoV25ForCausalLM'),
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)
@@ -136,6 +139,17 @@ def tiny_moe_config(model_type, arch, experts=EXPERTS):
         cfg.layer_types = ['linear_attention', 'linear_attention', 'full_attention']
     if model_type == 'gpt_oss':
         cfg.layer_types = ['sliding_attention', 'full_attention', 'sliding_attention']
+    if model_type in ('mimo_v2_flash', 'mimo_v2'):
+        # the sliding-window layers' own sizes (tiny.py leaves them at the
+        # class defaults); layer 0 dense and full, 1 MoE sliding, 2 MoE full;
+        # head_dim 24 keeps partial_rotary_factor 0.334's rotary dims even
+        cfg.swa_num_attention_heads, cfg.swa_num_key_value_heads = 8, 2
+        cfg.swa_head_dim, cfg.swa_v_head_dim = 24, 16
+        cfg.head_dim, cfg.v_head_dim = 24, 8
+        cfg.moe_layer_freq = [0, 1, 1]
+        cfg.hybrid_layer_pattern = [0, 1, 0]
+        cfg.layer_types = ['full_attention', 'sliding_attention', 'full_attention']
+        dense_first = True
     cfg.architectures = [arch]
     cfg.dtype = torch.bfloat16
     return cfg, dense_first

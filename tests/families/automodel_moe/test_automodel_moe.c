@@ -372,6 +372,70 @@ START_TEST(test_laguna) {
 }
 END_TEST
 
+/* MiMo-V2: sliding-window layers (hybrid_layer_pattern 1) take the swa_*
+ * sizes, v and o_proj the v head dim; moe_layer_freq (integers or
+ * booleans) says which layers are MoE; MiMo-V2.5's class fuses q/k/v as
+ * attention_projection_layout says, the Flash class never does; the sink
+ * is a buffer rule. */
+START_TEST(test_mimo) {
+  static const char *const base =
+      "\"hidden_size\": 64, \"intermediate_size\": 128, "
+      "\"moe_intermediate_size\": 32, \"n_routed_experts\": 4, "
+      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+      "\"num_key_value_heads\": 2, \"head_dim\": 24, \"v_head_dim\": 8, "
+      "\"swa_num_attention_heads\": 8, \"swa_num_key_value_heads\": 1, "
+      "\"swa_head_dim\": 16, \"swa_v_head_dim\": 12, \"vocab_size\": 512, "
+      "\"hybrid_layer_pattern\": [0, 1], \"moe_layer_freq\": [false, true], "
+      "\"attention_projection_layout\": \"fused_qkv\", \"attention_bias\": "
+      "true";
+  static const char *const arch[] = {"MiMoV2FlashForCausalLM",
+                                     "MiMoV25ForCausalLM"};
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  char json[1024];
+  size_t k;
+  for (k = 0; k < 2; k++) {
+    tpx_model *m;
+    snprintf(json, sizeof json, "{\"architectures\": [\"%s\"], %s}", arch[k],
+             base);
+    m = fam_model_json(json);
+    ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                  err.message);
+    if (k == 0) {
+      fam_assert_param(m, "model.layers.0.self_attn.q_proj.weight", 96, 64);
+      fam_assert_param(m, "model.layers.0.self_attn.v_proj.bias", 16, -1);
+      fam_assert_param(m, "model.layers.1.self_attn.k_proj.weight", 16, 64);
+      fam_assert_param(m, "model.layers.1.self_attn.v_proj.weight", 12, 64);
+      fam_assert_no_param(m, "model.layers.1.self_attn.qkv_proj.weight");
+    } else {
+      fam_assert_param(m, "model.layers.0.self_attn.qkv_proj.weight",
+                       96 + 48 + 16, 64);
+      fam_assert_param(m, "model.layers.1.self_attn.qkv_proj.bias",
+                       128 + 16 + 12, -1);
+    }
+    fam_assert_param(m, "model.layers.0.self_attn.o_proj.weight", 64, 32);
+    fam_assert_no_param(m, "model.layers.0.self_attn.o_proj.bias");
+    fam_assert_param(m, "model.layers.1.self_attn.o_proj.weight", 64, 96);
+    fam_assert_param(m, "model.layers.0.mlp.up_proj.weight", 128, 64);
+    fam_assert_param(m, "model.layers.1.mlp.gate.weight", 4, 64);
+    ck_assert_uint_eq(tpx_model_num_buffer_rules(m), 2);
+    tpx_model_destroy(m);
+  }
+  {
+    tpx_model *m = fam_model_json(
+        "{\"architectures\": [\"MiMoV2FlashForCausalLM\"], \"hidden_size\": "
+        "64, \"moe_intermediate_size\": 32, \"n_routed_experts\": 4, "
+        "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, "
+        "\"vocab_size\": 512}");
+    ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+    ck_assert_msg(strstr(err.message, "moe_layer_freq") != NULL, "%s",
+                  err.message);
+    tpx_model_destroy(m);
+  }
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -388,7 +452,9 @@ START_TEST(test_traits) {
       "Glm4MoeForCausalLM",      "Glm4MoeLiteForCausalLM",
       "GlmMoeDsaForCausalLM",    "GptOssForCausalLM",
       "MiniMaxM2ForCausalLM",    "Ernie4_5_MoeForCausalLM",
-      "BailingMoeV2ForCausalLM", "LagunaForCausalLM"};
+      "BailingMoeV2ForCausalLM", "LagunaForCausalLM",
+      "MiMoV2FlashForCausalLM",  "MiMoV2ForCausalLM",
+      "MiMoV25ForCausalLM"};
   const char *build = getenv("TPX_BUILD_DIR");
   char path[1024], t[256];
   tpx_plugin_host host;
@@ -555,6 +621,7 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_name_aliases);
   tcase_add_test(tc, test_ling_v2);
   tcase_add_test(tc, test_laguna);
+  tcase_add_test(tc, test_mimo);
   tcase_add_test(tc, test_traits);
   tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 5);
   tcase_add_test(tc, test_buffer_rule_api);
