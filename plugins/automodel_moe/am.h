@@ -49,6 +49,8 @@ typedef struct am_arch {
                                    intermediate_size */
   const char *shared_key;       /* shared-expert count key; NULL: none */
   const char *shared_inter_key; /* NULL: moe_inter * shared count */
+  int64_t shared_default;       /* shared_key's value when absent */
+  int64_t first_k_default;      /* first_k_dense_replace when absent */
   const char *gate_dtype;       /* router weight dtype; NULL: the config's */
   int indexer;             /* DeepSeek-V3.2 / GLM-MoE-DSA lightning indexer */
   int tie_default;         /* tie_word_embeddings when absent */
@@ -68,6 +70,11 @@ typedef struct am_arch {
   int fp32_linear_attn;    /* Qwen3-Next: A_log / dt_bias in _fp32_params */
   int minimax_names;       /* checkpoint: block_sparse_moe, w1 / w3 / w2 */
   int fused_in_ckpt;       /* checkpoint already holds fused experts */
+  const char *ckpt_prefix; /* Mistral-4: every checkpoint name begins with
+                              this ("language_model."); the experts are
+                              stored fused in transformers' layout,
+                              mlp.experts.gate_up_proj [E, 2I, H] and
+                              down_proj [E, H, I] (each box transposed) */
   int mimo_fused;          /* MiMo-V2.5: qkv_proj when
                               attention_projection_layout is fused_qkv */
   int laguna;              /* per-layer heads (num_attention_heads_per_

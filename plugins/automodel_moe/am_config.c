@@ -141,6 +141,28 @@ static const am_arch k_archs[] = {
      .shared_key = "n_shared_experts",
      .bias_key = "attention_bias",
      .mimo_fused = 1},
+    /* Tencent Hy3 (Automodel's HYV3Config): the class defaults apply to
+     * absent keys (one shared expert, first layer dense). */
+    {.bare = "HYV3ForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "num_shared_experts",
+     .shared_default = 1,
+     .first_k_default = 1,
+     .bias_key = "attention_bias",
+     .o_bias = 1,
+     .qk_norm = 1},
+    /* Mistral Small 4 (text): DeepSeek-V3's MLA and MoE; the checkpoint
+     * under language_model., experts fused as transformers stores them. */
+    {.bare = "Mistral4ForCausalLM",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .ckpt_prefix = "language_model."},
 };
 
 const am_arch *am_archs(size_t *n) {
@@ -198,7 +220,8 @@ static int read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (a->moe_inter_key != NULL)
     TPXP_CHK(tpxp_cfg_int_req(host, ctx, a->moe_inter_key, &c->moe_inter));
   if (a->shared_key != NULL && a->shared_key[0] != '\0')
-    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, a->shared_key, 0, &shared));
+    TPXP_CHK(
+        tpxp_cfg_int_opt(host, ctx, a->shared_key, a->shared_default, &shared));
   c->shared_inter = shared * c->moe_inter;
   if (a->shared_inter_key != NULL)
     TPXP_CHK(
@@ -329,10 +352,11 @@ static int list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return tpxp_cfg_str_opt(host, ctx, p, NULL, out);
 }
 
-static int first_k(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int64_t i,
-                   int *sparse) {
+static int first_k(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const am_cfg *c, int64_t i, int *sparse) {
   int64_t k = 0;
-  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "first_k_dense_replace", 0, &k));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "first_k_dense_replace",
+                            c->a->first_k_default, &k));
   *sparse = i >= k;
   return TPX_PLUGIN_OK;
 }
@@ -420,11 +444,11 @@ int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int only = 0;
   switch (c->a->sparse) {
   case AM_SPARSE_ALL: *sparse = 1; return TPX_PLUGIN_OK;
-  case AM_SPARSE_FIRST_K: return first_k(host, ctx, i, sparse);
+  case AM_SPARSE_FIRST_K: return first_k(host, ctx, c, i, sparse);
   case AM_SPARSE_LAYER_TYPES:
     TPXP_CHK(list_str(host, ctx, "mlp_layer_types", i, &s));
     if (s == NULL)
-      return first_k(host, ctx, i, sparse);
+      return first_k(host, ctx, c, i, sparse);
     *sparse = strcmp(s, "sparse") == 0;
     return TPX_PLUGIN_OK;
   case AM_SPARSE_STEP:

@@ -2,8 +2,8 @@
  * architectures NeMo Automodel 0.7.0 trains with its own model classes
  * (docs/MOE_FAMILIES.md "Automodel's own MoE classes"): DeepSeek-V3 and
  * V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE and -Lite, GLM-MoE-DSA, GPT-OSS,
- * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2), Laguna and MiMo-V2
- * (-Flash, V2.5).
+ * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2), Laguna, MiMo-V2
+ * (-Flash, V2.5), Hy3 (HYV3) and Mistral-4 (text).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -39,6 +39,8 @@ static const char *const k_archs[] = {
     "MiMoV2FlashForCausalLM",
     "MiMoV2ForCausalLM",
     "MiMoV25ForCausalLM",
+    "HYV3ForCausalLM",
+    "Mistral4ForCausalLM",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -107,6 +109,14 @@ static const char *const k_traits[] = {
     MIMO("MiMoV2FlashForCausalLM"),
     MIMO("MiMoV2ForCausalLM"),
     MIMO("MiMoV25ForCausalLM"),
+    MOE("HYV3ForCausalLM"),
+    "name_alias=HYV3ForCausalLM:" L "mlp.router.gate=" L "mlp.gate",
+    "name_alias=HYV3ForCausalLM:" L "mlp.expert_bias=" L
+    "mlp.gate.e_score_correction_bias",
+    "name_alias=HYV3ForCausalLM:" L "mlp.shared_mlp=" L "mlp.shared_experts",
+    MOE("Mistral4ForCausalLM"),
+    "name_alias=Mistral4ForCausalLM:language_model.model=model",
+    "name_alias=Mistral4ForCausalLM:language_model.lm_head=lm_head",
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -118,7 +128,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "NeMo Automodel 0.7.0's own MoE classes (MODEL_ARCH_MAPPING): "
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
           "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
-          "MiMo-V2 (-Flash, V2.5). "
+          "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4. "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -217,6 +227,8 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("MiMoV2FlashForCausalLM"),
     ROW("MiMoV2ForCausalLM"),
     ROW("MiMoV25ForCausalLM"),
+    ROW("HYV3ForCausalLM"),
+    ROW("Mistral4ForCausalLM"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

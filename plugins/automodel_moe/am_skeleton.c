@@ -165,6 +165,25 @@ static int sk_sources(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
+/* Mistral-4: each fused expert tensor is one stored tensor, transposed:
+ * "<prefix><layer>.mlp.experts.gate_up_proj" [E, 2I, H] and "down_proj"
+ * [E, H, I]. */
+static int sk_sources_whole(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const am_cfg *c, const char *layer) {
+  char p[TPXP_FQN_MAX], src[TPXP_FQN_MAX];
+  const int64_t o[3] = {0, 0, 0};
+  const int64_t gu[3] = {c->experts, c->hidden, 2 * c->moe_inter};
+  const int64_t dn[3] = {c->experts, c->moe_inter, c->hidden};
+  tpxp_fmt(p, sizeof p, "%s.mlp.experts.gate_and_up_projs", layer);
+  tpxp_fmt(src, sizeof src, "%s%s.mlp.experts.gate_up_proj", c->a->ckpt_prefix,
+           layer);
+  TPXP_CHK(host->skeleton_add_source(ctx, p, src, o, gu, 3, 1));
+  tpxp_fmt(p, sizeof p, "%s.mlp.experts.down_projs", layer);
+  tpxp_fmt(src, sizeof src, "%s%s.mlp.experts.down_proj", c->a->ckpt_prefix,
+           layer);
+  return host->skeleton_add_source(ctx, p, src, o, dn, 3, 1);
+}
+
 int am_sk_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_cfg *c,
               const char *layer) {
   char f[TPXP_FQN_MAX];
@@ -196,7 +215,9 @@ int am_sk_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_cfg *c,
       TPXP_SK_PRM("mlp.experts", "down_proj_bias", E, h),
   };
   TPXP_CHK(TPXP_SK_ROWS(host, ctx, layer, rows, NULL));
-  if (!c->a->fused_in_ckpt && has_sources(host))
+  if (c->a->ckpt_prefix != NULL && has_sources(host))
+    TPXP_CHK(sk_sources_whole(host, ctx, c, layer));
+  else if (!c->a->fused_in_ckpt && has_sources(host))
     TPXP_CHK(sk_sources(host, ctx, c, layer));
   if (c->shared_inter > 0) {
     tpxp_fmt(f, sizeof f, "%s.mlp.shared_experts", layer);

@@ -96,6 +96,8 @@ FAMILIES = {
     'mimo_v2_flash': ('mimo_v2_flash', 'MiMoV2FlashForCausalLM'),
     'mimo_v2': ('mimo_v2', 'MiMoV2ForCausalLM'),
     'mimo_v25': ('mimo_v2', 'MiMoV25ForCausalLM'),
+    'hy_v3': ('hy_v3', 'HYV3ForCausalLM'),
+    'mistral4': ('mistral4', 'Mistral4ForCausalLM'),
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)

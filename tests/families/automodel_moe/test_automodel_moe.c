@@ -389,7 +389,8 @@ START_TEST(test_mimo) {
       "\"attention_projection_layout\": \"fused_qkv\", \"attention_bias\": "
       "true";
   static const char *const arch[] = {"MiMoV2FlashForCausalLM",
-                                     "MiMoV25ForCausalLM"};
+                                     "MiMoV25ForCausalLM", "HYV3ForCausalLM",
+                                     "Mistral4ForCausalLM"};
   tpx_registry *reg = fam_registry(FAM);
   tpx_error err = {0};
   char json[1024];
@@ -436,6 +437,57 @@ START_TEST(test_mimo) {
 }
 END_TEST
 
+/* Hy3: the class defaults for absent keys (first layer dense, one shared
+ * expert), attention_bias on all four projections, q/k norms; the
+ * adapter's renames (router.gate, shared_mlp). Mistral-4: the checkpoint's
+ * language_model. prefix as aliases. */
+START_TEST(test_hy_v3_mistral4) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  char buf[256];
+  char path[1024];
+  const char *src = getenv("TPX_SOURCE_DIR");
+  tpx_model *m = fam_model_json(
+      "{\"architectures\": [\"HYV3ForCausalLM\"], \"hidden_size\": 64, "
+      "\"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+      "\"num_experts\": 4, \"num_hidden_layers\": 2, "
+      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+      "\"head_dim\": 16, \"vocab_size\": 512, \"attention_bias\": true}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.mlp.up_proj.weight", 128, 64);
+  fam_assert_param(m, "model.layers.0.self_attn.o_proj.bias", 64, -1);
+  fam_assert_param(m, "model.layers.0.self_attn.q_norm.weight", 16, -1);
+  fam_assert_param(m, "model.layers.1.mlp.gate.weight", 4, 64);
+  fam_assert_param(m, "model.layers.1.mlp.shared_experts.up_proj.weight", 32,
+                   64);
+  ck_assert_int_eq(
+      tpx_model_canonical_name(
+          m, "model.layers.1.mlp.shared_mlp.down_proj.weight", buf, sizeof buf),
+      1);
+  ck_assert_str_eq(buf, "model.layers.1.mlp.shared_experts.down_proj.weight");
+  tpx_model_destroy(m);
+  m = NULL;
+  snprintf(path, sizeof path, "%s/tests/data/upstream_moe/mistral4/config.json",
+           src);
+  ck_assert_int_eq(tpx_model_load_config(path, &m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_model_canonical_name(
+                       m,
+                       "language_model.model.layers.2.self_attn.kv_b_proj."
+                       "weight",
+                       buf, sizeof buf),
+                   1);
+  ck_assert_str_eq(buf, "model.layers.2.self_attn.kv_b_proj.weight");
+  ck_assert_int_eq(tpx_model_canonical_name(m, "language_model.lm_head.weight",
+                                            buf, sizeof buf),
+                   1);
+  ck_assert_str_eq(buf, "lm_head.weight");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -454,7 +506,8 @@ START_TEST(test_traits) {
       "MiniMaxM2ForCausalLM",    "Ernie4_5_MoeForCausalLM",
       "BailingMoeV2ForCausalLM", "LagunaForCausalLM",
       "MiMoV2FlashForCausalLM",  "MiMoV2ForCausalLM",
-      "MiMoV25ForCausalLM"};
+      "MiMoV25ForCausalLM",      "HYV3ForCausalLM",
+      "Mistral4ForCausalLM"};
   const char *build = getenv("TPX_BUILD_DIR");
   char path[1024], t[256];
   tpx_plugin_host host;
@@ -537,7 +590,8 @@ static void write_header(const char *path, const char *const *tensors,
  * mlp.moe_statics.e_score_correction_bias [1, E]; MiniMax-M2:
  * block_sparse_moe.e_score_correction_bias [E]; Ling-V2:
  * mlp.gate.expert_bias [E]; Laguna: mlp.experts.e_score_correction_bias
- * [E]) becomes buffer
+ * [E]; Hy3: mlp.expert_bias [E]; Mistral-4: under language_model.)
+ * becomes buffer
  * model.layers.1.mlp.gate.e_score_correction_bias, not a parameter. */
 START_TEST(test_buffer_from_checkpoint) {
   static const char *const cases[][3] = {
@@ -550,7 +604,12 @@ START_TEST(test_buffer_from_checkpoint) {
       {"ling_v2", "model.layers.1.mlp.gate.weight:BF16:8,64",
        "model.layers.1.mlp.gate.expert_bias:F32:8"},
       {"laguna", "model.layers.1.mlp.gate.weight:BF16:8,64",
-       "model.layers.1.mlp.experts.e_score_correction_bias:F32:8"}};
+       "model.layers.1.mlp.experts.e_score_correction_bias:F32:8"},
+      {"hy_v3", "model.layers.1.mlp.router.gate.weight:BF16:8,64",
+       "model.layers.1.mlp.expert_bias:F32:8"},
+      {"mistral4", "language_model.model.layers.1.mlp.gate.weight:BF16:8,64",
+       "language_model.model.layers.1.mlp.gate.e_score_correction_bias:F32:"
+       "8"}};
   const char *src = getenv("TPX_SOURCE_DIR");
   const char *tmp = getenv("TMPDIR");
   char dir[512], path[1024];
@@ -622,8 +681,9 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_ling_v2);
   tcase_add_test(tc, test_laguna);
   tcase_add_test(tc, test_mimo);
+  tcase_add_test(tc, test_hy_v3_mistral4);
   tcase_add_test(tc, test_traits);
-  tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 5);
+  tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 7);
   tcase_add_test(tc, test_buffer_rule_api);
   suite_add_tcase(s, tc);
   return s;
