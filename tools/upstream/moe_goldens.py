@@ -98,6 +98,28 @@ FAMILIES = {
     'mimo_v25': ('mimo_v2', 'MiMoV25ForCausalLM'),
     'hy_v3': ('hy_v3', 'HYV3ForCausalLM'),
     'mistral4': ('mistral4', 'Mistral4ForCausalLM'),
+    'step3p5': ('step3p5', 'Step3p5ForCausalLM'),
+    'deepseek_v4': ('deepseek_v4', 'DeepseekV4ForCausalLM'),
+    'deepseek_v41': ('deepseek_v41', 'DeepseekV41ForCausalLM'),
+    'kimi_k3': ('kimi_k3', 'KimiK3ForCausalLM'),
+}
+# Why a family cannot be recorded with the pinned stack, beyond upstream's
+# own error (written to INDEX.json as `note`).
+NOTES = {
+    'qwen3_5_moe_text': "Automodel 0.7.0's class imports a name transformers 5.25 renamed "
+                        "(Qwen3_5MoeBaseModelOutputWithPast); MODEL_ARCH_MAPPING drops an entry "
+                        "whose import fails, so upstream serves the architecture with "
+                        "transformers' class (the HF path)",
+    'kimi_linear': 'needs the fla (flash-linear-attention) extra, a GPU kernel package',
+    'kimi_k3': 'needs the fla (flash-linear-attention) extra, a GPU kernel package',
+    'step3p5': "transformers 5.25 reads model_type step3p5 with Step3p7TextConfig, which "
+               "moves rope_theta into rope_parameters; Automodel 0.7.0's Step3p5 class reads "
+               "config.rope_theta, so no Step-3.5 config builds with the pinned stack",
+    'deepseek_v4': "the module imports PIL (its image processor), absent here (nemo-automodel "
+                   "installed --no-deps); its registry entry carries hf_parallelizer (not the "
+                   "MoE parallelizer), and tpx serves it with plugin deepseek",
+    'deepseek_v41': 'the module imports PIL (absent here); with PIL its config still needs the '
+                    'Engram tokenizer from a checkpoint, which a tiny config has not',
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)
@@ -332,6 +354,8 @@ def main():
         except Exception as e:  # noqa: BLE001
             index[fam] = {'arch': arch, 'status': 'no-tiny-model',
                           'why': '%s: %s' % (type(e).__name__, str(e)[:300])}
+            if fam in NOTES:
+                index[fam]['note'] = NOTES[fam]
             print('skip', fam, type(e).__name__, str(e)[:200], file=sys.stderr)
             continue
         d = os.path.join(OUT, fam)
