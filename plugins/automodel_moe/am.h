@@ -107,6 +107,18 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
 /* Is layer i an MoE layer? */
 int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_cfg *c, int64_t i, int *sparse);
+/* 1 in *has when the integer list at `key` holds i (absent: 0). */
+int am_list_has(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                const char *key, int64_t i, int *has);
+/* The string at "<key>[i]", or NULL when the list is absent. */
+int am_list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                const char *key, int64_t i, const char **out);
+
+/* Laguna (am_laguna.c): the configs Automodel's class refuses; is layer i
+ * MoE. */
+int am_laguna_refusals(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int am_laguna_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const am_cfg *c, int64_t i, int *sparse);
 /* Laguna's layer i: its query heads and its g_proj width (0: none). */
 int am_laguna_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const am_cfg *c, int64_t i, int64_t *heads, int64_t *g_out);

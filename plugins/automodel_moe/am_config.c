@@ -235,31 +235,6 @@ static int read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
-/* What Automodel's Laguna class refuses to build (NotImplementedError). */
-static int laguna_refusals(const tpx_plugin_host *host, tpx_plugin_ctx *ctx) {
-  static const char *const flags[] = {"swa_attention_sink_enabled",
-                                      "moe_apply_router_weight_on_input"};
-  double cap = 0;
-  int on = 0;
-  size_t i;
-  for (i = 0; i < TPXP_N_OF(flags); i++) {
-    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, flags[i], 0, &on));
-    if (on)
-      return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                       "automodel_moe: LagunaForCausalLM: config %s true is "
-                       "not supported by NeMo Automodel 0.7.0's Laguna class",
-                       flags[i]);
-  }
-  TPXP_CHK(
-      tpxp_cfg_float_opt(host, ctx, "moe_router_logit_softcapping", 0, &cap));
-  if (cap > 0)
-    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                     "automodel_moe: LagunaForCausalLM: config "
-                     "moe_router_logit_softcapping > 0 is not supported by "
-                     "NeMo Automodel 0.7.0's Laguna class");
-  return TPX_PLUGIN_OK;
-}
-
 int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
             am_cfg *c) {
   int64_t hd = 0;
@@ -310,7 +285,7 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
     c->qk_norm = on ? a->qk_norm : 0;
   }
   if (a->laguna)
-    TPXP_CHK(laguna_refusals(host, ctx));
+    TPXP_CHK(am_laguna_refusals(host, ctx));
   if (a->attn == AM_ATTN_MLA)
     TPXP_CHK(read_mla(host, ctx, c));
   if (a->attn == AM_ATTN_HYBRID)
@@ -319,8 +294,8 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
 }
 
 /* 1 when the integer list at `key` holds i. */
-static int list_has(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    const char *key, int64_t i, int *has) {
+int am_list_has(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                const char *key, int64_t i, int *has) {
   int64_t n = 0, j, v;
   char p[64];
   int st = host->config_get_length(ctx, key, &n);
@@ -342,8 +317,8 @@ static int list_has(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 }
 
 /* The string at "<key>[i]", or NULL when the list is absent. */
-static int list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    const char *key, int64_t i, const char **out) {
+int am_list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                const char *key, int64_t i, const char **out) {
   char p[64];
   *out = NULL;
   if (!host->config_has(ctx, key))
@@ -361,82 +336,6 @@ static int first_k(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
-/* Laguna: mlp_only_layers, or (absent) the "dense" entries of
- * mlp_layer_types, or (both absent) layer 0 alone; then every
- * decoder_sparse_step-th layer when there are experts. */
-static int laguna_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                         const am_cfg *c, int64_t i, int *sparse) {
-  const char *s = NULL;
-  int64_t step = 1;
-  int only = 0;
-  if (host->config_has(ctx, "mlp_only_layers")) {
-    TPXP_CHK(list_has(host, ctx, "mlp_only_layers", i, &only));
-  } else if (host->config_has(ctx, "mlp_layer_types")) {
-    TPXP_CHK(list_str(host, ctx, "mlp_layer_types", i, &s));
-    only = s != NULL && strcmp(s, "dense") == 0;
-  } else {
-    only = i == 0;
-  }
-  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "decoder_sparse_step", 1, &step));
-  *sparse = !only && c->experts > 0 && step > 0 && (i + 1) % step == 0;
-  return TPX_PLUGIN_OK;
-}
-
-/* Laguna's gating value (a boolean, or a mode string as upstream
- * normalises it): 0 none, 1 per element, 2 per head. */
-static int laguna_gate_mode(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                            const char *key, int *mode) {
-  const char *s = NULL;
-  char norm[32];
-  size_t k;
-  int on = 1, st = host->config_get_bool(ctx, key, &on);
-  if (st == TPX_PLUGIN_OK || st == TPX_PLUGIN_NOT_FOUND) {
-    *mode = on ? 1 : 0;
-    return TPX_PLUGIN_OK;
-  }
-  TPXP_CHK(tpxp_cfg_str_opt(host, ctx, key, "true", &s));
-  for (k = 0; s[k] != '\0' && k + 1 < sizeof norm; k++)
-    norm[k] = s[k] == '_'
-                  ? '-'
-                  : (char)(s[k] | (s[k] >= 'A' && s[k] <= 'Z' ? 0x20 : 0));
-  norm[k] = '\0';
-  if (strcmp(norm, "false") == 0 || strcmp(norm, "none") == 0 ||
-      strcmp(norm, "off") == 0)
-    *mode = 0;
-  else if (strcmp(norm, "per-head") == 0 || strcmp(norm, "head") == 0)
-    *mode = 2;
-  else if (strcmp(norm, "true") == 0 || strcmp(norm, "per-element") == 0 ||
-           strcmp(norm, "element") == 0)
-    *mode = 1;
-  else
-    return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
-                     "automodel_moe: LagunaForCausalLM: config %s: unsupported "
-                     "attention gating mode '%s' (upstream raises too)",
-                     key, s);
-  return TPX_PLUGIN_OK;
-}
-
-int am_laguna_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                   const am_cfg *c, int64_t i, int64_t *heads, int64_t *g_out) {
-  char p[64];
-  int mode = 0;
-  *heads = c->heads;
-  *g_out = 0;
-  if (!c->a->laguna)
-    return TPX_PLUGIN_OK;
-  if (host->config_has(ctx, "num_attention_heads_per_layer")) {
-    tpxp_fmt(p, sizeof p, "num_attention_heads_per_layer[%lld]", (long long)i);
-    TPXP_CHK(tpxp_cfg_int_req(host, ctx, p, heads));
-  }
-  if (host->config_has(ctx, "gating_types"))
-    tpxp_fmt(p, sizeof p, "gating_types[%lld]", (long long)i);
-  else
-    tpxp_fmt(p, sizeof p, "gating");
-  TPXP_CHK(laguna_gate_mode(host, ctx, p, &mode));
-  *g_out = mode == 2 ? *heads : mode == 1 ? *heads * c->head_dim : 0;
-  return TPX_PLUGIN_OK;
-}
-
 int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_cfg *c, int64_t i, int *sparse) {
   const char *s = NULL;
@@ -446,17 +345,17 @@ int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   case AM_SPARSE_ALL: *sparse = 1; return TPX_PLUGIN_OK;
   case AM_SPARSE_FIRST_K: return first_k(host, ctx, c, i, sparse);
   case AM_SPARSE_LAYER_TYPES:
-    TPXP_CHK(list_str(host, ctx, "mlp_layer_types", i, &s));
+    TPXP_CHK(am_list_str(host, ctx, "mlp_layer_types", i, &s));
     if (s == NULL)
       return first_k(host, ctx, c, i, sparse);
     *sparse = strcmp(s, "sparse") == 0;
     return TPX_PLUGIN_OK;
   case AM_SPARSE_STEP:
-    TPXP_CHK(list_has(host, ctx, "mlp_only_layers", i, &only));
+    TPXP_CHK(am_list_has(host, ctx, "mlp_only_layers", i, &only));
     TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "decoder_sparse_step", 1, &step));
     *sparse = !only && step > 0 && (i + 1) % step == 0;
     return TPX_PLUGIN_OK;
-  case AM_SPARSE_LAGUNA: return laguna_sparse(host, ctx, c, i, sparse);
+  case AM_SPARSE_LAGUNA: return am_laguna_sparse(host, ctx, c, i, sparse);
   case AM_SPARSE_FREQ: return am_mimo_sparse(host, ctx, c, i, sparse);
   case AM_SPARSE_ERNIE:
     TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "moe_layer_interval", 1, &every));
@@ -479,7 +378,7 @@ int am_layer_linear(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   *linear = 0;
   if (c->a->attn != AM_ATTN_HYBRID)
     return TPX_PLUGIN_OK;
-  TPXP_CHK(list_str(host, ctx, "layer_types", i, &s));
+  TPXP_CHK(am_list_str(host, ctx, "layer_types", i, &s));
   if (s != NULL) {
     *linear = strcmp(s, "linear_attention") == 0;
     return TPX_PLUGIN_OK;
