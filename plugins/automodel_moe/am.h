@@ -18,7 +18,9 @@
 typedef enum am_attn {
   AM_ATTN_GQA = 1, /* q/k/v/o projections (+ optional biases, qk norms) */
   AM_ATTN_MLA,     /* DeepSeek's multi-head latent attention */
-  AM_ATTN_HYBRID   /* Qwen3-Next: gated-delta-net or gated full attention */
+  AM_ATTN_HYBRID,  /* Qwen3-Next: gated-delta-net or gated full attention */
+  AM_ATTN_MIMO     /* MiMo-V2: full or sliding-window sizes per layer
+                      (am_mimo.c) */
 } am_attn;
 
 /* How a family's config says which layers are MoE layers. */
@@ -30,8 +32,11 @@ typedef enum am_sparse_rule {
                             (GLM-4-MoE-Lite, GLM-MoE-DSA) */
   AM_SPARSE_STEP,        /* not in mlp_only_layers and (i + 1) %
                             decoder_sparse_step == 0 (Qwen3-MoE, -Next) */
-  AM_SPARSE_ERNIE        /* (i + 1) % moe_layer_interval == 0 and
+  AM_SPARSE_ERNIE,       /* (i + 1) % moe_layer_interval == 0 and
                             moe_layer_start_index <= i <= end_index */
+  AM_SPARSE_FREQ,        /* moe_layer_freq[i] (MiMo-V2) */
+  AM_SPARSE_LAGUNA       /* as STEP; mlp_only_layers when absent: the
+                            "dense" entries of mlp_layer_types, else [0] */
 } am_sparse_rule;
 
 /* One architecture: its config keys and module-tree features. */
@@ -44,12 +49,16 @@ typedef struct am_arch {
                                    intermediate_size */
   const char *shared_key;       /* shared-expert count key; NULL: none */
   const char *shared_inter_key; /* NULL: moe_inter * shared count */
+  int64_t shared_default;       /* shared_key's value when absent */
+  int64_t first_k_default;      /* first_k_dense_replace when absent */
   const char *gate_dtype;       /* router weight dtype; NULL: the config's */
   int indexer;             /* DeepSeek-V3.2 / GLM-MoE-DSA lightning indexer */
   int tie_default;         /* tie_word_embeddings when absent */
   const char *bias_key;    /* config key of the q/k/v biases (GQA);
                               NULL: none (GPT-OSS: always, see gpt_oss) */
   int o_bias;              /* o_proj takes the same bias as q/k/v */
+  const char *o_bias_key;  /* config key of o_proj's own bias (Ling-V2
+                              use_bias); NULL: as o_bias says */
   int gpt_oss;             /* biases everywhere, sinks, router bias */
   int ernie;               /* use_bias on the MLPs and experts too */
   int shared_gate;         /* Qwen3-Next's shared_expert_gate [1, H] */
@@ -57,16 +66,27 @@ typedef struct am_arch {
                               GLM-4 use_qk_norm); 2: over the flattened
                               projections (MiniMax-M2 use_qk_norm) */
   const char *qk_norm_key; /* key that enables qk_norm; NULL: always */
+  int qk_norm_default;     /* qk_norm_key's value when absent */
   int fp32_linear_attn;    /* Qwen3-Next: A_log / dt_bias in _fp32_params */
   int minimax_names;       /* checkpoint: block_sparse_moe, w1 / w3 / w2 */
   int fused_in_ckpt;       /* checkpoint already holds fused experts */
+  const char *ckpt_prefix; /* Mistral-4: every checkpoint name begins with
+                              this ("language_model."); the experts are
+                              stored fused in transformers' layout,
+                              mlp.experts.gate_up_proj [E, 2I, H] and
+                              down_proj [E, H, I] (each box transposed) */
+  int mimo_fused;          /* MiMo-V2.5: qkv_proj when
+                              attention_projection_layout is fused_qkv */
+  int laguna;              /* per-layer heads (num_attention_heads_per_
+                              layer), output gate g_proj (gating /
+                              gating_types) */
 } am_arch;
 
 /* A config read for one architecture. */
 typedef struct am_cfg {
   const am_arch *a;
   int64_t layers, hidden, heads, kv_heads, head_dim, inter, vocab;
-  int tie, attn_bias, use_bias, qk_norm;
+  int tie, attn_bias, o_bias, use_bias, qk_norm;
   /* MLA */
   int64_t q_lora, kv_lora, qk_nope, qk_rope, v_head;
   int64_t idx_heads, idx_dim;
@@ -87,9 +107,31 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
 /* Is layer i an MoE layer? */
 int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_cfg *c, int64_t i, int *sparse);
+/* 1 in *has when the integer list at `key` holds i (absent: 0). */
+int am_list_has(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                const char *key, int64_t i, int *has);
+/* The string at "<key>[i]", or NULL when the list is absent. */
+int am_list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                const char *key, int64_t i, const char **out);
+
+/* Laguna (am_laguna.c): the configs Automodel's class refuses; is layer i
+ * MoE. */
+int am_laguna_refusals(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
+int am_laguna_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const am_cfg *c, int64_t i, int *sparse);
+/* Laguna's layer i: its query heads and its g_proj width (0: none). */
+int am_laguna_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const am_cfg *c, int64_t i, int64_t *heads, int64_t *g_out);
 /* Is layer i a Qwen3-Next linear-attention layer (layer_types)? */
 int am_layer_linear(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_cfg *c, int64_t i, int *linear);
+
+/* MiMo-V2 (am_mimo.c): is layer i MoE (moe_layer_freq); its attention
+ * at `attn`. */
+int am_mimo_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const am_cfg *c, int64_t i, int *sparse);
+int am_sk_mimo_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                    const am_cfg *c, const char *attn, int64_t i);
 
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

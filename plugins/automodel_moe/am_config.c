@@ -1,4 +1,4 @@
-/* am_config.c — the ten architectures NeMo Automodel 0.7.0 trains with its
+/* am_config.c — the architectures NeMo Automodel 0.7.0 trains with its
  * own MoE classes, as a table of config keys and module-tree features, and
  * the config reads that turn a Hugging Face config.json into an am_cfg
  * (layer counts and sizes, which layers are MoE, which attention). Not the
@@ -90,6 +90,79 @@ static const am_arch k_archs[] = {
      .o_bias = 1,
      .ernie = 1,
      .tie_default = 1},
+    /* Ling 2.0 (Automodel's own BailingMoeV2Config, model_type bailing_moe):
+     * q/k/v split out of the checkpoint's fused query_key_value. */
+    {.bare = "BailingMoeV2ForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "num_shared_experts",
+     .bias_key = "use_qkv_bias",
+     .o_bias_key = "use_bias",
+     .qk_norm = 1,
+     .qk_norm_key = "use_qk_norm",
+     .qk_norm_default = 1},
+    /* Laguna (Automodel's LagunaConfig): q/k norms always, qkv_bias on
+     * q/k/v, attention_bias on o_proj, shared experts of
+     * shared_expert_intermediate_size. */
+    {.bare = "LagunaForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_LAGUNA,
+     .experts_key = "num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "",
+     .shared_inter_key = "shared_expert_intermediate_size",
+     .bias_key = "qkv_bias",
+     .o_bias_key = "attention_bias",
+     .qk_norm = 1,
+     .laguna = 1},
+    /* MiMo-V2-Flash, and MiMo-V2.5 checkpoints (model type mimo_v2) on the
+     * same class; MiMo-V2.5's own class (MiMoV25ForCausalLM). */
+    {.bare = "MiMoV2FlashForCausalLM",
+     .attn = AM_ATTN_MIMO,
+     .sparse = AM_SPARSE_FREQ,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .bias_key = "attention_bias"},
+    {.bare = "MiMoV2ForCausalLM",
+     .attn = AM_ATTN_MIMO,
+     .sparse = AM_SPARSE_FREQ,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .bias_key = "attention_bias"},
+    {.bare = "MiMoV25ForCausalLM",
+     .attn = AM_ATTN_MIMO,
+     .sparse = AM_SPARSE_FREQ,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .bias_key = "attention_bias",
+     .mimo_fused = 1},
+    /* Tencent Hy3 (Automodel's HYV3Config): the class defaults apply to
+     * absent keys (one shared expert, first layer dense). */
+    {.bare = "HYV3ForCausalLM",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "num_shared_experts",
+     .shared_default = 1,
+     .first_k_default = 1,
+     .bias_key = "attention_bias",
+     .o_bias = 1,
+     .qk_norm = 1},
+    /* Mistral Small 4 (text): DeepSeek-V3's MLA and MoE; the checkpoint
+     * under language_model., experts fused as transformers stores them. */
+    {.bare = "Mistral4ForCausalLM",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .ckpt_prefix = "language_model."},
 };
 
 const am_arch *am_archs(size_t *n) {
@@ -147,7 +220,8 @@ static int read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (a->moe_inter_key != NULL)
     TPXP_CHK(tpxp_cfg_int_req(host, ctx, a->moe_inter_key, &c->moe_inter));
   if (a->shared_key != NULL && a->shared_key[0] != '\0')
-    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, a->shared_key, 0, &shared));
+    TPXP_CHK(
+        tpxp_cfg_int_opt(host, ctx, a->shared_key, a->shared_default, &shared));
   c->shared_inter = shared * c->moe_inter;
   if (a->shared_inter_key != NULL)
     TPXP_CHK(
@@ -200,12 +274,18 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
   if (a->bias_key != NULL)
     TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->bias_key, 0, &c->attn_bias));
   c->use_bias = a->ernie ? c->attn_bias : 0;
+  c->o_bias = a->o_bias && c->attn_bias;
+  if (a->o_bias_key != NULL)
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->o_bias_key, 0, &c->o_bias));
   c->qk_norm = a->qk_norm;
   if (a->qk_norm && a->qk_norm_key != NULL) {
     int on = 0;
-    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->qk_norm_key, 0, &on));
+    TPXP_CHK(
+        tpxp_cfg_bool_opt(host, ctx, a->qk_norm_key, a->qk_norm_default, &on));
     c->qk_norm = on ? a->qk_norm : 0;
   }
+  if (a->laguna)
+    TPXP_CHK(am_laguna_refusals(host, ctx));
   if (a->attn == AM_ATTN_MLA)
     TPXP_CHK(read_mla(host, ctx, c));
   if (a->attn == AM_ATTN_HYBRID)
@@ -214,8 +294,8 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
 }
 
 /* 1 when the integer list at `key` holds i. */
-static int list_has(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    const char *key, int64_t i, int *has) {
+int am_list_has(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                const char *key, int64_t i, int *has) {
   int64_t n = 0, j, v;
   char p[64];
   int st = host->config_get_length(ctx, key, &n);
@@ -237,8 +317,8 @@ static int list_has(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 }
 
 /* The string at "<key>[i]", or NULL when the list is absent. */
-static int list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                    const char *key, int64_t i, const char **out) {
+int am_list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                const char *key, int64_t i, const char **out) {
   char p[64];
   *out = NULL;
   if (!host->config_has(ctx, key))
@@ -247,10 +327,11 @@ static int list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return tpxp_cfg_str_opt(host, ctx, p, NULL, out);
 }
 
-static int first_k(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, int64_t i,
-                   int *sparse) {
+static int first_k(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const am_cfg *c, int64_t i, int *sparse) {
   int64_t k = 0;
-  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "first_k_dense_replace", 0, &k));
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "first_k_dense_replace",
+                            c->a->first_k_default, &k));
   *sparse = i >= k;
   return TPX_PLUGIN_OK;
 }
@@ -262,18 +343,20 @@ int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   int only = 0;
   switch (c->a->sparse) {
   case AM_SPARSE_ALL: *sparse = 1; return TPX_PLUGIN_OK;
-  case AM_SPARSE_FIRST_K: return first_k(host, ctx, i, sparse);
+  case AM_SPARSE_FIRST_K: return first_k(host, ctx, c, i, sparse);
   case AM_SPARSE_LAYER_TYPES:
-    TPXP_CHK(list_str(host, ctx, "mlp_layer_types", i, &s));
+    TPXP_CHK(am_list_str(host, ctx, "mlp_layer_types", i, &s));
     if (s == NULL)
-      return first_k(host, ctx, i, sparse);
+      return first_k(host, ctx, c, i, sparse);
     *sparse = strcmp(s, "sparse") == 0;
     return TPX_PLUGIN_OK;
   case AM_SPARSE_STEP:
-    TPXP_CHK(list_has(host, ctx, "mlp_only_layers", i, &only));
+    TPXP_CHK(am_list_has(host, ctx, "mlp_only_layers", i, &only));
     TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "decoder_sparse_step", 1, &step));
     *sparse = !only && step > 0 && (i + 1) % step == 0;
     return TPX_PLUGIN_OK;
+  case AM_SPARSE_LAGUNA: return am_laguna_sparse(host, ctx, c, i, sparse);
+  case AM_SPARSE_FREQ: return am_mimo_sparse(host, ctx, c, i, sparse);
   case AM_SPARSE_ERNIE:
     TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "moe_layer_interval", 1, &every));
     TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "moe_layer_start_index", 0, &start));
@@ -295,7 +378,7 @@ int am_layer_linear(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   *linear = 0;
   if (c->a->attn != AM_ATTN_HYBRID)
     return TPX_PLUGIN_OK;
-  TPXP_CHK(list_str(host, ctx, "layer_types", i, &s));
+  TPXP_CHK(am_list_str(host, ctx, "layer_types", i, &s));
   if (s != NULL) {
     *linear = strcmp(s, "linear_attention") == 0;
     return TPX_PLUGIN_OK;

@@ -2,7 +2,8 @@
  * architectures NeMo Automodel 0.7.0 trains with its own model classes
  * (docs/MOE_FAMILIES.md "Automodel's own MoE classes"): DeepSeek-V3 and
  * V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE and -Lite, GLM-MoE-DSA, GPT-OSS,
- * MiniMax-M2 and ERNIE-4.5-MoE.
+ * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2), Laguna, MiMo-V2
+ * (-Flash, V2.5), Hy3 (HYV3) and Mistral-4 (text).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -33,6 +34,13 @@ static const char *const k_archs[] = {
     "GptOssForCausalLM",
     "MiniMaxM2ForCausalLM",
     "Ernie4_5_MoeForCausalLM",
+    "BailingMoeV2ForCausalLM",
+    "LagunaForCausalLM",
+    "MiMoV2FlashForCausalLM",
+    "MiMoV2ForCausalLM",
+    "MiMoV25ForCausalLM",
+    "HYV3ForCausalLM",
+    "Mistral4ForCausalLM",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -49,6 +57,9 @@ static const char *const k_archs[] = {
   "moe_custom=" cls, "expert_param=" cls ":model.layers.*.mlp.experts.*",      \
       "buffer=" cls ":model.layers.*.mlp.gate.e_score_correction_bias"
 #define L "model.layers.*."
+/* MiMo-V2: the attention sink is a float32 buffer Automodel keeps out of
+ * the parameters. */
+#define MIMO(cls) MOE(cls), "buffer=" cls ":" L "self_attn.attention_sink_bias"
 
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
@@ -79,6 +90,33 @@ static const char *const k_traits[] = {
     "name_alias=MiniMaxM2ForCausalLM:" L "block_sparse_moe=" L "mlp",
     MOE("Ernie4_5_MoeForCausalLM"),
     "name_alias=Ernie4_5_MoeForCausalLM:" L "mlp.moe_statics=" L "mlp.gate",
+    MOE("BailingMoeV2ForCausalLM"),
+    "name_alias=BailingMoeV2ForCausalLM:model.word_embeddings=model.embed_"
+    "tokens",
+    "name_alias=BailingMoeV2ForCausalLM:" L "attention.dense=" L
+    "self_attn.o_proj",
+    "name_alias=BailingMoeV2ForCausalLM:" L "attention.query_layernorm=" L
+    "self_attn.q_norm",
+    "name_alias=BailingMoeV2ForCausalLM:" L "attention.key_layernorm=" L
+    "self_attn.k_norm",
+    "name_alias=BailingMoeV2ForCausalLM:" L "mlp.gate.expert_bias=" L
+    "mlp.gate.e_score_correction_bias",
+    MOE("LagunaForCausalLM"),
+    "name_alias=LagunaForCausalLM:" L "mlp.experts.e_score_correction_bias=" L
+    "mlp.gate.e_score_correction_bias",
+    "name_alias=LagunaForCausalLM:" L "mlp.shared_expert=" L
+    "mlp.shared_experts",
+    MIMO("MiMoV2FlashForCausalLM"),
+    MIMO("MiMoV2ForCausalLM"),
+    MIMO("MiMoV25ForCausalLM"),
+    MOE("HYV3ForCausalLM"),
+    "name_alias=HYV3ForCausalLM:" L "mlp.router.gate=" L "mlp.gate",
+    "name_alias=HYV3ForCausalLM:" L "mlp.expert_bias=" L
+    "mlp.gate.e_score_correction_bias",
+    "name_alias=HYV3ForCausalLM:" L "mlp.shared_mlp=" L "mlp.shared_experts",
+    MOE("Mistral4ForCausalLM"),
+    "name_alias=Mistral4ForCausalLM:language_model.model=model",
+    "name_alias=Mistral4ForCausalLM:language_model.lm_head=lm_head",
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -89,7 +127,9 @@ int register_parallel_strategy(const tpx_plugin_host *host,
       .description =
           "NeMo Automodel 0.7.0's own MoE classes (MODEL_ARCH_MAPPING): "
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
-          "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE. Config-only "
+          "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
+          "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4. "
+          "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
           "checkpoint's names as aliases and sources; expert parameters "
@@ -182,6 +222,13 @@ static const tpxp_arch_ops am_ops[] = {
      .plan = ernie_plan,
      .skeleton = am_skeleton,
      .strategy = am_strategy},
+    ROW("BailingMoeV2ForCausalLM"),
+    ROW("LagunaForCausalLM"),
+    ROW("MiMoV2FlashForCausalLM"),
+    ROW("MiMoV2ForCausalLM"),
+    ROW("MiMoV25ForCausalLM"),
+    ROW("HYV3ForCausalLM"),
+    ROW("Mistral4ForCausalLM"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

@@ -18,11 +18,12 @@
 /* ---- attention ---- */
 
 static int sk_gqa(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
-                  const am_cfg *c, const char *attn, int gated) {
-  int64_t h = c->hidden, q = c->heads * c->head_dim;
+                  const am_cfg *c, const char *attn, int gated, int64_t heads,
+                  int64_t g_out) {
+  int64_t h = c->hidden, q = heads * c->head_dim;
   int64_t kv = c->kv_heads * c->head_dim;
   int b = c->a->gpt_oss || c->attn_bias;
-  int ob = c->a->gpt_oss || (c->a->o_bias && c->attn_bias);
+  int ob = c->a->gpt_oss || c->o_bias;
   const tpxp_sk_row rows[] = {
       TPXP_SK_MOD("", "other"),
       TPXP_SK_WHEN(c->a->gpt_oss),
@@ -31,6 +32,8 @@ static int sk_gqa(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_SK_LIN("k_proj", h, kv, b),
       TPXP_SK_LIN("v_proj", h, kv, b),
       TPXP_SK_LIN("o_proj", q, h, ob),
+      TPXP_SK_WHEN(g_out > 0),
+      TPXP_SK_LIN("g_proj", h, g_out, 0),
       TPXP_SK_WHEN(c->qk_norm),
       TPXP_SK_NRM("q_norm", c->qk_norm == 2 ? q : c->head_dim, 0),
       TPXP_SK_WHEN(c->qk_norm),
@@ -162,6 +165,25 @@ static int sk_sources(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
+/* Mistral-4: each fused expert tensor is one stored tensor, transposed:
+ * "<prefix><layer>.mlp.experts.gate_up_proj" [E, 2I, H] and "down_proj"
+ * [E, H, I]. */
+static int sk_sources_whole(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                            const am_cfg *c, const char *layer) {
+  char p[TPXP_FQN_MAX], src[TPXP_FQN_MAX];
+  const int64_t o[3] = {0, 0, 0};
+  const int64_t gu[3] = {c->experts, c->hidden, 2 * c->moe_inter};
+  const int64_t dn[3] = {c->experts, c->moe_inter, c->hidden};
+  tpxp_fmt(p, sizeof p, "%s.mlp.experts.gate_and_up_projs", layer);
+  tpxp_fmt(src, sizeof src, "%s%s.mlp.experts.gate_up_proj", c->a->ckpt_prefix,
+           layer);
+  TPXP_CHK(host->skeleton_add_source(ctx, p, src, o, gu, 3, 1));
+  tpxp_fmt(p, sizeof p, "%s.mlp.experts.down_projs", layer);
+  tpxp_fmt(src, sizeof src, "%s%s.mlp.experts.down_proj", c->a->ckpt_prefix,
+           layer);
+  return host->skeleton_add_source(ctx, p, src, o, dn, 3, 1);
+}
+
 int am_sk_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_cfg *c,
               const char *layer) {
   char f[TPXP_FQN_MAX];
@@ -193,7 +215,9 @@ int am_sk_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_cfg *c,
       TPXP_SK_PRM("mlp.experts", "down_proj_bias", E, h),
   };
   TPXP_CHK(TPXP_SK_ROWS(host, ctx, layer, rows, NULL));
-  if (!c->a->fused_in_ckpt && has_sources(host))
+  if (c->a->ckpt_prefix != NULL && has_sources(host))
+    TPXP_CHK(sk_sources_whole(host, ctx, c, layer));
+  else if (!c->a->fused_in_ckpt && has_sources(host))
     TPXP_CHK(sk_sources(host, ctx, c, layer));
   if (c->shared_inter > 0) {
     tpxp_fmt(f, sizeof f, "%s.mlp.shared_experts", layer);
@@ -213,20 +237,25 @@ static int am_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   const am_cfg *c = user;
   char f[TPXP_FQN_MAX];
   int sparse = 0, linear = 0;
+  int64_t heads = c->heads, g_out = 0;
   const tpxp_sk_row norms[] = {
       TPXP_SK_NRM("input_layernorm", c->hidden, 0),
       TPXP_SK_NRM("post_attention_layernorm", c->hidden, 0),
   };
   TPXP_CHK(am_layer_linear(host, ctx, c, i, &linear));
   TPXP_CHK(am_layer_sparse(host, ctx, c, i, &sparse));
+  TPXP_CHK(am_laguna_attn(host, ctx, c, i, &heads, &g_out));
   TPXP_CHK(tpxp_sk_module(host, ctx, layer, "container"));
   tpxp_fmt(f, sizeof f, "%s.%s", layer, linear ? "linear_attn" : "self_attn");
   if (linear)
     TPXP_CHK(sk_linear_attn(host, ctx, c, f));
+  else if (c->a->attn == AM_ATTN_MIMO)
+    TPXP_CHK(am_sk_mimo_attn(host, ctx, c, f, i));
   else if (c->a->attn == AM_ATTN_MLA)
     TPXP_CHK(sk_mla(host, ctx, c, f));
   else
-    TPXP_CHK(sk_gqa(host, ctx, c, f, c->a->attn == AM_ATTN_HYBRID));
+    TPXP_CHK(
+        sk_gqa(host, ctx, c, f, c->a->attn == AM_ATTN_HYBRID, heads, g_out));
   if (sparse) {
     TPXP_CHK(am_sk_moe(host, ctx, c, layer));
   } else {

@@ -90,6 +90,36 @@ FAMILIES = {
     'glm_moe_dsa': ('glm_moe_dsa', 'GlmMoeDsaForCausalLM'),
     'qwen3_5_moe_text': ('qwen3_5_moe_text', 'Qwen3_5MoeForCausalLM'),
     'kimi_linear': ('kimi_linear', 'KimiLinear48BForCausalLM'),
+    # Automodel's own config class (registered with AutoConfig on import)
+    'ling_v2': ('bailing_moe', 'BailingMoeV2ForCausalLM'),
+    'laguna': ('laguna', 'LagunaForCausalLM'),
+    'mimo_v2_flash': ('mimo_v2_flash', 'MiMoV2FlashForCausalLM'),
+    'mimo_v2': ('mimo_v2', 'MiMoV2ForCausalLM'),
+    'mimo_v25': ('mimo_v2', 'MiMoV25ForCausalLM'),
+    'hy_v3': ('hy_v3', 'HYV3ForCausalLM'),
+    'mistral4': ('mistral4', 'Mistral4ForCausalLM'),
+    'step3p5': ('step3p5', 'Step3p5ForCausalLM'),
+    'deepseek_v4': ('deepseek_v4', 'DeepseekV4ForCausalLM'),
+    'deepseek_v41': ('deepseek_v41', 'DeepseekV41ForCausalLM'),
+    'kimi_k3': ('kimi_k3', 'KimiK3ForCausalLM'),
+}
+# Why a family cannot be recorded with the pinned stack, beyond upstream's
+# own error (written to INDEX.json as `note`).
+NOTES = {
+    'qwen3_5_moe_text': "Automodel 0.7.0's class imports a name transformers 5.25 renamed "
+                        "(Qwen3_5MoeBaseModelOutputWithPast); MODEL_ARCH_MAPPING drops an entry "
+                        "whose import fails, so upstream serves the architecture with "
+                        "transformers' class (the HF path)",
+    'kimi_linear': 'needs the fla (flash-linear-attention) extra, a GPU kernel package',
+    'kimi_k3': 'needs the fla (flash-linear-attention) extra, a GPU kernel package',
+    'step3p5': "transformers 5.25 reads model_type step3p5 with Step3p7TextConfig, which "
+               "moves rope_theta into rope_parameters; Automodel 0.7.0's Step3p5 class reads "
+               "config.rope_theta, so no Step-3.5 config builds with the pinned stack",
+    'deepseek_v4': "the module imports PIL (its image processor), absent here (nemo-automodel "
+                   "installed --no-deps); its registry entry carries hf_parallelizer (not the "
+                   "MoE parallelizer), and tpx serves it with plugin deepseek",
+    'deepseek_v41': 'the module imports PIL (absent here); with PIL its config still needs the '
+                    'Engram tokenizer from a checkpoint, which a tiny config has not',
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)
@@ -133,6 +163,17 @@ def tiny_moe_config(model_type, arch, experts=EXPERTS):
         cfg.layer_types = ['linear_attention', 'linear_attention', 'full_attention']
     if model_type == 'gpt_oss':
         cfg.layer_types = ['sliding_attention', 'full_attention', 'sliding_attention']
+    if model_type in ('mimo_v2_flash', 'mimo_v2'):
+        # the sliding-window layers' own sizes (tiny.py leaves them at the
+        # class defaults); layer 0 dense and full, 1 MoE sliding, 2 MoE full;
+        # head_dim 24 keeps partial_rotary_factor 0.334's rotary dims even
+        cfg.swa_num_attention_heads, cfg.swa_num_key_value_heads = 8, 2
+        cfg.swa_head_dim, cfg.swa_v_head_dim = 24, 16
+        cfg.head_dim, cfg.v_head_dim = 24, 8
+        cfg.moe_layer_freq = [0, 1, 1]
+        cfg.hybrid_layer_pattern = [0, 1, 0]
+        cfg.layer_types = ['full_attention', 'sliding_attention', 'full_attention']
+        dense_first = True
     cfg.architectures = [arch]
     cfg.dtype = torch.bfloat16
     return cfg, dense_first
@@ -143,6 +184,11 @@ def build(arch, cfg):
     local_torch_dtype(bf16); here on the meta device."""
     from nemo_automodel._transformers.model_init import local_torch_dtype
     cls = ModelRegistry.resolve_custom_model_cls(arch, cfg)
+    if cls is None:  # the registry's lazy import failed quietly: say why
+        import importlib
+        from nemo_automodel._transformers.registry import MODEL_ARCH_MAPPING
+        importlib.import_module(MODEL_ARCH_MAPPING[arch][0])
+        raise LookupError('no Automodel class for %s' % arch)
     with torch.device('meta'), local_torch_dtype(torch.bfloat16, cls.__name__):
         return cls(cfg)
 
@@ -308,6 +354,8 @@ def main():
         except Exception as e:  # noqa: BLE001
             index[fam] = {'arch': arch, 'status': 'no-tiny-model',
                           'why': '%s: %s' % (type(e).__name__, str(e)[:300])}
+            if fam in NOTES:
+                index[fam]['note'] = NOTES[fam]
             print('skip', fam, type(e).__name__, str(e)[:200], file=sys.stderr)
             continue
         d = os.path.join(OUT, fam)

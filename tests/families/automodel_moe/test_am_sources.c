@@ -18,8 +18,11 @@
 #include "tpx/plugin.h"
 
 static const char *const k_families[] = {
-    "deepseek_v3", "deepseek_v32", "ernie4_5_moe", "glm4_moe",  "glm4_moe_lite",
-    "glm_moe_dsa", "gpt_oss",      "minimax_m2",   "qwen3_moe", "qwen3_next"};
+    "deepseek_v3",   "deepseek_v32", "ernie4_5_moe", "glm4_moe",
+    "glm4_moe_lite", "glm_moe_dsa",  "gpt_oss",      "minimax_m2",
+    "qwen3_moe",     "qwen3_next",   "ling_v2",      "laguna",
+    "mimo_v2_flash", "mimo_v2",      "mimo_v25",     "hy_v3",
+    "mistral4"};
 
 /* What the plugin told this host. */
 struct tpx_plugin_ctx {
@@ -271,6 +274,26 @@ START_TEST(test_sources_match_adapter) {
    * tensors it reads, each of the box's shape transposed. */
   json_object_foreach(to_hf, param, t) {
     size_t n = json_array_size(t);
+    if (strstr(param, ".mlp.experts.") && n == 1 &&
+        json_object_get(c.sources, param) != NULL) {
+      /* Mistral-4: one stored tensor in transformers' layout, the whole
+       * box transposed. */
+      json_t *s = json_array_get(json_object_get(c.sources, param), 0);
+      const char *name = json_string_value(json_object_get(s, "name"));
+      json_t *ln = json_object_get(s, "len");
+      json_t *want = json_object_get(shapes, name);
+      fused++;
+      ck_assert_uint_eq(json_array_size(json_object_get(c.sources, param)), 1);
+      ck_assert_str_eq(name, json_string_value(json_array_get(t, 0)));
+      ck_assert_ptr_nonnull(want);
+      ck_assert_int_eq(json_integer_value(json_object_get(s, "transpose")), 1);
+      ck_assert_int_eq(at(ln, 0), at(want, 0));
+      ck_assert_int_eq(at(ln, 1), at(want, 2));
+      ck_assert_int_eq(at(ln, 2), at(want, 1));
+      check_tiling(param, json_object_get(c.params, param),
+                   json_object_get(c.sources, param));
+      continue;
+    }
     if (!strstr(param, ".mlp.experts.") || n < 2)
       continue;
     fused++;

@@ -22,8 +22,9 @@
 #define FAM "automodel_moe"
 
 static const char *const k_families[] = {
-    "deepseek_v3", "deepseek_v32", "ernie4_5_moe", "glm4_moe",  "glm4_moe_lite",
-    "glm_moe_dsa", "gpt_oss",      "minimax_m2",   "qwen3_moe", "qwen3_next"};
+    "deepseek_v3",   "deepseek_v32", "ernie4_5_moe", "glm4_moe",
+    "glm4_moe_lite", "glm_moe_dsa",  "gpt_oss",      "minimax_m2",
+    "qwen3_moe",     "qwen3_next",   "ling_v2"};
 
 START_TEST(test_abi) { fam_check_abi(FAM); }
 END_TEST
@@ -269,6 +270,224 @@ START_TEST(test_name_aliases) {
 }
 END_TEST
 
+/* Ling-V2 (BailingMoeV2, Automodel's own config class): use_qk_norm on
+ * when absent (its config's default), use_qkv_bias for q/k/v and use_bias
+ * for o_proj alone, first_k_dense_replace dense layers, num_shared_experts
+ * x moe_intermediate_size shared experts; the adapter's renames as
+ * aliases (word_embeddings, attention.dense, query_/key_layernorm). */
+START_TEST(test_ling_v2) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  char buf[256];
+  tpx_model *m = fam_model_json(
+      "{\"architectures\": [\"BailingMoeV2ForCausalLM\"], \"model_type\": "
+      "\"bailing_moe\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+      "\"moe_intermediate_size\": 32, \"num_experts\": 4, "
+      "\"num_shared_experts\": 2, \"first_k_dense_replace\": 1, "
+      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+      "\"num_key_value_heads\": 2, \"head_dim\": 16, \"vocab_size\": 512, "
+      "\"use_bias\": true}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.self_attn.q_norm.weight", 16, -1);
+  fam_assert_param(m, "model.layers.0.self_attn.o_proj.bias", 64, -1);
+  fam_assert_no_param(m, "model.layers.0.self_attn.q_proj.bias");
+  fam_assert_no_param(m, "model.layers.0.mlp.up_proj.bias");
+  fam_assert_param(m, "model.layers.0.mlp.up_proj.weight", 128, 64);
+  fam_assert_param(m, "model.layers.1.mlp.gate.weight", 4, 64);
+  fam_assert_param(m, "model.layers.1.mlp.shared_experts.up_proj.weight", 64,
+                   64);
+  ck_assert_int_eq(tpx_model_canonical_name(m, "model.word_embeddings.weight",
+                                            buf, sizeof buf),
+                   1);
+  ck_assert_str_eq(buf, "model.embed_tokens.weight");
+  ck_assert_int_eq(
+      tpx_model_canonical_name(m, "model.layers.1.attention.dense.weight", buf,
+                               sizeof buf),
+      1);
+  ck_assert_str_eq(buf, "model.layers.1.self_attn.o_proj.weight");
+  ck_assert_int_eq(
+      tpx_model_canonical_name(
+          m, "model.layers.0.attention.key_layernorm.weight", buf, sizeof buf),
+      1);
+  ck_assert_str_eq(buf, "model.layers.0.self_attn.k_norm.weight");
+  tpx_model_destroy(m);
+  m = fam_model_json(
+      "{\"architectures\": [\"BailingMoeV2ForCausalLM\"], \"hidden_size\": "
+      "64, \"moe_intermediate_size\": 32, \"num_experts\": 4, "
+      "\"num_hidden_layers\": 1, \"first_k_dense_replace\": 0, "
+      "\"num_attention_heads\": 4, \"vocab_size\": 512, \"use_qk_norm\": "
+      "false, \"use_qkv_bias\": true}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_no_param(m, "model.layers.0.self_attn.q_norm.weight");
+  fam_assert_param(m, "model.layers.0.self_attn.k_proj.bias", 64, -1);
+  fam_assert_no_param(m, "model.layers.0.self_attn.o_proj.bias");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Laguna: per-layer query heads, g_proj per element or per head
+ * (gating_types over gating), dense layers from mlp_layer_types when
+ * mlp_only_layers is absent; what Automodel's class will not build. */
+START_TEST(test_laguna) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  tpx_model *m = fam_model_json(
+      "{\"architectures\": [\"LagunaForCausalLM\"], \"hidden_size\": 64, "
+      "\"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+      "\"num_experts\": 4, \"shared_expert_intermediate_size\": 48, "
+      "\"num_hidden_layers\": 3, \"num_attention_heads\": 4, "
+      "\"num_attention_heads_per_layer\": [4, 8, 4], "
+      "\"num_key_value_heads\": 2, \"head_dim\": 16, \"vocab_size\": 512, "
+      "\"gating\": true, \"gating_types\": [\"per-element\", \"per_head\", "
+      "\"none\"], \"mlp_layer_types\": [\"sparse\", \"dense\", \"sparse\"], "
+      "\"attention_bias\": true}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.self_attn.g_proj.weight", 64, 64);
+  fam_assert_param(m, "model.layers.1.self_attn.q_proj.weight", 128, 64);
+  fam_assert_param(m, "model.layers.1.self_attn.g_proj.weight", 8, 64);
+  fam_assert_param(m, "model.layers.1.self_attn.o_proj.bias", 64, -1);
+  fam_assert_no_param(m, "model.layers.1.self_attn.q_proj.bias");
+  fam_assert_no_param(m, "model.layers.2.self_attn.g_proj.weight");
+  fam_assert_param(m, "model.layers.0.mlp.gate.weight", 4, 64);
+  fam_assert_param(m, "model.layers.0.mlp.shared_experts.up_proj.weight", 48,
+                   64);
+  fam_assert_param(m, "model.layers.1.mlp.up_proj.weight", 128, 64);
+  fam_assert_param(m, "model.layers.2.mlp.gate.weight", 4, 64);
+  tpx_model_destroy(m);
+  m = fam_model_json(
+      "{\"architectures\": [\"LagunaForCausalLM\"], \"hidden_size\": 64, "
+      "\"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+      "\"num_experts\": 4, \"num_hidden_layers\": 2, "
+      "\"num_attention_heads\": 4, \"head_dim\": 16, \"vocab_size\": 512, "
+      "\"swa_attention_sink_enabled\": true}");
+  ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_msg(strstr(err.message, "swa_attention_sink_enabled") != NULL, "%s",
+                err.message);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* MiMo-V2: sliding-window layers (hybrid_layer_pattern 1) take the swa_*
+ * sizes, v and o_proj the v head dim; moe_layer_freq (integers or
+ * booleans) says which layers are MoE; MiMo-V2.5's class fuses q/k/v as
+ * attention_projection_layout says, the Flash class never does; the sink
+ * is a buffer rule. */
+START_TEST(test_mimo) {
+  static const char *const base =
+      "\"hidden_size\": 64, \"intermediate_size\": 128, "
+      "\"moe_intermediate_size\": 32, \"n_routed_experts\": 4, "
+      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+      "\"num_key_value_heads\": 2, \"head_dim\": 24, \"v_head_dim\": 8, "
+      "\"swa_num_attention_heads\": 8, \"swa_num_key_value_heads\": 1, "
+      "\"swa_head_dim\": 16, \"swa_v_head_dim\": 12, \"vocab_size\": 512, "
+      "\"hybrid_layer_pattern\": [0, 1], \"moe_layer_freq\": [false, true], "
+      "\"attention_projection_layout\": \"fused_qkv\", \"attention_bias\": "
+      "true";
+  static const char *const arch[] = {"MiMoV2FlashForCausalLM",
+                                     "MiMoV25ForCausalLM", "HYV3ForCausalLM",
+                                     "Mistral4ForCausalLM"};
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  char json[1024];
+  size_t k;
+  for (k = 0; k < 2; k++) {
+    tpx_model *m;
+    snprintf(json, sizeof json, "{\"architectures\": [\"%s\"], %s}", arch[k],
+             base);
+    m = fam_model_json(json);
+    ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                  err.message);
+    if (k == 0) {
+      fam_assert_param(m, "model.layers.0.self_attn.q_proj.weight", 96, 64);
+      fam_assert_param(m, "model.layers.0.self_attn.v_proj.bias", 16, -1);
+      fam_assert_param(m, "model.layers.1.self_attn.k_proj.weight", 16, 64);
+      fam_assert_param(m, "model.layers.1.self_attn.v_proj.weight", 12, 64);
+      fam_assert_no_param(m, "model.layers.1.self_attn.qkv_proj.weight");
+    } else {
+      fam_assert_param(m, "model.layers.0.self_attn.qkv_proj.weight",
+                       96 + 48 + 16, 64);
+      fam_assert_param(m, "model.layers.1.self_attn.qkv_proj.bias",
+                       128 + 16 + 12, -1);
+    }
+    fam_assert_param(m, "model.layers.0.self_attn.o_proj.weight", 64, 32);
+    fam_assert_no_param(m, "model.layers.0.self_attn.o_proj.bias");
+    fam_assert_param(m, "model.layers.1.self_attn.o_proj.weight", 64, 96);
+    fam_assert_param(m, "model.layers.0.mlp.up_proj.weight", 128, 64);
+    fam_assert_param(m, "model.layers.1.mlp.gate.weight", 4, 64);
+    ck_assert_uint_eq(tpx_model_num_buffer_rules(m), 2);
+    tpx_model_destroy(m);
+  }
+  {
+    tpx_model *m = fam_model_json(
+        "{\"architectures\": [\"MiMoV2FlashForCausalLM\"], \"hidden_size\": "
+        "64, \"moe_intermediate_size\": 32, \"n_routed_experts\": 4, "
+        "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, "
+        "\"vocab_size\": 512}");
+    ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+    ck_assert_msg(strstr(err.message, "moe_layer_freq") != NULL, "%s",
+                  err.message);
+    tpx_model_destroy(m);
+  }
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Hy3: the class defaults for absent keys (first layer dense, one shared
+ * expert), attention_bias on all four projections, q/k norms; the
+ * adapter's renames (router.gate, shared_mlp). Mistral-4: the checkpoint's
+ * language_model. prefix as aliases. */
+START_TEST(test_hy_v3_mistral4) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  char buf[256];
+  char path[1024];
+  const char *src = getenv("TPX_SOURCE_DIR");
+  tpx_model *m = fam_model_json(
+      "{\"architectures\": [\"HYV3ForCausalLM\"], \"hidden_size\": 64, "
+      "\"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+      "\"num_experts\": 4, \"num_hidden_layers\": 2, "
+      "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+      "\"head_dim\": 16, \"vocab_size\": 512, \"attention_bias\": true}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.mlp.up_proj.weight", 128, 64);
+  fam_assert_param(m, "model.layers.0.self_attn.o_proj.bias", 64, -1);
+  fam_assert_param(m, "model.layers.0.self_attn.q_norm.weight", 16, -1);
+  fam_assert_param(m, "model.layers.1.mlp.gate.weight", 4, 64);
+  fam_assert_param(m, "model.layers.1.mlp.shared_experts.up_proj.weight", 32,
+                   64);
+  ck_assert_int_eq(
+      tpx_model_canonical_name(
+          m, "model.layers.1.mlp.shared_mlp.down_proj.weight", buf, sizeof buf),
+      1);
+  ck_assert_str_eq(buf, "model.layers.1.mlp.shared_experts.down_proj.weight");
+  tpx_model_destroy(m);
+  m = NULL;
+  snprintf(path, sizeof path, "%s/tests/data/upstream_moe/mistral4/config.json",
+           src);
+  ck_assert_int_eq(tpx_model_load_config(path, &m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_int_eq(tpx_model_canonical_name(
+                       m,
+                       "language_model.model.layers.2.self_attn.kv_b_proj."
+                       "weight",
+                       buf, sizeof buf),
+                   1);
+  ck_assert_str_eq(buf, "model.layers.2.self_attn.kv_b_proj.weight");
+  ck_assert_int_eq(tpx_model_canonical_name(m, "language_model.lm_head.weight",
+                                            buf, sizeof buf),
+                   1);
+  ck_assert_str_eq(buf, "lm_head.weight");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -280,11 +499,15 @@ static int has_trait(const char *const *traits, const char *t) {
  * routed experts declared expert parameters. */
 START_TEST(test_traits) {
   static const char *const archs[] = {
-      "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
-      "Qwen3MoeForCausalLM",   "Qwen3NextForCausalLM",
-      "Glm4MoeForCausalLM",    "Glm4MoeLiteForCausalLM",
-      "GlmMoeDsaForCausalLM",  "GptOssForCausalLM",
-      "MiniMaxM2ForCausalLM",  "Ernie4_5_MoeForCausalLM"};
+      "DeepseekV3ForCausalLM",   "DeepseekV32ForCausalLM",
+      "Qwen3MoeForCausalLM",     "Qwen3NextForCausalLM",
+      "Glm4MoeForCausalLM",      "Glm4MoeLiteForCausalLM",
+      "GlmMoeDsaForCausalLM",    "GptOssForCausalLM",
+      "MiniMaxM2ForCausalLM",    "Ernie4_5_MoeForCausalLM",
+      "BailingMoeV2ForCausalLM", "LagunaForCausalLM",
+      "MiMoV2FlashForCausalLM",  "MiMoV2ForCausalLM",
+      "MiMoV25ForCausalLM",      "HYV3ForCausalLM",
+      "Mistral4ForCausalLM"};
   const char *build = getenv("TPX_BUILD_DIR");
   char path[1024], t[256];
   tpx_plugin_host host;
@@ -365,7 +588,10 @@ static void write_header(const char *path, const char *const *tensors,
 /* The router's correction bias as each family's checkpoint stores it
  * (DeepSeek-V3: mlp.gate.e_score_correction_bias [E]; ERNIE:
  * mlp.moe_statics.e_score_correction_bias [1, E]; MiniMax-M2:
- * block_sparse_moe.e_score_correction_bias [E]) becomes buffer
+ * block_sparse_moe.e_score_correction_bias [E]; Ling-V2:
+ * mlp.gate.expert_bias [E]; Laguna: mlp.experts.e_score_correction_bias
+ * [E]; Hy3: mlp.expert_bias [E]; Mistral-4: under language_model.)
+ * becomes buffer
  * model.layers.1.mlp.gate.e_score_correction_bias, not a parameter. */
 START_TEST(test_buffer_from_checkpoint) {
   static const char *const cases[][3] = {
@@ -374,7 +600,16 @@ START_TEST(test_buffer_from_checkpoint) {
       {"ernie4_5_moe", "model.layers.1.mlp.gate.weight:F32:8,64",
        "model.layers.1.mlp.moe_statics.e_score_correction_bias:F32:1,8"},
       {"minimax_m2", "model.layers.1.block_sparse_moe.gate.weight:F32:8,64",
-       "model.layers.1.block_sparse_moe.e_score_correction_bias:F32:8"}};
+       "model.layers.1.block_sparse_moe.e_score_correction_bias:F32:8"},
+      {"ling_v2", "model.layers.1.mlp.gate.weight:BF16:8,64",
+       "model.layers.1.mlp.gate.expert_bias:F32:8"},
+      {"laguna", "model.layers.1.mlp.gate.weight:BF16:8,64",
+       "model.layers.1.mlp.experts.e_score_correction_bias:F32:8"},
+      {"hy_v3", "model.layers.1.mlp.router.gate.weight:BF16:8,64",
+       "model.layers.1.mlp.expert_bias:F32:8"},
+      {"mistral4", "language_model.model.layers.1.mlp.gate.weight:BF16:8,64",
+       "language_model.model.layers.1.mlp.gate.e_score_correction_bias:F32:"
+       "8"}};
   const char *src = getenv("TPX_SOURCE_DIR");
   const char *tmp = getenv("TMPDIR");
   char dir[512], path[1024];
@@ -443,8 +678,12 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_refuses_plan);
   tcase_add_test(tc, test_ernie_plan);
   tcase_add_test(tc, test_name_aliases);
+  tcase_add_test(tc, test_ling_v2);
+  tcase_add_test(tc, test_laguna);
+  tcase_add_test(tc, test_mimo);
+  tcase_add_test(tc, test_hy_v3_mistral4);
   tcase_add_test(tc, test_traits);
-  tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 3);
+  tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 7);
   tcase_add_test(tc, test_buffer_rule_api);
   suite_add_tcase(s, tc);
   return s;
