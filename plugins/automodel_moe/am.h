@@ -77,6 +77,8 @@ typedef struct am_arch {
                               down_proj [E, H, I] (each box transposed) */
   int mimo_fused;          /* MiMo-V2.5: qkv_proj when
                               attention_projection_layout is fused_qkv */
+  int fused_qkv_ckpt;      /* Ling-V2: the checkpoint stores q/k/v weights
+                              fused, attention.query_key_value [q+2kv, H] */
   int laguna;              /* per-layer heads (num_attention_heads_per_
                               layer), output gate g_proj (gating /
                               gating_types) */

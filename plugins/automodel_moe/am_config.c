@@ -102,7 +102,8 @@ static const am_arch k_archs[] = {
      .o_bias_key = "use_bias",
      .qk_norm = 1,
      .qk_norm_key = "use_qk_norm",
-     .qk_norm_default = 1},
+     .qk_norm_default = 1,
+     .fused_qkv_ckpt = 1},
     /* Laguna (Automodel's LagunaConfig): q/k norms always, qkv_bias on
      * q/k/v, attention_bias on o_proj, shared experts of
      * shared_expert_intermediate_size. */

@@ -112,6 +112,24 @@ static int sk_linear_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPXP_SK_ROWS(host, ctx, attn, rows, NULL);
 }
 
+/* Ling-V2: "<layer>.attention.query_key_value.weight" is cut along dim 0
+ * into q_proj, k_proj and v_proj's weights (as Automodel's adapter splits
+ * it), where the host can read such a tensor. */
+static int sk_fused_qkv(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                        const char *layer) {
+  char q[TPXP_FQN_MAX], k[TPXP_FQN_MAX], v[TPXP_FQN_MAX], src[TPXP_FQN_MAX];
+  const char *const parts[3] = {q, k, v};
+  if (host->struct_size <=
+          offsetof(tpx_plugin_host, skeleton_add_split_source) ||
+      host->skeleton_add_split_source == NULL)
+    return TPX_PLUGIN_OK;
+  tpxp_fmt(q, sizeof q, "%s.self_attn.q_proj.weight", layer);
+  tpxp_fmt(k, sizeof k, "%s.self_attn.k_proj.weight", layer);
+  tpxp_fmt(v, sizeof v, "%s.self_attn.v_proj.weight", layer);
+  tpxp_fmt(src, sizeof src, "%s.attention.query_key_value.weight", layer);
+  return host->skeleton_add_split_source(ctx, src, 0, parts, NULL, 3);
+}
+
 /* ---- MLPs ---- */
 
 /* Automodel's MLP at `fqn`: up, gate, down (its module order). */
@@ -256,6 +274,8 @@ static int am_layer(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   else
     TPXP_CHK(
         sk_gqa(host, ctx, c, f, c->a->attn == AM_ATTN_HYBRID, heads, g_out));
+  if (c->a->fused_qkv_ckpt)
+    TPXP_CHK(sk_fused_qkv(host, ctx, layer));
   if (sparse) {
     TPXP_CHK(am_sk_moe(host, ctx, c, layer));
   } else {

@@ -64,9 +64,9 @@ KNOWN_HEADER = """\
 # upstream-moe-goldens): a case that does not agree must be listed here; a
 # listed case that agrees is reported so it can leave the list.
 # Columns: family case  # verdict: first difference
-# Every other recorded case agrees (issue 27); any case that stops agreeing
-# fails the test until it is fixed or listed here with its reason. A family
-# whose `weights` case is listed is skipped by
+# Every recorded case agrees today (issue 27): the list is empty, and any
+# case that stops agreeing fails the test until it is fixed or listed here
+# with its reason. A family whose `weights` case is listed is skipped by
 # tests/families/automodel_moe/round_trip.sh, with the note as its reason.
 # Written by compare_moe.py --write-known.
 """

@@ -6,8 +6,8 @@
 # (grouped experts cut from transposed per-expert tensors) with SHARD_ARGS
 # (default --dp-shard 4), merged back, and compared byte for byte. A family
 # whose `weights` case is listed in DATA/known_differences.txt (its
-# checkpoint cannot be read onto the tree today, e.g. Ling-V2's fused
-# query_key_value split over q/k/v_proj) is skipped, with that line's reason.
+# checkpoint cannot be read onto the tree) is skipped, with that line's
+# reason.
 set -u
 tpx=$1 tool=$2 data=$3
 shift 3
@@ -34,11 +34,18 @@ for name, dtype, shape in json.load(open(sys.argv[1]))["hf_tensors"]:
     "$tpx" shard --weights "$w/src" --out "$w/ranks" "$@" >>"$w/log" 2>&1 &&
     python3 -c '
 # The rank files say tpx-shard/1.1 exactly where an older reader would
-# misread them: experts cut from transposed per-expert tensors (a
-# parameter the adapter reads from several HF tensors), or ep > 1.
-import glob, json, struct, sys
+# misread them: a parameter the adapter reads from several HF tensors
+# (experts cut from transposed per-expert tensors), from one HF tensor of
+# another shape (transposed, as the Mistral-4 fused experts; or bigger, as
+# the Ling-V2 query_key_value cut into q/k/v), or ep > 1.
+import glob, json, os, struct, sys
 names, ranks, ep = sys.argv[1], sys.argv[2], sys.argv[3] not in ("", "1")
-fused = any(len(v) > 1 for v in json.load(open(names))["to_hf"].values())
+hf = json.load(open(names))
+gold = json.load(open(os.path.join(os.path.dirname(names), "golden.json")))
+shape = {p["name"]: p["shape"] for p in gold["cases"]["dp4_ep1"]["parameters"]}
+stored = {n: s for n, _, s in hf["hf_tensors"]}
+fused = any(len(v) > 1 or stored.get(v[0]) != shape[k]
+            for k, v in hf["to_hf"].items() if k in shape)
 want = "tpx-shard/1.1" if fused or ep else "tpx-shard/1"
 for f in glob.glob(ranks + "/rank-*.safetensors"):
     with open(f, "rb") as fh:

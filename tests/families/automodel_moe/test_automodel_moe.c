@@ -270,12 +270,22 @@ START_TEST(test_name_aliases) {
 }
 END_TEST
 
+static void write_header(const char *path, const char *const *tensors,
+                         size_t n);
+
 /* Ling-V2 (BailingMoeV2, Automodel's own config class): use_qk_norm on
  * when absent (its config's default), use_qkv_bias for q/k/v and use_bias
  * for o_proj alone, first_k_dense_replace dense layers, num_shared_experts
  * x moe_intermediate_size shared experts; the adapter's renames as
- * aliases (word_embeddings, attention.dense, query_/key_layernorm). */
+ * aliases (word_embeddings, attention.dense, query_/key_layernorm); the
+ * checkpoint's fused attention.query_key_value [q+2kv, H] read as the
+ * three projections (a split source), not a parameter of its own. */
 START_TEST(test_ling_v2) {
+  static const char *const qkv[] = {
+      "model.layers.1.attention.query_key_value.weight:F32:128,64"};
+  const char *tmp = getenv("TMPDIR");
+  char dir[512], path[1024];
+  int64_t before;
   tpx_registry *reg = fam_registry(FAM);
   tpx_error err = {0};
   char buf[256];
@@ -311,6 +321,17 @@ START_TEST(test_ling_v2) {
           m, "model.layers.0.attention.key_layernorm.weight", buf, sizeof buf),
       1);
   ck_assert_str_eq(buf, "model.layers.0.self_attn.k_norm.weight");
+  before = tpx_model_total_params(m);
+  snprintf(dir, sizeof dir, "%s/tpx-am-XXXXXX", tmp ? tmp : "/tmp");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  write_header(path, qkv, 1);
+  ck_assert_msg(tpx_model_add_safetensors(m, path, &err) == TPX_OK, "%s",
+                err.message);
+  unlink(path);
+  rmdir(dir);
+  ck_assert_int_eq(tpx_model_total_params(m), before);
+  fam_assert_no_param(m, "model.layers.1.attention.query_key_value.weight");
   tpx_model_destroy(m);
   m = fam_model_json(
       "{\"architectures\": [\"BailingMoeV2ForCausalLM\"], \"hidden_size\": "
