@@ -79,6 +79,12 @@ typedef struct am_arch {
                               attention_projection_layout is fused_qkv */
   int fused_qkv_ckpt;      /* Ling-V2: the checkpoint stores q/k/v weights
                               fused, attention.query_key_value [q+2kv, H] */
+  const char *sec;         /* the text config's section ("thinker_config.
+                              text_config"); NULL: the root */
+  const char *tie_key;     /* tie_word_embeddings' full key; NULL: under
+                              sec */
+  const char *src_prefix;  /* prefix of the per-expert checkpoint names
+                              ("thinker."); NULL: none */
   int laguna;              /* per-layer heads (num_attention_heads_per_
                               layer), output gate g_proj (gating /
                               gating_types) */
@@ -97,6 +103,10 @@ typedef struct am_cfg {
   /* Qwen3-Next gated delta net */
   int64_t lin_kh, lin_kd, lin_vh, lin_vd, conv_k;
 } am_cfg;
+
+/* `key` under the text config's section of c->a (the key itself at the
+ * root), formatted into buf. */
+const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n);
 
 /* The architecture row for `arch` (bare or qualified), or NULL. */
 const am_arch *am_find(const char *arch);

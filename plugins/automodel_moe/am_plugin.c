@@ -3,7 +3,9 @@
  * (docs/MOE_FAMILIES.md "Automodel's own MoE classes"): DeepSeek-V3 and
  * V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE and -Lite, GLM-MoE-DSA, GPT-OSS,
  * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2), Laguna, MiMo-V2
- * (-Flash, V2.5), Hy3 (HYV3) and Mistral-4 (text).
+ * (-Flash, V2.5), Hy3 (HYV3), Mistral-4 (text) and Qwen3-Omni-MoE (its
+ * thinker's text decoder: Automodel's class builds no vision or audio
+ * tower).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -41,6 +43,7 @@ static const char *const k_archs[] = {
     "MiMoV25ForCausalLM",
     "HYV3ForCausalLM",
     "Mistral4ForCausalLM",
+    "Qwen3OmniMoeForConditionalGeneration",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -117,6 +120,10 @@ static const char *const k_traits[] = {
     MOE("Mistral4ForCausalLM"),
     "name_alias=Mistral4ForCausalLM:language_model.model=model",
     "name_alias=Mistral4ForCausalLM:language_model.lm_head=lm_head",
+    MOE("Qwen3OmniMoeForConditionalGeneration"),
+    "name_alias=Qwen3OmniMoeForConditionalGeneration:thinker.model=model",
+    "name_alias=Qwen3OmniMoeForConditionalGeneration:thinker.lm_head=lm_"
+    "head",
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -128,7 +135,8 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "NeMo Automodel 0.7.0's own MoE classes (MODEL_ARCH_MAPPING): "
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
           "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
-          "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4. "
+          "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4, Qwen3-Omni-MoE's "
+          "thinker. "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -229,6 +237,7 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("MiMoV25ForCausalLM"),
     ROW("HYV3ForCausalLM"),
     ROW("Mistral4ForCausalLM"),
+    ROW("Qwen3OmniMoeForConditionalGeneration"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

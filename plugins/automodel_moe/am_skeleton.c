@@ -157,6 +157,7 @@ static int sk_sources(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const am_cfg *c, const char *layer) {
   const int mm = c->a->minimax_names;
   const char *blk = mm ? "block_sparse_moe" : "mlp";
+  const char *pre = c->a->src_prefix != NULL ? c->a->src_prefix : "";
   const char *names[3];
   char gu[TPXP_FQN_MAX], dn[TPXP_FQN_MAX], src[TPXP_FQN_MAX];
   int64_t e, h = c->hidden, in = c->moe_inter;
@@ -167,16 +168,16 @@ static int sk_sources(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   tpxp_fmt(dn, sizeof dn, "%s.mlp.experts.down_projs", layer);
   for (e = 0; e < c->experts; e++) {
     const int64_t g0[3] = {e, 0, 0}, u0[3] = {e, 0, in}, len[3] = {1, h, in};
-    tpxp_fmt(src, sizeof src, "%s.%s.experts.%lld.%s.weight", layer, blk,
+    tpxp_fmt(src, sizeof src, "%s%s.%s.experts.%lld.%s.weight", pre, layer, blk,
              (long long)e, names[0]);
     TPXP_CHK(host->skeleton_add_source(ctx, gu, src, g0, len, 3, 1));
-    tpxp_fmt(src, sizeof src, "%s.%s.experts.%lld.%s.weight", layer, blk,
+    tpxp_fmt(src, sizeof src, "%s%s.%s.experts.%lld.%s.weight", pre, layer, blk,
              (long long)e, names[1]);
     TPXP_CHK(host->skeleton_add_source(ctx, gu, src, u0, len, 3, 1));
   }
   for (e = 0; e < c->experts; e++) {
     const int64_t d0[3] = {e, 0, 0}, dlen[3] = {1, in, h};
-    tpxp_fmt(src, sizeof src, "%s.%s.experts.%lld.%s.weight", layer, blk,
+    tpxp_fmt(src, sizeof src, "%s%s.%s.experts.%lld.%s.weight", pre, layer, blk,
              (long long)e, names[2]);
     TPXP_CHK(host->skeleton_add_source(ctx, dn, src, d0, dlen, 3, 1));
   }

@@ -102,6 +102,26 @@ FAMILIES = {
     'deepseek_v4': ('deepseek_v4', 'DeepseekV4ForCausalLM'),
     'deepseek_v41': ('deepseek_v41', 'DeepseekV41ForCausalLM'),
     'kimi_k3': ('kimi_k3', 'KimiK3ForCausalLM'),
+    # multimodal classes (COMPOSITE below says how their configs are built)
+    'qwen3_vl_moe': ('qwen3_vl_moe', 'Qwen3VLMoeForConditionalGeneration'),
+    'qwen3_omni_moe': ('qwen3_omni_moe', 'Qwen3OmniMoeForConditionalGeneration'),
+}
+# Composite (multimodal) configs: the text config is shrunk as its own model
+# type (tiny_moe_config), set at `text_at` (a path of attributes), and the
+# vision / audio sub-configs at the paths of `shrink` get the small sizes.
+VISION = {'depth': 2, 'hidden_size': 64, 'intermediate_size': 128, 'num_heads': 4,
+          'out_hidden_size': 64, 'num_position_embeddings': 64,
+          'deepstack_visual_indexes': [0, 1]}
+COMPOSITE = {
+    'qwen3_vl_moe': {'text_type': 'qwen3_vl_moe_text', 'text_at': ('text_config',),
+                     'shrink': {('vision_config',): VISION}},
+    'qwen3_omni_moe': {
+        'text_type': 'qwen3_omni_moe_text', 'text_at': ('thinker_config', 'text_config'),
+        'shrink': {('thinker_config', 'vision_config'): VISION,
+                   ('thinker_config', 'audio_config'): {
+                       'encoder_layers': 2, 'encoder_attention_heads': 4, 'encoder_ffn_dim': 128,
+                       'd_model': 64, 'output_dim': 64, 'downsample_hidden_size': 32,
+                       'num_mel_bins': 32}}},
 }
 # Why a family cannot be recorded with the pinned stack, beyond upstream's
 # own error (written to INDEX.json as `note`).
@@ -120,6 +140,10 @@ NOTES = {
                    "MoE parallelizer), and tpx serves it with plugin deepseek",
     'deepseek_v41': 'the module imports PIL (absent here); with PIL its config still needs the '
                     'Engram tokenizer from a checkpoint, which a tiny config has not',
+    'qwen3_vl_moe': "Automodel 0.7.0's class imports a name transformers 5.25 removed "
+                    "(Qwen3VLMoeModelOutputWithPast); MODEL_ARCH_MAPPING drops an entry whose "
+                    "import fails, so upstream serves the architecture with transformers' class "
+                    "(the HF path)",
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)
@@ -136,7 +160,29 @@ CASES = {
 EXPERT_KEYS = ('n_routed_experts', 'num_local_experts', 'num_experts', 'moe_num_experts')
 
 
+def composite_config(model_type, arch, experts):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    spec = COMPOSITE[model_type]
+    text, dense_first = tiny_moe_config(spec['text_type'], arch, experts)
+    cfg = CONFIG_MAPPING[model_type]()
+    for path, sizes in spec['shrink'].items():
+        sub = cfg
+        for name in path:
+            sub = getattr(sub, name)
+        for k, v in sizes.items():
+            setattr(sub, k, v)
+    parent = cfg
+    for name in spec['text_at'][:-1]:
+        parent = getattr(parent, name)
+    setattr(parent, spec['text_at'][-1], text)
+    cfg.architectures = [arch]
+    cfg.dtype = torch.bfloat16
+    return cfg, dense_first
+
+
 def tiny_moe_config(model_type, arch, experts=EXPERTS):
+    if model_type in COMPOSITE:
+        return composite_config(model_type, arch, experts)
     cfg = tiny.tiny_config(model_type)
     d = cfg.to_dict()
     for k in EXPERT_KEYS:
