@@ -85,6 +85,13 @@ typedef struct am_arch {
                               sec */
   const char *src_prefix;  /* prefix of the per-expert checkpoint names
                               ("thinker."); NULL: none */
+  const char *src_strip;   /* taken off the front of a layer's name in its
+                              per-expert checkpoint names ("model."); NULL:
+                              none */
+  const char *stack;       /* the decoder's prefix; NULL: "model" */
+  const char *head;        /* the output head; NULL: "lm_head" */
+  int kimi_vision;         /* Kimi K2.5's MoonViT tower and projector
+                              (am_kimi.c) */
   int laguna;              /* per-layer heads (num_attention_heads_per_
                               layer), output gate g_proj (gating /
                               gating_types) */
@@ -144,6 +151,11 @@ int am_mimo_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const am_cfg *c, int64_t i, int *sparse);
 int am_sk_mimo_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_cfg *c, const char *attn, int64_t i);
+
+/* Kimi K2.5 (am_kimi.c): model.vision_tower, model.multi_modal_projector
+ * and the model.language_model module, before the text decoder. */
+int am_sk_kimi_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const am_cfg *c);
 
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

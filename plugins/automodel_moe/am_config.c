@@ -179,6 +179,20 @@ static const am_arch k_archs[] = {
      .sec = "thinker_config.text_config",
      .tie_key = "thinker_config.tie_word_embeddings",
      .src_prefix = "thinker."},
+    /* Kimi K2.5 (Automodel's KimiK25VLConfig): DeepSeek-V3 read from
+     * text_config under model.language_model, after the MoonViT tower and
+     * projector; the checkpoint drops the leading "model.". */
+    {.bare = "KimiK25VLForConditionalGeneration",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .sec = "text_config",
+     .src_strip = "model.",
+     .stack = "model.language_model.model",
+     .head = "model.language_model.lm_head",
+     .kimi_vision = 1},
 };
 
 const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n) {
@@ -362,7 +376,9 @@ int am_list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int first_k(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const am_cfg *c, int64_t i, int *sparse) {
   int64_t k = 0;
-  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "first_k_dense_replace",
+  char key[TPXP_FQN_MAX];
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx,
+                            am_key(c, "first_k_dense_replace", key, sizeof key),
                             c->a->first_k_default, &k));
   *sparse = i >= k;
   return TPX_PLUGIN_OK;

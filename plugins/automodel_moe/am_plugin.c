@@ -5,7 +5,8 @@
  * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2), Laguna, MiMo-V2
  * (-Flash, V2.5), Hy3 (HYV3), Mistral-4 (text) and Qwen3-Omni-MoE (its
  * thinker's text decoder: Automodel's class builds no vision or audio
- * tower).
+ * tower) and Kimi K2.5 (its MoonViT tower and projector, am_kimi.c, before
+ * a DeepSeek-V3 decoder under model.language_model).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -44,6 +45,7 @@ static const char *const k_archs[] = {
     "HYV3ForCausalLM",
     "Mistral4ForCausalLM",
     "Qwen3OmniMoeForConditionalGeneration",
+    "KimiK25VLForConditionalGeneration",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -63,6 +65,11 @@ static const char *const k_archs[] = {
 /* MiMo-V2: the attention sink is a float32 buffer Automodel keeps out of
  * the parameters. */
 #define MIMO(cls) MOE(cls), "buffer=" cls ":" L "self_attn.attention_sink_bias"
+
+/* Kimi K2.5: its text decoder's layers under model.language_model.model. */
+#define KIMI(trait, sfx)                                                       \
+  trait "KimiK25VLForConditionalGeneration:model.language_model.model."        \
+        "layers.*." sfx
 
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
@@ -124,6 +131,23 @@ static const char *const k_traits[] = {
     "name_alias=Qwen3OmniMoeForConditionalGeneration:thinker.model=model",
     "name_alias=Qwen3OmniMoeForConditionalGeneration:thinker.lm_head=lm_"
     "head",
+    KIMI("expert_param=", "mlp.experts.*"),
+    KIMI("buffer=", "mlp.gate.e_score_correction_bias"),
+    "moe_custom=KimiK25VLForConditionalGeneration",
+    "layers=KimiK25VLForConditionalGeneration:language:model.language_model."
+    "model.layers",
+    "layers=KimiK25VLForConditionalGeneration:vision:model.vision_tower."
+    "encoder.blocks",
+    "name_alias=KimiK25VLForConditionalGeneration:language_model=model."
+    "language_model",
+    "name_alias=KimiK25VLForConditionalGeneration:vision_tower=model.vision_"
+    "tower",
+    "name_alias=KimiK25VLForConditionalGeneration:mm_projector.pre_norm="
+    "model.multi_modal_projector.pre_norm",
+    "name_alias=KimiK25VLForConditionalGeneration:mm_projector.proj.0=model."
+    "multi_modal_projector.linear_1",
+    "name_alias=KimiK25VLForConditionalGeneration:mm_projector.proj.2=model."
+    "multi_modal_projector.linear_2",
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -136,7 +160,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
           "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
           "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4, Qwen3-Omni-MoE's "
-          "thinker. "
+          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3). "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -238,6 +262,7 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("HYV3ForCausalLM"),
     ROW("Mistral4ForCausalLM"),
     ROW("Qwen3OmniMoeForConditionalGeneration"),
+    ROW("KimiK25VLForConditionalGeneration"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

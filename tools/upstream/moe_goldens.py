@@ -105,6 +105,7 @@ FAMILIES = {
     # multimodal classes (COMPOSITE below says how their configs are built)
     'qwen3_vl_moe': ('qwen3_vl_moe', 'Qwen3VLMoeForConditionalGeneration'),
     'qwen3_omni_moe': ('qwen3_omni_moe', 'Qwen3OmniMoeForConditionalGeneration'),
+    'kimi_k25_vl': ('kimi_k25', 'KimiK25VLForConditionalGeneration'),
 }
 # Composite (multimodal) configs: the text config is shrunk as its own model
 # type (tiny_moe_config), set at `text_at` (a path of attributes), and the
@@ -122,6 +123,14 @@ COMPOSITE = {
                        'encoder_layers': 2, 'encoder_attention_heads': 4, 'encoder_ffn_dim': 128,
                        'd_model': 64, 'output_dim': 64, 'downsample_hidden_size': 32,
                        'num_mel_bins': 32}}},
+    # Automodel's own KimiK25VLConfig: a DeepSeek-V3 text config and MoonViT
+    'kimi_k25': {
+        'config': ('nemo_automodel.components.models.kimi_k25_vl.model', 'KimiK25VLConfig'),
+        'text_type': 'deepseek_v3', 'text_at': ('text_config',),
+        'top': {'mm_hidden_size': 64},
+        'shrink': {('vision_config',): {'num_hidden_layers': 2, 'num_attention_heads': 4,
+                                        'hidden_size': 64, 'intermediate_size': 128,
+                                        'init_pos_emb_height': 8, 'init_pos_emb_width': 8}}},
 }
 # Why a family cannot be recorded with the pinned stack, beyond upstream's
 # own error (written to INDEX.json as `note`).
@@ -164,7 +173,13 @@ def composite_config(model_type, arch, experts):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     spec = COMPOSITE[model_type]
     text, dense_first = tiny_moe_config(spec['text_type'], arch, experts)
-    cfg = CONFIG_MAPPING[model_type]()
+    if 'config' in spec:
+        import importlib
+        cfg = getattr(importlib.import_module(spec['config'][0]), spec['config'][1])()
+    else:
+        cfg = CONFIG_MAPPING[model_type]()
+    for k, v in spec.get('top', {}).items():
+        setattr(cfg, k, v)
     for path, sizes in spec['shrink'].items():
         sub = cfg
         for name in path:

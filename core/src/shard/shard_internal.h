@@ -146,6 +146,10 @@ const tpx_mesh *tpx__param_mesh(const tpx_sharding *sh, int64_t p);
  * upstream's fully_shard_by_dtype splits them), and the inner model's root
  * unit ("model") when the embeddings are not tied across it; -1 out of
  * memory. `push` adds a unit as fsdp.c does. */
+/* 1 when the last atom of fqn names a multimodal tower or projector
+ * (Automodel's MULTIMODAL_MODULE_NAMES): at ep > 1 such a module is one
+ * unit, the lists inside it none. */
+int tpx__ep_multimodal_name(const char *fqn);
 int tpx__ep_units(const tpx_sharding *sh, const int64_t *blocks,
                   size_t num_blocks, void *vec,
                   int (*push)(void *vec, int64_t module, int64_t group,
