@@ -106,6 +106,8 @@ FAMILIES = {
     'qwen3_vl_moe': ('qwen3_vl_moe', 'Qwen3VLMoeForConditionalGeneration'),
     'qwen3_omni_moe': ('qwen3_omni_moe', 'Qwen3OmniMoeForConditionalGeneration'),
     'kimi_k25_vl': ('kimi_k25', 'KimiK25VLForConditionalGeneration'),
+    'qwen3_8_flash_next': ('qwen3_8_flash_next', 'Qwen3_8_FlashNextForConditionalGeneration'),
+    'qwen4_exp': ('qwen3_8_flash_next', 'Qwen4ExpForConditionalGeneration'),
 }
 # Composite (multimodal) configs: the text config is shrunk as its own model
 # type (tiny_moe_config), set at `text_at` (a path of attributes), and the
@@ -153,6 +155,12 @@ NOTES = {
                     "(Qwen3VLMoeModelOutputWithPast); MODEL_ARCH_MAPPING drops an entry whose "
                     "import fails, so upstream serves the architecture with transformers' class "
                     "(the HF path)",
+    'qwen3_8_flash_next': "Automodel 0.7.0's module imports a name transformers 5.25 removed "
+                          "(Qwen3_5MoeModelOutputWithPast); MODEL_ARCH_MAPPING drops an entry "
+                          "whose import fails",
+    'qwen4_exp': "mapped to Automodel's Qwen3_8_FlashNext class, whose module imports a name "
+                 "transformers 5.25 removed (Qwen3_5MoeModelOutputWithPast); "
+                 "MODEL_ARCH_MAPPING drops an entry whose import fails",
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)
@@ -410,6 +418,11 @@ def main():
         if only and fam not in only:
             continue
         try:
+            # the class's own import first: an entry whose module does not
+            # import is one upstream's registry drops
+            import importlib
+            from nemo_automodel._transformers.registry import MODEL_ARCH_MAPPING
+            importlib.import_module(MODEL_ARCH_MAPPING[arch][0])
             cfg, dense_first = tiny_moe_config(model_type, arch)
             build(arch, cfg)
         except Exception as e:  # noqa: BLE001
