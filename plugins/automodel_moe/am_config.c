@@ -193,6 +193,17 @@ static const am_arch k_archs[] = {
      .stack = "model.language_model.model",
      .head = "model.language_model.lm_head",
      .kimi_vision = 1},
+    {.bare = "KimiK25ForConditionalGeneration",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .sec = "text_config",
+     .src_strip = "model.",
+     .stack = "model.language_model.model",
+     .head = "model.language_model.lm_head",
+     .kimi_vision = 1},
 };
 
 const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n) {

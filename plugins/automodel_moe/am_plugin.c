@@ -46,6 +46,7 @@ static const char *const k_archs[] = {
     "Mistral4ForCausalLM",
     "Qwen3OmniMoeForConditionalGeneration",
     "KimiK25VLForConditionalGeneration",
+    "KimiK25ForConditionalGeneration",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -66,10 +67,24 @@ static const char *const k_archs[] = {
  * the parameters. */
 #define MIMO(cls) MOE(cls), "buffer=" cls ":" L "self_attn.attention_sink_bias"
 
-/* Kimi K2.5: its text decoder's layers under model.language_model.model. */
-#define KIMI(trait, sfx)                                                       \
-  trait "KimiK25VLForConditionalGeneration:model.language_model.model."        \
-        "layers.*." sfx
+/* Kimi K2.5 (both names MODEL_ARCH_MAPPING gives the class): its text
+ * decoder under model.language_model, the layer lists for FSDP, the
+ * checkpoint's names (no leading "model.", the projector's proj.0 / proj.2
+ * as linear_1 / linear_2). */
+#define KL "model.language_model.model.layers"
+#define KIMI_TRAITS(cls)                                                       \
+  "moe_custom=" cls, "expert_param=" cls ":" KL ".*.mlp.experts.*",            \
+      "buffer=" cls ":" KL ".*.mlp.gate.e_score_correction_bias",              \
+      "layers=" cls ":language:" KL,                                           \
+      "layers=" cls ":vision:model.vision_tower.encoder.blocks",               \
+      "name_alias=" cls ":language_model=model.language_model",                \
+      "name_alias=" cls ":vision_tower=model.vision_tower",                    \
+      "name_alias=" cls ":mm_projector.pre_norm=model.multi_modal_projector."  \
+      "pre_norm",                                                              \
+      "name_alias=" cls ":mm_projector.proj.0=model.multi_modal_projector."    \
+      "linear_1",                                                              \
+      "name_alias=" cls ":mm_projector.proj.2=model.multi_modal_projector."    \
+      "linear_2"
 
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
@@ -131,23 +146,8 @@ static const char *const k_traits[] = {
     "name_alias=Qwen3OmniMoeForConditionalGeneration:thinker.model=model",
     "name_alias=Qwen3OmniMoeForConditionalGeneration:thinker.lm_head=lm_"
     "head",
-    KIMI("expert_param=", "mlp.experts.*"),
-    KIMI("buffer=", "mlp.gate.e_score_correction_bias"),
-    "moe_custom=KimiK25VLForConditionalGeneration",
-    "layers=KimiK25VLForConditionalGeneration:language:model.language_model."
-    "model.layers",
-    "layers=KimiK25VLForConditionalGeneration:vision:model.vision_tower."
-    "encoder.blocks",
-    "name_alias=KimiK25VLForConditionalGeneration:language_model=model."
-    "language_model",
-    "name_alias=KimiK25VLForConditionalGeneration:vision_tower=model.vision_"
-    "tower",
-    "name_alias=KimiK25VLForConditionalGeneration:mm_projector.pre_norm="
-    "model.multi_modal_projector.pre_norm",
-    "name_alias=KimiK25VLForConditionalGeneration:mm_projector.proj.0=model."
-    "multi_modal_projector.linear_1",
-    "name_alias=KimiK25VLForConditionalGeneration:mm_projector.proj.2=model."
-    "multi_modal_projector.linear_2",
+    KIMI_TRAITS("KimiK25VLForConditionalGeneration"),
+    KIMI_TRAITS("KimiK25ForConditionalGeneration"),
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -263,6 +263,7 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("Mistral4ForCausalLM"),
     ROW("Qwen3OmniMoeForConditionalGeneration"),
     ROW("KimiK25VLForConditionalGeneration"),
+    ROW("KimiK25ForConditionalGeneration"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

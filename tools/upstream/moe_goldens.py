@@ -108,6 +108,7 @@ FAMILIES = {
     'kimi_k25_vl': ('kimi_k25', 'KimiK25VLForConditionalGeneration'),
     'qwen3_8_flash_next': ('qwen3_8_flash_next', 'Qwen3_8_FlashNextForConditionalGeneration'),
     'qwen4_exp': ('qwen3_8_flash_next', 'Qwen4ExpForConditionalGeneration'),
+    'kimi_k3_vl': ('kimi_k3', 'KimiK3ForConditionalGeneration'),
 }
 # Composite (multimodal) configs: the text config is shrunk as its own model
 # type (tiny_moe_config), set at `text_at` (a path of attributes), and the
@@ -158,6 +159,7 @@ NOTES = {
     'qwen3_8_flash_next': "Automodel 0.7.0's module imports a name transformers 5.25 removed "
                           "(Qwen3_5MoeModelOutputWithPast); MODEL_ARCH_MAPPING drops an entry "
                           "whose import fails",
+    'kimi_k3_vl': 'needs the fla (flash-linear-attention) extra, a GPU kernel package',
     'qwen4_exp': "mapped to Automodel's Qwen3_8_FlashNext class, whose module imports a name "
                  "transformers 5.25 removed (Qwen3_5MoeModelOutputWithPast); "
                  "MODEL_ARCH_MAPPING drops an entry whose import fails",

@@ -624,6 +624,8 @@ START_TEST(test_traits) {
   ck_assert(has_trait(info.traits,
                       "expert_param=KimiK25VLForConditionalGeneration:model."
                       "language_model.model.layers.*.mlp.experts.*"));
+  ck_assert(
+      has_trait(info.traits, "moe_custom=KimiK25ForConditionalGeneration"));
   ck_assert(!has_trait(info.traits, "moe_custom=MixtralForCausalLM"));
   dlclose(h);
 }
