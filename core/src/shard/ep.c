@@ -7,8 +7,10 @@
  * is an FSDP unit of its own (fully_shard on the ep_shard mesh, the
  * parameters leaving their layer's unit); with ep_shard 1 (or FSDP off, as
  * upstream applies no FSDP when its dp mesh is one rank) they are in no
- * unit. The inner model ("model") becomes the root unit of what is left,
- * the outer root keeping nothing, unless the embeddings are tied across it.
+ * unit. A multimodal tower or projector is one unit (the lists inside it
+ * none). The inner model ("model", or its text module) becomes the root
+ * unit of what is left, the outer root keeping nothing, unless the
+ * embeddings are tied across it.
  *
  * Not the FSDP rule itself (fsdp.c) and not bytes (bytes.c). */
 #include <stdlib.h>
