@@ -79,6 +79,19 @@ typedef struct am_arch {
                               attention_projection_layout is fused_qkv */
   int fused_qkv_ckpt;      /* Ling-V2: the checkpoint stores q/k/v weights
                               fused, attention.query_key_value [q+2kv, H] */
+  const char *sec;         /* the text config's section ("thinker_config.
+                              text_config"); NULL: the root */
+  const char *tie_key;     /* tie_word_embeddings' full key; NULL: under
+                              sec */
+  const char *src_prefix;  /* prefix of the per-expert checkpoint names
+                              ("thinker."); NULL: none */
+  const char *src_strip;   /* taken off the front of a layer's name in its
+                              per-expert checkpoint names ("model."); NULL:
+                              none */
+  const char *stack;       /* the decoder's prefix; NULL: "model" */
+  const char *head;        /* the output head; NULL: "lm_head" */
+  int kimi_vision;         /* Kimi K2.5's MoonViT tower and projector
+                              (am_kimi.c) */
   int laguna;              /* per-layer heads (num_attention_heads_per_
                               layer), output gate g_proj (gating /
                               gating_types) */
@@ -97,6 +110,10 @@ typedef struct am_cfg {
   /* Qwen3-Next gated delta net */
   int64_t lin_kh, lin_kd, lin_vh, lin_vd, conv_k;
 } am_cfg;
+
+/* `key` under the text config's section of c->a (the key itself at the
+ * root), formatted into buf. */
+const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n);
 
 /* The architecture row for `arch` (bare or qualified), or NULL. */
 const am_arch *am_find(const char *arch);
@@ -134,6 +151,11 @@ int am_mimo_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const am_cfg *c, int64_t i, int *sparse);
 int am_sk_mimo_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_cfg *c, const char *attn, int64_t i);
+
+/* Kimi K2.5 (am_kimi.c): model.vision_tower, model.multi_modal_projector
+ * and the model.language_model module, before the text decoder. */
+int am_sk_kimi_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      const am_cfg *c);
 
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

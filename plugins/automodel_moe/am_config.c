@@ -164,7 +164,56 @@ static const am_arch k_archs[] = {
      .moe_inter_key = "moe_intermediate_size",
      .shared_key = "n_shared_experts",
      .ckpt_prefix = "language_model."},
+    /* Qwen3-Omni-MoE's thinker (Automodel's class for the whole Omni
+     * config): a Qwen3-MoE text decoder read from thinker_config.
+     * text_config; Automodel builds no vision or audio tower. The
+     * checkpoint holds it under "thinker.". */
+    {.bare = "Qwen3OmniMoeForConditionalGeneration",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_STEP,
+     .experts_key = "num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .bias_key = "attention_bias",
+     .o_bias = 1,
+     .qk_norm = 1,
+     .sec = "thinker_config.text_config",
+     .tie_key = "thinker_config.tie_word_embeddings",
+     .src_prefix = "thinker."},
+    /* Kimi K2.5 (Automodel's KimiK25VLConfig): DeepSeek-V3 read from
+     * text_config under model.language_model, after the MoonViT tower and
+     * projector; the checkpoint drops the leading "model.". */
+    {.bare = "KimiK25VLForConditionalGeneration",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .src_strip = "model.",
+     .stack = "model.language_model.model",
+     .head = "model.language_model.lm_head",
+     .kimi_vision = 1},
+    {.bare = "KimiK25ForConditionalGeneration",
+     .attn = AM_ATTN_MLA,
+     .sparse = AM_SPARSE_FIRST_K,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .src_strip = "model.",
+     .stack = "model.language_model.model",
+     .head = "model.language_model.lm_head",
+     .kimi_vision = 1},
 };
+
+const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n) {
+  if (c->a->sec == NULL)
+    return key;
+  tpxp_fmt(buf, n, "%s.%s", c->a->sec, key);
+  return buf;
+}
 
 const am_arch *am_archs(size_t *n) {
   *n = TPXP_N_OF(k_archs);
@@ -190,7 +239,7 @@ static int read_mla(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_KEY_Z("index_n_heads", &c->idx_heads, 64),
       TPXP_KEY_Z("index_head_dim", &c->idx_dim, 128),
   };
-  return TPXP_CFG_READ(host, ctx, "", keys);
+  return TPXP_CFG_READ(host, ctx, c->a->sec != NULL ? c->a->sec : "", keys);
 }
 
 static int read_linear_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
@@ -202,16 +251,19 @@ static int read_linear_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
       TPXP_KEY_Z("linear_value_head_dim", &c->lin_vd, 128),
       TPXP_KEY_Z("linear_conv_kernel_dim", &c->conv_k, 4),
   };
-  return TPXP_CFG_READ(host, ctx, "", keys);
+  return TPXP_CFG_READ(host, ctx, c->a->sec != NULL ? c->a->sec : "", keys);
 }
 
 /* Routed experts, their size, and the shared experts' total width. */
 static int read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                     const am_arch *a, am_cfg *c) {
   int64_t shared = 0;
-  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, a->experts_key, -1, &c->experts));
+  char k[TPXP_FQN_MAX];
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, am_key(c, a->experts_key, k, sizeof k),
+                            -1, &c->experts));
   if (c->experts < 0 && strcmp(a->experts_key, "num_local_experts") == 0)
-    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "num_experts", -1, &c->experts));
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, am_key(c, "num_experts", k, sizeof k),
+                              -1, &c->experts));
   if (c->experts <= 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "automodel_moe: %s: config %s must be a positive expert "
@@ -219,14 +271,16 @@ static int read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                      a->bare, a->experts_key);
   c->moe_inter = c->inter;
   if (a->moe_inter_key != NULL)
-    TPXP_CHK(tpxp_cfg_int_req(host, ctx, a->moe_inter_key, &c->moe_inter));
+    TPXP_CHK(tpxp_cfg_int_req(
+        host, ctx, am_key(c, a->moe_inter_key, k, sizeof k), &c->moe_inter));
   if (a->shared_key != NULL && a->shared_key[0] != '\0')
-    TPXP_CHK(
-        tpxp_cfg_int_opt(host, ctx, a->shared_key, a->shared_default, &shared));
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, am_key(c, a->shared_key, k, sizeof k),
+                              a->shared_default, &shared));
   c->shared_inter = shared * c->moe_inter;
   if (a->shared_inter_key != NULL)
-    TPXP_CHK(
-        tpxp_cfg_int_opt(host, ctx, a->shared_inter_key, 0, &c->shared_inter));
+    TPXP_CHK(tpxp_cfg_int_opt(host, ctx,
+                              am_key(c, a->shared_inter_key, k, sizeof k), 0,
+                              &c->shared_inter));
   if (c->moe_inter <= 0 || c->shared_inter < 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "automodel_moe: %s: expert sizes must be positive "
@@ -239,6 +293,7 @@ static int read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
             am_cfg *c) {
   int64_t hd = 0;
+  char k[TPXP_FQN_MAX];
   memset(c, 0, sizeof *c);
   c->a = a;
   {
@@ -264,8 +319,10 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
         TPXP_KEY_I("intermediate_size", &c->inter, 0),
         TPXP_KEY_B("tie_word_embeddings", &c->tie, a->tie_default),
     };
-    TPXP_CHK(TPXP_CFG_READ(host, ctx, "", keys));
+    TPXP_CHK(TPXP_CFG_READ(host, ctx, a->sec != NULL ? a->sec : "", keys));
   }
+  if (a->tie_key != NULL)
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->tie_key, a->tie_default, &c->tie));
   if (c->layers < 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "automodel_moe: config num_hidden_layers must be >= 0");
@@ -273,7 +330,8 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
     c->kv_heads = c->heads;
   c->head_dim = hd > 0 ? hd : c->hidden / c->heads;
   if (a->bias_key != NULL)
-    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->bias_key, 0, &c->attn_bias));
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, am_key(c, a->bias_key, k, sizeof k),
+                               0, &c->attn_bias));
   c->use_bias = a->ernie ? c->attn_bias : 0;
   c->o_bias = a->o_bias && c->attn_bias;
   if (a->o_bias_key != NULL)
@@ -331,7 +389,9 @@ int am_list_str(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 static int first_k(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const am_cfg *c, int64_t i, int *sparse) {
   int64_t k = 0;
-  TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "first_k_dense_replace",
+  char key[TPXP_FQN_MAX];
+  TPXP_CHK(tpxp_cfg_int_opt(host, ctx,
+                            am_key(c, "first_k_dense_replace", key, sizeof key),
                             c->a->first_k_default, &k));
   *sparse = i >= k;
   return TPX_PLUGIN_OK;
@@ -342,6 +402,7 @@ int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   const char *s = NULL;
   int64_t step = 1, start = 0, end = 0, every = 1;
   int only = 0;
+  char k[TPXP_FQN_MAX];
   switch (c->a->sparse) {
   case AM_SPARSE_ALL: *sparse = 1; return TPX_PLUGIN_OK;
   case AM_SPARSE_FIRST_K: return first_k(host, ctx, c, i, sparse);
@@ -352,8 +413,10 @@ int am_layer_sparse(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     *sparse = strcmp(s, "sparse") == 0;
     return TPX_PLUGIN_OK;
   case AM_SPARSE_STEP:
-    TPXP_CHK(am_list_has(host, ctx, "mlp_only_layers", i, &only));
-    TPXP_CHK(tpxp_cfg_int_opt(host, ctx, "decoder_sparse_step", 1, &step));
+    TPXP_CHK(am_list_has(host, ctx, am_key(c, "mlp_only_layers", k, sizeof k),
+                         i, &only));
+    TPXP_CHK(tpxp_cfg_int_opt(
+        host, ctx, am_key(c, "decoder_sparse_step", k, sizeof k), 1, &step));
     *sparse = !only && step > 0 && (i + 1) % step == 0;
     return TPX_PLUGIN_OK;
   case AM_SPARSE_LAGUNA: return am_laguna_sparse(host, ctx, c, i, sparse);

@@ -3,7 +3,10 @@
  * (docs/MOE_FAMILIES.md "Automodel's own MoE classes"): DeepSeek-V3 and
  * V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE and -Lite, GLM-MoE-DSA, GPT-OSS,
  * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2), Laguna, MiMo-V2
- * (-Flash, V2.5), Hy3 (HYV3) and Mistral-4 (text).
+ * (-Flash, V2.5), Hy3 (HYV3), Mistral-4 (text) and Qwen3-Omni-MoE (its
+ * thinker's text decoder: Automodel's class builds no vision or audio
+ * tower) and Kimi K2.5 (its MoonViT tower and projector, am_kimi.c, before
+ * a DeepSeek-V3 decoder under model.language_model).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -41,6 +44,9 @@ static const char *const k_archs[] = {
     "MiMoV25ForCausalLM",
     "HYV3ForCausalLM",
     "Mistral4ForCausalLM",
+    "Qwen3OmniMoeForConditionalGeneration",
+    "KimiK25VLForConditionalGeneration",
+    "KimiK25ForConditionalGeneration",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -60,6 +66,25 @@ static const char *const k_archs[] = {
 /* MiMo-V2: the attention sink is a float32 buffer Automodel keeps out of
  * the parameters. */
 #define MIMO(cls) MOE(cls), "buffer=" cls ":" L "self_attn.attention_sink_bias"
+
+/* Kimi K2.5 (both names MODEL_ARCH_MAPPING gives the class): its text
+ * decoder under model.language_model, the layer lists for FSDP, the
+ * checkpoint's names (no leading "model.", the projector's proj.0 / proj.2
+ * as linear_1 / linear_2). */
+#define KL "model.language_model.model.layers"
+#define KIMI_TRAITS(cls)                                                       \
+  "moe_custom=" cls, "expert_param=" cls ":" KL ".*.mlp.experts.*",            \
+      "buffer=" cls ":" KL ".*.mlp.gate.e_score_correction_bias",              \
+      "layers=" cls ":language:" KL,                                           \
+      "layers=" cls ":vision:model.vision_tower.encoder.blocks",               \
+      "name_alias=" cls ":language_model=model.language_model",                \
+      "name_alias=" cls ":vision_tower=model.vision_tower",                    \
+      "name_alias=" cls ":mm_projector.pre_norm=model.multi_modal_projector."  \
+      "pre_norm",                                                              \
+      "name_alias=" cls ":mm_projector.proj.0=model.multi_modal_projector."    \
+      "linear_1",                                                              \
+      "name_alias=" cls ":mm_projector.proj.2=model.multi_modal_projector."    \
+      "linear_2"
 
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
@@ -117,6 +142,12 @@ static const char *const k_traits[] = {
     MOE("Mistral4ForCausalLM"),
     "name_alias=Mistral4ForCausalLM:language_model.model=model",
     "name_alias=Mistral4ForCausalLM:language_model.lm_head=lm_head",
+    MOE("Qwen3OmniMoeForConditionalGeneration"),
+    "name_alias=Qwen3OmniMoeForConditionalGeneration:thinker.model=model",
+    "name_alias=Qwen3OmniMoeForConditionalGeneration:thinker.lm_head=lm_"
+    "head",
+    KIMI_TRAITS("KimiK25VLForConditionalGeneration"),
+    KIMI_TRAITS("KimiK25ForConditionalGeneration"),
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -128,7 +159,8 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "NeMo Automodel 0.7.0's own MoE classes (MODEL_ARCH_MAPPING): "
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
           "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
-          "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4. "
+          "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4, Qwen3-Omni-MoE's "
+          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3). "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -229,6 +261,9 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("MiMoV25ForCausalLM"),
     ROW("HYV3ForCausalLM"),
     ROW("Mistral4ForCausalLM"),
+    ROW("Qwen3OmniMoeForConditionalGeneration"),
+    ROW("KimiK25VLForConditionalGeneration"),
+    ROW("KimiK25ForConditionalGeneration"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

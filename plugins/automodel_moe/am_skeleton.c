@@ -155,28 +155,33 @@ static int has_sources(const tpx_plugin_host *host) {
  * transpose of its box. */
 static int sk_sources(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const am_cfg *c, const char *layer) {
+  const char *owner = layer;
   const int mm = c->a->minimax_names;
   const char *blk = mm ? "block_sparse_moe" : "mlp";
+  const char *pre = c->a->src_prefix != NULL ? c->a->src_prefix : "";
+  const char *strip = c->a->src_strip;
+  if (strip != NULL && strncmp(layer, strip, strlen(strip)) == 0)
+    layer += strlen(strip);
   const char *names[3];
   char gu[TPXP_FQN_MAX], dn[TPXP_FQN_MAX], src[TPXP_FQN_MAX];
   int64_t e, h = c->hidden, in = c->moe_inter;
   names[0] = mm ? "w1" : "gate_proj";
   names[1] = mm ? "w3" : "up_proj";
   names[2] = mm ? "w2" : "down_proj";
-  tpxp_fmt(gu, sizeof gu, "%s.mlp.experts.gate_and_up_projs", layer);
-  tpxp_fmt(dn, sizeof dn, "%s.mlp.experts.down_projs", layer);
+  tpxp_fmt(gu, sizeof gu, "%s.mlp.experts.gate_and_up_projs", owner);
+  tpxp_fmt(dn, sizeof dn, "%s.mlp.experts.down_projs", owner);
   for (e = 0; e < c->experts; e++) {
     const int64_t g0[3] = {e, 0, 0}, u0[3] = {e, 0, in}, len[3] = {1, h, in};
-    tpxp_fmt(src, sizeof src, "%s.%s.experts.%lld.%s.weight", layer, blk,
+    tpxp_fmt(src, sizeof src, "%s%s.%s.experts.%lld.%s.weight", pre, layer, blk,
              (long long)e, names[0]);
     TPXP_CHK(host->skeleton_add_source(ctx, gu, src, g0, len, 3, 1));
-    tpxp_fmt(src, sizeof src, "%s.%s.experts.%lld.%s.weight", layer, blk,
+    tpxp_fmt(src, sizeof src, "%s%s.%s.experts.%lld.%s.weight", pre, layer, blk,
              (long long)e, names[1]);
     TPXP_CHK(host->skeleton_add_source(ctx, gu, src, u0, len, 3, 1));
   }
   for (e = 0; e < c->experts; e++) {
     const int64_t d0[3] = {e, 0, 0}, dlen[3] = {1, in, h};
-    tpxp_fmt(src, sizeof src, "%s.%s.experts.%lld.%s.weight", layer, blk,
+    tpxp_fmt(src, sizeof src, "%s%s.%s.experts.%lld.%s.weight", pre, layer, blk,
              (long long)e, names[2]);
     TPXP_CHK(host->skeleton_add_source(ctx, dn, src, d0, dlen, 3, 1));
   }
@@ -297,9 +302,13 @@ int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (a == NULL)
     return tpxp_not_served(host, ctx, "automodel_moe", arch);
   TPXP_CHK(am_read(host, ctx, a, &c));
+  if (a->kimi_vision) {
+    TPXP_CHK(tpxp_sk_module(host, ctx, "model", "other"));
+    TPXP_CHK(am_sk_kimi_vision(host, ctx, &c));
+  }
   {
     const tpxp_sk_row tail[] = {TPXP_SK_NRM("norm", c.hidden, 0)};
-    const tpxp_stack stack = {.prefix = "model",
+    const tpxp_stack stack = {.prefix = a->stack != NULL ? a->stack : "model",
                               .embed = "embed_tokens",
                               .vocab = c.vocab,
                               .hidden = c.hidden,
@@ -308,7 +317,7 @@ int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                               .user = &c,
                               .tail = tail,
                               .n_tail = TPXP_N_OF(tail),
-                              .head = "lm_head",
+                              .head = a->head != NULL ? a->head : "lm_head",
                               .tie = c.tie};
     return tpxp_sk_stack(host, ctx, &stack);
   }

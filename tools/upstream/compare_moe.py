@@ -182,6 +182,19 @@ def compare_buffers(golden, report, hf):
     return None
 
 
+def with_experts(config, n):
+    """config with every expert-count key set to n, in the sub-configs
+    too (a multimodal config keeps its text model's under text_config or
+    thinker_config.text_config)."""
+    cfg = dict(config)
+    for k, v in cfg.items():
+        if k in EXPERT_KEYS and isinstance(v, int) and not isinstance(v, bool):
+            cfg[k] = n
+        elif isinstance(v, dict) and k.endswith('_config'):
+            cfg[k] = with_experts(v, n)
+    return cfg
+
+
 def check_family(tpx, fam, data):
     d = os.path.join(data, fam)
     with open(os.path.join(d, 'golden.json'), encoding='utf-8') as f:
@@ -193,10 +206,7 @@ def check_family(tpx, fam, data):
     out = []
     with tempfile.TemporaryDirectory(prefix='tpx-upstream-moe-') as tdir:
         for case, g in golden['cases'].items():
-            cfg = dict(config)
-            for k in EXPERT_KEYS:
-                if isinstance(cfg.get(k), int):
-                    cfg[k] = g['experts']
+            cfg = with_experts(config, g['experts'])
             path = os.path.join(tdir, 'config.json')
             with open(path, 'w', encoding='utf-8') as f:
                 json.dump(cfg, f)

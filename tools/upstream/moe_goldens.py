@@ -102,6 +102,38 @@ FAMILIES = {
     'deepseek_v4': ('deepseek_v4', 'DeepseekV4ForCausalLM'),
     'deepseek_v41': ('deepseek_v41', 'DeepseekV41ForCausalLM'),
     'kimi_k3': ('kimi_k3', 'KimiK3ForCausalLM'),
+    # multimodal classes (COMPOSITE below says how their configs are built)
+    'qwen3_vl_moe': ('qwen3_vl_moe', 'Qwen3VLMoeForConditionalGeneration'),
+    'qwen3_omni_moe': ('qwen3_omni_moe', 'Qwen3OmniMoeForConditionalGeneration'),
+    'kimi_k25_vl': ('kimi_k25', 'KimiK25VLForConditionalGeneration'),
+    'qwen3_8_flash_next': ('qwen3_8_flash_next', 'Qwen3_8_FlashNextForConditionalGeneration'),
+    'qwen4_exp': ('qwen3_8_flash_next', 'Qwen4ExpForConditionalGeneration'),
+    'kimi_k3_vl': ('kimi_k3', 'KimiK3ForConditionalGeneration'),
+}
+# Composite (multimodal) configs: the text config is shrunk as its own model
+# type (tiny_moe_config), set at `text_at` (a path of attributes), and the
+# vision / audio sub-configs at the paths of `shrink` get the small sizes.
+VISION = {'depth': 2, 'hidden_size': 64, 'intermediate_size': 128, 'num_heads': 4,
+          'out_hidden_size': 64, 'num_position_embeddings': 64,
+          'deepstack_visual_indexes': [0, 1]}
+COMPOSITE = {
+    'qwen3_vl_moe': {'text_type': 'qwen3_vl_moe_text', 'text_at': ('text_config',),
+                     'shrink': {('vision_config',): VISION}},
+    'qwen3_omni_moe': {
+        'text_type': 'qwen3_omni_moe_text', 'text_at': ('thinker_config', 'text_config'),
+        'shrink': {('thinker_config', 'vision_config'): VISION,
+                   ('thinker_config', 'audio_config'): {
+                       'encoder_layers': 2, 'encoder_attention_heads': 4, 'encoder_ffn_dim': 128,
+                       'd_model': 64, 'output_dim': 64, 'downsample_hidden_size': 32,
+                       'num_mel_bins': 32}}},
+    # Automodel's own KimiK25VLConfig: a DeepSeek-V3 text config and MoonViT
+    'kimi_k25': {
+        'config': ('nemo_automodel.components.models.kimi_k25_vl.model', 'KimiK25VLConfig'),
+        'text_type': 'deepseek_v3', 'text_at': ('text_config',),
+        'top': {'mm_hidden_size': 64},
+        'shrink': {('vision_config',): {'num_hidden_layers': 2, 'num_attention_heads': 4,
+                                        'hidden_size': 64, 'intermediate_size': 128,
+                                        'init_pos_emb_height': 8, 'init_pos_emb_width': 8}}},
 }
 # Why a family cannot be recorded with the pinned stack, beyond upstream's
 # own error (written to INDEX.json as `note`).
@@ -120,6 +152,17 @@ NOTES = {
                    "MoE parallelizer), and tpx serves it with plugin deepseek",
     'deepseek_v41': 'the module imports PIL (absent here); with PIL its config still needs the '
                     'Engram tokenizer from a checkpoint, which a tiny config has not',
+    'qwen3_vl_moe': "Automodel 0.7.0's class imports a name transformers 5.25 removed "
+                    "(Qwen3VLMoeModelOutputWithPast); MODEL_ARCH_MAPPING drops an entry whose "
+                    "import fails, so upstream serves the architecture with transformers' class "
+                    "(the HF path)",
+    'qwen3_8_flash_next': "Automodel 0.7.0's module imports a name transformers 5.25 removed "
+                          "(Qwen3_5MoeModelOutputWithPast); MODEL_ARCH_MAPPING drops an entry "
+                          "whose import fails",
+    'kimi_k3_vl': 'needs the fla (flash-linear-attention) extra, a GPU kernel package',
+    'qwen4_exp': "mapped to Automodel's Qwen3_8_FlashNext class, whose module imports a name "
+                 "transformers 5.25 removed (Qwen3_5MoeModelOutputWithPast); "
+                 "MODEL_ARCH_MAPPING drops an entry whose import fails",
 }
 EXPERTS = 8
 # case -> (dp_shard, tp, ep, experts)
@@ -136,7 +179,35 @@ CASES = {
 EXPERT_KEYS = ('n_routed_experts', 'num_local_experts', 'num_experts', 'moe_num_experts')
 
 
+def composite_config(model_type, arch, experts):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    spec = COMPOSITE[model_type]
+    text, dense_first = tiny_moe_config(spec['text_type'], arch, experts)
+    if 'config' in spec:
+        import importlib
+        cfg = getattr(importlib.import_module(spec['config'][0]), spec['config'][1])()
+    else:
+        cfg = CONFIG_MAPPING[model_type]()
+    for k, v in spec.get('top', {}).items():
+        setattr(cfg, k, v)
+    for path, sizes in spec['shrink'].items():
+        sub = cfg
+        for name in path:
+            sub = getattr(sub, name)
+        for k, v in sizes.items():
+            setattr(sub, k, v)
+    parent = cfg
+    for name in spec['text_at'][:-1]:
+        parent = getattr(parent, name)
+    setattr(parent, spec['text_at'][-1], text)
+    cfg.architectures = [arch]
+    cfg.dtype = torch.bfloat16
+    return cfg, dense_first
+
+
 def tiny_moe_config(model_type, arch, experts=EXPERTS):
+    if model_type in COMPOSITE:
+        return composite_config(model_type, arch, experts)
     cfg = tiny.tiny_config(model_type)
     d = cfg.to_dict()
     for k in EXPERT_KEYS:
@@ -349,6 +420,11 @@ def main():
         if only and fam not in only:
             continue
         try:
+            # the class's own import first: an entry whose module does not
+            # import is one upstream's registry drops
+            import importlib
+            from nemo_automodel._transformers.registry import MODEL_ARCH_MAPPING
+            importlib.import_module(MODEL_ARCH_MAPPING[arch][0])
             cfg, dense_first = tiny_moe_config(model_type, arch)
             build(arch, cfg)
         except Exception as e:  # noqa: BLE001

@@ -7,13 +7,16 @@
  * is an FSDP unit of its own (fully_shard on the ep_shard mesh, the
  * parameters leaving their layer's unit); with ep_shard 1 (or FSDP off, as
  * upstream applies no FSDP when its dp mesh is one rank) they are in no
- * unit. The inner model ("model") becomes the root unit of what is left,
- * the outer root keeping nothing, unless the embeddings are tied across it.
+ * unit. A multimodal tower or projector is one unit (the lists inside it
+ * none). The inner model ("model", or its text module) becomes the root
+ * unit of what is left, the outer root keeping nothing, unless the
+ * embeddings are tied across it.
  *
  * Not the FSDP rule itself (fsdp.c) and not bytes (bytes.c). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fqn.h"
 #include "model/model_view.h"
 #include "shard/shard_internal.h"
 #include "tpx/match.h"
@@ -195,6 +198,81 @@ static int dtype_units(const tpx_sharding *sh, int64_t block, int reshard,
   return rc;
 }
 
+/* The multimodal towers and projectors by name, as Automodel 0.7.0's
+ * MULTIMODAL_MODULE_NAMES (docs/SEMANTICS.md "Expert parallelism"). */
+int tpx__ep_multimodal_name(const char *fqn) {
+  static const char *const names[] = {"visual",
+                                      "vision",
+                                      "vision_tower",
+                                      "vision_model",
+                                      "vit_model",
+                                      "image_encoder",
+                                      "vision_encoder",
+                                      "audio_tower",
+                                      "audio_encoder",
+                                      "audio_model",
+                                      "embed_vision",
+                                      "embed_audio",
+                                      "mm_projector",
+                                      "aligner",
+                                      "multi_modal_projector",
+                                      "multimodal_projector",
+                                      "vision_projector",
+                                      "vit_large_projector",
+                                      "audio_projector"};
+  const char *a = fqn != NULL ? tpx__fqn_last_atom(fqn) : NULL;
+  for (size_t i = 0; a != NULL && i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(a, names[i]) == 0)
+      return 1;
+  return 0;
+}
+
+/* get_text_module(model.model): its language_model, text_model or
+ * text_decoder child when it has one, else "model" itself (or -1). */
+static int64_t text_module(const tpx_model *model) {
+  static const char *const texts[] = {"model.language_model",
+                                      "model.text_model", "model.text_decoder"};
+  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+    int64_t m = tpx_model_find_module(model, texts[i]);
+    if (m > 0)
+      return m;
+  }
+  return tpx_model_find_module(model, "model");
+}
+
+/* 1 when module m has a parameter at or below it. */
+static int holds_params(const tpx_model *model, int64_t m) {
+  size_t np = tpx_model_num_params(model);
+  for (size_t p = 0; p < np; p++)
+    for (int64_t pm = tpx__mv_param(model, (int64_t)p)->module; pm >= 0;
+         pm = tpx__mv_parent(model, pm))
+      if (pm == m)
+        return 1;
+  return 0;
+}
+
+/* The maximal multimodal modules holding parameters, each a unit of its
+ * own (apply_fsdp's iter_multimodal_modules, trainable). */
+static int mm_units(const tpx_sharding *sh, void *vec,
+                    int (*push)(void *vec, int64_t module, int64_t group,
+                                int reshard, int on_moe)) {
+  const tpx_model *model = sh->model;
+  size_t nm = tpx_model_num_modules(model);
+  for (size_t m = 1; m < nm; m++) {
+    int inside = 0;
+    if (!tpx__ep_multimodal_name(tpx_model_module_fqn(model, (int64_t)m)))
+      continue;
+    for (int64_t a = tpx__mv_parent(model, (int64_t)m); a > 0 && !inside;
+         a = tpx__mv_parent(model, a))
+      inside = tpx__ep_multimodal_name(tpx_model_module_fqn(model, a));
+    if (inside || !holds_params(model, (int64_t)m))
+      continue;
+    if (push(vec, (int64_t)m, -1, 0, 0) != 0)
+      return -1;
+  }
+  return 0;
+}
+
 int tpx__ep_units(const tpx_sharding *sh, const int64_t *blocks,
                   size_t num_blocks, void *vec,
                   int (*push)(void *vec, int64_t module, int64_t group,
@@ -228,9 +306,12 @@ int tpx__ep_units(const tpx_sharding *sh, const int64_t *blocks,
         return -1;
     }
   }
-  /* apply_fsdp's fully_shard(_model): the inner model is a unit, unless
-   * lm_head (outside it) is tied to a table inside it. */
-  int64_t inner = tpx_model_find_module(model, "model");
+  if (mm_units(sh, vec, push) != 0)
+    return -1;
+  /* apply_fsdp's fully_shard(_model): the inner model (its text module
+   * when it has one) is a unit, unless lm_head (outside it) is tied to a
+   * table inside it. */
+  int64_t inner = text_module(model);
   int64_t head = tpx_model_find_module(model, "lm_head");
   if (inner > 0 && !(head > 0 && tied_across(model, inner, head)) &&
       push(vec, inner, -1, 0, 0) != 0)

@@ -137,6 +137,9 @@ static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth) {
     int64_t c = tpx_model_module_child(model, m, i);
     if (c < 0)
       continue;
+    /* ep > 1: the MoE parallelizer wraps a multimodal module whole */
+    if (sh->ep > 1 && tpx__ep_multimodal_name(tpx_model_module_fqn(model, c)))
+      continue;
     int rc = is_module_list(model, c) ? visit_list(sh, v, c, depth + 1)
                                       : visit(sh, v, c, depth + 1);
     if (rc != 0)
@@ -205,6 +208,8 @@ static int embedding_units(const tpx_sharding *sh, unit_vec *v) {
   out = tpx_model_find_module(model, "lm_head");
   if (out <= 0)
     out = tpx_model_find_module(model, "language_model.lm_head");
+  if (out <= 0)
+    out = tpx_model_find_module(model, "model.language_model.lm_head");
   if (out <= 0)
     out = -1;
   if (in < 0 && out < 0)

@@ -140,12 +140,18 @@ tpx_status tpx__ep_setup(tpx_sharding *sh, tpx_error *err);
 const tpx_placement *tpx__param_row(const tpx_sharding *sh, int64_t p);
 /* The mesh param p lives on. */
 const tpx_mesh *tpx__param_mesh(const tpx_sharding *sh, int64_t p);
+/* 1 when the last atom of fqn names a multimodal tower or projector
+ * (Automodel's MULTIMODAL_MODULE_NAMES): at ep > 1 such a module is one
+ * unit, the lists inside it none. */
+int tpx__ep_multimodal_name(const char *fqn);
 /* Called by fsdp.c at ep > 1: units of their own for the modules holding
  * expert parameters when ep_shard > 1 (on_moe), for the dtype-minority
  * subtrees of each block (blocks[0..num_blocks): the layer units, as
- * upstream's fully_shard_by_dtype splits them), and the inner model's root
- * unit ("model") when the embeddings are not tied across it; -1 out of
- * memory. `push` adds a unit as fsdp.c does. */
+ * upstream's fully_shard_by_dtype splits them), for each outermost
+ * multimodal tower or projector holding parameters, and the inner model's
+ * root unit ("model", or its text module model.language_model /
+ * text_model / text_decoder) when the embeddings are not tied across it;
+ * -1 out of memory. `push` adds a unit as fsdp.c does. */
 int tpx__ep_units(const tpx_sharding *sh, const int64_t *blocks,
                   size_t num_blocks, void *vec,
                   int (*push)(void *vec, int64_t module, int64_t group,

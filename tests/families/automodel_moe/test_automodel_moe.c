@@ -24,7 +24,8 @@
 static const char *const k_families[] = {
     "deepseek_v3",   "deepseek_v32", "ernie4_5_moe", "glm4_moe",
     "glm4_moe_lite", "glm_moe_dsa",  "gpt_oss",      "minimax_m2",
-    "qwen3_moe",     "qwen3_next",   "ling_v2"};
+    "qwen3_moe",     "qwen3_next",   "ling_v2",      "qwen3_omni_moe",
+    "kimi_k25_vl"};
 
 START_TEST(test_abi) { fam_check_abi(FAM); }
 END_TEST
@@ -509,6 +510,61 @@ START_TEST(test_hy_v3_mistral4) {
 }
 END_TEST
 
+static void assert_canonical(const tpx_model *m, const char *ckpt,
+                             const char *want) {
+  char buf[256];
+  ck_assert_msg(tpx_model_canonical_name(m, ckpt, buf, sizeof buf) == 1, "%s",
+                ckpt);
+  ck_assert_str_eq(buf, want);
+}
+
+static tpx_model *recorded(tpx_registry *reg, const char *fam) {
+  char path[1024];
+  tpx_model *m = NULL;
+  tpx_error err = {0};
+  snprintf(path, sizeof path, "%s/tests/data/upstream_moe/%s/config.json",
+           getenv("TPX_SOURCE_DIR"), fam);
+  ck_assert_int_eq(tpx_model_load_config(path, &m, &err), TPX_OK);
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s: %s",
+                fam, err.message);
+  return m;
+}
+
+/* The multimodal classes: Qwen3-Omni-MoE's thinker (the text decoder from
+ * thinker_config.text_config, no tower; the checkpoint under "thinker.")
+ * and Kimi K2.5 (MoonViT and its projector, DeepSeek-V3 under
+ * model.language_model; the checkpoint without the leading "model."). */
+START_TEST(test_multimodal) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = recorded(reg, "qwen3_omni_moe");
+  fam_assert_param(m, "model.layers.2.mlp.gate.weight", 8, 64);
+  fam_assert_param(m, "model.layers.0.self_attn.k_norm.weight", 16, -1);
+  fam_assert_no_param(m, "thinker.visual.patch_embed.proj.weight");
+  assert_canonical(m, "thinker.model.layers.1.self_attn.q_proj.weight",
+                   "model.layers.1.self_attn.q_proj.weight");
+  assert_canonical(m, "thinker.lm_head.weight", "lm_head.weight");
+  tpx_model_destroy(m);
+  m = recorded(reg, "kimi_k25_vl");
+  fam_assert_param(m, "model.vision_tower.encoder.blocks.1.wqkv.weight", 192,
+                   64);
+  fam_assert_param(m, "model.multi_modal_projector.linear_1.weight", 256, 256);
+  fam_assert_param(m, "model.multi_modal_projector.linear_2.weight", 64, 256);
+  fam_assert_param(m, "model.language_model.model.layers.1.mlp.gate.weight", 8,
+                   64);
+  fam_assert_param(m, "model.language_model.lm_head.weight", 512, 64);
+  fam_assert_no_param(m, "model.language_model.model.layers.0.mlp.gate.weight");
+  assert_canonical(m, "mm_projector.proj.2.bias",
+                   "model.multi_modal_projector.linear_2.bias");
+  assert_canonical(m, "vision_tower.encoder.final_layernorm.weight",
+                   "model.vision_tower.encoder.final_layernorm.weight");
+  assert_canonical(m, "language_model.model.layers.2.self_attn.o_proj.weight",
+                   "model.language_model.model.layers.2.self_attn.o_proj."
+                   "weight");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -559,6 +615,17 @@ START_TEST(test_traits) {
   ck_assert(has_trait(info.traits, "name_alias=MiniMaxM2ForCausalLM:"
                                    "model.layers.*.block_sparse_moe="
                                    "model.layers.*.mlp"));
+  ck_assert(has_trait(info.traits,
+                      "moe_custom=Qwen3OmniMoeForConditionalGeneration"));
+  ck_assert(has_trait(info.traits, "expert_param=Qwen3OmniMoeForConditional"
+                                   "Generation:model.layers.*.mlp.experts.*"));
+  ck_assert(
+      has_trait(info.traits, "moe_custom=KimiK25VLForConditionalGeneration"));
+  ck_assert(has_trait(info.traits,
+                      "expert_param=KimiK25VLForConditionalGeneration:model."
+                      "language_model.model.layers.*.mlp.experts.*"));
+  ck_assert(
+      has_trait(info.traits, "moe_custom=KimiK25ForConditionalGeneration"));
   ck_assert(!has_trait(info.traits, "moe_custom=MixtralForCausalLM"));
   dlclose(h);
 }
@@ -703,6 +770,7 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_laguna);
   tcase_add_test(tc, test_mimo);
   tcase_add_test(tc, test_hy_v3_mistral4);
+  tcase_add_test(tc, test_multimodal);
   tcase_add_test(tc, test_traits);
   tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 7);
   tcase_add_test(tc, test_buffer_rule_api);
