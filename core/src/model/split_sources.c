@@ -222,7 +222,7 @@ static tpx_status collect_parts(const tpx_model *model, const char *name,
                            "split of stored tensor '%s': the model has no "
                            "parameter '%s' (add the parameters first)",
                            name, fqns[i] ? fqns[i] : "(null)");
-    const tpx__param *p = &model->params[pi], *p0 = &model->params[v[0].param];
+    const tpx__param *p = &model->params[pi];
     const int64_t *s = model->dims + p->dims;
     if (i == 0 && (*dim < -p->ndim || *dim >= p->ndim))
       return tpx_error_set(err, TPX_INVALID_ARGUMENT,
@@ -231,7 +231,8 @@ static tpx_status collect_parts(const tpx_model *model, const char *name,
                            name, *dim, p->fqn, p->ndim);
     if (i == 0 && *dim < 0)
       *dim += p->ndim;
-    v[i].param = pi;
+    v[i].param = pi; /* v[0] is set from here on */
+    const tpx__param *p0 = &model->params[v[0].param];
     int same = i == 0 || (p->ndim == p0->ndim && p->dtype == p0->dtype);
     for (int d = 0; same && i > 0 && d < p->ndim; d++)
       same = d == *dim || s[d] == model->dims[p0->dims + d];
