@@ -39,6 +39,15 @@ typedef enum am_sparse_rule {
                             "dense" entries of mlp_layer_types, else [0] */
 } am_sparse_rule;
 
+/* Which tie_word_embeddings values Automodel's class accepts (its
+ * tie_word_embeddings_support, printed by tools/upstream/tie_support.py);
+ * it refuses the other at construction. */
+typedef enum am_tie_support {
+  AM_TIE_BOTH = 0, /* either (also: undeclared) */
+  AM_TIE_UNTIED,   /* UNTIED_ONLY: separate lm_head */
+  AM_TIE_TIED      /* TIED_ONLY: lm_head shares the embedding */
+} am_tie_support;
+
 /* One architecture: its config keys and module-tree features. */
 typedef struct am_arch {
   const char *bare;             /* "DeepseekV3ForCausalLM" */
@@ -52,49 +61,51 @@ typedef struct am_arch {
   int64_t shared_default;       /* shared_key's value when absent */
   int64_t first_k_default;      /* first_k_dense_replace when absent */
   const char *gate_dtype;       /* router weight dtype; NULL: the config's */
-  int indexer;             /* DeepSeek-V3.2 / GLM-MoE-DSA lightning indexer */
-  int tie_default;         /* tie_word_embeddings when absent */
-  const char *bias_key;    /* config key of the q/k/v biases (GQA);
-                              NULL: none (GPT-OSS: always, see gpt_oss) */
-  int o_bias;              /* o_proj takes the same bias as q/k/v */
-  const char *o_bias_key;  /* config key of o_proj's own bias (Ling-V2
-                              use_bias); NULL: as o_bias says */
-  int gpt_oss;             /* biases everywhere, sinks, router bias */
-  int ernie;               /* use_bias on the MLPs and experts too */
-  int shared_gate;         /* Qwen3-Next's shared_expert_gate [1, H] */
-  int qk_norm;             /* 0: none; 1: per head [head_dim] (Qwen3,
-                              GLM-4 use_qk_norm); 2: over the flattened
-                              projections (MiniMax-M2 use_qk_norm) */
-  const char *qk_norm_key; /* key that enables qk_norm; NULL: always */
-  int qk_norm_default;     /* qk_norm_key's value when absent */
-  int fp32_linear_attn;    /* Qwen3-Next: A_log / dt_bias in _fp32_params */
-  int minimax_names;       /* checkpoint: block_sparse_moe, w1 / w3 / w2 */
-  int fused_in_ckpt;       /* checkpoint already holds fused experts */
-  const char *ckpt_prefix; /* Mistral-4: every checkpoint name begins with
-                              this ("language_model."); the experts are
-                              stored fused in transformers' layout,
-                              mlp.experts.gate_up_proj [E, 2I, H] and
-                              down_proj [E, H, I] (each box transposed) */
-  int mimo_fused;          /* MiMo-V2.5: qkv_proj when
-                              attention_projection_layout is fused_qkv */
-  int fused_qkv_ckpt;      /* Ling-V2: the checkpoint stores q/k/v weights
-                              fused, attention.query_key_value [q+2kv, H] */
-  const char *sec;         /* the text config's section ("thinker_config.
-                              text_config"); NULL: the root */
-  const char *tie_key;     /* tie_word_embeddings' full key; NULL: under
-                              sec */
-  const char *src_prefix;  /* prefix of the per-expert checkpoint names
-                              ("thinker."); NULL: none */
-  const char *src_strip;   /* taken off the front of a layer's name in its
-                              per-expert checkpoint names ("model."); NULL:
-                              none */
-  const char *stack;       /* the decoder's prefix; NULL: "model" */
-  const char *head;        /* the output head; NULL: "lm_head" */
-  int kimi_vision;         /* Kimi K2.5's MoonViT tower and projector
-                              (am_kimi.c) */
-  int laguna;              /* per-layer heads (num_attention_heads_per_
-                              layer), output gate g_proj (gating /
-                              gating_types) */
+  int indexer;     /* DeepSeek-V3.2 / GLM-MoE-DSA lightning indexer */
+  int tie_default; /* tie_word_embeddings when absent */
+  am_tie_support tie_support; /* what the class accepts */
+  const char *tie_class;      /* the class's name in its refusal; NULL: bare */
+  const char *bias_key;       /* config key of the q/k/v biases (GQA);
+                                 NULL: none (GPT-OSS: always, see gpt_oss) */
+  int o_bias;                 /* o_proj takes the same bias as q/k/v */
+  const char *o_bias_key;     /* config key of o_proj's own bias (Ling-V2
+                                 use_bias); NULL: as o_bias says */
+  int gpt_oss;                /* biases everywhere, sinks, router bias */
+  int ernie;                  /* use_bias on the MLPs and experts too */
+  int shared_gate;            /* Qwen3-Next's shared_expert_gate [1, H] */
+  int qk_norm;                /* 0: none; 1: per head [head_dim] (Qwen3,
+                                 GLM-4 use_qk_norm); 2: over the flattened
+                                 projections (MiniMax-M2 use_qk_norm) */
+  const char *qk_norm_key;    /* key that enables qk_norm; NULL: always */
+  int qk_norm_default;        /* qk_norm_key's value when absent */
+  int fp32_linear_attn;       /* Qwen3-Next: A_log / dt_bias in _fp32_params */
+  int minimax_names;          /* checkpoint: block_sparse_moe, w1 / w3 / w2 */
+  int fused_in_ckpt;          /* checkpoint already holds fused experts */
+  const char *ckpt_prefix;    /* Mistral-4: every checkpoint name begins with
+                                 this ("language_model."); the experts are
+                                 stored fused in transformers' layout,
+                                 mlp.experts.gate_up_proj [E, 2I, H] and
+                                 down_proj [E, H, I] (each box transposed) */
+  int mimo_fused;             /* MiMo-V2.5: qkv_proj when
+                                 attention_projection_layout is fused_qkv */
+  int fused_qkv_ckpt;         /* Ling-V2: the checkpoint stores q/k/v weights
+                                 fused, attention.query_key_value [q+2kv, H] */
+  const char *sec;            /* the text config's section ("thinker_config.
+                                 text_config"); NULL: the root */
+  const char *tie_key;        /* tie_word_embeddings' full key; NULL: under
+                                 sec */
+  const char *src_prefix;     /* prefix of the per-expert checkpoint names
+                                 ("thinker."); NULL: none */
+  const char *src_strip;      /* taken off the front of a layer's name in its
+                                 per-expert checkpoint names ("model."); NULL:
+                                 none */
+  const char *stack;          /* the decoder's prefix; NULL: "model" */
+  const char *head;           /* the output head; NULL: "lm_head" */
+  int kimi_vision;            /* Kimi K2.5's MoonViT tower and projector
+                                 (am_kimi.c) */
+  int laguna;                 /* per-layer heads (num_attention_heads_per_
+                                 layer), output gate g_proj (gating /
+                                 gating_types) */
 } am_arch;
 
 /* A config read for one architecture. */

@@ -12,12 +12,14 @@
  * is read too). */
 static const am_arch k_archs[] = {
     {.bare = "DeepseekV3ForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_MLA,
      .sparse = AM_SPARSE_FIRST_K,
      .experts_key = "n_routed_experts",
      .moe_inter_key = "moe_intermediate_size",
      .shared_key = "n_shared_experts"},
     {.bare = "DeepseekV32ForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_MLA,
      .sparse = AM_SPARSE_FIRST_K,
      .experts_key = "n_routed_experts",
@@ -25,6 +27,7 @@ static const am_arch k_archs[] = {
      .shared_key = "n_shared_experts",
      .indexer = 1},
     {.bare = "Qwen3MoeForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_GQA,
      .sparse = AM_SPARSE_STEP,
      .experts_key = "num_local_experts",
@@ -33,6 +36,7 @@ static const am_arch k_archs[] = {
      .o_bias = 1,
      .qk_norm = 1},
     {.bare = "Qwen3NextForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_HYBRID,
      .sparse = AM_SPARSE_STEP,
      .experts_key = "num_local_experts",
@@ -43,6 +47,7 @@ static const am_arch k_archs[] = {
      .qk_norm = 1,
      .fp32_linear_attn = 1},
     {.bare = "Glm4MoeForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_GQA,
      .sparse = AM_SPARSE_FIRST_K,
      .experts_key = "n_routed_experts",
@@ -52,12 +57,14 @@ static const am_arch k_archs[] = {
      .qk_norm = 1,
      .qk_norm_key = "use_qk_norm"},
     {.bare = "Glm4MoeLiteForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_MLA,
      .sparse = AM_SPARSE_LAYER_TYPES,
      .experts_key = "n_routed_experts",
      .moe_inter_key = "moe_intermediate_size",
      .shared_key = "n_shared_experts"},
     {.bare = "GlmMoeDsaForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_MLA,
      .sparse = AM_SPARSE_LAYER_TYPES,
      .experts_key = "n_routed_experts",
@@ -65,6 +72,7 @@ static const am_arch k_archs[] = {
      .shared_key = "n_shared_experts",
      .indexer = 1},
     {.bare = "GptOssForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_GQA,
      .sparse = AM_SPARSE_ALL,
      .experts_key = "num_local_experts",
@@ -72,6 +80,7 @@ static const am_arch k_archs[] = {
      .gpt_oss = 1,
      .fused_in_ckpt = 1},
     {.bare = "MiniMaxM2ForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_GQA,
      .sparse = AM_SPARSE_ALL,
      .experts_key = "num_local_experts",
@@ -80,6 +89,7 @@ static const am_arch k_archs[] = {
      .qk_norm_key = "use_qk_norm",
      .minimax_names = 1},
     {.bare = "Ernie4_5_MoeForCausalLM",
+     .tie_support = AM_TIE_TIED,
      .attn = AM_ATTN_GQA,
      .sparse = AM_SPARSE_ERNIE,
      .experts_key = "moe_num_experts",
@@ -93,6 +103,7 @@ static const am_arch k_archs[] = {
     /* Ling 2.0 (Automodel's own BailingMoeV2Config, model_type bailing_moe):
      * q/k/v split out of the checkpoint's fused query_key_value. */
     {.bare = "BailingMoeV2ForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_GQA,
      .sparse = AM_SPARSE_FIRST_K,
      .experts_key = "num_experts",
@@ -108,6 +119,7 @@ static const am_arch k_archs[] = {
      * q/k/v, attention_bias on o_proj, shared experts of
      * shared_expert_intermediate_size. */
     {.bare = "LagunaForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_GQA,
      .sparse = AM_SPARSE_LAGUNA,
      .experts_key = "num_experts",
@@ -121,6 +133,7 @@ static const am_arch k_archs[] = {
     /* MiMo-V2-Flash, and MiMo-V2.5 checkpoints (model type mimo_v2) on the
      * same class; MiMo-V2.5's own class (MiMoV25ForCausalLM). */
     {.bare = "MiMoV2FlashForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_MIMO,
      .sparse = AM_SPARSE_FREQ,
      .experts_key = "n_routed_experts",
@@ -128,6 +141,7 @@ static const am_arch k_archs[] = {
      .shared_key = "n_shared_experts",
      .bias_key = "attention_bias"},
     {.bare = "MiMoV2ForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_MIMO,
      .sparse = AM_SPARSE_FREQ,
      .experts_key = "n_routed_experts",
@@ -135,6 +149,8 @@ static const am_arch k_archs[] = {
      .shared_key = "n_shared_experts",
      .bias_key = "attention_bias"},
     {.bare = "MiMoV25ForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
+     .tie_class = "MiMoV2ForCausalLM",
      .attn = AM_ATTN_MIMO,
      .sparse = AM_SPARSE_FREQ,
      .experts_key = "n_routed_experts",
@@ -145,6 +161,7 @@ static const am_arch k_archs[] = {
     /* Tencent Hy3 (Automodel's HYV3Config): the class defaults apply to
      * absent keys (one shared expert, first layer dense). */
     {.bare = "HYV3ForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_GQA,
      .sparse = AM_SPARSE_FIRST_K,
      .experts_key = "num_experts",
@@ -158,6 +175,7 @@ static const am_arch k_archs[] = {
     /* Mistral Small 4 (text): DeepSeek-V3's MLA and MoE; the checkpoint
      * under language_model., experts fused as transformers stores them. */
     {.bare = "Mistral4ForCausalLM",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_MLA,
      .sparse = AM_SPARSE_FIRST_K,
      .experts_key = "n_routed_experts",
@@ -169,6 +187,8 @@ static const am_arch k_archs[] = {
      * text_config; Automodel builds no vision or audio tower. The
      * checkpoint holds it under "thinker.". */
     {.bare = "Qwen3OmniMoeForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .tie_class = "Qwen3OmniMoeThinkerForConditionalGeneration",
      .attn = AM_ATTN_GQA,
      .sparse = AM_SPARSE_STEP,
      .experts_key = "num_experts",
@@ -183,6 +203,7 @@ static const am_arch k_archs[] = {
      * text_config under model.language_model, after the MoonViT tower and
      * projector; the checkpoint drops the leading "model.". */
     {.bare = "KimiK25VLForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
      .attn = AM_ATTN_MLA,
      .sparse = AM_SPARSE_FIRST_K,
      .experts_key = "n_routed_experts",
@@ -195,6 +216,8 @@ static const am_arch k_archs[] = {
      .head = "model.language_model.lm_head",
      .kimi_vision = 1},
     {.bare = "KimiK25ForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .tie_class = "KimiK25VLForConditionalGeneration",
      .attn = AM_ATTN_MLA,
      .sparse = AM_SPARSE_FIRST_K,
      .experts_key = "n_routed_experts",
@@ -290,6 +313,35 @@ static int read_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   return TPX_PLUGIN_OK;
 }
 
+/* Automodel's class refuses a tie_word_embeddings it cannot build, as read
+ * from the controlling flag: the top level's when present, else the row's
+ * (thinker_config's for Qwen3-Omni), else the class default. */
+static int tie_refusal(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                       const am_cfg *c) {
+  const am_arch *a = c->a;
+  const char *cls = a->tie_class != NULL ? a->tie_class : a->bare;
+  int tied = c->tie;
+  if (a->tie_support == AM_TIE_BOTH)
+    return TPX_PLUGIN_OK;
+  if (host->config_has(ctx, "tie_word_embeddings"))
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, "tie_word_embeddings", 0, &tied));
+  if (a->tie_support == AM_TIE_UNTIED && tied)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "automodel_moe: %s has separate input and output "
+                     "embeddings and does not support tie_word_embeddings="
+                     "True. The Hugging Face default for this architecture "
+                     "is untied; set tie_word_embeddings=False.",
+                     cls);
+  if (a->tie_support == AM_TIE_TIED && !tied)
+    return tpxp_fail(host, ctx, TPX_PLUGIN_REFUSED,
+                     "automodel_moe: %s ties its input and output embeddings "
+                     "and does not support tie_word_embeddings=False. The "
+                     "Hugging Face default for this architecture is tied; set "
+                     "tie_word_embeddings=True.",
+                     cls);
+  return TPX_PLUGIN_OK;
+}
+
 int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
             am_cfg *c) {
   int64_t hd = 0;
@@ -323,6 +375,7 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
   }
   if (a->tie_key != NULL)
     TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->tie_key, a->tie_default, &c->tie));
+  TPXP_CHK(tie_refusal(host, ctx, c));
   if (c->layers < 0)
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "automodel_moe: config num_hidden_layers must be >= 0");
