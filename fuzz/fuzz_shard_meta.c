@@ -33,16 +33,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (m.tensors[i].name == NULL || m.tensors[i].ndim < 0 ||
           m.tensors[i].ndim > TPX_MAX_TENSOR_DIMS)
         abort();
-    for (size_t i = 0; i < m.num_tensors; i++) /* fold boxes inside */
+    /* fold boxes inside the tensor, or meeting it (a stored tensor bigger
+     * than its parameter); a transposed source's last two dims swapped */
+    for (size_t i = 0; i < m.num_tensors; i++)
       for (size_t k = 0; k < m.tensors[i].num_fold; k++) {
         const tpx_shard_fold_source *f = &m.tensors[i].fold[k];
         int drop = m.tensors[i].ndim - f->ndim;
-        if (f->name == NULL || drop < 0)
+        if (f->name == NULL || drop < 0 || (f->transpose && f->ndim < 2))
           abort();
-        for (int d = 0; d < m.tensors[i].ndim; d++)
-          if (f->offsets[d] + (d < drop ? 1 : f->shape[d - drop]) >
-              m.tensors[i].global_shape[d])
+        for (int d = 0; d < m.tensors[i].ndim; d++) {
+          int sd = d - drop;
+          if (f->transpose && sd >= f->ndim - 2)
+            sd = sd == f->ndim - 2 ? f->ndim - 1 : f->ndim - 2;
+          int64_t len = d < drop ? 1 : f->shape[sd], o = f->offsets[d];
+          int64_t g = m.tensors[i].global_shape[d];
+          int inside = o >= 0 && o <= g && len <= g - o;
+          int meets = len > 0 && o < g && o > -len;
+          if (!inside && !meets)
             abort();
+        }
       }
     tpx_shard_meta_free(&m);
   }
