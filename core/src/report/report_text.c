@@ -541,6 +541,62 @@ static void memory_section(tpx__sbuf *b, const tpx_sharding *sh) {
   free(done);
 }
 
+/* The model (sources, other namings, conversion) and the mesh(es). */
+static void model_and_mesh(tpx__sbuf *b, const tpx_sharding *sh) {
+  const tpx_model *model = tpx_sharding_model(sh);
+  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
+  char x[32];
+  const char *arch = tpx_model_num_architectures(model)
+                         ? tpx_model_architecture(model, 0)
+                         : "(no architecture)";
+  tpx_dtype dt = tpx__report_model_dtype(model);
+  tpx__sbuf_printf(b, "Model: %s", arch);
+  if (tpx_model_source(model))
+    tpx__sbuf_printf(b, " (%s)", tpx_model_source(model));
+  tpx__sbuf_printf(b, "\n  %lld parameters, %s%s%s\n",
+                   (long long)tpx_model_total_params(model),
+                   tpx_format_bytes(tpx_model_total_bytes(model), x, sizeof x),
+                   dt ? ", " : "", dt ? tpx_dtype_short_name(dt) : "");
+  /* Other namings of the same tensors (a checkpoint under either matches). */
+  for (size_t i = 0; i < tpx_model_num_name_aliases(model); i++) {
+    const char *from = NULL, *to = NULL;
+    tpx_model_name_alias(model, i, &from, &to, NULL);
+    tpx__sbuf_printf(b, "  also named: %s.* = %s.*\n", from, to);
+  }
+  if (tpx_model_conversion_note(model))
+    tpx__sbuf_printf(b, "  converted: %s\n", tpx_model_conversion_note(model));
+  tpx__sbuf_printf(b, "Mesh:");
+  for (int d = 0; d < tpx_mesh_ndim(mesh); d++)
+    tpx__sbuf_printf(b, " %s=%lld", tpx_mesh_dim_name(mesh, d),
+                     (long long)tpx_mesh_dim_size(mesh, d));
+  tpx__sbuf_printf(b, " (world %lld)\n", (long long)tpx_mesh_world_size(mesh));
+  const tpx_mesh *moe = tpx_sharding_moe_mesh(sh);
+  if (moe)
+    tpx__sbuf_printf(b,
+                     "MoE mesh: ep_shard=%lld ep=%lld (the same ranks, %lld "
+                     "consecutive per EP group; expert parameters live on "
+                     "it, marked moe: below)\n",
+                     (long long)tpx_mesh_dim_size(moe, 0),
+                     (long long)tpx_mesh_dim_size(moe, 1),
+                     (long long)tpx_mesh_dim_size(moe, 1));
+}
+
+/* How the parameters are stored in the checkpoint, where not one tensor
+ * each: fused experts, transposed sources, split tensors. */
+static void stored_notes(tpx__sbuf *b, const tpx_model *model) {
+  const char *fold_note = tpx__expert_fold_note(model);
+  if (fold_note)
+    tpx__sbuf_printf(b, "  Fused experts: %s\n", fold_note);
+  const char *src_note = tpx__fold_sources_note(model);
+  if (src_note)
+    tpx__sbuf_printf(b, "  Stored transposed: %s\n", src_note);
+  char split_buf[1200];
+  const char *split_note =
+      tpx__fold_split_note(model, split_buf, sizeof split_buf);
+  if (split_note)
+    tpx__sbuf_printf(b, "  Stored split: %s\n", split_note);
+}
+
 tpx_status tpx_report_text(const tpx_sharding *sh,
                            const tpx_report_options *opts, char **out,
                            tpx_error *err) {
@@ -557,46 +613,12 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   if (mst != TPX_OK)
     return mst;
   const tpx_model *model = tpx_sharding_model(sh);
-  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   const tpx_plan *plan = tpx_sharding_plan(sh);
   tpx__sbuf b = {NULL, 0, 0, 0};
-  char x[32], y[32];
   tpx__report_verdict(&b, sh, opts);
   tpx__sbuf_printf(&b, "\n");
 
-  const char *arch = tpx_model_num_architectures(model)
-                         ? tpx_model_architecture(model, 0)
-                         : "(no architecture)";
-  tpx_dtype dt = tpx__report_model_dtype(model);
-  tpx__sbuf_printf(&b, "Model: %s", arch);
-  if (tpx_model_source(model))
-    tpx__sbuf_printf(&b, " (%s)", tpx_model_source(model));
-  tpx__sbuf_printf(&b, "\n  %lld parameters, %s%s%s\n",
-                   (long long)tpx_model_total_params(model),
-                   tpx_format_bytes(tpx_model_total_bytes(model), x, sizeof x),
-                   dt ? ", " : "", dt ? tpx_dtype_short_name(dt) : "");
-  /* Other namings of the same tensors (a checkpoint under either matches). */
-  for (size_t i = 0; i < tpx_model_num_name_aliases(model); i++) {
-    const char *from = NULL, *to = NULL;
-    tpx_model_name_alias(model, i, &from, &to, NULL);
-    tpx__sbuf_printf(&b, "  also named: %s.* = %s.*\n", from, to);
-  }
-  if (tpx_model_conversion_note(model))
-    tpx__sbuf_printf(&b, "  converted: %s\n", tpx_model_conversion_note(model));
-  tpx__sbuf_printf(&b, "Mesh:");
-  for (int d = 0; d < tpx_mesh_ndim(mesh); d++)
-    tpx__sbuf_printf(&b, " %s=%lld", tpx_mesh_dim_name(mesh, d),
-                     (long long)tpx_mesh_dim_size(mesh, d));
-  tpx__sbuf_printf(&b, " (world %lld)\n", (long long)tpx_mesh_world_size(mesh));
-  const tpx_mesh *moe = tpx_sharding_moe_mesh(sh);
-  if (moe)
-    tpx__sbuf_printf(&b,
-                     "MoE mesh: ep_shard=%lld ep=%lld (the same ranks, %lld "
-                     "consecutive per EP group; expert parameters live on "
-                     "it, marked moe: below)\n",
-                     (long long)tpx_mesh_dim_size(moe, 0),
-                     (long long)tpx_mesh_dim_size(moe, 1),
-                     (long long)tpx_mesh_dim_size(moe, 1));
+  model_and_mesh(&b, sh);
 
   tpx__sbuf_printf(&b, "\nPlan: %s",
                    opts->plan_source ? opts->plan_source : "custom");
@@ -666,17 +688,7 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
 
   tpx__sbuf_printf(&b, "\nParameters (identical layers collapsed):\n");
   table(&b, sh);
-  const char *fold_note = tpx__expert_fold_note(model);
-  if (fold_note)
-    tpx__sbuf_printf(&b, "  Fused experts: %s\n", fold_note);
-  const char *src_note = tpx__fold_sources_note(model);
-  if (src_note)
-    tpx__sbuf_printf(&b, "  Stored transposed: %s\n", src_note);
-  char split_buf[1200];
-  const char *split_note =
-      tpx__fold_split_note(model, split_buf, sizeof split_buf);
-  if (split_note)
-    tpx__sbuf_printf(&b, "  Stored split: %s\n", split_note);
+  stored_notes(&b, model);
   tpx__report_buffers_text(&b, model);
   collectives(&b, sh);
   fsdp_section(&b, sh);
@@ -688,7 +700,6 @@ tpx_status tpx_report_text(const tpx_sharding *sh,
   tpx__report_diagnostics(&b, sh, opts);
   size_t nerr = (sd ? tpx_diag_count_at_least(sd, TPX_DIAG_ERROR) : 0) +
                 tpx_diag_count_at_least(ad, TPX_DIAG_ERROR);
-  (void)y;
   if (nerr)
     tpx__sbuf_printf(&b, "\nResult: NOT OK (%zu error%s)\n", nerr,
                      nerr == 1 ? "" : "s");
