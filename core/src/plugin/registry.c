@@ -601,28 +601,38 @@ const tpx__plugin *tpx__registry_at(const tpx_registry *reg, size_t index) {
 /* ---- calls -----------------------------------------------------------------
  */
 
+/* The value after "<key><class>:" of plugin trait k when it is declared
+ * for `arch`'s class (bare name), else NULL. */
+static const char *class_trait(const tpx__plugin *p, size_t k, const char *key,
+                               const char *arch) {
+  const char *dot = strrchr(arch, '.');
+  const char *bare = dot ? dot + 1 : arch;
+  size_t bl = strlen(bare), kl = strlen(key);
+  const char *t = p->traits[k];
+  if (strncmp(t, key, kl) != 0)
+    return NULL;
+  t += kl;
+  const char *colon = strchr(t, ':');
+  if (!colon || (size_t)(colon - t) != bl || strncmp(t, bare, bl) != 0)
+    return NULL;
+  return colon + 1;
+}
+
 /* The serving plugin's name aliases for `arch` (traits
  * "name_alias=<class>:<alias>=<canonical>", docs/PLUGIN_ABI.md) onto the
  * model, so safetensors headers under either naming match it. */
 static tpx_status add_name_aliases(const tpx__plugin *p, tpx_model *model,
                                    const char *arch, tpx_error *err) {
-  static const char key[] = "name_alias=";
-  const char *dot = strrchr(arch, '.');
-  const char *bare = dot ? dot + 1 : arch;
-  size_t bl = strlen(bare);
   for (size_t k = 0; k < p->num_traits; k++) {
-    const char *t = p->traits[k];
-    if (strncmp(t, key, sizeof key - 1) != 0)
-      continue;
-    t += sizeof key - 1;
-    const char *colon = strchr(t, ':'), *eq = colon ? strchr(colon, '=') : 0;
-    if (!eq || (size_t)(colon - t) != bl || strncmp(t, bare, bl) != 0)
+    const char *v = class_trait(p, k, "name_alias=", arch);
+    const char *eq = v ? strchr(v, '=') : NULL;
+    if (!eq)
       continue;
     char alias[512];
-    size_t al = (size_t)(eq - colon - 1);
+    size_t al = (size_t)(eq - v);
     if (al >= sizeof alias)
       continue;
-    memcpy(alias, colon + 1, al);
+    memcpy(alias, v, al);
     alias[al] = '\0';
     tpx_status st = tpx_model_add_name_alias(model, alias, eq + 1, err);
     if (st != TPX_OK)
@@ -636,19 +646,9 @@ static tpx_status add_name_aliases(const tpx__plugin *p, tpx_model *model,
  * checkpoint tensors they name are recorded as buffers. */
 static tpx_status add_buffer_rules(const tpx__plugin *p, tpx_model *model,
                                    const char *arch, tpx_error *err) {
-  static const char key[] = "buffer=";
-  const char *dot = strrchr(arch, '.');
-  const char *bare = dot ? dot + 1 : arch;
-  size_t bl = strlen(bare);
   for (size_t k = 0; k < p->num_traits; k++) {
-    const char *t = p->traits[k];
-    if (strncmp(t, key, sizeof key - 1) != 0)
-      continue;
-    t += sizeof key - 1;
-    const char *colon = strchr(t, ':');
-    if (!colon || (size_t)(colon - t) != bl || strncmp(t, bare, bl) != 0)
-      continue;
-    tpx_status st = tpx_model_add_buffer_rule(model, colon + 1, err);
+    const char *v = class_trait(p, k, "buffer=", arch);
+    tpx_status st = v ? tpx_model_add_buffer_rule(model, v, err) : TPX_OK;
     if (st != TPX_OK)
       return st;
   }
