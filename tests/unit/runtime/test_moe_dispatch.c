@@ -6,7 +6,8 @@
  * result known here: each rank's expert rows (the tokens routed to its
  * experts, by expert then token), the combined output, and the backward
  * (combine's dy and dweights, dispatch's dx) against sums taken here in
- * double; every run bit for bit equal to the ep-1 all-gather run. Bad
+ * double; every run bit for bit equal to the ep-1 all-gather run; ep as
+ * one dim of a dp 2 x ep 2 mesh (two groups side by side). Bad
  * options and an expert index out of range are refused, naming them.
  * Built with MOE_MPI: the cases of the world's size on the mpi backend
  * (a singleton, and mpirun -np 4). */
@@ -243,6 +244,52 @@ START_TEST(test_ep) {
 }
 END_TEST
 
+/* ---- ep as one dim of a mesh: world 4 = dp 2 x ep 2, two ep groups
+ * side by side, each the ep-2 case on its own ---- */
+
+typedef struct sub_arg {
+  const tpx_mesh *mesh;
+  run_arg runs[2]; /* by dp index */
+} sub_arg;
+
+static tpx_status sub_body(tpx_comm *world, void *arg, tpx_error *err) {
+  sub_arg *a = arg;
+  tpx_comm *ep = NULL;
+  tpx_status st = tpx_comm_split_mesh_dim(world, a->mesh, "ep", &ep, err);
+  if (st == TPX_OK)
+    st = run_body(ep, &a->runs[tpx_comm_rank(world) / 2], err);
+  tpx_comm_destroy(ep);
+  return st;
+}
+
+START_TEST(test_mesh_dim) {
+  world_data g;
+  make_data(&g);
+  run_arg *ref = reference(&g);
+  const char *names[2] = {"dp", "ep"};
+  int64_t sizes[2] = {2, 2};
+  sub_arg *a = calloc(1, sizeof *a);
+  tpx_mesh *mesh = NULL;
+  ck_assert_int_eq(tpx_mesh_create(names, sizes, 2, &mesh, NULL), TPX_OK);
+  a->mesh = mesh;
+  for (int i = 0; i < 2; i++) {
+    a->runs[i].c = &ep_cases[2 + i]; /* ep 2, 4 + 7 tokens, both kinds */
+    a->runs[i].g = &g;
+  }
+  tpx_error e = {0};
+  ck_assert_msg(tpx_local_run(4, sub_body, a, &e) == TPX_OK, "%s", e.message);
+  for (int i = 0; i < 2; i++) {
+    ck_assert(!memcmp(a->runs[i].out, ref->out, sizeof ref->out));
+    ck_assert(!memcmp(a->runs[i].dx, ref->dx, sizeof ref->dx));
+    ck_assert(
+        !memcmp(a->runs[i].dweights, ref->dweights, sizeof ref->dweights));
+  }
+  tpx_mesh_destroy(mesh);
+  free(a);
+  free(ref);
+}
+END_TEST
+
 /* ---- refusals ---- */
 
 typedef struct bad_arg {
@@ -355,6 +402,7 @@ int main(void) {
   tcase_add_test(tc, test_mpi);
   (void)test_ep; /* the thread cases: the plain build's */
   (void)test_refused;
+  (void)test_mesh_dim;
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);
@@ -371,6 +419,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_ep, 0,
                       (int)(sizeof ep_cases / sizeof *ep_cases));
+  tcase_add_test(tc, test_mesh_dim);
   tcase_add_test(tc, test_refused);
   suite_add_tcase(s, tc);
   return s;
