@@ -187,8 +187,9 @@ tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits,
 /* FSDP2's hooks around the forward (backward 0) or backward (1) of
  * `module`: a decoder layer (tr_layer.name, the module fully_shard
  * wraps) or the model itself (""), whose hooks open and close the pass.
- * Before it (pre) its unit is gathered; after it (post) the unit is
- * resharded, and after its backward its gradients are reduced. */
+ * Before it (pre) its unit is gathered; after it (post) its gradients
+ * are reduced (backward) and the unit resharded (after a forward only
+ * when its reshard_after_forward says so). */
 tpx_status tr_hook_pre(tr_rank *r, const char *module, int backward,
                        tpx_error *err);
 tpx_status tr_hook_post(tr_rank *r, const char *module, int backward,
