@@ -10,7 +10,6 @@ typedef struct tr_tp {
   const tpx_sharding *sh;
   tpx_mesh_comm *mc; /* times its own calls (tpx_mesh_comm_time) */
   int64_t rank;
-  int64_t embed, m_embed;
   /* context parallelism: the cp group (the mesh comm's cp dim; NULL at
    * cp 1), this rank's place in it and how the sequence is cut */
   tpx_comm *cp;

@@ -206,20 +206,17 @@ int64_t tr_param_dim(tr_rank *r, int64_t p, int d) {
   return d < s->ndim ? s->length[d] : 1;
 }
 
-tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward,
-                           tpx_error *err) {
-  return TPX_OK;
-}
-tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward,
-                           tpx_error *err) {
+tpx_status tr_hook_pre(tr_rank *r, const char *module, int backward,
+                       tpx_error *err) {
   return TPX_OK;
 }
 
-/* after the whole backward (layer -1 is last): the tp all-reduce of the
- * gradients of params replicated over tp but fed by sequence-sharded
- * activations (norms under SP), as DTensor does */
-tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err) {
-  if (layer >= 0)
+/* after the whole backward (the model's hook, module "", is last): the tp
+ * all-reduce of the gradients of params replicated over tp but fed by
+ * sequence-sharded activations (norms under SP), as DTensor does */
+tpx_status tr_hook_post(tr_rank *r, const char *module, int backward,
+                        tpx_error *err) {
+  if (!backward || module[0])
     return TPX_OK;
   for (size_t p = 0; p < r->np; p++) {
     if (r->owner[p] != (int64_t)p)

@@ -3,7 +3,6 @@
  * runtime's module hooks (which keep the unit bookkeeping), grad norm /
  * clip and AdamW. The TP half (transitions, vocab-parallel embedding and
  * loss) is glue_tp.c. */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "glue_impl.h"
@@ -73,32 +72,21 @@ int64_t tr_param_dim(tr_rank *r, int64_t p, int d) {
   return d < pi.ndim ? pi.local_shape[d] : 1;
 }
 
-/* FSDP2's hooks, by module name: the runtime finds each layer's unit,
- * gathers it once per pass and reduces it once per backward; the model's
- * own hooks (module "", layer -1 here) open and close the passes, keeping
- * the root units (embedding, final norm, lm_head) gathered between. */
-static const char *module(int64_t l, char *b) {
-  snprintf(b, 64, "model.layers.%lld", (long long)l);
-  return l < 0 ? "" : b;
+/* FSDP2's hooks, by the module's name: the runtime finds its unit, gathers
+ * it once per pass and reduces it once per backward (post_backward
+ * reshards it too); the model's own hooks (module "") open and close the
+ * passes, keeping the root units (embedding, final norm, lm_head) gathered
+ * between. */
+tpx_status tr_hook_pre(tr_rank *r, const char *module, int backward,
+                       tpx_error *err) {
+  return backward ? tpx_runtime_pre_backward(r->rt, module, err)
+                  : tpx_runtime_pre_forward(r->rt, module, err);
 }
 
-tpx_status tr_unit_unshard(tr_rank *r, int64_t l, int backward,
-                           tpx_error *err) {
-  char b[64];
-  return backward ? tpx_runtime_pre_backward(r->rt, module(l, b), err)
-                  : tpx_runtime_pre_forward(r->rt, module(l, b), err);
-}
-
-tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t l, tpx_error *err) {
-  char b[64];
-  return tpx_runtime_post_backward(r->rt, module(l, b), err);
-}
-
-/* backward: post_backward above resharded already */
-tpx_status tr_unit_reshard(tr_rank *r, int64_t l, int backward,
-                           tpx_error *err) {
-  char b[64];
-  return backward ? TPX_OK : tpx_runtime_post_forward(r->rt, module(l, b), err);
+tpx_status tr_hook_post(tr_rank *r, const char *module, int backward,
+                        tpx_error *err) {
+  return backward ? tpx_runtime_post_backward(r->rt, module, err)
+                  : tpx_runtime_post_forward(r->rt, module, err);
 }
 
 tpx_status tr_zero_grads(tr_rank *r, tpx_error *err) {

@@ -10,8 +10,6 @@ tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err) {
   const tpx_mesh *mesh = tpx_sharding_mesh(su->sharding);
   *tp = (tr_tp){.model = su->model, .sh = su->sharding, .rank = su->rank};
   tp->cpi = (tr_cp){1, 0, su->cp_layout}; /* cp 1 unless the mesh has cp */
-  tp->embed = tpx_model_find_param(su->model, "model.embed_tokens.weight");
-  tp->m_embed = tpx_model_find_module(su->model, "model.embed_tokens");
   tpx_status st = tpx_mesh_comm_create(su->world_comm, mesh, &tp->mc, err);
   if (!st) /* the ranks the loss is averaged over */
     st = tpx_mesh_comm_view(tp->mc, "dp_cp", &tp->dp_cp, err);
@@ -31,13 +29,6 @@ tpx_comm_time tr_rank_comm_time(const tr_rank *r) {
 }
 int tr_rank_is_root(const tr_rank *r) { return ((const tr_tp *)r)->rank == 0; }
 tr_cp tr_rank_cp(const tr_rank *r) { return ((const tr_tp *)r)->cpi; }
-
-int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d) {
-  tpx_param_info pi;
-  if (tpx_model_param(((tr_tp *)r)->model, p, &pi, NULL) || d >= pi.ndim)
-    return 1;
-  return pi.shape[d];
-}
 
 static tpx_tensor t3(const float *d, int64_t b, int64_t s, int64_t f) {
   int64_t sh[3] = {b, s, f};
@@ -87,37 +78,37 @@ tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
   return st;
 }
 
-/* The vocab-parallel embedding (forward when given the arena, which x
+/* The vocab-parallel embedding e (forward when given the arena, which x
  * then comes from; else backward, x the output's gradient) on the
  * TP-local weight or its gradient. */
-static tpx_status embed(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b,
-                        int64_t t, tr_act *x, tpx_error *err) {
+static tpx_status embed(tr_rank *r, tr_arena *ar, const tr_module *e,
+                        const int32_t *ids, int64_t b, int64_t t, tr_act *x,
+                        tpx_error *err) {
   tr_tp *tp = (tr_tp *)r;
-  int64_t e = tp->embed, ish[2] = {b, t}, ol[3], wl[2];
-  tpx_status st = tpx_tp_embedding_shape(tp->sh, tp->m_embed, tp->rank, ish, 2,
-                                         ol, wl, err);
+  int64_t ish[2] = {b, t}, ol[3], wl[2];
+  tpx_status st =
+      tpx_tp_embedding_shape(tp->sh, e->m, tp->rank, ish, 2, ol, wl, err);
   if (st || (ar && (st = tr_act_alloc(ar, x, ol[0], ol[1], ol[2], 1, err))))
     return st;
   tpx_tensor ti = tpx_tensor_make((void *)ids, TPX_DTYPE_I32, 2, ish);
-  tpx_tensor tw = tpx_tensor_make(ar ? tr_param_w(r, e) : tr_param_g(r, e),
-                                  TPX_DTYPE_F32, 2, wl);
+  tpx_tensor tw = tpx_tensor_make(
+      ar ? tr_param_w(r, e->w) : tr_param_g(r, e->w), TPX_DTYPE_F32, 2, wl);
   tpx_tensor tx = t3(x->d, x->b, x->s, x->f);
   if (!ar)
-    return tpx_tp_embedding_backward(tp->sh, tp->mc, tp->m_embed, &ti, &tx, &tw,
-                                     err);
+    return tpx_tp_embedding_backward(tp->sh, tp->mc, e->m, &ti, &tx, &tw, err);
   x->S = t;
-  x->F = tr_param_full_dim(r, e, 1);
-  return tpx_tp_embedding_forward(tp->sh, tp->mc, tp->m_embed, &ti, &tw, &tx,
-                                  err);
+  x->F = e->cols;
+  return tpx_tp_embedding_forward(tp->sh, tp->mc, e->m, &ti, &tw, &tx, err);
 }
 
-tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b,
-                        int64_t t, tr_act *out, tpx_error *err) {
-  return embed(r, ar, ids, b, t, out, err);
+tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const tr_module *e,
+                        const int32_t *ids, int64_t b, int64_t t, tr_act *out,
+                        tpx_error *err) {
+  return embed(r, ar, e, ids, b, t, out, err);
 }
-tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t,
-                        tr_act *dout, tpx_error *err) {
-  return embed(r, NULL, ids, b, t, dout, err);
+tpx_status tr_embed_bwd(tr_rank *r, const tr_module *e, const int32_t *ids,
+                        int64_t b, int64_t t, tr_act *dout, tpx_error *err) {
+  return embed(r, NULL, e, ids, b, t, dout, err);
 }
 
 tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits,

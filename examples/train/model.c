@@ -136,7 +136,7 @@ static tpx_status linear_fwd(ctx *c, const tr_module *mod, const tr_act *x,
   size_t mark = tr_arena_mark(c->ar);
   CK(tr_act_alloc(c->ar, y, in->b, in->s, out, 0, c->err));
   y->S = in->S;
-  y->F = tr_param_full_dim(c->r, mod->w, 0);
+  y->F = mod->rows;
   tr_linear_fwd(in->d, tr_param_w(c->r, mod->w), tr_param_w(c->r, mod->b), y->d,
                 in->b * in->s, width, out);
   float *local = y->d;
@@ -584,12 +584,13 @@ static tpx_status forward(tr_net *net, ctx *c, tr_act *logits, tr_act *fin_in,
   const tr_params *P = &net->params;
   tpx_status st;
   tr_act h, x;
-  CK(tr_unit_unshard(c->r, -1, 0, c->err));
-  CK(tr_embed_fwd(c->r, c->ar, net->ids, net->b, net->t, &h, c->err));
+  CK(tr_hook_pre(c->r, "", 0, c->err));
+  CK(tr_embed_fwd(c->r, c->ar, &P->embed_tokens, net->ids, net->b, net->t, &h,
+                  c->err));
   for (int64_t l = 0; l < net->cfg.layers; l++) {
-    CK(tr_unit_unshard(c->r, l, 0, c->err));
+    CK(tr_hook_pre(c->r, P->layers[l].name, 0, c->err));
     CK(layer_fwd(net, c, l, &h));
-    CK(tr_unit_reshard(c->r, l, 0, c->err));
+    CK(tr_hook_post(c->r, P->layers[l].name, 0, c->err));
   }
   *head = tr_arena_mark(c->ar);
   CK(norm_fwd(c, &P->norm, net->cfg.eps, &h, fin_in, fin_rstd, &x));
@@ -602,7 +603,7 @@ static tpx_status backward(tr_net *net, ctx *c, tr_act *dlogits,
   const tr_params *P = &net->params;
   tpx_status st;
   tr_act dx = {0}, dh;
-  CK(tr_unit_unshard(c->r, -1, 1, c->err));
+  CK(tr_hook_pre(c->r, "", 1, c->err));
   CK(linear_bwd(c, &P->lm_head, lm_in, dlogits, &dx));
   CK(norm_bwd(c, &P->norm, fin_in, fin_rstd, &dx, &dh));
   /* the head's activations and the logits' gradient are dead: the layers'
@@ -611,15 +612,14 @@ static tpx_status backward(tr_net *net, ctx *c, tr_act *dlogits,
   CK(keep_only(c, head, &dh));
   for (int64_t l = net->cfg.layers - 1; l >= 0; l--) {
     size_t mark = tr_arena_mark(c->ar); /* dh stays below it */
-    CK(tr_unit_unshard(c->r, l, 1, c->err));
+    CK(tr_hook_pre(c->r, P->layers[l].name, 1, c->err));
     CK(layer_bwd(net, c, l, &dh));
-    CK(tr_unit_reduce_grads(c->r, l, c->err));
-    CK(tr_unit_reshard(c->r, l, 1, c->err));
+    CK(tr_hook_post(c->r, P->layers[l].name, 1, c->err));
     tr_arena_pop(c->ar, mark);
   }
-  CK(tr_embed_bwd(c->r, net->ids, net->b, net->t, &dh, c->err));
-  CK(tr_unit_reduce_grads(c->r, -1, c->err));
-  return tr_unit_reshard(c->r, -1, 1, c->err);
+  CK(tr_embed_bwd(c->r, &P->embed_tokens, net->ids, net->b, net->t, &dh,
+                  c->err));
+  return tr_hook_post(c->r, "", 1, c->err);
 }
 
 tpx_status tr_net_step(tr_net *net, tr_rank *r, const int32_t *tokens,

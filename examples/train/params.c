@@ -99,7 +99,8 @@ static int64_t claim(finder *f, const char *name, dim rows, dim cols) {
 static tr_module find(finder *f, const char *name, int bias, dim rows,
                       dim cols) {
   char buf[300];
-  tr_module mod = {tpx_model_find_module(f->model, name), -1, -1};
+  tr_module mod = {tpx_model_find_module(f->model, name), -1, -1,
+                   dim_size(f->cfg, rows), dim_size(f->cfg, cols)};
   snprintf(buf, sizeof buf, "%s.weight", name);
   mod.w = claim(f, buf, rows, cols);
   if (bias) {
@@ -112,15 +113,15 @@ static tr_module find(finder *f, const char *name, int bias, dim rows,
 static tpx_status find_layer(finder *f, int64_t l, tr_layer *L,
                              tpx_error *err) {
   const tr_config *cfg = f->cfg;
+  snprintf(L->name, sizeof L->name, "model.layers.%lld", (long long)l);
   for (size_t i = 0; i < sizeof layer_modules / sizeof *layer_modules; i++) {
     tr_module *mod = (tr_module *)((char *)L + layer_modules[i].offset);
-    *mod = (tr_module){-1, -1, -1};
+    *mod = (tr_module){.m = -1, .w = -1, .b = -1};
     if (layer_modules[i].when == QK_NORM && !cfg->qk_norm)
       continue;
     int bias = layer_modules[i].bias && cfg->qkv_bias;
     char name[200];
-    snprintf(name, sizeof name, "model.layers.%lld.%s", (long long)l,
-             layer_modules[i].name);
+    snprintf(name, sizeof name, "%s.%s", L->name, layer_modules[i].name);
     *mod = find(f, name, bias, layer_modules[i].rows, layer_modules[i].cols);
     if (mod->w < 0 || (bias && mod->b < 0))
       return tpx_error_set(err, TPX_VALIDATION,

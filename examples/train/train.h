@@ -158,37 +158,42 @@ void tr_attn_bwd(const tr_attn_shape *sh, const float *q, const float *k,
  * FSDP units, optimizer). One object per rank. ---- */
 typedef struct tr_rank tr_rank;
 typedef struct tr_net tr_net;
+typedef struct tr_module tr_module; /* a module of the model (below) */
 /* TP-local unsharded weight and its gradient (valid while its unit is
  * unsharded); NULL for an absent parameter (p < 0). */
 float *tr_param_w(tr_rank *r, int64_t p);
 float *tr_param_g(tr_rank *r, int64_t p);
-/* TP-local dim d of parameter p, and its global dim. */
+/* TP-local dim d of parameter p (its global shape is the model's:
+ * tr_module.rows / cols). */
 int64_t tr_param_dim(tr_rank *r, int64_t p, int d);
-int64_t tr_param_full_dim(tr_rank *r, int64_t p, int d);
 /* Run the styled module's transition on x: when it moves data, x is
  * replaced by the result, taken from the arena (x's buffer is left as it
  * was); otherwise only x's DTensor metadata changes. */
 tpx_status tr_transition(tr_rank *r, tr_arena *ar, int64_t module, int output,
                          int backward, tr_act *x, tpx_error *err);
-/* Vocab-parallel embedding: out [b, s, hidden] in the module's output
+/* Vocab-parallel embedding `e`: out [b, s, hidden] in the module's output
  * layout; backward accumulates into the embedding grad. */
-tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const int32_t *ids, int64_t b,
-                        int64_t t, tr_act *out, tpx_error *err);
-tpx_status tr_embed_bwd(tr_rank *r, const int32_t *ids, int64_t b, int64_t t,
-                        tr_act *dout, tpx_error *err);
+tpx_status tr_embed_fwd(tr_rank *r, tr_arena *ar, const tr_module *e,
+                        const int32_t *ids, int64_t b, int64_t t, tr_act *out,
+                        tpx_error *err);
+tpx_status tr_embed_bwd(tr_rank *r, const tr_module *e, const int32_t *ids,
+                        int64_t b, int64_t t, tr_act *dout, tpx_error *err);
 /* Mean CE of local-vocab logits [b, t, vl]; dlogits same shape, for a loss
  * that is the mean over the GLOBAL batch of this step (scale 1/ntok_global
  * handled by the glue). *loss: this rank's mean over its positions. */
 tpx_status tr_cross_entropy(tr_rank *r, const tr_act *logits,
                             const int32_t *targets, double *loss,
                             tr_act *dlogits, tpx_error *err);
-/* FSDP: the unit holding decoder layer `layer` (-1: the root's params),
- * for the forward (backward 0) or backward (1) pass. */
-tpx_status tr_unit_unshard(tr_rank *r, int64_t layer, int backward,
-                           tpx_error *err);
-tpx_status tr_unit_reshard(tr_rank *r, int64_t layer, int backward,
-                           tpx_error *err);
-tpx_status tr_unit_reduce_grads(tr_rank *r, int64_t layer, tpx_error *err);
+/* FSDP2's hooks around the forward (backward 0) or backward (1) of
+ * `module`: a decoder layer (tr_layer.name, the module fully_shard
+ * wraps) or the model itself (""), whose hooks open and close the pass.
+ * Before it (pre) its unit is gathered; after it (post) its gradients
+ * are reduced (backward) and the unit resharded (after a forward only
+ * when its reshard_after_forward says so). */
+tpx_status tr_hook_pre(tr_rank *r, const char *module, int backward,
+                       tpx_error *err);
+tpx_status tr_hook_post(tr_rank *r, const char *module, int backward,
+                        tpx_error *err);
 tpx_status tr_zero_grads(tr_rank *r, tpx_error *err);
 /* After backward: total pre-clip grad norm, clip, AdamW step (1-based). */
 tpx_status tr_optimizer_step(tr_rank *r, double clip, double lr, double wd,
@@ -217,15 +222,21 @@ tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err);
 /* A module of the decoder: its index in the model's module tree (its TP
  * transitions are looked up by it) and its parameters' indices; -1 where
  * absent. */
-typedef struct tr_module {
+struct tr_module {
   int64_t m; /* module */
   int64_t w; /* .weight */
   int64_t b; /* .bias (Qwen2's q/k/v_proj) */
-} tr_module;
+  /* .weight's global shape, the sizes config.json gives it (params.c
+   * refuses weights of another shape; cols 0: 1-D): a linear's output
+   * features (the logical F of its output) are its rows, the
+   * embedding's are its cols */
+  int64_t rows, cols;
+};
 
 /* The parameters of one decoder layer; global shapes (each rank holds the
  * TP-local piece its plan gives it). nh heads, nkv kv heads of hd. */
 typedef struct tr_layer {
+  char name[48]; /* "model.layers.N": the module FSDP2 wraps (tr_hook_*) */
   tr_module input_layernorm;          /* w [hidden] */
   tr_module q_proj;                   /* w [nh*hd, hidden], b [nh*hd] */
   tr_module k_proj, v_proj;           /* w [nkv*hd, hidden], b [nkv*hd] */

@@ -20,6 +20,11 @@ usage: house_rules.py SOURCE_ROOT CHECK
               exists: in the tree (a bare name anywhere, a path from the
               root, the file's folder, core/src/ or an include dir), or
               one the build generates (an output named in a meson.build)
+  glue        tpx-train's glue (examples/train/glue_rt.c + glue_tp.c, the
+              adapter between the model and the library) stays at most
+              GLUE_MAX lines together (issue 30), keeps no unit bookkeeping
+              (no unit-index runtime call: the runtime's module hooks do
+              it) and no model knowledge (no module or parameter name)
 Prints one line per violation and exits 1 when there is any.
 """
 import os
@@ -195,8 +200,36 @@ def check_plugin_view(root):
     return bad
 
 
+GLUE = ("examples/train/glue_rt.c", "examples/train/glue_tp.c")
+GLUE_MAX = 250
+UNIT_CALL = re.compile(r"\btpx_runtime_(unshard|reshard|reduce_grads|"
+                       r"module_unit|unit_\w+|num_units|param_unit)\b")
+MODEL_NAME = re.compile(r'"(model\.|lm_head)[^"]*"')
+
+
+def check_glue(root):
+    bad, total = [], 0
+    for rel in GLUE:
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            lines = f.read().split("\n")[:-1]
+        total += len(lines)
+        for n, line in enumerate(lines, 1):
+            for rx, why in ((UNIT_CALL, "tracks units (%s): name the module "
+                             "to the runtime's hooks instead"),
+                            (MODEL_NAME, "names the model's %s: the model "
+                             "code (params.c) knows its modules")):
+                m = rx.search(line)
+                if m:
+                    bad.append("%s:%d: %s" % (rel, n, why % m.group(0)))
+    if total > GLUE_MAX:
+        bad.append("%s: %d lines together, over %d: move what is not glue "
+                   "into the library or the model" %
+                   (" + ".join(GLUE), total, GLUE_MAX))
+    return bad
+
+
 CHECKS = {"class-names": check_class_names, "plugin-view": check_plugin_view, "names": check_names, "views": check_views,
-          "file-refs": check_file_refs}
+          "file-refs": check_file_refs, "glue": check_glue}
 
 
 def main(argv):

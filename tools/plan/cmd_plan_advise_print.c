@@ -221,9 +221,10 @@ void advise_print_json(const advice_t *a, const alts_t *s,
 }
 
 /* The table of costed meshes and the rejected ones; a cp column when some
- * mesh has cp > 1. */
+ * mesh has cp > 1; an ep column, and the bytes sent over ep (the token
+ * dispatch) beside tp's and fsdp's, when some mesh has ep > 1. */
 static void print_table(const advice_t *a) {
-  char p[32], t[32], d[32], e[32];
+  char p[32], t[32], d[32], e[32], x[32];
   int with_cp = 0, with_ep = 0;
   for (size_t i = 0; i < a->n; i++) with_cp |= a->c[i].cp > 1;
   for (size_t i = 0; i < a->n; i++) with_ep |= a->c[i].ep > 1;
@@ -232,8 +233,11 @@ static void print_table(const advice_t *a) {
     printf(" %4s", "cp");
   if (with_ep)
     printf(" %4s", "ep");
-  printf(" %4s %11s %5s %4s %12s %12s %12s\n", "tp", "peak/rank", "fits",
-         "band", "sent/step", "tp", "fsdp");
+  printf(" %4s %11s %5s %4s %12s %12s %12s", "tp", "peak/rank", "fits", "band",
+         "sent/step", "tp", "fsdp");
+  if (with_ep)
+    printf(" %12s", "ep");
+  printf("\n");
   size_t shown = 0, rej = 0;
   for (size_t i = 0; i < a->n; i++) {
     const cand_t *c = &a->c[i];
@@ -256,6 +260,8 @@ static void print_table(const advice_t *a) {
            tpx_format_bytes(c->traffic.total, t, sizeof t),
            tpx_format_bytes(c->traffic.tp, d, sizeof d),
            tpx_format_bytes(c->traffic.fsdp, e, sizeof e));
+    if (with_ep)
+      printf(" %12s", tpx_format_bytes(c->traffic.ep, x, sizeof x));
     if (a->mo.offload)
       printf("  host %s", tpx_format_bytes(c->host_max, p, sizeof p));
     if (c->upstream[0])

@@ -54,30 +54,37 @@ typedef struct tpx_shard_fold_source {
 typedef struct tpx_shard_tensor {
   char *name;
   int ndim;
+  /* 1 when the placements are over the MoE mesh ("mesh": "moe": an expert
+   * parameter at ep > 1, tpx_shard_meta.ep), 0 over the main mesh. Added
+   * in what was padding after ndim (64-bit targets), so the struct keeps
+   * its size and offsets: a caller built before it reads the tensors array
+   * at the same stride. */
+  int on_moe;
   int64_t global_shape[TPX_MAX_TENSOR_DIMS];
   int64_t offsets[TPX_MAX_TENSOR_DIMS];
   int num_placements;
   tpx_placement placements[TPX_MESH_MAX_DIMS];
   tpx_shard_fold_source *fold;
   size_t num_fold;
-  /* 1 when the placements are over the MoE mesh ("mesh": "moe": an expert
-   * parameter at ep > 1, tpx_shard_meta.ep), 0 over the main mesh. Added
-   * after num_fold. */
-  int on_moe;
 } tpx_shard_tensor;
 
-/* The parsed tpx-shard/1 metadata of one rank file. */
+/* The parsed tpx-shard/1 metadata of one rank file. The caller allocates
+ * it and has no struct_size to say which fields it knows: a field is added
+ * only where its layout keeps every size and offset (see ep). */
 typedef struct tpx_shard_meta {
   int mesh_ndim;
   char mesh_names[TPX_MESH_MAX_DIMS][TPX_MESH_NAME_MAX];
+  /* Expert parallelism: "tpx.mesh" "moe" {"dims": ["ep_shard", "ep"],
+   * "sizes": [world / ep, ep]}, the MoE mesh over the same ranks
+   * (tpx_mesh_create_moe); 1 when absent. Added in what was padding
+   * after mesh_names (64-bit targets: 4 + 8 x 32 bytes, then mesh_sizes
+   * at 8-byte alignment), so the struct keeps its size: the parse and the
+   * free write nothing past a struct of a caller built before it. */
+  int ep;
   int64_t mesh_sizes[TPX_MESH_MAX_DIMS];
   int64_t rank, world_size;
   tpx_shard_tensor *tensors;
   size_t num_tensors;
-  /* Expert parallelism: "tpx.mesh" "moe" {"dims": ["ep_shard", "ep"],
-   * "sizes": [world / ep, ep]}, the MoE mesh over the same ranks
-   * (tpx_mesh_create_moe); 1 when absent. Added after num_tensors. */
-  int64_t ep;
 } tpx_shard_meta;
 
 /* Parse the "tpx.mesh" (JSON text of `mesh_len` bytes) and "tpx.tensors"

@@ -157,7 +157,7 @@ static int parse_moe(json_t *moe, tpx_shard_meta *out, tpx_error *err) {
                   (long long)out->world_size);
     return -1;
   }
-  out->ep = sizes[1];
+  out->ep = (int)sizes[1]; /* <= the world size, itself <= 2^20 */
   return 0;
 }
 

@@ -12,6 +12,7 @@
  * here, the rank files' "fold" items (negative offsets) and a shard +
  * merge round trip that writes the stored tensors back byte for byte. */
 #include <check.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -533,6 +534,75 @@ START_TEST(fold_meta_parse) {
 }
 END_TEST
 
+/* tpx_shard_meta and tpx_shard_tensor as they were before .ep and .on_moe
+ * were added: what a caller built then allocates (the meta) and indexes
+ * (the parse's tensors array). */
+typedef struct {
+  char *name;
+  int ndim;
+  int64_t global_shape[TPX_MAX_TENSOR_DIMS];
+  int64_t offsets[TPX_MAX_TENSOR_DIMS];
+  int num_placements;
+  tpx_placement placements[TPX_MESH_MAX_DIMS];
+  tpx_shard_fold_source *fold;
+  size_t num_fold;
+} older_tensor;
+typedef struct {
+  int mesh_ndim;
+  char mesh_names[TPX_MESH_MAX_DIMS][TPX_MESH_NAME_MAX];
+  int64_t mesh_sizes[TPX_MESH_MAX_DIMS];
+  int64_t rank, world_size;
+  older_tensor *tensors;
+  size_t num_tensors;
+} older_meta;
+
+#define SAME_AT(a, b, f) ck_assert_uint_eq(offsetof(a, f), offsetof(b, f))
+
+/* A caller built before the MoE fields parses an ep 2 rank file: nothing
+ * is written past its tpx_shard_meta (by the parse or the free), and it
+ * reads every tensor of the array at its own stride; a caller built now
+ * reads ep and on_moe from the same bytes. */
+START_TEST(older_caller_layout) {
+  ck_assert_uint_eq(sizeof(tpx_shard_meta), sizeof(older_meta));
+  ck_assert_uint_eq(sizeof(tpx_shard_tensor), sizeof(older_tensor));
+  SAME_AT(tpx_shard_meta, older_meta, mesh_sizes);
+  SAME_AT(tpx_shard_meta, older_meta, world_size);
+  SAME_AT(tpx_shard_meta, older_meta, num_tensors);
+  SAME_AT(tpx_shard_tensor, older_tensor, global_shape);
+  SAME_AT(tpx_shard_tensor, older_tensor, placements);
+  SAME_AT(tpx_shard_tensor, older_tensor, num_fold);
+  static const char mesh[] =
+      "{\"dims\":[\"dp_shard\"],\"sizes\":[4],"
+      "\"moe\":{\"dims\":[\"ep_shard\",\"ep\"],\"sizes\":[2,2]}}";
+  static const char tensors[] =
+      "{\"a\":{\"global_shape\":[4],\"offsets\":[0],"
+      "\"placements\":[\"replicate\"]},"
+      "\"x\":{\"global_shape\":[4,6],\"offsets\":[2,0],\"mesh\":\"moe\","
+      "\"placements\":[\"replicate\",\"shard(0)\"]}}";
+  union {
+    older_meta m;
+    unsigned char b[sizeof(older_meta) + 64];
+  } u;
+  memset(&u, 0xA5, sizeof u);
+  tpx_shard_meta *now = (tpx_shard_meta *)(void *)&u;
+  CHECK_OK(tpx_shard_meta_parse(mesh, strlen(mesh), tensors, strlen(tensors),
+                                "1", now, &e_));
+  for (size_t i = sizeof(older_meta); i < sizeof u; i++)
+    ck_assert_uint_eq(u.b[i], 0xA5);
+  ck_assert_uint_eq(u.m.num_tensors, 2);
+  ck_assert_str_eq(u.m.tensors[0].name, "a");
+  ck_assert_str_eq(u.m.tensors[1].name, "x");
+  ck_assert_int_eq(u.m.tensors[1].offsets[0], 2);
+  ck_assert_int_eq(u.m.tensors[1].placements[1].kind, TPX_SHARD);
+  ck_assert_int_eq(now->ep, 2);
+  ck_assert_int_eq(now->tensors[0].on_moe, 0);
+  ck_assert_int_eq(now->tensors[1].on_moe, 1);
+  tpx_shard_meta_free(now);
+  for (size_t i = sizeof(older_meta); i < sizeof u; i++)
+    ck_assert_uint_eq(u.b[i], 0xA5);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("checkpoint-split");
   TCase *tc = tcase_create("split");
@@ -545,6 +615,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, shard_merge_round_trip, 0,
                       (int)(sizeof trips / sizeof trips[0]) * 2);
   tcase_add_test(tc, fold_meta_parse);
+  tcase_add_test(tc, older_caller_layout);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -110,6 +110,42 @@ else
 fi
 expect "advisor --ep 2 keeps to ep 2, best command has --ep 2" 0 "--ep 2" \
   "$tpx" plan --config "$cfg" --gpus 4 --seq 256 --ep 2
+# the text table: after the bytes sent over tp and fsdp, those over ep
+# (the JSON's comm_ep_bytes, 0 B at ep 1), row for row as the JSON ranks
+# them; a dense model's table (no ep > 1 mesh) has no ep column at all
+"$tpx" plan --config "$cfg" --gpus 4 --seq 256 >"$work/advice.txt" 2>&1
+"$tpx" plan --config "$src/tests/data/plugin/Llama-3.2-1B.json" --gpus 4 \
+  --seq 256 >"$work/advice1.txt" 2>&1
+if python3 - "$work/advice.json" "$work/advice.txt" "$work/advice1.txt" \
+  <<'EOF' >"$work/log" 2>&1; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+lines = open(sys.argv[2]).read().split("\n")
+h = [l for l in lines if "sent/step" in l][0].split()
+assert h[-4:] == ["sent/step", "tp", "fsdp", "ep"], h
+assert h[:4] == ["dp_rep", "dp_shard", "ep", "tp"], h
+rows = [l.split("(upstream")[0].split() for l in lines
+        if l[:3].strip().isdigit()]
+ok = [m for m in d["advice"] if m["rejected_because"] is None]
+assert len(rows) == len(ok) and len(rows) > 3, (rows, ok)
+def near(t, want):  # as tpx_format_bytes rounds: a tenth of the unit
+    unit = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[t[1]]
+    return abs(float(t[0]) * unit - want) <= 0.05 * unit
+for r, m in zip(rows, ok):
+    assert int(r[3]) == m.get("ep", 1), (r, m)
+    want = m.get("comm_ep_bytes", 0)
+    assert (want == 0) == (r[-2:] == ["0", "B"]) and near(r[-2:], want), (r, m)
+    assert near(r[-4:-2], m["comm_fsdp_bytes"]), (r, m)
+assert any(m.get("ep", 1) > 1 for m in ok)
+lines1 = open(sys.argv[3]).read().split("\n")
+h1 = [l for l in lines1 if "sent/step" in l][0].split()
+assert h1 == ["dp_rep", "dp_shard", "tp", "peak/rank", "fits", "band",
+              "sent/step", "tp", "fsdp"], h1
+EOF
+  ok "advisor text: ep mesh and ep traffic columns, none without ep > 1"
+else
+  bad "advisor text: ep mesh and ep traffic columns, none without ep > 1"
+fi
 expect "advisor --ep 3 does not divide --gpus 4" 2 "--ep 3 does not divide --gpus 4" \
   "$tpx" plan --config "$cfg" --gpus 4 --ep 3
 
