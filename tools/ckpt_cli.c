@@ -149,12 +149,36 @@ void tpx_cli_report_sigbus(const char *cmd, const char *path) {
   tpx_checkpoint_reader_destroy(rd);
 }
 
+/* mkdir -p: every missing directory on the way to dir, then dir; EEXIST
+ * is fine (a run beside this one made it first). 0, or -1 with errno. */
+static int make_dirs(const char *dir) {
+  size_t n = strlen(dir);
+  char *path = malloc(n + 1);
+  if (!path)
+    return -1;
+  memcpy(path, dir, n + 1);
+  int rc = 0;
+  for (size_t i = 1; i <= n && rc == 0; i++) {
+    if (path[i] != '/' && path[i] != '\0')
+      continue;
+    char c = path[i];
+    path[i] = '\0';
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+      rc = -1;
+    path[i] = c;
+  }
+  int saved = errno;
+  free(path);
+  errno = saved;
+  return rc;
+}
+
 int tpx_cli_check_out_dir(const char *cmd, const char *dir) {
   struct stat sb;
   const char *why = NULL;
-  /* made when missing; EEXIST: a run beside this one made it first */
-  if (stat(dir, &sb) != 0 && errno == ENOENT && mkdir(dir, 0755) != 0 &&
-      errno != EEXIST)
+  /* made when missing, with its missing parents (the help says "created
+   * if missing") */
+  if (stat(dir, &sb) != 0 && errno == ENOENT && make_dirs(dir) != 0)
     why = strerror(errno);
   else if (stat(dir, &sb) != 0)
     why = strerror(errno);

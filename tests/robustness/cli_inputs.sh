@@ -95,6 +95,7 @@ if [ -d /proc/self ]; then
   has "--out /proc/foo" "merge --out /proc/foo: named"
 fi
 run 0 "shard into a new directory" shard --weights "$FIX" --tp 1 --out "$W/new"
+run 0 "shard into new nested directories" shard --weights "$FIX" --tp 1 --out "$W/new2/a/b"
 
 # Many tensors: 200 000 one-byte tensors in one module took minutes
 # (every addition scanned the module's parameters) and the text report
