@@ -26,14 +26,19 @@
  *    gather_param returns the full [E, ...] tensors; clip + AdamW match the
  *    formula on the full tensors; allocated parameter bytes are the padded
  *    sums;
+ *  - a checkpoint written by every rank's shards at ep 2
+ *    (tpx_checkpoint_write_rank) loads at ep 4 and at dp_replicate 2 x
+ *    dp_shard 2 x ep 2 (tpx_runtime_load_safetensors) to the same values;
  *  - FSDP off at ep > 1 is refused; ep 1 has no ep comm. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rt_fsdp_fixture.h"
+#include "tpx/checkpoint.h"
 
 #define NL 2
 #define E 4
@@ -517,6 +522,97 @@ START_TEST(refusals) {
 }
 END_TEST
 
+/* ---- checkpoints: save at ep 2, load at ep 4 ---- */
+
+typedef struct kx {
+  ex x;
+  const char *dir;
+  int save; /* 1: load the weights and write them; 0: read them back */
+} kx;
+
+static tpx_status save_rank(kx *k, tpx_runtime *rt, int64_t rank,
+                            tpx_error *err) {
+  const tpx_model *m = k->x.model;
+  size_t np = tpx_model_num_params(m), ne = 0;
+  tpx_checkpoint_entry *ents = NULL;
+  tpx_checkpoint_dest *srcs = calloc(np, sizeof *srcs);
+  tpx_checkpoint_writer *w = NULL;
+  tpx_checkpoint_writer_options o = TPX_CHECKPOINT_WRITER_OPTIONS_INIT;
+  o.num_writers = k->x.world;
+  o.writer_rank = rank;
+  tpx_status st = rt_load_weights(rt, m, err);
+  if (st == TPX_OK)
+    st = tpx_checkpoint_model_entries(m, &ents, &ne, err);
+  if (st == TPX_OK)
+    st = tpx_checkpoint_writer_create(k->dir, ents, ne, &o, &w, err);
+  for (size_t p = 0; p < np && st == TPX_OK; p++) {
+    tpx_runtime_param_info pi; /* the shard: tpx_sharding_local_slice's */
+    st = tpx_runtime_param(rt, (int64_t)p, &pi, err);
+    srcs[p] = (tpx_checkpoint_dest){pi.master, (size_t)pi.sharded_numel * 4,
+                                    TPX_DTYPE_F32};
+  }
+  if (st == TPX_OK)
+    st = tpx_checkpoint_write_rank(w, k->x.sh, rank, srcs, err);
+  if (st == TPX_OK)
+    st = tpx_checkpoint_writer_finish(w, NULL, err);
+  tpx_checkpoint_writer_destroy(w);
+  free(ents);
+  free(srcs);
+  return st;
+}
+
+static tpx_status ckpt_body(tpx_comm *world, void *arg, tpx_error *err) {
+  kx *k = arg;
+  int64_t rank = tpx_comm_rank(world);
+  tpx_mesh_comm *mc = NULL;
+  tpx_runtime *rt = NULL;
+  tpx_status st = tpx_mesh_comm_create(world, k->x.mesh, &mc, err);
+  if (st == TPX_OK)
+    st = tpx_runtime_create(k->x.sh, mc, NULL, &rt, err);
+  if (st == TPX_OK)
+    st = k->save ? save_rank(k, rt, rank, err)
+                 : tpx_runtime_load_safetensors(rt, k->dir, err);
+  for (size_t p = 0;
+       !k->save && st == TPX_OK && p < tpx_model_num_params(k->x.model); p++) {
+    tpx_param_info in;
+    tpx_model_param(k->x.model, (int64_t)p, &in, NULL);
+    int64_t n = 1;
+    for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
+    float *full = malloc((size_t)n * 4);
+    RK_OK(tpx_runtime_gather_param(rt, (int64_t)p, full, TPX_DTYPE_F32, E_));
+    for (int64_t i = 0; i < n; i++)
+      ck_assert_msg(full[i] == rt_weight((int64_t)p, i), "%s[%lld] = %g",
+                    in.fqn, (long long)i, (double)full[i]);
+    free(full);
+  }
+  tpx_runtime_destroy(rt);
+  tpx_mesh_comm_destroy(mc);
+  return st;
+}
+
+START_TEST(ckpt_roundtrip) {
+  static const ecase c[3] = {{"save ep2", 1, 4, 1, 2, 0, 0, 0},
+                             {"load ep4", 1, 4, 1, 4, 0, 0, 0},
+                             {"load dpr2 ep2", 2, 2, 1, 2, 0, 0, 0}};
+  char dir[] = "/tmp/tpx_rt_ep_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  for (int i = 0; i < 3; i++) {
+    kx k;
+    ex_init(&k.x, &c[i]);
+    k.dir = dir;
+    k.save = i == 0;
+    tpx_error e = {0};
+    tpx_status st = rt_local_run(4, 0, ckpt_body, &k, &e);
+    ck_assert_msg(st == TPX_OK, "%s: %s", c[i].name, e.message);
+    ex_free(&k.x);
+  }
+  char path[64];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  ck_assert_int_eq(remove(path), 0);
+  ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("rt_ep");
   TCase *tc = tcase_create("ep");
@@ -524,6 +620,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, t_case, 0, (int)(sizeof cases / sizeof cases[0]));
   tcase_add_test(tc, units);
   tcase_add_test(tc, refusals);
+  tcase_add_test(tc, ckpt_roundtrip);
   suite_add_tcase(s, tc);
   return s;
 }
