@@ -11,8 +11,9 @@
  * unevenly), dp_shard 4 x ep 4 (ep = world: experts in no FSDP unit),
  * dp_replicate 2 x dp_shard 2 x ep 2 and dp_shard 2 x tp 2 x ep 2 (an ep
  * group of tp peers; no TP plan), each case run through the unit calls and
- * through the module hooks, once with CPU offload and twice with the
- * world in the sim memory space (no host access to a runtime buffer):
+ * through the module hooks, once with CPU offload, twice with the world in
+ * the sim memory space (no host access to a runtime buffer) and twice in
+ * bf16 compute over f32 storage (gradients reduced in f32):
  *  - the ep / ep_shard comms: sizes, this rank's index, and their members
  *    (an ep group is ep consecutive ranks);
  *  - an expert parameter's local piece is [E/ep, ...] (this rank's experts
@@ -49,19 +50,22 @@ typedef struct ecase {
   int hooks;   /* 1: the backward through the module hooks */
   int offload; /* 1: CPU offload */
   int sim;     /* 1: the world's buffers in the sim memory space */
+  int bf16;    /* 1: bf16 compute over f32 storage (reduce in f32) */
 } ecase;
 
 static const ecase cases[] = {
-    {"dps4 ep2", 1, 4, 1, 2, 0, 0, 0},
-    {"dps4 ep2 hooks", 1, 4, 1, 2, 1, 0, 0},
-    {"dps4 ep4", 1, 4, 1, 4, 0, 0, 0},
-    {"dps4 ep4 hooks", 1, 4, 1, 4, 1, 0, 0},
-    {"dpr2 dps2 ep2", 2, 2, 1, 2, 0, 0, 0},
-    {"dpr2 dps2 ep2 hooks", 2, 2, 1, 2, 1, 0, 0},
-    {"dps2 tp2 ep2", 1, 2, 2, 2, 1, 0, 0},
-    {"dps4 ep2 offload", 1, 4, 1, 2, 1, 1, 0},
-    {"dps4 ep2 sim", 1, 4, 1, 2, 1, 0, 1},
-    {"dps4 ep4 sim", 1, 4, 1, 4, 0, 1, 1},
+    {"dps4 ep2", 1, 4, 1, 2, 0, 0, 0, 0},
+    {"dps4 ep2 hooks", 1, 4, 1, 2, 1, 0, 0, 0},
+    {"dps4 ep4", 1, 4, 1, 4, 0, 0, 0, 0},
+    {"dps4 ep4 hooks", 1, 4, 1, 4, 1, 0, 0, 0},
+    {"dpr2 dps2 ep2", 2, 2, 1, 2, 0, 0, 0, 0},
+    {"dpr2 dps2 ep2 hooks", 2, 2, 1, 2, 1, 0, 0, 0},
+    {"dps2 tp2 ep2", 1, 2, 2, 2, 1, 0, 0, 0},
+    {"dps4 ep2 offload", 1, 4, 1, 2, 1, 1, 0, 0},
+    {"dps4 ep2 sim", 1, 4, 1, 2, 1, 0, 1, 0},
+    {"dps4 ep4 sim", 1, 4, 1, 4, 0, 1, 1, 0},
+    {"dps4 ep2 bf16", 1, 4, 1, 2, 1, 0, 0, 1},
+    {"dps4 ep4 bf16", 1, 4, 1, 4, 0, 0, 0, 1},
 };
 
 static const char *const expert_pats[2] = {
@@ -99,10 +103,10 @@ typedef struct ex {
 } ex;
 
 static tpx_sharding *moe_shard(const tpx_model *m, const tpx_mesh *mesh,
-                               int64_t ep, int fsdp) {
+                               int64_t ep, int fsdp, int bf16) {
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
   so.fsdp = fsdp;
-  so.param_dtype = TPX_DTYPE_INVALID;
+  so.param_dtype = bf16 ? TPX_DTYPE_BF16 : TPX_DTYPE_INVALID;
   so.ep = ep;
   so.num_expert_params = 2;
   so.expert_params = expert_pats;
@@ -115,7 +119,7 @@ static void ex_init(ex *x, const ecase *c) {
   x->model = moe_model();
   x->mesh = fx_mesh(c->dpr, c->dps, c->tp);
   x->world = c->dpr * c->dps * c->tp;
-  x->sh = moe_shard(x->model, x->mesh, c->ep, 1);
+  x->sh = moe_shard(x->model, x->mesh, c->ep, 1, c->bf16);
 }
 
 static void ex_free(ex *x) {
@@ -132,7 +136,8 @@ static int is_expert(const tpx_param_info *in) {
  * the rank, a non-expert's on the data-parallel index only (tp peers see
  * the same tokens, so their replicated gradients agree). */
 static float grad_of(const ex *x, int64_t p, int64_t gi, int64_t r, int exp) {
-  return rt_grad(p, gi, exp ? r : r / x->c->tp);
+  float v = rt_grad(p, gi, exp ? r : r / x->c->tp);
+  return x->c->bf16 ? rt_from_bf16(rt_to_bf16(v)) : v;
 }
 
 /* The reduced gradient of element gi (expert e = its expert, or -1). */
@@ -204,7 +209,7 @@ static void check_expert_shapes(const ex *x, tpx_runtime *rt, int64_t rank,
 
 /* Every gathered tensor of `unit` equals the loaded weights' slice. */
 static void check_unsharded(tpx_runtime *rt, const tpx_model *m, size_t unit,
-                            int64_t rank, int sim) {
+                            int64_t rank, int sim, int bf16) {
   for (size_t p = 0; p < tpx_model_num_params(m); p++) {
     if (tpx_runtime_param_unit(rt, (int64_t)p) != (int64_t)unit)
       continue;
@@ -214,10 +219,15 @@ static void check_unsharded(tpx_runtime *rt, const tpx_model *m, size_t unit,
     RK_OK(tpx_runtime_param(rt, (int64_t)p, &pi, E_));
     ck_assert_ptr_nonnull(pi.unsharded);
     const float *u = rt_hv(sim, pi.unsharded);
-    for (int64_t i = 0; i < pi.local_numel; i++)
-      ck_assert_float_eq(
-          u[i],
-          rt_weight((int64_t)p, rt_global_index(&pi.tp_local, in.shape, i)));
+    const uint16_t *h = rt_hv(sim, pi.unsharded);
+    for (int64_t i = 0; i < pi.local_numel; i++) {
+      float w =
+          rt_weight((int64_t)p, rt_global_index(&pi.tp_local, in.shape, i));
+      if (bf16)
+        ck_assert_uint_eq(h[i], rt_to_bf16(w));
+      else
+        ck_assert_float_eq(u[i], w);
+    }
   }
 }
 
@@ -233,9 +243,16 @@ static void write_grads(const ex *x, tpx_runtime *rt, size_t unit,
     RK_OK(tpx_runtime_param(rt, (int64_t)p, &pi, E_));
     ck_assert_ptr_nonnull(pi.unsharded_grad);
     float *g = rt_hv(x->c->sim, pi.unsharded_grad);
-    for (int64_t i = 0; i < pi.local_numel; i++)
-      g[i] = grad_of(x, (int64_t)p, rt_global_index(&pi.tp_local, in.shape, i),
-                     rank, is_expert(&in));
+    uint16_t *h = rt_hv(x->c->sim, pi.unsharded_grad);
+    for (int64_t i = 0; i < pi.local_numel; i++) {
+      float v =
+          grad_of(x, (int64_t)p, rt_global_index(&pi.tp_local, in.shape, i),
+                  rank, is_expert(&in));
+      if (x->c->bf16)
+        h[i] = rt_to_bf16(v);
+      else
+        g[i] = v;
+    }
   }
 }
 
@@ -265,7 +282,7 @@ static void backward_hooks(const ex *x, tpx_runtime *rt, int64_t rank) {
     RK_OK(tpx_runtime_pre_forward(rt, exp, E_));
     RK_OK(tpx_runtime_module_unit(rt, exp, &ux, E_));
     ck_assert(tpx_runtime_unit_is_unsharded(rt, ux));
-    check_unsharded(rt, x->model, ux, rank, x->c->sim);
+    check_unsharded(rt, x->model, ux, rank, x->c->sim, x->c->bf16);
     RK_OK(tpx_runtime_post_forward(rt, exp, E_));
     RK_OK(tpx_runtime_post_forward(rt, lay, E_));
   }
@@ -458,8 +475,8 @@ static tpx_status units_body(tpx_comm *world, void *arg, tpx_error *err) {
 }
 
 START_TEST(units) {
-  static const ecase c[2] = {{"ep2", 1, 4, 1, 2, 0, 0, 0},
-                             {"ep4", 1, 4, 1, 4, 0, 0, 0}};
+  static const ecase c[2] = {{"ep2", 1, 4, 1, 2, 0, 0, 0, 0},
+                             {"ep4", 1, 4, 1, 4, 0, 0, 0, 0}};
   for (int k = 0; k < 2; k++) {
     ex x;
     ex_init(&x, &c[k]);
@@ -508,12 +525,12 @@ START_TEST(refusals) {
   memset(&x, 0, sizeof x);
   x.model = moe_model();
   x.mesh = fx_mesh(1, 2, 1);
-  x.sh = moe_shard(x.model, x.mesh, 2, 0); /* FSDP off */
+  x.sh = moe_shard(x.model, x.mesh, 2, 0, 0); /* FSDP off */
   tpx_error e = {0};
   ck_assert_msg(rt_local_run(2, 0, refuse_body, &x, &e) == TPX_OK, "%s",
                 e.message);
   tpx_sharding_destroy(x.sh);
-  x.sh = moe_shard(x.model, x.mesh, 1, 1); /* ep 1 */
+  x.sh = moe_shard(x.model, x.mesh, 1, 1, 0); /* ep 1 */
   ck_assert_msg(rt_local_run(2, 0, ep1_body, &x, &e) == TPX_OK, "%s",
                 e.message);
   ck_assert_ptr_null(tpx_runtime_ep_comm(NULL));
@@ -591,9 +608,9 @@ static tpx_status ckpt_body(tpx_comm *world, void *arg, tpx_error *err) {
 }
 
 START_TEST(ckpt_roundtrip) {
-  static const ecase c[3] = {{"save ep2", 1, 4, 1, 2, 0, 0, 0},
-                             {"load ep4", 1, 4, 1, 4, 0, 0, 0},
-                             {"load dpr2 ep2", 2, 2, 1, 2, 0, 0, 0}};
+  static const ecase c[3] = {{"save ep2", 1, 4, 1, 2, 0, 0, 0, 0},
+                             {"load ep4", 1, 4, 1, 4, 0, 0, 0, 0},
+                             {"load dpr2 ep2", 2, 2, 1, 2, 0, 0, 0, 0}};
   char dir[] = "/tmp/tpx_rt_ep_XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(dir));
   for (int i = 0; i < 3; i++) {
