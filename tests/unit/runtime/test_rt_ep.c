@@ -30,7 +30,9 @@
  *  - a checkpoint written by every rank's shards at ep 2
  *    (tpx_checkpoint_write_rank) loads at ep 4 and at dp_replicate 2 x
  *    dp_shard 2 x ep 2 (tpx_runtime_load_safetensors) to the same values;
- *  - FSDP off at ep > 1 is refused; ep 1 has no ep comm. */
+ *  - FSDP off at ep > 1 is refused; ep 1 has no ep comm.
+ * Built twice: on local threads, and with RT_MPI as test_rt_ep_mpi, one
+ * rank per process under mpirun -np 4 (the host cases). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -431,15 +433,29 @@ static tpx_status ex_body(tpx_comm *world, void *arg, tpx_error *err) {
   return TPX_OK;
 }
 
+#ifdef RT_MPI
+static tpx_comm *mpi_world;
+#endif
+
 START_TEST(t_case) {
   ex x;
   ex_init(&x, &cases[_i]);
   tpx_error e = {0};
+#ifdef RT_MPI
+  if (cases[_i].sim || x.world != tpx_comm_size(mpi_world)) {
+    ex_free(&x);
+    return;
+  }
+  tpx_status st = ex_body(mpi_world, &x, &e);
+#else
   tpx_status st = rt_local_run((int)x.world, cases[_i].sim, ex_body, &x, &e);
+#endif
   ck_assert_msg(st == TPX_OK, "%s: %s", cases[_i].name, e.message);
   ex_free(&x);
 }
 END_TEST
+
+#ifndef RT_MPI /* threads of one process (one mesh comm per test) */
 
 /* ---- units and refusals ---- */
 
@@ -630,22 +646,41 @@ START_TEST(ckpt_roundtrip) {
 }
 END_TEST
 
+#endif /* RT_MPI */
+
 static Suite *suite(void) {
   Suite *s = suite_create("rt_ep");
   TCase *tc = tcase_create("ep");
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, t_case, 0, (int)(sizeof cases / sizeof cases[0]));
+#ifndef RT_MPI /* threads of one process */
   tcase_add_test(tc, units);
   tcase_add_test(tc, refusals);
   tcase_add_test(tc, ckpt_roundtrip);
+#endif
   suite_add_tcase(s, tc);
   return s;
 }
 
 int main(void) {
+#ifdef RT_MPI
+  tpx_error e = {0};
+  if (tpx_comm_create_mpi(NULL, &mpi_world, &e) != TPX_OK) {
+    fprintf(stderr, "test_rt_ep_mpi: %s\n", e.message);
+    return EXIT_FAILURE;
+  }
+#endif
   SRunner *sr = srunner_create(suite());
+#ifdef RT_MPI
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, tpx_comm_rank(mpi_world) == 0 ? CK_NORMAL : CK_SILENT);
+#else
   srunner_run_all(sr, CK_NORMAL);
+#endif
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
+#ifdef RT_MPI
+  tpx_comm_destroy(mpi_world); /* finalizes MPI */
+#endif
   return failed ? 1 : 0;
 }
