@@ -25,8 +25,8 @@
  *    dp (gather_grad, on every rank, against values computed here);
  *  - grad norm (2 and inf) = the norm of those full gradients;
  *    gather_param returns the full [E, ...] tensors; clip + AdamW match the
- *    formula on the full tensors; allocated parameter bytes are the padded
- *    sums;
+ *    formula on the full tensors; allocated parameter and gradient bytes
+ *    are the padded sums and the training-memory estimate's (tpx/memory.h);
  *  - a checkpoint written by every rank's shards at ep 2
  *    (tpx_checkpoint_write_rank) loads at ep 4 and at dp_replicate 2 x
  *    dp_shard 2 x ep 2 (tpx_runtime_load_safetensors) to the same values;
@@ -42,6 +42,7 @@
 
 #include "rt_fsdp_fixture.h"
 #include "tpx/checkpoint.h"
+#include "tpx/memory.h"
 
 #define NL 2
 #define E 4
@@ -385,6 +386,13 @@ static void check_bytes(const ex *x, tpx_runtime *rt) {
   }
   ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_PARAMS),
                    want);
+  /* the training-memory estimate (tpx/memory.h) books the same bytes */
+  tpx_memory m;
+  int64_t rank = tpx_runtime_rank(rt);
+  RK_OK(tpx_memory_rank(x->sh, NULL, rank, &m, E_));
+  ck_assert_int_eq(m.params + m.master, want);
+  ck_assert_int_eq(tpx_runtime_allocated_bytes(rt, TPX_RUNTIME_MEM_GRADS),
+                   m.grads);
 }
 
 static tpx_status ex_body(tpx_comm *world, void *arg, tpx_error *err) {
