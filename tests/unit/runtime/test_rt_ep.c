@@ -9,8 +9,9 @@
  *   lm_head                               weight [6, 4]
  * on dp_shard 4 x ep 2 (experts units over ep_shard 2, dim 1 split
  * unevenly), dp_shard 4 x ep 4 (ep = world: experts in no FSDP unit),
- * dp_replicate 2 x dp_shard 2 x ep 2 and dp_shard 2 x tp 2 x ep 2 (an ep
- * group of tp peers; no TP plan), each case run through the unit calls and
+ * dp_replicate 2 x dp_shard 2 x ep 2, dp_shard 2 x tp 2 x ep 2 (an ep
+ * group of tp peers; no TP plan), dp_shard 2 x cp 2 x ep 2 and cp 2 x tp 2
+ * x ep 4 (FSDP over dp_shard_cp), each case run through the unit calls and
  * through the module hooks, once with CPU offload, twice with the world in
  * the sim memory space (no host access to a runtime buffer) and twice in
  * bf16 compute over f32 storage (gradients reduced in f32):
@@ -54,21 +55,25 @@ typedef struct ecase {
   int offload; /* 1: CPU offload */
   int sim;     /* 1: the world's buffers in the sim memory space */
   int bf16;    /* 1: bf16 compute over f32 storage (reduce in f32) */
+  int64_t cp;  /* > 1: mesh (dp_replicate, dp_shard, cp, tp), FSDP over
+                  dp_shard_cp */
 } ecase;
 
 static const ecase cases[] = {
-    {"dps4 ep2", 1, 4, 1, 2, 0, 0, 0, 0},
-    {"dps4 ep2 hooks", 1, 4, 1, 2, 1, 0, 0, 0},
-    {"dps4 ep4", 1, 4, 1, 4, 0, 0, 0, 0},
-    {"dps4 ep4 hooks", 1, 4, 1, 4, 1, 0, 0, 0},
-    {"dpr2 dps2 ep2", 2, 2, 1, 2, 0, 0, 0, 0},
-    {"dpr2 dps2 ep2 hooks", 2, 2, 1, 2, 1, 0, 0, 0},
-    {"dps2 tp2 ep2", 1, 2, 2, 2, 1, 0, 0, 0},
-    {"dps4 ep2 offload", 1, 4, 1, 2, 1, 1, 0, 0},
-    {"dps4 ep2 sim", 1, 4, 1, 2, 1, 0, 1, 0},
-    {"dps4 ep4 sim", 1, 4, 1, 4, 0, 1, 1, 0},
-    {"dps4 ep2 bf16", 1, 4, 1, 2, 1, 0, 0, 1},
-    {"dps4 ep4 bf16", 1, 4, 1, 4, 0, 0, 0, 1},
+    {"dps4 ep2", 1, 4, 1, 2, 0, 0, 0, 0, 0},
+    {"dps4 ep2 hooks", 1, 4, 1, 2, 1, 0, 0, 0, 0},
+    {"dps4 ep4", 1, 4, 1, 4, 0, 0, 0, 0, 0},
+    {"dps4 ep4 hooks", 1, 4, 1, 4, 1, 0, 0, 0, 0},
+    {"dpr2 dps2 ep2", 2, 2, 1, 2, 0, 0, 0, 0, 0},
+    {"dpr2 dps2 ep2 hooks", 2, 2, 1, 2, 1, 0, 0, 0, 0},
+    {"dps2 tp2 ep2", 1, 2, 2, 2, 1, 0, 0, 0, 0},
+    {"dps4 ep2 offload", 1, 4, 1, 2, 1, 1, 0, 0, 0},
+    {"dps4 ep2 sim", 1, 4, 1, 2, 1, 0, 1, 0, 0},
+    {"dps4 ep4 sim", 1, 4, 1, 4, 0, 1, 1, 0, 0},
+    {"dps4 ep2 bf16", 1, 4, 1, 2, 1, 0, 0, 1, 0},
+    {"dps4 ep4 bf16", 1, 4, 1, 4, 0, 0, 0, 1, 0},
+    {"dps2 cp2 ep2", 1, 2, 1, 2, 1, 0, 0, 0, 2},
+    {"cp2 tp2 ep4", 1, 1, 2, 4, 0, 0, 0, 0, 2},
 };
 
 static const char *const expert_pats[2] = {
@@ -105,9 +110,16 @@ typedef struct ex {
   int64_t world;
 } ex;
 
+/* FSDP's group size: dp_shard, times cp when it joins it. */
+static int64_t dps_of(const ecase *c) {
+  return c->dps * (c->cp > 1 ? c->cp : 1);
+}
+
 static tpx_sharding *moe_shard(const tpx_model *m, const tpx_mesh *mesh,
-                               int64_t ep, int fsdp, int bf16) {
+                               int64_t ep, int fsdp, int bf16, int cp) {
   tpx_sharding_options so = TPX_SHARDING_OPTIONS_INIT;
+  if (cp)
+    so.dp_shard_dim = "dp_shard_cp";
   so.fsdp = fsdp;
   so.param_dtype = bf16 ? TPX_DTYPE_BF16 : TPX_DTYPE_INVALID;
   so.ep = ep;
@@ -120,9 +132,14 @@ static void ex_init(ex *x, const ecase *c) {
   memset(x, 0, sizeof *x);
   x->c = c;
   x->model = moe_model();
-  x->mesh = fx_mesh(c->dpr, c->dps, c->tp);
-  x->world = c->dpr * c->dps * c->tp;
-  x->sh = moe_shard(x->model, x->mesh, c->ep, 1, c->bf16);
+  if (c->cp > 1)
+    ck_assert_int_eq(
+        tpx_mesh_create_fsdp2(c->dpr, c->dps, c->cp, c->tp, &x->mesh, NULL),
+        TPX_OK);
+  else
+    x->mesh = fx_mesh(c->dpr, c->dps, c->tp);
+  x->world = c->dpr * dps_of(c) * c->tp;
+  x->sh = moe_shard(x->model, x->mesh, c->ep, 1, c->bf16, c->cp > 1);
 }
 
 static void ex_free(ex *x) {
@@ -153,7 +170,7 @@ static double expected_grad(const ex *x, int64_t p, int64_t gi, int64_t e) {
         s += grad_of(x, p, gi, r, 1);
     return s / (double)x->world;
   }
-  int64_t dp = x->c->dpr * x->c->dps;
+  int64_t dp = x->c->dpr * dps_of(x->c); /* the ranks of distinct tokens */
   for (int64_t j = 0; j < dp; j++) s += grad_of(x, p, gi, j * x->c->tp, 0);
   return s / (double)dp;
 }
@@ -171,7 +188,7 @@ static void check_comms(const ex *x, tpx_runtime *rt, int64_t rank) {
   ck_assert_int_eq(tpx_comm_rank(cs), rank / ep);
   ck_assert_double_eq(tpx_runtime_grad_divide_factor(rt, 1), (double)x->world);
   ck_assert_double_eq(tpx_runtime_grad_divide_factor(rt, 0),
-                      (double)(x->c->dpr * x->c->dps));
+                      (double)(x->c->dpr * dps_of(x->c)));
   float me = (float)rank, got[8];
   if (x->c->sim) /* the comms work on sim pointers: the other cases check */
     return;
@@ -379,7 +396,8 @@ static void check_bytes(const ex *x, tpx_runtime *rt) {
       padded = pi.local_shape[0] * ((in.shape[1] + es - 1) / es) * in.shape[2];
     } else {
       ck_assert_int_eq(tpx_layout_fsdp_padded_numel(pi.local_shape, in.ndim,
-                                                    x->c->dps, &padded, NULL),
+                                                    dps_of(x->c), &padded,
+                                                    NULL),
                        TPX_OK);
     }
     want += padded * 4;
@@ -499,8 +517,8 @@ static tpx_status units_body(tpx_comm *world, void *arg, tpx_error *err) {
 }
 
 START_TEST(units) {
-  static const ecase c[2] = {{"ep2", 1, 4, 1, 2, 0, 0, 0, 0},
-                             {"ep4", 1, 4, 1, 4, 0, 0, 0, 0}};
+  static const ecase c[2] = {{"ep2", 1, 4, 1, 2, 0, 0, 0, 0, 0},
+                             {"ep4", 1, 4, 1, 4, 0, 0, 0, 0, 0}};
   for (int k = 0; k < 2; k++) {
     ex x;
     ex_init(&x, &c[k]);
@@ -549,12 +567,12 @@ START_TEST(refusals) {
   memset(&x, 0, sizeof x);
   x.model = moe_model();
   x.mesh = fx_mesh(1, 2, 1);
-  x.sh = moe_shard(x.model, x.mesh, 2, 0, 0); /* FSDP off */
+  x.sh = moe_shard(x.model, x.mesh, 2, 0, 0, 0); /* FSDP off */
   tpx_error e = {0};
   ck_assert_msg(rt_local_run(2, 0, refuse_body, &x, &e) == TPX_OK, "%s",
                 e.message);
   tpx_sharding_destroy(x.sh);
-  x.sh = moe_shard(x.model, x.mesh, 1, 1, 0); /* ep 1 */
+  x.sh = moe_shard(x.model, x.mesh, 1, 1, 0, 0); /* ep 1 */
   ck_assert_msg(rt_local_run(2, 0, ep1_body, &x, &e) == TPX_OK, "%s",
                 e.message);
   ck_assert_ptr_null(tpx_runtime_ep_comm(NULL));
@@ -632,9 +650,9 @@ static tpx_status ckpt_body(tpx_comm *world, void *arg, tpx_error *err) {
 }
 
 START_TEST(ckpt_roundtrip) {
-  static const ecase c[3] = {{"save ep2", 1, 4, 1, 2, 0, 0, 0, 0},
-                             {"load ep4", 1, 4, 1, 4, 0, 0, 0, 0},
-                             {"load dpr2 ep2", 2, 2, 1, 2, 0, 0, 0, 0}};
+  static const ecase c[3] = {{"save ep2", 1, 4, 1, 2, 0, 0, 0, 0, 0},
+                             {"load ep4", 1, 4, 1, 4, 0, 0, 0, 0, 0},
+                             {"load dpr2 ep2", 2, 2, 1, 2, 0, 0, 0, 0, 0}};
   char dir[] = "/tmp/tpx_rt_ep_XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(dir));
   for (int i = 0; i < 3; i++) {
