@@ -31,7 +31,8 @@
  *  - a checkpoint written by every rank's shards at ep 2
  *    (tpx_checkpoint_write_rank) loads at ep 4 and at dp_replicate 2 x
  *    dp_shard 2 x ep 2 (tpx_runtime_load_safetensors) to the same values;
- *  - FSDP off at ep > 1 is refused; ep 1 has no ep comm.
+ *  - FSDP off at ep > 1 is refused, and so is an experts unit holding a
+ *    parameter that is not an expert one; ep 1 has no ep comm.
  * Built twice: on local threads, and with RT_MPI as test_rt_ep_mpi, one
  * rank per process under mpirun -np 4 (the host cases). */
 #include <check.h>
@@ -80,7 +81,8 @@ static const char *const expert_pats[2] = {
     "model.layers.*.mlp.experts.gate_and_up_projs",
     "model.layers.*.mlp.experts.down_projs"};
 
-static tpx_model *moe_model(void) {
+/* extra: one more parameter in experts module 0, not an expert one */
+static tpx_model *moe_model(int extra) {
   tpx_model *m = NULL;
   tpx_error e = {0};
   ck_assert_int_eq(tpx_model_create(&m, &e), TPX_OK);
@@ -96,6 +98,8 @@ static tpx_model *moe_model(void) {
     rt_add(m, g, TPX_MODULE_LINEAR, "weight", sq, 2);
     rt_add(m, x, TPX_MODULE_OTHER, "gate_and_up_projs", gu, 3);
     rt_add(m, x, TPX_MODULE_OTHER, "down_projs", dn, 3);
+    if (extra && l == 0)
+      rt_add(m, x, TPX_MODULE_OTHER, "scale", n, 1);
   }
   rt_add(m, "model.norm", TPX_MODULE_NORM, "weight", n, 1);
   rt_add(m, "lm_head", TPX_MODULE_LINEAR, "weight", emb, 2);
@@ -104,6 +108,7 @@ static tpx_model *moe_model(void) {
 
 typedef struct ex {
   const ecase *c;
+  const char *expect; /* refuse_body: the refusal's words */
   tpx_model *model;
   tpx_mesh *mesh;
   tpx_sharding *sh;
@@ -131,7 +136,7 @@ static tpx_sharding *moe_shard(const tpx_model *m, const tpx_mesh *mesh,
 static void ex_init(ex *x, const ecase *c) {
   memset(x, 0, sizeof *x);
   x->c = c;
-  x->model = moe_model();
+  x->model = moe_model(0);
   if (c->cp > 1)
     ck_assert_int_eq(
         tpx_mesh_create_fsdp2(c->dpr, c->dps, c->cp, c->tp, &x->mesh, NULL),
@@ -539,7 +544,7 @@ static tpx_status refuse_body(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_error e = {0};
   ck_assert_int_eq(tpx_runtime_create(x->sh, mc, NULL, &rt, &e),
                    TPX_UNSUPPORTED);
-  ck_assert_ptr_nonnull(strstr(e.message, "FSDP off"));
+  ck_assert_ptr_nonnull(strstr(e.message, x->expect));
   ck_assert_ptr_null(rt);
   tpx_mesh_comm_destroy(mc);
   (void)err;
@@ -565,12 +570,27 @@ static tpx_status ep1_body(tpx_comm *world, void *arg, tpx_error *err) {
 START_TEST(refusals) {
   ex x;
   memset(&x, 0, sizeof x);
-  x.model = moe_model();
+  x.model = moe_model(0);
   x.mesh = fx_mesh(1, 2, 1);
   x.sh = moe_shard(x.model, x.mesh, 2, 0, 0, 0); /* FSDP off */
+  x.expect = "FSDP off";
   tpx_error e = {0};
   ck_assert_msg(rt_local_run(2, 0, refuse_body, &x, &e) == TPX_OK, "%s",
                 e.message);
+  /* an experts unit holding a parameter that is not an expert one */
+  tpx_model *mx = moe_model(1);
+  tpx_mesh *m4 = fx_mesh(1, 4, 1);
+  tpx_sharding *sx = moe_shard(mx, m4, 2, 1, 0, 0);
+  ex y = x;
+  y.model = mx;
+  y.mesh = m4;
+  y.sh = sx;
+  y.expect = "'model.layers.0.mlp.experts.scale' is not an expert";
+  ck_assert_msg(rt_local_run(4, 0, refuse_body, &y, &e) == TPX_OK, "%s",
+                e.message);
+  tpx_sharding_destroy(sx);
+  tpx_mesh_destroy(m4);
+  tpx_model_destroy(mx);
   tpx_sharding_destroy(x.sh);
   x.sh = moe_shard(x.model, x.mesh, 1, 1, 0, 0); /* ep 1 */
   ck_assert_msg(rt_local_run(2, 0, ep1_body, &x, &e) == TPX_OK, "%s",
