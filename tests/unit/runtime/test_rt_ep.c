@@ -11,10 +11,11 @@
  * unevenly), dp_shard 4 x ep 4 (ep = world: experts in no FSDP unit),
  * dp_replicate 2 x dp_shard 2 x ep 2, dp_shard 2 x tp 2 x ep 2 (an ep
  * group of tp peers; no TP plan), dp_shard 2 x cp 2 x ep 2 and cp 2 x tp 2
- * x ep 4 (FSDP over dp_shard_cp), each case run through the unit calls and
- * through the module hooks, once with CPU offload, twice with the world in
- * the sim memory space (no host access to a runtime buffer) and twice in
- * bf16 compute over f32 storage (gradients reduced in f32):
+ * x ep 4 (FSDP over dp_shard_cp), through the unit calls and through the
+ * module hooks, with two micro-batches accumulating (ep 2 and 4), once with
+ * CPU offload, twice with the world in the sim memory space (no host
+ * access to a runtime buffer) and twice in bf16 compute over f32 storage
+ * (gradients reduced in f32):
  *  - the ep / ep_shard comms: sizes, this rank's index, and their members
  *    (an ep group is ep consecutive ranks);
  *  - an expert parameter's local piece is [E/ep, ...] (this rank's experts
@@ -58,23 +59,26 @@ typedef struct ecase {
   int bf16;    /* 1: bf16 compute over f32 storage (reduce in f32) */
   int64_t cp;  /* > 1: mesh (dp_replicate, dp_shard, cp, tp), FSDP over
                   dp_shard_cp */
+  int micro;   /* 2: two backward passes accumulate (0: one) */
 } ecase;
 
 static const ecase cases[] = {
-    {"dps4 ep2", 1, 4, 1, 2, 0, 0, 0, 0, 0},
-    {"dps4 ep2 hooks", 1, 4, 1, 2, 1, 0, 0, 0, 0},
-    {"dps4 ep4", 1, 4, 1, 4, 0, 0, 0, 0, 0},
-    {"dps4 ep4 hooks", 1, 4, 1, 4, 1, 0, 0, 0, 0},
-    {"dpr2 dps2 ep2", 2, 2, 1, 2, 0, 0, 0, 0, 0},
-    {"dpr2 dps2 ep2 hooks", 2, 2, 1, 2, 1, 0, 0, 0, 0},
-    {"dps2 tp2 ep2", 1, 2, 2, 2, 1, 0, 0, 0, 0},
-    {"dps4 ep2 offload", 1, 4, 1, 2, 1, 1, 0, 0, 0},
-    {"dps4 ep2 sim", 1, 4, 1, 2, 1, 0, 1, 0, 0},
-    {"dps4 ep4 sim", 1, 4, 1, 4, 0, 1, 1, 0, 0},
-    {"dps4 ep2 bf16", 1, 4, 1, 2, 1, 0, 0, 1, 0},
-    {"dps4 ep4 bf16", 1, 4, 1, 4, 0, 0, 0, 1, 0},
-    {"dps2 cp2 ep2", 1, 2, 1, 2, 1, 0, 0, 0, 2},
-    {"cp2 tp2 ep4", 1, 1, 2, 4, 0, 0, 0, 0, 2},
+    {"dps4 ep2", 1, 4, 1, 2, 0, 0, 0, 0, 0, 0},
+    {"dps4 ep2 hooks", 1, 4, 1, 2, 1, 0, 0, 0, 0, 0},
+    {"dps4 ep4", 1, 4, 1, 4, 0, 0, 0, 0, 0, 0},
+    {"dps4 ep4 hooks", 1, 4, 1, 4, 1, 0, 0, 0, 0, 0},
+    {"dps4 ep4 hooks 2 micro", 1, 4, 1, 4, 1, 0, 0, 0, 0, 2},
+    {"dps4 ep2 hooks 2 micro", 1, 4, 1, 2, 1, 0, 0, 0, 0, 2},
+    {"dpr2 dps2 ep2", 2, 2, 1, 2, 0, 0, 0, 0, 0, 0},
+    {"dpr2 dps2 ep2 hooks", 2, 2, 1, 2, 1, 0, 0, 0, 0, 0},
+    {"dps2 tp2 ep2", 1, 2, 2, 2, 1, 0, 0, 0, 0, 0},
+    {"dps4 ep2 offload", 1, 4, 1, 2, 1, 1, 0, 0, 0, 0},
+    {"dps4 ep2 sim", 1, 4, 1, 2, 1, 0, 1, 0, 0, 0},
+    {"dps4 ep4 sim", 1, 4, 1, 4, 0, 1, 1, 0, 0, 0},
+    {"dps4 ep2 bf16", 1, 4, 1, 2, 1, 0, 0, 1, 0, 0},
+    {"dps4 ep4 bf16", 1, 4, 1, 4, 0, 0, 0, 1, 0, 0},
+    {"dps2 cp2 ep2", 1, 2, 1, 2, 1, 0, 0, 0, 2, 0},
+    {"cp2 tp2 ep4", 1, 1, 2, 4, 0, 0, 0, 0, 2, 0},
 };
 
 static const char *const expert_pats[2] = {
@@ -167,17 +171,17 @@ static float grad_of(const ex *x, int64_t p, int64_t gi, int64_t r, int exp) {
 
 /* The reduced gradient of element gi (expert e = its expert, or -1). */
 static double expected_grad(const ex *x, int64_t p, int64_t gi, int64_t e) {
-  double s = 0;
+  double s = 0, micro = x->c->micro ? x->c->micro : 1;
   if (e >= 0) { /* the ranks holding expert e: r % ep == its ep index */
     int64_t owner = e / (E / x->c->ep);
     for (int64_t r = 0; r < x->world; r++)
       if (r % x->c->ep == owner)
         s += grad_of(x, p, gi, r, 1);
-    return s / (double)x->world;
+    return micro * s / (double)x->world;
   }
   int64_t dp = x->c->dpr * dps_of(x->c); /* the ranks of distinct tokens */
   for (int64_t j = 0; j < dp; j++) s += grad_of(x, p, gi, j * x->c->tp, 0);
-  return s / (double)dp;
+  return micro * s / (double)dp;
 }
 
 /* ---- the comms ---- */
@@ -295,10 +299,12 @@ static void backward_units(const ex *x, tpx_runtime *rt, int64_t rank) {
 }
 
 /* The same through the hooks: each layer, and its experts inside it. */
-static void backward_hooks(const ex *x, tpx_runtime *rt, int64_t rank) {
+static void backward_hooks(const ex *x, tpx_runtime *rt, int64_t rank,
+                           int zero) {
   char lay[32], exp[48];
   size_t ul, ux;
-  RK_OK(tpx_runtime_zero_grads(rt, E_));
+  if (zero)
+    RK_OK(tpx_runtime_zero_grads(rt, E_));
   RK_OK(tpx_runtime_forward_begin(rt, E_));
   for (int l = 0; l < NL; l++) {
     snprintf(lay, sizeof lay, "model.layers.%d", l);
@@ -444,10 +450,11 @@ static tpx_status ex_body(tpx_comm *world, void *arg, tpx_error *err) {
     if (is_expert(&in))
       check_expert_shapes(x, rt, rank, (int64_t)p, &in);
   }
-  if (x->c->hooks)
-    backward_hooks(x, rt, rank);
-  else
-    backward_units(x, rt, rank);
+  for (int k = 0; k < (x->c->micro ? x->c->micro : 1); k++)
+    if (x->c->hooks)
+      backward_hooks(x, rt, rank, k == 0);
+    else
+      backward_units(x, rt, rank);
   double sq, mx, norm, inorm;
   check_grads(x, rt, rank, &sq, &mx);
   RK_OK(tpx_runtime_grad_norm(rt, INFINITY, &inorm, E_));
@@ -522,8 +529,8 @@ static tpx_status units_body(tpx_comm *world, void *arg, tpx_error *err) {
 }
 
 START_TEST(units) {
-  static const ecase c[2] = {{"ep2", 1, 4, 1, 2, 0, 0, 0, 0, 0},
-                             {"ep4", 1, 4, 1, 4, 0, 0, 0, 0, 0}};
+  static const ecase c[2] = {{"ep2", 1, 4, 1, 2, 0, 0, 0, 0, 0, 0},
+                             {"ep4", 1, 4, 1, 4, 0, 0, 0, 0, 0, 0}};
   for (int k = 0; k < 2; k++) {
     ex x;
     ex_init(&x, &c[k]);
@@ -670,9 +677,9 @@ static tpx_status ckpt_body(tpx_comm *world, void *arg, tpx_error *err) {
 }
 
 START_TEST(ckpt_roundtrip) {
-  static const ecase c[3] = {{"save ep2", 1, 4, 1, 2, 0, 0, 0, 0, 0},
-                             {"load ep4", 1, 4, 1, 4, 0, 0, 0, 0, 0},
-                             {"load dpr2 ep2", 2, 2, 1, 2, 0, 0, 0, 0, 0}};
+  static const ecase c[3] = {{"save ep2", 1, 4, 1, 2, 0, 0, 0, 0, 0, 0},
+                             {"load ep4", 1, 4, 1, 4, 0, 0, 0, 0, 0, 0},
+                             {"load dpr2 ep2", 2, 2, 1, 2, 0, 0, 0, 0, 0, 0}};
   char dir[] = "/tmp/tpx_rt_ep_XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(dir));
   for (int i = 0; i < 3; i++) {
