@@ -103,6 +103,8 @@ typedef struct am_arch {
   const char *head;           /* the output head; NULL: "lm_head" */
   int kimi_vision;            /* Kimi K2.5's MoonViT tower and projector
                                  (am_kimi.c) */
+  int minimax3;               /* MiniMax-M3's decoder, MTP blocks and vision
+                                 tower (am_minimax3.c) */
   int laguna;                 /* per-layer heads (num_attention_heads_per_
                                  layer), output gate g_proj (gating /
                                  gating_types) */
@@ -167,6 +169,10 @@ int am_sk_mimo_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
  * and the model.language_model module, before the text decoder. */
 int am_sk_kimi_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const am_cfg *c);
+
+/* MiniMax-M3 (am_minimax3.c): the whole tree after the config read. */
+int am_sk_minimax3(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const am_cfg *c);
 
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

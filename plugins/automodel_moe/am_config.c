@@ -229,6 +229,24 @@ static const am_arch k_archs[] = {
      .stack = "model.language_model.model",
      .head = "model.language_model.lm_head",
      .kimi_vision = 1},
+    /* MiniMax-M3 (Automodel's MiniMaxM3VLConfig): its own decoder, MTP
+     * blocks and vision tower (am_minimax3.c), read from text_config; the
+     * checkpoint holds the decoder under "language_model." with
+     * MiniMax-M2's expert names. */
+    {.bare = "MiniMaxM3SparseForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "num_local_experts",
+     .gate_dtype = AM_F32,
+     .qk_norm = 1,
+     .qk_norm_key = "use_qk_norm",
+     .qk_norm_default = 1,
+     .minimax_names = 1,
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .src_prefix = "language_model.",
+     .minimax3 = 1},
 };
 
 const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n) {

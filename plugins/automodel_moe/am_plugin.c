@@ -5,8 +5,9 @@
  * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2), Laguna, MiMo-V2
  * (-Flash, V2.5), Hy3 (HYV3), Mistral-4 (text) and Qwen3-Omni-MoE (its
  * thinker's text decoder: Automodel's class builds no vision or audio
- * tower) and Kimi K2.5 (its MoonViT tower and projector, am_kimi.c, before
- * a DeepSeek-V3 decoder under model.language_model).
+ * tower), Kimi K2.5 (its MoonViT tower and projector, am_kimi.c, before
+ * a DeepSeek-V3 decoder under model.language_model) and MiniMax-M3 (its
+ * decoder, MTP blocks and vision tower, am_minimax3.c).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -47,6 +48,7 @@ static const char *const k_archs[] = {
     "Qwen3OmniMoeForConditionalGeneration",
     "KimiK25VLForConditionalGeneration",
     "KimiK25ForConditionalGeneration",
+    "MiniMaxM3SparseForConditionalGeneration",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -85,6 +87,40 @@ static const char *const k_archs[] = {
       "linear_1",                                                              \
       "name_alias=" cls ":mm_projector.proj.2=model.multi_modal_projector."    \
       "linear_2"
+
+/* MiniMax-M3: the decoder's checkpoint names under "language_model."
+ * (block_sparse_moe for the router, its bias and the shared experts, the
+ * indexer's projections and norms straight under self_attn), the MTP
+ * blocks' likewise, the projector and patch merger at the top. The first
+ * rule that matches a name applies: the specific ones first. */
+#define M3C "MiniMaxM3SparseForConditionalGeneration"
+#define M3L "language_model.model.layers.*."
+#define M3T "language_model.model.mtp.layers.*.transformer_layer."
+#define M3_BLOCK(ck, am)                                                       \
+  "name_alias=" M3C ":" ck "block_sparse_moe.e_score_correction_bias=" am      \
+  "mlp.gate.e_score_correction_bias",                                          \
+      "name_alias=" M3C ":" ck "block_sparse_moe.gate=" am "mlp.gate",         \
+      "name_alias=" M3C ":" ck "block_sparse_moe.shared_experts=" am           \
+      "shared_experts",                                                        \
+      "name_alias=" M3C ":" ck "self_attn.index_q_proj=" am                    \
+      "self_attn.indexer.index_q_proj",                                        \
+      "name_alias=" M3C ":" ck "self_attn.index_k_proj=" am                    \
+      "self_attn.indexer.index_k_proj",                                        \
+      "name_alias=" M3C ":" ck "self_attn.index_q_norm=" am                    \
+      "self_attn.indexer.index_q_norm",                                        \
+      "name_alias=" M3C ":" ck "self_attn.index_k_norm=" am                    \
+      "self_attn.indexer.index_k_norm"
+#define M3_TRAITS                                                              \
+  MOE(M3C),                                                                    \
+      "buffer=" M3C ":model.mtp.layers.*.transformer_layer.mlp.gate."          \
+      "e_score_correction_bias",                                               \
+      M3_BLOCK(M3L, "model.layers.*."),                                        \
+      M3_BLOCK(M3T, "model.mtp.layers.*.transformer_layer."),                  \
+      "name_alias=" M3C ":language_model.model=model",                         \
+      "name_alias=" M3C ":language_model.lm_head=lm_head",                     \
+      "name_alias=" M3C ":multi_modal_projector=vision_tower.multi_modal_"     \
+      "projector",                                                             \
+      "name_alias=" M3C ":patch_merge_mlp=vision_tower.patch_merge_mlp"
 
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
@@ -148,6 +184,7 @@ static const char *const k_traits[] = {
     "head",
     KIMI_TRAITS("KimiK25VLForConditionalGeneration"),
     KIMI_TRAITS("KimiK25ForConditionalGeneration"),
+    M3_TRAITS,
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -160,7 +197,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
           "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
           "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4, Qwen3-Omni-MoE's "
-          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3). "
+          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3), MiniMax-M3. "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -264,6 +301,7 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("Qwen3OmniMoeForConditionalGeneration"),
     ROW("KimiK25VLForConditionalGeneration"),
     ROW("KimiK25ForConditionalGeneration"),
+    ROW("MiniMaxM3SparseForConditionalGeneration"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

@@ -109,6 +109,7 @@ FAMILIES = {
     'qwen3_8_flash_next': ('qwen3_8_flash_next', 'Qwen3_8_FlashNextForConditionalGeneration'),
     'qwen4_exp': ('qwen3_8_flash_next', 'Qwen4ExpForConditionalGeneration'),
     'kimi_k3_vl': ('kimi_k3', 'KimiK3ForConditionalGeneration'),
+    'minimax_m3_vl': ('minimax_m3_vl', 'MiniMaxM3SparseForConditionalGeneration'),
 }
 # Composite (multimodal) configs: the text config is shrunk as its own model
 # type (tiny_moe_config), set at `text_at` (a path of attributes), and the
@@ -134,6 +135,25 @@ COMPOSITE = {
         'shrink': {('vision_config',): {'num_hidden_layers': 2, 'num_attention_heads': 4,
                                         'hidden_size': 64, 'intermediate_size': 128,
                                         'init_pos_emb_height': 8, 'init_pos_emb_width': 8}}},
+    # Automodel's own config classes built from keyword arguments (their
+    # sub-configs derive fields at construction): `kwargs` as given, the
+    # routed-expert count at `experts_at`
+    'minimax_m3_vl': {
+        'config': ('nemo_automodel.components.models.minimax_m3_vl.config', 'MiniMaxM3VLConfig'),
+        'experts_at': ('text_config', 'num_local_experts'), 'dense_first': True,
+        'kwargs': {
+            'projector_hidden_size': 96,
+            'text_config': {
+                'hidden_size': 64, 'intermediate_size': 32, 'dense_intermediate_size': 96,
+                'shared_intermediate_size': 48, 'num_hidden_layers': 3,
+                'num_attention_heads': 4, 'num_key_value_heads': 2, 'head_dim': 16,
+                'rotary_dim': 8, 'vocab_size': 128, 'num_experts_per_tok': 2,
+                'moe_layer_freq': [0, 1, 1], 'num_mtp_modules': 1,
+                'sparse_attention_config': {
+                    'sparse_attention_freq': [0, 1, 1], 'sparse_num_index_heads': 2,
+                    'sparse_index_dim': 16, 'sparse_block_size': 16, 'sparse_topk_blocks': 2}},
+            'vision_config': {'hidden_size': 64, 'num_attention_heads': 4, 'num_hidden_layers': 2,
+                              'intermediate_size': 128, 'projection_dim': 64, 'image_size': 56}}},
 }
 # Why a family cannot be recorded with the pinned stack, beyond upstream's
 # own error (written to INDEX.json as `note`).
@@ -182,9 +202,16 @@ EXPERT_KEYS = ('n_routed_experts', 'num_local_experts', 'num_experts', 'moe_num_
 def composite_config(model_type, arch, experts):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     spec = COMPOSITE[model_type]
+    import importlib
+    if 'kwargs' in spec:
+        kw = json.loads(json.dumps(spec['kwargs']))
+        kw[spec['experts_at'][0]][spec['experts_at'][1]] = experts
+        cfg = getattr(importlib.import_module(spec['config'][0]), spec['config'][1])(**kw)
+        cfg.architectures = [arch]
+        cfg.dtype = torch.bfloat16
+        return cfg, spec['dense_first']
     text, dense_first = tiny_moe_config(spec['text_type'], arch, experts)
     if 'config' in spec:
-        import importlib
         cfg = getattr(importlib.import_module(spec['config'][0]), spec['config'][1])()
     else:
         cfg = CONFIG_MAPPING[model_type]()

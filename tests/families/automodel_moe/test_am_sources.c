@@ -22,7 +22,7 @@ static const char *const k_families[] = {
     "glm4_moe_lite", "glm_moe_dsa",  "gpt_oss",      "minimax_m2",
     "qwen3_moe",     "qwen3_next",   "ling_v2",      "laguna",
     "mimo_v2_flash", "mimo_v2",      "mimo_v25",     "hy_v3",
-    "mistral4"};
+    "mistral4",      "minimax_m3_vl"};
 
 /* What the plugin told this host. */
 struct tpx_plugin_ctx {

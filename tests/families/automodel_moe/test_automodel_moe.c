@@ -627,6 +627,62 @@ START_TEST(test_multimodal) {
 }
 END_TEST
 
+/* MiniMax-M3: moe_layer_freq picks dense or routed layers (the shared
+ * experts beside mlp at the layer), sparse_attention_freq the layers with
+ * an indexer; the MTP block is built as the last layer; the vision tower's
+ * Conv3d patch embedding; the checkpoint's names under "language_model."
+ * and block_sparse_moe; attention_output_gate refused as upstream
+ * asserts. */
+START_TEST(test_minimax_m3) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  tpx_model *m = recorded(reg, "minimax_m3_vl");
+  fam_assert_param(m, "model.layers.0.mlp.gate_proj.weight", 96, 64);
+  fam_assert_no_param(m, "model.layers.0.self_attn.indexer.index_q_proj."
+                         "weight");
+  fam_assert_param(m, "model.layers.1.self_attn.indexer.index_q_proj.weight",
+                   32, 64);
+  fam_assert_param(m, "model.layers.2.shared_experts.down_proj.weight", 64, 48);
+  fam_assert_param(m, "model.mtp.layers.0.eh_proj.weight", 64, 128);
+  fam_assert_param(m, "model.mtp.layers.0.transformer_layer.mlp.gate.weight", 8,
+                   64);
+  fam_assert_param(m, "vision_tower.patch_merge_mlp.linear_1.weight", 96, 256);
+  {
+    tpx_param_info info;
+    int64_t i = tpx_model_find_param(
+        m, "vision_tower.vision_model.embeddings.patch_embedding.weight");
+    ck_assert_int_ge(i, 0);
+    ck_assert_int_eq(tpx_model_param(m, i, &info, &err), TPX_OK);
+    ck_assert_int_eq(info.ndim, 5);
+    i = tpx_model_find_param(m, "model.layers.1.mlp.gate.weight");
+    ck_assert_int_eq(tpx_model_param(m, i, &info, &err), TPX_OK);
+    ck_assert_int_eq(info.dtype, TPX_DTYPE_F32);
+  }
+  assert_canonical(m,
+                   "language_model.model.layers.1.block_sparse_moe.gate."
+                   "weight",
+                   "model.layers.1.mlp.gate.weight");
+  assert_canonical(m,
+                   "language_model.model.layers.2.self_attn.index_k_norm."
+                   "weight",
+                   "model.layers.2.self_attn.indexer.index_k_norm.weight");
+  assert_canonical(m, "patch_merge_mlp.linear_2.bias",
+                   "vision_tower.patch_merge_mlp.linear_2.bias");
+  tpx_model_destroy(m);
+  m = fam_model_json(
+      "{\"architectures\": [\"MiniMaxM3SparseForConditionalGeneration\"], "
+      "\"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1, "
+      "\"num_attention_heads\": 4, \"vocab_size\": 128, "
+      "\"intermediate_size\": 32, \"num_local_experts\": 4, "
+      "\"attention_output_gate\": true}}");
+  ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_msg(strstr(err.message, "attention_output_gate") != NULL, "%s",
+                err.message);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -688,6 +744,8 @@ START_TEST(test_traits) {
                       "language_model.model.layers.*.mlp.experts.*"));
   ck_assert(
       has_trait(info.traits, "moe_custom=KimiK25ForConditionalGeneration"));
+  ck_assert(has_trait(info.traits,
+                      "moe_custom=MiniMaxM3SparseForConditionalGeneration"));
   ck_assert(!has_trait(info.traits, "moe_custom=MixtralForCausalLM"));
   dlclose(h);
 }
@@ -834,6 +892,7 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_mimo);
   tcase_add_test(tc, test_hy_v3_mistral4);
   tcase_add_test(tc, test_multimodal);
+  tcase_add_test(tc, test_minimax_m3);
   tcase_add_test(tc, test_traits);
   tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 7);
   tcase_add_test(tc, test_buffer_rule_api);
