@@ -105,6 +105,8 @@ typedef struct am_arch {
                                  (am_kimi.c) */
   int minimax3;               /* MiniMax-M3's decoder, MTP blocks and vision
                                  tower (am_minimax3.c) */
+  int inkling;                /* Inkling's decoder, audio and vision towers
+                                 (am_inkling.c, am_inkling_vit.c) */
   int laguna;                 /* per-layer heads (num_attention_heads_per_
                                  layer), output gate g_proj (gating /
                                  gating_types) */
@@ -173,6 +175,13 @@ int am_sk_kimi_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
 /* MiniMax-M3 (am_minimax3.c): the whole tree after the config read. */
 int am_sk_minimax3(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                    const am_cfg *c);
+
+/* Inkling (am_inkling.c): the whole tree after the config read; its
+ * vision tower (am_inkling_vit.c), whose last stage outputs text_hidden. */
+int am_sk_inkling(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const am_cfg *c);
+int am_sk_inkling_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                         int64_t text_hidden);
 
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

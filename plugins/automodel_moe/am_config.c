@@ -247,6 +247,16 @@ static const am_arch k_archs[] = {
      .tie_key = "tie_word_embeddings",
      .src_prefix = "language_model.",
      .minimax3 = 1},
+    /* Inkling (Automodel's InklingConfig): its own decoder, audio and
+     * vision towers (am_inkling.c), read from text_config. */
+    {.bare = "InklingForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "n_routed_experts",
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .inkling = 1},
 };
 
 const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n) {

@@ -7,7 +7,8 @@
  * thinker's text decoder: Automodel's class builds no vision or audio
  * tower), Kimi K2.5 (its MoonViT tower and projector, am_kimi.c, before
  * a DeepSeek-V3 decoder under model.language_model) and MiniMax-M3 (its
- * decoder, MTP blocks and vision tower, am_minimax3.c).
+ * decoder, MTP blocks and vision tower, am_minimax3.c) and Inkling (its
+ * decoder, audio and vision towers, am_inkling.c).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -49,6 +50,7 @@ static const char *const k_archs[] = {
     "KimiK25VLForConditionalGeneration",
     "KimiK25ForConditionalGeneration",
     "MiniMaxM3SparseForConditionalGeneration",
+    "InklingForConditionalGeneration",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -122,6 +124,40 @@ static const char *const k_archs[] = {
       "projector",                                                             \
       "name_alias=" M3C ":patch_merge_mlp=vision_tower.patch_merge_mlp"
 
+/* Inkling: the raw checkpoint's names (model.llm.*, model.audio.*,
+ * model.visual.final_norm); the specific rules first. The tensors it
+ * stores transposed and the vision stages (linear_N / norm_N) are sources
+ * (am_inkling.c, am_inkling_vit.c). */
+#define IKC "InklingForConditionalGeneration"
+#define IKR "model.llm.layers.*."
+#define IKN "model.language_model.layers.*."
+#define IK_A(ck, am) "name_alias=" IKC ":" IKR ck "=" IKN am
+#define IK_TRAITS                                                              \
+  "moe_custom=" IKC, "expert_param=" IKC ":" IKN "mlp.experts.*",              \
+      IK_A("attn.wq_du", "self_attn.q_proj"),                                  \
+      IK_A("attn.wk_dv", "self_attn.k_proj"),                                  \
+      IK_A("attn.wv_dv", "self_attn.v_proj"),                                  \
+      IK_A("attn.wr_du", "self_attn.r_proj"),                                  \
+      IK_A("attn.wo_ud", "self_attn.o_proj"),                                  \
+      IK_A("attn.k_sconv", "self_attn.k_sconv._fp32_params"),                  \
+      IK_A("attn.v_sconv", "self_attn.v_sconv._fp32_params"),                  \
+      IK_A("attn", "self_attn"),                                               \
+      IK_A("attn_sconv", "attn_sconv._fp32_params"),                           \
+      IK_A("mlp_sconv", "mlp_sconv._fp32_params"),                             \
+      IK_A("attn_norm", "input_layernorm"),                                    \
+      IK_A("mlp_norm", "post_attention_layernorm"),                            \
+      IK_A("mlp.gate.bias", "mlp.gate._fp32_params.e_score_correction_bias"),  \
+      IK_A("mlp.gate", "mlp.gate"),                                            \
+      IK_A("mlp.global_scale", "mlp.global_scale"),                            \
+      "name_alias=" IKC ":model.llm.embed=model.language_model.embed_tokens",  \
+      "name_alias=" IKC ":model.llm.embed_norm=model.language_model."          \
+      "embed_norm",                                                            \
+      "name_alias=" IKC ":model.llm.norm=model.language_model.norm",           \
+      "name_alias=" IKC ":model.llm.unembed=lm_head",                          \
+      "name_alias=" IKC ":model.audio.encoder=model.audio_tower.embed_audio_"  \
+      "tokens.embed_audio_tokens",                                             \
+      "name_alias=" IKC ":model.audio.final_norm=model.audio_tower.norm"
+
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
 static const char *const k_traits[] = {
@@ -185,6 +221,7 @@ static const char *const k_traits[] = {
     KIMI_TRAITS("KimiK25VLForConditionalGeneration"),
     KIMI_TRAITS("KimiK25ForConditionalGeneration"),
     M3_TRAITS,
+    IK_TRAITS,
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -197,7 +234,7 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
           "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
           "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4, Qwen3-Omni-MoE's "
-          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3), MiniMax-M3. "
+          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3), MiniMax-M3, Inkling. "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -302,6 +339,7 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("KimiK25VLForConditionalGeneration"),
     ROW("KimiK25ForConditionalGeneration"),
     ROW("MiniMaxM3SparseForConditionalGeneration"),
+    ROW("InklingForConditionalGeneration"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

@@ -110,6 +110,7 @@ FAMILIES = {
     'qwen4_exp': ('qwen3_8_flash_next', 'Qwen4ExpForConditionalGeneration'),
     'kimi_k3_vl': ('kimi_k3', 'KimiK3ForConditionalGeneration'),
     'minimax_m3_vl': ('minimax_m3_vl', 'MiniMaxM3SparseForConditionalGeneration'),
+    'inkling': ('inkling_mm_model', 'InklingForConditionalGeneration'),
 }
 # Composite (multimodal) configs: the text config is shrunk as its own model
 # type (tiny_moe_config), set at `text_at` (a path of attributes), and the
@@ -154,6 +155,21 @@ COMPOSITE = {
                     'sparse_index_dim': 16, 'sparse_block_size': 16, 'sparse_topk_blocks': 2}},
             'vision_config': {'hidden_size': 64, 'num_attention_heads': 4, 'num_hidden_layers': 2,
                               'intermediate_size': 128, 'projection_dim': 64, 'image_size': 56}}},
+    # layer 0 dense, 1 sliding-window (its own head counts), 2 full
+    'inkling_mm_model': {
+        'config': ('nemo_automodel.components.models.inkling.configuration', 'InklingConfig'),
+        'experts_at': ('text_config', 'n_routed_experts'), 'dense_first': True,
+        'kwargs': {
+            'text_config': {
+                'hidden_size': 64, 'num_hidden_layers': 3, 'num_attention_heads': 4,
+                'num_key_value_heads': 2, 'head_dim': 16, 'swa_num_attention_heads': 8,
+                'swa_num_key_value_heads': 4, 'swa_head_dim': 8, 'local_layer_ids': [1],
+                'd_rel': 8, 'rel_extent': 64, 'vocab_size': 128, 'intermediate_size': 96,
+                'moe_intermediate_size': 32, 'num_experts_per_tok': 2, 'n_shared_experts': 2,
+                'dense_mlp_idx': 1},
+            'vision_config': {'hidden_size': 64, 'num_hidden_layers': 2,
+                              'num_attention_heads': 4, 'patch_size': 8},
+            'audio_config': {'n_mel_bins': 8, 'mel_vocab_size': 16}}},
 }
 # Why a family cannot be recorded with the pinned stack, beyond upstream's
 # own error (written to INDEX.json as `note`).

@@ -18,11 +18,11 @@
 #include "tpx/plugin.h"
 
 static const char *const k_families[] = {
-    "deepseek_v3",   "deepseek_v32", "ernie4_5_moe", "glm4_moe",
-    "glm4_moe_lite", "glm_moe_dsa",  "gpt_oss",      "minimax_m2",
-    "qwen3_moe",     "qwen3_next",   "ling_v2",      "laguna",
-    "mimo_v2_flash", "mimo_v2",      "mimo_v25",     "hy_v3",
-    "mistral4",      "minimax_m3_vl"};
+    "deepseek_v3",   "deepseek_v32",  "ernie4_5_moe", "glm4_moe",
+    "glm4_moe_lite", "glm_moe_dsa",   "gpt_oss",      "minimax_m2",
+    "qwen3_moe",     "qwen3_next",    "ling_v2",      "laguna",
+    "mimo_v2_flash", "mimo_v2",       "mimo_v25",     "hy_v3",
+    "mistral4",      "minimax_m3_vl", "inkling"};
 
 /* What the plugin told this host. */
 struct tpx_plugin_ctx {
@@ -331,7 +331,28 @@ START_TEST(test_sources_match_adapter) {
     }
     check_tiling(param, json_object_get(c.params, param), srcs);
   }
-  /* Nothing else has sources. */
+  /* Any other source (Inkling: tensors stored transposed or renamed per
+   * index) is the one tensor the adapter names for the parameter, the
+   * whole box (its last two dims swapped where transposed). */
+  json_object_foreach(c.sources, param, srcs) {
+    json_t *s = json_array_get(srcs, 0), *ln = json_object_get(s, "len");
+    const char *name = json_string_value(json_object_get(s, "name"));
+    json_t *names = json_object_get(to_hf, param), *want;
+    size_t nd = json_array_size(ln);
+    int tr = (int)json_integer_value(json_object_get(s, "transpose"));
+    if (strstr(param, ".mlp.experts.")) /* counted above */
+      continue;
+    ck_assert_msg(json_array_size(srcs) == 1 && json_array_size(names) == 1,
+                  "%s: %s", fam, param);
+    ck_assert_str_eq(name, json_string_value(json_array_get(names, 0)));
+    want = json_object_get(shapes, name);
+    ck_assert_ptr_nonnull(want);
+    for (i = 0; i < nd; i++)
+      ck_assert_msg(at(ln, i) == at(want, tr && i + 2 >= nd ? 2 * nd - 3 - i
+                                                            : i),
+                    "%s: %s dim %zu", fam, param, i);
+    fused++;
+  }
   ck_assert_int_eq((int)json_object_size(c.sources), fused);
   if (strcmp(fam, "gpt_oss") == 0)
     ck_assert_int_eq(c.n_source_calls, 0);

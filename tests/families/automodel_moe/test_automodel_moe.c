@@ -683,6 +683,45 @@ START_TEST(test_minimax_m3) {
 }
 END_TEST
 
+/* Inkling: layer 0 dense (fused gate_up_proj), layer 1 sliding-window (the
+ * swa_* sizes, sliding_window_size as the relative extent), the router's
+ * shared rows and float32 correction bias; the vision stages as
+ * Automodel plans them; the raw checkpoint's names. */
+START_TEST(test_inkling) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = recorded(reg, "inkling");
+  fam_assert_param(m, "model.language_model.layers.0.mlp.gate_up_proj", 64,
+                   192);
+  fam_assert_param(m, "model.language_model.layers.1.self_attn.q_proj.weight",
+                   64, 64);
+  fam_assert_param(m, "model.language_model.layers.1.self_attn.r_proj.weight",
+                   64, 64);
+  fam_assert_param(
+      m, "model.language_model.layers.1.self_attn.rel_logits_proj.proj", 8,
+      512);
+  fam_assert_param(
+      m, "model.language_model.layers.2.self_attn.rel_logits_proj.proj", 8, 64);
+  fam_assert_param(m, "model.language_model.layers.2.mlp.gate.weight", 10, 64);
+  fam_assert_param(m, "model.vision_tower.encoder_layers.0.projection.weight",
+                   64, 48);
+  fam_assert_param(m, "model.vision_tower.encoder_layers.1.projection.weight",
+                   64, 512);
+  fam_assert_no_param(m,
+                      "model.vision_tower.encoder_layers.1.layer_norm.weight");
+  fam_assert_param(
+      m, "model.audio_tower.embed_audio_tokens.embed_audio_tokens.weight", 128,
+      64);
+  assert_canonical(m, "model.llm.layers.1.attn.wq_du.weight",
+                   "model.language_model.layers.1.self_attn.q_proj.weight");
+  assert_canonical(m, "model.llm.layers.2.mlp.gate.bias",
+                   "model.language_model.layers.2.mlp.gate._fp32_params."
+                   "e_score_correction_bias");
+  assert_canonical(m, "model.llm.unembed.weight", "lm_head.weight");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -746,6 +785,8 @@ START_TEST(test_traits) {
       has_trait(info.traits, "moe_custom=KimiK25ForConditionalGeneration"));
   ck_assert(has_trait(info.traits,
                       "moe_custom=MiniMaxM3SparseForConditionalGeneration"));
+  ck_assert(
+      has_trait(info.traits, "moe_custom=InklingForConditionalGeneration"));
   ck_assert(!has_trait(info.traits, "moe_custom=MixtralForCausalLM"));
   dlclose(h);
 }
@@ -893,6 +934,7 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_hy_v3_mistral4);
   tcase_add_test(tc, test_multimodal);
   tcase_add_test(tc, test_minimax_m3);
+  tcase_add_test(tc, test_inkling);
   tcase_add_test(tc, test_traits);
   tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 7);
   tcase_add_test(tc, test_buffer_rule_api);
