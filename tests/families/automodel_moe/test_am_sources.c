@@ -347,10 +347,10 @@ START_TEST(test_sources_match_adapter) {
     ck_assert_str_eq(name, json_string_value(json_array_get(names, 0)));
     want = json_object_get(shapes, name);
     ck_assert_ptr_nonnull(want);
-    for (i = 0; i < nd; i++)
-      ck_assert_msg(at(ln, i) == at(want, tr && i + 2 >= nd ? 2 * nd - 3 - i
-                                                            : i),
-                    "%s: %s dim %zu", fam, param, i);
+    for (i = 0; i < nd; i++) {
+      size_t w = tr && i + 2 >= nd ? 2 * nd - 3 - i : i;
+      ck_assert_msg(at(ln, i) == at(want, w), "%s: %s dim %zu", fam, param, i);
+    }
     fused++;
   }
   ck_assert_int_eq((int)json_object_size(c.sources), fused);
