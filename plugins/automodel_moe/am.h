@@ -107,6 +107,8 @@ typedef struct am_arch {
                                  tower (am_minimax3.c) */
   int inkling;                /* Inkling's decoder, audio and vision towers
                                  (am_inkling.c, am_inkling_vit.c) */
+  int step;                   /* Step-3.7's decoder, MTP blocks, vision tower
+                                 (am_step.c, am_step_vit.c) */
   int laguna;                 /* per-layer heads (num_attention_heads_per_
                                  layer), output gate g_proj (gating /
                                  gating_types) */
@@ -182,6 +184,13 @@ int am_sk_inkling(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                   const am_cfg *c);
 int am_sk_inkling_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                          int64_t text_hidden);
+
+/* Step-3.7 (am_step.c): the whole tree after the config read; its vision
+ * tower and projector (am_step_vit.c). */
+int am_sk_step(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+               const am_cfg *c);
+int am_sk_step_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      int64_t text_hidden);
 
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

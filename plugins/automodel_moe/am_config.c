@@ -257,6 +257,28 @@ static const am_arch k_archs[] = {
      .sec = "text_config",
      .tie_key = "tie_word_embeddings",
      .inkling = 1},
+    /* Step-3.7 (Automodel's Step3p7Config; Step3p6 checkpoints name the same
+     * class): the Step-3.5 decoder, MTP blocks and vision tower
+     * (am_step.c), read from text_config. */
+    {.bare = "Step3p7ForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "moe_num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .step = 1},
+    {.bare = "Step3p6ForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .tie_class = "Step3p7ForConditionalGeneration",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "moe_num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .step = 1},
 };
 
 const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n) {

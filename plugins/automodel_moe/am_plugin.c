@@ -8,7 +8,8 @@
  * tower), Kimi K2.5 (its MoonViT tower and projector, am_kimi.c, before
  * a DeepSeek-V3 decoder under model.language_model) and MiniMax-M3 (its
  * decoder, MTP blocks and vision tower, am_minimax3.c) and Inkling (its
- * decoder, audio and vision towers, am_inkling.c).
+ * decoder, audio and vision towers, am_inkling.c) and Step-3.7 / 3.6 (the
+ * Step-3.5 decoder, MTP blocks and vision tower, am_step.c).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -51,6 +52,8 @@ static const char *const k_archs[] = {
     "KimiK25ForConditionalGeneration",
     "MiniMaxM3SparseForConditionalGeneration",
     "InklingForConditionalGeneration",
+    "Step3p7ForConditionalGeneration",
+    "Step3p6ForConditionalGeneration",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -158,6 +161,24 @@ static const char *const k_archs[] = {
       "tokens.embed_audio_tokens",                                             \
       "name_alias=" IKC ":model.audio.final_norm=model.audio_tower.norm"
 
+/* Step-3.7: the decoder under "model." in the checkpoint (the router bias
+ * as moe.router_bias), the tower and projector at the top; the experts
+ * and the MTP blocks (stored as layers num_hidden_layers..) are sources
+ * (am_step.c). */
+#define STEP_TRAITS(cls)                                                       \
+  "moe_custom=" cls,                                                           \
+      "expert_param=" cls ":model.language_model.layers.*.moe.experts.*",      \
+      "buffer=" cls ":model.language_model.layers.*.moe.gate."                 \
+      "e_score_correction_bias",                                               \
+      "name_alias=" cls ":model.layers.*.moe.router_bias=model.language_"      \
+      "model.layers.*.moe.gate.e_score_correction_bias",                       \
+      "name_alias=" cls ":model.layers=model.language_model.layers",           \
+      "name_alias=" cls ":model.embed_tokens=model.language_model.embed_"      \
+      "tokens",                                                                \
+      "name_alias=" cls ":model.norm=model.language_model.norm",               \
+      "name_alias=" cls ":vision_model=model.vision_model",                    \
+      "name_alias=" cls ":vit_large_projector=model.vit_large_projector"
+
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
 static const char *const k_traits[] = {
@@ -222,6 +243,8 @@ static const char *const k_traits[] = {
     KIMI_TRAITS("KimiK25ForConditionalGeneration"),
     M3_TRAITS,
     IK_TRAITS,
+    STEP_TRAITS("Step3p7ForConditionalGeneration"),
+    STEP_TRAITS("Step3p6ForConditionalGeneration"),
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -234,7 +257,8 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
           "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
           "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4, Qwen3-Omni-MoE's "
-          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3), MiniMax-M3, Inkling. "
+          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3), MiniMax-M3, Inkling, "
+          "Step-3.7. "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -340,6 +364,8 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("KimiK25ForConditionalGeneration"),
     ROW("MiniMaxM3SparseForConditionalGeneration"),
     ROW("InklingForConditionalGeneration"),
+    ROW("Step3p7ForConditionalGeneration"),
+    ROW("Step3p6ForConditionalGeneration"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

@@ -306,6 +306,8 @@ int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return am_sk_minimax3(host, ctx, &c);
   if (a->inkling)
     return am_sk_inkling(host, ctx, &c);
+  if (a->step)
+    return am_sk_step(host, ctx, &c);
   if (a->kimi_vision) {
     TPXP_CHK(tpxp_sk_module(host, ctx, "model", "other"));
     TPXP_CHK(am_sk_kimi_vision(host, ctx, &c));

@@ -111,6 +111,8 @@ FAMILIES = {
     'kimi_k3_vl': ('kimi_k3', 'KimiK3ForConditionalGeneration'),
     'minimax_m3_vl': ('minimax_m3_vl', 'MiniMaxM3SparseForConditionalGeneration'),
     'inkling': ('inkling_mm_model', 'InklingForConditionalGeneration'),
+    'step3p7': ('step3p7', 'Step3p7ForConditionalGeneration'),
+    'step3p6': ('step3p7', 'Step3p6ForConditionalGeneration'),
 }
 # Composite (multimodal) configs: the text config is shrunk as its own model
 # type (tiny_moe_config), set at `text_at` (a path of attributes), and the
@@ -170,6 +172,25 @@ COMPOSITE = {
             'vision_config': {'hidden_size': 64, 'num_hidden_layers': 2,
                               'num_attention_heads': 4, 'patch_size': 8},
             'audio_config': {'n_mel_bins': 8, 'mel_vocab_size': 16}}},
+    # layer 0 dense and full, 1 MoE sliding (its own head counts), 2 MoE
+    # full; one MTP layer
+    'step3p7': {
+        'config': ('nemo_automodel.components.models.step3p7.configuration_step3p7',
+                   'Step3p7Config'),
+        'experts_at': ('text_config', 'moe_num_experts'), 'dense_first': True,
+        'kwargs': {
+            'text_config': {
+                'hidden_size': 64, 'num_hidden_layers': 3, 'num_attention_heads': 4,
+                'num_attention_groups': 2, 'head_dim': 16, 'vocab_size': 128,
+                'intermediate_size': 96, 'moe_intermediate_size': 32, 'moe_top_k': 2,
+                'share_expert_dim': 48, 'moe_layers_enum': [1, 2],
+                'num_nextn_predict_layers': 1, 'sliding_window': 16,
+                'layer_types': ['full_attention', 'sliding_attention', 'full_attention',
+                                'sliding_attention'],
+                'attention_other_setting': {'num_attention_heads': 8,
+                                            'num_attention_groups': 4}},
+            'vision_config': {'width': 64, 'layers': 2, 'heads': 4, 'image_size': 56,
+                              'patch_size': 14}}},
 }
 # Why a family cannot be recorded with the pinned stack, beyond upstream's
 # own error (written to INDEX.json as `note`).

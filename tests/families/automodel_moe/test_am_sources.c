@@ -22,7 +22,8 @@ static const char *const k_families[] = {
     "glm4_moe_lite", "glm_moe_dsa",   "gpt_oss",      "minimax_m2",
     "qwen3_moe",     "qwen3_next",    "ling_v2",      "laguna",
     "mimo_v2_flash", "mimo_v2",       "mimo_v25",     "hy_v3",
-    "mistral4",      "minimax_m3_vl", "inkling"};
+    "mistral4",      "minimax_m3_vl", "inkling",      "step3p7",
+    "step3p6"};
 
 /* What the plugin told this host. */
 struct tpx_plugin_ctx {
@@ -332,25 +333,35 @@ START_TEST(test_sources_match_adapter) {
     check_tiling(param, json_object_get(c.params, param), srcs);
   }
   /* Any other source (Inkling: tensors stored transposed or renamed per
-   * index) is the one tensor the adapter names for the parameter, the
-   * whole box (its last two dims swapped where transposed). */
+   * index; Step-3.7: experts stored as whole [E, ...] tensors, MTP blocks
+   * under other layer numbers) is a tensor the adapter names for the
+   * parameter, each box that whole tensor (its last two dims swapped where
+   * transposed), the boxes tiling the parameter. */
   json_object_foreach(c.sources, param, srcs) {
-    json_t *s = json_array_get(srcs, 0), *ln = json_object_get(s, "len");
-    const char *name = json_string_value(json_object_get(s, "name"));
-    json_t *names = json_object_get(to_hf, param), *want;
-    size_t nd = json_array_size(ln);
-    int tr = (int)json_integer_value(json_object_get(s, "transpose"));
+    json_t *names = json_object_get(to_hf, param), *s, *nm;
+    size_t j, k;
     if (strstr(param, ".mlp.experts.")) /* counted above */
       continue;
-    ck_assert_msg(json_array_size(srcs) == 1 && json_array_size(names) == 1,
-                  "%s: %s", fam, param);
-    ck_assert_str_eq(name, json_string_value(json_array_get(names, 0)));
-    want = json_object_get(shapes, name);
-    ck_assert_ptr_nonnull(want);
-    for (i = 0; i < nd; i++) {
-      size_t w = tr && i + 2 >= nd ? 2 * nd - 3 - i : i;
-      ck_assert_msg(at(ln, i) == at(want, w), "%s: %s dim %zu", fam, param, i);
+    ck_assert_msg(json_array_size(srcs) == json_array_size(names), "%s: %s",
+                  fam, param);
+    json_array_foreach(srcs, j, s) {
+      json_t *ln = json_object_get(s, "len"), *want;
+      const char *name = json_string_value(json_object_get(s, "name"));
+      size_t nd = json_array_size(ln), found = 0;
+      int tr = (int)json_integer_value(json_object_get(s, "transpose"));
+      json_array_foreach(names, k, nm) {
+        found |= strcmp(json_string_value(nm), name) == 0;
+      }
+      ck_assert_msg(found, "%s: %s reads %s", fam, param, name);
+      want = json_object_get(shapes, name);
+      ck_assert_ptr_nonnull(want);
+      for (i = 0; i < nd; i++) {
+        size_t w = tr && i + 2 >= nd ? 2 * nd - 3 - i : i;
+        ck_assert_msg(at(ln, i) == at(want, w), "%s: %s dim %zu", fam, param,
+                      i);
+      }
     }
+    check_tiling(param, json_object_get(c.params, param), srcs);
     fused++;
   }
   ck_assert_int_eq((int)json_object_size(c.sources), fused);

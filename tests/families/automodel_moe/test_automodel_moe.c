@@ -722,6 +722,39 @@ START_TEST(test_inkling) {
 }
 END_TEST
 
+/* Step-3.7 (and Step3p6 on the same class): layer 0 dense, layer 1 MoE
+ * sliding-window (attention_other_setting's heads), the root's MTP block
+ * (dense, sliding as mtp_layer_types says, its own shared head), the
+ * perception encoder and projector; the checkpoint's names. */
+START_TEST(test_step) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = recorded(reg, "step3p7");
+  fam_assert_param(m, "model.language_model.layers.0.mlp.up_proj.weight", 96,
+                   64);
+  fam_assert_param(m, "model.language_model.layers.1.self_attn.q_proj.weight",
+                   128, 64);
+  fam_assert_param(m, "model.language_model.layers.1.moe.gate.weight", 8, 64);
+  fam_assert_param(
+      m, "model.language_model.layers.2.share_expert.down_proj.weight", 64, 48);
+  fam_assert_param(m, "mtp.layers.0.self_attn.k_proj.weight", 64, 64);
+  fam_assert_param(m, "mtp.layers.0.transformer.shared_head.output.weight", 128,
+                   64);
+  fam_assert_param(
+      m, "model.vision_model.transformer.resblocks.1.mlp.c_fc.weight", 373, 64);
+  fam_assert_param(m, "model.vit_large_projector.weight", 64, 256);
+  assert_canonical(m, "model.layers.2.moe.router_bias",
+                   "model.language_model.layers.2.moe.gate."
+                   "e_score_correction_bias");
+  assert_canonical(m, "vision_model.ln_pre.bias",
+                   "model.vision_model.ln_pre.bias");
+  tpx_model_destroy(m);
+  m = recorded(reg, "step3p6");
+  fam_assert_param(m, "mtp.layers.0.eh_proj.weight", 64, 128);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -787,6 +820,8 @@ START_TEST(test_traits) {
                       "moe_custom=MiniMaxM3SparseForConditionalGeneration"));
   ck_assert(
       has_trait(info.traits, "moe_custom=InklingForConditionalGeneration"));
+  ck_assert(
+      has_trait(info.traits, "moe_custom=Step3p6ForConditionalGeneration"));
   ck_assert(!has_trait(info.traits, "moe_custom=MixtralForCausalLM"));
   dlclose(h);
 }
@@ -935,6 +970,7 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_multimodal);
   tcase_add_test(tc, test_minimax_m3);
   tcase_add_test(tc, test_inkling);
+  tcase_add_test(tc, test_step);
   tcase_add_test(tc, test_traits);
   tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 7);
   tcase_add_test(tc, test_buffer_rule_api);
