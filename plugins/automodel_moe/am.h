@@ -109,6 +109,8 @@ typedef struct am_arch {
                                  (am_inkling.c, am_inkling_vit.c) */
   int step;                   /* Step-3.7's decoder, MTP blocks, vision tower
                                  (am_step.c, am_step_vit.c) */
+  int glm5;                   /* GLM-5-Next's decoder and vision tower
+                                 (am_glm5.c) */
   int laguna;                 /* per-layer heads (num_attention_heads_per_
                                  layer), output gate g_proj (gating /
                                  gating_types) */
@@ -191,6 +193,12 @@ int am_sk_step(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                const am_cfg *c);
 int am_sk_step_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       int64_t text_hidden);
+
+/* GLM-5-Next (am_glm5.c): the whole tree after the config read; its
+ * vision tower model.visual. */
+int am_sk_glm5(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+               const am_cfg *c);
+int am_sk_glm5_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
 
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

@@ -279,6 +279,21 @@ static const am_arch k_archs[] = {
      .sec = "text_config",
      .tie_key = "tie_word_embeddings",
      .step = 1},
+    /* GLM-5-Next (Automodel's Glm5NextConfig): its decoder (linear or
+     * DeepSeek sparse attention, hyper-connections) and vision tower
+     * (am_glm5.c), read from text_config; the checkpoint's names are
+     * Automodel's but for the hyper-connections' and A_log / dt_bias. */
+    {.bare = "Glm5NextForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .shared_default = 1,
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .glm5 = 1},
 };
 
 const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n) {

@@ -9,7 +9,8 @@
  * a DeepSeek-V3 decoder under model.language_model) and MiniMax-M3 (its
  * decoder, MTP blocks and vision tower, am_minimax3.c) and Inkling (its
  * decoder, audio and vision towers, am_inkling.c) and Step-3.7 / 3.6 (the
- * Step-3.5 decoder, MTP blocks and vision tower, am_step.c).
+ * Step-3.5 decoder, MTP blocks and vision tower, am_step.c) and GLM-5-Next
+ * (its decoder and vision tower, am_glm5.c).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -54,6 +55,7 @@ static const char *const k_archs[] = {
     "InklingForConditionalGeneration",
     "Step3p7ForConditionalGeneration",
     "Step3p6ForConditionalGeneration",
+    "Glm5NextForConditionalGeneration",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -179,6 +181,23 @@ static const char *const k_archs[] = {
       "name_alias=" cls ":vision_model=model.vision_model",                    \
       "name_alias=" cls ":vit_large_projector=model.vit_large_projector"
 
+/* GLM-5-Next: the checkpoint's hyper-connection and linear-attention
+ * float32 names. */
+#define G5C "Glm5NextForConditionalGeneration"
+#define G5L "model.language_model.layers.*."
+#define G5_A(ck, am) "name_alias=" G5C ":" G5L ck "=" G5L am
+#define G5_TRAITS                                                              \
+  "moe_custom=" G5C, "expert_param=" G5C ":" G5L "mlp.experts.*",              \
+      "buffer=" G5C ":" G5L "mlp.gate.e_score_correction_bias",                \
+      G5_A("self_attn.A_log", "self_attn._fp32_params.A_log"),                 \
+      G5_A("self_attn.dt_bias", "self_attn._fp32_params.dt_bias"),             \
+      G5_A("hc_attn_fn", "attn_hc.fn"),                                        \
+      G5_A("hc_attn_base", "attn_hc._fp32_params.base"),                       \
+      G5_A("hc_attn_scale", "attn_hc._fp32_params.scale"),                     \
+      G5_A("hc_ffn_fn", "ffn_hc.fn"),                                          \
+      G5_A("hc_ffn_base", "ffn_hc._fp32_params.base"),                         \
+      G5_A("hc_ffn_scale", "ffn_hc._fp32_params.scale")
+
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
 static const char *const k_traits[] = {
@@ -245,6 +264,7 @@ static const char *const k_traits[] = {
     IK_TRAITS,
     STEP_TRAITS("Step3p7ForConditionalGeneration"),
     STEP_TRAITS("Step3p6ForConditionalGeneration"),
+    G5_TRAITS,
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -366,6 +386,7 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("InklingForConditionalGeneration"),
     ROW("Step3p7ForConditionalGeneration"),
     ROW("Step3p6ForConditionalGeneration"),
+    ROW("Glm5NextForConditionalGeneration"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

@@ -308,6 +308,8 @@ int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return am_sk_inkling(host, ctx, &c);
   if (a->step)
     return am_sk_step(host, ctx, &c);
+  if (a->glm5)
+    return am_sk_glm5(host, ctx, &c);
   if (a->kimi_vision) {
     TPXP_CHK(tpxp_sk_module(host, ctx, "model", "other"));
     TPXP_CHK(am_sk_kimi_vision(host, ctx, &c));

@@ -113,6 +113,7 @@ FAMILIES = {
     'inkling': ('inkling_mm_model', 'InklingForConditionalGeneration'),
     'step3p7': ('step3p7', 'Step3p7ForConditionalGeneration'),
     'step3p6': ('step3p7', 'Step3p6ForConditionalGeneration'),
+    'glm5_next': ('glm5_next', 'Glm5NextForConditionalGeneration'),
 }
 # Composite (multimodal) configs: the text config is shrunk as its own model
 # type (tiny_moe_config), set at `text_at` (a path of attributes), and the
@@ -191,6 +192,27 @@ COMPOSITE = {
                                             'num_attention_groups': 4}},
             'vision_config': {'width': 64, 'layers': 2, 'heads': 4, 'image_size': 56,
                               'patch_size': 14}}},
+    # layer 0 dense linear attention, 1 MoE DSA (full indexer), 2 MoE DSA
+    # (shared indexer); one MTP layer
+    'glm5_next': {
+        'config': ('nemo_automodel.components.models.glm5_next.config', 'Glm5NextConfig'),
+        'experts_at': ('text_config', 'n_routed_experts'), 'dense_first': True,
+        'kwargs': {
+            'text_config': {
+                'hidden_size': 64, 'num_hidden_layers': 3, 'num_attention_heads': 4,
+                'num_key_value_heads': 4, 'vocab_size': 128, 'pad_token_id': 0,
+                'intermediate_size': 96, 'moe_intermediate_size': 32, 'num_experts_per_tok': 2,
+                'n_shared_experts': 1, 'kv_lora_rank': 16, 'q_lora_rank': 32,
+                'qk_nope_head_dim': 16, 'v_head_dim': 16, 'index_head_dim': 16,
+                'index_n_heads': 2, 'index_topk': 16, 'index_kpool': 4,
+                'linear_head_dim': 16, 'linear_num_heads': 4,
+                'mlp_layer_types': ['dense', 'sparse', 'sparse'],
+                'layer_types': ['linear_attention', 'deepseek_sparse_attention',
+                                'deepseek_sparse_attention'],
+                'indexer_types': ['full', 'full', 'shared']},
+            'vision_config': {'depth': 2, 'hidden_size': 64, 'num_heads': 4,
+                              'out_hidden_size': 64, 'intermediate_size': 128,
+                              'projection_intermediate_size': 96}}},
 }
 # Why a family cannot be recorded with the pinned stack, beyond upstream's
 # own error (written to INDEX.json as `note`).

@@ -755,6 +755,46 @@ START_TEST(test_step) {
 }
 END_TEST
 
+/* GLM-5-Next: layer 0 linear attention (float32 A_log / dt_bias) and
+ * dense, layers 1-2 DeepSeek sparse attention (no RoPE) and MoE; the
+ * hyper-connections; the vision tower; the checkpoint's names; a RoPE dim
+ * refused with the config class's message. */
+START_TEST(test_glm5) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  tpx_model *m = recorded(reg, "glm5_next");
+  fam_assert_param(m,
+                   "model.language_model.layers.0.self_attn._fp32_params."
+                   "dt_bias",
+                   64, -1);
+  fam_assert_param(m, "model.language_model.layers.0.self_attn.f_b_proj.weight",
+                   64, 16);
+  fam_assert_param(
+      m, "model.language_model.layers.1.self_attn.kv_b_proj.weight", 128, 16);
+  fam_assert_param(m,
+                   "model.language_model.layers.2.self_attn.indexer."
+                   "index_kpool_compress_gate",
+                   16, 64);
+  fam_assert_param(m, "model.language_model.layers.2.attn_hc.fn", 24, 256);
+  fam_assert_param(m, "model.visual.merger.gate_proj.weight", 96, 64);
+  assert_canonical(m, "model.language_model.layers.1.hc_ffn_scale",
+                   "model.language_model.layers.1.ffn_hc._fp32_params.scale");
+  tpx_model_destroy(m);
+  m = fam_model_json(
+      "{\"architectures\": [\"Glm5NextForConditionalGeneration\"], "
+      "\"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1, "
+      "\"num_attention_heads\": 4, \"num_key_value_heads\": 4, "
+      "\"vocab_size\": 128, \"intermediate_size\": 96, "
+      "\"moe_intermediate_size\": 32, \"n_routed_experts\": 4, "
+      "\"qk_rope_head_dim\": 8}}");
+  ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_msg(strstr(err.message, "qk_rope_head_dim=0") != NULL, "%s",
+                err.message);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -822,6 +862,8 @@ START_TEST(test_traits) {
       has_trait(info.traits, "moe_custom=InklingForConditionalGeneration"));
   ck_assert(
       has_trait(info.traits, "moe_custom=Step3p6ForConditionalGeneration"));
+  ck_assert(
+      has_trait(info.traits, "moe_custom=Glm5NextForConditionalGeneration"));
   ck_assert(!has_trait(info.traits, "moe_custom=MixtralForCausalLM"));
   dlclose(h);
 }
@@ -971,6 +1013,7 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_minimax_m3);
   tcase_add_test(tc, test_inkling);
   tcase_add_test(tc, test_step);
+  tcase_add_test(tc, test_glm5);
   tcase_add_test(tc, test_traits);
   tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 7);
   tcase_add_test(tc, test_buffer_rule_api);
