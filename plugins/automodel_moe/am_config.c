@@ -453,12 +453,14 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
   c->use_bias = a->ernie ? c->attn_bias : 0;
   c->o_bias = a->o_bias && c->attn_bias;
   if (a->o_bias_key != NULL)
-    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->o_bias_key, 0, &c->o_bias));
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, am_key(c, a->o_bias_key, k, sizeof k),
+                               0, &c->o_bias));
   c->qk_norm = a->qk_norm;
   if (a->qk_norm && a->qk_norm_key != NULL) {
     int on = 0;
-    TPXP_CHK(
-        tpxp_cfg_bool_opt(host, ctx, a->qk_norm_key, a->qk_norm_default, &on));
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx,
+                               am_key(c, a->qk_norm_key, k, sizeof k),
+                               a->qk_norm_default, &on));
     c->qk_norm = on ? a->qk_norm : 0;
   }
   if (a->laguna)

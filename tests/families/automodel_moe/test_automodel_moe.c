@@ -679,6 +679,19 @@ START_TEST(test_minimax_m3) {
   ck_assert_msg(strstr(err.message, "attention_output_gate") != NULL, "%s",
                 err.message);
   tpx_model_destroy(m);
+  /* use_qk_norm is read from text_config */
+  m = fam_model_json(
+      "{\"architectures\": [\"MiniMaxM3SparseForConditionalGeneration\"], "
+      "\"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1, "
+      "\"num_attention_heads\": 4, \"vocab_size\": 128, "
+      "\"intermediate_size\": 32, \"num_local_experts\": 4, "
+      "\"num_mtp_modules\": 0, \"use_qk_norm\": false}, "
+      "\"vision_config\": {\"num_hidden_layers\": 0}}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.self_attn.q_proj.weight", 64, 64);
+  fam_assert_no_param(m, "model.layers.0.self_attn.q_norm.weight");
+  tpx_model_destroy(m);
   tpx_registry_destroy(reg);
 }
 END_TEST
