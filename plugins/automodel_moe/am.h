@@ -103,6 +103,14 @@ typedef struct am_arch {
   const char *head;           /* the output head; NULL: "lm_head" */
   int kimi_vision;            /* Kimi K2.5's MoonViT tower and projector
                                  (am_kimi.c) */
+  int minimax3;               /* MiniMax-M3's decoder, MTP blocks and vision
+                                 tower (am_minimax3.c) */
+  int inkling;                /* Inkling's decoder, audio and vision towers
+                                 (am_inkling.c, am_inkling_vit.c) */
+  int step;                   /* Step-3.7's decoder, MTP blocks, vision tower
+                                 (am_step.c, am_step_vit.c) */
+  int glm5;                   /* GLM-5-Next's decoder and vision tower
+                                 (am_glm5.c) */
   int laguna;                 /* per-layer heads (num_attention_heads_per_
                                  layer), output gate g_proj (gating /
                                  gating_types) */
@@ -167,6 +175,30 @@ int am_sk_mimo_attn(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
  * and the model.language_model module, before the text decoder. */
 int am_sk_kimi_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                       const am_cfg *c);
+
+/* MiniMax-M3 (am_minimax3.c): the whole tree after the config read. */
+int am_sk_minimax3(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                   const am_cfg *c);
+
+/* Inkling (am_inkling.c): the whole tree after the config read; its
+ * vision tower (am_inkling_vit.c), whose last stage outputs text_hidden. */
+int am_sk_inkling(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                  const am_cfg *c);
+int am_sk_inkling_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                         int64_t text_hidden);
+
+/* Step-3.7 (am_step.c): the whole tree after the config read; its vision
+ * tower and projector (am_step_vit.c). */
+int am_sk_step(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+               const am_cfg *c);
+int am_sk_step_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                      int64_t text_hidden);
+
+/* GLM-5-Next (am_glm5.c): the whole tree after the config read; its
+ * vision tower model.visual. */
+int am_sk_glm5(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+               const am_cfg *c);
+int am_sk_glm5_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
 
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,

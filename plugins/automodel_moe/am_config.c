@@ -229,6 +229,71 @@ static const am_arch k_archs[] = {
      .stack = "model.language_model.model",
      .head = "model.language_model.lm_head",
      .kimi_vision = 1},
+    /* MiniMax-M3 (Automodel's MiniMaxM3VLConfig): its own decoder, MTP
+     * blocks and vision tower (am_minimax3.c), read from text_config; the
+     * checkpoint holds the decoder under "language_model." with
+     * MiniMax-M2's expert names. */
+    {.bare = "MiniMaxM3SparseForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "num_local_experts",
+     .gate_dtype = AM_F32,
+     .qk_norm = 1,
+     .qk_norm_key = "use_qk_norm",
+     .qk_norm_default = 1,
+     .minimax_names = 1,
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .src_prefix = "language_model.",
+     .minimax3 = 1},
+    /* Inkling (Automodel's InklingConfig): its own decoder, audio and
+     * vision towers (am_inkling.c), read from text_config. */
+    {.bare = "InklingForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "n_routed_experts",
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .inkling = 1},
+    /* Step-3.7 (Automodel's Step3p7Config; Step3p6 checkpoints name the same
+     * class): the Step-3.5 decoder, MTP blocks and vision tower
+     * (am_step.c), read from text_config. */
+    {.bare = "Step3p7ForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "moe_num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .step = 1},
+    {.bare = "Step3p6ForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .tie_class = "Step3p7ForConditionalGeneration",
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "moe_num_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .step = 1},
+    /* GLM-5-Next (Automodel's Glm5NextConfig): its decoder (linear or
+     * DeepSeek sparse attention, hyper-connections) and vision tower
+     * (am_glm5.c), read from text_config; the checkpoint's names are
+     * Automodel's but for the hyper-connections' and A_log / dt_bias. */
+    {.bare = "Glm5NextForConditionalGeneration",
+     .tie_support = AM_TIE_UNTIED,
+     .attn = AM_ATTN_GQA,
+     .sparse = AM_SPARSE_ALL,
+     .experts_key = "n_routed_experts",
+     .moe_inter_key = "moe_intermediate_size",
+     .shared_key = "n_shared_experts",
+     .shared_default = 1,
+     .sec = "text_config",
+     .tie_key = "tie_word_embeddings",
+     .glm5 = 1},
 };
 
 const char *am_key(const am_cfg *c, const char *key, char *buf, size_t n) {
@@ -388,12 +453,14 @@ int am_read(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_arch *a,
   c->use_bias = a->ernie ? c->attn_bias : 0;
   c->o_bias = a->o_bias && c->attn_bias;
   if (a->o_bias_key != NULL)
-    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, a->o_bias_key, 0, &c->o_bias));
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx, am_key(c, a->o_bias_key, k, sizeof k),
+                               0, &c->o_bias));
   c->qk_norm = a->qk_norm;
   if (a->qk_norm && a->qk_norm_key != NULL) {
     int on = 0;
-    TPXP_CHK(
-        tpxp_cfg_bool_opt(host, ctx, a->qk_norm_key, a->qk_norm_default, &on));
+    TPXP_CHK(tpxp_cfg_bool_opt(host, ctx,
+                               am_key(c, a->qk_norm_key, k, sizeof k),
+                               a->qk_norm_default, &on));
     c->qk_norm = on ? a->qk_norm : 0;
   }
   if (a->laguna)

@@ -5,8 +5,12 @@
  * MiniMax-M2, ERNIE-4.5-MoE, Ling-V2 (BailingMoeV2), Laguna, MiMo-V2
  * (-Flash, V2.5), Hy3 (HYV3), Mistral-4 (text) and Qwen3-Omni-MoE (its
  * thinker's text decoder: Automodel's class builds no vision or audio
- * tower) and Kimi K2.5 (its MoonViT tower and projector, am_kimi.c, before
- * a DeepSeek-V3 decoder under model.language_model).
+ * tower), Kimi K2.5 (its MoonViT tower and projector, am_kimi.c, before
+ * a DeepSeek-V3 decoder under model.language_model) and MiniMax-M3 (its
+ * decoder, MTP blocks and vision tower, am_minimax3.c) and Inkling (its
+ * decoder, audio and vision towers, am_inkling.c) and Step-3.7 / 3.6 (the
+ * Step-3.5 decoder, MTP blocks and vision tower, am_step.c) and GLM-5-Next
+ * (its decoder and vision tower, am_glm5.c).
  *
  * What it declares: the config-only skeleton under Automodel's names
  * (am_skeleton.c); traits saying upstream serves these with its MoE
@@ -47,6 +51,11 @@ static const char *const k_archs[] = {
     "Qwen3OmniMoeForConditionalGeneration",
     "KimiK25VLForConditionalGeneration",
     "KimiK25ForConditionalGeneration",
+    "MiniMaxM3SparseForConditionalGeneration",
+    "InklingForConditionalGeneration",
+    "Step3p7ForConditionalGeneration",
+    "Step3p6ForConditionalGeneration",
+    "Glm5NextForConditionalGeneration",
     QUAL("deepseek_v3", "DeepseekV3ForCausalLM"),
     QUAL("deepseek_v32", "DeepseekV32ForCausalLM"),
     QUAL("qwen3_moe", "Qwen3MoeForCausalLM"),
@@ -85,6 +94,109 @@ static const char *const k_archs[] = {
       "linear_1",                                                              \
       "name_alias=" cls ":mm_projector.proj.2=model.multi_modal_projector."    \
       "linear_2"
+
+/* MiniMax-M3: the decoder's checkpoint names under "language_model."
+ * (block_sparse_moe for the router, its bias and the shared experts, the
+ * indexer's projections and norms straight under self_attn), the MTP
+ * blocks' likewise, the projector and patch merger at the top. The first
+ * rule that matches a name applies: the specific ones first. */
+#define M3C "MiniMaxM3SparseForConditionalGeneration"
+#define M3L "language_model.model.layers.*."
+#define M3T "language_model.model.mtp.layers.*.transformer_layer."
+#define M3_BLOCK(ck, am)                                                       \
+  "name_alias=" M3C ":" ck "block_sparse_moe.e_score_correction_bias=" am      \
+  "mlp.gate.e_score_correction_bias",                                          \
+      "name_alias=" M3C ":" ck "block_sparse_moe.gate=" am "mlp.gate",         \
+      "name_alias=" M3C ":" ck "block_sparse_moe.shared_experts=" am           \
+      "shared_experts",                                                        \
+      "name_alias=" M3C ":" ck "self_attn.index_q_proj=" am                    \
+      "self_attn.indexer.index_q_proj",                                        \
+      "name_alias=" M3C ":" ck "self_attn.index_k_proj=" am                    \
+      "self_attn.indexer.index_k_proj",                                        \
+      "name_alias=" M3C ":" ck "self_attn.index_q_norm=" am                    \
+      "self_attn.indexer.index_q_norm",                                        \
+      "name_alias=" M3C ":" ck "self_attn.index_k_norm=" am                    \
+      "self_attn.indexer.index_k_norm"
+#define M3_TRAITS                                                              \
+  MOE(M3C),                                                                    \
+      "buffer=" M3C ":model.mtp.layers.*.transformer_layer.mlp.gate."          \
+      "e_score_correction_bias",                                               \
+      M3_BLOCK(M3L, "model.layers.*."),                                        \
+      M3_BLOCK(M3T, "model.mtp.layers.*.transformer_layer."),                  \
+      "name_alias=" M3C ":language_model.model=model",                         \
+      "name_alias=" M3C ":language_model.lm_head=lm_head",                     \
+      "name_alias=" M3C ":multi_modal_projector=vision_tower.multi_modal_"     \
+      "projector",                                                             \
+      "name_alias=" M3C ":patch_merge_mlp=vision_tower.patch_merge_mlp"
+
+/* Inkling: the raw checkpoint's names (model.llm.*, model.audio.*,
+ * model.visual.final_norm); the specific rules first. The tensors it
+ * stores transposed and the vision stages (linear_N / norm_N) are sources
+ * (am_inkling.c, am_inkling_vit.c). */
+#define IKC "InklingForConditionalGeneration"
+#define IKR "model.llm.layers.*."
+#define IKN "model.language_model.layers.*."
+#define IK_A(ck, am) "name_alias=" IKC ":" IKR ck "=" IKN am
+#define IK_TRAITS                                                              \
+  "moe_custom=" IKC, "expert_param=" IKC ":" IKN "mlp.experts.*",              \
+      IK_A("attn.wq_du", "self_attn.q_proj"),                                  \
+      IK_A("attn.wk_dv", "self_attn.k_proj"),                                  \
+      IK_A("attn.wv_dv", "self_attn.v_proj"),                                  \
+      IK_A("attn.wr_du", "self_attn.r_proj"),                                  \
+      IK_A("attn.wo_ud", "self_attn.o_proj"),                                  \
+      IK_A("attn.k_sconv", "self_attn.k_sconv._fp32_params"),                  \
+      IK_A("attn.v_sconv", "self_attn.v_sconv._fp32_params"),                  \
+      IK_A("attn", "self_attn"),                                               \
+      IK_A("attn_sconv", "attn_sconv._fp32_params"),                           \
+      IK_A("mlp_sconv", "mlp_sconv._fp32_params"),                             \
+      IK_A("attn_norm", "input_layernorm"),                                    \
+      IK_A("mlp_norm", "post_attention_layernorm"),                            \
+      IK_A("mlp.gate.bias", "mlp.gate._fp32_params.e_score_correction_bias"),  \
+      IK_A("mlp.gate", "mlp.gate"),                                            \
+      IK_A("mlp.global_scale", "mlp.global_scale"),                            \
+      "name_alias=" IKC ":model.llm.embed=model.language_model.embed_tokens",  \
+      "name_alias=" IKC ":model.llm.embed_norm=model.language_model."          \
+      "embed_norm",                                                            \
+      "name_alias=" IKC ":model.llm.norm=model.language_model.norm",           \
+      "name_alias=" IKC ":model.llm.unembed=lm_head",                          \
+      "name_alias=" IKC ":model.audio.encoder=model.audio_tower.embed_audio_"  \
+      "tokens.embed_audio_tokens",                                             \
+      "name_alias=" IKC ":model.audio.final_norm=model.audio_tower.norm"
+
+/* Step-3.7: the decoder under "model." in the checkpoint (the router bias
+ * as moe.router_bias), the tower and projector at the top; the experts
+ * and the MTP blocks (stored as layers num_hidden_layers..) are sources
+ * (am_step.c). */
+#define STEP_TRAITS(cls)                                                       \
+  "moe_custom=" cls,                                                           \
+      "expert_param=" cls ":model.language_model.layers.*.moe.experts.*",      \
+      "buffer=" cls ":model.language_model.layers.*.moe.gate."                 \
+      "e_score_correction_bias",                                               \
+      "name_alias=" cls ":model.layers.*.moe.router_bias=model.language_"      \
+      "model.layers.*.moe.gate.e_score_correction_bias",                       \
+      "name_alias=" cls ":model.layers=model.language_model.layers",           \
+      "name_alias=" cls ":model.embed_tokens=model.language_model.embed_"      \
+      "tokens",                                                                \
+      "name_alias=" cls ":model.norm=model.language_model.norm",               \
+      "name_alias=" cls ":vision_model=model.vision_model",                    \
+      "name_alias=" cls ":vit_large_projector=model.vit_large_projector"
+
+/* GLM-5-Next: the checkpoint's hyper-connection and linear-attention
+ * float32 names. */
+#define G5C "Glm5NextForConditionalGeneration"
+#define G5L "model.language_model.layers.*."
+#define G5_A(ck, am) "name_alias=" G5C ":" G5L ck "=" G5L am
+#define G5_TRAITS                                                              \
+  "moe_custom=" G5C, "expert_param=" G5C ":" G5L "mlp.experts.*",              \
+      "buffer=" G5C ":" G5L "mlp.gate.e_score_correction_bias",                \
+      G5_A("self_attn.A_log", "self_attn._fp32_params.A_log"),                 \
+      G5_A("self_attn.dt_bias", "self_attn._fp32_params.dt_bias"),             \
+      G5_A("hc_attn_fn", "attn_hc.fn"),                                        \
+      G5_A("hc_attn_base", "attn_hc._fp32_params.base"),                       \
+      G5_A("hc_attn_scale", "attn_hc._fp32_params.scale"),                     \
+      G5_A("hc_ffn_fn", "ffn_hc.fn"),                                          \
+      G5_A("hc_ffn_base", "ffn_hc._fp32_params.base"),                         \
+      G5_A("hc_ffn_scale", "ffn_hc._fp32_params.scale")
 
 /* The state-dict adapters' renames, checkpoint name = Automodel's name (the
  * per-expert tensors are declared as sources by the skeleton instead). */
@@ -148,6 +260,11 @@ static const char *const k_traits[] = {
     "head",
     KIMI_TRAITS("KimiK25VLForConditionalGeneration"),
     KIMI_TRAITS("KimiK25ForConditionalGeneration"),
+    M3_TRAITS,
+    IK_TRAITS,
+    STEP_TRAITS("Step3p7ForConditionalGeneration"),
+    STEP_TRAITS("Step3p6ForConditionalGeneration"),
+    G5_TRAITS,
     NULL};
 
 int register_parallel_strategy(const tpx_plugin_host *host,
@@ -160,7 +277,8 @@ int register_parallel_strategy(const tpx_plugin_host *host,
           "DeepSeek-V3 / V3.2, Qwen3-MoE, Qwen3-Next, GLM-4-MoE / -Lite, "
           "GLM-MoE-DSA, GPT-OSS, MiniMax-M2, ERNIE-4.5-MoE, Ling-V2, Laguna, "
           "MiMo-V2 (-Flash, V2.5), Hy3, Mistral-4, Qwen3-Omni-MoE's "
-          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3). "
+          "thinker, Kimi K2.5 (MoonViT and DeepSeek-V3), MiniMax-M3, Inkling, "
+          "Step-3.7. "
           "Config-only "
           "skeletons under Automodel's names with GroupedExperts' fused "
           "gate_and_up_projs [E, H, 2I] / down_projs [E, I, H]; the "
@@ -264,6 +382,11 @@ static const tpxp_arch_ops am_ops[] = {
     ROW("Qwen3OmniMoeForConditionalGeneration"),
     ROW("KimiK25VLForConditionalGeneration"),
     ROW("KimiK25ForConditionalGeneration"),
+    ROW("MiniMaxM3SparseForConditionalGeneration"),
+    ROW("InklingForConditionalGeneration"),
+    ROW("Step3p7ForConditionalGeneration"),
+    ROW("Step3p6ForConditionalGeneration"),
+    ROW("Glm5NextForConditionalGeneration"),
 };
 static const tpxp_family automodel_moe = {"automodel_moe", am_ops,
                                           TPXP_N_OF(am_ops)};

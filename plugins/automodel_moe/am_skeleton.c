@@ -302,6 +302,14 @@ int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   if (a == NULL)
     return tpxp_not_served(host, ctx, "automodel_moe", arch);
   TPXP_CHK(am_read(host, ctx, a, &c));
+  if (a->minimax3)
+    return am_sk_minimax3(host, ctx, &c);
+  if (a->inkling)
+    return am_sk_inkling(host, ctx, &c);
+  if (a->step)
+    return am_sk_step(host, ctx, &c);
+  if (a->glm5)
+    return am_sk_glm5(host, ctx, &c);
   if (a->kimi_vision) {
     TPXP_CHK(tpxp_sk_module(host, ctx, "model", "other"));
     TPXP_CHK(am_sk_kimi_vision(host, ctx, &c));

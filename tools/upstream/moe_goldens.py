@@ -109,6 +109,11 @@ FAMILIES = {
     'qwen3_8_flash_next': ('qwen3_8_flash_next', 'Qwen3_8_FlashNextForConditionalGeneration'),
     'qwen4_exp': ('qwen3_8_flash_next', 'Qwen4ExpForConditionalGeneration'),
     'kimi_k3_vl': ('kimi_k3', 'KimiK3ForConditionalGeneration'),
+    'minimax_m3_vl': ('minimax_m3_vl', 'MiniMaxM3SparseForConditionalGeneration'),
+    'inkling': ('inkling_mm_model', 'InklingForConditionalGeneration'),
+    'step3p7': ('step3p7', 'Step3p7ForConditionalGeneration'),
+    'step3p6': ('step3p7', 'Step3p6ForConditionalGeneration'),
+    'glm5_next': ('glm5_next', 'Glm5NextForConditionalGeneration'),
 }
 # Composite (multimodal) configs: the text config is shrunk as its own model
 # type (tiny_moe_config), set at `text_at` (a path of attributes), and the
@@ -134,6 +139,80 @@ COMPOSITE = {
         'shrink': {('vision_config',): {'num_hidden_layers': 2, 'num_attention_heads': 4,
                                         'hidden_size': 64, 'intermediate_size': 128,
                                         'init_pos_emb_height': 8, 'init_pos_emb_width': 8}}},
+    # Automodel's own config classes built from keyword arguments (their
+    # sub-configs derive fields at construction): `kwargs` as given, the
+    # routed-expert count at `experts_at`
+    'minimax_m3_vl': {
+        'config': ('nemo_automodel.components.models.minimax_m3_vl.config', 'MiniMaxM3VLConfig'),
+        'experts_at': ('text_config', 'num_local_experts'), 'dense_first': True,
+        'kwargs': {
+            'projector_hidden_size': 96,
+            'text_config': {
+                'hidden_size': 64, 'intermediate_size': 32, 'dense_intermediate_size': 96,
+                'shared_intermediate_size': 48, 'num_hidden_layers': 3,
+                'num_attention_heads': 4, 'num_key_value_heads': 2, 'head_dim': 16,
+                'rotary_dim': 8, 'vocab_size': 128, 'num_experts_per_tok': 2,
+                'moe_layer_freq': [0, 1, 1], 'num_mtp_modules': 1,
+                'sparse_attention_config': {
+                    'sparse_attention_freq': [0, 1, 1], 'sparse_num_index_heads': 2,
+                    'sparse_index_dim': 16, 'sparse_block_size': 16, 'sparse_topk_blocks': 2}},
+            'vision_config': {'hidden_size': 64, 'num_attention_heads': 4, 'num_hidden_layers': 2,
+                              'intermediate_size': 128, 'projection_dim': 64, 'image_size': 56}}},
+    # layer 0 dense, 1 sliding-window (its own head counts), 2 full
+    'inkling_mm_model': {
+        'config': ('nemo_automodel.components.models.inkling.configuration', 'InklingConfig'),
+        'experts_at': ('text_config', 'n_routed_experts'), 'dense_first': True,
+        'kwargs': {
+            'text_config': {
+                'hidden_size': 64, 'num_hidden_layers': 3, 'num_attention_heads': 4,
+                'num_key_value_heads': 2, 'head_dim': 16, 'swa_num_attention_heads': 8,
+                'swa_num_key_value_heads': 4, 'swa_head_dim': 8, 'local_layer_ids': [1],
+                'd_rel': 8, 'rel_extent': 64, 'vocab_size': 128, 'intermediate_size': 96,
+                'moe_intermediate_size': 32, 'num_experts_per_tok': 2, 'n_shared_experts': 2,
+                'dense_mlp_idx': 1},
+            'vision_config': {'hidden_size': 64, 'num_hidden_layers': 2,
+                              'num_attention_heads': 4, 'patch_size': 8},
+            'audio_config': {'n_mel_bins': 8, 'mel_vocab_size': 16}}},
+    # layer 0 dense and full, 1 MoE sliding (its own head counts), 2 MoE
+    # full; one MTP layer
+    'step3p7': {
+        'config': ('nemo_automodel.components.models.step3p7.configuration_step3p7',
+                   'Step3p7Config'),
+        'experts_at': ('text_config', 'moe_num_experts'), 'dense_first': True,
+        'kwargs': {
+            'text_config': {
+                'hidden_size': 64, 'num_hidden_layers': 3, 'num_attention_heads': 4,
+                'num_attention_groups': 2, 'head_dim': 16, 'vocab_size': 128,
+                'intermediate_size': 96, 'moe_intermediate_size': 32, 'moe_top_k': 2,
+                'share_expert_dim': 48, 'moe_layers_enum': [1, 2],
+                'num_nextn_predict_layers': 1, 'sliding_window': 16,
+                'layer_types': ['full_attention', 'sliding_attention', 'full_attention',
+                                'sliding_attention'],
+                'attention_other_setting': {'num_attention_heads': 8,
+                                            'num_attention_groups': 4}},
+            'vision_config': {'width': 64, 'layers': 2, 'heads': 4, 'image_size': 56,
+                              'patch_size': 14}}},
+    # layer 0 dense linear attention, 1 MoE DSA (full indexer), 2 MoE DSA
+    # (shared indexer); one MTP layer
+    'glm5_next': {
+        'config': ('nemo_automodel.components.models.glm5_next.config', 'Glm5NextConfig'),
+        'experts_at': ('text_config', 'n_routed_experts'), 'dense_first': True,
+        'kwargs': {
+            'text_config': {
+                'hidden_size': 64, 'num_hidden_layers': 3, 'num_attention_heads': 4,
+                'num_key_value_heads': 4, 'vocab_size': 128, 'pad_token_id': 0,
+                'intermediate_size': 96, 'moe_intermediate_size': 32, 'num_experts_per_tok': 2,
+                'n_shared_experts': 1, 'kv_lora_rank': 16, 'q_lora_rank': 32,
+                'qk_nope_head_dim': 16, 'v_head_dim': 16, 'index_head_dim': 16,
+                'index_n_heads': 2, 'index_topk': 16, 'index_kpool': 4,
+                'linear_head_dim': 16, 'linear_num_heads': 4,
+                'mlp_layer_types': ['dense', 'sparse', 'sparse'],
+                'layer_types': ['linear_attention', 'deepseek_sparse_attention',
+                                'deepseek_sparse_attention'],
+                'indexer_types': ['full', 'full', 'shared']},
+            'vision_config': {'depth': 2, 'hidden_size': 64, 'num_heads': 4,
+                              'out_hidden_size': 64, 'intermediate_size': 128,
+                              'projection_intermediate_size': 96}}},
 }
 # Why a family cannot be recorded with the pinned stack, beyond upstream's
 # own error (written to INDEX.json as `note`).
@@ -182,9 +261,16 @@ EXPERT_KEYS = ('n_routed_experts', 'num_local_experts', 'num_experts', 'moe_num_
 def composite_config(model_type, arch, experts):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     spec = COMPOSITE[model_type]
+    import importlib
+    if 'kwargs' in spec:
+        kw = json.loads(json.dumps(spec['kwargs']))
+        kw[spec['experts_at'][0]][spec['experts_at'][1]] = experts
+        cfg = getattr(importlib.import_module(spec['config'][0]), spec['config'][1])(**kw)
+        cfg.architectures = [arch]
+        cfg.dtype = torch.bfloat16
+        return cfg, spec['dense_first']
     text, dense_first = tiny_moe_config(spec['text_type'], arch, experts)
     if 'config' in spec:
-        import importlib
         cfg = getattr(importlib.import_module(spec['config'][0]), spec['config'][1])()
     else:
         cfg = CONFIG_MAPPING[model_type]()

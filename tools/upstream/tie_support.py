@@ -30,6 +30,9 @@ ARCHS = [
     'HYV3ForCausalLM', 'Mistral4ForCausalLM',
     'Qwen3OmniMoeForConditionalGeneration',
     'KimiK25VLForConditionalGeneration', 'KimiK25ForConditionalGeneration',
+    'MiniMaxM3SparseForConditionalGeneration', 'InklingForConditionalGeneration',
+    'Step3p7ForConditionalGeneration', 'Step3p6ForConditionalGeneration',
+    'Glm5NextForConditionalGeneration',
 ]
 
 

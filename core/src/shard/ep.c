@@ -13,6 +13,7 @@
  * embeddings are tied across it.
  *
  * Not the FSDP rule itself (fsdp.c) and not bytes (bytes.c). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -313,6 +314,18 @@ int tpx__ep_units(const tpx_sharding *sh, const int64_t *blocks,
    * table inside it. */
   int64_t inner = text_module(model);
   int64_t head = tpx_model_find_module(model, "lm_head");
+  /* apply_fsdp's fully_shard(embed_norm): the text module's embedding norm
+   * (Inkling's), which the outer forward calls before the text module. */
+  if (inner > 0) {
+    char fqn[512];
+    const char *in = tpx_model_module_fqn(model, inner);
+    int64_t en = -1;
+    if (in != NULL &&
+        (size_t)snprintf(fqn, sizeof fqn, "%s.embed_norm", in) < sizeof fqn)
+      en = tpx_model_find_module(model, fqn);
+    if (en > 0 && holds_params(model, en) && push(vec, en, -1, 0, 0) != 0)
+      return -1;
+  }
   if (inner > 0 && !(head > 0 && tied_across(model, inner, head)) &&
       push(vec, inner, -1, 0, 0) != 0)
     return -1;

@@ -128,6 +128,18 @@ static int visit_list(const tpx_sharding *sh, unit_vec *v, int64_t list,
   return 0;
 }
 
+/* 1 when `fqn` lies under a module named "mtp" that is not the root's
+ * child: upstream's MoE parallelizer (_iter_moe_blocks) wraps the blocks
+ * of the root's mtp.layers only, so at ep > 1 an MTP head deeper in the
+ * tree (MiniMax-M3's model.mtp) stays in its parent's unit. */
+static int in_nested_mtp(const char *fqn) {
+  for (const char *a = fqn ? strchr(fqn, '.') : NULL; a != NULL;
+       a = strchr(a + 1, '.'))
+    if (strncmp(a + 1, "mtp", 3) == 0 && (a[4] == '.' || a[4] == '\0'))
+      return 1;
+  return 0;
+}
+
 static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth) {
   const tpx_model *model = sh->model;
   size_t nc = tpx_model_module_num_children(model, m);
@@ -139,6 +151,9 @@ static int visit(const tpx_sharding *sh, unit_vec *v, int64_t m, int depth) {
       continue;
     /* ep > 1: the MoE parallelizer wraps a multimodal module whole */
     if (sh->ep > 1 && tpx__ep_multimodal_name(tpx_model_module_fqn(model, c)))
+      continue;
+    if (sh->ep > 1 && is_module_list(model, c) &&
+        in_nested_mtp(tpx_model_module_fqn(model, c)))
       continue;
     int rc = is_module_list(model, c) ? visit_list(sh, v, c, depth + 1)
                                       : visit(sh, v, c, depth + 1);

@@ -18,11 +18,12 @@
 #include "tpx/plugin.h"
 
 static const char *const k_families[] = {
-    "deepseek_v3",   "deepseek_v32", "ernie4_5_moe", "glm4_moe",
-    "glm4_moe_lite", "glm_moe_dsa",  "gpt_oss",      "minimax_m2",
-    "qwen3_moe",     "qwen3_next",   "ling_v2",      "laguna",
-    "mimo_v2_flash", "mimo_v2",      "mimo_v25",     "hy_v3",
-    "mistral4"};
+    "deepseek_v3",   "deepseek_v32",  "ernie4_5_moe", "glm4_moe",
+    "glm4_moe_lite", "glm_moe_dsa",   "gpt_oss",      "minimax_m2",
+    "qwen3_moe",     "qwen3_next",    "ling_v2",      "laguna",
+    "mimo_v2_flash", "mimo_v2",       "mimo_v25",     "hy_v3",
+    "mistral4",      "minimax_m3_vl", "inkling",      "step3p7",
+    "step3p6"};
 
 /* What the plugin told this host. */
 struct tpx_plugin_ctx {
@@ -331,7 +332,38 @@ START_TEST(test_sources_match_adapter) {
     }
     check_tiling(param, json_object_get(c.params, param), srcs);
   }
-  /* Nothing else has sources. */
+  /* Any other source (Inkling: tensors stored transposed or renamed per
+   * index; Step-3.7: experts stored as whole [E, ...] tensors, MTP blocks
+   * under other layer numbers) is a tensor the adapter names for the
+   * parameter, each box that whole tensor (its last two dims swapped where
+   * transposed), the boxes tiling the parameter. */
+  json_object_foreach(c.sources, param, srcs) {
+    json_t *names = json_object_get(to_hf, param), *s, *nm;
+    size_t j, k;
+    if (strstr(param, ".mlp.experts.")) /* counted above */
+      continue;
+    ck_assert_msg(json_array_size(srcs) == json_array_size(names), "%s: %s",
+                  fam, param);
+    json_array_foreach(srcs, j, s) {
+      json_t *ln = json_object_get(s, "len"), *want;
+      const char *name = json_string_value(json_object_get(s, "name"));
+      size_t nd = json_array_size(ln), found = 0;
+      int tr = (int)json_integer_value(json_object_get(s, "transpose"));
+      json_array_foreach(names, k, nm) {
+        found |= strcmp(json_string_value(nm), name) == 0;
+      }
+      ck_assert_msg(found, "%s: %s reads %s", fam, param, name);
+      want = json_object_get(shapes, name);
+      ck_assert_ptr_nonnull(want);
+      for (i = 0; i < nd; i++) {
+        size_t w = tr && i + 2 >= nd ? 2 * nd - 3 - i : i;
+        ck_assert_msg(at(ln, i) == at(want, w), "%s: %s dim %zu", fam, param,
+                      i);
+      }
+    }
+    check_tiling(param, json_object_get(c.params, param), srcs);
+    fused++;
+  }
   ck_assert_int_eq((int)json_object_size(c.sources), fused);
   if (strcmp(fam, "gpt_oss") == 0)
     ck_assert_int_eq(c.n_source_calls, 0);

@@ -627,6 +627,187 @@ START_TEST(test_multimodal) {
 }
 END_TEST
 
+/* MiniMax-M3: moe_layer_freq picks dense or routed layers (the shared
+ * experts beside mlp at the layer), sparse_attention_freq the layers with
+ * an indexer; the MTP block is built as the last layer; the vision tower's
+ * Conv3d patch embedding; the checkpoint's names under "language_model."
+ * and block_sparse_moe; attention_output_gate refused as upstream
+ * asserts. */
+START_TEST(test_minimax_m3) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  tpx_model *m = recorded(reg, "minimax_m3_vl");
+  fam_assert_param(m, "model.layers.0.mlp.gate_proj.weight", 96, 64);
+  fam_assert_no_param(m, "model.layers.0.self_attn.indexer.index_q_proj."
+                         "weight");
+  fam_assert_param(m, "model.layers.1.self_attn.indexer.index_q_proj.weight",
+                   32, 64);
+  fam_assert_param(m, "model.layers.2.shared_experts.down_proj.weight", 64, 48);
+  fam_assert_param(m, "model.mtp.layers.0.eh_proj.weight", 64, 128);
+  fam_assert_param(m, "model.mtp.layers.0.transformer_layer.mlp.gate.weight", 8,
+                   64);
+  fam_assert_param(m, "vision_tower.patch_merge_mlp.linear_1.weight", 96, 256);
+  {
+    tpx_param_info info;
+    int64_t i = tpx_model_find_param(
+        m, "vision_tower.vision_model.embeddings.patch_embedding.weight");
+    ck_assert_int_ge(i, 0);
+    ck_assert_int_eq(tpx_model_param(m, i, &info, &err), TPX_OK);
+    ck_assert_int_eq(info.ndim, 5);
+    i = tpx_model_find_param(m, "model.layers.1.mlp.gate.weight");
+    ck_assert_int_eq(tpx_model_param(m, i, &info, &err), TPX_OK);
+    ck_assert_int_eq(info.dtype, TPX_DTYPE_F32);
+  }
+  assert_canonical(m,
+                   "language_model.model.layers.1.block_sparse_moe.gate."
+                   "weight",
+                   "model.layers.1.mlp.gate.weight");
+  assert_canonical(m,
+                   "language_model.model.layers.2.self_attn.index_k_norm."
+                   "weight",
+                   "model.layers.2.self_attn.indexer.index_k_norm.weight");
+  assert_canonical(m, "patch_merge_mlp.linear_2.bias",
+                   "vision_tower.patch_merge_mlp.linear_2.bias");
+  tpx_model_destroy(m);
+  m = fam_model_json(
+      "{\"architectures\": [\"MiniMaxM3SparseForConditionalGeneration\"], "
+      "\"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1, "
+      "\"num_attention_heads\": 4, \"vocab_size\": 128, "
+      "\"intermediate_size\": 32, \"num_local_experts\": 4, "
+      "\"attention_output_gate\": true}}");
+  ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_msg(strstr(err.message, "attention_output_gate") != NULL, "%s",
+                err.message);
+  tpx_model_destroy(m);
+  /* use_qk_norm is read from text_config */
+  m = fam_model_json(
+      "{\"architectures\": [\"MiniMaxM3SparseForConditionalGeneration\"], "
+      "\"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1, "
+      "\"num_attention_heads\": 4, \"vocab_size\": 128, "
+      "\"intermediate_size\": 32, \"num_local_experts\": 4, "
+      "\"num_mtp_modules\": 0, \"use_qk_norm\": false}, "
+      "\"vision_config\": {\"num_hidden_layers\": 0}}");
+  ck_assert_msg(tpx_registry_build_skeleton(reg, m, &err) == TPX_OK, "%s",
+                err.message);
+  fam_assert_param(m, "model.layers.0.self_attn.q_proj.weight", 64, 64);
+  fam_assert_no_param(m, "model.layers.0.self_attn.q_norm.weight");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Inkling: layer 0 dense (fused gate_up_proj), layer 1 sliding-window (the
+ * swa_* sizes, sliding_window_size as the relative extent), the router's
+ * shared rows and float32 correction bias; the vision stages as
+ * Automodel plans them; the raw checkpoint's names. */
+START_TEST(test_inkling) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = recorded(reg, "inkling");
+  fam_assert_param(m, "model.language_model.layers.0.mlp.gate_up_proj", 64,
+                   192);
+  fam_assert_param(m, "model.language_model.layers.1.self_attn.q_proj.weight",
+                   64, 64);
+  fam_assert_param(m, "model.language_model.layers.1.self_attn.r_proj.weight",
+                   64, 64);
+  fam_assert_param(
+      m, "model.language_model.layers.1.self_attn.rel_logits_proj.proj", 8,
+      512);
+  fam_assert_param(
+      m, "model.language_model.layers.2.self_attn.rel_logits_proj.proj", 8, 64);
+  fam_assert_param(m, "model.language_model.layers.2.mlp.gate.weight", 10, 64);
+  fam_assert_param(m, "model.vision_tower.encoder_layers.0.projection.weight",
+                   64, 48);
+  fam_assert_param(m, "model.vision_tower.encoder_layers.1.projection.weight",
+                   64, 512);
+  fam_assert_no_param(m,
+                      "model.vision_tower.encoder_layers.1.layer_norm.weight");
+  fam_assert_param(
+      m, "model.audio_tower.embed_audio_tokens.embed_audio_tokens.weight", 128,
+      64);
+  assert_canonical(m, "model.llm.layers.1.attn.wq_du.weight",
+                   "model.language_model.layers.1.self_attn.q_proj.weight");
+  assert_canonical(m, "model.llm.layers.2.mlp.gate.bias",
+                   "model.language_model.layers.2.mlp.gate._fp32_params."
+                   "e_score_correction_bias");
+  assert_canonical(m, "model.llm.unembed.weight", "lm_head.weight");
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* Step-3.7 (and Step3p6 on the same class): layer 0 dense, layer 1 MoE
+ * sliding-window (attention_other_setting's heads), the root's MTP block
+ * (dense, sliding as mtp_layer_types says, its own shared head), the
+ * perception encoder and projector; the checkpoint's names. */
+START_TEST(test_step) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_model *m = recorded(reg, "step3p7");
+  fam_assert_param(m, "model.language_model.layers.0.mlp.up_proj.weight", 96,
+                   64);
+  fam_assert_param(m, "model.language_model.layers.1.self_attn.q_proj.weight",
+                   128, 64);
+  fam_assert_param(m, "model.language_model.layers.1.moe.gate.weight", 8, 64);
+  fam_assert_param(
+      m, "model.language_model.layers.2.share_expert.down_proj.weight", 64, 48);
+  fam_assert_param(m, "mtp.layers.0.self_attn.k_proj.weight", 64, 64);
+  fam_assert_param(m, "mtp.layers.0.transformer.shared_head.output.weight", 128,
+                   64);
+  fam_assert_param(
+      m, "model.vision_model.transformer.resblocks.1.mlp.c_fc.weight", 373, 64);
+  fam_assert_param(m, "model.vit_large_projector.weight", 64, 256);
+  assert_canonical(m, "model.layers.2.moe.router_bias",
+                   "model.language_model.layers.2.moe.gate."
+                   "e_score_correction_bias");
+  assert_canonical(m, "vision_model.ln_pre.bias",
+                   "model.vision_model.ln_pre.bias");
+  tpx_model_destroy(m);
+  m = recorded(reg, "step3p6");
+  fam_assert_param(m, "mtp.layers.0.eh_proj.weight", 64, 128);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
+/* GLM-5-Next: layer 0 linear attention (float32 A_log / dt_bias) and
+ * dense, layers 1-2 DeepSeek sparse attention (no RoPE) and MoE; the
+ * hyper-connections; the vision tower; the checkpoint's names; a RoPE dim
+ * refused with the config class's message. */
+START_TEST(test_glm5) {
+  tpx_registry *reg = fam_registry(FAM);
+  tpx_error err = {0};
+  tpx_model *m = recorded(reg, "glm5_next");
+  fam_assert_param(m,
+                   "model.language_model.layers.0.self_attn._fp32_params."
+                   "dt_bias",
+                   64, -1);
+  fam_assert_param(m, "model.language_model.layers.0.self_attn.f_b_proj.weight",
+                   64, 16);
+  fam_assert_param(
+      m, "model.language_model.layers.1.self_attn.kv_b_proj.weight", 128, 16);
+  fam_assert_param(m,
+                   "model.language_model.layers.2.self_attn.indexer."
+                   "index_kpool_compress_gate",
+                   16, 64);
+  fam_assert_param(m, "model.language_model.layers.2.attn_hc.fn", 24, 256);
+  fam_assert_param(m, "model.visual.merger.gate_proj.weight", 96, 64);
+  assert_canonical(m, "model.language_model.layers.1.hc_ffn_scale",
+                   "model.language_model.layers.1.ffn_hc._fp32_params.scale");
+  tpx_model_destroy(m);
+  m = fam_model_json(
+      "{\"architectures\": [\"Glm5NextForConditionalGeneration\"], "
+      "\"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 1, "
+      "\"num_attention_heads\": 4, \"num_key_value_heads\": 4, "
+      "\"vocab_size\": 128, \"intermediate_size\": 96, "
+      "\"moe_intermediate_size\": 32, \"n_routed_experts\": 4, "
+      "\"qk_rope_head_dim\": 8}}");
+  ck_assert_int_ne(tpx_registry_build_skeleton(reg, m, &err), TPX_OK);
+  ck_assert_msg(strstr(err.message, "qk_rope_head_dim=0") != NULL, "%s",
+                err.message);
+  tpx_model_destroy(m);
+  tpx_registry_destroy(reg);
+}
+END_TEST
+
 static int has_trait(const char *const *traits, const char *t) {
   for (; traits && *traits; traits++)
     if (strcmp(*traits, t) == 0)
@@ -688,6 +869,14 @@ START_TEST(test_traits) {
                       "language_model.model.layers.*.mlp.experts.*"));
   ck_assert(
       has_trait(info.traits, "moe_custom=KimiK25ForConditionalGeneration"));
+  ck_assert(has_trait(info.traits,
+                      "moe_custom=MiniMaxM3SparseForConditionalGeneration"));
+  ck_assert(
+      has_trait(info.traits, "moe_custom=InklingForConditionalGeneration"));
+  ck_assert(
+      has_trait(info.traits, "moe_custom=Step3p6ForConditionalGeneration"));
+  ck_assert(
+      has_trait(info.traits, "moe_custom=Glm5NextForConditionalGeneration"));
   ck_assert(!has_trait(info.traits, "moe_custom=MixtralForCausalLM"));
   dlclose(h);
 }
@@ -834,6 +1023,10 @@ static Suite *automodel_moe_suite(void) {
   tcase_add_test(tc, test_mimo);
   tcase_add_test(tc, test_hy_v3_mistral4);
   tcase_add_test(tc, test_multimodal);
+  tcase_add_test(tc, test_minimax_m3);
+  tcase_add_test(tc, test_inkling);
+  tcase_add_test(tc, test_step);
+  tcase_add_test(tc, test_glm5);
   tcase_add_test(tc, test_traits);
   tcase_add_loop_test(tc, test_buffer_from_checkpoint, 0, 7);
   tcase_add_test(tc, test_buffer_rule_api);
