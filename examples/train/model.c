@@ -1,20 +1,20 @@
 /* model.c — the Llama/Qwen2/Qwen3 decoder, forward and backward, over the
- * glue: every styled module is entered and left through tr_transition, the
- * embedding and the loss go through the glue's vocab-parallel calls, and
- * every size is TP-local (read from the local parameter shapes), so the same
- * code runs on any mesh. Under context parallelism each rank computes its
- * positions of the sequence (tpx_cp_positions: RoPE at those global
- * positions) and attention gathers K and V over cp (forward, and again in
- * backward) and reduce-scatters their gradients (docs/SEMANTICS.md
- * "Context parallelism"). A step's activations come from the net's arena
- * (arena.c); the step itself allocates nothing, and what is dead below a
- * live buffer is given back as torch frees it (keep_only: a transition's
- * local input, a backward's temporaries, the head and its logits before
- * the layers' backward). Under activation
- * checkpointing (tr_net.ckpt) a layer, or its attention and MLP, gives
- * its activations back to the arena after the forward and runs its
- * forward again in backward (layer_bwd; docs/TRAIN.md "Activation
- * checkpointing"). */
+ * glue (an MoE layer's mlp: the routed experts of moe.c, plus its shared
+ * experts as a plain MLP): every styled module is entered and left through
+ * tr_transition, the embedding and the loss go through the glue's
+ * vocab-parallel calls, and every size is TP-local (read from the local
+ * parameter shapes), so the same code runs on any mesh. Under context
+ * parallelism each rank computes its positions of the sequence
+ * (tpx_cp_positions: RoPE at those global positions) and attention gathers K
+ * and V over cp (forward, and again in backward) and reduce-scatters their
+ * gradients (docs/SEMANTICS.md "Context parallelism"). A step's activations
+ * come from the net's arena (arena.c); the step itself allocates nothing, and
+ * what is dead below a live buffer is given back as torch frees it (keep_only:
+ * a transition's local input, a backward's temporaries, the head and its logits
+ * before the layers' backward). Under activation checkpointing (tr_net.ckpt) a
+ * layer, or its attention and MLP, gives its activations back to the arena
+ * after the forward and runs its forward again in backward (layer_bwd;
+ * docs/TRAIN.md "Activation checkpointing"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -118,14 +118,15 @@ tpx_status tr_moe_fwd(tr_net *net, tr_rank *r, tr_arena *ar, int64_t l,
   tr_moe_acts *a = &net->acts[l].moe;
   shape s = shape_of(r, net, L, x->b * x->s);
   tpx_status st;
-  float *logits;
+  float *logits, *choice;
   const float *rows;
   const int64_t *off;
   tr_moe_acts_release(a);
   a->n = s.n;
   CK(take(ar, &logits, s.n * s.E, err));
   CK(take(ar, &a->probs, s.n * s.E, err));
-  CK(take(ar, (float **)&a->choice, s.n * s.k, err));
+  CK(take(ar, &choice, s.n * s.k, err)); /* int32, as wide as a float */
+  a->choice = (int32_t *)choice;
   CK(take(ar, &a->weights, s.n * s.k, err));
   tr_linear_fwd(x->d, tr_param_w(r, L->router.w), NULL, logits, s.n, s.H, s.E);
   CK(tpx_moe_route(&net->cfg.mc.router, logits, L->score_bias, s.n, a->choice,

@@ -1,7 +1,8 @@
 /* train.h — the reference trainer's private types (examples/train/).
  *
  * A Llama-family decoder (LlamaForCausalLM, Qwen2ForCausalLM,
- * Qwen3ForCausalLM) in f32 on CPU. Every layer works on TP-LOCAL shapes
+ * Qwen3ForCausalLM, and the MoE Qwen3MoeForCausalLM, MixtralForCausalLM,
+ * Glm4MoeForCausalLM) in f32 on CPU. Every layer works on TP-LOCAL shapes
  * (local heads = local q_proj rows / head_dim, local intermediate, local
  * vocab) and goes through the glue (glue_*.c) around each styled module, so
  * one code path runs every mesh. Not part of libtpx: an example that embeds
