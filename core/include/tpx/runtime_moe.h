@@ -31,9 +31,10 @@
  * local). Rank i of the group holds experts [i·E/ep, (i+1)·E/ep).
  *  - TPX_MOE_ALL_GATHER (Automodel's GroupedExperts default): the tokens
  *    and their routing are all-gathered over ep, each rank runs its experts
- *    on every gathered token routed to them, and the weighted outputs are
- *    reduce-scattered back to the tokens' ranks. Backward: the output
- *    gradient is all-gathered, the input gradients reduce-scattered.
+ *    on every gathered token routed to them, and the outputs are
+ *    reduce-scattered back to the tokens' ranks (one row per token and
+ *    choice, weighted and summed there). Backward: the output gradient
+ *    is all-gathered, the input gradients reduce-scattered.
  *  - TPX_MOE_ALL_TO_ALL: each token row is sent only to the ranks holding
  *    its experts (counts exchanged first), and the outputs come back the
  *    same way; backward mirrors it.

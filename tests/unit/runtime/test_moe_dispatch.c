@@ -6,8 +6,11 @@
  * result known here: each rank's expert rows (the tokens routed to its
  * experts, by expert then token), the combined output, and the backward
  * (combine's dy and dweights, dispatch's dx) against sums taken here in
- * double; every run bit for bit equal to the ep-1 all-gather run. Bad
- * options and an expert index out of range are refused, naming them. */
+ * double; every run bit for bit equal to the ep-1 all-gather run; ep as
+ * one dim of a dp 2 x ep 2 mesh (two groups side by side). Bad
+ * options and an expert index out of range are refused, naming them.
+ * Built with MOE_MPI: the cases of the world's size on the mpi backend
+ * (a singleton, and mpirun -np 4). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +72,7 @@ typedef struct run_arg {
   const ep_case *c;
   const world_data *g;
   int sim;
+  int with_comm; /* ep 1 through the world rather than NULL */
   float out[N * H], dx[N * H], dweights[N * K];
 } run_arg;
 
@@ -124,7 +128,8 @@ static tpx_status run_body(tpx_comm *world, void *arg, tpx_error *err) {
   int64_t lo = 0, n = a->c->counts[r], El = E / a->c->P;
   for (int i = 0; i < r; i++) lo += a->c->counts[i];
   tpx_moe_dispatch_options o = TPX_MOE_DISPATCH_OPTIONS_INIT;
-  o.ep = a->c->P > 1 || sim ? world : NULL; /* NULL: host memory */
+  o.ep =
+      a->c->P > 1 || sim || a->with_comm ? world : NULL; /* NULL: host memory */
   o.experts = E;
   o.top_k = K;
   o.hidden = H;
@@ -239,6 +244,52 @@ START_TEST(test_ep) {
 }
 END_TEST
 
+/* ---- ep as one dim of a mesh: world 4 = dp 2 x ep 2, two ep groups
+ * side by side, each the ep-2 case on its own ---- */
+
+typedef struct sub_arg {
+  const tpx_mesh *mesh;
+  run_arg runs[2]; /* by dp index */
+} sub_arg;
+
+static tpx_status sub_body(tpx_comm *world, void *arg, tpx_error *err) {
+  sub_arg *a = arg;
+  tpx_comm *ep = NULL;
+  tpx_status st = tpx_comm_split_mesh_dim(world, a->mesh, "ep", &ep, err);
+  if (st == TPX_OK)
+    st = run_body(ep, &a->runs[tpx_comm_rank(world) / 2], err);
+  tpx_comm_destroy(ep);
+  return st;
+}
+
+START_TEST(test_mesh_dim) {
+  world_data g;
+  make_data(&g);
+  run_arg *ref = reference(&g);
+  const char *names[2] = {"dp", "ep"};
+  int64_t sizes[2] = {2, 2};
+  sub_arg *a = calloc(1, sizeof *a);
+  tpx_mesh *mesh = NULL;
+  ck_assert_int_eq(tpx_mesh_create(names, sizes, 2, &mesh, NULL), TPX_OK);
+  a->mesh = mesh;
+  for (int i = 0; i < 2; i++) {
+    a->runs[i].c = &ep_cases[2 + i]; /* ep 2, 4 + 7 tokens, both kinds */
+    a->runs[i].g = &g;
+  }
+  tpx_error e = {0};
+  ck_assert_msg(tpx_local_run(4, sub_body, a, &e) == TPX_OK, "%s", e.message);
+  for (int i = 0; i < 2; i++) {
+    ck_assert(!memcmp(a->runs[i].out, ref->out, sizeof ref->out));
+    ck_assert(!memcmp(a->runs[i].dx, ref->dx, sizeof ref->dx));
+    ck_assert(
+        !memcmp(a->runs[i].dweights, ref->dweights, sizeof ref->dweights));
+  }
+  tpx_mesh_destroy(mesh);
+  free(a);
+  free(ref);
+}
+END_TEST
+
 /* ---- refusals ---- */
 
 typedef struct bad_arg {
@@ -295,12 +346,80 @@ START_TEST(test_refused) {
 }
 END_TEST
 
+#ifdef MOE_MPI
+/* ---- the mpi backend: the cases of the world's size, one rank a process,
+ * each rank's tokens against the ep-1 run on threads ---- */
+#include "../mpi_verdict.h"
+
+static tpx_comm *mpi_world;
+
+START_TEST(test_mpi) {
+  world_data g;
+  make_data(&g);
+  run_arg *ref = reference(&g);
+  int P = tpx_comm_size(mpi_world), r = tpx_comm_rank(mpi_world), ran = 0;
+  for (size_t i = 0; i < sizeof ep_cases / sizeof *ep_cases; i++) {
+    const ep_case *c = &ep_cases[i];
+    if (c->P != P)
+      continue;
+    run_arg *a = calloc(1, sizeof *a);
+    a->c = c;
+    a->g = &g;
+    a->with_comm = 1;
+    char name[64];
+    snprintf(name, sizeof name, "ep %d %s", P,
+             tpx_moe_dispatcher_name(c->kind));
+    mpi_run_agreed(mpi_world, run_body, a, name);
+    int64_t lo = 0;
+    for (int q = 0; q < r; q++) lo += c->counts[q];
+    size_t nh = sizeof(float) * (size_t)(c->counts[r] * H);
+    int32_t bad = memcmp(a->out + lo * H, ref->out + lo * H, nh) ||
+                  memcmp(a->dx + lo * H, ref->dx + lo * H, nh) ||
+                  memcmp(a->dweights + lo * K, ref->dweights + lo * K,
+                         sizeof(float) * (size_t)(c->counts[r] * K));
+    int32_t nbad = 0;
+    ck_assert_int_eq(tpx_comm_all_reduce(mpi_world, &bad, &nbad, 1,
+                                         TPX_DTYPE_I32, TPX_REDUCE_SUM, NULL),
+                     TPX_OK);
+    ck_assert_msg(nbad == 0, "%s: %d rank(s) differ from ep 1", name, nbad);
+    free(a);
+    ran++;
+  }
+  ck_assert_msg(ran > 0, "no case for world size %d", P);
+  free(ref);
+}
+END_TEST
+
+int main(void) {
+  tpx_error e = {0};
+  if (tpx_comm_create_mpi(NULL, &mpi_world, &e) != TPX_OK) {
+    fprintf(stderr, "test_moe_dispatch_mpi: %s\n", e.message);
+    return EXIT_FAILURE;
+  }
+  Suite *s = suite_create("runtime_moe_dispatch_mpi");
+  TCase *tc = tcase_create("mpi");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_mpi);
+  (void)test_ep; /* the thread cases: the plain build's */
+  (void)test_refused;
+  (void)test_mesh_dim;
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, tpx_comm_rank(mpi_world) == 0 ? CK_NORMAL : CK_SILENT);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  tpx_comm_destroy(mpi_world);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+#else
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_moe_dispatch");
   TCase *tc = tcase_create("dispatch");
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_ep, 0,
                       (int)(sizeof ep_cases / sizeof *ep_cases));
+  tcase_add_test(tc, test_mesh_dim);
   tcase_add_test(tc, test_refused);
   suite_add_tcase(s, tc);
   return s;
@@ -313,3 +432,4 @@ int main(void) {
   srunner_free(sr);
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+#endif

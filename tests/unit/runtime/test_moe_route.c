@@ -3,12 +3,16 @@
  * correction bias, grouped top-k and routed_scaling_factor (DeepSeek-V3,
  * GLM-4-MoE) against values worked out by hand, ties to the lower index;
  * the backward against central differences of the weights' formulas in
- * double; the options the router refuses, each named. */
+ * double; the same against what transformers 5.25's own router classes
+ * return, forward and autograd backward (moe_router_ref.h, written by
+ * tools/upstream/moe_router_ref.py); the options the router refuses, each
+ * named. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "moe_router_ref.h"
 #include "tpx/tpx.h"
 
 static double sig(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -200,6 +204,53 @@ START_TEST(test_backward) {
 }
 END_TEST
 
+/* ---- against transformers' own routers (moe_router_ref.h) ---- */
+
+START_TEST(test_upstream) {
+  const mrr_case *c = &mrr_cases[_i];
+  tpx_moe_router_options o = TPX_MOE_ROUTER_OPTIONS_INIT;
+  o.experts = c->E;
+  o.top_k = c->k;
+  o.score = (tpx_moe_score)c->score;
+  o.norm_topk_prob = c->norm;
+  o.n_group = c->n_group;
+  o.topk_group = c->topk_group;
+  o.routed_scaling_factor = c->score ? c->scale : 0;
+  int64_t T = MRR_T, E = c->E, k = c->k;
+  int32_t *ex = malloc(sizeof(int32_t) * (size_t)(T * k));
+  float *w = malloc(sizeof(float) * (size_t)(T * k));
+  float *g = malloc(sizeof(float) * (size_t)(T * k));
+  float *p = malloc(sizeof(float) * (size_t)(T * E));
+  float *dl = malloc(sizeof(float) * (size_t)(T * E));
+  ck_assert_int_eq(tpx_moe_route(&o, c->logits, c->bias, T, ex, w, p, NULL),
+                   TPX_OK);
+  for (int64_t t = 0; t < T; t++)
+    for (int64_t i = 0; i < k; i++) { /* upstream's pairs are by index */
+      int64_t j = 0;
+      while (j < k && ex[t * k + j] != c->idx[t * k + i]) j++;
+      ck_assert_msg(j < k, "%s: token %lld does not choose expert %d", c->name,
+                    (long long)t, c->idx[t * k + i]);
+      ck_assert_msg(fabsf(w[t * k + j] - c->w[t * k + i]) <= 1e-6f,
+                    "%s: token %lld expert %d: %.9g, upstream %.9g", c->name,
+                    (long long)t, c->idx[t * k + i], (double)w[t * k + j],
+                    (double)c->w[t * k + i]);
+      g[t * k + j] = c->C[t * E + ex[t * k + j]];
+    }
+  ck_assert_int_eq(tpx_moe_route_backward(&o, p, ex, w, g, T, dl, NULL),
+                   TPX_OK);
+  for (int64_t i = 0; i < T * E; i++)
+    ck_assert_msg(fabsf(dl[i] - c->grad[i]) <= 1e-6f,
+                  "%s: dlogits[%lld, %lld] %.9g, autograd %.9g", c->name,
+                  (long long)(i / E), (long long)(i % E), (double)dl[i],
+                  (double)c->grad[i]);
+  free(ex);
+  free(w);
+  free(g);
+  free(p);
+  free(dl);
+}
+END_TEST
+
 /* ---- refusals ---- */
 
 static void refused(const tpx_moe_router_options *o, const char *what) {
@@ -270,6 +321,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_grouped);
   tcase_add_loop_test(tc, test_backward, 0,
                       (int)(sizeof bw_cases / sizeof *bw_cases));
+  tcase_add_loop_test(tc, test_upstream, 0,
+                      (int)(sizeof mrr_cases / sizeof *mrr_cases));
   tcase_add_test(tc, test_refused);
   suite_add_tcase(s, tc);
   return s;
