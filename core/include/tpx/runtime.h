@@ -322,10 +322,11 @@ TPX_API tpx_status tpx_runtime_zero_grads(tpx_runtime *rt, tpx_error *err);
  *
  * Root units are the units outside every module list (tpx_fsdp_unit.group
  * < 0): the root (final norm, tied embeddings) and the untied input and
- * output embeddings' own units. They are unsharded (with their prefetch)
- * when a pass begins, in forward order (the order of their first
- * parameters) for the forward and the reverse for the backward, stay
- * gathered from the forward through the backward, and are reduced and
+ * output embeddings' own units; not an experts unit at ep > 1, which is
+ * gathered and reduced by its module's hooks as a layer is. They are unsharded
+ * (with their prefetch) when a pass begins, in forward order (the order of
+ * their first parameters) for the forward and the reverse for the backward,
+ * stay gathered from the forward through the backward, and are reduced and
  * resharded at backward_end; hooks on their modules are no-ops.
  * Idempotence: a unit is unsharded once per forward and once per backward
  * (prefetch included) and its gradients reduced once per backward, however

@@ -176,10 +176,22 @@ int64_t tpx__rt_ep_extra_unit(const tpx_runtime *rt, int64_t param) {
   return -1;
 }
 
-void tpx__rt_ep_unit_groups(tpx_runtime *rt, size_t u) {
+tpx_status tpx__rt_ep_unit_groups(tpx_runtime *rt, size_t u, tpx_error *err) {
   tpx__rt_unit *un = &rt->units[u];
   un->module = -1;
   un->moe = un->count && rt->params[un->first].moe;
+  for (size_t i = 1; i < un->count; i++)
+    if (rt->params[un->first + i].moe != un->moe) {
+      tpx_param_info in;
+      tpx_model_param(tpx_sharding_model(rt->sh),
+                      rt->params[un->first + i].index, &in, NULL);
+      return tpx_error_set(err, TPX_UNSUPPORTED,
+                           "tpx_runtime_create: FSDP unit %zu holds expert "
+                           "and other parameters ('%s' is %san expert "
+                           "parameter); declare every parameter of the "
+                           "experts module an expert parameter",
+                           u, in.fqn, un->moe ? "not " : "");
+    }
   if (rt->fsdp && u >= rt->num_fsdp_units) /* the runtime's own: one rank */
     un->module = rt->ep_modules[u - rt->num_fsdp_units];
   if (!un->moe) {
@@ -187,7 +199,7 @@ void tpx__rt_ep_unit_groups(tpx_runtime *rt, size_t u) {
     un->gcomm = tpx__rt_dim_comm(rt, rt->dps_dim);
     un->rcomm = rt->dpr > 1 ? tpx__rt_dim_comm(rt, rt->dpr_dim) : NULL;
     un->divide = rt->divide;
-    return;
+    return TPX_OK;
   }
   const char *dim =
       u < rt->num_fsdp_units ? tpx_sharding_fsdp_unit_dim(rt->sh, u) : NULL;
@@ -198,6 +210,7 @@ void tpx__rt_ep_unit_groups(tpx_runtime *rt, size_t u) {
    * replicas' gradients are summed as FSDP's would be. */
   un->rcomm = !over_eps && rt->ep_shard > 1 ? rt->eps_comm : NULL;
   un->divide = rt->expert_divide;
+  return TPX_OK;
 }
 
 tpx_status tpx__rt_ep_reduce_mask(tpx_runtime *rt, unsigned mask, void *buf,

@@ -283,8 +283,9 @@ tpx_status tpx__rt_ep_describe(tpx_runtime *rt, int64_t index,
  * module's (rt->num_fsdp_units + k, k its index in rt->ep_modules); -1
  * for others. */
 int64_t tpx__rt_ep_extra_unit(const tpx_runtime *rt, int64_t param);
-/* The group, replicas and divisor of unit u (create, after its params). */
-void tpx__rt_ep_unit_groups(tpx_runtime *rt, size_t u);
+/* The group, replicas and divisor of unit u (create, after its params);
+ * TPX_UNSUPPORTED for a unit mixing expert and other parameters. */
+tpx_status tpx__rt_ep_unit_groups(tpx_runtime *rt, size_t u, tpx_error *err);
 /* An expert gradient's all-reduce over the MoE mesh dims in `mask`. */
 tpx_status tpx__rt_ep_reduce_mask(tpx_runtime *rt, unsigned mask, void *buf,
                                   size_t count, tpx_dtype dt, tpx_reduce_op op,

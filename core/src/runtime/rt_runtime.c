@@ -301,7 +301,9 @@ static tpx_status build(tpx_runtime *rt, tpx_error *err) {
   for (size_t u = 0; u < rt->num_units; u++) {
     tpx__rt_unit *un = &rt->units[u];
     un->rt = rt;
-    tpx__rt_ep_unit_groups(rt, u);
+    tpx_status gst = tpx__rt_ep_unit_groups(rt, u, err);
+    if (gst != TPX_OK)
+      return gst;
     if (rt->fsdp && u < rt->num_fsdp_units) {
       tpx_fsdp_unit fu;
       tpx_status st = tpx_sharding_fsdp_unit(sh, u, &fu, err);
