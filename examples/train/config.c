@@ -5,7 +5,7 @@
  * imply (rope types default, linear, llama3, as transformers'
  * modeling_rope_utils computes them). Refuses what the trainer does not
  * implement (other architectures, other rope types, partial rotary, biases
- * Llama/Qwen3 would need, non-SiLU). */
+ * Llama/Qwen3 would need, non-SiLU). The MoE keys are config_moe.c's. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -179,11 +179,16 @@ tpx_status tr_config_read(const tpx_model *m, tr_config *c, tpx_error *err) {
   int llama = !strcmp(c->arch, "LlamaForCausalLM");
   int qwen2 = !strcmp(c->arch, "Qwen2ForCausalLM");
   int qwen3 = !strcmp(c->arch, "Qwen3ForCausalLM");
-  if (!llama && !qwen2 && !qwen3)
+  c->moe = !strcmp(c->arch, "Qwen3MoeForCausalLM")  ? TR_MOE_QWEN3
+           : !strcmp(c->arch, "MixtralForCausalLM") ? TR_MOE_MIXTRAL
+           : !strcmp(c->arch, "Glm4MoeForCausalLM") ? TR_MOE_GLM4
+                                                    : TR_MOE_NONE;
+  if (!llama && !qwen2 && !qwen3 && !c->moe)
     return tpx_error_set(
         err, TPX_UNSUPPORTED,
         "architecture '%s' is not implemented by tpx-train "
-        "(LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+        "(LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+        "Qwen3MoeForCausalLM, MixtralForCausalLM, Glm4MoeForCausalLM)",
         c->arch[0] ? c->arch : "(none)");
   if (get_int(m, "hidden_size", 0, 1, &c->hidden, err) ||
       get_int(m, "num_attention_heads", 0, 1, &c->heads, err) ||
@@ -221,7 +226,9 @@ tpx_status tr_config_read(const tpx_model *m, tr_config *c, tpx_error *err) {
     return tpx_error_set(err, TPX_UNSUPPORTED,
                          "config: hidden_act '%s' (only silu)", act);
   c->qkv_bias = qwen2;
-  c->qk_norm = qwen3;
+  c->qk_norm = qwen3 || c->moe == TR_MOE_QWEN3;
+  if (c->moe && (rs = tr_config_moe_read(m, c, err)))
+    return rs;
   if (get_bool(m, "attention_bias", 0) || get_bool(m, "mlp_bias", 0))
     return tpx_error_set(
         err, TPX_UNSUPPORTED,

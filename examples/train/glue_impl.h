@@ -18,6 +18,9 @@ typedef struct tr_tp {
   tpx_comm *dp_cp; /* the loss's average: the mesh comm's dp_cp view */
 } tr_tp;
 
+/* The rank's runtime; NULL in tpx-train-ref (glue_local.c). */
+tpx_runtime *tr_rank_runtime(const tr_rank *r);
+
 /* Fill the shared part (creates the mesh comm). */
 tpx_status tr_tp_init(tr_tp *tp, const tr_rank_setup *su, tpx_error *err);
 void tr_tp_fini(tr_tp *tp);

@@ -87,6 +87,11 @@ tpx_status tr_rank_create(const tr_rank_setup *su, tr_rank **out,
   return TPX_OK;
 }
 
+tpx_runtime *tr_rank_runtime(const tr_rank *r) {
+  (void)r;
+  return NULL;
+}
+
 int tr_rank_memory(const tr_rank *r, tr_memory *out) {
   (void)r;
   memset(out, 0, sizeof *out);
@@ -159,8 +164,8 @@ static tpx_status gather(tr_rank *r, int64_t p, float **bufs, float *full,
   int tpd = tpx_mesh_dim_index(mesh, "tp");
   int64_t ntp = tpx_sharding_tp_size(r->tp.sh);
   int64_t ranks[TPX_LOCAL_MAX_RANKS], idx = 0, maxn = 0;
-  if (ntp <= 1 || tpd < 0) {
-    box_copy(&r->sl[o], full_cols(r, o), full, bufs[o], 1);
+  if (ntp <= 1 || tpd < 0) { /* the whole tensor (MoE experts: 3-D) */
+    memcpy(full, bufs[o], sizeof(float) * (size_t)nelem(&r->sl[o]));
     return TPX_OK;
   }
   tpx_status st =

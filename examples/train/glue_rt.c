@@ -45,6 +45,8 @@ void tr_rank_destroy(tr_rank *r) {
   free(r);
 }
 
+tpx_runtime *tr_rank_runtime(const tr_rank *r) { return r->rt; }
+
 static tpx_runtime_param_info info(tr_rank *r, int64_t p) {
   tpx_runtime_param_info pi = {0}; /* a tied alias reports its target */
   tpx_runtime_param(r->rt, p, &pi, NULL);

@@ -37,9 +37,11 @@ typedef struct args {
   const char *dump;       /* --dump-params FILE */
   const char *dump_grads; /* --dump-grads FILE */
   const char *cp_layout;  /* --cp-layout head-tail | contiguous */
+  const char *dispatcher; /* --moe-dispatcher all-gather | all-to-all */
   int64_t batch, seq, steps;
   int64_t tp, dp_shard, dp_replicate;
-  int64_t cp;          /* context parallel: ranks sharing each sequence */
+  int64_t ep; /* expert parallelism: ranks sharing an MoE layer's experts */
+  int64_t cp; /* context parallel: ranks sharing each sequence */
   double lr, clip, wd; /* clip <= 0: no clipping */
   double diverge;      /* --diverge-factor: stop when a step's loss is
                           above this x step 0's (0: never) */
@@ -81,6 +83,7 @@ static void usage(FILE *f) {
       "                 [--clip C] [--weight-decay W] [--tp N] [--dp-shard M]\n"
       "                 [--dp-replicate R] [--cp C] [--cp-layout head-tail|"
       "contiguous]\n"
+      "                 [--ep N] [--moe-dispatcher all-gather|all-to-all]\n"
       "                 [--sp] [--offload] [--activation-checkpointing]\n"
       "                 [--activation-checkpointing-modules]"
       " [--backend local|mpi]\n"
@@ -90,7 +93,8 @@ static void usage(FILE *f) {
       "       tpx-train --blas-info\n\n"
       "Train K AdamW steps (betas 0.9/0.999, eps 1e-8) of an HF"
       " LlamaForCausalLM,\n"
-      "Qwen2ForCausalLM or Qwen3ForCausalLM checkpoint (config.json +\n"
+      "Qwen2ForCausalLM, Qwen3ForCausalLM, or MoE Qwen3MoeForCausalLM,\n"
+      "MixtralForCausalLM or Glm4MoeForCausalLM checkpoint (config.json +\n"
       "model.safetensors) in f32 on CPU, on the mesh dp_replicate x dp_shard"
       " x cp x tp with\n"
       "the TP plan tpx selects. FILE holds little-endian int32 [B, T+1]:"
@@ -122,6 +126,13 @@ static void usage(FILE *f) {
       "wrapping). Either gives the same numbers as without, bit for bit;"
       " the memory\n"
       "report's activations (the arena's peak) drop.\n"
+      "--ep N spreads an MoE model's routed experts over groups of N"
+      " ranks (the MoE mesh\n"
+      "ep_shard x ep over the same ranks; not Mixtral, whose experts"
+      " tpx plans at ep 1);\n"
+      "--moe-dispatcher says how tokens reach them: all-gather"
+      " (Automodel's default)\n"
+      "or all-to-all. MoE layers run at tp 1.\n"
       "A loss that is not finite, or above F x step 0's loss\n"
       "(--diverge-factor F, default 4; 0: no limit), stops the run as"
       " diverged.\n"
@@ -151,6 +162,8 @@ static const struct option {
     {"--dump-params", TEXT, offsetof(args, dump)},
     {"--dump-grads", TEXT, offsetof(args, dump_grads)},
     {"--cp-layout", TEXT, offsetof(args, cp_layout)},
+    {"--moe-dispatcher", TEXT, offsetof(args, dispatcher)},
+    {"--ep", POSITIVE, offsetof(args, ep)},
     {"--batch", POSITIVE, offsetof(args, batch)},
     {"--seq", POSITIVE, offsetof(args, seq)},
     {"--steps", COUNT, offsetof(args, steps)},
@@ -247,6 +260,11 @@ static int check_args(const args *a) {
     bad_arg("--cp-layout: %s", e.message);
     return -1;
   }
+  tpx_moe_dispatcher k;
+  if (tpx_moe_dispatcher_parse(a->dispatcher, &k, &e)) {
+    bad_arg("--moe-dispatcher: %s", e.message);
+    return -1;
+  }
   return 0;
 }
 
@@ -255,6 +273,8 @@ static int parse_args(int argc, char **argv, args *a) {
   memset(a, 0, sizeof *a);
   a->tp = a->dp_shard = a->dp_replicate = a->cp = 1;
   a->cp_layout = "head-tail";
+  a->dispatcher = "all-gather";
+  a->ep = 1;
   a->backend = "local";
   a->format = "text";
   a->lr = NAN; /* required */
@@ -483,6 +503,8 @@ static void print_header(const args *a, const tpx_model *model,
          (long long)a->dp_shard);
   if (a->cp > 1)
     printf(" cp=%lld (%s)", (long long)a->cp, a->cp_layout);
+  if (a->ep > 1)
+    printf(" ep=%lld (%s)", (long long)a->ep, a->dispatcher);
   printf(" tp=%lld%s, %s backend%s%s\n", (long long)a->tp, a->sp ? " sp" : "",
          a->backend, a->offload ? ", CPU offload" : "",
          a->ckpt == TR_CKPT_LAYER     ? ", activation checkpointing (layers)"
@@ -645,10 +667,13 @@ static tpx_status rank_main(tpx_comm *world, void *arg, tpx_error *err) {
   tpx_cp_layout_parse(j->a->cp_layout, &su.cp_layout, NULL);
   tpx_status s = tr_net_init(&net, j->model, err);
   net.ckpt = j->a->ckpt;
+  tpx_moe_dispatcher_parse(j->a->dispatcher, &net.dispatcher, NULL);
   if (!s)
     s = tr_rank_create(&su, &r, err);
   if (!s)
     s = tr_rank_load(r, j->reader, err);
+  if (!s)
+    s = tr_moe_load_buffers(&net, j->reader, err);
   if (!s)
     s = train(j, &net, r, rank, err);
   if (!s && rank == 0) {
@@ -688,6 +713,7 @@ static int build_sharding(const args *a, tpx_registry *reg,
   tpx_select_options so = TPX_SELECT_OPTIONS_INIT;
   so.tp_size = a->tp;
   so.sequence_parallel = a->sp;
+  so.ep = a->ep;
   if (tpx_select_plan(reg, model, &so, sel, diags, err))
     return 1;
   if (first_error(diags, "plan", err))
@@ -705,6 +731,7 @@ static int build_sharding(const args *a, tpx_registry *reg,
   opts.fsdp = a->dp_shard * a->dp_replicate * a->cp > 1 || a->offload;
   /* the selection whole: plan, FSDP units, fp32 parameters */
   opts.selection = *sel;
+  opts.ep = a->ep;
   if (tpx_sharding_create(model, NULL, *mesh, &opts, sh, err))
     return 1;
   return first_error(tpx_sharding_diagnostics(*sh), "sharding", err);
@@ -790,9 +817,15 @@ static tpx_status prepare(const args *a, run *r, tpx_error *err) {
   tr_net probe;
   tpx_status st = tr_net_init(&probe, r->model, err);
   int64_t vocab = probe.cfg.vocab;
+  int moe = probe.cfg.moe != TR_MOE_NONE;
   tr_net_free(&probe);
   if (st)
     return st;
+  if (moe && a->tp > 1)
+    return tpx_error_set(err, TPX_UNSUPPORTED,
+                         "--tp %lld: the MoE layers of tpx-train run at tp 1 "
+                         "(their router and experts are not split over tp)",
+                         (long long)a->tp);
   if (!(r->tokens = read_tokens(a, vocab, err)))
     return TPX_VALIDATION;
   if (build_sharding(a, r->reg, r->model, &r->mesh, &r->sel, r->diags, &r->sh,

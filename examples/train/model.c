@@ -38,7 +38,9 @@ tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err) {
 void tr_net_free(tr_net *net) {
   if (!net)
     return;
-  tr_params_free(&net->params);
+  for (int64_t l = 0; net->acts && l < net->cfg.layers; l++)
+    tr_moe_acts_release(&net->acts[l].moe);
+  tr_params_free(&net->params, net->cfg.layers);
   free(net->acts);
   free(net->ids);
   free(net->targets);
@@ -327,21 +329,50 @@ static tpx_status attn_fwd(tr_net *net, ctx *c, int64_t l, const tr_act *x,
   return linear_fwd(c, &L->o_proj, &o, &a->o_in, y);
 }
 
-/* mlp: x (post_attention_layernorm's output) -> y = down(silu(gate(x)) *
- * up(x)); a recompute (`full` 0) stops at down_proj's input. */
-static tpx_status mlp_fwd(tr_net *net, ctx *c, int64_t l, const tr_act *x,
-                          tr_act *y, int full) {
-  const tr_layer *L = &net->params.layers[l];
-  tr_layer_acts *a = &net->acts[l];
+/* A SwiGLU MLP: x -> y = down(silu(gate(x)) * up(x)); a recompute
+ * (`full` 0) stops at down_proj's input. */
+static tpx_status swiglu_mlp_fwd(ctx *c, const tr_mlp *P, tr_mlp_acts *a,
+                                 const tr_act *x, tr_act *y, int full) {
   tpx_status st;
   tr_act m;
-  CK(linear_fwd(c, &L->gate_proj, x, &a->gate_in, &a->gate));
-  CK(linear_fwd(c, &L->up_proj, x, &a->up_in, &a->up));
+  CK(linear_fwd(c, &P->gate_proj, x, &a->gate_in, &a->gate));
+  CK(linear_fwd(c, &P->up_proj, x, &a->up_in, &a->up));
   CK(act_like(c, &m, &a->gate));
   tr_swiglu_fwd(a->gate.d, a->up.d, m.d, tr_act_numel(&m));
   if (!full)
-    return linear_in(c, &L->down_proj, &m, &a->down_in);
-  return linear_fwd(c, &L->down_proj, &m, &a->down_in, y);
+    return linear_in(c, &P->down_proj, &m, &a->down_in);
+  return linear_fwd(c, &P->down_proj, &m, &a->down_in, y);
+}
+
+/* An MoE layer's mlp: the routed experts (moe.c), plus the shared experts
+ * where the layer has them (a plain MLP on the same input, added). A
+ * forward whose activations are dropped (checkpointing, `full` 1) lets
+ * the dispatch go; its recompute (`full` 0) keeps the new one for the
+ * backward. */
+static tpx_status moe_mlp_fwd(tr_net *net, ctx *c, int64_t l, const tr_act *x,
+                              tr_act *y, int full) {
+  const tr_layer *L = &net->params.layers[l];
+  tr_layer_acts *a = &net->acts[l];
+  int keep = net->ckpt == TR_CKPT_NONE || !full;
+  tpx_status st;
+  tr_act ys;
+  CK(tr_moe_fwd(net, c->r, c->ar, l, x, y, keep, c->err));
+  if (L->shared.down_proj.w < 0)
+    return TPX_OK;
+  CK(swiglu_mlp_fwd(c, &L->shared, &a->shared, x, &ys, full));
+  if (full)
+    act_add(y, &ys);
+  return TPX_OK;
+}
+
+/* mlp: x (post_attention_layernorm's output) -> y; a recompute (`full` 0)
+ * keeps what the backward needs and may leave y unset. */
+static tpx_status mlp_fwd(tr_net *net, ctx *c, int64_t l, const tr_act *x,
+                          tr_act *y, int full) {
+  const tr_layer *L = &net->params.layers[l];
+  if (L->moe)
+    return moe_mlp_fwd(net, c, l, x, y, full);
+  return swiglu_mlp_fwd(c, &L->mlp, &net->acts[l].mlp, x, y, full);
 }
 
 /* A region run forward without keeping its activations (checkpointing):
@@ -409,6 +440,7 @@ static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
   tr_layer_acts *a = &net->acts[l];
   tpx_status st;
   tr_act y;
+  tr_moe_acts_release(&a->moe);
   memset(a, 0, sizeof *a);
   a->in = *h;
   if (net->ckpt != TR_CKPT_LAYER)
@@ -418,21 +450,37 @@ static tpx_status layer_fwd(tr_net *net, ctx *c, int64_t l, tr_act *h) {
   return TPX_OK;
 }
 
+/* A SwiGLU MLP's backward: dy (consumed by the output transition) ->
+ * dx (set on first use, accumulated into after). */
+static tpx_status swiglu_mlp_bwd(ctx *c, const tr_mlp *P, tr_mlp_acts *a,
+                                 tr_act *dy, tr_act *dx) {
+  tpx_status st;
+  tr_act dm = {0}, dg, du;
+  CK(linear_bwd(c, &P->down_proj, &a->down_in, dy, &dm));
+  CK(act_like(c, &dg, &dm));
+  CK(act_like(c, &du, &dm));
+  tr_swiglu_bwd(a->gate.d, a->up.d, dm.d, dg.d, du.d, tr_act_numel(&dm));
+  CK(linear_bwd(c, &P->gate_proj, &a->gate_in, &dg, dx));
+  return linear_bwd(c, &P->up_proj, &a->up_in, &du, dx);
+}
+
 /* The MLP's backward: dh, the grad of the layer's output, gets the grad
  * of the MLP's input through post_attention_layernorm added in. The
  * gradient starts from dh (dy: the same buffer, consumed by the output
- * transition). */
+ * transition). An MoE layer's: the shared experts', then the routed
+ * experts' added (moe.c). */
 static tpx_status mlp_bwd(tr_net *net, ctx *c, int64_t l, tr_act *dh) {
   const tr_layer *L = &net->params.layers[l];
   tr_layer_acts *a = &net->acts[l];
   tpx_status st;
-  tr_act dy = *dh, dm = {0}, dg, du, dx = {0}, dn;
-  CK(linear_bwd(c, &L->down_proj, &a->down_in, &dy, &dm));
-  CK(act_like(c, &dg, &dm));
-  CK(act_like(c, &du, &dm));
-  tr_swiglu_bwd(a->gate.d, a->up.d, dm.d, dg.d, du.d, tr_act_numel(&dm));
-  CK(linear_bwd(c, &L->gate_proj, &a->gate_in, &dg, &dx));
-  CK(linear_bwd(c, &L->up_proj, &a->up_in, &du, &dx));
+  tr_act dy = *dh, dx = {0}, dn;
+  if (!L->moe) {
+    CK(swiglu_mlp_bwd(c, &L->mlp, &a->mlp, &dy, &dx));
+  } else {
+    if (L->shared.down_proj.w >= 0)
+      CK(swiglu_mlp_bwd(c, &L->shared, &a->shared, &dy, &dx));
+    CK(tr_moe_bwd(net, c->r, c->ar, l, &a->mlp_x, dh, &dx, c->err));
+  }
   CK(norm_bwd(c, &L->post_attention_layernorm, &a->ln2_in, a->ln2_rstd, &dx,
               &dn));
   act_add(dh, &dn);

@@ -12,7 +12,19 @@
 #include "train.h"
 
 /* A dimension of a parameter, as config.json sizes it. */
-typedef enum dim { NONE, HIDDEN, Q_OUT, KV_OUT, HEAD, INTER, VOCAB } dim;
+typedef enum dim {
+  NONE,
+  HIDDEN,
+  Q_OUT,
+  KV_OUT,
+  HEAD,
+  INTER,
+  VOCAB,
+  EXPERTS,      /* E: routed experts */
+  MOE_INTER,    /* I: a routed expert's width */
+  MOE_INTER2,   /* 2I: gate and up fused */
+  SHARED_INTER, /* the shared experts' width */
+} dim;
 
 static int64_t dim_size(const tr_config *c, dim d) {
   switch (d) {
@@ -22,13 +34,18 @@ static int64_t dim_size(const tr_config *c, dim d) {
   case HEAD: return c->head_dim;
   case INTER: return c->inter;
   case VOCAB: return c->vocab;
+  case EXPERTS: return c->mc.router.experts;
+  case MOE_INTER: return c->mc.inter;
+  case MOE_INTER2: return 2 * c->mc.inter;
+  case SHARED_INTER: return c->mc.shared_inter;
   default: return 0;
   }
 }
 
-/* Which modules of a decoder layer exist: always, or with q/k norms
- * (Qwen3); q/k/v_proj have a bias with qkv_bias (Qwen2). */
-enum { ALWAYS, QK_NORM };
+/* Which modules of a decoder layer exist: always, with q/k norms (Qwen3),
+ * in a dense layer, in an MoE layer with shared experts; q/k/v_proj have a
+ * bias with qkv_bias (Qwen2). */
+enum { ALWAYS, QK_NORM, DENSE, MOE, SHARED };
 
 static const struct {
   const char *name; /* under model.layers.N. */
@@ -47,9 +64,18 @@ static const struct {
     {"self_attn.o_proj", offsetof(tr_layer, o_proj), ALWAYS, 0, HIDDEN, Q_OUT},
     {"post_attention_layernorm", offsetof(tr_layer, post_attention_layernorm),
      ALWAYS, 0, HIDDEN, NONE},
-    {"mlp.gate_proj", offsetof(tr_layer, gate_proj), ALWAYS, 0, INTER, HIDDEN},
-    {"mlp.up_proj", offsetof(tr_layer, up_proj), ALWAYS, 0, INTER, HIDDEN},
-    {"mlp.down_proj", offsetof(tr_layer, down_proj), ALWAYS, 0, HIDDEN, INTER},
+    {"mlp.gate_proj", offsetof(tr_layer, mlp.gate_proj), DENSE, 0, INTER,
+     HIDDEN},
+    {"mlp.up_proj", offsetof(tr_layer, mlp.up_proj), DENSE, 0, INTER, HIDDEN},
+    {"mlp.down_proj", offsetof(tr_layer, mlp.down_proj), DENSE, 0, HIDDEN,
+     INTER},
+    {"mlp.gate", offsetof(tr_layer, router), MOE, 0, EXPERTS, HIDDEN},
+    {"mlp.shared_experts.gate_proj", offsetof(tr_layer, shared.gate_proj),
+     SHARED, 0, SHARED_INTER, HIDDEN},
+    {"mlp.shared_experts.up_proj", offsetof(tr_layer, shared.up_proj), SHARED,
+     0, SHARED_INTER, HIDDEN},
+    {"mlp.shared_experts.down_proj", offsetof(tr_layer, shared.down_proj),
+     SHARED, 0, HIDDEN, SHARED_INTER},
 };
 
 /* The checking state: which parameters were claimed, and the first
@@ -109,13 +135,83 @@ static tr_module find(finder *f, const char *name, int bias, dim rows,
   return mod;
 }
 
+/* Claim the 3-D fused expert parameter `name` [E, a, b]; -1 when absent. */
+static int64_t claim3(finder *f, const char *name, dim a, dim b) {
+  int64_t p = tpx_model_find_param(f->model, name);
+  tpx_param_info pi;
+  if (p < 0 || tpx_model_param(f->model, p, &pi, NULL))
+    return -1;
+  f->used[p] = 1;
+  int64_t want[3] = {dim_size(f->cfg, EXPERTS), dim_size(f->cfg, a),
+                     dim_size(f->cfg, b)};
+  f->checked++;
+  if (pi.ndim == 3 && pi.shape[0] == want[0] && pi.shape[1] == want[1] &&
+      pi.shape[2] == want[2])
+    return p;
+  if (f->differ++ == 0) {
+    char x[64], y[64];
+    shape_text(pi.shape, pi.ndim, x, sizeof x);
+    shape_text(want, 3, y, sizeof y);
+    snprintf(f->first, sizeof f->first,
+             "tensor '%s' is %s in the weights but %s from the config", name, x,
+             y);
+  }
+  return p;
+}
+
+/* An MoE layer's fused experts: Automodel's GroupedExperts
+ * (gate_and_up_projs [E, H, 2I], down_projs [E, I, H]; Qwen3-MoE and
+ * GLM-4-MoE through the automodel_moe plugin), else transformers'
+ * (gate_up_proj [E, 2I, H], down_proj [E, H, I]; Mixtral). */
+static tpx_status find_experts(finder *f, int64_t l, tr_layer *L,
+                               tpx_error *err) {
+  char m[160], a[200], b[200];
+  snprintf(m, sizeof m, "model.layers.%lld.mlp.experts", (long long)l);
+  L->experts = tpx_model_find_module(f->model, m);
+  snprintf(a, sizeof a, "%s.gate_and_up_projs", m);
+  snprintf(b, sizeof b, "%s.down_projs", m);
+  L->hf_experts = tpx_model_find_param(f->model, a) < 0;
+  if (!L->hf_experts) {
+    L->gate_up = claim3(f, a, HIDDEN, MOE_INTER2);
+    L->down = claim3(f, b, MOE_INTER, HIDDEN);
+  } else {
+    snprintf(a, sizeof a, "%s.gate_up_proj", m);
+    snprintf(b, sizeof b, "%s.down_proj", m);
+    L->gate_up = claim3(f, a, MOE_INTER2, HIDDEN);
+    L->down = claim3(f, b, HIDDEN, MOE_INTER);
+  }
+  if (L->gate_up < 0 || L->down < 0)
+    return tpx_error_set(err, TPX_VALIDATION,
+                         "model: MoE layer %lld lacks its fused experts (%s or "
+                         "%s)",
+                         (long long)l, a, b);
+  if (f->cfg->mc.router.score == TPX_MOE_SIGMOID &&
+      !(L->score_bias =
+            calloc((size_t)f->cfg->mc.router.experts, sizeof(float))))
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  return TPX_OK;
+}
+
+/* Whether the layer has the table's row. */
+static int layer_has(const tr_config *cfg, const tr_layer *L, int when) {
+  switch (when) {
+  case QK_NORM: return cfg->qk_norm;
+  case DENSE: return !L->moe;
+  case MOE: return L->moe;
+  case SHARED: return L->moe && cfg->mc.shared_inter > 0;
+  default: return 1;
+  }
+}
+
 static tpx_status find_layer(finder *f, int64_t l, tr_layer *L,
                              tpx_error *err) {
   const tr_config *cfg = f->cfg;
+  L->moe = tr_config_layer_is_moe(f->model, cfg, l);
+  L->experts = L->gate_up = L->down = -1;
   for (size_t i = 0; i < sizeof layer_modules / sizeof *layer_modules; i++) {
     tr_module *mod = (tr_module *)((char *)L + layer_modules[i].offset);
     *mod = (tr_module){-1, -1, -1};
-    if (layer_modules[i].when == QK_NORM && !cfg->qk_norm)
+    if (!layer_has(cfg, L, layer_modules[i].when))
       continue;
     int bias = layer_modules[i].bias && cfg->qkv_bias;
     char name[200];
@@ -129,7 +225,7 @@ static tpx_status find_layer(finder *f, int64_t l, tr_layer *L,
                            (long long)l, cfg->arch, name,
                            mod->w < 0 ? "weight" : "bias");
   }
-  return TPX_OK;
+  return L->moe ? find_experts(f, l, L, err) : TPX_OK;
 }
 
 /* A parameter the config's model does not have (a tensor named .weight
@@ -194,7 +290,9 @@ tpx_status tr_params_find(const tpx_model *model, const tr_config *cfg,
   return st;
 }
 
-void tr_params_free(tr_params *P) {
+void tr_params_free(tr_params *P, int64_t layers) {
+  for (int64_t l = 0; P->layers && l < layers; l++)
+    free(P->layers[l].score_bias);
   free(P->layers);
   P->layers = NULL;
 }

@@ -10,6 +10,7 @@
 #define TPX_TRAIN_H
 #include <stddef.h>
 #include <stdint.h>
+#include <tpx/runtime_moe.h>
 #include <tpx/tpx.h>
 
 /* ---- config.c ---- */
@@ -18,6 +19,24 @@ typedef enum tr_rope_type {
   TR_ROPE_LINEAR,
   TR_ROPE_LLAMA3
 } tr_rope_type;
+/* The MoE families (config_moe.c): which layers are MoE, how they route. */
+typedef enum tr_moe_family {
+  TR_MOE_NONE,    /* a dense decoder */
+  TR_MOE_QWEN3,   /* Qwen3MoeForCausalLM: softmax, norm_topk_prob,
+                     decoder_sparse_step / mlp_only_layers */
+  TR_MOE_MIXTRAL, /* MixtralForCausalLM: softmax, always renormalised */
+  TR_MOE_GLM4     /* Glm4MoeForCausalLM, DeepSeek-V3's block: sigmoid with
+                     e_score_correction_bias, grouped top-k, shared experts,
+                     first_k_dense_replace dense layers */
+} tr_moe_family;
+typedef struct tr_moe_config {
+  tpx_moe_router_options router; /* experts E, top_k, score, ... */
+  int64_t inter;        /* moe_intermediate_size (Mixtral: intermediate_size) */
+  int64_t shared_inter; /* shared experts' width (n_shared_experts x inter);
+                           0: none */
+  int64_t sparse_step;  /* Qwen3-MoE: every sparse_step-th layer is MoE */
+  int64_t first_dense;  /* GLM-4-MoE: layers below it are dense */
+} tr_moe_config;
 typedef struct tr_config {
   const char *arch;
   int64_t hidden, heads, kv_heads, head_dim, inter, vocab, layers;
@@ -29,9 +48,18 @@ typedef struct tr_config {
   int qkv_bias; /* Qwen2 */
   int qk_norm;  /* Qwen3 */
   int tied;
+  tr_moe_family moe;
+  tr_moe_config mc; /* when moe */
 } tr_config;
 tpx_status tr_config_read(const tpx_model *model, tr_config *out,
                           tpx_error *err);
+/* config_moe.c: the MoE keys of c->moe's family into c->mc, refusing what
+ * tpx-train does not implement with a message naming the key. */
+tpx_status tr_config_moe_read(const tpx_model *model, tr_config *c,
+                              tpx_error *err);
+/* 1 when decoder layer l is an MoE layer (0 for a dense model). */
+int tr_config_layer_is_moe(const tpx_model *model, const tr_config *c,
+                           int64_t l);
 /* The RoPE inverse frequencies inv[head_dim / 2] of the config's rope type. */
 void tr_rope_inv_freq(const tr_config *c, double *inv);
 
@@ -209,6 +237,14 @@ tpx_status tr_cp_gather(tr_rank *r, const float *local, float *full, int64_t b,
 tpx_status tr_cp_reduce_scatter(tr_rank *r, const float *full, float *local,
                                 int64_t b, int64_t t, int64_t f,
                                 tpx_error *err);
+/* Expert parallelism (glue_moe.c): the ep group's comm (NULL at ep 1,
+ * and in tpx-train-ref), and the FSDP2 hooks of MoE layer l's experts
+ * module where it is an FSDP unit of its own (experts sharded over
+ * ep_shard; a no-op where the layer's unit holds them): before (post 0)
+ * or after (post 1) their forward (backward 0) or backward (1). */
+tpx_comm *tr_rank_ep_comm(tr_rank *r);
+tpx_status tr_experts_hook(tr_rank *r, int64_t l, int backward, int post,
+                           tpx_error *err);
 /* Mean of v over the data-parallel and cp ranks (the step's loss: each
  * holds the mean over an equal share of the batch's tokens). */
 tpx_status tr_dp_mean(tr_rank *r, double *v, tpx_error *err);
@@ -223,6 +259,12 @@ typedef struct tr_module {
   int64_t b; /* .bias (Qwen2's q/k/v_proj) */
 } tr_module;
 
+/* A SwiGLU MLP: down(silu(gate(x)) * up(x)). */
+typedef struct tr_mlp {
+  tr_module gate_proj, up_proj; /* w [inter, hidden] */
+  tr_module down_proj;          /* w [hidden, inter] */
+} tr_mlp;
+
 /* The parameters of one decoder layer; global shapes (each rank holds the
  * TP-local piece its plan gives it). nh heads, nkv kv heads of hd. */
 typedef struct tr_layer {
@@ -232,8 +274,21 @@ typedef struct tr_layer {
   tr_module q_norm, k_norm;           /* w [hd] (Qwen3) */
   tr_module o_proj;                   /* w [hidden, nh*hd] */
   tr_module post_attention_layernorm; /* w [hidden] */
-  tr_module gate_proj, up_proj;       /* w [inter, hidden] */
-  tr_module down_proj;                /* w [hidden, inter] */
+  tr_mlp mlp;                         /* a dense layer's mlp */
+  /* an MoE layer (moe 1; mlp absent): E routed experts of width I */
+  int moe;
+  tr_module router;  /* mlp.gate: w [E, hidden] */
+  int64_t experts;   /* the module mlp.experts */
+  int64_t gate_up;   /* Automodel's gate_and_up_projs [E, hidden, 2I]
+                        (gate columns [0, I), up [I, 2I)), or with
+                        hf_experts transformers' gate_up_proj
+                        [E, 2I, hidden] (gate rows first) */
+  int64_t down;      /* down_projs [E, I, hidden], or down_proj
+                        [E, hidden, I] */
+  int hf_experts;    /* the fused experts in transformers' layout */
+  tr_mlp shared;     /* mlp.shared_experts (GLM-4-MoE); w -1: none */
+  float *score_bias; /* [E] the router's e_score_correction_bias (a
+                        buffer read from the checkpoint), or NULL */
 } tr_layer;
 
 /* The whole model's parameters. */
@@ -252,7 +307,48 @@ typedef struct tr_params {
  * layers), as `tpx plan --weights` refuses them. */
 tpx_status tr_params_find(const tpx_model *model, const tr_config *cfg,
                           tr_params *out, tpx_error *err);
-void tr_params_free(tr_params *p);
+void tr_params_free(tr_params *p, int64_t layers);
+
+/* What an MLP's forward keeps for its backward. */
+typedef struct tr_mlp_acts {
+  tr_act gate_in, up_in; /* [b, t, hidden] */
+  tr_act gate, up;       /* [b, t, inter] */
+  tr_act down_in;        /* [b, t, inter] SwiGLU's output */
+} tr_mlp_acts;
+
+/* ---- moe.c: an MoE layer's routed experts (tpx/runtime_moe.h) ---- */
+/* What their forward keeps for the backward: n tokens routed to k of E
+ * experts, m rows on this rank's E / ep experts. */
+typedef struct tr_moe_acts {
+  int64_t n, m;
+  float *probs;        /* [n, E] the router's scores */
+  int32_t *choice;     /* [n, k] the chosen experts */
+  float *weights;      /* [n, k] their weights */
+  tpx_moe_dispatch *d; /* the dispatch, until the backward is done */
+  float *h;            /* [m, 2I] gate | up outputs */
+  float *act;          /* [m, I] silu(gate) * up */
+  float *y;            /* [m, H] the experts' outputs */
+} tr_moe_acts;
+/* Layer l's routed experts on x [n, hidden] (post_attention_layernorm's
+ * output, tp 1) -> y [n, hidden] (from the arena): router, dispatch over
+ * the ep group, each local expert's SwiGLU, combine; net->acts[l].moe
+ * keeps what the backward needs. `keep` 0: the dispatch is destroyed once
+ * combined (a forward whose activations are dropped under activation
+ * checkpointing; the recompute dispatches again). */
+tpx_status tr_moe_fwd(tr_net *net, tr_rank *r, tr_arena *ar, int64_t l,
+                      const tr_act *x, tr_act *y, int keep, tpx_error *err);
+/* Its backward from dy [n, hidden]: the experts' and the router's
+ * gradients accumulated, dx (set when dx->d is NULL, else added to) the
+ * gradient of x; the dispatch destroyed. */
+tpx_status tr_moe_bwd(tr_net *net, tr_rank *r, tr_arena *ar, int64_t l,
+                      const tr_act *x, const tr_act *dy, tr_act *dx,
+                      tpx_error *err);
+/* Destroy a dispatch still held (a step that failed half way). */
+void tr_moe_acts_release(tr_moe_acts *a);
+/* Read every MoE layer's router bias buffer (e_score_correction_bias)
+ * from the checkpoint: the same on every rank, not trained. */
+tpx_status tr_moe_load_buffers(tr_net *net, const tpx_checkpoint_reader *rd,
+                               tpx_error *err);
 
 /* What one layer's forward keeps for its backward; TP-local shapes, t the
  * sequence each rank computes attention over, s the residual stream's
@@ -267,13 +363,13 @@ typedef struct tr_layer_acts {
   float *q_rstd, *k_rstd;  /* [b*t*nh], [b*t*nkv] (Qwen3) */
   tr_act q, k, v;          /* after q/k_norm and RoPE */
   tr_attn_shape ash;
-  float *att;            /* [b, nh, t, t] softmax probabilities */
-  tr_act o_in;           /* [b, t, nh*hd] o_proj's input */
-  tr_act ln2_in;         /* [b, s, hidden] */
-  float *ln2_rstd;       /* [b*s] */
-  tr_act gate_in, up_in; /* [b, t, hidden] */
-  tr_act gate, up;       /* [b, t, inter] */
-  tr_act down_in;        /* [b, t, inter] SwiGLU's output */
+  float *att;         /* [b, nh, t, t] softmax probabilities */
+  tr_act o_in;        /* [b, t, nh*hd] o_proj's input */
+  tr_act ln2_in;      /* [b, s, hidden] */
+  float *ln2_rstd;    /* [b*s] */
+  tr_mlp_acts mlp;    /* the dense mlp's */
+  tr_mlp_acts shared; /* an MoE layer's shared experts' */
+  tr_moe_acts moe;    /* an MoE layer's routed experts' (moe.c) */
   /* under activation checkpointing (tr_net.ckpt), what stays between the
    * forward and the recompute: the layer's input (TR_CKPT_LAYER) or the
    * inputs of its attention and MLP blocks, the norms' outputs
@@ -310,6 +406,7 @@ struct tr_net {
   float *k_full, *v_full;
   tr_arena arena;
   tr_ckpt ckpt; /* set after tr_net_init, before the first step */
+  tpx_moe_dispatcher dispatcher; /* MoE layers' (--moe-dispatcher), as ckpt */
 };
 tpx_status tr_net_init(tr_net *net, const tpx_model *model, tpx_error *err);
 void tr_net_free(tr_net *net);

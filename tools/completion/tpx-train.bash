@@ -12,9 +12,10 @@ _tpx_train() {
     --backend) COMPREPLY=($(compgen -W "local mpi" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "text json" -- "$cur")); return ;;
     --cp-layout) COMPREPLY=($(compgen -W "head-tail contiguous" -- "$cur")); return ;;
-    --tp|--dp-shard|--dp-replicate|--cp) COMPREPLY=($(compgen -W "1 2 4 8 16 32 64" -- "$cur")); return ;;
+    --moe-dispatcher) COMPREPLY=($(compgen -W "all-gather all-to-all" -- "$cur")); return ;;
+    --tp|--dp-shard|--dp-replicate|--cp|--ep) COMPREPLY=($(compgen -W "1 2 4 8 16 32 64" -- "$cur")); return ;;
     --batch|--seq|--steps|--lr|--clip|--weight-decay|--diverge-factor) return ;;
   esac
-  COMPREPLY=($(compgen -W "--model --tokens --batch --seq --steps --lr --clip --weight-decay --tp --dp-shard --dp-replicate --cp --cp-layout --sp --offload --activation-checkpointing --activation-checkpointing-modules --backend --format --dump-params --dump-grads --diverge-factor --blas-info --help" -- "$cur"))
+  COMPREPLY=($(compgen -W "--model --tokens --batch --seq --steps --lr --clip --weight-decay --tp --dp-shard --dp-replicate --cp --cp-layout --ep --moe-dispatcher --sp --offload --activation-checkpointing --activation-checkpointing-modules --backend --format --dump-params --dump-grads --diverge-factor --blas-info --help" -- "$cur"))
 }
 complete -F _tpx_train tpx-train

@@ -127,10 +127,17 @@ typedef struct tpx_runtime_options {
    * space. Results are bit-identical either way (docs/RUNTIME.md
    * "CPU offload"). */
   int offload;
+  /* Expert parameters' gradients (ep > 1) are divided by this after their
+   * reduction; 0 (default) = grad_divide_factor x world / (dp_shard x
+   * dp_replicate), i.e. the world size with the default grad_divide_factor,
+   * as NeMo Automodel 0.7.0 scales them (docs/RUNTIME.md "Expert
+   * parallelism"). Added after offload: an older, shorter struct_size
+   * means 0. */
+  double expert_grad_divide_factor;
 } tpx_runtime_options;
 
 #define TPX_RUNTIME_OPTIONS_INIT                                               \
-  { sizeof(tpx_runtime_options), 1, 1, TPX_DTYPE_INVALID, 0.0, 1, 0 }
+  { sizeof(tpx_runtime_options), 1, 1, TPX_DTYPE_INVALID, 0.0, 1, 0, 0.0 }
 
 /* Which pass an unshard / reshard belongs to. */
 typedef enum tpx_runtime_phase {
@@ -182,7 +189,8 @@ typedef struct tpx_runtime_param_info {
  * gradients are allocated zeroed. opts may be NULL (defaults). Errors:
  * TPX_INVALID_ARGUMENT (NULL, mesh mismatch), TPX_UNSUPPORTED naming a
  * parameter whose dtype is not f32 / bf16 / f16 or a sharding with expert
- * parallelism (ep > 1 is planned, not run), TPX_NO_MEMORY. */
+ * parallelism and FSDP off, TPX_NO_MEMORY. At ep > 1 it is collective
+ * over the world (it splits the ep and ep_shard comms from it). */
 TPX_API tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
                                       const tpx_runtime_options *opts,
                                       tpx_runtime **out, tpx_error *err);
@@ -197,7 +205,9 @@ TPX_API int64_t tpx_runtime_rank(const tpx_runtime *rt);
 TPX_API int tpx_runtime_fsdp_enabled(const tpx_runtime *rt);
 /* 1 when data-parallel collectives run on the comm thread. */
 TPX_API int tpx_runtime_is_async(const tpx_runtime *rt);
-/* Number of runtime units: the FSDP units, or 1 when FSDP is off. */
+/* Number of runtime units: the FSDP units (plus, at ep > 1, one per module
+ * holding expert parameters that are in no FSDP unit: see "Expert
+ * parallelism" below), or 1 when FSDP is off. */
 TPX_API size_t tpx_runtime_num_units(const tpx_runtime *rt);
 /* Unit of a parameter (tied alias -> its target's); -1 when out of range. */
 TPX_API int64_t tpx_runtime_param_unit(const tpx_runtime *rt, int64_t param);
@@ -373,6 +383,55 @@ TPX_API tpx_status tpx_runtime_pre_backward(tpx_runtime *rt, const char *module,
 TPX_API tpx_status tpx_runtime_post_backward(tpx_runtime *rt,
                                              const char *module,
                                              tpx_error *err);
+
+/* ---- expert parallelism (docs/RUNTIME.md "Expert parallelism") ---------
+ *
+ * At ep > 1 (tpx_sharding_ep_size) the routed-expert parameters live on
+ * the MoE mesh (tpx_sharding_moe_mesh: ("ep_shard", "ep") = (world / ep,
+ * ep), rank r at (r / ep, r % ep), an ep group ep consecutive ranks). The
+ * runtime splits the comms of its two dims from the world at create and
+ * runs the expert parameters on them:
+ *  - storage: this rank's slice (tpx_sharding_local_slice: E/ep whole
+ *    experts, dim 1 split over ep_shard in FSDP units), row-major, as
+ *    every other parameter; tpx_runtime_param_info.tp_local is the
+ *    ep-local piece [E/ep, ...] and local_shape its shape;
+ *  - an experts module that is an FSDP unit over ep_shard
+ *    (tpx_sharding_fsdp_unit_dim) unshards by one all-gather over
+ *    ep_shard into the [E/ep, ...] tensor and reduce-scatters its
+ *    gradients over ep_shard; its hooks are those of any non-root unit
+ *    (pre_forward / post_backward of the experts module's name);
+ *  - expert parameters in no FSDP unit (ep = world, or FSDP over one
+ *    rank) get one runtime unit per module holding them, numbered after
+ *    the FSDP units, over one rank: unshard copies (casts) the shard,
+ *    reduce_grads divides (and sums the replicas over ep_shard when the
+ *    parameters are replicated there); their hooks work the same way;
+ *  - expert gradients are divided by expert_grad_divide_factor (by
+ *    default the world size, where the others get dp_shard x
+ *    dp_replicate): each rank's expert gradient sums every rank's
+ *    tokens of its ep group, so the sum over ep_shard covers the world;
+ *  - the grad norm counts each expert element once (reduced over the MoE
+ *    mesh dims it is sharded on); gather_param / gather_grad return the
+ *    full [E, ...] tensor; clip, AdamW, offload and the byte counts treat
+ *    them as any other parameter.
+ * FSDP off (no units) with ep > 1 is refused at create. */
+
+/* The comm of this rank's ep group (the MoE mesh's "ep" dim: rank i of it
+ * holds experts [i·E/ep, (i+1)·E/ep)), for tpx_moe_dispatch_options.ep.
+ * Borrowed, valid while rt lives; NULL at ep 1 (or for NULL). Collectives
+ * on it run on the calling thread. */
+TPX_API tpx_comm *tpx_runtime_ep_comm(const tpx_runtime *rt);
+/* The comm of this rank's ep_shard group (the ranks holding the same
+ * experts: r % ep equal), over which expert units are sharded. The runtime
+ * runs its collectives on its comm thread: a trainer must not use it while
+ * the runtime may (use it only between steps, after tpx_runtime_wait).
+ * Borrowed; NULL at ep 1. */
+TPX_API tpx_comm *tpx_runtime_ep_shard_comm(const tpx_runtime *rt);
+/* The divisor of the gradients after their data-parallel reduction: of the
+ * non-expert parameters (expert 0: grad_divide_factor or its default) or
+ * of the expert ones (expert 1: expert_grad_divide_factor or its
+ * default). 0 for NULL. */
+TPX_API double tpx_runtime_grad_divide_factor(const tpx_runtime *rt,
+                                              int expert);
 
 /* ---- gradient norm and clip (torch clip_grad_norm_) --------------------- */
 

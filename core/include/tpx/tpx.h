@@ -27,6 +27,7 @@
 #include "tpx/report.h"
 #include "tpx/runtime.h"
 #include "tpx/runtime_cp.h"
+#include "tpx/runtime_moe.h"
 #include "tpx/runtime_tp.h"
 #include "tpx/sharding.h"
 #include "tpx/tensor.h"

@@ -63,7 +63,7 @@ static tpx_status load(tpx_runtime *rt, const tpx_checkpoint_reader *rd,
     const tpx__rt_param *p = &rt->params[rt->param_slot[i]];
     if (p->index != (int64_t)i)
       continue; /* a tied alias: its target reads */
-    size_t n = (size_t)(p->shard_rows * p->row_numel);
+    size_t n = (size_t)p->shard_numel;
     if (p->master_off >= 0) {
       devp[i] = tpx__rt_master(rt, p);
       dests[i].dtype = TPX_DTYPE_F32;
@@ -106,10 +106,9 @@ static tpx_status load(tpx_runtime *rt, const tpx_checkpoint_reader *rd,
     const tpx__rt_param *p = &rt->params[i];
     if (p->master_off < 0)
       continue;
-    st = tpx__ms_convert(ms,
-                         (unsigned char *)rt->units[p->unit].flat + p->flat_off,
-                         p->storage, tpx__rt_master(rt, p), TPX_DTYPE_F32,
-                         (size_t)(p->shard_rows * p->row_numel), err);
+    st = tpx__ms_convert(
+        ms, (unsigned char *)rt->units[p->unit].flat + p->flat_off, p->storage,
+        tpx__rt_master(rt, p), TPX_DTYPE_F32, (size_t)p->shard_numel, err);
   }
   return st;
 }

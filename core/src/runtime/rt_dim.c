@@ -33,14 +33,21 @@ static tpx_status ar_job(void *arg, tpx_error *err) {
                              err);
 }
 
-tpx_status tpx__rt_all_reduce_dim(tpx_runtime *rt, int dim, void *buf,
-                                  size_t count, tpx_dtype dt, tpx_reduce_op op,
-                                  tpx_error *err) {
-  tpx_comm *c = tpx__rt_dim_comm(rt, dim);
+tpx_status tpx__rt_all_reduce_comm(tpx_runtime *rt, tpx_comm *c, int queued,
+                                   void *buf, size_t count, tpx_dtype dt,
+                                   tpx_reduce_op op, tpx_error *err) {
   if (!c || tpx_comm_size(c) <= 1)
     return TPX_OK;
   ar_args a = {c, buf, count, dt, op};
-  if (tpx__rt_dim_is_dp(rt, dim))
+  if (queued)
     return tpx__rt_queue_run(&rt->queue, ar_job, &a, err);
   return ar_job(&a, err);
+}
+
+tpx_status tpx__rt_all_reduce_dim(tpx_runtime *rt, int dim, void *buf,
+                                  size_t count, tpx_dtype dt, tpx_reduce_op op,
+                                  tpx_error *err) {
+  return tpx__rt_all_reduce_comm(rt, tpx__rt_dim_comm(rt, dim),
+                                 tpx__rt_dim_is_dp(rt, dim), buf, count, dt, op,
+                                 err);
 }

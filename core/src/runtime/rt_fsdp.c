@@ -26,8 +26,9 @@ static const char *phase_name(tpx_runtime_phase ph) {
   return ph == TPX_RUNTIME_BACKWARD ? "backward" : "forward";
 }
 
-/* Rows [*off, *off + *len) of p's TP-local piece held by dp_shard index b
- * (every rank holds all of a parameter not split over dp). */
+/* Rows [*off, *off + *len) of p's TP-local piece (along its split dim)
+ * held by index b of its unit's group (every rank holds all of a parameter
+ * not split over it). */
 static void block_rows(const tpx_runtime *rt, const tpx__rt_param *p, int64_t b,
                        int64_t *off, int64_t *len) {
   if (!p->dp_split) {
@@ -35,7 +36,29 @@ static void block_rows(const tpx_runtime *rt, const tpx__rt_param *p, int64_t b,
     *len = p->rows;
     return;
   }
-  tpx_layout_chunk(p->rows, rt->dps, b, off, len, NULL);
+  tpx_layout_chunk(p->rows, rt->units[p->unit].ws, b, off, len, NULL);
+}
+
+/* Copy rows [off, off + len) of each of p's `outer` slabs between a
+ * contiguous [outer, len, row_numel] shard block `blk` and the unsharded
+ * [outer, rows, row_numel] tensor `unsh` (to_unsh: blk -> unsh; else unsh
+ * -> blk, converted from the compute to dtype `bdt`). The block is in the
+ * compute dtype when to_unsh. */
+static tpx_status copy_rows(const tpx__memspace *ms, const tpx__rt_param *p,
+                            int64_t off, int64_t len, unsigned char *blk,
+                            tpx_dtype bdt, unsigned char *unsh, int to_unsh,
+                            tpx_error *err) {
+  size_t csz = tpx_dtype_size(p->compute), bsz = tpx_dtype_size(bdt);
+  size_t n = (size_t)(len * p->row_numel);
+  tpx_status st = TPX_OK;
+  for (int64_t o = 0; o < p->outer && n && st == TPX_OK; o++) {
+    unsigned char *u =
+        unsh + (size_t)((o * p->rows + off) * p->row_numel) * csz;
+    unsigned char *b = blk + (size_t)o * n * bsz;
+    st = to_unsh ? tpx__ms_copy(ms, u, b, n * csz, TPX__D2D, err)
+                 : tpx__ms_convert(ms, b, bdt, u, p->compute, n, err);
+  }
+  return st;
 }
 
 static tpx_status check_unit(const tpx_runtime *rt, size_t unit,
@@ -83,29 +106,25 @@ static tpx_status gather_job(void *arg, tpx_error *err) {
     }
     send = u->send;
   }
-  tpx_comm *c = tpx__rt_dim_comm(rt, rt->dps_dim);
-  if (c && rt->dps > 1)
-    MS(tpx_comm_all_gather(c, send, u->stage, u->cflat_bytes, TPX_DTYPE_U8,
-                           err));
+  if (u->gcomm && u->ws > 1)
+    MS(tpx_comm_all_gather(u->gcomm, send, u->stage, u->cflat_bytes,
+                           TPX_DTYPE_U8, err));
   else
     MS(tpx__ms_copy(ms, u->stage, send, u->cflat_bytes, TPX__D2D, err));
   if (st != TPX_OK)
     return st;
-  /* Copy-out: block b holds dp rank b's padded shards. */
-  for (int64_t b = 0; b < rt->dps; b++) {
-    const unsigned char *blk =
-        (const unsigned char *)u->stage + (size_t)b * u->cflat_bytes;
+  /* Copy-out: block b holds group rank b's padded shards. */
+  for (int64_t b = 0; b < u->ws; b++) {
+    unsigned char *blk = (unsigned char *)u->stage + (size_t)b * u->cflat_bytes;
     for (size_t i = 0; i < u->count; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
       if (!p->dp_split && b > 0)
         continue;
       int64_t off, len;
       block_rows(rt, p, b, &off, &len);
-      size_t row = (size_t)p->row_numel * tpx_dtype_size(p->compute);
       if (len > 0)
-        MS(tpx__ms_copy(
-            ms, (unsigned char *)u->unsh + p->unsh_off + (size_t)off * row,
-            blk + p->cflat_off, (size_t)len * row, TPX__D2D, err));
+        MS(copy_rows(ms, p, off, len, blk + p->cflat_off, p->compute,
+                     (unsigned char *)u->unsh + p->unsh_off, 1, err));
     }
   }
   return st;
@@ -115,7 +134,7 @@ void tpx__rt_free_unsharded(tpx_runtime *rt, tpx__rt_unit *u) {
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->dflat, u->flat_bytes);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->send, u->cflat_bytes);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->stage,
-               u->cflat_bytes * (size_t)rt->dps);
+               u->cflat_bytes * (size_t)u->ws);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->unsh, u->unsh_bytes);
   u->dflat = u->send = u->stage = u->unsh = NULL;
   u->state = TPX__RT_SHARDED;
@@ -127,7 +146,7 @@ static tpx_status start_gather(tpx_runtime *rt, size_t unit, tpx_error *err) {
   /* Each is overwritten entirely by the gather job. */
   u->unsh = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER, u->unsh_bytes, 0);
   u->stage = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER,
-                               u->cflat_bytes * (size_t)rt->dps, 0);
+                               u->cflat_bytes * (size_t)u->ws, 0);
   if (u->cast_send)
     u->send = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_GATHER, u->cflat_bytes, 0);
   if (rt->opts.offload)
@@ -161,7 +180,7 @@ static tpx_status finish_gather(tpx_runtime *rt, size_t unit, tpx_error *err) {
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->dflat, u->flat_bytes);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->send, u->cflat_bytes);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_GATHER, u->stage,
-               u->cflat_bytes * (size_t)rt->dps);
+               u->cflat_bytes * (size_t)u->ws);
   u->dflat = u->send = u->stage = NULL;
   u->state = TPX__RT_UNSHARDED;
   return TPX_OK;
@@ -256,20 +275,17 @@ static tpx_status reduce_job(void *arg, tpx_error *err) {
   size_t rsz = tpx_dtype_size(u->reduce);
   const tpx__memspace *ms = rt->ms;
   tpx_status st = TPX_OK;
-  for (int64_t b = 0; b < rt->dps; b++) {
+  for (int64_t b = 0; b < u->ws; b++) {
     unsigned char *blk =
         (unsigned char *)u->rstage + (size_t)b * u->rflat_bytes;
     for (size_t i = 0; i < u->count; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
       int64_t off, len;
       block_rows(rt, p, b, &off, &len);
-      size_t crow = (size_t)p->row_numel * tpx_dtype_size(p->compute);
-      size_t n = (size_t)(len * p->row_numel);
+      size_t n = (size_t)(p->outer * len * p->row_numel);
       if (len > 0)
-        MS(tpx__ms_convert(ms, blk + p->rflat_off, u->reduce,
-                           (const unsigned char *)u->unsh_grad + p->unsh_off +
-                               (size_t)off * crow,
-                           p->compute, n, err));
+        MS(copy_rows(ms, p, off, len, blk + p->rflat_off, u->reduce,
+                     (unsigned char *)u->unsh_grad + p->unsh_off, 0, err));
       if ((size_t)p->padded > n) /* FSDP2's padding reduces as zeros */
         MS(tpx__ms_memset(ms, blk + p->rflat_off + n * rsz, 0,
                           ((size_t)p->padded - n) * rsz, err));
@@ -278,15 +294,14 @@ static tpx_status reduce_job(void *arg, tpx_error *err) {
   if (st != TPX_OK)
     return st;
   size_t count = u->rflat_bytes / rsz;
-  tpx_comm *cs = tpx__rt_dim_comm(rt, rt->dps_dim);
-  if (cs && rt->dps > 1)
-    st = tpx_comm_reduce_scatter(cs, u->rstage, u->rout, count, u->reduce,
+  if (u->gcomm && u->ws > 1)
+    st = tpx_comm_reduce_scatter(u->gcomm, u->rstage, u->rout, count, u->reduce,
                                  TPX_REDUCE_SUM, err);
   else
     st = tpx__ms_copy(ms, u->rout, u->rstage, u->rflat_bytes, TPX__D2D, err);
-  tpx_comm *cr = tpx__rt_dim_comm(rt, rt->dpr_dim);
-  if (st == TPX_OK && cr && rt->dpr > 1)
-    st = tpx_comm_all_reduce(cr, u->rout, u->rout, count, u->reduce,
+  /* HSDP's dp_replicate, or ep_shard for replicated expert parameters */
+  if (st == TPX_OK && u->rcomm && tpx_comm_size(u->rcomm) > 1)
+    st = tpx_comm_all_reduce(u->rcomm, u->rout, u->rout, count, u->reduce,
                              TPX_REDUCE_SUM, err);
   return st;
 }
@@ -302,7 +317,7 @@ static tpx_status tp_allreduce(tpx_runtime *rt, tpx__rt_unit *u, void *buf,
     const tpx__rt_param *p = &rt->params[u->first + i];
     if (!p->grad_tp_allreduce)
       continue;
-    size_t n = (size_t)(p->shard_rows * p->row_numel);
+    size_t n = (size_t)p->shard_numel;
     unsigned char *at = use_grad_off ? (unsigned char *)buf +
                                            (size_t)p->grad_off * sizeof(float)
                                      : (unsigned char *)buf + p->rflat_off;
@@ -334,7 +349,7 @@ static tpx_status reduce_plain(tpx_runtime *rt, tpx__rt_unit *u,
 /* Release a unit's reduce buffers and its unsharded gradients. */
 static void free_reduce(tpx_runtime *rt, tpx__rt_unit *u) {
   tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rstage,
-               u->rflat_bytes * (size_t)rt->dps);
+               u->rflat_bytes * (size_t)u->ws);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rout, u->rflat_bytes);
   tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->unsh_grad,
                u->unsh_bytes);
@@ -367,10 +382,10 @@ static tpx_status finish_reduce(tpx_runtime *rt, tpx__rt_unit *u,
     rout = host;
   }
   if (st == TPX_OK) {
-    float d = (float)rt->divide;
+    float d = (float)u->divide;
     for (size_t i = 0; i < u->count && st == TPX_OK; i++) {
       const tpx__rt_param *p = &rt->params[u->first + i];
-      size_t n = (size_t)(p->shard_rows * p->row_numel);
+      size_t n = (size_t)p->shard_numel;
       if (n)
         st = tpx__ms_add_f32(tpx__rt_state_ms(rt), u->grad + p->grad_off,
                              (const unsigned char *)rout + p->rflat_off,
@@ -412,12 +427,12 @@ static tpx_status clocked_runtime_reduce_grads(tpx_runtime *rt, size_t unit,
     return st;
   /* Overwritten entirely by the reduce job (padding included). */
   u->rstage = tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS,
-                                u->rflat_bytes * (size_t)rt->dps, 0);
+                                u->rflat_bytes * (size_t)u->ws, 0);
   u->rout =
       tpx__rt_alloc_raw(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rflat_bytes, 0);
   if (!u->rstage || !u->rout) {
     tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rstage,
-                 u->rflat_bytes * (size_t)rt->dps);
+                 u->rflat_bytes * (size_t)u->ws);
     tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, u->rout, u->rflat_bytes);
     u->rstage = u->rout = NULL;
     return tpx_error_set(err, TPX_NO_MEMORY,

@@ -36,14 +36,20 @@ tpx_status tpx__rt_hooks_init(tpx_runtime *rt, tpx_error *err) {
   for (size_t u = 0; u < rt->num_units; u++) {
     tpx__rt_unit *un = &rt->units[u];
     un->root = 1; /* FSDP off: the one pseudo-unit is the root */
-    if (rt->fsdp) {
+    if (rt->fsdp && u < rt->num_fsdp_units) {
       tpx_fsdp_unit fu;
       tpx_status st = tpx_sharding_fsdp_unit(rt->sh, u, &fu, err);
       if (st != TPX_OK)
         return st;
-      un->root = fu.is_root || fu.group < 0;
+      /* an experts unit (over ep_shard) is outside every module list but
+       * runs with its module, as upstream's fully_shard(experts) */
+      un->root = fu.is_root || (fu.group < 0 && !un->moe);
       if (fu.module >= 0 && (size_t)fu.module < nm)
         rt->unit_at[fu.module] = (int64_t)u;
+    } else if (rt->fsdp) { /* the runtime's own expert units (rt_ep.c) */
+      un->root = 0;
+      if (un->module >= 0 && (size_t)un->module < nm)
+        rt->unit_at[un->module] = (int64_t)u;
     }
     if (!un->root)
       continue;

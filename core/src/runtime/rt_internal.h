@@ -4,7 +4,8 @@
  * comm thread), rt_fsdp.c (unshard, reshard,
  * prefetch, gradient reduction), rt_load.c (load / gather full tensors),
  * rt_norm.c (grad norm and clip), rt_adamw.c (AdamW), rt_hooks.c (module
- * names to units, the per-pass hooks).
+ * names to units, the per-pass hooks), rt_ep.c (expert parallelism: the
+ * MoE mesh's comms, the expert parameters and their units).
  * Not for other areas: they use tpx/runtime.h. */
 #ifndef TPX_RUNTIME_RT_INTERNAL_H
 #define TPX_RUNTIME_RT_INTERNAL_H
@@ -76,12 +77,23 @@ typedef struct tpx__rt_param {
   int ndim;
   int64_t local_shape[TPX_MAX_TENSOR_DIMS];
   int64_t local_numel;
-  int64_t rows;       /* local_shape[0]; 1 for ndim 0 */
-  int64_t row_numel;  /* prod(local_shape[1:]); 1 for ndim 0 */
-  tpx_slice global;   /* this rank's shard (tpx_sharding_local_slice) */
-  tpx_slice tp_local; /* the TP-local piece (dp dims replicated) */
-  int64_t shard_rows; /* rows of this rank's shard */
-  int dp_split;       /* 1: split on dim 0 over dp_shard; 0: replicated */
+  /* The local piece is [outer, rows, row_numel] around the dim FSDP splits
+   * (split_dim: 0, or 1 for an expert parameter's Shard(1) over ep_shard);
+   * a shard is [outer, shard_rows, row_numel], contiguous, its padding at
+   * the end. */
+  int split_dim;
+  int64_t outer;       /* prod(local_shape[:split_dim]); 1 for split_dim 0 */
+  int64_t rows;        /* local_shape[split_dim]; 1 for ndim 0 */
+  int64_t row_numel;   /* prod(local_shape[split_dim+1:]); 1 for ndim 0 */
+  tpx_slice global;    /* this rank's shard (tpx_sharding_local_slice) */
+  tpx_slice tp_local;  /* the TP-local piece (dp dims replicated); for an
+                          expert parameter the ep-local one (ep_shard
+                          replicated): [E/ep, ...] */
+  int64_t shard_rows;  /* rows of this rank's shard */
+  int64_t shard_numel; /* outer * shard_rows * row_numel */
+  int dp_split;        /* 1: split over its unit's group; 0: replicated */
+  int moe;             /* on the MoE mesh (a routed-expert parameter) */
+  unsigned moe_mask;   /* moe: bit 0 sharded over ep_shard, bit 1 over ep */
   int64_t padded;     /* per-rank padded numel (tpx_layout_fsdp_padded_numel) */
   size_t flat_off;    /* bytes into the storage flat buffer */
   size_t cflat_off;   /* bytes into one rank's compute-dtype gather block */
@@ -99,10 +111,21 @@ typedef struct tpx__rt_unit {
   int reshard_after_forward;
   const int64_t *fwd, *bwd; /* borrowed from the sharding */
   size_t num_fwd, num_bwd;
-  size_t flat_bytes;    /* storage flat buffer, per rank */
-  size_t cflat_bytes;   /* one rank's compute-dtype gather block */
-  size_t rflat_bytes;   /* one rank's reduce-dtype block */
-  tpx_dtype reduce;     /* the unit's reduce dtype */
+  size_t flat_bytes;  /* storage flat buffer, per rank */
+  size_t cflat_bytes; /* one rank's compute-dtype gather block */
+  size_t rflat_bytes; /* one rank's reduce-dtype block */
+  tpx_dtype reduce;   /* the unit's reduce dtype */
+  /* The group the unit is sharded over: dp_shard (or its view) for the
+   * sharding's units on the main mesh, ep_shard for an experts unit at
+   * ep > 1, one rank for an expert unit of the runtime's own (rt_ep.c).
+   * gcomm NULL when ws is 1. After the reduce-scatter the reduced shard is
+   * all-reduced over rcomm when set (dp_replicate; ep_shard for expert
+   * parameters replicated there) and divided by `divide`. */
+  int moe;
+  int64_t ws;
+  tpx_comm *gcomm, *rcomm;
+  double divide;
+  int64_t module;       /* the module it wraps (-1: none known) */
   int64_t grad_numel;   /* f32 flat grad / optimizer state */
   int64_t master_numel; /* f32 master elements (0: all storage f32) */
   size_t unsh_bytes;    /* unsharded params (compute dtype) */
@@ -151,6 +174,19 @@ struct tpx_runtime {
   tpx_comm *dps_comm;
   int fsdp;
   double divide;
+  /* Expert parallelism (rt_ep.c): ep and ep_shard (1 and 1 at ep 1), the
+   * comms of the MoE mesh's dims (owned; NULL at ep 1), the divisor of the
+   * expert gradients, and how many of the units are the sharding's FSDP
+   * units (the rest are the runtime's own expert units). */
+  int64_t ep, ep_shard;
+  tpx_comm *ep_comm, *eps_comm;
+  double expert_divide;
+  size_t num_fsdp_units;
+  /* The modules holding expert parameters that are in no FSDP unit (ep =
+   * world, or FSDP over one rank), each a runtime unit of its own after
+   * the FSDP units (owned). */
+  int64_t *ep_modules;
+  size_t num_ep_modules;
   size_t num_params;   /* model parameters (aliases included) */
   int64_t *param_slot; /* [num_params] index in params (aliases: target's) */
   tpx__rt_param *params;
@@ -227,6 +263,33 @@ int tpx__rt_dim_is_dp(const tpx_runtime *rt, int dim);
 tpx_status tpx__rt_all_reduce_dim(tpx_runtime *rt, int dim, void *buf,
                                   size_t count, tpx_dtype dt, tpx_reduce_op op,
                                   tpx_error *err);
+/* All-reduce in place over `c` (NULL or size 1: no-op), on the comm
+ * thread when `queued` (a comm the unit jobs use), else inline. */
+tpx_status tpx__rt_all_reduce_comm(tpx_runtime *rt, tpx_comm *c, int queued,
+                                   void *buf, size_t count, tpx_dtype dt,
+                                   tpx_reduce_op op, tpx_error *err);
+
+/* ---- expert parallelism (rt_ep.c) ---- */
+
+/* The MoE mesh's comms and the expert divisor (create, before build);
+ * TPX_UNSUPPORTED for ep > 1 without FSDP units. */
+tpx_status tpx__rt_ep_init(tpx_runtime *rt, tpx_error *err);
+/* Fill an expert parameter's shapes and slices (describe_param's MoE
+ * half; dtypes are set by the caller). */
+tpx_status tpx__rt_ep_describe(tpx_runtime *rt, int64_t index,
+                               const tpx_param_info *info, tpx__rt_param *p,
+                               tpx_error *err);
+/* The runtime unit of an expert parameter outside every FSDP unit: its
+ * module's (rt->num_fsdp_units + k, k its index in rt->ep_modules); -1
+ * for others. */
+int64_t tpx__rt_ep_extra_unit(const tpx_runtime *rt, int64_t param);
+/* The group, replicas and divisor of unit u (create, after its params). */
+void tpx__rt_ep_unit_groups(tpx_runtime *rt, size_t u);
+/* An expert gradient's all-reduce over the MoE mesh dims in `mask`. */
+tpx_status tpx__rt_ep_reduce_mask(tpx_runtime *rt, unsigned mask, void *buf,
+                                  size_t count, tpx_dtype dt, tpx_reduce_op op,
+                                  tpx_error *err);
+
 /* ---- parameters (rt_runtime.c) ---- */
 
 /* Look up parameter `param` (alias -> target); NULL + error when bad. */

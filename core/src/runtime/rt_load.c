@@ -60,7 +60,7 @@ tpx_status tpx_runtime_load_param(tpx_runtime *rt, int64_t param,
                          fqn_of(rt, p), p->unit);
   int64_t numel;
   tpx_slice whole = whole_of(rt, p, &numel);
-  size_t n = (size_t)(p->shard_rows * p->row_numel);
+  size_t n = (size_t)p->shard_numel;
   if (n == 0)
     return TPX_OK;
   size_t es = tpx_dtype_size(dtype);
@@ -117,7 +117,7 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
    * then copied once to the caller's host buffer. The shard is converted
    * where it lives (host memory under offload: then placed by H2D). */
   const tpx__memspace *ms = rt->ms, *sms = tpx__rt_state_ms(rt);
-  size_t n = (size_t)(p->shard_rows * p->row_numel);
+  size_t n = (size_t)p->shard_numel;
   void *dfull = NULL, *tmp = NULL;
   tpx_status st = tpx__ms_alloc(ms, (size_t)numel * es, 1, &dfull, err);
   if (st == TPX_OK)
@@ -137,6 +137,9 @@ static tpx_status gather_full(tpx_runtime *rt, int64_t param, void *full,
     st = tpx__rt_all_reduce_dim(rt, d, dfull, (size_t)numel, dtype,
                                 TPX_REDUCE_SUM, err);
   }
+  if (st == TPX_OK && p->moe) /* over the MoE mesh dims it is sharded on */
+    st = tpx__rt_ep_reduce_mask(rt, p->moe_mask, dfull, (size_t)numel, dtype,
+                                TPX_REDUCE_SUM, err);
   if (st == TPX_OK)
     st = tpx__ms_copy(ms, full, dfull, (size_t)numel * es, TPX__D2H, err);
   tpx__ms_free(sms, tmp);

@@ -8,8 +8,12 @@
  * (dp_shard_cp under context parallelism) come before tp, the order of
  * the upstream norm (docs/SEMANTICS.md "Context parallelism"), each
  * gradient only over the dims it is sharded on.
+ * Expert parameters (ep > 1) have four slots of their own after those,
+ * by the MoE mesh dims they are sharded on (ep_shard, ep), reduced over
+ * those after the main mesh's: each expert element counts once.
  * Everything runs in the runtime's memory space (device/memspace.h); the
- * host reads back only the 2^ndim reduced slot values to form the norm. */
+ * host reads back only the 2^ndim + 4 reduced slot values to form the
+ * norm. */
 #include <math.h>
 #include <string.h>
 
@@ -36,8 +40,9 @@ static tpx_status clocked_runtime_grad_norm(tpx_runtime *rt, double norm_type,
    * host, in one copy of 2^ndim doubles (documented in docs/RUNTIME.md):
    * the single host read of the norm. */
   const tpx__memspace *ms = rt->ms;
-  size_t nslots = (size_t)1 << rt->ndim;
-  double host[1u << TPX_MESH_MAX_DIMS];
+  size_t nmain = (size_t)1 << rt->ndim;
+  size_t nslots = nmain + 4; /* + the expert slots */
+  double host[(1u << TPX_MESH_MAX_DIMS) + 4];
   void *accv = NULL;
   tpx_status st = tpx__ms_alloc(ms, nslots * 2 * sizeof(double), 1, &accv, err);
   if (st != TPX_OK)
@@ -46,31 +51,37 @@ static tpx_status clocked_runtime_grad_norm(tpx_runtime *rt, double norm_type,
   double *pack = acc + nslots;
   /* Offload: the gradients are host memory; the sums form there and go
    * to the device once. */
-  double hacc[1u << TPX_MESH_MAX_DIMS] = {0};
+  double hacc[(1u << TPX_MESH_MAX_DIMS) + 4] = {0};
   double *sacc = rt->opts.offload ? hacc : acc;
   for (size_t i = 0; i < rt->num_rt_params && st == TPX_OK; i++) {
     const tpx__rt_param *p = &rt->params[i];
     const float *g = rt->units[p->unit].grad + p->grad_off;
-    size_t n = (size_t)(p->shard_rows * p->row_numel);
+    size_t n = (size_t)p->shard_numel;
+    size_t slot = p->moe ? nmain + p->moe_mask : p->shard_mask;
     if (n)
-      st = tpx__ms_norm_acc(tpx__rt_state_ms(rt), sacc + p->shard_mask, g, n,
-                            inf, err);
+      st = tpx__ms_norm_acc(tpx__rt_state_ms(rt), sacc + slot, g, n, inf, err);
   }
   if (st == TPX_OK && sacc != acc)
     st = tpx__ms_copy(ms, acc, sacc, nslots * sizeof(double), TPX__H2D, err);
-  for (int d = 0; d < rt->ndim && st == TPX_OK; d++) {
+  /* d < ndim: the main mesh's dims; then ep_shard and ep for the expert
+   * slots. */
+  for (int d = 0; d < rt->ndim + 2 && st == TPX_OK; d++) {
+    int moe = d >= rt->ndim;
+    size_t lo = moe ? nmain : 0, hi = moe ? nslots : nmain;
+    unsigned bit = moe ? 1u << (d - rt->ndim) : 1u << d;
     size_t m = 0;
-    for (size_t s = 0; s < nslots && st == TPX_OK; s++)
-      if (s & (1u << d))
+    for (size_t s = lo; s < hi && st == TPX_OK; s++)
+      if ((s - lo) & bit)
         st = tpx__ms_copy(ms, pack + m++, acc + s, sizeof(double), TPX__D2D,
                           err);
     if (m == 0 || st != TPX_OK)
       continue;
-    st = tpx__rt_all_reduce_dim(rt, d, pack, m, TPX_DTYPE_F64,
-                                inf ? TPX_REDUCE_MAX : TPX_REDUCE_SUM, err);
+    tpx_reduce_op op = inf ? TPX_REDUCE_MAX : TPX_REDUCE_SUM;
+    st = moe ? tpx__rt_ep_reduce_mask(rt, bit, pack, m, TPX_DTYPE_F64, op, err)
+             : tpx__rt_all_reduce_dim(rt, d, pack, m, TPX_DTYPE_F64, op, err);
     m = 0;
-    for (size_t s = 0; s < nslots && st == TPX_OK; s++)
-      if (s & (1u << d))
+    for (size_t s = lo; s < hi && st == TPX_OK; s++)
+      if ((s - lo) & bit)
         st = tpx__ms_copy(ms, acc + s, pack + m++, sizeof(double), TPX__D2D,
                           err);
   }

@@ -37,11 +37,72 @@ tpx__rt_param *tpx__rt_lookup(const tpx_runtime *rt, int64_t param,
 
 /* ---- create ---- */
 
+/* A main-mesh parameter's shapes: its TP-local piece, and the dim-0 split
+ * over dp_shard. */
+static tpx_status describe_shape(tpx_runtime *rt, const tpx_param_info *info,
+                                 const tpx_param_sharding *ps, tpx__rt_param *p,
+                                 tpx_error *err) {
+  const tpx_mesh *mesh = tpx_sharding_mesh(rt->sh);
+  tpx_status st;
+  /* The TP-local piece: the same placements with the dp dims replicated. */
+  tpx_placement pl[TPX_MESH_MAX_DIMS];
+  for (int d = 0; d < rt->ndim; d++) {
+    pl[d] = ps->placements[d];
+    if (tpx__rt_dim_is_dp(rt, d))
+      pl[d] = tpx_placement_replicate();
+  }
+  st = tpx_layout_local_slice(info->shape, info->ndim, mesh, pl, rt->rank,
+                              &p->tp_local, err);
+  if (st != TPX_OK)
+    return st;
+  p->local_numel = 1;
+  for (int i = 0; i < info->ndim; i++) {
+    p->local_shape[i] = p->tp_local.length[i];
+    p->local_numel *= p->local_shape[i];
+  }
+  p->rows = info->ndim ? p->local_shape[0] : 1;
+  p->row_numel = p->rows ? p->local_numel / p->rows : 0;
+  if (info->ndim && p->rows == 0) { /* empty TP piece: row size from shape */
+    p->row_numel = 1;
+    for (int i = 1; i < info->ndim; i++) p->row_numel *= p->local_shape[i];
+  }
+  for (int d = 0; d < rt->ndim; d++) {
+    tpx_placement_kind k = ps->placements[d].kind;
+    /* FSDP's dim splits over its whole view (dp_shard_cp: dp_shard 1 x
+     * cp 2 still splits in two) */
+    int64_t size = d == rt->dps_dim ? rt->dps : tpx_mesh_dim_size(mesh, d);
+    if ((k == TPX_SHARD || k == TPX_STRIDED_SHARD) && size > 1)
+      p->shard_mask |= 1u << d;
+  }
+  p->dp_split = 0;
+  if (rt->fsdp && rt->dps_dim >= 0 && info->ndim > 0) {
+    tpx_placement_kind k = ps->placements[rt->dps_dim].kind;
+    p->dp_split = k == TPX_SHARD || k == TPX_STRIDED_SHARD;
+  }
+  p->shard_rows = p->dp_split ? p->global.length[0] : p->rows;
+  /* The shard must be rows of the TP-local piece. */
+  for (int i = p->dp_split ? 1 : 0; i < info->ndim; i++)
+    if (p->global.length[i] != p->local_shape[i] ||
+        p->global.offset[i] != p->tp_local.offset[i])
+      return tpx_error_set(err, TPX_UNSUPPORTED,
+                           "tpx_runtime_create: parameter '%s': the "
+                           "data-parallel split is not along dim 0 of the "
+                           "TP-local piece",
+                           info->fqn);
+  p->split_dim = 0;
+  p->outer = 1;
+  p->shard_numel = p->shard_rows * p->row_numel;
+  if (rt->fsdp)
+    return tpx_layout_fsdp_padded_numel(
+        p->local_shape, info->ndim, p->dp_split ? rt->dps : 1, &p->padded, err);
+  p->padded = p->local_numel;
+  return TPX_OK;
+}
+
 /* Fill one parameter's shapes, dtypes and slices (offsets come later). */
 static tpx_status describe_param(tpx_runtime *rt, int64_t index,
                                  tpx__rt_param *p, tpx_error *err) {
   const tpx_sharding *sh = rt->sh;
-  const tpx_mesh *mesh = tpx_sharding_mesh(sh);
   tpx_param_info info;
   tpx_param_sharding ps;
   tpx_status st = tpx_model_param(tpx_sharding_model(sh), index, &info, err);
@@ -54,60 +115,15 @@ static tpx_status describe_param(tpx_runtime *rt, int64_t index,
   p->index = index;
   p->unit = rt->fsdp ? (size_t)ps.fsdp_unit : 0;
   p->ndim = info.ndim;
-
-  /* The TP-local piece: the same placements with the dp dims replicated. */
-  tpx_placement pl[TPX_MESH_MAX_DIMS];
-  for (int d = 0; d < rt->ndim; d++) {
-    pl[d] = ps.placements[d];
-    if (tpx__rt_dim_is_dp(rt, d))
-      pl[d] = tpx_placement_replicate();
+  if (tpx_sharding_param_mesh(sh, index) != tpx_sharding_mesh(sh)) {
+    st = tpx__rt_ep_describe(rt, index, &info, p, err);
+    if (ps.fsdp_unit < 0) /* in no FSDP unit: the runtime's own */
+      p->unit = (size_t)tpx__rt_ep_extra_unit(rt, index);
+  } else {
+    st = describe_shape(rt, &info, &ps, p, err);
   }
-  st = tpx_layout_local_slice(info.shape, info.ndim, mesh, pl, rt->rank,
-                              &p->tp_local, err);
   if (st != TPX_OK)
     return st;
-  p->local_numel = 1;
-  for (int i = 0; i < info.ndim; i++) {
-    p->local_shape[i] = p->tp_local.length[i];
-    p->local_numel *= p->local_shape[i];
-  }
-  p->rows = info.ndim ? p->local_shape[0] : 1;
-  p->row_numel = p->rows ? p->local_numel / p->rows : 0;
-  if (info.ndim && p->rows == 0) { /* empty TP piece: row size from shape */
-    p->row_numel = 1;
-    for (int i = 1; i < info.ndim; i++) p->row_numel *= p->local_shape[i];
-  }
-  for (int d = 0; d < rt->ndim; d++) {
-    tpx_placement_kind k = ps.placements[d].kind;
-    /* FSDP's dim splits over its whole view (dp_shard_cp: dp_shard 1 x
-     * cp 2 still splits in two) */
-    int64_t size = d == rt->dps_dim ? rt->dps : tpx_mesh_dim_size(mesh, d);
-    if ((k == TPX_SHARD || k == TPX_STRIDED_SHARD) && size > 1)
-      p->shard_mask |= 1u << d;
-  }
-  p->dp_split = 0;
-  if (rt->fsdp && rt->dps_dim >= 0 && info.ndim > 0) {
-    tpx_placement_kind k = ps.placements[rt->dps_dim].kind;
-    p->dp_split = k == TPX_SHARD || k == TPX_STRIDED_SHARD;
-  }
-  p->shard_rows = p->dp_split ? p->global.length[0] : p->rows;
-  /* The shard must be rows of the TP-local piece. */
-  for (int i = p->dp_split ? 1 : 0; i < info.ndim; i++)
-    if (p->global.length[i] != p->local_shape[i] ||
-        p->global.offset[i] != p->tp_local.offset[i])
-      return tpx_error_set(err, TPX_UNSUPPORTED,
-                           "tpx_runtime_create: parameter '%s': the "
-                           "data-parallel split is not along dim 0 of the "
-                           "TP-local piece",
-                           info.fqn);
-  if (rt->fsdp) {
-    st = tpx_layout_fsdp_padded_numel(
-        p->local_shape, info.ndim, p->dp_split ? rt->dps : 1, &p->padded, err);
-    if (st != TPX_OK)
-      return st;
-  } else {
-    p->padded = p->local_numel;
-  }
 
   /* Dtypes. */
   int keep32 = tpx_sharding_param_keeps_fp32(sh, index);
@@ -144,7 +160,8 @@ static tpx_status describe_param(tpx_runtime *rt, int64_t index,
                          "bf16 and f16",
                          info.fqn, tpx_dtype_short_name(p->compute),
                          tpx_dtype_short_name(p->reduce));
-  p->grad_tp_allreduce = tpx_tp_param_grad_needs_allreduce(sh, index);
+  p->grad_tp_allreduce =
+      !p->moe && tpx_tp_param_grad_needs_allreduce(sh, index);
   return TPX_OK;
 }
 
@@ -284,7 +301,8 @@ static tpx_status build(tpx_runtime *rt, tpx_error *err) {
   for (size_t u = 0; u < rt->num_units; u++) {
     tpx__rt_unit *un = &rt->units[u];
     un->rt = rt;
-    if (rt->fsdp) {
+    tpx__rt_ep_unit_groups(rt, u);
+    if (rt->fsdp && u < rt->num_fsdp_units) {
       tpx_fsdp_unit fu;
       tpx_status st = tpx_sharding_fsdp_unit(sh, u, &fu, err);
       if (st != TPX_OK)
@@ -338,13 +356,6 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   if (!sh)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_runtime_create: sharding is NULL");
-  /* Expert parallelism is planned (placements, bytes, checkpoints), not
-   * run: the token exchange over ep is not in the runtime. */
-  if (tpx_sharding_ep_size(sh) > 1)
-    return tpx_error_set(err, TPX_UNSUPPORTED,
-                         "tpx_runtime_create: the sharding has expert "
-                         "parallelism (ep %lld); the runtime runs ep 1 only",
-                         (long long)tpx_sharding_ep_size(sh));
   tpx_status st = tpx__mesh_comm_check(mc, tpx_sharding_mesh(sh),
                                        "tpx_runtime_create", err);
   if (st != TPX_OK)
@@ -371,6 +382,12 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
                          "tpx_runtime_create: grad_divide_factor %g must be "
                          ">= 0 (0 = the data-parallel size)",
                          o.grad_divide_factor);
+  if (!(o.expert_grad_divide_factor >= 0.0) ||
+      o.expert_grad_divide_factor > 1e30)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "tpx_runtime_create: expert_grad_divide_factor %g "
+                         "must be >= 0 (0 = its default, the world size)",
+                         o.expert_grad_divide_factor);
   tpx_runtime *rt = calloc(1, sizeof *rt);
   if (!rt)
     return tpx_error_set(err, TPX_NO_MEMORY,
@@ -390,7 +407,8 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   rt->dps = dims.dps;
   rt->dpr = dims.dpr;
   rt->fsdp = tpx_sharding_num_fsdp_units(sh) > 0;
-  rt->num_units = rt->fsdp ? tpx_sharding_num_fsdp_units(sh) : 1;
+  rt->num_fsdp_units = rt->fsdp ? tpx_sharding_num_fsdp_units(sh) : 0;
+  rt->num_units = rt->fsdp ? rt->num_fsdp_units : 1;
   if (o.offload && !rt->fsdp) { /* CPUOffloadPolicy is an FSDP2 policy */
     free(rt);
     return tpx_error_set(err, TPX_UNSUPPORTED,
@@ -403,6 +421,9 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
   rt->dps_ndims = dims.dps_ndims;
   st = fsdp_view(rt, err);
   if (st == TPX_OK)
+    st = tpx__rt_ep_init(rt, err);
+  rt->num_units += rt->num_ep_modules; /* expert units of the runtime's own */
+  if (st == TPX_OK)
     st = build(rt, err);
   if (st == TPX_OK)
     st = tpx__rt_hooks_init(rt, err);
@@ -410,7 +431,7 @@ tpx_status tpx_runtime_create(const tpx_sharding *sh, tpx_mesh_comm *mc,
     /* A comm thread for the dp collectives: local threads always; mpi
      * only under MPI_THREAD_MULTIPLE; nccl never (synchronous). */
     const char *be = tpx_comm_backend(tpx_mesh_comm_world(mc));
-    int threaded = o.async && rt->dps * rt->dpr > 1 &&
+    int threaded = o.async && (rt->dps * rt->dpr > 1 || rt->ep_shard > 1) &&
                    (strcmp(be, "local") == 0 ||
                     (strcmp(be, "mpi") == 0 && tpx__mpi_thread_multiple()));
     st = tpx__rt_queue_start(&rt->queue, threaded, err);
@@ -428,6 +449,9 @@ void tpx_runtime_destroy(tpx_runtime *rt) {
     return;
   tpx__rt_queue_stop(&rt->queue);
   tpx_comm_destroy(rt->dps_comm);
+  tpx_comm_destroy(rt->ep_comm);
+  tpx_comm_destroy(rt->eps_comm);
+  free(rt->ep_modules);
   for (size_t u = 0; rt->units && u < rt->num_units; u++) {
     tpx__rt_unit *un = &rt->units[u];
     if (rt->fsdp) {
@@ -435,7 +459,7 @@ void tpx_runtime_destroy(tpx_runtime *rt) {
       tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, un->unsh_grad,
                    un->unsh_bytes);
       tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, un->rstage,
-                   un->rflat_bytes * (size_t)rt->dps);
+                   un->rflat_bytes * (size_t)un->ws);
       tpx__rt_free(rt, TPX_RUNTIME_MEM_UNSHARDED_GRADS, un->rout,
                    un->rflat_bytes);
     }
@@ -508,9 +532,10 @@ tpx_status tpx_runtime_param(const tpx_runtime *rt, int64_t param,
   out->sharded = (unsigned char *)u->flat + p->flat_off;
   out->master = tpx__rt_master(rt, p);
   out->sharded_grad = u->grad + p->grad_off;
-  out->sharded_numel = p->shard_rows * p->row_numel;
+  out->sharded_numel = p->shard_numel;
   for (int i = 0; i < p->ndim; i++) {
-    out->sharded_shape[i] = i == 0 ? p->shard_rows : p->local_shape[i];
+    out->sharded_shape[i] =
+        i == p->split_dim ? p->shard_rows : p->local_shape[i];
     out->local_shape[i] = p->local_shape[i];
   }
   out->global = p->global;

@@ -99,6 +99,18 @@ bad)
     sed "${v%:*}" "$fix/llama/config.json" > "$tmp/${v##*:}/config.json"
     cp "$fix/llama/model.safetensors" "$tmp/${v##*:}/"
   done
+  # MoE configs tpx-train refuses (issue 29)
+  for v in 'glm4moe:s/"partial_rotary_factor": 1.0/"partial_rotary_factor": 0.5/:glm4-rotary' \
+           'glm4moe:/"partial_rotary_factor": 1.0,/d:glm4-rotary-absent' \
+           'glm4moe:s/"use_qk_norm": false/"use_qk_norm": true/:glm4-qk-norm' \
+           'mixtral:s/"router_jitter_noise": 0.0/"router_jitter_noise": 0.01/:mixtral-jitter' \
+           'qwen3moe:s/"output_router_logits": false/"output_router_logits": true/; s/"router_aux_loss_coef": 0.0/"router_aux_loss_coef": 0.001/:qwen3moe-aux' \
+           'qwen3moe:s/"num_experts_per_tok": 2/"num_experts_per_tok": 9/:qwen3moe-topk'; do
+    src=${v%%:*} rest=${v#*:}
+    mkdir -p "$tmp/${rest##*:}"
+    sed "${rest%:*}" "$fix/$src/config.json" > "$tmp/${rest##*:}/config.json"
+    cp "$fix/$src/model.safetensors" "$tmp/${rest##*:}/"
+  done
   # a NaN in the weights: the first float of the data (lm_head row 0, so
   # every position's logits)
   mkdir -p "$tmp/nan-weights"
