@@ -1,27 +1,27 @@
-# pairs.sh — the fair-run harness that bench/train/run.sh and
-# bench/cp/run.sh share (sourced, not run): the model and token batch in a
-# temporary directory, tpx-train and torch runs with the same threads per
-# rank (cores / world), records of each run, the medians with their
+# pairs.sh — the fair-run harness that bench/train/run.sh, bench/cp/run.sh
+# and bench/moe/run.sh share (sourced, not run): the model and token batch
+# in a temporary directory, tpx-train and torch runs with the same threads
+# per rank (cores / world), records of each run, the medians with their
 # min-max, ratios, and the load average with its NOISY mark
 # (bench/README.md "Training" says what makes a run fair).
 # The caller sets build, steps, py (an interpreter with torch) and lib
-# (this folder, for stats.awk), then calls bench_init.
+# (this folder, for stats.awk), then calls bench_init (bench/train's
+# random Llama) or bench_setup (a caller that writes its own model).
 
 loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
-# bench_init NAME H L NH KV I V B T: checks the binaries (exit 2 when one is
-# not built), writes the random Llama and its [B, T+1] batch to $dir,
-# sets cores, rec (the records file), have_torch and omp_wait.
-bench_init() {
+# bench_setup NAME [BINARY...]: checks tpx-train and the other binaries
+# named (exit 2 when one is not built), makes the temporary $dir (removed
+# on exit), sets cores, rec (the records file), have_torch and omp_wait.
+bench_setup() {
   train=$build/examples/train/tpx-train
-  gen=$build/bench/train/tpx-bench-train-model
-  for b in "$train" "$gen"; do
+  name=$1
+  shift
+  for b in "$train" "$@"; do
     [ -x "$b" ] || { echo "$(basename "$0"): $b not built" >&2; exit 2; }
   done
-  dir=$(mktemp -d "${TMPDIR:-/tmp}/tpx-bench-$1.XXXXXX")
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/tpx-bench-$name.XXXXXX")
   trap 'rm -rf "$dir"' EXIT INT TERM
-  H=$2 L=$3 NH=$4 KV=$5 I=$6 V=$7 B=$8 T=$9
-  "$gen" "$dir" "$H" "$L" "$NH" "$KV" "$I" "$V" "$B" "$T" >/dev/null
   cores=$(nproc)
   rec=$dir/records
   : >"$rec"
@@ -34,22 +34,38 @@ bench_init() {
   return 0
 }
 
+# bench_init NAME H L NH KV I V B T: bench_setup, then the random Llama
+# and its [B, T+1] batch in $dir.
+bench_init() {
+  gen=$build/bench/train/tpx-bench-train-model
+  bench_setup "$1" "$gen"
+  H=$2 L=$3 NH=$4 KV=$5 I=$6 V=$7 B=$8 T=$9
+  "$gen" "$dir" "$H" "$L" "$NH" "$KV" "$I" "$V" "$B" "$T" >/dev/null
+}
+
 # bench_header TORCH_SIDE: the machine, tpx-train's BLAS (name, version,
 # kernel, threads at world 1: `tpx-train --blas-info`, with its stderr line
 # when OpenBLAS chose a fallback kernel on this CPU; docs/TRAIN.md), the
 # model, the torch side.
 bench_header() {
-  echo "machine: $cores cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-  OPENBLAS_NUM_THREADS=$cores "$train" --blas-info 2>&1 | sed 's/^/tpx side: /'
+  bench_machine
   echo "model: hidden $H, $L layers, $NH heads ($KV kv), intermediate $I," \
        "vocab $V; batch $B x seq $T; $steps steps per run (first excluded)"
   echo "torch side: $1"
 }
 
+# bench_machine: the machine (cores, CPU model) and tpx-train's BLAS line.
+bench_machine() {
+  echo "machine: $cores cores,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+  OPENBLAS_NUM_THREADS=$cores "$train" --blas-info 2>&1 | sed 's/^/tpx side: /'
+}
+
 # tpx_run SERIES WORLD ARGS...: one tpx-train run; records its tokens/s,
 # its share of the step in collectives (SERIES-coll) and, when tpx-train's
 # throughput line reports it ("cp collectives N%"), the share in cp
-# collectives (SERIES-cpcoll).
+# collectives (SERIES-cpcoll), and when it reports an MoE dispatch share
+# ("moe dispatch N%", "ep ... N%" or "dispatch N%"), that share
+# (SERIES-moe).
 tpx_run() {
   series=$1 world=$2
   shift 2
@@ -63,16 +79,20 @@ tpx_run() {
   tok=$(echo "$out" | sed -n 's/^throughput \([0-9.]*\) tokens.*/\1/p')
   coll=$(echo "$out" | sed -n 's/^throughput .* s  collectives \([0-9.]*\)%.*/\1/p')
   cpc=$(echo "$out" | sed -n 's/^throughput .*[ (]cp[a-z ]* \([0-9.]*\)%.*/\1/p')
+  moe=$(echo "$out" | sed -n -E \
+    's/^throughput .*[ (](moe|ep|dispatch)[a-z -]* ([0-9.]+)%.*/\2/p')
   echo "$series ${tok:-failed}" >>"$rec"
   echo "$series-coll ${coll:-failed}" >>"$rec"
   [ -z "$cpc" ] || echo "$series-cpcoll $cpc" >>"$rec"
-  echo "  $series: $tok tokens/s (collectives $coll%${cpc:+, of which cp $cpc%})"
+  [ -z "$moe" ] || echo "$series-moe $moe" >>"$rec"
+  echo "  $series: $tok tokens/s (collectives $coll%${cpc:+, of which cp $cpc%}${moe:+, MoE dispatch $moe%})"
 }
 
 # torch_run SERIES SCRIPT ARGS...: one torch run, SCRIPT given the model,
 # the batch, B, T, the steps and the cores, then ARGS. Records its tokens/s
-# and, when the script prints "CP cp_s=", the share of the step in cp
-# collectives (SERIES-cpcoll).
+# and, when the script prints "CP cp_s=" or "MOE dispatch_s=", the share of
+# the step in cp collectives (SERIES-cpcoll) or in the MoE dispatch
+# (SERIES-moe).
 torch_run() {
   [ "$have_torch" = 1 ] || return 0
   series=$1 script=$2
@@ -85,7 +105,11 @@ torch_run() {
       if ($i ~ /^step_s=/) s = substr($i, 8) }
     /^CP / { c = substr($2, 6) } END { if (s > 0 && c != "") printf "%.1f", 100 * c / s }')
   [ -z "$cpc" ] || echo "$series-cpcoll $cpc" >>"$rec"
-  [ -n "$tok" ] && echo "  $series: $tok tokens/s${cpc:+ (cp collectives $cpc%)}" \
+  moe=$(echo "$out" | awk '/^RESULT/ { for (i = 1; i <= NF; i++)
+      if ($i ~ /^step_s=/) s = substr($i, 8) }
+    /^MOE / { c = substr($2, 12) } END { if (s > 0 && c != "") printf "%.1f", 100 * c / s }')
+  [ -z "$moe" ] || echo "$series-moe $moe" >>"$rec"
+  [ -n "$tok" ] && echo "  $series: $tok tokens/s${cpc:+ (cp collectives $cpc%)}${moe:+ (MoE dispatch $moe%)}" \
     || echo "  $series: failed: $(echo "$out" | tail -1)"
 }
 
