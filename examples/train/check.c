@@ -91,13 +91,18 @@ static int cmd_steps(int argc, char **argv) {
   json_t *r = load_last_json(argv[2]), *e = load_last_json(argv[3]);
   if (!r || !e) {
     fprintf(stderr, "cannot read %s or %s\n", argv[2], argv[3]);
+    json_decref(r);
+    json_decref(e);
     return 2;
   }
   json_t *es = argc == 6 ? case_steps(e, argv[4]) : json_object_get(e, "steps");
   json_t *rs = json_object_get(r, "steps");
   if (!json_is_array(es) || !json_is_array(rs) ||
       json_array_size(es) != json_array_size(rs) || !json_array_size(rs)) {
-    fprintf(stderr, "steps: missing or of different counts\n");
+    fprintf(stderr, "steps%s%s: missing or of different counts\n",
+            argc == 6 ? " of case " : "", argc == 6 ? argv[4] : "");
+    json_decref(r);
+    json_decref(e);
     return 1;
   }
   double worst = 0;
