@@ -25,9 +25,10 @@
 #   bench   copy / kernel bandwidth vs cudaMemcpy D2D; one FSDP step split
 #   suites  meson test of the device, comm and runtime suites in that build
 #           (the sim variants; rt_nccl on the GPU)
-#   cuda-suites  the runtime suite again with TPX_TEST_DEVICE=cuda: every TP
-#           and FSDP case's device-memory run on the GPU (managed memory),
-#           held against its host run as the sim runs are
+#   cuda-suites  the runtime suite again with TPX_TEST_DEVICE=cuda: every TP,
+#           FSDP, expert-parallel (rt_ep) and MoE dispatch (moe_dispatch)
+#           case's device-memory run on the GPU (managed memory), held
+#           against its host run as the sim runs are
 set -u
 cd "$(dirname "$0")/.." || exit 1
 dir=${1:-build-gpu}

@@ -4,7 +4,10 @@
  *
  *   steps  RESULT EXPECTED [CASE] TOL   per-step loss and grad_norm, relative;
  *          RESULT is tpx-train --format json output (its last line),
- *          EXPECTED the same or the fixtures' expected.json with CASE
+ *          EXPECTED the same or the fixtures' expected.json with CASE.
+ *          CASE may be a path of keys under the case, split by '/'
+ *          (qwen3moe/automodel/ep/2): an object there stands for its
+ *          "steps", an array is the steps
  *   params A.safetensors B.safetensors TOL [GRADS LR WD STEPS]
  *          every tensor: ||a-b|| / ||b|| <= TOL (L2 over the tensor). With
  *          GRADS (B's run's --dump-grads) the elements whose gradient is
@@ -64,6 +67,23 @@ static double num(json_t *v) {
 /* A difference for the worst-so-far tests: NaN counts as infinite. */
 static double nan_inf(double d) { return isnan(d) ? INFINITY : d; }
 
+/* The steps of expected.json's case `path` (CASE[/KEY...]: each key one
+ * level further down; an object ends at its "steps"); NULL when absent. */
+static json_t *case_steps(json_t *e, const char *path) {
+  json_t *node = json_object_get(e, "cases");
+  char key[256];
+  while (node && *path) {
+    size_t n = strcspn(path, "/");
+    if (n >= sizeof key)
+      return NULL;
+    memcpy(key, path, n);
+    key[n] = 0;
+    node = json_object_get(node, key);
+    path += n + (path[n] == '/');
+  }
+  return json_is_object(node) ? json_object_get(node, "steps") : node;
+}
+
 static int cmd_steps(int argc, char **argv) {
   if (argc != 5 && argc != 6)
     return 2;
@@ -71,17 +91,18 @@ static int cmd_steps(int argc, char **argv) {
   json_t *r = load_last_json(argv[2]), *e = load_last_json(argv[3]);
   if (!r || !e) {
     fprintf(stderr, "cannot read %s or %s\n", argv[2], argv[3]);
+    json_decref(r);
+    json_decref(e);
     return 2;
   }
-  json_t *es =
-      argc == 6
-          ? json_object_get(
-                json_object_get(json_object_get(e, "cases"), argv[4]), "steps")
-          : json_object_get(e, "steps");
+  json_t *es = argc == 6 ? case_steps(e, argv[4]) : json_object_get(e, "steps");
   json_t *rs = json_object_get(r, "steps");
   if (!json_is_array(es) || !json_is_array(rs) ||
       json_array_size(es) != json_array_size(rs) || !json_array_size(rs)) {
-    fprintf(stderr, "steps: missing or of different counts\n");
+    fprintf(stderr, "steps%s%s: missing or of different counts\n",
+            argc == 6 ? " of case " : "", argc == 6 ? argv[4] : "");
+    json_decref(r);
+    json_decref(e);
     return 1;
   }
   double worst = 0;

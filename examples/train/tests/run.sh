@@ -2,7 +2,10 @@
 # run.sh — one tpx-train test (meson runs it; no Python needed).
 # usage: run.sh MODE TRAIN REF CHECK FIXTURES CASE [tpx-train mesh args...]
 #   (pseudo-args: --b6 the 6-row batch tokens_b6.bin; --t32 the seq-32 batch
-#   tokens_v256_t32.bin of the llama3rope cases)
+#   tokens_v256_t32.bin of the llama3rope cases; --expect KEY: torch and
+#   mesh modes also hold the per-step loss / grad norm to expected.json's
+#   CASE/KEY, e.g. automodel/ep/2, NeMo Automodel's own Qwen3-MoE class at
+#   ep 2 (1e-5 rel; check.c steps))
 #   torch  TRAIN (at world 1, or on the mesh the args give) vs the torch
 #          numbers in expected.json (1e-5 rel) and its parameters after 3
 #          steps vs torch's per-tensor L2 norm, sum and first values (1e-4:
@@ -27,13 +30,15 @@ shift 6
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 tokens=$fix/tokens.bin
-batch=4 seq=16 args=""
-for a in "$@"; do
-  case $a in
+batch=4 seq=16 args="" expect=""
+while [ $# -gt 0 ]; do
+  case $1 in
   --b6) tokens=$fix/tokens_b6.bin batch=6 ;;
   --t32) tokens=$fix/tokens_v256_t32.bin seq=32 ;;
-  *) args="$args $a" ;;
+  --expect) expect=$2; shift ;;
+  *) args="$args $1" ;;
   esac
+  shift
 done
 common="--tokens $tokens --batch $batch --seq $seq --steps 3 --lr 1e-3 --clip 1.0 --weight-decay 0.01 --format json"
 mkdir -p "$tmp/a" "$tmp/b"
@@ -139,4 +144,7 @@ bad)
   ;;
 *) echo "unknown mode $mode"; exit 2 ;;
 esac
+if [ -n "$expect" ]; then
+  "$check" steps "$tmp/out.json" "$fix/expected.json" "$case/$expect" 1e-5 || exit 1
+fi
 exit 0

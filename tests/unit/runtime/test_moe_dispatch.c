@@ -7,7 +7,9 @@
  * experts, by expert then token), the combined output, and the backward
  * (combine's dy and dweights, dispatch's dx) against sums taken here in
  * double; every run bit for bit equal to the ep-1 all-gather run; ep as
- * one dim of a dp 2 x ep 2 mesh (two groups side by side). Bad
+ * one dim of a dp 2 x ep 2 mesh (two groups side by side), on host memory
+ * and in the sim space too. With TPX_TEST_DEVICE=cuda (tools/gpu-check.sh's
+ * cuda-suites) the sim runs are CUDA device-memory runs instead. Bad
  * options and an expert index out of range are refused, naming them.
  * Built with MOE_MPI: the cases of the world's size on the mpi backend
  * (a singleton, and mpirun -np 4). */
@@ -232,8 +234,9 @@ START_TEST(test_ep) {
     a->sim = sim;
     tpx_error e = {0};
     ck_assert_msg(tpx__local_run_sim(c->P, sim, run_body, a, &e) == TPX_OK,
-                  "ep %d %s%s: %s", c->P, tpx_moe_dispatcher_name(c->kind),
-                  sim ? " (sim)" : "", e.message);
+                  "ep %d %s%s%s: %s", c->P, tpx_moe_dispatcher_name(c->kind),
+                  sim ? " in " : "", sim ? tpx__test_device_name() : "",
+                  e.message);
     ck_assert_msg(!memcmp(a->out, ref->out, sizeof a->out), "out, case %d", _i);
     ck_assert_msg(!memcmp(a->dx, ref->dx, sizeof a->dx), "dx, case %d", _i);
     ck_assert_msg(!memcmp(a->dweights, ref->dweights, sizeof a->dweights),
@@ -262,6 +265,8 @@ static tpx_status sub_body(tpx_comm *world, void *arg, tpx_error *err) {
   return st;
 }
 
+/* _i = 1: the world (so the ep comms split from it) in the tests' device
+ * memory, the sim space or CUDA (TPX_TEST_DEVICE=cuda, tools/gpu-check.sh) */
 START_TEST(test_mesh_dim) {
   world_data g;
   make_data(&g);
@@ -275,9 +280,12 @@ START_TEST(test_mesh_dim) {
   for (int i = 0; i < 2; i++) {
     a->runs[i].c = &ep_cases[2 + i]; /* ep 2, 4 + 7 tokens, both kinds */
     a->runs[i].g = &g;
+    a->runs[i].sim = _i;
   }
   tpx_error e = {0};
-  ck_assert_msg(tpx_local_run(4, sub_body, a, &e) == TPX_OK, "%s", e.message);
+  ck_assert_msg(tpx__local_run_sim(4, _i, sub_body, a, &e) == TPX_OK,
+                "dp 2 x ep 2%s%s: %s", _i ? " in " : "",
+                _i ? tpx__test_device_name() : "", e.message);
   for (int i = 0; i < 2; i++) {
     ck_assert(!memcmp(a->runs[i].out, ref->out, sizeof ref->out));
     ck_assert(!memcmp(a->runs[i].dx, ref->dx, sizeof ref->dx));
@@ -419,7 +427,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_ep, 0,
                       (int)(sizeof ep_cases / sizeof *ep_cases));
-  tcase_add_test(tc, test_mesh_dim);
+  tcase_add_loop_test(tc, test_mesh_dim, 0, 2);
   tcase_add_test(tc, test_refused);
   suite_add_tcase(s, tc);
   return s;
