@@ -1,9 +1,8 @@
 /* comm/clock.c — the mesh comm's clock: how long the calling thread spent
  * in the public TP, CP, runtime and MoE dispatch calls that communicate
  * over a mesh comm (tpx_mesh_comm_time), counted once per outermost call.
- * Not a profiler:
- * the collectives themselves (tpx_comm_*) are not clocked, and neither is
- * the runtime's comm thread. */
+ * Not a profiler: the collectives themselves (tpx_comm_*) are not clocked,
+ * and neither is the runtime's comm thread. */
 #include <time.h>
 
 #include "comm/comm_impl.h"

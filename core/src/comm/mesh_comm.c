@@ -172,10 +172,13 @@ tpx_status tpx_mesh_comm_time(const tpx_mesh_comm *mc, tpx_comm_time *out,
   out->seconds = out->tp_seconds + out->cp_seconds + out->runtime_seconds + moe;
   out->calls = c->calls[TPX__CLOCK_TP] + c->calls[TPX__CLOCK_CP] +
                c->calls[TPX__CLOCK_RUNTIME] + c->calls[TPX__CLOCK_MOE];
-  if (out->struct_size >= sizeof(tpx_comm_time)) {
+#define COVERS(f)                                                              \
+  (out->struct_size >= offsetof(tpx_comm_time, f) + sizeof out->f)
+  if (COVERS(moe_seconds))
     out->moe_seconds = moe;
+  if (COVERS(moe_calls))
     out->moe_calls = c->calls[TPX__CLOCK_MOE];
-  }
+#undef COVERS
   return TPX_OK;
 }
 
