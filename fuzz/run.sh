@@ -65,8 +65,13 @@ printf '\001\002\001\002\010\006\001\002\010\011\012\013\014\015\016\017' \
 printf '\003\001\001\002\004\003\002\002\005\000\001\001\002\001' \
   > "$work/writer/seed-1"
 
+# moe: any bytes decode (router options, logits, dispatch perturbations)
+mkdir -p "$work/moe"
+printf '\010\002\000\001\000\000\000\004\000' > "$work/moe/seed-1"
+printf '\010\003\001\001\002\001\377\003\001\000\177\200\000\000' > "$work/moe/seed-2"
+
 for t in config safetensors safetensors_index plan_json hf_plan placement \
-         checkpoint shard_meta checkpoint_index merge writer; do
+         checkpoint shard_meta checkpoint_index merge writer moe; do
   bin=$build/fuzz/fuzz_$t
   if [ ! -x "$bin" ]; then
     echo "FAIL fuzz_$t: $bin not built"

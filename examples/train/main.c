@@ -56,6 +56,7 @@ typedef struct step_record {
   double seconds; /* wall, rank 0 */
   double comm;    /* of which in collectives */
   double cp;      /* of which in cp's K/V collectives */
+  double moe;     /* of which in the MoE dispatch over ep (runtime_moe.h) */
   double cpu;     /* CPU seconds of the whole process */
 } step_record;
 
@@ -463,6 +464,38 @@ static void memory_figures(const job *j, long long m[MEM_N]) {
   m[7] = (long long)j->memory.host_peak;
 }
 
+/* The steady state: sums over the steps after the first (warm-up). */
+typedef struct steady {
+  int64_t n;
+  double step, comm, cp, moe, cpu;
+} steady;
+
+static steady steady_state(const args *a, const job *j) {
+  steady t = {0};
+  for (int64_t i = a->steps > 1 ? 1 : 0; i < a->steps; i++, t.n++) {
+    t.step += j->steps[i].seconds;
+    t.comm += j->steps[i].comm;
+    t.cp += j->steps[i].cp;
+    t.moe += j->steps[i].moe;
+    t.cpu += j->steps[i].cpu;
+  }
+  return t;
+}
+
+/* JSON's "time": rank 0's steady-state seconds per step, as the text
+ * summary's throughput line gives them (moe_dispatch 0 at ep 1). */
+static void print_json_time(const args *a, const job *j) {
+  steady t = steady_state(a, j);
+  if (!t.n || !(t.step > 0))
+    return;
+  double n = (double)t.n;
+  printf(",\"time\":{\"rank\":0,\"steady_steps\":%lld,\"step_s\":%.6g,"
+         "\"collectives_s\":%.6g,\"cp_s\":%.6g,\"moe_dispatch_s\":%.6g,"
+         "\"moe_dispatch_share\":%.6g}",
+         (long long)t.n, t.step / n, t.comm / n, t.cp / n, t.moe / n,
+         t.moe / t.step);
+}
+
 static void print_json(const args *a, const job *j) {
   printf("{\"steps\":[");
   for (int64_t i = 0; i < a->steps; i++) {
@@ -487,6 +520,7 @@ static void print_json(const args *a, const job *j) {
            "\"peak\":%lld,\"device_peak\":%lld,\"host_peak\":%lld}",
            m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]);
   }
+  print_json_time(a, j);
   printf("}\n");
 }
 
@@ -520,24 +554,20 @@ static void print_summary(const args *a, const job *j) {
     print_json(a, j);
     return;
   }
-  /* steady state: the steps after the first (warm-up) */
-  double ts = 0, cs = 0, ps = 0, ks = 0;
-  int64_t n = 0;
-  for (int64_t i = a->steps > 1 ? 1 : 0; i < a->steps; i++, n++) {
-    ts += j->steps[i].seconds;
-    cs += j->steps[i].comm;
-    ks += j->steps[i].cp;
-    ps += j->steps[i].cpu;
-  }
-  if (n && ts > 0) {
+  steady t = steady_state(a, j);
+  if (t.n && t.step > 0) {
     printf("throughput %.1f tokens/s  step %.4f s  collectives %.1f%% of the "
            "step (rank 0)  cpu %.4f s/step%s",
-           (double)(a->batch * a->seq) * (double)n / ts, ts / (double)n,
-           100.0 * cs / ts, ps / (double)n,
+           (double)(a->batch * a->seq) * (double)t.n / t.step,
+           t.step / (double)t.n, 100.0 * t.comm / t.step, t.cpu / (double)t.n,
            j->mpi ? " (this process)" : " (all ranks)");
     /* of the collectives, cp's K/V all-gathers and reduce-scatters */
     if (a->cp > 1)
-      printf("  cp collectives %.1f%% of the step", 100.0 * ks / ts);
+      printf("  cp collectives %.1f%% of the step", 100.0 * t.cp / t.step);
+    /* and the MoE dispatch over ep (dispatch, combine, their backward) */
+    if (a->ep > 1)
+      printf("  moe dispatch %.1f%% of the step (%.6f s/step)",
+             100.0 * t.moe / t.step, t.moe / (double)t.n);
     printf("\n");
   }
   if (j->has_memory) {
@@ -637,6 +667,7 @@ static tpx_status train(const job *j, tr_net *net, tr_rank *r, int64_t rank,
                        t1 - t0,
                        c1.seconds - c0.seconds,
                        c1.cp_seconds - c0.cp_seconds,
+                       c1.moe_seconds - c0.moe_seconds,
                        cpu_now() - p0};
     if (rank == 0) {
       j->steps[step] = rec;

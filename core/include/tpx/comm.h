@@ -283,10 +283,14 @@ TPX_API tpx_status tpx_mesh_comm_view(tpx_mesh_comm *mc, const char *name,
  * all-reduces) and tpx/runtime.h (FSDP unshard / reshard and the waits for
  * prefetches, gradient reduction, the module hooks, grad norm, AdamW's
  * sync, gathers) given mc, and those of tpx/runtime_cp.h given one of mc's
- * dim or view comms. A call made inside another (a runtime call's tp
- * all-reduce) counts once, in the outer call's kind. Plain tpx_comm_*
- * collectives are not counted, nor the runtime's comm thread (the time a
- * prefetch or reduction overlaps compute: only the caller's wait for it). */
+ * dim or view comms, and the MoE dispatch's collective calls of
+ * tpx/runtime_moe.h (dispatch_create, combine and their backward) on an ep
+ * comm of size > 1 that is a dim of mc or the runtime's
+ * (tpx_runtime_ep_comm of a runtime created on mc). A call made inside
+ * another (a runtime call's tp all-reduce) counts once, in the outer
+ * call's kind. Plain tpx_comm_* collectives are not counted, nor the
+ * runtime's comm thread (the time a prefetch or reduction overlaps
+ * compute: only the caller's wait for it). */
 typedef struct tpx_comm_time {
   size_t struct_size;
   double seconds;         /* all of the below */
@@ -295,11 +299,17 @@ typedef struct tpx_comm_time {
                              reduce-scatter */
   double runtime_seconds; /* tpx/runtime.h calls */
   int64_t calls;          /* outermost calls counted */
+  /* appended (filled when struct_size covers them): */
+  double moe_seconds; /* tpx/runtime_moe.h's dispatch, combine and their
+                         backward over ep */
+  int64_t moe_calls;  /* of `calls`, those */
 } tpx_comm_time;
 #define TPX_COMM_TIME_INIT                                                     \
-  { sizeof(tpx_comm_time), 0.0, 0.0, 0.0, 0.0, 0 }
+  { sizeof(tpx_comm_time), 0.0, 0.0, 0.0, 0.0, 0, 0.0, 0 }
 
-/* Fill *out (struct_size from TPX_COMM_TIME_INIT) with mc's figures. Local. */
+/* Fill *out (struct_size from TPX_COMM_TIME_INIT; a struct of an older
+ * tpx that ends at `calls` gets those fields, its `seconds` and `calls`
+ * including the MoE dispatch's) with mc's figures. Local. */
 TPX_API tpx_status tpx_mesh_comm_time(const tpx_mesh_comm *mc,
                                       tpx_comm_time *out, tpx_error *err);
 

@@ -78,13 +78,17 @@ typedef struct tpx_moe_router_options {
  * e_score_correction_bias; NULL = none) -> experts[n, k] (int32, in the
  * order of decreasing choice score) and weights[n, k]; probs[n, E] gets
  * the scores (softmax p or sigmoid s) that backward needs.
- * TPX_INVALID_ARGUMENT naming the option at fault. Local. */
+ * TPX_INVALID_ARGUMENT naming the option at fault, or the token and expert
+ * of a logit that is NaN or ±inf (never routed); a routing that succeeds
+ * has k valid, distinct experts per token and finite weights. Local. */
 TPX_API tpx_status tpx_moe_route(const tpx_moe_router_options *opts,
                                  const float *logits, const float *bias,
                                  int64_t n, int32_t *experts, float *weights,
                                  float *probs, tpx_error *err);
 /* Its backward: dweights[n, k] -> dlogits[n, E] (overwritten), from the
- * probs and experts route saved. Local. */
+ * probs and experts route saved. TPX_INVALID_ARGUMENT for what route
+ * cannot have given (a repeated or out-of-range expert, a score outside
+ * [0, 1]) and a non-finite dweights. Local. */
 TPX_API tpx_status tpx_moe_route_backward(const tpx_moe_router_options *opts,
                                           const float *probs,
                                           const int32_t *experts,
@@ -123,7 +127,12 @@ typedef struct tpx_moe_dispatch tpx_moe_dispatch;
 /* Dispatch this rank's n tokens x[n, H] with their routing experts[n, k],
  * weights[n, k] (tpx_moe_route's). n may differ between ranks, and may be
  * 0. Collective over ep. On return the rows for this rank's local experts
- * are tpx_moe_dispatch_rows. */
+ * are tpx_moe_dispatch_rows. A rank's bad input (an expert index out of
+ * range, a non-finite weight, n < 0, a NULL buffer) or options that differ
+ * between the ranks: TPX_INVALID_ARGUMENT on every rank of the group (the
+ * rank at fault naming its input, the others naming that rank), and the
+ * comm stays usable. The four collective calls are clocked as
+ * tpx_comm_time's moe_seconds (tpx/comm.h). */
 TPX_API tpx_status tpx_moe_dispatch_create(const tpx_moe_dispatch_options *opts,
                                            const float *x,
                                            const int32_t *experts,

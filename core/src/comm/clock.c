@@ -1,8 +1,8 @@
 /* comm/clock.c — the mesh comm's clock: how long the calling thread spent
- * in the public TP, CP and runtime calls that communicate over a mesh comm
- * (tpx_mesh_comm_time), counted once per outermost call. Not a profiler:
- * the collectives themselves (tpx_comm_*) are not clocked, and neither is
- * the runtime's comm thread. */
+ * in the public TP, CP, runtime and MoE dispatch calls that communicate
+ * over a mesh comm (tpx_mesh_comm_time), counted once per outermost call.
+ * Not a profiler: the collectives themselves (tpx_comm_*) are not clocked,
+ * and neither is the runtime's comm thread. */
 #include <time.h>
 
 #include "comm/comm_impl.h"
@@ -15,6 +15,11 @@ static double now_s(void) {
 
 tpx__comm_clock *tpx__comm_clock_of(const tpx_comm *comm) {
   return comm ? comm->clock : NULL;
+}
+
+void tpx__comm_bind_clock(tpx_comm *comm, tpx__comm_clock *c) {
+  if (comm)
+    comm->clock = c;
 }
 
 double tpx__clock_enter(tpx__comm_clock *c) {

@@ -52,7 +52,8 @@ typedef enum tpx__clock_kind {
   TPX__CLOCK_TP = 0,
   TPX__CLOCK_CP = 1,
   TPX__CLOCK_RUNTIME = 2,
-  TPX__CLOCK_KINDS = 3,
+  TPX__CLOCK_MOE = 3, /* tpx/runtime_moe.h's collective calls */
+  TPX__CLOCK_KINDS = 4,
 } tpx__clock_kind;
 typedef struct tpx__comm_clock {
   int depth; /* clocked calls open on this thread */
@@ -61,9 +62,13 @@ typedef struct tpx__comm_clock {
 } tpx__comm_clock;
 /* mc's clock; NULL for NULL. */
 tpx__comm_clock *tpx__mesh_comm_clock(const tpx_mesh_comm *mc);
-/* The clock of the mesh comm `comm` belongs to (a dim or view of it), else
- * NULL. */
+/* The clock of the mesh comm `comm` belongs to (a dim or view of it, or
+ * a comm bound to it with tpx__comm_bind_clock), else NULL. */
 tpx__comm_clock *tpx__comm_clock_of(const tpx_comm *comm);
+/* Count the clocked calls made on comm (one the caller split and owns,
+ * e.g. the runtime's ep comm) on clock c, e.g. its mesh comm's. comm must
+ * not outlive c. */
+void tpx__comm_bind_clock(tpx_comm *comm, tpx__comm_clock *c);
 /* Open a clocked call: the start time when it is the outermost, else 0.
  * NULL clock: nothing. */
 double tpx__clock_enter(tpx__comm_clock *c);

@@ -4,6 +4,7 @@
  * calls made over it (tpx_mesh_comm_time; clock.c).
  *
  * Not a backend: splitting is delegated to the world's backend. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,19 +156,29 @@ tpx_status tpx_mesh_comm_time(const tpx_mesh_comm *mc, tpx_comm_time *out,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "mesh_comm_time: %s is NULL",
                          !mc ? "mesh comm" : "out");
-  if (out->struct_size < sizeof(tpx_comm_time))
+  /* the first tpx_comm_time ended at `calls`; the MoE fields came after */
+  const size_t v1 = offsetof(tpx_comm_time, calls) + sizeof(int64_t);
+  if (out->struct_size < v1)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "mesh_comm_time: out->struct_size %zu is smaller "
-                         "than tpx_comm_time (%zu); initialise it with "
-                         "TPX_COMM_TIME_INIT",
-                         out->struct_size, sizeof(tpx_comm_time));
+                         "than tpx_comm_time's first version (%zu); "
+                         "initialise it with TPX_COMM_TIME_INIT",
+                         out->struct_size, v1);
   const tpx__comm_clock *c = &mc->clock;
   out->tp_seconds = c->seconds[TPX__CLOCK_TP];
   out->cp_seconds = c->seconds[TPX__CLOCK_CP];
   out->runtime_seconds = c->seconds[TPX__CLOCK_RUNTIME];
-  out->seconds = out->tp_seconds + out->cp_seconds + out->runtime_seconds;
+  double moe = c->seconds[TPX__CLOCK_MOE];
+  out->seconds = out->tp_seconds + out->cp_seconds + out->runtime_seconds + moe;
   out->calls = c->calls[TPX__CLOCK_TP] + c->calls[TPX__CLOCK_CP] +
-               c->calls[TPX__CLOCK_RUNTIME];
+               c->calls[TPX__CLOCK_RUNTIME] + c->calls[TPX__CLOCK_MOE];
+#define COVERS(f)                                                              \
+  (out->struct_size >= offsetof(tpx_comm_time, f) + sizeof out->f)
+  if (COVERS(moe_seconds))
+    out->moe_seconds = moe;
+  if (COVERS(moe_calls))
+    out->moe_calls = c->calls[TPX__CLOCK_MOE];
+#undef COVERS
   return TPX_OK;
 }
 

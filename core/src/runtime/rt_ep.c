@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm_view.h"
 #include "runtime/rt_internal.h"
 
 tpx_comm *tpx_runtime_ep_comm(const tpx_runtime *rt) {
@@ -94,6 +95,10 @@ tpx_status tpx__rt_ep_init(tpx_runtime *rt, tpx_error *err) {
   if (st == TPX_OK)
     st = tpx_comm_split_mesh_dim(world_comm, moe, "ep_shard", &rt->eps_comm,
                                  err);
+  /* the trainer's MoE dispatch over ep counts on mc's clock
+   * (tpx_mesh_comm_time's moe_seconds) */
+  if (st == TPX_OK)
+    tpx__comm_bind_clock(rt->ep_comm, tpx__mesh_comm_clock(rt->mc));
   return st;
 }
 

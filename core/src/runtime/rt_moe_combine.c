@@ -73,8 +73,8 @@ static tpx_status ret_sum(const tpx_moe_dispatch *d, const float *vals_dev,
   return st;
 }
 
-tpx_status tpx_moe_combine(tpx_moe_dispatch *d, const float *y, float *out,
-                           tpx_error *err) {
+static tpx_status combine(tpx_moe_dispatch *d, const float *y, float *out,
+                          tpx_error *err) {
   const char *w = "tpx_moe_combine";
   tpx_status st =
       check(d, w, y, "y", d ? d->m : 0, out, "out", d ? d->n : 0, err);
@@ -83,8 +83,8 @@ tpx_status tpx_moe_combine(tpx_moe_dispatch *d, const float *y, float *out,
   return fail(d, w, st, err);
 }
 
-tpx_status tpx_moe_dispatch_backward(tpx_moe_dispatch *d, const float *dx_rows,
-                                     float *dx, tpx_error *err) {
+static tpx_status dispatch_backward(tpx_moe_dispatch *d, const float *dx_rows,
+                                    float *dx, tpx_error *err) {
   const char *w = "tpx_moe_dispatch_backward";
   tpx_status st = check(d, w, dx_rows, "dx_rows", d ? d->m : 0, dx, "dx",
                         d ? d->n : 0, err);
@@ -107,9 +107,9 @@ static void local_grads(const tpx_moe_dispatch *d, const float *drow,
   }
 }
 
-static tpx_status combine_backward(tpx_moe_dispatch *d, const float *dout,
-                                   const float *y, float *dy, float *dweights,
-                                   tpx_error *err) {
+static tpx_status combine_backward_run(tpx_moe_dispatch *d, const float *dout,
+                                       const float *y, float *dy,
+                                       float *dweights, tpx_error *err) {
   size_t mh = (size_t)(d->m * d->H), nh = (size_t)(d->n * d->H);
   const void *dh = NULL, *yh = NULL;
   void *dout_o = NULL, *yo = NULL, *dyh = NULL, *dyo = NULL;
@@ -155,15 +155,39 @@ static tpx_status combine_backward(tpx_moe_dispatch *d, const float *dout,
   return st;
 }
 
-tpx_status tpx_moe_combine_backward(tpx_moe_dispatch *d, const float *dout,
-                                    const float *y, float *dy, float *dweights,
-                                    tpx_error *err) {
+static tpx_status combine_backward(tpx_moe_dispatch *d, const float *dout,
+                                   const float *y, float *dy, float *dweights,
+                                   tpx_error *err) {
   const char *w = "tpx_moe_combine_backward";
   tpx_status st =
       check(d, w, dout, "dout", d ? d->n : 0, y, "y", d ? d->m : 0, err);
   if (st == TPX_OK)
     st = check(d, w, dy, "dy", d->m, dweights, "dweights", d->n, err);
   if (st == TPX_OK)
-    st = combine_backward(d, dout, y, dy, dweights, err);
+    st = combine_backward_run(d, dout, y, dy, dweights, err);
   return fail(d, w, st, err);
+}
+
+/* The public calls, clocked on the ep comm's clock (tpx_mesh_comm_time's
+ * moe_seconds; none at ep 1). */
+static tpx__comm_clock *clock_of(const tpx_moe_dispatch *d) {
+  return d && d->ep ? tpx__comm_clock_of(d->ep) : NULL;
+}
+
+tpx_status tpx_moe_combine(tpx_moe_dispatch *d, const float *y, float *out,
+                           tpx_error *err) {
+  TPX__CLOCKED(clock_of(d), TPX__CLOCK_MOE, combine(d, y, out, err));
+}
+
+tpx_status tpx_moe_combine_backward(tpx_moe_dispatch *d, const float *dout,
+                                    const float *y, float *dy, float *dweights,
+                                    tpx_error *err) {
+  TPX__CLOCKED(clock_of(d), TPX__CLOCK_MOE,
+               combine_backward(d, dout, y, dy, dweights, err));
+}
+
+tpx_status tpx_moe_dispatch_backward(tpx_moe_dispatch *d, const float *dx_rows,
+                                     float *dx, tpx_error *err) {
+  TPX__CLOCKED(clock_of(d), TPX__CLOCK_MOE,
+               dispatch_backward(d, dx_rows, dx, err));
 }

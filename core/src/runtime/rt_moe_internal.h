@@ -88,9 +88,18 @@ tpx_status tpx__moe_out_buf(const tpx__memspace *ms, void *dst, size_t bytes,
 tpx_status tpx__moe_out(const tpx__memspace *ms, void *dst, void *owned,
                         size_t bytes, tpx_error *err);
 
-/* ---- rt_moe_plan.c: the index maps (collective) ---- */
+/* ---- rt_moe_plan.c: the agreement and the index maps (collective) ----
+ * tpx__moe_agree: one all-gather over ep of every rank's n, options,
+ * verdict st on its own input and all-to-all block width; every rank then
+ * returns the same verdict (*agreed = 1 once the exchange ran): its own
+ * error, else a peer that refused its input or options that differ, named;
+ * else OK with cnts[P] (each rank's n), d->nmax and d->C set. So one
+ * rank's bad input fails the call on every rank and leaves the comm
+ * usable. At ep 1 local. */
+tpx_status tpx__moe_agree(tpx_moe_dispatch *d, tpx_status st, int64_t width,
+                          int64_t *cnts, int *agreed, tpx_error *err);
 tpx_status tpx__moe_plan_gather(tpx_moe_dispatch *d, const int32_t *ex,
-                                tpx_error *err);
+                                const int64_t *cnts, tpx_error *err);
 tpx_status tpx__moe_plan_a2a(tpx_moe_dispatch *d, const int32_t *ex,
                              tpx_error *err);
 

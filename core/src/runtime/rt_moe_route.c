@@ -4,7 +4,9 @@
  * sigmoid with a correction bias and grouped top-k (DeepSeek-V3,
  * GLM-4-MoE), and the weights' gradient back to the logits. Per token in
  * double, rounded once to f32. Local: no comm. */
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "runtime/rt_moe_internal.h"
@@ -19,9 +21,10 @@ tpx_status tpx__moe_check_router(const tpx_moe_router_options *o, const char *w,
                          "TPX_MOE_ROUTER_OPTIONS_INIT)",
                          w, o->struct_size, sizeof *o);
   int64_t E = o->experts, k = o->top_k;
-  if (E <= 0)
+  if (E <= 0 || E > INT32_MAX)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "%s: experts %lld (want > 0)", w, (long long)E);
+                         "%s: experts %lld (want 1..%d: int32 indices)", w,
+                         (long long)E, INT32_MAX);
   if (k < 1 || k > E)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: top_k %lld is not in 1..experts (%lld)", w,
@@ -31,10 +34,10 @@ tpx_status tpx__moe_check_router(const tpx_moe_router_options *o, const char *w,
                          "%s: score %d is not softmax (0) or sigmoid (1)", w,
                          (int)o->score);
   double sf = o->routed_scaling_factor;
-  if (!isfinite(sf) || sf < 0)
+  if (!isfinite(sf) || sf < 0 || sf > FLT_MAX)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "%s: routed_scaling_factor %g (want a finite "
-                         "value >= 0; 0 = 1.0)",
+                         "value >= 0 that f32 holds; 0 = 1.0)",
                          w, sf);
   if (o->score == TPX_MOE_SOFTMAX) {
     if (o->n_group > 1)
@@ -162,6 +165,31 @@ static void route_one(const tpx_moe_router_options *o, const float *x,
     wt[j] = (float)((o->norm_topk_prob ? w[j] / sum : w[j]) * scale);
 }
 
+/* Non-finite logits (NaN from a diverged gate, or ±inf) have no top-k
+ * that means anything: refused, naming the first, as is a non-finite
+ * correction bias (sigmoid). */
+static tpx_status check_finite(const tpx_moe_router_options *o,
+                               const float *logits, const float *bias,
+                               int64_t n, const char *w, tpx_error *err) {
+  int64_t E = o->experts;
+  for (int64_t i = 0; i < n * E; i++)
+    if (!isfinite(logits[i]))
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "%s: logits[%lld, %lld] = %g is not finite (token "
+                           "%lld, expert %lld); the router takes finite "
+                           "logits",
+                           w, (long long)(i / E), (long long)(i % E),
+                           (double)logits[i], (long long)(i / E),
+                           (long long)(i % E));
+  for (int64_t e = 0; bias && o->score == TPX_MOE_SIGMOID && e < E; e++)
+    if (!isfinite(bias[e]))
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "%s: bias[%lld] = %g (e_score_correction_bias of "
+                           "expert %lld) is not finite",
+                           w, (long long)e, (double)bias[e], (long long)e);
+  return TPX_OK;
+}
+
 tpx_status tpx_moe_route(const tpx_moe_router_options *opts,
                          const float *logits, const float *bias, int64_t n,
                          int32_t *experts, float *weights, float *probs,
@@ -178,6 +206,14 @@ tpx_status tpx_moe_route(const tpx_moe_router_options *opts,
                          : !weights ? "weights"
                                     : "probs");
   int64_t E = opts->experts, k = opts->top_k;
+  if (n > INT64_MAX / (int64_t)sizeof(float) / E)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: n %lld tokens x %lld experts overflow a "
+                         "buffer's size",
+                         w, (long long)n, (long long)E);
+  TPX__TRY(check_finite(opts, logits, bias, n, w, err));
+  if (n == 0)
+    return TPX_OK;
   double *p = malloc(sizeof(double) * (size_t)(3 * E));
   unsigned char *taken = malloc((size_t)E);
   if (!p || !taken) {
@@ -230,6 +266,48 @@ static void backward_one(const tpx_moe_router_options *o, const float *p,
   }
 }
 
+/* Token t's saved routing and the weights' gradient, as route left them:
+ * expert indices in range and distinct, scores in [0, 1] (the chosen
+ * ones not all 0 under softmax's renormalisation), finite gradients. */
+static tpx_status check_saved(const tpx_moe_router_options *o, const float *p,
+                              const int32_t *ex, const float *g, int64_t t,
+                              const char *w, tpx_error *err) {
+  int64_t E = o->experts, k = o->top_k;
+  for (int64_t e = 0; e < E; e++)
+    if (!(p[e] >= 0.0f && p[e] <= 1.0f))
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "%s: probs[%lld, %lld] = %g is not a score in "
+                           "[0, 1] (tpx_moe_route's probs)",
+                           w, (long long)t, (long long)e, (double)p[e]);
+  double sum = 0;
+  for (int64_t j = 0; j < k; j++) {
+    if (ex[j] < 0 || ex[j] >= E)
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "%s: experts[%lld, %lld] = %d is not in 0..%lld", w,
+                           (long long)t, (long long)j, (int)ex[j],
+                           (long long)(E - 1));
+    for (int64_t i = 0; i < j; i++)
+      if (ex[i] == ex[j])
+        return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                             "%s: experts[%lld, %lld] = %d repeats "
+                             "experts[%lld, %lld] (a token's experts are "
+                             "distinct)",
+                             w, (long long)t, (long long)j, (int)ex[j],
+                             (long long)t, (long long)i);
+    if (!isfinite(g[j]))
+      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                           "%s: dweights[%lld, %lld] = %g is not finite", w,
+                           (long long)t, (long long)j, (double)g[j]);
+    sum += p[ex[j]];
+  }
+  if (o->score == TPX_MOE_SOFTMAX && o->norm_topk_prob && !(sum > 0))
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: token %lld: the probs of its experts sum to 0 "
+                         "(softmax's renormalisation divides by it)",
+                         w, (long long)t);
+  return TPX_OK;
+}
+
 tpx_status tpx_moe_route_backward(const tpx_moe_router_options *opts,
                                   const float *probs, const int32_t *experts,
                                   const float *weights, const float *dweights,
@@ -246,20 +324,24 @@ tpx_status tpx_moe_route_backward(const tpx_moe_router_options *opts,
                          : !experts  ? "experts"
                          : !dweights ? "dweights"
                                      : "dlogits");
-  int64_t E = opts->experts, k = opts->top_k;
-  for (int64_t i = 0; i < n * k; i++)
-    if (experts[i] < 0 || experts[i] >= E)
-      return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                           "%s: experts[%lld, %lld] = %d is not in 0..%lld", w,
-                           (long long)(i / k), (long long)(i % k),
-                           (int)experts[i], (long long)(E - 1));
+  int64_t E = opts->experts;
+  if (n > INT64_MAX / (int64_t)sizeof(float) / E)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: n %lld tokens x %lld experts overflow a "
+                         "buffer's size",
+                         w, (long long)n, (long long)E);
+  for (int64_t t = 0; t < n; t++)
+    TPX__TRY(check_saved(opts, probs + t * E, experts + t * opts->top_k,
+                         dweights + t * opts->top_k, t, w, err));
+  if (n == 0)
+    return TPX_OK;
   double *gp = malloc(sizeof(double) * (size_t)E);
   if (!gp)
     return tpx_error_set(err, TPX_NO_MEMORY, "%s: scratch for %lld experts", w,
                          (long long)E);
   for (int64_t t = 0; t < n; t++)
-    backward_one(opts, probs + t * E, experts + t * k, dweights + t * k, gp,
-                 dlogits + t * E);
+    backward_one(opts, probs + t * E, experts + t * opts->top_k,
+                 dweights + t * opts->top_k, gp, dlogits + t * E);
   free(gp);
   return TPX_OK;
 }

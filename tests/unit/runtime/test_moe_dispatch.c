@@ -330,7 +330,8 @@ static void bad(int P, bad_arg b, const char *what) {
 
 START_TEST(test_refused) {
   bad(2, (bad_arg){E, 2, 2, 0, 0}, "experts[0, 1] = 8 is not an expert");
-  bad(2, (bad_arg){E, 2, 2, 1, 1}, "experts[0, 1] = 8 is not an expert");
+  /* the peer of the bad rank (rank 0's message is the one returned) */
+  bad(2, (bad_arg){E, 2, 2, 1, 1}, "rank 1 of the ep group refused its input");
   bad(2, (bad_arg){3, 2, 2, 0, -1},
       "experts 3 are not divisible by the ep "
       "group's size 2");

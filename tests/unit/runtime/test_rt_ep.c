@@ -186,7 +186,8 @@ static double expected_grad(const ex *x, int64_t p, int64_t gi, int64_t e) {
 
 /* ---- the comms ---- */
 
-static void check_comms(const ex *x, tpx_runtime *rt, int64_t rank) {
+static void check_comms(const ex *x, tpx_runtime *rt, tpx_mesh_comm *mc,
+                        int64_t rank) {
   int64_t ep = x->c->ep, es = x->world / ep;
   tpx_comm *ce = tpx_runtime_ep_comm(rt), *cs = tpx_runtime_ep_shard_comm(rt);
   ck_assert_ptr_nonnull(ce);
@@ -207,6 +208,22 @@ static void check_comms(const ex *x, tpx_runtime *rt, int64_t rank) {
   RK_OK(tpx_comm_all_gather(cs, &me, got, 1, TPX_DTYPE_F32, E_));
   for (int64_t j = 0; j < es; j++)
     ck_assert_float_eq(got[j], (float)(j * ep + rank % ep));
+  /* the MoE dispatch over the runtime's ep comm counts on mc's clock */
+  tpx_comm_time t0 = TPX_COMM_TIME_INIT, t1 = TPX_COMM_TIME_INIT;
+  RK_OK(tpx_mesh_comm_time(mc, &t0, E_));
+  tpx_moe_dispatch_options o = TPX_MOE_DISPATCH_OPTIONS_INIT;
+  o.ep = ce;
+  o.experts = E;
+  o.top_k = 1;
+  o.hidden = 1;
+  float xv = 1.0f, wv = 1.0f;
+  int32_t ev = 0;
+  tpx_moe_dispatch *d = NULL;
+  RK_OK(tpx_moe_dispatch_create(&o, &xv, &ev, &wv, 1, &d, E_));
+  tpx_moe_dispatch_destroy(d);
+  RK_OK(tpx_mesh_comm_time(mc, &t1, E_));
+  ck_assert_int_eq(t1.moe_calls, t0.moe_calls + 1);
+  ck_assert(t1.moe_seconds > t0.moe_seconds);
 }
 
 /* ---- shapes and unshard ---- */
@@ -442,7 +459,7 @@ static tpx_status ex_body(tpx_comm *world, void *arg, tpx_error *err) {
     tpx_mesh_comm_destroy(mc);
     return st;
   }
-  check_comms(x, rt, rank);
+  check_comms(x, rt, mc, rank);
   check_bytes(x, rt);
   for (size_t p = 0; p < tpx_model_num_params(x->model); p++) {
     tpx_param_info in;
