@@ -10,6 +10,7 @@
 
 #include "checkpoint/ckpt_internal.h"
 #include "model/expert_fold.h"
+#include "model/fp8_view.h"
 
 /* The naming scheme the checkpoint stores `param`'s sources under (some
  * source is stored; the first is looked up first), or 0. */
@@ -123,6 +124,9 @@ tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
     if (t->dtype == p.dtype &&
         tpx__fold_source_fits(&src.box, tr, t->shape, t->ndim))
       continue;
+    st = tpx__fp8_refuse_read(&rd->load, t, p.fqn, err);
+    if (st != TPX_OK)
+      break;
     char a[200], b[200], c[200], o[200];
     int64_t want[TPX_MAX_TENSOR_DIMS];
     int wn = tpx__fold_source_shape(&src.box, tr, want);

@@ -18,6 +18,7 @@
 #include "checkpoint/ckpt_internal.h"
 #include "checkpoint/rankfile_impl.h"
 #include "checkpoint/writer_impl.h"
+#include "model/fp8_view.h"
 #include "model/model_view.h"
 
 /* 1 when stored tensor `name` is one of the model's buffers (under its
@@ -79,7 +80,14 @@ static tpx_status list_tensors(const tpx_sharding *sh,
   char *is_source = calloc(nt ? nt : 1, 1);
   if (is_source == NULL)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  tpx_status st = list_fused(sh, rd, is_source, out, &k, err);
+  tpx_status st = TPX_OK;
+  /* FP8 weights with block scales: refused, not cut without their scales
+   * (tpx does not dequantize; docs/CHECKPOINT.md "FP8 checkpoints") */
+  for (size_t i = 0; i < nt && st == TPX_OK; i++)
+    st = tpx__fp8_refuse_read(&rd->load, &rd->load.t[i], rd->load.t[i].name,
+                              err);
+  if (st == TPX_OK)
+    st = list_fused(sh, rd, is_source, out, &k, err);
   for (size_t i = 0; i < nt && st == TPX_OK; i++) {
     tpx_checkpoint_tensor t;
     tpx_checkpoint_tensor_info(rd, i, &t, NULL);

@@ -9,6 +9,7 @@
 
 #include "base/grow.h"
 #include "checkpoint/ckpt_internal.h"
+#include "model/fp8_view.h"
 
 /* The size of one work item of a multi-threaded read. */
 #define ITEM_BYTES ((int64_t)8 << 20)
@@ -30,6 +31,9 @@ static tpx_status check_param(const tpx_checkpoint_reader *rd,
   if (ti < 0) /* per-expert tensors of a fused parameter, or missing */
     return tpx__ckpt_check_sources(rd, model, param, err);
   const tpx__st_tensor *t = &rd->load.t[ti];
+  if (t->dtype != p.dtype &&
+      (st = tpx__fp8_refuse_read(&rd->load, t, p.fqn, err)) != TPX_OK)
+    return st;
   if (t->dtype != p.dtype || t->ndim != p.ndim ||
       (p.ndim &&
        memcmp(t->shape, p.shape, (size_t)p.ndim * sizeof *t->shape))) {

@@ -1,0 +1,24 @@
+/* model/fp8_view.h — FP8 block-quantized checkpoints (fp8.c), the part the
+ * checkpoint reader shares: which stored tensor is an FP8 weight with a
+ * `_scale_inv` beside it, and the one refusal text for reading one (tpx
+ * does not dequantize: docs/CHECKPOINT.md "FP8 checkpoints"). Not the
+ * pairing and checks of tpx_model_add_safetensors (fp8.c). */
+#ifndef TPX_MODEL_FP8_VIEW_H
+#define TPX_MODEL_FP8_VIEW_H
+
+#include "model/st_header.h"
+
+/* tpx_model_add_safetensors, on the load before any rename: pair every
+ * `<w>_scale_inv` with its F8 weight, check it (tpx/model.h), record it in
+ * model->quant, skip the scale (and activation scales), and give the
+ * weight the dtype upstream dequantizes it into. */
+tpx_status tpx__fp8_mark(tpx_model *model, tpx__st_load *l, tpx_error *err);
+
+/* TPX_UNSUPPORTED naming `t`, its scale and what to do when `t` is stored
+ * F8 with a `<name>_scale_inv` in `l` (reading it as a parameter would
+ * give unscaled values); TPX_OK otherwise. `param` names the parameter it
+ * was to be read into. */
+tpx_status tpx__fp8_refuse_read(const tpx__st_load *l, const tpx__st_tensor *t,
+                                const char *param, tpx_error *err);
+
+#endif /* TPX_MODEL_FP8_VIEW_H */

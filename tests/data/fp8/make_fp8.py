@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""make_fp8.py OUTDIR [VARIANT] — write a tiny FP8 block-quantized
+checkpoint the way DeepSeek-V3 / Qwen3-*-FP8 publish them (python3 stdlib
+only; the tests run it, nothing is committed but this script).
+
+A Qwen3 dense model (hidden 256, 4 heads of 64, 2 KV heads, intermediate
+384, vocab 512, 2 layers, bf16): every Linear weight of a decoder layer is
+stored F8_E4M3 with a companion `<name>_scale_inv` [ceil(out/128),
+ceil(in/128)] F32 (128 x 128 blocks), config.json carries
+`quantization_config` {quant_method: fp8, fmt: e4m3, weight_block_size:
+[128, 128], activation_scheme: dynamic}; embeddings, norms and lm_head stay
+BF16. Values are deterministic bytes (no F8 NaN patterns).
+
+VARIANT (default ok) breaks one thing for the refusal tests:
+  ok            as above
+  e8m0          scales stored F8_E8M0 (UE8M0, as DeepSeek-V3.2 publishes)
+  scale-shape   layer 0 q_proj's scale one column too wide [2, 3]
+  orphan        an extra `model.layers.0.mlp.extra_proj.weight_scale_inv`
+                whose weight is not stored
+  no-scale      layer 1 down_proj stored F8 without its scale
+  no-qconfig    config.json without quantization_config
+"""
+import json
+import os
+import struct
+import sys
+
+H, HEADS, KV, HD, I, V, L = 256, 4, 2, 64, 384, 512, 2
+BLOCK = 128
+
+
+def cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def tensors(variant):
+    t = [("model.embed_tokens.weight", "BF16", [V, H]),
+         ("model.norm.weight", "BF16", [H]),
+         ("lm_head.weight", "BF16", [V, H])]
+    for l in range(L):
+        p = "model.layers.%d" % l
+        t += [(p + ".input_layernorm.weight", "BF16", [H]),
+              (p + ".post_attention_layernorm.weight", "BF16", [H]),
+              (p + ".self_attn.q_norm.weight", "BF16", [HD]),
+              (p + ".self_attn.k_norm.weight", "BF16", [HD])]
+        lin = [("self_attn.q_proj", [HEADS * HD, H]),
+               ("self_attn.k_proj", [KV * HD, H]),
+               ("self_attn.v_proj", [KV * HD, H]),
+               ("self_attn.o_proj", [H, HEADS * HD]),
+               ("mlp.gate_proj", [I, H]), ("mlp.up_proj", [I, H]),
+               ("mlp.down_proj", [H, I])]
+        for name, shape in lin:
+            w = "%s.%s.weight" % (p, name)
+            t.append((w, "F8_E4M3", shape))
+            if variant == "no-scale" and l == 1 and name == "mlp.down_proj":
+                continue
+            sshape = [cdiv(shape[0], BLOCK), cdiv(shape[1], BLOCK)]
+            if variant == "scale-shape" and l == 0 and name == "self_attn.q_proj":
+                sshape[1] += 1
+            sdt = "F8_E8M0" if variant == "e8m0" else "F32"
+            t.append((w + "_scale_inv", sdt, sshape))
+    if variant == "orphan":
+        t.append(("model.layers.0.mlp.extra_proj.weight_scale_inv", "F32",
+                  [2, 2]))
+    return t
+
+
+SIZE = {"BF16": 2, "F32": 4, "F8_E4M3": 1, "F8_E8M0": 1}
+
+
+def data(name, dtype, n):
+    seed = sum(name.encode()) & 0xFF
+    if dtype == "F8_E4M3":  # bit 7 sign, no 0x7f/0xff (NaN)
+        return bytes(((i * 7 + seed) % 0x7E) | ((i & 1) << 7) for i in range(n))
+    if dtype == "F8_E8M0":  # 2^(e-127), around 2^-8
+        return bytes(119 + (i + seed) % 3 for i in range(n))
+    if dtype == "F32":
+        return b"".join(struct.pack("<f", 2.0 ** -(8 + (i + seed) % 3))
+                        for i in range(n))
+    # BF16: small values around 0.01
+    return b"".join(struct.pack("<H", 0x3C00 + (i * 13 + seed) % 512)
+                    for i in range(n))
+
+
+def main():
+    out = sys.argv[1]
+    variant = sys.argv[2] if len(sys.argv) > 2 else "ok"
+    os.makedirs(out, exist_ok=True)
+    cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+           "hidden_size": H, "intermediate_size": I,
+           "num_attention_heads": HEADS, "num_key_value_heads": KV,
+           "head_dim": HD, "num_hidden_layers": L, "vocab_size": V,
+           "rms_norm_eps": 1e-06, "rope_theta": 1000000, "max_position_embeddings": 4096,
+           "hidden_act": "silu", "tie_word_embeddings": False,
+           "torch_dtype": "bfloat16", "transformers_version": "4.51.0"}
+    if variant != "no-qconfig":
+        cfg["quantization_config"] = {
+            "activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+            "weight_block_size": [BLOCK, BLOCK]}
+        if variant == "e8m0":
+            cfg["quantization_config"]["scale_fmt"] = "ue8m0"
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    header, blobs, off = {}, [], 0
+    for name, dtype, shape in sorted(tensors(variant)):
+        n = 1
+        for d in shape:
+            n *= d
+        b = data(name, dtype, n)
+        assert len(b) == n * SIZE[dtype]
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+if __name__ == "__main__":
+    main()

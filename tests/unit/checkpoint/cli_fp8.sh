@@ -1,0 +1,126 @@
+#!/bin/sh
+# cli_fp8.sh — FP8 block-quantized checkpoints (docs/CHECKPOINT.md "FP8
+# checkpoints"): a Qwen3 checkpoint whose Linear weights are stored F8_E4M3
+# with `_scale_inv` block scales (tests/data/fp8/make_fp8.py, python3
+# stdlib). `tpx plan --weights` plans the plugin's skeleton (no
+# skeleton-fallback), counts those weights in bf16 (the dtype NeMo
+# Automodel 0.7.0 dequantizes them into), lists no scale as a parameter and
+# says so (`fp8-checkpoint`); F8_E8M0 scales the same. `tpx shard` refuses,
+# naming the tensor, its scale and what to do, and publishes nothing. The
+# broken variants are refused by `tpx plan` naming the tensor: a scale of
+# the wrong shape, a scale without its weight, an F8 weight without its
+# scale, scales under a config without quantization_config, a
+# weight_block_size other than upstream's 128.
+# Usage: cli_fp8.sh TPX SOURCE_DIR
+set -u
+tpx=$1
+src=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-fp8.XXXXXX")
+trap 'rm -rf "$work"' EXIT INT TERM
+fails=0
+n=0
+ok() { n=$((n + 1)); echo "ok: $1"; }
+bad() { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL: $1"; sed 's/^/    /' "$work/log" | head -20; }
+run() {
+  what=$1
+  shift
+  if "$@" >"$work/log" 2>&1; then ok "$what"; else bad "$what"; fi
+}
+has() { # WHAT TEXT...: $work/log holds each TEXT
+  what=$1
+  shift
+  good=1
+  for t in "$@"; do grep -qF -- "$t" "$work/log" || good=0; done
+  if [ $good = 1 ]; then ok "$what"; else bad "$what"; fi
+}
+refused() { # WHAT TEXT...: the last command (exit $rc) failed naming each TEXT
+  what=$1
+  shift
+  good=1
+  [ "$rc" -ne 0 ] || good=0
+  for t in "$@"; do grep -qF -- "$t" "$work/log" || good=0; done
+  if [ $good = 1 ]; then ok "$what"; else echo "    (exit $rc)" >>"$work/log"; bad "$what"; fi
+}
+gen() { python3 "$src/tests/data/fp8/make_fp8.py" "$work/$1" "$1"; }
+
+for v in ok e8m0 scale-shape orphan no-scale no-qconfig; do
+  run "generate the $v checkpoint" gen $v
+done
+
+# 2 layers x 7 Linear weights (256x256 + 2 x 128x256 + 256x256 + 3 x
+# 384x256 = 491520 elements per layer) in bf16, plus embed, lm_head, norms.
+W=$((2 * 491520))
+REST=$((2 * 512 * 256 + 256 + 2 * (2 * 256 + 2 * 64)))
+BYTES=$((2 * (W + REST)))
+for v in ok e8m0; do
+  d="$work/$v"
+  "$tpx" plan --config "$d/config.json" --weights "$d" --tp 2 >"$work/log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] && ok "$v: tpx plan --weights succeeds" || bad "$v: tpx plan (exit $rc)"
+  has "$v: the report says fp8-checkpoint, what upstream does and the bytes" \
+    "[fp8-checkpoint] 14 weights are stored F8_E4M3" \
+    "dequantizes each as it loads" "into bf16" "as trained" \
+    "$(echo "$v" | sed 's/ok/F32/;s/e8m0/F8_E8M0/')"
+  has "$v: the parameter count has no scale in it" "$((W + REST)) parameters"
+  if grep -Eq "mlp\.down_proj\.weight +\[256, 384\] bf16 " "$work/log"; then
+    ok "$v: the FP8 weights are bf16 parameters"
+  else
+    bad "$v: the FP8 weights are bf16 parameters"
+  fi
+  if grep -q "skeleton-fallback" "$work/log" ||
+    grep -Eq "_scale_inv +\[" "$work/log"; then
+    bad "$v: no skeleton fallback, no scale listed as a parameter"
+  else
+    ok "$v: no skeleton fallback, no scale listed as a parameter"
+  fi
+  run "$v: tpx plan --format json" "$tpx" plan --config "$d/config.json" --weights "$d" --format json
+  has "$v: JSON total bytes are bf16's, fp8-checkpoint listed" \
+    "\"total_bytes\": $BYTES" "\"fp8-checkpoint\""
+done
+
+# tpx shard refuses, names the weight, its scale and the fix; writes nothing.
+"$tpx" shard --weights "$work/ok" --tp 2 --out "$work/ranks" >"$work/log" 2>&1
+rc=$?
+refused "shard: an FP8 checkpoint is refused, named, with the fix" \
+  "tensor 'model.layers.0.self_attn.q_proj.weight' is stored F8_E4M3" \
+  "model.layers.0.self_attn.q_proj.weight_scale_inv" \
+  "tpx does not dequantize" "dequantize the checkpoint to bf16 first"
+if ls "$work/ranks"/rank-* >/dev/null 2>&1; then
+  bad "shard: no rank file published"
+else
+  ok "shard: no rank file published"
+fi
+"$tpx" shard --weights "$work/ok" --dp-shard 2 --no-fsdp --out "$work/r2" \
+  --allow-errors >"$work/log" 2>&1
+rc=$?
+refused "shard --allow-errors: still refused" "tpx does not dequantize"
+
+"$tpx" plan --config "$work/scale-shape/config.json" --weights "$work/scale-shape" >"$work/log" 2>&1
+rc=$?
+refused "plan: a scale of the wrong shape is refused, named" \
+  "model.layers.0.self_attn.q_proj.weight_scale_inv" "[2, 3] F32" \
+  "needs [2, 2]" "128 x 128 blocks"
+"$tpx" plan --config "$work/orphan/config.json" --weights "$work/orphan" >"$work/log" 2>&1
+rc=$?
+refused "plan: a scale without its weight is refused, named" \
+  "model.layers.0.mlp.extra_proj.weight_scale_inv" \
+  "its weight 'model.layers.0.mlp.extra_proj.weight' is not stored"
+"$tpx" plan --config "$work/no-scale/config.json" --weights "$work/no-scale" >"$work/log" 2>&1
+rc=$?
+refused "plan: an F8 weight without its scale is refused, named" \
+  "model.layers.1.mlp.down_proj.weight' is stored F8_E4M3 without its scale"
+"$tpx" plan --config "$work/no-qconfig/config.json" --weights "$work/no-qconfig" >"$work/log" 2>&1
+rc=$?
+refused "plan: scales under a config without quantization_config refused" \
+  "has no quantization_config.quant_method" "unscaled"
+tr -d '\n' <"$work/ok/config.json" |
+  sed 's/"weight_block_size": *\[ *128, *128 *\]/"weight_block_size": [64, 64]/' \
+    >"$work/ok/config64.json"
+"$tpx" plan --config "$work/ok/config64.json" --weights "$work/ok" \
+  >"$work/log" 2>&1
+rc=$?
+refused "plan: a weight_block_size other than 128 x 128 is refused" \
+  "weight_block_size is [64, 64]" "128 x 128 blocks"
+
+echo "$n checks, $fails failed"
+[ "$fails" -eq 0 ]
