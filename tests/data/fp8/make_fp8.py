@@ -19,6 +19,15 @@ VARIANT (default ok) breaks one thing for the refusal tests:
                 whose weight is not stored
   no-scale      layer 1 down_proj stored F8 without its scale
   no-qconfig    config.json without quantization_config
+
+make_fp8.py list FAMILY_DIR OUTDIR [block|tensor] — for a family recorded
+from NeMo Automodel (tests/data/upstream_moe/<family>/{config.json,
+hf_names.json}): OUTDIR/config.json with quantization_config added,
+OUTDIR/list-bf16 (the Hugging Face tensors as recorded) and OUTDIR/list-fp8
+(the weights Automodel's adapters quantize stored F8_E4M3 with their
+scales) for `tpx-ckpt-test gen-list`. block: DeepSeek-V3's 128 x 128 F32
+scales; tensor: Mistral-4's, one F32 scale per tensor ([E, 1, 1] per
+expert of a fused expert tensor) and activation scales.
 """
 import json
 import os
@@ -82,7 +91,56 @@ def data(name, dtype, n):
                     for i in range(n))
 
 
+# What the adapters' _should_quantize_key leaves in full precision.
+KEEP = ["input_layernorm.weight", "post_attention_layernorm.weight",
+        "norm.weight", "lm_head.weight", "embed_tokens.weight",
+        "mlp.gate.weight"]
+
+
+def family_lists(fam, out, style):
+    os.makedirs(out, exist_ok=True)
+    cfg = json.load(open(os.path.join(fam, "config.json")))
+    q = {"quant_method": "fp8", "fmt": "e4m3"}
+    if style == "block":
+        q.update(weight_block_size=[BLOCK, BLOCK], activation_scheme="dynamic")
+    else:
+        q.update(activation_scheme="static")
+    cfg["quantization_config"] = q
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+    names = json.load(open(os.path.join(fam, "hf_names.json")))["hf_tensors"]
+    bf, fp = [], []
+    for name, dtype, shape in names:
+        line = " ".join([name, dtype.upper()] + [str(d) for d in shape])
+        bf.append(line)
+        fused = name.endswith((".gate_up_proj", ".down_proj")) and \
+            ".mlp.experts." in name
+        quant = fused or (name.endswith(".weight") and len(shape) == 2 and
+                          not any(k in name for k in KEEP))
+        if not quant:
+            fp.append(line)
+            continue
+        fp.append(" ".join([name, "F8_E4M3"] + [str(d) for d in shape]))
+        if style == "block":
+            fp.append("%s_scale_inv F32 %s" % (name, " ".join(
+                [str(d) for d in shape[:-2]] +
+                [str(cdiv(d, BLOCK)) for d in shape[-2:]])))
+        elif fused:
+            fp.append("%s_scale_inv F32 %d 1 1" % (name, shape[0]))
+            fp.append("%s_activation_scale F32 %d" % (name, shape[0]))
+        else:
+            fp.append("%s_scale_inv F32" % name)
+            fp.append("%s.activation_scale F32" % name[:-len(".weight")])
+    for n, lines in (("list-bf16", bf), ("list-fp8", fp)):
+        with open(os.path.join(out, n), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
 def main():
+    if sys.argv[1] == "list":
+        family_lists(sys.argv[2], sys.argv[3],
+                     sys.argv[4] if len(sys.argv) > 4 else "block")
+        return
     out = sys.argv[1]
     variant = sys.argv[2] if len(sys.argv) > 2 else "ok"
     os.makedirs(out, exist_ok=True)

@@ -11,10 +11,17 @@
 # the wrong shape, a scale without its weight, an F8 weight without its
 # scale, scales under a config without quantization_config, a
 # weight_block_size other than upstream's 128.
-# Usage: cli_fp8.sh TPX SOURCE_DIR
+# The MoE families served through NeMo Automodel's own classes (the
+# automodel_moe plugin's skeleton, per-expert and fused expert tensors as
+# stored sources): DeepSeek-V3 with 128 x 128 block scales, Mistral-4 with
+# per-tensor / per-expert scales and activation scales: the plan of the FP8
+# checkpoint is the plan of the same checkpoint in bf16 (parameters, bytes,
+# per-rank bytes), and `tpx shard` refuses it.
+# Usage: cli_fp8.sh TPX SOURCE_DIR TPX_CKPT_TEST
 set -u
 tpx=$1
 src=$2
+tool=$3
 work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-fp8.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 fails=0
@@ -121,6 +128,42 @@ tr -d '\n' <"$work/ok/config.json" |
 rc=$?
 refused "plan: a weight_block_size other than 128 x 128 is refused" \
   "weight_block_size is [64, 64]" "128 x 128 blocks"
+
+for fs in deepseek_v3:block mistral4:tensor; do
+  fam=${fs%%:*}
+  f="$work/$fam"
+  run "$fam: lists" python3 "$src/tests/data/fp8/make_fp8.py" list \
+    "$src/tests/data/upstream_moe/$fam" "$f" "${fs#*:}"
+  mkdir -p "$f/bf16" "$f/fp8"
+  run "$fam: generate bf16" "$tool" gen-list \
+    "$src/tests/data/upstream_moe/$fam/config.json" "$f/list-bf16" "$f/bf16"
+  run "$fam: generate fp8" "$tool" gen-list "$f/config.json" "$f/list-fp8" \
+    "$f/fp8"
+  for v in bf16 fp8; do
+    "$tpx" plan --config "$f/$v/config.json" --weights "$f/$v" --dp-shard 4 \
+      --format json >"$f/$v.json" 2>&1
+    "$tpx" plan --config "$f/$v/config.json" --weights "$f/$v" --dp-shard 4 \
+      >"$f/$v.txt" 2>&1
+  done
+  cp "$f/fp8.txt" "$work/log"
+  has "$fam: fp8-checkpoint said, skeleton used" "[fp8-checkpoint]" \
+    "skeleton, checked against the safetensors headers"
+  if python3 -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+key = lambda r: (r["model"]["total_params"], r["model"]["total_bytes"],
+                 [x.get("param_bytes") for x in r.get("per_rank", [])])
+sys.exit(key(a) != key(b))' "$f/bf16.json" "$f/fp8.json" >"$work/log" 2>&1; then
+    ok "$fam: the FP8 plan counts what the bf16 plan counts"
+  else
+    bad "$fam: the FP8 plan counts what the bf16 plan counts"
+  fi
+  "$tpx" shard --weights "$f/fp8" --dp-shard 4 --out "$f/ranks" \
+    >"$work/log" 2>&1
+  rc=$?
+  refused "$fam: shard refused" "is stored F8_E4M3 with FP8 scales" \
+    "tpx does not dequantize"
+done
 
 echo "$n checks, $fails failed"
 [ "$fails" -eq 0 ]
