@@ -53,10 +53,11 @@ int cli_fp8_diag(const tpx_model *model, tpx_diag_list *diags) {
   mib(c, sizeof c, trained);
   tpx_status st = tpx_diag_add(
       diags, TPX_DIAG_WARNING, "fp8-checkpoint", q0.weight,
-      "nothing to change for the plan; `tpx shard` refuses this checkpoint "
-      "(tpx does not dequantize): dequantize it to bf16 first (transformers' "
-      "FineGrainedFP8Config(dequantize=True), then save_pretrained) and "
-      "shard that",
+      "nothing to change for the plan; `tpx shard` cuts each F8 weight as "
+      "stored with its scales whole in every rank file (a trainer "
+      "dequantizes its slice), and refuses F8 tensors read into a fused or "
+      "grouped parameter: dequantize those checkpoints to bf16 first "
+      "(FineGrainedFP8Config(dequantize=True), save_pretrained)",
       "%zu weights are stored %s with their scales ('%s' with '%s' %s; %s), "
       "as "
       "quantization_config (quant_method %s) declares: NeMo Automodel 0.7.0 "

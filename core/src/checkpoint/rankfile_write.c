@@ -81,11 +81,17 @@ static tpx_status list_tensors(const tpx_sharding *sh,
   if (is_source == NULL)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   tpx_status st = TPX_OK;
-  /* FP8 weights with block scales: refused, not cut without their scales
-   * (tpx does not dequantize; docs/CHECKPOINT.md "FP8 checkpoints") */
-  for (size_t i = 0; i < nt && st == TPX_OK; i++)
-    st = tpx__fp8_refuse_read(&rd->load, &rd->load.t[i], rd->load.t[i].name,
-                              err);
+  /* An FP8 weight is cut as stored (F8) where it is a parameter of its
+   * own the model knows (tpx_model_quantized); one read into a fused
+   * parameter would need dequantizing: refused (docs/CHECKPOINT.md "FP8
+   * checkpoints"). */
+  for (size_t i = 0; i < nt && st == TPX_OK; i++) {
+    const char *name = rd->load.t[i].name;
+    int scale = 0;
+    if (tpx__fp8_find(model, name, &scale) == NULL || scale ||
+        tpx__mv_find_param_aliased(model, name) < 0)
+      st = tpx__fp8_refuse_read(&rd->load, &rd->load.t[i], name, err);
+  }
   if (st == TPX_OK)
     st = list_fused(sh, rd, is_source, out, &k, err);
   for (size_t i = 0; i < nt && st == TPX_OK; i++) {
@@ -94,8 +100,11 @@ static tpx_status list_tensors(const tpx_sharding *sh,
     if (is_source[i])
       continue;
     int64_t p = tpx__mv_find_param_aliased(model, t.name);
-    if (p < 0 && is_buffer(model, t.name)) {
-      /* a buffer: whole on every rank, never sharded */
+    int scale = 0;
+    if (p < 0 && ((tpx__fp8_find(model, t.name, &scale) && scale) ||
+                  is_buffer(model, t.name))) {
+      /* a buffer, or an FP8 weight's scales (upstream keeps them whole on
+       * every rank too): whole on every rank, never sharded */
       out[n] =
           (tpx__shard_out){t.name, t.dtype, t.ndim, {0}, (int64_t)i, -1, {0}};
       memcpy(out[n].shape, t.shape, sizeof out[n].shape);

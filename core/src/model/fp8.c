@@ -5,9 +5,11 @@
  * loads (each block times its scale, into the model's dtype) and drops the
  * scales, so the model tpx plans holds the weights in that dtype and the
  * scales are no parameters. This file pairs and checks them on the headers
- * (tpx__fp8_mark, called by tpx_model_add_safetensors) and refuses to read
- * such a weight as a parameter (tpx__fp8_refuse_read: tpx does not
- * dequantize). Not the header parser (safetensors.c). */
+ * (tpx__fp8_mark, called by tpx_model_add_safetensors), finds them
+ * (tpx__fp8_find: tpx shard cuts such a weight as stored, its scale whole)
+ * and refuses to read one into a float buffer or a fused parameter
+ * (tpx__fp8_refuse_read: tpx does not dequantize). Not the header parser
+ * (safetensors.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -122,6 +124,10 @@ static tpx_status record(tpx_model *model, const tpx__st_tensor *w,
   q.numel = tpx__shape_numel(w->shape, w->ndim);
   q.scale_numel = tpx__shape_numel(s->shape, s->ndim);
   q.block[0] = q.block[1] = form == 1 ? UPSTREAM_BLOCK : 0;
+  int64_t at = (int64_t)model->num_quant;
+  if (tpx__strmap_set(&model->quant_names, q.weight, w->name_len, at) != 0 ||
+      tpx__strmap_set(&model->quant_names, q.scale, s->name_len, at) != 0)
+    return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
   model->quant[model->num_quant++] = q;
   return TPX_OK;
 }
@@ -220,11 +226,24 @@ tpx_status tpx__fp8_refuse_read(const tpx__st_load *l, const tpx__st_tensor *t,
   return tpx_error_set(
       err, TPX_UNSUPPORTED,
       "tensor '%s' is stored %s with FP8 scales '%s', and tpx does not "
-      "dequantize (upstream loads '%s' as the weight times its scale): "
-      "dequantize the checkpoint to bf16 first "
-      "(FineGrainedFP8Config(dequantize=True), save_pretrained), then shard "
-      "that; %s",
+      "dequantize: read into parameter '%s' (a float buffer, or a fused or "
+      "grouped parameter) it would be unscaled. Dequantize the checkpoint "
+      "to bf16 first (FineGrainedFP8Config(dequantize=True), "
+      "save_pretrained), or cut it with tpx shard where each F8 weight is "
+      "a parameter of its own; %s",
       t->name, tpx__model_dtype_st_name(t->dtype), sname, param, path_of(l, t));
+}
+
+const tpx_quantized_weight *tpx__fp8_find(const tpx_model *model,
+                                          const char *name, int *is_scale) {
+  int64_t i = -1;
+  if (model == NULL || model->num_quant == 0 ||
+      !tpx__strmap_find(&model->quant_names, name, strlen(name), &i))
+    return NULL;
+  const tpx_quantized_weight *q = &model->quant[i];
+  if (is_scale)
+    *is_scale = strcmp(q->scale, name) == 0;
+  return q;
 }
 
 size_t tpx_model_num_quantized(const tpx_model *model) {

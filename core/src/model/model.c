@@ -649,6 +649,7 @@ void tpx_model_destroy(tpx_model *model) {
   tpx__strmap_free(&model->fold_names);
   tpx__family_free(&model->family);
   free(model->quant);
+  tpx__strmap_free(&model->quant_names);
   free(model);
 }
 

@@ -147,6 +147,7 @@ struct tpx_model {
    * F8 weight with its `_scale_inv`, names in the arena. */
   tpx_quantized_weight *quant;
   size_t num_quant, cap_quant;
+  tpx__strmap quant_names; /* weight and scale names -> index in quant */
 };
 
 /* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is

@@ -160,7 +160,9 @@ def main():
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
-    header, blobs, off = {}, [], 0
+    # the layout tpx's writer gives (metadata first, names in order), so a
+    # merged checkpoint compares byte for byte with the whole file
+    header, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
     for name, dtype, shape in sorted(tensors(variant)):
         n = 1
         for d in shape:
@@ -171,7 +173,6 @@ def main():
                         "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
-    header["__metadata__"] = {"format": "pt"}
     h = json.dumps(header, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
     with open(os.path.join(out, "model.safetensors"), "wb") as f:

@@ -5,8 +5,10 @@
 # stdlib). `tpx plan --weights` plans the plugin's skeleton (no
 # skeleton-fallback), counts those weights in bf16 (the dtype NeMo
 # Automodel 0.7.0 dequantizes them into), lists no scale as a parameter and
-# says so (`fp8-checkpoint`); F8_E8M0 scales the same. `tpx shard` refuses,
-# naming the tensor, its scale and what to do, and publishes nothing. The
+# says so (`fp8-checkpoint`); F8_E8M0 scales the same. `tpx shard` cuts
+# each F8 weight as stored with its scale whole in every rank file, on
+# aligned and unaligned meshes, and `tpx merge` gives the checkpoint back
+# byte for byte. The
 # broken variants are refused by `tpx plan` naming the tensor: a scale of
 # the wrong shape, a scale without its weight, an F8 weight without its
 # scale, scales under a config without quantization_config, a
@@ -16,7 +18,8 @@
 # stored sources): DeepSeek-V3 with 128 x 128 block scales, Mistral-4 with
 # per-tensor / per-expert scales and activation scales: the plan of the FP8
 # checkpoint is the plan of the same checkpoint in bf16 (parameters, bytes,
-# per-rank bytes), and `tpx shard` refuses it.
+# per-rank bytes), and `tpx shard` refuses it (F8 expert tensors read into
+# grouped parameters would need dequantizing), publishing nothing.
 # Usage: cli_fp8.sh TPX SOURCE_DIR TPX_CKPT_TEST
 set -u
 tpx=$1
@@ -85,22 +88,43 @@ for v in ok e8m0; do
     "\"total_bytes\": $BYTES" "\"fp8-checkpoint\""
 done
 
-# tpx shard refuses, names the weight, its scale and the fix; writes nothing.
-"$tpx" shard --weights "$work/ok" --tp 2 --out "$work/ranks" >"$work/log" 2>&1
-rc=$?
-refused "shard: an FP8 checkpoint is refused, named, with the fix" \
-  "tensor 'model.layers.0.self_attn.q_proj.weight' is stored F8_E4M3" \
-  "model.layers.0.self_attn.q_proj.weight_scale_inv" \
-  "tpx does not dequantize" "dequantize the checkpoint to bf16 first"
-if ls "$work/ranks"/rank-* >/dev/null 2>&1; then
-  bad "shard: no rank file published"
-else
-  ok "shard: no rank file published"
-fi
-"$tpx" shard --weights "$work/ok" --dp-shard 2 --no-fsdp --out "$work/r2" \
-  --allow-errors >"$work/log" 2>&1
-rc=$?
-refused "shard --allow-errors: still refused" "tpx does not dequantize"
+# tpx shard cuts each F8 weight as stored, its scale whole in every rank
+# file (replicate on every mesh dim), on meshes whose cuts fall inside
+# 128-blocks too (dp_shard 3: 86 rows; tp 2 x dp_shard 3); tpx merge gives
+# the source back byte for byte.
+for mesh in "--tp 2" "--dp-shard 3" "--dp-shard 3 --tp 2" \
+  "--dp-replicate 2 --dp-shard 2 --tp 2" "--dp-shard 5 --no-fsdp"; do
+  r="$work/ranks"
+  m="$work/merged"
+  # shellcheck disable=SC2086
+  run "$mesh: shard" "$tpx" shard --weights "$work/ok" $mesh --out "$r"
+  has "$mesh: shard says how it cut the FP8 weights" \
+    "14 FP8 weights cut as stored (F8), each with its _scale_inv whole"
+  run "$mesh: F8 slices, whole scales" python3 -c '
+import glob, json, struct, sys
+files = sorted(glob.glob(sys.argv[1] + "/rank-*.safetensors"))
+assert files
+for f in files:
+    with open(f, "rb") as fh:
+        h = json.loads(fh.read(struct.unpack("<Q", fh.read(8))[0]))
+    t = json.loads(h["__metadata__"]["tpx.tensors"])
+    for name, e in h.items():
+        if name.endswith("_proj.weight"):
+            assert e["dtype"] == "F8_E4M3", (f, name, e)
+        if name.endswith("_scale_inv"):
+            assert e["dtype"] == "F32" and e["shape"] == t[name]["global_shape"]
+            assert set(t[name]["placements"]) == {"replicate"}, (f, name)
+' "$r"
+  run "$mesh: merge" "$tpx" merge --in "$r" --out "$m"
+  run "$mesh: merged file byte-identical" cmp "$work/ok/model.safetensors" \
+    "$m/model.safetensors"
+  rm -rf "$r" "$m"
+done
+run "e8m0 --dp-shard 3: shard" "$tpx" shard --weights "$work/e8m0" \
+  --dp-shard 3 --out "$work/r8"
+run "e8m0 --dp-shard 3: merge" "$tpx" merge --in "$work/r8" --out "$work/m8"
+run "e8m0 --dp-shard 3: merged file byte-identical" cmp \
+  "$work/e8m0/model.safetensors" "$work/m8/model.safetensors"
 
 "$tpx" plan --config "$work/scale-shape/config.json" --weights "$work/scale-shape" >"$work/log" 2>&1
 rc=$?
@@ -161,8 +185,14 @@ sys.exit(key(a) != key(b))' "$f/bf16.json" "$f/fp8.json" >"$work/log" 2>&1; then
   "$tpx" shard --weights "$f/fp8" --dp-shard 4 --out "$f/ranks" \
     >"$work/log" 2>&1
   rc=$?
-  refused "$fam: shard refused" "is stored F8_E4M3 with FP8 scales" \
-    "tpx does not dequantize"
+  refused "$fam: shard refuses F8 experts read into grouped parameters" \
+    "is stored F8_E4M3 with FP8 scales" "tpx does not dequantize" \
+    "mlp.experts." "fused or grouped parameter"
+  if ls "$f/ranks"/rank-* >/dev/null 2>&1; then
+    bad "$fam: no rank file published"
+  else
+    ok "$fam: no rank file published"
+  fi
 done
 
 echo "$n checks, $fails failed"

@@ -2,8 +2,9 @@
  * (docs/CHECKPOINT.md "FP8 checkpoints"): tpx_model_add_safetensors pairs
  * a weight stored F8_E4M3 with its `_scale_inv`, gives the weight the
  * config's dtype and no scale a parameter (tpx_model_quantized lists the
- * pair), drops activation scales; tpx_checkpoint_check_model refuses to
- * read such a weight (TPX_UNSUPPORTED naming it and its scale); a scale on
+ * pair), drops activation scales; tpx_checkpoint_check_model accepts the
+ * F8 weight, tpx_checkpoint_read_param refuses to read it into a float
+ * buffer (TPX_UNSUPPORTED naming it and its scale); a scale on
  * a weight that is not F8, and scales under a config without
  * quantization_config, are refused naming the tensor. The CLI's cases are
  * in cli_fp8.sh. */
@@ -86,12 +87,30 @@ START_TEST(pairs_and_refuses_reads) {
   tpx_checkpoint_reader *rd = NULL;
   CHECK_OK(
       tpx_checkpoint_reader_create(tmp("model.safetensors"), NULL, &rd, &e_));
+  /* the checkpoint holds the model (the F8 weight is known), ... */
+  CHECK_OK(tpx_checkpoint_check_model(rd, m, &e_));
+  /* ... but reading it into a parameter's float buffer would be unscaled */
+  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
+  int64_t sizes[3] = {1, 2, 1};
+  tpx_mesh *mesh = NULL;
+  tpx_sharding *sh = NULL;
+  CHECK_OK(tpx_mesh_create(names, sizes, 3, &mesh, &e_));
+  tpx_plan *plan = NULL;
+  CHECK_OK(tpx_plan_create(&plan, &e_));
+  CHECK_OK(tpx_sharding_create(m, plan, mesh, NULL, &sh, &e_));
+  static uint16_t dst[128 * 130];
   tpx_error err = {0};
-  ck_assert_int_eq(tpx_checkpoint_check_model(rd, m, &err), TPX_UNSUPPORTED);
+  ck_assert_int_eq(
+      tpx_checkpoint_read_param(rd, sh, tpx_model_find_param(m, "a.weight"), 0,
+                                TPX_DTYPE_BF16, dst, sizeof dst, &err),
+      TPX_UNSUPPORTED);
   ck_assert_msg(strstr(err.message, "'a.weight' is stored F8_E4M3") &&
                     strstr(err.message, "'a.weight_scale_inv'") &&
                     strstr(err.message, "does not dequantize"),
                 "%s", err.message);
+  tpx_sharding_destroy(sh);
+  tpx_plan_destroy(plan);
+  tpx_mesh_destroy(mesh);
   tpx_checkpoint_reader_destroy(rd);
   tpx_model_destroy(m);
   remove_tmpdir();
