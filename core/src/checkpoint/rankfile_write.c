@@ -100,9 +100,8 @@ static tpx_status list_tensors(const tpx_sharding *sh,
     if (is_source[i])
       continue;
     int64_t p = tpx__mv_find_param_aliased(model, t.name);
-    int scale = 0;
-    if (p < 0 && ((tpx__fp8_find(model, t.name, &scale) && scale) ||
-                  is_buffer(model, t.name))) {
+    if (p < 0 &&
+        (tpx__fp8_is_companion(model, t.name) || is_buffer(model, t.name))) {
       /* a buffer, or an FP8 weight's scales (upstream keeps them whole on
        * every rank too): whole on every rank, never sharded */
       out[n] =

@@ -18,6 +18,8 @@
 #include "model/model_impl.h"
 
 #define SCALE_SUFFIX "_scale_inv"
+/* The value of an activation scale's name in model->quant_names. */
+#define ACTIVATION ((int64_t)-2)
 /* What NeMo Automodel 0.7.0 dequantizes in, whatever the config says. */
 #define UPSTREAM_BLOCK 128
 
@@ -200,9 +202,13 @@ tpx_status tpx__fp8_mark(tpx_model *model, tpx__st_load *l, tpx_error *err) {
   int quantized = method != NULL || model->num_quant > first;
   for (size_t k = 0; k < l->n && st == TPX_OK && quantized; k++) {
     tpx__st_tensor *t = &l->t[k];
-    if (method != NULL && is_activation_scale(t))
-      t->skip = 1;
-    else if (is_f8(t->dtype) && !t->skip)
+    if (method != NULL && is_activation_scale(t)) {
+      t->skip = 1; /* kept whole by tpx shard, as the scales (ACTIVATION) */
+      const char *n = tpx__arena_strndup(&model->arena, t->name, t->name_len);
+      if (n == NULL ||
+          tpx__strmap_set(&model->quant_names, n, t->name_len, ACTIVATION) != 0)
+        st = tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+    } else if (is_f8(t->dtype) && !t->skip)
       st = tpx_error_set(err, TPX_VALIDATION,
                          "%s: tensor '%s' is stored %s without its scale "
                          "'%s" SCALE_SUFFIX "' in an FP8 block-quantized "
@@ -238,12 +244,20 @@ const tpx_quantized_weight *tpx__fp8_find(const tpx_model *model,
                                           const char *name, int *is_scale) {
   int64_t i = -1;
   if (model == NULL || model->num_quant == 0 ||
-      !tpx__strmap_find(&model->quant_names, name, strlen(name), &i))
+      !tpx__strmap_find(&model->quant_names, name, strlen(name), &i) || i < 0)
     return NULL;
   const tpx_quantized_weight *q = &model->quant[i];
   if (is_scale)
     *is_scale = strcmp(q->scale, name) == 0;
   return q;
+}
+
+int tpx__fp8_is_companion(const tpx_model *model, const char *name) {
+  int64_t i = -1;
+  if (model == NULL ||
+      !tpx__strmap_find(&model->quant_names, name, strlen(name), &i))
+    return 0;
+  return i == ACTIVATION || strcmp(model->quant[i].scale, name) == 0;
 }
 
 size_t tpx_model_num_quantized(const tpx_model *model) {

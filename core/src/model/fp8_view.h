@@ -20,6 +20,10 @@ tpx_status tpx__fp8_mark(tpx_model *model, tpx__st_load *l, tpx_error *err);
 const tpx_quantized_weight *tpx__fp8_find(const tpx_model *model,
                                           const char *name, int *is_scale);
 
+/* 1 when `name` is stored beside an FP8 weight and is no parameter: its
+ * `_scale_inv` or an activation scale (tpx shard writes them whole). */
+int tpx__fp8_is_companion(const tpx_model *model, const char *name);
+
 /* TPX_UNSUPPORTED naming `t`, its scale and what to do when `t` is stored
  * F8 with a `<name>_scale_inv` in `l` (reading it into a float buffer or
  * a fused parameter would give unscaled values); TPX_OK otherwise. `param`

@@ -14,6 +14,8 @@ BF16. Values are deterministic bytes (no F8 NaN patterns).
 VARIANT (default ok) breaks one thing for the refusal tests:
   ok            as above
   e8m0          scales stored F8_E8M0 (UE8M0, as DeepSeek-V3.2 publishes)
+  static        one F32 scale per tensor ([]) and an `.activation_scale`
+                beside each weight (Mistral-4's static scheme)
   scale-shape   layer 0 q_proj's scale one column too wide [2, 3]
   orphan        an extra `model.layers.0.mlp.extra_proj.weight_scale_inv`
                 whose weight is not stored
@@ -64,6 +66,9 @@ def tensors(variant):
             if variant == "no-scale" and l == 1 and name == "mlp.down_proj":
                 continue
             sshape = [cdiv(shape[0], BLOCK), cdiv(shape[1], BLOCK)]
+            if variant == "static":  # one scale per tensor, Mistral-4's way
+                sshape = []
+                t.append(("%s.%s.activation_scale" % (p, name), "F32", []))
             if variant == "scale-shape" and l == 0 and name == "self_attn.q_proj":
                 sshape[1] += 1
             sdt = "F8_E8M0" if variant == "e8m0" else "F32"
@@ -157,6 +162,9 @@ def main():
             "weight_block_size": [BLOCK, BLOCK]}
         if variant == "e8m0":
             cfg["quantization_config"]["scale_fmt"] = "ue8m0"
+        if variant == "static":
+            cfg["quantization_config"]["activation_scheme"] = "static"
+            del cfg["quantization_config"]["weight_block_size"]
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
