@@ -54,9 +54,9 @@ int cli_fp8_diag(const tpx_model *model, tpx_diag_list *diags) {
   tpx_status st = tpx_diag_add(
       diags, TPX_DIAG_WARNING, "fp8-checkpoint", q0.weight,
       "nothing to change for the plan; `tpx shard` cuts each F8 weight as "
-      "stored with its scales whole in every rank file (a trainer "
-      "dequantizes its slice), and refuses F8 tensors read into a fused or "
-      "grouped parameter: dequantize those checkpoints to bf16 first "
+      "stored (grouped experts too) with its scales whole in every rank "
+      "file, and a trainer dequantizes its slice; tpx's own reads into "
+      "floats refuse it: dequantize to bf16 first for those "
       "(FineGrainedFP8Config(dequantize=True), save_pretrained)",
       "%zu weights are stored %s with their scales ('%s' with '%s' %s; %s), "
       "as "

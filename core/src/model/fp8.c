@@ -7,8 +7,8 @@
  * scales are no parameters. This file pairs and checks them on the headers
  * (tpx__fp8_mark, called by tpx_model_add_safetensors), finds them
  * (tpx__fp8_find: tpx shard cuts such a weight as stored, its scale whole)
- * and refuses to read one into a float buffer or a fused parameter
- * (tpx__fp8_refuse_read: tpx does not dequantize). Not the header parser
+ * and refuses to read one into floats (tpx__fp8_refuse_read: tpx does not
+ * dequantize). Not the header parser
  * (safetensors.c). */
 #include <stdio.h>
 #include <string.h>
@@ -232,12 +232,12 @@ tpx_status tpx__fp8_refuse_read(const tpx__st_load *l, const tpx__st_tensor *t,
   return tpx_error_set(
       err, TPX_UNSUPPORTED,
       "tensor '%s' is stored %s with FP8 scales '%s', and tpx does not "
-      "dequantize: read into parameter '%s' (a float buffer, or a fused or "
-      "grouped parameter) it would be unscaled. Dequantize the checkpoint "
-      "to bf16 first (FineGrainedFP8Config(dequantize=True), "
-      "save_pretrained), or cut it with tpx shard where each F8 weight is "
-      "a parameter of its own; %s",
-      t->name, tpx__model_dtype_st_name(t->dtype), sname, param, path_of(l, t));
+      "dequantize: read into parameter '%s' as floats it would be "
+      "unscaled. Read it as %s, cut it with tpx shard (F8 slices, scales "
+      "whole), or dequantize the checkpoint to bf16 first "
+      "(FineGrainedFP8Config(dequantize=True), save_pretrained); %s",
+      t->name, tpx__model_dtype_st_name(t->dtype), sname, param,
+      tpx__model_dtype_st_name(t->dtype), path_of(l, t));
 }
 
 const tpx_quantized_weight *tpx__fp8_find(const tpx_model *model,

@@ -25,8 +25,8 @@ const tpx_quantized_weight *tpx__fp8_find(const tpx_model *model,
 int tpx__fp8_is_companion(const tpx_model *model, const char *name);
 
 /* TPX_UNSUPPORTED naming `t`, its scale and what to do when `t` is stored
- * F8 with a `<name>_scale_inv` in `l` (reading it into a float buffer or
- * a fused parameter would give unscaled values); TPX_OK otherwise. `param`
+ * F8 with a `<name>_scale_inv` in `l` (reading it into floats would give
+ * unscaled values); TPX_OK otherwise. `param`
  * names the parameter it was to be read into. */
 tpx_status tpx__fp8_refuse_read(const tpx__st_load *l, const tpx__st_tensor *t,
                                 const char *param, tpx_error *err);

@@ -4,7 +4,8 @@
  * config's dtype and no scale a parameter (tpx_model_quantized lists the
  * pair), drops activation scales; tpx_checkpoint_check_model accepts the
  * F8 weight, tpx_checkpoint_read_param refuses to read it into a float
- * buffer (TPX_UNSUPPORTED naming it and its scale); a scale on
+ * buffer (TPX_UNSUPPORTED naming it and its scale) and reads it into an F8
+ * one as stored; a scale on
  * a weight that is not F8, and scales under a config without
  * quantization_config, are refused naming the tensor. The CLI's cases are
  * in cli_fp8.sh. */
@@ -108,6 +109,13 @@ START_TEST(pairs_and_refuses_reads) {
                     strstr(err.message, "'a.weight_scale_inv'") &&
                     strstr(err.message, "does not dequantize"),
                 "%s", err.message);
+  /* read as itself (F8 into F8), it is the stored bytes: rank 1's rows */
+  CHECK_OK(tpx_checkpoint_read_param(rd, sh,
+                                     tpx_model_find_param(m, "a.weight"), 1,
+                                     TPX_DTYPE_F8_E4M3, dst, 128 * 130, &e_));
+  const unsigned char *got = (const unsigned char *)dst;
+  for (size_t i = 0; i < 128 * 130; i++)
+    ck_assert_uint_eq(got[i], (128 * 130 + i) % 0x70);
   tpx_sharding_destroy(sh);
   tpx_plan_destroy(plan);
   tpx_mesh_destroy(mesh);
