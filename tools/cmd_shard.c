@@ -285,6 +285,14 @@ static int write_shards(const shard_args *a, const tpx_cli_planned *pl) {
   else {
     tpx_cli_progress_update(&prog, prog.items, prog.bytes, 1);
     tpx_cli_summary("tpx shard", prog.files, prog.bytes, a->out);
+    size_t nq = tpx_model_num_quantized(pl->model);
+    if (nq > 0)
+      fprintf(stderr,
+              "tpx shard: %zu FP8 weights cut as stored (F8), each with its "
+              "_scale_inv whole in every rank file: dequantize a slice with "
+              "the scale blocks its offsets fall in (docs/CHECKPOINT.md "
+              "\"FP8 checkpoints\")\n",
+              nq);
   }
   free(config);
   tpx_checkpoint_reader_destroy(rd);

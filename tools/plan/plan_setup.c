@@ -210,6 +210,8 @@ int tpx_cli_plan_prepare(const char *cmd, const tpx_cli_plan_args *a,
     if (model_with_weights(p->reg, &p->model, a, p->model_trace, p->diags,
                            &err) != TPX_OK)
       return fail_input(cmd, "reading safetensors headers", &err);
+    if (cli_fp8_diag(p->model, p->diags) != 0)
+      return fail(cmd, "planning", &err);
   } else if (tpx_registry_build_skeleton(p->reg, p->model, &err) != TPX_OK) {
     const char *arch = tpx_model_num_architectures(p->model)
                            ? tpx_model_architecture(p->model, 0)

@@ -37,6 +37,11 @@ typedef struct tpx_cli_plan_args {
  * --weights is given; else -1 with a message printed. */
 int cli_check_dtype(const char *cmd, const char *dtype, const char *weights);
 
+/* `fp8-checkpoint` (tools/plan/plan_fp8.c): a warning when the model holds FP8
+ * block-quantized weights of the checkpoint (tpx_model_num_quantized).
+ * 0, or -1 out of memory. */
+int cli_fp8_diag(const tpx_model *model, tpx_diag_list *diags);
+
 typedef struct tpx_cli_planned {
   tpx_model *model;
   tpx_registry *reg;

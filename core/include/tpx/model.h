@@ -326,6 +326,30 @@ TPX_API tpx_status tpx_model_config_string(const tpx_model *model,
                                            const char *path, const char **out,
                                            tpx_error *err);
 
+/* FP8 block-quantized checkpoints (docs/CHECKPOINT.md "FP8 checkpoints").
+ * tpx_model_add_safetensors pairs every stored `<w>_scale_inv` with its
+ * weight `<w>` (stored F8_E4M3 or F8_E5M2) when config.json declares
+ * `quantization_config.quant_method`: the weight becomes (or is checked
+ * against) a parameter of the dtype upstream dequantizes it into (the
+ * skeleton's, else the config's torch_dtype, else bf16), the scale is no
+ * parameter; activation scales (`.activation_scale`) are dropped as
+ * upstream drops them. A scale without its weight, of the wrong shape, an
+ * F8 weight without its scale, or scales under a config without
+ * quantization_config are TPX_VALIDATION errors naming the tensor. */
+typedef struct tpx_quantized_weight {
+  const char *weight; /* stored name, borrowed while the model lives */
+  const char *scale;  /* its `_scale_inv` tensor's stored name */
+  tpx_dtype stored_dtype, scale_dtype, train_dtype;
+  int64_t numel;       /* the weight's elements */
+  int64_t scale_numel; /* the scale's elements */
+  int64_t block[2];    /* [rows, cols] of a scale block; 0, 0 when the
+                          scale is one per tensor (or per expert) */
+} tpx_quantized_weight;
+TPX_API size_t tpx_model_num_quantized(const tpx_model *model);
+TPX_API tpx_status tpx_model_quantized(const tpx_model *model, size_t index,
+                                       tpx_quantized_weight *out,
+                                       tpx_error *err);
+
 /* Totals counting a tied parameter once. */
 TPX_API int64_t tpx_model_total_params(const tpx_model *model);
 TPX_API int64_t tpx_model_total_bytes(const tpx_model *model);

@@ -77,14 +77,25 @@ tpx_status tpx__ckpt_param_source(const tpx_checkpoint_reader *rd,
                                   int64_t k, tpx_checkpoint_source *out,
                                   int *transpose, tpx_error *err);
 
+/* How an FP8 weight the model knows (tpx_model_quantized) passes the
+ * checks: TPX__FP8_CHECK, stored as it is (the model check); a dtype,
+ * read into a buffer of that dtype (its own F8 dtype only: tpx does not
+ * dequantize); TPX__FP8_FLOAT, read into floats (refused). */
+#define TPX__FP8_CHECK ((int)TPX_DTYPE_INVALID)
+#define TPX__FP8_FLOAT (-1)
+
 /* fold.c: a parameter read from several stored tensors (per-expert
  * tensors of a fused expert parameter, a renamed router). Check: every
- * source is stored with its box's shape and the parameter's dtype (or the
- * parameter is not stored: TPX_NOT_FOUND). Read: the box `slice` of the
- * parameter into dst (dense, dtype), from the sources it intersects. */
+ * source is stored with its box's shape and the parameter's dtype, or is
+ * an FP8 weight `into` allows (above) (or the parameter is not stored:
+ * TPX_NOT_FOUND). Read: the box `slice` of the parameter into dst (dense,
+ * dtype), from the sources it intersects. */
 tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
                                    const tpx_model *model, int64_t param,
-                                   tpx_error *err);
+                                   int into, tpx_error *err);
+/* 1 when stored tensor `t` may stand for a parameter of another dtype
+ * under `into` (above): an FP8 weight the model knows, read as itself. */
+int tpx__ckpt_fp8_ok(const tpx_model *model, const tpx__st_tensor *t, int into);
 tpx_status tpx__ckpt_read_folded(const tpx_checkpoint_reader *rd,
                                  const tpx_model *model, int64_t param,
                                  const tpx_slice *slice, tpx_dtype dtype,

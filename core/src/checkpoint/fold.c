@@ -10,6 +10,7 @@
 
 #include "checkpoint/ckpt_internal.h"
 #include "model/expert_fold.h"
+#include "model/fp8_view.h"
 
 /* The naming scheme the checkpoint stores `param`'s sources under (some
  * source is stored; the first is looked up first), or 0. */
@@ -107,9 +108,17 @@ tpx_status tpx__ckpt_param_source(const tpx_checkpoint_reader *rd,
   return TPX_OK;
 }
 
+int tpx__ckpt_fp8_ok(const tpx_model *model, const tpx__st_tensor *t,
+                     int into) {
+  int scale = 0;
+  const tpx_quantized_weight *q = tpx__fp8_find(model, t->name, &scale);
+  return q && !scale && q->stored_dtype == t->dtype &&
+         (into == TPX__FP8_CHECK || into == (int)t->dtype);
+}
+
 tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
                                    const tpx_model *model, int64_t param,
-                                   tpx_error *err) {
+                                   int into, tpx_error *err) {
   tpx_param_info p;
   tpx_status st = tpx_model_param(model, param, &p, err);
   int64_t n = tpx_checkpoint_param_num_sources(rd, model, param);
@@ -120,9 +129,12 @@ tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,
     if (st != TPX_OK)
       break;
     const tpx__st_tensor *t = &rd->load.t[src.tensor];
-    if (t->dtype == p.dtype &&
+    int fp8 = t->dtype != p.dtype && tpx__ckpt_fp8_ok(model, t, into);
+    if ((t->dtype == p.dtype || fp8) &&
         tpx__fold_source_fits(&src.box, tr, t->shape, t->ndim))
       continue;
+    if (!fp8 && (st = tpx__fp8_refuse_read(&rd->load, t, p.fqn, err)) != TPX_OK)
+      break;
     char a[200], b[200], c[200], o[200];
     int64_t want[TPX_MAX_TENSOR_DIMS];
     int wn = tpx__fold_source_shape(&src.box, tr, want);

@@ -18,6 +18,7 @@
 #include "checkpoint/ckpt_internal.h"
 #include "checkpoint/rankfile_impl.h"
 #include "checkpoint/writer_impl.h"
+#include "model/fp8_view.h"
 #include "model/model_view.h"
 
 /* 1 when stored tensor `name` is one of the model's buffers (under its
@@ -51,16 +52,29 @@ static tpx_status list_fused(const tpx_sharding *sh,
     tpx_status st = tpx_model_param(model, (int64_t)p, &info, err);
     if (st != TPX_OK)
       return st;
+    /* FP8 sources (tpx_model_quantized) are cut as stored: the piece
+     * takes their F8 dtype, all of them or none */
+    tpx_dtype dt = info.dtype;
     for (int64_t s = 0; s < ns; s++) {
       tpx_checkpoint_source src;
       st = tpx_checkpoint_param_source(rd, model, (int64_t)p, s, &src, err);
       if (st != TPX_OK)
         return st;
       is_source[src.tensor] = 1;
+      const tpx__st_tensor *t = &rd->load.t[src.tensor];
+      int f8 = tpx__ckpt_fp8_ok(model, t, TPX__FP8_CHECK);
+      if (s == 0 && f8)
+        dt = t->dtype;
+      else if (f8 != (dt != info.dtype) || (f8 && t->dtype != dt))
+        return tpx_error_set(err, TPX_UNSUPPORTED,
+                             "parameter '%s' is read from stored tensors of "
+                             "different dtypes ('%s' is %s): FP8 sources are "
+                             "cut as stored only when all of them are FP8",
+                             info.fqn, t->name,
+                             tpx_dtype_safetensors_name(t->dtype));
     }
     tpx__shard_out *o = &out[nt + *k];
-    *o = (tpx__shard_out){info.fqn, info.dtype, info.ndim, {0},
-                          -1,       (int64_t)p, {0}};
+    *o = (tpx__shard_out){info.fqn, dt, info.ndim, {0}, -1, (int64_t)p, {0}};
     memcpy(o->shape, info.shape, sizeof o->shape);
     ++*k;
   }
@@ -79,15 +93,27 @@ static tpx_status list_tensors(const tpx_sharding *sh,
   char *is_source = calloc(nt ? nt : 1, 1);
   if (is_source == NULL)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
-  tpx_status st = list_fused(sh, rd, is_source, out, &k, err);
+  tpx_status st = TPX_OK;
+  /* An FP8 weight the model knows (tpx_model_quantized) is cut as stored
+   * (F8), as a parameter of its own or a source of a fused one; any other
+   * F8 tensor with a scale would need dequantizing: refused
+   * (docs/CHECKPOINT.md "FP8 checkpoints"). */
+  for (size_t i = 0; i < nt && st == TPX_OK; i++)
+    if (!tpx__ckpt_fp8_ok(model, &rd->load.t[i], TPX__FP8_CHECK))
+      st = tpx__fp8_refuse_read(&rd->load, &rd->load.t[i], rd->load.t[i].name,
+                                err);
+  if (st == TPX_OK)
+    st = list_fused(sh, rd, is_source, out, &k, err);
   for (size_t i = 0; i < nt && st == TPX_OK; i++) {
     tpx_checkpoint_tensor t;
     tpx_checkpoint_tensor_info(rd, i, &t, NULL);
     if (is_source[i])
       continue;
     int64_t p = tpx__mv_find_param_aliased(model, t.name);
-    if (p < 0 && is_buffer(model, t.name)) {
-      /* a buffer: whole on every rank, never sharded */
+    if (p < 0 &&
+        (tpx__fp8_is_companion(model, t.name) || is_buffer(model, t.name))) {
+      /* a buffer, or an FP8 weight's scales (upstream keeps them whole on
+       * every rank too): whole on every rank, never sharded */
       out[n] =
           (tpx__shard_out){t.name, t.dtype, t.ndim, {0}, (int64_t)i, -1, {0}};
       memcpy(out[n].shape, t.shape, sizeof out[n].shape);

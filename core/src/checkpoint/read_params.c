@@ -9,6 +9,7 @@
 
 #include "base/grow.h"
 #include "checkpoint/ckpt_internal.h"
+#include "model/fp8_view.h"
 
 /* The size of one work item of a multi-threaded read. */
 #define ITEM_BYTES ((int64_t)8 << 20)
@@ -18,9 +19,12 @@ static const char *shape_text(char *buf, size_t size, const int64_t *shape,
   return tpx__format_shape(buf, size, shape, ndim);
 }
 
-/* Parameter `param` is stored with the model's shape and dtype. */
+/* Parameter `param` is stored with the model's shape and dtype, or as
+ * an FP8 weight the model knows (tpx_model_quantized: stored F8 beside
+ * its scale) with its shape, as `into` allows (ckpt_internal.h: read into
+ * floats it would come unscaled; tpx does not dequantize). */
 static tpx_status check_param(const tpx_checkpoint_reader *rd,
-                              const tpx_model *model, int64_t param,
+                              const tpx_model *model, int64_t param, int into,
                               tpx_error *err) {
   tpx_param_info p;
   tpx_status st = tpx_model_param(model, param, &p, err);
@@ -28,9 +32,13 @@ static tpx_status check_param(const tpx_checkpoint_reader *rd,
     return st;
   int64_t ti = tpx_checkpoint_param_tensor(rd, model, param);
   if (ti < 0) /* per-expert tensors of a fused parameter, or missing */
-    return tpx__ckpt_check_sources(rd, model, param, err);
+    return tpx__ckpt_check_sources(rd, model, param, into, err);
   const tpx__st_tensor *t = &rd->load.t[ti];
-  if (t->dtype != p.dtype || t->ndim != p.ndim ||
+  int fp8 = t->dtype != p.dtype && tpx__ckpt_fp8_ok(model, t, into);
+  if (t->dtype != p.dtype && !fp8 &&
+      (st = tpx__fp8_refuse_read(&rd->load, t, p.fqn, err)) != TPX_OK)
+    return st;
+  if ((t->dtype != p.dtype && !fp8) || t->ndim != p.ndim ||
       (p.ndim &&
        memcmp(t->shape, p.shape, (size_t)p.ndim * sizeof *t->shape))) {
     char a[200], b[200];
@@ -46,18 +54,24 @@ static tpx_status check_param(const tpx_checkpoint_reader *rd,
   return TPX_OK;
 }
 
+static tpx_status check_model(const tpx_checkpoint_reader *rd,
+                              const tpx_model *model, int into,
+                              tpx_error *err) {
+  size_t n = tpx_model_num_params(model);
+  for (size_t i = 0; i < n; i++) {
+    tpx_status st = check_param(rd, model, (int64_t)i, into, err);
+    if (st != TPX_OK)
+      return st;
+  }
+  return TPX_OK;
+}
+
 tpx_status tpx_checkpoint_check_model(const tpx_checkpoint_reader *rd,
                                       const tpx_model *model, tpx_error *err) {
   if (rd == NULL || model == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_checkpoint_check_model: NULL argument");
-  size_t n = tpx_model_num_params(model);
-  for (size_t i = 0; i < n; i++) {
-    tpx_status st = check_param(rd, model, (int64_t)i, err);
-    if (st != TPX_OK)
-      return st;
-  }
-  return TPX_OK;
+  return check_model(rd, model, TPX__FP8_CHECK, err);
 }
 
 tpx_status tpx_checkpoint_read_param(const tpx_checkpoint_reader *rd,
@@ -68,7 +82,7 @@ tpx_status tpx_checkpoint_read_param(const tpx_checkpoint_reader *rd,
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tpx_checkpoint_read_param: NULL argument");
   const tpx_model *model = tpx_sharding_model(sh);
-  tpx_status st = check_param(rd, model, param, err);
+  tpx_status st = check_param(rd, model, param, (int)dtype, err);
   if (st != TPX_OK)
     return st;
   tpx_slice slice;
@@ -196,7 +210,7 @@ tpx_status tpx_checkpoint_read_rank(const tpx_checkpoint_reader *rd,
                          "tpx_checkpoint_read_rank: rank %lld is outside the "
                          "mesh",
                          (long long)rank);
-  tpx_status st = tpx_checkpoint_check_model(rd, model, err);
+  tpx_status st = check_model(rd, model, TPX__FP8_FLOAT, err);
   if (st != TPX_OK)
     return st;
   size_t np = tpx_model_num_params(model);

@@ -648,6 +648,8 @@ void tpx_model_destroy(tpx_model *model) {
   free(model->fold_params);
   tpx__strmap_free(&model->fold_names);
   tpx__family_free(&model->family);
+  free(model->quant);
+  tpx__strmap_free(&model->quant_names);
   free(model);
 }
 

@@ -143,6 +143,11 @@ struct tpx_model {
   tpx__strmap fold_names;
   /* What the primary architecture's plugin declares (family.c). */
   tpx__family family;
+  /* FP8 block-quantized weights of the checkpoint (fp8.c): each stored
+   * F8 weight with its `_scale_inv`, names in the arena. */
+  tpx_quantized_weight *quant;
+  size_t num_quant, cap_quant;
+  tpx__strmap quant_names; /* weight and scale names -> index in quant */
 };
 
 /* Checks an FQN: "" or non-empty atoms separated by single dots. `len` is

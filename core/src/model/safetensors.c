@@ -24,6 +24,7 @@
 #include "model/buffer_rules.h"
 #include "model/expert_fold.h"
 #include "model/model_impl.h"
+#include "model/fp8_view.h"
 #include "model/st_header.h"
 #include "model/st_members.h"
 #include "model/strmap.h"
@@ -897,6 +898,8 @@ tpx_status tpx_model_add_safetensors(tpx_model *model, const char *path,
   tpx__st_load_init(&l);
   tpx__conv *conv = NULL;
   tpx_status st = tpx__st_load_path(&l, path, err);
+  if (st == TPX_OK) /* the checkpoint's own names pair weight and scale */
+    st = tpx__fp8_mark(model, &l, err);
   if (st == TPX_OK)
     st = tpx__conv_load_renames(model, &l, &conv, err);
   if (st == TPX_OK)
