@@ -286,6 +286,102 @@ START_TEST(scale_fitting_no_form_refused) {
 }
 END_TEST
 
+/* A grouped expert parameter (transformers 5's gate_up_proj [E, 2I, H])
+ * folded from per-expert F8 tensors, each with its own scale: every
+ * element is its source's element dequantized with its source's scale. */
+START_TEST(folded_experts_dequantized) {
+  enum { E = 2, I = 3, H = 5 };
+  make_tmpdir();
+  tpx_checkpoint_entry ents[4 * E];
+  char names[4 * E][128];
+  int k = 0;
+  for (int e = 0; e < E; e++)
+    for (int j = 0; j < 2; j++) {
+      snprintf(names[k], sizeof names[k],
+               "model.layers.0.mlp.experts.%d.%s_proj.weight", e,
+               j ? "up" : "gate");
+      ents[k] = (tpx_checkpoint_entry){names[k], TPX_DTYPE_F8_E4M3, 2, {I, H}};
+      snprintf(names[k + 1], sizeof names[k + 1], "%.100s_scale_inv", names[k]);
+      ents[k + 1] =
+          (tpx_checkpoint_entry){names[k + 1], TPX_DTYPE_F32, 2, {1, 1}};
+      k += 2;
+    }
+  tpx_checkpoint_writer *w = NULL;
+  CHECK_OK(tpx_checkpoint_writer_create(tmpdir, ents, 4 * E, NULL, &w, &e_));
+  for (k = 0; k < 4 * E; k += 2) {
+    unsigned char b[I * H];
+    for (int i = 0; i < I * H; i++)
+      b[i] = (unsigned char)(0x21 + 7 * i + 29 * k);
+    float sc = 0.0123f * (float)(k + 1);
+    tpx_slice a = {2, {0, 0}, {I, H}}, o = {2, {0, 0}, {1, 1}};
+    CHECK_OK(
+        tpx_checkpoint_write_slice(w, names[k], &a, TPX_DTYPE_F8_E4M3, b, &e_));
+    CHECK_OK(tpx_checkpoint_write_slice(w, names[k + 1], &o, TPX_DTYPE_F32, &sc,
+                                        &e_));
+  }
+  CHECK_OK(tpx_checkpoint_writer_finish(w, NULL, &e_));
+  tpx_checkpoint_writer_destroy(w);
+  static const char cfg[] =
+      "{\"architectures\": [\"TpxTestForCausalLM\"], \"torch_dtype\": "
+      "\"bfloat16\", \"quantization_config\": {\"quant_method\": \"fp8\"}}";
+  tpx_model *m = NULL;
+  CHECK_OK(tpx_model_create(&m, &e_));
+  CHECK_OK(tpx_model_set_config(m, cfg, strlen(cfg), "config.json", &e_));
+  int64_t gu[3] = {E, 2 * I, H};
+  CHECK_OK(tpx_model_add_param(m, "model.layers.0.mlp.experts", "gate_up_proj",
+                               gu, 3, TPX_DTYPE_BF16, NULL, &e_));
+  CHECK_OK(tpx_model_add_safetensors(m, tmpdir, &e_));
+  ck_assert_int_eq(tpx_model_num_quantized(m), 2 * E);
+  tpx_checkpoint_reader *rd = NULL;
+  CHECK_OK(
+      tpx_checkpoint_reader_create(tmp("model.safetensors"), NULL, &rd, &e_));
+  const char *mn[3] = {"dp_replicate", "dp_shard", "tp"};
+  int64_t sizes[3] = {1, 2, 1};
+  tpx_mesh *mesh = NULL;
+  tpx_plan *plan = NULL;
+  tpx_sharding *sh = NULL;
+  CHECK_OK(tpx_mesh_create(mn, sizes, 3, &mesh, &e_));
+  CHECK_OK(tpx_plan_create(&plan, &e_));
+  CHECK_OK(tpx_sharding_create(m, plan, mesh, NULL, &sh, &e_));
+  int64_t p =
+      tpx_model_find_param(m, "model.layers.0.mlp.experts.gate_up_proj");
+  ck_assert_int_ge(p, 0);
+  for (int r = 0; r < 2; r++) { /* expert r on rank r */
+    uint16_t got[2 * I * H], want[I * H];
+    CHECK_OK(tpx_checkpoint_read_param(rd, sh, p, r, TPX_DTYPE_BF16, got,
+                                       sizeof got, &e_));
+    for (int j = 0; j < 2; j++) {
+      tpx_slice a = {2, {0, 0}, {I, H}};
+      CHECK_OK(tpx_checkpoint_read_slice(
+          rd, tpx_checkpoint_find(rd, names[4 * r + 2 * j]), &a, TPX_DTYPE_BF16,
+          want, sizeof want, &e_));
+      same_bits(got + j * I * H, want, sizeof want, names[4 * r + 2 * j]);
+    }
+    /* and dequantized: not the stored values widened */
+    float raw;
+    tpx_slice one = {2, {0, 0}, {1, 1}};
+    CHECK_OK(tpx_checkpoint_read_slice(rd,
+                                       tpx_checkpoint_find(rd, names[4 * r]),
+                                       &one, TPX_DTYPE_F32, &raw, 4, &e_));
+    float sc;
+    CHECK_OK(
+        tpx_checkpoint_read_slice(rd, tpx_checkpoint_find(rd, names[4 * r + 1]),
+                                  &one, TPX_DTYPE_F32, &sc, 4, &e_));
+    unsigned char b0 = (unsigned char)(0x21 + 29 * 4 * r);
+    float w0;
+    CHECK_OK(tpx_checkpoint_convert(&w0, TPX_DTYPE_F32, &b0, TPX_DTYPE_F8_E4M3,
+                                    1, &e_));
+    ck_assert_float_eq(raw, w0 * sc);
+  }
+  tpx_sharding_destroy(sh);
+  tpx_plan_destroy(plan);
+  tpx_mesh_destroy(mesh);
+  tpx_checkpoint_reader_destroy(rd);
+  tpx_model_destroy(m);
+  remove_tmpdir();
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("checkpoint-fp8-dequant");
   TCase *tc = tcase_create("dequant");
@@ -294,6 +390,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, rank_slices_cut_inside_blocks);
   tcase_add_test(tc, rank_file_with_whole_scale);
   tcase_add_test(tc, scale_fitting_no_form_refused);
+  tcase_add_test(tc, folded_experts_dequantized);
   suite_add_tcase(s, tc);
   return s;
 }
