@@ -168,19 +168,20 @@ START_TEST(rank_slices_cut_inside_blocks) {
 }
 END_TEST
 
-/* A tpx-shard rank file holding rows [44, 88) of blk.weight (F8) at
- * offsets [44, 0] and its scale whole, as tpx shard writes them; with
- * `placed` 0 the file's tpx.tensors lacks the weight. */
+/* A tpx-shard rank file holding rows [88, 130) of blk.weight (F8) at
+ * offsets [88, 0] (across the block boundary at row 128) and its scale whole,
+ * as tpx shard writes them; with `placed` 0 the file's tpx.tensors lacks the
+ * weight. */
 static void write_rank_file(const fixture *f, const char *dir, int placed) {
   tpx_checkpoint_entry ents[2] = {
-      {"blk.weight", TPX_DTYPE_F8_E4M3, 2, {44, 136}},
+      {"blk.weight", TPX_DTYPE_F8_E4M3, 2, {42, 136}},
       {"blk.weight_scale_inv", TPX_DTYPE_F32, 2, {2, 2}},
   };
   const char *keys[2] = {"format", "tpx.tensors"};
   const char *vals[2] = {
       "tpx-shard/1",
       placed ? "{\"blk.weight\": {\"global_shape\": [130, 136], \"offsets\": "
-               "[44, 0], \"placements\": [\"replicate\", \"shard(0)\", "
+               "[88, 0], \"placements\": [\"replicate\", \"shard(0)\", "
                "\"replicate\"]}, \"blk.weight_scale_inv\": {\"global_shape\": "
                "[2, 2], \"offsets\": [0, 0], \"placements\": [\"replicate\", "
                "\"replicate\", \"replicate\"]}}"
@@ -191,12 +192,12 @@ static void write_rank_file(const fixture *f, const char *dir, int placed) {
   o.metadata_values = vals;
   tpx_checkpoint_writer *w = NULL;
   CHECK_OK(tpx_checkpoint_writer_create(dir, ents, 2, &o, &w, &e_));
-  unsigned char rows[44 * 136];
-  tpx_slice in = {2, {44, 0}, {44, 136}};
+  unsigned char rows[42 * 136];
+  tpx_slice in = {2, {88, 0}, {42, 136}};
   CHECK_OK(tpx_checkpoint_read_slice(
       f->rd, tpx_checkpoint_find(f->rd, "blk.weight"), &in, TPX_DTYPE_F8_E4M3,
       rows, sizeof rows, &e_));
-  tpx_slice all = {2, {0, 0}, {44, 136}};
+  tpx_slice all = {2, {0, 0}, {42, 136}};
   CHECK_OK(tpx_checkpoint_write_slice(w, "blk.weight", &all, TPX_DTYPE_F8_E4M3,
                                       rows, &e_));
   float scale[4];
@@ -218,8 +219,8 @@ START_TEST(rank_file_with_whole_scale) {
   tpx_checkpoint_reader *rk = NULL;
   CHECK_OK(
       tpx_checkpoint_reader_create(tmp("model.safetensors"), NULL, &rk, &e_));
-  tpx_slice local = {2, {0, 0}, {44, 136}}, global = {2, {44, 0}, {44, 136}};
-  uint16_t got[44 * 136];
+  tpx_slice local = {2, {0, 0}, {42, 136}}, global = {2, {88, 0}, {42, 136}};
+  uint16_t got[42 * 136];
   CHECK_OK(tpx_checkpoint_read_slice(rk, tpx_checkpoint_find(rk, "blk.weight"),
                                      &local, TPX_DTYPE_BF16, got, sizeof got,
                                      &e_));
