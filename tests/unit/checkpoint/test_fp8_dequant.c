@@ -302,7 +302,9 @@ START_TEST(folded_experts_dequantized) {
                "model.layers.0.mlp.experts.%d.%s_proj.weight", e,
                j ? "up" : "gate");
       ents[k] = (tpx_checkpoint_entry){names[k], TPX_DTYPE_F8_E4M3, 2, {I, H}};
-      snprintf(names[k + 1], sizeof names[k + 1], "%.100s_scale_inv", names[k]);
+      snprintf(names[k + 1], sizeof names[k + 1],
+               "model.layers.0.mlp.experts.%d.%s_proj.weight_scale_inv", e,
+               j ? "up" : "gate");
       ents[k + 1] =
           (tpx_checkpoint_entry){names[k + 1], TPX_DTYPE_F32, 2, {1, 1}};
       k += 2;
