@@ -55,9 +55,9 @@ int cli_fp8_diag(const tpx_model *model, tpx_diag_list *diags) {
       diags, TPX_DIAG_WARNING, "fp8-checkpoint", q0.weight,
       "nothing to change for the plan; `tpx shard` cuts each F8 weight as "
       "stored (grouped experts too) with its scales whole in every rank "
-      "file, and a trainer dequantizes its slice; tpx's own reads into "
-      "floats refuse it: dequantize to bf16 first for those "
-      "(FineGrainedFP8Config(dequantize=True), save_pretrained)",
+      "file, and tpx's reader (tpx_checkpoint_read_rank, tpx-train) "
+      "dequantizes a weight read into floats as upstream does, bit for "
+      "bit",
       "%zu weights are stored %s with their scales ('%s' with '%s' %s; %s), "
       "as "
       "quantization_config (quant_method %s) declares: NeMo Automodel 0.7.0 "

@@ -184,7 +184,10 @@ TPX_API tpx_status tpx_checkpoint_check_shapes(const tpx_model *model,
  * tensor's) of tensor `tensor` into `dst`, a dense row-major buffer of the
  * box's shape in `dtype` (dst_bytes >= numel x size). Conversions: any of
  * f64/f32/f16/bf16/f8_e4m3/f8_e5m2 to f64/f32/f16/bf16; same dtype for any
- * other type (copied). Runs on the calling thread. */
+ * other type (copied). An F8 weight with a `<name>_scale_inv` beside it is
+ * dequantized into f64/f32/f16/bf16 as NeMo Automodel 0.7.0 loads it (each
+ * element times the scale of its global block, docs/CHECKPOINT.md "FP8
+ * checkpoints"). Runs on the calling thread. */
 TPX_API tpx_status tpx_checkpoint_read_slice(const tpx_checkpoint_reader *rd,
                                              int64_t tensor,
                                              const tpx_slice *slice,

@@ -48,12 +48,38 @@ tpx_status tpx__box_runs_init(const int64_t *shape, int ndim,
 /* Element offset in the tensor of the start of run r. */
 int64_t tpx__box_run_start(const tpx__box_runs *g, int64_t r);
 
+/* dequant.c: how an FP8 weight read into floats is dequantized (its
+ * `_scale_inv` in the same reader, widened to f32). scale NULL: it is not
+ * (not F8, no scale, or not a float destination). */
+typedef struct tpx__ckpt_dequant {
+  float *scale; /* [the scale's numel], or NULL */
+  int form;     /* 1: 128 x 128 blocks, 2: one per tensor, 3: per expert */
+  int64_t rows, cols;                 /* the stored tensor's last two dims */
+  int64_t off_lead, off_row, off_col; /* its place in the weight (rank file) */
+  int64_t brows, bcols;               /* the weight's block grid */
+} tpx__ckpt_dequant;
+
+/* 1 when an F8 weight can be dequantized into `d` (f64/f32/f16/bf16). */
+int tpx__ckpt_dequant_target(tpx_dtype d);
+/* Fills *dq for reading stored tensor t into `dtype` (all zero when there
+ * is nothing to dequantize); TPX_VALIDATION naming the file, the weight
+ * and its scale when the scale fits no form. Free with _free. */
+tpx_status tpx__ckpt_dequant_init(const tpx_checkpoint_reader *rd,
+                                  const tpx__st_tensor *t, tpx_dtype dtype,
+                                  tpx__ckpt_dequant *dq, tpx_error *err);
+void tpx__ckpt_dequant_free(tpx__ckpt_dequant *dq);
+/* v[i] *= the scale of the stored tensor's element at + i, for i < m. */
+void tpx__ckpt_dequant_run(const tpx__ckpt_dequant *dq, int64_t at, float *v,
+                           size_t m);
+
 /* Reads box elements [e0, e1) of stored tensor `t` into dst (the element
- * e0 of the box lands at dst[0]) converting to `dtype`. Thread-safe. */
+ * e0 of the box lands at dst[0]) converting to `dtype`, dequantized by dq
+ * when dq holds a scale (dq may be NULL). Thread-safe. */
 tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
                                 const tpx__st_tensor *t, const tpx__box_runs *g,
                                 int64_t e0, int64_t e1, tpx_dtype dtype,
-                                void *dst, tpx_error *err);
+                                void *dst, const tpx__ckpt_dequant *dq,
+                                tpx_error *err);
 
 /* The stored tensor holding the model tensor `name`: under that name, or
  * under a name one of the model's name aliases gives it (a checkpoint in
@@ -79,8 +105,9 @@ tpx_status tpx__ckpt_param_source(const tpx_checkpoint_reader *rd,
 
 /* How an FP8 weight the model knows (tpx_model_quantized) passes the
  * checks: TPX__FP8_CHECK, stored as it is (the model check); a dtype,
- * read into a buffer of that dtype (its own F8 dtype only: tpx does not
- * dequantize); TPX__FP8_FLOAT, read into floats (refused). */
+ * read into a buffer of that dtype (its own F8 dtype: the stored bytes;
+ * f64/f32/f16/bf16: dequantized, dequant.c); TPX__FP8_FLOAT, read into
+ * the buffers' floats (read_rank: dequantized). */
 #define TPX__FP8_CHECK ((int)TPX_DTYPE_INVALID)
 #define TPX__FP8_FLOAT (-1)
 

@@ -113,7 +113,9 @@ int tpx__ckpt_fp8_ok(const tpx_model *model, const tpx__st_tensor *t,
   int scale = 0;
   const tpx_quantized_weight *q = tpx__fp8_find(model, t->name, &scale);
   return q && !scale && q->stored_dtype == t->dtype &&
-         (into == TPX__FP8_CHECK || into == (int)t->dtype);
+         (into == TPX__FP8_CHECK || into == TPX__FP8_FLOAT ||
+          into == (int)t->dtype ||
+          (into >= 0 && tpx__ckpt_dequant_target((tpx_dtype)into)));
 }
 
 tpx_status tpx__ckpt_check_sources(const tpx_checkpoint_reader *rd,

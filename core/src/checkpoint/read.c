@@ -5,7 +5,8 @@
  * Only the box's runs are read (see tpx__box_runs: one range for a dim-0
  * slice, one per row for a dim-1 slice; contiguous rows are one range).
  * Same dtype: straight into the caller's buffer. Other dtypes: through a
- * bounded bounce buffer, converted piece by piece.
+ * bounded bounce buffer, converted piece by piece; an FP8 weight with its
+ * `_scale_inv` read into floats is dequantized on the way (dequant.c).
  *
  * pread vs mmap (bench/ckpt/run.sh: 1.1 GB bf16 Llama-shaped checkpoint
  * in two shards, warm page cache, every rank's slices at tp=8, 4 threads
@@ -63,18 +64,26 @@ static tpx_status fetch(const tpx_checkpoint_reader *rd,
 tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
                                 const tpx__st_tensor *t, const tpx__box_runs *g,
                                 int64_t e0, int64_t e1, tpx_dtype dtype,
-                                void *dst, tpx_error *err) {
+                                void *dst, const tpx__ckpt_dequant *dq,
+                                tpx_error *err) {
   const tpx__st_file *f = &rd->load.files[t->file];
   int64_t base = f->data_start + t->begin;
   size_t ssz = tpx_dtype_size(t->dtype), dsz = tpx_dtype_size(dtype);
   int same = t->dtype == dtype;
+  if (dq && dq->scale == NULL)
+    dq = NULL;
   char *bounce = NULL;
-  size_t bounce_elems = BOUNCE_BYTES / ssz;
+  float *wide = NULL; /* dequantizing: the f32 elements, scaled in place */
+  size_t bounce_elems = BOUNCE_BYTES / (dq ? sizeof(float) : ssz);
   if (!same) {
     bounce = malloc(BOUNCE_BYTES);
-    if (bounce == NULL)
+    wide = dq ? malloc(bounce_elems * sizeof *wide) : NULL;
+    if (bounce == NULL || (dq && wide == NULL)) {
+      free(bounce);
+      free(wide);
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory reading '%s'",
                            t->name);
+    }
   }
   tpx_status st = TPX_OK;
   char *out = dst;
@@ -84,17 +93,25 @@ tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
     int64_t n = g->run_elems - within;
     if (n > e1 - e)
       n = e1 - e;
-    int64_t off = base + (tpx__box_run_start(g, r) + within) * (int64_t)ssz;
+    int64_t at = tpx__box_run_start(g, r) + within; /* the tensor's element */
+    int64_t off = base + at * (int64_t)ssz;
     if (same) {
       st = fetch(rd, t, off, (size_t)n * ssz, out, err);
     } else {
       for (int64_t k = 0; k < n && st == TPX_OK;) {
         size_t m =
             (size_t)(n - k) < bounce_elems ? (size_t)(n - k) : bounce_elems;
+        char *o = out + (size_t)k * dsz;
         st = fetch(rd, t, off + k * (int64_t)ssz, m * ssz, bounce, err);
-        if (st == TPX_OK)
-          st = tpx_checkpoint_convert(out + (size_t)k * dsz, dtype, bounce,
-                                      t->dtype, m, err);
+        if (st == TPX_OK && dq) {
+          /* upstream's order: widen to f32, one f32 product, then round */
+          st = tpx_checkpoint_convert(wide, TPX_DTYPE_F32, bounce, t->dtype, m,
+                                      err);
+          tpx__ckpt_dequant_run(dq, at + k, wide, m);
+          if (st == TPX_OK)
+            st = tpx_checkpoint_convert(o, dtype, wide, TPX_DTYPE_F32, m, err);
+        } else if (st == TPX_OK)
+          st = tpx_checkpoint_convert(o, dtype, bounce, t->dtype, m, err);
         k += (int64_t)m;
       }
     }
@@ -102,6 +119,7 @@ tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
     e += n;
   }
   free(bounce);
+  free(wide);
   return st;
 }
 
@@ -135,5 +153,10 @@ tpx_status tpx_checkpoint_read_slice(const tpx_checkpoint_reader *rd,
   if (g.numel > 0 && dst == NULL)
     return tpx_error_set(err, TPX_INVALID_ARGUMENT,
                          "tensor '%s': NULL destination", t->name);
-  return tpx__ckpt_read_elems(rd, t, &g, 0, g.numel, dtype, dst, err);
+  tpx__ckpt_dequant dq;
+  st = tpx__ckpt_dequant_init(rd, t, dtype, &dq, err);
+  if (st == TPX_OK)
+    st = tpx__ckpt_read_elems(rd, t, &g, 0, g.numel, dtype, dst, &dq, err);
+  tpx__ckpt_dequant_free(&dq);
+  return st;
 }

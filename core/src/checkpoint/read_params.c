@@ -21,8 +21,8 @@ static const char *shape_text(char *buf, size_t size, const int64_t *shape,
 
 /* Parameter `param` is stored with the model's shape and dtype, or as
  * an FP8 weight the model knows (tpx_model_quantized: stored F8 beside
- * its scale) with its shape, as `into` allows (ckpt_internal.h: read into
- * floats it would come unscaled; tpx does not dequantize). */
+ * its scale) with its shape, as `into` allows (ckpt_internal.h: as
+ * stored, or dequantized into floats). */
 static tpx_status check_param(const tpx_checkpoint_reader *rd,
                               const tpx_model *model, int64_t param, int into,
                               tpx_error *err) {
@@ -108,7 +108,8 @@ typedef struct work_item {
 
 typedef struct work {
   const tpx_checkpoint_reader *rd;
-  tpx__box_runs *geo; /* [num_params] */
+  tpx__box_runs *geo;    /* [num_params] */
+  tpx__ckpt_dequant *dq; /* [num_params]: FP8 weights read into floats */
   work_item *items;
   size_t num_items;
   atomic_size_t next;
@@ -129,7 +130,7 @@ static void *worker(void *arg) {
     tpx_error_clear(&e);
     tpx_status st =
         tpx__ckpt_read_elems(w->rd, it->t, &w->geo[it->param], it->e0, it->e1,
-                             it->dtype, it->dst, &e);
+                             it->dtype, it->dst, &w->dq[it->param], &e);
     if (st != TPX_OK) {
       pthread_mutex_lock(&w->lock);
       if (!atomic_load(&w->failed)) {
@@ -165,6 +166,8 @@ static tpx_status plan_items(work *w, const tpx_sharding *sh, int64_t rank,
     if (st == TPX_OK)
       st = tpx__box_runs_init(t->shape, t->ndim, &slice, info.fqn, &w->geo[p],
                               err);
+    if (st == TPX_OK)
+      st = tpx__ckpt_dequant_init(rd, t, dests[p].dtype, &w->dq[p], err);
     if (st != TPX_OK)
       return st;
     const tpx__box_runs *g = &w->geo[p];
@@ -220,8 +223,12 @@ tpx_status tpx_checkpoint_read_rank(const tpx_checkpoint_reader *rd,
   atomic_init(&w.next, 0);
   atomic_init(&w.failed, 0);
   w.geo = calloc(np ? np : 1, sizeof *w.geo);
-  if (w.geo == NULL)
+  w.dq = calloc(np ? np : 1, sizeof *w.dq);
+  if (w.geo == NULL || w.dq == NULL) {
+    free(w.geo);
+    free(w.dq);
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory");
+  }
   st = plan_items(&w, sh, rank, dests, err);
   if (st == TPX_OK) {
     pthread_mutex_init(&w.lock, NULL);
@@ -250,7 +257,9 @@ tpx_status tpx_checkpoint_read_rank(const tpx_checkpoint_reader *rd,
       st = tpx__ckpt_read_folded(rd, model, (int64_t)p, &slice, dests[p].dtype,
                                  dests[p].data, dests[p].bytes, err);
   }
+  for (size_t p = 0; p < np; p++) tpx__ckpt_dequant_free(&w.dq[p]);
   free(w.items);
   free(w.geo);
+  free(w.dq);
   return st;
 }

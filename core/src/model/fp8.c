@@ -6,10 +6,10 @@
  * scales, so the model tpx plans holds the weights in that dtype and the
  * scales are no parameters. This file pairs and checks them on the headers
  * (tpx__fp8_mark, called by tpx_model_add_safetensors), finds them
- * (tpx__fp8_find: tpx shard cuts such a weight as stored, its scale whole)
- * and refuses to read one into floats (tpx__fp8_refuse_read: tpx does not
- * dequantize). Not the header parser
- * (safetensors.c). */
+ * (tpx__fp8_find: tpx shard cuts such a weight as stored, its scale whole;
+ * the reader dequantizes it into floats, checkpoint/dequant.c) and refuses
+ * to read one the model does not pair (tpx__fp8_refuse_read). Not the
+ * header parser (safetensors.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -231,11 +231,11 @@ tpx_status tpx__fp8_refuse_read(const tpx__st_load *l, const tpx__st_tensor *t,
     return TPX_OK;
   return tpx_error_set(
       err, TPX_UNSUPPORTED,
-      "tensor '%s' is stored %s with FP8 scales '%s', and tpx does not "
-      "dequantize: read into parameter '%s' as floats it would be "
-      "unscaled. Read it as %s, cut it with tpx shard (F8 slices, scales "
-      "whole), or dequantize the checkpoint to bf16 first "
-      "(FineGrainedFP8Config(dequantize=True), save_pretrained); %s",
+      "tensor '%s' is stored %s with FP8 scales '%s': parameter '%s' is "
+      "read from it only into f32/bf16/f16/f64 (dequantized) or as %s (the "
+      "stored bytes), and only by a model that pairs them "
+      "(tpx_model_add_safetensors on this checkpoint, tpx_model_quantized); "
+      "%s",
       t->name, tpx__model_dtype_st_name(t->dtype), sname, param,
       tpx__model_dtype_st_name(t->dtype), path_of(l, t));
 }

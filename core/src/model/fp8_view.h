@@ -1,8 +1,8 @@
 /* model/fp8_view.h — FP8 block-quantized checkpoints (fp8.c), the part the
  * checkpoint area shares: the pairing tpx_model_add_safetensors runs, the
  * pair a stored name belongs to, and the one refusal text for reading an
- * F8 weight into floats (tpx does not dequantize: docs/CHECKPOINT.md "FP8
- * checkpoints"). */
+ * F8 weight the model does not pair (docs/CHECKPOINT.md "FP8
+ * checkpoints"; the reader dequantizes the ones it pairs). */
 #ifndef TPX_MODEL_FP8_VIEW_H
 #define TPX_MODEL_FP8_VIEW_H
 
@@ -25,9 +25,9 @@ const tpx_quantized_weight *tpx__fp8_find(const tpx_model *model,
 int tpx__fp8_is_companion(const tpx_model *model, const char *name);
 
 /* TPX_UNSUPPORTED naming `t`, its scale and what to do when `t` is stored
- * F8 with a `<name>_scale_inv` in `l` (reading it into floats would give
- * unscaled values); TPX_OK otherwise. `param`
- * names the parameter it was to be read into. */
+ * F8 with a `<name>_scale_inv` in `l` (called where the model does not
+ * pair them, or the read is into neither a float nor its own dtype);
+ * TPX_OK otherwise. `param` names the parameter it was to be read into. */
 tpx_status tpx__fp8_refuse_read(const tpx__st_load *l, const tpx__st_tensor *t,
                                 const char *param, tpx_error *err);
 

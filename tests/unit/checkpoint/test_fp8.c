@@ -3,8 +3,9 @@
  * a weight stored F8_E4M3 with its `_scale_inv`, gives the weight the
  * config's dtype and no scale a parameter (tpx_model_quantized lists the
  * pair), drops activation scales; tpx_checkpoint_check_model accepts the
- * F8 weight, tpx_checkpoint_read_param refuses to read it into a float
- * buffer (TPX_UNSUPPORTED naming it and its scale) and reads it into an F8
+ * F8 weight, tpx_checkpoint_read_param reads it into a float buffer
+ * (dequantized: the values are test_fp8_dequant.c's), refuses an integer
+ * one (TPX_UNSUPPORTED naming it and its scale) and reads it into an F8
  * one as stored; a scale on
  * a weight that is not F8, and scales under a config without
  * quantization_config, are refused naming the tensor. The CLI's cases are
@@ -59,7 +60,7 @@ static tpx_model *model_of(const char *cfg) {
   return m;
 }
 
-START_TEST(pairs_and_refuses_reads) {
+START_TEST(pairs_and_reads) {
   make_tmpdir();
   write_ckpt(tmpdir, TPX_DTYPE_F8_E4M3);
   tpx_model *m = model_of(cfg_q);
@@ -90,7 +91,9 @@ START_TEST(pairs_and_refuses_reads) {
       tpx_checkpoint_reader_create(tmp("model.safetensors"), NULL, &rd, &e_));
   /* the checkpoint holds the model (the F8 weight is known), ... */
   CHECK_OK(tpx_checkpoint_check_model(rd, m, &e_));
-  /* ... but reading it into a parameter's float buffer would be unscaled */
+  /* ... and reads it dequantized into floats (the values against
+   * upstream's: checkpoint-fp8-dequant), or into an integer type not at
+   * all */
   const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
   int64_t sizes[3] = {1, 2, 1};
   tpx_mesh *mesh = NULL;
@@ -99,15 +102,18 @@ START_TEST(pairs_and_refuses_reads) {
   tpx_plan *plan = NULL;
   CHECK_OK(tpx_plan_create(&plan, &e_));
   CHECK_OK(tpx_sharding_create(m, plan, mesh, NULL, &sh, &e_));
-  static uint16_t dst[128 * 130];
+  static uint16_t dst[128 * 130 * 2];
+  CHECK_OK(tpx_checkpoint_read_param(rd, sh,
+                                     tpx_model_find_param(m, "a.weight"), 0,
+                                     TPX_DTYPE_BF16, dst, sizeof dst, &e_));
   tpx_error err = {0};
   ck_assert_int_eq(
       tpx_checkpoint_read_param(rd, sh, tpx_model_find_param(m, "a.weight"), 0,
-                                TPX_DTYPE_BF16, dst, sizeof dst, &err),
+                                TPX_DTYPE_I32, dst, sizeof dst, &err),
       TPX_UNSUPPORTED);
   ck_assert_msg(strstr(err.message, "'a.weight' is stored F8_E4M3") &&
                     strstr(err.message, "'a.weight_scale_inv'") &&
-                    strstr(err.message, "does not dequantize"),
+                    strstr(err.message, "dequantized"),
                 "%s", err.message);
   /* read as itself (F8 into F8), it is the stored bytes: rank 1's rows */
   CHECK_OK(tpx_checkpoint_read_param(rd, sh,
@@ -155,7 +161,7 @@ static Suite *suite(void) {
   Suite *s = suite_create("checkpoint-fp8");
   TCase *tc = tcase_create("fp8");
   tcase_set_timeout(tc, 30);
-  tcase_add_test(tc, pairs_and_refuses_reads);
+  tcase_add_test(tc, pairs_and_reads);
   tcase_add_test(tc, refusals_name_the_tensor);
   suite_add_tcase(s, tc);
   return s;

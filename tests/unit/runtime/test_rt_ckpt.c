@@ -5,7 +5,8 @@
  * tied head stored only through emb.weight) loads into every mesh so that the
  * gathered parameters equal the stored values exactly (bf16 storage: the
  * f32 master exact, the shard its rounding); a missing file, a wrong shape
- * and an unsharded unit are clear errors. */
+ * and an unsharded unit are clear errors; an FP8 checkpoint (Linear weights
+ * F8_E4M3 with block scales) loads dequantized (t_load_fp8). */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -240,12 +241,160 @@ START_TEST(t_errors) {
 }
 END_TEST
 
+/* ---- an FP8 checkpoint (docs/CHECKPOINT.md "FP8 checkpoints") ---- */
+
+/* The tiny model's checkpoint with both Linear weights stored F8_E4M3
+ * beside a [1, 1] F32 block scale, the rest F32; `want` gets every
+ * parameter's values as upstream loads them (f32: widened F8 times its
+ * scale, one f32 product). */
+typedef struct fp8ctx {
+  tpx_model *model;
+  tpx_mesh *mesh;
+  tpx_sharding *sh;
+  const tpx_checkpoint_reader *rd;
+  float *want[32];
+} fp8ctx;
+
+static int is_lin_weight(const char *fqn) {
+  return strstr(fqn, ".lin.weight") != NULL;
+}
+
+static void write_fp8(fp8ctx *k, const char *dir) {
+  size_t np = tpx_model_num_params(k->model), ne = 0;
+  tpx_checkpoint_entry ents[64];
+  char scale[4][64];
+  int ns = 0;
+  tpx_error e = {0};
+  for (size_t p = 0; p < np; p++) {
+    tpx_param_info in;
+    ck_assert_int_eq(tpx_model_param(k->model, (int64_t)p, &in, NULL), TPX_OK);
+    if (in.tied_to >= 0)
+      continue;
+    int f8 = is_lin_weight(in.fqn);
+    ents[ne] = (tpx_checkpoint_entry){
+        in.fqn, f8 ? TPX_DTYPE_F8_E4M3 : TPX_DTYPE_F32, in.ndim, {0}};
+    memcpy(ents[ne++].shape, in.shape, sizeof in.shape);
+    if (f8) {
+      snprintf(scale[ns], sizeof scale[ns], "%s_scale_inv", in.fqn);
+      ents[ne++] =
+          (tpx_checkpoint_entry){scale[ns++], TPX_DTYPE_F32, 2, {1, 1}};
+    }
+  }
+  tpx_checkpoint_writer *w = NULL;
+  ck_assert_msg(tpx_checkpoint_writer_create(dir, ents, ne, NULL, &w, &e) ==
+                    TPX_OK,
+                "%s", e.message);
+  for (size_t p = 0; p < np; p++) {
+    tpx_param_info in;
+    tpx_model_param(k->model, (int64_t)p, &in, NULL);
+    int64_t n = 1;
+    for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
+    k->want[p] = malloc((size_t)(n ? n : 1) * 4);
+    int64_t src = in.tied_to >= 0 ? in.tied_to : (int64_t)p;
+    tpx_slice all = {in.ndim, {0}, {0}};
+    memcpy(all.length, in.shape, sizeof in.shape);
+    if (!is_lin_weight(in.fqn)) {
+      for (int64_t i = 0; i < n; i++) k->want[p][i] = rt_weight(src, i);
+      if (in.tied_to < 0)
+        ck_assert_int_eq(tpx_checkpoint_write_slice(
+                             w, in.fqn, &all, TPX_DTYPE_F32, k->want[p], &e),
+                         TPX_OK);
+      continue;
+    }
+    unsigned char b[64];
+    float sc = 0.0371f * (float)(p + 1), one;
+    for (int64_t i = 0; i < n; i++) {
+      b[i] = (unsigned char)((i * 29 + (int64_t)p * 11 + 3) % 0x7e);
+      ck_assert_int_eq(tpx_checkpoint_convert(&one, TPX_DTYPE_F32, &b[i],
+                                              TPX_DTYPE_F8_E4M3, 1, &e),
+                       TPX_OK);
+      k->want[p][i] = one * sc;
+    }
+    char sn[64];
+    snprintf(sn, sizeof sn, "%s_scale_inv", in.fqn);
+    tpx_slice s1 = {2, {0, 0}, {1, 1}};
+    ck_assert_int_eq(
+        tpx_checkpoint_write_slice(w, in.fqn, &all, TPX_DTYPE_F8_E4M3, b, &e),
+        TPX_OK);
+    ck_assert_int_eq(
+        tpx_checkpoint_write_slice(w, sn, &s1, TPX_DTYPE_F32, &sc, &e), TPX_OK);
+  }
+  ck_assert_msg(tpx_checkpoint_writer_finish(w, NULL, &e) == TPX_OK, "%s",
+                e.message);
+  tpx_checkpoint_writer_destroy(w);
+}
+
+static tpx_status body_fp8(tpx_comm *world, void *arg, tpx_error *err) {
+  fp8ctx *k = arg;
+  tpx_mesh_comm *mc = NULL;
+  tpx_status st = tpx_mesh_comm_create(world, k->mesh, &mc, err);
+  if (st != TPX_OK)
+    return st;
+  tpx_runtime *rt = NULL;
+  st = tpx_runtime_create(k->sh, mc, NULL, &rt, err);
+  if (st == TPX_OK)
+    st = tpx_runtime_load_checkpoint(rt, k->rd, err);
+  size_t np = tpx_model_num_params(k->model);
+  for (size_t p = 0; p < np && st == TPX_OK; p++) {
+    tpx_param_info in;
+    tpx_model_param(k->model, (int64_t)p, &in, NULL);
+    int64_t n = 1;
+    for (int i = 0; i < in.ndim; i++) n *= in.shape[i];
+    float *full = malloc((size_t)(n ? n : 1) * 4);
+    st = tpx_runtime_gather_param(rt, (int64_t)p, full, TPX_DTYPE_F32, err);
+    for (int64_t i = 0; i < n && st == TPX_OK; i++)
+      if (memcmp(&full[i], &k->want[p][i], 4) != 0)
+        st = tpx_error_set(err, TPX_INTERNAL, "%s[%lld] = %g, dequantized %g",
+                           in.fqn, (long long)i, full[i], k->want[p][i]);
+    free(full);
+  }
+  tpx_runtime_destroy(rt);
+  tpx_mesh_comm_destroy(mc);
+  return st;
+}
+
+START_TEST(t_load_fp8) {
+  static const char cfg[] =
+      "{\"architectures\": [\"TpxTestForCausalLM\"], \"torch_dtype\": "
+      "\"float32\", \"quantization_config\": {\"quant_method\": \"fp8\"}}";
+  char dir[] = "/tmp/tpx_rt_fp8_XXXXXX", path[256];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  fp8ctx k = {rt_tiny_model(), fx_mesh(1, 2, 2), NULL, NULL, {NULL}};
+  tpx_error e = {0};
+  ck_assert_int_eq(
+      tpx_model_set_config(k.model, cfg, strlen(cfg), "config.json", &e),
+      TPX_OK);
+  write_fp8(&k, dir);
+  ck_assert_msg(tpx_model_add_safetensors(k.model, dir, &e) == TPX_OK, "%s",
+                e.message);
+  ck_assert_int_eq(tpx_model_num_quantized(k.model), 2);
+  tpx_plan *plan = rt_tiny_plan(0);
+  ck_assert_int_eq(tpx_sharding_create(k.model, plan, k.mesh, NULL, &k.sh, &e),
+                   TPX_OK);
+  tpx_checkpoint_reader *rd = NULL;
+  ck_assert_int_eq(tpx_checkpoint_reader_create(path, NULL, &rd, &e), TPX_OK);
+  k.rd = rd;
+  tpx_status st = rt_local_run(4, 0, body_fp8, &k, &e);
+  tpx_checkpoint_reader_destroy(rd);
+  unlink(path);
+  rmdir(dir);
+  ck_assert_msg(st == TPX_OK, "%s", e.message);
+  for (size_t p = 0; p < 32; p++) free(k.want[p]);
+  tpx_sharding_destroy(k.sh);
+  tpx_plan_destroy(plan);
+  tpx_mesh_destroy(k.mesh);
+  tpx_model_destroy(k.model);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("rt_ckpt");
   TCase *tc = tcase_create("ckpt");
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, t_load, 0, (int)(sizeof kcases / sizeof kcases[0]));
   tcase_add_test(tc, t_errors);
+  tcase_add_test(tc, t_load_fp8);
   suite_add_tcase(s, tc);
   return s;
 }
