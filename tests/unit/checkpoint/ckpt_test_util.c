@@ -61,6 +61,13 @@ uint32_t ckt_get_bits(const unsigned char *buf, size_t esz, int64_t i) {
 
 uint32_t ckt_bits(uint32_t v, size_t esz) { return esz == 2 ? v & 0xffffu : v; }
 
+void ckt_global_index(const tpx_slice *s, int64_t k, int64_t *idx) {
+  for (int d = s->ndim - 1; d >= 0; d--) {
+    idx[d] = s->offset[d] + k % s->length[d];
+    k /= s->length[d];
+  }
+}
+
 unsigned char *ckt_read_slice(const tpx_checkpoint_reader *rd,
                               const tpx_sharding *sh, int64_t p, int64_t r,
                               tpx_dtype dt, tpx_slice *s, int64_t *n) {

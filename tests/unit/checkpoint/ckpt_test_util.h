@@ -31,6 +31,10 @@ uint32_t ckt_get_bits(const unsigned char *buf, size_t esz, int64_t i);
 /* v as ckt_get_bits gives it back after ckt_put_bits (esz 2: low 16 bits). */
 uint32_t ckt_bits(uint32_t v, size_t esz);
 
+/* The global index (into idx[0 .. s->ndim)) of element k of slice s,
+ * its elements in row-major order. */
+void ckt_global_index(const tpx_slice *s, int64_t k, int64_t *idx);
+
 /* Rank r's slice of parameter p (into *s, its element count into *n)
  * read by rd in dtype dt into a fresh buffer (at least one byte; the
  * caller frees it). */

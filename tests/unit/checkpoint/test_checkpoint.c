@@ -583,11 +583,7 @@ static void moe_check_slice(const float *buf, int p, const tpx_slice *s,
                             int64_t r) {
   int64_t n = tpx_slice_numel(s), idx[3];
   for (int64_t k = 0; k < n; k++) {
-    int64_t rest = k;
-    for (int d = s->ndim - 1; d >= 0; d--) {
-      idx[d] = s->offset[d] + rest % s->length[d];
-      rest /= s->length[d];
-    }
+    ckt_global_index(s, k, idx);
     ck_assert_msg(buf[k] == moe_expected(p, idx),
                   "rank %lld param %d element %lld: %g, want %g", (long long)r,
                   p, (long long)k, (double)buf[k],

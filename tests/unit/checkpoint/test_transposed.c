@@ -187,11 +187,7 @@ START_TEST(read_transposed_slices) {
                 s.offset[1] + s.length[1] > d->I && s.length[0] > 0;
       int64_t idx[3];
       for (int64_t k = 0; k < n; k++) {
-        int64_t rest = k;
-        for (int dd = s.ndim - 1; dd >= 0; dd--) {
-          idx[dd] = s.offset[dd] + rest % s.length[dd];
-          rest /= s.length[dd];
-        }
+        ckt_global_index(&s, k, idx);
         uint32_t want = ckt_bits(expected(d, p, idx), esz);
         uint32_t got = ckt_get_bits(buf, esz, k);
         ck_assert_msg(got == want,
