@@ -16,17 +16,6 @@
 #include "checkpoint/rankfile_impl.h"
 #include "checkpoint/writer_impl.h"
 
-static int grow(void **buf, size_t *cap, size_t n) {
-  if (n <= *cap)
-    return 0;
-  void *nb = realloc(*buf, n);
-  if (nb == NULL)
-    return -1;
-  *buf = nb;
-  *cap = n;
-  return 0;
-}
-
 /* Reads piece `pc` of entry e into its place in the whole tensor
  * b->whole (nb bytes). */
 static tpx_status place_piece(const tpx__merge_set *s,
@@ -43,7 +32,7 @@ static tpx_status place_piece(const tpx__merge_set *s,
   for (int d = 1; d < e->ndim; d++) rows &= pc->box.length[d] == e->shape[d];
   if (rows && e->ndim > 0 && e->shape[0] > 0)
     at = (size_t)pc->box.offset[0] * (nb / (size_t)e->shape[0]);
-  if (!rows && grow(&b->piece, &b->piece_cap, pb) != 0)
+  if (!rows && tpx__merge_reserve(&b->piece, &b->piece_cap, pb) != 0)
     return tpx_error_set(err, TPX_NO_MEMORY, "out of memory for '%s'", e->name);
   tpx_status st = tpx_checkpoint_read_slice(
       s->files[pc->file].rd, (int64_t)pc->tensor, &local, e->dtype,
@@ -102,7 +91,7 @@ static tpx_status write_all(const tpx__merge_set *s, tpx_checkpoint_writer *w,
     whole.ndim = e->ndim;
     memcpy(whole.length, e->shape, sizeof whole.length);
     size_t nb = (size_t)tpx_slice_nbytes(&whole, e->dtype);
-    if (grow(&b->whole, &b->whole_cap, nb) != 0)
+    if (tpx__merge_reserve(&b->whole, &b->whole_cap, nb) != 0)
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory for '%s'",
                            e->name);
     for (; k < k1; k++) {

@@ -212,7 +212,7 @@ tpx_status tpx__merge_out_entries(const tpx__merge_set *s,
   return TPX_OK;
 }
 
-static int grow(void **buf, size_t *cap, size_t n) {
+int tpx__merge_reserve(void **buf, size_t *cap, size_t n) {
   if (n <= *cap)
     return 0;
   void *nb = realloc(*buf, n);
@@ -235,8 +235,8 @@ tpx_status tpx__merge_write_folded(tpx_checkpoint_writer *w,
     tpx_slice in_entry, in_stored;
     fold_part(e, src, &in_entry, &in_stored);
     size_t nb = (size_t)tpx_slice_nbytes(&in_entry, e->dtype);
-    if (grow(&b->piece, &b->piece_cap, nb ? nb : 1) != 0 ||
-        (tr && grow(&b->flip, &b->flip_cap, nb ? nb : 1) != 0))
+    if (tpx__merge_reserve(&b->piece, &b->piece_cap, nb ? nb : 1) != 0 ||
+        (tr && tpx__merge_reserve(&b->flip, &b->flip_cap, nb ? nb : 1) != 0))
       return tpx_error_set(err, TPX_NO_MEMORY, "out of memory for '%s'",
                            src->name);
     tpx__merge_copy_box((void *)full, e, &in_entry, b->piece, 0);

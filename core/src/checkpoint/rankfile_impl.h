@@ -104,6 +104,10 @@ typedef struct tpx__merge_bufs {
   void *whole, *piece, *flip;
   size_t whole_cap, piece_cap, flip_cap;
 } tpx__merge_bufs;
+/* merge_fold.c: makes *buf (holding *cap bytes) hold at least n, by
+ * reallocating it to exactly n bytes (not doubling: a whole tensor can be
+ * large); 0, or -1 out of memory with *buf and *cap untouched. */
+int tpx__merge_reserve(void **buf, size_t *cap, size_t n);
 
 /* merge_fold.c: copies the dense piece `part` (the box `box` of tensor e)
  * into its place in the dense whole tensor `full` (to_full), or cuts it

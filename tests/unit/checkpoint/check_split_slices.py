@@ -8,34 +8,11 @@ index of i - the item's offsets]. No such stored tensor is in a rank file
 under its own name. Reads the safetensors headers and bytes itself (stdlib
 only; any dtype, compared as bytes). Exit 0 when every element matches, 1
 otherwise (the first mismatch printed)."""
-import glob
 import itertools
-import json
-import os
-import struct
 import sys
 
-SIZES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "U8": 1}
-
-
-def load(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    return header, data
-
-
-def tensors(paths):
-    out = {}
-    for p in paths:
-        header, data = load(p)
-        for name, t in header.items():
-            if name == "__metadata__":
-                continue
-            a, b = t["data_offsets"]
-            out[name] = (t["shape"], SIZES[t["dtype"]], data[a:b])
-    return out
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from rank_files import SIZES, rank_files, source_tensors  # noqa: E402
 
 
 def flat(idx, shape):
@@ -47,11 +24,9 @@ def flat(idx, shape):
 
 def main():
     src, rankdir = sys.argv[1], sys.argv[2]
-    srcs = tensors(sorted(glob.glob(os.path.join(src, "*.safetensors"))))
+    srcs = source_tensors(src)
     checked, parts = 0, set()
-    for path in sorted(glob.glob(os.path.join(rankdir, "rank-*.safetensors"))):
-        header, data = load(path)
-        meta = json.loads(header["__metadata__"]["tpx.tensors"])
+    for path, header, data, meta in rank_files(rankdir):
         for name, m in meta.items():
             for item in m.get("fold", []):
                 o, s, g = item["offsets"], item["shape"], m["global_shape"]

@@ -28,29 +28,13 @@ src=$2
 tool=$3
 work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-fp8.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
-fails=0
-n=0
-ok() { n=$((n + 1)); echo "ok: $1"; }
-bad() { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL: $1"; sed 's/^/    /' "$work/log" | head -20; }
-run() {
-  what=$1
-  shift
-  if "$@" >"$work/log" 2>&1; then ok "$what"; else bad "$what"; fi
-}
+. "$src/tests/unit/checkpoint/cli_lib.sh"
 has() { # WHAT TEXT...: $work/log holds each TEXT
   what=$1
   shift
   good=1
   for t in "$@"; do grep -qF -- "$t" "$work/log" || good=0; done
   if [ $good = 1 ]; then ok "$what"; else bad "$what"; fi
-}
-refused() { # WHAT TEXT...: the last command (exit $rc) failed naming each TEXT
-  what=$1
-  shift
-  good=1
-  [ "$rc" -ne 0 ] || good=0
-  for t in "$@"; do grep -qF -- "$t" "$work/log" || good=0; done
-  if [ $good = 1 ]; then ok "$what"; else echo "    (exit $rc)" >>"$work/log"; bad "$what"; fi
 }
 gen() { python3 "$src/tests/data/fp8/make_fp8.py" "$work/$1" "$1"; }
 
@@ -217,5 +201,4 @@ assert n, "no grouped expert parameter"
   done
 done
 
-echo "$n checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish

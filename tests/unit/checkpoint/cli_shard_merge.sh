@@ -14,18 +14,7 @@ src=$3
 data="$src/tests/data/ckpt"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-ckpt-cli.XXXXXX")
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT INT TERM
-fails=0
-n=0
-
-ok() { n=$((n + 1)); echo "ok: $1"; }
-bad() { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL: $1"; sed 's/^/    /' "$work/log" | head -20; }
-
-# run DESCRIPTION CMD...: the command must succeed
-run() {
-  what=$1
-  shift
-  if "$@" >"$work/log" 2>&1; then ok "$what"; else bad "$what"; fi
-}
+. "$src/tests/unit/checkpoint/cli_lib.sh"
 
 # fails_with DESCRIPTION TEXT CMD...: the command must exit ${want:-1}
 # and print TEXT
@@ -510,5 +499,4 @@ fails_with "truncated while read: named, no SIGBUS" \
   "$work/trunc-src/model.safetensors" \
   "$tool" sigbus "$work/trunc-src/model.safetensors"
 
-echo "$n checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish

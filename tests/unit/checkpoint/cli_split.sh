@@ -22,23 +22,7 @@ src=$3
 export TPX_PLUGIN_PATH=$4
 work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-split.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
-fails=0
-n=0
-ok() { n=$((n + 1)); echo "ok: $1"; }
-bad() { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL: $1"; sed 's/^/    /' "$work/log" | head -20; }
-run() {
-  what=$1
-  shift
-  if "$@" >"$work/log" 2>&1; then ok "$what"; else bad "$what"; fi
-}
-refused() { # WHAT TEXT... : the last command (in $work/log, exit $rc) failed naming each TEXT
-  what=$1
-  shift
-  good=1
-  [ "$rc" -ne 0 ] || good=0
-  for t in "$@"; do grep -qF -- "$t" "$work/log" || good=0; done
-  if [ $good = 1 ]; then ok "$what"; else echo "    (exit $rc)" >>"$work/log"; bad "$what"; fi
-}
+. "$src/tests/unit/checkpoint/cli_lib.sh"
 
 H=64 HEADS=4 KV=2 HD=16 I=40 V=256 L=2
 cfg="$work/config.json"
@@ -68,6 +52,7 @@ list() { # [short]: qkv_proj of layer 1 one row short
 }
 
 s="$work/src"
+check="$src/tests/unit/checkpoint/check_split_slices.py"
 mkdir -p "$s"
 list >"$work/list"
 run "generate the fused checkpoint" "$tool" gen-list "$cfg" "$work/list" "$s"
@@ -79,16 +64,10 @@ run "tpx plan --json: model.stored_split" \
   sh "$tpx" "$s"
 for mesh in "--dp-shard 2" "--dp-shard 3" "--dp-shard 4" "--tp 2" \
   "--dp-shard 3 --tp 2" "--dp-shard 2 --no-isolation"; do
-  r="$work/ranks"
-  m="$work/merged"
   # shellcheck disable=SC2086
-  run "$mesh: shard" "$tpx" shard --weights "$s" $mesh --out "$r"
-  run "$mesh: each rank's slice is the stored tensor at its offset" python3 \
-    "$src/tests/unit/checkpoint/check_split_slices.py" "$s" "$r"
-  run "$mesh: merge" "$tpx" merge --in "$r" --out "$m"
-  run "$mesh: merged file byte-identical" cmp "$s/model.safetensors" \
-    "$m/model.safetensors"
-  rm -rf "$r" "$m"
+  shard_merge "$mesh" "$s" "$work/ranks" "$check" \
+    "each rank's slice is the stored tensor at its offset" $mesh
+  rm -rf "$work/ranks"
 done
 
 # Rank files whose "fold" moves k_proj one row up in qkv_proj (every rank,
@@ -114,14 +93,8 @@ f="$work/src32"
 mkdir -p "$f"
 list | sed 's/ BF16 / F32 /' >"$work/list32"
 run "f32: generate" "$tool" gen-list "$work/cfg32.json" "$work/list32" "$f"
-run "f32 dp_shard 3: shard" "$tpx" shard --weights "$f" --dp-shard 3 \
-  --out "$work/r32"
-run "f32 dp_shard 3: slices" python3 \
-  "$src/tests/unit/checkpoint/check_split_slices.py" "$f" "$work/r32"
-run "f32 dp_shard 3: merge" "$tpx" merge --in "$work/r32" --out "$work/m32"
-run "f32 dp_shard 3: merged file byte-identical" cmp "$f/model.safetensors" \
-  "$work/m32/model.safetensors"
-rm -rf "$f" "$work/r32" "$work/m32"
+shard_merge "f32 dp_shard 3" "$f" "$work/r32" "$check" slices --dp-shard 3
+rm -rf "$f" "$work/r32"
 
 # The header check: a stored tensor that is not the sum of its parts.
 w="$work/short"
@@ -166,15 +139,9 @@ run "lara_mini: generate" "$tool" gen-list "$lara/config.json" \
   "$work/lara.list" "$ls"
 for mesh in "--dp-shard 3" "--tp 2" "--dp-shard 2 --tp 2"; do
   # shellcheck disable=SC2086
-  run "lara_mini $mesh: shard" "$tpx" shard --weights "$ls" $mesh \
-    --out "$work/lr"
-  run "lara_mini $mesh: slices of in_proj" python3 \
-    "$src/tests/unit/checkpoint/check_split_slices.py" "$ls" "$work/lr"
-  run "lara_mini $mesh: merge" "$tpx" merge --in "$work/lr" --out "$work/lm"
-  run "lara_mini $mesh: merged file byte-identical" cmp \
-    "$ls/model.safetensors" "$work/lm/model.safetensors"
-  rm -rf "$work/lr" "$work/lm"
+  shard_merge "lara_mini $mesh" "$ls" "$work/lr" "$check" \
+    "slices of in_proj" $mesh
+  rm -rf "$work/lr"
 done
 
-echo "$n checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish

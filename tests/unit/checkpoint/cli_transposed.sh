@@ -20,15 +20,7 @@ export TPX_PLUGIN_PATH=$4
 shift 4
 work=$(mktemp -d "${TMPDIR:-/tmp}/tpx-transposed.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
-fails=0
-n=0
-ok() { n=$((n + 1)); echo "ok: $1"; }
-bad() { n=$((n + 1)); fails=$((fails + 1)); echo "FAIL: $1"; sed 's/^/    /' "$work/log" | head -20; }
-run() {
-  what=$1
-  shift
-  if "$@" >"$work/log" 2>&1; then ok "$what"; else bad "$what"; fi
-}
+. "$src/tests/unit/checkpoint/cli_lib.sh"
 
 # The config: Qwen3-MoE's tiny one, served by the test plugin.
 cfg="$work/config.json"
@@ -93,23 +85,18 @@ run "generate the per-expert checkpoint" "$tool" gen-list "$cfg" \
 run "tpx plan --weights: the report says the experts are stored transposed" \
   sh -c '"$1" plan --config "$2/config.json" --weights "$2" --dp-shard 2 | grep -q "Stored transposed"' \
   sh "$tpx" "$s"
+check="$src/tests/unit/checkpoint/check_expert_slices.py"
 for dp in ${TPX_TEST_DP_SHARDS:-2 3 4}; do
   r="$work/ranks-$dp"
-  m="$work/merged-$dp"
-  run "dp_shard $dp $*: shard" "$tpx" shard --weights "$s" --dp-shard "$dp" \
-    --out "$r" "$@"
+  shard_merge "dp_shard $dp${*:+ $*}" "$s" "$r" "$check" \
+    "expert slices hold the transposed tensors" --dp-shard "$dp" "$@"
   if grep -q '\\"transpose\\":true' "$r"/rank-00000-of-*.safetensors; then
     ok "dp_shard $dp: the fold lists say transpose"
   else
     echo "no \"transpose\":true in rank 0's metadata" >"$work/log"
     bad "dp_shard $dp: the fold lists say transpose"
   fi
-  run "dp_shard $dp: expert slices hold the transposed tensors" python3 \
-    "$src/tests/unit/checkpoint/check_expert_slices.py" "$s" "$r"
-  run "dp_shard $dp: merge" "$tpx" merge --in "$r" --out "$m"
-  run "dp_shard $dp: merged file byte-identical" cmp "$s/model.safetensors" \
-    "$m/model.safetensors"
-  rm -rf "$r" "$m"
+  rm -rf "$r"
 done
 
 # f32 (config and tensors), dp_shard 3.
@@ -118,14 +105,9 @@ f="$work/src32"
 mkdir -p "$f"
 list | sed 's/ BF16 / F32 /' >"$work/list32"
 run "f32: generate" "$tool" gen-list "$work/cfg32.json" "$work/list32" "$f"
-run "f32 dp_shard 3: shard" "$tpx" shard --weights "$f" --dp-shard 3 \
-  --out "$work/r32" "$@"
-run "f32 dp_shard 3: expert slices hold the transposed tensors" python3 \
-  "$src/tests/unit/checkpoint/check_expert_slices.py" "$f" "$work/r32"
-run "f32 dp_shard 3: merge" "$tpx" merge --in "$work/r32" --out "$work/m32"
-run "f32 dp_shard 3: merged file byte-identical" cmp "$f/model.safetensors" \
-  "$work/m32/model.safetensors"
-rm -rf "$f" "$work/r32" "$work/m32"
+shard_merge "f32 dp_shard 3" "$f" "$work/r32" "$check" \
+  "expert slices hold the transposed tensors" --dp-shard 3 "$@"
+rm -rf "$f" "$work/r32"
 
 # The header check: a transposed source stored the wrong way round.
 w="$work/swapped"
@@ -136,13 +118,7 @@ run "generate a checkpoint with one down_proj untransposed" "$tool" gen-list \
 "$tpx" shard --weights "$w" --dp-shard 2 --out "$work/ranks-swap" "$@" \
   >"$work/log" 2>&1
 rc=$?
-if [ $rc -ne 0 ] && grep -q "model.layers.0.mlp.experts.1.down_proj.weight" \
-  "$work/log" && grep -q "transposed" "$work/log"; then
-  ok "an untransposed source is refused, named"
-else
-  echo "    (exit $rc)"
-  bad "an untransposed source is refused, named"
-fi
+refused "an untransposed source is refused, named" \
+  "model.layers.0.mlp.experts.1.down_proj.weight" "transposed"
 
-echo "$n checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish

@@ -23,6 +23,7 @@
 /* ---- helpers ---- */
 
 #include "../test_tmpdir.h"
+#include "ckpt_test_util.h"
 
 /* Number of entries in tmpdir (hidden temporaries included). */
 static int count_files(void) {
@@ -40,22 +41,6 @@ static int count_files(void) {
 static int exists(const char *path) {
   struct stat sb;
   return stat(path, &sb) == 0;
-}
-
-/* A safetensors file: 8-byte length, `header` verbatim, then `data_len`
- * bytes of `data`. */
-static void write_raw(const char *path, const char *header, const void *data,
-                      size_t data_len) {
-  FILE *f = fopen(path, "wb");
-  ck_assert_ptr_nonnull(f);
-  uint64_t n = strlen(header);
-  unsigned char len[8];
-  for (int i = 0; i < 8; i++) len[i] = (unsigned char)(n >> (8 * i));
-  ck_assert_int_eq(fwrite(len, 1, 8, f), 8);
-  ck_assert_int_eq(fwrite(header, 1, n, f), n);
-  if (data_len)
-    ck_assert_int_eq(fwrite(data, 1, data_len, f), data_len);
-  ck_assert_int_eq(fclose(f), 0);
 }
 
 /* The sample file: a = f32 [5, 7] holding 0..34, b = bf16 [4, 6] holding
@@ -82,7 +67,7 @@ static void write_sample(const char *path) {
   p += 6;
   unsigned char d[4] = {0x38, 0x40, 0xb8, 0x01};
   memcpy(p, d, 4);
-  write_raw(
+  ckt_write_raw(
       path,
       "{\"__metadata__\":{\"format\":\"pt\"},"
       "\"a\":{\"dtype\":\"F32\",\"shape\":[5,7],\"data_offsets\":[0,140]},"
@@ -274,7 +259,7 @@ START_TEST(test_bad_headers) {
   make_tmpdir();
   unsigned char zeros[256] = {0};
   const char *path = tmp("model.safetensors");
-  write_raw(path, c->header, zeros, c->data_len);
+  ckt_write_raw(path, c->header, zeros, c->data_len);
   struct stat before;
   ck_assert_int_eq(stat(path, &before), 0);
   tpx_checkpoint_reader *rd = NULL;
@@ -358,14 +343,14 @@ static void write_model_file(const char *path) {
   for (int i = 0; i < 35; i++) data[i] = (float)(1000 + i);
   for (int i = 0; i < 7; i++) data[35 + i] = (float)(2000 + i);
   for (int i = 0; i < 35; i++) data[42 + i] = (float)(3000 + i);
-  write_raw(path,
-            "{\"col.weight\":{\"dtype\":\"F32\",\"shape\":[7,5],"
-            "\"data_offsets\":[0,140]},"
-            "\"col.bias\":{\"dtype\":\"F32\",\"shape\":[7],"
-            "\"data_offsets\":[140,168]},"
-            "\"row.weight\":{\"dtype\":\"F32\",\"shape\":[5,7],"
-            "\"data_offsets\":[168,308]}}",
-            data, sizeof data);
+  ckt_write_raw(path,
+                "{\"col.weight\":{\"dtype\":\"F32\",\"shape\":[7,5],"
+                "\"data_offsets\":[0,140]},"
+                "\"col.bias\":{\"dtype\":\"F32\",\"shape\":[7],"
+                "\"data_offsets\":[140,168]},"
+                "\"row.weight\":{\"dtype\":\"F32\",\"shape\":[5,7],"
+                "\"data_offsets\":[168,308]}}",
+                data, sizeof data);
 }
 
 static float model_value(const char *name, int64_t i) {
@@ -375,31 +360,13 @@ static float model_value(const char *name, int64_t i) {
                  i);
 }
 
-/* The sharding of m under plan_json over dp_replicate 1 x dp x tp. */
-static tpx_sharding *plan_sharding(const tpx_model *m, const char *plan_json,
-                                   tpx_mesh **mesh, int64_t dp, int64_t tp) {
-  tpx_error e = {0};
-  tpx_plan *plan = NULL;
-  ck_assert_msg(tpx_plan_from_json(plan_json, strlen(plan_json), "test", &plan,
-                                   &e) == TPX_OK,
-                "%s", e.message);
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {1, dp, tp};
-  ck_assert_int_eq(tpx_mesh_create(names, sizes, 3, mesh, &e), TPX_OK);
-  tpx_sharding *sh = NULL;
-  ck_assert_msg(tpx_sharding_create(m, plan, *mesh, NULL, &sh, &e) == TPX_OK,
-                "%s", e.message);
-  tpx_plan_destroy(plan);
-  return sh;
-}
-
 static tpx_sharding *small_sharding(const tpx_model *m, tpx_mesh **mesh,
                                     int64_t dp, int64_t tp) {
-  return plan_sharding(m,
-                       "{\"format\":\"tpx-plan/1\",\"entries\":["
-                       "{\"module\":\"col\",\"style\":\"colwise\"},"
-                       "{\"module\":\"row\",\"style\":\"rowwise\"}]}",
-                       mesh, dp, tp);
+  return ckt_sharding(m,
+                      "{\"format\":\"tpx-plan/1\",\"entries\":["
+                      "{\"module\":\"col\",\"style\":\"colwise\"},"
+                      "{\"module\":\"row\",\"style\":\"rowwise\"}]}",
+                      mesh, dp, tp);
 }
 
 START_TEST(test_check_model) {
@@ -587,7 +554,7 @@ static void write_moe_file(const char *path, int mixtral, int skip, int bad) {
   }
   h += (size_t)snprintf(header + h, sizeof header - h, "}");
   ck_assert_uint_lt(h, sizeof header);
-  write_raw(path, header, data, off * 4);
+  ckt_write_raw(path, header, data, off * 4);
 }
 
 /* Element at global index idx of model parameter p (hand-built fused). */
@@ -606,8 +573,8 @@ static float moe_expected(int p, const int64_t *idx) {
 
 static tpx_sharding *moe_sharding(const tpx_model *m, tpx_mesh **mesh,
                                   int64_t dp, int64_t tp) {
-  return plan_sharding(m, "{\"format\":\"tpx-plan/1\",\"entries\":[]}", mesh,
-                       dp, tp);
+  return ckt_sharding(m, "{\"format\":\"tpx-plan/1\",\"entries\":[]}", mesh, dp,
+                      tp);
 }
 
 /* Checks buf (rank r's slice s of parameter p) against the hand-built
@@ -616,11 +583,7 @@ static void moe_check_slice(const float *buf, int p, const tpx_slice *s,
                             int64_t r) {
   int64_t n = tpx_slice_numel(s), idx[3];
   for (int64_t k = 0; k < n; k++) {
-    int64_t rest = k;
-    for (int d = s->ndim - 1; d >= 0; d--) {
-      idx[d] = s->offset[d] + rest % s->length[d];
-      rest /= s->length[d];
-    }
+    ckt_global_index(s, k, idx);
     ck_assert_msg(buf[k] == moe_expected(p, idx),
                   "rank %lld param %d element %lld: %g, want %g", (long long)r,
                   p, (long long)k, (double)buf[k],
@@ -768,7 +731,7 @@ START_TEST(test_rule_fused_sources) {
       "\"shape\":[4,1,2],\"data_offsets\":[64,96]}}";
   float data[24];
   for (int i = 0; i < 24; i++) data[i] = (float)i;
-  write_raw(tmp("model.safetensors"), header, data, sizeof data);
+  ckt_write_raw(tmp("model.safetensors"), header, data, sizeof data);
   tpx_model *m = NULL;
   tpx_error err = {0};
   static const char cfg[] = "{\"model_type\": \"bailing_hybrid\"}";

@@ -22,6 +22,7 @@
 #include "tpx/tpx.h"
 
 #include "../test_tmpdir.h"
+#include "ckpt_test_util.h"
 
 static tpx_error e_;
 #define CHECK_OK(x) ck_assert_msg((x) == TPX_OK, "%s", e_.message)
@@ -123,15 +124,7 @@ static void write_split(const char *dir, const dims *d, tpx_dtype dt, int bad,
     int64_t numel = ents[k].shape[0] * ents[k].shape[1];
     unsigned char *buf = malloc((size_t)numel * esz);
     ck_assert_ptr_nonnull(buf);
-    for (int64_t i = 0; i < numel; i++) {
-      uint32_t v = value(s, i);
-      if (esz == 2) {
-        uint16_t h = (uint16_t)v;
-        memcpy(buf + i * 2, &h, 2);
-      } else {
-        memcpy(buf + i * 4, &v, 4);
-      }
-    }
+    for (int64_t i = 0; i < numel; i++) ckt_put_bits(buf, esz, i, value(s, i));
     tpx_slice all = {2, {0, 0}, {ents[k].shape[0], ents[k].shape[1]}};
     CHECK_OK(tpx_checkpoint_write_slice(w, ents[k].name, &all, dt, buf, &e_));
     free(buf);
@@ -158,22 +151,13 @@ static uint32_t expected(const dims *d, int p, int64_t r, int64_t c) {
 
 static tpx_sharding *sharding(const tpx_model *m, tpx_mesh **mesh, int64_t dp,
                               int64_t tp) {
-  static const char plan_json[] =
-      "{\"format\":\"tpx-plan/1\",\"entries\":["
-      "{\"module\":\"attn.*\",\"style\":\"colwise\"},"
-      "{\"module\":\"mlp.gate\",\"style\":\"colwise\"},"
-      "{\"module\":\"mlp.up\",\"style\":\"colwise\"},"
-      "{\"module\":\"mlp.down_*\",\"style\":\"rowwise\"}]}";
-  tpx_plan *plan = NULL;
-  CHECK_OK(
-      tpx_plan_from_json(plan_json, strlen(plan_json), "test", &plan, &e_));
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {1, dp, tp};
-  CHECK_OK(tpx_mesh_create(names, sizes, 3, mesh, &e_));
-  tpx_sharding *sh = NULL;
-  CHECK_OK(tpx_sharding_create(m, plan, *mesh, NULL, &sh, &e_));
-  tpx_plan_destroy(plan);
-  return sh;
+  return ckt_sharding(m,
+                      "{\"format\":\"tpx-plan/1\",\"entries\":["
+                      "{\"module\":\"attn.*\",\"style\":\"colwise\"},"
+                      "{\"module\":\"mlp.gate\",\"style\":\"colwise\"},"
+                      "{\"module\":\"mlp.up\",\"style\":\"colwise\"},"
+                      "{\"module\":\"mlp.down_*\",\"style\":\"rowwise\"}]}",
+                      mesh, dp, tp);
 }
 
 static const int64_t meshes[][2] = {{1, 1}, {2, 1}, {3, 1}, {4, 1},
@@ -207,24 +191,13 @@ START_TEST(read_split_slices) {
   for (int64_t r = 0; r < dp * tp; r++)
     for (int p = 0; p < NP; p++) {
       tpx_slice s;
-      CHECK_OK(tpx_sharding_local_slice(sh, p, r, &s, &e_));
-      int64_t n = tpx_slice_numel(&s);
-      unsigned char *buf = malloc((size_t)(n ? n : 1) * esz);
-      ck_assert_ptr_nonnull(buf);
-      CHECK_OK(tpx_checkpoint_read_param(rd, sh, p, r, dt, buf, (size_t)n * esz,
-                                         &e_));
+      int64_t n;
+      unsigned char *buf = ckt_read_slice(rd, sh, p, r, dt, &s, &n);
       for (int64_t k = 0; k < n; k++) {
         int64_t row = s.offset[0] + k / s.length[1];
         int64_t col = s.offset[1] + k % s.length[1];
-        uint32_t want = expected(d, p, row, col), got = 0;
-        if (esz == 2) {
-          uint16_t g;
-          memcpy(&g, buf + k * 2, 2);
-          got = g;
-          want &= 0xffffu;
-        } else {
-          memcpy(&got, buf + k * 4, 4);
-        }
+        uint32_t want = ckt_bits(expected(d, p, row, col), esz);
+        uint32_t got = ckt_get_bits(buf, esz, k);
         ck_assert_msg(got == want,
                       "%s dp %lld tp %lld rank %lld %s [%lld, %lld]: %#x, "
                       "want %#x",

@@ -18,23 +18,10 @@
 #include "tpx/tpx.h"
 
 #include "../test_tmpdir.h"
+#include "ckpt_test_util.h"
 
 static tpx_error e_;
 #define CHECK_OK(x) ck_assert_msg((x) == TPX_OK, "%s", e_.message)
-
-static void write_raw(const char *path, const char *header, const void *data,
-                      size_t data_len) {
-  FILE *f = fopen(path, "wb");
-  ck_assert_ptr_nonnull(f);
-  uint64_t n = strlen(header);
-  unsigned char len[8];
-  for (int i = 0; i < 8; i++) len[i] = (unsigned char)(n >> (8 * i));
-  ck_assert_int_eq(fwrite(len, 1, 8, f), 8);
-  ck_assert_int_eq(fwrite(header, 1, n, f), n);
-  if (data_len)
-    ck_assert_int_eq(fwrite(data, 1, data_len, f), data_len);
-  ck_assert_int_eq(fclose(f), 0);
-}
 
 /* ---- the model ----
  * moe.gu.weight [E, H, 2I] (gate^T | up^T per expert), moe.dn.weight
@@ -125,13 +112,7 @@ static void write_moe(const char *path, const dims *d, tpx_dtype dt, int bad,
       char name[128];
       src_name(name, sizeof name, kind, e);
       for (int64_t i = 0; i < r * c; i++) {
-        uint32_t v = value(kind, e, i);
-        if (esz == 2) {
-          uint16_t h16 = (uint16_t)v;
-          memcpy(data + (off + (size_t)i) * 2, &h16, 2);
-        } else {
-          memcpy(data + (off + (size_t)i) * 4, &v, 4);
-        }
+        ckt_put_bits(data, esz, (int64_t)off + i, value(kind, e, i));
       }
       h += (size_t)snprintf(
           header + h, sizeof header - h,
@@ -142,7 +123,7 @@ static void write_moe(const char *path, const dims *d, tpx_dtype dt, int bad,
       off += (size_t)(r * c);
     }
   snprintf(header + h, sizeof header - h, "}");
-  write_raw(path, header, data, off * esz);
+  ckt_write_raw(path, header, data, off * esz);
   free(data);
 }
 
@@ -164,21 +145,12 @@ static uint32_t expected(const dims *d, int p, const int64_t *idx) {
 
 static tpx_sharding *sharding(const tpx_model *m, tpx_mesh **mesh, int64_t dp,
                               int64_t tp) {
-  static const char plan_json[] =
-      "{\"format\":\"tpx-plan/1\",\"entries\":["
-      "{\"module\":\"moe.gu\",\"style\":\"rowwise\"},"
-      "{\"module\":\"moe.dn\",\"style\":\"rowwise\"},"
-      "{\"module\":\"flat\",\"style\":\"rowwise\"}]}";
-  tpx_plan *plan = NULL;
-  CHECK_OK(
-      tpx_plan_from_json(plan_json, strlen(plan_json), "test", &plan, &e_));
-  const char *names[3] = {"dp_replicate", "dp_shard", "tp"};
-  int64_t sizes[3] = {1, dp, tp};
-  CHECK_OK(tpx_mesh_create(names, sizes, 3, mesh, &e_));
-  tpx_sharding *sh = NULL;
-  CHECK_OK(tpx_sharding_create(m, plan, *mesh, NULL, &sh, &e_));
-  tpx_plan_destroy(plan);
-  return sh;
+  return ckt_sharding(m,
+                      "{\"format\":\"tpx-plan/1\",\"entries\":["
+                      "{\"module\":\"moe.gu\",\"style\":\"rowwise\"},"
+                      "{\"module\":\"moe.dn\",\"style\":\"rowwise\"},"
+                      "{\"module\":\"flat\",\"style\":\"rowwise\"}]}",
+                      mesh, dp, tp);
 }
 
 /* Every rank of each mesh reads each parameter's slice from the stored
@@ -208,31 +180,16 @@ START_TEST(read_transposed_slices) {
   for (int64_t r = 0; r < dp * tp; r++)
     for (int p = 0; p < 4; p++) {
       tpx_slice s;
-      CHECK_OK(tpx_sharding_local_slice(sh, p, r, &s, &e_));
-      int64_t n = tpx_slice_numel(&s);
+      int64_t n;
+      unsigned char *buf = ckt_read_slice(rd, sh, p, r, dt, &s, &n);
       empty |= n == 0;
       border |= p == 2 && s.offset[1] < d->I &&
                 s.offset[1] + s.length[1] > d->I && s.length[0] > 0;
-      unsigned char *buf = malloc((size_t)(n ? n : 1) * esz);
-      ck_assert_ptr_nonnull(buf);
-      CHECK_OK(tpx_checkpoint_read_param(rd, sh, p, r, dt, buf, (size_t)n * esz,
-                                         &e_));
       int64_t idx[3];
       for (int64_t k = 0; k < n; k++) {
-        int64_t rest = k;
-        for (int dd = s.ndim - 1; dd >= 0; dd--) {
-          idx[dd] = s.offset[dd] + rest % s.length[dd];
-          rest /= s.length[dd];
-        }
-        uint32_t want = expected(d, p, idx), got = 0;
-        if (esz == 2) {
-          uint16_t g;
-          memcpy(&g, buf + k * 2, 2);
-          got = g;
-          want &= 0xffffu;
-        } else {
-          memcpy(&got, buf + k * 4, 4);
-        }
+        ckt_global_index(&s, k, idx);
+        uint32_t want = ckt_bits(expected(d, p, idx), esz);
+        uint32_t got = ckt_get_bits(buf, esz, k);
         ck_assert_msg(got == want,
                       "E%lld H%lld I%lld %s dp %lld tp %lld rank %lld "
                       "param %d element %lld: %#x, want %#x",

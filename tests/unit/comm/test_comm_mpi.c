@@ -96,11 +96,5 @@ int main(void) {
   tcase_add_test(tc, t_redistribute);
   tcase_add_test(tc, t_nccl_over_mpi);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, tpx_comm_rank(world) == 0 ? CK_NORMAL : CK_SILENT);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  tpx_comm_destroy(world); /* finalizes MPI: tpx initialised it */
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return mpi_run_suite(s, world); /* finalizes MPI: tpx initialised it */
 }

@@ -1,5 +1,6 @@
 /* plugin_test.h — helpers shared by the plugin-suite Check tests: paths of
- * the fixture plugins, models from inline config JSON, error assertions. */
+ * the fixture plugins, models from inline config JSON, error assertions
+ * (CHECK_OK, CHECK_FAILS and run_suite: ../check_util.h). */
 #ifndef TPX_TESTS_PLUGIN_TEST_H
 #define TPX_TESTS_PLUGIN_TEST_H
 
@@ -12,13 +13,7 @@
 #include "tpx/model.h"
 #include "tpx/registry.h"
 
-#define CHECK_OK(call)                                                         \
-  do {                                                                         \
-    tpx_error e_ = {0};                                                        \
-    tpx_status st_ = (call);                                                   \
-    ck_assert_msg(st_ == TPX_OK, "%s: %s (%s)", #call, tpx_status_name(st_),   \
-                  e_.message);                                                 \
-  } while (0)
+#include "../check_util.h"
 
 #define ASSERT_CONTAINS(hay, needle)                                           \
   ck_assert_msg((hay) != NULL && strstr((hay), (needle)) != NULL,              \
@@ -56,13 +51,5 @@ static inline tpx_model *model_from_json(const char *json) {
   "\"intermediate_size\": 96, \"num_attention_heads\": 8, "                    \
   "\"num_key_value_heads\": 4, \"torch_dtype\": \"bfloat16\", "                \
   "\"tie_word_embeddings\": true" extra "}"
-
-static inline int run_suite(Suite *s) {
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
 
 #endif

@@ -413,13 +413,7 @@ int main(void) {
   (void)test_refused;
   (void)test_mesh_dim;
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, tpx_comm_rank(mpi_world) == 0 ? CK_NORMAL : CK_SILENT);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  tpx_comm_destroy(mpi_world);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return mpi_run_suite(s, mpi_world);
 }
 #else
 static Suite *suite(void) {

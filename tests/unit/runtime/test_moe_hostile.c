@@ -279,6 +279,8 @@ END_TEST
 /* ---- the same cases on the mpi backend, mpirun -np 2: one rank a
  * process, where a rank that returned early used to leave its peer
  * waiting out the collective timeout ---- */
+#include "../mpi_verdict.h"
+
 static tpx_comm *mpi_world;
 
 START_TEST(dispatch_fault_mpi) {
@@ -320,13 +322,7 @@ int main(void) {
   (void)route_backward_args;
   (void)dispatch_fault;
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, tpx_comm_rank(mpi_world) == 0 ? CK_NORMAL : CK_SILENT);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  tpx_comm_destroy(mpi_world);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return mpi_run_suite(s, mpi_world);
 }
 #else
 int main(void) {

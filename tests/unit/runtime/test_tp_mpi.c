@@ -91,11 +91,5 @@ int main(void) {
   tcase_add_test(tc, t_llama);
   tcase_add_test(tc, t_block);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_set_fork_status(sr, CK_NOFORK);
-  srunner_run_all(sr, tpx_comm_rank(world) == 0 ? CK_NORMAL : CK_SILENT);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  tpx_comm_destroy(world);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  return mpi_run_suite(s, world);
 }

@@ -16,21 +16,16 @@
 #define TPX_PLUGIN_DECLARE_ENTRY_POINTS
 #include "tpx/plugin.h"
 
+#include "../test_plugin.h"
+
 static const char *const architectures[] = {"TpxTestMoeForCausalLM", NULL};
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
-  const uint32_t mine = TPX_PLUGIN_ABI_VERSION(1, 0);
-  if (host->abi_min > mine || host->abi_max < mine ||
-      TPX_PLUGIN_ABI_VERSION_MAJOR(host->abi_max) != 1)
-    return TPX_PLUGIN_ABI_UNSUPPORTED;
-  info->abi_version = mine;
-  info->name = "tpxtest-moe";
-  info->version = "1.0.0";
-  info->description = "tpx test plugin: grouped experts stored transposed "
-                      "(tests/unit/checkpoint/moe_plugin)";
-  info->architectures = architectures;
-  return TPX_PLUGIN_OK;
+  return tpxtest_register(host, info, "tpxtest-moe",
+                          "tpx test plugin: grouped experts stored transposed "
+                          "(tests/unit/checkpoint/moe_plugin)",
+                          architectures);
 }
 
 TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
@@ -67,14 +62,6 @@ static int read_cfg(const tpx_plugin_host *h, tpx_plugin_ctx *ctx, moe_cfg *c) {
   return TPX_PLUGIN_OK;
 }
 
-static int param(const tpx_plugin_host *h, tpx_plugin_ctx *ctx, const char *mod,
-                 const char *kind, const char *name, int64_t a, int64_t b,
-                 int64_t c, int ndim) {
-  int64_t shape[3] = {a, b, c};
-  int rc = h->skeleton_add_module(ctx, mod, kind);
-  return rc | h->skeleton_add_param(ctx, mod, name, shape, ndim, NULL);
-}
-
 static int bad(const moe_cfg *c, const char *what) {
   return c->bad && strcmp(c->bad, what) == 0;
 }
@@ -86,8 +73,8 @@ static int experts(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
   snprintf(mod, sizeof mod, "model.layers.%lld.mlp.experts", (long long)l);
   snprintf(gu, sizeof gu, "%s.gate_and_up_projs", mod);
   snprintf(dn, sizeof dn, "%s.down_projs", mod);
-  int rc =
-      param(h, ctx, mod, "other", "gate_and_up_projs", c->E, c->H, 2 * c->I, 3);
+  int rc = tpxtest_param(h, ctx, mod, "other", "gate_and_up_projs", c->E, c->H,
+                         2 * c->I, 3);
   int64_t shape[3] = {c->E, c->I, c->H};
   rc |= h->skeleton_add_param(ctx, mod, "down_projs", shape, 3, NULL);
   for (int64_t e = 0; e < c->E && rc == 0; e++)
@@ -131,33 +118,34 @@ TPX_PLUGIN_EXPORT int tpx_plugin_get_skeleton(const tpx_plugin_host *h,
                       "(skeleton_add_source)");
     return TPX_PLUGIN_REFUSED;
   }
-  rc |= param(h, ctx, "model.embed_tokens", "embedding", "weight", c.V, c.H, 0,
-              2);
+  rc |= tpxtest_param(h, ctx, "model.embed_tokens", "embedding", "weight", c.V,
+                      c.H, 0, 2);
   char m[128];
   for (int64_t l = 0; l < c.L && rc == 0; l++) {
     static const char *const lin[] = {"q_proj", "k_proj", "v_proj", "o_proj"};
     const int64_t rows[] = {c.heads * c.hd, c.kv * c.hd, c.kv * c.hd, c.H};
     const int64_t cols[] = {c.H, c.H, c.H, c.heads * c.hd};
     snprintf(m, sizeof m, "model.layers.%lld.input_layernorm", (long long)l);
-    rc |= param(h, ctx, m, "norm", "weight", c.H, 0, 0, 1);
+    rc |= tpxtest_param(h, ctx, m, "norm", "weight", c.H, 0, 0, 1);
     for (int k = 0; k < 4; k++) {
       snprintf(m, sizeof m, "model.layers.%lld.self_attn.%s", (long long)l,
                lin[k]);
-      rc |= param(h, ctx, m, "linear", "weight", rows[k], cols[k], 0, 2);
+      rc |=
+          tpxtest_param(h, ctx, m, "linear", "weight", rows[k], cols[k], 0, 2);
     }
     snprintf(m, sizeof m, "model.layers.%lld.self_attn.q_norm", (long long)l);
-    rc |= param(h, ctx, m, "norm", "weight", c.hd, 0, 0, 1);
+    rc |= tpxtest_param(h, ctx, m, "norm", "weight", c.hd, 0, 0, 1);
     snprintf(m, sizeof m, "model.layers.%lld.self_attn.k_norm", (long long)l);
-    rc |= param(h, ctx, m, "norm", "weight", c.hd, 0, 0, 1);
+    rc |= tpxtest_param(h, ctx, m, "norm", "weight", c.hd, 0, 0, 1);
     snprintf(m, sizeof m, "model.layers.%lld.post_attention_layernorm",
              (long long)l);
-    rc |= param(h, ctx, m, "norm", "weight", c.H, 0, 0, 1);
+    rc |= tpxtest_param(h, ctx, m, "norm", "weight", c.H, 0, 0, 1);
     snprintf(m, sizeof m, "model.layers.%lld.mlp.gate", (long long)l);
-    rc |= param(h, ctx, m, "linear", "weight", c.E, c.H, 0, 2);
+    rc |= tpxtest_param(h, ctx, m, "linear", "weight", c.E, c.H, 0, 2);
     rc |= experts(h, ctx, &c, l);
   }
-  rc |= param(h, ctx, "model.norm", "norm", "weight", c.H, 0, 0, 1);
-  rc |= param(h, ctx, "lm_head", "linear", "weight", c.V, c.H, 0, 2);
+  rc |= tpxtest_param(h, ctx, "model.norm", "norm", "weight", c.H, 0, 0, 1);
+  rc |= tpxtest_param(h, ctx, "lm_head", "linear", "weight", c.V, c.H, 0, 2);
   if (rc) {
     h->set_error(ctx, "the host refused part of the skeleton");
     return TPX_PLUGIN_ERROR;

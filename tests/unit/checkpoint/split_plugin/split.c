@@ -16,21 +16,16 @@
 #define TPX_PLUGIN_DECLARE_ENTRY_POINTS
 #include "tpx/plugin.h"
 
+#include "../test_plugin.h"
+
 static const char *const architectures[] = {"TpxTestSplitForCausalLM", NULL};
 
 TPX_PLUGIN_EXPORT int register_parallel_strategy(const tpx_plugin_host *host,
                                                  tpx_plugin_info *info) {
-  const uint32_t mine = TPX_PLUGIN_ABI_VERSION(1, 0);
-  if (host->abi_min > mine || host->abi_max < mine ||
-      TPX_PLUGIN_ABI_VERSION_MAJOR(host->abi_max) != 1)
-    return TPX_PLUGIN_ABI_UNSUPPORTED;
-  info->abi_version = mine;
-  info->name = "tpxtest-split";
-  info->version = "1.0.0";
-  info->description = "tpx test plugin: fused checkpoint tensors cut into "
-                      "parameters (tests/unit/checkpoint/split_plugin)";
-  info->architectures = architectures;
-  return TPX_PLUGIN_OK;
+  return tpxtest_register(host, info, "tpxtest-split",
+                          "tpx test plugin: fused checkpoint tensors cut into "
+                          "parameters (tests/unit/checkpoint/split_plugin)",
+                          architectures);
 }
 
 TPX_PLUGIN_EXPORT int get_plan(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
@@ -80,9 +75,7 @@ static int read_cfg(const tpx_plugin_host *h, tpx_plugin_ctx *ctx,
 
 static int param(const tpx_plugin_host *h, tpx_plugin_ctx *ctx, const char *mod,
                  const char *kind, int64_t a, int64_t b, int ndim) {
-  int64_t shape[2] = {a, b};
-  int rc = h->skeleton_add_module(ctx, mod, kind);
-  return rc | h->skeleton_add_param(ctx, mod, "weight", shape, ndim, NULL);
+  return tpxtest_param(h, ctx, mod, kind, "weight", a, b, 0, ndim);
 }
 
 /* Layer l: its parameters and the stored tensors cut into them. */
