@@ -48,9 +48,9 @@ static tpx_status take(tr_arena *ar, float **p, int64_t n, tpx_error *err) {
  * those rows; the weights' gradients (sums over an expert's rows) cut by
  * their own rows instead, every expert's alike. Either cut leaves each
  * element's sum in the order one thread gives it, so the results do not
- * depend on the thread count, and a layer costs two or three regions
- * where one per product and expert spent the step in the team's barrier
- * (docs/TRAIN.md "What it implements"). */
+ * depend on the thread count, and a layer's experts cost three regions
+ * where one per product and expert had the team wait at a barrier
+ * hundreds of times a step (docs/TRAIN.md "What it implements"). */
 
 /* act[c, I] = silu(gate) * up, gate and up the halves of h[c, 2I]'s rows
  * (transformers' chunk(2, -1): gate first). */
