@@ -41,10 +41,20 @@ static tpx_status take(tr_arena *ar, float **p, int64_t n, tpx_error *err) {
   return *p ? TPX_OK : TPX_NO_MEMORY;
 }
 
+/* The experts run as one parallel region of the rank's team (tr_threads)
+ * per pass, each thread's products on its own thread (tr_sgemm1): the
+ * rows of all local experts, grouped by expert, cut in as many contiguous
+ * parts as threads, each thread running every expert its part touches on
+ * those rows; the weights' gradients (sums over an expert's rows) cut by
+ * their own rows instead, every expert's alike. Either cut leaves each
+ * element's sum in the order one thread gives it, so the results do not
+ * depend on the thread count, and a layer's experts cost three regions
+ * where one per product and expert had the team wait at a barrier
+ * hundreds of times a step (docs/TRAIN.md "What it implements"). */
+
 /* act[c, I] = silu(gate) * up, gate and up the halves of h[c, 2I]'s rows
  * (transformers' chunk(2, -1): gate first). */
 static void swiglu_rows(const float *h, float *act, int64_t c, int64_t I) {
-  TR_PARALLEL_FOR(c * I)
   for (int64_t i = 0; i < c; i++)
     for (int64_t j = 0; j < I; j++) {
       float g = h[i * 2 * I + j], u = h[i * 2 * I + I + j];
@@ -55,7 +65,6 @@ static void swiglu_rows(const float *h, float *act, int64_t c, int64_t I) {
 
 static void swiglu_rows_bwd(const float *h, const float *dact, float *dh,
                             int64_t c, int64_t I) {
-  TR_PARALLEL_FOR(c * I)
   for (int64_t i = 0; i < c; i++)
     for (int64_t j = 0; j < I; j++) {
       float g = h[i * 2 * I + j], u = h[i * 2 * I + I + j];
@@ -65,45 +74,96 @@ static void swiglu_rows_bwd(const float *h, const float *dact, float *dh,
     }
 }
 
-/* Expert e's FFN on its c rows x[c, H]: h = x GU (Automodel's GU [H, 2I];
- * transformers' [2I, H] transposed), act, y = act DN (DN [I, H]; [H, I]
- * transposed). */
+/* The team for one pass over the m dispatched rows: threads by the
+ * multiply-adds of the experts' forward. */
+static int team(const shape *s, int64_t m) {
+  return tr_threads(m * 3 * s->I * s->H);
+}
+
+/* Of the rows of expert e (off[e] .. off[e+1] - 1), those in thread t's
+ * part of the m rows (nt contiguous parts): [*r0, *r1), maybe empty. */
+static void part(const int64_t *off, int64_t e, int64_t m, int t, int nt,
+                 int64_t *r0, int64_t *r1) {
+  int64_t lo = m * t / nt, hi = m * (t + 1) / nt;
+  *r0 = off[e] > lo ? off[e] : lo;
+  *r1 = off[e + 1] < hi ? off[e + 1] : hi;
+}
+
+/* Expert e's FFN on c of its rows x[c, H]: h = x GU (Automodel's GU
+ * [H, 2I]; transformers' [2I, H] transposed), act, y = act DN (DN [I, H];
+ * [H, I] transposed). One thread. */
 static void expert_fwd(const shape *s, int hf, const float *gu, const float *dn,
                        const float *x, float *h, float *act, float *y,
                        int64_t c) {
   int64_t H = s->H, I = s->I;
   if (hf)
-    tr_sgemm(0, 1, c, 2 * I, H, 1.0f, x, H, gu, H, 0.0f, h, 2 * I);
+    tr_sgemm1(0, 1, c, 2 * I, H, 1.0f, x, H, gu, H, 0.0f, h, 2 * I);
   else
-    tr_sgemm(0, 0, c, 2 * I, H, 1.0f, x, H, gu, 2 * I, 0.0f, h, 2 * I);
+    tr_sgemm1(0, 0, c, 2 * I, H, 1.0f, x, H, gu, 2 * I, 0.0f, h, 2 * I);
   swiglu_rows(h, act, c, I);
   if (hf)
-    tr_sgemm(0, 1, c, H, I, 1.0f, act, I, dn, I, 0.0f, y, H);
+    tr_sgemm1(0, 1, c, H, I, 1.0f, act, I, dn, I, 0.0f, y, H);
   else
-    tr_sgemm(0, 0, c, H, I, 1.0f, act, I, dn, H, 0.0f, y, H);
+    tr_sgemm1(0, 0, c, H, I, 1.0f, act, I, dn, H, 0.0f, y, H);
 }
 
-/* Its backward: dy[c, H] -> dx[c, H]; the weights' gradients added into
- * ggu, gdn; dact[c, I] and dh[c, 2I] scratch. */
-static void expert_bwd(const shape *s, int hf, const float *gu, const float *dn,
-                       const float *x, const float *h, const float *act,
-                       const float *dy, float *dx, float *ggu, float *gdn,
-                       float *dact, float *dh, int64_t c) {
+/* Every local expert's FFN on its rows, one region. */
+static void experts_fwd(const shape *s, int hf, const float *gu,
+                        const float *dn, const float *rows, const int64_t *off,
+                        tr_moe_acts *a) {
+  int64_t m = a->m, H = s->H, I = s->I;
+  int nt = team(s, m);
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+  for (int t = 0; t < nt; t++)
+    for (int64_t e = 0; e < s->El; e++) {
+      int64_t r0, r1;
+      part(off, e, m, t, nt, &r0, &r1);
+      if (r1 > r0)
+        expert_fwd(s, hf, gu + e * H * 2 * I, dn + e * I * H, rows + r0 * H,
+                   a->h + r0 * 2 * I, a->act + r0 * I, a->y + r0 * H, r1 - r0);
+    }
+}
+
+/* Expert e's backward on c of its rows, all but its weights' gradients:
+ * dy[c, H] -> dact[c, I], dh[c, 2I], dx[c, H]. One thread. */
+static void expert_bwd_rows(const shape *s, int hf, const float *gu,
+                            const float *dn, const float *h, const float *dy,
+                            float *dx, float *dact, float *dh, int64_t c) {
+  int64_t H = s->H, I = s->I;
+  if (hf)
+    tr_sgemm1(0, 0, c, I, H, 1.0f, dy, H, dn, I, 0.0f, dact, I);
+  else
+    tr_sgemm1(0, 1, c, I, H, 1.0f, dy, H, dn, H, 0.0f, dact, I);
+  swiglu_rows_bwd(h, dact, dh, c, I);
+  if (hf)
+    tr_sgemm1(0, 0, c, H, 2 * I, 1.0f, dh, 2 * I, gu, H, 0.0f, dx, H);
+  else
+    tr_sgemm1(0, 1, c, H, 2 * I, 1.0f, dh, 2 * I, gu, 2 * I, 0.0f, dx, H);
+}
+
+/* g[R, C] += A^T B over c rows (A [c, R], B [c, C]): the rows [t R / nt,
+ * (t+1) R / nt) of g, as tr_sgemm splits a product by rows. One thread. */
+static void grad_part(int64_t R, int64_t C, int64_t c, const float *A,
+                      const float *B, float *g, int t, int nt) {
+  int64_t i0 = R * t / nt, i1 = R * (t + 1) / nt;
+  tr_sgemm1(1, 0, i1 - i0, C, c, 1.0f, A + i0, R, B, C, 1.0f, g + i0 * C, C);
+}
+
+/* Expert e's weights' gradients, thread t's rows of each: gdn += dy^T act
+ * (hf: [H, I]; else act^T dy, [I, H]), ggu += dh^T x (hf: [2I, H]; else
+ * x^T dh, [H, 2I]). */
+static void expert_grads(const shape *s, int hf, const float *x,
+                         const float *act, const float *dy, const float *dh,
+                         float *ggu, float *gdn, int64_t c, int t, int nt) {
   int64_t H = s->H, I = s->I;
   if (hf) {
-    tr_sgemm(0, 0, c, I, H, 1.0f, dy, H, dn, I, 0.0f, dact, I);
-    tr_sgemm(1, 0, H, I, c, 1.0f, dy, H, act, I, 1.0f, gdn, I);
+    grad_part(H, I, c, dy, act, gdn, t, nt);
+    grad_part(2 * I, H, c, dh, x, ggu, t, nt);
   } else {
-    tr_sgemm(0, 1, c, I, H, 1.0f, dy, H, dn, H, 0.0f, dact, I);
-    tr_sgemm(1, 0, I, H, c, 1.0f, act, I, dy, H, 1.0f, gdn, H);
-  }
-  swiglu_rows_bwd(h, dact, dh, c, I);
-  if (hf) {
-    tr_sgemm(0, 0, c, H, 2 * I, 1.0f, dh, 2 * I, gu, H, 0.0f, dx, H);
-    tr_sgemm(1, 0, 2 * I, H, c, 1.0f, dh, 2 * I, x, H, 1.0f, ggu, H);
-  } else {
-    tr_sgemm(0, 1, c, H, 2 * I, 1.0f, dh, 2 * I, gu, 2 * I, 0.0f, dx, H);
-    tr_sgemm(1, 0, H, 2 * I, c, 1.0f, x, H, dh, 2 * I, 1.0f, ggu, 2 * I);
+    grad_part(I, H, c, act, dy, gdn, t, nt);
+    grad_part(H, 2 * I, c, x, dh, ggu, t, nt);
   }
 }
 
@@ -143,14 +203,8 @@ tpx_status tr_moe_fwd(tr_net *net, tr_rank *r, tr_arena *ar, int64_t l,
   CK(take(ar, &a->act, a->m * s.I, err));
   CK(take(ar, &a->y, a->m * s.H, err));
   CK(tr_experts_hook(r, l, 0, 0, err));
-  const float *gu = tr_param_w(r, L->gate_up), *dn = tr_param_w(r, L->down);
-  for (int64_t e = 0; e < s.El; e++) {
-    int64_t r0 = off[e], c = off[e + 1] - off[e];
-    if (c > 0)
-      expert_fwd(&s, L->hf_experts, gu + e * s.H * 2 * s.I, dn + e * s.I * s.H,
-                 rows + r0 * s.H, a->h + r0 * 2 * s.I, a->act + r0 * s.I,
-                 a->y + r0 * s.H, c);
-  }
+  experts_fwd(&s, L->hf_experts, tr_param_w(r, L->gate_up),
+              tr_param_w(r, L->down), rows, off, a);
   CK(tr_experts_hook(r, l, 0, 1, err));
   CK(tr_act_alloc(ar, y, x->b, x->s, s.H, 0, err));
   CK(tpx_moe_combine(a->d, a->y, y->d, err));
@@ -177,15 +231,32 @@ static tpx_status experts_bwd(tr_net *net, tr_rank *r, tr_arena *ar, int64_t l,
   CK(tr_experts_hook(r, l, 1, 0, err));
   const float *gu = tr_param_w(r, L->gate_up), *dn = tr_param_w(r, L->down);
   float *ggu = tr_param_g(r, L->gate_up), *gdn = tr_param_g(r, L->down);
-  int64_t gsz = s->H * 2 * s->I, dsz = s->I * s->H;
-  for (int64_t e = 0; e < s->El; e++) {
-    int64_t r0 = off[e], c = off[e + 1] - off[e];
-    if (c > 0)
-      expert_bwd(s, L->hf_experts, gu + e * gsz, dn + e * dsz, rows + r0 * s->H,
-                 a->h + r0 * 2 * s->I, a->act + r0 * s->I, dyr + r0 * s->H,
-                 dxr + r0 * s->H, ggu + e * gsz, gdn + e * dsz,
-                 dact + r0 * s->I, dh + r0 * 2 * s->I, c);
-  }
+  int64_t H = s->H, I = s->I, gsz = H * 2 * I, dsz = I * H;
+  int hf = L->hf_experts, nt = team(s, m);
+  /* the rows' part first (dh is the weights' gradients' input), then the
+   * weights' gradients */
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+  for (int t = 0; t < nt; t++)
+    for (int64_t e = 0; e < s->El; e++) {
+      int64_t r0, r1;
+      part(off, e, m, t, nt, &r0, &r1);
+      if (r1 > r0)
+        expert_bwd_rows(s, hf, gu + e * gsz, dn + e * dsz, a->h + r0 * 2 * I,
+                        dyr + r0 * H, dxr + r0 * H, dact + r0 * I,
+                        dh + r0 * 2 * I, r1 - r0);
+    }
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static) num_threads(nt)
+#endif
+  for (int t = 0; t < nt; t++)
+    for (int64_t e = 0; e < s->El; e++) {
+      int64_t r0 = off[e], c = off[e + 1] - off[e];
+      if (c > 0)
+        expert_grads(s, hf, rows + r0 * H, a->act + r0 * I, dyr + r0 * H,
+                     dh + r0 * 2 * I, ggu + e * gsz, gdn + e * dsz, c, t, nt);
+    }
   return tr_experts_hook(r, l, 1, 1, err);
 }
 

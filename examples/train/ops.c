@@ -35,6 +35,15 @@ int tr_threads(int64_t work) {
   return work < grain || n < 1 ? 1 : n;
 }
 
+void tr_sgemm1(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const float *a, int64_t lda, const float *b,
+               int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (m > 0 && n > 0)
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
 /* A product smaller than this many multiply-adds runs on one thread. */
 #define SPLIT_MNK (1 << 21)
 
@@ -45,8 +54,7 @@ void tr_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
                        tb = trans_b ? CblasTrans : CblasNoTrans;
   int nt = m * n * k < SPLIT_MNK ? 1 : tr_threads(m * n * k);
   if (nt < 2) {
-    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, alpha, a,
-                (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    tr_sgemm1(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   /* the longer side of C in nt parts: rows take A's rows (columns when A

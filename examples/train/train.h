@@ -137,6 +137,11 @@ int tr_threads(int64_t work);
 void tr_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
               float alpha, const float *a, int64_t lda, const float *b,
               int64_t ldb, float beta, float *c, int64_t ldc);
+/* The same product on the calling thread alone (cblas_sgemm): for work
+ * already split across the team, inside a parallel region (moe.c). */
+void tr_sgemm1(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const float *a, int64_t lda, const float *b,
+               int64_t ldb, float beta, float *c, int64_t ldc);
 #if defined(_OPENMP)
 #define TR_PRAGMA(x) _Pragma(#x)
 #define TR_PARALLEL_FOR(work)                                                  \
