@@ -203,8 +203,11 @@ int am_sk_glm5_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                 const char *arch);
-/* The MoE block at "<layer>.mlp": router, grouped experts (with their
- * checkpoint sources), shared experts. */
+/* Automodel's MLP at `fqn` (am_moe_block.c): up, gate, down. */
+int am_sk_mlp(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const char *fqn,
+              int64_t h, int64_t inter, int bias);
+/* The MoE block at "<layer>.mlp" (am_moe_block.c): router, grouped
+ * experts (with their checkpoint sources), shared experts. */
 int am_sk_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_cfg *c,
               const char *layer);
 

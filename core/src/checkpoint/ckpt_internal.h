@@ -57,6 +57,7 @@ typedef struct tpx__ckpt_dequant {
   int64_t rows, cols;                 /* the stored tensor's last two dims */
   int64_t off_lead, off_row, off_col; /* its place in the weight (rank file) */
   int64_t brows, bcols;               /* the weight's block grid */
+  int64_t block;                      /* a block's rows and cols */
 } tpx__ckpt_dequant;
 
 /* 1 when an F8 weight can be dequantized into `d` (f64/f32/f16/bf16). */
@@ -68,9 +69,6 @@ tpx_status tpx__ckpt_dequant_init(const tpx_checkpoint_reader *rd,
                                   const tpx__st_tensor *t, tpx_dtype dtype,
                                   tpx__ckpt_dequant *dq, tpx_error *err);
 void tpx__ckpt_dequant_free(tpx__ckpt_dequant *dq);
-/* v[i] *= the scale of the stored tensor's element at + i, for i < m. */
-void tpx__ckpt_dequant_run(const tpx__ckpt_dequant *dq, int64_t at, float *v,
-                           size_t m);
 
 /* Reads box elements [e0, e1) of stored tensor `t` into dst (the element
  * e0 of the box lands at dst[0]) converting to `dtype`, dequantized by dq

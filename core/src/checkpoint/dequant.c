@@ -7,9 +7,9 @@
  * one per 128 x 128 block of the last two dims, one per tensor or one per
  * expert); a tensor of a tpx-shard rank file is placed in its weight by
  * the file's `tpx.tensors` offsets, so its whole scale gives each element
- * the block of its global position. This file finds and checks the scale
- * (tpx__ckpt_dequant_init) and scales a run of widened elements
- * (tpx__ckpt_dequant_run); the byte reads are read.c's. */
+ * the block of its global position. This file finds, checks and reads the
+ * scale (tpx__ckpt_dequant_init); read.c's element reads scale each run of
+ * widened elements by it. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,29 +179,6 @@ tpx_status tpx__ckpt_dequant_init(const tpx_checkpoint_reader *rd,
   dq->off_lead = nd == 3 ? off[0] : 0;
   dq->bcols = nd >= 1 ? (g[nd - 1] + BLOCK - 1) / BLOCK : 1;
   dq->brows = nd >= 2 ? (g[nd - 2] + BLOCK - 1) / BLOCK : 1;
+  dq->block = BLOCK;
   return TPX_OK;
-}
-
-void tpx__ckpt_dequant_run(const tpx__ckpt_dequant *dq, int64_t at, float *v,
-                           size_t m) {
-  if (dq->form == 2) { /* one scale */
-    for (size_t i = 0; i < m; i++) v[i] = v[i] * dq->scale[0];
-    return;
-  }
-  int64_t col = at % dq->cols, rest = at / dq->cols;
-  int64_t row = rest % dq->rows, lead = rest / dq->rows;
-  for (size_t i = 0; i < m; i++) {
-    int64_t k = lead + dq->off_lead;
-    if (dq->form == 1)
-      k = (k * dq->brows + (row + dq->off_row) / BLOCK) * dq->bcols +
-          (col + dq->off_col) / BLOCK;
-    v[i] = v[i] * dq->scale[k]; /* one f32 product, as upstream's */
-    if (++col == dq->cols) {
-      col = 0;
-      if (++row == dq->rows) {
-        row = 0;
-        lead++;
-      }
-    }
-  }
 }

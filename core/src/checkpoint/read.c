@@ -1,6 +1,7 @@
 /* read.c — fetching a box's bytes from a checkpoint file
- * (tpx_checkpoint_read_slice). The per-parameter reads built on it are in
- * read_params.c.
+ * (tpx__ckpt_read_elems). The reads built on it are tpx_checkpoint_read_slice
+ * (read_slice.c) and the per-parameter reads (read_params.c); dequant.c
+ * reads an FP8 weight's scale through it.
  *
  * Only the box's runs are read (see tpx__box_runs: one range for a dim-0
  * slice, one per row for a dim-1 slice; contiguous rows are one range).
@@ -61,6 +62,32 @@ static tpx_status fetch(const tpx_checkpoint_reader *rd,
   return TPX_OK;
 }
 
+/* v[i] *= the scale of the stored tensor's element at + i, for i < m
+ * (tpx__ckpt_dequant, filled by dequant.c). */
+static void dequant_run(const tpx__ckpt_dequant *dq, int64_t at, float *v,
+                        size_t m) {
+  if (dq->form == 2) { /* one scale */
+    for (size_t i = 0; i < m; i++) v[i] = v[i] * dq->scale[0];
+    return;
+  }
+  int64_t col = at % dq->cols, rest = at / dq->cols;
+  int64_t row = rest % dq->rows, lead = rest / dq->rows;
+  for (size_t i = 0; i < m; i++) {
+    int64_t k = lead + dq->off_lead;
+    if (dq->form == 1)
+      k = (k * dq->brows + (row + dq->off_row) / dq->block) * dq->bcols +
+          (col + dq->off_col) / dq->block;
+    v[i] = v[i] * dq->scale[k]; /* one f32 product, as upstream's */
+    if (++col == dq->cols) {
+      col = 0;
+      if (++row == dq->rows) {
+        row = 0;
+        lead++;
+      }
+    }
+  }
+}
+
 tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
                                 const tpx__st_tensor *t, const tpx__box_runs *g,
                                 int64_t e0, int64_t e1, tpx_dtype dtype,
@@ -107,7 +134,7 @@ tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
           /* upstream's order: widen to f32, one f32 product, then round */
           st = tpx_checkpoint_convert(wide, TPX_DTYPE_F32, bounce, t->dtype, m,
                                       err);
-          tpx__ckpt_dequant_run(dq, at + k, wide, m);
+          dequant_run(dq, at + k, wide, m);
           if (st == TPX_OK)
             st = tpx_checkpoint_convert(o, dtype, wide, TPX_DTYPE_F32, m, err);
         } else if (st == TPX_OK)
@@ -120,43 +147,5 @@ tpx_status tpx__ckpt_read_elems(const tpx_checkpoint_reader *rd,
   }
   free(bounce);
   free(wide);
-  return st;
-}
-
-tpx_status tpx_checkpoint_read_slice(const tpx_checkpoint_reader *rd,
-                                     int64_t tensor, const tpx_slice *slice,
-                                     tpx_dtype dtype, void *dst,
-                                     size_t dst_bytes, tpx_error *err) {
-  if (rd == NULL || tensor < 0 || (size_t)tensor >= rd->load.n)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tpx_checkpoint_read_slice: tensor %lld is out of "
-                         "range",
-                         (long long)tensor);
-  const tpx__st_tensor *t = &rd->load.t[tensor];
-  if (!tpx__ckpt_can_convert(t->dtype, dtype))
-    return tpx_error_set(
-        err, TPX_UNSUPPORTED, "%s: tensor '%s': cannot read %s as %s",
-        rd->load.files[t->file].path, t->name, tpx_dtype_short_name(t->dtype),
-        tpx_dtype_short_name(dtype));
-  tpx__box_runs g;
-  tpx_status st =
-      tpx__box_runs_init(t->shape, t->ndim, slice, t->name, &g, err);
-  if (st != TPX_OK)
-    return st;
-  if ((uint64_t)g.numel * tpx_dtype_size(dtype) > dst_bytes)
-    return tpx_error_set(err, TPX_OUT_OF_RANGE,
-                         "tensor '%s': the slice needs %lld bytes of %s, the "
-                         "buffer holds %zu",
-                         t->name,
-                         (long long)(g.numel * (int64_t)tpx_dtype_size(dtype)),
-                         tpx_dtype_short_name(dtype), dst_bytes);
-  if (g.numel > 0 && dst == NULL)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "tensor '%s': NULL destination", t->name);
-  tpx__ckpt_dequant dq;
-  st = tpx__ckpt_dequant_init(rd, t, dtype, &dq, err);
-  if (st == TPX_OK)
-    st = tpx__ckpt_read_elems(rd, t, &g, 0, g.numel, dtype, dst, &dq, err);
-  tpx__ckpt_dequant_free(&dq);
   return st;
 }
