@@ -203,6 +203,11 @@ int am_sk_glm5_vision(const tpx_plugin_host *host, tpx_plugin_ctx *ctx);
 /* The whole skeleton (tpx_plugin_get_skeleton). */
 int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
                 const char *arch);
+/* The text decoder stack at `prefix` (am_moe_block.c): embedding, the
+ * layers through `layer`, norm (+ embed_norm), head. */
+int am_sk_text_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const am_cfg *c, const char *prefix, const char *head,
+                     tpxp_layer_fn layer, const void *user, int embed_norm);
 /* Automodel's MLP at `fqn` (am_moe_block.c): up, gate, down. */
 int am_sk_mlp(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const char *fqn,
               int64_t h, int64_t inter, int bias);

@@ -234,21 +234,8 @@ int am_sk_glm5(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   TPXP_CHK(read_g5(host, ctx, c, &g));
   TPXP_CHK(tpxp_sk_module(host, ctx, "model", "other"));
   TPXP_CHK(am_sk_glm5_vision(host, ctx));
-  {
-    const tpxp_sk_row tail[] = {TPXP_SK_NRM("norm", c->hidden, 0)};
-    const tpxp_stack stack = {.prefix = "model.language_model",
-                              .embed = "embed_tokens",
-                              .vocab = c->vocab,
-                              .hidden = c->hidden,
-                              .layers = c->layers,
-                              .layer = g5_layer,
-                              .user = user,
-                              .tail = tail,
-                              .n_tail = TPXP_N_OF(tail),
-                              .head = "lm_head",
-                              .tie = c->tie};
-    return tpxp_sk_stack(host, ctx, &stack);
-  }
+  return am_sk_text_stack(host, ctx, c, "model.language_model", "lm_head",
+                          g5_layer, user, 0);
 }
 
 /* model.visual, sized from vision_config. */

@@ -253,23 +253,9 @@ int am_sk_inkling(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "automodel_moe: " IK ": text_config.n_shared_experts "
                      "must be positive");
-  {
-    const tpxp_sk_row tail[] = {TPXP_SK_NRM("norm", c->hidden, 0),
-                                TPXP_SK_NRM("embed_norm", c->hidden, 0)};
-    const tpxp_stack stack = {.prefix = "model.language_model",
-                              .embed = "embed_tokens",
-                              .vocab = c->vocab,
-                              .hidden = c->hidden,
-                              .layers = c->layers,
-                              .layer = ink_layer,
-                              .user = user,
-                              .tail = tail,
-                              .n_tail = TPXP_N_OF(tail),
-                              .head = "lm_head",
-                              .tie = c->tie};
-    TPXP_CHK(tpxp_sk_module(host, ctx, "model", "other"));
-    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
-  }
+  TPXP_CHK(tpxp_sk_module(host, ctx, "model", "other"));
+  TPXP_CHK(am_sk_text_stack(host, ctx, c, "model.language_model", "lm_head",
+                            ink_layer, user, 1));
   TPXP_CHK(ink_audio(host, ctx, c->hidden));
   return am_sk_inkling_vision(host, ctx, c->hidden);
 }

@@ -279,21 +279,8 @@ int am_sk_minimax3(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     return tpxp_fail(host, ctx, TPX_PLUGIN_ERROR,
                      "automodel_moe: " M3 ": MTP blocks need "
                      "num_hidden_layers >= 1");
-  {
-    const tpxp_sk_row tail[] = {TPXP_SK_NRM("norm", c->hidden, 0)};
-    const tpxp_stack stack = {.prefix = "model",
-                              .embed = "embed_tokens",
-                              .vocab = c->vocab,
-                              .hidden = c->hidden,
-                              .layers = c->layers,
-                              .layer = m3_layer,
-                              .user = user,
-                              .tail = tail,
-                              .n_tail = TPXP_N_OF(tail),
-                              .head = "lm_head",
-                              .tie = c->tie};
-    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
-  }
+  TPXP_CHK(
+      am_sk_text_stack(host, ctx, c, "model", "lm_head", m3_layer, user, 0));
   TPXP_CHK(m3_mtp(host, ctx, c, &t));
   return m3_vision(host, ctx, c);
 }

@@ -1,8 +1,9 @@
-/* am_moe_block.c — the automodel_moe plugin's MLPs: Automodel's dense MLP
- * and the MoE block at "<layer>.mlp" (router, GroupedExperts' two fused
- * tensors with the per-expert checkpoint tensors they are made of, shared
- * experts), used by the decoders of am_skeleton.c, am_minimax3.c and
- * am_glm5.c (one file beneath them all, so none calls back up). */
+/* am_moe_block.c — the blocks the automodel_moe plugin's decoders share:
+ * Automodel's dense MLP, the MoE block at "<layer>.mlp" (router,
+ * GroupedExperts' two fused tensors with the per-expert checkpoint tensors
+ * they are made of, shared experts) and the text decoder stack, used by
+ * am_skeleton.c and the multimodal classes' files (one file beneath them
+ * all, so none calls back up). */
 #include <stddef.h>
 #include <string.h>
 
@@ -129,4 +130,27 @@ int am_sk_moe(const tpx_plugin_host *host, tpx_plugin_ctx *ctx, const am_cfg *c,
     }
   }
   return TPX_PLUGIN_OK;
+}
+
+/* The text decoder every class builds (tpxp_sk_stack): <prefix>.embed_tokens,
+ * the layers through `layer`, the final norm (and, with embed_norm,
+ * Inkling's embed_norm after it), then the head (`head`, untied unless the
+ * config ties it). */
+int am_sk_text_stack(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
+                     const am_cfg *c, const char *prefix, const char *head,
+                     tpxp_layer_fn layer, const void *user, int embed_norm) {
+  const tpxp_sk_row tail[] = {TPXP_SK_NRM("norm", c->hidden, 0),
+                              TPXP_SK_NRM("embed_norm", c->hidden, 0)};
+  const tpxp_stack stack = {.prefix = prefix,
+                            .embed = "embed_tokens",
+                            .vocab = c->vocab,
+                            .hidden = c->hidden,
+                            .layers = c->layers,
+                            .layer = layer,
+                            .user = user,
+                            .tail = tail,
+                            .n_tail = embed_norm ? 2 : 1,
+                            .head = head,
+                            .tie = c->tie};
+  return tpxp_sk_stack(host, ctx, &stack);
 }

@@ -191,19 +191,7 @@ int am_skeleton(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
     TPXP_CHK(tpxp_sk_module(host, ctx, "model", "other"));
     TPXP_CHK(am_sk_kimi_vision(host, ctx, &c));
   }
-  {
-    const tpxp_sk_row tail[] = {TPXP_SK_NRM("norm", c.hidden, 0)};
-    const tpxp_stack stack = {.prefix = a->stack != NULL ? a->stack : "model",
-                              .embed = "embed_tokens",
-                              .vocab = c.vocab,
-                              .hidden = c.hidden,
-                              .layers = c.layers,
-                              .layer = am_layer,
-                              .user = &c,
-                              .tail = tail,
-                              .n_tail = TPXP_N_OF(tail),
-                              .head = a->head != NULL ? a->head : "lm_head",
-                              .tie = c.tie};
-    return tpxp_sk_stack(host, ctx, &stack);
-  }
+  return am_sk_text_stack(host, ctx, &c, a->stack != NULL ? a->stack : "model",
+                          a->head != NULL ? a->head : "lm_head", am_layer, &c,
+                          0);
 }

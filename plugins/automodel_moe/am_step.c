@@ -309,21 +309,8 @@ int am_sk_step(const tpx_plugin_host *host, tpx_plugin_ctx *ctx,
   TPXP_CHK(read_step(host, ctx, c, &s));
   TPXP_CHK(tpxp_sk_module(host, ctx, "model", "other"));
   TPXP_CHK(am_sk_step_vision(host, ctx, c->hidden));
-  {
-    const tpxp_sk_row tail[] = {TPXP_SK_NRM("norm", c->hidden, 0)};
-    const tpxp_stack stack = {.prefix = "model.language_model",
-                              .embed = "embed_tokens",
-                              .vocab = c->vocab,
-                              .hidden = c->hidden,
-                              .layers = c->layers,
-                              .layer = step_layer,
-                              .user = user,
-                              .tail = tail,
-                              .n_tail = TPXP_N_OF(tail),
-                              .head = "lm_head",
-                              .tie = c->tie};
-    TPXP_CHK(tpxp_sk_stack(host, ctx, &stack));
-  }
+  TPXP_CHK(am_sk_text_stack(host, ctx, c, "model.language_model", "lm_head",
+                            step_layer, user, 0));
   if (s.mtp == 0)
     return TPX_PLUGIN_OK;
   TPXP_CHK(tpxp_sk_module(host, ctx, "mtp", "other"));
