@@ -190,15 +190,28 @@ static tpx_status check_finite(const tpx_moe_router_options *o,
   return TPX_OK;
 }
 
+/* What both directions check first: the options, n >= 0, and that n x E
+ * floats fit a buffer's size. */
+static tpx_status check_tokens(const tpx_moe_router_options *opts, int64_t n,
+                               const char *w, tpx_error *err) {
+  TPX__TRY(tpx__moe_check_router(opts, w, err));
+  if (n < 0)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: n %lld (want >= 0)", w,
+                         (long long)n);
+  if (n > INT64_MAX / (int64_t)sizeof(float) / opts->experts)
+    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
+                         "%s: n %lld tokens x %lld experts overflow a "
+                         "buffer's size",
+                         w, (long long)n, (long long)opts->experts);
+  return TPX_OK;
+}
+
 tpx_status tpx_moe_route(const tpx_moe_router_options *opts,
                          const float *logits, const float *bias, int64_t n,
                          int32_t *experts, float *weights, float *probs,
                          tpx_error *err) {
   const char *w = "tpx_moe_route";
-  TPX__TRY(tpx__moe_check_router(opts, w, err));
-  if (n < 0)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: n %lld (want >= 0)", w,
-                         (long long)n);
+  TPX__TRY(check_tokens(opts, n, w, err));
   if (n > 0 && (!logits || !experts || !weights || !probs))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: %s is NULL", w,
                          !logits    ? "logits"
@@ -206,11 +219,6 @@ tpx_status tpx_moe_route(const tpx_moe_router_options *opts,
                          : !weights ? "weights"
                                     : "probs");
   int64_t E = opts->experts, k = opts->top_k;
-  if (n > INT64_MAX / (int64_t)sizeof(float) / E)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "%s: n %lld tokens x %lld experts overflow a "
-                         "buffer's size",
-                         w, (long long)n, (long long)E);
   TPX__TRY(check_finite(opts, logits, bias, n, w, err));
   if (n == 0)
     return TPX_OK;
@@ -314,10 +322,7 @@ tpx_status tpx_moe_route_backward(const tpx_moe_router_options *opts,
                                   int64_t n, float *dlogits, tpx_error *err) {
   const char *w = "tpx_moe_route_backward";
   (void)weights; /* recomputed from probs, in double */
-  TPX__TRY(tpx__moe_check_router(opts, w, err));
-  if (n < 0)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: n %lld (want >= 0)", w,
-                         (long long)n);
+  TPX__TRY(check_tokens(opts, n, w, err));
   if (n > 0 && (!probs || !experts || !dweights || !dlogits))
     return tpx_error_set(err, TPX_INVALID_ARGUMENT, "%s: %s is NULL", w,
                          !probs      ? "probs"
@@ -325,11 +330,6 @@ tpx_status tpx_moe_route_backward(const tpx_moe_router_options *opts,
                          : !dweights ? "dweights"
                                      : "dlogits");
   int64_t E = opts->experts;
-  if (n > INT64_MAX / (int64_t)sizeof(float) / E)
-    return tpx_error_set(err, TPX_INVALID_ARGUMENT,
-                         "%s: n %lld tokens x %lld experts overflow a "
-                         "buffer's size",
-                         w, (long long)n, (long long)E);
   for (int64_t t = 0; t < n; t++)
     TPX__TRY(check_saved(opts, probs + t * E, experts + t * opts->top_k,
                          dweights + t * opts->top_k, t, w, err));
