@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "model/config_attrs.h"
 #include "model/model_impl.h"
+#include "model/model_view.h"
 
 /* Sentinel strings (NUL first, so the length must be compared too). */
 #define S_INF "\0tpx:inf"
@@ -251,6 +252,23 @@ tpx_status tpx_model_set_config(tpx_model *model, const char *json_text,
     json_decref(model->config);
   model->config = root;
   return TPX_OK;
+}
+
+int tpx__model_config_dtype(const tpx_model *model, int float_only,
+                            tpx_dtype *out) {
+  static const char *const keys[] = {
+      "torch_dtype", "dtype", "text_config.torch_dtype", "text_config.dtype"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    const char *s = NULL;
+    tpx_dtype d;
+    if (tpx_model_config_string(model, keys[i], &s, NULL) == TPX_OK && s &&
+        tpx_dtype_parse(s, &d, NULL) == TPX_OK &&
+        (!float_only || tpx_dtype_is_float(d))) {
+      *out = d;
+      return 1;
+    }
+  }
+  return 0;
 }
 
 tpx_status tpx_model_set_config_dtype(tpx_model *model, tpx_dtype dtype,

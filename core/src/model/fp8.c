@@ -16,6 +16,7 @@
 #include "base/grow.h"
 #include "model/fp8_view.h"
 #include "model/model_impl.h"
+#include "model/model_view.h"
 
 #define SCALE_SUFFIX "_scale_inv"
 /* The value of an activation scale's name in model->quant_names. */
@@ -48,16 +49,8 @@ static tpx_dtype train_dtype(const tpx_model *model, const char *name) {
   int64_t pi = tpx_model_find_param(model, name);
   if (pi >= 0)
     return (tpx_dtype)model->params[pi].dtype;
-  static const char *const keys[] = {
-      "torch_dtype", "dtype", "text_config.torch_dtype", "text_config.dtype"};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    const char *s = NULL;
-    tpx_dtype d;
-    if (tpx_model_config_string(model, keys[i], &s, NULL) == TPX_OK && s &&
-        tpx_dtype_parse(s, &d, NULL) == TPX_OK && tpx_dtype_is_float(d))
-      return d;
-  }
-  return TPX_DTYPE_BF16;
+  tpx_dtype d;
+  return tpx__model_config_dtype(model, 1, &d) ? d : TPX_DTYPE_BF16;
 }
 
 /* The block form [.., ceil(rows/b), ceil(cols/b)] of a weight of >= 2 dims

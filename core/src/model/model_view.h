@@ -96,4 +96,10 @@ static inline void tpx__mv_param_info(const tpx_model *model, int64_t p,
   out->tied_to = r->tied_to;
 }
 
+/* The dtype config.json declares (torch_dtype, dtype, then both under
+ * text_config; with float_only the first that is a float dtype): 1 and
+ * *out, or 0 when none parses (model/config.c). */
+int tpx__model_config_dtype(const tpx_model *model, int float_only,
+                            tpx_dtype *out);
+
 #endif /* TPX_MODEL_MODEL_VIEW_H */

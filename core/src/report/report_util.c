@@ -6,18 +6,13 @@
 #include <string.h>
 
 #include "base/grow.h"
+#include "model/model_view.h"
 #include "report/report_util.h"
 
 tpx_dtype tpx__report_model_dtype(const tpx_model *model) {
-  static const char *const keys[] = {
-      "torch_dtype", "dtype", "text_config.torch_dtype", "text_config.dtype"};
-  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-    const char *s = NULL;
-    tpx_dtype d;
-    if (tpx_model_config_string(model, keys[i], &s, NULL) == TPX_OK && s &&
-        tpx_dtype_parse(s, &d, NULL) == TPX_OK)
-      return d;
-  }
+  tpx_dtype declared;
+  if (tpx__model_config_dtype(model, 0, &declared))
+    return declared;
   int64_t per[TPX_DTYPE_COUNT];
   memset(per, 0, sizeof per);
   size_t n = tpx_model_num_params(model);
