@@ -121,6 +121,17 @@ static void mask_groups(const tpx_moe_router_options *o, double *c, double *gsc,
       for (int64_t i = 0; i < per; i++) c[q * per + i] = -INFINITY;
 }
 
+/* The weights' constants, one definition for forward and backward: under
+ * sigmoid the renormalising sum gets + 1e-20 (with norm_topk_prob) and the
+ * weights are times routed_scaling_factor (0 = 1); softmax has neither. */
+static double weight_scale(const tpx_moe_router_options *o, double *sum) {
+  if (o->score != TPX_MOE_SIGMOID)
+    return 1.0;
+  if (o->norm_topk_prob)
+    *sum += 1e-20;
+  return o->routed_scaling_factor != 0 ? o->routed_scaling_factor : 1.0;
+}
+
 /* One token: scores into p[E] (double) and probs, the choice, weights. */
 static void route_one(const tpx_moe_router_options *o, const float *x,
                       const float *bias, double *p, double *c, double *gsc,
@@ -154,13 +165,7 @@ static void route_one(const tpx_moe_router_options *o, const float *x,
     ex[j] = (int32_t)e;
     sum += w[j] = p[e];
   }
-  double scale = 1.0;
-  if (o->score == TPX_MOE_SIGMOID) {
-    if (o->norm_topk_prob)
-      sum += 1e-20;
-    if (o->routed_scaling_factor != 0)
-      scale = o->routed_scaling_factor;
-  }
+  double scale = weight_scale(o, &sum);
   for (int64_t j = 0; j < k; j++)
     wt[j] = (float)((o->norm_topk_prob ? w[j] / sum : w[j]) * scale);
 }
@@ -252,13 +257,7 @@ static void backward_one(const tpx_moe_router_options *o, const float *p,
     sum += p[ex[j]];
     gw += (double)g[j] * p[ex[j]];
   }
-  double scale = 1.0;
-  if (o->score == TPX_MOE_SIGMOID) {
-    if (o->norm_topk_prob)
-      sum += 1e-20;
-    if (o->routed_scaling_factor != 0)
-      scale = o->routed_scaling_factor;
-  }
+  double scale = weight_scale(o, &sum);
   /* d w_j / d p_i = scale (delta_ij / S - p_j / S^2) under the norm */
   for (int64_t j = 0; j < k; j++)
     gp[ex[j]] += o->norm_topk_prob
